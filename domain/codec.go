@@ -1,0 +1,95 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Codec turns payloads into EventData and back. Its registry is built
+// explicitly in NewCodec (never in init) so the catalogue is in one place.
+type Codec struct {
+	decoders map[string]func([]byte) (Event, error)
+}
+
+func decoderFor[T Event]() func([]byte) (Event, error) {
+	return func(b []byte) (Event, error) {
+		var v T
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+}
+
+// NewCodec returns a codec that knows the whole catalogue.
+func NewCodec() *Codec {
+	return &Codec{decoders: map[string]func([]byte) (Event, error){
+		TypeInspectorCreated:     decoderFor[InspectorCreated](),
+		TypeInspectorExpired:     decoderFor[InspectorExpired](),
+		TypeAccountCreated:       decoderFor[AccountCreated](),
+		TypeTokenIssued:          decoderFor[TokenIssued](),
+		TypeTokenRevoked:         decoderFor[TokenRevoked](),
+		TypeEndpointCreated:      decoderFor[EndpointCreated](),
+		TypeEndpointReconfigured: decoderFor[EndpointReconfigured](),
+		TypeEndpointDeleted:      decoderFor[EndpointDeleted](),
+		TypeAgentConnected:       decoderFor[AgentConnected](),
+		TypeAgentDisconnected:    decoderFor[AgentDisconnected](),
+		TypeDeliveryReceived:     decoderFor[DeliveryReceived](),
+		TypeDeliveryAnswered:     decoderFor[DeliveryAnswered](),
+		TypeForwardRequested:     decoderFor[ForwardRequested](),
+		TypeForwardResponded:     decoderFor[ForwardResponded](),
+		TypeForwardFailed:        decoderFor[ForwardFailed](),
+		TypeRetryRequested:       decoderFor[RetryRequested](),
+	}}
+}
+
+// Types lists every registered type name.
+func (c *Codec) Types() []string {
+	out := make([]string, 0, len(c.decoders))
+	for t := range c.decoders {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Trace links an event to the request that caused it.
+type Trace struct {
+	CorrelationID string
+	CausationID   string
+}
+
+// Encode wraps a payload in an envelope. id must be a UUID.
+func (c *Codec) Encode(id string, e Event, at time.Time, tr Trace) (EventData, error) {
+	if _, ok := c.decoders[e.EventType()]; !ok {
+		return EventData{}, fmt.Errorf("encode %T: %w %q", e, ErrUnknownEventType, e.EventType())
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return EventData{}, fmt.Errorf("encode %s: %w", e.EventType(), err)
+	}
+	return EventData{
+		ID:   id,
+		Type: e.EventType(),
+		Data: b,
+		Metadata: Metadata{
+			SchemaVersion: 1,
+			OccurredAt:    at.UTC(),
+			CorrelationID: tr.CorrelationID,
+			CausationID:   tr.CausationID,
+		},
+	}, nil
+}
+
+// Decode returns the payload of a stored event.
+func (c *Codec) Decode(typ string, data []byte) (Event, error) {
+	d, ok := c.decoders[typ]
+	if !ok {
+		return nil, fmt.Errorf("decode: %w %q", ErrUnknownEventType, typ)
+	}
+	e, err := d(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", typ, err)
+	}
+	return e, nil
+}

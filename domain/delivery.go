@@ -1,0 +1,171 @@
+package domain
+
+import "fmt"
+
+// Delivery invariants:
+//  1. A delivery is received once, at a known address, with a method and a
+//     raw request target that starts with "/" (or is "*" for OPTIONS).
+//  2. len(Body) <= BodySize, and Complete is true exactly when the body was
+//     stored whole.
+//  3. An attempt is answered at most once: a response or a failure for an
+//     attempt that is not pending raises no event.
+//  4. A retry needs an Endpoint in PROXY mode, a connected agent and a
+//     complete payload, checked in that order.
+
+// CapturedRequest is a request exactly as the sender sent it.
+type CapturedRequest struct {
+	Method     string
+	Target     string // raw request target: path and query exactly as sent
+	Host       string
+	Proto      string
+	RemoteAddr string
+	Headers    []Header
+	Body       []byte
+	BodySize   int64
+	Complete   bool
+}
+
+// Delivery is one request to a public address and what became of it.
+type Delivery struct {
+	aggregate
+	id        string
+	address   string
+	kind      AddressKind
+	accountID string
+	complete  bool
+	answered  bool
+	pending   map[string]bool // attempt IDs that have no outcome yet
+	attempts  int
+}
+
+// ReceiveDelivery records a request that reached address.
+func ReceiveDelivery(id, address string, kind AddressKind, accountID string, req CapturedRequest) (*Delivery, error) {
+	switch {
+	case id == "":
+		return nil, &InvalidInputError{Field: "delivery id", Reason: "empty"}
+	case address == "":
+		return nil, &InvalidInputError{Field: "address", Reason: "empty"}
+	case req.Method == "":
+		return nil, &InvalidInputError{Field: "method", Reason: "empty"}
+	case req.Target == "" || (req.Target[0] != '/' && req.Target != "*"):
+		return nil, &InvalidInputError{Field: "target", Reason: fmt.Sprintf("%q is not an origin-form request target", req.Target)}
+	case int64(len(req.Body)) > req.BodySize:
+		return nil, &InvalidInputError{Field: "body", Reason: "stored body longer than its size"}
+	case req.Complete != (int64(len(req.Body)) == req.BodySize):
+		return nil, &InvalidInputError{Field: "complete", Reason: "must be true exactly when the whole body is stored"}
+	}
+	d := &Delivery{aggregate: newAggregate()}
+	headers := req.Headers
+	if headers == nil {
+		headers = []Header{}
+	}
+	body := req.Body
+	if body == nil {
+		body = []byte{}
+	}
+	d.raise(DeliveryReceived{
+		DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
+		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
+		RemoteAddr: req.RemoteAddr, Headers: headers, Body: body,
+		BodySize: req.BodySize, Complete: req.Complete,
+	})
+	return d, nil
+}
+
+// LoadDelivery rebuilds a delivery from its stream.
+func LoadDelivery(events []Event) *Delivery {
+	d := &Delivery{aggregate: newAggregate()}
+	for _, e := range events {
+		d.apply(e)
+		d.loaded()
+	}
+	return d
+}
+
+func (d *Delivery) raise(e Event) { d.apply(e); d.changes = append(d.changes, e) }
+
+func (d *Delivery) apply(e Event) {
+	switch e := e.(type) {
+	case DeliveryReceived:
+		d.id, d.address, d.kind, d.accountID, d.complete = e.DeliveryID, e.Address, e.AddressKind, e.AccountID, e.Complete
+		d.pending = map[string]bool{}
+	case DeliveryAnswered:
+		d.answered = true
+	case ForwardRequested:
+		d.pending[e.AttemptID] = true
+		d.attempts++
+	case ForwardResponded:
+		delete(d.pending, e.AttemptID)
+	case ForwardFailed:
+		delete(d.pending, e.AttemptID)
+	}
+}
+
+// ID, Address, Kind, AccountID and Complete describe the delivery.
+func (d *Delivery) ID() string                    { return d.id }
+func (d *Delivery) Address() string               { return d.address }
+func (d *Delivery) Kind() AddressKind             { return d.kind }
+func (d *Delivery) AccountID() string             { return d.accountID }
+func (d *Delivery) Complete() bool                { return d.complete }
+func (d *Delivery) Answered() bool                { return d.answered }
+func (d *Delivery) Attempts() int                 { return d.attempts }
+func (d *Delivery) Pending(attemptID string) bool { return d.pending[attemptID] }
+
+// Answer records the status the sender got; only the first answer counts.
+func (d *Delivery) Answer(status int, reason string) {
+	if d.answered {
+		return
+	}
+	d.raise(DeliveryAnswered{DeliveryID: d.id, Status: status, Reason: reason})
+}
+
+// RequestForward starts an attempt to reach the Endpoint's local target.
+func (d *Delivery) RequestForward(attemptID, endpointID string, retry bool) error {
+	if attemptID == "" {
+		return &InvalidInputError{Field: "attempt id", Reason: "empty"}
+	}
+	if d.pending[attemptID] {
+		return nil
+	}
+	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Retry: retry})
+	return nil
+}
+
+// RecordResponse stores the local answer of a pending attempt.
+func (d *Delivery) RecordResponse(r ForwardResponded) {
+	if !d.pending[r.AttemptID] {
+		return
+	}
+	r.DeliveryID = d.id
+	d.raise(r)
+}
+
+// RecordFailure stores the failure of a pending attempt.
+func (d *Delivery) RecordFailure(f ForwardFailed) {
+	if !d.pending[f.AttemptID] {
+		return
+	}
+	f.DeliveryID = d.id
+	d.raise(f)
+}
+
+// EndpointStatus is what a retry needs to know about the delivery's Endpoint.
+type EndpointStatus struct {
+	Mode           EndpointMode
+	AgentConnected bool
+}
+
+// RequestRetry replays the delivery to the local target as a new attempt.
+func (d *Delivery) RequestRetry(attemptID, accountID string, ep EndpointStatus) error {
+	switch {
+	case d.kind != AddressEndpoint || ep.Mode != ModeProxy:
+		return ErrRetryNotProxy
+	case !ep.AgentConnected:
+		return ErrAgentNotConnected
+	case !d.complete:
+		return ErrPayloadIncomplete
+	}
+	d.raise(RetryRequested{DeliveryID: d.id, AttemptID: attemptID, AccountID: accountID})
+	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: d.address, Retry: true})
+	return nil
+}

@@ -1,0 +1,32 @@
+// Package domain is the pure core of the relay: the event catalogue, the
+// aggregates that decide which events happen (Inspector, Endpoint, Delivery,
+// Account), their invariants, and the EventStore port the adapters implement.
+//
+// It performs no I/O and imports no framework, driver or transport, so every
+// rule here is testable with plain values and every adapter is replaceable.
+//
+// # Event catalogue
+//
+// Each event has an explicit, versioned type name that never derives from a Go
+// type name, so renaming a struct never breaks a stored log:
+//
+//	inspector.created.v1    InspectorCreated     a guest inspector was opened
+//	inspector.expired.v1    InspectorExpired     it went idle past its TTL
+//	account.created.v1      AccountCreated       someone signed up
+//	token.issued.v1         TokenIssued          an API token was issued (hash only)
+//	token.revoked.v1        TokenRevoked         an API token stopped working
+//	endpoint.created.v1     EndpointCreated      an account created an Endpoint
+//	endpoint.reconfigured.v1 EndpointReconfigured its settings changed
+//	endpoint.deleted.v1     EndpointDeleted      it was deleted; its address answers 503
+//	agent.connected.v1      AgentConnected       an agent session started serving an Endpoint
+//	agent.disconnected.v1   AgentDisconnected    that session ended
+//	delivery.received.v1    DeliveryReceived     a request reached a known address
+//	delivery.answered.v1    DeliveryAnswered     the sender got this status
+//	forward.requested.v1    ForwardRequested     an attempt to reach the local target began
+//	forward.responded.v1    ForwardResponded     the local target answered
+//	forward.failed.v1       ForwardFailed        the attempt failed (502, 503, 504)
+//	retry.requested.v1      RetryRequested       a user asked to replay a stored delivery
+//
+// Streams are one per aggregate: "inspector-<id>", "endpoint-<id>",
+// "account-<id>", "delivery-<id>", "agent-<endpoint id>".
+package domain

@@ -1,0 +1,141 @@
+package domain
+
+import (
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Endpoint invariants:
+//  1. An Endpoint belongs to one account and has a non-empty name.
+//  2. Mode is LOG or PROXY; a PROXY Endpoint has a target.
+//  3. A target is "127.0.0.1:<port>" or "localhost:<port>" with 1 <= port <= 65535:
+//     the relay only ever reaches a developer's own machine.
+//  4. Reconfiguring to the same settings raises no event.
+//  5. A deleted Endpoint accepts no command.
+
+// EndpointSettings are the user-editable fields of an Endpoint.
+type EndpointSettings struct {
+	Name            string
+	Mode            EndpointMode
+	Target          string
+	ResponseCapture bool
+}
+
+// Validate checks the settings' invariants.
+func (s EndpointSettings) Validate() error {
+	if strings.TrimSpace(s.Name) == "" {
+		return &InvalidInputError{Field: "name", Reason: "must not be empty"}
+	}
+	if len(s.Name) > 200 {
+		return &InvalidInputError{Field: "name", Reason: "at most 200 characters"}
+	}
+	if s.Mode != ModeLog && s.Mode != ModeProxy {
+		return &InvalidInputError{Field: "mode", Reason: "must be LOG or PROXY"}
+	}
+	if s.Target == "" {
+		if s.Mode == ModeProxy {
+			return &InvalidInputError{Field: "target", Reason: "PROXY mode needs a target such as 127.0.0.1:3000"}
+		}
+		return nil
+	}
+	return ValidateTarget(s.Target)
+}
+
+// ValidateTarget accepts only 127.0.0.1:<port> and localhost:<port>.
+func ValidateTarget(target string) error {
+	host, port, err := net.SplitHostPort(target)
+	if err != nil || (host != "127.0.0.1" && host != "localhost") {
+		return &InvalidInputError{Field: "target", Reason: "must be 127.0.0.1:<port> or localhost:<port>"}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return &InvalidInputError{Field: "target", Reason: "port must be a number from 1 to 65535"}
+	}
+	return nil
+}
+
+// Endpoint is an account's public address in LOG or PROXY mode.
+type Endpoint struct {
+	aggregate
+	id        string
+	accountID string
+	settings  EndpointSettings
+	deleted   bool
+}
+
+// NewEndpoint creates an Endpoint for an account.
+func NewEndpoint(id, accountID string, s EndpointSettings) (*Endpoint, error) {
+	if err := ValidateAddressID(id); err != nil {
+		return nil, err
+	}
+	if accountID == "" {
+		return nil, ErrUnauthenticated
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Endpoint{aggregate: newAggregate()}
+	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture})
+	return e, nil
+}
+
+// LoadEndpoint rebuilds an Endpoint from its stream.
+func LoadEndpoint(events []Event) *Endpoint {
+	e := &Endpoint{aggregate: newAggregate()}
+	for _, ev := range events {
+		e.apply(ev)
+		e.loaded()
+	}
+	return e
+}
+
+func (e *Endpoint) raise(ev Event) { e.apply(ev); e.changes = append(e.changes, ev) }
+
+func (e *Endpoint) apply(ev Event) {
+	switch ev := ev.(type) {
+	case EndpointCreated:
+		e.id, e.accountID = ev.EndpointID, ev.AccountID
+		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture}
+	case EndpointReconfigured:
+		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture}
+	case EndpointDeleted:
+		e.deleted = true
+	}
+}
+
+// ID, AccountID, Settings and Deleted describe the Endpoint.
+func (e *Endpoint) ID() string                 { return e.id }
+func (e *Endpoint) AccountID() string          { return e.accountID }
+func (e *Endpoint) Settings() EndpointSettings { return e.settings }
+func (e *Endpoint) Deleted() bool              { return e.deleted }
+
+// OwnedBy reports whether accountID may see and change the Endpoint; a
+// deleted or foreign Endpoint is reported as not found by callers.
+func (e *Endpoint) OwnedBy(accountID string) bool {
+	return e.id != "" && !e.deleted && e.accountID == accountID
+}
+
+// Reconfigure applies new settings; the same settings raise no event.
+func (e *Endpoint) Reconfigure(s EndpointSettings) error {
+	if e.deleted {
+		return ErrNotFound
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if s == e.settings {
+		return nil
+	}
+	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture})
+	return nil
+}
+
+// Delete closes the Endpoint.
+func (e *Endpoint) Delete() error {
+	if e.deleted {
+		return ErrNotFound
+	}
+	e.raise(EndpointDeleted{EndpointID: e.id})
+	return nil
+}

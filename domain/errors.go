@@ -1,0 +1,52 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels callers branch on with errors.Is.
+var (
+	ErrNotFound              = errors.New("not found")
+	ErrStreamNotFound        = errors.New("stream not found")
+	ErrSubscriptionClosed    = errors.New("subscription closed")
+	ErrInvalidInput          = errors.New("invalid input")
+	ErrUnauthenticated       = errors.New("unauthenticated")
+	ErrExpired               = errors.New("address expired")
+	ErrRetryNotProxy         = errors.New("retry needs an endpoint in PROXY mode")
+	ErrAgentNotConnected     = errors.New("no agent connected")
+	ErrPayloadIncomplete     = errors.New("stored payload is incomplete")
+	ErrDuplicateEventID      = errors.New("event ID already used elsewhere")
+	ErrUnknownEventType      = errors.New("unknown event type")
+	ErrWrongExpectedRevision = errors.New("wrong expected revision")
+)
+
+// WrongExpectedRevisionError is a failed optimistic-concurrency check.
+type WrongExpectedRevisionError struct {
+	Stream   string
+	Expected ExpectedRevision
+	Actual   uint64 // last revision of the stream
+	Exists   bool   // false when the stream was empty
+}
+
+func (e *WrongExpectedRevisionError) Error() string {
+	actual := "no stream"
+	if e.Exists {
+		actual = fmt.Sprintf("revision %d", e.Actual)
+	}
+	return fmt.Sprintf("append to %s: expected %s, stream is at %s", e.Stream, e.Expected, actual)
+}
+
+// Is makes errors.Is(err, ErrWrongExpectedRevision) true.
+func (e *WrongExpectedRevisionError) Is(target error) bool { return target == ErrWrongExpectedRevision }
+
+// InvalidInputError names the field that was refused.
+type InvalidInputError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidInputError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// Is makes errors.Is(err, ErrInvalidInput) true.
+func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidInput }

@@ -1,0 +1,210 @@
+package domain
+
+// Event is a payload of the catalogue. EventType returns its explicit,
+// versioned type name; payload JSON is frozen by golden files in testdata/.
+type Event interface {
+	EventType() string
+}
+
+// Event type names. Never derive them from Go names: they are stored forever.
+const (
+	TypeInspectorCreated     = "inspector.created.v1"
+	TypeInspectorExpired     = "inspector.expired.v1"
+	TypeAccountCreated       = "account.created.v1"
+	TypeTokenIssued          = "token.issued.v1"
+	TypeTokenRevoked         = "token.revoked.v1"
+	TypeEndpointCreated      = "endpoint.created.v1"
+	TypeEndpointReconfigured = "endpoint.reconfigured.v1"
+	TypeEndpointDeleted      = "endpoint.deleted.v1"
+	TypeAgentConnected       = "agent.connected.v1"
+	TypeAgentDisconnected    = "agent.disconnected.v1"
+	TypeDeliveryReceived     = "delivery.received.v1"
+	TypeDeliveryAnswered     = "delivery.answered.v1"
+	TypeForwardRequested     = "forward.requested.v1"
+	TypeForwardResponded     = "forward.responded.v1"
+	TypeForwardFailed        = "forward.failed.v1"
+	TypeRetryRequested       = "retry.requested.v1"
+)
+
+// Header is one header line. A header sent several times appears as several
+// Headers with the same Name, in the order they were sent.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// AddressKind tells which aggregate owns a public address.
+type AddressKind string
+
+const (
+	AddressInspector AddressKind = "inspector"
+	AddressEndpoint  AddressKind = "endpoint"
+)
+
+// InspectorCreated opens a guest inspector with an idle TTL.
+type InspectorCreated struct {
+	InspectorID string `json:"inspector_id"`
+	IdleTTLMs   int64  `json:"idle_ttl_ms"`
+}
+
+// InspectorExpired closes an inspector that went idle past its TTL.
+type InspectorExpired struct {
+	InspectorID    string `json:"inspector_id"`
+	LastActivityAt string `json:"last_activity_at"` // RFC 3339, nanoseconds
+}
+
+// AccountCreated records a sign-up.
+type AccountCreated struct {
+	AccountID string `json:"account_id"`
+	Name      string `json:"name"`
+}
+
+// TokenIssued records an API token by its SHA-256 hash only.
+type TokenIssued struct {
+	AccountID string `json:"account_id"`
+	TokenID   string `json:"token_id"`
+	TokenHash string `json:"token_hash"` // hex SHA-256 of the token
+}
+
+// TokenRevoked stops a token from authenticating.
+type TokenRevoked struct {
+	AccountID string `json:"account_id"`
+	TokenID   string `json:"token_id"`
+}
+
+// EndpointMode is LOG (record and answer 204) or PROXY (record and forward).
+type EndpointMode string
+
+const (
+	ModeLog   EndpointMode = "LOG"
+	ModeProxy EndpointMode = "PROXY"
+)
+
+// EndpointCreated opens an account's Endpoint.
+type EndpointCreated struct {
+	EndpointID      string       `json:"endpoint_id"`
+	AccountID       string       `json:"account_id"`
+	Name            string       `json:"name"`
+	Mode            EndpointMode `json:"mode"`
+	Target          string       `json:"target,omitempty"`
+	ResponseCapture bool         `json:"response_capture"`
+}
+
+// EndpointReconfigured carries an Endpoint's complete new settings.
+type EndpointReconfigured struct {
+	EndpointID      string       `json:"endpoint_id"`
+	Name            string       `json:"name"`
+	Mode            EndpointMode `json:"mode"`
+	Target          string       `json:"target,omitempty"`
+	ResponseCapture bool         `json:"response_capture"`
+}
+
+// EndpointDeleted closes an Endpoint; its address answers 503 from then on.
+type EndpointDeleted struct {
+	EndpointID string `json:"endpoint_id"`
+}
+
+// AgentConnected records an agent session starting to serve an Endpoint.
+type AgentConnected struct {
+	EndpointID string `json:"endpoint_id"`
+	AgentID    string `json:"agent_id"`
+	Target     string `json:"target,omitempty"`
+}
+
+// AgentDisconnected records the end of an agent session.
+type AgentDisconnected struct {
+	EndpointID string `json:"endpoint_id"`
+	AgentID    string `json:"agent_id"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// DeliveryReceived records a request exactly as it reached a known address.
+// Body holds at most the capture cap; BodySize is the size the sender sent
+// (as far as it was read) and Complete tells whether Body is all of it.
+type DeliveryReceived struct {
+	DeliveryID  string      `json:"delivery_id"`
+	Address     string      `json:"address"`
+	AddressKind AddressKind `json:"address_kind"`
+	AccountID   string      `json:"account_id,omitempty"`
+	Method      string      `json:"method"`
+	Target      string      `json:"target"` // raw request target: path and query as sent
+	Host        string      `json:"host"`
+	Proto       string      `json:"proto"`
+	RemoteAddr  string      `json:"remote_addr"`
+	Headers     []Header    `json:"headers"`
+	Body        []byte      `json:"body"`
+	BodySize    int64       `json:"body_size"`
+	Complete    bool        `json:"complete"`
+}
+
+// DeliveryAnswered records what the sender was answered.
+type DeliveryAnswered struct {
+	DeliveryID string `json:"delivery_id"`
+	Status     int    `json:"status"`
+	Reason     string `json:"reason,omitempty"` // why the service answered it itself
+}
+
+// ForwardRequested starts an attempt to reach the Endpoint's local target.
+type ForwardRequested struct {
+	DeliveryID string `json:"delivery_id"`
+	AttemptID  string `json:"attempt_id"`
+	EndpointID string `json:"endpoint_id"`
+	Retry      bool   `json:"retry"`
+}
+
+// ForwardResponded records the local target's answer to an attempt.
+// Body is kept only when the Endpoint captures responses.
+type ForwardResponded struct {
+	DeliveryID string   `json:"delivery_id"`
+	AttemptID  string   `json:"attempt_id"`
+	AgentID    string   `json:"agent_id,omitempty"`
+	Status     int      `json:"status"`
+	Headers    []Header `json:"headers"`
+	Body       []byte   `json:"body,omitempty"`
+	BodySize   int64    `json:"body_size"`
+	Captured   bool     `json:"captured"`
+	DurationMs int64    `json:"duration_ms"`
+}
+
+// ForwardFailed records an attempt that got no answer from the local target.
+type ForwardFailed struct {
+	DeliveryID string `json:"delivery_id"`
+	AttemptID  string `json:"attempt_id"`
+	AgentID    string `json:"agent_id,omitempty"`
+	Status     int    `json:"status"` // what the sender is answered: 502, 503 or 504
+	Error      string `json:"error"`
+	DurationMs int64  `json:"duration_ms"`
+}
+
+// RetryRequested records a user's request to replay a stored delivery.
+type RetryRequested struct {
+	DeliveryID string `json:"delivery_id"`
+	AttemptID  string `json:"attempt_id"`
+	AccountID  string `json:"account_id"`
+}
+
+func (InspectorCreated) EventType() string     { return TypeInspectorCreated }
+func (InspectorExpired) EventType() string     { return TypeInspectorExpired }
+func (AccountCreated) EventType() string       { return TypeAccountCreated }
+func (TokenIssued) EventType() string          { return TypeTokenIssued }
+func (TokenRevoked) EventType() string         { return TypeTokenRevoked }
+func (EndpointCreated) EventType() string      { return TypeEndpointCreated }
+func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured }
+func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }
+func (AgentConnected) EventType() string       { return TypeAgentConnected }
+func (AgentDisconnected) EventType() string    { return TypeAgentDisconnected }
+func (DeliveryReceived) EventType() string     { return TypeDeliveryReceived }
+func (DeliveryAnswered) EventType() string     { return TypeDeliveryAnswered }
+func (ForwardRequested) EventType() string     { return TypeForwardRequested }
+func (ForwardResponded) EventType() string     { return TypeForwardResponded }
+func (ForwardFailed) EventType() string        { return TypeForwardFailed }
+func (RetryRequested) EventType() string       { return TypeRetryRequested }
+
+// Stream names, one per aggregate.
+func InspectorStream(id string) string { return "inspector-" + id }
+func AccountStream(id string) string   { return "account-" + id }
+func EndpointStream(id string) string  { return "endpoint-" + id }
+func DeliveryStream(id string) string  { return "delivery-" + id }
+func AgentStream(endpointID string) string {
+	return "agent-" + endpointID
+}

@@ -1,0 +1,136 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// EventData is an event ready to append: its payload is already encoded.
+// ID makes appends idempotent: appending the same IDs again at the same place
+// succeeds without writing anything.
+type EventData struct {
+	ID       string   // UUID
+	Type     string   // versioned type name, e.g. "delivery.received.v1"
+	Data     []byte   // JSON payload
+	Metadata Metadata // envelope fields
+}
+
+// Metadata is the envelope every event carries besides its payload.
+type Metadata struct {
+	SchemaVersion int       `json:"schema_version"`
+	OccurredAt    time.Time `json:"occurred_at"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	CausationID   string    `json:"causation_id,omitempty"`
+}
+
+// RecordedEvent is an event as the store holds it.
+type RecordedEvent struct {
+	EventData
+	Stream   string
+	Revision uint64 // 0-based position inside its stream
+	Position uint64 // global, strictly increasing, first event is 1
+}
+
+// ExpectedRevision is the optimistic-concurrency condition of an append,
+// with the semantics of EventStoreDB.
+type ExpectedRevision struct {
+	kind expectedKind
+	rev  uint64
+}
+
+type expectedKind uint8
+
+const (
+	expectAny expectedKind = iota
+	expectNoStream
+	expectStreamExists
+	expectExact
+)
+
+// Any accepts the append whatever the stream holds.
+func Any() ExpectedRevision { return ExpectedRevision{kind: expectAny} }
+
+// NoStream accepts the append only if the stream has no event yet.
+func NoStream() ExpectedRevision { return ExpectedRevision{kind: expectNoStream} }
+
+// StreamExists accepts the append only if the stream has at least one event.
+func StreamExists() ExpectedRevision { return ExpectedRevision{kind: expectStreamExists} }
+
+// Exact accepts the append only if the stream's last event has revision rev.
+func Exact(rev uint64) ExpectedRevision { return ExpectedRevision{kind: expectExact, rev: rev} }
+
+// IsAny, IsNoStream, IsStreamExists and ExactRevision let adapters map the
+// condition to their own representation in one place.
+func (e ExpectedRevision) IsAny() bool          { return e.kind == expectAny }
+func (e ExpectedRevision) IsNoStream() bool     { return e.kind == expectNoStream }
+func (e ExpectedRevision) IsStreamExists() bool { return e.kind == expectStreamExists }
+
+// ExactRevision returns the revision and true when the condition is Exact.
+func (e ExpectedRevision) ExactRevision() (uint64, bool) { return e.rev, e.kind == expectExact }
+
+// Matches reports whether a stream whose last revision is last (exists=false
+// for an empty stream) satisfies the condition.
+func (e ExpectedRevision) Matches(last uint64, exists bool) bool {
+	switch e.kind {
+	case expectNoStream:
+		return !exists
+	case expectStreamExists:
+		return exists
+	case expectExact:
+		return exists && last == e.rev
+	default:
+		return true
+	}
+}
+
+func (e ExpectedRevision) String() string {
+	switch e.kind {
+	case expectNoStream:
+		return "no stream"
+	case expectStreamExists:
+		return "stream exists"
+	case expectExact:
+		return fmt.Sprintf("revision %d", e.rev)
+	default:
+		return "any"
+	}
+}
+
+// AppendResult tells where an append landed.
+type AppendResult struct {
+	NextRevision uint64 // revision of the last event appended to the stream
+	Position     uint64 // global position of the last event appended
+}
+
+// EventStore is the port every log adapter implements (embedded SQLite,
+// EventStoreDB). It is the single source of truth: components learn about
+// events only through SubscribeAll, never from whoever appended them.
+type EventStore interface {
+	// Append writes events to stream atomically if expected matches, and
+	// returns once they are durable. Appending events whose IDs are already
+	// in the stream at that place succeeds again without writing (retries
+	// are safe); a WrongExpectedRevisionError reports a conflict.
+	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
+	// ReadStream returns up to max events of stream from revision from on.
+	// A stream with no events returns ErrStreamNotFound.
+	ReadStream(ctx context.Context, stream string, from uint64, max int) ([]RecordedEvent, error)
+	// ReadAll returns up to max events with positions greater than after,
+	// in position order.
+	ReadAll(ctx context.Context, after uint64, max int) ([]RecordedEvent, error)
+	// SubscribeAll delivers every event with a position greater than after:
+	// first the stored ones (catch-up), then new ones as they are appended,
+	// with no gap and no duplicate at the seam.
+	SubscribeAll(ctx context.Context, after uint64) (Subscription, error)
+	// LastPosition is the position of the newest event, 0 for an empty log.
+	LastPosition(ctx context.Context) (uint64, error)
+	Close() error
+}
+
+// Subscription is a stream of events in position order.
+type Subscription interface {
+	// Recv blocks until at least one event is available and returns a batch
+	// of them in order, or returns ctx's error, or ErrSubscriptionClosed.
+	Recv(ctx context.Context) ([]RecordedEvent, error)
+	Close() error
+}

@@ -1,0 +1,35 @@
+package domain
+
+import "time"
+
+// ForwardCommand asks the tunnel to take one attempt of a delivery to the
+// Endpoint's local target through a connected agent. Body is the whole
+// request body (up to the max-body limit), not only the stored part.
+type ForwardCommand struct {
+	DeliveryID      string        `json:"delivery_id"`
+	AttemptID       string        `json:"attempt_id"`
+	EndpointID      string        `json:"endpoint_id"`
+	AccountID       string        `json:"account_id"`
+	Method          string        `json:"method"`
+	Target          string        `json:"target"` // raw request target as sent
+	Headers         []Header      `json:"headers"`
+	Body            []byte        `json:"body"`
+	Timeout         time.Duration `json:"timeout"`
+	CaptureResponse bool          `json:"capture_response"`
+	CorrelationID   string        `json:"correlation_id"`
+}
+
+// ForwardOutcome is how an attempt ended: the local answer (Error empty), or
+// the status the relay answers itself (502, 503, 504) with the reason.
+type ForwardOutcome struct {
+	AttemptID  string   `json:"attempt_id"`
+	Status     int      `json:"status"`
+	Headers    []Header `json:"headers"`
+	Body       []byte   `json:"body"`
+	Error      string   `json:"error,omitempty"`
+	DurationMs int64    `json:"duration_ms"`
+	AgentID    string   `json:"agent_id,omitempty"`
+}
+
+// Failed reports whether the local target gave no answer.
+func (o ForwardOutcome) Failed() bool { return o.Error != "" }

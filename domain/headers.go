@@ -1,0 +1,37 @@
+package domain
+
+import (
+	"net/textproto"
+	"strings"
+)
+
+// hopByHop are the connection-specific headers of RFC 9110 §7.6.1 that a
+// relay must not pass on.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// StripHopByHop returns headers without hop-by-hop fields, including any
+// header named in Connection. Repeats and their order are kept.
+func StripHopByHop(headers []Header) []Header {
+	named := map[string]bool{}
+	for _, h := range headers {
+		if textproto.CanonicalMIMEHeaderKey(h.Name) == "Connection" {
+			for _, f := range strings.Split(h.Value, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					named[textproto.CanonicalMIMEHeaderKey(f)] = true
+				}
+			}
+		}
+	}
+	out := make([]Header, 0, len(headers))
+	for _, h := range headers {
+		k := textproto.CanonicalMIMEHeaderKey(h.Name)
+		if hopByHop[k] || named[k] {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
