@@ -1,0 +1,93 @@
+package domain_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// samples holds one filled payload of every event type; their JSON is frozen
+// in testdata/ so a change to a stored format is always deliberate.
+func samples() []domain.Event {
+	status := []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Repeat", Value: "a"}, {Name: "X-Repeat", Value: "b"}}
+	return []domain.Event{
+		domain.InspectorCreated{InspectorID: "k3x9q2", IdleTTLMs: 86400000},
+		domain.InspectorExpired{InspectorID: "k3x9q2", LastActivityAt: "2026-11-21T10:00:00.123456789Z"},
+		domain.AccountCreated{AccountID: "acc-1", Name: "Ada"},
+		domain.TokenIssued{AccountID: "acc-1", TokenID: "tok-1", TokenHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
+		domain.TokenRevoked{AccountID: "acc-1", TokenID: "tok-1"},
+		domain.EndpointCreated{EndpointID: "ep1", AccountID: "acc-1", Name: "stripe", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true},
+		domain.EndpointReconfigured{EndpointID: "ep1", Name: "stripe", Mode: domain.ModeLog},
+		domain.EndpointDeleted{EndpointID: "ep1"},
+		domain.AgentConnected{EndpointID: "ep1", AgentID: "ag-1", Target: "127.0.0.1:3000"},
+		domain.AgentDisconnected{EndpointID: "ep1", AgentID: "ag-1", Reason: "connection lost"},
+		domain.DeliveryReceived{DeliveryID: "d1", Address: "ep1", AddressKind: domain.AddressEndpoint, AccountID: "acc-1", Method: "POST",
+			Target: "/a%2Fb?x=1&x=2", Host: "ep1.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5000",
+			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false},
+		domain.DeliveryAnswered{DeliveryID: "d1", Status: 503, Reason: "no agent connected"},
+		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "a1", EndpointID: "ep1"},
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 201, Headers: status, Body: []byte(`{"ok":true}`), BodySize: 11, Captured: true, DurationMs: 12},
+		domain.ForwardFailed{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 502, Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1},
+		domain.RetryRequested{DeliveryID: "d1", AttemptID: "a2", AccountID: "acc-1"},
+	}
+}
+
+func TestCodecGoldenFiles(t *testing.T) {
+	codec := domain.NewCodec()
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
+	covered := map[string]bool{}
+	for _, e := range samples() {
+		t.Run(e.EventType(), func(t *testing.T) {
+			data, err := codec.Encode("00000000-0000-4000-8000-000000000001", e, at, domain.Trace{CorrelationID: "c", CausationID: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data.Type != e.EventType() || data.Metadata.SchemaVersion != 1 || !data.Metadata.OccurredAt.Equal(at) {
+				t.Fatalf("envelope %+v", data)
+			}
+			golden := filepath.Join("testdata", e.EventType()+".json")
+			if *update {
+				if err := os.WriteFile(golden, append(data.Data, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./domain -update to create it)", err)
+			}
+			if !bytes.Equal(bytes.TrimSpace(want), data.Data) {
+				t.Fatalf("JSON of %s changed:\n got %s\nwant %s", e.EventType(), data.Data, want)
+			}
+			back, err := codec.Decode(data.Type, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := codec.Encode("x", back, at, domain.Trace{})
+			if !bytes.Equal(again.Data, data.Data) {
+				t.Fatalf("round trip changed the payload: %s", again.Data)
+			}
+			covered[e.EventType()] = true
+		})
+	}
+	types := codec.Types()
+	sort.Strings(types)
+	for _, typ := range types {
+		if !covered[typ] {
+			t.Errorf("no golden sample for %s", typ)
+		}
+	}
+}
+
+func TestCodecRejectsUnknownTypes(t *testing.T) {
+	if _, err := domain.NewCodec().Decode("nope.v1", []byte("{}")); err == nil {
+		t.Fatal("unknown type decoded")
+	}
+}
