@@ -1,0 +1,199 @@
+package agentcli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// maxResponseBody bounds the local response the agent reports.
+const maxResponseBody = 10 << 20
+
+// localRequest is one forward request as the relay recorded it.
+type localRequest struct {
+	Method  string
+	Path    string // raw request target: path and query exactly as sent
+	Headers []domain.Header
+	Body    []byte
+}
+
+// localResult is what the local target answered, or why it did not.
+type localResult struct {
+	Status   int // the local status; 502 or 504 when Err is set
+	Headers  []domain.Header
+	Body     []byte
+	Duration time.Duration
+	Err      error
+}
+
+// forwarder sends forward requests to the one local target it was given.
+type forwarder struct {
+	target  string // host:port, validated with domain.ValidateTarget
+	timeout time.Duration
+	client  *http.Client
+}
+
+func newForwarder(target string, timeout time.Duration) *forwarder {
+	transport := &http.Transport{
+		Proxy:               nil, // the target is local; a proxy from the environment must not see it
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &forwarder{
+		target:  target,
+		timeout: timeout,
+		client: &http.Client{
+			Transport: transport,
+			// The sender gets the local 3xx as it is, like any other answer.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+// close drops idle connections to the target.
+func (f *forwarder) close() { f.client.CloseIdleConnections() }
+
+// forward sends req to the local target and reads its answer.
+func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
+	start := time.Now()
+	res := f.do(ctx, req)
+	res.Duration = time.Since(start)
+	return res
+}
+
+func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	hreq, err := f.newRequest(ctx, req)
+	if err != nil {
+		return localResult{Status: 502, Err: err}
+	}
+	resp, err := f.client.Do(hreq)
+	if err != nil {
+		return f.failure(ctx, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	if err != nil {
+		return f.failure(ctx, err)
+	}
+	if len(body) > maxResponseBody {
+		return localResult{Status: 502, Err: fmt.Errorf("response from %s is larger than %d MiB", f.target, maxResponseBody>>20)}
+	}
+	return localResult{Status: resp.StatusCode, Headers: responseHeaders(resp), Body: body}
+}
+
+// newRequest builds the local request from the agent's own target and the
+// recorded request. The server never chooses the host.
+func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Request, error) {
+	u, err := localURL(f.target, req.Path)
+	if err != nil {
+		return nil, err
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader = http.NoBody
+	if len(req.Body) > 0 {
+		body = bytes.NewReader(req.Body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, "http://"+f.target+"/", body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	hreq.URL = u
+	hreq.Host = f.target
+	hreq.ContentLength = int64(len(req.Body))
+	for _, h := range domain.StripHopByHop(req.Headers) {
+		switch http.CanonicalHeaderKey(h.Name) {
+		case "Host", "Content-Length":
+			continue // set from the target and the body
+		}
+		hreq.Header.Add(h.Name, h.Value)
+	}
+	if _, ok := hreq.Header["User-Agent"]; !ok {
+		// An empty value keeps Go from adding its own User-Agent.
+		hreq.Header["User-Agent"] = []string{""}
+	}
+	return hreq, nil
+}
+
+// localURL is http://<target> plus the raw path, arranged so that Go writes
+// the request line with the path byte for byte. Opaque is written verbatim,
+// except when it starts with "//" (it would turn into an absolute URL);
+// such paths go through Path and RawPath, which keep double slashes.
+func localURL(target, raw string) (*url.URL, error) {
+	if raw == "" || (raw[0] != '/' && raw != "*") {
+		return nil, fmt.Errorf("invalid request target %q", raw)
+	}
+	if strings.ContainsAny(raw, " \t\r\n") || strings.ContainsRune(raw, 0x7f) {
+		return nil, fmt.Errorf("invalid request target %q", raw)
+	}
+	u := &url.URL{Scheme: "http", Host: target}
+	path, query, hasQuery := strings.Cut(raw, "?")
+	u.RawQuery = query
+	u.ForceQuery = hasQuery && query == ""
+	if !strings.HasPrefix(path, "//") {
+		u.Opaque = path
+		return u, nil
+	}
+	p, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, fmt.Errorf("invalid request target %q: %w", raw, err)
+	}
+	u.Path, u.RawPath = p, path
+	return u, nil
+}
+
+// responseHeaders lists the local response headers without hop-by-hop
+// fields, repeats kept in order, names sorted for a stable report.
+func responseHeaders(resp *http.Response) []domain.Header {
+	names := make([]string, 0, len(resp.Header))
+	for name := range resp.Header {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []domain.Header
+	for _, name := range names {
+		for _, v := range resp.Header[name] {
+			out = append(out, domain.Header{Name: name, Value: v})
+		}
+	}
+	return domain.StripHopByHop(out)
+}
+
+// failure names the target and says why it gave no answer.
+func (f *forwarder) failure(ctx context.Context, err error) localResult {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return localResult{Status: 502, Err: fmt.Errorf("nothing listening at %s (connect: connection refused)", f.target)}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return localResult{Status: 504, Err: fmt.Errorf("%s did not answer within %s", f.target, f.timeout)}
+	case ctx.Err() != nil:
+		return localResult{Status: 502, Err: fmt.Errorf("request to %s cancelled", f.target)}
+	default:
+		return localResult{Status: 502, Err: fmt.Errorf("request to %s failed: %w", f.target, unwrapURLError(err))}
+	}
+}
+
+// unwrapURLError drops net/http's `Get "http://…":` prefix: the message
+// already names the target.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

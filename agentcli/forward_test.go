@@ -1,0 +1,291 @@
+package agentcli
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// seen is what the local server received.
+type seen struct {
+	method     string
+	requestURI string
+	host       string
+	header     http.Header
+	body       []byte
+}
+
+// recordingServer starts a local target that records each request and
+// answers with respond.
+func recordingServer(t *testing.T, respond func(w http.ResponseWriter, r *http.Request)) (target string, requests <-chan seen) {
+	t.Helper()
+	ch := make(chan seen, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ch <- seen{method: r.Method, requestURI: r.RequestURI, host: r.Host, header: r.Header.Clone(), body: body}
+		respond(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://"), ch
+}
+
+func next(t *testing.T, ch <-chan seen) seen {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("local server got no request")
+		return seen{}
+	}
+}
+
+func TestForwardKeepsRawPathByteForByte(t *testing.T) {
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	f := newForwarder(target, 5*time.Second)
+	defer f.close()
+	for _, path := range []string{
+		"/",
+		"/x",
+		"/x/",
+		"/a//b",
+		"//a//b",
+		"//",
+		"/a%2Fb?x=1",
+		"/a%2fb%20c?q=a%20b&q=%2F",
+		"/x?",
+		"/x?a=1&a=2&b",
+		"/caf%C3%A9/%7Euser",
+		"/a;b=c/d:e@f!$&'()*+,=",
+		"//a//b?x=//y",
+		"/{id}|a^b`c\\d<e>\"f",
+		"/caf\u00e9?q=\u00fc",
+	} {
+		t.Run(path, func(t *testing.T) {
+			res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
+			if res.Err != nil {
+				t.Fatalf("forward: %v", res.Err)
+			}
+			if got := next(t, requests); got.requestURI != path {
+				t.Errorf("local server saw %q, want %q", got.requestURI, path)
+			}
+		})
+	}
+}
+
+func TestForwardRefusesNonOriginTargets(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	f := newForwarder(target, time.Second)
+	defer f.close()
+	for _, path := range []string{"", "x", "http://evil.example/", "/a b", "/a\r\nX: y"} {
+		res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
+		if res.Err == nil || res.Status != 502 {
+			t.Errorf("path %q: got status %d err %v, want a 502 error", path, res.Status, res.Err)
+		}
+	}
+}
+
+func TestForwardHeadersAndBody(t *testing.T) {
+	body := make([]byte, 256*3)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Set-Cookie", "a=1")
+		w.Header().Add("Set-Cookie", "b=2")
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Connection", "X-Local-Hop")
+		w.Header().Set("X-Local-Hop", "drop me")
+		w.WriteHeader(418)
+		w.Write(append([]byte("echo:"), body...))
+	})
+	f := newForwarder(target, 5*time.Second)
+	defer f.close()
+
+	res := f.forward(t.Context(), localRequest{
+		Method: "POST",
+		Path:   "/webhooks/stripe",
+		Headers: []domain.Header{
+			{Name: "Stripe-Signature", Value: "t=1,v1=abc"},
+			{Name: "X-Multi", Value: "one"},
+			{Name: "x-multi", Value: "two"},
+			{Name: "X-Multi", Value: "three"},
+			{Name: "Connection", Value: "keep-alive, X-Hop"},
+			{Name: "X-Hop", Value: "1"},
+			{Name: "Keep-Alive", Value: "timeout=5"},
+			{Name: "Transfer-Encoding", Value: "chunked"},
+			{Name: "Host", Value: "evil.example"},
+			{Name: "Content-Length", Value: "3"},
+			{Name: "Content-Type", Value: "application/octet-stream"},
+		},
+		Body: body,
+	})
+	if res.Err != nil {
+		t.Fatalf("forward: %v", res.Err)
+	}
+	got := next(t, requests)
+	if got.method != "POST" || got.host != target {
+		t.Errorf("method %q host %q, want POST %q", got.method, got.host, target)
+	}
+	if !bytes.Equal(got.body, body) {
+		t.Errorf("local server got %d body bytes, want the %d sent", len(got.body), len(body))
+	}
+	if v := got.header.Values("X-Multi"); !slices.Equal(v, []string{"one", "two", "three"}) {
+		t.Errorf("X-Multi = %q, want one, two, three in order", v)
+	}
+	if v := got.header.Get("Stripe-Signature"); v != "t=1,v1=abc" {
+		t.Errorf("Stripe-Signature = %q", v)
+	}
+	for _, name := range []string{"X-Hop", "Keep-Alive", "Accept-Encoding", "User-Agent"} {
+		if v, ok := got.header[name]; ok {
+			t.Errorf("local server got %s: %q, want none", name, v)
+		}
+	}
+	if cl := got.header.Get("Content-Length"); cl != "768" {
+		t.Errorf("Content-Length = %q, want 768", cl)
+	}
+
+	if res.Status != 418 {
+		t.Errorf("status %d, want 418", res.Status)
+	}
+	if want := append([]byte("echo:"), body...); !bytes.Equal(res.Body, want) {
+		t.Errorf("response body differs: %d bytes, want %d", len(res.Body), len(want))
+	}
+	var cookies []string
+	for _, h := range res.Headers {
+		switch h.Name {
+		case "Set-Cookie":
+			cookies = append(cookies, h.Value)
+		case "Connection", "X-Local-Hop":
+			t.Errorf("hop-by-hop response header %s reported", h.Name)
+		}
+	}
+	if !slices.Equal(cookies, []string{"a=1", "b=2"}) {
+		t.Errorf("Set-Cookie = %q, want a=1, b=2", cookies)
+	}
+}
+
+func TestForwardKeepsUserAgentAndCompressedBody(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(strings.Repeat("compressed ", 100)))
+	zw.Close()
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(gz.Bytes())
+	})
+	f := newForwarder(target, 5*time.Second)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/", Headers: []domain.Header{{Name: "User-Agent", Value: "Stripe/1.0"}}})
+	if res.Err != nil {
+		t.Fatalf("forward: %v", res.Err)
+	}
+	if ua := next(t, requests).header.Get("User-Agent"); ua != "Stripe/1.0" {
+		t.Errorf("User-Agent = %q, want Stripe/1.0", ua)
+	}
+	if !bytes.Equal(res.Body, gz.Bytes()) {
+		t.Errorf("body was altered: got %d bytes, want the %d gzip bytes as sent", len(res.Body), gz.Len())
+	}
+}
+
+func TestForwardDoesNotFollowRedirects(t *testing.T) {
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	})
+	f := newForwarder(target, 5*time.Second)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/start", Body: []byte("x")})
+	if res.Err != nil {
+		t.Fatalf("forward: %v", res.Err)
+	}
+	if res.Status != 302 {
+		t.Errorf("status %d, want 302 returned as is", res.Status)
+	}
+	var location string
+	for _, h := range res.Headers {
+		if h.Name == "Location" {
+			location = h.Value
+		}
+	}
+	if location != "/elsewhere" {
+		t.Errorf("Location = %q, want /elsewhere", location)
+	}
+	next(t, requests)
+	select {
+	case s := <-requests:
+		t.Errorf("redirect was followed to %s", s.requestURI)
+	default:
+	}
+}
+
+func TestForwardNothingListening(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := l.Addr().String()
+	l.Close()
+	f := newForwarder(target, 5*time.Second)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/x"})
+	want := "nothing listening at " + target + " (connect: connection refused)"
+	if res.Err == nil || res.Err.Error() != want {
+		t.Fatalf("error = %v, want %q", res.Err, want)
+	}
+	if res.Status != 502 {
+		t.Errorf("status %d, want 502", res.Status)
+	}
+}
+
+func TestForwardSlowTargetTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	f := newForwarder(target, 200*time.Millisecond)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/slow"})
+	if res.Status != 504 || res.Err == nil {
+		t.Fatalf("status %d err %v, want 504 with an error", res.Status, res.Err)
+	}
+	if want := target + " did not answer within 200ms"; res.Err.Error() != want {
+		t.Errorf("error = %q, want %q", res.Err, want)
+	}
+}
+
+func TestForwardBoundsResponseBody(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, maxResponseBody+1))
+	})
+	f := newForwarder(target, 10*time.Second)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/big"})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "larger than 10 MiB") {
+		t.Fatalf("error = %v, want a size error", res.Err)
+	}
+}
+
+func TestForwardCancelled(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	f := newForwarder(target, 10*time.Second)
+	defer f.close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if res := f.forward(ctx, localRequest{Method: "GET", Path: "/"}); res.Err == nil {
+		t.Fatal("forward with a cancelled context succeeded")
+	}
+}

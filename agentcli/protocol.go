@@ -1,0 +1,106 @@
+package agentcli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// The graphql-transport-ws subprotocol and its message types.
+const (
+	subprotocol = "graphql-transport-ws"
+
+	msgConnectionInit = "connection_init"
+	msgConnectionAck  = "connection_ack"
+	msgPing           = "ping"
+	msgPong           = "pong"
+	msgSubscribe      = "subscribe"
+	msgNext           = "next"
+	msgError          = "error"
+	msgComplete       = "complete"
+)
+
+// Close codes a graphql-transport-ws server uses to refuse a client.
+const (
+	closeUnauthorized = 4401
+	closeForbidden    = 4403
+)
+
+const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`
+
+const completeForwardMutation = `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`
+
+// wsMessage is one graphql-transport-ws frame.
+type wsMessage struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// gqlRequest is the payload of a subscribe message.
+type gqlRequest struct {
+	Query     string         `json:"query"`
+	Variables map[string]any `json:"variables,omitempty"`
+}
+
+// gqlResponse is the payload of a next message.
+type gqlResponse struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []gqlError      `json:"errors"`
+}
+
+// gqlError is a GraphQL error with its machine-readable code.
+type gqlError struct {
+	Message    string `json:"message"`
+	Extensions struct {
+		Code string `json:"code"`
+	} `json:"extensions"`
+}
+
+// forwardRequest is one item of the forwardRequests subscription.
+type forwardRequest struct {
+	AttemptID  string          `json:"attemptId"`
+	DeliveryID string          `json:"deliveryId"`
+	Method     string          `json:"method"`
+	Path       string          `json:"path"`
+	Headers    []domain.Header `json:"headers"`
+	BodyBase64 string          `json:"bodyBase64"`
+}
+
+// completeInput is CompleteForwardInput.
+type completeInput struct {
+	AttemptID  string          `json:"attemptId"`
+	Status     *int            `json:"status,omitempty"`
+	Headers    []domain.Header `json:"headers"`
+	BodyBase64 string          `json:"bodyBase64"`
+	Error      string          `json:"error,omitempty"`
+	DurationMs int64           `json:"durationMs"`
+}
+
+// refusedError is the server saying no: a bad token, an unknown Endpoint.
+// The agent keeps retrying, since the Endpoint may be created later.
+type refusedError struct{ reason string }
+
+func (e *refusedError) Error() string { return e.reason }
+
+// gqlErrorsErr turns GraphQL errors into an error; UNAUTHENTICATED and
+// NOT_FOUND become a refusedError with a hint.
+func gqlErrorsErr(errs []gqlError, endpoint string) error {
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		switch e.Extensions.Code {
+		case "UNAUTHENTICATED":
+			return &refusedError{reason: fmt.Sprintf("not authenticated: %s (check --token)", e.Message)}
+		case "NOT_FOUND":
+			return &refusedError{reason: fmt.Sprintf("endpoint %q not found for this token: %s (check --endpoint)", endpoint, e.Message)}
+		}
+		if e.Extensions.Code != "" {
+			msgs = append(msgs, fmt.Sprintf("%s (%s)", e.Message, e.Extensions.Code))
+		} else {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	return fmt.Errorf("graphql: %s", strings.Join(msgs, "; "))
+}

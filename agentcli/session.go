@@ -1,0 +1,355 @@
+package agentcli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// subscriptionID is the operation ID of the forwardRequests subscription.
+const subscriptionID = "forward-requests"
+
+// session is one WebSocket connection to the relay.
+type session struct {
+	a    *agent
+	conn *websocket.Conn
+
+	writeMu sync.Mutex // gorilla allows one writer at a time
+
+	opsMu  sync.Mutex
+	ops    map[string]chan error // completeForward operation ID → its result
+	nextOp int
+}
+
+// serve runs one connection until it drops or ctx ends. acked reports
+// whether the server accepted the connection_init.
+func (a *agent) serve(ctx context.Context) (acked bool, err error) {
+	dialer := websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: a.readTimeout,
+		Subprotocols:     []string{subprotocol},
+	}
+	conn, resp, err := dialer.DialContext(ctx, a.cfg.wsURL, nil)
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			return false, &refusedError{reason: fmt.Sprintf("%s (check --token)", resp.Status)}
+		}
+		return false, fmt.Errorf("connect to %s: %w", a.cfg.wsURL, err)
+	}
+	if conn.Subprotocol() != subprotocol {
+		conn.Close()
+		return false, fmt.Errorf("connect to %s: server does not speak %s", a.cfg.wsURL, subprotocol)
+	}
+	s := &session{a: a, conn: conn, ops: map[string]chan error{}}
+
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait() // in-flight forwards are cut short with the session
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-sctx.Done()
+		if ctx.Err() != nil {
+			s.writeClose(websocket.CloseNormalClosure, "agent stopped")
+		}
+		conn.Close() // unblocks the reader
+	}()
+
+	if err := s.handshake(); err != nil {
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) && ce.Code == websocket.CloseNormalClosure && ctx.Err() == nil {
+			// Servers that reject connection_init (gqlgen's InitFunc)
+			// close normally before the ack.
+			return false, &refusedError{reason: fmt.Sprintf("connection closed before connection_ack (%d %s); check --token", ce.Code, ce.Text)}
+		}
+		return false, s.readErr(ctx, err)
+	}
+	a.stderr.printf("connected to %s, forwarding to http://%s\n", a.cfg.wsURL, a.cfg.target)
+	if err := s.subscribe(subscriptionID, forwardRequestsQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
+		return true, s.readErr(ctx, err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.pingLoop(sctx)
+	}()
+	return true, s.readErr(ctx, s.readLoop(sctx, &wg))
+}
+
+// handshake sends connection_init with the token and waits for the ack.
+func (s *session) handshake() error {
+	payload, err := json.Marshal(map[string]string{"Authorization": "Bearer " + s.a.cfg.token})
+	if err != nil {
+		return err
+	}
+	if err := s.write(wsMessage{Type: msgConnectionInit, Payload: payload}); err != nil {
+		return err
+	}
+	for {
+		m, err := s.read()
+		if err != nil {
+			return err
+		}
+		switch m.Type {
+		case msgConnectionAck:
+			return nil
+		case msgPing:
+			if err := s.write(wsMessage{Type: msgPong}); err != nil {
+				return err
+			}
+		case msgPong:
+		default:
+			return fmt.Errorf("unexpected %q before connection_ack", m.Type)
+		}
+	}
+}
+
+// readLoop dispatches server messages until the connection fails.
+func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
+	for {
+		m, err := s.read()
+		if err != nil {
+			return err
+		}
+		switch m.Type {
+		case msgPing:
+			if err := s.write(wsMessage{Type: msgPong}); err != nil {
+				return err
+			}
+		case msgPong, msgConnectionAck:
+			// Any message already moved the read deadline.
+		case msgNext, msgError, msgComplete:
+			if m.ID != subscriptionID {
+				s.finishOp(m)
+				continue
+			}
+			fr, err := s.subscriptionItem(m)
+			if err != nil {
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.handle(ctx, fr)
+			}()
+		default:
+			return fmt.Errorf("unexpected message %q", m.Type)
+		}
+	}
+}
+
+// subscriptionItem reads a forward request from a message of the
+// subscription; the subscription's end or error ends the session.
+func (s *session) subscriptionItem(m wsMessage) (forwardRequest, error) {
+	switch m.Type {
+	case msgComplete:
+		return forwardRequest{}, errors.New("server ended the forwardRequests subscription")
+	case msgError:
+		var errs []gqlError
+		if err := json.Unmarshal(m.Payload, &errs); err != nil {
+			return forwardRequest{}, fmt.Errorf("subscription error: %s", m.Payload)
+		}
+		return forwardRequest{}, gqlErrorsErr(errs, s.a.cfg.endpoint)
+	}
+	var resp gqlResponse
+	if err := json.Unmarshal(m.Payload, &resp); err != nil {
+		return forwardRequest{}, fmt.Errorf("decode forward request: %w", err)
+	}
+	if len(resp.Errors) > 0 {
+		return forwardRequest{}, gqlErrorsErr(resp.Errors, s.a.cfg.endpoint)
+	}
+	var data struct {
+		ForwardRequests *forwardRequest `json:"forwardRequests"`
+	}
+	if err := json.Unmarshal(resp.Data, &data); err != nil || data.ForwardRequests == nil {
+		return forwardRequest{}, fmt.Errorf("decode forward request: %s", resp.Data)
+	}
+	return *data.ForwardRequests, nil
+}
+
+// handle forwards one request to the local target and reports the answer.
+func (s *session) handle(ctx context.Context, fr forwardRequest) {
+	var res localResult
+	body, err := base64.StdEncoding.DecodeString(fr.BodyBase64)
+	if err != nil {
+		res = localResult{Status: 502, Err: fmt.Errorf("undecodable request body: %v", err)}
+	} else {
+		res = s.a.fwd.forward(ctx, localRequest{Method: fr.Method, Path: fr.Path, Headers: fr.Headers, Body: body})
+	}
+	if res.Err != nil {
+		s.a.stdout.printf("%s %s → %d %v\n", fr.Method, fr.Path, res.Status, res.Err)
+	} else {
+		s.a.stdout.printf("%s %s → %d (%d ms)\n", fr.Method, fr.Path, res.Status, res.Duration.Milliseconds())
+	}
+	if err := s.complete(ctx, fr.AttemptID, res); err != nil && ctx.Err() == nil {
+		s.a.stderr.printf("report %s %s: %v\n", fr.Method, fr.Path, err)
+	}
+}
+
+// complete sends completeForward over the socket and waits for its result.
+func (s *session) complete(ctx context.Context, attemptID string, res localResult) error {
+	in := completeInput{
+		AttemptID:  attemptID,
+		Headers:    res.Headers,
+		BodyBase64: base64.StdEncoding.EncodeToString(res.Body),
+		DurationMs: res.Duration.Milliseconds(),
+	}
+	if in.Headers == nil {
+		in.Headers = []domain.Header{}
+	}
+	if res.Err != nil {
+		in.Error = res.Err.Error()
+		if res.Status == http.StatusGatewayTimeout {
+			in.Status = &res.Status // the target was too slow, not unreachable
+		}
+	} else {
+		in.Status = &res.Status
+	}
+
+	s.opsMu.Lock()
+	s.nextOp++
+	id := "complete-" + strconv.Itoa(s.nextOp)
+	done := make(chan error, 1)
+	s.ops[id] = done
+	s.opsMu.Unlock()
+	defer func() {
+		s.opsMu.Lock()
+		delete(s.ops, id)
+		s.opsMu.Unlock()
+	}()
+
+	if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": in}); err != nil {
+		return err
+	}
+	t := time.NewTimer(s.a.readTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("no answer to completeForward within %s", s.a.readTimeout)
+	}
+}
+
+// finishOp hands the result of a completeForward to its waiter.
+func (s *session) finishOp(m wsMessage) {
+	s.opsMu.Lock()
+	done, ok := s.ops[m.ID]
+	delete(s.ops, m.ID)
+	s.opsMu.Unlock()
+	if !ok {
+		return // its complete after the next, or an operation given up on
+	}
+	var err error
+	switch m.Type {
+	case msgComplete:
+		err = errors.New("completeForward ended without a result")
+	case msgError:
+		var errs []gqlError
+		if json.Unmarshal(m.Payload, &errs) != nil {
+			err = fmt.Errorf("completeForward: %s", m.Payload)
+		} else {
+			err = gqlErrorsErr(errs, s.a.cfg.endpoint)
+		}
+	case msgNext:
+		var resp gqlResponse
+		if json.Unmarshal(m.Payload, &resp) != nil {
+			err = fmt.Errorf("completeForward: %s", m.Payload)
+		} else if len(resp.Errors) > 0 {
+			err = gqlErrorsErr(resp.Errors, s.a.cfg.endpoint)
+		}
+	}
+	done <- err
+}
+
+// pingLoop pings the server; the read deadline catches missing answers.
+func (s *session) pingLoop(ctx context.Context) {
+	t := time.NewTicker(s.a.pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.write(wsMessage{Type: msgPing}); err != nil {
+				s.conn.Close() // the reader reports the failure
+				return
+			}
+		}
+	}
+}
+
+func (s *session) subscribe(id, query string, vars map[string]any) error {
+	payload, err := json.Marshal(gqlRequest{Query: query, Variables: vars})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", id, err)
+	}
+	return s.write(wsMessage{ID: id, Type: msgSubscribe, Payload: payload})
+}
+
+func (s *session) write(m wsMessage) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.conn.SetWriteDeadline(time.Now().Add(s.a.writeTimeout))
+	if err := s.conn.WriteJSON(m); err != nil {
+		return fmt.Errorf("write %s: %w", m.Type, err)
+	}
+	return nil
+}
+
+func (s *session) writeClose(code int, text string) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
+}
+
+// read returns the next message; silence past readTimeout is an error.
+func (s *session) read() (wsMessage, error) {
+	s.conn.SetReadDeadline(time.Now().Add(s.a.readTimeout))
+	var m wsMessage
+	_, data, err := s.conn.ReadMessage()
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("decode message: %w", err)
+	}
+	return m, nil
+}
+
+// readErr explains why a session ended: refusal close codes become a
+// refusedError, a read timeout says the server went silent.
+func (s *session) readErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case closeUnauthorized, closeForbidden:
+			return &refusedError{reason: fmt.Sprintf("%d %s (check --token and --endpoint)", ce.Code, ce.Text)}
+		}
+		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("no message from server within %s", s.a.readTimeout)
+	}
+	return err
+}

@@ -1,0 +1,356 @@
+package agentcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// wsServer is a minimal graphql-transport-ws server: each accepted
+// connection is handed to the test, in order.
+type wsServer struct {
+	url   string
+	conns chan *wsPeer
+}
+
+// wsPeer is the server's side of one agent connection.
+type wsPeer struct {
+	t    *testing.T
+	conn *websocket.Conn
+	done chan struct{} // closed to end the server handler
+}
+
+func newWSServer(t *testing.T) *wsServer {
+	t.Helper()
+	s := &wsServer{conns: make(chan *wsPeer, 8)}
+	up := websocket.Upgrader{Subprotocols: []string{subprotocol}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/graphql" {
+			http.NotFound(w, r)
+			return
+		}
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		p := &wsPeer{t: t, conn: c, done: make(chan struct{})}
+		s.conns <- p
+		<-p.done
+		c.Close()
+	}))
+	t.Cleanup(func() {
+		// Release handlers the test did not finish with.
+		for {
+			select {
+			case p := <-s.conns:
+				p.close()
+			default:
+				srv.Close()
+				return
+			}
+		}
+	})
+	s.url = srv.URL
+	return s
+}
+
+func (s *wsServer) accept(t *testing.T) *wsPeer {
+	t.Helper()
+	select {
+	case p := <-s.conns:
+		t.Cleanup(p.close)
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not connect")
+		return nil
+	}
+}
+
+func (p *wsPeer) close() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+}
+
+func (p *wsPeer) send(m wsMessage) {
+	p.t.Helper()
+	if err := p.conn.WriteJSON(m); err != nil {
+		p.t.Fatalf("server write %s: %v", m.Type, err)
+	}
+}
+
+// recv returns the next message from the agent, skipping (and answering)
+// the agent's own pings unless wantPing is set.
+func (p *wsPeer) recv(wantPing bool) wsMessage {
+	p.t.Helper()
+	for {
+		p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var m wsMessage
+		if err := p.conn.ReadJSON(&m); err != nil {
+			p.t.Fatalf("server read: %v", err)
+		}
+		if m.Type == msgPing && !wantPing {
+			p.send(wsMessage{Type: msgPong})
+			continue
+		}
+		return m
+	}
+}
+
+// handshake expects connection_init with the token and the subscription.
+func (p *wsPeer) handshake(token, endpoint string) {
+	p.t.Helper()
+	init := p.recv(false)
+	if init.Type != msgConnectionInit {
+		p.t.Fatalf("first message %q, want connection_init", init.Type)
+	}
+	var payload map[string]string
+	if err := json.Unmarshal(init.Payload, &payload); err != nil || payload["Authorization"] != "Bearer "+token {
+		p.t.Fatalf("init payload %s, want Authorization: Bearer %s", init.Payload, token)
+	}
+	p.send(wsMessage{Type: msgConnectionAck})
+	sub := p.recv(false)
+	var req gqlRequest
+	if err := json.Unmarshal(sub.Payload, &req); err != nil {
+		p.t.Fatalf("subscribe payload: %v", err)
+	}
+	if sub.Type != msgSubscribe || sub.ID != subscriptionID || !strings.Contains(req.Query, "forwardRequests(endpointId: $e)") || req.Variables["e"] != endpoint {
+		p.t.Fatalf("got %s %s %+v, want the forwardRequests subscription for %s", sub.Type, sub.ID, req, endpoint)
+	}
+}
+
+// safeBuffer is a bytes.Buffer for concurrent writers.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it holds or ten seconds pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func startAgent(t *testing.T, run func(ctx context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent returned %v, want nil after cancel", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("agent did not stop after cancel")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestAgentProtocol(t *testing.T) {
+	reqBody := []byte{0, 1, 2, 0xff, 'h', 'i'}
+	target, local := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("X-Reply", "1")
+		w.Header().Add("X-Reply", "2")
+		w.WriteHeader(201)
+		fmt.Fprint(w, "accepted")
+	})
+	srv := newWSServer(t)
+	before := runtime.NumGoroutine() // the servers are up; the agent is not
+	var stdout, stderr safeBuffer
+	stop := startAgent(t, func(ctx context.Context) error {
+		return Run(ctx, []string{"--server", srv.url, "--token", "tok-1", "--endpoint", "ep-1", "--target", target}, &stdout, &stderr)
+	})
+
+	p := srv.accept(t)
+	p.handshake("tok-1", "ep-1")
+	item, _ := json.Marshal(map[string]any{"data": map[string]any{"forwardRequests": forwardRequest{
+		AttemptID: "att-1", DeliveryID: "del-1", Method: "POST", Path: "/hook//x?y=%2F",
+		Headers:    nil,
+		BodyBase64: base64.StdEncoding.EncodeToString(reqBody),
+	}}})
+	p.send(wsMessage{ID: subscriptionID, Type: msgNext, Payload: item})
+
+	got := next(t, local)
+	if got.requestURI != "/hook//x?y=%2F" || !bytes.Equal(got.body, reqBody) {
+		t.Errorf("local server got %s %q body %v", got.method, got.requestURI, got.body)
+	}
+
+	m := p.recv(false)
+	var req struct {
+		Query     string                   `json:"query"`
+		Variables map[string]completeInput `json:"variables"`
+	}
+	if err := json.Unmarshal(m.Payload, &req); err != nil {
+		t.Fatalf("decode completeForward: %v", err)
+	}
+	in := req.Variables["input"]
+	if m.Type != msgSubscribe || m.ID == subscriptionID || !strings.Contains(req.Query, "completeForward(input: $input)") {
+		t.Fatalf("got %s id %q query %q, want a completeForward subscribe with a fresh id", m.Type, m.ID, req.Query)
+	}
+	body, _ := base64.StdEncoding.DecodeString(in.BodyBase64)
+	if in.AttemptID != "att-1" || in.Status == nil || *in.Status != 201 || string(body) != "accepted" || in.Error != "" {
+		t.Errorf("completeForward input %+v (body %q), want att-1 201 'accepted'", in, body)
+	}
+	var replies []string
+	for _, h := range in.Headers {
+		if h.Name == "X-Reply" {
+			replies = append(replies, h.Value)
+		}
+	}
+	if strings.Join(replies, ",") != "1,2" {
+		t.Errorf("X-Reply headers %q, want 1,2", replies)
+	}
+	p.send(wsMessage{ID: m.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"completeForward":true}}`)})
+	p.send(wsMessage{ID: m.ID, Type: msgComplete})
+
+	p.send(wsMessage{Type: msgPing})
+	if pong := p.recv(false); pong.Type != msgPong {
+		t.Errorf("answer to ping: %q, want pong", pong.Type)
+	}
+	waitFor(t, "the request line on stdout", func() bool {
+		return strings.Contains(stdout.String(), "POST /hook//x?y=%2F → 201 (")
+	})
+	if !strings.Contains(stderr.String(), "connected to ws://") || !strings.Contains(stderr.String(), "forwarding to http://"+target) {
+		t.Errorf("stderr %q lacks the connection line", stderr.String())
+	}
+
+	// The server drops the socket: the agent reconnects by itself.
+	p.conn.Close()
+	p.close()
+	p2 := srv.accept(t)
+	p2.handshake("tok-1", "ep-1")
+	if !strings.Contains(stderr.String(), "disconnected: ") || !strings.Contains(stderr.String(), "reconnecting in ") {
+		t.Errorf("stderr %q lacks the reconnect line", stderr.String())
+	}
+
+	stop()
+	p2.close()
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestAgentReportsUnreachableTarget(t *testing.T) {
+	srv := newWSServer(t)
+	target := "127.0.0.1:1" // nothing listens on port 1
+	var stdout safeBuffer
+	startAgent(t, func(ctx context.Context) error {
+		return Run(ctx, []string{"--server", srv.url, "--token", "t", "--endpoint", "ep", "--target", target}, &stdout, io.Discard)
+	})
+	p := srv.accept(t)
+	p.handshake("t", "ep")
+	item, _ := json.Marshal(map[string]any{"data": map[string]any{"forwardRequests": forwardRequest{AttemptID: "a", Method: "POST", Path: "/x"}}})
+	p.send(wsMessage{ID: subscriptionID, Type: msgNext, Payload: item})
+	m := p.recv(false)
+	var req struct {
+		Variables map[string]completeInput `json:"variables"`
+	}
+	json.Unmarshal(m.Payload, &req)
+	in := req.Variables["input"]
+	want := "nothing listening at 127.0.0.1:1 (connect: connection refused)"
+	if in.AttemptID != "a" || in.Error != want || in.Status != nil {
+		t.Errorf("completeForward input %+v, want error %q and no status", in, want)
+	}
+	p.send(wsMessage{ID: m.ID, Type: msgError, Payload: json.RawMessage(`[{"message":"attempt not pending","extensions":{"code":"NOT_FOUND"}}]`)})
+	waitFor(t, "the failure line on stdout", func() bool {
+		return strings.Contains(stdout.String(), "POST /x → 502 "+want)
+	})
+}
+
+func TestAgentRetriesAfterRefusal(t *testing.T) {
+	tests := []struct {
+		name   string
+		refuse func(p *wsPeer)
+		want   string
+	}{
+		{"close 4403", func(p *wsPeer) {
+			p.recv(false)
+			p.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(closeForbidden, "Forbidden"))
+		}, "refused by "},
+		{"unknown endpoint", func(p *wsPeer) {
+			p.handshake("t", "ep")
+			p.send(wsMessage{ID: subscriptionID, Type: msgNext, Payload: json.RawMessage(`{"data":null,"errors":[{"message":"not found","extensions":{"code":"NOT_FOUND"}}]}`)})
+		}, `endpoint "ep" not found`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newWSServer(t)
+			var stderr safeBuffer
+			startAgent(t, func(ctx context.Context) error {
+				a := newAgent(config{server: srv.url, wsURL: "ws" + strings.TrimPrefix(srv.url, "http") + "/graphql",
+					token: "t", endpoint: "ep", target: "127.0.0.1:1", timeout: time.Second}, io.Discard, &stderr)
+				a.backoffBase = 20 * time.Millisecond
+				return a.run(ctx)
+			})
+			tt.refuse(srv.accept(t))
+			srv.accept(t).handshake("t", "ep") // it came back
+			if !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "retrying in") {
+				t.Errorf("stderr %q, want %q and a retry", stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestAgentDetectsSilentServer(t *testing.T) {
+	srv := newWSServer(t)
+	var stderr safeBuffer
+	startAgent(t, func(ctx context.Context) error {
+		a := newAgent(config{server: srv.url, wsURL: "ws" + strings.TrimPrefix(srv.url, "http") + "/graphql",
+			token: "t", endpoint: "ep", target: "127.0.0.1:1", timeout: time.Second}, io.Discard, &stderr)
+		a.pingInterval, a.readTimeout, a.backoffBase = 50*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond
+		return a.run(ctx)
+	})
+	p := srv.accept(t)
+	p.handshake("t", "ep")
+	// Never answer the agent's pings: it must give up on this socket.
+	if m := p.recv(true); m.Type != msgPing {
+		t.Fatalf("got %q, want the agent's ping", m.Type)
+	}
+	srv.accept(t).handshake("t", "ep")
+	if !strings.Contains(stderr.String(), "no message from server within 300ms") {
+		t.Errorf("stderr %q, want the silence to be named", stderr.String())
+	}
+}

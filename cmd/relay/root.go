@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/agentcli"
+)
+
+// run builds the command tree and executes it; main only wires signals.
+func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	root := &cobra.Command{
+		Use:           "relay",
+		Short:         "Self-hostable webhook relay: record, inspect, forward and replay webhooks",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		serveCommand(env, stdout, stderr),
+		agentCommand(stdout, stderr),
+		eventsCommand(env, stdout, stderr),
+		accountsCommand(env, stdout, stderr),
+		retryCommand(env, stdout),
+	)
+	return root.ExecuteContext(ctx)
+}
+
+// agentCommand hands its arguments to the agent, which parses its own flags.
+func agentCommand(stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:                "agent --server URL --token T --endpoint ID --target 127.0.0.1:PORT",
+		Short:              "Forward an Endpoint's deliveries to a process on this machine",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agentcli.Run(cmd.Context(), args, stdout, stderr)
+		},
+	}
+}
+
+// bindEnv fills every flag the user did not set from RELAY_<FLAG_NAME>.
+func bindEnv(fs *pflag.FlagSet, env func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "RELAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := env(name); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,274 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/projections"
+)
+
+// Forwarder takes one attempt of a delivery to its local target (the tunnel).
+type Forwarder interface {
+	Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error)
+}
+
+// Presence tells how many agents serve an Endpoint right now.
+type Presence interface {
+	Connected(endpointID string) int
+}
+
+// Config holds the service's settings.
+type Config struct {
+	InspectorTTL   time.Duration
+	ForwardTimeout time.Duration
+	SignupOpen     bool
+}
+
+// Service executes commands. Reads that need no decision go straight to the
+// projections from the API layer.
+type Service struct {
+	cfg       Config
+	store     domain.EventStore
+	codec     *domain.Codec
+	views     *projections.Views
+	forwarder Forwarder
+	presence  Presence
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New wires a Service.
+func New(cfg Config, store domain.EventStore, codec *domain.Codec, views *projections.Views, fw Forwarder, presence Presence, log *slog.Logger) *Service {
+	return &Service{cfg: cfg, store: store, codec: codec, views: views, forwarder: fw, presence: presence, log: log, now: time.Now}
+}
+
+// append encodes and appends an aggregate's new events, then waits until the
+// projections have applied them (read-your-writes).
+func (s *Service) append(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (uint64, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	at := s.now()
+	data := make([]domain.EventData, 0, len(events))
+	for _, e := range events {
+		d, err := s.codec.Encode(NewEventID(), e, at, tr)
+		if err != nil {
+			return 0, err
+		}
+		data = append(data, d)
+	}
+	res, err := s.store.Append(ctx, stream, expected, data...)
+	if err != nil {
+		return 0, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	if err := s.views.WaitFor(ctx, res.Position); err != nil {
+		return 0, fmt.Errorf("wait for projections: %w", err)
+	}
+	return res.Position, nil
+}
+
+// load reads a whole stream and decodes its events.
+func (s *Service) load(ctx context.Context, stream string) ([]domain.Event, error) {
+	var out []domain.Event
+	var from uint64
+	for {
+		batch, err := s.store.ReadStream(ctx, stream, from, 512)
+		if errors.Is(err, domain.ErrStreamNotFound) {
+			return nil, domain.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, r := range batch {
+			e, err := s.codec.Decode(r.Type, r.Data)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		if len(batch) < 512 {
+			return out, nil
+		}
+		from = batch[len(batch)-1].Revision + 1
+	}
+}
+
+// CreateInspector opens a guest inspector.
+func (s *Service) CreateInspector(ctx context.Context) (projections.Inspector, error) {
+	id := NewAddressID()
+	in, err := domain.NewInspector(id, s.cfg.InspectorTTL)
+	if err != nil {
+		return projections.Inspector{}, err
+	}
+	if _, err := s.append(ctx, domain.InspectorStream(id), in.Expected(), domain.Trace{CorrelationID: id}, in.Changes()); err != nil {
+		return projections.Inspector{}, err
+	}
+	return s.views.Inspector(ctx, id)
+}
+
+// SignUp creates an account and returns its first token, which is never stored.
+func (s *Service) SignUp(ctx context.Context, name string) (projections.Account, string, error) {
+	if !s.cfg.SignupOpen {
+		return projections.Account{}, "", &domain.InvalidInputError{Field: "signUp", Reason: "sign-up is closed on this relay; ask its operator for a token"}
+	}
+	return s.CreateAccount(ctx, name)
+}
+
+// CreateAccount creates an account whatever the sign-up setting (operators).
+func (s *Service) CreateAccount(ctx context.Context, name string) (projections.Account, string, error) {
+	id := NewEventID()
+	token, hash := NewToken()
+	a, err := domain.SignUp(id, name, NewEventID(), hash)
+	if err != nil {
+		return projections.Account{}, "", err
+	}
+	if _, err := s.append(ctx, domain.AccountStream(id), a.Expected(), domain.Trace{CorrelationID: id}, a.Changes()); err != nil {
+		return projections.Account{}, "", err
+	}
+	acc, err := s.views.Account(ctx, id)
+	return acc, token, err
+}
+
+// Authenticate returns the account a token acts for.
+func (s *Service) Authenticate(ctx context.Context, token string) (projections.Account, error) {
+	if token == "" {
+		return projections.Account{}, domain.ErrUnauthenticated
+	}
+	acc, err := s.views.AccountByTokenHash(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return projections.Account{}, domain.ErrUnauthenticated
+	}
+	return acc, err
+}
+
+// loadEndpoint returns an Endpoint the account owns; anything else is NotFound,
+// so another account's ids look exactly like unknown ids.
+func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*domain.Endpoint, error) {
+	if domain.ValidateAddressID(id) != nil {
+		return nil, domain.ErrNotFound
+	}
+	events, err := s.load(ctx, domain.EndpointStream(id))
+	if err != nil {
+		return nil, err
+	}
+	ep := domain.LoadEndpoint(events)
+	if !ep.OwnedBy(accountID) {
+		return nil, domain.ErrNotFound
+	}
+	return ep, nil
+}
+
+// CreateEndpoint opens an Endpoint for the account.
+func (s *Service) CreateEndpoint(ctx context.Context, accountID string, set domain.EndpointSettings) (projections.Endpoint, error) {
+	id := NewAddressID()
+	ep, err := domain.NewEndpoint(id, accountID, set)
+	if err != nil {
+		return projections.Endpoint{}, err
+	}
+	if _, err := s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes()); err != nil {
+		return projections.Endpoint{}, err
+	}
+	return s.views.Endpoint(ctx, id)
+}
+
+// EndpointPatch holds the fields to change; nil leaves a field as it is.
+type EndpointPatch struct {
+	Name            *string
+	Mode            *domain.EndpointMode
+	Target          *string
+	ResponseCapture *bool
+}
+
+// UpdateEndpoint changes an Endpoint's settings; no change, no event.
+func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (projections.Endpoint, error) {
+	ep, err := s.loadEndpoint(ctx, accountID, id)
+	if err != nil {
+		return projections.Endpoint{}, err
+	}
+	set := ep.Settings()
+	if p.Name != nil {
+		set.Name = *p.Name
+	}
+	if p.Mode != nil {
+		set.Mode = *p.Mode
+	}
+	if p.Target != nil {
+		set.Target = *p.Target
+	}
+	if p.ResponseCapture != nil {
+		set.ResponseCapture = *p.ResponseCapture
+	}
+	if err := ep.Reconfigure(set); err != nil {
+		return projections.Endpoint{}, err
+	}
+	if _, err := s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes()); err != nil {
+		return projections.Endpoint{}, err
+	}
+	return s.views.Endpoint(ctx, id)
+}
+
+// DeleteEndpoint closes an Endpoint; its address answers 503 from then on.
+func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) error {
+	ep, err := s.loadEndpoint(ctx, accountID, id)
+	if err != nil {
+		return err
+	}
+	if err := ep.Delete(); err != nil {
+		return err
+	}
+	_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
+	return err
+}
+
+// RetryDelivery replays a stored delivery to the local target as a new
+// attempt and returns the delivery once that attempt has an outcome.
+func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string) (projections.Delivery, error) {
+	view, err := s.views.Delivery(ctx, deliveryID)
+	if err != nil || view.AccountID != accountID || view.Kind != domain.AddressEndpoint {
+		if err == nil || errors.Is(err, domain.ErrNotFound) {
+			return projections.Delivery{}, domain.ErrNotFound
+		}
+		return projections.Delivery{}, err
+	}
+	ep, err := s.loadEndpoint(ctx, accountID, view.Address)
+	if err != nil {
+		return projections.Delivery{}, err
+	}
+	events, err := s.load(ctx, domain.DeliveryStream(deliveryID))
+	if err != nil {
+		return projections.Delivery{}, err
+	}
+	d := domain.LoadDelivery(events)
+	attemptID := NewEventID()
+	status := domain.EndpointStatus{Mode: ep.Settings().Mode, AgentConnected: s.presence.Connected(ep.ID()) > 0}
+	if err := d.RequestRetry(attemptID, accountID, status); err != nil {
+		return projections.Delivery{}, err
+	}
+	tr := domain.Trace{CorrelationID: deliveryID, CausationID: attemptID}
+	if _, err := s.append(ctx, domain.DeliveryStream(deliveryID), d.Expected(), tr, d.Changes()); err != nil {
+		return projections.Delivery{}, err
+	}
+	cmd := domain.ForwardCommand{
+		DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: ep.ID(), AccountID: accountID,
+		Method: view.Method, Target: view.Target, Headers: domain.StripHopByHop(view.Headers), Body: view.Body,
+		Timeout: s.cfg.ForwardTimeout, CaptureResponse: ep.Settings().ResponseCapture, CorrelationID: deliveryID,
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout+5*time.Second)
+	defer cancel()
+	if _, err := s.forwarder.Forward(fctx, cmd); err != nil {
+		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "err", err)
+	}
+	// The tunnel appended the outcome; make sure the view has it.
+	last, err := s.store.LastPosition(ctx)
+	if err != nil {
+		return projections.Delivery{}, fmt.Errorf("retry: %w", err)
+	}
+	if err := s.views.WaitFor(ctx, last); err != nil {
+		return projections.Delivery{}, fmt.Errorf("retry: %w", err)
+	}
+	return s.views.Delivery(ctx, deliveryID)
+}

@@ -1,0 +1,69 @@
+// The GraphQL documents the console sends. Field names follow schema.graphqls.
+
+/** Fields a history row needs; the detail pane fetches the rest on demand. */
+export const ROW_FIELDS = `
+  id address method path bodySize complete receivedAt responseStatus
+  attempts { id status startedAt durationMs error retry }
+`;
+
+/** Every field of a delivery, for the detail pane. */
+export const DETAIL_FIELDS = `
+  ${ROW_FIELDS}
+  headers { name value }
+  body bodyBase64
+  responseHeaders { name value }
+  responseBody
+`;
+
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected createdAt`;
+
+export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
+
+export const SIGN_UP = `mutation SignUp($name: String!) {
+  signUp(name: $name) { token account { id name } }
+}`;
+
+export const ME = `query { me { id name } }`;
+
+export const ENDPOINTS = `query { endpoints { ${ENDPOINT_FIELDS} } }`;
+
+export const CREATE_ENDPOINT = `mutation CreateEndpoint($input: CreateEndpointInput!) {
+  createEndpoint(input: $input) { ${ENDPOINT_FIELDS} }
+}`;
+
+export const UPDATE_ENDPOINT = `mutation UpdateEndpoint($id: ID!, $input: UpdateEndpointInput!) {
+  updateEndpoint(id: $id, input: $input) { ${ENDPOINT_FIELDS} }
+}`;
+
+export const DELETE_ENDPOINT = `mutation DeleteEndpoint($id: ID!) { deleteEndpoint(id: $id) }`;
+
+export const INSPECTOR = `query Inspector($id: ID!) {
+  inspector(id: $id) { id url createdAt expiresAt expired }
+}`;
+
+export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;
+
+export const AGENT_STATUS = `query AgentStatus($id: ID!) {
+  endpoint(id: $id) { id agentConnected mode target }
+}`;
+
+const PAGE = `deliveries(first: $first, after: $after) {
+  edges { cursor node { ${ROW_FIELDS} } }
+  pageInfo { hasNextPage endCursor }
+}`;
+
+export const INSPECTOR_PAGE = `query InspectorPage($id: ID!, $first: Int, $after: String) {
+  inspector(id: $id) { id ${PAGE} }
+}`;
+
+export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: String) {
+  endpoint(id: $id) { id ${PAGE} }
+}`;
+
+export const DELIVERY = `query Delivery($id: ID!) { delivery(id: $id) { ${DETAIL_FIELDS} } }`;
+
+export const RETRY = `mutation Retry($id: ID!) { retryDelivery(id: $id) { ${DETAIL_FIELDS} } }`;
+
+export const LIVE_DELIVERIES = `subscription Live($address: ID!) {
+  deliveries(address: $address) { ${ROW_FIELDS} }
+}`;

@@ -1,0 +1,81 @@
+// Entry point: the client-side router and the top bar.
+import { h, replace } from './dom.js';
+import { homePage } from './home.js';
+import { historyPage } from './history.js';
+import { currentAccount, loadSession, onSessionChange, signOut } from './session.js';
+
+const main = document.getElementById('main');
+const accountBox = document.getElementById('account');
+let page = null;
+
+/** navigate moves to a console path without reloading. */
+export function navigate(path) {
+  if (path !== location.pathname + location.search) history.pushState(null, '', path);
+  route();
+}
+
+function route() {
+  if (page && page.dispose) page.dispose();
+  page = null;
+  main.replaceChildren();
+  const path = location.pathname;
+  let m;
+  if (path === '/' || path === '') {
+    document.title = 'Relay';
+    page = homePage(main, { navigate });
+  } else if ((m = /^\/([ie])\/([^/]+)\/?$/.exec(path))) {
+    const kind = m[1] === 'i' ? 'inspector' : 'endpoint';
+    page = historyPage(main, { kind, id: decodeURIComponent(m[2]), navigate });
+  } else {
+    document.title = 'Not found · Relay';
+    replace(main, h('section', { class: 'card' },
+      h('h1', {}, 'Nothing here'),
+      h('p', {}, 'This console page does not exist. ', h('a', { href: '/' }, 'Go to the home page'), '.')));
+  }
+  markNav();
+  // Move focus to the new page so keyboard and screen reader users start there.
+  if (routed) main.focus({ preventScroll: true });
+  routed = true;
+  window.scrollTo(0, 0);
+}
+let routed = false;
+
+function markNav() {
+  for (const a of document.querySelectorAll('nav a')) {
+    if (a.getAttribute('href') === location.pathname) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+function renderAccount(account) {
+  if (!account) {
+    replace(accountBox, h('span', { class: 'muted' }, 'Guest'));
+    return;
+  }
+  replace(accountBox,
+    h('span', { class: 'account-name' }, 'Signed in as ', h('strong', {}, account.name)),
+    h('button', {
+      type: 'button',
+      class: 'btn btn-small btn-ghost',
+      onclick: () => {
+        signOut();
+        navigate('/');
+      },
+    }, 'Sign out'));
+}
+
+// Same-origin links to console pages navigate on the client.
+document.addEventListener('click', (ev) => {
+  if (ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+  const a = ev.target.closest('a[href]');
+  if (!a || a.target || a.hasAttribute('download') || a.origin !== location.origin) return;
+  if (!/^\/($|[ie]\/)/.test(a.pathname)) return;
+  ev.preventDefault();
+  navigate(a.pathname + a.search);
+});
+
+window.addEventListener('popstate', route);
+onSessionChange(renderAccount);
+renderAccount(currentAccount());
+route();
+loadSession();

@@ -1,0 +1,67 @@
+// Builds a shell command that replays a recorded request byte for byte.
+
+/** shellQuote wraps s in single quotes, escaping embedded single quotes. */
+export function shellQuote(s) {
+  return `'${String(s).replace(/'/g, `'\\''`)}'`;
+}
+
+// curl computes these itself from the URL and the body it sends.
+const COMPUTED = new Set(['host', 'content-length']);
+
+/**
+ * curlCommand returns a bash command reproducing the delivery: method,
+ * public URL + raw path, every header in order including repeats, and the
+ * stored body. Text bodies go inline with --data-binary; binary bodies (or
+ * text containing NUL, which a shell argument cannot carry) are piped in
+ * through base64 -d.
+ *
+ * baseURL is the address's public URL, e.g. "http://abc.localhost:8080/".
+ */
+export function curlCommand(d, baseURL) {
+  const url = baseURL.replace(/\/+$/, '') + d.path;
+  const parts = ['curl'];
+  const names = new Set((d.headers || []).map((h) => h.name.toLowerCase()));
+  const bodyBytes = d.bodySize > 0 || (d.bodyBase64 || '') !== '';
+  if (d.method === 'HEAD') parts.push('--head');
+  else parts.push('-X', shellQuote(d.method));
+  // curl would otherwise resolve "/../" and "/./" segments in the path.
+  if (/\/\.\.?(\/|$|\?)/.test(d.path)) parts.push('--path-as-is');
+  // Brackets and braces are curl URL globs; the path must go as sent.
+  if (/[[\]{}]/.test(d.path)) parts.push('--globoff');
+  parts.push(shellQuote(url));
+  for (const h of d.headers || []) {
+    if (COMPUTED.has(h.name.toLowerCase())) continue;
+    // "Name;" is curl's syntax for a header with an empty value.
+    parts.push('-H', shellQuote(h.value === '' ? `${h.name};` : `${h.name}: ${h.value}`));
+  }
+  // Suppress the headers curl adds by default when the sender sent none.
+  if (!names.has('user-agent')) parts.push('-H', shellQuote('User-Agent:'));
+  if (!names.has('accept')) parts.push('-H', shellQuote('Accept:'));
+  if (bodyBytes && !names.has('content-type')) parts.push('-H', shellQuote('Content-Type:'));
+
+  const text = d.body;
+  if (!bodyBytes) return joinLines(parts);
+  if (text !== null && text !== undefined && !text.includes('\0')) {
+    parts.push('--data-binary', shellQuote(text));
+    return joinLines(parts);
+  }
+  parts.push('--data-binary', '@-');
+  return `printf %s ${shellQuote(d.bodyBase64)} | base64 -d | ${joinLines(parts)}`;
+}
+
+// joinLines keeps the command readable: one option per line.
+function joinLines(parts) {
+  const lines = [];
+  let line = parts[0];
+  for (let i = 1; i < parts.length; i += 1) {
+    const p = parts[i];
+    if (p.startsWith('-') && !p.startsWith("'")) {
+      lines.push(line);
+      line = `  ${p}`;
+    } else {
+      line += ` ${p}`;
+    }
+  }
+  lines.push(line);
+  return lines.join(' \\\n');
+}

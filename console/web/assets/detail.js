@@ -1,0 +1,137 @@
+// The detail pane of one delivery: request, body, attempts, response, and
+// the Copy as curl and Retry actions.
+import { h } from './dom.js';
+import {
+  base64ToBytes, formatBytes, formatFullTime, headerValue, hexDump, highlightJSON, parseJSON,
+  statusClass, storedLength,
+} from './format.js';
+import { curlCommand } from './curl.js';
+import { copyButton, notice } from './ui.js';
+
+/**
+ * renderDetail returns the pane for delivery d.
+ * opts: baseURL (the address's public URL), retryReason ('' when Retry is
+ * allowed), retrying (bool), message (a node shown under the actions),
+ * newAttemptId (highlighted), onRetry(), onClose().
+ */
+export function renderDetail(d, opts) {
+  const stored = storedLength(d.bodyBase64);
+  const reasonId = `retry-reason-${d.id}`;
+  const retryButton = h('button', {
+    type: 'button',
+    class: 'btn btn-primary',
+    'data-testid': 'retry',
+    disabled: !!opts.retryReason || opts.retrying,
+    'aria-describedby': opts.retryReason ? reasonId : null,
+    onclick: opts.onRetry,
+  }, opts.retrying ? 'Retrying…' : 'Retry');
+
+  return h('article', { class: 'detail-body', 'aria-labelledby': 'detail-title', 'data-delivery-id': d.id },
+    h('div', { class: 'detail-head' },
+      h('h2', { id: 'detail-title', class: 'detail-title' },
+        h('span', { class: `method method-${d.method.toLowerCase()}` }, d.method), ' ',
+        h('code', { class: 'raw-path' }, d.path)),
+      h('button', { type: 'button', class: 'btn btn-small btn-ghost', onclick: opts.onClose, 'aria-label': 'Close detail (Escape)' }, 'Close')),
+    h('dl', { class: 'facts' },
+      fact('Received', h('time', { datetime: d.receivedAt }, formatFullTime(d.receivedAt))),
+      fact('Answered', statusBadge(d.responseStatus)),
+      fact('Body size', `${formatBytes(d.bodySize)} (${d.bodySize} bytes)`),
+      fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
+    h('div', { class: 'actions detail-actions' },
+      copyButton(() => curlCommand(d, opts.baseURL), 'Copy as curl', { 'data-testid': 'copy-curl' }),
+      retryButton,
+      opts.retryReason ? h('span', { class: 'retry-reason', id: reasonId, 'data-testid': 'retry-reason' }, opts.retryReason) : null),
+    opts.message,
+    d.complete ? null : notice('warn',
+      h('strong', {}, `Truncated: stored ${formatBytes(stored)} of ${d.bodySize} bytes`),
+      ' — the sender sent more than the capture cap, so only the first part is kept.'),
+    section('Request body', bodyView(d.body, d.bodyBase64, headerValue(d.headers, 'content-type'), d.bodySize === 0)),
+    section('Request headers', headersTable(d.headers, 'Request headers')),
+    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId)),
+    section('Response',
+      h('p', {}, 'Status ', statusBadge(d.responseStatus)),
+      h('h4', {}, 'Headers'),
+      headersTable(d.responseHeaders, 'Response headers'),
+      h('h4', {}, 'Body'),
+      d.responseBody === null || d.responseBody === undefined
+        ? h('p', { class: 'muted' }, 'No response body captured.')
+        : bodyView(d.responseBody, null, headerValue(d.responseHeaders, 'content-type'), d.responseBody === '')));
+}
+
+function fact(label, value) {
+  return h('div', {}, h('dt', {}, label), h('dd', {}, value));
+}
+
+function section(title, ...children) {
+  return h('section', { class: 'detail-section' }, h('h3', {}, title), ...children);
+}
+
+/** statusBadge shows a status, colored by class, or "pending" when unset. */
+export function statusBadge(status) {
+  const cls = statusClass(status);
+  return h('span', { class: `status status-${cls}` }, status === null || status === undefined ? 'pending' : String(status));
+}
+
+function headersTable(headers, caption) {
+  if (!headers || !headers.length) return h('p', { class: 'muted' }, 'No headers.');
+  return h('div', { class: 'table-scroll' }, h('table', { class: 'table kv' },
+    h('caption', { class: 'sr-only' }, caption),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Value'))),
+    h('tbody', {}, headers.map((x) => h('tr', {},
+      h('th', { scope: 'row' }, x.name),
+      h('td', {}, h('code', {}, x.value)))))));
+}
+
+/**
+ * bodyView shows JSON pretty-printed, text as is, and binary (text null)
+ * as a hex dump with a base64 alternative.
+ */
+function bodyView(text, b64, contentType, empty) {
+  if (empty) return h('p', { class: 'muted' }, 'Empty body.');
+  if (text !== null && text !== undefined) {
+    const json = parseJSON(text, contentType);
+    if (json !== undefined) {
+      return h('div', {}, h('p', { class: 'body-kind' }, 'JSON, pretty-printed'),
+        h('pre', { class: 'code body json', tabindex: '0', 'data-testid': 'body-json' }, highlightJSON(json)));
+    }
+    return h('div', {}, h('p', { class: 'body-kind' }, 'Text'),
+      h('pre', { class: 'code body', tabindex: '0', 'data-testid': 'body-text' }, text));
+  }
+  const bytes = base64ToBytes(b64);
+  const limit = 64 * 1024;
+  const pre = h('pre', { class: 'code body hex', tabindex: '0', 'data-testid': 'body-hex' }, hexDump(bytes, limit));
+  const hexBtn = h('button', { type: 'button', class: 'btn btn-small', 'aria-pressed': 'true' }, 'Hex');
+  const b64Btn = h('button', { type: 'button', class: 'btn btn-small', 'aria-pressed': 'false' }, 'Base64');
+  hexBtn.addEventListener('click', () => {
+    pre.textContent = hexDump(bytes, limit);
+    pre.classList.add('hex');
+    hexBtn.setAttribute('aria-pressed', 'true');
+    b64Btn.setAttribute('aria-pressed', 'false');
+  });
+  b64Btn.addEventListener('click', () => {
+    pre.textContent = b64;
+    pre.classList.remove('hex');
+    hexBtn.setAttribute('aria-pressed', 'false');
+    b64Btn.setAttribute('aria-pressed', 'true');
+  });
+  return h('div', {},
+    h('div', { class: 'body-toolbar' },
+      h('p', { class: 'body-kind' }, `Binary (${formatBytes(bytes.length)} stored)`),
+      h('div', { class: 'segmented', role: 'group', 'aria-label': 'Binary body view' }, hexBtn, b64Btn)),
+    bytes.length > limit ? h('p', { class: 'muted' }, `Hex view shows the first ${formatBytes(limit)}.`) : null,
+    pre);
+}
+
+function attemptsTable(attempts, newAttemptId) {
+  if (!attempts || !attempts.length) return h('p', { class: 'muted' }, 'Not forwarded: this address records and answers by itself.');
+  return h('div', { class: 'table-scroll' }, h('table', { class: 'table attempts', 'data-testid': 'attempts' },
+    h('caption', { class: 'sr-only' }, 'Attempts, oldest first'),
+    h('thead', {}, h('tr', {}, ['#', 'Started', 'Status', 'Duration', 'Error', 'Kind'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, attempts.map((a, i) => h('tr', { class: a.id === newAttemptId ? 'is-new' : null, 'data-attempt-id': a.id },
+      h('th', { scope: 'row' }, String(i + 1)),
+      h('td', {}, h('time', { datetime: a.startedAt }, formatFullTime(a.startedAt))),
+      h('td', { 'data-testid': 'attempt-status' }, statusBadge(a.status)),
+      h('td', {}, a.durationMs === null || a.durationMs === undefined ? '—' : `${a.durationMs} ms`),
+      h('td', { class: 'error-cell' }, a.error || '—'),
+      h('td', {}, a.retry ? 'Retry' : 'First'))))));
+}

@@ -1,0 +1,642 @@
+// The history page of an inspector (/i/<id>) or an Endpoint (/e/<id>): the
+// address header, live rows, filters, paging and the detail pane.
+import { h, replace, field } from './dom.js';
+import { request, subscriptions, describeError, token } from './graphql.js';
+import {
+  INSPECTOR, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES,
+  UPDATE_ENDPOINT, DELETE_ENDPOINT,
+} from './api.js';
+import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
+import { renderDetail, statusBadge } from './detail.js';
+import { agentBadge, endpointFields, MODE_LABELS, rememberInspector } from './home.js';
+import { codeLine, notice } from './ui.js';
+
+const PAGE_SIZE = 50;
+// A catch-up after a reconnect reads at most this many pages.
+const MAX_CATCH_UP_PAGES = 20;
+const AGENT_POLL_MS = 2000;
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
+
+/**
+ * freshness orders versions of one delivery: a row only moves forward
+ * (more attempts, more finished attempts, then an answer), so a late query
+ * result never overwrites a newer live update.
+ */
+function freshness(d) {
+  const attempts = d.attempts || [];
+  const finished = attempts.filter((a) => a.status !== null || a.error || a.durationMs !== null).length;
+  return [attempts.length, finished, d.responseStatus === null || d.responseStatus === undefined ? 0 : 1];
+}
+
+/** compareFreshness is >0 when a is newer than b, 0 when equally fresh. */
+function compareFreshness(a, b) {
+  const fa = freshness(a);
+  const fb = freshness(b);
+  for (let i = 0; i < fa.length; i += 1) if (fa[i] !== fb[i]) return fa[i] - fb[i];
+  return 0;
+}
+
+/** historyPage renders into root and returns {dispose}. */
+export function historyPage(root, { kind, id, navigate }) {
+  const isEndpoint = kind === 'endpoint';
+  const state = {
+    info: null, // the inspector or endpoint
+    rows: new Map(), // id -> row
+    seq: new Map(), // id -> tie-break rank (lower = newer)
+    liveSeq: 0,
+    pageSeq: 0,
+    endCursor: null,
+    hasNextPage: false,
+    selectedId: null, // open in the detail pane
+    focusId: null, // the row that holds tabindex=0
+    detail: null,
+    retrying: false,
+    retryMessage: null,
+    newAttemptId: null,
+    filters: { method: '', status: '', path: '' },
+  };
+  let disposed = false;
+  let renderQueued = false;
+  let liveOnce = false;
+  let detailToken = 0; // the latest detail request; older answers are dropped
+  const rowEls = new Map(); // id -> <tr>, reused across renders
+  const cleanups = [];
+  const abort = new AbortController();
+
+  const head = h('section', { class: 'card page-head', 'aria-labelledby': 'page-title' },
+    h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), h('p', { class: 'muted' }, 'Loading…'));
+  const liveStatus = h('span', { class: 'live', 'data-state': 'connecting' }, 'Connecting…');
+  const countLine = h('p', { class: 'count', role: 'status', 'aria-live': 'polite' });
+  const tbody = h('tbody', { onkeydown: onRowKey, onclick: onRowClick });
+  const table = h('table', { class: 'table rows', 'data-testid': 'rows' },
+    h('caption', { class: 'sr-only' }, 'Requests, newest first. Use the arrow keys to move and Enter to open one.'),
+    h('thead', {}, h('tr', {},
+      ['Method', 'Path', 'Status', 'Size', 'Time'].map((c) => h('th', { scope: 'col', class: `col-${c.toLowerCase()}` }, c)))),
+    tbody);
+  const emptyBox = h('div', { class: 'empty-box' });
+  const moreBox = h('div', { class: 'more' });
+  const listError = h('div', {});
+  const detailPane = h('aside', { class: 'detail', 'aria-label': 'Request detail' });
+
+  replace(root, h('div', { class: 'history' },
+    head,
+    h('div', { class: 'workspace' },
+      h('section', { class: 'card list', 'aria-labelledby': 'list-title' },
+        h('div', { class: 'list-head' }, h('h2', { id: 'list-title' }, 'Requests'), liveStatus),
+        filtersForm(),
+        countLine,
+        listError,
+        h('div', { class: 'table-scroll' }, table),
+        emptyBox,
+        moreBox),
+      detailPane)));
+  renderDetailPane();
+  renderRows();
+
+  document.addEventListener('keydown', onDocumentKey);
+  cleanups.push(() => document.removeEventListener('keydown', onDocumentKey));
+
+  start();
+
+  async function start() {
+    try {
+      const data = await request(isEndpoint ? ENDPOINT : INSPECTOR, { id }, { signal: abort.signal });
+      if (disposed) return;
+      state.info = isEndpoint ? data.endpoint : data.inspector;
+    } catch (err) {
+      if (disposed || err.name === 'AbortError') return;
+      replace(head, h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), notice('error', describeError(err)));
+      return;
+    }
+    if (!state.info) {
+      renderNotFound();
+      return;
+    }
+    if (!isEndpoint) rememberInspector(id);
+    document.title = `${isEndpoint ? state.info.name : `Inspector ${id}`} · Relay`;
+    renderHead();
+    // Subscribe before the first page so no row falls between the two; rows
+    // are upserted by id, so seeing one twice is harmless.
+    const unsubscribe = subscriptions.subscribe(LIVE_DELIVERIES, { address: id }, {
+      next: (data) => upsert(data.deliveries, 'live'),
+      error: (err) => replace(listError, notice('error', `Live updates stopped: ${describeError(err)}`)),
+      status: (s) => {
+        setLive(s);
+        // The first page may have been read before the server registered the
+        // subscription; once live, read the top again so no row falls between.
+        if (s === 'live' && !liveOnce) {
+          liveOnce = true;
+          catchUp();
+        }
+      },
+      reconnected: () => catchUp(),
+    });
+    cleanups.push(unsubscribe);
+    await loadPage(null);
+    if (isEndpoint) startAgentPoll();
+  }
+
+  function renderNotFound() {
+    const what = isEndpoint ? 'Endpoint' : 'inspector';
+    replace(head,
+      h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint not found' : 'Inspector not found'),
+      h('p', {}, `No ${what} `, h('code', {}, id), isEndpoint && !token()
+        ? ' is visible: sign in as its owner on the home page.'
+        : ' is visible to you here. It may have been deleted or never existed.'),
+      h('p', {}, h('a', { href: '/' }, 'Back to the home page')));
+    root.querySelector('.workspace').hidden = true;
+  }
+
+  // ---- header -------------------------------------------------------------
+
+  function exampleCurl(url) {
+    return `curl -X POST '${url.replace(/\/+$/, '')}/webhook' -H 'Content-Type: application/json' -d '{"hello":"world"}'`;
+  }
+
+  function renderHead() {
+    const info = state.info;
+    if (!isEndpoint) {
+      replace(head,
+        h('div', { class: 'title-row' },
+          h('h1', { id: 'page-title' }, 'Inspector ', h('code', { class: 'id' }, info.id)),
+          info.expired ? h('span', { class: 'badge badge-warn' }, 'Expired') : h('span', { class: 'badge badge-ok' }, 'Recording')),
+        codeLine('Public URL', info.url, { testid: 'public-url' }),
+        codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
+        h('p', { class: 'muted small' },
+          'Every request on every method and path is recorded and answered 204. ',
+          info.expired ? 'This inspector expired: its address answers 503 now.'
+            : ['Expires after a day without requests (now ', h('time', { datetime: info.expiresAt }, formatFullTime(info.expiresAt)), ').']));
+      return;
+    }
+    const agentLine = h('div', { class: 'agent-line', 'aria-live': 'polite', 'data-testid': 'agent-status' }, agentBadge(info.agentConnected));
+    replace(head,
+      h('div', { class: 'title-row' },
+        h('h1', { id: 'page-title' }, info.name),
+        h('span', { class: `badge mode-${info.mode.toLowerCase()}` }, MODE_LABELS[info.mode] || info.mode),
+        agentLine),
+      codeLine('Public URL', info.url, { testid: 'public-url' }),
+      codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
+      agentCommandLine(),
+      settingsPanel());
+  }
+
+  function agentCommand(tok) {
+    const target = state.info.target || '127.0.0.1:3000';
+    return `relay agent --server ${location.origin} --token ${tok} --endpoint ${state.info.id} --target ${target}`;
+  }
+
+  function agentCommandLine() {
+    const tok = token();
+    // The token is masked on screen (screenshots, shoulder surfing); the copy has it.
+    return codeLine('Agent', agentCommand(tok ? '••••••••' : '<token>'), {
+      copyValue: () => agentCommand(tok || '<token>'),
+      testid: 'agent-command',
+      buttonLabel: 'Copy command',
+    });
+  }
+
+  function updateAgent(connected) {
+    const line = head.querySelector('.agent-line');
+    if (line && state.info.agentConnected !== connected) replace(line, agentBadge(connected));
+    state.info.agentConnected = connected;
+  }
+
+  function startAgentPoll() {
+    let busy = false;
+    const timer = setInterval(async () => {
+      if (busy || disposed) return;
+      busy = true;
+      try {
+        const data = await request(AGENT_STATUS, { id }, { signal: abort.signal });
+        if (disposed || !data.endpoint) return;
+        const before = retryReason();
+        updateAgent(data.endpoint.agentConnected);
+        state.info.mode = data.endpoint.mode;
+        state.info.target = data.endpoint.target;
+        if (before !== retryReason()) renderDetailPane();
+      } catch {
+        // Transient: the next tick tries again, and the live status shows outages.
+      } finally {
+        busy = false;
+      }
+    }, AGENT_POLL_MS);
+    cleanups.push(() => clearInterval(timer));
+  }
+
+  function settingsPanel() {
+    const info = state.info;
+    const fields = endpointFields(info);
+    const status = h('div', { class: 'form-status' });
+    const form = h('form', {
+      class: 'stack',
+      'aria-label': 'Endpoint settings',
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const submit = form.querySelector('button[type=submit]');
+        submit.disabled = true;
+        replace(status);
+        try {
+          const input = fields.value();
+          if (input.target === null) delete input.target;
+          const data = await request(UPDATE_ENDPOINT, { id, input });
+          state.info = { ...state.info, ...data.updateEndpoint };
+          document.title = `${state.info.name} · Relay`;
+          renderHead();
+          renderDetailPane();
+          const again = head.querySelector('details.settings');
+          again.open = true;
+          replace(again.querySelector('.form-status'), notice('success', 'Saved.'));
+        } catch (err) {
+          replace(status, notice('error', describeError(err)));
+          submit.disabled = false;
+        }
+      },
+    },
+    fields.element,
+    h('div', { class: 'actions' },
+      h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save settings'),
+      h('button', { type: 'button', class: 'btn btn-danger', onclick: confirmDelete }, 'Delete Endpoint…')),
+    status);
+    return h('details', { class: 'settings' }, h('summary', {}, 'Settings'), form);
+  }
+
+  function confirmDelete() {
+    const status = h('div', { class: 'form-status' });
+    const cancel = h('button', { type: 'button', class: 'btn', value: 'cancel', autofocus: true }, 'Cancel');
+    const ok = h('button', { type: 'button', class: 'btn btn-danger' }, 'Delete');
+    const dialog = h('dialog', { class: 'dialog', 'aria-labelledby': 'delete-title', 'aria-describedby': 'delete-desc' },
+      h('h2', { id: 'delete-title' }, `Delete “${state.info.name}”?`),
+      h('p', { id: 'delete-desc' }, 'Its address stops working at once (senders get 503) and its history is no longer shown. This cannot be undone.'),
+      status,
+      h('div', { class: 'actions' }, cancel, ok));
+    cancel.addEventListener('click', () => dialog.close());
+    dialog.addEventListener('close', () => dialog.remove());
+    ok.addEventListener('click', async () => {
+      ok.disabled = true;
+      try {
+        await request(DELETE_ENDPOINT, { id });
+        dialog.close();
+        navigate('/');
+      } catch (err) {
+        replace(status, notice('error', describeError(err)));
+        ok.disabled = false;
+      }
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    cleanups.push(() => dialog.isConnected && dialog.close());
+  }
+
+  // ---- rows ---------------------------------------------------------------
+
+  function setLive(s) {
+    liveStatus.dataset.state = s;
+    liveStatus.textContent = s === 'live' ? 'Live' : s === 'connecting' ? 'Connecting…' : 'Offline, reconnecting…';
+  }
+
+  /** upsert adds or updates a row; source is 'live' or 'page'. */
+  function upsert(d, source) {
+    const old = state.rows.get(d.id);
+    const cmp = old ? compareFreshness(d, old) : 1;
+    if (cmp < 0) return; // equally fresh copies replace: they may carry more fields
+    state.rows.set(d.id, d);
+    if (!state.seq.has(d.id)) {
+      if (source === 'live') state.seq.set(d.id, (state.liveSeq -= 1));
+      else state.seq.set(d.id, (state.pageSeq += 1));
+    }
+    scheduleRender();
+    // The detail pane has more fields than a row: refetch it when the row moved on.
+    if (d.id === state.selectedId && old && cmp > 0 && !state.retrying) loadDetail(d.id);
+  }
+
+  function scheduleRender() {
+    if (renderQueued) return;
+    renderQueued = true;
+    queueMicrotask(() => {
+      renderQueued = false;
+      if (!disposed) renderRows();
+    });
+  }
+
+  async function loadPage(after) {
+    moreBox.dataset.loading = 'true';
+    try {
+      const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
+        { id, first: PAGE_SIZE, after }, { signal: abort.signal });
+      if (disposed) return;
+      const owner = isEndpoint ? data.endpoint : data.inspector;
+      if (!owner) return;
+      const conn = owner.deliveries;
+      for (const edge of conn.edges) upsert(edge.node, 'page');
+      state.endCursor = conn.pageInfo.endCursor;
+      state.hasNextPage = conn.pageInfo.hasNextPage;
+      replace(listError);
+    } catch (err) {
+      if (!disposed && err.name !== 'AbortError') replace(listError, notice('error', describeError(err)));
+    } finally {
+      delete moreBox.dataset.loading;
+      if (!disposed) renderRows();
+    }
+  }
+
+  /**
+   * catchUp runs after the WebSocket came back: it reads pages from the
+   * newest row on until it reaches the newest row shown before the outage,
+   * so rows that arrived meanwhile are not missed.
+   */
+  async function catchUp() {
+    const newestKnown = orderedIds()[0];
+    let after = null;
+    for (let i = 0; i < MAX_CATCH_UP_PAGES; i += 1) {
+      let conn;
+      try {
+        const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
+          { id, first: PAGE_SIZE, after }, { signal: abort.signal });
+        if (disposed) return;
+        const owner = isEndpoint ? data.endpoint : data.inspector;
+        if (!owner) return;
+        conn = owner.deliveries;
+      } catch {
+        return; // the next reconnect tries again
+      }
+      let reached = !newestKnown;
+      for (const edge of conn.edges) {
+        if (edge.node.id === newestKnown) reached = true;
+        upsert(edge.node, state.rows.has(edge.node.id) ? 'page' : 'live');
+      }
+      if (state.endCursor === null && !state.hasNextPage) {
+        state.endCursor = conn.pageInfo.endCursor;
+        state.hasNextPage = conn.pageInfo.hasNextPage;
+      }
+      if (reached || !conn.pageInfo.hasNextPage) break;
+      after = conn.pageInfo.endCursor;
+    }
+    if (state.selectedId) loadDetail(state.selectedId);
+  }
+
+  function orderedIds() {
+    const key = (rid) => Date.parse(state.rows.get(rid).receivedAt) || 0;
+    return [...state.rows.keys()].sort((a, b) => key(b) - key(a) || state.seq.get(a) - state.seq.get(b));
+  }
+
+  function matches(d) {
+    const f = state.filters;
+    if (f.method && (f.method === 'OTHER' ? METHODS.includes(d.method) : d.method !== f.method)) return false;
+    if (f.status && statusClass(d.responseStatus) !== f.status) return false;
+    if (f.path && !d.path.toLowerCase().includes(f.path.toLowerCase())) return false;
+    return true;
+  }
+
+  function renderRows() {
+    const ids = orderedIds();
+    const visible = ids.filter((rid) => matches(state.rows.get(rid)));
+    if (!visible.includes(state.focusId)) state.focusId = visible[0] || null;
+    // Reuse row elements and only move those out of place, so a focused row
+    // keeps its focus while new rows arrive above it.
+    const keep = new Set(visible);
+    for (const [rid, tr] of rowEls) {
+      if (!keep.has(rid)) {
+        tr.remove();
+        if (!state.rows.has(rid)) rowEls.delete(rid);
+      }
+    }
+    visible.forEach((rid, i) => {
+      let tr = rowEls.get(rid);
+      if (!tr) {
+        tr = h('tr', { class: 'row', 'data-id': rid });
+        rowEls.set(rid, tr);
+      }
+      fillRow(tr, state.rows.get(rid));
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+    const total = state.rows.size;
+    const active = state.filters.method || state.filters.status || state.filters.path;
+    countLine.textContent = !total ? '' : active
+      ? `${visible.length} of ${total} loaded requests match the filters`
+      : `${total} request${total === 1 ? '' : 's'} loaded`;
+    if (!total) {
+      replace(emptyBox, state.info ? h('div', { class: 'empty' },
+        h('p', {}, h('strong', {}, 'No requests yet.'), ' Send one to the public URL; it appears here at once.'),
+        h('pre', { class: 'code' }, exampleCurl(state.info.url))) : null);
+    } else if (!visible.length) {
+      replace(emptyBox, h('p', { class: 'empty' }, 'No loaded request matches the filters.'));
+    } else {
+      replace(emptyBox);
+    }
+    table.hidden = !visible.length;
+    replace(moreBox, state.hasNextPage ? h('button', {
+      type: 'button',
+      class: 'btn',
+      disabled: moreBox.dataset.loading === 'true',
+      onclick: () => loadPage(state.endCursor),
+    }, 'Load more') : null);
+  }
+
+  function fillRow(tr, d) {
+    const selected = d.id === state.selectedId;
+    tr.tabIndex = d.id === state.focusId ? 0 : -1;
+    tr.classList.toggle('is-selected', selected);
+    if (selected) tr.setAttribute('aria-current', 'true');
+    else tr.removeAttribute('aria-current');
+    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt]);
+    if (tr.dataset.sig === sig) return;
+    tr.dataset.sig = sig;
+    replace(tr,
+      h('td', {}, h('span', { class: `method method-${d.method.toLowerCase()}` }, d.method)),
+      h('td', { class: 'path-cell' }, h('div', { class: 'path-wrap' },
+        h('code', { title: d.path }, d.path),
+        d.complete ? null : h('span', { class: 'badge badge-warn incomplete', title: 'Only the first part of the body was stored' }, 'incomplete'))),
+      h('td', {}, statusBadge(d.responseStatus)),
+      h('td', { class: 'num' }, formatBytes(d.bodySize)),
+      h('td', {}, h('time', { datetime: d.receivedAt, title: formatFullTime(d.receivedAt) }, formatTime(d.receivedAt))));
+  }
+
+  function filtersForm() {
+    const method = h('select', { name: 'method' },
+      h('option', { value: '' }, 'Any method'),
+      METHODS.map((m) => h('option', { value: m }, m)),
+      h('option', { value: 'OTHER' }, 'Other'));
+    const status = h('select', { name: 'status' },
+      h('option', { value: '' }, 'Any status'),
+      ['2xx', '3xx', '4xx', '5xx'].map((s) => h('option', { value: s }, s)),
+      h('option', { value: 'none' }, 'No status yet'));
+    const path = h('input', { type: 'search', name: 'path', placeholder: 'e.g. /webhook', spellcheck: 'false' });
+    const update = () => {
+      state.filters = { method: method.value, status: status.value, path: path.value.trim() };
+      renderRows();
+    };
+    method.addEventListener('change', update);
+    status.addEventListener('change', update);
+    path.addEventListener('input', update);
+    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter requests', onsubmit: (ev) => ev.preventDefault() },
+      field('Method', method), field('Status', status), field('Path contains', path));
+  }
+
+  // ---- keyboard and selection ----------------------------------------------
+
+  function rowOf(el) {
+    const tr = el && el.closest ? el.closest('tr.row') : null;
+    return tr && tbody.contains(tr) ? tr : null;
+  }
+
+  function focusRow(tr) {
+    if (!tr) return;
+    const prev = rowEls.get(state.focusId);
+    if (prev) prev.tabIndex = -1;
+    state.focusId = tr.dataset.id;
+    tr.tabIndex = 0;
+    tr.focus();
+  }
+
+  function onRowKey(ev) {
+    const tr = rowOf(ev.target);
+    if (!tr) return;
+    switch (ev.key) {
+      case 'ArrowDown':
+        ev.preventDefault();
+        focusRow(tr.nextElementSibling);
+        break;
+      case 'ArrowUp':
+        ev.preventDefault();
+        focusRow(tr.previousElementSibling);
+        break;
+      case 'Home':
+        ev.preventDefault();
+        focusRow(tbody.firstElementChild);
+        break;
+      case 'End':
+        ev.preventDefault();
+        focusRow(tbody.lastElementChild);
+        break;
+      case 'Enter':
+      case ' ':
+        ev.preventDefault();
+        select(tr.dataset.id);
+        break;
+      default:
+        break;
+    }
+  }
+
+  function onRowClick(ev) {
+    const tr = rowOf(ev.target);
+    if (!tr) return;
+    focusRow(tr);
+    select(tr.dataset.id);
+  }
+
+  function onDocumentKey(ev) {
+    if (ev.key !== 'Escape' || !state.selectedId || document.querySelector('dialog[open]')) return;
+    ev.preventDefault();
+    closeDetail();
+  }
+
+  function select(rid) {
+    if (state.selectedId !== rid) {
+      state.retryMessage = null;
+      state.newAttemptId = null;
+    }
+    state.selectedId = rid;
+    state.detail = null;
+    renderRows();
+    renderDetailPane();
+    loadDetail(rid);
+    // On a narrow window the pane is below the list; bring it into view.
+    if (window.matchMedia('(max-width: 899px)').matches) detailPane.scrollIntoView({ block: 'start' });
+  }
+
+  function closeDetail() {
+    const rid = state.selectedId;
+    state.selectedId = null;
+    state.detail = null;
+    renderRows();
+    renderDetailPane();
+    const tr = rowEls.get(rid);
+    if (tr && tr.isConnected) focusRow(tr);
+  }
+
+  async function loadDetail(rid) {
+    const mine = (detailToken += 1);
+    try {
+      const data = await request(DELIVERY, { id: rid }, { signal: abort.signal });
+      if (disposed || mine !== detailToken || state.selectedId !== rid) return;
+      state.detail = data.delivery;
+      if (data.delivery) upsert(data.delivery, 'page');
+      renderDetailPane();
+    } catch (err) {
+      if (disposed || err.name === 'AbortError' || mine !== detailToken) return;
+      replace(detailPane, notice('error', describeError(err)));
+    }
+  }
+
+  function retryReason() {
+    const d = state.detail;
+    if (!isEndpoint || !state.info || state.info.mode !== 'PROXY') return 'Retry needs Log and Proxy mode';
+    if (!state.info.agentConnected) return 'No agent connected';
+    if (d && !d.complete) return 'Payload incomplete';
+    return '';
+  }
+
+  async function retry() {
+    const d = state.detail;
+    if (!d || state.retrying) return;
+    const before = new Set(d.attempts.map((a) => a.id));
+    state.retrying = true;
+    state.retryMessage = null;
+    state.newAttemptId = null;
+    renderDetailPane();
+    try {
+      const data = await request(RETRY, { id: d.id });
+      if (disposed) return;
+      const updated = data.retryDelivery;
+      const added = updated.attempts.find((a) => !before.has(a.id)) || updated.attempts[updated.attempts.length - 1];
+      state.newAttemptId = added ? added.id : null;
+      state.retryMessage = notice('success', h('span', { 'data-testid': 'retry-result' },
+        'Retried: the new attempt ', added && added.status !== null
+          ? ['answered ', statusBadge(added.status)]
+          : ['failed', added && added.error ? ` (${added.error})` : ''], '.'));
+      if (state.selectedId === updated.id) state.detail = updated;
+      upsert(updated, 'page');
+    } catch (err) {
+      if (disposed) return;
+      state.retryMessage = notice('error', h('span', { 'data-testid': 'retry-error' }, describeError(err)));
+    } finally {
+      state.retrying = false;
+      if (!disposed) renderDetailPane();
+    }
+  }
+
+  function renderDetailPane() {
+    detailPane.classList.toggle('is-open', !!state.selectedId);
+    if (!state.selectedId) {
+      replace(detailPane, h('div', { class: 'detail-empty' },
+        h('h2', {}, 'Request detail'),
+        h('p', { class: 'muted' }, 'Select a request to see its headers, body, attempts and response. ',
+          'Keyboard: Tab to the list, arrow keys to move, Enter to open, Escape to close.')));
+      return;
+    }
+    if (!state.detail) {
+      replace(detailPane, h('p', { class: 'muted detail-loading' }, 'Loading request…'));
+      return;
+    }
+    const scroll = detailPane.scrollTop;
+    replace(detailPane, renderDetail(state.detail, {
+      baseURL: state.info.url,
+      retryReason: retryReason(),
+      retrying: state.retrying,
+      message: state.retryMessage,
+      newAttemptId: state.newAttemptId,
+      onRetry: retry,
+      onClose: closeDetail,
+    }));
+    detailPane.scrollTop = scroll;
+  }
+
+  return {
+    dispose() {
+      disposed = true;
+      abort.abort();
+      for (const fn of cleanups) fn();
+    },
+  };
+}

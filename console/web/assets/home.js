@@ -1,0 +1,268 @@
+// The home page: new inspector, sign up / sign in, and the account's Endpoints.
+import { h, replace, field, uid } from './dom.js';
+import { request, describeError, token } from './graphql.js';
+import { CREATE_INSPECTOR, SIGN_UP, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
+import { currentAccount, onSessionChange, signIn } from './session.js';
+import { codeLine, copyButton, notice } from './ui.js';
+
+const RECENT_KEY = 'relay.recentInspectors';
+
+/** MODE_LABELS are the names people see for EndpointMode values. */
+export const MODE_LABELS = { LOG: 'Log', PROXY: 'Log and Proxy' };
+
+/** rememberInspector keeps the last few inspectors this browser opened. */
+export function rememberInspector(id) {
+  const list = recentInspectors().filter((x) => x !== id);
+  list.unshift(id);
+  try {
+    localStorage.setItem(RECENT_KEY, JSON.stringify(list.slice(0, 5)));
+  } catch {
+    // Storage full or disabled: the list is a convenience only.
+  }
+}
+
+function recentInspectors() {
+  try {
+    const v = JSON.parse(localStorage.getItem(RECENT_KEY) || '[]');
+    return Array.isArray(v) ? v.filter((x) => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+/** homePage renders into root and returns {dispose}. */
+export function homePage(root, { navigate }) {
+  let disposed = false;
+  let revealedToken = '';
+  const inspectorSection = renderInspectorCard();
+  const accountSection = h('section', { class: 'card', 'aria-labelledby': 'account-title' });
+  replace(root, h('div', { class: 'home' }, inspectorSection, accountSection));
+  renderAccountSection();
+  const off = onSessionChange(() => {
+    if (!disposed) renderAccountSection();
+  });
+
+  function renderInspectorCard() {
+    const status = h('div', { class: 'form-status' });
+    const button = h('button', {
+      type: 'button',
+      class: 'btn btn-primary btn-large',
+      'data-testid': 'new-inspector',
+      onclick: async () => {
+        button.disabled = true;
+        replace(status);
+        try {
+          const data = await request(CREATE_INSPECTOR);
+          rememberInspector(data.createInspector.id);
+          navigate(`/i/${encodeURIComponent(data.createInspector.id)}`);
+        } catch (err) {
+          replace(status, notice('error', describeError(err)));
+          button.disabled = false;
+        }
+      },
+    }, 'New inspector');
+    const recent = recentInspectors();
+    return h('section', { class: 'card hero', 'aria-labelledby': 'hero-title' },
+      h('h1', { id: 'hero-title' }, 'Catch and inspect webhooks'),
+      h('p', { class: 'lead' },
+        'A guest inspector gives you a public address that records every request and answers ',
+        h('code', {}, '204 No Content'), '. No account needed; it expires after a day without requests.'),
+      h('div', { class: 'actions' }, button),
+      status,
+      recent.length ? h('nav', { class: 'recent', 'aria-label': 'Recent inspectors' },
+        h('h2', { class: 'small-title' }, 'Recent inspectors'),
+        h('ul', { class: 'link-list' }, recent.map((id) =>
+          h('li', {}, h('a', { href: `/i/${encodeURIComponent(id)}` }, h('code', {}, id)))))) : null);
+  }
+
+  function renderAccountSection() {
+    const account = currentAccount();
+    if (revealedToken) {
+      replace(accountSection, tokenReveal());
+    } else if (account) {
+      replace(accountSection, ...endpointsArea(account));
+    } else if (token()) {
+      replace(accountSection, h('h2', { id: 'account-title' }, 'Endpoints'), h('p', { class: 'muted' }, 'Checking your token…'));
+    } else {
+      replace(accountSection, ...signInArea());
+    }
+  }
+
+  function tokenReveal() {
+    return [
+      h('h2', { id: 'account-title' }, 'Your API token'),
+      notice('info',
+        h('p', {}, h('strong', {}, 'Copy it now: it is shown only once. '),
+          'This browser stays signed in with it; use it to sign in elsewhere and to run the agent.')),
+      codeLine('Token', revealedToken, { testid: 'new-token', buttonLabel: 'Copy token' }),
+      h('div', { class: 'actions' }, h('button', {
+        type: 'button',
+        class: 'btn btn-primary',
+        onclick: () => {
+          revealedToken = '';
+          renderAccountSection();
+        },
+      }, 'I saved my token')),
+    ];
+  }
+
+  function signInArea() {
+    const nameInput = h('input', { type: 'text', name: 'name', required: true, autocomplete: 'username', maxlength: '100' });
+    const upStatus = h('div', { class: 'form-status' });
+    const upForm = h('form', {
+      class: 'stack',
+      'aria-labelledby': 'signup-title',
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const submit = upForm.querySelector('button');
+        submit.disabled = true;
+        replace(upStatus);
+        try {
+          const data = await request(SIGN_UP, { name: nameInput.value.trim() });
+          revealedToken = data.signUp.token;
+          await signIn(data.signUp.token, data.signUp.account);
+        } catch (err) {
+          replace(upStatus, notice('error', describeError(err)));
+          submit.disabled = false;
+        }
+      },
+    },
+    h('h3', { id: 'signup-title' }, 'Sign up'),
+    field('Name', nameInput),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign up')),
+    upStatus);
+
+    const tokenInput = h('input', { type: 'password', name: 'token', required: true, autocomplete: 'current-password', spellcheck: 'false' });
+    const inStatus = h('div', { class: 'form-status' });
+    const inForm = h('form', {
+      class: 'stack',
+      'aria-labelledby': 'signin-title',
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const submit = inForm.querySelector('button');
+        submit.disabled = true;
+        replace(inStatus);
+        try {
+          await signIn(tokenInput.value.trim());
+        } catch (err) {
+          replace(inStatus, notice('error', describeError(err)));
+          submit.disabled = false;
+        }
+      },
+    },
+    h('h3', { id: 'signin-title' }, 'Sign in'),
+    field('API token', tokenInput, 'Paste the token you got when you signed up.'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn' }, 'Sign in')),
+    inStatus);
+
+    return [
+      h('h2', { id: 'account-title' }, 'Endpoints'),
+      h('p', { class: 'muted' },
+        'Endpoints are permanent addresses owned by an account. They log requests, or log and proxy them ',
+        'through the relay agent to a process on your machine.'),
+      h('div', { class: 'split' }, upForm, inForm),
+    ];
+  }
+
+  function endpointsArea(account) {
+    const listBox = h('div', { class: 'endpoint-list', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Loading Endpoints…'));
+    loadEndpoints(listBox);
+    return [
+      h('h2', { id: 'account-title' }, 'Endpoints'),
+      h('p', { class: 'muted' }, 'Owned by ', h('strong', {}, account.name), '.'),
+      listBox,
+      createEndpointForm(),
+    ];
+  }
+
+  async function loadEndpoints(box) {
+    try {
+      const data = await request(ENDPOINTS);
+      if (disposed) return;
+      const list = data.endpoints;
+      if (!list.length) {
+        replace(box, h('p', { class: 'empty' }, 'No Endpoints yet. Create one below.'));
+        return;
+      }
+      replace(box, h('div', { class: 'table-scroll' }, h('table', { class: 'table' },
+        h('caption', { class: 'sr-only' }, 'Your Endpoints'),
+        h('thead', {}, h('tr', {},
+          ['Name', 'Mode', 'Target', 'Agent', 'Public URL'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, list.map((e) => h('tr', {},
+          h('th', { scope: 'row' }, h('a', { href: `/e/${encodeURIComponent(e.id)}` }, e.name)),
+          h('td', {}, h('span', { class: `badge mode-${e.mode.toLowerCase()}` }, MODE_LABELS[e.mode] || e.mode)),
+          h('td', {}, e.target ? h('code', {}, e.target) : h('span', { class: 'muted' }, '—')),
+          h('td', {}, agentBadge(e.agentConnected)),
+          h('td', { class: 'url-cell' }, h('code', {}, e.url), ' ', copyButton(e.url, 'Copy', { 'aria-label': `Copy URL of ${e.name}` }))))))));
+    } catch (err) {
+      if (!disposed) replace(box, notice('error', describeError(err)));
+    }
+  }
+
+  function createEndpointForm() {
+    const fields = endpointFields({ name: '', mode: 'PROXY', target: '127.0.0.1:3000', responseCapture: true });
+    const status = h('div', { class: 'form-status' });
+    const form = h('form', {
+      class: 'stack create-endpoint',
+      'aria-labelledby': 'create-endpoint-title',
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        const submit = form.querySelector('button[type=submit]');
+        submit.disabled = true;
+        replace(status);
+        try {
+          const data = await request(CREATE_ENDPOINT, { input: fields.value() });
+          navigate(`/e/${encodeURIComponent(data.createEndpoint.id)}`);
+        } catch (err) {
+          replace(status, notice('error', describeError(err)));
+          submit.disabled = false;
+        }
+      },
+    },
+    h('h3', { id: 'create-endpoint-title' }, 'Create an Endpoint'),
+    fields.element,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create Endpoint')),
+    status);
+    return form;
+  }
+
+  return {
+    dispose() {
+      disposed = true;
+      off();
+    },
+  };
+}
+
+/** agentBadge shows whether an agent is connected. */
+export function agentBadge(connected) {
+  return h('span', { class: `agent-badge ${connected ? 'on' : 'off'}`, 'data-connected': String(connected) },
+    h('span', { class: 'dot', 'aria-hidden': 'true' }), connected ? 'Agent connected' : 'No agent');
+}
+
+/**
+ * endpointFields builds the shared Endpoint settings inputs (used by the
+ * create form and the settings form) and reads them back as an input object.
+ */
+export function endpointFields(initial) {
+  const name = h('input', { type: 'text', name: 'name', required: true, maxlength: '100', value: initial.name });
+  const mode = h('select', { name: 'mode' },
+    Object.entries(MODE_LABELS).map(([value, label]) => h('option', { value, selected: value === initial.mode }, label)));
+  const target = h('input', {
+    type: 'text', name: 'target', inputmode: 'url', spellcheck: 'false', placeholder: '127.0.0.1:3000', value: initial.target || '',
+  });
+  const capture = h('input', { type: 'checkbox', name: 'responseCapture', id: uid('capture'), checked: !!initial.responseCapture });
+  const captureField = h('div', { class: 'field field-check' }, capture, h('label', { for: capture.id }, 'Capture responses'));
+  const element = h('div', { class: 'grid-fields' },
+    field('Name', name),
+    field('Mode', mode, 'Log answers 204; Log and Proxy forwards through your agent.'),
+    field('Local target', target, 'Where the agent forwards: 127.0.0.1:<port>.'),
+    captureField);
+  return {
+    element,
+    value() {
+      const t = target.value.trim();
+      return { name: name.value.trim(), mode: mode.value, target: t || null, responseCapture: capture.checked };
+    },
+  };
+}

@@ -1,0 +1,67 @@
+// Small reusable widgets: copy buttons, notices, code blocks.
+import { h } from './dom.js';
+
+/**
+ * copyText writes text to the clipboard. The async Clipboard API needs a
+ * secure context and permission; the textarea fallback covers the rest.
+ */
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the fallback
+  }
+  const ta = h('textarea', { class: 'offscreen', 'aria-hidden': 'true', tabindex: '-1' });
+  ta.value = text;
+  document.body.append(ta);
+  ta.select();
+  let ok = false;
+  try {
+    ok = document.execCommand('copy');
+  } catch {
+    ok = false;
+  }
+  ta.remove();
+  return ok;
+}
+
+/**
+ * copyButton copies getText() (or a string) and says so for two seconds;
+ * the status is announced to screen readers through a polite live region.
+ */
+export function copyButton(text, label = 'Copy', attrs = {}) {
+  const status = h('span', { class: 'copy-status', role: 'status', 'aria-live': 'polite' });
+  const button = h('button', {
+    type: 'button',
+    class: 'btn btn-small',
+    ...attrs,
+    onclick: async () => {
+      const value = typeof text === 'function' ? text() : text;
+      const ok = await copyText(value);
+      status.textContent = ok ? 'Copied' : 'Copy failed: select the text and copy it';
+      button.dataset.copied = String(ok);
+      clearTimeout(button.copyTimer);
+      button.copyTimer = setTimeout(() => {
+        status.textContent = '';
+        delete button.dataset.copied;
+      }, 2000);
+    },
+  }, label);
+  return h('span', { class: 'copy-wrap' }, button, status);
+}
+
+/** codeLine shows a one-line value (URL, command) with a copy button. */
+export function codeLine(label, text, { copyValue, testid, buttonLabel } = {}) {
+  return h('div', { class: 'code-line' },
+    h('span', { class: 'code-line-label' }, label),
+    h('code', { class: 'code-line-value', 'data-testid': testid }, text),
+    copyButton(copyValue || text, buttonLabel || 'Copy', { 'aria-label': `Copy ${label.toLowerCase()}` }));
+}
+
+/** notice renders a message box; kind is 'info', 'error' or 'success'. */
+export function notice(kind, ...children) {
+  return h('div', { class: `notice notice-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, ...children);
+}

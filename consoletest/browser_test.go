@@ -1,0 +1,212 @@
+package consoletest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// page is one browser tab in its own browser context (fresh localStorage),
+// that records every console error and uncaught exception of the page.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu       sync.Mutex
+	problems []string
+}
+
+// newPage opens a tab with a width×height viewport. The test fails at its
+// end when the page logged any console error or threw.
+func newPage(t *testing.T, width, height int64) *page {
+	t.Helper()
+	if browserCtx == nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the console tests need a browser in CI: %s", noBrowser)
+		}
+		t.Skipf("skipping browser test: %s", noBrowser)
+	}
+	p := &page{t: t}
+	tabCtx, cancelTab := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext(), chromedp.WithListener(p.listen))
+	ctx, cancelTimeout := context.WithTimeout(tabCtx, 90*time.Second)
+	p.ctx = ctx
+	t.Cleanup(func() {
+		// Listeners run in message order, so after this round trip every
+		// event the page sent before it has been seen.
+		_ = chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void]("0"))
+		p.mu.Lock()
+		for _, msg := range p.problems {
+			t.Errorf("browser console: %s", msg)
+		}
+		p.mu.Unlock()
+		cancelTimeout()
+		cancelTab()
+	})
+	p.do(chromedp.EmulateViewport(width, height))
+	return p
+}
+
+func (p *page) listen(ev any) {
+	var msg string
+	switch e := ev.(type) {
+	case *runtime.EventConsoleAPICalled:
+		if e.Type != runtime.ConsoleAPICalledTypeError && e.Type != runtime.ConsoleAPICalledTypeAssert {
+			return
+		}
+		parts := make([]string, 0, len(e.Args))
+		for _, a := range e.Args {
+			if a.Description != "" {
+				parts = append(parts, a.Description)
+			} else {
+				parts = append(parts, string(a.Value))
+			}
+		}
+		msg = fmt.Sprintf("console.%s: %s", e.Type, strings.Join(parts, " "))
+	case *runtime.EventExceptionThrown:
+		d := e.ExceptionDetails
+		msg = "uncaught exception: " + d.Text
+		if d.Exception != nil {
+			msg += " " + d.Exception.Description
+		}
+	case *log.EventEntryAdded:
+		if e.Entry.Level != log.EntryLevelError {
+			return
+		}
+		msg = fmt.Sprintf("log error (%s): %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL)
+	default:
+		return
+	}
+	p.mu.Lock()
+	p.problems = append(p.problems, msg)
+	p.mu.Unlock()
+}
+
+// do runs actions and fails the test on error.
+func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, actions...); err != nil {
+		p.t.Fatalf("browser: %v", err)
+	}
+}
+
+// open navigates to a console path on the bare domain.
+func (p *page) open(path string) {
+	p.t.Helper()
+	p.do(chromedp.Navigate(srv.bare() + path))
+}
+
+// eval evaluates a JavaScript expression and decodes its value.
+func eval[T any](p *page, expr string) T {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript predicate until it is truthy; what names the
+// condition in the failure message.
+func (p *page) waitFor(what, expr string) {
+	p.t.Helper()
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[chromedp.Void](expr,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		p.t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+// click clicks the first element matching a CSS selector, with the mouse.
+func (p *page) click(css string) {
+	p.t.Helper()
+	p.do(chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible))
+}
+
+// key sends key presses to the focused element.
+func (p *page) key(keys string) {
+	p.t.Helper()
+	p.do(chromedp.KeyEvent(keys))
+}
+
+// text returns the text content of the first element matching css.
+func (p *page) text(css string) string {
+	p.t.Helper()
+	return eval[string](p, fmt.Sprintf(`(document.querySelector(%q) || {}).textContent || ''`, css))
+}
+
+// waitLive waits until the history page's subscription is connected.
+func (p *page) waitLive() {
+	p.t.Helper()
+	p.waitFor("live updates", `document.querySelector('.live')?.dataset.state === 'live'`)
+}
+
+// rowCount is the number of history rows shown.
+func (p *page) rowCount() int {
+	p.t.Helper()
+	return eval[int](p, `document.querySelectorAll('tr.row').length`)
+}
+
+// rowSelector finds the history row of a raw path (paths are unique per test).
+func rowSelector(path string) string {
+	return fmt.Sprintf(`[...document.querySelectorAll('tr.row')].find(r => r.querySelector('.path-wrap code').textContent === %q)`, path)
+}
+
+// openRow clicks the row with this raw path and waits for its detail.
+func (p *page) openRow(path string) {
+	p.t.Helper()
+	p.waitFor("row "+path, rowSelector(path))
+	id := eval[string](p, rowSelector(path)+`.dataset.id`)
+	p.click(fmt.Sprintf(`tr.row[data-id=%q]`, id))
+	p.waitFor("detail of "+path, fmt.Sprintf(`document.querySelector('.detail [data-delivery-id=%q]')`, id))
+}
+
+// screenshot writes the viewport to docs/screenshots/name when
+// RELAY_SCREENSHOTS=1.
+func (p *page) screenshot(name string) {
+	p.t.Helper()
+	if os.Getenv("RELAY_SCREENSHOTS") != "1" {
+		return
+	}
+	// Let fonts and layout settle: wait for two animation frames.
+	eval[chromedp.Void](p, `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r())))`)
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Fatalf("screenshot: %v", err)
+	}
+	dir := filepath.Join(moduleRoot, "docs", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("wrote docs/screenshots/%s", name)
+}
+
+// screenshots reports whether this run writes docs/screenshots.
+func screenshots() bool { return os.Getenv("RELAY_SCREENSHOTS") == "1" }
+
+// chromedpSendKeys types text into the element, as a user would.
+func chromedpSendKeys(css, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.SendKeys(chromedp.CSS(css), text, chromedp.NodeVisible)
+}
+
+// chromedpSetValue sets a form control's value and fires its input and
+// change events, so the page sees the edit.
+func chromedpSetValue(css, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		el.value = %q;
+		el.dispatchEvent(new Event('input', {bubbles: true}));
+		el.dispatchEvent(new Event('change', {bubbles: true}));
+	})()`, css, value))
+}

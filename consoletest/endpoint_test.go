@@ -1,0 +1,98 @@
+package consoletest
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// A user signs up in the console, creates a Log and Proxy Endpoint with
+// response capture, runs the real agent, sees a 404 from the local handler,
+// fixes the handler and retries from the console: the new attempt shows 200.
+// Stopping the agent turns the indicator off and disables Retry.
+func TestEndpointRetryThroughAgent(t *testing.T) {
+	var fixed atomic.Bool
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !fixed.Load() {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":"no route"}`)
+			return
+		}
+		fmt.Fprint(w, `{"received":true}`)
+	}))
+	t.Cleanup(local.Close)
+	target := strings.TrimPrefix(local.URL, "http://")
+
+	p := newPage(t, 1280, 800)
+	p.open("/")
+
+	// Sign up: the token is shown once.
+	p.do(chromedpSendKeys(`input[name=name]`, "Ada"))
+	p.click(`form[aria-labelledby=signup-title] button[type=submit]`)
+	p.waitFor("the new token", `document.querySelector('[data-testid=new-token]')?.textContent.length > 10`)
+	token := p.text(`[data-testid=new-token]`)
+	if stored := eval[string](p, `localStorage.getItem('relay.token')`); stored != token {
+		t.Fatalf("token shown %q but stored %q", token, stored)
+	}
+	p.click(`section[aria-labelledby=account-title] .actions .btn-primary`)
+
+	// Create a Log and Proxy Endpoint with response capture.
+	p.waitFor("the create form", `document.querySelector('form.create-endpoint')`)
+	p.do(chromedpSetValue(`form.create-endpoint input[name=name]`, "Payments dev"))
+	p.do(chromedpSetValue(`form.create-endpoint select[name=mode]`, "PROXY"))
+	p.do(chromedpSetValue(`form.create-endpoint input[name=target]`, target))
+	if !eval[bool](p, `document.querySelector('form.create-endpoint input[name=responseCapture]').checked`) {
+		p.click(`form.create-endpoint input[name=responseCapture]`)
+	}
+	p.click(`form.create-endpoint button[type=submit]`)
+	p.waitFor("the Endpoint page", `/^\/e\/[^/]+$/.test(location.pathname)`)
+	id := strings.TrimPrefix(eval[string](p, `location.pathname`), "/e/")
+	p.waitLive()
+	p.waitFor("no agent yet", `document.querySelector('[data-testid=agent-status] .agent-badge.off')`)
+
+	agent := startAgent(t, token, id, target)
+	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
+
+	status, body := send(t, id, http.MethodPost, "/hooks/order?id=7", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":7}`))
+	if status != http.StatusNotFound || body != `{"error":"no route"}` {
+		t.Fatalf("proxied request answered %d %q, want the local 404 unchanged", status, body)
+	}
+	p.openRow("/hooks/order?id=7")
+	p.waitFor("the first attempt's 404", `[...document.querySelectorAll('[data-testid=attempt-status]')].map(e => e.textContent).join() === '404'`)
+	if got := p.text(`.detail pre[data-testid=body-json]`); !strings.Contains(got, `"order": 7`) {
+		t.Errorf("request body shown as %q", got)
+	}
+
+	fixed.Store(true)
+	p.waitFor("Retry enabled", `!document.querySelector('[data-testid=retry]').disabled`)
+	p.click(`[data-testid=retry]`)
+	p.waitFor("the retry result", `document.querySelector('[data-testid=retry-result]')`)
+	attempts := eval[[]string](p, `[...document.querySelectorAll('[data-testid=attempt-status]')].map(e => e.textContent)`)
+	if strings.Join(attempts, ",") != "404,200" {
+		t.Errorf("attempt statuses = %q, want 404 then 200", attempts)
+	}
+	if got := p.text(`[data-testid=retry-result]`); !strings.Contains(got, "200") {
+		t.Errorf("retry result = %q", got)
+	}
+	if got := p.text(`.detail tr.is-new [data-testid=attempt-status]`); got != "200" {
+		t.Errorf("highlighted new attempt status = %q, want 200", got)
+	}
+	p.waitFor("the row's status 200", rowSelector("/hooks/order?id=7")+`.querySelector('.status').textContent === '200'`)
+	if got := p.text(`.detail`); !strings.Contains(got, `"received": true`) {
+		t.Errorf("captured response body not shown in the detail pane")
+	}
+
+	// Stop the agent: the indicator turns off and Retry explains why.
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatalf("kill agent: %v", err)
+	}
+	p.waitFor("the agent indicator off", `document.querySelector('[data-testid=agent-status] .agent-badge.off')`)
+	p.waitFor("Retry disabled", `document.querySelector('[data-testid=retry]').disabled`)
+	if reason := p.text(`[data-testid=retry-reason]`); reason != "No agent connected" {
+		t.Errorf("retry reason = %q, want %q", reason, "No agent connected")
+	}
+}

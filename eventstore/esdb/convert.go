@@ -1,0 +1,66 @@
+package esdb
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/internal/envelope"
+)
+
+// toProposed encodes events for the client. Data that is valid JSON is
+// marked as JSON so the server's projections and UI can read it; anything
+// else is binary. The bytes are sent unchanged either way.
+func toProposed(events []domain.EventData) ([]esdb.EventData, error) {
+	out := make([]esdb.EventData, len(events))
+	for i, e := range events {
+		id, err := uuid.Parse(e.ID)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		md, err := envelope.EncodeMetadata(e.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		contentType := esdb.ContentTypeBinary
+		if len(e.Data) > 0 && json.Valid(e.Data) {
+			contentType = esdb.ContentTypeJson
+		}
+		out[i] = esdb.EventData{EventID: id, EventType: e.Type, ContentType: contentType, Data: e.Data, Metadata: md}
+	}
+	return out, nil
+}
+
+// unknownPosition is what the client reports as the commit position of an
+// event read from a stream rather than from $all, on servers that do not
+// know it there.
+const unknownPosition = ^uint64(0)
+
+// toRecorded decodes an event read from the server. An event read from a
+// stream may carry no position; it is then 0.
+func toRecorded(r *esdb.RecordedEvent) (domain.RecordedEvent, error) {
+	md, err := envelope.DecodeMetadata(r.UserMetadata)
+	if err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("event %s in %s: %w", r.EventID, r.StreamID, err)
+	}
+	position := r.Position.Commit
+	if position == unknownPosition {
+		position = 0
+	}
+	return domain.RecordedEvent{
+		EventData: domain.EventData{ID: r.EventID.String(), Type: r.EventType, Data: r.Data, Metadata: md},
+		Stream:    r.StreamID,
+		Revision:  r.EventNumber,
+		Position:  position,
+	}, nil
+}
+
+// isSystem reports events the port never wrote: EventStoreDB's own streams
+// and event types start with "$", and so do links.
+func isSystem(r *esdb.RecordedEvent) bool {
+	return r == nil || strings.HasPrefix(r.EventType, "$") || strings.HasPrefix(r.StreamID, "$")
+}

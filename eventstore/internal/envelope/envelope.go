@@ -1,0 +1,91 @@
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// MaxStreamLen bounds a stream name; EventStoreDB and the SQLite index both
+// stay fast with short keys, and the relay's names ("delivery-<uuid>") are far
+// below it.
+const MaxStreamLen = 512
+
+// Validate checks an append before any adapter touches storage. It refuses,
+// with a *domain.InvalidInputError:
+//   - an empty stream name, one longer than MaxStreamLen, or one starting with
+//     "$" (EventStoreDB reserves those for system streams);
+//   - an append of no events (it would change nothing and hide a bug);
+//   - an event whose ID is not a lowercase canonical UUID (EventStoreDB stores
+//     IDs as UUIDs, so any other spelling would not round-trip);
+//   - an empty type or one starting with "$" (system event types);
+//   - the same ID twice in one append.
+func Validate(stream string, events []domain.EventData) error {
+	switch {
+	case stream == "":
+		return &domain.InvalidInputError{Field: "stream", Reason: "empty"}
+	case len(stream) > MaxStreamLen:
+		return &domain.InvalidInputError{Field: "stream", Reason: fmt.Sprintf("longer than %d bytes", MaxStreamLen)}
+	case strings.HasPrefix(stream, "$"):
+		return &domain.InvalidInputError{Field: "stream", Reason: `names starting with "$" are reserved`}
+	case len(events) == 0:
+		return &domain.InvalidInputError{Field: "events", Reason: "none to append"}
+	}
+	seen := make(map[string]struct{}, len(events))
+	for i, e := range events {
+		if err := ValidateID(e.ID); err != nil {
+			return fmt.Errorf("event %d: %w", i, err)
+		}
+		if _, dup := seen[e.ID]; dup {
+			return &domain.InvalidInputError{Field: "event ID", Reason: fmt.Sprintf("%s appears twice in one append", e.ID)}
+		}
+		seen[e.ID] = struct{}{}
+		if e.Type == "" {
+			return &domain.InvalidInputError{Field: "event type", Reason: fmt.Sprintf("event %d: empty", i)}
+		}
+		if strings.HasPrefix(e.Type, "$") {
+			return &domain.InvalidInputError{Field: "event type", Reason: fmt.Sprintf(`event %d: types starting with "$" are reserved`, i)}
+		}
+	}
+	return nil
+}
+
+// ValidateID accepts only the lowercase canonical UUID form, the one
+// EventStoreDB hands back, so an ID reads back exactly as it was written.
+func ValidateID(id string) error {
+	u, err := uuid.Parse(id)
+	if err != nil || u.String() != id {
+		return &domain.InvalidInputError{Field: "event ID", Reason: fmt.Sprintf("%q is not a lowercase canonical UUID", id)}
+	}
+	return nil
+}
+
+// EncodeMetadata is the stored form of Metadata: JSON with OccurredAt in UTC
+// and nanoseconds (RFC 3339), so the instant survives exactly and reads back
+// the same whatever zone the writer ran in.
+func EncodeMetadata(m domain.Metadata) ([]byte, error) {
+	m.OccurredAt = m.OccurredAt.UTC()
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode metadata: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeMetadata reverses EncodeMetadata. Empty input is the zero Metadata, so
+// events written by other tools into EventStoreDB still read.
+func DecodeMetadata(b []byte) (domain.Metadata, error) {
+	var m domain.Metadata
+	if len(b) == 0 {
+		return m, nil
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return domain.Metadata{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	m.OccurredAt = m.OccurredAt.UTC()
+	return m, nil
+}

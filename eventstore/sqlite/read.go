@@ -1,0 +1,114 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/internal/envelope"
+)
+
+const eventColumns = `position, id, stream, revision, type, data, metadata`
+
+// ReadStream returns up to max events of stream from revision from on, in
+// revision order. A stream without events is domain.ErrStreamNotFound; a
+// from past the end of an existing stream returns no events.
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
+	if err := s.checkRead(max); err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	evs, err := s.query(ctx, max,
+		`SELECT `+eventColumns+` FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?`,
+		stream, clamp(from), max)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	if len(evs) > 0 {
+		return evs, nil
+	}
+	var exists bool
+	if err := s.readDB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)`, stream).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("read stream %s: %w", stream, domain.ErrStreamNotFound)
+	}
+	return evs, nil
+}
+
+// ReadAll returns up to max events with positions greater than after, in
+// position order.
+func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
+	if err := s.checkRead(max); err != nil {
+		return nil, fmt.Errorf("read all after %d: %w", after, err)
+	}
+	evs, err := s.readAll(ctx, after, max)
+	if err != nil {
+		return nil, fmt.Errorf("read all after %d: %w", after, err)
+	}
+	return evs, nil
+}
+
+func (s *Store) readAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
+	return s.query(ctx, max,
+		`SELECT `+eventColumns+` FROM events WHERE position > ? ORDER BY position LIMIT ?`,
+		clamp(after), max)
+}
+
+func (s *Store) checkRead(max int) error {
+	if max <= 0 {
+		return &domain.InvalidInputError{Field: "max", Reason: fmt.Sprintf("%d is not positive", max)}
+	}
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// clamp keeps a revision or position inside SQLite's signed integers; no
+// stored value comes close to the limit.
+func clamp(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+func (s *Store) query(ctx context.Context, max int, query string, args ...any) ([]domain.RecordedEvent, error) {
+	rows, err := s.readDB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	evs := make([]domain.RecordedEvent, 0, min(max, 256))
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+func scanEvent(rows *sql.Rows) (domain.RecordedEvent, error) {
+	var (
+		e             domain.RecordedEvent
+		position, rev int64
+		metadata      []byte
+	)
+	if err := rows.Scan(&position, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &metadata); err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("scan event: %w", err)
+	}
+	md, err := envelope.DecodeMetadata(metadata)
+	if err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("event %s at position %d: %w", e.ID, position, err)
+	}
+	e.Metadata, e.Position, e.Revision = md, uint64(position), uint64(rev)
+	return e, nil
+}

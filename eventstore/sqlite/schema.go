@@ -1,0 +1,57 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// schemaVersion is stored in PRAGMA user_version; a file written by a newer
+// relay is refused rather than misread.
+const schemaVersion = 1
+
+// The events table is the whole log. position is the rowid, so it is
+// assigned max+1 on insert: since rows are never deleted and a refused
+// append rolls its rows back, positions stay 1, 2, 3, … without gaps.
+// UNIQUE(stream, revision) is also the index every stream read and head
+// lookup uses; UNIQUE(id) is the index idempotency checks use.
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	position INTEGER PRIMARY KEY,
+	id       TEXT    NOT NULL UNIQUE,
+	stream   TEXT    NOT NULL,
+	revision INTEGER NOT NULL,
+	type     TEXT    NOT NULL,
+	data     BLOB    NOT NULL,
+	metadata BLOB    NOT NULL,
+	UNIQUE (stream, revision)
+);
+`
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than this build's %d", version, schemaVersion)
+	}
+	if version == schemaVersion {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return fmt.Errorf("set schema version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}

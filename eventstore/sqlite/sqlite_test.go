@@ -1,0 +1,366 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/eventstore/storetest"
+)
+
+func openAt(t *testing.T, path string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	return s
+}
+
+// paths remembers each store's file so Reopen can find it again.
+type paths map[domain.EventStore]string
+
+func TestConformance(t *testing.T) {
+	files := paths{}
+	storetest.Run(t, storetest.Factory{
+		Open: func(t *testing.T) domain.EventStore {
+			path := filepath.Join(t.TempDir(), "events.db")
+			s := openAt(t, path, Options{})
+			files[s] = path
+			return s
+		},
+		Reopen: func(t *testing.T, old domain.EventStore) domain.EventStore {
+			if err := old.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			s := openAt(t, files[old], Options{})
+			files[s] = files[old]
+			return s
+		},
+		Guarantees: storetest.Guarantees{
+			EmptyOnOpen:         true,
+			GapFreePositions:    true,
+			UniqueEventIDs:      true,
+			StreamReadPositions: true,
+		},
+	})
+}
+
+func event(label string) domain.EventData {
+	return domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: []byte(fmt.Sprintf("%q", label))}
+}
+
+// TestGroupCommitIsolatesFailures sends one batch holding good appends, a
+// conflict and a duplicate, and checks that only the bad ones fail. MaxBatch
+// is large and the appends are queued while the writer is busy, so they
+// share a transaction whenever they arrive together.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{MaxBatch: 64})
+	defer s.Close()
+	taken := event("taken")
+	if _, err := s.Append(ctx, "delivery-taken", domain.NoStream(), taken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "delivery-head", domain.NoStream(), event("head")); err != nil {
+		t.Fatal(err)
+	}
+
+	type call struct {
+		stream   string
+		expected domain.ExpectedRevision
+		events   []domain.EventData
+		want     error // nil for success
+	}
+	var calls []call
+	for i := range 20 {
+		calls = append(calls, call{fmt.Sprintf("delivery-%d", i), domain.NoStream(), []domain.EventData{event("a"), event("b")}, nil})
+		calls = append(calls, call{"delivery-head", domain.NoStream(), []domain.EventData{event("conflict")}, domain.ErrWrongExpectedRevision})
+		calls = append(calls, call{fmt.Sprintf("delivery-dup-%d", i), domain.NoStream(), []domain.EventData{event("new"), taken}, domain.ErrDuplicateEventID})
+	}
+	errs := make(chan error, len(calls))
+	for _, c := range calls {
+		go func() {
+			_, err := s.Append(ctx, c.stream, c.expected, c.events...)
+			if !errors.Is(err, c.want) && !(c.want == nil && err == nil) {
+				errs <- fmt.Errorf("append to %s = %v, want %v", c.stream, err, c.want)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	all, err := s.ReadAll(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2+20*2 {
+		t.Fatalf("log holds %d events, want %d", len(all), 2+20*2)
+	}
+	for i, e := range all {
+		if e.Position != uint64(i+1) {
+			t.Fatalf("event %d at position %d: the log has a gap", i, e.Position)
+		}
+	}
+}
+
+// TestRecvBatchIsBounded checks that a subscription far behind reads the
+// log in bounded batches rather than all at once.
+func TestRecvBatchIsBounded(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	const n = SubscriptionBatch*2 + 10
+	evs := make([]domain.EventData, 0, 100)
+	for i := range n {
+		evs = append(evs, event(fmt.Sprint(i)))
+		if len(evs) == cap(evs) || i == n-1 {
+			if _, err := s.Append(ctx, "bulk", domain.Any(), evs...); err != nil {
+				t.Fatal(err)
+			}
+			evs = evs[:0]
+		}
+	}
+	sub, err := s.SubscribeAll(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var sizes []int
+	for total := 0; total < n; {
+		batch, err := sub.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(batch))
+		total += len(batch)
+	}
+	want := []int{SubscriptionBatch, SubscriptionBatch, 10}
+	if fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Fatalf("batch sizes = %v, want %v", sizes, want)
+	}
+}
+
+func TestAppendAfterCloseIsErrClosed(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := s.Append(ctx, "delivery-1", domain.Any(), event("late")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.ReadAll(ctx, 0, 10); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ReadAll after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.LastPosition(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("LastPosition after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestCloseDrainsQueuedAppends closes the store while appends are queued and
+// checks that every append that was answered with success is in the file.
+func TestCloseDrainsQueuedAppends(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{MaxBatch: 4})
+	ctx := t.Context()
+	const n = 64
+	type outcome struct {
+		id  string
+		err error
+	}
+	results := make(chan outcome, n)
+	started := make(chan struct{}, n)
+	for i := range n {
+		go func() {
+			e := event(fmt.Sprint(i))
+			started <- struct{}{}
+			_, err := s.Append(ctx, fmt.Sprintf("delivery-%d", i), domain.NoStream(), e)
+			results <- outcome{e.ID, err}
+		}()
+	}
+	for range n {
+		<-started
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]bool{}
+	for range n {
+		o := <-results
+		switch {
+		case o.err == nil:
+			acked[o.id] = true
+		case !errors.Is(o.err, ErrClosed):
+			t.Fatalf("append during Close = %v, want success or ErrClosed", o.err)
+		}
+	}
+	s = openAt(t, path, Options{})
+	defer s.Close()
+	all, err := s.ReadAll(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(acked) {
+		t.Fatalf("file holds %d events, %d appends were acknowledged", len(all), len(acked))
+	}
+	for _, e := range all {
+		if !acked[e.ID] {
+			t.Fatalf("event %s is stored but its append failed", e.ID)
+		}
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	if _, err := s.writeDB.ExecContext(t.Context(), `PRAGMA user_version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(t.Context(), path, Options{}); err == nil {
+		s.Close()
+		t.Fatal("Open accepted a file with a newer schema")
+	}
+}
+
+func TestRetryFits(t *testing.T) {
+	tests := []struct {
+		expected domain.ExpectedRevision
+		first    uint64
+		want     bool
+	}{
+		{domain.Any(), 0, true},
+		{domain.Any(), 7, true},
+		{domain.NoStream(), 0, true},
+		{domain.NoStream(), 1, false},
+		{domain.StreamExists(), 0, false},
+		{domain.StreamExists(), 3, true},
+		{domain.Exact(2), 3, true},
+		{domain.Exact(2), 2, false},
+		{domain.Exact(2), 4, false},
+		{domain.Exact(^uint64(0)), 0, false},
+	}
+	for _, tt := range tests {
+		if got := retryFits(tt.expected, tt.first); got != tt.want {
+			t.Errorf("retryFits(%s, %d) = %v, want %v", tt.expected, tt.first, got, tt.want)
+		}
+	}
+}
+
+// TestPragmas checks the settings durability and concurrency rest on: WAL,
+// an fsync per commit (synchronous=FULL is 2), and query-only readers.
+func TestPragmas(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	ctx := t.Context()
+	tests := []struct {
+		name   string
+		db     func() *sql.DB
+		pragma string
+		want   string
+	}{
+		{"writer journal", func() *sql.DB { return s.writeDB }, "journal_mode", "wal"},
+		{"writer sync", func() *sql.DB { return s.writeDB }, "synchronous", "2"},
+		{"writer busy timeout", func() *sql.DB { return s.writeDB }, "busy_timeout", "10000"},
+		{"reader journal", func() *sql.DB { return s.readDB }, "journal_mode", "wal"},
+		{"reader query only", func() *sql.DB { return s.readDB }, "query_only", "1"},
+		{"reader busy timeout", func() *sql.DB { return s.readDB }, "busy_timeout", "10000"},
+	}
+	for _, tt := range tests {
+		var got string
+		if err := tt.db().QueryRowContext(ctx, "PRAGMA "+tt.pragma).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s: PRAGMA %s = %s, want %s", tt.name, tt.pragma, got, tt.want)
+		}
+	}
+	if _, err := s.readDB.ExecContext(ctx, `DELETE FROM events`); err == nil {
+		t.Error("a read connection could write")
+	}
+}
+
+// waitFor polls cond until it holds; it yields instead of sleeping.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestGroupCommitSharesOneTransaction holds SQLite's write lock from another
+// connection so the writer stalls on its first append, queues 63 more, then
+// releases the lock: all 64 must commit in at most two transactions.
+func TestGroupCommitSharesOneTransaction(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{MaxBatch: 1})
+	defer s.Close()
+
+	blocker, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	lock, err := blocker.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	request := func(i int) *appendRequest {
+		md, _ := envelope.EncodeMetadata(domain.Metadata{})
+		return &appendRequest{
+			ctx: ctx, stream: fmt.Sprintf("delivery-%d", i), expected: domain.NoStream(),
+			rows:  []row{{id: uuid.NewString(), typ: "t", data: []byte("{}"), metadata: md}},
+			reply: make(chan appendReply, 1),
+		}
+	}
+	reqs := []*appendRequest{request(0)}
+	if err := s.enqueue(ctx, reqs[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the writer to take the first append", func() bool { return len(s.reqs) == 0 })
+	for i := 1; i < 64; i++ {
+		reqs = append(reqs, request(i))
+		if err := s.enqueue(ctx, reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reqs {
+		if rep := <-r.reply; rep.err != nil {
+			t.Fatalf("append %d: %v", i, rep.err)
+		}
+	}
+	if got := s.commits.Load(); got > 2 {
+		t.Fatalf("64 queued appends took %d transactions, want at most 2", got)
+	}
+	if last, _ := s.LastPosition(ctx); last != 64 {
+		t.Fatalf("LastPosition = %d, want 64", last)
+	}
+}

@@ -1,0 +1,362 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/internal/envelope"
+)
+
+// appendRequest is one Append call waiting for the writer.
+type appendRequest struct {
+	ctx      context.Context // the caller's: a request cancelled before its turn is skipped
+	stream   string
+	expected domain.ExpectedRevision
+	rows     []row
+	reply    chan appendReply // buffered: the writer never waits for a caller
+}
+
+// row is an event encoded for storage, prepared by the caller's goroutine so
+// the writer spends its time on SQL only.
+type row struct {
+	id, typ        string
+	data, metadata []byte
+}
+
+type appendReply struct {
+	res domain.AppendResult
+	err error
+}
+
+// Append queues the append for the writer and waits until it is committed
+// (durable) or refused. A conflict is a *domain.WrongExpectedRevisionError; an
+// ID already stored elsewhere wraps domain.ErrDuplicateEventID; the same IDs
+// at the same place return the original result without writing. If ctx ends
+// while the writer holds the request, the append may still commit.
+func (s *Store) Append(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (domain.AppendResult, error) {
+	if err := envelope.Validate(stream, events); err != nil {
+		return domain.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	rows := make([]row, len(events))
+	for i, e := range events {
+		md, err := envelope.EncodeMetadata(e.Metadata)
+		if err != nil {
+			return domain.AppendResult{}, fmt.Errorf("append to %s: event %s: %w", stream, e.ID, err)
+		}
+		data := e.Data
+		if data == nil {
+			data = []byte{} // the column is NOT NULL; nil and empty read back alike
+		}
+		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md}
+	}
+	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1)}
+	if err := s.enqueue(ctx, req); err != nil {
+		return domain.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	select {
+	case rep := <-req.reply:
+		return rep.res, rep.err
+	case <-ctx.Done():
+		return domain.AppendResult{}, fmt.Errorf("append to %s: gave up waiting, outcome unknown: %w", stream, ctx.Err())
+	}
+}
+
+func (s *Store) enqueue(ctx context.Context, req *appendRequest) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- req:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runWriter is the only goroutine that writes. Each turn it takes every
+// append waiting at that moment (up to maxBatch) and commits them in one
+// transaction, so concurrent appends share one fsync. It returns once Close
+// has closed the queue and everything queued before is answered.
+func (s *Store) runWriter(ctx context.Context) {
+	defer close(s.writerDone)
+	batch := make([]*appendRequest, 0, s.maxBatch)
+	for req := range s.reqs {
+		batch = append(batch[:0], req)
+	fill:
+		for len(batch) < s.maxBatch {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(ctx, batch)
+		clear(batch) // let answered requests be collected
+	}
+}
+
+// commitBatch runs a batch in one transaction and answers every caller.
+// Each append is checked against what the batch has written so far, so a
+// refused append fails alone and the others still commit.
+func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
+	start := time.Now()
+	replies := make([]appendReply, len(batch))
+	last, err := s.runBatch(ctx, batch, replies)
+	if err != nil {
+		// Nothing in the batch is durable: every append that had not been
+		// refused on its own fails with the transaction's error.
+		for i := range replies {
+			if replies[i].err == nil {
+				replies[i] = appendReply{err: fmt.Errorf("append to %s: %w", batch[i].stream, err)}
+			}
+		}
+	} else if last > 0 {
+		s.published(last)
+	}
+	for i, r := range batch {
+		r.reply <- replies[i]
+	}
+	s.log.Debug("group commit", slog.Int("appends", len(batch)), slog.Uint64("position", s.last.Load()),
+		slog.Duration("took", time.Since(start)), slog.Any("error", err))
+}
+
+// runBatch applies the batch inside one transaction, filling replies, and
+// returns the highest position written (0 when nothing was written, in which
+// case there is no commit and no fsync).
+func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []appendReply) (uint64, error) {
+	tx, err := s.writeDB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin group commit: %w", err)
+	}
+	defer tx.Rollback() // a no-op once committed
+	st := s.stmts.in(ctx, tx)
+	var last uint64
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
+			continue
+		}
+		rep, wrote, err := s.apply(ctx, tx, st, r)
+		if err != nil {
+			return 0, err
+		}
+		replies[i] = rep
+		if wrote {
+			last = rep.res.Position
+		}
+	}
+	if last == 0 {
+		return 0, nil
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit group: %w", err)
+	}
+	s.commits.Add(1)
+	return last, nil
+}
+
+// place is where an event ID is already stored.
+type place struct {
+	found    bool
+	stream   string
+	revision uint64
+	position uint64
+}
+
+// apply runs one append inside the batch's transaction. A refusal goes in
+// the reply; the returned error is reserved for failures that leave the
+// transaction unusable, which abort the whole batch.
+func (s *Store) apply(ctx context.Context, tx *sql.Tx, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
+	places, err := lookupIDs(ctx, st, r.rows)
+	if err != nil {
+		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
+	}
+	for _, p := range places {
+		if p.found {
+			res, err := retryResult(r, places)
+			return appendReply{res: res, err: err}, false, nil
+		}
+	}
+
+	head, exists, err := streamHead(ctx, st, r.stream)
+	if err != nil {
+		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
+	}
+	if !r.expected.Matches(head, exists) {
+		return appendReply{err: &domain.WrongExpectedRevisionError{Stream: r.stream, Expected: r.expected, Actual: head, Exists: exists}}, false, nil
+	}
+	next := uint64(0)
+	if exists {
+		next = head + 1
+	}
+
+	// One INSERT is atomic by itself; several go under a savepoint so a
+	// failure halfway takes back the earlier rows without touching the rest
+	// of the batch (and without leaving a gap in the positions).
+	multi := len(r.rows) > 1
+	if multi {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT append_one`); err != nil {
+			return appendReply{}, false, fmt.Errorf("savepoint: %w", err)
+		}
+	}
+	res, err := insertRows(ctx, st, r.stream, next, r.rows)
+	if multi {
+		if err != nil {
+			if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO append_one`); rbErr != nil {
+				return appendReply{}, false, fmt.Errorf("roll back append to %s: %w (after %w)", r.stream, rbErr, err)
+			}
+		}
+		if _, relErr := tx.ExecContext(ctx, `RELEASE append_one`); relErr != nil {
+			return appendReply{}, false, fmt.Errorf("release savepoint: %w", relErr)
+		}
+	}
+	if err != nil {
+		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
+	}
+	return appendReply{res: res}, true, nil
+}
+
+func lookupIDs(ctx context.Context, st writeStmts, rows []row) ([]place, error) {
+	places := make([]place, len(rows))
+	for i, r := range rows {
+		var rev, pos int64
+		err := st.lookupID.QueryRowContext(ctx, r.id).Scan(&places[i].stream, &rev, &pos)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("look up event %s: %w", r.id, err)
+		}
+		places[i].found, places[i].revision, places[i].position = true, uint64(rev), uint64(pos)
+	}
+	return places, nil
+}
+
+// retryResult decides what an append whose IDs are (partly) stored means: the
+// same events at the same place, in the same order, are a retry and get the
+// original result; anything else reuses an ID elsewhere.
+func retryResult(r *appendRequest, places []place) (domain.AppendResult, error) {
+	first := places[0]
+	for i, p := range places {
+		if !p.found || p.stream != r.stream || p.revision != first.revision+uint64(i) {
+			return domain.AppendResult{}, duplicateError(r, places)
+		}
+	}
+	if !retryFits(r.expected, first.revision) {
+		return domain.AppendResult{}, duplicateError(r, places)
+	}
+	last := places[len(places)-1]
+	return domain.AppendResult{NextRevision: last.revision, Position: last.position}, nil
+}
+
+// retryFits reports whether events stored from revision first on could have
+// been written by an append with this condition.
+func retryFits(expected domain.ExpectedRevision, first uint64) bool {
+	switch {
+	case expected.IsAny():
+		return true
+	case expected.IsNoStream():
+		return first == 0
+	case expected.IsStreamExists():
+		return first > 0
+	}
+	rev, _ := expected.ExactRevision()
+	return rev != math.MaxUint64 && first == rev+1
+}
+
+func duplicateError(r *appendRequest, places []place) error {
+	for i, p := range places {
+		if p.found {
+			return fmt.Errorf("append to %s (%s): event %s is already stored at %s@%d: %w",
+				r.stream, r.expected, r.rows[i].id, p.stream, p.revision, domain.ErrDuplicateEventID)
+		}
+	}
+	return fmt.Errorf("append to %s: %w", r.stream, domain.ErrDuplicateEventID)
+}
+
+// streamHead returns the last revision of stream and whether it has events.
+func streamHead(ctx context.Context, st writeStmts, stream string) (uint64, bool, error) {
+	var rev int64
+	err := st.head.QueryRowContext(ctx, stream).Scan(&rev)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("read head of %s: %w", stream, err)
+	}
+	return uint64(rev), true, nil
+}
+
+func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, rows []row) (domain.AppendResult, error) {
+	var res domain.AppendResult
+	for i, r := range rows {
+		rev := next + uint64(i)
+		out, err := st.insert.ExecContext(ctx, r.id, stream, int64(rev), r.typ, r.data, r.metadata)
+		if err != nil {
+			return domain.AppendResult{}, fmt.Errorf("insert event %s: %w", r.id, err)
+		}
+		pos, err := out.LastInsertId()
+		if err != nil {
+			return domain.AppendResult{}, fmt.Errorf("insert event %s: %w", r.id, err)
+		}
+		res = domain.AppendResult{NextRevision: rev, Position: uint64(pos)}
+	}
+	return res, nil
+}
+
+// writeStmts are prepared once on the writer's only connection, so binding
+// them to each batch's transaction costs nothing.
+type writeStmts struct {
+	lookupID, head, insert *sql.Stmt
+}
+
+func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
+	var st writeStmts
+	queries := []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&st.lookupID, `SELECT stream, revision, position FROM events WHERE id = ?`},
+		{&st.head, `SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
+		{&st.insert, `INSERT INTO events (id, stream, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)`},
+	}
+	for _, q := range queries {
+		stmt, err := db.PrepareContext(ctx, q.query)
+		if err != nil {
+			st.close()
+			return writeStmts{}, fmt.Errorf("prepare %q: %w", q.query, err)
+		}
+		*q.dst = stmt
+	}
+	return st, nil
+}
+
+func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
+	return writeStmts{
+		lookupID: tx.StmtContext(ctx, st.lookupID),
+		head:     tx.StmtContext(ctx, st.head),
+		insert:   tx.StmtContext(ctx, st.insert),
+	}
+}
+
+func (st writeStmts) close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{st.lookupID, st.head, st.insert} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,59 @@
+package graph
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/projections"
+)
+
+type ctxKey int
+
+const (
+	tokenKey ctxKey = iota
+	connKey
+)
+
+// WithToken puts the bearer token of an HTTP request in its context.
+func WithToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
+			r = r.WithContext(context.WithValue(r.Context(), tokenKey, tok))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" value.
+func bearer(v string) (string, bool) {
+	const prefix = "bearer "
+	if len(v) <= len(prefix) || !strings.EqualFold(v[:len(prefix)], prefix) {
+		return "", false
+	}
+	return strings.TrimSpace(v[len(prefix):]), true
+}
+
+// withConnection marks a WebSocket connection: its token and an id that
+// names the agent session it may carry.
+func withConnection(ctx context.Context, token, connID string) context.Context {
+	if token != "" {
+		ctx = context.WithValue(ctx, tokenKey, token)
+	}
+	return context.WithValue(ctx, connKey, connID)
+}
+
+func connectionID(ctx context.Context) string {
+	id, _ := ctx.Value(connKey).(string)
+	return id
+}
+
+// account returns the signed-in account or ErrUnauthenticated.
+func (r *Resolver) account(ctx context.Context) (projections.Account, error) {
+	tok, _ := ctx.Value(tokenKey).(string)
+	if tok == "" {
+		return projections.Account{}, domain.ErrUnauthenticated
+	}
+	return r.Service.Authenticate(ctx, tok)
+}

@@ -1,0 +1,136 @@
+package graph
+
+import (
+	"encoding/base64"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/projections"
+)
+
+func toHeaders(hs []domain.Header) []*model.Header {
+	out := make([]*model.Header, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, &model.Header{Name: h.Name, Value: h.Value})
+	}
+	return out
+}
+
+func fromHeaderInputs(hs []*model.HeaderInput) []domain.Header {
+	out := make([]domain.Header, 0, len(hs))
+	for _, h := range hs {
+		if h != nil {
+			out = append(out, domain.Header{Name: h.Name, Value: h.Value})
+		}
+	}
+	return out
+}
+
+// text returns b as a string when it is valid UTF-8, else nil: binary bodies
+// are only offered as base64 so nothing is silently mangled.
+func text(b []byte) *string {
+	if !utf8.Valid(b) {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+func toDelivery(d projections.Delivery) *model.Delivery {
+	m := &model.Delivery{
+		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target,
+		Headers: toHeaders(d.Headers), Body: text(d.Body),
+		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
+		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
+		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
+		Attempts: make([]*model.Attempt, 0, len(d.Attempts)),
+	}
+	if d.ResponseBody != nil {
+		s := string(d.ResponseBody)
+		if !utf8.Valid(d.ResponseBody) {
+			s = base64.StdEncoding.EncodeToString(d.ResponseBody)
+		}
+		m.ResponseBody = &s
+	}
+	for _, a := range d.Attempts {
+		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry}
+		if a.DurationMs != nil {
+			ms := int(*a.DurationMs)
+			at.DurationMs = &ms
+		}
+		if a.Error != "" {
+			e := a.Error
+			at.Error = &e
+		}
+		m.Attempts = append(m.Attempts, at)
+	}
+	return m
+}
+
+func toConnection(p projections.Page) *model.DeliveryConnection {
+	c := &model.DeliveryConnection{
+		Edges:    make([]*model.DeliveryEdge, 0, len(p.Items)),
+		Nodes:    make([]*model.Delivery, 0, len(p.Items)),
+		PageInfo: &model.PageInfo{HasNextPage: p.HasNextPage},
+	}
+	for _, d := range p.Items {
+		n := toDelivery(d)
+		c.Edges = append(c.Edges, &model.DeliveryEdge{Cursor: d.Cursor, Node: n})
+		c.Nodes = append(c.Nodes, n)
+	}
+	if p.EndCursor != "" {
+		end := p.EndCursor
+		c.PageInfo.EndCursor = &end
+	}
+	return c
+}
+
+func (r *Resolver) toInspector(in projections.Inspector) *model.Inspector {
+	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.Expired}
+}
+
+func (r *Resolver) toEndpoint(e projections.Endpoint) *model.Endpoint {
+	m := &model.Endpoint{
+		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
+		ResponseCapture: e.ResponseCapture, AgentConnected: r.Hub.Connected(e.ID) > 0, CreatedAt: e.CreatedAt,
+	}
+	if e.Target != "" {
+		t := e.Target
+		m.Target = &t
+	}
+	return m
+}
+
+func toEvent(e domain.RecordedEvent) *model.Event {
+	m := &model.Event{
+		ID: e.ID, Position: strconv.FormatUint(e.Position, 10), Type: e.Type, Stream: e.Stream,
+		Revision: strconv.FormatUint(e.Revision, 10), Time: e.Metadata.OccurredAt,
+		SchemaVersion: e.Metadata.SchemaVersion, Data: string(e.Data),
+	}
+	if e.Metadata.CorrelationID != "" {
+		c := e.Metadata.CorrelationID
+		m.CorrelationID = &c
+	}
+	if e.Metadata.CausationID != "" {
+		c := e.Metadata.CausationID
+		m.CausationID = &c
+	}
+	return m
+}
+
+func toForwardRequest(c domain.ForwardCommand) *model.ForwardRequest {
+	return &model.ForwardRequest{
+		AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Path: c.Target,
+		Headers: toHeaders(c.Headers), BodyBase64: base64.StdEncoding.EncodeToString(c.Body),
+	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,62 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// codes maps domain sentinels to the machine-readable extensions.code.
+var codes = []struct {
+	err  error
+	code string
+}{
+	{domain.ErrUnauthenticated, "UNAUTHENTICATED"},
+	{domain.ErrNotFound, "NOT_FOUND"},
+	{domain.ErrInvalidInput, "INVALID_INPUT"},
+	{domain.ErrRetryNotProxy, "RETRY_NOT_PROXY"},
+	{domain.ErrAgentNotConnected, "AGENT_NOT_CONNECTED"},
+	{domain.ErrPayloadIncomplete, "PAYLOAD_INCOMPLETE"},
+}
+
+// Code returns the extensions.code for err, or "" when it is not a refusal.
+func Code(err error) string {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return ""
+}
+
+// errorPresenter translates errors once, at the edge: refusals get their
+// code and message; anything else is logged and hidden behind INTERNAL.
+func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		var gqlErr *gqlerror.Error
+		if errors.As(err, &gqlErr) && gqlErr.Err == nil {
+			return gqlErr // parse and validation errors already speak GraphQL
+		}
+		ge := graphql.DefaultErrorPresenter(ctx, err)
+		if ge.Extensions == nil {
+			ge.Extensions = map[string]any{}
+		}
+		code := Code(err)
+		if code == "" {
+			log.ErrorContext(ctx, "graphql resolver failed", "path", ge.Path.String(), "err", err)
+			ge.Message = "internal error"
+			code = "INTERNAL"
+		}
+		ge.Extensions["code"] = code
+		var inv *domain.InvalidInputError
+		if errors.As(err, &inv) {
+			ge.Extensions["field"] = inv.Field
+		}
+		return ge
+	}
+}

@@ -1,0 +1,28 @@
+package graph
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/tunnel"
+)
+
+// EventLog is the read side of the store that auditors page through.
+type EventLog interface {
+	ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error)
+}
+
+// Resolver holds the API's dependencies; resolvers only adapt between
+// GraphQL and these.
+type Resolver struct {
+	Service *commands.Service
+	Views   *projections.Views
+	Log     EventLog
+	Hub     *tunnel.Hub
+	// PublicURL turns an address id into its public URL.
+	PublicURL func(id string) string
+	Logger    *slog.Logger
+}

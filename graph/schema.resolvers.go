@@ -1,0 +1,220 @@
+package graph
+
+import (
+	"context"
+	"errors"
+
+	"github.com/relayhq/relay/domain"
+
+	"github.com/relayhq/relay/graph/generated"
+	"github.com/relayhq/relay/graph/model"
+)
+
+// Deliveries is the resolver for the deliveries field.
+func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error) {
+	page, err := r.Views.Deliveries(ctx, obj.ID, deref(first), deref(after))
+	if err != nil {
+		return nil, err
+	}
+	return toConnection(page), nil
+}
+
+// Deliveries is the resolver for the deliveries field.
+func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string) (*model.DeliveryConnection, error) {
+	page, err := r.Views.Deliveries(ctx, obj.ID, deref(first), deref(after))
+	if err != nil {
+		return nil, err
+	}
+	return toConnection(page), nil
+}
+
+// CreateInspector is the resolver for the createInspector field.
+func (r *mutationResolver) CreateInspector(ctx context.Context) (*model.Inspector, error) {
+	in, err := r.Service.CreateInspector(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.toInspector(in), nil
+}
+
+// SignUp is the resolver for the signUp field.
+func (r *mutationResolver) SignUp(ctx context.Context, name string) (*model.SignUpPayload, error) {
+	acc, token, err := r.Service.SignUp(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &model.SignUpPayload{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
+}
+
+// CreateEndpoint is the resolver for the createEndpoint field.
+func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
+		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.toEndpoint(ep), nil
+}
+
+// UpdateEndpoint is the resolver for the updateEndpoint field.
+func (r *mutationResolver) UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := r.Service.UpdateEndpoint(ctx, acc.ID, id, toPatch(input))
+	if err != nil {
+		return nil, err
+	}
+	return r.toEndpoint(ep), nil
+}
+
+// DeleteEndpoint is the resolver for the deleteEndpoint field.
+func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Service.DeleteEndpoint(ctx, acc.ID, id); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// RetryDelivery is the resolver for the retryDelivery field.
+func (r *mutationResolver) RetryDelivery(ctx context.Context, id string) (*model.Delivery, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Service.RetryDelivery(ctx, acc.ID, id)
+	if err != nil {
+		return nil, err
+	}
+	return toDelivery(d), nil
+}
+
+// CompleteForward is the resolver for the completeForward field.
+func (r *mutationResolver) CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return false, err
+	}
+	out, err := toOutcome(input)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Hub.Complete(ctx, acc.ID, connectionID(ctx), out); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Inspector is the resolver for the inspector field.
+func (r *queryResolver) Inspector(ctx context.Context, id string) (*model.Inspector, error) {
+	in, err := r.Views.Inspector(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.toInspector(in), nil
+}
+
+// Me is the resolver for the me field.
+func (r *queryResolver) Me(ctx context.Context) (*model.Account, error) {
+	acc, err := r.account(ctx)
+	if errors.Is(err, domain.ErrUnauthenticated) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &model.Account{ID: acc.ID, Name: acc.Name}, nil
+}
+
+// Endpoints is the resolver for the endpoints field.
+func (r *queryResolver) Endpoints(ctx context.Context) ([]*model.Endpoint, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	eps, err := r.Views.Endpoints(ctx, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Endpoint, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, r.toEndpoint(e))
+	}
+	return out, nil
+}
+
+// Endpoint is the resolver for the endpoint field.
+func (r *queryResolver) Endpoint(ctx context.Context, id string) (*model.Endpoint, error) {
+	ep, err := r.ownedEndpoint(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.toEndpoint(ep), nil
+}
+
+// Delivery is the resolver for the delivery field.
+func (r *queryResolver) Delivery(ctx context.Context, id string) (*model.Delivery, error) {
+	d, err := r.visibleDelivery(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return toDelivery(d), nil
+}
+
+// Events is the resolver for the events field.
+func (r *queryResolver) Events(ctx context.Context, after *string, first *int) (*model.EventConnection, error) {
+	return r.events(ctx, deref(after), deref(first))
+}
+
+// Deliveries is the resolver for the deliveries field.
+func (r *subscriptionResolver) Deliveries(ctx context.Context, address string) (<-chan *model.Delivery, error) {
+	if err := r.canWatch(ctx, address); err != nil {
+		return nil, err
+	}
+	return r.watchDeliveries(ctx, address), nil
+}
+
+// ForwardRequests is the resolver for the forwardRequests field.
+func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string) (<-chan *model.ForwardRequest, error) {
+	return r.attachAgent(ctx, endpointID)
+}
+
+// Endpoint returns generated.EndpointResolver implementation.
+func (r *Resolver) Endpoint() generated.EndpointResolver { return &endpointResolver{r} }
+
+// Inspector returns generated.InspectorResolver implementation.
+func (r *Resolver) Inspector() generated.InspectorResolver { return &inspectorResolver{r} }
+
+// Mutation returns generated.MutationResolver implementation.
+func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
+
+// Query returns generated.QueryResolver implementation.
+func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
+
+// Subscription returns generated.SubscriptionResolver implementation.
+func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
+
+type endpointResolver struct{ *Resolver }
+type inspectorResolver struct{ *Resolver }
+type mutationResolver struct{ *Resolver }
+type queryResolver struct{ *Resolver }
+type subscriptionResolver struct{ *Resolver }

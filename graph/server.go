@@ -1,0 +1,80 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/graph/generated"
+)
+
+// ServerOptions tune the GraphQL endpoint.
+type ServerOptions struct {
+	// KeepAlive is how often the server pings WebSocket clients; a client
+	// that misses pongs is dropped after twice this long, which is how a
+	// dead agent is noticed within seconds.
+	KeepAlive time.Duration
+	// Playground serves GraphiQL to browsers that GET the endpoint; nil
+	// disables it.
+	Playground http.Handler
+}
+
+// NewHandler returns the /graphql endpoint: POST and GET queries, and
+// subscriptions over WebSocket (graphql-transport-ws).
+func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = 5 * time.Second
+	}
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
+	srv.AddTransport(transport.Websocket{
+		KeepAlivePingInterval: opts.KeepAlive,
+		PingPongInterval:      opts.KeepAlive,
+		InitTimeout:           10 * time.Second,
+		Upgrader: websocket.Upgrader{
+			// Tokens travel in connection_init, not cookies, so a foreign
+			// origin gains nothing by opening a socket.
+			CheckOrigin:     func(*http.Request) bool { return true },
+			ReadBufferSize:  16 << 10,
+			WriteBufferSize: 16 << 10,
+		},
+		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+			tok, _ := bearer(p.Authorization())
+			return withConnection(ctx, tok, commands.NewEventID()), nil, nil
+		},
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.AddTransport(transport.MultipartForm{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.Use(extension.Introspection{})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	srv.SetErrorPresenter(errorPresenter(r.Logger))
+	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
+		r.Logger.ErrorContext(ctx, "graphql panic", "panic", fmt.Sprint(v))
+		return errors.New("internal error")
+	})
+	var h http.Handler = WithToken(srv)
+	if opts.Playground == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.RawQuery == "" && !websocket.IsWebSocketUpgrade(req) &&
+			strings.Contains(req.Header.Get("Accept"), "text/html") {
+			opts.Playground.ServeHTTP(w, req)
+			return
+		}
+		h.ServeHTTP(w, req)
+	})
+}

@@ -1,0 +1,86 @@
+package ingress
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// answer is what the service itself tells a sender, and why (recorded in
+// DeliveryAnswered.Reason; empty for the normal 204).
+type answer struct {
+	status int
+	reason string
+	body   string
+}
+
+var answerNoContent = answer{status: http.StatusNoContent}
+
+var answerExpired = answer{status: http.StatusServiceUnavailable, reason: "expired", body: noAgentBody("address expired")}
+
+func noAgentBody(why string) string { return "No agent for client\n" + why + "\n" }
+
+func (a answer) write(w http.ResponseWriter) {
+	if a.status == http.StatusNoContent {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeText(w, a.status, a.body)
+}
+
+// writeNoAgent answers 503 with the body every 503 of the service has.
+func writeNoAgent(w http.ResponseWriter, why string) {
+	writeText(w, http.StatusServiceUnavailable, noAgentBody(why))
+}
+
+func writeText(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body) // the sender may be gone; nothing to do then
+}
+
+// writeOutcome passes the local process's answer to the sender unchanged:
+// status, every header value in order (hop-by-hop ones dropped) and the body
+// bytes. net/http must not add a Content-Type the local process did not
+// send, and the length is the body's, whatever the local framing was.
+func writeOutcome(w http.ResponseWriter, method string, o domain.ForwardOutcome) {
+	h := w.Header()
+	clear(h)
+	for _, hd := range domain.StripHopByHop(o.Headers) {
+		h.Add(hd.Name, hd.Value)
+	}
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil // a nil value stops net/http from sniffing one
+	}
+	// HEAD answers and 204/304 carry no body; their Content-Length (if any)
+	// describes the representation and passes as sent.
+	bodyless := method == http.MethodHead || o.Status == http.StatusNoContent || o.Status == http.StatusNotModified
+	if !bodyless {
+		h.Set("Content-Length", strconv.Itoa(len(o.Body)))
+	}
+	w.WriteHeader(o.Status)
+	if !bodyless {
+		_, _ = w.Write(o.Body) // the sender may be gone; nothing to do then
+	}
+}
+
+// failureAnswer is the service's own answer when the local target gave none.
+func failureAnswer(o domain.ForwardOutcome) answer {
+	switch o.Status {
+	case http.StatusServiceUnavailable:
+		return answer{status: o.Status, reason: o.Error, body: noAgentBody("no agent connected")}
+	case http.StatusBadGateway:
+		return answer{status: o.Status, reason: o.Error, body: "Bad Gateway: " + o.Error + "\n"}
+	case http.StatusGatewayTimeout:
+		return answer{status: o.Status, reason: o.Error, body: "Gateway Timeout: " + o.Error + "\n"}
+	}
+	status := o.Status
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	return answer{status: status, reason: o.Error, body: http.StatusText(status) + ": " + o.Error + "\n"}
+}

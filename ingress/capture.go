@@ -1,0 +1,163 @@
+package ingress
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// ErrBodyTooLarge matches (errors.Is) a *BodyTooLargeError.
+var ErrBodyTooLarge = errors.New("request body too large")
+
+// ErrUnsupportedTarget is returned for request targets that name no path,
+// such as the authority form of CONNECT ("host:443"): they cannot be
+// recorded or forwarded.
+var ErrUnsupportedTarget = errors.New("unsupported request target")
+
+// BodyTooLargeError reports a body longer than the max-body limit. Reading
+// stopped after Max+1 bytes, so the real size is unknown beyond "more".
+type BodyTooLargeError struct {
+	Max int64
+}
+
+func (e *BodyTooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", e.Max)
+}
+
+// Is makes errors.Is(err, ErrBodyTooLarge) true.
+func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooLarge }
+
+// Capture turns r into a domain request exactly as the sender sent it, and
+// returns the whole body in full so it can be forwarded.
+//
+// req.Body holds at most captureCap bytes; full holds the whole body when it
+// is at most maxBody bytes. A longer body is read only up to maxBody+1 bytes
+// (never unbounded): Capture then returns a *BodyTooLargeError, a nil full
+// and a req with BodySize = maxBody+1 and Complete = false that can still be
+// recorded. Any other read error is returned with the part read so far.
+func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedRequest, full []byte, err error) {
+	return capture(r, captureCap, maxBody, true)
+}
+
+// captureRecord is Capture for requests that are only recorded: bytes past
+// the capture cap are counted and discarded instead of buffered, so a large
+// body to an inspector costs no more memory than the cap.
+func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedRequest, error) {
+	req, _, err := capture(r, captureCap, maxBody, false)
+	return req, err
+}
+
+func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.CapturedRequest, []byte, error) {
+	target, err := requestTarget(r.RequestURI)
+	if err != nil {
+		return domain.CapturedRequest{}, nil, err
+	}
+	req := domain.CapturedRequest{
+		Method:     r.Method,
+		Target:     target,
+		Host:       r.Host,
+		Proto:      r.Proto,
+		RemoteAddr: r.RemoteAddr,
+		Headers:    captureHeaders(r),
+	}
+	maxBody = max(maxBody, 0)
+	// Never store more than maxBody bytes, so that a body cut at maxBody+1
+	// always reads as incomplete (len(Body) < BodySize).
+	keep := min(max(captureCap, 0), maxBody)
+
+	var body io.Reader = http.NoBody
+	if r.Body != nil {
+		body = r.Body
+	}
+	limited := io.LimitReader(body, maxBody+1)
+
+	var stored, full []byte
+	var n int64
+	if keepFull {
+		var buf bytes.Buffer
+		if r.ContentLength > 0 {
+			// MinRead spare bytes let ReadFrom see EOF without regrowing.
+			buf.Grow(int(min(r.ContentLength, maxBody+1)) + bytes.MinRead)
+		}
+		n, err = buf.ReadFrom(limited)
+		full = buf.Bytes()
+		stored = full[:min(n, keep):min(n, keep)]
+	} else {
+		var buf bytes.Buffer
+		n, err = buf.ReadFrom(io.LimitReader(limited, keep))
+		if err == nil {
+			var rest int64
+			rest, err = io.Copy(io.Discard, limited)
+			n += rest
+		}
+		stored = buf.Bytes()
+	}
+	// A copy: Body shares no memory with full, which callers hand on.
+	req.Body = append([]byte{}, stored...)
+	req.BodySize = n
+	req.Complete = int64(len(req.Body)) == n
+	if err != nil {
+		return req, nil, fmt.Errorf("capture body: %w", err)
+	}
+	if n > maxBody {
+		return req, nil, &BodyTooLargeError{Max: maxBody}
+	}
+	return req, full, nil
+}
+
+// requestTarget returns the raw path and query the sender put on the request
+// line. An absolute-form target ("http://host/p?q") keeps its path and query
+// as sent; "*" (OPTIONS *) stays "*".
+func requestTarget(uri string) (string, error) {
+	if strings.HasPrefix(uri, "/") || uri == "*" {
+		return uri, nil
+	}
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "", fmt.Errorf("%w %q", ErrUnsupportedTarget, uri)
+	}
+	i := strings.IndexAny(rest, "/?#")
+	if i < 0 {
+		return "/", nil
+	}
+	if rest[i] != '/' {
+		return "/" + rest[i:], nil
+	}
+	return rest[i:], nil
+}
+
+// captureHeaders lists every header value, names sorted for determinism and
+// repeats in the order they were sent. Host is kept apart in Request.Host.
+// net/http moves Transfer-Encoding out of the header map; it is put back so
+// the record shows how the body was framed.
+func captureHeaders(r *http.Request) []domain.Header {
+	names := make([]string, 0, len(r.Header)+1)
+	count := 0
+	for name, values := range r.Header {
+		names = append(names, name)
+		count += len(values)
+	}
+	_, hasTE := r.Header["Transfer-Encoding"]
+	if len(r.TransferEncoding) > 0 && !hasTE {
+		names = append(names, "Transfer-Encoding")
+		count += len(r.TransferEncoding)
+	}
+	sort.Strings(names)
+	out := make([]domain.Header, 0, count)
+	for _, name := range names {
+		values := r.Header[name]
+		if name == "Transfer-Encoding" && !hasTE {
+			values = r.TransferEncoding
+		}
+		for _, v := range values {
+			out = append(out, domain.Header{Name: name, Value: v})
+		}
+	}
+	return out
+}

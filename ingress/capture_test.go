@@ -1,0 +1,283 @@
+package ingress
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// readRequest parses raw bytes with net/http, as the server does.
+func readRequest(t *testing.T, raw string) *http.Request {
+	t.Helper()
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatalf("ReadRequest(%q): %v", raw, err)
+	}
+	return r
+}
+
+func TestCaptureTarget(t *testing.T) {
+	tests := []struct {
+		method, target string
+		want           string
+		wantErr        error
+	}{
+		{method: "GET", target: "/", want: "/"},
+		{method: "GET", target: "/x", want: "/x"},
+		{method: "GET", target: "/x/", want: "/x/"},
+		{method: "POST", target: "//a//b", want: "//a//b"},
+		{method: "POST", target: "/a%2Fb?x=1&x=2", want: "/a%2Fb?x=1&x=2"},
+		{method: "GET", target: "/%7Euser?q=a+b", want: "/%7Euser?q=a+b"},
+		{method: "GET", target: "/a/../b/./c", want: "/a/../b/./c"},
+		{method: "GET", target: "/?", want: "/?"},
+		{method: "GET", target: "/x?a=%zz;b", want: "/x?a=%zz;b"},
+		{method: "OPTIONS", target: "*", want: "*"},
+		{method: "GET", target: "http://abc.localhost/p//q/?z=1", want: "/p//q/?z=1"},
+		{method: "GET", target: "http://abc.localhost:8080", want: "/"},
+		{method: "GET", target: "http://abc.localhost?x=1", want: "/?x=1"},
+		{method: "CONNECT", target: "abc.localhost:443", wantErr: ErrUnsupportedTarget},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
+			r := readRequest(t, tt.method+" "+tt.target+" HTTP/1.1\r\nHost: abc.localhost\r\n\r\n")
+			req, _, err := Capture(r, 16, 64)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Capture error = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && req.Target != tt.want {
+				t.Errorf("Target = %q, want %q", req.Target, tt.want)
+			}
+		})
+	}
+}
+
+func TestCaptureHeaders(t *testing.T) {
+	raw := "POST /hook HTTP/1.1\r\n" +
+		"Host: abc.localhost:8080\r\n" +
+		"X-Sig: first\r\n" +
+		"content-type: application/json\r\n" +
+		"X-Sig: second\r\n" +
+		"X-Empty:\r\n" +
+		"X-Sig: third\r\n" +
+		"Content-Length: 2\r\n" +
+		"\r\n{}"
+	r := readRequest(t, raw)
+	r.RemoteAddr = "127.0.0.1:5555"
+	req, full, err := Capture(r, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domain.CapturedRequest{
+		Method: "POST", Target: "/hook", Host: "abc.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5555",
+		Headers: []domain.Header{
+			{Name: "Content-Length", Value: "2"},
+			{Name: "Content-Type", Value: "application/json"},
+			{Name: "X-Empty", Value: ""},
+			{Name: "X-Sig", Value: "first"},
+			{Name: "X-Sig", Value: "second"},
+			{Name: "X-Sig", Value: "third"},
+		},
+		Body: []byte("{}"), BodySize: 2, Complete: true,
+	}
+	if !reflect.DeepEqual(req, want) {
+		t.Errorf("Capture =\n%+v\nwant\n%+v", req, want)
+	}
+	if string(full) != "{}" {
+		t.Errorf("full = %q", full)
+	}
+}
+
+func TestCaptureChunked(t *testing.T) {
+	raw := "POST /c HTTP/1.1\r\nHost: abc.localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"3\r\nabc\r\n" + "5\r\ndefgh\r\n" + "0\r\n\r\n"
+	r := readRequest(t, raw)
+	req, full, err := Capture(r, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(full) != "abcdefgh" || string(req.Body) != "abcd" || req.BodySize != 8 || req.Complete {
+		t.Errorf("full %q body %q size %d complete %v", full, req.Body, req.BodySize, req.Complete)
+	}
+	wantHeaders := []domain.Header{{Name: "Transfer-Encoding", Value: "chunked"}}
+	if !reflect.DeepEqual(req.Headers, wantHeaders) {
+		t.Errorf("Headers = %+v, want %+v", req.Headers, wantHeaders)
+	}
+}
+
+func TestCaptureBodyLimits(t *testing.T) {
+	tests := []struct {
+		name         string
+		body         string
+		cap, max     int64
+		wantBody     string
+		wantSize     int64
+		wantComplete bool
+		wantFull     bool
+		wantTooLarge bool
+	}{
+		{name: "empty", body: "", cap: 4, max: 10, wantBody: "", wantSize: 0, wantComplete: true, wantFull: true},
+		{name: "under cap", body: "abc", cap: 4, max: 10, wantBody: "abc", wantSize: 3, wantComplete: true, wantFull: true},
+		{name: "at cap", body: "abcd", cap: 4, max: 10, wantBody: "abcd", wantSize: 4, wantComplete: true, wantFull: true},
+		{name: "over cap", body: "abcde", cap: 4, max: 10, wantBody: "abcd", wantSize: 5, wantFull: true},
+		{name: "at max", body: "abcdefghij", cap: 4, max: 10, wantBody: "abcd", wantSize: 10, wantFull: true},
+		{name: "over max", body: "abcdefghijklmnop", cap: 4, max: 10, wantBody: "abcd", wantSize: 11, wantTooLarge: true},
+		{name: "cap above max", body: "abcdefghijklmnop", cap: 100, max: 10, wantBody: "abcdefghij", wantSize: 11, wantTooLarge: true},
+		{name: "zero cap", body: "ab", cap: 0, max: 10, wantBody: "", wantSize: 2, wantFull: true},
+	}
+	for _, tt := range tests {
+		for _, keepFull := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/keepFull=%v", tt.name, keepFull), func(t *testing.T) {
+				raw := fmt.Sprintf("PUT /b HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: %d\r\n\r\n%s", len(tt.body), tt.body)
+				req, full, err := capture(readRequest(t, raw), tt.cap, tt.max, keepFull)
+				if errors.Is(err, ErrBodyTooLarge) != tt.wantTooLarge {
+					t.Fatalf("err = %v, want too large %v", err, tt.wantTooLarge)
+				}
+				var tooLarge *BodyTooLargeError
+				if tt.wantTooLarge && (!errors.As(err, &tooLarge) || tooLarge.Max != tt.max) {
+					t.Errorf("err = %#v, want *BodyTooLargeError{Max: %d}", err, tt.max)
+				}
+				if string(req.Body) != tt.wantBody || req.BodySize != tt.wantSize || req.Complete != tt.wantComplete {
+					t.Errorf("body %q size %d complete %v; want %q %d %v",
+						req.Body, req.BodySize, req.Complete, tt.wantBody, tt.wantSize, tt.wantComplete)
+				}
+				if req.Body == nil {
+					t.Error("Body is nil, want empty slice")
+				}
+				switch {
+				case keepFull && tt.wantFull && string(full) != tt.body:
+					t.Errorf("full = %q, want %q", full, tt.body)
+				case (!keepFull || !tt.wantFull) && full != nil:
+					t.Errorf("full = %q, want nil", full)
+				}
+				if _, err := domain.ReceiveDelivery("d1", "a", domain.AddressInspector, "", req); err != nil {
+					t.Errorf("captured request breaks a delivery invariant: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestCaptureBodyCopyIsIndependent(t *testing.T) {
+	r := readRequest(t, "POST / HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: 3\r\n\r\nabc")
+	req, full, err := Capture(r, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full[0] = 'X'
+	if string(req.Body) != "abc" {
+		t.Errorf("Body changed with full: %q", req.Body)
+	}
+}
+
+func TestCaptureTruncatedBody(t *testing.T) {
+	r := readRequest(t, "POST / HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: 10\r\n\r\nabcde")
+	req, full, err := Capture(r, 16, 64)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err = %v, want unexpected EOF", err)
+	}
+	if string(req.Body) != "abcde" || req.BodySize != 5 || full != nil {
+		t.Errorf("body %q size %d full %q", req.Body, req.BodySize, full)
+	}
+}
+
+// FuzzCapture drives Capture with requests parsed by net/http from raw
+// bytes, in both body framings, and checks its invariants.
+func FuzzCapture(f *testing.F) {
+	f.Add("POST", "/hook?x=1&x=2", "X-A: 1\nX-A: 2\nContent-Type: text/plain", []byte("hello"), false)
+	f.Add("GET", "//a//b", "", []byte{}, false)
+	f.Add("PUT", "/a%2Fb", "X-Long: v", bytes.Repeat([]byte("z"), 100), true)
+	f.Add("OPTIONS", "*", "", []byte{}, false)
+	f.Add("PATCH", "http://abc.localhost/p?q", "Connection: close", []byte("0123456789abcdef0"), true)
+	f.Add("PURGE", "/%7Euser?q=a+b", "te: trailers\nx-b: ", bytes.Repeat([]byte{0}, 64), false)
+	f.Add("DELETE", "/x/", "A: 1", bytes.Repeat([]byte{0xff}, 65), false)
+	const capBytes, maxBody = 16, 64
+	f.Fuzz(func(t *testing.T, method, target, headerLines string, body []byte, chunked bool) {
+		var raw bytes.Buffer
+		fmt.Fprintf(&raw, "%s %s HTTP/1.1\r\nHost: abc.localhost\r\n", method, target)
+		for line := range strings.SplitSeq(headerLines, "\n") {
+			if line != "" {
+				raw.WriteString(line + "\r\n")
+			}
+		}
+		if chunked {
+			raw.WriteString("Transfer-Encoding: chunked\r\n\r\n")
+			for rest := body; len(rest) > 0; {
+				n := min(len(rest), 7)
+				fmt.Fprintf(&raw, "%x\r\n%s\r\n", n, rest[:n])
+				rest = rest[n:]
+			}
+			raw.WriteString("0\r\n\r\n")
+		} else {
+			fmt.Fprintf(&raw, "Content-Length: %d\r\n\r\n%s", len(body), body)
+		}
+		r, err := http.ReadRequest(bufio.NewReader(&raw))
+		if err != nil {
+			return // net/http refuses it before any handler runs
+		}
+		if !chunked && r.ContentLength != int64(len(body)) {
+			return // the fuzzed headers changed the framing
+		}
+		sentBody := body
+
+		req, full, err := Capture(r, capBytes, maxBody)
+		if errors.Is(err, ErrUnsupportedTarget) {
+			if strings.HasPrefix(target, "/") || target == "*" || strings.Contains(target, "://") {
+				t.Fatalf("target %q refused: %v", target, err)
+			}
+			return
+		}
+		if len(req.Body) > capBytes {
+			t.Fatalf("len(Body) = %d > cap %d", len(req.Body), capBytes)
+		}
+		if req.Complete != (int64(len(req.Body)) == req.BodySize) {
+			t.Fatalf("Complete = %v with len(Body) %d and BodySize %d", req.Complete, len(req.Body), req.BodySize)
+		}
+		if req.BodySize > maxBody+1 {
+			t.Fatalf("BodySize %d read past max body %d", req.BodySize, maxBody)
+		}
+		if !bytes.HasPrefix(sentBody, req.Body) {
+			t.Fatalf("Body %q is not a prefix of the sent body %q", req.Body, sentBody)
+		}
+		switch {
+		case len(sentBody) > maxBody:
+			if !errors.Is(err, ErrBodyTooLarge) || full != nil || req.BodySize != maxBody+1 {
+				t.Fatalf("body of %d bytes: err %v, full %d bytes, size %d", len(sentBody), err, len(full), req.BodySize)
+			}
+		case err != nil:
+			t.Fatalf("Capture: %v", err)
+		default:
+			if !bytes.Equal(full, sentBody) || req.BodySize != int64(len(sentBody)) {
+				t.Fatalf("full %q size %d, sent %q", full, req.BodySize, sentBody)
+			}
+		}
+		switch {
+		case strings.HasPrefix(target, "/") || target == "*":
+			if req.Target != target {
+				t.Fatalf("Target = %q, sent %q", req.Target, target)
+			}
+		case !strings.HasPrefix(req.Target, "/") || !strings.HasSuffix(target, strings.TrimPrefix(req.Target, "/")):
+			t.Fatalf("Target = %q is not the path and query of %q", req.Target, target)
+		}
+		if req.Method != method {
+			t.Fatalf("Method = %q, sent %q", req.Method, method)
+		}
+		values := 0
+		for _, vs := range r.Header {
+			values += len(vs)
+		}
+		if chunked {
+			values++ // Transfer-Encoding, which net/http keeps apart
+		}
+		if len(req.Headers) != values {
+			t.Fatalf("%d headers captured, request has %d values", len(req.Headers), values)
+		}
+	})
+}

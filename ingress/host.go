@@ -1,0 +1,50 @@
+package ingress
+
+import (
+	"strings"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// ParseHost tells which public address a Host header names. host may carry a
+// port ("abc.localhost:8080") and a trailing dot; names compare without case.
+// "<id>.<domain>" yields the address id (one DNS label that passes
+// domain.ValidateAddressID); exactly "<domain>" is the bare domain; anything
+// else (other domains, nested labels, IP literals, empty) is not ours.
+func ParseHost(host, domainName string) (address string, bare bool, ok bool) {
+	name, ok := stripPort(host)
+	if !ok {
+		return "", false, false
+	}
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	base := strings.TrimSuffix(strings.ToLower(domainName), ".")
+	if name == "" || base == "" {
+		return "", false, false
+	}
+	if name == base {
+		return "", true, true
+	}
+	label, found := strings.CutSuffix(name, "."+base)
+	if !found || domain.ValidateAddressID(label) != nil {
+		return "", false, false
+	}
+	return label, false, true
+}
+
+// stripPort removes ":port" from host. Bracketed IPv6 literals and hosts
+// with several colons are refused: no public address is an IP.
+func stripPort(host string) (string, bool) {
+	if strings.HasPrefix(host, "[") {
+		return "", false
+	}
+	name, port, found := strings.Cut(host, ":")
+	if !found {
+		return host, true
+	}
+	for _, c := range port {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return name, true
+}

@@ -1,0 +1,76 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// inspectorStreamMax bounds the read of an inspector's stream, which holds
+// at most its creation and its expiry.
+const inspectorStreamMax = 64
+
+// serveInspector records a request to a guest inspector and answers 204, or
+// 503 once the inspector has expired.
+func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
+	expired, err := s.inspectorExpired(ctx, route)
+	switch {
+	case errors.Is(err, domain.ErrStreamNotFound):
+		writeNoAgent(w, "unknown address")
+		return
+	case err != nil:
+		s.log.ErrorContext(ctx, "ingress: check inspector expiry", "address", route.ID, "error", err)
+		writeNoAgent(w, "store unavailable")
+		return
+	}
+	ans := answerNoContent
+	if expired {
+		ans = answerExpired
+	}
+	s.serveRecord(ctx, w, r, route, ans)
+}
+
+// inspectorExpired tells whether the inspector is expired, and records the
+// expiry when this request is the first to find it idle past its TTL.
+func (s *Server) inspectorExpired(ctx context.Context, route Route) (bool, error) {
+	if route.Expired {
+		return true, nil
+	}
+	if route.LastActivityAt.IsZero() {
+		return false, nil
+	}
+	if !route.ExpiresAt.IsZero() && s.deps.Now().Before(route.ExpiresAt) {
+		return false, nil // the hot path: no read of the stream
+	}
+	stream := domain.InspectorStream(route.ID)
+	recs, err := s.deps.Store.ReadStream(ctx, stream, 0, inspectorStreamMax)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", stream, err)
+	}
+	events := make([]domain.Event, 0, len(recs))
+	for _, rec := range recs {
+		e, err := s.deps.Codec.Decode(rec.Type, rec.Data)
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", stream, err)
+		}
+		events = append(events, e)
+	}
+	insp := domain.LoadInspector(events)
+	if !insp.ExpireIfIdle(route.LastActivityAt, s.deps.Now()) {
+		return false, nil
+	}
+	if len(insp.Changes()) == 0 {
+		return true, nil // expiry was already in the stream
+	}
+	err = s.appendEvents(ctx, stream, insp.Expected(), "", insp.Changes()...)
+	if errors.Is(err, domain.ErrWrongExpectedRevision) {
+		return true, nil // a concurrent request recorded the expiry first
+	}
+	if err != nil {
+		return true, err
+	}
+	return true, nil
+}

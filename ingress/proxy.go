@@ -1,0 +1,122 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// forwardGrace is how much longer than the forward timeout ingress waits
+// for the tunnel, which itself answers 504 at the forward timeout.
+const forwardGrace = 5 * time.Second
+
+var errNoForwarder = errors.New("no forwarder configured")
+
+// serveProxy records a request to a PROXY Endpoint, hands it to the
+// Forwarder and passes the local process's answer back unchanged.
+func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
+	id := s.deps.NewDeliveryID()
+	req, full, err := Capture(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	var tooLarge *BodyTooLargeError
+	switch {
+	case errors.Is(err, ErrUnsupportedTarget):
+		s.refuseTarget(ctx, w, r, route, err)
+		return
+	case errors.As(err, &tooLarge):
+		s.recordAnswer(ctx, w, id, route, req, answer{
+			status: http.StatusRequestEntityTooLarge,
+			reason: tooLarge.Error(),
+			body:   fmt.Sprintf("Request body larger than %d bytes\n", tooLarge.Max),
+		})
+		return
+	case err != nil:
+		s.recordAnswer(ctx, w, id, route, req, unreadableBody(err))
+		return
+	}
+
+	d, err := domain.ReceiveDelivery(id, route.ID, route.Kind, route.AccountID, req)
+	if err != nil {
+		s.log.ErrorContext(ctx, "ingress: capture broke a delivery invariant", "delivery_id", id, "address", route.ID, "error", err)
+		writeText(w, http.StatusInternalServerError, "Internal Server Error\n")
+		s.logDelivery(ctx, id, route.ID, req.Method, http.StatusInternalServerError)
+		return
+	}
+	attemptID := s.deps.NewID()
+	if err := d.RequestForward(attemptID, route.ID, false); err != nil {
+		s.storeUnavailable(ctx, w, id, route.ID, req.Method, fmt.Errorf("request forward: %w", err))
+		return
+	}
+	if err := s.appendEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...); err != nil {
+		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
+		return
+	}
+
+	status := s.forward(ctx, w, r.Method, route, domain.ForwardCommand{
+		DeliveryID:      id,
+		AttemptID:       attemptID,
+		EndpointID:      route.ID,
+		AccountID:       route.AccountID,
+		Method:          req.Method,
+		Target:          req.Target,
+		Headers:         domain.StripHopByHop(req.Headers),
+		Body:            full,
+		Timeout:         s.cfg.ForwardTimeout,
+		CaptureResponse: route.ResponseCapture,
+		CorrelationID:   id,
+	})
+	s.logDelivery(ctx, id, route.ID, req.Method, status)
+}
+
+// forward runs one attempt and answers the sender; it returns the status
+// the sender got. Outcomes from the tunnel are already recorded by the
+// tunnel; only answers ingress decides alone are recorded here.
+func (s *Server) forward(ctx context.Context, w http.ResponseWriter, method string, route Route, cmd domain.ForwardCommand) int {
+	o, err := s.runForward(ctx, cmd)
+	switch {
+	case err != nil:
+		reason := fmt.Sprintf("no outcome from the tunnel: %v", err)
+		s.recordLateAnswer(ctx, cmd.DeliveryID, route.ID, http.StatusGatewayTimeout, reason)
+		writeText(w, http.StatusGatewayTimeout,
+			fmt.Sprintf("Gateway Timeout: no answer from the local target within %s\n", s.cfg.ForwardTimeout))
+		return http.StatusGatewayTimeout
+	case o.Failed():
+		a := failureAnswer(o)
+		a.write(w)
+		return a.status
+	case o.Status < 200 || o.Status > 999:
+		// net/http cannot send such a status; the sender gets 502 instead.
+		reason := fmt.Sprintf("local target answered with invalid status %d", o.Status)
+		s.recordLateAnswer(ctx, cmd.DeliveryID, route.ID, http.StatusBadGateway, reason)
+		writeText(w, http.StatusBadGateway, "Bad Gateway: "+reason+"\n")
+		return http.StatusBadGateway
+	}
+	writeOutcome(w, method, o)
+	return o.Status
+}
+
+func (s *Server) runForward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	if s.deps.Forwarder == nil {
+		return domain.ForwardOutcome{}, errNoForwarder
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout+forwardGrace)
+	defer cancel()
+	o, err := s.deps.Forwarder.Forward(ctx, cmd)
+	if err != nil {
+		return o, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
+	}
+	return o, nil
+}
+
+// recordLateAnswer appends the status ingress answered on its own after the
+// delivery was recorded. The tunnel may append to the stream concurrently,
+// so any revision is fine.
+func (s *Server) recordLateAnswer(ctx context.Context, deliveryID, address string, status int, reason string) {
+	e := domain.DeliveryAnswered{DeliveryID: deliveryID, Status: status, Reason: reason}
+	if err := s.appendEvents(ctx, domain.DeliveryStream(deliveryID), domain.Any(), deliveryID, e); err != nil {
+		s.log.ErrorContext(ctx, "ingress: record answer", "delivery_id", deliveryID, "address", address, "status", status, "error", err)
+	}
+}

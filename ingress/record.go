@@ -1,0 +1,100 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// appendTimeout bounds one append. Appends do not end when the sender hangs
+// up: once a request is captured, recording it must not depend on the
+// sender still waiting.
+const appendTimeout = 10 * time.Second
+
+// serveRecord captures a request to an inspector or a LOG Endpoint, records
+// it with the answer ans and then gives that answer.
+func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
+	req, err := captureRecord(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	switch {
+	case errors.Is(err, ErrUnsupportedTarget):
+		s.refuseTarget(ctx, w, r, route, err)
+		return
+	case errors.Is(err, ErrBodyTooLarge):
+		// Recorded as incomplete and answered as usual: only forwarding
+		// needs the whole body.
+	case err != nil && ans.status == http.StatusNoContent:
+		ans = unreadableBody(err)
+	}
+	s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, ans)
+}
+
+// recordAnswer appends DeliveryReceived and DeliveryAnswered in one append,
+// durably, and only then answers the sender.
+func (s *Server) recordAnswer(ctx context.Context, w http.ResponseWriter, id string, route Route, req domain.CapturedRequest, ans answer) {
+	d, err := domain.ReceiveDelivery(id, route.ID, route.Kind, route.AccountID, req)
+	if err != nil {
+		s.log.ErrorContext(ctx, "ingress: capture broke a delivery invariant", "delivery_id", id, "address", route.ID, "error", err)
+		writeText(w, http.StatusInternalServerError, "Internal Server Error\n")
+		s.logDelivery(ctx, id, route.ID, req.Method, http.StatusInternalServerError)
+		return
+	}
+	d.Answer(ans.status, ans.reason)
+	if err := s.appendEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...); err != nil {
+		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
+		return
+	}
+	ans.write(w)
+	s.logDelivery(ctx, id, route.ID, req.Method, ans.status)
+}
+
+// storeUnavailable answers a delivery that could not be recorded. It is
+// never answered as if it had been.
+func (s *Server) storeUnavailable(ctx context.Context, w http.ResponseWriter, id, address, method string, err error) {
+	s.log.ErrorContext(ctx, "ingress: record delivery", "delivery_id", id, "address", address, "error", err)
+	writeNoAgent(w, "store unavailable")
+	s.logDelivery(ctx, id, address, method, http.StatusServiceUnavailable)
+}
+
+// refuseTarget answers a request whose target names no path (CONNECT's
+// authority form): there is nothing to record or forward.
+func (s *Server) refuseTarget(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, err error) {
+	s.log.DebugContext(ctx, "ingress: refused request target", "address", route.ID, "method", r.Method, "error", err)
+	writeText(w, http.StatusBadRequest, "Bad Request: the request target must be a path\n")
+}
+
+func unreadableBody(err error) answer {
+	return answer{
+		status: http.StatusBadRequest,
+		reason: "request body unreadable: " + err.Error(),
+		body:   "Bad Request: the request body could not be read\n",
+	}
+}
+
+// appendEvents encodes events and appends them to stream in one append.
+// The first event causes the others; all carry correlationID.
+func (s *Server) appendEvents(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
+	now := s.deps.Now()
+	data := make([]domain.EventData, 0, len(events))
+	causation := ""
+	for _, e := range events {
+		id := s.deps.NewID()
+		ed, err := s.deps.Codec.Encode(id, e, now, domain.Trace{CorrelationID: correlationID, CausationID: causation})
+		if err != nil {
+			return fmt.Errorf("append to %s: %w", stream, err)
+		}
+		data = append(data, ed)
+		if causation == "" {
+			causation = id
+		}
+	}
+	if _, err := s.deps.Store.Append(ctx, stream, expected, data...); err != nil {
+		return fmt.Errorf("append to %s: %w", stream, err)
+	}
+	return nil
+}

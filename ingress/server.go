@@ -1,0 +1,171 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Defaults for a zero Config.
+const (
+	DefaultDomain         = "localhost"
+	DefaultCaptureCap     = 256 << 10
+	DefaultMaxBody        = 10 << 20
+	DefaultForwardTimeout = 30 * time.Second
+)
+
+// Config tunes the public-address server.
+type Config struct {
+	Domain         string        // public addresses are <id>.<Domain>; default "localhost"
+	CaptureCap     int64         // body bytes stored per delivery; default 256 KiB
+	MaxBody        int64         // largest body forwarded in PROXY mode (413 beyond); default 10 MiB
+	ForwardTimeout time.Duration // how long the local target may take; default 30 s
+	Logger         *slog.Logger  // default discards
+}
+
+// Deps are the components the server talks to. Store and Resolver are
+// required; Forwarder is needed for PROXY Endpoints; Bare serves the bare
+// domain (GraphQL, console). Now, NewID and NewDeliveryID default to the
+// clock and random UUIDs, Codec to domain.NewCodec().
+type Deps struct {
+	Store         domain.EventStore
+	Codec         *domain.Codec
+	Resolver      AddressResolver
+	Forwarder     Forwarder
+	Bare          http.Handler
+	Now           func() time.Time
+	NewID         func() string // event and attempt IDs (UUIDs)
+	NewDeliveryID func() string
+}
+
+// Server answers requests to public addresses. It is safe for concurrent use.
+type Server struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	echo *echo.Echo
+}
+
+// New builds the server; it starts nothing.
+func New(cfg Config, deps Deps) *Server {
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain
+	}
+	if cfg.CaptureCap <= 0 {
+		cfg.CaptureCap = DefaultCaptureCap
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Codec == nil {
+		deps.Codec = domain.NewCodec()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.NewID == nil {
+		deps.NewID = uuid.NewString
+	}
+	if deps.NewDeliveryID == nil {
+		deps.NewDeliveryID = uuid.NewString
+	}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.echoError
+	// One handler for every method and path: Any covers Echo's known
+	// methods, RouteNotFound every other method (Echo would answer 405), and
+	// the Pre middleware targets the router cannot match at all ("*", an
+	// absolute-form target with an empty path), which Echo would answer 404.
+	e.Pre(s.pathless)
+	e.Any("/*", s.serve)
+	e.RouteNotFound("/*", s.serve)
+	s.echo = e
+	return s
+}
+
+// Handler is the http.Handler to mount on the public listener.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) pathless(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !strings.HasPrefix(echo.GetPath(c.Request()), "/") {
+			return s.serve(c)
+		}
+		return next(c)
+	}
+}
+
+// echoError is only reached if Echo itself produced an error, which the
+// routes above prevent; it still answers without a 404.
+func (s *Server) echoError(err error, c echo.Context) {
+	s.log.ErrorContext(c.Request().Context(), "ingress: unexpected echo error", "error", err)
+	if !c.Response().Committed {
+		writeText(c.Response(), http.StatusInternalServerError, "Internal Server Error\n")
+	}
+}
+
+// serve routes by Host and answers. It never returns an error: every
+// outcome is written here, so Echo's error handler stays out of the way.
+func (s *Server) serve(c echo.Context) error {
+	w, r := c.Response(), c.Request()
+	ctx := r.Context()
+	address, bare, ok := ParseHost(r.Host, s.cfg.Domain)
+	switch {
+	case bare && s.deps.Bare != nil:
+		s.deps.Bare.ServeHTTP(w, r)
+		return nil
+	case !ok || bare:
+		writeNoAgent(w, "unknown address")
+		return nil
+	case s.deps.Store == nil || s.deps.Resolver == nil:
+		s.log.ErrorContext(ctx, "ingress: no event store or address resolver configured")
+		writeNoAgent(w, "store unavailable")
+		return nil
+	}
+
+	route, err := s.deps.Resolver.Resolve(ctx, address)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		writeNoAgent(w, "unknown address")
+		return nil
+	case err != nil:
+		s.log.ErrorContext(ctx, "ingress: resolve address", "address", address, "error", err)
+		writeNoAgent(w, "store unavailable")
+		return nil
+	}
+	route.ID = address
+
+	switch {
+	case route.Kind == domain.AddressInspector:
+		s.serveInspector(ctx, w, r, route)
+	case route.Kind != domain.AddressEndpoint || route.Deleted:
+		writeNoAgent(w, "unknown address")
+	case route.Mode == domain.ModeProxy:
+		s.serveProxy(ctx, w, r, route)
+	default:
+		s.serveRecord(ctx, w, r, route, answerNoContent)
+	}
+	return nil
+}
+
+// logDelivery writes the one line every delivery gets.
+func (s *Server) logDelivery(ctx context.Context, deliveryID, address, method string, status int) {
+	s.log.DebugContext(ctx, "delivery", "delivery_id", deliveryID, "address", address, "method", method, "status", status)
+}

@@ -1,0 +1,218 @@
+package projections
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+func TestInspectorExpiresAtMovesWithEachDelivery(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.do(e.newInspector(e.ctx, "insp-1", time.Hour, t0))
+	tests := []struct {
+		name         string
+		receivedAt   time.Time
+		lastActivity time.Time
+	}{
+		{"before any request", time.Time{}, t0},
+		{"first request", t0.Add(10 * time.Minute), t0.Add(10 * time.Minute)},
+		{"an older request does not move it back", t0.Add(5 * time.Minute), t0.Add(10 * time.Minute)},
+		{"a later request", t0.Add(30 * time.Minute), t0.Add(30 * time.Minute)},
+	}
+	for i, tc := range tests {
+		if !tc.receivedAt.IsZero() {
+			e.do(e.receive(e.ctx, "d-"+string(rune('a'+i)), "insp-1", domain.AddressInspector, "", request("/", ""), tc.receivedAt))
+		}
+		in, err := e.views.Inspector(e.ctx, "insp-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Inspector{ID: "insp-1", CreatedAt: t0, LastActivityAt: tc.lastActivity, ExpiresAt: tc.lastActivity.Add(time.Hour), TTL: time.Hour}
+		if in != want {
+			t.Errorf("%s: inspector = %+v\nwant %+v", tc.name, in, want)
+		}
+		a, err := e.views.Address(e.ctx, "insp-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Kind != domain.AddressInspector || !a.ExpiresAt.Equal(want.ExpiresAt) || a.Expired || a.TTL != time.Hour {
+			t.Errorf("%s: address = %+v", tc.name, a)
+		}
+	}
+
+	e.do(e.expireInspector(e.ctx, "insp-1", t0.Add(30*time.Minute), t0.Add(3*time.Hour)))
+	if in, err := e.views.Inspector(e.ctx, "insp-1"); err != nil || !in.Expired {
+		t.Errorf("after expiry: %+v, %v", in, err)
+	}
+	if a, err := e.views.Address(e.ctx, "insp-1"); err != nil || !a.Expired {
+		t.Errorf("address after expiry: %+v, %v", a, err)
+	}
+	if _, err := e.views.Inspector(e.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("unknown inspector: %v", err)
+	}
+	if _, err := e.views.Address(e.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("unknown address: %v", err)
+	}
+}
+
+func TestEndpointCreateReconfigureDelete(t *testing.T) {
+	e := newEnv(t, Options{})
+	logMode := domain.EndpointSettings{Name: "Stripe", Mode: domain.ModeLog}
+	proxy := domain.EndpointSettings{Name: "GitHub", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true}
+	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
+	e.must(e.signUp(e.ctx, "acct-2", "Bob", "tok-2", "secret-2", t0))
+	e.must(e.newEndpoint(e.ctx, "ep-1", "acct-1", logMode, t0.Add(1*time.Second)))
+	e.must(e.newEndpoint(e.ctx, "ep-3", "acct-2", logMode, t0.Add(2*time.Second)))
+	e.do(e.newEndpoint(e.ctx, "ep-2", "acct-1", proxy, t0.Add(3*time.Second)))
+
+	ids := func(account string) []string {
+		t.Helper()
+		eps, err := e.views.Endpoints(e.ctx, account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, ep := range eps {
+			out = append(out, ep.ID)
+		}
+		return out
+	}
+	if got := ids("acct-1"); !slices.Equal(got, []string{"ep-1", "ep-2"}) {
+		t.Errorf("acct-1 endpoints = %v, want oldest first [ep-1 ep-2]", got)
+	}
+	if got := ids("acct-2"); !slices.Equal(got, []string{"ep-3"}) {
+		t.Errorf("acct-2 endpoints = %v", got)
+	}
+	if eps, err := e.views.Endpoints(e.ctx, "nobody"); err != nil || eps == nil || len(eps) != 0 {
+		t.Errorf("unknown account: %v, %v; want an empty non-nil list", eps, err)
+	}
+	ep2, err := e.views.Endpoint(e.ctx, "ep-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Endpoint{ID: "ep-2", AccountID: "acct-1", Name: "GitHub", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true, CreatedAt: t0.Add(3 * time.Second)}
+	if ep2 != want {
+		t.Errorf("ep-2 = %+v\nwant %+v", ep2, want)
+	}
+
+	renamed := domain.EndpointSettings{Name: "Renamed", Mode: domain.ModeProxy, Target: "localhost:8081"}
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(time.Minute), func(ep *domain.Endpoint) error { return ep.Reconfigure(renamed) }))
+	ep1, err := e.views.Endpoint(e.ctx, "ep-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Endpoint{ID: "ep-1", AccountID: "acct-1", Name: "Renamed", Mode: domain.ModeProxy, Target: "localhost:8081", CreatedAt: t0.Add(time.Second)}
+	if ep1 != want {
+		t.Errorf("reconfigured ep-1 = %+v\nwant %+v", ep1, want)
+	}
+	e.do(e.receive(e.ctx, "d-1", "ep-1", domain.AddressEndpoint, "acct-1", request("/", ""), t0.Add(time.Hour)))
+	a, err := e.views.Address(e.ctx, "ep-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAddr := Address{ID: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Mode: domain.ModeProxy, Target: "localhost:8081", LastActivityAt: t0.Add(time.Hour)}
+	if a != wantAddr {
+		t.Errorf("address ep-1 = %+v\nwant %+v", a, wantAddr)
+	}
+
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(2*time.Hour), func(ep *domain.Endpoint) error { return ep.Delete() }))
+	if _, err := e.views.Endpoint(e.ctx, "ep-1"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("deleted endpoint: %v, want ErrNotFound", err)
+	}
+	if got := ids("acct-1"); !slices.Equal(got, []string{"ep-2"}) {
+		t.Errorf("after delete, acct-1 endpoints = %v", got)
+	}
+	if a, err := e.views.Address(e.ctx, "ep-1"); err != nil || !a.Deleted {
+		t.Errorf("address of a deleted endpoint = %+v, %v; want Deleted", a, err)
+	}
+}
+
+func TestTokenLookup(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
+	e.do(e.onAccount(e.ctx, "acct-1", t0.Add(time.Minute), func(a *domain.Account) error {
+		return a.IssueToken("tok-2", hashToken("secret-2"))
+	}))
+	want := Account{ID: "acct-1", Name: "Ada", CreatedAt: t0}
+	for _, token := range []string{"secret-1", "secret-2"} {
+		if a, err := e.views.AccountByTokenHash(e.ctx, hashToken(token)); err != nil || a != want {
+			t.Errorf("token %s: %+v, %v", token, a, err)
+		}
+	}
+	e.do(e.onAccount(e.ctx, "acct-1", t0.Add(time.Hour), func(a *domain.Account) error { a.RevokeToken("tok-1"); return nil }))
+	tests := []struct {
+		token string
+		found bool
+	}{{"secret-1", false}, {"secret-2", true}, {"never-issued", false}}
+	for _, tc := range tests {
+		a, err := e.views.AccountByTokenHash(e.ctx, hashToken(tc.token))
+		switch {
+		case tc.found && (err != nil || a != want):
+			t.Errorf("token %s: %+v, %v; want %+v", tc.token, a, err, want)
+		case !tc.found && !errors.Is(err, domain.ErrNotFound):
+			t.Errorf("token %s: %+v, %v; want ErrNotFound", tc.token, a, err)
+		}
+	}
+	if a, err := e.views.Account(e.ctx, "acct-1"); err != nil || a != want {
+		t.Errorf("Account = %+v, %v", a, err)
+	}
+	if _, err := e.views.Account(e.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("unknown account: %v", err)
+	}
+}
+
+func TestAgentPresence(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
+	e.do(e.newEndpoint(e.ctx, "ep-1", "acct-1", domain.EndpointSettings{Name: "n", Mode: domain.ModeLog}, t0))
+	connect := func(agent string) domain.Event {
+		return domain.AgentConnected{EndpointID: "ep-1", AgentID: agent, Target: "127.0.0.1:3000"}
+	}
+	disconnect := func(agent string) domain.Event {
+		return domain.AgentDisconnected{EndpointID: "ep-1", AgentID: agent, Reason: "closed"}
+	}
+	tests := []struct {
+		event domain.Event
+		open  []string // open sessions in connection order
+	}{
+		{connect("ag-1"), []string{"ag-1"}},
+		{connect("ag-2"), []string{"ag-1", "ag-2"}},
+		{disconnect("ag-1"), []string{"ag-2"}},
+		{disconnect("ag-1"), []string{"ag-2"}}, // twice: still one session less
+		{connect("ag-1"), []string{"ag-2", "ag-1"}},
+		{disconnect("ag-2"), []string{"ag-1"}},
+		{disconnect("ag-1"), []string{}},
+	}
+	for i, tc := range tests {
+		at := t0.Add(time.Duration(i+1) * time.Minute)
+		e.do(e.agent(e.ctx, "ep-1", tc.event, at))
+		n, err := e.views.AgentCount(e.ctx, "ep-1")
+		if err != nil || n != len(tc.open) {
+			t.Errorf("step %d (%s): AgentCount = %d, %v; want %d", i, tc.event.EventType(), n, err, len(tc.open))
+		}
+		ep, err := e.views.Endpoint(e.ctx, "ep-1")
+		if err != nil || ep.AgentCount != len(tc.open) {
+			t.Errorf("step %d: Endpoint.AgentCount = %d, %v", i, ep.AgentCount, err)
+		}
+		sessions, err := e.views.OpenAgentSessions(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, s := range sessions {
+			if s.EndpointID != "ep-1" || s.Target != "127.0.0.1:3000" || s.ConnectedAt.Before(t0) {
+				t.Errorf("step %d: session %+v", i, s)
+			}
+			got = append(got, s.AgentID)
+		}
+		if !slices.Equal(got, tc.open) {
+			t.Errorf("step %d: open sessions %v, want %v", i, got, tc.open)
+		}
+	}
+	if n, err := e.views.AgentCount(e.ctx, "unknown"); err != nil || n != 0 {
+		t.Errorf("unknown endpoint: %d, %v", n, err)
+	}
+}

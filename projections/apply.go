@@ -1,0 +1,179 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// batch is the state of one applied batch: its transaction, the event being
+// applied and the deliveries it touched (for watchers, published after
+// commit so nobody hears about a change that may still roll back).
+type batch struct {
+	ctx     context.Context
+	tx      *sql.Tx
+	stmts   *stmtCache
+	event   domain.RecordedEvent
+	changes map[string]Change // delivery ID → change
+	address map[string]string // delivery ID → address, for the changes
+}
+
+func (b *batch) exec(query string, args ...any) (int64, error) {
+	s, err := b.stmts.get(b.ctx, b.tx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.ExecContext(b.ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (b *batch) queryRow(query string, args ...any) (*sql.Row, error) {
+	s, err := b.stmts.get(b.ctx, b.tx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryRowContext(b.ctx, args...), nil
+}
+
+// touched records that the current event changed a delivery.
+func (b *batch) touched(deliveryID, address string, isNew bool) {
+	c := b.changes[deliveryID]
+	c.DeliveryID = deliveryID
+	c.Position = b.event.Position
+	c.New = c.New || isNew
+	b.changes[deliveryID] = c
+	b.address[deliveryID] = address
+}
+
+// at is the current event's occurred-at time as stored (Unix nanoseconds).
+func (b *batch) at() int64 { return b.event.Metadata.OccurredAt.UnixNano() }
+
+// pos is the current event's position as stored.
+func (b *batch) pos() int64 { return int64(b.event.Position) }
+
+// applyBatch applies the events above the checkpoint and moves the
+// checkpoint in the same transaction, then wakes WaitFor and watchers.
+// The caller holds writeMu.
+func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
+	from := v.Position()
+	last := from
+	var todo []domain.RecordedEvent
+	for _, e := range events {
+		if e.Position <= last {
+			continue // at or below the checkpoint: already applied
+		}
+		todo = append(todo, e)
+		last = e.Position
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	tx, err := v.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin batch after %d: %w", from, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	// Statements run without ctx's cancellation: the driver would arm a
+	// watcher goroutine per statement. The transaction still rolls back when
+	// ctx ends (database/sql watches it once per transaction), and ctx is
+	// checked between events.
+	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, changes: map[string]Change{}, address: map[string]string{}}
+	for _, e := range todo {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("apply batch after %d: %w", from, err)
+		}
+		b.event = e
+		if err := v.applyEvent(b); err != nil {
+			return fmt.Errorf("apply %s at position %d: %w", e.Type, e.Position, err)
+		}
+	}
+	if _, err := b.exec(qCheckpoint, int64(last)); err != nil {
+		return fmt.Errorf("store checkpoint %d: %w", last, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
+	}
+	v.setPosition(last)
+	v.hub.publish(groupChanges(b.changes, b.address))
+	return nil
+}
+
+// groupChanges sorts a batch's changes by address, each in position order.
+func groupChanges(changes map[string]Change, address map[string]string) map[string][]Change {
+	out := map[string][]Change{}
+	for id, c := range changes {
+		out[address[id]] = append(out[address[id]], c)
+	}
+	for _, cs := range out {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Position < cs[j].Position })
+	}
+	return out
+}
+
+// applyEvent decodes the current event and updates the views it concerns.
+// Unknown types are skipped so an older relay can read a newer log.
+func (v *Views) applyEvent(b *batch) error {
+	e := b.event
+	payload, err := v.codec.Decode(e.Type, e.Data)
+	if errors.Is(err, domain.ErrUnknownEventType) {
+		v.log.DebugContext(b.ctx, "projections skip unknown event type", "type", e.Type, "position", e.Position)
+		return nil
+	}
+	if err != nil {
+		// A payload that does not decode cannot be applied now or on any
+		// rebuild; skipping it keeps the views deterministic and running.
+		v.log.ErrorContext(b.ctx, "projections skip undecodable event", "type", e.Type, "position", e.Position, "error", err)
+		return nil
+	}
+	var n int64 // rows changed; 0 means the event names something unknown
+	switch p := payload.(type) {
+	case domain.InspectorCreated:
+		n, err = b.inspectorCreated(p)
+	case domain.InspectorExpired:
+		n, err = b.exec(qInspectorExpired, p.InspectorID)
+	case domain.AccountCreated:
+		n, err = b.exec(qAccountCreated, p.AccountID, p.Name, b.at(), b.pos())
+	case domain.TokenIssued:
+		n, err = b.exec(qTokenIssued, p.TokenHash, p.TokenID, p.AccountID, b.at())
+	case domain.TokenRevoked:
+		n, err = b.exec(qTokenRevoked, p.AccountID, p.TokenID)
+	case domain.EndpointCreated:
+		n, err = b.endpointCreated(p)
+	case domain.EndpointReconfigured:
+		n, err = b.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, b.pos(), p.EndpointID)
+	case domain.EndpointDeleted:
+		n, err = b.exec(qEndpointDeleted, b.pos(), p.EndpointID)
+	case domain.AgentConnected:
+		n, err = b.agentConnected(p)
+	case domain.AgentDisconnected:
+		n, err = b.exec(qAgentDisconnected, b.at(), p.Reason, p.AgentID, p.EndpointID)
+	case domain.DeliveryReceived:
+		n, err = b.deliveryReceived(p)
+	case domain.DeliveryAnswered:
+		n, err = b.deliveryAnswered(p)
+	case domain.ForwardRequested:
+		n, err = b.forwardRequested(p)
+	case domain.ForwardResponded:
+		n, err = b.forwardResponded(p)
+	case domain.ForwardFailed:
+		n, err = b.forwardFailed(p)
+	default:
+		// RetryRequested and future events that change no view: the
+		// ForwardRequested that follows a retry carries the attempt.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		v.log.DebugContext(b.ctx, "projections event changed nothing", "type", e.Type, "stream", e.Stream, "position", e.Position)
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+// Package projections keeps the relay's read models: delivery history with
+// attempts and responses, inspectors and their idle expiry, Endpoints,
+// accounts and tokens, and agent presence.
+//
+// The views are fed only by the event store's subscription (the store is the
+// single source of truth) and live in tables of their own SQLite file, so Go
+// memory stays flat however long the history grows: bodies and headers are
+// read from SQLite when asked for, never cached.
+//
+// One writer goroutine ([Views.Run]) applies each batch of events in one
+// SQLite transaction that also stores the checkpoint (the last applied
+// position), so a crash never leaves a view ahead of or behind its
+// checkpoint. Events at or below the checkpoint are skipped, which makes
+// re-delivery harmless. Readers use separate connections (WAL), see a
+// consistent snapshot per call, and can wait for their own writes with
+// [Views.WaitFor]. [Views.Rebuild] drops every view and replays the log from
+// position 0; the result is identical row for row to the live view.
+//
+// Views are deterministic functions of the log: every column comes from an
+// event's payload, its occurred-at time or its position, never from the wall
+// clock or from how the log was split into batches.
+package projections

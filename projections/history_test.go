@@ -1,0 +1,326 @@
+package projections
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+func TestDeliveriesNewestFirstWithPaging(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp-a", time.Hour, t0))
+	e.must(e.newInspector(e.ctx, "insp-b", time.Hour, t0))
+	var want []string // newest first
+	for i := range 120 {
+		id := fmt.Sprintf("a-%03d", i)
+		e.must(e.receive(e.ctx, id, "insp-a", domain.AddressInspector, "", request("/a", "x"), t0.Add(time.Duration(i)*time.Second)))
+		want = append([]string{id}, want...)
+		if i%4 == 0 { // interleave another address
+			e.must(e.receive(e.ctx, fmt.Sprintf("b-%03d", i), "insp-b", domain.AddressInspector, "", request("/b", "y"), t0))
+		}
+	}
+	e.sync(e.views)
+
+	var got []string
+	var sizes []int
+	after := ""
+	for {
+		p, err := e.views.Deliveries(e.ctx, "insp-a", 0, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(p.Items))
+		for i, d := range p.Items {
+			if d.Address != "insp-a" {
+				t.Fatalf("delivery %s of %s listed for insp-a", d.ID, d.Address)
+			}
+			if i > 0 && d.Position >= p.Items[i-1].Position {
+				t.Fatalf("page not newest first: %d after %d", d.Position, p.Items[i-1].Position)
+			}
+			got = append(got, d.ID)
+		}
+		if len(p.Items) > 0 && p.EndCursor != p.Items[len(p.Items)-1].Cursor {
+			t.Fatalf("EndCursor %q is not the last item's cursor %q", p.EndCursor, p.Items[len(p.Items)-1].Cursor)
+		}
+		if !p.HasNextPage {
+			break
+		}
+		after = p.EndCursor
+	}
+	if !slices.Equal(sizes, []int{50, 50, 20}) {
+		t.Errorf("page sizes %v, want [50 50 20]", sizes)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("history = %v\nwant %v", got, want)
+	}
+
+	p, err := e.views.Deliveries(e.ctx, "insp-a", 7, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 7 || !p.HasNextPage || p.Items[0].ID != "a-119" {
+		t.Errorf("first:7 gave %d items, hasNext %v, first %s", len(p.Items), p.HasNextPage, p.Items[0].ID)
+	}
+	empty, err := e.views.Deliveries(e.ctx, "nobody", 10, "")
+	if err != nil || len(empty.Items) != 0 || empty.HasNextPage || empty.EndCursor != "" || empty.Items == nil {
+		t.Errorf("unknown address: %+v, %v; want an empty, non-nil page", empty, err)
+	}
+}
+
+func TestDeliveriesRejectsBadPaging(t *testing.T) {
+	e := newEnv(t, Options{})
+	tests := []struct {
+		name  string
+		first int
+		after string
+	}{
+		{"negative first", -1, ""},
+		{"not base64", 10, "!!!"},
+		{"foreign text", 10, "eHl6"},                         // "xyz"
+		{"position zero", 10, encodeCursorText("d1:0")},      // no delivery has position 0
+		{"leading zero", 10, encodeCursorText("d1:012")},     // not canonical
+		{"negative position", 10, encodeCursorText("d1:-5")}, // not a position
+		{"too large", 10, encodeCursorText("d1:99999999999999999999")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.views.Deliveries(e.ctx, "insp-a", tc.first, tc.after)
+			var invalid *domain.InvalidInputError
+			if !errors.Is(err, domain.ErrInvalidInput) || !errors.As(err, &invalid) {
+				t.Fatalf("Deliveries(%d, %q) = %v, want an InvalidInputError", tc.first, tc.after, err)
+			}
+		})
+	}
+}
+
+func TestPageBounds(t *testing.T) {
+	tests := []struct {
+		first, want int
+	}{{0, DefaultPageSize}, {1, 1}, {500, 500}, {501, MaxPageSize}, {100000, MaxPageSize}}
+	for _, tc := range tests {
+		got, _, err := pageBounds(tc.first, "")
+		if err != nil || got != tc.want {
+			t.Errorf("pageBounds(%d) = %d, %v; want %d", tc.first, got, err, tc.want)
+		}
+	}
+	pos, err := decodeCursor(encodeCursor(42))
+	if err != nil || pos != 42 {
+		t.Errorf("cursor round trip = %d, %v", pos, err)
+	}
+}
+
+func TestPagingAcrossConcurrentAppends(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp-a", time.Hour, t0))
+	var before []string // the history when paging starts, newest first
+	for i := range 40 {
+		id := fmt.Sprintf("old-%02d", i)
+		e.must(e.receive(e.ctx, id, "insp-a", domain.AddressInspector, "", request("/", ""), t0))
+		before = append([]string{id}, before...)
+	}
+	e.sync(e.views)
+
+	var got []string
+	after, pages := "", 0
+	for {
+		p, err := e.views.Deliveries(e.ctx, "insp-a", 6, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range p.Items {
+			got = append(got, d.ID)
+		}
+		// New rows land between pages, newer than everything listed.
+		for j := range 3 {
+			e.do(e.receive(e.ctx, fmt.Sprintf("new-%02d-%d", pages, j), "insp-a", domain.AddressInspector, "", request("/", ""), t0))
+		}
+		pages++
+		if !p.HasNextPage {
+			break
+		}
+		after = p.EndCursor
+	}
+	if !slices.Equal(got, before) {
+		t.Errorf("paged %v\nwant %v (no overlap, no gap)", got, before)
+	}
+	all, err := e.views.Deliveries(e.ctx, "insp-a", 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 40 + 3*pages; len(all.Items) != want {
+		t.Errorf("history has %d rows, want %d", len(all.Items), want)
+	}
+}
+
+// attemptWant is the expected shape of an attempt.
+type attemptWant struct {
+	id     string
+	status string
+	retry  bool
+	err    string
+}
+
+func TestResponseStatusAndAttempts(t *testing.T) {
+	const ep = "ep-1"
+	fwd := func(att string, retry bool) func(*domain.Delivery) error {
+		return func(d *domain.Delivery) error { return d.RequestForward(att, ep, retry) }
+	}
+	respond := func(att string, status int, body string, captured bool) func(*domain.Delivery) error {
+		return func(d *domain.Delivery) error {
+			d.RecordResponse(domain.ForwardResponded{
+				AttemptID: att, Status: status, Headers: []domain.Header{{Name: "X-Att", Value: att}},
+				Body: []byte(body), BodySize: int64(len(body)), Captured: captured, DurationMs: 7,
+			})
+			return nil
+		}
+	}
+	fail := func(att string, status int, msg string) func(*domain.Delivery) error {
+		return func(d *domain.Delivery) error {
+			d.RecordFailure(domain.ForwardFailed{AttemptID: att, Status: status, Error: msg, DurationMs: 30})
+			return nil
+		}
+	}
+	answer := func(status int) func(*domain.Delivery) error {
+		return func(d *domain.Delivery) error { d.Answer(status, "service"); return nil }
+	}
+	retry := func(att string) func(*domain.Delivery) error {
+		return func(d *domain.Delivery) error {
+			return d.RequestRetry(att, "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+		}
+	}
+
+	tests := []struct {
+		name       string
+		steps      []func(*domain.Delivery) error
+		status     string
+		respHeader string // X-Att of the response headers, "" for none
+		respBody   *string
+		attempts   []attemptWant
+	}{
+		{name: "not answered yet", status: "nil"},
+		{name: "answered by the service", steps: sl(answer(503)), status: "503"},
+		{name: "forward pending", steps: sl(fwd("a1", false)), status: "nil",
+			attempts: []attemptWant{{id: "a1", status: "nil"}}},
+		{name: "local answer", steps: sl(fwd("a1", false), respond("a1", 404, "nope", true), answer(404)),
+			status: "404", respHeader: "a1", respBody: strp("nope"),
+			attempts: []attemptWant{{id: "a1", status: "404"}}},
+		{name: "response not captured", steps: sl(fwd("a1", false), respond("a1", 200, "secret", false), answer(200)),
+			status: "200", respHeader: "a1", respBody: nil,
+			attempts: []attemptWant{{id: "a1", status: "200"}}},
+		{name: "captured empty body", steps: sl(fwd("a1", false), respond("a1", 204, "", true), answer(204)),
+			status: "204", respHeader: "a1", respBody: strp(""),
+			attempts: []attemptWant{{id: "a1", status: "204"}}},
+		{name: "local target unreachable", steps: sl(fwd("a1", false), fail("a1", 502, "dial 127.0.0.1:9: refused"), answer(502)),
+			status: "502", attempts: []attemptWant{{id: "a1", status: "502", err: "dial 127.0.0.1:9: refused"}}},
+		{name: "ingress timeout before any outcome", steps: sl(fwd("a1", false), answer(504)),
+			status: "504", attempts: []attemptWant{{id: "a1", status: "nil"}}},
+		{name: "late outcome after the service answered", steps: sl(fwd("a1", false), answer(504), respond("a1", 200, "late", true)),
+			status: "200", respHeader: "a1", respBody: strp("late"),
+			attempts: []attemptWant{{id: "a1", status: "200"}}},
+		{name: "answer after an outcome does not count", steps: sl(fwd("a1", false), fail("a1", 502, "refused"), answer(503)),
+			status: "502", attempts: []attemptWant{{id: "a1", status: "502", err: "refused"}}},
+		{name: "retry succeeds", steps: sl(fwd("a1", false), fail("a1", 504, "timeout"), answer(504), retry("a2"), respond("a2", 201, "ok", true)),
+			status: "201", respHeader: "a2", respBody: strp("ok"),
+			attempts: []attemptWant{{id: "a1", status: "504", err: "timeout"}, {id: "a2", status: "201", retry: true}}},
+		{name: "retry fails after a response", steps: sl(fwd("a1", false), respond("a1", 200, "first", true), answer(200), retry("a2"), fail("a2", 502, "refused")),
+			status: "502", respHeader: "a1", respBody: strp("first"),
+			attempts: []attemptWant{{id: "a1", status: "200"}, {id: "a2", status: "502", retry: true, err: "refused"}}},
+		{name: "retry pending keeps the last outcome", steps: sl(fwd("a1", false), respond("a1", 500, "boom", true), answer(500), retry("a2")),
+			status: "500", respHeader: "a1", respBody: strp("boom"),
+			attempts: []attemptWant{{id: "a1", status: "500"}, {id: "a2", status: "nil", retry: true}}},
+		{name: "second response uncaptured clears the body", steps: sl(fwd("a1", false), respond("a1", 500, "boom", true), answer(500), retry("a2"), respond("a2", 200, "x", false)),
+			status: "200", respHeader: "a2", respBody: nil,
+			attempts: []attemptWant{{id: "a1", status: "500"}, {id: "a2", status: "200", retry: true}}},
+	}
+	parent := newEnv(t, Options{})
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := parent.with(t)
+			id := fmt.Sprintf("d-%02d", i)
+			received := t0.Add(time.Duration(i) * time.Minute)
+			e.do(e.receive(e.ctx, id, ep, domain.AddressEndpoint, "acct-1", request("/hook?x=1", `{"n":1}`), received))
+			for j, step := range tc.steps {
+				e.do(e.onDelivery(e.ctx, id, received.Add(time.Duration(j+1)*time.Second), step))
+			}
+			d := e.delivery(id)
+			if got := status(d.ResponseStatus); got != tc.status {
+				t.Errorf("ResponseStatus = %s, want %s", got, tc.status)
+			}
+			gotHeader := ""
+			if len(d.ResponseHeaders) == 1 {
+				gotHeader = d.ResponseHeaders[0].Value
+			} else if len(d.ResponseHeaders) > 1 {
+				t.Errorf("ResponseHeaders = %v", d.ResponseHeaders)
+			}
+			if gotHeader != tc.respHeader {
+				t.Errorf("response headers from attempt %q, want %q", gotHeader, tc.respHeader)
+			}
+			switch {
+			case tc.respBody == nil && d.ResponseBody != nil:
+				t.Errorf("ResponseBody = %q, want nil (not captured)", d.ResponseBody)
+			case tc.respBody != nil && (d.ResponseBody == nil || string(d.ResponseBody) != *tc.respBody):
+				t.Errorf("ResponseBody = %q (nil %v), want %q", d.ResponseBody, d.ResponseBody == nil, *tc.respBody)
+			}
+			if len(d.Attempts) != len(tc.attempts) {
+				t.Fatalf("attempts = %+v, want %d", d.Attempts, len(tc.attempts))
+			}
+			for k, a := range d.Attempts {
+				w := tc.attempts[k]
+				if a.ID != w.id || status(a.Status) != w.status || a.Retry != w.retry || a.Error != w.err {
+					t.Errorf("attempt %d = {%s %s retry=%v err=%q}, want %+v", k, a.ID, status(a.Status), a.Retry, a.Error, w)
+				}
+				if a.StartedAt.Before(received) || (k > 0 && !a.StartedAt.After(d.Attempts[k-1].StartedAt)) {
+					t.Errorf("attempt %d started at %v: not in time order after %v", k, a.StartedAt, received)
+				}
+				if (a.Status == nil) != (a.DurationMs == nil) {
+					t.Errorf("attempt %d: status %s but duration %v", k, status(a.Status), a.DurationMs)
+				}
+			}
+		})
+	}
+}
+
+func TestDeliveryFields(t *testing.T) {
+	e := newEnv(t, Options{})
+	req := request("//x/?q=%2F&r", "\x00\xffbinary")
+	req.Body, req.BodySize, req.Complete = req.Body[:4], 100, false
+	pos := e.do(e.receive(e.ctx, "d-1", "ep-1", domain.AddressEndpoint, "acct-1", req, t0))
+	d := e.delivery("d-1")
+	want := Delivery{
+		ID: "d-1", Address: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Method: "POST",
+		Target: "//x/?q=%2F&r", Host: "x.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5555",
+		BodySize: 100, Complete: false, ReceivedAt: t0, Position: pos, UpdatedPosition: pos, Cursor: encodeCursor(pos),
+	}
+	got := d
+	got.Headers, got.Body, got.Attempts, got.ResponseHeaders = nil, nil, nil, nil
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("delivery = %+v\nwant %+v", got, want)
+	}
+	if !slices.Equal(d.Headers, req.Headers) {
+		t.Errorf("headers = %v, want %v (repeats in order)", d.Headers, req.Headers)
+	}
+	if string(d.Body) != "\x00\xffbi" {
+		t.Errorf("body = %q", d.Body)
+	}
+	if d.Attempts == nil || len(d.Attempts) != 0 || d.ResponseHeaders == nil || d.ResponseStatus != nil || d.ResponseBody != nil {
+		t.Errorf("fresh delivery: attempts %v, response headers %v, status %v, body %v", d.Attempts, d.ResponseHeaders, d.ResponseStatus, d.ResponseBody)
+	}
+	later := e.do(e.onDelivery(e.ctx, "d-1", t0.Add(time.Second), func(d *domain.Delivery) error { d.Answer(204, ""); return nil }))
+	if d := e.delivery("d-1"); d.UpdatedPosition != later || d.Position != pos {
+		t.Errorf("after answer: position %d updated %d, want %d and %d", d.Position, d.UpdatedPosition, pos, later)
+	}
+	if _, err := e.views.Delivery(e.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("unknown delivery: %v, want ErrNotFound", err)
+	}
+}
+
+func sl(fs ...func(*domain.Delivery) error) []func(*domain.Delivery) error { return fs }
+
+func strp(s string) *string { return &s }
+
+func encodeCursorText(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }

@@ -1,0 +1,319 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// story appends a tenant's whole life: an inspector with requests and
+// expiry, an account with tokens, a PROXY Endpoint with agents, forwards,
+// failures, retries, reconfiguration and deletion. Every view table gets rows.
+func story(ctx context.Context, w writer, n string, at time.Time) error {
+	insp, acct, ep := "insp-"+n, "acct-"+n, "ep-"+n
+	tick := func() time.Time { at = at.Add(time.Second); return at }
+	proxy := domain.EndpointSettings{Name: "ep " + n, Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true}
+	steps := []func() (uint64, error){
+		func() (uint64, error) { return w.newInspector(ctx, insp, time.Hour, tick()) },
+		func() (uint64, error) { return w.signUp(ctx, acct, "Tenant "+n, "tok-a-"+n, "secret-a-"+n, tick()) },
+		func() (uint64, error) { return w.newEndpoint(ctx, ep, acct, proxy, tick()) },
+		func() (uint64, error) {
+			return w.agent(ctx, ep, domain.AgentConnected{EndpointID: ep, AgentID: "ag-1-" + n, Target: proxy.Target}, tick())
+		},
+		func() (uint64, error) {
+			return w.agent(ctx, ep, domain.AgentConnected{EndpointID: ep, AgentID: "ag-2-" + n, Target: proxy.Target}, tick())
+		},
+	}
+	for k := range 4 {
+		id := fmt.Sprintf("di-%s-%d", n, k)
+		steps = append(steps,
+			func() (uint64, error) {
+				return w.receive(ctx, id, insp, domain.AddressInspector, "", request(fmt.Sprintf("/i/%d?x", k), "hello"), tick())
+			},
+			func() (uint64, error) {
+				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error { d.Answer(204, ""); return nil })
+			})
+	}
+	for k := range 4 {
+		id := fmt.Sprintf("de-%s-%d", n, k)
+		steps = append(steps,
+			func() (uint64, error) {
+				return w.receive(ctx, id, ep, domain.AddressEndpoint, acct, request("/e", fmt.Sprintf(`{"k":%d}`, k)), tick())
+			},
+			func() (uint64, error) {
+				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error { return d.RequestForward("a1", ep, false) })
+			},
+			func() (uint64, error) {
+				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error {
+					if k%2 == 0 {
+						d.RecordResponse(domain.ForwardResponded{AttemptID: "a1", Status: 200 + k, Headers: []domain.Header{{Name: "A", Value: "1"}},
+							Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: int64(k)})
+						d.Answer(200+k, "")
+					} else {
+						d.RecordFailure(domain.ForwardFailed{AttemptID: "a1", Status: 502, Error: "refused", DurationMs: 1})
+						d.Answer(502, "")
+					}
+					return nil
+				})
+			},
+			func() (uint64, error) {
+				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error {
+					return d.RequestRetry("a2", acct, domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+				})
+			},
+			func() (uint64, error) {
+				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error {
+					d.RecordResponse(domain.ForwardResponded{AttemptID: "a2", Status: 201, BodySize: 0, Captured: false, DurationMs: 3})
+					return nil
+				})
+			})
+	}
+	steps = append(steps,
+		func() (uint64, error) {
+			return w.onEndpoint(ctx, ep, tick(), func(e *domain.Endpoint) error {
+				s := proxy
+				s.Name, s.ResponseCapture = "renamed "+n, false
+				return e.Reconfigure(s)
+			})
+		},
+		func() (uint64, error) {
+			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.IssueToken("tok-b-"+n, hashToken("secret-b-"+n)) })
+		},
+		func() (uint64, error) {
+			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { a.RevokeToken("tok-a-" + n); return nil })
+		},
+		func() (uint64, error) {
+			return w.agent(ctx, ep, domain.AgentDisconnected{EndpointID: ep, AgentID: "ag-1-" + n, Reason: "bye"}, tick())
+		},
+		func() (uint64, error) { return w.expireInspector(ctx, insp, at, at.Add(2*time.Hour)) },
+		func() (uint64, error) { return w.newEndpoint(ctx, ep+"-x", acct, proxy, tick()) },
+		func() (uint64, error) {
+			return w.onEndpoint(ctx, ep+"-x", tick(), func(e *domain.Endpoint) error { return e.Delete() })
+		},
+	)
+	for i, step := range steps {
+		if _, err := step(); err != nil {
+			return fmt.Errorf("story %s step %d: %w", n, i, err)
+		}
+	}
+	return nil
+}
+
+// stories runs n stories concurrently, as live traffic would arrive.
+func (e *env) stories(n int) {
+	e.t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() { errs <- story(e.ctx, e.writer, fmt.Sprint(i), t0.Add(time.Duration(i)*time.Hour)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) allEvents() []domain.RecordedEvent {
+	e.t.Helper()
+	events, err := e.store.ReadAll(e.ctx, 0, 100000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return events
+}
+
+// apply applies events to v directly, as Run would.
+func apply(t *testing.T, v *Views, events []domain.RecordedEvent) {
+	t.Helper()
+	v.writeMu.Lock()
+	defer v.writeMu.Unlock()
+	if err := v.applyBatch(t.Context(), events); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRebuildYieldsTheSameViews(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.stories(4) // applied live by Run while they are appended
+	e.sync(e.views)
+	live := dump(t, e.views)
+	for _, table := range viewTables {
+		if len(live[table]) == 0 {
+			t.Fatalf("table %s is empty: the stories do not cover it", table)
+		}
+	}
+
+	fresh := e.open("fresh.db", Options{})
+	e.run(fresh)
+	e.sync(fresh)
+	compareDumps(t, "fresh views from position 0", live, dump(t, fresh))
+
+	if err := e.views.Rebuild(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.sync(e.views)
+	compareDumps(t, "rebuilt views", live, dump(t, e.views))
+
+	// Run keeps going after a rebuild.
+	pos := e.do(e.receive(e.ctx, "after-rebuild", "insp-0", domain.AddressInspector, "", request("/", ""), t0))
+	if d := e.delivery("after-rebuild"); d.Position != pos {
+		t.Errorf("delivery after rebuild at %d, want %d", d.Position, pos)
+	}
+}
+
+func TestReplayIsIdempotent(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.stories(2)
+	e.sync(e.views)
+	events := e.allEvents()
+	before, pos := dump(t, e.views), e.views.Position()
+
+	// The same events again: all at or below the checkpoint, all skipped.
+	// (A prefix alone would reopen agent sessions closed later, and every
+	// re-applied delivery event would be announced to watchers.)
+	changes, cancel := e.views.Watch("insp-0")
+	defer cancel()
+	apply(t, e.views, events)
+	apply(t, e.views, events[:len(events)/3])
+	apply(t, e.views, events[len(events)/2:])
+	if e.views.Position() != pos {
+		t.Errorf("position moved from %d to %d", pos, e.views.Position())
+	}
+	compareDumps(t, "after re-delivery", before, dump(t, e.views))
+	next := e.do(e.receive(e.ctx, "next", "insp-0", domain.AddressInspector, "", request("/", ""), t0))
+	if c := recvChange(t, changes); c.DeliveryID != "next" || c.Position != next {
+		t.Errorf("first change after re-delivery = %+v, want the new delivery at %d", c, next)
+	}
+	before = dump(t, e.views)
+	events = e.allEvents()
+
+	// Even with the checkpoint lost, applying the log twice gives the same
+	// views: the handlers themselves are idempotent.
+	twice := e.open("twice.db", Options{})
+	apply(t, twice, events)
+	if _, err := twice.w.ExecContext(e.ctx, "UPDATE checkpoint SET position = 0"); err != nil {
+		t.Fatal(err)
+	}
+	twice.setPosition(0)
+	apply(t, twice, events)
+	compareDumps(t, "applied twice", before, dump(t, twice))
+}
+
+func TestRestartContinuesFromCheckpoint(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp-1", time.Hour, t0))
+	for i := range 5 {
+		e.must(e.receive(e.ctx, fmt.Sprintf("old-%d", i), "insp-1", domain.AddressInspector, "", request("/", ""), t0))
+	}
+	e.sync(e.views)
+	pos, before := e.views.Position(), dump(t, e.views)
+	e.stop()
+	if err := e.views.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Events appended while the views are down are caught up on restart.
+	e.must(e.receive(e.ctx, "while-down", "insp-1", domain.AddressInspector, "", request("/", ""), t0))
+	v := e.open("views.db", Options{})
+	if v.Position() != pos {
+		t.Fatalf("reopened at %d, want checkpoint %d", v.Position(), pos)
+	}
+	compareDumps(t, "reopened", before, dump(t, v))
+	changes, cancel := v.Watch("insp-1")
+	defer cancel()
+	e.run(v)
+	// Only the delivery after the checkpoint is applied: re-applying the old
+	// ones would announce them first.
+	c := recvChange(t, changes)
+	if c.DeliveryID != "while-down" || !c.New || c.Position <= pos {
+		t.Errorf("first change after restart = %+v, want the new delivery after %d", c, pos)
+	}
+	e.sync(v)
+	if p, err := v.Deliveries(e.ctx, "insp-1", 10, ""); err != nil || len(p.Items) != 6 {
+		t.Errorf("history after restart: %d items, %v", len(p.Items), err)
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	e := newEnv(t, Options{})
+	waiting := func(v *Views, ctx context.Context, pos uint64) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- v.WaitFor(ctx, pos) }()
+		return done
+	}
+	result := func(done <-chan error) error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(waitTimeout):
+			t.Fatal("WaitFor did not return")
+			return nil
+		}
+	}
+
+	done := waiting(e.views, e.ctx, 1)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitFor(1) returned %v before anything was appended", err)
+	default:
+	}
+	e.must(e.newInspector(e.ctx, "insp-1", time.Hour, t0))
+	if err := result(done); err != nil {
+		t.Errorf("WaitFor(1) = %v after the append", err)
+	}
+	if _, err := e.views.Inspector(e.ctx, "insp-1"); err != nil {
+		t.Errorf("read after WaitFor: %v", err)
+	}
+	if err := e.views.WaitFor(e.ctx, 1); err != nil {
+		t.Errorf("WaitFor of an applied position = %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	done = waiting(e.views, ctx, 1000)
+	cancel()
+	if err := result(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitFor after cancel = %v, want context.Canceled", err)
+	}
+
+	other := e.open("other.db", Options{})
+	done = waiting(other, e.ctx, 1000)
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := result(done); !errors.Is(err, ErrClosed) {
+		t.Errorf("WaitFor after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestUnknownAndBrokenEventsAreSkipped(t *testing.T) {
+	e := newEnv(t, Options{})
+	raw := func(stream, typ, data string) {
+		t.Helper()
+		ev := domain.EventData{ID: uuid.NewString(), Type: typ, Data: []byte(data),
+			Metadata: domain.Metadata{SchemaVersion: 1, OccurredAt: t0}}
+		if _, err := e.store.Append(e.ctx, stream, domain.Any(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw("future-1", "future.thing.v9", `{"x":1}`)
+	raw("delivery-bad", domain.TypeDeliveryReceived, `{"delivery_id":5}`)
+	e.must(e.newInspector(e.ctx, "insp-1", time.Hour, t0))
+	pos := e.do(e.receive(e.ctx, "d-1", "insp-1", domain.AddressInspector, "", request("/", ""), t0))
+	if e.views.Position() != pos {
+		t.Errorf("position %d, want %d", e.views.Position(), pos)
+	}
+	if p, err := e.views.Deliveries(e.ctx, "insp-1", 10, ""); err != nil || len(p.Items) != 1 {
+		t.Errorf("history: %+v, %v", p, err)
+	}
+}

@@ -1,0 +1,84 @@
+package projections
+
+// The writer's statements, prepared once at Open (see stmtCache). Every
+// statement Run executes is listed in writeQueries.
+const (
+	qCheckpoint = `UPDATE checkpoint SET position = ? WHERE id = 1`
+
+	// Before its first request, an inspector's idle time runs from creation.
+	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position)
+		VALUES (?1, ?2, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING`
+	qInspectorExpired = `UPDATE inspectors SET expired = 1 WHERE id = ?`
+	// Activity only moves forward: occurred-at times of concurrent requests
+	// need not follow log order.
+	qInspectorActivity = `UPDATE inspectors SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
+
+	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`
+	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (hash) DO NOTHING`
+	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
+
+	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
+			created_at, last_activity_at, position, updated_position)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8) ON CONFLICT (id) DO NOTHING`
+	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
+		updated_position = ? WHERE id = ?`
+	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
+	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
+
+	// A session ID seen again (a resumed session) is reopened, not counted twice.
+	qAgentConnected = `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, open, position)
+		VALUES (?, ?, ?, ?, 1, ?)
+		ON CONFLICT (agent_id) DO UPDATE SET endpoint_id = excluded.endpoint_id, target = excluded.target,
+			connected_at = excluded.connected_at, disconnected_at = NULL, reason = '', open = 1,
+			position = excluded.position`
+	qAgentDisconnected = `UPDATE agent_sessions SET open = 0, disconnected_at = ?, reason = ?
+		WHERE agent_id = ? AND endpoint_id = ?`
+
+	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
+			host, proto, remote_addr, headers, body_size, complete, received_at, updated_position)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?1) ON CONFLICT (id) DO NOTHING`
+	qDeliveryBody = `INSERT INTO delivery_bodies (delivery_position, body) VALUES (?, ?)
+		ON CONFLICT (delivery_position) DO NOTHING`
+	// qDeliveryUpdate marks a delivery as changed by the event at ?1 and sets
+	// what the sender was answered: the status of the latest attempt that
+	// has an outcome, else the status the service answered itself (?3 when
+	// not NULL is a new DeliveryAnswered status). So a DeliveryAnswered,
+	// even one after attempts, counts only while no attempt has an outcome.
+	qDeliveryUpdate = `UPDATE deliveries SET updated_position = ?1,
+			answered_status = COALESCE(?3, answered_status),
+			response_status = COALESCE(
+				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
+					AND outcome_position IS NOT NULL ORDER BY position DESC LIMIT 1),
+				?3, answered_status)
+		WHERE id = ?2 RETURNING position, address`
+	qDeliveryResponse = `INSERT INTO delivery_responses (delivery_position, headers, captured, body)
+		VALUES (?, ?, ?, ?)
+		ON CONFLICT (delivery_position) DO UPDATE SET headers = excluded.headers,
+			captured = excluded.captured, body = excluded.body`
+
+	// An attempt's rowid is its ForwardRequested position: attempts list in
+	// time (log) order, and it starts when it was requested.
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at)
+		SELECT ?1, position, ?3, ?4, ?5 FROM deliveries WHERE id = ?2
+		ON CONFLICT (delivery_position, attempt_id) DO NOTHING`
+	// An outcome whose ForwardRequested is missing still creates the attempt,
+	// started at the outcome, so what the sender was answered is never lost.
+	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
+			status, duration_ms, error, outcome_position)
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1 FROM deliveries WHERE id = ?2
+		ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
+			duration_ms = excluded.duration_ms, error = excluded.error,
+			outcome_position = excluded.outcome_position`
+)
+
+var writeQueries = []string{
+	qCheckpoint,
+	qInspectorCreated, qInspectorExpired, qInspectorActivity,
+	qAccountCreated, qTokenIssued, qTokenRevoked,
+	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
+	qAgentConnected, qAgentDisconnected,
+	qDeliveryReceived, qDeliveryBody, qDeliveryUpdate, qDeliveryResponse,
+	qAttemptRequested, qAttemptOutcome,
+}

@@ -1,0 +1,248 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Reads run on the reader pool. Each returns an error wrapping
+// domain.ErrNotFound when the thing is absent. Reads that touch several
+// tables run in one transaction so they see one committed batch.
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, domain.ErrNotFound) }
+
+// Inspector returns a guest inspector.
+func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
+	var (
+		i                    Inspector
+		created, last, ttlMs int64
+	)
+	err := v.r.QueryRowContext(ctx, `SELECT id, created_at, last_activity_at, ttl_ms, expired
+		FROM inspectors WHERE id = ?`, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Inspector{}, notFound("inspector", id)
+	}
+	if err != nil {
+		return Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+	}
+	i.CreatedAt, i.LastActivityAt = fromNanos(created), fromNanos(last)
+	i.TTL = time.Duration(ttlMs) * time.Millisecond
+	i.ExpiresAt = i.LastActivityAt.Add(i.TTL)
+	return i, nil
+}
+
+// Address returns the inspector or Endpoint (deleted ones included, with
+// Deleted set) whose id is the first label of a public hostname.
+func (v *Views) Address(ctx context.Context, id string) (Address, error) {
+	i, err := v.Inspector(ctx, id)
+	if err == nil {
+		return Address{
+			ID: i.ID, Kind: domain.AddressInspector, Expired: i.Expired,
+			ExpiresAt: i.ExpiresAt, LastActivityAt: i.LastActivityAt, TTL: i.TTL,
+		}, nil
+	}
+	if !errors.Is(err, domain.ErrNotFound) {
+		return Address{}, err
+	}
+	var (
+		a    Address
+		mode string
+		last int64
+	)
+	err = v.r.QueryRowContext(ctx, `SELECT id, account_id, mode, target, response_capture, deleted, last_activity_at
+		FROM endpoints WHERE id = ?`, id).Scan(&a.ID, &a.AccountID, &mode, &a.Target, &a.ResponseCapture, &a.Deleted, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Address{}, notFound("address", id)
+	}
+	if err != nil {
+		return Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
+	a.Kind, a.Mode, a.LastActivityAt = domain.AddressEndpoint, domain.EndpointMode(mode), fromNanos(last)
+	return a, nil
+}
+
+// deliveryFrom selects deliveries (d) with their bodies and latest response.
+const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
+		d.proto, d.remote_addr, d.headers, b.body, d.body_size, d.complete, d.received_at, d.response_status,
+		COALESCE(r.headers, '[]'), COALESCE(r.captured, 0), r.body, d.updated_position
+	FROM deliveries d
+	JOIN delivery_bodies b ON b.delivery_position = d.position
+	LEFT JOIN delivery_responses r ON r.delivery_position = d.position `
+
+func scanDelivery(row interface{ Scan(...any) error }) (Delivery, error) {
+	var (
+		d                         Delivery
+		pos, updated, received    int64
+		kind, headers, rHeadersJS string
+		status                    sql.NullInt64
+		captured                  bool
+		body, rBody               []byte
+	)
+	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
+		&d.RemoteAddr, &headers, &body, &d.BodySize, &d.Complete, &received, &status, &rHeadersJS,
+		&captured, &rBody, &updated)
+	if err != nil {
+		return Delivery{}, err
+	}
+	d.Kind = domain.AddressKind(kind)
+	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)
+	d.Cursor = encodeCursor(d.Position)
+	d.ReceivedAt = fromNanos(received)
+	if d.Headers, err = decodeHeaders(headers); err != nil {
+		return Delivery{}, err
+	}
+	if d.ResponseHeaders, err = decodeHeaders(rHeadersJS); err != nil {
+		return Delivery{}, err
+	}
+	d.Body = body
+	if d.Body == nil {
+		d.Body = []byte{}
+	}
+	if captured {
+		d.ResponseBody = rBody
+		if d.ResponseBody == nil {
+			d.ResponseBody = []byte{}
+		}
+	}
+	if status.Valid {
+		s := int(status.Int64)
+		d.ResponseStatus = &s
+	}
+	d.Attempts = []Attempt{}
+	return d, nil
+}
+
+func decodeHeaders(s string) ([]domain.Header, error) {
+	h := []domain.Header{}
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, fmt.Errorf("decode headers: %w", err)
+	}
+	return h, nil
+}
+
+// Delivery returns one delivery with its attempts.
+func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
+	tx, err := v.r.BeginTx(ctx, nil)
+	if err != nil {
+		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	d, err := scanDelivery(tx.QueryRowContext(ctx, deliveryFrom+"WHERE d.id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delivery{}, notFound("delivery", id)
+	}
+	if err != nil {
+		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	items := []Delivery{d}
+	if err := attachAttempts(ctx, tx, items,
+		"SELECT "+attemptColumns+" FROM attempts WHERE delivery_position = ? ORDER BY position",
+		int64(d.Position)); err != nil {
+		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	return items[0], nil
+}
+
+// Deliveries lists an address's history newest first. first is the page size
+// (0 means DefaultPageSize, at most MaxPageSize); after is the cursor of the
+// last delivery already seen ("" for the newest). A negative first or a
+// malformed cursor is a *domain.InvalidInputError.
+func (v *Views) Deliveries(ctx context.Context, address string, first int, after string) (Page, error) {
+	size, before, err := pageBounds(first, after)
+	if err != nil {
+		return Page{}, err
+	}
+	tx, err := v.r.BeginTx(ctx, nil)
+	if err != nil {
+		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	const page = `SELECT position FROM deliveries WHERE address = ?1 AND position < ?2 ORDER BY position DESC LIMIT ?3`
+	rows, err := tx.QueryContext(ctx, deliveryFrom+"WHERE d.position IN ("+page+") ORDER BY d.position DESC",
+		address, before, size+1)
+	if err != nil {
+		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	items := []Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			rows.Close()
+			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		}
+		items = append(items, d)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	var p Page
+	if len(items) > size {
+		items, p.HasNextPage = items[:size], true
+	}
+	if len(items) > 0 {
+		lo, hi := items[len(items)-1].Position, items[0].Position
+		// One query for every attempt of the page: the page's positions,
+		// found again through deliveries_by_address, probe the attempts index.
+		if err := attachAttempts(ctx, tx, items, "SELECT "+attemptColumns+` FROM attempts
+			WHERE delivery_position IN (
+				SELECT position FROM deliveries WHERE address = ?1 AND position BETWEEN ?2 AND ?3)
+			ORDER BY position`, address, int64(lo), int64(hi)); err != nil {
+			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		}
+		p.EndCursor = items[len(items)-1].Cursor
+	}
+	p.Items = items
+	return p, nil
+}
+
+const attemptColumns = "delivery_position, attempt_id, status, started_at, duration_ms, error, retry"
+
+// attachAttempts runs query (attempts in position order) and appends each
+// attempt to its delivery among items.
+func attachAttempts(ctx context.Context, tx *sql.Tx, items []Delivery, query string, args ...any) error {
+	byPos := make(map[uint64]int, len(items))
+	for i, d := range items {
+		byPos[d.Position] = i
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			a         Attempt
+			dpos      int64
+			started   int64
+			status    sql.NullInt64
+			durationM sql.NullInt64
+		)
+		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry); err != nil {
+			return fmt.Errorf("read attempts: %w", err)
+		}
+		a.StartedAt = fromNanos(started)
+		if status.Valid {
+			s := int(status.Int64)
+			a.Status = &s
+		}
+		if durationM.Valid {
+			ms := durationM.Int64
+			a.DurationMs = &ms
+		}
+		if i, ok := byPos[uint64(dpos)]; ok {
+			items[i].Attempts = append(items[i].Attempts, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	return nil
+}

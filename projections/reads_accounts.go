@@ -1,0 +1,132 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/domain"
+)
+
+const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted,
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1)`
+
+func scanEndpoint(row interface{ Scan(...any) error }) (Endpoint, error) {
+	var (
+		e       Endpoint
+		mode    string
+		created int64
+	)
+	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
+		&created, &e.Deleted, &e.AgentCount); err != nil {
+		return Endpoint{}, err
+	}
+	e.Mode, e.CreatedAt = domain.EndpointMode(mode), fromNanos(created)
+	return e, nil
+}
+
+// Endpoints lists an account's Endpoints that are not deleted, oldest first.
+func (v *Views) Endpoints(ctx context.Context, accountID string) ([]Endpoint, error) {
+	rows, err := v.r.QueryContext(ctx, "SELECT "+endpointColumns+
+		" FROM endpoints WHERE account_id = ? AND deleted = 0 ORDER BY position", accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []Endpoint{}
+	for rows.Next() {
+		e, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
+	}
+	return out, nil
+}
+
+// Endpoint returns an Endpoint; a deleted one is not found. Callers check
+// ownership (another account's Endpoint must read as not found too).
+func (v *Views) Endpoint(ctx context.Context, id string) (Endpoint, error) {
+	e, err := scanEndpoint(v.r.QueryRowContext(ctx, "SELECT "+endpointColumns+
+		" FROM endpoints WHERE id = ? AND deleted = 0", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Endpoint{}, notFound("endpoint", id)
+	}
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("read endpoint %q: %w", id, err)
+	}
+	return e, nil
+}
+
+// AgentCount is the number of open agent sessions serving an Endpoint.
+func (v *Views) AgentCount(ctx context.Context, endpointID string) (int, error) {
+	var n int
+	if err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM agent_sessions WHERE endpoint_id = ? AND open = 1",
+		endpointID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count agents of endpoint %q: %w", endpointID, err)
+	}
+	return n, nil
+}
+
+// OpenAgentSessions lists sessions that connected and never disconnected, in
+// connection order. After a restart none of them is really connected; the
+// service records their disconnection at startup.
+func (v *Views) OpenAgentSessions(ctx context.Context) ([]AgentSession, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT agent_id, endpoint_id, target, connected_at
+		FROM agent_sessions WHERE open = 1 ORDER BY position`)
+	if err != nil {
+		return nil, fmt.Errorf("list open agent sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []AgentSession{}
+	for rows.Next() {
+		var (
+			s  AgentSession
+			at int64
+		)
+		if err := rows.Scan(&s.AgentID, &s.EndpointID, &s.Target, &at); err != nil {
+			return nil, fmt.Errorf("list open agent sessions: %w", err)
+		}
+		s.ConnectedAt = fromNanos(at)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list open agent sessions: %w", err)
+	}
+	return out, nil
+}
+
+// Account returns an account.
+func (v *Views) Account(ctx context.Context, id string) (Account, error) {
+	return v.account(ctx, "SELECT id, name, created_at FROM accounts WHERE id = ?", id, "account")
+}
+
+// AccountByTokenHash returns the account a token acts for, given the hex
+// SHA-256 of the token; revoked and unknown tokens are not found.
+func (v *Views) AccountByTokenHash(ctx context.Context, hash string) (Account, error) {
+	return v.account(ctx, `SELECT a.id, a.name, a.created_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+		WHERE t.hash = ? AND t.revoked = 0`, hash, "token")
+}
+
+func (v *Views) account(ctx context.Context, query, key, what string) (Account, error) {
+	var (
+		a       Account
+		created int64
+	)
+	err := v.r.QueryRowContext(ctx, query, key).Scan(&a.ID, &a.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		if what == "token" {
+			return Account{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
+		}
+		return Account{}, notFound(what, key)
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("read %s: %w", what, err)
+	}
+	a.CreatedAt = fromNanos(created)
+	return a, nil
+}

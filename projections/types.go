@@ -1,0 +1,115 @@
+package projections
+
+import (
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Inspector is the read model of a guest inspector.
+type Inspector struct {
+	ID             string
+	CreatedAt      time.Time
+	LastActivityAt time.Time // latest request, or CreatedAt before the first one
+	ExpiresAt      time.Time // LastActivityAt + TTL
+	TTL            time.Duration
+	Expired        bool // InspectorExpired was recorded
+}
+
+// Address is what ingress needs to route a request to an inspector or an
+// Endpoint by its id. Fields that do not apply to the kind are zero.
+type Address struct {
+	ID              string
+	Kind            domain.AddressKind
+	AccountID       string
+	Mode            domain.EndpointMode
+	Target          string
+	ResponseCapture bool
+	Deleted         bool
+	Expired         bool
+	ExpiresAt       time.Time // inspectors only
+	LastActivityAt  time.Time
+	TTL             time.Duration // inspectors only
+}
+
+// Attempt is one try to reach an Endpoint's local target.
+type Attempt struct {
+	ID         string
+	Status     *int // nil while pending
+	StartedAt  time.Time
+	DurationMs *int64 // nil while pending
+	Error      string
+	Retry      bool
+}
+
+// Delivery is the read model of one recorded request and what became of it.
+type Delivery struct {
+	ID         string
+	Address    string
+	Kind       domain.AddressKind
+	AccountID  string
+	Method     string
+	Target     string // raw request target as sent
+	Host       string
+	Proto      string
+	RemoteAddr string
+	Headers    []domain.Header
+	Body       []byte
+	BodySize   int64
+	Complete   bool
+
+	ReceivedAt time.Time
+	// ResponseStatus is what the sender was answered: the status of the
+	// latest attempt that has an outcome, else the DeliveryAnswered status.
+	ResponseStatus  *int
+	ResponseHeaders []domain.Header // from the latest ForwardResponded
+	ResponseBody    []byte          // nil when not captured
+	Attempts        []Attempt       // in time order
+
+	Position        uint64 // of the DeliveryReceived event; orders history
+	UpdatedPosition uint64 // of the latest event that changed the delivery
+	Cursor          string // opaque paging cursor of this delivery
+}
+
+// Page is one page of history, newest first.
+type Page struct {
+	Items       []Delivery
+	HasNextPage bool
+	EndCursor   string // cursor of the last item, "" for an empty page
+}
+
+// Endpoint is the read model of an account's Endpoint.
+type Endpoint struct {
+	ID              string
+	AccountID       string
+	Name            string
+	Mode            domain.EndpointMode
+	Target          string
+	ResponseCapture bool
+	CreatedAt       time.Time
+	Deleted         bool
+	AgentCount      int // open agent sessions serving it
+}
+
+// Account is the read model of an account.
+type Account struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// AgentSession is an agent session that connected and has not disconnected.
+type AgentSession struct {
+	AgentID     string
+	EndpointID  string
+	Target      string
+	ConnectedAt time.Time
+}
+
+// Change tells a watcher that a delivery of its address was created (New) or
+// updated by a committed batch; Position is the latest event that touched it.
+type Change struct {
+	DeliveryID string
+	Position   uint64
+	New        bool
+}

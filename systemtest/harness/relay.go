@@ -1,0 +1,201 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Relay is a running `relay serve` process.
+type Relay struct {
+	Port int
+	Data string
+	args []string
+	bin  string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+// FreePort asks the kernel for a free 127.0.0.1 port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Start runs `relay serve` on a free port with data in dir (t.TempDir() when
+// empty) and extra flags, and waits until it answers /healthz.
+func Start(t testing.TB, dir string, extra ...string) *Relay {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	r := &Relay{Data: dir, args: extra, bin: Binary(t)}
+	r.start(t)
+	t.Cleanup(func() { r.Stop(t) })
+	return r
+}
+
+func (r *Relay) start(t testing.TB) {
+	t.Helper()
+	for attempt := 0; attempt < 5; attempt++ {
+		if r.Port == 0 || attempt > 0 {
+			r.Port = FreePort(t)
+		}
+		args := append([]string{"serve", "--listen", "127.0.0.1:" + strconv.Itoa(r.Port), "--domain", "localhost", "--data", r.Data}, r.args...)
+		r.out = &syncBuffer{}
+		r.cmd = exec.Command(r.bin, args...)
+		r.cmd.Stdout = r.out
+		r.cmd.Stderr = r.out
+		if err := r.cmd.Start(); err != nil {
+			t.Fatalf("start relay: %v", err)
+		}
+		r.done = make(chan struct{})
+		go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
+		if r.waitHealthy(30 * time.Second) {
+			return
+		}
+		r.Kill(t)
+		if !bytes.Contains(r.out.Bytes(), []byte("address already in use")) {
+			t.Fatalf("relay did not become healthy:\n%s", r.out.String())
+		}
+	}
+	t.Fatalf("relay could not find a free port")
+}
+
+func (r *Relay) waitHealthy(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-r.done:
+			return false
+		default:
+		}
+		req, _ := http.NewRequest(http.MethodGet, r.BareURL()+"/healthz", nil)
+		resp, err := Client.Do(r.Route(req))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process's startup, not a test's logic
+	}
+	return false
+}
+
+// Output is everything the process printed so far.
+func (r *Relay) Output() string { return r.out.String() }
+
+// BareURL is the console and GraphQL origin, http://localhost:PORT.
+func (r *Relay) BareURL() string { return "http://localhost:" + strconv.Itoa(r.Port) }
+
+// AddressHost is the Host of a public address.
+func (r *Relay) AddressHost(id string) string { return id + ".localhost:" + strconv.Itoa(r.Port) }
+
+// Route sends a request for any *.localhost host to this relay's 127.0.0.1
+// port, keeping its Host header, so tests need no DNS.
+func (r *Relay) Route(req *http.Request) *http.Request {
+	req.Host = req.URL.Host
+	req.URL.Host = "127.0.0.1:" + strconv.Itoa(r.Port)
+	return req
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (r *Relay) Stop(t testing.TB) {
+	t.Helper()
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(20 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		t.Errorf("relay did not stop on SIGTERM:\n%s", r.out.String())
+	}
+}
+
+// Kill ends the process with SIGKILL, as a crash would.
+func (r *Relay) Kill(t testing.TB) {
+	t.Helper()
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+}
+
+// Restart starts the relay again on the same data folder (and port if free).
+func (r *Relay) Restart(t testing.TB) {
+	t.Helper()
+	r.start(t)
+}
+
+// Exited reports whether the process has ended.
+func (r *Relay) Exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ExitCode waits for the process and returns its exit code.
+func (r *Relay) ExitCode(ctx context.Context) (int, error) {
+	select {
+	case <-r.done:
+		return r.cmd.ProcessState.ExitCode(), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("relay still running: %w", ctx.Err())
+	}
+}
+
+// Client is the HTTP client tests use; it never follows redirects.
+var Client = &http.Client{
+	Timeout:       60 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport:     &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true},
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
+}
+
+func (s *syncBuffer) String() string { return string(s.Bytes()) }
+
+// PID is the process id of the running relay.
+func (r *Relay) PID() int { return r.cmd.Process.Pid }

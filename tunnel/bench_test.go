@@ -1,0 +1,57 @@
+package tunnel
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// BenchmarkForwardRoundTrip measures one forward through the bus: command
+// published, handed to an in-process agent, answered, ForwardResponded
+// appended to the SQLite store (one fsync), reply delivered.
+func BenchmarkForwardRoundTrip(b *testing.B) {
+	e := newEnv(b)
+	e.agent(b, SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	cmds := make([]domain.ForwardCommand, b.N)
+	for i := range cmds {
+		cmds[i] = e.receive(b, "ep", "acc")
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		out, err := e.client.Forward(ctx, cmds[i])
+		if err != nil || out.Status != 200 {
+			b.Fatalf("forward: %+v, %v", out, err)
+		}
+	}
+}
+
+// BenchmarkForwardRoundTripParallel runs forwards from many goroutines at
+// once to two agents; concurrent appends share the store's group commit.
+func BenchmarkForwardRoundTripParallel(b *testing.B) {
+	e := newEnv(b)
+	e.agent(b, SessionInfo{AgentID: "one", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	e.agent(b, SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	cmds := make([]domain.ForwardCommand, b.N)
+	for i := range cmds {
+		cmds[i] = e.receive(b, "ep", "acc")
+	}
+	var next atomic.Int64
+	ctx := context.Background()
+	b.SetParallelism(16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			cmd := cmds[next.Add(1)-1]
+			out, err := e.client.Forward(ctx, cmd)
+			if err != nil || out.Status != 200 {
+				b.Errorf("forward: %+v, %v", out, err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,34 @@
+package tunnel
+
+import (
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+)
+
+func TestClientCreatedAfterRun(t *testing.T) {
+	e := newEnv(t)
+	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	late := NewClient(e.bus) // its reply handler starts on the running router
+	out, err := late.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	if err != nil || out.Status != 200 {
+		t.Fatalf("forward through a late client: %+v, %v", out, err)
+	}
+	// Both clients see every reply; each answers only its own callers.
+	out, err = e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	if err != nil || out.Status != 200 {
+		t.Fatalf("forward through the first client: %+v, %v", out, err)
+	}
+}
+
+func TestCloseWithoutRun(t *testing.T) {
+	bus, err := NewBus(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewHub(HubConfig{Codec: domain.NewCodec()}, bus)
+	NewClient(bus)
+	if err := bus.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}

@@ -1,0 +1,151 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// DefaultForwardTimeout bounds a forward whose command carries no timeout.
+const DefaultForwardTimeout = 30 * time.Second
+
+// replyGrace is how long past the command's own timeout a Client waits for
+// the reply: the Hub answers 504 at the timeout, then appends to the store.
+const replyGrace = 10 * time.Second
+
+// TimeoutError reports a forward whose reply did not arrive in time.
+type TimeoutError struct {
+	AttemptID string
+	Waited    time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("forward %s: no reply within %s", e.AttemptID, e.Waited.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, context.DeadlineExceeded) true.
+func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// ReplyError is a forward the Hub could not carry out or record.
+type ReplyError struct {
+	AttemptID string
+	Reason    string
+}
+
+func (e *ReplyError) Error() string { return fmt.Sprintf("forward %s: %s", e.AttemptID, e.Reason) }
+
+var clientSeq atomic.Int64
+
+// Client sends forward commands over the Bus and waits for their replies.
+type Client struct {
+	bus *Bus
+
+	mu      sync.Mutex
+	waiters map[string]chan reply // attempt ID → the caller waiting for it
+}
+
+// NewClient subscribes a reply dispatcher on the Bus; replies are matched to
+// waiting callers by correlation ID (the attempt ID).
+func NewClient(bus *Bus) *Client {
+	c := &Client{bus: bus, waiters: map[string]chan reply{}}
+	name := fmt.Sprintf("tunnel.replies.%d", clientSeq.Add(1))
+	bus.addHandler(name, repliesTopic, "", c.dispatch)
+	return c
+}
+
+// Forward runs one attempt and returns its outcome once the Hub recorded it.
+// A failed attempt (502, 503, 504) is an outcome, not an error; errors mean
+// the outcome is unknown: ctx ended (*TimeoutError on its deadline), no reply
+// came in time (*TimeoutError), or the Hub failed (*ReplyError).
+func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	if cmd.AttemptID == "" {
+		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
+	}
+	payload, err := json.Marshal(cmd)
+	if err != nil {
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: encode: %w", cmd.AttemptID, err)
+	}
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	if _, dup := c.waiters[cmd.AttemptID]; dup {
+		c.mu.Unlock()
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: attempt already in flight", cmd.AttemptID)
+	}
+	c.waiters[cmd.AttemptID] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, cmd.AttemptID)
+		c.mu.Unlock()
+	}()
+
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	start := time.Now()
+	wait := time.NewTimer(timeout + replyGrace)
+	defer wait.Stop()
+	timedOut := func() error { return &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)} }
+	ctxErr := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return timedOut()
+		}
+		return fmt.Errorf("forward %s: %w", cmd.AttemptID, ctx.Err())
+	}
+
+	// GoChannel drops messages nobody subscribed to yet.
+	select {
+	case <-c.bus.Running():
+	case <-ctx.Done():
+		return domain.ForwardOutcome{}, ctxErr()
+	case <-wait.C:
+		return domain.ForwardOutcome{}, timedOut()
+	}
+	msg := message.NewMessage(watermill.NewUUID(), payload)
+	middleware.SetCorrelationID(cmd.AttemptID, msg)
+	if err := c.bus.pubsub.Publish(commandsTopic, msg); err != nil {
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: publish: %w", cmd.AttemptID, err)
+	}
+
+	select {
+	case r := <-ch:
+		if r.Error != "" {
+			return domain.ForwardOutcome{}, &ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
+		}
+		return r.Outcome, nil
+	case <-ctx.Done():
+		return domain.ForwardOutcome{}, ctxErr()
+	case <-wait.C:
+		return domain.ForwardOutcome{}, timedOut()
+	}
+}
+
+// dispatch hands a reply to the caller waiting for its correlation ID;
+// replies for other Clients on the same Bus are ignored.
+func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
+	id := middleware.MessageCorrelationID(msg)
+	c.mu.Lock()
+	ch, ok := c.waiters[id]
+	delete(c.waiters, id)
+	c.mu.Unlock()
+	if !ok {
+		return nil, nil
+	}
+	var r reply
+	if err := json.Unmarshal(msg.Payload, &r); err != nil {
+		r = reply{Error: fmt.Sprintf("decode reply: %v", err)}
+	}
+	ch <- r // buffered, and the waiter was removed: never blocks
+	return nil, nil
+}

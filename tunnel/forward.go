@@ -1,0 +1,121 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// handleForward is the router handler of the commands topic: it runs the
+// attempt, records its outcome, and only then returns the reply for the
+// router to publish.
+func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
+	var cmd domain.ForwardCommand
+	if err := json.Unmarshal(msg.Payload, &cmd); err != nil {
+		return nil, fmt.Errorf("decode forward command: %w", err)
+	}
+	ctx := msg.Context()
+	out, err := h.forward(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	// The outcome is recorded even when the bus is shutting down: the
+	// attempt would otherwise stay pending in the log forever.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := h.record(rctx, cmd, out); err != nil {
+		return nil, err
+	}
+	m, err := newReplyMessage(reply{Outcome: out})
+	if err != nil {
+		return nil, err
+	}
+	return []*message.Message{m}, nil
+}
+
+// forward gives cmd to a session of its Endpoint and waits for the outcome.
+func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	started := time.Now()
+	s, p, err := h.dispatch(cmd, started)
+	if err != nil {
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
+	}
+	if s == nil {
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: "no agent connected"}, nil
+	}
+	h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
+		"endpoint_id", cmd.EndpointID, "agent_id", s.info.AgentID)
+
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s.send(wctx, cmd) // if this fails, the outcome is decided by detach or below
+	var out domain.ForwardOutcome
+	select {
+	case out = <-p.result:
+	case <-wctx.Done():
+		fallback := domain.ForwardOutcome{Status: 504, Error: "local target did not answer within " + timeout.String()}
+		if ctx.Err() != nil {
+			fallback = domain.ForwardOutcome{Status: 503, Error: "relay shutting down"}
+		}
+		fallback.AttemptID, fallback.AgentID = cmd.AttemptID, s.info.AgentID
+		out = h.resolve(p, fallback)
+	}
+	if out.DurationMs <= 0 {
+		out.DurationMs = time.Since(started).Milliseconds()
+	}
+	return out, nil
+}
+
+// dispatch picks the next session of the command's Endpoint (round-robin
+// over the sessions of the command's account) and registers the attempt as
+// pending on it, in one step so that a detach cannot miss it. A nil session
+// means none is connected.
+func (h *Hub) dispatch(cmd domain.ForwardCommand, started time.Time) (*session, *pendingWork, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, busy := h.pending[cmd.AttemptID]; busy {
+		return nil, nil, errAttemptInFlight
+	}
+	var eligible []*session
+	for _, s := range h.byEndpoint[cmd.EndpointID] {
+		if s.info.AccountID == cmd.AccountID {
+			eligible = append(eligible, s)
+		}
+	}
+	if len(eligible) == 0 {
+		return nil, nil, nil
+	}
+	n := h.next[cmd.EndpointID]
+	h.next[cmd.EndpointID] = n + 1
+	s := eligible[n%len(eligible)]
+	p := &pendingWork{
+		attemptID: cmd.AttemptID,
+		accountID: cmd.AccountID,
+		session:   s,
+		started:   started,
+		result:    make(chan domain.ForwardOutcome, 1),
+	}
+	h.pending[cmd.AttemptID] = p
+	return s, p, nil
+}
+
+// resolve decides p's outcome as fallback unless Complete or detach decided
+// it first, and returns whichever outcome won.
+func (h *Hub) resolve(p *pendingWork, fallback domain.ForwardOutcome) domain.ForwardOutcome {
+	h.mu.Lock()
+	if h.pending[p.attemptID] == p {
+		delete(h.pending, p.attemptID)
+		p.result <- fallback
+	}
+	h.mu.Unlock()
+	return <-p.result
+}

@@ -1,0 +1,259 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// storeTimeout bounds appends made after the caller's context ended (a
+// session's end, a forward cut short by shutdown): they must still land.
+const storeTimeout = 10 * time.Second
+
+// HubConfig holds the Hub's dependencies.
+type HubConfig struct {
+	Store  domain.EventStore
+	Codec  *domain.Codec
+	Logger *slog.Logger
+	Now    func() time.Time // clock of recorded events
+	NewID  func() string    // event IDs (UUIDs)
+}
+
+// SessionInfo describes an agent connection serving one Endpoint.
+type SessionInfo struct {
+	AgentID    string // unique per connection
+	EndpointID string
+	AccountID  string // the Endpoint's owner; only it may complete the work
+	Target     string // the agent's local target, for the record
+}
+
+// Hub holds the live agent sessions and executes forward commands.
+type Hub struct {
+	store  domain.EventStore
+	codec  *domain.Codec
+	logger *slog.Logger
+	now    func() time.Time
+	newID  func() string
+
+	mu         sync.Mutex
+	byEndpoint map[string][]*session // live sessions in attach order
+	byAgent    map[string]*session
+	next       map[string]int          // round-robin cursor per Endpoint
+	pending    map[string]*pendingWork // attempt ID → work awaiting its outcome
+}
+
+// session is one attached agent.
+type session struct {
+	info SessionInfo
+	work chan domain.ForwardCommand
+	done chan struct{} // closed when the session ends
+
+	sendMu sync.RWMutex // senders hold it shared; closing work takes it exclusively
+	closed bool
+}
+
+// pendingWork is an attempt handed to a session. Its outcome is decided
+// exactly once: whoever removes it from Hub.pending sends on result.
+type pendingWork struct {
+	attemptID string
+	accountID string
+	session   *session
+	started   time.Time
+	result    chan domain.ForwardOutcome // capacity 1
+}
+
+// NewHub registers the forward command handler on bus; create it before
+// bus.Run. One Hub serves a Bus.
+func NewHub(cfg HubConfig, bus *Bus) *Hub {
+	h := &Hub{
+		store: cfg.Store, codec: cfg.Codec, logger: cfg.Logger, now: cfg.Now, newID: cfg.NewID,
+		byEndpoint: map[string][]*session{},
+		byAgent:    map[string]*session{},
+		next:       map[string]int{},
+		pending:    map[string]*pendingWork{},
+	}
+	if h.codec == nil {
+		h.codec = domain.NewCodec()
+	}
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.newID == nil {
+		h.newID = uuid.NewString
+	}
+	bus.addHandler("tunnel.forward", commandsTopic, repliesTopic, h.handleForward)
+	return h
+}
+
+// Attach starts a session: it records AgentConnected and returns the
+// channel of work for the agent. When ctx ends the session is detached, its
+// in-flight attempts fail with 503 and AgentDisconnected is recorded; then
+// the channel is closed.
+func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardCommand, error) {
+	switch {
+	case s.AgentID == "":
+		return nil, &domain.InvalidInputError{Field: "agent id", Reason: "empty"}
+	case s.EndpointID == "":
+		return nil, &domain.InvalidInputError{Field: "endpoint id", Reason: "empty"}
+	}
+	sess := &session{info: s, work: make(chan domain.ForwardCommand, 16), done: make(chan struct{})}
+	// Reserve the agent ID first so two Attach calls cannot both record a
+	// connection; the session takes work only once its start is recorded.
+	h.mu.Lock()
+	if _, dup := h.byAgent[s.AgentID]; dup {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("attach agent %s: already attached", s.AgentID)
+	}
+	h.byAgent[s.AgentID] = sess
+	h.mu.Unlock()
+	ev := domain.AgentConnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Target: s.Target}
+	if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+		h.mu.Lock()
+		delete(h.byAgent, s.AgentID)
+		h.mu.Unlock()
+		return nil, fmt.Errorf("attach agent %s: %w", s.AgentID, err)
+	}
+	h.mu.Lock()
+	h.byEndpoint[s.EndpointID] = append(h.byEndpoint[s.EndpointID], sess)
+	h.mu.Unlock()
+	h.logger.Info("agent attached", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "target", s.Target)
+
+	go func() {
+		<-ctx.Done()
+		h.detach(ctx, sess)
+	}()
+	return sess.work, nil
+}
+
+// detach removes a session, fails its in-flight attempts and records its end.
+func (h *Hub) detach(ctx context.Context, s *session) {
+	failed := domain.ForwardOutcome{Status: 503, Error: "agent disconnected", AgentID: s.info.AgentID}
+	h.mu.Lock()
+	delete(h.byAgent, s.info.AgentID)
+	list := h.byEndpoint[s.info.EndpointID]
+	for i, x := range list {
+		if x == s {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(h.byEndpoint, s.info.EndpointID)
+		delete(h.next, s.info.EndpointID)
+	} else {
+		h.byEndpoint[s.info.EndpointID] = list
+	}
+	for id, p := range h.pending {
+		if p.session == s {
+			delete(h.pending, id)
+			out := failed
+			out.AttemptID = id
+			p.result <- out
+		}
+	}
+	h.mu.Unlock()
+
+	close(s.done) // senders blocked on work give up
+	h.recordDisconnect(ctx, s.info, "agent disconnected")
+	// Closing work last tells its reader the end is already in the log.
+	s.sendMu.Lock()
+	s.closed = true
+	close(s.work)
+	s.sendMu.Unlock()
+	h.logger.Info("agent detached", "endpoint_id", s.info.EndpointID, "agent_id", s.info.AgentID)
+}
+
+func (h *Hub) recordDisconnect(ctx context.Context, s SessionInfo, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	ev := domain.AgentDisconnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Reason: reason}
+	if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+		h.logger.Error("record agent disconnect", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "error", err)
+	}
+}
+
+func (h *Hub) appendAgentEvent(ctx context.Context, endpointID string, ev domain.Event) error {
+	data, err := h.codec.Encode(h.newID(), ev, h.now(), domain.Trace{})
+	if err != nil {
+		return err
+	}
+	if _, err := h.store.Append(ctx, domain.AgentStream(endpointID), domain.Any(), data); err != nil {
+		return fmt.Errorf("append %s: %w", ev.EventType(), err)
+	}
+	return nil
+}
+
+// send hands cmd to the agent unless the session ends or ctx does first.
+func (s *session) send(ctx context.Context, cmd domain.ForwardCommand) bool {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	if s.closed {
+		return false
+	}
+	select {
+	case s.work <- cmd:
+		return true
+	case <-s.done:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Connected counts the live sessions of an Endpoint.
+func (h *Hub) Connected(endpointID string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byEndpoint[endpointID])
+}
+
+// Complete delivers an agent's answer. agentID names the reporting
+// connection, for the log; the attempt must be pending for accountID, so an
+// agent of another account cannot answer (or learn of) foreign work.
+func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.pending[out.AttemptID]
+	if !ok || p.accountID != accountID {
+		return fmt.Errorf("complete attempt %s: %w", out.AttemptID, domain.ErrNotFound)
+	}
+	if agentID != p.session.info.AgentID {
+		h.logger.Debug("attempt completed by another agent of the account",
+			"attempt_id", out.AttemptID, "agent_id", agentID, "sent_to", p.session.info.AgentID)
+	}
+	delete(h.pending, out.AttemptID)
+	out.AttemptID = p.attemptID
+	out.AgentID = p.session.info.AgentID
+	p.result <- normalize(out)
+	return nil
+}
+
+// normalize turns an agent report into an outcome: an error means the agent
+// got no answer from its target (502, or 504 when it timed out locally).
+func normalize(out domain.ForwardOutcome) domain.ForwardOutcome {
+	switch {
+	case out.Error != "":
+		if out.Status != 504 {
+			out.Status = 502
+		}
+		out.Headers, out.Body = nil, nil
+	case out.Status < 100 || out.Status > 599:
+		out.Error = fmt.Sprintf("agent reported invalid status %d", out.Status)
+		out.Status = 502
+		out.Headers, out.Body = nil, nil
+	}
+	return out
+}
+
+// errAttemptInFlight refuses a command whose attempt is already pending.
+var errAttemptInFlight = errors.New("attempt already in flight")

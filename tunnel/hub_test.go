@@ -1,0 +1,436 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+func TestForwardWithoutAgent(t *testing.T) {
+	e := newEnv(t)
+	cmd := e.receive(t, "ep-none", "acc-1")
+	out, err := e.client.Forward(t.Context(), cmd)
+	if err != nil {
+		t.Fatalf("forward: %v", err)
+	}
+	if out.Status != 503 || out.Error != "no agent connected" || out.AttemptID != cmd.AttemptID {
+		t.Errorf("outcome %+v, want 503 no agent connected", out)
+	}
+	_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	f, ok := ev.(domain.ForwardFailed)
+	if !ok || f.Status != 503 || f.Error != "no agent connected" || f.AttemptID != cmd.AttemptID || f.DeliveryID != cmd.DeliveryID {
+		t.Errorf("last event %#v, want ForwardFailed 503", ev)
+	}
+}
+
+func TestForwardAnswered(t *testing.T) {
+	for _, capture := range []bool{false, true} {
+		t.Run(fmt.Sprintf("capture=%v", capture), func(t *testing.T) {
+			e := newEnv(t)
+			info := SessionInfo{AgentID: "agent-1", EndpointID: "ep-1", AccountID: "acc-1", Target: "127.0.0.1:3000"}
+			got, _ := e.agent(t, info, okAnswer)
+			cmd := e.receive(t, "ep-1", "acc-1")
+			cmd.CaptureResponse = capture
+
+			out, err := e.client.Forward(t.Context(), cmd)
+			if err != nil {
+				t.Fatalf("forward: %v", err)
+			}
+			sent := recv(t, got)
+			if sent.Target != cmd.Target || !bytes.Equal(sent.Body, cmd.Body) || !slices.Equal(sent.Headers, cmd.Headers) || sent.Method != "POST" {
+				t.Errorf("agent got %+v, want the command as sent", sent)
+			}
+			wantBody := "pong " + cmd.AttemptID
+			if out.Status != 200 || string(out.Body) != wantBody || out.Failed() || out.AgentID != "agent-1" || out.DurationMs != 7 {
+				t.Errorf("outcome %+v, want 200 %q from agent-1", out, wantBody)
+			}
+			if len(out.Headers) != 2 || out.Headers[1].Value != "b=2" {
+				t.Errorf("outcome headers %v, want both Set-Cookie", out.Headers)
+			}
+
+			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
+			rec, ev := recs[len(recs)-1], e.decode(t, recs[len(recs)-1])
+			r, ok := ev.(domain.ForwardResponded)
+			if !ok {
+				t.Fatalf("last event %#v, want ForwardResponded", ev)
+			}
+			if r.Status != 200 || r.AttemptID != cmd.AttemptID || r.AgentID != "agent-1" || r.BodySize != int64(len(wantBody)) || r.Captured != capture || len(r.Headers) != 2 {
+				t.Errorf("recorded %+v", r)
+			}
+			if capture && string(r.Body) != wantBody {
+				t.Errorf("captured body %q, want %q", r.Body, wantBody)
+			}
+			if !capture && len(r.Body) != 0 {
+				t.Errorf("body %q stored although capture is off", r.Body)
+			}
+			if rec.Metadata.CorrelationID != cmd.CorrelationID || rec.Metadata.CausationID != recs[1].ID {
+				t.Errorf("trace %+v, want correlation %s and the ForwardRequested %s as cause", rec.Metadata, cmd.CorrelationID, recs[1].ID)
+			}
+		})
+	}
+}
+
+func TestForwardAgentReports(t *testing.T) {
+	tests := []struct {
+		name       string
+		report     domain.ForwardOutcome
+		wantStatus int
+		wantError  string
+	}{
+		{"unreachable target", domain.ForwardOutcome{Error: "nothing listening at 127.0.0.1:3000 (connect: connection refused)"}, 502, "nothing listening at 127.0.0.1:3000 (connect: connection refused)"},
+		{"local timeout", domain.ForwardOutcome{Status: 504, Error: "127.0.0.1:3000 did not answer within 5s"}, 504, "127.0.0.1:3000 did not answer within 5s"},
+		{"status with error", domain.ForwardOutcome{Status: 200, Error: "broken"}, 502, "broken"},
+		{"invalid status", domain.ForwardOutcome{Status: 42}, 502, "agent reported invalid status 42"},
+		{"local 404 passes", domain.ForwardOutcome{Status: 404, Body: []byte("nope")}, 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, func(domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+				return tt.report, true
+			})
+			cmd := e.receive(t, "ep", "acc")
+			out, err := e.client.Forward(t.Context(), cmd)
+			if err != nil {
+				t.Fatalf("forward: %v", err)
+			}
+			if out.Status != tt.wantStatus || out.Error != tt.wantError {
+				t.Errorf("outcome %d %q, want %d %q", out.Status, out.Error, tt.wantStatus, tt.wantError)
+			}
+			_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+			switch ev := ev.(type) {
+			case domain.ForwardFailed:
+				if tt.wantError == "" || ev.Status != tt.wantStatus || ev.Error != tt.wantError {
+					t.Errorf("recorded %+v", ev)
+				}
+			case domain.ForwardResponded:
+				if tt.wantError != "" || ev.Status != tt.wantStatus {
+					t.Errorf("recorded %+v", ev)
+				}
+			default:
+				t.Errorf("last event %#v", ev)
+			}
+		})
+	}
+}
+
+func TestForwardTimeout(t *testing.T) {
+	e := newEnv(t)
+	got, _ := e.agent(t, SessionInfo{AgentID: "slow", EndpointID: "ep", AccountID: "acc"}, never)
+	cmd := e.receive(t, "ep", "acc")
+	cmd.Timeout = 100 * time.Millisecond
+	out, err := e.client.Forward(t.Context(), cmd)
+	if err != nil {
+		t.Fatalf("forward: %v", err)
+	}
+	if out.Status != 504 || out.Error != "local target did not answer within 100ms" || out.AgentID != "slow" {
+		t.Errorf("outcome %+v, want 504 naming the timeout", out)
+	}
+	_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	if f, ok := ev.(domain.ForwardFailed); !ok || f.Status != 504 {
+		t.Errorf("last event %#v, want ForwardFailed 504", ev)
+	}
+	// The agent's late answer finds nothing pending.
+	recv(t, got)
+	err = e.hub.Complete(t.Context(), "acc", "slow", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200})
+	if !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("late complete = %v, want ErrNotFound", err)
+	}
+}
+
+func TestAgentDetachMidFlight(t *testing.T) {
+	e := newEnv(t)
+	got, stop := e.agent(t, SessionInfo{AgentID: "leaving", EndpointID: "ep", AccountID: "acc"}, never)
+	cmd := e.receive(t, "ep", "acc")
+	type result struct {
+		out domain.ForwardOutcome
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, err := e.client.Forward(context.Background(), cmd)
+		res <- result{out, err}
+	}()
+	recv(t, got) // in flight at the agent
+	stop()
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("forward: %v", r.err)
+	}
+	if r.out.Status != 503 || r.out.Error != "agent disconnected" {
+		t.Errorf("outcome %+v, want 503 agent disconnected", r.out)
+	}
+	_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	if f, ok := ev.(domain.ForwardFailed); !ok || f.Status != 503 || f.Error != "agent disconnected" || f.AgentID != "leaving" {
+		t.Errorf("last event %#v, want ForwardFailed 503 from the agent", ev)
+	}
+	if n := e.hub.Connected("ep"); n != 0 {
+		t.Errorf("Connected = %d after detach", n)
+	}
+	// With the session gone, the next forward finds no agent.
+	out, err := e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	if err != nil || out.Status != 503 || out.Error != "no agent connected" {
+		t.Errorf("after detach: %+v, %v; want 503 no agent connected", out, err)
+	}
+}
+
+func TestAgentEventsRecorded(t *testing.T) {
+	e := newEnv(t)
+	_, stop := e.agent(t, SessionInfo{AgentID: "ag-1", EndpointID: "ep-7", AccountID: "acc", Target: "127.0.0.1:4000"}, okAnswer)
+	if n := e.hub.Connected("ep-7"); n != 1 {
+		t.Errorf("Connected = %d, want 1", n)
+	}
+	_, ev := e.last(t, domain.AgentStream("ep-7"))
+	want := domain.AgentConnected{EndpointID: "ep-7", AgentID: "ag-1", Target: "127.0.0.1:4000"}
+	if ev != want {
+		t.Errorf("event %#v, want %#v", ev, want)
+	}
+	stop()
+	recs := e.events(t, domain.AgentStream("ep-7"))
+	if len(recs) != 2 {
+		t.Fatalf("agent stream has %d events, want 2", len(recs))
+	}
+	gone := domain.AgentDisconnected{EndpointID: "ep-7", AgentID: "ag-1", Reason: "agent disconnected"}
+	if ev := e.decode(t, recs[1]); ev != gone {
+		t.Errorf("event %#v, want %#v", ev, gone)
+	}
+}
+
+func TestAttachRefusesBadSessions(t *testing.T) {
+	e := newEnv(t)
+	e.agent(t, SessionInfo{AgentID: "dup", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	for _, s := range []SessionInfo{
+		{EndpointID: "ep", AccountID: "acc"},
+		{AgentID: "x", AccountID: "acc"},
+		{AgentID: "dup", EndpointID: "ep", AccountID: "acc"},
+	} {
+		if _, err := e.hub.Attach(t.Context(), s); err == nil {
+			t.Errorf("Attach(%+v) succeeded", s)
+		}
+	}
+	if n := e.hub.Connected("ep"); n != 1 {
+		t.Errorf("Connected = %d, want 1", n)
+	}
+}
+
+func TestTwoAgentsShareTheWork(t *testing.T) {
+	e := newEnv(t)
+	got1, _ := e.agent(t, SessionInfo{AgentID: "one", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	got2, _ := e.agent(t, SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	if n := e.hub.Connected("ep"); n != 2 {
+		t.Fatalf("Connected = %d, want 2", n)
+	}
+	served := map[string]int{}
+	for range 6 {
+		out, err := e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
+		if err != nil || out.Status != 200 {
+			t.Fatalf("forward: %+v, %v", out, err)
+		}
+		served[out.AgentID]++
+	}
+	if served["one"] != 3 || served["two"] != 3 || len(got1) != 3 || len(got2) != 3 {
+		t.Errorf("served %v (queues %d, %d), want 3 each", served, len(got1), len(got2))
+	}
+}
+
+func TestConcurrentForwards(t *testing.T) {
+	e := newEnv(t)
+	e.agent(t, SessionInfo{AgentID: "one", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	e.agent(t, SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	cmds := make([]domain.ForwardCommand, 40)
+	for i := range cmds {
+		cmds[i] = e.receive(t, "ep", "acc")
+	}
+	var wg sync.WaitGroup
+	for _, cmd := range cmds {
+		wg.Go(func() {
+			out, err := e.client.Forward(t.Context(), cmd)
+			if err != nil || out.Status != 200 || string(out.Body) != "pong "+cmd.AttemptID {
+				t.Errorf("forward %s: %+v, %v", cmd.AttemptID, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, cmd := range cmds {
+		if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.EventType() != domain.TypeForwardResponded {
+			t.Errorf("%s: last event %s", cmd.DeliveryID, ev.EventType())
+		}
+	}
+}
+
+func TestCompleteFromAnotherAccount(t *testing.T) {
+	e := newEnv(t)
+	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
+	// An agent of another account on the same Endpoint ID never gets its work.
+	foreign, _ := e.agent(t, SessionInfo{AgentID: "theirs", EndpointID: "ep", AccountID: "other"}, never)
+	cmd := e.receive(t, "ep", "acc")
+	res := make(chan domain.ForwardOutcome, 1)
+	go func() {
+		out, err := e.client.Forward(context.Background(), cmd)
+		if err != nil {
+			t.Errorf("forward: %v", err)
+		}
+		res <- out
+	}()
+	recv(t, got)
+	err := e.hub.Complete(t.Context(), "other", "theirs", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200})
+	if !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("complete by another account = %v, want ErrNotFound", err)
+	}
+	if err := e.hub.Complete(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: "unknown", Status: 200}); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("complete of an unknown attempt = %v, want ErrNotFound", err)
+	}
+	if err := e.hub.Complete(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 201}); err != nil {
+		t.Fatalf("complete by the owner: %v", err)
+	}
+	if out := <-res; out.Status != 201 {
+		t.Errorf("outcome %+v, want 201", out)
+	}
+	if len(foreign) != 0 {
+		t.Errorf("another account's agent got %d commands", len(foreign))
+	}
+}
+
+func TestClientHonorsContext(t *testing.T) {
+	e := newEnv(t)
+	e.agent(t, SessionInfo{AgentID: "slow", EndpointID: "ep", AccountID: "acc"}, never)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := e.client.Forward(ctx, e.receive(t, "ep", "acc"))
+	var te *TimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("forward past its deadline = %v, want *TimeoutError", err)
+	}
+
+	ctx, cancel = context.WithCancel(t.Context())
+	cancel()
+	if _, err := e.client.Forward(ctx, e.receive(t, "ep", "acc")); !errors.Is(err, context.Canceled) {
+		t.Errorf("forward with a cancelled context = %v, want context.Canceled", err)
+	}
+	if _, err := e.client.Forward(t.Context(), domain.ForwardCommand{}); !errors.Is(err, domain.ErrInvalidInput) {
+		t.Errorf("forward without attempt ID = %v, want ErrInvalidInput", err)
+	}
+}
+
+func TestForwardOfUnrecordedDeliveryFails(t *testing.T) {
+	e := newEnv(t)
+	cmd := domain.ForwardCommand{DeliveryID: "ghost", AttemptID: "ghost-1", EndpointID: "ep", AccountID: "acc", Method: "GET", Target: "/"}
+	_, err := e.client.Forward(t.Context(), cmd)
+	var re *ReplyError
+	if !errors.As(err, &re) {
+		t.Fatalf("forward = %v, want a *ReplyError", err)
+	}
+	if re.AttemptID != "ghost-1" {
+		t.Errorf("reply error for %q", re.AttemptID)
+	}
+}
+
+// racingStore appends a competing event to a delivery stream right before
+// the Hub's first append there, so the Hub meets a real revision conflict.
+type racingStore struct {
+	domain.EventStore
+	e    *env
+	once sync.Once
+}
+
+func (s *racingStore) Append(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (domain.AppendResult, error) {
+	if len(events) == 1 && (events[0].Type == domain.TypeForwardResponded) {
+		s.once.Do(func() {
+			recs, err := s.EventStore.ReadStream(ctx, stream, 0, 100)
+			if err != nil {
+				panic(err)
+			}
+			data, _ := s.e.codec.Encode("00000000-0000-4000-8000-000000000001", domain.DeliveryAnswered{DeliveryID: "x", Status: 202}, time.Now(), domain.Trace{})
+			if _, err := s.EventStore.Append(ctx, stream, domain.Exact(recs[len(recs)-1].Revision), data); err != nil {
+				panic(err)
+			}
+		})
+	}
+	return s.EventStore.Append(ctx, stream, expected, events...)
+}
+
+func TestRecordRetriesOnConflict(t *testing.T) {
+	base := newEnv(t)
+	rs := &racingStore{EventStore: base.store}
+	e := newEnvWithStore(t, rs)
+	rs.e = e
+	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	cmd := e.receive(t, "ep", "acc")
+	out, err := e.client.Forward(t.Context(), cmd)
+	if err != nil || out.Status != 200 {
+		t.Fatalf("forward: %+v, %v", out, err)
+	}
+	var types []string
+	for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+		types = append(types, r.Type)
+	}
+	want := []string{domain.TypeDeliveryReceived, domain.TypeForwardRequested, domain.TypeDeliveryAnswered, domain.TypeForwardResponded}
+	if !slices.Equal(types, want) {
+		t.Errorf("stream %v, want %v", types, want)
+	}
+}
+
+func TestCloseStale(t *testing.T) {
+	e := newEnv(t)
+	// A session a crashed process left open, and a live one.
+	connected := domain.AgentConnected{EndpointID: "ep", AgentID: "ghost", Target: "127.0.0.1:1"}
+	e.appendChanges(t, domain.AgentStream("ep"), domain.Any(), []domain.Event{connected}, "")
+	e.agent(t, SessionInfo{AgentID: "live", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+
+	open, err := OpenSessions(t.Context(), e.store, e.codec)
+	if err != nil {
+		t.Fatalf("open sessions: %v", err)
+	}
+	if want := []StaleSession{{"ep", "ghost"}, {"ep", "live"}}; !slices.Equal(open, want) {
+		t.Fatalf("open sessions %v, want %v", open, want)
+	}
+	if err := e.hub.CloseStale(t.Context(), open); err != nil {
+		t.Fatalf("close stale: %v", err)
+	}
+	_, ev := e.last(t, domain.AgentStream("ep"))
+	if want := (domain.AgentDisconnected{EndpointID: "ep", AgentID: "ghost", Reason: "relay restarted"}); ev != want {
+		t.Errorf("last event %#v, want %#v", ev, want)
+	}
+	open, err = OpenSessions(t.Context(), e.store, e.codec)
+	if err != nil {
+		t.Fatalf("open sessions: %v", err)
+	}
+	if want := []StaleSession{{"ep", "live"}}; !slices.Equal(open, want) {
+		t.Errorf("after close: open sessions %v, want %v", open, want)
+	}
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("scenario", func(t *testing.T) {
+		e := newEnv(t)
+		got, stop := e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+		for range 3 {
+			if out, err := e.client.Forward(t.Context(), e.receive(t, "ep", "acc")); err != nil || out.Status != 200 {
+				t.Fatalf("forward: %+v, %v", out, err)
+			}
+		}
+		recv(t, got)
+		slow, stopSlow := e.agent(t, SessionInfo{AgentID: "b", EndpointID: "ep2", AccountID: "acc"}, never)
+		cmd := e.receive(t, "ep2", "acc")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.client.Forward(context.Background(), cmd)
+		}()
+		recv(t, slow)
+		stopSlow()
+		<-done
+		stop()
+	})
+	checkNoLeak(t, before)
+}

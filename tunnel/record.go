@@ -1,0 +1,103 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// appendTries bounds the optimistic-concurrency retries of one append: the
+// delivery stream has few writers (ingress, retry, this Hub).
+const appendTries = 5
+
+// readPage is how many events one ReadStream call asks for.
+const readPage = 256
+
+// record appends the attempt's ForwardResponded or ForwardFailed to the
+// delivery's stream. An attempt that is no longer pending (already recorded)
+// raises no event and is not an error.
+func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) error {
+	stream := domain.DeliveryStream(cmd.DeliveryID)
+	var ids []string // kept across tries so a repeated append stays idempotent
+	for try := 1; ; try++ {
+		d, causation, err := h.loadDelivery(ctx, stream, cmd.AttemptID)
+		if err != nil {
+			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+		}
+		if out.Failed() {
+			d.RecordFailure(domain.ForwardFailed{
+				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status,
+				Error: out.Error, DurationMs: out.DurationMs,
+			})
+		} else {
+			headers := out.Headers
+			if headers == nil {
+				headers = []domain.Header{}
+			}
+			r := domain.ForwardResponded{
+				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
+				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
+			}
+			if cmd.CaptureResponse {
+				r.Body = out.Body
+			}
+			d.RecordResponse(r)
+		}
+		changes := d.Changes()
+		if len(changes) == 0 {
+			h.logger.Warn("forward outcome not recorded: attempt is not pending",
+				"delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID)
+			return nil
+		}
+		for len(ids) < len(changes) {
+			ids = append(ids, h.newID())
+		}
+		tr := domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: causation}
+		data := make([]domain.EventData, len(changes))
+		for i, e := range changes {
+			if data[i], err = h.codec.Encode(ids[i], e, h.now(), tr); err != nil {
+				return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+			}
+		}
+		_, err = h.store.Append(ctx, stream, d.Expected(), data...)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, domain.ErrWrongExpectedRevision) || try == appendTries {
+			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+		}
+	}
+}
+
+// loadDelivery rebuilds a delivery from its stream and returns the ID of
+// the event that requested attemptID (the outcome's causation).
+func (h *Hub) loadDelivery(ctx context.Context, stream, attemptID string) (*domain.Delivery, string, error) {
+	var events []domain.Event
+	var causation string
+	for from := uint64(0); ; {
+		recs, err := h.store.ReadStream(ctx, stream, from, readPage)
+		if errors.Is(err, domain.ErrStreamNotFound) && from > 0 {
+			break
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, r := range recs {
+			e, err := h.codec.Decode(r.Type, r.Data)
+			if err != nil {
+				return nil, "", fmt.Errorf("read %s: %w", stream, err)
+			}
+			if fr, ok := e.(domain.ForwardRequested); ok && fr.AttemptID == attemptID {
+				causation = r.ID
+			}
+			events = append(events, e)
+		}
+		if len(recs) < readPage {
+			break
+		}
+		from += uint64(len(recs))
+	}
+	return domain.LoadDelivery(events), causation, nil
+}
