@@ -12,7 +12,7 @@ import (
 )
 
 func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var data, name string
+	var data, name, eventstoreURL string
 	cmd := &cobra.Command{Use: "accounts", Short: "Manage accounts (when sign-up is closed)"}
 	create := &cobra.Command{
 		Use:   "create --name NAME",
@@ -23,7 +23,7 @@ func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.C
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			a, err := openApp(c.Context(), data, log)
+			a, err := openApp(c.Context(), data, eventstoreURL, log)
 			if err != nil {
 				return err
 			}
@@ -36,6 +36,7 @@ func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.C
 		},
 	}
 	create.Flags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
+	create.Flags().StringVar(&eventstoreURL, "eventstore", "", "EventStoreDB connection string; empty: the embedded log under --data")
 	create.Flags().StringVar(&name, "name", "", "account name")
 	_ = create.MarkFlagRequired("name")
 	cmd.AddCommand(create)

@@ -30,6 +30,7 @@ type serveConfig struct {
 	Listen         string
 	Domain         string
 	Data           string
+	EventStore     string
 	InspectorTTL   time.Duration
 	CaptureCap     byteSize
 	MaxBody        byteSize
@@ -47,6 +48,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
+	fs.StringVar(&c.EventStore, "eventstore", "", "EventStoreDB connection string (esdb://host:2113?tls=false); empty: the embedded log under --data")
 	fs.DurationVar(&c.InspectorTTL, "inspector-ttl", 24*time.Hour, "a guest inspector expires after this long without a request")
 	fs.Var(&c.CaptureCap, "capture-cap", "bytes of each request body stored; larger bodies are marked incomplete")
 	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond)")

@@ -7,22 +7,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/eventstore/sqlite"
 )
 
 func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var data string
+	var data, eventstoreURL string
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Export, verify or rebuild from the event log (for auditors and operators)",
 	}
 	cmd.PersistentFlags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
+	cmd.PersistentFlags().StringVar(&eventstoreURL, "eventstore", "", "EventStoreDB connection string; empty: the embedded log under --data")
 	pre := func(c *cobra.Command, _ []string) error { return bindEnv(c.Flags(), env) }
 
 	export := &cobra.Command{
@@ -31,7 +30,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(c.Context(), data, func(s domain.EventStore) error { return exportEvents(c.Context(), s, stdout) })
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error { return exportEvents(c.Context(), s, stdout) })
 		},
 	}
 	verify := &cobra.Command{
@@ -40,7 +39,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(c.Context(), data, func(s domain.EventStore) error { return verifyEvents(c.Context(), s, stdout) })
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error { return verifyEvents(c.Context(), s, stdout) })
 		},
 	}
 	rebuild := &cobra.Command{
@@ -50,7 +49,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			a, err := openApp(c.Context(), data, log)
+			a, err := openApp(c.Context(), data, eventstoreURL, log)
 			if err != nil {
 				return err
 			}
@@ -77,10 +76,10 @@ func joinClose(err, closeErr error) error {
 	return closeErr
 }
 
-func withStore(ctx context.Context, data string, fn func(domain.EventStore) error) error {
-	s, err := sqlite.Open(ctx, filepath.Join(data, "events.db"), sqlite.Options{})
+func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.EventStore) error) error {
+	s, err := openStore(ctx, data, eventstoreURL, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return fmt.Errorf("open event log: %w", err)
+		return err
 	}
 	return joinClose(fn(s), s.Close())
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/relayhq/relay/console"
 	"github.com/relayhq/relay/console/graphiql"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/esdb"
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
@@ -55,7 +56,7 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 
 // app is the opened core: the log, the views and their runner.
 type app struct {
-	store *sqlite.Store
+	store domain.EventStore
 	views *projections.Views
 	codec *domain.Codec
 	done  chan error
@@ -64,13 +65,13 @@ type app struct {
 
 // openApp opens the event log and the views under dir and starts feeding
 // the views; they have caught up with the log when it returns.
-func openApp(ctx context.Context, dir string, log *slog.Logger) (*app, error) {
+func openApp(ctx context.Context, dir, eventstoreURL string, log *slog.Logger) (*app, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder: %w", err)
 	}
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{Logger: log})
+	store, err := openStore(ctx, dir, eventstoreURL, log)
 	if err != nil {
-		return nil, fmt.Errorf("open event log: %w", err)
+		return nil, err
 	}
 	codec := domain.NewCodec()
 	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), store, projections.Options{Logger: log, Codec: codec})
@@ -92,6 +93,23 @@ func openApp(ctx context.Context, dir string, log *slog.Logger) (*app, error) {
 	return a, nil
 }
 
+// openStore opens the event log: EventStoreDB when a URL is given, else the
+// embedded SQLite log under dir.
+func openStore(ctx context.Context, dir, eventstoreURL string, log *slog.Logger) (domain.EventStore, error) {
+	if eventstoreURL != "" {
+		s, err := esdb.Open(ctx, eventstoreURL, esdb.Options{Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open event log: %w", err)
+		}
+		return s, nil
+	}
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	return s, nil
+}
+
 func (a *app) close() error {
 	a.stop()
 	runErr := <-a.done
@@ -106,7 +124,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	a, err := openApp(ctx, cfg.Data, log)
+	a, err := openApp(ctx, cfg.Data, cfg.EventStore, log)
 	if err != nil {
 		ln.Close()
 		return err

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -313,7 +314,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "events.db")
-	s := openAt(t, path, Options{MaxBatch: 1})
+	s := openAt(t, path, Options{MaxBatch: 256})
 	defer s.Close()
 
 	blocker, err := sql.Open("sqlite", dsn(path, false))
@@ -343,10 +344,13 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the writer to take the first append", func() bool { return len(s.reqs) == 0 })
+	// The queue holds MaxBatch requests, so these never wait for the writer.
+	queueCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	for i := 1; i < 64; i++ {
 		reqs = append(reqs, request(i))
-		if err := s.enqueue(ctx, reqs[i]); err != nil {
-			t.Fatal(err)
+		if err := s.enqueue(queueCtx, reqs[i]); err != nil {
+			t.Fatalf("queue append %d: %v", i, err)
 		}
 	}
 	if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
