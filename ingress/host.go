@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"net"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -10,8 +11,13 @@ import (
 // port ("abc.localhost:8080") and a trailing dot; names compare without case.
 // "<id>.<domain>" yields the address id (one DNS label that passes
 // domain.ValidateAddressID); exactly "<domain>" is the bare domain; anything
-// else (other domains, nested labels, IP literals, empty) is not ours.
+// else (other domains, nested labels, empty) is not ours. An IP literal
+// (127.0.0.1:8080, [::1]:8080) is the bare domain too: no address is an IP,
+// and `relay agent --server http://127.0.0.1:8080` must reach the API.
 func ParseHost(host, domainName string) (address string, bare bool, ok bool) {
+	if isIPHost(host) {
+		return "", true, true
+	}
 	name, ok := stripPort(host)
 	if !ok {
 		return "", false, false
@@ -29,6 +35,14 @@ func ParseHost(host, domainName string) (address string, bare bool, ok bool) {
 		return "", false, false
 	}
 	return label, false, true
+}
+
+// isIPHost reports whether host is an IP literal with an optional port.
+func isIPHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return net.ParseIP(strings.Trim(host, "[]")) != nil
 }
 
 // stripPort removes ":port" from host. Bracketed IPv6 literals and hosts

@@ -19,7 +19,7 @@ type Agent struct {
 func (r *Relay) StartAgent(t testing.TB, token, endpointID, target string) *Agent {
 	t.Helper()
 	a := &Agent{out: &syncBuffer{}, done: make(chan struct{})}
-	a.cmd = exec.Command(Binary(t), "agent", "--server", "http://127.0.0.1:"+strconv.Itoa(r.Port),
+	a.cmd = exec.Command(Binary(t), "agent", "--server", "http://127.0.0.1:"+strconv.Itoa(r.Port), // an IP host reaches the bare domain
 		"--token", token, "--endpoint", endpointID, "--target", target)
 	a.cmd.Stdout = a.out
 	a.cmd.Stderr = a.out
