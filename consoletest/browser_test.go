@@ -118,7 +118,8 @@ func eval[T any](p *page, expr string) T {
 // condition in the failure message.
 func (p *page) waitFor(what, expr string) {
 	p.t.Helper()
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[chromedp.Void](expr,
+	// !! keeps the result a boolean: DOM nodes do not serialize.
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+expr+")",
 		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
 	if err != nil {
 		p.t.Fatalf("waiting for %s (%s): %v", what, expr, err)
@@ -209,4 +210,21 @@ func chromedpSetValue(css, value string) chromedp.Action[chromedp.Void] {
 		el.dispatchEvent(new Event('input', {bubbles: true}));
 		el.dispatchEvent(new Event('change', {bubbles: true}));
 	})()`, css, value))
+}
+
+// chromedpFocus focuses the element matching css.
+func chromedpFocus(css string) chromedp.Action[chromedp.Void] {
+	return chromedp.Focus(chromedp.CSS(css), chromedp.NodeVisible)
+}
+
+// assertLabelled fails the test when a visible form control has no label.
+func (p *page) assertLabelled() {
+	p.t.Helper()
+	unlabelled := eval[[]string](p, `[...document.querySelectorAll('input, select, textarea')]
+		.filter(el => el.type !== 'hidden' && !el.closest('[aria-hidden=true]'))
+		.filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.getAttribute('aria-labelledby'))
+		.map(el => el.outerHTML)`)
+	for _, html := range unlabelled {
+		p.t.Errorf("form control without a label: %s", html)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,6 +43,7 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 
 	// Create a Log and Proxy Endpoint with response capture.
 	p.waitFor("the create form", `document.querySelector('form.create-endpoint')`)
+	p.assertLabelled()
 	p.do(chromedpSetValue(`form.create-endpoint input[name=name]`, "Payments dev"))
 	p.do(chromedpSetValue(`form.create-endpoint select[name=mode]`, "PROXY"))
 	p.do(chromedpSetValue(`form.create-endpoint input[name=target]`, target))
@@ -54,7 +56,19 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	p.waitLive()
 	p.waitFor("no agent yet", `document.querySelector('[data-testid=agent-status] .agent-badge.off')`)
 
-	agent := startAgent(t, token, id, target)
+	// Run the agent exactly as the console tells the user to.
+	eval[bool](p, `(() => { navigator.clipboard.writeText = async (s) => { window.copied = s; }; return true; })()`)
+	p.click(`.code-line:has([data-testid=agent-command]) button`)
+	p.waitFor("the copied agent command", `typeof window.copied === 'string'`)
+	args := strings.Fields(eval[string](p, `window.copied`))
+	want := []string{"relay", "agent", "--server", srv.bare(), "--token", token, "--endpoint", id, "--target", target}
+	if !slices.Equal(args, want) {
+		t.Fatalf("copied agent command %q, want %q", args, want)
+	}
+	if shown := p.text(`[data-testid=agent-command]`); strings.Contains(shown, token) {
+		t.Errorf("the agent command shows the token on screen: %q", shown)
+	}
+	agent := startAgent(t, args[2:]...)
 	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
 
 	status, body := send(t, id, http.MethodPost, "/hooks/order?id=7", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":7}`))

@@ -16,6 +16,7 @@ import (
 func TestInspectorLiveHistory(t *testing.T) {
 	p := newPage(t, 1280, 800)
 	p.open("/")
+	p.assertLabelled()
 	p.click(`[data-testid=new-inspector]`)
 	p.waitFor("the inspector page", `/^\/i\/[^/]+$/.test(location.pathname)`)
 	id := strings.TrimPrefix(eval[string](p, `location.pathname`), "/i/")
@@ -28,6 +29,8 @@ func TestInspectorLiveHistory(t *testing.T) {
 	if got := p.text(`[data-testid=example-curl]`); !strings.Contains(got, "curl ") || !strings.Contains(got, strings.TrimSuffix(wantURL, "/")) {
 		t.Errorf("curl example %q does not target %s", got, wantURL)
 	}
+
+	expiresBefore := eval[string](p, `document.querySelector('[data-testid=expires]').getAttribute('datetime')`)
 
 	event := map[string]any{
 		"id":   "evt_1NG8Du2eZvKYlo2CUI79vXWy",
@@ -48,6 +51,8 @@ func TestInspectorLiveHistory(t *testing.T) {
 	}
 	send(t, id, http.MethodGet, "/health//check/", nil, nil)
 	p.waitFor("two live rows", `document.querySelectorAll('tr.row').length === 2`)
+	p.waitFor("the expiry moved forward", fmt.Sprintf(
+		`Date.parse(document.querySelector('[data-testid=expires]').getAttribute('datetime')) > Date.parse(%q)`, expiresBefore))
 	// Newest first.
 	if first := eval[string](p, `document.querySelector('tr.row .path-wrap code').textContent`); first != "/health//check/" {
 		t.Errorf("first row = %q, want the newest request /health//check/", first)
@@ -78,6 +83,14 @@ func TestInspectorLiveHistory(t *testing.T) {
 		t.Errorf("retry reason on an inspector = %q", reason)
 	}
 	p.screenshot("detail.png")
+
+	// Should the server refuse anyway, the console shows its code and message.
+	eval[bool](p, `(() => { document.querySelector('[data-testid=retry]').disabled = false; return true; })()`)
+	p.click(`[data-testid=retry]`)
+	p.waitFor("the refusal", `document.querySelector('[data-testid=retry-error]')`)
+	if got := p.text(`[data-testid=retry-error]`); !regexp.MustCompile(`^[A-Z_]+: .+`).MatchString(got) {
+		t.Errorf("retry refusal shown as %q, want CODE: message", got)
+	}
 
 	big := bytes.Repeat([]byte("a"), 300*1024)
 	if status, _ := send(t, id, http.MethodPut, "/upload/big", http.Header{"Content-Type": {"text/plain"}}, big); status != http.StatusNoContent {

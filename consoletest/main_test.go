@@ -37,10 +37,6 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if testing.Short() {
-		fmt.Println("consoletest: browser tests skipped in -short mode")
-		return 0
-	}
 	tmp, err := os.MkdirTemp("", "consoletest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "consoletest:", err)

@@ -86,13 +86,12 @@ func newInspector(t *testing.T) string {
 	return out.CreateInspector.ID
 }
 
-// startAgent runs the real `relay agent` for an Endpoint; it is killed by
+// startAgent runs the real `relay agent` with these flags; it is killed by
 // PID when the test ends unless the test stopped it first.
-func startAgent(t *testing.T, token, endpointID, target string) *exec.Cmd {
+func startAgent(t *testing.T, flags ...string) *exec.Cmd {
 	t.Helper()
 	out := &lockedBuffer{}
-	cmd := exec.Command(relayBin, "agent", "--server", srv.bare(), "--token", token,
-		"--endpoint", endpointID, "--target", target)
+	cmd := exec.Command(relayBin, append([]string{"agent"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start agent: %v", err)

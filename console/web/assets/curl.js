@@ -38,6 +38,8 @@ export function curlCommand(d, baseURL) {
   if (!names.has('user-agent')) parts.push('-H', shellQuote('User-Agent:'));
   if (!names.has('accept')) parts.push('-H', shellQuote('Accept:'));
   if (bodyBytes && !names.has('content-type')) parts.push('-H', shellQuote('Content-Type:'));
+  // curl asks "Expect: 100-continue" before large bodies; the sender did not.
+  if (bodyBytes && !names.has('expect')) parts.push('-H', shellQuote('Expect:'));
 
   const text = d.body;
   if (!bodyBytes) return joinLines(parts);

@@ -123,7 +123,7 @@ function bodyView(text, b64, contentType, empty) {
 }
 
 function attemptsTable(attempts, newAttemptId) {
-  if (!attempts || !attempts.length) return h('p', { class: 'muted' }, 'Not forwarded: this address records and answers by itself.');
+  if (!attempts || !attempts.length) return h('p', { class: 'muted' }, 'No attempt to reach a local target.');
   return h('div', { class: 'table-scroll' }, h('table', { class: 'table attempts', 'data-testid': 'attempts' },
     h('caption', { class: 'sr-only' }, 'Attempts, oldest first'),
     h('thead', {}, h('tr', {}, ['#', 'Started', 'Status', 'Duration', 'Error', 'Kind'].map((c) => h('th', { scope: 'col' }, c)))),

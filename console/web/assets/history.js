@@ -61,6 +61,8 @@ export function historyPage(root, { kind, id, navigate }) {
   let detailToken = 0; // the latest detail request; older answers are dropped
   const rowEls = new Map(); // id -> <tr>, reused across renders
   const cleanups = [];
+  let expiryTimer = 0; // pending re-read of the inspector's expiry
+  cleanups.push(() => clearTimeout(expiryTimer));
   const abort = new AbortController();
 
   const head = h('section', { class: 'card page-head', 'aria-labelledby': 'page-title' },
@@ -165,7 +167,8 @@ export function historyPage(root, { kind, id, navigate }) {
         h('p', { class: 'muted small' },
           'Every request on every method and path is recorded and answered 204. ',
           info.expired ? 'This inspector expired: its address answers 503 now.'
-            : ['Expires after a day without requests (now ', h('time', { datetime: info.expiresAt }, formatFullTime(info.expiresAt)), ').']));
+            : ['Expires ', h('time', { datetime: info.expiresAt, 'data-testid': 'expires' }, formatFullTime(info.expiresAt)),
+              ' unless a request arrives; each request moves this forward.']));
       return;
     }
     const agentLine = h('div', { class: 'agent-line', 'aria-live': 'polite', 'data-testid': 'agent-status' }, agentBadge(info.agentConnected));
@@ -305,8 +308,35 @@ export function historyPage(root, { kind, id, navigate }) {
       else state.seq.set(d.id, (state.pageSeq += 1));
     }
     scheduleRender();
+    if (!old && source === 'live' && !isEndpoint) refreshExpirySoon();
     // The detail pane has more fields than a row: refetch it when the row moved on.
     if (d.id === state.selectedId && old && cmp > 0 && !state.retrying) loadDetail(d.id);
+  }
+
+  // A request moves the inspector's expiry forward: re-read it, at most
+  // once a second however many rows arrive.
+  function refreshExpirySoon() {
+    if (expiryTimer) return;
+    expiryTimer = setTimeout(async () => {
+      try {
+        const data = await request(INSPECTOR, { id }, { signal: abort.signal });
+        if (disposed || !data.inspector) return;
+        const expiredBefore = state.info.expired;
+        state.info = data.inspector;
+        const el = head.querySelector('[data-testid=expires]');
+        if (el && !state.info.expired && !expiredBefore) {
+          // Update in place so focus on the copy buttons is kept.
+          el.dateTime = state.info.expiresAt;
+          el.textContent = formatFullTime(state.info.expiresAt);
+        } else {
+          renderHead();
+        }
+      } catch {
+        // The shown expiry stays; the next request tries again.
+      } finally {
+        expiryTimer = 0;
+      }
+    }, 1000);
   }
 
   function scheduleRender() {

@@ -66,7 +66,7 @@ export function homePage(root, { navigate }) {
       h('h1', { id: 'hero-title' }, 'Catch and inspect webhooks'),
       h('p', { class: 'lead' },
         'A guest inspector gives you a public address that records every request and answers ',
-        h('code', {}, '204 No Content'), '. No account needed; it expires after a day without requests.'),
+        h('code', {}, '204 No Content'), '. No account needed; it expires once idle (a day by default).'),
       h('div', { class: 'actions' }, button),
       status,
       recent.length ? h('nav', { class: 'recent', 'aria-label': 'Recent inspectors' },
