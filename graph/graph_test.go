@@ -1,0 +1,238 @@
+package graph_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/tunnel"
+)
+
+// env is the API over the real store, views and tunnel, in process.
+type env struct {
+	c     *client.Client
+	h     http.Handler
+	store domain.EventStore
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := domain.NewCodec()
+	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), store, projections.Options{Codec: codec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewsDone := make(chan struct{})
+	go func() { _ = views.Run(ctx); close(viewsDone) }()
+	bus, err := tunnel.NewBus(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := tunnel.NewHub(tunnel.HubConfig{Store: store, Codec: codec, Logger: log, Now: time.Now, NewID: commands.NewEventID}, bus)
+	busDone := make(chan struct{})
+	go func() { _ = bus.Run(ctx); close(busDone) }()
+	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
+		store, codec, views, tunnel.NewClient(bus), hub, log)
+	h := graph.NewHandler(&graph.Resolver{
+		Service: svc, Views: views, Log: store, Hub: hub, Logger: log,
+		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
+	}, graph.ServerOptions{})
+	t.Cleanup(func() {
+		cancel()
+		<-busDone
+		<-viewsDone
+		_ = bus.Close()
+		_ = views.Close()
+		_ = store.Close()
+	})
+	return &env{c: client.New(h), h: h, store: store}
+}
+
+func code(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	for _, c := range []string{"UNAUTHENTICATED", "NOT_FOUND", "INVALID_INPUT", "RETRY_NOT_PROXY", "AGENT_NOT_CONNECTED", "PAYLOAD_INCOMPLETE", "INTERNAL"} {
+		if strings.Contains(s, `"code":"`+c+`"`) {
+			return c
+		}
+	}
+	return s
+}
+
+func TestInvalidQueriesGetErrorsNotCrashes(t *testing.T) {
+	e := newEnv(t)
+	for _, q := range []string{
+		`{`, `query { nope }`, `mutation { createInspector }`, `{ inspector(id: true) { id } }`,
+		`{ inspector { id } }`, `subscription { deliveries(address: "x") { id } }`, strings.Repeat("{", 5000),
+	} {
+		resp, err := e.c.RawPost(q)
+		switch {
+		case err != nil && (strings.Contains(err.Error(), "http 5") || !strings.Contains(err.Error(), `"errors"`)):
+			t.Errorf("%.40q: %v", q, err)
+		case err == nil && resp.Errors == nil:
+			t.Errorf("%.40q: no GraphQL error", q)
+		}
+	}
+	// A raw body that is not JSON at all.
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader("not json")))
+	if rec.Code >= 500 || !strings.Contains(rec.Body.String(), "errors") {
+		t.Fatalf("non-JSON body: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestInspectorLifecycle(t *testing.T) {
+	e := newEnv(t)
+	var created struct{ CreateInspector struct{ ID, URL string } }
+	e.c.MustPost(`mutation { createInspector { id url } }`, &created)
+	id := created.CreateInspector.ID
+	if domain.ValidateAddressID(id) != nil || created.CreateInspector.URL != "http://"+id+".localhost/" {
+		t.Fatalf("created %+v", created)
+	}
+	var got struct {
+		Inspector *struct {
+			ID         string
+			Expired    bool
+			Deliveries struct{ Nodes []struct{ ID string } }
+		}
+	}
+	e.c.MustPost(`query($id: ID!) { inspector(id: $id) { id expired deliveries { nodes { id } } } }`, &got, client.Var("id", id))
+	if got.Inspector == nil || got.Inspector.ID != id || got.Inspector.Expired || len(got.Inspector.Deliveries.Nodes) != 0 {
+		t.Fatalf("inspector %+v", got.Inspector)
+	}
+	var unknown struct{ Inspector *struct{ ID string } }
+	e.c.MustPost(`query { inspector(id: "unknownunknown") { id } }`, &unknown)
+	if unknown.Inspector != nil {
+		t.Fatalf("unknown inspector is %+v, want null", unknown.Inspector)
+	}
+	var bad struct{ Inspector struct{ Deliveries struct{ Nodes []any } } }
+	err := e.c.Post(`query($id: ID!) { inspector(id: $id) { deliveries(after: "%%%") { nodes { id } } } }`, &bad, client.Var("id", id))
+	if code(err) != "INVALID_INPUT" {
+		t.Fatalf("malformed cursor: %v", err)
+	}
+}
+
+func TestEventsArePagedInOrder(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 5; i++ {
+		e.c.MustPost(`mutation { createInspector { id } }`, &struct{ CreateInspector struct{ ID string } }{})
+	}
+	type page struct {
+		Events struct {
+			Nodes    []struct{ Position, Type, Stream, Data string }
+			PageInfo struct {
+				HasNextPage bool
+				EndCursor   *string
+			}
+		}
+	}
+	var all []string
+	var after *string
+	for {
+		var p page
+		e.c.MustPost(`query($after: String) { events(first: 2, after: $after) { nodes { position type stream data } pageInfo { hasNextPage endCursor } } }`, &p, client.Var("after", after))
+		for _, n := range p.Events.Nodes {
+			if n.Type != domain.TypeInspectorCreated || !strings.HasPrefix(n.Stream, "inspector-") || !strings.Contains(n.Data, "idle_ttl_ms") {
+				t.Fatalf("event %+v", n)
+			}
+			all = append(all, n.Position)
+		}
+		if !p.Events.PageInfo.HasNextPage {
+			break
+		}
+		after = p.Events.PageInfo.EndCursor
+	}
+	if strings.Join(all, ",") != "1,2,3,4,5" {
+		t.Fatalf("positions %v, want 1..5", all)
+	}
+	err := e.c.Post(`{ events(after: "x") { nodes { id } } }`, &struct{}{})
+	if code(err) != "INVALID_INPUT" {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}
+
+func TestRefusalCodes(t *testing.T) {
+	e := newEnv(t)
+	var su struct{ SignUp struct{ Token string } }
+	e.c.MustPost(`mutation { signUp(name: "ada") { token } }`, &su)
+	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
+	tests := []struct {
+		name  string
+		query string
+		opts  []client.Option
+		want  string
+	}{
+		{"no token", `{ endpoints { id } }`, nil, "UNAUTHENTICATED"},
+		{"bad token", `{ endpoints { id } }`, []client.Option{client.AddHeader("Authorization", "Bearer nope")}, "UNAUTHENTICATED"},
+		{"bad target", `mutation { createEndpoint(input: {name: "a", mode: PROXY, target: "10.0.0.1:80"}) { id } }`, []client.Option{auth}, "INVALID_INPUT"},
+		{"unknown endpoint", `mutation { updateEndpoint(id: "nosuchendpoint", input: {name: "b"}) { id } }`, []client.Option{auth}, "NOT_FOUND"},
+		{"unknown delete", `mutation { deleteEndpoint(id: "nosuchendpoint") }`, []client.Option{auth}, "NOT_FOUND"},
+		{"unknown retry", `mutation { retryDelivery(id: "nope") { id } }`, []client.Option{auth}, "NOT_FOUND"},
+		{"retry without token", `mutation { retryDelivery(id: "nope") { id } }`, nil, "UNAUTHENTICATED"},
+		{"empty name", `mutation { signUp(name: "  ") { token } }`, nil, "INVALID_INPUT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := e.c.Post(tt.query, &struct{}{}, tt.opts...)
+			if got := code(err); got != tt.want {
+				t.Fatalf("code %q, want %q", got, tt.want)
+			}
+		})
+	}
+	err := e.c.Post(`mutation { createEndpoint(input: {name: "a", mode: PROXY, target: "10.0.0.1:80"}) { id } }`, &struct{}{}, auth)
+	if err == nil || !strings.Contains(err.Error(), `"field":"target"`) {
+		t.Fatalf("invalid target error does not name the field: %v", err)
+	}
+}
+
+// TestSubscriptionsEndWithTheirSocket checks that a closed subscription
+// leaves no goroutine behind.
+func TestSubscriptionsEndWithTheirSocket(t *testing.T) {
+	e := newEnv(t)
+	var created struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &created)
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	ws := client.New(srv.Config.Handler)
+	before := runtime.NumGoroutine()
+	subs := make([]*client.Subscription, 0, 10)
+	for i := 0; i < 10; i++ {
+		subs = append(subs, ws.Websocket(`subscription($a: ID!) { deliveries(address: $a) { id } }`, client.Var("a", created.CreateInspector.ID)))
+	}
+	for _, s := range subs {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d after closing\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // polling for goroutines to exit
+	}
+}
