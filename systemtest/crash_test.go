@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,28 @@ import (
 // history after a restart, because the append is durable before the answer.
 func TestAnsweredDeliveriesSurviveSIGKILL(t *testing.T) {
 	r := harness.Start(t, "")
+	loadThenStop(t, r, func() { r.Kill(t) })
+}
+
+// TestSIGTERMDrainsInFlightRequests stops the server gracefully under load:
+// it exits 0 and loses no answered delivery.
+func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
+	r := harness.Start(t, "")
+	loadThenStop(t, r, func() {
+		r.Stop(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if code, err := r.ExitCode(ctx); err != nil || code != 0 {
+			t.Errorf("exit after SIGTERM: code %d, %v\n%s", code, err, r.Output())
+		}
+	})
+}
+
+// loadThenStop runs a concurrent load on an inspector, stops the server with
+// stop once the load is under way, restarts it, and checks that every
+// request answered 204 is in the history.
+func loadThenStop(t *testing.T, r *harness.Relay, stop func()) {
+	t.Helper()
 	id, _ := createInspector(t, r)
 	host := r.AddressHost(id)
 
@@ -23,7 +46,7 @@ func TestAnsweredDeliveriesSurviveSIGKILL(t *testing.T) {
 		answered = map[string]bool{}
 		count    atomic.Int64
 		wg       sync.WaitGroup
-		stop     = make(chan struct{})
+		quit     = make(chan struct{})
 	)
 	const workers, maxPerWorker = 16, 2000
 	for w := 0; w < workers; w++ {
@@ -32,7 +55,7 @@ func TestAnsweredDeliveriesSurviveSIGKILL(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < maxPerWorker; i++ {
 				select {
-				case <-stop:
+				case <-quit:
 					return
 				default:
 				}
@@ -52,8 +75,8 @@ func TestAnsweredDeliveriesSurviveSIGKILL(t *testing.T) {
 	}
 	// Kill once the load is well under way.
 	harness.Eventually(t, 60*time.Second, "300 answered requests", func() bool { return count.Load() >= 300 })
-	r.Kill(t)
-	close(stop)
+	stop()
+	close(quit)
 	wg.Wait()
 
 	r.Restart(t)
@@ -70,7 +93,7 @@ func TestAnsweredDeliveriesSurviveSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("answered before SIGKILL: %d; history after restart: %d rows", len(answered), len(got))
+	t.Logf("answered before the stop: %d; history after restart: %d rows", len(answered), len(got))
 	if missing > 0 {
 		t.Fatalf("%d answered deliveries lost", missing)
 	}
