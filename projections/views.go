@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"sync"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/sqlitedsn"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -107,22 +107,11 @@ func Open(ctx context.Context, path string, store domain.EventStore, opts Option
 	return v, nil
 }
 
-// dsn builds a file: URI so any path (spaces, '?', '#') opens as given.
+// dsn: synchronous=NORMAL is enough: the views can always be rebuilt from
+// the log, and the checkpoint commits with the rows it describes, so a lost
+// tail after a power cut is simply applied again.
 func dsn(path string, readOnly bool) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	// synchronous(NORMAL) is enough: the views can always be rebuilt from
-	// the log, and the checkpoint commits with the rows it describes, so a
-	// lost tail after a power cut is simply applied again.
-	q.Add("_pragma", "synchronous(NORMAL)")
-	if readOnly {
-		q.Add("_pragma", "query_only(1)")
-	} else {
-		q.Set("_txlock", "immediate")
-	}
-	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
-	return u.String()
+	return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal)
 }
 
 func (v *Views) openWriter(ctx context.Context, path string) error {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
 // ErrClosed is returned by calls made after Close.
@@ -134,23 +134,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// dsn builds the connection string. Every connection gets the same pragmas:
-// WAL so readers never block the writer, synchronous=FULL so a commit is on
-// disk before Append returns, and a busy timeout for the rare moment a
-// checkpoint holds a lock. Writers begin IMMEDIATE so a transaction never has
-// to upgrade its lock halfway.
+// dsn: synchronous=FULL, so a commit is on disk before Append returns.
 func dsn(path string, readOnly bool) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	if readOnly {
-		q.Add("_pragma", "query_only(1)")
-	} else {
-		q.Set("_txlock", "immediate")
-	}
-	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
-	return u.String()
+	return sqlitedsn.Build(path, readOnly, sqlitedsn.Full)
 }
 
 // LastPosition returns the position of the newest committed event, 0 when
