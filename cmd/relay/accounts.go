@@ -16,7 +16,7 @@ func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.C
 	cmd := &cobra.Command{Use: "accounts", Short: "Manage accounts (when sign-up is closed)"}
 	create := &cobra.Command{
 		Use:   "create --name NAME",
-		Short: "Create an account and print its API token (shown once)",
+		Short: "Create an account and print its API token (shown once); run it while the server is stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := bindEnv(c.Flags(), env); err != nil {
