@@ -228,11 +228,13 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) erro
 // attempt and returns the delivery once that attempt has an outcome.
 func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string) (projections.Delivery, error) {
 	view, err := s.views.Delivery(ctx, deliveryID)
-	if err != nil || view.AccountID != accountID || view.Kind != domain.AddressEndpoint {
-		if err == nil || errors.Is(err, domain.ErrNotFound) {
-			return projections.Delivery{}, domain.ErrNotFound
-		}
+	switch {
+	case err != nil:
 		return projections.Delivery{}, err
+	case view.Kind == domain.AddressInspector:
+		return projections.Delivery{}, domain.ErrRetryNotProxy // inspectors never forward
+	case view.AccountID != accountID:
+		return projections.Delivery{}, domain.ErrNotFound
 	}
 	ep, err := s.loadEndpoint(ctx, accountID, view.Address)
 	if err != nil {

@@ -2,10 +2,12 @@ package graph
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
@@ -130,7 +132,9 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID string) (<-chan *
 	return out, nil
 }
 
-// events pages through the log in order.
+// events pages through the log in order. The operator (admin token) reads
+// all of it; an account reads only the events of its own streams, so the
+// log never shows one tenant's deliveries to another.
 func (r *Resolver) events(ctx context.Context, after string, first int) (*model.EventConnection, error) {
 	var from uint64
 	if after != "" {
@@ -148,26 +152,106 @@ func (r *Resolver) events(ctx context.Context, after string, first int) (*model.
 	case first > 1000:
 		first = 1000
 	}
-	evs, err := r.Log.ReadAll(ctx, from, first+1)
+	visible, err := r.eventFilter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := &model.EventConnection{PageInfo: &model.PageInfo{}, Edges: []*model.EventEdge{}, Nodes: []*model.Event{}}
+	// Scan at most scanLimit events per call so a filtered page stays cheap;
+	// endCursor says where the next call resumes.
+	const batch, scanLimit = 500, 10000
+	scanned, cursor := 0, from
+scan:
+	for scanned < scanLimit {
+		evs, err := r.Log.ReadAll(ctx, cursor, batch)
+		if err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		for _, e := range evs {
+			if len(conn.Nodes) == first {
+				break scan
+			}
+			scanned++
+			cursor = e.Position
+			ok, err := visible(ctx, e.Stream)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				n := toEvent(e)
+				conn.Edges = append(conn.Edges, &model.EventEdge{Cursor: n.Position, Node: n})
+				conn.Nodes = append(conn.Nodes, n)
+			}
+		}
+		if len(evs) < batch {
+			break
+		}
+	}
+	more, err := r.Log.ReadAll(ctx, cursor, 1)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	conn := &model.EventConnection{PageInfo: &model.PageInfo{HasNextPage: len(evs) > first}}
-	if len(evs) > first {
-		evs = evs[:first]
-	}
-	conn.Edges = make([]*model.EventEdge, 0, len(evs))
-	conn.Nodes = make([]*model.Event, 0, len(evs))
-	for _, e := range evs {
-		n := toEvent(e)
-		conn.Edges = append(conn.Edges, &model.EventEdge{Cursor: n.Position, Node: n})
-		conn.Nodes = append(conn.Nodes, n)
-	}
-	if len(evs) > 0 {
-		end := conn.Nodes[len(evs)-1].Position
+	conn.PageInfo.HasNextPage = len(more) > 0
+	if cursor > from {
+		end := strconv.FormatUint(cursor, 10)
 		conn.PageInfo.EndCursor = &end
 	}
 	return conn, nil
+}
+
+// eventFilter returns which streams the caller may read.
+func (r *Resolver) eventFilter(ctx context.Context) (func(context.Context, string) (bool, error), error) {
+	tok, _ := ctx.Value(tokenKey).(string)
+	if r.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(r.AdminToken)) == 1 {
+		return func(context.Context, string) (bool, error) { return true, nil }, nil
+	}
+	acc, err := r.account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cache := map[string]bool{}
+	return func(ctx context.Context, stream string) (bool, error) {
+		if v, ok := cache[stream]; ok {
+			return v, nil
+		}
+		v, err := r.ownsStream(ctx, acc.ID, stream)
+		if err != nil {
+			return false, err
+		}
+		cache[stream] = v
+		return v, nil
+	}, nil
+}
+
+// ownsStream tells whether a stream belongs to the account.
+func (r *Resolver) ownsStream(ctx context.Context, accountID, stream string) (bool, error) {
+	kind, id, _ := strings.Cut(stream, "-")
+	var owner string
+	switch kind {
+	case "account":
+		return id == accountID, nil
+	case "endpoint", "agent":
+		ep, err := r.Views.Endpoint(ctx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		owner = ep.AccountID
+	case "delivery":
+		d, err := r.Views.Delivery(ctx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		owner = d.AccountID
+	default:
+		return false, nil
+	}
+	return owner != "" && owner == accountID, nil
 }
 
 func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {

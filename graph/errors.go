@@ -53,6 +53,11 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			code = "INTERNAL"
 		}
 		ge.Extensions["code"] = code
+		if code == "NOT_FOUND" {
+			// One message for every absent thing: an unknown id and another
+			// account's id must read the same.
+			ge.Message = "not found"
+		}
 		var inv *domain.InvalidInputError
 		if errors.As(err, &inv) {
 			ge.Extensions["field"] = inv.Field

@@ -21,6 +21,8 @@ import (
 	"github.com/relayhq/relay/tunnel"
 )
 
+const adminToken = "operator-secret"
+
 // env is the API over the real store, views and tunnel, in process.
 type env struct {
 	c     *client.Client
@@ -54,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
 		store, codec, views, tunnel.NewClient(bus), hub, log)
 	h := graph.NewHandler(&graph.Resolver{
-		Service: svc, Views: views, Log: store, Hub: hub, Logger: log,
+		Service: svc, Views: views, Log: store, Hub: hub, Logger: log, AdminToken: adminToken,
 		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
 	}, graph.ServerOptions{})
 	t.Cleanup(func() {
@@ -127,7 +129,9 @@ func TestInspectorLifecycle(t *testing.T) {
 	if unknown.Inspector != nil {
 		t.Fatalf("unknown inspector is %+v, want null", unknown.Inspector)
 	}
-	var bad struct{ Inspector struct{ Deliveries struct{ Nodes []any } } }
+	var bad struct {
+		Inspector struct{ Deliveries struct{ Nodes []any } }
+	}
 	err := e.c.Post(`query($id: ID!) { inspector(id: $id) { deliveries(after: "%%%") { nodes { id } } } }`, &bad, client.Var("id", id))
 	if code(err) != "INVALID_INPUT" {
 		t.Fatalf("malformed cursor: %v", err)
@@ -152,7 +156,8 @@ func TestEventsArePagedInOrder(t *testing.T) {
 	var after *string
 	for {
 		var p page
-		e.c.MustPost(`query($after: String) { events(first: 2, after: $after) { nodes { position type stream data } pageInfo { hasNextPage endCursor } } }`, &p, client.Var("after", after))
+		e.c.MustPost(`query($after: String) { events(first: 2, after: $after) { nodes { position type stream data } pageInfo { hasNextPage endCursor } } }`, &p,
+			client.Var("after", after), client.AddHeader("Authorization", "Bearer "+adminToken))
 		for _, n := range p.Events.Nodes {
 			if n.Type != domain.TypeInspectorCreated || !strings.HasPrefix(n.Stream, "inspector-") || !strings.Contains(n.Data, "idle_ttl_ms") {
 				t.Fatalf("event %+v", n)
@@ -167,9 +172,41 @@ func TestEventsArePagedInOrder(t *testing.T) {
 	if strings.Join(all, ",") != "1,2,3,4,5" {
 		t.Fatalf("positions %v, want 1..5", all)
 	}
-	err := e.c.Post(`{ events(after: "x") { nodes { id } } }`, &struct{}{})
+	err := e.c.Post(`{ events(after: "x") { nodes { id } } }`, &struct{}{}, client.AddHeader("Authorization", "Bearer "+adminToken))
 	if code(err) != "INVALID_INPUT" {
 		t.Fatalf("bad cursor: %v", err)
+	}
+	if err := e.c.Post(`{ events { nodes { id } } }`, &struct{}{}); code(err) != "UNAUTHENTICATED" {
+		t.Fatalf("log without a token: %v", err)
+	}
+}
+
+// TestAccountsReadOnlyTheirOwnEvents: an account's view of the log holds
+// its own streams and nothing of guests or other accounts.
+func TestAccountsReadOnlyTheirOwnEvents(t *testing.T) {
+	e := newEnv(t)
+	e.c.MustPost(`mutation { createInspector { id } }`, &struct{ CreateInspector struct{ ID string } }{})
+	tokens := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		var su struct{ SignUp struct{ Token string } }
+		e.c.MustPost(`mutation($n: String!) { signUp(name: $n) { token } }`, &su, client.Var("n", name))
+		tokens[name] = su.SignUp.Token
+		e.c.MustPost(`mutation { createEndpoint(input: {name: "x", mode: LOG}) { id } }`, &struct{ CreateEndpoint struct{ ID string } }{},
+			client.AddHeader("Authorization", "Bearer "+su.SignUp.Token))
+	}
+	for name, tok := range tokens {
+		var p struct {
+			Events struct{ Nodes []struct{ Type, Data string } }
+		}
+		e.c.MustPost(`{ events(first: 100) { nodes { type data } } }`, &p, client.AddHeader("Authorization", "Bearer "+tok))
+		var types []string
+		for _, n := range p.Events.Nodes {
+			types = append(types, n.Type)
+		}
+		want := domain.TypeAccountCreated + "," + domain.TypeTokenIssued + "," + domain.TypeEndpointCreated
+		if strings.Join(types, ",") != want {
+			t.Errorf("account %s reads %v, want %s", name, types, want)
+		}
 	}
 }
 

@@ -25,4 +25,6 @@ type Resolver struct {
 	// PublicURL turns an address id into its public URL.
 	PublicURL func(id string) string
 	Logger    *slog.Logger
+	// AdminToken, when set, lets the operator read the whole event log.
+	AdminToken string
 }

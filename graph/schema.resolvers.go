@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/relayhq/relay/domain"
-
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 )

@@ -168,7 +168,12 @@ func TestInspectorRecordsEveryRequestExactly(t *testing.T) {
 			t.Errorf("X-Repeat = %q, want [first second]", v)
 		}
 	}
-	full := history(t, r, id, 100)
+	// The views follow the log asynchronously: wait until they hold every row.
+	var full []delivery
+	harness.Eventually(t, 10*time.Second, "history to hold every request", func() bool {
+		full = history(t, r, id, 100)
+		return len(full) == len(sent)
+	})
 	check(t, full)
 
 	// Paging in small pages yields the same rows: no overlap, no gap.

@@ -36,6 +36,7 @@ type serveConfig struct {
 	MaxBody        byteSize
 	ForwardTimeout time.Duration
 	Signup         bool
+	AdminToken     string
 	LogLevel       string
 	PublicPort     int
 	ShutdownGrace  time.Duration
@@ -54,6 +55,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond)")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", 30*time.Second, "how long a forward may take before the sender gets 504")
 	fs.BoolVar(&c.Signup, "signup", true, "allow anyone to sign up (false: tokens come from `relay accounts create`)")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "token that reads the whole event log through the events query (operators and auditors)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs one line per delivery)")
 	fs.IntVar(&c.PublicPort, "public-port", 0, "port in public URLs when a proxy in front listens elsewhere (default: the listen port)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")

@@ -15,20 +15,11 @@ type Agent struct {
 	done chan struct{}
 }
 
-// StartAgent runs the real agent for an Endpoint, forwarding to target.
+// StartAgent runs the real agent for an Endpoint, forwarding to target. The
+// server URL names 127.0.0.1: an IP host reaches the bare domain.
 func (r *Relay) StartAgent(t testing.TB, token, endpointID, target string) *Agent {
 	t.Helper()
-	a := &Agent{out: &syncBuffer{}, done: make(chan struct{})}
-	a.cmd = exec.Command(Binary(t), "agent", "--server", "http://127.0.0.1:"+strconv.Itoa(r.Port), // an IP host reaches the bare domain
-		"--token", token, "--endpoint", endpointID, "--target", target)
-	a.cmd.Stdout = a.out
-	a.cmd.Stderr = a.out
-	if err := a.cmd.Start(); err != nil {
-		t.Fatalf("start agent: %v", err)
-	}
-	go func() { _ = a.cmd.Wait(); close(a.done) }()
-	t.Cleanup(func() { a.Stop(t) })
-	return a
+	return r.StartAgentVia(t, "http://127.0.0.1:"+strconv.Itoa(r.Port), token, endpointID, target)
 }
 
 // Output is what the agent printed.

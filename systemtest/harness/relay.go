@@ -55,25 +55,35 @@ func (r *Relay) start(t testing.TB) {
 		if r.Port == 0 || attempt > 0 {
 			r.Port = FreePort(t)
 		}
-		args := append([]string{"serve", "--listen", "127.0.0.1:" + strconv.Itoa(r.Port), "--domain", "localhost", "--data", r.Data}, r.args...)
-		r.out = &syncBuffer{}
-		r.cmd = exec.Command(r.bin, args...)
-		r.cmd.Stdout = r.out
-		r.cmd.Stderr = r.out
-		if err := r.cmd.Start(); err != nil {
-			t.Fatalf("start relay: %v", err)
-		}
-		r.done = make(chan struct{})
-		go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
-		if r.waitHealthy(30 * time.Second) {
+		if r.launch(t) {
 			return
-		}
-		r.Kill(t)
-		if !bytes.Contains(r.out.Bytes(), []byte("address already in use")) {
-			t.Fatalf("relay did not become healthy:\n%s", r.out.String())
 		}
 	}
 	t.Fatalf("relay could not find a free port")
+}
+
+// launch starts `relay serve` on r.Port and waits for it to be healthy. It
+// reports false when the port was taken; any other failure ends the test.
+func (r *Relay) launch(t testing.TB) bool {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:" + strconv.Itoa(r.Port), "--domain", "localhost", "--data", r.Data}, r.args...)
+	r.out = &syncBuffer{}
+	r.cmd = exec.Command(r.bin, args...)
+	r.cmd.Stdout = r.out
+	r.cmd.Stderr = r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("start relay: %v", err)
+	}
+	r.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
+	if r.waitHealthy(30 * time.Second) {
+		return true
+	}
+	r.Kill(t)
+	if !bytes.Contains(r.out.Bytes(), []byte("address already in use")) {
+		t.Fatalf("relay did not become healthy:\n%s", r.out.String())
+	}
+	return false
 }
 
 func (r *Relay) waitHealthy(limit time.Duration) bool {

@@ -1,0 +1,116 @@
+package systemtest
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// echoPath answers 200 with the request target.
+var echoPath = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprint(w, "local "+r.RequestURI)
+})
+
+// forwardOK sends one request and reports whether the local handler answered it.
+func (p *proxyRig) forwardOK(t *testing.T, path string) bool {
+	t.Helper()
+	resp := p.send(t, "POST", path, nil, []byte("{}"))
+	return resp.Status == 200 && string(resp.Body) == "local "+path
+}
+
+// TestAgentKilledAndRestarted: a SIGKILLed agent is noticed within seconds
+// (503, agentConnected false); a new agent restores forwarding without a
+// server restart.
+func TestAgentKilledAndRestarted(t *testing.T) {
+	t.Parallel()
+	p := startProxyRig(t, echoPath, false)
+	pid := p.r.PID()
+	if !p.forwardOK(t, "/before") {
+		t.Fatalf("forwarding does not work with the agent connected")
+	}
+
+	p.agent.Kill()
+	var last harness.Response
+	harness.Eventually(t, 15*time.Second, "503 after the agent was killed", func() bool {
+		last = p.send(t, "POST", "/after-kill", nil, nil)
+		return last.Status == 503
+	})
+	if !strings.HasPrefix(string(last.Body), "No agent for client") {
+		t.Errorf("503 body %q, want No agent for client", last.Body)
+	}
+	waitAgent(t, p.r, p.acct.Token, p.ep.ID, false)
+	if d := deliveryAt(t, p.r, p.acct.Token, p.ep.ID, "/after-kill"); *d.ResponseStatus != 503 {
+		t.Errorf("recorded %d for a request answered 503", *d.ResponseStatus)
+	}
+
+	startAgentFor(t, p.r, p.acct.Token, p.ep.ID, p.target)
+	if !p.forwardOK(t, "/after-restart") {
+		t.Fatalf("forwarding does not work with a new agent")
+	}
+	if p.r.PID() != pid || p.r.Exited() {
+		t.Fatalf("the relay was restarted")
+	}
+}
+
+// TestAgentReconnectsAfterServerRestart: the same agent process finds the
+// relay again after a clean restart and forwarding resumes.
+func TestAgentReconnectsAfterServerRestart(t *testing.T) {
+	t.Parallel()
+	p := startProxyRig(t, echoPath, false)
+	if !p.forwardOK(t, "/before") {
+		t.Fatalf("forwarding does not work with the agent connected")
+	}
+	port := p.r.Port
+	p.r.Stop(t)
+	p.r.RestartSamePort(t)
+	if p.r.Port != port {
+		t.Fatalf("relay moved from port %d to %d; the agent cannot follow", port, p.r.Port)
+	}
+	waitAgent(t, p.r, p.acct.Token, p.ep.ID, true)
+	if !p.forwardOK(t, "/after") {
+		t.Fatalf("forwarding did not resume after the restart:\nagent:\n%s", p.agent.Output())
+	}
+	if n := strings.Count(p.agent.Output(), "connected to "); n < 2 {
+		t.Errorf("agent reports %d connections, want a reconnect by the same process:\n%s", n, p.agent.Output())
+	}
+}
+
+// TestAgentSeveralShareWork: two agents on one Endpoint both get work.
+func TestAgentSeveralShareWork(t *testing.T) {
+	t.Parallel()
+	p := startProxyRig(t, echoPath, false)
+	second := p.r.StartAgent(t, p.acct.Token, p.ep.ID, p.target)
+	harness.Eventually(t, 15*time.Second, "two agent sessions", func() bool {
+		n := 0
+		for _, typ := range streamTypes(logEvents(t, p.r, p.acct.Token), "agent-"+p.ep.ID) {
+			switch typ {
+			case "agent.connected.v1":
+				n++
+			case "agent.disconnected.v1":
+				n--
+			}
+		}
+		return n == 2
+	})
+
+	const total = 20
+	for i := 0; i < total; i++ {
+		if path := fmt.Sprintf("/work/%02d", i); !p.forwardOK(t, path) {
+			t.Fatalf("request %s was not forwarded", path)
+		}
+	}
+	lines := func(a *harness.Agent) int { return strings.Count(a.Output(), " → 200") }
+	harness.Eventually(t, 10*time.Second, "agents to print their forwards", func() bool {
+		return lines(p.agent)+lines(second) >= total
+	})
+	first, other := lines(p.agent), lines(second)
+	if first == 0 || other == 0 || first+other != total {
+		t.Fatalf("forwards per agent: %d and %d, want both > 0 and %d in all\nfirst:\n%s\nsecond:\n%s",
+			first, other, total, p.agent.Output(), second.Output())
+	}
+	t.Logf("forwards per agent: %d and %d", first, other)
+}

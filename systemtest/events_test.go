@@ -1,0 +1,84 @@
+package systemtest
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// TestEventsFlowOfProxiedDelivery: the log tells a proxied delivery's
+// story in order, tied together by correlation and causation, and records
+// agent sessions.
+func TestEventsFlowOfProxiedDelivery(t *testing.T) {
+	t.Parallel()
+	p := startProxyRig(t, echoPath, false)
+	if !p.forwardOK(t, "/story") {
+		t.Fatalf("forward failed")
+	}
+	d := deliveryAt(t, p.r, p.acct.Token, p.ep.ID, "/story")
+	stream := "delivery-" + d.ID
+
+	var mine []logEvent
+	for _, e := range logEvents(t, p.r, p.acct.Token) {
+		if e.Stream == stream {
+			mine = append(mine, e)
+		}
+	}
+	var types []string
+	for _, e := range mine {
+		types = append(types, e.Type)
+	}
+	want := []string{"delivery.received.v1", "forward.requested.v1", "forward.responded.v1"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events of %s = %v, want %v", stream, types, want)
+	}
+	for _, e := range mine {
+		if e.CorrelationID == nil || *e.CorrelationID != d.ID {
+			t.Errorf("%s: correlationId %s, want the delivery id %s", e.Type, strp(e.CorrelationID), d.ID)
+		}
+	}
+	if c := mine[2].CausationID; c == nil || *c != mine[1].ID {
+		t.Errorf("forward.responded.v1 caused by %s, want the forward.requested.v1 event %s", strp(c), mine[1].ID)
+	}
+	var responded struct {
+		AttemptID string `json:"attempt_id"`
+		Status    int    `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(mine[2].Data), &responded); err != nil || responded.Status != 200 || responded.AttemptID != d.Attempts[0].ID {
+		t.Errorf("forward.responded.v1 data %s, want status 200 for attempt %s", mine[2].Data, d.Attempts[0].ID)
+	}
+
+	// The agent's session: connected now, disconnected once it stops.
+	p.agent.Stop(t)
+	agentStream := "agent-" + p.ep.ID
+	var sessions []logEvent
+	harness.Eventually(t, 15*time.Second, "agent.disconnected.v1 on "+agentStream, func() bool {
+		sessions = sessions[:0]
+		for _, e := range logEvents(t, p.r, p.acct.Token) {
+			if e.Stream == agentStream {
+				sessions = append(sessions, e)
+			}
+		}
+		return len(sessions) >= 2
+	})
+	if len(sessions) != 2 || sessions[0].Type != "agent.connected.v1" || sessions[1].Type != "agent.disconnected.v1" {
+		t.Fatalf("events of %s = %+v, want connected then disconnected", agentStream, sessions)
+	}
+	agentOf := func(e logEvent) string {
+		var v struct {
+			AgentID    string `json:"agent_id"`
+			EndpointID string `json:"endpoint_id"`
+		}
+		_ = json.Unmarshal([]byte(e.Data), &v)
+		if v.EndpointID != p.ep.ID {
+			t.Errorf("%s names endpoint %q, want %s", e.Type, v.EndpointID, p.ep.ID)
+		}
+		return v.AgentID
+	}
+	if a, b := agentOf(sessions[0]), agentOf(sessions[1]); a == "" || a != b {
+		t.Errorf("session events name agents %q and %q, want the same one", a, b)
+	}
+}
