@@ -24,6 +24,7 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/tunnel"
 )
@@ -164,7 +165,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken,
 	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
 
+	met := metrics.New()
+	met.Positions(a.store.LastPosition, a.views.Position)
 	bare := http.NewServeMux()
+	bare.Handle("/metrics", met.Handler())
 	bare.Handle("/graphql", gql)
 	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
 	bare.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +185,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
 	})
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
-	srv := &http.Server{Handler: in.Handler(), DisableGeneralOptionsHandler: true, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	area := func(r *http.Request) string {
+		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Domain); isBare {
+			return "api"
+		}
+		return "address"
+	}
+	srv := &http.Server{Handler: met.Instrument(in.Handler(), area), DisableGeneralOptionsHandler: true, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -1,0 +1,112 @@
+package metrics
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the registry and the instruments.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// New registers the relay's instruments and the Go runtime's.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_http_requests_total",
+			Help: "HTTP requests answered, by area (address: public addresses, api: the bare domain) and status code.",
+		}, []string{"area", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "relay_http_request_duration_seconds",
+			Help:    "Time from request to answer, by area; for addresses it includes the durable append and any forward.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"area"}),
+	}
+	m.reg.MustRegister(m.requests, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Positions reports the log's and the views' positions; their difference is
+// how far the history lags behind what was appended.
+func (m *Metrics) Positions(logPosition func(context.Context) (uint64, error), viewsPosition func() uint64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relay_log_position", Help: "Position of the newest event in the log."},
+			func() float64 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				p, err := logPosition(ctx)
+				if err != nil {
+					return -1
+				}
+				return float64(p)
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relay_views_position", Help: "Position the views have applied."},
+			func() float64 { return float64(viewsPosition()) }),
+	)
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Instrument counts and times every request through next; area names the
+// request's kind from its Host.
+func (m *Metrics) Instrument(next http.Handler, area func(*http.Request) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		a := area(r)
+		m.requests.WithLabelValues(a, strconv.Itoa(rec.code)).Inc()
+		m.duration.WithLabelValues(a).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wroteHeader {
+		s.code, s.wroteHeader = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Hijack hands the connection over for WebSocket upgrades (gorilla asserts
+// http.Hijacker directly). A hijacked request counts as 101.
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("hijack: %T is not an http.Hijacker", s.ResponseWriter)
+	}
+	s.code, s.wroteHeader = http.StatusSwitchingProtocols, true
+	return h.Hijack()
+}
+
+// Flush passes streaming writes on.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,42 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/relayhq/relay/metrics"
+)
+
+func TestInstrumentCountsByAreaAndCode(t *testing.T) {
+	m := metrics.New()
+	m.Positions(func(context.Context) (uint64, error) { return 42, nil }, func() uint64 { return 40 })
+	h := m.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}), func(r *http.Request) string { return "address" })
+	for _, p := range []string{"/a", "/b", "/missing"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, p, nil))
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`relay_http_requests_total{area="address",code="204"} 2`,
+		`relay_http_requests_total{area="address",code="503"} 1`,
+		`relay_http_request_duration_seconds_count{area="address"} 3`,
+		`relay_log_position 42`,
+		`relay_views_position 40`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
