@@ -103,7 +103,14 @@ func (s *Subscription) Err(t testing.TB, timeout time.Duration) error {
 		if ok {
 			t.Fatalf("expected a refusal, got data %s", d)
 		}
-		return fmt.Errorf("closed")
+		// The server completes right after the error; read() queued the
+		// error before closing next, so it is waiting here.
+		select {
+		case err := <-s.errs:
+			return err
+		default:
+			return fmt.Errorf("closed")
+		}
 	case <-time.After(timeout):
 		t.Fatalf("no refusal within %s", timeout)
 	}
