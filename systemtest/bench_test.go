@@ -94,8 +94,9 @@ func (t benchTarget) load(n, c int) harness.LoadResult {
 
 // benchRun is one measured load of one target.
 type benchRun struct {
-	res harness.LoadResult
-	cpu harness.CPUUsage // PerPID[0] is this process, then t.procs in order
+	res     harness.LoadResult
+	cpu     harness.CPUUsage // PerPID[0] is this process, then t.procs in order
+	written []int64          // bytes each of t.procs had written to storage
 }
 
 // measure loads t and reads the CPU it cost, including the work the servers
@@ -106,6 +107,18 @@ func measure(b *testing.B, t benchTarget, n, c int) benchRun {
 	for _, p := range t.procs {
 		pids = append(pids, p.pid)
 	}
+	written := func() []int64 {
+		out := make([]int64, len(t.procs))
+		for i, p := range t.procs {
+			n, err := harness.ProcWrittenBytes(p.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[i] = n
+		}
+		return out
+	}
+	before := written()
 	m, err := harness.StartCPU(pids...)
 	if err != nil {
 		b.Fatal(err)
@@ -127,7 +140,11 @@ func measure(b *testing.B, t benchTarget, n, c int) benchRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return benchRun{res: res, cpu: cpu}
+	after := written()
+	for i := range after {
+		after[i] -= before[i]
+	}
+	return benchRun{res: res, cpu: cpu, written: after}
 }
 
 // warm sends a short load to every target once, so that connections,
@@ -149,14 +166,18 @@ func reportLatency(b *testing.B, name string, r benchRun) {
 	b.ReportMetric(ms(r.res.P99), name+"-p99-ms")
 }
 
-// reportCPU reports CPU-ms per 1000 requests of each process of a run, and
-// how busy the rest of the machine was meanwhile (in % of all cores).
+// reportCPU reports CPU-ms per 1000 requests of each process of a run, the
+// storage writes per request of those that write, and how busy the rest of
+// the machine was meanwhile (in % of all cores).
 func reportCPU(b *testing.B, t benchTarget, r benchRun) {
 	b.Helper()
 	per1k := func(d time.Duration) float64 { return ms(d) * 1000 / float64(r.res.Requests) }
 	b.ReportMetric(per1k(r.cpu.PerPID[0]), "loadgen-cpu-ms/1k")
 	for i, p := range t.procs {
 		b.ReportMetric(per1k(r.cpu.PerPID[i+1]), p.name+"-cpu-ms/1k")
+		if r.written[i] > 0 {
+			b.ReportMetric(float64(r.written[i])/1024/float64(r.res.Requests), p.name+"-disk-KiB/req")
+		}
 	}
 	b.ReportMetric(100*r.cpu.Others().Seconds()/(r.cpu.Wall.Seconds()*float64(runtime.NumCPU())), "others-cpu-%")
 }

@@ -6,9 +6,8 @@ import (
 )
 
 // StartAgentVia runs the real agent for an Endpoint with an explicit
-// --server URL, forwarding to target. Pass r.BareURL(): the relay serves
-// GraphQL (and the agent's WebSocket) only on its bare domain, so a server
-// URL naming 127.0.0.1 is answered like an unknown public address (503).
+// --server URL, forwarding to target: tests of how the agent reaches the
+// relay (bare domain, IP literal, wrong host) choose the URL themselves.
 func (r *Relay) StartAgentVia(t testing.TB, serverURL, token, endpointID, target string) *Agent {
 	t.Helper()
 	a := &Agent{out: &syncBuffer{}, done: make(chan struct{})}

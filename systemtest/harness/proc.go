@@ -61,6 +61,26 @@ func ProcRSSKiB(pid int) (int, error) {
 	return 0, fmt.Errorf("read rss of %d: no VmRSS line", pid)
 }
 
+// ProcWrittenBytes is how many bytes a process has caused to be written to
+// storage so far (write_bytes in /proc/<pid>/io): its files, WALs and
+// checkpoints, as the block layer saw them.
+func ProcWrittenBytes(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read io of %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read io of %d: %w", pid, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("read io of %d: no write_bytes line", pid)
+}
+
 // MachineCPU is the busy CPU time of the whole machine (every core, every
 // process) so far, from the first line of /proc/stat: everything but idle,
 // iowait and steal (time the hypervisor gave to other machines).

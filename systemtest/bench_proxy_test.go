@@ -1,0 +1,103 @@
+package systemtest
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// benchLocalAnswer is what the local handler of the proxy benchmark answers.
+var benchLocalAnswer = []byte(`{"received":true}`)
+
+// BenchmarkProxy compares a PROXY Endpoint — sender → relay → real agent
+// process → local handler and back — with the same local handler called
+// directly: same client, same 1 KiB JSON body, same machine, same run. Each
+// op is one request to each. It reports the rate and latency of both, the
+// p50 the relay path adds, and the CPU the relay and the agent spend per
+// 1000 requests.
+//
+//	go test -run '^$' -bench Proxy -benchtime 5000x -timeout 30m ./systemtest
+func BenchmarkProxy(b *testing.B) {
+	local := benchServer(b, http.StatusOK, benchLocalAnswer)
+	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
+
+	r := harness.Start(b, "")
+	token, endpointID := benchProxyEndpoint(b, r, local)
+	agent := r.StartAgent(b, token, endpointID, local)
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("agent output (last lines):\n%s", benchTail(agent.Output(), 20))
+		}
+	})
+	harness.Eventually(b, 30*time.Second, "the agent to connect", func() bool {
+		var out struct{ Endpoint struct{ AgentConnected bool } }
+		r.MustGraphQL(b, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": endpointID}, &out)
+		return out.Endpoint.AgentConnected
+	})
+	proxy := benchTarget{
+		name: "proxy", addr: "127.0.0.1:" + strconv.Itoa(r.Port), host: r.AddressHost(endpointID), want: http.StatusOK,
+		procs: []benchProc{{"relay", r.PID()}, {"agent", agent.PID()}},
+	}
+	benchCheckProxied(b, proxy)
+
+	for _, c := range []int{1, 16, 64} {
+		warmed := false
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			if !warmed {
+				warm(b, c, direct, proxy)
+				warmed = true
+			}
+			base := measure(b, direct, b.N, c)
+			got := measure(b, proxy, b.N, c)
+			reportLatency(b, direct.name, base)
+			reportLatency(b, proxy.name, got)
+			b.ReportMetric(got.res.RPS()/base.res.RPS(), "proxy/direct")
+			b.ReportMetric(ms(got.res.P50-base.res.P50), "p50-overhead-ms")
+			reportCPU(b, proxy, got)
+			b.ReportMetric(0, "ns/op") // the op is two loads; its time means nothing
+		})
+	}
+}
+
+// benchTail is the last n lines of s.
+func benchTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// benchProxyEndpoint signs up and creates a PROXY Endpoint to target; it
+// returns the account's token and the Endpoint's id.
+func benchProxyEndpoint(b *testing.B, r *harness.Relay, target string) (token, id string) {
+	b.Helper()
+	var up struct{ SignUp struct{ Token string } }
+	r.MustGraphQL(b, "", `mutation{ signUp(name: "bench"){ token } }`, nil, &up)
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	r.MustGraphQL(b, up.SignUp.Token, `mutation($t: String!){ createEndpoint(input: {name: "bench", mode: PROXY, target: $t}){ id } }`,
+		map[string]any{"t": target}, &ep)
+	return up.SignUp.Token, ep.CreateEndpoint.ID
+}
+
+// benchCheckProxied sends one request through the relay and checks that the
+// local handler's answer came back unchanged, so the benchmark measures a
+// working path.
+func benchCheckProxied(b *testing.B, proxy benchTarget) {
+	b.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+proxy.addr+"/webhooks/check", bytes.NewReader(jsonBody))
+	req.Host = proxy.host
+	resp, err := harness.Client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, benchLocalAnswer) {
+		b.Fatalf("proxied answer: %s %q, want 200 %q", resp.Status, body, benchLocalAnswer)
+	}
+}
