@@ -16,6 +16,14 @@ var (
 	buildOut  []byte
 )
 
+// RemoveBinary deletes the built binary's folder; call it from TestMain
+// after m.Run so test runs leave nothing behind.
+func RemoveBinary() {
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+}
+
 // ModuleRoot is the repository root (where go.mod is).
 func ModuleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
