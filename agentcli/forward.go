@@ -47,7 +47,7 @@ func newForwarder(target string, timeout time.Duration) *forwarder {
 	transport := &http.Transport{
 		Proxy:               nil, // the target is local; a proxy from the environment must not see it
 		DisableCompression:  true,
-		MaxIdleConnsPerHost: 16,
+		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &forwarder{

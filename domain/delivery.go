@@ -101,6 +101,16 @@ func (d *Delivery) apply(e Event) {
 	}
 }
 
+// ResumeAttempt returns a delivery that knows only that attemptID was
+// requested by the event at revision, which is enough to record that
+// attempt's outcome without replaying the stream. Its Expected() is
+// Exact(revision): if anything was appended since, the append is refused
+// and the caller replays the stream with LoadDelivery instead.
+func ResumeAttempt(deliveryID, attemptID string, revision uint64) *Delivery {
+	d := &Delivery{aggregate: aggregate{version: int64(revision)}, id: deliveryID, pending: map[string]bool{attemptID: true}, attempts: 1}
+	return d
+}
+
 // ID, Address, Kind, AccountID and Complete describe the delivery.
 func (d *Delivery) ID() string                    { return d.id }
 func (d *Delivery) Address() string               { return d.address }

@@ -250,3 +250,16 @@ func TestDomainIsPure(t *testing.T) {
 		}
 	}
 }
+
+func TestResumeAttemptAppendsRightAfterTheRequest(t *testing.T) {
+	d := domain.ResumeAttempt("d1", "a1", 1)
+	d.RecordResponse(domain.ForwardResponded{AttemptID: "a1", Status: 200})
+	d.RecordResponse(domain.ForwardResponded{AttemptID: "a2", Status: 200})
+	ch := d.Changes()
+	if len(ch) != 1 || ch[0].(domain.ForwardResponded).DeliveryID != "d1" {
+		t.Fatalf("changes = %+v", ch)
+	}
+	if d.Expected() != domain.Exact(1) {
+		t.Fatalf("expected %v, want revision 1 (the request's)", d.Expected())
+	}
+}

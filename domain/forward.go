@@ -17,6 +17,12 @@ type ForwardCommand struct {
 	Timeout         time.Duration `json:"timeout"`
 	CaptureResponse bool          `json:"capture_response"`
 	CorrelationID   string        `json:"correlation_id"`
+	// RequestEventID and RequestRevision name the ForwardRequested event of
+	// this attempt in the delivery stream, so the outcome can be appended
+	// right after it without replaying the stream (see ResumeAttempt).
+	// Empty RequestEventID: unknown, replay the stream.
+	RequestEventID  string `json:"request_event_id,omitempty"`
+	RequestRevision uint64 `json:"request_revision,omitempty"`
 }
 
 // ForwardOutcome is how an attempt ended: the local answer (Error empty), or

@@ -14,6 +14,7 @@ type ctxKey int
 const (
 	tokenKey ctxKey = iota
 	connKey
+	accountKey
 )
 
 // WithToken puts the bearer token of an HTTP request in its context.
@@ -37,9 +38,12 @@ func bearer(v string) (string, bool) {
 
 // withConnection marks a WebSocket connection: its token and an id that
 // names the agent session it may carry.
-func withConnection(ctx context.Context, token, connID string) context.Context {
+func (r *Resolver) withConnection(ctx context.Context, token, connID string) context.Context {
 	if token != "" {
 		ctx = context.WithValue(ctx, tokenKey, token)
+		if acc, err := r.Service.Authenticate(ctx, token); err == nil {
+			ctx = context.WithValue(ctx, accountKey, acc)
+		}
 	}
 	return context.WithValue(ctx, connKey, connID)
 }
@@ -49,8 +53,13 @@ func connectionID(ctx context.Context) string {
 	return id
 }
 
-// account returns the signed-in account or ErrUnauthenticated.
+// account returns the signed-in account or ErrUnauthenticated. A WebSocket
+// connection is authenticated once, at connection_init, so an agent's
+// answers do not pay for a token lookup each.
 func (r *Resolver) account(ctx context.Context) (projections.Account, error) {
+	if acc, ok := ctx.Value(accountKey).(projections.Account); ok {
+		return acc, nil
+	}
 	tok, _ := ctx.Value(tokenKey).(string)
 	if tok == "" {
 		return projections.Account{}, domain.ErrUnauthenticated

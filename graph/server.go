@@ -50,7 +50,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		},
 		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			tok, _ := bearer(p.Authorization())
-			return withConnection(ctx, tok, commands.NewEventID()), nil, nil
+			return r.withConnection(ctx, tok, commands.NewEventID()), nil, nil
 		},
 	})
 	srv.AddTransport(transport.Options{})

@@ -50,7 +50,9 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, fmt.Errorf("request forward: %w", err))
 		return
 	}
-	if err := s.appendEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...); err != nil {
+	// The last event appended is this attempt's ForwardRequested.
+	res, requestID, err := s.appendEventsAt(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...)
+	if err != nil {
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
@@ -67,6 +69,8 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		Timeout:         s.cfg.ForwardTimeout,
 		CaptureResponse: route.ResponseCapture,
 		CorrelationID:   id,
+		RequestEventID:  requestID,
+		RequestRevision: res.NextRevision,
 	})
 	s.logDelivery(ctx, id, route.ID, req.Method, status)
 }

@@ -77,6 +77,13 @@ func unreadableBody(err error) answer {
 // appendEvents encodes events and appends them to stream in one append.
 // The first event causes the others; all carry correlationID.
 func (s *Server) appendEvents(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) error {
+	_, _, err := s.appendEventsAt(ctx, stream, expected, correlationID, events...)
+	return err
+}
+
+// appendEventsAt appends like appendEvents and tells where the last event
+// landed: its revision and its ID.
+func (s *Server) appendEventsAt(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) (domain.AppendResult, string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
 	now := s.deps.Now()
@@ -86,15 +93,16 @@ func (s *Server) appendEvents(ctx context.Context, stream string, expected domai
 		id := s.deps.NewID()
 		ed, err := s.deps.Codec.Encode(id, e, now, domain.Trace{CorrelationID: correlationID, CausationID: causation})
 		if err != nil {
-			return fmt.Errorf("append to %s: %w", stream, err)
+			return domain.AppendResult{}, "", fmt.Errorf("append to %s: %w", stream, err)
 		}
 		data = append(data, ed)
 		if causation == "" {
 			causation = id
 		}
 	}
-	if _, err := s.deps.Store.Append(ctx, stream, expected, data...); err != nil {
-		return fmt.Errorf("append to %s: %w", stream, err)
+	res, err := s.deps.Store.Append(ctx, stream, expected, data...)
+	if err != nil {
+		return domain.AppendResult{}, "", fmt.Errorf("append to %s: %w", stream, err)
 	}
-	return nil
+	return res, data[len(data)-1].ID, nil
 }

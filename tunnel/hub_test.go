@@ -434,3 +434,38 @@ func TestNoGoroutineLeak(t *testing.T) {
 	})
 	checkNoLeak(t, before)
 }
+
+// TestRecordFastPathAndFallback: a command that names its ForwardRequested
+// event is recorded right after it without replaying the stream, and when
+// another event came in between the append is refused and replayed.
+func TestRecordFastPathAndFallback(t *testing.T) {
+	for _, racing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("racing=%v", racing), func(t *testing.T) {
+			base := newEnv(t)
+			e := base
+			if racing {
+				rs := &racingStore{EventStore: base.store}
+				e = newEnvWithStore(t, rs)
+				rs.e = e
+			}
+			e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+			cmd := e.receive(t, "ep", "acc")
+			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
+			cmd.RequestEventID, cmd.RequestRevision = recs[1].ID, recs[1].Revision
+			if out, err := e.client.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
+				t.Fatalf("forward: %+v, %v", out, err)
+			}
+			last, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+			if _, ok := ev.(domain.ForwardResponded); !ok || last.Metadata.CausationID != recs[1].ID {
+				t.Fatalf("last event %T caused by %q, want ForwardResponded caused by %q", ev, last.Metadata.CausationID, recs[1].ID)
+			}
+			wantRev := uint64(2)
+			if racing {
+				wantRev = 3 // after the competing event
+			}
+			if last.Revision != wantRev {
+				t.Fatalf("outcome at revision %d, want %d", last.Revision, wantRev)
+			}
+		})
+	}
+}

@@ -22,8 +22,15 @@ func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var ids []string // kept across tries so a repeated append stays idempotent
 	for try := 1; ; try++ {
-		d, causation, err := h.loadDelivery(ctx, stream, cmd.AttemptID)
-		if err != nil {
+		var d *domain.Delivery
+		var causation string
+		var err error
+		if try == 1 && cmd.RequestEventID != "" {
+			// Fast path: the outcome goes right after the request; if
+			// anything came in between, the append is refused and the next
+			// try replays the stream.
+			d, causation = domain.ResumeAttempt(cmd.DeliveryID, cmd.AttemptID, cmd.RequestRevision), cmd.RequestEventID
+		} else if d, causation, err = h.loadDelivery(ctx, stream, cmd.AttemptID); err != nil {
 			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
 		}
 		if out.Failed() {
