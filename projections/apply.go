@@ -17,13 +17,43 @@ type batch struct {
 	ctx     context.Context
 	tx      *sql.Tx
 	stmts   *stmtCache
+	txStmts map[string]*sql.Stmt // stmts bound to tx, bound once per batch
 	event   domain.RecordedEvent
 	changes map[string]Change // delivery ID → change
 	address map[string]string // delivery ID → address, for the changes
+
+	// known holds the deliveries this batch has found or created, so later
+	// events of the same delivery skip the lookup and defer their update of
+	// the deliveries row to flush (see updateDelivery); pending lists the
+	// deferred ones in the order they were first deferred.
+	known   map[string]*knownDelivery
+	pending []string
+}
+
+// knownDelivery is a delivery row the batch knows exists, with the update
+// that flush still owes it when dirty.
+type knownDelivery struct {
+	dpos     int64  // its position (rowid)
+	address  string // its address
+	dirty    bool   // an update is deferred
+	pos      int64  // position of the latest event that changed it
+	answered any    // latest DeliveryAnswered status of the batch, or nil
+}
+
+func (b *batch) stmt(query string) (*sql.Stmt, error) {
+	if s, ok := b.txStmts[query]; ok {
+		return s, nil
+	}
+	s, err := b.stmts.get(b.ctx, b.tx, query)
+	if err != nil {
+		return nil, err
+	}
+	b.txStmts[query] = s
+	return s, nil
 }
 
 func (b *batch) exec(query string, args ...any) (int64, error) {
-	s, err := b.stmts.get(b.ctx, b.tx, query)
+	s, err := b.stmt(query)
 	if err != nil {
 		return 0, err
 	}
@@ -35,7 +65,7 @@ func (b *batch) exec(query string, args ...any) (int64, error) {
 }
 
 func (b *batch) queryRow(query string, args ...any) (*sql.Row, error) {
-	s, err := b.stmts.get(b.ctx, b.tx, query)
+	s, err := b.stmt(query)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +114,8 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	// watcher goroutine per statement. The transaction still rolls back when
 	// ctx ends (database/sql watches it once per transaction), and ctx is
 	// checked between events.
-	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, changes: map[string]Change{}, address: map[string]string{}}
+	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, txStmts: map[string]*sql.Stmt{},
+		changes: map[string]Change{}, address: map[string]string{}, known: map[string]*knownDelivery{}}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("apply batch after %d: %w", from, err)
@@ -93,6 +124,9 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 		if err := v.applyEvent(b); err != nil {
 			return fmt.Errorf("apply %s at position %d: %w", e.Type, e.Position, err)
 		}
+	}
+	if err := b.flush(); err != nil {
+		return fmt.Errorf("apply batch after %d: %w", from, err)
 	}
 	if _, err := b.exec(qCheckpoint, int64(last)); err != nil {
 		return fmt.Errorf("store checkpoint %d: %w", last, err)

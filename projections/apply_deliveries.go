@@ -32,6 +32,7 @@ func (b *batch) deliveryReceived(p domain.DeliveryReceived) (int64, error) {
 	if err := b.activity(p.AddressKind, p.Address); err != nil {
 		return 0, err
 	}
+	b.known[p.DeliveryID] = &knownDelivery{dpos: b.pos(), address: p.Address}
 	b.touched(p.DeliveryID, p.Address, true)
 	return n, nil
 }
@@ -84,19 +85,58 @@ func (b *batch) forwardFailed(p domain.ForwardFailed) (int64, error) {
 // DeliveryAnswered status when answered is an int, recomputes what the
 // sender was answered (see qDeliveryUpdate) and returns the delivery's
 // position; ok is false when the delivery is unknown.
+//
+// A delivery the batch already knows is not updated now but once, by flush,
+// with the latest event's position and DeliveryAnswered status: qDeliveryUpdate
+// computes every column from those and from the attempts table, and each
+// event that changes the attempts of a delivery updates it afterwards, so
+// the one deferred update leaves the row as the series of updates would.
 func (b *batch) updateDelivery(id string, answered any) (dpos int64, ok bool, err error) {
+	if k, ok := b.known[id]; ok {
+		if !k.dirty {
+			k.dirty = true
+			b.pending = append(b.pending, id)
+		}
+		k.pos = b.pos()
+		if answered != nil {
+			k.answered = answered
+		}
+		b.touched(id, k.address, false)
+		return k.dpos, true, nil
+	}
 	row, err := b.queryRow(qDeliveryUpdate, b.pos(), id, answered)
 	if err != nil {
 		return 0, false, err
 	}
 	var address string
 	if err := row.Scan(&dpos, &address); errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
+		return 0, false, nil // not cached: a later DeliveryReceived may create it
 	} else if err != nil {
 		return 0, false, fmt.Errorf("update delivery %s: %w", id, err)
 	}
+	b.known[id] = &knownDelivery{dpos: dpos, address: address}
 	b.touched(id, address, false)
 	return dpos, true, nil
+}
+
+// flush applies the deferred delivery updates, before the batch commits.
+func (b *batch) flush() error {
+	for _, id := range b.pending {
+		k := b.known[id]
+		row, err := b.queryRow(qDeliveryUpdate, k.pos, id, k.answered)
+		if err != nil {
+			return err
+		}
+		var (
+			dpos    int64
+			address string
+		)
+		if err := row.Scan(&dpos, &address); err != nil {
+			return fmt.Errorf("update delivery %s: %w", id, err)
+		}
+	}
+	b.pending = nil
+	return nil
 }
 
 func boolRows(ok bool) int64 {

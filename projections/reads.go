@@ -25,8 +25,7 @@ func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 		i                    Inspector
 		created, last, ttlMs int64
 	)
-	err := v.r.QueryRowContext(ctx, `SELECT id, created_at, last_activity_at, ttl_ms, expired
-		FROM inspectors WHERE id = ?`, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired)
+	err := v.rs.inspector.QueryRowContext(ctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Inspector{}, notFound("inspector", id)
 	}
@@ -40,32 +39,30 @@ func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 }
 
 // Address returns the inspector or Endpoint (deleted ones included, with
-// Deleted set) whose id is the first label of a public hostname.
+// Deleted set) whose id is the first label of a public hostname. It runs on
+// every public request, so it is one prepared statement (see qAddress).
 func (v *Views) Address(ctx context.Context, id string) (Address, error) {
-	i, err := v.Inspector(ctx, id)
-	if err == nil {
-		return Address{
-			ID: i.ID, Kind: domain.AddressInspector, Expired: i.Expired,
-			ExpiresAt: i.ExpiresAt, LastActivityAt: i.LastActivityAt, TTL: i.TTL,
-		}, nil
-	}
-	if !errors.Is(err, domain.ErrNotFound) {
-		return Address{}, err
-	}
 	var (
-		a    Address
-		mode string
-		last int64
+		a           Address
+		endpoint    bool
+		mode        string
+		last, ttlMs int64
 	)
-	err = v.r.QueryRowContext(ctx, `SELECT id, account_id, mode, target, response_capture, deleted, last_activity_at
-		FROM endpoints WHERE id = ?`, id).Scan(&a.ID, &a.AccountID, &mode, &a.Target, &a.ResponseCapture, &a.Deleted, &last)
+	err := v.rs.address.QueryRowContext(ctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Address{}, notFound("address", id)
 	}
 	if err != nil {
 		return Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
-	a.Kind, a.Mode, a.LastActivityAt = domain.AddressEndpoint, domain.EndpointMode(mode), fromNanos(last)
+	a.LastActivityAt = fromNanos(last)
+	if endpoint {
+		a.Kind, a.Mode = domain.AddressEndpoint, domain.EndpointMode(mode)
+		return a, nil
+	}
+	a.Kind, a.TTL = domain.AddressInspector, time.Duration(ttlMs)*time.Millisecond
+	a.ExpiresAt = a.LastActivityAt.Add(a.TTL)
 	return a, nil
 }
 
@@ -135,7 +132,7 @@ func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	d, err := scanDelivery(tx.QueryRowContext(ctx, deliveryFrom+"WHERE d.id = ?", id))
+	d, err := scanDelivery(tx.StmtContext(ctx, v.rs.delivery).QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delivery{}, notFound("delivery", id)
 	}
@@ -143,9 +140,7 @@ func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	items := []Delivery{d}
-	if err := attachAttempts(ctx, tx, items,
-		"SELECT "+attemptColumns+" FROM attempts WHERE delivery_position = ? ORDER BY position",
-		int64(d.Position)); err != nil {
+	if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.deliveryAttempts), items, int64(d.Position)); err != nil {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	return items[0], nil
@@ -165,9 +160,7 @@ func (v *Views) Deliveries(ctx context.Context, address string, first int, after
 		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	const page = `SELECT position FROM deliveries WHERE address = ?1 AND position < ?2 ORDER BY position DESC LIMIT ?3`
-	rows, err := tx.QueryContext(ctx, deliveryFrom+"WHERE d.position IN ("+page+") ORDER BY d.position DESC",
-		address, before, size+1)
+	rows, err := tx.StmtContext(ctx, v.rs.page).QueryContext(ctx, address, before, size+1)
 	if err != nil {
 		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
@@ -189,12 +182,8 @@ func (v *Views) Deliveries(ctx context.Context, address string, first int, after
 	}
 	if len(items) > 0 {
 		lo, hi := items[len(items)-1].Position, items[0].Position
-		// One query for every attempt of the page: the page's positions,
-		// found again through deliveries_by_address, probe the attempts index.
-		if err := attachAttempts(ctx, tx, items, "SELECT "+attemptColumns+` FROM attempts
-			WHERE delivery_position IN (
-				SELECT position FROM deliveries WHERE address = ?1 AND position BETWEEN ?2 AND ?3)
-			ORDER BY position`, address, int64(lo), int64(hi)); err != nil {
+		if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.pageAttempts), items,
+			address, int64(lo), int64(hi)); err != nil {
 			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 		}
 		p.EndCursor = items[len(items)-1].Cursor
@@ -207,12 +196,12 @@ const attemptColumns = "delivery_position, attempt_id, status, started_at, durat
 
 // attachAttempts runs query (attempts in position order) and appends each
 // attempt to its delivery among items.
-func attachAttempts(ctx context.Context, tx *sql.Tx, items []Delivery, query string, args ...any) error {
+func attachAttempts(ctx context.Context, query *sql.Stmt, items []Delivery, args ...any) error {
 	byPos := make(map[uint64]int, len(items))
 	for i, d := range items {
 		byPos[d.Position] = i
 	}
-	rows, err := tx.QueryContext(ctx, query, args...)
+	rows, err := query.QueryContext(ctx, args...)
 	if err != nil {
 		return fmt.Errorf("read attempts: %w", err)
 	}

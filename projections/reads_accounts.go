@@ -51,8 +51,7 @@ func (v *Views) Endpoints(ctx context.Context, accountID string) ([]Endpoint, er
 // Endpoint returns an Endpoint; a deleted one is not found. Callers check
 // ownership (another account's Endpoint must read as not found too).
 func (v *Views) Endpoint(ctx context.Context, id string) (Endpoint, error) {
-	e, err := scanEndpoint(v.r.QueryRowContext(ctx, "SELECT "+endpointColumns+
-		" FROM endpoints WHERE id = ? AND deleted = 0", id))
+	e, err := scanEndpoint(v.rs.endpoint.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Endpoint{}, notFound("endpoint", id)
 	}
@@ -102,22 +101,21 @@ func (v *Views) OpenAgentSessions(ctx context.Context) ([]AgentSession, error) {
 
 // Account returns an account.
 func (v *Views) Account(ctx context.Context, id string) (Account, error) {
-	return v.account(ctx, "SELECT id, name, created_at FROM accounts WHERE id = ?", id, "account")
+	return scanAccount(v.r.QueryRowContext(ctx, "SELECT id, name, created_at FROM accounts WHERE id = ?", id), id, "account")
 }
 
 // AccountByTokenHash returns the account a token acts for, given the hex
 // SHA-256 of the token; revoked and unknown tokens are not found.
 func (v *Views) AccountByTokenHash(ctx context.Context, hash string) (Account, error) {
-	return v.account(ctx, `SELECT a.id, a.name, a.created_at FROM tokens t JOIN accounts a ON a.id = t.account_id
-		WHERE t.hash = ? AND t.revoked = 0`, hash, "token")
+	return scanAccount(v.rs.token.QueryRowContext(ctx, hash), hash, "token")
 }
 
-func (v *Views) account(ctx context.Context, query, key, what string) (Account, error) {
+func scanAccount(row *sql.Row, key, what string) (Account, error) {
 	var (
 		a       Account
 		created int64
 	)
-	err := v.r.QueryRowContext(ctx, query, key).Scan(&a.ID, &a.Name, &created)
+	err := row.Scan(&a.ID, &a.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		if what == "token" {
 			return Account{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential

@@ -41,8 +41,9 @@ type Views struct {
 	log     *slog.Logger
 	backlog int
 
-	w *sql.DB // the writer: one connection, used only under writeMu
-	r *sql.DB // readers: a small pool that never writes
+	w  *sql.DB   // the writer: one connection, used only under writeMu
+	r  *sql.DB   // readers: a small pool that never writes
+	rs readStmts // hot reads, prepared on r
 
 	writeMu sync.Mutex // serialises Run's batches and Rebuild
 	stmts   stmtCache  // writer statements, used only under writeMu
@@ -104,6 +105,12 @@ func Open(ctx context.Context, path string, store domain.EventStore, opts Option
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	v.r = r
+	if err := v.rs.prepare(ctx, r); err != nil {
+		v.stmts.close()
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("open projections readers %s: %w", path, err)
+	}
 	return v, nil
 }
 
@@ -144,7 +151,7 @@ func (v *Views) Close() error {
 		v.writeMu.Lock()
 		defer v.writeMu.Unlock()
 		v.stmts.close()
-		err = errors.Join(v.r.Close(), v.w.Close())
+		err = errors.Join(v.rs.close(), v.r.Close(), v.w.Close())
 	})
 	if err != nil {
 		return fmt.Errorf("close projections: %w", err)
