@@ -15,49 +15,67 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// BenchmarkAppend measures durable appends: each op is one Append of one
-// ~1 KiB event to its own stream delivery-<n>, as ingress does for every
-// webhook. With 64 appenders the writer's batches grow and share fsyncs.
+// BenchmarkAppend measures durable appends: each op is one Append to its own
+// stream delivery-<n> with NoStream, as ingress does for every webhook. The
+// "1x1KiB" shape is one ~1 KiB event; "2x1.5KiB" is two ~1.5 KiB events, the
+// shape of an inspector capture. With 16 or 64 appenders the writer's
+// batches grow and share fsyncs.
 func BenchmarkAppend(b *testing.B) {
-	for _, appenders := range []int{1, 64} {
-		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
-			benchmarkAppend(b, appenders)
-		})
+	shapes := []struct {
+		name   string
+		events int
+		size   int
+	}{
+		{"1x1KiB", 1, 1000},
+		{"2x1.5KiB", 2, 1500},
+	}
+	for _, shape := range shapes {
+		for _, appenders := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("%s/appenders=%d", shape.name, appenders), func(b *testing.B) {
+				benchmarkAppend(b, appenders, shape.events, shape.size)
+			})
+		}
 	}
 }
 
-func benchmarkAppend(b *testing.B, appenders int) {
+func benchmarkAppend(b *testing.B, appenders, perAppend, size int) {
 	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "events.db"), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	payload := []byte(`{"body":"` + string(bytes.Repeat([]byte("x"), 1000)) + `"}`)
+	payload := []byte(`{"body":"` + string(bytes.Repeat([]byte("x"), size)) + `"}`)
 	meta := domain.Metadata{SchemaVersion: 1, OccurredAt: time.Now(), CorrelationID: uuid.NewString()}
-	ids := make([]string, b.N)
+	ids := make([][]string, b.N)
 	for i := range ids {
-		ids[i] = uuid.NewString()
+		ids[i] = make([]string, perAppend)
+		for j := range ids[i] {
+			ids[i][j] = uuid.NewString()
+		}
 	}
 	latencies := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
 
-	b.SetBytes(int64(len(payload)))
+	b.SetBytes(int64(len(payload) * perAppend))
 	b.ResetTimer()
 	start := time.Now()
 	for range appenders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			evs := make([]domain.EventData, perAppend)
 			for {
 				n := int(next.Add(1)) - 1
 				if n >= b.N {
 					return
 				}
-				e := domain.EventData{ID: ids[n], Type: "delivery.received.v1", Data: payload, Metadata: meta}
+				for j := range evs {
+					evs[j] = domain.EventData{ID: ids[n][j], Type: "delivery.received.v1", Data: payload, Metadata: meta}
+				}
 				t0 := time.Now()
-				if _, err := s.Append(b.Context(), fmt.Sprintf("delivery-%d", n), domain.NoStream(), e); err != nil {
+				if _, err := s.Append(b.Context(), fmt.Sprintf("delivery-%d", n), domain.NoStream(), evs...); err != nil {
 					failed.Store(err)
 					return
 				}

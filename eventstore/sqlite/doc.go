@@ -23,10 +23,21 @@
 // lone append straight away, so there is no timer and no added latency.
 //
 // Each append in a batch is checked against the rows the batch has already
-// written (expected revision, then event IDs), so a conflicting or
-// duplicate append fails on its own while the others commit; an append of
-// several events sits under a savepoint so a failure halfway leaves nothing
-// behind. Positions stay gap-free because refused appends insert nothing.
+// written, so a conflicting or duplicate append fails on its own while the
+// others commit; an append of several events sits under a savepoint so a
+// failure halfway leaves nothing behind. Positions stay gap-free because
+// refused appends insert nothing. The check is optimistic: the writer
+// inserts straight away and lets the UNIQUE indexes on id and (stream,
+// revision) catch the rare clash; only then does it undo the insert and
+// look the IDs and the stream head up, to answer an idempotent retry, a
+// duplicate ID or a wrong expected revision exactly as a check made first
+// would.
+//
+// Commits never checkpoint the WAL (wal_autocheckpoint=0 on the writer): a
+// background checkpointer on its own connection copies it into the database
+// file with PASSIVE checkpoints, which block neither the writer nor the
+// readers, and restarts it with a short blocking checkpoint only when a
+// long run of commits has let it grow past restartFrames pages.
 //
 // A single writer also makes subscriptions simple and exact. Positions are
 // assigned in commit order, so once the writer announces a new last

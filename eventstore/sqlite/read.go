@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 
@@ -19,9 +20,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if err := s.checkRead(max); err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
-	evs, err := s.query(ctx, max,
-		`SELECT `+eventColumns+` FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?`,
-		stream, clamp(from), max)
+	evs, err := query(ctx, s.reads.stream, max, stream, clamp(from), max)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
@@ -29,7 +28,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		return evs, nil
 	}
 	var exists bool
-	if err := s.readDB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)`, stream).Scan(&exists); err != nil {
+	if err := s.reads.exists.QueryRowContext(ctx, stream).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	if !exists {
@@ -52,9 +51,7 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.Re
 }
 
 func (s *Store) readAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
-	return s.query(ctx, max,
-		`SELECT `+eventColumns+` FROM events WHERE position > ? ORDER BY position LIMIT ?`,
-		clamp(after), max)
+	return query(ctx, s.reads.all, max, clamp(after), max)
 }
 
 func (s *Store) checkRead(max int) error {
@@ -76,8 +73,8 @@ func clamp(v uint64) int64 {
 	return int64(v)
 }
 
-func (s *Store) query(ctx context.Context, max int, query string, args ...any) ([]domain.RecordedEvent, error) {
-	rows, err := s.readDB.QueryContext(ctx, query, args...)
+func query(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]domain.RecordedEvent, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,4 +108,41 @@ func scanEvent(rows *sql.Rows) (domain.RecordedEvent, error) {
 	}
 	e.Metadata, e.Position, e.Revision = md, uint64(position), uint64(rev)
 	return e, nil
+}
+
+// readStmts are prepared on the read pool; database/sql prepares each one
+// once per connection and reuses it, so reads skip SQL parsing.
+type readStmts struct {
+	stream, exists, all *sql.Stmt
+}
+
+func prepareReadStmts(ctx context.Context, db *sql.DB) (readStmts, error) {
+	var st readStmts
+	queries := []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&st.stream, `SELECT ` + eventColumns + ` FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?`},
+		{&st.exists, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)`},
+		{&st.all, `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`},
+	}
+	for _, q := range queries {
+		stmt, err := db.PrepareContext(ctx, q.query)
+		if err != nil {
+			st.close()
+			return readStmts{}, fmt.Errorf("prepare %q: %w", q.query, err)
+		}
+		*q.dst = stmt
+	}
+	return st, nil
+}
+
+func (st readStmts) close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{st.stream, st.exists, st.all} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
 }

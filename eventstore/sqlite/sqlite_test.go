@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,7 +266,8 @@ func TestRetryFits(t *testing.T) {
 }
 
 // TestPragmas checks the settings durability and concurrency rest on: WAL,
-// an fsync per commit (synchronous=FULL is 2), and query-only readers.
+// an fsync per commit (synchronous=FULL is 2), no checkpoint inside a
+// commit, and query-only readers.
 func TestPragmas(t *testing.T) {
 	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
 	defer s.Close()
@@ -278,6 +281,7 @@ func TestPragmas(t *testing.T) {
 		{"writer journal", func() *sql.DB { return s.writeDB }, "journal_mode", "wal"},
 		{"writer sync", func() *sql.DB { return s.writeDB }, "synchronous", "2"},
 		{"writer busy timeout", func() *sql.DB { return s.writeDB }, "busy_timeout", "10000"},
+		{"writer leaves checkpoints to the checkpointer", func() *sql.DB { return s.writeDB }, "wal_autocheckpoint", "0"},
 		{"reader journal", func() *sql.DB { return s.readDB }, "journal_mode", "wal"},
 		{"reader query only", func() *sql.DB { return s.readDB }, "query_only", "1"},
 		{"reader busy timeout", func() *sql.DB { return s.readDB }, "busy_timeout", "10000"},
@@ -367,4 +371,34 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	if last, _ := s.LastPosition(ctx); last != 64 {
 		t.Fatalf("LastPosition = %d, want 64", last)
 	}
+}
+
+// TestCheckpointerCopiesTheWAL checks that committed events reach the
+// database file itself while the store is open: the writer never
+// checkpoints, so only the background checkpointer can grow the file.
+func TestCheckpointerCopiesTheWAL(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	defer s.Close()
+	before := fileSize(t, path)
+	big := domain.EventData{Type: "test.v1", Data: []byte(fmt.Sprintf("%q", strings.Repeat("x", 64<<10)))}
+	for i := range 8 {
+		big.ID = uuid.NewString()
+		if _, err := s.Append(ctx, fmt.Sprintf("delivery-%d", i), domain.NoStream(), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the checkpointer to copy the WAL into the database file", func() bool {
+		return fileSize(t, path) > before+4*64<<10
+	})
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -40,11 +41,14 @@ type Options struct {
 // single goroutine that group-commits, read through a separate pool.
 // It implements domain.EventStore and is safe for concurrent use.
 type Store struct {
-	log      *slog.Logger
-	writeDB  *sql.DB // exactly one connection, owned by the writer goroutine
-	readDB   *sql.DB // query-only connections
-	stmts    writeStmts
-	maxBatch int
+	log     *slog.Logger
+	writeDB *sql.DB // exactly one connection, owned by the writer goroutine
+	readDB  *sql.DB // query-only connections
+	// checkpointDB is the background checkpointer's one connection.
+	checkpointDB *sql.DB
+	stmts        writeStmts
+	reads        readStmts
+	maxBatch     int
 
 	// mu guards closed; Append holds it for reading while it queues, so Close
 	// cannot close reqs under a sender.
@@ -52,6 +56,9 @@ type Store struct {
 	closed     bool
 	reqs       chan *appendRequest
 	writerDone chan struct{}
+
+	stopCheckpointer context.CancelFunc
+	checkpointerDone chan struct{}
 
 	last     atomic.Uint64 // newest committed position
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
@@ -78,65 +85,99 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-
-	writeDB, err := sql.Open("sqlite", dsn(abs, false))
-	if err != nil {
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
-	}
-	// One connection: the writer goroutine is the only writer, so SQLite's
-	// write lock is never contended inside the process.
-	writeDB.SetMaxOpenConns(1)
-	writeDB.SetMaxIdleConns(1)
-	writeDB.SetConnMaxLifetime(0)
-	writeDB.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, writeDB); err != nil {
-		writeDB.Close()
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
-	}
-	stmts, err := prepareWriteStmts(ctx, writeDB)
-	if err != nil {
-		writeDB.Close()
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
-	}
-
-	readDB, err := sql.Open("sqlite", dsn(abs, true))
-	if err != nil {
-		stmts.close()
-		writeDB.Close()
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
-	}
-	readDB.SetMaxOpenConns(readConns)
-	readDB.SetMaxIdleConns(readConns)
-
-	var last int64
-	if err := readDB.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&last); err != nil {
-		stmts.close()
-		writeDB.Close()
-		readDB.Close()
-		return nil, fmt.Errorf("open event store %s: read last position: %w", path, err)
-	}
-
 	s := &Store{
-		log:        opts.Logger,
-		writeDB:    writeDB,
-		readDB:     readDB,
-		stmts:      stmts,
-		maxBatch:   opts.MaxBatch,
-		reqs:       make(chan *appendRequest, opts.MaxBatch),
-		writerDone: make(chan struct{}),
-		notify:     make(chan struct{}),
-		done:       make(chan struct{}),
+		log:              opts.Logger,
+		maxBatch:         opts.MaxBatch,
+		reqs:             make(chan *appendRequest, opts.MaxBatch),
+		writerDone:       make(chan struct{}),
+		checkpointerDone: make(chan struct{}),
+		notify:           make(chan struct{}),
+		done:             make(chan struct{}),
 	}
-	s.last.Store(uint64(last))
-	// The writer outlives Open's ctx: it stops when Close drains it.
+	if err := s.open(ctx, abs); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	// The writer and the checkpointer outlive Open's ctx: Close stops them.
 	go s.runWriter(context.WithoutCancel(ctx))
-	s.log.Debug("event store opened", slog.String("path", abs), slog.Uint64("position", uint64(last)))
+	cpCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopCheckpointer = stop
+	go s.runCheckpointer(cpCtx)
+	s.log.Debug("event store opened", slog.String("path", abs), slog.Uint64("position", s.last.Load()))
 	return s, nil
 }
 
-// dsn: synchronous=FULL, so a commit is on disk before Append returns.
+// open opens the connections, migrates, prepares the statements and reads
+// the last position. On error the caller closes whatever was opened.
+func (s *Store) open(ctx context.Context, path string) error {
+	var err error
+	if s.writeDB, err = sql.Open("sqlite", dsn(path, false)); err != nil {
+		return err
+	}
+	// One connection: the writer goroutine is the only writer, so SQLite's
+	// write lock is never contended inside the process.
+	oneConn(s.writeDB)
+	if err := migrate(ctx, s.writeDB); err != nil {
+		return err
+	}
+	if s.stmts, err = prepareWriteStmts(ctx, s.writeDB); err != nil {
+		return err
+	}
+
+	if s.readDB, err = sql.Open("sqlite", dsn(path, true)); err != nil {
+		return err
+	}
+	s.readDB.SetMaxOpenConns(readConns)
+	s.readDB.SetMaxIdleConns(readConns)
+	if s.reads, err = prepareReadStmts(ctx, s.readDB); err != nil {
+		return err
+	}
+
+	// Checkpoints need a connection that may write to the database file.
+	if s.checkpointDB, err = sql.Open("sqlite", sqlitedsn.Build(path, false, sqlitedsn.Full)); err != nil {
+		return err
+	}
+	oneConn(s.checkpointDB)
+
+	var last int64
+	if err := s.readDB.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&last); err != nil {
+		return fmt.Errorf("read last position: %w", err)
+	}
+	s.last.Store(uint64(last))
+	return nil
+}
+
+func oneConn(db *sql.DB) {
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+}
+
+// closeDBs closes the statements and connections that are open. The writer's
+// connection goes last: as the file's last connection it checkpoints the
+// whole WAL and removes it.
+func (s *Store) closeDBs() error {
+	var errs []error
+	errs = append(errs, s.stmts.close(), s.reads.close())
+	for _, db := range []*sql.DB{s.readDB, s.checkpointDB, s.writeDB} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dsn: synchronous=FULL, so a commit is on disk before Append returns. The
+// writer does not checkpoint after its commits (wal_autocheckpoint=0): the
+// checkpointer does, so no commit waits for a checkpoint.
 func dsn(path string, readOnly bool) string {
-	return sqlitedsn.Build(path, readOnly, sqlitedsn.Full)
+	d := sqlitedsn.Build(path, readOnly, sqlitedsn.Full)
+	if readOnly {
+		return d
+	}
+	pragmas := url.Values{"_pragma": {"wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)}}
+	return d + "&" + pragmas.Encode()
 }
 
 // LastPosition returns the position of the newest committed event, 0 when
@@ -163,7 +204,9 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		<-s.writerDone
 		close(s.done)
-		s.closeErr = errors.Join(s.stmts.close(), s.writeDB.Close(), s.readDB.Close())
+		s.stopCheckpointer()
+		<-s.checkpointerDone
+		s.closeErr = s.closeDBs()
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close event store: %w", s.closeErr)
 		}

@@ -9,6 +9,9 @@ import (
 	"math"
 	"time"
 
+	sqlitedriver "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
 )
@@ -148,7 +151,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
 			continue
 		}
-		rep, wrote, err := s.apply(ctx, tx, st, r)
+		rep, wrote, err := s.apply(ctx, st, r)
 		if err != nil {
 			return 0, err
 		}
@@ -178,7 +181,58 @@ type place struct {
 // apply runs one append inside the batch's transaction. A refusal goes in
 // the reply; the returned error is reserved for failures that leave the
 // transaction unusable, which abort the whole batch.
-func (s *Store) apply(ctx context.Context, tx *sql.Tx, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
+//
+// Most appends are new events on a new stream, so apply first just inserts
+// them (fastInsert) and lets the UNIQUE indexes on id and (stream,
+// revision) report the rare collision. Only then does it take the slow path,
+// which looks the IDs and the stream head up to tell an idempotent retry
+// from a duplicate ID or a wrong expected revision.
+func (s *Store) apply(ctx context.Context, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
+	res, ok, err := fastInsert(ctx, st, r)
+	if err != nil {
+		return appendReply{}, false, err
+	}
+	if ok {
+		return appendReply{res: res}, true, nil
+	}
+	return applyChecked(ctx, st, r)
+}
+
+// fastInsert inserts the append's events where its expected revision puts
+// them, without looking for their IDs first. ok is false when that was not
+// possible (a stream head that does not match, or any failed INSERT, most
+// likely a UNIQUE constraint); nothing is left written then, and the caller
+// decides what the append means with applyChecked. Whenever fastInsert
+// succeeds, applyChecked would have written the same rows: no ID was stored
+// (its index would have refused the row) and the head matched.
+func fastInsert(ctx context.Context, st writeStmts, r *appendRequest) (res domain.AppendResult, ok bool, fatal error) {
+	// A stream that exists has a revision 0 (rows are never deleted), so for
+	// NoStream the (stream, revision) index alone checks the condition.
+	next := uint64(0)
+	if !r.expected.IsNoStream() {
+		head, exists, err := streamHead(ctx, st, r.stream)
+		if err != nil || !r.expected.Matches(head, exists) {
+			return domain.AppendResult{}, false, nil
+		}
+		if exists {
+			next = head + 1
+		}
+	}
+	res, err := insertAtomically(ctx, st, r.stream, next, r.rows)
+	switch {
+	case err == nil:
+		return res, true, nil
+	case isConstraint(err):
+		return domain.AppendResult{}, false, nil
+	default:
+		return domain.AppendResult{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
+	}
+}
+
+// applyChecked is the careful path: it looks the event IDs up (a retry of a
+// stored append gets its original result), then checks the stream head
+// against the expected revision, and inserts only when both allow it.
+func applyChecked(ctx context.Context, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
 	places, err := lookupIDs(ctx, st, r.rows)
 	if err != nil {
 		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
@@ -201,31 +255,47 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, st writeStmts, r *appendR
 	if exists {
 		next = head + 1
 	}
-
-	// One INSERT is atomic by itself; several go under a savepoint so a
-	// failure halfway takes back the earlier rows without touching the rest
-	// of the batch (and without leaving a gap in the positions).
-	multi := len(r.rows) > 1
-	if multi {
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT append_one`); err != nil {
-			return appendReply{}, false, fmt.Errorf("savepoint: %w", err)
-		}
-	}
-	res, err := insertRows(ctx, st, r.stream, next, r.rows)
-	if multi {
-		if err != nil {
-			if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO append_one`); rbErr != nil {
-				return appendReply{}, false, fmt.Errorf("roll back append to %s: %w (after %w)", r.stream, rbErr, err)
-			}
-		}
-		if _, relErr := tx.ExecContext(ctx, `RELEASE append_one`); relErr != nil {
-			return appendReply{}, false, fmt.Errorf("release savepoint: %w", relErr)
-		}
-	}
-	if err != nil {
+	res, err := insertAtomically(ctx, st, r.stream, next, r.rows)
+	switch {
+	case err == nil:
+		return appendReply{res: res}, true, nil
+	case isConstraint(err):
 		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
+	default:
+		return appendReply{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
 	}
-	return appendReply{res: res}, true, nil
+}
+
+// isConstraint reports whether err is SQLite refusing a row (a UNIQUE or NOT
+// NULL constraint). Such a failure undoes only its own statement; any other
+// error (disk full, I/O) may have rolled back the whole transaction, so the
+// batch must fail rather than go on outside it.
+func isConstraint(err error) bool {
+	var e *sqlitedriver.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+// insertAtomically inserts rows from revision next on, all or none. One
+// INSERT is atomic by itself; several go under a savepoint so a failure
+// halfway takes back the earlier rows without touching the rest of the batch
+// (and without leaving a gap in the positions).
+func insertAtomically(ctx context.Context, st writeStmts, stream string, next uint64, rows []row) (domain.AppendResult, error) {
+	if len(rows) == 1 {
+		return insertRows(ctx, st, stream, next, rows)
+	}
+	if _, err := st.savepoint.ExecContext(ctx); err != nil {
+		return domain.AppendResult{}, fmt.Errorf("savepoint: %w", err)
+	}
+	res, err := insertRows(ctx, st, stream, next, rows)
+	if err != nil {
+		if _, rbErr := st.rollbackTo.ExecContext(ctx); rbErr != nil {
+			return domain.AppendResult{}, fmt.Errorf("roll back append to %s: %w (after %v)", stream, rbErr, err)
+		}
+	}
+	if _, relErr := st.release.ExecContext(ctx); relErr != nil {
+		return domain.AppendResult{}, fmt.Errorf("release savepoint: %w", relErr)
+	}
+	return res, err
 }
 
 func lookupIDs(ctx context.Context, st writeStmts, rows []row) ([]place, error) {
@@ -319,7 +389,8 @@ func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, 
 // writeStmts are prepared once on the writer's only connection, so binding
 // them to each batch's transaction costs nothing.
 type writeStmts struct {
-	lookupID, head, insert *sql.Stmt
+	lookupID, head, insert         *sql.Stmt
+	savepoint, rollbackTo, release *sql.Stmt
 }
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
@@ -331,6 +402,9 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.lookupID, `SELECT stream, revision, position FROM events WHERE id = ?`},
 		{&st.head, `SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
 		{&st.insert, `INSERT INTO events (id, stream, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&st.savepoint, `SAVEPOINT append_one`},
+		{&st.rollbackTo, `ROLLBACK TO append_one`},
+		{&st.release, `RELEASE append_one`},
 	}
 	for _, q := range queries {
 		stmt, err := db.PrepareContext(ctx, q.query)
@@ -345,15 +419,18 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 
 func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 	return writeStmts{
-		lookupID: tx.StmtContext(ctx, st.lookupID),
-		head:     tx.StmtContext(ctx, st.head),
-		insert:   tx.StmtContext(ctx, st.insert),
+		lookupID:   tx.StmtContext(ctx, st.lookupID),
+		head:       tx.StmtContext(ctx, st.head),
+		insert:     tx.StmtContext(ctx, st.insert),
+		savepoint:  tx.StmtContext(ctx, st.savepoint),
+		rollbackTo: tx.StmtContext(ctx, st.rollbackTo),
+		release:    tx.StmtContext(ctx, st.release),
 	}
 }
 
 func (st writeStmts) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{st.lookupID, st.head, st.insert} {
+	for _, s := range []*sql.Stmt{st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
