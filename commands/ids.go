@@ -21,8 +21,16 @@ func NewAddressID() string {
 	return lowerBase32.EncodeToString(b)
 }
 
-// NewEventID returns a UUID for an event or an attempt.
-func NewEventID() string { return uuid.NewString() }
+// NewEventID returns a time-ordered UUID (version 7) for an event or an
+// attempt. Time order keeps the log's unique index on event IDs appending at
+// its right edge instead of rewriting random pages on every commit.
+func NewEventID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
 
 // NewDeliveryID returns a time-ordered UUID (version 7) for a delivery.
 func NewDeliveryID() string {
