@@ -41,6 +41,7 @@ type serveConfig struct {
 	PublicPort     int
 	ShutdownGrace  time.Duration
 	KeepAlive      time.Duration
+	CPUProfile     string
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -59,6 +60,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs one line per delivery)")
 	fs.IntVar(&c.PublicPort, "public-port", 0, "port in public URLs when a proxy in front listens elsewhere (default: the listen port)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
+	_ = fs.MarkHidden("cpuprofile")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
 }
 
