@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +46,14 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return false, &refusedError{reason: fmt.Sprintf("%s (check --token)", resp.Status)}
+		}
+		if resp != nil {
+			// Say what answered instead of only "bad handshake": a 503 here
+			// usually means --server names a host that is not the relay's
+			// bare domain.
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			return false, fmt.Errorf("connect to %s: %w: server answered %s %q", a.cfg.wsURL, err, resp.Status, strings.TrimSpace(string(body)))
 		}
 		return false, fmt.Errorf("connect to %s: %w", a.cfg.wsURL, err)
 	}
