@@ -354,3 +354,20 @@ func TestAgentDetectsSilentServer(t *testing.T) {
 		t.Errorf("stderr %q, want the silence to be named", stderr.String())
 	}
 }
+
+// TestRefusedHandshakeSaysWhatAnswered: when --server names something that
+// answers the WebSocket upgrade with an error page, the agent says which
+// status and text it got instead of only "bad handshake".
+func TestRefusedHandshakeSaysWhatAnswered(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "No agent for client\nunknown address", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	var stderr safeBuffer
+	startAgent(t, func(ctx context.Context) error {
+		return Run(ctx, []string{"--server", srv.URL, "--token", "t", "--endpoint", "ep", "--target", "127.0.0.1:9"}, io.Discard, &stderr)
+	})
+	waitFor(t, "the refusal on stderr", func() bool {
+		return strings.Contains(stderr.String(), "503 Service Unavailable") && strings.Contains(stderr.String(), "No agent for client")
+	})
+}
