@@ -46,20 +46,16 @@ func New(cfg Config, store domain.EventStore, codec *domain.Codec, views *projec
 	return &Service{cfg: cfg, store: store, codec: codec, views: views, forwarder: fw, presence: presence, log: log, now: time.Now}
 }
 
-// append encodes and appends an aggregate's new events, then waits until the
-// projections have applied them (read-your-writes).
+// append encodes and appends an aggregate's new events (the first causes
+// the others), then waits until the projections have applied them
+// (read-your-writes).
 func (s *Service) append(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (uint64, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	at := s.now()
-	data := make([]domain.EventData, 0, len(events))
-	for _, e := range events {
-		d, err := s.codec.Encode(NewEventID(), e, at, tr)
-		if err != nil {
-			return 0, err
-		}
-		data = append(data, d)
+	data, _, err := s.codec.EncodeAll(nil, NewEventID, events, s.now(), tr)
+	if err != nil {
+		return 0, fmt.Errorf("append to %s: %w", stream, err)
 	}
 	res, err := s.store.Append(ctx, stream, expected, data...)
 	if err != nil {
@@ -71,30 +67,14 @@ func (s *Service) append(ctx context.Context, stream string, expected domain.Exp
 	return res.Position, nil
 }
 
-// load reads a whole stream and decodes its events.
+// load reads a whole stream and decodes its events; an empty stream is
+// ErrNotFound to callers.
 func (s *Service) load(ctx context.Context, stream string) ([]domain.Event, error) {
-	var out []domain.Event
-	var from uint64
-	for {
-		batch, err := s.store.ReadStream(ctx, stream, from, 512)
-		if errors.Is(err, domain.ErrStreamNotFound) {
-			return nil, domain.ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", stream, err)
-		}
-		for _, r := range batch {
-			e, err := s.codec.Decode(r.Type, r.Data)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
-		if len(batch) < 512 {
-			return out, nil
-		}
-		from = batch[len(batch)-1].Revision + 1
+	_, events, err := domain.LoadStream(ctx, s.store, s.codec, stream)
+	if errors.Is(err, domain.ErrStreamNotFound) {
+		return nil, domain.ErrNotFound
 	}
+	return events, err
 }
 
 // CreateInspector opens a guest inspector.

@@ -81,6 +81,27 @@ func (c *Codec) Encode(id string, e Event, at time.Time, tr Trace) (EventData, e
 	}, nil
 }
 
+// EncodeAll encodes the events of one append. Event i gets ids[i]; IDs
+// missing from ids are made with newID and added, and the IDs used are
+// returned, so a caller retrying the append can pass them again and the
+// retry stays idempotent. All events share at and tr.CorrelationID; the
+// first carries tr.CausationID and is the cause of the others.
+func (c *Codec) EncodeAll(ids []string, newID func() string, events []Event, at time.Time, tr Trace) ([]EventData, []string, error) {
+	for len(ids) < len(events) {
+		ids = append(ids, newID())
+	}
+	out := make([]EventData, len(events))
+	for i, e := range events {
+		d, err := c.Encode(ids[i], e, at, tr)
+		if err != nil {
+			return nil, ids, err
+		}
+		out[i] = d
+		tr.CausationID = ids[0]
+	}
+	return out, ids, nil
+}
+
 // Decode returns the payload of a stored event.
 func (c *Codec) Decode(typ string, data []byte) (Event, error) {
 	d, ok := c.decoders[typ]

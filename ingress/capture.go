@@ -87,19 +87,20 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 		}
 		n, err = buf.ReadFrom(limited)
 		full = buf.Bytes()
-		stored = full[:min(n, keep):min(n, keep)]
+		// A copy: Body shares no memory with full, which callers hand on.
+		stored = append([]byte{}, full[:min(n, keep)]...)
 	} else {
-		var buf bytes.Buffer
-		n, err = buf.ReadFrom(io.LimitReader(limited, keep))
+		// The buffer is Body itself: no copy, and never nil (an empty
+		// body is recorded as empty, not as absent).
+		stored, err = io.ReadAll(io.LimitReader(limited, keep))
+		n = int64(len(stored))
 		if err == nil {
 			var rest int64
 			rest, err = io.Copy(io.Discard, limited)
 			n += rest
 		}
-		stored = buf.Bytes()
 	}
-	// A copy: Body shares no memory with full, which callers hand on.
-	req.Body = append([]byte{}, stored...)
+	req.Body = stored
 	req.BodySize = n
 	req.Complete = int64(len(req.Body)) == n
 	if err != nil {

@@ -3,15 +3,10 @@ package ingress
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/relayhq/relay/domain"
 )
-
-// inspectorStreamMax bounds the read of an inspector's stream, which holds
-// at most its creation and its expiry.
-const inspectorStreamMax = 64
 
 // serveInspector records a request to a guest inspector and answers 204, or
 // 503 once the inspector has expired.
@@ -46,17 +41,9 @@ func (s *Server) inspectorExpired(ctx context.Context, route Route) (bool, error
 		return false, nil // the hot path: no read of the stream
 	}
 	stream := domain.InspectorStream(route.ID)
-	recs, err := s.deps.Store.ReadStream(ctx, stream, 0, inspectorStreamMax)
+	_, events, err := domain.LoadStream(ctx, s.deps.Store, s.deps.Codec, stream)
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", stream, err)
-	}
-	events := make([]domain.Event, 0, len(recs))
-	for _, rec := range recs {
-		e, err := s.deps.Codec.Decode(rec.Type, rec.Data)
-		if err != nil {
-			return false, fmt.Errorf("read %s: %w", stream, err)
-		}
-		events = append(events, e)
+		return false, err
 	}
 	insp := domain.LoadInspector(events)
 	if !insp.ExpireIfIdle(route.LastActivityAt, s.deps.Now()) {
@@ -69,8 +56,5 @@ func (s *Server) inspectorExpired(ctx context.Context, route Route) (bool, error
 	if errors.Is(err, domain.ErrWrongExpectedRevision) {
 		return true, nil // a concurrent request recorded the expiry first
 	}
-	if err != nil {
-		return true, err
-	}
-	return true, nil
+	return true, err
 }

@@ -86,19 +86,9 @@ func (s *Server) appendEvents(ctx context.Context, stream string, expected domai
 func (s *Server) appendEventsAt(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) (domain.AppendResult, string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
-	now := s.deps.Now()
-	data := make([]domain.EventData, 0, len(events))
-	causation := ""
-	for _, e := range events {
-		id := s.deps.NewID()
-		ed, err := s.deps.Codec.Encode(id, e, now, domain.Trace{CorrelationID: correlationID, CausationID: causation})
-		if err != nil {
-			return domain.AppendResult{}, "", fmt.Errorf("append to %s: %w", stream, err)
-		}
-		data = append(data, ed)
-		if causation == "" {
-			causation = id
-		}
+	data, _, err := s.deps.Codec.EncodeAll(nil, s.deps.NewID, events, s.deps.Now(), domain.Trace{CorrelationID: correlationID})
+	if err != nil {
+		return domain.AppendResult{}, "", fmt.Errorf("append to %s: %w", stream, err)
 	}
 	res, err := s.deps.Store.Append(ctx, stream, expected, data...)
 	if err != nil {

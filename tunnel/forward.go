@@ -45,7 +45,7 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 		timeout = DefaultForwardTimeout
 	}
 	started := time.Now()
-	s, p, err := h.dispatch(cmd, started)
+	s, p, err := h.dispatch(cmd)
 	if err != nil {
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
@@ -79,7 +79,7 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 // over the sessions of the command's account) and registers the attempt as
 // pending on it, in one step so that a detach cannot miss it. A nil session
 // means none is connected.
-func (h *Hub) dispatch(cmd domain.ForwardCommand, started time.Time) (*session, *pendingWork, error) {
+func (h *Hub) dispatch(cmd domain.ForwardCommand) (*session, *pendingWork, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, busy := h.pending[cmd.AttemptID]; busy {
@@ -101,7 +101,6 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, started time.Time) (*session, 
 		attemptID: cmd.AttemptID,
 		accountID: cmd.AccountID,
 		session:   s,
-		started:   started,
 		result:    make(chan domain.ForwardOutcome, 1),
 	}
 	h.pending[cmd.AttemptID] = p

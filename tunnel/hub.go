@@ -65,7 +65,6 @@ type pendingWork struct {
 	attemptID string
 	accountID string
 	session   *session
-	started   time.Time
 	result    chan domain.ForwardOutcome // capacity 1
 }
 

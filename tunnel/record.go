@@ -12,9 +12,6 @@ import (
 // delivery stream has few writers (ingress, retry, this Hub).
 const appendTries = 5
 
-// readPage is how many events one ReadStream call asks for.
-const readPage = 256
-
 // record appends the attempt's ForwardResponded or ForwardFailed to the
 // delivery's stream. An attempt that is no longer pending (already recorded)
 // raises no event and is not an error.
@@ -58,15 +55,10 @@ func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.
 				"delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID)
 			return nil
 		}
-		for len(ids) < len(changes) {
-			ids = append(ids, h.newID())
-		}
 		tr := domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: causation}
-		data := make([]domain.EventData, len(changes))
-		for i, e := range changes {
-			if data[i], err = h.codec.Encode(ids[i], e, h.now(), tr); err != nil {
-				return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
-			}
+		var data []domain.EventData
+		if data, ids, err = h.codec.EncodeAll(ids, h.newID, changes, h.now(), tr); err != nil {
+			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
 		}
 		_, err = h.store.Append(ctx, stream, d.Expected(), data...)
 		if err == nil {
@@ -81,30 +73,15 @@ func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.
 // loadDelivery rebuilds a delivery from its stream and returns the ID of
 // the event that requested attemptID (the outcome's causation).
 func (h *Hub) loadDelivery(ctx context.Context, stream, attemptID string) (*domain.Delivery, string, error) {
-	var events []domain.Event
+	recs, events, err := domain.LoadStream(ctx, h.store, h.codec, stream)
+	if err != nil {
+		return nil, "", err
+	}
 	var causation string
-	for from := uint64(0); ; {
-		recs, err := h.store.ReadStream(ctx, stream, from, readPage)
-		if errors.Is(err, domain.ErrStreamNotFound) && from > 0 {
-			break
+	for i, e := range events {
+		if fr, ok := e.(domain.ForwardRequested); ok && fr.AttemptID == attemptID {
+			causation = recs[i].ID
 		}
-		if err != nil {
-			return nil, "", fmt.Errorf("read %s: %w", stream, err)
-		}
-		for _, r := range recs {
-			e, err := h.codec.Decode(r.Type, r.Data)
-			if err != nil {
-				return nil, "", fmt.Errorf("read %s: %w", stream, err)
-			}
-			if fr, ok := e.(domain.ForwardRequested); ok && fr.AttemptID == attemptID {
-				causation = r.ID
-			}
-			events = append(events, e)
-		}
-		if len(recs) < readPage {
-			break
-		}
-		from += uint64(len(recs))
 	}
 	return domain.LoadDelivery(events), causation, nil
 }

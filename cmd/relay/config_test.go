@@ -1,0 +1,68 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// TestServeConfig parses serve's flags and environment the way the serve
+// command does: flags, then RELAY_* for flags left unset, then validate.
+func TestServeConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string // substring; empty: valid
+		check   func(c serveConfig) bool
+	}{
+		{name: "defaults", check: func(c serveConfig) bool {
+			return c.Listen == "127.0.0.1:8080" && c.Domain == "localhost" && c.CaptureCap == 256<<10 && c.MaxBody == 10<<20 &&
+				c.InspectorTTL == 24*time.Hour && c.ForwardTimeout == 30*time.Second && c.Signup
+		}},
+		{name: "env fills an unset flag", env: map[string]string{"RELAY_INSPECTOR_TTL": "1h", "RELAY_SIGNUP": "false"},
+			check: func(c serveConfig) bool { return c.InspectorTTL == time.Hour && !c.Signup }},
+		{name: "flag beats env", args: []string{"--inspector-ttl", "2h"}, env: map[string]string{"RELAY_INSPECTOR_TTL": "1h"},
+			check: func(c serveConfig) bool { return c.InspectorTTL == 2*time.Hour }},
+		{name: "dashes become underscores", env: map[string]string{"RELAY_FORWARD_TIMEOUT": "5s", "RELAY_ADMIN_TOKEN": "secret"},
+			check: func(c serveConfig) bool { return c.ForwardTimeout == 5*time.Second && c.AdminToken == "secret" }},
+		{name: "binary size", args: []string{"--capture-cap", "64KiB"},
+			check: func(c serveConfig) bool { return c.CaptureCap == 64<<10 }},
+		{name: "decimal size from env", env: map[string]string{"RELAY_MAX_BODY": "20MB"},
+			check: func(c serveConfig) bool { return c.MaxBody == 20_000_000 }},
+		{name: "size that is no size", args: []string{"--max-body", "lots"}, wantErr: "not a size"},
+		{name: "zero size", env: map[string]string{"RELAY_CAPTURE_CAP": "0"}, wantErr: "RELAY_CAPTURE_CAP"},
+		{name: "size too large", args: []string{"--max-body", "2TiB"}, wantErr: "out of range"},
+		{name: "bad duration in env", env: map[string]string{"RELAY_KEEPALIVE": "soon"}, wantErr: "RELAY_KEEPALIVE"},
+		{name: "capture cap above max body", args: []string{"--capture-cap", "2MiB", "--max-body", "1MiB"}, wantErr: "--capture-cap"},
+		{name: "non-positive inspector ttl", env: map[string]string{"RELAY_INSPECTOR_TTL": "0s"}, wantErr: "--inspector-ttl"},
+		{name: "non-positive forward timeout", args: []string{"--forward-timeout", "-1s"}, wantErr: "--forward-timeout"},
+		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c serveConfig
+			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c.flags(fs)
+			err := fs.Parse(tt.args)
+			if err == nil {
+				err = bindEnv(fs, func(k string) string { return tt.env[k] })
+			}
+			if err == nil {
+				err = c.validate()
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
+			case tt.check != nil && !tt.check(c):
+				t.Fatalf("config = %+v", c)
+			}
+		})
+	}
+}
