@@ -8,6 +8,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/internal/closing"
 )
 
 // SubscriptionBatch is the most events one Recv returns, and the most a
@@ -137,14 +138,7 @@ func (sub *subscription) Recv(ctx context.Context) ([]domain.RecordedEvent, erro
 }
 
 func (sub *subscription) closedErr() error {
-	select {
-	case <-sub.closed:
-		return domain.ErrSubscriptionClosed
-	case <-sub.store.done:
-		return fmt.Errorf("event store closed: %w", domain.ErrSubscriptionClosed)
-	default:
-		return nil
-	}
+	return closing.Err(sub.closed, sub.store.done)
 }
 
 func (sub *subscription) endError(ctx context.Context) error {

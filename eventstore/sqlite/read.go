@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 
@@ -118,31 +117,14 @@ type readStmts struct {
 
 func prepareReadStmts(ctx context.Context, db *sql.DB) (readStmts, error) {
 	var st readStmts
-	queries := []struct {
-		dst   **sql.Stmt
-		query string
-	}{
+	err := prepareAll(ctx, db, []stmtSpec{
 		{&st.stream, `SELECT ` + eventColumns + ` FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?`},
 		{&st.exists, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)`},
 		{&st.all, `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`},
-	}
-	for _, q := range queries {
-		stmt, err := db.PrepareContext(ctx, q.query)
-		if err != nil {
-			st.close()
-			return readStmts{}, fmt.Errorf("prepare %q: %w", q.query, err)
-		}
-		*q.dst = stmt
-	}
-	return st, nil
+	})
+	return st, err
 }
 
 func (st readStmts) close() error {
-	var errs []error
-	for _, s := range []*sql.Stmt{st.stream, st.exists, st.all} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
+	return closeStmts(st.stream, st.exists, st.all)
 }

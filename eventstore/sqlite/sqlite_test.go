@@ -226,6 +226,61 @@ func TestCloseDrainsQueuedAppends(t *testing.T) {
 	}
 }
 
+// newRequest builds what Append would queue for one new event on a new
+// stream, so a test can queue it directly and know when it is queued.
+func newRequest(t *testing.T, ctx context.Context, stream string) *appendRequest {
+	t.Helper()
+	md, err := envelope.EncodeMetadata(domain.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &appendRequest{
+		ctx: ctx, stream: stream, expected: domain.NoStream(),
+		rows:  []row{{id: uuid.NewString(), typ: "t", data: []byte("{}"), metadata: md}},
+		reply: make(chan appendReply, 1),
+	}
+}
+
+// TestCloseCommitsQueuedAppends queues appends and closes the store at once:
+// Close promises to commit everything queued before it, so every one must
+// succeed and be in the file after a reopen. (TestCloseDrainsQueuedAppends
+// races Append with Close, so it accepts ErrClosed and cannot show this.)
+func TestCloseCommitsQueuedAppends(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{MaxBatch: 4})
+	const n = 32
+	reqs := make([]*appendRequest, n)
+	for i := range reqs {
+		reqs[i] = newRequest(t, ctx, fmt.Sprintf("delivery-%d", i))
+		if err := s.enqueue(ctx, reqs[i]); err != nil {
+			t.Fatalf("queue append %d: %v", i, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reqs {
+		select {
+		case rep := <-r.reply:
+			if rep.err != nil {
+				t.Fatalf("append %d queued before Close: %v", i, rep.err)
+			}
+		default:
+			t.Fatalf("append %d queued before Close was not answered by the time Close returned", i)
+		}
+	}
+	s = openAt(t, path, Options{})
+	defer s.Close()
+	all, err := s.ReadAll(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n {
+		t.Fatalf("file holds %d events, want the %d queued before Close", len(all), n)
+	}
+}
+
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	s := openAt(t, path, Options{})
@@ -335,14 +390,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	request := func(i int) *appendRequest {
-		md, _ := envelope.EncodeMetadata(domain.Metadata{})
-		return &appendRequest{
-			ctx: ctx, stream: fmt.Sprintf("delivery-%d", i), expected: domain.NoStream(),
-			rows:  []row{{id: uuid.NewString(), typ: "t", data: []byte("{}"), metadata: md}},
-			reply: make(chan appendReply, 1),
-		}
-	}
+	request := func(i int) *appendRequest { return newRequest(t, ctx, fmt.Sprintf("delivery-%d", i)) }
 	reqs := []*appendRequest{request(0)}
 	if err := s.enqueue(ctx, reqs[0]); err != nil {
 		t.Fatal(err)
@@ -401,4 +449,55 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestAcknowledgedAppendsAreInTheFiles copies the database and its WAL while
+// the store is still open, as a crash would leave them, and checks that every
+// acknowledged append is in the copy: durability does not wait for Close or
+// for the checkpointer.
+func TestAcknowledgedAppendsAreInTheFiles(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "events.db")
+	s := openAt(t, path, Options{})
+	defer s.Close()
+	const n = 20
+	var acked []string
+	for i := range n {
+		e := event(fmt.Sprint(i))
+		if _, err := s.Append(ctx, fmt.Sprintf("delivery-%d", i%3), domain.Any(), e); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, e.ID)
+	}
+
+	crashed := filepath.Join(t.TempDir(), "events.db")
+	for _, suffix := range []string{"-wal", ""} { // the WAL first: it is what a commit writes
+		copyFile(t, path+suffix, crashed+suffix)
+	}
+	c := openAt(t, crashed, Options{})
+	defer c.Close()
+	all, err := c.ReadAll(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != n {
+		t.Fatalf("copy holds %d events, want the %d acknowledged", len(all), n)
+	}
+	for i, e := range all {
+		if e.ID != acked[i] {
+			t.Fatalf("copy: event %d is %s, want %s", i, e.ID, acked[i])
+		}
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

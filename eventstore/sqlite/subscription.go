@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/internal/closing"
 )
 
 // SubscriptionBatch is the most events one Recv returns. A subscription
@@ -77,14 +78,7 @@ func (sub *subscription) Recv(ctx context.Context) ([]domain.RecordedEvent, erro
 }
 
 func (sub *subscription) ended() error {
-	select {
-	case <-sub.closed:
-		return domain.ErrSubscriptionClosed
-	case <-sub.store.done:
-		return fmt.Errorf("event store closed: %w", domain.ErrSubscriptionClosed)
-	default:
-		return nil
-	}
+	return closing.Err(sub.closed, sub.store.done)
 }
 
 // Close ends the subscription: a Recv waiting now or called later returns

@@ -395,26 +395,15 @@ type writeStmts struct {
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 	var st writeStmts
-	queries := []struct {
-		dst   **sql.Stmt
-		query string
-	}{
+	err := prepareAll(ctx, db, []stmtSpec{
 		{&st.lookupID, `SELECT stream, revision, position FROM events WHERE id = ?`},
 		{&st.head, `SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
 		{&st.insert, `INSERT INTO events (id, stream, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
 		{&st.release, `RELEASE append_one`},
-	}
-	for _, q := range queries {
-		stmt, err := db.PrepareContext(ctx, q.query)
-		if err != nil {
-			st.close()
-			return writeStmts{}, fmt.Errorf("prepare %q: %w", q.query, err)
-		}
-		*q.dst = stmt
-	}
-	return st, nil
+	})
+	return st, err
 }
 
 func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
@@ -429,11 +418,5 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 }
 
 func (st writeStmts) close() error {
-	var errs []error
-	for _, s := range []*sql.Stmt{st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
+	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release)
 }

@@ -115,23 +115,33 @@ func readOwn(t *testing.T, ctx context.Context, s domain.EventStore, after uint6
 }
 
 // checkIncreasing fails unless every position lies after `after` and the
-// positions follow the log's order: with gap-free positions each is exactly
-// one more than the one before; otherwise they must not go back (EventStoreDB
-// gives the events of one append a shared commit position).
+// positions follow the log's order (see orderErr).
 func (s *suite) checkIncreasing(t *testing.T, after uint64, evs []domain.RecordedEvent) {
 	t.Helper()
 	prev := after
 	for i, e := range evs {
-		switch {
-		case e.Position <= after:
-			t.Fatalf("event %d: position %d, want after %d", i, e.Position, after)
-		case s.f.Guarantees.GapFreePositions && e.Position != prev+1:
-			t.Fatalf("event %d: position %d after %d, want %d (gap-free)", i, e.Position, prev, prev+1)
-		case e.Position < prev:
-			t.Fatalf("event %d: position %d after %d, want increasing", i, e.Position, prev)
+		if msg := orderErr(after, prev, e.Position, s.f.Guarantees.GapFreePositions); msg != "" {
+			t.Fatalf("event %d: %s", i, msg)
 		}
 		prev = e.Position
 	}
+}
+
+// orderErr describes how position pos, read after prev in a read or
+// subscription that starts after `after`, breaks the log's order, or returns
+// "" when it does not. With gap-free positions each is exactly one more than
+// the one before; otherwise they must not go back (EventStoreDB gives the
+// events of one append a shared commit position).
+func orderErr(after, prev, pos uint64, gapFree bool) string {
+	switch {
+	case pos <= after:
+		return fmt.Sprintf("position %d, want after %d", pos, after)
+	case gapFree && pos != prev+1:
+		return fmt.Sprintf("position %d after %d, want %d (gap-free)", pos, prev, prev+1)
+	case pos < prev:
+		return fmt.Sprintf("position %d after %d, want increasing", pos, prev)
+	}
+	return ""
 }
 
 // diffEvent describes how got differs from the event that was appended, or
@@ -208,8 +218,8 @@ func (r *receiver) until(ctx context.Context, n int) []domain.RecordedEvent {
 			r.t.Fatal("Recv returned an empty batch without an error")
 		}
 		for _, e := range batch {
-			if e.Position <= r.after || e.Position < r.last || (r.strict && e.Position != r.last+1) {
-				r.t.Fatalf("Recv: position %d after %d breaks the log's order", e.Position, r.last)
+			if msg := orderErr(r.after, r.last, e.Position, r.strict); msg != "" {
+				r.t.Fatalf("Recv: %s", msg)
 			}
 			r.last = e.Position
 			if !r.streams[e.Stream] {
