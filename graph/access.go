@@ -50,7 +50,10 @@ func (r *Resolver) visibleDelivery(ctx context.Context, id string) (projections.
 	return d, err
 }
 
-// canWatch checks that the caller may follow an address's history.
+// canWatch checks that the caller may follow an address's history: any
+// inspector's, or an Endpoint of the signed-in account that is not deleted
+// (another account's reads as not found, as in ownedEndpoint). The Address
+// row already carries the owner, so no second read is needed.
 func (r *Resolver) canWatch(ctx context.Context, address string) error {
 	a, err := r.Views.Address(ctx, address)
 	if err != nil {
@@ -59,8 +62,14 @@ func (r *Resolver) canWatch(ctx context.Context, address string) error {
 	if a.Kind == domain.AddressInspector {
 		return nil
 	}
-	_, err = r.ownedEndpoint(ctx, address)
-	return err
+	acc, err := r.account(ctx)
+	if err != nil {
+		return err
+	}
+	if a.Deleted || a.AccountID != acc.ID {
+		return domain.ErrNotFound
+	}
+	return nil
 }
 
 // watchDeliveries streams rows of an address as they are created or updated,
@@ -231,23 +240,25 @@ func (r *Resolver) ownsStream(ctx context.Context, accountID, stream string) (bo
 	case "account":
 		return id == accountID, nil
 	case "endpoint", "agent":
-		ep, err := r.Views.Endpoint(ctx, id)
+		// Address, not Endpoint: a deleted Endpoint's history stays its
+		// owner's, and the hot prepared lookup skips the agent count.
+		a, err := r.Views.Address(ctx, id)
 		if errors.Is(err, domain.ErrNotFound) {
 			return false, nil
 		}
 		if err != nil {
 			return false, err
 		}
-		owner = ep.AccountID
+		owner = a.AccountID // "" for an inspector
 	case "delivery":
-		d, err := r.Views.Delivery(ctx, id)
+		acc, err := r.Views.DeliveryAccount(ctx, id)
 		if errors.Is(err, domain.ErrNotFound) {
 			return false, nil
 		}
 		if err != nil {
 			return false, err
 		}
-		owner = d.AccountID
+		owner = acc
 	default:
 		return false, nil
 	}

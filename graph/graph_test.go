@@ -28,6 +28,7 @@ type env struct {
 	c     *client.Client
 	h     http.Handler
 	store domain.EventStore
+	views *projections.Views
 }
 
 func newEnv(t *testing.T) *env {
@@ -67,7 +68,7 @@ func newEnv(t *testing.T) *env {
 		_ = views.Close()
 		_ = store.Close()
 	})
-	return &env{c: client.New(h), h: h, store: store}
+	return &env{c: client.New(h), h: h, store: store, views: views}
 }
 
 func code(err error) string {
@@ -263,13 +264,120 @@ func TestSubscriptionsEndWithTheirSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d before, %d after closing\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	waitFor(t, "subscription goroutines to exit", func() bool { return runtime.NumGoroutine() <= before+2 })
+}
+
+// receive records a delivery as ingress would and waits for the views.
+func (e *env) receive(t *testing.T, id, address string, kind domain.AddressKind, accountID string, complete bool) {
+	t.Helper()
+	ev := domain.DeliveryReceived{DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
+		Method: "POST", Target: "/", Host: address + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+		Body: []byte("{}"), BodySize: 2, Complete: complete}
+	data, err := domain.NewCodec().Encode(commands.NewEventID(), ev, time.Now(), domain.Trace{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.store.Append(context.Background(), domain.DeliveryStream(id), domain.NoStream(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.views.WaitFor(context.Background(), res.Position); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetryRefusals: each reason a retry is refused reaches the client as
+// its own code, and the delivery's events stay its account's.
+func TestRetryRefusals(t *testing.T) {
+	e := newEnv(t)
+	var in struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &in)
+	tokens, accounts := map[string]string{}, map[string]string{}
+	for _, name := range []string{"ada", "bob"} {
+		var su struct {
+			SignUp struct {
+				Token   string
+				Account struct{ ID string }
+			}
 		}
-		runtime.Gosched()
-		time.Sleep(10 * time.Millisecond) // polling for goroutines to exit
+		e.c.MustPost(`mutation($n: String!) { signUp(name: $n) { token account { id } } }`, &su, client.Var("n", name))
+		tokens[name] = su.SignUp.Token
+		accounts[name] = su.SignUp.Account.ID
+	}
+	ada := client.AddHeader("Authorization", "Bearer "+tokens["ada"])
+	adaID := accounts["ada"]
+	var logEp, proxyEp struct{ CreateEndpoint struct{ ID string } }
+	e.c.MustPost(`mutation { createEndpoint(input: {name: "log", mode: LOG}) { id } }`, &logEp, ada)
+	e.c.MustPost(`mutation { createEndpoint(input: {name: "proxy", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &proxyEp, ada)
+	e.receive(t, "d-inspector", in.CreateInspector.ID, domain.AddressInspector, "", true)
+	e.receive(t, "d-log", logEp.CreateEndpoint.ID, domain.AddressEndpoint, adaID, true)
+	e.receive(t, "d-proxy", proxyEp.CreateEndpoint.ID, domain.AddressEndpoint, adaID, true)
+	e.receive(t, "d-partial", proxyEp.CreateEndpoint.ID, domain.AddressEndpoint, adaID, false)
+
+	retry := func(id string, opts ...client.Option) string {
+		return code(e.c.Post(`mutation($id: ID!) { retryDelivery(id: $id) { id } }`, &struct{}{},
+			append(opts, client.Var("id", id))...))
+	}
+	for _, tt := range []struct{ delivery, want string }{
+		{"d-inspector", "RETRY_NOT_PROXY"},
+		{"d-log", "RETRY_NOT_PROXY"},
+		{"d-proxy", "AGENT_NOT_CONNECTED"},
+	} {
+		if got := retry(tt.delivery, ada); got != tt.want {
+			t.Errorf("retry %s: %q, want %q", tt.delivery, got, tt.want)
+		}
+	}
+	if got := retry("d-log", client.AddHeader("Authorization", "Bearer "+tokens["bob"])); got != "NOT_FOUND" {
+		t.Errorf("retry of another account's delivery: %q, want NOT_FOUND", got)
+	}
+
+	// With an agent attached, an incomplete payload is the remaining refusal.
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	agent := client.New(srv.Config.Handler).WebsocketWithPayload(
+		`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`,
+		map[string]any{"Authorization": "Bearer " + tokens["ada"]}, client.Var("id", proxyEp.CreateEndpoint.ID))
+	defer agent.Close()
+	waitFor(t, "agent connected", func() bool {
+		var got struct{ Endpoint struct{ AgentConnected bool } }
+		e.c.MustPost(`query($id: ID!) { endpoint(id: $id) { agentConnected } }`, &got, ada, client.Var("id", proxyEp.CreateEndpoint.ID))
+		return got.Endpoint.AgentConnected
+	})
+	if got := retry("d-partial", ada); got != "PAYLOAD_INCOMPLETE" {
+		t.Errorf("retry of an incomplete payload: %q, want PAYLOAD_INCOMPLETE", got)
+	}
+
+	// The delivery streams belong to ada alone; nobody reads the guest's.
+	for name, want := range map[string]int{"ada": 3, "bob": 0} {
+		var p struct {
+			Events struct{ Nodes []struct{ Stream string } }
+		}
+		e.c.MustPost(`{ events(first: 100) { nodes { stream } } }`, &p, client.AddHeader("Authorization", "Bearer "+tokens[name]))
+		n := 0
+		for _, ev := range p.Events.Nodes {
+			if strings.HasPrefix(ev.Stream, "delivery-") {
+				if ev.Stream == domain.DeliveryStream("d-inspector") {
+					t.Errorf("%s reads the guest's delivery", name)
+				}
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("%s reads %d delivery events, want %d", name, n, want)
+		}
+	}
+}
+
+// waitFor polls cond until it holds or ten seconds pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
 	}
 }

@@ -20,12 +20,12 @@ type batch struct {
 	txStmts map[string]*sql.Stmt // stmts bound to tx, bound once per batch
 	event   domain.RecordedEvent
 	changes map[string]Change // delivery ID → change
-	address map[string]string // delivery ID → address, for the changes
 
-	// known holds the deliveries this batch has found or created, so later
-	// events of the same delivery skip the lookup and defer their update of
-	// the deliveries row to flush (see updateDelivery); pending lists the
-	// deferred ones in the order they were first deferred.
+	// known holds the deliveries this batch has found or created (every
+	// delivery in changes is one of them), so later events of the same
+	// delivery skip the lookup and defer their update of the deliveries row
+	// to flush (see updateDelivery); pending lists the deferred ones in the
+	// order they were first deferred.
 	known   map[string]*knownDelivery
 	pending []string
 }
@@ -72,14 +72,14 @@ func (b *batch) queryRow(query string, args ...any) (*sql.Row, error) {
 	return s.QueryRowContext(b.ctx, args...), nil
 }
 
-// touched records that the current event changed a delivery.
-func (b *batch) touched(deliveryID, address string, isNew bool) {
+// touched records that the current event changed a delivery, which must
+// already be in known.
+func (b *batch) touched(deliveryID string, isNew bool) {
 	c := b.changes[deliveryID]
 	c.DeliveryID = deliveryID
 	c.Position = b.event.Position
 	c.New = c.New || isNew
 	b.changes[deliveryID] = c
-	b.address[deliveryID] = address
 }
 
 // at is the current event's occurred-at time as stored (Unix nanoseconds).
@@ -115,7 +115,7 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	// ctx ends (database/sql watches it once per transaction), and ctx is
 	// checked between events.
 	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, txStmts: map[string]*sql.Stmt{},
-		changes: map[string]Change{}, address: map[string]string{}, known: map[string]*knownDelivery{}}
+		changes: map[string]Change{}, known: map[string]*knownDelivery{}}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("apply batch after %d: %w", from, err)
@@ -135,15 +135,16 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}
 	v.setPosition(last)
-	v.hub.publish(groupChanges(b.changes, b.address))
+	v.hub.publish(groupChanges(b.changes, b.known))
 	return nil
 }
 
 // groupChanges sorts a batch's changes by address, each in position order.
-func groupChanges(changes map[string]Change, address map[string]string) map[string][]Change {
+func groupChanges(changes map[string]Change, known map[string]*knownDelivery) map[string][]Change {
 	out := map[string][]Change{}
 	for id, c := range changes {
-		out[address[id]] = append(out[address[id]], c)
+		address := known[id].address
+		out[address] = append(out[address], c)
 	}
 	for _, cs := range out {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Position < cs[j].Position })

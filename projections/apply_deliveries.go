@@ -33,7 +33,7 @@ func (b *batch) deliveryReceived(p domain.DeliveryReceived) (int64, error) {
 		return 0, err
 	}
 	b.known[p.DeliveryID] = &knownDelivery{dpos: b.pos(), address: p.Address}
-	b.touched(p.DeliveryID, p.Address, true)
+	b.touched(p.DeliveryID, true)
 	return n, nil
 }
 
@@ -101,7 +101,7 @@ func (b *batch) updateDelivery(id string, answered any) (dpos int64, ok bool, er
 		if answered != nil {
 			k.answered = answered
 		}
-		b.touched(id, k.address, false)
+		b.touched(id, false)
 		return k.dpos, true, nil
 	}
 	row, err := b.queryRow(qDeliveryUpdate, b.pos(), id, answered)
@@ -115,7 +115,7 @@ func (b *batch) updateDelivery(id string, answered any) (dpos int64, ok bool, er
 		return 0, false, fmt.Errorf("update delivery %s: %w", id, err)
 	}
 	b.known[id] = &knownDelivery{dpos: dpos, address: address}
-	b.touched(id, address, false)
+	b.touched(id, false)
 	return dpos, true, nil
 }
 

@@ -317,6 +317,12 @@ func TestDeliveryFields(t *testing.T) {
 	if _, err := e.views.Delivery(e.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("unknown delivery: %v, want ErrNotFound", err)
 	}
+	if acc, err := e.views.DeliveryAccount(e.ctx, "d-1"); err != nil || acc != "acct-1" {
+		t.Errorf("DeliveryAccount = %q, %v; want acct-1", acc, err)
+	}
+	if _, err := e.views.DeliveryAccount(e.ctx, "nope"); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("DeliveryAccount of an unknown delivery: %v, want ErrNotFound", err)
+	}
 }
 
 func sl(fs ...func(*domain.Delivery) error) []func(*domain.Delivery) error { return fs }

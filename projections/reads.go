@@ -146,6 +146,21 @@ func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
 	return items[0], nil
 }
 
+// DeliveryAccount returns the account a delivery belongs to ("" for an
+// inspector's): the owner check alone, without the bodies, headers and
+// attempts that Delivery reads.
+func (v *Views) DeliveryAccount(ctx context.Context, id string) (string, error) {
+	var account string
+	err := v.r.QueryRowContext(ctx, "SELECT account_id FROM deliveries WHERE id = ?", id).Scan(&account)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("delivery", id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read owner of delivery %q: %w", id, err)
+	}
+	return account, nil
+}
+
 // Deliveries lists an address's history newest first. first is the page size
 // (0 means DefaultPageSize, at most MaxPageSize); after is the cursor of the
 // last delivery already seen ("" for the newest). A negative first or a

@@ -61,16 +61,6 @@ func (v *Views) Endpoint(ctx context.Context, id string) (Endpoint, error) {
 	return e, nil
 }
 
-// AgentCount is the number of open agent sessions serving an Endpoint.
-func (v *Views) AgentCount(ctx context.Context, endpointID string) (int, error) {
-	var n int
-	if err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM agent_sessions WHERE endpoint_id = ? AND open = 1",
-		endpointID).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count agents of endpoint %q: %w", endpointID, err)
-	}
-	return n, nil
-}
-
 // OpenAgentSessions lists sessions that connected and never disconnected, in
 // connection order. After a restart none of them is really connected; the
 // service records their disconnection at startup.
@@ -101,29 +91,36 @@ func (v *Views) OpenAgentSessions(ctx context.Context) ([]AgentSession, error) {
 
 // Account returns an account.
 func (v *Views) Account(ctx context.Context, id string) (Account, error) {
-	return scanAccount(v.r.QueryRowContext(ctx, "SELECT id, name, created_at FROM accounts WHERE id = ?", id), id, "account")
+	a, err := scanAccount(v.r.QueryRowContext(ctx, "SELECT id, name, created_at FROM accounts WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Account{}, notFound("account", id)
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("read account %q: %w", id, err)
+	}
+	return a, nil
 }
 
 // AccountByTokenHash returns the account a token acts for, given the hex
 // SHA-256 of the token; revoked and unknown tokens are not found.
 func (v *Views) AccountByTokenHash(ctx context.Context, hash string) (Account, error) {
-	return scanAccount(v.rs.token.QueryRowContext(ctx, hash), hash, "token")
+	a, err := scanAccount(v.rs.token.QueryRowContext(ctx, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Account{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("read token: %w", err)
+	}
+	return a, nil
 }
 
-func scanAccount(row *sql.Row, key, what string) (Account, error) {
+func scanAccount(row *sql.Row) (Account, error) {
 	var (
 		a       Account
 		created int64
 	)
-	err := row.Scan(&a.ID, &a.Name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		if what == "token" {
-			return Account{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
-		}
-		return Account{}, notFound(what, key)
-	}
-	if err != nil {
-		return Account{}, fmt.Errorf("read %s: %w", what, err)
+	if err := row.Scan(&a.ID, &a.Name, &created); err != nil {
+		return Account{}, err
 	}
 	a.CreatedAt = fromNanos(created)
 	return a, nil

@@ -1,0 +1,48 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// TestErrorPresenter: every domain refusal keeps its code when wrapped,
+// absent things share one message, and anything else is hidden.
+func TestErrorPresenter(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("retry delivery d-1: %w", err) }
+	tests := []struct {
+		name        string
+		err         error
+		code, msg   string
+		field       string
+		wantNoField bool
+	}{
+		{"unauthenticated", wrap(domain.ErrUnauthenticated), "UNAUTHENTICATED", "retry delivery d-1: unauthenticated", "", true},
+		{"not found hides the id", wrap(fmt.Errorf("endpoint %q: %w", "ep-secret", domain.ErrNotFound)), "NOT_FOUND", "not found", "", true},
+		{"invalid input names the field", wrap(&domain.InvalidInputError{Field: "target", Reason: "bad"}), "INVALID_INPUT", "", "target", false},
+		{"retry not proxy", wrap(domain.ErrRetryNotProxy), "RETRY_NOT_PROXY", "retry delivery d-1: " + domain.ErrRetryNotProxy.Error(), "", true},
+		{"agent not connected", wrap(domain.ErrAgentNotConnected), "AGENT_NOT_CONNECTED", "retry delivery d-1: " + domain.ErrAgentNotConnected.Error(), "", true},
+		{"payload incomplete", wrap(domain.ErrPayloadIncomplete), "PAYLOAD_INCOMPLETE", "retry delivery d-1: " + domain.ErrPayloadIncomplete.Error(), "", true},
+		{"anything else is internal", errors.New("disk on fire at /var/lib/relay"), "INTERNAL", "internal error", "", true},
+	}
+	present := errorPresenter(slog.New(slog.DiscardHandler))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ge := present(context.Background(), tt.err)
+			if got := ge.Extensions["code"]; got != tt.code {
+				t.Errorf("code = %v, want %s", got, tt.code)
+			}
+			if tt.msg != "" && ge.Message != tt.msg {
+				t.Errorf("message = %q, want %q", ge.Message, tt.msg)
+			}
+			field, ok := ge.Extensions["field"]
+			if tt.wantNoField == ok || (ok && field != tt.field) {
+				t.Errorf("field = %v (%v), want %q", field, ok, tt.field)
+			}
+		})
+	}
+}
