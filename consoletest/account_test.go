@@ -34,6 +34,9 @@ func TestSignInSettingsAndDelete(t *testing.T) {
 	if stored := eval[string](p, `localStorage.getItem('relay.token') || ''`); stored != "" {
 		t.Errorf("a refused token was stored: %q", stored)
 	}
+	if eval[bool](p, `document.querySelector('form[aria-labelledby=signin-title] button[type=submit]').disabled`) {
+		t.Error("the Sign in button stays disabled after a refusal")
+	}
 
 	p.do(chromedpSetValue(`input[name=token]`, token))
 	p.click(`form[aria-labelledby=signin-title] button[type=submit]`)

@@ -13,6 +13,8 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // page is one browser tab in its own browser context (fresh localStorage),
@@ -183,7 +185,7 @@ func (p *page) screenshot(name string) {
 	if err != nil {
 		p.t.Fatalf("screenshot: %v", err)
 	}
-	dir := filepath.Join(moduleRoot, "docs", "screenshots")
+	dir := filepath.Join(harness.ModuleRoot(), "docs", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		p.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package consoletest
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"net/http"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 type recorded struct {
@@ -27,10 +30,8 @@ type recorded struct {
 // views catch up with the log asynchronously) and returns them, newest first.
 func deliveries(t *testing.T, id string, n int) []recorded {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
-	for {
+	var nodes []recorded
+	harness.Eventually(t, 20*time.Second, fmt.Sprintf("%d deliveries in inspector %s", n, id), func() bool {
 		var out struct {
 			Inspector struct {
 				Deliveries struct{ Nodes []recorded } `json:"deliveries"`
@@ -38,15 +39,10 @@ func deliveries(t *testing.T, id string, n int) []recorded {
 		}
 		graphql(t, "", `query($id: ID!) { inspector(id: $id) { deliveries(first: 10) {
 			nodes { id method path headers { name value } bodyBase64 } } } }`, map[string]any{"id": id}, &out)
-		if nodes := out.Inspector.Deliveries.Nodes; len(nodes) >= n {
-			return nodes
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("inspector %s never showed %d deliveries", id, n)
-		}
-	}
+		nodes = out.Inspector.Deliveries.Nodes
+		return len(nodes) >= n
+	})
+	return nodes
 }
 
 // headerLines is the request's headers as "name: value" lines, names

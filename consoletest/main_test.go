@@ -12,19 +12,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // Shared by every test: one relay process and one browser. Tests isolate
 // themselves with their own inspector or account and a fresh browser
 // context (own localStorage), which keeps the suite fast.
 var (
-	moduleRoot string
 	relayBin   string
 	srv        *relayServer
 	browserCtx context.Context // nil when no browser is available
@@ -44,15 +44,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 
-	if moduleRoot, err = findModuleRoot(); err != nil {
+	// Built once by the harness, as for the system tests; removed at the end.
+	relayBin, err = harness.Build()
+	defer harness.RemoveBinary()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "consoletest:", err)
-		return 1
-	}
-	relayBin = filepath.Join(tmp, "relay")
-	build := exec.Command("go", "build", "-o", relayBin, "./cmd/relay")
-	build.Dir = moduleRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "consoletest: go build ./cmd/relay: %v\n%s", err, out)
 		return 1
 	}
 
@@ -77,18 +73,6 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "--- relay log (last 4 KiB) ---\n%s\n", srv.logTail(4096))
 	}
 	return code
-}
-
-func findModuleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside a Go module")
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // relayServer is a `relay serve` child process.

@@ -2,7 +2,6 @@ package systemtest
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -47,23 +46,9 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	benchCheckProxied(b, proxy)
 
-	for _, c := range []int{1, 16, 64} {
-		warmed := false
-		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-			if !warmed {
-				warm(b, c, direct, proxy)
-				warmed = true
-			}
-			base := measure(b, direct, b.N, c)
-			got := measure(b, proxy, b.N, c)
-			reportLatency(b, direct.name, base)
-			reportLatency(b, proxy.name, got)
-			b.ReportMetric(got.res.RPS()/base.res.RPS(), "proxy/direct")
-			b.ReportMetric(ms(got.res.P50-base.res.P50), "p50-overhead-ms")
-			reportCPU(b, proxy, got)
-			b.ReportMetric(0, "ns/op") // the op is two loads; its time means nothing
-		})
-	}
+	benchCompare(b, direct, proxy, "proxy/direct", func(b *testing.B, base, got benchRun) {
+		b.ReportMetric(ms(got.res.P50-base.res.P50), "p50-overhead-ms")
+	})
 }
 
 // benchTail is the last n lines of s.

@@ -184,6 +184,32 @@ func reportCPU(b *testing.B, t benchTarget, r benchRun) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// benchCompare runs base and got at concurrency 1, 16 and 64 (each op is one
+// request to each) and reports both latencies, got's rate as a share of
+// base's under the name ratio, got's CPU, and whatever extra adds.
+func benchCompare(b *testing.B, base, got benchTarget, ratio string, extra func(b *testing.B, base, got benchRun)) {
+	b.Helper()
+	for _, c := range []int{1, 16, 64} {
+		warmed := false
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			if !warmed {
+				warm(b, c, base, got)
+				warmed = true
+			}
+			baseRun := measure(b, base, b.N, c)
+			gotRun := measure(b, got, b.N, c)
+			reportLatency(b, base.name, baseRun)
+			reportLatency(b, got.name, gotRun)
+			b.ReportMetric(gotRun.res.RPS()/baseRun.res.RPS(), ratio)
+			if extra != nil {
+				extra(b, baseRun, gotRun)
+			}
+			reportCPU(b, got, gotRun)
+			b.ReportMetric(0, "ns/op") // the op is two loads; its time means nothing
+		})
+	}
+}
+
 // BenchmarkInspectorIngest compares durable inspector ingest through the real
 // relay binary with a bare net/http server that reads the body and answers
 // 204: same client, same 1 KiB JSON body, same machine, same run. Each op is
@@ -200,22 +226,7 @@ func BenchmarkInspectorIngest(b *testing.B) {
 		name: "relay", addr: "127.0.0.1:" + strconv.Itoa(r.Port), host: r.AddressHost(out.CreateInspector.ID),
 		want: http.StatusNoContent, procs: []benchProc{{"relay", r.PID()}},
 	}
-	for _, c := range []int{1, 16, 64} {
-		warmed := false
-		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-			if !warmed {
-				warm(b, c, bare, relay)
-				warmed = true
-			}
-			base := measure(b, bare, b.N, c)
-			got := measure(b, relay, b.N, c)
-			reportLatency(b, bare.name, base)
-			reportLatency(b, relay.name, got)
-			b.ReportMetric(got.res.RPS()/base.res.RPS(), "relay/bare")
-			reportCPU(b, relay, got)
-			b.ReportMetric(0, "ns/op") // the op is two loads; its time means nothing
-		})
-	}
+	benchCompare(b, bare, relay, "relay/bare", nil)
 }
 
 // BenchmarkInspectorMemory sends b.N deliveries to one inspector (use

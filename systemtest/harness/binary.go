@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,6 @@ var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
-	buildOut  []byte
 )
 
 // RemoveBinary deletes the built binary's folder; call it from TestMain
@@ -30,22 +30,31 @@ func ModuleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Binary builds ./cmd/relay once per test process and returns its path.
-func Binary(t testing.TB) string {
-	t.Helper()
+// Build builds ./cmd/relay once per test process and returns its path. It
+// is for TestMain, where there is no testing.TB; tests call Binary.
+func Build() (string, error) {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "relay-bin-")
 		if err != nil {
-			buildErr = err
+			buildErr = fmt.Errorf("build relay: %w", err)
 			return
 		}
 		binPath = filepath.Join(dir, "relay")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/relay")
 		cmd.Dir = ModuleRoot()
-		buildOut, buildErr = cmd.CombinedOutput()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build relay: %w\n%s", err, out)
+		}
 	})
-	if buildErr != nil {
-		t.Fatalf("build relay: %v\n%s", buildErr, buildOut)
+	return binPath, buildErr
+}
+
+// Binary builds ./cmd/relay once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := Build()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }

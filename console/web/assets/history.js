@@ -9,7 +9,7 @@ import {
 import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
 import { renderDetail, statusBadge } from './detail.js';
 import { agentBadge, endpointFields, MODE_LABELS, rememberInspector } from './home.js';
-import { codeLine, notice } from './ui.js';
+import { codeLine, notice, runBusy, submitWith } from './ui.js';
 
 const PAGE_SIZE = 50;
 // A catch-up after a reconnect reads at most this many pages.
@@ -233,27 +233,18 @@ export function historyPage(root, { kind, id, navigate }) {
     const form = h('form', {
       class: 'stack',
       'aria-label': 'Endpoint settings',
-      onsubmit: async (ev) => {
-        ev.preventDefault();
-        const submit = form.querySelector('button[type=submit]');
-        submit.disabled = true;
-        replace(status);
-        try {
-          const input = fields.value();
-          if (input.target === null) delete input.target;
-          const data = await request(UPDATE_ENDPOINT, { id, input });
-          state.info = { ...state.info, ...data.updateEndpoint };
-          document.title = `${state.info.name} · Relay`;
-          renderHead();
-          renderDetailPane();
-          const again = head.querySelector('details.settings');
-          again.open = true;
-          replace(again.querySelector('.form-status'), notice('success', 'Saved.'));
-        } catch (err) {
-          replace(status, notice('error', describeError(err)));
-          submit.disabled = false;
-        }
-      },
+      onsubmit: submitWith(status, async () => {
+        const input = fields.value();
+        if (input.target === null) delete input.target;
+        const data = await request(UPDATE_ENDPOINT, { id, input });
+        state.info = { ...state.info, ...data.updateEndpoint };
+        document.title = `${state.info.name} · Relay`;
+        renderHead();
+        renderDetailPane();
+        const again = head.querySelector('details.settings');
+        again.open = true;
+        replace(again.querySelector('.form-status'), notice('success', 'Saved.'));
+      }),
     },
     fields.element,
     h('div', { class: 'actions' },
@@ -274,17 +265,11 @@ export function historyPage(root, { kind, id, navigate }) {
       h('div', { class: 'actions' }, cancel, ok));
     cancel.addEventListener('click', () => dialog.close());
     dialog.addEventListener('close', () => dialog.remove());
-    ok.addEventListener('click', async () => {
-      ok.disabled = true;
-      try {
-        await request(DELETE_ENDPOINT, { id });
-        dialog.close();
-        navigate('/');
-      } catch (err) {
-        replace(status, notice('error', describeError(err)));
-        ok.disabled = false;
-      }
-    });
+    ok.addEventListener('click', () => runBusy(ok, status, async () => {
+      await request(DELETE_ENDPOINT, { id });
+      dialog.close();
+      navigate('/');
+    }));
     document.body.append(dialog);
     dialog.showModal();
     cleanups.push(() => dialog.isConnected && dialog.close());

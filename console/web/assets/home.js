@@ -3,7 +3,7 @@ import { h, replace, field, uid } from './dom.js';
 import { request, describeError, token } from './graphql.js';
 import { CREATE_INSPECTOR, SIGN_UP, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
 import { currentAccount, onSessionChange, signIn } from './session.js';
-import { codeLine, copyButton, notice } from './ui.js';
+import { codeLine, copyButton, notice, runBusy, submitWith } from './ui.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
 
@@ -48,18 +48,11 @@ export function homePage(root, { navigate }) {
       type: 'button',
       class: 'btn btn-primary btn-large',
       'data-testid': 'new-inspector',
-      onclick: async () => {
-        button.disabled = true;
-        replace(status);
-        try {
-          const data = await request(CREATE_INSPECTOR);
-          rememberInspector(data.createInspector.id);
-          navigate(`/i/${encodeURIComponent(data.createInspector.id)}`);
-        } catch (err) {
-          replace(status, notice('error', describeError(err)));
-          button.disabled = false;
-        }
-      },
+      onclick: () => runBusy(button, status, async () => {
+        const data = await request(CREATE_INSPECTOR);
+        rememberInspector(data.createInspector.id);
+        navigate(`/i/${encodeURIComponent(data.createInspector.id)}`);
+      }),
     }, 'New inspector');
     const recent = recentInspectors();
     return h('section', { class: 'card hero', 'aria-labelledby': 'hero-title' },
@@ -112,20 +105,11 @@ export function homePage(root, { navigate }) {
     const upForm = h('form', {
       class: 'stack',
       'aria-labelledby': 'signup-title',
-      onsubmit: async (ev) => {
-        ev.preventDefault();
-        const submit = upForm.querySelector('button');
-        submit.disabled = true;
-        replace(upStatus);
-        try {
-          const data = await request(SIGN_UP, { name: nameInput.value.trim() });
-          revealedToken = data.signUp.token;
-          await signIn(data.signUp.token, data.signUp.account);
-        } catch (err) {
-          replace(upStatus, notice('error', describeError(err)));
-          submit.disabled = false;
-        }
-      },
+      onsubmit: submitWith(upStatus, async () => {
+        const data = await request(SIGN_UP, { name: nameInput.value.trim() });
+        revealedToken = data.signUp.token;
+        await signIn(data.signUp.token, data.signUp.account);
+      }),
     },
     h('h3', { id: 'signup-title' }, 'Sign up'),
     field('Name', nameInput),
@@ -137,18 +121,7 @@ export function homePage(root, { navigate }) {
     const inForm = h('form', {
       class: 'stack',
       'aria-labelledby': 'signin-title',
-      onsubmit: async (ev) => {
-        ev.preventDefault();
-        const submit = inForm.querySelector('button');
-        submit.disabled = true;
-        replace(inStatus);
-        try {
-          await signIn(tokenInput.value.trim());
-        } catch (err) {
-          replace(inStatus, notice('error', describeError(err)));
-          submit.disabled = false;
-        }
-      },
+      onsubmit: submitWith(inStatus, () => signIn(tokenInput.value.trim())),
     },
     h('h3', { id: 'signin-title' }, 'Sign in'),
     field('API token', tokenInput, 'Paste the token you got when you signed up.'),
@@ -205,19 +178,10 @@ export function homePage(root, { navigate }) {
     const form = h('form', {
       class: 'stack create-endpoint',
       'aria-labelledby': 'create-endpoint-title',
-      onsubmit: async (ev) => {
-        ev.preventDefault();
-        const submit = form.querySelector('button[type=submit]');
-        submit.disabled = true;
-        replace(status);
-        try {
-          const data = await request(CREATE_ENDPOINT, { input: fields.value() });
-          navigate(`/e/${encodeURIComponent(data.createEndpoint.id)}`);
-        } catch (err) {
-          replace(status, notice('error', describeError(err)));
-          submit.disabled = false;
-        }
-      },
+      onsubmit: submitWith(status, async () => {
+        const data = await request(CREATE_ENDPOINT, { input: fields.value() });
+        navigate(`/e/${encodeURIComponent(data.createEndpoint.id)}`);
+      }),
     },
     h('h3', { id: 'create-endpoint-title' }, 'Create an Endpoint'),
     fields.element,

@@ -1,5 +1,6 @@
 // Small reusable widgets: copy buttons, notices, code blocks.
-import { h } from './dom.js';
+import { h, replace } from './dom.js';
+import { describeError } from './graphql.js';
 
 /**
  * copyText writes text to the clipboard. The async Clipboard API needs a
@@ -64,4 +65,32 @@ export function codeLine(label, text, { copyValue, testid, buttonLabel } = {}) {
 /** notice renders a message box; kind is 'info', 'error' or 'success'. */
 export function notice(kind, ...children) {
   return h('div', { class: `notice notice-${kind}`, role: kind === 'error' ? 'alert' : 'status' }, ...children);
+}
+
+/**
+ * runBusy disables button and clears status while work runs. On failure it
+ * shows the error in status and enables the button again, so people can fix
+ * the input and retry. On success the button stays disabled: work either
+ * navigates away or re-renders the form.
+ */
+export async function runBusy(button, status, work) {
+  button.disabled = true;
+  replace(status);
+  try {
+    await work();
+  } catch (err) {
+    replace(status, notice('error', describeError(err)));
+    button.disabled = false;
+  }
+}
+
+/**
+ * submitWith is a form's onsubmit: it keeps the browser from loading a page
+ * and runs work through runBusy with the form's submit button.
+ */
+export function submitWith(status, work) {
+  return (ev) => {
+    ev.preventDefault();
+    return runBusy(ev.currentTarget.querySelector('button[type=submit]'), status, work);
+  };
 }
