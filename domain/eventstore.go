@@ -127,6 +127,17 @@ type EventStore interface {
 	Close() error
 }
 
+// AppendQueuer is an optional EventStore capability. QueueAppend takes an
+// append into the store's commit order before it returns, and wait blocks
+// until that append is durable or refused, with what Append would have
+// returned. Any append queued or started after QueueAppend returns is
+// checked and committed after this one. Ingress uses it to hand a request to
+// its agent while the request's record is being made durable: the sender is
+// still answered only once every append of the delivery has returned.
+type AppendQueuer interface {
+	QueueAppend(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (wait func() (AppendResult, error), err error)
+}
+
 // Subscription is a stream of events in position order.
 type Subscription interface {
 	// Recv blocks until at least one event is available and returns a batch

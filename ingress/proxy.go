@@ -50,14 +50,16 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, fmt.Errorf("request forward: %w", err))
 		return
 	}
-	// The last event appended is this attempt's ForwardRequested.
-	res, requestID, err := s.appendEventsAt(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...)
+	// The last event appended is this attempt's ForwardRequested; on a new
+	// stream its revision is known before the append returns.
+	changes := d.Changes()
+	requestRevision := uint64(len(changes) - 1)
+	recorded, requestID, err := s.queueEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, changes...)
 	if err != nil {
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
-
-	status := s.forward(ctx, w, r.Method, route, domain.ForwardCommand{
+	cmd := domain.ForwardCommand{
 		DeliveryID:      id,
 		AttemptID:       attemptID,
 		EndpointID:      route.ID,
@@ -70,16 +72,26 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		CaptureResponse: route.ResponseCapture,
 		CorrelationID:   id,
 		RequestEventID:  requestID,
-		RequestRevision: res.NextRevision,
-	})
+		RequestRevision: requestRevision,
+	}
+	status := s.forward(ctx, w, r.Method, route, cmd, recorded)
 	s.logDelivery(ctx, id, route.ID, req.Method, status)
 }
 
 // forward runs one attempt and answers the sender; it returns the status
-// the sender got. Outcomes from the tunnel are already recorded by the
-// tunnel; only answers ingress decides alone are recorded here.
-func (s *Server) forward(ctx context.Context, w http.ResponseWriter, method string, route Route, cmd domain.ForwardCommand) int {
+// the sender got. The attempt starts while the delivery's record may still
+// be on its way to disk: recorded waits for it, and nothing is answered
+// before it is durable. Outcomes from the tunnel are already recorded by the
+// tunnel (their append is queued after the delivery's, so it cannot land
+// first); only answers ingress decides alone are recorded here.
+func (s *Server) forward(ctx context.Context, w http.ResponseWriter, method string, route Route, cmd domain.ForwardCommand, recorded func() error) int {
 	o, err := s.runForward(ctx, cmd)
+	if rerr := recorded(); rerr != nil {
+		// The local target may have seen the request, but the sender is
+		// told it failed, as for any request the relay could not record.
+		s.storeUnavailable(ctx, w, cmd.DeliveryID, route.ID, method, rerr)
+		return http.StatusServiceUnavailable
+	}
 	switch {
 	case err != nil:
 		reason := fmt.Sprintf("no outcome from the tunnel: %v", err)

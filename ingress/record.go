@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -77,22 +78,43 @@ func unreadableBody(err error) answer {
 // appendEvents encodes events and appends them to stream in one append.
 // The first event causes the others; all carry correlationID.
 func (s *Server) appendEvents(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) error {
-	_, _, err := s.appendEventsAt(ctx, stream, expected, correlationID, events...)
-	return err
+	wait, _, err := s.queueEvents(ctx, stream, expected, correlationID, events...)
+	if err != nil {
+		return err
+	}
+	return wait()
 }
 
-// appendEventsAt appends like appendEvents and tells where the last event
-// landed: its revision and its ID.
-func (s *Server) appendEventsAt(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) (domain.AppendResult, string, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
-	defer cancel()
+// queueEvents starts an append like appendEvents and returns the ID of its
+// last event and a function that waits for the append's outcome. With a
+// store that can queue appends (domain.AppendQueuer) the append is in the
+// store's commit order when queueEvents returns; with any other store it is
+// already durable.
+func (s *Server) queueEvents(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) (wait func() error, lastID string, err error) {
 	data, _, err := s.deps.Codec.EncodeAll(nil, s.deps.NewID, events, s.deps.Now(), domain.Trace{CorrelationID: correlationID})
 	if err != nil {
-		return domain.AppendResult{}, "", fmt.Errorf("append to %s: %w", stream, err)
+		return nil, "", fmt.Errorf("append to %s: %w", stream, err)
 	}
-	res, err := s.deps.Store.Append(ctx, stream, expected, data...)
+	lastID = data[len(data)-1].ID
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	q, ok := s.deps.Store.(domain.AppendQueuer)
+	if !ok {
+		defer cancel()
+		if _, err := s.deps.Store.Append(ctx, stream, expected, data...); err != nil {
+			return nil, "", fmt.Errorf("append to %s: %w", stream, err)
+		}
+		return func() error { return nil }, lastID, nil
+	}
+	queued, err := q.QueueAppend(ctx, stream, expected, data...)
 	if err != nil {
-		return domain.AppendResult{}, "", fmt.Errorf("append to %s: %w", stream, err)
+		cancel()
+		return nil, "", fmt.Errorf("append to %s: %w", stream, err)
 	}
-	return res, data[len(data)-1].ID, nil
+	return sync.OnceValue(func() error {
+		defer cancel()
+		if _, err := queued(); err != nil {
+			return fmt.Errorf("append to %s: %w", stream, err)
+		}
+		return nil
+	}), lastID, nil
 }

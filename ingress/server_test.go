@@ -151,6 +151,12 @@ type env struct {
 
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
+	return newEnvWith(t, cfg, nil)
+}
+
+// newEnvWith is newEnv with a chance to change the server's dependencies.
+func newEnvWith(t *testing.T, cfg Config, change func(*Deps)) *env {
+	t.Helper()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
 	if err != nil {
@@ -164,13 +170,17 @@ func newEnv(t *testing.T, cfg Config) *env {
 		fwd:    &httpForwarder{target: "127.0.0.1:1"},
 	}
 	cfg.Domain = "localhost"
-	srv := New(cfg, Deps{
+	deps := Deps{
 		Store: store, Codec: e.codec, Resolver: e.routes, Forwarder: e.fwd, Now: e.clock.Now,
 		Bare: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = io.WriteString(w, "bare "+r.URL.Path)
 		}),
-	})
+	}
+	if change != nil {
+		change(&deps)
+	}
+	srv := New(cfg, deps)
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Config.DisableGeneralOptionsHandler = true // let "OPTIONS *" reach the handler
 	ts.Start()
@@ -808,6 +818,29 @@ func TestStoreUnavailable(t *testing.T) {
 	}
 	if n := len(e.fwd.commands()); n != 0 {
 		t.Errorf("an unrecorded delivery was forwarded %d times", n)
+	}
+}
+
+// TestProxyAnswersOnlyRecordedDeliveries makes the delivery's record fail
+// after the forward has started (its stream already exists): the local
+// answer must not reach the sender, who is told the relay could not record
+// the request.
+func TestProxyAnswersOnlyRecordedDeliveries(t *testing.T) {
+	e := newEnvWith(t, Config{ForwardTimeout: 5 * time.Second}, func(d *Deps) {
+		d.NewDeliveryID = func() string { return "taken" }
+	})
+	e.routes.set(Route{ID: "ep1", Kind: domain.AddressEndpoint, AccountID: "acc1", Mode: domain.ModeProxy})
+	e.appendEvents(domain.DeliveryStream("taken"), domain.DeliveryAnswered{DeliveryID: "taken", Status: 204})
+	local := localServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "handled")
+	})
+	e.fwd.set(func(f *httpForwarder) { f.target = local })
+	resp, body := e.do("POST", "ep1.localhost", "/x", nil, []byte("x"))
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "No agent for client\nstore unavailable\n" {
+		t.Errorf("unrecorded delivery answered %d %q, want 503 store unavailable", resp.StatusCode, body)
+	}
+	if got := eventTypes(e.stream(domain.DeliveryStream("taken"))); len(got) != 1 {
+		t.Errorf("stream holds %v: the failed record wrote something", got)
 	}
 }
 

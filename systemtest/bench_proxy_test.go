@@ -27,7 +27,7 @@ func BenchmarkProxy(b *testing.B) {
 	local := benchServer(b, http.StatusOK, benchLocalAnswer)
 	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
 
-	r := harness.Start(b, "")
+	r := harness.Start(b, "", profArgs()...)
 	token, endpointID := benchProxyEndpoint(b, r, local)
 	agent := r.StartAgent(b, token, endpointID, local)
 	b.Cleanup(func() {

@@ -219,7 +219,7 @@ func benchCompare(b *testing.B, base, got benchTarget, ratio string, extra func(
 //	go test -run '^$' -bench InspectorIngest -benchtime 20000x -timeout 30m ./systemtest
 func BenchmarkInspectorIngest(b *testing.B) {
 	bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
-	r := harness.Start(b, "")
+	r := harness.Start(b, "", profArgs()...)
 	var out struct{ CreateInspector struct{ ID string } }
 	r.MustGraphQL(b, "", `mutation{ createInspector{ id } }`, nil, &out)
 	relay := benchTarget{
@@ -304,4 +304,11 @@ func dirMiB(b *testing.B, dir string) float64 {
 		}
 	}
 	return float64(total) / (1 << 20)
+}
+
+func profArgs() []string {
+	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
+		return []string{"--cpuprofile", p}
+	}
+	return nil
 }

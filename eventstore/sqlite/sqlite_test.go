@@ -501,3 +501,56 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestQueuedAppendOrdersLaterAppends queues appends that create streams and,
+// before waiting for any of them, appends right after each one from other
+// goroutines: every later append must find its stream's first event, the
+// waits report what Append would have, and waiting twice gives the same.
+func TestQueuedAppendOrdersLaterAppends(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	const n = 50
+	waits := make([]func() (domain.AppendResult, error), n)
+	errs := make(chan error, n)
+	for i := range n {
+		stream := fmt.Sprintf("delivery-q%d", i)
+		wait, err := s.QueueAppend(ctx, stream, domain.NoStream(), event("first"), event("second"))
+		if err != nil {
+			t.Fatalf("QueueAppend(%s): %v", stream, err)
+		}
+		waits[i] = wait
+		go func() {
+			res, err := s.Append(ctx, stream, domain.Exact(1), event("third"))
+			if err == nil && res.NextRevision != 2 {
+				err = fmt.Errorf("landed at revision %d, want 2", res.NextRevision)
+			}
+			if err != nil {
+				err = fmt.Errorf("append after queued %s: %w", stream, err)
+			}
+			errs <- err
+		}()
+	}
+	for i, wait := range waits {
+		res, err := wait()
+		if err != nil || res.NextRevision != 1 {
+			t.Errorf("queued append %d = %+v, %v; want revision 1", i, res, err)
+		}
+		if again, err2 := wait(); again != res || err2 != err {
+			t.Errorf("second wait of %d = %+v, %v; first gave %+v, %v", i, again, err2, res, err)
+		}
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	// A queued append is refused like Append would refuse it.
+	wait, err := s.QueueAppend(ctx, "delivery-q0", domain.NoStream(), event("conflict"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(); !errors.Is(err, domain.ErrWrongExpectedRevision) {
+		t.Errorf("queued conflicting append: %v, want a wrong expected revision", err)
+	}
+}

@@ -70,7 +70,10 @@ type Store struct {
 	closeErr  error
 }
 
-var _ domain.EventStore = (*Store)(nil)
+var (
+	_ domain.EventStore   = (*Store)(nil)
+	_ domain.AppendQueuer = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the log in the SQLite file at path and
 // starts its writer. ctx bounds the opening only; the store lives until Close.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	sqlitedriver "modernc.org/sqlite"
@@ -43,14 +44,26 @@ type appendReply struct {
 // at the same place return the original result without writing. If ctx ends
 // while the writer holds the request, the append may still commit.
 func (s *Store) Append(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (domain.AppendResult, error) {
+	wait, err := s.QueueAppend(ctx, stream, expected, events...)
+	if err != nil {
+		return domain.AppendResult{}, err
+	}
+	return wait()
+}
+
+// QueueAppend puts the append in the writer's queue and returns a function
+// that waits for its outcome as Append does (domain.AppendQueuer). The
+// writer takes appends strictly in queue order, so an append queued after
+// this call returns is checked against this one's events.
+func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (func() (domain.AppendResult, error), error) {
 	if err := envelope.Validate(stream, events); err != nil {
-		return domain.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
 	rows := make([]row, len(events))
 	for i, e := range events {
 		md, err := envelope.EncodeMetadata(e.Metadata)
 		if err != nil {
-			return domain.AppendResult{}, fmt.Errorf("append to %s: event %s: %w", stream, e.ID, err)
+			return nil, fmt.Errorf("append to %s: event %s: %w", stream, e.ID, err)
 		}
 		data := e.Data
 		if data == nil {
@@ -60,14 +73,16 @@ func (s *Store) Append(ctx context.Context, stream string, expected domain.Expec
 	}
 	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1)}
 	if err := s.enqueue(ctx, req); err != nil {
-		return domain.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
-	select {
-	case rep := <-req.reply:
-		return rep.res, rep.err
-	case <-ctx.Done():
-		return domain.AppendResult{}, fmt.Errorf("append to %s: gave up waiting, outcome unknown: %w", stream, ctx.Err())
-	}
+	return sync.OnceValues(func() (domain.AppendResult, error) {
+		select {
+		case rep := <-req.reply:
+			return rep.res, rep.err
+		case <-ctx.Done():
+			return domain.AppendResult{}, fmt.Errorf("append to %s: gave up waiting, outcome unknown: %w", stream, ctx.Err())
+		}
+	}), nil
 }
 
 func (s *Store) enqueue(ctx context.Context, req *appendRequest) error {
