@@ -306,9 +306,15 @@ func dirMiB(b *testing.B, dir string) float64 {
 	return float64(total) / (1 << 20)
 }
 
+// profArgs passes RELAY_BENCH_CPUPROFILE and RELAY_BENCH_TRACE on to the
+// relay's hidden --cpuprofile and --trace flags.
 func profArgs() []string {
+	var args []string
 	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
-		return []string{"--cpuprofile", p}
+		args = append(args, "--cpuprofile", p)
 	}
-	return nil
+	if p := os.Getenv("RELAY_BENCH_TRACE"); p != "" {
+		args = append(args, "--trace", p)
+	}
+	return args
 }

@@ -42,6 +42,7 @@ type serveConfig struct {
 	ShutdownGrace  time.Duration
 	KeepAlive      time.Duration
 	CPUProfile     string
+	Trace          string
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -62,6 +63,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
 	_ = fs.MarkHidden("cpuprofile")
+	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
+	_ = fs.MarkHidden("trace")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"time"
 
@@ -137,6 +138,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if cfg.Trace != "" {
+		f, err := os.Create(cfg.Trace)
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer func() { trace.Stop(); f.Close() }()
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -27,7 +27,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		return evs, nil
 	}
 	var exists bool
-	if err := s.reads.exists.QueryRowContext(ctx, stream).Scan(&exists); err != nil {
+	if err := s.reads.exists.QueryRowContext(context.WithoutCancel(ctx), stream).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	if !exists {
@@ -72,14 +72,25 @@ func clamp(v uint64) int64 {
 	return int64(v)
 }
 
+//
+// Reads are bounded by max, so they run without ctx's cancellation: with a
+// cancellable context the driver arms a watcher goroutine for every
+// statement, which on the hot paths cost more than the reads. ctx is checked
+// before and between rows instead.
 func query(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]domain.RecordedEvent, error) {
-	rows, err := stmt.QueryContext(ctx, args...)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(context.WithoutCancel(ctx), args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	evs := make([]domain.RecordedEvent, 0, min(max, 256))
 	for rows.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		e, err := scanEvent(rows)
 		if err != nil {
 			return nil, err
