@@ -72,7 +72,6 @@ func clamp(v uint64) int64 {
 	return int64(v)
 }
 
-//
 // Reads are bounded by max, so they run without ctx's cancellation: with a
 // cancellable context the driver arms a watcher goroutine for every
 // statement, which on the hot paths cost more than the reads. ctx is checked
