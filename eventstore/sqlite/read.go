@@ -72,10 +72,10 @@ func clamp(v uint64) int64 {
 	return int64(v)
 }
 
-// Reads are bounded by max, so they run without ctx's cancellation: with a
-// cancellable context the driver arms a watcher goroutine for every
-// statement, which on the hot paths cost more than the reads. ctx is checked
-// before and between rows instead.
+// query reads at most max events. Bounded reads run without ctx's
+// cancellation: with a cancellable context the driver arms a watcher
+// goroutine for every statement, which on the hot paths costs more than the
+// read. ctx is checked before and between rows instead.
 func query(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]domain.RecordedEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
