@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -552,5 +553,136 @@ func TestQueuedAppendOrdersLaterAppends(t *testing.T) {
 	}
 	if _, err := wait(); !errors.Is(err, domain.ErrWrongExpectedRevision) {
 		t.Errorf("queued conflicting append: %v, want a wrong expected revision", err)
+	}
+}
+
+// TestSubscriptionFromTailEqualsTheDatabase receives live while appends of
+// every kind commit (several events per append, conflicts, idempotent
+// retries), so that subscriber is served from the in-memory tail, and checks
+// that it got exactly what ReadAll reads back from the database. A second
+// subscriber starts from 0 once the log is longer than the tail, so it reads
+// the old part from the database and then switches to the tail.
+func TestSubscriptionFromTailEqualsTheDatabase(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	const appends = tailMaxEvents/2 + 100 // two events each: more than the tail holds
+	receive := func(name string, sub domain.Subscription) <-chan []domain.RecordedEvent {
+		out := make(chan []domain.RecordedEvent, 1)
+		go func() {
+			defer sub.Close()
+			var got []domain.RecordedEvent
+			for len(got) < 2*appends {
+				evs, err := sub.Recv(ctx)
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					break
+				}
+				got = append(got, evs...)
+			}
+			out <- got
+		}()
+		return out
+	}
+	live, err := s.SubscribeAll(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveGot := receive("live", live)
+
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			for i := w; i < appends; i += 4 {
+				stream := fmt.Sprintf("delivery-t%d", i)
+				evs := []domain.EventData{event("a"), event("b")}
+				if _, err := s.Append(ctx, stream, domain.NoStream(), evs...); err != nil {
+					errs <- err
+					return
+				}
+				// A retry of the same events writes nothing; a conflict neither.
+				if _, err := s.Append(ctx, stream, domain.NoStream(), evs...); err != nil {
+					errs <- fmt.Errorf("idempotent retry: %w", err)
+					return
+				}
+				if _, err := s.Append(ctx, stream, domain.NoStream(), event("c")); !errors.Is(err, domain.ErrWrongExpectedRevision) {
+					errs <- fmt.Errorf("conflict: %v", err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.ReadAll(ctx, 0, 2*appends+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 2*appends {
+		t.Fatalf("log holds %d events, want %d", len(want), 2*appends)
+	}
+	late, err := s.SubscribeAll(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, gotc := range map[string]<-chan []domain.RecordedEvent{"live": liveGot, "late": receive("late", late)} {
+		got := <-gotc
+		if !reflect.DeepEqual(got, want) {
+			for i := range want {
+				if i >= len(got) || !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("%s subscriber: event %d differs:\n got %+v\nwant %+v", name, i, got[i], want[i])
+				}
+			}
+			t.Fatalf("%s subscriber got %d events, want %d", name, len(got), len(want))
+		}
+	}
+	if n := len(s.tail.events); n == 0 || n > tailMaxEvents || s.tail.events[n-1].Position != want[len(want)-1].Position {
+		t.Errorf("tail holds %d events, up to %d; want at most %d, up to the last", n, s.tail.events[n-1].Position, tailMaxEvents)
+	}
+}
+
+func TestTailAfter(t *testing.T) {
+	var tl tail
+	batch := func(from, to uint64) []domain.RecordedEvent {
+		var evs []domain.RecordedEvent
+		for p := from; p <= to; p++ {
+			evs = append(evs, domain.RecordedEvent{Position: p})
+		}
+		return evs
+	}
+	tl.add(batch(11, 13))
+	tl.add(batch(14, 20))
+	tests := []struct {
+		after    uint64
+		max      int
+		from, to uint64 // 0, 0: not held
+	}{
+		{after: 9, max: 10},                    // 10 is older than the tail
+		{after: 10, max: 10, from: 11, to: 20}, // right before the first held
+		{after: 12, max: 3, from: 13, to: 15},  // bounded by max
+		{after: 19, max: 10, from: 20, to: 20}, // the last one
+		{after: 20, max: 10},                   // nothing newer
+	}
+	for _, tt := range tests {
+		evs, ok := tl.after(tt.after, tt.max)
+		if ok != (tt.from != 0) {
+			t.Errorf("after(%d): ok = %v", tt.after, ok)
+			continue
+		}
+		if ok && (evs[0].Position != tt.from || evs[len(evs)-1].Position != tt.to || len(evs) != int(tt.to-tt.from+1)) {
+			t.Errorf("after(%d, %d) = %d..%d (%d), want %d..%d", tt.after, tt.max, evs[0].Position, evs[len(evs)-1].Position, len(evs), tt.from, tt.to)
+		}
+	}
+	// A batch that does not follow replaces the tail instead of leaving a gap.
+	tl.add(batch(30, 31))
+	if evs, ok := tl.after(29, 10); !ok || len(evs) != 2 {
+		t.Errorf("after a gap: %v, %v", evs, ok)
+	}
+	if _, ok := tl.after(15, 10); ok {
+		t.Error("positions before the gap are still served")
 	}
 }

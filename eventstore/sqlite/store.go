@@ -61,6 +61,7 @@ type Store struct {
 	checkpointerDone chan struct{}
 
 	last     atomic.Uint64 // newest committed position
+	tail     tail          // the newest committed events, for live subscriptions
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed and replaced after each commit

@@ -16,8 +16,10 @@ const SubscriptionBatch = 512
 
 // SubscribeAll returns a subscription to every event after position after.
 // Catch-up and live delivery are one loop: Recv reads from the database
-// after the last position it returned, and when nothing is there it waits
-// for the writer's next commit. Because positions are assigned in commit
+// after the last position it returned (or from the tail of recent commits
+// kept in memory, when it holds that position), and when nothing is there it
+// waits for the writer's next commit. Events from the tail share their Data
+// with every other subscriber: callers must not modify it. Because positions are assigned in commit
 // order by a single writer, everything at or below the last committed
 // position is visible, so there is no gap and no duplicate at the seam.
 func (s *Store) SubscribeAll(ctx context.Context, after uint64) (domain.Subscription, error) {
@@ -55,6 +57,10 @@ func (sub *subscription) Recv(ctx context.Context) ([]domain.RecordedEvent, erro
 		}
 		changed := sub.store.changed()
 		if sub.store.last.Load() > sub.after {
+			if evs, ok := sub.store.tail.after(sub.after, SubscriptionBatch); ok {
+				sub.after = evs[len(evs)-1].Position
+				return evs, nil
+			}
 			evs, err := sub.store.readAll(ctx, sub.after, SubscriptionBatch)
 			if err != nil {
 				if endErr := sub.ended(); endErr != nil {

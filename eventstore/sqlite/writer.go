@@ -31,11 +31,13 @@ type appendRequest struct {
 type row struct {
 	id, typ        string
 	data, metadata []byte
+	md             domain.Metadata // metadata as a read decodes it, for the tail
 }
 
 type appendReply struct {
-	res domain.AppendResult
-	err error
+	res   domain.AppendResult
+	err   error
+	wrote bool // the append inserted its events (it is not a refusal or a retry)
 }
 
 // Append queues the append for the writer and waits until it is committed
@@ -65,11 +67,12 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		if err != nil {
 			return nil, fmt.Errorf("append to %s: event %s: %w", stream, e.ID, err)
 		}
-		data := e.Data
-		if data == nil {
-			data = []byte{} // the column is NOT NULL; nil and empty read back alike
-		}
-		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md}
+		// A copy: the tail keeps it after Append returns, and hands it to
+		// subscribers. The column is NOT NULL; nil and empty read back alike.
+		data := append([]byte{}, e.Data...)
+		m := e.Metadata
+		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
+		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m}
 	}
 	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1)}
 	if err := s.enqueue(ctx, req); err != nil {
@@ -141,6 +144,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 			}
 		}
 	} else if last > 0 {
+		s.tail.add(committed(batch, replies))
 		s.published(last)
 	}
 	for i, r := range batch {
@@ -148,6 +152,31 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 	}
 	s.log.Debug("group commit", slog.Int("appends", len(batch)), slog.Uint64("position", s.last.Load()),
 		slog.Duration("took", time.Since(start)), slog.Any("error", err))
+}
+
+// committed lists the events a committed batch wrote, in position order.
+// The rows of one append have consecutive positions and revisions ending at
+// its result; appends that wrote nothing (refused, or retries of stored
+// events) are left out through their wrote flag.
+func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedEvent {
+	var out []domain.RecordedEvent
+	for i, r := range batch {
+		rep := replies[i]
+		if rep.err != nil || !rep.wrote {
+			continue
+		}
+		n := uint64(len(r.rows))
+		for j, row := range r.rows {
+			back := n - 1 - uint64(j)
+			out = append(out, domain.RecordedEvent{
+				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md},
+				Stream:    r.stream,
+				Revision:  rep.res.NextRevision - back,
+				Position:  rep.res.Position - back,
+			})
+		}
+	}
+	return out
 }
 
 // runBatch applies the batch inside one transaction, filling replies, and
@@ -170,6 +199,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 		if err != nil {
 			return 0, err
 		}
+		rep.wrote = wrote
 		replies[i] = rep
 		if wrote {
 			last = rep.res.Position

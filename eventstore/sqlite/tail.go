@@ -1,0 +1,75 @@
+package sqlite
+
+import (
+	"sync"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Limits of the tail: enough for a live subscriber a few commits behind the
+// writer under full load, small enough not to matter to the process's memory.
+const (
+	tailMaxEvents = 1024
+	tailMaxBytes  = 4 << 20
+)
+
+// tail holds the most recently committed events in memory, in position
+// order and without gaps, so a live subscription (the projections, usually
+// one commit behind the writer) gets them without reading back from the
+// database what the writer has just written. Anything older is read from
+// the database as before.
+type tail struct {
+	mu     sync.RWMutex
+	events []domain.RecordedEvent // contiguous positions, oldest first
+	bytes  int                    // Data and Metadata sizes, roughly, of events
+}
+
+// add appends a committed batch. The writer calls it in commit order; a batch
+// that does not follow the last position held (which the single writer never
+// produces) replaces the tail rather than leave a gap in it.
+func (t *tail) add(evs []domain.RecordedEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.events); n > 0 && t.events[n-1].Position+1 != evs[0].Position {
+		t.events, t.bytes = nil, 0
+	}
+	t.events = append(t.events, evs...)
+	for _, e := range evs {
+		t.bytes += eventSize(e)
+	}
+	drop := 0
+	for len(t.events)-drop > tailMaxEvents || (t.bytes > tailMaxBytes && len(t.events)-drop > 1) {
+		t.bytes -= eventSize(t.events[drop])
+		drop++
+	}
+	if drop > 0 {
+		// Copy what is kept so the dropped events' memory is released.
+		t.events = append([]domain.RecordedEvent(nil), t.events[drop:]...)
+	}
+}
+
+// after returns up to max events with positions greater than pos, when the
+// tail holds the one right after pos; ok is false when it does not (pos is
+// older than the tail, or nothing newer is held).
+func (t *tail) after(pos uint64, max int) (evs []domain.RecordedEvent, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if len(t.events) == 0 {
+		return nil, false
+	}
+	first := t.events[0].Position
+	last := t.events[len(t.events)-1].Position
+	if pos+1 < first || pos >= last {
+		return nil, false
+	}
+	i := int(pos + 1 - first)
+	j := min(len(t.events), i+max)
+	return append([]domain.RecordedEvent(nil), t.events[i:j]...), true
+}
+
+func eventSize(e domain.RecordedEvent) int {
+	return len(e.Data) + len(e.ID) + len(e.Type) + len(e.Stream) + 64
+}
