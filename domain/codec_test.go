@@ -31,12 +31,26 @@ func samples() []domain.Event {
 		domain.AgentDisconnected{EndpointID: "ep1", AgentID: "ag-1", Reason: "connection lost"},
 		domain.DeliveryReceived{DeliveryID: "d1", Address: "ep1", AddressKind: domain.AddressEndpoint, AccountID: "acc-1", Method: "POST",
 			Target: "/a%2Fb?x=1&x=2", Host: "ep1.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5000",
-			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false},
+			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false,
+			Answer: &domain.ReceiptAnswer{Status: 413, Reason: "body larger than 10 bytes"}},
 		domain.DeliveryAnswered{DeliveryID: "d1", Status: 503, Reason: "no agent connected"},
 		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "a1", EndpointID: "ep1"},
 		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 201, Headers: status, Body: []byte(`{"ok":true}`), BodySize: 11, Captured: true, DurationMs: 12},
 		domain.ForwardFailed{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 502, Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1},
 		domain.RetryRequested{DeliveryID: "d1", AttemptID: "a2", AccountID: "acc-1"},
+	}
+}
+
+// TestReceivedWithoutAnswerStillDecodes reads a delivery.received.v1
+// written before the optional answer existed.
+func TestReceivedWithoutAnswerStillDecodes(t *testing.T) {
+	old := `{"delivery_id":"d1","address":"k3","address_kind":"inspector","method":"GET","target":"/","host":"k3.localhost","proto":"HTTP/1.1","remote_addr":"127.0.0.1:1","headers":[],"body":"","body_size":0,"complete":true}`
+	e, err := domain.NewCodec().Decode(domain.TypeDeliveryReceived, []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.(domain.DeliveryReceived); r.Answer != nil || r.DeliveryID != "d1" || !r.Complete {
+		t.Fatalf("decoded %+v", r)
 	}
 }
 

@@ -40,6 +40,19 @@ type Delivery struct {
 
 // ReceiveDelivery records a request that reached address.
 func ReceiveDelivery(id, address string, kind AddressKind, accountID string, req CapturedRequest) (*Delivery, error) {
+	return receive(id, address, kind, accountID, req, nil)
+}
+
+// ReceiveAndAnswer records a request that the relay answered itself as it
+// received it, with status and reason, in a single DeliveryReceived.
+func ReceiveAndAnswer(id, address string, kind AddressKind, accountID string, req CapturedRequest, status int, reason string) (*Delivery, error) {
+	if status < 100 || status > 999 {
+		return nil, &InvalidInputError{Field: "status", Reason: fmt.Sprintf("%d is not an HTTP status", status)}
+	}
+	return receive(id, address, kind, accountID, req, &ReceiptAnswer{Status: status, Reason: reason})
+}
+
+func receive(id, address string, kind AddressKind, accountID string, req CapturedRequest, answer *ReceiptAnswer) (*Delivery, error) {
 	switch {
 	case id == "":
 		return nil, &InvalidInputError{Field: "delivery id", Reason: "empty"}
@@ -67,7 +80,7 @@ func ReceiveDelivery(id, address string, kind AddressKind, accountID string, req
 		DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
 		RemoteAddr: req.RemoteAddr, Headers: headers, Body: body,
-		BodySize: req.BodySize, Complete: req.Complete,
+		BodySize: req.BodySize, Complete: req.Complete, Answer: answer,
 	})
 	return d, nil
 }
@@ -88,6 +101,7 @@ func (d *Delivery) apply(e Event) {
 	switch e := e.(type) {
 	case DeliveryReceived:
 		d.id, d.address, d.kind, d.accountID, d.complete = e.DeliveryID, e.Address, e.AddressKind, e.AccountID, e.Complete
+		d.answered = e.Answer != nil
 		d.pending = map[string]bool{}
 	case DeliveryAnswered:
 		d.answered = true

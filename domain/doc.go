@@ -27,6 +27,13 @@
 //	forward.failed.v1       ForwardFailed        the attempt failed (502, 503, 504)
 //	retry.requested.v1      RetryRequested       a user asked to replay a stored delivery
 //
+// A request the relay answers itself as it arrives (inspectors, LOG
+// Endpoints, refusals) is one delivery.received.v1 carrying that answer in
+// its optional "answer" field: one event per delivery on the hottest path.
+// delivery.answered.v1 records answers decided later (a forward that got no
+// outcome in time). The field was added without a version change, since a
+// reader that ignores it loses nothing an older log had.
+//
 // Streams are one per aggregate: "inspector-<id>", "endpoint-<id>",
 // "account-<id>", "delivery-<id>", "agent-<endpoint id>".
 package domain

@@ -47,6 +47,50 @@ func TestReceiveDeliveryInvariants(t *testing.T) {
 	}
 }
 
+func TestReceiveAndAnswer(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		want   error
+	}{
+		{"inspector 204", 204, nil},
+		{"refusal 413", 413, nil},
+		{"no status", 0, domain.ErrInvalidInput},
+		{"not a status", 1000, domain.ErrInvalidInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := domain.ReceiveAndAnswer("d1", "addr", domain.AddressInspector, "", req("abc", 3), tt.status, "why")
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if err != nil {
+				return
+			}
+			changes := d.Changes()
+			if len(changes) != 1 {
+				t.Fatalf("changes = %v, want one DeliveryReceived", changes)
+			}
+			got := changes[0].(domain.DeliveryReceived).Answer
+			if got == nil || *got != (domain.ReceiptAnswer{Status: tt.status, Reason: "why"}) {
+				t.Fatalf("answer = %+v", got)
+			}
+			// Answered at receipt: a later answer raises nothing, also
+			// once the delivery is loaded back from its stream.
+			for _, d := range []*domain.Delivery{d, domain.LoadDelivery(changes)} {
+				if !d.Answered() {
+					t.Fatal("not answered")
+				}
+				before := len(d.Changes())
+				d.Answer(500, "late")
+				if len(d.Changes()) != before {
+					t.Fatalf("a second answer was raised: %v", d.Changes())
+				}
+			}
+		})
+	}
+}
+
 func TestDeliveryAttempts(t *testing.T) {
 	given := []domain.Event{
 		domain.DeliveryReceived{DeliveryID: "d1", Address: "ep", AddressKind: domain.AddressEndpoint, AccountID: "acc", Method: "POST", Target: "/", Complete: true},

@@ -135,6 +135,18 @@ type DeliveryReceived struct {
 	Body        []byte      `json:"body"`
 	BodySize    int64       `json:"body_size"`
 	Complete    bool        `json:"complete"`
+	// Answer is the answer the relay gave on its own as it received the
+	// request (an inspector's 204, a LOG Endpoint's, a refusal): one event
+	// then records both. Nil when the answer came later, from a forward or
+	// a DeliveryAnswered. Added without a version change: older events
+	// simply have none.
+	Answer *ReceiptAnswer `json:"answer,omitempty"`
+}
+
+// ReceiptAnswer is what the sender was answered at receipt.
+type ReceiptAnswer struct {
+	Status int    `json:"status"`
+	Reason string `json:"reason,omitempty"` // why the service answered it itself
 }
 
 // DeliveryAnswered records what the sender was answered.

@@ -33,17 +33,16 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 	s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, ans)
 }
 
-// recordAnswer appends DeliveryReceived and DeliveryAnswered in one append,
-// durably, and only then answers the sender.
+// recordAnswer appends DeliveryReceived carrying the answer ans, durably,
+// and only then answers the sender: one event per delivery.
 func (s *Server) recordAnswer(ctx context.Context, w http.ResponseWriter, id string, route Route, req domain.CapturedRequest, ans answer) {
-	d, err := domain.ReceiveDelivery(id, route.ID, route.Kind, route.AccountID, req)
+	d, err := domain.ReceiveAndAnswer(id, route.ID, route.Kind, route.AccountID, req, ans.status, ans.reason)
 	if err != nil {
 		s.log.ErrorContext(ctx, "ingress: capture broke a delivery invariant", "delivery_id", id, "address", route.ID, "error", err)
 		writeText(w, http.StatusInternalServerError, "Internal Server Error\n")
 		s.logDelivery(ctx, id, route.ID, req.Method, http.StatusInternalServerError)
 		return
 	}
-	d.Answer(ans.status, ans.reason)
 	if err := s.appendEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...); err != nil {
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
 		return

@@ -350,7 +350,10 @@ func TestInspectorRecordsTargetByteForByte(t *testing.T) {
 			if got.Target != tt.want || got.Method != tt.method || got.Address != "insp1" || got.AddressKind != domain.AddressInspector {
 				t.Errorf("recorded %s %q at %s (%s), want %s %q at insp1", got.Method, got.Target, got.Address, got.AddressKind, tt.method, tt.want)
 			}
-			want := []domain.Event{got, domain.DeliveryAnswered{DeliveryID: got.DeliveryID, Status: http.StatusNoContent}}
+			if !reflect.DeepEqual(got.Answer, &domain.ReceiptAnswer{Status: http.StatusNoContent}) || len(events) != 1 {
+				t.Errorf("stream = %+v, want one DeliveryReceived answered 204", events)
+			}
+			want := []domain.Event{got}
 			if !reflect.DeepEqual(events, want) {
 				t.Errorf("stream = %+v, want %+v", events, want)
 			}
@@ -543,8 +546,8 @@ func TestExpiredInspector(t *testing.T) {
 			t.Fatalf("request %d answered %d %q", i, resp.StatusCode, body)
 		}
 		got, events := e.lastDelivery()
-		want := []domain.Event{got, domain.DeliveryAnswered{DeliveryID: got.DeliveryID, Status: http.StatusServiceUnavailable, Reason: "expired"}}
-		if !reflect.DeepEqual(events, want) || got.Target != "/late" {
+		answer := &domain.ReceiptAnswer{Status: http.StatusServiceUnavailable, Reason: "expired"}
+		if len(events) != 1 || !reflect.DeepEqual(got.Answer, answer) || got.Target != "/late" {
 			t.Errorf("request %d recorded %+v", i, events)
 		}
 	}
@@ -591,7 +594,7 @@ func TestLogEndpointRecordsAndAnswers204(t *testing.T) {
 	if got.AddressKind != domain.AddressEndpoint || got.AccountID != "acc1" || got.Target != "/orders/7?x=1" || string(got.Body) != "payload" {
 		t.Errorf("recorded %+v", got)
 	}
-	if len(events) != 2 || events[1] != (domain.DeliveryAnswered{DeliveryID: got.DeliveryID, Status: http.StatusNoContent}) {
+	if len(events) != 1 || !reflect.DeepEqual(got.Answer, &domain.ReceiptAnswer{Status: http.StatusNoContent}) {
 		t.Errorf("stream = %+v", events)
 	}
 	if n := len(e.fwd.commands()); n != 0 {
@@ -715,7 +718,7 @@ func TestProxyBodyTooLarge(t *testing.T) {
 	if len(got.Body) != 1024 || got.BodySize != 1025 || got.Complete {
 		t.Errorf("stored %d bytes, size %d, complete %v", len(got.Body), got.BodySize, got.Complete)
 	}
-	if len(events) != 2 || events[1].(domain.DeliveryAnswered).Status != http.StatusRequestEntityTooLarge {
+	if len(events) != 1 || got.Answer == nil || got.Answer.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("stream = %+v", events)
 	}
 	if n := len(e.fwd.commands()); n != 0 {

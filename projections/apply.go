@@ -27,7 +27,12 @@ type batch struct {
 	// to flush (see updateDelivery); pending lists the deferred ones in the
 	// order they were first deferred.
 	known   map[string]*knownDelivery
-	pending []string
+	pending []*knownDelivery
+
+	// activity holds the latest delivery time of each address the batch
+	// received deliveries for, stored once by flush (see noteActivity).
+	activity      map[addressKey]int64
+	activityOrder []addressKey
 }
 
 // knownDelivery is a delivery row the batch knows exists, with the update
@@ -38,6 +43,23 @@ type knownDelivery struct {
 	dirty    bool   // an update is deferred
 	pos      int64  // position of the latest event that changed it
 	answered any    // latest DeliveryAnswered status of the batch, or nil
+	// outcomes is false only for a delivery this batch created and gave no
+	// attempt outcome: flush then knows no attempt decides its status.
+	outcomes bool
+	response *logRef // latest ForwardResponded of the batch, or nil
+}
+
+// logRef locates an event in the log as the deliveries row stores it:
+// stream is nil for the delivery's own stream, else the stream's name.
+type logRef struct {
+	stream   any
+	revision int64
+}
+
+// addressKey names an inspector or an Endpoint.
+type addressKey struct {
+	kind domain.AddressKind
+	id   string
 }
 
 func (b *batch) stmt(query string) (*sql.Stmt, error) {
@@ -115,7 +137,7 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	// ctx ends (database/sql watches it once per transaction), and ctx is
 	// checked between events.
 	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, txStmts: map[string]*sql.Stmt{},
-		changes: map[string]Change{}, known: map[string]*knownDelivery{}}
+		changes: map[string]Change{}, known: map[string]*knownDelivery{}, activity: map[addressKey]int64{}}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("apply batch after %d: %w", from, err)
@@ -152,11 +174,23 @@ func groupChanges(changes map[string]Change, known map[string]*knownDelivery) ma
 	return out
 }
 
+// decode returns the payload of an event: the lean rows of the events that
+// carry headers and bodies (see lean.go), the codec's payload otherwise.
+func (v *Views) decode(e domain.RecordedEvent) (any, error) {
+	switch e.Type {
+	case domain.TypeDeliveryReceived:
+		return decodeReceived(e.Data)
+	case domain.TypeForwardResponded:
+		return decodeResponded(e.Data)
+	}
+	return v.codec.Decode(e.Type, e.Data)
+}
+
 // applyEvent decodes the current event and updates the views it concerns.
 // Unknown types are skipped so an older relay can read a newer log.
 func (v *Views) applyEvent(b *batch) error {
 	e := b.event
-	payload, err := v.codec.Decode(e.Type, e.Data)
+	payload, err := v.decode(e)
 	if errors.Is(err, domain.ErrUnknownEventType) {
 		v.log.DebugContext(b.ctx, "projections skip unknown event type", "type", e.Type, "position", e.Position)
 		return nil
@@ -189,13 +223,13 @@ func (v *Views) applyEvent(b *batch) error {
 		n, err = b.agentConnected(p)
 	case domain.AgentDisconnected:
 		n, err = b.exec(qAgentDisconnected, b.at(), p.Reason, p.AgentID, p.EndpointID)
-	case domain.DeliveryReceived:
+	case receivedRow:
 		n, err = b.deliveryReceived(p)
 	case domain.DeliveryAnswered:
 		n, err = b.deliveryAnswered(p)
 	case domain.ForwardRequested:
 		n, err = b.forwardRequested(p)
-	case domain.ForwardResponded:
+	case respondedRow:
 		n, err = b.forwardResponded(p)
 	case domain.ForwardFailed:
 		n, err = b.forwardFailed(p)

@@ -2,9 +2,9 @@ package projections
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -12,131 +12,167 @@ import (
 // Handlers for deliveries and their attempts. Each returns the number of
 // rows it changed (0 when the delivery is unknown).
 
-func (b *batch) deliveryReceived(p domain.DeliveryReceived) (int64, error) {
-	headers, err := encodeHeaders(p.Headers)
-	if err != nil {
-		return 0, err
+func (b *batch) deliveryReceived(p receivedRow) (int64, error) {
+	ref := b.ref(p.DeliveryID)
+	var answered any // the status answered at receipt, as a DeliveryAnswered right after would record it
+	if p.Answer != nil {
+		answered = p.Answer.Status
 	}
 	n, err := b.exec(qDeliveryReceived, b.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
-		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, headers, p.BodySize, p.Complete, b.at())
+		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, b.at(), ref.stream, ref.revision,
+		answered)
 	if err != nil || n == 0 {
 		return n, err
 	}
-	body := p.Body
-	if body == nil {
-		body = []byte{}
-	}
-	if _, err := b.exec(qDeliveryBody, b.pos(), body); err != nil {
-		return 0, err
-	}
-	if err := b.activity(p.AddressKind, p.Address); err != nil {
-		return 0, err
-	}
+	b.noteActivity(p.AddressKind, p.Address)
+	// A row created just now has no attempts: until an outcome arrives in
+	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
 	b.known[p.DeliveryID] = &knownDelivery{dpos: b.pos(), address: p.Address}
 	b.touched(p.DeliveryID, true)
 	return n, nil
 }
 
 func (b *batch) deliveryAnswered(p domain.DeliveryAnswered) (int64, error) {
-	_, ok, err := b.updateDelivery(p.DeliveryID, p.Status)
+	ok, err := b.updateDelivery(p.DeliveryID, p.Status, nil, false)
 	return boolRows(ok), err
 }
 
 func (b *batch) forwardRequested(p domain.ForwardRequested) (int64, error) {
-	if _, err := b.exec(qAttemptRequested, b.pos(), p.DeliveryID, p.AttemptID, p.Retry, b.at()); err != nil {
+	if err := b.insertAttempt(p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, b.at()); err != nil {
 		return 0, err
 	}
-	_, ok, err := b.updateDelivery(p.DeliveryID, nil)
+	ok, err := b.updateDelivery(p.DeliveryID, nil, nil, false)
 	return boolRows(ok), err
 }
 
-func (b *batch) forwardResponded(p domain.ForwardResponded) (int64, error) {
-	if _, err := b.exec(qAttemptOutcome, b.pos(), p.DeliveryID, p.AttemptID, b.at(), p.Status, p.DurationMs, ""); err != nil {
+func (b *batch) forwardResponded(p respondedRow) (int64, error) {
+	if err := b.insertAttempt(p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+		p.AttemptID, b.at(), p.Status, p.DurationMs, ""); err != nil {
 		return 0, err
 	}
-	dpos, ok, err := b.updateDelivery(p.DeliveryID, nil)
-	if err != nil || !ok {
-		return 0, err
-	}
-	headers, err := encodeHeaders(p.Headers)
-	if err != nil {
-		return 0, err
-	}
-	var body []byte // NULL when the Endpoint does not capture responses
-	if p.Captured {
-		body = p.Body
-		if body == nil {
-			body = []byte{}
-		}
-	}
-	_, err = b.exec(qDeliveryResponse, dpos, headers, p.Captured, body)
-	return 1, err
+	ref := b.ref(p.DeliveryID)
+	ok, err := b.updateDelivery(p.DeliveryID, nil, &ref, true)
+	return boolRows(ok), err
 }
 
 func (b *batch) forwardFailed(p domain.ForwardFailed) (int64, error) {
-	if _, err := b.exec(qAttemptOutcome, b.pos(), p.DeliveryID, p.AttemptID, b.at(), p.Status, p.DurationMs, p.Error); err != nil {
+	if err := b.insertAttempt(p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+		p.AttemptID, b.at(), p.Status, p.DurationMs, p.Error); err != nil {
 		return 0, err
 	}
-	_, ok, err := b.updateDelivery(p.DeliveryID, nil)
+	ok, err := b.updateDelivery(p.DeliveryID, nil, nil, true)
 	return boolRows(ok), err
 }
 
+// deliveryStreamPrefix is what domain.DeliveryStream puts before an id.
+var deliveryStreamPrefix = domain.DeliveryStream("")
+
+// ref locates the current event for the deliveries row of deliveryID: its
+// revision, and its stream unless it is the delivery's own.
+func (b *batch) ref(deliveryID string) logRef {
+	r := logRef{revision: int64(b.event.Revision)}
+	if s := b.event.Stream; len(s) != len(deliveryStreamPrefix)+len(deliveryID) ||
+		!strings.HasPrefix(s, deliveryStreamPrefix) || !strings.HasSuffix(s, deliveryID) {
+		r.stream = s
+	}
+	return r
+}
+
+// insertAttempt runs an attempts insert for the current event: byPos with
+// the delivery's position when the batch knows it, else byID, which looks
+// the delivery up by its id (and inserts nothing for an unknown one). The
+// queries take the event's position and the delivery, then args.
+func (b *batch) insertAttempt(deliveryID, byID, byPos string, args ...any) error {
+	head := []any{b.pos(), deliveryID}
+	query := byID
+	if k, ok := b.known[deliveryID]; ok {
+		head[1], query = k.dpos, byPos
+	}
+	if _, err := b.exec(query, append(head, args...)...); err != nil {
+		return fmt.Errorf("record attempt of delivery %s: %w", deliveryID, err)
+	}
+	return nil
+}
+
 // updateDelivery marks a delivery as changed by the current event, records a
-// DeliveryAnswered status when answered is an int, recomputes what the
-// sender was answered (see qDeliveryUpdate) and returns the delivery's
-// position; ok is false when the delivery is unknown.
+// DeliveryAnswered status when answered is an int and a latest response
+// when response is not nil, and recomputes what the sender was answered
+// (see qDeliveryUpdate); outcome tells that the event gave an attempt an
+// outcome. ok is false when the delivery is unknown.
 //
 // A delivery the batch already knows is not updated now but once, by flush,
-// with the latest event's position and DeliveryAnswered status: qDeliveryUpdate
-// computes every column from those and from the attempts table, and each
-// event that changes the attempts of a delivery updates it afterwards, so
-// the one deferred update leaves the row as the series of updates would.
-func (b *batch) updateDelivery(id string, answered any) (dpos int64, ok bool, err error) {
+// by its position, with the latest event's position, DeliveryAnswered
+// status and response: the update computes every column from those and
+// from the attempts table, and each event that changes the attempts of a
+// delivery updates it afterwards, so the one deferred update leaves the row
+// as the series of updates would.
+func (b *batch) updateDelivery(id string, answered any, response *logRef, outcome bool) (ok bool, err error) {
 	if k, ok := b.known[id]; ok {
 		if !k.dirty {
 			k.dirty = true
-			b.pending = append(b.pending, id)
+			b.pending = append(b.pending, k)
 		}
 		k.pos = b.pos()
 		if answered != nil {
 			k.answered = answered
 		}
+		if response != nil {
+			k.response = response
+		}
+		k.outcomes = k.outcomes || outcome
 		b.touched(id, false)
-		return k.dpos, true, nil
+		return true, nil
 	}
-	row, err := b.queryRow(qDeliveryUpdate, b.pos(), id, answered)
+	var rRev, rStream any
+	if response != nil {
+		rRev, rStream = response.revision, response.stream
+	}
+	row, err := b.queryRow(qDeliveryUpdateByID, b.pos(), id, answered, rRev, rStream)
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
-	var address string
+	var (
+		dpos    int64
+		address string
+	)
 	if err := row.Scan(&dpos, &address); errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil // not cached: a later DeliveryReceived may create it
+		return false, nil // not cached: a later DeliveryReceived may create it
 	} else if err != nil {
-		return 0, false, fmt.Errorf("update delivery %s: %w", id, err)
+		return false, fmt.Errorf("update delivery %s: %w", id, err)
 	}
-	b.known[id] = &knownDelivery{dpos: dpos, address: address}
+	// Its attempts are not known here: flush looks them up.
+	b.known[id] = &knownDelivery{dpos: dpos, address: address, outcomes: true}
 	b.touched(id, false)
-	return dpos, true, nil
+	return true, nil
 }
 
-// flush applies the deferred delivery updates, before the batch commits.
+// flush applies the deferred delivery and activity updates, before the
+// batch commits.
 func (b *batch) flush() error {
-	for _, id := range b.pending {
-		k := b.known[id]
-		row, err := b.queryRow(qDeliveryUpdate, k.pos, id, k.answered)
-		if err != nil {
-			return err
-		}
+	for _, k := range b.pending {
 		var (
-			dpos    int64
-			address string
+			n   int64
+			err error
 		)
-		if err := row.Scan(&dpos, &address); err != nil {
-			return fmt.Errorf("update delivery %s: %w", id, err)
+		if k.outcomes {
+			var rRev, rStream any
+			if k.response != nil {
+				rRev, rStream = k.response.revision, k.response.stream
+			}
+			n, err = b.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream)
+		} else {
+			n, err = b.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered)
 		}
+		if err == nil && n != 1 {
+			err = fmt.Errorf("updated %d rows, want 1", n)
+		}
+		if err != nil {
+			return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
+		}
+		k.dirty = false
 	}
 	b.pending = nil
-	return nil
+	return b.flushActivity()
 }
 
 func boolRows(ok bool) int64 {
@@ -144,15 +180,4 @@ func boolRows(ok bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-func encodeHeaders(h []domain.Header) (string, error) {
-	if h == nil {
-		h = []domain.Header{}
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return "", fmt.Errorf("encode headers: %w", err)
-	}
-	return string(b), nil
 }

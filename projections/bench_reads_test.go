@@ -10,14 +10,12 @@ import (
 // BenchmarkAddress measures the per-request routing lookup of ingress, for
 // an inspector and for an Endpoint id, on views that also hold history.
 func BenchmarkAddress(b *testing.B) {
-	v := openBare(b)
-	s := &synth{t: b, codec: domain.NewCodec(), body: []byte("{}")}
-	events := []domain.RecordedEvent{
-		s.event(domain.InspectorStream("insp-1"), 0, domain.InspectorCreated{InspectorID: "insp-1", IdleTTLMs: 60000}),
-		s.event(domain.EndpointStream("ep-0"), 0, domain.EndpointCreated{EndpointID: "ep-0", AccountID: "acct-1",
-			Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true}),
-	}
-	applyTB(b, v, append(events, s.batch(256)...))
+	s := newSynth(b, []byte("{}"))
+	v := s.open("views.db")
+	s.queue(domain.InspectorStream("insp-1"), domain.InspectorCreated{InspectorID: "insp-1", IdleTTLMs: 60000})
+	s.queue(domain.EndpointStream("ep-0"), domain.EndpointCreated{EndpointID: "ep-0", AccountID: "acct-1",
+		Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true})
+	applyTB(b, v, s.batch(256))
 	for _, tc := range []struct {
 		name string
 		id   string
@@ -44,16 +42,14 @@ func BenchmarkAddress(b *testing.B) {
 // BenchmarkReads measures the other per-request reads: the token check of
 // the GraphQL API, an Endpoint, one delivery and a page of history.
 func BenchmarkReads(b *testing.B) {
-	v := openBare(b)
-	s := &synth{t: b, codec: domain.NewCodec(), body: []byte("{}")}
+	s := newSynth(b, []byte("{}"))
+	v := s.open("views.db")
 	hash := hashToken("secret")
-	events := []domain.RecordedEvent{
-		s.event(domain.AccountStream("acct-1"), 0, domain.AccountCreated{AccountID: "acct-1", Name: "a"}),
-		s.event(domain.AccountStream("acct-1"), 1, domain.TokenIssued{AccountID: "acct-1", TokenID: "t1", TokenHash: hash}),
-		s.event(domain.EndpointStream("ep-0"), 0, domain.EndpointCreated{EndpointID: "ep-0", AccountID: "acct-1",
-			Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true}),
-	}
-	applyTB(b, v, append(events, s.batch(256)...))
+	s.queue(domain.AccountStream("acct-1"), domain.AccountCreated{AccountID: "acct-1", Name: "a"})
+	s.queue(domain.AccountStream("acct-1"), domain.TokenIssued{AccountID: "acct-1", TokenID: "t1", TokenHash: hash})
+	s.queue(domain.EndpointStream("ep-0"), domain.EndpointCreated{EndpointID: "ep-0", AccountID: "acct-1",
+		Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true})
+	applyTB(b, v, s.batch(256))
 	ctx := b.Context()
 	b.Run("AccountByTokenHash", func(b *testing.B) {
 		for b.Loop() {
@@ -90,23 +86,22 @@ func BenchmarkReads(b *testing.B) {
 // batch and once an event per batch: the deferred delivery updates of a
 // batch must leave exactly the rows the event-by-event updates leave.
 func TestBatchSplitDoesNotMatter(t *testing.T) {
-	s := &synth{t: t, codec: domain.NewCodec(), body: []byte("b")}
-	var events []domain.RecordedEvent
+	s := newSynth(t, []byte("b"))
 	for i := range 6 {
-		events = append(events, s.delivery(fmt.Sprintf("ep-%d", i%2))...)
+		s.delivery(fmt.Sprintf("ep-%d", i%2))
 		id := fmt.Sprintf("d-%08d", s.n)
 		stream := domain.DeliveryStream(id)
-		events = append(events,
-			s.event(stream, 4, domain.DeliveryAnswered{DeliveryID: id, Status: 502}),
-			s.event(stream, 5, domain.ForwardRequested{DeliveryID: id, AttemptID: "a2", Retry: true}),
-			s.event(stream, 6, domain.ForwardFailed{DeliveryID: id, AttemptID: "a2", Status: 504, Error: "timeout"}))
+		s.queue(stream, domain.DeliveryAnswered{DeliveryID: id, Status: 502})
+		s.queue(stream, domain.ForwardRequested{DeliveryID: id, AttemptID: "a2", Retry: true})
+		s.queue(stream, domain.ForwardFailed{DeliveryID: id, AttemptID: "a2", Status: 504, Error: "timeout"})
 	}
 	// An answer for a delivery received only later in the batch changes nothing.
-	events = append(events, s.event(domain.DeliveryStream("late"), 0, domain.DeliveryAnswered{DeliveryID: "late", Status: 204}),
-		s.event(domain.DeliveryStream("late"), 1, domain.DeliveryReceived{DeliveryID: "late", Address: "insp",
-			AddressKind: domain.AddressInspector, Method: "GET", Target: "/", Complete: true}))
+	s.queue(domain.DeliveryStream("late"), domain.DeliveryAnswered{DeliveryID: "late", Status: 204})
+	s.queue(domain.DeliveryStream("late"), domain.DeliveryReceived{DeliveryID: "late", Address: "insp",
+		AddressKind: domain.AddressInspector, Method: "GET", Target: "/", Complete: true})
+	events := s.take()
 
-	whole, split := openBare(t), openBare(t)
+	whole, split := s.open("whole.db"), s.open("split.db")
 	applyTB(t, whole, events)
 	for i := range events {
 		applyTB(t, split, events[i:i+1])
@@ -116,6 +111,7 @@ func TestBatchSplitDoesNotMatter(t *testing.T) {
 		t.Fatalf("split views hold %d attempts and %d deliveries, want 12 and 7", len(want["attempts"]), len(want["deliveries"]))
 	}
 	compareDumps(t, "one batch", want, dump(t, whole))
+	compareHistories(t, "one batch", histories(t, split), histories(t, whole))
 	d, err := whole.Delivery(t.Context(), "d-00000001")
 	if err != nil || status(d.ResponseStatus) != "504" || d.UpdatedPosition != 7 {
 		t.Fatalf("d-00000001: status %s, updated at %d, %v; want 504 at 7", status(d.ResponseStatus), d.UpdatedPosition, err)

@@ -4,8 +4,12 @@
 //
 // The views are fed only by the event store's subscription (the store is the
 // single source of truth) and live in tables of their own SQLite file, so Go
-// memory stays flat however long the history grows: bodies and headers are
-// read from SQLite when asked for, never cached.
+// memory stays flat however long the history grows. They keep no copy of a
+// request's or a response's headers and body: a delivery's row refers to
+// the DeliveryReceived and the latest ForwardResponded in the log, which
+// [Views.Delivery] and [Views.Deliveries] read back (one stream read per
+// delivery), never cached. Applying a delivery therefore decodes only the
+// fields its row needs and writes no body.
 //
 // One writer goroutine ([Views.Run]) applies each batch of events in one
 // SQLite transaction that also stores the checkpoint (the last applied

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -137,6 +138,16 @@ func (w writer) agent(ctx context.Context, endpointID string, ev domain.Event, a
 
 func (w writer) receive(ctx context.Context, id, address string, kind domain.AddressKind, accountID string, req domain.CapturedRequest, at time.Time) (uint64, error) {
 	d, err := domain.ReceiveDelivery(id, address, kind, accountID, req)
+	if err != nil {
+		return 0, err
+	}
+	return w.save(ctx, domain.DeliveryStream(id), d.Expected(), at, d.Changes()...)
+}
+
+// receiveAnswered records a request the relay answered itself at receipt,
+// in one event, as ingress does for inspectors and LOG Endpoints.
+func (w writer) receiveAnswered(ctx context.Context, id, address string, kind domain.AddressKind, accountID string, req domain.CapturedRequest, status int, at time.Time) (uint64, error) {
+	d, err := domain.ReceiveAndAnswer(id, address, kind, accountID, req, status, "answered at receipt")
 	if err != nil {
 		return 0, err
 	}
@@ -369,4 +380,66 @@ func status(p *int) string {
 		return "nil"
 	}
 	return fmt.Sprint(*p)
+}
+
+// histories reads every delivery of v as the API gives it, headers and
+// bodies from the log included: each address's history page by page, and
+// each delivery again on its own, which must agree with its page.
+func histories(t *testing.T, v *Views) map[string]Delivery {
+	t.Helper()
+	ctx := t.Context()
+	rows, err := v.r.QueryContext(ctx, "SELECT DISTINCT address FROM deliveries ORDER BY address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addresses []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		addresses = append(addresses, a)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	out := map[string]Delivery{}
+	for _, address := range addresses {
+		after := ""
+		for {
+			p, err := v.Deliveries(ctx, address, 7, after)
+			if err != nil {
+				t.Fatalf("Deliveries(%s): %v", address, err)
+			}
+			for _, d := range p.Items {
+				one, err := v.Delivery(ctx, d.ID)
+				if err != nil {
+					t.Fatalf("Delivery(%s): %v", d.ID, err)
+				}
+				if !reflect.DeepEqual(one, d) {
+					t.Errorf("Delivery(%s) = %+v\nits page holds %+v", d.ID, one, d)
+				}
+				out[d.ID] = d
+			}
+			if !p.HasNextPage {
+				break
+			}
+			after = p.EndCursor
+		}
+	}
+	return out
+}
+
+// compareHistories reports every delivery that differs between two views.
+func compareHistories(t *testing.T, name string, want, got map[string]Delivery) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d deliveries, want %d", name, len(got), len(want))
+	}
+	for id, w := range want {
+		if g, ok := got[id]; !ok || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: delivery %s =\n %+v\nwant %+v", name, id, g, w)
+		}
+	}
 }

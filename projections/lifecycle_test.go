@@ -41,6 +41,9 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error { d.Answer(204, ""); return nil })
 			})
 	}
+	steps = append(steps, func() (uint64, error) {
+		return w.receiveAnswered(ctx, "da-"+n, insp, domain.AddressInspector, "", request("/answered", "at receipt"), 204, tick())
+	})
 	for k := range 4 {
 		id := fmt.Sprintf("de-%s-%d", n, k)
 		steps = append(steps,
@@ -70,6 +73,11 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			},
 			func() (uint64, error) {
 				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error {
+					if k < 2 { // the Endpoint captured responses, then stopped
+						d.RecordResponse(domain.ForwardResponded{AttemptID: "a2", Status: 201, Headers: []domain.Header{{Name: "B", Value: "2"}},
+							Body: []byte("created"), BodySize: 7, Captured: true, DurationMs: 3})
+						return nil
+					}
 					d.RecordResponse(domain.ForwardResponded{AttemptID: "a2", Status: 201, BodySize: 0, Captured: false, DurationMs: 3})
 					return nil
 				})
@@ -152,17 +160,37 @@ func TestRebuildYieldsTheSameViews(t *testing.T) {
 			t.Fatalf("table %s is empty: the stories do not cover it", table)
 		}
 	}
+	// What the API gives, headers and bodies read from the log included.
+	liveHistory := histories(t, e.views)
+	var bodies, responses, uncaptured int
+	for _, d := range liveHistory {
+		if len(d.Headers) > 0 && len(d.Body) > 0 {
+			bodies++
+		}
+		if len(d.ResponseHeaders) > 0 && len(d.ResponseBody) > 0 {
+			responses++
+		}
+		if d.ResponseStatus != nil && d.ResponseBody == nil && len(d.Attempts) > 0 {
+			uncaptured++
+		}
+	}
+	if len(liveHistory) != 36 || bodies != 36 || responses == 0 || uncaptured == 0 {
+		t.Fatalf("%d deliveries, %d with headers and body, %d with a captured response, %d with an uncaptured one: the stories do not cover them",
+			len(liveHistory), bodies, responses, uncaptured)
+	}
 
 	fresh := e.open("fresh.db", Options{})
 	e.run(fresh)
 	e.sync(fresh)
 	compareDumps(t, "fresh views from position 0", live, dump(t, fresh))
+	compareHistories(t, "fresh views from position 0", liveHistory, histories(t, fresh))
 
 	if err := e.views.Rebuild(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.sync(e.views)
 	compareDumps(t, "rebuilt views", live, dump(t, e.views))
+	compareHistories(t, "rebuilt views", liveHistory, histories(t, e.views))
 
 	// Run keeps going after a rebuild.
 	pos := e.do(e.receive(e.ctx, "after-rebuild", "insp-0", domain.AddressInspector, "", request("/", ""), t0))
@@ -207,6 +235,7 @@ func TestReplayIsIdempotent(t *testing.T) {
 	twice.setPosition(0)
 	apply(t, twice, events)
 	compareDumps(t, "applied twice", before, dump(t, twice))
+	compareHistories(t, "applied twice", histories(t, e.views), histories(t, twice))
 }
 
 func TestRestartContinuesFromCheckpoint(t *testing.T) {

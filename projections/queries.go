@@ -10,7 +10,8 @@ const (
 		VALUES (?1, ?2, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING`
 	qInspectorExpired = `UPDATE inspectors SET expired = 1 WHERE id = ?`
 	// Activity only moves forward: occurred-at times of concurrent requests
-	// need not follow log order.
+	// need not follow log order. A batch runs it once per address, with the
+	// latest time of its deliveries (see batch.activity).
 	qInspectorActivity = `UPDATE inspectors SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
 	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
@@ -36,39 +37,63 @@ const (
 	qAgentDisconnected = `UPDATE agent_sessions SET open = 0, disconnected_at = ?, reason = ?
 		WHERE agent_id = ? AND endpoint_id = ?`
 
+	// A new delivery has no attempts: what the sender was answered is the
+	// answer given at receipt (?16), if any.
 	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
-			host, proto, remote_addr, headers, body_size, complete, received_at, updated_position)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?1) ON CONFLICT (id) DO NOTHING`
-	qDeliveryBody = `INSERT INTO delivery_bodies (delivery_position, body) VALUES (?, ?)
-		ON CONFLICT (delivery_position) DO NOTHING`
-	// qDeliveryUpdate marks a delivery as changed by the event at ?1 and sets
-	// what the sender was answered: the status of the latest attempt that
-	// has an outcome, else the status the service answered itself (?3 when
-	// not NULL is a new DeliveryAnswered status). So a DeliveryAnswered,
+			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
+			answered_status, response_status, updated_position)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1)
+		ON CONFLICT (id) DO NOTHING`
+
+	// The delivery updates mark a delivery as changed by the event at ?1 and
+	// set what the sender was answered: the status of the latest attempt
+	// that has an outcome, else the status the service answered itself (?3
+	// when not NULL is a new DeliveryAnswered status). So a DeliveryAnswered,
 	// even one after attempts, counts only while no attempt has an outcome.
-	qDeliveryUpdate = `UPDATE deliveries SET updated_position = ?1,
+	// ?4 and ?5, when ?4 is not NULL, are the revision and stream (NULL for
+	// the delivery's own) of a new latest ForwardResponded.
+	//
+	// qDeliveryUpdateByID finds the delivery by its id, for the first event
+	// of a delivery the batch does not know yet; qDeliveryUpdate takes its
+	// position (?2), which the batch knows from then on.
+	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, address`
+	qDeliveryUpdate     = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE position = ?2`
+	// qDeliveryUpdateNoOutcome is qDeliveryUpdate for a delivery that has no
+	// attempt with an outcome (one the batch created and gave none), so
+	// neither the attempts lookup nor a response can change it.
+	qDeliveryUpdateNoOutcome = `UPDATE deliveries SET updated_position = ?1,
 			answered_status = COALESCE(?3, answered_status),
-			response_status = COALESCE(
-				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
-					AND outcome_position IS NOT NULL ORDER BY position DESC LIMIT 1),
-				?3, answered_status)
-		WHERE id = ?2 RETURNING position, address`
-	qDeliveryResponse = `INSERT INTO delivery_responses (delivery_position, headers, captured, body)
-		VALUES (?, ?, ?, ?)
-		ON CONFLICT (delivery_position) DO UPDATE SET headers = excluded.headers,
-			captured = excluded.captured, body = excluded.body`
+			response_status = COALESCE(?3, answered_status)
+		WHERE position = ?2`
 
 	// An attempt's rowid is its ForwardRequested position: attempts list in
-	// time (log) order, and it starts when it was requested.
+	// time (log) order, and it starts when it was requested. The ...At
+	// variants take the delivery's position (?2) instead of its id.
 	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at)
-		SELECT ?1, position, ?3, ?4, ?5 FROM deliveries WHERE id = ?2
-		ON CONFLICT (delivery_position, attempt_id) DO NOTHING`
+		SELECT ?1, position, ?3, ?4, ?5 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at)
+		VALUES (?1, ?2, ?3, ?4, ?5) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position)
-		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1 FROM deliveries WHERE id = ?2
-		ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
+			status, duration_ms, error, outcome_position)
+		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1) ` + attemptOutcomeConflict
+)
+
+const (
+	deliveryUpdateSet = `updated_position = ?1,
+			answered_status = COALESCE(?3, answered_status),
+			response_status = COALESCE(
+				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
+					AND outcome_position IS NOT NULL ORDER BY position DESC LIMIT 1),
+				?3, answered_status),
+			response_stream = CASE WHEN ?4 IS NULL THEN response_stream ELSE ?5 END,
+			response_revision = COALESCE(?4, response_revision)`
+	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO NOTHING`
+	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position`
 )
@@ -79,6 +104,6 @@ var writeQueries = []string{
 	qAccountCreated, qTokenIssued, qTokenRevoked,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryReceived, qDeliveryBody, qDeliveryUpdate, qDeliveryResponse,
-	qAttemptRequested, qAttemptOutcome,
+	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
+	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }

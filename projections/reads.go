@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,13 +18,29 @@ func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 func notFound(what, id string) error { return fmt.Errorf("%s %q: %w", what, id, domain.ErrNotFound) }
 
+// pointRead returns the context a one-row read by key runs under. Such a read
+// takes microseconds, while a cancellable context makes the SQLite driver arm
+// a watcher goroutine for the statement, which on the per-request paths
+// (address, token) cost more than the read itself. A context that has
+// already ended still fails the read.
+func pointRead(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
 // Inspector returns a guest inspector.
 func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 	var (
 		i                    Inspector
 		created, last, ttlMs int64
 	)
-	err := v.rs.inspector.QueryRowContext(ctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired)
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+	}
+	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Inspector{}, notFound("inspector", id)
 	}
@@ -48,7 +63,11 @@ func (v *Views) Address(ctx context.Context, id string) (Address, error) {
 		mode        string
 		last, ttlMs int64
 	)
-	err := v.rs.address.QueryRowContext(ctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
+	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
 		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Address{}, notFound("address", id)
@@ -66,63 +85,53 @@ func (v *Views) Address(ctx context.Context, id string) (Address, error) {
 	return a, nil
 }
 
-// deliveryFrom selects deliveries (d) with their bodies and latest response.
+// deliveryFrom selects deliveries (d) with the references to the events
+// that hold their headers and bodies (see scanDelivery).
 const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
-		d.proto, d.remote_addr, d.headers, b.body, d.body_size, d.complete, d.received_at, d.response_status,
-		COALESCE(r.headers, '[]'), COALESCE(r.captured, 0), r.body, d.updated_position
-	FROM deliveries d
-	JOIN delivery_bodies b ON b.delivery_position = d.position
-	LEFT JOIN delivery_responses r ON r.delivery_position = d.position `
+		d.proto, d.remote_addr, d.body_size, d.complete, d.received_at, d.response_status,
+		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position
+	FROM deliveries d `
 
-func scanDelivery(row interface{ Scan(...any) error }) (Delivery, error) {
+// scanDelivery reads a row of deliveryFrom: the delivery without headers,
+// bodies and attempts, and where in the log to find the headers and bodies.
+func scanDelivery(row interface{ Scan(...any) error }) (Delivery, deliveryRefs, error) {
 	var (
-		d                         Delivery
-		pos, updated, received    int64
-		kind, headers, rHeadersJS string
-		status                    sql.NullInt64
-		captured                  bool
-		body, rBody               []byte
+		d                      Delivery
+		r                      deliveryRefs
+		pos, updated, received int64
+		kind                   string
+		status                 sql.NullInt64
+		stream, rStream        sql.NullString
+		rev                    int64
+		rRev                   sql.NullInt64
 	)
 	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
-		&d.RemoteAddr, &headers, &body, &d.BodySize, &d.Complete, &received, &status, &rHeadersJS,
-		&captured, &rBody, &updated)
+		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated)
 	if err != nil {
-		return Delivery{}, err
+		return Delivery{}, deliveryRefs{}, err
 	}
 	d.Kind = domain.AddressKind(kind)
 	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)
 	d.Cursor = encodeCursor(d.Position)
 	d.ReceivedAt = fromNanos(received)
-	if d.Headers, err = decodeHeaders(headers); err != nil {
-		return Delivery{}, err
-	}
-	if d.ResponseHeaders, err = decodeHeaders(rHeadersJS); err != nil {
-		return Delivery{}, err
-	}
-	d.Body = body
-	if d.Body == nil {
-		d.Body = []byte{}
-	}
-	if captured {
-		d.ResponseBody = rBody
-		if d.ResponseBody == nil {
-			d.ResponseBody = []byte{}
-		}
-	}
 	if status.Valid {
 		s := int(status.Int64)
 		d.ResponseStatus = &s
 	}
 	d.Attempts = []Attempt{}
-	return d, nil
-}
 
-func decodeHeaders(s string) ([]domain.Header, error) {
-	h := []domain.Header{}
-	if err := json.Unmarshal([]byte(s), &h); err != nil {
-		return nil, fmt.Errorf("decode headers: %w", err)
+	own := domain.DeliveryStream(d.ID)
+	r.request = logEventRef{stream: own, revision: uint64(rev)}
+	if stream.Valid {
+		r.request.stream = stream.String
 	}
-	return h, nil
+	if rRev.Valid {
+		r.response = &logEventRef{stream: own, revision: uint64(rRev.Int64)}
+		if rStream.Valid {
+			r.response.stream = rStream.String
+		}
+	}
+	return d, r, nil
 }
 
 // Delivery returns one delivery with its attempts.
@@ -132,7 +141,7 @@ func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	d, err := scanDelivery(tx.StmtContext(ctx, v.rs.delivery).QueryRowContext(ctx, id))
+	d, refs, err := scanDelivery(tx.StmtContext(ctx, v.rs.delivery).QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delivery{}, notFound("delivery", id)
 	}
@@ -141,6 +150,10 @@ func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
 	}
 	items := []Delivery{d}
 	if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.deliveryAttempts), items, int64(d.Position)); err != nil {
+		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	_ = tx.Rollback() // the rest comes from the log
+	if err := v.fillFromLog(ctx, &items[0], refs); err != nil {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	return items[0], nil
@@ -179,21 +192,21 @@ func (v *Views) Deliveries(ctx context.Context, address string, first int, after
 	if err != nil {
 		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
-	items := []Delivery{}
+	items, refs := []Delivery{}, []deliveryRefs{}
 	for rows.Next() {
-		d, err := scanDelivery(rows)
+		d, r, err := scanDelivery(rows)
 		if err != nil {
 			rows.Close()
 			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 		}
-		items = append(items, d)
+		items, refs = append(items, d), append(refs, r)
 	}
 	if err := rows.Err(); err != nil {
 		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
 	var p Page
 	if len(items) > size {
-		items, p.HasNextPage = items[:size], true
+		items, refs, p.HasNextPage = items[:size], refs[:size], true
 	}
 	if len(items) > 0 {
 		lo, hi := items[len(items)-1].Position, items[0].Position
@@ -202,6 +215,10 @@ func (v *Views) Deliveries(ctx context.Context, address string, first int, after
 			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 		}
 		p.EndCursor = items[len(items)-1].Cursor
+	}
+	_ = tx.Rollback() // the rest comes from the log
+	if err := v.fillPageFromLog(ctx, items, refs); err != nil {
+		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
 	p.Items = items
 	return p, nil

@@ -51,7 +51,11 @@ func (v *Views) Endpoints(ctx context.Context, accountID string) ([]Endpoint, er
 // Endpoint returns an Endpoint; a deleted one is not found. Callers check
 // ownership (another account's Endpoint must read as not found too).
 func (v *Views) Endpoint(ctx context.Context, id string) (Endpoint, error) {
-	e, err := scanEndpoint(v.rs.endpoint.QueryRowContext(ctx, id))
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("read endpoint %q: %w", id, err)
+	}
+	e, err := scanEndpoint(v.rs.endpoint.QueryRowContext(qctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Endpoint{}, notFound("endpoint", id)
 	}
@@ -104,7 +108,11 @@ func (v *Views) Account(ctx context.Context, id string) (Account, error) {
 // AccountByTokenHash returns the account a token acts for, given the hex
 // SHA-256 of the token; revoked and unknown tokens are not found.
 func (v *Views) AccountByTokenHash(ctx context.Context, hash string) (Account, error) {
-	a, err := scanAccount(v.rs.token.QueryRowContext(ctx, hash))
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return Account{}, fmt.Errorf("read token: %w", err)
+	}
+	a, err := scanAccount(v.rs.token.QueryRowContext(qctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Account{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
 	}

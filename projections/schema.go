@@ -8,14 +8,19 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. A views file written by
 // another version is dropped and rebuilt from the log on Open: views are
-// disposable, the log is the truth.
-const schemaVersion = 1
+// disposable, the log is the truth. Version 2 stopped copying headers and
+// bodies out of the log.
+const schemaVersion = 2
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
 	"checkpoint", "inspectors", "accounts", "tokens", "endpoints",
-	"agent_sessions", "deliveries", "delivery_bodies", "delivery_responses", "attempts",
+	"agent_sessions", "deliveries", "attempts",
 }
+
+// retiredTables were owned by older schema versions; dropping a view drops
+// them too, so an old file does not keep its copies of bodies.
+var retiredTables = []string{"delivery_bodies", "delivery_responses"}
 
 // Times are INTEGER Unix nanoseconds (UTC) so they sort and compare exactly.
 // Positions are INTEGER; deliveries and attempts use the position of the
@@ -79,8 +84,13 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoint_id, open);
 
--- Bodies live in tables of their own, written once: updating a delivery's
--- status then never rewrites a body of up to the capture cap.
+-- Headers and bodies are not copied here: the row refers to the events that
+-- hold them, read back from the log when a delivery is read. The request is
+-- the DeliveryReceived at revision "revision" of stream "stream"; the latest
+-- local response is the ForwardResponded at "response_revision" of
+-- "response_stream" (NULL until there is one). A NULL stream is the
+-- delivery's own stream (domain.DeliveryStream(id)), which it always is for
+-- events the Delivery aggregate wrote.
 CREATE TABLE IF NOT EXISTS deliveries (
 	position          INTEGER PRIMARY KEY,
 	id                TEXT NOT NULL UNIQUE,
@@ -92,28 +102,18 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	host              TEXT NOT NULL,
 	proto             TEXT NOT NULL,
 	remote_addr       TEXT NOT NULL,
-	headers           TEXT NOT NULL,
 	body_size         INTEGER NOT NULL,
 	complete          INTEGER NOT NULL,
 	received_at       INTEGER NOT NULL,
 	answered_status   INTEGER,
 	response_status   INTEGER,
+	stream            TEXT,
+	revision          INTEGER NOT NULL,
+	response_stream   TEXT,
+	response_revision INTEGER,
 	updated_position  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
-
-CREATE TABLE IF NOT EXISTS delivery_bodies (
-	delivery_position INTEGER PRIMARY KEY,
-	body              BLOB NOT NULL
-);
-
--- The latest local response of a delivery (one row once it has one).
-CREATE TABLE IF NOT EXISTS delivery_responses (
-	delivery_position INTEGER PRIMARY KEY,
-	headers           TEXT NOT NULL,
-	captured          INTEGER NOT NULL,
-	body              BLOB
-);
 
 CREATE TABLE IF NOT EXISTS attempts (
 	position          INTEGER PRIMARY KEY,
@@ -167,7 +167,7 @@ func createViews(ctx context.Context, tx *sql.Tx) error {
 }
 
 func dropViews(ctx context.Context, tx *sql.Tx) error {
-	for _, t := range viewTables {
+	for _, t := range append(append([]string(nil), viewTables...), retiredTables...) {
 		if _, err := tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
 			return fmt.Errorf("drop %s: %w", t, err)
 		}

@@ -35,9 +35,7 @@ const (
 		WHERE t.hash = ? AND t.revoked = 0`
 	qDelivery         = deliveryFrom + "WHERE d.id = ?"
 	qDeliveryAttempts = "SELECT " + attemptColumns + " FROM attempts WHERE delivery_position = ? ORDER BY position"
-	qPage             = deliveryFrom + `WHERE d.position IN (
-		SELECT position FROM deliveries WHERE address = ?1 AND position < ?2 ORDER BY position DESC LIMIT ?3)
-	ORDER BY d.position DESC`
+	qPage             = deliveryFrom + `WHERE d.address = ?1 AND d.position < ?2 ORDER BY d.position DESC LIMIT ?3`
 	// One query for every attempt of a page: the page's positions, found
 	// again through deliveries_by_address, probe the attempts index.
 	qPageAttempts = "SELECT " + attemptColumns + ` FROM attempts

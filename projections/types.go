@@ -53,14 +53,15 @@ type Delivery struct {
 	Host       string
 	Proto      string
 	RemoteAddr string
-	Headers    []domain.Header
+	Headers    []domain.Header // read from the log, as Body
 	Body       []byte
 	BodySize   int64
 	Complete   bool
 
 	ReceivedAt time.Time
 	// ResponseStatus is what the sender was answered: the status of the
-	// latest attempt that has an outcome, else the DeliveryAnswered status.
+	// latest attempt that has an outcome, else the answer the relay gave
+	// itself (at receipt, or in a DeliveryAnswered).
 	ResponseStatus  *int
 	ResponseHeaders []domain.Header // from the latest ForwardResponded
 	ResponseBody    []byte          // nil when not captured

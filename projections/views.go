@@ -128,6 +128,11 @@ func (v *Views) openWriter(ctx context.Context, path string) error {
 	}
 	if reset {
 		v.log.InfoContext(ctx, "projections schema changed, views will be rebuilt from the log", "path", path)
+		// The dropped views may have held copies of every body: give their
+		// pages back to the file system rather than keep them as free pages.
+		if _, err := v.w.ExecContext(ctx, "VACUUM"); err != nil {
+			return fmt.Errorf("open projections %s: vacuum after schema change: %w", path, err)
+		}
 	}
 	var pos int64
 	if err := v.w.QueryRowContext(ctx, "SELECT position FROM checkpoint WHERE id = 1").Scan(&pos); err != nil {

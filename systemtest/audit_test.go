@@ -26,8 +26,8 @@ func TestAuditorCommands(t *testing.T) {
 	r.Stop(t)
 
 	out, code := harness.RunCLI(t, "events", "verify", "--data", r.Data)
-	// 1 inspector.created + 3 × (received + answered)
-	if code != 0 || !strings.Contains(out, "ok: 7 events") {
+	// 1 inspector.created + 3 delivery.received, each carrying its 204
+	if code != 0 || !strings.Contains(out, "ok: 4 events") {
 		t.Fatalf("verify: exit %d\n%s", code, out)
 	}
 	out, code = harness.RunCLI(t, "events", "export", "--data", r.Data)
@@ -53,11 +53,11 @@ func TestAuditorCommands(t *testing.T) {
 		last = e.Position
 		lines++
 	}
-	if lines != 7 {
-		t.Fatalf("export wrote %d events, want 7", lines)
+	if lines != 4 {
+		t.Fatalf("export wrote %d events, want 4", lines)
 	}
 	out, code = harness.RunCLI(t, "events", "rebuild", "--data", r.Data)
-	if code != 0 || !strings.Contains(out, "rebuilt views from 7 events") {
+	if code != 0 || !strings.Contains(out, "rebuilt views from 4 events") {
 		t.Fatalf("rebuild: exit %d\n%s", code, out)
 	}
 

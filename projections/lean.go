@@ -1,0 +1,99 @@
+package projections
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// The two delivery events that carry a request or a response are decoded
+// here rather than by the codec: the views keep no headers or bodies (they
+// are read back from the log when a delivery is read, see log.go), so
+// decoding a body's base64 text and allocating its bytes and header list
+// for every delivery would be wasted. Each lean struct has every field of
+// its domain payload except Headers and Body, with the same JSON names; a
+// test holds them to the codec field by field.
+//
+// Headers and Body are still checked for their JSON kind, and every other
+// field is decoded with its type, so a payload the codec rejects is
+// rejected here too and skipped alike. (Left unchecked: the base64 text of
+// a body and the fields inside each header. The relay's own codec writes
+// both, and a reader of such a delivery gets the codec's error.)
+
+// receivedRow is what the deliveries row keeps of a DeliveryReceived.
+type receivedRow struct {
+	DeliveryID  string             `json:"delivery_id"`
+	Address     string             `json:"address"`
+	AddressKind domain.AddressKind `json:"address_kind"`
+	AccountID   string             `json:"account_id"`
+	Method      string             `json:"method"`
+	Target      string             `json:"target"`
+	Host        string             `json:"host"`
+	Proto       string             `json:"proto"`
+	RemoteAddr  string             `json:"remote_addr"`
+	BodySize    int64              `json:"body_size"`
+	Complete    bool               `json:"complete"`
+	// Answer, when set, is what the relay answered as it received the
+	// request: the delivery is answered from its first event on.
+	Answer *domain.ReceiptAnswer `json:"answer"`
+
+	Headers jsonKind `json:"headers"` // left in the log
+	Body    jsonKind `json:"body"`    // left in the log
+}
+
+// respondedRow is what the views keep of a ForwardResponded.
+type respondedRow struct {
+	DeliveryID string `json:"delivery_id"`
+	AttemptID  string `json:"attempt_id"`
+	AgentID    string `json:"agent_id"`
+	Status     int    `json:"status"`
+	BodySize   int64  `json:"body_size"`
+	Captured   bool   `json:"captured"`
+	DurationMs int64  `json:"duration_ms"`
+
+	Headers jsonKind `json:"headers"` // left in the log
+	Body    jsonKind `json:"body"`    // left in the log
+}
+
+// jsonKind records the first byte of a JSON value without decoding it: '"'
+// for a string, '[' for an array, 'n' for null, 0 when the field is absent.
+// encoding/json hands UnmarshalJSON a slice of the input, so this costs
+// the scan json.Unmarshal does anyway and no allocation.
+type jsonKind byte
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (k *jsonKind) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 {
+		*k = jsonKind(b[0])
+	}
+	return nil
+}
+
+// is reports whether the value was absent, null or of the kind want.
+func (k jsonKind) is(want byte) bool { return k == 0 || k == 'n' || byte(k) == want }
+
+var errLeanKind = errors.New("headers must be an array and body a base64 string")
+
+func decodeReceived(data []byte) (receivedRow, error) {
+	var p receivedRow
+	if err := json.Unmarshal(data, &p); err != nil {
+		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, err)
+	}
+	if !p.Headers.is('[') || !p.Body.is('"') {
+		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, errLeanKind)
+	}
+	return p, nil
+}
+
+func decodeResponded(data []byte) (respondedRow, error) {
+	var p respondedRow
+	if err := json.Unmarshal(data, &p); err != nil {
+		return respondedRow{}, fmt.Errorf("decode %s: %w", domain.TypeForwardResponded, err)
+	}
+	if !p.Headers.is('[') || !p.Body.is('"') {
+		return respondedRow{}, fmt.Errorf("decode %s: %w", domain.TypeForwardResponded, errLeanKind)
+	}
+	return p, nil
+}

@@ -1,0 +1,224 @@
+package projections
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// leanType pairs a lean decoder with the codec's type it stands in for.
+type leanType struct {
+	typ    string
+	decode func([]byte) (any, error)
+	// samples are encoded with the codec besides the golden file: together
+	// they give every field a non-zero value at least once.
+	samples []domain.Event
+}
+
+func leanTypes() []leanType {
+	headers := []domain.Header{{Name: "Content-Type", Value: "text/plain"}, {Name: "X-Repeat", Value: "1"}, {Name: "X-Repeat", Value: "2"}}
+	return []leanType{
+		{
+			typ:    domain.TypeDeliveryReceived,
+			decode: func(b []byte) (any, error) { return decodeReceived(b) },
+			samples: []domain.Event{
+				domain.DeliveryReceived{DeliveryID: "d-9", Address: "ep-9", AddressKind: domain.AddressEndpoint, AccountID: "acct-9",
+					Method: "PATCH", Target: "/p?q=%20", Host: "ep-9.localhost", Proto: "HTTP/2.0", RemoteAddr: "[::1]:1",
+					Headers: headers, Body: []byte("\x00\x01body"), BodySize: 1 << 20, Complete: true,
+					Answer: &domain.ReceiptAnswer{Status: 204, Reason: "logged"}},
+				domain.DeliveryReceived{DeliveryID: "d-8", Address: "insp-8", AddressKind: domain.AddressInspector, Method: "GET",
+					Target: "/", Host: "insp-8.localhost", Proto: "HTTP/1.0", RemoteAddr: "127.0.0.1:2"},
+			},
+		},
+		{
+			typ:    domain.TypeForwardResponded,
+			decode: func(b []byte) (any, error) { return decodeResponded(b) },
+			samples: []domain.Event{
+				domain.ForwardResponded{DeliveryID: "d-9", AttemptID: "a-9", AgentID: "ag-9", Status: 418, Headers: headers,
+					Body: []byte("teapot"), BodySize: 6, Captured: true, DurationMs: 99},
+				domain.ForwardResponded{DeliveryID: "d-8", AttemptID: "a-8", Status: 204, BodySize: 0, DurationMs: 0},
+			},
+		},
+	}
+}
+
+// leftInLog are the payload fields the views read back from the log
+// instead of keeping; the lean structs only check their JSON kind.
+var leftInLog = map[string]byte{"Headers": '[', "Body": '"'}
+
+// TestLeanDecodeAgreesWithCodec decodes the golden payloads of domain and a
+// few encoded ones both ways: every field of a lean struct must equal the
+// codec's field of the same name, every codec field must be in the lean
+// struct or left in the log, and every lean field must be non-zero in some
+// payload, so a field renamed in domain (in Go or in JSON) fails here.
+func TestLeanDecodeAgreesWithCodec(t *testing.T) {
+	codec := domain.NewCodec()
+	for _, lt := range leanTypes() {
+		t.Run(lt.typ, func(t *testing.T) {
+			golden, err := os.ReadFile(filepath.Join("..", "domain", "testdata", lt.typ+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloads := [][]byte{golden}
+			for _, ev := range lt.samples {
+				data, err := codec.Encode("00000000-0000-4000-8000-000000000009", ev, t0, domain.Trace{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				payloads = append(payloads, data.Data)
+			}
+			seen := map[string]bool{} // lean fields found non-zero
+			for _, payload := range payloads {
+				full, err := codec.Decode(lt.typ, payload)
+				if err != nil {
+					t.Fatalf("codec: %v", err)
+				}
+				lean, err := lt.decode(payload)
+				if err != nil {
+					t.Fatalf("lean: %v", err)
+				}
+				compareLean(t, reflect.ValueOf(lean), reflect.ValueOf(full), seen)
+			}
+			leanT, fullT := reflect.TypeOf(mustDecode(t, lt, golden)), reflect.TypeOf(mustCodec(t, codec, lt.typ, golden))
+			for i := range leanT.NumField() {
+				if name := leanT.Field(i).Name; !seen[name] {
+					t.Errorf("lean field %s is zero in every payload: the test cannot tell whether it decodes", name)
+				}
+			}
+			for i := range fullT.NumField() {
+				name := fullT.Field(i).Name
+				if _, ok := leanT.FieldByName(name); !ok {
+					t.Errorf("%s.%s is neither in the lean struct nor left in the log", fullT.Name(), name)
+				}
+			}
+		})
+	}
+}
+
+// compareLean compares a lean struct with the codec's payload, field by
+// field, and records the lean fields that hold a non-zero value.
+func compareLean(t *testing.T, lean, full reflect.Value, seen map[string]bool) {
+	t.Helper()
+	for i := range lean.NumField() {
+		name := lean.Type().Field(i).Name
+		lf, ff := lean.Field(i), full.FieldByName(name)
+		if !ff.IsValid() {
+			t.Errorf("lean field %s has no field of that name in %s", name, full.Type())
+			continue
+		}
+		if kind, ok := leftInLog[name]; ok {
+			// The kind is recorded exactly when the codec found a value.
+			got := byte(lf.Interface().(jsonKind))
+			if ff.IsNil() != (got == 0 || got == 'n') || (!ff.IsNil() && got != kind) {
+				t.Errorf("%s: lean saw JSON kind %q, codec decoded %v", name, got, ff.Interface())
+			}
+			if !ff.IsNil() {
+				seen[name] = true
+			}
+			continue
+		}
+		if !reflect.DeepEqual(lf.Interface(), ff.Interface()) {
+			t.Errorf("%s: lean %#v, codec %#v", name, lf.Interface(), ff.Interface())
+		}
+		if !lf.IsZero() {
+			seen[name] = true
+		}
+	}
+}
+
+func mustDecode(t *testing.T, lt leanType, payload []byte) any {
+	t.Helper()
+	v, err := lt.decode(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func mustCodec(t *testing.T, codec *domain.Codec, typ string, payload []byte) domain.Event {
+	t.Helper()
+	v, err := codec.Decode(typ, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// malformed are payloads, good and bad, on which the lean decoders must
+// agree with the codec: what it rejects is skipped, whichever decodes it.
+var malformed = []string{
+	`{}`,
+	`{"headers":null,"body":null}`,
+	`{"delivery_id":"d","headers":[{"name":"a","value":"b"}],"body":"AAEC"}`,
+	`{"delivery_id":"d","unknown":{"x":[1,"y",null]}}`,
+	`{"DELIVERY_ID":"d","Body":"AAEC"}`,
+	`not json`,
+	`{"delivery_id":"d"} trailing`,
+	`{"delivery_id":5}`,
+	`{"body":5}`,
+	`{"body":{}}`,
+	`{"body":true}`,
+	`{"headers":"x"}`,
+	`{"headers":{}}`,
+	`{"complete":"yes"}`,
+	`{"captured":1}`,
+	`{"body_size":"1"}`,
+	`{"status":"200"}`,
+	`{"address_kind":7}`,
+	`{"agent_id":[]}`,
+	`{"answer":null}`,
+	`{"answer":{"status":204}}`,
+	`{"answer":{"status":"204"}}`,
+	`{"answer":{"reason":5}}`,
+	`{"answer":[]}`,
+}
+
+func TestLeanDecodeRejectsWhatTheCodecRejects(t *testing.T) {
+	codec := domain.NewCodec()
+	for _, lt := range leanTypes() {
+		for _, payload := range malformed {
+			_, codecErr := codec.Decode(lt.typ, []byte(payload))
+			_, leanErr := lt.decode([]byte(payload))
+			if (codecErr == nil) != (leanErr == nil) {
+				t.Errorf("%s %s: codec error %v, lean error %v", lt.typ, payload, codecErr, leanErr)
+			}
+		}
+	}
+}
+
+// FuzzLeanDecode checks that whatever the codec decodes, the lean decoders
+// decode alike. (The converse holds for the JSON syntax and the type of
+// every field, not for the base64 text of a body or the fields inside a
+// header: see lean.go.)
+func FuzzLeanDecode(f *testing.F) {
+	for _, p := range malformed {
+		f.Add(p)
+	}
+	for _, lt := range leanTypes() {
+		for _, ev := range lt.samples {
+			data, err := domain.NewCodec().Encode("00000000-0000-4000-8000-000000000009", ev, time.Unix(0, 0), domain.Trace{})
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(string(data.Data))
+		}
+	}
+	codec := domain.NewCodec()
+	f.Fuzz(func(t *testing.T, payload string) {
+		for _, lt := range leanTypes() {
+			full, err := codec.Decode(lt.typ, []byte(payload))
+			if err != nil {
+				continue
+			}
+			lean, err := lt.decode([]byte(payload))
+			if err != nil {
+				t.Fatalf("%s: the codec decodes %q, the lean decoder fails: %v", lt.typ, payload, err)
+			}
+			compareLean(t, reflect.ValueOf(lean), reflect.ValueOf(full), map[string]bool{})
+		}
+	})
+}

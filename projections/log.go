@@ -1,0 +1,158 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// The views keep no headers or bodies: the log holds them once, in the
+// DeliveryReceived and ForwardResponded events, and the deliveries row only
+// says where those are. Reading a delivery reads them back from the store
+// through ReadStream, which behaves alike on every adapter (global
+// positions need not be contiguous, nor unique per event, on all of them).
+
+// maxResponseSpan bounds how far after a delivery's DeliveryReceived its
+// latest ForwardResponded may be for one stream read to fetch both: the
+// events between them (attempts, answers) are small and read along.
+const maxResponseSpan = 16
+
+// logReaders bounds the concurrent stream reads of one page of history.
+const logReaders = 4
+
+// errNotInLog reports a reference to an event the log does not hold.
+var errNotInLog = errors.New("event not in the log")
+
+// logEventRef locates one event: its stream and its revision there.
+type logEventRef struct {
+	stream   string
+	revision uint64
+}
+
+func (r logEventRef) String() string { return fmt.Sprintf("%s@%d", r.stream, r.revision) }
+
+// deliveryRefs locates the events that hold a delivery's request and its
+// latest local response (nil when it has none).
+type deliveryRefs struct {
+	request  logEventRef
+	response *logEventRef
+}
+
+// fillFromLog sets Headers and Body of d from its DeliveryReceived and
+// ResponseHeaders and ResponseBody from its latest ForwardResponded, with
+// the values the views always gave: empty rather than nil lists and
+// bodies, and a nil ResponseBody when the response was not captured.
+func (v *Views) fillFromLog(ctx context.Context, d *Delivery, r deliveryRefs) error {
+	span := 1
+	if resp := r.response; resp != nil && resp.stream == r.request.stream &&
+		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {
+		span = int(resp.revision-r.request.revision) + 1
+	}
+	read, err := v.store.ReadStream(ctx, r.request.stream, r.request.revision, span)
+	if err != nil {
+		return fmt.Errorf("read request at %s: %w", r.request, err)
+	}
+	req, err := v.loggedEvent(ctx, read, r.request)
+	if err != nil {
+		return fmt.Errorf("read request at %s: %w", r.request, err)
+	}
+	received, ok := req.(domain.DeliveryReceived)
+	if !ok || received.DeliveryID != d.ID {
+		return fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
+	}
+	d.Headers, d.Body = orEmpty(received.Headers), received.Body
+	if d.Body == nil {
+		d.Body = []byte{}
+	}
+
+	d.ResponseHeaders, d.ResponseBody = []domain.Header{}, nil
+	if r.response == nil {
+		return nil
+	}
+	if r.response.stream != r.request.stream {
+		read = nil
+	}
+	resp, err := v.loggedEvent(ctx, read, *r.response)
+	if err != nil {
+		return fmt.Errorf("read response at %s: %w", *r.response, err)
+	}
+	responded, ok := resp.(domain.ForwardResponded)
+	if !ok || responded.DeliveryID != d.ID {
+		return fmt.Errorf("read response at %s: not a ForwardResponded of %s", *r.response, d.ID)
+	}
+	d.ResponseHeaders = orEmpty(responded.Headers)
+	if responded.Captured { // an uncaptured body reads as nil, a captured empty one as empty
+		d.ResponseBody = responded.Body
+		if d.ResponseBody == nil {
+			d.ResponseBody = []byte{}
+		}
+	}
+	return nil
+}
+
+// loggedEvent decodes the event at ref, taken from read (events of ref's
+// stream already read) or else read now.
+func (v *Views) loggedEvent(ctx context.Context, read []domain.RecordedEvent, ref logEventRef) (domain.Event, error) {
+	for _, e := range read {
+		if e.Revision == ref.revision {
+			return v.codec.Decode(e.Type, e.Data)
+		}
+	}
+	read, err := v.store.ReadStream(ctx, ref.stream, ref.revision, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(read) == 0 || read[0].Revision != ref.revision {
+		return nil, errNotInLog
+	}
+	return v.codec.Decode(read[0].Type, read[0].Data)
+}
+
+// fillPageFromLog runs fillFromLog for every delivery of a page, a few at a
+// time: each is a read of its own stream, and the store serves several
+// reads at once.
+func (v *Views) fillPageFromLog(ctx context.Context, items []Delivery, refs []deliveryRefs) error {
+	workers := min(logReaders, len(items))
+	if workers <= 1 {
+		for i := range items {
+			if err := v.fillFromLog(ctx, &items[i], refs[i]); err != nil {
+				return fmt.Errorf("delivery %s: %w", items[i].ID, err)
+			}
+		}
+		return nil
+	}
+	var (
+		wg     sync.WaitGroup
+		next   atomic.Int64
+		failed atomic.Bool
+		errs   = make([]error, workers)
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(items) {
+					return
+				}
+				if err := v.fillFromLog(ctx, &items[i], refs[i]); err != nil {
+					errs[w] = fmt.Errorf("delivery %s: %w", items[i].ID, err)
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func orEmpty(h []domain.Header) []domain.Header {
+	if h == nil {
+		return []domain.Header{}
+	}
+	return h
+}
