@@ -209,3 +209,54 @@ func TestAgentPresence(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressCacheFollowsTheViews reads an address before each change, so
+// the next read could come from the cache, and checks that it never serves
+// a row older than the table: reconfiguration, activity and deletion show at
+// once after the batch that made them.
+func TestAddressCacheFollowsTheViews(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
+	e.do(e.newEndpoint(e.ctx, "ep-1", "acct-1", domain.EndpointSettings{Name: "a", Mode: domain.ModeLog}, t0))
+	read := func() Address {
+		t.Helper()
+		a, err := e.views.Address(e.ctx, "ep-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := read(); a.Mode != domain.ModeLog {
+		t.Fatalf("mode %s, want LOG", a.Mode)
+	}
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(time.Second), func(ep *domain.Endpoint) error {
+		return ep.Reconfigure(domain.EndpointSettings{Name: "a", Mode: domain.ModeProxy, Target: "127.0.0.1:9"})
+	}))
+	if a := read(); a.Mode != domain.ModeProxy || a.Target != "127.0.0.1:9" {
+		t.Errorf("after reconfigure: %+v", a)
+	}
+	e.do(e.receive(e.ctx, "d-1", "ep-1", domain.AddressEndpoint, "acct-1", request("/", ""), t0.Add(time.Hour)))
+	if a := read(); !a.LastActivityAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("after a delivery: last activity %v", a.LastActivityAt)
+	}
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(2*time.Hour), func(ep *domain.Endpoint) error { return ep.Delete() }))
+	if a := read(); !a.Deleted {
+		t.Errorf("after delete: %+v", a)
+	}
+}
+
+func TestAddressCacheDropsRowsReadBeforeABatch(t *testing.T) {
+	var c addressCache
+	_, gen, _ := c.get("x")
+	c.committed([]string{"x"}, nil) // a batch commits while "x" is being read
+	c.put("x", Address{ID: "x", Mode: domain.ModeLog}, gen)
+	if _, _, ok := c.get("x"); ok {
+		t.Fatal("a row read before a batch was cached after it")
+	}
+	_, gen, _ = c.get("x")
+	c.put("x", Address{ID: "x", TTL: time.Hour, ExpiresAt: t0.Add(time.Hour), LastActivityAt: t0}, gen)
+	c.committed(nil, map[string]int64{"x": t0.Add(time.Minute).UnixNano()})
+	if a, _, ok := c.get("x"); !ok || !a.ExpiresAt.Equal(t0.Add(time.Hour+time.Minute)) {
+		t.Fatalf("activity did not move the cached row: %+v, %v", a, ok)
+	}
+}

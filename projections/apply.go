@@ -33,6 +33,11 @@ type batch struct {
 	// received deliveries for, stored once by flush (see noteActivity).
 	activity      map[addressKey]int64
 	activityOrder []addressKey
+
+	// For the address cache once the batch commits: the addresses whose
+	// row changed other than by activity, and the activity times stored.
+	addressesChanged []string
+	activityStored   map[string]int64
 }
 
 // knownDelivery is a delivery row the batch knows exists, with the update
@@ -156,6 +161,7 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}
+	v.addresses.committed(b.addressesChanged, b.activityStored)
 	v.setPosition(last)
 	v.hub.publish(groupChanges(b.changes, b.known))
 	return nil
@@ -204,8 +210,10 @@ func (v *Views) applyEvent(b *batch) error {
 	var n int64 // rows changed; 0 means the event names something unknown
 	switch p := payload.(type) {
 	case domain.InspectorCreated:
+		b.addressesChanged = append(b.addressesChanged, p.InspectorID)
 		n, err = b.inspectorCreated(p)
 	case domain.InspectorExpired:
+		b.addressesChanged = append(b.addressesChanged, p.InspectorID)
 		n, err = b.exec(qInspectorExpired, p.InspectorID)
 	case domain.AccountCreated:
 		n, err = b.exec(qAccountCreated, p.AccountID, p.Name, b.at(), b.pos())
@@ -214,10 +222,13 @@ func (v *Views) applyEvent(b *batch) error {
 	case domain.TokenRevoked:
 		n, err = b.exec(qTokenRevoked, p.AccountID, p.TokenID)
 	case domain.EndpointCreated:
+		b.addressesChanged = append(b.addressesChanged, p.EndpointID)
 		n, err = b.endpointCreated(p)
 	case domain.EndpointReconfigured:
+		b.addressesChanged = append(b.addressesChanged, p.EndpointID)
 		n, err = b.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, b.pos(), p.EndpointID)
 	case domain.EndpointDeleted:
+		b.addressesChanged = append(b.addressesChanged, p.EndpointID)
 		n, err = b.exec(qEndpointDeleted, b.pos(), p.EndpointID)
 	case domain.AgentConnected:
 		n, err = b.agentConnected(p)

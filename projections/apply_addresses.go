@@ -63,6 +63,12 @@ func (b *batch) storeActivity(key addressKey) error {
 	if _, err := b.exec(query, at, key.id); err != nil {
 		return fmt.Errorf("store activity of %s %s: %w", key.kind, key.id, err)
 	}
+	if b.activityStored == nil {
+		b.activityStored = map[string]int64{}
+	}
+	if at > b.activityStored[key.id] {
+		b.activityStored[key.id] = at
+	}
 	return nil
 }
 

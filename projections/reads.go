@@ -55,8 +55,25 @@ func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 
 // Address returns the inspector or Endpoint (deleted ones included, with
 // Deleted set) whose id is the first label of a public hostname. It runs on
-// every public request, so it is one prepared statement (see qAddress).
+// every public request, so it is served from memory when it can (see
+// addrcache.go) and is otherwise one prepared statement (see qAddress).
 func (v *Views) Address(ctx context.Context, id string) (Address, error) {
+	if err := ctx.Err(); err != nil {
+		return Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
+	cached, gen, ok := v.addresses.get(id)
+	if ok {
+		return cached, nil
+	}
+	a, err := v.readAddress(ctx, id)
+	if err != nil {
+		return Address{}, err
+	}
+	v.addresses.put(id, a, gen)
+	return a, nil
+}
+
+func (v *Views) readAddress(ctx context.Context, id string) (Address, error) {
 	var (
 		a           Address
 		endpoint    bool

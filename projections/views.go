@@ -56,6 +56,8 @@ type Views struct {
 	closeOnce sync.Once
 
 	hub hub
+
+	addresses addressCache // rows read by Address, see addrcache.go
 }
 
 // Open opens (or creates) the views file at path and reads its checkpoint.
@@ -279,6 +281,7 @@ func (v *Views) reset(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit reset: %w", err)
 	}
+	v.addresses.clear()
 	v.setPosition(0)
 	return nil
 }

@@ -566,7 +566,7 @@ func TestSubscriptionFromTailEqualsTheDatabase(t *testing.T) {
 	ctx := t.Context()
 	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
 	defer s.Close()
-	const appends = tailMaxEvents/2 + 100 // two events each: more than the tail holds
+	const appends = tailMaxEvents + 100 // two events each: more than the tail holds
 	receive := func(name string, sub domain.Subscription) <-chan []domain.RecordedEvent {
 		out := make(chan []domain.RecordedEvent, 1)
 		go func() {
@@ -640,8 +640,11 @@ func TestSubscriptionFromTailEqualsTheDatabase(t *testing.T) {
 			t.Fatalf("%s subscriber got %d events, want %d", name, len(got), len(want))
 		}
 	}
-	if n := len(s.tail.events); n == 0 || n > tailMaxEvents || s.tail.events[n-1].Position != want[len(want)-1].Position {
-		t.Errorf("tail holds %d events, up to %d; want at most %d, up to the last", n, s.tail.events[n-1].Position, tailMaxEvents)
+	if n := len(s.tail.events); n == 0 || n > 2*tailMaxEvents || s.tail.events[n-1].Position != want[len(want)-1].Position {
+		t.Errorf("tail holds %d events, up to %d; want at most %d, up to the last", n, s.tail.events[n-1].Position, 2*tailMaxEvents)
+	}
+	if s.tail.events[0].Position == 1 {
+		t.Error("the tail was never trimmed")
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 
 // Limits of the tail: enough for a live subscriber a few commits behind the
 // writer under full load, small enough not to matter to the process's memory.
+// The tail keeps at least this much and, between trims, up to twice as much:
+// trimming only once the limit is doubled copies each event at most once.
 const (
 	tailMaxEvents = 1024
 	tailMaxBytes  = 4 << 20
@@ -40,15 +42,16 @@ func (t *tail) add(evs []domain.RecordedEvent) {
 	for _, e := range evs {
 		t.bytes += eventSize(e)
 	}
+	if len(t.events) <= 2*tailMaxEvents && t.bytes <= 2*tailMaxBytes {
+		return
+	}
 	drop := 0
 	for len(t.events)-drop > tailMaxEvents || (t.bytes > tailMaxBytes && len(t.events)-drop > 1) {
 		t.bytes -= eventSize(t.events[drop])
 		drop++
 	}
-	if drop > 0 {
-		// Copy what is kept so the dropped events' memory is released.
-		t.events = append([]domain.RecordedEvent(nil), t.events[drop:]...)
-	}
+	// Copy what is kept so the dropped events' memory is released.
+	t.events = append(make([]domain.RecordedEvent, 0, 2*tailMaxEvents), t.events[drop:]...)
 }
 
 // after returns up to max events with positions greater than pos, when the
