@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -127,18 +126,14 @@ func (b *Bus) addHandler(name, topic, publishTopic string, fn message.HandlerFun
 	}
 }
 
-// reply is the payload of a message on the replies topic.
+// reply is the payload of a message on the replies topic (see wire.go).
 type reply struct {
-	Outcome domain.ForwardOutcome `json:"outcome"`
-	Error   string                `json:"error,omitempty"`
+	Outcome domain.ForwardOutcome
+	Error   string // the Hub could not carry out or record the forward
 }
 
 func newReplyMessage(r reply) (*message.Message, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode reply: %w", err)
-	}
-	return message.NewMessage(watermill.NewUUID(), b), nil
+	return message.NewMessage(watermill.NewUUID(), encodeReply(r)), nil
 }
 
 // replyOnError answers the waiting caller when a command handler fails,

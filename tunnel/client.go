@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -71,10 +70,7 @@ func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain
 	if cmd.AttemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
 	}
-	payload, err := json.Marshal(cmd)
-	if err != nil {
-		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: encode: %w", cmd.AttemptID, err)
-	}
+	payload := encodeCommand(cmd)
 	ch := make(chan reply, 1)
 	c.mu.Lock()
 	if _, dup := c.waiters[cmd.AttemptID]; dup {
@@ -142,9 +138,9 @@ func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
 	if !ok {
 		return nil, nil
 	}
-	var r reply
-	if err := json.Unmarshal(msg.Payload, &r); err != nil {
-		r = reply{Error: fmt.Sprintf("decode reply: %v", err)}
+	r, err := decodeReply(msg.Payload)
+	if err != nil {
+		r = reply{Error: err.Error()}
 	}
 	ch <- r // buffered, and the waiter was removed: never blocks
 	return nil, nil

@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -15,9 +14,9 @@ import (
 // attempt, records its outcome, and only then returns the reply for the
 // router to publish.
 func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
-	var cmd domain.ForwardCommand
-	if err := json.Unmarshal(msg.Payload, &cmd); err != nil {
-		return nil, fmt.Errorf("decode forward command: %w", err)
+	cmd, err := decodeCommand(msg.Payload)
+	if err != nil {
+		return nil, err
 	}
 	ctx := msg.Context()
 	out, err := h.forward(ctx, cmd)
