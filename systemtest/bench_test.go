@@ -220,6 +220,7 @@ func benchCompare(b *testing.B, base, got benchTarget, ratio string, extra func(
 func BenchmarkInspectorIngest(b *testing.B) {
 	bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
 	r := harness.Start(b, "", profArgs()...)
+	keepLog(b, r)
 	var out struct{ CreateInspector struct{ ID string } }
 	r.MustGraphQL(b, "", `mutation{ createInspector{ id } }`, nil, &out)
 	relay := benchTarget{
@@ -306,12 +307,29 @@ func dirMiB(b *testing.B, dir string) float64 {
 	return float64(total) / (1 << 20)
 }
 
+// keepLog writes the relay's output to RELAY_BENCH_LOG (with --log-level
+// debug from profArgs) once the benchmark ends.
+func keepLog(b *testing.B, r *harness.Relay) {
+	b.Helper()
+	if p := os.Getenv("RELAY_BENCH_LOG"); p != "" {
+		b.Cleanup(func() {
+			if err := os.WriteFile(p, []byte(r.Output()), 0o644); err != nil {
+				b.Errorf("keep relay log: %v", err)
+			}
+		})
+	}
+}
+
 // profArgs passes RELAY_BENCH_CPUPROFILE and RELAY_BENCH_TRACE on to the
-// relay's hidden --cpuprofile and --trace flags.
+// relay's hidden --cpuprofile and --trace flags, and turns on debug logs
+// for RELAY_BENCH_LOG.
 func profArgs() []string {
 	var args []string
 	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
 		args = append(args, "--cpuprofile", p)
+	}
+	if os.Getenv("RELAY_BENCH_LOG") != "" {
+		args = append(args, "--log-level", "debug")
 	}
 	if p := os.Getenv("RELAY_BENCH_TRACE"); p != "" {
 		args = append(args, "--trace", p)
