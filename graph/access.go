@@ -36,7 +36,11 @@ func (r *Resolver) ownedEndpoint(ctx context.Context, id string) (projections.En
 // visibleDelivery returns a delivery the caller may read: any inspector's
 // (the unguessable address is the secret) or one of the account's Endpoints'.
 func (r *Resolver) visibleDelivery(ctx context.Context, id string) (projections.Delivery, error) {
-	d, err := r.Views.Delivery(ctx, id)
+	read := r.Views.Delivery
+	if !wantsPayload(ctx) {
+		read = r.Views.DeliverySummary
+	}
+	d, err := read(ctx, id)
 	if err != nil {
 		return projections.Delivery{}, err
 	}
@@ -72,9 +76,22 @@ func (r *Resolver) canWatch(ctx context.Context, address string) error {
 	return nil
 }
 
+// history reads a page of an address's history, with what only the log
+// holds when the query selects it (see wantsPayload).
+func (r *Resolver) history(ctx context.Context, address string, first int, after string) (projections.Page, error) {
+	if wantsPayload(ctx) {
+		return r.Views.Deliveries(ctx, address, first, after)
+	}
+	return r.Views.DeliverySummaries(ctx, address, first, after)
+}
+
 // watchDeliveries streams rows of an address as they are created or updated,
 // until the subscription ends.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string) <-chan *model.Delivery {
+	read := r.Views.Delivery
+	if !wantsPayload(ctx) {
+		read = r.Views.DeliverySummary
+	}
 	changes, stop := r.Views.Watch(address)
 	out := make(chan *model.Delivery)
 	go func() {
@@ -88,7 +105,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string) <-chan *
 				if !ok {
 					return
 				}
-				d, err := r.Views.Delivery(ctx, ch.DeliveryID)
+				d, err := read(ctx, ch.DeliveryID)
 				if err != nil {
 					r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", ch.DeliveryID, "err", err)
 					continue

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -330,3 +331,49 @@ func sl(fs ...func(*domain.Delivery) error) []func(*domain.Delivery) error { ret
 func strp(s string) *string { return &s }
 
 func encodeCursorText(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// TestSummariesAreDeliveriesWithoutPayload checks that the summary reads
+// give every field the full reads give except what only the log holds.
+func TestSummariesAreDeliveriesWithoutPayload(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp-s", time.Hour, t0))
+	for i := range 3 {
+		e.must(e.receiveAnswered(e.ctx, fmt.Sprintf("s-%d", i), "insp-s", domain.AddressInspector, "", request("/s", "body"), 204, t0.Add(time.Duration(i)*time.Second)))
+	}
+	e.must(e.receive(e.ctx, "s-fwd", "insp-s", domain.AddressInspector, "", request("/f", "payload"), t0.Add(time.Minute)))
+	e.do(e.onDelivery(e.ctx, "s-fwd", t0.Add(time.Minute), func(d *domain.Delivery) error {
+		if err := d.RequestForward("att-1", "insp-s", false); err != nil {
+			return err
+		}
+		d.RecordResponse(domain.ForwardResponded{AttemptID: "att-1", Status: 201, Headers: []domain.Header{{Name: "X", Value: "y"}},
+			Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 3})
+		return nil
+	}))
+	strip := func(d Delivery) Delivery {
+		d.Headers, d.Body, d.ResponseHeaders, d.ResponseBody = nil, nil, nil, nil
+		return d
+	}
+	full, err := e.views.Deliveries(e.ctx, "insp-s", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.views.DeliverySummaries(e.ctx, "insp-s", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Items) != 4 || len(sum.Items) != 4 || full.EndCursor != sum.EndCursor || full.HasNextPage != sum.HasNextPage {
+		t.Fatalf("pages differ: %d items %q, %d items %q", len(full.Items), full.EndCursor, len(sum.Items), sum.EndCursor)
+	}
+	for i := range full.Items {
+		if full.Items[i].Body == nil || full.Items[i].Headers == nil {
+			t.Errorf("full read of %s has no payload", full.Items[i].ID)
+		}
+		if !reflect.DeepEqual(strip(full.Items[i]), sum.Items[i]) {
+			t.Errorf("summary of %s:\n got %+v\nwant %+v", full.Items[i].ID, sum.Items[i], strip(full.Items[i]))
+		}
+		one, err := e.views.DeliverySummary(e.ctx, full.Items[i].ID)
+		if err != nil || !reflect.DeepEqual(one, sum.Items[i]) {
+			t.Errorf("DeliverySummary(%s) = %+v, %v", full.Items[i].ID, one, err)
+		}
+	}
+}

@@ -153,6 +153,17 @@ func scanDelivery(row interface{ Scan(...any) error }) (Delivery, deliveryRefs, 
 
 // Delivery returns one delivery with its attempts.
 func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
+	return v.delivery(ctx, id, true)
+}
+
+// DeliverySummary is Delivery without what only the log holds: Headers,
+// Body, ResponseHeaders and ResponseBody are nil. It reads nothing from
+// the log, for callers (history lists, live rows) that show none of them.
+func (v *Views) DeliverySummary(ctx context.Context, id string) (Delivery, error) {
+	return v.delivery(ctx, id, false)
+}
+
+func (v *Views) delivery(ctx context.Context, id string, payload bool) (Delivery, error) {
 	tx, err := v.r.BeginTx(ctx, nil)
 	if err != nil {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
@@ -170,6 +181,9 @@ func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	_ = tx.Rollback() // the rest comes from the log
+	if !payload {
+		return items[0], nil
+	}
 	if err := v.fillFromLog(ctx, &items[0], refs); err != nil {
 		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
@@ -196,6 +210,16 @@ func (v *Views) DeliveryAccount(ctx context.Context, id string) (string, error) 
 // last delivery already seen ("" for the newest). A negative first or a
 // malformed cursor is a *domain.InvalidInputError.
 func (v *Views) Deliveries(ctx context.Context, address string, first int, after string) (Page, error) {
+	return v.deliveries(ctx, address, first, after, true)
+}
+
+// DeliverySummaries is Deliveries without what only the log holds (see
+// DeliverySummary): one query, no read of the log per delivery.
+func (v *Views) DeliverySummaries(ctx context.Context, address string, first int, after string) (Page, error) {
+	return v.deliveries(ctx, address, first, after, false)
+}
+
+func (v *Views) deliveries(ctx context.Context, address string, first int, after string, payload bool) (Page, error) {
 	size, before, err := pageBounds(first, after)
 	if err != nil {
 		return Page{}, err
@@ -234,6 +258,10 @@ func (v *Views) Deliveries(ctx context.Context, address string, first int, after
 		p.EndCursor = items[len(items)-1].Cursor
 	}
 	_ = tx.Rollback() // the rest comes from the log
+	if !payload {
+		p.Items = items
+		return p, nil
+	}
 	if err := v.fillPageFromLog(ctx, items, refs); err != nil {
 		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}

@@ -1,0 +1,53 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// payloadFields are the Delivery fields that only the event log holds; the
+// views keep everything else (see projections.DeliverySummary).
+var payloadFields = map[string]bool{
+	"headers": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
+}
+
+// wantsPayload reports whether the field being resolved selects, at any
+// depth, a Delivery field read from the log. History lists and live rows
+// usually do not, and then skip one log read per delivery. A field whose
+// selection cannot be inspected is assumed to want everything.
+func wantsPayload(ctx context.Context) bool {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return true
+	}
+	return selects(fc.Field.Selections, map[*ast.FragmentDefinition]bool{})
+}
+
+func selects(set ast.SelectionSet, seen map[*ast.FragmentDefinition]bool) bool {
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if payloadFields[s.Name] || selects(s.SelectionSet, seen) {
+				return true
+			}
+		case *ast.InlineFragment:
+			if selects(s.SelectionSet, seen) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if s.Definition == nil {
+				return true // not resolved: be safe
+			}
+			if seen[s.Definition] {
+				continue
+			}
+			seen[s.Definition] = true
+			if selects(s.Definition.SelectionSet, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
