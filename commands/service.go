@@ -165,27 +165,31 @@ type EndpointPatch struct {
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
 func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (projections.Endpoint, error) {
-	ep, err := s.loadEndpoint(ctx, accountID, id)
+	err := onConflictRetry(func() error {
+		ep, err := s.loadEndpoint(ctx, accountID, id)
+		if err != nil {
+			return err
+		}
+		set := ep.Settings()
+		if p.Name != nil {
+			set.Name = *p.Name
+		}
+		if p.Mode != nil {
+			set.Mode = *p.Mode
+		}
+		if p.Target != nil {
+			set.Target = *p.Target
+		}
+		if p.ResponseCapture != nil {
+			set.ResponseCapture = *p.ResponseCapture
+		}
+		if err := ep.Reconfigure(set); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
+		return err
+	})
 	if err != nil {
-		return projections.Endpoint{}, err
-	}
-	set := ep.Settings()
-	if p.Name != nil {
-		set.Name = *p.Name
-	}
-	if p.Mode != nil {
-		set.Mode = *p.Mode
-	}
-	if p.Target != nil {
-		set.Target = *p.Target
-	}
-	if p.ResponseCapture != nil {
-		set.ResponseCapture = *p.ResponseCapture
-	}
-	if err := ep.Reconfigure(set); err != nil {
-		return projections.Endpoint{}, err
-	}
-	if _, err := s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes()); err != nil {
 		return projections.Endpoint{}, err
 	}
 	return s.views.Endpoint(ctx, id)
@@ -193,22 +197,45 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 
 // DeleteEndpoint closes an Endpoint; its address answers 503 from then on.
 func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) error {
-	ep, err := s.loadEndpoint(ctx, accountID, id)
-	if err != nil {
+	return onConflictRetry(func() error {
+		ep, err := s.loadEndpoint(ctx, accountID, id)
+		if err != nil {
+			return err
+		}
+		if err := ep.Delete(); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
 		return err
+	})
+}
+
+// conflictTries bounds how often a command decides again after another
+// writer appended to the same stream between its read and its append.
+const conflictTries = 10
+
+// onConflictRetry runs a load-decide-append step again when its append was
+// refused for a wrong expected revision: the stream changed under it (two
+// updates of one Endpoint, a retry while the tunnel records an outcome),
+// and deciding on the newer state is what the caller meant.
+func onConflictRetry(step func() error) error {
+	for try := 1; ; try++ {
+		err := step()
+		if !errors.Is(err, domain.ErrWrongExpectedRevision) || try == conflictTries {
+			return err
+		}
 	}
-	if err := ep.Delete(); err != nil {
-		return err
-	}
-	_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
-	return err
 }
 
 // RetryDelivery replays a stored delivery to the local target as a new
 // attempt and returns the delivery once that attempt has an outcome.
 func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string) (projections.Delivery, error) {
-	view, err := s.views.Delivery(ctx, deliveryID)
+	// The owner check needs the row only; the request itself comes from the
+	// delivery's stream below.
+	view, err := s.views.DeliverySummary(ctx, deliveryID)
 	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return projections.Delivery{}, domain.ErrNotFound // as for another account's
 	case err != nil:
 		return projections.Delivery{}, err
 	case view.Kind == domain.AddressInspector:
@@ -216,32 +243,43 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	case view.AccountID != accountID:
 		return projections.Delivery{}, domain.ErrNotFound
 	}
-	ep, err := s.loadEndpoint(ctx, accountID, view.Address)
+	var cmd domain.ForwardCommand
+	err = onConflictRetry(func() error {
+		ep, err := s.loadEndpoint(ctx, accountID, view.Address)
+		if err != nil {
+			return err
+		}
+		events, err := s.load(ctx, domain.DeliveryStream(deliveryID))
+		if err != nil {
+			return err
+		}
+		received, ok := events[0].(domain.DeliveryReceived)
+		if !ok {
+			return fmt.Errorf("retry %s: stream does not start with its request", deliveryID)
+		}
+		d := domain.LoadDelivery(events)
+		attemptID := NewEventID()
+		status := domain.EndpointStatus{Mode: ep.Settings().Mode, AgentConnected: s.presence.Connected(ep.ID()) > 0}
+		if err := d.RequestRetry(attemptID, accountID, status); err != nil {
+			return err
+		}
+		tr := domain.Trace{CorrelationID: deliveryID, CausationID: attemptID}
+		if _, err := s.append(ctx, domain.DeliveryStream(deliveryID), d.Expected(), tr, d.Changes()); err != nil {
+			return err
+		}
+		cmd = domain.ForwardCommand{
+			DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: ep.ID(), AccountID: accountID,
+			Method: received.Method, Target: received.Target, Headers: domain.StripHopByHop(received.Headers), Body: received.Body,
+			Timeout: s.cfg.ForwardTimeout, CaptureResponse: ep.Settings().ResponseCapture, CorrelationID: deliveryID,
+		}
+		return nil
+	})
 	if err != nil {
 		return projections.Delivery{}, err
 	}
-	events, err := s.load(ctx, domain.DeliveryStream(deliveryID))
-	if err != nil {
-		return projections.Delivery{}, err
-	}
-	d := domain.LoadDelivery(events)
-	attemptID := NewEventID()
-	status := domain.EndpointStatus{Mode: ep.Settings().Mode, AgentConnected: s.presence.Connected(ep.ID()) > 0}
-	if err := d.RequestRetry(attemptID, accountID, status); err != nil {
-		return projections.Delivery{}, err
-	}
-	tr := domain.Trace{CorrelationID: deliveryID, CausationID: attemptID}
-	if _, err := s.append(ctx, domain.DeliveryStream(deliveryID), d.Expected(), tr, d.Changes()); err != nil {
-		return projections.Delivery{}, err
-	}
-	cmd := domain.ForwardCommand{
-		DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: ep.ID(), AccountID: accountID,
-		Method: view.Method, Target: view.Target, Headers: domain.StripHopByHop(view.Headers), Body: view.Body,
-		Timeout: s.cfg.ForwardTimeout, CaptureResponse: ep.Settings().ResponseCapture, CorrelationID: deliveryID,
-	}
-	fctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout+5*time.Second)
-	defer cancel()
-	if _, err := s.forwarder.Forward(fctx, cmd); err != nil {
+	// The forwarder bounds its own wait (the forward timeout and the time
+	// to record the outcome), so no shorter deadline is set here.
+	if _, err := s.forwarder.Forward(ctx, cmd); err != nil {
 		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "err", err)
 	}
 	// The tunnel appended the outcome; make sure the view has it.
