@@ -11,8 +11,8 @@ import (
 // The tail keeps at least this much and, between trims, up to twice as much:
 // trimming only once the limit is doubled copies each event at most once.
 const (
-	tailMaxEvents = 1024
-	tailMaxBytes  = 4 << 20
+	tailMaxEvents = 256
+	tailMaxBytes  = 1 << 20
 )
 
 // tail holds the most recently committed events in memory, in position
