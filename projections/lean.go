@@ -77,6 +77,15 @@ func (k jsonKind) is(want byte) bool { return k == 0 || k == 'n' || byte(k) == w
 var errLeanKind = errors.New("headers must be an array and body a base64 string")
 
 func decodeReceived(data []byte) (receivedRow, error) {
+	if p, ok := fastReceived(data); ok {
+		return p, nil
+	}
+	return decodeReceivedJSON(data)
+}
+
+// decodeReceivedJSON is decodeReceived through encoding/json, for every
+// payload fastReceived leaves to it.
+func decodeReceivedJSON(data []byte) (receivedRow, error) {
 	var p receivedRow
 	if err := json.Unmarshal(data, &p); err != nil {
 		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, err)

@@ -222,3 +222,86 @@ func FuzzLeanDecode(f *testing.F) {
 		}
 	})
 }
+
+// fastCases are payloads fastReceived must either decode exactly as
+// encoding/json does or leave to it.
+var fastCases = []string{
+	`{"delivery_id":"d1","address":"a","address_kind":"inspector","method":"POST","target":"/x?y=1","host":"a.localhost","proto":"HTTP/1.1","remote_addr":"127.0.0.1:1","headers":[{"name":"X","value":"a\u0026b"}],"body":"AAEC/w==","body_size":10,"complete":false,"answer":{"status":204}}`,
+	`{"delivery_id":"d1","headers":null,"body":null,"answer":null}`,
+	`{"delivery_id":"d1","answer":{"status":413,"reason":"too } large"}}`,
+	`{"delivery_id":"d1","answer":{"status":413,"extra":{"x":1}}}`,
+	`{"delivery_id":"d\u00e9"}`,
+	`{"delivery_id":"dé"}`,
+	`{ "delivery_id":"d1"}`,
+	`{"Delivery_ID":"d1"}`,
+	`{"delivery_id":"d1","delivery_id":"d2"}`,
+	`{"body_size":01}`,
+	`{"body_size":-0}`,
+	`{"body_size":1e3}`,
+	`{"body_size":9223372036854775808}`,
+	`{"complete":truex}`,
+	`{"body":"a\nb"}`,
+	`{"body":"a\\"}`,
+	`{"headers":[1,[2,{"a":"]"}]]}`,
+	`{"headers":[1,}`,
+	`{"headers":["\"]"]}`,
+	`{"target":"/a"}x`,
+	`{"target":"/a"`,
+	`{}`,
+	`{"x":1}`,
+}
+
+func TestFastReceivedAgreesWithJSON(t *testing.T) {
+	took := 0
+	for _, payload := range append(append([]string{}, fastCases...), malformed...) {
+		if checkFastReceived(t, []byte(payload)) {
+			took++
+		}
+	}
+	if took < 5 {
+		t.Errorf("the fast path decoded only %d of the cases: it is not being exercised", took)
+	}
+	// What ingress writes takes the fast path.
+	req := domain.CapturedRequest{Method: "POST", Target: "/hooks?a=1&b=<2>", Host: "x.localhost", Proto: "HTTP/1.1",
+		RemoteAddr: "127.0.0.1:5", Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Sig", Value: "t=1,v1=ab&c"}},
+		Body: []byte(`{"event":"paid","amount":100}`), BodySize: 29, Complete: true}
+	d, err := domain.ReceiveAndAnswer("d1", "x", domain.AddressInspector, "", req, 204, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := domain.NewCodec().Encode("00000000-0000-4000-8000-000000000009", d.Changes()[0], time.Unix(0, 0), domain.Trace{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !checkFastReceived(t, data.Data) {
+		t.Errorf("the codec's own payload did not take the fast path: %s", data.Data)
+	}
+}
+
+// checkFastReceived reports whether fastReceived decoded payload, failing
+// the test if it decoded it differently from decodeReceivedJSON.
+func checkFastReceived(t *testing.T, payload []byte) bool {
+	t.Helper()
+	fast, ok := fastReceived(payload)
+	if !ok {
+		return false
+	}
+	slow, err := decodeReceivedJSON(payload)
+	if err != nil {
+		t.Errorf("fast path accepted %s, encoding/json refuses it: %v", payload, err)
+		return true
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Errorf("%s:\nfast %+v\nslow %+v", payload, fast, slow)
+	}
+	return true
+}
+
+func FuzzFastReceived(f *testing.F) {
+	for _, p := range append(append([]string{}, fastCases...), malformed...) {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, payload string) {
+		checkFastReceived(t, []byte(payload))
+	})
+}

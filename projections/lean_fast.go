@@ -1,0 +1,259 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// fastReceived decodes a DeliveryReceived the way decodeReceived does, for
+// the compact JSON the codec writes, without encoding/json's two passes over
+// the whole payload: most of a DeliveryReceived is its body and headers,
+// which the views do not keep, and scanning them was the projection's
+// largest cost. ok is false whenever the payload is anything but the plain
+// case (whitespace, escapes in keys, keys in another case, unusual numbers,
+// control characters or escapes inside the body): decodeReceived then
+// decodes it, so every payload gets exactly the result (or the error) that
+// decodeReceived gives it. A test and a fuzz test hold the two together.
+func fastReceived(data []byte) (p receivedRow, ok bool) {
+	s := scanner{b: data}
+	if !s.byte('{') {
+		return receivedRow{}, false
+	}
+	if s.byte('}') {
+		return p, s.end()
+	}
+	for {
+		key, ok := s.key()
+		if !ok {
+			return receivedRow{}, false
+		}
+		switch key {
+		case "delivery_id":
+			ok = s.str(&p.DeliveryID)
+		case "address":
+			ok = s.str(&p.Address)
+		case "address_kind":
+			var k string
+			ok = s.str(&k)
+			p.AddressKind = domain.AddressKind(k)
+		case "account_id":
+			ok = s.str(&p.AccountID)
+		case "method":
+			ok = s.str(&p.Method)
+		case "target":
+			ok = s.str(&p.Target)
+		case "host":
+			ok = s.str(&p.Host)
+		case "proto":
+			ok = s.str(&p.Proto)
+		case "remote_addr":
+			ok = s.str(&p.RemoteAddr)
+		case "body_size":
+			ok = s.int(&p.BodySize)
+		case "complete":
+			ok = s.bool(&p.Complete)
+		case "answer":
+			ok = s.answer(&p.Answer)
+		case "headers":
+			p.Headers, ok = s.skipArray()
+		case "body":
+			p.Body, ok = s.skipPlainString()
+		default:
+			ok = false // unknown fields take the general path
+		}
+		if !ok {
+			return receivedRow{}, false
+		}
+		if s.byte(',') {
+			continue
+		}
+		if s.byte('}') {
+			return p, s.end()
+		}
+		return receivedRow{}, false
+	}
+}
+
+// scanner reads compact JSON from b; every method reports false, without
+// guarantees about its position, when the input is not the plain case.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) byte(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+func (s *scanner) end() bool { return s.i == len(s.b) }
+
+// rawString returns the bytes of a string without escapes or control
+// characters (the common case), positioned after its closing quote.
+func (s *scanner) rawString() ([]byte, bool) {
+	if !s.byte('"') {
+		return nil, false
+	}
+	rest := s.b[s.i:]
+	n := bytes.IndexByte(rest, '"')
+	if n < 0 {
+		return nil, false
+	}
+	v := rest[:n]
+	for _, c := range v {
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			return nil, false // escapes, control bytes, non-ASCII (UTF-8 checks): general path
+		}
+	}
+	s.i += n + 1
+	return v, true
+}
+
+func (s *scanner) key() (string, bool) {
+	k, ok := s.rawString()
+	if !ok || !s.byte(':') {
+		return "", false
+	}
+	return string(k), true
+}
+
+// str reads a string value. A plain one is copied as it is; one with
+// escapes (Go's encoder writes &, < and > as \u0026 and so on, common in
+// query strings), control bytes or non-ASCII text is decoded by
+// encoding/json, which also validates it. The field values are short.
+func (s *scanner) str(dst *string) bool {
+	start := s.i
+	if v, ok := s.rawString(); ok {
+		*dst = string(v)
+		return true
+	}
+	s.i = start
+	if !s.byte('"') {
+		return false
+	}
+	for s.i < len(s.b) && s.b[s.i] != '"' {
+		if s.b[s.i] == '\\' {
+			s.i++
+		}
+		s.i++
+	}
+	if s.i >= len(s.b) {
+		return false
+	}
+	s.i++
+	return json.Unmarshal(s.b[start:s.i], dst) == nil
+}
+
+func (s *scanner) null() bool {
+	if bytes.HasPrefix(s.b[s.i:], []byte("null")) {
+		s.i += 4
+		return true
+	}
+	return false
+}
+
+func (s *scanner) bool(dst *bool) bool {
+	rest := s.b[s.i:]
+	switch {
+	case bytes.HasPrefix(rest, []byte("true")):
+		*dst, s.i = true, s.i+4
+	case bytes.HasPrefix(rest, []byte("false")):
+		*dst, s.i = false, s.i+5
+	default:
+		return false
+	}
+	return true
+}
+
+// int reads an integer written as JSON writes one: -?(0|[1-9][0-9]*).
+func (s *scanner) int(dst *int64) bool {
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	if s.i == digits || (s.b[digits] == '0' && s.i-digits > 1) {
+		return false
+	}
+	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	if err != nil {
+		return false
+	}
+	*dst = n
+	return true
+}
+
+// answer reads null or the small answer object with encoding/json.
+func (s *scanner) answer(dst **domain.ReceiptAnswer) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	n := bytes.IndexByte(s.b[s.i:], '}')
+	if n < 0 {
+		return false
+	}
+	var a domain.ReceiptAnswer
+	obj := s.b[s.i : s.i+n+1]
+	if bytes.IndexByte(obj[1:], '{') >= 0 || json.Unmarshal(obj, &a) != nil {
+		return false
+	}
+	*dst, s.i = &a, s.i+n+1
+	return true
+}
+
+// skipPlainString skips a string value (or null) without escapes or control
+// bytes: the base64 text of a body.
+func (s *scanner) skipPlainString() (jsonKind, bool) {
+	if s.null() {
+		return 'n', true
+	}
+	_, ok := s.rawString()
+	return '"', ok
+}
+
+// skipArray skips an array value (or null), finding its end with strings
+// and nesting accounted for, and checks it with json.Valid: the header list
+// is small next to the body.
+func (s *scanner) skipArray() (jsonKind, bool) {
+	if s.null() {
+		return 'n', true
+	}
+	if !s.byte('[') {
+		return 0, false
+	}
+	start, depth := s.i-1, 1
+	for s.i < len(s.b) && depth > 0 {
+		switch s.b[s.i] {
+		case '"':
+			s.i++
+			for s.i < len(s.b) && s.b[s.i] != '"' {
+				if s.b[s.i] == '\\' {
+					s.i++
+				}
+				s.i++
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		}
+		s.i++
+	}
+	if depth != 0 || s.i > len(s.b) || !json.Valid(s.b[start:s.i]) {
+		return 0, false
+	}
+	return '[', true
+}
