@@ -45,6 +45,18 @@ func (r *mutationResolver) SignUp(ctx context.Context, name string) (*model.Sign
 	return &model.SignUpPayload{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
 }
 
+// CreateAccount is the resolver for the createAccount field.
+func (r *mutationResolver) CreateAccount(ctx context.Context, name string) (*model.SignUpPayload, error) {
+	if !r.isAdmin(ctx) {
+		return nil, domain.ErrUnauthenticated
+	}
+	acc, token, err := r.Service.CreateAccount(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &model.SignUpPayload{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
+}
+
 // CreateEndpoint is the resolver for the createEndpoint field.
 func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error) {
 	acc, err := r.account(ctx)

@@ -119,6 +119,40 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 }
 
+// TestAccountsCreateThroughTheRunningServer: with --signup=false, the
+// operator creates an account on the running relay with its admin token; a
+// wrong or missing admin token is refused, and the new token works at once.
+func TestAccountsCreateThroughTheRunningServer(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", "--signup=false", "--admin-token", "ops-secret")
+	server := r.BareURL()
+	for _, tok := range []string{"", "wrong"} {
+		out, code := harness.RunCLI(t, "accounts", "create", "--name", "Intruder", "--server", server, "--admin-token", tok)
+		if code == 0 || !strings.Contains(out, "UNAUTHENTICATED") {
+			t.Errorf("admin token %q: exit %d, want a refusal naming UNAUTHENTICATED:\n%s", tok, code, out)
+		}
+	}
+	out, code := harness.RunCLI(t, "accounts", "create", "--name", "Ops Team", "--server", server, "--admin-token", "ops-secret")
+	if code != 0 {
+		t.Fatalf("relay accounts create exited %d:\n%s", code, out)
+	}
+	var token string
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "token "); ok {
+			token = strings.TrimSpace(v)
+		}
+	}
+	var me struct{ Me *struct{ ID, Name string } }
+	r.MustGraphQL(t, token, `{ me{ id name } }`, nil, &me)
+	if me.Me == nil || me.Me.Name != "Ops Team" {
+		t.Fatalf("me with the printed token = %+v, want Ops Team", me.Me)
+	}
+	// An account's own token is not the operator's.
+	if got := refusal(t, r, token, `mutation{ createAccount(name: "x"){ token } }`, nil); got.Code() != "UNAUTHENTICATED" {
+		t.Errorf("createAccount with an account token: %q (%s), want UNAUTHENTICATED", got.Code(), got.Message)
+	}
+}
+
 // TestAccountsCreateWhenSignupClosed: with --signup=false only the
 // operator's `relay accounts create` makes accounts, and its token works.
 func TestAccountsCreateWhenSignupClosed(t *testing.T) {

@@ -12,15 +12,36 @@ import (
 )
 
 func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var data, name, eventstoreURL string
+	var data, name, eventstoreURL, server, adminToken string
 	cmd := &cobra.Command{Use: "accounts", Short: "Manage accounts (when sign-up is closed)"}
 	create := &cobra.Command{
-		Use:   "create --name NAME",
-		Short: "Create an account and print its API token (shown once); run it while the server is stopped",
-		Args:  cobra.NoArgs,
+		Use:   "create --name NAME [--server URL --admin-token T]",
+		Short: "Create an account and print its API token (shown once)",
+		Long: `Create an account and print its API token (shown once).
+
+With --server, the running relay creates it (its --admin-token is required).
+Without, it is appended to the log under --data directly: do that only while
+the server is stopped, or the running server will not see the account until
+its next write.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := bindEnv(c.Flags(), env); err != nil {
 				return err
+			}
+			if server != "" {
+				const q = `mutation($name: String!){ createAccount(name: $name){ token account{ id name } } }`
+				var out struct {
+					CreateAccount struct {
+						Token   string
+						Account struct{ ID, Name string }
+					}
+				}
+				if err := callGraphQL(c.Context(), server, adminToken, q, map[string]any{"name": name}, &out); err != nil {
+					return fmt.Errorf("create account: %w", err)
+				}
+				a := out.CreateAccount
+				fmt.Fprintf(stdout, "account %s (%s)\ntoken %s\n", a.Account.ID, a.Account.Name, a.Token)
+				return nil
 			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			a, err := openApp(c.Context(), data, eventstoreURL, log)
@@ -38,6 +59,8 @@ func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.C
 	create.Flags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
 	create.Flags().StringVar(&eventstoreURL, "eventstore", "", "EventStoreDB connection string; empty: the embedded log under --data")
 	create.Flags().StringVar(&name, "name", "", "account name")
+	create.Flags().StringVar(&server, "server", "", "URL of the running relay; empty: write to --data directly")
+	create.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	_ = create.MarkFlagRequired("name")
 	cmd.AddCommand(create)
 	return cmd

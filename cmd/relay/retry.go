@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -22,42 +18,21 @@ func retryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			const q = `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ status durationMs error retry } } }`
-			body, _ := json.Marshal(map[string]any{"query": q, "variables": map[string]any{"id": args[0]}})
-			req, err := http.NewRequestWithContext(c.Context(), http.MethodPost, strings.TrimRight(server, "/")+"/graphql", bytes.NewReader(body))
-			if err != nil {
-				return fmt.Errorf("retry: %w", err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer "+token)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return fmt.Errorf("retry: %w", err)
-			}
-			defer resp.Body.Close()
 			var out struct {
-				Data struct {
-					RetryDelivery *struct {
-						ID             string
-						ResponseStatus *int
-						Attempts       []struct {
-							Status     *int
-							DurationMs *int
-							Error      *string
-						}
+				RetryDelivery *struct {
+					ID             string
+					ResponseStatus *int
+					Attempts       []struct {
+						Status     *int
+						DurationMs *int
+						Error      *string
 					}
 				}
-				Errors []struct {
-					Message    string
-					Extensions map[string]any
-				}
 			}
-			if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
-				return fmt.Errorf("retry: %s answered %s: %w", server, resp.Status, err)
+			if err := callGraphQL(c.Context(), server, token, q, map[string]any{"id": args[0]}, &out); err != nil {
+				return fmt.Errorf("retry: %w", err)
 			}
-			if len(out.Errors) > 0 {
-				return fmt.Errorf("retry refused: %s (%v)", out.Errors[0].Message, out.Errors[0].Extensions["code"])
-			}
-			d := out.Data.RetryDelivery
+			d := out.RetryDelivery
 			for i, a := range d.Attempts {
 				fmt.Fprintf(stdout, "attempt %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
 			}

@@ -143,6 +143,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		CompleteForward func(childComplexity int, input model.CompleteForwardInput) int
+		CreateAccount   func(childComplexity int, name string) int
 		CreateEndpoint  func(childComplexity int, input model.CreateEndpointInput) int
 		CreateInspector func(childComplexity int) int
 		DeleteEndpoint  func(childComplexity int, id string) int
@@ -185,6 +186,7 @@ type InspectorResolver interface {
 type MutationResolver interface {
 	CreateInspector(ctx context.Context) (*model.Inspector, error)
 	SignUp(ctx context.Context, name string) (*model.SignUpPayload, error)
+	CreateAccount(ctx context.Context, name string) (*model.SignUpPayload, error)
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
@@ -641,6 +643,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CompleteForward(childComplexity, args["input"].(model.CompleteForwardInput)), true
+	case "Mutation.createAccount":
+		if e.ComplexityRoot.Mutation.CreateAccount == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createAccount_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAccount(childComplexity, args["name"].(string)), true
 	case "Mutation.createEndpoint":
 		if e.ComplexityRoot.Mutation.CreateEndpoint == nil {
 			break
@@ -1096,6 +1109,8 @@ type Mutation {
   "No account needed."
   createInspector: Inspector!
   signUp(name: String!): SignUpPayload!
+  "Operator only (the --admin-token): creates an account even when sign-up is closed."
+  createAccount(name: String!): SignUpPayload!
   createEndpoint(input: CreateEndpointInput!): Endpoint!
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
@@ -1512,6 +1527,20 @@ func (ec *executionContext) field_Mutation_completeForward_args(ctx context.Cont
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createAccount_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
 	return args, nil
 }
 
@@ -3478,6 +3507,50 @@ func (ec *executionContext) fieldContext_Mutation_signUp(ctx context.Context, fi
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_signUp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createAccount(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createAccount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateAccount(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SignUpPayload) graphql.Marshaler {
+			return ec.marshalNSignUpPayload2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignUpPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createAccount(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SignUpPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createAccount_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6277,6 +6350,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "signUp":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_signUp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createAccount":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createAccount(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
