@@ -80,9 +80,7 @@ func TestCreateEndpointRefusals(t *testing.T) {
 			if !errors.As(err, &inv) || inv.Field != tc.field {
 				t.Fatalf("CreateEndpoint = %+v, %v; want invalid %s", ep, err, tc.field)
 			}
-			if after := e.lastPosition(t); after != before {
-				t.Errorf("a refused Endpoint appended %d events", after-before)
-			}
+			e.appended(t, before, 0, "a refused Endpoint")
 		})
 	}
 	t.Run("no account", func(t *testing.T) {
@@ -90,9 +88,7 @@ func TestCreateEndpointRefusals(t *testing.T) {
 		if _, err := e.svc.CreateEndpoint(ctx(t), "", proxySettings); !errors.Is(err, domain.ErrUnauthenticated) {
 			t.Fatalf("err = %v, want ErrUnauthenticated", err)
 		}
-		if after := e.lastPosition(t); after != before {
-			t.Errorf("appended %d events", after-before)
-		}
+		e.appended(t, before, 0, "a refused CreateEndpoint")
 	})
 }
 
@@ -130,9 +126,7 @@ func TestUpdateEndpointChanges(t *testing.T) {
 			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || back != got {
 				t.Errorf("views hold %+v (%v), UpdateEndpoint returned %+v", back, err, got)
 			}
-			if after := e.lastPosition(t); after != before+1 {
-				t.Errorf("appended %d events, want 1", after-before)
-			}
+			e.appended(t, before, 1, "the update")
 			_, events := e.stream(t, domain.EndpointStream(ep.ID))
 			want := domain.EndpointReconfigured{EndpointID: ep.ID, Name: tc.want.Name, Mode: tc.want.Mode, Target: tc.want.Target, ResponseCapture: tc.want.ResponseCapture}
 			if len(events) != 2 || events[1] != want {
@@ -166,9 +160,7 @@ func TestUpdateEndpointWithoutChangeAppendsNothing(t *testing.T) {
 			if got != ep {
 				t.Errorf("UpdateEndpoint returned %+v, want the unchanged %+v", got, ep)
 			}
-			if after := e.lastPosition(t); after != before {
-				t.Errorf("a no-op update appended %d events", after-before)
-			}
+			e.appended(t, before, 0, "a no-op update")
 		})
 	}
 }
@@ -196,9 +188,7 @@ func TestUpdateEndpointRefusesInvalidSettings(t *testing.T) {
 			if !errors.As(err, &inv) || inv.Field != tc.field {
 				t.Fatalf("UpdateEndpoint = %+v, %v; want invalid %s", got, err, tc.field)
 			}
-			if after := e.lastPosition(t); after != before {
-				t.Errorf("a refused update appended %d events", after-before)
-			}
+			e.appended(t, before, 0, "a refused update")
 			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || back != ep {
 				t.Errorf("views hold %+v (%v), want the unchanged %+v", back, err, ep)
 			}
@@ -248,9 +238,7 @@ func TestEndpointOfAnotherAccountIsNotFound(t *testing.T) {
 				if !errors.Is(err, domain.ErrNotFound) || err.Error() != unknownErr.Error() {
 					t.Errorf("err = %v; want the unknown id's %v", err, unknownErr)
 				}
-				if after := e.lastPosition(t); after != before {
-					t.Errorf("appended %d events", after-before)
-				}
+				e.appended(t, before, 0, "a refused command")
 			})
 		}
 	}
@@ -269,9 +257,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, ep.ID); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if after := e.lastPosition(t); after != before+1 {
-		t.Errorf("delete appended %d events, want 1", after-before)
-	}
+	e.appended(t, before, 1, "delete")
 	// Read-your-writes: gone from the views as soon as Delete returns.
 	if got, err := e.views.Endpoint(ctx(t), ep.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deleted Endpoint reads %+v, %v; want ErrNotFound", got, err)
@@ -292,9 +278,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, ep.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
-	if after := e.lastPosition(t); after != before {
-		t.Errorf("refused commands appended %d events", after-before)
-	}
+	e.appended(t, before, 0, "refused commands")
 }
 
 func settingsOf(ep projections.Endpoint) domain.EndpointSettings {

@@ -107,6 +107,14 @@ func (e *env) lastPosition(t *testing.T) uint64 {
 }
 
 // allEvents reads the whole log.
+// appended checks that what appended exactly want events since before.
+func (e *env) appended(t *testing.T, before uint64, want int, what string) {
+	t.Helper()
+	if after := e.lastPosition(t); after != before+uint64(want) {
+		t.Errorf("%s appended %d events, want %d", what, after-before, want)
+	}
+}
+
 func (e *env) allEvents(t *testing.T) []domain.RecordedEvent {
 	t.Helper()
 	var out []domain.RecordedEvent

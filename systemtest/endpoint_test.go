@@ -119,6 +119,18 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 }
 
+// printedToken returns the token `relay accounts create` printed in out.
+func printedToken(t *testing.T, out string) string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "token "); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no token line in:\n%s", out)
+	return ""
+}
+
 // TestAccountsCreateThroughTheRunningServer: with --signup=false, the
 // operator creates an account on the running relay with its admin token; a
 // wrong or missing admin token is refused, and the new token works at once.
@@ -136,12 +148,7 @@ func TestAccountsCreateThroughTheRunningServer(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("relay accounts create exited %d:\n%s", code, out)
 	}
-	var token string
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "token "); ok {
-			token = strings.TrimSpace(v)
-		}
-	}
+	token := printedToken(t, out)
 	var me struct{ Me *struct{ ID, Name string } }
 	r.MustGraphQL(t, token, `{ me{ id name } }`, nil, &me)
 	if me.Me == nil || me.Me.Name != "Ops Team" {
@@ -170,15 +177,7 @@ func TestAccountsCreateWhenSignupClosed(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("relay accounts create exited %d:\n%s", code, out)
 	}
-	var token string
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "token "); ok {
-			token = strings.TrimSpace(v)
-		}
-	}
-	if token == "" {
-		t.Fatalf("no token line in:\n%s", out)
-	}
+	token := printedToken(t, out)
 
 	r.Restart(t)
 	var me struct{ Me *struct{ ID, Name string } }
