@@ -28,6 +28,18 @@ function freshness(d) {
   return [attempts.length, finished, d.responseStatus === null || d.responseStatus === undefined ? 0 : 1];
 }
 
+/**
+ * timeKey turns an RFC 3339 time with up to nanoseconds into [milliseconds,
+ * nanoseconds within the millisecond]: Date.parse alone keeps milliseconds,
+ * and a burst of deliveries lands within one.
+ */
+function timeKey(iso) {
+  const ms = Date.parse(iso) || 0;
+  const frac = /\.(\d+)/.exec(iso || '');
+  const sub = frac ? Number((frac[1] + '000000000').slice(3, 9)) : 0;
+  return [ms, sub];
+}
+
 /** compareFreshness is >0 when a is newer than b, 0 when equally fresh. */
 function compareFreshness(a, b) {
   const fa = freshness(a);
@@ -361,6 +373,7 @@ export function historyPage(root, { kind, id, navigate }) {
    */
   async function catchUp() {
     const newestKnown = orderedIds()[0];
+    const fresh = []; // rows not shown yet, newest first
     let after = null;
     for (let i = 0; i < MAX_CATCH_UP_PAGES; i += 1) {
       let conn;
@@ -372,12 +385,13 @@ export function historyPage(root, { kind, id, navigate }) {
         if (!owner) return;
         conn = owner.deliveries;
       } catch {
-        return; // the next reconnect tries again
+        break; // show what was read; the next reconnect tries again
       }
       let reached = !newestKnown;
       for (const edge of conn.edges) {
         if (edge.node.id === newestKnown) reached = true;
-        upsert(edge.node, state.rows.has(edge.node.id) ? 'page' : 'live');
+        if (state.rows.has(edge.node.id)) upsert(edge.node, 'page');
+        else fresh.push(edge.node);
       }
       if (state.endCursor === null && !state.hasNextPage) {
         state.endCursor = conn.pageInfo.endCursor;
@@ -386,12 +400,19 @@ export function historyPage(root, { kind, id, navigate }) {
       if (reached || !conn.pageInfo.hasNextPage) break;
       after = conn.pageInfo.endCursor;
     }
+    // Oldest first, as they would have arrived live: each live row sorts
+    // before those that came before it when their times tie.
+    for (let i = fresh.length - 1; i >= 0; i -= 1) upsert(fresh[i], 'live');
     if (state.selectedId) loadDetail(state.selectedId);
   }
 
   function orderedIds() {
-    const key = (rid) => Date.parse(state.rows.get(rid).receivedAt) || 0;
-    return [...state.rows.keys()].sort((a, b) => key(b) - key(a) || state.seq.get(a) - state.seq.get(b));
+    const key = (rid) => timeKey(state.rows.get(rid).receivedAt);
+    return [...state.rows.keys()].sort((a, b) => {
+      const ka = key(a);
+      const kb = key(b);
+      return kb[0] - ka[0] || kb[1] - ka[1] || state.seq.get(a) - state.seq.get(b);
+    });
   }
 
   function matches(d) {
