@@ -37,18 +37,33 @@ type wsMessage struct {
 	ID      string          `json:"id,omitempty"`
 	Type    string          `json:"type"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// next is the payload of a received next message, decoded with the
+	// frame (Payload is then empty).
+	next *nextPayload
+}
+
+// nextPayload is the payload of a next message: a forwardRequests item or
+// the result of a completeForward.
+type nextPayload struct {
+	Data struct {
+		ForwardRequests *forwardRequest `json:"forwardRequests"`
+	} `json:"data"`
+	Errors []gqlError `json:"errors"`
+}
+
+// nextFrame is a received frame decoded in one pass as a next message. A
+// forward request is mostly its base64 body; decoding the frame, then its
+// payload, then its data as separate JSON documents scanned it six times.
+type nextFrame struct {
+	ID      string      `json:"id"`
+	Type    string      `json:"type"`
+	Payload nextPayload `json:"payload"`
 }
 
 // gqlRequest is the payload of a subscribe message.
 type gqlRequest struct {
 	Query     string         `json:"query"`
 	Variables map[string]any `json:"variables,omitempty"`
-}
-
-// gqlResponse is the payload of a next message.
-type gqlResponse struct {
-	Data   json.RawMessage `json:"data"`
-	Errors []gqlError      `json:"errors"`
 }
 
 // gqlError is a GraphQL error with its machine-readable code.

@@ -175,20 +175,16 @@ func (s *session) subscriptionItem(m wsMessage) (forwardRequest, error) {
 		}
 		return forwardRequest{}, gqlErrorsErr(errs, s.a.cfg.endpoint)
 	}
-	var resp gqlResponse
-	if err := json.Unmarshal(m.Payload, &resp); err != nil {
-		return forwardRequest{}, fmt.Errorf("decode forward request: %w", err)
+	if m.next == nil {
+		return forwardRequest{}, fmt.Errorf("decode forward request: %s", m.Payload)
 	}
-	if len(resp.Errors) > 0 {
-		return forwardRequest{}, gqlErrorsErr(resp.Errors, s.a.cfg.endpoint)
+	if len(m.next.Errors) > 0 {
+		return forwardRequest{}, gqlErrorsErr(m.next.Errors, s.a.cfg.endpoint)
 	}
-	var data struct {
-		ForwardRequests *forwardRequest `json:"forwardRequests"`
+	if m.next.Data.ForwardRequests == nil {
+		return forwardRequest{}, errors.New("decode forward request: next message without forwardRequests")
 	}
-	if err := json.Unmarshal(resp.Data, &data); err != nil || data.ForwardRequests == nil {
-		return forwardRequest{}, fmt.Errorf("decode forward request: %s", resp.Data)
-	}
-	return *data.ForwardRequests, nil
+	return *m.next.Data.ForwardRequests, nil
 }
 
 // handle forwards one request to the local target and reports the answer.
@@ -278,11 +274,10 @@ func (s *session) finishOp(m wsMessage) {
 			err = gqlErrorsErr(errs, s.a.cfg.endpoint)
 		}
 	case msgNext:
-		var resp gqlResponse
-		if json.Unmarshal(m.Payload, &resp) != nil {
+		if m.next == nil {
 			err = fmt.Errorf("completeForward: %s", m.Payload)
-		} else if len(resp.Errors) > 0 {
-			err = gqlErrorsErr(resp.Errors, s.a.cfg.endpoint)
+		} else if len(m.next.Errors) > 0 {
+			err = gqlErrorsErr(m.next.Errors, s.a.cfg.endpoint)
 		}
 	}
 	done <- err
@@ -336,6 +331,10 @@ func (s *session) read() (wsMessage, error) {
 	_, data, err := s.conn.ReadMessage()
 	if err != nil {
 		return m, err
+	}
+	var f nextFrame
+	if json.Unmarshal(data, &f) == nil && f.Type == msgNext {
+		return wsMessage{ID: f.ID, Type: f.Type, next: &f.Payload}, nil
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("decode message: %w", err)
