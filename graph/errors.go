@@ -22,6 +22,9 @@ var codes = []struct {
 	{domain.ErrRetryNotProxy, "RETRY_NOT_PROXY"},
 	{domain.ErrAgentNotConnected, "AGENT_NOT_CONNECTED"},
 	{domain.ErrPayloadIncomplete, "PAYLOAD_INCOMPLETE"},
+	// A change that kept colliding with concurrent ones (commands decide
+	// again several times first): the caller may simply try again.
+	{domain.ErrWrongExpectedRevision, "CONFLICT"},
 }
 
 // Code returns the extensions.code for err, or "" when it is not a refusal.
@@ -53,10 +56,13 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			code = "INTERNAL"
 		}
 		ge.Extensions["code"] = code
-		if code == "NOT_FOUND" {
+		switch code {
+		case "NOT_FOUND":
 			// One message for every absent thing: an unknown id and another
 			// account's id must read the same.
 			ge.Message = "not found"
+		case "CONFLICT":
+			ge.Message = "changed concurrently by another request; try again" // no stream names
 		}
 		var inv *domain.InvalidInputError
 		if errors.As(err, &inv) {
