@@ -12,7 +12,7 @@ func signUp(t *testing.T, name string) string {
 	var out struct {
 		SignUp struct{ Token string } `json:"signUp"`
 	}
-	graphql(t, "", `mutation($name: String!) { signUp(name: $name) { token } }`, map[string]any{"name": name}, &out)
+	srv.MustGraphQL(t, "", `mutation($name: String!) { signUp(name: $name) { token } }`, map[string]any{"name": name}, &out)
 	return out.SignUp.Token
 }
 
@@ -23,7 +23,7 @@ func TestSignInSettingsAndDelete(t *testing.T) {
 	var created struct {
 		CreateEndpoint struct{ ID string } `json:"createEndpoint"`
 	}
-	graphql(t, token, `mutation { createEndpoint(input: {name: "Orders", mode: LOG}) { id } }`, nil, &created)
+	srv.MustGraphQL(t, token, `mutation { createEndpoint(input: {name: "Orders", mode: LOG}) { id } }`, nil, &created)
 	id := created.CreateEndpoint.ID
 
 	p := newPage(t, 1280, 800)
@@ -63,7 +63,7 @@ func TestSignInSettingsAndDelete(t *testing.T) {
 	var got struct {
 		Endpoint struct{ Name, Target string } `json:"endpoint"`
 	}
-	graphql(t, token, `query($id: ID!) { endpoint(id: $id) { name target } }`, map[string]any{"id": id}, &got)
+	srv.MustGraphQL(t, token, `query($id: ID!) { endpoint(id: $id) { name target } }`, map[string]any{"id": id}, &got)
 	if got.Endpoint.Name != "Orders v2" || got.Endpoint.Target != "127.0.0.1:4000" {
 		t.Errorf("saved settings = %+v", got.Endpoint)
 	}

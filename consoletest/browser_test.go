@@ -103,7 +103,7 @@ func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
 // open navigates to a console path on the bare domain.
 func (p *page) open(path string) {
 	p.t.Helper()
-	p.do(chromedp.Navigate(srv.bare() + path))
+	p.do(chromedp.Navigate(srv.BareURL() + path))
 }
 
 // eval evaluates a JavaScript expression and decodes its value.

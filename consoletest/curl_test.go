@@ -37,7 +37,7 @@ func deliveries(t *testing.T, id string, n int) []recorded {
 				Deliveries struct{ Nodes []recorded } `json:"deliveries"`
 			} `json:"inspector"`
 		}
-		graphql(t, "", `query($id: ID!) { inspector(id: $id) { deliveries(first: 10) {
+		srv.MustGraphQL(t, "", `query($id: ID!) { inspector(id: $id) { deliveries(first: 10) {
 			nodes { id method path headers { name value } bodyBase64 } } } }`, map[string]any{"id": id}, &out)
 		nodes = out.Inspector.Deliveries.Nodes
 		return len(nodes) >= n

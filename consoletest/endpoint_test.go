@@ -61,14 +61,14 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	p.click(`.code-line:has([data-testid=agent-command]) button`)
 	p.waitFor("the copied agent command", `typeof window.copied === 'string'`)
 	args := strings.Fields(eval[string](p, `window.copied`))
-	want := []string{"relay", "agent", "--server", srv.bare(), "--token", token, "--endpoint", id, "--target", target}
+	want := []string{"relay", "agent", "--server", srv.BareURL(), "--token", token, "--endpoint", id, "--target", target}
 	if !slices.Equal(args, want) {
 		t.Fatalf("copied agent command %q, want %q", args, want)
 	}
 	if shown := p.text(`[data-testid=agent-command]`); strings.Contains(shown, token) {
 		t.Errorf("the agent command shows the token on screen: %q", shown)
 	}
-	agent := startAgent(t, args[2:]...)
+	agent := srv.StartAgentVia(t, args[3], args[5], args[7], args[9]) // the flags checked above
 	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
 
 	status, body := send(t, id, http.MethodPost, "/hooks/order?id=7", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":7}`))
@@ -101,9 +101,7 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	}
 
 	// Stop the agent: the indicator turns off and Retry explains why.
-	if err := agent.Process.Kill(); err != nil {
-		t.Fatalf("kill agent: %v", err)
-	}
+	agent.Kill()
 	p.waitFor("the agent indicator off", `document.querySelector('[data-testid=agent-status] .agent-badge.off')`)
 	p.waitFor("Retry disabled", `document.querySelector('[data-testid=retry]').disabled`)
 	if reason := p.text(`[data-testid=retry-reason]`); reason != "No agent connected" {

@@ -19,7 +19,7 @@ func TestGraphiQLOffline(t *testing.T) {
 		t.Fatal("no resources recorded")
 	}
 	for _, u := range urls {
-		if !strings.HasPrefix(u, srv.bare()+"/") && !strings.HasPrefix(u, "ws://localhost") {
+		if !strings.HasPrefix(u, srv.BareURL()+"/") && !strings.HasPrefix(u, "ws://localhost") {
 			t.Errorf("GraphiQL fetched %s from elsewhere", u)
 		}
 	}

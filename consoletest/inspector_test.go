@@ -22,7 +22,7 @@ func TestInspectorLiveHistory(t *testing.T) {
 	id := strings.TrimPrefix(eval[string](p, `location.pathname`), "/i/")
 	p.waitLive()
 
-	wantURL := fmt.Sprintf("http://%s.localhost:%d/", id, srv.port)
+	wantURL := fmt.Sprintf("http://%s.localhost:%d/", id, srv.Port)
 	if got := p.text(`[data-testid=public-url]`); got != wantURL {
 		t.Errorf("public URL shown = %q, want %q", got, wantURL)
 	}

@@ -1,20 +1,12 @@
 package consoletest
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -26,7 +18,7 @@ import (
 // context (own localStorage), which keeps the suite fast.
 var (
 	relayBin   string
-	srv        *relayServer
+	srv        *harness.Relay
 	browserCtx context.Context // nil when no browser is available
 	noBrowser  string          // why browserCtx is nil
 )
@@ -54,12 +46,12 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err = startRelay(ctx, relayBin, tmp)
+	srv, err = harness.Launch(relayBin, filepath.Join(tmp, "relay-data"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "consoletest:", err)
 		return 1
 	}
-	defer srv.stop()
+	defer srv.Close()
 
 	stopBrowser, err := startBrowser(ctx, tmp)
 	if err != nil {
@@ -70,117 +62,9 @@ func run(m *testing.M) int {
 
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "--- relay log (last 4 KiB) ---\n%s\n", srv.logTail(4096))
+		fmt.Fprintf(os.Stderr, "--- relay log (last 4 KiB) ---\n%s\n", tail(srv.Output(), 4096))
 	}
 	return code
-}
-
-// relayServer is a `relay serve` child process.
-type relayServer struct {
-	cmd  *exec.Cmd
-	port int
-	log  *lockedBuffer
-	done chan struct{}
-}
-
-// bare is the console's origin as the browser sees it.
-func (r *relayServer) bare() string { return fmt.Sprintf("http://localhost:%d", r.port) }
-
-// addr is where Go code connects; Host headers pick the virtual host.
-func (r *relayServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
-
-func startRelay(ctx context.Context, bin, tmp string) (*relayServer, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	data := filepath.Join(tmp, "relay-data")
-	r := &relayServer{port: port, log: &lockedBuffer{}, done: make(chan struct{})}
-	r.cmd = exec.Command(bin, "serve", "--listen", r.addr(), "--domain", "localhost", "--data", data)
-	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
-	if err := r.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start relay: %w", err)
-	}
-	go func() {
-		_ = r.cmd.Wait()
-		close(r.done)
-	}()
-	if err := waitHealthy(ctx, r, 60*time.Second); err != nil {
-		r.stop()
-		return nil, fmt.Errorf("relay did not become healthy: %w\n%s", err, r.logTail(4096))
-	}
-	return r, nil
-}
-
-func (r *relayServer) stop() {
-	if r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	}
-}
-
-func (r *relayServer) logTail(n int) string { return r.log.tail(n) }
-
-// lockedBuffer collects a child's output while tests read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// tail returns the last n bytes written.
-func (b *lockedBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > n {
-		s = s[len(s)-n:]
-	}
-	return s
-}
-
-// waitHealthy polls /healthz on the bare host until it answers 200.
-func waitHealthy(ctx context.Context, r *relayServer, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr()+"/healthz", nil)
-		if err != nil {
-			return err
-		}
-		req.Host = fmt.Sprintf("localhost:%d", r.port)
-		res, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-r.done:
-			return errors.New("relay exited")
-		case <-ctx.Done():
-			return fmt.Errorf("last error %v: %w", err, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func chromiumPath() string {
@@ -224,4 +108,12 @@ func startBrowser(ctx context.Context, tmp string) (func(), error) {
 		cancelBrowser()
 		cancelAlloc()
 	}, nil
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

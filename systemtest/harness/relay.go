@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,12 +29,20 @@ type Relay struct {
 // FreePort asks the kernel for a free 127.0.0.1 port.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		return 0, fmt.Errorf("free port: %w", err)
 	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Start runs `relay serve` on a free port with data in dir (t.TempDir() when
@@ -49,41 +58,81 @@ func Start(t testing.TB, dir string, extra ...string) *Relay {
 	return r
 }
 
+// Launch is Start outside a test (a TestMain): bin is a binary from Build.
+// The caller ends the process with Close.
+func Launch(bin, dir string, extra ...string) (*Relay, error) {
+	r := &Relay{Data: dir, args: extra, bin: bin}
+	if err := r.startErr(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close sends SIGTERM, kills the process if it has not ended after 20 s,
+// and waits for it.
+func (r *Relay) Close() {
+	if r.cmd == nil || r.cmd.Process == nil || r.Exited() {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(20 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	}
+}
+
 func (r *Relay) start(t testing.TB) {
 	t.Helper()
+	if err := r.startErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startErr launches the relay, on a new free port when its own is taken.
+func (r *Relay) startErr() error {
 	for attempt := 0; attempt < 5; attempt++ {
 		if r.Port == 0 || attempt > 0 {
-			r.Port = FreePort(t)
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			r.Port = port
 		}
-		if r.launch(t) {
-			return
+		ok, err := r.launch()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
 		}
 	}
-	t.Fatalf("relay could not find a free port")
+	return errors.New("relay could not find a free port")
 }
 
 // launch starts `relay serve` on r.Port and waits for it to be healthy. It
-// reports false when the port was taken; any other failure ends the test.
-func (r *Relay) launch(t testing.TB) bool {
-	t.Helper()
+// reports false when the port was taken, an error for any other failure.
+func (r *Relay) launch() (bool, error) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:" + strconv.Itoa(r.Port), "--domain", "localhost", "--data", r.Data}, r.args...)
 	r.out = &syncBuffer{}
 	r.cmd = exec.Command(r.bin, args...)
 	r.cmd.Stdout = r.out
 	r.cmd.Stderr = r.out
 	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start relay: %v", err)
+		return false, fmt.Errorf("start relay: %w", err)
 	}
 	r.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
 	if r.waitHealthy(30 * time.Second) {
-		return true
+		return true, nil
 	}
-	r.Kill(t)
+	_ = r.cmd.Process.Kill()
+	<-r.done
 	if !bytes.Contains(r.out.Bytes(), []byte("address already in use")) {
-		t.Fatalf("relay did not become healthy:\n%s", r.out.String())
+		return false, fmt.Errorf("relay did not become healthy:\n%s", r.out.String())
 	}
-	return false
+	return false, nil
 }
 
 func (r *Relay) waitHealthy(limit time.Duration) bool {

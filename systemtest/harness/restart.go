@@ -10,7 +10,11 @@ func (r *Relay) RestartSamePort(t testing.TB) {
 	t.Helper()
 	const tries = 20
 	for attempt := 0; attempt < tries; attempt++ {
-		if r.launch(t) {
+		ok, err := r.launch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
 			return
 		}
 	}

@@ -345,15 +345,20 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
+  /** fetchPage reads one page of history after the cursor; null when the address is gone or the page was disposed. */
+  async function fetchPage(after) {
+    const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
+      { id, first: PAGE_SIZE, after }, { signal: abort.signal });
+    if (disposed) return null;
+    const owner = isEndpoint ? data.endpoint : data.inspector;
+    return owner ? owner.deliveries : null;
+  }
+
   async function loadPage(after) {
     moreBox.dataset.loading = 'true';
     try {
-      const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
-        { id, first: PAGE_SIZE, after }, { signal: abort.signal });
-      if (disposed) return;
-      const owner = isEndpoint ? data.endpoint : data.inspector;
-      if (!owner) return;
-      const conn = owner.deliveries;
+      const conn = await fetchPage(after);
+      if (!conn) return;
       for (const edge of conn.edges) upsert(edge.node, 'page');
       state.endCursor = conn.pageInfo.endCursor;
       state.hasNextPage = conn.pageInfo.hasNextPage;
@@ -378,15 +383,11 @@ export function historyPage(root, { kind, id, navigate }) {
     for (let i = 0; i < MAX_CATCH_UP_PAGES; i += 1) {
       let conn;
       try {
-        const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
-          { id, first: PAGE_SIZE, after }, { signal: abort.signal });
-        if (disposed) return;
-        const owner = isEndpoint ? data.endpoint : data.inspector;
-        if (!owner) return;
-        conn = owner.deliveries;
+        conn = await fetchPage(after);
       } catch {
         break; // show what was read; the next reconnect tries again
       }
+      if (!conn) return;
       let reached = !newestKnown;
       for (const edge of conn.edges) {
         if (edge.node.id === newestKnown) reached = true;
