@@ -36,11 +36,7 @@ func (r *Resolver) ownedEndpoint(ctx context.Context, id string) (projections.En
 // visibleDelivery returns a delivery the caller may read: any inspector's
 // (the unguessable address is the secret) or one of the account's Endpoints'.
 func (r *Resolver) visibleDelivery(ctx context.Context, id string) (projections.Delivery, error) {
-	read := r.Views.Delivery
-	if !wantsPayload(ctx) {
-		read = r.Views.DeliverySummary
-	}
-	d, err := read(ctx, id)
+	d, err := r.deliveryReader(ctx)(ctx, id)
 	if err != nil {
 		return projections.Delivery{}, err
 	}
@@ -76,6 +72,15 @@ func (r *Resolver) canWatch(ctx context.Context, address string) error {
 	return nil
 }
 
+// deliveryReader is how the field being resolved reads one delivery: with
+// what only the log holds when the query selects it (see wantsPayload).
+func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (projections.Delivery, error) {
+	if wantsPayload(ctx) {
+		return r.Views.Delivery
+	}
+	return r.Views.DeliverySummary
+}
+
 // history reads a page of an address's history, with what only the log
 // holds when the query selects it (see wantsPayload).
 func (r *Resolver) history(ctx context.Context, address string, first int, after string) (projections.Page, error) {
@@ -88,10 +93,7 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 // watchDeliveries streams rows of an address as they are created or updated,
 // until the subscription ends.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string) <-chan *model.Delivery {
-	read := r.Views.Delivery
-	if !wantsPayload(ctx) {
-		read = r.Views.DeliverySummary
-	}
+	read := r.deliveryReader(ctx)
 	changes, stop := r.Views.Watch(address)
 	out := make(chan *model.Delivery)
 	go func() {

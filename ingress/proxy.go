@@ -40,9 +40,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 
 	d, err := domain.ReceiveDelivery(id, route.ID, route.Kind, route.AccountID, req)
 	if err != nil {
-		s.log.ErrorContext(ctx, "ingress: capture broke a delivery invariant", "delivery_id", id, "address", route.ID, "error", err)
-		writeText(w, http.StatusInternalServerError, "Internal Server Error\n")
-		s.logDelivery(ctx, id, route.ID, req.Method, http.StatusInternalServerError)
+		s.invariantBroken(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
 	attemptID := s.deps.NewID()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -38,9 +37,7 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 func (s *Server) recordAnswer(ctx context.Context, w http.ResponseWriter, id string, route Route, req domain.CapturedRequest, ans answer) {
 	d, err := domain.ReceiveAndAnswer(id, route.ID, route.Kind, route.AccountID, req, ans.status, ans.reason)
 	if err != nil {
-		s.log.ErrorContext(ctx, "ingress: capture broke a delivery invariant", "delivery_id", id, "address", route.ID, "error", err)
-		writeText(w, http.StatusInternalServerError, "Internal Server Error\n")
-		s.logDelivery(ctx, id, route.ID, req.Method, http.StatusInternalServerError)
+		s.invariantBroken(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
 	if err := s.appendEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...); err != nil {
@@ -49,6 +46,14 @@ func (s *Server) recordAnswer(ctx context.Context, w http.ResponseWriter, id str
 	}
 	ans.write(w)
 	s.logDelivery(ctx, id, route.ID, req.Method, ans.status)
+}
+
+// invariantBroken answers a request whose capture the domain refused: a
+// bug, not the sender's fault, so it is logged as an error.
+func (s *Server) invariantBroken(ctx context.Context, w http.ResponseWriter, id, address, method string, err error) {
+	s.log.ErrorContext(ctx, "ingress: capture broke a delivery invariant", "delivery_id", id, "address", address, "error", err)
+	writeText(w, http.StatusInternalServerError, "Internal Server Error\n")
+	s.logDelivery(ctx, id, address, method, http.StatusInternalServerError)
 }
 
 // storeUnavailable answers a delivery that could not be recorded. It is
@@ -109,11 +114,12 @@ func (s *Server) queueEvents(ctx context.Context, stream string, expected domain
 		cancel()
 		return nil, "", fmt.Errorf("append to %s: %w", stream, err)
 	}
-	return sync.OnceValue(func() error {
+	// queued already remembers its outcome, so waiting twice is harmless.
+	return func() error {
 		defer cancel()
 		if _, err := queued(); err != nil {
 			return fmt.Errorf("append to %s: %w", stream, err)
 		}
 		return nil
-	}), lastID, nil
+	}, lastID, nil
 }

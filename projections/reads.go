@@ -58,9 +58,6 @@ func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 // every public request, so it is served from memory when it can (see
 // addrcache.go) and is otherwise one prepared statement (see qAddress).
 func (v *Views) Address(ctx context.Context, id string) (Address, error) {
-	if err := ctx.Err(); err != nil {
-		return Address{}, fmt.Errorf("read address %q: %w", id, err)
-	}
 	cached, gen, ok := v.addresses.get(id)
 	if ok {
 		return cached, nil
