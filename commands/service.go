@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -165,7 +166,7 @@ type EndpointPatch struct {
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
 func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (projections.Endpoint, error) {
-	err := onConflictRetry(func() error {
+	err := onConflictRetry(ctx, func() error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
 			return err
@@ -197,7 +198,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 
 // DeleteEndpoint closes an Endpoint; its address answers 503 from then on.
 func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) error {
-	return onConflictRetry(func() error {
+	return onConflictRetry(ctx, func() error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
 			return err
@@ -212,19 +213,37 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) erro
 
 // conflictTries bounds how often a command decides again after another
 // writer appended to the same stream between its read and its append.
-const conflictTries = 10
+const conflictTries = 20
 
 // onConflictRetry runs a load-decide-append step again when its append was
 // refused for a wrong expected revision: the stream changed under it (two
 // updates of one Endpoint, a retry while the tunnel records an outcome),
 // and deciding on the newer state is what the caller meant.
-func onConflictRetry(step func() error) error {
+//
+// Between tries it waits a random, growing pause: writers that lost the
+// same race would otherwise read and append in lockstep again, and the
+// store's group commit puts them in one batch where only the first wins,
+// so one writer could lose every round.
+func onConflictRetry(ctx context.Context, step func() error) error {
 	for try := 1; ; try++ {
 		err := step()
 		if !errors.Is(err, domain.ErrWrongExpectedRevision) || try == conflictTries {
 			return err
 		}
+		pause := time.Duration(rand.Int64N(int64(conflictPause(try))))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up waiting to decide again: %w)", err, ctx.Err())
+		case <-time.After(pause):
+		}
 	}
+}
+
+// conflictPause is the upper bound of the pause after the given try:
+// 200 µs doubling up to 20 ms.
+func conflictPause(try int) time.Duration {
+	d := 200 * time.Microsecond << min(try-1, 7)
+	return min(d, 20*time.Millisecond)
 }
 
 // RetryDelivery replays a stored delivery to the local target as a new
@@ -244,7 +263,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 		return projections.Delivery{}, domain.ErrNotFound
 	}
 	var cmd domain.ForwardCommand
-	err = onConflictRetry(func() error {
+	err = onConflictRetry(ctx, func() error {
 		ep, err := s.loadEndpoint(ctx, accountID, view.Address)
 		if err != nil {
 			return err
