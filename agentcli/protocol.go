@@ -30,6 +30,10 @@ const (
 
 const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`
 
+// endpointQuery asks what the agent serves, to tell the user its public
+// URL and whether the Endpoint forwards at all.
+const endpointQuery = `query($e: ID!){ endpoint(id: $e){ url mode } }`
+
 const completeForwardMutation = `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`
 
 // wsMessage is one graphql-transport-ws frame.
@@ -47,6 +51,7 @@ type wsMessage struct {
 type nextPayload struct {
 	Data struct {
 		ForwardRequests *forwardRequest `json:"forwardRequests"`
+		Endpoint        *endpointInfo   `json:"endpoint"`
 	} `json:"data"`
 	Errors []gqlError `json:"errors"`
 }
@@ -82,6 +87,12 @@ type forwardRequest struct {
 	Path       string          `json:"path"`
 	Headers    []domain.Header `json:"headers"`
 	BodyBase64 string          `json:"bodyBase64"`
+}
+
+// endpointInfo is the answer to endpointQuery.
+type endpointInfo struct {
+	URL  string `json:"url"`
+	Mode string `json:"mode"`
 }
 
 // completeInput is CompleteForwardInput.

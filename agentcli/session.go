@@ -22,6 +22,9 @@ import (
 // subscriptionID is the operation ID of the forwardRequests subscription.
 const subscriptionID = "forward-requests"
 
+// describeID is the operation ID of the endpointQuery sent on connect.
+const describeID = "describe-endpoint"
+
 // session is one WebSocket connection to the relay.
 type session struct {
 	a    *agent
@@ -92,6 +95,9 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	if err := s.subscribe(subscriptionID, forwardRequestsQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
 		return true, s.readErr(ctx, err)
 	}
+	if err := s.subscribe(describeID, endpointQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
+		return true, s.readErr(ctx, err)
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -143,7 +149,12 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case msgPong, msgConnectionAck:
 			// Any message already moved the read deadline.
 		case msgNext, msgError, msgComplete:
-			if m.ID != subscriptionID {
+			switch m.ID {
+			case subscriptionID:
+			case describeID:
+				s.described(m)
+				continue
+			default:
 				s.finishOp(m)
 				continue
 			}
@@ -281,6 +292,21 @@ func (s *session) finishOp(m wsMessage) {
 		}
 	}
 	done <- err
+}
+
+// described prints the Endpoint's public URL, as the first thing a user
+// needs to hand to a webhook sender, and warns when the Endpoint is in LOG
+// mode, where the relay answers deliveries itself and nothing reaches the
+// agent. Its errors are left to the subscription, which fails alike.
+func (s *session) described(m wsMessage) {
+	if m.Type != msgNext || m.next == nil || m.next.Data.Endpoint == nil {
+		return
+	}
+	ep := m.next.Data.Endpoint
+	s.a.stderr.printf("public URL %s → http://%s\n", ep.URL, s.a.cfg.target)
+	if ep.Mode != "PROXY" {
+		s.a.stderr.printf("endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", s.a.cfg.endpoint, ep.Mode)
+	}
 }
 
 // pingLoop pings the server; the read deadline catches missing answers.

@@ -111,8 +111,15 @@ func (p *wsPeer) recv(wantPing bool) wsMessage {
 	}
 }
 
-// handshake expects connection_init with the token and the subscription.
+// handshake expects connection_init with the token, the subscription and
+// the question about the Endpoint, which it answers as a PROXY Endpoint.
 func (p *wsPeer) handshake(token, endpoint string) {
+	p.t.Helper()
+	p.handshakeAs(token, endpoint, "PROXY")
+}
+
+// handshakeAs is handshake with the Endpoint in the given mode.
+func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	p.t.Helper()
 	init := p.recv(false)
 	if init.Type != msgConnectionInit {
@@ -131,7 +138,20 @@ func (p *wsPeer) handshake(token, endpoint string) {
 	if sub.Type != msgSubscribe || sub.ID != subscriptionID || !strings.Contains(req.Query, "forwardRequests(endpointId: $e)") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the forwardRequests subscription for %s", sub.Type, sub.ID, req, endpoint)
 	}
+	q := p.recv(false)
+	req = gqlRequest{}
+	if err := json.Unmarshal(q.Payload, &req); err != nil {
+		p.t.Fatalf("endpoint query payload: %v", err)
+	}
+	if q.Type != msgSubscribe || q.ID != describeID || !strings.Contains(req.Query, "endpoint(id: $e){ url mode }") || req.Variables["e"] != endpoint {
+		p.t.Fatalf("got %s %s %+v, want the endpoint query for %s", q.Type, q.ID, req, endpoint)
+	}
+	answer, _ := json.Marshal(map[string]any{"data": map[string]any{"endpoint": endpointInfo{URL: publicURL(endpoint), Mode: mode}}})
+	p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: answer})
+	p.send(wsMessage{ID: q.ID, Type: msgComplete})
 }
+
+func publicURL(endpoint string) string { return "http://" + endpoint + ".relay.test/" }
 
 // safeBuffer is a bytes.Buffer for concurrent writers.
 type safeBuffer struct {
@@ -258,6 +278,12 @@ func TestAgentProtocol(t *testing.T) {
 	if !strings.Contains(stderr.String(), "connected to ws://") || !strings.Contains(stderr.String(), "forwarding to http://"+target) {
 		t.Errorf("stderr %q lacks the connection line", stderr.String())
 	}
+	if want := "public URL " + publicURL("ep-1") + " → http://" + target + "\n"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q lacks %q", stderr.String(), want)
+	}
+	if strings.Contains(stderr.String(), "mode") {
+		t.Errorf("stderr %q warns about the mode of a PROXY Endpoint", stderr.String())
+	}
 
 	// The server drops the socket: the agent reconnects by itself.
 	p.conn.Close()
@@ -271,6 +297,24 @@ func TestAgentProtocol(t *testing.T) {
 	stop()
 	p2.close()
 	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// TestAgentWarnsAboutLogMode: an agent serving a LOG Endpoint would never
+// see a request, so it says why and how to change it.
+func TestAgentWarnsAboutLogMode(t *testing.T) {
+	srv := newWSServer(t)
+	var stderr safeBuffer
+	startAgent(t, func(ctx context.Context) error {
+		return Run(ctx, []string{"--server", srv.url, "--token", "t", "--endpoint", "ep", "--target", "127.0.0.1:9"}, io.Discard, &stderr)
+	})
+	p := srv.accept(t)
+	p.handshakeAs("t", "ep", "LOG")
+	want := "endpoint ep is in LOG mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them"
+	waitFor(t, "the LOG mode warning", func() bool { return strings.Contains(stderr.String(), want) })
+	if !strings.Contains(stderr.String(), "public URL "+publicURL("ep")) {
+		t.Errorf("stderr %q lacks the public URL", stderr.String())
+	}
+	p.close()
 }
 
 func TestAgentReportsUnreachableTarget(t *testing.T) {

@@ -77,6 +77,11 @@ func TestAgentReconnectsAfterServerRestart(t *testing.T) {
 	if n := strings.Count(p.agent.Output(), "connected to "); n < 2 {
 		t.Errorf("agent reports %d connections, want a reconnect by the same process:\n%s", n, p.agent.Output())
 	}
+	// On each connection the agent tells the address to give to senders.
+	want := "public URL " + p.ep.URL + " → http://" + p.target
+	harness.Eventually(t, 15*time.Second, "the public URL printed on both connections", func() bool {
+		return strings.Count(p.agent.Output(), want) >= 2
+	})
 }
 
 // TestAgentSeveralShareWork: two agents on one Endpoint both get work.
