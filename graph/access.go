@@ -91,14 +91,31 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 }
 
 // watchDeliveries streams rows of an address as they are created or updated,
-// until the subscription ends.
-func (r *Resolver) watchDeliveries(ctx context.Context, address string) <-chan *model.Delivery {
+// until the subscription ends. With since, it first sends the rows changed
+// after that cursor: the watch is registered before they are read, so a
+// change lands in the replay, in the live stream or in both, never in
+// neither.
+func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
 	read := r.deliveryReader(ctx)
 	changes, stop := r.Views.Watch(address)
+	var replay []string
+	if since != nil {
+		ids, err := r.Views.ChangedSince(ctx, address, *since)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		replay = ids
+	}
 	out := make(chan *model.Delivery)
 	go func() {
 		defer close(out)
 		defer stop()
+		for _, id := range replay {
+			if !r.sendDelivery(ctx, out, read, id) {
+				return
+			}
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -107,20 +124,33 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string) <-chan *
 				if !ok {
 					return
 				}
-				d, err := read(ctx, ch.DeliveryID)
-				if err != nil {
-					r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", ch.DeliveryID, "err", err)
-					continue
-				}
-				select {
-				case out <- toDelivery(d):
-				case <-ctx.Done():
+				if !r.sendDelivery(ctx, out, read, ch.DeliveryID) {
 					return
 				}
 			}
 		}
 	}()
-	return out
+	return out, nil
+}
+
+// sendDelivery reads a delivery and sends it on out; it returns false when
+// the subscription ended. A delivery that cannot be read is logged and
+// skipped: the next change of it sends it again.
+func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (projections.Delivery, error), id string) bool {
+	d, err := read(ctx, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", id, "err", err)
+		return true
+	}
+	select {
+	case out <- toDelivery(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // attachAgent registers the connection as an agent session of an Endpoint

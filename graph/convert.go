@@ -45,7 +45,7 @@ func toDelivery(d projections.Delivery) *model.Delivery {
 		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
-		Attempts: make([]*model.Attempt, 0, len(d.Attempts)),
+		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
 	}
 	if d.ResponseBody != nil {
 		s := string(d.ResponseBody)

@@ -197,11 +197,11 @@ func (r *queryResolver) Events(ctx context.Context, after *string, first *int) (
 }
 
 // Deliveries is the resolver for the deliveries field.
-func (r *subscriptionResolver) Deliveries(ctx context.Context, address string) (<-chan *model.Delivery, error) {
+func (r *subscriptionResolver) Deliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
 	if err := r.canWatch(ctx, address); err != nil {
 		return nil, err
 	}
-	return r.watchDeliveries(ctx, address), nil
+	return r.watchDeliveries(ctx, address, since)
 }
 
 // ForwardRequests is the resolver for the forwardRequests field.

@@ -377,3 +377,82 @@ func TestSummariesAreDeliveriesWithoutPayload(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedSince: the deliveries an event after a cursor created or
+// changed, in the order of their latest change, within the newest
+// ReplayWindow rows of the address; other addresses never show.
+func TestChangedSince(t *testing.T) {
+	e := newEnv(t, Options{})
+	const ep = "ep-1"
+	e.must(e.newEndpoint(e.ctx, ep, "acct-1", domain.EndpointSettings{Name: "n", Mode: domain.ModeProxy, Target: "127.0.0.1:9"}, t0))
+	e.must(e.newInspector(e.ctx, "other", time.Hour, t0))
+	receive := func(id string) {
+		t.Helper()
+		e.must(e.receive(e.ctx, id, ep, domain.AddressEndpoint, "acct-1", request("/"+id, ""), t0))
+	}
+	forward := func(id, att string) {
+		t.Helper()
+		e.must(e.onDelivery(e.ctx, id, t0, func(d *domain.Delivery) error { return d.RequestForward(att, ep, false) }))
+	}
+	receive("d1")
+	forward("d1", "a1") // d1 is waiting for its local answer
+	receive("d2")
+	e.must(e.receive(e.ctx, "x1", "other", domain.AddressInspector, "", request("/x", ""), t0))
+	receive("d3")
+	e.must(e.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error { // d1's answer comes after d3
+		d.RecordResponse(domain.ForwardResponded{AttemptID: "a1", Status: 200, Headers: []domain.Header{}, DurationMs: 1})
+		return nil
+	}))
+	receive("d4")
+	e.sync(e.views)
+
+	cursorOf := func(id string) string { return e.delivery(id).Cursor }
+	tests := []struct {
+		name  string
+		since string
+		want  []string
+	}{
+		{"from the start", "", []string{"d2", "d3", "d1", "d4"}},
+		{"after d1", cursorOf("d1"), []string{"d2", "d3", "d1", "d4"}},
+		{"after d2: d1 changed later", cursorOf("d2"), []string{"d3", "d1", "d4"}},
+		{"after d3: d1 changed later", cursorOf("d3"), []string{"d1", "d4"}},
+		{"after the newest", cursorOf("d4"), []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := e.views.ChangedSince(e.ctx, ep, tt.since)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("ChangedSince = %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	var invalid *domain.InvalidInputError
+	if _, err := e.views.ChangedSince(e.ctx, ep, "not-a-cursor"); !errors.As(err, &invalid) || invalid.Field != "since" {
+		t.Errorf("bad cursor: %v, want InvalidInputError on since", err)
+	}
+}
+
+// TestChangedSinceLooksAtTheNewestRowsOnly: a change to a delivery older
+// than the address's ReplayWindow newest ones is not reported.
+func TestChangedSinceLooksAtTheNewestRowsOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("appends ReplayWindow deliveries")
+	}
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp", time.Hour, t0))
+	for i := range ReplayWindow + 1 {
+		e.must(e.receive(e.ctx, fmt.Sprintf("d%04d", i), "insp", domain.AddressInspector, "", request("/", ""), t0))
+	}
+	e.sync(e.views)
+	got, err := e.views.ChangedSince(e.ctx, "insp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != ReplayWindow || got[0] != "d0001" || got[len(got)-1] != fmt.Sprintf("d%04d", ReplayWindow) {
+		t.Fatalf("ChangedSince gave %d ids from %v to %v, want the %d newest", len(got), got[:1], got[len(got)-1:], ReplayWindow)
+	}
+}

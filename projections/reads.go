@@ -309,3 +309,44 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []Delivery, args
 	}
 	return nil
 }
+
+// ReplayWindow is how many of an address's newest deliveries ChangedSince
+// looks at: a change to an older delivery after since is not reported.
+const ReplayWindow = 1000
+
+// ChangedSince returns the ids of the deliveries of address that an event
+// after since changed or created, in the order of their latest change,
+// among the address's ReplayWindow newest deliveries. since is a delivery's
+// cursor, or "" for the start of the history. A live reader that has shown
+// the history up to a delivery and registers a Watch calls it to learn what
+// it may have missed in between; a malformed cursor is a
+// *domain.InvalidInputError naming the field "since".
+func (v *Views) ChangedSince(ctx context.Context, address, since string) ([]string, error) {
+	var from uint64
+	if since != "" {
+		pos, err := decodeCursor(since)
+		if err != nil {
+			return nil, &domain.InvalidInputError{Field: "since", Reason: "not a cursor returned by this API"}
+		}
+		from = pos
+	}
+	rows, err := v.r.QueryContext(ctx, `SELECT id FROM (
+		SELECT id, updated_position FROM deliveries WHERE address = ? ORDER BY position DESC LIMIT ?
+	) WHERE updated_position > ? ORDER BY updated_position`, address, ReplayWindow, int64(from))
+	if err != nil {
+		return nil, fmt.Errorf("deliveries of %q changed since %d: %w", address, from, err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("deliveries of %q changed since %d: %w", address, from, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("deliveries of %q changed since %d: %w", address, from, err)
+	}
+	return ids, nil
+}

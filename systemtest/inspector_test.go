@@ -285,3 +285,71 @@ func decodePath(t *testing.T, data json.RawMessage) string {
 	}
 	return m.Deliveries.Path
 }
+
+// TestSubscriptionSinceReplaysWhatFollowsAPage: a client shows a page of
+// history, more requests arrive, and only then does it subscribe with the
+// cursor of its newest row. It gets exactly the rows after that cursor,
+// oldest first, then live ones; "" replays the whole history; a made-up
+// cursor is refused.
+func TestSubscriptionSinceReplaysWhatFollowsAPage(t *testing.T) {
+	r := harness.Start(t, "")
+	id, _ := createInspector(t, r)
+	sendPath := func(path string) {
+		t.Helper()
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: path, Host: r.AddressHost(id)})
+	}
+	waitRows := func(n int) []delivery {
+		t.Helper()
+		var rows []delivery
+		harness.Eventually(t, 10*time.Second, fmt.Sprintf("%d rows in the history", n), func() bool {
+			rows = history(t, r, id, 50)
+			return len(rows) == n
+		})
+		return rows
+	}
+	sendPath("/a")
+	sendPath("/b")
+	waitRows(2)
+	var page struct {
+		Inspector struct {
+			Deliveries struct{ Edges []struct{ Cursor string } }
+		}
+	}
+	r.MustGraphQL(t, "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 1){ edges{ cursor } } } }`, map[string]any{"id": id}, &page)
+	shownUpTo := page.Inspector.Deliveries.Edges[0].Cursor // the cursor of /b
+	var one struct{ Delivery struct{ Cursor string } }
+	r.MustGraphQL(t, "", `query($id: ID!){ delivery(id: $id){ cursor } }`, map[string]any{"id": waitRows(2)[0].ID}, &one)
+	if one.Delivery.Cursor != shownUpTo {
+		t.Fatalf("Delivery.cursor %q differs from its edge's cursor %q", one.Delivery.Cursor, shownUpTo)
+	}
+	sendPath("/c")
+	sendPath("/d")
+	waitRows(4)
+
+	const q = `subscription($a: ID!, $s: String){ deliveries(address: $a, since: $s){ id path cursor } }`
+	sub := r.Subscribe(t, "", q, map[string]any{"a": id, "s": shownUpTo})
+	for _, want := range []string{"/c", "/d"} {
+		if got := decodePath(t, sub.Next(t, 10*time.Second)); got != want {
+			t.Fatalf("replayed %s, want %s", got, want)
+		}
+	}
+	sendPath("/e")
+	if got := decodePath(t, sub.Next(t, 10*time.Second)); got != "/e" {
+		t.Fatalf("after the replay got %s, want the live /e", got)
+	}
+	if data, ok := sub.TryNext(300 * time.Millisecond); ok {
+		t.Fatalf("unexpected row after /e: %s", data)
+	}
+
+	all := r.Subscribe(t, "", q, map[string]any{"a": id, "s": ""})
+	for _, want := range []string{"/a", "/b", "/c", "/d", "/e"} {
+		if got := decodePath(t, all.Next(t, 10*time.Second)); got != want {
+			t.Fatalf("since \"\" replayed %s, want %s", got, want)
+		}
+	}
+
+	bad := r.Subscribe(t, "", q, map[string]any{"a": id, "s": "bm90LWEtY3Vyc29y"})
+	if err := bad.Err(t, 10*time.Second); !strings.Contains(err.Error(), "INVALID_INPUT") || !strings.Contains(err.Error(), "since") {
+		t.Fatalf("made-up cursor: %v, want INVALID_INPUT on since", err)
+	}
+}

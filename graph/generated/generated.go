@@ -61,6 +61,7 @@ type ComplexityRoot struct {
 		BodyBase64      func(childComplexity int) int
 		BodySize        func(childComplexity int) int
 		Complete        func(childComplexity int) int
+		Cursor          func(childComplexity int) int
 		Headers         func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Method          func(childComplexity int) int
@@ -172,7 +173,7 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		Deliveries      func(childComplexity int, address string) int
+		Deliveries      func(childComplexity int, address string, since *string) int
 		ForwardRequests func(childComplexity int, endpointID string) int
 	}
 }
@@ -202,7 +203,7 @@ type QueryResolver interface {
 	Events(ctx context.Context, after *string, first *int) (*model.EventConnection, error)
 }
 type SubscriptionResolver interface {
-	Deliveries(ctx context.Context, address string) (<-chan *model.Delivery, error)
+	Deliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error)
 	ForwardRequests(ctx context.Context, endpointID string) (<-chan *model.ForwardRequest, error)
 }
 
@@ -306,6 +307,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Complete(childComplexity), true
+	case "Delivery.cursor":
+		if e.ComplexityRoot.Delivery.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Cursor(childComplexity), true
 	case "Delivery.headers":
 		if e.ComplexityRoot.Delivery.Headers == nil {
 			break
@@ -810,7 +817,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.Deliveries(childComplexity, args["address"].(string)), true
+		return e.ComplexityRoot.Subscription.Deliveries(childComplexity, args["address"].(string), args["since"].(*string)), true
 	case "Subscription.forwardRequests":
 		if e.ComplexityRoot.Subscription.ForwardRequests == nil {
 			break
@@ -976,6 +983,8 @@ type Delivery {
   "The local response body, when the Endpoint captures responses."
   responseBody: String
   attempts: [Attempt!]!
+  "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
+  cursor: String!
 }
 
 type DeliveryEdge {
@@ -1121,8 +1130,17 @@ type Mutation {
 }
 
 type Subscription {
-  "Live rows (new and updated) of an inspector or an Endpoint."
-  deliveries(address: ID!): Delivery!
+  """
+  Live rows (new and updated) of an inspector or an Endpoint.
+
+  With ` + "`" + `since` + "`" + ` (a delivery's ` + "`" + `cursor` + "`" + `, or "" for the start of the history), the rows
+  an event after that delivery created or changed come first, in the order of those
+  changes, then live ones: a client that shows a page of history and subscribes with
+  the cursor of its newest row misses nothing in between, even when the server
+  registers the subscription later than the page was read. Only the address's 1000
+  newest rows are looked at, and a row may come twice.
+  """
+  deliveries(address: ID!, since: String): Delivery!
   "The agent's work."
   forwardRequests(endpointId: ID!): ForwardRequest!
 }
@@ -1192,6 +1210,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseBody(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
+	case "cursor":
+		return ec.fieldContext_Delivery_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -1711,6 +1731,14 @@ func (ec *executionContext) field_Subscription_deliveries_args(ctx context.Conte
 		return nil, err
 	}
 	args["address"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "since",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["since"] = arg1
 	return args, nil
 }
 
@@ -2323,6 +2351,29 @@ func (ec *executionContext) fieldContext_Delivery_attempts(_ context.Context, fi
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_cursor(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
@@ -4204,7 +4255,7 @@ func (ec *executionContext) _Subscription_deliveries(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().Deliveries(ctx, fc.Args["address"].(string))
+			return ec.Resolvers.Subscription().Deliveries(ctx, fc.Args["address"].(string), fc.Args["since"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Delivery) graphql.Marshaler {
@@ -5721,6 +5772,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._Delivery_responseBody(ctx, field, obj)
 		case "attempts":
 			out.Values[i] = ec._Delivery_attempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._Delivery_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -66,6 +66,8 @@ type Delivery struct {
 	// The local response body, when the Endpoint captures responses.
 	ResponseBody *string    `json:"responseBody,omitempty"`
 	Attempts     []*Attempt `json:"attempts"`
+	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
+	Cursor string `json:"cursor"`
 }
 
 type DeliveryConnection struct {

@@ -2,7 +2,7 @@
 
 /** Fields a history row needs; the detail pane fetches the rest on demand. */
 export const ROW_FIELDS = `
-  id address method path bodySize complete receivedAt responseStatus
+  id cursor address method path bodySize complete receivedAt responseStatus
   attempts { id status startedAt durationMs error retry }
 `;
 
@@ -64,6 +64,6 @@ export const DELIVERY = `query Delivery($id: ID!) { delivery(id: $id) { ${DETAIL
 
 export const RETRY = `mutation Retry($id: ID!) { retryDelivery(id: $id) { ${DETAIL_FIELDS} } }`;
 
-export const LIVE_DELIVERIES = `subscription Live($address: ID!) {
-  deliveries(address: $address) { ${ROW_FIELDS} }
+export const LIVE_DELIVERIES = `subscription Live($address: ID!, $since: String) {
+  deliveries(address: $address, since: $since) { ${ROW_FIELDS} }
 }`;

@@ -92,9 +92,11 @@ export class SubscriptionClient {
   }
 
   /**
-   * subscribe starts a subscription. sink has next(data), error(err) and,
-   * optionally, reconnected() and status(state) with state 'live',
-   * 'connecting' or 'offline'. Returns a function that unsubscribes.
+   * subscribe starts a subscription. variables may be a function, called
+   * each time the subscription is sent (again after a reconnect). sink has
+   * next(data), error(err) and, optionally, reconnected() and status(state)
+   * with state 'live', 'connecting' or 'offline'. Returns a function that
+   * unsubscribes.
    */
   subscribe(query, variables, sink) {
     const id = String(this.nextId++);
@@ -231,7 +233,8 @@ export class SubscriptionClient {
 
   sendSubscribe(id) {
     const { query, variables } = this.sinks.get(id);
-    this.send({ id, type: 'subscribe', payload: { query, variables } });
+    const vars = typeof variables === 'function' ? variables() : variables;
+    this.send({ id, type: 'subscribe', payload: { query, variables: vars } });
   }
 
   send(msg) {

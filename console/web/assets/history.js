@@ -12,8 +12,6 @@ import { agentBadge, endpointFields, MODE_LABELS, rememberInspector } from './ho
 import { codeLine, notice, runBusy, submitWith } from './ui.js';
 
 const PAGE_SIZE = 50;
-// A catch-up after a reconnect reads at most this many pages.
-const MAX_CATCH_UP_PAGES = 20;
 const AGENT_POLL_MS = 2000;
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 
@@ -69,7 +67,6 @@ export function historyPage(root, { kind, id, navigate }) {
   };
   let disposed = false;
   let renderQueued = false;
-  let liveOnce = false;
   let detailToken = 0; // the latest detail request; older answers are dropped
   const rowEls = new Map(); // id -> <tr>, reused across renders
   const cleanups = [];
@@ -129,25 +126,33 @@ export function historyPage(root, { kind, id, navigate }) {
     if (!isEndpoint) rememberInspector(id);
     document.title = `${isEndpoint ? state.info.name : `Inspector ${id}`} · Relay`;
     renderHead();
-    // Subscribe before the first page so no row falls between the two; rows
-    // are upserted by id, so seeing one twice is harmless.
-    const unsubscribe = subscriptions.subscribe(LIVE_DELIVERIES, { address: id }, {
+    const loaded = await loadPage(null);
+    if (disposed) return;
+    // The subscription starts after the newest row shown (on every
+    // reconnect too): the server first sends what changed since, then live
+    // rows, so nothing falls between the page and the moment the server
+    // registered the subscription. Rows are upserted by id, so seeing one
+    // twice is harmless.
+    const unsubscribe = subscriptions.subscribe(LIVE_DELIVERIES, () => ({ address: id, since: since(loaded) }), {
       next: (data) => upsert(data.deliveries, 'live'),
       error: (err) => replace(listError, notice('error', `Live updates stopped: ${describeError(err)}`)),
-      status: (s) => {
-        setLive(s);
-        // The first page may have been read before the server registered the
-        // subscription; once live, read the top again so no row falls between.
-        if (s === 'live' && !liveOnce) {
-          liveOnce = true;
-          catchUp();
-        }
+      status: (s) => setLive(s),
+      reconnected: () => {
+        if (state.selectedId) loadDetail(state.selectedId);
       },
-      reconnected: () => catchUp(),
     });
     cleanups.push(unsubscribe);
-    await loadPage(null);
     if (isEndpoint) startAgentPoll();
+  }
+
+  /**
+   * since is where the live rows start: after the newest row shown, from
+   * the start of an empty history, or (first page not read) from now.
+   */
+  function since(loaded) {
+    const newest = orderedIds()[0];
+    if (newest) return state.rows.get(newest).cursor;
+    return loaded ? '' : null;
   }
 
   function renderNotFound() {
@@ -358,53 +363,19 @@ export function historyPage(root, { kind, id, navigate }) {
     moreBox.dataset.loading = 'true';
     try {
       const conn = await fetchPage(after);
-      if (!conn) return;
+      if (!conn) return false;
       for (const edge of conn.edges) upsert(edge.node, 'page');
       state.endCursor = conn.pageInfo.endCursor;
       state.hasNextPage = conn.pageInfo.hasNextPage;
       replace(listError);
+      return true;
     } catch (err) {
       if (!disposed && err.name !== 'AbortError') replace(listError, notice('error', describeError(err)));
+      return false;
     } finally {
       delete moreBox.dataset.loading;
       if (!disposed) renderRows();
     }
-  }
-
-  /**
-   * catchUp runs after the WebSocket came back: it reads pages from the
-   * newest row on until it reaches the newest row shown before the outage,
-   * so rows that arrived meanwhile are not missed.
-   */
-  async function catchUp() {
-    const newestKnown = orderedIds()[0];
-    const fresh = []; // rows not shown yet, newest first
-    let after = null;
-    for (let i = 0; i < MAX_CATCH_UP_PAGES; i += 1) {
-      let conn;
-      try {
-        conn = await fetchPage(after);
-      } catch {
-        break; // show what was read; the next reconnect tries again
-      }
-      if (!conn) return;
-      let reached = !newestKnown;
-      for (const edge of conn.edges) {
-        if (edge.node.id === newestKnown) reached = true;
-        if (state.rows.has(edge.node.id)) upsert(edge.node, 'page');
-        else fresh.push(edge.node);
-      }
-      if (state.endCursor === null && !state.hasNextPage) {
-        state.endCursor = conn.pageInfo.endCursor;
-        state.hasNextPage = conn.pageInfo.hasNextPage;
-      }
-      if (reached || !conn.pageInfo.hasNextPage) break;
-      after = conn.pageInfo.endCursor;
-    }
-    // Oldest first, as they would have arrived live: each live row sorts
-    // before those that came before it when their times tie.
-    for (let i = fresh.length - 1; i >= 0; i -= 1) upsert(fresh[i], 'live');
-    if (state.selectedId) loadDetail(state.selectedId);
   }
 
   function orderedIds() {
