@@ -35,7 +35,6 @@ type Delivery struct {
 	complete  bool
 	answered  bool
 	pending   map[string]bool // attempt IDs that have no outcome yet
-	attempts  int
 }
 
 // ReceiveDelivery records a request that reached address.
@@ -107,7 +106,6 @@ func (d *Delivery) apply(e Event) {
 		d.answered = true
 	case ForwardRequested:
 		d.pending[e.AttemptID] = true
-		d.attempts++
 	case ForwardResponded:
 		delete(d.pending, e.AttemptID)
 	case ForwardFailed:
@@ -121,7 +119,7 @@ func (d *Delivery) apply(e Event) {
 // Exact(revision): if anything was appended since, the append is refused
 // and the caller replays the stream with LoadDelivery instead.
 func ResumeAttempt(deliveryID, attemptID string, revision uint64) *Delivery {
-	d := &Delivery{aggregate: aggregate{version: int64(revision)}, id: deliveryID, pending: map[string]bool{attemptID: true}, attempts: 1}
+	d := &Delivery{aggregate: aggregate{version: int64(revision)}, id: deliveryID, pending: map[string]bool{attemptID: true}}
 	return d
 }
 
@@ -132,7 +130,6 @@ func (d *Delivery) Kind() AddressKind             { return d.kind }
 func (d *Delivery) AccountID() string             { return d.accountID }
 func (d *Delivery) Complete() bool                { return d.complete }
 func (d *Delivery) Answered() bool                { return d.answered }
-func (d *Delivery) Attempts() int                 { return d.attempts }
 func (d *Delivery) Pending(attemptID string) bool { return d.pending[attemptID] }
 
 // Answer records the status the sender got; only the first answer counts.

@@ -101,12 +101,6 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, method stri
 		a := failureAnswer(o)
 		a.write(w)
 		return a.status
-	case o.Status < 200 || o.Status > 999:
-		// net/http cannot send such a status; the sender gets 502 instead.
-		reason := fmt.Sprintf("local target answered with invalid status %d", o.Status)
-		s.recordLateAnswer(ctx, cmd.DeliveryID, route.ID, http.StatusBadGateway, reason)
-		writeText(w, http.StatusBadGateway, "Bad Gateway: "+reason+"\n")
-		return http.StatusBadGateway
 	}
 	writeOutcome(w, method, o)
 	return o.Status

@@ -227,7 +227,7 @@ func TestHeapStaysFlat(t *testing.T) {
 		t.Skip("applies 80,000 events")
 	}
 	if raceEnabled {
-		t.Skip("heap figures mean nothing under the race detector; run without -race")
+		t.Skip("heap figures mean nothing under the race detector; scripts/test runs this without -race")
 	}
 	s := newSynth(t, bytes.Repeat([]byte("b"), 4096))
 	v := s.open("views.db")

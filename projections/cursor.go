@@ -26,8 +26,9 @@ func encodeCursor(position uint64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.FormatUint(position, 10)))
 }
 
-func decodeCursor(s string) (uint64, error) {
-	invalid := &domain.InvalidInputError{Field: "after", Reason: "not a cursor returned by this API"}
+// decodeCursor reads a cursor given in field (named in the error).
+func decodeCursor(field, s string) (uint64, error) {
+	invalid := &domain.InvalidInputError{Field: field, Reason: "not a cursor returned by this API"}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return 0, invalid
@@ -58,7 +59,7 @@ func pageBounds(first int, after string) (size int, before int64, err error) {
 	}
 	before = math.MaxInt64
 	if after != "" {
-		pos, err := decodeCursor(after)
+		pos, err := decodeCursor("after", after)
 		if err != nil {
 			return 0, 0, err
 		}

@@ -109,7 +109,7 @@ func TestPageBounds(t *testing.T) {
 			t.Errorf("pageBounds(%d) = %d, %v; want %d", tc.first, got, err, tc.want)
 		}
 	}
-	pos, err := decodeCursor(encodeCursor(42))
+	pos, err := decodeCursor("after", encodeCursor(42))
 	if err != nil || pos != 42 {
 		t.Errorf("cursor round trip = %d, %v", pos, err)
 	}

@@ -141,15 +141,6 @@ func (e *env) allEvents() []domain.RecordedEvent {
 }
 
 // apply applies events to v directly, as Run would.
-func apply(t *testing.T, v *Views, events []domain.RecordedEvent) {
-	t.Helper()
-	v.writeMu.Lock()
-	defer v.writeMu.Unlock()
-	if err := v.applyBatch(t.Context(), events); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestRebuildYieldsTheSameViews(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.stories(4) // applied live by Run while they are appended
@@ -211,9 +202,9 @@ func TestReplayIsIdempotent(t *testing.T) {
 	// re-applied delivery event would be announced to watchers.)
 	changes, cancel := e.views.Watch("insp-0")
 	defer cancel()
-	apply(t, e.views, events)
-	apply(t, e.views, events[:len(events)/3])
-	apply(t, e.views, events[len(events)/2:])
+	applyTB(t, e.views, events)
+	applyTB(t, e.views, events[:len(events)/3])
+	applyTB(t, e.views, events[len(events)/2:])
 	if e.views.Position() != pos {
 		t.Errorf("position moved from %d to %d", pos, e.views.Position())
 	}
@@ -228,12 +219,12 @@ func TestReplayIsIdempotent(t *testing.T) {
 	// Even with the checkpoint lost, applying the log twice gives the same
 	// views: the handlers themselves are idempotent.
 	twice := e.open("twice.db", Options{})
-	apply(t, twice, events)
+	applyTB(t, twice, events)
 	if _, err := twice.w.ExecContext(e.ctx, "UPDATE checkpoint SET position = 0"); err != nil {
 		t.Fatal(err)
 	}
 	twice.setPosition(0)
-	apply(t, twice, events)
+	applyTB(t, twice, events)
 	compareDumps(t, "applied twice", before, dump(t, twice))
 	compareHistories(t, "applied twice", histories(t, e.views), histories(t, twice))
 }

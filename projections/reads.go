@@ -324,9 +324,9 @@ const ReplayWindow = 1000
 func (v *Views) ChangedSince(ctx context.Context, address, since string) ([]string, error) {
 	var from uint64
 	if since != "" {
-		pos, err := decodeCursor(since)
+		pos, err := decodeCursor("since", since)
 		if err != nil {
-			return nil, &domain.InvalidInputError{Field: "since", Reason: "not a cursor returned by this API"}
+			return nil, err
 		}
 		from = pos
 	}

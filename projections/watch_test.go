@@ -45,7 +45,7 @@ func TestWatchReceivesChangesInOrderAndUnregisters(t *testing.T) {
 	manual := e.open("manual.db", Options{})
 	all, cancelAll := manual.Watch("insp-a")
 	defer cancelAll()
-	apply(t, manual, e.allEvents())
+	applyTB(t, manual, e.allEvents())
 	for i, w := range []Change{{"d-1", p4, true}, {"d-3", p6, true}, {"d-2", p7, true}} {
 		if got := recvChange(t, all); got != w {
 			t.Errorf("one-batch change %d = %+v, want %+v", i, got, w)

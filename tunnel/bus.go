@@ -132,8 +132,8 @@ type reply struct {
 	Error   string // the Hub could not carry out or record the forward
 }
 
-func newReplyMessage(r reply) (*message.Message, error) {
-	return message.NewMessage(watermill.NewUUID(), encodeReply(r)), nil
+func newReplyMessage(r reply) *message.Message {
+	return message.NewMessage(watermill.NewUUID(), encodeReply(r))
 }
 
 // replyOnError answers the waiting caller when a command handler fails,
@@ -152,10 +152,6 @@ func (b *Bus) replyOnError(h message.HandlerFunc) message.HandlerFunc {
 		if errors.As(err, &p) {
 			text = fmt.Sprintf("panic: %v", p.V) // the stack trace is in the log, not in the reply
 		}
-		m, merr := newReplyMessage(reply{Outcome: domain.ForwardOutcome{AttemptID: correlationID}, Error: text})
-		if merr != nil {
-			return nil, errors.Join(err, merr)
-		}
-		return []*message.Message{m}, nil
+		return []*message.Message{newReplyMessage(reply{Outcome: domain.ForwardOutcome{AttemptID: correlationID}, Error: text})}, nil
 	}
 }

@@ -30,11 +30,7 @@ func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 	if err := h.record(rctx, cmd, out); err != nil {
 		return nil, err
 	}
-	m, err := newReplyMessage(reply{Outcome: out})
-	if err != nil {
-		return nil, err
-	}
-	return []*message.Message{m}, nil
+	return []*message.Message{newReplyMessage(reply{Outcome: out})}, nil
 }
 
 // forward gives cmd to a session of its Endpoint and waits for the outcome.

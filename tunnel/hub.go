@@ -246,7 +246,8 @@ func normalize(out domain.ForwardOutcome) domain.ForwardOutcome {
 			out.Status = 502
 		}
 		out.Headers, out.Body = nil, nil
-	case out.Status < 100 || out.Status > 599:
+	case out.Status < 200 || out.Status > 599:
+		// 1xx are interim answers, never a final one the sender can get.
 		out.Error = fmt.Sprintf("agent reported invalid status %d", out.Status)
 		out.Status = 502
 		out.Headers, out.Body = nil, nil

@@ -89,6 +89,8 @@ func TestForwardAgentReports(t *testing.T) {
 		{"local timeout", domain.ForwardOutcome{Status: 504, Error: "127.0.0.1:3000 did not answer within 5s"}, 504, "127.0.0.1:3000 did not answer within 5s"},
 		{"status with error", domain.ForwardOutcome{Status: 200, Error: "broken"}, 502, "broken"},
 		{"invalid status", domain.ForwardOutcome{Status: 42}, 502, "agent reported invalid status 42"},
+		{"interim status", domain.ForwardOutcome{Status: 101}, 502, "agent reported invalid status 101"},
+		{"status past 599", domain.ForwardOutcome{Status: 600}, 502, "agent reported invalid status 600"},
 		{"local 404 passes", domain.ForwardOutcome{Status: 404, Body: []byte("nope")}, 404, ""},
 	}
 	for _, tt := range tests {

@@ -107,14 +107,10 @@ func (r *wireReader) raw() []byte {
 
 func (r *wireReader) str() string { return string(r.raw()) }
 
-// bytes returns a copy: the message's payload is not kept.
-func (r *wireReader) bytes() []byte {
-	p := r.raw()
-	if p == nil {
-		return nil
-	}
-	return append([]byte{}, p...)
-}
+// bytes shares the payload's memory instead of copying a body of up to
+// --max-body: each message's payload is a fresh buffer from its encoder,
+// decoded once and never written to.
+func (r *wireReader) bytes() []byte { return r.raw() }
 
 func (r *wireReader) bool() bool {
 	if r.err != nil {
