@@ -123,12 +123,8 @@ func ResumeAttempt(deliveryID, attemptID string, revision uint64) *Delivery {
 	return d
 }
 
-// ID, Address, Kind, AccountID and Complete describe the delivery.
+// ID names the delivery.
 func (d *Delivery) ID() string                    { return d.id }
-func (d *Delivery) Address() string               { return d.address }
-func (d *Delivery) Kind() AddressKind             { return d.kind }
-func (d *Delivery) AccountID() string             { return d.accountID }
-func (d *Delivery) Complete() bool                { return d.complete }
 func (d *Delivery) Answered() bool                { return d.answered }
 func (d *Delivery) Pending(attemptID string) bool { return d.pending[attemptID] }
 

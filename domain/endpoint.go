@@ -104,11 +104,9 @@ func (e *Endpoint) apply(ev Event) {
 	}
 }
 
-// ID, AccountID, Settings and Deleted describe the Endpoint.
+// ID and Settings describe the Endpoint.
 func (e *Endpoint) ID() string                 { return e.id }
-func (e *Endpoint) AccountID() string          { return e.accountID }
 func (e *Endpoint) Settings() EndpointSettings { return e.settings }
-func (e *Endpoint) Deleted() bool              { return e.deleted }
 
 // OwnedBy reports whether accountID may see and change the Endpoint; a
 // deleted or foreign Endpoint is reported as not found by callers.

@@ -12,7 +12,6 @@ var (
 	ErrSubscriptionClosed    = errors.New("subscription closed")
 	ErrInvalidInput          = errors.New("invalid input")
 	ErrUnauthenticated       = errors.New("unauthenticated")
-	ErrExpired               = errors.New("address expired")
 	ErrRetryNotProxy         = errors.New("retry needs an endpoint in PROXY mode")
 	ErrAgentNotConnected     = errors.New("no agent connected")
 	ErrPayloadIncomplete     = errors.New("stored payload is incomplete")

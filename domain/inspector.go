@@ -56,12 +56,6 @@ func (i *Inspector) apply(e Event) {
 // ID is the inspector's address.
 func (i *Inspector) ID() string { return i.id }
 
-// TTL is the idle time after which the inspector expires.
-func (i *Inspector) TTL() time.Duration { return i.ttl }
-
-// Expired reports whether expiry was recorded.
-func (i *Inspector) Expired() bool { return i.expired }
-
 // ExpiresAt is when the inspector expires if nothing reaches it after lastActivity.
 func (i *Inspector) ExpiresAt(lastActivity time.Time) time.Time { return lastActivity.Add(i.ttl) }
 

@@ -25,7 +25,6 @@ type Options struct {
 // It is safe for concurrent use.
 type Store struct {
 	client *esdb.Client
-	log    *slog.Logger
 
 	done      chan struct{} // closed by Close: ends subscriptions
 	closeOnce sync.Once
@@ -51,7 +50,7 @@ func Open(ctx context.Context, connString string, opts Options) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open eventstoredb: %w", err)
 	}
-	s := &Store{client: client, log: opts.Logger, done: make(chan struct{})}
+	s := &Store{client: client, done: make(chan struct{})}
 	if err := s.ping(ctx); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("open eventstoredb: %w", err)

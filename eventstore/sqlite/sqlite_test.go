@@ -297,7 +297,9 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
-func TestRetryFits(t *testing.T) {
+// TestRetryResult: stored events count as a retry only where an append with
+// the same condition could have written them.
+func TestRetryResult(t *testing.T) {
 	tests := []struct {
 		expected domain.ExpectedRevision
 		first    uint64
@@ -315,8 +317,13 @@ func TestRetryFits(t *testing.T) {
 		{domain.Exact(^uint64(0)), 0, false},
 	}
 	for _, tt := range tests {
-		if got := retryFits(tt.expected, tt.first); got != tt.want {
-			t.Errorf("retryFits(%s, %d) = %v, want %v", tt.expected, tt.first, got, tt.want)
+		r := &appendRequest{stream: "s", expected: tt.expected, rows: []row{{id: "e1"}}}
+		_, err := retryResult(r, []place{{found: true, stream: "s", revision: tt.first, position: 9}})
+		if got := err == nil; got != tt.want {
+			t.Errorf("retry of events stored from %d with %s: err %v, want a retry: %v", tt.first, tt.expected, err, tt.want)
+		}
+		if err != nil && !errors.Is(err, domain.ErrDuplicateEventID) {
+			t.Errorf("refused retry: %v, want ErrDuplicateEventID", err)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -256,7 +255,11 @@ func fastInsert(ctx context.Context, st writeStmts, r *appendRequest) (res domai
 	next := uint64(0)
 	if !r.expected.IsNoStream() {
 		head, exists, err := streamHead(ctx, st, r.stream)
-		if err != nil || !r.expected.Matches(head, exists) {
+		if err != nil {
+			// Not a refused row: the transaction may be gone (see isConstraint).
+			return domain.AppendResult{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
+		}
+		if !r.expected.Matches(head, exists) {
 			return domain.AppendResult{}, false, nil
 		}
 		if exists {
@@ -278,9 +281,11 @@ func fastInsert(ctx context.Context, st writeStmts, r *appendRequest) (res domai
 // stored append gets its original result), then checks the stream head
 // against the expected revision, and inserts only when both allow it.
 func applyChecked(ctx context.Context, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
+	// A failed read, unlike a refused row, may have rolled the transaction
+	// back: it fails the batch (see isConstraint).
 	places, err := lookupIDs(ctx, st, r.rows)
 	if err != nil {
-		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
+		return appendReply{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
 	}
 	for _, p := range places {
 		if p.found {
@@ -291,7 +296,7 @@ func applyChecked(ctx context.Context, st writeStmts, r *appendRequest) (rep app
 
 	head, exists, err := streamHead(ctx, st, r.stream)
 	if err != nil {
-		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, err)}, false, nil
+		return appendReply{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
 	}
 	if !r.expected.Matches(head, exists) {
 		return appendReply{err: &domain.WrongExpectedRevisionError{Stream: r.stream, Expected: r.expected, Actual: head, Exists: exists}}, false, nil
@@ -369,26 +374,12 @@ func retryResult(r *appendRequest, places []place) (domain.AppendResult, error) 
 			return domain.AppendResult{}, duplicateError(r, places)
 		}
 	}
-	if !retryFits(r.expected, first.revision) {
+	// Could an append with this condition have written them there?
+	if !r.expected.Matches(first.revision-1, first.revision > 0) {
 		return domain.AppendResult{}, duplicateError(r, places)
 	}
 	last := places[len(places)-1]
 	return domain.AppendResult{NextRevision: last.revision, Position: last.position}, nil
-}
-
-// retryFits reports whether events stored from revision first on could have
-// been written by an append with this condition.
-func retryFits(expected domain.ExpectedRevision, first uint64) bool {
-	switch {
-	case expected.IsAny():
-		return true
-	case expected.IsNoStream():
-		return first == 0
-	case expected.IsStreamExists():
-		return first > 0
-	}
-	rev, _ := expected.ExactRevision()
-	return rev != math.MaxUint64 && first == rev+1
 }
 
 func duplicateError(r *appendRequest, places []place) error {
