@@ -326,20 +326,28 @@ func (s *session) pingLoop(ctx context.Context) {
 	}
 }
 
+// subscribe sends a subscribe message. Its payload is encoded with the
+// frame in one pass: a completeForward carries the whole response body,
+// which a pre-encoded json.RawMessage would have scanned and copied again.
 func (s *session) subscribe(id, query string, vars map[string]any) error {
-	payload, err := json.Marshal(gqlRequest{Query: query, Variables: vars})
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", id, err)
-	}
-	return s.write(wsMessage{ID: id, Type: msgSubscribe, Payload: payload})
+	return s.writeFrame(msgSubscribe, subscribeFrame{ID: id, Type: msgSubscribe, Payload: gqlRequest{Query: query, Variables: vars}})
 }
 
-func (s *session) write(m wsMessage) error {
+// subscribeFrame is a subscribe message with its payload typed.
+type subscribeFrame struct {
+	ID      string     `json:"id"`
+	Type    string     `json:"type"`
+	Payload gqlRequest `json:"payload"`
+}
+
+func (s *session) write(m wsMessage) error { return s.writeFrame(m.Type, m) }
+
+func (s *session) writeFrame(typ string, frame any) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.conn.SetWriteDeadline(time.Now().Add(s.a.writeTimeout))
-	if err := s.conn.WriteJSON(m); err != nil {
-		return fmt.Errorf("write %s: %w", m.Type, err)
+	if err := s.conn.WriteJSON(frame); err != nil {
+		return fmt.Errorf("write %s: %w", typ, err)
 	}
 	return nil
 }

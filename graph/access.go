@@ -344,9 +344,8 @@ func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
 	}
 	switch {
 	case in.Status != nil:
-		if *in.Status < 100 || *in.Status > 999 {
-			return out, &domain.InvalidInputError{Field: "status", Reason: "must be an HTTP status code"}
-		}
+		// Which statuses a sender can get is the tunnel's rule (an
+		// invalid one is recorded as a 502), not the API's.
 		out.Status = *in.Status // with error set too: the agent's own 504
 	case out.Error == "":
 		return out, &domain.InvalidInputError{Field: "status", Reason: "give a status or an error"}

@@ -73,7 +73,11 @@ func (m *Metrics) Instrument(next http.Handler, area func(*http.Request) string)
 		next.ServeHTTP(rec, r)
 		a := area(r)
 		m.requests.WithLabelValues(a, strconv.Itoa(rec.code)).Inc()
-		m.duration.WithLabelValues(a).Observe(time.Since(start).Seconds())
+		if rec.code != http.StatusSwitchingProtocols {
+			// A WebSocket returns when the session ends, hours later: its
+			// length is not a request latency.
+			m.duration.WithLabelValues(a).Observe(time.Since(start).Seconds())
+		}
 	})
 }
 

@@ -40,3 +40,32 @@ func TestInstrumentCountsByAreaAndCode(t *testing.T) {
 		}
 	}
 }
+
+// TestInstrumentLeavesWebSocketsOutOfLatency: an upgraded connection is
+// counted as 101, but its lifetime is not a request duration.
+func TestInstrumentLeavesWebSocketsOutOfLatency(t *testing.T) {
+	m := metrics.New()
+	h := m.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		conn.Close()
+	}), func(r *http.Request) string { return "api" })
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	if res, err := http.Get(srv.URL); err == nil {
+		res.Body.Close() // the connection closes without an answer
+	}
+	srv.Close() // waits for the handler
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	if !strings.Contains(body, `relay_http_requests_total{area="api",code="101"} 1`) {
+		t.Errorf("the upgraded request is not counted as 101:\n%s", body)
+	}
+	if strings.Contains(body, `relay_http_request_duration_seconds_count{area="api"}`) {
+		t.Errorf("the upgraded connection's lifetime was observed as a latency")
+	}
+}

@@ -58,8 +58,9 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 			if err == nil {
 				var last uint64
 				if last, err = a.store.LastPosition(c.Context()); err == nil {
-					err = a.views.WaitFor(c.Context(), last)
-					fmt.Fprintf(stdout, "rebuilt views from %d events in %s\n", last, time.Since(start).Round(time.Millisecond))
+					if err = a.views.WaitFor(c.Context(), last); err == nil {
+						fmt.Fprintf(stdout, "rebuilt views from %d events in %s\n", last, time.Since(start).Round(time.Millisecond))
+					}
 				}
 			}
 			return joinClose(err, a.close())
