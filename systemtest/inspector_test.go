@@ -62,12 +62,18 @@ func history(t *testing.T, r *harness.Relay, id string, first int) []delivery {
 	t.Helper()
 	var all []delivery
 	var after any
-	for {
+	for pages := 0; ; pages++ {
+		if pages == 1000 {
+			t.Fatalf("history of %s still has pages after 1000: is the after cursor ignored?", id)
+		}
 		var out struct{ Inspector struct{ Deliveries page } }
 		r.MustGraphQL(t, "", `query($id: ID!, $first: Int, $after: String){ inspector(id: $id){ deliveries(first: $first, after: $after){
 			edges{ cursor node{ `+deliveryFields+` } } pageInfo{ hasNextPage endCursor } } } }`,
 			map[string]any{"id": id, "first": first, "after": after}, &out)
 		p := out.Inspector.Deliveries
+		if n := len(p.Edges); n > first || p.PageInfo.HasNextPage && n < first {
+			t.Fatalf("page of %d rows (hasNextPage %v) for first %d", n, p.PageInfo.HasNextPage, first)
+		}
 		for _, e := range p.Edges {
 			all = append(all, e.Node)
 		}

@@ -293,16 +293,29 @@ func TestTenantEventsLogHidesOtherAccounts(t *testing.T) {
 	send(t, r, epA.ID, "POST", "/private", [][2]string{{"X-Private", marker}}, []byte(`{"card":"`+marker+`"}`))
 	deliveryAt(t, r, a.Token, epA.ID, "/private")
 
-	for _, who := range []struct{ name, token string }{{"account B", b.Token}, {"no token", ""}} {
-		res := r.GraphQL(t, who.token, `{ events(first: 1000){ nodes{ stream type data } } }`, nil)
+	const query = `{ events(first: 1000){ nodes{ stream type data } } }`
+	if res := r.GraphQL(t, "", query, nil); len(res.Errors) == 0 || res.Errors[0].Code() != "UNAUTHENTICATED" {
+		t.Errorf("events without a token: %+v, want UNAUTHENTICATED", res.Errors)
+	}
+	for _, who := range []struct{ name, id, token string }{{"account B", b.ID, b.Token}} {
+		res := r.GraphQL(t, who.token, query, nil)
 		if len(res.Errors) > 0 {
-			continue // refusing the log outright also keeps it private
+			t.Fatalf("%s reading its own log: %+v", who.name, res.Errors)
 		}
 		var out struct {
 			Events struct{ Nodes []logEvent }
 		}
 		if err := json.Unmarshal(res.Data, &out); err != nil {
 			t.Fatalf("decode events: %v", err)
+		}
+		own := 0
+		for _, e := range out.Events.Nodes {
+			if strings.Contains(e.Stream, who.id) {
+				own++
+			}
+		}
+		if own == 0 {
+			t.Errorf("%s reads none of its own events: the check below would pass on an empty log", who.name)
 		}
 		leaks := 0
 		for _, e := range out.Events.Nodes {

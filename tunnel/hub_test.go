@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,6 +361,17 @@ func (s *racingStore) Append(ctx context.Context, stream string, expected domain
 	return s.EventStore.Append(ctx, stream, expected, events...)
 }
 
+// readCounter counts the stream reads made through it.
+type readCounter struct {
+	domain.EventStore
+	n atomic.Int64
+}
+
+func (s *readCounter) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
+	s.n.Add(1)
+	return s.EventStore.ReadStream(ctx, stream, from, max)
+}
+
 func TestRecordRetriesOnConflict(t *testing.T) {
 	base := newEnv(t)
 	rs := &racingStore{EventStore: base.store}
@@ -444,18 +456,26 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 	for _, racing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("racing=%v", racing), func(t *testing.T) {
 			base := newEnv(t)
-			e := base
+			reads := &readCounter{EventStore: base.store}
+			var rs *racingStore
 			if racing {
-				rs := &racingStore{EventStore: base.store}
-				e = newEnvWithStore(t, rs)
+				rs = &racingStore{EventStore: base.store}
+				reads.EventStore = rs
+			}
+			e := newEnvWithStore(t, reads)
+			if rs != nil {
 				rs.e = e
 			}
 			e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 			cmd := e.receive(t, "ep", "acc")
 			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
 			cmd.RequestEventID, cmd.RequestRevision = recs[1].ID, recs[1].Revision
+			reads.n.Store(0)
 			if out, err := e.client.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
 				t.Fatalf("forward: %+v, %v", out, err)
+			}
+			if n := reads.n.Load(); racing && n == 0 || !racing && n != 0 {
+				t.Errorf("recording the outcome read the log %d times (racing %v): the fast path reads nothing, the fallback replays", n, racing)
 			}
 			last, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
 			if _, ok := ev.(domain.ForwardResponded); !ok || last.Metadata.CausationID != recs[1].ID {
