@@ -373,7 +373,6 @@ func recvChange(t *testing.T, ch <-chan Change) Change {
 	return Change{}
 }
 
-
 func status(p *int) string {
 	if p == nil {
 		return "nil"
