@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
 	"github.com/relayhq/relay/projections"
 )
 
@@ -166,7 +166,7 @@ type EndpointPatch struct {
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
 func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (projections.Endpoint, error) {
-	err := onConflictRetry(ctx, func() error {
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
 			return err
@@ -198,7 +198,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 
 // DeleteEndpoint closes an Endpoint; its address answers 503 from then on.
 func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) error {
-	return onConflictRetry(ctx, func() error {
+	return conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
 			return err
@@ -214,37 +214,6 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) erro
 // conflictTries bounds how often a command decides again after another
 // writer appended to the same stream between its read and its append.
 const conflictTries = 20
-
-// onConflictRetry runs a load-decide-append step again when its append was
-// refused for a wrong expected revision: the stream changed under it (two
-// updates of one Endpoint, a retry while the tunnel records an outcome),
-// and deciding on the newer state is what the caller meant.
-//
-// Between tries it waits a random, growing pause: writers that lost the
-// same race would otherwise read and append in lockstep again, and the
-// store's group commit puts them in one batch where only the first wins,
-// so one writer could lose every round.
-func onConflictRetry(ctx context.Context, step func() error) error {
-	for try := 1; ; try++ {
-		err := step()
-		if !errors.Is(err, domain.ErrWrongExpectedRevision) || try == conflictTries {
-			return err
-		}
-		pause := time.Duration(rand.Int64N(int64(conflictPause(try))))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (gave up waiting to decide again: %w)", err, ctx.Err())
-		case <-time.After(pause):
-		}
-	}
-}
-
-// conflictPause is the upper bound of the pause after the given try:
-// 200 µs doubling up to 20 ms.
-func conflictPause(try int) time.Duration {
-	d := 200 * time.Microsecond << min(try-1, 7)
-	return min(d, 20*time.Millisecond)
-}
 
 // RetryDelivery replays a stored delivery to the local target as a new
 // attempt and returns the delivery once that attempt has an outcome.
@@ -263,7 +232,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 		return projections.Delivery{}, domain.ErrNotFound
 	}
 	var cmd domain.ForwardCommand
-	err = onConflictRetry(ctx, func() error {
+	err = conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, view.Address)
 		if err != nil {
 			return err
@@ -298,15 +267,19 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	}
 	// The forwarder bounds its own wait (the forward timeout and the time
 	// to record the outcome), so no shorter deadline is set here.
-	if _, err := s.forwarder.Forward(ctx, cmd); err != nil {
+	out, err := s.forwarder.Forward(ctx, cmd)
+	if err != nil {
 		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "err", err)
 	}
-	// The tunnel appended the outcome; make sure the view has it.
-	last, err := s.store.LastPosition(ctx)
-	if err != nil {
-		return projections.Delivery{}, fmt.Errorf("retry: %w", err)
+	// The tunnel appended the outcome; make sure the view has it. Without
+	// its position (no outcome, or none recorded) the end of the log covers it.
+	seen := out.Position
+	if seen == 0 {
+		if seen, err = s.store.LastPosition(ctx); err != nil {
+			return projections.Delivery{}, fmt.Errorf("retry: %w", err)
+		}
 	}
-	if err := s.views.WaitFor(ctx, last); err != nil {
+	if err := s.views.WaitFor(ctx, seen); err != nil {
 		return projections.Delivery{}, fmt.Errorf("retry: %w", err)
 	}
 	return s.views.Delivery(ctx, deliveryID)

@@ -35,6 +35,10 @@ type ForwardOutcome struct {
 	Error      string   `json:"error,omitempty"`
 	DurationMs int64    `json:"duration_ms"`
 	AgentID    string   `json:"agent_id,omitempty"`
+	// Position is where the log holds the event recording this outcome,
+	// once recorded; 0 when it raised no event (already recorded). Readers
+	// of the views wait for it, not for the end of the whole log.
+	Position uint64 `json:"-"`
 }
 
 // Failed reports whether the local target gave no answer.

@@ -72,6 +72,9 @@ func TestForwardAnswered(t *testing.T) {
 			if !capture && len(r.Body) != 0 {
 				t.Errorf("body %q stored although capture is off", r.Body)
 			}
+			if out.Position != rec.Position {
+				t.Errorf("reply names log position %d, the outcome is at %d", out.Position, rec.Position)
+			}
 			if rec.Metadata.CorrelationID != cmd.CorrelationID || rec.Metadata.CausationID != recs[1].ID {
 				t.Errorf("trace %+v, want correlation %s and the ForwardRequested %s as cause", rec.Metadata, cmd.CorrelationID, recs[1].ID)
 			}
@@ -471,7 +474,8 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
 			cmd.RequestEventID, cmd.RequestRevision = recs[1].ID, recs[1].Revision
 			reads.n.Store(0)
-			if out, err := e.client.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
+			out, err := e.client.Forward(t.Context(), cmd)
+			if err != nil || out.Status != 200 {
 				t.Fatalf("forward: %+v, %v", out, err)
 			}
 			if n := reads.n.Load(); racing && n == 0 || !racing && n != 0 {
@@ -487,6 +491,9 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 			}
 			if last.Revision != wantRev {
 				t.Fatalf("outcome at revision %d, want %d", last.Revision, wantRev)
+			}
+			if out.Position != last.Position {
+				t.Errorf("reply names log position %d, the outcome is at %d", out.Position, last.Position)
 			}
 		})
 	}

@@ -2,10 +2,10 @@ package tunnel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
 )
 
 // appendTries bounds the optimistic-concurrency retries of one append: the
@@ -14,11 +14,13 @@ const appendTries = 5
 
 // record appends the attempt's ForwardResponded or ForwardFailed to the
 // delivery's stream. An attempt that is no longer pending (already recorded)
-// raises no event and is not an error.
-func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) error {
+// raises no event and is not an error. It returns the event's log position
+// (0 when none was raised).
+func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var ids []string // kept across tries so a repeated append stays idempotent
-	for try := 1; ; try++ {
+	var position uint64
+	err := conflict.Retry(ctx, appendTries, func(try int) error {
 		var d *domain.Delivery
 		var causation string
 		var err error
@@ -28,7 +30,7 @@ func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.
 			// try replays the stream.
 			d, causation = domain.ResumeAttempt(cmd.DeliveryID, cmd.AttemptID, cmd.RequestRevision), cmd.RequestEventID
 		} else if d, causation, err = h.loadDelivery(ctx, stream, cmd.AttemptID); err != nil {
-			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+			return err
 		}
 		if out.Failed() {
 			d.RecordFailure(domain.ForwardFailed{
@@ -58,16 +60,16 @@ func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.
 		tr := domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: causation}
 		var data []domain.EventData
 		if data, ids, err = h.codec.EncodeAll(ids, h.newID, changes, h.now(), tr); err != nil {
-			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+			return err
 		}
-		_, err = h.store.Append(ctx, stream, d.Expected(), data...)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, domain.ErrWrongExpectedRevision) || try == appendTries {
-			return fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
-		}
+		res, err := h.store.Append(ctx, stream, d.Expected(), data...)
+		position = res.Position
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
 	}
+	return position, nil
 }
 
 // loadDelivery rebuilds a delivery from its stream and returns the ID of

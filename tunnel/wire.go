@@ -19,7 +19,7 @@ import (
 
 const (
 	wireCommandV1 = 1
-	wireReplyV1   = 1
+	wireReplyV2   = 2 // 1 had no log position
 	// wireMaxLen bounds one decoded string, header list or body, so a
 	// corrupt length cannot make the decoder allocate without limit.
 	wireMaxLen = 64 << 20
@@ -196,7 +196,7 @@ func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 func encodeReply(rep reply) []byte {
 	o := rep.Outcome
 	w := wireWriter{b: make([]byte, 0, 128+len(o.Body))}
-	w.b = append(w.b, wireReplyV1)
+	w.b = append(w.b, wireReplyV2)
 	w.str(o.AttemptID)
 	w.int(int64(o.Status))
 	w.headers(o.Headers)
@@ -204,16 +204,17 @@ func encodeReply(rep reply) []byte {
 	w.str(o.Error)
 	w.int(o.DurationMs)
 	w.str(o.AgentID)
+	w.uint(o.Position)
 	w.str(rep.Error)
 	return w.b
 }
 
 func decodeReply(b []byte) (reply, error) {
 	r := wireReader{b: b}
-	r.version(wireReplyV1)
+	r.version(wireReplyV2)
 	rep := reply{Outcome: domain.ForwardOutcome{
 		AttemptID: r.str(), Status: int(r.int()), Headers: r.headers(), Body: r.bytes(),
-		Error: r.str(), DurationMs: r.int(), AgentID: r.str(),
+		Error: r.str(), DurationMs: r.int(), AgentID: r.str(), Position: r.uint(),
 	}}
 	rep.Error = r.str()
 	if err := r.end("forward reply"); err != nil {

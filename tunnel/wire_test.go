@@ -26,7 +26,7 @@ func wireReplies() []reply {
 	return []reply{
 		{Outcome: domain.ForwardOutcome{AttemptID: "a1", Status: 201,
 			Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Multi", Value: "a"}},
-			Body:    []byte(`{"ok":true}`), DurationMs: 12, AgentID: "ag1"}},
+			Body:    []byte(`{"ok":true}`), DurationMs: 12, AgentID: "ag1", Position: 1 << 40}},
 		{Outcome: domain.ForwardOutcome{AttemptID: "a2", Status: 502, Headers: []domain.Header{}, Body: []byte{},
 			Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1}},
 		{Outcome: domain.ForwardOutcome{AttemptID: "a3", Headers: []domain.Header{}, Body: []byte{}}, Error: "record attempt a3: disk full"},
