@@ -1,0 +1,251 @@
+// Command floorserver is the least a program can do and still do what the
+// relay's hot paths must: take a webhook through Echo, append it to a SQLite
+// file through the same pure-Go driver with a durable, group-committed
+// commit before answering, and keep a SQLite history view of it. In proxy
+// mode it also carries each request over one WebSocket to an agent process
+// that calls the local handler, and records the answer the same way before
+// passing it back.
+//
+// It is not part of the relay. BenchmarkFloor runs it beside the bare
+// server to show the ceiling of that stack on the machine at hand: what it
+// leaves out (event JSON and envelopes, idempotency and revision checks,
+// header order, GraphQL on the agent's WebSocket, checkpoints, metrics)
+// makes it cheaper than any relay, so its rate bounds the relay's from
+// above. docs/benchmarks.md has the figures.
+//
+//	floorserver -mode inspector -data DIR      # prints its address, answers 204
+//	floorserver -mode proxy -data DIR          # agents dial ws://ADDR/agent
+//	floorserver -mode agent -relay ADDR -target HOST:PORT
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/labstack/echo/v4"
+	_ "modernc.org/sqlite"
+
+	"github.com/relayhq/relay/internal/sqlitedsn"
+)
+
+// captureLimit is the relay's default capture cap.
+const captureLimit = 256 << 10
+
+func main() {
+	mode := flag.String("mode", "inspector", "inspector, proxy or agent")
+	data := flag.String("data", "", "folder for the log and the view (inspector, proxy)")
+	relay := flag.String("relay", "", "host:port of a proxy-mode floorserver (agent)")
+	target := flag.String("target", "", "host:port of the local handler (agent)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *mode == "agent" {
+		if err := runAgent(ctx, *relay, *target); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := serve(ctx, *mode, *data); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func serve(ctx context.Context, mode, data string) error {
+	lg, err := openLog(ctx, data)
+	if err != nil {
+		return err
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	switch mode {
+	case "inspector":
+		e.Any("/*", func(c echo.Context) error {
+			rec, err := capture(c)
+			if err != nil {
+				return err
+			}
+			if err := <-lg.append(rec); err != nil {
+				return err
+			}
+			return c.NoContent(204)
+		})
+	case "proxy":
+		t := newTunnel()
+		e.GET("/agent", t.accept)
+		e.Any("/*", func(c echo.Context) error { return t.proxy(c, lg) })
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.Listener = ln
+	fmt.Println(ln.Addr().String()) // the benchmark reads the address from here
+	go func() {
+		<-ctx.Done()
+		_ = e.Close()
+	}()
+	if err := e.Start(""); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// record is one row of the log: a request as received, or an answer.
+type record struct {
+	kind, address  string
+	method, target string
+	headers, body  []byte
+	done           chan error
+}
+
+// capture reads what the relay would record of a request: method, raw
+// target, headers and the body up to the capture cap.
+func capture(c echo.Context) (*record, error) {
+	r := c.Request()
+	body, err := io.ReadAll(io.LimitReader(r.Body, captureLimit))
+	if err != nil {
+		return nil, err
+	}
+	var headers []byte
+	for name, values := range r.Header {
+		for _, v := range values {
+			headers = append(headers, name...)
+			headers = append(headers, ": "...)
+			headers = append(headers, v...)
+			headers = append(headers, '\n')
+		}
+	}
+	return &record{kind: "received", address: r.Host, method: r.Method, target: r.RequestURI, headers: headers, body: body}, nil
+}
+
+// eventLog group-commits records: one writer goroutine takes every record
+// waiting, inserts them in one transaction and commits it with one fsync
+// (synchronous=FULL), then hands the batch to the view.
+type eventLog struct {
+	queue chan *record
+	view  chan []*record
+}
+
+func openLog(ctx context.Context, dir string) (*eventLog, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("-data is required")
+	}
+	logDB, err := openDB(ctx, filepath.Join(dir, "log.db"), sqlitedsn.Full,
+		`CREATE TABLE IF NOT EXISTS events(position INTEGER PRIMARY KEY, kind TEXT, address TEXT, method TEXT, target TEXT, headers BLOB, body BLOB)`)
+	if err != nil {
+		return nil, err
+	}
+	viewDB, err := openDB(ctx, filepath.Join(dir, "view.db"), sqlitedsn.Normal,
+		`CREATE TABLE IF NOT EXISTS history(position INTEGER PRIMARY KEY, kind TEXT, address TEXT, method TEXT, target TEXT, size INTEGER);
+		 CREATE INDEX IF NOT EXISTS history_by_address ON history(address, position)`)
+	if err != nil {
+		return nil, err
+	}
+	l := &eventLog{queue: make(chan *record, 4096), view: make(chan []*record, 64)}
+	go l.write(ctx, logDB, `INSERT INTO events(kind, address, method, target, headers, body) VALUES(?, ?, ?, ?, ?, ?)`)
+	go l.project(ctx, viewDB, `INSERT INTO history(kind, address, method, target, size) VALUES(?, ?, ?, ?, ?)`)
+	return l, nil
+}
+
+func openDB(ctx context.Context, path string, sync sqlitedsn.Sync, schema string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", sqlitedsn.Build(path, false, sync))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// append queues r and returns where its commit's result arrives.
+func (l *eventLog) append(r *record) <-chan error {
+	r.done = make(chan error, 1)
+	l.queue <- r
+	return r.done
+}
+
+func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string) {
+	stmt, err := db.PrepareContext(ctx, insert)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		var batch []*record
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-l.queue:
+			batch = append(batch, r)
+		}
+	more:
+		for len(batch) < 512 {
+			select {
+			case r := <-l.queue:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		err := inTx(ctx, db, stmt, batch, func(r *record) []any {
+			return []any{r.kind, r.address, r.method, r.target, r.headers, r.body}
+		})
+		for _, r := range batch {
+			r.done <- err
+		}
+		if err == nil {
+			l.view <- batch
+		}
+	}
+}
+
+func (l *eventLog) project(ctx context.Context, db *sql.DB, insert string) {
+	stmt, err := db.PrepareContext(ctx, insert)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case batch := <-l.view:
+			if err := inTx(ctx, db, stmt, batch, func(r *record) []any {
+				return []any{r.kind, r.address, r.method, r.target, len(r.body)}
+			}); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+}
+
+// inTx inserts one row per record in one transaction. The context is
+// never cancellable: the driver would watch a cancellable one with a
+// goroutine per statement, which the relay avoids on its hot paths too.
+func inTx(ctx context.Context, db *sql.DB, stmt *sql.Stmt, batch []*record, row func(*record) []any) error {
+	ctx = context.WithoutCancel(ctx)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	st := tx.StmtContext(ctx, stmt)
+	for _, r := range batch {
+		if _, err := st.ExecContext(ctx, row(r)...); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	return tx.Commit()
+}
