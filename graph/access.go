@@ -216,17 +216,21 @@ func (r *Resolver) events(ctx context.Context, after string, first int) (*model.
 	}
 	conn := &model.EventConnection{PageInfo: &model.PageInfo{}, Edges: []*model.EventEdge{}, Nodes: []*model.Event{}}
 	// Scan at most scanLimit events per call so a filtered page stays cheap;
-	// endCursor says where the next call resumes.
+	// endCursor says where the next call resumes. The first read asks for
+	// one event more than the page holds, so an unfiltered page learns
+	// whether the log goes on without a read of its own.
 	const batch, scanLimit = 500, 10000
-	scanned, cursor := 0, from
+	scanned, cursor, size := 0, from, min(batch, first+1)
+	more, known := false, false
 scan:
 	for scanned < scanLimit {
-		evs, err := r.Log.ReadAll(ctx, cursor, batch)
+		evs, err := r.Log.ReadAll(ctx, cursor, size)
 		if err != nil {
 			return nil, fmt.Errorf("read events: %w", err)
 		}
 		for _, e := range evs {
 			if len(conn.Nodes) == first {
+				more, known = true, true
 				break scan
 			}
 			scanned++
@@ -241,15 +245,20 @@ scan:
 				conn.Nodes = append(conn.Nodes, n)
 			}
 		}
-		if len(evs) < batch {
+		if len(evs) < size {
+			known = true // the end of the log
 			break
 		}
+		size = batch
 	}
-	more, err := r.Log.ReadAll(ctx, cursor, 1)
-	if err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
+	if !known { // stopped at scanLimit with the log going on or not
+		next, err := r.Log.ReadAll(ctx, cursor, 1)
+		if err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		more = len(next) > 0
 	}
-	conn.PageInfo.HasNextPage = len(more) > 0
+	conn.PageInfo.HasNextPage = more
 	if cursor > from {
 		end := strconv.FormatUint(cursor, 10)
 		conn.PageInfo.EndCursor = &end

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,19 @@ func TestEventsArePagedInOrder(t *testing.T) {
 	}
 	if strings.Join(all, ",") != "1,2,3,4,5" {
 		t.Fatalf("positions %v, want 1..5", all)
+	}
+	// A page that ends exactly at the log's last event has no next page;
+	// one that ends before it has.
+	for _, tc := range []struct {
+		first, after int
+		wantNext     bool
+	}{{5, 0, false}, {4, 0, true}, {2, 3, false}, {1, 3, true}, {3, 5, false}} {
+		var p page
+		e.c.MustPost(`query($first: Int, $after: String) { events(first: $first, after: $after) { nodes { position } pageInfo { hasNextPage endCursor } } }`, &p,
+			client.Var("first", tc.first), client.Var("after", strconv.Itoa(tc.after)), client.AddHeader("Authorization", "Bearer "+adminToken))
+		if p.Events.PageInfo.HasNextPage != tc.wantNext {
+			t.Errorf("events(first: %d, after: %d): hasNextPage %v, want %v", tc.first, tc.after, p.Events.PageInfo.HasNextPage, tc.wantNext)
+		}
 	}
 	err := e.c.Post(`{ events(after: "x") { nodes { id } } }`, &struct{}{}, client.AddHeader("Authorization", "Bearer "+adminToken))
 	if code(err) != "INVALID_INPUT" {
