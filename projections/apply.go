@@ -19,13 +19,12 @@ type batch struct {
 	stmts   *stmtCache
 	txStmts map[string]*sql.Stmt // stmts bound to tx, bound once per batch
 	event   domain.RecordedEvent
-	changes map[string]Change // delivery ID → change
 
-	// known holds the deliveries this batch has found or created (every
-	// delivery in changes is one of them), so later events of the same
-	// delivery skip the lookup and defer their update of the deliveries row
-	// to flush (see updateDelivery); pending lists the deferred ones in the
-	// order they were first deferred.
+	// known holds the deliveries this batch has created or changed, by ID:
+	// what watchers hear once it commits, and what lets later events of the
+	// same delivery skip the lookup and defer their update of the
+	// deliveries row to flush (see updateDelivery); pending lists the
+	// deferred ones in the order they were first deferred.
 	known   map[string]*knownDelivery
 	pending []*knownDelivery
 
@@ -40,11 +39,12 @@ type batch struct {
 	activityStored   map[string]int64
 }
 
-// knownDelivery is a delivery row the batch knows exists, with the update
-// that flush still owes it when dirty.
+// knownDelivery is a delivery row the batch created or changed, with the
+// update that flush still owes it when dirty.
 type knownDelivery struct {
 	dpos     int64  // its position (rowid)
 	address  string // its address
+	change   Change // what watchers are told
 	dirty    bool   // an update is deferred
 	pos      int64  // position of the latest event that changed it
 	answered any    // latest DeliveryAnswered status of the batch, or nil
@@ -99,14 +99,11 @@ func (b *batch) queryRow(query string, args ...any) (*sql.Row, error) {
 	return s.QueryRowContext(b.ctx, args...), nil
 }
 
-// touched records that the current event changed a delivery, which must
-// already be in known.
-func (b *batch) touched(deliveryID string, isNew bool) {
-	c := b.changes[deliveryID]
-	c.DeliveryID = deliveryID
-	c.Position = b.event.Position
-	c.New = c.New || isNew
-	b.changes[deliveryID] = c
+// touched records that the current event changed k, the delivery deliveryID.
+func (b *batch) touched(k *knownDelivery, deliveryID string, isNew bool) {
+	k.change.DeliveryID = deliveryID
+	k.change.Position = b.event.Position
+	k.change.New = k.change.New || isNew
 }
 
 // at is the current event's occurred-at time as stored (Unix nanoseconds).
@@ -142,7 +139,7 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	// ctx ends (database/sql watches it once per transaction), and ctx is
 	// checked between events.
 	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, txStmts: map[string]*sql.Stmt{},
-		changes: map[string]Change{}, known: map[string]*knownDelivery{}, activity: map[addressKey]int64{}}
+		known: map[string]*knownDelivery{}, activity: map[addressKey]int64{}}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("apply batch after %d: %w", from, err)
@@ -163,16 +160,15 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	}
 	v.addresses.committed(b.addressesChanged, b.activityStored)
 	v.setPosition(last)
-	v.hub.publish(groupChanges(b.changes, b.known))
+	v.hub.publish(groupChanges(b.known))
 	return nil
 }
 
 // groupChanges sorts a batch's changes by address, each in position order.
-func groupChanges(changes map[string]Change, known map[string]*knownDelivery) map[string][]Change {
+func groupChanges(known map[string]*knownDelivery) map[string][]Change {
 	out := map[string][]Change{}
-	for id, c := range changes {
-		address := known[id].address
-		out[address] = append(out[address], c)
+	for _, k := range known {
+		out[k.address] = append(out[k.address], k.change)
 	}
 	for _, cs := range out {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Position < cs[j].Position })

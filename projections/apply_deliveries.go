@@ -27,8 +27,9 @@ func (b *batch) deliveryReceived(p receivedRow) (int64, error) {
 	b.noteActivity(p.AddressKind, p.Address)
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
-	b.known[p.DeliveryID] = &knownDelivery{dpos: b.pos(), address: p.Address}
-	b.touched(p.DeliveryID, true)
+	k := &knownDelivery{dpos: b.pos(), address: p.Address}
+	b.known[p.DeliveryID] = k
+	b.touched(k, p.DeliveryID, true)
 	return n, nil
 }
 
@@ -120,7 +121,7 @@ func (b *batch) updateDelivery(id string, answered any, response *logRef, outcom
 			k.response = response
 		}
 		k.outcomes = k.outcomes || outcome
-		b.touched(id, false)
+		b.touched(k, id, false)
 		return true, nil
 	}
 	var rRev, rStream any
@@ -141,8 +142,9 @@ func (b *batch) updateDelivery(id string, answered any, response *logRef, outcom
 		return false, fmt.Errorf("update delivery %s: %w", id, err)
 	}
 	// Its attempts are not known here: flush looks them up.
-	b.known[id] = &knownDelivery{dpos: dpos, address: address, outcomes: true}
-	b.touched(id, false)
+	k := &knownDelivery{dpos: dpos, address: address, outcomes: true}
+	b.known[id] = k
+	b.touched(k, id, false)
 	return true, nil
 }
 
