@@ -106,9 +106,11 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	return true, s.readErr(ctx, s.readLoop(sctx, &wg))
 }
 
-// handshake sends connection_init with the token and waits for the ack.
+// handshake sends connection_init with the token and the local target
+// (which the relay records with the agent's connection) and waits for the
+// ack.
 func (s *session) handshake() error {
-	payload, err := json.Marshal(map[string]string{"Authorization": "Bearer " + s.a.cfg.token})
+	payload, err := json.Marshal(map[string]string{"Authorization": "Bearer " + s.a.cfg.token, "agentTarget": s.a.cfg.target})
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,8 @@ type wsServer struct {
 type wsPeer struct {
 	t    *testing.T
 	conn *websocket.Conn
-	done chan struct{} // closed to end the server handler
+	done chan struct{}     // closed to end the server handler
+	init map[string]string // the connection_init payload, once handshaken
 }
 
 func newWSServer(t *testing.T) *wsServer {
@@ -129,6 +130,7 @@ func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	if err := json.Unmarshal(init.Payload, &payload); err != nil || payload["Authorization"] != "Bearer "+token {
 		p.t.Fatalf("init payload %s, want Authorization: Bearer %s", init.Payload, token)
 	}
+	p.init = payload
 	p.send(wsMessage{Type: msgConnectionAck})
 	sub := p.recv(false)
 	var req gqlRequest
@@ -228,6 +230,9 @@ func TestAgentProtocol(t *testing.T) {
 
 	p := srv.accept(t)
 	p.handshake("tok-1", "ep-1")
+	if p.init["agentTarget"] != target {
+		t.Errorf("connection_init names target %q, want the agent's %q", p.init["agentTarget"], target)
+	}
 	item, _ := json.Marshal(map[string]any{"data": map[string]any{"forwardRequests": forwardRequest{
 		AttemptID: "att-1", DeliveryID: "del-1", Method: "POST", Path: "/hook//x?y=%2F",
 		Headers:    nil,

@@ -164,7 +164,13 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID string) (<-chan *
 	if agentID == "" {
 		agentID = commands.NewEventID()
 	}
-	cmds, err := r.Hub.Attach(ctx, tunnel.SessionInfo{AgentID: agentID, EndpointID: ep.ID, AccountID: ep.AccountID, Target: ep.Target})
+	// The agent's own target is where it forwards; an agent that did not
+	// name one is taken to use the Endpoint's.
+	target := agentTarget(ctx)
+	if target == "" {
+		target = ep.Target
+	}
+	cmds, err := r.Hub.Attach(ctx, tunnel.SessionInfo{AgentID: agentID, EndpointID: ep.ID, AccountID: ep.AccountID, Target: target})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ const (
 	tokenKey ctxKey = iota
 	connKey
 	accountKey
+	agentTargetKey
 )
 
 // WithToken puts the bearer token of an HTTP request in its context.
@@ -46,6 +47,21 @@ func (r *Resolver) withConnection(ctx context.Context, token, connID string) con
 		}
 	}
 	return context.WithValue(ctx, connKey, connID)
+}
+
+// withAgentTarget keeps the local target an agent named in its
+// connection_init, when it is a valid one: where that agent forwards.
+func withAgentTarget(ctx context.Context, target string) context.Context {
+	if target == "" || domain.ValidateTarget(target) != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, agentTargetKey, target)
+}
+
+// agentTarget is the target kept by withAgentTarget, or "".
+func agentTarget(ctx context.Context) string {
+	t, _ := ctx.Value(agentTargetKey).(string)
+	return t
 }
 
 func connectionID(ctx context.Context) string {

@@ -2,6 +2,8 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -393,5 +395,58 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		<-tick.C
+	}
+}
+
+// TestAgentConnectedRecordsTheAgentsTarget: the agent's session event names
+// the target the agent said it forwards to, or the Endpoint's when it named
+// none or an invalid one.
+func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
+	e := newEnv(t)
+	var su struct{ SignUp struct{ Token string } }
+	e.c.MustPost(`mutation { signUp(name: "ada") { token } }`, &su)
+	auth := "Bearer " + su.SignUp.Token
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	for _, tt := range []struct {
+		name, sent, want string
+	}{
+		{"named", "127.0.0.1:4000", "127.0.0.1:4000"},
+		{"none", "", "127.0.0.1:9"},
+		{"not local", "example.com:80", "127.0.0.1:9"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ep struct{ CreateEndpoint struct{ ID string } }
+			e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
+				client.AddHeader("Authorization", auth))
+			payload := map[string]any{"Authorization": auth}
+			if tt.sent != "" {
+				payload["agentTarget"] = tt.sent
+			}
+			agent := client.New(srv.Config.Handler).WebsocketWithPayload(
+				`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`,
+				payload, client.Var("id", ep.CreateEndpoint.ID))
+			defer agent.Close()
+			var got domain.AgentConnected
+			waitFor(t, "agent.connected.v1", func() bool {
+				recs, err := e.store.ReadStream(context.Background(), domain.AgentStream(ep.CreateEndpoint.ID), 0, 10)
+				if errors.Is(err, domain.ErrStreamNotFound) {
+					return false
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(recs) == 0 {
+					return false
+				}
+				if err := json.Unmarshal(recs[0].Data, &got); err != nil {
+					t.Fatal(err)
+				}
+				return true
+			})
+			if got.Target != tt.want {
+				t.Errorf("agent.connected.v1 target %q, want %q", got.Target, tt.want)
+			}
+		})
 	}
 }

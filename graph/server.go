@@ -50,6 +50,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		},
 		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			tok, _ := bearer(p.Authorization())
+			ctx = withAgentTarget(ctx, p.GetString("agentTarget"))
 			return r.withConnection(ctx, tok, commands.NewEventID()), nil, nil
 		},
 	})
