@@ -1,13 +1,8 @@
 package systemtest
 
 import (
-	"bufio"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,62 +18,37 @@ import (
 //
 //	go test -run '^$' -bench Floor -benchtime 20000x -timeout 30m ./systemtest
 func BenchmarkFloor(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "floorserver")
-	build := exec.Command("go", "build", "-o", bin, "./systemtest/floorserver")
-	build.Dir = harness.ModuleRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build floorserver: %v\n%s", err, out)
-	}
+	bin := harness.BinaryOf(b, "./systemtest/floorserver")
 
 	b.Run("inspector", func(b *testing.B) {
 		bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
-		addr, pid := startFloor(b, bin, "-mode", "inspector", "-data", b.TempDir())
-		floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusNoContent,
-			procs: []benchProc{{"floor", pid}}}
+		srv := harness.StartProcess(b, bin, "-mode", "inspector", "-data", b.TempDir())
+		floor := benchTarget{name: "floor", addr: floorAddr(b, srv), host: "floor.test", want: http.StatusNoContent,
+			procs: []benchProc{{"floor", srv.PID()}}}
 		benchCompare(b, bare, floor, "floor/bare", nil)
 	})
 	b.Run("proxy", func(b *testing.B) {
 		local := benchServer(b, http.StatusOK, benchLocalAnswer)
 		direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
-		addr, pid := startFloor(b, bin, "-mode", "proxy", "-data", b.TempDir())
-		_, agentPID := startFloor(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
+		srv := harness.StartProcess(b, bin, "-mode", "proxy", "-data", b.TempDir())
+		addr := floorAddr(b, srv)
+		agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
 		floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
-			procs: []benchProc{{"floor", pid}, {"floor-agent", agentPID}}}
+			procs: []benchProc{{"floor", srv.PID()}, {"floor-agent", agent.PID()}}}
 		benchCheckProxied(b, floor)
 		benchCompare(b, direct, floor, "floor/direct", nil)
 	})
 }
 
-// startFloor runs floorserver with args and returns the address it printed
-// (none for an agent) and its PID; it is stopped with SIGTERM at cleanup.
-func startFloor(b *testing.B, bin string, args ...string) (addr string, pid int) {
+// floorAddr is the address a floorserver prints as its first line.
+func floorAddr(b *testing.B, p *harness.Process) string {
 	b.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start floorserver: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+	var line string
+	harness.Eventually(b, 30*time.Second, "floorserver's address", func() bool {
+		out := p.Output()
+		i := strings.IndexByte(out, '\n')
+		line = strings.TrimSpace(out[:max(i, 0)])
+		return i >= 0
 	})
-	if args[1] == "agent" {
-		return "", cmd.Process.Pid
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("floorserver %s printed no address: %v", args[1], err)
-	}
-	return strings.TrimSpace(line), cmd.Process.Pid
+	return line
 }

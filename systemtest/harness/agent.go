@@ -2,18 +2,39 @@ package harness
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// Agent is a running `relay agent` process.
-type Agent struct {
+// Process is a program a test started: its output is kept, and it is
+// stopped with SIGTERM at cleanup.
+type Process struct {
+	name string
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{}
 }
+
+// StartProcess runs bin with args until the test ends.
+func StartProcess(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	p := &Process{name: filepath.Base(bin), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.Stop(t) })
+	return p
+}
+
+// Agent is a running `relay agent` process.
+type Agent = Process
 
 // StartAgent runs the real agent for an Endpoint, forwarding to target. The
 // server URL names 127.0.0.1: an IP host reaches the bare domain.
@@ -27,44 +48,35 @@ func (r *Relay) StartAgent(t testing.TB, token, endpointID, target string) *Agen
 // relay (bare domain, IP literal, wrong host) choose the URL themselves.
 func (r *Relay) StartAgentVia(t testing.TB, serverURL, token, endpointID, target string) *Agent {
 	t.Helper()
-	a := &Agent{out: &syncBuffer{}, done: make(chan struct{})}
-	a.cmd = exec.Command(Binary(t), "agent", "--server", serverURL,
+	return StartProcess(t, Binary(t), "agent", "--server", serverURL,
 		"--token", token, "--endpoint", endpointID, "--target", target)
-	a.cmd.Stdout = a.out
-	a.cmd.Stderr = a.out
-	if err := a.cmd.Start(); err != nil {
-		t.Fatalf("start agent: %v", err)
-	}
-	go func() { _ = a.cmd.Wait(); close(a.done) }()
-	t.Cleanup(func() { a.Stop(t) })
-	return a
 }
 
-// Output is what the agent printed.
-func (a *Agent) Output() string { return a.out.String() }
+// Output is what the process printed, stdout and stderr together.
+func (p *Process) Output() string { return p.out.String() }
 
 // Stop sends SIGTERM and waits.
-func (a *Agent) Stop(t testing.TB) {
+func (p *Process) Stop(t testing.TB) {
 	t.Helper()
 	select {
-	case <-a.done:
+	case <-p.done:
 		return
 	default:
 	}
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-a.done:
+	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
-		t.Errorf("agent did not stop on SIGTERM:\n%s", a.out.String())
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("%s did not stop on SIGTERM:\n%s", p.name, p.out.String())
 	}
 }
 
-// Kill ends the agent with SIGKILL.
-func (a *Agent) Kill() {
-	_ = a.cmd.Process.Kill()
-	<-a.done
+// Kill ends the process with SIGKILL.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 // Eventually polls cond until it holds or the limit passes.

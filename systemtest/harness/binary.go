@@ -11,16 +11,18 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu  sync.Mutex
+	buildDir string            // one temporary folder for every program built
+	built    map[string]string // package → its binary
 )
 
-// RemoveBinary deletes the built binary's folder; call it from TestMain
+// RemoveBinary deletes the built binaries' folder; call it from TestMain
 // after m.Run so test runs leave nothing behind.
 func RemoveBinary() {
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
 	}
 }
 
@@ -30,29 +32,42 @@ func ModuleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Build builds ./cmd/relay once per test process and returns its path. It
-// is for TestMain, where there is no testing.TB; tests call Binary.
-func Build() (string, error) {
-	buildOnce.Do(func() {
+// BuildPackage builds the main package pkg (a path from the module root,
+// such as ./cmd/relay) once per test process and returns its binary.
+func BuildPackage(pkg string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := built[pkg]; ok {
+		return bin, nil
+	}
+	if buildDir == "" {
 		dir, err := os.MkdirTemp("", "relay-bin-")
 		if err != nil {
-			buildErr = fmt.Errorf("build relay: %w", err)
-			return
+			return "", fmt.Errorf("build %s: %w", pkg, err)
 		}
-		binPath = filepath.Join(dir, "relay")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/relay")
-		cmd.Dir = ModuleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build relay: %w\n%s", err, out)
-		}
-	})
-	return binPath, buildErr
+		buildDir, built = dir, map[string]string{}
+	}
+	bin := filepath.Join(buildDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = ModuleRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
+	}
+	built[pkg] = bin
+	return bin, nil
 }
 
+// Build builds ./cmd/relay once per test process and returns its path. It
+// is for TestMain, where there is no testing.TB; tests call Binary.
+func Build() (string, error) { return BuildPackage("./cmd/relay") }
+
 // Binary builds ./cmd/relay once per test process and returns its path.
-func Binary(t testing.TB) string {
+func Binary(t testing.TB) string { return BinaryOf(t, "./cmd/relay") }
+
+// BinaryOf is BuildPackage for a test: it fails the test when the build does.
+func BinaryOf(t testing.TB, pkg string) string {
 	t.Helper()
-	bin, err := Build()
+	bin, err := BuildPackage(pkg)
 	if err != nil {
 		t.Fatal(err)
 	}

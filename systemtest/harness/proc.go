@@ -198,4 +198,4 @@ func WaitIdle(pid int, quiet, limit time.Duration) (bool, error) {
 }
 
 // PID is the process id of the running agent.
-func (a *Agent) PID() int { return a.cmd.Process.Pid }
+func (p *Process) PID() int { return p.cmd.Process.Pid }
