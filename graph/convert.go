@@ -88,7 +88,7 @@ func toConnection(p projections.Page) *model.DeliveryConnection {
 }
 
 func (r *Resolver) toInspector(in projections.Inspector) *model.Inspector {
-	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.Expired}
+	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now())}
 }
 
 func (r *Resolver) toEndpoint(e projections.Endpoint) *model.Endpoint {

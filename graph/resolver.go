@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
@@ -27,4 +28,14 @@ type Resolver struct {
 	Logger    *slog.Logger
 	// AdminToken, when set, lets the operator read the whole event log.
 	AdminToken string
+	// Now is the clock that decides whether an idle inspector has expired;
+	// time.Now when nil.
+	Now func() time.Time
+}
+
+func (r *Resolver) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
 }

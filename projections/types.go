@@ -16,6 +16,14 @@ type Inspector struct {
 	Expired        bool // InspectorExpired was recorded
 }
 
+// ExpiredAt reports whether the inspector is expired at now: its expiry was
+// recorded, or it has been idle past its TTL. The log records an expiry only
+// when a request finds the inspector idle, so a reader that went by Expired
+// alone would show an idle inspector as alive until its next request.
+func (i Inspector) ExpiredAt(now time.Time) bool {
+	return i.Expired || !now.Before(i.ExpiresAt)
+}
+
 // Address is what ingress needs to route a request to an inspector or an
 // Endpoint by its id. Fields that do not apply to the kind are zero.
 type Address struct {

@@ -190,7 +190,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup},
 		a.store, a.codec, a.views, client, hub, log)
 	gql := graph.NewHandler(&graph.Resolver{
-		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken,
+		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
 
 	met := metrics.New()
