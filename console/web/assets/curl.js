@@ -1,4 +1,10 @@
 // Builds a shell command that replays a recorded request byte for byte.
+//
+// Everything the sender chose reaches the shell only inside single quotes,
+// where nothing expands ($(...), `...`, $VAR, \ stay literal), and reaches
+// curl only where curl reads it as data: the body never goes in an argument,
+// because curl reads a local file for "--data-binary @name" (a sender could
+// post "@.env" and have whoever replays it upload their secrets).
 
 /** shellQuote wraps s in single quotes, escaping embedded single quotes. */
 export function shellQuote(s) {
@@ -9,11 +15,12 @@ export function shellQuote(s) {
 const COMPUTED = new Set(['host', 'content-length']);
 
 /**
- * curlCommand returns a bash command reproducing the delivery: method,
+ * curlCommand returns a POSIX sh command reproducing the delivery: method,
  * public URL + raw path, every header in order including repeats, and the
- * stored body. Text bodies go inline with --data-binary; binary bodies (or
- * text containing NUL, which a shell argument cannot carry) are piped in
- * through base64 -d.
+ * stored body. The body, text or binary, is piped in as base64 through
+ * base64 -d into --data-binary @- (standard input): that is the one form in
+ * which curl reads no file, a NUL survives the shell, and a terminal paste
+ * cannot turn a CR, a tab or a newline into something else.
  *
  * baseURL is the address's public URL, e.g. "http://abc.localhost:8080/".
  */
@@ -31,7 +38,9 @@ export function curlCommand(d, baseURL) {
   parts.push(shellQuote(url));
   for (const h of d.headers || []) {
     if (COMPUTED.has(h.name.toLowerCase())) continue;
-    // "Name;" is curl's syntax for a header with an empty value.
+    // "Name;" is curl's syntax for a header with an empty value. The
+    // argument starts with the name, an HTTP token, which cannot begin with
+    // "@" (curl's "read headers from this file").
     parts.push('-H', shellQuote(h.value === '' ? `${h.name};` : `${h.name}: ${h.value}`));
   }
   // Suppress the headers curl adds by default when the sender sent none.
@@ -41,14 +50,9 @@ export function curlCommand(d, baseURL) {
   // curl asks "Expect: 100-continue" before large bodies; the sender did not.
   if (bodyBytes && !names.has('expect')) parts.push('-H', shellQuote('Expect:'));
 
-  const text = d.body;
   if (!bodyBytes) return joinLines(parts);
-  if (text !== null && text !== undefined && !text.includes('\0')) {
-    parts.push('--data-binary', shellQuote(text));
-    return joinLines(parts);
-  }
   parts.push('--data-binary', '@-');
-  return `printf %s ${shellQuote(d.bodyBase64)} | base64 -d | ${joinLines(parts)}`;
+  return `printf '%s' ${shellQuote(d.bodyBase64 || '')} | base64 -d | ${joinLines(parts)}`;
 }
 
 // joinLines keeps the command readable: one option per line.
