@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,8 +25,9 @@ type page struct {
 	t   *testing.T
 	ctx context.Context
 
-	mu       sync.Mutex
-	problems []string
+	mu        sync.Mutex
+	problems  []string
+	tolerated []*regexp.Regexp // problems a test expects, such as a refused connection
 }
 
 // newPage opens a tab with a width×height viewport. The test fails at its
@@ -47,7 +50,9 @@ func newPage(t *testing.T, width, height int64) *page {
 		_ = chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void]("0"))
 		p.mu.Lock()
 		for _, msg := range p.problems {
-			t.Errorf("browser console: %s", msg)
+			if !slices.ContainsFunc(p.tolerated, func(re *regexp.Regexp) bool { return re.MatchString(msg) }) {
+				t.Errorf("browser console: %s", msg)
+			}
 		}
 		p.mu.Unlock()
 		cancelTimeout()
@@ -92,6 +97,14 @@ func (p *page) listen(ev any) {
 	p.mu.Unlock()
 }
 
+// tolerate lets console errors that match pattern pass: a test that stops
+// the relay expects the page's failed reconnects.
+func (p *page) tolerate(pattern string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tolerated = append(p.tolerated, regexp.MustCompile(pattern))
+}
+
 // do runs actions and fails the test on error.
 func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
@@ -103,7 +116,13 @@ func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
 // open navigates to a console path on the bare domain.
 func (p *page) open(path string) {
 	p.t.Helper()
-	p.do(chromedp.Navigate(srv.BareURL() + path))
+	p.openOn(srv, path)
+}
+
+// openOn navigates to a console path of another relay than the shared one.
+func (p *page) openOn(r *harness.Relay, path string) {
+	p.t.Helper()
+	p.do(chromedp.Navigate(r.BareURL() + path))
 }
 
 // eval evaluates a JavaScript expression and decodes its value.

@@ -68,24 +68,43 @@ export async function request(query, variables = {}, { signal } = {}) {
   return body.data;
 }
 
-// Close codes after which reconnecting cannot help (graphql-transport-ws).
-const FATAL_CLOSE = new Set([4400, 4401, 4403, 4406, 4409, 4429]);
+// Close codes that say the server refused this client (graphql-transport-ws):
+// retrying at once would only be refused again, so the next try waits the
+// longest backoff.
+const REFUSED_CLOSE = new Set([4400, 4401, 4403, 4406, 4409, 4429]);
+
+const BACKOFF_MIN_MS = 500;
+const BACKOFF_MAX_MS = 15000;
+
+/**
+ * backoff is the wait before retry number attempt (0 first): 0.5 s, 1 s,
+ * 2 s … capped at 15 s, with jitter so pages that lost the relay together
+ * do not all come back in the same instant.
+ */
+export function backoff(attempt) {
+  return Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** attempt) * (0.75 + Math.random() / 2);
+}
 
 /**
  * SubscriptionClient multiplexes subscriptions over one WebSocket that it
  * opens lazily, keeps alive with ping/pong, and reopens with exponential
- * backoff. After a reconnect it resubscribes and calls each sink's
- * reconnected() so the page can catch up on what it missed.
+ * backoff. A subscription lasts until its caller unsubscribes: whatever
+ * ends it first (the socket closes, or the server sends complete or error,
+ * as a relay that shuts down does) is followed by a new subscribe, with
+ * backoff, under a fresh id and with freshly computed variables. Each sink
+ * hears status('live' | 'connecting' | 'offline', reason) so the page can
+ * show when it is not live, and reconnected() after every subscribe but the
+ * first so it can refresh what it shows.
  */
 export class SubscriptionClient {
   constructor(url) {
     this.url = url;
     this.ws = null;
     this.acked = false;
-    this.sinks = new Map(); // id -> {query, variables, sink}
+    this.subs = new Set(); // every subscription until its caller unsubscribes
+    this.byId = new Map(); // operation id on the wire -> subscription, while the server runs it
     this.nextId = 1;
-    this.attempt = 0;
-    this.everConnected = false;
+    this.attempt = 0; // failed socket connections in a row
     this.retryTimer = 0;
     this.pingTimer = 0;
     this.pongTimer = 0;
@@ -93,35 +112,41 @@ export class SubscriptionClient {
 
   /**
    * subscribe starts a subscription. variables may be a function, called
-   * each time the subscription is sent (again after a reconnect). sink has
-   * next(data), error(err) and, optionally, reconnected() and status(state)
-   * with state 'live', 'connecting' or 'offline'. Returns a function that
-   * unsubscribes.
+   * each time the subscription is sent (again after every end). sink has
+   * next(data), error(err) and, optionally, status(state, reason) and
+   * reconnected(). Returns a function that unsubscribes.
    */
   subscribe(query, variables, sink) {
-    const id = String(this.nextId++);
-    this.sinks.set(id, { query, variables, sink });
-    if (this.acked) this.sendSubscribe(id);
-    else this.connect();
+    const sub = { query, variables, sink, id: '', sent: false, attempt: 0, timer: 0 };
+    this.subs.add(sub);
+    if (this.acked) {
+      this.sendSubscribe(sub);
+    } else {
+      this.setStatus(sub, this.retryTimer ? 'offline' : 'connecting');
+      this.connect();
+    }
     return () => {
-      if (!this.sinks.delete(id)) return;
-      if (this.acked) this.send({ id, type: 'complete' });
-      if (this.sinks.size === 0) this.close();
+      if (!this.subs.delete(sub)) return;
+      clearTimeout(sub.timer);
+      if (sub.id) {
+        this.byId.delete(sub.id);
+        if (this.acked) this.send({ id: sub.id, type: 'complete' });
+      }
+      if (this.subs.size === 0) this.close();
     };
   }
 
   /** restart drops the socket and reconnects, e.g. after the token changed. */
   restart() {
     if (!this.ws && !this.retryTimer) return;
-    const caughtUpBefore = this.everConnected;
     this.close();
-    this.everConnected = caughtUpBefore;
-    if (this.sinks.size) this.connect();
+    if (this.subs.size) this.connect();
   }
 
   connect() {
     if (this.ws || this.retryTimer) return;
-    this.notify('connecting');
+    // A subscription that was live stays "offline" through the attempts.
+    for (const sub of this.subs) if (!sub.sent) this.setStatus(sub, 'connecting');
     const ws = new WebSocket(this.url, 'graphql-transport-ws');
     this.ws = ws;
     this.acked = false;
@@ -144,19 +169,16 @@ export class SubscriptionClient {
       return;
     }
     switch (msg.type) {
-      case 'connection_ack': {
-        const reconnect = this.everConnected;
+      case 'connection_ack':
         this.acked = true;
-        this.everConnected = true;
         this.attempt = 0;
         this.startPing();
-        this.notify('live');
-        for (const id of this.sinks.keys()) this.sendSubscribe(id);
-        if (reconnect) {
-          for (const { sink } of this.sinks.values()) if (sink.reconnected) sink.reconnected();
+        for (const sub of this.subs) {
+          clearTimeout(sub.timer);
+          sub.timer = 0;
+          this.sendSubscribe(sub);
         }
         break;
-      }
       case 'ping':
         this.send({ type: 'pong' });
         break;
@@ -164,31 +186,41 @@ export class SubscriptionClient {
         clearTimeout(this.pongTimer);
         break;
       case 'next': {
-        const s = this.sinks.get(msg.id);
-        if (!s) break;
-        if (msg.payload.errors && msg.payload.errors.length) s.sink.error(new GraphQLError(msg.payload.errors));
-        else s.sink.next(msg.payload.data);
+        const sub = this.byId.get(msg.id);
+        if (!sub) break;
+        sub.attempt = 0; // rows flow: the subscription is healthy again
+        if (msg.payload.errors && msg.payload.errors.length) sub.sink.error(new GraphQLError(msg.payload.errors));
+        else sub.sink.next(msg.payload.data);
         break;
       }
-      case 'error': {
-        const s = this.sinks.get(msg.id);
-        if (s) {
-          this.sinks.delete(msg.id);
-          s.sink.error(new GraphQLError(msg.payload || []));
-        }
+      case 'error':
+        this.ended(msg.id, new GraphQLError(msg.payload || []));
         break;
-      }
-      case 'complete': {
-        const s = this.sinks.get(msg.id);
-        if (s) {
-          this.sinks.delete(msg.id);
-          if (s.sink.complete) s.sink.complete();
-        }
+      case 'complete':
+        // The server ended it (a relay shutting down completes every
+        // subscription): the caller still wants rows, so subscribe again.
+        this.ended(msg.id, null);
         break;
-      }
       default:
         break;
     }
+  }
+
+  /** ended handles the server's end of one subscription: report it, retry it. */
+  ended(id, err) {
+    const sub = this.byId.get(id);
+    if (!sub) return;
+    this.byId.delete(id);
+    sub.id = '';
+    if (err) sub.sink.error(err);
+    this.setStatus(sub, 'offline', err ? describeError(err) : 'The relay ended the live updates.');
+    sub.timer = setTimeout(() => {
+      sub.timer = 0;
+      if (!this.subs.has(sub)) return;
+      if (this.acked) this.sendSubscribe(sub);
+      else this.connect(); // a closed socket resubscribes everything on its ack
+    }, backoff(sub.attempt));
+    sub.attempt += 1;
   }
 
   onClose(ws, ev) {
@@ -196,22 +228,29 @@ export class SubscriptionClient {
     this.ws = null;
     this.acked = false;
     this.stopPing();
-    if (this.sinks.size === 0) return;
-    if (FATAL_CLOSE.has(ev.code)) {
-      const err = new Error(`Live updates refused (${ev.code} ${ev.reason || ''})`.trim());
-      for (const { sink } of this.sinks.values()) sink.error(err);
-      this.sinks.clear();
-      this.notify('offline');
-      return;
+    this.byId.clear();
+    for (const sub of this.subs) {
+      // The socket's reconnect resubscribes every subscription.
+      clearTimeout(sub.timer);
+      sub.timer = 0;
+      sub.id = '';
     }
-    this.notify('offline');
-    // Exponential backoff with jitter: 0.5 s, 1 s, 2 s … capped at 15 s.
-    const delay = Math.min(15000, 500 * 2 ** this.attempt) * (0.75 + Math.random() / 2);
-    this.attempt += 1;
+    if (this.subs.size === 0) return;
+    const refused = REFUSED_CLOSE.has(ev.code);
+    const reason = refused
+      ? `The relay refused live updates (${[ev.code, ev.reason].filter(Boolean).join(' ')}).`
+      : 'The connection to the relay was lost.';
+    if (refused) {
+      const err = new Error(reason);
+      for (const sub of this.subs) sub.sink.error(err);
+      this.attempt = Math.max(this.attempt, Math.ceil(Math.log2(BACKOFF_MAX_MS / BACKOFF_MIN_MS)));
+    }
+    this.notify('offline', reason);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = 0;
       this.connect();
-    }, delay);
+    }, backoff(this.attempt));
+    this.attempt += 1;
   }
 
   startPing() {
@@ -231,28 +270,43 @@ export class SubscriptionClient {
     clearTimeout(this.pongTimer);
   }
 
-  sendSubscribe(id) {
-    const { query, variables } = this.sinks.get(id);
-    const vars = typeof variables === 'function' ? variables() : variables;
-    this.send({ id, type: 'subscribe', payload: { query, variables: vars } });
+  /** sendSubscribe (re)starts one subscription under a fresh id. */
+  sendSubscribe(sub) {
+    const again = sub.sent;
+    sub.id = String(this.nextId++);
+    sub.sent = true;
+    this.byId.set(sub.id, sub);
+    const vars = typeof sub.variables === 'function' ? sub.variables() : sub.variables;
+    this.send({ id: sub.id, type: 'subscribe', payload: { query: sub.query, variables: vars } });
+    this.setStatus(sub, 'live');
+    if (again && sub.sink.reconnected) sub.sink.reconnected();
   }
 
   send(msg) {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
   }
 
-  notify(state) {
-    for (const { sink } of this.sinks.values()) if (sink.status) sink.status(state);
+  setStatus(sub, state, reason = '') {
+    if (sub.sink.status) sub.sink.status(state, reason);
+  }
+
+  notify(state, reason = '') {
+    for (const sub of this.subs) this.setStatus(sub, state, reason);
   }
 
   close() {
     clearTimeout(this.retryTimer);
     this.retryTimer = 0;
     this.stopPing();
+    for (const sub of this.subs) {
+      clearTimeout(sub.timer);
+      sub.timer = 0;
+      sub.id = '';
+    }
+    this.byId.clear();
     const ws = this.ws;
     this.ws = null;
     this.acked = false;
-    this.everConnected = false;
     if (!ws) return;
     ws.onmessage = null;
     if (ws.readyState === WebSocket.CONNECTING) {

@@ -13,6 +13,7 @@ import { codeLine, notice, runBusy, submitWith } from './ui.js';
 
 const PAGE_SIZE = 50;
 const AGENT_POLL_MS = 2000;
+const EXPIRY_MARGIN_MS = 250; // read the expiry this long after it passed
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 
 /**
@@ -70,13 +71,14 @@ export function historyPage(root, { kind, id, navigate }) {
   let detailToken = 0; // the latest detail request; older answers are dropped
   const rowEls = new Map(); // id -> <tr>, reused across renders
   const cleanups = [];
-  let expiryTimer = 0; // pending re-read of the inspector's expiry
-  cleanups.push(() => clearTimeout(expiryTimer));
+  let expiryTimer = 0; // pending re-read of the inspector's expiry after a request
+  let expiryCheck = 0; // pending re-read once the shown expiry has passed
+  cleanups.push(() => clearTimeout(expiryTimer), () => clearTimeout(expiryCheck));
   const abort = new AbortController();
 
   const head = h('section', { class: 'card page-head', 'aria-labelledby': 'page-title' },
     h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), h('p', { class: 'muted' }, 'Loading…'));
-  const liveStatus = h('span', { class: 'live', 'data-state': 'connecting' }, 'Connecting…');
+  const liveStatus = h('span', { class: 'live', 'data-state': 'connecting', role: 'status' }, 'Connecting…');
   const countLine = h('p', { class: 'count', role: 'status', 'aria-live': 'polite' });
   const tbody = h('tbody', { onkeydown: onRowKey, onclick: onRowClick });
   const table = h('table', { class: 'table rows', 'data-testid': 'rows' },
@@ -87,6 +89,7 @@ export function historyPage(root, { kind, id, navigate }) {
   const emptyBox = h('div', { class: 'empty-box' });
   const moreBox = h('div', { class: 'more' });
   const listError = h('div', {});
+  const liveError = h('div', {});
   const detailPane = h('aside', { class: 'detail', 'aria-label': 'Request detail' });
 
   replace(root, h('div', { class: 'history' },
@@ -97,6 +100,7 @@ export function historyPage(root, { kind, id, navigate }) {
         filtersForm(),
         countLine,
         listError,
+        liveError,
         h('div', { class: 'table-scroll' }, table),
         emptyBox,
         moreBox),
@@ -116,7 +120,9 @@ export function historyPage(root, { kind, id, navigate }) {
       state.info = isEndpoint ? data.endpoint : data.inspector;
     } catch (err) {
       if (disposed || err.name === 'AbortError') return;
-      replace(head, h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), notice('error', describeError(err)));
+      replace(head, h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), notice('error', describeError(err)),
+        h('p', {}, 'Reload the page to try again.'));
+      root.querySelector('.workspace').remove();
       return;
     }
     if (!state.info) {
@@ -128,17 +134,18 @@ export function historyPage(root, { kind, id, navigate }) {
     renderHead();
     const loaded = await loadPage(null);
     if (disposed) return;
-    // The subscription starts after the newest row shown (on every
-    // reconnect too): the server first sends what changed since, then live
-    // rows, so nothing falls between the page and the moment the server
-    // registered the subscription. Rows are upserted by id, so seeing one
-    // twice is harmless.
+    // The subscription starts after the newest row shown, and so does every
+    // new subscribe after it ended (the socket dropped, the relay restarted):
+    // the server first sends what changed since, then live rows, so nothing
+    // falls between the page and the moment the server registered the
+    // subscription. Rows are upserted by id, so seeing one twice is harmless.
     const unsubscribe = subscriptions.subscribe(LIVE_DELIVERIES, () => ({ address: id, since: since(loaded) }), {
       next: (data) => upsert(data.deliveries, 'live'),
-      error: (err) => replace(listError, notice('error', `Live updates stopped: ${describeError(err)}`)),
-      status: (s) => setLive(s),
+      error: (err) => replace(liveError, notice('error', `Live updates interrupted: ${describeError(err)}`)),
+      status: (s, reason) => setLive(s, reason),
       reconnected: () => {
         if (state.selectedId) loadDetail(state.selectedId);
+        if (!isEndpoint) refreshExpirySoon();
       },
     });
     cleanups.push(unsubscribe);
@@ -157,13 +164,15 @@ export function historyPage(root, { kind, id, navigate }) {
 
   function renderNotFound() {
     const what = isEndpoint ? 'Endpoint' : 'inspector';
+    document.title = `No such ${what} · Relay`;
     replace(head,
-      h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint not found' : 'Inspector not found'),
+      h('h1', { id: 'page-title', 'data-testid': 'not-found' }, `No such ${what}`),
       h('p', {}, `No ${what} `, h('code', {}, id), isEndpoint && !token()
         ? ' is visible: sign in as its owner on the home page.'
         : ' is visible to you here. It may have been deleted or never existed.'),
       h('p', {}, h('a', { href: '/' }, 'Back to the home page')));
-    root.querySelector('.workspace').hidden = true;
+    // Nothing to list or watch: drop the list with its "Connecting…".
+    root.querySelector('.workspace').remove();
   }
 
   // ---- header -------------------------------------------------------------
@@ -175,10 +184,13 @@ export function historyPage(root, { kind, id, navigate }) {
   function renderHead() {
     const info = state.info;
     if (!isEndpoint) {
+      scheduleExpiryCheck();
       replace(head,
         h('div', { class: 'title-row' },
           h('h1', { id: 'page-title' }, 'Inspector ', h('code', { class: 'id' }, info.id)),
-          info.expired ? h('span', { class: 'badge badge-warn' }, 'Expired') : h('span', { class: 'badge badge-ok' }, 'Recording')),
+          info.expired
+            ? h('span', { class: 'badge badge-warn', 'data-testid': 'inspector-state' }, 'Expired')
+            : h('span', { class: 'badge badge-ok', 'data-testid': 'inspector-state' }, 'Recording')),
         codeLine('Public URL', info.url, { testid: 'public-url' }),
         codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
         h('p', { class: 'muted small' },
@@ -294,9 +306,11 @@ export function historyPage(root, { kind, id, navigate }) {
 
   // ---- rows ---------------------------------------------------------------
 
-  function setLive(s) {
+  function setLive(s, reason) {
     liveStatus.dataset.state = s;
-    liveStatus.textContent = s === 'live' ? 'Live' : s === 'connecting' ? 'Connecting…' : 'Offline, reconnecting…';
+    liveStatus.textContent = s === 'live' ? 'Live' : s === 'connecting' ? 'Connecting…' : 'Not live, reconnecting…';
+    liveStatus.title = s === 'live' ? 'New requests appear as they arrive.' : reason || '';
+    if (s === 'live') replace(liveError);
   }
 
   /** upsert adds or updates a row; source is 'live' or 'page'. */
@@ -320,25 +334,42 @@ export function historyPage(root, { kind, id, navigate }) {
   function refreshExpirySoon() {
     if (expiryTimer) return;
     expiryTimer = setTimeout(async () => {
-      try {
-        const data = await request(INSPECTOR, { id }, { signal: abort.signal });
-        if (disposed || !data.inspector) return;
-        const expiredBefore = state.info.expired;
-        state.info = data.inspector;
-        const el = head.querySelector('[data-testid=expires]');
-        if (el && !state.info.expired && !expiredBefore) {
-          // Update in place so focus on the copy buttons is kept.
-          el.dateTime = state.info.expiresAt;
-          el.textContent = formatFullTime(state.info.expiresAt);
-        } else {
-          renderHead();
-        }
-      } catch {
-        // The shown expiry stays; the next request tries again.
-      } finally {
-        expiryTimer = 0;
-      }
+      await rereadInspector();
+      expiryTimer = 0;
     }, 1000);
+  }
+
+  // An idle inspector expires without any event the page would hear of:
+  // re-read it once its expiry has passed, and the relay (whose clock
+  // decides) says whether it is expired. A request meanwhile moves the
+  // expiry forward and the check with it.
+  function scheduleExpiryCheck() {
+    clearTimeout(expiryCheck);
+    expiryCheck = 0;
+    if (state.info.expired) return;
+    const wait = Date.parse(state.info.expiresAt) - Date.now() + EXPIRY_MARGIN_MS;
+    // At least a second apart when the clocks disagree; setTimeout holds at most ~24.8 days.
+    expiryCheck = setTimeout(rereadInspector, Math.min(Math.max(wait, 1000), 2 ** 31 - 1));
+  }
+
+  async function rereadInspector() {
+    try {
+      const data = await request(INSPECTOR, { id }, { signal: abort.signal });
+      if (disposed || !data.inspector) return;
+      const expiredBefore = state.info.expired;
+      state.info = data.inspector;
+      const el = head.querySelector('[data-testid=expires]');
+      if (el && !state.info.expired && !expiredBefore) {
+        // Update in place so focus on the copy buttons is kept.
+        el.dateTime = state.info.expiresAt;
+        el.textContent = formatFullTime(state.info.expiresAt);
+        scheduleExpiryCheck();
+      } else {
+        renderHead();
+      }
+    } catch {
+      // The shown expiry stays; the next request or reconnect reads it again.
+    }
   }
 
   function scheduleRender() {
