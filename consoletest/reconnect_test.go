@@ -84,7 +84,7 @@ func TestLiveHistoryResumesAfterGracefulRestart(t *testing.T) {
 	r.Stop(t)
 	p.waitFor("the not-live state", `document.querySelector('.live').dataset.state === 'offline'`)
 	// It stays so while reconnects are refused.
-	p.waitFor("two refused reconnects", `window.gql.subscriptions.attempt >= 2`)
+	p.waitFor("a refused reconnect", `window.gql.subscriptions.attempt >= 2`)
 	if got := p.text(`.live`); !strings.HasPrefix(got, "Not live") {
 		t.Errorf("live status while the relay is down = %q, want it to say Not live", got)
 	}
