@@ -93,12 +93,40 @@ type exportedEvent struct {
 	Data          json.RawMessage `json:"data"`
 }
 
+// unreadableError names where reading the log failed.
+type unreadableError struct {
+	after uint64 // the last event read
+	err   error
+}
+
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("the log cannot be read past position %d: the first bad event follows it (position %d in the embedded log): %v",
+		e.after, e.after+1, e.err)
+}
+
+func (e *unreadableError) Unwrap() error { return e.err }
+
 func eachEvent(ctx context.Context, s domain.EventStore, fn func(domain.RecordedEvent) error) error {
 	var after uint64
 	for {
 		batch, err := s.ReadAll(ctx, after, 1000)
 		if err != nil {
-			return fmt.Errorf("read events after %d: %w", after, err)
+			// Read one event at a time up to the failure, so the error
+			// names the first bad event rather than a batch.
+			for {
+				one, err := s.ReadAll(ctx, after, 1)
+				if err != nil {
+					return &unreadableError{after: after, err: err}
+				}
+				if len(one) == 0 {
+					break
+				}
+				if err := fn(one[0]); err != nil {
+					return err
+				}
+				after = one[0].Position
+			}
+			return &unreadableError{after: after, err: err}
 		}
 		for _, e := range batch {
 			if err := fn(e); err != nil {
