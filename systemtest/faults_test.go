@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"errors"
@@ -22,6 +23,26 @@ import (
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
+
+// serveRefused runs `relay serve` on dir, which must exit by itself within
+// 15 s (a refusal); it returns the output and the exit code.
+func serveRefused(t *testing.T, dir string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, harness.Binary(t), "serve", "--listen", "127.0.0.1:0", "--data", dir).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("relay serve on %s was not refused: still running after 15 s\n%s", dir, out)
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
 
 // getBare GETs a path of the bare domain and returns the status and body.
 func getBare(t *testing.T, r *harness.Relay, path string) (int, string) {
@@ -150,6 +171,9 @@ func TestViewsOnAFullDiskRecoverByThemselves(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "a few retries", func() bool {
 		_, body := getBare(t, r, "/readyz")
 		m := regexp.MustCompile(`\((\d+) tries\)`).FindStringSubmatch(body)
+		if m == nil {
+			return false
+		}
 		n, _ := strconv.Atoi(m[1])
 		return n >= 3
 	})
@@ -343,7 +367,7 @@ func TestDamagedEventLogIsRefused(t *testing.T) {
 		if err := os.Remove(filepath.Join(r.Data, "views.db")); err != nil {
 			t.Fatal(err)
 		}
-		out, code = harness.RunCLI(t, "serve", "--listen", "127.0.0.1:0", "--data", r.Data)
+		out, code = serveRefused(t, r.Data)
 		if code == 0 || !strings.Contains(out, "is damaged") || !strings.Contains(out, "relay events verify") {
 			t.Errorf("serve on a damaged log: exit %d\n%s", code, out)
 		}
@@ -351,7 +375,7 @@ func TestDamagedEventLogIsRefused(t *testing.T) {
 	t.Run("bad header", func(t *testing.T) {
 		copyFile(t, intact, events)
 		scribble(t, events, 0, 100)
-		out, code := harness.RunCLI(t, "serve", "--listen", "127.0.0.1:0", "--data", r.Data)
+		out, code := serveRefused(t, r.Data)
 		if code == 0 || !strings.Contains(out, "is damaged") || !strings.Contains(out, "never repaired") {
 			t.Errorf("serve on a log with a bad header: exit %d\n%s", code, out)
 		}
@@ -369,11 +393,19 @@ func TestSecondProcessOnTheDataFolderIsRefused(t *testing.T) {
 	r := rig.r
 	pid := strconv.Itoa(r.PID())
 	for _, args := range [][]string{
-		{"serve", "--listen", "127.0.0.1:0", "--data", r.Data},
+		{"serve"},
 		{"accounts", "create", "--name", "x", "--data", r.Data},
 		{"events", "rebuild", "--data", r.Data},
 	} {
-		out, code := harness.RunCLI(t, args...)
+		var (
+			out  string
+			code int
+		)
+		if args[0] == "serve" {
+			out, code = serveRefused(t, r.Data)
+		} else {
+			out, code = harness.RunCLI(t, args...)
+		}
 		if code != 2 || !strings.Contains(out, "in use by process "+pid) {
 			t.Errorf("relay %s on a folder in use: exit %d, want 2 naming PID %s:\n%s", args[0], code, pid, out)
 		}
