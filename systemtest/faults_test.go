@@ -435,7 +435,9 @@ func TestForwardsLeftOpenByACrashAreFailed(t *testing.T) {
 	defer close(release)
 	rig := startProxyRig(t, local.Config.Handler, false)
 	r := rig.r
-	go func() { _, _ = r.TrySendRaw(harness.RawRequest{Method: "POST", Target: "/slow", Host: r.AddressHost(rig.ep.ID)}) }()
+	go func() {
+		_, _ = r.TrySendRaw(harness.RawRequest{Method: "POST", Target: "/slow", Host: r.AddressHost(rig.ep.ID)})
+	}()
 	select {
 	case <-arrived:
 	case <-time.After(15 * time.Second):
