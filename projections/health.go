@@ -26,15 +26,13 @@ type Health struct {
 	// is nil); Retries counts the tries since.
 	FailingSince time.Time
 	Retries      int
-	// Advanced is when the checkpoint last moved (or Run started).
-	Advanced time.Time
 }
 
 // Health returns the runner's state.
 func (v *Views) Health() Health {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries, Advanced: v.advancedAt}
+	return Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries}
 }
 
 // Run subscribes to the log after the checkpoint and applies every batch it
@@ -49,9 +47,6 @@ func (v *Views) Run(ctx context.Context) error {
 		InitialInterval: retryInitial, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: retryMax,
 	}
 	pause.Reset()
-	v.mu.Lock()
-	v.advancedAt = time.Now()
-	v.mu.Unlock()
 	for {
 		err := v.follow(ctx, pause.Reset)
 		if ctx.Err() != nil {

@@ -72,7 +72,6 @@ type Views struct {
 	failure      error
 	failingSince time.Time
 	retries      int
-	advancedAt   time.Time
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -240,7 +239,6 @@ func (v *Views) openWriter(ctx context.Context, path string) error {
 		return fmt.Errorf("open projections %s: read checkpoint: %w", path, err)
 	}
 	v.pos = uint64(pos)
-	v.advancedAt = time.Now()
 	if err := v.stmts.prepare(ctx, v.w, writeQueries); err != nil {
 		return fmt.Errorf("open projections %s: %w", path, err)
 	}
@@ -280,7 +278,6 @@ func (v *Views) setPosition(pos uint64) {
 		return
 	}
 	v.pos = pos
-	v.advancedAt = time.Now()
 	v.broadcastLocked()
 }
 

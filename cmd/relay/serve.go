@@ -250,7 +250,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	met := metrics.New()
 	met.Positions(a.store.LastPosition, a.views.Position)
 	met.ViewsFailing(func() bool { return a.views.Health().Err != nil })
-	health := healthCheck{store: a.store, views: a.views, stall: cfg.ViewsWait}
+	health := &healthCheck{store: a.store, views: a.views, stall: cfg.ViewsWait}
 	bare := http.NewServeMux()
 	bare.Handle("/metrics", met.Handler())
 	bare.Handle("/graphql", gql)
