@@ -27,7 +27,15 @@ type Config struct {
 	InspectorTTL   time.Duration
 	ForwardTimeout time.Duration
 	SignupOpen     bool
+	// ViewsWait bounds how long a command waits for the views to show its
+	// own change; beyond, it fails with domain.ErrUnavailable rather than
+	// hang while the views are stuck (a full disk). 0 means DefaultViewsWait.
+	ViewsWait time.Duration
 }
+
+// DefaultViewsWait is Config.ViewsWait's default: far above the few
+// milliseconds the views take when healthy.
+const DefaultViewsWait = 10 * time.Second
 
 // Service executes commands. Reads that need no decision go straight to the
 // projections from the API layer.
@@ -44,6 +52,9 @@ type Service struct {
 
 // New wires a Service.
 func New(cfg Config, store domain.EventStore, codec *domain.Codec, views *projections.Views, fw Forwarder, presence Presence, log *slog.Logger) *Service {
+	if cfg.ViewsWait <= 0 {
+		cfg.ViewsWait = DefaultViewsWait
+	}
 	return &Service{cfg: cfg, store: store, codec: codec, views: views, forwarder: fw, presence: presence, log: log, now: time.Now}
 }
 
@@ -62,10 +73,26 @@ func (s *Service) append(ctx context.Context, stream string, expected domain.Exp
 	if err != nil {
 		return 0, fmt.Errorf("append to %s: %w", stream, err)
 	}
-	if err := s.views.WaitFor(ctx, res.Position); err != nil {
-		return 0, fmt.Errorf("wait for projections: %w", err)
+	if err := s.waitForViews(ctx, res.Position); err != nil {
+		return 0, err
 	}
 	return res.Position, nil
+}
+
+// waitForViews waits, up to cfg.ViewsWait, until the views reflect
+// position (read-your-writes); beyond, domain.ErrUnavailable.
+func (s *Service) waitForViews(ctx context.Context, position uint64) error {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ViewsWait)
+	defer cancel()
+	err := s.views.WaitFor(wctx, position)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		h := s.views.Health()
+		return fmt.Errorf("%w: views at %d, waited %s for %d (last failure: %v)", domain.ErrUnavailable, h.Position, s.cfg.ViewsWait, position, h.Err)
+	}
+	if err != nil {
+		return fmt.Errorf("wait for projections: %w", err)
+	}
+	return nil
 }
 
 // load reads a whole stream and decodes its events; an empty stream is
@@ -279,7 +306,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 			return projections.Delivery{}, fmt.Errorf("retry: %w", err)
 		}
 	}
-	if err := s.views.WaitFor(ctx, seen); err != nil {
+	if err := s.waitForViews(ctx, seen); err != nil {
 		return projections.Delivery{}, fmt.Errorf("retry: %w", err)
 	}
 	return s.views.Delivery(ctx, deliveryID)

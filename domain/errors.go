@@ -18,6 +18,9 @@ var (
 	ErrDuplicateEventID      = errors.New("event ID already used elsewhere")
 	ErrUnknownEventType      = errors.New("unknown event type")
 	ErrWrongExpectedRevision = errors.New("wrong expected revision")
+	// ErrUnavailable: the relay cannot serve the request now (its views are
+	// behind the log); the caller may try again later.
+	ErrUnavailable = errors.New("temporarily unavailable")
 )
 
 // WrongExpectedRevisionError is a failed optimistic-concurrency check.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
@@ -198,7 +197,10 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID string) (<-chan *
 
 // events pages through the log in order. The operator (admin token) reads
 // all of it; an account reads only the events of its own streams, so the
-// log never shows one tenant's deliveries to another.
+// log never shows one tenant's deliveries to another. Either way a page
+// costs what it holds: the operator's is a read of the log from the cursor,
+// an account's a read of the views' index of its events and then of those
+// events, never a scan of other accounts' events.
 func (r *Resolver) events(ctx context.Context, after string, first int) (*model.EventConnection, error) {
 	var from uint64
 	if after != "" {
@@ -216,83 +218,80 @@ func (r *Resolver) events(ctx context.Context, after string, first int) (*model.
 	case first > 1000:
 		first = 1000
 	}
-	visible, err := r.eventFilter(ctx)
+	var (
+		evs []domain.RecordedEvent
+		err error
+	)
+	// Each read asks for one event more than the page holds, so the page
+	// learns whether the log goes on without a read of its own.
+	if r.isAdmin(ctx) {
+		evs, err = r.Log.ReadAll(ctx, from, first+1)
+	} else {
+		evs, err = r.accountEvents(ctx, from, first+1)
+	}
 	if err != nil {
 		return nil, err
 	}
 	conn := &model.EventConnection{PageInfo: &model.PageInfo{}, Edges: []*model.EventEdge{}, Nodes: []*model.Event{}}
-	// Scan at most scanLimit events per call so a filtered page stays cheap;
-	// endCursor says where the next call resumes. The first read asks for
-	// one event more than the page holds, so an unfiltered page learns
-	// whether the log goes on without a read of its own.
-	const batch, scanLimit = 500, 10000
-	scanned, cursor, size := 0, from, min(batch, first+1)
-	more, known := false, false
-scan:
-	for scanned < scanLimit {
-		evs, err := r.Log.ReadAll(ctx, cursor, size)
-		if err != nil {
-			return nil, fmt.Errorf("read events: %w", err)
-		}
-		for _, e := range evs {
-			if len(conn.Nodes) == first {
-				more, known = true, true
-				break scan
-			}
-			scanned++
-			cursor = e.Position
-			ok, err := visible(ctx, e.Stream)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				n := toEvent(e)
-				conn.Edges = append(conn.Edges, &model.EventEdge{Cursor: n.Position, Node: n})
-				conn.Nodes = append(conn.Nodes, n)
-			}
-		}
-		if len(evs) < size {
-			known = true // the end of the log
-			break
-		}
-		size = batch
+	if len(evs) > first {
+		evs, conn.PageInfo.HasNextPage = evs[:first], true
 	}
-	if !known { // stopped at scanLimit with the log going on or not
-		next, err := r.Log.ReadAll(ctx, cursor, 1)
-		if err != nil {
-			return nil, fmt.Errorf("read events: %w", err)
-		}
-		more = len(next) > 0
+	for _, e := range evs {
+		n := toEvent(e)
+		conn.Edges = append(conn.Edges, &model.EventEdge{Cursor: n.Position, Node: n})
+		conn.Nodes = append(conn.Nodes, n)
 	}
-	conn.PageInfo.HasNextPage = more
-	if cursor > from {
-		end := strconv.FormatUint(cursor, 10)
+	if len(evs) > 0 {
+		end := strconv.FormatUint(evs[len(evs)-1].Position, 10)
 		conn.PageInfo.EndCursor = &end
 	}
 	return conn, nil
 }
 
-// eventFilter returns which streams the caller may read.
-func (r *Resolver) eventFilter(ctx context.Context) (func(context.Context, string) (bool, error), error) {
-	if r.isAdmin(ctx) {
-		return func(context.Context, string) (bool, error) { return true, nil }, nil
-	}
+// accountEvents reads up to limit events after from of the signed-in
+// account's streams: their places from the views' index, the events from
+// the log, one read per run of consecutive revisions of a stream.
+func (r *Resolver) accountEvents(ctx context.Context, from uint64, limit int) ([]domain.RecordedEvent, error) {
 	acc, err := r.account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cache := map[string]bool{}
-	return func(ctx context.Context, stream string) (bool, error) {
-		if v, ok := cache[stream]; ok {
-			return v, nil
+	refs, err := r.Views.AccountEvents(ctx, acc.ID, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	byPlace := map[projections.EventRef]domain.RecordedEvent{}
+	runs := map[string][]uint64{} // stream -> revisions wanted, ascending
+	for _, ref := range refs {
+		runs[ref.Stream] = append(runs[ref.Stream], ref.Revision)
+	}
+	for stream, revs := range runs {
+		for i := 0; i < len(revs); {
+			j := i + 1
+			for j < len(revs) && revs[j] == revs[j-1]+1 {
+				j++
+			}
+			read, err := r.Log.ReadStream(ctx, stream, revs[i], j-i)
+			if err != nil {
+				return nil, fmt.Errorf("read events of %s: %w", stream, err)
+			}
+			for _, e := range read {
+				byPlace[projections.EventRef{Position: e.Position, Stream: e.Stream, Revision: e.Revision}] = e
+			}
+			i = j
 		}
-		v, err := r.ownsStream(ctx, acc.ID, stream)
-		if err != nil {
-			return false, err
+	}
+	out := make([]domain.RecordedEvent, 0, len(refs))
+	for _, ref := range refs {
+		e, ok := byPlace[ref]
+		if !ok {
+			// The index and the log disagree: the views describe another
+			// log (checked at start, see projections.Views.Reconcile).
+			return nil, fmt.Errorf("read events: %s@%d at position %d is not in the log", ref.Stream, ref.Revision, ref.Position)
 		}
-		cache[stream] = v
-		return v, nil
-	}, nil
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // isAdmin reports whether the request carries the operator's admin token
@@ -300,39 +299,6 @@ func (r *Resolver) eventFilter(ctx context.Context) (func(context.Context, strin
 func (r *Resolver) isAdmin(ctx context.Context) bool {
 	tok, _ := ctx.Value(tokenKey).(string)
 	return r.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(r.AdminToken)) == 1
-}
-
-// ownsStream tells whether a stream belongs to the account.
-func (r *Resolver) ownsStream(ctx context.Context, accountID, stream string) (bool, error) {
-	kind, id, _ := strings.Cut(stream, "-")
-	var owner string
-	switch kind {
-	case "account":
-		return id == accountID, nil
-	case "endpoint", "agent":
-		// Address, not Endpoint: a deleted Endpoint's history stays its
-		// owner's, and the hot prepared lookup skips the agent count.
-		a, err := r.Views.Address(ctx, id)
-		if errors.Is(err, domain.ErrNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		owner = a.AccountID // "" for an inspector
-	case "delivery":
-		acc, err := r.Views.DeliveryAccount(ctx, id)
-		if errors.Is(err, domain.ErrNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		owner = acc
-	default:
-		return false, nil
-	}
-	return owner != "" && owner == accountID, nil
 }
 
 func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {

@@ -25,6 +25,9 @@ var codes = []struct {
 	// A change that kept colliding with concurrent ones (commands decide
 	// again several times first): the caller may simply try again.
 	{domain.ErrWrongExpectedRevision, "CONFLICT"},
+	// The change is in the log but the views did not reach it in time
+	// (see commands.Config.ViewsWait): reading it again later shows it.
+	{domain.ErrUnavailable, "UNAVAILABLE"},
 }
 
 // Code returns the extensions.code for err, or "" when it is not a refusal.
@@ -63,6 +66,9 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			ge.Message = "not found"
 		case "CONFLICT":
 			ge.Message = "changed concurrently by another request; try again" // no stream names
+		case "UNAVAILABLE":
+			// No file names or causes: those are in the relay's log and /readyz.
+			ge.Message = "temporarily unavailable: the relay's views are behind its log; a change was recorded and shows once they catch up"
 		}
 		var inv *domain.InvalidInputError
 		if errors.As(err, &inv) {

@@ -32,6 +32,7 @@ type env struct {
 	h     http.Handler
 	store domain.EventStore
 	views *projections.Views
+	log   *countingLog // what the API read from the log
 }
 
 func newEnv(t *testing.T) *env {
@@ -59,8 +60,9 @@ func newEnv(t *testing.T) *env {
 	go func() { _ = bus.Run(ctx); close(busDone) }()
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
 		store, codec, views, tunnel.NewClient(bus), hub, log)
+	counted := &countingLog{EventStore: store}
 	h := graph.NewHandler(&graph.Resolver{
-		Service: svc, Views: views, Log: store, Hub: hub, Logger: log, AdminToken: adminToken,
+		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
 		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
 	}, graph.ServerOptions{})
 	t.Cleanup(func() {
@@ -71,7 +73,7 @@ func newEnv(t *testing.T) *env {
 		_ = views.Close()
 		_ = store.Close()
 	})
-	return &env{c: client.New(h), h: h, store: store, views: views}
+	return &env{c: client.New(h), h: h, store: store, views: views, log: counted}
 }
 
 func code(err error) string {

@@ -11,9 +11,12 @@ import (
 	"github.com/relayhq/relay/tunnel"
 )
 
-// EventLog is the read side of the store that auditors page through.
+// EventLog is the read side of the store that auditors page through: the
+// whole log for the operator, an account's own streams (located by the
+// views' index) for an account.
 type EventLog interface {
 	ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error)
+	ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error)
 }
 
 // Resolver holds the API's dependencies; resolvers only adapt between

@@ -56,7 +56,37 @@ func (m *Metrics) Positions(logPosition func(context.Context) (uint64, error), v
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relay_views_position", Help: "Position the views have applied."},
 			func() float64 { return float64(viewsPosition()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_views_lag_positions",
+			Help: "How many log positions the views are behind the log (-1 when the log is unreadable); alert when it keeps growing.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			p, err := logPosition(ctx)
+			if err != nil {
+				return -1
+			}
+			v := viewsPosition()
+			if p <= v {
+				return 0
+			}
+			return float64(p - v)
+		}),
 	)
+}
+
+// ViewsFailing reports whether the views' runner is failing (1) and
+// retrying, or following the log (0).
+func (m *Metrics) ViewsFailing(failing func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_views_failing",
+		Help: "1 while applying events to the views fails (the relay retries with backoff), else 0.",
+	}, func() float64 {
+		if failing() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -32,6 +33,10 @@ type batch struct {
 	// received deliveries for, stored once by flush (see noteActivity).
 	activity      map[addressKey]int64
 	activityOrder []addressKey
+
+	// owners caches the account owning each stream the batch saw ("" for
+	// none), see indexStream.
+	owners map[string]string
 
 	// For the address cache once the batch commits: the addresses whose
 	// row changed other than by activity, and the activity times stored.
@@ -117,14 +122,14 @@ func (b *batch) pos() int64 { return int64(b.event.Position) }
 // The caller holds writeMu.
 func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
 	from := v.Position()
-	last := from
+	last, lastID := from, ""
 	var todo []domain.RecordedEvent
 	for _, e := range events {
 		if e.Position <= last {
 			continue // at or below the checkpoint: already applied
 		}
 		todo = append(todo, e)
-		last = e.Position
+		last, lastID = e.Position, e.ID
 	}
 	if len(todo) == 0 {
 		return nil
@@ -139,7 +144,7 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	// ctx ends (database/sql watches it once per transaction), and ctx is
 	// checked between events.
 	b := &batch{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, txStmts: map[string]*sql.Stmt{},
-		known: map[string]*knownDelivery{}, activity: map[addressKey]int64{}}
+		known: map[string]*knownDelivery{}, activity: map[addressKey]int64{}, owners: map[string]string{}}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("apply batch after %d: %w", from, err)
@@ -148,11 +153,14 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 		if err := v.applyEvent(b); err != nil {
 			return fmt.Errorf("apply %s at position %d: %w", e.Type, e.Position, err)
 		}
+		if err := b.indexStream(); err != nil {
+			return fmt.Errorf("index %s at position %d: %w", e.Stream, e.Position, err)
+		}
 	}
 	if err := b.flush(); err != nil {
 		return fmt.Errorf("apply batch after %d: %w", from, err)
 	}
-	if _, err := b.exec(qCheckpoint, int64(last)); err != nil {
+	if _, err := b.exec(qCheckpoint, int64(last), lastID); err != nil {
 		return fmt.Errorf("store checkpoint %d: %w", last, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -162,6 +170,56 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	v.setPosition(last)
 	v.hub.publish(groupChanges(b.known))
 	return nil
+}
+
+// indexStream adds the current event to account_events when an account
+// owns its stream: events of every type, decodable or not, as the log holds
+// them. The owner is taken from the views (the handlers ran first, so a
+// DeliveryReceived or EndpointCreated already created its row) once per
+// stream and batch.
+func (b *batch) indexStream() error {
+	stream := b.event.Stream
+	owner, ok := b.owners[stream]
+	if !ok {
+		var err error
+		if owner, err = b.streamOwner(stream); err != nil {
+			return err
+		}
+		b.owners[stream] = owner
+	}
+	if owner == "" {
+		return nil
+	}
+	_, err := b.exec(qAccountEvent, owner, b.pos(), stream, int64(b.event.Revision))
+	return err
+}
+
+// streamOwner is the account owning a stream, "" for none (inspectors,
+// their deliveries, unknown streams).
+func (b *batch) streamOwner(stream string) (string, error) {
+	kind, id, _ := strings.Cut(stream, "-")
+	var query string
+	switch kind {
+	case "account":
+		return id, nil
+	case "endpoint", "agent": // agent-<endpoint id>
+		query = qEndpointOwner
+	case "delivery":
+		query = qDeliveryOwner
+	default:
+		return "", nil
+	}
+	row, err := b.queryRow(query, id)
+	if err != nil {
+		return "", err
+	}
+	var owner string
+	if err := row.Scan(&owner); errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("owner of %s: %w", stream, err)
+	}
+	return owner, nil
 }
 
 // groupChanges sorts a batch's changes by address, each in position order.

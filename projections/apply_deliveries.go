@@ -25,6 +25,9 @@ func (b *batch) deliveryReceived(p receivedRow) (int64, error) {
 		return n, err
 	}
 	b.noteActivity(p.AddressKind, p.Address)
+	if ref.stream == nil { // the delivery's own stream: spare indexStream a lookup
+		b.owners[b.event.Stream] = p.AccountID
+	}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
 	k := &knownDelivery{dpos: b.pos(), address: p.Address}

@@ -3,7 +3,13 @@ package projections
 // The writer's statements, prepared once at Open (see stmtCache). Every
 // statement Run executes is listed in writeQueries.
 const (
-	qCheckpoint = `UPDATE checkpoint SET position = ? WHERE id = 1`
+	qCheckpoint = `UPDATE checkpoint SET position = ?, event_id = ? WHERE id = 1`
+
+	// Who owns a stream, for account_events (see batch.indexStream).
+	qEndpointOwner = `SELECT account_id FROM endpoints WHERE id = ?`
+	qDeliveryOwner = `SELECT account_id FROM deliveries WHERE id = ?`
+	qAccountEvent  = `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`
 
 	// Before its first request, an inspector's idle time runs from creation.
 	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position)
@@ -99,7 +105,7 @@ const (
 )
 
 var writeQueries = []string{
-	qCheckpoint,
+	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity,
 	qAccountCreated, qTokenIssued, qTokenRevoked,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,

@@ -133,3 +133,71 @@ func scanAccount(row *sql.Row) (Account, error) {
 	a.CreatedAt = fromNanos(created)
 	return a, nil
 }
+
+// EventRef locates one event of the log.
+type EventRef struct {
+	Position uint64
+	Stream   string
+	Revision uint64
+}
+
+// AccountEvents lists, in log order, up to limit events after position
+// after of the streams the account owns (its account, its Endpoints and
+// their agents, their deliveries): an index read whose cost is the page's,
+// however long the log.
+func (v *Views) AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]EventRef, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT position, stream, revision FROM account_events
+		WHERE account_id = ? AND position > ? ORDER BY position LIMIT ?`, accountID, int64(after), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of account %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []EventRef{}
+	for rows.Next() {
+		var (
+			r             EventRef
+			pos, revision int64
+		)
+		if err := rows.Scan(&pos, &r.Stream, &revision); err != nil {
+			return nil, fmt.Errorf("list events of account %q: %w", accountID, err)
+		}
+		r.Position, r.Revision = uint64(pos), uint64(revision)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events of account %q: %w", accountID, err)
+	}
+	return out, nil
+}
+
+// OpenAttempt is an attempt that was requested and has no outcome yet.
+type OpenAttempt struct {
+	DeliveryID string
+	AttemptID  string
+}
+
+// OpenAttempts lists attempts without an outcome, oldest first. After a
+// restart none of them will get one: the sender's connection and the
+// agent's session ended with the process; the service records them as
+// failed at startup.
+func (v *Views) OpenAttempts(ctx context.Context) ([]OpenAttempt, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id, a.attempt_id FROM attempts a
+		JOIN deliveries d ON d.position = a.delivery_position
+		WHERE a.outcome_position IS NULL ORDER BY a.position`)
+	if err != nil {
+		return nil, fmt.Errorf("list open attempts: %w", err)
+	}
+	defer rows.Close()
+	out := []OpenAttempt{}
+	for rows.Next() {
+		var a OpenAttempt
+		if err := rows.Scan(&a.DeliveryID, &a.AttemptID); err != nil {
+			return nil, fmt.Errorf("list open attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list open attempts: %w", err)
+	}
+	return out, nil
+}

@@ -9,13 +9,14 @@ import (
 // schemaVersion is stored in PRAGMA user_version. A views file written by
 // another version is dropped and rebuilt from the log on Open: views are
 // disposable, the log is the truth. Version 2 stopped copying headers and
-// bodies out of the log.
-const schemaVersion = 2
+// bodies out of the log; version 3 added the checkpoint's event ID (checked
+// against the log at start) and account_events.
+const schemaVersion = 3
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
 	"checkpoint", "inspectors", "accounts", "tokens", "endpoints",
-	"agent_sessions", "deliveries", "attempts",
+	"agent_sessions", "deliveries", "attempts", "account_events",
 }
 
 // retiredTables were owned by older schema versions; dropping a view drops
@@ -26,9 +27,12 @@ var retiredTables = []string{"delivery_bodies", "delivery_responses"}
 // Positions are INTEGER; deliveries and attempts use the position of the
 // event that created them as rowid, which gives history its order for free.
 const schemaSQL = `
+-- event_id is the ID of the event at position: at start, the log must
+-- hold that very event there, or the views describe another log.
 CREATE TABLE IF NOT EXISTS checkpoint (
 	id       INTEGER PRIMARY KEY CHECK (id = 1),
-	position INTEGER NOT NULL
+	position INTEGER NOT NULL,
+	event_id TEXT    NOT NULL DEFAULT ''
 );
 INSERT OR IGNORE INTO checkpoint (id, position) VALUES (1, 0);
 
@@ -127,6 +131,18 @@ CREATE TABLE IF NOT EXISTS attempts (
 	outcome_position  INTEGER,
 	UNIQUE (delivery_position, attempt_id)
 );
+CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;
+
+-- Every event of a stream an account owns (its account, its Endpoints and
+-- their agents, their deliveries), so the events query pages through an
+-- account's own events without scanning the rest of the log.
+CREATE TABLE IF NOT EXISTS account_events (
+	account_id TEXT    NOT NULL,
+	position   INTEGER NOT NULL,
+	stream     TEXT    NOT NULL,
+	revision   INTEGER NOT NULL,
+	PRIMARY KEY (account_id, position)
+) WITHOUT ROWID;
 `
 
 // migrate creates the schema, dropping views written by another schema

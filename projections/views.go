@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +67,11 @@ type Views struct {
 
 	mu       sync.Mutex
 	pos      uint64        // checkpoint: last applied position
-	advanced chan struct{} // closed and replaced whenever pos changes
+	advanced chan struct{} // closed and replaced whenever pos or failure changes
+	// The runner's state, see Health.
+	failure      error
+	failingSince time.Time
+	retries      int
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -77,9 +84,78 @@ type Views struct {
 	hurry  chan struct{} // a WaitFor is waiting: stop lingering
 }
 
-// Open opens (or creates) the views file at path and reads its checkpoint.
-// It does not subscribe: call Run for that.
+// Open opens (or creates) the views file at path, checks its integrity and
+// reads its checkpoint. A damaged file (a bad header, a truncated file, a
+// page that fails PRAGMA quick_check) is logged, removed and created anew:
+// the views are derived, Run rebuilds them from the log. Open does not
+// subscribe: call Run for that.
 func Open(ctx context.Context, path string, store domain.EventStore, opts Options) (*Views, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	v, err := open(ctx, path, store, opts)
+	if err == nil {
+		if err = v.quickCheck(ctx); err != nil {
+			_ = v.Close()
+		}
+	}
+	if err == nil {
+		return v, nil
+	}
+	if !sqlitedsn.Damaged(err) && !errors.Is(err, errDamaged) {
+		return nil, err
+	}
+	opts.Logger.ErrorContext(ctx, "views file damaged: removing it and rebuilding the views from the log", "path", path, "err", err)
+	if err := RemoveFiles(path); err != nil {
+		return nil, fmt.Errorf("open projections %s: remove damaged file: %w", path, err)
+	}
+	return open(ctx, path, store, opts)
+}
+
+// errDamaged is a views file that opened but failed its integrity check.
+var errDamaged = errors.New("views file damaged")
+
+// quickCheck runs PRAGMA quick_check: every page and record is readable
+// and well formed (it skips what integrity_check adds: index contents
+// against their tables), in time linear in the file's size.
+func (v *Views) quickCheck(ctx context.Context) error {
+	rows, err := v.w.QueryContext(ctx, "PRAGMA quick_check")
+	if err != nil {
+		return fmt.Errorf("check views: %w", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("check views: %w", err)
+		}
+		if line != "ok" && len(problems) < 3 {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check views: %w", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", errDamaged, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// RemoveFiles removes a views file with its WAL and shared-memory files, so
+// the next Open starts empty. Only for a file no process has open.
+func RemoveFiles(path string) error {
+	var errs []error
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func open(ctx context.Context, path string, store domain.EventStore, opts Options) (*Views, error) {
 	if store == nil {
 		return nil, errors.New("open projections: nil event store")
 	}
@@ -202,7 +278,12 @@ func (v *Views) setPosition(pos uint64) {
 		return
 	}
 	v.pos = pos
-	close(v.advanced) // broadcast to every WaitFor
+	v.broadcastLocked()
+}
+
+// broadcastLocked wakes every WaitFor and CatchUp; v.mu is held.
+func (v *Views) broadcastLocked() {
+	close(v.advanced)
 	v.advanced = make(chan struct{})
 }
 
@@ -227,55 +308,6 @@ func (v *Views) WaitFor(ctx context.Context, position uint64) error {
 			return ctx.Err()
 		case <-v.closed:
 			return ErrClosed
-		}
-	}
-}
-
-// Run subscribes to the log after the checkpoint and applies every batch it
-// receives, until ctx ends (then it returns nil) or an error stops it. Only
-// one Run may be active at a time.
-func (v *Views) Run(ctx context.Context) error {
-	from := v.Position()
-	sub, err := v.store.SubscribeAll(ctx, from)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("projections: subscribe after %d: %w", from, err)
-	}
-	defer sub.Close()
-	v.log.DebugContext(ctx, "projections subscribed", "position", from)
-	var pause *time.Timer
-	if v.linger > 0 {
-		pause = time.NewTimer(v.linger)
-		defer pause.Stop()
-	}
-	for {
-		if pause != nil {
-			// Linger before the next batch (see DefaultLinger).
-			pause.Reset(v.linger)
-			select {
-			case <-pause.C:
-			case <-v.hurry:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		events, err := sub.Recv(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("projections: receive: %w", err)
-		}
-		v.writeMu.Lock()
-		err = v.applyBatch(ctx, events)
-		v.writeMu.Unlock()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("projections: %w", err)
 		}
 	}
 }
@@ -325,4 +357,52 @@ func (v *Views) reset(ctx context.Context) error {
 	v.addresses.clear()
 	v.setPosition(0)
 	return nil
+}
+
+// MatchLog checks that the log still holds the event the views applied
+// last, at the checkpoint's position and with its ID. A log restored from
+// an older backup, replaced or lost does not: the views then show rows the
+// log no longer holds and skip its new events as already applied. It
+// returns "" when they match, else why not.
+func (v *Views) MatchLog(ctx context.Context) (string, error) {
+	var (
+		pos int64
+		id  string
+	)
+	if err := v.r.QueryRowContext(ctx, "SELECT position, event_id FROM checkpoint WHERE id = 1").Scan(&pos, &id); err != nil {
+		return "", fmt.Errorf("read checkpoint: %w", err)
+	}
+	if pos == 0 {
+		return "", nil
+	}
+	evs, err := v.store.ReadAll(ctx, uint64(pos)-1, 1)
+	if err != nil {
+		return "", fmt.Errorf("read the log at the checkpoint %d: %w", pos, err)
+	}
+	switch {
+	case len(evs) == 0 || evs[0].Position != uint64(pos):
+		last, err := v.store.LastPosition(ctx)
+		if err != nil {
+			return "", fmt.Errorf("read the log's last position: %w", err)
+		}
+		return fmt.Sprintf("the views reflect position %d but the log holds no event there (it ends at %d)", pos, last), nil
+	case evs[0].ID != id:
+		return fmt.Sprintf("the event at position %d is %s in the log but %s in the views", pos, evs[0].ID, id), nil
+	}
+	return "", nil
+}
+
+// Reconcile rebuilds the views from the log when MatchLog finds they
+// describe another log, logging why: call it after Open, before Run.
+func (v *Views) Reconcile(ctx context.Context) error {
+	reason, err := v.MatchLog(ctx)
+	if err != nil {
+		return fmt.Errorf("check views against the log: %w", err)
+	}
+	if reason == "" {
+		return nil
+	}
+	v.log.ErrorContext(ctx, "views do not match the event log (restored from a backup, replaced or lost?): rebuilding them from the log",
+		"reason", reason)
+	return v.Rebuild(ctx)
 }

@@ -20,9 +20,8 @@ func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.C
 		Long: `Create an account and print its API token (shown once).
 
 With --server, the running relay creates it (its --admin-token is required).
-Without, it is appended to the log under --data directly: do that only while
-the server is stopped, or the running server will not see the account until
-its next write.`,
+Without, it is appended to the log under --data directly, which is refused
+while a server uses that folder.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := bindEnv(c.Flags(), env); err != nil {
@@ -44,7 +43,7 @@ its next write.`,
 				return nil
 			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			a, err := openApp(c.Context(), data, eventstoreURL, log)
+			a, err := openApp(c.Context(), data, eventstoreURL, log, appOptions{})
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/commands"
 )
 
 // byteSize is a flag that accepts sizes such as "256KiB" or "10MiB".
@@ -41,6 +43,7 @@ type serveConfig struct {
 	PublicPort     int
 	ShutdownGrace  time.Duration
 	KeepAlive      time.Duration
+	ViewsWait      time.Duration
 	CPUProfile     string
 	Trace          string
 }
@@ -66,6 +69,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
 	_ = fs.MarkHidden("trace")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
+	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
+		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
 }
 
 func (c *serveConfig) validate() error {
@@ -74,6 +79,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--inspector-ttl must be positive")
 	case c.ForwardTimeout <= 0:
 		return fmt.Errorf("--forward-timeout must be positive")
+	case c.ViewsWait <= 0:
+		return fmt.Errorf("--views-wait must be positive")
 	case c.CaptureCap > c.MaxBody:
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
 	case c.Domain == "":

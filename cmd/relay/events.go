@@ -44,26 +44,20 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	}
 	rebuild := &cobra.Command{
 		Use:     "rebuild",
-		Short:   "Rebuild every view from position 0 (stop the server first)",
+		Short:   "Recreate the views file from the log, whatever state it is in (refused while a server uses --data)",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			a, err := openApp(c.Context(), data, eventstoreURL, log)
+			start := time.Now()
+			// The views file is removed, not opened: a damaged one need not
+			// be readable. openApp applies the whole log before it returns.
+			a, err := openApp(c.Context(), data, eventstoreURL, log, appOptions{fresh: true})
 			if err != nil {
 				return err
 			}
-			start := time.Now()
-			err = a.views.Rebuild(c.Context())
-			if err == nil {
-				var last uint64
-				if last, err = a.store.LastPosition(c.Context()); err == nil {
-					if err = a.views.WaitFor(c.Context(), last); err == nil {
-						fmt.Fprintf(stdout, "rebuilt views from %d events in %s\n", last, time.Since(start).Round(time.Millisecond))
-					}
-				}
-			}
-			return joinClose(err, a.close())
+			fmt.Fprintf(stdout, "rebuilt views from %d events in %s\n", a.views.Position(), time.Since(start).Round(time.Millisecond))
+			return a.close()
 		},
 	}
 	cmd.AddCommand(export, verify, rebuild)
@@ -99,12 +93,40 @@ type exportedEvent struct {
 	Data          json.RawMessage `json:"data"`
 }
 
+// unreadableError names where reading the log failed.
+type unreadableError struct {
+	after uint64 // the last event read
+	err   error
+}
+
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("the log cannot be read past position %d: the first bad event follows it (position %d in the embedded log): %v",
+		e.after, e.after+1, e.err)
+}
+
+func (e *unreadableError) Unwrap() error { return e.err }
+
 func eachEvent(ctx context.Context, s domain.EventStore, fn func(domain.RecordedEvent) error) error {
 	var after uint64
 	for {
 		batch, err := s.ReadAll(ctx, after, 1000)
 		if err != nil {
-			return fmt.Errorf("read events after %d: %w", after, err)
+			// Read one event at a time up to the failure, so the error
+			// names the first bad event rather than a batch.
+			for {
+				one, err := s.ReadAll(ctx, after, 1)
+				if err != nil {
+					return &unreadableError{after: after, err: err}
+				}
+				if len(one) == 0 {
+					break
+				}
+				if err := fn(one[0]); err != nil {
+					return err
+				}
+				after = one[0].Position
+			}
+			return &unreadableError{after: after, err: err}
 		}
 		for _, e := range batch {
 			if err := fn(e); err != nil {

@@ -27,6 +27,8 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/datalock"
+	"github.com/relayhq/relay/internal/sqlitedsn"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/tunnel"
@@ -58,8 +60,10 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 	return cmd
 }
 
-// app is the opened core: the log, the views and their runner.
+// app is the opened core: the data folder's lock, the log, the views and
+// their runner.
 type app struct {
+	lock  *datalock.Lock
 	store domain.EventStore
 	views *projections.Views
 	codec *domain.Codec
@@ -67,34 +71,81 @@ type app struct {
 	stop  context.CancelFunc
 }
 
-// openApp opens the event log and the views under dir and starts feeding
-// the views; they have caught up with the log when it returns.
-func openApp(ctx context.Context, dir, eventstoreURL string, log *slog.Logger) (*app, error) {
+// appOptions say how openApp treats the views.
+type appOptions struct {
+	// fresh removes the views file first: they are rebuilt from position 0.
+	fresh bool
+	// lenient starts even when the views cannot catch up with the log (a
+	// full disk): the runner keeps retrying and /readyz says why. A damaged
+	// log is refused either way.
+	lenient bool
+}
+
+// openApp locks the data folder, opens the event log and the views under
+// dir, checks that the views describe this log (else rebuilds them) and
+// starts feeding them; they have caught up with the log when it returns
+// (unless opts.lenient and they cannot).
+func openApp(ctx context.Context, dir, eventstoreURL string, log *slog.Logger, opts appOptions) (*app, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder: %w", err)
 	}
-	store, err := openStore(ctx, dir, eventstoreURL, log)
+	lock, err := datalock.Acquire(dir)
 	if err != nil {
 		return nil, err
 	}
+	store, err := openStore(ctx, dir, eventstoreURL, log)
+	if err != nil {
+		lock.Release()
+		return nil, logDamaged(dir, err)
+	}
+	viewsPath := filepath.Join(dir, "views.db")
+	if opts.fresh {
+		if err := projections.RemoveFiles(viewsPath); err != nil {
+			store.Close()
+			lock.Release()
+			return nil, fmt.Errorf("remove views: %w", err)
+		}
+	}
 	codec := domain.NewCodec()
-	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), store, projections.Options{Logger: log, Codec: codec})
+	views, err := projections.Open(ctx, viewsPath, store, projections.Options{Logger: log, Codec: codec})
 	if err != nil {
 		store.Close()
+		lock.Release()
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	a := &app{store: store, views: views, codec: codec, done: make(chan error, 1), stop: stop}
+	a := &app{lock: lock, store: store, views: views, codec: codec, done: make(chan error, 1), stop: stop}
+	if err := views.Reconcile(ctx); err != nil {
+		a.done <- nil
+		a.close()
+		return nil, logDamaged(dir, err)
+	}
 	go func() { a.done <- views.Run(runCtx) }()
 	last, err := store.LastPosition(ctx)
 	if err == nil {
-		err = views.WaitFor(ctx, last)
+		err = views.CatchUp(ctx, last)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case opts.lenient && ctx.Err() == nil && !sqlitedsn.Damaged(err):
+		log.Error("starting with the views behind the log: commands that wait for them fail with UNAVAILABLE and /readyz answers 503 until they catch up",
+			"views_position", views.Position(), "log_position", last, "err", err)
+	default:
 		a.close()
-		return nil, fmt.Errorf("catch up views: %w", err)
+		return nil, fmt.Errorf("catch up views: %w", logDamaged(dir, err))
 	}
 	return a, nil
+}
+
+// logDamaged turns a damaged event log into a clear refusal: the log is the
+// only copy of what was received, so it is never repaired or replaced here.
+func logDamaged(dir string, err error) error {
+	if !sqlitedsn.Damaged(err) {
+		return err
+	}
+	return fmt.Errorf("the event log %s is damaged (%w); it is never repaired automatically: keep a copy of the file, "+
+		"find the first bad position with `relay events verify --data %s`, and restore the data folder from a backup",
+		filepath.Join(dir, "events.db"), err, dir)
 }
 
 // openStore opens the event log: EventStoreDB when a URL is given, else the
@@ -120,7 +171,7 @@ func (a *app) close() error {
 	if errors.Is(runErr, context.Canceled) {
 		runErr = nil
 	}
-	return errors.Join(runErr, a.views.Close(), a.store.Close())
+	return errors.Join(runErr, a.views.Close(), a.store.Close(), a.lock.Release())
 }
 
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
@@ -153,7 +204,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	a, err := openApp(ctx, cfg.Data, cfg.EventStore, log)
+	a, err := openApp(ctx, cfg.Data, cfg.EventStore, log, appOptions{lenient: true})
 	if err != nil {
 		ln.Close()
 		return err
@@ -180,6 +231,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err := closeStaleAgents(ctx, a.views, hub); err != nil {
 		return err
 	}
+	if err := failStaleAttempts(ctx, a.views, hub, log); err != nil {
+		return err
+	}
 	client := tunnel.NewClient(bus)
 
 	port := cfg.PublicPort
@@ -187,7 +241,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		port = ln.Addr().(*net.TCPAddr).Port
 	}
 	urls := publicURLs{domain: cfg.Domain, port: port}
-	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup},
+	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup, ViewsWait: cfg.ViewsWait},
 		a.store, a.codec, a.views, client, hub, log)
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
@@ -195,14 +249,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 
 	met := metrics.New()
 	met.Positions(a.store.LastPosition, a.views.Position)
+	met.ViewsFailing(func() bool { return a.views.Health().Err != nil })
+	health := &healthCheck{store: a.store, views: a.views, stall: cfg.ViewsWait}
 	bare := http.NewServeMux()
 	bare.Handle("/metrics", met.Handler())
 	bare.Handle("/graphql", gql)
 	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
-	bare.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
+	bare.HandleFunc("/healthz", health.liveness)
+	bare.HandleFunc("/readyz", health.readiness)
 	bare.Handle("/", console.Handler())
 
 	in := ingress.New(ingress.Config{
@@ -255,6 +309,27 @@ func closeStaleAgents(ctx context.Context, views *projections.Views, hub *tunnel
 	}
 	if err := hub.CloseStale(ctx, stale); err != nil {
 		return fmt.Errorf("close stale agent sessions: %w", err)
+	}
+	return nil
+}
+
+// failStaleAttempts records the end of forwards a crash left open: their
+// sender and agent went with the process, so no outcome will ever come.
+func failStaleAttempts(ctx context.Context, views *projections.Views, hub *tunnel.Hub, log *slog.Logger) error {
+	open, err := views.OpenAttempts(ctx)
+	if err != nil {
+		return fmt.Errorf("read open attempts: %w", err)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	stale := make([]tunnel.StaleAttempt, 0, len(open))
+	for _, a := range open {
+		stale = append(stale, tunnel.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
+	}
+	log.Warn("recording forwards a previous run left without an answer as failed", "attempts", len(stale))
+	if err := hub.FailStale(ctx, stale); err != nil {
+		return fmt.Errorf("fail stale attempts: %w", err)
 	}
 	return nil
 }

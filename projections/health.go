@@ -1,0 +1,174 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// Retry pauses of Run after a failed batch: from retryInitial, growing to
+// retryMax, each randomised by half so several relays on one full disk do
+// not retry in step.
+const (
+	retryInitial = 100 * time.Millisecond
+	retryMax     = 5 * time.Second
+)
+
+// Health is what Run reports about itself.
+type Health struct {
+	Position uint64 // the checkpoint
+	// Err is why the last batch failed; nil while the views follow the log.
+	// Run keeps retrying, so it clears by itself once its cause does.
+	Err error
+	// FailingSince is when the current run of failures began (zero when Err
+	// is nil); Retries counts the tries since.
+	FailingSince time.Time
+	Retries      int
+}
+
+// Health returns the runner's state.
+func (v *Views) Health() Health {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries}
+}
+
+// Run subscribes to the log after the checkpoint and applies every batch it
+// receives until ctx ends; then it returns nil. A batch that fails (a full
+// disk, a read error of the log) does not stop it: the failure is logged
+// once with its cause and shown by Health, and Run subscribes again from the
+// checkpoint after a growing pause, so the views catch up by themselves
+// once the cause clears. It returns ErrClosed when the views are closed
+// under it. Only one Run may be active at a time.
+func (v *Views) Run(ctx context.Context) error {
+	pause := &backoff.ExponentialBackOff{
+		InitialInterval: retryInitial, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: retryMax,
+	}
+	pause.Reset()
+	for {
+		err := v.follow(ctx, pause.Reset)
+		if ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-v.closed:
+			return ErrClosed
+		default:
+		}
+		v.failed(ctx, err)
+		t := time.NewTimer(pause.NextBackOff())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-v.closed:
+			t.Stop()
+			return ErrClosed
+		}
+	}
+}
+
+// failed records a failure; only the first of a run of them is logged as an
+// error, the retries that follow at debug level.
+func (v *Views) failed(ctx context.Context, err error) {
+	v.mu.Lock()
+	first := v.failure == nil
+	if first {
+		v.failingSince = time.Now()
+		v.retries = 0
+	}
+	v.failure = err
+	v.retries++
+	retries, pos := v.retries, v.pos
+	v.broadcastLocked()
+	v.mu.Unlock()
+	if first {
+		v.log.ErrorContext(ctx, "projections stopped: the views no longer follow the log; retrying until the cause clears",
+			"position", pos, "err", err)
+		return
+	}
+	v.log.DebugContext(ctx, "projections retry failed", "position", pos, "retries", retries, "err", err)
+}
+
+// recovered clears a failure once a batch applied again.
+func (v *Views) recovered(ctx context.Context) {
+	v.mu.Lock()
+	if v.failure == nil {
+		v.mu.Unlock()
+		return
+	}
+	since, retries, pos := v.failingSince, v.retries, v.pos
+	v.failure, v.failingSince, v.retries = nil, time.Time{}, 0
+	v.broadcastLocked()
+	v.mu.Unlock()
+	v.log.InfoContext(ctx, "projections recovered: the views follow the log again",
+		"position", pos, "failed_for", time.Since(since).Round(time.Millisecond), "retries", retries)
+}
+
+// follow subscribes after the checkpoint and applies batches until an
+// error; progress is called after each applied batch.
+func (v *Views) follow(ctx context.Context, progress func()) error {
+	from := v.Position()
+	sub, err := v.store.SubscribeAll(ctx, from)
+	if err != nil {
+		return fmt.Errorf("projections: subscribe after %d: %w", from, err)
+	}
+	defer sub.Close()
+	v.log.DebugContext(ctx, "projections subscribed", "position", from)
+	var linger *time.Timer
+	if v.linger > 0 {
+		linger = time.NewTimer(v.linger)
+		defer linger.Stop()
+	}
+	for {
+		if linger != nil {
+			// Linger before the next batch (see DefaultLinger).
+			linger.Reset(v.linger)
+			select {
+			case <-linger.C:
+			case <-v.hurry:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		events, err := sub.Recv(ctx)
+		if err != nil {
+			return fmt.Errorf("projections: receive after %d: %w", v.Position(), err)
+		}
+		v.writeMu.Lock()
+		err = v.applyBatch(ctx, events)
+		v.writeMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("projections: %w", err)
+		}
+		v.recovered(ctx)
+		progress()
+	}
+}
+
+// CatchUp waits until the views reflect position, like WaitFor, but gives
+// up with the runner's error as soon as a batch fails: for startup, where a
+// failure should be reported rather than waited out.
+func (v *Views) CatchUp(ctx context.Context, position uint64) error {
+	for {
+		v.mu.Lock()
+		pos, failure, advanced := v.pos, v.failure, v.advanced
+		v.mu.Unlock()
+		if pos >= position {
+			return nil
+		}
+		if failure != nil {
+			return failure
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-v.closed:
+			return ErrClosed
+		}
+	}
+}
