@@ -81,10 +81,10 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	var n int64
 	if keepFull {
 		var buf bytes.Buffer
-		if r.ContentLength > 0 {
-			// MinRead spare bytes let ReadFrom see EOF without regrowing.
-			buf.Grow(int(min(r.ContentLength, maxBody+1)) + bytes.MinRead)
-		}
+		// Nothing is reserved from Content-Length: it is only the sender's
+		// claim, and one that declares 10 MiB and sends a byte would hold
+		// 10 MiB per connection. The buffer grows with the bytes that
+		// arrive (to at most twice what was read).
 		n, err = buf.ReadFrom(limited)
 		full = buf.Bytes()
 		// A copy: Body shares no memory with full, which callers hand on.

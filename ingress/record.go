@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -71,7 +72,17 @@ func (s *Server) refuseTarget(ctx context.Context, w http.ResponseWriter, r *htt
 	writeText(w, http.StatusBadRequest, "Bad Request: the request target must be a path\n")
 }
 
+// unreadableBody is the answer to a body that could not be read in full.
+// What did arrive is still recorded with it. A body that stopped arriving
+// (the server's body timeout) gets 408; the connection is closed after it.
 func unreadableBody(err error) answer {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return answer{
+			status: http.StatusRequestTimeout,
+			reason: "request body stalled: " + err.Error(),
+			body:   "Request Timeout: the request body stopped arriving\n",
+		}
+	}
 	return answer{
 		status: http.StatusBadRequest,
 		reason: "request body unreadable: " + err.Error(),

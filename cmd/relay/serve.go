@@ -27,10 +27,16 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/tunnel"
 )
+
+// headerTimeout bounds the request line and headers of each request,
+// counted from the first byte the server waits for (a new connection or the
+// next request on a kept-alive one).
+const headerTimeout = 30 * time.Second
 
 func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfg serveConfig
@@ -219,10 +225,22 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 		return "address"
 	}
-	srv := &http.Server{Handler: met.Instrument(in.Handler(), area), DisableGeneralOptionsHandler: true, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{
+		Handler:                      connguard.BodyProgress(cfg.BodyTimeout, met.Instrument(in.Handler(), area)),
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            headerTimeout,
+		// No deadline for a whole request or response: a large upload or
+		// a forward may take long while making progress. BodyProgress and
+		// the listener's write deadline end one that stalls instead.
+		ReadTimeout:    0,
+		WriteTimeout:   0,
+		IdleTimeout:    cfg.IdleTimeout,
+		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
 		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
 	log.Info("relay started", "listen", ln.Addr().String(), "domain", cfg.Domain, "data", cfg.Data)

@@ -1,0 +1,332 @@
+package systemtest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// Tests of the relay's HTTP server against clients that hold connections,
+// declare more than they send, stall or send too much. Each shows a guard
+// of `relay serve` that fails the test when removed.
+
+// clientBound is how long a test's client waits for the relay to end a
+// connection before it decides the relay never will; the relay's limits in
+// these tests are a second or two, far below it.
+const clientBound = 15 * time.Second
+
+// dialFrom opens a TCP connection to the relay from a loopback source
+// address of the test's choosing (127.0.0.0/8 is all loopback on Linux), so
+// one test can be several clients.
+func dialFrom(t *testing.T, r *harness.Relay, source string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if source != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
+	c, err := d.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port))
+	if err != nil {
+		t.Fatalf("dial from %s: %v", source, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readUntilClosed reads c until the relay closes it and returns what came.
+// It fails the test if the relay keeps the connection open past clientBound.
+func readUntilClosed(t *testing.T, c net.Conn, br *bufio.Reader) []byte {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(clientBound))
+	got, err := io.ReadAll(br)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the relay kept the connection open for %s (read %q)", clientBound, got)
+	}
+	return got
+}
+
+// relayFDs counts the relay's open file descriptors.
+func relayFDs(t *testing.T, r *harness.Relay) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r.PID()))
+	if err != nil {
+		t.Fatalf("read relay descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+func relayRSSMiB(t *testing.T, r *harness.Relay) float64 {
+	t.Helper()
+	kib, err := harness.ProcRSSKiB(r.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64(kib) / 1024
+}
+
+var inFlightLine = regexp.MustCompile(`(?m)^relay_http_requests_in_flight\{area="(\w+)"\} (\d+)$`)
+
+// inFlight reads how many requests of area the relay is handling now.
+func inFlight(t *testing.T, r *harness.Relay, area string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, r.BareURL()+"/metrics", nil)
+	resp, err := harness.Client.Do(r.Route(req))
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, m := range inFlightLine.FindAllStringSubmatch(string(body), -1) {
+		if m[1] == area {
+			n, _ := strconv.Atoi(m[2])
+			return n
+		}
+	}
+	return 0
+}
+
+// TestDeclaredBodyReservesNoMemory sends 100 requests per path that declare
+// a 10 MiB body, send one byte and go silent. The relay must hold memory for
+// what arrived, not for what was declared: 100 such connections once took
+// the relay from 27 to 1033 MiB.
+func TestDeclaredBodyReservesNoMemory(t *testing.T) {
+	r := harness.Start(t, "")
+	inspector, _ := createInspector(t, r)
+	owner := signUpTenant(t, r, "declared-body")
+	logEp := createEndpointFor(t, r, owner.Token, map[string]any{"name": "log", "mode": "LOG"})
+	// No agent: the body is read before the relay looks for one.
+	proxyEp := proxyEndpoint(t, r, owner.Token, "127.0.0.1:9", false)
+
+	const conns = 100
+	const declared = 10 << 20
+	const maxGrowthMiB = 64
+	for _, tt := range []struct {
+		name, host, target, area string
+	}{
+		{"guest inspector", r.AddressHost(inspector), "/hook", "address"},
+		{"LOG Endpoint", r.AddressHost(logEp.ID), "/hook", "address"},
+		{"PROXY Endpoint", r.AddressHost(proxyEp.ID), "/hook", "address"},
+		{"GraphQL API", "localhost:" + strconv.Itoa(r.Port), "/graphql", "api"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := relayRSSMiB(t, r)
+			open := make([]net.Conn, 0, conns)
+			for range conns {
+				c := dialFrom(t, r, "")
+				fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tt.target, tt.host, declared)
+				open = append(open, c)
+			}
+			// The /metrics request itself is in flight on the API.
+			want := conns
+			if tt.area == "api" {
+				want++
+			}
+			harness.Eventually(t, 20*time.Second, fmt.Sprintf("%d requests in flight", conns), func() bool {
+				return inFlight(t, r, tt.area) >= want
+			})
+			after := relayRSSMiB(t, r)
+			t.Logf("%d connections declaring %d MiB each: relay RSS %.1f → %.1f MiB", conns, declared>>20, before, after)
+			if after-before > maxGrowthMiB {
+				t.Errorf("relay RSS grew by %.1f MiB for %d bytes sent, want < %d MiB", after-before, conns, maxGrowthMiB)
+			}
+			for _, c := range open {
+				c.Close()
+			}
+			harness.Eventually(t, 20*time.Second, "the stalled requests to end", func() bool {
+				return inFlight(t, r, tt.area) < want
+			})
+		})
+	}
+}
+
+// TestIdleConnectionIsClosed: a kept-alive connection that sends nothing
+// after its answer is closed after --idle-timeout.
+func TestIdleConnectionIsClosed(t *testing.T) {
+	r := harness.Start(t, "", "--idle-timeout", "1s")
+	c := dialFrom(t, r, "")
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", r.Port)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("healthz: %d, close %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	if rest := readUntilClosed(t, c, br); len(rest) != 0 {
+		t.Errorf("idle connection got %q before its close", rest)
+	}
+}
+
+// TestStalledBodyIsDropped: a body that stops arriving ends its connection
+// after --body-timeout on every path; on a known address the part that
+// arrived is recorded, answered 408.
+func TestStalledBodyIsDropped(t *testing.T) {
+	r := harness.Start(t, "", "--body-timeout", "1s")
+	inspector, _ := createInspector(t, r)
+	owner := signUpTenant(t, r, "stalled-body")
+	proxyEp := proxyEndpoint(t, r, owner.Token, "127.0.0.1:9", false)
+	for _, tt := range []struct {
+		name, host, target string
+		status             int // answer before the close; 0: none required
+	}{
+		{"guest inspector", r.AddressHost(inspector), "/stall", http.StatusRequestTimeout},
+		{"PROXY Endpoint", r.AddressHost(proxyEp.ID), "/stall", http.StatusRequestTimeout},
+		{"GraphQL API", "localhost:" + strconv.Itoa(r.Port), "/graphql", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialFrom(t, r, "")
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\n0123456789", tt.target, tt.host)
+			got := readUntilClosed(t, c, bufio.NewReader(c))
+			if tt.status != 0 && !strings.HasPrefix(string(got), fmt.Sprintf("HTTP/1.1 %d ", tt.status)) {
+				t.Errorf("answer %q, want status %d", got, tt.status)
+			}
+		})
+	}
+	rows := history(t, r, inspector, 10)
+	if len(rows) != 1 || rows[0].ResponseStatus == nil || *rows[0].ResponseStatus != http.StatusRequestTimeout ||
+		rows[0].BodySize != 10 || rows[0].BodyBase64 != "MDEyMzQ1Njc4OQ==" {
+		t.Fatalf("inspector history %+v, want one row of the 10 bytes that arrived, answered 408", rows)
+	}
+}
+
+// TestSteadyUploadOutlastsBodyTimeout: the body timeout is about progress,
+// not a deadline for the whole body: 2 MiB sent in 64 KiB pieces over about
+// three seconds passes a relay whose body timeout is one second.
+func TestSteadyUploadOutlastsBodyTimeout(t *testing.T) {
+	r := harness.Start(t, "", "--body-timeout", "1s")
+	inspector, _ := createInspector(t, r)
+	const size, piece = 2 << 20, 64 << 10
+	c := dialFrom(t, r, "")
+	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", r.AddressHost(inspector), size)
+	tick := time.NewTicker(3 * time.Second / (size / piece)) // 32 pieces, ~94 ms apart
+	defer tick.Stop()
+	chunk := make([]byte, piece)
+	start := time.Now()
+	for sent := 0; sent < size; sent += piece {
+		<-tick.C // pacing the sender, not waiting for the relay
+		if _, err := c.Write(chunk); err != nil {
+			t.Fatalf("upload cut after %d bytes: %v", sent, err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(clientBound))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("upload of %d bytes over %s: %v", size, time.Since(start).Round(time.Millisecond), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("upload answered %d, want 204", resp.StatusCode)
+	}
+	t.Logf("%d bytes over %s answered %d", size, time.Since(start).Round(time.Millisecond), resp.StatusCode)
+	rows := history(t, r, inspector, 10)
+	if len(rows) != 1 || rows[0].BodySize != size {
+		t.Fatalf("history %+v, want one row of %d bytes", rows, size)
+	}
+}
+
+// TestConnectionsPerClientAreCapped: with --max-conns-per-ip 8 a ninth
+// connection from the same address is answered 429 and closed; other
+// addresses and /healthz keep working; closing connections frees their
+// places; and however many connections one address attempts, the relay's
+// descriptors stay bounded.
+func TestConnectionsPerClientAreCapped(t *testing.T) {
+	const limit = 8
+	r := harness.Start(t, "", "--max-conns-per-ip", strconv.Itoa(limit))
+	const greedy = "127.0.0.3" // the test's other requests come from 127.0.0.1
+	baseFDs := relayFDs(t, r)
+
+	healthz := func(c net.Conn) (*http.Response, error) {
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", r.Port)
+		_ = c.SetReadDeadline(time.Now().Add(clientBound))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, nil
+	}
+	// Each held connection is answered once, so the relay has counted it.
+	held := make([]net.Conn, 0, limit)
+	for i := range limit {
+		c := dialFrom(t, r, greedy)
+		resp, err := healthz(c)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d of %d: %v %v", i+1, limit, resp, err)
+		}
+		held = append(held, c)
+	}
+
+	refused := func() {
+		t.Helper()
+		c := dialFrom(t, r, greedy)
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", r.Port)
+		br := bufio.NewReader(c)
+		_ = c.SetReadDeadline(time.Now().Add(clientBound))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("connection over the cap: %v, want a 429 answer", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || !resp.Close || !strings.Contains(string(body), "too many open connections") {
+			t.Fatalf("connection over the cap: %d close=%v %q, want 429 with Connection: close", resp.StatusCode, resp.Close, body)
+		}
+		if rest := readUntilClosed(t, c, br); len(rest) != 0 {
+			t.Fatalf("refused connection got %q after its answer", rest)
+		}
+	}
+	refused()
+
+	// Another client, and the health check from it, are not affected.
+	other := dialFrom(t, r, "127.0.0.2")
+	if resp, err := healthz(other); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz from another address: %v %v", resp, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, r.BareURL()+"/healthz", nil)
+	resp, err := harness.Client.Do(r.Route(req))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz from 127.0.0.1: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// A closed connection frees its place.
+	held[0].Close()
+	harness.Eventually(t, 10*time.Second, "a place to free up", func() bool {
+		c := dialFrom(t, r, greedy)
+		resp, err := healthz(c)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			held[0] = c
+			return true
+		}
+		c.Close()
+		return false
+	})
+	refused()
+
+	// Many attempts held open by the client cost the relay no descriptors
+	// beyond the cap once their refusals are done.
+	const attempts = 200
+	for range attempts {
+		dialFrom(t, r, greedy)
+	}
+	slack := 8 // the 127.0.0.2 client, harness keep-alives, the views' files
+	harness.Eventually(t, 20*time.Second, "the relay's descriptors to settle", func() bool {
+		return relayFDs(t, r) <= baseFDs+limit+slack
+	})
+	t.Logf("relay descriptors: %d at start, %d with %d held and %d more attempted", baseFDs, relayFDs(t, r), limit, attempts)
+}
