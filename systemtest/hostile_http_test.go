@@ -330,3 +330,68 @@ func TestConnectionsPerClientAreCapped(t *testing.T) {
 	})
 	t.Logf("relay descriptors: %d at start, %d with %d held and %d more attempted", baseFDs, relayFDs(t, r), limit, attempts)
 }
+
+// TestGraphiQLPageHeaders: the GraphiQL page on GET /graphql carries the
+// console's protections: a Content-Security-Policy with no inline code
+// other than its own (by hash), no framing, and no content sniffing.
+func TestGraphiQLPageHeaders(t *testing.T) {
+	r := harness.Start(t, "")
+	req, _ := http.NewRequest(http.MethodGet, r.BareURL()+"/graphql", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := harness.Client.Do(r.Route(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "graphiql") {
+		t.Fatalf("GET /graphql as a browser: %d %.200s", resp.StatusCode, page)
+	}
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'self'", "frame-ancestors 'none'", "script-src 'self' 'sha256-", "object-src 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+		t.Errorf("Content-Security-Policy %q allows any inline code", csp)
+	}
+	if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("X-Content-Type-Options %q, want nosniff", got)
+	}
+	if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {
+		t.Errorf("X-Frame-Options %q, want DENY", got)
+	}
+}
+
+// TestAgentWarnsAboutTokenFlag: a token on the command line is readable by
+// every local user in the process list, so the agent warns when it is given
+// there and says to use RELAY_TOKEN, in its help and in the warning; a
+// token from RELAY_TOKEN draws no warning.
+func TestAgentWarnsAboutTokenFlag(t *testing.T) {
+	const warning = "--token shows the token to every local user in the process list; set RELAY_TOKEN instead"
+	help, _ := harness.RunCLI(t, "agent", "--help")
+	if !strings.Contains(help, "RELAY_TOKEN") || !strings.Contains(help, "process list") {
+		t.Errorf("relay agent --help does not recommend RELAY_TOKEN:\n%s", help)
+	}
+
+	r := harness.Start(t, "")
+	owner := signUpTenant(t, r, "token-flag")
+	server := "http://127.0.0.1:" + strconv.Itoa(r.Port)
+	flagged := createEndpointFor(t, r, owner.Token, map[string]any{"name": "flag", "mode": "PROXY", "target": "127.0.0.1:9"})
+	a := harness.StartProcess(t, harness.Binary(t), "agent", "--server", server, "--token", owner.Token,
+		"--endpoint", flagged.ID, "--target", "127.0.0.1:9")
+	waitAgent(t, r, owner.Token, flagged.ID, true)
+	if !strings.Contains(a.Output(), warning) {
+		t.Errorf("agent given --token printed no warning:\n%s", a.Output())
+	}
+
+	fromEnv := createEndpointFor(t, r, owner.Token, map[string]any{"name": "env", "mode": "PROXY", "target": "127.0.0.1:9"})
+	t.Setenv("RELAY_TOKEN", owner.Token) // the agent inherits the test's environment
+	b := harness.StartProcess(t, harness.Binary(t), "agent", "--server", server,
+		"--endpoint", fromEnv.ID, "--target", "127.0.0.1:9")
+	waitAgent(t, r, owner.Token, fromEnv.ID, true)
+	if strings.Contains(b.Output(), "warning") {
+		t.Errorf("agent with RELAY_TOKEN warned:\n%s", b.Output())
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/commands"
@@ -197,7 +196,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		a.store, a.codec, a.views, client, hub, log)
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken,
-	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
+	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")})
 
 	met := metrics.New()
 	met.Positions(a.store.LastPosition, a.views.Position)
