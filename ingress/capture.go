@@ -162,3 +162,18 @@ func captureHeaders(r *http.Request) []domain.Header {
 	}
 	return out
 }
+
+// limitHeaders returns the leading headers of all that fit maxCount values
+// and maxBytes of names and values, and how many were left out. Storage
+// has these limits because every read of a delivery returns its headers;
+// forwarding does not, so the caller keeps all to forward.
+func limitHeaders(all []domain.Header, maxCount int, maxBytes int64) (kept []domain.Header, dropped int) {
+	var size int64
+	for i, h := range all {
+		size += int64(len(h.Name) + len(h.Value))
+		if i >= maxCount || size > maxBytes {
+			return all[:i:i], len(all) - i
+		}
+	}
+	return all, 0
+}

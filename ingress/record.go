@@ -20,6 +20,7 @@ const appendTimeout = 10 * time.Second
 // it with the answer ans and then gives that answer.
 func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
 	req, err := captureRecord(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	req.Headers, req.DroppedHeaders = limitHeaders(req.Headers, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	switch {
 	case errors.Is(err, ErrUnsupportedTarget):
 		s.refuseTarget(ctx, w, r, route, err)

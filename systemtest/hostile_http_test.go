@@ -395,3 +395,110 @@ func TestAgentWarnsAboutTokenFlag(t *testing.T) {
 		t.Errorf("agent with RELAY_TOKEN warned:\n%s", b.Output())
 	}
 }
+
+// TestStoredHeadersAreCapped: a delivery stores at most --max-headers
+// header values and --max-header-bytes of names and values; the rest are
+// counted in droppedHeaders, the sender still gets its normal answer, and a
+// PROXY Endpoint's local process still gets every header (forwarding keeps
+// fidelity; only storage is capped). A header block beyond
+// --max-header-bytes (and net/http's 4 KiB of slack) is refused with 431.
+func TestStoredHeadersAreCapped(t *testing.T) {
+	const maxHeaders = 5
+	var seen requestLog
+	p := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen.add(r, body)
+		w.WriteHeader(http.StatusCreated)
+	}), false, "--max-headers", strconv.Itoa(maxHeaders), "--max-header-bytes", "4KiB")
+
+	type stored struct {
+		ID             string
+		Headers        []header
+		DroppedHeaders int
+		Complete       bool
+		ResponseStatus *int
+	}
+	read := func(t *testing.T, token, id string) stored {
+		t.Helper()
+		var out struct{ Delivery stored }
+		p.r.MustGraphQL(t, token, `query($id: ID!){ delivery(id: $id){ id headers{name value} droppedHeaders complete responseStatus } }`,
+			map[string]any{"id": id}, &out)
+		return out.Delivery
+	}
+
+	t.Run("count, PROXY Endpoint", func(t *testing.T) {
+		var sent [][2]string
+		for i := range 40 {
+			sent = append(sent, [2]string{fmt.Sprintf("X-Many-%02d", i), "v"})
+		}
+		total := len(sent) + 2 // the raw request adds Content-Length and Connection
+		if resp := p.send(t, "POST", "/many", sent, []byte("{}")); resp.Status != http.StatusCreated {
+			t.Fatalf("sender got %d %q, want the local 201", resp.Status, resp.Body)
+		}
+		p.seenAll(t, &seen, len(sent))
+		d := read(t, p.acct.Token, deliveryAt(t, p.r, p.acct.Token, p.ep.ID, "/many").ID)
+		if len(d.Headers) != maxHeaders || d.DroppedHeaders != total-maxHeaders {
+			t.Fatalf("stored %d headers, %d dropped; want %d stored and %d dropped", len(d.Headers), d.DroppedHeaders, maxHeaders, total-maxHeaders)
+		}
+		if code := refusal(t, p.r, p.acct.Token, retryMutation, map[string]any{"id": d.ID}).Code(); code != "PAYLOAD_INCOMPLETE" {
+			t.Errorf("retry of a delivery with dropped headers: %s, want PAYLOAD_INCOMPLETE", code)
+		}
+	})
+
+	t.Run("bytes, guest inspector", func(t *testing.T) {
+		id, _ := createInspector(t, p.r)
+		big := strings.Repeat("b", 1500)
+		// Sorted by name: Connection, Content-Length, then 2×1507 bytes fit
+		// 4 KiB and the third big header does not.
+		resp := send(t, p.r, id, "POST", "/big", [][2]string{{"X-Big-0", big}, {"X-Big-1", big}, {"X-Big-2", big}}, nil)
+		if resp.Status != http.StatusNoContent {
+			t.Fatalf("sender got %d, want 204", resp.Status)
+		}
+		rows := history(t, p.r, id, 10)
+		if len(rows) != 1 {
+			t.Fatalf("%d rows, want 1", len(rows))
+		}
+		d := read(t, "", rows[0].ID)
+		size := 0
+		for _, h := range d.Headers {
+			size += len(h.Name) + len(h.Value)
+		}
+		if d.DroppedHeaders != 1 || len(d.Headers) != 4 || size > 4<<10 {
+			t.Fatalf("stored %d headers of %d bytes, %d dropped; want 4 within 4 KiB and 1 dropped", len(d.Headers), size, d.DroppedHeaders)
+		}
+		if !d.Complete {
+			t.Errorf("complete is false: it speaks of the body only")
+		}
+	})
+
+	t.Run("header block over the limit", func(t *testing.T) {
+		id, _ := createInspector(t, p.r)
+		var huge [][2]string
+		for i := range 10 {
+			huge = append(huge, [2]string{fmt.Sprintf("X-Huge-%d", i), strings.Repeat("h", 1000)})
+		}
+		if resp := send(t, p.r, id, "POST", "/huge", huge, nil); resp.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("10 KB of headers with --max-header-bytes 4KiB: %d, want 431", resp.Status)
+		}
+	})
+}
+
+// seenAll checks that the local handler's latest request (answered before
+// the sender was) carried want X-Many-* headers.
+func (p *proxyRig) seenAll(t *testing.T, l *requestLog, want int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.seen) == 0 {
+		t.Fatal("the local process got nothing")
+	}
+	got := 0
+	for name := range l.seen[len(l.seen)-1].Header {
+		if strings.HasPrefix(name, "X-Many-") {
+			got++
+		}
+	}
+	if got != want {
+		t.Fatalf("the local process got %d of the %d headers sent", got, want)
+	}
+}

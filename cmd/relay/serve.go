@@ -212,7 +212,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 
 	in := ingress.New(ingress.Config{
 		Domain: cfg.Domain, CaptureCap: int64(cfg.CaptureCap), MaxBody: int64(cfg.MaxBody),
-		ForwardTimeout: cfg.ForwardTimeout, Logger: log,
+		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
 	}, ingress.Deps{
 		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
