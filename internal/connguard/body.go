@@ -57,10 +57,11 @@ func (b *progressBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish lifts the deadline once the body is read: net/http then watches
-// the idle connection for the client's hang-up, and a deadline left behind
-// would end that watch, and cancel the request, while the handler still
-// works (a forward waits far longer than a body may stall).
+// finish lifts the deadline once the body is read, and stops pushing it:
+// net/http then watches the idle connection for the client's hang-up (it
+// lifts the deadline itself when it starts that watch), and a deadline
+// set during the watch would end it, and cancel the request, while the
+// handler still works (a forward waits far longer than a body may stall).
 func (b *progressBody) finish() {
 	if !b.done {
 		b.done = true
