@@ -5,8 +5,9 @@ import "fmt"
 // Delivery invariants:
 //  1. A delivery is received once, at a known address, with a method and a
 //     raw request target that starts with "/" (or is "*" for OPTIONS).
-//  2. len(Body) <= BodySize, and Complete is true exactly when the body was
-//     stored whole.
+//  2. len(Body) <= BodySize, and Complete only when the body was stored
+//     whole (len(Body) == BodySize). A body cut short by a failed read is
+//     stored as far as it arrived and is not complete, whatever its size.
 //  3. An attempt is answered at most once: a response or a failure for an
 //     attempt that is not pending raises no event.
 //  4. A retry needs an Endpoint in PROXY mode, a connected agent and a
@@ -68,8 +69,8 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		return nil, &InvalidInputError{Field: "target", Reason: fmt.Sprintf("%q is not an origin-form request target", req.Target)}
 	case int64(len(req.Body)) > req.BodySize:
 		return nil, &InvalidInputError{Field: "body", Reason: "stored body longer than its size"}
-	case req.Complete != (int64(len(req.Body)) == req.BodySize):
-		return nil, &InvalidInputError{Field: "complete", Reason: "must be true exactly when the whole body is stored"}
+	case req.Complete && int64(len(req.Body)) != req.BodySize:
+		return nil, &InvalidInputError{Field: "complete", Reason: "true although the body is not stored whole"}
 	case req.DroppedHeaders < 0:
 		return nil, &InvalidInputError{Field: "dropped headers", Reason: "negative"}
 	}

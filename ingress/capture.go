@@ -40,7 +40,8 @@ func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooL
 // is at most maxBody bytes. A longer body is read only up to maxBody+1 bytes
 // (never unbounded): Capture then returns a *BodyTooLargeError, a nil full
 // and a req with BodySize = maxBody+1 and Complete = false that can still be
-// recorded. Any other read error is returned with the part read so far.
+// recorded. Any other read error is returned with the part read so far,
+// marked incomplete.
 func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedRequest, full []byte, err error) {
 	return capture(r, captureCap, maxBody, true)
 }
@@ -102,7 +103,9 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	}
 	req.Body = stored
 	req.BodySize = n
-	req.Complete = int64(len(req.Body)) == n
+	// A failed read (a sender that stopped sending) leaves the body cut
+	// short: not complete, even when all that arrived is stored.
+	req.Complete = int64(len(req.Body)) == n && err == nil
 	if err != nil {
 		return req, nil, fmt.Errorf("capture body: %w", err)
 	}

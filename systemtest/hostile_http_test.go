@@ -198,8 +198,8 @@ func TestStalledBodyIsDropped(t *testing.T) {
 	}
 	rows := history(t, r, inspector, 10)
 	if len(rows) != 1 || rows[0].ResponseStatus == nil || *rows[0].ResponseStatus != http.StatusRequestTimeout ||
-		rows[0].BodySize != 10 || rows[0].BodyBase64 != "MDEyMzQ1Njc4OQ==" {
-		t.Fatalf("inspector history %+v, want one row of the 10 bytes that arrived, answered 408", rows)
+		rows[0].BodySize != 10 || rows[0].BodyBase64 != "MDEyMzQ1Njc4OQ==" || rows[0].Complete {
+		t.Fatalf("inspector history %+v, want one incomplete row of the 10 bytes that arrived, answered 408", rows)
 	}
 }
 

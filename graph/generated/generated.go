@@ -989,7 +989,7 @@ type Delivery {
   bodyBase64: String!
   "Size of the body the sender sent."
   bodySize: Int!
-  "False when only the first capture-cap bytes of the body are stored."
+  "False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is."
   complete: Boolean!
   receivedAt: Time!
   "What the sender was answered (the latest attempt's status for a retried delivery)."

@@ -63,7 +63,7 @@ type Delivery struct {
 	BodyBase64 string  `json:"bodyBase64"`
 	// Size of the body the sender sent.
 	BodySize int `json:"bodySize"`
-	// False when only the first capture-cap bytes of the body are stored.
+	// False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is.
 	Complete   bool      `json:"complete"`
 	ReceivedAt time.Time `json:"receivedAt"`
 	// What the sender was answered (the latest attempt's status for a retried delivery).
