@@ -20,6 +20,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
+	refused  prometheus.Counter
 }
 
 // New registers the relay's instruments and the Go runtime's.
@@ -39,8 +40,12 @@ func New() *Metrics {
 			Name: "relay_http_requests_in_flight",
 			Help: "Requests being handled now, by area, open WebSockets included.",
 		}, []string{"area"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_http_connections_refused_total",
+			Help: "Connections answered 429 and closed because their client address held --max-conns-per-ip already.",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.inFlight,
+	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -63,6 +68,9 @@ func (m *Metrics) Positions(logPosition func(context.Context) (uint64, error), v
 			func() float64 { return float64(viewsPosition()) }),
 	)
 }
+
+// ConnectionRefused counts one connection refused over the per-address cap.
+func (m *Metrics) ConnectionRefused() { m.refused.Inc() }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

@@ -75,10 +75,9 @@ func relayRSSMiB(t *testing.T, r *harness.Relay) float64 {
 	return float64(kib) / 1024
 }
 
-var inFlightLine = regexp.MustCompile(`(?m)^relay_http_requests_in_flight\{area="(\w+)"\} (\d+)$`)
-
-// inFlight reads how many requests of area the relay is handling now.
-func inFlight(t *testing.T, r *harness.Relay, area string) int {
+// metricValue reads one sample of the relay's /metrics by its name and
+// labels as printed (`name{label="v"}`); 0 when it is absent.
+func metricValue(t *testing.T, r *harness.Relay, series string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, r.BareURL()+"/metrics", nil)
 	resp, err := harness.Client.Do(r.Route(req))
@@ -87,13 +86,18 @@ func inFlight(t *testing.T, r *harness.Relay, area string) int {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, m := range inFlightLine.FindAllStringSubmatch(string(body), -1) {
-		if m[1] == area {
-			n, _ := strconv.Atoi(m[2])
-			return n
-		}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\d+)$`).FindStringSubmatch(string(body))
+	if m == nil {
+		return 0
 	}
-	return 0
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// inFlight reads how many requests of area the relay is handling now.
+func inFlight(t *testing.T, r *harness.Relay, area string) int {
+	t.Helper()
+	return metricValue(t, r, `relay_http_requests_in_flight{area="`+area+`"}`)
 }
 
 // TestDeclaredBodyReservesNoMemory sends 100 requests per path that declare
@@ -291,6 +295,9 @@ func TestConnectionsPerClientAreCapped(t *testing.T) {
 		}
 	}
 	refused()
+	if n := metricValue(t, r, "relay_http_connections_refused_total"); n != 1 {
+		t.Errorf("relay_http_connections_refused_total %d, want 1", n)
+	}
 
 	// Another client, and the health check from it, are not affected.
 	other := dialFrom(t, r, "127.0.0.2")

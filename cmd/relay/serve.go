@@ -239,7 +239,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)) }()
+	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
+	guarded.OnRefuse = met.ConnectionRefused
+	go func() { served <- srv.Serve(guarded) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
 		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
 	log.Info("relay started", "listen", ln.Addr().String(), "domain", cfg.Domain, "data", cfg.Data)

@@ -36,6 +36,10 @@ var refusal = func() string {
 // 429 and waits for the next.
 type Listener struct {
 	net.Listener
+	// OnRefuse, when set before the first Accept, is called for every
+	// connection refused over the cap (for a metric).
+	OnRefuse func()
+
 	maxPerIP     int
 	writeTimeout time.Duration
 
@@ -63,6 +67,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		ip := clientIP(c.RemoteAddr())
 		if !l.take(ip) {
+			if l.OnRefuse != nil {
+				l.OnRefuse()
+			}
 			l.refuse(c)
 			continue
 		}
