@@ -447,6 +447,12 @@ func TestStoredHeadersAreCapped(t *testing.T) {
 		if len(d.Headers) != maxHeaders || d.DroppedHeaders != total-maxHeaders {
 			t.Fatalf("stored %d headers, %d dropped; want %d stored and %d dropped", len(d.Headers), d.DroppedHeaders, maxHeaders, total-maxHeaders)
 		}
+		// Asked alone, the count is still read from the log.
+		var alone struct{ Delivery struct{ DroppedHeaders int } }
+		p.r.MustGraphQL(t, p.acct.Token, `query($id: ID!){ delivery(id: $id){ droppedHeaders } }`, map[string]any{"id": d.ID}, &alone)
+		if alone.Delivery.DroppedHeaders != d.DroppedHeaders {
+			t.Errorf("droppedHeaders asked alone: %d, with the headers: %d", alone.Delivery.DroppedHeaders, d.DroppedHeaders)
+		}
 		if code := refusal(t, p.r, p.acct.Token, retryMutation, map[string]any{"id": d.ID}).Code(); code != "PAYLOAD_INCOMPLETE" {
 			t.Errorf("retry of a delivery with dropped headers: %s, want PAYLOAD_INCOMPLETE", code)
 		}
