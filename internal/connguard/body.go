@@ -11,11 +11,12 @@ import (
 // body, so a slow but steady upload of any size succeeds, and a sender that
 // declares a body and goes silent loses its connection. The read that
 // fails returns an error matching os.ErrDeadlineExceeded to the handler.
-// Requests without a body and upgrades are left alone. h must be given the
+// Requests without a body (WebSocket upgrades among them) are left alone;
+// an Upgrade header does not exempt a body. h must be given the
 // server's own ResponseWriter (mount BodyProgress outermost).
 func BodyProgress(timeout time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Upgrade") != "" {
+		if r.Body == nil || r.Body == http.NoBody {
 			h.ServeHTTP(w, r)
 			return
 		}
