@@ -22,6 +22,11 @@ type config struct {
 	timeout  time.Duration
 }
 
+// tokenFlagWarning is printed when the token is given as a flag: the
+// command line of a process is readable by every user of the machine
+// (ps, /proc/<pid>/cmdline), the environment is not.
+const tokenFlagWarning = "relay agent: warning: --token shows the token to every local user in the process list; set RELAY_TOKEN instead"
+
 // parseConfig reads flags, falling back to RELAY_* environment variables
 // looked up with env.
 func parseConfig(args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
@@ -29,7 +34,7 @@ func parseConfig(args []string, stderr io.Writer, env func(string) (string, bool
 	fs := flag.NewFlagSet("relay agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", getenv("RELAY_SERVER"), "relay URL, e.g. http://localhost:8080 (env RELAY_SERVER)")
-	token := fs.String("token", getenv("RELAY_TOKEN"), "API token of the Endpoint's account (env RELAY_TOKEN)")
+	token := fs.String("token", getenv("RELAY_TOKEN"), "API token of the Endpoint's account; prefer env RELAY_TOKEN: a flag shows in the process list to every local user")
 	endpoint := fs.String("endpoint", getenv("RELAY_ENDPOINT"), "ID of the Endpoint to serve (env RELAY_ENDPOINT)")
 	target := fs.String("target", getenv("RELAY_TARGET"), "local target, 127.0.0.1:PORT or localhost:PORT (env RELAY_TARGET)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long a local request may take")
@@ -39,6 +44,11 @@ func parseConfig(args []string, stderr io.Writer, env func(string) (string, bool
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("agent: unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "token" {
+			fmt.Fprintln(stderr, tokenFlagWarning)
+		}
+	})
 	var missing []string
 	for _, f := range []struct{ name, value string }{
 		{"--server", *server}, {"--token", *token}, {"--endpoint", *endpoint}, {"--target", *target},

@@ -31,7 +31,7 @@ func samples() []domain.Event {
 		domain.AgentDisconnected{EndpointID: "ep1", AgentID: "ag-1", Reason: "connection lost"},
 		domain.DeliveryReceived{DeliveryID: "d1", Address: "ep1", AddressKind: domain.AddressEndpoint, AccountID: "acc-1", Method: "POST",
 			Target: "/a%2Fb?x=1&x=2", Host: "ep1.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5000",
-			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false,
+			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false, DroppedHeaders: 3,
 			Answer: &domain.ReceiptAnswer{Status: 413, Reason: "body larger than 10 bytes"}},
 		domain.DeliveryAnswered{DeliveryID: "d1", Status: 503, Reason: "no agent connected"},
 		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "a1", EndpointID: "ep1"},

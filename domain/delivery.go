@@ -5,12 +5,15 @@ import "fmt"
 // Delivery invariants:
 //  1. A delivery is received once, at a known address, with a method and a
 //     raw request target that starts with "/" (or is "*" for OPTIONS).
-//  2. len(Body) <= BodySize, and Complete is true exactly when the body was
-//     stored whole.
+//  2. len(Body) <= BodySize, and Complete only when the body was stored
+//     whole (len(Body) == BodySize). A body cut short by a failed read is
+//     stored as far as it arrived and is not complete, whatever its size.
 //  3. An attempt is answered at most once: a response or a failure for an
 //     attempt that is not pending raises no event.
 //  4. A retry needs an Endpoint in PROXY mode, a connected agent and a
-//     complete payload, checked in that order.
+//     complete payload (the whole body and every header stored), checked in
+//     that order.
+//  5. DroppedHeaders is never negative.
 
 // CapturedRequest is a request exactly as the sender sent it.
 type CapturedRequest struct {
@@ -23,6 +26,9 @@ type CapturedRequest struct {
 	Body       []byte
 	BodySize   int64
 	Complete   bool
+	// DroppedHeaders counts header values received but not stored (past
+	// the relay's header limits); Headers holds the others.
+	DroppedHeaders int
 }
 
 // Delivery is one request to a public address and what became of it.
@@ -63,8 +69,10 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		return nil, &InvalidInputError{Field: "target", Reason: fmt.Sprintf("%q is not an origin-form request target", req.Target)}
 	case int64(len(req.Body)) > req.BodySize:
 		return nil, &InvalidInputError{Field: "body", Reason: "stored body longer than its size"}
-	case req.Complete != (int64(len(req.Body)) == req.BodySize):
-		return nil, &InvalidInputError{Field: "complete", Reason: "must be true exactly when the whole body is stored"}
+	case req.Complete && int64(len(req.Body)) != req.BodySize:
+		return nil, &InvalidInputError{Field: "complete", Reason: "true although the body is not stored whole"}
+	case req.DroppedHeaders < 0:
+		return nil, &InvalidInputError{Field: "dropped headers", Reason: "negative"}
 	}
 	d := &Delivery{aggregate: newAggregate()}
 	headers := req.Headers
@@ -79,7 +87,7 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
 		RemoteAddr: req.RemoteAddr, Headers: headers, Body: body,
-		BodySize: req.BodySize, Complete: req.Complete, Answer: answer,
+		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, Answer: answer,
 	})
 	return d, nil
 }
@@ -99,7 +107,8 @@ func (d *Delivery) raise(e Event) { d.apply(e); d.changes = append(d.changes, e)
 func (d *Delivery) apply(e Event) {
 	switch e := e.(type) {
 	case DeliveryReceived:
-		d.id, d.address, d.kind, d.accountID, d.complete = e.DeliveryID, e.Address, e.AddressKind, e.AccountID, e.Complete
+		d.id, d.address, d.kind, d.accountID = e.DeliveryID, e.Address, e.AddressKind, e.AccountID
+		d.complete = e.Complete && e.DroppedHeaders == 0
 		d.answered = e.Answer != nil
 		d.pending = map[string]bool{}
 	case DeliveryAnswered:

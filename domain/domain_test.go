@@ -141,6 +141,8 @@ func TestRetryPreconditions(t *testing.T) {
 		{"inspector", received(domain.AddressInspector, true), proxy, domain.ErrRetryNotProxy},
 		{"no agent", received(domain.AddressEndpoint, true), domain.EndpointStatus{Mode: domain.ModeProxy}, domain.ErrAgentNotConnected},
 		{"incomplete", received(domain.AddressEndpoint, false), proxy, domain.ErrPayloadIncomplete},
+		{"headers dropped", []domain.Event{domain.DeliveryReceived{DeliveryID: "d1", Address: "ep", AddressKind: domain.AddressEndpoint,
+			Method: "POST", Target: "/", Complete: true, DroppedHeaders: 1}}, proxy, domain.ErrPayloadIncomplete},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

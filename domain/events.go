@@ -121,6 +121,8 @@ type AgentDisconnected struct {
 // DeliveryReceived records a request exactly as it reached a known address.
 // Body holds at most the capture cap; BodySize is the size the sender sent
 // (as far as it was read) and Complete tells whether Body is all of it.
+// DroppedHeaders counts header values past the relay's header limits,
+// received (and forwarded) but not in Headers.
 type DeliveryReceived struct {
 	DeliveryID  string      `json:"delivery_id"`
 	Address     string      `json:"address"`
@@ -135,6 +137,9 @@ type DeliveryReceived struct {
 	Body        []byte      `json:"body"`
 	BodySize    int64       `json:"body_size"`
 	Complete    bool        `json:"complete"`
+	// DroppedHeaders was added without a version change: older events
+	// have none, and zero is what they mean.
+	DroppedHeaders int `json:"dropped_headers,omitempty"`
 	// Answer is the answer the relay gave on its own as it received the
 	// request (an inspector's 204, a LOG Endpoint's, a refusal): one event
 	// then records both. Nil when the answer came later, from a forward or

@@ -41,7 +41,7 @@ func text(b []byte) *string {
 func toDelivery(d projections.Delivery) *model.Delivery {
 	m := &model.Delivery{
 		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target,
-		Headers: toHeaders(d.Headers), Body: text(d.Body),
+		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Body: text(d.Body),
 		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),

@@ -10,7 +10,7 @@ import (
 // payloadFields are the Delivery fields that only the event log holds; the
 // views keep everything else (see projections.DeliverySummary).
 var payloadFields = map[string]bool{
-	"headers": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
+	"headers": true, "droppedHeaders": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
 }
 
 // wantsPayload reports whether the field being resolved selects, at any

@@ -40,7 +40,8 @@ func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooL
 // is at most maxBody bytes. A longer body is read only up to maxBody+1 bytes
 // (never unbounded): Capture then returns a *BodyTooLargeError, a nil full
 // and a req with BodySize = maxBody+1 and Complete = false that can still be
-// recorded. Any other read error is returned with the part read so far.
+// recorded. Any other read error is returned with the part read so far,
+// marked incomplete.
 func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedRequest, full []byte, err error) {
 	return capture(r, captureCap, maxBody, true)
 }
@@ -81,10 +82,10 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	var n int64
 	if keepFull {
 		var buf bytes.Buffer
-		if r.ContentLength > 0 {
-			// MinRead spare bytes let ReadFrom see EOF without regrowing.
-			buf.Grow(int(min(r.ContentLength, maxBody+1)) + bytes.MinRead)
-		}
+		// Nothing is reserved from Content-Length: it is only the sender's
+		// claim, and one that declares 10 MiB and sends a byte would hold
+		// 10 MiB per connection. The buffer grows with the bytes that
+		// arrive (to at most twice what was read).
 		n, err = buf.ReadFrom(limited)
 		full = buf.Bytes()
 		// A copy: Body shares no memory with full, which callers hand on.
@@ -102,7 +103,9 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	}
 	req.Body = stored
 	req.BodySize = n
-	req.Complete = int64(len(req.Body)) == n
+	// A failed read (a sender that stopped sending) leaves the body cut
+	// short: not complete, even when all that arrived is stored.
+	req.Complete = int64(len(req.Body)) == n && err == nil
 	if err != nil {
 		return req, nil, fmt.Errorf("capture body: %w", err)
 	}
@@ -161,4 +164,19 @@ func captureHeaders(r *http.Request) []domain.Header {
 		}
 	}
 	return out
+}
+
+// limitHeaders returns the leading headers of all that fit maxCount values
+// and maxBytes of names and values, and how many were left out. Storage
+// has these limits because every read of a delivery returns its headers;
+// forwarding does not, so the caller keeps all to forward.
+func limitHeaders(all []domain.Header, maxCount int, maxBytes int64) (kept []domain.Header, dropped int) {
+	var size int64
+	for i, h := range all {
+		size += int64(len(h.Name) + len(h.Value))
+		if i >= maxCount || size > maxBytes {
+			return all[:i:i], len(all) - i
+		}
+	}
+	return all, 0
 }

@@ -281,3 +281,39 @@ func FuzzCapture(f *testing.F) {
 		}
 	})
 }
+
+func TestLimitHeaders(t *testing.T) {
+	h := func(name, value string) domain.Header { return domain.Header{Name: name, Value: value} }
+	all := []domain.Header{h("A", "1234"), h("B", "12"), h("B", "34"), h("C", "123456")}
+	tests := []struct {
+		name        string
+		maxCount    int
+		maxBytes    int64
+		wantKept    int
+		wantDropped int
+	}{
+		{"under both limits", 10, 100, 4, 0},
+		{"exactly at both limits", 4, 20, 4, 0},
+		{"count", 2, 100, 2, 2},
+		{"bytes", 10, 10, 2, 2},
+		{"first header alone too large", 10, 4, 0, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kept, dropped := limitHeaders(all, tt.maxCount, tt.maxBytes)
+			if len(kept) != tt.wantKept || dropped != tt.wantDropped {
+				t.Fatalf("kept %d, dropped %d; want %d, %d", len(kept), dropped, tt.wantKept, tt.wantDropped)
+			}
+			for i := range kept {
+				if kept[i] != all[i] {
+					t.Fatalf("kept[%d] = %v, want the leading headers in order", i, kept[i])
+				}
+			}
+			before := append([]domain.Header{}, all...)
+			_ = append(kept, h("X", "y"))
+			if !reflect.DeepEqual(all, before) {
+				t.Fatalf("appending to what was kept changed the received headers: %v", all)
+			}
+		})
+	}
+}

@@ -21,6 +21,10 @@ var errNoForwarder = errors.New("no forwarder configured")
 func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
 	id := s.deps.NewDeliveryID()
 	req, full, err := Capture(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	// Every header received is forwarded (fidelity); only storage is
+	// limited.
+	received := req.Headers
+	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	var tooLarge *BodyTooLargeError
 	switch {
 	case errors.Is(err, ErrUnsupportedTarget):
@@ -64,7 +68,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		AccountID:       route.AccountID,
 		Method:          req.Method,
 		Target:          req.Target,
-		Headers:         domain.StripHopByHop(req.Headers),
+		Headers:         domain.StripHopByHop(received),
 		Body:            full,
 		Timeout:         s.cfg.ForwardTimeout,
 		CaptureResponse: route.ResponseCapture,

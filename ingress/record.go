@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -19,6 +20,7 @@ const appendTimeout = 10 * time.Second
 // it with the answer ans and then gives that answer.
 func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
 	req, err := captureRecord(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	req.Headers, req.DroppedHeaders = limitHeaders(req.Headers, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	switch {
 	case errors.Is(err, ErrUnsupportedTarget):
 		s.refuseTarget(ctx, w, r, route, err)
@@ -71,7 +73,17 @@ func (s *Server) refuseTarget(ctx context.Context, w http.ResponseWriter, r *htt
 	writeText(w, http.StatusBadRequest, "Bad Request: the request target must be a path\n")
 }
 
+// unreadableBody is the answer to a body that could not be read in full.
+// What did arrive is still recorded with it. A body that stopped arriving
+// (the server's body timeout) gets 408; the connection is closed after it.
 func unreadableBody(err error) answer {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return answer{
+			status: http.StatusRequestTimeout,
+			reason: "request body stalled: " + err.Error(),
+			body:   "Request Timeout: the request body stopped arriving\n",
+		}
+	}
 	return answer{
 		status: http.StatusBadRequest,
 		reason: "request body unreadable: " + err.Error(),

@@ -20,6 +20,8 @@ const (
 	DefaultCaptureCap     = 256 << 10
 	DefaultMaxBody        = 10 << 20
 	DefaultForwardTimeout = 30 * time.Second
+	DefaultMaxHeaders     = 200
+	DefaultMaxHeaderBytes = 64 << 10
 )
 
 // Config tunes the public-address server.
@@ -28,7 +30,13 @@ type Config struct {
 	CaptureCap     int64         // body bytes stored per delivery; default 256 KiB
 	MaxBody        int64         // largest body forwarded in PROXY mode (413 beyond); default 10 MiB
 	ForwardTimeout time.Duration // how long the local target may take; default 30 s
-	Logger         *slog.Logger  // default discards
+	// MaxHeaders and MaxHeaderBytes bound the headers stored per delivery:
+	// header values, and bytes of names and values. The rest are counted
+	// in the delivery's DroppedHeaders; a PROXY Endpoint still forwards
+	// them. Defaults 200 and 64 KiB.
+	MaxHeaders     int
+	MaxHeaderBytes int64
+	Logger         *slog.Logger // default discards
 }
 
 // Deps are the components the server talks to. Store and Resolver are
@@ -67,6 +75,12 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
+	if cfg.MaxHeaders <= 0 {
+		cfg.MaxHeaders = DefaultMaxHeaders
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

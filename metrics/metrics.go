@@ -19,6 +19,8 @@ type Metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	inFlight *prometheus.GaugeVec
+	refused  prometheus.Counter
 }
 
 // New registers the relay's instruments and the Go runtime's.
@@ -34,8 +36,16 @@ func New() *Metrics {
 			Help:    "Time from request to answer, by area; for addresses it includes the durable append and any forward.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"area"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "relay_http_requests_in_flight",
+			Help: "Requests being handled now, by area, open WebSockets included.",
+		}, []string{"area"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_http_connections_refused_total",
+			Help: "Connections answered 429 and closed because their client address held --max-conns-per-ip already.",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration,
+	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,6 +99,9 @@ func (m *Metrics) ViewsFailing(failing func() bool) {
 	}))
 }
 
+// ConnectionRefused counts one connection refused over the per-address cap.
+func (m *Metrics) ConnectionRefused() { m.refused.Inc() }
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
@@ -99,9 +112,12 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Instrument(next http.Handler, area func(*http.Request) string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		a := area(r)
+		inFlight := m.inFlight.WithLabelValues(a)
+		inFlight.Inc()
+		defer inFlight.Dec()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		a := area(r)
 		m.requests.WithLabelValues(a, strconv.Itoa(rec.code)).Inc()
 		if rec.code != http.StatusSwitchingProtocols {
 			// A WebSocket returns when the session ends, hours later: its

@@ -35,6 +35,9 @@ type receivedRow struct {
 	RemoteAddr  string             `json:"remote_addr"`
 	BodySize    int64              `json:"body_size"`
 	Complete    bool               `json:"complete"`
+	// DroppedHeaders is decoded only to check it: the count is read back
+	// from the log with the headers.
+	DroppedHeaders int `json:"dropped_headers"`
 	// Answer, when set, is what the relay answered as it received the
 	// request: the delivery is answered from its first event on.
 	Answer *domain.ReceiptAnswer `json:"answer"`

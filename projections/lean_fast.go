@@ -55,6 +55,10 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 			ok = s.int(&p.BodySize)
 		case "complete":
 			ok = s.bool(&p.Complete)
+		case "dropped_headers":
+			var n int64
+			ok = s.int(&n) && n >= 0 && n <= 1<<31
+			p.DroppedHeaders = int(n)
 		case "answer":
 			ok = s.answer(&p.Answer)
 		case "headers":

@@ -64,7 +64,7 @@ func (v *Views) fillFromLog(ctx context.Context, d *Delivery, r deliveryRefs) er
 	if !ok || received.DeliveryID != d.ID {
 		return fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
 	}
-	d.Headers, d.Body = orEmpty(received.Headers), received.Body
+	d.Headers, d.Body, d.DroppedHeaders = orEmpty(received.Headers), received.Body, received.DroppedHeaders
 	if d.Body == nil {
 		d.Body = []byte{}
 	}

@@ -62,9 +62,12 @@ type Delivery struct {
 	Proto      string
 	RemoteAddr string
 	Headers    []domain.Header // read from the log, as Body
-	Body       []byte
-	BodySize   int64
-	Complete   bool
+	// DroppedHeaders counts header values received but not stored; read
+	// from the log with Headers.
+	DroppedHeaders int
+	Body           []byte
+	BodySize       int64
+	Complete       bool
 
 	ReceivedAt time.Time
 	// ResponseStatus is what the sender was answered: the status of the

@@ -44,6 +44,11 @@ type serveConfig struct {
 	ShutdownGrace  time.Duration
 	KeepAlive      time.Duration
 	ViewsWait      time.Duration
+	IdleTimeout    time.Duration
+	BodyTimeout    time.Duration
+	MaxConnsPerIP  int
+	MaxHeaders     int
+	MaxHeaderBytes byteSize
 	CPUProfile     string
 	Trace          string
 }
@@ -51,6 +56,7 @@ type serveConfig struct {
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.CaptureCap = 256 << 10
 	c.MaxBody = 10 << 20
+	c.MaxHeaderBytes = 64 << 10
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -68,6 +74,11 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
 	_ = fs.MarkHidden("trace")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 60*time.Second, "an idle keep-alive connection is closed after this long")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "a request body or response that makes no progress for this long ends its connection")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
+	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header lines stored per delivery; the rest are forwarded but not stored, and counted on the delivery")
+	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond)")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
@@ -85,6 +96,16 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
 	case c.Domain == "":
 		return fmt.Errorf("--domain must not be empty")
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("--idle-timeout must be positive")
+	case c.BodyTimeout <= 0:
+		return fmt.Errorf("--body-timeout must be positive")
+	case c.MaxConnsPerIP < 1:
+		return fmt.Errorf("--max-conns-per-ip must be at least 1")
+	case c.MaxHeaders < 1:
+		return fmt.Errorf("--max-headers must be at least 1")
+	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > 16<<20:
+		return fmt.Errorf("--max-header-bytes must be between 1KiB and 16MiB")
 	}
 	return nil
 }

@@ -37,8 +37,11 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 // agentCommand hands its arguments to the agent, which parses its own flags.
 func agentCommand(stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:                "agent --server URL --token T --endpoint ID --target 127.0.0.1:PORT",
-		Short:              "Forward an Endpoint's deliveries to a process on this machine",
+		Use:   "agent --server URL --endpoint ID --target 127.0.0.1:PORT",
+		Short: "Forward an Endpoint's deliveries to a process on this machine",
+		Long: "Forward an Endpoint's deliveries to a process on this machine.\n\n" +
+			"The token comes from the environment: RELAY_TOKEN=<token> relay agent ...\n" +
+			"--token works too but shows the token to every local user in the process list.",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return agentcli.Run(cmd.Context(), args, stdout, stderr)

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/commands"
@@ -27,12 +26,18 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/tunnel"
 )
+
+// headerTimeout bounds the request line and headers of each request,
+// counted from the first byte the server waits for (a new connection or the
+// next request on a kept-alive one).
+const headerTimeout = 30 * time.Second
 
 func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfg serveConfig
@@ -245,7 +250,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		a.store, a.codec, a.views, client, hub, log)
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
-	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
+	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")})
 
 	met := metrics.New()
 	met.Positions(a.store.LastPosition, a.views.Position)
@@ -261,7 +266,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 
 	in := ingress.New(ingress.Config{
 		Domain: cfg.Domain, CaptureCap: int64(cfg.CaptureCap), MaxBody: int64(cfg.MaxBody),
-		ForwardTimeout: cfg.ForwardTimeout, Logger: log,
+		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
 	}, ingress.Deps{
 		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
@@ -273,10 +278,24 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 		return "address"
 	}
-	srv := &http.Server{Handler: met.Instrument(in.Handler(), area), DisableGeneralOptionsHandler: true, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{
+		Handler:                      connguard.BodyProgress(cfg.BodyTimeout, met.Instrument(in.Handler(), area)),
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            headerTimeout,
+		// No deadline for a whole request or response: a large upload or
+		// a forward may take long while making progress. BodyProgress and
+		// the listener's write deadline end one that stalls instead.
+		ReadTimeout:    0,
+		WriteTimeout:   0,
+		IdleTimeout:    cfg.IdleTimeout,
+		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
+	guarded.OnRefuse = met.ConnectionRefused
+	go func() { served <- srv.Serve(guarded) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
 		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
 	log.Info("relay started", "listen", ln.Addr().String(), "domain", cfg.Domain, "data", cfg.Data)

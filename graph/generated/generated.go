@@ -62,6 +62,7 @@ type ComplexityRoot struct {
 		BodySize        func(childComplexity int) int
 		Complete        func(childComplexity int) int
 		Cursor          func(childComplexity int) int
+		DroppedHeaders  func(childComplexity int) int
 		Headers         func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Method          func(childComplexity int) int
@@ -313,6 +314,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Cursor(childComplexity), true
+	case "Delivery.droppedHeaders":
+		if e.ComplexityRoot.Delivery.DroppedHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.DroppedHeaders(childComplexity), true
 	case "Delivery.headers":
 		if e.ComplexityRoot.Delivery.Headers == nil {
 			break
@@ -968,13 +975,21 @@ type Delivery {
   method: String!
   "Raw request target as sent: path and query, byte for byte."
   path: String!
+  "The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders)."
   headers: [Header!]!
+  """
+  How many header values the sender sent beyond the relay's header limits
+  (` + "`" + `--max-headers` + "`" + `, ` + "`" + `--max-header-bytes` + "`" + `): received and forwarded, but not
+  stored, so not in ` + "`" + `headers` + "`" + `. Like an incomplete body, a delivery with
+  dropped headers cannot be retried. 0 for most deliveries.
+  """
+  droppedHeaders: Int!
   "The stored body as text when it is valid UTF-8, else null (use bodyBase64)."
   body: String
   bodyBase64: String!
   "Size of the body the sender sent."
   bodySize: Int!
-  "False when only the first capture-cap bytes of the body are stored."
+  "False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is."
   complete: Boolean!
   receivedAt: Time!
   "What the sender was answered (the latest attempt's status for a retried delivery)."
@@ -1192,6 +1207,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_path(ctx, field)
 	case "headers":
 		return ec.fieldContext_Delivery_headers(ctx, field)
+	case "droppedHeaders":
+		return ec.fieldContext_Delivery_droppedHeaders(ctx, field)
 	case "body":
 		return ec.fieldContext_Delivery_body(ctx, field)
 	case "bodyBase64":
@@ -2126,6 +2143,29 @@ func (ec *executionContext) fieldContext_Delivery_headers(_ context.Context, fie
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_droppedHeaders(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_droppedHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DroppedHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_droppedHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _Delivery_body(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -5736,6 +5776,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "headers":
 			out.Values[i] = ec._Delivery_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "droppedHeaders":
+			out.Values[i] = ec._Delivery_droppedHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -50,14 +50,20 @@ type Delivery struct {
 	Address string `json:"address"`
 	Method  string `json:"method"`
 	// Raw request target as sent: path and query, byte for byte.
-	Path    string    `json:"path"`
+	Path string `json:"path"`
+	// The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders).
 	Headers []*Header `json:"headers"`
+	// How many header values the sender sent beyond the relay's header limits
+	// (`--max-headers`, `--max-header-bytes`): received and forwarded, but not
+	// stored, so not in `headers`. Like an incomplete body, a delivery with
+	// dropped headers cannot be retried. 0 for most deliveries.
+	DroppedHeaders int `json:"droppedHeaders"`
 	// The stored body as text when it is valid UTF-8, else null (use bodyBase64).
 	Body       *string `json:"body,omitempty"`
 	BodyBase64 string  `json:"bodyBase64"`
 	// Size of the body the sender sent.
 	BodySize int `json:"bodySize"`
-	// False when only the first capture-cap bytes of the body are stored.
+	// False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is.
 	Complete   bool      `json:"complete"`
 	ReceivedAt time.Time `json:"receivedAt"`
 	// What the sender was answered (the latest attempt's status for a retried delivery).

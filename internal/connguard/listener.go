@@ -1,0 +1,175 @@
+package connguard
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+const (
+	// refusalLinger is how long a refused connection is kept to read what
+	// the client sent, so the refusal reaches it before the close (closing
+	// a socket with unread input sends a reset that can discard the answer).
+	refusalLinger = 500 * time.Millisecond
+	// maxRefusing bounds refused connections lingering at once; beyond it a
+	// refused connection is closed at once, so refusals cannot pile up
+	// descriptors either.
+	maxRefusing = 64
+)
+
+// refusal is the whole answer to a connection over the cap: written on the
+// raw connection, before any HTTP parsing, and followed by a close.
+var refusal = func() string {
+	body := "Too Many Requests: too many open connections from your address\n"
+	return "HTTP/1.1 429 Too Many Requests\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n" +
+		"Retry-After: 1\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}()
+
+// Listener caps the connections open at once from each client IP address
+// and gives every accepted connection a write deadline that moves with
+// progress. Its Accept never returns a refused connection: it answers it
+// 429 and waits for the next.
+type Listener struct {
+	net.Listener
+	// OnRefuse, when set before the first Accept, is called for every
+	// connection refused over the cap (for a metric).
+	OnRefuse func()
+
+	maxPerIP     int
+	writeTimeout time.Duration
+
+	mu       sync.Mutex
+	open     map[string]int
+	refusing chan struct{}
+}
+
+// NewListener wraps ln. maxPerIP is the most connections one IP address may
+// hold open; writeTimeout is how long one write to a client may make no
+// progress before the connection fails (zero: no limit).
+func NewListener(ln net.Listener, maxPerIP int, writeTimeout time.Duration) *Listener {
+	return &Listener{
+		Listener: ln, maxPerIP: maxPerIP, writeTimeout: writeTimeout,
+		open: map[string]int{}, refusing: make(chan struct{}, maxRefusing),
+	}
+}
+
+// Accept returns the next connection whose address is under its cap.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := clientIP(c.RemoteAddr())
+		if !l.take(ip) {
+			if l.OnRefuse != nil {
+				l.OnRefuse()
+			}
+			l.refuse(c)
+			continue
+		}
+		return &conn{Conn: c, writeTimeout: l.writeTimeout, release: func() { l.release(ip) }}, nil
+	}
+}
+
+// Open is how many accepted connections ip holds now.
+func (l *Listener) Open(ip string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open[ip]
+}
+
+func (l *Listener) take(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[ip] >= l.maxPerIP {
+		return false
+	}
+	l.open[ip]++
+	return true
+}
+
+func (l *Listener) release(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[ip] <= 1 {
+		delete(l.open, ip)
+		return
+	}
+	l.open[ip]--
+}
+
+// refuse answers c 429 and closes it without blocking Accept.
+func (l *Listener) refuse(c net.Conn) {
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.refusing }()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(refusalLinger))
+		if _, err := io.WriteString(c, refusal); err != nil {
+			return
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		// Read until the client closes or the linger ends, a bounded amount.
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
+}
+
+// clientIP is the address a connection counts against: the peer's IP
+// without its port.
+func clientIP(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// conn releases its address's slot once, on the first Close, and pushes its
+// write deadline forward before every write.
+type conn struct {
+	net.Conn
+	writeTimeout time.Duration
+	once         sync.Once
+	release      func()
+}
+
+func (c *conn) Write(p []byte) (int, error) {
+	if c.writeTimeout > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// CloseWrite lets net/http half-close the connection before it closes it,
+// as it does with a bare TCP connection, so a final answer is not lost to
+// a reset.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
