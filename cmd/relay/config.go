@@ -6,6 +6,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/graph"
 )
 
 // byteSize is a flag that accepts sizes such as "256KiB" or "10MiB".
@@ -43,11 +45,16 @@ type serveConfig struct {
 	KeepAlive      time.Duration
 	CPUProfile     string
 	Trace          string
+	MaxAPIBody     byteSize
+	MaxQueryCost   int
+	MaxQueryFields int
+	MaxQueryTokens int
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.CaptureCap = 256 << 10
 	c.MaxBody = 10 << 20
+	c.MaxAPIBody = graph.DefaultMaxBody
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -65,6 +72,10 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
 	_ = fs.MarkHidden("trace")
+	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
+	fs.IntVar(&c.MaxQueryCost, "max-query-cost", graph.DefaultMaxCost, "cost budget of one GraphQL operation (see docs/security.md); costlier ones are refused before they run")
+	fs.IntVar(&c.MaxQueryFields, "max-query-fields", graph.DefaultMaxFields, "most fields in one GraphQL operation, aliases and fragments expanded")
+	fs.IntVar(&c.MaxQueryTokens, "max-query-tokens", graph.DefaultMaxTokens, "most tokens in one GraphQL document")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
 }
 
@@ -78,6 +89,14 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
 	case c.Domain == "":
 		return fmt.Errorf("--domain must not be empty")
+	case c.MaxAPIBody < 1<<10:
+		return fmt.Errorf("--max-api-body (%s) must be at least 1KiB", c.MaxAPIBody.String())
+	case c.MaxQueryCost < 1000:
+		return fmt.Errorf("--max-query-cost must be at least 1000 (one mutation costs that)")
+	case c.MaxQueryFields < 10:
+		return fmt.Errorf("--max-query-fields must be at least 10")
+	case c.MaxQueryTokens < 100:
+		return fmt.Errorf("--max-query-tokens must be at least 100")
 	}
 	return nil
 }

@@ -41,6 +41,18 @@ func TestServeConfig(t *testing.T) {
 		{name: "non-positive inspector ttl", env: map[string]string{"RELAY_INSPECTOR_TTL": "0s"}, wantErr: "--inspector-ttl"},
 		{name: "non-positive forward timeout", args: []string{"--forward-timeout", "-1s"}, wantErr: "--forward-timeout"},
 		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
+		{name: "api limits default", check: func(c serveConfig) bool {
+			return c.MaxAPIBody == 1<<20 && c.MaxQueryCost == 100_000 && c.MaxQueryFields == 1000 && c.MaxQueryTokens == 3000
+		}},
+		{name: "api limits from env", env: map[string]string{"RELAY_MAX_API_BODY": "64KiB", "RELAY_MAX_QUERY_COST": "5000",
+			"RELAY_MAX_QUERY_FIELDS": "200", "RELAY_MAX_QUERY_TOKENS": "500"},
+			check: func(c serveConfig) bool {
+				return c.MaxAPIBody == 64<<10 && c.MaxQueryCost == 5000 && c.MaxQueryFields == 200 && c.MaxQueryTokens == 500
+			}},
+		{name: "api body too small", args: []string{"--max-api-body", "100B"}, wantErr: "--max-api-body"},
+		{name: "query cost too small", args: []string{"--max-query-cost", "10"}, wantErr: "--max-query-cost"},
+		{name: "query fields too small", env: map[string]string{"RELAY_MAX_QUERY_FIELDS": "0"}, wantErr: "--max-query-fields"},
+		{name: "query tokens too small", args: []string{"--max-query-tokens", "-1"}, wantErr: "--max-query-tokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
