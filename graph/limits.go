@@ -45,8 +45,8 @@ type Limits struct {
 const (
 	DefaultMaxBody    = 1 << 20
 	DefaultMaxCost    = 100_000
-	DefaultMaxFields  = 1000
-	DefaultMaxTokens  = 3000
+	DefaultMaxFields  = 500
+	DefaultMaxTokens  = 1000
 	DefaultCaptureCap = 256 << 10
 )
 
