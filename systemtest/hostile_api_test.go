@@ -299,7 +299,7 @@ func TestAPIPersistedQueriesBounded(t *testing.T) {
 func TestAPIErrorsDoNotEchoRequests(t *testing.T) {
 	t.Parallel()
 	r := harness.Start(t, "")
-	const marker = "SECRET-MARKER"
+	const marker = "SECRET_MARKER"
 	long := strings.Repeat("x", 300) + marker
 	tests := []struct{ name, body string }{
 		{"body that does not decode", `{"query": "{ __typename }", "token": "` + long + `", `},
