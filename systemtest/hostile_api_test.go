@@ -107,7 +107,9 @@ func TestAPIBodyLimit(t *testing.T) {
 	}
 	// The relay still answers, and its peak grew by less than 16 MiB
 	// (without the limit gqlgen reads, copies and decodes all 50 MB).
-	var out struct{ Typename string `json:"__typename"` }
+	var out struct {
+		Typename string `json:"__typename"`
+	}
 	r.MustGraphQL(t, "", `{ __typename }`, nil, &out)
 	if grew := peakRSSKiB(t, r) - before; grew > 16<<10 {
 		t.Errorf("peak RSS grew by %d MiB over two 50 MB requests, want < 16 MiB", grew>>10)
@@ -150,7 +152,9 @@ func TestAPIQueryCost(t *testing.T) {
 		send(t, r, id, "POST", "/big/"+strconv.Itoa(i), nil, body)
 	}
 	var page struct {
-		Inspector struct{ Deliveries struct{ Nodes []struct{ ID string } } }
+		Inspector struct {
+			Deliveries struct{ Nodes []struct{ ID string } }
+		}
 	}
 	harness.Eventually(t, 10*time.Second, "the history to hold every delivery", func() bool {
 		r.MustGraphQL(t, "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 100){ nodes{ id } } } }`, map[string]any{"id": id}, &page)
