@@ -215,7 +215,7 @@ func TestAccountsReadOnlyTheirOwnEvents(t *testing.T) {
 		var p struct {
 			Events struct{ Nodes []struct{ Type, Data string } }
 		}
-		e.c.MustPost(`{ events(first: 100) { nodes { type data } } }`, &p, client.AddHeader("Authorization", "Bearer "+tok))
+		e.c.MustPost(`{ events(first: 25) { nodes { type data } } }`, &p, client.AddHeader("Authorization", "Bearer "+tok))
 		var types []string
 		for _, n := range p.Events.Nodes {
 			types = append(types, n.Type)

@@ -44,7 +44,7 @@ type Limits struct {
 // Defaults of Limits.
 const (
 	DefaultMaxBody    = 1 << 20
-	DefaultMaxCost    = 100_000
+	DefaultMaxCost    = 10_000
 	DefaultMaxFields  = 500
 	DefaultMaxTokens  = 1000
 	DefaultCaptureCap = 256 << 10

@@ -82,7 +82,7 @@ func loadThenStop(t *testing.T, r *harness.Relay, stop func()) {
 	r.Restart(t)
 	// After the restart the views catch up with the log before serving.
 	got := map[string]bool{}
-	for _, d := range history(t, r, id, 100) {
+	for _, d := range history(t, r, id, 500) {
 		got[d.Path] = true
 	}
 	missing := 0

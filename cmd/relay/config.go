@@ -91,8 +91,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--domain must not be empty")
 	case c.MaxAPIBody < 1<<10:
 		return fmt.Errorf("--max-api-body (%s) must be at least 1KiB", c.MaxAPIBody.String())
-	case c.MaxQueryCost < 1000:
-		return fmt.Errorf("--max-query-cost must be at least 1000 (one mutation costs that)")
+	case c.MaxQueryCost < 2000:
+		return fmt.Errorf("--max-query-cost must be at least 2000 (one mutation costs 1000 and more)")
 	case c.MaxQueryFields < 10:
 		return fmt.Errorf("--max-query-fields must be at least 10")
 	case c.MaxQueryTokens < 100:

@@ -42,7 +42,7 @@ func TestServeConfig(t *testing.T) {
 		{name: "non-positive forward timeout", args: []string{"--forward-timeout", "-1s"}, wantErr: "--forward-timeout"},
 		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
 		{name: "api limits default", check: func(c serveConfig) bool {
-			return c.MaxAPIBody == 1<<20 && c.MaxQueryCost == 100_000 && c.MaxQueryFields == 500 && c.MaxQueryTokens == 1000
+			return c.MaxAPIBody == 1<<20 && c.MaxQueryCost == 10_000 && c.MaxQueryFields == 500 && c.MaxQueryTokens == 1000
 		}},
 		{name: "api limits from env", env: map[string]string{"RELAY_MAX_API_BODY": "64KiB", "RELAY_MAX_QUERY_COST": "5000",
 			"RELAY_MAX_QUERY_FIELDS": "200", "RELAY_MAX_QUERY_TOKENS": "500"},

@@ -941,7 +941,7 @@ var sources = []*ast.Source{
 # headers count as 32, attempts as 8, endpoints as 100), a payload field (body,
 # bodyBase64, responseBody, Event.data, ForwardRequest.bodyBase64) weighs the KiB
 # the capture cap lets it hold (base64: 4/3 of it), and a mutation field 1000
-# more. An operation over the budget (--max-query-cost, default 100000), with more
+# more. An operation over the budget (--max-query-cost, default 10000), with more
 # than --max-query-fields fields (aliases and fragments counted), or a document of
 # more than --max-query-tokens tokens is refused with extensions.code
 # QUERY_TOO_COMPLEX (the token limit: GRAPHQL_PARSE_FAILED) and nothing runs.
