@@ -66,6 +66,9 @@ const (
 	// mutationCost is what each mutation field weighs on top of what it
 	// selects: every one is a write to the log (or waits for an agent).
 	mutationCost = 1000
+	// eventsScanCost is what a page of the log weighs on top of its rows:
+	// an account's page may read up to 10 000 events to find its own.
+	eventsScanCost = 1000
 )
 
 // Sentinels of the refusals the limits make; the error presenter gives
@@ -150,7 +153,7 @@ func costs(l Limits) generated.ComplexityRoot {
 
 	c.Inspector.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
 	c.Endpoint.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
-	c.Query.Events = func(child int, _ *string, first *int) int { return page(child, first) }
+	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
 	c.Query.Endpoints = list(endpointsPerList)
 
 	c.Mutation.CreateInspector = write

@@ -124,6 +124,9 @@ func TestPageCost(t *testing.T) {
 			t.Errorf("deliveries(first: %v) of rows of 10 = %d, want %d", tt.first, got, tt.want)
 		}
 	}
+	if got := c.Query.Events(3, nil, ptr(1)); got != 1000+1+3 {
+		t.Errorf("events(first: 1) of rows of 3 = %d, want the scan's 1000 + 4", got)
+	}
 	if got := c.Query.Events(1<<30, nil, ptr(100)); got <= 0 {
 		t.Errorf("a huge cost overflowed to %d", got)
 	}

@@ -940,11 +940,12 @@ var sources = []*ast.Source{
 # or page multiplies what each row selects by its length (first, clamped to 100;
 # headers count as 32, attempts as 8, endpoints as 100), a payload field (body,
 # bodyBase64, responseBody, Event.data, ForwardRequest.bodyBase64) weighs the KiB
-# the capture cap lets it hold (base64: 4/3 of it), and a mutation field 1000
-# more. An operation over the budget (--max-query-cost, default 10000), with more
-# than --max-query-fields fields (aliases and fragments counted), or a document of
-# more than --max-query-tokens tokens is refused with extensions.code
-# QUERY_TOO_COMPLEX (the token limit: GRAPHQL_PARSE_FAILED) and nothing runs.
+# the capture cap lets it hold (base64: 4/3 of it), and a mutation field or a
+# page of events 1000 more. An operation over the budget (--max-query-cost,
+# default 10000) or with more than --max-query-fields fields (aliases and
+# fragments counted) is refused with extensions.code QUERY_TOO_COMPLEX, a
+# document of more than --max-query-tokens tokens with GRAPHQL_PARSE_FAILED, and
+# nothing runs. See docs/security.md.
 
 scalar Time
 
