@@ -214,9 +214,9 @@ func (r *Resolver) events(ctx context.Context, after string, first int) (*model.
 	case first < 0:
 		return nil, &domain.InvalidInputError{Field: "first", Reason: "must not be negative"}
 	case first == 0:
-		first = 100
-	case first > 1000:
-		first = 1000
+		first = DefaultPageSize
+	case first > MaxPageSize:
+		first = MaxPageSize
 	}
 	var (
 		evs []domain.RecordedEvent

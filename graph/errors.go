@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -28,6 +30,9 @@ var codes = []struct {
 	// The change is in the log but the views did not reach it in time
 	// (see commands.Config.ViewsWait): reading it again later shows it.
 	{domain.ErrUnavailable, "UNAVAILABLE"},
+	// The API's own limits (limits.go).
+	{ErrQueryTooComplex, codeQueryTooComplex},
+	{ErrRequestTooLarge, "REQUEST_TOO_LARGE"},
 }
 
 // Code returns the extensions.code for err, or "" when it is not a refusal.
@@ -46,7 +51,10 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		var gqlErr *gqlerror.Error
 		if errors.As(err, &gqlErr) && gqlErr.Err == nil {
-			return gqlErr // parse and validation errors already speak GraphQL
+			// Parse, validation and decoding errors already speak GraphQL,
+			// but may quote the request: never send it back.
+			gqlErr.Message = quoteless(gqlErr.Message)
+			return gqlErr
 		}
 		ge := graphql.DefaultErrorPresenter(ctx, err)
 		if ge.Extensions == nil {
@@ -76,4 +84,26 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		}
 		return ge
 	}
+}
+
+// maxMessage bounds an error message: gqlparser quotes the offending token
+// and gqlgen the whole body of a request it cannot decode, and a request
+// is up to --max-api-body long.
+const maxMessage = 200
+
+// quoteless cuts what a transport or parser error message quotes of the
+// request: the body gqlgen appends to a JSON decoding error, and anything
+// past maxMessage bytes.
+func quoteless(msg string) string {
+	if strings.HasPrefix(msg, "json request body could not be decoded") {
+		msg, _, _ = strings.Cut(msg, " body:")
+	}
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }

@@ -217,7 +217,7 @@ func TestAccountsReadOnlyTheirOwnEvents(t *testing.T) {
 		var p struct {
 			Events struct{ Nodes []struct{ Type, Data string } }
 		}
-		e.c.MustPost(`{ events(first: 100) { nodes { type data } } }`, &p, client.AddHeader("Authorization", "Bearer "+tok))
+		e.c.MustPost(`{ events(first: 25) { nodes { type data } } }`, &p, client.AddHeader("Authorization", "Bearer "+tok))
 		var types []string
 		for _, n := range p.Events.Nodes {
 			types = append(types, n.Type)
@@ -450,5 +450,25 @@ func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
 				t.Errorf("agent.connected.v1 target %q, want %q", got.Target, tt.want)
 			}
 		})
+	}
+}
+
+// TestPagesAreClamped: a first larger than 100 reads a page of 100 and
+// says that more follow, for the log and for a history alike.
+func TestPagesAreClamped(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 101; i++ {
+		var out struct{ CreateInspector struct{ ID string } }
+		e.c.MustPost(`mutation { createInspector { id } }`, &out)
+	}
+	var p struct {
+		Events struct {
+			Nodes    []struct{ Position string }
+			PageInfo struct{ HasNextPage bool }
+		}
+	}
+	e.c.MustPost(`{ events(first: 1000) { nodes { position } pageInfo { hasNextPage } } }`, &p, client.AddHeader("Authorization", "Bearer "+adminToken))
+	if len(p.Events.Nodes) != graph.MaxPageSize || !p.Events.PageInfo.HasNextPage {
+		t.Errorf("events(first: 1000) = %d rows, hasNextPage %v; want %d and true", len(p.Events.Nodes), p.Events.PageInfo.HasNextPage, graph.MaxPageSize)
 	}
 }

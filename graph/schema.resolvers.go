@@ -11,7 +11,7 @@ import (
 
 // Deliveries is the resolver for the deliveries field.
 func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error) {
-	page, err := r.history(ctx, obj.ID, deref(first), deref(after))
+	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after))
 	if err != nil {
 		return nil, err
 	}
@@ -20,7 +20,7 @@ func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, 
 
 // Deliveries is the resolver for the deliveries field.
 func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string) (*model.DeliveryConnection, error) {
-	page, err := r.history(ctx, obj.ID, deref(first), deref(after))
+	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after))
 	if err != nil {
 		return nil, err
 	}

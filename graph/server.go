@@ -10,7 +10,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -28,7 +27,18 @@ type ServerOptions struct {
 	// Playground serves GraphiQL to browsers that GET the endpoint; nil
 	// disables it.
 	Playground http.Handler
+	// Limits bound what one request may cost; zero values take defaults.
+	Limits Limits
 }
+
+// Bounds of the document caches, in bytes of query text: a legitimate
+// document is a few KiB, and a parsed one holds about a hundred times its
+// text, so the query cache stays within tens of MiB whatever is sent.
+const (
+	maxCachedDoc    = 16 << 10
+	queryCacheBytes = 256 << 10
+	apqCacheBytes   = 1 << 20
+)
 
 // NewHandler returns the /graphql endpoint: POST and GET queries, and
 // subscriptions over WebSocket (graphql-transport-ws).
@@ -36,7 +46,8 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	if opts.KeepAlive == 0 {
 		opts.KeepAlive = 5 * time.Second
 	}
-	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
+	limits := opts.Limits.withDefaults()
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
 	srv.AddTransport(transport.Websocket{
 		KeepAlivePingInterval: opts.KeepAlive,
 		PingPongInterval:      opts.KeepAlive,
@@ -57,16 +68,20 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.AddTransport(transport.MultipartForm{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	// No multipart transport: the schema takes no uploads.
+	maxDoc := min(maxCachedDoc, int(limits.MaxBody))
+	srv.SetQueryCache(newSizedCache(1000, maxDoc, queryCacheBytes, func(q string, _ *ast.QueryDocument) int { return len(q) }))
+	srv.SetParserTokenLimit(limits.MaxTokens)
 	srv.Use(extension.Introspection{})
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
-	srv.SetErrorPresenter(errorPresenter(r.Logger))
+	srv.Use(extension.AutomaticPersistedQuery{Cache: newSizedCache(100, maxDoc, apqCacheBytes, func(_ string, q string) int { return len(q) })})
+	srv.Use(&costLimit{limits: limits})
+	present := errorPresenter(r.Logger)
+	srv.SetErrorPresenter(present)
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		r.Logger.ErrorContext(ctx, "graphql panic", "panic", fmt.Sprint(v))
 		return errors.New("internal error")
 	})
-	var h http.Handler = WithToken(srv)
+	h := limitBody(limits.MaxBody, present, WithToken(srv))
 	if opts.Playground == nil {
 		return h
 	}

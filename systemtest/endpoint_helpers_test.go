@@ -131,7 +131,8 @@ func endpointHistory(t *testing.T, r *harness.Relay, token, id string) []proxied
 				}
 			}
 		}
-		r.MustGraphQL(t, token, `query($id: ID!, $after: String){ endpoint(id: $id){ deliveries(first: 50, after: $after){
+		// A row of proxiedFields costs 1127 points: pages of 8 fit the default budget.
+		r.MustGraphQL(t, token, `query($id: ID!, $after: String){ endpoint(id: $id){ deliveries(first: 8, after: $after){
 			nodes{ `+proxiedFields+` } pageInfo{ hasNextPage endCursor } } } }`, map[string]any{"id": id, "after": after}, &out)
 		if out.Endpoint == nil {
 			t.Fatalf("endpoint %s is null", id)
@@ -186,7 +187,8 @@ func logEvents(t *testing.T, r *harness.Relay, token string) []logEvent {
 				}
 			}
 		}
-		r.MustGraphQL(t, token, `query($after: String){ events(after: $after, first: 500){
+		// An event with data costs 349 points: pages of 25 fit the default budget.
+		r.MustGraphQL(t, token, `query($after: String){ events(after: $after, first: 25){
 			nodes{ id position type stream correlationId causationId data } pageInfo{ hasNextPage endCursor } } }`,
 			map[string]any{"after": after}, &out)
 		all = append(all, out.Events.Nodes...)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/graph"
 )
 
 // byteSize is a flag that accepts sizes such as "256KiB" or "10MiB".
@@ -51,12 +52,17 @@ type serveConfig struct {
 	MaxHeaderBytes byteSize
 	CPUProfile     string
 	Trace          string
+	MaxAPIBody     byteSize
+	MaxQueryCost   int
+	MaxQueryFields int
+	MaxQueryTokens int
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.CaptureCap = 256 << 10
 	c.MaxBody = 10 << 20
 	c.MaxHeaderBytes = 64 << 10
+	c.MaxAPIBody = graph.DefaultMaxBody
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -79,6 +85,10 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery")
+	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
+	fs.IntVar(&c.MaxQueryCost, "max-query-cost", graph.DefaultMaxCost, "cost budget of one GraphQL operation (see docs/security.md); costlier ones are refused before they run")
+	fs.IntVar(&c.MaxQueryFields, "max-query-fields", graph.DefaultMaxFields, "most fields in one GraphQL operation, aliases and fragments expanded")
+	fs.IntVar(&c.MaxQueryTokens, "max-query-tokens", graph.DefaultMaxTokens, "most tokens in one GraphQL document")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
@@ -106,6 +116,14 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-headers must be at least 1")
 	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > 16<<20:
 		return fmt.Errorf("--max-header-bytes must be between 1KiB and 16MiB")
+	case c.MaxAPIBody < 1<<10:
+		return fmt.Errorf("--max-api-body (%s) must be at least 1KiB", c.MaxAPIBody.String())
+	case c.MaxQueryCost < 2000:
+		return fmt.Errorf("--max-query-cost must be at least 2000 (one mutation costs 1000 and more)")
+	case c.MaxQueryFields < 10:
+		return fmt.Errorf("--max-query-fields must be at least 10")
+	case c.MaxQueryTokens < 100:
+		return fmt.Errorf("--max-query-tokens must be at least 100")
 	}
 	return nil
 }

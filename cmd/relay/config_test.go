@@ -56,6 +56,18 @@ func TestServeConfig(t *testing.T) {
 		{name: "no connections per ip", args: []string{"--max-conns-per-ip", "0"}, wantErr: "--max-conns-per-ip"},
 		{name: "no headers", args: []string{"--max-headers", "0"}, wantErr: "--max-headers"},
 		{name: "header bytes too small", args: []string{"--max-header-bytes", "100B"}, wantErr: "--max-header-bytes"},
+		{name: "api limits default", check: func(c serveConfig) bool {
+			return c.MaxAPIBody == 1<<20 && c.MaxQueryCost == 10_000 && c.MaxQueryFields == 500 && c.MaxQueryTokens == 1000
+		}},
+		{name: "api limits from env", env: map[string]string{"RELAY_MAX_API_BODY": "64KiB", "RELAY_MAX_QUERY_COST": "5000",
+			"RELAY_MAX_QUERY_FIELDS": "200", "RELAY_MAX_QUERY_TOKENS": "500"},
+			check: func(c serveConfig) bool {
+				return c.MaxAPIBody == 64<<10 && c.MaxQueryCost == 5000 && c.MaxQueryFields == 200 && c.MaxQueryTokens == 500
+			}},
+		{name: "api body too small", args: []string{"--max-api-body", "100B"}, wantErr: "--max-api-body"},
+		{name: "query cost too small", args: []string{"--max-query-cost", "10"}, wantErr: "--max-query-cost"},
+		{name: "query fields too small", env: map[string]string{"RELAY_MAX_QUERY_FIELDS": "0"}, wantErr: "--max-query-fields"},
+		{name: "query tokens too small", args: []string{"--max-query-tokens", "-1"}, wantErr: "--max-query-tokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -250,7 +250,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		a.store, a.codec, a.views, client, hub, log)
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
-	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")})
+	}, graph.ServerOptions{
+		KeepAlive:  cfg.KeepAlive,
+		Playground: graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/"),
+		Limits: graph.Limits{
+			MaxBody: int64(cfg.MaxAPIBody), MaxCost: cfg.MaxQueryCost, MaxFields: cfg.MaxQueryFields,
+			MaxTokens: cfg.MaxQueryTokens, CaptureCap: int64(cfg.CaptureCap),
+		},
+	})
 
 	met := metrics.New()
 	met.Positions(a.store.LastPosition, a.views.Position)

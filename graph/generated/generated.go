@@ -942,6 +942,17 @@ func newExecutionContext(
 
 var sources = []*ast.Source{
 	{Name: "../../schema.graphqls", Input: `# The relay's GraphQL API. Names here are a contract: add freely, rename nothing.
+#
+# Every operation has a cost, checked before it runs: 1 point per field, a list
+# or page multiplies what each row selects by its length (first, clamped to 100;
+# headers count as 32, attempts as 8, endpoints as 100), a payload field (body,
+# bodyBase64, responseBody, Event.data, ForwardRequest.bodyBase64) weighs the KiB
+# the capture cap lets it hold (base64: 4/3 of it), and a mutation field or a
+# page of events 1000 more. An operation over the budget (--max-query-cost,
+# default 10000) or with more than --max-query-fields fields (aliases and
+# fragments counted) is refused with extensions.code QUERY_TOO_COMPLEX, a
+# document of more than --max-query-tokens tokens with GRAPHQL_PARSE_FAILED, and
+# nothing runs. See docs/security.md.
 
 scalar Time
 
@@ -1025,6 +1036,10 @@ type Inspector {
   "Moves forward with every request (idle TTL)."
   expiresAt: Time!
   expired: Boolean!
+  """
+  The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
+  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
+  """
   deliveries(first: Int, after: String): DeliveryConnection!
 }
 
@@ -1037,6 +1052,10 @@ type Endpoint {
   responseCapture: Boolean!
   agentConnected: Boolean!
   createdAt: Time!
+  """
+  The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
+  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
+  """
   deliveries(first: Int, after: String): DeliveryConnection!
 }
 
@@ -1125,7 +1144,10 @@ type Query {
   endpoints: [Endpoint!]!
   endpoint(id: ID!): Endpoint
   delivery(id: ID!): Delivery
-  "The log, in order, for auditors. after is an event position."
+  """
+  The log, in order, for auditors. after is an event position. ` + "`" + `first` + "`" + ` is 50 when
+  absent or 0, at most 100 (a larger value is clamped: page on with ` + "`" + `pageInfo` + "`" + `).
+  """
   events(after: String, first: Int): EventConnection!
 }
 

@@ -88,15 +88,17 @@ type DeliveryEdge struct {
 }
 
 type Endpoint struct {
-	ID              string              `json:"id"`
-	Name            string              `json:"name"`
-	URL             string              `json:"url"`
-	Mode            EndpointMode        `json:"mode"`
-	Target          *string             `json:"target,omitempty"`
-	ResponseCapture bool                `json:"responseCapture"`
-	AgentConnected  bool                `json:"agentConnected"`
-	CreatedAt       time.Time           `json:"createdAt"`
-	Deliveries      *DeliveryConnection `json:"deliveries"`
+	ID              string       `json:"id"`
+	Name            string       `json:"name"`
+	URL             string       `json:"url"`
+	Mode            EndpointMode `json:"mode"`
+	Target          *string      `json:"target,omitempty"`
+	ResponseCapture bool         `json:"responseCapture"`
+	AgentConnected  bool         `json:"agentConnected"`
+	CreatedAt       time.Time    `json:"createdAt"`
+	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
+	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
+	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
 // An event of the log, for auditors.
@@ -151,8 +153,10 @@ type Inspector struct {
 	URL       string    `json:"url"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Moves forward with every request (idle TTL).
-	ExpiresAt  time.Time           `json:"expiresAt"`
-	Expired    bool                `json:"expired"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Expired   bool      `json:"expired"`
+	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
+	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 

@@ -40,25 +40,32 @@ func ProcCPU(pid int) (time.Duration, error) {
 }
 
 // ProcRSSKiB is the resident set size (VmRSS) of a process in KiB.
-func ProcRSSKiB(pid int) (int, error) {
+func ProcRSSKiB(pid int) (int, error) { return procStatusKiB(pid, "VmRSS") }
+
+// ProcPeakRSSKiB is the highest resident set size (VmHWM) a process has
+// had since it started, in KiB: a spike shows even after it is freed.
+func ProcPeakRSSKiB(pid int) (int, error) { return procStatusKiB(pid, "VmHWM") }
+
+// procStatusKiB reads a "Name:  N kB" line of /proc/<pid>/status.
+func procStatusKiB(pid int, name string) (int, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read rss of %d: %w", pid, err)
+		return 0, fmt.Errorf("read %s of %d: %w", name, pid, err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 0 {
 				break
 			}
 			n, err := strconv.Atoi(f[0])
 			if err != nil {
-				return 0, fmt.Errorf("read rss of %d: %w", pid, err)
+				return 0, fmt.Errorf("read %s of %d: %w", name, pid, err)
 			}
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("read rss of %d: no VmRSS line", pid)
+	return 0, fmt.Errorf("read %s of %d: no %s line", name, pid, name)
 }
 
 // ProcWrittenBytes is how many bytes a process has caused to be written to

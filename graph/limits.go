@@ -1,0 +1,280 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+
+	"github.com/99designs/gqlgen/complexity"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/dustin/go-humanize"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/relayhq/relay/graph/generated"
+	"github.com/relayhq/relay/graph/model"
+)
+
+// Limits bound what one request may make the API cost. Every value is
+// explicit; zero takes the default.
+type Limits struct {
+	// MaxBody is the largest request body (POST) or query string (GET);
+	// larger ones are answered 413 before anything parses them.
+	MaxBody int64
+	// MaxCost is the budget of one operation in cost points (see costs):
+	// a document over it is refused before it runs.
+	MaxCost int
+	// MaxFields bounds the fields of one operation, counted after every
+	// fragment is expanded (so aliases and repeated spreads count).
+	MaxFields int
+	// MaxTokens bounds the tokens of one document, so parsing and
+	// validation (quadratic in the worst case) stay small.
+	MaxTokens int
+	// CaptureCap is the relay's --capture-cap: how many bytes a stored
+	// body may hold, which is what a payload field weighs.
+	CaptureCap int64
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxBody    = 1 << 20
+	DefaultMaxCost    = 10_000
+	DefaultMaxFields  = 500
+	DefaultMaxTokens  = 1000
+	DefaultCaptureCap = 256 << 10
+)
+
+// Page sizes of the connections (deliveries and events): first 0 or
+// absent means DefaultPageSize, a larger first than MaxPageSize is clamped.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 100
+)
+
+// Estimated lengths of the lists that have no first argument; they
+// multiply what each element selects, as a page does.
+const (
+	headersPerList   = 32
+	attemptsPerList  = 8
+	endpointsPerList = 100
+	// mutationCost is what each mutation field weighs on top of what it
+	// selects: every one is a write to the log (or waits for an agent).
+	mutationCost = 1000
+	// eventsScanCost is what a page of the log weighs on top of its rows:
+	// an account's page may read up to 10 000 events to find its own.
+	eventsScanCost = 1000
+)
+
+// Sentinels of the refusals the limits make; the error presenter gives
+// them their extensions.code.
+var (
+	ErrQueryTooComplex = errors.New("query too complex")
+	ErrRequestTooLarge = errors.New("request too large")
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBody <= 0 {
+		l.MaxBody = DefaultMaxBody
+	}
+	if l.MaxCost <= 0 {
+		l.MaxCost = DefaultMaxCost
+	}
+	if l.MaxFields <= 0 {
+		l.MaxFields = DefaultMaxFields
+	}
+	if l.MaxTokens <= 0 {
+		l.MaxTokens = DefaultMaxTokens
+	}
+	if l.CaptureCap <= 0 {
+		l.CaptureCap = DefaultCaptureCap
+	}
+	return l
+}
+
+// pageSize is the number of rows a page of first holds at most.
+func pageSize(first *int) int {
+	switch {
+	case first == nil || *first <= 0:
+		return DefaultPageSize
+	case *first > MaxPageSize:
+		return MaxPageSize
+	default:
+		return *first
+	}
+}
+
+// clampFirst applies MaxPageSize to a first argument; 0 and negative
+// values go on to the reader, which answers the default or INVALID_INPUT.
+func clampFirst(first *int) int { return min(deref(first), MaxPageSize) }
+
+// mul multiplies costs, saturating instead of overflowing.
+func mul(a, b int) int {
+	if a <= 0 || b <= 0 {
+		return max(a, b, 0)
+	}
+	if a > math.MaxInt32/b {
+		return math.MaxInt32
+	}
+	return a * b
+}
+
+// add adds costs, saturating instead of overflowing.
+func add(a, b int) int { return min(a+b, math.MaxInt32) }
+
+// costs weighs every field: 1 point for a field (gqlgen's default), a
+// payload field as many points as the KiB it may hold, and a list as
+// its length times what each element selects.
+func costs(l Limits) generated.ComplexityRoot {
+	kib := int((l.CaptureCap + 1023) >> 10)
+	b64 := int((l.CaptureCap*4/3 + 1023) >> 10)
+	fixed := func(w int) func(int) int { return func(int) int { return w } }
+	list := func(n int) func(int) int { return func(child int) int { return add(1, mul(n, child)) } }
+	page := func(child int, first *int) int { return add(1, mul(pageSize(first), child)) }
+	write := func(child int) int { return add(mutationCost, child) }
+
+	var c generated.ComplexityRoot
+	c.Delivery.Body = fixed(kib)
+	c.Delivery.BodyBase64 = fixed(b64)
+	// A response body is text, or base64 when it is not UTF-8.
+	c.Delivery.ResponseBody = fixed(b64)
+	c.Delivery.Headers = list(headersPerList)
+	c.Delivery.ResponseHeaders = list(headersPerList)
+	c.Delivery.Attempts = list(attemptsPerList)
+	c.ForwardRequest.BodyBase64 = fixed(b64)
+	c.ForwardRequest.Headers = list(headersPerList)
+	// An event's payload is JSON with the body in base64.
+	c.Event.Data = fixed(b64)
+
+	c.Inspector.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
+	c.Endpoint.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
+	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
+	c.Query.Endpoints = list(endpointsPerList)
+
+	c.Mutation.CreateInspector = write
+	c.Mutation.SignUp = func(child int, _ string) int { return write(child) }
+	c.Mutation.CreateAccount = func(child int, _ string) int { return write(child) }
+	c.Mutation.CreateEndpoint = func(child int, _ model.CreateEndpointInput) int { return write(child) }
+	c.Mutation.UpdateEndpoint = func(child int, _ string, _ model.UpdateEndpointInput) int { return write(child) }
+	c.Mutation.DeleteEndpoint = func(child int, _ string) int { return write(child) }
+	c.Mutation.RetryDelivery = func(child int, _ string) int { return write(child) }
+	c.Mutation.CompleteForward = func(child int, _ model.CompleteForwardInput) int { return write(child) }
+	return c
+}
+
+// costLimit refuses an operation with more fields than MaxFields or a
+// cost above MaxCost before it runs. Fields are counted first, with an
+// early stop, so the cost walk (which expands every fragment spread
+// again) never meets a document that repeats fragments to blow it up.
+type costLimit struct {
+	limits Limits
+	es     graphql.ExecutableSchema
+}
+
+var _ interface {
+	graphql.OperationContextMutator
+	graphql.HandlerExtension
+} = &costLimit{}
+
+func (c *costLimit) ExtensionName() string { return "CostLimit" }
+
+func (c *costLimit) Validate(es graphql.ExecutableSchema) error {
+	c.es = es
+	return nil
+}
+
+func (c *costLimit) MutateOperationContext(ctx context.Context, op *graphql.OperationContext) *gqlerror.Error {
+	if n := countFields(op.Operation.SelectionSet, c.limits.MaxFields); n > c.limits.MaxFields {
+		return tooComplex(fmt.Errorf("%w: more than %d fields (aliases and fragments included)", ErrQueryTooComplex, c.limits.MaxFields))
+	}
+	if cost := complexity.Calculate(ctx, c.es, op.Operation, op.Variables); cost > c.limits.MaxCost {
+		return tooComplex(fmt.Errorf("%w: cost %d, budget %d (ask for fewer rows, aliases or payload fields)", ErrQueryTooComplex, cost, c.limits.MaxCost))
+	}
+	return nil
+}
+
+// tooComplex is a refusal that the transports answer as a client error
+// (422) and the error presenter codes QUERY_TOO_COMPLEX.
+func tooComplex(err error) *gqlerror.Error {
+	ge := &gqlerror.Error{Message: err.Error(), Err: err}
+	errcode.Set(ge, codeQueryTooComplex)
+	return ge
+}
+
+const codeQueryTooComplex = "QUERY_TOO_COMPLEX"
+
+func init() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) }
+
+// countFields counts the fields of a selection set with every fragment
+// expanded, stopping as soon as the count passes limit.
+func countFields(set ast.SelectionSet, limit int) int {
+	n := 0
+	var walk func(ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, s := range set {
+			if n > limit {
+				return
+			}
+			switch s := s.(type) {
+			case *ast.Field:
+				n++
+				walk(s.SelectionSet)
+			case *ast.InlineFragment:
+				walk(s.SelectionSet)
+			case *ast.FragmentSpread:
+				if s.Definition != nil {
+					walk(s.Definition.SelectionSet)
+				}
+			}
+		}
+	}
+	walk(set)
+	return n
+}
+
+// limitBody answers 413 to a request body or query string larger than
+// max, before any transport reads it; a smaller body is read here, through
+// http.MaxBytesReader, so nothing downstream reads more than max.
+func limitBody(max int64, present graphql.ErrorPresenterFunc, next http.Handler) http.Handler {
+	tooLarge := func(w http.ResponseWriter, r *http.Request) {
+		err := fmt.Errorf("%w: the API takes at most %s per request", ErrRequestTooLarge, humanize.IBytes(uint64(max)))
+		writeErrors(w, http.StatusRequestEntityTooLarge, present(r.Context(), err))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if int64(len(r.URL.RawQuery)) > max || r.ContentLength > max {
+			tooLarge(w, r)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+			var tooBig *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooBig):
+				tooLarge(w, r)
+				return
+			case err != nil:
+				writeErrors(w, http.StatusBadRequest, &gqlerror.Error{Message: "could not read the request body"})
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeErrors answers a GraphQL error response with status.
+func writeErrors(w http.ResponseWriter, status int, errs ...*gqlerror.Error) {
+	b, err := json.Marshal(graphql.Response{Errors: errs})
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

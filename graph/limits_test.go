@@ -1,0 +1,135 @@
+package graph
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
+)
+
+// TestSizedCache: entries over maxEntry are never kept, and the total
+// stays under maxTotal by evicting the least recently used.
+func TestSizedCache(t *testing.T) {
+	ctx := context.Background()
+	c := newSizedCache(100, 10, 25, func(_ string, v string) int { return len(v) })
+	c.Add(ctx, "big", strings.Repeat("x", 11))
+	if _, ok := c.Get(ctx, "big"); ok {
+		t.Error("an entry over maxEntry was kept")
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		c.Add(ctx, k, strings.Repeat(k, 10))
+	}
+	if _, ok := c.Get(ctx, "a"); ok {
+		t.Error("the oldest entry survived a total over maxTotal")
+	}
+	for _, k := range []string{"b", "c"} {
+		if _, ok := c.Get(ctx, k); !ok {
+			t.Errorf("entry %s evicted though the total allowed it", k)
+		}
+	}
+	c.Add(ctx, "c", "cc") // replacing an entry replaces its weight
+	if got := c.bytes(); got != 12 {
+		t.Errorf("total = %d, want 12", got)
+	}
+	small := newSizedCache(2, 100, 1000, func(_ string, v string) int { return len(v) })
+	for _, k := range []string{"a", "b", "c"} {
+		small.Add(ctx, k, k)
+	}
+	if got := small.bytes(); got != 2 {
+		t.Errorf("total after an eviction by count = %d, want 2", got)
+	}
+}
+
+// TestCountFields: fragments count each time they are spread, and the
+// count stops soon after the limit however large the expansion.
+func TestCountFields(t *testing.T) {
+	tests := []struct {
+		name, query string
+		limit, want int
+	}{
+		{"plain", `{ a b { c d } }`, 100, 4},
+		{"aliases", `{ x: a y: a z: a }`, 100, 3},
+		{"spreads repeat", `{ ...F ...F } fragment F on Q { a b }`, 100, 4},
+		{"inline fragment", `{ ... on Q { a } }`, 100, 1},
+		{"stops past the limit", `{ ...F ...F ...F ...F } fragment F on Q { ...G ...G ...G ...G } fragment G on Q { a a a a a a a a a a }`, 15, 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, err := parser.ParseQuery(&ast.Source{Input: tt.query})
+			if err != nil {
+				t.Fatal(err)
+			}
+			link(doc)
+			if got := countFields(doc.Operations[0].SelectionSet, tt.limit); got != tt.want {
+				t.Errorf("countFields = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// link sets the fragment definitions of spreads, as validation does.
+func link(doc *ast.QueryDocument) {
+	var walk func(ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, s := range set {
+			switch s := s.(type) {
+			case *ast.Field:
+				walk(s.SelectionSet)
+			case *ast.InlineFragment:
+				walk(s.SelectionSet)
+			case *ast.FragmentSpread:
+				s.Definition = doc.Fragments.ForName(s.Name)
+			}
+		}
+	}
+	walk(doc.Operations[0].SelectionSet)
+	for _, f := range doc.Fragments {
+		walk(f.SelectionSet)
+	}
+}
+
+// TestQuoteless: error messages lose what they quote of the request.
+func TestQuoteless(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"short message", "Cannot query field \"x\" on type \"Query\".", "Cannot query field \"x\" on type \"Query\"."},
+		{"json body dropped", "json request body could not be decoded: unexpected EOF body:{\"query\": \"secret", "json request body could not be decoded: unexpected EOF"},
+		{"long message cut", strings.Repeat("é", 150), strings.Repeat("é", 100) + "…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := quoteless(tt.in); got != tt.want {
+				t.Errorf("quoteless = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPageCost: a page weighs its clamped size times a row; payload
+// fields weigh the capture cap in KiB.
+func TestPageCost(t *testing.T) {
+	c := costs(Limits{CaptureCap: 64 << 10})
+	if got := c.Delivery.Body(0); got != 64 {
+		t.Errorf("body = %d, want 64", got)
+	}
+	if got := c.Delivery.BodyBase64(0); got != 86 {
+		t.Errorf("bodyBase64 = %d, want 86", got)
+	}
+	for _, tt := range []struct {
+		first *int
+		want  int
+	}{{nil, 1 + 50*10}, {ptr(0), 1 + 50*10}, {ptr(7), 1 + 7*10}, {ptr(1 << 30), 1 + 100*10}, {ptr(-1), 1 + 50*10}} {
+		if got := c.Inspector.Deliveries(10, tt.first, nil); got != tt.want {
+			t.Errorf("deliveries(first: %v) of rows of 10 = %d, want %d", tt.first, got, tt.want)
+		}
+	}
+	if got := c.Query.Events(3, nil, ptr(1)); got != 1000+1+3 {
+		t.Errorf("events(first: 1) of rows of 3 = %d, want the scan's 1000 + 4", got)
+	}
+	if got := c.Query.Events(1<<30, nil, ptr(100)); got <= 0 {
+		t.Errorf("a huge cost overflowed to %d", got)
+	}
+}
+
+func ptr(n int) *int { return &n }
