@@ -18,6 +18,10 @@ var (
 	ErrDuplicateEventID      = errors.New("event ID already used elsewhere")
 	ErrUnknownEventType      = errors.New("unknown event type")
 	ErrWrongExpectedRevision = errors.New("wrong expected revision")
+	// ErrStreamDeleted is a read of, or an append to, a deleted stream
+	// (EventStoreDB's StreamDeleted). It matches ErrStreamNotFound too: a
+	// deleted stream has no events to read.
+	ErrStreamDeleted = fmt.Errorf("stream deleted: %w", ErrStreamNotFound)
 )
 
 // WrongExpectedRevisionError is a failed optimistic-concurrency check.
