@@ -208,7 +208,7 @@ type RetryRequested struct {
 // the inspector's own stream, with this event, stays as the record.
 type InspectorPurged struct {
 	InspectorID string `json:"inspector_id"`
-	ExpiredAt   string `json:"expired_at"`  // RFC 3339, nanoseconds: when it expired
+	ExpiredAt   string `json:"expired_at"`   // RFC 3339, nanoseconds: when it expired
 	RetentionMs int64  `json:"retention_ms"` // how long its deliveries were kept after that
 	Deliveries  int64  `json:"deliveries"`   // delivery streams to delete
 }
