@@ -207,10 +207,10 @@ type RetryRequested struct {
 // streams are deleted after it (each leaves a StreamDeleted tombstone) and
 // the inspector's own stream, with this event, stays as the record.
 type InspectorPurged struct {
-	InspectorID string `json:"inspector_id"`
-	ExpiredAt   string `json:"expired_at"`   // RFC 3339, nanoseconds: when it expired
-	RetentionMs int64  `json:"retention_ms"` // how long its deliveries were kept after that
-	Deliveries  int64  `json:"deliveries"`   // delivery streams to delete
+	InspectorID    string `json:"inspector_id"`
+	LastActivityAt string `json:"last_activity_at"` // RFC 3339, nanoseconds: its expiry ran from here
+	RetentionMs    int64  `json:"retention_ms"`     // how long its deliveries were kept past expiry
+	Deliveries     int64  `json:"deliveries"`       // delivery streams to delete
 }
 
 // AddressRateLimited counts requests to an address that its rate limit

@@ -13,7 +13,10 @@ type Inspector struct {
 	LastActivityAt time.Time // latest request, or CreatedAt before the first one
 	ExpiresAt      time.Time // LastActivityAt + TTL
 	TTL            time.Duration
-	Expired        bool // InspectorExpired was recorded
+	Expired        bool  // InspectorExpired was recorded
+	Purged         bool  // retention removed its deliveries
+	StoredBytes    int64 // log bytes its deliveries take (the quota counts these)
+	Refused        int64 // requests its rate limit refused
 }
 
 // Address is what ingress needs to route a request to an inspector or an
@@ -30,6 +33,7 @@ type Address struct {
 	ExpiresAt       time.Time // inspectors only
 	LastActivityAt  time.Time
 	TTL             time.Duration // inspectors only
+	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
 }
 
 // Attempt is one try to reach an Endpoint's local target.
@@ -89,7 +93,8 @@ type Endpoint struct {
 	ResponseCapture bool
 	CreatedAt       time.Time
 	Deleted         bool
-	AgentCount      int // open agent sessions serving it
+	AgentCount      int   // open agent sessions serving it
+	Refused         int64 // requests its rate limit refused
 }
 
 // Account is the read model of an account.
