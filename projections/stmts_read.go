@@ -31,8 +31,8 @@ const qAddress = `SELECT 0, id, '', '', '', 0, 0, expired, last_activity_at, ttl
 const (
 	qInspector = `SELECT id, created_at, last_activity_at, ttl_ms, expired, purged, stored_bytes, refused
 		FROM inspectors WHERE id = ?`
-	qEndpoint  = "SELECT " + endpointColumns + " FROM endpoints WHERE id = ? AND deleted = 0"
-	qToken     = `SELECT a.id, a.name, a.created_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+	qEndpoint = "SELECT " + endpointColumns + " FROM endpoints WHERE id = ? AND deleted = 0"
+	qToken    = `SELECT a.id, a.name, a.created_at FROM tokens t JOIN accounts a ON a.id = t.account_id
 		WHERE t.hash = ? AND t.revoked = 0`
 	qDelivery         = deliveryFrom + "WHERE d.id = ?"
 	qDeliveryAttempts = "SELECT " + attemptColumns + " FROM attempts WHERE delivery_position = ? ORDER BY position"
