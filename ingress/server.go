@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ratelimit"
 )
 
 // Defaults for a zero Config.
@@ -29,6 +30,15 @@ type Config struct {
 	MaxBody        int64         // largest body forwarded in PROXY mode (413 beyond); default 10 MiB
 	ForwardTimeout time.Duration // how long the local target may take; default 30 s
 	Logger         *slog.Logger  // default discards
+	// AddressRate limits requests per public address (zero: no limit);
+	// beyond it the sender gets 429 and nothing is recorded, and the
+	// refusals are counted in the log every RefusalInterval (default
+	// DefaultRefusalInterval) by RecordRefusals.
+	AddressRate     ratelimit.Rate
+	RefusalInterval time.Duration
+	// InspectorQuota bounds the log bytes an inspector's deliveries take
+	// (0: no quota); beyond it the sender gets 429 and nothing is recorded.
+	InspectorQuota int64
 }
 
 // Deps are the components the server talks to. Store and Resolver are
@@ -52,6 +62,9 @@ type Server struct {
 	deps Deps
 	log  *slog.Logger
 	echo *echo.Echo
+
+	addressLimits *ratelimit.Keyed // nil without an address rate
+	refused       refusals
 }
 
 // New builds the server; it starts nothing.
@@ -71,6 +84,9 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RefusalInterval <= 0 {
+		cfg.RefusalInterval = DefaultRefusalInterval
+	}
 	if deps.Codec == nil {
 		deps.Codec = domain.NewCodec()
 	}
@@ -83,7 +99,7 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil {
 		deps.NewDeliveryID = uuid.NewString
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, addressLimits: newAddressLimits(cfg.AddressRate)}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -151,6 +167,9 @@ func (s *Server) serve(c echo.Context) error {
 		return nil
 	}
 	route.ID = address
+	if !s.limitAddress(w, route) {
+		return nil
+	}
 
 	switch {
 	case route.Kind == domain.AddressInspector:

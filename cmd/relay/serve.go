@@ -29,8 +29,13 @@ import (
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
 )
+
+// maxAnonymousClients bounds the map of per-client buckets of the
+// anonymous rate limit (see ratelimit.Keyed).
+const maxAnonymousClients = 100_000
 
 func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfg serveConfig
@@ -189,8 +194,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	urls := publicURLs{domain: cfg.Domain, port: port}
 	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup},
 		a.store, a.codec, a.views, client, hub, log)
+	var anonymous *ratelimit.Keyed
+	if !cfg.AnonymousRate.Off() {
+		anonymous = ratelimit.NewKeyed(cfg.AnonymousRate, maxAnonymousClients)
+	}
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken,
+		Anonymous: anonymous,
 	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
 
 	met := metrics.New()
@@ -208,6 +218,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	in := ingress.New(ingress.Config{
 		Domain: cfg.Domain, CaptureCap: int64(cfg.CaptureCap), MaxBody: int64(cfg.MaxBody),
 		ForwardTimeout: cfg.ForwardTimeout, Logger: log,
+		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
 		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
@@ -220,6 +231,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return "address"
 	}
 	srv := &http.Server{Handler: met.Instrument(in.Handler(), area), DisableGeneralOptionsHandler: true, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	// Background work: refusal counts into the log, the retention sweep.
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	bgDone := make(chan struct{}, 2)
+	go func() { _ = in.RecordRefusals(bgCtx); bgDone <- struct{}{} }()
+	go func() { _ = svc.RunRetention(bgCtx, cfg.retentionSweep(), cfg.InspectorRetention); bgDone <- struct{}{} }()
+	defer func() { stopBg(); <-bgDone; <-bgDone }()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -287,5 +305,6 @@ func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route,
 	return ingress.Route{
 		ID: a.ID, Kind: a.Kind, AccountID: a.AccountID, Mode: a.Mode, ResponseCapture: a.ResponseCapture,
 		Deleted: a.Deleted, Expired: a.Expired, LastActivityAt: a.LastActivityAt, ExpiresAt: a.ExpiresAt,
+		StoredBytes: a.StoredBytes,
 	}, nil
 }

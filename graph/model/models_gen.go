@@ -82,14 +82,16 @@ type DeliveryEdge struct {
 }
 
 type Endpoint struct {
-	ID              string              `json:"id"`
-	Name            string              `json:"name"`
-	URL             string              `json:"url"`
-	Mode            EndpointMode        `json:"mode"`
-	Target          *string             `json:"target,omitempty"`
-	ResponseCapture bool                `json:"responseCapture"`
-	AgentConnected  bool                `json:"agentConnected"`
-	CreatedAt       time.Time           `json:"createdAt"`
+	ID              string       `json:"id"`
+	Name            string       `json:"name"`
+	URL             string       `json:"url"`
+	Mode            EndpointMode `json:"mode"`
+	Target          *string      `json:"target,omitempty"`
+	ResponseCapture bool         `json:"responseCapture"`
+	AgentConnected  bool         `json:"agentConnected"`
+	CreatedAt       time.Time    `json:"createdAt"`
+	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
+	RefusedRequests int                 `json:"refusedRequests"`
 	Deliveries      *DeliveryConnection `json:"deliveries"`
 }
 
@@ -145,8 +147,14 @@ type Inspector struct {
 	URL       string    `json:"url"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Moves forward with every request (idle TTL).
-	ExpiresAt  time.Time           `json:"expiresAt"`
-	Expired    bool                `json:"expired"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Expired   bool      `json:"expired"`
+	// Bytes its deliveries take in the log; at the relay's --inspector-quota it answers 429 and records nothing more.
+	StoredBytes int `json:"storedBytes"`
+	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
+	RefusedRequests int `json:"refusedRequests"`
+	// Its deliveries were removed from the log, --inspector-retention after it expired.
+	Purged     bool                `json:"purged"`
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
