@@ -236,7 +236,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	bgDone := make(chan struct{}, 2)
 	go func() { _ = in.RecordRefusals(bgCtx); bgDone <- struct{}{} }()
-	go func() { _ = svc.RunRetention(bgCtx, cfg.retentionSweep(), cfg.InspectorRetention); bgDone <- struct{}{} }()
+	go func() {
+		_ = svc.RunRetention(bgCtx, cfg.retentionSweep(), cfg.InspectorRetention)
+		bgDone <- struct{}{}
+	}()
 	defer func() { stopBg(); <-bgDone; <-bgDone }()
 
 	served := make(chan error, 1)
