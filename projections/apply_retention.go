@@ -73,7 +73,7 @@ func (b *batch) rateLimited(p domain.AddressRateLimited) (int64, error) {
 	if p.AddressKind == domain.AddressEndpoint {
 		query = qEndpointRefused
 	}
-	return b.exec(query, p.Refused, p.Address)
+	return b.exec(query, p.Refused, b.pos(), p.Address)
 }
 
 // streamDeleted drops the row of a deleted delivery stream and its

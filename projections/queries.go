@@ -14,9 +14,13 @@ const (
 	qInspectorPurged = `UPDATE inspectors SET purged = 1, expired = 1, last_activity_at = ? WHERE id = ?`
 	// Stored bytes change by deltas, so the order of a batch's additions
 	// and removals does not matter.
-	qInspectorStored  = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ?`
-	qInspectorRefused = `UPDATE inspectors SET refused = refused + ? WHERE id = ?`
-	qEndpointRefused  = `UPDATE endpoints SET refused = refused + ? WHERE id = ?`
+	qInspectorStored = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ?`
+	// A refusal count adds up; the position check makes applying it again
+	// change nothing.
+	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2
+		WHERE id = ?3 AND refused_position < ?2`
+	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
+		WHERE id = ?3 AND refused_position < ?2`
 	// A tombstone of a delivery stream drops its row and attempts.
 	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes`
 	qAttemptsDropped = `DELETE FROM attempts WHERE delivery_position = ?`

@@ -42,9 +42,11 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	position         INTEGER NOT NULL,
 	-- stored_bytes sums deliveries.stored_bytes of its deliveries (quota);
 	-- refused counts requests its rate limit refused; purged: retention
-	-- removed its deliveries.
+	-- removed its deliveries. refused_position is the latest refusal
+	-- count added, so a count applied again is not added twice.
 	stored_bytes     INTEGER NOT NULL DEFAULT 0,
 	refused          INTEGER NOT NULL DEFAULT 0,
+	refused_position INTEGER NOT NULL DEFAULT 0,
 	purged           INTEGER NOT NULL DEFAULT 0
 );
 
@@ -76,7 +78,8 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	deleted          INTEGER NOT NULL DEFAULT 0,
 	position         INTEGER NOT NULL,
 	updated_position INTEGER NOT NULL,
-	refused          INTEGER NOT NULL DEFAULT 0
+	refused          INTEGER NOT NULL DEFAULT 0,
+	refused_position INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 
