@@ -147,6 +147,7 @@ type env struct {
 	clock  *clock
 	fwd    *httpForwarder
 	addr   string // 127.0.0.1:port of the ingress server
+	srv    *Server
 }
 
 func newEnv(t *testing.T, cfg Config) *env {
@@ -181,6 +182,7 @@ func newEnvWith(t *testing.T, cfg Config, change func(*Deps)) *env {
 		change(&deps)
 	}
 	srv := New(cfg, deps)
+	e.srv = srv
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Config.DisableGeneralOptionsHandler = true // let "OPTIONS *" reach the handler
 	ts.Start()
