@@ -233,7 +233,7 @@ func TestRetentionPurgesDeliveries(t *testing.T) {
 	if tombstones != 3 || purges != 1 {
 		t.Fatalf("log holds %d tombstones and %d purge decisions, want 3 and 1", tombstones, purges)
 	}
-	if out, code := harness.RunCLI(t, "events", "verify", "--data", r.Data); code != 0 {
+	if out, code := harness.RunCLI(t, "events", "verify", "--data", r.Data); code != 0 || !strings.Contains(out, "(3 deleted)") {
 		t.Fatalf("verify after a purge: exit %d\n%s", code, out)
 	}
 	if out, code := harness.RunCLI(t, "events", "rebuild", "--data", r.Data); code != 0 {
