@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	purged           INTEGER NOT NULL DEFAULT 0
 );
 
+-- The retention sweep looks for rows of purged inspectors; only those are
+-- in this index.
+CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
+
 CREATE TABLE IF NOT EXISTS accounts (
 	id         TEXT PRIMARY KEY,
 	name       TEXT NOT NULL,
