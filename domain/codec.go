@@ -41,6 +41,9 @@ func NewCodec() *Codec {
 		TypeForwardResponded:     decoderFor[ForwardResponded](),
 		TypeForwardFailed:        decoderFor[ForwardFailed](),
 		TypeRetryRequested:       decoderFor[RetryRequested](),
+		TypeInspectorPurged:      decoderFor[InspectorPurged](),
+		TypeAddressRateLimited:   decoderFor[AddressRateLimited](),
+		TypeStreamDeleted:        decoderFor[StreamDeleted](),
 	}}
 }
 

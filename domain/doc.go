@@ -26,6 +26,9 @@
 //	forward.responded.v1    ForwardResponded     the local target answered
 //	forward.failed.v1       ForwardFailed        the attempt failed (502, 503, 504)
 //	retry.requested.v1      RetryRequested       a user asked to replay a stored delivery
+//	inspector.purged.v1     InspectorPurged      an expired inspector's deliveries are removed (retention)
+//	address.rate_limited.v1 AddressRateLimited   N requests to an address were refused by its rate limit
+//	$stream.deleted.v1      StreamDeleted        the store's tombstone of a deleted stream
 //
 // A request the relay answers itself as it arrives (inspectors, LOG
 // Endpoints, refusals) is one delivery.received.v1 carrying that answer in
@@ -35,5 +38,10 @@
 // reader that ignores it loses nothing an older log had.
 //
 // Streams are one per aggregate: "inspector-<id>", "endpoint-<id>",
-// "account-<id>", "delivery-<id>", "agent-<endpoint id>".
+// "account-<id>", "delivery-<id>", "agent-<endpoint id>", and
+// "refusals-<address>" for an address's rate-limit counts.
+//
+// Removal is a decision in the log too: inspector.purged.v1 records it, then
+// EventStore.DeleteStream removes each delivery stream and leaves a
+// $stream.deleted.v1 tombstone in its place (see docs/retention.md).
 package domain

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -307,5 +308,61 @@ func TestResumeAttemptAppendsRightAfterTheRequest(t *testing.T) {
 	}
 	if d.Expected() != domain.Exact(1) {
 		t.Fatalf("expected %v, want revision 1 (the request's)", d.Expected())
+	}
+}
+
+// TestInspectorPurge: given an inspector idle since last, when the retention
+// sweep asks at now, then it is purged only past TTL plus retention, once,
+// with its expiry recorded first if no request did.
+func TestInspectorPurge(t *testing.T) {
+	last := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const ttl, retention = time.Hour, 24 * time.Hour
+	tests := []struct {
+		name       string
+		expired    bool // an expiry is already in the stream
+		purged     bool // a purge is already in the stream
+		now        time.Time
+		wantPurged bool
+		wantEvents []string
+	}{
+		{name: "before expiry", now: last.Add(30 * time.Minute)},
+		{name: "expired, retention running", expired: true, now: last.Add(ttl + retention - time.Nanosecond)},
+		{name: "retention over, expiry recorded", expired: true, now: last.Add(ttl + retention), wantPurged: true,
+			wantEvents: []string{domain.TypeInspectorPurged}},
+		{name: "retention over, expiry never recorded", now: last.Add(ttl + retention + time.Hour), wantPurged: true,
+			wantEvents: []string{domain.TypeInspectorExpired, domain.TypeInspectorPurged}},
+		{name: "already purged", expired: true, purged: true, now: last.Add(100 * ttl), wantPurged: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			events := []domain.Event{domain.InspectorCreated{InspectorID: "i1", IdleTTLMs: ttl.Milliseconds()}}
+			if tt.expired {
+				events = append(events, domain.InspectorExpired{InspectorID: "i1"})
+			}
+			if tt.purged {
+				events = append(events, domain.InspectorPurged{InspectorID: "i1"})
+			}
+			in := domain.LoadInspector(events)
+			got, err := in.PurgeIfRetained(last, tt.now, retention, 3)
+			if err != nil || got != tt.wantPurged {
+				t.Fatalf("PurgeIfRetained = %v, %v; want %v", got, err, tt.wantPurged)
+			}
+			var types []string
+			for _, e := range in.Changes() {
+				types = append(types, e.EventType())
+			}
+			if fmt.Sprint(types) != fmt.Sprint(tt.wantEvents) {
+				t.Fatalf("events %v, want %v", types, tt.wantEvents)
+			}
+			if n := len(in.Changes()); n > 0 {
+				p := in.Changes()[n-1].(domain.InspectorPurged)
+				if p.Deliveries != 3 || p.RetentionMs != retention.Milliseconds() || p.LastActivityAt != "2026-01-01T00:00:00Z" {
+					t.Fatalf("purge event %+v", p)
+				}
+			}
+		})
+	}
+	if _, err := domain.LoadInspector(nil).PurgeIfRetained(last, last, 0, 0); err == nil {
+		t.Fatal("a retention of 0 was accepted")
 	}
 }

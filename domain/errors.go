@@ -21,6 +21,10 @@ var (
 	// ErrUnavailable: the relay cannot serve the request now (its views are
 	// behind the log); the caller may try again later.
 	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrStreamDeleted is a read of, or an append to, a deleted stream
+	// (EventStoreDB's StreamDeleted). It matches ErrStreamNotFound too: a
+	// deleted stream has no events to read.
+	ErrStreamDeleted = fmt.Errorf("stream deleted: %w", ErrStreamNotFound)
 )
 
 // WrongExpectedRevisionError is a failed optimistic-concurrency check.

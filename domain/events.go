@@ -24,6 +24,13 @@ const (
 	TypeForwardResponded     = "forward.responded.v1"
 	TypeForwardFailed        = "forward.failed.v1"
 	TypeRetryRequested       = "retry.requested.v1"
+	TypeInspectorPurged      = "inspector.purged.v1"
+	TypeAddressRateLimited   = "address.rate_limited.v1"
+	// TypeStreamDeleted is written by the event store itself, never by an
+	// aggregate: the tombstone DeleteStream leaves in place of a stream's
+	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
+	// store's own.
+	TypeStreamDeleted = "$stream.deleted.v1"
 )
 
 // Header is one header line. A header sent several times appears as several
@@ -200,6 +207,39 @@ type RetryRequested struct {
 	AccountID  string `json:"account_id"`
 }
 
+// InspectorPurged is the decision to remove an expired inspector's
+// deliveries from the log once its retention has passed: its delivery
+// streams are deleted after it (each leaves a StreamDeleted tombstone) and
+// the inspector's own stream, with this event, stays as the record.
+type InspectorPurged struct {
+	InspectorID    string `json:"inspector_id"`
+	LastActivityAt string `json:"last_activity_at"` // RFC 3339, nanoseconds: its expiry ran from here
+	RetentionMs    int64  `json:"retention_ms"`     // how long its deliveries were kept past expiry
+	Deliveries     int64  `json:"deliveries"`       // delivery streams to delete
+}
+
+// AddressRateLimited counts requests to an address that its rate limit
+// refused (429, not recorded as deliveries) between From and To. The relay
+// appends at most one per address per interval, on the address's
+// "refusals-<id>" stream, so a flood costs the log one small event.
+type AddressRateLimited struct {
+	Address     string      `json:"address"`
+	AddressKind AddressKind `json:"address_kind"`
+	Refused     int64       `json:"refused"`
+	From        string      `json:"from"` // RFC 3339, nanoseconds: first refusal counted
+	To          string      `json:"to"`   // RFC 3339, nanoseconds: last refusal counted
+}
+
+// StreamDeleted is the tombstone of a deleted stream: which stream went,
+// how many events it held and up to which revision and position. Appends
+// to the stream are refused from then on (domain.ErrStreamDeleted).
+type StreamDeleted struct {
+	Stream       string `json:"stream"`
+	Events       int64  `json:"events"`
+	LastRevision int64  `json:"last_revision"` // -1 when the stream held no event
+	LastPosition uint64 `json:"last_position"` // 0 when the stream held no event
+}
+
 func (InspectorCreated) EventType() string     { return TypeInspectorCreated }
 func (InspectorExpired) EventType() string     { return TypeInspectorExpired }
 func (AccountCreated) EventType() string       { return TypeAccountCreated }
@@ -216,6 +256,9 @@ func (ForwardRequested) EventType() string     { return TypeForwardRequested }
 func (ForwardResponded) EventType() string     { return TypeForwardResponded }
 func (ForwardFailed) EventType() string        { return TypeForwardFailed }
 func (RetryRequested) EventType() string       { return TypeRetryRequested }
+func (InspectorPurged) EventType() string      { return TypeInspectorPurged }
+func (AddressRateLimited) EventType() string   { return TypeAddressRateLimited }
+func (StreamDeleted) EventType() string        { return TypeStreamDeleted }
 
 // Stream names, one per aggregate.
 func InspectorStream(id string) string { return "inspector-" + id }
@@ -225,3 +268,4 @@ func DeliveryStream(id string) string  { return "delivery-" + id }
 func AgentStream(endpointID string) string {
 	return "agent-" + endpointID
 }
+func RefusalsStream(address string) string { return "refusals-" + address }

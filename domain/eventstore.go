@@ -103,6 +103,12 @@ type AppendResult struct {
 	Position     uint64 // global position of the last event appended
 }
 
+// DeleteResult tells where a stream's tombstone landed. Position is 0 when
+// the adapter cannot tell (EventStoreDB reports none).
+type DeleteResult struct {
+	Position uint64
+}
+
 // EventStore is the port every log adapter implements (embedded SQLite,
 // EventStoreDB). It is the single source of truth: components learn about
 // events only through SubscribeAll, never from whoever appended them.
@@ -124,6 +130,16 @@ type EventStore interface {
 	SubscribeAll(ctx context.Context, after uint64) (Subscription, error)
 	// LastPosition is the position of the newest event, 0 for an empty log.
 	LastPosition(ctx context.Context) (uint64, error)
+	// DeleteStream removes every event of stream for good, if expected
+	// matches (EventStoreDB's tombstone, a hard delete), and leaves in their
+	// place a tombstone: one event of type TypeStreamDeleted, payload
+	// StreamDeleted, at the returned position, readable through ReadAll and
+	// SubscribeAll. Positions are never reused. Reading or appending to the
+	// stream afterwards fails with ErrStreamDeleted, and so does deleting it
+	// again. Events of the stream a subscriber received before the
+	// deletion stay received; readers that keep views drop them on the
+	// tombstone.
+	DeleteStream(ctx context.Context, stream string, expected ExpectedRevision) (DeleteResult, error)
 	Close() error
 }
 

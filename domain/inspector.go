@@ -9,6 +9,9 @@ import (
 //  1. An inspector has a non-empty, DNS-label-safe ID and a positive idle TTL.
 //  2. It expires when no request reached it for its idle TTL; expiry is final.
 //  3. Expiring an already expired inspector raises no event.
+//  4. Its deliveries are purged only once it has been expired for at least
+//     the retention, and only once; a purge records the expiry first if no
+//     request did.
 
 // Inspector is a guest inspector: a public address that records and answers 204.
 type Inspector struct {
@@ -16,6 +19,7 @@ type Inspector struct {
 	id      string
 	ttl     time.Duration
 	expired bool
+	purged  bool
 }
 
 // NewInspector opens an inspector.
@@ -50,6 +54,8 @@ func (i *Inspector) apply(e Event) {
 		i.ttl = time.Duration(e.IdleTTLMs) * time.Millisecond
 	case InspectorExpired:
 		i.expired = true
+	case InspectorPurged:
+		i.expired, i.purged = true, true
 	}
 }
 
@@ -70,6 +76,29 @@ func (i *Inspector) ExpireIfIdle(lastActivity, now time.Time) bool {
 	}
 	i.raise(InspectorExpired{InspectorID: i.id, LastActivityAt: lastActivity.UTC().Format(time.RFC3339Nano)})
 	return true
+}
+
+// Purged tells whether the inspector's deliveries were purged.
+func (i *Inspector) Purged() bool { return i.purged }
+
+// PurgeIfRetained decides to remove the deliveries of an inspector idle
+// since lastActivity once it has been expired for retention at now;
+// deliveries is how many delivery streams the removal deletes. It reports
+// whether the inspector is purged (now or before).
+func (i *Inspector) PurgeIfRetained(lastActivity, now time.Time, retention time.Duration, deliveries int64) (bool, error) {
+	if retention <= 0 {
+		return false, &InvalidInputError{Field: "retention", Reason: "must be positive"}
+	}
+	if i.purged {
+		return true, nil
+	}
+	if now.Before(i.ExpiresAt(lastActivity).Add(retention)) {
+		return false, nil
+	}
+	i.ExpireIfIdle(lastActivity, now)
+	i.raise(InspectorPurged{InspectorID: i.id, LastActivityAt: lastActivity.UTC().Format(time.RFC3339Nano),
+		RetentionMs: retention.Milliseconds(), Deliveries: deliveries})
+	return true, nil
 }
 
 // ValidateAddressID checks that id can be the first label of a hostname.

@@ -3,7 +3,9 @@ package graph
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/projections"
@@ -16,16 +18,48 @@ const (
 	connKey
 	accountKey
 	agentTargetKey
+	clientKey
 )
 
-// WithToken puts the bearer token of an HTTP request in its context.
+// WithToken puts the bearer token of an HTTP request in its context, and
+// the client's address (see clientAddress) for the anonymous rate limit;
+// a WebSocket connection's operations inherit both.
 func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
-			r = r.WithContext(context.WithValue(r.Context(), tokenKey, tok))
+			ctx = context.WithValue(ctx, tokenKey, tok)
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// clientAddress is the key the anonymous rate limit counts by: the peer's
+// IP, or its /64 for IPv6, since one IPv6 client commonly holds a whole
+// /64 and could otherwise pick a fresh address for every request.
+func clientAddress(remoteAddr string) string {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().String()
+	}
+	return ip.String()
+}
+
+// limitAnonymous takes one of the client address's anonymous mutations
+// (--anonymous-rate), or refuses with a RateLimitedError.
+func (r *Resolver) limitAnonymous(ctx context.Context) error {
+	if r.Anonymous == nil {
+		return nil
+	}
+	client, _ := ctx.Value(clientKey).(string)
+	if ok, retry := r.Anonymous.Allow(client, time.Now()); !ok {
+		return &RateLimitedError{RetryAfter: retry}
+	}
+	return nil
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" value.

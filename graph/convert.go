@@ -88,13 +88,15 @@ func toConnection(p projections.Page) *model.DeliveryConnection {
 }
 
 func (r *Resolver) toInspector(in projections.Inspector) *model.Inspector {
-	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now())}
+	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now()),
+		StoredBytes: int(in.StoredBytes), RefusedRequests: int(in.Refused), Purged: in.Purged}
 }
 
 func (r *Resolver) toEndpoint(e projections.Endpoint) *model.Endpoint {
 	m := &model.Endpoint{
 		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
 		ResponseCapture: e.ResponseCapture, AgentConnected: r.Hub.Connected(e.ID) > 0, CreatedAt: e.CreatedAt,
+		RefusedRequests: int(e.Refused),
 	}
 	if e.Target != "" {
 		t := e.Target

@@ -3,8 +3,11 @@ package graph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -35,8 +38,28 @@ var codes = []struct {
 	{ErrRequestTooLarge, "REQUEST_TOO_LARGE"},
 }
 
+// RateLimitedError refuses an anonymous mutation from a client address that
+// used up its rate (--anonymous-rate); RetryAfter says when one more is let
+// through.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many requests from this address; retry in %d s", retryAfterSeconds(e.RetryAfter))
+}
+
+// retryAfterSeconds rounds a wait up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
 // Code returns the extensions.code for err, or "" when it is not a refusal.
 func Code(err error) string {
+	var limited *RateLimitedError
+	if errors.As(err, &limited) {
+		return "RATE_LIMITED"
+	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			return c.code
@@ -81,6 +104,10 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		var inv *domain.InvalidInputError
 		if errors.As(err, &inv) {
 			ge.Extensions["field"] = inv.Field
+		}
+		var limited *RateLimitedError
+		if errors.As(err, &limited) {
+			ge.Extensions["retryAfterSeconds"] = retryAfterSeconds(limited.RetryAfter)
 		}
 		return ge
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -28,6 +29,7 @@ func TestErrorPresenter(t *testing.T) {
 		{"agent not connected", wrap(domain.ErrAgentNotConnected), "AGENT_NOT_CONNECTED", "retry delivery d-1: " + domain.ErrAgentNotConnected.Error(), "", true},
 		{"payload incomplete", wrap(domain.ErrPayloadIncomplete), "PAYLOAD_INCOMPLETE", "retry delivery d-1: " + domain.ErrPayloadIncomplete.Error(), "", true},
 		{"conflict hides the stream", wrap(&domain.WrongExpectedRevisionError{Stream: "endpoint-ep-secret", Expected: domain.Exact(3), Actual: 4, Exists: true}), "CONFLICT", "changed concurrently by another request; try again", "", true},
+		{"rate limited", wrap(&RateLimitedError{RetryAfter: 5500 * time.Millisecond}), "RATE_LIMITED", "retry delivery d-1: too many requests from this address; retry in 6 s", "", true},
 		{"anything else is internal", errors.New("disk on fire at /var/lib/relay"), "INTERNAL", "internal error", "", true},
 	}
 	present := errorPresenter(slog.New(slog.DiscardHandler))
@@ -39,6 +41,9 @@ func TestErrorPresenter(t *testing.T) {
 			}
 			if tt.msg != "" && ge.Message != tt.msg {
 				t.Errorf("message = %q, want %q", ge.Message, tt.msg)
+			}
+			if retry, ok := ge.Extensions["retryAfterSeconds"]; ok != (tt.code == "RATE_LIMITED") || (ok && retry != 6) {
+				t.Errorf("retryAfterSeconds = %v (%v)", retry, ok)
 			}
 			field, ok := ge.Extensions["field"]
 			if tt.wantNoField == ok || (ok && field != tt.field) {

@@ -8,6 +8,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -31,6 +32,9 @@ type Resolver struct {
 	Logger    *slog.Logger
 	// AdminToken, when set, lets the operator read the whole event log.
 	AdminToken string
+	// Anonymous limits the mutations anyone may call without a token
+	// (createInspector, signUp) per client address; nil: no limit.
+	Anonymous *ratelimit.Keyed
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time

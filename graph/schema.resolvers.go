@@ -29,6 +29,9 @@ func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector
 
 // CreateInspector is the resolver for the createInspector field.
 func (r *mutationResolver) CreateInspector(ctx context.Context) (*model.Inspector, error) {
+	if err := r.limitAnonymous(ctx); err != nil {
+		return nil, err
+	}
 	in, err := r.Service.CreateInspector(ctx)
 	if err != nil {
 		return nil, err
@@ -38,6 +41,9 @@ func (r *mutationResolver) CreateInspector(ctx context.Context) (*model.Inspecto
 
 // SignUp is the resolver for the signUp field.
 func (r *mutationResolver) SignUp(ctx context.Context, name string) (*model.SignUpPayload, error) {
+	if err := r.limitAnonymous(ctx); err != nil {
+		return nil, err
+	}
 	acc, token, err := r.Service.SignUp(ctx, name)
 	if err != nil {
 		return nil, err

@@ -8,8 +8,11 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// serveInspector records a request to a guest inspector and answers 204, or
-// 503 once the inspector has expired.
+// serveInspector records a request to a guest inspector and answers 204. An
+// expired inspector answers 503 and one whose storage quota is used up 429,
+// and neither records the request: an expired inspector's deliveries are
+// on their way out of the log (retention), and recording would let a
+// sender fill the disk through an address nobody reads.
 func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
 	expired, err := s.inspectorExpired(ctx, route)
 	switch {
@@ -21,11 +24,14 @@ func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *h
 		writeNoAgent(w, "store unavailable")
 		return
 	}
-	ans := answerNoContent
 	if expired {
-		ans = answerExpired
+		answerExpired.write(w)
+		return
 	}
-	s.serveRecord(ctx, w, r, route, ans)
+	if s.overQuota(w, route) {
+		return
+	}
+	s.serveRecord(ctx, w, r, route, answerNoContent)
 }
 
 // inspectorExpired tells whether the inspector is expired, and records the

@@ -24,6 +24,9 @@ type Route struct {
 	// ExpiresAt is when an idle inspector expires (zero: unknown). Before
 	// it, ingress needs no read of the inspector's stream.
 	ExpiresAt time.Time
+	// StoredBytes is what an inspector's deliveries take in the log, as
+	// far as the views have applied them (the quota counts these).
+	StoredBytes int64
 }
 
 // AddressResolver finds the aggregate behind a public address. It returns an

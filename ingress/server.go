@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ratelimit"
 )
 
 // Defaults for a zero Config.
@@ -37,6 +38,15 @@ type Config struct {
 	MaxHeaders     int
 	MaxHeaderBytes int64
 	Logger         *slog.Logger // default discards
+	// AddressRate limits requests per public address (zero: no limit);
+	// beyond it the sender gets 429 and nothing is recorded, and the
+	// refusals are counted in the log every RefusalInterval (default
+	// DefaultRefusalInterval) by RecordRefusals.
+	AddressRate     ratelimit.Rate
+	RefusalInterval time.Duration
+	// InspectorQuota bounds the log bytes an inspector's deliveries take
+	// (0: no quota); beyond it the sender gets 429 and nothing is recorded.
+	InspectorQuota int64
 }
 
 // Deps are the components the server talks to. Store and Resolver are
@@ -60,6 +70,9 @@ type Server struct {
 	deps Deps
 	log  *slog.Logger
 	echo *echo.Echo
+
+	addressLimits *ratelimit.Keyed // nil without an address rate
+	refused       refusals
 }
 
 // New builds the server; it starts nothing.
@@ -85,6 +98,9 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RefusalInterval <= 0 {
+		cfg.RefusalInterval = DefaultRefusalInterval
+	}
 	if deps.Codec == nil {
 		deps.Codec = domain.NewCodec()
 	}
@@ -97,7 +113,7 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil {
 		deps.NewDeliveryID = uuid.NewString
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, addressLimits: newAddressLimits(cfg.AddressRate)}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -165,6 +181,9 @@ func (s *Server) serve(c echo.Context) error {
 		return nil
 	}
 	route.ID = address
+	if !s.limitAddress(w, route) {
+		return nil
+	}
 
 	switch {
 	case route.Kind == domain.AddressInspector:

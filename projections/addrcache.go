@@ -42,14 +42,21 @@ func (c *addressCache) put(id string, a Address, gen uint64) {
 	c.m[id] = a
 }
 
-// committed applies a committed batch: changed addresses are dropped, and
-// the activity times (Unix nanoseconds) move cached rows forward.
-func (c *addressCache) committed(changed []string, activity map[string]int64) {
+// committed applies a committed batch: changed addresses are dropped, the
+// activity times (Unix nanoseconds) move cached rows forward, and stored
+// holds the change of inspectors' stored bytes.
+func (c *addressCache) committed(changed []string, activity, stored map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	for _, id := range changed {
 		delete(c.m, id)
+	}
+	for id, d := range stored {
+		if a, ok := c.m[id]; ok {
+			a.StoredBytes += d
+			c.m[id] = a
+		}
 	}
 	for id, at := range activity {
 		a, ok := c.m[id]

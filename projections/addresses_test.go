@@ -31,6 +31,10 @@ func TestInspectorExpiresAtMovesWithEachDelivery(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Inspector{ID: "insp-1", CreatedAt: t0, LastActivityAt: tc.lastActivity, ExpiresAt: tc.lastActivity.Add(time.Hour), TTL: time.Hour}
+		if (in.StoredBytes > 0) != (i > 0) {
+			t.Errorf("%s: stored bytes %d", tc.name, in.StoredBytes)
+		}
+		want.StoredBytes = in.StoredBytes
 		if in != want {
 			t.Errorf("%s: inspector = %+v\nwant %+v", tc.name, in, want)
 		}
@@ -248,14 +252,14 @@ func TestAddressCacheFollowsTheViews(t *testing.T) {
 func TestAddressCacheDropsRowsReadBeforeABatch(t *testing.T) {
 	var c addressCache
 	_, gen, _ := c.get("x")
-	c.committed([]string{"x"}, nil) // a batch commits while "x" is being read
+	c.committed([]string{"x"}, nil, nil) // a batch commits while "x" is being read
 	c.put("x", Address{ID: "x", Mode: domain.ModeLog}, gen)
 	if _, _, ok := c.get("x"); ok {
 		t.Fatal("a row read before a batch was cached after it")
 	}
 	_, gen, _ = c.get("x")
 	c.put("x", Address{ID: "x", TTL: time.Hour, ExpiresAt: t0.Add(time.Hour), LastActivityAt: t0}, gen)
-	c.committed(nil, map[string]int64{"x": t0.Add(time.Minute).UnixNano()})
+	c.committed(nil, map[string]int64{"x": t0.Add(time.Minute).UnixNano()}, nil)
 	if a, _, ok := c.get("x"); !ok || !a.ExpiresAt.Equal(t0.Add(time.Hour+time.Minute)) {
 		t.Fatalf("activity did not move the cached row: %+v, %v", a, ok)
 	}

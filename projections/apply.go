@@ -42,6 +42,12 @@ type batch struct {
 	// row changed other than by activity, and the activity times stored.
 	addressesChanged []string
 	activityStored   map[string]int64
+
+	// stored holds the change of each inspector's stored bytes, made once
+	// per inspector by flush, and told to the address cache.
+	stored      map[string]int64
+	storedDone  map[string]int64 // the part of stored already written
+	storedOrder []string
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -57,6 +63,7 @@ type knownDelivery struct {
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool
 	response *logRef // latest ForwardResponded of the batch, or nil
+	dropped  bool    // its stream was deleted later in the batch: nothing to update
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -166,7 +173,7 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}
-	v.addresses.committed(b.addressesChanged, b.activityStored)
+	v.addresses.committed(b.addressesChanged, b.activityStored, b.stored)
 	v.setPosition(last)
 	v.hub.publish(groupChanges(b.known))
 	return nil
@@ -269,6 +276,13 @@ func (v *Views) applyEvent(b *batch) error {
 	case domain.InspectorExpired:
 		b.addressesChanged = append(b.addressesChanged, p.InspectorID)
 		n, err = b.exec(qInspectorExpired, p.InspectorID)
+	case domain.InspectorPurged:
+		b.addressesChanged = append(b.addressesChanged, p.InspectorID)
+		n, err = b.inspectorPurged(p)
+	case domain.AddressRateLimited:
+		n, err = b.rateLimited(p)
+	case domain.StreamDeleted:
+		n, err = b.streamDeleted(p)
 	case domain.AccountCreated:
 		n, err = b.exec(qAccountCreated, p.AccountID, p.Name, b.at(), b.pos())
 	case domain.TokenIssued:

@@ -13,6 +13,9 @@ func (b *batch) inspectorCreated(p domain.InspectorCreated) (int64, error) {
 	if err := b.storeActivity(addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
 		return 0, err
 	}
+	if err := b.storeStored(p.InspectorID); err != nil {
+		return 0, err
+	}
 	return b.exec(qInspectorCreated, p.InspectorID, b.at(), p.IdleTTLMs, b.pos())
 }
 
@@ -80,5 +83,5 @@ func (b *batch) flushActivity() error {
 		}
 	}
 	b.activityOrder = nil
-	return nil
+	return b.flushStored()
 }

@@ -20,13 +20,16 @@ func (b *batch) deliveryReceived(p receivedRow) (int64, error) {
 	}
 	n, err := b.exec(qDeliveryReceived, b.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, b.at(), ref.stream, ref.revision,
-		answered)
+		answered, len(b.event.Data))
 	if err != nil || n == 0 {
 		return n, err
 	}
 	b.noteActivity(p.AddressKind, p.Address)
 	if ref.stream == nil { // the delivery's own stream: spare indexStream a lookup
 		b.owners[b.event.Stream] = p.AccountID
+	}
+	if p.AddressKind == domain.AddressInspector {
+		b.noteStored(p.Address, int64(len(b.event.Data)))
 	}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
@@ -155,6 +158,9 @@ func (b *batch) updateDelivery(id string, answered any, response *logRef, outcom
 // batch commits.
 func (b *batch) flush() error {
 	for _, k := range b.pending {
+		if k.dropped {
+			continue
+		}
 		var (
 			n   int64
 			err error

@@ -15,6 +15,21 @@ const (
 	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position)
 		VALUES (?1, ?2, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING`
 	qInspectorExpired = `UPDATE inspectors SET expired = 1 WHERE id = ?`
+	// A purge sets last activity to the decision's value: the deliveries
+	// that moved it are gone from the log, and a rebuild must agree.
+	qInspectorPurged = `UPDATE inspectors SET purged = 1, expired = 1, last_activity_at = ? WHERE id = ?`
+	// Stored bytes change by deltas, so the order of a batch's additions
+	// and removals does not matter.
+	qInspectorStored = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ?`
+	// A refusal count adds up; the position check makes applying it again
+	// change nothing.
+	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2
+		WHERE id = ?3 AND refused_position < ?2`
+	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
+		WHERE id = ?3 AND refused_position < ?2`
+	// A tombstone of a delivery stream drops its row and attempts.
+	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes`
+	qAttemptsDropped = `DELETE FROM attempts WHERE delivery_position = ?`
 	// Activity only moves forward: occurred-at times of concurrent requests
 	// need not follow log order. A batch runs it once per address, with the
 	// latest time of its deliveries (see batch.activity).
@@ -47,8 +62,8 @@ const (
 	// answer given at receipt (?16), if any.
 	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
 			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
-			answered_status, response_status, updated_position)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1)
+			answered_status, response_status, updated_position, stored_bytes)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17)
 		ON CONFLICT (id) DO NOTHING`
 
 	// The delivery updates mark a delivery as changed by the event at ?1 and
@@ -107,6 +122,7 @@ const (
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity,
+	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,

@@ -40,7 +40,8 @@ func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 	if err != nil {
 		return Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
-	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired)
+	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
+		&i.Purged, &i.StoredBytes, &i.Refused)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Inspector{}, notFound("inspector", id)
 	}
@@ -82,7 +83,7 @@ func (v *Views) readAddress(ctx context.Context, id string) (Address, error) {
 		return Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Address{}, notFound("address", id)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted,
+const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused,
 	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1)`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (Endpoint, error) {
@@ -19,7 +19,7 @@ func scanEndpoint(row interface{ Scan(...any) error }) (Endpoint, error) {
 		created int64
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.AgentCount); err != nil {
+		&created, &e.Deleted, &e.Refused, &e.AgentCount); err != nil {
 		return Endpoint{}, err
 	}
 	e.Mode, e.CreatedAt = domain.EndpointMode(mode), fromNanos(created)

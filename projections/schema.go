@@ -10,7 +10,8 @@ import (
 // another version is dropped and rebuilt from the log on Open: views are
 // disposable, the log is the truth. Version 2 stopped copying headers and
 // bodies out of the log; version 3 added the checkpoint's event ID (checked
-// against the log at start) and account_events.
+// against the log at start), account_events, stored bytes, rate-limit
+// refusals and purges.
 const schemaVersion = 3
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -42,8 +43,20 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	last_activity_at INTEGER NOT NULL,
 	ttl_ms           INTEGER NOT NULL,
 	expired          INTEGER NOT NULL DEFAULT 0,
-	position         INTEGER NOT NULL
+	position         INTEGER NOT NULL,
+	-- stored_bytes sums deliveries.stored_bytes of its deliveries (quota);
+	-- refused counts requests its rate limit refused; purged: retention
+	-- removed its deliveries. refused_position is the latest refusal
+	-- count added, so a count applied again is not added twice.
+	stored_bytes     INTEGER NOT NULL DEFAULT 0,
+	refused          INTEGER NOT NULL DEFAULT 0,
+	refused_position INTEGER NOT NULL DEFAULT 0,
+	purged           INTEGER NOT NULL DEFAULT 0
 );
+
+-- The retention sweep looks for rows of purged inspectors; only those are
+-- in this index.
+CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
 
 CREATE TABLE IF NOT EXISTS accounts (
 	id         TEXT PRIMARY KEY,
@@ -72,7 +85,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	last_activity_at INTEGER NOT NULL,
 	deleted          INTEGER NOT NULL DEFAULT 0,
 	position         INTEGER NOT NULL,
-	updated_position INTEGER NOT NULL
+	updated_position INTEGER NOT NULL,
+	refused          INTEGER NOT NULL DEFAULT 0,
+	refused_position INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 
@@ -115,7 +130,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	revision          INTEGER NOT NULL,
 	response_stream   TEXT,
 	response_revision INTEGER,
-	updated_position  INTEGER NOT NULL
+	updated_position  INTEGER NOT NULL,
+	-- stored_bytes is the size of the DeliveryReceived payload in the log
+	-- (headers and body as stored), what an inspector's quota counts.
+	stored_bytes      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
 

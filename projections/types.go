@@ -13,7 +13,10 @@ type Inspector struct {
 	LastActivityAt time.Time // latest request, or CreatedAt before the first one
 	ExpiresAt      time.Time // LastActivityAt + TTL
 	TTL            time.Duration
-	Expired        bool // InspectorExpired was recorded
+	Expired        bool  // InspectorExpired was recorded
+	Purged         bool  // retention removed its deliveries
+	StoredBytes    int64 // log bytes its deliveries take (the quota counts these)
+	Refused        int64 // requests its rate limit refused
 }
 
 // ExpiredAt reports whether the inspector is expired at now: its expiry was
@@ -38,6 +41,7 @@ type Address struct {
 	ExpiresAt       time.Time // inspectors only
 	LastActivityAt  time.Time
 	TTL             time.Duration // inspectors only
+	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
 }
 
 // Attempt is one try to reach an Endpoint's local target.
@@ -100,7 +104,8 @@ type Endpoint struct {
 	ResponseCapture bool
 	CreatedAt       time.Time
 	Deleted         bool
-	AgentCount      int // open agent sessions serving it
+	AgentCount      int   // open agent sessions serving it
+	Refused         int64 // requests its rate limit refused
 }
 
 // Account is the read model of an account.

@@ -248,7 +248,7 @@ func BenchmarkInspectorMemory(b *testing.B) {
 	case b.N > 1_000_000:
 		b.Fatalf("b.N = %d: use -benchtime Nx with N at most 1000000", b.N)
 	}
-	r := harness.Start(b, "")
+	r := harness.Start(b, "", loadFlags...)
 	var out struct{ CreateInspector struct{ ID string } }
 	r.MustGraphQL(b, "", `mutation{ createInspector{ id } }`, nil, &out)
 	relay := benchTarget{
@@ -322,9 +322,10 @@ func keepLog(b *testing.B, r *harness.Relay) {
 
 // profArgs passes RELAY_BENCH_CPUPROFILE and RELAY_BENCH_TRACE on to the
 // relay's hidden --cpuprofile and --trace flags, and turns on debug logs
-// for RELAY_BENCH_LOG.
+// for RELAY_BENCH_LOG. Benchmarks load one address on purpose: the address
+// rate and the inspector quota are lifted (loadFlags).
 func profArgs() []string {
-	var args []string
+	args := append([]string(nil), loadFlags...)
 	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
 		args = append(args, "--cpuprofile", p)
 	}

@@ -15,14 +15,14 @@ import (
 // concurrent load: every request that was answered 204 must be in the
 // history after a restart, because the append is durable before the answer.
 func TestAnsweredDeliveriesSurviveSIGKILL(t *testing.T) {
-	r := harness.Start(t, "")
+	r := harness.Start(t, "", loadFlags...)
 	loadThenStop(t, r, func() { r.Kill(t) })
 }
 
 // TestSIGTERMDrainsInFlightRequests stops the server gracefully under load:
 // it exits 0 and loses no answered delivery.
 func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
-	r := harness.Start(t, "")
+	r := harness.Start(t, "", loadFlags...)
 	loadThenStop(t, r, func() {
 		r.Stop(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -32,6 +32,10 @@ func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
 		}
 	})
 }
+
+// loadFlags lift the per-address rate limit and the inspector quota for
+// tests that load one address on purpose.
+var loadFlags = []string{"--address-rate", "off", "--inspector-quota", "off"}
 
 // loadThenStop runs a concurrent load on an inspector, stops the server with
 // stop once the load is under way, restarts it, and checks that every

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/ratelimit"
 )
 
 // byteSize is a flag that accepts sizes such as "256KiB" or "10MiB".
@@ -27,6 +28,30 @@ func (b *byteSize) Set(s string) error {
 	*b = byteSize(n)
 	return nil
 }
+
+// quotaSize is a size flag that also takes "off" (no quota, stored as 0).
+type quotaSize struct{ byteSize }
+
+func (q *quotaSize) String() string {
+	if q.byteSize == 0 {
+		return "off"
+	}
+	return q.byteSize.String()
+}
+
+func (q *quotaSize) Set(s string) error {
+	if s == "off" {
+		q.byteSize = 0
+		return nil
+	}
+	return q.byteSize.Set(s)
+}
+
+// Defaults of the limits on anonymous use; docs/security.md explains them.
+var (
+	defaultAnonymousRate = ratelimit.Rate{N: 30, Per: time.Hour, Burst: 10}
+	defaultAddressRate   = ratelimit.Rate{N: 50, Per: time.Second, Burst: 100}
+)
 
 // serveConfig is everything `relay serve` is told.
 type serveConfig struct {
@@ -56,6 +81,12 @@ type serveConfig struct {
 	MaxQueryCost   int
 	MaxQueryFields int
 	MaxQueryTokens int
+
+	AnonymousRate      ratelimit.Rate
+	AddressRate        ratelimit.Rate
+	RefusalInterval    time.Duration
+	InspectorQuota     quotaSize
+	InspectorRetention time.Duration
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -63,6 +94,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxBody = 10 << 20
 	c.MaxHeaderBytes = 64 << 10
 	c.MaxAPIBody = graph.DefaultMaxBody
+	c.AnonymousRate, c.AddressRate = defaultAnonymousRate, defaultAddressRate
+	c.InspectorQuota = quotaSize{64 << 20}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -92,6 +125,18 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
+	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
+	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
+	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
+	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
+	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
+}
+
+// retentionSweep is how often expired inspectors are looked for: a tenth of
+// the retention, between 100ms and 10m, so deliveries outlive their
+// retention by at most that much.
+func (c *serveConfig) retentionSweep() time.Duration {
+	return min(max(c.InspectorRetention/10, 100*time.Millisecond), 10*time.Minute)
 }
 
 func (c *serveConfig) validate() error {
@@ -124,6 +169,10 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-query-fields must be at least 10")
 	case c.MaxQueryTokens < 100:
 		return fmt.Errorf("--max-query-tokens must be at least 100")
+	case c.RefusalInterval <= 0:
+		return fmt.Errorf("--refusal-interval must be positive")
+	case c.InspectorRetention <= 0:
+		return fmt.Errorf("--inspector-retention must be positive")
 	}
 	return nil
 }

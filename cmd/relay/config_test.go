@@ -68,6 +68,21 @@ func TestServeConfig(t *testing.T) {
 		{name: "query cost too small", args: []string{"--max-query-cost", "10"}, wantErr: "--max-query-cost"},
 		{name: "query fields too small", env: map[string]string{"RELAY_MAX_QUERY_FIELDS": "0"}, wantErr: "--max-query-fields"},
 		{name: "query tokens too small", args: []string{"--max-query-tokens", "-1"}, wantErr: "--max-query-tokens"},
+		{name: "limit defaults", check: func(c serveConfig) bool {
+			return c.AnonymousRate.String() == "30/h,burst=10" && c.AddressRate.String() == "50/s,burst=100" &&
+				c.InspectorQuota.byteSize == 64<<20 && c.InspectorRetention == 7*24*time.Hour && c.RefusalInterval == 10*time.Second
+		}},
+		{name: "rates from env", env: map[string]string{"RELAY_ANONYMOUS_RATE": "10/min,burst=3", "RELAY_ADDRESS_RATE": "off"},
+			check: func(c serveConfig) bool {
+				return c.AnonymousRate.N == 10 && c.AnonymousRate.Per == time.Minute && c.AnonymousRate.Burst == 3 && c.AddressRate.Off()
+			}},
+		{name: "bad rate", args: []string{"--address-rate", "fast"}, wantErr: "N/UNIT"},
+		{name: "bad rate in env", env: map[string]string{"RELAY_ANONYMOUS_RATE": "5/week"}, wantErr: "RELAY_ANONYMOUS_RATE"},
+		{name: "quota off", args: []string{"--inspector-quota", "off"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 0 }},
+		{name: "quota from env", env: map[string]string{"RELAY_INSPECTOR_QUOTA": "1MiB"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 1<<20 }},
+		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},
+		{name: "non-positive retention", env: map[string]string{"RELAY_INSPECTOR_RETENTION": "0s"}, wantErr: "--inspector-retention"},
+		{name: "non-positive refusal interval", args: []string{"--refusal-interval", "0s"}, wantErr: "--refusal-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"github.com/relayhq/relay/internal/sqlitedsn"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -38,6 +39,10 @@ import (
 // counted from the first byte the server waits for (a new connection or the
 // next request on a kept-alive one).
 const headerTimeout = 30 * time.Second
+
+// maxAnonymousClients bounds the map of per-client buckets of the
+// anonymous rate limit (see ratelimit.Keyed).
+const maxAnonymousClients = 100_000
 
 func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfg serveConfig
@@ -248,8 +253,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	urls := publicURLs{domain: cfg.Domain, port: port}
 	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup, ViewsWait: cfg.ViewsWait},
 		a.store, a.codec, a.views, client, hub, log)
+	var anonymous *ratelimit.Keyed
+	if !cfg.AnonymousRate.Off() {
+		anonymous = ratelimit.NewKeyed(cfg.AnonymousRate, maxAnonymousClients)
+	}
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
+		Anonymous: anonymous,
 	}, graph.ServerOptions{
 		KeepAlive:  cfg.KeepAlive,
 		Playground: graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/"),
@@ -274,6 +284,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	in := ingress.New(ingress.Config{
 		Domain: cfg.Domain, CaptureCap: int64(cfg.CaptureCap), MaxBody: int64(cfg.MaxBody),
 		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
+		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
 		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
@@ -298,6 +309,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+
+	// Background work: refusal counts into the log, the retention sweep.
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	bgDone := make(chan struct{}, 2)
+	go func() { _ = in.RecordRefusals(bgCtx); bgDone <- struct{}{} }()
+	go func() {
+		_ = svc.RunRetention(bgCtx, cfg.retentionSweep(), cfg.InspectorRetention)
+		bgDone <- struct{}{}
+	}()
+	defer func() { stopBg(); <-bgDone; <-bgDone }()
 
 	served := make(chan error, 1)
 	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
@@ -388,5 +409,6 @@ func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route,
 	return ingress.Route{
 		ID: a.ID, Kind: a.Kind, AccountID: a.AccountID, Mode: a.Mode, ResponseCapture: a.ResponseCapture,
 		Deleted: a.Deleted, Expired: a.Expired, LastActivityAt: a.LastActivityAt, ExpiresAt: a.ExpiresAt,
+		StoredBytes: a.StoredBytes,
 	}, nil
 }

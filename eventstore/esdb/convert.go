@@ -43,6 +43,9 @@ const unknownPosition = ^uint64(0)
 // toRecorded decodes an event read from the server. An event read from a
 // stream may carry no position; it is then 0.
 func toRecorded(r *esdb.RecordedEvent) (domain.RecordedEvent, error) {
+	if r.EventType == serverTombstone {
+		return tombstoneOf(r)
+	}
 	md, err := envelope.DecodeMetadata(r.UserMetadata)
 	if err != nil {
 		return domain.RecordedEvent{}, fmt.Errorf("event %s in %s: %w", r.EventID, r.StreamID, err)
@@ -60,7 +63,37 @@ func toRecorded(r *esdb.RecordedEvent) (domain.RecordedEvent, error) {
 }
 
 // isSystem reports events the port never wrote: EventStoreDB's own streams
-// and event types start with "$", and so do links.
+// and event types start with "$", and so do links. The one exception is the
+// tombstone the server writes into a user stream on DeleteStream, which the
+// port hands on as its own tombstone.
 func isSystem(r *esdb.RecordedEvent) bool {
-	return r == nil || strings.HasPrefix(r.EventType, "$") || strings.HasPrefix(r.StreamID, "$")
+	if r == nil || strings.HasPrefix(r.StreamID, "$") {
+		return true
+	}
+	return strings.HasPrefix(r.EventType, "$") && r.EventType != serverTombstone
+}
+
+// serverTombstone is the type of the event EventStoreDB writes at the end
+// of a tombstoned stream.
+const serverTombstone = "$streamDeleted"
+
+// tombstoneOf turns the server's tombstone into the port's: a
+// domain.StreamDeleted naming the stream. The server does not say how many
+// events went, so Events and LastRevision are -1 (unknown).
+func tombstoneOf(r *esdb.RecordedEvent) (domain.RecordedEvent, error) {
+	data, err := json.Marshal(domain.StreamDeleted{Stream: r.StreamID, Events: -1, LastRevision: -1})
+	if err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("tombstone of %s: %w", r.StreamID, err)
+	}
+	position := r.Position.Commit
+	if position == unknownPosition {
+		position = 0
+	}
+	return domain.RecordedEvent{
+		EventData: domain.EventData{ID: r.EventID.String(), Type: domain.TypeStreamDeleted, Data: data,
+			Metadata: domain.Metadata{SchemaVersion: 1, OccurredAt: r.CreatedDate.UTC()}},
+		Stream:   r.StreamID,
+		Revision: r.EventNumber,
+		Position: position,
+	}, nil
 }

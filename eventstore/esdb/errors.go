@@ -39,8 +39,10 @@ func sentinelFor(code esdb.ErrorCode) error {
 	switch code {
 	case esdb.ErrorCodeWrongExpectedVersion:
 		return domain.ErrWrongExpectedRevision
-	case esdb.ErrorCodeResourceNotFound, esdb.ErrorCodeStreamDeleted:
+	case esdb.ErrorCodeResourceNotFound:
 		return domain.ErrStreamNotFound
+	case esdb.ErrorCodeStreamDeleted:
+		return domain.ErrStreamDeleted // matches ErrStreamNotFound too
 	case esdb.ErrorCodeDeadlineExceeded:
 		return context.DeadlineExceeded
 	case esdb.ErrorCodeConnectionClosed:

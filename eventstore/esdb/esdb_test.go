@@ -90,7 +90,7 @@ func TestSentinelFor(t *testing.T) {
 	}{
 		{esdb.ErrorCodeWrongExpectedVersion, domain.ErrWrongExpectedRevision},
 		{esdb.ErrorCodeResourceNotFound, domain.ErrStreamNotFound},
-		{esdb.ErrorCodeStreamDeleted, domain.ErrStreamNotFound},
+		{esdb.ErrorCodeStreamDeleted, domain.ErrStreamDeleted},
 		{esdb.ErrorCodeDeadlineExceeded, context.DeadlineExceeded},
 		{esdb.ErrorCodeConnectionClosed, ErrClosed},
 		{esdb.ErrorCodeUnknown, nil},
@@ -233,6 +233,23 @@ func TestStreamReadWithoutPosition(t *testing.T) {
 	}
 }
 
+// TestServerTombstone needs no server: the server's "$streamDeleted" event
+// reads as the port's tombstone naming the stream.
+func TestServerTombstone(t *testing.T) {
+	out, err := toRecorded(&esdb.RecordedEvent{EventID: uuid.New(), EventType: "$streamDeleted", StreamID: "delivery-1",
+		EventNumber: 9223372036854775807, Position: esdb.Position{Commit: 42, Prepare: 42}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := domain.NewCodec().Decode(out.Type, out.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tomb, ok := e.(domain.StreamDeleted); !ok || tomb.Stream != "delivery-1" || out.Position != 42 {
+		t.Fatalf("got %+v at %d", e, out.Position)
+	}
+}
+
 func TestIsSystem(t *testing.T) {
 	tests := []struct {
 		stream, typ string
@@ -243,6 +260,7 @@ func TestIsSystem(t *testing.T) {
 		{"$projections-$all", "$ProjectionsInitialized", true},
 		{"delivery-1", "$>", true},
 		{"$ce-delivery", "delivery.received.v1", true},
+		{"delivery-1", "$streamDeleted", false}, // the server's tombstone: the port's too
 	}
 	for _, tt := range tests {
 		if got := isSystem(&esdb.RecordedEvent{StreamID: tt.stream, EventType: tt.typ}); got != tt.want {

@@ -198,3 +198,24 @@ func (s *Store) checkOpen() error {
 		return nil
 	}
 }
+
+// DeleteStream tombstones stream (EventStoreDB's hard delete): the server
+// writes its own "$streamDeleted" event at the end of the stream and
+// refuses reads and appends from then on with StreamDeleted, which the
+// adapter reports as domain.ErrStreamDeleted. SubscribeAll and ReadAll hand
+// that event on as the port's tombstone (see tombstoneOf). Not run against a
+// real server in this repository's tests (none can run here).
+func (s *Store) DeleteStream(ctx context.Context, stream string, expected domain.ExpectedRevision) (domain.DeleteResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return domain.DeleteResult{}, fmt.Errorf("delete stream %s: %w", stream, err)
+	}
+	res, err := s.client.TombstoneStream(ctx, stream, esdb.TombstoneStreamOptions{ExpectedRevision: expectedRevision(expected)})
+	if err != nil {
+		err = translate(ctx, err)
+		if errors.Is(err, domain.ErrWrongExpectedRevision) {
+			return domain.DeleteResult{}, s.conflict(ctx, stream, expected, err)
+		}
+		return domain.DeleteResult{}, fmt.Errorf("delete stream %s: %w", stream, err)
+	}
+	return domain.DeleteResult{Position: res.Position.Commit}, nil
+}

@@ -26,7 +26,8 @@
 // written, so a conflicting or duplicate append fails on its own while the
 // others commit; an append of several events sits under a savepoint so a
 // failure halfway leaves nothing behind. Positions stay gap-free because
-// refused appends insert nothing. The check is optimistic: the writer
+// refused appends insert nothing; only DeleteStream leaves gaps, where the
+// deleted events were (see delete.go). The check is optimistic: the writer
 // inserts straight away and lets the UNIQUE indexes on id and (stream,
 // revision) catch the rare clash; only then does it undo the insert and
 // look the IDs and the stream head up, to answer an idempotent retry, a

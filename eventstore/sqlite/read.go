@@ -24,6 +24,9 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	if len(evs) > 0 {
+		if evs[0].Type == domain.TypeStreamDeleted {
+			return nil, fmt.Errorf("read stream %s: %w", stream, domain.ErrStreamDeleted)
+		}
 		return evs, nil
 	}
 	var exists bool

@@ -8,11 +8,15 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version; a file written by a newer
 // relay is refused rather than misread.
-const schemaVersion = 1
+// Version 2 deletes streams (DeleteStream): a deleted stream's rows are
+// gone and its tombstone holds revision 0, which an older build would misread.
+const schemaVersion = 2
 
 // The events table is the whole log. position is the rowid, so it is
-// assigned max+1 on insert: since rows are never deleted and a refused
-// append rolls its rows back, positions stay 1, 2, 3, … without gaps.
+// assigned max+1 on insert: a refused append rolls its rows back, and
+// DeleteStream inserts its tombstone above the rows it removes, so
+// positions only grow and are never reused; they run 1, 2, 3, … without
+// gaps except where a deleted stream's events were.
 // UNIQUE(stream, revision) is also the index every stream read and head
 // lookup uses; UNIQUE(id) is the index idempotency checks use.
 const schema = `

@@ -76,3 +76,10 @@ func (t *tail) after(pos uint64, max int) (evs []domain.RecordedEvent, ok bool) 
 func eventSize(e domain.RecordedEvent) int {
 	return len(e.Data) + len(e.ID) + len(e.Type) + len(e.Stream) + 64
 }
+
+// reset forgets every event held, after a commit deleted some of them.
+func (t *tail) reset() {
+	t.mu.Lock()
+	t.events, t.bytes = nil, 0
+	t.mu.Unlock()
+}

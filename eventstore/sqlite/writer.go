@@ -23,6 +23,9 @@ type appendRequest struct {
 	expected domain.ExpectedRevision
 	rows     []row
 	reply    chan appendReply // buffered: the writer never waits for a caller
+	// deleteStream makes the request a DeleteStream: rows is then empty and
+	// the writer fills in the tombstone (see applyDelete).
+	deleteStream bool
 }
 
 // row is an event encoded for storage, prepared by the caller's goroutine so
@@ -143,6 +146,11 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 			}
 		}
 	} else if last > 0 {
+		if deleted(batch, replies) {
+			// The tail may hold events that are gone now: readers
+			// after this commit must not get them from memory.
+			s.tail.reset()
+		}
 		s.tail.add(committed(batch, replies))
 		s.published(last)
 	}
@@ -232,6 +240,9 @@ type place struct {
 // which looks the IDs and the stream head up to tell an idempotent retry
 // from a duplicate ID or a wrong expected revision.
 func (s *Store) apply(ctx context.Context, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
+	if r.deleteStream {
+		return applyDelete(ctx, st, r)
+	}
 	res, ok, err := fastInsert(ctx, st, r)
 	if err != nil {
 		return appendReply{}, false, err
@@ -250,16 +261,17 @@ func (s *Store) apply(ctx context.Context, st writeStmts, r *appendRequest) (rep
 // succeeds, applyChecked would have written the same rows: no ID was stored
 // (its index would have refused the row) and the head matched.
 func fastInsert(ctx context.Context, st writeStmts, r *appendRequest) (res domain.AppendResult, ok bool, fatal error) {
-	// A stream that exists has a revision 0 (rows are never deleted), so for
-	// NoStream the (stream, revision) index alone checks the condition.
+	// A stream that exists has a revision 0 (a deleted stream keeps its
+	// tombstone there), so for NoStream the (stream, revision) index alone
+	// checks the condition.
 	next := uint64(0)
 	if !r.expected.IsNoStream() {
-		head, exists, err := streamHead(ctx, st, r.stream)
+		head, exists, deleted, err := streamHead(ctx, st, r.stream)
 		if err != nil {
 			// Not a refused row: the transaction may be gone (see isConstraint).
 			return domain.AppendResult{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
 		}
-		if !r.expected.Matches(head, exists) {
+		if deleted || !r.expected.Matches(head, exists) {
 			return domain.AppendResult{}, false, nil
 		}
 		if exists {
@@ -294,9 +306,12 @@ func applyChecked(ctx context.Context, st writeStmts, r *appendRequest) (rep app
 		}
 	}
 
-	head, exists, err := streamHead(ctx, st, r.stream)
+	head, exists, deleted, err := streamHead(ctx, st, r.stream)
 	if err != nil {
 		return appendReply{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
+	}
+	if deleted {
+		return appendReply{err: fmt.Errorf("append to %s: %w", r.stream, domain.ErrStreamDeleted)}, false, nil
 	}
 	if !r.expected.Matches(head, exists) {
 		return appendReply{err: &domain.WrongExpectedRevisionError{Stream: r.stream, Expected: r.expected, Actual: head, Exists: exists}}, false, nil
@@ -392,17 +407,21 @@ func duplicateError(r *appendRequest, places []place) error {
 	return fmt.Errorf("append to %s: %w", r.stream, domain.ErrDuplicateEventID)
 }
 
-// streamHead returns the last revision of stream and whether it has events.
-func streamHead(ctx context.Context, st writeStmts, stream string) (uint64, bool, error) {
-	var rev int64
-	err := st.head.QueryRowContext(ctx, stream).Scan(&rev)
+// streamHead returns the last revision of stream, whether it has events and
+// whether it was deleted (its only event is then its tombstone).
+func streamHead(ctx context.Context, st writeStmts, stream string) (rev uint64, exists, deleted bool, err error) {
+	var (
+		r   int64
+		typ string
+	)
+	err = st.head.QueryRowContext(ctx, stream).Scan(&r, &typ)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, false, nil
+		return 0, false, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("read head of %s: %w", stream, err)
+		return 0, false, false, fmt.Errorf("read head of %s: %w", stream, err)
 	}
-	return uint64(rev), true, nil
+	return uint64(r), true, typ == domain.TypeStreamDeleted, nil
 }
 
 func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, rows []row) (domain.AppendResult, error) {
@@ -427,13 +446,17 @@ func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, 
 type writeStmts struct {
 	lookupID, head, insert         *sql.Stmt
 	savepoint, rollbackTo, release *sql.Stmt
+	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
 }
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 	var st writeStmts
 	err := prepareAll(ctx, db, []stmtSpec{
 		{&st.lookupID, `SELECT stream, revision, position FROM events WHERE id = ?`},
-		{&st.head, `SELECT revision FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
+		{&st.head, `SELECT revision, type FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
+		{&st.streamSize, `SELECT COUNT(*), COALESCE(MAX(revision), -1), COALESCE(MAX(position), 0) FROM events WHERE stream = ?`},
+		{&st.deleteRows, `DELETE FROM events WHERE stream = ? AND position <> ?`},
+		{&st.settle, `UPDATE events SET revision = 0 WHERE position = ?`},
 		{&st.insert, `INSERT INTO events (id, stream, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)`},
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
@@ -450,9 +473,13 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 		savepoint:  tx.StmtContext(ctx, st.savepoint),
 		rollbackTo: tx.StmtContext(ctx, st.rollbackTo),
 		release:    tx.StmtContext(ctx, st.release),
+		streamSize: tx.StmtContext(ctx, st.streamSize),
+		deleteRows: tx.StmtContext(ctx, st.deleteRows),
+		settle:     tx.StmtContext(ctx, st.settle),
 	}
 }
 
 func (st writeStmts) close() error {
-	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release)
+	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
+		st.streamSize, st.deleteRows, st.settle)
 }

@@ -25,7 +25,8 @@ type Guarantees struct {
 	// check exact positions, LastPosition and page boundaries.
 	EmptyOnOpen bool
 	// GapFreePositions: an append's events take positions last+1, last+2, …,
-	// with no gap even after refused appends. Without it positions need only
+	// with no gap even after refused appends (a deleted stream's events leave
+	// the only gaps). Without it positions need only
 	// increase (EventStoreDB's commit positions are byte offsets).
 	GapFreePositions bool
 	// UniqueEventIDs: the store knows every ID in the log, so an ID reused at
@@ -51,6 +52,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Subscribe", s.testSubscribe)
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("Lifecycle", s.testLifecycle)
+	t.Run("Delete", s.testDelete)
 }
 
 type suite struct{ f Factory }

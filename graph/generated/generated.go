@@ -91,6 +91,7 @@ type ComplexityRoot struct {
 		ID              func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Name            func(childComplexity int) int
+		RefusedRequests func(childComplexity int) int
 		ResponseCapture func(childComplexity int) int
 		Target          func(childComplexity int) int
 		URL             func(childComplexity int) int
@@ -135,12 +136,15 @@ type ComplexityRoot struct {
 	}
 
 	Inspector struct {
-		CreatedAt  func(childComplexity int) int
-		Deliveries func(childComplexity int, first *int, after *string) int
-		Expired    func(childComplexity int) int
-		ExpiresAt  func(childComplexity int) int
-		ID         func(childComplexity int) int
-		URL        func(childComplexity int) int
+		CreatedAt       func(childComplexity int) int
+		Deliveries      func(childComplexity int, first *int, after *string) int
+		Expired         func(childComplexity int) int
+		ExpiresAt       func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Purged          func(childComplexity int) int
+		RefusedRequests func(childComplexity int) int
+		StoredBytes     func(childComplexity int) int
+		URL             func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -442,6 +446,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Name(childComplexity), true
+	case "Endpoint.refusedRequests":
+		if e.ComplexityRoot.Endpoint.RefusedRequests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.RefusedRequests(childComplexity), true
 	case "Endpoint.responseCapture":
 		if e.ComplexityRoot.Endpoint.ResponseCapture == nil {
 			break
@@ -639,6 +649,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Inspector.ID(childComplexity), true
+	case "Inspector.purged":
+		if e.ComplexityRoot.Inspector.Purged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.Purged(childComplexity), true
+	case "Inspector.refusedRequests":
+		if e.ComplexityRoot.Inspector.RefusedRequests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.RefusedRequests(childComplexity), true
+	case "Inspector.storedBytes":
+		if e.ComplexityRoot.Inspector.StoredBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.StoredBytes(childComplexity), true
 	case "Inspector.url":
 		if e.ComplexityRoot.Inspector.URL == nil {
 			break
@@ -1036,6 +1064,12 @@ type Inspector {
   "Moves forward with every request (idle TTL)."
   expiresAt: Time!
   expired: Boolean!
+  "Bytes its deliveries take in the log; at the relay's --inspector-quota it answers 429 and records nothing more."
+  storedBytes: Int!
+  "Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries."
+  refusedRequests: Int!
+  "Its deliveries were removed from the log, --inspector-retention after it expired."
+  purged: Boolean!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
   value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
@@ -1052,6 +1086,8 @@ type Endpoint {
   responseCapture: Boolean!
   agentConnected: Boolean!
   createdAt: Time!
+  "Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries."
+  refusedRequests: Int!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
   value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
@@ -1152,7 +1188,11 @@ type Query {
 }
 
 type Mutation {
-  "No account needed."
+  """
+  No account needed. createInspector and signUp are limited per client address
+  (--anonymous-rate): beyond it they fail with RATE_LIMITED and
+  extensions.retryAfterSeconds.
+  """
   createInspector: Inspector!
   signUp(name: String!): SignUpPayload!
   "Operator only (the --admin-token): creates an account even when sign-up is closed."
@@ -1295,6 +1335,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_agentConnected(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Endpoint_createdAt(ctx, field)
+	case "refusedRequests":
+		return ec.fieldContext_Endpoint_refusedRequests(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Endpoint_deliveries(ctx, field)
 	}
@@ -1389,6 +1431,12 @@ func (ec *executionContext) childFields_Inspector(ctx context.Context, field gra
 		return ec.fieldContext_Inspector_expiresAt(ctx, field)
 	case "expired":
 		return ec.fieldContext_Inspector_expired(ctx, field)
+	case "storedBytes":
+		return ec.fieldContext_Inspector_storedBytes(ctx, field)
+	case "refusedRequests":
+		return ec.fieldContext_Inspector_refusedRequests(ctx, field)
+	case "purged":
+		return ec.fieldContext_Inspector_purged(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Inspector_deliveries(ctx, field)
 	}
@@ -2773,6 +2821,29 @@ func (ec *executionContext) fieldContext_Endpoint_createdAt(_ context.Context, f
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _Endpoint_refusedRequests(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_refusedRequests(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RefusedRequests, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_refusedRequests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
 func (ec *executionContext) _Endpoint_deliveries(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3503,6 +3574,75 @@ func (ec *executionContext) _Inspector_expired(ctx context.Context, field graphq
 	)
 }
 func (ec *executionContext) fieldContext_Inspector_expired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Inspector_storedBytes(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_storedBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StoredBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_storedBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Inspector_refusedRequests(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_refusedRequests(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RefusedRequests, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_refusedRequests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Inspector_purged(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_purged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Purged, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_purged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
@@ -6011,6 +6151,11 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "refusedRequests":
+			out.Values[i] = ec._Endpoint_refusedRequests(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "deliveries":
 			field := field
 
@@ -6382,6 +6527,21 @@ func (ec *executionContext) _Inspector(ctx context.Context, sel ast.SelectionSet
 			}
 		case "expired":
 			out.Values[i] = ec._Inspector_expired(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "storedBytes":
+			out.Values[i] = ec._Inspector_storedBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "refusedRequests":
+			out.Values[i] = ec._Inspector_refusedRequests(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "purged":
+			out.Values[i] = ec._Inspector_purged(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

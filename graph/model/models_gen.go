@@ -96,6 +96,8 @@ type Endpoint struct {
 	ResponseCapture bool         `json:"responseCapture"`
 	AgentConnected  bool         `json:"agentConnected"`
 	CreatedAt       time.Time    `json:"createdAt"`
+	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
+	RefusedRequests int `json:"refusedRequests"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
 	Deliveries *DeliveryConnection `json:"deliveries"`
@@ -155,6 +157,12 @@ type Inspector struct {
 	// Moves forward with every request (idle TTL).
 	ExpiresAt time.Time `json:"expiresAt"`
 	Expired   bool      `json:"expired"`
+	// Bytes its deliveries take in the log; at the relay's --inspector-quota it answers 429 and records nothing more.
+	StoredBytes int `json:"storedBytes"`
+	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
+	RefusedRequests int `json:"refusedRequests"`
+	// Its deliveries were removed from the log, --inspector-retention after it expired.
+	Purged bool `json:"purged"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
 	Deliveries *DeliveryConnection `json:"deliveries"`

@@ -15,7 +15,7 @@ export const DETAIL_FIELDS = `
   responseBody
 `;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected createdAt`;
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected createdAt refusedRequests`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
@@ -38,7 +38,7 @@ export const UPDATE_ENDPOINT = `mutation UpdateEndpoint($id: ID!, $input: Update
 export const DELETE_ENDPOINT = `mutation DeleteEndpoint($id: ID!) { deleteEndpoint(id: $id) }`;
 
 export const INSPECTOR = `query Inspector($id: ID!) {
-  inspector(id: $id) { id url createdAt expiresAt expired }
+  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests }
 }`;
 
 export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;

@@ -181,6 +181,14 @@ export function historyPage(root, { kind, id, navigate }) {
     return `curl -X POST '${url.replace(/\/+$/, '')}/webhook' -H 'Content-Type: application/json' -d '{"hello":"world"}'`;
   }
 
+  // Requests the address's rate limit refused are not in the history; one
+  // line says how many there were.
+  function refusedLine(n) {
+    if (!n) return null;
+    return h('p', { class: 'muted small', 'data-testid': 'refused' },
+      `${n} ${n === 1 ? 'request' : 'requests'} refused by the rate limit (answered 429, not recorded).`);
+  }
+
   function renderHead() {
     const info = state.info;
     if (!isEndpoint) {
@@ -197,7 +205,8 @@ export function historyPage(root, { kind, id, navigate }) {
           'Every request on every method and path is recorded and answered 204. ',
           info.expired ? 'This inspector expired: its address answers 503 now.'
             : ['Expires ', h('time', { datetime: info.expiresAt, 'data-testid': 'expires' }, formatFullTime(info.expiresAt)),
-              ' unless a request arrives; each request moves this forward.']));
+              ' unless a request arrives; each request moves this forward.']),
+        refusedLine(info.refusedRequests));
       return;
     }
     const agentLine = h('div', { class: 'agent-line', 'aria-live': 'polite', 'data-testid': 'agent-status' }, agentBadge(info.agentConnected));
@@ -209,6 +218,7 @@ export function historyPage(root, { kind, id, navigate }) {
       codeLine('Public URL', info.url, { testid: 'public-url' }),
       codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
       agentCommandLine(),
+      refusedLine(info.refusedRequests),
       settingsPanel());
   }
 

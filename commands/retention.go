@@ -1,0 +1,133 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
+)
+
+// Bounds of one retention sweep, so a backlog is worked off over several
+// sweeps instead of in one long burst of writes.
+const (
+	sweepInspectors = 100 // purge decisions per sweep
+	sweepStreams    = 500 // delivery streams deleted per page
+	sweepPages      = 20  // pages per sweep
+)
+
+// SweepResult tells what one retention sweep did.
+type SweepResult struct {
+	Purged  int // inspectors whose deliveries were decided to go
+	Deleted int // delivery streams deleted
+}
+
+// SweepRetention removes the deliveries of guest inspectors expired for
+// longer than retention at now. Each removal is first decided on the
+// inspector's stream (inspector.purged.v1, with the expiry if no request
+// recorded it); then the inspector's delivery streams are deleted, each
+// leaving a tombstone the views drop its row on. Deleting goes by what the
+// views still hold of purged inspectors, so a sweep interrupted between the
+// decision and the deletions is finished by the next one.
+func (s *Service) SweepRetention(ctx context.Context, now time.Time, retention time.Duration) (SweepResult, error) {
+	var res SweepResult
+	// Decide on views that hold every delivery appended so far: an
+	// inspector's last activity comes from them.
+	if err := s.catchUp(ctx); err != nil {
+		return res, err
+	}
+	candidates, err := s.views.PurgeCandidates(ctx, now, retention, sweepInspectors)
+	if err != nil {
+		return res, err
+	}
+	for _, c := range candidates {
+		purged, err := s.purge(ctx, c.ID, c.LastActivityAt, now, retention, c.Deliveries)
+		if err != nil {
+			return res, fmt.Errorf("purge inspector %s: %w", c.ID, err)
+		}
+		if purged {
+			res.Purged++
+		}
+	}
+	for range sweepPages {
+		ids, err := s.views.PurgedDeliveries(ctx, sweepStreams)
+		if err != nil || len(ids) == 0 {
+			return res, err
+		}
+		for _, id := range ids {
+			_, err := s.store.DeleteStream(ctx, domain.DeliveryStream(id), domain.Any())
+			switch {
+			case err == nil:
+				res.Deleted++
+			case errors.Is(err, domain.ErrStreamDeleted):
+				// Deleted by an earlier sweep; its tombstone drops the row.
+			default:
+				return res, fmt.Errorf("delete delivery %s: %w", id, err)
+			}
+		}
+		// The tombstones reach the views before the next page is listed.
+		if err := s.catchUp(ctx); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// purge records the decision to remove an inspector's deliveries, if its
+// retention has run out. It reports whether this call recorded it.
+func (s *Service) purge(ctx context.Context, id string, lastActivity, now time.Time, retention time.Duration, deliveries int64) (bool, error) {
+	var recorded bool
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		stream := domain.InspectorStream(id)
+		events, err := s.load(ctx, stream)
+		if err != nil {
+			return err
+		}
+		in := domain.LoadInspector(events)
+		if _, err := in.PurgeIfRetained(lastActivity, now, retention, deliveries); err != nil {
+			return err
+		}
+		if len(in.Changes()) == 0 {
+			return nil
+		}
+		_, err = s.append(ctx, stream, in.Expected(), domain.Trace{CorrelationID: id}, in.Changes())
+		recorded = err == nil
+		return err
+	})
+	return recorded, err
+}
+
+// catchUp waits until the views have applied every event appended so far.
+func (s *Service) catchUp(ctx context.Context) error {
+	last, err := s.store.LastPosition(ctx)
+	if err != nil {
+		return fmt.Errorf("read last position: %w", err)
+	}
+	if err := s.views.WaitFor(ctx, last); err != nil {
+		return fmt.Errorf("wait for projections: %w", err)
+	}
+	return nil
+}
+
+// RunRetention sweeps every interval until ctx ends (see SweepRetention).
+// A failed sweep is logged and tried again at the next interval.
+func (s *Service) RunRetention(ctx context.Context, interval, retention time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		res, err := s.SweepRetention(ctx, s.now(), retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.ErrorContext(ctx, "retention sweep failed", "err", err)
+		case res.Purged > 0 || res.Deleted > 0:
+			s.log.InfoContext(ctx, "retention sweep", "inspectors_purged", res.Purged, "deliveries_deleted", res.Deleted)
+		}
+	}
+}

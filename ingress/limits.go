@@ -1,0 +1,148 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ratelimit"
+)
+
+// maxLimitedAddresses bounds the rate limiter's map of public addresses and
+// the refusal counts kept between two appends of them.
+const maxLimitedAddresses = 10_000
+
+// DefaultRefusalInterval is how often refusal counts are appended to the
+// log when Config.RefusalInterval is zero.
+const DefaultRefusalInterval = 10 * time.Second
+
+// refusals counts the requests the address rate limit refused since the
+// last append, per address. An address beyond maxLimitedAddresses is not
+// counted (the log would grow with the flood it measures); lost counts
+// are logged.
+type refusals struct {
+	mu     sync.Mutex
+	counts map[string]*refusalCount
+	lost   int64
+}
+
+type refusalCount struct {
+	kind     domain.AddressKind
+	n        int64
+	from, to time.Time
+}
+
+func (r *refusals) add(address string, kind domain.AddressKind, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.counts[address]
+	if !ok {
+		if len(r.counts) >= maxLimitedAddresses {
+			r.lost++
+			return
+		}
+		if r.counts == nil {
+			r.counts = map[string]*refusalCount{}
+		}
+		c = &refusalCount{kind: kind, from: now}
+		r.counts[address] = c
+	}
+	c.n++
+	c.to = now
+}
+
+// take returns the counts so far and starts new ones.
+func (r *refusals) take() (map[string]*refusalCount, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	counts, lost := r.counts, r.lost
+	r.counts, r.lost = nil, 0
+	return counts, lost
+}
+
+// limitAddress applies the address rate limit. It reports whether the
+// request may go on; when not, it has answered 429 with Retry-After and
+// counted the refusal. A refused request is not recorded as a delivery.
+func (s *Server) limitAddress(w http.ResponseWriter, route Route) bool {
+	if s.addressLimits == nil {
+		return true
+	}
+	now := s.deps.Now()
+	ok, retry := s.addressLimits.Allow(route.ID, now)
+	if ok {
+		return true
+	}
+	s.refused.add(route.ID, route.Kind, now)
+	w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
+	writeText(w, http.StatusTooManyRequests, "Too Many Requests: this address's rate limit is exceeded\n")
+	return false
+}
+
+// retrySeconds rounds a wait up to whole seconds, at least 1.
+func retrySeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// overQuota reports whether an inspector's stored bytes reached its quota;
+// then it has answered 429, and the request is not recorded. The views
+// count what is applied, so requests in flight may pass it by their size.
+func (s *Server) overQuota(w http.ResponseWriter, route Route) bool {
+	if s.cfg.InspectorQuota <= 0 || route.StoredBytes < s.cfg.InspectorQuota {
+		return false
+	}
+	writeText(w, http.StatusTooManyRequests, fmt.Sprintf(
+		"Too Many Requests: this inspector's storage quota (%s) is used up; nothing more is recorded\n",
+		humanize.IBytes(uint64(s.cfg.InspectorQuota))))
+	return true
+}
+
+// RecordRefusals appends, every interval until ctx ends, one
+// address.rate_limited.v1 per address whose requests the rate limit
+// refused in the interval, and the rest once more as it ends.
+func (s *Server) RecordRefusals(ctx context.Context) error {
+	if s.addressLimits == nil {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(s.cfg.RefusalInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.appendRefusals(context.WithoutCancel(ctx))
+			return nil
+		case <-t.C:
+			s.appendRefusals(ctx)
+		}
+	}
+}
+
+func (s *Server) appendRefusals(ctx context.Context) {
+	counts, lost := s.refused.take()
+	if lost > 0 {
+		s.log.WarnContext(ctx, "ingress: rate-limit refusals not counted per address (too many addresses)", "refused", lost)
+	}
+	for address, c := range counts {
+		e := domain.AddressRateLimited{Address: address, AddressKind: c.kind, Refused: c.n,
+			From: c.from.UTC().Format(time.RFC3339Nano), To: c.to.UTC().Format(time.RFC3339Nano)}
+		err := s.appendEvents(ctx, domain.RefusalsStream(address), domain.Any(), "", e)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.ErrorContext(ctx, "ingress: record rate-limit refusals", "address", address, "refused", c.n, "error", err)
+		}
+	}
+}
+
+func newAddressLimits(r ratelimit.Rate) *ratelimit.Keyed {
+	if r.Off() {
+		return nil
+	}
+	return ratelimit.NewKeyed(r, maxLimitedAddresses)
+}

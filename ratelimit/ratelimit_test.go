@@ -1,0 +1,106 @@
+package ratelimit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Rate
+		bad  bool
+	}{
+		{in: "10/min", want: Rate{N: 10, Per: time.Minute, Burst: 10}},
+		{in: "10/min,burst=20", want: Rate{N: 10, Per: time.Minute, Burst: 20}},
+		{in: "50/s,burst=100", want: Rate{N: 50, Per: time.Second, Burst: 100}},
+		{in: "3/h", want: Rate{N: 3, Per: time.Hour, Burst: 3}},
+		{in: "off", want: Rate{}},
+		{in: "", bad: true},
+		{in: "10", bad: true},
+		{in: "0/s", bad: true},
+		{in: "-1/s", bad: true},
+		{in: "10/day", bad: true},
+		{in: "10/s,burst=0", bad: true},
+		{in: "10/s,20", bad: true},
+	}
+	for _, tt := range tests {
+		got, err := Parse(tt.in)
+		if tt.bad {
+			if err == nil {
+				t.Errorf("Parse(%q) = %+v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+		if back, err := Parse(got.String()); err != nil || back != got {
+			t.Errorf("Parse(%q.String() = %q) = %+v, %v", tt.in, got.String(), back, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"10/min", "10/min,burst=20", "off", "1/s,burst=1", "x/y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if !r.Off() && (r.N <= 0 || r.Burst <= 0 || r.Per <= 0) {
+			t.Fatalf("Parse(%q) = %+v", s, r)
+		}
+		if back, err := Parse(r.String()); err != nil || back != r {
+			t.Fatalf("round trip of %q: %+v, %v", s, back, err)
+		}
+	})
+}
+
+func TestKeyedRefusesAfterBurstWithRetryHint(t *testing.T) {
+	k := NewKeyed(Rate{N: 6, Per: time.Minute, Burst: 3}, 10)
+	now := time.Unix(1000, 0)
+	for i := range 3 {
+		if ok, _ := k.Allow("a", now); !ok {
+			t.Fatalf("request %d of the burst refused", i)
+		}
+	}
+	ok, retry := k.Allow("a", now)
+	if ok || retry <= 0 || retry > 10*time.Second {
+		t.Fatalf("after the burst: ok=%v retry=%s, want refused with a hint up to 10s", ok, retry)
+	}
+	if ok, _ := k.Allow("b", now); !ok {
+		t.Fatal("another key shares the bucket")
+	}
+	if ok, _ := k.Allow("a", now.Add(retry)); !ok {
+		t.Fatal("refused again after the hinted time")
+	}
+}
+
+// TestKeyedMapStaysBounded: a flood of keys never grows the map past its
+// bound; buckets idle long enough to be full again make room, and keys
+// beyond the bound share the overflow bucket.
+func TestKeyedMapStaysBounded(t *testing.T) {
+	k := NewKeyed(Rate{N: 1, Per: time.Second, Burst: 2}, 100)
+	now := time.Unix(1000, 0)
+	for i := range 10_000 {
+		k.Allow(fmt.Sprint("key-", i), now)
+		if n := k.Len(); n > 100 {
+			t.Fatalf("map holds %d keys after %d, bound is 100", n, i+1)
+		}
+	}
+	// The overflow bucket is shared: it ran dry long ago.
+	if ok, _ := k.Allow("newcomer", now); ok {
+		t.Fatal("a key beyond the bound got a full bucket of its own")
+	}
+	later := now.Add(2 * time.Second) // every bucket is full again
+	if ok, _ := k.Allow("newcomer", later); !ok {
+		t.Fatal("no room made for a new key once old buckets were idle")
+	}
+	if n := k.Len(); n != 1 {
+		t.Fatalf("after the sweep the map holds %d keys, want 1", n)
+	}
+}
