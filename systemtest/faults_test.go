@@ -60,11 +60,12 @@ func getBare(t *testing.T, r *harness.Relay, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// metricValue reads one unlabelled sample from /metrics (-999 when absent).
-func metricValue(t *testing.T, r *harness.Relay, name string) float64 {
+// metricValue reads one sample from /metrics by its series, labels
+// included (-999 when absent).
+func metricValue(t *testing.T, r *harness.Relay, series string) float64 {
 	t.Helper()
 	_, body := getBare(t, r, "/metrics")
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
 	if m == nil {
 		return -999
 	}
