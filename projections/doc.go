@@ -20,6 +20,14 @@
 // [Views.WaitFor]. [Views.Rebuild] drops every view and replays the log from
 // position 0; the result is identical row for row to the live view.
 //
+// A batch that fails (a full disk) does not stop [Views.Run]: it logs the
+// first failure, reports it through [Views.Health] and subscribes again
+// from the checkpoint with a growing pause until the cause clears. The
+// views are disposable: [Open] replaces a file that fails PRAGMA
+// quick_check, and [Views.Reconcile] rebuilds views whose checkpoint names
+// an event the log does not hold at that position (a log restored from an
+// older backup).
+//
 // Views are deterministic functions of the log: every column comes from an
 // event's payload, its occurred-at time or its position, never from the wall
 // clock or from how the log was split into batches.
