@@ -309,7 +309,7 @@ func (r *Resolver) ownsStream(ctx context.Context, accountID, stream string) (bo
 	switch kind {
 	case "account":
 		return id == accountID, nil
-	case "endpoint", "agent":
+	case "endpoint", "agent", "refusals":
 		// Address, not Endpoint: a deleted Endpoint's history stays its
 		// owner's, and the hot prepared lookup skips the agent count.
 		a, err := r.Views.Address(ctx, id)
