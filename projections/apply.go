@@ -209,7 +209,7 @@ func (b *batch) streamOwner(stream string) (string, error) {
 	switch kind {
 	case "account":
 		return id, nil
-	case "endpoint", "agent": // agent-<endpoint id>
+	case "endpoint", "agent", "refusals": // agent-<endpoint id>, refusals-<address id>
 		query = qEndpointOwner
 	case "delivery":
 		query = qDeliveryOwner

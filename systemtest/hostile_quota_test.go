@@ -81,6 +81,21 @@ func TestAddressRateLimit(t *testing.T) {
 	if n := len(got.Deliveries.Nodes); n != allowed {
 		t.Fatalf("history holds %d deliveries, want the %d answered 204", n, allowed)
 	}
+
+	// An Endpoint's address has the same limit and count.
+	acct := signUpTenant(t, r, "limited")
+	ep := createEndpointFor(t, r, acct.Token, map[string]any{"name": "log", "mode": "LOG"})
+	for i := range allowed + 2 {
+		send(t, r, ep.ID, "POST", fmt.Sprintf("/ep/%d", i), nil, nil)
+	}
+	harness.Eventually(t, 10*time.Second, "the Endpoint's refusals counted in the API", func() bool {
+		var out struct{ Endpoint struct{ RefusedRequests int } }
+		r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ refusedRequests } }`, map[string]any{"id": ep.ID}, &out)
+		return out.Endpoint.RefusedRequests == 2
+	})
+	if n := len(endpointHistory(t, r, acct.Token, ep.ID)); n != allowed {
+		t.Fatalf("Endpoint history holds %d deliveries, want %d", n, allowed)
+	}
 }
 
 // TestInspectorQuota: once an inspector's deliveries take its quota of the

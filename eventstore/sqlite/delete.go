@@ -90,7 +90,7 @@ func applyDelete(ctx context.Context, st writeStmts, r *appendRequest) (rep appe
 	if _, err := st.settle.ExecContext(ctx, pos); err != nil {
 		return appendReply{}, false, fmt.Errorf("delete stream %s: place tombstone: %w", r.stream, err)
 	}
-	r.rows = []row{tr} // committed() hands the tombstone to the tail
+	r.rows = []row{tr}
 	return appendReply{res: domain.AppendResult{NextRevision: 0, Position: uint64(pos)}}, true, nil
 }
 

@@ -147,11 +147,13 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 		}
 	} else if last > 0 {
 		if deleted(batch, replies) {
-			// The tail may hold events that are gone now: readers
-			// after this commit must not get them from memory.
+			// The tail (and this very batch) may hold events that are
+			// gone now: readers get this commit and what follows it
+			// from the database until the tail fills again.
 			s.tail.reset()
+		} else {
+			s.tail.add(committed(batch, replies))
 		}
-		s.tail.add(committed(batch, replies))
 		s.published(last)
 	}
 	for i, r := range batch {
