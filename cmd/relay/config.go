@@ -41,13 +41,18 @@ type serveConfig struct {
 	PublicPort     int
 	ShutdownGrace  time.Duration
 	KeepAlive      time.Duration
-	CPUProfile     string
-	Trace          string
+	// WebSocket bounds (see docs/security.md, "WebSocket subscriptions").
+	MaxWSMessage       byteSize
+	MaxWSSubscriptions int
+	MaxWSPerIP         int
+	CPUProfile         string
+	Trace              string
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.CaptureCap = 256 << 10
 	c.MaxBody = 10 << 20
+	c.MaxWSMessage = 1 << 20
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -66,6 +71,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
 	_ = fs.MarkHidden("trace")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
+	fs.Var(&c.MaxWSMessage, "max-ws-message", "largest WebSocket message a client may send (closed 1009 beyond); an authenticated socket may also send an agent's answer of --max-body")
+	fs.IntVar(&c.MaxWSSubscriptions, "max-ws-subscriptions", 100, "operations one WebSocket may run at once (TOO_MANY_SUBSCRIPTIONS beyond)")
+	fs.IntVar(&c.MaxWSPerIP, "max-ws-per-ip", 32, "open WebSockets per client IP (HTTP 429 beyond)")
 }
 
 func (c *serveConfig) validate() error {
@@ -76,6 +84,12 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--forward-timeout must be positive")
 	case c.CaptureCap > c.MaxBody:
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
+	case c.KeepAlive <= 0:
+		return fmt.Errorf("--keepalive must be positive")
+	case c.MaxWSSubscriptions < 1:
+		return fmt.Errorf("--max-ws-subscriptions must be at least 1")
+	case c.MaxWSPerIP < 1:
+		return fmt.Errorf("--max-ws-per-ip must be at least 1")
 	case c.Domain == "":
 		return fmt.Errorf("--domain must not be empty")
 	}

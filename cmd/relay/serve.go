@@ -191,7 +191,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		a.store, a.codec, a.views, client, hub, log)
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken,
-	}, graph.ServerOptions{KeepAlive: cfg.KeepAlive, Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
+	}, graph.ServerOptions{
+		KeepAlive: cfg.KeepAlive, MaxWSMessage: int64(cfg.MaxWSMessage), MaxAgentAnswer: int64(cfg.MaxBody),
+		MaxWSSubscriptions: cfg.MaxWSSubscriptions, MaxWSPerIP: cfg.MaxWSPerIP,
+		Playground: playground.Handler("relay GraphQL", "/graphql", graphiql.PlaygroundOptions("/assets/graphiql/")...)})
 
 	met := metrics.New()
 	met.Positions(a.store.LastPosition, a.views.Position)
