@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,54 +48,68 @@ type subscribePayload struct {
 	Extensions    map[string]any `json:"extensions"`
 }
 
+// frame is a client message that passed parse.
+type frame struct {
+	typ       string
+	id        string
+	payload   json.RawMessage
+	subscribe subscribePayload // for subscribe
+}
+
+// parse reads and checks a client message as the protocol describes it;
+// an error is the reason for closing the socket with 4400.
+func parse(data []byte) (frame, error) {
+	var in incoming
+	if err := json.Unmarshal(data, &in); err != nil {
+		return frame{}, errors.New("not a JSON object")
+	}
+	f := frame{payload: in.Payload}
+	if json.Unmarshal(in.Type, &f.typ) != nil {
+		return frame{}, errors.New("type must be a string")
+	}
+	switch f.typ {
+	case msgConnectionInit, msgPing, msgPong:
+		if !isObjectOrAbsent(in.Payload) {
+			return frame{}, fmt.Errorf("%s payload must be an object", f.typ)
+		}
+	case msgSubscribe:
+		var ok bool
+		if f.id, ok = operationID(in.ID); !ok {
+			return frame{}, errors.New("subscribe needs a non-empty string id")
+		}
+		if !isObject(in.Payload) || decodeNumbers(in.Payload, &f.subscribe) != nil || f.subscribe.Query == nil {
+			return frame{}, errors.New("subscribe payload must be an object with a query string")
+		}
+	case msgComplete:
+		var ok bool
+		if f.id, ok = operationID(in.ID); !ok {
+			return frame{}, errors.New("complete needs a non-empty string id")
+		}
+	default:
+		// connection_ack, next and error are the server's to send.
+		return frame{}, fmt.Errorf("unexpected message type %q", f.typ)
+	}
+	return f, nil
+}
+
 // handle acts on one client message; false ends the socket.
 func (c *conn) handle(data []byte) bool {
 	start := graphql.Now()
-	var in incoming
-	if err := json.Unmarshal(data, &in); err != nil {
-		c.closeWith(CloseBadRequest, "Invalid message received")
-		return false
+	f, err := parse(data)
+	if err != nil {
+		return c.badRequest(err.Error())
 	}
-	var typ string
-	if json.Unmarshal(in.Type, &typ) != nil {
-		c.closeWith(CloseBadRequest, "Invalid message received: type must be a string")
-		return false
-	}
-	switch typ {
+	switch f.typ {
 	case msgConnectionInit:
-		return c.onInit(in.Payload)
+		return c.onInit(f.payload)
 	case msgPing:
-		if !isObjectOrAbsent(in.Payload) {
-			return c.badRequest("ping payload must be an object")
-		}
-		_ = c.send(c.ctx, message{Type: msgPong, Payload: in.Payload})
-		return true
-	case msgPong:
-		if !isObjectOrAbsent(in.Payload) {
-			return c.badRequest("pong payload must be an object")
-		}
-		return true
+		_ = c.send(c.ctx, message{Type: msgPong, Payload: f.payload})
 	case msgSubscribe:
-		id, ok := operationID(in.ID)
-		if !ok {
-			return c.badRequest("subscribe needs a non-empty string id")
-		}
-		var p subscribePayload
-		if !isObject(in.Payload) || json.Unmarshal(in.Payload, &p) != nil || p.Query == nil {
-			return c.badRequest("subscribe payload must be an object with a query string")
-		}
-		return c.onSubscribe(id, p, start)
+		return c.onSubscribe(f.id, f.subscribe, start)
 	case msgComplete:
-		id, ok := operationID(in.ID)
-		if !ok {
-			return c.badRequest("complete needs a non-empty string id")
-		}
-		c.onComplete(id)
-		return true
-	default:
-		// connection_ack, next and error are the server's to send.
-		return c.badRequest(fmt.Sprintf("unexpected message type %q", typ))
+		c.onComplete(f.id)
 	}
+	return true
 }
 
 func (c *conn) badRequest(reason string) bool {
@@ -110,7 +125,7 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 	}
 	c.initialised = true
 	var payload map[string]any
-	if !isObjectOrAbsent(raw) || (len(raw) > 0 && json.Unmarshal(raw, &payload) != nil) {
+	if len(raw) > 0 && json.Unmarshal(raw, &payload) != nil {
 		return c.badRequest("connection_init payload must be an object")
 	}
 	ctx := c.ctx
@@ -261,4 +276,12 @@ func isObject(raw json.RawMessage) bool {
 func isObjectOrAbsent(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || bytes.Equal(raw, []byte("null")) || raw[0] == '{'
+}
+
+// decodeNumbers decodes with numbers kept as json.Number, as gqlgen's HTTP
+// transports do, so that Int variables stay integers.
+func decodeNumbers(raw json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	return d.Decode(v)
 }

@@ -13,7 +13,7 @@ import (
 // that lets its queue stay full that long reads too slowly and is closed
 // with 1008. ctx ends the wait early (the operation was completed).
 func (c *conn) send(ctx context.Context, m message) error {
-	b, err := json.Marshal(m)
+	b, err := m.encode()
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (c *conn) send(ctx context.Context, m message) error {
 // write that the client does not take within WriteTimeout ends the socket
 // (gorilla cannot write after a timed-out write, so no close frame follows).
 func (c *conn) writeLoop() {
-	ping, _ := json.Marshal(message{Type: msgPing})
+	ping, _ := message{Type: msgPing}.encode()
 	tick := time.NewTicker(c.t.cfg.KeepAlive)
 	defer tick.Stop()
 	for {
@@ -146,3 +146,26 @@ func AwaitRoom(ctx context.Context) (release func(), err error) {
 }
 
 type connKey struct{}
+
+// encode writes the frame with its payload copied once and not scanned
+// again: a payload is JSON this package produced, and a next message may
+// carry megabytes.
+func (m message) encode() ([]byte, error) {
+	id, err := json.Marshal(m.ID)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(id)+len(m.Type)+len(m.Payload)+32)
+	b = append(b, `{"type":"`...)
+	b = append(b, m.Type...) // one of the msg constants
+	b = append(b, '"')
+	if m.ID != "" {
+		b = append(b, `,"id":`...)
+		b = append(b, id...)
+	}
+	if len(m.Payload) > 0 {
+		b = append(b, `,"payload":`...)
+		b = append(b, m.Payload...)
+	}
+	return append(b, '}'), nil
+}

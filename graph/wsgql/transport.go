@@ -258,6 +258,11 @@ func (c *conn) serve() {
 			c.readFailed(err)
 			return
 		}
+		select {
+		case <-c.done: // closed by the writer or an operation
+			return
+		default:
+		}
 		if c.acked.Load() {
 			_ = c.ws.SetReadDeadline(time.Now().Add(silence))
 		}
