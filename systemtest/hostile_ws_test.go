@@ -525,8 +525,11 @@ func TestWebSocketSlowReaderIsClosed(t *testing.T) {
 	t.Logf("closed after %s", time.Since(t0))
 	peak := procHWMKiB(t, r.PID())
 	t.Logf("RSS before %d MiB, peak since %d MiB", startRSS>>10, peak>>10)
-	if grew := peak - startRSS; grew > 150<<10 {
-		t.Errorf("peak RSS grew by %d MiB for one slow socket, want under 150 MiB", grew>>10)
+	// Measured: 50 to 200 MiB, most of it garbage the relay's GC target of
+	// 400 lets pile up between collections; queueing the 100 replays for
+	// the client would take about 4.9 GB.
+	if grew := peak - startRSS; grew > 300<<10 {
+		t.Errorf("peak RSS grew by %d MiB for one slow socket, want under 300 MiB", grew>>10)
 	}
 	harness.Eventually(t, 10*time.Second, "the subscriptions' goroutines to end", func() bool {
 		return goroutines(t, r) <= startGoroutines+5

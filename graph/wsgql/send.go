@@ -112,7 +112,8 @@ func (c *conn) write(b []byte) bool {
 // is handed on. A subscription that loads large items (a page of history
 // rows) calls it before each load, so one socket holds one loaded item at a
 // time beyond its queue however many subscriptions it runs, and a client
-// that stops reading stops the loading. Outside a WebSocket it returns at
+// that stops reading stops the loading; a queue that stays full for
+// WriteTimeout closes the socket with 1008, as in send. Outside a WebSocket it returns at
 // once.
 func AwaitRoom(ctx context.Context) (release func(), err error) {
 	c, ok := ctx.Value(connKey{}).(*conn)
@@ -125,6 +126,7 @@ func AwaitRoom(ctx context.Context) (release func(), err error) {
 		return nil, ctx.Err()
 	}
 	release = func() { <-c.produce }
+	var timeout <-chan time.Time
 	for {
 		c.qmu.Lock()
 		closed, full, room := c.closed, c.queued >= c.t.cfg.SendQueueBytes, c.room
@@ -136,11 +138,20 @@ func AwaitRoom(ctx context.Context) (release func(), err error) {
 		case !full:
 			return release, nil
 		}
+		if timeout == nil {
+			t := time.NewTimer(c.t.cfg.WriteTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-room:
 		case <-ctx.Done():
 			release()
 			return nil, ctx.Err()
+		case <-timeout:
+			release()
+			c.closeWith(ClosePolicy, "send queue full: the client reads too slowly")
+			return nil, errClosed
 		}
 	}
 }

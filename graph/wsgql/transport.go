@@ -240,8 +240,8 @@ func (c *conn) serve() {
 		c.shut()
 		c.stopAll()
 		c.wg.Wait()
+		c.hangUp() // also ends a write the client does not take
 		<-writerDone
-		c.hangUp()
 		c.cancel()
 	}()
 	if c.ws.Subprotocol() != Subprotocol {
