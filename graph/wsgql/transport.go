@@ -215,7 +215,7 @@ type conn struct {
 
 	done      chan struct{} // closed by shut
 	closeOnce sync.Once
-	sentClose bool // a close frame went out: linger before hanging up
+	sentClose atomic.Bool // a close frame went out: linger before hanging up
 
 	produce chan struct{} // capacity 1: the AwaitRoom turn
 }
@@ -293,7 +293,7 @@ func (c *conn) readFailed(err error) {
 // at its next read.
 func (c *conn) closeWith(code int, reason string) {
 	c.closeOnce.Do(func() {
-		c.sentClose = true
+		c.sentClose.Store(true)
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
 		c.shut()
 	})
@@ -320,7 +320,7 @@ func (c *conn) shut() {
 // message) for a moment: closing with unread input would reset the
 // connection and could lose the close frame on the client's side.
 func (c *conn) hangUp() {
-	if c.sentClose {
+	if c.sentClose.Load() {
 		nc := c.ws.NetConn()
 		_ = nc.SetReadDeadline(time.Now().Add(closeGrace))
 		_, _ = io.Copy(io.Discard, nc) // bounded by the deadline, not by memory
