@@ -11,6 +11,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/tunnel"
 )
@@ -135,7 +136,16 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 // sendDelivery reads a delivery and sends it on out; it returns false when
 // the subscription ended. A delivery that cannot be read is logged and
 // skipped: the next change of it sends it again.
+//
+// It loads a row only when the socket has room for it and only one row per
+// socket at a time (wsgql.AwaitRoom): a replay of large rows to a client
+// that stops reading holds one row, not one per subscription.
 func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (projections.Delivery, error), id string) bool {
+	release, err := wsgql.AwaitRoom(ctx)
+	if err != nil {
+		return false
+	}
+	defer release()
 	d, err := read(ctx, id)
 	if err != nil {
 		if ctx.Err() != nil {

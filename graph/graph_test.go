@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/client"
+	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
@@ -271,11 +272,10 @@ func TestSubscriptionsEndWithTheirSocket(t *testing.T) {
 	e.c.MustPost(`mutation { createInspector { id } }`, &created)
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
-	ws := client.New(srv.Config.Handler)
 	before := runtime.NumGoroutine()
-	subs := make([]*client.Subscription, 0, 10)
+	subs := make([]*websocket.Conn, 0, 10)
 	for i := 0; i < 10; i++ {
-		subs = append(subs, ws.Websocket(`subscription($a: ID!) { deliveries(address: $a) { id } }`, client.Var("a", created.CreateInspector.ID)))
+		subs = append(subs, subscribeWS(t, srv.URL, nil, `subscription($a: ID!) { deliveries(address: $a) { id } }`, map[string]any{"a": created.CreateInspector.ID}))
 	}
 	for _, s := range subs {
 		if err := s.Close(); err != nil {
@@ -352,9 +352,8 @@ func TestRetryRefusals(t *testing.T) {
 	// With an agent attached, an incomplete payload is the remaining refusal.
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
-	agent := client.New(srv.Config.Handler).WebsocketWithPayload(
-		`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`,
-		map[string]any{"Authorization": "Bearer " + tokens["ada"]}, client.Var("id", proxyEp.CreateEndpoint.ID))
+	agent := subscribeWS(t, srv.URL, map[string]any{"Authorization": "Bearer " + tokens["ada"]},
+		`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`, map[string]any{"id": proxyEp.CreateEndpoint.ID})
 	defer agent.Close()
 	waitFor(t, "agent connected", func() bool {
 		var got struct{ Endpoint struct{ AgentConnected bool } }
@@ -384,6 +383,41 @@ func TestRetryRefusals(t *testing.T) {
 			t.Errorf("%s reads %d delivery events, want %d", name, n, want)
 		}
 	}
+}
+
+// subscribeWS opens a graphql-transport-ws socket to the server at url,
+// initialises it with payload, starts one subscription and keeps reading
+// (answering pings) until the socket is closed.
+func subscribeWS(t *testing.T, url string, payload map[string]any, query string, vars map[string]any) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
+	c, _, err := d.Dial("ws"+strings.TrimPrefix(url, "http")+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var ack struct{ Type string }
+	if err := c.WriteJSON(map[string]any{"type": "connection_init", "payload": payload}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
+		t.Fatalf("connection_init: %v %+v", err, ack)
+	}
+	if err := c.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query, "variables": vars}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			var m struct{ Type string }
+			if c.ReadJSON(&m) != nil {
+				return
+			}
+			if m.Type == "ping" {
+				_ = c.WriteJSON(map[string]string{"type": "pong"})
+			}
+		}
+	}()
+	return c
 }
 
 // waitFor polls cond until it holds or ten seconds pass.
@@ -425,9 +459,8 @@ func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
 			if tt.sent != "" {
 				payload["agentTarget"] = tt.sent
 			}
-			agent := client.New(srv.Config.Handler).WebsocketWithPayload(
-				`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`,
-				payload, client.Var("id", ep.CreateEndpoint.ID))
+			agent := subscribeWS(t, srv.URL, payload,
+				`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`, map[string]any{"id": ep.CreateEndpoint.ID})
 			defer agent.Close()
 			var got domain.AgentConnected
 			waitFor(t, "agent.connected.v1", func() bool {

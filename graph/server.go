@@ -16,6 +16,8 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/graph/generated"
+	"github.com/relayhq/relay/graph/wsgql"
+	"github.com/relayhq/relay/projections"
 )
 
 // ServerOptions tune the GraphQL endpoint.
@@ -24,6 +26,13 @@ type ServerOptions struct {
 	// that misses pongs is dropped after twice this long, which is how a
 	// dead agent is noticed within seconds.
 	KeepAlive time.Duration
+	// MaxWSMessage bounds each WebSocket message a client sends;
+	// MaxAgentAnswer is the largest response body an authenticated socket
+	// (an agent's) must still be able to return in completeForward.
+	MaxWSMessage, MaxAgentAnswer int64
+	// MaxWSSubscriptions bounds the operations of one socket, MaxWSPerIP the
+	// sockets of one client address.
+	MaxWSSubscriptions, MaxWSPerIP int
 	// Playground serves GraphiQL to browsers that GET the endpoint; nil
 	// disables it.
 	Playground http.Handler
@@ -48,23 +57,22 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	}
 	limits := opts.Limits.withDefaults()
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
-	srv.AddTransport(transport.Websocket{
-		KeepAlivePingInterval: opts.KeepAlive,
-		PingPongInterval:      opts.KeepAlive,
-		InitTimeout:           10 * time.Second,
-		Upgrader: websocket.Upgrader{
-			// Tokens travel in connection_init, not cookies, so a foreign
-			// origin gains nothing by opening a socket.
-			CheckOrigin:     func(*http.Request) bool { return true },
-			ReadBufferSize:  16 << 10,
-			WriteBufferSize: 16 << 10,
+	srv.AddTransport(wsgql.New(wsgql.Config{
+		KeepAlive:           opts.KeepAlive,
+		MaxMessage:          opts.MaxWSMessage,
+		MessageLimit:        func(ctx context.Context) int64 { return agentMessageLimit(ctx, opts) },
+		MaxSubscriptions:    opts.MaxWSSubscriptions,
+		MaxSocketsPerClient: opts.MaxWSPerIP,
+		// Tokens travel in connection_init, not cookies, so a foreign
+		// origin gains nothing by opening a socket.
+		CheckOrigin: func(*http.Request) bool { return true },
+		Logger:      r.Logger,
+		InitFunc: func(ctx context.Context, p map[string]any) (context.Context, error) {
+			tok, _ := bearer(initString(p, "Authorization", "authorization"))
+			ctx = withAgentTarget(ctx, initString(p, "agentTarget"))
+			return r.withConnection(ctx, tok, commands.NewEventID()), nil
 		},
-		InitFunc: func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-			tok, _ := bearer(p.Authorization())
-			ctx = withAgentTarget(ctx, p.GetString("agentTarget"))
-			return r.withConnection(ctx, tok, commands.NewEventID()), nil, nil
-		},
-	})
+	}))
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
@@ -93,4 +101,27 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		}
 		h.ServeHTTP(w, req)
 	})
+}
+
+// agentMessageLimit is the message limit of a socket once connection_init
+// is done: an account's socket (an agent's) must be able to send
+// completeForward with a whole local response, base64 in JSON, which the
+// agent reads up to 10 MiB or --max-body, whichever is larger.
+func agentMessageLimit(ctx context.Context, opts ServerOptions) int64 {
+	if _, ok := ctx.Value(accountKey).(projections.Account); !ok {
+		return 0
+	}
+	body := max(opts.MaxAgentAnswer, 10<<20)
+	return (body+2)/3*4 + max(opts.MaxWSMessage, 1<<20)
+}
+
+// initString reads the first string value among keys of a connection_init
+// payload.
+func initString(p map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if s, ok := p[k].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
 }

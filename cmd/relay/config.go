@@ -87,6 +87,10 @@ type serveConfig struct {
 	RefusalInterval    time.Duration
 	InspectorQuota     quotaSize
 	InspectorRetention time.Duration
+	// WebSocket bounds (see docs/security.md, "WebSocket subscriptions").
+	MaxWSMessage       byteSize
+	MaxWSSubscriptions int
+	MaxWSPerIP         int
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -96,6 +100,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxAPIBody = graph.DefaultMaxBody
 	c.AnonymousRate, c.AddressRate = defaultAnonymousRate, defaultAddressRate
 	c.InspectorQuota = quotaSize{64 << 20}
+	c.MaxWSMessage = 1 << 20
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -123,6 +128,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxQueryFields, "max-query-fields", graph.DefaultMaxFields, "most fields in one GraphQL operation, aliases and fragments expanded")
 	fs.IntVar(&c.MaxQueryTokens, "max-query-tokens", graph.DefaultMaxTokens, "most tokens in one GraphQL document")
 	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
+	fs.Var(&c.MaxWSMessage, "max-ws-message", "largest WebSocket message a client may send (closed 1009 beyond); an authenticated socket may also send an agent's answer of --max-body")
+	fs.IntVar(&c.MaxWSSubscriptions, "max-ws-subscriptions", 100, "operations one WebSocket may run at once (TOO_MANY_SUBSCRIPTIONS beyond)")
+	fs.IntVar(&c.MaxWSPerIP, "max-ws-per-ip", 32, "open WebSockets per client IP (HTTP 429 beyond)")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
 	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
@@ -149,6 +157,12 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--views-wait must be positive")
 	case c.CaptureCap > c.MaxBody:
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
+	case c.KeepAlive <= 0:
+		return fmt.Errorf("--keepalive must be positive")
+	case c.MaxWSSubscriptions < 1:
+		return fmt.Errorf("--max-ws-subscriptions must be at least 1")
+	case c.MaxWSPerIP < 1:
+		return fmt.Errorf("--max-ws-per-ip must be at least 1")
 	case c.Domain == "":
 		return fmt.Errorf("--domain must not be empty")
 	case c.IdleTimeout <= 0:

@@ -40,6 +40,16 @@ func TestServeConfig(t *testing.T) {
 		{name: "capture cap above max body", args: []string{"--capture-cap", "2MiB", "--max-body", "1MiB"}, wantErr: "--capture-cap"},
 		{name: "non-positive inspector ttl", env: map[string]string{"RELAY_INSPECTOR_TTL": "0s"}, wantErr: "--inspector-ttl"},
 		{name: "non-positive forward timeout", args: []string{"--forward-timeout", "-1s"}, wantErr: "--forward-timeout"},
+		{name: "websocket bounds", args: []string{"--max-ws-message", "64KiB", "--max-ws-subscriptions", "5"}, env: map[string]string{"RELAY_MAX_WS_PER_IP": "2"},
+			check: func(c serveConfig) bool {
+				return c.MaxWSMessage == 64<<10 && c.MaxWSSubscriptions == 5 && c.MaxWSPerIP == 2
+			}},
+		{name: "websocket defaults", check: func(c serveConfig) bool {
+			return c.MaxWSMessage == 1<<20 && c.MaxWSSubscriptions == 100 && c.MaxWSPerIP == 32
+		}},
+		{name: "no subscriptions", args: []string{"--max-ws-subscriptions", "0"}, wantErr: "--max-ws-subscriptions"},
+		{name: "no sockets per ip", env: map[string]string{"RELAY_MAX_WS_PER_IP": "0"}, wantErr: "--max-ws-per-ip"},
+		{name: "non-positive keepalive", args: []string{"--keepalive", "0s"}, wantErr: "--keepalive"},
 		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
 		{name: "connection limits default", check: func(c serveConfig) bool {
 			return c.IdleTimeout == time.Minute && c.BodyTimeout == 30*time.Second && c.MaxConnsPerIP == 256 &&

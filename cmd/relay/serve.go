@@ -261,7 +261,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		Service: svc, Views: a.views, Log: a.store, Hub: hub, PublicURL: urls.address, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 		Anonymous: anonymous,
 	}, graph.ServerOptions{
-		KeepAlive:  cfg.KeepAlive,
+		KeepAlive: cfg.KeepAlive, MaxWSMessage: int64(cfg.MaxWSMessage), MaxAgentAnswer: int64(cfg.MaxBody),
+		MaxWSSubscriptions: cfg.MaxWSSubscriptions, MaxWSPerIP: cfg.MaxWSPerIP,
 		Playground: graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/"),
 		Limits: graph.Limits{
 			MaxBody: int64(cfg.MaxAPIBody), MaxCost: cfg.MaxQueryCost, MaxFields: cfg.MaxQueryFields,

@@ -1,0 +1,287 @@
+package wsgql
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// Message types of graphql-transport-ws.
+const (
+	msgConnectionInit = "connection_init"
+	msgConnectionAck  = "connection_ack"
+	msgPing           = "ping"
+	msgPong           = "pong"
+	msgSubscribe      = "subscribe"
+	msgNext           = "next"
+	msgError          = "error"
+	msgComplete       = "complete"
+)
+
+// message is one frame in either direction.
+type message struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// incoming is a client frame as sent, so that missing fields and wrong
+// JSON types can be told apart and refused.
+type incoming struct {
+	ID      json.RawMessage `json:"id"`
+	Type    json.RawMessage `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// subscribePayload is the payload of subscribe; its optional fields may be
+// null.
+type subscribePayload struct {
+	Query         *string        `json:"query"`
+	OperationName *string        `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
+	Extensions    map[string]any `json:"extensions"`
+}
+
+// frame is a client message that passed parse.
+type frame struct {
+	typ       string
+	id        string
+	payload   json.RawMessage
+	subscribe subscribePayload // for subscribe
+}
+
+// parse reads and checks a client message as the protocol describes it;
+// an error is the reason for closing the socket with 4400.
+func parse(data []byte) (frame, error) {
+	var in incoming
+	if err := json.Unmarshal(data, &in); err != nil {
+		return frame{}, errors.New("not a JSON object")
+	}
+	f := frame{payload: in.Payload}
+	if json.Unmarshal(in.Type, &f.typ) != nil {
+		return frame{}, errors.New("type must be a string")
+	}
+	switch f.typ {
+	case msgConnectionInit, msgPing, msgPong:
+		if !isObjectOrAbsent(in.Payload) {
+			return frame{}, fmt.Errorf("%s payload must be an object", f.typ)
+		}
+	case msgSubscribe:
+		var ok bool
+		if f.id, ok = operationID(in.ID); !ok {
+			return frame{}, errors.New("subscribe needs a non-empty string id")
+		}
+		if !isObject(in.Payload) || decodeNumbers(in.Payload, &f.subscribe) != nil || f.subscribe.Query == nil {
+			return frame{}, errors.New("subscribe payload must be an object with a query string")
+		}
+	case msgComplete:
+		var ok bool
+		if f.id, ok = operationID(in.ID); !ok {
+			return frame{}, errors.New("complete needs a non-empty string id")
+		}
+	default:
+		// connection_ack, next and error are the server's to send.
+		return frame{}, fmt.Errorf("unexpected message type %q", f.typ)
+	}
+	return f, nil
+}
+
+// handle acts on one client message; false ends the socket.
+func (c *conn) handle(data []byte) bool {
+	start := graphql.Now()
+	f, err := parse(data)
+	if err != nil {
+		return c.badRequest(err.Error())
+	}
+	switch f.typ {
+	case msgConnectionInit:
+		return c.onInit(f.payload)
+	case msgPing:
+		_ = c.send(c.ctx, message{Type: msgPong, Payload: f.payload})
+	case msgSubscribe:
+		return c.onSubscribe(f.id, f.subscribe, start)
+	case msgComplete:
+		c.onComplete(f.id)
+	}
+	return true
+}
+
+func (c *conn) badRequest(reason string) bool {
+	c.closeWith(CloseBadRequest, "Invalid message received: "+reason)
+	return false
+}
+
+// onInit acknowledges the first connection_init; a second one is 4429.
+func (c *conn) onInit(raw json.RawMessage) bool {
+	if c.initialised {
+		c.closeWith(CloseTooManyInitialise, "Too many initialisation requests")
+		return false
+	}
+	c.initialised = true
+	var payload map[string]any
+	if len(raw) > 0 && json.Unmarshal(raw, &payload) != nil {
+		return c.badRequest("connection_init payload must be an object")
+	}
+	ctx := c.ctx
+	if c.t.cfg.InitFunc != nil {
+		var err error
+		if ctx, err = c.t.cfg.InitFunc(c.ctx, payload); err != nil {
+			c.closeWith(CloseForbidden, "Forbidden")
+			return false
+		}
+	}
+	if c.t.cfg.MessageLimit != nil {
+		if n := c.t.cfg.MessageLimit(ctx); n > c.t.cfg.MaxMessage {
+			c.ws.SetReadLimit(n)
+		}
+	}
+	c.ctx = context.WithValue(ctx, connKey{}, c)
+	c.acked.Store(true)
+	return c.send(c.ctx, message{Type: msgConnectionAck}) == nil
+}
+
+// onSubscribe starts an operation, or refuses it.
+func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool {
+	if !c.acked.Load() {
+		c.closeWith(CloseUnauthorized, "Unauthorized")
+		return false
+	}
+	c.mu.Lock()
+	if _, running := c.ops[id]; running {
+		c.mu.Unlock()
+		c.closeWith(CloseSubscriberExists, "Subscriber for "+id+" already exists")
+		return false
+	}
+	if len(c.ops) >= c.t.cfg.MaxSubscriptions {
+		c.mu.Unlock()
+		c.sendErrors(c.ctx, id, gqlerror.List{{
+			Message:    fmt.Sprintf("at most %d operations may run on one WebSocket", c.t.cfg.MaxSubscriptions),
+			Extensions: map[string]any{"code": "TOO_MANY_SUBSCRIPTIONS"},
+		}})
+		return true
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	op := &operation{cancel: cancel}
+	c.ops[id] = op
+	c.wg.Add(1)
+	c.mu.Unlock()
+	params := &graphql.RawParams{Variables: p.Variables, Extensions: p.Extensions, Headers: c.headers}
+	params.Query = *p.Query
+	if p.OperationName != nil {
+		params.OperationName = *p.OperationName
+	}
+	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			if c.ops[id] == op {
+				delete(c.ops, id)
+			}
+			c.mu.Unlock()
+			cancel()
+		}()
+		c.run(ctx, id, op, params)
+	}()
+	return true
+}
+
+// onComplete stops an operation; nothing more is sent for it.
+func (c *conn) onComplete(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if op, ok := c.ops[id]; ok {
+		op.stopped = true
+		op.cancel()
+		delete(c.ops, id)
+	}
+}
+
+// run executes one operation: next for each result, then complete; or
+// error, and then nothing.
+func (c *conn) run(ctx context.Context, id string, op *operation, params *graphql.RawParams) {
+	ctx = graphql.StartOperationTrace(ctx)
+	rc, errs := c.exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		resp := c.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
+		c.sendErrors(ctx, id, resp.Errors)
+		return
+	}
+	ctx = graphql.WithOperationContext(ctx, rc)
+	defer func() {
+		if r := recover(); r != nil {
+			err := rc.Recover(ctx, r)
+			gerr, ok := err.(*gqlerror.Error)
+			if !ok {
+				gerr = gqlerror.Errorf("internal error")
+			}
+			c.sendErrors(ctx, id, gqlerror.List{gerr})
+		}
+	}()
+	responses, ctx := c.exec.DispatchOperation(ctx, rc)
+	for {
+		resp := responses(ctx)
+		if resp == nil || c.isStopped(op) {
+			break
+		}
+		b, err := json.Marshal(resp)
+		if err != nil {
+			c.sendErrors(ctx, id, gqlerror.List{gqlerror.Errorf("encode result: %v", err)})
+			return
+		}
+		if c.send(ctx, message{ID: id, Type: msgNext, Payload: b}) != nil {
+			return
+		}
+	}
+	if !c.isStopped(op) {
+		_ = c.send(ctx, message{ID: id, Type: msgComplete})
+	}
+}
+
+func (c *conn) isStopped(op *operation) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return op.stopped
+}
+
+func (c *conn) sendErrors(ctx context.Context, id string, errs gqlerror.List) {
+	b, err := json.Marshal(errs)
+	if err != nil {
+		b = []byte(`[{"message":"internal error"}]`)
+	}
+	_ = c.send(ctx, message{ID: id, Type: msgError, Payload: b})
+}
+
+// operationID reads an id that must be a non-empty string.
+func operationID(raw json.RawMessage) (string, bool) {
+	var id string
+	if json.Unmarshal(raw, &id) != nil || id == "" {
+		return "", false
+	}
+	return id, true
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// isObjectOrAbsent accepts an object, null or no payload.
+func isObjectOrAbsent(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null")) || raw[0] == '{'
+}
+
+// decodeNumbers decodes with numbers kept as json.Number, as gqlgen's HTTP
+// transports do, so that Int variables stay integers.
+func decodeNumbers(raw json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	return d.Decode(v)
+}

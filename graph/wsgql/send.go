@@ -1,0 +1,182 @@
+package wsgql
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// send queues a message for the writer. While the queue holds
+// SendQueueBytes or more it waits for room, at most WriteTimeout: a client
+// that lets its queue stay full that long reads too slowly and is closed
+// with 1008. ctx ends the wait early (the operation was completed).
+func (c *conn) send(ctx context.Context, m message) error {
+	b, err := m.encode()
+	if err != nil {
+		return err
+	}
+	var timeout <-chan time.Time
+	for {
+		c.qmu.Lock()
+		if c.closed {
+			c.qmu.Unlock()
+			return errClosed
+		}
+		if c.queued == 0 || c.queued+int64(len(b)) <= c.t.cfg.SendQueueBytes {
+			c.queue = append(c.queue, b)
+			c.queued += int64(len(b))
+			c.qmu.Unlock()
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+			return nil
+		}
+		room := c.room
+		c.qmu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(c.t.cfg.WriteTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			c.closeWith(ClosePolicy, "send queue full: the client reads too slowly")
+			return errClosed
+		}
+	}
+}
+
+// writeLoop writes queued messages and pings until the socket closes. A
+// write that the client does not take within WriteTimeout ends the socket
+// (gorilla cannot write after a timed-out write, so no close frame follows).
+func (c *conn) writeLoop() {
+	ping, _ := message{Type: msgPing}.encode()
+	tick := time.NewTicker(c.t.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-tick.C:
+			if !c.acked.Load() {
+				continue
+			}
+			if !c.write(ping) {
+				return
+			}
+		case <-c.wake:
+			for {
+				c.qmu.Lock()
+				if c.closed || len(c.queue) == 0 {
+					c.qmu.Unlock()
+					break
+				}
+				b := c.queue[0]
+				c.queue[0] = nil
+				c.queue = c.queue[1:]
+				c.qmu.Unlock()
+				ok := c.write(b)
+				c.qmu.Lock()
+				if !c.closed {
+					c.queued -= int64(len(b))
+					close(c.room)
+					c.room = make(chan struct{})
+				}
+				c.qmu.Unlock()
+				if !ok {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (c *conn) write(b []byte) bool {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.t.cfg.WriteTimeout))
+	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		c.t.cfg.Logger.Debug("websocket write", "err", err)
+		c.shut()
+		return false
+	}
+	return true
+}
+
+// AwaitRoom takes the socket's turn to load an item for a subscription and
+// waits until the socket's send queue has room; call release once the item
+// is handed on. A subscription that loads large items (a page of history
+// rows) calls it before each load, so one socket holds one loaded item at a
+// time beyond its queue however many subscriptions it runs, and a client
+// that stops reading stops the loading; a queue that stays full for
+// WriteTimeout closes the socket with 1008, as in send. Outside a WebSocket it returns at
+// once.
+func AwaitRoom(ctx context.Context) (release func(), err error) {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	if !ok {
+		return func() {}, nil
+	}
+	select {
+	case c.produce <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release = func() { <-c.produce }
+	var timeout <-chan time.Time
+	for {
+		c.qmu.Lock()
+		closed, full, room := c.closed, c.queued >= c.t.cfg.SendQueueBytes, c.room
+		c.qmu.Unlock()
+		switch {
+		case closed:
+			release()
+			return nil, errClosed
+		case !full:
+			return release, nil
+		}
+		if timeout == nil {
+			t := time.NewTimer(c.t.cfg.WriteTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		case <-timeout:
+			release()
+			c.closeWith(ClosePolicy, "send queue full: the client reads too slowly")
+			return nil, errClosed
+		}
+	}
+}
+
+type connKey struct{}
+
+// encode writes the frame with its payload copied once and not scanned
+// again: a payload is JSON this package produced, and a next message may
+// carry megabytes.
+func (m message) encode() ([]byte, error) {
+	id, err := json.Marshal(m.ID)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(id)+len(m.Type)+len(m.Payload)+32)
+	b = append(b, `{"type":"`...)
+	b = append(b, m.Type...) // one of the msg constants
+	b = append(b, '"')
+	if m.ID != "" {
+		b = append(b, `,"id":`...)
+		b = append(b, id...)
+	}
+	if len(m.Payload) > 0 {
+		b = append(b, `,"payload":`...)
+		b = append(b, m.Payload...)
+	}
+	return append(b, '}'), nil
+}

@@ -1,0 +1,339 @@
+package wsgql
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/gorilla/websocket"
+)
+
+// Subprotocol is the only WebSocket subprotocol served.
+const Subprotocol = "graphql-transport-ws"
+
+// Close codes of graphql-transport-ws, and the WebSocket ones this
+// transport uses besides.
+const (
+	CloseBadRequest        = 4400                           // invalid message or payload
+	CloseUnauthorized      = 4401                           // subscribe before connection_ack
+	CloseForbidden         = 4403                           // Config.InitFunc refused the connection
+	CloseBadSubprotocol    = 4406                           // the client did not offer graphql-transport-ws
+	CloseInitTimeout       = 4408                           // no connection_init in time
+	CloseSubscriberExists  = 4409                           // subscribe with the id of a running operation
+	CloseTooManyInitialise = 4429                           // a second connection_init
+	ClosePolicy            = websocket.ClosePolicyViolation // 1008: the client reads too slowly
+	CloseTooBig            = websocket.CloseMessageTooBig   // 1009: a message over the limit
+)
+
+// Defaults for a zero Config field.
+const (
+	DefaultMaxMessage          = 1 << 20
+	DefaultMaxSubscriptions    = 100
+	DefaultMaxSocketsPerClient = 32
+	DefaultKeepAlive           = 5 * time.Second
+	DefaultSendQueueBytes      = 4 << 20
+)
+
+// closeGrace is how long a closing socket waits for the client to read the
+// close frame and hang up before the server drops the connection.
+const closeGrace = time.Second
+
+// Config tunes the transport; zero fields take the defaults above.
+type Config struct {
+	// InitFunc reads the connection_init payload (nil when the client sent
+	// none) and returns the context every operation of the socket runs in.
+	// An error closes the socket with 4403.
+	InitFunc func(ctx context.Context, payload map[string]any) (context.Context, error)
+	// MaxMessage is the largest message a client may send (1009 beyond).
+	MaxMessage int64
+	// MessageLimit, when set, gives the limit after connection_init from the
+	// context InitFunc returned (an agent may need to send larger answers
+	// than an anonymous client); it never lowers MaxMessage.
+	MessageLimit func(ctx context.Context) int64
+	// MaxSubscriptions bounds the operations running on one socket.
+	MaxSubscriptions int
+	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
+	MaxSocketsPerClient int
+	// ClientKey names the client of a request (default: the peer's IP).
+	ClientKey func(*http.Request) string
+	// KeepAlive is how often the server pings. A client that sends nothing
+	// for twice as long is dropped, and twice as long is also the time a
+	// client has to send connection_init.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write and the wait for room in the send
+	// queue (default: twice KeepAlive).
+	WriteTimeout time.Duration
+	// SendQueueBytes bounds the bytes waiting to be written to one socket; a
+	// message larger than that is still taken into an empty queue.
+	SendQueueBytes int64
+	// CheckOrigin is the upgrader's origin check (default: any origin).
+	CheckOrigin func(*http.Request) bool
+	Logger      *slog.Logger
+}
+
+// Transport is a graphql.Transport for graphql-transport-ws.
+type Transport struct {
+	cfg      Config
+	upgrader websocket.Upgrader
+	clients  *clientCounter
+}
+
+var _ graphql.Transport = (*Transport)(nil)
+
+// New returns a transport with cfg's zero fields set to the defaults.
+func New(cfg Config) *Transport {
+	if cfg.MaxMessage <= 0 {
+		cfg.MaxMessage = DefaultMaxMessage
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if cfg.MaxSocketsPerClient <= 0 {
+		cfg.MaxSocketsPerClient = DefaultMaxSocketsPerClient
+	}
+	if cfg.ClientKey == nil {
+		cfg.ClientKey = peerIP
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 2 * cfg.KeepAlive
+	}
+	if cfg.SendQueueBytes <= 0 {
+		cfg.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if cfg.CheckOrigin == nil {
+		cfg.CheckOrigin = func(*http.Request) bool { return true }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Transport{
+		cfg: cfg,
+		upgrader: websocket.Upgrader{
+			Subprotocols:    []string{Subprotocol},
+			CheckOrigin:     cfg.CheckOrigin,
+			ReadBufferSize:  16 << 10,
+			WriteBufferSize: 16 << 10,
+		},
+		clients: &clientCounter{n: map[string]int{}},
+	}
+}
+
+// Supports reports whether r asks for a WebSocket.
+func (t *Transport) Supports(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
+
+// Do serves one socket until it closes.
+func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	key := t.cfg.ClientKey(r)
+	if !t.clients.acquire(key, t.cfg.MaxSocketsPerClient) {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many WebSocket connections from this address", http.StatusTooManyRequests)
+		return
+	}
+	defer t.clients.release(key)
+	ws, err := t.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	c := &conn{
+		t: t, ws: ws, exec: exec, headers: r.Header, ctx: ctx, cancel: cancel,
+		ops:     map[string]*operation{},
+		wake:    make(chan struct{}, 1),
+		room:    make(chan struct{}),
+		done:    make(chan struct{}),
+		produce: make(chan struct{}, 1),
+	}
+	c.serve()
+}
+
+// peerIP is the IP of the request's TCP peer.
+func peerIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// clientCounter counts open sockets per client.
+type clientCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *clientCounter) acquire(key string, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key] >= max {
+		return false
+	}
+	c.n[key]++
+	return true
+}
+
+func (c *clientCounter) release(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key]--; c.n[key] <= 0 {
+		delete(c.n, key)
+	}
+}
+
+// conn is one socket: the reader runs in serve, the writer in its own
+// goroutine, each operation in one more.
+type conn struct {
+	t       *Transport
+	ws      *websocket.Conn
+	exec    graphql.GraphExecutor
+	headers http.Header
+	ctx     context.Context // the socket's; InitFunc's once acknowledged
+	cancel  context.CancelFunc
+
+	initialised bool // reader only
+	acked       atomic.Bool
+
+	mu  sync.Mutex
+	ops map[string]*operation
+	wg  sync.WaitGroup // operations
+
+	qmu    sync.Mutex
+	queue  [][]byte
+	queued int64
+	room   chan struct{} // closed and replaced whenever queued bytes shrink
+	wake   chan struct{} // capacity 1: "the queue is not empty"
+	closed bool
+
+	done      chan struct{} // closed by shut
+	closeOnce sync.Once
+	sentClose atomic.Bool // a close frame went out: linger before hanging up
+
+	produce chan struct{} // capacity 1: the AwaitRoom turn
+}
+
+// operation is one running subscribe.
+type operation struct {
+	cancel context.CancelFunc
+	// stopped is set when the client completed the operation or the socket
+	// closed: nothing more is sent for it.
+	stopped bool
+}
+
+var errClosed = errors.New("websocket closed")
+
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	defer func() {
+		c.shut()
+		c.stopAll()
+		c.wg.Wait()
+		c.hangUp() // also ends a write the client does not take
+		<-writerDone
+		c.cancel()
+	}()
+	if c.ws.Subprotocol() != Subprotocol {
+		c.closeWith(CloseBadSubprotocol, "Subprotocol not acceptable")
+		return
+	}
+	c.ws.SetReadLimit(c.t.cfg.MaxMessage)
+	silence := 2 * c.t.cfg.KeepAlive
+	// The init deadline is not moved by pings: only connection_init counts.
+	_ = c.ws.SetReadDeadline(time.Now().Add(silence))
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		select {
+		case <-c.done: // closed by the writer or an operation
+			return
+		default:
+		}
+		if c.acked.Load() {
+			_ = c.ws.SetReadDeadline(time.Now().Add(silence))
+		}
+		if !c.handle(data) {
+			return
+		}
+	}
+}
+
+// readFailed closes the socket after a failed read with the code that says
+// why.
+func (c *conn) readFailed(err error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, websocket.ErrReadLimit):
+		// gorilla has sent 1009 already; this one only marks the close.
+		c.closeWith(CloseTooBig, "message too big")
+	case errors.As(err, &ne) && ne.Timeout() && !c.acked.Load():
+		c.closeWith(CloseInitTimeout, "Connection initialisation timeout")
+	case websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived):
+		// the client hung up
+	default:
+		c.t.cfg.Logger.Debug("websocket read", "err", err)
+	}
+}
+
+// closeWith sends a close frame once and ends the socket; the reader stops
+// at its next read.
+func (c *conn) closeWith(code int, reason string) {
+	c.closeOnce.Do(func() {
+		c.sentClose.Store(true)
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
+		c.shut()
+	})
+}
+
+// shut stops the writer and every operation; it does not touch the TCP
+// connection, which hangUp closes once the reader is done.
+func (c *conn) shut() {
+	c.qmu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.queue, c.queued = nil, 0
+		close(c.done)
+		close(c.room)
+	}
+	c.qmu.Unlock()
+	c.cancel()
+	// Unblock a reader waiting on a silent client.
+	_ = c.ws.SetReadDeadline(time.Now().Add(closeGrace))
+}
+
+// hangUp closes the TCP connection. After a close frame it first reads
+// what the client still sends (its close frame, the rest of an oversize
+// message) for a moment: closing with unread input would reset the
+// connection and could lose the close frame on the client's side.
+func (c *conn) hangUp() {
+	if c.sentClose.Load() {
+		nc := c.ws.NetConn()
+		_ = nc.SetReadDeadline(time.Now().Add(closeGrace))
+		_, _ = io.Copy(io.Discard, nc) // bounded by the deadline, not by memory
+	}
+	_ = c.ws.Close()
+}
+
+// stopAll cancels every operation.
+func (c *conn) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range c.ops {
+		op.stopped = true
+		op.cancel()
+	}
+}

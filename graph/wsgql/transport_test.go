@@ -1,0 +1,254 @@
+package wsgql
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// flood is a schema whose subscription sends 64 KiB results as fast as the
+// transport takes them, counting them.
+type flood struct{ produced atomic.Int64 }
+
+func (f *flood) server(cfg Config) *handler.Server {
+	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `
+		type Query { name: String! }
+		type Subscription { flood: String! }
+	`})
+	big, _ := json.Marshal(map[string]string{"flood": strings.Repeat("x", 64<<10)})
+	srv := handler.New(&graphql.ExecutableSchemaMock{
+		ExecFunc: func(ctx context.Context) graphql.ResponseHandler {
+			if graphql.GetOperationContext(ctx).Operation.Operation != ast.Subscription {
+				return graphql.OneShot(&graphql.Response{Data: []byte(`{"name":"n"}`)})
+			}
+			return func(ctx context.Context) *graphql.Response {
+				if ctx.Err() != nil {
+					return nil
+				}
+				f.produced.Add(1)
+				return &graphql.Response{Data: big}
+			}
+		},
+		SchemaFunc:     func() *ast.Schema { return schema },
+		ComplexityFunc: func(context.Context, string, string, int, map[string]any) (int, bool) { return 0, false },
+	})
+	srv.AddTransport(New(cfg))
+	return srv
+}
+
+// serve runs h and counts the requests it is still serving.
+func serve(t *testing.T, h http.Handler) (url string, active *atomic.Int64) {
+	t.Helper()
+	active = &atomic.Int64{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		active.Add(1)
+		defer active.Add(-1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return "ws" + strings.TrimPrefix(ts.URL, "http"), active
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
+	c, _, err := d.Dial(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	var ack message
+	if err := c.ReadJSON(&ack); err != nil || ack.Type != msgConnectionAck {
+		t.Fatalf("ack: %v %+v", err, ack)
+	}
+	return c
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling
+	}
+}
+
+// TestSlowReaderIsDroppedWithBoundedWork: a client that never reads gets
+// its socket closed, and the server produced only what its send queue and
+// the kernel's buffers hold, not results without end.
+func TestSlowReaderIsDroppedWithBoundedWork(t *testing.T) {
+	f := &flood{}
+	url, active := serve(t, f.server(Config{KeepAlive: time.Second, WriteTimeout: time.Second, SendQueueBytes: 256 << 10}))
+	c := dial(t, url)
+	if err := c.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": "subscription{ flood }"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Keep talking so that only the write side can end the socket.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if c.WriteJSON(map[string]any{"type": "pong"}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	eventually(t, "the server to drop the socket", func() bool { return active.Load() == 0 })
+	// The queue and loopback buffers hold a few MiB: well under 200 results
+	// of 64 KiB (without the queue bound: about 850 in the same time).
+	if n := f.produced.Load(); n > 200 {
+		t.Errorf("produced %d results for a client that reads nothing, want the queue and socket buffers' worth", n)
+	}
+	t.Logf("produced %d results of 64 KiB before the close", f.produced.Load())
+}
+
+// TestCompleteAndCloseReleaseOperations: an operation ends when the
+// client completes it and when the socket closes.
+func TestCompleteAndCloseReleaseOperations(t *testing.T) {
+	var running atomic.Int64
+	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `type Query { name: String! } type Subscription { wait: String! }`})
+	srv := handler.New(&graphql.ExecutableSchemaMock{
+		ExecFunc: func(ctx context.Context) graphql.ResponseHandler {
+			return func(ctx context.Context) *graphql.Response {
+				running.Add(1)
+				defer running.Add(-1)
+				<-ctx.Done()
+				return nil
+			}
+		},
+		SchemaFunc:     func() *ast.Schema { return schema },
+		ComplexityFunc: func(context.Context, string, string, int, map[string]any) (int, bool) { return 0, false },
+	})
+	srv.AddTransport(New(Config{}))
+	url, active := serve(t, srv)
+	c := dial(t, url)
+	for _, id := range []string{"a", "b"} {
+		if err := c.WriteJSON(map[string]any{"id": id, "type": "subscribe", "payload": map[string]any{"query": "subscription{ wait }"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "two operations", func() bool { return running.Load() == 2 })
+	if err := c.WriteJSON(map[string]any{"id": "a", "type": "complete"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the completed operation to end", func() bool { return running.Load() == 1 })
+	c.Close()
+	eventually(t, "the socket's operation to end", func() bool { return running.Load() == 0 && active.Load() == 0 })
+}
+
+// TestAwaitRoomOutsideAWebSocket returns at once.
+func TestAwaitRoomOutsideAWebSocket(t *testing.T) {
+	release, err := AwaitRoom(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in      string
+		wantErr string
+		typ, id string
+	}{
+		{in: `{"type":"connection_init"}`, typ: msgConnectionInit},
+		{in: `{"type":"connection_init","payload":null}`, typ: msgConnectionInit},
+		{in: `{"type":"connection_init","payload":{"Authorization":"Bearer t"}}`, typ: msgConnectionInit},
+		{in: `{"type":"connection_init","payload":"Bearer t"}`, wantErr: "payload must be an object"},
+		{in: `{"type":"ping","payload":[]}`, wantErr: "payload must be an object"},
+		{in: `{"type":"subscribe","id":"1","payload":{"query":"{a}","variables":null}}`, typ: msgSubscribe, id: "1"},
+		{in: `{"type":"subscribe","payload":{"query":"{a}"}}`, wantErr: "non-empty string id"},
+		{in: `{"type":"subscribe","id":1,"payload":{"query":"{a}"}}`, wantErr: "non-empty string id"},
+		{in: `{"type":"subscribe","id":"1","payload":{}}`, wantErr: "query string"},
+		{in: `{"type":"subscribe","id":"1","payload":{"query":1}}`, wantErr: "query string"},
+		{in: `{"type":"complete","id":"1"}`, typ: msgComplete, id: "1"},
+		{in: `{"type":"complete"}`, wantErr: "non-empty string id"},
+		{in: `{"type":"next","id":"1"}`, wantErr: "unexpected message type"},
+		{in: `{"type":true}`, wantErr: "type must be a string"},
+		{in: `{}`, wantErr: "type must be a string"},
+		{in: `null`, wantErr: "type must be a string"},
+		{in: `[1]`, wantErr: "not a JSON object"},
+	}
+	for _, tt := range tests {
+		f, err := parse([]byte(tt.in))
+		switch {
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("parse(%s) = %v, want error with %q", tt.in, err, tt.wantErr)
+		case tt.wantErr == "" && (err != nil || f.typ != tt.typ || f.id != tt.id):
+			t.Errorf("parse(%s) = %+v, %v; want %s %q", tt.in, f, err, tt.typ, tt.id)
+		}
+	}
+}
+
+// FuzzParse: parse never panics, and what it accepts is what the protocol
+// allows.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"type":"connection_init","payload":{}}`, `{"type":"subscribe","id":"1","payload":{"query":"{a}"}}`, `{"type":"complete","id":"x"}`, `{"type":"ping"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := parse(data)
+		if err != nil {
+			return
+		}
+		switch fr.typ {
+		case msgSubscribe:
+			if fr.id == "" || fr.subscribe.Query == nil {
+				t.Fatalf("accepted subscribe without id or query: %s", data)
+			}
+		case msgComplete:
+			if fr.id == "" {
+				t.Fatalf("accepted complete without id: %s", data)
+			}
+		case msgConnectionInit, msgPing, msgPong:
+		default:
+			t.Fatalf("accepted type %q", fr.typ)
+		}
+	})
+}
+
+// TestEncode: frames are the JSON json.Marshal would write.
+func TestEncode(t *testing.T) {
+	for _, m := range []message{
+		{Type: msgPing},
+		{Type: msgComplete, ID: `a"b\u2028`},
+		{Type: msgNext, ID: "1", Payload: json.RawMessage(`{"data":{"x":1}}`)},
+	} {
+		b, err := m.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("encode(%+v) = %s: %v", m, b, err)
+		}
+		wb, _ := json.Marshal(m)
+		_ = json.Unmarshal(wb, &want)
+		if gs, ws := mustJSON(got), mustJSON(want); gs != ws {
+			t.Errorf("encode(%+v) = %s, want %s", m, gs, ws)
+		}
+	}
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
