@@ -27,7 +27,9 @@ const (
 )
 
 // Header is one header line. A header sent several times appears as several
-// Headers with the same Name, in the order they were sent.
+// Headers with the same Name, in the order they were sent. Value holds the
+// bytes as sent, which need not be UTF-8 (HTTP allows obs-text); its JSON
+// form keeps them (see MarshalJSON).
 type Header struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
@@ -120,7 +122,10 @@ type AgentDisconnected struct {
 
 // DeliveryReceived records a request exactly as it reached a known address.
 // Body holds at most the capture cap; BodySize is the size the sender sent
-// (as far as it was read) and Complete tells whether Body is all of it.
+// (every byte received is counted) and Complete tells whether Body is all
+// of it. BodyUnread says the relay stopped reading before the body's end
+// (a 413): BodySize then counts only what was read. Target may hold bytes
+// that are not UTF-8; its JSON form keeps them (see MarshalJSON).
 type DeliveryReceived struct {
 	DeliveryID  string      `json:"delivery_id"`
 	Address     string      `json:"address"`
@@ -135,6 +140,11 @@ type DeliveryReceived struct {
 	Body        []byte      `json:"body"`
 	BodySize    int64       `json:"body_size"`
 	Complete    bool        `json:"complete"`
+	// BodyUnread and Trailers were added without a version change: older
+	// events have neither (their body was read to its end or to the
+	// max-body limit, and trailers were not kept).
+	BodyUnread bool     `json:"body_unread,omitempty"`
+	Trailers   []Header `json:"trailers,omitempty"`
 	// Answer is the answer the relay gave on its own as it received the
 	// request (an inspector's 204, a LOG Endpoint's, a refusal): one event
 	// then records both. Nil when the answer came later, from a forward or

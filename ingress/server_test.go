@@ -98,10 +98,12 @@ func (f *httpForwarder) Forward(ctx context.Context, cmd domain.ForwardCommand) 
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: http.StatusGatewayTimeout,
-			Error: fmt.Sprintf("%s did not answer within %s", target, cmd.Timeout)}, nil
+			Error:   fmt.Sprintf("%s did not answer within %s", target, cmd.Timeout),
+			Failure: fmt.Sprintf("%s did not answer within %s", target, cmd.Timeout)}, nil
 	case err != nil:
 		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: http.StatusBadGateway,
-			Error: fmt.Sprintf("nothing answered at %s (%v)", target, err)}, nil
+			Error:   fmt.Sprintf("nothing answered at %s (%v)", target, err),
+			Failure: "nothing answered at " + target}, nil
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
