@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -47,6 +49,7 @@ type forwarder struct {
 func newForwarder(target string, timeout time.Duration) *forwarder {
 	transport := &http.Transport{
 		Proxy:               nil, // the target is local; a proxy from the environment must not see it
+		DialContext:         dialHeadConn(newDialer()),
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
 		IdleConnTimeout:     90 * time.Second,
@@ -76,6 +79,10 @@ func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
 func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	var conn *headConn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		conn, _ = info.Conn.(*headConn)
+	}})
 	hreq, err := f.newRequest(ctx, req)
 	if err != nil {
 		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target}
@@ -93,7 +100,27 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		failure := fmt.Sprintf("the answer of the local target %s is larger than %d MiB", f.target, maxResponseBody>>20)
 		return localResult{Status: 502, Err: errors.New(failure), Failure: failure}
 	}
-	return localResult{Status: resp.StatusCode, Headers: responseHeaders(resp), Body: body}
+	headers := responseHeaders(resp)
+	if _, kept := resp.Header["Connection"]; resp.Close && !kept && conn != nil {
+		// net/http dropped a "Connection: close" field; the names it
+		// listed besides close are hop-by-hop too.
+		headers = dropNames(headers, conn.connectionNames())
+	}
+	return localResult{Status: resp.StatusCode, Headers: headers, Body: body}
+}
+
+// dropNames returns headers without those named in names.
+func dropNames(headers []domain.Header, names []string) []domain.Header {
+	if len(names) == 0 {
+		return headers
+	}
+	out := headers[:0:0]
+	for _, h := range headers {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, h.Name) }) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // newRequest builds the local request from the agent's own target and the

@@ -313,3 +313,37 @@ func FuzzWireHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestForwardDropsHeadersNamedWithClose: headers named in a Connection
+// field are hop-by-hop also when the field says close, which net/http
+// deletes before the agent sees it; a keep-alive answer on the same
+// connection first shows the capture starts over with each request.
+func TestForwardDropsHeadersNamedWithClose(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close, X-Hop")
+		} else {
+			w.Header().Set("Connection", "X-Other")
+			w.Header().Set("X-Other", "gone")
+		}
+		w.Header().Set("X-Hop", "secret")
+		w.Header().Set("X-Kept", "yes")
+		io.WriteString(w, "ok")
+	})
+	f := newForwarder(target, 5*time.Second)
+	defer f.close()
+	for _, path := range []string{"/keep", "/close"} {
+		res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		got := map[string]string{}
+		for _, h := range res.Headers {
+			got[h.Name] = h.Value
+		}
+		wantHop := map[string]string{"/keep": "secret", "/close": ""}[path]
+		if got["X-Hop"] != wantHop || got["X-Kept"] != "yes" || got["X-Other"] != "" || got["Connection"] != "" {
+			t.Errorf("%s: headers %v, want X-Hop %q, X-Kept and no Connection or X-Other", path, got, wantHop)
+		}
+	}
+}
