@@ -202,14 +202,19 @@ func TestNonUTF8BytesPassUnchanged(t *testing.T) {
 	}
 }
 
-// TestProxyAuthHeadersAreHopByHop: Proxy-Authorization does not reach the
-// local process and Proxy-Authenticate does not reach the sender; the
-// record keeps what the sender sent.
-func TestProxyAuthHeadersAreHopByHop(t *testing.T) {
+// TestHopByHopHeadersStayOnTheirHop: Proxy-Authorization does not reach
+// the local process and Proxy-Authenticate does not reach the sender; the
+// record keeps what the sender sent. A header the local answer names in
+// "Connection: close, X-Hop" does not reach the sender either.
+func TestHopByHopHeadersStayOnTheirHop(t *testing.T) {
 	t.Parallel()
 	var seen requestLog
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.add(r, nil)
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close, X-Hop")
+			w.Header().Set("X-Hop", "for the next hop only")
+		}
 		w.Header().Set("Proxy-Authenticate", `Basic realm="local"`)
 		w.Header().Set("X-Kept", "yes")
 		w.WriteHeader(200)
@@ -226,6 +231,11 @@ func TestProxyAuthHeadersAreHopByHop(t *testing.T) {
 	d := newestRaw(t, p.r, p.acct.Token, "endpoint", p.ep.ID)
 	if v := headerOf(t, d.Headers, "Proxy-Authorization"); v != "Basic c2VjcmV0" {
 		t.Errorf("recorded Proxy-Authorization %q", v)
+	}
+
+	resp = p.send(t, "POST", "/close", nil, nil)
+	if resp.Status != 200 || resp.Header.Get("X-Hop") != "" || resp.Header.Get("X-Kept") != "yes" {
+		t.Errorf("sender got %d X-Hop %q X-Kept %q, want 200, no X-Hop, X-Kept", resp.Status, resp.Header.Get("X-Hop"), resp.Header.Get("X-Kept"))
 	}
 }
 
