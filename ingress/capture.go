@@ -57,7 +57,7 @@ func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedR
 }
 
 func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.CapturedRequest, []byte, error) {
-	target, err := requestTarget(r.RequestURI)
+	target, err := requestTarget(originalTarget(r))
 	if err != nil {
 		return domain.CapturedRequest{}, nil, err
 	}

@@ -326,3 +326,51 @@ func TestBadGatewayTextsNameOnlyTheTarget(t *testing.T) {
 		t.Errorf("sender got %d %q, want 502 %q", resp.Status, resp.Body, want)
 	}
 }
+
+// TestInvalidPercentEncodingIsADelivery: "/%zz" is recorded byte for byte
+// and answered like any request (204 from an inspector), and a PROXY
+// Endpoint forwards it as sent.
+func TestInvalidPercentEncodingIsADelivery(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	insp, _ := createInspector(t, r)
+	for _, target := range []string{"/%zz", "/a%2?q=%zz", "/ok%20/%G1"} {
+		resp := send(t, r, insp, "POST", target, nil, []byte("x"))
+		if resp.Status != 204 {
+			t.Fatalf("%s: inspector answered %d %q, want 204", target, resp.Status, resp.Body)
+		}
+		if d := newestRaw(t, r, "", "inspector", insp); d.Path != target {
+			t.Errorf("recorded %q, want %q", d.Path, target)
+		}
+	}
+
+	lines := make(chan string, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		line, _ := br.ReadString('\n')
+		lines <- line
+		for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	}()
+	local := ln.Addr().String()
+	acct := signUpTenant(t, r, "owner")
+	ep := proxyEndpoint(t, r, acct.Token, local, false)
+	startAgentFor(t, r, acct.Token, ep.ID, local)
+	if resp := send(t, r, ep.ID, "GET", "/%zz", nil, nil); resp.Status != 200 {
+		t.Fatalf("proxy answered %d %q, want the local 200", resp.Status, resp.Body)
+	}
+	if line := <-lines; line != "GET /%zz HTTP/1.1\r\n" {
+		t.Errorf("local request line %q, want GET /%%zz", line)
+	}
+}

@@ -221,8 +221,11 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	srv := &http.Server{Handler: met.Instrument(in.Handler(), area), DisableGeneralOptionsHandler: true, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
+	// Targets net/http would refuse for their percent-encoding ("/%zz") are
+	// deliveries too: see ingress.TolerateTargets.
+	tolerant := ingress.TolerateTargets(srv, ln)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(tolerant) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
 		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
 	log.Info("relay started", "listen", ln.Addr().String(), "domain", cfg.Domain, "data", cfg.Data)
