@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -33,7 +35,8 @@ type localResult struct {
 	Headers  []domain.Header
 	Body     []byte
 	Duration time.Duration
-	Err      error
+	Err      error  // in full, for the Endpoint's owner (the attempt's error)
+	Failure  string // with Err: short and stable, for the sender; names the target, no local socket
 }
 
 // forwarder sends forward requests to the one local target it was given.
@@ -46,6 +49,7 @@ type forwarder struct {
 func newForwarder(target string, timeout time.Duration) *forwarder {
 	transport := &http.Transport{
 		Proxy:               nil, // the target is local; a proxy from the environment must not see it
+		DialContext:         dialHeadConn(newDialer()),
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
 		IdleConnTimeout:     90 * time.Second,
@@ -75,9 +79,13 @@ func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
 func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	var conn *headConn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		conn, _ = info.Conn.(*headConn)
+	}})
 	hreq, err := f.newRequest(ctx, req)
 	if err != nil {
-		return localResult{Status: 502, Err: err}
+		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target}
 	}
 	resp, err := f.client.Do(hreq)
 	if err != nil {
@@ -89,9 +97,30 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return f.failure(ctx, err)
 	}
 	if len(body) > maxResponseBody {
-		return localResult{Status: 502, Err: fmt.Errorf("response from %s is larger than %d MiB", f.target, maxResponseBody>>20)}
+		failure := fmt.Sprintf("the answer of the local target %s is larger than %d MiB", f.target, maxResponseBody>>20)
+		return localResult{Status: 502, Err: errors.New(failure), Failure: failure}
 	}
-	return localResult{Status: resp.StatusCode, Headers: responseHeaders(resp), Body: body}
+	headers := responseHeaders(resp)
+	if _, kept := resp.Header["Connection"]; resp.Close && !kept && conn != nil {
+		// net/http dropped a "Connection: close" field; the names it
+		// listed besides close are hop-by-hop too.
+		headers = dropNames(headers, conn.connectionNames())
+	}
+	return localResult{Status: resp.StatusCode, Headers: headers, Body: body}
+}
+
+// dropNames returns headers without those named in names.
+func dropNames(headers []domain.Header, names []string) []domain.Header {
+	if len(names) == 0 {
+		return headers
+	}
+	out := headers[:0:0]
+	for _, h := range headers {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, h.Name) }) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // newRequest builds the local request from the agent's own target and the
@@ -174,18 +203,24 @@ func responseHeaders(resp *http.Response) []domain.Header {
 	return domain.StripHopByHop(out)
 }
 
-// failure names the target and says why it gave no answer.
+// failure says why the target gave no answer: a stable text that names the
+// target for the sender, and the same with the detail (local sockets,
+// system errors) for the attempt's recorded error.
 func (f *forwarder) failure(ctx context.Context, err error) localResult {
+	status, text := 502, ""
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return localResult{Status: 502, Err: fmt.Errorf("nothing listening at %s (connect: connection refused)", f.target)}
+		text = "nothing listening on " + f.target
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return localResult{Status: 504, Err: fmt.Errorf("%s did not answer within %s", f.target, f.timeout)}
+		status, text = 504, fmt.Sprintf("the local target %s did not answer within %s", f.target, f.timeout)
 	case ctx.Err() != nil:
-		return localResult{Status: 502, Err: fmt.Errorf("request to %s cancelled", f.target)}
+		text = "the request to the local target " + f.target + " was cancelled"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
+		text = "the local target " + f.target + " closed the connection"
 	default:
-		return localResult{Status: 502, Err: fmt.Errorf("request to %s failed: %w", f.target, unwrapURLError(err))}
+		text = "no valid HTTP answer from the local target " + f.target
 	}
+	return localResult{Status: status, Err: fmt.Errorf("%s: %w", text, unwrapURLError(err)), Failure: text}
 }
 
 // unwrapURLError drops net/http's `Get "http://…":` prefix: the message

@@ -1,9 +1,12 @@
 package agentcli
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -28,11 +31,13 @@ const (
 	closeForbidden    = 4403
 )
 
-const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`
+const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 } }`
 
-// endpointQuery asks what the agent serves, to tell the user its public
-// URL and whether the Endpoint forwards at all.
-const endpointQuery = `query($e: ID!){ endpoint(id: $e){ url mode } }`
+// endpointQuery asks what the agent serves before it subscribes: it tells a
+// bad token or an unknown Endpoint apart from a working connection, gives
+// the public URL, whether the Endpoint forwards at all, and how many agents
+// already serve it.
+const endpointQuery = `query($e: ID!){ endpoint(id: $e){ url mode agentCount } }`
 
 const completeForwardMutation = `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`
 
@@ -81,47 +86,125 @@ type gqlError struct {
 
 // forwardRequest is one item of the forwardRequests subscription.
 type forwardRequest struct {
-	AttemptID  string          `json:"attemptId"`
-	DeliveryID string          `json:"deliveryId"`
-	Method     string          `json:"method"`
-	Path       string          `json:"path"`
-	Headers    []domain.Header `json:"headers"`
-	BodyBase64 string          `json:"bodyBase64"`
+	AttemptID  string       `json:"attemptId"`
+	DeliveryID string       `json:"deliveryId"`
+	Method     string       `json:"method"`
+	Path       string       `json:"path"`
+	PathBase64 *string      `json:"pathBase64"`
+	Headers    []wireHeader `json:"headers"`
+	BodyBase64 string       `json:"bodyBase64"`
+}
+
+// wireHeader is a Header or HeaderInput of the API. GraphQL strings are
+// UTF-8, so a value that is not travels in ValueBase64 as well, which wins.
+type wireHeader struct {
+	Name        string  `json:"name"`
+	Value       string  `json:"value"`
+	ValueBase64 *string `json:"valueBase64,omitempty"`
+}
+
+// local is fr as the request to send to the local target, with the exact
+// bytes of its target and header values.
+func (fr forwardRequest) local() (localRequest, error) {
+	path, err := exact(fr.Path, fr.PathBase64)
+	if err != nil {
+		return localRequest{}, fmt.Errorf("request target: %w", err)
+	}
+	headers, err := fromWireHeaders(fr.Headers)
+	if err != nil {
+		return localRequest{}, err
+	}
+	body, err := base64.StdEncoding.DecodeString(fr.BodyBase64)
+	if err != nil {
+		return localRequest{}, fmt.Errorf("undecodable request body: %w", err)
+	}
+	return localRequest{Method: fr.Method, Path: path, Headers: headers, Body: body}, nil
+}
+
+// exact is text, or the bytes of raw when the server sent them.
+func exact(text string, raw *string) (string, error) {
+	if raw == nil {
+		return text, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(*raw)
+	if err != nil {
+		return "", fmt.Errorf("undecodable base64 %q: %w", *raw, err)
+	}
+	return string(b), nil
+}
+
+func fromWireHeaders(hs []wireHeader) ([]domain.Header, error) {
+	out := make([]domain.Header, 0, len(hs))
+	for _, h := range hs {
+		v, err := exact(h.Value, h.ValueBase64)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", h.Name, err)
+		}
+		out = append(out, domain.Header{Name: h.Name, Value: v})
+	}
+	return out, nil
+}
+
+func toWireHeaders(hs []domain.Header) []wireHeader {
+	out := make([]wireHeader, 0, len(hs))
+	for _, h := range hs {
+		w := wireHeader{Name: h.Name, Value: h.Value}
+		if !utf8.ValidString(h.Value) {
+			b := base64.StdEncoding.EncodeToString([]byte(h.Value))
+			w.ValueBase64 = &b
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // endpointInfo is the answer to endpointQuery.
 type endpointInfo struct {
-	URL  string `json:"url"`
-	Mode string `json:"mode"`
+	URL        string `json:"url"`
+	Mode       string `json:"mode"`
+	AgentCount int    `json:"agentCount"`
 }
 
 // completeInput is CompleteForwardInput.
 type completeInput struct {
-	AttemptID  string          `json:"attemptId"`
-	Status     *int            `json:"status,omitempty"`
-	Headers    []domain.Header `json:"headers"`
-	BodyBase64 string          `json:"bodyBase64"`
-	Error      string          `json:"error,omitempty"`
-	DurationMs int64           `json:"durationMs"`
+	AttemptID  string       `json:"attemptId"`
+	Status     *int         `json:"status,omitempty"`
+	Headers    []wireHeader `json:"headers"`
+	BodyBase64 string       `json:"bodyBase64"`
+	Error      string       `json:"error,omitempty"`
+	Failure    string       `json:"failure,omitempty"`
+	DurationMs int64        `json:"durationMs"`
 }
 
-// refusedError is the server saying no: a bad token, an unknown Endpoint.
-// The agent keeps retrying, since the Endpoint may be created later.
-type refusedError struct{ reason string }
+// RefusedError is the server refusing the agent for a reason that retrying
+// will not change: a bad token (401, UNAUTHENTICATED), a forbidden
+// connection (403) or an Endpoint this token does not know (NOT_FOUND).
+// The agent stops with it; Run's caller exits with ExitCode.
+type RefusedError struct{ reason string }
 
-func (e *refusedError) Error() string { return e.reason }
+func (e *RefusedError) Error() string { return e.reason }
 
-// gqlErrorsErr turns GraphQL errors into an error; UNAUTHENTICATED and
-// NOT_FOUND become a refusedError with a hint.
+// ExitCode is 2, the relay command's code for a refusal.
+func (e *RefusedError) ExitCode() int { return 2 }
+
+// gqlErrorsErr turns GraphQL errors of the agent's connection (the
+// Endpoint query and the forwardRequests subscription) into an error;
+// UNAUTHENTICATED and NOT_FOUND become a *RefusedError with a hint.
 func gqlErrorsErr(errs []gqlError, endpoint string) error {
-	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {
 		switch e.Extensions.Code {
 		case "UNAUTHENTICATED":
-			return &refusedError{reason: fmt.Sprintf("not authenticated: %s (check --token)", e.Message)}
+			return &RefusedError{reason: fmt.Sprintf("not authenticated: %s (check --token)", e.Message)}
 		case "NOT_FOUND":
-			return &refusedError{reason: fmt.Sprintf("endpoint %q not found for this token: %s (check --endpoint)", endpoint, e.Message)}
+			return &RefusedError{reason: fmt.Sprintf("endpoint %q not found for this token: %s (check --endpoint)", endpoint, e.Message)}
 		}
+	}
+	return plainGQLErr(errs)
+}
+
+func plainGQLErr(errs []gqlError) error {
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
 		if e.Extensions.Code != "" {
 			msgs = append(msgs, fmt.Sprintf("%s (%s)", e.Message, e.Extensions.Code))
 		} else {
@@ -129,4 +212,19 @@ func gqlErrorsErr(errs []gqlError, endpoint string) error {
 		}
 	}
 	return fmt.Errorf("graphql: %s", strings.Join(msgs, "; "))
+}
+
+// errAttemptGone is completeForward refused with NOT_FOUND: the relay no
+// longer waits for the attempt, because it already answered the sender
+// (504 at --forward-timeout) or the connection that took the work ended.
+var errAttemptGone = errors.New("the relay no longer waits for this answer (it already answered the sender, usually 504 after --forward-timeout); the answer was not passed on")
+
+// completeErr turns GraphQL errors of a completeForward into an error.
+func completeErr(errs []gqlError) error {
+	for _, e := range errs {
+		if e.Extensions.Code == "NOT_FOUND" {
+			return errAttemptGone
+		}
+	}
+	return plainGQLErr(errs)
 }

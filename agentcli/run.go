@@ -12,8 +12,10 @@ import (
 )
 
 // Run is `relay agent`: it serves the Endpoint until ctx is cancelled and
-// then returns nil. Only invalid flags return an error; connection problems,
-// refusals included, are reported on stderr and retried.
+// then returns nil. Network failures and server restarts are reported on
+// stderr and retried with backoff; invalid flags return an error, and a
+// refusal that retrying cannot change (bad token, unknown Endpoint) returns
+// a *RefusedError (ExitCode 2).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, stderr, os.LookupEnv)
 	if err != nil {
@@ -66,14 +68,13 @@ func (a *agent) run(ctx context.Context) error {
 		if acked && time.Since(started) >= a.backoffCap {
 			failures = 0
 		}
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return &RefusedError{reason: fmt.Sprintf("refused by %s: %v", a.cfg.server, refused)}
+		}
 		delay := a.backoff(failures)
 		failures++
-		var refused *refusedError
-		if errors.As(err, &refused) {
-			a.stderr.printf("refused by %s: %v; retrying in %s\n", a.cfg.server, refused, delay.Round(100*time.Millisecond))
-		} else {
-			a.stderr.printf("disconnected: %v; reconnecting in %s\n", err, delay.Round(100*time.Millisecond))
-		}
+		a.stderr.printf("disconnected: %v; reconnecting in %s\n", err, delay.Round(100*time.Millisecond))
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/relayhq/relay/domain"
 )
 
 // subscriptionID is the operation ID of the forwardRequests subscription.
@@ -48,7 +46,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	conn, resp, err := dialer.DialContext(ctx, a.cfg.wsURL, nil)
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-			return false, &refusedError{reason: fmt.Sprintf("%s (check --token)", resp.Status)}
+			return false, &RefusedError{reason: fmt.Sprintf("%s (check --token)", resp.Status)}
 		}
 		if resp != nil {
 			// Say what answered instead of only "bad handshake": a 503 here
@@ -87,15 +85,19 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		if errors.As(err, &ce) && ce.Code == websocket.CloseNormalClosure && ctx.Err() == nil {
 			// Servers that reject connection_init (gqlgen's InitFunc)
 			// close normally before the ack.
-			return false, &refusedError{reason: fmt.Sprintf("connection closed before connection_ack (%d %s); check --token", ce.Code, ce.Text)}
+			return false, &RefusedError{reason: fmt.Sprintf("connection closed before connection_ack (%d %s); check --token", ce.Code, ce.Text)}
 		}
 		return false, s.readErr(ctx, err)
 	}
-	a.stderr.printf("connected to %s, forwarding to http://%s\n", a.cfg.wsURL, a.cfg.target)
-	if err := s.subscribe(subscriptionID, forwardRequestsQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
-		return true, s.readErr(ctx, err)
+	// The Endpoint is asked for before anything is announced: a bad token
+	// or an unknown Endpoint is a refusal, not a connection.
+	ep, err := s.describe()
+	if err != nil {
+		return false, s.readErr(ctx, err)
 	}
-	if err := s.subscribe(describeID, endpointQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
+	a.stderr.printf("connected to %s, forwarding to http://%s\n", a.cfg.wsURL, a.cfg.target)
+	s.described(ep)
+	if err := s.subscribe(subscriptionID, forwardRequestsQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
 		return true, s.readErr(ctx, err)
 	}
 	wg.Add(1)
@@ -136,6 +138,50 @@ func (s *session) handshake() error {
 	}
 }
 
+// describe runs endpointQuery and waits for its answer. Its complete
+// message comes later and is ignored by the read loop.
+func (s *session) describe() (endpointInfo, error) {
+	if err := s.subscribe(describeID, endpointQuery, map[string]any{"e": s.a.cfg.endpoint}); err != nil {
+		return endpointInfo{}, err
+	}
+	for {
+		m, err := s.read()
+		if err != nil {
+			return endpointInfo{}, err
+		}
+		switch {
+		case m.Type == msgPing:
+			if err := s.write(wsMessage{Type: msgPong}); err != nil {
+				return endpointInfo{}, err
+			}
+			continue
+		case m.ID != describeID:
+			continue
+		case m.Type == msgError:
+			var errs []gqlError
+			if err := json.Unmarshal(m.Payload, &errs); err != nil {
+				return endpointInfo{}, fmt.Errorf("endpoint query: %s", m.Payload)
+			}
+			return endpointInfo{}, gqlErrorsErr(errs, s.a.cfg.endpoint)
+		case m.Type != msgNext || m.next == nil:
+			return endpointInfo{}, fmt.Errorf("endpoint query: unexpected %q", m.Type)
+		case len(m.next.Errors) > 0:
+			return endpointInfo{}, gqlErrorsErr(m.next.Errors, s.a.cfg.endpoint)
+		case m.next.Data.Endpoint == nil:
+			// Another account's Endpoint reads as null, like an unknown id.
+			return endpointInfo{}, gqlErrorsErr([]gqlError{notFound}, s.a.cfg.endpoint)
+		}
+		return *m.next.Data.Endpoint, nil
+	}
+}
+
+var notFound = func() gqlError {
+	var e gqlError
+	e.Message = "not found"
+	e.Extensions.Code = "NOT_FOUND"
+	return e
+}()
+
 // readLoop dispatches server messages until the connection fails.
 func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 	for {
@@ -153,9 +199,6 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case msgNext, msgError, msgComplete:
 			switch m.ID {
 			case subscriptionID:
-			case describeID:
-				s.described(m)
-				continue
 			default:
 				s.finishOp(m)
 				continue
@@ -203,11 +246,11 @@ func (s *session) subscriptionItem(m wsMessage) (forwardRequest, error) {
 // handle forwards one request to the local target and reports the answer.
 func (s *session) handle(ctx context.Context, fr forwardRequest) {
 	var res localResult
-	body, err := base64.StdEncoding.DecodeString(fr.BodyBase64)
+	req, err := fr.local()
 	if err != nil {
-		res = localResult{Status: 502, Err: fmt.Errorf("undecodable request body: %v", err)}
+		res = localResult{Status: 502, Err: err, Failure: "the agent could not read the request"}
 	} else {
-		res = s.a.fwd.forward(ctx, localRequest{Method: fr.Method, Path: fr.Path, Headers: fr.Headers, Body: body})
+		res = s.a.fwd.forward(ctx, req)
 	}
 	if res.Err != nil {
 		s.a.stdout.printf("%s %s → %d %v\n", fr.Method, fr.Path, res.Status, res.Err)
@@ -215,7 +258,7 @@ func (s *session) handle(ctx context.Context, fr forwardRequest) {
 		s.a.stdout.printf("%s %s → %d (%d ms)\n", fr.Method, fr.Path, res.Status, res.Duration.Milliseconds())
 	}
 	if err := s.complete(ctx, fr.AttemptID, res); err != nil && ctx.Err() == nil {
-		s.a.stderr.printf("report %s %s: %v\n", fr.Method, fr.Path, err)
+		s.a.stderr.printf("%s %s: %v\n", fr.Method, fr.Path, err)
 	}
 }
 
@@ -223,15 +266,13 @@ func (s *session) handle(ctx context.Context, fr forwardRequest) {
 func (s *session) complete(ctx context.Context, attemptID string, res localResult) error {
 	in := completeInput{
 		AttemptID:  attemptID,
-		Headers:    res.Headers,
+		Headers:    toWireHeaders(res.Headers),
 		BodyBase64: base64.StdEncoding.EncodeToString(res.Body),
 		DurationMs: res.Duration.Milliseconds(),
 	}
-	if in.Headers == nil {
-		in.Headers = []domain.Header{}
-	}
 	if res.Err != nil {
 		in.Error = res.Err.Error()
+		in.Failure = res.Failure
 		if res.Status == http.StatusGatewayTimeout {
 			in.Status = &res.Status // the target was too slow, not unreachable
 		}
@@ -284,30 +325,30 @@ func (s *session) finishOp(m wsMessage) {
 		if json.Unmarshal(m.Payload, &errs) != nil {
 			err = fmt.Errorf("completeForward: %s", m.Payload)
 		} else {
-			err = gqlErrorsErr(errs, s.a.cfg.endpoint)
+			err = completeErr(errs)
 		}
 	case msgNext:
 		if m.next == nil {
 			err = fmt.Errorf("completeForward: %s", m.Payload)
 		} else if len(m.next.Errors) > 0 {
-			err = gqlErrorsErr(m.next.Errors, s.a.cfg.endpoint)
+			err = completeErr(m.next.Errors)
 		}
 	}
 	done <- err
 }
 
 // described prints the Endpoint's public URL, as the first thing a user
-// needs to hand to a webhook sender, and warns when the Endpoint is in LOG
+// needs to hand to a webhook sender; warns when the Endpoint is in LOG
 // mode, where the relay answers deliveries itself and nothing reaches the
-// agent. Its errors are left to the subscription, which fails alike.
-func (s *session) described(m wsMessage) {
-	if m.Type != msgNext || m.next == nil || m.next.Data.Endpoint == nil {
-		return
-	}
-	ep := m.next.Data.Endpoint
+// agent; and warns when other agents already serve the Endpoint, since the
+// relay then hands each delivery to one of them in turn.
+func (s *session) described(ep endpointInfo) {
 	s.a.stderr.printf("public URL %s → http://%s\n", ep.URL, s.a.cfg.target)
 	if ep.Mode != "PROXY" {
 		s.a.stderr.printf("endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", s.a.cfg.endpoint, ep.Mode)
+	}
+	if ep.AgentCount > 0 {
+		s.a.stderr.printf("warning: %d other agent connection(s) already serve endpoint %s; the relay hands each delivery to one of the connected agents in turn, so this agent gets only some of them (stop the other agent unless that is intended; right after a reconnect the count may include this agent's previous connection)\n", ep.AgentCount, s.a.cfg.endpoint)
 	}
 }
 
@@ -388,7 +429,7 @@ func (s *session) readErr(ctx context.Context, err error) error {
 	if errors.As(err, &ce) {
 		switch ce.Code {
 		case closeUnauthorized, closeForbidden:
-			return &refusedError{reason: fmt.Sprintf("%d %s (check --token and --endpoint)", ce.Code, ce.Text)}
+			return &RefusedError{reason: fmt.Sprintf("%d %s (check --token and --endpoint)", ce.Code, ce.Text)}
 		}
 		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
 	}

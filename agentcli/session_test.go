@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,6 +133,7 @@ func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	}
 	p.init = payload
 	p.send(wsMessage{Type: msgConnectionAck})
+	p.describe(endpoint, endpointInfo{URL: publicURL(endpoint), Mode: mode})
 	sub := p.recv(false)
 	var req gqlRequest
 	if err := json.Unmarshal(sub.Payload, &req); err != nil {
@@ -140,15 +142,20 @@ func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	if sub.Type != msgSubscribe || sub.ID != subscriptionID || !strings.Contains(req.Query, "forwardRequests(endpointId: $e)") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the forwardRequests subscription for %s", sub.Type, sub.ID, req, endpoint)
 	}
+}
+
+// describe expects the question about the Endpoint and answers it with ep.
+func (p *wsPeer) describe(endpoint string, ep endpointInfo) {
+	p.t.Helper()
 	q := p.recv(false)
-	req = gqlRequest{}
+	var req gqlRequest
 	if err := json.Unmarshal(q.Payload, &req); err != nil {
 		p.t.Fatalf("endpoint query payload: %v", err)
 	}
-	if q.Type != msgSubscribe || q.ID != describeID || !strings.Contains(req.Query, "endpoint(id: $e){ url mode }") || req.Variables["e"] != endpoint {
+	if q.Type != msgSubscribe || q.ID != describeID || !strings.Contains(req.Query, "endpoint(id: $e){ url mode agentCount }") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the endpoint query for %s", q.Type, q.ID, req, endpoint)
 	}
-	answer, _ := json.Marshal(map[string]any{"data": map[string]any{"endpoint": endpointInfo{URL: publicURL(endpoint), Mode: mode}}})
+	answer, _ := json.Marshal(map[string]any{"data": map[string]any{"endpoint": ep}})
 	p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: answer})
 	p.send(wsMessage{ID: q.ID, Type: msgComplete})
 }
@@ -325,9 +332,9 @@ func TestAgentWarnsAboutLogMode(t *testing.T) {
 func TestAgentReportsUnreachableTarget(t *testing.T) {
 	srv := newWSServer(t)
 	target := "127.0.0.1:1" // nothing listens on port 1
-	var stdout safeBuffer
+	var stdout, stderr safeBuffer
 	startAgent(t, func(ctx context.Context) error {
-		return Run(ctx, []string{"--server", srv.url, "--token", "t", "--endpoint", "ep", "--target", target}, &stdout, io.Discard)
+		return Run(ctx, []string{"--server", srv.url, "--token", "t", "--endpoint", "ep", "--target", target}, &stdout, &stderr)
 	})
 	p := srv.accept(t)
 	p.handshake("t", "ep")
@@ -339,17 +346,26 @@ func TestAgentReportsUnreachableTarget(t *testing.T) {
 	}
 	json.Unmarshal(m.Payload, &req)
 	in := req.Variables["input"]
-	want := "nothing listening at 127.0.0.1:1 (connect: connection refused)"
-	if in.AttemptID != "a" || in.Error != want || in.Status != nil {
-		t.Errorf("completeForward input %+v, want error %q and no status", in, want)
+	want := "nothing listening on 127.0.0.1:1"
+	if in.AttemptID != "a" || !strings.HasPrefix(in.Error, want+": ") || in.Failure != want || in.Status != nil {
+		t.Errorf("completeForward input %+v, want error %q with the detail, that failure and no status", in, want)
 	}
 	p.send(wsMessage{ID: m.ID, Type: msgError, Payload: json.RawMessage(`[{"message":"attempt not pending","extensions":{"code":"NOT_FOUND"}}]`)})
 	waitFor(t, "the failure line on stdout", func() bool {
 		return strings.Contains(stdout.String(), "POST /x → 502 "+want)
 	})
+	waitFor(t, "the refused report explained", func() bool {
+		return strings.Contains(stderr.String(), "no longer waits")
+	})
+	if strings.Contains(stderr.String(), "check --endpoint") {
+		t.Errorf("a refused completeForward reads as an unknown Endpoint: %q", stderr.String())
+	}
 }
 
-func TestAgentRetriesAfterRefusal(t *testing.T) {
+// TestAgentStopsOnRefusal: a refusal retrying cannot change ends the agent
+// with a *RefusedError (exit code 2) and is never announced as a
+// connection; a dropped connection is still retried (TestAgentDetectsSilentServer).
+func TestAgentStopsOnRefusal(t *testing.T) {
 	tests := []struct {
 		name   string
 		refuse func(p *wsPeer)
@@ -358,29 +374,62 @@ func TestAgentRetriesAfterRefusal(t *testing.T) {
 		{"close 4403", func(p *wsPeer) {
 			p.recv(false)
 			p.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(closeForbidden, "Forbidden"))
-		}, "refused by "},
+		}, "4403 Forbidden"},
+		{"bad token", func(p *wsPeer) {
+			p.recv(false)
+			p.send(wsMessage{Type: msgConnectionAck})
+			q := p.recv(false)
+			p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"endpoint":null},"errors":[{"message":"unauthenticated","extensions":{"code":"UNAUTHENTICATED"}}]}`)})
+		}, "check --token"},
 		{"unknown endpoint", func(p *wsPeer) {
-			p.handshake("t", "ep")
-			p.send(wsMessage{ID: subscriptionID, Type: msgNext, Payload: json.RawMessage(`{"data":null,"errors":[{"message":"not found","extensions":{"code":"NOT_FOUND"}}]}`)})
+			p.recv(false)
+			p.send(wsMessage{Type: msgConnectionAck})
+			q := p.recv(false)
+			p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"endpoint":null}}`)})
 		}, `endpoint "ep" not found`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newWSServer(t)
 			var stderr safeBuffer
-			startAgent(t, func(ctx context.Context) error {
+			done := make(chan error, 1)
+			go func() {
 				a := newAgent(config{server: srv.url, wsURL: "ws" + strings.TrimPrefix(srv.url, "http") + "/graphql",
 					token: "t", endpoint: "ep", target: "127.0.0.1:1", timeout: time.Second}, io.Discard, &stderr)
 				a.backoffBase = 20 * time.Millisecond
-				return a.run(ctx)
-			})
+				done <- a.run(t.Context())
+			}()
 			tt.refuse(srv.accept(t))
-			srv.accept(t).handshake("t", "ep") // it came back
-			if !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "retrying in") {
-				t.Errorf("stderr %q, want %q and a retry", stderr.String(), tt.want)
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the agent did not stop on a refusal")
+			}
+			var refused *RefusedError
+			if !errors.As(err, &refused) || refused.ExitCode() != 2 || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run returned %v, want a refusal (exit code 2) naming %q", err, tt.want)
+			}
+			if strings.Contains(stderr.String(), "connected to") {
+				t.Errorf("a refused agent announced a connection: %q", stderr.String())
 			}
 		})
 	}
+}
+
+// TestAgentWarnsAboutOtherAgents: an Endpoint other agents serve already
+// is named on connect, since deliveries are then shared.
+func TestAgentWarnsAboutOtherAgents(t *testing.T) {
+	srv := newWSServer(t)
+	var stderr safeBuffer
+	startAgent(t, func(ctx context.Context) error {
+		return Run(ctx, []string{"--server", srv.url, "--token", "t", "--endpoint", "ep", "--target", "127.0.0.1:1"}, io.Discard, &stderr)
+	})
+	p := srv.accept(t)
+	p.recv(false)
+	p.send(wsMessage{Type: msgConnectionAck})
+	p.describe("ep", endpointInfo{URL: publicURL("ep"), Mode: "PROXY", AgentCount: 1})
+	waitFor(t, "the warning", func() bool { return strings.Contains(stderr.String(), "warning: 1 other agent") })
 }
 
 func TestAgentDetectsSilentServer(t *testing.T) {

@@ -29,6 +29,8 @@ type CapturedRequest struct {
 	// DroppedHeaders counts header values received but not stored (past
 	// the relay's header limits); Headers holds the others.
 	DroppedHeaders int
+	BodyUnread     bool     // reading stopped before the body's end (413): BodySize counts what was read
+	Trailers       []Header // trailer fields after a chunked body, as sent
 }
 
 // Delivery is one request to a public address and what became of it.
@@ -87,7 +89,8 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
 		RemoteAddr: req.RemoteAddr, Headers: headers, Body: body,
-		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, Answer: answer,
+		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, BodyUnread: req.BodyUnread,
+		Trailers: req.Trailers, Answer: answer,
 	})
 	return d, nil
 }

@@ -34,7 +34,9 @@ const (
 )
 
 // Header is one header line. A header sent several times appears as several
-// Headers with the same Name, in the order they were sent.
+// Headers with the same Name, in the order they were sent. Value holds the
+// bytes as sent, which need not be UTF-8 (HTTP allows obs-text); its JSON
+// form keeps them (see MarshalJSON).
 type Header struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
@@ -127,7 +129,10 @@ type AgentDisconnected struct {
 
 // DeliveryReceived records a request exactly as it reached a known address.
 // Body holds at most the capture cap; BodySize is the size the sender sent
-// (as far as it was read) and Complete tells whether Body is all of it.
+// (every byte received is counted) and Complete tells whether Body is all
+// of it. BodyUnread says the relay stopped reading before the body's end
+// (a 413): BodySize then counts only what was read. Target may hold bytes
+// that are not UTF-8; its JSON form keeps them (see MarshalJSON).
 // DroppedHeaders counts header values past the relay's header limits,
 // received (and forwarded) but not in Headers.
 type DeliveryReceived struct {
@@ -147,6 +152,11 @@ type DeliveryReceived struct {
 	// DroppedHeaders was added without a version change: older events
 	// have none, and zero is what they mean.
 	DroppedHeaders int `json:"dropped_headers,omitempty"`
+	// BodyUnread and Trailers were added without a version change: older
+	// events have neither (their body was read to its end or to the
+	// max-body limit, and trailers were not kept).
+	BodyUnread bool     `json:"body_unread,omitempty"`
+	Trailers   []Header `json:"trailers,omitempty"`
 	// Answer is the answer the relay gave on its own as it received the
 	// request (an inspector's 204, a LOG Endpoint's, a refusal): one event
 	// then records both. Nil when the answer came later, from a forward or

@@ -28,13 +28,17 @@ type ForwardCommand struct {
 // ForwardOutcome is how an attempt ended: the local answer (Error empty), or
 // the status the relay answers itself (502, 503, 504) with the reason.
 type ForwardOutcome struct {
-	AttemptID  string   `json:"attempt_id"`
-	Status     int      `json:"status"`
-	Headers    []Header `json:"headers"`
-	Body       []byte   `json:"body"`
-	Error      string   `json:"error,omitempty"`
-	DurationMs int64    `json:"duration_ms"`
-	AgentID    string   `json:"agent_id,omitempty"`
+	AttemptID string   `json:"attempt_id"`
+	Status    int      `json:"status"`
+	Headers   []Header `json:"headers"`
+	Body      []byte   `json:"body"`
+	Error     string   `json:"error,omitempty"`
+	// Failure is a short, stable text for the sender when Error is set: it
+	// names the target, never the local socket; Error keeps the detail for
+	// the Endpoint's owner.
+	Failure    string `json:"failure,omitempty"`
+	DurationMs int64  `json:"duration_ms"`
+	AgentID    string `json:"agent_id,omitempty"`
 	// Position is where the log holds the event recording this outcome,
 	// once recorded; 0 when it raised no event (already recorded). Readers
 	// of the views wait for it, not for the end of the whole log.

@@ -6,10 +6,15 @@ import (
 )
 
 // hopByHop are the connection-specific headers of RFC 9110 §7.6.1 that a
-// relay must not pass on.
+// relay must not pass on, in both directions. Proxy-Authenticate and
+// Proxy-Authorization are there too, as in Go's ReverseProxy: RFC 9110
+// §11.7 scopes them to the next hop (a proxy and its client), and the relay
+// is not the proxy a sender authenticates to, nor is the local process the
+// sender's proxy.
 var hopByHop = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
 	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true,
 }
 
 // StripHopByHop returns headers without hop-by-hop fields, including any

@@ -322,7 +322,11 @@ func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
 
 // toOutcome reads the agent's report of one forward.
 func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
-	out := domain.ForwardOutcome{AttemptID: in.AttemptID, Headers: fromHeaderInputs(in.Headers), Error: deref(in.Error)}
+	headers, err := fromHeaderInputs(in.Headers)
+	if err != nil {
+		return domain.ForwardOutcome{}, err
+	}
+	out := domain.ForwardOutcome{AttemptID: in.AttemptID, Headers: headers, Error: deref(in.Error), Failure: deref(in.Failure)}
 	if in.DurationMs != nil {
 		out.DurationMs = int64(*in.DurationMs)
 	}

@@ -13,19 +13,39 @@ import (
 func toHeaders(hs []domain.Header) []*model.Header {
 	out := make([]*model.Header, 0, len(hs))
 	for _, h := range hs {
-		out = append(out, &model.Header{Name: h.Name, Value: h.Value})
+		out = append(out, &model.Header{Name: h.Name, Value: h.Value, ValueBase64: rawBase64(h.Value)})
 	}
 	return out
 }
 
-func fromHeaderInputs(hs []*model.HeaderInput) []domain.Header {
+// rawBase64 is s in base64 when it is not valid UTF-8, else nil: GraphQL
+// strings are UTF-8, so such bytes would reach a client as U+FFFD; the
+// base64 form keeps them, as bodyBase64 does for bodies.
+func rawBase64(s string) *string {
+	if utf8.ValidString(s) {
+		return nil
+	}
+	b := base64.StdEncoding.EncodeToString([]byte(s))
+	return &b
+}
+
+func fromHeaderInputs(hs []*model.HeaderInput) ([]domain.Header, error) {
 	out := make([]domain.Header, 0, len(hs))
 	for _, h := range hs {
-		if h != nil {
-			out = append(out, domain.Header{Name: h.Name, Value: h.Value})
+		if h == nil {
+			continue
 		}
+		v := h.Value
+		if h.ValueBase64 != nil {
+			b, err := base64.StdEncoding.DecodeString(*h.ValueBase64)
+			if err != nil {
+				return nil, &domain.InvalidInputError{Field: "headers.valueBase64", Reason: "not valid base64"}
+			}
+			v = string(b)
+		}
+		out = append(out, domain.Header{Name: h.Name, Value: v})
 	}
-	return out
+	return out, nil
 }
 
 // text returns b as a string when it is valid UTF-8, else nil: binary bodies
@@ -40,8 +60,8 @@ func text(b []byte) *string {
 
 func toDelivery(d projections.Delivery) *model.Delivery {
 	m := &model.Delivery{
-		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target,
-		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Body: text(d.Body),
+		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target),
+		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Trailers: toHeaders(d.Trailers), BodyUnread: d.BodyUnread, Body: text(d.Body),
 		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
@@ -95,9 +115,11 @@ func (r *Resolver) toInspector(in projections.Inspector) *model.Inspector {
 func (r *Resolver) toEndpoint(e projections.Endpoint) *model.Endpoint {
 	m := &model.Endpoint{
 		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
-		ResponseCapture: e.ResponseCapture, AgentConnected: r.Hub.Connected(e.ID) > 0, CreatedAt: e.CreatedAt,
+		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,
 		RefusedRequests: int(e.Refused),
 	}
+	m.AgentCount = r.Hub.Connected(e.ID)
+	m.AgentConnected = m.AgentCount > 0
 	if e.Target != "" {
 		t := e.Target
 		m.Target = &t
@@ -124,7 +146,7 @@ func toEvent(e domain.RecordedEvent) *model.Event {
 
 func toForwardRequest(c domain.ForwardCommand) *model.ForwardRequest {
 	return &model.ForwardRequest{
-		AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Path: c.Target,
+		AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Path: c.Target, PathBase64: rawBase64(c.Target),
 		Headers: toHeaders(c.Headers), BodyBase64: base64.StdEncoding.EncodeToString(c.Body),
 	}
 }

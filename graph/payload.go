@@ -11,6 +11,7 @@ import (
 // views keep everything else (see projections.DeliverySummary).
 var payloadFields = map[string]bool{
 	"headers": true, "droppedHeaders": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
+	"trailers": true, "bodyUnread": true,
 }
 
 // wantsPayload reports whether the field being resolved selects, at any

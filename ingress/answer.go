@@ -69,18 +69,20 @@ func writeOutcome(w http.ResponseWriter, method string, o domain.ForwardOutcome)
 }
 
 // failureAnswer is the service's own answer when the local target gave none.
+// The sender reads the outcome's Failure, a stable text that names the
+// target; the detail (which may name local sockets) stays in the attempt's
+// recorded error for the Endpoint's owner.
 func failureAnswer(o domain.ForwardOutcome) answer {
-	switch o.Status {
-	case http.StatusServiceUnavailable:
+	if o.Status == http.StatusServiceUnavailable {
 		return answer{status: o.Status, reason: o.Error, body: noAgentBody("no agent connected")}
-	case http.StatusBadGateway:
-		return answer{status: o.Status, reason: o.Error, body: "Bad Gateway: " + o.Error + "\n"}
-	case http.StatusGatewayTimeout:
-		return answer{status: o.Status, reason: o.Error, body: "Gateway Timeout: " + o.Error + "\n"}
 	}
 	status := o.Status
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
 	}
-	return answer{status: status, reason: o.Error, body: http.StatusText(status) + ": " + o.Error + "\n"}
+	text := o.Failure
+	if text == "" {
+		text = "no answer from the local target"
+	}
+	return answer{status: status, reason: o.Error, body: http.StatusText(status) + ": " + text + "\n"}
 }

@@ -39,23 +39,25 @@ func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooL
 // req.Body holds at most captureCap bytes; full holds the whole body when it
 // is at most maxBody bytes. A longer body is read only up to maxBody+1 bytes
 // (never unbounded): Capture then returns a *BodyTooLargeError, a nil full
-// and a req with BodySize = maxBody+1 and Complete = false that can still be
-// recorded. Any other read error is returned with the part read so far,
-// marked incomplete.
+// and a req with BodySize = maxBody+1 (the bytes read), BodyUnread and
+// Complete = false that can still be recorded. Any other read error is
+// returned with the part read so far.
 func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedRequest, full []byte, err error) {
 	return capture(r, captureCap, maxBody, true)
 }
 
 // captureRecord is Capture for requests that are only recorded: bytes past
 // the capture cap are counted and discarded instead of buffered, so a large
-// body to an inspector costs no more memory than the cap.
+// body to an inspector costs no more memory than the cap, and every byte
+// received is counted, also past maxBody (which bounds only what is
+// forwarded; the body timeout bounds how long a sender may keep sending).
 func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedRequest, error) {
 	req, _, err := capture(r, captureCap, maxBody, false)
 	return req, err
 }
 
 func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.CapturedRequest, []byte, error) {
-	target, err := requestTarget(r.RequestURI)
+	target, err := requestTarget(originalTarget(r))
 	if err != nil {
 		return domain.CapturedRequest{}, nil, err
 	}
@@ -76,7 +78,10 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	if r.Body != nil {
 		body = r.Body
 	}
-	limited := io.LimitReader(body, maxBody+1)
+	var limited io.Reader = body
+	if keepFull {
+		limited = io.LimitReader(body, maxBody+1)
+	}
 
 	var stored, full []byte
 	var n int64
@@ -109,10 +114,31 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	if err != nil {
 		return req, nil, fmt.Errorf("capture body: %w", err)
 	}
-	if n > maxBody {
+	if keepFull && n > maxBody {
+		req.BodyUnread = true // reading stopped at maxBody+1
 		return req, nil, &BodyTooLargeError{Max: maxBody}
 	}
+	// Trailer fields are known once the body was read to its end.
+	req.Trailers = trailers(r.Trailer)
 	return req, full, nil
+}
+
+// trailers lists trailer fields the sender sent after a chunked body, in
+// the order captureHeaders uses. Fields announced in Trailer but never
+// sent are left out (net/http lists them with no value).
+func trailers(t http.Header) []domain.Header {
+	names := make([]string, 0, len(t))
+	for name := range t {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []domain.Header
+	for _, name := range names {
+		for _, v := range t[name] {
+			out = append(out, domain.Header{Name: name, Value: v})
+		}
+	}
+	return out
 }
 
 // requestTarget returns the raw path and query the sender put on the request

@@ -350,7 +350,7 @@ func TestSummariesAreDeliveriesWithoutPayload(t *testing.T) {
 		return nil
 	}))
 	strip := func(d Delivery) Delivery {
-		d.Headers, d.Body, d.ResponseHeaders, d.ResponseBody = nil, nil, nil, nil
+		d.Headers, d.Body, d.ResponseHeaders, d.ResponseBody, d.Trailers = nil, nil, nil, nil, nil
 		return d
 	}
 	full, err := e.views.Deliveries(e.ctx, "insp-s", 0, "")

@@ -40,10 +40,12 @@ type receivedRow struct {
 	DroppedHeaders int `json:"dropped_headers"`
 	// Answer, when set, is what the relay answered as it received the
 	// request: the delivery is answered from its first event on.
-	Answer *domain.ReceiptAnswer `json:"answer"`
+	Answer     *domain.ReceiptAnswer `json:"answer"`
+	BodyUnread bool                  `json:"body_unread"`
 
-	Headers jsonKind `json:"headers"` // left in the log
-	Body    jsonKind `json:"body"`    // left in the log
+	Headers  jsonKind `json:"headers"`  // left in the log
+	Body     jsonKind `json:"body"`     // left in the log
+	Trailers jsonKind `json:"trailers"` // left in the log
 }
 
 // respondedRow is what the views keep of a ForwardResponded.
@@ -89,11 +91,20 @@ func decodeReceived(data []byte) (receivedRow, error) {
 // decodeReceivedJSON is decodeReceived through encoding/json, for every
 // payload fastReceived leaves to it.
 func decodeReceivedJSON(data []byte) (receivedRow, error) {
-	var p receivedRow
-	if err := json.Unmarshal(data, &p); err != nil {
+	// A target that is not UTF-8 is stored with its exact bytes beside the
+	// text (see domain.DeliveryReceived.MarshalJSON); the view keeps those.
+	var v struct {
+		receivedRow
+		TargetB64 []byte `json:"target_b64"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
 		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, err)
 	}
-	if !p.Headers.is('[') || !p.Body.is('"') {
+	p := v.receivedRow
+	if v.TargetB64 != nil {
+		p.Target = string(v.TargetB64)
+	}
+	if !p.Headers.is('[') || !p.Body.is('"') || !p.Trailers.is('[') {
 		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, errLeanKind)
 	}
 	return p, nil

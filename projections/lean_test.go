@@ -32,6 +32,9 @@ func leanTypes() []leanType {
 					Answer: &domain.ReceiptAnswer{Status: 204, Reason: "logged"}},
 				domain.DeliveryReceived{DeliveryID: "d-8", Address: "insp-8", AddressKind: domain.AddressInspector, Method: "GET",
 					Target: "/", Host: "insp-8.localhost", Proto: "HTTP/1.0", RemoteAddr: "127.0.0.1:2"},
+				domain.DeliveryReceived{DeliveryID: "d-7", Address: "ep-7", AddressKind: domain.AddressEndpoint, Method: "POST",
+					Target: "/caf\xe9", Host: "ep-7.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:3",
+					Body: []byte("abc"), BodySize: 4, BodyUnread: true, Trailers: headers},
 			},
 		},
 		{
@@ -48,7 +51,7 @@ func leanTypes() []leanType {
 
 // leftInLog are the payload fields the views read back from the log
 // instead of keeping; the lean structs only check their JSON kind.
-var leftInLog = map[string]byte{"Headers": '[', "Body": '"'}
+var leftInLog = map[string]byte{"Headers": '[', "Body": '"', "Trailers": '['}
 
 // TestLeanDecodeAgreesWithCodec decodes the golden payloads of domain and a
 // few encoded ones both ways: every field of a lean struct must equal the

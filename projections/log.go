@@ -65,6 +65,7 @@ func (v *Views) fillFromLog(ctx context.Context, d *Delivery, r deliveryRefs) er
 		return fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
 	}
 	d.Headers, d.Body, d.DroppedHeaders = orEmpty(received.Headers), received.Body, received.DroppedHeaders
+	d.Trailers, d.BodyUnread = orEmpty(received.Trailers), received.BodyUnread
 	if d.Body == nil {
 		d.Body = []byte{}
 	}

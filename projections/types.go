@@ -72,6 +72,8 @@ type Delivery struct {
 	Body           []byte
 	BodySize       int64
 	Complete       bool
+	BodyUnread     bool            // read from the log, as Trailers
+	Trailers       []domain.Header // trailer fields after a chunked body
 
 	ReceivedAt time.Time
 	// ResponseStatus is what the sender was answered: the status of the

@@ -57,7 +57,8 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	select {
 	case out = <-p.result:
 	case <-wctx.Done():
-		fallback := domain.ForwardOutcome{Status: 504, Error: "local target did not answer within " + timeout.String()}
+		fallback := domain.ForwardOutcome{Status: 504, Error: "local target did not answer within " + timeout.String(),
+			Failure: "the local target " + s.info.Target + " did not answer within " + timeout.String()}
 		if ctx.Err() != nil {
 			fallback = domain.ForwardOutcome{Status: 503, Error: "relay shutting down"}
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -233,13 +235,19 @@ func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domai
 	delete(h.pending, out.AttemptID)
 	out.AttemptID = p.attemptID
 	out.AgentID = p.session.info.AgentID
-	p.result <- normalize(out)
+	p.result <- normalize(out, p.session.info.Target)
 	return nil
 }
 
+// maxFailureLen bounds the failure text an agent reports for the sender.
+const maxFailureLen = 200
+
 // normalize turns an agent report into an outcome: an error means the agent
 // got no answer from its target (502, or 504 when it timed out locally).
-func normalize(out domain.ForwardOutcome) domain.ForwardOutcome {
+// A failed outcome always has a Failure text for the sender that names the
+// target (the agent's, or one made here from the session's target) and
+// nothing else of the local machine: one line, bounded.
+func normalize(out domain.ForwardOutcome, target string) domain.ForwardOutcome {
 	switch {
 	case out.Error != "":
 		if out.Status != 504 {
@@ -249,8 +257,19 @@ func normalize(out domain.ForwardOutcome) domain.ForwardOutcome {
 	case out.Status < 200 || out.Status > 599:
 		// 1xx are interim answers, never a final one the sender can get.
 		out.Error = fmt.Sprintf("agent reported invalid status %d", out.Status)
+		out.Failure = "the answer of the local target " + target + " could not be passed on"
 		out.Status = 502
 		out.Headers, out.Body = nil, nil
+	default:
+		out.Failure = ""
+		return out
+	}
+	out.Failure = strings.Join(strings.Fields(out.Failure), " ")
+	if len(out.Failure) > maxFailureLen || !utf8.ValidString(out.Failure) {
+		out.Failure = ""
+	}
+	if out.Failure == "" {
+		out.Failure = "no answer from the local target " + target
 	}
 	return out
 }

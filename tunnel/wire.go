@@ -19,7 +19,7 @@ import (
 
 const (
 	wireCommandV1 = 1
-	wireReplyV2   = 2 // 1 had no log position
+	wireReplyV3   = 3 // 1 had no log position, 2 no failure text
 	// wireMaxLen bounds one decoded string, header list or body, so a
 	// corrupt length cannot make the decoder allocate without limit.
 	wireMaxLen = 64 << 20
@@ -196,12 +196,13 @@ func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 func encodeReply(rep reply) []byte {
 	o := rep.Outcome
 	w := wireWriter{b: make([]byte, 0, 128+len(o.Body))}
-	w.b = append(w.b, wireReplyV2)
+	w.b = append(w.b, wireReplyV3)
 	w.str(o.AttemptID)
 	w.int(int64(o.Status))
 	w.headers(o.Headers)
 	w.bytes(o.Body)
 	w.str(o.Error)
+	w.str(o.Failure)
 	w.int(o.DurationMs)
 	w.str(o.AgentID)
 	w.uint(o.Position)
@@ -211,10 +212,10 @@ func encodeReply(rep reply) []byte {
 
 func decodeReply(b []byte) (reply, error) {
 	r := wireReader{b: b}
-	r.version(wireReplyV2)
+	r.version(wireReplyV3)
 	rep := reply{Outcome: domain.ForwardOutcome{
 		AttemptID: r.str(), Status: int(r.int()), Headers: r.headers(), Body: r.bytes(),
-		Error: r.str(), DurationMs: r.int(), AgentID: r.str(), Position: r.uint(),
+		Error: r.str(), Failure: r.str(), DurationMs: r.int(), AgentID: r.str(), Position: r.uint(),
 	}}
 	rep.Error = r.str()
 	if err := r.end("forward reply"); err != nil {

@@ -13,8 +13,8 @@ func wireCommands() []domain.ForwardCommand {
 	return []domain.ForwardCommand{
 		{
 			DeliveryID: "d1", AttemptID: "a1", EndpointID: "ep1", AccountID: "acc1", Method: "POST",
-			Target:  "/a%2Fb//c/?x=1&x=2",
-			Headers: []domain.Header{{Name: "X-Sig", Value: "one"}, {Name: "X-Sig", Value: "two"}, {Name: "Empty", Value: ""}},
+			Target:  "/a%2Fb//c/?x=1&x=2&l=caf\xe9",
+			Headers: []domain.Header{{Name: "X-Sig", Value: "one"}, {Name: "X-Sig", Value: "two"}, {Name: "Empty", Value: ""}, {Name: "X-Latin1", Value: "\xe9\xff"}},
 			Body:    []byte{0, 1, 2, 0xff, '\n'}, Timeout: 30 * time.Second, CaptureResponse: true,
 			CorrelationID: "d1", RequestEventID: "0190f3e2-0000-7000-8000-000000000001", RequestRevision: 1 << 40,
 		},
@@ -25,10 +25,11 @@ func wireCommands() []domain.ForwardCommand {
 func wireReplies() []reply {
 	return []reply{
 		{Outcome: domain.ForwardOutcome{AttemptID: "a1", Status: 201,
-			Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Multi", Value: "a"}},
+			Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Multi", Value: "a"}, {Name: "X-Latin1", Value: "caf\xe9"}},
 			Body:    []byte(`{"ok":true}`), DurationMs: 12, AgentID: "ag1", Position: 1 << 40}},
 		{Outcome: domain.ForwardOutcome{AttemptID: "a2", Status: 502, Headers: []domain.Header{}, Body: []byte{},
-			Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1}},
+			Error:   "nothing listening on 127.0.0.1:3000 (dial tcp 127.0.0.1:3000: connect: connection refused)",
+			Failure: "nothing listening on 127.0.0.1:3000", DurationMs: 1}},
 		{Outcome: domain.ForwardOutcome{AttemptID: "a3", Headers: []domain.Header{}, Body: []byte{}}, Error: "record attempt a3: disk full"},
 	}
 }

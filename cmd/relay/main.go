@@ -17,11 +17,16 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "relay:", err)
-		// A refusal (such as a data folder in use) says so with its code.
-		var coded interface{ ExitCode() int }
-		if errors.As(err, &coded) {
-			os.Exit(coded.ExitCode())
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 1 for a failed operation, or the code an error names (such
+// as 2 for the agent's *agentcli.RefusedError).
+func exitCode(err error) int {
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return 1
 }

@@ -321,10 +321,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}()
 	defer func() { stopBg(); <-bgDone; <-bgDone }()
 
+	// Targets net/http would refuse for their percent-encoding ("/%zz") are
+	// deliveries too: see ingress.TolerateTargets.
 	served := make(chan error, 1)
 	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
 	guarded.OnRefuse = met.ConnectionRefused
-	go func() { served <- srv.Serve(guarded) }()
+	tolerant := ingress.TolerateTargets(srv, guarded)
+	go func() { served <- srv.Serve(tolerant) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
 		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
 	log.Info("relay started", "listen", ln.Addr().String(), "domain", cfg.Domain, "data", cfg.Data)

@@ -60,6 +60,7 @@ type ComplexityRoot struct {
 		Body            func(childComplexity int) int
 		BodyBase64      func(childComplexity int) int
 		BodySize        func(childComplexity int) int
+		BodyUnread      func(childComplexity int) int
 		Complete        func(childComplexity int) int
 		Cursor          func(childComplexity int) int
 		DroppedHeaders  func(childComplexity int) int
@@ -67,10 +68,12 @@ type ComplexityRoot struct {
 		ID              func(childComplexity int) int
 		Method          func(childComplexity int) int
 		Path            func(childComplexity int) int
+		PathBase64      func(childComplexity int) int
 		ReceivedAt      func(childComplexity int) int
 		ResponseBody    func(childComplexity int) int
 		ResponseHeaders func(childComplexity int) int
 		ResponseStatus  func(childComplexity int) int
+		Trailers        func(childComplexity int) int
 	}
 
 	DeliveryConnection struct {
@@ -86,6 +89,7 @@ type ComplexityRoot struct {
 
 	Endpoint struct {
 		AgentConnected  func(childComplexity int) int
+		AgentCount      func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
 		Deliveries      func(childComplexity int, first *int, after *string) int
 		ID              func(childComplexity int) int
@@ -128,11 +132,13 @@ type ComplexityRoot struct {
 		Headers    func(childComplexity int) int
 		Method     func(childComplexity int) int
 		Path       func(childComplexity int) int
+		PathBase64 func(childComplexity int) int
 	}
 
 	Header struct {
-		Name  func(childComplexity int) int
-		Value func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Value       func(childComplexity int) int
+		ValueBase64 func(childComplexity int) int
 	}
 
 	Inspector struct {
@@ -306,6 +312,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.BodySize(childComplexity), true
+	case "Delivery.bodyUnread":
+		if e.ComplexityRoot.Delivery.BodyUnread == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.BodyUnread(childComplexity), true
 	case "Delivery.complete":
 		if e.ComplexityRoot.Delivery.Complete == nil {
 			break
@@ -348,6 +360,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Path(childComplexity), true
+	case "Delivery.pathBase64":
+		if e.ComplexityRoot.Delivery.PathBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.PathBase64(childComplexity), true
 	case "Delivery.receivedAt":
 		if e.ComplexityRoot.Delivery.ReceivedAt == nil {
 			break
@@ -372,6 +390,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ResponseStatus(childComplexity), true
+	case "Delivery.trailers":
+		if e.ComplexityRoot.Delivery.Trailers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Trailers(childComplexity), true
 
 	case "DeliveryConnection.edges":
 		if e.ComplexityRoot.DeliveryConnection.Edges == nil {
@@ -411,6 +435,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.AgentConnected(childComplexity), true
+	case "Endpoint.agentCount":
+		if e.ComplexityRoot.Endpoint.AgentCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.AgentCount(childComplexity), true
 	case "Endpoint.createdAt":
 		if e.ComplexityRoot.Endpoint.CreatedAt == nil {
 			break
@@ -600,6 +630,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ForwardRequest.Path(childComplexity), true
+	case "ForwardRequest.pathBase64":
+		if e.ComplexityRoot.ForwardRequest.PathBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ForwardRequest.PathBase64(childComplexity), true
 
 	case "Header.name":
 		if e.ComplexityRoot.Header.Name == nil {
@@ -613,6 +649,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Header.Value(childComplexity), true
+	case "Header.valueBase64":
+		if e.ComplexityRoot.Header.ValueBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Header.ValueBase64(childComplexity), true
 
 	case "Inspector.createdAt":
 		if e.ComplexityRoot.Inspector.CreatedAt == nil {
@@ -993,7 +1035,10 @@ enum EndpointMode {
 
 type Header {
   name: String!
+  "The value as text; bytes that are not valid UTF-8 show as U+FFFD here (use valueBase64)."
   value: String!
+  "The value's exact bytes, base64, when they are not valid UTF-8; else null."
+  valueBase64: String
 }
 
 "One try to reach the local target (the first forward or a retry)."
@@ -1012,8 +1057,10 @@ type Delivery {
   "The inspector's or Endpoint's id this request reached."
   address: ID!
   method: String!
-  "Raw request target as sent: path and query, byte for byte."
+  "Raw request target as sent: path and query, byte for byte (bytes that are not valid UTF-8 show as U+FFFD; use pathBase64)."
   path: String!
+  "The request target's exact bytes, base64, when they are not valid UTF-8; else null."
+  pathBase64: String
   "The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders)."
   headers: [Header!]!
   """
@@ -1023,11 +1070,15 @@ type Delivery {
   dropped headers cannot be retried. 0 for most deliveries.
   """
   droppedHeaders: Int!
+  "Trailer fields sent after a chunked body. They are recorded, not forwarded."
+  trailers: [Header!]!
   "The stored body as text when it is valid UTF-8, else null (use bodyBase64)."
   body: String
   bodyBase64: String!
-  "Size of the body the sender sent."
+  "Size of the body the sender sent: every byte received is counted, also past the capture cap."
   bodySize: Int!
+  "True when the relay stopped reading the body (a 413 beyond --max-body): bodySize then counts only the bytes read."
+  bodyUnread: Boolean!
   "False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is."
   complete: Boolean!
   receivedAt: Time!
@@ -1085,6 +1136,8 @@ type Endpoint {
   target: String
   responseCapture: Boolean!
   agentConnected: Boolean!
+  "How many agents are connected to this Endpoint; deliveries are shared among them in turn."
+  agentCount: Int!
   createdAt: Time!
   "Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries."
   refusedRequests: Int!
@@ -1139,6 +1192,8 @@ type ForwardRequest {
   method: String!
   "Raw request target as sent; the agent prefixes its own target."
   path: String!
+  "The target's exact bytes, base64, when they are not valid UTF-8; else null."
+  pathBase64: String
   headers: [Header!]!
   bodyBase64: String!
 }
@@ -1146,6 +1201,8 @@ type ForwardRequest {
 input HeaderInput {
   name: String!
   value: String!
+  "The value's exact bytes, base64; takes precedence over value (for values that are not valid UTF-8)."
+  valueBase64: String
 }
 
 "The agent's report of one forward."
@@ -1155,7 +1212,10 @@ input CompleteForwardInput {
   status: Int
   headers: [HeaderInput!]
   bodyBase64: String
+  "Why the local target gave no answer, in full, for the owner (kept as the attempt's error)."
   error: String
+  "A short, stable text for the sender when error is set, naming the target and no local socket (for example: nothing listening on 127.0.0.1:3000)."
+  failure: String
   durationMs: Int
 }
 
@@ -1267,16 +1327,22 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_method(ctx, field)
 	case "path":
 		return ec.fieldContext_Delivery_path(ctx, field)
+	case "pathBase64":
+		return ec.fieldContext_Delivery_pathBase64(ctx, field)
 	case "headers":
 		return ec.fieldContext_Delivery_headers(ctx, field)
 	case "droppedHeaders":
 		return ec.fieldContext_Delivery_droppedHeaders(ctx, field)
+	case "trailers":
+		return ec.fieldContext_Delivery_trailers(ctx, field)
 	case "body":
 		return ec.fieldContext_Delivery_body(ctx, field)
 	case "bodyBase64":
 		return ec.fieldContext_Delivery_bodyBase64(ctx, field)
 	case "bodySize":
 		return ec.fieldContext_Delivery_bodySize(ctx, field)
+	case "bodyUnread":
+		return ec.fieldContext_Delivery_bodyUnread(ctx, field)
 	case "complete":
 		return ec.fieldContext_Delivery_complete(ctx, field)
 	case "receivedAt":
@@ -1333,6 +1399,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_responseCapture(ctx, field)
 	case "agentConnected":
 		return ec.fieldContext_Endpoint_agentConnected(ctx, field)
+	case "agentCount":
+		return ec.fieldContext_Endpoint_agentCount(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Endpoint_createdAt(ctx, field)
 	case "refusedRequests":
@@ -1401,6 +1469,8 @@ func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, fiel
 		return ec.fieldContext_ForwardRequest_method(ctx, field)
 	case "path":
 		return ec.fieldContext_ForwardRequest_path(ctx, field)
+	case "pathBase64":
+		return ec.fieldContext_ForwardRequest_pathBase64(ctx, field)
 	case "headers":
 		return ec.fieldContext_ForwardRequest_headers(ctx, field)
 	case "bodyBase64":
@@ -1415,6 +1485,8 @@ func (ec *executionContext) childFields_Header(ctx context.Context, field graphq
 		return ec.fieldContext_Header_name(ctx, field)
 	case "value":
 		return ec.fieldContext_Header_value(ctx, field)
+	case "valueBase64":
+		return ec.fieldContext_Header_valueBase64(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Header", field.Name)
 }
@@ -2183,6 +2255,29 @@ func (ec *executionContext) fieldContext_Delivery_path(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Delivery_pathBase64(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_pathBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PathBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_pathBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Delivery_headers(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2236,6 +2331,38 @@ func (ec *executionContext) _Delivery_droppedHeaders(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Delivery_droppedHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_trailers(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_trailers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trailers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_trailers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Delivery_body(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -2305,6 +2432,29 @@ func (ec *executionContext) _Delivery_bodySize(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Delivery_bodySize(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_bodyUnread(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_bodyUnread(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyUnread, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_bodyUnread(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Delivery_complete(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -2796,6 +2946,29 @@ func (ec *executionContext) _Endpoint_agentConnected(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Endpoint_agentConnected(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Endpoint_agentCount(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_agentCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_agentCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _Endpoint_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
@@ -3361,6 +3534,29 @@ func (ec *executionContext) fieldContext_ForwardRequest_path(_ context.Context, 
 	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _ForwardRequest_pathBase64(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ForwardRequest_pathBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PathBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ForwardRequest_pathBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _ForwardRequest_headers(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3459,6 +3655,29 @@ func (ec *executionContext) _Header_value(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_Header_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Header", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Header_valueBase64(ctx context.Context, field graphql.CollectedField, obj *model.Header) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Header_valueBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ValueBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Header_valueBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Header", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -5605,7 +5824,7 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "durationMs"}
+	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5647,6 +5866,13 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 				return it, err
 			}
 			it.Error = data
+		case "failure":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failure"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Failure = data
 		case "durationMs":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("durationMs"))
 			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
@@ -5721,7 +5947,7 @@ func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "value"}
+	fieldsInOrder := [...]string{"name", "value", "valueBase64"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5742,6 +5968,13 @@ func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.Value = data
+		case "valueBase64":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("valueBase64"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ValueBase64 = data
 		}
 	}
 	return it, nil
@@ -5936,6 +6169,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "pathBase64":
+			out.Values[i] = ec._Delivery_pathBase64(ctx, field, obj)
 		case "headers":
 			out.Values[i] = ec._Delivery_headers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -5943,6 +6178,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "droppedHeaders":
 			out.Values[i] = ec._Delivery_droppedHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trailers":
+			out.Values[i] = ec._Delivery_trailers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -5955,6 +6195,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "bodySize":
 			out.Values[i] = ec._Delivery_bodySize(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bodyUnread":
+			out.Values[i] = ec._Delivery_bodyUnread(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -6143,6 +6388,11 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "agentConnected":
 			out.Values[i] = ec._Endpoint_agentConnected(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "agentCount":
+			out.Values[i] = ec._Endpoint_agentCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -6417,6 +6667,8 @@ func (ec *executionContext) _ForwardRequest(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "pathBase64":
+			out.Values[i] = ec._ForwardRequest_pathBase64(ctx, field, obj)
 		case "headers":
 			out.Values[i] = ec._ForwardRequest_headers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -6471,6 +6723,8 @@ func (ec *executionContext) _Header(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "valueBase64":
+			out.Values[i] = ec._Header_valueBase64(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

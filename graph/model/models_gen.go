@@ -33,8 +33,11 @@ type CompleteForwardInput struct {
 	Status     *int           `json:"status,omitempty"`
 	Headers    []*HeaderInput `json:"headers,omitempty"`
 	BodyBase64 *string        `json:"bodyBase64,omitempty"`
-	Error      *string        `json:"error,omitempty"`
-	DurationMs *int           `json:"durationMs,omitempty"`
+	// Why the local target gave no answer, in full, for the owner (kept as the attempt's error).
+	Error *string `json:"error,omitempty"`
+	// A short, stable text for the sender when error is set, naming the target and no local socket (for example: nothing listening on 127.0.0.1:3000).
+	Failure    *string `json:"failure,omitempty"`
+	DurationMs *int    `json:"durationMs,omitempty"`
 }
 
 type CreateEndpointInput struct {
@@ -49,8 +52,10 @@ type Delivery struct {
 	// The inspector's or Endpoint's id this request reached.
 	Address string `json:"address"`
 	Method  string `json:"method"`
-	// Raw request target as sent: path and query, byte for byte.
+	// Raw request target as sent: path and query, byte for byte (bytes that are not valid UTF-8 show as U+FFFD; use pathBase64).
 	Path string `json:"path"`
+	// The request target's exact bytes, base64, when they are not valid UTF-8; else null.
+	PathBase64 *string `json:"pathBase64,omitempty"`
 	// The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders).
 	Headers []*Header `json:"headers"`
 	// How many header values the sender sent beyond the relay's header limits
@@ -58,11 +63,15 @@ type Delivery struct {
 	// stored, so not in `headers`. Like an incomplete body, a delivery with
 	// dropped headers cannot be retried. 0 for most deliveries.
 	DroppedHeaders int `json:"droppedHeaders"`
+	// Trailer fields sent after a chunked body. They are recorded, not forwarded.
+	Trailers []*Header `json:"trailers"`
 	// The stored body as text when it is valid UTF-8, else null (use bodyBase64).
 	Body       *string `json:"body,omitempty"`
 	BodyBase64 string  `json:"bodyBase64"`
-	// Size of the body the sender sent.
+	// Size of the body the sender sent: every byte received is counted, also past the capture cap.
 	BodySize int `json:"bodySize"`
+	// True when the relay stopped reading the body (a 413 beyond --max-body): bodySize then counts only the bytes read.
+	BodyUnread bool `json:"bodyUnread"`
 	// False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is.
 	Complete   bool      `json:"complete"`
 	ReceivedAt time.Time `json:"receivedAt"`
@@ -95,7 +104,9 @@ type Endpoint struct {
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture bool         `json:"responseCapture"`
 	AgentConnected  bool         `json:"agentConnected"`
-	CreatedAt       time.Time    `json:"createdAt"`
+	// How many agents are connected to this Endpoint; deliveries are shared among them in turn.
+	AgentCount int       `json:"agentCount"`
+	CreatedAt  time.Time `json:"createdAt"`
 	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
 	RefusedRequests int `json:"refusedRequests"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
@@ -135,19 +146,26 @@ type ForwardRequest struct {
 	DeliveryID string `json:"deliveryId"`
 	Method     string `json:"method"`
 	// Raw request target as sent; the agent prefixes its own target.
-	Path       string    `json:"path"`
+	Path string `json:"path"`
+	// The target's exact bytes, base64, when they are not valid UTF-8; else null.
+	PathBase64 *string   `json:"pathBase64,omitempty"`
 	Headers    []*Header `json:"headers"`
 	BodyBase64 string    `json:"bodyBase64"`
 }
 
 type Header struct {
-	Name  string `json:"name"`
+	Name string `json:"name"`
+	// The value as text; bytes that are not valid UTF-8 show as U+FFFD here (use valueBase64).
 	Value string `json:"value"`
+	// The value's exact bytes, base64, when they are not valid UTF-8; else null.
+	ValueBase64 *string `json:"valueBase64,omitempty"`
 }
 
 type HeaderInput struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// The value's exact bytes, base64; takes precedence over value (for values that are not valid UTF-8).
+	ValueBase64 *string `json:"valueBase64,omitempty"`
 }
 
 type Inspector struct {

@@ -73,6 +73,16 @@ func (p *Process) Stop(t testing.TB) {
 	}
 }
 
+// ExitCode reports whether the process has ended and, if so, its exit code.
+func (p *Process) ExitCode() (exited bool, code int) {
+	select {
+	case <-p.done:
+		return true, p.cmd.ProcessState.ExitCode()
+	default:
+		return false, 0
+	}
+}
+
 // Kill ends the process with SIGKILL.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()

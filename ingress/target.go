@@ -1,0 +1,208 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Request targets with invalid percent-encoding ("/%zz", "/a%2") are refused
+// by net/http before any handler runs: its request reader parses the target
+// with url.ParseRequestURI and answers a parse error with its own
+// "400 Bad Request". http.Server has no option to accept such a target, and
+// r.RequestURI is only kept when the parse succeeds. Yet a sender may post
+// to such a path, and the relay records every request as it arrived.
+//
+// The least intrusive way found is to make the target parseable before
+// net/http reads it and to hand the handler the original: a conn wrapper
+// rewrites only the request line, and only its invalid '%' (to "%25", which
+// still reads as a literal percent sign to routing), and remembers the line
+// as sent. It knows where a request line starts from the server's own
+// ConnState hook: a connection is new, or idle after its last response,
+// exactly when the next bytes begin a request. (HTTP/1.1 pipelining, which
+// no webhook sender uses, leaves later requests as net/http reads them.)
+// Everything else passes through untouched, and the handler asks
+// originalTarget for the target as sent.
+
+// maxRequestLine bounds the request line the wrapper holds to rewrite it;
+// longer lines pass unchanged (net/http refuses them if they are invalid).
+const maxRequestLine = 16 << 10
+
+// TolerateTargets returns ln wrapped so that srv's handlers see requests
+// whose target has invalid percent-encoding, and installs the ConnState
+// and ConnContext hooks that go with it (keeping any set before). Call it
+// before srv.Serve; srv.ReadHeaderTimeout also bounds the request line.
+func TolerateTargets(srv *http.Server, ln net.Listener) net.Listener {
+	prevState, prevContext := srv.ConnState, srv.ConnContext
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		if tc, ok := c.(*targetConn); ok && st == http.StateIdle {
+			tc.expectRequestLine()
+		}
+		if prevState != nil {
+			prevState(c, st)
+		}
+	}
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if prevContext != nil {
+			ctx = prevContext(ctx, c)
+		}
+		if tc, ok := c.(*targetConn); ok {
+			ctx = context.WithValue(ctx, targetConnKey{}, tc)
+		}
+		return ctx
+	}
+	return &targetListener{Listener: ln, lineTimeout: srv.ReadHeaderTimeout}
+}
+
+type targetListener struct {
+	net.Listener
+	lineTimeout time.Duration
+}
+
+func (l *targetListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &targetConn{Conn: c, expect: true, lineTimeout: l.lineTimeout}, nil
+}
+
+type targetConnKey struct{}
+
+// targetConn is a connection whose next request line may be rewritten.
+type targetConn struct {
+	net.Conn
+	lineTimeout time.Duration
+
+	mu        sync.Mutex
+	expect    bool   // the next bytes read begin a request line
+	pending   []byte // the (rewritten) line and what came with it, not yet read
+	pendErr   error  // the error that ended the line, after pending
+	rewritten string // the target as the handler sees it, "" when unchanged
+	original  string // the target as sent
+}
+
+func (c *targetConn) expectRequestLine() {
+	c.mu.Lock()
+	c.expect = true
+	c.mu.Unlock()
+}
+
+// Read is the connection's Read, except that a request line is read whole
+// and made parseable first.
+func (c *targetConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if len(c.pending) > 0 || c.pendErr != nil {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		var err error
+		if len(c.pending) == 0 {
+			err, c.pendErr = c.pendErr, nil
+		}
+		c.mu.Unlock()
+		return n, err
+	}
+	expect := c.expect
+	c.expect = false
+	c.mu.Unlock()
+	if !expect {
+		return c.Conn.Read(p)
+	}
+	buf, err := c.readLine()
+	fixed, rewritten, original := fixRequestLine(buf)
+	c.mu.Lock()
+	c.rewritten, c.original = rewritten, original
+	c.pending, c.pendErr = fixed, err
+	c.mu.Unlock()
+	return c.Read(p)
+}
+
+// readLine reads until the end of the first line, maxRequestLine bytes or
+// an error. Once the first bytes arrived, the rest of the line must come
+// within lineTimeout (the server sets its header timeout only after them).
+func (c *targetConn) readLine() ([]byte, error) {
+	buf := make([]byte, 0, 512)
+	started := false
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := c.Conn.Read(buf[len(buf):min(cap(buf), maxRequestLine)])
+		buf = buf[:len(buf)+n]
+		if n > 0 && !started && c.lineTimeout > 0 {
+			started = true
+			_ = c.Conn.SetReadDeadline(time.Now().Add(c.lineTimeout))
+		}
+		if err != nil || bytes.IndexByte(buf, '\n') >= 0 || len(buf) >= maxRequestLine {
+			return buf, err
+		}
+	}
+}
+
+// fixRequestLine returns buf with every '%' in the request line's target
+// that starts no valid escape replaced by "%25", and both targets when it
+// changed something. The line is split as net/http splits it.
+func fixRequestLine(buf []byte) (fixed []byte, rewritten, original string) {
+	end := bytes.IndexByte(buf, '\n')
+	if end < 0 {
+		return buf, "", ""
+	}
+	line := string(buf[:end])
+	method, rest, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/") {
+		return buf, "", ""
+	}
+	fixedTarget := escapeStrayPercents(target)
+	if fixedTarget == target {
+		return buf, "", ""
+	}
+	out := make([]byte, 0, len(buf)+len(fixedTarget)-len(target))
+	out = append(out, method...)
+	out = append(out, ' ')
+	out = append(out, fixedTarget...)
+	out = append(out, ' ')
+	out = append(out, buf[len(method)+1+len(target)+1:]...)
+	return out, fixedTarget, target
+}
+
+// escapeStrayPercents replaces each '%' of the path (before any '?': the
+// query is not decoded by net/http) that is not followed by two hex digits.
+func escapeStrayPercents(target string) string {
+	path, query, hasQuery := strings.Cut(target, "?")
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		b.WriteByte(path[i])
+		if path[i] == '%' && (i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2])) {
+			b.WriteString("25")
+		}
+	}
+	if hasQuery {
+		b.WriteByte('?')
+		b.WriteString(query)
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// originalTarget is r.RequestURI as the sender sent it: the wrapper's
+// original when it rewrote this request's line, else r.RequestURI.
+func originalTarget(r *http.Request) string {
+	tc, ok := r.Context().Value(targetConnKey{}).(*targetConn)
+	if !ok {
+		return r.RequestURI
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.rewritten != "" && tc.rewritten == r.RequestURI {
+		return tc.original
+	}
+	return r.RequestURI
+}
