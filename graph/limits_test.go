@@ -2,8 +2,11 @@ package graph
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -39,6 +42,28 @@ func TestSizedCache(t *testing.T) {
 	}
 	if got := small.bytes(); got != 2 {
 		t.Errorf("total after an eviction by count = %d, want 2", got)
+	}
+}
+
+// TestSizedCacheConcurrent: the caches are shared by every request.
+func TestSizedCacheConcurrent(t *testing.T) {
+	ctx := context.Background()
+	c := newSizedCache(50, 64, 1000, func(_ string, v string) int { return len(v) })
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 500; i++ {
+				k := strconv.Itoa((g*500 + i) % 97)
+				c.Add(ctx, k, strings.Repeat("v", i%70))
+				c.Get(ctx, k)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := c.bytes(); got < 0 || got > 1000 {
+		t.Errorf("total = %d, want within 0..1000", got)
 	}
 }
 
@@ -133,3 +158,23 @@ func TestPageCost(t *testing.T) {
 }
 
 func ptr(n int) *int { return &n }
+
+// FuzzQuoteless: whatever a request makes an error say, the message that
+// leaves is short and stays valid UTF-8.
+func FuzzQuoteless(f *testing.F) {
+	f.Add("json request body could not be decoded: unexpected EOF body:{\"query\"")
+	f.Add(strings.Repeat("é", 300))
+	f.Add("Cannot query field \"x\" on type \"Query\".")
+	f.Fuzz(func(t *testing.T, msg string) {
+		got := quoteless(msg)
+		if len(got) > maxMessage+len("…") {
+			t.Errorf("quoteless left %d bytes", len(got))
+		}
+		if utf8.ValidString(msg) && !utf8.ValidString(got) {
+			t.Errorf("quoteless(%q) = %q is not valid UTF-8", msg, got)
+		}
+		if strings.HasPrefix(msg, "json request body could not be decoded") && strings.Contains(got, " body:") {
+			t.Errorf("quoteless(%q) kept the body", msg)
+		}
+	})
+}
