@@ -8,8 +8,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/99designs/gqlgen/complexity"
+	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/relayhq/relay/graph/generated"
 )
 
 // TestSizedCache: entries over maxEntry are never kept, and the total
@@ -177,4 +181,40 @@ func FuzzQuoteless(f *testing.F) {
 			t.Errorf("quoteless(%q) kept the body", msg)
 		}
 	})
+}
+
+// TestClientDocumentsWithinBudget: what the console, the agent and the
+// CLI send costs well under the default budget (the documents as in
+// console/web/assets/api.js, agentcli/protocol.go and cmd/relay).
+func TestClientDocumentsWithinBudget(t *testing.T) {
+	const row = `id cursor address method path bodySize complete receivedAt responseStatus attempts { id status startedAt durationMs error retry }`
+	const endpoint = `id name url mode target responseCapture agentConnected createdAt`
+	docs := []struct {
+		name, query string
+		vars        map[string]any
+	}{
+		{"console history page", `query($id: ID!, $first: Int, $after: String) { inspector(id: $id) { id deliveries(first: $first, after: $after) {
+			edges { cursor node { ` + row + ` } } pageInfo { hasNextPage endCursor } } } }`, map[string]any{"id": "i", "first": 50}},
+		{"console delivery detail", `query($id: ID!) { delivery(id: $id) { ` + row + ` headers { name value } body bodyBase64 responseHeaders { name value } responseBody } }`, map[string]any{"id": "d"}},
+		{"console endpoints", `query { endpoints { ` + endpoint + ` } }`, nil},
+		{"console sign up", `mutation($name: String!) { signUp(name: $name) { token account { id name } } }`, map[string]any{"name": "n"}},
+		{"console live rows", `subscription($address: ID!, $since: String) { deliveries(address: $address, since: $since) { ` + row + ` } }`, map[string]any{"address": "a"}},
+		{"agent forward requests", `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`, map[string]any{"e": "e"}},
+		{"agent complete forward", `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`, map[string]any{"input": map[string]any{"attemptId": "a", "status": 200}}},
+		{"relay retry", `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ status durationMs error retry } } }`, map[string]any{"id": "d"}},
+	}
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})
+	for _, d := range docs {
+		t.Run(d.name, func(t *testing.T) {
+			doc, errs := gqlparser.LoadQuery(es.Schema(), d.query)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			cost := complexity.Calculate(context.Background(), es, doc.Operations[0], d.vars)
+			t.Logf("cost %d", cost)
+			if cost > DefaultMaxCost/2 {
+				t.Errorf("cost %d, want under half the default budget %d", cost, DefaultMaxCost)
+			}
+		})
+	}
 }
