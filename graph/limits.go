@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync"
 
 	"github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
@@ -208,7 +209,10 @@ func tooComplex(err error) *gqlerror.Error {
 
 const codeQueryTooComplex = "QUERY_TOO_COMPLEX"
 
-func init() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) }
+// registerCodes tells gqlgen's transports that QUERY_TOO_COMPLEX refuses
+// the request as a whole (422 over HTTP, an error message on a socket),
+// once: errcode's registry is a plain map.
+var registerCodes sync.Once
 
 // countFields counts the fields of a selection set with every fragment
 // expanded, stopping as soon as the count passes limit.

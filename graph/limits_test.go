@@ -2,11 +2,18 @@ package graph
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/99designs/gqlgen/complexity"
+	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/relayhq/relay/graph/generated"
 )
 
 // TestSizedCache: entries over maxEntry are never kept, and the total
@@ -39,6 +46,28 @@ func TestSizedCache(t *testing.T) {
 	}
 	if got := small.bytes(); got != 2 {
 		t.Errorf("total after an eviction by count = %d, want 2", got)
+	}
+}
+
+// TestSizedCacheConcurrent: the caches are shared by every request.
+func TestSizedCacheConcurrent(t *testing.T) {
+	ctx := context.Background()
+	c := newSizedCache(50, 64, 1000, func(_ string, v string) int { return len(v) })
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 500; i++ {
+				k := strconv.Itoa((g*500 + i) % 97)
+				c.Add(ctx, k, strings.Repeat("v", i%70))
+				c.Get(ctx, k)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := c.bytes(); got < 0 || got > 1000 {
+		t.Errorf("total = %d, want within 0..1000", got)
 	}
 }
 
@@ -133,3 +162,59 @@ func TestPageCost(t *testing.T) {
 }
 
 func ptr(n int) *int { return &n }
+
+// FuzzQuoteless: whatever a request makes an error say, the message that
+// leaves is short and stays valid UTF-8.
+func FuzzQuoteless(f *testing.F) {
+	f.Add("json request body could not be decoded: unexpected EOF body:{\"query\"")
+	f.Add(strings.Repeat("é", 300))
+	f.Add("Cannot query field \"x\" on type \"Query\".")
+	f.Fuzz(func(t *testing.T, msg string) {
+		got := quoteless(msg)
+		if len(got) > maxMessage+len("…") {
+			t.Errorf("quoteless left %d bytes", len(got))
+		}
+		if utf8.ValidString(msg) && !utf8.ValidString(got) {
+			t.Errorf("quoteless(%q) = %q is not valid UTF-8", msg, got)
+		}
+		if strings.HasPrefix(msg, "json request body could not be decoded") && strings.Contains(got, " body:") {
+			t.Errorf("quoteless(%q) kept the body", msg)
+		}
+	})
+}
+
+// TestClientDocumentsWithinBudget: what the console, the agent and the
+// CLI send costs well under the default budget (the documents as in
+// console/web/assets/api.js, agentcli/protocol.go and cmd/relay).
+func TestClientDocumentsWithinBudget(t *testing.T) {
+	const row = `id cursor address method path bodySize complete receivedAt responseStatus attempts { id status startedAt durationMs error retry }`
+	const endpoint = `id name url mode target responseCapture agentConnected createdAt`
+	docs := []struct {
+		name, query string
+		vars        map[string]any
+	}{
+		{"console history page", `query($id: ID!, $first: Int, $after: String) { inspector(id: $id) { id deliveries(first: $first, after: $after) {
+			edges { cursor node { ` + row + ` } } pageInfo { hasNextPage endCursor } } } }`, map[string]any{"id": "i", "first": 50}},
+		{"console delivery detail", `query($id: ID!) { delivery(id: $id) { ` + row + ` headers { name value } body bodyBase64 responseHeaders { name value } responseBody } }`, map[string]any{"id": "d"}},
+		{"console endpoints", `query { endpoints { ` + endpoint + ` } }`, nil},
+		{"console sign up", `mutation($name: String!) { signUp(name: $name) { token account { id name } } }`, map[string]any{"name": "n"}},
+		{"console live rows", `subscription($address: ID!, $since: String) { deliveries(address: $address, since: $since) { ` + row + ` } }`, map[string]any{"address": "a"}},
+		{"agent forward requests", `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`, map[string]any{"e": "e"}},
+		{"agent complete forward", `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`, map[string]any{"input": map[string]any{"attemptId": "a", "status": 200}}},
+		{"relay retry", `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ status durationMs error retry } } }`, map[string]any{"id": "d"}},
+	}
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})
+	for _, d := range docs {
+		t.Run(d.name, func(t *testing.T) {
+			doc, errs := gqlparser.LoadQuery(es.Schema(), d.query)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			cost := complexity.Calculate(context.Background(), es, doc.Operations[0], d.vars)
+			t.Logf("cost %d", cost)
+			if cost > DefaultMaxCost/2 {
+				t.Errorf("cost %d, want under half the default budget %d", cost, DefaultMaxCost)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -56,6 +57,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		opts.KeepAlive = 5 * time.Second
 	}
 	limits := opts.Limits.withDefaults()
+	registerCodes.Do(func() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) })
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
 	srv.AddTransport(wsgql.New(wsgql.Config{
 		KeepAlive:           opts.KeepAlive,
