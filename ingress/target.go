@@ -86,6 +86,16 @@ type targetConn struct {
 	original  string // the target as sent
 }
 
+// CloseWrite passes net/http's half-close on to the connection below, so a
+// refusal such as 431 reaches the sender before the close instead of being
+// lost to a reset.
+func (c *targetConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *targetConn) expectRequestLine() {
 	c.mu.Lock()
 	c.expect = true

@@ -140,6 +140,9 @@ func TestViewsOnAFullDiskRecoverByThemselves(t *testing.T) {
 	r := harness.Start(t, dir, "--views-wait", "1s")
 	id, _ := createInspector(t, r)
 	sendTo(t, r, id, "/before")
+	// The disk fills only once the views hold /before, so the lag below
+	// counts exactly the deliveries sent while it is full.
+	harness.Eventually(t, 10*time.Second, "/before in the history", func() bool { return len(paths(t, r, id)) == 1 })
 	if code, body := getBare(t, r, "/readyz"); code != 200 || strings.TrimSpace(body) != "ready" {
 		t.Fatalf("/readyz of a healthy relay: %d %q", code, body)
 	}

@@ -94,22 +94,24 @@ func TestDeclaredBodyReservesNoMemory(t *testing.T) {
 	proxyEp := proxyEndpoint(t, r, owner.Token, "127.0.0.1:9", false)
 
 	const conns = 100
-	const declared = 10 << 20
 	const maxGrowthMiB = 64
 	for _, tt := range []struct {
 		name, host, target, area string
+		declared                 int
 	}{
-		{"guest inspector", r.AddressHost(inspector), "/hook", "address"},
-		{"LOG Endpoint", r.AddressHost(logEp.ID), "/hook", "address"},
-		{"PROXY Endpoint", r.AddressHost(proxyEp.ID), "/hook", "address"},
-		{"GraphQL API", "localhost:" + strconv.Itoa(r.Port), "/graphql", "api"},
+		{"guest inspector", r.AddressHost(inspector), "/hook", "address", 10 << 20},
+		{"LOG Endpoint", r.AddressHost(logEp.ID), "/hook", "address", 10 << 20},
+		{"PROXY Endpoint", r.AddressHost(proxyEp.ID), "/hook", "address", 10 << 20},
+		// Just under --max-api-body: a larger declared body is answered
+		// 413 at once, without reading it.
+		{"GraphQL API", "localhost:" + strconv.Itoa(r.Port), "/graphql", "api", 1<<20 - 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := relayRSSMiB(t, r)
 			open := make([]net.Conn, 0, conns)
 			for range conns {
 				c := dialFrom(t, r, "")
-				fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tt.target, tt.host, declared)
+				fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", tt.target, tt.host, tt.declared)
 				open = append(open, c)
 			}
 			// The /metrics request itself is in flight on the API.
@@ -121,7 +123,7 @@ func TestDeclaredBodyReservesNoMemory(t *testing.T) {
 				return inFlight(t, r, tt.area) >= want
 			})
 			after := relayRSSMiB(t, r)
-			t.Logf("%d connections declaring %d MiB each: relay RSS %.1f → %.1f MiB", conns, declared>>20, before, after)
+			t.Logf("%d connections declaring %.1f MiB each: relay RSS %.1f → %.1f MiB", conns, float64(tt.declared)/(1<<20), before, after)
 			if after-before > maxGrowthMiB {
 				t.Errorf("relay RSS grew by %.1f MiB for %d bytes sent, want < %d MiB", after-before, conns, maxGrowthMiB)
 			}
