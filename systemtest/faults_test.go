@@ -25,12 +25,13 @@ import (
 )
 
 // serveRefused runs `relay serve` on dir, which must exit by itself within
-// 15 s (a refusal); it returns the output and the exit code.
-func serveRefused(t *testing.T, dir string) (string, int) {
+// 15 s (a refusal); it returns the output and the exit code. listen is
+// where it asks to listen.
+func serveRefused(t *testing.T, dir, listen string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, harness.Binary(t), "serve", "--listen", "127.0.0.1:0", "--data", dir).CombinedOutput()
+	out, err := exec.CommandContext(ctx, harness.Binary(t), "serve", "--listen", listen, "--data", dir).CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("relay serve on %s was not refused: still running after 15 s\n%s", dir, out)
 	}
@@ -371,7 +372,7 @@ func TestDamagedEventLogIsRefused(t *testing.T) {
 		if err := os.Remove(filepath.Join(r.Data, "views.db")); err != nil {
 			t.Fatal(err)
 		}
-		out, code = serveRefused(t, r.Data)
+		out, code = serveRefused(t, r.Data, "127.0.0.1:0")
 		if code == 0 || !strings.Contains(out, "is damaged") || !strings.Contains(out, "relay events verify") {
 			t.Errorf("serve on a damaged log: exit %d\n%s", code, out)
 		}
@@ -379,7 +380,7 @@ func TestDamagedEventLogIsRefused(t *testing.T) {
 	t.Run("bad header", func(t *testing.T) {
 		copyFile(t, intact, events)
 		scribble(t, events, 0, 100)
-		out, code := serveRefused(t, r.Data)
+		out, code := serveRefused(t, r.Data, "127.0.0.1:0")
 		if code == 0 || !strings.Contains(out, "is damaged") || !strings.Contains(out, "never repaired") {
 			t.Errorf("serve on a log with a bad header: exit %d\n%s", code, out)
 		}
@@ -397,7 +398,8 @@ func TestSecondProcessOnTheDataFolderIsRefused(t *testing.T) {
 	r := rig.r
 	pid := strconv.Itoa(r.PID())
 	for _, args := range [][]string{
-		{"serve"},
+		{"serve", "127.0.0.1:0"},
+		{"serve", "127.0.0.1:" + strconv.Itoa(r.Port)}, // its port too: the lock is checked first
 		{"accounts", "create", "--name", "x", "--data", r.Data},
 		{"events", "rebuild", "--data", r.Data},
 	} {
@@ -406,7 +408,7 @@ func TestSecondProcessOnTheDataFolderIsRefused(t *testing.T) {
 			code int
 		)
 		if args[0] == "serve" {
-			out, code = serveRefused(t, r.Data)
+			out, code = serveRefused(t, r.Data, args[1])
 		} else {
 			out, code = harness.RunCLI(t, args...)
 		}

@@ -89,6 +89,9 @@ type appOptions struct {
 	// full disk): the runner keeps retrying and /readyz says why. A damaged
 	// log is refused either way.
 	lenient bool
+	// lock is the data folder's lock when the caller took it already;
+	// openApp takes it otherwise. Either way app.close releases it.
+	lock *datalock.Lock
 }
 
 // openApp locks the data folder, opens the event log and the views under
@@ -96,12 +99,12 @@ type appOptions struct {
 // starts feeding them; they have caught up with the log when it returns
 // (unless opts.lenient and they cannot).
 func openApp(ctx context.Context, dir, eventstoreURL string, log *slog.Logger, opts appOptions) (*app, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data folder: %w", err)
-	}
-	lock, err := datalock.Acquire(dir)
-	if err != nil {
-		return nil, err
+	lock := opts.lock
+	if lock == nil {
+		var err error
+		if lock, err = lockData(dir); err != nil {
+			return nil, err
+		}
 	}
 	store, err := openStore(ctx, dir, eventstoreURL, log)
 	if err != nil {
@@ -145,6 +148,14 @@ func openApp(ctx context.Context, dir, eventstoreURL string, log *slog.Logger, o
 		return nil, fmt.Errorf("catch up views: %w", logDamaged(dir, err))
 	}
 	return a, nil
+}
+
+// lockData creates the data folder if needed and locks it.
+func lockData(dir string) (*datalock.Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data folder: %w", err)
+	}
+	return datalock.Acquire(dir)
 }
 
 // logDamaged turns a damaged event log into a clear refusal: the log is the
@@ -210,11 +221,18 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 		defer func() { trace.Stop(); f.Close() }()
 	}
+	// The lock first: a second relay on the same folder is told who holds
+	// it, whatever port it asks for.
+	lock, err := lockData(cfg.Data)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		lock.Release()
 		return fmt.Errorf("listen: %w", err)
 	}
-	a, err := openApp(ctx, cfg.Data, cfg.EventStore, log, appOptions{lenient: true})
+	a, err := openApp(ctx, cfg.Data, cfg.EventStore, log, appOptions{lenient: true, lock: lock})
 	if err != nil {
 		ln.Close()
 		return err
