@@ -40,25 +40,33 @@ func ProcCPU(pid int) (time.Duration, error) {
 }
 
 // ProcRSSKiB is the resident set size (VmRSS) of a process in KiB.
-func ProcRSSKiB(pid int) (int, error) {
+func ProcRSSKiB(pid int) (int, error) { return ProcStatusKiB(pid, "VmRSS") }
+
+// ProcPeakRSSKiB is the largest resident set size (VmHWM) a process has had
+// so far, in KiB.
+func ProcPeakRSSKiB(pid int) (int, error) { return ProcStatusKiB(pid, "VmHWM") }
+
+// ProcStatusKiB reads one size field ("VmRSS", "VmHWM", …) of
+// /proc/<pid>/status in KiB.
+func ProcStatusKiB(pid int, field string) (int, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read rss of %d: %w", pid, err)
+		return 0, fmt.Errorf("read %s of %d: %w", field, pid, err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 0 {
 				break
 			}
 			n, err := strconv.Atoi(f[0])
 			if err != nil {
-				return 0, fmt.Errorf("read rss of %d: %w", pid, err)
+				return 0, fmt.Errorf("read %s of %d: %w", field, pid, err)
 			}
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("read rss of %d: no VmRSS line", pid)
+	return 0, fmt.Errorf("read %s of %d: no such line", field, pid)
 }
 
 // ProcWrittenBytes is how many bytes a process has caused to be written to
