@@ -239,8 +239,8 @@ func clientFrom(ip string, conns int) *http.Client {
 	}
 }
 
-// dialFrom opens a raw TCP connection from ip to the relay.
-func dialFrom(ctx context.Context, r *harness.Relay, ip string) (net.Conn, error) {
+// dialAs opens a raw TCP connection from ip to the relay, until ctx ends.
+func dialAs(ctx context.Context, r *harness.Relay, ip string) (net.Conn, error) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
 	return d.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(r.Port))
 }
@@ -288,7 +288,7 @@ func holdConns(ctx context.Context, e *hostileEnv, n int, open func(c net.Conn) 
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				c, err := dialFrom(ctx, e.r, attackerIP)
+				c, err := dialAs(ctx, e.r, attackerIP)
 				if err != nil {
 					pause(ctx, 50*time.Millisecond)
 					continue
@@ -426,7 +426,7 @@ func attackSubscriptionFlood(ctx context.Context, e *hostileEnv) int64 {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				c, err := dialWS(ctx, e)
+				c, err := attackerWS(ctx, e)
 				if err != nil {
 					pause(ctx, 100*time.Millisecond)
 					continue
@@ -466,7 +466,7 @@ func attackWSProtocol(ctx context.Context, e *hostileEnv) int64 {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				c, err := dialWS(ctx, e)
+				c, err := attackerWS(ctx, e)
 				if err != nil {
 					pause(ctx, 50*time.Millisecond)
 					continue
@@ -482,7 +482,7 @@ func attackWSProtocol(ctx context.Context, e *hostileEnv) int64 {
 		defer wg.Done()
 		big := bytes.Repeat([]byte("a"), 200<<20)
 		for ctx.Err() == nil {
-			c, err := dialWS(ctx, e)
+			c, err := attackerWS(ctx, e)
 			if err != nil {
 				pause(ctx, 50*time.Millisecond)
 				continue
@@ -497,7 +497,8 @@ func attackWSProtocol(ctx context.Context, e *hostileEnv) int64 {
 	return ops.Load()
 }
 
-func dialWS(ctx context.Context, e *hostileEnv) (*websocket.Conn, error) {
+// attackerWS opens a graphql-transport-ws socket from the attacker's address.
+func attackerWS(ctx context.Context, e *hostileEnv) (*websocket.Conn, error) {
 	nd := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(attackerIP)}, Timeout: 5 * time.Second}
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 5 * time.Second, NetDialContext: nd.DialContext}
 	h := http.Header{"Host": {"localhost:" + strconv.Itoa(e.r.Port)}}
