@@ -71,10 +71,11 @@ type wsMsg struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// read returns the next message that is not a ping (pings are answered).
+// read returns the next message that is not a ping (pings are answered),
+// waiting at most ten seconds.
 func (w rawWS) read() (wsMsg, error) {
+	_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var m wsMsg
 		if err := w.c.ReadJSON(&m); err != nil {
 			return m, err
@@ -123,9 +124,13 @@ func (w rawWS) alive() {
 // expectClose reads until the server closes and checks the close code.
 func (w rawWS) expectClose(code int) {
 	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := w.read()
 		if err == nil {
+			if time.Now().After(deadline) {
+				w.t.Fatalf("socket still open after 10s, want close %d", code)
+			}
 			continue
 		}
 		var ce *websocket.CloseError
