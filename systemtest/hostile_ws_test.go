@@ -489,7 +489,9 @@ func TestWebSocketSlowReaderIsClosed(t *testing.T) {
 	}
 	harness.Eventually(t, 10*time.Second, "the rows in the history", func() bool {
 		var out struct {
-			Inspector struct{ Deliveries struct{ Nodes []struct{ ID string } } }
+			Inspector struct {
+				Deliveries struct{ Nodes []struct{ ID string } }
+			}
 		}
 		r.MustGraphQL(t, "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 100){ nodes{ id } } } }`, map[string]any{"id": insp}, &out)
 		return len(out.Inspector.Deliveries.Nodes) == rows
