@@ -542,3 +542,18 @@ func TestWebSocketSlowReaderIsClosed(t *testing.T) {
 		return goroutines(t, r) <= startGoroutines+5
 	})
 }
+
+// TestWebSocketAgentAnswersPastTheMessageLimit: an agent's socket, signed
+// in with its account token, may send a completeForward far larger than
+// --max-ws-message: a local answer of up to 10 MiB reaches the sender.
+func TestWebSocketAgentAnswersPastTheMessageLimit(t *testing.T) {
+	t.Parallel()
+	big := randomBytes(3 << 20)
+	p := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(big)
+	}), false, "--max-ws-message", "64KiB")
+	resp := p.send(t, "POST", "/big-answer", nil, []byte("{}"))
+	if resp.Status != 200 || len(resp.Body) != len(big) {
+		t.Fatalf("sender got %d with %d bytes, want 200 with the local answer's %d", resp.Status, len(resp.Body), len(big))
+	}
+}
