@@ -107,8 +107,9 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 
 // agentMessageLimit is the message limit of a socket once connection_init
 // is done: an account's socket (an agent's) must be able to send
-// completeForward with a whole local response, base64 in JSON, which the
-// agent reads up to 10 MiB or --max-body, whichever is larger.
+// completeForward with a whole local response, base64 in JSON. The agent
+// reads a local response up to 10 MiB; a relay whose --max-body is larger
+// lets that much through too.
 func agentMessageLimit(ctx context.Context, opts ServerOptions) int64 {
 	if _, ok := ctx.Value(accountKey).(projections.Account); !ok {
 		return 0

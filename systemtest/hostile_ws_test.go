@@ -71,10 +71,11 @@ type wsMsg struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// read returns the next message that is not a ping (pings are answered).
+// read returns the next message that is not a ping (pings are answered),
+// waiting at most ten seconds.
 func (w rawWS) read() (wsMsg, error) {
+	_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		_ = w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var m wsMsg
 		if err := w.c.ReadJSON(&m); err != nil {
 			return m, err
@@ -123,9 +124,13 @@ func (w rawWS) alive() {
 // expectClose reads until the server closes and checks the close code.
 func (w rawWS) expectClose(code int) {
 	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := w.read()
 		if err == nil {
+			if time.Now().After(deadline) {
+				w.t.Fatalf("socket still open after 10s, want close %d", code)
+			}
 			continue
 		}
 		var ce *websocket.CloseError
@@ -536,4 +541,19 @@ func TestWebSocketSlowReaderIsClosed(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "the subscriptions' goroutines to end", func() bool {
 		return goroutines(t, r) <= startGoroutines+5
 	})
+}
+
+// TestWebSocketAgentAnswersPastTheMessageLimit: an agent's socket, signed
+// in with its account token, may send a completeForward far larger than
+// --max-ws-message: a local answer of up to 10 MiB reaches the sender.
+func TestWebSocketAgentAnswersPastTheMessageLimit(t *testing.T) {
+	t.Parallel()
+	big := randomBytes(3 << 20)
+	p := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(big)
+	}), false, "--max-ws-message", "64KiB")
+	resp := p.send(t, "POST", "/big-answer", nil, []byte("{}"))
+	if resp.Status != 200 || len(resp.Body) != len(big) {
+		t.Fatalf("sender got %d with %d bytes, want 200 with the local answer's %d", resp.Status, len(resp.Body), len(big))
+	}
 }

@@ -263,11 +263,11 @@ func (c *conn) serve() {
 			return
 		default:
 		}
-		if c.acked.Load() {
-			_ = c.ws.SetReadDeadline(time.Now().Add(silence))
-		}
 		if !c.handle(data) {
 			return
+		}
+		if c.acked.Load() { // from the ack on, any message shows the client is alive
+			_ = c.ws.SetReadDeadline(time.Now().Add(silence))
 		}
 	}
 }
