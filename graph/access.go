@@ -138,22 +138,26 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 // skipped: the next change of it sends it again.
 //
 // It loads a row only when the socket has room for it and only one row per
-// socket at a time (wsgql.AwaitRoom): a replay of large rows to a client
-// that stops reading holds one row, not one per subscription.
+// socket at a time until that row is queued (wsgql.AwaitRoom): rows to a
+// client that stops reading hold one row, not one per subscription.
 func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (projections.Delivery, error), id string) bool {
-	release, err := wsgql.AwaitRoom(ctx)
+	turn, err := wsgql.AwaitRoom(ctx)
 	if err != nil {
 		return false
 	}
-	defer release()
 	d, err := read(ctx, id)
 	if err != nil {
+		turn.Release()
 		if ctx.Err() != nil {
 			return false
 		}
 		r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", id, "err", err)
 		return true
 	}
+	// The turn passes once the row's message is queued, not when it leaves
+	// here: gqlgen still encodes it, and a row per subscription waiting
+	// for room would be held otherwise.
+	turn.HandOn()
 	select {
 	case out <- toDelivery(d):
 		return true

@@ -29,23 +29,28 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
-// quotaSize is a size flag that also takes "off" (no quota, stored as 0).
-type quotaSize struct{ byteSize }
+// sizeOrOff is a size flag that also takes "off" (no limit, stored as 0).
+type sizeOrOff struct{ byteSize }
 
-func (q *quotaSize) String() string {
+func (q *sizeOrOff) String() string {
 	if q.byteSize == 0 {
 		return "off"
 	}
 	return q.byteSize.String()
 }
 
-func (q *quotaSize) Set(s string) error {
+func (q *sizeOrOff) Set(s string) error {
 	if s == "off" {
 		q.byteSize = 0
 		return nil
 	}
 	return q.byteSize.Set(s)
 }
+
+// defaultMemoryLimit keeps an attacked relay's garbage in check: the GC
+// target is high (see serve), and under a flood of large answers the heap
+// would otherwise grow to several times what is live (docs/security.md).
+const defaultMemoryLimit = 160 << 20
 
 // Defaults of the limits on anonymous use; docs/security.md explains them.
 var (
@@ -85,12 +90,14 @@ type serveConfig struct {
 	AnonymousRate      ratelimit.Rate
 	AddressRate        ratelimit.Rate
 	RefusalInterval    time.Duration
-	InspectorQuota     quotaSize
+	InspectorQuota     sizeOrOff
 	InspectorRetention time.Duration
 	// WebSocket bounds (see docs/security.md, "WebSocket subscriptions").
 	MaxWSMessage       byteSize
 	MaxWSSubscriptions int
 	MaxWSPerIP         int
+	// MemoryLimit is the Go heap's soft limit (see serve).
+	MemoryLimit sizeOrOff
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -99,8 +106,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxHeaderBytes = 64 << 10
 	c.MaxAPIBody = graph.DefaultMaxBody
 	c.AnonymousRate, c.AddressRate = defaultAnonymousRate, defaultAddressRate
-	c.InspectorQuota = quotaSize{64 << 20}
+	c.InspectorQuota = sizeOrOff{64 << 20}
 	c.MaxWSMessage = 1 << 20
+	c.MemoryLimit = sizeOrOff{defaultMemoryLimit}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -131,6 +139,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MaxWSMessage, "max-ws-message", "largest WebSocket message a client may send (closed 1009 beyond); an authenticated socket may also send an agent's answer of --max-body")
 	fs.IntVar(&c.MaxWSSubscriptions, "max-ws-subscriptions", 100, "operations one WebSocket may run at once (TOO_MANY_SUBSCRIPTIONS beyond)")
 	fs.IntVar(&c.MaxWSPerIP, "max-ws-per-ip", 32, "open WebSockets per client IP (HTTP 429 beyond)")
+	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap: garbage is collected sooner as the relay nears it, or off; GOMEMLIMIT, when set, wins")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
 	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")

@@ -51,6 +51,9 @@ func TestServeConfig(t *testing.T) {
 		{name: "no sockets per ip", env: map[string]string{"RELAY_MAX_WS_PER_IP": "0"}, wantErr: "--max-ws-per-ip"},
 		{name: "non-positive keepalive", args: []string{"--keepalive", "0s"}, wantErr: "--keepalive"},
 		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
+		{name: "memory limit default", check: func(c serveConfig) bool { return c.MemoryLimit.byteSize == 160<<20 }},
+		{name: "memory limit off from env", env: map[string]string{"RELAY_MEMORY_LIMIT": "off"},
+			check: func(c serveConfig) bool { return c.MemoryLimit.byteSize == 0 }},
 		{name: "connection limits default", check: func(c serveConfig) bool {
 			return c.IdleTimeout == time.Minute && c.BodyTimeout == 30*time.Second && c.MaxConnsPerIP == 256 &&
 				c.MaxHeaders == 200 && c.MaxHeaderBytes == 64<<10

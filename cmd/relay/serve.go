@@ -201,6 +201,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		// higher GC target costs a few MiB and saves CPU on every request.
 		debug.SetGCPercent(400)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit.byteSize > 0 {
+		// With the high GC target above, a flood of large answers (history
+		// rows to many subscriptions) leaves several times the live heap as
+		// garbage; the soft limit makes the GC collect it sooner instead.
+		debug.SetMemoryLimit(int64(cfg.MemoryLimit.byteSize))
+	}
 	if cfg.CPUProfile != "" {
 		f, err := os.Create(cfg.CPUProfile)
 		if err != nil {

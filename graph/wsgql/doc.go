@@ -22,6 +22,6 @@
 //     connection_init within that time is closed with 4408.
 //
 // A subscription resolver that loads large items before it sends them calls
-// AwaitRoom first, so a socket loads one such item at a time and only while
-// its queue has room.
+// AwaitRoom first and hands the item on with its Turn, so a socket holds one
+// such item beyond its queue at a time, loaded only while its queue has room.
 package wsgql

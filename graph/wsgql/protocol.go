@@ -168,6 +168,7 @@ func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool 
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	op := &operation{cancel: cancel}
+	ctx = context.WithValue(ctx, opKey{}, op)
 	c.ops[id] = op
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -224,6 +225,9 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 			c.sendErrors(ctx, id, gqlerror.List{gerr})
 		}
 	}()
+	// An item handed on under the socket's turn passes it once queued, or
+	// when the operation ends without queuing it.
+	defer c.passTurn(op)
 	responses, ctx := c.exec.DispatchOperation(ctx, rc)
 	for {
 		resp := responses(ctx)
@@ -235,7 +239,9 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 			c.sendErrors(ctx, id, gqlerror.List{gqlerror.Errorf("encode result: %v", err)})
 			return
 		}
-		if c.send(ctx, message{ID: id, Type: msgNext, Payload: b}) != nil {
+		err = c.send(ctx, message{ID: id, Type: msgNext, Payload: b})
+		c.passTurn(op)
+		if err != nil {
 			return
 		}
 	}

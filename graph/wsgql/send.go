@@ -107,25 +107,69 @@ func (c *conn) write(b []byte) bool {
 	return true
 }
 
+// Turn is a socket's turn to load one item for a subscription, taken with
+// AwaitRoom. The holder either gives it back (Release: nothing was loaded,
+// or the load failed) or hands the loaded item on to the operation's
+// results (HandOn, before sending it to gqlgen): the turn then passes once
+// the transport has queued that item's message. So a socket holds at most
+// one loaded item beyond its queue however many subscriptions it runs.
+type Turn struct {
+	c  *conn
+	op *operation
+}
+
+// Release gives the turn back at once.
+func (t Turn) Release() {
+	if t.c != nil {
+		<-t.c.produce
+	}
+}
+
+// HandOn says the loaded item goes to the operation's results: the turn
+// passes once its message is queued (or the operation ends).
+func (t Turn) HandOn() {
+	if t.c == nil {
+		return
+	}
+	if t.op == nil { // not an operation of this transport: nothing will queue it
+		t.Release()
+		return
+	}
+	t.c.mu.Lock()
+	t.op.turn = true
+	t.c.mu.Unlock()
+}
+
+// passTurn passes the turn an operation's handed-on item held, once that
+// item's message is queued or the operation ends.
+func (c *conn) passTurn(op *operation) {
+	c.mu.Lock()
+	held := op.turn
+	op.turn = false
+	c.mu.Unlock()
+	if held {
+		<-c.produce
+	}
+}
+
 // AwaitRoom takes the socket's turn to load an item for a subscription and
-// waits until the socket's send queue has room; call release once the item
-// is handed on. A subscription that loads large items (a page of history
-// rows) calls it before each load, so one socket holds one loaded item at a
-// time beyond its queue however many subscriptions it runs, and a client
-// that stops reading stops the loading; a queue that stays full for
-// WriteTimeout closes the socket with 1008, as in send. Outside a WebSocket it returns at
-// once.
-func AwaitRoom(ctx context.Context) (release func(), err error) {
+// waits until the socket's send queue has room. A subscription that loads
+// large items (history rows) calls it before each load, so a client that
+// stops reading stops the loading; a queue that stays full for
+// WriteTimeout closes the socket with 1008, as in send. Outside a
+// WebSocket it returns at once with a turn that holds nothing.
+func AwaitRoom(ctx context.Context) (Turn, error) {
 	c, ok := ctx.Value(connKey{}).(*conn)
 	if !ok {
-		return func() {}, nil
+		return Turn{}, nil
 	}
+	op, _ := ctx.Value(opKey{}).(*operation)
 	select {
 	case c.produce <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return Turn{}, ctx.Err()
 	}
-	release = func() { <-c.produce }
+	turn := Turn{c: c, op: op}
 	var timeout <-chan time.Time
 	for {
 		c.qmu.Lock()
@@ -133,10 +177,10 @@ func AwaitRoom(ctx context.Context) (release func(), err error) {
 		c.qmu.Unlock()
 		switch {
 		case closed:
-			release()
-			return nil, errClosed
+			turn.Release()
+			return Turn{}, errClosed
 		case !full:
-			return release, nil
+			return turn, nil
 		}
 		if timeout == nil {
 			t := time.NewTimer(c.t.cfg.WriteTimeout)
@@ -146,17 +190,20 @@ func AwaitRoom(ctx context.Context) (release func(), err error) {
 		select {
 		case <-room:
 		case <-ctx.Done():
-			release()
-			return nil, ctx.Err()
+			turn.Release()
+			return Turn{}, ctx.Err()
 		case <-timeout:
-			release()
+			turn.Release()
 			c.closeWith(ClosePolicy, "send queue full: the client reads too slowly")
-			return nil, errClosed
+			return Turn{}, errClosed
 		}
 	}
 }
 
 type connKey struct{}
+
+// opKey carries an operation in its context, for AwaitRoom.
+type opKey struct{}
 
 // encode writes the frame with its payload copied once and not scanned
 // again: a payload is JSON this package produced, and a next message may

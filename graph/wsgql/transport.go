@@ -226,6 +226,9 @@ type operation struct {
 	// stopped is set when the client completed the operation or the socket
 	// closed: nothing more is sent for it.
 	stopped bool
+	// turn: the operation holds the socket's AwaitRoom turn for an item it
+	// handed on; it passes once that item's message is queued.
+	turn bool
 }
 
 var errClosed = errors.New("websocket closed")

@@ -159,11 +159,12 @@ func TestCompleteAndCloseReleaseOperations(t *testing.T) {
 
 // TestAwaitRoomOutsideAWebSocket returns at once.
 func TestAwaitRoomOutsideAWebSocket(t *testing.T) {
-	release, err := AwaitRoom(context.Background())
+	turn, err := AwaitRoom(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	release()
+	turn.HandOn()
+	turn.Release()
 }
 
 func TestParse(t *testing.T) {
