@@ -432,16 +432,20 @@ func attackSubscriptionFlood(ctx context.Context, e *hostileEnv) int64 {
 					continue
 				}
 				_ = c.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{}})
+				closed := false
 				for i := 0; i < 20000 && ctx.Err() == nil; i++ {
 					err := c.WriteJSON(map[string]any{"id": fmt.Sprintf("%d-%d", s, i), "type": "subscribe", "payload": map[string]any{
 						"query": `subscription($a: ID!){ deliveries(address: $a, since: ""){ id body bodyBase64 } }`, "variables": map[string]any{"a": e.inspector},
 					}})
 					if err != nil {
+						closed = true // the relay closed it: open another
 						break
 					}
 					ops.Add(1)
 				}
-				<-ctx.Done()
+				if !closed {
+					<-ctx.Done()
+				}
 				c.Close()
 			}
 		}()

@@ -435,6 +435,18 @@ func TestWebSocketSubscriptionsPerSocket(t *testing.T) {
 		t.Fatalf("after a complete got %q for %q: %s; want next", m.Type, m.ID, m.Payload)
 	}
 	w.c.Close()
+
+	// A client that keeps asking past the cap as many times again floods:
+	// its socket is closed instead of answered once more per request.
+	f := mustDialWS(t, r)
+	f.init(nil)
+	for i := range 100 {
+		f.subscribe(strconv.Itoa(i), watchQuery, map[string]any{"a": insp})
+	}
+	for i := range 101 {
+		f.subscribe("over-"+strconv.Itoa(i), watchQuery, map[string]any{"a": insp})
+	}
+	f.expectClose(1008)
 	harness.Eventually(t, 10*time.Second, "the subscriptions' goroutines to end", func() bool {
 		return goroutines(t, r) <= start+5
 	})

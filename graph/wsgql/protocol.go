@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -160,6 +161,13 @@ func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool 
 	}
 	if len(c.ops) >= c.t.cfg.MaxSubscriptions {
 		c.mu.Unlock()
+		// A client may meet the cap; one that keeps asking past it as many
+		// times again floods, and answering each with an error would cost
+		// the relay a parse and a message per request.
+		if c.refused++; c.refused > c.t.cfg.MaxSubscriptions {
+			c.closeWith(ClosePolicy, "too many operations refused: at most "+strconv.Itoa(c.t.cfg.MaxSubscriptions)+" may run")
+			return false
+		}
 		c.sendErrors(c.ctx, id, gqlerror.List{{
 			Message:    fmt.Sprintf("at most %d operations may run on one WebSocket", c.t.cfg.MaxSubscriptions),
 			Extensions: map[string]any{"code": "TOO_MANY_SUBSCRIPTIONS"},

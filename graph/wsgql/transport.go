@@ -28,7 +28,7 @@ const (
 	CloseInitTimeout       = 4408                           // no connection_init in time
 	CloseSubscriberExists  = 4409                           // subscribe with the id of a running operation
 	CloseTooManyInitialise = 4429                           // a second connection_init
-	ClosePolicy            = websocket.ClosePolicyViolation // 1008: the client reads too slowly
+	ClosePolicy            = websocket.ClosePolicyViolation // 1008: the client reads too slowly, or keeps asking past the cap
 	CloseTooBig            = websocket.CloseMessageTooBig   // 1009: a message over the limit
 )
 
@@ -200,6 +200,7 @@ type conn struct {
 	cancel  context.CancelFunc
 
 	initialised bool // reader only
+	refused     int  // reader only: operations refused for the cap
 	acked       atomic.Bool
 
 	mu  sync.Mutex
