@@ -96,8 +96,8 @@ const defaultServer = "http://localhost:8080"
 type connection struct{ server, token string }
 
 func (c *connection) flags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.server, "server", defaultServer, "the relay's URL (env RELAY_SERVER; default: the one `relay login` stored)")
-	fs.StringVar(&c.token, "token", "", "API token (env RELAY_TOKEN; default: the one `relay login` stored for this server)")
+	fs.StringVar(&c.server, "server", defaultServer, "the relay's URL (else RELAY_SERVER, else the one stored by relay login)")
+	fs.StringVar(&c.token, "token", "", "API token (else RELAY_TOKEN, else the one stored by relay login for this server)")
 }
 
 // resolve fills what flags and environment left unset from the stored
