@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -127,23 +129,39 @@ func TestLoginStoresAToken(t *testing.T) {
 	}
 }
 
-// TestRetryWithStoredLogin: `relay retry` with no --server or --token uses
-// what login stored, exits 1 while the local handler still answers 502
-// and 0 once it answers 2xx; an unknown id is a refusal (2).
+// TestRetryWithStoredLogin: after `relay login`, `relay agent` and
+// `relay retry` need no --server or --token; retry exits 1 while the local
+// handler still answers 502 and 0 once it answers 2xx; an unknown id or a
+// bad --token (a flag beats the stored login) is a refusal (2).
 func TestRetryWithStoredLogin(t *testing.T) {
 	t.Parallel()
 	var fixed atomic.Bool
-	p := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	r := harness.Start(t, "")
+	acct := signUpTenant(t, r, "owner")
+	target := localTarget(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !fixed.Load() {
 			http.Error(w, "upstream down", http.StatusBadGateway)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
-	}), false)
+	}))
+	ep := proxyEndpoint(t, r, acct.Token, target, false)
 	h := newCLIHome(t)
-	if out, code := h.run(t, "", "login", "--server", p.r.BareURL(), "--token", p.acct.Token); code != 0 {
+	// The IP form of the bare domain: the agent and retry must both take
+	// the stored server as given.
+	server := "http://127.0.0.1:" + strconv.Itoa(r.Port)
+	if out, code := h.run(t, "", "login", "--server", server, "--token", acct.Token); code != 0 {
 		t.Fatalf("login exited %d:\n%s", code, out)
 	}
+	agent := harness.StartWith(t, h.command(""), "agent", "--endpoint", ep.ID, "--target", target)
+	harness.Eventually(t, 15*time.Second, "the agent started from the stored login to connect", func() bool {
+		e := endpointByID(t, r, acct.Token, ep.ID)
+		return e != nil && e.AgentConnected || agent.Exited()
+	})
+	if agent.Exited() {
+		t.Fatalf("relay agent with the stored login ended:\n%s", agent.Output())
+	}
+	p := &proxyRig{r: r, acct: acct, ep: ep, target: target, agent: agent}
 	if resp := p.send(t, "POST", "/hook", nil, []byte("{}")); resp.Status != 502 {
 		t.Fatalf("sender got %d, want the local 502", resp.Status)
 	}

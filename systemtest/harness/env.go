@@ -69,3 +69,13 @@ func StartWith(t testing.TB, c Command, args ...string) *Process {
 	t.Cleanup(func() { p.Stop(t) })
 	return p
 }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
