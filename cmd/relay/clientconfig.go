@@ -92,6 +92,10 @@ func sameServer(a, b string) bool {
 
 const defaultServer = "http://localhost:8080"
 
+// errNotLoggedIn is returned when a command needs a token and none was
+// given by flag, environment or `relay login`.
+var errNotLoggedIn = usage(errors.New("no token: pass --token, set RELAY_TOKEN or run `relay login`"))
+
 // connection is the --server and --token of a client command.
 type connection struct{ server, token string }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -94,7 +93,3 @@ func callGraphQL(ctx context.Context, server, token, query string, vars map[stri
 	}
 	return nil
 }
-
-// errNotLoggedIn is returned when a command needs a token and none was
-// given by flag, environment or `relay login`.
-var errNotLoggedIn = usage(errors.New("no token: pass --token, set RELAY_TOKEN or run `relay login`"))
