@@ -22,8 +22,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// With Args set, cobra hands an unknown command to RunE's check
-		// instead of failing with an untyped error.
+		// With Args and RunE set, an unknown command reaches this check
+		// (a usage error, exit 2) instead of cobra's untyped error.
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
