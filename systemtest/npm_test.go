@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -42,9 +43,12 @@ func TestNPMPackageInstallsAndRelays(t *testing.T) {
 	const version = "0.0.0-systemtest.1"
 	dist := t.TempDir()
 	pack := harness.Command{Bin: filepath.Join(harness.ModuleRoot(), "scripts", "npm-pack")}
+	start := time.Now()
 	if out, code := harness.RunWith(t, pack, "--platforms", platform, "--out", dist, version); code != 0 {
 		t.Fatalf("scripts/npm-pack exited %d:\n%s", code, out)
 	}
+	t.Logf("scripts/npm-pack took %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
 
 	// An empty project, an empty npm cache and --offline: nothing may be
 	// fetched, so the install works from the two tarballs alone.
@@ -67,10 +71,28 @@ func TestNPMPackageInstallsAndRelays(t *testing.T) {
 		t.Fatalf("npm install exited %d:\n%s", code, out)
 	}
 
+	t.Logf("npm install took %s", time.Since(start).Round(time.Millisecond))
 	npx := harness.Command{Bin: "npx", Env: npmEnv, Dir: project}
 	out, code := harness.RunWith(t, npx, "relay", "--version")
 	if want := "relay " + version + " (commit "; code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("npx relay --version exited %d, want a line starting %q:\n%s", code, want, out)
+	}
+
+	// The launcher passes the binary's exit code through (2: usage).
+	if out, code := harness.RunWith(t, npx, "relay", "retry"); code != 2 {
+		t.Errorf("npx relay retry (no id) exited %d, want 2:\n%s", code, out)
+	}
+	// Without the platform package, the launcher says what is missing.
+	bare := filepath.Join(home, "bare")
+	if err := os.MkdirAll(bare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := harness.RunWith(t, harness.Command{Bin: "npm", Env: npmEnv, Dir: bare}, "install", "--offline", "--no-audit", "--no-fund", "--omit=optional", mainTgz); code != 0 {
+		t.Fatalf("npm install of the main package alone exited %d:\n%s", code, out)
+	}
+	out, code = harness.RunWith(t, harness.Command{Bin: "npx", Env: npmEnv, Dir: bare}, "relay", "--version")
+	if want := "@relayhq/relay-" + platform + ", which holds the binary for this platform, is not installed"; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("relay without its platform package exited %d, want 1 and %q:\n%s", code, want, out)
 	}
 
 	// The installed command (the launcher, which runs the platform
