@@ -157,9 +157,11 @@ func agentDefaults(args []string, env func(string) string) ([]string, error) {
 }
 
 // flagValue finds -name / --name in Go flag syntax (value separate or
-// after "="); it stops at "--", where flags end.
-func flagValue(args []string, name string) (string, bool) {
-	for i, a := range args {
+// after "="); like Go's flag package, the last one wins, and flags end
+// at "--".
+func flagValue(args []string, name string) (value string, found bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
 			break
 		}
@@ -168,14 +170,16 @@ func flagValue(args []string, name string) (string, bool) {
 			continue
 		}
 		if t == name {
+			value, found = "", true
 			if i+1 < len(args) {
-				return args[i+1], true
+				value = args[i+1]
+				i++ // the value is no flag, whatever it looks like
 			}
-			return "", true
+			continue
 		}
 		if v, ok := strings.CutPrefix(t, name+"="); ok {
-			return v, true
+			value, found = v, true
 		}
 	}
-	return "", false
+	return value, found
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -41,4 +42,32 @@ func TestAgentDefaults(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
+}
+
+// FuzzFlagValue: the agent's --server and --token are found in every Go
+// flag spelling, whatever the value, and no argument list panics.
+func FuzzFlagValue(f *testing.F) {
+	f.Add("http://relay:8080", "--endpoint")
+	f.Add("", "--")
+	f.Add("-token=x", "=")
+	f.Fuzz(func(t *testing.T, value, other string) {
+		for _, args := range [][]string{
+			{other, "--server", value},
+			{"-server", value},
+			{"--server=" + value, other},
+			{"-server=" + value},
+		} {
+			if strings.HasPrefix(other, "-") {
+				continue // another flag, or the end of flags
+			}
+			got, ok := flagValue(args, "server")
+			if !ok || got != value {
+				t.Fatalf("flagValue(%q) = %q, %v; want %q", args, got, ok, value)
+			}
+		}
+		if got, ok := flagValue([]string{"--server", "first", "--server=" + value}, "server"); !ok || got != value {
+			t.Fatalf("the last --server is %q, %v; want %q", got, ok, value)
+		}
+		_, _ = flagValue([]string{value, other, "-", "--", value}, other)
+	})
 }
