@@ -58,7 +58,7 @@ parse_args() {
     die "version $VERSION is not semver (like 1.2.3 or 1.2.3-rc.1)"
   # SOURCE_DATE_EPOCH makes a rebuild byte-identical.
   if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
-    BUILT=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
+    BUILT=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d 2>/dev/null || date -u -r "$SOURCE_DATE_EPOCH" +%Y-%m-%d) # GNU or BSD date
   else
     BUILT=$(date -u +%Y-%m-%d)
   fi
