@@ -1,11 +1,11 @@
 // Command relay is the webhook relay: `relay serve` runs the service,
 // `relay agent` connects a local process to an Endpoint, `relay events`
-// exports, verifies and rebuilds from the event log.
+// exports, verifies and rebuilds from the event log, `relay login` stores
+// a relay and token for the client commands.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,19 +14,10 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "relay:", err)
-		os.Exit(exitCode(err))
 	}
-}
-
-// exitCode is 1 for a failed operation, or the code an error names (such
-// as 2 for the agent's *agentcli.RefusedError).
-func exitCode(err error) int {
-	var coded interface{ ExitCode() int }
-	if errors.As(err, &coded) {
-		return coded.ExitCode()
-	}
-	return 1
+	os.Exit(exitCode(err))
 }

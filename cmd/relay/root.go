@@ -14,28 +14,47 @@ import (
 )
 
 // run builds the command tree and executes it; main only wires signals.
-func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+// Its error maps to the exit code through exitCode.
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:           "relay",
 		Short:         "Self-hostable webhook relay: record, inspect, forward and replay webhooks",
+		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// With Args and RunE set, an unknown command reaches this check
+		// (a usage error, exit 2) instead of cobra's untyped error.
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
+	root.SetVersionTemplate("relay {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(
 		serveCommand(env, stdout, stderr),
-		agentCommand(stdout, stderr),
+		agentCommand(env, stdout, stderr),
 		eventsCommand(env, stdout, stderr),
 		accountsCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
+		loginCommand(env, stdin, stdout),
+		logoutCommand(stdout),
+		versionCommand(stdout),
 	)
 	return root.ExecuteContext(ctx)
 }
 
-// agentCommand hands its arguments to the agent, which parses its own flags.
-func agentCommand(stdout, stderr io.Writer) *cobra.Command {
+// agentCommand hands its arguments to the agent, which parses its own
+// flags, after the server and token `relay login` stored when neither
+// flags nor environment give them.
+func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agent --server URL --endpoint ID --target 127.0.0.1:PORT",
 		Short: "Forward an Endpoint's deliveries to a process on this machine",
@@ -44,6 +63,10 @@ func agentCommand(stdout, stderr io.Writer) *cobra.Command {
 			"--token works too but shows the token to every local user in the process list.",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := agentDefaults(args, env)
+			if err != nil {
+				return err
+			}
 			return agentcli.Run(cmd.Context(), args, stdout, stderr)
 		},
 	}

@@ -1,9 +1,7 @@
 package harness
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -22,26 +20,7 @@ type Process struct {
 // StartProcess runs bin with args until the test ends.
 func StartProcess(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
-	return StartProcessEnv(t, nil, bin, args...)
-}
-
-// StartProcessEnv is StartProcess with env (KEY=VALUE) added to the test's
-// environment: how the agent is given its token, as users are told to.
-func StartProcessEnv(t testing.TB, env []string, bin string, args ...string) *Process {
-	t.Helper()
-	p := &Process{name: filepath.Base(bin), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	if len(env) > 0 {
-		p.cmd.Env = append(os.Environ(), env...)
-	}
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.Stop(t) })
-	return p
+	return StartWith(t, Command{Bin: bin}, args...)
 }
 
 // Agent is a running `relay agent` process.
@@ -59,7 +38,8 @@ func (r *Relay) StartAgent(t testing.TB, token, endpointID, target string) *Agen
 // relay (bare domain, IP literal, wrong host) choose the URL themselves.
 func (r *Relay) StartAgentVia(t testing.TB, serverURL, token, endpointID, target string) *Agent {
 	t.Helper()
-	return StartProcessEnv(t, []string{"RELAY_TOKEN=" + token}, Binary(t), "agent", "--server", serverURL,
+	// The token travels as users are told to pass it: in RELAY_TOKEN.
+	return StartWith(t, Command{Env: []string{"RELAY_TOKEN=" + token}}, "agent", "--server", serverURL,
 		"--endpoint", endpointID, "--target", target)
 }
 

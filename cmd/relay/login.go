@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func loginCommand(env func(string) string, stdin io.Reader, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var signup string
+	cmd := &cobra.Command{
+		Use:   "login --server URL [--token T | --token - | --signup NAME]",
+		Short: "Check a token against a relay and store both for later commands",
+		Long: `Check a token against a relay and store the relay's URL and the token in
+the user's config folder (relay/config.json, readable by its owner only).
+Later commands use them unless --server/--token or RELAY_SERVER/RELAY_TOKEN
+say otherwise.
+
+The token comes from --token, from RELAY_TOKEN, or from standard input when
+it is not a terminal (or with --token -); --signup NAME creates an account
+instead, on a relay that allows sign-up.`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fs := c.Flags()
+			tokenFlag := fs.Changed("token")
+			if err := bindEnv(fs, env); err != nil {
+				return usage(err)
+			}
+			stored, path, err := loadClientConfig()
+			if err != nil {
+				return err
+			}
+			if !fs.Changed("server") && stored.Server != "" {
+				conn.server = stored.Server
+			}
+			ctx := c.Context()
+			var account string
+			switch {
+			case signup != "" && tokenFlag:
+				return usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
+			case signup != "":
+				if conn.token, account, err = signUp(ctx, conn.server, signup); err != nil {
+					return fmt.Errorf("sign up at %s: %w", conn.server, err)
+				}
+			default:
+				if conn.token == "-" || (conn.token == "" && !isTerminal(stdin)) {
+					if conn.token, err = readToken(stdin); err != nil {
+						return err
+					}
+				}
+				if conn.token == "" {
+					return usage(errors.New("no token: pass --token T, set RELAY_TOKEN, pipe it on standard input, or use --signup NAME"))
+				}
+			}
+			n, name, err := checkToken(ctx, conn.server, conn.token)
+			if err != nil {
+				return fmt.Errorf("login to %s: %w", conn.server, err)
+			}
+			if account == "" {
+				account = name
+			}
+			if err := saveClientConfig(path, clientConfig{Server: conn.server, Token: conn.token}); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "logged in to %s as %s (%d endpoints); token stored in %s\n", conn.server, account, n, path)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
+	return cmd
+}
+
+func logoutCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logout",
+		Short: "Forget the token `relay login` stored",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			stored, path, err := loadClientConfig()
+			if err != nil {
+				return err
+			}
+			if stored.Token == "" {
+				fmt.Fprintln(stdout, "not logged in")
+				return nil
+			}
+			// The server stays: the next `relay login` needs only a token.
+			if err := saveClientConfig(path, clientConfig{Server: stored.Server}); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "logged out of %s; token removed from %s\n", stored.Server, path)
+			return nil
+		},
+	}
+}
+
+// signUp creates an account and returns its token and a description.
+func signUp(ctx context.Context, server, name string) (token, account string, err error) {
+	const q = `mutation($name: String!){ signUp(name: $name){ token account{ id name } } }`
+	var out struct {
+		SignUp struct {
+			Token   string
+			Account struct{ ID, Name string }
+		}
+	}
+	if err := callGraphQL(ctx, server, "", q, map[string]any{"name": name}, &out); err != nil {
+		return "", "", err
+	}
+	a := out.SignUp.Account
+	return out.SignUp.Token, fmt.Sprintf("%s (new account %s)", a.Name, a.ID), nil
+}
+
+// checkToken asks for something only a valid token may read, so a login
+// never stores a token the relay refuses.
+func checkToken(ctx context.Context, server, token string) (endpoints int, account string, err error) {
+	const q = `{ me{ id name } endpoints{ id } }`
+	var out struct {
+		Me        *struct{ ID, Name string }
+		Endpoints []struct{ ID string }
+	}
+	if err := callGraphQL(ctx, server, token, q, nil, &out); err != nil {
+		return 0, "", err
+	}
+	if out.Me == nil {
+		return 0, "", &refusedError{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
+	}
+	return len(out.Endpoints), fmt.Sprintf("%s (%s)", out.Me.Name, out.Me.ID), nil
+}
+
+// readToken reads a token from standard input: its first line, trimmed.
+func readToken(stdin io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(stdin, 4096))
+	if err != nil {
+		return "", fmt.Errorf("read token from standard input: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if t := strings.TrimSpace(line); t != "" {
+		return t, nil
+	}
+	return "", usage(errors.New("no token on standard input"))
+}
+
+// isTerminal reports whether r is an interactive terminal, where a token
+// is not read from (it would echo).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
