@@ -61,15 +61,24 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	p.click(`.code-line:has([data-testid=agent-command]) button`)
 	p.waitFor("the copied agent command", `typeof window.copied === 'string'`)
 	args := strings.Fields(eval[string](p, `window.copied`))
-	want := []string{"relay", "agent", "--server", srv.BareURL(), "--token", token, "--endpoint", id, "--target", target}
+	want := []string{"RELAY_TOKEN=" + token, "relay", "agent", "--server", srv.BareURL(), "--endpoint", id, "--target", target}
 	if !slices.Equal(args, want) {
 		t.Fatalf("copied agent command %q, want %q", args, want)
 	}
 	if shown := p.text(`[data-testid=agent-command]`); strings.Contains(shown, token) {
 		t.Errorf("the agent command shows the token on screen: %q", shown)
 	}
-	agent := srv.StartAgentVia(t, args[3], args[5], args[7], args[9]) // the flags checked above
+	agent := srv.StartAgentVia(t, args[4], token, args[6], args[8]) // the flags checked above
 	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
+
+	// A second agent on the Endpoint shares its deliveries: the page says so.
+	second := srv.StartAgentVia(t, args[4], token, args[6], args[8])
+	p.waitFor("two agents shown", `document.querySelector('[data-testid=agent-status] .agent-badge.on[data-count="2"]')`)
+	if got := p.text(`[data-testid=agent-status]`); !strings.Contains(got, "2 agents connected") {
+		t.Errorf("agent status with two agents = %q", got)
+	}
+	second.Kill()
+	p.waitFor("one agent again", `document.querySelector('[data-testid=agent-status] .agent-badge.on[data-count="1"]')`)
 
 	status, body := send(t, id, http.MethodPost, "/hooks/order?id=7", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":7}`))
 	if status != http.StatusNotFound || body != `{"error":"no route"}` {

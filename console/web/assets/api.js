@@ -15,7 +15,7 @@ export const DETAIL_FIELDS = `
   responseBody
 `;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected createdAt refusedRequests`;
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
@@ -44,7 +44,7 @@ export const INSPECTOR = `query Inspector($id: ID!) {
 export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;
 
 export const AGENT_STATUS = `query AgentStatus($id: ID!) {
-  endpoint(id: $id) { id agentConnected mode target }
+  endpoint(id: $id) { id agentConnected agentCount mode target }
 }`;
 
 const PAGE = `deliveries(first: $first, after: $after) {

@@ -209,7 +209,7 @@ export function historyPage(root, { kind, id, navigate }) {
         refusedLine(info.refusedRequests));
       return;
     }
-    const agentLine = h('div', { class: 'agent-line', 'aria-live': 'polite', 'data-testid': 'agent-status' }, agentBadge(info.agentConnected));
+    const agentLine = h('div', { class: 'agent-line', 'aria-live': 'polite', 'data-testid': 'agent-status' }, agentBadge(info.agentConnected, info.agentCount));
     replace(head,
       h('div', { class: 'title-row' },
         h('h1', { id: 'page-title' }, info.name),
@@ -224,7 +224,9 @@ export function historyPage(root, { kind, id, navigate }) {
 
   function agentCommand(tok) {
     const target = state.info.target || '127.0.0.1:3000';
-    return `relay agent --server ${location.origin} --token ${tok} --endpoint ${state.info.id} --target ${target}`;
+    // The token goes in RELAY_TOKEN: a --token flag shows it to every local
+    // user in the process list (the agent warns when it is used).
+    return `RELAY_TOKEN=${tok} relay agent --server ${location.origin} --endpoint ${state.info.id} --target ${target}`;
   }
 
   function agentCommandLine() {
@@ -237,10 +239,13 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
-  function updateAgent(connected) {
+  function updateAgent(connected, count) {
     const line = head.querySelector('.agent-line');
-    if (line && state.info.agentConnected !== connected) replace(line, agentBadge(connected));
+    if (line && (state.info.agentConnected !== connected || state.info.agentCount !== count)) {
+      replace(line, agentBadge(connected, count));
+    }
     state.info.agentConnected = connected;
+    state.info.agentCount = count;
   }
 
   function startAgentPoll() {
@@ -252,7 +257,7 @@ export function historyPage(root, { kind, id, navigate }) {
         const data = await request(AGENT_STATUS, { id }, { signal: abort.signal });
         if (disposed || !data.endpoint) return;
         const before = retryReason();
-        updateAgent(data.endpoint.agentConnected);
+        updateAgent(data.endpoint.agentConnected, data.endpoint.agentCount);
         state.info.mode = data.endpoint.mode;
         state.info.target = data.endpoint.target;
         if (before !== retryReason()) renderDetailPane();

@@ -165,7 +165,7 @@ export function homePage(root, { navigate }) {
           h('th', { scope: 'row' }, h('a', { href: `/e/${encodeURIComponent(e.id)}` }, e.name)),
           h('td', {}, h('span', { class: `badge mode-${e.mode.toLowerCase()}` }, MODE_LABELS[e.mode] || e.mode)),
           h('td', {}, e.target ? h('code', {}, e.target) : h('span', { class: 'muted' }, '—')),
-          h('td', {}, agentBadge(e.agentConnected)),
+          h('td', {}, agentBadge(e.agentConnected, e.agentCount)),
           h('td', { class: 'url-cell' }, h('code', {}, e.url), ' ', copyButton(e.url, 'Copy', { 'aria-label': `Copy URL of ${e.name}` }))))))));
     } catch (err) {
       if (!disposed) replace(box, notice('error', describeError(err)));
@@ -198,10 +198,15 @@ export function homePage(root, { navigate }) {
   };
 }
 
-/** agentBadge shows whether an agent is connected. */
-export function agentBadge(connected) {
-  return h('span', { class: `agent-badge ${connected ? 'on' : 'off'}`, 'data-connected': String(connected) },
-    h('span', { class: 'dot', 'aria-hidden': 'true' }), connected ? 'Agent connected' : 'No agent');
+/**
+ * agentBadge shows whether an agent is connected, and how many when more
+ * than one share the Endpoint's deliveries.
+ */
+export function agentBadge(connected, count = connected ? 1 : 0) {
+  let text = 'No agent';
+  if (connected) text = count > 1 ? `${count} agents connected (deliveries are shared)` : 'Agent connected';
+  return h('span', { class: `agent-badge ${connected ? 'on' : 'off'}`, 'data-connected': String(connected), 'data-count': String(count) },
+    h('span', { class: 'dot', 'aria-hidden': 'true' }), text);
 }
 
 /**
