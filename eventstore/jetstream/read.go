@@ -47,7 +47,9 @@ func (m *stored) recorded() []domain.RecordedEvent {
 }
 
 // head reads the newest message of a subject; an empty stream has the zero
-// head and no message.
+// head and no message. A deleted stream's newest (and only) message is its
+// tombstone: every read, append and delete of it stops here with
+// domain.ErrStreamDeleted.
 func (s *Store) head(ctx context.Context, subj string) (head, *stored, error) {
 	raw, err := s.get(ctx, func(try context.Context) (*natsjs.RawStreamMsg, error) {
 		return s.stream.GetLastMsgForSubject(try, subj)
@@ -61,6 +63,9 @@ func (s *Store) head(ctx context.Context, subj string) (head, *stored, error) {
 	m, err := decodeStored(raw)
 	if err != nil {
 		return head{}, nil, err
+	}
+	if m.isTombstone() {
+		return head{}, nil, domain.ErrStreamDeleted
 	}
 	return m.head(), m, nil
 }
@@ -176,7 +181,9 @@ func (s *Store) readStream(ctx context.Context, stream string, from uint64, max 
 
 // ReadAll returns up to max events after position after, in position
 // order, reading the log's messages one request each from the one whose
-// slot holds after.
+// slot holds after. The messages of deleted streams are gone: a sequence
+// that holds none is skipped with one request for the next message there
+// is.
 func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
 	if err := s.checkRead(max); err != nil {
 		return nil, fmt.Errorf("read all after %d: %w", after, err)
@@ -196,9 +203,16 @@ func (s *Store) readAll(ctx context.Context, after uint64, max int) ([]domain.Re
 	var out []domain.RecordedEvent
 	for seq := firstSeq(after); seq <= lastSeq && len(out) < max; seq++ {
 		m, err := s.message(ctx, seq)
+		if errors.Is(err, natsjs.ErrMsgNotFound) {
+			m, err = s.nextOn(ctx, s.subject+".*", seq)
+			if m == nil && err == nil {
+				break // purged up to the end
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
+		seq = m.seq
 		for _, e := range m.recorded() {
 			if e.Position > after && len(out) < max {
 				out = append(out, e)

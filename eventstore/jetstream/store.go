@@ -77,6 +77,8 @@ type Store struct {
 	name    string // of the JetStream stream
 	subject string // prefix of the per-stream subjects
 	attempt time.Duration
+	// canDelete: the stream allows roll-ups, which DeleteStream needs.
+	canDelete bool
 
 	life      context.Context // ended by Close; subscriptions run inside it
 	end       context.CancelFunc
@@ -138,12 +140,21 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 		// refused too until the replica catches up.
 		log.Warn("the log's stream allows direct gets; stream heads may be read from lagging replicas", slog.String("stream", opts.Stream))
 	}
+	canDelete := allowsRollups(stream.CachedInfo().Config)
+	if !canDelete {
+		log.Warn("the log's stream denies purges or roll-ups; deleting streams (inspector retention) will fail", slog.String("stream", opts.Stream))
+	}
 	life, end := context.WithCancel(context.Background())
-	return &Store{nc: nc, js: js, stream: stream, name: opts.Stream, subject: opts.Subject, attempt: opts.Attempt, life: life, end: end, done: life.Done()}, nil
+	return &Store{nc: nc, js: js, stream: stream, name: opts.Stream, subject: opts.Subject, attempt: opts.Attempt, canDelete: canDelete, life: life, end: end, done: life.Done()}, nil
 }
 
 // streamConfig is the JetStream stream the log lives in: every subject
-// under the prefix, kept forever on disk, messages never deleted.
+// under the prefix, kept forever on disk. Messages go only through
+// DeleteStream's tombstone, a roll-up of one subject (see delete.go), which
+// JetStream allows only on a stream that allows purges. So purges are
+// allowed (a NATS user with the stream's purge permission could purge it
+// too: restrict it to the relay's account) and single message deletes stay
+// denied.
 func streamConfig(opts Options) natsjs.StreamConfig {
 	return natsjs.StreamConfig{
 		Name:        opts.Stream,
@@ -158,7 +169,8 @@ func streamConfig(opts Options) natsjs.StreamConfig {
 		Replicas:    opts.Replicas,
 		Duplicates:  opts.Duplicates,
 		DenyDelete:  true,
-		DenyPurge:   true,
+		DenyPurge:   false, // roll-ups need it
+		AllowRollup: true,  // DeleteStream's tombstone
 		AllowDirect: false, // reads go to the leader, which has every acknowledged append
 	}
 }
@@ -175,11 +187,22 @@ func ensureStream(ctx context.Context, js natsjs.JetStream, opts Options) (natsj
 	if err != nil {
 		return nil, err
 	}
-	if subjects := stream.CachedInfo().Config.Subjects; !slices.Contains(subjects, cfg.Subjects[0]) {
-		return nil, fmt.Errorf("exists with subjects %v, want it to hold %s", subjects, cfg.Subjects[0])
+	have := stream.CachedInfo().Config
+	if !slices.Contains(have.Subjects, cfg.Subjects[0]) {
+		return nil, fmt.Errorf("exists with subjects %v, want it to hold %s", have.Subjects, cfg.Subjects[0])
+	}
+	if !have.AllowRollup && !have.DenyPurge {
+		// Created without roll-ups (by an operator): allow them, changing
+		// nothing else. A stream that denies purges (an earlier relay's)
+		// cannot be changed so; Open warns and DeleteStream refuses.
+		have.AllowRollup = true
+		return js.UpdateStream(ctx, have)
 	}
 	return stream, nil
 }
+
+// allowsRollups reports whether DeleteStream can work on a stream.
+func allowsRollups(cfg natsjs.StreamConfig) bool { return cfg.AllowRollup && !cfg.DenyPurge }
 
 // subjectOf is the subject of an event stream's messages.
 func (s *Store) subjectOf(stream string) string { return s.subject + "." + subjectToken(stream) }
