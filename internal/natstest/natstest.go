@@ -89,7 +89,9 @@ type Cluster struct {
 }
 
 // StartCluster runs n servers for the rest of the test and returns once
-// the cluster has elected its JetStream meta leader.
+// the cluster has elected its JetStream meta leader and that leader counts
+// every server as an online peer: before that, creating a replicated stream
+// can fail with "no suitable peers for placement".
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	routePorts := make([]int, n)
@@ -125,22 +127,24 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 		c.Servers = append(c.Servers, srv)
 	}
-	// Poll for the meta leader: streams cannot be created before it exists.
+	// Poll for the meta leader and its peers: streams cannot be placed
+	// before then.
 	deadline := time.Now().Add(readyLimit)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for !c.hasMetaLeader() {
+	for !c.ready() {
 		if time.Now().After(deadline) {
-			t.Fatalf("no JetStream meta leader after %s", readyLimit)
+			t.Fatalf("no JetStream meta leader with %d online peers after %s", n, readyLimit)
 		}
 		<-tick.C
 	}
 	return c
 }
 
-func (c *Cluster) hasMetaLeader() bool {
+// ready reports whether a meta leader sees every server online.
+func (c *Cluster) ready() bool {
 	for _, s := range c.Servers {
-		if s.JetStreamIsLeader() {
+		if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(c.Servers) {
 			return true
 		}
 	}
