@@ -3,7 +3,9 @@ package systemtest
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +60,45 @@ func TestNATSEventStore(t *testing.T) {
 	r.Stop(t)
 	fresh := harness.Start(t, "", "--eventstore", url)
 	check(t, fresh)
+}
+
+// TestRetentionOnNATS runs the retention sweep on a JetStream log: an
+// expired inspector's delivery streams are deleted there, so its deliveries
+// leave the API and the log, which keeps one tombstone per stream and
+// verifies.
+func TestRetentionOnNATS(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).URL()
+	r := harness.Start(t, "", "--eventstore", url, "--inspector-ttl", "1s", "--inspector-retention", "1s")
+	id, _ := createInspector(t, r)
+	for _, p := range []string{"/a", "/b"} {
+		if resp := send(t, r, id, "POST", p, nil, []byte(`{"secret":"`+p+`"}`)); resp.Status != 204 {
+			t.Fatalf("POST %s: %d", p, resp.Status)
+		}
+	}
+	harness.Eventually(t, 20*time.Second, "the inspector purged and its deliveries gone", func() bool {
+		got := inspectorNow(t, r, id)
+		return got.Purged && len(got.Deliveries.Nodes) == 0
+	})
+	r.Stop(t)
+
+	var tombstones int
+	for _, e := range exportLogFrom(t, "--eventstore", url) {
+		switch {
+		case e.Type == "delivery.received.v1" && strings.Contains(string(e.Data), `"address":"`+id+`"`):
+			t.Errorf("the purged inspector's delivery is still in the log: %s", e.Data)
+		case e.Type == "$stream.deleted.v1":
+			var tomb struct{ Stream string }
+			if err := json.Unmarshal(e.Data, &tomb); err != nil || tomb.Stream != e.Stream || !strings.HasPrefix(tomb.Stream, "delivery-") {
+				t.Errorf("tombstone %s of %s", e.Data, e.Stream)
+			}
+			tombstones++
+		}
+	}
+	if tombstones != 2 {
+		t.Fatalf("log holds %d tombstones, want 2", tombstones)
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", "--eventstore", url); code != 0 || !strings.Contains(out, "(2 deleted)") {
+		t.Fatalf("verify after a purge: exit %d\n%s", code, out)
+	}
 }
