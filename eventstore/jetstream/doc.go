@@ -8,7 +8,8 @@
 // # Mapping
 //
 //   - The whole log is one JetStream stream (Options.Stream, file storage,
-//     no limits, deletes and purges denied). Each event stream has its own
+//     no limits, message deletes denied, roll-ups allowed for
+//     DeleteStream). Each event stream has its own
 //     subject, <Options.Subject>.<name>, the name escaped into one subject
 //     token (subjectToken).
 //   - One append is one message: its events are packed into the body
@@ -35,6 +36,10 @@
 //     10071 and 10164 (a wrong last sequence, with and without the stream's
 //     sequence; replicated streams return both) become
 //     domain.ErrWrongExpectedRevision.
+//   - DeleteStream is one conditional publish of the tombstone on the
+//     stream's subject with Nats-Rollup: sub: the server stores it and
+//     purges the subject's earlier messages in one step (delete.go). A
+//     subject whose newest message is a tombstone is a deleted stream.
 //
 // # Differences from the embedded store
 //
