@@ -34,7 +34,7 @@ type Options struct {
 	Subject string
 	// Replicas and Duplicates configure the JetStream stream when Open
 	// creates it (DefaultReplicas, DefaultDuplicates); an existing stream
-	// keeps its own settings.
+	// keeps its own settings (Open only allows roll-ups where it can).
 	Replicas   int
 	Duplicates time.Duration
 	// Attempt bounds each try of a call (DefaultAttempt). NATS delivers a
@@ -93,7 +93,8 @@ const connectTimeout = 10 * time.Second
 
 // Open connects to servers (one NATS URL or a comma-separated list of
 // cluster seeds, as nats.Connect takes them) and makes sure the log's
-// JetStream stream exists, creating it when it does not. ctx bounds both.
+// JetStream stream exists, creating it when it does not, and allows the
+// roll-ups DeleteStream needs (ensureStream). ctx bounds both.
 func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 	opts.setDefaults()
 	log := opts.Logger.With(slog.String("component", "nats"))
