@@ -184,7 +184,13 @@ type exported struct {
 
 func exportLog(t *testing.T, data string) []exported {
 	t.Helper()
-	out, code := harness.RunCLI(t, "events", "export", "--data", data)
+	return exportLogFrom(t, "--data", data)
+}
+
+// exportLogFrom exports the log the flags name (--data or --eventstore).
+func exportLogFrom(t *testing.T, store ...string) []exported {
+	t.Helper()
+	out, code := harness.RunCLI(t, append([]string{"events", "export"}, store...)...)
 	if code != 0 {
 		t.Fatalf("export: exit %d\n%s", code, out)
 	}

@@ -56,7 +56,7 @@ while a server uses that folder.`,
 		},
 	}
 	create.Flags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
-	create.Flags().StringVar(&eventstoreURL, "eventstore", "", "EventStoreDB connection string; empty: the embedded log under --data")
+	create.Flags().StringVar(&eventstoreURL, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
 	create.Flags().StringVar(&name, "name", "", "account name")
 	create.Flags().StringVar(&server, "server", "", "URL of the running relay; empty: write to --data directly")
 	create.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ratelimit"
 )
@@ -112,7 +113,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
-	fs.StringVar(&c.EventStore, "eventstore", "", "EventStoreDB connection string (esdb://host:2113?tls=false); empty: the embedded log under --data")
+	fs.StringVar(&c.EventStore, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
 	fs.DurationVar(&c.InspectorTTL, "inspector-ttl", 24*time.Hour, "a guest inspector expires after this long without a request")
 	fs.Var(&c.CaptureCap, "capture-cap", "bytes of each request body stored; larger bodies are marked incomplete")
 	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond)")
@@ -196,6 +197,11 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--refusal-interval must be positive")
 	case c.InspectorRetention <= 0:
 		return fmt.Errorf("--inspector-retention must be positive")
+	}
+	if jetstream.IsURL(c.EventStore) {
+		if _, _, err := jetstream.ParseURL(c.EventStore); err != nil {
+			return fmt.Errorf("--eventstore: %w", err)
+		}
 	}
 	return nil
 }

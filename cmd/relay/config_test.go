@@ -96,6 +96,10 @@ func TestServeConfig(t *testing.T) {
 		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},
 		{name: "non-positive retention", env: map[string]string{"RELAY_INSPECTOR_RETENTION": "0s"}, wantErr: "--inspector-retention"},
 		{name: "non-positive refusal interval", args: []string{"--refusal-interval", "0s"}, wantErr: "--refusal-interval"},
+		{name: "nats cluster seeds", env: map[string]string{"RELAY_EVENTSTORE": "nats://a:4222,nats://b:4222?replicas=3"},
+			check: func(c serveConfig) bool { return c.EventStore == "nats://a:4222,nats://b:4222?replicas=3" }},
+		{name: "bad nats URL", args: []string{"--eventstore", "nats://user:hunter2@a:4222,http://b"}, wantErr: "--eventstore: nats URL 2 of 2"},
+		{name: "unknown nats option", args: []string{"--eventstore", "nats://a:4222?replica=3"}, wantErr: "unknown option"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,7 +21,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Short: "Export, verify or rebuild from the event log (for auditors and operators)",
 	}
 	cmd.PersistentFlags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
-	cmd.PersistentFlags().StringVar(&eventstoreURL, "eventstore", "", "EventStoreDB connection string; empty: the embedded log under --data")
+	cmd.PersistentFlags().StringVar(&eventstoreURL, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
 	pre := func(c *cobra.Command, _ []string) error { return bindEnv(c.Flags(), env) }
 
 	export := &cobra.Command{

@@ -23,6 +23,7 @@ import (
 	"github.com/relayhq/relay/console/graphiql"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/esdb"
+	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
@@ -169,9 +170,22 @@ func logDamaged(dir string, err error) error {
 		filepath.Join(dir, "events.db"), err, dir)
 }
 
-// openStore opens the event log: EventStoreDB when a URL is given, else the
-// embedded SQLite log under dir.
+// openStore opens the event log: NATS JetStream for nats:// and tls://
+// URLs, EventStoreDB for any other URL, else the embedded SQLite log under
+// dir.
 func openStore(ctx context.Context, dir, eventstoreURL string, log *slog.Logger) (domain.EventStore, error) {
+	if jetstream.IsURL(eventstoreURL) {
+		servers, opts, err := jetstream.ParseURL(eventstoreURL)
+		if err != nil {
+			return nil, fmt.Errorf("open event log: %w", err)
+		}
+		opts.Logger = log
+		s, err := jetstream.Open(ctx, servers, opts)
+		if err != nil {
+			return nil, fmt.Errorf("open event log: %w", err)
+		}
+		return s, nil
+	}
 	if eventstoreURL != "" {
 		s, err := esdb.Open(ctx, eventstoreURL, esdb.Options{Logger: log})
 		if err != nil {

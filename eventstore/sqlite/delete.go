@@ -2,22 +2,14 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
 )
-
-// tombstoneIDs makes a tombstone's event ID from its stream's name: a
-// stream is deleted at most once, so the ID is unique, and it needs no
-// random source inside the writer.
-var tombstoneIDs = uuid.MustParse("6f1c8a52-2d9e-4c57-9a0e-3b7f0c1d5e41")
 
 // DeleteStream removes every event of stream if expected matches, and
 // leaves a tombstone (a domain.StreamDeleted event at revision 0 of the
@@ -95,17 +87,15 @@ func applyDelete(ctx context.Context, st writeStmts, r *appendRequest) (rep appe
 }
 
 func tombstoneRow(tomb domain.StreamDeleted, now time.Time) (row, error) {
-	data, err := json.Marshal(tomb)
+	e, err := envelope.Tombstone(tomb, now)
+	if err != nil {
+		return row{}, err
+	}
+	enc, err := envelope.EncodeMetadata(e.Metadata)
 	if err != nil {
 		return row{}, fmt.Errorf("encode tombstone: %w", err)
 	}
-	md := domain.Metadata{SchemaVersion: 1, OccurredAt: now.UTC()}
-	enc, err := envelope.EncodeMetadata(md)
-	if err != nil {
-		return row{}, fmt.Errorf("encode tombstone: %w", err)
-	}
-	id := uuid.NewSHA1(tombstoneIDs, []byte(tomb.Stream)).String()
-	return row{id: id, typ: domain.TypeStreamDeleted, data: data, metadata: enc, md: md}, nil
+	return row{id: e.ID, typ: e.Type, data: e.Data, metadata: enc, md: e.Metadata}, nil
 }
 
 // deleted reports whether a committed batch deleted a stream.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -88,4 +89,24 @@ func DecodeMetadata(b []byte) (domain.Metadata, error) {
 	}
 	m.OccurredAt = m.OccurredAt.UTC()
 	return m, nil
+}
+
+// tombstoneIDs derives a tombstone's event ID from its stream's name: a
+// stream is deleted at most once, so the ID is unique, needs no random
+// source, and is the same whichever adapter wrote it.
+var tombstoneIDs = uuid.MustParse("6f1c8a52-2d9e-4c57-9a0e-3b7f0c1d5e41")
+
+// Tombstone is the event an adapter's DeleteStream leaves in place of a
+// stream's events (domain.TypeStreamDeleted), recorded at now.
+func Tombstone(tomb domain.StreamDeleted, now time.Time) (domain.EventData, error) {
+	data, err := json.Marshal(tomb)
+	if err != nil {
+		return domain.EventData{}, fmt.Errorf("encode tombstone of %s: %w", tomb.Stream, err)
+	}
+	return domain.EventData{
+		ID:       uuid.NewSHA1(tombstoneIDs, []byte(tomb.Stream)).String(),
+		Type:     domain.TypeStreamDeleted,
+		Data:     data,
+		Metadata: domain.Metadata{SchemaVersion: 1, OccurredAt: now.UTC()},
+	}, nil
 }
