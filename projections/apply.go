@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // batch is the state of one applied batch: its transaction, the event being
@@ -53,12 +54,12 @@ type batch struct {
 // knownDelivery is a delivery row the batch created or changed, with the
 // update that flush still owes it when dirty.
 type knownDelivery struct {
-	dpos     int64  // its position (rowid)
-	address  string // its address
-	change   Change // what watchers are told
-	dirty    bool   // an update is deferred
-	pos      int64  // position of the latest event that changed it
-	answered any    // latest DeliveryAnswered status of the batch, or nil
+	dpos     int64            // its position (rowid)
+	address  string           // its address
+	change   readmodel.Change // what watchers are told
+	dirty    bool             // an update is deferred
+	pos      int64            // position of the latest event that changed it
+	answered any              // latest DeliveryAnswered status of the batch, or nil
 	// outcomes is false only for a delivery this batch created and gave no
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool
@@ -230,8 +231,8 @@ func (b *batch) streamOwner(stream string) (string, error) {
 }
 
 // groupChanges sorts a batch's changes by address, each in position order.
-func groupChanges(known map[string]*knownDelivery) map[string][]Change {
-	out := map[string][]Change{}
+func groupChanges(known map[string]*knownDelivery) map[string][]readmodel.Change {
+	out := map[string][]readmodel.Change{}
 	for _, k := range known {
 		out[k.address] = append(out[k.address], k.change)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // Retry pauses of Run after a failed batch: from retryInitial, growing to
@@ -16,23 +17,11 @@ const (
 	retryMax     = 5 * time.Second
 )
 
-// Health is what Run reports about itself.
-type Health struct {
-	Position uint64 // the checkpoint
-	// Err is why the last batch failed; nil while the views follow the log.
-	// Run keeps retrying, so it clears by itself once its cause does.
-	Err error
-	// FailingSince is when the current run of failures began (zero when Err
-	// is nil); Retries counts the tries since.
-	FailingSince time.Time
-	Retries      int
-}
-
 // Health returns the runner's state.
-func (v *Views) Health() Health {
+func (v *Views) Health() readmodel.Health {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries}
+	return readmodel.Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries}
 }
 
 // Run subscribes to the log after the checkpoint and applies every batch it

@@ -18,6 +18,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // t0 is the base occurred-at time of test events; nanoseconds prove that
@@ -289,7 +290,7 @@ func (e *env) do(pos uint64, err error) uint64 {
 	return pos
 }
 
-func (e *env) delivery(id string) Delivery {
+func (e *env) delivery(id string) readmodel.Delivery {
 	e.t.Helper()
 	d, err := e.views.Delivery(e.ctx, id)
 	if err != nil {
@@ -359,7 +360,7 @@ func compareDumps(t *testing.T, name string, want, got map[string][]string) {
 }
 
 // recvChange returns the next change or fails after waitTimeout.
-func recvChange(t *testing.T, ch <-chan Change) Change {
+func recvChange(t *testing.T, ch <-chan readmodel.Change) readmodel.Change {
 	t.Helper()
 	select {
 	case c, ok := <-ch:
@@ -370,7 +371,7 @@ func recvChange(t *testing.T, ch <-chan Change) Change {
 	case <-time.After(waitTimeout):
 		t.Fatal("no change arrived")
 	}
-	return Change{}
+	return readmodel.Change{}
 }
 
 func status(p *int) string {
@@ -383,7 +384,7 @@ func status(p *int) string {
 // histories reads every delivery of v as the API gives it, headers and
 // bodies from the log included: each address's history page by page, and
 // each delivery again on its own, which must agree with its page.
-func histories(t *testing.T, v *Views) map[string]Delivery {
+func histories(t *testing.T, v *Views) map[string]readmodel.Delivery {
 	t.Helper()
 	ctx := t.Context()
 	rows, err := v.r.QueryContext(ctx, "SELECT DISTINCT address FROM deliveries ORDER BY address")
@@ -402,7 +403,7 @@ func histories(t *testing.T, v *Views) map[string]Delivery {
 		t.Fatal(err)
 	}
 	rows.Close()
-	out := map[string]Delivery{}
+	out := map[string]readmodel.Delivery{}
 	for _, address := range addresses {
 		after := ""
 		for {
@@ -430,7 +431,7 @@ func histories(t *testing.T, v *Views) map[string]Delivery {
 }
 
 // compareHistories reports every delivery that differs between two views.
-func compareHistories(t *testing.T, name string, want, got map[string]Delivery) {
+func compareHistories(t *testing.T, name string, want, got map[string]readmodel.Delivery) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%s: %d deliveries, want %d", name, len(got), len(want))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // Reads run on the reader pool. Each returns an error wrapping
@@ -31,22 +32,22 @@ func pointRead(ctx context.Context) (context.Context, error) {
 }
 
 // Inspector returns a guest inspector.
-func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
+func (v *Views) Inspector(ctx context.Context, id string) (readmodel.Inspector, error) {
 	var (
-		i                    Inspector
+		i                    readmodel.Inspector
 		created, last, ttlMs int64
 	)
 	qctx, err := pointRead(ctx)
 	if err != nil {
-		return Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
 	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
 		&i.Purged, &i.StoredBytes, &i.Refused)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Inspector{}, notFound("inspector", id)
+		return readmodel.Inspector{}, notFound("inspector", id)
 	}
 	if err != nil {
-		return Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
 	i.CreatedAt, i.LastActivityAt = fromNanos(created), fromNanos(last)
 	i.TTL = time.Duration(ttlMs) * time.Millisecond
@@ -58,37 +59,37 @@ func (v *Views) Inspector(ctx context.Context, id string) (Inspector, error) {
 // Deleted set) whose id is the first label of a public hostname. It runs on
 // every public request, so it is served from memory when it can (see
 // addrcache.go) and is otherwise one prepared statement (see qAddress).
-func (v *Views) Address(ctx context.Context, id string) (Address, error) {
+func (v *Views) Address(ctx context.Context, id string) (readmodel.Address, error) {
 	cached, gen, ok := v.addresses.get(id)
 	if ok {
 		return cached, nil
 	}
 	a, err := v.readAddress(ctx, id)
 	if err != nil {
-		return Address{}, err
+		return readmodel.Address{}, err
 	}
 	v.addresses.put(id, a, gen)
 	return a, nil
 }
 
-func (v *Views) readAddress(ctx context.Context, id string) (Address, error) {
+func (v *Views) readAddress(ctx context.Context, id string) (readmodel.Address, error) {
 	var (
-		a           Address
+		a           readmodel.Address
 		endpoint    bool
 		mode        string
 		last, ttlMs int64
 	)
 	qctx, err := pointRead(ctx)
 	if err != nil {
-		return Address{}, fmt.Errorf("read address %q: %w", id, err)
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
 		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Address{}, notFound("address", id)
+		return readmodel.Address{}, notFound("address", id)
 	}
 	if err != nil {
-		return Address{}, fmt.Errorf("read address %q: %w", id, err)
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	a.LastActivityAt = fromNanos(last)
 	if endpoint {
@@ -109,9 +110,9 @@ const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, 
 
 // scanDelivery reads a row of deliveryFrom: the delivery without headers,
 // bodies and attempts, and where in the log to find the headers and bodies.
-func scanDelivery(row interface{ Scan(...any) error }) (Delivery, deliveryRefs, error) {
+func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deliveryRefs, error) {
 	var (
-		d                      Delivery
+		d                      readmodel.Delivery
 		r                      deliveryRefs
 		pos, updated, received int64
 		kind                   string
@@ -123,7 +124,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (Delivery, deliveryRefs, 
 	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
 		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated)
 	if err != nil {
-		return Delivery{}, deliveryRefs{}, err
+		return readmodel.Delivery{}, deliveryRefs{}, err
 	}
 	d.Kind = domain.AddressKind(kind)
 	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)
@@ -133,7 +134,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (Delivery, deliveryRefs, 
 		s := int(status.Int64)
 		d.ResponseStatus = &s
 	}
-	d.Attempts = []Attempt{}
+	d.Attempts = []readmodel.Attempt{}
 
 	own := domain.DeliveryStream(d.ID)
 	r.request = logEventRef{stream: own, revision: uint64(rev)}
@@ -150,40 +151,40 @@ func scanDelivery(row interface{ Scan(...any) error }) (Delivery, deliveryRefs, 
 }
 
 // Delivery returns one delivery with its attempts.
-func (v *Views) Delivery(ctx context.Context, id string) (Delivery, error) {
+func (v *Views) Delivery(ctx context.Context, id string) (readmodel.Delivery, error) {
 	return v.delivery(ctx, id, true)
 }
 
 // DeliverySummary is Delivery without what only the log holds: Headers,
 // Body, ResponseHeaders and ResponseBody are nil. It reads nothing from
 // the log, for callers (history lists, live rows) that show none of them.
-func (v *Views) DeliverySummary(ctx context.Context, id string) (Delivery, error) {
+func (v *Views) DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error) {
 	return v.delivery(ctx, id, false)
 }
 
-func (v *Views) delivery(ctx context.Context, id string, payload bool) (Delivery, error) {
+func (v *Views) delivery(ctx context.Context, id string, payload bool) (readmodel.Delivery, error) {
 	tx, err := v.r.BeginTx(ctx, nil)
 	if err != nil {
-		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	d, refs, err := scanDelivery(tx.StmtContext(ctx, v.rs.delivery).QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Delivery{}, notFound("delivery", id)
+		return readmodel.Delivery{}, notFound("delivery", id)
 	}
 	if err != nil {
-		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
-	items := []Delivery{d}
+	items := []readmodel.Delivery{d}
 	if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.deliveryAttempts), items, int64(d.Position)); err != nil {
-		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	_ = tx.Rollback() // the rest comes from the log
 	if !payload {
 		return items[0], nil
 	}
 	if err := v.fillFromLog(ctx, &items[0], refs); err != nil {
-		return Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
 	}
 	return items[0], nil
 }
@@ -207,43 +208,43 @@ func (v *Views) DeliveryAccount(ctx context.Context, id string) (string, error) 
 // (0 means DefaultPageSize, at most MaxPageSize); after is the cursor of the
 // last delivery already seen ("" for the newest). A negative first or a
 // malformed cursor is a *domain.InvalidInputError.
-func (v *Views) Deliveries(ctx context.Context, address string, first int, after string) (Page, error) {
+func (v *Views) Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
 	return v.deliveries(ctx, address, first, after, true)
 }
 
 // DeliverySummaries is Deliveries without what only the log holds (see
 // DeliverySummary): one query, no read of the log per delivery.
-func (v *Views) DeliverySummaries(ctx context.Context, address string, first int, after string) (Page, error) {
+func (v *Views) DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
 	return v.deliveries(ctx, address, first, after, false)
 }
 
-func (v *Views) deliveries(ctx context.Context, address string, first int, after string, payload bool) (Page, error) {
+func (v *Views) deliveries(ctx context.Context, address string, first int, after string, payload bool) (readmodel.Page, error) {
 	size, before, err := pageBounds(first, after)
 	if err != nil {
-		return Page{}, err
+		return readmodel.Page{}, err
 	}
 	tx, err := v.r.BeginTx(ctx, nil)
 	if err != nil {
-		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	rows, err := tx.StmtContext(ctx, v.rs.page).QueryContext(ctx, address, before, size+1)
 	if err != nil {
-		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
-	items, refs := []Delivery{}, []deliveryRefs{}
+	items, refs := []readmodel.Delivery{}, []deliveryRefs{}
 	for rows.Next() {
 		d, r, err := scanDelivery(rows)
 		if err != nil {
 			rows.Close()
-			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+			return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 		}
 		items, refs = append(items, d), append(refs, r)
 	}
 	if err := rows.Err(); err != nil {
-		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
-	var p Page
+	var p readmodel.Page
 	if len(items) > size {
 		items, refs, p.HasNextPage = items[:size], refs[:size], true
 	}
@@ -251,7 +252,7 @@ func (v *Views) deliveries(ctx context.Context, address string, first int, after
 		lo, hi := items[len(items)-1].Position, items[0].Position
 		if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.pageAttempts), items,
 			address, int64(lo), int64(hi)); err != nil {
-			return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+			return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 		}
 		p.EndCursor = items[len(items)-1].Cursor
 	}
@@ -261,7 +262,7 @@ func (v *Views) deliveries(ctx context.Context, address string, first int, after
 		return p, nil
 	}
 	if err := v.fillPageFromLog(ctx, items, refs); err != nil {
-		return Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
 	}
 	p.Items = items
 	return p, nil
@@ -271,7 +272,7 @@ const attemptColumns = "delivery_position, attempt_id, status, started_at, durat
 
 // attachAttempts runs query (attempts in position order) and appends each
 // attempt to its delivery among items.
-func attachAttempts(ctx context.Context, query *sql.Stmt, items []Delivery, args ...any) error {
+func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Delivery, args ...any) error {
 	byPos := make(map[uint64]int, len(items))
 	for i, d := range items {
 		byPos[d.Position] = i
@@ -283,7 +284,7 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []Delivery, args
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			a         Attempt
+			a         readmodel.Attempt
 			dpos      int64
 			started   int64
 			status    sql.NullInt64
