@@ -28,7 +28,7 @@ type env struct {
 	cfg   commands.Config
 	store *sqlite.Store
 	codec *domain.Codec
-	views *projections.Views
+	views *projections.Runner
 	hub   *tunnel.Hub
 	svc   *commands.Service
 }

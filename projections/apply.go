@@ -128,7 +128,7 @@ func (b *batch) pos() int64 { return int64(b.event.Position) }
 // applyBatch applies the events above the checkpoint and moves the
 // checkpoint in the same transaction, then wakes WaitFor and watchers.
 // The caller holds writeMu.
-func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
+func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
 	from := v.Position()
 	last, lastID := from, ""
 	var todo []domain.RecordedEvent
@@ -174,9 +174,9 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}
-	v.addresses.committed(b.addressesChanged, b.activityStored, b.stored)
+	v.Addresses.cache.committed(b.addressesChanged, b.activityStored, b.stored)
 	v.setPosition(last)
-	v.hub.publish(groupChanges(b.known))
+	v.History.hub.publish(groupChanges(b.known))
 	return nil
 }
 
@@ -244,7 +244,7 @@ func groupChanges(known map[string]*knownDelivery) map[string][]readmodel.Change
 
 // decode returns the payload of an event: the lean rows of the events that
 // carry headers and bodies (see lean.go), the codec's payload otherwise.
-func (v *Views) decode(e domain.RecordedEvent) (any, error) {
+func (v *Runner) decode(e domain.RecordedEvent) (any, error) {
 	switch e.Type {
 	case domain.TypeDeliveryReceived:
 		return decodeReceived(e.Data)
@@ -256,7 +256,7 @@ func (v *Views) decode(e domain.RecordedEvent) (any, error) {
 
 // applyEvent decodes the current event and updates the views it concerns.
 // Unknown types are skipped so an older relay can read a newer log.
-func (v *Views) applyEvent(b *batch) error {
+func (v *Runner) applyEvent(b *batch) error {
 	e := b.event
 	payload, err := v.decode(e)
 	if errors.Is(err, domain.ErrUnknownEventType) {

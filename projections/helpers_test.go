@@ -189,7 +189,7 @@ type env struct {
 	t     *testing.T
 	ctx   context.Context
 	dir   string
-	views *Views
+	views *Runner
 	stop  func()
 }
 
@@ -220,7 +220,7 @@ func (e *env) with(t *testing.T) *env {
 }
 
 // open opens a views file in the env's dir; it is closed at cleanup.
-func (e *env) open(name string, opts Options) *Views {
+func (e *env) open(name string, opts Options) *Runner {
 	e.t.Helper()
 	v, err := Open(e.ctx, filepath.Join(e.dir, name), e.store, opts)
 	if err != nil {
@@ -236,7 +236,7 @@ func (e *env) open(name string, opts Options) *Views {
 
 // run starts v.Run; the returned stop (also run at cleanup) cancels it and
 // checks that it ended cleanly.
-func (e *env) run(v *Views) func() {
+func (e *env) run(v *Runner) func() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- v.Run(ctx) }()
@@ -263,7 +263,7 @@ func (e *env) must(pos uint64, err error) uint64 {
 }
 
 // sync waits until v has applied the whole log.
-func (e *env) sync(v *Views) {
+func (e *env) sync(v *Runner) {
 	e.t.Helper()
 	last, err := e.store.LastPosition(e.ctx)
 	if err != nil {
@@ -272,7 +272,7 @@ func (e *env) sync(v *Views) {
 	e.waitFor(v, last)
 }
 
-func (e *env) waitFor(v *Views, pos uint64) {
+func (e *env) waitFor(v *Runner, pos uint64) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
 	defer cancel()
@@ -301,7 +301,7 @@ func (e *env) delivery(id string) readmodel.Delivery {
 
 // dump returns every row of every view table, in primary-key order, as
 // text: two views are identical exactly when their dumps are.
-func dump(t *testing.T, v *Views) map[string][]string {
+func dump(t *testing.T, v *Runner) map[string][]string {
 	t.Helper()
 	ctx := t.Context()
 	out := map[string][]string{}
@@ -384,7 +384,7 @@ func status(p *int) string {
 // histories reads every delivery of v as the API gives it, headers and
 // bodies from the log included: each address's history page by page, and
 // each delivery again on its own, which must agree with its page.
-func histories(t *testing.T, v *Views) map[string]readmodel.Delivery {
+func histories(t *testing.T, v *Runner) map[string]readmodel.Delivery {
 	t.Helper()
 	ctx := t.Context()
 	rows, err := v.r.QueryContext(ctx, "SELECT DISTINCT address FROM deliveries ORDER BY address")

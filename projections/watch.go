@@ -18,7 +18,7 @@ import (
 // Options.WatchBacklog changes; a watcher that falls further behind is
 // dropped and its channel closed, so a stuck reader costs bounded memory and
 // learns it missed changes (it should read the history again and watch anew).
-func (v *Views) Watch(address string) (<-chan readmodel.Change, func()) {
+func (v *History) Watch(address string) (<-chan readmodel.Change, func()) {
 	w := &watcher{
 		address: address,
 		backlog: v.backlog,

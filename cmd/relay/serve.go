@@ -76,7 +76,7 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 type app struct {
 	lock  *datalock.Lock
 	store domain.EventStore
-	views *projections.Views
+	views *projections.Runner
 	codec *domain.Codec
 	done  chan error
 	stop  context.CancelFunc
@@ -306,7 +306,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
 		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
-		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
+		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views.Addresses}, Forwarder: client, Bare: bare,
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
 	})
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
