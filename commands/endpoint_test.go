@@ -8,7 +8,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 var proxySettings = domain.EndpointSettings{Name: "hooks", Mode: domain.ModeProxy, Target: "127.0.0.1:3000"}
@@ -281,7 +281,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	e.appended(t, before, 0, "refused commands")
 }
 
-func settingsOf(ep projections.Endpoint) domain.EndpointSettings {
+func settingsOf(ep readmodel.Endpoint) domain.EndpointSettings {
 	return domain.EndpointSettings{Name: ep.Name, Mode: ep.Mode, Target: ep.Target, ResponseCapture: ep.ResponseCapture}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -27,7 +28,7 @@ type env struct {
 	cfg   commands.Config
 	store *sqlite.Store
 	codec *domain.Codec
-	views *projections.Views
+	views *projections.Runner
 	hub   *tunnel.Hub
 	svc   *commands.Service
 }
@@ -165,7 +166,7 @@ func (e *env) appendChanges(t *testing.T, stream string, expected domain.Expecte
 }
 
 // account creates an account and returns it with its token.
-func (e *env) account(t *testing.T, name string) (projections.Account, string) {
+func (e *env) account(t *testing.T, name string) (readmodel.Account, string) {
 	t.Helper()
 	acc, token, err := e.svc.CreateAccount(ctx(t), name)
 	if err != nil {
@@ -175,7 +176,7 @@ func (e *env) account(t *testing.T, name string) (projections.Account, string) {
 }
 
 // endpoint creates an Endpoint for accountID.
-func (e *env) endpoint(t *testing.T, accountID string, set domain.EndpointSettings) projections.Endpoint {
+func (e *env) endpoint(t *testing.T, accountID string, set domain.EndpointSettings) readmodel.Endpoint {
 	t.Helper()
 	ep, err := e.svc.CreateEndpoint(ctx(t), accountID, set)
 	if err != nil {

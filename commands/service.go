@@ -9,7 +9,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // Forwarder takes one attempt of a delivery to its local target (the tunnel).
@@ -43,7 +43,7 @@ type Service struct {
 	cfg       Config
 	store     domain.EventStore
 	codec     *domain.Codec
-	views     *projections.Views
+	views     Views
 	forwarder Forwarder
 	presence  Presence
 	log       *slog.Logger
@@ -51,7 +51,7 @@ type Service struct {
 }
 
 // New wires a Service.
-func New(cfg Config, store domain.EventStore, codec *domain.Codec, views *projections.Views, fw Forwarder, presence Presence, log *slog.Logger) *Service {
+func New(cfg Config, store domain.EventStore, codec *domain.Codec, views Views, fw Forwarder, presence Presence, log *slog.Logger) *Service {
 	if cfg.ViewsWait <= 0 {
 		cfg.ViewsWait = DefaultViewsWait
 	}
@@ -106,49 +106,49 @@ func (s *Service) load(ctx context.Context, stream string) ([]domain.Event, erro
 }
 
 // CreateInspector opens a guest inspector.
-func (s *Service) CreateInspector(ctx context.Context) (projections.Inspector, error) {
+func (s *Service) CreateInspector(ctx context.Context) (readmodel.Inspector, error) {
 	id := NewAddressID()
 	in, err := domain.NewInspector(id, s.cfg.InspectorTTL)
 	if err != nil {
-		return projections.Inspector{}, err
+		return readmodel.Inspector{}, err
 	}
 	if _, err := s.append(ctx, domain.InspectorStream(id), in.Expected(), domain.Trace{CorrelationID: id}, in.Changes()); err != nil {
-		return projections.Inspector{}, err
+		return readmodel.Inspector{}, err
 	}
 	return s.views.Inspector(ctx, id)
 }
 
 // SignUp creates an account and returns its first token, which is never stored.
-func (s *Service) SignUp(ctx context.Context, name string) (projections.Account, string, error) {
+func (s *Service) SignUp(ctx context.Context, name string) (readmodel.Account, string, error) {
 	if !s.cfg.SignupOpen {
-		return projections.Account{}, "", &domain.InvalidInputError{Field: "signUp", Reason: "sign-up is closed on this relay; ask its operator for a token"}
+		return readmodel.Account{}, "", &domain.InvalidInputError{Field: "signUp", Reason: "sign-up is closed on this relay; ask its operator for a token"}
 	}
 	return s.CreateAccount(ctx, name)
 }
 
 // CreateAccount creates an account whatever the sign-up setting (operators).
-func (s *Service) CreateAccount(ctx context.Context, name string) (projections.Account, string, error) {
+func (s *Service) CreateAccount(ctx context.Context, name string) (readmodel.Account, string, error) {
 	id := NewEventID()
 	token, hash := NewToken()
 	a, err := domain.SignUp(id, name, NewEventID(), hash)
 	if err != nil {
-		return projections.Account{}, "", err
+		return readmodel.Account{}, "", err
 	}
 	if _, err := s.append(ctx, domain.AccountStream(id), a.Expected(), domain.Trace{CorrelationID: id}, a.Changes()); err != nil {
-		return projections.Account{}, "", err
+		return readmodel.Account{}, "", err
 	}
 	acc, err := s.views.Account(ctx, id)
 	return acc, token, err
 }
 
 // Authenticate returns the account a token acts for.
-func (s *Service) Authenticate(ctx context.Context, token string) (projections.Account, error) {
+func (s *Service) Authenticate(ctx context.Context, token string) (readmodel.Account, error) {
 	if token == "" {
-		return projections.Account{}, domain.ErrUnauthenticated
+		return readmodel.Account{}, domain.ErrUnauthenticated
 	}
 	acc, err := s.views.AccountByTokenHash(ctx, HashToken(token))
 	if errors.Is(err, domain.ErrNotFound) {
-		return projections.Account{}, domain.ErrUnauthenticated
+		return readmodel.Account{}, domain.ErrUnauthenticated
 	}
 	return acc, err
 }
@@ -171,14 +171,14 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 }
 
 // CreateEndpoint opens an Endpoint for the account.
-func (s *Service) CreateEndpoint(ctx context.Context, accountID string, set domain.EndpointSettings) (projections.Endpoint, error) {
+func (s *Service) CreateEndpoint(ctx context.Context, accountID string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
 	id := NewAddressID()
 	ep, err := domain.NewEndpoint(id, accountID, set)
 	if err != nil {
-		return projections.Endpoint{}, err
+		return readmodel.Endpoint{}, err
 	}
 	if _, err := s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes()); err != nil {
-		return projections.Endpoint{}, err
+		return readmodel.Endpoint{}, err
 	}
 	return s.views.Endpoint(ctx, id)
 }
@@ -192,7 +192,7 @@ type EndpointPatch struct {
 }
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
-func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (projections.Endpoint, error) {
+func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (readmodel.Endpoint, error) {
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
@@ -218,7 +218,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 		return err
 	})
 	if err != nil {
-		return projections.Endpoint{}, err
+		return readmodel.Endpoint{}, err
 	}
 	return s.views.Endpoint(ctx, id)
 }
@@ -244,19 +244,19 @@ const conflictTries = 20
 
 // RetryDelivery replays a stored delivery to the local target as a new
 // attempt and returns the delivery once that attempt has an outcome.
-func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string) (projections.Delivery, error) {
+func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string) (readmodel.Delivery, error) {
 	// The owner check needs the row only; the request itself comes from the
 	// delivery's stream below.
 	view, err := s.views.DeliverySummary(ctx, deliveryID)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
-		return projections.Delivery{}, domain.ErrNotFound // as for another account's
+		return readmodel.Delivery{}, domain.ErrNotFound // as for another account's
 	case err != nil:
-		return projections.Delivery{}, err
+		return readmodel.Delivery{}, err
 	case view.Kind == domain.AddressInspector:
-		return projections.Delivery{}, domain.ErrRetryNotProxy // inspectors never forward
+		return readmodel.Delivery{}, domain.ErrRetryNotProxy // inspectors never forward
 	case view.AccountID != accountID:
-		return projections.Delivery{}, domain.ErrNotFound
+		return readmodel.Delivery{}, domain.ErrNotFound
 	}
 	var cmd domain.ForwardCommand
 	err = conflict.Retry(ctx, conflictTries, func(int) error {
@@ -290,7 +290,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 		return nil
 	})
 	if err != nil {
-		return projections.Delivery{}, err
+		return readmodel.Delivery{}, err
 	}
 	// The forwarder bounds its own wait (the forward timeout and the time
 	// to record the outcome), so no shorter deadline is set here.
@@ -303,11 +303,11 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	seen := out.Position
 	if seen == 0 {
 		if seen, err = s.store.LastPosition(ctx); err != nil {
-			return projections.Delivery{}, fmt.Errorf("retry: %w", err)
+			return readmodel.Delivery{}, fmt.Errorf("retry: %w", err)
 		}
 	}
 	if err := s.waitForViews(ctx, seen); err != nil {
-		return projections.Delivery{}, fmt.Errorf("retry: %w", err)
+		return readmodel.Delivery{}, fmt.Errorf("retry: %w", err)
 	}
 	return s.views.Delivery(ctx, deliveryID)
 }

@@ -29,7 +29,11 @@ type RecordedEvent struct {
 	EventData
 	Stream   string
 	Revision uint64 // 0-based position inside its stream
-	Position uint64 // global, strictly increasing, first event is 1
+	// Position is global and strictly increasing: no two events share one,
+	// not even the events of one append, so a reader that keeps the last
+	// position it applied resumes after it without losing or repeating an
+	// event. Gaps are allowed; the first event's is at least 1.
+	Position uint64
 }
 
 // ExpectedRevision is the optimistic-concurrency condition of an append,

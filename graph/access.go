@@ -12,40 +12,40 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/graph/wsgql"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/tunnel"
 )
 
 // ownedEndpoint returns an Endpoint of the signed-in account; another
 // account's Endpoint is ErrNotFound, exactly like an unknown id.
-func (r *Resolver) ownedEndpoint(ctx context.Context, id string) (projections.Endpoint, error) {
+func (r *Resolver) ownedEndpoint(ctx context.Context, id string) (readmodel.Endpoint, error) {
 	acc, err := r.account(ctx)
 	if err != nil {
-		return projections.Endpoint{}, err
+		return readmodel.Endpoint{}, err
 	}
 	ep, err := r.Views.Endpoint(ctx, id)
 	if err != nil {
-		return projections.Endpoint{}, err
+		return readmodel.Endpoint{}, err
 	}
 	if ep.AccountID != acc.ID {
-		return projections.Endpoint{}, domain.ErrNotFound
+		return readmodel.Endpoint{}, domain.ErrNotFound
 	}
 	return ep, nil
 }
 
 // visibleDelivery returns a delivery the caller may read: any inspector's
 // (the unguessable address is the secret) or one of the account's Endpoints'.
-func (r *Resolver) visibleDelivery(ctx context.Context, id string) (projections.Delivery, error) {
+func (r *Resolver) visibleDelivery(ctx context.Context, id string) (readmodel.Delivery, error) {
 	d, err := r.deliveryReader(ctx)(ctx, id)
 	if err != nil {
-		return projections.Delivery{}, err
+		return readmodel.Delivery{}, err
 	}
 	if d.Kind == domain.AddressInspector {
 		return d, nil
 	}
 	acc, err := r.account(ctx)
 	if errors.Is(err, domain.ErrUnauthenticated) || (err == nil && acc.ID != d.AccountID) {
-		return projections.Delivery{}, domain.ErrNotFound
+		return readmodel.Delivery{}, domain.ErrNotFound
 	}
 	return d, err
 }
@@ -74,7 +74,7 @@ func (r *Resolver) canWatch(ctx context.Context, address string) error {
 
 // deliveryReader is how the field being resolved reads one delivery: with
 // what only the log holds when the query selects it (see wantsPayload).
-func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (projections.Delivery, error) {
+func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (readmodel.Delivery, error) {
 	if wantsPayload(ctx) {
 		return r.Views.Delivery
 	}
@@ -83,7 +83,7 @@ func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, str
 
 // history reads a page of an address's history, with what only the log
 // holds when the query selects it (see wantsPayload).
-func (r *Resolver) history(ctx context.Context, address string, first int, after string) (projections.Page, error) {
+func (r *Resolver) history(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
 	if wantsPayload(ctx) {
 		return r.Views.Deliveries(ctx, address, first, after)
 	}
@@ -140,7 +140,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 // It loads a row only when the socket has room for it and only one row per
 // socket at a time until that row is queued (wsgql.AwaitRoom): rows to a
 // client that stops reading hold one row, not one per subscription.
-func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (projections.Delivery, error), id string) bool {
+func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (readmodel.Delivery, error), id string) bool {
 	turn, err := wsgql.AwaitRoom(ctx)
 	if err != nil {
 		return false
@@ -274,7 +274,7 @@ func (r *Resolver) accountEvents(ctx context.Context, from uint64, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	byPlace := map[projections.EventRef]domain.RecordedEvent{}
+	byPlace := map[readmodel.EventRef]domain.RecordedEvent{}
 	runs := map[string][]uint64{} // stream -> revisions wanted, ascending
 	for _, ref := range refs {
 		runs[ref.Stream] = append(runs[ref.Stream], ref.Revision)
@@ -290,7 +290,7 @@ func (r *Resolver) accountEvents(ctx context.Context, from uint64, limit int) ([
 				return nil, fmt.Errorf("read events of %s: %w", stream, err)
 			}
 			for _, e := range read {
-				byPlace[projections.EventRef{Position: e.Position, Stream: e.Stream, Revision: e.Revision}] = e
+				byPlace[readmodel.EventRef{Position: e.Position, Stream: e.Stream, Revision: e.Revision}] = e
 			}
 			i = j
 		}
@@ -300,7 +300,7 @@ func (r *Resolver) accountEvents(ctx context.Context, from uint64, limit int) ([
 		e, ok := byPlace[ref]
 		if !ok {
 			// The index and the log disagree: the views describe another
-			// log (checked at start, see projections.Views.Reconcile).
+			// log (checked at start, see the projections' Reconcile).
 			return nil, fmt.Errorf("read events: %s@%d at position %d is not in the log", ref.Stream, ref.Revision, ref.Position)
 		}
 		out = append(out, e)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 type ctxKey int
@@ -106,13 +106,13 @@ func connectionID(ctx context.Context) string {
 // account returns the signed-in account or ErrUnauthenticated. A WebSocket
 // connection is authenticated once, at connection_init, so an agent's
 // answers do not pay for a token lookup each.
-func (r *Resolver) account(ctx context.Context) (projections.Account, error) {
-	if acc, ok := ctx.Value(accountKey).(projections.Account); ok {
+func (r *Resolver) account(ctx context.Context) (readmodel.Account, error) {
+	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
 		return acc, nil
 	}
 	tok, _ := ctx.Value(tokenKey).(string)
 	if tok == "" {
-		return projections.Account{}, domain.ErrUnauthenticated
+		return readmodel.Account{}, domain.ErrUnauthenticated
 	}
 	return r.Service.Authenticate(ctx, tok)
 }

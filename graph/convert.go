@@ -7,7 +7,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 func toHeaders(hs []domain.Header) []*model.Header {
@@ -58,7 +58,7 @@ func text(b []byte) *string {
 	return &s
 }
 
-func toDelivery(d projections.Delivery) *model.Delivery {
+func toDelivery(d readmodel.Delivery) *model.Delivery {
 	m := &model.Delivery{
 		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target),
 		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Trailers: toHeaders(d.Trailers), BodyUnread: d.BodyUnread, Body: text(d.Body),
@@ -89,7 +89,7 @@ func toDelivery(d projections.Delivery) *model.Delivery {
 	return m
 }
 
-func toConnection(p projections.Page) *model.DeliveryConnection {
+func toConnection(p readmodel.Page) *model.DeliveryConnection {
 	c := &model.DeliveryConnection{
 		Edges:    make([]*model.DeliveryEdge, 0, len(p.Items)),
 		Nodes:    make([]*model.Delivery, 0, len(p.Items)),
@@ -107,12 +107,12 @@ func toConnection(p projections.Page) *model.DeliveryConnection {
 	return c
 }
 
-func (r *Resolver) toInspector(in projections.Inspector) *model.Inspector {
+func (r *Resolver) toInspector(in readmodel.Inspector) *model.Inspector {
 	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now()),
 		StoredBytes: int(in.StoredBytes), RefusedRequests: int(in.Refused), Purged: in.Purged}
 }
 
-func (r *Resolver) toEndpoint(e projections.Endpoint) *model.Endpoint {
+func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 	m := &model.Endpoint{
 		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
 		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,

@@ -32,7 +32,7 @@ type env struct {
 	c     *client.Client
 	h     http.Handler
 	store domain.EventStore
-	views *projections.Views
+	views *projections.Runner
 	log   *countingLog // what the API read from the log
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // payloadFields are the Delivery fields that only the event log holds; the
-// views keep everything else (see projections.DeliverySummary).
+// views keep everything else (see Views.DeliverySummary).
 var payloadFields = map[string]bool{
 	"headers": true, "droppedHeaders": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
 	"trailers": true, "bodyUnread": true,

@@ -7,7 +7,6 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
 )
@@ -24,7 +23,7 @@ type EventLog interface {
 // GraphQL and these.
 type Resolver struct {
 	Service *commands.Service
-	Views   *projections.Views
+	Views   Views
 	Log     EventLog
 	Hub     *tunnel.Hub
 	// PublicURL turns an address id into its public URL.

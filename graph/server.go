@@ -18,7 +18,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/wsgql"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // ServerOptions tune the GraphQL endpoint.
@@ -111,7 +111,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 // reads a local response up to 10 MiB; a relay whose --max-body is larger
 // lets that much through too.
 func agentMessageLimit(ctx context.Context, opts ServerOptions) int64 {
-	if _, ok := ctx.Value(accountKey).(projections.Account); !ok {
+	if _, ok := ctx.Value(accountKey).(readmodel.Account); !ok {
 		return 0
 	}
 	body := max(opts.MaxAgentAnswer, 10<<20)

@@ -1,6 +1,10 @@
 package projections
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/relayhq/relay/readmodel"
+)
 
 // addressCacheSize bounds the cache; when it is full it starts over, which
 // keeps it simple and its memory fixed.
@@ -20,24 +24,24 @@ const addressCacheSize = 4096
 type addressCache struct {
 	mu  sync.Mutex
 	gen uint64
-	m   map[string]Address
+	m   map[string]readmodel.Address
 }
 
-func (c *addressCache) get(id string) (a Address, gen uint64, ok bool) {
+func (c *addressCache) get(id string) (a readmodel.Address, gen uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a, ok = c.m[id]
 	return a, c.gen, ok
 }
 
-func (c *addressCache) put(id string, a Address, gen uint64) {
+func (c *addressCache) put(id string, a readmodel.Address, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen != c.gen {
 		return
 	}
 	if c.m == nil || len(c.m) >= addressCacheSize {
-		c.m = make(map[string]Address)
+		c.m = make(map[string]readmodel.Address)
 	}
 	c.m[id] = a
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 func TestInspectorExpiresAtMovesWithEachDelivery(t *testing.T) {
@@ -30,7 +31,7 @@ func TestInspectorExpiresAtMovesWithEachDelivery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Inspector{ID: "insp-1", CreatedAt: t0, LastActivityAt: tc.lastActivity, ExpiresAt: tc.lastActivity.Add(time.Hour), TTL: time.Hour}
+		want := readmodel.Inspector{ID: "insp-1", CreatedAt: t0, LastActivityAt: tc.lastActivity, ExpiresAt: tc.lastActivity.Add(time.Hour), TTL: time.Hour}
 		if (in.StoredBytes > 0) != (i > 0) {
 			t.Errorf("%s: stored bytes %d", tc.name, in.StoredBytes)
 		}
@@ -97,7 +98,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Endpoint{ID: "ep-2", AccountID: "acct-1", Name: "GitHub", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true, CreatedAt: t0.Add(3 * time.Second)}
+	want := readmodel.Endpoint{ID: "ep-2", AccountID: "acct-1", Name: "GitHub", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true, CreatedAt: t0.Add(3 * time.Second)}
 	if ep2 != want {
 		t.Errorf("ep-2 = %+v\nwant %+v", ep2, want)
 	}
@@ -108,7 +109,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Endpoint{ID: "ep-1", AccountID: "acct-1", Name: "Renamed", Mode: domain.ModeProxy, Target: "localhost:8081", CreatedAt: t0.Add(time.Second)}
+	want = readmodel.Endpoint{ID: "ep-1", AccountID: "acct-1", Name: "Renamed", Mode: domain.ModeProxy, Target: "localhost:8081", CreatedAt: t0.Add(time.Second)}
 	if ep1 != want {
 		t.Errorf("reconfigured ep-1 = %+v\nwant %+v", ep1, want)
 	}
@@ -117,7 +118,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAddr := Address{ID: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Mode: domain.ModeProxy, Target: "localhost:8081", LastActivityAt: t0.Add(time.Hour)}
+	wantAddr := readmodel.Address{ID: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Mode: domain.ModeProxy, Target: "localhost:8081", LastActivityAt: t0.Add(time.Hour)}
 	if a != wantAddr {
 		t.Errorf("address ep-1 = %+v\nwant %+v", a, wantAddr)
 	}
@@ -140,7 +141,7 @@ func TestTokenLookup(t *testing.T) {
 	e.do(e.onAccount(e.ctx, "acct-1", t0.Add(time.Minute), func(a *domain.Account) error {
 		return a.IssueToken("tok-2", hashToken("secret-2"))
 	}))
-	want := Account{ID: "acct-1", Name: "Ada", CreatedAt: t0}
+	want := readmodel.Account{ID: "acct-1", Name: "Ada", CreatedAt: t0}
 	for _, token := range []string{"secret-1", "secret-2"} {
 		if a, err := e.views.AccountByTokenHash(e.ctx, hashToken(token)); err != nil || a != want {
 			t.Errorf("token %s: %+v, %v", token, a, err)
@@ -222,7 +223,7 @@ func TestAddressCacheFollowsTheViews(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
 	e.do(e.newEndpoint(e.ctx, "ep-1", "acct-1", domain.EndpointSettings{Name: "a", Mode: domain.ModeLog}, t0))
-	read := func() Address {
+	read := func() readmodel.Address {
 		t.Helper()
 		a, err := e.views.Address(e.ctx, "ep-1")
 		if err != nil {
@@ -253,12 +254,12 @@ func TestAddressCacheDropsRowsReadBeforeABatch(t *testing.T) {
 	var c addressCache
 	_, gen, _ := c.get("x")
 	c.committed([]string{"x"}, nil, nil) // a batch commits while "x" is being read
-	c.put("x", Address{ID: "x", Mode: domain.ModeLog}, gen)
+	c.put("x", readmodel.Address{ID: "x", Mode: domain.ModeLog}, gen)
 	if _, _, ok := c.get("x"); ok {
 		t.Fatal("a row read before a batch was cached after it")
 	}
 	_, gen, _ = c.get("x")
-	c.put("x", Address{ID: "x", TTL: time.Hour, ExpiresAt: t0.Add(time.Hour), LastActivityAt: t0}, gen)
+	c.put("x", readmodel.Address{ID: "x", TTL: time.Hour, ExpiresAt: t0.Add(time.Hour), LastActivityAt: t0}, gen)
 	c.committed(nil, map[string]int64{"x": t0.Add(time.Minute).UnixNano()}, nil)
 	if a, _, ok := c.get("x"); !ok || !a.ExpiresAt.Equal(t0.Add(time.Hour+time.Minute)) {
 		t.Fatalf("activity did not move the cached row: %+v, %v", a, ok)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // batch is the state of one applied batch: its transaction, the event being
@@ -53,12 +54,12 @@ type batch struct {
 // knownDelivery is a delivery row the batch created or changed, with the
 // update that flush still owes it when dirty.
 type knownDelivery struct {
-	dpos     int64  // its position (rowid)
-	address  string // its address
-	change   Change // what watchers are told
-	dirty    bool   // an update is deferred
-	pos      int64  // position of the latest event that changed it
-	answered any    // latest DeliveryAnswered status of the batch, or nil
+	dpos     int64            // its position (rowid)
+	address  string           // its address
+	change   readmodel.Change // what watchers are told
+	dirty    bool             // an update is deferred
+	pos      int64            // position of the latest event that changed it
+	answered any              // latest DeliveryAnswered status of the batch, or nil
 	// outcomes is false only for a delivery this batch created and gave no
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool
@@ -127,7 +128,7 @@ func (b *batch) pos() int64 { return int64(b.event.Position) }
 // applyBatch applies the events above the checkpoint and moves the
 // checkpoint in the same transaction, then wakes WaitFor and watchers.
 // The caller holds writeMu.
-func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
+func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
 	from := v.Position()
 	last, lastID := from, ""
 	var todo []domain.RecordedEvent
@@ -173,9 +174,9 @@ func (v *Views) applyBatch(ctx context.Context, events []domain.RecordedEvent) e
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}
-	v.addresses.committed(b.addressesChanged, b.activityStored, b.stored)
+	v.Addresses.cache.committed(b.addressesChanged, b.activityStored, b.stored)
 	v.setPosition(last)
-	v.hub.publish(groupChanges(b.known))
+	v.History.hub.publish(groupChanges(b.known))
 	return nil
 }
 
@@ -230,8 +231,8 @@ func (b *batch) streamOwner(stream string) (string, error) {
 }
 
 // groupChanges sorts a batch's changes by address, each in position order.
-func groupChanges(known map[string]*knownDelivery) map[string][]Change {
-	out := map[string][]Change{}
+func groupChanges(known map[string]*knownDelivery) map[string][]readmodel.Change {
+	out := map[string][]readmodel.Change{}
 	for _, k := range known {
 		out[k.address] = append(out[k.address], k.change)
 	}
@@ -243,7 +244,7 @@ func groupChanges(known map[string]*knownDelivery) map[string][]Change {
 
 // decode returns the payload of an event: the lean rows of the events that
 // carry headers and bodies (see lean.go), the codec's payload otherwise.
-func (v *Views) decode(e domain.RecordedEvent) (any, error) {
+func (v *Runner) decode(e domain.RecordedEvent) (any, error) {
 	switch e.Type {
 	case domain.TypeDeliveryReceived:
 		return decodeReceived(e.Data)
@@ -255,7 +256,7 @@ func (v *Views) decode(e domain.RecordedEvent) (any, error) {
 
 // applyEvent decodes the current event and updates the views it concerns.
 // Unknown types are skipped so an older relay can read a newer log.
-func (v *Views) applyEvent(b *batch) error {
+func (v *Runner) applyEvent(b *batch) error {
 	e := b.event
 	payload, err := v.decode(e)
 	if errors.Is(err, domain.ErrUnknownEventType) {

@@ -46,7 +46,7 @@ func newSynth(tb testing.TB, body []byte) *synth {
 }
 
 // open opens views named name on the synth's store, without Run.
-func (s *synth) open(name string) *Views {
+func (s *synth) open(name string) *Runner {
 	s.tb.Helper()
 	v, err := Open(s.tb.Context(), filepath.Join(s.tb.TempDir(), name), s.store, Options{})
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *synth) batch(n int) []domain.RecordedEvent {
 	return s.take()
 }
 
-func applyTB(tb testing.TB, v *Views, events []domain.RecordedEvent) {
+func applyTB(tb testing.TB, v *Runner, events []domain.RecordedEvent) {
 	tb.Helper()
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // Retry pauses of Run after a failed batch: from retryInitial, growing to
@@ -16,23 +17,11 @@ const (
 	retryMax     = 5 * time.Second
 )
 
-// Health is what Run reports about itself.
-type Health struct {
-	Position uint64 // the checkpoint
-	// Err is why the last batch failed; nil while the views follow the log.
-	// Run keeps retrying, so it clears by itself once its cause does.
-	Err error
-	// FailingSince is when the current run of failures began (zero when Err
-	// is nil); Retries counts the tries since.
-	FailingSince time.Time
-	Retries      int
-}
-
 // Health returns the runner's state.
-func (v *Views) Health() Health {
+func (v *Runner) Health() readmodel.Health {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries}
+	return readmodel.Health{Position: v.pos, Err: v.failure, FailingSince: v.failingSince, Retries: v.retries}
 }
 
 // Run subscribes to the log after the checkpoint and applies every batch it
@@ -42,7 +31,7 @@ func (v *Views) Health() Health {
 // checkpoint after a growing pause, so the views catch up by themselves
 // once the cause clears. It returns ErrClosed when the views are closed
 // under it. Only one Run may be active at a time.
-func (v *Views) Run(ctx context.Context) error {
+func (v *Runner) Run(ctx context.Context) error {
 	pause := &backoff.ExponentialBackOff{
 		InitialInterval: retryInitial, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: retryMax,
 	}
@@ -73,7 +62,7 @@ func (v *Views) Run(ctx context.Context) error {
 
 // failed records a failure; only the first of a run of them is logged as an
 // error, the retries that follow at debug level.
-func (v *Views) failed(ctx context.Context, err error) {
+func (v *Runner) failed(ctx context.Context, err error) {
 	v.mu.Lock()
 	first := v.failure == nil
 	if first {
@@ -94,7 +83,7 @@ func (v *Views) failed(ctx context.Context, err error) {
 }
 
 // recovered clears a failure once a batch applied again.
-func (v *Views) recovered(ctx context.Context) {
+func (v *Runner) recovered(ctx context.Context) {
 	v.mu.Lock()
 	if v.failure == nil {
 		v.mu.Unlock()
@@ -110,7 +99,7 @@ func (v *Views) recovered(ctx context.Context) {
 
 // follow subscribes after the checkpoint and applies batches until an
 // error; progress is called after each applied batch.
-func (v *Views) follow(ctx context.Context, progress func()) error {
+func (v *Runner) follow(ctx context.Context, progress func()) error {
 	from := v.Position()
 	sub, err := v.store.SubscribeAll(ctx, from)
 	if err != nil {
@@ -152,7 +141,7 @@ func (v *Views) follow(ctx context.Context, progress func()) error {
 // CatchUp waits until the views reflect position, like WaitFor, but gives
 // up with the runner's error as soon as a batch fails: for startup, where a
 // failure should be reported rather than waited out.
-func (v *Views) CatchUp(ctx context.Context, position uint64) error {
+func (v *Runner) CatchUp(ctx context.Context, position uint64) error {
 	for {
 		v.mu.Lock()
 		pos, failure, advanced := v.pos, v.failure, v.advanced

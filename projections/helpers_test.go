@@ -18,6 +18,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // t0 is the base occurred-at time of test events; nanoseconds prove that
@@ -188,7 +189,7 @@ type env struct {
 	t     *testing.T
 	ctx   context.Context
 	dir   string
-	views *Views
+	views *Runner
 	stop  func()
 }
 
@@ -219,7 +220,7 @@ func (e *env) with(t *testing.T) *env {
 }
 
 // open opens a views file in the env's dir; it is closed at cleanup.
-func (e *env) open(name string, opts Options) *Views {
+func (e *env) open(name string, opts Options) *Runner {
 	e.t.Helper()
 	v, err := Open(e.ctx, filepath.Join(e.dir, name), e.store, opts)
 	if err != nil {
@@ -235,7 +236,7 @@ func (e *env) open(name string, opts Options) *Views {
 
 // run starts v.Run; the returned stop (also run at cleanup) cancels it and
 // checks that it ended cleanly.
-func (e *env) run(v *Views) func() {
+func (e *env) run(v *Runner) func() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- v.Run(ctx) }()
@@ -262,7 +263,7 @@ func (e *env) must(pos uint64, err error) uint64 {
 }
 
 // sync waits until v has applied the whole log.
-func (e *env) sync(v *Views) {
+func (e *env) sync(v *Runner) {
 	e.t.Helper()
 	last, err := e.store.LastPosition(e.ctx)
 	if err != nil {
@@ -271,7 +272,7 @@ func (e *env) sync(v *Views) {
 	e.waitFor(v, last)
 }
 
-func (e *env) waitFor(v *Views, pos uint64) {
+func (e *env) waitFor(v *Runner, pos uint64) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout)
 	defer cancel()
@@ -289,7 +290,7 @@ func (e *env) do(pos uint64, err error) uint64 {
 	return pos
 }
 
-func (e *env) delivery(id string) Delivery {
+func (e *env) delivery(id string) readmodel.Delivery {
 	e.t.Helper()
 	d, err := e.views.Delivery(e.ctx, id)
 	if err != nil {
@@ -300,7 +301,7 @@ func (e *env) delivery(id string) Delivery {
 
 // dump returns every row of every view table, in primary-key order, as
 // text: two views are identical exactly when their dumps are.
-func dump(t *testing.T, v *Views) map[string][]string {
+func dump(t *testing.T, v *Runner) map[string][]string {
 	t.Helper()
 	ctx := t.Context()
 	out := map[string][]string{}
@@ -359,7 +360,7 @@ func compareDumps(t *testing.T, name string, want, got map[string][]string) {
 }
 
 // recvChange returns the next change or fails after waitTimeout.
-func recvChange(t *testing.T, ch <-chan Change) Change {
+func recvChange(t *testing.T, ch <-chan readmodel.Change) readmodel.Change {
 	t.Helper()
 	select {
 	case c, ok := <-ch:
@@ -370,7 +371,7 @@ func recvChange(t *testing.T, ch <-chan Change) Change {
 	case <-time.After(waitTimeout):
 		t.Fatal("no change arrived")
 	}
-	return Change{}
+	return readmodel.Change{}
 }
 
 func status(p *int) string {
@@ -383,7 +384,7 @@ func status(p *int) string {
 // histories reads every delivery of v as the API gives it, headers and
 // bodies from the log included: each address's history page by page, and
 // each delivery again on its own, which must agree with its page.
-func histories(t *testing.T, v *Views) map[string]Delivery {
+func histories(t *testing.T, v *Runner) map[string]readmodel.Delivery {
 	t.Helper()
 	ctx := t.Context()
 	rows, err := v.r.QueryContext(ctx, "SELECT DISTINCT address FROM deliveries ORDER BY address")
@@ -402,7 +403,7 @@ func histories(t *testing.T, v *Views) map[string]Delivery {
 		t.Fatal(err)
 	}
 	rows.Close()
-	out := map[string]Delivery{}
+	out := map[string]readmodel.Delivery{}
 	for _, address := range addresses {
 		after := ""
 		for {
@@ -430,7 +431,7 @@ func histories(t *testing.T, v *Views) map[string]Delivery {
 }
 
 // compareHistories reports every delivery that differs between two views.
-func compareHistories(t *testing.T, name string, want, got map[string]Delivery) {
+func compareHistories(t *testing.T, name string, want, got map[string]readmodel.Delivery) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%s: %d deliveries, want %d", name, len(got), len(want))

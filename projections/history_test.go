@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 func TestDeliveriesNewestFirstWithPaging(t *testing.T) {
@@ -292,7 +293,7 @@ func TestDeliveryFields(t *testing.T) {
 	req.Body, req.BodySize, req.Complete = req.Body[:4], 100, false
 	pos := e.do(e.receive(e.ctx, "d-1", "ep-1", domain.AddressEndpoint, "acct-1", req, t0))
 	d := e.delivery("d-1")
-	want := Delivery{
+	want := readmodel.Delivery{
 		ID: "d-1", Address: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Method: "POST",
 		Target: "//x/?q=%2F&r", Host: "x.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5555",
 		BodySize: 100, Complete: false, ReceivedAt: t0, Position: pos, UpdatedPosition: pos, Cursor: encodeCursor(pos),
@@ -349,7 +350,7 @@ func TestSummariesAreDeliveriesWithoutPayload(t *testing.T) {
 			Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 3})
 		return nil
 	}))
-	strip := func(d Delivery) Delivery {
+	strip := func(d readmodel.Delivery) readmodel.Delivery {
 		d.Headers, d.Body, d.ResponseHeaders, d.ResponseBody, d.Trailers = nil, nil, nil, nil, nil
 		return d
 	}

@@ -266,7 +266,7 @@ func TestRestartContinuesFromCheckpoint(t *testing.T) {
 
 func TestWaitFor(t *testing.T) {
 	e := newEnv(t, Options{})
-	waiting := func(v *Views, ctx context.Context, pos uint64) <-chan error {
+	waiting := func(v *Runner, ctx context.Context, pos uint64) <-chan error {
 		done := make(chan error, 1)
 		go func() { done <- v.WaitFor(ctx, pos) }()
 		return done

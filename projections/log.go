@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // The views keep no headers or bodies: the log holds them once, in the
@@ -46,7 +47,7 @@ type deliveryRefs struct {
 // ResponseHeaders and ResponseBody from its latest ForwardResponded, with
 // the values the views always gave: empty rather than nil lists and
 // bodies, and a nil ResponseBody when the response was not captured.
-func (v *Views) fillFromLog(ctx context.Context, d *Delivery, r deliveryRefs) error {
+func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
 	span := 1
 	if resp := r.response; resp != nil && resp.stream == r.request.stream &&
 		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {
@@ -97,7 +98,7 @@ func (v *Views) fillFromLog(ctx context.Context, d *Delivery, r deliveryRefs) er
 
 // loggedEvent decodes the event at ref, taken from read (events of ref's
 // stream already read) or else read now.
-func (v *Views) loggedEvent(ctx context.Context, read []domain.RecordedEvent, ref logEventRef) (domain.Event, error) {
+func (v *History) loggedEvent(ctx context.Context, read []domain.RecordedEvent, ref logEventRef) (domain.Event, error) {
 	for _, e := range read {
 		if e.Revision == ref.revision {
 			return v.codec.Decode(e.Type, e.Data)
@@ -116,7 +117,7 @@ func (v *Views) loggedEvent(ctx context.Context, read []domain.RecordedEvent, re
 // fillPageFromLog runs fillFromLog for every delivery of a page, a few at a
 // time: each is a read of its own stream, and the store serves several
 // reads at once.
-func (v *Views) fillPageFromLog(ctx context.Context, items []Delivery, refs []deliveryRefs) error {
+func (v *History) fillPageFromLog(ctx context.Context, items []readmodel.Delivery, refs []deliveryRefs) error {
 	workers := min(logReaders, len(items))
 	if workers <= 1 {
 		for i := range items {

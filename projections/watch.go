@@ -1,6 +1,10 @@
 package projections
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/relayhq/relay/readmodel"
+)
 
 // Watch delivers a Change for every delivery of address that a committed
 // batch created or updated, in position order, from the next batch on (a
@@ -14,13 +18,13 @@ import "sync"
 // Options.WatchBacklog changes; a watcher that falls further behind is
 // dropped and its channel closed, so a stuck reader costs bounded memory and
 // learns it missed changes (it should read the history again and watch anew).
-func (v *Views) Watch(address string) (<-chan Change, func()) {
+func (v *History) Watch(address string) (<-chan readmodel.Change, func()) {
 	w := &watcher{
 		address: address,
 		backlog: v.backlog,
 		signal:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		out:     make(chan Change),
+		out:     make(chan readmodel.Change),
 	}
 	if !v.hub.add(w) {
 		close(w.out) // closed views: nothing will ever arrive
@@ -84,7 +88,7 @@ func (h *hub) count() int {
 
 // publish queues each address's changes on its watchers; it never blocks on
 // a reader.
-func (h *hub) publish(changes map[string][]Change) {
+func (h *hub) publish(changes map[string][]readmodel.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for address, cs := range changes {
@@ -116,16 +120,16 @@ type watcher struct {
 	backlog int
 
 	mu    sync.Mutex
-	queue []Change
+	queue []readmodel.Change
 
 	signal   chan struct{} // capacity 1: "the queue is not empty"
 	done     chan struct{} // closed by stop
 	stopOnce sync.Once
-	out      chan Change
+	out      chan readmodel.Change
 }
 
 // enqueue adds changes; it reports false when the backlog would overflow.
-func (w *watcher) enqueue(cs []Change) bool {
+func (w *watcher) enqueue(cs []readmodel.Change) bool {
 	w.mu.Lock()
 	if len(w.queue)+len(cs) > w.backlog {
 		w.queue = nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 func TestWatchReceivesChangesInOrderAndUnregisters(t *testing.T) {
@@ -22,8 +23,8 @@ func TestWatchReceivesChangesInOrderAndUnregisters(t *testing.T) {
 	e.do(e.receive(e.ctx, "d-b", "insp-b", domain.AddressInspector, "", request("/b", ""), t0))
 	p3 := e.do(e.receive(e.ctx, "d-2", "insp-a", domain.AddressInspector, "", request("/2", ""), t0))
 	p4 := e.do(e.onDelivery(e.ctx, "d-1", t0, answer))
-	want := []Change{{"d-1", p1, true}, {"d-2", p3, true}, {"d-1", p4, false}}
-	for _, ch := range []<-chan Change{changes, other} {
+	want := []readmodel.Change{{DeliveryID: "d-1", Position: p1, New: true}, {DeliveryID: "d-2", Position: p3, New: true}, {DeliveryID: "d-1", Position: p4, New: false}}
+	for _, ch := range []<-chan readmodel.Change{changes, other} {
 		for i, w := range want {
 			if got := recvChange(t, ch); got != w {
 				t.Errorf("change %d = %+v, want %+v", i, got, w)
@@ -34,7 +35,7 @@ func TestWatchReceivesChangesInOrderAndUnregisters(t *testing.T) {
 	p5 := e.do(e.receive(e.ctx, "d-3", "insp-a", domain.AddressInspector, "", request("/3", ""), t0))
 	p6 := e.do(e.onDelivery(e.ctx, "d-3", t0, answer))
 	p7 := e.do(e.onDelivery(e.ctx, "d-2", t0, answer))
-	for i, w := range []Change{{"d-3", p5, true}, {"d-3", p6, false}, {"d-2", p7, false}} {
+	for i, w := range []readmodel.Change{{DeliveryID: "d-3", Position: p5, New: true}, {DeliveryID: "d-3", Position: p6, New: false}, {DeliveryID: "d-2", Position: p7, New: false}} {
 		if got := recvChange(t, changes); got != w {
 			t.Errorf("change %d = %+v, want %+v", i, got, w)
 		}
@@ -46,7 +47,7 @@ func TestWatchReceivesChangesInOrderAndUnregisters(t *testing.T) {
 	all, cancelAll := manual.Watch("insp-a")
 	defer cancelAll()
 	applyTB(t, manual, e.allEvents())
-	for i, w := range []Change{{"d-1", p4, true}, {"d-3", p6, true}, {"d-2", p7, true}} {
+	for i, w := range []readmodel.Change{{DeliveryID: "d-1", Position: p4, New: true}, {DeliveryID: "d-3", Position: p6, New: true}, {DeliveryID: "d-2", Position: p7, New: true}} {
 		if got := recvChange(t, all); got != w {
 			t.Errorf("one-batch change %d = %+v, want %+v", i, got, w)
 		}

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // healthCheck answers /healthz and /readyz from the views' runner and the
 // log's position.
 type healthCheck struct {
 	store domain.EventStore
-	views *projections.Views
+	views interface{ Health() readmodel.Health }
 	// stall is how long the views may take to reach a log position before
 	// the relay is not ready: the bound a command waits for them.
 	stall time.Duration

@@ -33,6 +33,7 @@ import (
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -76,7 +77,7 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 type app struct {
 	lock  *datalock.Lock
 	store domain.EventStore
-	views *projections.Views
+	views *projections.Runner
 	codec *domain.Codec
 	done  chan error
 	stop  context.CancelFunc
@@ -325,7 +326,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
 		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
-		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
+		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views.Addresses}, Forwarder: client, Bare: bare,
 		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
 	})
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
@@ -387,7 +388,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 }
 
 // closeStaleAgents records the end of agent sessions a crash left open.
-func closeStaleAgents(ctx context.Context, views *projections.Views, hub *tunnel.Hub) error {
+func closeStaleAgents(ctx context.Context, views interface {
+	OpenAgentSessions(context.Context) ([]readmodel.AgentSession, error)
+}, hub *tunnel.Hub) error {
 	open, err := views.OpenAgentSessions(ctx)
 	if err != nil {
 		return fmt.Errorf("read agent sessions: %w", err)
@@ -404,7 +407,9 @@ func closeStaleAgents(ctx context.Context, views *projections.Views, hub *tunnel
 
 // failStaleAttempts records the end of forwards a crash left open: their
 // sender and agent went with the process, so no outcome will ever come.
-func failStaleAttempts(ctx context.Context, views *projections.Views, hub *tunnel.Hub, log *slog.Logger) error {
+func failStaleAttempts(ctx context.Context, views interface {
+	OpenAttempts(context.Context) ([]readmodel.OpenAttempt, error)
+}, hub *tunnel.Hub, log *slog.Logger) error {
 	open, err := views.OpenAttempts(ctx)
 	if err != nil {
 		return fmt.Errorf("read open attempts: %w", err)
@@ -441,7 +446,11 @@ func (u publicURLs) bare() string             { return "http://" + u.host("") }
 func (u publicURLs) address(id string) string { return "http://" + u.host(id+".") + "/" }
 
 // addressResolver adapts the views to what ingress needs to route a request.
-type addressResolver struct{ views *projections.Views }
+type addressResolver struct {
+	views interface {
+		Address(ctx context.Context, id string) (readmodel.Address, error)
+	}
+}
 
 func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route, error) {
 	a, err := r.views.Address(ctx, id)

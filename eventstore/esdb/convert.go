@@ -40,19 +40,15 @@ func toProposed(events []domain.EventData) ([]esdb.EventData, error) {
 // know it there.
 const unknownPosition = ^uint64(0)
 
-// toRecorded decodes an event read from the server. An event read from a
-// stream may carry no position; it is then 0.
-func toRecorded(r *esdb.RecordedEvent) (domain.RecordedEvent, error) {
+// toRecorded decodes an event read from the server, at port position
+// position (see positioner; 0 when the server did not say).
+func toRecorded(r *esdb.RecordedEvent, position uint64) (domain.RecordedEvent, error) {
 	if r.EventType == serverTombstone {
-		return tombstoneOf(r)
+		return tombstoneOf(r, position)
 	}
 	md, err := envelope.DecodeMetadata(r.UserMetadata)
 	if err != nil {
 		return domain.RecordedEvent{}, fmt.Errorf("event %s in %s: %w", r.EventID, r.StreamID, err)
-	}
-	position := r.Position.Commit
-	if position == unknownPosition {
-		position = 0
 	}
 	return domain.RecordedEvent{
 		EventData: domain.EventData{ID: r.EventID.String(), Type: r.EventType, Data: r.Data, Metadata: md},
@@ -80,14 +76,10 @@ const serverTombstone = "$streamDeleted"
 // tombstoneOf turns the server's tombstone into the port's: a
 // domain.StreamDeleted naming the stream. The server does not say how many
 // events went, so Events and LastRevision are -1 (unknown).
-func tombstoneOf(r *esdb.RecordedEvent) (domain.RecordedEvent, error) {
+func tombstoneOf(r *esdb.RecordedEvent, position uint64) (domain.RecordedEvent, error) {
 	data, err := json.Marshal(domain.StreamDeleted{Stream: r.StreamID, Events: -1, LastRevision: -1})
 	if err != nil {
 		return domain.RecordedEvent{}, fmt.Errorf("tombstone of %s: %w", r.StreamID, err)
-	}
-	position := r.Position.Commit
-	if position == unknownPosition {
-		position = 0
 	}
 	return domain.RecordedEvent{
 		EventData: domain.EventData{ID: r.EventID.String(), Type: domain.TypeStreamDeleted, Data: data,

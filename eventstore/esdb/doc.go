@@ -9,12 +9,12 @@
 //   - Streams, revisions and event IDs are EventStoreDB's own: the port was
 //     shaped after them. The port's expected revisions map to the client's
 //     in one function, expectedRevision.
-//   - A position is the event's commit position in $all. Positions grow with
-//     the log but are byte offsets, so they have gaps; events written by one
-//     multi-event append can share one commit position. ReadAll therefore
-//     never ends a page inside such a group (unless the group alone is
-//     larger than the page), so resuming after a page's last position loses
-//     nothing.
+//   - A position packs the commit position of the event's append in $all
+//     with the event's index in that append (position.go): commit positions
+//     are byte offsets shared by every event of one multi-event append,
+//     while the port's positions strictly increase. Reads and subscriptions
+//     resume at the start of the append that holds their position, so
+//     resuming inside an append loses nothing and repeats nothing.
 //   - Reads and subscriptions of $all skip system events (types and streams
 //     starting with "$"); the port never writes them.
 //   - Metadata travels as JSON in the event's user metadata, OccurredAt in
@@ -29,6 +29,7 @@
 //
 // EventStoreDB detects a retried append only at the same place in the same
 // stream, and with Any only on a best-effort basis; an event ID reused in
-// another stream is not refused. Positions are not gap-free. The user in the
+// another stream is not refused. Positions strictly increase but are not
+// gap-free. The user in the
 // connection string must be allowed to read $all (an admin by default).
 package esdb

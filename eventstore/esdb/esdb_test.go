@@ -67,22 +67,6 @@ func TestExpectedRevision(t *testing.T) {
 	}
 }
 
-func TestAllPosition(t *testing.T) {
-	tests := []struct {
-		after uint64
-		want  esdb.AllPosition
-	}{
-		{0, esdb.Start{}},
-		{1, esdb.Position{Commit: 1, Prepare: 1}},
-		{123456, esdb.Position{Commit: 123456, Prepare: 123456}},
-	}
-	for _, tt := range tests {
-		if got := allPosition(tt.after); got != tt.want {
-			t.Errorf("allPosition(%d) = %#v, want %#v", tt.after, got, tt.want)
-		}
-	}
-}
-
 func TestSentinelFor(t *testing.T) {
 	tests := []struct {
 		code esdb.ErrorCode
@@ -138,38 +122,6 @@ func TestTranslate(t *testing.T) {
 	}
 }
 
-func recorded(pos uint64) domain.RecordedEvent { return domain.RecordedEvent{Position: pos} }
-
-func TestTrimPage(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []uint64
-		max  int
-		want []uint64
-	}{
-		{"short page", []uint64{10, 20}, 3, []uint64{10, 20}},
-		{"extra event starts a new group", []uint64{10, 20, 30, 40}, 3, []uint64{10, 20, 30}},
-		{"extra event continues the last group", []uint64{10, 20, 30, 30}, 3, []uint64{10, 20}},
-		{"group spans the page end", []uint64{10, 30, 30, 30}, 3, []uint64{10}},
-		{"one group fills the page", []uint64{30, 30, 30, 30}, 3, []uint64{30, 30, 30}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var in []domain.RecordedEvent
-			for _, p := range tt.in {
-				in = append(in, recorded(p))
-			}
-			var got []uint64
-			for _, e := range trimPage(in, tt.max) {
-				got = append(got, e.Position)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
-				t.Fatalf("trimPage(%v, %d) = %v, want %v", tt.in, tt.max, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestEventRoundTrip encodes events as the adapter sends them, builds the
 // record the server would hand back, and decodes it.
 func TestEventRoundTrip(t *testing.T) {
@@ -206,7 +158,7 @@ func TestEventRoundTrip(t *testing.T) {
 			out, err := toRecorded(&esdb.RecordedEvent{
 				EventID: p.EventID, EventType: p.EventType, StreamID: "delivery-1", EventNumber: 4,
 				Position: esdb.Position{Commit: 900, Prepare: 900}, Data: p.Data, UserMetadata: p.Metadata,
-			})
+			}, 900)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,12 +176,13 @@ func TestEventRoundTrip(t *testing.T) {
 }
 
 func TestStreamReadWithoutPosition(t *testing.T) {
-	out, err := toRecorded(&esdb.RecordedEvent{EventID: uuid.New(), EventType: "t", StreamID: "s", Position: esdb.Position{Commit: unknownPosition, Prepare: unknownPosition}})
+	var place positioner
+	pos, err := place.place(unknownPosition)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Position != 0 {
-		t.Fatalf("Position = %d, want 0 (unknown)", out.Position)
+	if pos != 0 {
+		t.Fatalf("Position = %d, want 0 (unknown)", pos)
 	}
 }
 
@@ -237,7 +190,7 @@ func TestStreamReadWithoutPosition(t *testing.T) {
 // reads as the port's tombstone naming the stream.
 func TestServerTombstone(t *testing.T) {
 	out, err := toRecorded(&esdb.RecordedEvent{EventID: uuid.New(), EventType: "$streamDeleted", StreamID: "delivery-1",
-		EventNumber: 9223372036854775807, Position: esdb.Position{Commit: 42, Prepare: 42}})
+		EventNumber: 9223372036854775807, Position: esdb.Position{Commit: 42, Prepare: 42}}, 42)
 	if err != nil {
 		t.Fatal(err)
 	}

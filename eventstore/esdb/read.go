@@ -21,7 +21,10 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		return nil, fmt.Errorf("read stream %s: %w", stream, translate(ctx, err))
 	}
 	defer rs.Close()
-	var out []domain.RecordedEvent
+	var (
+		out   []domain.RecordedEvent
+		place positioner
+	)
 	for {
 		ev, err := rs.Recv()
 		if errors.Is(err, io.EOF) {
@@ -30,7 +33,20 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 		if err != nil {
 			return nil, fmt.Errorf("read stream %s: %w", stream, translate(ctx, err))
 		}
-		rec, err := toRecorded(ev.OriginalEvent())
+		r := ev.OriginalEvent()
+		if len(out) == 0 && from > 0 && r.Position.Commit != unknownPosition {
+			// The read may start inside an append: count its events before.
+			n, err := s.eventsBefore(ctx, stream, from, r.Position.Commit)
+			if err != nil {
+				return nil, fmt.Errorf("read stream %s: %w", stream, err)
+			}
+			place.skip(r.Position.Commit, n)
+		}
+		pos, err := place.place(r.Position.Commit)
+		if err != nil {
+			return nil, fmt.Errorf("read stream %s: %w", stream, err)
+		}
+		rec, err := toRecorded(r, pos)
 		if err != nil {
 			return nil, fmt.Errorf("read stream %s: %w", stream, err)
 		}
@@ -38,51 +54,82 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	}
 }
 
+// eventsBefore counts the events of stream just before revision rev that
+// its append (at commit position commit) wrote, reading backwards.
+func (s *Store) eventsBefore(ctx context.Context, stream string, rev, commit uint64) (uint64, error) {
+	const page = 64
+	var n uint64
+	for rev > 0 {
+		rs, err := s.client.ReadStream(ctx, stream, esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.Revision(rev - 1)}, page)
+		if err != nil {
+			return 0, translate(ctx, err)
+		}
+		read, same, err := countSameCommit(rs, commit)
+		rs.Close()
+		if err != nil {
+			return 0, translate(ctx, err)
+		}
+		n += same
+		if same < read || read < page {
+			return n, nil
+		}
+		rev -= read
+	}
+	return n, nil
+}
+
+// countSameCommit reads a backward page and counts its leading events at
+// commit position commit.
+func countSameCommit(rs *esdb.ReadStream, commit uint64) (read, same uint64, err error) {
+	counting := true
+	for {
+		ev, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return read, same, nil
+		}
+		if err != nil {
+			return read, same, err
+		}
+		read++
+		if counting && ev.OriginalEvent().Position.Commit == commit {
+			same++
+		} else {
+			counting = false
+		}
+	}
+}
+
 // ReadAll returns up to max of the port's events after position after, in
-// $all order. A page never ends inside a group of events sharing a commit
-// position unless that group alone fills it: a caller resuming after the
-// page's last position would otherwise skip the group's rest.
+// $all order.
 func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
 	if err := s.checkRead(max); err != nil {
 		return nil, fmt.Errorf("read all after %d: %w", after, err)
 	}
-	// One more than asked, to see whether the last one's group goes on.
-	out, err := s.readAll(ctx, after, max+1)
+	out, err := s.readAll(ctx, after, max)
 	if err != nil {
 		return nil, fmt.Errorf("read all after %d: %w", after, err)
 	}
-	return trimPage(out, max), nil
-}
-
-// trimPage cuts a page read with one extra event down to max events without
-// splitting a commit-position group, unless the group fills the whole page.
-func trimPage(evs []domain.RecordedEvent, max int) []domain.RecordedEvent {
-	if len(evs) <= max {
-		return evs
-	}
-	cut := max
-	for cut > 0 && evs[cut-1].Position == evs[max].Position {
-		cut--
-	}
-	if cut == 0 {
-		cut = max
-	}
-	return evs[:cut]
+	return out, nil
 }
 
 // readAll collects up to n non-system events after position after, paging
-// through $all because system events may fill whole pages. Each page starts
-// at the previous page's last record, which reads include, so it is skipped.
+// through $all because system events may fill whole pages. It starts at the
+// append that holds after, to place its events (see allPosition). Each page
+// starts at the previous page's last record, which reads include, so it is
+// skipped.
 func (s *Store) readAll(ctx context.Context, after uint64, n int) ([]domain.RecordedEvent, error) {
-	var out []domain.RecordedEvent
+	var (
+		out   []domain.RecordedEvent
+		place positioner
+		prev  *esdb.Position
+	)
 	from := allPosition(after)
-	var prev *esdb.Position
 	for {
 		rs, err := s.client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Forwards, From: from}, uint64(n))
 		if err != nil {
 			return nil, translate(ctx, err)
 		}
-		read, lastSeen, err := collect(rs, after, prev, n, &out)
+		read, lastSeen, err := collect(rs, after, prev, &place, n, &out)
 		rs.Close()
 		if err != nil {
 			return nil, translate(ctx, err)
@@ -96,7 +143,7 @@ func (s *Store) readAll(ctx context.Context, after uint64, n int) ([]domain.Reco
 
 // collect reads one page into out and reports how many records it read and
 // the position of the last one.
-func collect(rs *esdb.ReadStream, after uint64, prev *esdb.Position, n int, out *[]domain.RecordedEvent) (int, esdb.Position, error) {
+func collect(rs *esdb.ReadStream, after uint64, prev *esdb.Position, place *positioner, n int, out *[]domain.RecordedEvent) (int, esdb.Position, error) {
 	read := 0
 	var lastSeen esdb.Position
 	for len(*out) < n {
@@ -113,10 +160,17 @@ func collect(rs *esdb.ReadStream, after uint64, prev *esdb.Position, n int, out 
 			continue
 		}
 		lastSeen = rec.Position
-		if (prev != nil && rec.Position == *prev) || rec.Position.Commit <= after || isSystem(rec) {
+		if (prev != nil && rec.Position == *prev) || isSystem(rec) {
 			continue
 		}
-		e, err := toRecorded(rec)
+		pos, err := place.place(rec.Position.Commit)
+		if err != nil {
+			return read, lastSeen, err
+		}
+		if pos <= after {
+			continue // earlier events of the append that holds after
+		}
+		e, err := toRecorded(rec, pos)
 		if err != nil {
 			return read, lastSeen, err
 		}

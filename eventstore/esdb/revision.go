@@ -21,15 +21,3 @@ func expectedRevision(e domain.ExpectedRevision) esdb.ExpectedRevision {
 	}
 	return esdb.Any{}
 }
-
-// allPosition is where a read or subscription of $all starts in order to
-// deliver the events after position after. EventStoreDB positions are
-// (commit, prepare) pairs and the port keeps the commit part; every event
-// with a greater commit position sorts after (after, after). Reads include
-// the record at their start, so callers also drop events at or before after.
-func allPosition(after uint64) esdb.AllPosition {
-	if after == 0 {
-		return esdb.Start{}
-	}
-	return esdb.Position{Commit: after, Prepare: after}
-}

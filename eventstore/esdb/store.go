@@ -107,7 +107,11 @@ func (s *Store) Append(ctx context.Context, stream string, expected domain.Expec
 		}
 		return domain.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
-	return domain.AppendResult{NextRevision: res.NextExpectedVersion, Position: res.CommitPosition}, nil
+	pos, err := portPosition(res.CommitPosition, uint64(len(events)-1))
+	if err != nil {
+		return domain.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	return domain.AppendResult{NextRevision: res.NextExpectedVersion, Position: pos}, nil
 }
 
 // conflict builds the port's conflict error. The client reports the
@@ -130,7 +134,7 @@ func (s *Store) conflict(ctx context.Context, stream string, expected domain.Exp
 	return wrong
 }
 
-// LastPosition returns the commit position of the newest event the port
+// LastPosition returns the port position of the newest event the port
 // wrote (system events are skipped), 0 when there is none.
 func (s *Store) LastPosition(ctx context.Context) (uint64, error) {
 	if err := s.checkOpen(); err != nil {
@@ -149,12 +153,38 @@ func (s *Store) LastPosition(ctx context.Context) (uint64, error) {
 			return 0, fmt.Errorf("last position: %w", translate(ctx, err))
 		}
 		if found != nil {
-			return found.Position.Commit, nil
+			return s.lastOfAppend(ctx, found.Position.Commit)
 		}
 		if n < page {
 			return 0, nil
 		}
 		from = next
+	}
+}
+
+// lastOfAppend returns the port position of the last event of the append
+// at commit position commit: its events are read forwards from its start,
+// with any appended since.
+func (s *Store) lastOfAppend(ctx context.Context, commit uint64) (uint64, error) {
+	start, err := portPosition(commit, 0)
+	if err != nil {
+		return 0, fmt.Errorf("last position: %w", err)
+	}
+	last := start
+	for {
+		evs, err := s.readAll(ctx, last, 256)
+		if err != nil {
+			return 0, fmt.Errorf("last position: %w", translate(ctx, err))
+		}
+		for _, e := range evs {
+			if commitOf(e.Position) != commit {
+				return last, nil
+			}
+			last = e.Position
+		}
+		if len(evs) < 256 {
+			return last, nil
+		}
 	}
 }
 
@@ -217,5 +247,12 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, expected domain
 		}
 		return domain.DeleteResult{}, fmt.Errorf("delete stream %s: %w", stream, err)
 	}
-	return domain.DeleteResult{Position: res.Position.Commit}, nil
+	if c := res.Position.Commit; c == 0 || c == unknownPosition {
+		return domain.DeleteResult{}, nil // the server did not say
+	}
+	pos, err := portPosition(res.Position.Commit, 0)
+	if err != nil {
+		return domain.DeleteResult{}, fmt.Errorf("delete stream %s: %w", stream, err)
+	}
+	return domain.DeleteResult{Position: pos}, nil
 }

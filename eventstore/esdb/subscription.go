@@ -56,7 +56,8 @@ type subscription struct {
 	store  *Store
 	inner  *esdb.Subscription
 	cancel context.CancelFunc
-	after  uint64 // the start: the server's first page may include it
+	after  uint64     // the start: the server begins at the append that holds it
+	place  positioner // used by pump only
 
 	events chan domain.RecordedEvent // filled by pump
 	ended  chan struct{}             // closed when pump stops
@@ -81,10 +82,18 @@ func (sub *subscription) pump() {
 			continue // checkpoints and caught-up notices carry no event
 		}
 		rec := ev.EventAppeared.OriginalEvent()
-		if isSystem(rec) || rec.Position.Commit <= sub.after {
+		if isSystem(rec) {
 			continue
 		}
-		e, err := toRecorded(rec)
+		pos, err := sub.place.place(rec.Position.Commit)
+		if err != nil {
+			sub.endErr = err
+			return
+		}
+		if pos <= sub.after {
+			continue
+		}
+		e, err := toRecorded(rec, pos)
 		if err != nil {
 			sub.endErr = err
 			return

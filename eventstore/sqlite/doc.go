@@ -41,12 +41,17 @@
 // long run of commits has let it grow past restartFrames pages.
 //
 // A single writer also makes subscriptions simple and exact. Positions are
-// assigned in commit order, so once the writer announces a new last
-// position, every event up to it is readable. A subscription keeps only its
-// last position: it reads from the database after it (catch-up and live are
-// the same query) and, when nothing is there, waits for the writer's next
-// announcement. No event is buffered in memory, none is skipped at the
-// switch from stored to live events, and none comes twice.
+// assigned in commit order, one per event, so they strictly increase (the
+// port's rule) and once the writer announces a new last position, every
+// event up to it is readable. A subscription keeps only its last position:
+// it takes the events after it from the tail (tail.go: the most recently
+// committed events, bounded by tailMaxEvents and tailMaxBytes, kept in memory
+// so a live subscriber one commit behind does not read back what was just
+// written) or, when they are older than the tail holds, from the database
+// (catch-up and live are the same step), and when nothing is there waits
+// for the writer's next announcement. The tail holds committed events only
+// and is bounded, so none is skipped at the switch from stored to live
+// events, none comes twice, and memory does not grow with the log.
 //
 // Reads use their own pool of query-only connections: WAL lets them run
 // beside the writer without blocking it or being blocked.

@@ -129,17 +129,17 @@ func (s *suite) checkIncreasing(t *testing.T, after uint64, evs []domain.Recorde
 
 // orderErr describes how position pos, read after prev in a read or
 // subscription that starts after `after`, breaks the log's order, or returns
-// "" when it does not. With gap-free positions each is exactly one more than
-// the one before; otherwise they must not go back (EventStoreDB gives the
-// events of one append a shared commit position).
+// "" when it does not. Positions strictly increase (the port's rule, events
+// of one append included); with gap-free positions each is exactly one more
+// than the one before.
 func orderErr(after, prev, pos uint64, gapFree bool) string {
 	switch {
 	case pos <= after:
 		return fmt.Sprintf("position %d, want after %d", pos, after)
 	case gapFree && pos != prev+1:
 		return fmt.Sprintf("position %d after %d, want %d (gap-free)", pos, prev, prev+1)
-	case pos < prev:
-		return fmt.Sprintf("position %d after %d, want increasing", pos, prev)
+	case pos <= prev:
+		return fmt.Sprintf("position %d after %d, want strictly increasing", pos, prev)
 	}
 	return ""
 }
@@ -188,7 +188,7 @@ func checkEvents(t *testing.T, what string, got []domain.RecordedEvent, want []d
 // batch by batch, that positions rise and no event comes twice.
 type receiver struct {
 	t       *testing.T
-	strict  bool // positions rise by one (gap-free); otherwise they only must not go back
+	strict  bool // positions rise by one (gap-free); otherwise they only must rise
 	sub     domain.Subscription
 	streams map[string]bool
 	after   uint64 // the subscription's start: nothing at or before it may come

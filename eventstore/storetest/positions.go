@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,5 +107,73 @@ func (s *suite) testRoundTrip(t *testing.T) {
 	got := mustReadStream(t, ctx, store, stream, 0, 1)[0].Metadata.OccurredAt
 	if got.Nanosecond() != 123456789 || got.Location() != time.UTC || got.Hour() != 18 {
 		t.Fatalf("OccurredAt = %s, want 2024-02-29T18:29:59.123456789Z", got.Format(time.RFC3339Nano))
+	}
+}
+
+// testStrictlyIncreasing checks the port's position rule: no two events
+// share a position, not even the events of one multi-event append, and a
+// reader that resumes after any event's position (as the views do after
+// their checkpoint, which may fall inside an append) gets exactly the events
+// after it, by ReadAll and by SubscribeAll.
+func (s *suite) testStrictlyIncreasing(t *testing.T) {
+	store := s.open(t)
+	ctx := testContext(t)
+	before := mustLast(t, ctx, store)
+	a, b := newStream("positions-a"), newStream("positions-b")
+	appends := []struct {
+		stream   string
+		expected domain.ExpectedRevision
+		events   []domain.EventData
+	}{
+		{a, domain.NoStream(), newEvents(3, "a-first")},
+		{b, domain.NoStream(), newEvents(1, "b-first")},
+		{a, domain.Exact(2), newEvents(2, "a-second")},
+		{b, domain.Exact(0), newEvents(4, "b-second")},
+	}
+	var want []domain.EventData
+	for _, ap := range appends {
+		res := mustAppend(t, ctx, store, ap.stream, ap.expected, ap.events...)
+		want = append(want, ap.events...)
+		own := readOwn(t, ctx, store, before, ap.stream)
+		if last := own[len(own)-1]; res.Position != last.Position {
+			t.Fatalf("AppendResult.Position = %d, but the append's last event is at %d", res.Position, last.Position)
+		}
+	}
+
+	got := readOwn(t, ctx, store, before, a, b)
+	checkEvents(t, "ReadAll", got, want)
+	seen := map[uint64]string{}
+	for i, e := range got {
+		if other, ok := seen[e.Position]; ok {
+			t.Fatalf("events %s and %s share position %d", other, e.ID, e.Position)
+		}
+		seen[e.Position] = e.ID
+		if i > 0 && e.Position <= got[i-1].Position {
+			t.Fatalf("event %d at position %d after %d: positions must strictly increase", i, e.Position, got[i-1].Position)
+		}
+	}
+	if s.f.Guarantees.StreamReadPositions {
+		for _, st := range []string{a, b} {
+			for _, e := range mustReadStream(t, ctx, store, st, 1, 10) {
+				if seen[e.Position] != e.ID {
+					t.Fatalf("ReadStream from revision 1: %s at position %d, ReadAll has it at another", e.ID, e.Position)
+				}
+			}
+		}
+	}
+
+	// Resume after every event, the ones inside an append included.
+	for i, e := range got {
+		checkEvents(t, fmt.Sprintf("ReadAll after event %d", i), readOwn(t, ctx, store, e.Position, a, b), want[i+1:])
+		if i == len(got)-1 {
+			break
+		}
+		sub, err := store.SubscribeAll(ctx, e.Position)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := s.newReceiver(t, sub, e.Position, a, b).until(ctx, len(want)-i-1)
+		sub.Close()
+		checkEvents(t, fmt.Sprintf("SubscribeAll after event %d", i), rest, want[i+1:])
 	}
 }

@@ -26,8 +26,8 @@ type Guarantees struct {
 	EmptyOnOpen bool
 	// GapFreePositions: an append's events take positions last+1, last+2, …,
 	// with no gap even after refused appends (a deleted stream's events leave
-	// the only gaps). Without it positions need only
-	// increase (EventStoreDB's commit positions are byte offsets).
+	// the only gaps). Without it positions need only strictly increase
+	// (EventStoreDB's come from byte offsets).
 	GapFreePositions bool
 	// UniqueEventIDs: the store knows every ID in the log, so an ID reused at
 	// another place fails with domain.ErrDuplicateEventID and a retry reports
@@ -48,6 +48,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Append", s.testAppend)
 	t.Run("Read", s.testRead)
 	t.Run("GapFreePositions", s.testGapFree)
+	t.Run("StrictlyIncreasingPositions", s.testStrictlyIncreasing)
 	t.Run("RoundTrip", s.testRoundTrip)
 	t.Run("Subscribe", s.testSubscribe)
 	t.Run("Concurrency", s.testConcurrency)

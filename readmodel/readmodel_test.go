@@ -1,10 +1,10 @@
-package projections_test
+package readmodel_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/readmodel"
 )
 
 func TestInspectorExpiredAt(t *testing.T) {
@@ -22,7 +22,7 @@ func TestInspectorExpiredAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := projections.Inspector{ExpiresAt: expires, Expired: tt.recorded}
+			in := readmodel.Inspector{ExpiresAt: expires, Expired: tt.recorded}
 			if got := in.ExpiredAt(tt.now); got != tt.want {
 				t.Errorf("ExpiredAt = %v, want %v", got, tt.want)
 			}

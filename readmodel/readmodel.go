@@ -1,4 +1,4 @@
-package projections
+package readmodel
 
 import (
 	"time"
@@ -131,4 +131,38 @@ type Change struct {
 	DeliveryID string
 	Position   uint64
 	New        bool
+}
+
+// Health is what the views' runner reports about itself.
+type Health struct {
+	Position uint64 // the checkpoint
+	// Err is why the last batch failed; nil while the views follow the log.
+	// The runner keeps retrying, so it clears by itself once its cause does.
+	Err error
+	// FailingSince is when the current run of failures began (zero when Err
+	// is nil); Retries counts the tries since.
+	FailingSince time.Time
+	Retries      int
+}
+
+// EventRef locates one event of the log.
+type EventRef struct {
+	Position uint64
+	Stream   string
+	Revision uint64
+}
+
+// OpenAttempt is an attempt that was requested and has no outcome yet.
+type OpenAttempt struct {
+	DeliveryID string
+	AttemptID  string
+}
+
+// PurgeCandidate is a guest inspector whose retention has run out and whose
+// deliveries are not purged yet.
+type PurgeCandidate struct {
+	ID             string
+	LastActivityAt time.Time
+	TTL            time.Duration
+	Deliveries     int64 // delivery rows it has
 }

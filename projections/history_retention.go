@@ -4,20 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
-)
 
-// PurgeCandidate is a guest inspector whose retention has run out and whose
-// deliveries are not purged yet.
-type PurgeCandidate struct {
-	ID             string
-	LastActivityAt time.Time
-	TTL            time.Duration
-	Deliveries     int64 // delivery rows it has
-}
+	"github.com/relayhq/relay/readmodel"
+)
 
 // PurgeCandidates lists up to limit inspectors idle past their TTL plus
 // retention at now, oldest activity first.
-func (v *Views) PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]PurgeCandidate, error) {
+func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]readmodel.PurgeCandidate, error) {
 	rows, err := v.r.QueryContext(ctx, `SELECT i.id, i.last_activity_at, i.ttl_ms,
 			(SELECT COUNT(*) FROM deliveries d WHERE d.address = i.id)
 		FROM inspectors i
@@ -27,10 +20,10 @@ func (v *Views) PurgeCandidates(ctx context.Context, now time.Time, retention ti
 		return nil, fmt.Errorf("list inspectors past retention: %w", err)
 	}
 	defer rows.Close()
-	var out []PurgeCandidate
+	var out []readmodel.PurgeCandidate
 	for rows.Next() {
 		var (
-			c           PurgeCandidate
+			c           readmodel.PurgeCandidate
 			last, ttlMs int64
 		)
 		if err := rows.Scan(&c.ID, &last, &ttlMs, &c.Deliveries); err != nil {
@@ -48,7 +41,7 @@ func (v *Views) PurgeCandidates(ctx context.Context, now time.Time, retention ti
 // PurgedDeliveries lists up to limit deliveries of purged inspectors that
 // still have rows: their streams are still to be deleted (or their
 // tombstones not yet applied).
-func (v *Views) PurgedDeliveries(ctx context.Context, limit int) ([]string, error) {
+func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, error) {
 	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM inspectors i JOIN deliveries d ON d.address = i.id
 		WHERE i.purged = 1 ORDER BY d.position LIMIT ?`, limit)
 	if err != nil {

@@ -45,18 +45,25 @@ type Options struct {
 // continuous load, like a group commit: one transaction then applies more of
 // them (less cost per event), and the request handlers woken by the log's
 // commit get the cores before the views do. An idle relay is not slowed:
-// the first event after a pause is applied at once. Views lag the log by
+// the first event after a pause is applied at once. Runner lag the log by
 // this much more under load, which no reader notices, and WaitFor (what
 // read-your-writes callers use) cuts the wait short.
 const DefaultLinger = 2 * time.Millisecond
 
-// Views holds the read models in their own SQLite file. Run is its only
-// writer; every read method is safe for concurrent use.
-type Views struct {
-	store   domain.EventStore
-	codec   *domain.Codec
-	log     *slog.Logger
-	backlog int
+// Runner keeps the read models (History, Addresses, Accounts) in their own
+// SQLite file: it opens and migrates the file, applies each batch of events
+// to every read model in one transaction with the checkpoint, and owns
+// WaitFor, Health, retries and Rebuild. Run is the only writer. The read
+// models are embedded, so a Runner offers every reader method; each is
+// safe for concurrent use.
+type Runner struct {
+	*History
+	*Addresses
+	*Accounts
+
+	store domain.EventStore
+	codec *domain.Codec
+	log   *slog.Logger
 
 	w  *sql.DB   // the writer: one connection, used only under writeMu
 	r  *sql.DB   // readers: a small pool that never writes
@@ -76,10 +83,6 @@ type Views struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	hub hub
-
-	addresses addressCache // rows read by Address, see addrcache.go
-
 	linger time.Duration // see DefaultLinger
 	hurry  chan struct{} // a WaitFor is waiting: stop lingering
 }
@@ -89,7 +92,7 @@ type Views struct {
 // page that fails PRAGMA quick_check) is logged, removed and created anew:
 // the views are derived, Run rebuilds them from the log. Open does not
 // subscribe: call Run for that.
-func Open(ctx context.Context, path string, store domain.EventStore, opts Options) (*Views, error) {
+func Open(ctx context.Context, path string, store domain.EventStore, opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -118,7 +121,7 @@ var errDamaged = errors.New("views file damaged")
 // quickCheck runs PRAGMA quick_check: every page and record is readable
 // and well formed (it skips what integrity_check adds: index contents
 // against their tables), in time linear in the file's size.
-func (v *Views) quickCheck(ctx context.Context) error {
+func (v *Runner) quickCheck(ctx context.Context) error {
 	rows, err := v.w.QueryContext(ctx, "PRAGMA quick_check")
 	if err != nil {
 		return fmt.Errorf("check views: %w", err)
@@ -155,7 +158,7 @@ func RemoveFiles(path string) error {
 	return errors.Join(errs...)
 }
 
-func open(ctx context.Context, path string, store domain.EventStore, opts Options) (*Views, error) {
+func open(ctx context.Context, path string, store domain.EventStore, opts Options) (*Runner, error) {
 	if store == nil {
 		return nil, errors.New("open projections: nil event store")
 	}
@@ -185,12 +188,15 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	if linger == 0 {
 		linger = DefaultLinger
 	}
-	v := &Views{
-		store: store, codec: opts.Codec, log: opts.Logger, backlog: opts.WatchBacklog,
+	v := &Runner{
+		store: store, codec: opts.Codec, log: opts.Logger,
 		w: w, advanced: make(chan struct{}), closed: make(chan struct{}),
 		linger: linger, hurry: make(chan struct{}, 1),
 	}
-	v.hub.init()
+	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog}
+	v.History.hub.init()
+	v.Addresses = &Addresses{rs: &v.rs}
+	v.Accounts = &Accounts{rs: &v.rs}
 	if err := v.openWriter(ctx, path); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -205,6 +211,7 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	v.r = r
+	v.History.r, v.Addresses.r, v.Accounts.r = r, r, r
 	if err := v.rs.prepare(ctx, r); err != nil {
 		v.stmts.close()
 		_ = r.Close()
@@ -221,7 +228,7 @@ func dsn(path string, readOnly bool) string {
 	return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal)
 }
 
-func (v *Views) openWriter(ctx context.Context, path string) error {
+func (v *Runner) openWriter(ctx context.Context, path string) error {
 	reset, err := migrate(ctx, v.w)
 	if err != nil {
 		return fmt.Errorf("open projections %s: %w", path, err)
@@ -248,11 +255,11 @@ func (v *Views) openWriter(ctx context.Context, path string) error {
 // Close releases the database handles, closes every Watch channel and wakes
 // WaitFor callers with ErrClosed. Stop Run (cancel its context and wait for
 // it) before closing; a Run still going fails on its next batch.
-func (v *Views) Close() error {
+func (v *Runner) Close() error {
 	var err error
 	v.closeOnce.Do(func() {
 		close(v.closed)
-		v.hub.closeAll()
+		v.History.hub.closeAll()
 		v.writeMu.Lock()
 		defer v.writeMu.Unlock()
 		v.stmts.close()
@@ -265,13 +272,13 @@ func (v *Views) Close() error {
 }
 
 // Position is the checkpoint: the last log position the views reflect.
-func (v *Views) Position() uint64 {
+func (v *Runner) Position() uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.pos
 }
 
-func (v *Views) setPosition(pos uint64) {
+func (v *Runner) setPosition(pos uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if pos == v.pos {
@@ -282,7 +289,7 @@ func (v *Views) setPosition(pos uint64) {
 }
 
 // broadcastLocked wakes every WaitFor and CatchUp; v.mu is held.
-func (v *Views) broadcastLocked() {
+func (v *Runner) broadcastLocked() {
 	close(v.advanced)
 	v.advanced = make(chan struct{})
 }
@@ -290,7 +297,7 @@ func (v *Views) broadcastLocked() {
 // WaitFor returns once the views reflect position (read-your-writes: pass
 // the AppendResult.Position of a command). It returns ctx's error when ctx
 // ends first and ErrClosed when the views are closed.
-func (v *Views) WaitFor(ctx context.Context, position uint64) error {
+func (v *Runner) WaitFor(ctx context.Context, position uint64) error {
 	for {
 		v.mu.Lock()
 		pos, advanced := v.pos, v.advanced
@@ -315,7 +322,7 @@ func (v *Views) WaitFor(ctx context.Context, position uint64) error {
 // Rebuild drops every view and the checkpoint and applies the whole log again
 // from position 0, up to its end at the time of the call (a running Run
 // picks up from there). Readers see the views fill up again meanwhile.
-func (v *Views) Rebuild(ctx context.Context) error {
+func (v *Runner) Rebuild(ctx context.Context) error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
 	if err := v.reset(ctx); err != nil {
@@ -339,7 +346,7 @@ func (v *Views) Rebuild(ctx context.Context) error {
 }
 
 // reset empties every view and sets the checkpoint to 0 in one transaction.
-func (v *Views) reset(ctx context.Context) error {
+func (v *Runner) reset(ctx context.Context) error {
 	tx, err := v.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin reset: %w", err)
@@ -354,7 +361,7 @@ func (v *Views) reset(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit reset: %w", err)
 	}
-	v.addresses.clear()
+	v.Addresses.cache.clear()
 	v.setPosition(0)
 	return nil
 }
@@ -364,7 +371,7 @@ func (v *Views) reset(ctx context.Context) error {
 // an older backup, replaced or lost does not: the views then show rows the
 // log no longer holds and skip its new events as already applied. It
 // returns "" when they match, else why not.
-func (v *Views) MatchLog(ctx context.Context) (string, error) {
+func (v *Runner) MatchLog(ctx context.Context) (string, error) {
 	var (
 		pos int64
 		id  string
@@ -394,7 +401,7 @@ func (v *Views) MatchLog(ctx context.Context) (string, error) {
 
 // Reconcile rebuilds the views from the log when MatchLog finds they
 // describe another log, logging why: call it after Open, before Run.
-func (v *Views) Reconcile(ctx context.Context) error {
+func (v *Runner) Reconcile(ctx context.Context) error {
 	reason, err := v.MatchLog(ctx)
 	if err != nil {
 		return fmt.Errorf("check views against the log: %w", err)

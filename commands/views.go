@@ -1,0 +1,32 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/relayhq/relay/readmodel"
+)
+
+// Views is what the service reads of the read models: how far they have
+// applied the log (a command waits for its own write), and the rows a
+// command returns or decides on. The composition root passes the
+// projections; tests may pass anything that keeps these promises.
+type Views interface {
+	// WaitFor returns once the views have applied position, or ctx's error.
+	WaitFor(ctx context.Context, position uint64) error
+	// Health says where the views are and why they are stuck, if they are.
+	Health() readmodel.Health
+
+	Inspector(ctx context.Context, id string) (readmodel.Inspector, error)
+	Endpoint(ctx context.Context, id string) (readmodel.Endpoint, error)
+	Account(ctx context.Context, id string) (readmodel.Account, error)
+	AccountByTokenHash(ctx context.Context, hash string) (readmodel.Account, error)
+	// Delivery reads a delivery with its headers and bodies;
+	// DeliverySummary without them.
+	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)
+	DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error)
+
+	// PurgeCandidates and PurgedDeliveries feed the retention sweep.
+	PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]readmodel.PurgeCandidate, error)
+	PurgedDeliveries(ctx context.Context, limit int) ([]string, error)
+}

@@ -1,0 +1,32 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/relayhq/relay/readmodel"
+)
+
+// Views is what the API reads of the read models. Queries read them
+// directly; only mutations go through the service.
+type Views interface {
+	Inspector(ctx context.Context, id string) (readmodel.Inspector, error)
+	Endpoint(ctx context.Context, id string) (readmodel.Endpoint, error)
+	Endpoints(ctx context.Context, accountID string) ([]readmodel.Endpoint, error)
+	Address(ctx context.Context, id string) (readmodel.Address, error)
+
+	// Delivery and Deliveries read headers and bodies from the log;
+	// DeliverySummary and DeliverySummaries do not (see payload.go).
+	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)
+	DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error)
+	Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
+	DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
+
+	// Watch streams the changes to an address's deliveries until its stop
+	// function is called; ChangedSince lists what changed after a cursor,
+	// for a subscriber that resumes.
+	Watch(address string) (<-chan readmodel.Change, func())
+	ChangedSince(ctx context.Context, address, since string) ([]string, error)
+
+	// AccountEvents locates an account's events in the log.
+	AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]readmodel.EventRef, error)
+}

@@ -1,0 +1,177 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// Addresses is the read model of the addresses the relay answers on:
+// guest inspectors, accounts' Endpoints and the agent sessions serving
+// them. Ingress resolves an address on every request, so Address keeps the
+// rows it read in a cache the runner updates after each commit
+// (addrcache.go).
+type Addresses struct {
+	r     *sql.DB    // the runner's reader pool
+	rs    *readStmts // the runner's hot reads
+	cache addressCache
+}
+
+// Inspector returns a guest inspector.
+func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspector, error) {
+	var (
+		i                    readmodel.Inspector
+		created, last, ttlMs int64
+	)
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+	}
+	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
+		&i.Purged, &i.StoredBytes, &i.Refused)
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.Inspector{}, notFound("inspector", id)
+	}
+	if err != nil {
+		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+	}
+	i.CreatedAt, i.LastActivityAt = fromNanos(created), fromNanos(last)
+	i.TTL = time.Duration(ttlMs) * time.Millisecond
+	i.ExpiresAt = i.LastActivityAt.Add(i.TTL)
+	return i, nil
+}
+
+// Address returns the inspector or Endpoint (deleted ones included, with
+// Deleted set) whose id is the first label of a public hostname. It runs on
+// every public request, so it is served from memory when it can (see
+// addrcache.go) and is otherwise one prepared statement (see qAddress).
+func (v *Addresses) Address(ctx context.Context, id string) (readmodel.Address, error) {
+	cached, gen, ok := v.cache.get(id)
+	if ok {
+		return cached, nil
+	}
+	a, err := v.readAddress(ctx, id)
+	if err != nil {
+		return readmodel.Address{}, err
+	}
+	v.cache.put(id, a, gen)
+	return a, nil
+}
+
+func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Address, error) {
+	var (
+		a           readmodel.Address
+		endpoint    bool
+		mode        string
+		last, ttlMs int64
+	)
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
+	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.Address{}, notFound("address", id)
+	}
+	if err != nil {
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
+	a.LastActivityAt = fromNanos(last)
+	if endpoint {
+		a.Kind, a.Mode = domain.AddressEndpoint, domain.EndpointMode(mode)
+		return a, nil
+	}
+	a.Kind, a.TTL = domain.AddressInspector, time.Duration(ttlMs)*time.Millisecond
+	a.ExpiresAt = a.LastActivityAt.Add(a.TTL)
+	return a, nil
+}
+
+const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused,
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1)`
+
+func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
+	var (
+		e       readmodel.Endpoint
+		mode    string
+		created int64
+	)
+	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
+		&created, &e.Deleted, &e.Refused, &e.AgentCount); err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	e.Mode, e.CreatedAt = domain.EndpointMode(mode), fromNanos(created)
+	return e, nil
+}
+
+// Endpoints lists an account's Endpoints that are not deleted, oldest first.
+func (v *Addresses) Endpoints(ctx context.Context, accountID string) ([]readmodel.Endpoint, error) {
+	rows, err := v.r.QueryContext(ctx, "SELECT "+endpointColumns+
+		" FROM endpoints WHERE account_id = ? AND deleted = 0 ORDER BY position", accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []readmodel.Endpoint{}
+	for rows.Next() {
+		e, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
+	}
+	return out, nil
+}
+
+// Endpoint returns an Endpoint; a deleted one is not found. Callers check
+// ownership (another account's Endpoint must read as not found too).
+func (v *Addresses) Endpoint(ctx context.Context, id string) (readmodel.Endpoint, error) {
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return readmodel.Endpoint{}, fmt.Errorf("read endpoint %q: %w", id, err)
+	}
+	e, err := scanEndpoint(v.rs.endpoint.QueryRowContext(qctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.Endpoint{}, notFound("endpoint", id)
+	}
+	if err != nil {
+		return readmodel.Endpoint{}, fmt.Errorf("read endpoint %q: %w", id, err)
+	}
+	return e, nil
+}
+
+// OpenAgentSessions lists sessions that connected and never disconnected, in
+// connection order. After a restart none of them is really connected; the
+// service records their disconnection at startup.
+func (v *Addresses) OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSession, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT agent_id, endpoint_id, target, connected_at
+		FROM agent_sessions WHERE open = 1 ORDER BY position`)
+	if err != nil {
+		return nil, fmt.Errorf("list open agent sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []readmodel.AgentSession{}
+	for rows.Next() {
+		var (
+			s  readmodel.AgentSession
+			at int64
+		)
+		if err := rows.Scan(&s.AgentID, &s.EndpointID, &s.Target, &at); err != nil {
+			return nil, fmt.Errorf("list open agent sessions: %w", err)
+		}
+		s.ConnectedAt = fromNanos(at)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list open agent sessions: %w", err)
+	}
+	return out, nil
+}

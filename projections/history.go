@@ -1,0 +1,302 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// History is the read model of delivery history: deliveries with their
+// attempts and responses, the headers and bodies read back from the log,
+// and the watch hub that tells live subscribers what a batch changed. The
+// runner writes its tables; History only reads them.
+type History struct {
+	r       *sql.DB    // the runner's reader pool
+	rs      *readStmts // the runner's hot reads
+	store   domain.EventStore
+	codec   *domain.Codec
+	backlog int // see Options.WatchBacklog
+	hub     hub
+}
+
+// deliveryFrom selects deliveries (d) with the references to the events
+// that hold their headers and bodies (see scanDelivery).
+const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
+		d.proto, d.remote_addr, d.body_size, d.complete, d.received_at, d.response_status,
+		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position
+	FROM deliveries d `
+
+// scanDelivery reads a row of deliveryFrom: the delivery without headers,
+// bodies and attempts, and where in the log to find the headers and bodies.
+func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deliveryRefs, error) {
+	var (
+		d                      readmodel.Delivery
+		r                      deliveryRefs
+		pos, updated, received int64
+		kind                   string
+		status                 sql.NullInt64
+		stream, rStream        sql.NullString
+		rev                    int64
+		rRev                   sql.NullInt64
+	)
+	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
+		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated)
+	if err != nil {
+		return readmodel.Delivery{}, deliveryRefs{}, err
+	}
+	d.Kind = domain.AddressKind(kind)
+	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)
+	d.Cursor = encodeCursor(d.Position)
+	d.ReceivedAt = fromNanos(received)
+	if status.Valid {
+		s := int(status.Int64)
+		d.ResponseStatus = &s
+	}
+	d.Attempts = []readmodel.Attempt{}
+
+	own := domain.DeliveryStream(d.ID)
+	r.request = logEventRef{stream: own, revision: uint64(rev)}
+	if stream.Valid {
+		r.request.stream = stream.String
+	}
+	if rRev.Valid {
+		r.response = &logEventRef{stream: own, revision: uint64(rRev.Int64)}
+		if rStream.Valid {
+			r.response.stream = rStream.String
+		}
+	}
+	return d, r, nil
+}
+
+// Delivery returns one delivery with its attempts.
+func (v *History) Delivery(ctx context.Context, id string) (readmodel.Delivery, error) {
+	return v.delivery(ctx, id, true)
+}
+
+// DeliverySummary is Delivery without what only the log holds: Headers,
+// Body, ResponseHeaders and ResponseBody are nil. It reads nothing from
+// the log, for callers (history lists, live rows) that show none of them.
+func (v *History) DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error) {
+	return v.delivery(ctx, id, false)
+}
+
+func (v *History) delivery(ctx context.Context, id string, payload bool) (readmodel.Delivery, error) {
+	tx, err := v.r.BeginTx(ctx, nil)
+	if err != nil {
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	d, refs, err := scanDelivery(tx.StmtContext(ctx, v.rs.delivery).QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.Delivery{}, notFound("delivery", id)
+	}
+	if err != nil {
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	items := []readmodel.Delivery{d}
+	if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.deliveryAttempts), items, int64(d.Position)); err != nil {
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	_ = tx.Rollback() // the rest comes from the log
+	if !payload {
+		return items[0], nil
+	}
+	if err := v.fillFromLog(ctx, &items[0], refs); err != nil {
+		return readmodel.Delivery{}, fmt.Errorf("read delivery %q: %w", id, err)
+	}
+	return items[0], nil
+}
+
+// DeliveryAccount returns the account a delivery belongs to ("" for an
+// inspector's): the owner check alone, without the bodies, headers and
+// attempts that Delivery reads.
+func (v *History) DeliveryAccount(ctx context.Context, id string) (string, error) {
+	var account string
+	err := v.r.QueryRowContext(ctx, "SELECT account_id FROM deliveries WHERE id = ?", id).Scan(&account)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("delivery", id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read owner of delivery %q: %w", id, err)
+	}
+	return account, nil
+}
+
+// Deliveries lists an address's history newest first. first is the page size
+// (0 means DefaultPageSize, at most MaxPageSize); after is the cursor of the
+// last delivery already seen ("" for the newest). A negative first or a
+// malformed cursor is a *domain.InvalidInputError.
+func (v *History) Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
+	return v.deliveries(ctx, address, first, after, true)
+}
+
+// DeliverySummaries is Deliveries without what only the log holds (see
+// DeliverySummary): one query, no read of the log per delivery.
+func (v *History) DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
+	return v.deliveries(ctx, address, first, after, false)
+}
+
+func (v *History) deliveries(ctx context.Context, address string, first int, after string, payload bool) (readmodel.Page, error) {
+	size, before, err := pageBounds(first, after)
+	if err != nil {
+		return readmodel.Page{}, err
+	}
+	tx, err := v.r.BeginTx(ctx, nil)
+	if err != nil {
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	rows, err := tx.StmtContext(ctx, v.rs.page).QueryContext(ctx, address, before, size+1)
+	if err != nil {
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	items, refs := []readmodel.Delivery{}, []deliveryRefs{}
+	for rows.Next() {
+		d, r, err := scanDelivery(rows)
+		if err != nil {
+			rows.Close()
+			return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		}
+		items, refs = append(items, d), append(refs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	var p readmodel.Page
+	if len(items) > size {
+		items, refs, p.HasNextPage = items[:size], refs[:size], true
+	}
+	if len(items) > 0 {
+		lo, hi := items[len(items)-1].Position, items[0].Position
+		if err := attachAttempts(ctx, tx.StmtContext(ctx, v.rs.pageAttempts), items,
+			address, int64(lo), int64(hi)); err != nil {
+			return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+		}
+		p.EndCursor = items[len(items)-1].Cursor
+	}
+	_ = tx.Rollback() // the rest comes from the log
+	if !payload {
+		p.Items = items
+		return p, nil
+	}
+	if err := v.fillPageFromLog(ctx, items, refs); err != nil {
+		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)
+	}
+	p.Items = items
+	return p, nil
+}
+
+const attemptColumns = "delivery_position, attempt_id, status, started_at, duration_ms, error, retry"
+
+// attachAttempts runs query (attempts in position order) and appends each
+// attempt to its delivery among items.
+func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Delivery, args ...any) error {
+	byPos := make(map[uint64]int, len(items))
+	for i, d := range items {
+		byPos[d.Position] = i
+	}
+	rows, err := query.QueryContext(ctx, args...)
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			a         readmodel.Attempt
+			dpos      int64
+			started   int64
+			status    sql.NullInt64
+			durationM sql.NullInt64
+		)
+		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry); err != nil {
+			return fmt.Errorf("read attempts: %w", err)
+		}
+		a.StartedAt = fromNanos(started)
+		if status.Valid {
+			s := int(status.Int64)
+			a.Status = &s
+		}
+		if durationM.Valid {
+			ms := durationM.Int64
+			a.DurationMs = &ms
+		}
+		if i, ok := byPos[uint64(dpos)]; ok {
+			items[i].Attempts = append(items[i].Attempts, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	return nil
+}
+
+// ReplayWindow is how many of an address's newest deliveries ChangedSince
+// looks at: a change to an older delivery after since is not reported.
+const ReplayWindow = 1000
+
+// ChangedSince returns the ids of the deliveries of address that an event
+// after since changed or created, in the order of their latest change,
+// among the address's ReplayWindow newest deliveries. since is a delivery's
+// cursor, or "" for the start of the history. A live reader that has shown
+// the history up to a delivery and registers a Watch calls it to learn what
+// it may have missed in between; a malformed cursor is a
+// *domain.InvalidInputError naming the field "since".
+func (v *History) ChangedSince(ctx context.Context, address, since string) ([]string, error) {
+	var from uint64
+	if since != "" {
+		pos, err := decodeCursor("since", since)
+		if err != nil {
+			return nil, err
+		}
+		from = pos
+	}
+	rows, err := v.r.QueryContext(ctx, `SELECT id FROM (
+		SELECT id, updated_position FROM deliveries WHERE address = ? ORDER BY position DESC LIMIT ?
+	) WHERE updated_position > ? ORDER BY updated_position`, address, ReplayWindow, int64(from))
+	if err != nil {
+		return nil, fmt.Errorf("deliveries of %q changed since %d: %w", address, from, err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("deliveries of %q changed since %d: %w", address, from, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("deliveries of %q changed since %d: %w", address, from, err)
+	}
+	return ids, nil
+}
+
+// OpenAttempts lists attempts without an outcome, oldest first. After a
+// restart none of them will get one: the sender's connection and the
+// agent's session ended with the process; the service records them as
+// failed at startup.
+func (v *History) OpenAttempts(ctx context.Context) ([]readmodel.OpenAttempt, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id, a.attempt_id FROM attempts a
+		JOIN deliveries d ON d.position = a.delivery_position
+		WHERE a.outcome_position IS NULL ORDER BY a.position`)
+	if err != nil {
+		return nil, fmt.Errorf("list open attempts: %w", err)
+	}
+	defer rows.Close()
+	out := []readmodel.OpenAttempt{}
+	for rows.Next() {
+		var a readmodel.OpenAttempt
+		if err := rows.Scan(&a.DeliveryID, &a.AttemptID); err != nil {
+			return nil, fmt.Errorf("list open attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list open attempts: %w", err)
+	}
+	return out, nil
+}
