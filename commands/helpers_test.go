@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -56,11 +57,12 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 	viewsDone := make(chan error, 1)
 	go func() { viewsDone <- views.Run(runCtx) }()
 
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
 	bus, err := tunnel.NewBus(log)
 	if err != nil {
 		t.Fatalf("new bus: %v", err)
 	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Store: store, Codec: codec, Logger: log, Now: time.Now, NewID: commands.NewEventID}, bus)
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, bus)
 	client := tunnel.NewClient(bus)
 	busDone := make(chan error, 1)
 	go func() { busDone <- bus.Run(runCtx) }()
@@ -84,7 +86,7 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	svc := commands.New(cfg, store, codec, views, client, hub, log)
+	svc := commands.New(cfg, store, rec, views, client, hub, log)
 	return &env{dir: dir, cfg: cfg, store: store, codec: codec, views: views, hub: hub, svc: svc}
 }
 

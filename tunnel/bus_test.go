@@ -2,8 +2,6 @@ package tunnel
 
 import (
 	"testing"
-
-	"github.com/relayhq/relay/domain"
 )
 
 func TestClientCreatedAfterRun(t *testing.T) {
@@ -26,7 +24,7 @@ func TestCloseWithoutRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewHub(HubConfig{Codec: domain.NewCodec()}, bus)
+	NewHub(HubConfig{}, bus)
 	NewClient(bus)
 	if err := bus.Close(); err != nil {
 		t.Errorf("close: %v", err)

@@ -25,9 +25,7 @@ func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 	}
 	// The outcome is recorded even when the bus is shutting down: the
 	// attempt would otherwise stay pending in the log forever.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	if out.Position, err = h.record(rctx, cmd, out); err != nil {
+	if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
 		return nil, err
 	}
 	return []*message.Message{newReplyMessage(reply{Outcome: out})}, nil

@@ -7,25 +7,24 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 
 	"github.com/relayhq/relay/domain"
 )
 
-// storeTimeout bounds appends made after the caller's context ended (a
-// session's end, a forward cut short by shutdown): they must still land.
-const storeTimeout = 10 * time.Second
+// Recorder records what the Hub learns (record.Recorder): attempts'
+// outcomes and agents' sessions. Each call records even when its context
+// has ended (a session's end, a forward cut short by shutdown).
+type Recorder interface {
+	RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error)
+	AgentConnected(ctx context.Context, endpointID, agentID, target string) error
+	AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error
+}
 
-// HubConfig holds the Hub's dependencies.
+// HubConfig holds the Hub's dependencies; Recorder is required.
 type HubConfig struct {
-	Store  domain.EventStore
-	Codec  *domain.Codec
-	Logger *slog.Logger
-	Now    func() time.Time // clock of recorded events
-	NewID  func() string    // event IDs (UUIDs)
+	Recorder Recorder
+	Logger   *slog.Logger
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -38,11 +37,8 @@ type SessionInfo struct {
 
 // Hub holds the live agent sessions and executes forward commands.
 type Hub struct {
-	store  domain.EventStore
-	codec  *domain.Codec
+	rec    Recorder
 	logger *slog.Logger
-	now    func() time.Time
-	newID  func() string
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
@@ -74,23 +70,14 @@ type pendingWork struct {
 // bus.Run. One Hub serves a Bus.
 func NewHub(cfg HubConfig, bus *Bus) *Hub {
 	h := &Hub{
-		store: cfg.Store, codec: cfg.Codec, logger: cfg.Logger, now: cfg.Now, newID: cfg.NewID,
+		rec: cfg.Recorder, logger: cfg.Logger,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
 		next:       map[string]int{},
 		pending:    map[string]*pendingWork{},
 	}
-	if h.codec == nil {
-		h.codec = domain.NewCodec()
-	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
-	}
-	if h.now == nil {
-		h.now = time.Now
-	}
-	if h.newID == nil {
-		h.newID = uuid.NewString
 	}
 	bus.addHandler("tunnel.forward", commandsTopic, repliesTopic, h.handleForward)
 	return h
@@ -117,8 +104,7 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	}
 	h.byAgent[s.AgentID] = sess
 	h.mu.Unlock()
-	ev := domain.AgentConnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Target: s.Target}
-	if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+	if err := h.rec.AgentConnected(ctx, s.EndpointID, s.AgentID, s.Target); err != nil {
 		h.mu.Lock()
 		delete(h.byAgent, s.AgentID)
 		h.mu.Unlock()
@@ -175,23 +161,9 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 }
 
 func (h *Hub) recordDisconnect(ctx context.Context, s SessionInfo, reason string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	ev := domain.AgentDisconnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Reason: reason}
-	if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+	if err := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, reason); err != nil {
 		h.logger.Error("record agent disconnect", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "error", err)
 	}
-}
-
-func (h *Hub) appendAgentEvent(ctx context.Context, endpointID string, ev domain.Event) error {
-	data, err := h.codec.Encode(h.newID(), ev, h.now(), domain.Trace{})
-	if err != nil {
-		return err
-	}
-	if _, err := h.store.Append(ctx, domain.AgentStream(endpointID), domain.Any(), data); err != nil {
-		return fmt.Errorf("append %s: %w", ev.EventType(), err)
-	}
-	return nil
 }
 
 // send hands cmd to the agent unless the session ends or ctx does first.
