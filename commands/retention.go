@@ -57,7 +57,7 @@ func (s *Service) SweepRetention(ctx context.Context, now time.Time, retention t
 			return res, err
 		}
 		for _, id := range ids {
-			_, err := s.rec.DeleteStream(ctx, domain.DeliveryStream(id), domain.Any())
+			_, err := s.rec.Delete(ctx, domain.DeliveryStream(id), domain.Any())
 			switch {
 			case err == nil:
 				res.Deleted++

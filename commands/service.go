@@ -66,7 +66,7 @@ func (s *Service) append(ctx context.Context, stream string, expected domain.Exp
 	if len(events) == 0 {
 		return 0, nil
 	}
-	res, err := s.rec.Append(ctx, stream, expected, tr, events...)
+	res, err := s.rec.Record(ctx, stream, expected, tr, events...)
 	if err != nil {
 		return 0, err
 	}

@@ -12,7 +12,7 @@ import (
 // AgentConnected records the start of an agent's session.
 func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string) error {
 	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target}
-	if _, err := r.Append(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
+	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
 		return fmt.Errorf("record %s: %w", ev.EventType(), err)
 	}
 	return nil
@@ -24,7 +24,7 @@ func (r *Recorder) AgentDisconnected(ctx context.Context, endpointID, agentID, r
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	ev := domain.AgentDisconnected{EndpointID: endpointID, AgentID: agentID, Reason: reason}
-	if _, err := r.Append(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
+	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
 		return fmt.Errorf("record %s: %w", ev.EventType(), err)
 	}
 	return nil

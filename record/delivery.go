@@ -74,7 +74,7 @@ func (r *Recorder) RecordLateAnswer(ctx context.Context, deliveryID string, stat
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	e := domain.DeliveryAnswered{DeliveryID: deliveryID, Status: status, Reason: reason}
-	_, err := r.Append(ctx, domain.DeliveryStream(deliveryID), domain.Any(), domain.Trace{CorrelationID: deliveryID}, e)
+	_, err := r.Record(ctx, domain.DeliveryStream(deliveryID), domain.Any(), domain.Trace{CorrelationID: deliveryID}, e)
 	return err
 }
 

@@ -65,14 +65,14 @@ func (r *Recorder) Codec() *domain.Codec { return r.codec }
 // NewID returns a new event or attempt ID from the Recorder's one source.
 func (r *Recorder) NewID() string { return r.newID() }
 
-// Append encodes events (the first causes the others; all carry tr) and
+// Record encodes events (the first causes the others; all carry tr) and
 // appends them to stream in one durable append.
-func (r *Recorder) Append(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events ...domain.Event) (domain.AppendResult, error) {
+func (r *Recorder) Record(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events ...domain.Event) (domain.AppendResult, error) {
 	res, _, err := r.appendIDs(ctx, nil, stream, expected, tr, events)
 	return res, err
 }
 
-// appendIDs is Append that reuses ids (kept across conflict retries so a
+// appendIDs is Record that reuses ids (kept across conflict retries so a
 // repeated append stays idempotent) and returns the IDs it used.
 func (r *Recorder) appendIDs(ctx context.Context, ids []string, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (domain.AppendResult, []string, error) {
 	if len(events) == 0 {
@@ -96,7 +96,7 @@ type Queued struct {
 	Wait   func() error
 }
 
-// queue starts an append like Append and returns without waiting for it
+// queue starts an append like Record and returns without waiting for it
 // when the store can queue appends (domain.AppendQueuer): the append is
 // then in the store's commit order. With any other store it is durable on
 // return. The append does not end with ctx (see writeTimeout).
@@ -130,8 +130,8 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 	}}, nil
 }
 
-// DeleteStream deletes a stream, leaving a tombstone.
-func (r *Recorder) DeleteStream(ctx context.Context, stream string, expected domain.ExpectedRevision) (domain.DeleteResult, error) {
+// Delete deletes a stream, leaving a tombstone.
+func (r *Recorder) Delete(ctx context.Context, stream string, expected domain.ExpectedRevision) (domain.DeleteResult, error) {
 	res, err := r.store.DeleteStream(ctx, stream, expected)
 	if err != nil {
 		return res, fmt.Errorf("delete %s: %w", stream, err)
