@@ -63,7 +63,6 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 		t.Fatalf("new bus: %v", err)
 	}
 	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, bus)
-	client := tunnel.NewClient(bus)
 	busDone := make(chan error, 1)
 	go func() { busDone <- bus.Run(runCtx) }()
 	<-bus.Running()
@@ -86,7 +85,7 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	svc := commands.New(cfg, store, rec, views, client, hub, log)
+	svc := commands.New(cfg, store, rec, views, hub, hub, log)
 	return &env{dir: dir, cfg: cfg, store: store, codec: codec, views: views, hub: hub, svc: svc}
 }
 

@@ -12,7 +12,7 @@ func TestClientCreatedAfterRun(t *testing.T) {
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward through a late client: %+v, %v", out, err)
 	}
-	// Both clients see every reply; each answers only its own callers.
+	// Each client gets its replies on a topic of its own.
 	out, err = e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward through the first client: %+v, %v", out, err)

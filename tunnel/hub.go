@@ -25,6 +25,14 @@ type Recorder interface {
 type HubConfig struct {
 	Recorder Recorder
 	Logger   *slog.Logger
+	// Node names this process on a bus shared by several: the Hub takes
+	// the commands sent to it. Default DefaultNode.
+	Node string
+	// Remote and Locate reach the sessions other nodes hold: a command
+	// for an Endpoint with no session here goes to the node Locate names,
+	// over the bus. Both nil: a single process.
+	Remote *Client
+	Locate func(endpointID string) (node string, ok bool)
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -37,8 +45,15 @@ type SessionInfo struct {
 
 // Hub holds the live agent sessions and executes forward commands.
 type Hub struct {
-	rec    Recorder
-	logger *slog.Logger
+	rec     Recorder
+	logger  *slog.Logger
+	bus     *Bus // nil: no other node sends commands here
+	node    string
+	remote  *Client
+	locate  func(endpointID string) (string, bool)
+	life    context.Context // ends with Close: attempts in flight answer 503
+	stop    context.CancelFunc
+	serving sync.WaitGroup // attempts in flight through Forward
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
@@ -66,11 +81,14 @@ type pendingWork struct {
 	result    chan domain.ForwardOutcome // capacity 1
 }
 
-// NewHub registers the forward command handler on bus; create it before
-// bus.Run. One Hub serves a Bus.
+// NewHub builds a Hub. With a bus, it also takes the commands other nodes
+// send to cfg.Node over it; create it before bus.Run. One Hub serves a Bus.
+// A nil bus is a single process: forwards go through Hub.Forward only.
 func NewHub(cfg HubConfig, bus *Bus) *Hub {
+	life, stop := context.WithCancel(context.Background())
 	h := &Hub{
-		rec: cfg.Recorder, logger: cfg.Logger,
+		rec: cfg.Recorder, logger: cfg.Logger, bus: bus, life: life, stop: stop,
+		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
 		next:       map[string]int{},
@@ -79,8 +97,21 @@ func NewHub(cfg HubConfig, bus *Bus) *Hub {
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
 	}
-	bus.addHandler("tunnel.forward", commandsTopic, repliesTopic, h.handleForward)
+	if h.node == "" {
+		h.node = DefaultNode
+	}
+	if bus != nil {
+		bus.addHandler("tunnel.forward."+h.node, commandsTopic(h.node), "", h.handleForward)
+	}
 	return h
+}
+
+// Close ends the attempts in flight through Forward: each answers 503
+// "relay shutting down" and is recorded before Close returns. Call it once
+// the senders have been drained, and before the store closes.
+func (h *Hub) Close() {
+	h.stop()
+	h.serving.Wait()
 }
 
 // Attach starts a session: it records AgentConnected and returns the

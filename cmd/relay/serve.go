@@ -246,26 +246,17 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}()
 
-	bus, err := tunnel.NewBus(log)
-	if err != nil {
-		return fmt.Errorf("start bus: %w", err)
-	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log}, bus)
-	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
-	busDone := make(chan error, 1)
-	go func() { busDone <- bus.Run(busCtx) }()
-	defer func() {
-		stopBus()
-		<-busDone
-		bus.Close()
-	}()
+	// One process holds every agent session, so forwards go straight to
+	// the Hub (Hub.Forward); no bus is needed until several nodes share
+	// the sessions.
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log}, nil)
+	defer hub.Close() // after the drain below: attempts still open answer 503
 	if err := closeStaleAgents(ctx, a.views, hub); err != nil {
 		return err
 	}
 	if err := failStaleAttempts(ctx, a.views, a.rec, log); err != nil {
 		return err
 	}
-	client := tunnel.NewClient(bus)
 
 	port := cfg.PublicPort
 	if port == 0 {
@@ -273,7 +264,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	urls := publicURLs{domain: cfg.Domain, port: port}
 	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup, ViewsWait: cfg.ViewsWait},
-		a.store, a.rec, a.views, client, hub, log)
+		a.store, a.rec, a.views, hub, hub, log)
 	var anonymous *ratelimit.Keyed
 	if !cfg.AnonymousRate.Off() {
 		anonymous = ratelimit.NewKeyed(cfg.AnonymousRate, maxAnonymousClients)
@@ -308,7 +299,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
 		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
-		Recorder: a.rec, Resolver: addressResolver{a.views}, Forwarder: client, Bare: bare,
+		Recorder: a.rec, Resolver: addressResolver{a.views}, Forwarder: hub, Bare: bare,
 		NewDeliveryID: commands.NewDeliveryID,
 	})
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
