@@ -26,7 +26,7 @@ type Resolver struct {
 	Service *commands.Service
 	Views   *projections.Views
 	Log     EventLog
-	Hub     *tunnel.Hub
+	Hub     tunnel.Sessions
 	// PublicURL turns an address id into its public URL.
 	PublicURL func(id string) string
 	Logger    *slog.Logger
