@@ -41,6 +41,7 @@ type AddressResolver interface {
 // the sender is answered only once Queued.Wait has returned nil.
 type Recorder interface {
 	Now() time.Time
+	NewID() string
 	ReceiveAnswered(ctx context.Context, rc record.Receipt, status int, reason string) error
 	ReceiveForward(ctx context.Context, rc record.Receipt, fw record.Forward) (domain.ForwardCommand, record.Queued, error)
 	RecordLateAnswer(ctx context.Context, deliveryID string, status int, reason string) error

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/relayhq/relay/domain"
@@ -51,8 +50,8 @@ type Config struct {
 
 // Deps are the components the server talks to. Recorder and Resolver are
 // required; Forwarder is needed for PROXY Endpoints; Bare serves the bare
-// domain (GraphQL, console). NewDeliveryID defaults to random UUIDs. The
-// server's clock is the Recorder's.
+// domain (GraphQL, console). NewDeliveryID defaults to the Recorder's ID
+// source, whose clock is the server's too.
 type Deps struct {
 	Recorder      Recorder
 	Resolver      AddressResolver
@@ -98,8 +97,8 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.RefusalInterval <= 0 {
 		cfg.RefusalInterval = DefaultRefusalInterval
 	}
-	if deps.NewDeliveryID == nil {
-		deps.NewDeliveryID = uuid.NewString
+	if deps.NewDeliveryID == nil && deps.Recorder != nil {
+		deps.NewDeliveryID = deps.Recorder.NewID
 	}
 	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, addressLimits: newAddressLimits(cfg.AddressRate)}
 

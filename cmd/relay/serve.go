@@ -300,7 +300,6 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{a.views}, Forwarder: hub, Bare: bare,
-		NewDeliveryID: commands.NewDeliveryID,
 	})
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	area := func(r *http.Request) string {
