@@ -104,7 +104,7 @@ func (s *Server) overQuota(w http.ResponseWriter, route Route) bool {
 	return true
 }
 
-// RecordRefusals appends, every interval until ctx ends, one
+// RecordRefusals records, every interval until ctx ends, one
 // address.rate_limited.v1 per address whose requests the rate limit
 // refused in the interval, and the rest once more as it ends.
 func (s *Server) RecordRefusals(ctx context.Context) error {

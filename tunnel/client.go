@@ -19,7 +19,7 @@ import (
 const DefaultForwardTimeout = 30 * time.Second
 
 // replyGrace is how long past the command's own timeout a Client waits for
-// the reply: the Hub answers 504 at the timeout, then appends to the store.
+// the reply: the Hub answers 504 at the timeout, then records the outcome.
 const replyGrace = 10 * time.Second
 
 // TimeoutError reports a forward whose reply did not arrive in time.
