@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
 )
 
 // ExpireIfIdle records an inspector's expiry when it has been idle since
@@ -32,6 +33,32 @@ func (r *Recorder) ExpireIfIdle(ctx context.Context, inspectorID string, lastAct
 		return true, nil // a concurrent request recorded the expiry first
 	}
 	return true, err
+}
+
+// PurgeIfRetained records the decision to remove an inspector's
+// deliveries (inspector.purged.v1, with the expiry if no request recorded
+// it) when its retention has run out at now. It returns the decision's log
+// position, 0 when nothing was recorded.
+func (r *Recorder) PurgeIfRetained(ctx context.Context, inspectorID string, lastActivity, now time.Time, retention time.Duration, deliveries int64) (uint64, error) {
+	stream := domain.InspectorStream(inspectorID)
+	var position uint64
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+		if errors.Is(err, domain.ErrStreamNotFound) {
+			return domain.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		in := domain.LoadInspector(events)
+		if _, err := in.PurgeIfRetained(lastActivity, now, retention, deliveries); err != nil {
+			return err
+		}
+		res, err := r.Record(ctx, stream, in.Expected(), domain.Trace{CorrelationID: inspectorID}, in.Changes()...)
+		position = res.Position
+		return err
+	})
+	return position, err
 }
 
 // RecordRefusals appends one address.rate_limited.v1: n requests to
