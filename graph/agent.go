@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 
+	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
-	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -23,7 +23,7 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID string) (<-chan *
 	}
 	agentID := connectionID(ctx)
 	if agentID == "" {
-		agentID = record.NewEventID()
+		agentID = commands.NewEventID()
 	}
 	// The agent's own target is where it forwards; an agent that did not
 	// name one is taken to use the Endpoint's.
