@@ -58,25 +58,13 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 	go func() { viewsDone <- views.Run(runCtx) }()
 
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
-	bus, err := tunnel.NewBus(log)
-	if err != nil {
-		t.Fatalf("new bus: %v", err)
-	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, bus)
-	busDone := make(chan error, 1)
-	go func() { busDone <- bus.Run(runCtx) }()
-	<-bus.Running()
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, nil)
 
 	t.Cleanup(func() {
 		cancel()
-		if err := <-busDone; err != nil {
-			t.Errorf("bus run: %v", err)
-		}
+		hub.Close()
 		if err := <-viewsDone; err != nil {
 			t.Errorf("views run: %v", err)
-		}
-		if err := bus.Close(); err != nil {
-			t.Errorf("close bus: %v", err)
 		}
 		if err := views.Close(); err != nil {
 			t.Errorf("close views: %v", err)

@@ -54,15 +54,9 @@ func newEnv(t *testing.T) *env {
 	viewsDone := make(chan struct{})
 	go func() { _ = views.Run(ctx); close(viewsDone) }()
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
-	bus, err := tunnel.NewBus(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, bus)
-	busDone := make(chan struct{})
-	go func() { _ = bus.Run(ctx); close(busDone) }()
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, nil)
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
-		store, rec, views, tunnel.NewClient(bus), hub, log)
+		store, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
 	h := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
@@ -70,9 +64,8 @@ func newEnv(t *testing.T) *env {
 	}, graph.ServerOptions{})
 	t.Cleanup(func() {
 		cancel()
-		<-busDone
+		hub.Close()
 		<-viewsDone
-		_ = bus.Close()
 		_ = views.Close()
 		_ = store.Close()
 	})
