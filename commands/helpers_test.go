@@ -15,6 +15,7 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/readmodel"
+	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -57,26 +58,14 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 	viewsDone := make(chan error, 1)
 	go func() { viewsDone <- views.Run(runCtx) }()
 
-	bus, err := tunnel.NewBus(log)
-	if err != nil {
-		t.Fatalf("new bus: %v", err)
-	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Store: store, Codec: codec, Logger: log, Now: time.Now, NewID: commands.NewEventID}, bus)
-	client := tunnel.NewClient(bus)
-	busDone := make(chan error, 1)
-	go func() { busDone <- bus.Run(runCtx) }()
-	<-bus.Running()
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, nil)
 
 	t.Cleanup(func() {
 		cancel()
-		if err := <-busDone; err != nil {
-			t.Errorf("bus run: %v", err)
-		}
+		hub.Close()
 		if err := <-viewsDone; err != nil {
 			t.Errorf("views run: %v", err)
-		}
-		if err := bus.Close(); err != nil {
-			t.Errorf("close bus: %v", err)
 		}
 		if err := views.Close(); err != nil {
 			t.Errorf("close views: %v", err)
@@ -85,7 +74,7 @@ func newEnv(t *testing.T, cfg commands.Config) *env {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	svc := commands.New(cfg, store, codec, views, client, hub, log)
+	svc := commands.New(cfg, store, rec, views, hub, hub, log)
 	return &env{dir: dir, cfg: cfg, store: store, codec: codec, views: views, hub: hub, svc: svc}
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/internal/conflict"
 )
 
 // Bounds of one retention sweep, so a backlog is worked off over several
@@ -57,7 +56,7 @@ func (s *Service) SweepRetention(ctx context.Context, now time.Time, retention t
 			return res, err
 		}
 		for _, id := range ids {
-			_, err := s.store.DeleteStream(ctx, domain.DeliveryStream(id), domain.Any())
+			_, err := s.rec.Delete(ctx, domain.DeliveryStream(id), domain.Any())
 			switch {
 			case err == nil:
 				res.Deleted++
@@ -76,27 +75,14 @@ func (s *Service) SweepRetention(ctx context.Context, now time.Time, retention t
 }
 
 // purge records the decision to remove an inspector's deliveries, if its
-// retention has run out. It reports whether this call recorded it.
+// retention has run out, and waits for the views to apply it. It reports
+// whether this call recorded it.
 func (s *Service) purge(ctx context.Context, id string, lastActivity, now time.Time, retention time.Duration, deliveries int64) (bool, error) {
-	var recorded bool
-	err := conflict.Retry(ctx, conflictTries, func(int) error {
-		stream := domain.InspectorStream(id)
-		events, err := s.load(ctx, stream)
-		if err != nil {
-			return err
-		}
-		in := domain.LoadInspector(events)
-		if _, err := in.PurgeIfRetained(lastActivity, now, retention, deliveries); err != nil {
-			return err
-		}
-		if len(in.Changes()) == 0 {
-			return nil
-		}
-		_, err = s.append(ctx, stream, in.Expected(), domain.Trace{CorrelationID: id}, in.Changes())
-		recorded = err == nil
-		return err
-	})
-	return recorded, err
+	position, err := s.rec.PurgeIfRetained(ctx, id, lastActivity, now, retention, deliveries)
+	if err != nil || position == 0 {
+		return false, err
+	}
+	return true, s.waitForViews(ctx, position)
 }
 
 // catchUp waits until the views have applied every event appended so far.

@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
 	"github.com/relayhq/relay/readmodel"
+	"github.com/relayhq/relay/record"
 )
 
 // Forwarder takes one attempt of a delivery to its local target (the tunnel).
@@ -41,7 +42,8 @@ const DefaultViewsWait = 10 * time.Second
 // projections from the API layer.
 type Service struct {
 	cfg       Config
-	store     domain.EventStore
+	store     domain.EventStore // reads only; every write goes through rec
+	rec       *record.Recorder
 	codec     *domain.Codec
 	views     Views
 	forwarder Forwarder
@@ -50,28 +52,23 @@ type Service struct {
 	now       func() time.Time
 }
 
-// New wires a Service.
-func New(cfg Config, store domain.EventStore, codec *domain.Codec, views Views, fw Forwarder, presence Presence, log *slog.Logger) *Service {
+// New wires a Service. store is read from; rec records its decisions.
+func New(cfg Config, store domain.EventStore, rec *record.Recorder, views Views, fw Forwarder, presence Presence, log *slog.Logger) *Service {
 	if cfg.ViewsWait <= 0 {
 		cfg.ViewsWait = DefaultViewsWait
 	}
-	return &Service{cfg: cfg, store: store, codec: codec, views: views, forwarder: fw, presence: presence, log: log, now: time.Now}
+	return &Service{cfg: cfg, store: store, rec: rec, codec: rec.Codec(), views: views, forwarder: fw, presence: presence, log: log, now: rec.Now}
 }
 
-// append encodes and appends an aggregate's new events (the first causes
-// the others), then waits until the projections have applied them
-// (read-your-writes).
+// append records an aggregate's new events (the first causes the others),
+// then waits until the projections have applied them (read-your-writes).
 func (s *Service) append(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (uint64, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	data, _, err := s.codec.EncodeAll(nil, NewEventID, events, s.now(), tr)
+	res, err := s.rec.Record(ctx, stream, expected, tr, events...)
 	if err != nil {
-		return 0, fmt.Errorf("append to %s: %w", stream, err)
-	}
-	res, err := s.store.Append(ctx, stream, expected, data...)
-	if err != nil {
-		return 0, fmt.Errorf("append to %s: %w", stream, err)
+		return 0, err
 	}
 	if err := s.waitForViews(ctx, res.Position); err != nil {
 		return 0, err
@@ -258,36 +255,19 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	case view.AccountID != accountID:
 		return readmodel.Delivery{}, domain.ErrNotFound
 	}
-	var cmd domain.ForwardCommand
-	err = conflict.Retry(ctx, conflictTries, func(int) error {
-		ep, err := s.loadEndpoint(ctx, accountID, view.Address)
-		if err != nil {
-			return err
-		}
-		events, err := s.load(ctx, domain.DeliveryStream(deliveryID))
-		if err != nil {
-			return err
-		}
-		received, ok := events[0].(domain.DeliveryReceived)
-		if !ok {
-			return fmt.Errorf("retry %s: stream does not start with its request", deliveryID)
-		}
-		d := domain.LoadDelivery(events)
-		attemptID := NewEventID()
-		status := domain.EndpointStatus{Mode: ep.Settings().Mode, AgentConnected: s.presence.Connected(ep.ID()) > 0}
-		if err := d.RequestRetry(attemptID, accountID, status); err != nil {
-			return err
-		}
-		tr := domain.Trace{CorrelationID: deliveryID, CausationID: attemptID}
-		if _, err := s.append(ctx, domain.DeliveryStream(deliveryID), d.Expected(), tr, d.Changes()); err != nil {
-			return err
-		}
-		cmd = domain.ForwardCommand{
-			DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: ep.ID(), AccountID: accountID,
-			Method: received.Method, Target: received.Target, Headers: domain.StripHopByHop(received.Headers), Body: received.Body,
-			Timeout: s.cfg.ForwardTimeout, CaptureResponse: ep.Settings().ResponseCapture, CorrelationID: deliveryID,
-		}
-		return nil
+	ep, err := s.loadEndpoint(ctx, accountID, view.Address)
+	if err != nil {
+		return readmodel.Delivery{}, err
+	}
+	set := ep.Settings()
+	// The attempt is recorded without waiting for the views: nothing reads
+	// them before the outcome, which is waited for below.
+	cmd, err := s.rec.RequestRetry(ctx, deliveryID, record.RetryTarget{
+		AccountID:       accountID,
+		Endpoint:        domain.EndpointStatus{Mode: set.Mode, AgentConnected: s.presence.Connected(ep.ID()) > 0},
+		EndpointID:      ep.ID(),
+		CaptureResponse: set.ResponseCapture,
+		Timeout:         s.cfg.ForwardTimeout,
 	})
 	if err != nil {
 		return readmodel.Delivery{}, err
@@ -298,7 +278,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	if err != nil {
 		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "err", err)
 	}
-	// The tunnel appended the outcome; make sure the view has it. Without
+	// The outcome is recorded; make sure the view has it. Without
 	// its position (no outcome, or none recorded) the end of the log covers it.
 	seen := out.Position
 	if seen == 0 {

@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/readmodel"
-	"github.com/relayhq/relay/tunnel"
 )
 
 // ownedEndpoint returns an Endpoint of the signed-in account; another
@@ -166,49 +164,6 @@ func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery,
 	}
 }
 
-// attachAgent registers the connection as an agent session of an Endpoint
-// and streams its forward requests.
-func (r *Resolver) attachAgent(ctx context.Context, endpointID string) (<-chan *model.ForwardRequest, error) {
-	ep, err := r.ownedEndpoint(ctx, endpointID)
-	if err != nil {
-		return nil, err
-	}
-	agentID := connectionID(ctx)
-	if agentID == "" {
-		agentID = commands.NewEventID()
-	}
-	// The agent's own target is where it forwards; an agent that did not
-	// name one is taken to use the Endpoint's.
-	target := agentTarget(ctx)
-	if target == "" {
-		target = ep.Target
-	}
-	cmds, err := r.Hub.Attach(ctx, tunnel.SessionInfo{AgentID: agentID, EndpointID: ep.ID, AccountID: ep.AccountID, Target: target})
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan *model.ForwardRequest)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case c, ok := <-cmds:
-				if !ok {
-					return
-				}
-				select {
-				case out <- toForwardRequest(c):
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
-}
-
 // events pages through the log in order. The operator (admin token) reads
 // all of it; an account reads only the events of its own streams, so the
 // log never shows one tenant's deliveries to another. Either way a page
@@ -322,32 +277,4 @@ func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
 		p.Mode = &m
 	}
 	return p
-}
-
-// toOutcome reads the agent's report of one forward.
-func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
-	headers, err := fromHeaderInputs(in.Headers)
-	if err != nil {
-		return domain.ForwardOutcome{}, err
-	}
-	out := domain.ForwardOutcome{AttemptID: in.AttemptID, Headers: headers, Error: deref(in.Error), Failure: deref(in.Failure)}
-	if in.DurationMs != nil {
-		out.DurationMs = int64(*in.DurationMs)
-	}
-	if in.BodyBase64 != nil {
-		b, err := base64.StdEncoding.DecodeString(*in.BodyBase64)
-		if err != nil {
-			return out, &domain.InvalidInputError{Field: "bodyBase64", Reason: "not valid base64"}
-		}
-		out.Body = b
-	}
-	switch {
-	case in.Status != nil:
-		// Which statuses a sender can get is the tunnel's rule (an
-		// invalid one is recorded as a 502), not the API's.
-		out.Status = *in.Status // with error set too: the agent's own 504
-	case out.Error == "":
-		return out, &domain.InvalidInputError{Field: "status", Reason: "give a status or an error"}
-	}
-	return out, nil
 }

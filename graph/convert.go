@@ -144,13 +144,6 @@ func toEvent(e domain.RecordedEvent) *model.Event {
 	return m
 }
 
-func toForwardRequest(c domain.ForwardCommand) *model.ForwardRequest {
-	return &model.ForwardRequest{
-		AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Path: c.Target, PathBase64: rawBase64(c.Target),
-		Headers: toHeaders(c.Headers), BodyBase64: base64.StdEncoding.EncodeToString(c.Body),
-	}
-}
-
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -52,15 +53,10 @@ func newEnv(t *testing.T) *env {
 	}
 	viewsDone := make(chan struct{})
 	go func() { _ = views.Run(ctx); close(viewsDone) }()
-	bus, err := tunnel.NewBus(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Store: store, Codec: codec, Logger: log, Now: time.Now, NewID: commands.NewEventID}, bus)
-	busDone := make(chan struct{})
-	go func() { _ = bus.Run(ctx); close(busDone) }()
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, nil)
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
-		store, codec, views, tunnel.NewClient(bus), hub, log)
+		store, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
 	h := graph.NewHandler(&graph.Resolver{
 		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
@@ -68,9 +64,8 @@ func newEnv(t *testing.T) *env {
 	}, graph.ServerOptions{})
 	t.Cleanup(func() {
 		cancel()
-		<-busDone
+		hub.Close()
 		<-viewsDone
-		_ = bus.Close()
 		_ = views.Close()
 		_ = store.Close()
 	})

@@ -25,7 +25,7 @@ type Resolver struct {
 	Service *commands.Service
 	Views   Views
 	Log     EventLog
-	Hub     *tunnel.Hub
+	Hub     tunnel.Sessions
 	// PublicURL turns an address id into its public URL.
 	PublicURL func(id string) string
 	Logger    *slog.Logger

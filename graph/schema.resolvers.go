@@ -118,18 +118,7 @@ func (r *mutationResolver) RetryDelivery(ctx context.Context, id string) (*model
 
 // CompleteForward is the resolver for the completeForward field.
 func (r *mutationResolver) CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error) {
-	acc, err := r.account(ctx)
-	if err != nil {
-		return false, err
-	}
-	out, err := toOutcome(input)
-	if err != nil {
-		return false, err
-	}
-	if err := r.Hub.Complete(ctx, acc.ID, connectionID(ctx), out); err != nil {
-		return false, err
-	}
-	return true, nil
+	return r.completeForward(ctx, input)
 }
 
 // Inspector is the resolver for the inspector field.

@@ -1,7 +1,7 @@
 // Package ingress is the HTTP server behind public addresses
 // (http://<id>.<domain>/). It routes by Host, captures every request
 // losslessly (raw request target, every header value in order, body read
-// through a limit), appends what happened to the event store and only then
+// through a limit), records what happened (through its Recorder) and only then
 // answers the sender, so an answered request is never lost.
 //
 // Guest inspectors and Endpoints in LOG mode are answered 204 with an empty

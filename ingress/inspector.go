@@ -43,24 +43,8 @@ func (s *Server) inspectorExpired(ctx context.Context, route Route) (bool, error
 	if route.LastActivityAt.IsZero() {
 		return false, nil
 	}
-	if !route.ExpiresAt.IsZero() && s.deps.Now().Before(route.ExpiresAt) {
+	if !route.ExpiresAt.IsZero() && s.deps.Recorder.Now().Before(route.ExpiresAt) {
 		return false, nil // the hot path: no read of the stream
 	}
-	stream := domain.InspectorStream(route.ID)
-	_, events, err := domain.LoadStream(ctx, s.deps.Store, s.deps.Codec, stream)
-	if err != nil {
-		return false, err
-	}
-	insp := domain.LoadInspector(events)
-	if !insp.ExpireIfIdle(route.LastActivityAt, s.deps.Now()) {
-		return false, nil
-	}
-	if len(insp.Changes()) == 0 {
-		return true, nil // expiry was already in the stream
-	}
-	err = s.appendEvents(ctx, stream, insp.Expected(), "", insp.Changes()...)
-	if errors.Is(err, domain.ErrWrongExpectedRevision) {
-		return true, nil // a concurrent request recorded the expiry first
-	}
-	return true, err
+	return s.deps.Recorder.ExpireIfIdle(ctx, route.ID, route.LastActivityAt)
 }

@@ -75,7 +75,7 @@ func (s *Server) limitAddress(w http.ResponseWriter, route Route) bool {
 	if s.addressLimits == nil {
 		return true
 	}
-	now := s.deps.Now()
+	now := s.deps.Recorder.Now()
 	ok, retry := s.addressLimits.Allow(route.ID, now)
 	if ok {
 		return true
@@ -104,7 +104,7 @@ func (s *Server) overQuota(w http.ResponseWriter, route Route) bool {
 	return true
 }
 
-// RecordRefusals appends, every interval until ctx ends, one
+// RecordRefusals records, every interval until ctx ends, one
 // address.rate_limited.v1 per address whose requests the rate limit
 // refused in the interval, and the rest once more as it ends.
 func (s *Server) RecordRefusals(ctx context.Context) error {
@@ -131,9 +131,7 @@ func (s *Server) appendRefusals(ctx context.Context) {
 		s.log.WarnContext(ctx, "ingress: rate-limit refusals not counted per address (too many addresses)", "refused", lost)
 	}
 	for address, c := range counts {
-		e := domain.AddressRateLimited{Address: address, AddressKind: c.kind, Refused: c.n,
-			From: c.from.UTC().Format(time.RFC3339Nano), To: c.to.UTC().Format(time.RFC3339Nano)}
-		err := s.appendEvents(ctx, domain.RefusalsStream(address), domain.Any(), "", e)
+		err := s.deps.Recorder.RecordRefusals(ctx, address, c.kind, c.n, c.from, c.to)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			s.log.ErrorContext(ctx, "ingress: record rate-limit refusals", "address", address, "refused", c.n, "error", err)
 		}

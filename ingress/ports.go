@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/record"
 )
 
 // Route is what ingress needs to know about a public address to decide how
@@ -33,6 +34,19 @@ type Route struct {
 // error matching domain.ErrNotFound for ids that name nothing.
 type AddressResolver interface {
 	Resolve(ctx context.Context, id string) (Route, error)
+}
+
+// Recorder records what ingress decides on a request (record.Recorder).
+// ReceiveForward's record may still be on its way to disk when it returns:
+// the sender is answered only once Queued.Wait has returned nil.
+type Recorder interface {
+	Now() time.Time
+	NewID() string
+	ReceiveAnswered(ctx context.Context, rc record.Receipt, status int, reason string) error
+	ReceiveForward(ctx context.Context, rc record.Receipt, fw record.Forward) (domain.ForwardCommand, record.Queued, error)
+	RecordLateAnswer(ctx context.Context, deliveryID string, status int, reason string) error
+	ExpireIfIdle(ctx context.Context, inspectorID string, lastActivity time.Time) (bool, error)
+	RecordRefusals(ctx context.Context, address string, kind domain.AddressKind, n int64, from, to time.Time) error
 }
 
 // Forwarder takes one attempt of a delivery to an Endpoint's local target

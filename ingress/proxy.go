@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/record"
 )
 
 // forwardGrace is how much longer than the forward timeout ingress waits
@@ -21,8 +22,6 @@ var errNoForwarder = errors.New("no forwarder configured")
 func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
 	id := s.deps.NewDeliveryID()
 	req, full, err := Capture(r, s.cfg.CaptureCap, s.cfg.MaxBody)
-	// Every header received is forwarded (fidelity); only storage is
-	// limited.
 	received := req.Headers
 	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	var tooLarge *BodyTooLargeError
@@ -42,41 +41,22 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 
-	d, err := domain.ReceiveDelivery(id, route.ID, route.Kind, route.AccountID, req)
-	if err != nil {
-		s.invariantBroken(ctx, w, id, route.ID, req.Method, err)
+	// Every header received is forwarded (fidelity); only storage is
+	// limited.
+	cmd, recorded, err := s.deps.Recorder.ReceiveForward(ctx, receipt(id, route, req), record.Forward{
+		Method: req.Method, Target: req.Target, Headers: received, Body: full,
+		Timeout: s.cfg.ForwardTimeout, CaptureResponse: route.ResponseCapture,
+	})
+	var broken *record.InvariantError
+	switch {
+	case errors.As(err, &broken):
+		s.invariantBroken(ctx, w, id, route.ID, req.Method, broken.Err)
 		return
-	}
-	attemptID := s.deps.NewID()
-	if err := d.RequestForward(attemptID, route.ID, false); err != nil {
-		s.storeUnavailable(ctx, w, id, route.ID, req.Method, fmt.Errorf("request forward: %w", err))
-		return
-	}
-	// The last event appended is this attempt's ForwardRequested; on a new
-	// stream its revision is known before the append returns.
-	changes := d.Changes()
-	requestRevision := uint64(len(changes) - 1)
-	recorded, requestID, err := s.queueEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, changes...)
-	if err != nil {
+	case err != nil:
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
-	cmd := domain.ForwardCommand{
-		DeliveryID:      id,
-		AttemptID:       attemptID,
-		EndpointID:      route.ID,
-		AccountID:       route.AccountID,
-		Method:          req.Method,
-		Target:          req.Target,
-		Headers:         domain.StripHopByHop(received),
-		Body:            full,
-		Timeout:         s.cfg.ForwardTimeout,
-		CaptureResponse: route.ResponseCapture,
-		CorrelationID:   id,
-		RequestEventID:  requestID,
-		RequestRevision: requestRevision,
-	}
-	status := s.forward(ctx, w, r.Method, route, cmd, recorded)
+	status := s.forward(ctx, w, r.Method, route, cmd, recorded.Wait)
 	s.logDelivery(ctx, id, route.ID, req.Method, status)
 }
 
@@ -123,12 +103,10 @@ func (s *Server) runForward(ctx context.Context, cmd domain.ForwardCommand) (dom
 	return o, nil
 }
 
-// recordLateAnswer appends the status ingress answered on its own after the
-// delivery was recorded. The tunnel may append to the stream concurrently,
-// so any revision is fine.
+// recordLateAnswer records the status ingress answered on its own after the
+// delivery was recorded.
 func (s *Server) recordLateAnswer(ctx context.Context, deliveryID, address string, status int, reason string) {
-	e := domain.DeliveryAnswered{DeliveryID: deliveryID, Status: status, Reason: reason}
-	if err := s.appendEvents(ctx, domain.DeliveryStream(deliveryID), domain.Any(), deliveryID, e); err != nil {
+	if err := s.deps.Recorder.RecordLateAnswer(ctx, deliveryID, status, reason); err != nil {
 		s.log.ErrorContext(ctx, "ingress: record answer", "delivery_id", deliveryID, "address", address, "status", status, "error", err)
 	}
 }

@@ -3,18 +3,12 @@ package ingress
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/record"
 )
-
-// appendTimeout bounds one append. Appends do not end when the sender hangs
-// up: once a request is captured, recording it must not depend on the
-// sender still waiting.
-const appendTimeout = 10 * time.Second
 
 // serveRecord captures a request to an inspector or a LOG Endpoint, records
 // it with the answer ans and then gives that answer.
@@ -34,20 +28,27 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 	s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, ans)
 }
 
-// recordAnswer appends DeliveryReceived carrying the answer ans, durably,
-// and only then answers the sender: one event per delivery.
+// recordAnswer records the delivery carrying the answer ans, durably, and
+// only then answers the sender: one event per delivery. The record does not
+// end when the sender hangs up: once a request is captured, recording it
+// must not depend on the sender still waiting.
 func (s *Server) recordAnswer(ctx context.Context, w http.ResponseWriter, id string, route Route, req domain.CapturedRequest, ans answer) {
-	d, err := domain.ReceiveAndAnswer(id, route.ID, route.Kind, route.AccountID, req, ans.status, ans.reason)
-	if err != nil {
-		s.invariantBroken(ctx, w, id, route.ID, req.Method, err)
+	err := s.deps.Recorder.ReceiveAnswered(ctx, receipt(id, route, req), ans.status, ans.reason)
+	var broken *record.InvariantError
+	switch {
+	case errors.As(err, &broken):
+		s.invariantBroken(ctx, w, id, route.ID, req.Method, broken.Err)
 		return
-	}
-	if err := s.appendEvents(ctx, domain.DeliveryStream(id), domain.NoStream(), id, d.Changes()...); err != nil {
+	case err != nil:
 		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
 	ans.write(w)
 	s.logDelivery(ctx, id, route.ID, req.Method, ans.status)
+}
+
+func receipt(id string, route Route, req domain.CapturedRequest) record.Receipt {
+	return record.Receipt{DeliveryID: id, Address: route.ID, Kind: route.Kind, AccountID: route.AccountID, Request: req}
 }
 
 // invariantBroken answers a request whose capture the domain refused: a
@@ -89,49 +90,4 @@ func unreadableBody(err error) answer {
 		reason: "request body unreadable: " + err.Error(),
 		body:   "Bad Request: the request body could not be read\n",
 	}
-}
-
-// appendEvents encodes events and appends them to stream in one append.
-// The first event causes the others; all carry correlationID.
-func (s *Server) appendEvents(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) error {
-	wait, _, err := s.queueEvents(ctx, stream, expected, correlationID, events...)
-	if err != nil {
-		return err
-	}
-	return wait()
-}
-
-// queueEvents starts an append like appendEvents and returns the ID of its
-// last event and a function that waits for the append's outcome. With a
-// store that can queue appends (domain.AppendQueuer) the append is in the
-// store's commit order when queueEvents returns; with any other store it is
-// already durable.
-func (s *Server) queueEvents(ctx context.Context, stream string, expected domain.ExpectedRevision, correlationID string, events ...domain.Event) (wait func() error, lastID string, err error) {
-	data, _, err := s.deps.Codec.EncodeAll(nil, s.deps.NewID, events, s.deps.Now(), domain.Trace{CorrelationID: correlationID})
-	if err != nil {
-		return nil, "", fmt.Errorf("append to %s: %w", stream, err)
-	}
-	lastID = data[len(data)-1].ID
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
-	q, ok := s.deps.Store.(domain.AppendQueuer)
-	if !ok {
-		defer cancel()
-		if _, err := s.deps.Store.Append(ctx, stream, expected, data...); err != nil {
-			return nil, "", fmt.Errorf("append to %s: %w", stream, err)
-		}
-		return func() error { return nil }, lastID, nil
-	}
-	queued, err := q.QueueAppend(ctx, stream, expected, data...)
-	if err != nil {
-		cancel()
-		return nil, "", fmt.Errorf("append to %s: %w", stream, err)
-	}
-	// queued already remembers its outcome, so waiting twice is harmless.
-	return func() error {
-		defer cancel()
-		if _, err := queued(); err != nil {
-			return fmt.Errorf("append to %s: %w", stream, err)
-		}
-		return nil
-	}, lastID, nil
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/relayhq/relay/domain"
@@ -49,18 +48,15 @@ type Config struct {
 	InspectorQuota int64
 }
 
-// Deps are the components the server talks to. Store and Resolver are
+// Deps are the components the server talks to. Recorder and Resolver are
 // required; Forwarder is needed for PROXY Endpoints; Bare serves the bare
-// domain (GraphQL, console). Now, NewID and NewDeliveryID default to the
-// clock and random UUIDs, Codec to domain.NewCodec().
+// domain (GraphQL, console). NewDeliveryID defaults to the Recorder's ID
+// source, whose clock is the server's too.
 type Deps struct {
-	Store         domain.EventStore
-	Codec         *domain.Codec
+	Recorder      Recorder
 	Resolver      AddressResolver
 	Forwarder     Forwarder
 	Bare          http.Handler
-	Now           func() time.Time
-	NewID         func() string // event and attempt IDs (UUIDs)
 	NewDeliveryID func() string
 }
 
@@ -101,17 +97,8 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.RefusalInterval <= 0 {
 		cfg.RefusalInterval = DefaultRefusalInterval
 	}
-	if deps.Codec == nil {
-		deps.Codec = domain.NewCodec()
-	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
-	if deps.NewID == nil {
-		deps.NewID = uuid.NewString
-	}
-	if deps.NewDeliveryID == nil {
-		deps.NewDeliveryID = uuid.NewString
+	if deps.NewDeliveryID == nil && deps.Recorder != nil {
+		deps.NewDeliveryID = deps.Recorder.NewID
 	}
 	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, addressLimits: newAddressLimits(cfg.AddressRate)}
 
@@ -164,8 +151,8 @@ func (s *Server) serve(c echo.Context) error {
 	case !ok || bare:
 		writeNoAgent(w, "unknown address")
 		return nil
-	case s.deps.Store == nil || s.deps.Resolver == nil:
-		s.log.ErrorContext(ctx, "ingress: no event store or address resolver configured")
+	case s.deps.Recorder == nil || s.deps.Resolver == nil:
+		s.log.ErrorContext(ctx, "ingress: no recorder or address resolver configured")
 		writeNoAgent(w, "store unavailable")
 		return nil
 	}

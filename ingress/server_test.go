@@ -21,6 +21,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/record"
 )
 
 // routeMap is an AddressResolver over a map, standing in for the
@@ -174,7 +175,8 @@ func newEnvWith(t *testing.T, cfg Config, change func(*Deps)) *env {
 	}
 	cfg.Domain = "localhost"
 	deps := Deps{
-		Store: store, Codec: e.codec, Resolver: e.routes, Forwarder: e.fwd, Now: e.clock.Now,
+		Recorder: record.New(record.Config{Store: store, Codec: e.codec, Now: e.clock.Now}),
+		Resolver: e.routes, Forwarder: e.fwd,
 		Bare: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = io.WriteString(w, "bare "+r.URL.Path)

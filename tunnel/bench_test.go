@@ -8,7 +8,8 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// BenchmarkForwardRoundTrip measures one forward through the bus: command
+// BenchmarkForwardRoundTrip measures one forward across the bus (another
+// node's sessions): command
 // published, handed to an in-process agent, answered, ForwardResponded
 // appended to the SQLite store (one fsync), reply delivered.
 func BenchmarkForwardRoundTrip(b *testing.B) {
@@ -23,6 +24,26 @@ func BenchmarkForwardRoundTrip(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		out, err := e.client.Forward(ctx, cmds[i])
+		if err != nil || out.Status != 200 {
+			b.Fatalf("forward: %+v, %v", out, err)
+		}
+	}
+}
+
+// BenchmarkHubForward measures the same forward served in process
+// (Hub.Forward): nothing encoded, no bus.
+func BenchmarkHubForward(b *testing.B) {
+	e := newEnv(b)
+	e.agent(b, SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	cmds := make([]domain.ForwardCommand, b.N)
+	for i := range cmds {
+		cmds[i] = e.receive(b, "ep", "acc")
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		out, err := e.hub.Forward(ctx, cmds[i])
 		if err != nil || out.Status != 200 {
 			b.Fatalf("forward: %+v, %v", out, err)
 		}

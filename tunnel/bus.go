@@ -15,14 +15,26 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// Topics of the forward request/reply exchange.
+// Topics of the forward request/reply exchange (the shape of Watermill's
+// components/requestreply): each node takes commands on its own topic,
+// each Client gets replies on its own, named in the command's replyToKey
+// metadata, and a reply is matched to its caller by correlation ID, the
+// attempt ID. No handler sees a message meant for another.
 const (
-	commandsTopic = "tunnel.forward.commands"
-	repliesTopic  = "tunnel.forward.replies"
+	commandsTopicPrefix = "tunnel.forward.commands."
+	repliesTopicPrefix  = "tunnel.forward.replies."
+	replyToKey          = "reply_to"
 )
 
+// DefaultNode names the node of a Hub whose config names none.
+const DefaultNode = "local"
+
+func commandsTopic(node string) string { return commandsTopicPrefix + node }
+
 // Bus is the Watermill Pub/Sub and router that carry forward commands and
-// their replies. Create the Hub and Clients, then call Run.
+// their replies between nodes; a command served in the process that holds
+// the agent's session never crosses it (see Hub.Forward). Create the Hub
+// and Clients, then call Run.
 type Bus struct {
 	logger *slog.Logger
 	pubsub *gochannel.GoChannel
@@ -50,10 +62,9 @@ func NewBus(logger *slog.Logger) (*Bus, error) {
 	}
 	b := &Bus{logger: logger, pubsub: pubsub, router: router, runDone: make(chan struct{})}
 	// The first middleware is the outermost: a panic becomes an error
-	// (Recoverer), the error becomes a reply to the waiting caller instead
-	// of an endless redelivery, and that reply keeps the command's
-	// correlation ID.
-	router.AddMiddleware(middleware.CorrelationID, b.replyOnError, middleware.Recoverer)
+	// (Recoverer), and the error becomes a reply to the waiting caller
+	// instead of an endless redelivery.
+	router.AddMiddleware(b.replyOnError, middleware.Recoverer)
 	return b, nil
 }
 
@@ -126,14 +137,24 @@ func (b *Bus) addHandler(name, topic, publishTopic string, fn message.HandlerFun
 	}
 }
 
-// reply is the payload of a message on the replies topic (see wire.go).
+// reply is the payload of a message on a replies topic (see wire.go).
 type reply struct {
 	Outcome domain.ForwardOutcome
 	Error   string // the Hub could not carry out or record the forward
 }
 
-func newReplyMessage(r reply) *message.Message {
-	return message.NewMessage(watermill.NewUUID(), encodeReply(r))
+// publishReply sends r to the Client that sent the command msg.
+func (b *Bus) publishReply(msg *message.Message, r reply) error {
+	replyTo := msg.Metadata.Get(replyToKey)
+	if replyTo == "" {
+		return fmt.Errorf("command %s names no reply topic", msg.UUID)
+	}
+	out := message.NewMessage(watermill.NewUUID(), encodeReply(r))
+	middleware.SetCorrelationID(middleware.MessageCorrelationID(msg), out)
+	if err := b.pubsub.Publish(replyTo, out); err != nil {
+		return fmt.Errorf("publish reply to %s: %w", replyTo, err)
+	}
+	return nil
 }
 
 // replyOnError answers the waiting caller when a command handler fails,
@@ -152,6 +173,9 @@ func (b *Bus) replyOnError(h message.HandlerFunc) message.HandlerFunc {
 		if errors.As(err, &p) {
 			text = fmt.Sprintf("panic: %v", p.V) // the stack trace is in the log, not in the reply
 		}
-		return []*message.Message{newReplyMessage(reply{Outcome: domain.ForwardOutcome{AttemptID: correlationID}, Error: text})}, nil
+		if err := b.publishReply(msg, reply{Outcome: domain.ForwardOutcome{AttemptID: correlationID}, Error: text}); err != nil {
+			b.logger.Error("forward command failed and its caller could not be told", "attempt_id", correlationID, "error", err)
+		}
+		return nil, nil
 	}
 }

@@ -2,8 +2,6 @@ package tunnel
 
 import (
 	"testing"
-
-	"github.com/relayhq/relay/domain"
 )
 
 func TestClientCreatedAfterRun(t *testing.T) {
@@ -14,7 +12,7 @@ func TestClientCreatedAfterRun(t *testing.T) {
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward through a late client: %+v, %v", out, err)
 	}
-	// Both clients see every reply; each answers only its own callers.
+	// Each client gets its replies on a topic of its own.
 	out, err = e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward through the first client: %+v, %v", out, err)
@@ -26,7 +24,7 @@ func TestCloseWithoutRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewHub(HubConfig{Codec: domain.NewCodec()}, bus)
+	NewHub(HubConfig{}, bus)
 	NewClient(bus)
 	if err := bus.Close(); err != nil {
 		t.Errorf("close: %v", err)

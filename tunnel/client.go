@@ -19,7 +19,7 @@ import (
 const DefaultForwardTimeout = 30 * time.Second
 
 // replyGrace is how long past the command's own timeout a Client waits for
-// the reply: the Hub answers 504 at the timeout, then appends to the store.
+// the reply: the Hub answers 504 at the timeout, then records the outcome.
 const replyGrace = 10 * time.Second
 
 // TimeoutError reports a forward whose reply did not arrive in time.
@@ -45,28 +45,36 @@ func (e *ReplyError) Error() string { return fmt.Sprintf("forward %s: %s", e.Att
 
 var clientSeq atomic.Int64
 
-// Client sends forward commands over the Bus and waits for their replies.
+// Client sends forward commands to another node's Hub over the Bus and
+// waits for their replies, which come on its own topic.
 type Client struct {
-	bus *Bus
+	bus     *Bus
+	replyTo string
 
 	mu      sync.Mutex
 	waiters map[string]chan reply // attempt ID → the caller waiting for it
 }
 
-// NewClient subscribes a reply dispatcher on the Bus; replies are matched to
-// waiting callers by correlation ID (the attempt ID).
+// NewClient subscribes a reply dispatcher on a topic of the Client's own;
+// replies are matched to waiting callers by correlation ID (the attempt ID).
 func NewClient(bus *Bus) *Client {
-	c := &Client{bus: bus, waiters: map[string]chan reply{}}
-	name := fmt.Sprintf("tunnel.replies.%d", clientSeq.Add(1))
-	bus.addHandler(name, repliesTopic, "", c.dispatch)
+	id := fmt.Sprintf("%d.%s", clientSeq.Add(1), watermill.NewShortUUID())
+	c := &Client{bus: bus, replyTo: repliesTopicPrefix + id, waiters: map[string]chan reply{}}
+	bus.addHandler("tunnel.replies."+id, c.replyTo, "", c.dispatch)
 	return c
 }
 
-// Forward runs one attempt and returns its outcome once the Hub recorded it.
+// Forward is ForwardTo the DefaultNode.
+func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	return c.ForwardTo(ctx, DefaultNode, cmd)
+}
+
+// ForwardTo runs one attempt on the Hub of node and returns its outcome
+// once that Hub recorded it.
 // A failed attempt (502, 503, 504) is an outcome, not an error; errors mean
 // the outcome is unknown: ctx ended (*TimeoutError on its deadline), no reply
 // came in time (*TimeoutError), or the Hub failed (*ReplyError).
-func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	if cmd.AttemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
 	}
@@ -110,7 +118,8 @@ func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain
 	}
 	msg := message.NewMessage(watermill.NewUUID(), payload)
 	middleware.SetCorrelationID(cmd.AttemptID, msg)
-	if err := c.bus.pubsub.Publish(commandsTopic, msg); err != nil {
+	msg.Metadata.Set(replyToKey, c.replyTo)
+	if err := c.bus.pubsub.Publish(commandsTopic(node), msg); err != nil {
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: publish: %w", cmd.AttemptID, err)
 	}
 
@@ -127,8 +136,8 @@ func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain
 	}
 }
 
-// dispatch hands a reply to the caller waiting for its correlation ID;
-// replies for other Clients on the same Bus are ignored.
+// dispatch hands a reply to the caller waiting for its correlation ID; one
+// nobody waits for any more (the caller gave up) is dropped.
 func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
 	id := middleware.MessageCorrelationID(msg)
 	c.mu.Lock()

@@ -1,19 +1,26 @@
 // Package tunnel holds agent sessions and carries forward commands to them.
 //
-// Ingress and retry hand a domain.ForwardCommand to a Client. The Client
-// publishes it on a Watermill Pub/Sub (GoChannel inside one process) with the
-// attempt ID as correlation ID and waits for the reply. The Hub's router
-// handler picks a live session of the command's Endpoint (round-robin when
-// several agents serve it), gives it the work, and waits for the agent's
-// answer (Hub.Complete), the command's timeout, or the session's end. It then
-// appends ForwardResponded or ForwardFailed to the delivery's stream and only
-// after that durable append publishes the reply, so no caller ever sees an
-// outcome the log does not hold.
+// Ingress and retry forward through one seam, Hub.Forward(ctx, cmd). When
+// this process holds a session of the command's Endpoint, the Hub serves it
+// directly: it picks a live session (round-robin when several agents serve
+// it), gives it the work, and waits for the agent's answer (Hub.Complete),
+// the command's timeout, or the session's end. It then records
+// ForwardResponded or ForwardFailed (through its Recorder) and only after
+// that durable append returns the outcome, so no caller ever sees an
+// outcome the log does not hold. Nothing is encoded on this path.
+//
+// The Watermill Bus carries commands only across the node boundary, in
+// the shape of Watermill's components/requestreply: each node's Hub takes
+// commands on its own topic, each Client gets replies on its own, and a
+// reply is matched to its caller by the attempt ID. A Hub configured with
+// Remote and Locate sends a command for an Endpoint whose sessions another
+// node holds to that node. A single relay process runs no bus.
 //
 // Outcomes the relay decides itself:
 //
 //	503 "no agent connected"                        no live session for the Endpoint
 //	503 "agent disconnected"                        the session ended mid-flight
+//	503 "relay shutting down"                       the Hub closed mid-flight
 //	504 "local target did not answer within <t>"    no answer before the command's timeout
 //	502 <the agent's error text>                    the agent could not reach its target
 //

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,27 +11,82 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// handleForward is the router handler of the commands topic: it runs the
-// attempt, records its outcome, and only then returns the reply for the
-// router to publish.
+// Forward runs one attempt on a session this process holds and returns
+// its outcome once recorded: the seam ingress and retry forward through.
+// Nothing is encoded and no bus is crossed. A failed attempt (502, 503,
+// 504) is an outcome, not an error; errors mean the outcome is unknown to
+// the caller: ctx ended (*TimeoutError on its deadline), or the Hub could
+// not carry out or record the forward. The attempt does not end with ctx:
+// like one sent over the bus, it runs until its outcome (bounded by the
+// command's timeout) or the Hub's Close, and is recorded.
+func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	if cmd.AttemptID == "" {
+		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
+	}
+	if node, ok := h.elsewhere(cmd.EndpointID); ok {
+		return h.remote.ForwardTo(ctx, node, cmd)
+	}
+	type result struct {
+		out domain.ForwardOutcome
+		err error
+	}
+	start := time.Now()
+	done := make(chan result, 1)
+	h.serving.Go(func() {
+		out, err := h.serve(h.life, cmd)
+		done <- result{out, err}
+	})
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return domain.ForwardOutcome{}, &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)}
+		}
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, ctx.Err())
+	}
+}
+
+// elsewhere names the node that holds the Endpoint's sessions when this
+// process holds none and knows of other nodes.
+func (h *Hub) elsewhere(endpointID string) (string, bool) {
+	if h.remote == nil || h.locate == nil || h.Connected(endpointID) > 0 {
+		return "", false
+	}
+	node, ok := h.locate(endpointID)
+	return node, ok && node != h.node
+}
+
+// handleForward is the router handler of this node's commands topic: it
+// runs the attempt, records its outcome, and only then replies to the
+// command's sender.
 func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 	cmd, err := decodeCommand(msg.Payload)
 	if err != nil {
 		return nil, err
 	}
-	ctx := msg.Context()
-	out, err := h.forward(ctx, cmd)
+	out, err := h.serve(msg.Context(), cmd)
 	if err != nil {
 		return nil, err
 	}
-	// The outcome is recorded even when the bus is shutting down: the
-	// attempt would otherwise stay pending in the log forever.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	if out.Position, err = h.record(rctx, cmd, out); err != nil {
-		return nil, err
+	if err := h.bus.publishReply(msg, reply{Outcome: out}); err != nil {
+		h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
 	}
-	return []*message.Message{newReplyMessage(reply{Outcome: out})}, nil
+	return nil, nil
+}
+
+// serve runs one attempt and records its outcome. The outcome is recorded
+// even when ctx has ended (shutdown): the attempt would otherwise stay
+// pending in the log forever.
+func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	out, err := h.forward(ctx, cmd)
+	if err != nil {
+		return domain.ForwardOutcome{}, err
+	}
+	if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
+		return domain.ForwardOutcome{}, err
+	}
+	return out, nil
 }
 
 // forward gives cmd to a session of its Endpoint and waits for the outcome.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/record"
 )
 
 // env is a running tunnel over a real SQLite store.
@@ -45,7 +46,7 @@ func newEnvWithStore(tb testing.TB, store domain.EventStore) *env {
 		tb.Fatalf("new bus: %v", err)
 	}
 	e := &env{store: store, codec: domain.NewCodec(), bus: bus}
-	e.hub = NewHub(HubConfig{Store: store, Codec: e.codec, Logger: logger}, bus)
+	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger}, bus)
 	e.client = NewClient(bus)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

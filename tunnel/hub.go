@@ -7,25 +7,32 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 
 	"github.com/relayhq/relay/domain"
 )
 
-// storeTimeout bounds appends made after the caller's context ended (a
-// session's end, a forward cut short by shutdown): they must still land.
-const storeTimeout = 10 * time.Second
+// Recorder records what the Hub learns (record.Recorder): attempts'
+// outcomes and agents' sessions. Each call records even when its context
+// has ended (a session's end, a forward cut short by shutdown).
+type Recorder interface {
+	RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error)
+	AgentConnected(ctx context.Context, endpointID, agentID, target string) error
+	AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error
+}
 
-// HubConfig holds the Hub's dependencies.
+// HubConfig holds the Hub's dependencies; Recorder is required.
 type HubConfig struct {
-	Store  domain.EventStore
-	Codec  *domain.Codec
-	Logger *slog.Logger
-	Now    func() time.Time // clock of recorded events
-	NewID  func() string    // event IDs (UUIDs)
+	Recorder Recorder
+	Logger   *slog.Logger
+	// Node names this process on a bus shared by several: the Hub takes
+	// the commands sent to it. Default DefaultNode.
+	Node string
+	// Remote and Locate reach the sessions other nodes hold: a command
+	// for an Endpoint with no session here goes to the node Locate names,
+	// over the bus. Both nil: a single process.
+	Remote *Client
+	Locate func(endpointID string) (node string, ok bool)
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -38,11 +45,15 @@ type SessionInfo struct {
 
 // Hub holds the live agent sessions and executes forward commands.
 type Hub struct {
-	store  domain.EventStore
-	codec  *domain.Codec
-	logger *slog.Logger
-	now    func() time.Time
-	newID  func() string
+	rec     Recorder
+	logger  *slog.Logger
+	bus     *Bus // nil: no other node sends commands here
+	node    string
+	remote  *Client
+	locate  func(endpointID string) (string, bool)
+	life    context.Context // ends with Close: attempts in flight answer 503
+	stop    context.CancelFunc
+	serving sync.WaitGroup // attempts in flight through Forward
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
@@ -70,30 +81,37 @@ type pendingWork struct {
 	result    chan domain.ForwardOutcome // capacity 1
 }
 
-// NewHub registers the forward command handler on bus; create it before
-// bus.Run. One Hub serves a Bus.
+// NewHub builds a Hub. With a bus, it also takes the commands other nodes
+// send to cfg.Node over it; create it before bus.Run. One Hub serves a Bus.
+// A nil bus is a single process: forwards go through Hub.Forward only.
 func NewHub(cfg HubConfig, bus *Bus) *Hub {
+	life, stop := context.WithCancel(context.Background())
 	h := &Hub{
-		store: cfg.Store, codec: cfg.Codec, logger: cfg.Logger, now: cfg.Now, newID: cfg.NewID,
+		rec: cfg.Recorder, logger: cfg.Logger, bus: bus, life: life, stop: stop,
+		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
 		next:       map[string]int{},
 		pending:    map[string]*pendingWork{},
 	}
-	if h.codec == nil {
-		h.codec = domain.NewCodec()
-	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
 	}
-	if h.now == nil {
-		h.now = time.Now
+	if h.node == "" {
+		h.node = DefaultNode
 	}
-	if h.newID == nil {
-		h.newID = uuid.NewString
+	if bus != nil {
+		bus.addHandler("tunnel.forward."+h.node, commandsTopic(h.node), "", h.handleForward)
 	}
-	bus.addHandler("tunnel.forward", commandsTopic, repliesTopic, h.handleForward)
 	return h
+}
+
+// Close ends the attempts in flight through Forward: each answers 503
+// "relay shutting down" and is recorded before Close returns. Call it once
+// the senders have been drained, and before the store closes.
+func (h *Hub) Close() {
+	h.stop()
+	h.serving.Wait()
 }
 
 // Attach starts a session: it records AgentConnected and returns the
@@ -117,8 +135,7 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	}
 	h.byAgent[s.AgentID] = sess
 	h.mu.Unlock()
-	ev := domain.AgentConnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Target: s.Target}
-	if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+	if err := h.rec.AgentConnected(ctx, s.EndpointID, s.AgentID, s.Target); err != nil {
 		h.mu.Lock()
 		delete(h.byAgent, s.AgentID)
 		h.mu.Unlock()
@@ -175,23 +192,9 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 }
 
 func (h *Hub) recordDisconnect(ctx context.Context, s SessionInfo, reason string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	ev := domain.AgentDisconnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Reason: reason}
-	if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+	if err := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, reason); err != nil {
 		h.logger.Error("record agent disconnect", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "error", err)
 	}
-}
-
-func (h *Hub) appendAgentEvent(ctx context.Context, endpointID string, ev domain.Event) error {
-	data, err := h.codec.Encode(h.newID(), ev, h.now(), domain.Trace{})
-	if err != nil {
-		return err
-	}
-	if _, err := h.store.Append(ctx, domain.AgentStream(endpointID), domain.Any(), data); err != nil {
-		return fmt.Errorf("append %s: %w", ev.EventType(), err)
-	}
-	return nil
 }
 
 // send hands cmd to the agent unless the session ends or ctx does first.

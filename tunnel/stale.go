@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 
 	"github.com/relayhq/relay/domain"
@@ -29,8 +28,7 @@ func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession) error {
 		if ok && live.info.EndpointID == s.EndpointID {
 			continue
 		}
-		ev := domain.AgentDisconnected{EndpointID: s.EndpointID, AgentID: s.AgentID, Reason: "relay restarted"}
-		if err := h.appendAgentEvent(ctx, s.EndpointID, ev); err != nil {
+		if err := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, "relay restarted"); err != nil {
 			errs = append(errs, fmt.Errorf("close stale agent %s: %w", s.AgentID, err))
 		}
 	}
@@ -78,30 +76,4 @@ func OpenSessions(ctx context.Context, store domain.EventStore, codec *domain.Co
 		return out[i].AgentID < out[j].AgentID
 	})
 	return out, nil
-}
-
-// StaleAttempt is a forward the log shows requested and never answered
-// although no process waits for it any more.
-type StaleAttempt struct {
-	DeliveryID string
-	AttemptID  string
-}
-
-// RestartedReason is the error of an attempt a crash left open.
-const RestartedReason = "relay restarted before the local answer"
-
-// FailStale records ForwardFailed{Status: 503, Error: RestartedReason} for
-// each attempt, as if its agent had gone: the sender's connection and the
-// agent's session ended with the process that started it, so no outcome
-// will ever come. Call it at startup, before any forward starts.
-func (h *Hub) FailStale(ctx context.Context, attempts []StaleAttempt) error {
-	var errs []error
-	for _, a := range attempts {
-		cmd := domain.ForwardCommand{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID, CorrelationID: a.DeliveryID}
-		out := domain.ForwardOutcome{AttemptID: a.AttemptID, Status: http.StatusServiceUnavailable, Error: RestartedReason}
-		if _, err := h.record(ctx, cmd, out); err != nil {
-			errs = append(errs, fmt.Errorf("fail stale attempt %s of delivery %s: %w", a.AttemptID, a.DeliveryID, err))
-		}
-	}
-	return errors.Join(errs...)
 }

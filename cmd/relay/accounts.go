@@ -47,7 +47,7 @@ while a server uses that folder.`,
 			if err != nil {
 				return err
 			}
-			svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second}, a.store, a.codec, a.views, nil, nil, log)
+			svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second}, a.store, a.rec, a.views, nil, nil, log)
 			acc, token, err := svc.CreateAccount(c.Context(), name)
 			if err == nil {
 				fmt.Fprintf(stdout, "account %s (%s)\ntoken %s\n", acc.ID, acc.Name, token)

@@ -34,6 +34,7 @@ import (
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
+	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -79,6 +80,7 @@ type app struct {
 	store domain.EventStore
 	views *projections.Runner
 	codec *domain.Codec
+	rec   *record.Recorder // the one writer of the log
 	done  chan error
 	stop  context.CancelFunc
 }
@@ -129,7 +131,8 @@ func openApp(ctx context.Context, dir, eventstoreURL string, log *slog.Logger, o
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	a := &app{lock: lock, store: store, views: views, codec: codec, done: make(chan error, 1), stop: stop}
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
+	a := &app{lock: lock, store: store, views: views, codec: codec, rec: rec, done: make(chan error, 1), stop: stop}
 	if err := views.Reconcile(ctx); err != nil {
 		a.done <- nil
 		a.close()
@@ -264,26 +267,17 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}()
 
-	bus, err := tunnel.NewBus(log)
-	if err != nil {
-		return fmt.Errorf("start bus: %w", err)
-	}
-	hub := tunnel.NewHub(tunnel.HubConfig{Store: a.store, Codec: a.codec, Logger: log, Now: time.Now, NewID: commands.NewEventID}, bus)
-	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
-	busDone := make(chan error, 1)
-	go func() { busDone <- bus.Run(busCtx) }()
-	defer func() {
-		stopBus()
-		<-busDone
-		bus.Close()
-	}()
+	// One process holds every agent session, so forwards go straight to
+	// the Hub (Hub.Forward); no bus is needed until several nodes share
+	// the sessions.
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log}, nil)
+	defer hub.Close() // after the drain below: attempts still open answer 503
 	if err := closeStaleAgents(ctx, a.views, hub); err != nil {
 		return err
 	}
-	if err := failStaleAttempts(ctx, a.views, hub, log); err != nil {
+	if err := failStaleAttempts(ctx, a.views, a.rec, log); err != nil {
 		return err
 	}
-	client := tunnel.NewClient(bus)
 
 	port := cfg.PublicPort
 	if port == 0 {
@@ -291,7 +285,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	urls := publicURLs{domain: cfg.Domain, port: port}
 	svc := commands.New(commands.Config{InspectorTTL: cfg.InspectorTTL, ForwardTimeout: cfg.ForwardTimeout, SignupOpen: cfg.Signup, ViewsWait: cfg.ViewsWait},
-		a.store, a.codec, a.views, client, hub, log)
+		a.store, a.rec, a.views, hub, hub, log)
 	var anonymous *ratelimit.Keyed
 	if !cfg.AnonymousRate.Off() {
 		anonymous = ratelimit.NewKeyed(cfg.AnonymousRate, maxAnonymousClients)
@@ -326,8 +320,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		ForwardTimeout: cfg.ForwardTimeout, MaxHeaders: cfg.MaxHeaders, MaxHeaderBytes: int64(cfg.MaxHeaderBytes), Logger: log,
 		AddressRate: cfg.AddressRate, RefusalInterval: cfg.RefusalInterval, InspectorQuota: int64(cfg.InspectorQuota.byteSize),
 	}, ingress.Deps{
-		Store: a.store, Codec: a.codec, Resolver: addressResolver{a.views.Addresses}, Forwarder: client, Bare: bare,
-		Now: time.Now, NewID: commands.NewEventID, NewDeliveryID: commands.NewDeliveryID,
+		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: hub, Bare: bare,
 	})
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	area := func(r *http.Request) string {
@@ -409,7 +402,7 @@ func closeStaleAgents(ctx context.Context, views interface {
 // sender and agent went with the process, so no outcome will ever come.
 func failStaleAttempts(ctx context.Context, views interface {
 	OpenAttempts(context.Context) ([]readmodel.OpenAttempt, error)
-}, hub *tunnel.Hub, log *slog.Logger) error {
+}, rec *record.Recorder, log *slog.Logger) error {
 	open, err := views.OpenAttempts(ctx)
 	if err != nil {
 		return fmt.Errorf("read open attempts: %w", err)
@@ -417,12 +410,12 @@ func failStaleAttempts(ctx context.Context, views interface {
 	if len(open) == 0 {
 		return nil
 	}
-	stale := make([]tunnel.StaleAttempt, 0, len(open))
+	stale := make([]record.StaleAttempt, 0, len(open))
 	for _, a := range open {
-		stale = append(stale, tunnel.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
+		stale = append(stale, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
 	}
 	log.Warn("recording forwards a previous run left without an answer as failed", "attempts", len(stale))
-	if err := hub.FailStale(ctx, stale); err != nil {
+	if err := rec.FailStale(ctx, stale); err != nil {
 		return fmt.Errorf("fail stale attempts: %w", err)
 	}
 	return nil

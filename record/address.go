@@ -1,0 +1,74 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
+)
+
+// ExpireIfIdle records an inspector's expiry when it has been idle since
+// lastActivity past its TTL, and reports whether it is expired (recorded
+// now, before, or by a concurrent request).
+func (r *Recorder) ExpireIfIdle(ctx context.Context, inspectorID string, lastActivity time.Time) (bool, error) {
+	stream := domain.InspectorStream(inspectorID)
+	_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+	if err != nil {
+		return false, err
+	}
+	insp := domain.LoadInspector(events)
+	if !insp.ExpireIfIdle(lastActivity, r.now()) {
+		return false, nil
+	}
+	if len(insp.Changes()) == 0 {
+		return true, nil // expiry was already in the stream
+	}
+	q, err := r.queue(ctx, stream, insp.Expected(), domain.Trace{}, insp.Changes())
+	if err == nil {
+		err = q.Wait()
+	}
+	if errors.Is(err, domain.ErrWrongExpectedRevision) {
+		return true, nil // a concurrent request recorded the expiry first
+	}
+	return true, err
+}
+
+// PurgeIfRetained records the decision to remove an inspector's
+// deliveries (inspector.purged.v1, with the expiry if no request recorded
+// it) when its retention has run out at now. It returns the decision's log
+// position, 0 when nothing was recorded.
+func (r *Recorder) PurgeIfRetained(ctx context.Context, inspectorID string, lastActivity, now time.Time, retention time.Duration, deliveries int64) (uint64, error) {
+	stream := domain.InspectorStream(inspectorID)
+	var position uint64
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+		if errors.Is(err, domain.ErrStreamNotFound) {
+			return domain.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		in := domain.LoadInspector(events)
+		if _, err := in.PurgeIfRetained(lastActivity, now, retention, deliveries); err != nil {
+			return err
+		}
+		res, err := r.Record(ctx, stream, in.Expected(), domain.Trace{CorrelationID: inspectorID}, in.Changes()...)
+		position = res.Position
+		return err
+	})
+	return position, err
+}
+
+// RecordRefusals appends one address.rate_limited.v1: n requests to
+// address refused by its rate limit between from and to.
+func (r *Recorder) RecordRefusals(ctx context.Context, address string, kind domain.AddressKind, n int64, from, to time.Time) error {
+	e := domain.AddressRateLimited{Address: address, AddressKind: kind, Refused: n,
+		From: from.UTC().Format(time.RFC3339Nano), To: to.UTC().Format(time.RFC3339Nano)}
+	q, err := r.queue(ctx, domain.RefusalsStream(address), domain.Any(), domain.Trace{}, []domain.Event{e})
+	if err != nil {
+		return err
+	}
+	return q.Wait()
+}

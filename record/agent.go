@@ -1,0 +1,57 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// AgentConnected records the start of an agent's session.
+func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string) error {
+	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target}
+	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
+		return fmt.Errorf("record %s: %w", ev.EventType(), err)
+	}
+	return nil
+}
+
+// AgentDisconnected records the end of an agent's session, even when ctx
+// has ended (the session's end is usually why).
+func (r *Recorder) AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	ev := domain.AgentDisconnected{EndpointID: endpointID, AgentID: agentID, Reason: reason}
+	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
+		return fmt.Errorf("record %s: %w", ev.EventType(), err)
+	}
+	return nil
+}
+
+// StaleAttempt is a forward the log shows requested and never answered
+// although no process waits for it any more.
+type StaleAttempt struct {
+	DeliveryID string
+	AttemptID  string
+}
+
+// RestartedReason is the error of an attempt a crash left open.
+const RestartedReason = "relay restarted before the local answer"
+
+// FailStale records ForwardFailed{Status: 503, Error: RestartedReason} for
+// each attempt, as if its agent had gone: the sender's connection and the
+// agent's session ended with the process that started it, so no outcome
+// will ever come. Call it at startup, before any forward starts.
+func (r *Recorder) FailStale(ctx context.Context, attempts []StaleAttempt) error {
+	var errs []error
+	for _, a := range attempts {
+		cmd := NewForward(Forward{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID}, "", 0)
+		out := domain.ForwardOutcome{AttemptID: a.AttemptID, Status: http.StatusServiceUnavailable, Error: RestartedReason}
+		if _, err := r.RecordOutcome(ctx, cmd, out); err != nil {
+			errs = append(errs, fmt.Errorf("fail stale attempt %s of delivery %s: %w", a.AttemptID, a.DeliveryID, err))
+		}
+	}
+	return errors.Join(errs...)
+}

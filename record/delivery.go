@@ -1,0 +1,211 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
+)
+
+// Receipt is a request that arrived at a public address.
+type Receipt struct {
+	DeliveryID string
+	Address    string
+	Kind       domain.AddressKind
+	AccountID  string // owner of an Endpoint; empty for inspectors
+	Request    domain.CapturedRequest
+}
+
+// InvariantError is a capture the domain refused: a bug, not a failure of
+// the store.
+type InvariantError struct{ Err error }
+
+func (e *InvariantError) Error() string { return "delivery invariant: " + e.Err.Error() }
+func (e *InvariantError) Unwrap() error { return e.Err }
+
+// ReceiveAnswered records a delivery together with the answer the relay
+// gives it on receipt (one delivery.received.v1 carrying the answer),
+// durably: only then may the sender get it.
+func (r *Recorder) ReceiveAnswered(ctx context.Context, rc Receipt, status int, reason string) error {
+	d, err := domain.ReceiveAndAnswer(rc.DeliveryID, rc.Address, rc.Kind, rc.AccountID, rc.Request, status, reason)
+	if err != nil {
+		return &InvariantError{Err: err}
+	}
+	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, d.Changes())
+	if err != nil {
+		return err
+	}
+	return q.Wait()
+}
+
+// ReceiveForward records a delivery to a PROXY Endpoint and its first
+// attempt (delivery.received.v1 + forward.requested.v1 in one append) and
+// returns the attempt's command. The append may still be on its way to
+// disk (see Recorder.queue): the command can be sent at once, and
+// Queued.Wait tells whether the record landed, which must be known before
+// the sender is answered.
+func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (domain.ForwardCommand, Queued, error) {
+	d, err := domain.ReceiveDelivery(rc.DeliveryID, rc.Address, rc.Kind, rc.AccountID, rc.Request)
+	if err != nil {
+		return domain.ForwardCommand{}, Queued{}, &InvariantError{Err: err}
+	}
+	attemptID := r.newID()
+	if err := d.RequestForward(attemptID, rc.Address, false); err != nil {
+		return domain.ForwardCommand{}, Queued{}, fmt.Errorf("request forward: %w", err)
+	}
+	// The last event appended is this attempt's ForwardRequested; on a new
+	// stream its revision is known before the append returns.
+	changes := d.Changes()
+	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes)
+	if err != nil {
+		return domain.ForwardCommand{}, Queued{}, err
+	}
+	fw.DeliveryID, fw.AttemptID, fw.EndpointID, fw.AccountID = rc.DeliveryID, attemptID, rc.Address, rc.AccountID
+	return NewForward(fw, q.LastID, uint64(len(changes)-1)), q, nil
+}
+
+// RecordLateAnswer records the status the relay answered on its own after
+// the delivery was recorded (no outcome from the tunnel). The tunnel may
+// append to the stream concurrently, so any revision is fine.
+func (r *Recorder) RecordLateAnswer(ctx context.Context, deliveryID string, status int, reason string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	e := domain.DeliveryAnswered{DeliveryID: deliveryID, Status: status, Reason: reason}
+	_, err := r.Record(ctx, domain.DeliveryStream(deliveryID), domain.Any(), domain.Trace{CorrelationID: deliveryID}, e)
+	return err
+}
+
+// RetryTarget is what a retry needs to know of the delivery's Endpoint.
+type RetryTarget struct {
+	AccountID       string
+	Endpoint        domain.EndpointStatus
+	EndpointID      string
+	CaptureResponse bool
+	Timeout         time.Duration
+}
+
+// RequestRetry records a new attempt of a stored delivery
+// (retry.requested.v1 + forward.requested.v1 {retry: true}) and returns its
+// command, which names its request event so the outcome is appended
+// without replaying the stream. The stream is read once per try.
+func (r *Recorder) RequestRetry(ctx context.Context, deliveryID string, t RetryTarget) (domain.ForwardCommand, error) {
+	stream := domain.DeliveryStream(deliveryID)
+	var cmd domain.ForwardCommand
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+		if errors.Is(err, domain.ErrStreamNotFound) {
+			return domain.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		received, ok := events[0].(domain.DeliveryReceived)
+		if !ok {
+			return fmt.Errorf("retry %s: stream does not start with its request", deliveryID)
+		}
+		d := domain.LoadDelivery(events)
+		attemptID := r.newID()
+		if err := d.RequestRetry(attemptID, t.AccountID, t.Endpoint); err != nil {
+			return err
+		}
+		tr := domain.Trace{CorrelationID: deliveryID, CausationID: attemptID}
+		res, ids, err := r.appendIDs(ctx, nil, stream, d.Expected(), tr, d.Changes())
+		if err != nil {
+			return err
+		}
+		cmd = NewForward(Forward{
+			DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: t.EndpointID, AccountID: t.AccountID,
+			Method: received.Method, Target: received.Target, Headers: received.Headers, Body: received.Body,
+			Timeout: t.Timeout, CaptureResponse: t.CaptureResponse,
+		}, ids[len(ids)-1], res.NextRevision)
+		return nil
+	})
+	return cmd, err
+}
+
+// conflictTries bounds how often a use case decides again after another
+// writer appended to the same stream between its read and its append.
+const conflictTries = 20
+
+// outcomeTries bounds the retries of an outcome's append: the delivery
+// stream has few writers (receipt, retry, outcomes).
+const outcomeTries = 5
+
+// RecordOutcome appends the attempt's ForwardResponded or ForwardFailed to
+// the delivery's stream. An attempt that is no longer pending (already
+// recorded) raises no event and is not an error. It returns the event's log
+// position (0 when none was raised). The append is made even when ctx has
+// ended: the attempt would otherwise stay pending in the log forever.
+func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	stream := domain.DeliveryStream(cmd.DeliveryID)
+	var ids []string // kept across tries so a repeated append stays idempotent
+	var position uint64
+	err := conflict.Retry(ctx, outcomeTries, func(try int) error {
+		var d *domain.Delivery
+		var causation string
+		var err error
+		if try == 1 && cmd.RequestEventID != "" {
+			// Fast path: the outcome goes right after the request; if
+			// anything came in between, the append is refused and the next
+			// try replays the stream.
+			d, causation = domain.ResumeAttempt(cmd.DeliveryID, cmd.AttemptID, cmd.RequestRevision), cmd.RequestEventID
+		} else if d, causation, err = r.loadAttempt(ctx, stream, cmd.AttemptID); err != nil {
+			return err
+		}
+		if out.Failed() {
+			d.RecordFailure(domain.ForwardFailed{
+				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status,
+				Error: out.Error, DurationMs: out.DurationMs,
+			})
+		} else {
+			headers := out.Headers
+			if headers == nil {
+				headers = []domain.Header{}
+			}
+			fr := domain.ForwardResponded{
+				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
+				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
+			}
+			if cmd.CaptureResponse {
+				fr.Body = out.Body
+			}
+			d.RecordResponse(fr)
+		}
+		changes := d.Changes()
+		if len(changes) == 0 {
+			r.log.Warn("forward outcome not recorded: attempt is not pending",
+				"delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID)
+			return nil
+		}
+		tr := domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: causation}
+		var res domain.AppendResult
+		res, ids, err = r.appendIDs(ctx, ids, stream, d.Expected(), tr, changes)
+		position = res.Position
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+	}
+	return position, nil
+}
+
+// loadAttempt rebuilds a delivery from its stream and returns the ID of
+// the event that requested attemptID (the outcome's causation).
+func (r *Recorder) loadAttempt(ctx context.Context, stream, attemptID string) (*domain.Delivery, string, error) {
+	recs, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+	if err != nil {
+		return nil, "", err
+	}
+	var causation string
+	for i, e := range events {
+		if fr, ok := e.(domain.ForwardRequested); ok && fr.AttemptID == attemptID {
+			causation = recs[i].ID
+		}
+	}
+	return domain.LoadDelivery(events), causation, nil
+}

@@ -1,0 +1,106 @@
+package record_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/record"
+)
+
+// countingStore counts the reads of streams.
+type countingStore struct {
+	domain.EventStore
+	reads atomic.Int64
+}
+
+func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
+	s.reads.Add(1)
+	return s.EventStore.ReadStream(ctx, stream, from, max)
+}
+
+func newRecorder(t *testing.T) (*record.Recorder, *countingStore) {
+	t.Helper()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	counting := &countingStore{EventStore: store}
+	return record.New(record.Config{Store: counting}), counting
+}
+
+// A retry's command names its forward.requested event, so its outcome is
+// appended right after it without reading the stream back, as a first
+// attempt's is; the retry itself reads the stream once.
+func TestRetryOutcomeTakesTheFastPath(t *testing.T) {
+	rec, store := newRecorder(t)
+	ctx := t.Context()
+	body := []byte(`{"n":1}`)
+	req := domain.CapturedRequest{
+		Method: "POST", Target: "/hooks?x=1", Host: "ep.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+		Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Connection", Value: "close"}},
+		Body:    body, BodySize: int64(len(body)), Complete: true,
+	}
+	first, queued, err := rec.ReceiveForward(ctx, record.Receipt{DeliveryID: "d1", Address: "ep", Kind: domain.AddressEndpoint, AccountID: "acc", Request: req},
+		record.Forward{Method: req.Method, Target: req.Target, Headers: req.Headers, Body: body, Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if err := queued.Wait(); err != nil {
+		t.Fatalf("record receipt: %v", err)
+	}
+
+	tests := []struct {
+		name string
+		cmd  func(t *testing.T) domain.ForwardCommand
+	}{
+		{"first attempt", func(*testing.T) domain.ForwardCommand { return first }},
+		{"retry", func(t *testing.T) domain.ForwardCommand {
+			store.reads.Store(0)
+			cmd, err := rec.RequestRetry(ctx, "d1", record.RetryTarget{
+				AccountID: "acc", EndpointID: "ep", Timeout: time.Second,
+				Endpoint: domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true},
+			})
+			if err != nil {
+				t.Fatalf("request retry: %v", err)
+			}
+			if n := store.reads.Load(); n != 1 {
+				t.Errorf("retry read streams %d times, want 1", n)
+			}
+			if cmd.Method != first.Method || cmd.Target != first.Target || string(cmd.Body) != string(body) || len(cmd.Headers) != len(first.Headers) {
+				t.Errorf("retry command %+v differs from the first %+v", cmd, first)
+			}
+			return cmd
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := tt.cmd(t)
+			if cmd.RequestEventID == "" {
+				t.Fatal("the command does not name its request event")
+			}
+			store.reads.Store(0)
+			pos, err := rec.RecordOutcome(ctx, cmd, domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200})
+			if err != nil || pos == 0 {
+				t.Fatalf("record outcome: %d, %v", pos, err)
+			}
+			if n := store.reads.Load(); n != 0 {
+				t.Errorf("recording the outcome read streams %d times, want 0 (fast path)", n)
+			}
+			recs, err := store.EventStore.ReadStream(ctx, domain.DeliveryStream("d1"), 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := recs[len(recs)-1]
+			if last.Type != domain.TypeForwardResponded || last.Metadata.CausationID != cmd.RequestEventID || last.Position != pos {
+				t.Errorf("last event %s caused by %q at %d; want %s caused by %q at %d",
+					last.Type, last.Metadata.CausationID, last.Position, domain.TypeForwardResponded, cmd.RequestEventID, pos)
+			}
+		})
+	}
+}

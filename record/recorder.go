@@ -1,0 +1,168 @@
+package record
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// writeTimeout bounds an append made after its caller's context ended (a
+// sender who hung up, a session's end, a forward cut short by shutdown):
+// once decided, the event must still land.
+const writeTimeout = 10 * time.Second
+
+// Config holds the Recorder's dependencies; only Store is required.
+type Config struct {
+	Store  domain.EventStore
+	Codec  *domain.Codec    // default domain.NewCodec()
+	Now    func() time.Time // clock of recorded events; default time.Now
+	NewID  func() string    // event and attempt IDs; default NewEventID
+	Logger *slog.Logger     // default discards
+}
+
+// Recorder appends the events the aggregates decide. It is safe for
+// concurrent use.
+type Recorder struct {
+	store domain.EventStore
+	codec *domain.Codec
+	now   func() time.Time
+	newID func() string
+	log   *slog.Logger
+}
+
+// New wires a Recorder.
+func New(cfg Config) *Recorder {
+	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger}
+	if r.codec == nil {
+		r.codec = domain.NewCodec()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.newID == nil {
+		r.newID = NewEventID
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r
+}
+
+// Now is the Recorder's clock, for decisions that compare with the times
+// it records.
+func (r *Recorder) Now() time.Time { return r.now() }
+
+// Codec is the one codec of the log, for readers that decode it.
+func (r *Recorder) Codec() *domain.Codec { return r.codec }
+
+// NewID returns a new event or attempt ID from the Recorder's one source.
+func (r *Recorder) NewID() string { return r.newID() }
+
+// Record encodes events (the first causes the others; all carry tr) and
+// appends them to stream in one durable append.
+func (r *Recorder) Record(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events ...domain.Event) (domain.AppendResult, error) {
+	res, _, err := r.appendIDs(ctx, nil, stream, expected, tr, events)
+	return res, err
+}
+
+// appendIDs is Record that reuses ids (kept across conflict retries so a
+// repeated append stays idempotent) and returns the IDs it used.
+func (r *Recorder) appendIDs(ctx context.Context, ids []string, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (domain.AppendResult, []string, error) {
+	if len(events) == 0 {
+		return domain.AppendResult{}, ids, nil
+	}
+	data, ids, err := r.codec.EncodeAll(ids, r.newID, events, r.now(), tr)
+	if err != nil {
+		return domain.AppendResult{}, ids, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	res, err := r.store.Append(ctx, stream, expected, data...)
+	if err != nil {
+		return res, ids, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	return res, ids, nil
+}
+
+// Queued is an append in flight: Wait returns its outcome (any number of
+// times); LastID is the ID of its last event.
+type Queued struct {
+	LastID string
+	Wait   func() error
+}
+
+// queue starts an append like Record and returns without waiting for it
+// when the store can queue appends (domain.AppendQueuer): the append is
+// then in the store's commit order. With any other store it is durable on
+// return. The append does not end with ctx (see writeTimeout).
+func (r *Recorder) queue(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (Queued, error) {
+	data, _, err := r.codec.EncodeAll(nil, r.newID, events, r.now(), tr)
+	if err != nil {
+		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	lastID := data[len(data)-1].ID
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	q, ok := r.store.(domain.AppendQueuer)
+	if !ok {
+		defer cancel()
+		if _, err := r.store.Append(ctx, stream, expected, data...); err != nil {
+			return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
+		}
+		return Queued{LastID: lastID, Wait: func() error { return nil }}, nil
+	}
+	queued, err := q.QueueAppend(ctx, stream, expected, data...)
+	if err != nil {
+		cancel()
+		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	// queued already remembers its outcome, so waiting twice is harmless.
+	return Queued{LastID: lastID, Wait: func() error {
+		defer cancel()
+		if _, err := queued(); err != nil {
+			return fmt.Errorf("append to %s: %w", stream, err)
+		}
+		return nil
+	}}, nil
+}
+
+// Delete deletes a stream, leaving a tombstone.
+func (r *Recorder) Delete(ctx context.Context, stream string, expected domain.ExpectedRevision) (domain.DeleteResult, error) {
+	res, err := r.store.DeleteStream(ctx, stream, expected)
+	if err != nil {
+		return res, fmt.Errorf("delete %s: %w", stream, err)
+	}
+	return res, nil
+}
+
+// detached bounds a write that must outlive its caller's context.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+}
+
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewAddressID returns a random 16-character id that is a valid hostname label.
+// 80 random bits make addresses unguessable, which is what keeps a guest
+// inspector private.
+func NewAddressID() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return lowerBase32.EncodeToString(b)
+}
+
+// NewEventID returns a time-ordered UUID (version 7) for an event, an
+// attempt or a delivery. Time order keeps the log's unique index on event
+// IDs appending at its right edge instead of rewriting random pages on
+// every commit.
+func NewEventID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}

@@ -1,0 +1,89 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/record"
+)
+
+// A Hub without a bus serves the sessions it holds: nothing is encoded,
+// and the outcome is recorded before Forward returns.
+func TestHubForwardWithoutBus(t *testing.T) {
+	e := newEnv(t)
+	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: e.store, Codec: e.codec})}, nil)
+	t.Cleanup(e.hub.Close)
+	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc", Target: "localhost:3000"}, okAnswer)
+
+	cmd := e.receive(t, "ep", "acc")
+	out, err := e.hub.Forward(t.Context(), cmd)
+	if err != nil || out.Status != 200 {
+		t.Fatalf("forward = %+v, %v; want 200", out, err)
+	}
+	rec, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	if _, ok := ev.(domain.ForwardResponded); !ok || out.Position != rec.Position {
+		t.Errorf("last event %T at %d, outcome position %d", ev, rec.Position, out.Position)
+	}
+
+	out, err = e.hub.Forward(t.Context(), e.receive(t, "other", "acc"))
+	if err != nil || out.Status != 503 || out.Error != "no agent connected" {
+		t.Errorf("forward without agent = %+v, %v; want 503", out, err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	e.agent(t, SessionInfo{AgentID: "slow", EndpointID: "slow", AccountID: "acc"}, never)
+	var te *TimeoutError
+	if _, err := e.hub.Forward(ctx, e.receive(t, "slow", "acc")); !errors.As(err, &te) {
+		t.Errorf("forward past its deadline = %v, want *TimeoutError", err)
+	}
+}
+
+// Close ends attempts in flight with 503, recorded.
+func TestHubCloseFailsAttemptsInFlight(t *testing.T) {
+	e := newEnv(t)
+	got, _ := e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, never)
+	cmd := e.receive(t, "ep", "acc")
+	res := make(chan domain.ForwardOutcome, 1)
+	go func() {
+		out, _ := e.hub.Forward(context.Background(), cmd)
+		res <- out
+	}()
+	recv(t, got)
+	e.hub.Close()
+	if out := <-res; out.Status != 503 || out.Error != "relay shutting down" {
+		t.Fatalf("outcome %+v, want 503 relay shutting down", out)
+	}
+	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+		t.Errorf("last event %+v", ev)
+	}
+}
+
+// A Hub whose Endpoint's sessions are on another node sends the command
+// to that node's topic; the reply comes back on the sender's own topic.
+func TestHubForwardCrossesToTheNodeHoldingTheSession(t *testing.T) {
+	e := newEnv(t) // its Hub is the DefaultNode's and holds the agent
+	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	located := 0
+	front := NewHub(HubConfig{
+		Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), Node: "front",
+		Remote: NewClient(e.bus),
+		Locate: func(endpointID string) (string, bool) { located++; return DefaultNode, endpointID == "ep" },
+	}, e.bus)
+	t.Cleanup(front.Close)
+
+	cmd := e.receive(t, "ep", "acc")
+	out, err := front.Forward(t.Context(), cmd)
+	if err != nil || out.Status != 200 || string(out.Body) != "pong "+cmd.AttemptID {
+		t.Fatalf("forward through the other node = %+v, %v", out, err)
+	}
+	if located != 1 {
+		t.Errorf("Locate called %d times, want 1", located)
+	}
+	if out.Position == 0 {
+		t.Error("the outcome's log position did not cross back")
+	}
+}

@@ -1,0 +1,18 @@
+package tunnel
+
+import (
+	"context"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Sessions is what the tunnel offers the API that agents connect through:
+// attach a session and receive its work, report an attempt's outcome, count
+// an Endpoint's sessions. *Hub implements it.
+type Sessions interface {
+	Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardCommand, error)
+	Complete(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) error
+	Connected(endpointID string) int
+}
+
+var _ Sessions = (*Hub)(nil)
