@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/commands"
 )
 
@@ -43,16 +44,18 @@ while a server uses that folder.`,
 				return nil
 			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			a, err := openApp(c.Context(), data, eventstoreURL, log, appOptions{})
+			a, err := app.New(c.Context(), app.Config{
+				Data: data, EventStore: eventstoreURL, Logger: log, NoSweeps: true,
+				Commands: commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second},
+			})
 			if err != nil {
 				return err
 			}
-			svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second}, a.store, a.rec, a.views, nil, nil, log)
-			acc, token, err := svc.CreateAccount(c.Context(), name)
+			acc, token, err := a.Service().CreateAccount(c.Context(), name)
 			if err == nil {
 				fmt.Fprintf(stdout, "account %s (%s)\ntoken %s\n", acc.ID, acc.Name, token)
 			}
-			return joinClose(err, a.close())
+			return joinClose(err, a.Close())
 		},
 	}
 	create.Flags().StringVar(&data, "data", "./relay-data", "the relay's data folder")

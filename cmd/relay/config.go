@@ -2,14 +2,18 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
 
+	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -204,4 +208,29 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// appConfig is what the relay is built from, given the data folder's lock
+// and the public URLs.
+func (c *serveConfig) appConfig(lock *datalock.Lock, publicURL func(string) string, log *slog.Logger) app.Config {
+	return app.Config{
+		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
+		PublicURL: publicURL, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
+		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, SignupOpen: c.Signup, ViewsWait: c.ViewsWait},
+		API: graph.ServerOptions{
+			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
+			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
+			Limits: graph.Limits{
+				MaxBody: int64(c.MaxAPIBody), MaxCost: c.MaxQueryCost, MaxFields: c.MaxQueryFields,
+				MaxTokens: c.MaxQueryTokens, CaptureCap: int64(c.CaptureCap),
+			},
+		},
+		Ingress: ingress.Config{
+			Domain: c.Domain, CaptureCap: int64(c.CaptureCap), MaxBody: int64(c.MaxBody),
+			ForwardTimeout: c.ForwardTimeout, MaxHeaders: c.MaxHeaders, MaxHeaderBytes: int64(c.MaxHeaderBytes),
+			AddressRate: c.AddressRate, RefusalInterval: c.RefusalInterval, InspectorQuota: int64(c.InspectorQuota.byteSize),
+		},
+		BodyTimeout:    c.BodyTimeout,
+		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/domain"
 )
 
@@ -51,13 +52,13 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			start := time.Now()
 			// The views file is removed, not opened: a damaged one need not
-			// be readable. openApp applies the whole log before it returns.
-			a, err := openApp(c.Context(), data, eventstoreURL, log, appOptions{fresh: true})
+			// be readable. app.New applies the whole log before it returns.
+			a, err := app.New(c.Context(), app.Config{Data: data, EventStore: eventstoreURL, Logger: log, FreshViews: true, NoSweeps: true})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "rebuilt views from %d events in %s\n", a.views.Position(), time.Since(start).Round(time.Millisecond))
-			return a.close()
+			fmt.Fprintf(stdout, "rebuilt views from %d events in %s\n", a.Views().Position(), time.Since(start).Round(time.Millisecond))
+			return a.Close()
 		},
 	}
 	cmd.AddCommand(export, verify, rebuild)
@@ -72,7 +73,7 @@ func joinClose(err, closeErr error) error {
 }
 
 func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.EventStore) error) error {
-	s, err := openStore(ctx, data, eventstoreURL, slog.New(slog.DiscardHandler))
+	s, err := app.OpenStore(ctx, data, eventstoreURL, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}

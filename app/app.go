@@ -1,0 +1,276 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/console"
+	"github.com/relayhq/relay/console/graphiql"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/connguard"
+	"github.com/relayhq/relay/internal/datalock"
+	"github.com/relayhq/relay/internal/sqlitedsn"
+	"github.com/relayhq/relay/metrics"
+	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/record"
+	"github.com/relayhq/relay/tunnel"
+)
+
+// maxAnonymousClients bounds the map of per-client buckets of the
+// anonymous rate limit (see ratelimit.Keyed).
+const maxAnonymousClients = 100_000
+
+// Config is everything the relay is built from. Zero values of the nested
+// configurations take their packages' defaults.
+type Config struct {
+	// Data is the data folder: the embedded log (unless EventStore names
+	// another) and the views live there.
+	Data       string
+	EventStore string // see OpenStore; empty: the embedded log under Data
+	Logger     *slog.Logger
+
+	// Lock is the data folder's lock when the caller took it already; New
+	// takes it otherwise. Either way Close releases it (and New does when
+	// it fails).
+	Lock *datalock.Lock
+	// FreshViews removes the views file first: they are rebuilt from
+	// position 0.
+	FreshViews bool
+	// Lenient starts even when the views cannot catch up with the log (a
+	// full disk): the runner keeps retrying and /readyz says why. A damaged
+	// log is refused either way.
+	Lenient bool
+	// NoSweeps skips the start-up sweeps (the agent sessions and forwards
+	// a crashed run left open are left for the next server to close) and
+	// starts no background work: for a command that appends and exits, and
+	// for tests that drive the service themselves.
+	NoSweeps bool
+
+	// PublicURL builds a public address's URL from its id.
+	PublicURL  func(id string) string
+	AdminToken string
+	// AnonymousRate limits anonymous use of the API per client; Off: none.
+	AnonymousRate ratelimit.Rate
+
+	Commands commands.Config
+	// API's Playground is set by New.
+	API     graph.ServerOptions
+	Ingress ingress.Config
+	// BodyTimeout ends a request whose body makes no progress for this
+	// long (see connguard.BodyProgress).
+	BodyTimeout time.Duration
+	// RetentionSweep is how often expired inspectors are looked for, and
+	// InspectorRetention how long their deliveries are kept.
+	RetentionSweep, InspectorRetention time.Duration
+}
+
+// App is the opened relay: its log, views and the components over them.
+type App struct {
+	lock     *datalock.Lock
+	store    domain.EventStore
+	views    *projections.Runner
+	codec    *domain.Codec
+	rec      *record.Recorder // the one writer of the log
+	hub      *tunnel.Hub
+	svc      *commands.Service
+	metrics  *metrics.Metrics
+	handler  http.Handler
+	runDone  chan error
+	stopRun  context.CancelFunc
+	stopBg   context.CancelFunc
+	bgDone   chan struct{}
+	bgCount  int
+	closeHub bool
+}
+
+// New locks the data folder, opens the event log and the views, checks
+// that the views describe this log (else rebuilds them), starts feeding
+// them and wires everything over them; the views have caught up with the
+// log when it returns (unless cfg.Lenient and they cannot).
+func New(ctx context.Context, cfg Config) (*App, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a, err := open(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.wire(ctx, cfg, log); err != nil {
+		return nil, errors.Join(err, a.Close())
+	}
+	return a, nil
+}
+
+// open is the core: lock, log, views and the recorder.
+func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	dir := cfg.Data
+	lock := cfg.Lock
+	if lock == nil {
+		var err error
+		if lock, err = LockData(dir); err != nil {
+			return nil, err
+		}
+	}
+	store, err := OpenStore(ctx, dir, cfg.EventStore, log)
+	if err != nil {
+		lock.Release()
+		return nil, logDamaged(dir, err)
+	}
+	viewsPath := filepath.Join(dir, "views.db")
+	if cfg.FreshViews {
+		if err := projections.RemoveFiles(viewsPath); err != nil {
+			store.Close()
+			lock.Release()
+			return nil, fmt.Errorf("remove views: %w", err)
+		}
+	}
+	codec := domain.NewCodec()
+	views, err := projections.Open(ctx, viewsPath, store, projections.Options{Logger: log, Codec: codec})
+	if err != nil {
+		store.Close()
+		lock.Release()
+		return nil, fmt.Errorf("open views: %w", err)
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
+	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop}
+	if err := views.Reconcile(ctx); err != nil {
+		a.runDone <- nil
+		a.Close()
+		return nil, logDamaged(dir, err)
+	}
+	go func() { a.runDone <- views.Run(runCtx) }()
+	last, err := store.LastPosition(ctx)
+	if err == nil {
+		err = views.CatchUp(ctx, last)
+	}
+	switch {
+	case err == nil:
+	case cfg.Lenient && ctx.Err() == nil && !sqlitedsn.Damaged(err):
+		log.Error("starting with the views behind the log: commands that wait for them fail with UNAVAILABLE and /readyz answers 503 until they catch up",
+			"views_position", views.Position(), "log_position", last, "err", err)
+	default:
+		a.Close()
+		return nil, fmt.Errorf("catch up views: %w", logDamaged(dir, err))
+	}
+	return a, nil
+}
+
+// wire builds the components over the core and starts the background work.
+func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
+	// One process holds every agent session, so forwards go straight to
+	// the Hub (Hub.Forward); no bus is needed until several nodes share
+	// the sessions.
+	a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log}, nil)
+	a.closeHub = true
+	if !cfg.NoSweeps {
+		if err := closeStaleAgents(ctx, a.views, a.hub); err != nil {
+			return err
+		}
+		if err := failStaleAttempts(ctx, a.views, a.rec, log); err != nil {
+			return err
+		}
+	}
+	a.svc = commands.New(cfg.Commands, a.store, a.rec, a.views, a.hub, a.hub, log)
+	var anonymous *ratelimit.Keyed
+	if !cfg.AnonymousRate.Off() {
+		anonymous = ratelimit.NewKeyed(cfg.AnonymousRate, maxAnonymousClients)
+	}
+	api := cfg.API
+	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
+	gql := graph.NewHandler(&graph.Resolver{
+		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
+		Anonymous: anonymous,
+	}, api)
+
+	a.metrics = metrics.New()
+	a.metrics.Positions(a.store.LastPosition, a.views.Position)
+	a.metrics.ViewsFailing(func() bool { return a.views.Health().Err != nil })
+	health := &healthCheck{store: a.store, views: a.views, stall: cfg.Commands.ViewsWait}
+	bare := http.NewServeMux()
+	bare.Handle("/metrics", a.metrics.Handler())
+	bare.Handle("/graphql", gql)
+	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
+	bare.HandleFunc("/healthz", health.liveness)
+	bare.HandleFunc("/readyz", health.readiness)
+	bare.Handle("/", console.Handler())
+
+	inCfg := cfg.Ingress
+	inCfg.Logger = log
+	in := ingress.New(inCfg, ingress.Deps{
+		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+	})
+	area := func(r *http.Request) string {
+		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {
+			return "api"
+		}
+		return "address"
+	}
+	a.handler = connguard.BodyProgress(cfg.BodyTimeout, a.metrics.Instrument(in.Handler(), area))
+
+	// Background work: refusal counts into the log, the retention sweep.
+	if cfg.NoSweeps {
+		return nil
+	}
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 2), 2
+	go func() { _ = in.RecordRefusals(bgCtx); a.bgDone <- struct{}{} }()
+	go func() {
+		_ = a.svc.RunRetention(bgCtx, cfg.RetentionSweep, cfg.InspectorRetention)
+		a.bgDone <- struct{}{}
+	}()
+	return nil
+}
+
+// Handler serves everything on one port: public addresses by host, the
+// API, console, metrics and health routes on the bare domain.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Service is the commands service (for one-shot commands and tests).
+func (a *App) Service() *commands.Service { return a.svc }
+
+// Views are the read models.
+func (a *App) Views() *projections.Runner { return a.views }
+
+// Store is the event log.
+func (a *App) Store() domain.EventStore { return a.store }
+
+// Codec encodes the log's events.
+func (a *App) Codec() *domain.Codec { return a.codec }
+
+// Hub holds the agent sessions.
+func (a *App) Hub() *tunnel.Hub { return a.hub }
+
+// Metrics are the relay's metrics (the listener counts refusals into them).
+func (a *App) Metrics() *metrics.Metrics { return a.metrics }
+
+// Close stops the background work, ends the agent sessions (forwards
+// still open answer 503), stops the views and closes the log and the lock.
+// Call it after the http.Server has drained.
+func (a *App) Close() error {
+	if a.stopBg != nil {
+		a.stopBg()
+		for range a.bgCount {
+			<-a.bgDone
+		}
+	}
+	if a.closeHub {
+		a.hub.Close()
+	}
+	a.stopRun()
+	runErr := <-a.runDone
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	return errors.Join(runErr, a.views.Close(), a.store.Close(), a.lock.Release())
+}
