@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/readmodel"
-	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -23,11 +20,12 @@ import (
 // instead of the whole run.
 const testTimeout = 20 * time.Second
 
-// env is the service over the real log, the real views and the real tunnel.
+// env is the service over the real log, the real views and the real
+// tunnel, wired as relay serve wires them.
 type env struct {
 	dir   string
 	cfg   commands.Config
-	store *sqlite.Store
+	store domain.EventStore
 	codec *domain.Codec
 	views *projections.Runner
 	hub   *tunnel.Hub
@@ -40,42 +38,19 @@ func defaultConfig() commands.Config {
 
 func newEnv(t *testing.T, cfg commands.Config) *env {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
-	// Long-running parts get their own context: t.Context() ends before the
-	// cleanups that wait for them.
-	runCtx, cancel := context.WithCancel(context.Background())
-	store, err := sqlite.Open(runCtx, filepath.Join(dir, "events.db"), sqlite.Options{Logger: log})
+	// The app's long-running parts get their own context: t.Context() ends
+	// before the cleanups that wait for them. The tests sweep themselves.
+	a, err := app.New(context.Background(), app.Config{Data: dir, NoSweeps: true, Commands: cfg})
 	if err != nil {
-		t.Fatalf("open store: %v", err)
+		t.Fatalf("open app: %v", err)
 	}
-	codec := domain.NewCodec()
-	views, err := projections.Open(runCtx, filepath.Join(dir, "views.db"), store, projections.Options{Logger: log, Codec: codec})
-	if err != nil {
-		_ = store.Close()
-		t.Fatalf("open views: %v", err)
-	}
-	viewsDone := make(chan error, 1)
-	go func() { viewsDone <- views.Run(runCtx) }()
-
-	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
-	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, nil)
-
 	t.Cleanup(func() {
-		cancel()
-		hub.Close()
-		if err := <-viewsDone; err != nil {
-			t.Errorf("views run: %v", err)
-		}
-		if err := views.Close(); err != nil {
-			t.Errorf("close views: %v", err)
-		}
-		if err := store.Close(); err != nil {
-			t.Errorf("close store: %v", err)
+		if err := a.Close(); err != nil {
+			t.Errorf("close app: %v", err)
 		}
 	})
-	svc := commands.New(cfg, store, rec, views, hub, hub, log)
-	return &env{dir: dir, cfg: cfg, store: store, codec: codec, views: views, hub: hub, svc: svc}
+	return &env{dir: dir, cfg: cfg, store: a.Store(), codec: a.Codec(), views: a.Views(), hub: a.Hub(), svc: a.Service()}
 }
 
 // ctx is a test's context for one command.
