@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 // wsServer is a minimal graphql-transport-ws server: each accepted
@@ -180,21 +182,6 @@ func (s *safeBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond until it holds or ten seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 func startAgent(t *testing.T, run func(ctx context.Context) error) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -284,8 +271,11 @@ func TestAgentProtocol(t *testing.T) {
 	if pong := p.recv(false); pong.Type != msgPong {
 		t.Errorf("answer to ping: %q, want pong", pong.Type)
 	}
-	waitFor(t, "the request line on stdout", func() bool {
-		return strings.Contains(stdout.String(), "POST /hook//x?y=%2F → 201 (")
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(stdout.String(), "POST /hook//x?y=%2F → 201 (") {
+			return errors.New("still waiting for the request line on stdout")
+		}
+		return nil
 	})
 	if !strings.Contains(stderr.String(), "connected to ws://") || !strings.Contains(stderr.String(), "forwarding to http://"+target) {
 		t.Errorf("stderr %q lacks the connection line", stderr.String())
@@ -308,7 +298,12 @@ func TestAgentProtocol(t *testing.T) {
 
 	stop()
 	p2.close()
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := runtime.NumGoroutine(); n > before {
+			return fmt.Errorf("%d goroutines, %d before", n, before)
+		}
+		return nil
+	})
 }
 
 // TestAgentWarnsAboutLogMode: an agent serving a LOG Endpoint would never
@@ -322,7 +317,12 @@ func TestAgentWarnsAboutLogMode(t *testing.T) {
 	p := srv.accept(t)
 	p.handshakeAs("t", "ep", "LOG")
 	want := "endpoint ep is in LOG mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them"
-	waitFor(t, "the LOG mode warning", func() bool { return strings.Contains(stderr.String(), want) })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(stderr.String(), want) {
+			return errors.New("still waiting for the LOG mode warning")
+		}
+		return nil
+	})
 	if !strings.Contains(stderr.String(), "public URL "+publicURL("ep")) {
 		t.Errorf("stderr %q lacks the public URL", stderr.String())
 	}
@@ -351,11 +351,17 @@ func TestAgentReportsUnreachableTarget(t *testing.T) {
 		t.Errorf("completeForward input %+v, want error %q with the detail, that failure and no status", in, want)
 	}
 	p.send(wsMessage{ID: m.ID, Type: msgError, Payload: json.RawMessage(`[{"message":"attempt not pending","extensions":{"code":"NOT_FOUND"}}]`)})
-	waitFor(t, "the failure line on stdout", func() bool {
-		return strings.Contains(stdout.String(), "POST /x → 502 "+want)
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(stdout.String(), "POST /x → 502 "+want) {
+			return errors.New("still waiting for the failure line on stdout")
+		}
+		return nil
 	})
-	waitFor(t, "the refused report explained", func() bool {
-		return strings.Contains(stderr.String(), "no longer waits")
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(stderr.String(), "no longer waits") {
+			return errors.New("still waiting for the refused report explained")
+		}
+		return nil
 	})
 	if strings.Contains(stderr.String(), "check --endpoint") {
 		t.Errorf("a refused completeForward reads as an unknown Endpoint: %q", stderr.String())
@@ -429,7 +435,12 @@ func TestAgentWarnsAboutOtherAgents(t *testing.T) {
 	p.recv(false)
 	p.send(wsMessage{Type: msgConnectionAck})
 	p.describe("ep", endpointInfo{URL: publicURL("ep"), Mode: "PROXY", AgentCount: 1})
-	waitFor(t, "the warning", func() bool { return strings.Contains(stderr.String(), "warning: 1 other agent") })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(stderr.String(), "warning: 1 other agent") {
+			return errors.New("still waiting for the warning")
+		}
+		return nil
+	})
 }
 
 func TestAgentDetectsSilentServer(t *testing.T) {
@@ -465,7 +476,10 @@ func TestRefusedHandshakeSaysWhatAnswered(t *testing.T) {
 	startAgent(t, func(ctx context.Context) error {
 		return Run(ctx, []string{"--server", srv.URL, "--token", "t", "--endpoint", "ep", "--target", "127.0.0.1:9"}, io.Discard, &stderr)
 	})
-	waitFor(t, "the refusal on stderr", func() bool {
-		return strings.Contains(stderr.String(), "503 Service Unavailable") && strings.Contains(stderr.String(), "No agent for client")
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !strings.Contains(stderr.String(), "503 Service Unavailable") || !strings.Contains(stderr.String(), "No agent for client") {
+			return errors.New("still waiting for the refusal on stderr")
+		}
+		return nil
 	})
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/projections"
 )
 
@@ -40,7 +42,12 @@ func TestReadinessSeesStalledViews(t *testing.T) {
 	if p := h.problem(ctx); p != "" {
 		t.Fatalf("first look at a lag: %q, want ready", p)
 	}
-	poll(t, "a stall", func() bool { return strings.Contains(h.problem(ctx), "views stalled") })
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if !strings.Contains(h.problem(ctx), "views stalled") {
+			return errors.New("still waiting for a stall")
+		}
+		return nil
+	})
 	if p := h.problem(ctx); !strings.Contains(p, "lag 1 positions") {
 		t.Errorf("problem %q does not give the lag", p)
 	}
@@ -49,17 +56,10 @@ func TestReadinessSeesStalledViews(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- views.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	poll(t, "ready again", func() bool { return h.problem(ctx) == "" })
-}
-
-// poll checks cond until it holds or ten seconds pass.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if p := h.problem(ctx); p != "" {
+			return errors.New("still waiting for ready again")
 		}
-		time.Sleep(5 * time.Millisecond) // polling helper
-	}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
@@ -277,7 +279,12 @@ func TestSubscriptionsEndWithTheirSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "subscription goroutines to exit", func() bool { return runtime.NumGoroutine() <= before+2 })
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := runtime.NumGoroutine(); n > before+2 {
+			return fmt.Errorf("%d goroutines, %d before the subscriptions", n, before)
+		}
+		return nil
+	})
 }
 
 // receive records a delivery as ingress would and waits for the views.
@@ -350,10 +357,13 @@ func TestRetryRefusals(t *testing.T) {
 	agent := subscribeWS(t, srv.URL, map[string]any{"Authorization": "Bearer " + tokens["ada"]},
 		`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`, map[string]any{"id": proxyEp.CreateEndpoint.ID})
 	defer agent.Close()
-	waitFor(t, "agent connected", func() bool {
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		var got struct{ Endpoint struct{ AgentConnected bool } }
 		e.c.MustPost(`query($id: ID!) { endpoint(id: $id) { agentConnected } }`, &got, ada, client.Var("id", proxyEp.CreateEndpoint.ID))
-		return got.Endpoint.AgentConnected
+		if !got.Endpoint.AgentConnected {
+			return errors.New("the agent is not connected")
+		}
+		return nil
 	})
 	if got := retry("d-partial", ada); got != "PAYLOAD_INCOMPLETE" {
 		t.Errorf("retry of an incomplete payload: %q, want PAYLOAD_INCOMPLETE", got)
@@ -415,20 +425,6 @@ func subscribeWS(t *testing.T, url string, payload map[string]any, query string,
 	return c
 }
 
-// waitFor polls cond until it holds or ten seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // TestAgentConnectedRecordsTheAgentsTarget: the agent's session event names
 // the target the agent said it forwards to, or the Endpoint's when it named
 // none or an invalid one.
@@ -458,21 +454,21 @@ func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
 				`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`, map[string]any{"id": ep.CreateEndpoint.ID})
 			defer agent.Close()
 			var got domain.AgentConnected
-			waitFor(t, "agent.connected.v1", func() bool {
+			testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 				recs, err := e.store.ReadStream(context.Background(), domain.AgentStream(ep.CreateEndpoint.ID), 0, 10)
 				if errors.Is(err, domain.ErrStreamNotFound) {
-					return false
+					return errors.New("no agent stream yet")
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(recs) == 0 {
-					return false
+					return errors.New("no agent.connected.v1 yet")
 				}
 				if err := json.Unmarshal(recs[0].Data, &got); err != nil {
 					t.Fatal(err)
 				}
-				return true
+				return nil
 			})
 			if got.Target != tt.want {
 				t.Errorf("agent.connected.v1 target %q, want %q", got.Target, tt.want)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 // logBuffer collects a logger's output for assertions.
@@ -72,18 +74,6 @@ func (s faultySub) Recv(ctx context.Context) ([]domain.RecordedEvent, error) {
 	return evs, err
 }
 
-// eventually polls cond until it holds or waitTimeout passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling helper
-	}
-}
-
 // TestRunRetriesUntilTheFaultClears: a failing batch does not stop Run. The
 // failure is logged once and shown by Health; WaitFor keeps waiting and
 // CatchUp gives up with the cause; once the fault clears the views catch
@@ -102,9 +92,12 @@ func TestRunRetriesUntilTheFaultClears(t *testing.T) {
 
 	faulty.broken.Store(true)
 	pos := e.do(e.newInspector(e.ctx, "during", time.Hour, t0))
-	eventually(t, "a few failed tries", func() bool {
+	testwait.CheckFor(t, waitTimeout, 5*time.Millisecond, func() error {
 		h := v.Health()
-		return errors.Is(h.Err, errFault) && h.Retries >= 3 && !h.FailingSince.IsZero()
+		if !errors.Is(h.Err, errFault) || h.Retries < 3 || h.FailingSince.IsZero() {
+			return fmt.Errorf("health %+v, want a few failed tries", h)
+		}
+		return nil
 	})
 	if err := v.CatchUp(e.ctx, pos); !errors.Is(err, errFault) {
 		t.Errorf("CatchUp while failing: %v, want the fault", err)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
 	"github.com/relayhq/relay/eventstore/storetest"
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 func openAt(t *testing.T, path string, opts Options) *Store {
@@ -363,18 +363,6 @@ func TestPragmas(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds; it yields instead of sleeping.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
 // TestGroupCommitSharesOneTransaction holds SQLite's write lock from another
 // connection so the writer stalls on its first append, queues 63 more, then
 // releases the lock: all 64 must commit in at most two transactions.
@@ -403,7 +391,12 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	if err := s.enqueue(ctx, reqs[0]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the writer to take the first append", func() bool { return len(s.reqs) == 0 })
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if len(s.reqs) != 0 {
+			return errors.New("still waiting for the writer to take the first append")
+		}
+		return nil
+	})
 	// The queue holds MaxBatch requests, so these never wait for the writer.
 	queueCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -445,8 +438,11 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the checkpointer to copy the WAL into the database file", func() bool {
-		return fileSize(t, path) > before+4*64<<10
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if size := fileSize(t, path); size <= before+4*64<<10 {
+			return fmt.Errorf("database file %d bytes, %d before: the checkpointer has not copied the WAL into it", size, before)
+		}
+		return nil
 	})
 }
 

@@ -3,6 +3,7 @@ package wsgql
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,8 +14,11 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/gorilla/websocket"
+
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 // flood is a schema whose subscription sends 64 KiB results as fast as the
@@ -78,17 +82,6 @@ func dial(t *testing.T, url string) *websocket.Conn {
 	return c
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling
-	}
-}
-
 // TestSlowReaderIsDroppedWithBoundedWork: a client that never reads gets
 // its socket closed, and the server produced only what its send queue and
 // the kernel's buffers hold, not results without end.
@@ -114,7 +107,12 @@ func TestSlowReaderIsDroppedWithBoundedWork(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, "the server to drop the socket", func() bool { return active.Load() == 0 })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if active.Load() != 0 {
+			return errors.New("still waiting for the server to drop the socket")
+		}
+		return nil
+	})
 	// The queue and loopback buffers hold a few MiB: well under 200 results
 	// of 64 KiB (without the queue bound: about 850 in the same time).
 	if n := f.produced.Load(); n > 200 {
@@ -148,13 +146,28 @@ func TestCompleteAndCloseReleaseOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "two operations", func() bool { return running.Load() == 2 })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if running.Load() != 2 {
+			return errors.New("still waiting for two operations")
+		}
+		return nil
+	})
 	if err := c.WriteJSON(map[string]any{"id": "a", "type": "complete"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the completed operation to end", func() bool { return running.Load() == 1 })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if running.Load() != 1 {
+			return errors.New("still waiting for the completed operation to end")
+		}
+		return nil
+	})
 	c.Close()
-	eventually(t, "the socket's operation to end", func() bool { return running.Load() == 0 && active.Load() == 0 })
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if running.Load() != 0 || active.Load() != 0 {
+			return errors.New("still waiting for the socket's operation to end")
+		}
+		return nil
+	})
 }
 
 // TestAwaitRoomOutsideAWebSocket returns at once.

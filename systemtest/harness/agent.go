@@ -1,11 +1,14 @@
 package harness
 
 import (
+	"fmt"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 // Process is a program a test started: its output is kept, and it is
@@ -80,14 +83,14 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// Eventually polls cond until it holds or the limit passes.
+// Eventually polls cond until it holds, failing t after limit (see
+// testwait.CheckFor).
 func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
+	testwait.CheckFor(t, limit, 25*time.Millisecond, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(25 * time.Millisecond) // polling helper: the only place tests wait
-	}
+		return nil
+	})
 }
