@@ -269,13 +269,3 @@ func (RetryRequested) EventType() string       { return TypeRetryRequested }
 func (InspectorPurged) EventType() string      { return TypeInspectorPurged }
 func (AddressRateLimited) EventType() string   { return TypeAddressRateLimited }
 func (StreamDeleted) EventType() string        { return TypeStreamDeleted }
-
-// Stream names, one per aggregate.
-func InspectorStream(id string) string { return "inspector-" + id }
-func AccountStream(id string) string   { return "account-" + id }
-func EndpointStream(id string) string  { return "endpoint-" + id }
-func DeliveryStream(id string) string  { return "delivery-" + id }
-func AgentStream(endpointID string) string {
-	return "agent-" + endpointID
-}
-func RefusalsStream(address string) string { return "refusals-" + address }

@@ -3,7 +3,46 @@ package domain
 import (
 	"context"
 	"fmt"
+	"strings"
 )
+
+// StreamKind is the aggregate, or record, a stream holds: the part of its
+// name before the first "-".
+type StreamKind string
+
+// The kinds of stream the names below make.
+const (
+	StreamInspector StreamKind = "inspector"
+	StreamAccount   StreamKind = "account"
+	StreamEndpoint  StreamKind = "endpoint"
+	StreamDelivery  StreamKind = "delivery"
+	StreamAgent     StreamKind = "agent"    // named by its Endpoint's id
+	StreamRefusals  StreamKind = "refusals" // named by its address's id
+)
+
+// Stream names, one per aggregate.
+func InspectorStream(id string) string             { return streamName(StreamInspector, id) }
+func AccountStream(id string) string               { return streamName(StreamAccount, id) }
+func EndpointStream(id string) string              { return streamName(StreamEndpoint, id) }
+func DeliveryStream(id string) string              { return streamName(StreamDelivery, id) }
+func AgentStream(endpointID string) string         { return streamName(StreamAgent, endpointID) }
+func RefusalsStream(addressID string) string       { return streamName(StreamRefusals, addressID) }
+func streamName(kind StreamKind, id string) string { return string(kind) + "-" + id }
+
+// ParseStream is the inverse of the names above: the kind of a stream and
+// the id it was named from. ok is false for a name none of them makes (an
+// unknown kind or an empty id).
+func ParseStream(name string) (kind StreamKind, id string, ok bool) {
+	k, id, found := strings.Cut(name, "-")
+	if !found || id == "" {
+		return "", "", false
+	}
+	switch kind = StreamKind(k); kind {
+	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals:
+		return kind, id, true
+	}
+	return "", "", false
+}
 
 // streamPage is how many events one ReadStream call of LoadStream asks for.
 const streamPage = 512

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -205,14 +204,14 @@ func (b *batch) indexStream() error {
 // streamOwner is the account owning a stream, "" for none (inspectors,
 // their deliveries, unknown streams).
 func (b *batch) streamOwner(stream string) (string, error) {
-	kind, id, _ := strings.Cut(stream, "-")
+	kind, id, _ := domain.ParseStream(stream)
 	var query string
 	switch kind {
-	case "account":
+	case domain.StreamAccount:
 		return id, nil
-	case "endpoint", "agent", "refusals": // agent-<endpoint id>, refusals-<address id>
+	case domain.StreamEndpoint, domain.StreamAgent, domain.StreamRefusals: // agent and refusals streams are named by an Endpoint's (address's) id
 		query = qEndpointOwner
-	case "delivery":
+	case domain.StreamDelivery:
 		query = qDeliveryOwner
 	default:
 		return "", nil

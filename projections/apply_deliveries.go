@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -71,16 +70,12 @@ func (b *batch) forwardFailed(p domain.ForwardFailed) (int64, error) {
 	return boolRows(ok), err
 }
 
-// deliveryStreamPrefix is what domain.DeliveryStream puts before an id.
-var deliveryStreamPrefix = domain.DeliveryStream("")
-
 // ref locates the current event for the deliveries row of deliveryID: its
 // revision, and its stream unless it is the delivery's own.
 func (b *batch) ref(deliveryID string) logRef {
 	r := logRef{revision: int64(b.event.Revision)}
-	if s := b.event.Stream; len(s) != len(deliveryStreamPrefix)+len(deliveryID) ||
-		!strings.HasPrefix(s, deliveryStreamPrefix) || !strings.HasSuffix(s, deliveryID) {
-		r.stream = s
+	if kind, id, _ := domain.ParseStream(b.event.Stream); kind != domain.StreamDelivery || id != deliveryID {
+		r.stream = b.event.Stream
 	}
 	return r
 }

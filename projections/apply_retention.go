@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -81,8 +80,8 @@ func (b *batch) rateLimited(p domain.AddressRateLimited) (int64, error) {
 // stream's events are gone from the log, the row never existed and
 // nothing changes: both ways end with the same views.
 func (b *batch) streamDeleted(p domain.StreamDeleted) (int64, error) {
-	id, ok := strings.CutPrefix(p.Stream, deliveryStreamPrefix)
-	if !ok || id == "" {
+	streamKind, id, _ := domain.ParseStream(p.Stream)
+	if streamKind != domain.StreamDelivery {
 		return 0, nil // only delivery streams have rows of their own
 	}
 	row, err := b.queryRow(qDeliveryDropped, id)
