@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/readmodel"
@@ -150,4 +151,13 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
+	p := commands.EndpointPatch{Name: in.Name, Target: in.Target, ResponseCapture: in.ResponseCapture}
+	if in.Mode != nil {
+		m := domain.EndpointMode(*in.Mode)
+		p.Mode = &m
+	}
+	return p
 }

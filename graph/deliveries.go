@@ -1,0 +1,103 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/graph/wsgql"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// deliveryReader is how the field being resolved reads one delivery: with
+// what only the log holds when the query selects it (see wantsPayload).
+func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (readmodel.Delivery, error) {
+	if wantsPayload(ctx) {
+		return r.Views.Delivery
+	}
+	return r.Views.DeliverySummary
+}
+
+// history reads a page of an address's history, with what only the log
+// holds when the query selects it (see wantsPayload).
+func (r *Resolver) history(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
+	if wantsPayload(ctx) {
+		return r.Views.Deliveries(ctx, address, first, after)
+	}
+	return r.Views.DeliverySummaries(ctx, address, first, after)
+}
+
+// watchDeliveries streams rows of an address as they are created or updated,
+// until the subscription ends. With since, it first sends the rows changed
+// after that cursor: the watch is registered before they are read, so a
+// change lands in the replay, in the live stream or in both, never in
+// neither.
+func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
+	read := r.deliveryReader(ctx)
+	changes, stop := r.Views.Watch(address)
+	var replay []string
+	if since != nil {
+		ids, err := r.Views.ChangedSince(ctx, address, *since)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		replay = ids
+	}
+	out := make(chan *model.Delivery)
+	go func() {
+		defer close(out)
+		defer stop()
+		for _, id := range replay {
+			if !r.sendDelivery(ctx, out, read, id) {
+				return
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ch, ok := <-changes:
+				if !ok {
+					return
+				}
+				if !r.sendDelivery(ctx, out, read, ch.DeliveryID) {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// sendDelivery reads a delivery and sends it on out; it returns false when
+// the subscription ended. A delivery that cannot be read is logged and
+// skipped: the next change of it sends it again.
+//
+// It loads a row only when the socket has room for it and only one row per
+// socket at a time until that row is queued (wsgql.AwaitRoom): rows to a
+// client that stops reading hold one row, not one per subscription.
+func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (readmodel.Delivery, error), id string) bool {
+	turn, err := wsgql.AwaitRoom(ctx)
+	if err != nil {
+		return false
+	}
+	d, err := read(ctx, id)
+	if err != nil {
+		turn.Release()
+		if ctx.Err() != nil {
+			return false
+		}
+		r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", id, "err", err)
+		return true
+	}
+	// The turn passes once the row's message is queued, not when it leaves
+	// here: gqlgen still encodes it, and a row per subscription waiting
+	// for room would be held otherwise.
+	turn.HandOn()
+	select {
+	case out <- toDelivery(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
