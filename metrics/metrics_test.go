@@ -2,12 +2,15 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/metrics"
 )
 
@@ -58,13 +61,19 @@ func TestInstrumentLeavesWebSocketsOutOfLatency(t *testing.T) {
 	if res, err := http.Get(srv.URL); err == nil {
 		res.Body.Close() // the connection closes without an answer
 	}
-	srv.Close() // waits for the handler
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	body := rec.Body.String()
-	if !strings.Contains(body, `relay_http_requests_total{area="api",code="101"} 1`) {
-		t.Errorf("the upgraded request is not counted as 101:\n%s", body)
-	}
+	srv.Close()
+	// Close does not wait for a handler whose connection was hijacked: the
+	// count appears once the handler returns.
+	var body string
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		body = rec.Body.String()
+		if !strings.Contains(body, `relay_http_requests_total{area="api",code="101"} 1`) {
+			return fmt.Errorf("the upgraded request is not counted as 101:\n%s", body)
+		}
+		return nil
+	})
 	if strings.Contains(body, `relay_http_request_duration_seconds_count{area="api"}`) {
 		t.Errorf("the upgraded connection's lifetime was observed as a latency")
 	}
