@@ -48,7 +48,11 @@ func BuildPackage(pkg string) (string, error) {
 		buildDir, built = dir, map[string]string{}
 	}
 	bin := filepath.Join(buildDir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	// Built as releases are (scripts/lib/dist.sh): static and trimmed. The
+	// tests then run the binary users get, and a release build in a test
+	// (the npm package's) reuses these compiled packages and only links.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = ModuleRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
