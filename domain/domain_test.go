@@ -3,7 +3,6 @@ package domain_test
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -281,19 +280,6 @@ func TestExpectedRevisionMatches(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.e.Matches(tt.last, tt.exists); got != tt.want {
 			t.Errorf("%v.Matches(%d, %v) = %v", tt.e, tt.last, tt.exists, got)
-		}
-	}
-}
-
-// TestDomainIsPure keeps framework and driver imports out of the core.
-func TestDomainIsPure(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if strings.Contains(dep, ".") && !strings.HasPrefix(dep, "vendor/") && !strings.HasPrefix(dep, "github.com/relayhq/relay/domain") {
-			t.Errorf("domain depends on %s", dep)
 		}
 	}
 }
