@@ -57,30 +57,7 @@ func openStore(t *testing.T, srv interface{ URL() string }, opts Options) *Store
 // the same store folder, so the restart test covers the server's recovery.
 func TestConformance(t *testing.T) {
 	srv := natstest.Start(t)
-	opened := map[domain.EventStore]Options{}
-	open := func(t *testing.T, opts Options) domain.EventStore {
-		t.Helper()
-		s, err := Open(testContext(t), srv.URL(), opts)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		opened[s] = opts
-		return s
-	}
-	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) domain.EventStore { return open(t, freshOptions()) },
-		Reopen: func(t *testing.T, old domain.EventStore) domain.EventStore {
-			if err := old.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			srv.Restart()
-			return open(t, opened[old])
-		},
-		// Positions have gaps (each message owns a slot of 1000); IDs are
-		// checked at the place of a retry, and across the log only within
-		// the duplicate window.
-		Guarantees: storetest.Guarantees{EmptyOnOpen: true, StreamReadPositions: true},
-	})
+	runConformance(t, srv.URL(), freshOptions, srv.Restart)
 }
 
 // TestConformanceCluster runs the suite against an R3 stream on a cluster
@@ -88,26 +65,7 @@ func TestConformance(t *testing.T) {
 // servers check duplicates before expected sequences.
 func TestConformanceCluster(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
-	opened := map[domain.EventStore]Options{}
-	open := func(t *testing.T, opts Options) domain.EventStore {
-		t.Helper()
-		s, err := Open(testContext(t), c.URL(), opts)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		opened[s] = opts
-		return s
-	}
-	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) domain.EventStore { return open(t, clusterOptions()) },
-		Reopen: func(t *testing.T, old domain.EventStore) domain.EventStore {
-			if err := old.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			return open(t, opened[old])
-		},
-		Guarantees: storetest.Guarantees{EmptyOnOpen: true, StreamReadPositions: true},
-	})
+	runConformance(t, c.URL(), clusterOptions, nil)
 }
 
 // TestConformanceExternal runs the suite against a server of another
@@ -118,6 +76,13 @@ func TestConformanceExternal(t *testing.T) {
 	if url == "" {
 		t.Skip("RELAY_NATS_URL is not set: no external NATS server to run the conformance suite against")
 	}
+	runConformance(t, url, freshOptions, nil)
+}
+
+// runConformance runs storetest against the server at url, each store on
+// a stream of its own (options), reopening on the same stream; restart,
+// when set, restarts the server between a close and the reopen.
+func runConformance(t *testing.T, url string, options func() Options, restart func()) {
 	opened := map[domain.EventStore]Options{}
 	open := func(t *testing.T, opts Options) domain.EventStore {
 		t.Helper()
@@ -129,13 +94,19 @@ func TestConformanceExternal(t *testing.T) {
 		return s
 	}
 	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) domain.EventStore { return open(t, freshOptions()) },
+		Open: func(t *testing.T) domain.EventStore { return open(t, options()) },
 		Reopen: func(t *testing.T, old domain.EventStore) domain.EventStore {
 			if err := old.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
+			if restart != nil {
+				restart()
+			}
 			return open(t, opened[old])
 		},
+		// Positions have gaps (each message owns a slot of 1000); IDs are
+		// checked at the place of a retry, and across the log only within
+		// the duplicate window.
 		Guarantees: storetest.Guarantees{EmptyOnOpen: true, StreamReadPositions: true},
 	})
 }
