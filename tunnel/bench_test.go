@@ -9,41 +9,39 @@ import (
 )
 
 // BenchmarkForwardRoundTrip measures one forward across the bus (another
-// node's sessions): command
-// published, handed to an in-process agent, answered, ForwardResponded
-// appended to the SQLite store (one fsync), reply delivered.
+// node's sessions): command published, handed to an in-process agent,
+// answered, ForwardResponded appended to the SQLite store (one fsync),
+// reply delivered.
 func BenchmarkForwardRoundTrip(b *testing.B) {
-	e := newEnv(b)
-	e.agent(b, SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
-	cmds := make([]domain.ForwardCommand, b.N)
-	for i := range cmds {
-		cmds[i] = e.receive(b, "ep", "acc")
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		out, err := e.client.Forward(ctx, cmds[i])
-		if err != nil || out.Status != 200 {
-			b.Fatalf("forward: %+v, %v", out, err)
-		}
-	}
+	benchForward(b, func(e *env) forwarder { return e.client })
 }
 
 // BenchmarkHubForward measures the same forward served in process
 // (Hub.Forward): nothing encoded, no bus.
 func BenchmarkHubForward(b *testing.B) {
+	benchForward(b, func(e *env) forwarder { return e.hub })
+}
+
+// forwarder is what both paths of a forward offer.
+type forwarder interface {
+	Forward(context.Context, domain.ForwardCommand) (domain.ForwardOutcome, error)
+}
+
+// benchForward sends b.N forwards one after another through the path via
+// picks, to one in-process agent.
+func benchForward(b *testing.B, via func(*env) forwarder) {
 	e := newEnv(b)
 	e.agent(b, SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmds := make([]domain.ForwardCommand, b.N)
 	for i := range cmds {
 		cmds[i] = e.receive(b, "ep", "acc")
 	}
+	f := via(e)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		out, err := e.hub.Forward(ctx, cmds[i])
+		out, err := f.Forward(ctx, cmds[i])
 		if err != nil || out.Status != 200 {
 			b.Fatalf("forward: %+v, %v", out, err)
 		}
