@@ -122,10 +122,15 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 		srv.Start()
 		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+		c.Servers = append(c.Servers, srv)
+	}
+	// All are started before any is waited for: a clustered JetStream
+	// server may not be ready while its routes lead nowhere (seen once under
+	// load as "server 1 not ready after 20s" when they started one by one).
+	for i, srv := range c.Servers {
 		if !srv.ReadyForConnections(readyLimit) {
 			t.Fatalf("nats server %d not ready after %s", i+1, readyLimit)
 		}
-		c.Servers = append(c.Servers, srv)
 	}
 	// Poll for the meta leader and its peers: streams cannot be placed
 	// before then.
