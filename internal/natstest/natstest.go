@@ -94,6 +94,38 @@ type Cluster struct {
 // can fail with "no suitable peers for placement".
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	// The route ports are picked free and then bound by the servers, so a
+	// test running beside this one may take one in between; the servers
+	// then never get ready (seen under the full parallel run). A start that
+	// does not get ready is retried on new ports.
+	var c *Cluster
+	for try := 1; c == nil; try++ {
+		var err error
+		if c, err = startCluster(t, n); err != nil {
+			if try == 3 {
+				t.Fatalf("start a cluster of %d: %v", n, err)
+			}
+			t.Logf("start a cluster of %d (try %d): %v; trying other ports", n, try, err)
+		}
+	}
+	// Poll for the meta leader and its peers: streams cannot be placed
+	// before then.
+	deadline := time.Now().Add(readyLimit)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !c.ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no JetStream meta leader with %d online peers after %s", n, readyLimit)
+		}
+		<-tick.C
+	}
+	return c
+}
+
+// startCluster starts n routed servers and waits until each is ready for
+// connections; on failure it shuts down what it started.
+func startCluster(t testing.TB, n int) (*Cluster, error) {
+	t.Helper()
 	routePorts := make([]int, n)
 	for i := range routePorts {
 		routePorts[i] = freePort(t)
@@ -103,6 +135,12 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
 	}
 	c := &Cluster{}
+	shutdown := func() {
+		for _, srv := range c.Servers {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+		}
+	}
 	for i := range n {
 		srv, err := server.NewServer(&server.Options{
 			ServerName:         fmt.Sprintf("n%d", i+1),
@@ -118,32 +156,22 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			JetStreamMaxStore:  1 << 30,
 		})
 		if err != nil {
-			t.Fatalf("nats server %d: %v", i+1, err)
+			shutdown()
+			return nil, fmt.Errorf("nats server %d: %w", i+1, err)
 		}
 		srv.Start()
-		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 		c.Servers = append(c.Servers, srv)
 	}
-	// All are started before any is waited for: a clustered JetStream
-	// server may not be ready while its routes lead nowhere (seen once under
-	// load as "server 1 not ready after 20s" when they started one by one).
+	// All are started before any is waited for, so no server waits on
+	// routes that lead nowhere yet.
 	for i, srv := range c.Servers {
 		if !srv.ReadyForConnections(readyLimit) {
-			t.Fatalf("nats server %d not ready after %s", i+1, readyLimit)
+			shutdown()
+			return nil, fmt.Errorf("nats server %d not ready after %s (its route port %d may have been taken)", i+1, readyLimit, routePorts[i])
 		}
 	}
-	// Poll for the meta leader and its peers: streams cannot be placed
-	// before then.
-	deadline := time.Now().Add(readyLimit)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !c.ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no JetStream meta leader with %d online peers after %s", n, readyLimit)
-		}
-		<-tick.C
-	}
-	return c
+	t.Cleanup(shutdown)
+	return c, nil
 }
 
 // ready reports whether a meta leader sees every server online.
