@@ -17,15 +17,21 @@ import "fmt"
 
 // CapturedRequest is a request exactly as the sender sent it.
 type CapturedRequest struct {
-	Method     string
-	Target     string // raw request target: path and query exactly as sent
-	Host       string
-	Proto      string
+	Method string
+	Target string // raw request target: path and query exactly as sent
+	Host   string
+	Proto  string
+	// RemoteAddr is the sender: the socket's peer, or the client a trusted
+	// proxy names (then Peer is that proxy).
 	RemoteAddr string
-	Headers    []Header
-	Body       []byte
-	BodySize   int64
-	Complete   bool
+	Peer       string
+	// Scheme is "https" or "http": how the sender reached the public URL
+	// (over TLS to the relay, or as a trusted proxy tells).
+	Scheme   string
+	Headers  []Header
+	Body     []byte
+	BodySize int64
+	Complete bool
 	// DroppedHeaders counts header values received but not stored (past
 	// the relay's header limits); Headers holds the others.
 	DroppedHeaders int
@@ -88,7 +94,7 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 	d.raise(DeliveryReceived{
 		DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
-		RemoteAddr: req.RemoteAddr, Headers: headers, Body: body,
+		RemoteAddr: req.RemoteAddr, Peer: req.Peer, Scheme: req.Scheme, Headers: headers, Body: body,
 		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, BodyUnread: req.BodyUnread,
 		Trailers: req.Trailers, Answer: answer,
 	})

@@ -163,6 +163,12 @@ type DeliveryReceived struct {
 	// a DeliveryAnswered. Added without a version change: older events
 	// simply have none.
 	Answer *ReceiptAnswer `json:"answer,omitempty"`
+	// Scheme ("https" or "http", as the sender used) and Peer (the trusted
+	// proxy that named RemoteAddr as the sender) were added without a
+	// version change: older events have neither, and RemoteAddr there is
+	// always the socket's peer.
+	Scheme string `json:"scheme,omitempty"`
+	Peer   string `json:"peer,omitempty"`
 }
 
 // ReceiptAnswer is what the sender was answered at receipt.

@@ -23,6 +23,12 @@ type ForwardCommand struct {
 	// Empty RequestEventID: unknown, replay the stream.
 	RequestEventID  string `json:"request_event_id,omitempty"`
 	RequestRevision uint64 `json:"request_revision,omitempty"`
+	// Host, Scheme and RemoteAddr are what the sender called and who it
+	// is, as recorded: the agent tells the local process (X-Forwarded-*,
+	// Forwarded). Empty for a delivery recorded before they were kept.
+	Host       string `json:"host,omitempty"`
+	Scheme     string `json:"scheme,omitempty"`
+	RemoteAddr string `json:"remote_addr,omitempty"`
 }
 
 // ForwardOutcome is how an attempt ended: the local answer (Error empty), or

@@ -78,6 +78,7 @@ func toForwardRequest(c domain.ForwardCommand) *model.ForwardRequest {
 	return &model.ForwardRequest{
 		AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Path: c.Target, PathBase64: rawBase64(c.Target),
 		Headers: toHeaders(c.Headers), BodyBase64: base64.StdEncoding.EncodeToString(c.Body),
+		Host: c.Host, Scheme: c.Scheme, RemoteAddress: optional(c.RemoteAddr),
 	}
 }
 

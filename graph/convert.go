@@ -59,6 +59,14 @@ func text(b []byte) *string {
 	return &s
 }
 
+// optional is s, or nil when it is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 func toDelivery(d readmodel.Delivery) *model.Delivery {
 	m := &model.Delivery{
 		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target),
@@ -67,6 +75,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
+		RemoteAddress: optional(d.RemoteAddr),
 	}
 	if d.ResponseBody != nil {
 		s := string(d.ResponseBody)

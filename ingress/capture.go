@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/forwarded"
 )
 
 // ErrBodyTooLarge matches (errors.Is) a *BodyTooLargeError.
@@ -61,12 +62,15 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	if err != nil {
 		return domain.CapturedRequest{}, nil, err
 	}
+	client := sender(r)
 	req := domain.CapturedRequest{
 		Method:     r.Method,
 		Target:     target,
 		Host:       r.Host,
 		Proto:      r.Proto,
-		RemoteAddr: r.RemoteAddr,
+		RemoteAddr: client.Addr,
+		Peer:       client.Peer,
+		Scheme:     client.Proto,
 		Headers:    captureHeaders(r),
 	}
 	maxBody = max(maxBody, 0)
@@ -121,6 +125,19 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	// Trailer fields are known once the body was read to its end.
 	req.Trailers = trailers(r.Trailer)
 	return req, full, nil
+}
+
+// sender is who sent r: as forwarded.Handler resolved it, or the socket's
+// peer and the connection's protocol when no resolver ran.
+func sender(r *http.Request) forwarded.Client {
+	if c, ok := forwarded.FromContext(r.Context()); ok {
+		return c
+	}
+	c := forwarded.Client{Addr: r.RemoteAddr, Proto: "http"}
+	if r.TLS != nil {
+		c.Proto, c.Known = "https", true
+	}
+	return c
 }
 
 // trailers lists trailer fields the sender sent after a chunked body, in

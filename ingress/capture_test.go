@@ -76,7 +76,7 @@ func TestCaptureHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := domain.CapturedRequest{
-		Method: "POST", Target: "/hook", Host: "abc.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5555",
+		Method: "POST", Target: "/hook", Host: "abc.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5555", Scheme: "http",
 		Headers: []domain.Header{
 			{Name: "Content-Length", Value: "2"},
 			{Name: "Content-Type", Value: "application/json"},

@@ -8,12 +8,13 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// serveInspector records a request to a guest inspector and answers 204. An
+// serveInspector records a request to a guest inspector and answers ans
+// (204, or the wrong-protocol 503). An
 // expired inspector answers 503 and one whose storage quota is used up 429,
 // and neither records the request: an expired inspector's deliveries are
 // on their way out of the log (retention), and recording would let a
 // sender fill the disk through an address nobody reads.
-func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
+func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
 	expired, err := s.inspectorExpired(ctx, route)
 	switch {
 	case errors.Is(err, domain.ErrStreamNotFound):
@@ -31,7 +32,7 @@ func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *h
 	if s.overQuota(w, route) {
 		return
 	}
-	s.serveRecord(ctx, w, r, route, answerNoContent)
+	s.serveRecord(ctx, w, r, route, ans)
 }
 
 // inspectorExpired tells whether the inspector is expired, and records the

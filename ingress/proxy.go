@@ -46,6 +46,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	cmd, recorded, err := s.deps.Recorder.ReceiveForward(ctx, receipt(id, route, req), record.Forward{
 		Method: req.Method, Target: req.Target, Headers: received, Body: full,
 		Timeout: s.cfg.ForwardTimeout, CaptureResponse: route.ResponseCapture,
+		Host: req.Host, Scheme: req.Scheme, RemoteAddr: req.RemoteAddr,
 	})
 	var broken *record.InvariantError
 	switch {

@@ -46,6 +46,16 @@ type Config struct {
 	// InspectorQuota bounds the log bytes an inspector's deliveries take
 	// (0: no quota); beyond it the sender gets 429 and nothing is recorded.
 	InspectorQuota int64
+	// RequireHTTPS is set when public URLs are https: a request known to
+	// have come over plain HTTP (on the relay's own TLS port or its
+	// --http-listen, or marked so by a trusted proxy) is recorded and
+	// answered 503 at an address, and redirected to ConsoleURL on the bare
+	// domain (health and metrics routes excepted).
+	RequireHTTPS bool
+	// PublicURL is an address's public URL, named in the wrong-protocol
+	// answer; ConsoleURL is the bare domain's ("https://relay.example.com").
+	PublicURL  func(id string) string
+	ConsoleURL string
 }
 
 // Deps are the components the server talks to. Recorder and Resolver are
@@ -144,7 +154,10 @@ func (s *Server) serve(c echo.Context) error {
 	w, r := c.Response(), c.Request()
 	ctx := r.Context()
 	address, bare, ok := ParseHost(r.Host, s.cfg.Domain)
+	plain := s.plainWhereHTTPSIsRequired(r)
 	switch {
+	case bare && plain && s.redirectToHTTPS(w, r):
+		return nil
 	case bare && s.deps.Bare != nil:
 		s.deps.Bare.ServeHTTP(w, r)
 		return nil
@@ -173,10 +186,14 @@ func (s *Server) serve(c echo.Context) error {
 	}
 
 	switch {
+	case route.Kind == domain.AddressInspector && plain:
+		s.serveInspector(ctx, w, r, route, s.wrongProtocol(address))
 	case route.Kind == domain.AddressInspector:
-		s.serveInspector(ctx, w, r, route)
+		s.serveInspector(ctx, w, r, route, answerNoContent)
 	case route.Kind != domain.AddressEndpoint || route.Deleted:
 		writeNoAgent(w, "unknown address")
+	case plain:
+		s.serveRecord(ctx, w, r, route, s.wrongProtocol(address))
 	case route.Mode == domain.ModeProxy:
 		s.serveProxy(ctx, w, r, route)
 	default:

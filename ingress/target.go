@@ -3,6 +3,7 @@ package ingress
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
@@ -68,6 +69,11 @@ func (l *targetListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tc, ok := c.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		// HTTP/2 has no request line to mend, and net/http speaks it only
+		// on a *tls.Conn it can see.
+		return c, nil
+	}
 	return &targetConn{Conn: c, expect: true, lineTimeout: l.lineTimeout}, nil
 }
 
@@ -95,6 +101,9 @@ func (c *targetConn) CloseWrite() error {
 	}
 	return nil
 }
+
+// NetConn is the connection below (a TLS one tells its state through it).
+func (c *targetConn) NetConn() net.Conn { return c.Conn }
 
 func (c *targetConn) expectRequestLine() {
 	c.mu.Lock()

@@ -42,6 +42,9 @@ type receivedRow struct {
 	// request: the delivery is answered from its first event on.
 	Answer     *domain.ReceiptAnswer `json:"answer"`
 	BodyUnread bool                  `json:"body_unread"`
+	// Scheme and Peer are read back from the log with the headers.
+	Scheme string `json:"scheme"`
+	Peer   string `json:"peer"`
 
 	Headers  jsonKind `json:"headers"`  // left in the log
 	Body     jsonKind `json:"body"`     // left in the log

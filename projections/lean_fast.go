@@ -51,6 +51,10 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 			ok = s.str(&p.Proto)
 		case "remote_addr":
 			ok = s.str(&p.RemoteAddr)
+		case "scheme":
+			ok = s.str(&p.Scheme)
+		case "peer":
+			ok = s.str(&p.Peer)
 		case "body_size":
 			ok = s.int(&p.BodySize)
 		case "complete":

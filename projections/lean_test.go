@@ -28,7 +28,7 @@ func leanTypes() []leanType {
 			samples: []domain.Event{
 				domain.DeliveryReceived{DeliveryID: "d-9", Address: "ep-9", AddressKind: domain.AddressEndpoint, AccountID: "acct-9",
 					Method: "PATCH", Target: "/p?q=%20", Host: "ep-9.localhost", Proto: "HTTP/2.0", RemoteAddr: "[::1]:1",
-					Headers: headers, Body: []byte("\x00\x01body"), BodySize: 1 << 20, Complete: true,
+					Scheme: "https", Peer: "127.0.0.1:9", Headers: headers, Body: []byte("\x00\x01body"), BodySize: 1 << 20, Complete: true,
 					Answer: &domain.ReceiptAnswer{Status: 204, Reason: "logged"}},
 				domain.DeliveryReceived{DeliveryID: "d-8", Address: "insp-8", AddressKind: domain.AddressInspector, Method: "GET",
 					Target: "/", Host: "insp-8.localhost", Proto: "HTTP/1.0", RemoteAddr: "127.0.0.1:2"},
@@ -231,6 +231,7 @@ func FuzzLeanDecode(f *testing.F) {
 var fastCases = []string{
 	`{"delivery_id":"d1","address":"a","address_kind":"inspector","method":"POST","target":"/x?y=1","host":"a.localhost","proto":"HTTP/1.1","remote_addr":"127.0.0.1:1","headers":[{"name":"X","value":"a\u0026b"}],"body":"AAEC/w==","body_size":10,"complete":false,"answer":{"status":204}}`,
 	`{"delivery_id":"d1","headers":null,"body":null,"answer":null}`,
+	`{"delivery_id":"d1","remote_addr":"203.0.113.9","scheme":"https","peer":"127.0.0.1:5"}`,
 	`{"delivery_id":"d1","answer":{"status":413,"reason":"too } large"}}`,
 	`{"delivery_id":"d1","answer":{"status":413,"extra":{"x":1}}}`,
 	`{"delivery_id":"d\u00e9"}`,

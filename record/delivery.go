@@ -120,6 +120,7 @@ func (r *Recorder) RequestRetry(ctx context.Context, deliveryID string, t RetryT
 			DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: t.EndpointID, AccountID: t.AccountID,
 			Method: received.Method, Target: received.Target, Headers: received.Headers, Body: received.Body,
 			Timeout: t.Timeout, CaptureResponse: t.CaptureResponse,
+			Host: received.Host, Scheme: received.Scheme, RemoteAddr: received.RemoteAddr,
 		}, ids[len(ids)-1], res.NextRevision)
 		return nil
 	})

@@ -15,6 +15,9 @@ type Forward struct {
 	Body                  []byte          // the whole body, not only the stored part
 	Timeout               time.Duration
 	CaptureResponse       bool
+	// Host, Scheme and RemoteAddr are the public host the sender called,
+	// how, and the sender's address (see domain.ForwardCommand).
+	Host, Scheme, RemoteAddr string
 }
 
 // NewForward is the one builder of a forward command, for a first attempt
@@ -37,5 +40,8 @@ func NewForward(f Forward, requestEventID string, requestRevision uint64) domain
 		CorrelationID:   f.DeliveryID,
 		RequestEventID:  requestEventID,
 		RequestRevision: requestRevision,
+		Host:            f.Host,
+		Scheme:          f.Scheme,
+		RemoteAddr:      f.RemoteAddr,
 	}
 }

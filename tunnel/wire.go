@@ -18,7 +18,7 @@ import (
 // are a uvarint length and the bytes; integers are varints.
 
 const (
-	wireCommandV1 = 1
+	wireCommandV2 = 2 // 1 had no host, scheme and sender address
 	wireReplyV3   = 3 // 1 had no log position, 2 no failure text
 	// wireMaxLen bounds one decoded string, header list or body, so a
 	// corrupt length cannot make the decoder allocate without limit.
@@ -161,7 +161,7 @@ func (r *wireReader) end(what string) error {
 
 func encodeCommand(c domain.ForwardCommand) []byte {
 	w := wireWriter{b: make([]byte, 0, 256+len(c.Body))}
-	w.b = append(w.b, wireCommandV1)
+	w.b = append(w.b, wireCommandV2)
 	w.str(c.DeliveryID)
 	w.str(c.AttemptID)
 	w.str(c.EndpointID)
@@ -175,17 +175,21 @@ func encodeCommand(c domain.ForwardCommand) []byte {
 	w.str(c.CorrelationID)
 	w.str(c.RequestEventID)
 	w.uint(c.RequestRevision)
+	w.str(c.Host)
+	w.str(c.Scheme)
+	w.str(c.RemoteAddr)
 	return w.b
 }
 
 func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 	r := wireReader{b: b}
-	r.version(wireCommandV1)
+	r.version(wireCommandV2)
 	c := domain.ForwardCommand{
 		DeliveryID: r.str(), AttemptID: r.str(), EndpointID: r.str(), AccountID: r.str(),
 		Method: r.str(), Target: r.str(), Headers: r.headers(), Body: r.bytes(),
 		Timeout: time.Duration(r.int()), CaptureResponse: r.bool(), CorrelationID: r.str(),
 		RequestEventID: r.str(), RequestRevision: r.uint(),
+		Host: r.str(), Scheme: r.str(), RemoteAddr: r.str(),
 	}
 	if err := r.end("forward command"); err != nil {
 		return domain.ForwardCommand{}, err

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -14,6 +17,7 @@ import (
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/datalock"
+	"github.com/relayhq/relay/internal/forwarded"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -103,6 +107,20 @@ type serveConfig struct {
 	MaxWSPerIP         int
 	// MemoryLimit is the Go heap's soft limit (see serve).
 	MemoryLimit sizeOrOff
+
+	// TLS and deployment behind a proxy (docs/deploy.md).
+	TLSCert, TLSKey     string
+	TLSReloadInterval   time.Duration
+	TLSHandshakeTimeout time.Duration
+	HTTPListen          string
+	PublicURL           string
+	TrustedProxies      string
+
+	// Derived by validate.
+	publicURL *url.URL          // parsed --public-url; nil when unset
+	trusted   forwarded.Trusted // parsed --trusted-proxies
+	// domainSet tells whether --domain (or RELAY_DOMAIN) was given.
+	domainSet func() bool
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -152,6 +170,15 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) for <domain> and *.<domain>: serve HTTPS on --listen; reloaded on SIGHUP and when the file changes")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", 5*time.Second, "how often the certificate files are checked for a change")
+	_ = fs.MarkHidden("tls-reload-interval")
+	fs.DurationVar(&c.TLSHandshakeTimeout, "tls-handshake-timeout", 10*time.Second, "a connection's first byte and TLS handshake must arrive within this")
+	fs.StringVar(&c.HTTPListen, "http-listen", "", "also serve plain HTTP here (with --tls-cert): addresses answer 503 wrong protocol, the console redirects to https")
+	fs.StringVar(&c.PublicURL, "public-url", "", "scheme, domain and port of the public URLs, e.g. https://relay.example.com behind a TLS proxy (default: from --domain, --listen and --tls-cert)")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For/-Proto and Forwarded headers are believed, e.g. 127.0.0.1/32")
+	c.domainSet = func() bool { return fs.Changed("domain") }
 }
 
 // retentionSweep is how often expired inspectors are looked for: a tenth of
@@ -202,6 +229,9 @@ func (c *serveConfig) validate() error {
 	case c.InspectorRetention <= 0:
 		return fmt.Errorf("--inspector-retention must be positive")
 	}
+	if err := c.validateDeployment(); err != nil {
+		return err
+	}
 	if jetstream.IsURL(c.EventStore) {
 		if _, _, err := jetstream.ParseURL(c.EventStore); err != nil {
 			return fmt.Errorf("--eventstore: %w", err)
@@ -210,12 +240,63 @@ func (c *serveConfig) validate() error {
 	return nil
 }
 
+// validateDeployment checks the TLS and proxy flags and derives
+// publicURL, trusted and, from --public-url, the domain.
+func (c *serveConfig) validateDeployment() error {
+	tls := c.TLSCert != "" || c.TLSKey != ""
+	switch {
+	case tls && (c.TLSCert == "" || c.TLSKey == ""):
+		return fmt.Errorf("--tls-cert and --tls-key go together: give both")
+	case c.HTTPListen != "" && !tls:
+		return fmt.Errorf("--http-listen serves plain HTTP beside TLS: it needs --tls-cert and --tls-key")
+	case c.TLSReloadInterval <= 0:
+		return fmt.Errorf("--tls-reload-interval must be positive")
+	case c.TLSHandshakeTimeout <= 0:
+		return fmt.Errorf("--tls-handshake-timeout must be positive")
+	case c.PublicURL != "" && c.PublicPort != 0:
+		return fmt.Errorf("--public-url already names the port: leave out --public-port")
+	}
+	trusted, err := forwarded.ParseTrusted(c.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	c.trusted = trusted
+	if c.PublicURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.PublicURL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--public-url: %w", err)
+	case u.Scheme != "https" && u.Scheme != "http":
+		return fmt.Errorf("--public-url %q: the scheme must be https or http", c.PublicURL)
+	case u.Hostname() == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("--public-url %q: give only a scheme, the domain and an optional port (https://relay.example.com)", c.PublicURL)
+	case tls && u.Scheme != "https":
+		return fmt.Errorf("--public-url %q: with --tls-cert the public URLs are https", c.PublicURL)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("--public-url %q: bad port", c.PublicURL)
+		}
+	}
+	host := strings.ToLower(u.Hostname())
+	switch {
+	case c.domainSet == nil || !c.domainSet():
+		c.Domain = host
+	case !strings.EqualFold(strings.TrimSuffix(c.Domain, "."), host):
+		return fmt.Errorf("--public-url host %q is not --domain %q: addresses are <id>.<domain> (leave out --domain to take it from --public-url)", host, c.Domain)
+	}
+	c.publicURL = u
+	return nil
+}
+
 // appConfig is what the relay is built from, given the data folder's lock
 // and the public URLs.
-func (c *serveConfig) appConfig(lock *datalock.Lock, publicURL func(string) string, log *slog.Logger) app.Config {
+func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.Logger) app.Config {
 	return app.Config{
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
-		PublicURL: publicURL, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
+		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, SignupOpen: c.Signup, ViewsWait: c.ViewsWait},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
@@ -229,6 +310,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, publicURL func(string) stri
 			Domain: c.Domain, CaptureCap: int64(c.CaptureCap), MaxBody: int64(c.MaxBody),
 			ForwardTimeout: c.ForwardTimeout, MaxHeaders: c.MaxHeaders, MaxHeaderBytes: int64(c.MaxHeaderBytes),
 			AddressRate: c.AddressRate, RefusalInterval: c.RefusalInterval, InspectorQuota: int64(c.InspectorQuota.byteSize),
+			RequireHTTPS: urls.scheme == "https", PublicURL: urls.address, ConsoleURL: urls.bare(),
 		},
 		BodyTimeout:    c.BodyTimeout,
 		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,

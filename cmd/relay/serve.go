@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +21,8 @@ import (
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/connguard"
+	"github.com/relayhq/relay/internal/forwarded"
+	"github.com/relayhq/relay/internal/tlslisten"
 )
 
 // headerTimeout bounds the request line and headers of each request,
@@ -90,17 +94,22 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	// The certificate before any port: one that does not cover the domain
+	// is refused before anything starts.
+	var certs *tlslisten.Certs
+	if cfg.TLSCert != "" {
+		if certs, err = tlslisten.Load(cfg.TLSCert, cfg.TLSKey, cfg.Domain, log); err != nil {
+			lock.Release()
+			return err
+		}
+	}
+	ln, err := listen(cfg)
 	if err != nil {
 		lock.Release()
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	port := cfg.PublicPort
-	if port == 0 {
-		port = ln.Addr().(*net.TCPAddr).Port
-	}
-	urls := publicURLs{domain: cfg.Domain, port: port}
-	a, err := app.New(ctx, cfg.appConfig(lock, urls.address, log))
+	urls := cfg.publicURLs(ln.Addr().(*net.TCPAddr).Port, certs != nil)
+	a, err := app.New(ctx, cfg.appConfig(lock, urls, log))
 	if err != nil {
 		ln.Close()
 		return err
@@ -112,8 +121,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}()
 
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
+	// The sender as a trusted proxy names it, and r.TLS for TLS
+	// connections net/http reads as plain ones (see tlslisten.MarkTLS).
+	resolver := forwarded.Resolver{Trusted: cfg.trusted, TLS: certs != nil, Scheme: urls.scheme}
 	srv := &http.Server{
-		Handler:                      a.Handler(),
+		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, a.Handler())),
+		ConnContext:                  tlslisten.ConnContext,
 		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout:            headerTimeout,
 		// No deadline for a whole request or response: a large upload or
@@ -124,6 +137,17 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		IdleTimeout:    cfg.IdleTimeout,
 		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// HTTP/2 (over TLS only): MaxHeaderBytes above bounds a stream's
+		// headers, IdleTimeout an idle connection; these bound the rest.
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          http2MaxStreams,
+			MaxReadFrameSize:              1 << 20,
+			MaxReceiveBufferPerConnection: 4 << 20,
+			MaxReceiveBufferPerStream:     1 << 20,
+			SendPingTimeout:               cfg.IdleTimeout,
+			PingTimeout:                   15 * time.Second,
+			WriteByteTimeout:              cfg.BodyTimeout,
+		},
 	}
 
 	// Targets net/http would refuse for their percent-encoding ("/%zz") are
@@ -131,11 +155,27 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	served := make(chan error, 1)
 	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
 	guarded.OnRefuse = a.Metrics().ConnectionRefused
-	tolerant := ingress.TolerateTargets(srv, guarded)
+	// A trusted proxy carries many senders' connections: it is not held
+	// to one client's cap (it enforces its own).
+	guarded.Unlimited = cfg.trusted.ContainsHost
+	var sorted net.Listener = guarded
+	if certs != nil {
+		// Each connection is sorted into TLS and plain after the
+		// per-IP cap, so pending handshakes count against it too.
+		sorted = tlslisten.NewListener(guarded, certs.Config(), cfg.TLSHandshakeTimeout, log)
+		reload := make(chan os.Signal, 1)
+		signal.Notify(reload, syscall.SIGHUP)
+		defer signal.Stop(reload)
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go certs.Watch(wctx, cfg.TLSReloadInterval, reload)
+	}
+	tolerant := ingress.TolerateTargets(srv, sorted)
 	go func() { served <- srv.Serve(tolerant) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
 		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
-	log.Info("relay started", "listen", ln.Addr().String(), "domain", cfg.Domain, "data", cfg.Data)
+	log.Info("relay started", "listen", cfg.Listen, "http_listen", cfg.HTTPListen, "tls", certs != nil,
+		"public_url", urls.bare(), "domain", cfg.Domain, "data", cfg.Data)
 
 	select {
 	case err := <-served:
@@ -153,19 +193,59 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	return nil
 }
 
+// http2MaxStreams bounds the requests one HTTP/2 connection carries at
+// once (Go's default, made explicit).
+const http2MaxStreams = 250
+
+// listen opens --listen, and --http-listen beside it as one listener
+// (both share the server and its per-IP cap).
+func listen(cfg serveConfig) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.HTTPListen == "" {
+		return ln, nil
+	}
+	plain, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--http-listen: %w", err)
+	}
+	return tlslisten.Merge(ln, plain), nil
+}
+
 // publicURLs builds the URLs users see.
 type publicURLs struct {
+	scheme string
 	domain string
-	port   int
+	port   int // 0: the scheme's default
+}
+
+// publicURLs is what --public-url says, or else https with TLS and http
+// without, the domain, and --public-port or the port listened on.
+func (c *serveConfig) publicURLs(listenPort int, tls bool) publicURLs {
+	if u := c.publicURL; u != nil {
+		port, _ := strconv.Atoi(u.Port())
+		return publicURLs{scheme: u.Scheme, domain: c.Domain, port: port}
+	}
+	u := publicURLs{scheme: "http", domain: c.Domain, port: c.PublicPort}
+	if tls {
+		u.scheme = "https"
+	}
+	if u.port == 0 {
+		u.port = listenPort
+	}
+	return u
 }
 
 func (u publicURLs) host(prefix string) string {
 	h := prefix + u.domain
-	if u.port != 80 && u.port != 443 {
+	if u.port != 0 && u.port != 80 && u.port != 443 {
 		h += ":" + strconv.Itoa(u.port)
 	}
 	return h
 }
 
-func (u publicURLs) bare() string             { return "http://" + u.host("") }
-func (u publicURLs) address(id string) string { return "http://" + u.host(id+".") + "/" }
+func (u publicURLs) bare() string             { return u.scheme + "://" + u.host("") }
+func (u publicURLs) address(id string) string { return u.scheme + "://" + u.host(id+".") + "/" }

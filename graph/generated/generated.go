@@ -70,6 +70,7 @@ type ComplexityRoot struct {
 		Path            func(childComplexity int) int
 		PathBase64      func(childComplexity int) int
 		ReceivedAt      func(childComplexity int) int
+		RemoteAddress   func(childComplexity int) int
 		ResponseBody    func(childComplexity int) int
 		ResponseHeaders func(childComplexity int) int
 		ResponseStatus  func(childComplexity int) int
@@ -126,13 +127,16 @@ type ComplexityRoot struct {
 	}
 
 	ForwardRequest struct {
-		AttemptID  func(childComplexity int) int
-		BodyBase64 func(childComplexity int) int
-		DeliveryID func(childComplexity int) int
-		Headers    func(childComplexity int) int
-		Method     func(childComplexity int) int
-		Path       func(childComplexity int) int
-		PathBase64 func(childComplexity int) int
+		AttemptID     func(childComplexity int) int
+		BodyBase64    func(childComplexity int) int
+		DeliveryID    func(childComplexity int) int
+		Headers       func(childComplexity int) int
+		Host          func(childComplexity int) int
+		Method        func(childComplexity int) int
+		Path          func(childComplexity int) int
+		PathBase64    func(childComplexity int) int
+		RemoteAddress func(childComplexity int) int
+		Scheme        func(childComplexity int) int
 	}
 
 	Header struct {
@@ -372,6 +376,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ReceivedAt(childComplexity), true
+	case "Delivery.remoteAddress":
+		if e.ComplexityRoot.Delivery.RemoteAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.RemoteAddress(childComplexity), true
 	case "Delivery.responseBody":
 		if e.ComplexityRoot.Delivery.ResponseBody == nil {
 			break
@@ -618,6 +628,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ForwardRequest.Headers(childComplexity), true
+	case "ForwardRequest.host":
+		if e.ComplexityRoot.ForwardRequest.Host == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ForwardRequest.Host(childComplexity), true
 	case "ForwardRequest.method":
 		if e.ComplexityRoot.ForwardRequest.Method == nil {
 			break
@@ -636,6 +652,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ForwardRequest.PathBase64(childComplexity), true
+	case "ForwardRequest.remoteAddress":
+		if e.ComplexityRoot.ForwardRequest.RemoteAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ForwardRequest.RemoteAddress(childComplexity), true
+	case "ForwardRequest.scheme":
+		if e.ComplexityRoot.ForwardRequest.Scheme == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ForwardRequest.Scheme(childComplexity), true
 
 	case "Header.name":
 		if e.ComplexityRoot.Header.Name == nil {
@@ -1082,6 +1110,12 @@ type Delivery {
   "False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is."
   complete: Boolean!
   receivedAt: Time!
+  """
+  The sender's address: the TCP peer ("ip:port"), or the client a proxy
+  in --trusted-proxies names (its address, with a port when the proxy gave
+  one). Null when unknown.
+  """
+  remoteAddress: String
   "What the sender was answered (the latest attempt's status for a retried delivery)."
   responseStatus: Int
   responseHeaders: [Header!]!
@@ -1196,6 +1230,12 @@ type ForwardRequest {
   pathBase64: String
   headers: [Header!]!
   bodyBase64: String!
+  "The Host the sender called (the public host); empty for a delivery recorded before it was kept."
+  host: String!
+  "How the sender called it: https or http (empty when not recorded)."
+  scheme: String!
+  "The sender's address, as Delivery.remoteAddress."
+  remoteAddress: String
 }
 
 input HeaderInput {
@@ -1347,6 +1387,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_complete(ctx, field)
 	case "receivedAt":
 		return ec.fieldContext_Delivery_receivedAt(ctx, field)
+	case "remoteAddress":
+		return ec.fieldContext_Delivery_remoteAddress(ctx, field)
 	case "responseStatus":
 		return ec.fieldContext_Delivery_responseStatus(ctx, field)
 	case "responseHeaders":
@@ -1475,6 +1517,12 @@ func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, fiel
 		return ec.fieldContext_ForwardRequest_headers(ctx, field)
 	case "bodyBase64":
 		return ec.fieldContext_ForwardRequest_bodyBase64(ctx, field)
+	case "host":
+		return ec.fieldContext_ForwardRequest_host(ctx, field)
+	case "scheme":
+		return ec.fieldContext_ForwardRequest_scheme(ctx, field)
+	case "remoteAddress":
+		return ec.fieldContext_ForwardRequest_remoteAddress(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ForwardRequest", field.Name)
 }
@@ -2501,6 +2549,29 @@ func (ec *executionContext) _Delivery_receivedAt(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Delivery_receivedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_remoteAddress(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_remoteAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemoteAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_remoteAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Delivery_responseStatus(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -3609,6 +3680,75 @@ func (ec *executionContext) _ForwardRequest_bodyBase64(ctx context.Context, fiel
 	)
 }
 func (ec *executionContext) fieldContext_ForwardRequest_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ForwardRequest_host(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ForwardRequest_host(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Host, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ForwardRequest_host(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ForwardRequest_scheme(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ForwardRequest_scheme(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scheme, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ForwardRequest_scheme(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ForwardRequest_remoteAddress(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ForwardRequest_remoteAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemoteAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ForwardRequest_remoteAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -6213,6 +6353,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "remoteAddress":
+			out.Values[i] = ec._Delivery_remoteAddress(ctx, field, obj)
 		case "responseStatus":
 			out.Values[i] = ec._Delivery_responseStatus(ctx, field, obj)
 		case "responseHeaders":
@@ -6679,6 +6821,18 @@ func (ec *executionContext) _ForwardRequest(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "host":
+			out.Values[i] = ec._ForwardRequest_host(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scheme":
+			out.Values[i] = ec._ForwardRequest_scheme(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "remoteAddress":
+			out.Values[i] = ec._ForwardRequest_remoteAddress(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

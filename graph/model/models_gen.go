@@ -75,6 +75,10 @@ type Delivery struct {
 	// False when the body is not stored whole: only its first capture-cap bytes are, or it stopped arriving (answered 408) and only what arrived is.
 	Complete   bool      `json:"complete"`
 	ReceivedAt time.Time `json:"receivedAt"`
+	// The sender's address: the TCP peer ("ip:port"), or the client a proxy
+	// in --trusted-proxies names (its address, with a port when the proxy gave
+	// one). Null when unknown.
+	RemoteAddress *string `json:"remoteAddress,omitempty"`
 	// What the sender was answered (the latest attempt's status for a retried delivery).
 	ResponseStatus  *int      `json:"responseStatus,omitempty"`
 	ResponseHeaders []*Header `json:"responseHeaders"`
@@ -151,6 +155,12 @@ type ForwardRequest struct {
 	PathBase64 *string   `json:"pathBase64,omitempty"`
 	Headers    []*Header `json:"headers"`
 	BodyBase64 string    `json:"bodyBase64"`
+	// The Host the sender called (the public host); empty for a delivery recorded before it was kept.
+	Host string `json:"host"`
+	// How the sender called it: https or http (empty when not recorded).
+	Scheme string `json:"scheme"`
+	// The sender's address, as Delivery.remoteAddress.
+	RemoteAddress *string `json:"remoteAddress,omitempty"`
 }
 
 type Header struct {

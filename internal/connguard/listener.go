@@ -39,6 +39,10 @@ type Listener struct {
 	// OnRefuse, when set before the first Accept, is called for every
 	// connection refused over the cap (for a metric).
 	OnRefuse func()
+	// Unlimited, when set before the first Accept, exempts the IPs for
+	// which it is true from the cap (trusted proxies, which carry many
+	// clients' connections).
+	Unlimited func(ip string) bool
 
 	maxPerIP     int
 	writeTimeout time.Duration
@@ -87,7 +91,7 @@ func (l *Listener) Open(ip string) int {
 func (l *Listener) take(ip string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[ip] >= l.maxPerIP {
+	if l.open[ip] >= l.maxPerIP && (l.Unlimited == nil || !l.Unlimited(ip)) {
 		return false
 	}
 	l.open[ip]++
