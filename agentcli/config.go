@@ -1,6 +1,7 @@
 package agentcli
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,10 @@ type config struct {
 	endpoint string
 	target   string
 	timeout  time.Duration
+	// hostHeader is --host-header (hostRewrite or hostPreserve); tls is
+	// nil for the system's roots, else they plus --ca-file's.
+	hostHeader string
+	tls        *tls.Config
 }
 
 // tokenFlagWarning is printed when the token is given as a flag: the
@@ -38,6 +43,10 @@ func parseConfig(args []string, stderr io.Writer, env func(string) (string, bool
 	endpoint := fs.String("endpoint", getenv("RELAY_ENDPOINT"), "ID of the Endpoint to serve (env RELAY_ENDPOINT)")
 	target := fs.String("target", getenv("RELAY_TARGET"), "local target, 127.0.0.1:PORT or localhost:PORT (env RELAY_TARGET)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long a local request may take")
+	hostHeader := fs.String("host-header", orDefault(getenv("RELAY_HOST_HEADER"), hostRewrite),
+		"Host of the local request: rewrite (the target's) or preserve (the public host the sender called) (env RELAY_HOST_HEADER)")
+	caFile := fs.String("ca-file", orDefault(getenv("RELAY_CA_FILE"), getenv("SSL_CERT_FILE")),
+		"PEM certificates trusted for an https relay besides the system's, e.g. a private CA (env RELAY_CA_FILE or SSL_CERT_FILE)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, fmt.Errorf("agent: %w", err)
 	}
@@ -73,7 +82,22 @@ func parseConfig(args []string, stderr io.Writer, env func(string) (string, bool
 	if *timeout <= 0 {
 		return config{}, errors.New("agent: --timeout must be positive")
 	}
-	return config{server: *server, wsURL: ws, token: *token, endpoint: *endpoint, target: *target, timeout: *timeout}, nil
+	if *hostHeader != hostRewrite && *hostHeader != hostPreserve {
+		return config{}, fmt.Errorf("agent: --host-header %q: rewrite or preserve", *hostHeader)
+	}
+	tlsConfig, err := clientTLS(*caFile)
+	if err != nil {
+		return config{}, fmt.Errorf("agent: %w", err)
+	}
+	return config{server: *server, wsURL: ws, token: *token, endpoint: *endpoint, target: *target, timeout: *timeout,
+		hostHeader: *hostHeader, tls: tlsConfig}, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // websocketURL turns the relay's URL into its GraphQL WebSocket URL.

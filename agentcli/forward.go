@@ -27,6 +27,7 @@ type localRequest struct {
 	Path    string // raw request target: path and query exactly as sent
 	Headers []domain.Header
 	Body    []byte
+	Origin  origin // told to the local process in X-Forwarded-* and Forwarded
 }
 
 // localResult is what the local target answered, or why it did not.
@@ -44,6 +45,8 @@ type forwarder struct {
 	target  string // host:port, validated with domain.ValidateTarget
 	timeout time.Duration
 	client  *http.Client
+	// preserveHost sends the public host as Host (--host-header preserve).
+	preserveHost bool
 }
 
 func newForwarder(target string, timeout time.Duration) *forwarder {
@@ -151,6 +154,10 @@ func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Req
 			continue // set from the target and the body
 		}
 		hreq.Header.Add(h.Name, h.Value)
+	}
+	addForwardedHeaders(hreq.Header, req.Origin)
+	if f.preserveHost && req.Origin.Host != "" {
+		hreq.Host = req.Origin.Host
 	}
 	if _, ok := hreq.Header["User-Agent"]; !ok {
 		// An empty value keeps Go from adding its own User-Agent.

@@ -31,7 +31,7 @@ const (
 	closeForbidden    = 4403
 )
 
-const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 } }`
+const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 host scheme remoteAddress } }`
 
 // endpointQuery asks what the agent serves before it subscribes: it tells a
 // bad token or an unknown Endpoint apart from a working connection, gives
@@ -93,6 +93,9 @@ type forwardRequest struct {
 	PathBase64 *string      `json:"pathBase64"`
 	Headers    []wireHeader `json:"headers"`
 	BodyBase64 string       `json:"bodyBase64"`
+	Host       string       `json:"host"`
+	Scheme     string       `json:"scheme"`
+	Remote     *string      `json:"remoteAddress"`
 }
 
 // wireHeader is a Header or HeaderInput of the API. GraphQL strings are
@@ -118,7 +121,11 @@ func (fr forwardRequest) local() (localRequest, error) {
 	if err != nil {
 		return localRequest{}, fmt.Errorf("undecodable request body: %w", err)
 	}
-	return localRequest{Method: fr.Method, Path: path, Headers: headers, Body: body}, nil
+	o := origin{Host: fr.Host, Scheme: fr.Scheme}
+	if fr.Remote != nil {
+		o.Sender = *fr.Remote
+	}
+	return localRequest{Method: fr.Method, Path: path, Headers: headers, Body: body, Origin: o}, nil
 }
 
 // exact is text, or the bytes of raw when the server sent them.

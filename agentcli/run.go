@@ -39,9 +39,11 @@ type agent struct {
 }
 
 func newAgent(cfg config, stdout, stderr io.Writer) *agent {
+	fwd := newForwarder(cfg.target, cfg.timeout)
+	fwd.preserveHost = cfg.hostHeader == hostPreserve
 	return &agent{
 		cfg:          cfg,
-		fwd:          newForwarder(cfg.target, cfg.timeout),
+		fwd:          fwd,
 		stdout:       &syncWriter{w: stdout},
 		stderr:       &syncWriter{w: stderr},
 		pingInterval: 3 * time.Second,

@@ -42,6 +42,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: a.readTimeout,
 		Subprotocols:     []string{subprotocol},
+		TLSClientConfig:  a.cfg.tls,
 	}
 	conn, resp, err := dialer.DialContext(ctx, a.cfg.wsURL, nil)
 	if err != nil {

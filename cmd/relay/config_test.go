@@ -99,6 +99,28 @@ func TestServeConfig(t *testing.T) {
 		{name: "nats cluster seeds", env: map[string]string{"RELAY_EVENTSTORE": "nats://a:4222,nats://b:4222?replicas=3"},
 			check: func(c serveConfig) bool { return c.EventStore == "nats://a:4222,nats://b:4222?replicas=3" }},
 		{name: "bad nats URL", args: []string{"--eventstore", "nats://user:hunter2@a:4222,http://b"}, wantErr: "--eventstore: nats URL 2 of 2"},
+		{name: "tls and proxy defaults", check: func(c serveConfig) bool {
+			return c.TLSCert == "" && c.HTTPListen == "" && c.PublicURL == "" && len(c.trusted) == 0 &&
+				c.TLSHandshakeTimeout == 10*time.Second && c.TLSReloadInterval == 5*time.Second
+		}},
+		{name: "tls from env", env: map[string]string{"RELAY_TLS_CERT": "c.pem", "RELAY_TLS_KEY": "k.pem", "RELAY_HTTP_LISTEN": ":80"},
+			check: func(c serveConfig) bool { return c.TLSCert == "c.pem" && c.TLSKey == "k.pem" && c.HTTPListen == ":80" }},
+		{name: "cert without key", args: []string{"--tls-cert", "c.pem"}, wantErr: "--tls-key go together"},
+		{name: "http-listen without tls", env: map[string]string{"RELAY_HTTP_LISTEN": ":80"}, wantErr: "--http-listen"},
+		{name: "public url sets the domain", env: map[string]string{"RELAY_PUBLIC_URL": "https://Relay.Example.com:8443"},
+			check: func(c serveConfig) bool { return c.Domain == "relay.example.com" && c.publicURL.Port() == "8443" }},
+		{name: "public url names --domain", args: []string{"--domain", "relay.example.com", "--public-url", "https://relay.example.com/"},
+			check: func(c serveConfig) bool { return c.Domain == "relay.example.com" }},
+		{name: "public url host is not --domain", args: []string{"--domain", "a.example", "--public-url", "https://b.example"}, wantErr: "is not --domain"},
+		{name: "public url scheme", args: []string{"--public-url", "ftp://relay.example.com"}, wantErr: "https or http"},
+		{name: "public url with a path", args: []string{"--public-url", "https://relay.example.com/relay"}, wantErr: "only a scheme"},
+		{name: "public url bad port", args: []string{"--public-url", "https://relay.example.com:0"}, wantErr: "bad port"},
+		{name: "public url and public port", args: []string{"--public-url", "https://relay.example.com", "--public-port", "443"}, wantErr: "--public-port"},
+		{name: "http public url with tls", args: []string{"--public-url", "http://localhost", "--tls-cert", "c", "--tls-key", "k"}, wantErr: "are https"},
+		{name: "trusted proxies", env: map[string]string{"RELAY_TRUSTED_PROXIES": "127.0.0.1/32, 10.0.0.0/8,::1"},
+			check: func(c serveConfig) bool { return len(c.trusted) == 3 && c.trusted.ContainsHost("10.2.3.4") }},
+		{name: "bad trusted proxy", args: []string{"--trusted-proxies", "10.0.0.0/8,caddy"}, wantErr: "--trusted-proxies"},
+		{name: "non-positive handshake timeout", args: []string{"--tls-handshake-timeout", "0s"}, wantErr: "--tls-handshake-timeout"},
 		{name: "unknown nats option", args: []string{"--eventstore", "nats://a:4222?replica=3"}, wantErr: "unknown option"},
 	}
 	for _, tt := range tests {
@@ -123,5 +145,32 @@ func TestServeConfig(t *testing.T) {
 				t.Fatalf("config = %+v", c)
 			}
 		})
+	}
+}
+
+func TestPublicURLs(t *testing.T) {
+	tests := []struct {
+		cfg        serveConfig
+		listenPort int
+		tls        bool
+		bare, addr string
+	}{
+		{serveConfig{Domain: "localhost"}, 8080, false, "http://localhost:8080", "http://ab1.localhost:8080/"},
+		{serveConfig{Domain: "localhost"}, 8443, true, "https://localhost:8443", "https://ab1.localhost:8443/"},
+		{serveConfig{Domain: "relay.example.com"}, 443, true, "https://relay.example.com", "https://ab1.relay.example.com/"},
+		{serveConfig{Domain: "localhost", PublicPort: 80}, 8080, false, "http://localhost", "http://ab1.localhost/"},
+		{serveConfig{Domain: "relay.example.com", PublicURL: "https://relay.example.com"}, 8080, false, "https://relay.example.com", "https://ab1.relay.example.com/"},
+		{serveConfig{Domain: "relay.example.com", PublicURL: "https://relay.example.com:8443"}, 8080, false, "https://relay.example.com:8443", "https://ab1.relay.example.com:8443/"},
+	}
+	for _, tt := range tests {
+		c := tt.cfg
+		c.TLSReloadInterval, c.TLSHandshakeTimeout = time.Second, time.Second
+		if err := c.validateDeployment(); err != nil {
+			t.Fatal(err)
+		}
+		u := c.publicURLs(tt.listenPort, tt.tls)
+		if u.bare() != tt.bare || u.address("ab1") != tt.addr {
+			t.Errorf("%+v on %d (tls %v): %s and %s, want %s and %s", tt.cfg, tt.listenPort, tt.tls, u.bare(), u.address("ab1"), tt.bare, tt.addr)
+		}
 	}
 }

@@ -138,6 +138,9 @@ func (p *parser) value() (string, error) {
 			if p.done() {
 				return "", fmt.Errorf("%w: unterminated escape", errSyntax)
 			}
+			if e := p.peek(); e < 0x20 && e != '\t' || e == 0x7f {
+				return "", fmt.Errorf("%w: control character in a quoted value", errSyntax)
+			}
 			b.WriteByte(p.peek())
 			p.i++
 		case c < 0x20 && c != '\t' || c == 0x7f:
@@ -176,10 +179,25 @@ func (e Element) String() string {
 func quoteIfNeeded(v string) string {
 	for i := 0; i < len(v); i++ {
 		if !isTokenChar(v[i]) {
-			return strconv.Quote(v) // node values are ASCII: Go's quoting is the HTTP one
+			return quote(v)
 		}
 	}
 	return v
+}
+
+// quote writes v as an HTTP quoted-string: '"' and '\\' escaped, other
+// bytes as they are.
+func quote(v string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(v); i++ {
+		if v[i] == '"' || v[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(v[i])
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // Node formats an address as a Forwarded node (RFC 7239 §6): IPv6 in

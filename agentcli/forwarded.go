@@ -1,0 +1,88 @@
+package agentcli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/relayhq/relay/internal/forwarded"
+)
+
+// Host header choices for the local request (--host-header).
+const (
+	hostRewrite  = "rewrite"  // the target's host:port, as a local server expects
+	hostPreserve = "preserve" // the public host the sender called
+)
+
+// origin is what the sender called and who it is, as the relay recorded
+// it: what a reverse proxy tells the process behind it.
+type origin struct {
+	Host   string // the public host, with its port when it has one
+	Scheme string // https or http
+	Sender string // the sender's address, "ip" or "ip:port"
+}
+
+// addForwardedHeaders tells the local process, as a reverse proxy does,
+// where the request came from, so a framework that trusts its proxy
+// rebuilds the public URL (URL-signed webhooks such as Twilio's verify
+// against it): X-Forwarded-Host and X-Forwarded-Proto replace any the
+// sender sent (the sender cannot speak for the relay), the sender's
+// address is appended to X-Forwarded-For, and an element is appended to
+// Forwarded (RFC 7239). A field the relay did not record is left out.
+// These headers exist only on the way to the local process: the recorded
+// delivery has the headers as they arrived.
+func addForwardedHeaders(h http.Header, o origin) {
+	if o.Host != "" {
+		h.Set("X-Forwarded-Host", o.Host)
+	}
+	if o.Scheme != "" {
+		h.Set("X-Forwarded-Proto", o.Scheme)
+	}
+	var node string
+	if o.Sender != "" {
+		node = forwarded.Node(o.Sender)
+		ip := strings.Trim(node, "[]")
+		// A trusted proxy in front of the relay already named the sender
+		// last; naming it twice would read as one more hop.
+		if chain := forwarded.List(h.Values("X-Forwarded-For")); len(chain) == 0 || chain[len(chain)-1] != ip {
+			appendValue(h, "X-Forwarded-For", ip)
+		}
+	}
+	if e := (forwarded.Element{For: node, Host: o.Host, Proto: o.Scheme}); e != (forwarded.Element{}) {
+		appendValue(h, "Forwarded", e.String())
+	}
+}
+
+// appendValue adds v to the comma-separated list in h's field name, as
+// proxies do (one field line, so readers that take only the first line
+// see the whole list).
+func appendValue(h http.Header, name, v string) {
+	if prev := h.Values(name); len(prev) > 0 {
+		v = strings.Join(prev, ", ") + ", " + v
+	}
+	h.Set(name, v)
+}
+
+// clientTLS is the agent's TLS configuration for a wss:// relay: the
+// system's roots plus the certificates in caFile (a private CA), when
+// given.
+func clientTLS(caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
