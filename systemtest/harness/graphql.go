@@ -33,7 +33,7 @@ func (r *Relay) GraphQL(t testing.TB, token, query string, vars map[string]any) 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := Client.Do(r.Route(req))
+	resp, err := r.client().Do(r.Route(req))
 	if err != nil {
 		t.Fatalf("graphql: %v", err)
 	}

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +25,10 @@ type Relay struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{}
+	// roots is set for a relay serving TLS (StartTLS): the harness then
+	// speaks https to it, trusting these.
+	roots     *x509.CertPool
+	tlsClient *http.Client
 }
 
 // FreePort asks the kernel for a free 127.0.0.1 port.
@@ -144,7 +149,7 @@ func (r *Relay) waitHealthy(limit time.Duration) bool {
 		default:
 		}
 		req, _ := http.NewRequest(http.MethodGet, r.BareURL()+"/healthz", nil)
-		resp, err := Client.Do(r.Route(req))
+		resp, err := r.client().Do(r.Route(req))
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -159,8 +164,17 @@ func (r *Relay) waitHealthy(limit time.Duration) bool {
 // Output is everything the process printed so far.
 func (r *Relay) Output() string { return r.out.String() }
 
-// BareURL is the console and GraphQL origin, http://localhost:PORT.
-func (r *Relay) BareURL() string { return "http://localhost:" + strconv.Itoa(r.Port) }
+// BareURL is the console and GraphQL origin, http://localhost:PORT
+// (https with TLS).
+func (r *Relay) BareURL() string { return r.Scheme() + "://localhost:" + strconv.Itoa(r.Port) }
+
+// Scheme is https for a relay that serves TLS, else http.
+func (r *Relay) Scheme() string {
+	if r.roots != nil {
+		return "https"
+	}
+	return "http"
+}
 
 // AddressHost is the Host of a public address.
 func (r *Relay) AddressHost(id string) string { return id + ".localhost:" + strconv.Itoa(r.Port) }
@@ -168,6 +182,9 @@ func (r *Relay) AddressHost(id string) string { return id + ".localhost:" + strc
 // Route sends a request for any *.localhost host to this relay's 127.0.0.1
 // port, keeping its Host header, so tests need no DNS.
 func (r *Relay) Route(req *http.Request) *http.Request {
+	if r.roots != nil {
+		return req // TLSClient dials the port itself and verifies the name
+	}
 	req.Host = req.URL.Host
 	req.URL.Host = "127.0.0.1:" + strconv.Itoa(r.Port)
 	return req
