@@ -62,7 +62,9 @@ const sentFields = `method path headers{name value} body responseStatus remoteAd
 func inspectorSent(t *testing.T, r *harness.Relay, id string) []sentDelivery {
 	t.Helper()
 	var out struct {
-		Inspector struct{ Deliveries struct{ Nodes []sentDelivery } }
+		Inspector struct {
+			Deliveries struct{ Nodes []sentDelivery }
+		}
 	}
 	r.MustGraphQL(t, "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 10){ nodes{ `+sentFields+` } } } }`, map[string]any{"id": id}, &out)
 	return out.Inspector.Deliveries.Nodes
@@ -71,7 +73,9 @@ func inspectorSent(t *testing.T, r *harness.Relay, id string) []sentDelivery {
 func endpointSent(t *testing.T, r *harness.Relay, token, id string) []sentDelivery {
 	t.Helper()
 	var out struct {
-		Endpoint struct{ Deliveries struct{ Nodes []sentDelivery } }
+		Endpoint struct {
+			Deliveries struct{ Nodes []sentDelivery }
+		}
 	}
 	r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 10){ nodes{ `+sentFields+` } } } }`, map[string]any{"id": id}, &out)
 	return out.Endpoint.Deliveries.Nodes
