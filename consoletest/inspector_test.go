@@ -79,6 +79,10 @@ func TestInspectorLiveHistory(t *testing.T) {
 	if got := p.text(`[data-testid=body-json]`); got != pretty.String() {
 		t.Errorf("JSON body shown as\n%s\nwant pretty-printed\n%s", got, pretty.String())
 	}
+	// The sender's address: the test's own connection.
+	if sender := p.text(`[data-testid=remote-address]`); !strings.HasPrefix(sender, "127.0.0.1:") {
+		t.Errorf("sender shown as %q, want the test's 127.0.0.1:port", sender)
+	}
 	if reason := p.text(`[data-testid=retry-reason]`); reason != "Retry needs Log and Proxy mode" {
 		t.Errorf("retry reason on an inspector = %q", reason)
 	}

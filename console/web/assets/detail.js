@@ -36,6 +36,7 @@ export function renderDetail(d, opts) {
       fact('Received', h('time', { datetime: d.receivedAt }, formatFullTime(d.receivedAt))),
       fact('Answered', statusBadge(d.responseStatus)),
       fact('Body size', `${formatBytes(d.bodySize)} (${d.bodySize} bytes)`),
+      d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
     h('div', { class: 'actions detail-actions' },
       copyButton(() => curlCommand(d, opts.baseURL), 'Copy as curl', { 'data-testid': 'copy-curl' }),
