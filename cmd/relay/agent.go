@@ -15,6 +15,7 @@ import (
 func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var cl agentcli.CommandLine
+	var out output
 	cmd := &cobra.Command{
 		Use:   "agent --endpoint ID[=TARGET]...",
 		Short: "Forward Endpoints' deliveries to servers on this machine",
@@ -36,6 +37,9 @@ token or an unknown Endpoint ends the command with exit code 2.`,
   RELAY_TOKEN=<token> relay agent --server https://relay.example.com --endpoint ep-abc --target 8080`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			if err := conn.resolve(c.Flags(), env); err != nil {
 				return err
 			}
@@ -50,11 +54,15 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 				return err
 			}
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: colourful(stdout, env)}
+			if out.json() {
+				o.Observer = &jsonObserver{out: stdout, status: stderr}
+			}
 			return agentcli.Serve(c.Context(), o)
 		},
 	}
 	conn.flags(cmd.Flags())
 	cl.AddFlags(cmd.Flags())
+	out.flags(cmd.Flags())
 	return cmd
 }
 
