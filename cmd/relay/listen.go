@@ -24,7 +24,7 @@ func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "listen TARGET [ENDPOINT...]",
-		Short: "Forward webhooks to a server on this machine: prints a public URL, then each request",
+		Short: "Give a local server a public webhook URL and forward to it",
 		Long: `Forward webhooks to a server on this machine until interrupted.
 
 TARGET is a port (3000), localhost:PORT, 127.0.0.1:PORT, or a URL:

@@ -19,7 +19,10 @@ func loginCommand(env func(string) string, stdin io.Reader, stdout io.Writer) *c
 	var signup string
 	cmd := &cobra.Command{
 		Use:   "login --server URL [--token T | --token - | --signup NAME]",
-		Short: "Check a token against a relay and store both for later commands",
+		Short: "Log in to a relay: store its URL and your token for later commands",
+		Example: `  relay login --server http://localhost:8080 --signup me
+  relay login --server https://relay.example.com --token rly_...
+  pass show relay-token | relay login --server https://relay.example.com`,
 		Long: `Check a token against a relay and store the relay's URL and the token in
 the user's config folder (relay/config.json, readable by its owner only).
 Later commands use them unless --server/--token or RELAY_SERVER/RELAY_TOKEN
@@ -82,9 +85,10 @@ instead, on a relay that allows sign-up.`,
 
 func logoutCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "logout",
-		Short: "Forget the token `relay login` stored",
-		Args:  noArgs,
+		Use:     "logout",
+		Short:   "Forget the token `relay login` stored",
+		Example: `  relay logout`,
+		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			stored, path, err := clientconfig.Load()
 			if err != nil {

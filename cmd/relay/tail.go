@@ -13,6 +13,10 @@ import (
 	"github.com/relayhq/relay/apiclient"
 )
 
+// maxTailSeen bounds the delivery ids tail remembers to print each
+// change once.
+const maxTailSeen = 10000
+
 func tailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
@@ -60,11 +64,22 @@ from the last delivery seen, so none is missed.`,
 					if seen[row.ID] == key {
 						return nil
 					}
+					if len(seen) >= maxTailSeen {
+						clear(seen) // a row seen again at worst prints twice
+					}
 					seen[row.ID] = key
 					if out.json() {
 						return writeJSONLine(stdout, row)
 					}
-					_, err := fmt.Fprintf(stdout, "%s %s %s → %s  delivery %s\n", row.ReceivedAt, row.Method, row.Path, statusText(row.ResponseStatus), row.ID)
+					at := row.ReceivedAt
+					if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+						at = t.Local().Format("15:04:05")
+					}
+					status := statusText(row.ResponseStatus)
+					if row.ResponseStatus == nil {
+						status = "pending"
+					}
+					_, err := fmt.Fprintf(stdout, "%s %s %s → %s  delivery %s\n", at, row.Method, row.Path, status, row.ID)
 					return err
 				})
 				if ctx.Err() != nil {
