@@ -17,7 +17,7 @@ func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 	var cl agentcli.CommandLine
 	var out output
 	cmd := &cobra.Command{
-		Use:   "agent --endpoint ID[=TARGET]...",
+		Use: "agent --endpoint ID[=TARGET]...",
 		// IDs, not names: the agent needs no API call before it connects.
 		Short: "Forward Endpoints' deliveries to local servers (for services and scripts)",
 		Long: `Forward the deliveries of one or more Endpoints to servers on this machine,
