@@ -183,7 +183,7 @@ type listenEventJSON struct {
 	Method     string               `json:"method,omitempty"`
 	Path       string               `json:"path,omitempty"`
 	Status     int                  `json:"status,omitempty"`
-	DurationMs int64                `json:"durationMs"`
+	DurationMs *int64               `json:"durationMs,omitempty"` // forward only
 	Error      string               `json:"error,omitempty"`
 }
 
@@ -213,8 +213,9 @@ func (o *jsonObserver) State(e agentcli.StateEvent) {
 func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	ms := e.Duration.Milliseconds()
 	_ = writeJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
-		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: e.Duration.Milliseconds(), Error: e.Error})
+		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error})
 	if e.ReportError != "" {
 		fmt.Fprintf(o.status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
 	}
