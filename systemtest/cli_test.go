@@ -491,3 +491,23 @@ func TestCLIExitCodes(t *testing.T) {
 	waitAgent(t, r, acct.Token, ep.ID, false)
 	check("retry with no agent", h, []string{"retry", d.ID}, 2, "AGENT_NOT_CONNECTED")
 }
+
+// TestLongRunningCommandsWaitForTheRelay: listen and tail retry an
+// unreachable relay with backoff instead of failing (a one-shot command
+// exits 1, TestCLIExitCodes), and Ctrl-C still ends them with 0.
+func TestLongRunningCommandsWaitForTheRelay(t *testing.T) {
+	t.Parallel()
+	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	h := newCLIHome(t)
+	for _, args := range [][]string{{"listen", "3000"}, {"tail", "some-endpoint"}} {
+		p := h.startIn(t, t.TempDir(), append(args, "--server", closed, "--token", "t")...)
+		waitOutput(t, p, regexp.MustCompile(`connection refused; retrying in`))
+		if err := p.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 15*time.Second, args[0]+" to end on Ctrl-C", p.Exited)
+		if _, code := p.ExitCode(); code != 0 {
+			t.Errorf("%s exited %d on Ctrl-C, want 0:\n%s", args[0], code, p.Output())
+		}
+	}
+}

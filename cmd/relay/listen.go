@@ -60,7 +60,14 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 				return err
 			}
 			ctx := c.Context()
-			eps, err := listenEndpoints(ctx, client, args[1:], target.Host)
+			var eps []endpointJSON
+			err = untilReachable(ctx, stderr, func() (err error) {
+				eps, err = listenEndpoints(ctx, client, args[1:], target.Host)
+				return err
+			})
+			if ctx.Err() != nil {
+				return nil // interrupted before it connected
+			}
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
@@ -39,15 +38,21 @@ from the last delivery seen, so none is missed.`,
 			}
 			ctx := c.Context()
 			client := apiclient.New(conn.server, conn.token)
-			_, address, err := resolveAddress(ctx, client, args[0])
+			var address string
+			err := untilReachable(ctx, stderr, func() (err error) {
+				_, address, err = resolveAddress(ctx, client, args[0])
+				return err
+			})
+			if ctx.Err() != nil {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
 			q := `subscription($a: ID!, $s: String){ deliveries(address: $a, since: $s){ ` + deliveryRowFields + ` } }`
 			seen := map[string]string{} // delivery id → what was printed of it
 			var since *string
-			bo := backoff.NewExponentialBackOff()
-			bo.InitialInterval, bo.MaxInterval = 500*time.Millisecond, 10*time.Second
+			bo := newBackoff()
 			fmt.Fprintf(stderr, "tailing %s (Ctrl-C to stop)\n", address)
 			for {
 				started := time.Now()
