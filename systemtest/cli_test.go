@@ -296,6 +296,15 @@ type (
 		DurationMs int64  `json:"durationMs"`
 		Error      string `json:"error"`
 	}
+	jsonLogin struct {
+		Server  string `json:"server"`
+		Account struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"account"`
+		Endpoints int    `json:"endpoints"`
+		Config    string `json:"config"`
+	}
 	jsonDeleted struct {
 		ID      string `json:"id"`
 		Deleted bool   `json:"deleted"`
@@ -334,6 +343,11 @@ func TestCLIJSONOutputs(t *testing.T) {
 	h, acct := loggedInHome(t, r)
 	seen, port := recordingTarget(t)
 
+	var login jsonLogin
+	h.jsonOut(t, &login, "login", "--token", acct.Token)
+	if login.Account.ID != acct.ID || login.Server != "http://127.0.0.1:"+strconv.Itoa(r.Port) || login.Config != h.configPath() {
+		t.Errorf("login: %+v", login)
+	}
 	var created jsonEndpoint
 	h.jsonOut(t, &created, "endpoints", "create", "orders", "--target", port)
 	if created.Name != "orders" || created.Mode != "PROXY" || strp(created.Target) != strconv.Quote("localhost:"+port) || created.URL == "" {
