@@ -11,10 +11,10 @@ import (
 	"github.com/relayhq/relay/internal/forwarded"
 )
 
-// Host header choices for the local request (--host-header).
+// Host header choices for the local request (Options.HostHeader, --host-header).
 const (
-	hostRewrite  = "rewrite"  // the target's host:port, as a local server expects
-	hostPreserve = "preserve" // the public host the sender called
+	HostRewrite  = "rewrite"  // the target's host:port, as a local server expects
+	HostPreserve = "preserve" // the public host the sender called
 )
 
 // origin is what the sender called and who it is, as the relay recorded

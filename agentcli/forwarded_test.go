@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestAddForwardedHeaders(t *testing.T) {
@@ -66,7 +67,7 @@ func TestHostHeader(t *testing.T) {
 		preserve bool
 		want     string
 	}{{false, "127.0.0.1:3000"}, {true, "ep1.relay.example.com"}} {
-		f := newForwarder("127.0.0.1:3000", 0)
+		f := newForwarder(Target{Scheme: "http", Host: "127.0.0.1:3000"}, time.Second, false)
 		f.preserveHost = tt.preserve
 		hreq, err := f.newRequest(t.Context(), req)
 		if err != nil {
