@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
@@ -103,6 +104,11 @@ type serveConfig struct {
 	MaxWSPerIP         int
 	// MemoryLimit is the Go heap's soft limit (see serve).
 	MemoryLimit sizeOrOff
+	// Several nodes (docs/scale-out.md): the bus between them, this node's
+	// name and how long a silent node keeps its lease.
+	Bus       string
+	NodeID    string
+	NodeLease time.Duration
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -152,6 +158,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
+	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
+	fs.StringVar(&c.NodeID, "node-id", "", "this node's name in a cluster (letters, digits, - and _); empty: one generated and kept in --data")
+	fs.DurationVar(&c.NodeLease, "node-lease", cluster.DefaultLease, "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
 }
 
 // retentionSweep is how often expired inspectors are looked for: a tenth of
@@ -207,7 +216,38 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("--eventstore: %w", err)
 		}
 	}
+	return c.validateCluster()
+}
+
+// validateCluster checks the flags of several nodes.
+func (c *serveConfig) validateCluster() error {
+	switch {
+	case c.NodeLease < 100*time.Millisecond:
+		return fmt.Errorf("--node-lease must be at least 100ms")
+	case c.NodeID != "":
+		if err := cluster.ValidNodeID(c.NodeID); err != nil {
+			return fmt.Errorf("--node-id: %w", err)
+		}
+	}
+	if c.Bus == "" {
+		return nil
+	}
+	if _, err := cluster.ParseServers(c.Bus); err != nil {
+		return fmt.Errorf("--bus: %w", err)
+	}
+	if c.EventStore == "" {
+		return fmt.Errorf("--bus needs a shared --eventstore (nats:// or esdb://): nodes on their own embedded logs would not see each other's deliveries")
+	}
 	return nil
+}
+
+// busServers are the NATS URLs of --bus (checked by validate).
+func (c *serveConfig) busServers() []string {
+	if c.Bus == "" {
+		return nil
+	}
+	servers, _ := cluster.ParseServers(c.Bus)
+	return servers
 }
 
 // appConfig is what the relay is built from, given the data folder's lock
@@ -232,5 +272,6 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, publicURL func(string) stri
 		},
 		BodyTimeout:    c.BodyTimeout,
 		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,
+		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
 	}
 }
