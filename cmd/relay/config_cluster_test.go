@@ -25,7 +25,9 @@ func TestServeClusterFlags(t *testing.T) {
 				return len(c.busServers()) == 2 && c.NodeID == "relay-a" && c.NodeLease == 3*time.Second
 			}},
 		{name: "from the environment", env: map[string]string{"RELAY_BUS": "nats://a:4222", "RELAY_EVENTSTORE": "nats://a:4222", "RELAY_NODE_ID": "b", "RELAY_NODE_LEASE": "2s"},
-			check: func(c serveConfig) bool { return c.Bus == "nats://a:4222" && c.NodeID == "b" && c.NodeLease == 2*time.Second }},
+			check: func(c serveConfig) bool {
+				return c.Bus == "nats://a:4222" && c.NodeID == "b" && c.NodeLease == 2*time.Second
+			}},
 		{name: "bus without a shared log", args: []string{"--bus", "nats://a:4222"}, wantErr: "--bus needs a shared --eventstore"},
 		{name: "bad bus URL", args: []string{"--eventstore", "nats://a:4222", "--bus", "nats://u:secret@a:4222,http://b"}, wantErr: "--bus: bus URL 2 of 2"},
 		{name: "bad node id", args: []string{"--node-id", "a.b"}, wantErr: "--node-id"},
