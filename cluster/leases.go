@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // heartbeatSubject prefixes the subject each node beats on (one token more:
@@ -33,8 +34,11 @@ type Leases struct {
 	now     func() time.Time
 	started time.Time
 
+	incarnation string // this process's incarnation, sent in every beat
+
 	mu      sync.Mutex
-	seen    map[string]time.Time // last heartbeat of each other node
+	seen    map[string]time.Time // last heartbeat of each other node (or when it was first asked about)
+	runs    map[string]string    // each other node's incarnation
 	heard   time.Time            // last heartbeat of this node heard back
 	lapsed  map[string]bool
 	onLapse []func(node string)
@@ -55,8 +59,9 @@ func StartLeases(conn *nats.Conn, self string, lapse time.Duration, log *slog.Lo
 	}
 	l := &Leases{
 		conn: conn, self: self, lapse: lapse, log: log, now: time.Now,
-		seen: map[string]time.Time{}, lapsed: map[string]bool{},
-		stop: make(chan struct{}), done: make(chan struct{}),
+		seen: map[string]time.Time{}, runs: map[string]string{}, lapsed: map[string]bool{},
+		incarnation: nuid.Next(),
+		stop:        make(chan struct{}), done: make(chan struct{}),
 	}
 	l.started = l.now()
 	sub, err := conn.Subscribe(heartbeatSubject+"*", l.beat)
@@ -95,7 +100,14 @@ func (l *Leases) Alive(node string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if last, ok := l.seen[node]; ok && now.Sub(last) <= l.lapse {
+	last, ok := l.seen[node]
+	if !ok {
+		// A node named by the views but never heard: it lapses one lease
+		// after this node started, like one heard then.
+		last = l.started
+		l.seen[node] = last
+	}
+	if now.Sub(last) <= l.lapse {
 		return true
 	}
 	return !l.judging(now)
@@ -134,26 +146,40 @@ func (l *Leases) Stop() {
 	_ = l.sub.Unsubscribe()
 }
 
+// beat takes a heartbeat. A node heard with a new incarnation restarted
+// within its lease: what was sent to its previous run is lost as if its
+// lease had lapsed.
 func (l *Leases) beat(m *nats.Msg) {
-	node := m.Subject[len(heartbeatSubject):]
+	node, run := m.Subject[len(heartbeatSubject):], string(m.Data)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := l.now()
 	if node == l.self {
-		l.heard = now
+		if run == l.incarnation {
+			l.heard = now
+		}
+		l.mu.Unlock()
 		return
 	}
+	restarted := l.runs[node] != "" && l.runs[node] != run
 	if l.lapsed[node] {
 		delete(l.lapsed, node)
 		l.log.Info("relay node is back", "node", node)
-	} else if _, known := l.seen[node]; !known {
+	} else if l.runs[node] == "" {
 		l.log.Info("relay node heard", "node", node)
 	}
-	l.seen[node] = now
+	l.seen[node], l.runs[node] = now, run
+	fns := slices.Clone(l.onLapse)
+	l.mu.Unlock()
+	if restarted {
+		l.log.Warn("relay node restarted within its lease", "node", node)
+		for _, fn := range fns {
+			fn(node)
+		}
+	}
 }
 
 func (l *Leases) publish() {
-	if err := l.conn.Publish(heartbeatSubject+l.self, nil); err != nil {
+	if err := l.conn.Publish(heartbeatSubject+l.self, []byte(l.incarnation)); err != nil {
 		l.log.Warn("node heartbeat not sent", "error", err)
 	}
 }
