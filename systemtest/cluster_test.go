@@ -172,6 +172,14 @@ func TestCluster(t *testing.T) {
 	nats.Servers[0].Shutdown()
 	after := make([]loadResult, 30)
 	runLoad(a, ep.ID, "/nats/", after, 4, nil)
+	natsStatuses := map[int]int{}
+	for _, r := range after {
+		natsStatuses[r.status]++
+	}
+	t.Logf("with one NATS server stopped: statuses %v", natsStatuses)
+	if natsStatuses[200] == 0 {
+		t.Errorf("no request was forwarded with one NATS server stopped: %v", natsStatuses)
+	}
 
 	// Every answered request is in the log with exactly one outcome, the
 	// one its sender got.
