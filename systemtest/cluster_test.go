@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -426,5 +428,60 @@ func historyOf(t *testing.T, r *harness.Relay, token, endpointID string) string 
 			return string(b)
 		}
 		after = *p.EndCursor
+	}
+}
+
+// TestReadAfterPosition: a change's answer names its log position; a
+// request naming a position the views have reached is served, one naming a
+// position beyond them waits --views-wait and is refused UNAVAILABLE, and a
+// WebSocket naming one in connection_init is refused (4403) the same way.
+func TestReadAfterPosition(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", "--views-wait", "300ms")
+	var up struct{ SignUp struct{ Token string } }
+	pos := gqlAfter(t, r, "", 0, `mutation{ signUp(name: "ryw"){ token } }`, nil, &up)
+	var me struct{ Endpoints []struct{ ID string } }
+	gqlAfter(t, r, up.SignUp.Token, pos, `{ endpoints{ id } }`, nil, &me)
+
+	beyond := strconv.FormatUint(pos+1_000_000, 10)
+	for _, tc := range []struct {
+		header string
+		status int
+		code   string
+	}{
+		{beyond, http.StatusServiceUnavailable, "UNAVAILABLE"},
+		{"not-a-position", http.StatusBadRequest, "INVALID_INPUT"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", strings.NewReader(`{"query":"{ endpoints{ id } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+up.SignUp.Token)
+		req.Header.Set("X-Relay-Position", tc.header)
+		resp, err := harness.Client.Do(r.Route(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out harness.GQLResult
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || len(out.Errors) == 0 || out.Errors[0].Code() != tc.code {
+			t.Errorf("X-Relay-Position %s: %d %+v, want %d %s", tc.header, resp.StatusCode, out.Errors, tc.status, tc.code)
+		}
+	}
+
+	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 10 * time.Second}
+	conn, _, err := d.Dial("ws://127.0.0.1:"+strconv.Itoa(r.Port)+"/graphql", http.Header{"Host": {"localhost:" + strconv.Itoa(r.Port)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{
+		"Authorization": "Bearer " + up.SignUp.Token, "relayPosition": beyond}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	var closed *websocket.CloseError
+	if !errors.As(err, &closed) || closed.Code != 4403 {
+		t.Fatalf("connection_init beyond the views: %v, want close 4403", err)
 	}
 }
