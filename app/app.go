@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/console"
 	"github.com/relayhq/relay/console/graphiql"
@@ -71,6 +72,17 @@ type Config struct {
 	// RetentionSweep is how often expired inspectors are looked for, and
 	// InspectorRetention how long their deliveries are kept.
 	RetentionSweep, InspectorRetention time.Duration
+
+	// Bus lists the NATS servers (nats:// URLs, a cluster's seeds) of the
+	// bus between relay nodes sharing one log; empty: a single process.
+	Bus []string
+	// Node names this node (agent sessions and attempts record it); empty:
+	// the name kept in the data folder, generated on first start.
+	Node string
+	// NodeLease is how long a node may go unheard on the bus before the
+	// others settle its forwards and close its agent sessions; default
+	// cluster.DefaultLease.
+	NodeLease time.Duration
 }
 
 // App is the opened relay: its log, views and the components over them.
@@ -90,6 +102,8 @@ type App struct {
 	bgDone   chan struct{}
 	bgCount  int
 	closeHub bool
+	node     string
+	cluster  *clusterLink // nil: a single process
 }
 
 // New locks the data folder, opens the event log and the views, checks
@@ -134,6 +148,12 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			return nil, fmt.Errorf("remove views: %w", err)
 		}
 	}
+	node, err := cluster.NodeID(dir, cfg.Node)
+	if err != nil {
+		store.Close()
+		lock.Release()
+		return nil, fmt.Errorf("node id: %w", err)
+	}
 	codec := domain.NewCodec()
 	views, err := projections.Open(ctx, viewsPath, store, projections.Options{Logger: log, Codec: codec})
 	if err != nil {
@@ -142,8 +162,8 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
-	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop}
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node})
+	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil
 		a.Close()
@@ -169,15 +189,26 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 // wire builds the components over the core and starts the background work.
 func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// One process holds every agent session, so forwards go straight to
-	// the Hub (Hub.Forward); no bus is needed until several nodes share
-	// the sessions.
-	a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log}, nil)
-	a.closeHub = true
-	if !cfg.NoSweeps {
-		if err := closeStaleAgents(ctx, a.views, a.hub); err != nil {
+	// the Hub (Hub.Forward); the bus carries them only between nodes.
+	if len(cfg.Bus) > 0 {
+		link, err := joinCluster(ctx, cfg, a, log)
+		if err != nil {
 			return err
 		}
-		if err := failStaleAttempts(ctx, a.views, a.rec, log); err != nil {
+		a.cluster, a.hub = link, link.hub
+	} else {
+		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node}, nil)
+	}
+	a.closeHub = true
+	if !cfg.NoSweeps {
+		// A node closes only what it left open itself (and what a log
+		// older than node names holds): the other nodes' sessions and
+		// attempts are live.
+		mine := func(node string) bool { return a.cluster == nil || node == a.node || node == "" }
+		if err := closeStaleAgents(ctx, a.views, a.hub, mine); err != nil {
+			return err
+		}
+		if err := failStaleAttempts(ctx, a.views, a.rec, log, mine); err != nil {
 			return err
 		}
 	}
@@ -223,8 +254,12 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return nil
 	}
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 2), 2
+	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 3), 2
 	go func() { _ = in.RecordRefusals(bgCtx); a.bgDone <- struct{}{} }()
+	if a.cluster != nil {
+		a.bgCount++
+		go func() { a.cluster.reap(bgCtx); a.bgDone <- struct{}{} }()
+	}
 	go func() {
 		_ = a.svc.RunRetention(bgCtx, cfg.RetentionSweep, cfg.InspectorRetention)
 		a.bgDone <- struct{}{}
@@ -251,6 +286,9 @@ func (a *App) Codec() *domain.Codec { return a.codec }
 // Hub holds the agent sessions.
 func (a *App) Hub() *tunnel.Hub { return a.hub }
 
+// Node is this node's name.
+func (a *App) Node() string { return a.node }
+
 // Metrics are the relay's metrics (the listener counts refusals into them).
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
 
@@ -266,6 +304,9 @@ func (a *App) Close() error {
 	}
 	if a.closeHub {
 		a.hub.Close()
+	}
+	if a.cluster != nil {
+		a.cluster.close()
 	}
 	a.stopRun()
 	runErr := <-a.runDone

@@ -14,14 +14,16 @@ import (
 // closeStaleAgents records the end of agent sessions a crash left open.
 func closeStaleAgents(ctx context.Context, views interface {
 	OpenAgentSessions(context.Context) ([]readmodel.AgentSession, error)
-}, hub *tunnel.Hub) error {
+}, hub *tunnel.Hub, mine func(node string) bool) error {
 	open, err := views.OpenAgentSessions(ctx)
 	if err != nil {
 		return fmt.Errorf("read agent sessions: %w", err)
 	}
 	stale := make([]tunnel.StaleSession, 0, len(open))
 	for _, s := range open {
-		stale = append(stale, tunnel.StaleSession{EndpointID: s.EndpointID, AgentID: s.AgentID})
+		if mine(s.Node) {
+			stale = append(stale, tunnel.StaleSession{EndpointID: s.EndpointID, AgentID: s.AgentID})
+		}
 	}
 	if err := hub.CloseStale(ctx, stale); err != nil {
 		return fmt.Errorf("close stale agent sessions: %w", err)
@@ -33,20 +35,22 @@ func closeStaleAgents(ctx context.Context, views interface {
 // sender and agent went with the process, so no outcome will ever come.
 func failStaleAttempts(ctx context.Context, views interface {
 	OpenAttempts(context.Context) ([]readmodel.OpenAttempt, error)
-}, rec *record.Recorder, log *slog.Logger) error {
+}, rec *record.Recorder, log *slog.Logger, mine func(node string) bool) error {
 	open, err := views.OpenAttempts(ctx)
 	if err != nil {
 		return fmt.Errorf("read open attempts: %w", err)
 	}
-	if len(open) == 0 {
-		return nil
-	}
 	stale := make([]record.StaleAttempt, 0, len(open))
 	for _, a := range open {
-		stale = append(stale, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
+		if mine(a.Node) {
+			stale = append(stale, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
+		}
+	}
+	if len(stale) == 0 {
+		return nil
 	}
 	log.Warn("recording forwards a previous run left without an answer as failed", "attempts", len(stale))
-	if err := rec.FailStale(ctx, stale); err != nil {
+	if err := rec.FailStale(ctx, stale, record.RestartedReason); err != nil {
 		return fmt.Errorf("fail stale attempts: %w", err)
 	}
 	return nil

@@ -156,7 +156,7 @@ func TestRetryDelivery(t *testing.T) {
 			if got, want := events[1], (domain.RetryRequested{DeliveryID: id, AttemptID: cmd.AttemptID, AccountID: ada.ID}); got != want {
 				t.Errorf("event 1 is %+v, want %+v", got, want)
 			}
-			if got, want := events[2], (domain.ForwardRequested{DeliveryID: id, AttemptID: cmd.AttemptID, EndpointID: ep.ID, Retry: true}); got != want {
+			if got, want := events[2], (domain.ForwardRequested{DeliveryID: id, AttemptID: cmd.AttemptID, EndpointID: ep.ID, Retry: true, Node: e.hub.Node()}); got != want {
 				t.Errorf("event 2 is %+v, want %+v", got, want)
 			}
 			if r, ok := events[3].(domain.ForwardResponded); !ok || r.AttemptID != cmd.AttemptID || r.Status != 200 || r.Captured != capture {

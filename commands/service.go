@@ -82,6 +82,9 @@ func (s *Service) waitForViews(ctx context.Context, position uint64) error {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.ViewsWait)
 	defer cancel()
 	err := s.views.WaitFor(wctx, position)
+	if err == nil {
+		noteWrite(ctx, position)
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		h := s.views.Health()
 		return fmt.Errorf("%w: views at %d, waited %s for %d (last failure: %v)", domain.ErrUnavailable, h.Position, s.cfg.ViewsWait, position, h.Err)

@@ -114,10 +114,14 @@ type EndpointDeleted struct {
 }
 
 // AgentConnected records an agent session starting to serve an Endpoint.
+// Node names the relay node that holds the session (empty in logs written
+// before nodes were named: a single process held every session), so any
+// node can route a forward to it and close it when that node is gone.
 type AgentConnected struct {
 	EndpointID string `json:"endpoint_id"`
 	AgentID    string `json:"agent_id"`
 	Target     string `json:"target,omitempty"`
+	Node       string `json:"node,omitempty"`
 }
 
 // AgentDisconnected records the end of an agent session.
@@ -190,6 +194,9 @@ type ForwardRequested struct {
 	AttemptID  string `json:"attempt_id"`
 	EndpointID string `json:"endpoint_id"`
 	Retry      bool   `json:"retry"`
+	// Node names the relay node whose sender waits for the attempt (empty
+	// before nodes were named); when that node is gone, no one does.
+	Node string `json:"node,omitempty"`
 }
 
 // ForwardResponded records the local target's answer to an attempt.

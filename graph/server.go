@@ -70,6 +70,9 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		CheckOrigin: func(*http.Request) bool { return true },
 		Logger:      r.Logger,
 		InitFunc: func(ctx context.Context, p map[string]any) (context.Context, error) {
+			if err := initPosition(ctx, r.Service, p); err != nil {
+				return ctx, err
+			}
 			tok, _ := bearer(initString(p, "Authorization", "authorization"))
 			ctx = withAgentTarget(ctx, initString(p, "agentTarget"))
 			return r.withConnection(ctx, tok, commands.NewEventID()), nil
@@ -91,7 +94,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		r.Logger.ErrorContext(ctx, "graphql panic", "panic", fmt.Sprint(v))
 		return errors.New("internal error")
 	})
-	h := limitBody(limits.MaxBody, present, WithToken(srv))
+	h := limitBody(limits.MaxBody, present, readYourWrites(r.Service, present, WithToken(srv)))
 	if opts.Playground == nil {
 		return h
 	}

@@ -152,7 +152,7 @@ func (v *Addresses) Endpoint(ctx context.Context, id string) (readmodel.Endpoint
 // connection order. After a restart none of them is really connected; the
 // service records their disconnection at startup.
 func (v *Addresses) OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSession, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT agent_id, endpoint_id, target, connected_at
+	rows, err := v.r.QueryContext(ctx, `SELECT agent_id, endpoint_id, target, connected_at, node
 		FROM agent_sessions WHERE open = 1 ORDER BY position`)
 	if err != nil {
 		return nil, fmt.Errorf("list open agent sessions: %w", err)
@@ -164,7 +164,7 @@ func (v *Addresses) OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSes
 			s  readmodel.AgentSession
 			at int64
 		)
-		if err := rows.Scan(&s.AgentID, &s.EndpointID, &s.Target, &at); err != nil {
+		if err := rows.Scan(&s.AgentID, &s.EndpointID, &s.Target, &at, &s.Node); err != nil {
 			return nil, fmt.Errorf("list open agent sessions: %w", err)
 		}
 		s.ConnectedAt = fromNanos(at)
@@ -172,6 +172,29 @@ func (v *Addresses) OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSes
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list open agent sessions: %w", err)
+	}
+	return out, nil
+}
+
+// AgentNodes counts an Endpoint's open agent sessions by the node holding
+// them, in node order: where a forward for it can be sent.
+func (v *Addresses) AgentNodes(ctx context.Context, endpointID string) ([]readmodel.NodeSessions, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT node, COUNT(*) FROM agent_sessions
+		WHERE endpoint_id = ? AND open = 1 GROUP BY node ORDER BY node`, endpointID)
+	if err != nil {
+		return nil, fmt.Errorf("list agent nodes of endpoint %q: %w", endpointID, err)
+	}
+	defer rows.Close()
+	out := []readmodel.NodeSessions{}
+	for rows.Next() {
+		var n readmodel.NodeSessions
+		if err := rows.Scan(&n.Node, &n.Sessions); err != nil {
+			return nil, fmt.Errorf("list agent nodes of endpoint %q: %w", endpointID, err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agent nodes of endpoint %q: %w", endpointID, err)
 	}
 	return out, nil
 }

@@ -28,7 +28,7 @@ func (b *batch) endpointCreated(p domain.EndpointCreated) (int64, error) {
 }
 
 func (b *batch) agentConnected(p domain.AgentConnected) (int64, error) {
-	return b.exec(qAgentConnected, p.AgentID, p.EndpointID, p.Target, b.at(), b.pos())
+	return b.exec(qAgentConnected, p.AgentID, p.EndpointID, p.Target, b.at(), b.pos(), p.Node)
 }
 
 // noteActivity moves an address's last activity forward to the current event.

@@ -44,7 +44,7 @@ func (b *batch) deliveryAnswered(p domain.DeliveryAnswered) (int64, error) {
 }
 
 func (b *batch) forwardRequested(p domain.ForwardRequested) (int64, error) {
-	if err := b.insertAttempt(p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, b.at()); err != nil {
+	if err := b.insertAttempt(p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, b.at(), p.Node); err != nil {
 		return 0, err
 	}
 	ok, err := b.updateDelivery(p.DeliveryID, nil, nil, false)

@@ -280,7 +280,7 @@ func (v *History) ChangedSince(ctx context.Context, address, since string) ([]st
 // agent's session ended with the process; the service records them as
 // failed at startup.
 func (v *History) OpenAttempts(ctx context.Context) ([]readmodel.OpenAttempt, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id, a.attempt_id FROM attempts a
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id, a.attempt_id, a.node FROM attempts a
 		JOIN deliveries d ON d.position = a.delivery_position
 		WHERE a.outcome_position IS NULL ORDER BY a.position`)
 	if err != nil {
@@ -290,7 +290,7 @@ func (v *History) OpenAttempts(ctx context.Context) ([]readmodel.OpenAttempt, er
 	out := []readmodel.OpenAttempt{}
 	for rows.Next() {
 		var a readmodel.OpenAttempt
-		if err := rows.Scan(&a.DeliveryID, &a.AttemptID); err != nil {
+		if err := rows.Scan(&a.DeliveryID, &a.AttemptID, &a.Node); err != nil {
 			return nil, fmt.Errorf("list open attempts: %w", err)
 		}
 		out = append(out, a)

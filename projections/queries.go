@@ -50,11 +50,11 @@ const (
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
 	// A session ID seen again (a resumed session) is reopened, not counted twice.
-	qAgentConnected = `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, open, position)
-		VALUES (?, ?, ?, ?, 1, ?)
+	qAgentConnected = `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, open, position, node)
+		VALUES (?, ?, ?, ?, 1, ?, ?)
 		ON CONFLICT (agent_id) DO UPDATE SET endpoint_id = excluded.endpoint_id, target = excluded.target,
 			connected_at = excluded.connected_at, disconnected_at = NULL, reason = '', open = 1,
-			position = excluded.position`
+			position = excluded.position, node = excluded.node`
 	qAgentDisconnected = `UPDATE agent_sessions SET open = 0, disconnected_at = ?, reason = ?
 		WHERE agent_id = ? AND endpoint_id = ?`
 
@@ -90,10 +90,10 @@ const (
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
 	// variants take the delivery's position (?2) instead of its id.
-	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at)
-		SELECT ?1, position, ?3, ?4, ?5 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
-	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at)
-		VALUES (?1, ?2, ?3, ?4, ?5) ` + attemptRequestedConflict
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node)
+		SELECT ?1, position, ?3, ?4, ?5, ?6 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,

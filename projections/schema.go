@@ -11,8 +11,9 @@ import (
 // disposable, the log is the truth. Version 2 stopped copying headers and
 // bodies out of the log; version 3 added the checkpoint's event ID (checked
 // against the log at start), account_events, stored bytes, rate-limit
-// refusals and purges.
-const schemaVersion = 3
+// refusals and purges; version 4 the node that holds each agent session and
+// whose sender waits for each attempt.
+const schemaVersion = 4
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -99,7 +100,8 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 	disconnected_at INTEGER,
 	reason          TEXT NOT NULL DEFAULT '',
 	open            INTEGER NOT NULL,
-	position        INTEGER NOT NULL
+	position        INTEGER NOT NULL,
+	node            TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoint_id, open);
 
@@ -147,6 +149,7 @@ CREATE TABLE IF NOT EXISTS attempts (
 	duration_ms       INTEGER,
 	error             TEXT NOT NULL DEFAULT '',
 	outcome_position  INTEGER,
+	node              TEXT NOT NULL DEFAULT '',
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

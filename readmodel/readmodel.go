@@ -123,6 +123,14 @@ type AgentSession struct {
 	EndpointID  string
 	Target      string
 	ConnectedAt time.Time
+	Node        string // the relay node holding it; empty in logs older than node names
+}
+
+// NodeSessions counts the open agent sessions of an Endpoint one relay node
+// holds.
+type NodeSessions struct {
+	Node     string
+	Sessions int
 }
 
 // Change tells a watcher that a delivery of its address was created (New) or
@@ -156,6 +164,7 @@ type EventRef struct {
 type OpenAttempt struct {
 	DeliveryID string
 	AttemptID  string
+	Node       string // the node whose sender waits for it; empty in logs older than node names
 }
 
 // PurgeCandidate is a guest inspector whose retention has run out and whose

@@ -9,7 +9,8 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// AgentConnected records the start of an agent's session.
+// AgentConnected records the start of an agent's session, held by this
+// Recorder's node.
 func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string) error {
 	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target}
 	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
@@ -40,15 +41,20 @@ type StaleAttempt struct {
 // RestartedReason is the error of an attempt a crash left open.
 const RestartedReason = "relay restarted before the local answer"
 
-// FailStale records ForwardFailed{Status: 503, Error: RestartedReason} for
-// each attempt, as if its agent had gone: the sender's connection and the
-// agent's session ended with the process that started it, so no outcome
-// will ever come. Call it at startup, before any forward starts.
-func (r *Recorder) FailStale(ctx context.Context, attempts []StaleAttempt) error {
+// NodeLostReason is the error of an attempt whose node's lease lapsed.
+const NodeLostReason = "relay node lost before the local answer"
+
+// FailStale records ForwardFailed{Status: 503, Error: reason} for each
+// attempt still pending, as if its agent had gone: the sender's connection
+// and the agent's session ended with the process that started it, so no
+// outcome will ever come (RestartedReason at startup, before any forward
+// starts; NodeLostReason for a node whose lease lapsed). An attempt with
+// an outcome already is left as it is.
+func (r *Recorder) FailStale(ctx context.Context, attempts []StaleAttempt, reason string) error {
 	var errs []error
 	for _, a := range attempts {
 		cmd := NewForward(Forward{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID}, "", 0)
-		out := domain.ForwardOutcome{AttemptID: a.AttemptID, Status: http.StatusServiceUnavailable, Error: RestartedReason}
+		out := domain.ForwardOutcome{AttemptID: a.AttemptID, Status: http.StatusServiceUnavailable, Error: reason}
 		if _, err := r.RecordOutcome(ctx, cmd, out); err != nil {
 			errs = append(errs, fmt.Errorf("fail stale attempt %s of delivery %s: %w", a.AttemptID, a.DeliveryID, err))
 		}

@@ -104,3 +104,45 @@ func TestRetryOutcomeTakesTheFastPath(t *testing.T) {
 		})
 	}
 }
+
+// Exactly one outcome per attempt: a node settling an attempt another node
+// already answered records nothing and adopts the recorded outcome.
+func TestSettleOutcomeAdoptsTheRecordedOne(t *testing.T) {
+	rec, store := newRecorder(t)
+	ctx := t.Context()
+	req := domain.CapturedRequest{Method: "POST", Target: "/", Host: "ep.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Complete: true}
+	cmd, queued, err := rec.ReceiveForward(ctx, record.Receipt{DeliveryID: "d1", Address: "ep", Kind: domain.AddressEndpoint, AccountID: "acc", Request: req},
+		record.Forward{Method: "POST", Target: "/", Timeout: time.Second, CaptureResponse: true})
+	if err != nil || queued.Wait() != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	answered := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 201, Headers: []domain.Header{{Name: "X-A", Value: "1"}}, Body: []byte("made"), AgentID: "ag"}
+	pos, err := rec.RecordOutcome(ctx, cmd, answered)
+	if err != nil || pos == 0 {
+		t.Fatalf("record the answer: %d, %v", pos, err)
+	}
+	lost := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: "relay node lost"}
+	got, err := rec.SettleOutcome(ctx, cmd, lost)
+	if err != nil || got.Status != 201 || string(got.Body) != "made" || got.Position != pos || got.Failed() {
+		t.Fatalf("settle after the answer = %+v, %v; want the recorded 201 at %d", got, err, pos)
+	}
+	recs, _, err := domain.LoadStream(ctx, store, rec.Codec(), domain.DeliveryStream("d1"))
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("delivery stream holds %d events (%v), want received, requested, responded", len(recs), err)
+	}
+
+	// The first to settle wins.
+	cmd2, err := rec.RequestRetry(ctx, "d1", record.RetryTarget{AccountID: "acc", EndpointID: "ep",
+		Endpoint: domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := rec.SettleOutcome(ctx, cmd2, domain.ForwardOutcome{AttemptID: cmd2.AttemptID, Status: 503, Error: "relay node lost"})
+	if err != nil || first.Status != 503 || first.Position == 0 {
+		t.Fatalf("first settle = %+v, %v", first, err)
+	}
+	late, err := rec.SettleOutcome(ctx, cmd2, domain.ForwardOutcome{AttemptID: cmd2.AttemptID, Status: 200})
+	if err != nil || late.Status != 503 || late.Position != first.Position {
+		t.Fatalf("late answer = %+v, %v; want the recorded 503", late, err)
+	}
+}

@@ -25,6 +25,9 @@ type Config struct {
 	Now    func() time.Time // clock of recorded events; default time.Now
 	NewID  func() string    // event and attempt IDs; default NewEventID
 	Logger *slog.Logger     // default discards
+	// Node names the relay node recording, in the agent sessions it
+	// starts (domain.AgentConnected.Node); empty for a single process.
+	Node string
 }
 
 // Recorder appends the events the aggregates decide. It is safe for
@@ -35,11 +38,12 @@ type Recorder struct {
 	now   func() time.Time
 	newID func() string
 	log   *slog.Logger
+	node  string
 }
 
 // New wires a Recorder.
 func New(cfg Config) *Recorder {
-	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger}
+	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node}
 	if r.codec == nil {
 		r.codec = domain.NewCodec()
 	}
@@ -78,7 +82,7 @@ func (r *Recorder) appendIDs(ctx context.Context, ids []string, stream string, e
 	if len(events) == 0 {
 		return domain.AppendResult{}, ids, nil
 	}
-	data, ids, err := r.codec.EncodeAll(ids, r.newID, events, r.now(), tr)
+	data, ids, err := r.codec.EncodeAll(ids, r.newID, r.stamp(events), r.now(), tr)
 	if err != nil {
 		return domain.AppendResult{}, ids, fmt.Errorf("append to %s: %w", stream, err)
 	}
@@ -101,7 +105,7 @@ type Queued struct {
 // then in the store's commit order. With any other store it is durable on
 // return. The append does not end with ctx (see writeTimeout).
 func (r *Recorder) queue(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (Queued, error) {
-	data, _, err := r.codec.EncodeAll(nil, r.newID, events, r.now(), tr)
+	data, _, err := r.codec.EncodeAll(nil, r.newID, r.stamp(events), r.now(), tr)
 	if err != nil {
 		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
@@ -128,6 +132,25 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 		}
 		return nil
 	}}, nil
+}
+
+// stamp names this node in the events that belong to one: an agent session
+// it holds, an attempt whose sender waits on it.
+func (r *Recorder) stamp(events []domain.Event) []domain.Event {
+	if r.node == "" {
+		return events
+	}
+	for i, e := range events {
+		switch e := e.(type) {
+		case domain.AgentConnected:
+			e.Node = r.node
+			events[i] = e
+		case domain.ForwardRequested:
+			e.Node = r.node
+			events[i] = e
+		}
+	}
+	return events
 }
 
 // Delete deletes a stream, leaving a tombstone.

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/nats-io/nats.go"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -37,30 +41,108 @@ func commandsTopic(node string) string { return commandsTopicPrefix + node }
 // and Clients, then call Run.
 type Bus struct {
 	logger *slog.Logger
-	pubsub *gochannel.GoChannel
+	pubsub pubSub
 	router *message.Router
+	conn   *nats.Conn // nil for the in-process bus
 
 	mu      sync.Mutex
 	runCtx  context.Context // set by Run; handlers added later are started with it
 	runDone chan struct{}   // closed when Run returns
 }
 
-// NewBus builds a GoChannel Pub/Sub and a router with correlation, failure
-// replies and panic recovery. Watermill's Info logs are chatty per message,
-// so they are mapped to Debug.
+// pubSub is what the Bus needs of a Watermill Pub/Sub.
+type pubSub interface {
+	message.Publisher
+	message.Subscriber
+}
+
+// NewBus builds a bus in one process, on a GoChannel Pub/Sub (see newBus).
 func NewBus(logger *slog.Logger) (*Bus, error) {
+	wlog := watermillLogger(logger)
+	return newBus(logger, gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 256}, wlog), nil)
+}
+
+// natsConnectTimeout bounds the first connection to the bus's NATS servers.
+const natsConnectTimeout = 10 * time.Second
+
+// NewNATSBus builds the bus between nodes on NATS core, with JetStream
+// disabled: a forward is delivered at most once, never redelivered (it
+// would reach the local target twice), and nothing is stored. servers are
+// the cluster's seed URLs; name names this node's connection to the
+// servers' monitoring. The connection reconnects for as long as the
+// process runs.
+func NewNATSBus(logger *slog.Logger, servers []string, name string) (*Bus, error) {
+	conn, err := nats.Connect(strings.Join(servers, ","),
+		nats.Name(name), nats.Timeout(natsConnectTimeout),
+		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(false))
+	if err != nil {
+		return nil, fmt.Errorf("connect bus to %s: %w", strings.Join(servers, ","), err)
+	}
+	wlog := watermillLogger(logger)
+	pub, err := wmnats.NewPublisherWithNatsConn(conn, wmnats.PublisherPublishConfig{
+		Marshaler: &wmnats.NATSMarshaler{}, SubjectCalculator: wmnats.DefaultSubjectCalculator,
+		JetStream: wmnats.JetStreamConfig{Disabled: true},
+	}, wlog)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("new bus publisher: %w", err)
+	}
+	sub, err := wmnats.NewSubscriberWithNatsConn(conn, wmnats.SubscriberSubscriptionConfig{
+		Unmarshaler: &wmnats.NATSMarshaler{}, SubjectCalculator: wmnats.DefaultSubjectCalculator,
+		JetStream: wmnats.JetStreamConfig{Disabled: true}, CloseTimeout: 5 * time.Second,
+	}, wlog)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("new bus subscriber: %w", err)
+	}
+	return newBus(logger, natsPubSub{pub, sub}, conn)
+}
+
+// natsPubSub joins the NATS publisher and subscriber, which share one
+// connection: closing the subscriber drains it, then the publisher closes it.
+type natsPubSub struct {
+	*wmnats.Publisher
+	*wmnats.Subscriber
+}
+
+func (p natsPubSub) Close() error {
+	return errors.Join(p.Subscriber.Close(), p.Publisher.Close())
+}
+
+// Conn is the NATS connection of a bus built by NewNATSBus (nil otherwise),
+// for the node leases that travel beside the forwards.
+func (b *Bus) Conn() *nats.Conn { return b.conn }
+
+// MaxPayload is the largest message the bus carries; 0: no limit.
+func (b *Bus) MaxPayload() int64 {
+	if b.conn == nil {
+		return 0
+	}
+	return b.conn.MaxPayload()
+}
+
+// watermillLogger maps Watermill's Info logs, chatty per message, to Debug.
+func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	wlog := watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{
+	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{
 		slog.LevelInfo: slog.LevelDebug,
 	})
-	pubsub := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 256}, wlog)
-	router, err := message.NewRouter(message.RouterConfig{}, wlog)
+}
+
+// newBus builds a router with correlation, failure replies and panic
+// recovery over pubsub.
+func newBus(logger *slog.Logger, pubsub pubSub, conn *nats.Conn) (*Bus, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermillLogger(logger))
 	if err != nil {
+		_ = pubsub.Close()
 		return nil, fmt.Errorf("new bus: %w", err)
 	}
-	b := &Bus{logger: logger, pubsub: pubsub, router: router, runDone: make(chan struct{})}
+	b := &Bus{logger: logger, pubsub: pubsub, router: router, conn: conn, runDone: make(chan struct{})}
 	// The first middleware is the outermost: a panic becomes an error
 	// (Recoverer), and the error becomes a reply to the waiting caller
 	// instead of an endless redelivery.
@@ -141,6 +223,7 @@ func (b *Bus) addHandler(name, topic, publishTopic string, fn message.HandlerFun
 type reply struct {
 	Outcome domain.ForwardOutcome
 	Error   string // the Hub could not carry out or record the forward
+	lost    bool   // never sent: the node's lease lapsed (Client.NodeLost)
 }
 
 // publishReply sends r to the Client that sent the command msg.

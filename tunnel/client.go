@@ -43,6 +43,29 @@ type ReplyError struct {
 
 func (e *ReplyError) Error() string { return fmt.Sprintf("forward %s: %s", e.AttemptID, e.Reason) }
 
+// NodeLostError is a forward whose node's lease lapsed before it replied:
+// the node is gone with the attempt, and the caller decides its outcome.
+type NodeLostError struct {
+	AttemptID string
+	Node      string
+}
+
+func (e *NodeLostError) Error() string {
+	return fmt.Sprintf("forward %s: relay node %s lost", e.AttemptID, e.Node)
+}
+
+// PublishError is a forward that could not be sent to its node: it never
+// left this process.
+type PublishError struct {
+	AttemptID string
+	Err       error
+}
+
+func (e *PublishError) Error() string {
+	return fmt.Sprintf("forward %s: publish: %v", e.AttemptID, e.Err)
+}
+func (e *PublishError) Unwrap() error { return e.Err }
+
 var clientSeq atomic.Int64
 
 // Client sends forward commands to another node's Hub over the Bus and
@@ -52,14 +75,20 @@ type Client struct {
 	replyTo string
 
 	mu      sync.Mutex
-	waiters map[string]chan reply // attempt ID → the caller waiting for it
+	waiters map[string]waiter // attempt ID → the caller waiting for it
+}
+
+// waiter is a caller waiting for a reply from node.
+type waiter struct {
+	ch   chan reply // capacity 1
+	node string
 }
 
 // NewClient subscribes a reply dispatcher on a topic of the Client's own;
 // replies are matched to waiting callers by correlation ID (the attempt ID).
 func NewClient(bus *Bus) *Client {
 	id := fmt.Sprintf("%d.%s", clientSeq.Add(1), watermill.NewShortUUID())
-	c := &Client{bus: bus, replyTo: repliesTopicPrefix + id, waiters: map[string]chan reply{}}
+	c := &Client{bus: bus, replyTo: repliesTopicPrefix + id, waiters: map[string]waiter{}}
 	bus.addHandler("tunnel.replies."+id, c.replyTo, "", c.dispatch)
 	return c
 }
@@ -85,7 +114,7 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 		c.mu.Unlock()
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: attempt already in flight", cmd.AttemptID)
 	}
-	c.waiters[cmd.AttemptID] = ch
+	c.waiters[cmd.AttemptID] = waiter{ch: ch, node: node}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -120,11 +149,14 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 	middleware.SetCorrelationID(cmd.AttemptID, msg)
 	msg.Metadata.Set(replyToKey, c.replyTo)
 	if err := c.bus.pubsub.Publish(commandsTopic(node), msg); err != nil {
-		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: publish: %w", cmd.AttemptID, err)
+		return domain.ForwardOutcome{}, &PublishError{AttemptID: cmd.AttemptID, Err: err}
 	}
 
 	select {
 	case r := <-ch:
+		if r.lost {
+			return domain.ForwardOutcome{}, &NodeLostError{AttemptID: cmd.AttemptID, Node: node}
+		}
 		if r.Error != "" {
 			return domain.ForwardOutcome{}, &ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
 		}
@@ -141,7 +173,7 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
 	id := middleware.MessageCorrelationID(msg)
 	c.mu.Lock()
-	ch, ok := c.waiters[id]
+	w, ok := c.waiters[id]
 	delete(c.waiters, id)
 	c.mu.Unlock()
 	if !ok {
@@ -151,6 +183,23 @@ func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
 	if err != nil {
 		r = reply{Error: err.Error()}
 	}
-	ch <- r // buffered, and the waiter was removed: never blocks
+	w.ch <- r // buffered, and the waiter was removed: never blocks
 	return nil, nil
+}
+
+// NodeLost ends the forwards waiting for a reply from node with a
+// *NodeLostError (its lease lapsed: no reply will come) and returns how
+// many it ended. A reply that still comes is dropped.
+func (c *Client) NodeLost(node string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for id, w := range c.waiters {
+		if w.node == node {
+			delete(c.waiters, id)
+			w.ch <- reply{lost: true}
+			n++
+		}
+	}
+	return n
 }

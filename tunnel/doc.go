@@ -14,13 +14,20 @@
 // commands on its own topic, each Client gets replies on its own, and a
 // reply is matched to its caller by the attempt ID. A Hub configured with
 // Remote and Locate sends a command for an Endpoint whose sessions another
-// node holds to that node. A single relay process runs no bus.
+// node holds to that node. A single relay process runs no bus; several
+// nodes run it on NATS core (NewNATSBus, JetStream disabled: a forward is
+// never redelivered). When the node a command went to is lost before it
+// replies (its lease lapsed: Hub.NodeLost), or the command cannot be sent,
+// the sending node settles the attempt itself (Recorder.SettleOutcome):
+// exactly one outcome is recorded, and the sender gets the one that stands.
 //
 // Outcomes the relay decides itself:
 //
 //	503 "no agent connected"                        no live session for the Endpoint
 //	503 "agent disconnected"                        the session ended mid-flight
 //	503 "relay shutting down"                       the Hub closed mid-flight
+//	503 "relay node lost (<node>)"                  the node serving it lost its lease
+//	503 "relay node unreachable (<node>)"           the command could not be sent to it
 //	504 "local target did not answer within <t>"    no answer before the command's timeout
 //	502 <the agent's error text>                    the agent could not reach its target
 //

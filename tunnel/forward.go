@@ -24,7 +24,7 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
 	}
 	if node, ok := h.elsewhere(cmd.EndpointID); ok {
-		return h.remote.ForwardTo(ctx, node, cmd)
+		return h.forwardRemote(ctx, node, cmd)
 	}
 	type result struct {
 		out domain.ForwardOutcome
@@ -50,28 +50,76 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 // elsewhere names the node that holds the Endpoint's sessions when this
 // process holds none and knows of other nodes.
 func (h *Hub) elsewhere(endpointID string) (string, bool) {
-	if h.remote == nil || h.locate == nil || h.Connected(endpointID) > 0 {
+	if h.remote == nil || h.locate == nil || h.local(endpointID) > 0 {
 		return "", false
 	}
 	node, ok := h.locate(endpointID)
 	return node, ok && node != h.node
 }
 
+// Outcomes of an attempt sent to another node that did not answer it.
+const (
+	NodeLost        = "relay node lost"
+	NodeUnreachable = "relay node unreachable"
+)
+
+// forwardRemote sends the attempt to node over the bus. When node's lease
+// lapses before it replies, or the command cannot be sent, this node
+// settles the attempt as 503: exactly one outcome is recorded (the
+// delivery stream's expected revision decides between this node and one
+// that answered after all), and the sender gets the one that stands.
+func (h *Hub) forwardRemote(ctx context.Context, node string, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	start := time.Now()
+	out, err := h.remote.ForwardTo(ctx, node, cmd)
+	var lost *NodeLostError
+	var unsent *PublishError
+	reason := ""
+	switch {
+	case errors.As(err, &lost):
+		reason = NodeLost
+	case errors.As(err, &unsent):
+		reason = NodeUnreachable
+	default:
+		return out, err
+	}
+	h.logger.Warn("forward sent to another node settled here", "attempt_id", cmd.AttemptID, "node", node, "reason", reason, "error", err)
+	fallback := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: reason + " (" + node + ")",
+		DurationMs: time.Since(start).Milliseconds()}
+	return h.rec.SettleOutcome(ctx, cmd, fallback)
+}
+
+// NodeLost settles the attempts this node sent to node and still waits
+// for: node's lease lapsed, so no reply will come. It returns how many.
+func (h *Hub) NodeLost(node string) int {
+	if h.remote == nil {
+		return 0
+	}
+	return h.remote.NodeLost(node)
+}
+
 // handleForward is the router handler of this node's commands topic: it
 // runs the attempt, records its outcome, and only then replies to the
-// command's sender.
+// command's sender. The attempt runs beside the handler, which returns at
+// once: NATS hands a subscription its messages one after another, and a
+// forward may take up to its timeout.
 func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 	cmd, err := decodeCommand(msg.Payload)
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.serve(msg.Context(), cmd)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.bus.publishReply(msg, reply{Outcome: out}); err != nil {
-		h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
-	}
+	h.serving.Go(func() {
+		var r reply
+		out, err := h.serve(h.life, cmd)
+		if err != nil {
+			h.logger.Error("forward command failed", "attempt_id", cmd.AttemptID, "error", err)
+			r.Error = err.Error()
+		} else {
+			r.Outcome = out
+		}
+		if err := h.bus.publishReply(msg, r); err != nil {
+			h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
+		}
+	})
 	return nil, nil
 }
 

@@ -3,10 +3,12 @@ package tunnel
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
 )
 
@@ -85,5 +87,41 @@ func TestHubForwardCrossesToTheNodeHoldingTheSession(t *testing.T) {
 	}
 	if out.Position == 0 {
 		t.Error("the outcome's log position did not cross back")
+	}
+}
+
+// A command sent to a node whose lease lapses before it replies is settled
+// by the sender's node: 503 "relay node lost", recorded once, answered.
+func TestForwardToALostNodeIsSettledHere(t *testing.T) {
+	e := newEnv(t)
+	front := NewHub(HubConfig{
+		Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), Node: "front",
+		Remote: NewClient(e.bus),
+		Locate: func(string) (string, bool) { return "gone", true }, // no Hub takes its commands
+	}, e.bus)
+	t.Cleanup(front.Close)
+
+	cmd := e.receive(t, "ep", "acc")
+	type result struct {
+		out domain.ForwardOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := front.Forward(t.Context(), cmd)
+		done <- result{out, err}
+	}()
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if front.NodeLost("gone") == 0 {
+			return errors.New("the forward is not waiting for node gone yet")
+		}
+		return nil
+	})
+	r := <-done
+	if r.err != nil || r.out.Status != 503 || !strings.HasPrefix(r.out.Error, NodeLost) || r.out.Position == 0 {
+		t.Fatalf("forward to a lost node = %+v, %v; want a recorded 503 %q", r.out, r.err, NodeLost)
+	}
+	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+		t.Errorf("last event %+v", ev)
 	}
 }

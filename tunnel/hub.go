@@ -17,6 +17,9 @@ import (
 // has ended (a session's end, a forward cut short by shutdown).
 type Recorder interface {
 	RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error)
+	// SettleOutcome records out unless an outcome is recorded already, and
+	// returns the one that stands (for attempts another node served).
+	SettleOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (domain.ForwardOutcome, error)
 	AgentConnected(ctx context.Context, endpointID, agentID, target string) error
 	AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error
 }
@@ -33,6 +36,9 @@ type HubConfig struct {
 	// over the bus. Both nil: a single process.
 	Remote *Client
 	Locate func(endpointID string) (node string, ok bool)
+	// Elsewhere counts the live sessions of an Endpoint that other nodes
+	// hold, so presence (Connected) is the same on every node. Nil: none.
+	Elsewhere func(endpointID string) int
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -51,6 +57,7 @@ type Hub struct {
 	node    string
 	remote  *Client
 	locate  func(endpointID string) (string, bool)
+	others  func(endpointID string) int
 	life    context.Context // ends with Close: attempts in flight answer 503
 	stop    context.CancelFunc
 	serving sync.WaitGroup // attempts in flight through Forward
@@ -88,7 +95,7 @@ func NewHub(cfg HubConfig, bus *Bus) *Hub {
 	life, stop := context.WithCancel(context.Background())
 	h := &Hub{
 		rec: cfg.Recorder, logger: cfg.Logger, bus: bus, life: life, stop: stop,
-		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate,
+		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate, others: cfg.Elsewhere,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
 		next:       map[string]int{},
@@ -214,12 +221,25 @@ func (s *session) send(ctx context.Context, cmd domain.ForwardCommand) bool {
 	}
 }
 
-// Connected counts the live sessions of an Endpoint.
+// Connected counts the live sessions of an Endpoint: those this process
+// holds and those other nodes hold.
 func (h *Hub) Connected(endpointID string) int {
+	n := h.local(endpointID)
+	if h.others != nil {
+		n += h.others(endpointID)
+	}
+	return n
+}
+
+// local counts the sessions of an Endpoint this process holds.
+func (h *Hub) local(endpointID string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.byEndpoint[endpointID])
 }
+
+// Node is the name of this Hub's node.
+func (h *Hub) Node() string { return h.node }
 
 // Complete delivers an agent's answer. agentID names the reporting
 // connection, for the log; the attempt must be pending for accountID, so an

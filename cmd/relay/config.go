@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
@@ -121,6 +122,11 @@ type serveConfig struct {
 	trusted   forwarded.Trusted // parsed --trusted-proxies
 	// domainSet tells whether --domain (or RELAY_DOMAIN) was given.
 	domainSet func() bool
+	// Several nodes (docs/scale-out.md): the bus between them, this node's
+	// name and how long a silent node keeps its lease.
+	Bus       string
+	NodeID    string
+	NodeLease time.Duration
 }
 
 func (c *serveConfig) flags(fs *pflag.FlagSet) {
@@ -179,6 +185,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PublicURL, "public-url", "", "scheme, domain and port of the public URLs, e.g. https://relay.example.com behind a TLS proxy (default: from --domain, --listen and --tls-cert)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For/-Proto and Forwarded headers are believed, e.g. 127.0.0.1/32")
 	c.domainSet = func() bool { return fs.Changed("domain") }
+	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
+	fs.StringVar(&c.NodeID, "node-id", "", "this node's name in a cluster (letters, digits, - and _); empty: one generated and kept in --data")
+	fs.DurationVar(&c.NodeLease, "node-lease", cluster.DefaultLease, "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
 }
 
 // retentionSweep is how often expired inspectors are looked for: a tenth of
@@ -237,6 +246,28 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("--eventstore: %w", err)
 		}
 	}
+	return c.validateCluster()
+}
+
+// validateCluster checks the flags of several nodes.
+func (c *serveConfig) validateCluster() error {
+	switch {
+	case c.NodeLease < 100*time.Millisecond:
+		return fmt.Errorf("--node-lease must be at least 100ms")
+	case c.NodeID != "":
+		if err := cluster.ValidNodeID(c.NodeID); err != nil {
+			return fmt.Errorf("--node-id: %w", err)
+		}
+	}
+	if c.Bus == "" {
+		return nil
+	}
+	if _, err := cluster.ParseServers(c.Bus); err != nil {
+		return fmt.Errorf("--bus: %w", err)
+	}
+	if c.EventStore == "" {
+		return fmt.Errorf("--bus needs a shared --eventstore (nats:// or esdb://): nodes on their own embedded logs would not see each other's deliveries")
+	}
 	return nil
 }
 
@@ -291,6 +322,15 @@ func (c *serveConfig) validateDeployment() error {
 	return nil
 }
 
+// busServers are the NATS URLs of --bus (checked by validate).
+func (c *serveConfig) busServers() []string {
+	if c.Bus == "" {
+		return nil
+	}
+	servers, _ := cluster.ParseServers(c.Bus)
+	return servers
+}
+
 // appConfig is what the relay is built from, given the data folder's lock
 // and the public URLs.
 func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.Logger) app.Config {
@@ -314,5 +354,6 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		},
 		BodyTimeout:    c.BodyTimeout,
 		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,
+		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
 	}
 }

@@ -22,6 +22,13 @@ type Subscription struct {
 // starts query; it returns once the server acknowledged the connection.
 func (r *Relay) Subscribe(t testing.TB, token, query string, vars map[string]any) *Subscription {
 	t.Helper()
+	return r.SubscribeInit(t, token, nil, query, vars)
+}
+
+// SubscribeInit is Subscribe with more fields in the connection_init
+// payload (relayPosition, agentTarget).
+func (r *Relay) SubscribeInit(t testing.TB, token string, init map[string]any, query string, vars map[string]any) *Subscription {
+	t.Helper()
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 10 * time.Second}
 	h := http.Header{"Host": {"localhost:" + strconv.Itoa(r.Port)}}
 	conn, _, err := d.Dial("ws://127.0.0.1:"+strconv.Itoa(r.Port)+"/graphql", h)
@@ -29,6 +36,9 @@ func (r *Relay) Subscribe(t testing.TB, token, query string, vars map[string]any
 		t.Fatalf("dial websocket: %v", err)
 	}
 	payload := map[string]any{}
+	for k, v := range init {
+		payload[k] = v
+	}
 	if token != "" {
 		payload["Authorization"] = "Bearer " + token
 	}

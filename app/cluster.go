@@ -1,0 +1,191 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/relayhq/relay/cluster"
+	"github.com/relayhq/relay/readmodel"
+	"github.com/relayhq/relay/record"
+	"github.com/relayhq/relay/tunnel"
+)
+
+// presenceRead bounds one read of where an Endpoint's sessions are.
+const presenceRead = 2 * time.Second
+
+// clusterLink is this node's part in a cluster: the bus to the other
+// nodes, its lease, and the Hub that routes over them.
+type clusterLink struct {
+	node   string
+	bus    *tunnel.Bus
+	leases *cluster.Leases
+	hub    *tunnel.Hub
+	views  interface {
+		AgentNodes(ctx context.Context, endpointID string) ([]readmodel.NodeSessions, error)
+		OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSession, error)
+		OpenAttempts(ctx context.Context) ([]readmodel.OpenAttempt, error)
+	}
+	rec     *record.Recorder
+	log     *slog.Logger
+	life    context.Context
+	stop    context.CancelFunc
+	busDone chan error
+	next    atomic.Uint64 // round-robin over the nodes serving an Endpoint
+}
+
+// joinCluster connects to the bus, starts this node's lease and builds a
+// Hub that sends a forward to the node holding its Endpoint's sessions,
+// found in the views (agent sessions record their node) among the nodes
+// holding their lease.
+func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*clusterLink, error) {
+	lease := cfg.NodeLease
+	if lease <= 0 {
+		lease = cluster.DefaultLease
+	}
+	bus, err := tunnel.NewNATSBus(log, cfg.Bus, "relay "+a.node)
+	if err != nil {
+		return nil, err
+	}
+	if max := bus.MaxPayload(); max > 0 && cfg.Ingress.MaxBody > max {
+		log.Warn("the bus's NATS servers carry smaller messages than --max-body: larger proxied requests crossing nodes fail with 503",
+			"max_payload", max, "max_body", cfg.Ingress.MaxBody)
+	}
+	leases, err := cluster.StartLeases(bus.Conn(), a.node, lease, log)
+	if err != nil {
+		return nil, errors.Join(err, bus.Close())
+	}
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c := &clusterLink{node: a.node, bus: bus, leases: leases, views: a.views, rec: a.rec, log: log,
+		life: life, stop: stop, busDone: make(chan error, 1)}
+	c.hub = tunnel.NewHub(tunnel.HubConfig{
+		Recorder: a.rec, Logger: log, Node: a.node,
+		Remote: tunnel.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere,
+	}, bus)
+	leases.OnLapse(func(node string) {
+		if n := c.hub.NodeLost(node); n > 0 {
+			log.Warn("forwards sent to a lost relay node answered 503", "node", node, "attempts", n)
+		}
+	})
+	go func() { c.busDone <- bus.Run(life) }()
+	select {
+	case <-bus.Running():
+	case err := <-c.busDone:
+		leases.Stop()
+		stop()
+		return nil, errors.Join(fmt.Errorf("start bus: %w", err), bus.Close())
+	case <-ctx.Done():
+		c.close()
+		return nil, ctx.Err()
+	}
+	log.Info("joined the relay cluster", "node", a.node, "lease", lease)
+	return c, nil
+}
+
+// serving lists the other live nodes holding sessions of an Endpoint.
+func (c *clusterLink) serving(endpointID string) []readmodel.NodeSessions {
+	ctx, cancel := context.WithTimeout(c.life, presenceRead)
+	defer cancel()
+	nodes, err := c.views.AgentNodes(ctx, endpointID)
+	if err != nil {
+		c.log.Error("read where an Endpoint's agents are", "endpoint_id", endpointID, "error", err)
+		return nil
+	}
+	out := nodes[:0]
+	for _, n := range nodes {
+		if n.Node != "" && n.Node != c.node && c.leases.Alive(n.Node) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// locate picks one of the other live nodes serving an Endpoint, in turn.
+func (c *clusterLink) locate(endpointID string) (string, bool) {
+	nodes := c.serving(endpointID)
+	if len(nodes) == 0 {
+		return "", false
+	}
+	return nodes[c.next.Add(1)%uint64(len(nodes))].Node, true
+}
+
+// elsewhere counts the sessions of an Endpoint the other live nodes hold.
+func (c *clusterLink) elsewhere(endpointID string) int {
+	n := 0
+	for _, s := range c.serving(endpointID) {
+		n += s.Sessions
+	}
+	return n
+}
+
+// reap closes, on one live node at a time (the first by name), the agent
+// sessions of nodes whose lease lapsed and fails the attempts their senders
+// waited for: those senders went with their node. It runs until ctx ends.
+func (c *clusterLink) reap(ctx context.Context) {
+	tick := time.NewTicker(c.leaseCheck())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.leases.Leader() {
+			continue
+		}
+		if err := c.reapOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("close the sessions of lost relay nodes", "error", err)
+		}
+	}
+}
+
+func (c *clusterLink) leaseCheck() time.Duration {
+	lease := c.leases.Lease()
+	return max(lease/4, 50*time.Millisecond)
+}
+
+func (c *clusterLink) reapOnce(ctx context.Context) error {
+	lost := func(node string) bool { return node != "" && node != c.node && !c.leases.Alive(node) }
+	sessions, err := c.views.OpenAgentSessions(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range sessions {
+		if lost(s.Node) {
+			c.log.Warn("closing the agent session of a lost relay node", "node", s.Node, "agent_id", s.AgentID, "endpoint_id", s.EndpointID)
+			errs = append(errs, c.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, tunnel.NodeLost))
+		}
+	}
+	attempts, err := c.views.OpenAttempts(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	var stale []record.StaleAttempt
+	for _, a := range attempts {
+		if lost(a.Node) {
+			stale = append(stale, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
+		}
+	}
+	if len(stale) > 0 {
+		c.log.Warn("failing the forwards whose sender was on a lost relay node", "attempts", len(stale))
+		errs = append(errs, c.rec.FailStale(ctx, stale, record.NodeLostReason))
+	}
+	return errors.Join(errs...)
+}
+
+// close stops the lease (the others notice one lease later) and the bus.
+// Call it after the Hub's Close.
+func (c *clusterLink) close() {
+	c.leases.Stop()
+	c.stop()
+	if err := <-c.busDone; err != nil && !errors.Is(err, context.Canceled) {
+		c.log.Error("bus stopped", "error", err)
+	}
+	if err := c.bus.Close(); err != nil {
+		c.log.Error("close bus", "error", err)
+	}
+}

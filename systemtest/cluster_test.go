@@ -1,0 +1,487 @@
+package systemtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/internal/natstest"
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// clusterLease is the node lease in the cluster tests: short, so a killed
+// node is found out within seconds.
+const clusterLease = "2s"
+
+// TestCluster runs three relay nodes on a 3-node NATS cluster (JetStream
+// for the log, NATS core for the bus), each with its own data folder, and
+// an agent that reaches them through a small failover proxy, as agents
+// reach a cluster through a load balancer:
+//   - a change made on A is read on C at once by naming its position;
+//   - an agent on B serves a sender on A and a retry asked on C, and every
+//     node says it is connected; a subscription on C sees A's deliveries;
+//   - a restart of A leaves the agent's session (on B) open;
+//   - kill -9 of B under load: the forwards in flight end (503, relay node
+//     lost) within a bound printed by the test, each attempt has exactly
+//     one recorded outcome, which is what its sender got; the agent
+//     reconnects to C and forwarding resumes;
+//   - a NATS server stopped: no answered delivery is missing from the log;
+//   - every node's history equals that of a node that joins with an empty
+//     data folder and rebuilds its views from the log.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a NATS cluster and four relays")
+	}
+	nats := natstest.StartCluster(t, 3)
+	seeds := nats.URL() // taken once: a stopped server has no address any more
+	store := seeds + "?replicas=3"
+	flags := func(node string) []string {
+		return []string{"--eventstore", store, "--bus", seeds, "--node-id", node, "--node-lease", clusterLease,
+			"--forward-timeout", "20s"}
+	}
+	a := harness.Start(t, "", flags("a")...)
+	b := harness.Start(t, "", flags("b")...)
+	c := harness.Start(t, "", flags("c")...)
+
+	// Read-your-writes across nodes: what A answers carries its position,
+	// and C, asked to read after it, shows it at once.
+	var signUp struct{ SignUp struct{ Token string } }
+	pos := gqlAfter(t, a, "", 0, `mutation{ signUp(name: "cluster"){ token } }`, nil, &signUp)
+	token := signUp.SignUp.Token
+	var created struct{ CreateEndpoint endpointInfo }
+	pos = gqlAfter(t, a, token, pos, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`,
+		map[string]any{"in": map[string]any{"name": "cluster", "mode": "PROXY", "target": "127.0.0.1:1", "responseCapture": true}}, &created)
+	ep := created.CreateEndpoint
+	var onC struct{ Endpoint *endpointInfo }
+	gqlAfter(t, c, token, pos, `query($id: ID!){ endpoint(id: $id){ `+endpointFields+` } }`, map[string]any{"id": ep.ID}, &onC)
+	if onC.Endpoint == nil || onC.Endpoint.ID != ep.ID {
+		t.Fatalf("C does not show the Endpoint created on A at position %d: %+v", pos, onC.Endpoint)
+	}
+	// A socket on C authenticates with the token issued on A, naming the
+	// position in connection_init, and watches the Endpoint's deliveries.
+	live := c.SubscribeInit(t, token, map[string]any{"relayPosition": pos}, watchQuery, map[string]any{"a": ep.ID})
+
+	var slow atomic.Bool // the local handler takes 100 ms while set, so forwards are in flight when B dies
+	target := localTarget(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			select {
+			case <-time.After(100 * time.Millisecond): // the local handler's work, not synchronisation
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprint(w, "ok "+r.URL.Path)
+	}))
+	lb := startFailover(t, b, c) // B first; C once B refuses connections
+	agent := b.StartAgentVia(t, lb, token, ep.ID, target)
+	for _, r := range []*harness.Relay{a, b, c} {
+		waitAgent(t, r, token, ep.ID, true)
+	}
+	if nodes := sessionNodes(t, store); !slices.Equal(nodes, []string{"b"}) {
+		t.Fatalf("agent sessions recorded on nodes %v, want [b]", nodes)
+	}
+
+	// A sender on A is served by the agent on B.
+	if resp := send(t, a, ep.ID, "POST", "/first", nil, []byte(`{"n":1}`)); resp.Status != 200 || string(resp.Body) != "ok /first" {
+		t.Fatalf("sender on A: %d %q, want 200 from the agent on B", resp.Status, resp.Body)
+	}
+	seen := false
+	for !seen {
+		var m struct{ Deliveries struct{ Path string } }
+		if err := json.Unmarshal(live.Next(t, 15*time.Second), &m); err != nil {
+			t.Fatal(err)
+		}
+		seen = m.Deliveries.Path == "/first"
+	}
+	// A retry asked on C goes to the agent on B too.
+	first := deliveryAt(t, c, token, ep.ID, "/first")
+	var retried struct{ RetryDelivery proxied }
+	c.MustGraphQL(t, token, retryMutation, map[string]any{"id": first.ID}, &retried)
+	if got := attemptStatuses(retried.RetryDelivery); !slices.Equal(got, []int{200, 200}) {
+		t.Fatalf("retry on C: attempts %v, want [200 200]", got)
+	}
+
+	// A restart of A closes only A's own sessions: the agent's, on B, stays.
+	a.Stop(t)
+	a.Restart(t)
+	waitAgent(t, a, token, ep.ID, true)
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		if e.Type == "agent.disconnected.v1" {
+			t.Fatalf("restarting A closed a session of another node: %s", e.Data)
+		}
+	}
+	if resp := send(t, a, ep.ID, "POST", "/after-restart", nil, nil); resp.Status != 200 {
+		t.Fatalf("after A's restart: %d %q", resp.Status, resp.Body)
+	}
+
+	// kill -9 of B in the middle of a bounded load on A.
+	slow.Store(true)
+	results := make([]loadResult, 200)
+	var answered atomic.Int64
+	loaded := make(chan struct{})
+	go func() { runLoad(a, ep.ID, "/load/", results, 8, &answered); close(loaded) }()
+	harness.Eventually(t, 30*time.Second, "40 load requests answered", func() bool { return answered.Load() >= 40 })
+	killedAt := time.Now()
+	b.Kill(t)
+	<-loaded // bounded: 200 requests, each within the client's timeout
+	slow.Store(false)
+	var inFlight int
+	var longest time.Duration
+	statuses := map[int]int{}
+	for _, r := range results {
+		statuses[r.status]++
+		if r.start.Before(killedAt) && r.end.After(killedAt) {
+			inFlight++
+			longest = max(longest, r.end.Sub(killedAt))
+		}
+	}
+	t.Logf("kill -9 of B: %d requests in flight ended within %s of the kill (lease %s); statuses %v",
+		inFlight, longest.Round(time.Millisecond), clusterLease, statuses)
+	if inFlight == 0 {
+		t.Error("no request was in flight when B was killed")
+	}
+	for i, r := range results {
+		if r.err != nil || (r.status != 200 && r.status != 503) {
+			t.Errorf("load request %d: status %d, %v", i, r.status, r.err)
+		}
+	}
+	// The agent reconnects through the proxy to C and forwarding resumes.
+	waitAgent(t, a, token, ep.ID, true)
+	if resp := send(t, a, ep.ID, "POST", "/resumed", nil, nil); resp.Status != 200 || string(resp.Body) != "ok /resumed" {
+		t.Fatalf("after B's death: %d %q\nagent:\n%s", resp.Status, resp.Body, agent.Output())
+	}
+	if nodes := sessionNodes(t, store); !slices.Contains(nodes, "c") {
+		t.Fatalf("the agent did not reconnect to C: sessions on %v", nodes)
+	}
+
+	// A NATS server goes: the log (R3) and the bus go on with the other two.
+	nats.Servers[0].Shutdown()
+	after := make([]loadResult, 30)
+	runLoad(a, ep.ID, "/nats/", after, 4, nil)
+	natsStatuses := map[int]int{}
+	for _, r := range after {
+		natsStatuses[r.status]++
+	}
+	t.Logf("with one NATS server stopped: statuses %v", natsStatuses)
+	if natsStatuses[200] == 0 {
+		t.Errorf("no request was forwarded with one NATS server stopped: %v", natsStatuses)
+	}
+
+	// Every answered request is in the log with exactly one outcome, the
+	// one its sender got.
+	checkLog(t, store, map[string][]loadResult{"/load/": results, "/nats/": after})
+
+	// Views converge: A's and C's histories equal that of a new node whose
+	// views are rebuilt from the log.
+	d := harness.Start(t, "", flags("d")...)
+	want := historyOf(t, d, token, ep.ID)
+	if len(want) < len(results)+len(after) {
+		t.Fatalf("rebuilt history has %d deliveries, want at least %d", len(want), len(results)+len(after))
+	}
+	for name, r := range map[string]*harness.Relay{"a": a, "c": c} {
+		harness.Eventually(t, 20*time.Second, "history of "+name+" equal to the rebuilt one", func() bool {
+			return historyOf(t, r, token, ep.ID) == want
+		})
+	}
+}
+
+// gqlAfter posts a GraphQL operation to r, naming position (if not 0) in
+// X-Relay-Position; it fails on any error, decodes data into v and returns
+// the position the answer carries (it must carry one after a change).
+func gqlAfter(t *testing.T, r *harness.Relay, token string, position uint64, query string, vars map[string]any, v any) uint64 {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if position > 0 {
+		req.Header.Set("X-Relay-Position", strconv.FormatUint(position, 10))
+	}
+	resp, err := harness.Client.Do(r.Route(req))
+	if err != nil {
+		t.Fatalf("graphql: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out harness.GQLResult
+	if err := json.Unmarshal(raw, &out); err != nil || len(out.Errors) > 0 {
+		t.Fatalf("graphql on :%d answered %s: %s", r.Port, resp.Status, raw)
+	}
+	if err := json.Unmarshal(out.Data, v); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := strconv.ParseUint(resp.Header.Get("X-Relay-Position"), 10, 64)
+	if strings.HasPrefix(strings.TrimSpace(query), "mutation") && got == 0 {
+		t.Fatalf("the answer to a change carries no X-Relay-Position: %s", raw)
+	}
+	return got
+}
+
+// startFailover serves a reverse proxy on 127.0.0.1 that sends each
+// request to the first of relays that accepts a connection: a load
+// balancer in front of a cluster, in the least code.
+func startFailover(t *testing.T, relays ...*harness.Relay) string {
+	t.Helper()
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1"})
+			pr.Out.Host = pr.In.Host
+		},
+		Transport: failover{relays: relays, next: &http.Transport{DisableKeepAlives: true}},
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+type failover struct {
+	relays []*harness.Relay
+	next   http.RoundTripper
+}
+
+func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
+	var err error
+	for _, r := range f.relays {
+		out := req.Clone(req.Context())
+		out.URL.Host = "127.0.0.1:" + strconv.Itoa(r.Port)
+		var resp *http.Response
+		if resp, err = f.next.RoundTrip(out); !errors.Is(err, syscall.ECONNREFUSED) {
+			return resp, err
+		}
+	}
+	return nil, err
+}
+
+type loadResult struct {
+	status     int
+	body       string
+	start, end time.Time
+	err        error
+}
+
+// runLoad sends len(results) requests to an address of r, path prefix+i,
+// with concurrency workers, and counts the answered ones in answered.
+func runLoad(r *harness.Relay, address, prefix string, results []loadResult, concurrency int, answered *atomic.Int64) {
+	client := harness.LoadClient(concurrency)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(results) {
+					return
+				}
+				req, _ := http.NewRequest(http.MethodPost, "http://"+r.AddressHost(address)+prefix+strconv.Itoa(i), strings.NewReader("{}"))
+				res := loadResult{start: time.Now()}
+				resp, err := client.Do(r.Route(req))
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					res.status, res.body = resp.StatusCode, string(b)
+				}
+				res.end, res.err = time.Now(), err
+				results[i] = res
+				if answered != nil {
+					answered.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sessionNodes lists the nodes holding the sessions the log shows open.
+func sessionNodes(t *testing.T, store string) []string {
+	t.Helper()
+	open := map[string]string{}
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		var s struct {
+			AgentID string `json:"agent_id"`
+			Node    string
+		}
+		switch e.Type {
+		case "agent.connected.v1":
+			_ = json.Unmarshal(e.Data, &s)
+			open[s.AgentID] = s.Node
+		case "agent.disconnected.v1":
+			_ = json.Unmarshal(e.Data, &s)
+			delete(open, s.AgentID)
+		}
+	}
+	var nodes []string
+	for _, n := range open {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
+}
+
+// checkLog checks that every attempt in the log has exactly one outcome and
+// that each answered request (by path prefix+i) is in the log with the
+// outcome its sender got.
+func checkLog(t *testing.T, store string, loads map[string][]loadResult) {
+	t.Helper()
+	type event struct {
+		DeliveryID string `json:"delivery_id"`
+		AttemptID  string `json:"attempt_id"`
+		Target     string
+		Status     int
+		Error      string
+	}
+	byPath := map[string]string{}   // path → delivery
+	attempts := map[string]string{} // attempt → delivery
+	outcomes := map[string][]event{}
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		var ev event
+		_ = json.Unmarshal(e.Data, &ev)
+		switch e.Type {
+		case "delivery.received.v1":
+			byPath[ev.Target] = ev.DeliveryID
+		case "forward.requested.v1":
+			attempts[ev.AttemptID] = ev.DeliveryID
+		case "forward.responded.v1", "forward.failed.v1":
+			outcomes[ev.AttemptID] = append(outcomes[ev.AttemptID], ev)
+		}
+	}
+	lastOutcome := map[string]event{} // delivery → its attempt's outcome (one attempt per load delivery)
+	for attempt, delivery := range attempts {
+		if n := len(outcomes[attempt]); n != 1 {
+			t.Errorf("attempt %s of delivery %s has %d recorded outcomes, want 1: %+v", attempt, delivery, n, outcomes[attempt])
+			continue
+		}
+		lastOutcome[delivery] = outcomes[attempt][0]
+	}
+	for prefix, results := range loads {
+		lost := 0
+		for i, r := range results {
+			if r.err != nil || r.status == 0 {
+				continue
+			}
+			path := prefix + strconv.Itoa(i)
+			id, ok := byPath[path]
+			if !ok {
+				t.Errorf("%s was answered %d but is not in the log", path, r.status)
+				continue
+			}
+			out, ok := lastOutcome[id]
+			if !ok {
+				continue // answered by the relay itself (no attempt)
+			}
+			if out.Status != r.status {
+				t.Errorf("%s: sender got %d, the log holds %d (%s)", path, r.status, out.Status, out.Error)
+			}
+			if strings.Contains(out.Error, "relay node lost") {
+				lost++
+			}
+		}
+		t.Logf("%s: %d answers checked against the log, %d settled as relay node lost", prefix, len(results), lost)
+	}
+}
+
+// historyOf is an Endpoint's history as one relay's views show it, in a
+// form that compares across nodes.
+func historyOf(t *testing.T, r *harness.Relay, token, endpointID string) string {
+	t.Helper()
+	var all []json.RawMessage
+	var after any
+	for {
+		var out struct {
+			Endpoint *struct {
+				Deliveries struct {
+					Nodes    []json.RawMessage
+					PageInfo struct {
+						HasNextPage bool
+						EndCursor   *string
+					}
+				}
+			}
+		}
+		r.MustGraphQL(t, token, `query($id: ID!, $after: String){ endpoint(id: $id){ deliveries(first: 50, after: $after){
+			nodes{ id path responseStatus attempts{ id status error retry } } pageInfo{ hasNextPage endCursor } } } }`,
+			map[string]any{"id": endpointID, "after": after}, &out)
+		if out.Endpoint == nil {
+			t.Fatalf("endpoint %s is null on :%d", endpointID, r.Port)
+		}
+		all = append(all, out.Endpoint.Deliveries.Nodes...)
+		p := out.Endpoint.Deliveries.PageInfo
+		if !p.HasNextPage || p.EndCursor == nil {
+			b, _ := json.Marshal(all)
+			return string(b)
+		}
+		after = *p.EndCursor
+	}
+}
+
+// TestReadAfterPosition: a change's answer names its log position; a
+// request naming a position the views have reached is served, one naming a
+// position beyond them waits --views-wait and is refused UNAVAILABLE, and a
+// WebSocket naming one in connection_init is refused (4403) the same way.
+func TestReadAfterPosition(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", "--views-wait", "300ms")
+	var up struct{ SignUp struct{ Token string } }
+	pos := gqlAfter(t, r, "", 0, `mutation{ signUp(name: "ryw"){ token } }`, nil, &up)
+	var me struct{ Endpoints []struct{ ID string } }
+	gqlAfter(t, r, up.SignUp.Token, pos, `{ endpoints{ id } }`, nil, &me)
+
+	beyond := strconv.FormatUint(pos+1_000_000, 10)
+	for _, tc := range []struct {
+		header string
+		status int
+		code   string
+	}{
+		{beyond, http.StatusServiceUnavailable, "UNAVAILABLE"},
+		{"not-a-position", http.StatusBadRequest, "INVALID_INPUT"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", strings.NewReader(`{"query":"{ endpoints{ id } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+up.SignUp.Token)
+		req.Header.Set("X-Relay-Position", tc.header)
+		resp, err := harness.Client.Do(r.Route(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out harness.GQLResult
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || len(out.Errors) == 0 || out.Errors[0].Code() != tc.code {
+			t.Errorf("X-Relay-Position %s: %d %+v, want %d %s", tc.header, resp.StatusCode, out.Errors, tc.status, tc.code)
+		}
+	}
+
+	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 10 * time.Second}
+	conn, _, err := d.Dial("ws://127.0.0.1:"+strconv.Itoa(r.Port)+"/graphql", http.Header{"Host": {"localhost:" + strconv.Itoa(r.Port)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{
+		"Authorization": "Bearer " + up.SignUp.Token, "relayPosition": beyond}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	var closed *websocket.CloseError
+	if !errors.As(err, &closed) || closed.Code != 4403 {
+		t.Fatalf("connection_init beyond the views: %v, want close 4403", err)
+	}
+}

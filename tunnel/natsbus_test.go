@@ -1,0 +1,96 @@
+package tunnel
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/internal/natstest"
+	"github.com/relayhq/relay/record"
+)
+
+// natsNode is one node's Hub on a NATS bus over a shared store; locate
+// names where the sessions of any Endpoint are.
+func natsNode(t *testing.T, url, node string, store domain.EventStore, locate string) *env {
+	t.Helper()
+	bus, err := NewNATSBus(nil, []string{url}, "test "+node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{store: store, codec: domain.NewCodec(), bus: bus}
+	cfg := HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Node: node}), Node: node}
+	if locate != "" {
+		cfg.Remote = NewClient(bus)
+		cfg.Locate = func(string) (string, bool) { return locate, true }
+	}
+	e.hub = NewHub(cfg, bus)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bus.Run(ctx) }()
+	<-bus.Running()
+	t.Cleanup(func() {
+		e.hub.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("bus run: %v", err)
+		}
+		if err := bus.Close(); err != nil {
+			t.Errorf("bus close: %v", err)
+		}
+	})
+	return e
+}
+
+// On the NATS bus a node's command reaches the node holding the session,
+// several at once (a slow forward does not hold up the next), and each
+// outcome comes back to its caller.
+func TestNATSBusCarriesForwardsBetweenNodes(t *testing.T) {
+	url := natstest.Start(t).URL()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	back := natsNode(t, url, "back", store, "")
+	front := natsNode(t, url, "front", store, "back")
+
+	release := make(chan struct{})
+	slowAnswer := func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+		if cmd.Method == "POST" {
+			go func() {
+				<-release
+				out, _ := okAnswer(cmd)
+				out.AttemptID = cmd.AttemptID
+				_ = back.hub.Complete(context.Background(), "acc", "a", out)
+			}()
+			return domain.ForwardOutcome{}, false
+		}
+		return okAnswer(cmd)
+	}
+	back.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, slowAnswer)
+
+	slow := back.receive(t, "ep", "acc") // POST: held until released
+	slowDone := make(chan domain.ForwardOutcome, 1)
+	go func() {
+		out, err := front.hub.Forward(t.Context(), slow)
+		if err != nil {
+			t.Errorf("slow forward: %v", err)
+		}
+		slowDone <- out
+	}()
+	fast := back.receive(t, "ep", "acc")
+	fast.Method = "GET"
+	out, err := front.hub.Forward(t.Context(), fast)
+	if err != nil || out.Status != 200 || string(out.Body) != "pong "+fast.AttemptID || out.Position == 0 {
+		t.Fatalf("forward over NATS while another is in flight = %+v, %v", out, err)
+	}
+	close(release)
+	if out := <-slowDone; out.Status != 200 || string(out.Body) != "pong "+slow.AttemptID {
+		t.Fatalf("slow forward = %+v", out)
+	}
+	if n := front.hub.Connected("ep"); n != 0 {
+		t.Errorf("front counts %d sessions without a directory of the others", n)
+	}
+}
