@@ -1,79 +1,121 @@
 package agentcli
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
-	"github.com/relayhq/relay/domain"
+	"github.com/spf13/pflag"
 )
 
-// config is the agent's validated command line.
-type config struct {
-	server   string // as given, for messages
-	wsURL    string // ws(s)://host/graphql
-	token    string
-	endpoint string
-	target   string
-	timeout  time.Duration
+// CommandLine is the agent's flags, shared by Run and the relay command's
+// `relay agent`: register them with AddFlags, then build Options. The
+// relay command has its own --server and --token (with the stored login).
+type CommandLine struct {
+	Endpoints []string // ID or ID=TARGET, repeatable
+	Target    string   // the target of Endpoints given without one
+	Timeout   time.Duration
+	Insecure  bool
 }
 
-// tokenFlagWarning is printed when the token is given as a flag: the
+// TokenFlagWarning is printed when the token is given as a flag: the
 // command line of a process is readable by every user of the machine
 // (ps, /proc/<pid>/cmdline), the environment is not.
-const tokenFlagWarning = "relay agent: warning: --token shows the token to every local user in the process list; set RELAY_TOKEN instead"
+const TokenFlagWarning = "relay agent: warning: --token shows the token to every local user in the process list; set RELAY_TOKEN instead"
 
-// parseConfig reads flags, falling back to RELAY_* environment variables
-// looked up with env.
-func parseConfig(args []string, stderr io.Writer, env func(string) (string, bool)) (config, error) {
-	getenv := func(k string) string { v, _ := env(k); return v }
-	fs := flag.NewFlagSet("relay agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server := fs.String("server", getenv("RELAY_SERVER"), "relay URL, e.g. http://localhost:8080 (env RELAY_SERVER)")
-	token := fs.String("token", getenv("RELAY_TOKEN"), "API token of the Endpoint's account; prefer env RELAY_TOKEN: a flag shows in the process list to every local user")
-	endpoint := fs.String("endpoint", getenv("RELAY_ENDPOINT"), "ID of the Endpoint to serve (env RELAY_ENDPOINT)")
-	target := fs.String("target", getenv("RELAY_TARGET"), "local target, 127.0.0.1:PORT or localhost:PORT (env RELAY_TARGET)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long a local request may take")
-	if err := fs.Parse(args); err != nil {
-		return config{}, fmt.Errorf("agent: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("agent: unexpected arguments %q", fs.Args())
-	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "token" {
-			fmt.Fprintln(stderr, tokenFlagWarning)
-		}
-	})
+// AddFlags registers the agent's flags on fs, except --server and --token.
+func (c *CommandLine) AddFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&c.Endpoints, "endpoint", nil, "Endpoint to serve, ID or ID=TARGET; repeat for several over one connection (env RELAY_ENDPOINT)")
+	fs.StringVar(&c.Target, "target", "", "local target of Endpoints given without one: PORT, localhost:PORT or http(s)://localhost:PORT/prefix; default the Endpoint's stored target (env RELAY_TARGET)")
+	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "how long a local request may take")
+	fs.BoolVar(&c.Insecure, "insecure", false, "accept any certificate of an https target (a self-signed local one)")
+}
+
+// Options validates the command line and returns Serve's options for
+// server and token (without an Observer).
+func (c *CommandLine) Options(server, token string) (Options, error) {
 	var missing []string
-	for _, f := range []struct{ name, value string }{
-		{"--server", *server}, {"--token", *token}, {"--endpoint", *endpoint}, {"--target", *target},
-	} {
+	for _, f := range []struct{ name, value string }{{"--server", server}, {"--token", token}} {
 		if strings.TrimSpace(f.value) == "" {
 			missing = append(missing, f.name)
 		}
 	}
+	if len(c.Endpoints) == 0 {
+		missing = append(missing, "--endpoint")
+	}
 	if len(missing) > 0 {
-		return config{}, fmt.Errorf("agent: missing %s (flags or RELAY_SERVER, RELAY_TOKEN, RELAY_ENDPOINT, RELAY_TARGET)", strings.Join(missing, ", "))
+		return Options{}, &OptionsError{err: fmt.Errorf("agent: missing %s (flags, RELAY_SERVER, RELAY_TOKEN, RELAY_ENDPOINT, or relay login)", strings.Join(missing, ", "))}
 	}
-	ws, err := websocketURL(*server)
+	if c.Target != "" {
+		if _, err := ParseTarget(c.Target); err != nil {
+			return Options{}, &OptionsError{err: fmt.Errorf("agent: --target: %w", err)}
+		}
+	}
+	if c.Timeout <= 0 {
+		return Options{}, &OptionsError{err: errors.New("agent: --timeout must be positive")}
+	}
+	o := Options{Server: server, Token: token, Timeout: c.Timeout, Insecure: c.Insecure}
+	for _, e := range c.Endpoints {
+		for _, one := range strings.Split(e, ",") {
+			r, err := ParseRoute(one)
+			if err != nil {
+				return Options{}, &OptionsError{err: fmt.Errorf("agent: --endpoint: %w", err)}
+			}
+			if r.Target == "" {
+				r.Target = c.Target
+			}
+			o.Endpoints = append(o.Endpoints, r)
+		}
+	}
+	if _, _, err := o.validate(); err != nil {
+		return Options{}, &OptionsError{err: fmt.Errorf("agent: %w", err)}
+	}
+	return o, nil
+}
+
+// Run is the agent as a program of its own: it parses args (flags, with
+// RELAY_SERVER, RELAY_TOKEN, RELAY_ENDPOINT, RELAY_TARGET from the
+// environment for those not given), serves until ctx ends, and prints
+// the state on stderr and one line per forward on stdout.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseArgs(args, stderr, os.LookupEnv)
 	if err != nil {
-		return config{}, fmt.Errorf("agent: --server: %w", err)
+		return err
 	}
-	if err := domain.ValidateAddressID(*endpoint); err != nil {
-		return config{}, fmt.Errorf("agent: --endpoint: %w", err)
+	o.Observer = &TextObserver{Out: stdout, Status: stderr}
+	return Serve(ctx, o)
+}
+
+func parseArgs(args []string, stderr io.Writer, env func(string) (string, bool)) (Options, error) {
+	fs := pflag.NewFlagSet("relay agent", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c CommandLine
+	var server, token string
+	fs.StringVar(&server, "server", "", "relay URL, e.g. http://localhost:8080 (env RELAY_SERVER)")
+	fs.StringVar(&token, "token", "", "API token of the Endpoints' account (env RELAY_TOKEN); a flag shows in the process list")
+	c.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Options{}, fmt.Errorf("agent: %w", err)
 	}
-	if err := domain.ValidateTarget(*target); err != nil {
-		return config{}, fmt.Errorf("agent: --target %q: %w", *target, err)
+	if fs.NArg() > 0 {
+		return Options{}, &OptionsError{err: fmt.Errorf("agent: unexpected arguments %q", fs.Args())}
 	}
-	if *timeout <= 0 {
-		return config{}, errors.New("agent: --timeout must be positive")
+	if fs.Changed("token") {
+		fmt.Fprintln(stderr, TokenFlagWarning)
 	}
-	return config{server: *server, wsURL: ws, token: *token, endpoint: *endpoint, target: *target, timeout: *timeout}, nil
+	for _, name := range []string{"server", "token", "endpoint", "target"} {
+		if v, ok := env("RELAY_" + strings.ToUpper(name)); ok && v != "" && !fs.Changed(name) {
+			if err := fs.Set(name, v); err != nil {
+				return Options{}, &OptionsError{err: fmt.Errorf("agent: RELAY_%s: %w", strings.ToUpper(name), err)}
+			}
+		}
+	}
+	return c.Options(server, token)
 }
 
 // websocketURL turns the relay's URL into its GraphQL WebSocket URL.

@@ -3,6 +3,7 @@ package agentcli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -41,15 +42,18 @@ type localResult struct {
 
 // forwarder sends forward requests to the one local target it was given.
 type forwarder struct {
-	target  string // host:port, validated with domain.ValidateTarget
+	target  Target
 	timeout time.Duration
 	client  *http.Client
 }
 
-func newForwarder(target string, timeout time.Duration) *forwarder {
+// newForwarder sends to target; insecure accepts any certificate of an
+// https target (a self-signed local one).
+func newForwarder(target Target, timeout time.Duration, insecure bool) *forwarder {
 	transport := &http.Transport{
 		Proxy:               nil, // the target is local; a proxy from the environment must not see it
 		DialContext:         dialHeadConn(newDialer()),
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: insecure}, //nolint:gosec // only with --insecure, for loopback targets
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
 		IdleConnTimeout:     90 * time.Second,
@@ -85,7 +89,7 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	}})
 	hreq, err := f.newRequest(ctx, req)
 	if err != nil {
-		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target}
+		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
 	}
 	resp, err := f.client.Do(hreq)
 	if err != nil {
@@ -97,7 +101,7 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return f.failure(ctx, err)
 	}
 	if len(body) > maxResponseBody {
-		failure := fmt.Sprintf("the answer of the local target %s is larger than %d MiB", f.target, maxResponseBody>>20)
+		failure := fmt.Sprintf("the answer of the local target %s is larger than %d MiB", f.target.Host, maxResponseBody>>20)
 		return localResult{Status: 502, Err: errors.New(failure), Failure: failure}
 	}
 	headers := responseHeaders(resp)
@@ -138,12 +142,12 @@ func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Req
 	if len(req.Body) > 0 {
 		body = bytes.NewReader(req.Body)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, method, "http://"+f.target+"/", body)
+	hreq, err := http.NewRequestWithContext(ctx, method, f.target.Scheme+"://"+f.target.Host+"/", body)
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	hreq.URL = u
-	hreq.Host = f.target
+	hreq.Host = f.target.Host
 	hreq.ContentLength = int64(len(req.Body))
 	for _, h := range domain.StripHopByHop(req.Headers) {
 		switch http.CanonicalHeaderKey(h.Name) {
@@ -159,18 +163,22 @@ func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Req
 	return hreq, nil
 }
 
-// localURL is http://<target> plus the raw path, arranged so that Go writes
-// the request line with the path byte for byte. Opaque is written verbatim,
-// except when it starts with "//" (it would turn into an absolute URL);
-// such paths go through Path and RawPath, which keep double slashes.
-func localURL(target, raw string) (*url.URL, error) {
+// localURL is the target plus the raw path (after the target's prefix),
+// arranged so that Go writes the request line with the path byte for byte.
+// Opaque is written verbatim, except when it starts with "//" (it would
+// turn into an absolute URL); such paths go through Path and RawPath,
+// which keep double slashes.
+func localURL(target Target, raw string) (*url.URL, error) {
 	if raw == "" || (raw[0] != '/' && raw != "*") {
 		return nil, fmt.Errorf("invalid request target %q", raw)
 	}
 	if strings.ContainsAny(raw, " \t\r\n") || strings.ContainsRune(raw, 0x7f) {
 		return nil, fmt.Errorf("invalid request target %q", raw)
 	}
-	u := &url.URL{Scheme: "http", Host: target}
+	if raw != "*" {
+		raw = target.Prefix + raw
+	}
+	u := &url.URL{Scheme: target.Scheme, Host: target.Host}
 	path, query, hasQuery := strings.Cut(raw, "?")
 	u.RawQuery = query
 	u.ForceQuery = hasQuery && query == ""
@@ -210,15 +218,15 @@ func (f *forwarder) failure(ctx context.Context, err error) localResult {
 	status, text := 502, ""
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		text = "nothing listening on " + f.target
+		text = "nothing listening on " + f.target.Host
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		status, text = 504, fmt.Sprintf("the local target %s did not answer within %s", f.target, f.timeout)
+		status, text = 504, fmt.Sprintf("the local target %s did not answer within %s", f.target.Host, f.timeout)
 	case ctx.Err() != nil:
-		text = "the request to the local target " + f.target + " was cancelled"
+		text = "the request to the local target " + f.target.Host + " was cancelled"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
-		text = "the local target " + f.target + " closed the connection"
+		text = "the local target " + f.target.Host + " closed the connection"
 	default:
-		text = "no valid HTTP answer from the local target " + f.target
+		text = "no valid HTTP answer from the local target " + f.target.Host
 	}
 	return localResult{Status: status, Err: fmt.Errorf("%s: %w", text, unwrapURLError(err)), Failure: text}
 }

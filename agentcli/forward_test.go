@@ -53,7 +53,7 @@ func next(t *testing.T, ch <-chan seen) seen {
 
 func TestForwardKeepsRawPathByteForByte(t *testing.T) {
 	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
-	f := newForwarder(target, 5*time.Second)
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 	for _, path := range []string{
 		"/",
@@ -86,7 +86,7 @@ func TestForwardKeepsRawPathByteForByte(t *testing.T) {
 
 func TestForwardRefusesNonOriginTargets(t *testing.T) {
 	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {})
-	f := newForwarder(target, time.Second)
+	f := newForwarder(httpTarget(target), time.Second, false)
 	defer f.close()
 	for _, path := range []string{"", "x", "http://evil.example/", "/a b", "/a\r\nX: y"} {
 		res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
@@ -110,7 +110,7 @@ func TestForwardHeadersAndBody(t *testing.T) {
 		w.WriteHeader(418)
 		w.Write(append([]byte("echo:"), body...))
 	})
-	f := newForwarder(target, 5*time.Second)
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 
 	res := f.forward(t.Context(), localRequest{
@@ -185,7 +185,7 @@ func TestForwardKeepsUserAgentAndCompressedBody(t *testing.T) {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Write(gz.Bytes())
 	})
-	f := newForwarder(target, 5*time.Second)
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/", Headers: []domain.Header{{Name: "User-Agent", Value: "Stripe/1.0"}}})
 	if res.Err != nil {
@@ -203,7 +203,7 @@ func TestForwardDoesNotFollowRedirects(t *testing.T) {
 	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)
 	})
-	f := newForwarder(target, 5*time.Second)
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 	res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/start", Body: []byte("x")})
 	if res.Err != nil {
@@ -236,7 +236,7 @@ func TestForwardNothingListening(t *testing.T) {
 	}
 	target := l.Addr().String()
 	l.Close()
-	f := newForwarder(target, 5*time.Second)
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 	res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/x"})
 	want := "nothing listening on " + target
@@ -257,7 +257,7 @@ func TestForwardSlowTargetTimesOut(t *testing.T) {
 		case <-release:
 		}
 	})
-	f := newForwarder(target, 200*time.Millisecond)
+	f := newForwarder(httpTarget(target), 200*time.Millisecond, false)
 	defer f.close()
 	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/slow"})
 	if res.Status != 504 || res.Err == nil {
@@ -272,7 +272,7 @@ func TestForwardBoundsResponseBody(t *testing.T) {
 	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Write(make([]byte, maxResponseBody+1))
 	})
-	f := newForwarder(target, 10*time.Second)
+	f := newForwarder(httpTarget(target), 10*time.Second, false)
 	defer f.close()
 	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/big"})
 	if res.Err == nil || !strings.Contains(res.Err.Error(), "larger than 10 MiB") {
@@ -282,7 +282,7 @@ func TestForwardBoundsResponseBody(t *testing.T) {
 
 func TestForwardCancelled(t *testing.T) {
 	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	f := newForwarder(target, 10*time.Second)
+	f := newForwarder(httpTarget(target), 10*time.Second, false)
 	defer f.close()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -330,7 +330,7 @@ func TestForwardDropsHeadersNamedWithClose(t *testing.T) {
 		w.Header().Set("X-Kept", "yes")
 		io.WriteString(w, "ok")
 	})
-	f := newForwarder(target, 5*time.Second)
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 	for _, path := range []string{"/keep", "/close"} {
 		res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
@@ -347,3 +347,6 @@ func TestForwardDropsHeadersNamedWithClose(t *testing.T) {
 		}
 	}
 }
+
+// httpTarget is an http target at hostport.
+func httpTarget(hostport string) Target { return Target{Scheme: "http", Host: hostport} }

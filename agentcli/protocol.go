@@ -31,13 +31,15 @@ const (
 	closeForbidden    = 4403
 )
 
-const forwardRequestsQuery = `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 } }`
+// forwardRequestsQuery names the agent's local target ($t, host:port) for
+// the relay's record of the session; each Endpoint may have its own.
+const forwardRequestsQuery = `subscription($e: ID!, $t: String){ forwardRequests(endpointId: $e, target: $t){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 } }`
 
 // endpointQuery asks what the agent serves before it subscribes: it tells a
 // bad token or an unknown Endpoint apart from a working connection, gives
 // the public URL, whether the Endpoint forwards at all, and how many agents
 // already serve it.
-const endpointQuery = `query($e: ID!){ endpoint(id: $e){ url mode agentCount } }`
+const endpointQuery = `query($e: ID!){ endpoint(id: $e){ name url mode target agentCount } }`
 
 const completeForwardMutation = `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`
 
@@ -160,9 +162,11 @@ func toWireHeaders(hs []domain.Header) []wireHeader {
 
 // endpointInfo is the answer to endpointQuery.
 type endpointInfo struct {
-	URL        string `json:"url"`
-	Mode       string `json:"mode"`
-	AgentCount int    `json:"agentCount"`
+	Name       string  `json:"name"`
+	URL        string  `json:"url"`
+	Mode       string  `json:"mode"`
+	Target     *string `json:"target"`
+	AgentCount int     `json:"agentCount"`
 }
 
 // completeInput is CompleteForwardInput.
@@ -175,17 +179,6 @@ type completeInput struct {
 	Failure    string       `json:"failure,omitempty"`
 	DurationMs int64        `json:"durationMs"`
 }
-
-// RefusedError is the server refusing the agent for a reason that retrying
-// will not change: a bad token (401, UNAUTHENTICATED), a forbidden
-// connection (403) or an Endpoint this token does not know (NOT_FOUND).
-// The agent stops with it; Run's caller exits with ExitCode.
-type RefusedError struct{ reason string }
-
-func (e *RefusedError) Error() string { return e.reason }
-
-// ExitCode is 2, the relay command's code for a refusal.
-func (e *RefusedError) ExitCode() int { return 2 }
 
 // gqlErrorsErr turns GraphQL errors of the agent's connection (the
 // Endpoint query and the forwardRequests subscription) into an error;

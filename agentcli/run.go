@@ -3,33 +3,20 @@ package agentcli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"time"
 )
 
-// Run is `relay agent`: it serves the Endpoint until ctx is cancelled and
-// then returns nil. Network failures and server restarts are reported on
-// stderr and retried with backoff; invalid flags return an error, and a
-// refusal that retrying cannot change (bad token, unknown Endpoint) returns
-// a *RefusedError (ExitCode 2).
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, stderr, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	return newAgent(cfg, stdout, stderr).run(ctx)
-}
-
-// agent is a running `relay agent`.
+// agent is a running Serve.
 type agent struct {
-	cfg    config
-	fwd    *forwarder
-	stdout *syncWriter // one line per forwarded request
-	stderr *syncWriter // connection state
+	opts   Options
+	wsURL  string
+	routes []route
+	obs    Observer
+
+	fwdMu sync.Mutex
+	fwds  map[Target]*forwarder // one connection pool per local target
 
 	pingInterval time.Duration // how often the agent pings the server
 	readTimeout  time.Duration // silence after which the socket is dead
@@ -38,29 +25,63 @@ type agent struct {
 	backoffCap   time.Duration
 }
 
-func newAgent(cfg config, stdout, stderr io.Writer) *agent {
+func newAgent(o Options) (*agent, error) {
+	ws, routes, err := o.validate()
+	if err != nil {
+		return nil, &OptionsError{err: err}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	obs := o.Observer
+	if obs == nil {
+		obs = discard{}
+	}
 	return &agent{
-		cfg:          cfg,
-		fwd:          newForwarder(cfg.target, cfg.timeout),
-		stdout:       &syncWriter{w: stdout},
-		stderr:       &syncWriter{w: stderr},
+		opts:         o,
+		wsURL:        ws,
+		routes:       routes,
+		obs:          obs,
+		fwds:         map[Target]*forwarder{},
 		pingInterval: 3 * time.Second,
 		readTimeout:  10 * time.Second, // about three missed pongs
 		writeTimeout: 10 * time.Second,
 		backoffBase:  500 * time.Millisecond,
 		backoffCap:   10 * time.Second,
+	}, nil
+}
+
+// forwarder returns the forwarder of a local target.
+func (a *agent) forwarder(t Target) *forwarder {
+	a.fwdMu.Lock()
+	defer a.fwdMu.Unlock()
+	f, ok := a.fwds[t]
+	if !ok {
+		f = newForwarder(t, a.opts.Timeout, a.opts.Insecure)
+		a.fwds[t] = f
+	}
+	return f
+}
+
+func (a *agent) closeForwarders() {
+	a.fwdMu.Lock()
+	defer a.fwdMu.Unlock()
+	for _, f := range a.fwds {
+		f.close()
 	}
 }
 
-// run keeps a session open, reconnecting after every drop.
+// run keeps a session open, reconnecting after every drop: the one
+// reconnect logic of every agent (relay agent, relay listen, the desktop).
 func (a *agent) run(ctx context.Context) error {
-	defer a.fwd.close()
+	defer a.closeForwarders()
+	a.obs.State(StateEvent{State: Connecting, Server: a.wsURL})
 	failures := 0
 	for {
 		started := time.Now()
 		acked, err := a.serve(ctx)
 		if ctx.Err() != nil {
-			a.stderr.printf("agent stopped\n")
+			a.obs.State(StateEvent{State: Stopped, Server: a.wsURL})
 			return nil
 		}
 		// A session that stood for a while resets the backoff; a server
@@ -70,16 +91,18 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		var refused *RefusedError
 		if errors.As(err, &refused) {
-			return &RefusedError{reason: fmt.Sprintf("refused by %s: %v", a.cfg.server, refused)}
+			reason := "refused by " + a.opts.Server + ": " + refused.Error()
+			a.obs.State(StateEvent{State: Refused, Server: a.wsURL, Reason: reason})
+			return &RefusedError{reason: reason}
 		}
 		delay := a.backoff(failures)
 		failures++
-		a.stderr.printf("disconnected: %v; reconnecting in %s\n", err, delay.Round(100*time.Millisecond))
+		a.obs.State(StateEvent{State: Reconnecting, Server: a.wsURL, Reason: err.Error(), NextTry: time.Now().Add(delay)})
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			a.stderr.printf("agent stopped\n")
+			a.obs.State(StateEvent{State: Stopped, Server: a.wsURL})
 			return nil
 		case <-t.C:
 		}
@@ -95,16 +118,4 @@ func (a *agent) backoff(failures int) time.Duration {
 	}
 	d = min(d, a.backoffCap)
 	return d/2 + rand.N(d/2+1)
-}
-
-// syncWriter serializes lines written by concurrent goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) printf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(s.w, format, args...)
 }

@@ -17,22 +17,29 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// subscriptionID is the operation ID of the forwardRequests subscription.
-const subscriptionID = "forward-requests"
-
-// describeID is the operation ID of the endpointQuery sent on connect.
-const describeID = "describe-endpoint"
+// Operation IDs: the i-th Endpoint's forwardRequests subscription and
+// the endpointQuery sent for it on connect.
+func subscriptionID(i int) string { return "forward-" + strconv.Itoa(i) }
+func describeID(i int) string     { return "describe-" + strconv.Itoa(i) }
 
 // session is one WebSocket connection to the relay.
 type session struct {
-	a    *agent
-	conn *websocket.Conn
+	a      *agent
+	conn   *websocket.Conn
+	served map[string]*served // subscription ID → the Endpoint it serves
 
 	writeMu sync.Mutex // gorilla allows one writer at a time
 
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
 	nextOp int
+}
+
+// served is an Endpoint of the session with its resolved target.
+type served struct {
+	info   EndpointInfo
+	target Target
+	fwd    *forwarder
 }
 
 // serve runs one connection until it drops or ctx ends. acked reports
@@ -43,7 +50,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		HandshakeTimeout: a.readTimeout,
 		Subprotocols:     []string{subprotocol},
 	}
-	conn, resp, err := dialer.DialContext(ctx, a.cfg.wsURL, nil)
+	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
 	if err != nil {
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return false, &RefusedError{reason: fmt.Sprintf("%s (check --token)", resp.Status)}
@@ -54,15 +61,15 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 			// bare domain.
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
-			return false, fmt.Errorf("connect to %s: %w: server answered %s %q", a.cfg.wsURL, err, resp.Status, strings.TrimSpace(string(body)))
+			return false, fmt.Errorf("connect to %s: %w: server answered %s %q", a.wsURL, err, resp.Status, strings.TrimSpace(string(body)))
 		}
-		return false, fmt.Errorf("connect to %s: %w", a.cfg.wsURL, err)
+		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
 	if conn.Subprotocol() != subprotocol {
 		conn.Close()
-		return false, fmt.Errorf("connect to %s: server does not speak %s", a.cfg.wsURL, subprotocol)
+		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, subprotocol)
 	}
-	s := &session{a: a, conn: conn, ops: map[string]chan error{}}
+	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}}
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -89,16 +96,23 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		}
 		return false, s.readErr(ctx, err)
 	}
-	// The Endpoint is asked for before anything is announced: a bad token
-	// or an unknown Endpoint is a refusal, not a connection.
-	ep, err := s.describe()
-	if err != nil {
-		return false, s.readErr(ctx, err)
+	// The Endpoints are asked for before anything is announced: a bad
+	// token or an unknown Endpoint is a refusal, not a connection.
+	infos := make([]EndpointInfo, 0, len(a.routes))
+	for i, r := range a.routes {
+		sv, err := s.describe(i, r)
+		if err != nil {
+			return false, s.readErr(ctx, err)
+		}
+		s.served[subscriptionID(i)] = sv
+		infos = append(infos, sv.info)
 	}
-	a.stderr.printf("connected to %s, forwarding to http://%s\n", a.cfg.wsURL, a.cfg.target)
-	s.described(ep)
-	if err := s.subscribe(subscriptionID, forwardRequestsQuery, map[string]any{"e": a.cfg.endpoint}); err != nil {
-		return true, s.readErr(ctx, err)
+	a.obs.State(StateEvent{State: Connected, Server: a.wsURL, Endpoints: infos})
+	for i := range a.routes {
+		sv := s.served[subscriptionID(i)]
+		if err := s.subscribe(subscriptionID(i), forwardRequestsQuery, map[string]any{"e": sv.info.ID, "t": sv.target.Host}); err != nil {
+			return true, s.readErr(ctx, err)
+		}
 	}
 	wg.Add(1)
 	go func() {
@@ -112,7 +126,12 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 // (which the relay records with the agent's connection) and waits for the
 // ack.
 func (s *session) handshake() error {
-	payload, err := json.Marshal(map[string]string{"Authorization": "Bearer " + s.a.cfg.token, "agentTarget": s.a.cfg.target})
+	init := map[string]string{"Authorization": "Bearer " + s.a.opts.Token}
+	if t := s.a.routes[0].target; t != nil {
+		// Relays without forwardRequests' target argument record this one.
+		init["agentTarget"] = t.Host
+	}
+	payload, err := json.Marshal(init)
 	if err != nil {
 		return err
 	}
@@ -138,40 +157,56 @@ func (s *session) handshake() error {
 	}
 }
 
-// describe runs endpointQuery and waits for its answer. Its complete
-// message comes later and is ignored by the read loop.
-func (s *session) describe() (endpointInfo, error) {
-	if err := s.subscribe(describeID, endpointQuery, map[string]any{"e": s.a.cfg.endpoint}); err != nil {
-		return endpointInfo{}, err
+// describe runs endpointQuery for the i-th route and waits for its
+// answer. Its complete message comes later and is ignored by the read loop.
+func (s *session) describe(i int, r route) (*served, error) {
+	id := describeID(i)
+	if err := s.subscribe(id, endpointQuery, map[string]any{"e": r.id}); err != nil {
+		return nil, err
 	}
 	for {
 		m, err := s.read()
 		if err != nil {
-			return endpointInfo{}, err
+			return nil, err
 		}
 		switch {
 		case m.Type == msgPing:
 			if err := s.write(wsMessage{Type: msgPong}); err != nil {
-				return endpointInfo{}, err
+				return nil, err
 			}
 			continue
-		case m.ID != describeID:
+		case m.ID != id:
 			continue
 		case m.Type == msgError:
 			var errs []gqlError
 			if err := json.Unmarshal(m.Payload, &errs); err != nil {
-				return endpointInfo{}, fmt.Errorf("endpoint query: %s", m.Payload)
+				return nil, fmt.Errorf("endpoint query: %s", m.Payload)
 			}
-			return endpointInfo{}, gqlErrorsErr(errs, s.a.cfg.endpoint)
+			return nil, gqlErrorsErr(errs, r.id)
 		case m.Type != msgNext || m.next == nil:
-			return endpointInfo{}, fmt.Errorf("endpoint query: unexpected %q", m.Type)
+			return nil, fmt.Errorf("endpoint query: unexpected %q", m.Type)
 		case len(m.next.Errors) > 0:
-			return endpointInfo{}, gqlErrorsErr(m.next.Errors, s.a.cfg.endpoint)
+			return nil, gqlErrorsErr(m.next.Errors, r.id)
 		case m.next.Data.Endpoint == nil:
 			// Another account's Endpoint reads as null, like an unknown id.
-			return endpointInfo{}, gqlErrorsErr([]gqlError{notFound}, s.a.cfg.endpoint)
+			return nil, gqlErrorsErr([]gqlError{notFound}, r.id)
 		}
-		return *m.next.Data.Endpoint, nil
+		ep := *m.next.Data.Endpoint
+		var target Target
+		switch {
+		case r.target != nil:
+			target = *r.target
+		case ep.Target != nil && *ep.Target != "":
+			t, err := ParseTarget(*ep.Target)
+			if err != nil {
+				return nil, &RefusedError{reason: fmt.Sprintf("endpoint %s: stored target: %v", r.id, err)}
+			}
+			target = t
+		default:
+			return nil, &RefusedError{reason: fmt.Sprintf("endpoint %s has no target: give one (--endpoint %s=PORT)", r.id, r.id)}
+		}
+		info := EndpointInfo{ID: r.id, Name: ep.Name, URL: ep.URL, Mode: ep.Mode, Target: target.String(), OtherAgents: ep.AgentCount}
+		return &served{info: info, target: target, fwd: s.a.forwarder(target)}, nil
 	}
 }
 
@@ -197,20 +232,19 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case msgPong, msgConnectionAck:
 			// Any message already moved the read deadline.
 		case msgNext, msgError, msgComplete:
-			switch m.ID {
-			case subscriptionID:
-			default:
+			sv, ok := s.served[m.ID]
+			if !ok {
 				s.finishOp(m)
 				continue
 			}
-			fr, err := s.subscriptionItem(m)
+			fr, err := s.subscriptionItem(m, sv.info.ID)
 			if err != nil {
 				return err
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.handle(ctx, fr)
+				s.handle(ctx, sv, fr)
 			}()
 		default:
 			return fmt.Errorf("unexpected message %q", m.Type)
@@ -220,7 +254,7 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 
 // subscriptionItem reads a forward request from a message of the
 // subscription; the subscription's end or error ends the session.
-func (s *session) subscriptionItem(m wsMessage) (forwardRequest, error) {
+func (s *session) subscriptionItem(m wsMessage, endpoint string) (forwardRequest, error) {
 	switch m.Type {
 	case msgComplete:
 		return forwardRequest{}, errors.New("server ended the forwardRequests subscription")
@@ -229,13 +263,13 @@ func (s *session) subscriptionItem(m wsMessage) (forwardRequest, error) {
 		if err := json.Unmarshal(m.Payload, &errs); err != nil {
 			return forwardRequest{}, fmt.Errorf("subscription error: %s", m.Payload)
 		}
-		return forwardRequest{}, gqlErrorsErr(errs, s.a.cfg.endpoint)
+		return forwardRequest{}, gqlErrorsErr(errs, endpoint)
 	}
 	if m.next == nil {
 		return forwardRequest{}, fmt.Errorf("decode forward request: %s", m.Payload)
 	}
 	if len(m.next.Errors) > 0 {
-		return forwardRequest{}, gqlErrorsErr(m.next.Errors, s.a.cfg.endpoint)
+		return forwardRequest{}, gqlErrorsErr(m.next.Errors, endpoint)
 	}
 	if m.next.Data.ForwardRequests == nil {
 		return forwardRequest{}, errors.New("decode forward request: next message without forwardRequests")
@@ -243,23 +277,26 @@ func (s *session) subscriptionItem(m wsMessage) (forwardRequest, error) {
 	return *m.next.Data.ForwardRequests, nil
 }
 
-// handle forwards one request to the local target and reports the answer.
-func (s *session) handle(ctx context.Context, fr forwardRequest) {
+// handle forwards one request to the local target, reports the answer
+// and tells the observer.
+func (s *session) handle(ctx context.Context, sv *served, fr forwardRequest) {
+	ev := ForwardEvent{Time: time.Now(), EndpointID: sv.info.ID, DeliveryID: fr.DeliveryID, AttemptID: fr.AttemptID, Method: fr.Method, Path: fr.Path}
 	var res localResult
 	req, err := fr.local()
 	if err != nil {
 		res = localResult{Status: 502, Err: err, Failure: "the agent could not read the request"}
 	} else {
-		res = s.a.fwd.forward(ctx, req)
+		ev.Path, ev.RequestHeaders, ev.RequestBody = req.Path, req.Headers, req.Body
+		res = sv.fwd.forward(ctx, req)
 	}
+	ev.Status, ev.Duration = res.Status, res.Duration
 	if res.Err != nil {
-		s.a.stdout.printf("%s %s → %d %v\n", fr.Method, fr.Path, res.Status, res.Err)
-	} else {
-		s.a.stdout.printf("%s %s → %d (%d ms)\n", fr.Method, fr.Path, res.Status, res.Duration.Milliseconds())
+		ev.Error = res.Err.Error()
 	}
 	if err := s.complete(ctx, fr.AttemptID, res); err != nil && ctx.Err() == nil {
-		s.a.stderr.printf("%s %s: %v\n", fr.Method, fr.Path, err)
+		ev.ReportError = err.Error()
 	}
+	s.a.obs.Forwarded(ev)
 }
 
 // complete sends completeForward over the socket and waits for its result.
@@ -335,21 +372,6 @@ func (s *session) finishOp(m wsMessage) {
 		}
 	}
 	done <- err
-}
-
-// described prints the Endpoint's public URL, as the first thing a user
-// needs to hand to a webhook sender; warns when the Endpoint is in LOG
-// mode, where the relay answers deliveries itself and nothing reaches the
-// agent; and warns when other agents already serve the Endpoint, since the
-// relay then hands each delivery to one of them in turn.
-func (s *session) described(ep endpointInfo) {
-	s.a.stderr.printf("public URL %s → http://%s\n", ep.URL, s.a.cfg.target)
-	if ep.Mode != "PROXY" {
-		s.a.stderr.printf("endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", s.a.cfg.endpoint, ep.Mode)
-	}
-	if ep.AgentCount > 0 {
-		s.a.stderr.printf("warning: %d other agent connection(s) already serve endpoint %s; the relay hands each delivery to one of the connected agents in turn, so this agent gets only some of them (stop the other agent unless that is intended; right after a reconnect the count may include this agent's previous connection)\n", ep.AgentCount, s.a.cfg.endpoint)
-	}
 }
 
 // pingLoop pings the server; the read deadline catches missing answers.

@@ -141,7 +141,7 @@ func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	if err := json.Unmarshal(sub.Payload, &req); err != nil {
 		p.t.Fatalf("subscribe payload: %v", err)
 	}
-	if sub.Type != msgSubscribe || sub.ID != subscriptionID || !strings.Contains(req.Query, "forwardRequests(endpointId: $e)") || req.Variables["e"] != endpoint {
+	if sub.Type != msgSubscribe || sub.ID != subscriptionID(0) || !strings.Contains(req.Query, "forwardRequests(endpointId: $e, target: $t)") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the forwardRequests subscription for %s", sub.Type, sub.ID, req, endpoint)
 	}
 }
@@ -154,12 +154,24 @@ func (p *wsPeer) describe(endpoint string, ep endpointInfo) {
 	if err := json.Unmarshal(q.Payload, &req); err != nil {
 		p.t.Fatalf("endpoint query payload: %v", err)
 	}
-	if q.Type != msgSubscribe || q.ID != describeID || !strings.Contains(req.Query, "endpoint(id: $e){ url mode agentCount }") || req.Variables["e"] != endpoint {
+	if q.Type != msgSubscribe || q.ID != describeID(0) || !strings.Contains(req.Query, "endpoint(id: $e){ name url mode target agentCount }") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the endpoint query for %s", q.Type, q.ID, req, endpoint)
 	}
 	answer, _ := json.Marshal(map[string]any{"data": map[string]any{"endpoint": ep}})
 	p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: answer})
 	p.send(wsMessage{ID: q.ID, Type: msgComplete})
+}
+
+// testAgent is an agent serving Endpoint "ep" at 127.0.0.1:1 with a
+// text observer writing its state to stderr.
+func testAgent(t *testing.T, server string, stderr io.Writer) *agent {
+	t.Helper()
+	a, err := newAgent(Options{Server: server, Token: "t", Endpoints: []Route{{EndpointID: "ep", Target: "127.0.0.1:1"}},
+		Timeout: time.Second, Observer: &TextObserver{Out: io.Discard, Status: stderr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func publicURL(endpoint string) string { return "http://" + endpoint + ".relay.test/" }
@@ -232,7 +244,7 @@ func TestAgentProtocol(t *testing.T) {
 		Headers:    nil,
 		BodyBase64: base64.StdEncoding.EncodeToString(reqBody),
 	}}})
-	p.send(wsMessage{ID: subscriptionID, Type: msgNext, Payload: item})
+	p.send(wsMessage{ID: subscriptionID(0), Type: msgNext, Payload: item})
 
 	got := next(t, local)
 	if got.requestURI != "/hook//x?y=%2F" || !bytes.Equal(got.body, reqBody) {
@@ -248,7 +260,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("decode completeForward: %v", err)
 	}
 	in := req.Variables["input"]
-	if m.Type != msgSubscribe || m.ID == subscriptionID || !strings.Contains(req.Query, "completeForward(input: $input)") {
+	if m.Type != msgSubscribe || m.ID == subscriptionID(0) || !strings.Contains(req.Query, "completeForward(input: $input)") {
 		t.Fatalf("got %s id %q query %q, want a completeForward subscribe with a fresh id", m.Type, m.ID, req.Query)
 	}
 	body, _ := base64.StdEncoding.DecodeString(in.BodyBase64)
@@ -339,7 +351,7 @@ func TestAgentReportsUnreachableTarget(t *testing.T) {
 	p := srv.accept(t)
 	p.handshake("t", "ep")
 	item, _ := json.Marshal(map[string]any{"data": map[string]any{"forwardRequests": forwardRequest{AttemptID: "a", Method: "POST", Path: "/x"}}})
-	p.send(wsMessage{ID: subscriptionID, Type: msgNext, Payload: item})
+	p.send(wsMessage{ID: subscriptionID(0), Type: msgNext, Payload: item})
 	m := p.recv(false)
 	var req struct {
 		Variables map[string]completeInput `json:"variables"`
@@ -400,8 +412,7 @@ func TestAgentStopsOnRefusal(t *testing.T) {
 			var stderr safeBuffer
 			done := make(chan error, 1)
 			go func() {
-				a := newAgent(config{server: srv.url, wsURL: "ws" + strings.TrimPrefix(srv.url, "http") + "/graphql",
-					token: "t", endpoint: "ep", target: "127.0.0.1:1", timeout: time.Second}, io.Discard, &stderr)
+				a := testAgent(t, srv.url, &stderr)
 				a.backoffBase = 20 * time.Millisecond
 				done <- a.run(t.Context())
 			}()
@@ -447,8 +458,7 @@ func TestAgentDetectsSilentServer(t *testing.T) {
 	srv := newWSServer(t)
 	var stderr safeBuffer
 	startAgent(t, func(ctx context.Context) error {
-		a := newAgent(config{server: srv.url, wsURL: "ws" + strings.TrimPrefix(srv.url, "http") + "/graphql",
-			token: "t", endpoint: "ep", target: "127.0.0.1:1", timeout: time.Second}, io.Discard, &stderr)
+		a := testAgent(t, srv.url, &stderr)
 		a.pingInterval, a.readTimeout, a.backoffBase = 50*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond
 		return a.run(ctx)
 	})

@@ -14,20 +14,31 @@ import (
 // session and streams its work; completeForward reports an attempt's
 // outcome. Both only adapt between GraphQL and tunnel.Sessions.
 
-// attachAgent registers the connection as an agent session of an Endpoint
-// and streams its forward requests.
-func (r *Resolver) attachAgent(ctx context.Context, endpointID string) (<-chan *model.ForwardRequest, error) {
+// attachAgent registers a subscription as an agent session of an Endpoint
+// and streams its forward requests. One connection may serve several
+// Endpoints, one subscription (and session) each.
+func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string) (<-chan *model.ForwardRequest, error) {
+	if target != "" {
+		if err := domain.ValidateTarget(target); err != nil {
+			return nil, err
+		}
+	}
 	ep, err := r.ownedEndpoint(ctx, endpointID)
 	if err != nil {
 		return nil, err
 	}
+	// A session is named after its connection and Endpoint: unique per
+	// subscription, and the sessions of one connection share a prefix.
 	agentID := connectionID(ctx)
 	if agentID == "" {
 		agentID = commands.NewEventID()
 	}
+	agentID += "/" + ep.ID
 	// The agent's own target is where it forwards; an agent that did not
 	// name one is taken to use the Endpoint's.
-	target := agentTarget(ctx)
+	if target == "" {
+		target = agentTarget(ctx)
+	}
 	if target == "" {
 		target = ep.Target
 	}

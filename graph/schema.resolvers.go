@@ -200,8 +200,8 @@ func (r *subscriptionResolver) Deliveries(ctx context.Context, address string, s
 }
 
 // ForwardRequests is the resolver for the forwardRequests field.
-func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string) (<-chan *model.ForwardRequest, error) {
-	return r.attachAgent(ctx, endpointID)
+func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string, target *string) (<-chan *model.ForwardRequest, error) {
+	return r.attachAgent(ctx, endpointID, deref(target))
 }
 
 // Endpoint returns generated.EndpointResolver implementation.

@@ -231,7 +231,8 @@ func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domai
 	if !ok || p.accountID != accountID {
 		return fmt.Errorf("complete attempt %s: %w", out.AttemptID, domain.ErrNotFound)
 	}
-	if agentID != p.session.info.AgentID {
+	// A connection's sessions are named <connection>/<endpoint>.
+	if conn, _, _ := strings.Cut(p.session.info.AgentID, "/"); agentID != conn && agentID != p.session.info.AgentID {
 		h.logger.Debug("attempt completed by another agent of the account",
 			"attempt_id", out.AttemptID, "agent_id", agentID, "sent_to", p.session.info.AgentID)
 	}

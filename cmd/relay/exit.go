@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
 )
 
 // Exit codes of every command: 0 success, 1 the operation failed (network,
@@ -33,14 +35,14 @@ func usage(err error) error {
 // error may name its own (the agent's refusal, a data folder in use).
 func exitCode(err error) int {
 	var u *usageError
-	var r *refusedError
+	var r *apiclient.Error
 	var coded interface{ ExitCode() int }
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &u):
 		return exitRefused
-	case errors.As(err, &r) && r.refusal():
+	case errors.As(err, &r) && r.Refusal():
 		return exitRefused
 	case errors.As(err, &coded):
 		return coded.ExitCode()

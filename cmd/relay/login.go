@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/clientconfig"
 )
 
 func loginCommand(env func(string) string, stdin io.Reader, stdout io.Writer) *cobra.Command {
@@ -32,7 +35,7 @@ instead, on a relay that allows sign-up.`,
 			if err := bindEnv(fs, env); err != nil {
 				return usage(err)
 			}
-			stored, path, err := loadClientConfig()
+			stored, path, err := clientconfig.Load()
 			if err != nil {
 				return err
 			}
@@ -65,7 +68,7 @@ instead, on a relay that allows sign-up.`,
 			if account == "" {
 				account = name
 			}
-			if err := saveClientConfig(path, clientConfig{Server: conn.server, Token: conn.token}); err != nil {
+			if err := clientconfig.Save(path, clientconfig.Config{Server: conn.server, Token: conn.token}); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "logged in to %s as %s (%d endpoints); token stored in %s\n", conn.server, account, n, path)
@@ -83,7 +86,7 @@ func logoutCommand(stdout io.Writer) *cobra.Command {
 		Short: "Forget the token `relay login` stored",
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			stored, path, err := loadClientConfig()
+			stored, path, err := clientconfig.Load()
 			if err != nil {
 				return err
 			}
@@ -92,7 +95,7 @@ func logoutCommand(stdout io.Writer) *cobra.Command {
 				return nil
 			}
 			// The server stays: the next `relay login` needs only a token.
-			if err := saveClientConfig(path, clientConfig{Server: stored.Server}); err != nil {
+			if err := clientconfig.Save(path, clientconfig.Config{Server: stored.Server}); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "logged out of %s; token removed from %s\n", stored.Server, path)
@@ -129,7 +132,7 @@ func checkToken(ctx context.Context, server, token string) (endpoints int, accou
 		return 0, "", err
 	}
 	if out.Me == nil {
-		return 0, "", &refusedError{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
+		return 0, "", &apiclient.Error{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
 	}
 	return len(out.Endpoints), fmt.Sprintf("%s (%s)", out.Me.Name, out.Me.ID), nil
 }

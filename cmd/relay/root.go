@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/relayhq/relay/agentcli"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -49,27 +47,6 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 		versionCommand(stdout),
 	)
 	return root.ExecuteContext(ctx)
-}
-
-// agentCommand hands its arguments to the agent, which parses its own
-// flags, after the server and token `relay login` stored when neither
-// flags nor environment give them.
-func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "agent --server URL --endpoint ID --target 127.0.0.1:PORT",
-		Short: "Forward an Endpoint's deliveries to a process on this machine",
-		Long: "Forward an Endpoint's deliveries to a process on this machine.\n\n" +
-			"The token comes from the environment: RELAY_TOKEN=<token> relay agent ...\n" +
-			"--token works too but shows the token to every local user in the process list.",
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			args, err := agentDefaults(args, env)
-			if err != nil {
-				return err
-			}
-			return agentcli.Run(cmd.Context(), args, stdout, stderr)
-		},
-	}
 }
 
 // bindEnv fills every flag the user did not set from RELAY_<FLAG_NAME>.

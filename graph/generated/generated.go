@@ -185,7 +185,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		Deliveries      func(childComplexity int, address string, since *string) int
-		ForwardRequests func(childComplexity int, endpointID string) int
+		ForwardRequests func(childComplexity int, endpointID string, target *string) int
 	}
 }
 
@@ -215,7 +215,7 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	Deliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error)
-	ForwardRequests(ctx context.Context, endpointID string) (<-chan *model.ForwardRequest, error)
+	ForwardRequests(ctx context.Context, endpointID string, target *string) (<-chan *model.ForwardRequest, error)
 }
 
 type executableSchema graphql.ExecutableSchemaState[ResolverRoot, DirectiveRoot, ComplexityRoot]
@@ -905,7 +905,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.ForwardRequests(childComplexity, args["endpointId"].(string)), true
+		return e.ComplexityRoot.Subscription.ForwardRequests(childComplexity, args["endpointId"].(string), args["target"].(*string)), true
 
 	}
 	return 0, false
@@ -1278,8 +1278,13 @@ type Subscription {
   newest rows are looked at, and a row may come twice.
   """
   deliveries(address: ID!, since: String): Delivery!
-  "The agent's work."
-  forwardRequests(endpointId: ID!): ForwardRequest!
+  """
+  The agent's work. One connection may subscribe for several Endpoints.
+  ` + "`" + `target` + "`" + ` is where this agent forwards the Endpoint's requests
+  (127.0.0.1:PORT or localhost:PORT), for the record of the session; absent,
+  the connection_init's agentTarget, else the Endpoint's target.
+  """
+  forwardRequests(endpointId: ID!, target: String): ForwardRequest!
 }
 `, BuiltIn: false},
 }
@@ -1912,6 +1917,14 @@ func (ec *executionContext) field_Subscription_forwardRequests_args(ctx context.
 		return nil, err
 	}
 	args["endpointId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg1
 	return args, nil
 }
 
@@ -4720,7 +4733,7 @@ func (ec *executionContext) _Subscription_forwardRequests(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().ForwardRequests(ctx, fc.Args["endpointId"].(string))
+			return ec.Resolvers.Subscription().ForwardRequests(ctx, fc.Args["endpointId"].(string), fc.Args["target"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ForwardRequest) graphql.Marshaler {

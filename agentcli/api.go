@@ -1,0 +1,211 @@
+package agentcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Options configure Serve.
+type Options struct {
+	// Server is the relay's URL (http, https, ws or wss); its GraphQL
+	// WebSocket is Server/graphql.
+	Server string
+	// Token is an API token of the account that owns the Endpoints.
+	Token string
+	// Endpoints are served over one WebSocket, one forwardRequests
+	// subscription each. At least one.
+	Endpoints []Route
+	// Timeout bounds one local request; 0 is 30 s.
+	Timeout time.Duration
+	// Insecure accepts any certificate of an https target (a self-signed
+	// local one).
+	Insecure bool
+	// Observer hears the connection's state and every forward; nil drops
+	// them. Its methods are called from several goroutines, one call at a
+	// time per event, and must not block for long.
+	Observer Observer
+}
+
+// Route is one Endpoint the agent serves and where its requests go.
+type Route struct {
+	EndpointID string
+	// Target is a ParseTarget string (3000, localhost:3000,
+	// https://localhost:8443/api); empty uses the Endpoint's own target
+	// as the relay stores it.
+	Target string
+}
+
+// Observer hears what the agent does.
+type Observer interface {
+	State(StateEvent)
+	Forwarded(ForwardEvent)
+}
+
+// State is the connection's state.
+type State int
+
+const (
+	// Connecting: dialling the relay for the first time.
+	Connecting State = iota
+	// Connected: the relay accepted the token and every Endpoint; forwarding.
+	Connected
+	// Reconnecting: the connection failed or dropped; Reason says why,
+	// NextTry when the agent dials again.
+	Reconnecting
+	// Refused: the relay refused the token or an Endpoint; Serve returns
+	// a *RefusedError after this event.
+	Refused
+	// Stopped: ctx ended and the session was closed; Serve returns nil.
+	Stopped
+)
+
+func (s State) String() string {
+	switch s {
+	case Connecting:
+		return "connecting"
+	case Connected:
+		return "connected"
+	case Reconnecting:
+		return "reconnecting"
+	case Refused:
+		return "refused"
+	case Stopped:
+		return "stopped"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// StateEvent is a change of the connection's state.
+type StateEvent struct {
+	State  State
+	Server string // the GraphQL WebSocket URL
+	// Endpoints, with Connected: what each served Endpoint is, in the
+	// order of Options.Endpoints.
+	Endpoints []EndpointInfo
+	Reason    string    // Reconnecting, Refused: why
+	NextTry   time.Time // Reconnecting: when the agent dials again
+}
+
+// EndpointInfo is a served Endpoint as the relay describes it on connect.
+type EndpointInfo struct {
+	ID     string
+	Name   string
+	URL    string // the public URL to give to webhook senders
+	Mode   string // PROXY forwards; LOG records and answers, nothing reaches the agent
+	Target string // where this agent forwards its requests (Target.String())
+	// OtherAgents counts the agent connections that served the Endpoint
+	// before this one; the relay shares deliveries among all of them.
+	OtherAgents int
+}
+
+// Header is a request or response header, values in the order sent.
+type Header = domain.Header
+
+// ForwardEvent is one request forwarded to the local target.
+type ForwardEvent struct {
+	Time       time.Time // when the request reached the agent
+	EndpointID string
+	DeliveryID string // for `relay retry` and `relay deliveries show`
+	AttemptID  string
+	Method     string
+	Path       string // the recorded path and query
+	Status     int    // the local status; 502/504 when Error is set
+	Duration   time.Duration
+	Error      string // why the local target gave no answer; "" when it answered
+	// ReportError is set when the answer could not be reported to the
+	// relay (it no longer waited, or the connection dropped).
+	ReportError string
+	// The request as sent to the local target (after the path prefix).
+	RequestHeaders []Header
+	RequestBody    []byte
+}
+
+// RefusedError is the server refusing the agent for a reason that retrying
+// will not change: a bad token (401, UNAUTHENTICATED), a forbidden
+// connection (403) or an Endpoint this token does not know (NOT_FOUND).
+type RefusedError struct{ reason string }
+
+func (e *RefusedError) Error() string { return e.reason }
+
+// ExitCode is 2, the relay command's code for a refusal.
+func (e *RefusedError) ExitCode() int { return 2 }
+
+// OptionsError is an Options value Serve cannot use.
+type OptionsError struct{ err error }
+
+func (e *OptionsError) Error() string { return e.err.Error() }
+func (e *OptionsError) Unwrap() error { return e.err }
+
+// ExitCode is 2, the relay command's code for a usage error.
+func (e *OptionsError) ExitCode() int { return 2 }
+
+// Serve connects to the relay and forwards the Endpoints' requests until
+// ctx ends. It reconnects after every drop with exponential backoff and
+// jitter. It returns nil when ctx ends, after closing the WebSocket with a
+// normal close so the relay records the disconnect at once; a
+// *RefusedError when the relay refuses the token or an Endpoint; an
+// *OptionsError when o is unusable.
+func Serve(ctx context.Context, o Options) error {
+	a, err := newAgent(o)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+// validate checks o and returns the WebSocket URL and parsed routes.
+func (o Options) validate() (string, []route, error) {
+	if o.Server == "" {
+		return "", nil, errors.New("no server")
+	}
+	ws, err := websocketURL(o.Server)
+	if err != nil {
+		return "", nil, fmt.Errorf("server: %w", err)
+	}
+	if o.Token == "" {
+		return "", nil, errors.New("no token")
+	}
+	if len(o.Endpoints) == 0 {
+		return "", nil, errors.New("no endpoint")
+	}
+	if o.Timeout < 0 {
+		return "", nil, errors.New("timeout must be positive")
+	}
+	routes := make([]route, 0, len(o.Endpoints))
+	var seen []string
+	for _, r := range o.Endpoints {
+		if err := domain.ValidateAddressID(r.EndpointID); err != nil {
+			return "", nil, fmt.Errorf("endpoint %q: %w", r.EndpointID, err)
+		}
+		if slices.Contains(seen, r.EndpointID) {
+			return "", nil, fmt.Errorf("endpoint %q given twice", r.EndpointID)
+		}
+		seen = append(seen, r.EndpointID)
+		rt := route{id: r.EndpointID}
+		if r.Target != "" {
+			t, err := ParseTarget(r.Target)
+			if err != nil {
+				return "", nil, fmt.Errorf("endpoint %s: %w", r.EndpointID, err)
+			}
+			rt.target = &t
+		}
+		routes = append(routes, rt)
+	}
+	return ws, routes, nil
+}
+
+// route is one served Endpoint; target nil takes the Endpoint's own.
+type route struct {
+	id     string
+	target *Target
+}
+
+type discard struct{}
+
+func (discard) State(StateEvent)       {}
+func (discard) Forwarded(ForwardEvent) {}

@@ -1,0 +1,125 @@
+package agentcli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// TextObserver prints the agent's events as lines of text: the connection
+// state on Status, one line per forward on Out (time, Endpoint when there
+// are several, method, path, status, duration, delivery id).
+type TextObserver struct {
+	Out, Status  io.Writer
+	Color        bool // ANSI colours, for a terminal
+	PrintHeaders bool // the request headers under each line
+	PrintBody    bool // the request body under each line
+
+	mu    sync.Mutex
+	names map[string]string // Endpoint ID → name, with several Endpoints
+}
+
+// ANSI colours.
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiDim    = "\x1b[2m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+)
+
+func (o *TextObserver) paint(code, s string) string {
+	if !o.Color {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+// State prints connection changes.
+func (o *TextObserver) State(e StateEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch e.State {
+	case Connected:
+		o.names = nil
+		if len(e.Endpoints) > 1 {
+			o.names = map[string]string{}
+			for _, ep := range e.Endpoints {
+				o.names[ep.ID] = ep.Name
+			}
+			fmt.Fprintf(o.Status, "connected to %s, forwarding %d endpoints over one connection\n", e.Server, len(e.Endpoints))
+		} else {
+			fmt.Fprintf(o.Status, "connected to %s, forwarding to %s\n", e.Server, e.Endpoints[0].Target)
+		}
+		for _, ep := range e.Endpoints {
+			label := ""
+			if len(e.Endpoints) > 1 {
+				label = fmt.Sprintf("%s (%s): ", ep.Name, ep.ID)
+			}
+			fmt.Fprintf(o.Status, "%spublic URL %s → %s\n", label, o.paint(ansiBold, ep.URL), ep.Target)
+			if ep.Mode != "PROXY" {
+				fmt.Fprintf(o.Status, "endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", ep.ID, ep.Mode)
+			}
+			if ep.OtherAgents > 0 {
+				fmt.Fprintf(o.Status, "warning: %d other agent connection(s) already serve endpoint %s; the relay hands each delivery to one of the connected agents in turn, so this agent gets only some of them (stop the other agent unless that is intended; right after a reconnect the count may include this agent's previous connection)\n", ep.OtherAgents, ep.ID)
+			}
+		}
+	case Reconnecting:
+		fmt.Fprintf(o.Status, "disconnected: %s; reconnecting in %s\n", e.Reason, time.Until(e.NextTry).Round(100*time.Millisecond))
+	case Stopped:
+		fmt.Fprintln(o.Status, "agent stopped")
+	}
+}
+
+// Forwarded prints one line per forward, and the request's headers and
+// body when asked.
+func (o *TextObserver) Forwarded(e ForwardEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(o.paint(ansiDim, e.Time.Format("15:04:05")))
+	b.WriteByte(' ')
+	if name, ok := o.names[e.EndpointID]; ok {
+		fmt.Fprintf(&b, "[%s] ", name)
+	}
+	fmt.Fprintf(&b, "%s %s → %s", e.Method, e.Path, o.paint(statusColour(e.Status, e.Error), fmt.Sprint(e.Status)))
+	if e.Error != "" {
+		b.WriteString(" " + e.Error)
+	} else {
+		fmt.Fprintf(&b, " (%d ms)", e.Duration.Milliseconds())
+	}
+	if e.DeliveryID != "" {
+		b.WriteString("  delivery " + e.DeliveryID)
+	}
+	b.WriteByte('\n')
+	if o.PrintHeaders {
+		for _, h := range e.RequestHeaders {
+			fmt.Fprintf(&b, "    %s: %s\n", h.Name, h.Value)
+		}
+	}
+	if o.PrintBody && len(e.RequestBody) > 0 {
+		if utf8.Valid(e.RequestBody) {
+			fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(string(e.RequestBody), "\n", "\n    "))
+		} else {
+			fmt.Fprintf(&b, "    (%d bytes, not UTF-8)\n", len(e.RequestBody))
+		}
+	}
+	io.WriteString(o.Out, b.String())
+	if e.ReportError != "" {
+		fmt.Fprintf(o.Status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
+	}
+}
+
+func statusColour(status int, errText string) string {
+	switch {
+	case errText != "" || status >= 500:
+		return ansiRed
+	case status >= 300:
+		return ansiYellow
+	}
+	return ansiGreen
+}

@@ -1,0 +1,144 @@
+// Package apiclient calls the relay's GraphQL API over HTTP: the one client
+// of the relay command's client commands and of other programs that drive a
+// relay (the desktop agent).
+//
+//	c := apiclient.New("http://localhost:8080", token)
+//	var out struct{ Endpoints []struct{ ID, Name string } }
+//	err := c.Do(ctx, `{ endpoints{ id name } }`, nil, &out)
+//
+// Errors:
+//   - *Error: the relay answered with a GraphQL error; Code is its
+//     extensions.code (UNAUTHENTICATED, NOT_FOUND, INVALID_INPUT, ...) and
+//     Refusal tells a refusal (retrying as is will not help) from a failure.
+//   - *NotRelayError: what answered at Server/graphql is no relay GraphQL API.
+//   - anything else: the network (wrapped *url.Error, context errors).
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxAnswer bounds the answer a client reads.
+const maxAnswer = 64 << 20
+
+// defaultHTTP is bounded, so a relay that accepts the connection and never
+// answers cannot hang a command.
+var defaultHTTP = &http.Client{Timeout: 2 * time.Minute}
+
+// Client calls one relay with one token (empty: no account, as for signUp
+// and createInspector).
+type Client struct {
+	Server string       // the relay's URL, e.g. http://localhost:8080
+	Token  string       // API token, sent as Authorization: Bearer
+	HTTP   *http.Client // nil: a client with a two-minute timeout
+}
+
+// New returns a Client for server and token.
+func New(server, token string) *Client { return &Client{Server: server, Token: token} }
+
+// Error is a GraphQL error the relay answered with.
+type Error struct {
+	Message string
+	Code    string // extensions.code; empty when the server gave none
+	// Extensions holds the error's other extensions (retryAfterSeconds, ...).
+	Extensions map[string]any
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return "refused: " + e.Message
+	}
+	return fmt.Sprintf("refused: %s (%s)", e.Message, e.Code)
+}
+
+// Refusal reports whether the relay refused the request as asked (bad
+// token, unknown id, invalid input) rather than failing to carry it out
+// (unavailable, rate limited, a concurrent change, an internal error),
+// which a later try may change.
+func (e *Error) Refusal() bool {
+	switch e.Code {
+	case "", "INTERNAL", "UNAVAILABLE", "RATE_LIMITED", "CONFLICT":
+		return false
+	}
+	return true
+}
+
+// NotRelayError is an answer that is not a GraphQL response: the server
+// named is not a relay (or not at that path).
+type NotRelayError struct {
+	Server, URL, Status, Why string
+}
+
+func (e *NotRelayError) Error() string {
+	return fmt.Sprintf("no relay GraphQL API at %s (%s answered %s, %s)", e.Server, e.URL, e.Status, e.Why)
+}
+
+// GraphQLURL is server's GraphQL endpoint: server/graphql.
+func GraphQLURL(server string) string { return strings.TrimRight(server, "/") + "/graphql" }
+
+// Do posts one GraphQL operation and decodes its data into out (nil: the
+// data is dropped). A GraphQL error is returned as an *Error (the first
+// one); an answer that is not a GraphQL response as a *NotRelayError.
+func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	endpoint := GraphQLURL(c.Server)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("server %q: %w", c.Server, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/graphql-response+json, application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	notRelay := func(why string) error {
+		return &NotRelayError{Server: c.Server, URL: endpoint, Status: resp.Status, Why: why}
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "application/json" && ct != "application/graphql-response+json" {
+		return notRelay(fmt.Sprintf("content type %q", resp.Header.Get("Content-Type")))
+	}
+	var res struct {
+		Data   json.RawMessage
+		Errors []struct {
+			Message    string
+			Extensions map[string]any
+		}
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&res); err != nil {
+		return notRelay("not a GraphQL response: " + err.Error())
+	}
+	if len(res.Errors) > 0 {
+		code, _ := res.Errors[0].Extensions["code"].(string)
+		return &Error{Message: res.Errors[0].Message, Code: code, Extensions: res.Errors[0].Extensions}
+	}
+	if len(res.Data) == 0 || bytes.Equal(res.Data, []byte("null")) {
+		return notRelay("no data and no errors")
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(res.Data, out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}

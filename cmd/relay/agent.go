@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/agentcli"
+)
+
+// agentCommand is `relay agent`: agentcli with its flags, the stored
+// login, and a text observer.
+func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var conn connection
+	var cl agentcli.CommandLine
+	cmd := &cobra.Command{
+		Use:   "agent --endpoint ID[=TARGET]...",
+		Short: "Forward Endpoints' deliveries to servers on this machine",
+		Long: `Forward the deliveries of one or more Endpoints to servers on this machine,
+over one connection to the relay, until interrupted.
+
+TARGET is a port (3000), localhost:PORT, 127.0.0.1:PORT, or a URL such as
+http://localhost:3000/api (its path goes in front of every recorded path)
+or https://localhost:8443 (--insecure for a self-signed certificate). An
+Endpoint given without a target uses --target, else its stored target.
+
+The token comes from relay login or RELAY_TOKEN=<token>; --token works too
+but shows the token to every local user in the process list.
+
+Network trouble and relay restarts are retried with backoff; a refused
+token or an unknown Endpoint ends the command with exit code 2.`,
+		Example: `  relay agent --endpoint ep-abc=3000
+  relay agent --endpoint stripe=3000 --endpoint github=http://localhost:4000/hooks
+  RELAY_TOKEN=<token> relay agent --server https://relay.example.com --endpoint ep-abc --target 8080`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			if conn.tokenFlag {
+				fmt.Fprintln(stderr, agentcli.TokenFlagWarning)
+			}
+			if conn.token == "" {
+				return errNotLoggedIn
+			}
+			o, err := cl.Options(conn.server, conn.token)
+			if err != nil {
+				return err
+			}
+			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: colourful(stdout, env)}
+			return agentcli.Serve(c.Context(), o)
+		},
+	}
+	conn.flags(cmd.Flags())
+	cl.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// colourful reports whether w is a terminal that takes ANSI colours.
+func colourful(w io.Writer, env func(string) string) bool {
+	if env("NO_COLOR") != "" || env("TERM") == "dumb" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
