@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/relayhq/relay/apiclient"
 )
 
 // The GraphQL documents the window needs; field names follow
@@ -47,15 +51,19 @@ type Endpoint struct {
 var errNoAccount = errors.New("the relay does not know this token")
 
 // API is the relay's GraphQL API for one signed-in account.
-type API struct {
-	Server string
-	Token  string
-	call   func(ctx context.Context, server, token, query string, vars map[string]any, out any) error
+type API struct{ c *apiclient.Client }
+
+func newAPI(server, token string) API {
+	return API{c: &apiclient.Client{Server: server, Token: token, HTTP: httpClient}}
 }
+
+// httpClient bounds every call, so a relay that accepts and never answers
+// cannot hang the window.
+var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 func (a API) me(ctx context.Context) (Account, error) {
 	var out struct{ Me *Account }
-	if err := a.call(ctx, a.Server, a.Token, qMe, nil, &out); err != nil {
+	if err := a.c.Do(ctx, qMe, nil, &out); err != nil {
 		return Account{}, err
 	}
 	if out.Me == nil {
@@ -66,7 +74,7 @@ func (a API) me(ctx context.Context) (Account, error) {
 
 func (a API) endpoints(ctx context.Context) ([]Endpoint, error) {
 	var out struct{ Endpoints []Endpoint }
-	if err := a.call(ctx, a.Server, a.Token, qEndpoints, nil, &out); err != nil {
+	if err := a.c.Do(ctx, qEndpoints, nil, &out); err != nil {
 		return nil, err
 	}
 	return out.Endpoints, nil
@@ -78,7 +86,7 @@ func (a API) createEndpoint(ctx context.Context, name, target string) (Endpoint,
 		input["target"] = target
 	}
 	var out struct{ CreateEndpoint Endpoint }
-	if err := a.call(ctx, a.Server, a.Token, qCreate, map[string]any{"input": input}, &out); err != nil {
+	if err := a.c.Do(ctx, qCreate, map[string]any{"input": input}, &out); err != nil {
 		return Endpoint{}, err
 	}
 	return out.CreateEndpoint, nil
@@ -87,7 +95,7 @@ func (a API) createEndpoint(ctx context.Context, name, target string) (Endpoint,
 // delivery returns the delivery as the console's detail pane reads it.
 func (a API) delivery(ctx context.Context, id string) (json.RawMessage, error) {
 	var out struct{ Delivery json.RawMessage }
-	if err := a.call(ctx, a.Server, a.Token, qDelivery, map[string]any{"id": id}, &out); err != nil {
+	if err := a.c.Do(ctx, qDelivery, map[string]any{"id": id}, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Delivery) == 0 || string(out.Delivery) == "null" {
@@ -100,7 +108,7 @@ func (a API) delivery(ctx context.Context, id string) (json.RawMessage, error) {
 // connected agent) and returns the delivery with it.
 func (a API) retry(ctx context.Context, id string) (json.RawMessage, error) {
 	var out struct{ RetryDelivery json.RawMessage }
-	if err := a.call(ctx, a.Server, a.Token, qRetry, map[string]any{"id": id}, &out); err != nil {
+	if err := a.c.Do(ctx, qRetry, map[string]any{"id": id}, &out); err != nil {
 		return nil, err
 	}
 	return out.RetryDelivery, nil

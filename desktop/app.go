@@ -11,7 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/agentcli"
+	"github.com/relayhq/relay/apiclient"
 )
 
 // Window is what the app needs of the toolkit's window (Wails in
@@ -43,7 +44,6 @@ type Notice struct {
 // on, the agent's connection and the deliveries it forwarded.
 type App struct {
 	store  Store
-	call   func(ctx context.Context, server, token, query string, vars map[string]any, out any) error
 	notify Notifier
 	log    *slog.Logger
 	run    *runner
@@ -78,7 +78,6 @@ type Options struct {
 func New(o Options) *App {
 	a := &App{
 		store:   o.Store,
-		call:    callGraphQL,
 		notify:  o.Notify,
 		log:     o.Log,
 		targets: map[string]string{},
@@ -118,7 +117,7 @@ func (a *App) Start(ctx context.Context, w Window) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	acct, err := (API{Server: c.Server, Token: c.Token, call: a.call}).me(cctx)
+	acct, err := newAPI(c.Server, c.Token).me(cctx)
 	if errors.Is(err, errNoAccount) || isRefusal(err) {
 		a.setSignErr(fmt.Sprintf("the stored token for %s was refused: %v; sign in again", c.Server, err))
 		return
@@ -205,7 +204,7 @@ func (a *App) emit(event string, data any) {
 func (a *App) api() (API, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return API{Server: a.creds.Server, Token: a.creds.Token, call: a.call}, a.creds.Token != ""
+	return newAPI(a.creds.Server, a.creds.Token), a.creds.Token != ""
 }
 
 // connState and forwarded receive the agent's events.
@@ -273,7 +272,8 @@ func (a *App) applyRoutes() {
 
 // isRefusal reports whether err is the relay refusing the token.
 func isRefusal(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNAUTHENTICATED")
+	var e *apiclient.Error
+	return errors.As(err, &e) && e.Refusal()
 }
 
 // Status is the window's state.
@@ -330,7 +330,7 @@ func (u *UI) SignIn(server, token string) (Status, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	acct, err := (API{Server: server, Token: token, call: a.call}).me(ctx)
+	acct, err := newAPI(server, token).me(ctx)
 	if err != nil {
 		return a.status(), fmt.Errorf("sign in to %s: %w", server, err)
 	}
@@ -395,7 +395,7 @@ func (u *UI) CreateEndpoint(name, target string) (Endpoint, error) {
 		return Endpoint{}, errors.New("give the Endpoint a name")
 	}
 	if target != "" {
-		if err := domain.ValidateTarget(target); err != nil {
+		if _, err := agentcli.ParseTarget(target); err != nil {
 			return Endpoint{}, fmt.Errorf("local target %q: %w", target, err)
 		}
 	}
@@ -413,9 +413,12 @@ func (u *UI) CreateEndpoint(name, target string) (Endpoint, error) {
 // Every Endpoint switched on shares one connection.
 func (u *UI) Connect(endpointID, target string) error {
 	a := u.app
+	// An empty target forwards to the Endpoint's own, as the relay stores it.
 	target = strings.TrimSpace(target)
-	if err := domain.ValidateTarget(target); err != nil {
-		return fmt.Errorf("local target %q: %w", target, err)
+	if target != "" {
+		if _, err := agentcli.ParseTarget(target); err != nil {
+			return fmt.Errorf("local target %q: %w", target, err)
+		}
 	}
 	if _, ok := a.api(); !ok {
 		return errors.New("not signed in")
