@@ -2,9 +2,12 @@ package desktop
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/relayhq/relay/agentcli"
 )
 
 // Route is one Endpoint this agent serves and the local target it
@@ -91,9 +94,10 @@ func (r *runner) set(server, token string, routes []Route) {
 	r.ev.connState(ConnState{State: StateConnecting, Since: time.Now()})
 	go func() {
 		defer close(done)
-		// The engine retries what retrying can change; what it returns
-		// before being stopped is a refusal that needs the user.
-		if err := r.engine(ctx, server, token, rs, r.ev); err != nil && ctx.Err() == nil {
+		// The engine retries what retrying can change and reports a
+		// refusal itself; any other error it returns needs the user too.
+		err := r.engine(ctx, server, token, rs, r.ev)
+		if err != nil && ctx.Err() == nil && !errors.As(err, new(*agentcli.RefusedError)) {
 			r.ev.connState(ConnState{State: StateRefused, Reason: err.Error(), Since: time.Now()})
 		}
 	}()

@@ -1,6 +1,14 @@
 package desktop
 
-import "github.com/relayhq/relay/clientconfig"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/relayhq/relay/clientconfig"
+)
 
 // LoginFile is the file `relay login` writes (package clientconfig): the
 // relay's URL and, when no credential store took it, the token.
@@ -19,9 +27,16 @@ func (f LoginFile) Path() string { return f.path }
 
 // Load reads the file; no file is an empty login.
 func (f LoginFile) Load() (Credentials, error) {
-	c, _, err := clientconfig.Load()
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Credentials{}, nil
+	}
 	if err != nil {
-		return Credentials{}, err
+		return Credentials{}, fmt.Errorf("read %s: %w", f.path, err)
+	}
+	var c clientconfig.Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Credentials{}, fmt.Errorf("read %s: %w (fix or delete it, then sign in again)", f.path, err)
 	}
 	return Credentials{Server: c.Server, Token: c.Token}, nil
 }

@@ -102,17 +102,25 @@ function renderConn() {
     reconnecting: 'Reconnecting',
     refused: 'Refused',
   };
-  let reason = c.reason || '';
-  if (c.state === 'reconnecting' && c.nextTry) {
-    const secs = Math.max(0, Math.ceil((new Date(c.nextTry) - Date.now()) / 1000));
-    reason = `${reason}${reason ? ' — ' : ''}next try in ${secs} s`;
-  }
-  if (c.state === 'off') reason = 'switch an Endpoint on to forward its deliveries';
   connEl.dataset.state = c.state;
   replace(connEl,
     h('span', { class: 'dot', 'aria-hidden': 'true' }),
-    h('strong', { 'data-testid': 'conn-state' }, labels[c.state] || c.state),
-    reason ? h('span', { class: 'reason', 'data-testid': 'conn-reason', title: reason }, reason) : null);
+    h('strong', { 'data-testid': 'conn-state' }, labels[c.state] || c.state));
+  // Why the agent is not connected, and when it tries again, in full.
+  const banner = document.getElementById('conn-banner');
+  if (c.state === 'reconnecting') {
+    const secs = c.nextTry ? Math.max(0, Math.ceil((new Date(c.nextTry) - Date.now()) / 1000)) : 0;
+    replace(banner, notice('warn',
+      h('strong', {}, 'Reconnecting: '),
+      h('span', { 'data-testid': 'conn-reason' }, `${c.reason || 'connection lost'} — next try in ${secs} s`)));
+  } else if (c.state === 'refused') {
+    replace(banner, notice('error',
+      h('strong', {}, 'The relay refused the agent: '),
+      h('span', { 'data-testid': 'conn-reason' }, c.reason || ''),
+      ' Check the token (sign out and in again) or switch off the Endpoint it names.'));
+  } else {
+    replace(banner);
+  }
 }
 
 function renderSignIn() {
