@@ -61,6 +61,7 @@ type App struct {
 	notices  []Notice
 	hidden   bool
 	quitting bool
+	pageUp   bool // the page's script has called in (the hook can run scripts)
 
 	hook *hook
 }
@@ -316,7 +317,12 @@ func (a *App) Bindings() *UI { return &UI{app: a} }
 
 // Status returns the whole state; the window calls it once on load and
 // then follows the "conn" and "row" events.
-func (u *UI) Status() Status { return u.app.status() }
+func (u *UI) Status() Status {
+	u.app.mu.Lock()
+	u.app.pageUp = true
+	u.app.mu.Unlock()
+	return u.app.status()
+}
 
 // SignIn checks the token against the relay and stores both.
 func (u *UI) SignIn(server, token string) (Status, error) {

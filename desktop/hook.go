@@ -27,6 +27,8 @@ import (
 // only and needs the secret from that file (mode 0600).
 const HookEnv = "RELAY_DESKTOP_TEST_HOOK"
 
+var errNotUp = errors.New("the page is not up yet")
+
 type hook struct {
 	srv    *http.Server
 	secret string
@@ -57,6 +59,10 @@ func (a *App) StartHook() error {
 			return
 		}
 		out, err := a.eval(r.Context(), h, string(src))
+		if errors.Is(err, errNotUp) {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusGatewayTimeout)
 			return
@@ -103,9 +109,12 @@ func (h *hook) close() {
 // eval runs src (an expression, possibly a promise) in the page and
 // returns its value as JSON, sent back through UI.HookResult.
 func (a *App) eval(ctx context.Context, h *hook, src string) (string, error) {
-	w := a.window()
-	if w == nil {
-		return "", errors.New("no window yet")
+	a.mu.Lock()
+	w, up := a.win, a.pageUp
+	a.mu.Unlock()
+	if w == nil || !up {
+		// A script sent before the page runs would be lost.
+		return "", errNotUp
 	}
 	id := strconv.FormatInt(h.next.Add(1), 10)
 	ch := make(chan string, 1)
@@ -123,7 +132,7 @@ func (a *App) eval(ctx context.Context, h *hook, src string) (string, error) {
   catch (e) { out = JSON.stringify({error: String(e && e.stack || e)}); }
   window.go.desktop.UI.HookResult(` + strconv.Quote(id) + `, out);
 })();`)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	select {
 	case out := <-ch:

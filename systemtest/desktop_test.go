@@ -88,6 +88,17 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("after sign-in: signedIn=%v stored=%q account=%q", s.SignedIn, s.Stored, s.Account.Name)
 	}
 
+	// The window loads only its own embedded files, and its policy
+	// forbids any other origin.
+	if got := app.str(t, `JSON.stringify([...document.querySelectorAll('[src],[href]')]
+		.map((e) => new URL(e.getAttribute('src') || e.getAttribute('href'), location.href))
+		.filter((u) => u.origin !== location.origin).map(String))`); got != "[]" {
+		t.Errorf("the window refers to other origins: %s", got)
+	}
+	if got := app.str(t, `document.querySelector('meta[http-equiv=Content-Security-Policy]').content`); !strings.HasPrefix(got, "default-src 'self';") {
+		t.Errorf("content security policy %q, want default-src 'self'", got)
+	}
+
 	// Two Endpoints, created in the window, each forwarding to the handler.
 	for _, name := range []string{"payments", "github"} {
 		app.run(t, `(() => {
