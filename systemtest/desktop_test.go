@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,7 +255,14 @@ func TestDesktopAgent(t *testing.T) {
 	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
 	}
-	again.quit(t)
+	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
+	again.run(t, `(() => { document.querySelector('[data-endpoint-id="`+pay+`"] [data-testid=switch]').click(); return true; })()`)
+	waitAgent(t, r, acct.Token, pay, true)
+	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	again.wait(t)
+	waitAgent(t, r, acct.Token, pay, false)
 }
 
 // agentSessions maps each agent stream to the agent_id of its last
@@ -511,6 +519,12 @@ func (a *desktopApp) state(t *testing.T) desktopState {
 func (a *desktopApp) quit(t *testing.T) {
 	t.Helper()
 	a.post(t, "/quit")
+	a.wait(t)
+}
+
+// wait waits for a clean exit.
+func (a *desktopApp) wait(t *testing.T) {
+	t.Helper()
 	select {
 	case <-a.done:
 	case <-time.After(20 * time.Second):
@@ -530,7 +544,7 @@ func (a *desktopApp) screenshot(t *testing.T, name string) {
 		return
 	}
 	out := filepath.Join(dir, name+".png")
-	cmd := exec.Command("import", "-display", a.display, "-window", "root", "-trim", "+repage", "-colors", "128", out)
+	cmd := exec.Command("import", "-display", a.display, "-window", "root", "-trim", "+repage", "+dither", "-colors", "64", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("screenshot %s: %v\n%s", name, err, b)
 	}

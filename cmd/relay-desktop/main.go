@@ -74,7 +74,8 @@ func run() error {
 		OnStartup: func(ctx context.Context) {
 			app.Start(ctx, window{ctx})
 			// SIGTERM and Ctrl+C quit as the Quit button does: sessions
-			// closed, so the relay records the disconnect.
+			// closed, so the relay records the disconnect. (Wails' own
+			// handler only asks to close the window, which hides it.)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			go func() {

@@ -205,11 +205,15 @@ function endpointCard(e) {
       replace(status, notice('error', describe(err)));
     }
   });
-  const agents = e.agentCount > 1 ? `${e.agentCount} agents connected (deliveries are shared)` : e.agentConnected ? 'Agent connected' : 'No agent';
+  // While the relay cannot be asked, its last answer would be a guess.
+  const stale = !!state.endpointError;
+  let agents = e.agentConnected ? 'Agent connected' : 'No agent';
+  if (e.agentCount > 1) agents = `${e.agentCount} agents connected (deliveries are shared)`;
+  if (stale) agents = 'Agent state unknown';
   return h('article', { class: 'endpoint-card', 'data-endpoint-id': e.id, 'data-serving': String(e.serving) },
     h('h3', {}, e.name,
       h('span', { class: `badge mode-${e.mode.toLowerCase()}` }, e.mode),
-      h('span', { class: `agent-badge ${e.agentConnected ? 'on' : 'off'}`, 'data-testid': 'agent-state', 'data-count': String(e.agentCount) },
+      h('span', { class: `agent-badge ${e.agentConnected && !stale ? 'on' : 'off'}`, 'data-testid': 'agent-state', 'data-count': String(e.agentCount) },
         h('span', { class: 'dot', 'aria-hidden': 'true' }), agents)),
     codeLine('Public URL', e.url, { testid: 'public-url' }),
     e.mode === 'LOG' ? h('p', { class: 'muted small' }, 'LOG mode: the relay records and answers 204 itself; nothing is forwarded.') : null,
