@@ -22,6 +22,12 @@ var files = mustSub(webFS, "web")
 const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+// Assets returns the console's static files (style.css and the ES modules
+// such as dom.js, format.js and detail.js) rooted at the assets folder, so
+// another front end (the desktop agent's window) can reuse its components
+// rather than draw them again.
+func Assets() fs.FS { return mustSub(files, "assets") }
+
 // Handler returns the console's HTTP handler. Mount it on the bare domain at
 // "/": it serves files under "/assets/", the icon at "/favicon.ico", and
 // index.html for every other path so that deep links such as "/i/<id>" load

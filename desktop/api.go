@@ -1,0 +1,115 @@
+package desktop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/relayhq/relay/apiclient"
+)
+
+// The GraphQL documents the window needs; field names follow
+// schema.graphqls and the console's api.js, whose detail pane renders the
+// delivery.
+const (
+	qMe        = `{ me{ id name } }`
+	qEndpoints = `{ endpoints{ id name url mode target agentConnected agentCount } }`
+	qCreate    = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ id name url mode target agentConnected agentCount } }`
+
+	deliveryFields = `id cursor address method path bodySize complete receivedAt responseStatus
+  attempts { id status startedAt durationMs error retry }
+  headers { name value } body bodyBase64 responseHeaders { name value } responseBody`
+	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`
+	qRetry    = `mutation($id: ID!){ retryDelivery(id: $id){ ` + deliveryFields + ` } }`
+)
+
+// Account is the signed-in account.
+type Account struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Endpoint as the window lists it: the relay's view plus this agent's
+// route for it.
+type Endpoint struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	URL            string `json:"url"`
+	Mode           string `json:"mode"`
+	Target         string `json:"target"` // the relay's stored target, a default for the local one
+	AgentConnected bool   `json:"agentConnected"`
+	AgentCount     int    `json:"agentCount"`
+
+	LocalTarget string `json:"localTarget"` // what this agent forwards to
+	Serving     bool   `json:"serving"`     // this agent's switch is on
+}
+
+// errNoAccount is a token the relay does not know.
+var errNoAccount = errors.New("the relay does not know this token")
+
+// API is the relay's GraphQL API for one signed-in account.
+type API struct{ c *apiclient.Client }
+
+func newAPI(server, token string) API {
+	return API{c: &apiclient.Client{Server: server, Token: token, HTTP: httpClient}}
+}
+
+// httpClient bounds every call, so a relay that accepts and never answers
+// cannot hang the window.
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+func (a API) me(ctx context.Context) (Account, error) {
+	var out struct{ Me *Account }
+	if err := a.c.Do(ctx, qMe, nil, &out); err != nil {
+		return Account{}, err
+	}
+	if out.Me == nil {
+		return Account{}, errNoAccount
+	}
+	return *out.Me, nil
+}
+
+func (a API) endpoints(ctx context.Context) ([]Endpoint, error) {
+	var out struct{ Endpoints []Endpoint }
+	if err := a.c.Do(ctx, qEndpoints, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Endpoints, nil
+}
+
+func (a API) createEndpoint(ctx context.Context, name, target string) (Endpoint, error) {
+	input := map[string]any{"name": name, "mode": "PROXY"}
+	if target != "" {
+		input["target"] = target
+	}
+	var out struct{ CreateEndpoint Endpoint }
+	if err := a.c.Do(ctx, qCreate, map[string]any{"input": input}, &out); err != nil {
+		return Endpoint{}, err
+	}
+	return out.CreateEndpoint, nil
+}
+
+// delivery returns the delivery as the console's detail pane reads it.
+func (a API) delivery(ctx context.Context, id string) (json.RawMessage, error) {
+	var out struct{ Delivery json.RawMessage }
+	if err := a.c.Do(ctx, qDelivery, map[string]any{"id": id}, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Delivery) == 0 || string(out.Delivery) == "null" {
+		return nil, fmt.Errorf("delivery %s: not found", id)
+	}
+	return out.Delivery, nil
+}
+
+// retry asks the relay to send the delivery again (a new attempt through a
+// connected agent) and returns the delivery with it.
+func (a API) retry(ctx context.Context, id string) (json.RawMessage, error) {
+	var out struct{ RetryDelivery json.RawMessage }
+	if err := a.c.Do(ctx, qRetry, map[string]any{"id": id}, &out); err != nil {
+		return nil, err
+	}
+	return out.RetryDelivery, nil
+}

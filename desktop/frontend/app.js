@@ -1,0 +1,325 @@
+// The desktop agent's window. It talks only to the Go side (Wails
+// bindings window.go.desktop.UI and the "conn" and "row" events); the Go
+// side holds the token and talks to the relay. The detail pane, badges and
+// copy buttons are the console's own modules.
+import { h, replace, field } from '/console/dom.js';
+import { formatTime } from '/console/format.js';
+import { renderDetail, statusBadge } from '/console/detail.js';
+import { codeLine, notice, submitWith } from '/console/ui.js';
+
+const ui = () => window.go.desktop.UI;
+const main = document.getElementById('main');
+const connEl = document.getElementById('conn');
+const accountEl = document.getElementById('account');
+
+const state = {
+  status: null,
+  conn: { state: 'off' },
+  endpoints: [],
+  endpointError: '',
+  rows: [],
+  selected: null, // delivery id in the detail pane
+  detail: null,
+  detailMessage: null,
+  newAttemptId: '',
+  retrying: false,
+};
+
+// Errors from Go arrive as strings.
+const describe = (err) => (err && err.message) || String(err);
+
+async function boot() {
+  state.status = await ui().Status();
+  state.conn = state.status.conn;
+  state.rows = state.status.rows || [];
+  window.runtime.EventsOn('conn', (c) => {
+    state.conn = c;
+    renderConn();
+    refreshEndpoints();
+  });
+  window.runtime.EventsOn('row', (r) => {
+    state.rows.push(r);
+    renderRows();
+    if (r.deliveryId === state.selected) loadDetail(r.deliveryId, r.attemptId);
+  });
+  document.addEventListener('visibilitychange', () => ui().SetVisible(!document.hidden));
+  setInterval(renderConn, 1000); // the countdown to the next try
+  setInterval(() => { if (!document.hidden) refreshEndpoints(); }, 5000);
+  render();
+}
+
+function render() {
+  renderConn();
+  renderAccount();
+  if (!state.status.signedIn) {
+    renderSignIn();
+    return;
+  }
+  replace(main,
+    h('div', { class: 'desk' },
+      h('section', { class: 'card endpoints', 'aria-labelledby': 'ep-title' },
+        h('div', { class: 'list-head' }, h('h2', { id: 'ep-title' }, 'Endpoints')),
+        createForm(),
+        h('div', { id: 'endpoint-list', 'data-testid': 'endpoints' })),
+      h('div', { class: 'right' },
+        h('section', { class: 'card deliveries', 'aria-labelledby': 'dl-title' },
+          h('div', { class: 'list-head' }, h('h2', { id: 'dl-title' }, 'Deliveries'),
+            h('span', { class: 'muted small' }, 'forwarded by this agent, newest first')),
+          h('div', { id: 'rows', class: 'rows-scroll' })),
+        h('aside', { id: 'detail', class: 'detail', 'aria-label': 'Delivery detail' }))));
+  renderEndpoints();
+  renderRows();
+  renderDetailPane();
+  refreshEndpoints();
+}
+
+function renderAccount() {
+  const s = state.status;
+  if (!s.signedIn) {
+    replace(accountEl, h('button', { type: 'button', class: 'btn btn-small btn-ghost', onclick: () => ui().Quit() }, 'Quit'));
+    return;
+  }
+  replace(accountEl,
+    h('span', { class: 'muted small', title: `token kept in ${s.stored === 'keyring' ? 'the OS keyring' : s.storePath}` },
+      `${s.account.name || 'signed in'} · ${s.server}`),
+    h('button', { type: 'button', class: 'btn btn-small btn-ghost', 'data-testid': 'sign-out', onclick: signOut }, 'Sign out'),
+    h('button', { type: 'button', class: 'btn btn-small btn-ghost', onclick: () => ui().Hide(), title: 'Keep forwarding with the window hidden; start Relay again to show it' }, 'Hide'),
+    h('button', { type: 'button', class: 'btn btn-small', 'data-testid': 'quit', onclick: () => ui().Quit() }, 'Quit'));
+}
+
+async function signOut() {
+  state.status = await ui().SignOut();
+  state.endpoints = [];
+  render();
+}
+
+function renderConn() {
+  const c = state.conn || { state: 'off' };
+  const labels = {
+    off: 'Not forwarding',
+    connecting: 'Connecting…',
+    connected: 'Connected',
+    reconnecting: 'Reconnecting',
+    refused: 'Refused',
+  };
+  connEl.dataset.state = c.state;
+  replace(connEl,
+    h('span', { class: 'dot', 'aria-hidden': 'true' }),
+    h('strong', { 'data-testid': 'conn-state' }, labels[c.state] || c.state));
+  // Why the agent is not connected, and when it tries again, in full.
+  const banner = document.getElementById('conn-banner');
+  if (c.state === 'reconnecting') {
+    const secs = c.nextTry ? Math.max(0, Math.ceil((new Date(c.nextTry) - Date.now()) / 1000)) : 0;
+    replace(banner, notice('warn',
+      h('strong', {}, 'Reconnecting: '),
+      h('span', { 'data-testid': 'conn-reason' }, `${c.reason || 'connection lost'} — next try in ${secs} s`)));
+  } else if (c.state === 'refused') {
+    replace(banner, notice('error',
+      h('strong', {}, 'The relay refused the agent: '),
+      h('span', { 'data-testid': 'conn-reason' }, c.reason || ''),
+      ' Check the token (sign out and in again) or switch off the Endpoint it names.'));
+  } else {
+    replace(banner);
+  }
+}
+
+function renderSignIn() {
+  const s = state.status;
+  const server = h('input', { type: 'text', name: 'server', required: true, value: s.server || 'http://localhost:8080', autocomplete: 'url' });
+  const token = h('input', { type: 'password', name: 'token', required: true, autocomplete: 'off' });
+  const status = h('div', { class: 'form-status' });
+  replace(main, h('section', { class: 'card signin', 'aria-labelledby': 'signin-title' },
+    h('h1', { id: 'signin-title' }, 'Sign in to a relay'),
+    h('p', { class: 'muted' }, 'The token is kept in the OS keyring when there is one, else in the file `relay login` uses, so one sign-in serves both.'),
+    s.error ? notice('warn', s.error) : null,
+    h('form', {
+      'data-testid': 'signin',
+      onsubmit: submitWith(status, async () => {
+        state.status = await ui().SignIn(server.value, token.value);
+        render();
+      }),
+    },
+    field('Relay URL', server),
+    field('Token', token, 'An API token of your account (relay login, or the console).'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign in')),
+    status)));
+}
+
+function createForm() {
+  const name = h('input', { type: 'text', name: 'name', required: true, maxlength: '100', placeholder: 'payments' });
+  const target = h('input', { type: 'text', name: 'target', placeholder: '127.0.0.1:3000' });
+  const status = h('div', { class: 'form-status' });
+  const button = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create');
+  return h('form', {
+    class: 'create',
+    'data-testid': 'create-endpoint',
+    onsubmit: submitWith(status, async () => {
+      await ui().CreateEndpoint(name.value, target.value.trim());
+      name.value = '';
+      button.disabled = false; // the form stays for the next one
+      await refreshEndpoints();
+    }),
+  },
+  field('New Endpoint', name),
+  field('Local target', target),
+  button,
+  h('div', { class: 'create-status' }, status));
+}
+
+async function refreshEndpoints() {
+  if (!state.status || !state.status.signedIn) return;
+  try {
+    state.endpoints = await ui().Endpoints();
+    state.endpointError = '';
+  } catch (err) {
+    state.endpointError = describe(err);
+  }
+  renderEndpoints();
+}
+
+function renderEndpoints() {
+  const list = document.getElementById('endpoint-list');
+  if (!list) return;
+  // A target being typed is not overwritten by a refresh.
+  const typing = document.activeElement && document.activeElement.dataset.targetFor;
+  if (typing) return;
+  replace(list,
+    state.endpointError ? notice('error', state.endpointError) : null,
+    state.endpoints.length === 0 && !state.endpointError ? h('p', { class: 'muted' }, 'No Endpoint yet: create one above.') : null,
+    state.endpoints.map(endpointCard));
+}
+
+function endpointCard(e) {
+  const target = h('input', { type: 'text', value: e.localTarget || '', placeholder: '127.0.0.1:3000', 'aria-label': `Local target of ${e.name}`, 'data-target-for': e.id });
+  const sw = h('input', { type: 'checkbox', role: 'switch', checked: e.serving, 'data-testid': 'switch' });
+  const status = h('div', { class: 'form-status' });
+  sw.addEventListener('change', async () => {
+    replace(status);
+    try {
+      if (sw.checked) await ui().Connect(e.id, target.value);
+      else await ui().Disconnect(e.id);
+      e.serving = sw.checked;
+      e.localTarget = target.value;
+    } catch (err) {
+      sw.checked = !sw.checked;
+      replace(status, notice('error', describe(err)));
+    }
+  });
+  // While the relay cannot be asked, its last answer would be a guess.
+  const stale = !!state.endpointError;
+  let agents = e.agentConnected ? 'Agent connected' : 'No agent';
+  if (e.agentCount > 1) agents = `${e.agentCount} agents connected (deliveries are shared)`;
+  if (stale) agents = 'Agent state unknown';
+  return h('article', { class: 'endpoint-card', 'data-endpoint-id': e.id, 'data-serving': String(e.serving) },
+    h('h3', {}, e.name,
+      h('span', { class: `badge mode-${e.mode.toLowerCase()}` }, e.mode),
+      h('span', { class: `agent-badge ${e.agentConnected && !stale ? 'on' : 'off'}`, 'data-testid': 'agent-state', 'data-count': String(e.agentCount) },
+        h('span', { class: 'dot', 'aria-hidden': 'true' }), agents)),
+    codeLine('Public URL', e.url, { testid: 'public-url' }),
+    e.mode === 'LOG' ? h('p', { class: 'muted small' }, 'LOG mode: the relay records and answers 204 itself; nothing is forwarded.') : null,
+    h('div', { class: 'route' }, target, h('label', { class: 'switch' }, sw, 'Forward')),
+    status);
+}
+
+function renderRows() {
+  const box = document.getElementById('rows');
+  if (!box) return;
+  if (state.rows.length === 0) {
+    replace(box, h('p', { class: 'muted empty', 'data-testid': 'no-rows' }, 'Nothing forwarded yet. Switch an Endpoint on and send a request to its public URL.'));
+    return;
+  }
+  const names = new Map(state.endpoints.map((e) => [e.id, e.name]));
+  const rows = state.rows.slice().reverse();
+  replace(box, h('table', { class: 'table rows', 'data-testid': 'rows' },
+    h('caption', { class: 'sr-only' }, 'Forwarded deliveries, newest first'),
+    h('thead', {}, h('tr', {},
+      h('th', { scope: 'col', class: 'col-time' }, 'Time'),
+      h('th', { scope: 'col', class: 'col-method' }, 'Method'),
+      h('th', { scope: 'col' }, 'Path'),
+      h('th', { scope: 'col', class: 'col-status' }, 'Status'),
+      h('th', { scope: 'col', class: 'col-dur' }, 'Duration'))),
+    h('tbody', {}, rows.map((r) => h('tr', {
+      class: `row${r.deliveryId === state.selected ? ' is-selected' : ''}`,
+      tabindex: '0',
+      'data-delivery-id': r.deliveryId,
+      'data-attempt-id': r.attemptId,
+      title: `${names.get(r.endpointId) || r.endpointId}${r.error ? ': ' + r.error : ''}`,
+      onclick: () => select(r.deliveryId),
+      onkeydown: (ev) => { if (ev.key === 'Enter') select(r.deliveryId); },
+    },
+    h('td', {}, h('time', { datetime: r.time }, formatTime(r.time))),
+    h('td', {}, h('span', { class: `method method-${r.method.toLowerCase()}` }, r.method)),
+    h('td', {}, h('span', { class: 'path-wrap' }, h('code', {}, r.path))),
+    h('td', { 'data-testid': 'row-status' }, statusBadge(r.status || null)),
+    h('td', { class: 'dur' }, `${r.durationMs} ms`))))));
+}
+
+async function select(id) {
+  state.selected = id;
+  state.detail = null;
+  state.detailMessage = null;
+  state.newAttemptId = '';
+  renderRows();
+  await loadDetail(id);
+}
+
+async function loadDetail(id, newAttemptId) {
+  try {
+    const d = await ui().Delivery(id);
+    if (state.selected !== id) return;
+    state.detail = d;
+    if (newAttemptId) state.newAttemptId = newAttemptId;
+  } catch (err) {
+    state.detailMessage = notice('error', describe(err));
+  }
+  renderDetailPane();
+}
+
+function renderDetailPane() {
+  const pane = document.getElementById('detail');
+  if (!pane) return;
+  if (!state.selected) {
+    pane.classList.remove('is-open');
+    replace(pane, h('div', { class: 'detail-empty' }, h('h2', {}, 'No delivery selected'),
+      h('p', { class: 'muted' }, 'Pick a row to see its headers, body, the local answer, and to retry it.')));
+    return;
+  }
+  pane.classList.add('is-open');
+  if (!state.detail) {
+    replace(pane, state.detailMessage || h('p', { class: 'muted' }, 'Loading…'));
+    return;
+  }
+  const ep = state.endpoints.find((e) => e.id === state.detail.address);
+  replace(pane, renderDetail(state.detail, {
+    baseURL: ep ? ep.url : '',
+    retryReason: '',
+    retrying: state.retrying,
+    message: state.detailMessage,
+    newAttemptId: state.newAttemptId,
+    onRetry: retry,
+    onClose: () => { state.selected = null; renderRows(); renderDetailPane(); },
+  }));
+}
+
+async function retry() {
+  const id = state.selected;
+  state.retrying = true;
+  state.detailMessage = null;
+  renderDetailPane();
+  try {
+    const d = await ui().Retry(id);
+    if (state.selected === id) {
+      state.detail = d;
+      const last = (d.attempts || [])[d.attempts.length - 1];
+      state.newAttemptId = last ? last.id : '';
+      state.detailMessage = notice('success', 'Sent again: the new attempt is highlighted.');
+    }
+  } catch (err) {
+    state.detailMessage = notice('error', describe(err));
+  } finally {
+    state.retrying = false;
+    renderDetailPane();
+  }
+}
+
+boot().catch((err) => replace(main, notice('error', `The window could not start: ${describe(err)}`)));

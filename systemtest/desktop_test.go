@@ -1,0 +1,551 @@
+package systemtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// desktopTags are the build tags of the desktop agent's window on Linux
+// (docs/desktop.md).
+const desktopTags = "desktop,production,webkit2_41"
+
+// TestDesktopAgent drives the desktop agent as a person would: the real
+// window (WebKitGTK under Xvfb) of the real binary, read and clicked
+// through its test hook, against a real relay and a local handler. It
+// signs in through the window, creates two Endpoints and switches both on
+// (one connection), sends deliveries to their public addresses, reads the
+// rows and the detail pane, retries from the window, watches the
+// connection state through a relay restart, gets a notice for a failed
+// delivery while hidden, quits cleanly, and starts again signed in from
+// what `relay login` stored.
+func TestDesktopAgent(t *testing.T) {
+	t.Parallel()
+	bin := buildDesktop(t)
+	r := harness.Start(t, "")
+	acct := signUpTenant(t, r, "desk")
+
+	var served atomic.Int64
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n := served.Add(1)
+		body, _ := io.ReadAll(req.Body)
+		if strings.HasPrefix(req.URL.Path, "/fail") {
+			http.Error(w, "local failure", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Local", "yes")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"got":%q,"bytes":%d,"n":%d}`, req.URL.RequestURI(), len(body), n)
+	}))
+	t.Cleanup(local.Close)
+	target := strings.TrimPrefix(local.URL, "http://")
+
+	home := t.TempDir()
+	display := startXvfb(t)
+	app := startDesktop(t, bin, display, home)
+
+	// Signed out: the window asks for the relay and a token.
+	app.waitFor(t, `!!document.querySelector('[data-testid=signin]')`)
+	app.screenshot(t, "desktop-signin")
+	app.run(t, `(() => {
+		const f = document.querySelector('[data-testid=signin]');
+		f.querySelector('input[name=server]').value = `+strconv.Quote(r.BareURL())+`;
+		f.querySelector('input[name=token]').value = `+strconv.Quote(acct.Token)+`;
+		f.requestSubmit();
+		return true; })()`)
+	app.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
+
+	// No keyring answers in the test's session: the token is in the file
+	// `relay login` uses, readable by its owner only.
+	cfgPath := filepath.Join(home, ".config", "relay", "config.json")
+	st, err := os.Stat(cfgPath)
+	if err != nil {
+		t.Fatalf("sign-in stored nothing: %v", err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", cfgPath, st.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(cfgPath); !bytes.Contains(b, []byte(acct.Token)) || !bytes.Contains(b, []byte(r.BareURL())) {
+		t.Errorf("stored login %s lacks the relay or token", b)
+	}
+	if s := app.state(t); !s.SignedIn || s.Stored != "file" || s.Account.Name != "desk" {
+		t.Errorf("after sign-in: signedIn=%v stored=%q account=%q", s.SignedIn, s.Stored, s.Account.Name)
+	}
+
+	// The window loads only its own embedded files, and its policy
+	// forbids any other origin.
+	if got := app.str(t, `JSON.stringify([...document.querySelectorAll('[src],[href]')]
+		.map((e) => new URL(e.getAttribute('src') || e.getAttribute('href'), location.href))
+		.filter((u) => u.origin !== location.origin).map(String))`); got != "[]" {
+		t.Errorf("the window refers to other origins: %s", got)
+	}
+	if got := app.str(t, `document.querySelector('meta[http-equiv=Content-Security-Policy]').content`); !strings.HasPrefix(got, "default-src 'self';") {
+		t.Errorf("content security policy %q, want default-src 'self'", got)
+	}
+
+	// Two Endpoints, created in the window, each forwarding to the handler.
+	for _, name := range []string{"payments", "github"} {
+		app.run(t, `(() => {
+			const f = document.querySelector('[data-testid=create-endpoint]');
+			f.querySelector('input[name=name]').value = `+strconv.Quote(name)+`;
+			f.querySelector('input[name=target]').value = `+strconv.Quote(target)+`;
+			f.requestSubmit();
+			return true; })()`)
+		app.waitFor(t, `[...document.querySelectorAll('.endpoint-card h3')].some((h) => h.textContent.startsWith(`+strconv.Quote(name)+`))`)
+	}
+	ids := map[string]string{}
+	for _, e := range listEndpoints(t, r, acct.Token) {
+		ids[e.Name] = e.ID
+		if e.Mode != "PROXY" || e.Target == nil || *e.Target != target {
+			t.Errorf("endpoint %s: mode %s target %v, want PROXY to %s", e.Name, e.Mode, e.Target, target)
+		}
+	}
+	pay, gh := ids["payments"], ids["github"]
+	if pay == "" || gh == "" {
+		t.Fatalf("endpoints after creating two in the window: %v", ids)
+	}
+	// The public URL is shown with a copy button.
+	if got := app.str(t, `document.querySelector('[data-endpoint-id="`+pay+`"] [data-testid=public-url]').textContent`); !strings.Contains(got, pay) {
+		t.Errorf("public URL shown for %s: %q", pay, got)
+	}
+
+	// Both switched on: one connection serves both.
+	for _, id := range []string{pay, gh} {
+		app.run(t, `(() => { document.querySelector('[data-endpoint-id="`+id+`"] [data-testid=switch]').click(); return true; })()`)
+	}
+	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
+	waitAgent(t, r, acct.Token, pay, true)
+	waitAgent(t, r, acct.Token, gh, true)
+	app.waitFor(t, `[...document.querySelectorAll('[data-testid=agent-state]')].every((b) => b.textContent === 'Agent connected')`)
+	sessions := agentSessions(t, r, acct.Token)
+	conn := func(id string) string { c, _, _ := strings.Cut(sessions["agent-"+id], "/"); return c }
+	if conn(pay) == "" || conn(pay) != conn(gh) {
+		t.Errorf("agent sessions %v: want both Endpoints on one connection", sessions)
+	}
+	app.screenshot(t, "desktop-connected")
+
+	// Deliveries to the public addresses get the local answer.
+	send := func(id, method, path, ctype string, body []byte) (int, string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+r.AddressHost(id)+path, bytes.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(r.Route(req))
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	code, body, hdr := send(pay, "POST", "/hooks/pay?x=1", "application/json", []byte(`{"amount":42,"currency":"EUR"}`))
+	if code != 201 || !strings.Contains(body, `"got":"/hooks/pay?x=1"`) || hdr.Get("X-Local") != "yes" {
+		t.Fatalf("sender got %d %q (X-Local %q), want the local 201", code, body, hdr.Get("X-Local"))
+	}
+	if code, body, _ = send(gh, "GET", "/ping", "", nil); code != 201 || !strings.Contains(body, `"got":"/ping"`) {
+		t.Fatalf("sender got %d %q from the second Endpoint, want the local 201", code, body)
+	}
+	binary := make([]byte, 256)
+	for i := range binary {
+		binary[i] = byte(i)
+	}
+	if code, _, _ = send(pay, "PUT", "/bin", "application/octet-stream", binary); code != 201 {
+		t.Fatalf("binary delivery: sender got %d", code)
+	}
+
+	// The window shows the rows: time, method, path, status, duration.
+	app.waitFor(t, `document.querySelectorAll('tr.row').length === 3`)
+	rows := app.str(t, `[...document.querySelectorAll('tr.row')].map((r) => [...r.cells].map((c) => c.textContent).join(' | ')).join('\n')`)
+	for _, want := range []string{"POST | /hooks/pay?x=1 | 201 | ", "GET | /ping | 201 | ", "PUT | /bin | 201 | "} {
+		if !strings.Contains(rows, want) {
+			t.Errorf("rows lack %q:\n%s", want, rows)
+		}
+	}
+	if !strings.Contains(rows, " ms") {
+		t.Errorf("rows show no duration:\n%s", rows)
+	}
+
+	// The detail pane: pretty JSON, the local response; then Retry.
+	clickRow := func(path string) string {
+		t.Helper()
+		return app.str(t, `(() => {
+			const row = [...document.querySelectorAll('tr.row')].find((r) => r.querySelector('code').textContent === `+strconv.Quote(path)+`);
+			row.click();
+			return row.dataset.deliveryId; })()`)
+	}
+	payID := clickRow("/hooks/pay?x=1")
+	app.waitFor(t, `!!document.querySelector('[data-testid=body-json]')`)
+	if got := app.str(t, `document.querySelector('[data-testid=body-json]').textContent`); !strings.Contains(got, `"amount": 42`) {
+		t.Errorf("request body not pretty-printed: %q", got)
+	}
+	if got := app.str(t, `document.querySelector('.detail').textContent`); !strings.Contains(got, "x-local") && !strings.Contains(got, "X-Local") {
+		t.Errorf("detail pane lacks the local response's headers:\n%s", got)
+	}
+	app.screenshot(t, "desktop-detail")
+	app.run(t, `(() => { document.querySelector('[data-testid=retry]').click(); return true; })()`)
+	app.waitFor(t, `document.querySelectorAll('[data-testid=attempts] tbody tr').length === 2`)
+	d := deliveryByID(t, r, acct.Token, payID)
+	if d == nil || len(d.Attempts) != 2 || !d.Attempts[1].Retry || d.Attempts[1].Status == nil || *d.Attempts[1].Status != 201 {
+		t.Fatalf("after Retry in the window the API shows %+v, want a second attempt, a retry answered 201", d)
+	}
+	app.waitFor(t, `document.querySelectorAll('tr.row').length === 4`)
+
+	// A binary body is shown as hex.
+	clickRow("/bin")
+	app.waitFor(t, `!!document.querySelector('[data-testid=body-hex]')`)
+	if got := app.str(t, `document.querySelector('[data-testid=body-hex]').textContent`); !strings.Contains(got, "00 01 02 03") {
+		t.Errorf("hex view: %q", got)
+	}
+
+	// The relay goes away: the window says so, with the reason and the
+	// next try, and connects again when it is back.
+	r.Stop(t)
+	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Reconnecting'`)
+	app.waitFor(t, `/next try in \d+ s/.test(document.querySelector('[data-testid=conn-reason]').textContent)`)
+	app.screenshot(t, "desktop-reconnecting")
+	r.RestartSamePort(t)
+	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
+	waitAgent(t, r, acct.Token, pay, true)
+
+	// Hidden, the agent keeps forwarding and notifies of a failure. The
+	// test's session has no notification service: the notice records why
+	// it was not shown.
+	app.post(t, "/close")
+	if code, _, _ = send(pay, "POST", "/fail", "text/plain", []byte("x")); code != 500 {
+		t.Fatalf("failing delivery while hidden: sender got %d, want the local 500", code)
+	}
+	harness.Eventually(t, 15*time.Second, "a notice of the failed delivery", func() bool {
+		s := app.state(t)
+		return s.Hidden && len(s.Notices) == 1 && strings.Contains(s.Notices[0].Body, "/fail")
+	})
+
+	// Quit: the session is closed and the relay records the disconnect.
+	app.quit(t)
+	waitAgent(t, r, acct.Token, pay, false)
+	waitAgent(t, r, acct.Token, gh, false)
+
+	// `relay login` stores a sign-in; the window starts with it.
+	out, exit := harness.RunWith(t, harness.Command{
+		Env:   []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")},
+		Stdin: strings.NewReader(acct.Token + "\n"),
+	}, "login", "--server", r.BareURL())
+	if exit != 0 {
+		t.Fatalf("relay login: exit %d\n%s", exit, out)
+	}
+	again := startDesktop(t, bin, display, home)
+	again.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
+	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
+		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
+	}
+	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
+	again.run(t, `(() => { document.querySelector('[data-endpoint-id="`+pay+`"] [data-testid=switch]').click(); return true; })()`)
+	waitAgent(t, r, acct.Token, pay, true)
+	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	again.wait(t)
+	waitAgent(t, r, acct.Token, pay, false)
+}
+
+// agentSessions maps each agent stream to the agent_id of its last
+// agent.connected.v1 event.
+func agentSessions(t *testing.T, r *harness.Relay, token string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range logEvents(t, r, token) {
+		if e.Type != "agent.connected.v1" {
+			continue
+		}
+		var d struct {
+			AgentID string `json:"agent_id"`
+		}
+		_ = json.Unmarshal([]byte(e.Data), &d)
+		out[e.Stream] = d.AgentID
+	}
+	return out
+}
+
+func listEndpoints(t *testing.T, r *harness.Relay, token string) []endpointInfo {
+	t.Helper()
+	var out struct{ Endpoints []endpointInfo }
+	r.MustGraphQL(t, token, `{ endpoints{ `+endpointFields+` } }`, nil, &out)
+	return out.Endpoints
+}
+
+// buildDesktop builds the desktop agent with its window (cgo, WebKitGTK)
+// once for the test, or skips when the machine cannot.
+func buildDesktop(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("Xvfb"); err != nil {
+		t.Skip("Xvfb is not installed (Debian: apt-get install xvfb)")
+	}
+	if err := exec.Command("pkg-config", "--exists", "webkit2gtk-4.1", "gtk+-3.0").Run(); err != nil {
+		t.Skip("WebKitGTK 4.1 is not installed (Debian: apt-get install libgtk-3-dev libwebkit2gtk-4.1-dev)")
+	}
+	bin := filepath.Join(t.TempDir(), "relay-desktop")
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", desktopTags, "-o", bin, "./cmd/relay-desktop")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Dir = harness.ModuleRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build relay-desktop: %v\n%s", err, out)
+	}
+	t.Logf("built relay-desktop in %s", time.Since(start).Round(time.Second))
+	return bin
+}
+
+// startXvfb starts a virtual X server for the test and returns its display.
+func startXvfb(t *testing.T) string {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1280x800x24", "-nolisten", "tcp")
+	cmd.ExtraFiles = []*os.File{pw}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start Xvfb: %v", err)
+	}
+	pw.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(pr).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case n := <-line:
+		if n == "" {
+			t.Fatal("Xvfb did not report a display")
+		}
+		return ":" + n
+	case <-time.After(20 * time.Second):
+		t.Fatal("Xvfb did not start within 20 s")
+	}
+	return ""
+}
+
+// desktopApp is a running relay-desktop and its test hook.
+type desktopApp struct {
+	cmd     *exec.Cmd
+	out     *lockedBuffer
+	done    chan struct{}
+	display string
+	addr    string
+	secret  string
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startDesktop runs the binary on display with home as its HOME and
+// config folder, no session bus (so no keyring) and the test hook on.
+func startDesktop(t *testing.T, bin, display, home string) *desktopApp {
+	t.Helper()
+	hookFile := filepath.Join(home, "hook")
+	_ = os.Remove(hookFile)
+	runtimeDir := filepath.Join(home, "run")
+	if err := os.MkdirAll(runtimeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a := &desktopApp{out: &lockedBuffer{}, done: make(chan struct{}), display: display}
+	a.cmd = exec.Command(bin)
+	a.cmd.Env = append(os.Environ(),
+		"DISPLAY="+display,
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_RUNTIME_DIR="+runtimeDir,
+		"DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(home, "no-bus"),
+		"NO_AT_BRIDGE=1",
+		"RELAY_DESKTOP_TEST_HOOK="+hookFile,
+	)
+	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if err := a.cmd.Start(); err != nil {
+		t.Fatalf("start relay-desktop: %v", err)
+	}
+	go func() { _ = a.cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-a.done:
+		default:
+			_ = a.cmd.Process.Kill()
+			<-a.done
+		}
+		if t.Failed() {
+			t.Logf("relay-desktop output:\n%s", a.out.String())
+		}
+	})
+	harness.Eventually(t, 20*time.Second, "the desktop test hook", func() bool {
+		b, err := os.ReadFile(hookFile)
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 2 {
+			return false
+		}
+		a.addr, a.secret = f[0], f[1]
+		return true
+	})
+	a.waitFor(t, `document.querySelector('#main').children.length > 0`)
+	return a
+}
+
+func (a *desktopApp) post(t *testing.T, path string) ([]byte, int) {
+	t.Helper()
+	return a.request(t, "POST", path, "")
+}
+
+func (a *desktopApp) request(t *testing.T, method, path, body string) ([]byte, int) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+a.addr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+a.secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("test hook %s: %v\n%s", path, err, a.out.String())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b, resp.StatusCode
+}
+
+// eval runs a JavaScript expression in the window and returns its value.
+func (a *desktopApp) eval(t *testing.T, js string) (json.RawMessage, error) {
+	t.Helper()
+	b, code := a.request(t, "POST", "/eval", js)
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("eval: %d %s", code, b)
+	}
+	var res struct {
+		Value json.RawMessage
+		Error string
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("eval answer %s: %w", b, err)
+	}
+	if res.Error != "" {
+		return nil, fmt.Errorf("script failed: %s", res.Error)
+	}
+	return res.Value, nil
+}
+
+func (a *desktopApp) run(t *testing.T, js string) {
+	t.Helper()
+	if _, err := a.eval(t, js); err != nil {
+		t.Fatalf("%v\nscript: %s", err, js)
+	}
+}
+
+func (a *desktopApp) str(t *testing.T, js string) string {
+	t.Helper()
+	v, err := a.eval(t, js)
+	if err != nil {
+		t.Fatalf("%v\nscript: %s", err, js)
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		t.Fatalf("script gave %s, want a string\nscript: %s", v, js)
+	}
+	return s
+}
+
+// waitFor polls a JavaScript condition in the window.
+func (a *desktopApp) waitFor(t *testing.T, cond string) {
+	t.Helper()
+	harness.Eventually(t, 20*time.Second, "window: "+cond, func() bool {
+		v, err := a.eval(t, `(() => { try { return !!(`+cond+`); } catch (e) { return false; } })()`)
+		return err == nil && string(v) == "true"
+	})
+}
+
+type desktopState struct {
+	SignedIn bool
+	Stored   string
+	Account  struct{ Name string }
+	Hidden   bool
+	Notices  []struct{ Title, Body, Error string }
+}
+
+func (a *desktopApp) state(t *testing.T) desktopState {
+	t.Helper()
+	b, code := a.request(t, "GET", "/state", "")
+	var s desktopState
+	if code != http.StatusOK || json.Unmarshal(b, &s) != nil {
+		t.Fatalf("test hook state: %d %s", code, b)
+	}
+	return s
+}
+
+// quit asks the app to quit as its Quit button does and waits for a clean
+// exit.
+func (a *desktopApp) quit(t *testing.T) {
+	t.Helper()
+	a.post(t, "/quit")
+	a.wait(t)
+}
+
+// wait waits for a clean exit.
+func (a *desktopApp) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-a.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("relay-desktop did not quit within 20 s:\n%s", a.out.String())
+	}
+	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("relay-desktop exit code %d:\n%s", code, a.out.String())
+	}
+}
+
+// screenshot saves the screen to $RELAY_DESKTOP_SCREENSHOTS/name.png when
+// that is set (how docs/screenshots/desktop-*.png are made).
+func (a *desktopApp) screenshot(t *testing.T, name string) {
+	t.Helper()
+	dir := os.Getenv("RELAY_DESKTOP_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	out := filepath.Join(dir, name+".png")
+	cmd := exec.Command("import", "-display", a.display, "-window", "root", "-trim", "+repage", "+dither", "-colors", "64", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("screenshot %s: %v\n%s", name, err, b)
+	}
+}
