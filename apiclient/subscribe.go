@@ -40,7 +40,7 @@ func WebSocketURL(server string) (string, error) {
 	if u.Host == "" {
 		return "", fmt.Errorf("%q has no host", server)
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/graphql"), "/") + "/graphql"
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/graphql"), "/") + "/graphql"
 	u.RawPath, u.Fragment = "", ""
 	return u.String(), nil
 }

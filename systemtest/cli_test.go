@@ -181,6 +181,21 @@ func TestAgentServesSeveralEndpointsOverOneConnection(t *testing.T) {
 		t.Errorf("github's target got %q %q", got.RequestURI, got.Body)
 	}
 	waitOutput(t, agent, regexp.MustCompile(`\[github\] POST /push → 200`))
+	agent.Stop(t)
+	waitAgent(t, r, acct.Token, a.ID, false)
+
+	// relay listen PORT NAME NAME: the same, by names, one target for both.
+	listen := h.startIn(t, t.TempDir(), "listen", portA, "stripe", "github")
+	waitOutput(t, listen, regexp.MustCompile(`forwarding 2 endpoints over one connection`))
+	waitAgent(t, r, acct.Token, a.ID, true)
+	waitAgent(t, r, acct.Token, b.ID, true)
+	send(t, r, b.ID, "POST", "/push2", nil, []byte("b2"))
+	if got := seenA.last(t); got.RequestURI != "/push2" {
+		t.Errorf("listen %s stripe github: the shared target got %q", portA, got.RequestURI)
+	}
+	if ep := endpointByID(t, r, acct.Token, b.ID); ep == nil || strp(ep.Target) != strconv.Quote("localhost:"+portA) {
+		t.Errorf("github's stored target after listen: %+v", ep)
+	}
 }
 
 // TestListenHTTPSTarget: an https target on loopback with a self-signed
