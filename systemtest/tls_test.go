@@ -143,18 +143,10 @@ func TestTLS(t *testing.T) {
 	plain := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/hook?x=1", Host: id + ".localhost:" + port, Body: []byte(`{"n":1}`),
 		Headers: [][2]string{{"Content-Type", "application/json"}}})
 	checkWrongProtocol(t, "plain HTTP on the TLS port", plain.Status, string(plain.Body), url)
-	resp, err := harness.Client.Post("http://127.0.0.1:"+strconv.Itoa(plainPort)+"/x", "text/plain", strings.NewReader("y"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPermanentRedirect {
-		t.Logf("bare IP on --http-listen: %s", resp.Status)
-	}
 	req, _ := http.NewRequest(http.MethodPut, "http://"+id+".localhost:"+strconv.Itoa(plainPort)+"/other", strings.NewReader("z"))
 	req.URL.Host = "127.0.0.1:" + strconv.Itoa(plainPort)
 	req.Host = id + ".localhost:" + strconv.Itoa(plainPort)
-	resp, err = harness.Client.Do(req)
+	resp, err := harness.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +220,17 @@ func TestTLS(t *testing.T) {
 		h.Get("Forwarded") != "for=127.0.0.1;host=\""+publicHost+"\";proto=https" || local[0].Body != "payload" {
 		t.Errorf("local process saw Host %q and %v", local[0].Host, h)
 	}
+	// --host-header preserve: the public host as Host.
+	target2, seen2 := localRecorder(t)
+	ep2 := proxyEndpoint(t, r, tn.Token, target2, false)
+	startTLSAgent(t, r, ca, tn.Token, ep2.ID, target2, "--host-header", "preserve")
+	if resp := post(t, h1, ep2.URL+"preserved", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("proxied with --host-header preserve: %s", resp.Status)
+	}
+	if local := seen2(); len(local) != 1 || local[0].Host != ep2.ID+".localhost:"+port {
+		t.Errorf("with --host-header preserve the local process saw %+v, want Host %s.localhost:%s", local, ep2.ID, port)
+	}
+
 	recorded := endpointSent(t, r, tn.Token, ep.ID)
 	for _, hd := range recorded[0].Headers {
 		if strings.EqualFold(hd.Name, "X-Forwarded-For") && hd.Value != "10.9.8.7" || strings.EqualFold(hd.Name, "X-Forwarded-Proto") ||
