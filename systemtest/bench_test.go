@@ -266,7 +266,7 @@ func BenchmarkInspectorIngestTLS(b *testing.B) {
 	got := benchTarget{
 		name: "https", addr: "127.0.0.1:" + strconv.Itoa(secure.Port), host: secure.AddressHost(id),
 		want: http.StatusNoContent, procs: []benchProc{{"relay", secure.PID()}},
-		tls:  &tls.Config{RootCAs: ca.Pool, ServerName: id + ".localhost"},
+		tls: &tls.Config{RootCAs: ca.Pool, ServerName: id + ".localhost"},
 	}
 	benchCompare(b, base, got, "https/http", nil)
 }
