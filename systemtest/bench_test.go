@@ -243,7 +243,8 @@ func BenchmarkInspectorIngest(b *testing.B) {
 // relays, one serving plain HTTP and one serving TLS (a wildcard
 // certificate from a test CA, ECDSA P-256), with the same client on
 // kept-alive HTTP/1.1 connections. https/http is the share of the plain
-// rate the relay keeps over TLS; relay-cpu-ms/1k is the TLS relay's CPU.
+// rate the relay keeps over TLS; relay-cpu-ms/1k is the TLS relay's CPU,
+// http-relay-cpu-ms/1k the plain one's.
 //
 //	go test -run '^$' -bench InspectorIngestTLS -benchtime 10000x -timeout 30m ./systemtest
 func BenchmarkInspectorIngestTLS(b *testing.B) {
@@ -268,7 +269,9 @@ func BenchmarkInspectorIngestTLS(b *testing.B) {
 		want: http.StatusNoContent, procs: []benchProc{{"relay", secure.PID()}},
 		tls: &tls.Config{RootCAs: ca.Pool, ServerName: id + ".localhost"},
 	}
-	benchCompare(b, base, got, "https/http", nil)
+	benchCompare(b, base, got, "https/http", func(b *testing.B, base, _ benchRun) {
+		b.ReportMetric(ms(base.cpu.PerPID[1])*1000/float64(base.res.Requests), "http-relay-cpu-ms/1k")
+	})
 }
 
 // BenchmarkInspectorMemory sends b.N deliveries to one inspector (use
