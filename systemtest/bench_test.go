@@ -246,7 +246,7 @@ func BenchmarkInspectorIngest(b *testing.B) {
 // rate the relay keeps over TLS; relay-cpu-ms/1k is the TLS relay's CPU,
 // http-relay-cpu-ms/1k the plain one's.
 //
-//	go test -run '^$' -bench InspectorIngestTLS -benchtime 10000x -timeout 30m ./systemtest
+//	go test -run '^$' -bench InspectorIngestTLS -benchtime 5000x -count 3 -timeout 30m ./systemtest
 func BenchmarkInspectorIngestTLS(b *testing.B) {
 	inspector := func(r *harness.Relay) string {
 		var out struct{ CreateInspector struct{ ID string } }
