@@ -122,10 +122,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}()
 
-	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	// The sender as a trusted proxy names it, and r.TLS for TLS
 	// connections net/http reads as plain ones (see tlslisten.MarkTLS).
 	resolver := forwarded.Resolver{Trusted: cfg.trusted, TLS: certs != nil, Scheme: urls.scheme}
+	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	srv := &http.Server{
 		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, a.Handler())),
 		ConnContext:                  tlslisten.ConnContext,
