@@ -350,7 +350,7 @@ func TestTLSHandshakeSlowloris(t *testing.T) {
 			switch {
 			case strings.HasPrefix(string(b), "HTTP/1.1 429"):
 				results <- "refused"
-			case len(b) == 0 && (err == nil || !(errorsAs(err, &ne) && ne.Timeout())):
+			case len(b) == 0 && (err == nil || !(errors.As(err, &ne) && ne.Timeout())):
 				results <- "closed" // EOF or reset from the server
 			default:
 				results <- fmt.Sprintf("other: %q %v", b, err)
@@ -376,5 +376,3 @@ func TestTLSHandshakeSlowloris(t *testing.T) {
 		return true
 	})
 }
-
-func errorsAs(err error, target *net.Error) bool { return errors.As(err, target) }
