@@ -81,6 +81,21 @@ func endpointSent(t *testing.T, r *harness.Relay, token, id string) []sentDelive
 	return out.Endpoint.Deliveries.Nodes
 }
 
+// waitSent polls read until it lists want deliveries: the history is a
+// view, which shows a delivery a moment after its answer.
+func waitSent(t *testing.T, want int, read func() []sentDelivery) []sentDelivery {
+	t.Helper()
+	var got []sentDelivery
+	harness.Eventually(t, 10*time.Second, fmt.Sprintf("%d deliveries in the history", want), func() bool {
+		got = read()
+		return len(got) >= want
+	})
+	if len(got) != want {
+		t.Fatalf("%d deliveries recorded, want %d: %+v", len(got), want, got)
+	}
+	return got
+}
+
 // startTLSAgent runs the real agent against the relay's https URL,
 // trusting the test's CA through --ca-file.
 func startTLSAgent(t *testing.T, r *harness.Relay, ca *harness.CA, token, endpointID, target string, extra ...string) *harness.Agent {
@@ -154,10 +169,7 @@ func TestTLS(t *testing.T) {
 	resp.Body.Close()
 	checkWrongProtocol(t, "--http-listen", resp.StatusCode, string(b), url)
 
-	got := inspectorSent(t, r, id)
-	if len(got) != 4 {
-		t.Fatalf("%d deliveries recorded, want 4: %+v", len(got), got)
-	}
+	got := waitSent(t, 4, func() []sentDelivery { return inspectorSent(t, r, id) })
 	overH1, overH2, overPlain := got[3], got[2], got[1]
 	for _, d := range got {
 		if d.RemoteAddress == nil || !strings.HasPrefix(*d.RemoteAddress, "127.0.0.1:") {
@@ -231,7 +243,7 @@ func TestTLS(t *testing.T) {
 		t.Errorf("with --host-header preserve the local process saw %+v, want Host %s.localhost:%s", local, ep2.ID, port)
 	}
 
-	recorded := endpointSent(t, r, tn.Token, ep.ID)
+	recorded := waitSent(t, 1, func() []sentDelivery { return endpointSent(t, r, tn.Token, ep.ID) })
 	for _, hd := range recorded[0].Headers {
 		if strings.EqualFold(hd.Name, "X-Forwarded-For") && hd.Value != "10.9.8.7" || strings.EqualFold(hd.Name, "X-Forwarded-Proto") ||
 			strings.EqualFold(hd.Name, "X-Forwarded-Host") || strings.EqualFold(hd.Name, "Forwarded") {
