@@ -388,3 +388,19 @@ func TestTLSHandshakeSlowloris(t *testing.T) {
 		return true
 	})
 }
+
+// TestAgentWithoutTheCA: an agent that does not trust the relay's CA says
+// so and what to give it.
+func TestAgentWithoutTheCA(t *testing.T) {
+	t.Parallel()
+	ca := harness.NewCA(t)
+	cert, key := ca.Issue(t, t.TempDir(), 1, "*.localhost", "localhost")
+	r := harness.StartTLS(t, "", ca, cert, key)
+	tn := signUpTenant(t, r, "noca")
+	ep := proxyEndpoint(t, r, tn.Token, "127.0.0.1:9", false)
+	a := harness.StartWith(t, harness.Command{Env: []string{"RELAY_TOKEN=" + tn.Token, "SSL_CERT_FILE=", "RELAY_CA_FILE="}},
+		"agent", "--server", r.BareURL(), "--endpoint", ep.ID, "--target", "127.0.0.1:9")
+	harness.Eventually(t, 15*time.Second, "the agent to name --ca-file", func() bool {
+		return strings.Contains(a.Output(), "give it with --ca-file")
+	})
+}
