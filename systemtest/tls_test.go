@@ -135,7 +135,7 @@ func TestTLS(t *testing.T) {
 	certDir := t.TempDir()
 	cert, key := ca.Issue(t, certDir, 1, "*.localhost", "localhost")
 	plainPort := harness.FreePort(t)
-	r := harness.StartTLS(t, "", ca, cert, key, "--http-listen", "127.0.0.1:"+strconv.Itoa(plainPort))
+	r := harness.StartTLS(t, "", ca, cert, key, "--http-listen", "127.0.0.1:"+strconv.Itoa(plainPort), "--max-header-bytes", "8KiB")
 	port := strconv.Itoa(r.Port)
 
 	id, url := createInspector(t, r)
@@ -152,6 +152,23 @@ func TestTLS(t *testing.T) {
 		resp := post(t, c.client, url+"hook?x=1", `{"n":1}`, [2]string{"Content-Type", "application/json"}, [2]string{"User-Agent", "sender/1"}, [2]string{"X-Sig", "abc"})
 		if resp.StatusCode != http.StatusNoContent || resp.ProtoMajor != c.proto {
 			t.Fatalf("HTTP/%d sender: %s over %s", c.proto, resp.Status, resp.Proto)
+		}
+	}
+	// --max-header-bytes holds over TLS, on HTTP/1.1 and h2 (where the
+	// relay advertises it, and Go's client refuses to send more).
+	for _, c := range []*http.Client{h1, h2} {
+		req, _ := http.NewRequest(http.MethodPost, url+"big-header", nil)
+		req.Header.Set("X-Big", strings.Repeat("b", 20<<10))
+		resp, err := c.Do(req)
+		if err != nil && strings.Contains(err.Error(), "larger than peer's advertised limit") {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a 20 KiB header over %s: %s, want 431", resp.Proto, resp.Status)
 		}
 	}
 	// Plain HTTP on the TLS port, and on --http-listen.
