@@ -3,6 +3,7 @@ package agentcli
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -85,4 +86,13 @@ func clientTLS(caFile string) (*tls.Config, error) {
 		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// tlsHint says what to do about a certificate the agent does not trust.
+func tlsHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return "the relay's certificate is signed by a CA this machine does not trust: give it with --ca-file"
+	}
+	return ""
 }

@@ -64,6 +64,9 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 			resp.Body.Close()
 			return false, fmt.Errorf("connect to %s: %w: server answered %s %q", a.wsURL, err, resp.Status, strings.TrimSpace(string(body)))
 		}
+		if hint := tlsHint(err); hint != "" {
+			return false, fmt.Errorf("connect to %s: %w (%s)", a.wsURL, err, hint)
+		}
 		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
 	if conn.Subprotocol() != subprotocol {

@@ -6,6 +6,7 @@ package systemtest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -67,6 +68,9 @@ type benchTarget struct {
 	// procs are the processes whose CPU the load costs, besides this test
 	// process (the load generator and any in-process handler).
 	procs []benchProc
+	// tls, when set, sends the requests over https (HTTP/1.1, kept alive)
+	// with this client configuration.
+	tls *tls.Config
 }
 
 // benchProc is a process whose CPU a benchmark reports.
@@ -79,10 +83,15 @@ type benchProc struct {
 func (t benchTarget) load(n, c int) harness.LoadResult {
 	client := harness.LoadClient(c)
 	defer client.CloseIdleConnections()
+	scheme := "http"
+	if t.tls != nil {
+		client.Transport.(*http.Transport).TLSClientConfig = t.tls
+		scheme = "https"
+	}
 	return harness.RunLoad(client, harness.LoadSpec{
 		Requests: n, Concurrency: c, Limit: benchLimit,
 		NewRequest: func(i int) *http.Request {
-			req, _ := http.NewRequest(http.MethodPost, "http://"+t.addr+"/webhooks/stripe?n="+strconv.Itoa(i), bytes.NewReader(jsonBody))
+			req, _ := http.NewRequest(http.MethodPost, scheme+"://"+t.addr+"/webhooks/stripe?n="+strconv.Itoa(i), bytes.NewReader(jsonBody))
 			req.Host = t.host
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Stripe-Signature", "t=1700000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd")
@@ -228,6 +237,41 @@ func BenchmarkInspectorIngest(b *testing.B) {
 		want: http.StatusNoContent, procs: []benchProc{{"relay", r.PID()}},
 	}
 	benchCompare(b, bare, relay, "relay/bare", nil)
+}
+
+// BenchmarkInspectorIngestTLS compares inspector ingest through two real
+// relays, one serving plain HTTP and one serving TLS (a wildcard
+// certificate from a test CA, ECDSA P-256), with the same client on
+// kept-alive HTTP/1.1 connections. https/http is the share of the plain
+// rate the relay keeps over TLS; relay-cpu-ms/1k is the TLS relay's CPU,
+// http-relay-cpu-ms/1k the plain one's.
+//
+//	go test -run '^$' -bench InspectorIngestTLS -benchtime 5000x -count 3 -timeout 30m ./systemtest
+func BenchmarkInspectorIngestTLS(b *testing.B) {
+	inspector := func(r *harness.Relay) string {
+		var out struct{ CreateInspector struct{ ID string } }
+		r.MustGraphQL(b, "", `mutation{ createInspector{ id } }`, nil, &out)
+		return out.CreateInspector.ID
+	}
+	plain := harness.Start(b, "", profArgs()...)
+	ca := harness.NewCA(b)
+	cert, key := ca.Issue(b, b.TempDir(), 1, "*.localhost", "localhost")
+	secure := harness.StartTLS(b, "", ca, cert, key, profArgs()...)
+	keepLog(b, plain)
+	keepLog(b, secure)
+	base := benchTarget{
+		name: "http", addr: "127.0.0.1:" + strconv.Itoa(plain.Port), host: plain.AddressHost(inspector(plain)),
+		want: http.StatusNoContent, procs: []benchProc{{"relay", plain.PID()}},
+	}
+	id := inspector(secure)
+	got := benchTarget{
+		name: "https", addr: "127.0.0.1:" + strconv.Itoa(secure.Port), host: secure.AddressHost(id),
+		want: http.StatusNoContent, procs: []benchProc{{"relay", secure.PID()}},
+		tls: &tls.Config{RootCAs: ca.Pool, ServerName: id + ".localhost"},
+	}
+	benchCompare(b, base, got, "https/http", func(b *testing.B, base, _ benchRun) {
+		b.ReportMetric(ms(base.cpu.PerPID[1])*1000/float64(base.res.Requests), "http-relay-cpu-ms/1k")
+	})
 }
 
 // BenchmarkInspectorMemory sends b.N deliveries to one inspector (use

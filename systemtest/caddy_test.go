@@ -148,10 +148,7 @@ func TestBehindCaddy(t *testing.T) {
 	resp.Body.Close()
 	checkWrongProtocol(t, "plain http through Caddy", resp.StatusCode, string(body), url)
 
-	got := inspectorSent(t, r, id)
-	if len(got) != 2 {
-		t.Fatalf("%d deliveries, want 2: %+v", len(got), got)
-	}
+	got := waitSent(t, 2, func() []sentDelivery { return inspectorSent(t, r, id) })
 	for _, d := range got {
 		if d.RemoteAddress == nil || *d.RemoteAddress != senderIP {
 			t.Errorf("%s %s recorded from %v, want the sender %s that Caddy forwarded for", d.Method, d.Path, d.RemoteAddress, senderIP)

@@ -81,6 +81,21 @@ func endpointSent(t *testing.T, r *harness.Relay, token, id string) []sentDelive
 	return out.Endpoint.Deliveries.Nodes
 }
 
+// waitSent polls read until it lists want deliveries: the history is a
+// view, which shows a delivery a moment after its answer.
+func waitSent(t *testing.T, want int, read func() []sentDelivery) []sentDelivery {
+	t.Helper()
+	var got []sentDelivery
+	harness.Eventually(t, 10*time.Second, fmt.Sprintf("%d deliveries in the history", want), func() bool {
+		got = read()
+		return len(got) >= want
+	})
+	if len(got) != want {
+		t.Fatalf("%d deliveries recorded, want %d: %+v", len(got), want, got)
+	}
+	return got
+}
+
 // startTLSAgent runs the real agent against the relay's https URL,
 // trusting the test's CA through --ca-file.
 func startTLSAgent(t *testing.T, r *harness.Relay, ca *harness.CA, token, endpointID, target string, extra ...string) *harness.Agent {
@@ -120,7 +135,7 @@ func TestTLS(t *testing.T) {
 	certDir := t.TempDir()
 	cert, key := ca.Issue(t, certDir, 1, "*.localhost", "localhost")
 	plainPort := harness.FreePort(t)
-	r := harness.StartTLS(t, "", ca, cert, key, "--http-listen", "127.0.0.1:"+strconv.Itoa(plainPort))
+	r := harness.StartTLS(t, "", ca, cert, key, "--http-listen", "127.0.0.1:"+strconv.Itoa(plainPort), "--max-header-bytes", "8KiB")
 	port := strconv.Itoa(r.Port)
 
 	id, url := createInspector(t, r)
@@ -139,22 +154,31 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("HTTP/%d sender: %s over %s", c.proto, resp.Status, resp.Proto)
 		}
 	}
+	// --max-header-bytes holds over TLS, on HTTP/1.1 and h2 (where the
+	// relay advertises it, and Go's client refuses to send more).
+	for _, c := range []*http.Client{h1, h2} {
+		req, _ := http.NewRequest(http.MethodPost, url+"big-header", nil)
+		req.Header.Set("X-Big", strings.Repeat("b", 20<<10))
+		resp, err := c.Do(req)
+		if err != nil && strings.Contains(err.Error(), "larger than peer's advertised limit") {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("a 20 KiB header over %s: %s, want 431", resp.Proto, resp.Status)
+		}
+	}
 	// Plain HTTP on the TLS port, and on --http-listen.
 	plain := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/hook?x=1", Host: id + ".localhost:" + port, Body: []byte(`{"n":1}`),
 		Headers: [][2]string{{"Content-Type", "application/json"}}})
 	checkWrongProtocol(t, "plain HTTP on the TLS port", plain.Status, string(plain.Body), url)
-	resp, err := harness.Client.Post("http://127.0.0.1:"+strconv.Itoa(plainPort)+"/x", "text/plain", strings.NewReader("y"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPermanentRedirect {
-		t.Logf("bare IP on --http-listen: %s", resp.Status)
-	}
 	req, _ := http.NewRequest(http.MethodPut, "http://"+id+".localhost:"+strconv.Itoa(plainPort)+"/other", strings.NewReader("z"))
 	req.URL.Host = "127.0.0.1:" + strconv.Itoa(plainPort)
 	req.Host = id + ".localhost:" + strconv.Itoa(plainPort)
-	resp, err = harness.Client.Do(req)
+	resp, err := harness.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +186,7 @@ func TestTLS(t *testing.T) {
 	resp.Body.Close()
 	checkWrongProtocol(t, "--http-listen", resp.StatusCode, string(b), url)
 
-	got := inspectorSent(t, r, id)
-	if len(got) != 4 {
-		t.Fatalf("%d deliveries recorded, want 4: %+v", len(got), got)
-	}
+	got := waitSent(t, 4, func() []sentDelivery { return inspectorSent(t, r, id) })
 	overH1, overH2, overPlain := got[3], got[2], got[1]
 	for _, d := range got {
 		if d.RemoteAddress == nil || !strings.HasPrefix(*d.RemoteAddress, "127.0.0.1:") {
@@ -228,7 +249,18 @@ func TestTLS(t *testing.T) {
 		h.Get("Forwarded") != "for=127.0.0.1;host=\""+publicHost+"\";proto=https" || local[0].Body != "payload" {
 		t.Errorf("local process saw Host %q and %v", local[0].Host, h)
 	}
-	recorded := endpointSent(t, r, tn.Token, ep.ID)
+	// --host-header preserve: the public host as Host.
+	target2, seen2 := localRecorder(t)
+	ep2 := proxyEndpoint(t, r, tn.Token, target2, false)
+	startTLSAgent(t, r, ca, tn.Token, ep2.ID, target2, "--host-header", "preserve")
+	if resp := post(t, h1, ep2.URL+"preserved", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("proxied with --host-header preserve: %s", resp.Status)
+	}
+	if local := seen2(); len(local) != 1 || local[0].Host != ep2.ID+".localhost:"+port {
+		t.Errorf("with --host-header preserve the local process saw %+v, want Host %s.localhost:%s", local, ep2.ID, port)
+	}
+
+	recorded := waitSent(t, 1, func() []sentDelivery { return endpointSent(t, r, tn.Token, ep.ID) })
 	for _, hd := range recorded[0].Headers {
 		if strings.EqualFold(hd.Name, "X-Forwarded-For") && hd.Value != "10.9.8.7" || strings.EqualFold(hd.Name, "X-Forwarded-Proto") ||
 			strings.EqualFold(hd.Name, "X-Forwarded-Host") || strings.EqualFold(hd.Name, "Forwarded") {
@@ -347,7 +379,7 @@ func TestTLSHandshakeSlowloris(t *testing.T) {
 			switch {
 			case strings.HasPrefix(string(b), "HTTP/1.1 429"):
 				results <- "refused"
-			case len(b) == 0 && (err == nil || !(errorsAs(err, &ne) && ne.Timeout())):
+			case len(b) == 0 && (err == nil || !(errors.As(err, &ne) && ne.Timeout())):
 				results <- "closed" // EOF or reset from the server
 			default:
 				results <- fmt.Sprintf("other: %q %v", b, err)
@@ -374,4 +406,18 @@ func TestTLSHandshakeSlowloris(t *testing.T) {
 	})
 }
 
-func errorsAs(err error, target *net.Error) bool { return errors.As(err, target) }
+// TestAgentWithoutTheCA: an agent that does not trust the relay's CA says
+// so and what to give it.
+func TestAgentWithoutTheCA(t *testing.T) {
+	t.Parallel()
+	ca := harness.NewCA(t)
+	cert, key := ca.Issue(t, t.TempDir(), 1, "*.localhost", "localhost")
+	r := harness.StartTLS(t, "", ca, cert, key)
+	tn := signUpTenant(t, r, "noca")
+	ep := proxyEndpoint(t, r, tn.Token, "127.0.0.1:9", false)
+	a := harness.StartWith(t, harness.Command{Env: []string{"RELAY_TOKEN=" + tn.Token, "SSL_CERT_FILE=", "RELAY_CA_FILE="}},
+		"agent", "--server", r.BareURL(), "--endpoint", ep.ID, "--target", "127.0.0.1:9")
+	harness.Eventually(t, 15*time.Second, "the agent to name --ca-file", func() bool {
+		return strings.Contains(a.Output(), "give it with --ca-file")
+	})
+}

@@ -36,7 +36,9 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 		Use:   "serve",
 		Short: "Run the relay: public addresses, the console and the GraphQL API",
 		Example: "  relay serve\n  relay serve --listen 0.0.0.0:8080 --domain relay.example.com --data /var/lib/relay\n" +
-			"  RELAY_INSPECTOR_TTL=1h relay serve",
+			"  RELAY_INSPECTOR_TTL=1h relay serve\n" +
+			"  relay serve --listen 0.0.0.0:443 --http-listen 0.0.0.0:80 --domain relay.example.com --tls-cert fullchain.pem --tls-key privkey.pem\n" +
+			"  relay serve --public-url https://relay.example.com --trusted-proxies 127.0.0.1/32   # behind a TLS proxy (docs/deploy.md)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), env); err != nil {
@@ -120,10 +122,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}()
 
-	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	// The sender as a trusted proxy names it, and r.TLS for TLS
 	// connections net/http reads as plain ones (see tlslisten.MarkTLS).
 	resolver := forwarded.Resolver{Trusted: cfg.trusted, TLS: certs != nil, Scheme: urls.scheme}
+	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	srv := &http.Server{
 		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, a.Handler())),
 		ConnContext:                  tlslisten.ConnContext,
