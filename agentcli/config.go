@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/apiclient"
 )
 
 // CommandLine is the agent's flags, shared by Run and the relay command's
@@ -21,10 +23,14 @@ type CommandLine struct {
 	Target    string   // the target of Endpoints given without one
 	Timeout   time.Duration
 	Insecure  bool
-	// HostHeader and CAFile: see Options.
+	// HostHeader and CAFile: see Options. AddFlags leaves --ca-file to
+	// the caller, whose other calls to the relay need it too.
 	HostHeader string
 	CAFile     string
 }
+
+// CAFileUsage is the help of --ca-file.
+const CAFileUsage = "PEM certificates trusted for an https relay besides the system's, e.g. a private CA (env RELAY_CA_FILE; SSL_CERT_FILE replaces the system's)"
 
 // TokenFlagWarning is printed when the token is given as a flag: the
 // command line of a process is readable by every user of the machine
@@ -38,7 +44,6 @@ func (c *CommandLine) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "how long a local request may take")
 	fs.BoolVar(&c.Insecure, "insecure", false, "accept any certificate of an https target (a self-signed local one)")
 	fs.StringVar(&c.HostHeader, "host-header", HostRewrite, "Host of the local request: rewrite (the target's) or preserve (the public host the sender called) (env RELAY_HOST_HEADER)")
-	fs.StringVar(&c.CAFile, "ca-file", "", "PEM certificates trusted for an https relay besides the system's, e.g. a private CA (env RELAY_CA_FILE; SSL_CERT_FILE replaces the system's)")
 }
 
 // Options validates the command line and returns Serve's options for
@@ -80,7 +85,7 @@ func (c *CommandLine) Options(server, token string) (Options, error) {
 	if _, _, err := o.validate(); err != nil {
 		return Options{}, &OptionsError{err: fmt.Errorf("agent: %w", err)}
 	}
-	if _, err := clientTLS(o.CAFile); err != nil {
+	if _, err := apiclient.TLSConfig(o.CAFile); err != nil {
 		return Options{}, &OptionsError{err: fmt.Errorf("agent: %w", err)}
 	}
 	return o, nil
@@ -107,6 +112,7 @@ func parseArgs(args []string, stderr io.Writer, env func(string) (string, bool))
 	fs.StringVar(&server, "server", "", "relay URL, e.g. http://localhost:8080 (env RELAY_SERVER)")
 	fs.StringVar(&token, "token", "", "API token of the Endpoints' account (env RELAY_TOKEN); a flag shows in the process list")
 	c.AddFlags(fs)
+	fs.StringVar(&c.CAFile, "ca-file", "", CAFileUsage)
 	if err := fs.Parse(args); err != nil {
 		return Options{}, fmt.Errorf("agent: %w", err)
 	}

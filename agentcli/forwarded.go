@@ -1,12 +1,9 @@
 package agentcli
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/relayhq/relay/internal/forwarded"
@@ -65,27 +62,6 @@ func appendValue(h http.Header, name, v string) {
 		v = strings.Join(prev, ", ") + ", " + v
 	}
 	h.Set(name, v)
-}
-
-// clientTLS is the agent's TLS configuration for a wss:// relay: the
-// system's roots plus the certificates in caFile (a private CA), when
-// given.
-func clientTLS(caFile string) (*tls.Config, error) {
-	if caFile == "" {
-		return nil, nil
-	}
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("--ca-file: %w", err)
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // tlsHint says what to do about a certificate the agent does not trust.

@@ -17,12 +17,14 @@ package apiclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,6 +41,13 @@ type Client struct {
 	Server string       // the relay's URL, e.g. http://localhost:8080
 	Token  string       // API token, sent as Authorization: Bearer
 	HTTP   *http.Client // nil: a client with a two-minute timeout
+	// TLS is used for an https relay when HTTP is nil, and for the
+	// WebSocket of Subscribe: nil trusts the system's roots (TLSConfig
+	// adds a private CA's).
+	TLS *tls.Config
+
+	once sync.Once
+	hc   *http.Client
 }
 
 // New returns a Client for server and token.
@@ -102,11 +111,7 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTP
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return err
 	}
@@ -141,4 +146,21 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
+}
+
+// httpClient is HTTP, else a bounded client trusting TLS's roots.
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	if c.TLS == nil {
+		return defaultHTTP
+	}
+	c.once.Do(func() {
+		c.hc = &http.Client{Timeout: defaultHTTP.Timeout, Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment, TLSClientConfig: c.TLS,
+			TLSHandshakeTimeout: 10 * time.Second, IdleConnTimeout: 90 * time.Second,
+		}}
+	})
+	return c.hc
 }

@@ -56,7 +56,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{"graphql-transport-ws"}}
+	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{"graphql-transport-ws"}, TLSClientConfig: c.TLS}
 	conn, resp, err := dialer.DialContext(ctx, ws, nil)
 	if err != nil {
 		if resp != nil {

@@ -50,6 +50,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if conn.token == "" {
 				return errNotLoggedIn
 			}
+			cl.CAFile = conn.caFile
 			o, err := cl.Options(conn.server, conn.token)
 			if err != nil {
 				return err

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 
 	"github.com/spf13/pflag"
 
+	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/clientconfig"
 )
@@ -20,11 +22,27 @@ var errNotLoggedIn = usage(errors.New("no token: run `relay login` (or pass --to
 type connection struct {
 	server, token string
 	tokenFlag     bool // the token was given on the command line
+	caFile        string
+	tls           *tls.Config // from caFile; nil: the system's roots
 }
 
 func (c *connection) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.server, "server", defaultServer, "the relay's URL (else RELAY_SERVER, else the one stored by relay login)")
 	fs.StringVar(&c.token, "token", "", "API token (else RELAY_TOKEN, else the one stored by relay login for this server)")
+	fs.StringVar(&c.caFile, "ca-file", "", agentcli.CAFileUsage)
+}
+
+// loadTLS reads --ca-file (after the environment was bound).
+func (c *connection) loadTLS() (err error) {
+	if c.tls, err = apiclient.TLSConfig(c.caFile); err != nil {
+		return usage(err)
+	}
+	return nil
+}
+
+// client calls the relay with token ("" for no account).
+func (c *connection) client(token string) *apiclient.Client {
+	return &apiclient.Client{Server: c.server, Token: token, TLS: c.tls}
 }
 
 // resolve fills what flags and environment left unset from the stored
@@ -34,6 +52,9 @@ func (c *connection) resolve(fs *pflag.FlagSet, env func(string) string) error {
 	c.tokenFlag = fs.Changed("token")
 	if err := bindEnv(fs, env); err != nil {
 		return usage(err)
+	}
+	if err := c.loadTLS(); err != nil {
+		return err
 	}
 	if fs.Changed("server") && fs.Changed("token") {
 		return nil
@@ -59,7 +80,7 @@ func (c *connection) loggedIn(fs *pflag.FlagSet, env func(string) string) (*apic
 	if c.token == "" {
 		return nil, errNotLoggedIn
 	}
-	return apiclient.New(c.server, c.token), nil
+	return c.client(c.token), nil
 }
 
 // callGraphQL posts one GraphQL operation to the relay at server.

@@ -126,7 +126,7 @@ Endpoint's id or name, or an inspector's id.`,
 			if err := conn.resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			client := apiclient.New(conn.server, conn.token)
+			client := conn.client(conn.token)
 			rows, err := listDeliveries(c.Context(), client, args[0], limit, match)
 			if err != nil {
 				return err
@@ -280,7 +280,7 @@ func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Com
 			if err := conn.resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			client := apiclient.New(conn.server, conn.token)
+			client := conn.client(conn.token)
 			d, err := showDelivery(c.Context(), client, args[0])
 			if err != nil {
 				return err

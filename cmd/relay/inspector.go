@@ -5,8 +5,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/relayhq/relay/apiclient"
 )
 
 // inspectorJSON is an inspector as `relay inspector create -o json` prints it.
@@ -41,7 +39,7 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 				return err
 			}
 			var res struct{ CreateInspector inspectorJSON }
-			if err := apiclient.New(conn.server, "").Do(c.Context(), `mutation{ createInspector{ id url expiresAt } }`, nil, &res); err != nil {
+			if err := conn.client("").Do(c.Context(), `mutation{ createInspector{ id url expiresAt } }`, nil, &res); err != nil {
 				return fmt.Errorf("create inspector: %w", err)
 			}
 			in := res.CreateInspector

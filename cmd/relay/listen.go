@@ -21,6 +21,7 @@ func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	var conn connection
 	var out output
 	var printBody, printHeaders, insecure bool
+	var hostHeader string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "listen TARGET [ENDPOINT...]",
@@ -71,7 +72,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if err != nil {
 				return err
 			}
-			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure}
+			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure, HostHeader: hostHeader, CAFile: conn.caFile}
 			for _, e := range eps {
 				o.Endpoints = append(o.Endpoints, agentcli.Route{EndpointID: e.ID, Target: args[0]})
 			}
@@ -90,6 +91,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	fs.BoolVar(&printHeaders, "print-headers", false, "print each request's headers")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
+	fs.StringVar(&hostHeader, "host-header", agentcli.HostRewrite, "Host of the local request: rewrite (TARGET's) or preserve (the public host the sender called)")
 	return cmd
 }
 

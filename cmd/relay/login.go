@@ -42,6 +42,9 @@ instead, on a relay that allows sign-up.`,
 			if err := bindEnv(fs, env); err != nil {
 				return usage(err)
 			}
+			if err := conn.loadTLS(); err != nil {
+				return err
+			}
 			stored, path, err := clientconfig.Load()
 			if err != nil {
 				return err
@@ -55,7 +58,7 @@ instead, on a relay that allows sign-up.`,
 			case signup != "" && tokenFlag:
 				return usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
 			case signup != "":
-				if conn.token, account, err = signUp(ctx, conn.server, signup); err != nil {
+				if conn.token, account, err = signUp(ctx, conn.client(""), signup); err != nil {
 					return fmt.Errorf("sign up at %s: %w", conn.server, err)
 				}
 			default:
@@ -68,7 +71,7 @@ instead, on a relay that allows sign-up.`,
 					return usage(errors.New("no token: pass --token T, set RELAY_TOKEN, pipe it on standard input, or use --signup NAME"))
 				}
 			}
-			n, me, err := checkToken(ctx, conn.server, conn.token)
+			n, me, err := checkToken(ctx, conn.client(conn.token))
 			if err != nil {
 				return fmt.Errorf("login to %s: %w", conn.server, err)
 			}
@@ -117,7 +120,7 @@ func logoutCommand(stdout io.Writer) *cobra.Command {
 }
 
 // signUp creates an account and returns its token and a description.
-func signUp(ctx context.Context, server, name string) (token, account string, err error) {
+func signUp(ctx context.Context, client *apiclient.Client, name string) (token, account string, err error) {
 	const q = `mutation($name: String!){ signUp(name: $name){ token account{ id name } } }`
 	var out struct {
 		SignUp struct {
@@ -125,7 +128,7 @@ func signUp(ctx context.Context, server, name string) (token, account string, er
 			Account struct{ ID, Name string }
 		}
 	}
-	if err := callGraphQL(ctx, server, "", q, map[string]any{"name": name}, &out); err != nil {
+	if err := client.Do(ctx, q, map[string]any{"name": name}, &out); err != nil {
 		return "", "", err
 	}
 	a := out.SignUp.Account
@@ -147,13 +150,13 @@ type accountJSON struct {
 
 // checkToken asks for something only a valid token may read, so a login
 // never stores a token the relay refuses.
-func checkToken(ctx context.Context, server, token string) (endpoints int, account accountJSON, err error) {
+func checkToken(ctx context.Context, client *apiclient.Client) (endpoints int, account accountJSON, err error) {
 	const q = `{ me{ id name } endpoints{ id } }`
 	var out struct {
 		Me        *accountJSON
 		Endpoints []struct{ ID string }
 	}
-	if err := callGraphQL(ctx, server, token, q, nil, &out); err != nil {
+	if err := client.Do(ctx, q, nil, &out); err != nil {
 		return 0, accountJSON{}, err
 	}
 	if out.Me == nil {

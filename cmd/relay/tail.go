@@ -37,7 +37,7 @@ from the last delivery seen, so none is missed.`,
 				return err
 			}
 			ctx := c.Context()
-			client := apiclient.New(conn.server, conn.token)
+			client := conn.client(conn.token)
 			var address string
 			err := untilReachable(ctx, stderr, func() (err error) {
 				_, address, err = resolveAddress(ctx, client, args[0])
