@@ -57,10 +57,13 @@ func TestDesktopAgent(t *testing.T) {
 	t.Cleanup(local.Close)
 	target := strings.TrimPrefix(local.URL, "http://")
 
+	began := time.Now()
+	step := func(what string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), what) }
 	home := t.TempDir()
 	display := startXvfb(t)
 	app := startDesktop(t, bin, display, home)
 
+	step("window up")
 	// Signed out: the window asks for the relay and a token.
 	app.waitFor(t, `!!document.querySelector('[data-testid=signin]')`)
 	app.screenshot(t, "desktop-signin")
@@ -100,6 +103,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("content security policy %q, want default-src 'self'", got)
 	}
 
+	step("signed in")
 	// Two Endpoints, created in the window, each forwarding to the handler.
 	for _, name := range []string{"payments", "github"} {
 		app.run(t, `(() => {
@@ -126,6 +130,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("public URL shown for %s: %q", pay, got)
 	}
 
+	step("endpoints created")
 	// Both switched on: one connection serves both.
 	for _, id := range []string{pay, gh} {
 		app.run(t, `(() => { document.querySelector('[data-endpoint-id="`+id+`"] [data-testid=switch]').click(); return true; })()`)
@@ -133,12 +138,13 @@ func TestDesktopAgent(t *testing.T) {
 	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
 	waitAgent(t, r, acct.Token, pay, true)
 	waitAgent(t, r, acct.Token, gh, true)
-	app.waitFor(t, `[...document.querySelectorAll('[data-testid=agent-state]')].every((b) => b.textContent === 'Agent connected')`)
+	app.waitFor(t, `[...document.querySelectorAll('[data-testid=agent-state]')].filter((b) => b.textContent === 'Agent connected').length === 2`)
 	sessions := agentSessions(t, r, acct.Token)
 	conn := func(id string) string { c, _, _ := strings.Cut(sessions["agent-"+id], "/"); return c }
 	if conn(pay) == "" || conn(pay) != conn(gh) {
 		t.Errorf("agent sessions %v: want both Endpoints on one connection", sessions)
 	}
+	step("connected")
 	app.screenshot(t, "desktop-connected")
 
 	// Deliveries to the public addresses get the local answer.
@@ -171,6 +177,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Fatalf("binary delivery: sender got %d", code)
 	}
 
+	step("deliveries sent")
 	// The window shows the rows: time, method, path, status, duration.
 	app.waitFor(t, `document.querySelectorAll('tr.row').length === 3`)
 	rows := app.str(t, `[...document.querySelectorAll('tr.row')].map((r) => [...r.cells].map((c) => c.textContent).join(' | ')).join('\n')`)
@@ -183,6 +190,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("rows show no duration:\n%s", rows)
 	}
 
+	step("rows shown")
 	// The detail pane: pretty JSON, the local response; then Retry.
 	clickRow := func(path string) string {
 		t.Helper()
@@ -208,6 +216,7 @@ func TestDesktopAgent(t *testing.T) {
 	}
 	app.waitFor(t, `document.querySelectorAll('tr.row').length === 4`)
 
+	step("retried")
 	// A binary body is shown as hex.
 	clickRow("/bin")
 	app.waitFor(t, `!!document.querySelector('[data-testid=body-hex]')`)
@@ -215,6 +224,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("hex view: %q", got)
 	}
 
+	step("hex shown")
 	// The relay goes away: the window says so, with the reason and the
 	// next try, and connects again when it is back.
 	r.Stop(t)
@@ -225,6 +235,7 @@ func TestDesktopAgent(t *testing.T) {
 	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
 	waitAgent(t, r, acct.Token, pay, true)
 
+	step("reconnected")
 	// Hidden, the agent keeps forwarding and notifies of a failure. The
 	// test's session has no notification service: the notice records why
 	// it was not shown.
@@ -237,11 +248,13 @@ func TestDesktopAgent(t *testing.T) {
 		return s.Hidden && len(s.Notices) == 1 && strings.Contains(s.Notices[0].Body, "/fail")
 	})
 
+	step("notified")
 	// Quit: the session is closed and the relay records the disconnect.
 	app.quit(t)
 	waitAgent(t, r, acct.Token, pay, false)
 	waitAgent(t, r, acct.Token, gh, false)
 
+	step("quit")
 	// `relay login` stores a sign-in; the window starts with it.
 	out, exit := harness.RunWith(t, harness.Command{
 		Env:   []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")},
@@ -255,6 +268,7 @@ func TestDesktopAgent(t *testing.T) {
 	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
 	}
+	step("second start signed in")
 	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
 	again.run(t, `(() => { document.querySelector('[data-endpoint-id="`+pay+`"] [data-testid=switch]').click(); return true; })()`)
 	waitAgent(t, r, acct.Token, pay, true)
@@ -543,6 +557,8 @@ func (a *desktopApp) screenshot(t *testing.T, name string) {
 	if dir == "" {
 		return
 	}
+	// Two animation frames: what the DOM shows has been painted.
+	a.run(t, `new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))`)
 	out := filepath.Join(dir, name+".png")
 	cmd := exec.Command("import", "-display", a.display, "-window", "root", "-trim", "+repage", "+dither", "-colors", "64", out)
 	if b, err := cmd.CombinedOutput(); err != nil {

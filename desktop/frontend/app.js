@@ -36,6 +36,8 @@ async function boot() {
     state.conn = c;
     renderConn();
     refreshEndpoints();
+    // The relay's view of the agent follows its connection a moment later.
+    for (const ms of [400, 1200, 3000]) setTimeout(refreshEndpoints, ms);
   });
   window.runtime.EventsOn('row', (r) => {
     state.rows.push(r);
