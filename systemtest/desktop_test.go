@@ -3,6 +3,7 @@ package systemtest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -61,7 +64,9 @@ func TestDesktopAgent(t *testing.T) {
 	step := func(what string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), what) }
 	home := t.TempDir()
 	display := startXvfb(t)
-	app := startDesktop(t, bin, display, home)
+	bus := startSessionBus(t)
+	notes := serveNotifications(t, bus)
+	app := startDesktop(t, bin, display, home, bus)
 
 	step("window up")
 	// Signed out: the window asks for the relay and a token.
@@ -75,8 +80,8 @@ func TestDesktopAgent(t *testing.T) {
 		return true; })()`)
 	app.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
 
-	// No keyring answers in the test's session: the token is in the file
-	// `relay login` uses, readable by its owner only.
+	// The test's session bus has no keyring (Secret Service): the token is
+	// in the file `relay login` uses, readable by its owner only.
 	cfgPath := filepath.Join(home, ".config", "relay", "config.json")
 	st, err := os.Stat(cfgPath)
 	if err != nil {
@@ -236,17 +241,54 @@ func TestDesktopAgent(t *testing.T) {
 	waitAgent(t, r, acct.Token, pay, true)
 
 	step("reconnected")
-	// Hidden, the agent keeps forwarding and notifies of a failure. The
-	// test's session has no notification service: the notice records why
-	// it was not shown.
+	// Visible, a failure is a row, not a notification.
+	if code, _, _ = send(pay, "POST", "/fail-visible", "text/plain", []byte("x")); code != 500 {
+		t.Fatalf("failing delivery: sender got %d, want the local 500", code)
+	}
+	app.waitFor(t, `[...document.querySelectorAll('tr.row code')].some((c) => c.textContent === '/fail-visible')`)
+
+	// Hidden, the agent keeps forwarding and notifies of a failure through
+	// the session's notification service.
 	app.post(t, "/close")
 	if code, _, _ = send(pay, "POST", "/fail", "text/plain", []byte("x")); code != 500 {
 		t.Fatalf("failing delivery while hidden: sender got %d, want the local 500", code)
 	}
-	harness.Eventually(t, 15*time.Second, "a notice of the failed delivery", func() bool {
+	select {
+	case n := <-notes:
+		if strings.Contains(n.body, "/fail-visible") {
+			t.Fatalf("notified of a failure while the window was shown: %+v", n)
+		}
+		if n.summary != "Delivery failed" || !strings.Contains(n.body, "POST /fail") || !strings.Contains(n.body, "500") {
+			t.Errorf("notification %+v, want the failed POST /fail and its 500", n)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no notification of the failed delivery; app state %+v", app.state(t))
+	}
+	harness.Eventually(t, 10*time.Second, "the notice recorded as shown", func() bool {
 		s := app.state(t)
-		return s.Hidden && len(s.Notices) == 1 && strings.Contains(s.Notices[0].Body, "/fail")
+		return s.Hidden && len(s.Notices) == 1 && s.Notices[0].Error == ""
 	})
+	// Success while hidden is no news.
+	if code, _, _ = send(pay, "GET", "/fine", "", nil); code != 201 {
+		t.Fatalf("delivery while hidden: sender got %d", code)
+	}
+	app.waitFor(t, `[...document.querySelectorAll('tr.row code')].some((c) => c.textContent === '/fine')`)
+	select {
+	case n := <-notes:
+		t.Errorf("notified of a successful delivery: %+v", n)
+	default:
+	}
+
+	// Starting the program again shows the running window rather than a
+	// second agent.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second := exec.CommandContext(ctx, bin)
+	second.Env = desktopEnv(display, home, bus)
+	if out, err := second.CombinedOutput(); ctx.Err() != nil || second.ProcessState == nil {
+		t.Fatalf("a second start did not hand over to the running window and end: %v\n%s", err, out)
+	}
+	harness.Eventually(t, 10*time.Second, "the window shown again", func() bool { return !app.state(t).Hidden })
 
 	step("notified")
 	// Quit: the session is closed and the relay records the disconnect.
@@ -263,7 +305,7 @@ func TestDesktopAgent(t *testing.T) {
 	if exit != 0 {
 		t.Fatalf("relay login: exit %d\n%s", exit, out)
 	}
-	again := startDesktop(t, bin, display, home)
+	again := startDesktop(t, bin, display, home, bus)
 	again.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
 	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
@@ -363,6 +405,76 @@ func startXvfb(t *testing.T) string {
 	return ""
 }
 
+// startSessionBus starts a private D-Bus session bus for the test (no
+// keyring or notification daemon on it) and returns its address.
+func startSessionBus(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("dbus-daemon"); err != nil {
+		t.Skip("dbus-daemon is not installed (Debian: apt-get install dbus)")
+	}
+	cmd := exec.Command("dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dbus-daemon: %v", err)
+	}
+	done := make(chan struct{})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- strings.TrimSpace(s)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	select {
+	case addr := <-line:
+		if addr == "" {
+			t.Fatal("dbus-daemon printed no address")
+		}
+		return addr
+	case <-time.After(20 * time.Second):
+		t.Fatal("dbus-daemon did not start within 20 s")
+	}
+	return ""
+}
+
+// notification is one org.freedesktop.Notifications.Notify call.
+type notification struct{ app, summary, body string }
+
+type notificationServer struct{ ch chan notification }
+
+func (n notificationServer) Notify(app string, replaces uint32, icon, summary, body string,
+	actions []string, hints map[string]dbus.Variant, timeout int32) (uint32, *dbus.Error) {
+	n.ch <- notification{app: app, summary: summary, body: body}
+	return 1, nil
+}
+
+// serveNotifications is the session's notification daemon: it hands each
+// notification to the test.
+func serveNotifications(t *testing.T, bus string) <-chan notification {
+	t.Helper()
+	conn, err := dbus.Connect(bus)
+	if err != nil {
+		t.Fatalf("connect to the test's session bus: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	srv := notificationServer{ch: make(chan notification, 16)}
+	const path, name = "/org/freedesktop/Notifications", "org.freedesktop.Notifications"
+	if err := conn.Export(srv, path, name); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("own %s: %v (reply %v)", name, err, reply)
+	}
+	return srv.ch
+}
+
 // desktopApp is a running relay-desktop and its test hook.
 type desktopApp struct {
 	cmd     *exec.Cmd
@@ -390,27 +502,30 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startDesktop runs the binary on display with home as its HOME and
-// config folder, no session bus (so no keyring) and the test hook on.
-func startDesktop(t *testing.T, bin, display, home string) *desktopApp {
+// desktopEnv is the environment of the binary: display, home as its HOME
+// and config folder, and the session bus.
+func desktopEnv(display, home, bus string) []string {
+	return append(os.Environ(),
+		"DISPLAY="+display,
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_RUNTIME_DIR="+filepath.Join(home, "run"),
+		"DBUS_SESSION_BUS_ADDRESS="+bus,
+		"NO_AT_BRIDGE=1",
+	)
+}
+
+// startDesktop runs the binary (desktopEnv) with the test hook on.
+func startDesktop(t *testing.T, bin, display, home, bus string) *desktopApp {
 	t.Helper()
 	hookFile := filepath.Join(home, "hook")
 	_ = os.Remove(hookFile)
-	runtimeDir := filepath.Join(home, "run")
-	if err := os.MkdirAll(runtimeDir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(home, "run"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	a := &desktopApp{out: &lockedBuffer{}, done: make(chan struct{}), display: display}
 	a.cmd = exec.Command(bin)
-	a.cmd.Env = append(os.Environ(),
-		"DISPLAY="+display,
-		"HOME="+home,
-		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
-		"XDG_RUNTIME_DIR="+runtimeDir,
-		"DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(home, "no-bus"),
-		"NO_AT_BRIDGE=1",
-		"RELAY_DESKTOP_TEST_HOOK="+hookFile,
-	)
+	a.cmd.Env = append(desktopEnv(display, home, bus), "RELAY_DESKTOP_TEST_HOOK="+hookFile)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatalf("start relay-desktop: %v", err)
