@@ -26,8 +26,9 @@ type Options struct {
 	// local one).
 	Insecure bool
 	// Observer hears the connection's state and every forward; nil drops
-	// them. Its methods are called from several goroutines, one call at a
-	// time per event, and must not block for long.
+	// them. Forwarded is called from the goroutine of each request, so
+	// concurrently; State from Serve's. Neither should block for long: a
+	// slow Forwarded holds up that request's answer to the relay.
 	Observer Observer
 }
 

@@ -436,11 +436,13 @@ func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
 	for _, tt := range []struct {
-		name, sent, want string
+		name, sent, arg, want string
 	}{
-		{"named", "127.0.0.1:4000", "127.0.0.1:4000"},
-		{"none", "", "127.0.0.1:9"},
-		{"not local", "example.com:80", "127.0.0.1:9"},
+		{"named", "127.0.0.1:4000", "", "127.0.0.1:4000"},
+		{"none", "", "", "127.0.0.1:9"},
+		{"not local", "example.com:80", "", "127.0.0.1:9"},
+		// One connection may serve several Endpoints, each with its own target.
+		{"per subscription", "127.0.0.1:4000", "localhost:5000", "localhost:5000"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var ep struct{ CreateEndpoint struct{ ID string } }
@@ -450,8 +452,12 @@ func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
 			if tt.sent != "" {
 				payload["agentTarget"] = tt.sent
 			}
+			vars := map[string]any{"id": ep.CreateEndpoint.ID}
+			if tt.arg != "" {
+				vars["t"] = tt.arg
+			}
 			agent := subscribeWS(t, srv.URL, payload,
-				`subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`, map[string]any{"id": ep.CreateEndpoint.ID})
+				`subscription($id: ID!, $t: String) { forwardRequests(endpointId: $id, target: $t) { attemptId } }`, vars)
 			defer agent.Close()
 			var got domain.AgentConnected
 			testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {

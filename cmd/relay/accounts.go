@@ -14,10 +14,12 @@ import (
 
 func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
-	cmd := &cobra.Command{Use: "accounts", Short: "Manage accounts (when sign-up is closed)"}
+	cmd := &cobra.Command{Use: "accounts", Short: "Manage accounts (when sign-up is closed)",
+		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice`}
 	create := &cobra.Command{
-		Use:   "create --name NAME [--server URL --admin-token T]",
-		Short: "Create an account and print its API token (shown once)",
+		Use:     "create --name NAME [--server URL --admin-token T]",
+		Short:   "Create an account and print its API token (shown once)",
+		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice --server https://relay.example.com`,
 		Long: `Create an account and print its API token (shown once).
 
 With --server, the running relay creates it (its --admin-token is required).

@@ -15,9 +15,11 @@ import (
 func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var cl agentcli.CommandLine
+	var out output
 	cmd := &cobra.Command{
-		Use:   "agent --endpoint ID[=TARGET]...",
-		Short: "Forward Endpoints' deliveries to servers on this machine",
+		Use: "agent --endpoint ID[=TARGET]...",
+		// IDs, not names: the agent needs no API call before it connects.
+		Short: "Forward Endpoints' deliveries to local servers (for services and scripts)",
 		Long: `Forward the deliveries of one or more Endpoints to servers on this machine,
 over one connection to the relay, until interrupted.
 
@@ -31,11 +33,14 @@ but shows the token to every local user in the process list.
 
 Network trouble and relay restarts are retried with backoff; a refused
 token or an unknown Endpoint ends the command with exit code 2.`,
-		Example: `  relay agent --endpoint ep-abc=3000
-  relay agent --endpoint stripe=3000 --endpoint github=http://localhost:4000/hooks
-  RELAY_TOKEN=<token> relay agent --server https://relay.example.com --endpoint ep-abc --target 8080`,
+		Example: `  relay agent --endpoint hwnmnoikuriuxmqp=3000
+  relay agent --endpoint hwnmnoikuriuxmqp=3000 --endpoint ug5dq4ukfunngyp2=http://localhost:4000/hooks
+  RELAY_TOKEN=<token> relay agent --server https://relay.example.com --endpoint hwnmnoikuriuxmqp --target 8080`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			if err := conn.resolve(c.Flags(), env); err != nil {
 				return err
 			}
@@ -50,11 +55,15 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 				return err
 			}
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: colourful(stdout, env)}
+			if out.json() {
+				o.Observer = &jsonObserver{out: stdout, status: stderr}
+			}
 			return agentcli.Serve(c.Context(), o)
 		},
 	}
 	conn.flags(cmd.Flags())
 	cl.AddFlags(cmd.Flags())
+	out.flags(cmd.Flags())
 	return cmd
 }
 

@@ -20,6 +20,8 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Export, verify or rebuild from the event log (for auditors and operators)",
+		Example: `  relay events export --data ./relay-data > events.jsonl
+  relay events verify --data ./relay-data`,
 	}
 	cmd.PersistentFlags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
 	cmd.PersistentFlags().StringVar(&eventstoreURL, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
@@ -28,6 +30,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	export := &cobra.Command{
 		Use:     "export",
 		Short:   "Write every event, in order, as JSON lines",
+		Example: "  relay events export --data ./relay-data > events.jsonl",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -37,6 +40,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	verify := &cobra.Command{
 		Use:     "verify",
 		Short:   "Check positions, stream revisions and that every event decodes",
+		Example: "  relay events verify --data ./relay-data",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -46,6 +50,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	rebuild := &cobra.Command{
 		Use:     "rebuild",
 		Short:   "Recreate the views file from the log, whatever state it is in (refused while a server uses --data)",
+		Example: "  relay events rebuild --data ./relay-data",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {

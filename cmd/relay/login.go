@@ -16,10 +16,14 @@ import (
 
 func loginCommand(env func(string) string, stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var conn connection
+	var out output
 	var signup string
 	cmd := &cobra.Command{
 		Use:   "login --server URL [--token T | --token - | --signup NAME]",
-		Short: "Check a token against a relay and store both for later commands",
+		Short: "Log in to a relay: store its URL and your token for later commands",
+		Example: `  relay login --server http://localhost:8080 --signup me
+  relay login --server https://relay.example.com --token rly_...
+  pass show relay-token | relay login --server https://relay.example.com`,
 		Long: `Check a token against a relay and store the relay's URL and the token in
 the user's config folder (relay/config.json, readable by its owner only).
 Later commands use them unless --server/--token or RELAY_SERVER/RELAY_TOKEN
@@ -30,6 +34,9 @@ it is not a terminal (or with --token -); --signup NAME creates an account
 instead, on a relay that allows sign-up.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
 			fs := c.Flags()
 			tokenFlag := fs.Changed("token")
 			if err := bindEnv(fs, env); err != nil {
@@ -61,30 +68,35 @@ instead, on a relay that allows sign-up.`,
 					return usage(errors.New("no token: pass --token T, set RELAY_TOKEN, pipe it on standard input, or use --signup NAME"))
 				}
 			}
-			n, name, err := checkToken(ctx, conn.server, conn.token)
+			n, me, err := checkToken(ctx, conn.server, conn.token)
 			if err != nil {
 				return fmt.Errorf("login to %s: %w", conn.server, err)
 			}
 			if account == "" {
-				account = name
+				account = fmt.Sprintf("%s (%s)", me.Name, me.ID)
 			}
 			if err := clientconfig.Save(path, clientconfig.Config{Server: conn.server, Token: conn.token}); err != nil {
 				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, loginJSON{Server: conn.server, Account: me, Endpoints: n, Config: path})
 			}
 			fmt.Fprintf(stdout, "logged in to %s as %s (%d endpoints); token stored in %s\n", conn.server, account, n, path)
 			return nil
 		},
 	}
 	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
 	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
 	return cmd
 }
 
 func logoutCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "logout",
-		Short: "Forget the token `relay login` stored",
-		Args:  noArgs,
+		Use:     "logout",
+		Short:   "Forget the token `relay login` stored",
+		Example: `  relay logout`,
+		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			stored, path, err := clientconfig.Load()
 			if err != nil {
@@ -120,21 +132,34 @@ func signUp(ctx context.Context, server, name string) (token, account string, er
 	return out.SignUp.Token, fmt.Sprintf("%s (new account %s)", a.Name, a.ID), nil
 }
 
+// loginJSON is `relay login -o json`.
+type loginJSON struct {
+	Server    string      `json:"server"`
+	Account   accountJSON `json:"account"`
+	Endpoints int         `json:"endpoints"` // how many the account has
+	Config    string      `json:"config"`    // the file the token is stored in
+}
+
+type accountJSON struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
 // checkToken asks for something only a valid token may read, so a login
 // never stores a token the relay refuses.
-func checkToken(ctx context.Context, server, token string) (endpoints int, account string, err error) {
+func checkToken(ctx context.Context, server, token string) (endpoints int, account accountJSON, err error) {
 	const q = `{ me{ id name } endpoints{ id } }`
 	var out struct {
-		Me        *struct{ ID, Name string }
+		Me        *accountJSON
 		Endpoints []struct{ ID string }
 	}
 	if err := callGraphQL(ctx, server, token, q, nil, &out); err != nil {
-		return 0, "", err
+		return 0, accountJSON{}, err
 	}
 	if out.Me == nil {
-		return 0, "", &apiclient.Error{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
+		return 0, accountJSON{}, &apiclient.Error{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
 	}
-	return len(out.Endpoints), fmt.Sprintf("%s (%s)", out.Me.Name, out.Me.ID), nil
+	return len(out.Endpoints), *out.Me, nil
 }
 
 // readToken reads a token from standard input: its first line, trimmed.

@@ -1,54 +1,81 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 )
 
+// retryJSON is `relay retry -o json`: the new attempt and every attempt.
+type retryJSON struct {
+	DeliveryID     string        `json:"deliveryId"`
+	ResponseStatus *int          `json:"responseStatus"`
+	Attempt        *attemptJSON  `json:"attempt"` // the new one
+	Attempts       []attemptJSON `json:"attempts"`
+}
+
+// errNot2xx is a retry whose new attempt was not answered 2xx (exit 1).
+var errNot2xx = errors.New("retry: the new attempt was not answered 2xx")
+
 func retryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn connection
+	var out output
 	cmd := &cobra.Command{
-		Use:   "retry DELIVERY_ID [--server URL --token T]",
+		Use:   "retry DELIVERY_ID",
 		Short: "Replay a stored delivery to its Endpoint's local target",
-		Long: `Replay a stored delivery to its Endpoint's local target and print every
-attempt. Exits 1 when the new attempt was not answered 2xx, 2 when the relay
-refuses the retry (unknown id, bad token, no agent connected).`,
+		Long: `Replay a stored delivery to its Endpoint's local target (through the
+connected agent) and print the new attempt. Exits 1 when the new attempt was
+not answered 2xx, 2 when the relay refuses the retry (unknown id, bad token,
+no agent connected).`,
+		Example: `  relay retry 0193a7c2-...
+  relay retry 0193a7c2-... -o json | jq .attempt.status`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := out.check(); err != nil {
 				return err
 			}
-			if conn.token == "" {
-				return errNotLoggedIn
+			client, err := conn.loggedIn(c.Flags(), env)
+			if err != nil {
+				return err
 			}
-			const q = `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ status durationMs error retry } } }`
-			var out struct {
-				RetryDelivery *struct {
+			const q = `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ id status startedAt durationMs error retry } } }`
+			var res struct {
+				RetryDelivery struct {
 					ID             string
 					ResponseStatus *int
-					Attempts       []struct {
-						Status     *int
-						DurationMs *int
-						Error      *string
-					}
+					Attempts       []attemptJSON
 				}
 			}
-			if err := callGraphQL(c.Context(), conn.server, conn.token, q, map[string]any{"id": args[0]}, &out); err != nil {
+			if err := client.Do(c.Context(), q, map[string]any{"id": args[0]}, &res); err != nil {
 				return fmt.Errorf("retry: %w", err)
 			}
-			d := out.RetryDelivery
-			for i, a := range d.Attempts {
-				fmt.Fprintf(stdout, "attempt %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
+			d := res.RetryDelivery
+			r := retryJSON{DeliveryID: d.ID, ResponseStatus: d.ResponseStatus, Attempts: d.Attempts}
+			if r.Attempts == nil {
+				r.Attempts = []attemptJSON{}
 			}
-			if n := len(d.Attempts); n == 0 || d.Attempts[n-1].Status == nil || *d.Attempts[n-1].Status < 200 || *d.Attempts[n-1].Status > 299 {
-				return fmt.Errorf("retry: the new attempt was not answered 2xx")
+			if n := len(d.Attempts); n > 0 {
+				r.Attempt = &d.Attempts[n-1]
+			}
+			if out.json() {
+				if err := writeJSON(stdout, r); err != nil {
+					return err
+				}
+			} else {
+				for i, a := range d.Attempts {
+					fmt.Fprintf(stdout, "attempt %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
+				}
+			}
+			if a := r.Attempt; a == nil || a.Status == nil || *a.Status < 200 || *a.Status > 299 {
+				return errNot2xx
 			}
 			return nil
 		},
 	}
 	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
 	return cmd
 }
 

@@ -15,8 +15,16 @@ import (
 // Its error maps to the exit code through exitCode.
 func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
-		Use:           "relay",
-		Short:         "Self-hostable webhook relay: record, inspect, forward and replay webhooks",
+		Use:   "relay",
+		Short: "Self-hostable webhook relay: record, inspect, forward and replay webhooks",
+		Long: `Self-hostable webhook relay: record, inspect, forward and replay webhooks.
+
+Run the relay with relay serve; log in to it with relay login, then
+relay listen PORT gives your local server a public URL for webhooks.`,
+		Example: `  relay login --server http://localhost:8080 --signup me
+  relay listen 3000
+  relay deliveries list my-app --status 5xx
+  relay retry 01a208a2-aff8-775f-a025-ad928fea45ad`,
 		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -41,11 +49,17 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 		agentCommand(env, stdout, stderr),
 		eventsCommand(env, stdout, stderr),
 		accountsCommand(env, stdout, stderr),
+		listenCommand(env, stdout, stderr),
+		endpointsCommand(env, stdout),
+		inspectorCommand(env, stdout),
+		deliveriesCommand(env, stdout),
+		tailCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
 		loginCommand(env, stdin, stdout),
 		logoutCommand(stdout),
 		versionCommand(stdout),
 	)
+	groupCommands(root)
 	return root.ExecuteContext(ctx)
 }
 
@@ -72,4 +86,27 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: %w", level, err)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// groupCommands sorts the commands of relay --help under headings, as gh
+// and stripe do.
+func groupCommands(root *cobra.Command) {
+	groups := []struct {
+		id, title string
+		names     []string
+	}{
+		{"start", "Getting started:", []string{"login", "logout", "listen"}},
+		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "tail", "retry"}},
+		{"run", "Running a relay:", []string{"serve", "agent", "accounts", "events"}},
+	}
+	for _, g := range groups {
+		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})
+		for _, c := range root.Commands() {
+			for _, n := range g.names {
+				if c.Name() == n {
+					c.GroupID = g.id
+				}
+			}
+		}
+	}
 }

@@ -64,9 +64,10 @@ func formatVersion(version, commit, date string, info *debug.BuildInfo) string {
 
 func versionCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version and commit this binary was built from",
-		Args:  noArgs,
+		Use:     "version",
+		Short:   "Print the version and commit this binary was built from",
+		Example: `  relay version`,
+		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintln(stdout, "relay "+versionText())
 			return err

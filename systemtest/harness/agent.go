@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -94,3 +95,6 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 		return nil
 	})
 }
+
+// Signal sends sig to the process (os.Interrupt: what Ctrl-C sends).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }

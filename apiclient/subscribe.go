@@ -1,0 +1,181 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Subscription timing: the client pings, and a socket silent for longer
+// than subscribeSilence is dead.
+const (
+	subscribePing    = 5 * time.Second
+	subscribeSilence = 20 * time.Second
+)
+
+// WebSocketURL is server's GraphQL WebSocket URL: ws(s)://host/graphql.
+func WebSocketURL(server string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(server))
+	if err != nil {
+		return "", err
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	case "ws", "wss":
+	default:
+		return "", fmt.Errorf("%q: scheme must be http, https, ws or wss", server)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%q has no host", server)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/graphql"), "/") + "/graphql"
+	u.RawPath, u.Fragment = "", ""
+	return u.String(), nil
+}
+
+// Subscribe runs one GraphQL subscription over a graphql-transport-ws
+// WebSocket and calls next with the data of each result. It returns nil
+// when ctx ends or the server completes the subscription; an *Error when
+// the relay refuses it (a GraphQL error, or a 4401/4403 close); next's
+// error when next fails; else the connection's failure, which a caller may
+// retry.
+func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]any, next func(data json.RawMessage) error) error {
+	ws, err := WebSocketURL(c.Server)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{"graphql-transport-ws"}}
+	conn, resp, err := dialer.DialContext(ctx, ws, nil)
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+			return fmt.Errorf("connect to %s: %w (%s)", ws, err, resp.Status)
+		}
+		return fmt.Errorf("connect to %s: %w", ws, err)
+	}
+	defer conn.Close()
+	var writeMu sync.Mutex
+	write := func(v any) error {
+		writeMu.Lock()
+		defer writeMu.Unlock()
+		conn.SetWriteDeadline(time.Now().Add(subscribeSilence))
+		return conn.WriteJSON(v)
+	}
+	// Ending ctx closes the socket normally, which unblocks the reader.
+	stop := context.AfterFunc(ctx, func() {
+		writeMu.Lock()
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		writeMu.Unlock()
+		conn.Close()
+	})
+	defer stop()
+
+	init := map[string]any{}
+	if c.Token != "" {
+		init["Authorization"] = "Bearer " + c.Token
+	}
+	if err := write(map[string]any{"type": "connection_init", "payload": init}); err != nil {
+		return c.wsErr(ctx, err)
+	}
+	if err := write(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query, "variables": vars}}); err != nil {
+		return c.wsErr(ctx, err)
+	}
+	pingDone := make(chan struct{})
+	defer close(pingDone)
+	go func() {
+		t := time.NewTicker(subscribePing)
+		defer t.Stop()
+		for {
+			select {
+			case <-pingDone:
+				return
+			case <-t.C:
+				if write(map[string]string{"type": "ping"}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		conn.SetReadDeadline(time.Now().Add(subscribeSilence))
+		var m struct {
+			ID      string          `json:"id"`
+			Type    string          `json:"type"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := conn.ReadJSON(&m); err != nil {
+			return c.wsErr(ctx, err)
+		}
+		switch m.Type {
+		case "ping":
+			if err := write(map[string]string{"type": "pong"}); err != nil {
+				return c.wsErr(ctx, err)
+			}
+		case "next":
+			var res struct {
+				Data   json.RawMessage
+				Errors []struct {
+					Message    string
+					Extensions map[string]any
+				}
+			}
+			if err := json.Unmarshal(m.Payload, &res); err != nil {
+				return fmt.Errorf("decode subscription result: %w", err)
+			}
+			if len(res.Errors) > 0 {
+				code, _ := res.Errors[0].Extensions["code"].(string)
+				return &Error{Message: res.Errors[0].Message, Code: code, Extensions: res.Errors[0].Extensions}
+			}
+			if err := next(res.Data); err != nil {
+				return err
+			}
+		case "error":
+			var errs []struct {
+				Message    string
+				Extensions map[string]any
+			}
+			if json.Unmarshal(m.Payload, &errs) != nil || len(errs) == 0 {
+				return fmt.Errorf("subscription error: %s", m.Payload)
+			}
+			code, _ := errs[0].Extensions["code"].(string)
+			return &Error{Message: errs[0].Message, Code: code, Extensions: errs[0].Extensions}
+		case "complete":
+			return nil
+		}
+	}
+}
+
+// wsErr explains a failed socket: refusals as *Error, nothing when ctx
+// ended it.
+func (c *Client) wsErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case 4401:
+			return &Error{Message: ce.Text, Code: "UNAUTHENTICATED"}
+		case 4403:
+			return &Error{Message: ce.Text, Code: "FORBIDDEN"}
+		}
+		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("no message from server within %s", subscribeSilence)
+	}
+	return err
+}

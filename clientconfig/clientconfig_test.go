@@ -1,0 +1,52 @@
+package clientconfig
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSaveAndLoad(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("HOME", dir)
+	c, path, err := Load()
+	if err != nil || c != (Config{}) {
+		t.Fatalf("Load with no file = %+v, %v; want an empty Config", c, err)
+	}
+	if want := filepath.Join(dir, "relay", "config.json"); path != want {
+		t.Errorf("path %q, want %q", path, want)
+	}
+	if err := Save(path, Config{Server: "http://x", Token: "secret"}); err != nil {
+		t.Fatal(err)
+	}
+	for p, mode := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s: mode %v, %v; want %v", p, st.Mode().Perm(), err, mode)
+		}
+	}
+	if c, _, err := Load(); err != nil || c.Server != "http://x" || c.Token != "secret" {
+		t.Errorf("Load = %+v, %v", c, err)
+	}
+	os.WriteFile(path, []byte("{"), 0o600)
+	if _, _, err := Load(); err == nil {
+		t.Error("Load of a damaged file: no error")
+	}
+}
+
+func TestSameServer(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"http://localhost:8080", "http://localhost:8080/", true},
+		{"HTTP://Localhost:8080", "http://localhost:8080", true},
+		{"http://localhost:8080", "http://127.0.0.1:8080", false},
+		{"https://relay.example", "http://relay.example", false},
+	} {
+		if got := SameServer(tt.a, tt.b); got != tt.want {
+			t.Errorf("SameServer(%q, %q) = %v", tt.a, tt.b, got)
+		}
+	}
+}

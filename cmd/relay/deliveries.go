@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
+)
+
+// deliveryRow is a delivery in lists: `deliveries list -o json` prints an
+// array of them, `tail -o json` one per line.
+type deliveryRow struct {
+	ID             string `json:"id"`
+	Address        string `json:"address"`
+	Method         string `json:"method"`
+	Path           string `json:"path"`
+	ReceivedAt     string `json:"receivedAt"`
+	ResponseStatus *int   `json:"responseStatus"`
+	BodySize       int    `json:"bodySize"`
+	Attempts       int    `json:"attempts"`
+}
+
+const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status }`
+
+// apiDeliveryRow is deliveryRowFields as the API answers them.
+type apiDeliveryRow struct {
+	ID, Address, Method, Path, ReceivedAt, Cursor string
+	ResponseStatus                                *int
+	BodySize                                      int
+	Attempts                                      []struct{ Status *int }
+}
+
+func (d apiDeliveryRow) row() deliveryRow {
+	return deliveryRow{ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Path, ReceivedAt: d.ReceivedAt,
+		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts)}
+}
+
+// headerJSON is a header with its exact bytes when they are not UTF-8.
+type headerJSON struct {
+	Name        string  `json:"name"`
+	Value       string  `json:"value"`
+	ValueBase64 *string `json:"valueBase64"`
+}
+
+// attemptJSON is one try to reach the local target.
+type attemptJSON struct {
+	ID         string  `json:"id"`
+	Status     *int    `json:"status"`
+	StartedAt  string  `json:"startedAt"`
+	DurationMs *int    `json:"durationMs"`
+	Error      *string `json:"error"`
+	Retry      bool    `json:"retry"`
+}
+
+// deliveryJSON is `deliveries show -o json`: the recorded request, its
+// attempts, the address's public URL and the curl command replaying it.
+type deliveryJSON struct {
+	ID             string        `json:"id"`
+	Address        string        `json:"address"`
+	URL            string        `json:"url"`
+	Method         string        `json:"method"`
+	Path           string        `json:"path"`
+	PathBase64     *string       `json:"pathBase64"`
+	Headers        []headerJSON  `json:"headers"`
+	BodyBase64     string        `json:"bodyBase64"`
+	BodySize       int           `json:"bodySize"`
+	Complete       bool          `json:"complete"`
+	ReceivedAt     string        `json:"receivedAt"`
+	ResponseStatus *int          `json:"responseStatus"`
+	Attempts       []attemptJSON `json:"attempts"`
+	Curl           string        `json:"curl"`
+}
+
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete receivedAt responseStatus attempts{ id status startedAt durationMs error retry }`
+
+func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "deliveries",
+		Aliases: []string{"delivery"},
+		Short:   "List and show recorded deliveries",
+		Example: `  relay deliveries list stripe --status 5xx
+  relay deliveries show 0193a7c2-...`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout))
+	return cmd
+}
+
+func deliveriesListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var status string
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "list ADDRESS",
+		Aliases: []string{"ls"},
+		Short:   "List an Endpoint's or inspector's deliveries, newest first",
+		Long: `List an Endpoint's or inspector's deliveries, newest first. ADDRESS is an
+Endpoint's id or name, or an inspector's id.`,
+		Example: `  relay deliveries list stripe
+  relay deliveries list stripe --status 5xx --limit 5
+  relay deliveries list ep-abc123 -o json | jq -r '.[0].id'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			match, err := statusFilter(status)
+			if err != nil {
+				return err
+			}
+			if limit < 1 {
+				return usage(errors.New("--limit must be at least 1"))
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			client := apiclient.New(conn.server, conn.token)
+			rows, err := listDeliveries(c.Context(), client, args[0], limit, match)
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(stdout, "no deliveries")
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID")
+			for _, d := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, d.Path, statusText(d.ResponseStatus), d.BodySize, d.ID)
+			}
+			return tw.Flush()
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	cmd.Flags().StringVar(&status, "status", "", "only deliveries answered with this status or class: 502, 5xx, 2xx")
+	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many deliveries")
+	return cmd
+}
+
+var statusClass = regexp.MustCompile(`^[1-5]xx$`)
+
+// statusFilter reads --status: "", a status (404) or a class (5xx).
+func statusFilter(s string) (func(*int) bool, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch {
+	case s == "":
+		return func(*int) bool { return true }, nil
+	case statusClass.MatchString(s):
+		class := int(s[0] - '0')
+		return func(st *int) bool { return st != nil && *st/100 == class }, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 100 || n > 599 {
+		return nil, usage(fmt.Errorf("--status %q: want a status such as 502 or a class such as 5xx", s))
+	}
+	return func(st *int) bool { return st != nil && *st == n }, nil
+}
+
+// maxListPages bounds the pages a filtered list reads.
+const maxListPages = 20
+
+// listDeliveries pages through an address's history until limit rows
+// match.
+func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, limit int, match func(*int) bool) ([]deliveryRow, error) {
+	kind, id, err := resolveAddress(ctx, client, ref)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`query($a: ID!, $n: Int, $after: String){ %s(id: $a){ deliveries(first: $n, after: $after){ nodes{ %s } pageInfo{ hasNextPage endCursor } } } }`, kind, deliveryRowFields)
+	rows := []deliveryRow{}
+	var after *string
+	for page := 0; page < maxListPages && len(rows) < limit; page++ {
+		var res map[string]*struct {
+			Deliveries struct {
+				Nodes    []apiDeliveryRow
+				PageInfo struct {
+					HasNextPage bool
+					EndCursor   *string
+				}
+			}
+		}
+		if err := client.Do(ctx, q, map[string]any{"a": id, "n": 100, "after": after}, &res); err != nil {
+			return nil, fmt.Errorf("list deliveries: %w", err)
+		}
+		a := res[kind]
+		if a == nil {
+			return nil, notFound(ref)
+		}
+		for _, d := range a.Deliveries.Nodes {
+			if match(d.ResponseStatus) && len(rows) < limit {
+				rows = append(rows, d.row())
+			}
+		}
+		if !a.Deliveries.PageInfo.HasNextPage {
+			break
+		}
+		after = a.Deliveries.PageInfo.EndCursor
+	}
+	return rows, nil
+}
+
+func notFound(ref string) error {
+	return &apiclient.Error{Message: fmt.Sprintf("no endpoint or inspector %q (for this token)", ref), Code: "NOT_FOUND"}
+}
+
+// resolveAddress finds what ADDRESS names: one of the account's Endpoints
+// (by id or name, when logged in), else an inspector. kind is the query
+// field: "endpoint" or "inspector".
+func resolveAddress(ctx context.Context, client *apiclient.Client, ref string) (kind, id string, err error) {
+	if client.Token != "" {
+		ep, err := findEndpoint(ctx, client, ref)
+		if err == nil {
+			return "endpoint", ep.ID, nil
+		}
+		var ae *apiclient.Error
+		if !errors.As(err, &ae) || ae.Code != "NOT_FOUND" {
+			return "", "", err
+		}
+	}
+	var res struct{ Inspector *struct{ ID string } }
+	if err := client.Do(ctx, `query($a: ID!){ inspector(id: $a){ id } }`, map[string]any{"a": ref}, &res); err != nil {
+		return "", "", err
+	}
+	if res.Inspector == nil {
+		return "", "", notFound(ref)
+	}
+	return "inspector", res.Inspector.ID, nil
+}
+
+// addressURL is the public URL of an inspector or Endpoint id.
+func addressURL(ctx context.Context, client *apiclient.Client, id string) (string, error) {
+	var res struct{ Inspector *struct{ URL string } }
+	if err := client.Do(ctx, `query($a: ID!){ inspector(id: $a){ url } }`, map[string]any{"a": id}, &res); err != nil {
+		return "", err
+	}
+	if res.Inspector != nil {
+		return res.Inspector.URL, nil
+	}
+	var ep struct{ Endpoint *struct{ URL string } }
+	if err := client.Do(ctx, `query($a: ID!){ endpoint(id: $a){ url } }`, map[string]any{"a": id}, &ep); err != nil {
+		return "", err
+	}
+	if ep.Endpoint == nil {
+		return "", notFound(id)
+	}
+	return ep.Endpoint.URL, nil
+}
+
+func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var body bool
+	cmd := &cobra.Command{
+		Use:   "show DELIVERY_ID",
+		Short: "Show a delivery's request, attempts, and a curl command that replays it",
+		Example: `  relay deliveries show 0193a7c2-...
+  relay deliveries show 0193a7c2-... --body
+  relay deliveries show 0193a7c2-... -o json | jq -r .curl | sh`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			client := apiclient.New(conn.server, conn.token)
+			d, err := showDelivery(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, d)
+			}
+			printDelivery(stdout, d, body)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	cmd.Flags().BoolVar(&body, "body", false, "print the body too")
+	return cmd
+}
+
+func showDelivery(ctx context.Context, client *apiclient.Client, id string) (deliveryJSON, error) {
+	var res struct{ Delivery *deliveryJSON }
+	if err := client.Do(ctx, `query($id: ID!){ delivery(id: $id){ `+deliveryFields+` } }`, map[string]any{"id": id}, &res); err != nil {
+		return deliveryJSON{}, fmt.Errorf("show delivery: %w", err)
+	}
+	if res.Delivery == nil {
+		return deliveryJSON{}, &apiclient.Error{Message: fmt.Sprintf("no delivery %q (for this token)", id), Code: "NOT_FOUND"}
+	}
+	d := *res.Delivery
+	if d.Headers == nil {
+		d.Headers = []headerJSON{}
+	}
+	if d.Attempts == nil {
+		d.Attempts = []attemptJSON{}
+	}
+	url, err := addressURL(ctx, client, d.Address)
+	if err != nil {
+		return deliveryJSON{}, fmt.Errorf("show delivery: address %s: %w", d.Address, err)
+	}
+	d.URL = url
+	path := exactText(d.Path, d.PathBase64)
+	headers := make([]curlHeader, 0, len(d.Headers))
+	for _, h := range d.Headers {
+		headers = append(headers, curlHeader{name: h.Name, value: exactText(h.Value, h.ValueBase64)})
+	}
+	d.Curl = curlCommand(d.Method, url, path, headers, d.BodyBase64, d.BodySize)
+	return d, nil
+}
+
+// exactText is text, or the bytes of raw when the API sent them.
+func exactText(text string, raw *string) string {
+	if raw == nil {
+		return text
+	}
+	if b, err := base64.StdEncoding.DecodeString(*raw); err == nil {
+		return string(b)
+	}
+	return text
+}
+
+func printDelivery(w io.Writer, d deliveryJSON, body bool) {
+	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	fmt.Fprintf(w, "%s %s\n", d.Method, d.Path)
+	for _, h := range d.Headers {
+		fmt.Fprintf(w, "%s: %s\n", h.Name, h.Value)
+	}
+	if body {
+		b, _ := base64.StdEncoding.DecodeString(d.BodyBase64)
+		switch {
+		case len(b) == 0:
+		case utf8.Valid(b):
+			fmt.Fprintf(w, "\n%s\n", b)
+		default:
+			fmt.Fprintf(w, "\n(%d bytes, not UTF-8: see bodyBase64 in -o json)\n", len(b))
+		}
+		if !d.Complete {
+			fmt.Fprintf(w, "(the body is stored in part: %d of %d bytes)\n", len(b), d.BodySize)
+		}
+	} else if d.BodySize > 0 {
+		fmt.Fprintf(w, "\n(%d bytes of body; --body prints it)\n", d.BodySize)
+	}
+	if len(d.Attempts) > 0 {
+		fmt.Fprintln(w, "\nattempts:")
+		for i, a := range d.Attempts {
+			fmt.Fprintf(w, "  %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
+		}
+	}
+	fmt.Fprintf(w, "\nreplay with:\n%s\n", d.Curl)
+}
+
+func statusText(s *int) string {
+	if s == nil {
+		return "-"
+	}
+	return strconv.Itoa(*s)
+}

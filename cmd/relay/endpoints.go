@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/domain"
+)
+
+// endpointJSON is an Endpoint as the commands print it with -o json.
+type endpointJSON struct {
+	ID              string  `json:"id"`
+	Name            string  `json:"name"`
+	URL             string  `json:"url"`
+	Mode            string  `json:"mode"`
+	Target          *string `json:"target"`
+	ResponseCapture bool    `json:"responseCapture"`
+	AgentConnected  bool    `json:"agentConnected"`
+	AgentCount      int     `json:"agentCount"`
+	CreatedAt       string  `json:"createdAt"`
+}
+
+const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt`
+
+func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "endpoints",
+		Aliases: []string{"endpoint"},
+		Short:   "List, create, update and delete Endpoints",
+		Example: `  relay endpoints list
+  relay endpoints create stripe --target 3000
+  relay endpoints update stripe --mode LOG
+  relay endpoints delete stripe`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsCreateCommand(env, stdout),
+		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout))
+	return cmd
+}
+
+func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List your Endpoints",
+		Example: `  relay endpoints list
+  relay endpoints list -o json | jq -r '.[].url'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			client, err := conn.loggedIn(c.Flags(), env)
+			if err != nil {
+				return err
+			}
+			eps, err := listEndpoints(c.Context(), client)
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, eps)
+			}
+			if len(eps) == 0 {
+				fmt.Fprintln(stdout, "no endpoints; create one with `relay endpoints create NAME` or `relay listen PORT`")
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL")
+			for _, e := range eps {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Name, e.Mode, deref(e.Target, "-"), e.AgentCount, e.URL)
+			}
+			return tw.Flush()
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}
+
+// endpointSettings are the flags of create and update.
+type endpointSettings struct {
+	name, mode, target string
+	capture            bool
+}
+
+func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
+	fs := cmd.Flags()
+	if withName {
+		fs.StringVar(&s.name, "name", "", "new name")
+	}
+	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent) or LOG (record and answer 204); default PROXY with --target, else LOG")
+	fs.StringVar(&s.target, "target", "", "local target for PROXY mode: PORT, localhost:PORT or 127.0.0.1:PORT")
+	fs.BoolVar(&s.capture, "response-capture", false, "store the local responses' bodies")
+}
+
+// input is the CreateEndpointInput/UpdateEndpointInput of the flags set.
+func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
+	fs := cmd.Flags()
+	in := map[string]any{}
+	if fs.Changed("name") {
+		in["name"] = s.name
+	}
+	if fs.Changed("target") {
+		t, err := endpointTarget(s.target)
+		if err != nil {
+			return nil, err
+		}
+		in["target"] = t
+	}
+	if fs.Changed("mode") {
+		m := strings.ToUpper(s.mode)
+		if m != "PROXY" && m != "LOG" {
+			return nil, usage(fmt.Errorf("--mode %q: want PROXY or LOG", s.mode))
+		}
+		in["mode"] = m
+	}
+	if fs.Changed("response-capture") {
+		in["responseCapture"] = s.capture
+	}
+	return in, nil
+}
+
+// endpointTarget reads a target as the relay stores it: a port alone is
+// localhost:PORT.
+func endpointTarget(s string) (string, error) {
+	if !strings.Contains(s, ":") {
+		s = "localhost:" + s
+	}
+	if err := domain.ValidateTarget(s); err != nil {
+		return "", usage(fmt.Errorf("--target: %w", err))
+	}
+	return s, nil
+}
+
+func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var s endpointSettings
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an Endpoint and print its public URL",
+		Example: `  relay endpoints create stripe --target 3000
+  relay endpoints create audit-log --mode LOG`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			client, err := conn.loggedIn(c.Flags(), env)
+			if err != nil {
+				return err
+			}
+			in, err := s.input(c)
+			if err != nil {
+				return err
+			}
+			in["name"] = args[0]
+			if _, ok := in["mode"]; !ok {
+				in["mode"] = "LOG"
+				if _, ok := in["target"]; ok {
+					in["mode"] = "PROXY"
+				}
+			}
+			var res struct{ CreateEndpoint endpointJSON }
+			if err := client.Do(c.Context(), `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
+				return fmt.Errorf("create endpoint: %w", err)
+			}
+			return printEndpoint(stdout, out, "created", res.CreateEndpoint)
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	s.flags(cmd, false)
+	return cmd
+}
+
+func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var s endpointSettings
+	cmd := &cobra.Command{
+		Use:   "update ENDPOINT",
+		Short: "Change an Endpoint's name, mode, target or response capture",
+		Example: `  relay endpoints update stripe --mode PROXY --target 3000
+  relay endpoints update ep-abc123 --name github`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			client, err := conn.loggedIn(c.Flags(), env)
+			if err != nil {
+				return err
+			}
+			in, err := s.input(c)
+			if err != nil {
+				return err
+			}
+			if len(in) == 0 {
+				return usage(errors.New("nothing to change: give --name, --mode, --target or --response-capture"))
+			}
+			ep, err := findEndpoint(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			var res struct{ UpdateEndpoint endpointJSON }
+			if err := client.Do(c.Context(), `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+endpointFields+` } }`, map[string]any{"id": ep.ID, "in": in}, &res); err != nil {
+				return fmt.Errorf("update endpoint: %w", err)
+			}
+			return printEndpoint(stdout, out, "updated", res.UpdateEndpoint)
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	s.flags(cmd, true)
+	return cmd
+}
+
+func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:     "delete ENDPOINT",
+		Aliases: []string{"rm"},
+		Short:   "Delete an Endpoint (its public URL stops answering)",
+		Example: `  relay endpoints delete stripe`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			client, err := conn.loggedIn(c.Flags(), env)
+			if err != nil {
+				return err
+			}
+			ep, err := findEndpoint(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			if err := client.Do(c.Context(), `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": ep.ID}, nil); err != nil {
+				return fmt.Errorf("delete endpoint: %w", err)
+			}
+			if out.json() {
+				return writeJSON(stdout, struct {
+					ID      string `json:"id"`
+					Deleted bool   `json:"deleted"`
+				}{ep.ID, true})
+			}
+			fmt.Fprintf(stdout, "deleted endpoint %s (%s)\n", ep.ID, ep.Name)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}
+
+func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
+	if out.json() {
+		return writeJSON(w, e)
+	}
+	fmt.Fprintf(w, "%s endpoint %s (%s), %s mode", verb, e.ID, e.Name, e.Mode)
+	if e.Target != nil && *e.Target != "" {
+		fmt.Fprintf(w, " → %s", *e.Target)
+	}
+	fmt.Fprintf(w, "\n%s\n", e.URL)
+	return nil
+}
+
+func listEndpoints(ctx context.Context, client *apiclient.Client) ([]endpointJSON, error) {
+	var res struct{ Endpoints []endpointJSON }
+	if err := client.Do(ctx, `{ endpoints{ `+endpointFields+` } }`, nil, &res); err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	if res.Endpoints == nil {
+		res.Endpoints = []endpointJSON{}
+	}
+	return res.Endpoints, nil
+}
+
+// findEndpoint finds one of the account's Endpoints by id, else by name;
+// none is NOT_FOUND (exit 2), a name several share is a usage error.
+func findEndpoint(ctx context.Context, client *apiclient.Client, ref string) (endpointJSON, error) {
+	eps, err := listEndpoints(ctx, client)
+	if err != nil {
+		return endpointJSON{}, err
+	}
+	return pickEndpoint(eps, ref)
+}
+
+func deref(s *string, none string) string {
+	if s == nil || *s == "" {
+		return none
+	}
+	return *s
+}

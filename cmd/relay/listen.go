@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/agentcli"
+	"github.com/relayhq/relay/apiclient"
+)
+
+func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var printBody, printHeaders, insecure bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "listen TARGET [ENDPOINT...]",
+		Short: "Give a local server a public webhook URL and forward to it",
+		Long: `Forward webhooks to a server on this machine until interrupted.
+
+TARGET is a port (3000), localhost:PORT, 127.0.0.1:PORT, or a URL:
+http://localhost:3000/api puts /api in front of every recorded path, and
+https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
+
+ENDPOINT names or ids select the Endpoints to serve, all over one
+connection. With none, listen creates (the first time) or reuses an
+Endpoint named after the current folder. Each is set to PROXY mode with
+TARGET. The public URL is printed first, then one line per request: time,
+method, path, status, duration and the delivery id (for relay retry and
+relay deliveries show).
+
+Network trouble and relay restarts are retried with backoff; a refused
+token or an unknown Endpoint ends the command with exit code 2.`,
+		Example: `  relay listen 3000
+  relay listen http://localhost:3000/webhooks stripe github
+  relay listen https://localhost:8443 --insecure --print-body`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			target, err := agentcli.ParseTarget(args[0])
+			if err != nil {
+				return usage(fmt.Errorf("TARGET: %w", err))
+			}
+			if timeout <= 0 {
+				return usage(errors.New("--timeout must be positive"))
+			}
+			client, err := conn.loggedIn(c.Flags(), env)
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
+			var eps []endpointJSON
+			err = untilReachable(ctx, stderr, func() (err error) {
+				eps, err = listenEndpoints(ctx, client, args[1:], target.Host)
+				return err
+			})
+			if ctx.Err() != nil {
+				return nil // interrupted before it connected
+			}
+			if err != nil {
+				return err
+			}
+			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure}
+			for _, e := range eps {
+				o.Endpoints = append(o.Endpoints, agentcli.Route{EndpointID: e.ID, Target: args[0]})
+			}
+			if out.json() {
+				o.Observer = &jsonObserver{out: stdout, status: stderr}
+			} else {
+				o.Observer = &agentcli.TextObserver{Out: stdout, Status: stdout, Color: colourful(stdout, env), PrintBody: printBody, PrintHeaders: printHeaders}
+			}
+			return agentcli.Serve(ctx, o)
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	fs := cmd.Flags()
+	fs.BoolVar(&printBody, "print-body", false, "print each request's body")
+	fs.BoolVar(&printHeaders, "print-headers", false, "print each request's headers")
+	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
+	return cmd
+}
+
+// listenEndpoints finds (or, with no refs, creates) the Endpoints to serve
+// and sets each to PROXY mode with the target host.
+func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string) ([]endpointJSON, error) {
+	all, err := listEndpoints(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	var chosen []endpointJSON
+	if len(refs) == 0 {
+		name := folderName()
+		for _, e := range all {
+			if e.Name == name {
+				chosen = append(chosen, e)
+				break
+			}
+		}
+		if len(chosen) == 0 {
+			var res struct{ CreateEndpoint endpointJSON }
+			in := map[string]any{"name": name, "mode": "PROXY", "target": host}
+			if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
+				return nil, fmt.Errorf("create endpoint %q: %w", name, err)
+			}
+			return []endpointJSON{res.CreateEndpoint}, nil
+		}
+	}
+	for _, ref := range refs {
+		e, err := pickEndpoint(all, ref)
+		if err != nil {
+			return nil, err
+		}
+		chosen = append(chosen, e)
+	}
+	for i, e := range chosen {
+		if e.Mode == "PROXY" && e.Target != nil && *e.Target == host {
+			continue
+		}
+		var res struct{ UpdateEndpoint endpointJSON }
+		in := map[string]any{"mode": "PROXY", "target": host}
+		if err := client.Do(ctx, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+endpointFields+` } }`, map[string]any{"id": e.ID, "in": in}, &res); err != nil {
+			return nil, fmt.Errorf("set endpoint %s to PROXY mode: %w", e.ID, err)
+		}
+		chosen[i] = res.UpdateEndpoint
+	}
+	return chosen, nil
+}
+
+// folderName is the current folder's name, the Endpoint name listen uses
+// when given none.
+func folderName() string {
+	wd, err := os.Getwd()
+	name := filepath.Base(wd)
+	if err != nil || name == "/" || name == "." || strings.TrimSpace(name) == "" {
+		return "relay-listen"
+	}
+	return name
+}
+
+// pickEndpoint finds an Endpoint by id, else by name, among eps.
+func pickEndpoint(eps []endpointJSON, ref string) (endpointJSON, error) {
+	var byName []endpointJSON
+	for _, e := range eps {
+		if e.ID == ref {
+			return e, nil
+		}
+		if e.Name == ref {
+			byName = append(byName, e)
+		}
+	}
+	switch len(byName) {
+	case 1:
+		return byName[0], nil
+	case 0:
+		return endpointJSON{}, &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token (see relay endpoints list)", ref), Code: "NOT_FOUND"}
+	}
+	return endpointJSON{}, usage(fmt.Errorf("%d endpoints are named %q: give the id (see relay endpoints list)", len(byName), ref))
+}
+
+// jsonObserver prints the agent's events as JSON lines (listen and agent
+// with -o json): {"event":"connected",...} and {"event":"forward",...} on
+// out, state changes without data on status as text.
+type jsonObserver struct {
+	mu          sync.Mutex
+	out, status io.Writer
+}
+
+// listenEventJSON is one line of `relay listen -o json`.
+type listenEventJSON struct {
+	Event      string               `json:"event"` // connected, reconnecting, forward
+	Time       time.Time            `json:"time"`
+	Endpoints  []listenEndpointJSON `json:"endpoints,omitempty"`
+	Reason     string               `json:"reason,omitempty"`
+	EndpointID string               `json:"endpointId,omitempty"`
+	DeliveryID string               `json:"deliveryId,omitempty"`
+	AttemptID  string               `json:"attemptId,omitempty"`
+	Method     string               `json:"method,omitempty"`
+	Path       string               `json:"path,omitempty"`
+	Status     int                  `json:"status,omitempty"`
+	DurationMs *int64               `json:"durationMs,omitempty"` // forward only
+	Error      string               `json:"error,omitempty"`
+}
+
+type listenEndpointJSON struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	URL    string `json:"url"`
+	Mode   string `json:"mode"`
+	Target string `json:"target"`
+}
+
+func (o *jsonObserver) State(e agentcli.StateEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch e.State {
+	case agentcli.Connected:
+		ev := listenEventJSON{Event: "connected", Time: time.Now().UTC()}
+		for _, ep := range e.Endpoints {
+			ev.Endpoints = append(ev.Endpoints, listenEndpointJSON{ID: ep.ID, Name: ep.Name, URL: ep.URL, Mode: ep.Mode, Target: ep.Target})
+		}
+		_ = writeJSONLine(o.out, ev)
+	case agentcli.Reconnecting:
+		_ = writeJSONLine(o.out, listenEventJSON{Event: "reconnecting", Time: time.Now().UTC(), Reason: e.Reason})
+	}
+}
+
+func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ms := e.Duration.Milliseconds()
+	_ = writeJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
+		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error})
+	if e.ReportError != "" {
+		fmt.Fprintf(o.status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
+)
+
+// maxTailSeen bounds the delivery ids tail remembers to print each
+// change once.
+const maxTailSeen = 10000
+
+func tailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:   "tail ADDRESS",
+		Short: "Print an Endpoint's or inspector's deliveries live, as they arrive",
+		Long: `Print an Endpoint's or inspector's deliveries live, as they arrive and as
+their answers are recorded, until interrupted. ADDRESS is an Endpoint's id
+or name, or an inspector's id. A dropped connection is resumed with backoff
+from the last delivery seen, so none is missed.`,
+		Example: `  relay tail stripe
+  relay tail ep-abc123 -o json | jq -r .path`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			ctx := c.Context()
+			client := apiclient.New(conn.server, conn.token)
+			var address string
+			err := untilReachable(ctx, stderr, func() (err error) {
+				_, address, err = resolveAddress(ctx, client, args[0])
+				return err
+			})
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			q := `subscription($a: ID!, $s: String){ deliveries(address: $a, since: $s){ ` + deliveryRowFields + ` } }`
+			seen := map[string]string{} // delivery id → what was printed of it
+			var since *string
+			bo := newBackoff()
+			fmt.Fprintf(stderr, "tailing %s (Ctrl-C to stop)\n", address)
+			for {
+				started := time.Now()
+				err := client.Subscribe(ctx, q, map[string]any{"a": address, "s": since}, func(data json.RawMessage) error {
+					var res struct{ Deliveries apiDeliveryRow }
+					if err := json.Unmarshal(data, &res); err != nil {
+						return fmt.Errorf("decode delivery: %w", err)
+					}
+					d := res.Deliveries
+					cursor := d.Cursor
+					since = &cursor
+					row := d.row()
+					key := fmt.Sprint(statusText(row.ResponseStatus), row.Attempts)
+					if seen[row.ID] == key {
+						return nil
+					}
+					if len(seen) >= maxTailSeen {
+						clear(seen) // a row seen again at worst prints twice
+					}
+					seen[row.ID] = key
+					if out.json() {
+						return writeJSONLine(stdout, row)
+					}
+					at := row.ReceivedAt
+					if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+						at = t.Local().Format("15:04:05")
+					}
+					status := statusText(row.ResponseStatus)
+					if row.ResponseStatus == nil {
+						status = "pending"
+					}
+					_, err := fmt.Fprintf(stdout, "%s %s %s → %s  delivery %s\n", at, row.Method, row.Path, status, row.ID)
+					return err
+				})
+				if ctx.Err() != nil {
+					return nil
+				}
+				var refused *apiclient.Error
+				if errors.As(err, &refused) && refused.Refusal() {
+					return fmt.Errorf("tail: %w", err)
+				}
+				if err == nil {
+					err = errors.New("the relay ended the subscription")
+				}
+				if time.Since(started) > time.Minute {
+					bo.Reset()
+				}
+				delay := bo.NextBackOff()
+				fmt.Fprintf(stderr, "disconnected: %v; reconnecting in %s\n", err, delay.Round(100*time.Millisecond))
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(delay):
+				}
+			}
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}

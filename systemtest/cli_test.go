@@ -1,0 +1,542 @@
+package systemtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+var publicURLLine = regexp.MustCompile(`public URL http://([a-z0-9-]+)\.localhost:\d+/ →`)
+
+// loggedInHome is a CLI user logged in to r with a new account.
+func loggedInHome(t *testing.T, r *harness.Relay) (cliHome, tenant) {
+	t.Helper()
+	acct := signUpTenant(t, r, "cli")
+	h := newCLIHome(t)
+	if out, code := h.run(t, "", "login", "--server", "http://127.0.0.1:"+strconv.Itoa(r.Port), "--token", acct.Token); code != 0 {
+		t.Fatalf("login exited %d:\n%s", code, out)
+	}
+	return h, acct
+}
+
+// startIn runs the relay command in folder dir of home h until the test ends.
+func (h cliHome) startIn(t *testing.T, dir string, args ...string) *harness.Process {
+	t.Helper()
+	c := h.command("")
+	c.Dir = dir
+	c.Env = append(c.Env, "NO_COLOR=1")
+	return harness.StartWith(t, c, args...)
+}
+
+// waitOutput waits until p printed a match of re and returns its groups.
+func waitOutput(t *testing.T, p *harness.Process, re *regexp.Regexp) []string {
+	t.Helper()
+	var m []string
+	harness.Eventually(t, 15*time.Second, "output matching "+re.String(), func() bool {
+		m = re.FindStringSubmatch(p.Output())
+		if m == nil && p.Exited() {
+			t.Fatalf("the command ended:\n%s", p.Output())
+		}
+		return m != nil
+	})
+	return m
+}
+
+// recordingTarget is a local server recording what it gets, answering
+// 200 "ok"; it returns the log and the port.
+func recordingTarget(t *testing.T) (*requestLog, string) {
+	t.Helper()
+	log := &requestLog{}
+	target := localTarget(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		log.add(r, body)
+		io.WriteString(w, "ok")
+	}))
+	_, port, _ := strings.Cut(target, ":")
+	return log, port
+}
+
+// TestListenWithPortAndPrefix: `relay listen PORT` in a folder creates an
+// Endpoint named after it in PROXY mode, prints its public URL and a line
+// per request with the delivery id; Ctrl-C ends it with exit code 0 and
+// the relay records the disconnect. `relay listen URL NAME` reuses that
+// Endpoint and puts the URL's path in front of the recorded one.
+func TestListenWithPortAndPrefix(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, acct := loggedInHome(t, r)
+	seen, port := recordingTarget(t)
+	project := filepath.Join(h.dir, "shop")
+	if err := os.Mkdir(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	listen := h.startIn(t, project, "listen", port)
+	id := waitOutput(t, listen, publicURLLine)[1]
+	ep := endpointByID(t, r, acct.Token, id)
+	if ep == nil || ep.Name != "shop" || ep.Mode != "PROXY" || strp(ep.Target) != strconv.Quote("localhost:"+port) {
+		t.Fatalf("listen's Endpoint is %+v, want shop in PROXY mode to localhost:%s", ep, port)
+	}
+	waitAgent(t, r, acct.Token, id, true)
+	if resp := send(t, r, id, "POST", "/hook?a=1", nil, []byte(`{"n":1}`)); resp.Status != 200 || string(resp.Body) != "ok" {
+		t.Fatalf("sender got %d %q, want the local 200 ok", resp.Status, resp.Body)
+	}
+	if got := seen.last(t); got.RequestURI != "/hook?a=1" || string(got.Body) != `{"n":1}` {
+		t.Errorf("local server got %s %q", got.RequestURI, got.Body)
+	}
+	d := deliveryAt(t, r, acct.Token, id, "/hook?a=1")
+	waitOutput(t, listen, regexp.MustCompile(`\d\d:\d\d:\d\d POST /hook\?a=1 → 200 \(\d+ ms\)  delivery `+regexp.QuoteMeta(d.ID)))
+
+	if err := listen.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 15*time.Second, "listen to end on Ctrl-C", listen.Exited)
+	if _, code := listen.ExitCode(); code != 0 {
+		t.Errorf("listen exited %d on Ctrl-C, want 0:\n%s", code, listen.Output())
+	}
+	harness.Eventually(t, 15*time.Second, "the disconnect in the log", func() bool {
+		types := streamTypes(logEvents(t, r, acct.Token), "agent-"+id)
+		return len(types) == 2 && types[1] == "agent.disconnected.v1"
+	})
+
+	// By name, with a URL whose path prefixes the recorded one.
+	listen = h.startIn(t, t.TempDir(), "listen", "http://localhost:"+port+"/api/", "shop")
+	if again := waitOutput(t, listen, publicURLLine)[1]; again != id {
+		t.Fatalf("listen shop served %s, want the Endpoint %s", again, id)
+	}
+	waitAgent(t, r, acct.Token, id, true)
+	send(t, r, id, "POST", "/hook//x?y=%2F", nil, []byte("x"))
+	if got := seen.last(t); got.RequestURI != "/api/hook//x?y=%2F" {
+		t.Errorf("local server got %q, want the prefix in front of the recorded path", got.RequestURI)
+	}
+	var list struct{ Endpoints []struct{ ID string } }
+	r.MustGraphQL(t, acct.Token, `{ endpoints{ id } }`, nil, &list)
+	if len(list.Endpoints) != 1 {
+		t.Errorf("%d endpoints after two listens, want the one reused", len(list.Endpoints))
+	}
+}
+
+// TestAgentServesSeveralEndpointsOverOneConnection: `relay agent
+// --endpoint A=T1 --endpoint B=T2` serves both over one WebSocket: one
+// connection line, both Endpoints show one agent, the relay's sessions
+// of both name the same connection, and each Endpoint's requests reach
+// its own target.
+func TestAgentServesSeveralEndpointsOverOneConnection(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, acct := loggedInHome(t, r)
+	seenA, portA := recordingTarget(t)
+	seenB, portB := recordingTarget(t)
+	a := createEndpointFor(t, r, acct.Token, map[string]any{"name": "stripe", "mode": "PROXY", "target": "127.0.0.1:" + portA})
+	b := createEndpointFor(t, r, acct.Token, map[string]any{"name": "github", "mode": "PROXY", "target": "127.0.0.1:" + portB})
+
+	agent := h.startIn(t, t.TempDir(), "agent", "--endpoint", a.ID+"="+portA, "--endpoint", b.ID+"=http://localhost:"+portB+"/gh")
+	waitAgent(t, r, acct.Token, a.ID, true)
+	waitAgent(t, r, acct.Token, b.ID, true)
+	for _, id := range []string{a.ID, b.ID} {
+		var out struct{ Endpoint struct{ AgentCount int } }
+		r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ agentCount } }`, map[string]any{"id": id}, &out)
+		if out.Endpoint.AgentCount != 1 {
+			t.Errorf("endpoint %s counts %d agents, want 1", id, out.Endpoint.AgentCount)
+		}
+	}
+	if out := agent.Output(); strings.Count(out, "connected to ") != 1 || !strings.Contains(out, "forwarding 2 endpoints over one connection") {
+		t.Errorf("agent output, want one connection for two endpoints:\n%s", out)
+	}
+	// The relay names each session <connection>/<endpoint>.
+	conns := map[string]bool{}
+	for _, e := range logEvents(t, r, acct.Token) {
+		if e.Type != "agent.connected.v1" {
+			continue
+		}
+		var v struct {
+			AgentID string `json:"agent_id"`
+		}
+		json.Unmarshal([]byte(e.Data), &v)
+		conn, _, _ := strings.Cut(v.AgentID, "/")
+		conns[conn] = true
+	}
+	if len(conns) != 1 {
+		t.Errorf("the sessions name %d connections (%v), want 1", len(conns), conns)
+	}
+
+	send(t, r, a.ID, "POST", "/pay", nil, []byte("a"))
+	send(t, r, b.ID, "POST", "/push", nil, []byte("b"))
+	if got := seenA.last(t); got.RequestURI != "/pay" || string(got.Body) != "a" {
+		t.Errorf("stripe's target got %q %q", got.RequestURI, got.Body)
+	}
+	if got := seenB.last(t); got.RequestURI != "/gh/push" || string(got.Body) != "b" {
+		t.Errorf("github's target got %q %q", got.RequestURI, got.Body)
+	}
+	waitOutput(t, agent, regexp.MustCompile(`\[github\] POST /push → 200`))
+	agent.Stop(t)
+	waitAgent(t, r, acct.Token, a.ID, false)
+
+	// relay listen PORT NAME NAME: the same, by names, one target for both.
+	listen := h.startIn(t, t.TempDir(), "listen", portA, "stripe", "github")
+	waitOutput(t, listen, regexp.MustCompile(`forwarding 2 endpoints over one connection`))
+	waitAgent(t, r, acct.Token, a.ID, true)
+	waitAgent(t, r, acct.Token, b.ID, true)
+	send(t, r, b.ID, "POST", "/push2", nil, []byte("b2"))
+	if got := seenA.last(t); got.RequestURI != "/push2" {
+		t.Errorf("listen %s stripe github: the shared target got %q", portA, got.RequestURI)
+	}
+	if ep := endpointByID(t, r, acct.Token, b.ID); ep == nil || strp(ep.Target) != strconv.Quote("localhost:"+portA) {
+		t.Errorf("github's stored target after listen: %+v", ep)
+	}
+}
+
+// TestListenHTTPSTarget: an https target on loopback with a self-signed
+// certificate is refused (502) without --insecure and reached with it.
+func TestListenHTTPSTarget(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, acct := loggedInHome(t, r)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.WriteString(w, "tls "+req.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	target := srv.URL // https://127.0.0.1:PORT
+
+	listen := h.startIn(t, t.TempDir(), "listen", target)
+	id := waitOutput(t, listen, publicURLLine)[1]
+	waitAgent(t, r, acct.Token, id, true)
+	if resp := send(t, r, id, "GET", "/x", nil, nil); resp.Status != 502 {
+		t.Errorf("self-signed target without --insecure: %d %q, want 502", resp.Status, resp.Body)
+	}
+	listen.Stop(t)
+	waitAgent(t, r, acct.Token, id, false)
+
+	listen = h.startIn(t, t.TempDir(), "listen", target, id, "--insecure")
+	waitOutput(t, listen, publicURLLine)
+	waitAgent(t, r, acct.Token, id, true)
+	if resp := send(t, r, id, "GET", "/x", nil, nil); resp.Status != 200 || string(resp.Body) != "tls /x" {
+		t.Errorf("with --insecure: %d %q, want 200 from the TLS server", resp.Status, resp.Body)
+	}
+}
+
+// The -o json shapes, as docs/cli.md documents them; decoding rejects
+// unknown fields, so a shape that grows shows here.
+type (
+	jsonEndpoint struct {
+		ID              string  `json:"id"`
+		Name            string  `json:"name"`
+		URL             string  `json:"url"`
+		Mode            string  `json:"mode"`
+		Target          *string `json:"target"`
+		ResponseCapture bool    `json:"responseCapture"`
+		AgentConnected  bool    `json:"agentConnected"`
+		AgentCount      int     `json:"agentCount"`
+		CreatedAt       string  `json:"createdAt"`
+	}
+	jsonDeliveryRow struct {
+		ID             string `json:"id"`
+		Address        string `json:"address"`
+		Method         string `json:"method"`
+		Path           string `json:"path"`
+		ReceivedAt     string `json:"receivedAt"`
+		ResponseStatus *int   `json:"responseStatus"`
+		BodySize       int    `json:"bodySize"`
+		Attempts       int    `json:"attempts"`
+	}
+	jsonHeader struct {
+		Name        string  `json:"name"`
+		Value       string  `json:"value"`
+		ValueBase64 *string `json:"valueBase64"`
+	}
+	jsonAttempt struct {
+		ID         string  `json:"id"`
+		Status     *int    `json:"status"`
+		StartedAt  string  `json:"startedAt"`
+		DurationMs *int    `json:"durationMs"`
+		Error      *string `json:"error"`
+		Retry      bool    `json:"retry"`
+	}
+	jsonDelivery struct {
+		ID             string        `json:"id"`
+		Address        string        `json:"address"`
+		URL            string        `json:"url"`
+		Method         string        `json:"method"`
+		Path           string        `json:"path"`
+		PathBase64     *string       `json:"pathBase64"`
+		Headers        []jsonHeader  `json:"headers"`
+		BodyBase64     string        `json:"bodyBase64"`
+		BodySize       int           `json:"bodySize"`
+		Complete       bool          `json:"complete"`
+		ReceivedAt     string        `json:"receivedAt"`
+		ResponseStatus *int          `json:"responseStatus"`
+		Attempts       []jsonAttempt `json:"attempts"`
+		Curl           string        `json:"curl"`
+	}
+	jsonRetry struct {
+		DeliveryID     string        `json:"deliveryId"`
+		ResponseStatus *int          `json:"responseStatus"`
+		Attempt        *jsonAttempt  `json:"attempt"`
+		Attempts       []jsonAttempt `json:"attempts"`
+	}
+	jsonInspector struct {
+		ID        string `json:"id"`
+		URL       string `json:"url"`
+		ExpiresAt string `json:"expiresAt"`
+	}
+	jsonListenEvent struct {
+		Event     string    `json:"event"`
+		Time      time.Time `json:"time"`
+		Endpoints []struct {
+			ID     string `json:"id"`
+			Name   string `json:"name"`
+			URL    string `json:"url"`
+			Mode   string `json:"mode"`
+			Target string `json:"target"`
+		} `json:"endpoints"`
+		Reason     string `json:"reason"`
+		EndpointID string `json:"endpointId"`
+		DeliveryID string `json:"deliveryId"`
+		AttemptID  string `json:"attemptId"`
+		Method     string `json:"method"`
+		Path       string `json:"path"`
+		Status     int    `json:"status"`
+		DurationMs int64  `json:"durationMs"`
+		Error      string `json:"error"`
+	}
+	jsonLogin struct {
+		Server  string `json:"server"`
+		Account struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"account"`
+		Endpoints int    `json:"endpoints"`
+		Config    string `json:"config"`
+	}
+	jsonDeleted struct {
+		ID      string `json:"id"`
+		Deleted bool   `json:"deleted"`
+	}
+)
+
+// decodeStrict decodes one JSON value that must have exactly v's fields.
+func decodeStrict(t *testing.T, what, s string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s -o json: %v\n%s", what, err, s)
+	}
+}
+
+// jsonOut runs a command with -o json; it must exit 0 and print only JSON
+// on stdout.
+func (h cliHome) jsonOut(t *testing.T, v any, args ...string) {
+	t.Helper()
+	c := h.command("")
+	c.Env = append(c.Env, "NO_COLOR=1")
+	out, code := harness.RunWith(t, c, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("relay %v -o json exited %d:\n%s", args, code, out)
+	}
+	decodeStrict(t, strings.Join(args, " "), out, v)
+}
+
+// TestCLIJSONOutputs: every data-printing command's -o json decodes into
+// its documented shape, and the curl line of deliveries show replays the
+// request byte for byte.
+func TestCLIJSONOutputs(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, acct := loggedInHome(t, r)
+	seen, port := recordingTarget(t)
+
+	var login jsonLogin
+	h.jsonOut(t, &login, "login", "--token", acct.Token)
+	if login.Account.ID != acct.ID || login.Server != "http://127.0.0.1:"+strconv.Itoa(r.Port) || login.Config != h.configPath() {
+		t.Errorf("login: %+v", login)
+	}
+	var created jsonEndpoint
+	h.jsonOut(t, &created, "endpoints", "create", "orders", "--target", port)
+	if created.Name != "orders" || created.Mode != "PROXY" || strp(created.Target) != strconv.Quote("localhost:"+port) || created.URL == "" {
+		t.Errorf("endpoints create: %+v", created)
+	}
+	var updated jsonEndpoint
+	h.jsonOut(t, &updated, "endpoints", "update", "orders", "--response-capture")
+	if updated.ID != created.ID || !updated.ResponseCapture {
+		t.Errorf("endpoints update: %+v", updated)
+	}
+	var list []jsonEndpoint
+	h.jsonOut(t, &list, "endpoints", "list")
+	if len(list) != 1 || list[0].ID != created.ID {
+		t.Errorf("endpoints list: %+v", list)
+	}
+
+	listen := h.startIn(t, t.TempDir(), "listen", port, "orders", "-o", "json")
+	tail := h.startIn(t, t.TempDir(), "tail", "orders", "-o", "json")
+	line := waitOutput(t, listen, regexp.MustCompile(`(?m)^(\{"event":"connected".*)$`))[1]
+	var connected jsonListenEvent
+	decodeStrict(t, "listen", line, &connected)
+	if len(connected.Endpoints) != 1 || connected.Endpoints[0].ID != created.ID || connected.Endpoints[0].Target != "http://localhost:"+port {
+		t.Errorf("listen connected event: %+v", connected)
+	}
+	waitAgent(t, r, acct.Token, created.ID, true)
+	waitOutput(t, tail, regexp.MustCompile(`tailing `))
+	body := []byte("a\x00b\r\n'$(x)'\xff")
+	headers := [][2]string{{"X-Sig", "t=1, v1=abc"}, {"X-Sig", "second"}, {"Content-Type", "application/octet-stream"}}
+	if resp := send(t, r, created.ID, "POST", "/orders/[1]?q=a%20b", headers, body); resp.Status != 200 {
+		t.Fatalf("sender got %d", resp.Status)
+	}
+	line = waitOutput(t, listen, regexp.MustCompile(`(?m)^(\{"event":"forward".*)$`))[1]
+	var fwd jsonListenEvent
+	decodeStrict(t, "listen", line, &fwd)
+	if fwd.Status != 200 || fwd.Path != "/orders/[1]?q=a%20b" || fwd.DeliveryID == "" || fwd.EndpointID != created.ID {
+		t.Errorf("listen forward event: %+v", fwd)
+	}
+	line = waitOutput(t, tail, regexp.MustCompile(`(?m)^(\{.*"responseStatus":200.*)$`))[1]
+	var tailed jsonDeliveryRow
+	decodeStrict(t, "tail", line, &tailed)
+	if tailed.ID != fwd.DeliveryID || tailed.BodySize != len(body) {
+		t.Errorf("tail row %+v, want delivery %s of %d bytes", tailed, fwd.DeliveryID, len(body))
+	}
+
+	var rows []jsonDeliveryRow
+	h.jsonOut(t, &rows, "deliveries", "list", "orders", "--status", "2xx")
+	if len(rows) != 1 || rows[0].ID != fwd.DeliveryID || rows[0].Method != "POST" || rows[0].Attempts != 1 {
+		t.Errorf("deliveries list: %+v", rows)
+	}
+	h.jsonOut(t, &rows, "deliveries", "list", "orders", "--status", "5xx")
+	if len(rows) != 0 {
+		t.Errorf("deliveries list --status 5xx: %+v, want none", rows)
+	}
+	var shown jsonDelivery
+	h.jsonOut(t, &shown, "deliveries", "show", fwd.DeliveryID)
+	if shown.ID != fwd.DeliveryID || shown.URL != created.URL || len(shown.Attempts) != 1 || !strings.Contains(shown.Curl, "base64 -d") {
+		t.Errorf("deliveries show: %+v", shown)
+	}
+	// The curl line sends the same request again: same target, headers and body bytes.
+	before := len(seen.all())
+	if out, err := runShell(shown.Curl); err != nil {
+		t.Fatalf("the curl line failed: %v\n%s\n%s", err, shown.Curl, out)
+	}
+	all := seen.all()
+	if len(all) != before+1 {
+		t.Fatalf("the curl line reached the local server %d times", len(all)-before)
+	}
+	orig, replay := all[before-1], all[before]
+	if replay.RequestURI != orig.RequestURI || !bytes.Equal(replay.Body, orig.Body) ||
+		strings.Join(replay.Header.Values("X-Sig"), "|") != "t=1, v1=abc|second" ||
+		replay.Header.Get("User-Agent") != "" || replay.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("replay %+v\ndiffers from %+v", replay, orig)
+	}
+
+	var retried jsonRetry
+	h.jsonOut(t, &retried, "retry", fwd.DeliveryID)
+	if retried.DeliveryID != fwd.DeliveryID || retried.Attempt == nil || intp(retried.Attempt.Status) != "200" || !retried.Attempt.Retry || len(retried.Attempts) != 2 {
+		t.Errorf("retry: %+v", retried)
+	}
+	var insp jsonInspector
+	h.jsonOut(t, &insp, "inspector", "create")
+	if insp.ID == "" || !strings.Contains(insp.URL, insp.ID) || insp.ExpiresAt == "" {
+		t.Errorf("inspector create: %+v", insp)
+	}
+	listen.Stop(t)
+	var deleted jsonDeleted
+	h.jsonOut(t, &deleted, "endpoints", "delete", "orders")
+	if deleted.ID != created.ID || !deleted.Deleted {
+		t.Errorf("endpoints delete: %+v", deleted)
+	}
+}
+
+func runShell(cmd string) ([]byte, error) {
+	return exec.Command("/bin/sh", "-c", cmd).CombinedOutput()
+}
+
+// TestCLIExitCodes: 0 success (and every --help), 1 the operation failed
+// (a retry not answered 2xx, the relay unreachable), 2 usage or refusal
+// (bad arguments, no or bad token, unknown ids), said plainly.
+func TestCLIExitCodes(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, acct := loggedInHome(t, r)
+	ep := createEndpointFor(t, r, acct.Token, map[string]any{"name": "down", "mode": "PROXY", "target": "127.0.0.1:1"})
+	agent := h.startIn(t, t.TempDir(), "agent", "--endpoint", ep.ID)
+	waitAgent(t, r, acct.Token, ep.ID, true)
+	send(t, r, ep.ID, "POST", "/x", nil, nil) // nothing listens on port 1: 502
+	d := deliveryAt(t, r, acct.Token, ep.ID, "/x")
+	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	fresh := newCLIHome(t)
+
+	tests := []struct {
+		name string
+		home cliHome
+		args []string
+		code int
+		want string
+	}{
+		{"help", h, []string{"--help"}, 0, "listen"},
+		{"help agent lists flags", h, []string{"help", "agent"}, 0, "--endpoint"},
+		{"listen --help", h, []string{"listen", "--help"}, 0, "Examples:"},
+		{"agent --help", h, []string{"agent", "--help"}, 0, "--insecure"},
+		{"endpoints list", h, []string{"endpoints", "list"}, 0, ep.ID},
+		{"completion script", h, []string{"completion", "bash"}, 0, "__start_relay"},
+		{"flags complete", h, []string{"__complete", "agent", "--"}, 0, "--endpoint"},
+		{"unknown command", h, []string{"nope"}, 2, "unknown command"},
+		{"unknown flag", h, []string{"endpoints", "list", "--nope"}, 2, "unknown flag"},
+		{"bad output", h, []string{"endpoints", "list", "-o", "yaml"}, 2, "want text or json"},
+		{"listen without target", h, []string{"listen"}, 2, "requires at least 1 arg"},
+		{"listen remote target", h, []string{"listen", "example.com:80"}, 2, "must be 127.0.0.1"},
+		{"listen unknown endpoint", h, []string{"listen", "3000", "nosuch"}, 2, "NOT_FOUND"},
+		{"agent unknown endpoint", h, []string{"agent", "--endpoint", "nosuch=3000"}, 2, "not found"},
+		{"agent no endpoint", h, []string{"agent"}, 2, "missing --endpoint"},
+		{"not logged in", fresh, []string{"endpoints", "list"}, 2, "no token"},
+		{"bad token", h, []string{"endpoints", "list", "--token", "rly_notatoken"}, 2, "UNAUTHENTICATED"},
+		{"retry answered 502", h, []string{"retry", d.ID}, 1, "attempt 2: 502"},
+		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND"},
+		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND"},
+		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND"},
+		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status"},
+		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND"},
+		{"relay unreachable", h, []string{"endpoints", "list", "--server", closed, "--token", "t"}, 1, "connection refused"},
+	}
+	check := func(name string, home cliHome, args []string, wantCode int, want string) {
+		t.Helper()
+		out, code := home.run(t, "", args...)
+		if code != wantCode || !strings.Contains(out, want) {
+			t.Errorf("%s: relay %v exited %d, want %d and output containing %q:\n%s", name, args, code, wantCode, want, out)
+		}
+	}
+	for _, tt := range tests {
+		check(tt.name, tt.home, tt.args, tt.code, tt.want)
+	}
+	agent.Stop(t)
+	waitAgent(t, r, acct.Token, ep.ID, false)
+	check("retry with no agent", h, []string{"retry", d.ID}, 2, "AGENT_NOT_CONNECTED")
+}
+
+// TestLongRunningCommandsWaitForTheRelay: listen and tail retry an
+// unreachable relay with backoff instead of failing (a one-shot command
+// exits 1, TestCLIExitCodes), and Ctrl-C still ends them with 0.
+func TestLongRunningCommandsWaitForTheRelay(t *testing.T) {
+	t.Parallel()
+	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	h := newCLIHome(t)
+	for _, args := range [][]string{{"listen", "3000"}, {"tail", "some-endpoint"}} {
+		p := h.startIn(t, t.TempDir(), append(args, "--server", closed, "--token", "t")...)
+		waitOutput(t, p, regexp.MustCompile(`connection refused; retrying in`))
+		if err := p.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, 15*time.Second, args[0]+" to end on Ctrl-C", p.Exited)
+		if _, code := p.ExitCode(); code != 0 {
+			t.Errorf("%s exited %d on Ctrl-C, want 0:\n%s", args[0], code, p.Output())
+		}
+	}
+}
