@@ -63,7 +63,8 @@ type App struct {
 	quitting bool
 	pageUp   bool // the page's script has called in (the hook can run scripts)
 
-	hook *hook
+	hook    *hook
+	started chan struct{} // closed when Start has read the stored sign-in
 }
 
 // Options configure New.
@@ -84,6 +85,7 @@ func New(o Options) *App {
 		targets: map[string]string{},
 		on:      map[string]bool{},
 		conn:    ConnState{State: StateOff, Since: time.Now()},
+		started: make(chan struct{}),
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -102,6 +104,7 @@ func New(o Options) *App {
 // Start attaches the window and signs in with what is stored (this
 // program's sign-in or `relay login`'s).
 func (a *App) Start(ctx context.Context, w Window) {
+	defer close(a.started)
 	a.mu.Lock()
 	a.win = w
 	a.mu.Unlock()
@@ -318,6 +321,9 @@ func (a *App) Bindings() *UI { return &UI{app: a} }
 // Status returns the whole state; the window calls it once on load and
 // then follows the "conn" and "row" events.
 func (u *UI) Status() Status {
+	// The toolkit runs Start alongside loading the page: a page that asks
+	// first must not be told it is signed out.
+	<-u.app.started
 	u.app.mu.Lock()
 	u.app.pageUp = true
 	u.app.mu.Unlock()
