@@ -63,6 +63,7 @@ type App struct {
 	quitting bool
 	pageUp   bool // the page's script has called in (the hook can run scripts)
 
+	routes  routesFile
 	hook    *hook
 	started chan struct{} // closed when Start has read the stored sign-in
 }
@@ -86,6 +87,7 @@ func New(o Options) *App {
 		on:      map[string]bool{},
 		conn:    ConnState{State: StateOff, Since: time.Now()},
 		started: make(chan struct{}),
+		routes:  routesFileFor(o.Store),
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -127,13 +129,18 @@ func (a *App) Start(ctx context.Context, w Window) {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.creds, a.where, a.account = c, where, acct
 	if err != nil {
-		// The relay may be down for now; the sign-in stands and the
-		// window says why the list is empty.
+		// The relay may be down for now; the sign-in stands, the window
+		// says why the list is empty, and the agent keeps trying.
 		a.signErr = fmt.Sprintf("could not reach %s: %v", c.Server, err)
 	}
+	for _, r := range a.routes.load(c.Server) {
+		a.targets[r.EndpointID] = r.Target
+		a.on[r.EndpointID] = r.On
+	}
+	a.mu.Unlock()
+	a.applyRoutes()
 }
 
 // Shutdown stops the agent and waits until its session is closed, so the
@@ -267,10 +274,23 @@ func (a *App) routesLocked() []Route {
 	return rs
 }
 
+// applyRoutes runs the agent for the switches that are on and remembers
+// them for the next start.
 func (a *App) applyRoutes() {
 	a.mu.Lock()
 	rs, server, token := a.routesLocked(), a.creds.Server, a.creds.Token
+	var saved []savedRoute
+	for id, target := range a.targets {
+		saved = append(saved, savedRoute{EndpointID: id, Target: target, On: a.on[id]})
+	}
+	slices.SortFunc(saved, func(x, y savedRoute) int { return strings.Compare(x.EndpointID, y.EndpointID) })
 	a.mu.Unlock()
+	if token == "" {
+		return
+	}
+	if err := a.routes.save(server, saved); err != nil {
+		a.log.Warn("switches not saved", "err", err)
+	}
 	a.run.set(server, token, rs)
 }
 
@@ -354,7 +374,9 @@ func (u *UI) SignIn(server, token string) (Status, error) {
 	a.mu.Lock()
 	a.creds, a.where, a.account, a.signErr = Credentials{Server: server, Token: token}, where, acct, ""
 	clear(a.on)
+	clear(a.targets)
 	a.mu.Unlock()
+	a.routes.remove()
 	return a.status(), nil
 }
 
@@ -366,7 +388,9 @@ func (u *UI) SignOut() (Status, error) {
 	server := a.creds.Server
 	a.creds.Token, a.where, a.account = "", Nowhere, Account{}
 	clear(a.on)
+	clear(a.targets)
 	a.mu.Unlock()
+	a.routes.remove()
 	a.connState(ConnState{State: StateOff, Since: time.Now()})
 	return a.status(), a.store.Forget(server)
 }
@@ -385,7 +409,6 @@ func (u *UI) Endpoints() ([]Endpoint, error) {
 		return nil, fmt.Errorf("list Endpoints: %w", err)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	for i := range eps {
 		e := &eps[i]
 		e.LocalTarget = a.targets[e.ID]
@@ -393,6 +416,20 @@ func (u *UI) Endpoints() ([]Endpoint, error) {
 			e.LocalTarget = e.Target
 		}
 		e.Serving = a.on[e.ID]
+	}
+	// A switch of an Endpoint deleted elsewhere could never be turned
+	// off in the window: drop it (the relay would refuse it anyway).
+	gone := false
+	for id := range a.targets {
+		if !slices.ContainsFunc(eps, func(e Endpoint) bool { return e.ID == id }) {
+			delete(a.targets, id)
+			gone = gone || a.on[id]
+			delete(a.on, id)
+		}
+	}
+	a.mu.Unlock()
+	if gone {
+		a.applyRoutes()
 	}
 	return eps, nil
 }

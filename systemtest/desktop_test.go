@@ -311,14 +311,17 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
 	}
 	step("second start signed in")
-	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
-	again.run(t, `(() => { document.querySelector('[data-endpoint-id="`+pay+`"] [data-testid=switch]').click(); return true; })()`)
+	// The switches are as they were: forwarding resumes.
+	again.waitFor(t, `[...document.querySelectorAll('[data-testid=switch]')].filter((s) => s.checked).length === 2`)
 	waitAgent(t, r, acct.Token, pay, true)
+	waitAgent(t, r, acct.Token, gh, true)
+	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
 	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	again.wait(t)
 	waitAgent(t, r, acct.Token, pay, false)
+	waitAgent(t, r, acct.Token, gh, false)
 }
 
 // agentSessions maps each agent stream to the agent_id of its last

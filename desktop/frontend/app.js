@@ -58,6 +58,7 @@ function render() {
     return;
   }
   replace(main,
+    state.status.error ? notice('warn', state.status.error) : null,
     h('div', { class: 'desk' },
       h('section', { class: 'card endpoints', 'aria-labelledby': 'ep-title' },
         h('div', { class: 'list-head' }, h('h2', { id: 'ep-title' }, 'Endpoints')),
