@@ -153,8 +153,8 @@ func (a *App) Shutdown() {
 }
 
 // BeforeClose decides what closing the window does: hide it and keep
-// serving (there is no tray icon on Linux to bring it back from: starting
-// the program again shows it), unless the user asked to quit.
+// serving (Wails v2 has no tray icon to bring it back from: starting the
+// program again shows it), unless the user asked to quit.
 func (a *App) BeforeClose() (prevent bool) {
 	a.mu.Lock()
 	quitting := a.quitting
@@ -409,6 +409,7 @@ func (u *UI) Endpoints() ([]Endpoint, error) {
 		return nil, fmt.Errorf("list Endpoints: %w", err)
 	}
 	a.mu.Lock()
+	a.signErr = "" // the relay answers again
 	for i := range eps {
 		e := &eps[i]
 		e.LocalTarget = a.targets[e.ID]

@@ -58,7 +58,7 @@ function render() {
     return;
   }
   replace(main,
-    state.status.error ? notice('warn', state.status.error) : null,
+    state.status.error ? h('div', { id: 'sign-error' }, notice('warn', state.status.error)) : null,
     h('div', { class: 'desk' },
       h('section', { class: 'card endpoints', 'aria-labelledby': 'ep-title' },
         h('div', { class: 'list-head' }, h('h2', { id: 'ep-title' }, 'Endpoints')),
@@ -174,6 +174,8 @@ async function refreshEndpoints() {
   try {
     state.endpoints = await ui().Endpoints();
     state.endpointError = '';
+    state.status.error = '';
+    document.getElementById('sign-error')?.remove();
   } catch (err) {
     state.endpointError = describe(err);
   }
