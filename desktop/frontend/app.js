@@ -133,7 +133,8 @@ function renderSignIn() {
   const status = h('div', { class: 'form-status' });
   replace(main, h('section', { class: 'card signin', 'aria-labelledby': 'signin-title' },
     h('h1', { id: 'signin-title' }, 'Sign in to a relay'),
-    h('p', { class: 'muted' }, 'The token is kept in the OS keyring when there is one, else in the file `relay login` uses, so one sign-in serves both.'),
+    h('p', { class: 'muted' }, 'The token is kept in the OS keyring when there is one, else in the file ',
+      h('code', {}, 'relay login'), ' uses; a ', h('code', {}, 'relay login'), ' signs this window in too.'),
     s.error ? notice('warn', s.error) : null,
     h('form', {
       'data-testid': 'signin',
