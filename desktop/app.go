@@ -300,6 +300,13 @@ func isRefusal(err error) bool {
 	return errors.As(err, &e) && e.Refusal()
 }
 
+func (a *App) storePath() string {
+	if a.store.Config == nil {
+		return ""
+	}
+	return a.store.Config.Path()
+}
+
 // Status is the window's state.
 type Status struct {
 	SignedIn  bool      `json:"signedIn"`
@@ -322,7 +329,7 @@ func (a *App) status() Status {
 		Server:    a.creds.Server,
 		Account:   a.account,
 		Stored:    a.where,
-		StorePath: a.store.Config.Path(),
+		StorePath: a.storePath(),
 		Error:     a.signErr,
 		Conn:      a.conn,
 		Rows:      slices.Clone(a.rows),
