@@ -315,13 +315,24 @@ func TestDesktopAgent(t *testing.T) {
 	again.waitFor(t, `[...document.querySelectorAll('[data-testid=switch]')].filter((s) => s.checked).length === 2`)
 	waitAgent(t, r, acct.Token, pay, true)
 	waitAgent(t, r, acct.Token, gh, true)
+	step("switches restored")
+	// An Endpoint deleted elsewhere (the console, the CLI) is dropped from
+	// the window and its switch with it; the others keep forwarding.
+	r.MustGraphQL(t, acct.Token, `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": gh}, nil)
+	again.waitFor(t, `document.querySelectorAll('.endpoint-card').length === 1 && document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
+	waitAgent(t, r, acct.Token, pay, true)
+	if code, body, _ = send(pay, "GET", "/still", "", nil); code != 201 || !strings.Contains(body, `"got":"/still"`) {
+		t.Fatalf("after deleting the other Endpoint: sender got %d %q", code, body)
+	}
+
+	step("deleted Endpoint dropped")
 	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
 	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	again.wait(t)
 	waitAgent(t, r, acct.Token, pay, false)
-	waitAgent(t, r, acct.Token, gh, false)
+	step("stopped by SIGTERM")
 }
 
 // agentSessions maps each agent stream to the agent_id of its last
