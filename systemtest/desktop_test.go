@@ -420,13 +420,20 @@ func startXvfb(t *testing.T) string {
 }
 
 // startSessionBus starts a private D-Bus session bus for the test (no
-// keyring or notification daemon on it) and returns its address.
+// keyring or notification daemon on it, and none started on demand) and
+// returns its address.
 func startSessionBus(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("dbus-daemon"); err != nil {
 		t.Skip("dbus-daemon is not installed (Debian: apt-get install dbus)")
 	}
-	cmd := exec.Command("dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1")
+	// A session bus that starts no service on demand: the machine's
+	// keyring or notification daemon must not answer in the test.
+	config := filepath.Join(t.TempDir(), "session.conf")
+	if err := os.WriteFile(config, []byte(sessionBusConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("dbus-daemon", "--config-file="+config, "--nofork", "--nopidfile", "--print-address=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -457,6 +464,19 @@ func startSessionBus(t *testing.T) string {
 	}
 	return ""
 }
+
+const sessionBusConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir=/tmp</listen>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+`
 
 // notification is one org.freedesktop.Notifications.Notify call.
 type notification struct{ app, summary, body string }
