@@ -186,7 +186,7 @@ func TestDesktopAgent(t *testing.T) {
 	// The window shows the rows: time, method, path, status, duration.
 	app.waitFor(t, `document.querySelectorAll('tr.row').length === 3`)
 	rows := app.str(t, `[...document.querySelectorAll('tr.row')].map((r) => [...r.cells].map((c) => c.textContent).join(' | ')).join('\n')`)
-	for _, want := range []string{"POST | /hooks/pay?x=1 | 201 | ", "GET | /ping | 201 | ", "PUT | /bin | 201 | "} {
+	for _, want := range []string{"payments | POST | /hooks/pay?x=1 | 201 | ", "github | GET | /ping | 201 | ", "payments | PUT | /bin | 201 | "} {
 		if !strings.Contains(rows, want) {
 			t.Errorf("rows lack %q:\n%s", want, rows)
 		}
