@@ -63,7 +63,9 @@ type App struct {
 	quitting bool
 	pageUp   bool // the page's script has called in (the hook can run scripts)
 
-	hook *hook
+	routes  routesFile
+	hook    *hook
+	started chan struct{} // closed when Start has read the stored sign-in
 }
 
 // Options configure New.
@@ -84,6 +86,8 @@ func New(o Options) *App {
 		targets: map[string]string{},
 		on:      map[string]bool{},
 		conn:    ConnState{State: StateOff, Since: time.Now()},
+		started: make(chan struct{}),
+		routes:  routesFileFor(o.Store),
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -102,6 +106,7 @@ func New(o Options) *App {
 // Start attaches the window and signs in with what is stored (this
 // program's sign-in or `relay login`'s).
 func (a *App) Start(ctx context.Context, w Window) {
+	defer close(a.started)
 	a.mu.Lock()
 	a.win = w
 	a.mu.Unlock()
@@ -124,13 +129,18 @@ func (a *App) Start(ctx context.Context, w Window) {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.creds, a.where, a.account = c, where, acct
 	if err != nil {
-		// The relay may be down for now; the sign-in stands and the
-		// window says why the list is empty.
+		// The relay may be down for now; the sign-in stands, the window
+		// says why the list is empty, and the agent keeps trying.
 		a.signErr = fmt.Sprintf("could not reach %s: %v", c.Server, err)
 	}
+	for _, r := range a.routes.load(c.Server) {
+		a.targets[r.EndpointID] = r.Target
+		a.on[r.EndpointID] = r.On
+	}
+	a.mu.Unlock()
+	a.applyRoutes()
 }
 
 // Shutdown stops the agent and waits until its session is closed, so the
@@ -143,8 +153,8 @@ func (a *App) Shutdown() {
 }
 
 // BeforeClose decides what closing the window does: hide it and keep
-// serving (there is no tray icon on Linux to bring it back from: starting
-// the program again shows it), unless the user asked to quit.
+// serving (Wails v2 has no tray icon to bring it back from: starting the
+// program again shows it), unless the user asked to quit.
 func (a *App) BeforeClose() (prevent bool) {
 	a.mu.Lock()
 	quitting := a.quitting
@@ -264,10 +274,23 @@ func (a *App) routesLocked() []Route {
 	return rs
 }
 
+// applyRoutes runs the agent for the switches that are on and remembers
+// them for the next start.
 func (a *App) applyRoutes() {
 	a.mu.Lock()
 	rs, server, token := a.routesLocked(), a.creds.Server, a.creds.Token
+	var saved []savedRoute
+	for id, target := range a.targets {
+		saved = append(saved, savedRoute{EndpointID: id, Target: target, On: a.on[id]})
+	}
+	slices.SortFunc(saved, func(x, y savedRoute) int { return strings.Compare(x.EndpointID, y.EndpointID) })
 	a.mu.Unlock()
+	if token == "" {
+		return
+	}
+	if err := a.routes.save(server, saved); err != nil {
+		a.log.Warn("switches not saved", "err", err)
+	}
 	a.run.set(server, token, rs)
 }
 
@@ -275,6 +298,13 @@ func (a *App) applyRoutes() {
 func isRefusal(err error) bool {
 	var e *apiclient.Error
 	return errors.As(err, &e) && e.Refusal()
+}
+
+func (a *App) storePath() string {
+	if a.store.Config == nil {
+		return ""
+	}
+	return a.store.Config.Path()
 }
 
 // Status is the window's state.
@@ -299,7 +329,7 @@ func (a *App) status() Status {
 		Server:    a.creds.Server,
 		Account:   a.account,
 		Stored:    a.where,
-		StorePath: a.store.Config.Path(),
+		StorePath: a.storePath(),
 		Error:     a.signErr,
 		Conn:      a.conn,
 		Rows:      slices.Clone(a.rows),
@@ -318,6 +348,9 @@ func (a *App) Bindings() *UI { return &UI{app: a} }
 // Status returns the whole state; the window calls it once on load and
 // then follows the "conn" and "row" events.
 func (u *UI) Status() Status {
+	// The toolkit runs Start alongside loading the page: a page that asks
+	// first must not be told it is signed out.
+	<-u.app.started
 	u.app.mu.Lock()
 	u.app.pageUp = true
 	u.app.mu.Unlock()
@@ -348,7 +381,9 @@ func (u *UI) SignIn(server, token string) (Status, error) {
 	a.mu.Lock()
 	a.creds, a.where, a.account, a.signErr = Credentials{Server: server, Token: token}, where, acct, ""
 	clear(a.on)
+	clear(a.targets)
 	a.mu.Unlock()
+	a.routes.remove()
 	return a.status(), nil
 }
 
@@ -360,7 +395,9 @@ func (u *UI) SignOut() (Status, error) {
 	server := a.creds.Server
 	a.creds.Token, a.where, a.account = "", Nowhere, Account{}
 	clear(a.on)
+	clear(a.targets)
 	a.mu.Unlock()
+	a.routes.remove()
 	a.connState(ConnState{State: StateOff, Since: time.Now()})
 	return a.status(), a.store.Forget(server)
 }
@@ -379,7 +416,7 @@ func (u *UI) Endpoints() ([]Endpoint, error) {
 		return nil, fmt.Errorf("list Endpoints: %w", err)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.signErr = "" // the relay answers again
 	for i := range eps {
 		e := &eps[i]
 		e.LocalTarget = a.targets[e.ID]
@@ -387,6 +424,20 @@ func (u *UI) Endpoints() ([]Endpoint, error) {
 			e.LocalTarget = e.Target
 		}
 		e.Serving = a.on[e.ID]
+	}
+	// A switch of an Endpoint deleted elsewhere could never be turned
+	// off in the window: drop it (the relay would refuse it anyway).
+	gone := false
+	for id := range a.targets {
+		if !slices.ContainsFunc(eps, func(e Endpoint) bool { return e.ID == id }) {
+			delete(a.targets, id)
+			gone = gone || a.on[id]
+			delete(a.on, id)
+		}
+	}
+	a.mu.Unlock()
+	if gone {
+		a.applyRoutes()
 	}
 	return eps, nil
 }

@@ -3,6 +3,7 @@ package systemtest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -57,10 +60,15 @@ func TestDesktopAgent(t *testing.T) {
 	t.Cleanup(local.Close)
 	target := strings.TrimPrefix(local.URL, "http://")
 
+	began := time.Now()
+	step := func(what string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), what) }
 	home := t.TempDir()
 	display := startXvfb(t)
-	app := startDesktop(t, bin, display, home)
+	bus := startSessionBus(t)
+	notes := serveNotifications(t, bus)
+	app := startDesktop(t, bin, display, home, bus)
 
+	step("window up")
 	// Signed out: the window asks for the relay and a token.
 	app.waitFor(t, `!!document.querySelector('[data-testid=signin]')`)
 	app.screenshot(t, "desktop-signin")
@@ -72,8 +80,8 @@ func TestDesktopAgent(t *testing.T) {
 		return true; })()`)
 	app.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
 
-	// No keyring answers in the test's session: the token is in the file
-	// `relay login` uses, readable by its owner only.
+	// The test's session bus has no keyring (Secret Service): the token is
+	// in the file `relay login` uses, readable by its owner only.
 	cfgPath := filepath.Join(home, ".config", "relay", "config.json")
 	st, err := os.Stat(cfgPath)
 	if err != nil {
@@ -100,6 +108,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("content security policy %q, want default-src 'self'", got)
 	}
 
+	step("signed in")
 	// Two Endpoints, created in the window, each forwarding to the handler.
 	for _, name := range []string{"payments", "github"} {
 		app.run(t, `(() => {
@@ -126,6 +135,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("public URL shown for %s: %q", pay, got)
 	}
 
+	step("endpoints created")
 	// Both switched on: one connection serves both.
 	for _, id := range []string{pay, gh} {
 		app.run(t, `(() => { document.querySelector('[data-endpoint-id="`+id+`"] [data-testid=switch]').click(); return true; })()`)
@@ -133,12 +143,13 @@ func TestDesktopAgent(t *testing.T) {
 	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
 	waitAgent(t, r, acct.Token, pay, true)
 	waitAgent(t, r, acct.Token, gh, true)
-	app.waitFor(t, `[...document.querySelectorAll('[data-testid=agent-state]')].every((b) => b.textContent === 'Agent connected')`)
+	app.waitFor(t, `[...document.querySelectorAll('[data-testid=agent-state]')].filter((b) => b.textContent === 'Agent connected').length === 2`)
 	sessions := agentSessions(t, r, acct.Token)
 	conn := func(id string) string { c, _, _ := strings.Cut(sessions["agent-"+id], "/"); return c }
 	if conn(pay) == "" || conn(pay) != conn(gh) {
 		t.Errorf("agent sessions %v: want both Endpoints on one connection", sessions)
 	}
+	step("connected")
 	app.screenshot(t, "desktop-connected")
 
 	// Deliveries to the public addresses get the local answer.
@@ -171,10 +182,11 @@ func TestDesktopAgent(t *testing.T) {
 		t.Fatalf("binary delivery: sender got %d", code)
 	}
 
+	step("deliveries sent")
 	// The window shows the rows: time, method, path, status, duration.
 	app.waitFor(t, `document.querySelectorAll('tr.row').length === 3`)
 	rows := app.str(t, `[...document.querySelectorAll('tr.row')].map((r) => [...r.cells].map((c) => c.textContent).join(' | ')).join('\n')`)
-	for _, want := range []string{"POST | /hooks/pay?x=1 | 201 | ", "GET | /ping | 201 | ", "PUT | /bin | 201 | "} {
+	for _, want := range []string{"payments | POST | /hooks/pay?x=1 | 201 | ", "github | GET | /ping | 201 | ", "payments | PUT | /bin | 201 | "} {
 		if !strings.Contains(rows, want) {
 			t.Errorf("rows lack %q:\n%s", want, rows)
 		}
@@ -183,6 +195,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("rows show no duration:\n%s", rows)
 	}
 
+	step("rows shown")
 	// The detail pane: pretty JSON, the local response; then Retry.
 	clickRow := func(path string) string {
 		t.Helper()
@@ -208,6 +221,7 @@ func TestDesktopAgent(t *testing.T) {
 	}
 	app.waitFor(t, `document.querySelectorAll('tr.row').length === 4`)
 
+	step("retried")
 	// A binary body is shown as hex.
 	clickRow("/bin")
 	app.waitFor(t, `!!document.querySelector('[data-testid=body-hex]')`)
@@ -215,6 +229,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("hex view: %q", got)
 	}
 
+	step("hex shown")
 	// The relay goes away: the window says so, with the reason and the
 	// next try, and connects again when it is back.
 	r.Stop(t)
@@ -225,23 +240,63 @@ func TestDesktopAgent(t *testing.T) {
 	app.waitFor(t, `document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
 	waitAgent(t, r, acct.Token, pay, true)
 
-	// Hidden, the agent keeps forwarding and notifies of a failure. The
-	// test's session has no notification service: the notice records why
-	// it was not shown.
+	step("reconnected")
+	// Visible, a failure is a row, not a notification.
+	if code, _, _ = send(pay, "POST", "/fail-visible", "text/plain", []byte("x")); code != 500 {
+		t.Fatalf("failing delivery: sender got %d, want the local 500", code)
+	}
+	app.waitFor(t, `[...document.querySelectorAll('tr.row code')].some((c) => c.textContent === '/fail-visible')`)
+
+	// Hidden, the agent keeps forwarding and notifies of a failure through
+	// the session's notification service.
 	app.post(t, "/close")
 	if code, _, _ = send(pay, "POST", "/fail", "text/plain", []byte("x")); code != 500 {
 		t.Fatalf("failing delivery while hidden: sender got %d, want the local 500", code)
 	}
-	harness.Eventually(t, 15*time.Second, "a notice of the failed delivery", func() bool {
+	select {
+	case n := <-notes:
+		if strings.Contains(n.body, "/fail-visible") {
+			t.Fatalf("notified of a failure while the window was shown: %+v", n)
+		}
+		if n.summary != "Delivery failed" || !strings.Contains(n.body, "POST /fail") || !strings.Contains(n.body, "500") {
+			t.Errorf("notification %+v, want the failed POST /fail and its 500", n)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no notification of the failed delivery; app state %+v", app.state(t))
+	}
+	harness.Eventually(t, 10*time.Second, "the notice recorded as shown", func() bool {
 		s := app.state(t)
-		return s.Hidden && len(s.Notices) == 1 && strings.Contains(s.Notices[0].Body, "/fail")
+		return s.Hidden && len(s.Notices) == 1 && s.Notices[0].Error == ""
 	})
+	// Success while hidden is no news.
+	if code, _, _ = send(pay, "GET", "/fine", "", nil); code != 201 {
+		t.Fatalf("delivery while hidden: sender got %d", code)
+	}
+	app.waitFor(t, `[...document.querySelectorAll('tr.row code')].some((c) => c.textContent === '/fine')`)
+	select {
+	case n := <-notes:
+		t.Errorf("notified of a successful delivery: %+v", n)
+	default:
+	}
 
+	// Starting the program again shows the running window rather than a
+	// second agent.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second := exec.CommandContext(ctx, bin)
+	second.Env = desktopEnv(display, home, bus)
+	if out, err := second.CombinedOutput(); ctx.Err() != nil || second.ProcessState == nil {
+		t.Fatalf("a second start did not hand over to the running window and end: %v\n%s", err, out)
+	}
+	harness.Eventually(t, 10*time.Second, "the window shown again", func() bool { return !app.state(t).Hidden })
+
+	step("notified")
 	// Quit: the session is closed and the relay records the disconnect.
 	app.quit(t)
 	waitAgent(t, r, acct.Token, pay, false)
 	waitAgent(t, r, acct.Token, gh, false)
 
+	step("quit")
 	// `relay login` stores a sign-in; the window starts with it.
 	out, exit := harness.RunWith(t, harness.Command{
 		Env:   []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")},
@@ -250,19 +305,34 @@ func TestDesktopAgent(t *testing.T) {
 	if exit != 0 {
 		t.Fatalf("relay login: exit %d\n%s", exit, out)
 	}
-	again := startDesktop(t, bin, display, home)
+	again := startDesktop(t, bin, display, home, bus)
 	again.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
 	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
 	}
-	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
-	again.run(t, `(() => { document.querySelector('[data-endpoint-id="`+pay+`"] [data-testid=switch]').click(); return true; })()`)
+	step("second start signed in")
+	// The switches are as they were: forwarding resumes.
+	again.waitFor(t, `[...document.querySelectorAll('[data-testid=switch]')].filter((s) => s.checked).length === 2`)
 	waitAgent(t, r, acct.Token, pay, true)
+	waitAgent(t, r, acct.Token, gh, true)
+	step("switches restored")
+	// An Endpoint deleted elsewhere (the console, the CLI) is dropped from
+	// the window and its switch with it; the others keep forwarding.
+	r.MustGraphQL(t, acct.Token, `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": gh}, nil)
+	again.waitFor(t, `document.querySelectorAll('.endpoint-card').length === 1 && document.querySelector('[data-testid=conn-state]').textContent === 'Connected'`)
+	waitAgent(t, r, acct.Token, pay, true)
+	if code, body, _ = send(pay, "GET", "/still", "", nil); code != 201 || !strings.Contains(body, `"got":"/still"`) {
+		t.Fatalf("after deleting the other Endpoint: sender got %d %q", code, body)
+	}
+
+	step("deleted Endpoint dropped")
+	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
 	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	again.wait(t)
 	waitAgent(t, r, acct.Token, pay, false)
+	step("stopped by SIGTERM")
 }
 
 // agentSessions maps each agent stream to the agent_id of its last
@@ -349,6 +419,96 @@ func startXvfb(t *testing.T) string {
 	return ""
 }
 
+// startSessionBus starts a private D-Bus session bus for the test (no
+// keyring or notification daemon on it, and none started on demand) and
+// returns its address.
+func startSessionBus(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("dbus-daemon"); err != nil {
+		t.Skip("dbus-daemon is not installed (Debian: apt-get install dbus)")
+	}
+	// A session bus that starts no service on demand: the machine's
+	// keyring or notification daemon must not answer in the test.
+	config := filepath.Join(t.TempDir(), "session.conf")
+	if err := os.WriteFile(config, []byte(sessionBusConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("dbus-daemon", "--config-file="+config, "--nofork", "--nopidfile", "--print-address=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dbus-daemon: %v", err)
+	}
+	done := make(chan struct{})
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- strings.TrimSpace(s)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	select {
+	case addr := <-line:
+		if addr == "" {
+			t.Fatal("dbus-daemon printed no address")
+		}
+		return addr
+	case <-time.After(20 * time.Second):
+		t.Fatal("dbus-daemon did not start within 20 s")
+	}
+	return ""
+}
+
+const sessionBusConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir=/tmp</listen>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+`
+
+// notification is one org.freedesktop.Notifications.Notify call.
+type notification struct{ app, summary, body string }
+
+type notificationServer struct{ ch chan notification }
+
+func (n notificationServer) Notify(app string, replaces uint32, icon, summary, body string,
+	actions []string, hints map[string]dbus.Variant, timeout int32) (uint32, *dbus.Error) {
+	n.ch <- notification{app: app, summary: summary, body: body}
+	return 1, nil
+}
+
+// serveNotifications is the session's notification daemon: it hands each
+// notification to the test.
+func serveNotifications(t *testing.T, bus string) <-chan notification {
+	t.Helper()
+	conn, err := dbus.Connect(bus)
+	if err != nil {
+		t.Fatalf("connect to the test's session bus: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	srv := notificationServer{ch: make(chan notification, 16)}
+	const path, name = "/org/freedesktop/Notifications", "org.freedesktop.Notifications"
+	if err := conn.Export(srv, path, name); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("own %s: %v (reply %v)", name, err, reply)
+	}
+	return srv.ch
+}
+
 // desktopApp is a running relay-desktop and its test hook.
 type desktopApp struct {
 	cmd     *exec.Cmd
@@ -376,27 +536,30 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startDesktop runs the binary on display with home as its HOME and
-// config folder, no session bus (so no keyring) and the test hook on.
-func startDesktop(t *testing.T, bin, display, home string) *desktopApp {
+// desktopEnv is the environment of the binary: display, home as its HOME
+// and config folder, and the session bus.
+func desktopEnv(display, home, bus string) []string {
+	return append(os.Environ(),
+		"DISPLAY="+display,
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_RUNTIME_DIR="+filepath.Join(home, "run"),
+		"DBUS_SESSION_BUS_ADDRESS="+bus,
+		"NO_AT_BRIDGE=1",
+	)
+}
+
+// startDesktop runs the binary (desktopEnv) with the test hook on.
+func startDesktop(t *testing.T, bin, display, home, bus string) *desktopApp {
 	t.Helper()
 	hookFile := filepath.Join(home, "hook")
 	_ = os.Remove(hookFile)
-	runtimeDir := filepath.Join(home, "run")
-	if err := os.MkdirAll(runtimeDir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(home, "run"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	a := &desktopApp{out: &lockedBuffer{}, done: make(chan struct{}), display: display}
 	a.cmd = exec.Command(bin)
-	a.cmd.Env = append(os.Environ(),
-		"DISPLAY="+display,
-		"HOME="+home,
-		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
-		"XDG_RUNTIME_DIR="+runtimeDir,
-		"DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(home, "no-bus"),
-		"NO_AT_BRIDGE=1",
-		"RELAY_DESKTOP_TEST_HOOK="+hookFile,
-	)
+	a.cmd.Env = append(desktopEnv(display, home, bus), "RELAY_DESKTOP_TEST_HOOK="+hookFile)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if err := a.cmd.Start(); err != nil {
 		t.Fatalf("start relay-desktop: %v", err)
@@ -543,6 +706,8 @@ func (a *desktopApp) screenshot(t *testing.T, name string) {
 	if dir == "" {
 		return
 	}
+	// Two animation frames: what the DOM shows has been painted.
+	a.run(t, `new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))`)
 	out := filepath.Join(dir, name+".png")
 	cmd := exec.Command("import", "-display", a.display, "-window", "root", "-trim", "+repage", "+dither", "-colors", "64", out)
 	if b, err := cmd.CombinedOutput(); err != nil {

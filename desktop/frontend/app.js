@@ -36,6 +36,8 @@ async function boot() {
     state.conn = c;
     renderConn();
     refreshEndpoints();
+    // The relay's view of the agent follows its connection a moment later.
+    for (const ms of [400, 1200, 3000]) setTimeout(refreshEndpoints, ms);
   });
   window.runtime.EventsOn('row', (r) => {
     state.rows.push(r);
@@ -56,6 +58,7 @@ function render() {
     return;
   }
   replace(main,
+    state.status.error ? h('div', { id: 'sign-error' }, notice('warn', state.status.error)) : null,
     h('div', { class: 'desk' },
       h('section', { class: 'card endpoints', 'aria-labelledby': 'ep-title' },
         h('div', { class: 'list-head' }, h('h2', { id: 'ep-title' }, 'Endpoints')),
@@ -130,7 +133,8 @@ function renderSignIn() {
   const status = h('div', { class: 'form-status' });
   replace(main, h('section', { class: 'card signin', 'aria-labelledby': 'signin-title' },
     h('h1', { id: 'signin-title' }, 'Sign in to a relay'),
-    h('p', { class: 'muted' }, 'The token is kept in the OS keyring when there is one, else in the file `relay login` uses, so one sign-in serves both.'),
+    h('p', { class: 'muted' }, 'The token is kept in the OS keyring when there is one, else in the file ',
+      h('code', {}, 'relay login'), ' uses; a ', h('code', {}, 'relay login'), ' signs this window in too.'),
     s.error ? notice('warn', s.error) : null,
     h('form', {
       'data-testid': 'signin',
@@ -171,6 +175,8 @@ async function refreshEndpoints() {
   try {
     state.endpoints = await ui().Endpoints();
     state.endpointError = '';
+    state.status.error = '';
+    document.getElementById('sign-error')?.remove();
   } catch (err) {
     state.endpointError = describe(err);
   }
@@ -234,6 +240,7 @@ function renderRows() {
     h('caption', { class: 'sr-only' }, 'Forwarded deliveries, newest first'),
     h('thead', {}, h('tr', {},
       h('th', { scope: 'col', class: 'col-time' }, 'Time'),
+      h('th', { scope: 'col', class: 'col-ep' }, 'Endpoint'),
       h('th', { scope: 'col', class: 'col-method' }, 'Method'),
       h('th', { scope: 'col' }, 'Path'),
       h('th', { scope: 'col', class: 'col-status' }, 'Status'),
@@ -243,11 +250,12 @@ function renderRows() {
       tabindex: '0',
       'data-delivery-id': r.deliveryId,
       'data-attempt-id': r.attemptId,
-      title: `${names.get(r.endpointId) || r.endpointId}${r.error ? ': ' + r.error : ''}`,
+      title: r.error || null,
       onclick: () => select(r.deliveryId),
       onkeydown: (ev) => { if (ev.key === 'Enter') select(r.deliveryId); },
     },
     h('td', {}, h('time', { datetime: r.time }, formatTime(r.time))),
+    h('td', { class: 'ep' }, names.get(r.endpointId) || r.endpointId),
     h('td', {}, h('span', { class: `method method-${r.method.toLowerCase()}` }, r.method)),
     h('td', {}, h('span', { class: 'path-wrap' }, h('code', {}, r.path))),
     h('td', { 'data-testid': 'row-status' }, statusBadge(r.status || null)),

@@ -1,0 +1,14 @@
+package desktop
+
+import (
+	"os"
+	"testing"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.RemoveBinary()
+	os.Exit(code)
+}
