@@ -27,7 +27,7 @@ import (
 
 // clusterLease is the node lease in the cluster tests: short, so a killed
 // node is found out within seconds.
-const clusterLease = "2s"
+const clusterLease = "3s"
 
 // TestCluster runs three relay nodes on a 3-node NATS cluster (JetStream
 // for the log, NATS core for the bus), each with its own data folder, and
