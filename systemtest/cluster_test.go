@@ -36,7 +36,8 @@ const clusterLease = "3s"
 //   - a change made on A is read on C at once by naming its position;
 //   - an agent on B serves a sender on A and a retry asked on C, and every
 //     node says it is connected; a subscription on C sees A's deliveries;
-//   - a restart of A leaves the agent's session (on B) open;
+//   - a restart of A leaves the sessions on B and C open (a second agent
+//     connects to C directly);
 //   - kill -9 of B under load: the forwards in flight end (503, relay node
 //     lost) within a bound printed by the test, each attempt has exactly
 //     one recorded outcome, which is what its sender got; the agent
@@ -117,7 +118,11 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("retry on C: attempts %v, want [200 200]", got)
 	}
 
-	// A restart of A closes only A's own sessions: the agent's, on B, stays.
+	// A restart of A closes only A's own sessions: those on B and C stay.
+	c.StartAgent(t, token, ep.ID, target)
+	harness.Eventually(t, 15*time.Second, "sessions on B and C", func() bool {
+		return slices.Equal(sessionNodes(t, store), []string{"b", "c"})
+	})
 	a.Stop(t)
 	a.Restart(t)
 	waitAgent(t, a, token, ep.ID, true)
@@ -125,6 +130,9 @@ func TestCluster(t *testing.T) {
 		if e.Type == "agent.disconnected.v1" {
 			t.Fatalf("restarting A closed a session of another node: %s", e.Data)
 		}
+	}
+	if nodes := sessionNodes(t, store); !slices.Equal(nodes, []string{"b", "c"}) {
+		t.Fatalf("after A's restart the open sessions are on %v, want [b c]", nodes)
 	}
 	if resp := send(t, a, ep.ID, "POST", "/after-restart", nil, nil); resp.Status != 200 {
 		t.Fatalf("after A's restart: %d %q", resp.Status, resp.Body)
@@ -161,7 +169,8 @@ func TestCluster(t *testing.T) {
 			t.Errorf("load request %d: status %d, %v", i, r.status, r.err)
 		}
 	}
-	// The agent reconnects through the proxy to C and forwarding resumes.
+	// The agent reconnects through the proxy to C and forwarding resumes
+	// (C's own agent served part of the load all along).
 	waitAgent(t, a, token, ep.ID, true)
 	if resp := send(t, a, ep.ID, "POST", "/resumed", nil, nil); resp.Status != 200 || string(resp.Body) != "ok /resumed" {
 		t.Fatalf("after B's death: %d %q\nagent:\n%s", resp.Status, resp.Body, agent.Output())
@@ -180,6 +189,15 @@ func TestCluster(t *testing.T) {
 		natsStatuses[r.status]++
 	}
 	t.Logf("with one NATS server stopped: statuses %v", natsStatuses)
+	if natsStatuses[504] > 0 {
+		for name, r := range map[string]*harness.Relay{"a": a, "c": c} {
+			for _, line := range strings.Split(r.Output(), "\n") {
+				if strings.Contains(line, "ERROR") || strings.Contains(line, "WARN") {
+					t.Logf("relay %s logged: %s", name, line)
+				}
+			}
+		}
+	}
 	if natsStatuses[200] == 0 || natsStatuses[200]+natsStatuses[503]+natsStatuses[504] != len(after) {
 		t.Errorf("no request was forwarded with one NATS server stopped: %v", natsStatuses)
 	}
