@@ -44,7 +44,9 @@ const clusterLease = "3s"
 //     reconnects to C and forwarding resumes;
 //   - a NATS server stopped: no answered delivery is missing from the log;
 //   - every node's history equals that of a node that joins with an empty
-//     data folder and rebuilds its views from the log.
+//     data folder and rebuilds its views from the log;
+//   - an Endpoint deleted through C is refused on A, and nothing sent to
+//     it there is recorded.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -219,6 +221,24 @@ func TestCluster(t *testing.T) {
 		harness.Eventually(t, 20*time.Second, "history of "+name+" equal to the rebuilt one", func() bool {
 			return historyOf(t, r, token, ep.ID) == want
 		})
+	}
+
+	// An Endpoint deleted through C is refused on A too (two processes on
+	// one data folder once kept recording for it).
+	var deleted struct{ DeleteEndpoint bool }
+	pos = gqlAfter(t, c, token, 0, `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": ep.ID}, &deleted)
+	var left struct{ Endpoints []struct{ ID string } }
+	gqlAfter(t, a, token, pos, `{ endpoints{ id } }`, nil, &left) // A's views have the deletion
+	if len(left.Endpoints) != 0 {
+		t.Errorf("A lists %v after the deletion on C", left.Endpoints)
+	}
+	if resp := send(t, a, ep.ID, "POST", "/after-delete", nil, nil); resp.Status != http.StatusServiceUnavailable {
+		t.Errorf("A answered %d %q for the Endpoint deleted on C, want 503", resp.Status, resp.Body)
+	}
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		if e.Type == "delivery.received.v1" && strings.Contains(string(e.Data), `"target":"/after-delete"`) {
+			t.Errorf("a request to the deleted Endpoint was recorded: %s", e.Data)
+		}
 	}
 }
 
