@@ -96,7 +96,7 @@ func TestCluster(t *testing.T) {
 	for _, r := range []*harness.Relay{a, b, c} {
 		waitAgent(t, r, token, ep.ID, true)
 	}
-	if nodes := sessionNodes(t, store); !slices.Equal(nodes, []string{"b"}) {
+	if nodes := openSessionNodes(t, store); !slices.Equal(nodes, []string{"b"}) {
 		t.Fatalf("agent sessions recorded on nodes %v, want [b]", nodes)
 	}
 
@@ -123,7 +123,7 @@ func TestCluster(t *testing.T) {
 	// A restart of A closes only A's own sessions: those on B and C stay.
 	c.StartAgent(t, token, ep.ID, target)
 	harness.Eventually(t, 15*time.Second, "sessions on B and C", func() bool {
-		return slices.Equal(sessionNodes(t, store), []string{"b", "c"})
+		return slices.Equal(openSessionNodes(t, store), []string{"b", "c"})
 	})
 	a.Stop(t)
 	a.Restart(t)
@@ -133,7 +133,7 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("restarting A closed a session of another node: %s", e.Data)
 		}
 	}
-	if nodes := sessionNodes(t, store); !slices.Equal(nodes, []string{"b", "c"}) {
+	if nodes := openSessionNodes(t, store); !slices.Equal(nodes, []string{"b", "c"}) {
 		t.Fatalf("after A's restart the open sessions are on %v, want [b c]", nodes)
 	}
 	if resp := send(t, a, ep.ID, "POST", "/after-restart", nil, nil); resp.Status != 200 {
@@ -142,10 +142,10 @@ func TestCluster(t *testing.T) {
 
 	// kill -9 of B in the middle of a bounded load on A.
 	slow.Store(true)
-	results := make([]loadResult, 200)
+	results := make([]clusterAnswer, 200)
 	var answered atomic.Int64
 	loaded := make(chan struct{})
-	go func() { runLoad(a, ep.ID, "/load/", results, 8, &answered); close(loaded) }()
+	go func() { clusterLoad(a, ep.ID, "/load/", results, 8, &answered); close(loaded) }()
 	harness.Eventually(t, 30*time.Second, "40 load requests answered", func() bool { return answered.Load() >= 40 })
 	killedAt := time.Now()
 	b.Kill(t)
@@ -179,13 +179,13 @@ func TestCluster(t *testing.T) {
 	}
 	// The reaper closed the session B held; the agent's new one is on C.
 	harness.Eventually(t, 15*time.Second, "the open sessions to be C's only", func() bool {
-		return slices.Equal(sessionNodes(t, store), []string{"c"})
+		return slices.Equal(openSessionNodes(t, store), []string{"c"})
 	})
 
 	// A NATS server goes: the log (R3) and the bus go on with the other two.
 	nats.Servers[0].Shutdown()
-	after := make([]loadResult, 30)
-	runLoad(a, ep.ID, "/nats/", after, 4, nil)
+	after := make([]clusterAnswer, 30)
+	clusterLoad(a, ep.ID, "/nats/", after, 4, nil)
 	natsStatuses := map[int]int{}
 	for _, r := range after {
 		natsStatuses[r.status]++
@@ -208,18 +208,18 @@ func TestCluster(t *testing.T) {
 	// outcome for each attempt of the load under which B died; while a
 	// NATS server goes, an outcome the store could not take is answered
 	// 504 by the relay and that answer is recorded instead.
-	checkLog(t, store, map[string][]loadResult{"/load/": results, "/nats/": after}, "/load/")
+	checkClusterLog(t, store, map[string][]clusterAnswer{"/load/": results, "/nats/": after}, "/load/")
 
 	// Views converge: A's and C's histories equal that of a new node whose
 	// views are rebuilt from the log.
 	d := harness.Start(t, "", flags("d")...)
-	want := historyOf(t, d, token, ep.ID)
+	want := clusterHistory(t, d, token, ep.ID)
 	if len(want) < len(results)+len(after) {
 		t.Fatalf("rebuilt history has %d deliveries, want at least %d", len(want), len(results)+len(after))
 	}
 	for name, r := range map[string]*harness.Relay{"a": a, "c": c} {
 		harness.Eventually(t, 20*time.Second, "history of "+name+" equal to the rebuilt one", func() bool {
-			return historyOf(t, r, token, ep.ID) == want
+			return clusterHistory(t, r, token, ep.ID) == want
 		})
 	}
 
@@ -286,19 +286,19 @@ func startFailover(t *testing.T, relays ...*harness.Relay) string {
 			pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1"})
 			pr.Out.Host = pr.In.Host
 		},
-		Transport: failover{relays: relays, next: &http.Transport{DisableKeepAlives: true}},
+		Transport: failoverTransport{relays: relays, next: &http.Transport{DisableKeepAlives: true}},
 	}
 	srv := httptest.NewServer(proxy)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
 
-type failover struct {
+type failoverTransport struct {
 	relays []*harness.Relay
 	next   http.RoundTripper
 }
 
-func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
+func (f failoverTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var err error
 	for _, r := range f.relays {
 		out := req.Clone(req.Context())
@@ -311,16 +311,16 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-type loadResult struct {
+type clusterAnswer struct {
 	status     int
 	body       string
 	start, end time.Time
 	err        error
 }
 
-// runLoad sends len(results) requests to an address of r, path prefix+i,
+// clusterLoad sends len(results) requests to an address of r, path prefix+i,
 // with concurrency workers, and counts the answered ones in answered.
-func runLoad(r *harness.Relay, address, prefix string, results []loadResult, concurrency int, answered *atomic.Int64) {
+func clusterLoad(r *harness.Relay, address, prefix string, results []clusterAnswer, concurrency int, answered *atomic.Int64) {
 	client := harness.LoadClient(concurrency)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -332,7 +332,7 @@ func runLoad(r *harness.Relay, address, prefix string, results []loadResult, con
 					return
 				}
 				req, _ := http.NewRequest(http.MethodPost, "http://"+r.AddressHost(address)+prefix+strconv.Itoa(i), strings.NewReader("{}"))
-				res := loadResult{start: time.Now()}
+				res := clusterAnswer{start: time.Now()}
 				resp, err := client.Do(r.Route(req))
 				if err == nil {
 					b, _ := io.ReadAll(resp.Body)
@@ -350,8 +350,8 @@ func runLoad(r *harness.Relay, address, prefix string, results []loadResult, con
 	wg.Wait()
 }
 
-// sessionNodes lists the nodes holding the sessions the log shows open.
-func sessionNodes(t *testing.T, store string) []string {
+// openSessionNodes lists the nodes holding the sessions the log shows open.
+func openSessionNodes(t *testing.T, store string) []string {
 	t.Helper()
 	open := map[string]string{}
 	for _, e := range exportLogFrom(t, "--eventstore", store) {
@@ -376,12 +376,12 @@ func sessionNodes(t *testing.T, store string) []string {
 	return slices.Compact(nodes)
 }
 
-// checkLog checks that every attempt in the log has at most one outcome
+// checkClusterLog checks that every attempt in the log has at most one outcome
 // and that each answered request (by path prefix+i) is in the log with
 // what its sender got: its attempt's outcome, or, when no outcome could be
 // recorded (the store failed), the relay's own answer (delivery.answered).
 // exactOutcomes names the prefixes whose attempts must all have an outcome.
-func checkLog(t *testing.T, store string, loads map[string][]loadResult, exactOutcomes ...string) {
+func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswer, exactOutcomes ...string) {
 	t.Helper()
 	type event struct {
 		DeliveryID string `json:"delivery_id"`
@@ -449,9 +449,9 @@ func checkLog(t *testing.T, store string, loads map[string][]loadResult, exactOu
 	}
 }
 
-// historyOf is an Endpoint's history as one relay's views show it, in a
+// clusterHistory is an Endpoint's history as one relay's views show it, in a
 // form that compares across nodes.
-func historyOf(t *testing.T, r *harness.Relay, token, endpointID string) string {
+func clusterHistory(t *testing.T, r *harness.Relay, token, endpointID string) string {
 	t.Helper()
 	var all []json.RawMessage
 	var after any
