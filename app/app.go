@@ -228,6 +228,9 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.metrics.Positions(a.store.LastPosition, a.views.Position)
 	a.metrics.ViewsFailing(func() bool { return a.views.Health().Err != nil })
 	health := &healthCheck{store: a.store, views: a.views, stall: cfg.Commands.ViewsWait}
+	if a.cluster != nil {
+		health.bus = a.cluster.problem
+	}
 	bare := http.NewServeMux()
 	bare.Handle("/metrics", a.metrics.Handler())
 	bare.Handle("/graphql", gql)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/readmodel"
@@ -175,6 +178,20 @@ func (c *clusterLink) reapOnce(ctx context.Context) error {
 		errs = append(errs, c.rec.FailStale(ctx, stale, record.NodeLostReason))
 	}
 	return errors.Join(errs...)
+}
+
+// problem says why this node cannot reach the other nodes: its bus
+// connection is down (it reconnects by itself), so forwards between nodes
+// and heartbeats stop. "" when it can.
+func (c *clusterLink) problem() string {
+	return busProblem(c.bus.Conn())
+}
+
+func busProblem(conn *nats.Conn) string {
+	if conn.IsConnected() {
+		return ""
+	}
+	return "bus to the other relay nodes is " + strings.ToLower(conn.Status().String())
 }
 
 // close stops the lease (the others notice one lease later) and the bus.

@@ -19,6 +19,9 @@ type healthCheck struct {
 	// stall is how long the views may take to reach a log position before
 	// the relay is not ready: the bound a command waits for them.
 	stall time.Duration
+	// bus says why this node cannot reach the other nodes, "" when it
+	// can; nil for a single process.
+	bus func() string
 
 	// mark is a log position seen at markAt that the views had not reached
 	// yet: they are stalled when they still have not after stall. A new
@@ -32,6 +35,11 @@ type healthCheck struct {
 // problem says why the relay is not ready, "" when it is: the views'
 // runner is failing, or they have not reached a log position for stall.
 func (h *healthCheck) problem(ctx context.Context) string {
+	if h.bus != nil {
+		if p := h.bus(); p != "" {
+			return p
+		}
+	}
 	vh := h.views.Health()
 	last, err := h.store.LastPosition(ctx)
 	if err != nil {

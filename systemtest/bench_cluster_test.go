@@ -66,8 +66,8 @@ func benchWaitAgent(b *testing.B, r *harness.Relay, token, endpointID string) {
 			Endpoint *struct{ AgentConnected bool }
 		}
 		res := r.GraphQL(b, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": endpointID})
-		return len(res.Errors) == 0 && jsonInto(res.Data, &out) && out.Endpoint != nil && out.Endpoint.AgentConnected
+		return len(res.Errors) == 0 && benchJSONInto(res.Data, &out) && out.Endpoint != nil && out.Endpoint.AgentConnected
 	})
 }
 
-func jsonInto(data []byte, v any) bool { return json.Unmarshal(data, v) == nil }
+func benchJSONInto(data []byte, v any) bool { return json.Unmarshal(data, v) == nil }

@@ -22,7 +22,7 @@ var benchLocalAnswer = []byte(`{"received":true}`)
 // p50 the relay path adds, and the CPU the relay and the agent spend per
 // 1000 requests.
 //
-//	go test -run '^$' -bench Proxy -benchtime 5000x -timeout 30m ./systemtest
+//	go test -run '^$' -bench 'Proxy$' -benchtime 5000x -timeout 30m ./systemtest
 func BenchmarkProxy(b *testing.B) {
 	local := benchServer(b, http.StatusOK, benchLocalAnswer)
 	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}

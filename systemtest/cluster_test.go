@@ -27,7 +27,7 @@ import (
 
 // clusterLease is the node lease in the cluster tests: short, so a killed
 // node is found out within seconds.
-const clusterLease = "2s"
+const clusterLease = "3s"
 
 // TestCluster runs three relay nodes on a 3-node NATS cluster (JetStream
 // for the log, NATS core for the bus), each with its own data folder, and
@@ -36,14 +36,17 @@ const clusterLease = "2s"
 //   - a change made on A is read on C at once by naming its position;
 //   - an agent on B serves a sender on A and a retry asked on C, and every
 //     node says it is connected; a subscription on C sees A's deliveries;
-//   - a restart of A leaves the agent's session (on B) open;
+//   - a restart of A leaves the sessions on B and C open (a second agent
+//     connects to C directly);
 //   - kill -9 of B under load: the forwards in flight end (503, relay node
 //     lost) within a bound printed by the test, each attempt has exactly
 //     one recorded outcome, which is what its sender got; the agent
 //     reconnects to C and forwarding resumes;
 //   - a NATS server stopped: no answered delivery is missing from the log;
 //   - every node's history equals that of a node that joins with an empty
-//     data folder and rebuilds its views from the log.
+//     data folder and rebuilds its views from the log;
+//   - an Endpoint deleted through C is refused on A, and nothing sent to
+//     it there is recorded.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -93,7 +96,7 @@ func TestCluster(t *testing.T) {
 	for _, r := range []*harness.Relay{a, b, c} {
 		waitAgent(t, r, token, ep.ID, true)
 	}
-	if nodes := sessionNodes(t, store); !slices.Equal(nodes, []string{"b"}) {
+	if nodes := openSessionNodes(t, store); !slices.Equal(nodes, []string{"b"}) {
 		t.Fatalf("agent sessions recorded on nodes %v, want [b]", nodes)
 	}
 
@@ -117,7 +120,11 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("retry on C: attempts %v, want [200 200]", got)
 	}
 
-	// A restart of A closes only A's own sessions: the agent's, on B, stays.
+	// A restart of A closes only A's own sessions: those on B and C stay.
+	c.StartAgent(t, token, ep.ID, target)
+	harness.Eventually(t, 15*time.Second, "sessions on B and C", func() bool {
+		return slices.Equal(openSessionNodes(t, store), []string{"b", "c"})
+	})
 	a.Stop(t)
 	a.Restart(t)
 	waitAgent(t, a, token, ep.ID, true)
@@ -126,16 +133,19 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("restarting A closed a session of another node: %s", e.Data)
 		}
 	}
+	if nodes := openSessionNodes(t, store); !slices.Equal(nodes, []string{"b", "c"}) {
+		t.Fatalf("after A's restart the open sessions are on %v, want [b c]", nodes)
+	}
 	if resp := send(t, a, ep.ID, "POST", "/after-restart", nil, nil); resp.Status != 200 {
 		t.Fatalf("after A's restart: %d %q", resp.Status, resp.Body)
 	}
 
 	// kill -9 of B in the middle of a bounded load on A.
 	slow.Store(true)
-	results := make([]loadResult, 200)
+	results := make([]clusterAnswer, 200)
 	var answered atomic.Int64
 	loaded := make(chan struct{})
-	go func() { runLoad(a, ep.ID, "/load/", results, 8, &answered); close(loaded) }()
+	go func() { clusterLoad(a, ep.ID, "/load/", results, 8, &answered); close(loaded) }()
 	harness.Eventually(t, 30*time.Second, "40 load requests answered", func() bool { return answered.Load() >= 40 })
 	killedAt := time.Now()
 	b.Kill(t)
@@ -161,43 +171,74 @@ func TestCluster(t *testing.T) {
 			t.Errorf("load request %d: status %d, %v", i, r.status, r.err)
 		}
 	}
-	// The agent reconnects through the proxy to C and forwarding resumes.
+	// The agent reconnects through the proxy to C and forwarding resumes
+	// (C's own agent served part of the load all along).
 	waitAgent(t, a, token, ep.ID, true)
 	if resp := send(t, a, ep.ID, "POST", "/resumed", nil, nil); resp.Status != 200 || string(resp.Body) != "ok /resumed" {
 		t.Fatalf("after B's death: %d %q\nagent:\n%s", resp.Status, resp.Body, agent.Output())
 	}
-	if nodes := sessionNodes(t, store); !slices.Contains(nodes, "c") {
-		t.Fatalf("the agent did not reconnect to C: sessions on %v", nodes)
-	}
+	// The reaper closed the session B held; the agent's new one is on C.
+	harness.Eventually(t, 15*time.Second, "the open sessions to be C's only", func() bool {
+		return slices.Equal(openSessionNodes(t, store), []string{"c"})
+	})
 
 	// A NATS server goes: the log (R3) and the bus go on with the other two.
 	nats.Servers[0].Shutdown()
-	after := make([]loadResult, 30)
-	runLoad(a, ep.ID, "/nats/", after, 4, nil)
+	after := make([]clusterAnswer, 30)
+	clusterLoad(a, ep.ID, "/nats/", after, 4, nil)
 	natsStatuses := map[int]int{}
 	for _, r := range after {
 		natsStatuses[r.status]++
 	}
 	t.Logf("with one NATS server stopped: statuses %v", natsStatuses)
-	if natsStatuses[200] == 0 {
+	if natsStatuses[504] > 0 {
+		for name, r := range map[string]*harness.Relay{"a": a, "c": c} {
+			for _, line := range strings.Split(r.Output(), "\n") {
+				if strings.Contains(line, "ERROR") || strings.Contains(line, "WARN") {
+					t.Logf("relay %s logged: %s", name, line)
+				}
+			}
+		}
+	}
+	if natsStatuses[200] == 0 || natsStatuses[200]+natsStatuses[503]+natsStatuses[504] != len(after) {
 		t.Errorf("no request was forwarded with one NATS server stopped: %v", natsStatuses)
 	}
 
-	// Every answered request is in the log with exactly one outcome, the
-	// one its sender got.
-	checkLog(t, store, map[string][]loadResult{"/load/": results, "/nats/": after})
+	// Every answered request is in the log with what its sender got: one
+	// outcome for each attempt of the load under which B died; while a
+	// NATS server goes, an outcome the store could not take is answered
+	// 504 by the relay and that answer is recorded instead.
+	checkClusterLog(t, store, map[string][]clusterAnswer{"/load/": results, "/nats/": after}, "/load/")
 
 	// Views converge: A's and C's histories equal that of a new node whose
 	// views are rebuilt from the log.
 	d := harness.Start(t, "", flags("d")...)
-	want := historyOf(t, d, token, ep.ID)
+	want := clusterHistory(t, d, token, ep.ID)
 	if len(want) < len(results)+len(after) {
 		t.Fatalf("rebuilt history has %d deliveries, want at least %d", len(want), len(results)+len(after))
 	}
 	for name, r := range map[string]*harness.Relay{"a": a, "c": c} {
 		harness.Eventually(t, 20*time.Second, "history of "+name+" equal to the rebuilt one", func() bool {
-			return historyOf(t, r, token, ep.ID) == want
+			return clusterHistory(t, r, token, ep.ID) == want
 		})
+	}
+
+	// An Endpoint deleted through C is refused on A too (two processes on
+	// one data folder once kept recording for it).
+	var deleted struct{ DeleteEndpoint bool }
+	pos = gqlAfter(t, c, token, 0, `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": ep.ID}, &deleted)
+	var left struct{ Endpoints []struct{ ID string } }
+	gqlAfter(t, a, token, pos, `{ endpoints{ id } }`, nil, &left) // A's views have the deletion
+	if len(left.Endpoints) != 0 {
+		t.Errorf("A lists %v after the deletion on C", left.Endpoints)
+	}
+	if resp := send(t, a, ep.ID, "POST", "/after-delete", nil, nil); resp.Status != http.StatusServiceUnavailable {
+		t.Errorf("A answered %d %q for the Endpoint deleted on C, want 503", resp.Status, resp.Body)
+	}
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		if e.Type == "delivery.received.v1" && strings.Contains(string(e.Data), `"target":"/after-delete"`) {
+			t.Errorf("a request to the deleted Endpoint was recorded: %s", e.Data)
+		}
 	}
 }
 
@@ -245,19 +286,19 @@ func startFailover(t *testing.T, relays ...*harness.Relay) string {
 			pr.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1"})
 			pr.Out.Host = pr.In.Host
 		},
-		Transport: failover{relays: relays, next: &http.Transport{DisableKeepAlives: true}},
+		Transport: failoverTransport{relays: relays, next: &http.Transport{DisableKeepAlives: true}},
 	}
 	srv := httptest.NewServer(proxy)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
 
-type failover struct {
+type failoverTransport struct {
 	relays []*harness.Relay
 	next   http.RoundTripper
 }
 
-func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
+func (f failoverTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var err error
 	for _, r := range f.relays {
 		out := req.Clone(req.Context())
@@ -270,16 +311,16 @@ func (f failover) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-type loadResult struct {
+type clusterAnswer struct {
 	status     int
 	body       string
 	start, end time.Time
 	err        error
 }
 
-// runLoad sends len(results) requests to an address of r, path prefix+i,
+// clusterLoad sends len(results) requests to an address of r, path prefix+i,
 // with concurrency workers, and counts the answered ones in answered.
-func runLoad(r *harness.Relay, address, prefix string, results []loadResult, concurrency int, answered *atomic.Int64) {
+func clusterLoad(r *harness.Relay, address, prefix string, results []clusterAnswer, concurrency int, answered *atomic.Int64) {
 	client := harness.LoadClient(concurrency)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -291,7 +332,7 @@ func runLoad(r *harness.Relay, address, prefix string, results []loadResult, con
 					return
 				}
 				req, _ := http.NewRequest(http.MethodPost, "http://"+r.AddressHost(address)+prefix+strconv.Itoa(i), strings.NewReader("{}"))
-				res := loadResult{start: time.Now()}
+				res := clusterAnswer{start: time.Now()}
 				resp, err := client.Do(r.Route(req))
 				if err == nil {
 					b, _ := io.ReadAll(resp.Body)
@@ -309,8 +350,8 @@ func runLoad(r *harness.Relay, address, prefix string, results []loadResult, con
 	wg.Wait()
 }
 
-// sessionNodes lists the nodes holding the sessions the log shows open.
-func sessionNodes(t *testing.T, store string) []string {
+// openSessionNodes lists the nodes holding the sessions the log shows open.
+func openSessionNodes(t *testing.T, store string) []string {
 	t.Helper()
 	open := map[string]string{}
 	for _, e := range exportLogFrom(t, "--eventstore", store) {
@@ -335,10 +376,12 @@ func sessionNodes(t *testing.T, store string) []string {
 	return slices.Compact(nodes)
 }
 
-// checkLog checks that every attempt in the log has exactly one outcome and
-// that each answered request (by path prefix+i) is in the log with the
-// outcome its sender got.
-func checkLog(t *testing.T, store string, loads map[string][]loadResult) {
+// checkClusterLog checks that every attempt in the log has at most one outcome
+// and that each answered request (by path prefix+i) is in the log with
+// what its sender got: its attempt's outcome, or, when no outcome could be
+// recorded (the store failed), the relay's own answer (delivery.answered).
+// exactOutcomes names the prefixes whose attempts must all have an outcome.
+func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswer, exactOutcomes ...string) {
 	t.Helper()
 	type event struct {
 		DeliveryID string `json:"delivery_id"`
@@ -350,6 +393,7 @@ func checkLog(t *testing.T, store string, loads map[string][]loadResult) {
 	byPath := map[string]string{}   // path → delivery
 	attempts := map[string]string{} // attempt → delivery
 	outcomes := map[string][]event{}
+	answers := map[string]int{} // delivery → the relay's own later answer
 	for _, e := range exportLogFrom(t, "--eventstore", store) {
 		var ev event
 		_ = json.Unmarshal(e.Data, &ev)
@@ -360,18 +404,21 @@ func checkLog(t *testing.T, store string, loads map[string][]loadResult) {
 			attempts[ev.AttemptID] = ev.DeliveryID
 		case "forward.responded.v1", "forward.failed.v1":
 			outcomes[ev.AttemptID] = append(outcomes[ev.AttemptID], ev)
+		case "delivery.answered.v1":
+			answers[ev.DeliveryID] = ev.Status
 		}
 	}
-	lastOutcome := map[string]event{} // delivery → its attempt's outcome (one attempt per load delivery)
+	outcomeOf := map[string]event{} // delivery → its attempt's outcome (one attempt per load delivery)
 	for attempt, delivery := range attempts {
-		if n := len(outcomes[attempt]); n != 1 {
+		switch n := len(outcomes[attempt]); {
+		case n > 1:
 			t.Errorf("attempt %s of delivery %s has %d recorded outcomes, want 1: %+v", attempt, delivery, n, outcomes[attempt])
-			continue
+		case n == 1:
+			outcomeOf[delivery] = outcomes[attempt][0]
 		}
-		lastOutcome[delivery] = outcomes[attempt][0]
 	}
 	for prefix, results := range loads {
-		lost := 0
+		lost, unrecorded := 0, 0
 		for i, r := range results {
 			if r.err != nil || r.status == 0 {
 				continue
@@ -382,9 +429,13 @@ func checkLog(t *testing.T, store string, loads map[string][]loadResult) {
 				t.Errorf("%s was answered %d but is not in the log", path, r.status)
 				continue
 			}
-			out, ok := lastOutcome[id]
+			out, ok := outcomeOf[id]
 			if !ok {
-				continue // answered by the relay itself (no attempt)
+				unrecorded++
+				if slices.Contains(exactOutcomes, prefix) || answers[id] != r.status {
+					t.Errorf("%s: sender got %d; the log holds no outcome of its attempt and answered %d", path, r.status, answers[id])
+				}
+				continue
 			}
 			if out.Status != r.status {
 				t.Errorf("%s: sender got %d, the log holds %d (%s)", path, r.status, out.Status, out.Error)
@@ -393,13 +444,14 @@ func checkLog(t *testing.T, store string, loads map[string][]loadResult) {
 				lost++
 			}
 		}
-		t.Logf("%s: %d answers checked against the log, %d settled as relay node lost", prefix, len(results), lost)
+		t.Logf("%s: %d answers checked against the log; %d settled as relay node lost, %d answered by the relay without an outcome",
+			prefix, len(results), lost, unrecorded)
 	}
 }
 
-// historyOf is an Endpoint's history as one relay's views show it, in a
+// clusterHistory is an Endpoint's history as one relay's views show it, in a
 // form that compares across nodes.
-func historyOf(t *testing.T, r *harness.Relay, token, endpointID string) string {
+func clusterHistory(t *testing.T, r *harness.Relay, token, endpointID string) string {
 	t.Helper()
 	var all []json.RawMessage
 	var after any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -108,6 +109,16 @@ func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 		return nil, err
 	}
 	h.serving.Go(func() {
+		// The router's Recoverer does not reach this goroutine: a panic
+		// still becomes a reply, so the sender does not wait for nothing.
+		defer func() {
+			if v := recover(); v != nil {
+				h.logger.Error("forward command panicked", "attempt_id", cmd.AttemptID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if err := h.bus.publishReply(msg, reply{Error: fmt.Sprintf("panic: %v", v)}); err != nil {
+					h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
+				}
+			}
+		}()
 		var r reply
 		out, err := h.serve(h.life, cmd)
 		if err != nil {

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -92,5 +93,35 @@ func TestNATSBusCarriesForwardsBetweenNodes(t *testing.T) {
 	}
 	if n := front.hub.Connected("ep"); n != 0 {
 		t.Errorf("front counts %d sessions without a directory of the others", n)
+	}
+}
+
+// A command larger than the NATS servers carry never leaves the node: the
+// attempt is settled 503 "relay node unreachable" and recorded, and the
+// node holding the session never sees it.
+func TestNATSBusCommandTooLarge(t *testing.T) {
+	url := natstest.Start(t).URL()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	back := natsNode(t, url, "back", store, "")
+	front := natsNode(t, url, "front", store, "back")
+	got, _ := back.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+
+	cmd := back.receive(t, "ep", "acc")
+	cmd.Body = make([]byte, front.bus.MaxPayload()+1)
+	out, err := front.hub.Forward(t.Context(), cmd)
+	if err != nil || out.Status != 503 || !strings.HasPrefix(out.Error, NodeUnreachable) || out.Position == 0 {
+		t.Fatalf("forward of a command larger than the bus carries = %+v, %v; want a recorded 503 %q", out, err, NodeUnreachable)
+	}
+	if _, ev := back.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+		t.Errorf("last event %+v", ev)
+	}
+	select {
+	case c := <-got:
+		t.Errorf("the agent got the command %s", c.AttemptID)
+	default:
 	}
 }

@@ -376,6 +376,19 @@ func (s *Store) lastSeq(ctx context.Context) (uint64, error) {
 // starting, or a leader being elected).
 const retryPause = 250 * time.Millisecond
 
+// errCodeTemporarilyUnavailable is JetStream's "JetStream system
+// temporarily unavailable" (HTTP 503): a replicated stream without a
+// leader for a moment, as when a server of the cluster stops. Seen for
+// every append for about a second after one of three servers stopped
+// (systemtest/cluster_test.go); the jetstream package names no constant
+// for it.
+const errCodeTemporarilyUnavailable natsjs.ErrorCode = 10008
+
+func temporarilyUnavailable(err error) bool {
+	var apiErr *natsjs.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeTemporarilyUnavailable
+}
+
 // retry runs one request until it is answered, fails for another reason
 // than a lost request, or ctx ends; each try gets at most s.attempt.
 func (s *Store) retry(ctx context.Context, request func(try context.Context) error) error {
@@ -387,7 +400,7 @@ func (s *Store) retry(ctx context.Context, request func(try context.Context) err
 		case err == nil || ctx.Err() != nil:
 			return err
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		case errors.Is(err, nats.ErrNoResponders), errors.Is(err, natsjs.ErrNoStreamResponse):
+		case errors.Is(err, nats.ErrNoResponders), errors.Is(err, natsjs.ErrNoStreamResponse), temporarilyUnavailable(err):
 			select {
 			case <-time.After(retryPause):
 			case <-ctx.Done():
