@@ -125,6 +125,30 @@ func TestStoreReadsRelayLogin(t *testing.T) {
 	}
 }
 
+// TestStoreKeepsRelayLogin: a sign-in whose token goes to the keyring
+// leaves the token `relay login` stored for the same relay in the file, so
+// the command line stays logged in; for another relay, the file names the
+// new relay and no token.
+func TestStoreKeepsRelayLogin(t *testing.T) {
+	file := LoginFile{path: filepath.Join(t.TempDir(), "config.json")}
+	if err := file.Save(Credentials{Server: "http://h:1", Token: "from-login"}); err != nil {
+		t.Fatal(err)
+	}
+	s := Store{Config: file, Keyring: &fakeKeyring{}}
+	if where, err := s.Save(Credentials{Server: "http://h:1/", Token: "from-window"}); err != nil || where != InKeyring {
+		t.Fatalf("Save = %q, %v; want it in the keyring", where, err)
+	}
+	if c, err := file.Load(); err != nil || c.Token != "from-login" {
+		t.Fatalf("the file holds %+v, %v after a sign-in to the same relay; want relay login's token kept", c, err)
+	}
+	if _, err := s.Save(Credentials{Server: "http://other:2", Token: "t2"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := file.Load(); err != nil || c != (Credentials{Server: "http://other:2"}) {
+		t.Fatalf("the file holds %+v, %v after a sign-in to another relay; want that relay and no token", c, err)
+	}
+}
+
 // recorder is a Window that keeps the events the app emits.
 type recorder struct {
 	mu     sync.Mutex

@@ -80,14 +80,18 @@ func (s Store) Load() (Credentials, Where, error) {
 	return c, Nowhere, nil
 }
 
-// Save stores c: the token in the credential store when it accepts it
-// (and then out of the file, so it is kept in one place only), else in
-// the file.
+// Save stores c: the token in the credential store when it accepts it,
+// else in the file. A token `relay login` stored in the file for the same
+// relay stays there, so signing in to the window does not log the command
+// line out; the file names the window's relay either way.
 func (s Store) Save(c Credentials) (Where, error) {
 	if s.Keyring != nil {
 		if err := s.Keyring.Set(keyringService, keyringUser(c.Server), c.Token); err == nil {
-			if err := s.Config.Save(Credentials{Server: c.Server}); err != nil {
-				return Nowhere, err
+			cur, err := s.Config.Load()
+			if err != nil || keyringUser(cur.Server) != keyringUser(c.Server) {
+				if err := s.Config.Save(Credentials{Server: c.Server}); err != nil {
+					return Nowhere, err
+				}
 			}
 			return InKeyring, nil
 		}
