@@ -41,7 +41,8 @@ const clusterLease = "3s"
 //   - kill -9 of B under load: the forwards in flight end (503, relay node
 //     lost) within a bound printed by the test, each attempt has exactly
 //     one recorded outcome, which is what its sender got; the agent
-//     reconnects to C and forwarding resumes;
+//     reconnects to C and forwarding resumes; the reaper closes B's
+//     session and fails the attempts of the senders B had;
 //   - a NATS server stopped: no answered delivery is missing from the log;
 //   - every node's history equals that of a node that joins with an empty
 //     data folder and rebuilds its views from the log;
@@ -146,10 +147,15 @@ func TestCluster(t *testing.T) {
 	var answered atomic.Int64
 	loaded := make(chan struct{})
 	go func() { clusterLoad(a, ep.ID, "/load/", results, 8, &answered); close(loaded) }()
+	// Senders on B too: they go with B, and so must their attempts.
+	onB := make([]clusterAnswer, 60)
+	loadedB := make(chan struct{})
+	go func() { clusterLoad(b, ep.ID, "/on-b/", onB, 2, nil); close(loadedB) }()
 	harness.Eventually(t, 30*time.Second, "40 load requests answered", func() bool { return answered.Load() >= 40 })
 	killedAt := time.Now()
 	b.Kill(t)
 	<-loaded // bounded: 200 requests, each within the client's timeout
+	<-loadedB
 	slow.Store(false)
 	var inFlight int
 	var longest time.Duration
@@ -181,6 +187,17 @@ func TestCluster(t *testing.T) {
 	harness.Eventually(t, 15*time.Second, "the open sessions to be C's only", func() bool {
 		return slices.Equal(openSessionNodes(t, store), []string{"c"})
 	})
+	// ... and failed the attempts whose senders were on B.
+	harness.Eventually(t, 15*time.Second, "every attempt of a sender on B to have an outcome", func() bool {
+		return len(unsettled(t, store, "/on-b/")) == 0
+	})
+	reaped := 0
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		if e.Type == "forward.failed.v1" && strings.Contains(string(e.Data), "relay node lost before the local answer") {
+			reaped++
+		}
+	}
+	t.Logf("attempts of senders on B failed by the reaper: %d", reaped)
 
 	// A NATS server goes: the log (R3) and the bus go on with the other two.
 	nats.Servers[0].Shutdown()
@@ -447,6 +464,38 @@ func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswe
 		t.Logf("%s: %d answers checked against the log; %d settled as relay node lost, %d answered by the relay without an outcome",
 			prefix, len(results), lost, unrecorded)
 	}
+}
+
+// unsettled lists the attempts of deliveries sent to a path starting with
+// prefix that have no recorded outcome.
+func unsettled(t *testing.T, store, prefix string) []string {
+	t.Helper()
+	var ev struct {
+		DeliveryID string `json:"delivery_id"`
+		AttemptID  string `json:"attempt_id"`
+		Target     string
+	}
+	mine := map[string]bool{} // deliveries sent to prefix
+	open := map[string]bool{} // their attempts without an outcome
+	for _, e := range exportLogFrom(t, "--eventstore", store) {
+		ev.DeliveryID, ev.AttemptID, ev.Target = "", "", ""
+		_ = json.Unmarshal(e.Data, &ev)
+		switch e.Type {
+		case "delivery.received.v1":
+			mine[ev.DeliveryID] = strings.HasPrefix(ev.Target, prefix)
+		case "forward.requested.v1":
+			if mine[ev.DeliveryID] {
+				open[ev.AttemptID] = true
+			}
+		case "forward.responded.v1", "forward.failed.v1":
+			delete(open, ev.AttemptID)
+		}
+	}
+	var out []string
+	for id := range open {
+		out = append(out, id)
+	}
+	return out
 }
 
 // clusterHistory is an Endpoint's history as one relay's views show it, in a
