@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -74,7 +75,7 @@ func writeOutcome(w http.ResponseWriter, method string, o domain.ForwardOutcome)
 // recorded error for the Endpoint's owner.
 func failureAnswer(o domain.ForwardOutcome) answer {
 	if o.Status == http.StatusServiceUnavailable {
-		return answer{status: o.Status, reason: o.Error, body: noAgentBody("no agent connected")}
+		return answer{status: o.Status, reason: o.Error, body: noAgentBody(unavailableReason(o.Error))}
 	}
 	status := o.Status
 	if status < 400 || status > 599 {
@@ -85,4 +86,17 @@ func failureAnswer(o domain.ForwardOutcome) answer {
 		text = "no answer from the local target"
 	}
 	return answer{status: status, reason: o.Error, body: http.StatusText(status) + ": " + text + "\n"}
+}
+
+// unavailableReason is the second line of a 503 the relay decided: its
+// short reason ("agent disconnected", "relay node lost"), without what is
+// only for the Endpoint's owner after it (a node's name in parentheses).
+func unavailableReason(reason string) string {
+	if i := strings.Index(reason, " ("); i >= 0 {
+		reason = reason[:i]
+	}
+	if reason == "" {
+		return "no agent connected"
+	}
+	return reason
 }

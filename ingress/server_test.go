@@ -889,3 +889,20 @@ func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
 	h.records <- r.Clone()
 	return nil
 }
+
+// TestUnavailableReason: a 503 the relay decided says why on its second
+// line, without the node name that is only for the Endpoint's owner.
+func TestUnavailableReason(t *testing.T) {
+	for _, tt := range []struct{ reason, want string }{
+		{"", "no agent connected"},
+		{"no agent connected", "no agent connected"},
+		{"agent disconnected", "agent disconnected"},
+		{"relay shutting down", "relay shutting down"},
+		{"relay node lost (relay-2)", "relay node lost"},
+	} {
+		a := failureAnswer(domain.ForwardOutcome{Status: http.StatusServiceUnavailable, Error: tt.reason})
+		if want := "No agent for client\n" + tt.want + "\n"; a.body != want {
+			t.Errorf("reason %q: body %q, want %q", tt.reason, a.body, want)
+		}
+	}
+}
