@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 // TextObserver prints the agent's events as lines of text: the connection
@@ -86,7 +88,7 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	if name, ok := o.names[e.EndpointID]; ok {
 		fmt.Fprintf(&b, "[%s] ", name)
 	}
-	fmt.Fprintf(&b, "%s %s → %s", e.Method, e.Path, o.paint(statusColour(e.Status, e.Error), fmt.Sprint(e.Status)))
+	fmt.Fprintf(&b, "%s %s → %s", e.Method, termtext.Safe(e.Path, false), o.paint(statusColour(e.Status, e.Error), fmt.Sprint(e.Status)))
 	if e.Error != "" {
 		b.WriteString(" " + e.Error)
 	} else {
@@ -98,12 +100,12 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	b.WriteByte('\n')
 	if o.PrintHeaders {
 		for _, h := range e.RequestHeaders {
-			fmt.Fprintf(&b, "    %s: %s\n", h.Name, h.Value)
+			fmt.Fprintf(&b, "    %s: %s\n", termtext.Safe(h.Name, false), termtext.Safe(h.Value, false))
 		}
 	}
 	if o.PrintBody && len(e.RequestBody) > 0 {
 		if utf8.Valid(e.RequestBody) {
-			fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(string(e.RequestBody), "\n", "\n    "))
+			fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(termtext.Safe(string(e.RequestBody), true), "\n", "\n    "))
 		} else {
 			fmt.Fprintf(&b, "    (%d bytes, not UTF-8)\n", len(e.RequestBody))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 // deliveryRow is a delivery in lists: `deliveries list -o json` prints an
@@ -141,7 +142,7 @@ Endpoint's id or name, or an inspector's id.`,
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID")
 			for _, d := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, d.Path, statusText(d.ResponseStatus), d.BodySize, d.ID)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID)
 			}
 			return tw.Flush()
 		},
@@ -340,16 +341,17 @@ func exactText(text string, raw *string) string {
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
-	fmt.Fprintf(w, "%s %s\n", d.Method, d.Path)
+	// The sender's bytes are escaped where they could drive the terminal.
+	fmt.Fprintf(w, "%s %s\n", d.Method, termtext.Safe(d.Path, false))
 	for _, h := range d.Headers {
-		fmt.Fprintf(w, "%s: %s\n", h.Name, h.Value)
+		fmt.Fprintf(w, "%s: %s\n", termtext.Safe(h.Name, false), termtext.Safe(h.Value, false))
 	}
 	if body {
 		b, _ := base64.StdEncoding.DecodeString(d.BodyBase64)
 		switch {
 		case len(b) == 0:
 		case utf8.Valid(b):
-			fmt.Fprintf(w, "\n%s\n", b)
+			fmt.Fprintf(w, "\n%s\n", termtext.Safe(string(b), true))
 		default:
 			fmt.Fprintf(w, "\n(%d bytes, not UTF-8: see bodyBase64 in -o json)\n", len(b))
 		}
@@ -364,6 +366,12 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 		for i, a := range d.Attempts {
 			fmt.Fprintf(w, "  %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
 		}
+	}
+	if termtext.HasControl(d.Curl) {
+		// Escaped, it would no longer replay the bytes; raw, it would
+		// reach the terminal.
+		fmt.Fprintln(w, "\nreplay with: the request holds control characters; the curl command is in -o json")
+		return
 	}
 	fmt.Fprintf(w, "\nreplay with:\n%s\n", d.Curl)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 // maxTailSeen bounds the delivery ids tail remembers to print each
@@ -84,7 +85,7 @@ from the last delivery seen, so none is missed.`,
 					if row.ResponseStatus == nil {
 						status = "pending"
 					}
-					_, err := fmt.Fprintf(stdout, "%s %s %s → %s  delivery %s\n", at, row.Method, row.Path, status, row.ID)
+					_, err := fmt.Fprintf(stdout, "%s %s %s → %s  delivery %s\n", at, row.Method, termtext.Safe(row.Path, false), status, row.ID)
 					return err
 				})
 				if ctx.Err() != nil {

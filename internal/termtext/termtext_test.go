@@ -1,0 +1,20 @@
+package termtext
+
+import "testing"
+
+func FuzzSafe(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b[31mred", "a\u202eb", "tab\there\nnewline", "\xff\xfe"} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, keepNewlines bool) {
+		got := Safe(s, keepNewlines)
+		for _, r := range got {
+			if r == '\t' || (r == '\n' && keepNewlines) {
+				continue
+			}
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+				t.Fatalf("Safe(%q) = %q keeps %U", s, got, r)
+			}
+		}
+	})
+}
