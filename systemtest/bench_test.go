@@ -225,7 +225,7 @@ func benchCompare(b *testing.B, base, got benchTarget, ratio string, extra func(
 // one request to each. relay/bare is the share of the machine's plain HTTP
 // rate the relay keeps while recording every request durably.
 //
-//	go test -run '^$' -bench InspectorIngest -benchtime 20000x -timeout 30m ./systemtest
+//	go test -run '^$' -bench 'InspectorIngest$' -benchtime 20000x -timeout 30m ./systemtest
 func BenchmarkInspectorIngest(b *testing.B) {
 	bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
 	r := harness.Start(b, "", profArgs()...)
