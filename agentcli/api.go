@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/domain"
 )
 
@@ -171,7 +172,7 @@ func (o Options) validate() (string, []route, error) {
 	if o.Server == "" {
 		return "", nil, errors.New("no server")
 	}
-	ws, err := websocketURL(o.Server)
+	ws, err := apiclient.WebSocketURL(o.Server)
 	if err != nil {
 		return "", nil, fmt.Errorf("server: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -130,30 +129,4 @@ func parseArgs(args []string, stderr io.Writer, env func(string) (string, bool))
 		}
 	}
 	return c.Options(server, token)
-}
-
-// websocketURL turns the relay's URL into its GraphQL WebSocket URL.
-func websocketURL(server string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(server))
-	if err != nil {
-		return "", err
-	}
-	switch u.Scheme {
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	case "ws", "wss":
-	default:
-		return "", fmt.Errorf("%q: scheme must be http, https, ws or wss", server)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("%q has no host", server)
-	}
-	if !strings.HasSuffix(u.Path, "/graphql") {
-		u.Path = strings.TrimSuffix(u.Path, "/") + "/graphql"
-		u.RawPath = ""
-	}
-	u.Fragment = ""
-	return u.String(), nil
 }

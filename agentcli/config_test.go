@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/apiclient"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -180,9 +182,9 @@ func TestWebsocketURL(t *testing.T) {
 		{"https://relay.example/base/", "wss://relay.example/base/graphql"},
 	}
 	for _, tt := range tests {
-		got, err := websocketURL(tt.in)
+		got, err := apiclient.WebSocketURL(tt.in)
 		if err != nil || got != tt.want {
-			t.Errorf("websocketURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			t.Errorf("WebSocketURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
 }
