@@ -29,16 +29,19 @@ func (a *App) StartTray() {
 		a.log.Warn("no tray host yet (no " + watcherName + " on the session bus; on GNOME it needs the AppIndicator extension): the tray icon appears when one starts; until then starting relay-desktop again shows the window")
 	}
 	systray.SetIcon(trayIcon(StateOff))
-	systray.SetTitle("Relay")
-	start, end := systray.RunWithExternalLoop(a.trayMenu, nil)
+	systray.SetTitle("Relay") // also the item's Id, which panels remember it by
+	menu := make(chan *systray.MenuItem, 1)
+	start, end := systray.RunWithExternalLoop(func() { menu <- a.trayMenu() }, nil)
 	start()
 	a.mu.Lock()
 	a.trayStop = end
 	a.mu.Unlock()
+	// Titles change only once start has fixed the Id.
+	go func() { a.followInTray(<-menu) }()
 }
 
-// trayMenu builds the tray's menu and follows the app's state.
-func (a *App) trayMenu() {
+// trayMenu builds the tray's menu and returns its state entry.
+func (a *App) trayMenu() *systray.MenuItem {
 	state := systray.AddMenuItem("Not forwarding", "The agent's connection")
 	state.Disable()
 	systray.AddSeparator()
@@ -55,6 +58,12 @@ func (a *App) trayMenu() {
 			}
 		}
 	}()
+	return state
+}
+
+// followInTray shows the app's state in the tray: icon, title, tooltip and
+// the menu's state entry.
+func (a *App) followInTray(state *systray.MenuItem) {
 	last := ""
 	a.SetTray(func(s TrayStatus) {
 		systray.SetTitle(s.Title())

@@ -331,12 +331,20 @@ func TestDesktopAgent(t *testing.T) {
 	if exit != 0 {
 		t.Fatalf("relay login: exit %d\n%s", exit, out)
 	}
+	// This time the desktop has no tray host (GNOME without the
+	// AppIndicator extension): the window works as well, the log says why
+	// there is no icon, once, and the icon comes when a tray host starts.
+	tray.stop(t)
 	again := startDesktop(t, bin, display, home, bus)
-	tray.item(t, again)
 	again.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
 	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
 	}
+	if n := strings.Count(again.out.String(), "no tray host yet"); n != 1 {
+		t.Errorf("without a tray host the log says so %d times, want once:\n%s", n, again.out.String())
+	}
+	tray.start(t)
+	tray.item(t, again)
 	step("second start signed in")
 	// The switches are as they were: forwarding resumes.
 	again.waitFor(t, `[...document.querySelectorAll('[data-testid=switch]')].filter((s) => s.checked).length === 2`)
@@ -767,14 +775,29 @@ func serveTrayWatcher(t *testing.T, bus string) *trayWatcher {
 	}
 	t.Cleanup(func() { conn.Close() })
 	w := &trayWatcher{conn: conn, reg: make(chan string, 8)}
-	const name = "org.kde.StatusNotifierWatcher"
-	if err := conn.Export(w, "/StatusNotifierWatcher", name); err != nil {
+	if err := conn.Export(w, "/StatusNotifierWatcher", trayWatcherName); err != nil {
 		t.Fatal(err)
 	}
-	if reply, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
-		t.Fatalf("own %s: %v (reply %v)", name, err, reply)
-	}
+	w.start(t)
 	return w
+}
+
+const trayWatcherName = "org.kde.StatusNotifierWatcher"
+
+// start and stop start and stop the tray host (as a desktop session, or
+// GNOME's AppIndicator extension, does).
+func (w *trayWatcher) start(t *testing.T) {
+	t.Helper()
+	if reply, err := w.conn.RequestName(trayWatcherName, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("own %s: %v (reply %v)", trayWatcherName, err, reply)
+	}
+}
+
+func (w *trayWatcher) stop(t *testing.T) {
+	t.Helper()
+	if reply, err := w.conn.ReleaseName(trayWatcherName); err != nil || reply != dbus.ReleaseNameReplyReleased {
+		t.Fatalf("release %s: %v (reply %v)", trayWatcherName, err, reply)
+	}
 }
 
 // trayItem is a running app's StatusNotifierItem and its menu
@@ -802,6 +825,11 @@ func (w *trayWatcher) item(t *testing.T, app *desktopApp) trayItem {
 		t.Fatalf("tray item's menu: %v", err)
 	}
 	menuPath, _ := v.Value().(dbus.ObjectPath)
+	// Panels remember an item by its Id: it stays the same whatever the
+	// state.
+	if id, err := ti.item.GetProperty("org.kde.StatusNotifierItem.Id"); err != nil || id.Value() != "Relay" {
+		t.Errorf("tray item's Id %v (%v), want Relay", id, err)
+	}
 	ti.menu = w.conn.Object(sender, menuPath)
 	return ti
 }
