@@ -3,6 +3,7 @@ module github.com/relayhq/relay
 go 1.26.8
 
 require (
+	fyne.io/systray v1.12.2
 	github.com/99designs/gqlgen v0.17.90
 	github.com/EventStore/EventStore-Client-Go/v4 v4.2.0
 	github.com/ThreeDotsLabs/watermill v1.5.1

@@ -63,6 +63,11 @@ type App struct {
 	quitting bool
 	pageUp   bool // the page's script has called in (the hook can run scripts)
 
+	trayMu       sync.Mutex       // orders the calls of trayView
+	trayView     func(TrayStatus) // the tray icon, when there is one (SetTray)
+	trayStop     func()           // takes the tray icon down (StartTray)
+	failedHidden int              // failed deliveries since the window was hidden
+
 	routes  routesFile
 	hook    *hook
 	started chan struct{} // closed when Start has read the stored sign-in
@@ -150,11 +155,18 @@ func (a *App) Shutdown() {
 	if a.hook != nil {
 		a.hook.close()
 	}
+	a.mu.Lock()
+	stop := a.trayStop
+	a.trayStop, a.trayView = nil, nil
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // BeforeClose decides what closing the window does: hide it and keep
-// serving (Wails v2 has no tray icon to bring it back from: starting the
-// program again shows it), unless the user asked to quit.
+// serving (the tray icon's menu or starting the program again shows it),
+// unless the user asked to quit.
 func (a *App) BeforeClose() (prevent bool) {
 	a.mu.Lock()
 	quitting := a.quitting
@@ -169,7 +181,8 @@ func (a *App) BeforeClose() (prevent bool) {
 	return true
 }
 
-// ShowWindow brings the window back (a second launch of the program).
+// ShowWindow brings the window back (the tray's menu, a second launch of
+// the program).
 func (a *App) ShowWindow() {
 	a.setHidden(false)
 	if w := a.window(); w != nil {
@@ -197,7 +210,11 @@ func (a *App) window() Window {
 func (a *App) setHidden(h bool) {
 	a.mu.Lock()
 	a.hidden = h
+	if !h {
+		a.failedHidden = 0 // seen now: the rows show them
+	}
 	a.mu.Unlock()
+	a.trayChanged()
 }
 
 func (a *App) setSignErr(s string) {
@@ -225,6 +242,7 @@ func (a *App) connState(s ConnState) {
 	a.mu.Unlock()
 	a.log.Info("agent", "state", s.State, "reason", s.Reason)
 	a.emit("conn", s)
+	a.trayChanged()
 }
 
 func (a *App) forwarded(r Row) {
@@ -234,9 +252,13 @@ func (a *App) forwarded(r Row) {
 		a.rows = slices.Delete(a.rows, 0, len(a.rows)-maxRows)
 	}
 	hidden := a.hidden
+	if r.Failed() && hidden {
+		a.failedHidden++
+	}
 	a.mu.Unlock()
 	a.emit("row", r)
 	if r.Failed() && hidden {
+		a.trayChanged()
 		a.sendNotice("Delivery failed", failureText(r))
 	}
 }

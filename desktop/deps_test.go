@@ -18,7 +18,7 @@ func TestRelayStaysFreeOfTheDesktop(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		for _, bad := range []string{"github.com/relayhq/relay/desktop", "github.com/wailsapp/", "github.com/zalando/go-keyring", "github.com/godbus/"} {
+		for _, bad := range []string{"github.com/relayhq/relay/desktop", "github.com/wailsapp/", "github.com/zalando/go-keyring", "github.com/godbus/", "fyne.io/systray"} {
 			if strings.HasPrefix(pkg, bad) {
 				t.Errorf("relay imports %s", pkg)
 			}

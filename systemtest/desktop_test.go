@@ -66,7 +66,9 @@ func TestDesktopAgent(t *testing.T) {
 	display := startXvfb(t)
 	bus := startSessionBus(t)
 	notes := serveNotifications(t, bus)
+	tray := serveTrayWatcher(t, bus)
 	app := startDesktop(t, bin, display, home, bus)
+	icon := tray.item(t, app)
 
 	step("window up")
 	// Signed out: the window asks for the relay and a token.
@@ -151,6 +153,11 @@ func TestDesktopAgent(t *testing.T) {
 	}
 	step("connected")
 	app.screenshot(t, "desktop-connected")
+	// The tray icon says so too: its title and its menu's first entry.
+	harness.Eventually(t, 10*time.Second, "the tray's title says Connected", func() bool { return icon.title(t) == "Relay: Connected" })
+	if labels, _ := icon.entries(t); strings.Join(labels, "|") != "Connected|—|Show window|Quit" {
+		t.Errorf("tray menu %q, want the state, a separator, Show window and Quit", labels)
+	}
 
 	// Deliveries to the public addresses get the local answer.
 	send := func(id, method, path, ctype string, body []byte) (int, string, http.Header) {
@@ -268,6 +275,10 @@ func TestDesktopAgent(t *testing.T) {
 		s := app.state(t)
 		return s.Hidden && len(s.Notices) == 1 && s.Notices[0].Error == ""
 	})
+	// The tray counts the failures the hidden window has not shown.
+	harness.Eventually(t, 10*time.Second, "the tray's title counts the failure", func() bool {
+		return icon.title(t) == "Relay: Connected, 1 failed delivery"
+	})
 	// Success while hidden is no news.
 	if code, _, _ = send(pay, "GET", "/fine", "", nil); code != 201 {
 		t.Fatalf("delivery while hidden: sender got %d", code)
@@ -289,14 +300,29 @@ func TestDesktopAgent(t *testing.T) {
 		t.Fatalf("a second start did not hand over to the running window and end: %v\n%s", err, out)
 	}
 	harness.Eventually(t, 10*time.Second, "the window shown again", func() bool { return !app.state(t).Hidden })
+	// The second start ended before its window: it put up no tray icon.
+	select {
+	case s := <-tray.reg:
+		t.Errorf("a second start registered a tray icon (%s)", s)
+	default:
+	}
 
 	step("notified")
-	// Quit: the session is closed and the relay records the disconnect.
-	app.quit(t)
+	// The tray's menu: "Show window" brings the hidden window back (and
+	// the failures are seen), "Quit" quits as the Quit button does: the
+	// session is closed and the relay records the disconnect.
+	app.post(t, "/close")
+	app.waitFor(t, `document.hidden`)
+	icon.click(t, "Show window")
+	harness.Eventually(t, 10*time.Second, "the window shown from the tray", func() bool { return !app.state(t).Hidden })
+	app.waitFor(t, `!document.hidden`)
+	harness.Eventually(t, 10*time.Second, "the tray's count reset", func() bool { return icon.title(t) == "Relay: Connected" })
+	icon.click(t, "Quit")
+	app.wait(t)
 	waitAgent(t, r, acct.Token, pay, false)
 	waitAgent(t, r, acct.Token, gh, false)
 
-	step("quit")
+	step("quit from the tray")
 	// `relay login` stores a sign-in; the window starts with it.
 	out, exit := harness.RunWith(t, harness.Command{
 		Env:   []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")},
@@ -305,11 +331,20 @@ func TestDesktopAgent(t *testing.T) {
 	if exit != 0 {
 		t.Fatalf("relay login: exit %d\n%s", exit, out)
 	}
+	// This time the desktop has no tray host (GNOME without the
+	// AppIndicator extension): the window works as well, the log says why
+	// there is no icon, once, and the icon comes when a tray host starts.
+	tray.stop(t)
 	again := startDesktop(t, bin, display, home, bus)
 	again.waitFor(t, `!!document.querySelector('[data-testid=create-endpoint]')`)
 	if s := again.state(t); !s.SignedIn || s.Account.Name != "desk" || s.Stored != "file" {
 		t.Errorf("second start: signedIn=%v account=%q stored=%q, want signed in from relay login's file", s.SignedIn, s.Account.Name, s.Stored)
 	}
+	if n := strings.Count(again.out.String(), "no tray host yet"); n != 1 {
+		t.Errorf("without a tray host the log says so %d times, want once:\n%s", n, again.out.String())
+	}
+	tray.start(t)
+	tray.item(t, again)
 	step("second start signed in")
 	// The switches are as they were: forwarding resumes.
 	again.waitFor(t, `[...document.querySelectorAll('[data-testid=switch]')].filter((s) => s.checked).length === 2`)
@@ -712,5 +747,148 @@ func (a *desktopApp) screenshot(t *testing.T, name string) {
 	cmd := exec.Command("import", "-display", a.display, "-window", "root", "-trim", "+repage", "+dither", "-colors", "64", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("screenshot %s: %v\n%s", name, err, b)
+	}
+}
+
+// trayWatcher stands in for the desktop's tray host: the
+// org.kde.StatusNotifierWatcher an item registers with (KDE, most panels,
+// GNOME's AppIndicator extension). It hands each registration's sender to
+// the test.
+type trayWatcher struct {
+	conn *dbus.Conn
+	reg  chan string
+}
+
+func (w *trayWatcher) RegisterStatusNotifierItem(sender dbus.Sender, service string) *dbus.Error {
+	select {
+	case w.reg <- string(sender):
+	default:
+	}
+	return nil
+}
+
+func serveTrayWatcher(t *testing.T, bus string) *trayWatcher {
+	t.Helper()
+	conn, err := dbus.Connect(bus)
+	if err != nil {
+		t.Fatalf("connect to the test's session bus: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	w := &trayWatcher{conn: conn, reg: make(chan string, 8)}
+	if err := conn.Export(w, "/StatusNotifierWatcher", trayWatcherName); err != nil {
+		t.Fatal(err)
+	}
+	w.start(t)
+	return w
+}
+
+const trayWatcherName = "org.kde.StatusNotifierWatcher"
+
+// start and stop start and stop the tray host (as a desktop session, or
+// GNOME's AppIndicator extension, does).
+func (w *trayWatcher) start(t *testing.T) {
+	t.Helper()
+	if reply, err := w.conn.RequestName(trayWatcherName, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("own %s: %v (reply %v)", trayWatcherName, err, reply)
+	}
+}
+
+func (w *trayWatcher) stop(t *testing.T) {
+	t.Helper()
+	if reply, err := w.conn.ReleaseName(trayWatcherName); err != nil || reply != dbus.ReleaseNameReplyReleased {
+		t.Fatalf("release %s: %v (reply %v)", trayWatcherName, err, reply)
+	}
+}
+
+// trayItem is a running app's StatusNotifierItem and its menu
+// (com.canonical.dbusmenu), as the tray host sees them.
+type trayItem struct{ item, menu dbus.BusObject }
+
+// item waits for app's tray icon to register and returns it.
+func (w *trayWatcher) item(t *testing.T, app *desktopApp) trayItem {
+	t.Helper()
+	var sender string
+	select {
+	case sender = <-w.reg:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no tray icon registered with the StatusNotifierWatcher within 20 s\n%s", app.out.String())
+	}
+	// The item is the app's: it owns the name the protocol gives it.
+	name := fmt.Sprintf("org.kde.StatusNotifierItem-%d-1", app.cmd.Process.Pid)
+	var owner string
+	if err := w.conn.BusObject().Call("org.freedesktop.DBus.GetNameOwner", 0, name).Store(&owner); err != nil || owner != sender {
+		t.Fatalf("tray item registered by %s; %s is owned by %q (%v)", sender, name, owner, err)
+	}
+	ti := trayItem{item: w.conn.Object(sender, "/StatusNotifierItem")}
+	v, err := ti.item.GetProperty("org.kde.StatusNotifierItem.Menu")
+	if err != nil {
+		t.Fatalf("tray item's menu: %v", err)
+	}
+	menuPath, _ := v.Value().(dbus.ObjectPath)
+	// Panels remember an item by its Id: it stays the same whatever the
+	// state.
+	if id, err := ti.item.GetProperty("org.kde.StatusNotifierItem.Id"); err != nil || id.Value() != "Relay" {
+		t.Errorf("tray item's Id %v (%v), want Relay", id, err)
+	}
+	ti.menu = w.conn.Object(sender, menuPath)
+	return ti
+}
+
+// title is the item's title (the app puts its state there and in the
+// tooltip).
+func (ti trayItem) title(t *testing.T) string {
+	t.Helper()
+	v, err := ti.item.GetProperty("org.kde.StatusNotifierItem.Title")
+	if err != nil {
+		t.Fatalf("tray item's title: %v", err)
+	}
+	s, _ := v.Value().(string)
+	return s
+}
+
+// entries are the menu's top-level labels and their IDs, in order.
+func (ti trayItem) entries(t *testing.T) (labels []string, ids map[string]int32) {
+	t.Helper()
+	call := ti.menu.Call("com.canonical.dbusmenu.GetLayout", 0, int32(0), int32(-1), []string{})
+	if call.Err != nil || len(call.Body) != 2 {
+		t.Fatalf("tray menu GetLayout: %v %v", call.Err, call.Body)
+	}
+	root, _ := call.Body[1].([]any)
+	if len(root) != 3 {
+		t.Fatalf("tray menu layout %#v", call.Body[1])
+	}
+	children, _ := root[2].([]dbus.Variant)
+	ids = map[string]int32{}
+	for _, c := range children {
+		node, _ := c.Value().([]any)
+		if len(node) != 3 {
+			continue
+		}
+		id, _ := node[0].(int32)
+		props, _ := node[1].(map[string]dbus.Variant)
+		if props["visible"].Value() == false {
+			continue
+		}
+		label, _ := props["label"].Value().(string)
+		if typ, _ := props["type"].Value().(string); typ == "separator" {
+			label = "—"
+		}
+		labels = append(labels, label)
+		ids[label] = id
+	}
+	return labels, ids
+}
+
+// click clicks the menu's entry labelled label, as the tray host does.
+func (ti trayItem) click(t *testing.T, label string) {
+	t.Helper()
+	labels, ids := ti.entries(t)
+	id, ok := ids[label]
+	if !ok {
+		t.Fatalf("tray menu has no %q: %q", label, labels)
+	}
+	call := ti.menu.Call("com.canonical.dbusmenu.Event", 0, id, "clicked", dbus.MakeVariant(""), uint32(0))
+	if call.Err != nil {
+		t.Fatalf("tray menu: click %q: %v", label, call.Err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/wailsapp/wails/v2"
@@ -42,6 +43,7 @@ func main() {
 
 func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	slog.SetDefault(log) // the tray library's log lines too
 	file, err := desktop.DefaultLoginFile()
 	if err != nil {
 		return err
@@ -55,6 +57,7 @@ func run() error {
 		return err
 	}
 
+	var trayOnce sync.Once
 	appMenu := menu.NewMenu()
 	relayMenu := appMenu.AddSubmenu("Relay")
 	relayMenu.AddText("Hide window (keep forwarding)", keys.CmdOrCtrl("w"), func(*menu.CallbackData) { app.BeforeClose() })
@@ -83,12 +86,15 @@ func run() error {
 				app.Quit()
 			}()
 		},
+		// The tray icon once the page is up: OnStartup also runs in a
+		// second start, before Wails' single-instance lock ends it.
+		OnDomReady: func(context.Context) { trayOnce.Do(app.StartTray) },
 		// Closing the window hides it and the agent keeps forwarding;
-		// Quit (menu, button, Ctrl+Q) ends the program.
+		// Quit (tray, menu, button, Ctrl+Q) ends the program.
 		OnBeforeClose: func(context.Context) bool { return app.BeforeClose() },
 		OnShutdown:    func(context.Context) { app.Shutdown() },
-		// Starting the program again shows the running one's window: on
-		// Linux there is no tray icon to do it from.
+		// Starting the program again shows the running one's window (where
+		// there is no tray icon, the only way back to it).
 		SingleInstanceLock: &options.SingleInstanceLock{
 			UniqueId:               singleInstanceID(),
 			OnSecondInstanceLaunch: func(options.SecondInstanceData) { app.ShowWindow() },
