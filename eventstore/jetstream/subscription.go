@@ -16,6 +16,11 @@ import (
 // subscription buffers ahead of its reader.
 const SubscriptionBatch = 512
 
+// orderedResets is how many times the ordered consumer behind a
+// subscription tries to recreate itself (after a reconnect, a missed
+// heartbeat or a gap) before the subscription ends.
+const orderedResets = 2
+
 // SubscribeAll delivers the events after position after through an ordered
 // consumer that starts at the message whose slot holds after: JetStream
 // sends the stored messages and then the new ones in sequence order, with
@@ -30,6 +35,13 @@ func (s *Store) SubscribeAll(ctx context.Context, after uint64) (domain.Subscrip
 	cons, err := s.js.OrderedConsumer(ctx, s.name, natsjs.OrderedConsumerConfig{
 		DeliverPolicy: natsjs.DeliverByStartSequencePolicy,
 		OptStartSeq:   firstSeq(after),
+		// Bounded, so the subscription ends with an error (and its reader
+		// subscribes again) rather than recreating the same consumer
+		// forever: after a server of the cluster is killed, the others may
+		// place that consumer on the dead server until they notice it is
+		// gone (nats-server 2.9: three 30 s system heartbeats), and every
+		// reset asks for the same name. A new subscription is a new name.
+		MaxResetAttempts: orderedResets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe after %d: %w", after, translate(ctx, err))
