@@ -18,8 +18,10 @@ import (
 var storeWrites = map[string]bool{"Append": true, "QueueAppend": true, "AppendQueued": true, "DeleteStream": true}
 
 // writersAllowed are the folders (relative to the module root) whose code
-// may write to the store itself: the recorder and the store adapters.
-var writersAllowed = []string{"record", "eventstore"}
+// may write to the store itself: the recorder and the store adapters; and
+// internal/natstest, which starts NATS servers for tests and checks their
+// JetStream with a stream of its own (NATS's DeleteStream, not the log's).
+var writersAllowed = []string{"record", "eventstore", "internal/natstest"}
 
 // buildersAllowed are the files that may fill in a domain.ForwardCommand:
 // its one builder, and the bus's decoder, which reads back a command the

@@ -453,7 +453,12 @@ func TestStoredHeadersAreCapped(t *testing.T) {
 		if resp.Status != http.StatusNoContent {
 			t.Fatalf("sender got %d, want 204", resp.Status)
 		}
-		rows := history(t, p.r, id, 10)
+		// The history view follows the answer by a moment.
+		var rows []delivery
+		harness.Eventually(t, 10*time.Second, "the delivery in the inspector's history", func() bool {
+			rows = history(t, p.r, id, 10)
+			return len(rows) > 0
+		})
 		if len(rows) != 1 {
 			t.Fatalf("%d rows, want 1", len(rows))
 		}
