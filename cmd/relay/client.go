@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/agentcli"
@@ -70,6 +71,15 @@ func (c *connection) resolve(fs *pflag.FlagSet, env func(string) string) error {
 		c.token = stored.Token
 	}
 	return nil
+}
+
+// start opens every client command that needs a token: it checks -o,
+// then resolves the server and token.
+func (c *connection) start(cmd *cobra.Command, env func(string) string, out output) (*apiclient.Client, error) {
+	if err := out.check(); err != nil {
+		return nil, err
+	}
+	return c.loggedIn(cmd.Flags(), env)
 }
 
 // loggedIn is resolve for commands that need a token.

@@ -57,10 +57,7 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
   relay endpoints list -o json | jq -r '.[].url'`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			client, err := conn.loggedIn(c.Flags(), env)
+			client, err := conn.start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -154,10 +151,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
   relay endpoints create audit-log --mode LOG`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			client, err := conn.loggedIn(c.Flags(), env)
+			client, err := conn.start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -196,10 +190,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
   relay endpoints update ep-abc123 --name github`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			client, err := conn.loggedIn(c.Flags(), env)
+			client, err := conn.start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -237,10 +228,7 @@ func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Co
 		Example: `  relay endpoints delete stripe`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			client, err := conn.loggedIn(c.Flags(), env)
+			client, err := conn.start(c, env, out)
 			if err != nil {
 				return err
 			}

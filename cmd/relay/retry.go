@@ -33,10 +33,7 @@ no agent connected).`,
   relay retry 0193a7c2-... -o json | jq .attempt.status`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
-			client, err := conn.loggedIn(c.Flags(), env)
+			client, err := conn.start(c, env, out)
 			if err != nil {
 				return err
 			}
