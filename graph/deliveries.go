@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 
+	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/readmodel"
@@ -12,7 +13,13 @@ import (
 // what only the log holds when the query selects it (see wantsPayload).
 func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (readmodel.Delivery, error) {
 	if wantsPayload(ctx) {
-		return r.Views.Delivery
+		return func(ctx context.Context, id string) (readmodel.Delivery, error) {
+			d, err := r.Views.Delivery(ctx, id)
+			if err != nil {
+				return d, err
+			}
+			return d, chargePayloads(ctx, d)
+		}
 	}
 	return r.Views.DeliverySummary
 }
@@ -21,9 +28,27 @@ func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, str
 // holds when the query selects it (see wantsPayload).
 func (r *Resolver) history(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
 	if wantsPayload(ctx) {
-		return r.Views.Deliveries(ctx, address, first, after)
+		p, err := r.Views.Deliveries(ctx, address, first, after)
+		if err != nil {
+			return p, err
+		}
+		return p, chargePayloads(ctx, p.Items...)
 	}
 	return r.Views.DeliverySummaries(ctx, address, first, after)
+}
+
+// chargePayloads counts the payloads just loaded against the answer's
+// budget (answersize): they are held until the answer is written, whatever
+// fields end up encoding them.
+func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
+	var n int64
+	for _, d := range ds {
+		n += int64(len(d.Body) + len(d.ResponseBody))
+		for _, h := range d.Headers {
+			n += int64(len(h.Name) + len(h.Value))
+		}
+	}
+	return answersize.Charge(ctx, n)
 }
 
 // watchDeliveries streams rows of an address as they are created or updated,

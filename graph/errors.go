@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph/answersize"
 )
 
 // codes maps domain sentinels to the machine-readable extensions.code.
@@ -36,6 +37,10 @@ var codes = []struct {
 	// The API's own limits (limits.go).
 	{ErrQueryTooComplex, codeQueryTooComplex},
 	{ErrRequestTooLarge, "REQUEST_TOO_LARGE"},
+	{answersize.ErrTooLarge, "ANSWER_TOO_LARGE"},
+	// Answers in progress hold the process's answer budget: like the
+	// views being behind, a moment later the same request may pass.
+	{answersize.ErrBusy, "UNAVAILABLE"},
 }
 
 // RateLimitedError refuses an anonymous mutation from a client address that
@@ -105,6 +110,9 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		case "CONFLICT":
 			ge.Message = "changed concurrently by another request; try again" // no stream names
 		case "UNAVAILABLE":
+			if errors.Is(err, answersize.ErrBusy) {
+				break // its message says what to do and names no internals
+			}
 			// No file names or causes: those are in the relay's log and /readyz.
 			ge.Message = "temporarily unavailable: the relay's views are behind its log; a change was recorded and shows once they catch up"
 		}

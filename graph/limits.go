@@ -37,6 +37,10 @@ type Limits struct {
 	// MaxTokens bounds the tokens of one document, so parsing and
 	// validation (quadratic in the worst case) stay small.
 	MaxTokens int
+	// MaxAnswer bounds the bytes of one answer (an HTTP response, or one
+	// message of a WebSocket operation): the payloads it loads and every
+	// field as encoded. AnswerBudget bounds all answers at once.
+	MaxAnswer, AnswerBudget int64
 	// CaptureCap is the relay's --capture-cap: how many bytes a stored
 	// body may hold, which is what a payload field weighs.
 	CaptureCap int64
@@ -59,11 +63,20 @@ const (
 )
 
 // Estimated lengths of the lists that have no first argument; they
-// multiply what each element selects, as a page does.
+// multiply what each element selects, as a page does. They price work,
+// not bytes: the bytes an answer holds are bounded as it is built
+// (answersize, --max-api-answer), so these are typical lengths, not
+// worst cases.
 const (
-	headersPerList   = 32
-	attemptsPerList  = 8
+	headersPerList   = 8
+	attemptsPerList  = 4
 	endpointsPerList = 100
+	// payloadCost is what a payload field (a body, a response body, an
+	// event's data) weighs: reading it from the log, not its size. Twenty
+	// points let a default page with every field of Delivery pass the
+	// default budget (about 8 800) and refuse a dozen aliased pages of
+	// bodies, a page of 100 with every field, or a few hundred aliases.
+	payloadCost = 20
 	// mutationCost is what each mutation field weighs on top of what it
 	// selects: every one is a write to the log (or waits for an agent).
 	mutationCost = 1000
@@ -91,6 +104,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxTokens <= 0 {
 		l.MaxTokens = DefaultMaxTokens
+	}
+	if l.MaxAnswer <= 0 {
+		l.MaxAnswer = DefaultMaxAnswer
+	}
+	if l.AnswerBudget <= 0 {
+		l.AnswerBudget = DefaultAnswerBudget
 	}
 	if l.CaptureCap <= 0 {
 		l.CaptureCap = DefaultCaptureCap
@@ -129,28 +148,26 @@ func mul(a, b int) int {
 func add(a, b int) int { return min(a+b, math.MaxInt32) }
 
 // costs weighs every field: 1 point for a field (gqlgen's default), a
-// payload field as many points as the KiB it may hold, and a list as
-// its length times what each element selects.
-func costs(l Limits) generated.ComplexityRoot {
-	kib := int((l.CaptureCap + 1023) >> 10)
-	b64 := int((l.CaptureCap*4/3 + 1023) >> 10)
+// payload field payloadCost, and a list as its length times what each
+// element selects.
+func costs(Limits) generated.ComplexityRoot {
 	fixed := func(w int) func(int) int { return func(int) int { return w } }
 	list := func(n int) func(int) int { return func(child int) int { return add(1, mul(n, child)) } }
 	page := func(child int, first *int) int { return add(1, mul(pageSize(first), child)) }
 	write := func(child int) int { return add(mutationCost, child) }
 
 	var c generated.ComplexityRoot
-	c.Delivery.Body = fixed(kib)
-	c.Delivery.BodyBase64 = fixed(b64)
+	c.Delivery.Body = fixed(payloadCost)
+	c.Delivery.BodyBase64 = fixed(payloadCost)
 	// A response body is text, or base64 when it is not UTF-8.
-	c.Delivery.ResponseBody = fixed(b64)
+	c.Delivery.ResponseBody = fixed(payloadCost)
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)
-	c.ForwardRequest.BodyBase64 = fixed(b64)
+	c.ForwardRequest.BodyBase64 = fixed(payloadCost)
 	c.ForwardRequest.Headers = list(headersPerList)
 	// An event's payload is JSON with the body in base64.
-	c.Event.Data = fixed(b64)
+	c.Event.Data = fixed(payloadCost)
 
 	c.Inspector.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
 	c.Endpoint.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }

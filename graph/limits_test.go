@@ -139,11 +139,11 @@ func TestQuoteless(t *testing.T) {
 // fields weigh the capture cap in KiB.
 func TestPageCost(t *testing.T) {
 	c := costs(Limits{CaptureCap: 64 << 10})
-	if got := c.Delivery.Body(0); got != 64 {
-		t.Errorf("body = %d, want 64", got)
+	if got := c.Delivery.Body(0); got != payloadCost {
+		t.Errorf("body = %d, want %d", got, payloadCost)
 	}
-	if got := c.Delivery.BodyBase64(0); got != 86 {
-		t.Errorf("bodyBase64 = %d, want 86", got)
+	if got := c.Delivery.BodyBase64(0); got != payloadCost {
+		t.Errorf("bodyBase64 = %d, want %d", got, payloadCost)
 	}
 	for _, tt := range []struct {
 		first *int
@@ -214,6 +214,84 @@ func TestClientDocumentsWithinBudget(t *testing.T) {
 			t.Logf("cost %d", cost)
 			if cost > DefaultMaxCost/2 {
 				t.Errorf("cost %d, want under half the default budget %d", cost, DefaultMaxCost)
+			}
+		})
+	}
+}
+
+// allFields selects every field of the named type, and of the object types
+// under it, from the schema itself: a field added to Delivery is priced by
+// the test below without anyone editing it.
+func allFields(t *testing.T, s *ast.Schema, name string, depth int) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range s.Types[name].Fields {
+		if strings.HasPrefix(f.Name, "__") || len(f.Arguments) > 0 {
+			continue
+		}
+		b.WriteString(f.Name)
+		if inner := s.Types[f.Type.Name()]; inner.Kind == ast.Object {
+			if depth == 0 {
+				b.Reset()
+				continue
+			}
+			b.WriteString(" { " + allFields(t, s, inner.Name, depth-1) + " }")
+		}
+		b.WriteString(" ")
+	}
+	return b.String()
+}
+
+// TestPagesOfEveryField: the first query a user writes — the default page,
+// or first: 50, with every field of Delivery — is within the default
+// budget; floods of aliases and of pages of payloads are not.
+func TestPagesOfEveryField(t *testing.T) {
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})
+	row := allFields(t, es.Schema(), "Delivery", 2)
+	if !strings.Contains(row, "body ") || !strings.Contains(row, "headers { name value") {
+		t.Fatalf("every field of Delivery: %s", row)
+	}
+	pages := func(n int, page, sel string) string {
+		var b strings.Builder
+		b.WriteString(`query { inspector(id: "i") { `)
+		for i := range n {
+			b.WriteString("p" + strconv.Itoa(i) + ": deliveries" + page + " { nodes { " + sel + " } pageInfo { hasNextPage endCursor } } ")
+		}
+		return b.String() + "} }"
+	}
+	aliases := func(n int, sel string) string {
+		var b strings.Builder
+		b.WriteString("query { ")
+		for i := range n {
+			b.WriteString("d" + strconv.Itoa(i) + `: delivery(id: "d") { ` + sel + " } ")
+		}
+		return b.String() + "}"
+	}
+	for _, tt := range []struct {
+		name   string
+		query  string
+		within bool
+	}{
+		{"the default page with id and body", pages(1, "", "id body"), true},
+		{"the default page with every field", pages(1, "", row), true},
+		{"first: 50 with every field", pages(1, "(first: 50)", row), true},
+		{"first: 50 with headers and body", pages(1, "(first: 50)", "id headers { name value } body"), true},
+		{"edges of the default page with every field", `query { inspector(id: "i") { deliveries { edges { cursor node { ` + row + ` } } pageInfo { hasNextPage endCursor } } } }`, true},
+		{"one delivery with every field", aliases(1, row), true},
+		{"first: 100 with every field", pages(1, "(first: 100)", row), false},
+		{"four default pages with every field", pages(4, "", row), false},
+		{"twelve default pages of bodies", pages(12, "", "body"), false},
+		{"200 aliases of a delivery's every field", aliases(200, row), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, errs := gqlparser.LoadQuery(es.Schema(), tt.query)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			cost := complexity.Calculate(context.Background(), es, doc.Operations[0], nil)
+			t.Logf("cost %d", cost)
+			if within := cost <= DefaultMaxCost; within != tt.within {
+				t.Errorf("cost %d within the budget %d: %v, want %v", cost, DefaultMaxCost, within, tt.within)
 			}
 		})
 	}

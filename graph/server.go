@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/readmodel"
@@ -59,7 +60,9 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	limits := opts.Limits.withDefaults()
 	registerCodes.Do(func() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) })
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
+	answers := answersize.New(limits.MaxAnswer, limits.AnswerBudget)
 	srv.AddTransport(wsgql.New(wsgql.Config{
+		Answers:             answers,
 		KeepAlive:           opts.KeepAlive,
 		MaxMessage:          opts.MaxWSMessage,
 		MessageLimit:        func(ctx context.Context) int64 { return agentMessageLimit(ctx, opts) },
@@ -79,8 +82,8 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		},
 	}))
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(jsonGET{})
+	srv.AddTransport(jsonPOST{})
 	// No multipart transport: the schema takes no uploads.
 	maxDoc := min(maxCachedDoc, int(limits.MaxBody))
 	srv.SetQueryCache(newSizedCache(1000, maxDoc, queryCacheBytes, func(q string, _ *ast.QueryDocument) int { return len(q) }))
@@ -88,13 +91,14 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newSizedCache(100, maxDoc, apqCacheBytes, func(_ string, q string) int { return len(q) })})
 	srv.Use(&costLimit{limits: limits})
+	srv.AroundFields(countAnswer)
 	present := errorPresenter(r.Logger)
 	srv.SetErrorPresenter(present)
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		r.Logger.ErrorContext(ctx, "graphql panic", "panic", fmt.Sprint(v))
 		return errors.New("internal error")
 	})
-	h := limitBody(limits.MaxBody, present, readYourWrites(r.Service, present, WithToken(srv)))
+	h := meterAnswers(answers, limitBody(limits.MaxBody, present, readYourWrites(r.Service, present, WithToken(srv))))
 	if opts.Playground == nil {
 		return h
 	}

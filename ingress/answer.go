@@ -15,6 +15,8 @@ type answer struct {
 	status int
 	reason string
 	body   string
+	// retryAfter, when set, is sent as Retry-After (seconds).
+	retryAfter int
 }
 
 var answerNoContent = answer{status: http.StatusNoContent}
@@ -27,6 +29,9 @@ func (a answer) write(w http.ResponseWriter) {
 	if a.status == http.StatusNoContent {
 		w.WriteHeader(http.StatusNoContent)
 		return
+	}
+	if a.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
 	}
 	writeText(w, a.status, a.body)
 }

@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +43,16 @@ func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooL
 // Complete = false that can still be recorded. Any other read error is
 // returned with the part read so far.
 func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedRequest, full []byte, err error) {
-	return capture(r, captureCap, maxBody, true)
+	req, full, _, err = capture(r, captureCap, maxBody, true, nil)
+	return req, full, err
+}
+
+// captureProxied is Capture with the whole body's memory taken from budget:
+// it returns the bytes reserved, which the caller releases once the body
+// is no longer held, and ErrBodyBudget (with the part read so far
+// recorded as for a body too large) when the budget ran out.
+func captureProxied(r *http.Request, captureCap, maxBody int64, budget *bodyBudget) (domain.CapturedRequest, []byte, int64, error) {
+	return capture(r, captureCap, maxBody, true, budget)
 }
 
 // captureRecord is Capture for requests that are only recorded: bytes past
@@ -53,14 +61,14 @@ func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedReq
 // received is counted, also past maxBody (which bounds only what is
 // forwarded; the body timeout bounds how long a sender may keep sending).
 func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedRequest, error) {
-	req, _, err := capture(r, captureCap, maxBody, false)
+	req, _, _, err := capture(r, captureCap, maxBody, false, nil)
 	return req, err
 }
 
-func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.CapturedRequest, []byte, error) {
+func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *bodyBudget) (domain.CapturedRequest, []byte, int64, error) {
 	target, err := requestTarget(originalTarget(r))
 	if err != nil {
-		return domain.CapturedRequest{}, nil, err
+		return domain.CapturedRequest{}, nil, 0, err
 	}
 	client := sender(r)
 	req := domain.CapturedRequest{
@@ -88,15 +96,14 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	}
 
 	var stored, full []byte
-	var n int64
+	var n, reserved int64
 	if keepFull {
-		var buf bytes.Buffer
-		// Nothing is reserved from Content-Length: it is only the sender's
-		// claim, and one that declares 10 MiB and sends a byte would hold
-		// 10 MiB per connection. The buffer grows with the bytes that
-		// arrive (to at most twice what was read).
-		n, err = buf.ReadFrom(limited)
-		full = buf.Bytes()
+		// Content-Length is only the sender's claim: it is reserved from
+		// the budget (so senders are admitted whole, one by one), but
+		// memory is allocated as bytes arrive, growing by doubling, so one
+		// that declares 10 MiB and sends a byte holds budget, not memory.
+		full, reserved, err = readBudgeted(limited, budget, maxBody+1, min(r.ContentLength, maxBody+1))
+		n = int64(len(full))
 		// A copy: Body shares no memory with full, which callers hand on.
 		stored = append([]byte{}, full[:min(n, keep)]...)
 	} else {
@@ -115,16 +122,19 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool) (domain.
 	// A failed read (a sender that stopped sending) leaves the body cut
 	// short: not complete, even when all that arrived is stored.
 	req.Complete = int64(len(req.Body)) == n && err == nil
-	if err != nil {
-		return req, nil, fmt.Errorf("capture body: %w", err)
-	}
-	if keepFull && n > maxBody {
+	switch {
+	case errors.Is(err, ErrBodyBudget):
+		req.BodyUnread = true // reading stopped where the budget did
+		return req, nil, reserved, err
+	case err != nil:
+		return req, nil, reserved, fmt.Errorf("capture body: %w", err)
+	case keepFull && n > maxBody:
 		req.BodyUnread = true // reading stopped at maxBody+1
-		return req, nil, &BodyTooLargeError{Max: maxBody}
+		return req, nil, reserved, &BodyTooLargeError{Max: maxBody}
 	}
 	// Trailer fields are known once the body was read to its end.
 	req.Trailers = trailers(r.Trailer)
-	return req, full, nil
+	return req, full, reserved, nil
 }
 
 // sender is who sent r: as forwarded.Handler resolved it, or the socket's

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -118,7 +119,7 @@ func TestCaptureTrailers(t *testing.T) {
 	raw := "POST /t HTTP/1.1\r\nHost: abc.localhost\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n" +
 		"3\r\nabc\r\n0\r\nX-Sum: 1\r\nX-Sum: 2\r\nX-Late: caf\xe9\r\n\r\n"
 	for _, keepFull := range []bool{true, false} {
-		req, _, err := capture(readRequest(t, raw), 64, 64, keepFull)
+		req, _, _, err := capture(readRequest(t, raw), 64, 64, keepFull, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ func TestCaptureBodyLimits(t *testing.T) {
 		for _, keepFull := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/keepFull=%v", tt.name, keepFull), func(t *testing.T) {
 				raw := fmt.Sprintf("PUT /b HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: %d\r\n\r\n%s", len(tt.body), tt.body)
-				req, full, err := capture(readRequest(t, raw), tt.cap, tt.max, keepFull)
+				req, full, _, err := capture(readRequest(t, raw), tt.cap, tt.max, keepFull, nil)
 				// Only a forwarded body stops at max; a recorded one is
 				// read and counted to its end.
 				wantTooLarge, wantSize := tt.wantTooLarge && keepFull, tt.wantSize
@@ -336,6 +337,53 @@ func TestLimitHeaders(t *testing.T) {
 			_ = append(kept, h("X", "y"))
 			if !reflect.DeepEqual(all, before) {
 				t.Fatalf("appending to what was kept changed the received headers: %v", all)
+			}
+		})
+	}
+}
+
+// TestCaptureProxiedBudget: a proxied body takes its buffer's memory from
+// the budget as it grows; one that does not fit is refused with
+// ErrBodyBudget and recorded as unread, and what was reserved is returned.
+func TestCaptureProxiedBudget(t *testing.T) {
+	body := strings.Repeat("x", 200<<10)
+	declared := "POST /big HTTP/1.1\r\nHost: abc.localhost\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	chunked := "POST /big HTTP/1.1\r\nHost: abc.localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	for _, tt := range []struct {
+		name, raw string
+		budget    int64
+		fits      bool
+	}{
+		{"declared, room for the body", declared, 1 << 20, true},
+		{"declared, room for part of it", declared, 100 << 10, false},
+		{"declared, no room at all", declared, 1 << 10, false},
+		{"chunked, room for the body", chunked, 1 << 20, true},
+		{"chunked, room for part of it", chunked, 100 << 10, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &bodyBudget{total: tt.budget}
+			req, full, reserved, err := captureProxied(readRequest(t, tt.raw), 16, 10<<20, b)
+			if got := b.InUse(); got != reserved || reserved > tt.budget {
+				t.Errorf("in use %d, reserved %d, budget %d", got, reserved, tt.budget)
+			}
+			b.release(reserved)
+			if b.InUse() != 0 {
+				t.Errorf("after release, %d in use", b.InUse())
+			}
+			if tt.fits {
+				if err != nil || string(full) != body {
+					t.Fatalf("err %v, %d bytes", err, len(full))
+				}
+				return
+			}
+			if !errors.Is(err, ErrBodyBudget) || full != nil || !req.BodyUnread || req.Complete {
+				t.Errorf("err %v, full %d bytes, unread %v, complete %v: want ErrBodyBudget, nothing, unread, incomplete", err, len(full), req.BodyUnread, req.Complete)
+			}
+			// Stored is what was read before the budget ran out (nothing,
+			// when a declared length did not fit), up to the cap.
+			if !strings.HasPrefix(body, string(req.Body)) || len(req.Body) > 16 {
+				t.Errorf("stored %q", req.Body)
 			}
 		})
 	}

@@ -21,7 +21,10 @@ var errNoForwarder = errors.New("no forwarder configured")
 // Forwarder and passes the local process's answer back unchanged.
 func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
 	id := s.deps.NewDeliveryID()
-	req, full, err := Capture(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, s.cfg.MaxBody, s.bodies)
+	// The body is held (by the forward command, the tunnel and the agent's
+	// message) until the answer is back; then its memory returns.
+	defer s.bodies.release(reserved)
 	received := req.Headers
 	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	var tooLarge *BodyTooLargeError
@@ -34,6 +37,14 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 			status: http.StatusRequestEntityTooLarge,
 			reason: tooLarge.Error(),
 			body:   fmt.Sprintf("Request body larger than %d bytes\n", tooLarge.Max),
+		})
+		return
+	case errors.Is(err, ErrBodyBudget):
+		s.recordAnswer(ctx, w, id, route, req, answer{
+			status:     http.StatusServiceUnavailable,
+			reason:     "body budget",
+			body:       noAgentBody("relay busy: the request bodies it is already forwarding hold its memory budget; retry later"),
+			retryAfter: 1,
 		})
 		return
 	case err != nil:

@@ -26,10 +26,14 @@ const (
 
 // Config tunes the public-address server.
 type Config struct {
-	Domain         string        // public addresses are <id>.<Domain>; default "localhost"
-	CaptureCap     int64         // body bytes stored per delivery; default 256 KiB
-	MaxBody        int64         // largest body forwarded in PROXY mode (413 beyond); default 10 MiB
-	ForwardTimeout time.Duration // how long the local target may take; default 30 s
+	Domain     string // public addresses are <id>.<Domain>; default "localhost"
+	CaptureCap int64  // body bytes stored per delivery; default 256 KiB
+	MaxBody    int64  // largest body forwarded in PROXY mode (413 beyond); default 10 MiB
+	// ProxyBodyBudget bounds the memory all proxied bodies in flight hold
+	// together (each is held whole until the local answer is back); a body
+	// that does not fit is answered 503 with Retry-After. Default 256 MiB.
+	ProxyBodyBudget int64
+	ForwardTimeout  time.Duration // how long the local target may take; default 30 s
 	// MaxHeaders and MaxHeaderBytes bound the headers stored per delivery:
 	// header values, and bytes of names and values. The rest are counted
 	// in the delivery's DroppedHeaders; a PROXY Endpoint still forwards
@@ -77,6 +81,7 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 
+	bodies        *bodyBudget
 	addressLimits *ratelimit.Keyed // nil without an address rate
 	refused       refusals
 }
@@ -95,6 +100,9 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = DefaultForwardTimeout
 	}
+	if cfg.ProxyBodyBudget <= 0 {
+		cfg.ProxyBodyBudget = DefaultProxyBodyBudget
+	}
 	if cfg.MaxHeaders <= 0 {
 		cfg.MaxHeaders = DefaultMaxHeaders
 	}
@@ -110,7 +118,7 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil && deps.Recorder != nil {
 		deps.NewDeliveryID = deps.Recorder.NewID
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, addressLimits: newAddressLimits(cfg.AddressRate)}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: &bodyBudget{total: cfg.ProxyBodyBudget}, addressLimits: newAddressLimits(cfg.AddressRate)}
 
 	e := echo.New()
 	e.HideBanner = true

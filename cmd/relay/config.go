@@ -93,6 +93,9 @@ type serveConfig struct {
 	CPUProfile     string
 	Trace          string
 	MaxAPIBody     byteSize
+	MaxAPIAnswer   byteSize
+	ProxyBodies    byteSize
+	APIAnswers     byteSize
 	MaxQueryCost   int
 	MaxQueryFields int
 	MaxQueryTokens int
@@ -134,6 +137,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxBody = 10 << 20
 	c.MaxHeaderBytes = 64 << 10
 	c.MaxAPIBody = graph.DefaultMaxBody
+	c.MaxAPIAnswer, c.APIAnswers = graph.DefaultMaxAnswer, graph.DefaultAnswerBudget
+	c.ProxyBodies = ingress.DefaultProxyBodyBudget
 	c.AnonymousRate, c.AddressRate = defaultAnonymousRate, defaultAddressRate
 	c.InspectorQuota = sizeOrOff{64 << 20}
 	c.MaxWSMessage = 1 << 20
@@ -161,6 +166,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery")
 	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
+	fs.Var(&c.ProxyBodies, "proxy-body-budget", "memory all proxied request bodies in flight may hold together (each is held until the local answer is back); beyond it senders get 503 with Retry-After")
+	fs.Var(&c.MaxAPIAnswer, "max-api-answer", "largest GraphQL answer as encoded (one HTTP response or one WebSocket message); larger ones are refused with ANSWER_TOO_LARGE")
+	fs.Var(&c.APIAnswers, "api-answer-budget", "bytes all GraphQL answers being built or written at once may hold; beyond it requests are refused with UNAVAILABLE")
 	fs.IntVar(&c.MaxQueryCost, "max-query-cost", graph.DefaultMaxCost, "cost budget of one GraphQL operation (see docs/security.md); costlier ones are refused before they run")
 	fs.IntVar(&c.MaxQueryFields, "max-query-fields", graph.DefaultMaxFields, "most fields in one GraphQL operation, aliases and fragments expanded")
 	fs.IntVar(&c.MaxQueryTokens, "max-query-tokens", graph.DefaultMaxTokens, "most tokens in one GraphQL document")
@@ -227,6 +235,12 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-header-bytes must be between 1KiB and 16MiB")
 	case c.MaxAPIBody < 1<<10:
 		return fmt.Errorf("--max-api-body (%s) must be at least 1KiB", c.MaxAPIBody.String())
+	case c.ProxyBodies < c.MaxBody:
+		return fmt.Errorf("--proxy-body-budget (%s) must be at least --max-body (%s)", c.ProxyBodies.String(), c.MaxBody.String())
+	case c.MaxAPIAnswer < 1<<20:
+		return fmt.Errorf("--max-api-answer (%s) must be at least 1MiB", c.MaxAPIAnswer.String())
+	case c.APIAnswers < c.MaxAPIAnswer:
+		return fmt.Errorf("--api-answer-budget (%s) must be at least --max-api-answer (%s)", c.APIAnswers.String(), c.MaxAPIAnswer.String())
 	case c.MaxQueryCost < 2000:
 		return fmt.Errorf("--max-query-cost must be at least 2000 (one mutation costs 1000 and more)")
 	case c.MaxQueryFields < 10:
@@ -344,10 +358,11 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 			Limits: graph.Limits{
 				MaxBody: int64(c.MaxAPIBody), MaxCost: c.MaxQueryCost, MaxFields: c.MaxQueryFields,
 				MaxTokens: c.MaxQueryTokens, CaptureCap: int64(c.CaptureCap),
+				MaxAnswer: int64(c.MaxAPIAnswer), AnswerBudget: int64(c.APIAnswers),
 			},
 		},
 		Ingress: ingress.Config{
-			Domain: c.Domain, CaptureCap: int64(c.CaptureCap), MaxBody: int64(c.MaxBody),
+			Domain: c.Domain, CaptureCap: int64(c.CaptureCap), MaxBody: int64(c.MaxBody), ProxyBodyBudget: int64(c.ProxyBodies),
 			ForwardTimeout: c.ForwardTimeout, MaxHeaders: c.MaxHeaders, MaxHeaderBytes: int64(c.MaxHeaderBytes),
 			AddressRate: c.AddressRate, RefusalInterval: c.RefusalInterval, InspectorQuota: int64(c.InspectorQuota.byteSize),
 			RequireHTTPS: urls.scheme == "https", PublicURL: urls.address, ConsoleURL: urls.bare(),

@@ -11,6 +11,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/relayhq/relay/graph/answersize"
 )
 
 // Message types of graphql-transport-ws.
@@ -236,18 +238,27 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 	// An item handed on under the socket's turn passes it once queued, or
 	// when the operation ends without queuing it.
 	defer c.passTurn(op)
+	// Each result is counted against the answer budget while it is built
+	// and encoded, and given back once queued: the queue has its own bound.
+	var meter *answersize.Meter
+	if c.t.cfg.Answers != nil {
+		meter = c.t.cfg.Answers.Meter()
+		defer meter.Release()
+		ctx = answersize.With(ctx, meter)
+	}
 	responses, ctx := c.exec.DispatchOperation(ctx, rc)
 	for {
 		resp := responses(ctx)
 		if resp == nil || c.isStopped(op) {
 			break
 		}
-		b, err := json.Marshal(resp)
+		b, err := encodeResult(resp)
 		if err != nil {
 			c.sendErrors(ctx, id, gqlerror.List{gqlerror.Errorf("encode result: %v", err)})
 			return
 		}
 		err = c.send(ctx, message{ID: id, Type: msgNext, Payload: b})
+		meter.Release()
 		c.passTurn(op)
 		if err != nil {
 			return
@@ -256,6 +267,18 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 	if !c.isStopped(op) {
 		_ = c.send(ctx, message{ID: id, Type: msgComplete})
 	}
+}
+
+// encodeResult encodes a result without HTML escaping: JSON does not
+// require <, > and & escaped, and \u003c is six bytes for one.
+func encodeResult(resp *graphql.Response) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(resp); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func (c *conn) isStopped(op *operation) bool {

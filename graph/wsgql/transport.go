@@ -13,6 +13,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/graph/answersize"
 )
 
 // Subprotocol is the only WebSocket subprotocol served.
@@ -75,7 +77,11 @@ type Config struct {
 	SendQueueBytes int64
 	// CheckOrigin is the upgrader's origin check (default: any origin).
 	CheckOrigin func(*http.Request) bool
-	Logger      *slog.Logger
+	// Answers bounds the bytes of each operation's result messages (one
+	// meter per operation, released once a message is queued); nil counts
+	// nothing.
+	Answers *answersize.Budget
+	Logger  *slog.Logger
 }
 
 // Transport is a graphql.Transport for graphql-transport-ws.

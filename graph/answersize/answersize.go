@@ -1,0 +1,118 @@
+// Package answersize bounds the bytes the API's answers hold: each answer
+// (an HTTP response, or one message of a WebSocket operation) up to a
+// per-answer limit, and all answers being built or written at once up to a
+// process-wide budget.
+//
+// A request's cost (graph/limits.go) bounds the work a query asks for, but
+// not the bytes it produces: a stored body of control characters is six
+// times larger once JSON escapes it, and aliases multiply it. So the bytes
+// are counted as they are made — the payloads a resolver loads and the
+// encoded length of every string field — and an answer that would pass a
+// bound is refused before it is built any further.
+package answersize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/dustin/go-humanize"
+)
+
+// Sentinels of the two refusals; the API's error presenter gives them
+// their extensions.code.
+var (
+	// ErrTooLarge: this answer alone would pass the per-answer limit.
+	ErrTooLarge = errors.New("answer too large")
+	// ErrBusy: the answers being built or written right now hold the whole
+	// budget; the same request may pass a moment later.
+	ErrBusy = errors.New("answers in progress hold the API's memory budget")
+)
+
+// Budget is the process-wide pool of answer bytes and the per-answer limit.
+type Budget struct {
+	perAnswer int64
+	total     int64
+	inUse     atomic.Int64
+}
+
+// New returns a budget: perAnswer bytes for one answer, total for all
+// answers at once.
+func New(perAnswer, total int64) *Budget {
+	return &Budget{perAnswer: perAnswer, total: total}
+}
+
+// InUse is the number of bytes held by answers now (for tests and metrics).
+func (b *Budget) InUse() int64 { return b.inUse.Load() }
+
+// Meter counts one answer's bytes against its budget. It is safe for
+// concurrent use: gqlgen resolves fields in parallel.
+type Meter struct {
+	b    *Budget
+	used atomic.Int64
+}
+
+// Meter starts counting a new answer.
+func (b *Budget) Meter() *Meter { return &Meter{b: b} }
+
+// Charge counts n more bytes of the answer. It refuses (and counts
+// nothing) when the answer would pass the per-answer limit or the process
+// would pass its budget.
+func (m *Meter) Charge(n int64) error {
+	if m == nil || n <= 0 {
+		return nil
+	}
+	if used := m.used.Add(n); used > m.b.perAnswer {
+		m.used.Add(-n)
+		return fmt.Errorf("%w: more than %s (ask for fewer rows, aliases or payload fields)",
+			ErrTooLarge, humanize.IBytes(uint64(m.b.perAnswer)))
+	}
+	if all := m.b.inUse.Add(n); all > m.b.total {
+		m.b.inUse.Add(-n)
+		m.used.Add(-n)
+		return fmt.Errorf("%w (%s); try again shortly", ErrBusy, humanize.IBytes(uint64(m.b.total)))
+	}
+	return nil
+}
+
+// Release gives the answer's bytes back to the budget once the answer is
+// written (or dropped) and starts the meter afresh, for the next message
+// of the same operation.
+func (m *Meter) Release() {
+	if m == nil {
+		return
+	}
+	m.b.inUse.Add(-m.used.Swap(0))
+}
+
+type meterKey struct{}
+
+// With returns ctx carrying m: what resolves in it is counted by m.
+func With(ctx context.Context, m *Meter) context.Context {
+	return context.WithValue(ctx, meterKey{}, m)
+}
+
+// Charge counts n bytes against the meter in ctx; without one it counts
+// nothing (the API always sets one; tests of single resolvers may not).
+func Charge(ctx context.Context, n int64) error {
+	m, _ := ctx.Value(meterKey{}).(*Meter)
+	return m.Charge(n)
+}
+
+// EncodedLen is the length of s as a JSON string written by the API:
+// quotes, two bytes for \" \\ \n \r \t, six for any other control
+// character (\u00XX), one for everything else (the API does not escape <,
+// > and &, which JSON does not require).
+func EncodedLen(s string) int64 {
+	n := int64(2 + len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	return n
+}
