@@ -19,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/generated"
+	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/graph/model"
 )
 
@@ -262,13 +263,14 @@ func countFields(set ast.SelectionSet, limit int) int {
 // max, before any transport reads it; a smaller body is read here, through
 // http.MaxBytesReader, so nothing downstream reads more than max.
 func limitBody(max int64, present graphql.ErrorPresenterFunc, next http.Handler) http.Handler {
-	tooLarge := func(w http.ResponseWriter, r *http.Request) {
+	tooLarge := func(w http.ResponseWriter, r *http.Request, body io.Reader) {
 		err := fmt.Errorf("%w: the API takes at most %s per request", ErrRequestTooLarge, humanize.IBytes(uint64(max)))
 		writeErrors(w, http.StatusRequestEntityTooLarge, present(r.Context(), err))
+		connguard.Linger(w, body)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if int64(len(r.URL.RawQuery)) > max || r.ContentLength > max {
-			tooLarge(w, r)
+			tooLarge(w, r, r.Body)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
@@ -276,7 +278,7 @@ func limitBody(max int64, present graphql.ErrorPresenterFunc, next http.Handler)
 			var tooBig *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooBig):
-				tooLarge(w, r)
+				tooLarge(w, r, r.Body)
 				return
 			case err != nil:
 				writeErrors(w, http.StatusBadRequest, &gqlerror.Error{Message: "could not read the request body"})

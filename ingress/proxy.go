@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/record"
 )
 
@@ -38,6 +39,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 			reason: tooLarge.Error(),
 			body:   fmt.Sprintf("Request body larger than %d bytes\n", tooLarge.Max),
 		})
+		connguard.Linger(w, r.Body)
 		return
 	case errors.Is(err, ErrBodyBudget):
 		s.recordAnswer(ctx, w, id, route, req, answer{
@@ -46,6 +48,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 			body:       noAgentBody("relay busy: the request bodies it is already forwarding hold its memory budget; retry later"),
 			retryAfter: 1,
 		})
+		connguard.Linger(w, r.Body)
 		return
 	case err != nil:
 		s.recordAnswer(ctx, w, id, route, req, unreadableBody(err))
