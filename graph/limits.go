@@ -19,8 +19,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/generated"
-	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/internal/connguard"
 )
 
 // Limits bound what one request may make the API cost. Every value is
