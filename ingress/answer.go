@@ -62,6 +62,9 @@ func writeOutcome(w http.ResponseWriter, method string, o domain.ForwardOutcome)
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil // a nil value stops net/http from sniffing one
 	}
+	if _, ok := h["Date"]; !ok {
+		h["Date"] = nil // nor adding one the local process did not send
+	}
 	// HEAD answers and 204/304 carry no body; their Content-Length (if any)
 	// describes the representation and passes as sent.
 	bodyless := method == http.MethodHead || o.Status == http.StatusNoContent || o.Status == http.StatusNotModified
