@@ -212,3 +212,45 @@ func TestNotARelay(t *testing.T) {
 		}
 	}
 }
+
+// TestSignUpKeepsAStoredLogin: a second `relay login --signup` for the same
+// relay refuses (exit 2, naming the stored account and the ways on) rather
+// than replace a token the relay can never show again; --force replaces
+// it, and a stored token the relay no longer accepts is no obstacle.
+func TestSignUpKeepsAStoredLogin(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	server := r.BareURL()
+	h := newCLIHome(t)
+	if out, code := h.run(t, "", "login", "--server", server, "--signup", "alice"); code != 0 {
+		t.Fatalf("first sign-up exited %d:\n%s", code, out)
+	}
+	alice, _ := h.stored(t)
+
+	out, code := h.run(t, "", "login", "--server", server, "--signup", "alice2")
+	if code != 2 || !strings.Contains(out, "already logged in to "+server+" as alice (") ||
+		!strings.Contains(out, "relay logout") || !strings.Contains(out, "--force") {
+		t.Errorf("a second sign-up exited %d, want 2 naming alice, relay logout and --force:\n%s", code, out)
+	}
+	if cfg, _ := h.stored(t); cfg.Token != alice.Token {
+		t.Errorf("the refused sign-up replaced the stored token")
+	}
+	if out, code := h.run(t, "", "login", "--server", server, "--signup", "alice3", "--force"); code != 0 {
+		t.Fatalf("sign-up with --force exited %d:\n%s", code, out)
+	}
+	if cfg, _ := h.stored(t); cfg.Token == alice.Token || cfg.Token == "" {
+		t.Errorf("--force did not store the new account's token")
+	}
+
+	// A stored token the relay refuses is replaced without --force.
+	stale := newCLIHome(t)
+	if err := os.MkdirAll(filepath.Dir(stale.configPath()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale.configPath(), []byte(`{"server":"`+server+`","token":"rly_notatoken"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := stale.run(t, "", "login", "--server", server, "--signup", "carol"); code != 0 {
+		t.Errorf("sign-up over a refused stored token exited %d:\n%s", code, out)
+	}
+}

@@ -18,6 +18,7 @@ func loginCommand(env func(string) string, stdin io.Reader, stdout io.Writer) *c
 	var conn connection
 	var out output
 	var signup string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "login --server URL [--token T | --token - | --signup NAME]",
 		Short: "Log in to a relay: store its URL and your token for later commands",
@@ -58,6 +59,9 @@ instead, on a relay that allows sign-up.`,
 			case signup != "" && tokenFlag:
 				return usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
 			case signup != "":
+				if err := keepStoredLogin(ctx, conn, stored, force); err != nil {
+					return err
+				}
 				if conn.token, account, err = signUp(ctx, conn.client(""), signup); err != nil {
 					return fmt.Errorf("sign up at %s: %w", conn.server, err)
 				}
@@ -91,7 +95,30 @@ instead, on a relay that allows sign-up.`,
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
+	cmd.Flags().BoolVar(&force, "force", false, "with --signup: replace a stored login for the same relay (its token is lost to this machine)")
 	return cmd
+}
+
+// keepStoredLogin refuses a sign-up that would overwrite the token stored
+// for the same relay: the relay shows a token once, so the Endpoints of
+// that account (and the provider settings that point at them) would be
+// lost to this machine. A stored token the relay no longer accepts is
+// not worth keeping.
+func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.Config, force bool) error {
+	if force || stored.Token == "" || strings.TrimRight(stored.Server, "/") != strings.TrimRight(conn.server, "/") {
+		return nil
+	}
+	n, me, err := checkToken(ctx, conn.client(stored.Token))
+	var apiErr *apiclient.Error
+	if errors.As(err, &apiErr) && apiErr.Code == "UNAUTHENTICATED" {
+		return nil
+	}
+	who := "an account"
+	if err == nil {
+		who = fmt.Sprintf("%s (%s, %d endpoints)", me.Name, me.ID, n)
+	}
+	return usage(fmt.Errorf("already logged in to %s as %s: a new account would replace that login, and the relay cannot show its token again. "+
+		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.server, who))
 }
 
 func logoutCommand(stdout io.Writer) *cobra.Command {
