@@ -292,7 +292,7 @@ func TestAgentProtocol(t *testing.T) {
 	if !strings.Contains(stderr.String(), "connected to ws://") || !strings.Contains(stderr.String(), "forwarding to http://"+target) {
 		t.Errorf("stderr %q lacks the connection line", stderr.String())
 	}
-	if want := "public URL " + publicURL("ep-1") + " → http://" + target + "\n"; !strings.Contains(stderr.String(), want) {
+	if want := "(ep-1): public URL " + publicURL("ep-1") + " → http://" + target + "\n"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q lacks %q", stderr.String(), want)
 	}
 	if strings.Contains(stderr.String(), "mode") {

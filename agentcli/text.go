@@ -58,10 +58,8 @@ func (o *TextObserver) State(e StateEvent) {
 			fmt.Fprintf(o.Status, "connected to %s, forwarding to %s\n", e.Server, e.Endpoints[0].Target)
 		}
 		for _, ep := range e.Endpoints {
-			label := ""
-			if len(e.Endpoints) > 1 {
-				label = fmt.Sprintf("%s (%s): ", ep.Name, ep.ID)
-			}
+			// The name is what relay tail, retry and the console take.
+			label := fmt.Sprintf("endpoint %s (%s): ", ep.Name, ep.ID)
 			fmt.Fprintf(o.Status, "%spublic URL %s → %s\n", label, o.paint(ansiBold, ep.URL), ep.Target)
 			if ep.Mode != "PROXY" {
 				fmt.Fprintf(o.Status, "endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", ep.ID, ep.Mode)

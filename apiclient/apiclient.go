@@ -59,9 +59,15 @@ type Error struct {
 	Code    string // extensions.code; empty when the server gave none
 	// Extensions holds the error's other extensions (retryAfterSeconds, ...).
 	Extensions map[string]any
+	// Server is the relay that answered, when known: a refused token is
+	// reported with it and what to do.
+	Server string
 }
 
 func (e *Error) Error() string {
+	if e.Code == "UNAUTHENTICATED" && e.Server != "" {
+		return fmt.Sprintf("token refused by %s: %s; run `relay login --server %s` (UNAUTHENTICATED)", e.Server, e.Message, e.Server)
+	}
 	if e.Code == "" {
 		return "refused: " + e.Message
 	}
@@ -134,7 +140,7 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	}
 	if len(res.Errors) > 0 {
 		code, _ := res.Errors[0].Extensions["code"].(string)
-		return &Error{Message: res.Errors[0].Message, Code: code, Extensions: res.Errors[0].Extensions}
+		return &Error{Message: res.Errors[0].Message, Code: code, Extensions: res.Errors[0].Extensions, Server: c.Server}
 	}
 	if len(res.Data) == 0 || bytes.Equal(res.Data, []byte("null")) {
 		return notRelay("no data and no errors")

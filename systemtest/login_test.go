@@ -250,7 +250,14 @@ func TestSignUpKeepsAStoredLogin(t *testing.T) {
 	if err := os.WriteFile(stale.configPath(), []byte(`{"server":"`+server+`","token":"rly_notatoken"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := stale.run(t, "", "login", "--server", server, "--signup", "carol"); code != 0 {
+	// --server without a scheme means http on this machine.
+	if out, code := stale.run(t, "", "login", "--server", strings.TrimPrefix(server, "http://"), "--signup", "carol"); code != 0 {
 		t.Errorf("sign-up over a refused stored token exited %d:\n%s", code, out)
+	}
+
+	// A refused token says which relay refused it and what to do.
+	out, code = newCLIHome(t).run(t, "", "listen", "3000", "--server", server, "--token", "rly_notatoken")
+	if want := "token refused by " + server; code != 2 || !strings.Contains(out, want) || !strings.Contains(out, "relay login") {
+		t.Errorf("listen with a bad token exited %d, want 2 with %q and relay login:\n%s", code, want, out)
 	}
 }

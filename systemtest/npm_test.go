@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,8 +95,24 @@ func TestNPMPackageInstallsAndRelays(t *testing.T) {
 		t.Fatalf("npm install of the main package alone exited %d:\n%s", code, out)
 	}
 	out, code = harness.RunWith(t, harness.Command{Bin: "npx", Env: npmEnv, Dir: bare}, "relay", "--version")
-	if want := "@relayhq/relay-" + platform + ", which holds the binary for this platform, is not installed"; code != 1 || !strings.Contains(out, want) {
-		t.Errorf("relay without its platform package exited %d, want 1 and %q:\n%s", code, want, out)
+	if want := "@relayhq/relay-" + platform + ", which holds the binary for this platform, is not installed"; code != 1 || !strings.Contains(out, want) ||
+		!strings.Contains(out, "install its tarball in the\nsame command") {
+		t.Errorf("relay without its platform package exited %d, want 1, %q and how to install the platform tarball:\n%s", code, want, out)
+	}
+	// Both packages carry the license.
+	for _, pkg := range []string{"relay", "relay-" + platform} {
+		dir := filepath.Join(project, "node_modules", "@relayhq", pkg)
+		b, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct{ License string }
+		if err := json.Unmarshal(b, &meta); err != nil || meta.License != "MIT" {
+			t.Errorf("%s/package.json: license %q (%v), want MIT", pkg, meta.License, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "LICENSE")); err != nil {
+			t.Errorf("%s has no LICENSE: %v", pkg, err)
+		}
 	}
 
 	// The installed command (the launcher, which runs the platform

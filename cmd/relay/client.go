@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -57,6 +61,10 @@ func (c *connection) resolve(fs *pflag.FlagSet, env func(string) string) error {
 	if err := c.loadTLS(); err != nil {
 		return err
 	}
+	var err error
+	if c.server, err = normalServer(c.server); err != nil {
+		return err
+	}
 	if fs.Changed("server") && fs.Changed("token") {
 		return nil
 	}
@@ -96,4 +104,30 @@ func (c *connection) loggedIn(fs *pflag.FlagSet, env func(string) string) (*apic
 // callGraphQL posts one GraphQL operation to the relay at server.
 func callGraphQL(ctx context.Context, server, token, query string, vars map[string]any, out any) error {
 	return apiclient.New(server, token).Do(ctx, query, vars, out)
+}
+
+// normalServer reads --server: a URL, or a host[:port] without a scheme,
+// which means http for this machine (localhost, *.localhost, 127.0.0.1,
+// ::1) and https elsewhere, as a browser's address bar would.
+func normalServer(s string) (string, error) {
+	if s == "" {
+		return s, nil
+	}
+	if !strings.Contains(s, "://") {
+		host, _, _ := strings.Cut(s, "/")
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		scheme := "https://"
+		if ip := net.ParseIP(host); host == "localhost" || strings.HasSuffix(host, ".localhost") || (ip != nil && ip.IsLoopback()) {
+			scheme = "http://"
+		}
+		s = scheme + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", usage(fmt.Errorf("--server %q is not a relay URL: give one such as http://localhost:8080 or https://relay.example.com", s))
+	}
+	return s, nil
 }

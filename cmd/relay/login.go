@@ -53,6 +53,9 @@ instead, on a relay that allows sign-up.`,
 			if !fs.Changed("server") && stored.Server != "" {
 				conn.server = stored.Server
 			}
+			if conn.server, err = normalServer(conn.server); err != nil {
+				return err
+			}
 			ctx := c.Context()
 			var account string
 			switch {

@@ -98,13 +98,14 @@ pack_npm() {
     mkdir -p "$dir/bin"
     fill "$ROOT/npm/platform/package.json" "$p" >"$dir/package.json"
     fill "$ROOT/npm/platform/README.md" "$p" >"$dir/README.md"
+    cp "$ROOT/LICENSE" "$dir/"
     cp "$OUT/bin/$p/$(exe "$p")" "$dir/bin/"
     chmod 0755 "$dir/bin/$(exe "$p")"
   done
   dir=$stage/relay
   mkdir -p "$dir/bin"
   fill "$ROOT/npm/relay/package.json" "" >"$dir/package.json"
-  cp "$ROOT/npm/relay/README.md" "$dir/"
+  cp "$ROOT/npm/relay/README.md" "$ROOT/LICENSE" "$dir/"
   cp "$ROOT/npm/relay/bin/relay" "$dir/bin/relay"
   chmod 0755 "$dir/bin/relay"
   for dir in "$stage"/*/; do
