@@ -79,7 +79,7 @@ func headerLines(r recorded) []string {
 // header with its repeats, body), for a binary and for a text body.
 func TestCopyAsCurlReplaysExactly(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		t.Skip("curl is not installed (Debian: apt-get install curl)")
 	}
 	tests := []struct {
 		name, method, path string
@@ -195,7 +195,7 @@ func captureServer(t *testing.T) (*httptest.Server, <-chan captured) {
 // through sh, in a folder holding a .env, against a capture server.
 func TestCopyAsCurlSendsOnlyTheRecordedBytes(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		t.Skip("curl is not installed (Debian: apt-get install curl)")
 	}
 	const secret = "RELAY_TEST_SECRET=must-not-leave-the-machine"
 	tests := []struct {

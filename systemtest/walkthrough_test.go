@@ -91,7 +91,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Skip("node is not installed (apt-get install nodejs)")
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		t.Skip("curl is not installed (Debian: apt-get install curl)")
 	}
 	cmds := walkthroughCommands(t)
 	if len(cmds) < 5 {

@@ -22,7 +22,7 @@ import (
 func TestConformance(t *testing.T) {
 	url := os.Getenv("RELAY_EVENTSTORE_URL")
 	if url == "" {
-		t.Skip("RELAY_EVENTSTORE_URL is not set: no EventStoreDB server to run the conformance suite against")
+		t.Skip("RELAY_EVENTSTORE_URL is not set: set it to an EventStoreDB server (esdb://host:2113?tls=false; docker compose --profile esdb up) to run the conformance suite against it")
 	}
 	open := func(t *testing.T) domain.EventStore {
 		t.Helper()

@@ -74,7 +74,7 @@ func TestConformanceCluster(t *testing.T) {
 func TestConformanceExternal(t *testing.T) {
 	url := os.Getenv("RELAY_NATS_URL")
 	if url == "" {
-		t.Skip("RELAY_NATS_URL is not set: no external NATS server to run the conformance suite against")
+		t.Skip("RELAY_NATS_URL is not set: set it to a NATS server with JetStream (nats://host:4222) to run the conformance suite against it too (the embedded server's run is above)")
 	}
 	runConformance(t, url, freshOptions, nil)
 }

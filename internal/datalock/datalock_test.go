@@ -19,7 +19,7 @@ func TestSecondHolderIsRefusedWithThePID(t *testing.T) {
 	// flock(1) holds the lock for as long as its command runs.
 	flock, err := exec.LookPath("flock")
 	if err != nil {
-		t.Skip("flock(1) not installed")
+		t.Skip("flock(1) is not installed (Debian: apt-get install util-linux)")
 	}
 	path := filepath.Join(dir, FileName)
 	cmd := exec.Command(flock, path, "sh", "-c", "echo $$ > "+path+"; echo ready; read x")
