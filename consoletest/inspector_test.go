@@ -103,8 +103,15 @@ func TestInspectorLiveHistory(t *testing.T) {
 	p.waitFor("the incomplete marker", rowSelector("/upload/big")+`?.querySelector('.incomplete')`)
 	p.openRow("/upload/big")
 	note := p.text(`.detail .notice-warn`)
-	if !regexp.MustCompile(`Truncated: stored 256 KiB of 307200 bytes`).MatchString(note) {
-		t.Errorf("truncation note = %q", note)
+	if !regexp.MustCompile(`Incomplete: stored 256 KiB of 300 KiB \(262144 of 307200 bytes\)`).MatchString(note) {
+		t.Errorf("incomplete note = %q", note)
+	}
+	// The replay is labelled as partial, in the button and the command.
+	if label := p.text(`[data-testid=copy-curl]`); label != "Copy as curl (partial body)" {
+		t.Errorf("copy button on an incomplete row = %q", label)
+	}
+	if copied := p.copyCurl(id, "/upload/big"); !strings.HasPrefix(copied, "# PARTIAL: only 262144 of the 307200 body bytes are stored") {
+		t.Errorf("copied command starts %.120q, want it labelled partial", copied)
 	}
 	if reason := p.text(`[data-testid=retry-reason]`); reason == "" {
 		t.Error("Retry is not explained on an incomplete inspector row")

@@ -19,7 +19,7 @@ const (
 	qEndpoints = `{ endpoints{ id name url mode target agentConnected agentCount } }`
 	qCreate    = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ id name url mode target agentConnected agentCount } }`
 
-	deliveryFields = `id cursor address method path bodySize complete receivedAt responseStatus
+	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
   attempts { id status startedAt durationMs error retry }
   headers { name value } body bodyBase64 responseHeaders { name value } responseBody`
 	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`

@@ -275,10 +275,13 @@ type (
 		BodyBase64     string        `json:"bodyBase64"`
 		BodySize       int           `json:"bodySize"`
 		Complete       bool          `json:"complete"`
+		BodyUnread     bool          `json:"bodyUnread"`
+		StoredBytes    int           `json:"storedBytes"`
 		ReceivedAt     string        `json:"receivedAt"`
 		ResponseStatus *int          `json:"responseStatus"`
 		Attempts       []jsonAttempt `json:"attempts"`
 		Curl           string        `json:"curl"`
+		CurlWithheld   string        `json:"curlWithheld"`
 	}
 	jsonRetry struct {
 		DeliveryID     string        `json:"deliveryId"`
@@ -538,5 +541,37 @@ func TestLongRunningCommandsWaitForTheRelay(t *testing.T) {
 		if _, code := p.ExitCode(); code != 0 {
 			t.Errorf("%s exited %d on Ctrl-C, want 0:\n%s", args[0], code, p.Output())
 		}
+	}
+}
+
+// TestDeliveriesShowIncompleteBody: deliveries show says how much of a body
+// over the capture cap is stored and gives no replay command for it (text
+// and -o json), and its default output stays short: the curl command with a
+// body in base64 only with --body.
+func TestDeliveriesShowIncompleteBody(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, t.TempDir())
+	h := newCLIHome(t)
+	big := storeBody(t, r, bytes.Repeat([]byte("a"), 300<<10))
+	small := storeBody(t, r, bytes.Repeat([]byte("b"), 4<<10))
+
+	out, code := h.run(t, "", "deliveries", "show", big, "--server", r.BareURL())
+	if code != 0 || !strings.Contains(out, "body: stored 256 KiB of 300 KiB (incomplete)") ||
+		!strings.Contains(out, "no replay command: the body is stored 256 KiB of 300 KiB") || strings.Contains(out, "curl") {
+		t.Errorf("deliveries show of an incomplete body exited %d:\n%s", code, out)
+	}
+	var shown jsonDelivery
+	h.jsonOut(t, &shown, "deliveries", "show", big, "--server", r.BareURL())
+	if shown.Curl != "" || shown.CurlWithheld == "" || shown.StoredBytes != 256<<10 || shown.Complete {
+		t.Errorf("-o json of an incomplete body: curl %q, withheld %q, stored %d, complete %v", shown.Curl, shown.CurlWithheld, shown.StoredBytes, shown.Complete)
+	}
+
+	out, code = h.run(t, "", "deliveries", "show", small, "--server", r.BareURL())
+	if code != 0 || strings.Contains(out, "YmJi") || !strings.Contains(out, "relay deliveries show "+small+" --body") {
+		t.Errorf("the default output of a complete body holds its base64 or lacks the way to the command (exit %d):\n%s", code, out)
+	}
+	out, _ = h.run(t, "", "deliveries", "show", small, "--server", r.BareURL(), "--body")
+	if !strings.Contains(out, "replay with:\nprintf '%s' 'YmJi") {
+		t.Errorf("with --body the curl command is missing:\n%s", out)
 	}
 }

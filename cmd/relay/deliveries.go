@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
@@ -76,13 +77,18 @@ type deliveryJSON struct {
 	BodyBase64     string        `json:"bodyBase64"`
 	BodySize       int           `json:"bodySize"`
 	Complete       bool          `json:"complete"`
+	BodyUnread     bool          `json:"bodyUnread"`  // refused (413) before its end
+	StoredBytes    int           `json:"storedBytes"` // bytes of the body stored
 	ReceivedAt     string        `json:"receivedAt"`
 	ResponseStatus *int          `json:"responseStatus"`
 	Attempts       []attemptJSON `json:"attempts"`
-	Curl           string        `json:"curl"`
+	// Curl replays the request byte for byte; it is empty when the body is
+	// stored in part, and CurlWithheld says why.
+	Curl         string `json:"curl"`
+	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete receivedAt responseStatus attempts{ id status startedAt durationMs error retry }`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ id status startedAt durationMs error retry }`
 
 func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -324,8 +330,24 @@ func showDelivery(ctx context.Context, client *apiclient.Client, id string) (del
 	for _, h := range d.Headers {
 		headers = append(headers, curlHeader{name: h.Name, value: exactText(h.Value, h.ValueBase64)})
 	}
+	d.StoredBytes = base64.StdEncoding.DecodedLen(len(d.BodyBase64)) - strings.Count(d.BodyBase64, "=")
+	if !d.Complete {
+		// A replay of part of the body is not the request the sender made,
+		// and a provider's signature over it would not verify.
+		d.CurlWithheld = "the body is " + storedText(d) + ": a replay would not send the request as it arrived"
+		return d, nil
+	}
 	d.Curl = curlCommand(d.Method, url, path, headers, d.BodyBase64, d.BodySize)
 	return d, nil
+}
+
+// storedText says how much of an incomplete body is stored, and why.
+func storedText(d deliveryJSON) string {
+	sizes := fmt.Sprintf("stored %s of %s (incomplete", humanize.IBytes(uint64(d.StoredBytes)), humanize.IBytes(uint64(d.BodySize)))
+	if d.BodyUnread {
+		return sizes + ": refused over the relay's --max-body, read no further)"
+	}
+	return sizes + ")"
 }
 
 // exactText is text, or the bytes of raw when the API sent them.
@@ -346,6 +368,9 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 	for _, h := range d.Headers {
 		fmt.Fprintf(w, "%s: %s\n", termtext.Safe(h.Name, false), termtext.Safe(h.Value, false))
 	}
+	if !d.Complete {
+		fmt.Fprintf(w, "\nbody: %s\n", storedText(d))
+	}
 	if body {
 		b, _ := base64.StdEncoding.DecodeString(d.BodyBase64)
 		switch {
@@ -354,9 +379,6 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			fmt.Fprintf(w, "\n%s\n", termtext.Safe(string(b), true))
 		default:
 			fmt.Fprintf(w, "\n(%d bytes, not UTF-8: see bodyBase64 in -o json)\n", len(b))
-		}
-		if !d.Complete {
-			fmt.Fprintf(w, "(the body is stored in part: %d of %d bytes)\n", len(b), d.BodySize)
 		}
 	} else if d.BodySize > 0 {
 		fmt.Fprintf(w, "\n(%d bytes of body; --body prints it)\n", d.BodySize)
@@ -367,13 +389,20 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			fmt.Fprintf(w, "  %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
 		}
 	}
-	if termtext.HasControl(d.Curl) {
+	switch {
+	case d.CurlWithheld != "":
+		fmt.Fprintf(w, "\nno replay command: %s\n", d.CurlWithheld)
+	case termtext.HasControl(d.Curl):
 		// Escaped, it would no longer replay the bytes; raw, it would
 		// reach the terminal.
 		fmt.Fprintln(w, "\nreplay with: the request holds control characters; the curl command is in -o json")
-		return
+	case !body && d.BodySize > 0:
+		// The command carries the body in base64: long, and only useful
+		// to copy whole.
+		fmt.Fprintf(w, "\nreplay with: relay deliveries show %s --body (the curl command, with the body), or -o json | jq -r .curl\n", d.ID)
+	default:
+		fmt.Fprintf(w, "\nreplay with:\n%s\n", d.Curl)
 	}
-	fmt.Fprintf(w, "\nreplay with:\n%s\n", d.Curl)
 }
 
 func statusText(s *int) string {

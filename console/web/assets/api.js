@@ -10,7 +10,7 @@ export const ROW_FIELDS = `
 export const DETAIL_FIELDS = `
   ${ROW_FIELDS}
   headers { name value }
-  body bodyBase64 remoteAddress
+  body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }
   responseBody
 `;

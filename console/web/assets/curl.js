@@ -52,7 +52,12 @@ export function curlCommand(d, baseURL) {
 
   if (!bodyBytes) return joinLines(parts);
   parts.push('--data-binary', '@-');
-  return `printf '%s' ${shellQuote(d.bodyBase64 || '')} | base64 -d | ${joinLines(parts)}`;
+  const cmd = `printf '%s' ${shellQuote(d.bodyBase64 || '')} | base64 -d | ${joinLines(parts)}`;
+  if (d.complete === false) {
+    const stored = Math.floor(((d.bodyBase64 || '').replace(/=+$/, '').length * 3) / 4);
+    return `# PARTIAL: only ${stored} of the ${d.bodySize} body bytes are stored; this does not replay the request as sent\n${cmd}`;
+  }
+  return cmd;
 }
 
 // joinLines keeps the command readable: one option per line.

@@ -39,13 +39,11 @@ export function renderDetail(d, opts) {
       d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
     h('div', { class: 'actions detail-actions' },
-      copyButton(() => curlCommand(d, opts.baseURL), 'Copy as curl', { 'data-testid': 'copy-curl' }),
+      copyButton(() => curlCommand(d, opts.baseURL), d.complete ? 'Copy as curl' : 'Copy as curl (partial body)', { 'data-testid': 'copy-curl' }),
       retryButton,
       opts.retryReason ? h('span', { class: 'retry-reason', id: reasonId, 'data-testid': 'retry-reason' }, opts.retryReason) : null),
     opts.message,
-    d.complete ? null : notice('warn',
-      h('strong', {}, `Truncated: stored ${formatBytes(stored)} of ${d.bodySize} bytes`),
-      ' — the sender sent more than the capture cap, so only the first part is kept.'),
+    incompleteNotice(d, stored),
     section('Request body', bodyView(d.body, d.bodyBase64, headerValue(d.headers, 'content-type'), d.bodySize === 0)),
     section('Request headers', headersTable(d.headers, 'Request headers')),
     section('Attempts', attemptsTable(d.attempts, opts.newAttemptId)),
@@ -57,6 +55,27 @@ export function renderDetail(d, opts) {
       d.responseBody === null || d.responseBody === undefined
         ? h('p', { class: 'muted' }, 'No response body captured.')
         : bodyView(d.responseBody, null, headerValue(d.responseHeaders, 'content-type'), d.responseBody === '')));
+}
+
+/**
+ * incompleteNotice says how much of the body is stored and why, and that a
+ * replay of it is not the request the sender made: a body refused unread
+ * (413, over --max-body) is not the same as one stored in part (over the
+ * capture cap, or a sender that stopped sending).
+ */
+function incompleteNotice(d, stored) {
+  if (d.complete) return null;
+  const sizes = `stored ${formatBytes(stored)} of ${formatBytes(d.bodySize)}`;
+  if (d.bodyUnread) {
+    return notice('warn',
+      h('strong', {}, 'Refused: the body was larger than the relay accepts'),
+      ` — the sender was answered ${d.responseStatus || 413} and the relay stopped reading after ${formatBytes(d.bodySize)}; ` +
+        `it was not forwarded, and only its first ${formatBytes(stored)} are stored. Copy as curl replays that part only.`);
+  }
+  return notice('warn',
+    h('strong', {}, `Incomplete: ${sizes} (${stored} of ${d.bodySize} bytes)`),
+    ' — only the first part of the body is kept (the capture cap, or the sender stopped sending). ' +
+      'Copy as curl replays that part only, not the request the sender made.');
 }
 
 function fact(label, value) {
