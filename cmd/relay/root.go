@@ -54,6 +54,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		inspectorCommand(env, stdout),
 		deliveriesCommand(env, stdout),
 		tailCommand(env, stdout, stderr),
+		openCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
 		loginCommand(env, stdin, stdout),
 		logoutCommand(stdout),
@@ -95,7 +96,7 @@ func groupCommands(root *cobra.Command) {
 		id, title string
 		names     []string
 	}{
-		{"start", "Getting started:", []string{"login", "logout", "listen"}},
+		{"start", "Getting started:", []string{"login", "logout", "listen", "open"}},
 		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "tail", "retry"}},
 		{"run", "Running a relay:", []string{"serve", "agent", "accounts", "events"}},
 	}

@@ -3,6 +3,7 @@ import { h, replace } from './dom.js';
 import { homePage } from './home.js';
 import { historyPage } from './history.js';
 import { currentAccount, loadSession, onSessionChange, signOut } from './session.js';
+import { setToken } from './graphql.js';
 
 const main = document.getElementById('main');
 const accountBox = document.getElementById('account');
@@ -73,6 +74,19 @@ document.addEventListener('click', (ev) => {
   ev.preventDefault();
   navigate(a.pathname + a.search);
 });
+
+// A link from `relay open` carries the token in its fragment (#token=…),
+// which browsers never send to a server nor put in a Referer: it is stored
+// as a pasted token is, and taken out of the address bar and the history
+// at once. loadSession below checks it with the relay.
+{
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const linked = fragment.get('token');
+  if (linked) {
+    setToken(linked);
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+}
 
 window.addEventListener('popstate', route);
 onSessionChange(renderAccount);

@@ -8,7 +8,7 @@ import {
 } from './api.js';
 import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
 import { renderDetail, statusBadge } from './detail.js';
-import { agentBadge, endpointFields, MODE_LABELS, rememberInspector } from './home.js';
+import { agentBadge, endpointFields, MODE_LABELS, rememberInspector, signInForm } from './home.js';
 import { codeLine, notice, runBusy, submitWith } from './ui.js';
 
 const PAGE_SIZE = 50;
@@ -120,8 +120,15 @@ export function historyPage(root, { kind, id, navigate }) {
       state.info = isEndpoint ? data.endpoint : data.inspector;
     } catch (err) {
       if (disposed || err.name === 'AbortError') return;
-      replace(head, h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), notice('error', describeError(err)),
-        h('p', {}, 'Reload the page to try again.'));
+      if (isEndpoint && err.code === 'UNAUTHENTICATED') {
+        // Reloading cannot fix a missing or refused token: signing in can.
+        replace(head, h('h1', { id: 'page-title' }, 'Endpoint'),
+          h('p', {}, 'This Endpoint belongs to an account: sign in to see its history.'),
+          signInForm(() => navigate(location.pathname + location.search)));
+      } else {
+        replace(head, h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), notice('error', describeError(err)),
+          h('p', {}, 'Reload the page to try again.'));
+      }
       root.querySelector('.workspace').remove();
       return;
     }

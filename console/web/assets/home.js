@@ -116,17 +116,7 @@ export function homePage(root, { navigate }) {
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign up')),
     upStatus);
 
-    const tokenInput = h('input', { type: 'password', name: 'token', required: true, autocomplete: 'current-password', spellcheck: 'false' });
-    const inStatus = h('div', { class: 'form-status' });
-    const inForm = h('form', {
-      class: 'stack',
-      'aria-labelledby': 'signin-title',
-      onsubmit: submitWith(inStatus, () => signIn(tokenInput.value.trim())),
-    },
-    h('h3', { id: 'signin-title' }, 'Sign in'),
-    field('API token', tokenInput, 'Paste the token you got when you signed up.'),
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn' }, 'Sign in')),
-    inStatus);
+    const inForm = signInForm();
 
     return [
       h('h2', { id: 'account-title' }, 'Endpoints'),
@@ -202,6 +192,29 @@ export function homePage(root, { navigate }) {
  * agentBadge shows whether an agent is connected, and how many when more
  * than one share the Endpoint's deliveries.
  */
+/**
+ * signInForm asks for an account token; onDone runs once the relay accepted
+ * it. Users of the command line get a link that signs the console in with
+ * `relay open`, so the form says so.
+ */
+export function signInForm(onDone) {
+  const tokenInput = h('input', { type: 'password', name: 'token', required: true, autocomplete: 'current-password', spellcheck: 'false' });
+  const inStatus = h('div', { class: 'form-status' });
+  return h('form', {
+    class: 'stack',
+    'aria-labelledby': 'signin-title',
+    'data-testid': 'sign-in',
+    onsubmit: submitWith(inStatus, async () => {
+      await signIn(tokenInput.value.trim());
+      if (onDone) onDone();
+    }),
+  },
+  h('h3', { id: 'signin-title' }, 'Sign in'),
+  field('API token', tokenInput, 'Paste the token you got when you signed up — or run relay open in a terminal where relay login was done: it prints a link that signs this console in.'),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn' }, 'Sign in')),
+  inStatus);
+}
+
 export function agentBadge(connected, count = connected ? 1 : 0) {
   let text = 'No agent';
   if (connected) text = count > 1 ? `${count} agents connected (deliveries are shared)` : 'Agent connected';

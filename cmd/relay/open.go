@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os/exec"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// openJSON is `relay open -o json`.
+type openJSON struct {
+	URL      string `json:"url"`
+	SignedIn bool   `json:"signedIn"` // the link carries the stored token
+}
+
+func openCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var browser bool
+	cmd := &cobra.Command{
+		Use:   "open [ADDRESS]",
+		Short: "Print a link that opens the console signed in (an Endpoint's or inspector's page, or home)",
+		Long: `Print a link to the relay's console that signs it in with the token relay
+login stored: an Endpoint's page (ADDRESS is its id or name), an inspector's
+(its id), or the home page with the account's Endpoints. The token travels in
+the link's fragment (#token=...), which browsers send to no server and put
+in no Referer; the console stores it, as a pasted token, and removes it from
+the address bar. The link holds the token: do not share it. Without a login
+(an inspector's page), the link carries no token.`,
+		Example: `  relay open
+  relay open my-app --browser
+  xdg-open "$(relay open my-app)"`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			page := "/"
+			if len(args) == 1 {
+				kind, id, err := resolveAddress(c.Context(), conn.client(conn.token), args[0])
+				if err != nil {
+					return err
+				}
+				page = "/" + kind[:1] + "/" + url.PathEscape(id)
+			} else if conn.token == "" {
+				return errNotLoggedIn
+			}
+			link := strings.TrimRight(conn.server, "/") + page
+			if conn.token != "" {
+				if _, _, err := checkToken(c.Context(), conn.client(conn.token)); err != nil {
+					return err
+				}
+				link += "#token=" + url.QueryEscape(conn.token)
+			}
+			if out.json() {
+				if err := writeJSON(stdout, openJSON{URL: link, SignedIn: conn.token != ""}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintln(stdout, link)
+				if conn.token != "" {
+					fmt.Fprintln(stderr, "the link holds your token: open it yourself, do not share it")
+				}
+			}
+			if browser {
+				return openBrowser(link)
+			}
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	cmd.Flags().BoolVar(&browser, "browser", false, "also open the link in the default browser")
+	return cmd
+}
+
+// openBrowser hands link to the system's opener.
+func openBrowser(link string) error {
+	var name string
+	var args []string
+	switch runtime.GOOS {
+	case "darwin":
+		name = "open"
+	case "windows":
+		name, args = "rundll32", []string{"url.dll,FileProtocolHandler"}
+	default:
+		name = "xdg-open"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return errors.New("no browser opener (" + name + ") on PATH: open the printed link yourself")
+	}
+	if err := exec.Command(path, append(args, link)...).Start(); err != nil {
+		return fmt.Errorf("open the browser: %w", err)
+	}
+	return nil
+}
