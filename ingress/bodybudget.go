@@ -3,7 +3,7 @@ package ingress
 import (
 	"errors"
 	"io"
-	"sync/atomic"
+	"sync"
 )
 
 // DefaultProxyBodyBudget is the memory all proxied bodies in flight may
@@ -17,32 +17,57 @@ var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body b
 // bodyBudget is the memory that proxied bodies, which are held whole until
 // the local answer comes back, may take all together. Without it, every
 // sender could hold --max-body, and a hundred of them a gigabyte.
+//
+// One client (address) may hold at most a quarter of it: bodies are
+// admitted by their declared length, and one that declares 10 MiB and
+// trickles holds its share for as long as the body timeout allows, so a
+// single client must not be able to take the whole budget from everyone.
 type bodyBudget struct {
-	total int64
-	used  atomic.Int64
+	total, perClient int64
+
+	mu       sync.Mutex
+	used     int64
+	byClient map[string]int64
 }
 
-// reserve takes n bytes of the budget, or nothing and false when they are
-// not there.
-func (b *bodyBudget) reserve(n int64) bool {
+func newBodyBudget(total, maxBody int64) *bodyBudget {
+	return &bodyBudget{total: total, perClient: max(total/4, maxBody+1), byClient: map[string]int64{}}
+}
+
+// reserve takes n bytes of the budget for client, or nothing and false
+// when they are not there (in all, or in the client's share).
+func (b *bodyBudget) reserve(client string, n int64) bool {
 	if b == nil {
 		return true
 	}
-	if b.used.Add(n) > b.total {
-		b.used.Add(-n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.total || b.byClient[client]+n > b.perClient {
 		return false
 	}
+	b.used += n
+	b.byClient[client] += n
 	return true
 }
 
-func (b *bodyBudget) release(n int64) {
-	if b != nil && n > 0 {
-		b.used.Add(-n)
+func (b *bodyBudget) release(client string, n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.byClient[client] -= n; b.byClient[client] <= 0 {
+		delete(b.byClient, client)
 	}
 }
 
 // InUse is the bytes proxied bodies hold now (for tests and metrics).
-func (b *bodyBudget) InUse() int64 { return b.used.Load() }
+func (b *bodyBudget) InUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
 
 // readBudgeted reads r to its end (r is already limited to most bytes)
 // into a buffer whose memory is first reserved from budget. A declared
@@ -53,7 +78,7 @@ func (b *bodyBudget) InUse() int64 { return b.used.Load() }
 // reserved first. It returns the bytes read, the bytes reserved (the
 // caller releases them once done with the body) and ErrBodyBudget when
 // the budget could not hold the body.
-func readBudgeted(r io.Reader, budget *bodyBudget, most, declared int64) (buf []byte, reserved int64, err error) {
+func readBudgeted(r io.Reader, budget *bodyBudget, client string, most, declared int64) (buf []byte, reserved int64, err error) {
 	const first = 32 << 10
 	reserved = min(int64(first), most)
 	if declared > 0 {
@@ -61,7 +86,7 @@ func readBudgeted(r io.Reader, budget *bodyBudget, most, declared int64) (buf []
 		// still be seen to be (most is maxBody+1 for the same reason).
 		reserved = min(declared+1, most)
 	}
-	if !budget.reserve(reserved) {
+	if !budget.reserve(client, reserved) {
 		return nil, 0, ErrBodyBudget
 	}
 	buf = make([]byte, 0, min(int64(first), reserved))
@@ -72,7 +97,7 @@ func readBudgeted(r io.Reader, budget *bodyBudget, most, declared int64) (buf []
 			}
 			size := min(2*int64(cap(buf)), most)
 			if size > reserved {
-				if !budget.reserve(size - reserved) {
+				if !budget.reserve(client, size-reserved) {
 					return buf, reserved, ErrBodyBudget
 				}
 				reserved = size

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -102,7 +103,7 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 		// the budget (so senders are admitted whole, one by one), but
 		// memory is allocated as bytes arrive, growing by doubling, so one
 		// that declares 10 MiB and sends a byte holds budget, not memory.
-		full, reserved, err = readBudgeted(limited, budget, maxBody+1, min(r.ContentLength, maxBody+1))
+		full, reserved, err = readBudgeted(limited, budget, budgetKey(client), maxBody+1, min(r.ContentLength, maxBody+1))
 		n = int64(len(full))
 		// A copy: Body shares no memory with full, which callers hand on.
 		stored = append([]byte{}, full[:min(n, keep)]...)
@@ -135,6 +136,15 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	// Trailer fields are known once the body was read to its end.
 	req.Trailers = trailers(r.Trailer)
 	return req, full, reserved, nil
+}
+
+// budgetKey is the client's share of the body budget: its IP, without
+// the port (one client, many connections).
+func budgetKey(c forwarded.Client) string {
+	if host, _, err := net.SplitHostPort(c.Addr); err == nil {
+		return host
+	}
+	return c.Addr
 }
 
 // sender is who sent r: as forwarded.Handler resolved it, or the socket's

@@ -25,7 +25,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, s.cfg.MaxBody, s.bodies)
 	// The body is held (by the forward command, the tunnel and the agent's
 	// message) until the answer is back; then its memory returns.
-	defer s.bodies.release(reserved)
+	defer s.bodies.release(budgetKey(sender(r)), reserved)
 	received := req.Headers
 	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	var tooLarge *BodyTooLargeError

@@ -118,7 +118,7 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil && deps.Recorder != nil {
 		deps.NewDeliveryID = deps.Recorder.NewID
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: &bodyBudget{total: cfg.ProxyBodyBudget}, addressLimits: newAddressLimits(cfg.AddressRate)}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate)}
 
 	e := echo.New()
 	e.HideBanner = true

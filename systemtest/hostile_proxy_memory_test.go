@@ -29,7 +29,9 @@ func TestProxiedBodiesWithinBudget(t *testing.T) {
 		senders = 60
 		size    = 10 << 20
 	)
-	r := harness.Start(t, t.TempDir(), "--proxy-body-budget", "64MiB", "--forward-timeout", "3s")
+	// Sixty senders, as a proxy in front names them: the budget's share
+	// per client does not decide here, the whole budget does.
+	r := harness.Start(t, t.TempDir(), "--proxy-body-budget", "64MiB", "--forward-timeout", "3s", "--trusted-proxies", "127.0.0.1")
 	stall := make(chan struct{})
 	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -47,11 +49,11 @@ func TestProxiedBodiesWithinBudget(t *testing.T) {
 	var mu sync.Mutex
 	statuses := map[int]int{}
 	var refusal string
-	for range senders {
+	for i := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			status, head, text := rawPost(t, r, ep.ID, body)
+			status, head, text := rawPost(t, r, ep.ID, "203.0.113."+strconv.Itoa(i+1), body)
 			mu.Lock()
 			defer mu.Unlock()
 			statuses[status]++
@@ -82,8 +84,8 @@ func TestProxiedBodiesWithinBudget(t *testing.T) {
 
 // rawPost sends body to an address over its own connection and reads the
 // answer's status, head and body; a relay that answers before the body is
-// sent is read all the same.
-func rawPost(t *testing.T, r *harness.Relay, address string, body []byte) (status int, head, text string) {
+// sent is read all the same. client is sent as X-Forwarded-For.
+func rawPost(t *testing.T, r *harness.Relay, address, client string, body []byte) (status int, head, text string) {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(r.Port), 10*time.Second)
 	if err != nil {
@@ -94,7 +96,7 @@ func rawPost(t *testing.T, r *harness.Relay, address string, body []byte) (statu
 	_ = conn.SetDeadline(time.Now().Add(60 * time.Second))
 	go func() {
 		_, _ = conn.Write([]byte("POST /big HTTP/1.1\r\nHost: " + r.AddressHost(address) +
-			"\r\nContent-Type: application/octet-stream\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"))
+			"\r\nX-Forwarded-For: " + client + "\r\nContent-Type: application/octet-stream\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"))
 		_, _ = conn.Write(body)
 	}()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
