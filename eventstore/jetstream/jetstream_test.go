@@ -417,3 +417,30 @@ func TestOpenFailsWithoutServer(t *testing.T) {
 		t.Fatalf("error repeats the password: %v", err)
 	}
 }
+
+// TestReplicasFollowTheCluster: a stream created without ?replicas= has one
+// replica per server of a cluster (at most three), and one on a single
+// server; an explicit count is kept.
+func TestReplicasFollowTheCluster(t *testing.T) {
+	cluster := natstest.StartCluster(t, 3)
+	single := natstest.Start(t)
+	for _, tt := range []struct {
+		name     string
+		srv      interface{ URL() string }
+		replicas int
+		want     int
+	}{
+		{"cluster, no count", cluster, 0, 3},
+		{"cluster, replicas=1", cluster, 1, 1},
+		{"single server", single, 0, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := freshOptions()
+			opts.Replicas = tt.replicas
+			s := openStore(t, tt.srv, opts)
+			if got := s.stream.CachedInfo().Config.Replicas; got != tt.want {
+				t.Errorf("stream created with %d replicas, want %d", got, tt.want)
+			}
+		})
+	}
+}

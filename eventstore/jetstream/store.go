@@ -20,7 +20,11 @@ import (
 const (
 	DefaultStream     = "RELAY_EVENTS"
 	DefaultSubject    = "relay.events"
-	DefaultReplicas   = 1
+	// DefaultReplicas is what a stream created on a single server gets; on
+	// a cluster, Open creates it with as many replicas as the cluster has
+	// servers, at most MaxAutoReplicas, unless Options.Replicas says.
+	DefaultReplicas = 1
+	MaxAutoReplicas = 3
 	DefaultDuplicates = 2 * time.Minute
 	DefaultAttempt    = 5 * time.Second
 )
@@ -33,8 +37,10 @@ type Options struct {
 	// written on "<Subject>.delivery-1" (DefaultSubject).
 	Subject string
 	// Replicas and Duplicates configure the JetStream stream when Open
-	// creates it (DefaultReplicas, DefaultDuplicates); an existing stream
-	// keeps its own settings (Open only allows roll-ups where it can).
+	// creates it (Replicas 0: one per server of the cluster, at most
+	// MaxAutoReplicas, or DefaultReplicas on a single server; Duplicates
+	// DefaultDuplicates); an existing stream keeps its own settings (Open
+	// only allows roll-ups where it can).
 	Replicas   int
 	Duplicates time.Duration
 	// Attempt bounds each try of a call (DefaultAttempt). NATS delivers a
@@ -53,9 +59,6 @@ func (o *Options) setDefaults() {
 	}
 	if o.Subject == "" {
 		o.Subject = DefaultSubject
-	}
-	if o.Replicas == 0 {
-		o.Replicas = DefaultReplicas
 	}
 	if o.Duplicates == 0 {
 		o.Duplicates = DefaultDuplicates
@@ -129,6 +132,11 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 		nc.Close()
 		return nil, fmt.Errorf("open nats event log: %w", err)
 	}
+	if opts.Replicas == 0 {
+		opts.Replicas = autoReplicas(nc)
+		log.Info("replicas of the log's stream, if it is created", slog.Int("replicas", opts.Replicas),
+			slog.String("why", replicasWhy(nc, opts.Replicas)))
+	}
 	stream, err := ensureStream(ctx, js, opts)
 	if err != nil {
 		nc.Close()
@@ -141,12 +149,37 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 		// refused too until the replica catches up.
 		log.Warn("the log's stream allows direct gets; stream heads may be read from lagging replicas", slog.String("stream", opts.Stream))
 	}
+	if have := stream.CachedInfo().Config.Replicas; have < min(autoReplicas(nc), MaxAutoReplicas) && have == 1 {
+		// Losing the one server that holds it stops every relay.
+		log.Warn("the log's stream has one replica on a cluster: the server holding it is a single point of failure; raise it with nats stream edit --replicas 3",
+			slog.String("stream", opts.Stream), slog.String("cluster", nc.ConnectedClusterName()))
+	}
 	canDelete := allowsRollups(stream.CachedInfo().Config)
 	if !canDelete {
 		log.Warn("the log's stream denies purges or roll-ups; deleting streams (inspector retention) will fail", slog.String("stream", opts.Stream))
 	}
 	life, end := context.WithCancel(context.Background())
 	return &Store{nc: nc, js: js, stream: stream, name: opts.Stream, subject: opts.Subject, attempt: opts.Attempt, canDelete: canDelete, life: life, end: end, done: life.Done()}, nil
+}
+
+// autoReplicas is the replica count of a stream created without one: one
+// per server of the cluster the connection reached (the servers it knows
+// of: its seeds and those the cluster told it about), at most
+// MaxAutoReplicas; DefaultReplicas on a server that is in no cluster.
+// An R1 stream on a cluster stops every relay when its one server dies,
+// and a restarted relay cannot even open it.
+func autoReplicas(nc *nats.Conn) int {
+	if nc.ConnectedClusterName() == "" {
+		return DefaultReplicas
+	}
+	return max(DefaultReplicas, min(len(nc.Servers()), MaxAutoReplicas))
+}
+
+func replicasWhy(nc *nats.Conn, n int) string {
+	if nc.ConnectedClusterName() == "" {
+		return "the server is in no cluster"
+	}
+	return fmt.Sprintf("cluster %s of %d known servers (set ?replicas= to choose)", nc.ConnectedClusterName(), len(nc.Servers()))
 }
 
 // streamConfig is the JetStream stream the log lives in: every subject
