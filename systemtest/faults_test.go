@@ -449,14 +449,31 @@ func TestForwardsLeftOpenByACrashAreFailed(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the forward never reached the local process")
 	}
+	// The forward may reach the agent while the delivery's record is still
+	// on its way to disk (the sender is answered only once it is there):
+	// killed before, the relay rightly loses a request it never answered.
+	// What this test is about is an attempt the log holds open, so it
+	// waits for the views to show one before the kill.
+	slow := func() (d proxied) {
+		for _, h := range endpointHistory(t, r, rig.acct.Token, rig.ep.ID) {
+			if h.Path == "/slow" {
+				d = h
+			}
+		}
+		return d
+	}
+	harness.Eventually(t, 15*time.Second, "the open attempt in the history", func() bool {
+		d := slow()
+		return len(d.Attempts) == 1 && d.Attempts[0].Status == nil
+	})
 	r.Kill(t)
 	r.Restart(t)
+	// The restart appends the failure; the views show it once they reach it.
 	var d proxied
-	for _, h := range endpointHistory(t, r, rig.acct.Token, rig.ep.ID) {
-		if h.Path == "/slow" {
-			d = h
-		}
-	}
+	harness.Eventually(t, 15*time.Second, "the attempt's outcome after the restart", func() bool {
+		d = slow()
+		return len(d.Attempts) == 1 && d.Attempts[0].Status != nil
+	})
 	if len(d.Attempts) != 1 || d.Attempts[0].Status == nil || *d.Attempts[0].Status != 503 ||
 		d.Attempts[0].Error == nil || *d.Attempts[0].Error != "relay restarted before the local answer" {
 		t.Fatalf("attempt after the crash: %+v (status %s, error %s)", d.Attempts, statusOf(d), errOf(d))
