@@ -85,7 +85,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		m.ResponseBody = &s
 	}
 	for _, a := range d.Attempts {
-		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry}
+		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms

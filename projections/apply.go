@@ -53,12 +53,13 @@ type batch struct {
 // knownDelivery is a delivery row the batch created or changed, with the
 // update that flush still owes it when dirty.
 type knownDelivery struct {
-	dpos     int64            // its position (rowid)
-	address  string           // its address
-	change   readmodel.Change // what watchers are told
-	dirty    bool             // an update is deferred
-	pos      int64            // position of the latest event that changed it
-	answered any              // latest DeliveryAnswered status of the batch, or nil
+	dpos        int64            // its position (rowid)
+	address     string           // its address
+	change      readmodel.Change // what watchers are told
+	dirty       bool             // an update is deferred
+	pos         int64            // position of the latest event that changed it
+	answered    any              // latest DeliveryAnswered status of the batch, or nil
+	answeredPos any              // its position, or nil
 	// outcomes is false only for a delivery this batch created and gave no
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool

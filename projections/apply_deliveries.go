@@ -116,7 +116,7 @@ func (b *batch) updateDelivery(id string, answered any, response *logRef, outcom
 		}
 		k.pos = b.pos()
 		if answered != nil {
-			k.answered = answered
+			k.answered, k.answeredPos = answered, b.pos()
 		}
 		if response != nil {
 			k.response = response
@@ -125,11 +125,14 @@ func (b *batch) updateDelivery(id string, answered any, response *logRef, outcom
 		b.touched(k, id, false)
 		return true, nil
 	}
-	var rRev, rStream any
+	var rRev, rStream, answeredPos any
 	if response != nil {
 		rRev, rStream = response.revision, response.stream
 	}
-	row, err := b.queryRow(qDeliveryUpdateByID, b.pos(), id, answered, rRev, rStream)
+	if answered != nil {
+		answeredPos = b.pos()
+	}
+	row, err := b.queryRow(qDeliveryUpdateByID, b.pos(), id, answered, rRev, rStream, answeredPos)
 	if err != nil {
 		return false, err
 	}
@@ -165,9 +168,9 @@ func (b *batch) flush() error {
 			if k.response != nil {
 				rRev, rStream = k.response.revision, k.response.stream
 			}
-			n, err = b.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream)
+			n, err = b.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos)
 		} else {
-			n, err = b.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered)
+			n, err = b.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos)
 		}
 		if err == nil && n != 1 {
 			err = fmt.Errorf("updated %d rows, want 1", n)

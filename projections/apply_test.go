@@ -41,8 +41,8 @@ func TestDeferredUpdatesMatchEventByEvent(t *testing.T) {
 		Mode: domain.ModeLog, Target: "", ResponseCapture: false})
 	at(7)
 	inspector("ep-a", domain.AddressEndpoint, "acct-1")
-	// Attempts without an outcome leave the answer to DeliveryAnswered;
-	// one outcome later decides it.
+	// Attempts without an outcome leave the answer to DeliveryAnswered, and
+	// so does an outcome that lands after it: the sender got the 504.
 	for _, outcome := range []bool{false, true} {
 		d := s.nextID()
 		stream := domain.DeliveryStream(d)
@@ -89,10 +89,12 @@ func TestDeferredUpdatesMatchEventByEvent(t *testing.T) {
 	if err != nil || len(p.Items) != 2 {
 		t.Fatalf("ep-b: %d deliveries, %v", len(p.Items), err)
 	}
-	if d := p.Items[0]; status(d.ResponseStatus) != "202" || string(d.ResponseBody) != "late" || len(d.ResponseHeaders) != 1 {
-		t.Errorf("with a late outcome: status %s, body %q, headers %v; want 202, late", status(d.ResponseStatus), d.ResponseBody, d.ResponseHeaders)
+	if d := p.Items[0]; status(d.ResponseStatus) != "504" || string(d.ResponseBody) != "late" || len(d.ResponseHeaders) != 1 ||
+		len(d.Attempts) != 1 || status(d.Attempts[0].Status) != "202" || !d.Attempts[0].Late {
+		t.Errorf("with a late outcome: status %s, body %q, headers %v, attempts %+v; want 504 (what the sender got), the local answer late, the attempt 202",
+			status(d.ResponseStatus), d.ResponseBody, d.ResponseHeaders, d.Attempts)
 	}
-	if d := p.Items[1]; status(d.ResponseStatus) != "504" || d.ResponseBody != nil || len(d.Attempts) != 1 {
+	if d := p.Items[1]; status(d.ResponseStatus) != "504" || d.ResponseBody != nil || len(d.Attempts) != 1 || d.Attempts[0].Late {
 		t.Errorf("without an outcome: status %s, body %q, %d attempts; want 504, nil, 1", status(d.ResponseStatus), d.ResponseBody, len(d.Attempts))
 	}
 	p, err = whole.Deliveries(ctx, "ep-c", 10, "")

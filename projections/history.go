@@ -190,7 +190,11 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 	return p, nil
 }
 
-const attemptColumns = "delivery_position, attempt_id, status, started_at, duration_ms, error, retry"
+// The last column tells a late attempt: one with an outcome, requested
+// before the relay answered the sender itself (its DeliveryAnswered).
+const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry,
+	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
+		WHERE deliveries.position = attempts.delivery_position), 0)`
 
 // attachAttempts runs query (attempts in position order) and appends each
 // attempt to its delivery among items.
@@ -212,7 +216,7 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			status    sql.NullInt64
 			durationM sql.NullInt64
 		)
-		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry); err != nil {
+		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
 		}
 		a.StartedAt = fromNanos(started)

@@ -68,11 +68,15 @@ const (
 
 	// The delivery updates mark a delivery as changed by the event at ?1 and
 	// set what the sender was answered: the status of the latest attempt
-	// that has an outcome, else the status the service answered itself (?3
-	// when not NULL is a new DeliveryAnswered status). So a DeliveryAnswered,
-	// even one after attempts, counts only while no attempt has an outcome.
-	// ?4 and ?5, when ?4 is not NULL, are the revision and stream (NULL for
-	// the delivery's own) of a new latest ForwardResponded.
+	// that has an outcome and was requested after the latest
+	// DeliveryAnswered (a retry), else the status the service answered
+	// itself (?3 when not NULL is a new DeliveryAnswered status, recorded at
+	// position ?6). An attempt requested before a DeliveryAnswered is one
+	// whose sender was answered by the relay (a 504): its outcome, even one
+	// that lands later, is what the local process answered too late, not
+	// what the sender got. ?4 and ?5, when ?4 is not NULL, are the revision
+	// and stream (NULL for the delivery's own) of a new latest
+	// ForwardResponded.
 	//
 	// qDeliveryUpdateByID finds the delivery by its id, for the first event
 	// of a delivery the batch does not know yet; qDeliveryUpdate takes its
@@ -84,6 +88,7 @@ const (
 	// neither the attempts lookup nor a response can change it.
 	qDeliveryUpdateNoOutcome = `UPDATE deliveries SET updated_position = ?1,
 			answered_status = COALESCE(?3, answered_status),
+			answered_position = COALESCE(?4, answered_position),
 			response_status = COALESCE(?3, answered_status)
 		WHERE position = ?2`
 
@@ -107,9 +112,12 @@ const (
 const (
 	deliveryUpdateSet = `updated_position = ?1,
 			answered_status = COALESCE(?3, answered_status),
+			answered_position = COALESCE(?6, answered_position),
 			response_status = COALESCE(
 				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
-					AND outcome_position IS NOT NULL ORDER BY position DESC LIMIT 1),
+					AND outcome_position IS NOT NULL
+					AND position > COALESCE(?6, deliveries.answered_position, 0)
+					ORDER BY position DESC LIMIT 1),
 				?3, answered_status),
 			response_stream = CASE WHEN ?4 IS NULL THEN response_stream ELSE ?5 END,
 			response_revision = COALESCE(?4, response_revision)`

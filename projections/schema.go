@@ -12,8 +12,10 @@ import (
 // bodies out of the log; version 3 added the checkpoint's event ID (checked
 // against the log at start), account_events, stored bytes, rate-limit
 // refusals and purges; version 4 the node that holds each agent session and
-// whose sender waits for each attempt.
-const schemaVersion = 4
+// whose sender waits for each attempt; version 5 the position of a
+// delivery's latest DeliveryAnswered, so that an outcome arriving after the
+// sender was answered does not change what the row says it was answered.
+const schemaVersion = 5
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -127,6 +129,11 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	complete          INTEGER NOT NULL,
 	received_at       INTEGER NOT NULL,
 	answered_status   INTEGER,
+	-- answered_position is the position of the latest DeliveryAnswered: the
+	-- relay answered the sender itself (a 504 when no outcome came in
+	-- time). Attempts requested before it no longer decide response_status,
+	-- whenever their outcome lands: the sender did not get it.
+	answered_position INTEGER,
 	response_status   INTEGER,
 	stream            TEXT,
 	revision          INTEGER NOT NULL,

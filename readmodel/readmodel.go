@@ -52,6 +52,10 @@ type Attempt struct {
 	DurationMs *int64 // nil while pending
 	Error      string
 	Retry      bool
+	// Late is an outcome that came after the relay had answered the sender
+	// itself (a 504 when the local answer took too long): the local
+	// process's answer, which the sender never got.
+	Late bool
 }
 
 // Delivery is the read model of one recorded request and what became of it.

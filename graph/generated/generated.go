@@ -49,6 +49,7 @@ type ComplexityRoot struct {
 		DurationMs func(childComplexity int) int
 		Error      func(childComplexity int) int
 		ID         func(childComplexity int) int
+		Late       func(childComplexity int) int
 		Retry      func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
 		Status     func(childComplexity int) int
@@ -267,6 +268,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.ID(childComplexity), true
+	case "Attempt.late":
+		if e.ComplexityRoot.Attempt.Late == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Late(childComplexity), true
 	case "Attempt.retry":
 		if e.ComplexityRoot.Attempt.Retry == nil {
 			break
@@ -1078,6 +1085,12 @@ type Attempt {
   durationMs: Int
   error: String
   retry: Boolean!
+  """
+  True when this outcome came after the relay had answered the sender itself
+  (504 when no local answer came in time): the local process did answer, but
+  the sender got the relay's answer, which ` + "`" + `responseStatus` + "`" + ` shows.
+  """
+  late: Boolean!
 }
 
 type Delivery {
@@ -1358,6 +1371,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_error(ctx, field)
 	case "retry":
 		return ec.fieldContext_Attempt_retry(ctx, field)
+	case "late":
+		return ec.fieldContext_Attempt_late(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
@@ -2221,6 +2236,29 @@ func (ec *executionContext) _Attempt_retry(ctx context.Context, field graphql.Co
 	)
 }
 func (ec *executionContext) fieldContext_Attempt_retry(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_late(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_late(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Late, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_late(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
@@ -6265,6 +6303,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			out.Values[i] = ec._Attempt_error(ctx, field, obj)
 		case "retry":
 			out.Values[i] = ec._Attempt_retry(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "late":
+			out.Values[i] = ec._Attempt_late(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

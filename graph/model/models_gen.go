@@ -24,6 +24,10 @@ type Attempt struct {
 	DurationMs *int      `json:"durationMs,omitempty"`
 	Error      *string   `json:"error,omitempty"`
 	Retry      bool      `json:"retry"`
+	// True when this outcome came after the relay had answered the sender itself
+	// (504 when no local answer came in time): the local process did answer, but
+	// the sender got the relay's answer, which `responseStatus` shows.
+	Late bool `json:"late"`
 }
 
 // The agent's report of one forward.
