@@ -18,13 +18,13 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultStream     = "RELAY_EVENTS"
-	DefaultSubject    = "relay.events"
+	DefaultStream  = "RELAY_EVENTS"
+	DefaultSubject = "relay.events"
 	// DefaultReplicas is what a stream created on a single server gets; on
 	// a cluster, Open creates it with as many replicas as the cluster has
 	// servers, at most MaxAutoReplicas, unless Options.Replicas says.
-	DefaultReplicas = 1
-	MaxAutoReplicas = 3
+	DefaultReplicas   = 1
+	MaxAutoReplicas   = 3
 	DefaultDuplicates = 2 * time.Minute
 	DefaultAttempt    = 5 * time.Second
 )
