@@ -83,6 +83,11 @@ type Config struct {
 	// others settle its forwards and close its agent sessions; default
 	// cluster.DefaultLease.
 	NodeLease time.Duration
+
+	// WrapStore, when set, wraps the opened log before anything uses it:
+	// the seam through which tests inject faults (a stalled append) into
+	// the one write path. Nil in production.
+	WrapStore func(domain.EventStore) domain.EventStore
 }
 
 // App is the opened relay: its log, views and the components over them.
@@ -139,6 +144,9 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		lock.Release()
 		return nil, logDamaged(dir, err)
+	}
+	if cfg.WrapStore != nil {
+		store = cfg.WrapStore(store)
 	}
 	viewsPath := filepath.Join(dir, "views.db")
 	if cfg.FreshViews {

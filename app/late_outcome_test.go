@@ -1,0 +1,196 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/agentcli"
+	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/testwait"
+)
+
+// stallingStore holds every append that carries a forward.responded.v1
+// until release is closed: the outcome's append stalls as it did during a
+// JetStream leader election.
+type stallingStore struct {
+	domain.EventStore
+	release chan struct{}
+	once    sync.Once
+	stalled chan struct{} // closed when the first append stalls
+}
+
+func (s *stallingStore) Append(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (domain.AppendResult, error) {
+	for _, e := range events {
+		if e.Type == domain.TypeForwardResponded {
+			s.once.Do(func() { close(s.stalled) })
+			select {
+			case <-s.release:
+			case <-ctx.Done():
+				return domain.AppendResult{}, ctx.Err()
+			}
+			break
+		}
+	}
+	return s.EventStore.Append(ctx, stream, expected, events...)
+}
+
+// TestLateOutcomeKeepsTheSendersAnswer: the local process answers 200, but
+// the append of that outcome stalls past the forward timeout, so the relay
+// answers the sender 504 itself. When the outcome lands afterwards, the
+// delivery still says 504 (what the sender got), and the local answer is
+// its attempt's, marked late.
+func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
+	stall := &stallingStore{release: make(chan struct{}), stalled: make(chan struct{})}
+	a, err := app.New(t.Context(), app.Config{
+		Data:           t.TempDir(),
+		Ingress:        ingress.Config{ForwardTimeout: 200 * time.Millisecond},
+		RetentionSweep: time.Hour, InspectorRetention: time.Hour,
+		Commands:  commands.Config{SignupOpen: true},
+		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		WrapStore: func(s domain.EventStore) domain.EventStore { stall.EventStore = s; return stall },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(local.Close)
+
+	var up struct{ SignUp struct{ Token string } }
+	gql(t, srv.URL, "", `mutation{ signUp(name: "late"){ token } }`, nil, &up)
+	token := up.SignUp.Token
+	target := strings.TrimPrefix(local.URL, "http://")
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	gql(t, srv.URL, token, `mutation($t: String!){ createEndpoint(input: {name: "late", mode: PROXY, target: $t}){ id } }`,
+		map[string]any{"t": target}, &ep)
+	id := ep.CreateEndpoint.ID
+
+	ctx, cancel := context.WithCancel(t.Context())
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agentcli.Serve(ctx, agentcli.Options{Server: srv.URL, Token: token,
+			Endpoints: []agentcli.Route{{EndpointID: id, Target: target}}})
+	}()
+	t.Cleanup(func() { cancel(); <-agentDone })
+	testwait.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var out struct{ Endpoint struct{ AgentConnected bool } }
+		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": id}, &out)
+		if !out.Endpoint.AgentConnected {
+			return fmt.Errorf("agent not connected yet")
+		}
+		return nil
+	})
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = id + ".localhost"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("the sender got %d, want 504 while the outcome's append stalls", resp.StatusCode)
+	}
+	select {
+	case <-stall.stalled:
+	default:
+		t.Fatal("the outcome's append never stalled")
+	}
+	close(stall.release)
+
+	type attempt struct {
+		Status *int
+		Late   bool
+	}
+	var d struct {
+		ResponseStatus *int
+		Attempts       []attempt
+	}
+	testwait.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		var out struct {
+			Endpoint struct {
+				Deliveries struct {
+					Nodes []struct {
+						ResponseStatus *int
+						Attempts       []attempt
+					}
+				}
+			}
+		}
+		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus attempts{ status late } } } } }`,
+			map[string]any{"id": id}, &out)
+		if n := out.Endpoint.Deliveries.Nodes; len(n) == 1 && len(n[0].Attempts) == 1 && n[0].Attempts[0].Status != nil {
+			d.ResponseStatus, d.Attempts = n[0].ResponseStatus, n[0].Attempts
+			return nil
+		}
+		return fmt.Errorf("the late outcome is not in the history yet: %+v", out.Endpoint.Deliveries.Nodes)
+	})
+	if d.ResponseStatus == nil || *d.ResponseStatus != http.StatusGatewayTimeout {
+		got := "null"
+		if d.ResponseStatus != nil {
+			got = fmt.Sprint(*d.ResponseStatus)
+		}
+		t.Errorf("responseStatus %s, want 504: what the sender was answered", got)
+	}
+	if a := d.Attempts[0]; *a.Status != http.StatusOK || !a.Late {
+		t.Errorf("attempt %d late=%v, want the local 200, late", *a.Status, a.Late)
+	}
+}
+
+// gql posts one GraphQL operation to the relay at base (the bare domain).
+func gql(t *testing.T, base, token, query string, vars map[string]any, out any) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "localhost"
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res struct {
+		Data   json.RawMessage
+		Errors []struct{ Message string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatalf("%s: decode: %v", query, err)
+	}
+	if len(res.Errors) > 0 {
+		t.Fatalf("%s: %+v", query, res.Errors)
+	}
+	if err := json.Unmarshal(res.Data, out); err != nil {
+		t.Fatal(err)
+	}
+}
