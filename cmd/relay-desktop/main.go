@@ -1,6 +1,6 @@
 //go:build desktop
 
-// relay-desktop is the agent as a desktop application: a window that signs
+// Command relay-desktop is the agent as a desktop application: a window that signs
 // in to a relay, lists the account's Endpoints, switches the agent on for
 // them and shows each delivery as it is forwarded. The agent itself is the
 // same library `relay agent` runs.
