@@ -11,26 +11,6 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// The graphql-transport-ws subprotocol and its message types.
-const (
-	subprotocol = "graphql-transport-ws"
-
-	msgConnectionInit = "connection_init"
-	msgConnectionAck  = "connection_ack"
-	msgPing           = "ping"
-	msgPong           = "pong"
-	msgSubscribe      = "subscribe"
-	msgNext           = "next"
-	msgError          = "error"
-	msgComplete       = "complete"
-)
-
-// Close codes a graphql-transport-ws server uses to refuse a client.
-const (
-	closeUnauthorized = 4401
-	closeForbidden    = 4403
-)
-
 // forwardRequestsQuery names the agent's local target ($t, host:port) for
 // the relay's record of the session; each Endpoint may have its own.
 const forwardRequestsQuery = `subscription($e: ID!, $t: String){ forwardRequests(endpointId: $e, target: $t){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 host scheme remoteAddress } }`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/relayhq/relay/internal/gqlws"
 	"net/http"
 	"strings"
 	"sync"
@@ -56,10 +57,10 @@ func TestServeSeveralEndpointsOneSocket(t *testing.T) {
 	}()
 
 	p := srv.accept(t)
-	if m := p.recv(false); m.Type != msgConnectionInit {
+	if m := p.recv(false); m.Type != gqlws.ConnectionInit {
 		t.Fatalf("first message %q", m.Type)
 	}
-	p.send(wsMessage{Type: msgConnectionAck})
+	p.send(wsMessage{Type: gqlws.ConnectionAck})
 	for i, id := range []string{"ep-a", "ep-b"} {
 		q := p.recv(false)
 		var req gqlRequest
@@ -70,7 +71,7 @@ func TestServeSeveralEndpointsOneSocket(t *testing.T) {
 		target := "127.0.0.1:1"
 		answer, _ := json.Marshal(map[string]any{"data": map[string]any{"endpoint": map[string]any{
 			"name": "name-" + id, "url": publicURL(id), "mode": "PROXY", "target": target, "agentCount": 0}}})
-		p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: answer})
+		p.send(wsMessage{ID: q.ID, Type: gqlws.Next, Payload: answer})
 	}
 	for i, want := range []struct{ id, target string }{{"ep-a", targetA}, {"ep-b", targetB}} {
 		sub := p.recv(false)
@@ -82,12 +83,12 @@ func TestServeSeveralEndpointsOneSocket(t *testing.T) {
 	}
 	item, _ := json.Marshal(map[string]any{"data": map[string]any{"forwardRequests": forwardRequest{
 		AttemptID: "att-1", DeliveryID: "del-1", Method: "POST", Path: "/x?y=1"}}})
-	p.send(wsMessage{ID: subscriptionID(1), Type: msgNext, Payload: item})
+	p.send(wsMessage{ID: subscriptionID(1), Type: gqlws.Next, Payload: item})
 	if got := next(t, localB); got.requestURI != "/pre/x?y=1" {
 		t.Errorf("second target got %q, want the prefix in front", got.requestURI)
 	}
 	complete := p.recv(false)
-	p.send(wsMessage{ID: complete.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"completeForward":true}}`)})
+	p.send(wsMessage{ID: complete.ID, Type: gqlws.Next, Payload: json.RawMessage(`{"data":{"completeForward":true}}`)})
 	select {
 	case ev := <-obs.forwards:
 		if ev.EndpointID != "ep-b" || ev.DeliveryID != "del-1" || ev.AttemptID != "att-1" || ev.Status != 202 || ev.Path != "/x?y=1" || ev.Error != "" || ev.ReportError != "" {

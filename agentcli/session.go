@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/gqlws"
 	"io"
 	"net"
 	"net/http"
@@ -48,7 +49,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	dialer := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: a.readTimeout,
-		Subprotocols:     []string{subprotocol},
+		Subprotocols:     []string{gqlws.Subprotocol},
 		TLSClientConfig:  a.tls,
 	}
 	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
@@ -69,9 +70,9 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		}
 		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
-	if conn.Subprotocol() != subprotocol {
+	if conn.Subprotocol() != gqlws.Subprotocol {
 		conn.Close()
-		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, subprotocol)
+		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
 	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}}
 
@@ -139,7 +140,7 @@ func (s *session) handshake() error {
 	if err != nil {
 		return err
 	}
-	if err := s.write(wsMessage{Type: msgConnectionInit, Payload: payload}); err != nil {
+	if err := s.write(wsMessage{Type: gqlws.ConnectionInit, Payload: payload}); err != nil {
 		return err
 	}
 	for {
@@ -148,13 +149,13 @@ func (s *session) handshake() error {
 			return err
 		}
 		switch m.Type {
-		case msgConnectionAck:
+		case gqlws.ConnectionAck:
 			return nil
-		case msgPing:
-			if err := s.write(wsMessage{Type: msgPong}); err != nil {
+		case gqlws.Ping:
+			if err := s.write(wsMessage{Type: gqlws.Pong}); err != nil {
 				return err
 			}
-		case msgPong:
+		case gqlws.Pong:
 		default:
 			return fmt.Errorf("unexpected %q before connection_ack", m.Type)
 		}
@@ -174,20 +175,20 @@ func (s *session) describe(i int, r route) (*served, error) {
 			return nil, err
 		}
 		switch {
-		case m.Type == msgPing:
-			if err := s.write(wsMessage{Type: msgPong}); err != nil {
+		case m.Type == gqlws.Ping:
+			if err := s.write(wsMessage{Type: gqlws.Pong}); err != nil {
 				return nil, err
 			}
 			continue
 		case m.ID != id:
 			continue
-		case m.Type == msgError:
+		case m.Type == gqlws.Error:
 			var errs []gqlError
 			if err := json.Unmarshal(m.Payload, &errs); err != nil {
 				return nil, fmt.Errorf("endpoint query: %s", m.Payload)
 			}
 			return nil, gqlErrorsErr(errs, r.id)
-		case m.Type != msgNext || m.next == nil:
+		case m.Type != gqlws.Next || m.next == nil:
 			return nil, fmt.Errorf("endpoint query: unexpected %q", m.Type)
 		case len(m.next.Errors) > 0:
 			return nil, gqlErrorsErr(m.next.Errors, r.id)
@@ -229,13 +230,13 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 			return err
 		}
 		switch m.Type {
-		case msgPing:
-			if err := s.write(wsMessage{Type: msgPong}); err != nil {
+		case gqlws.Ping:
+			if err := s.write(wsMessage{Type: gqlws.Pong}); err != nil {
 				return err
 			}
-		case msgPong, msgConnectionAck:
+		case gqlws.Pong, gqlws.ConnectionAck:
 			// Any message already moved the read deadline.
-		case msgNext, msgError, msgComplete:
+		case gqlws.Next, gqlws.Error, gqlws.Complete:
 			sv, ok := s.served[m.ID]
 			if !ok {
 				s.finishOp(m)
@@ -260,9 +261,9 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 // subscription; the subscription's end or error ends the session.
 func (s *session) subscriptionItem(m wsMessage, endpoint string) (forwardRequest, error) {
 	switch m.Type {
-	case msgComplete:
+	case gqlws.Complete:
 		return forwardRequest{}, errors.New("server ended the forwardRequests subscription")
-	case msgError:
+	case gqlws.Error:
 		var errs []gqlError
 		if err := json.Unmarshal(m.Payload, &errs); err != nil {
 			return forwardRequest{}, fmt.Errorf("subscription error: %s", m.Payload)
@@ -359,16 +360,16 @@ func (s *session) finishOp(m wsMessage) {
 	}
 	var err error
 	switch m.Type {
-	case msgComplete:
+	case gqlws.Complete:
 		err = errors.New("completeForward ended without a result")
-	case msgError:
+	case gqlws.Error:
 		var errs []gqlError
 		if json.Unmarshal(m.Payload, &errs) != nil {
 			err = fmt.Errorf("completeForward: %s", m.Payload)
 		} else {
 			err = completeErr(errs)
 		}
-	case msgNext:
+	case gqlws.Next:
 		if m.next == nil {
 			err = fmt.Errorf("completeForward: %s", m.Payload)
 		} else if len(m.next.Errors) > 0 {
@@ -387,7 +388,7 @@ func (s *session) pingLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.write(wsMessage{Type: msgPing}); err != nil {
+			if err := s.write(wsMessage{Type: gqlws.Ping}); err != nil {
 				s.conn.Close() // the reader reports the failure
 				return
 			}
@@ -399,7 +400,7 @@ func (s *session) pingLoop(ctx context.Context) {
 // frame in one pass: a completeForward carries the whole response body,
 // which a pre-encoded json.RawMessage would have scanned and copied again.
 func (s *session) subscribe(id, query string, vars map[string]any) error {
-	return s.writeFrame(msgSubscribe, subscribeFrame{ID: id, Type: msgSubscribe, Payload: gqlRequest{Query: query, Variables: vars}})
+	return s.writeFrame(gqlws.Subscribe, subscribeFrame{ID: id, Type: gqlws.Subscribe, Payload: gqlRequest{Query: query, Variables: vars}})
 }
 
 // subscribeFrame is a subscribe message with its payload typed.
@@ -436,7 +437,7 @@ func (s *session) read() (wsMessage, error) {
 		return m, err
 	}
 	var f nextFrame
-	if json.Unmarshal(data, &f) == nil && f.Type == msgNext {
+	if json.Unmarshal(data, &f) == nil && f.Type == gqlws.Next {
 		return wsMessage{ID: f.ID, Type: f.Type, next: &f.Payload}, nil
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
@@ -454,7 +455,7 @@ func (s *session) readErr(ctx context.Context, err error) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		switch ce.Code {
-		case closeUnauthorized, closeForbidden:
+		case gqlws.CloseUnauthorized, gqlws.CloseForbidden:
 			return &RefusedError{reason: fmt.Sprintf("%d %s (check --token and --endpoint)", ce.Code, ce.Text)}
 		}
 		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)

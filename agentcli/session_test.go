@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/gqlws"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +40,7 @@ type wsPeer struct {
 func newWSServer(t *testing.T) *wsServer {
 	t.Helper()
 	s := &wsServer{conns: make(chan *wsPeer, 8)}
-	up := websocket.Upgrader{Subprotocols: []string{subprotocol}}
+	up := websocket.Upgrader{Subprotocols: []string{gqlws.Subprotocol}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/graphql" {
 			http.NotFound(w, r)
@@ -107,8 +108,8 @@ func (p *wsPeer) recv(wantPing bool) wsMessage {
 		if err := p.conn.ReadJSON(&m); err != nil {
 			p.t.Fatalf("server read: %v", err)
 		}
-		if m.Type == msgPing && !wantPing {
-			p.send(wsMessage{Type: msgPong})
+		if m.Type == gqlws.Ping && !wantPing {
+			p.send(wsMessage{Type: gqlws.Pong})
 			continue
 		}
 		return m
@@ -126,7 +127,7 @@ func (p *wsPeer) handshake(token, endpoint string) {
 func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	p.t.Helper()
 	init := p.recv(false)
-	if init.Type != msgConnectionInit {
+	if init.Type != gqlws.ConnectionInit {
 		p.t.Fatalf("first message %q, want connection_init", init.Type)
 	}
 	var payload map[string]string
@@ -134,14 +135,14 @@ func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 		p.t.Fatalf("init payload %s, want Authorization: Bearer %s", init.Payload, token)
 	}
 	p.init = payload
-	p.send(wsMessage{Type: msgConnectionAck})
+	p.send(wsMessage{Type: gqlws.ConnectionAck})
 	p.describe(endpoint, endpointInfo{URL: publicURL(endpoint), Mode: mode})
 	sub := p.recv(false)
 	var req gqlRequest
 	if err := json.Unmarshal(sub.Payload, &req); err != nil {
 		p.t.Fatalf("subscribe payload: %v", err)
 	}
-	if sub.Type != msgSubscribe || sub.ID != subscriptionID(0) || !strings.Contains(req.Query, "forwardRequests(endpointId: $e, target: $t)") || req.Variables["e"] != endpoint {
+	if sub.Type != gqlws.Subscribe || sub.ID != subscriptionID(0) || !strings.Contains(req.Query, "forwardRequests(endpointId: $e, target: $t)") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the forwardRequests subscription for %s", sub.Type, sub.ID, req, endpoint)
 	}
 }
@@ -154,12 +155,12 @@ func (p *wsPeer) describe(endpoint string, ep endpointInfo) {
 	if err := json.Unmarshal(q.Payload, &req); err != nil {
 		p.t.Fatalf("endpoint query payload: %v", err)
 	}
-	if q.Type != msgSubscribe || q.ID != describeID(0) || !strings.Contains(req.Query, "endpoint(id: $e){ name url mode target agentCount }") || req.Variables["e"] != endpoint {
+	if q.Type != gqlws.Subscribe || q.ID != describeID(0) || !strings.Contains(req.Query, "endpoint(id: $e){ name url mode target agentCount }") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the endpoint query for %s", q.Type, q.ID, req, endpoint)
 	}
 	answer, _ := json.Marshal(map[string]any{"data": map[string]any{"endpoint": ep}})
-	p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: answer})
-	p.send(wsMessage{ID: q.ID, Type: msgComplete})
+	p.send(wsMessage{ID: q.ID, Type: gqlws.Next, Payload: answer})
+	p.send(wsMessage{ID: q.ID, Type: gqlws.Complete})
 }
 
 // testAgent is an agent serving Endpoint "ep" at 127.0.0.1:1 with a
@@ -244,7 +245,7 @@ func TestAgentProtocol(t *testing.T) {
 		Headers:    nil,
 		BodyBase64: base64.StdEncoding.EncodeToString(reqBody),
 	}}})
-	p.send(wsMessage{ID: subscriptionID(0), Type: msgNext, Payload: item})
+	p.send(wsMessage{ID: subscriptionID(0), Type: gqlws.Next, Payload: item})
 
 	got := next(t, local)
 	if got.requestURI != "/hook//x?y=%2F" || !bytes.Equal(got.body, reqBody) {
@@ -260,7 +261,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("decode completeForward: %v", err)
 	}
 	in := req.Variables["input"]
-	if m.Type != msgSubscribe || m.ID == subscriptionID(0) || !strings.Contains(req.Query, "completeForward(input: $input)") {
+	if m.Type != gqlws.Subscribe || m.ID == subscriptionID(0) || !strings.Contains(req.Query, "completeForward(input: $input)") {
 		t.Fatalf("got %s id %q query %q, want a completeForward subscribe with a fresh id", m.Type, m.ID, req.Query)
 	}
 	body, _ := base64.StdEncoding.DecodeString(in.BodyBase64)
@@ -276,11 +277,11 @@ func TestAgentProtocol(t *testing.T) {
 	if strings.Join(replies, ",") != "1,2" {
 		t.Errorf("X-Reply headers %q, want 1,2", replies)
 	}
-	p.send(wsMessage{ID: m.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"completeForward":true}}`)})
-	p.send(wsMessage{ID: m.ID, Type: msgComplete})
+	p.send(wsMessage{ID: m.ID, Type: gqlws.Next, Payload: json.RawMessage(`{"data":{"completeForward":true}}`)})
+	p.send(wsMessage{ID: m.ID, Type: gqlws.Complete})
 
-	p.send(wsMessage{Type: msgPing})
-	if pong := p.recv(false); pong.Type != msgPong {
+	p.send(wsMessage{Type: gqlws.Ping})
+	if pong := p.recv(false); pong.Type != gqlws.Pong {
 		t.Errorf("answer to ping: %q, want pong", pong.Type)
 	}
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -351,7 +352,7 @@ func TestAgentReportsUnreachableTarget(t *testing.T) {
 	p := srv.accept(t)
 	p.handshake("t", "ep")
 	item, _ := json.Marshal(map[string]any{"data": map[string]any{"forwardRequests": forwardRequest{AttemptID: "a", Method: "POST", Path: "/x"}}})
-	p.send(wsMessage{ID: subscriptionID(0), Type: msgNext, Payload: item})
+	p.send(wsMessage{ID: subscriptionID(0), Type: gqlws.Next, Payload: item})
 	m := p.recv(false)
 	var req struct {
 		Variables map[string]completeInput `json:"variables"`
@@ -362,7 +363,7 @@ func TestAgentReportsUnreachableTarget(t *testing.T) {
 	if in.AttemptID != "a" || !strings.HasPrefix(in.Error, want+": ") || in.Failure != want || in.Status != nil {
 		t.Errorf("completeForward input %+v, want error %q with the detail, that failure and no status", in, want)
 	}
-	p.send(wsMessage{ID: m.ID, Type: msgError, Payload: json.RawMessage(`[{"message":"attempt not pending","extensions":{"code":"NOT_FOUND"}}]`)})
+	p.send(wsMessage{ID: m.ID, Type: gqlws.Error, Payload: json.RawMessage(`[{"message":"attempt not pending","extensions":{"code":"NOT_FOUND"}}]`)})
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if !strings.Contains(stdout.String(), "POST /x → 502 "+want) {
 			return errors.New("still waiting for the failure line on stdout")
@@ -391,19 +392,19 @@ func TestAgentStopsOnRefusal(t *testing.T) {
 	}{
 		{"close 4403", func(p *wsPeer) {
 			p.recv(false)
-			p.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(closeForbidden, "Forbidden"))
+			p.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(gqlws.CloseForbidden, "Forbidden"))
 		}, "4403 Forbidden"},
 		{"bad token", func(p *wsPeer) {
 			p.recv(false)
-			p.send(wsMessage{Type: msgConnectionAck})
+			p.send(wsMessage{Type: gqlws.ConnectionAck})
 			q := p.recv(false)
-			p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"endpoint":null},"errors":[{"message":"unauthenticated","extensions":{"code":"UNAUTHENTICATED"}}]}`)})
+			p.send(wsMessage{ID: q.ID, Type: gqlws.Next, Payload: json.RawMessage(`{"data":{"endpoint":null},"errors":[{"message":"unauthenticated","extensions":{"code":"UNAUTHENTICATED"}}]}`)})
 		}, "check --token"},
 		{"unknown endpoint", func(p *wsPeer) {
 			p.recv(false)
-			p.send(wsMessage{Type: msgConnectionAck})
+			p.send(wsMessage{Type: gqlws.ConnectionAck})
 			q := p.recv(false)
-			p.send(wsMessage{ID: q.ID, Type: msgNext, Payload: json.RawMessage(`{"data":{"endpoint":null}}`)})
+			p.send(wsMessage{ID: q.ID, Type: gqlws.Next, Payload: json.RawMessage(`{"data":{"endpoint":null}}`)})
 		}, `endpoint "ep" not found`},
 	}
 	for _, tt := range tests {
@@ -444,7 +445,7 @@ func TestAgentWarnsAboutOtherAgents(t *testing.T) {
 	})
 	p := srv.accept(t)
 	p.recv(false)
-	p.send(wsMessage{Type: msgConnectionAck})
+	p.send(wsMessage{Type: gqlws.ConnectionAck})
 	p.describe("ep", endpointInfo{URL: publicURL("ep"), Mode: "PROXY", AgentCount: 1})
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if !strings.Contains(stderr.String(), "warning: 1 other agent") {
@@ -465,7 +466,7 @@ func TestAgentDetectsSilentServer(t *testing.T) {
 	p := srv.accept(t)
 	p.handshake("t", "ep")
 	// Never answer the agent's pings: it must give up on this socket.
-	if m := p.recv(true); m.Type != msgPing {
+	if m := p.recv(true); m.Type != gqlws.Ping {
 		t.Fatalf("got %q, want the agent's ping", m.Type)
 	}
 	srv.accept(t).handshake("t", "ep")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/gqlws"
 	"net"
 	"net/http"
 	"net/url"
@@ -56,7 +57,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{"graphql-transport-ws"}, TLSClientConfig: c.TLS}
+	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: subscribeSilence, Subprotocols: []string{gqlws.Subprotocol}, TLSClientConfig: c.TLS}
 	conn, resp, err := dialer.DialContext(ctx, ws, nil)
 	if err != nil {
 		if resp != nil {
@@ -73,6 +74,14 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 		conn.SetWriteDeadline(time.Now().Add(subscribeSilence))
 		return conn.WriteJSON(v)
 	}
+	// writeJSON sends a message whose payload is v as JSON.
+	writeJSON := func(typ, id string, v any) error {
+		payload, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return write(gqlws.Message{ID: id, Type: typ, Payload: payload})
+	}
 	// Ending ctx closes the socket normally, which unblocks the reader.
 	stop := context.AfterFunc(ctx, func() {
 		writeMu.Lock()
@@ -86,10 +95,10 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 	if c.Token != "" {
 		init["Authorization"] = "Bearer " + c.Token
 	}
-	if err := write(map[string]any{"type": "connection_init", "payload": init}); err != nil {
+	if err := writeJSON(gqlws.ConnectionInit, "", init); err != nil {
 		return c.wsErr(ctx, err)
 	}
-	if err := write(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query, "variables": vars}}); err != nil {
+	if err := writeJSON(gqlws.Subscribe, "1", gqlws.SubscribePayload{Query: &query, Variables: vars}); err != nil {
 		return c.wsErr(ctx, err)
 	}
 	pingDone := make(chan struct{})
@@ -102,7 +111,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			case <-pingDone:
 				return
 			case <-t.C:
-				if write(map[string]string{"type": "ping"}) != nil {
+				if write(gqlws.Message{Type: gqlws.Ping}) != nil {
 					return
 				}
 			}
@@ -110,20 +119,16 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 	}()
 	for {
 		conn.SetReadDeadline(time.Now().Add(subscribeSilence))
-		var m struct {
-			ID      string          `json:"id"`
-			Type    string          `json:"type"`
-			Payload json.RawMessage `json:"payload"`
-		}
+		var m gqlws.Message
 		if err := conn.ReadJSON(&m); err != nil {
 			return c.wsErr(ctx, err)
 		}
 		switch m.Type {
-		case "ping":
-			if err := write(map[string]string{"type": "pong"}); err != nil {
+		case gqlws.Ping:
+			if err := write(gqlws.Message{Type: gqlws.Pong}); err != nil {
 				return c.wsErr(ctx, err)
 			}
-		case "next":
+		case gqlws.Next:
 			var res struct {
 				Data   json.RawMessage
 				Errors []struct {
@@ -141,7 +146,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			if err := next(res.Data); err != nil {
 				return err
 			}
-		case "error":
+		case gqlws.Error:
 			var errs []struct {
 				Message    string
 				Extensions map[string]any
@@ -151,7 +156,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			}
 			code, _ := errs[0].Extensions["code"].(string)
 			return &Error{Message: errs[0].Message, Code: code, Extensions: errs[0].Extensions}
-		case "complete":
+		case gqlws.Complete:
 			return nil
 		}
 	}
@@ -166,9 +171,9 @@ func (c *Client) wsErr(ctx context.Context, err error) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		switch ce.Code {
-		case 4401:
+		case gqlws.CloseUnauthorized:
 			return &Error{Message: ce.Text, Code: "UNAUTHENTICATED"}
-		case 4403:
+		case gqlws.CloseForbidden:
 			return &Error{Message: ce.Text, Code: "FORBIDDEN"}
 		}
 		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)

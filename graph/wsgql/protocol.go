@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/gqlws"
 	"strconv"
 	"time"
 
@@ -15,24 +16,8 @@ import (
 	"github.com/relayhq/relay/graph/answersize"
 )
 
-// Message types of graphql-transport-ws.
-const (
-	msgConnectionInit = "connection_init"
-	msgConnectionAck  = "connection_ack"
-	msgPing           = "ping"
-	msgPong           = "pong"
-	msgSubscribe      = "subscribe"
-	msgNext           = "next"
-	msgError          = "error"
-	msgComplete       = "complete"
-)
-
 // message is one frame in either direction.
-type message struct {
-	ID      string          `json:"id,omitempty"`
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
+type message = gqlws.Message
 
 // incoming is a client frame as sent, so that missing fields and wrong
 // JSON types can be told apart and refused.
@@ -42,14 +27,8 @@ type incoming struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// subscribePayload is the payload of subscribe; its optional fields may be
-// null.
-type subscribePayload struct {
-	Query         *string        `json:"query"`
-	OperationName *string        `json:"operationName"`
-	Variables     map[string]any `json:"variables"`
-	Extensions    map[string]any `json:"extensions"`
-}
+// subscribePayload is the payload of subscribe.
+type subscribePayload = gqlws.SubscribePayload
 
 // frame is a client message that passed parse.
 type frame struct {
@@ -71,11 +50,11 @@ func parse(data []byte) (frame, error) {
 		return frame{}, errors.New("type must be a string")
 	}
 	switch f.typ {
-	case msgConnectionInit, msgPing, msgPong:
+	case gqlws.ConnectionInit, gqlws.Ping, gqlws.Pong:
 		if !isObjectOrAbsent(in.Payload) {
 			return frame{}, fmt.Errorf("%s payload must be an object", f.typ)
 		}
-	case msgSubscribe:
+	case gqlws.Subscribe:
 		var ok bool
 		if f.id, ok = operationID(in.ID); !ok {
 			return frame{}, errors.New("subscribe needs a non-empty string id")
@@ -83,7 +62,7 @@ func parse(data []byte) (frame, error) {
 		if !isObject(in.Payload) || decodeNumbers(in.Payload, &f.subscribe) != nil || f.subscribe.Query == nil {
 			return frame{}, errors.New("subscribe payload must be an object with a query string")
 		}
-	case msgComplete:
+	case gqlws.Complete:
 		var ok bool
 		if f.id, ok = operationID(in.ID); !ok {
 			return frame{}, errors.New("complete needs a non-empty string id")
@@ -103,27 +82,27 @@ func (c *conn) handle(data []byte) bool {
 		return c.badRequest(err.Error())
 	}
 	switch f.typ {
-	case msgConnectionInit:
+	case gqlws.ConnectionInit:
 		return c.onInit(f.payload)
-	case msgPing:
-		_ = c.send(c.ctx, message{Type: msgPong, Payload: f.payload})
-	case msgSubscribe:
+	case gqlws.Ping:
+		_ = c.send(c.ctx, message{Type: gqlws.Pong, Payload: f.payload})
+	case gqlws.Subscribe:
 		return c.onSubscribe(f.id, f.subscribe, start)
-	case msgComplete:
+	case gqlws.Complete:
 		c.onComplete(f.id)
 	}
 	return true
 }
 
 func (c *conn) badRequest(reason string) bool {
-	c.closeWith(CloseBadRequest, "Invalid message received: "+reason)
+	c.closeWith(gqlws.CloseBadRequest, "Invalid message received: "+reason)
 	return false
 }
 
 // onInit acknowledges the first connection_init; a second one is 4429.
 func (c *conn) onInit(raw json.RawMessage) bool {
 	if c.initialised {
-		c.closeWith(CloseTooManyInitialise, "Too many initialisation requests")
+		c.closeWith(gqlws.CloseTooManyInitialise, "Too many initialisation requests")
 		return false
 	}
 	c.initialised = true
@@ -135,7 +114,7 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 	if c.t.cfg.InitFunc != nil {
 		var err error
 		if ctx, err = c.t.cfg.InitFunc(c.ctx, payload); err != nil {
-			c.closeWith(CloseForbidden, "Forbidden")
+			c.closeWith(gqlws.CloseForbidden, "Forbidden")
 			return false
 		}
 	}
@@ -146,19 +125,19 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	c.acked.Store(true)
-	return c.send(c.ctx, message{Type: msgConnectionAck}) == nil
+	return c.send(c.ctx, message{Type: gqlws.ConnectionAck}) == nil
 }
 
 // onSubscribe starts an operation, or refuses it.
 func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool {
 	if !c.acked.Load() {
-		c.closeWith(CloseUnauthorized, "Unauthorized")
+		c.closeWith(gqlws.CloseUnauthorized, "Unauthorized")
 		return false
 	}
 	c.mu.Lock()
 	if _, running := c.ops[id]; running {
 		c.mu.Unlock()
-		c.closeWith(CloseSubscriberExists, "Subscriber for "+id+" already exists")
+		c.closeWith(gqlws.CloseSubscriberExists, "Subscriber for "+id+" already exists")
 		return false
 	}
 	if len(c.ops) >= c.t.cfg.MaxSubscriptions {
@@ -257,7 +236,7 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 			c.sendErrors(ctx, id, gqlerror.List{gqlerror.Errorf("encode result: %v", err)})
 			return
 		}
-		err = c.send(ctx, message{ID: id, Type: msgNext, Payload: b})
+		err = c.send(ctx, message{ID: id, Type: gqlws.Next, Payload: b})
 		meter.Release()
 		c.passTurn(op)
 		if err != nil {
@@ -265,7 +244,7 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 		}
 	}
 	if !c.isStopped(op) {
-		_ = c.send(ctx, message{ID: id, Type: msgComplete})
+		_ = c.send(ctx, message{ID: id, Type: gqlws.Complete})
 	}
 }
 
@@ -292,7 +271,7 @@ func (c *conn) sendErrors(ctx context.Context, id string, errs gqlerror.List) {
 	if err != nil {
 		b = []byte(`[{"message":"internal error"}]`)
 	}
-	_ = c.send(ctx, message{ID: id, Type: msgError, Payload: b})
+	_ = c.send(ctx, message{ID: id, Type: gqlws.Error, Payload: b})
 }
 
 // operationID reads an id that must be a non-empty string.

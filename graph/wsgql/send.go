@@ -3,6 +3,7 @@ package wsgql
 import (
 	"context"
 	"encoding/json"
+	"github.com/relayhq/relay/internal/gqlws"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -13,7 +14,7 @@ import (
 // that lets its queue stay full that long reads too slowly and is closed
 // with 1008. ctx ends the wait early (the operation was completed).
 func (c *conn) send(ctx context.Context, m message) error {
-	b, err := m.encode()
+	b, err := encode(m)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func (c *conn) send(ctx context.Context, m message) error {
 // write that the client does not take within WriteTimeout ends the socket
 // (gorilla cannot write after a timed-out write, so no close frame follows).
 func (c *conn) writeLoop() {
-	ping, _ := message{Type: msgPing}.encode()
+	ping, _ := encode(message{Type: gqlws.Ping})
 	tick := time.NewTicker(c.t.cfg.KeepAlive)
 	defer tick.Stop()
 	for {
@@ -208,7 +209,7 @@ type opKey struct{}
 // encode writes the frame with its payload copied once and not scanned
 // again: a payload is JSON this package produced, and a next message may
 // carry megabytes.
-func (m message) encode() ([]byte, error) {
+func encode(m message) ([]byte, error) {
 	id, err := json.Marshal(m.ID)
 	if err != nil {
 		return nil, err

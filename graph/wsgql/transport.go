@@ -3,6 +3,7 @@ package wsgql
 import (
 	"context"
 	"errors"
+	"github.com/relayhq/relay/internal/gqlws"
 	"io"
 	"log/slog"
 	"net"
@@ -17,21 +18,11 @@ import (
 	"github.com/relayhq/relay/graph/answersize"
 )
 
-// Subprotocol is the only WebSocket subprotocol served.
-const Subprotocol = "graphql-transport-ws"
-
-// Close codes of graphql-transport-ws, and the WebSocket ones this
-// transport uses besides.
+// The WebSocket close codes this transport uses besides the protocol's
+// own (gqlws).
 const (
-	CloseBadRequest        = 4400                           // invalid message or payload
-	CloseUnauthorized      = 4401                           // subscribe before connection_ack
-	CloseForbidden         = 4403                           // Config.InitFunc refused the connection
-	CloseBadSubprotocol    = 4406                           // the client did not offer graphql-transport-ws
-	CloseInitTimeout       = 4408                           // no connection_init in time
-	CloseSubscriberExists  = 4409                           // subscribe with the id of a running operation
-	CloseTooManyInitialise = 4429                           // a second connection_init
-	ClosePolicy            = websocket.ClosePolicyViolation // 1008: the client reads too slowly, or keeps asking past the cap
-	CloseTooBig            = websocket.CloseMessageTooBig   // 1009: a message over the limit
+	ClosePolicy = websocket.ClosePolicyViolation // 1008: the client reads too slowly, or keeps asking past the cap
+	CloseTooBig = websocket.CloseMessageTooBig   // 1009: a message over the limit
 )
 
 // Defaults for a zero Config field.
@@ -125,7 +116,7 @@ func New(cfg Config) *Transport {
 	return &Transport{
 		cfg: cfg,
 		upgrader: websocket.Upgrader{
-			Subprotocols:    []string{Subprotocol},
+			Subprotocols:    []string{gqlws.Subprotocol},
 			CheckOrigin:     cfg.CheckOrigin,
 			ReadBufferSize:  16 << 10,
 			WriteBufferSize: 16 << 10,
@@ -254,8 +245,8 @@ func (c *conn) serve() {
 		<-writerDone
 		c.cancel()
 	}()
-	if c.ws.Subprotocol() != Subprotocol {
-		c.closeWith(CloseBadSubprotocol, "Subprotocol not acceptable")
+	if c.ws.Subprotocol() != gqlws.Subprotocol {
+		c.closeWith(gqlws.CloseBadSubprotocol, "gqlws.Subprotocol not acceptable")
 		return
 	}
 	c.ws.SetReadLimit(c.t.cfg.MaxMessage)
@@ -291,7 +282,7 @@ func (c *conn) readFailed(err error) {
 		// gorilla has sent 1009 already; this one only marks the close.
 		c.closeWith(CloseTooBig, "message too big")
 	case errors.As(err, &ne) && ne.Timeout() && !c.acked.Load():
-		c.closeWith(CloseInitTimeout, "Connection initialisation timeout")
+		c.closeWith(gqlws.CloseInitTimeout, "Connection initialisation timeout")
 	case websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived):
 		// the client hung up
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/relayhq/relay/internal/gqlws"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -66,7 +67,7 @@ func serve(t *testing.T, h http.Handler) (url string, active *atomic.Int64) {
 
 func dial(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{gqlws.Subprotocol}}
 	c, _, err := d.Dial(url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func dial(t *testing.T, url string) *websocket.Conn {
 		t.Fatal(err)
 	}
 	var ack message
-	if err := c.ReadJSON(&ack); err != nil || ack.Type != msgConnectionAck {
+	if err := c.ReadJSON(&ack); err != nil || ack.Type != gqlws.ConnectionAck {
 		t.Fatalf("ack: %v %+v", err, ack)
 	}
 	return c
@@ -186,17 +187,17 @@ func TestParse(t *testing.T) {
 		wantErr string
 		typ, id string
 	}{
-		{in: `{"type":"connection_init"}`, typ: msgConnectionInit},
-		{in: `{"type":"connection_init","payload":null}`, typ: msgConnectionInit},
-		{in: `{"type":"connection_init","payload":{"Authorization":"Bearer t"}}`, typ: msgConnectionInit},
+		{in: `{"type":"connection_init"}`, typ: gqlws.ConnectionInit},
+		{in: `{"type":"connection_init","payload":null}`, typ: gqlws.ConnectionInit},
+		{in: `{"type":"connection_init","payload":{"Authorization":"Bearer t"}}`, typ: gqlws.ConnectionInit},
 		{in: `{"type":"connection_init","payload":"Bearer t"}`, wantErr: "payload must be an object"},
 		{in: `{"type":"ping","payload":[]}`, wantErr: "payload must be an object"},
-		{in: `{"type":"subscribe","id":"1","payload":{"query":"{a}","variables":null}}`, typ: msgSubscribe, id: "1"},
+		{in: `{"type":"subscribe","id":"1","payload":{"query":"{a}","variables":null}}`, typ: gqlws.Subscribe, id: "1"},
 		{in: `{"type":"subscribe","payload":{"query":"{a}"}}`, wantErr: "non-empty string id"},
 		{in: `{"type":"subscribe","id":1,"payload":{"query":"{a}"}}`, wantErr: "non-empty string id"},
 		{in: `{"type":"subscribe","id":"1","payload":{}}`, wantErr: "query string"},
 		{in: `{"type":"subscribe","id":"1","payload":{"query":1}}`, wantErr: "query string"},
-		{in: `{"type":"complete","id":"1"}`, typ: msgComplete, id: "1"},
+		{in: `{"type":"complete","id":"1"}`, typ: gqlws.Complete, id: "1"},
 		{in: `{"type":"complete"}`, wantErr: "non-empty string id"},
 		{in: `{"type":"next","id":"1"}`, wantErr: "unexpected message type"},
 		{in: `{"type":true}`, wantErr: "type must be a string"},
@@ -227,15 +228,15 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		switch fr.typ {
-		case msgSubscribe:
+		case gqlws.Subscribe:
 			if fr.id == "" || fr.subscribe.Query == nil {
 				t.Fatalf("accepted subscribe without id or query: %s", data)
 			}
-		case msgComplete:
+		case gqlws.Complete:
 			if fr.id == "" {
 				t.Fatalf("accepted complete without id: %s", data)
 			}
-		case msgConnectionInit, msgPing, msgPong:
+		case gqlws.ConnectionInit, gqlws.Ping, gqlws.Pong:
 		default:
 			t.Fatalf("accepted type %q", fr.typ)
 		}
@@ -245,11 +246,11 @@ func FuzzParse(f *testing.F) {
 // TestEncode: frames are the JSON json.Marshal would write.
 func TestEncode(t *testing.T) {
 	for _, m := range []message{
-		{Type: msgPing},
-		{Type: msgComplete, ID: `a"b\u2028`},
-		{Type: msgNext, ID: "1", Payload: json.RawMessage(`{"data":{"x":1}}`)},
+		{Type: gqlws.Ping},
+		{Type: gqlws.Complete, ID: `a"b\u2028`},
+		{Type: gqlws.Next, ID: "1", Payload: json.RawMessage(`{"data":{"x":1}}`)},
 	} {
-		b, err := m.encode()
+		b, err := encode(m)
 		if err != nil {
 			t.Fatal(err)
 		}
