@@ -8,7 +8,9 @@ import (
 	"github.com/relayhq/relay/readmodel"
 )
 
-// EventLog is what paging through the log reads of it.
+// EventLog is the read side of the log that auditors page through and the
+// API reads payloads from: the one declaration of it, for commands and the
+// API alike.
 type EventLog interface {
 	ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error)
 	ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error)

@@ -1,30 +1,20 @@
 package graph
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
 	"github.com/relayhq/relay/commands"
-	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
 )
-
-// EventLog is the read side of the store that auditors page through: the
-// whole log for the operator, an account's own streams (located by the
-// views' index) for an account.
-type EventLog interface {
-	ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error)
-	ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error)
-}
 
 // Resolver holds the API's dependencies; resolvers only adapt between
 // GraphQL and these.
 type Resolver struct {
 	Service *commands.Service
 	Views   Views
-	Log     EventLog
+	Log     commands.EventLog
 	Hub     tunnel.Sessions
 	// PublicURL turns an address id into its public URL.
 	PublicURL func(id string) string
