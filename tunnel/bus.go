@@ -28,6 +28,9 @@ const (
 	commandsTopicPrefix = "tunnel.forward.commands."
 	repliesTopicPrefix  = "tunnel.forward.replies."
 	replyToKey          = "reply_to"
+	// ackKey marks a reply that only acknowledges a command (no payload):
+	// the command arrived and runs; the outcome follows.
+	ackKey = "ack"
 )
 
 // DefaultNode names the node of a Hub whose config names none.
@@ -236,6 +239,21 @@ func (b *Bus) publishReply(msg *message.Message, r reply) error {
 	middleware.SetCorrelationID(middleware.MessageCorrelationID(msg), out)
 	if err := b.pubsub.Publish(replyTo, out); err != nil {
 		return fmt.Errorf("publish reply to %s: %w", replyTo, err)
+	}
+	return nil
+}
+
+// publishAck tells the Client that sent the command msg that it arrived.
+func (b *Bus) publishAck(msg *message.Message) error {
+	replyTo := msg.Metadata.Get(replyToKey)
+	if replyTo == "" {
+		return fmt.Errorf("command %s names no reply topic", msg.UUID)
+	}
+	out := message.NewMessage(watermill.NewUUID(), nil)
+	middleware.SetCorrelationID(middleware.MessageCorrelationID(msg), out)
+	out.Metadata.Set(ackKey, "1")
+	if err := b.pubsub.Publish(replyTo, out); err != nil {
+		return fmt.Errorf("publish acknowledgement to %s: %w", replyTo, err)
 	}
 	return nil
 }

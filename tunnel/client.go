@@ -80,9 +80,21 @@ type Client struct {
 
 // waiter is a caller waiting for a reply from node.
 type waiter struct {
-	ch   chan reply // capacity 1
-	node string
+	ch    chan reply // capacity 1
+	acked chan struct{}
+	once  *sync.Once // closes acked
+	node  string
 }
+
+// Resending a command: NATS core delivers at most once, and a command
+// published while the receiving node's connection moves to another server
+// (one died) is lost. A Client sends it again until the node acknowledges
+// it, first after ackWait, then at longer intervals up to ackWaitMost; the
+// node runs each attempt once (Hub.receivedAgain).
+const (
+	ackWait     = 500 * time.Millisecond
+	ackWaitMost = 2 * time.Second
+)
 
 // NewClient subscribes a reply dispatcher on a topic of the Client's own;
 // replies are matched to waiting callers by correlation ID (the attempt ID).
@@ -109,12 +121,13 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 	}
 	payload := encodeCommand(cmd)
 	ch := make(chan reply, 1)
+	acked := make(chan struct{})
 	c.mu.Lock()
 	if _, dup := c.waiters[cmd.AttemptID]; dup {
 		c.mu.Unlock()
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: attempt already in flight", cmd.AttemptID)
 	}
-	c.waiters[cmd.AttemptID] = waiter{ch: ch, node: node}
+	c.waiters[cmd.AttemptID] = waiter{ch: ch, acked: acked, once: &sync.Once{}, node: node}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -145,26 +158,45 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 	case <-wait.C:
 		return domain.ForwardOutcome{}, timedOut()
 	}
-	msg := message.NewMessage(watermill.NewUUID(), payload)
-	middleware.SetCorrelationID(cmd.AttemptID, msg)
-	msg.Metadata.Set(replyToKey, c.replyTo)
-	if err := c.bus.pubsub.Publish(commandsTopic(node), msg); err != nil {
+	send := func() error {
+		msg := message.NewMessage(watermill.NewUUID(), payload)
+		middleware.SetCorrelationID(cmd.AttemptID, msg)
+		msg.Metadata.Set(replyToKey, c.replyTo)
+		return c.bus.pubsub.Publish(commandsTopic(node), msg)
+	}
+	if err := send(); err != nil {
 		return domain.ForwardOutcome{}, &PublishError{AttemptID: cmd.AttemptID, Err: err}
 	}
 
-	select {
-	case r := <-ch:
-		if r.lost {
-			return domain.ForwardOutcome{}, &NodeLostError{AttemptID: cmd.AttemptID, Node: node}
+	interval := ackWait
+	resend := time.NewTimer(interval)
+	defer resend.Stop()
+	for {
+		select {
+		case r := <-ch:
+			if r.lost {
+				return domain.ForwardOutcome{}, &NodeLostError{AttemptID: cmd.AttemptID, Node: node}
+			}
+			if r.Error != "" {
+				return domain.ForwardOutcome{}, &ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
+			}
+			return r.Outcome, nil
+		case <-acked:
+			resend.Stop()
+			acked = nil // heard: no more resends, wait for the outcome
+		case <-resend.C:
+			// Unheard: lost on the way, or the node is slow to say so;
+			// sending again is safe either way.
+			if err := send(); err != nil {
+				return domain.ForwardOutcome{}, &PublishError{AttemptID: cmd.AttemptID, Err: err}
+			}
+			interval = min(2*interval, ackWaitMost)
+			resend.Reset(interval)
+		case <-ctx.Done():
+			return domain.ForwardOutcome{}, ctxErr()
+		case <-wait.C:
+			return domain.ForwardOutcome{}, timedOut()
 		}
-		if r.Error != "" {
-			return domain.ForwardOutcome{}, &ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
-		}
-		return r.Outcome, nil
-	case <-ctx.Done():
-		return domain.ForwardOutcome{}, ctxErr()
-	case <-wait.C:
-		return domain.ForwardOutcome{}, timedOut()
 	}
 }
 
@@ -172,6 +204,15 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 // nobody waits for any more (the caller gave up) is dropped.
 func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
 	id := middleware.MessageCorrelationID(msg)
+	if msg.Metadata.Get(ackKey) != "" {
+		c.mu.Lock()
+		w, ok := c.waiters[id]
+		c.mu.Unlock()
+		if ok {
+			w.once.Do(func() { close(w.acked) })
+		}
+		return nil, nil
+	}
 	c.mu.Lock()
 	w, ok := c.waiters[id]
 	delete(c.waiters, id)

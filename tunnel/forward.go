@@ -108,7 +108,15 @@ func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	if h.receivedAgain(msg, cmd) {
+		return nil, nil
+	}
+	// The acknowledgement stops the sender from sending the command again.
+	if err := h.bus.publishAck(msg); err != nil {
+		h.logger.Warn("forward acknowledgement lost", "attempt_id", cmd.AttemptID, "error", err)
+	}
 	h.serving.Go(func() {
+		defer h.markReceivedDone(cmd.AttemptID)
 		// The router's Recoverer does not reach this goroutine: a panic
 		// still becomes a reply, so the sender does not wait for nothing.
 		defer func() {
@@ -132,6 +140,61 @@ func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
 		}
 	})
 	return nil, nil
+}
+
+// receivedFor is how long an attempt sent here is remembered, so that the
+// same command sent again is recognised: well past any forward timeout.
+const receivedFor = 5 * time.Minute
+
+// receivedAgain tells a command this node already took: it acknowledges
+// one still running, and answers one done with its recorded outcome, and
+// reports true; a new one is registered and reported false.
+func (h *Hub) receivedAgain(msg *message.Message, cmd domain.ForwardCommand) bool {
+	now := time.Now()
+	h.mu.Lock()
+	seen, again := h.received[cmd.AttemptID]
+	if !again {
+		for id, r := range h.received {
+			if now.Sub(r.at) > receivedFor {
+				delete(h.received, id)
+			}
+		}
+		h.received[cmd.AttemptID] = &receivedCommand{at: now}
+	}
+	done := again && seen.done
+	h.mu.Unlock()
+	switch {
+	case !again:
+		return false
+	case !done:
+		if err := h.bus.publishAck(msg); err != nil {
+			h.logger.Warn("forward acknowledgement lost", "attempt_id", cmd.AttemptID, "error", err)
+		}
+		return true
+	}
+	// Done: the reply was lost. The recorded outcome stands; read it back
+	// (the fallback is recorded only if, against expectation, none is).
+	h.serving.Go(func() {
+		fallback := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: NodeLost + " (" + h.node + ")"}
+		var r reply
+		if out, err := h.rec.SettleOutcome(h.life, cmd, fallback); err != nil {
+			r.Error = err.Error()
+		} else {
+			r.Outcome = out
+		}
+		if err := h.bus.publishReply(msg, r); err != nil {
+			h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
+		}
+	})
+	return true
+}
+
+func (h *Hub) markReceivedDone(attemptID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r, ok := h.received[attemptID]; ok {
+		r.done, r.at = true, time.Now()
+	}
 }
 
 // serve runs one attempt and records its outcome. The outcome is recorded

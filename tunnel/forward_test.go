@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/testwait"
@@ -123,5 +127,84 @@ func TestForwardToALostNodeIsSettledHere(t *testing.T) {
 	}
 	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
 		t.Errorf("last event %+v", ev)
+	}
+}
+
+// lossyBus is the bus's Pub/Sub with commands lost or doubled on the way,
+// as NATS core may lose one while a node's connection moves to another
+// server: the first dropFirst commands are dropped, every one is sent
+// twice when twice.
+type lossyBus struct {
+	pubSub
+	mu        sync.Mutex
+	dropFirst int
+	twice     bool
+	dropped   int
+}
+
+func (l *lossyBus) Publish(topic string, msgs ...*message.Message) error {
+	if !strings.HasPrefix(topic, commandsTopicPrefix) {
+		return l.pubSub.Publish(topic, msgs...)
+	}
+	l.mu.Lock()
+	drop := l.dropped < l.dropFirst
+	if drop {
+		l.dropped++
+	}
+	l.mu.Unlock()
+	if drop {
+		return nil
+	}
+	if l.twice {
+		for _, m := range msgs {
+			if err := l.pubSub.Publish(topic, m.Copy()); err != nil {
+				return err
+			}
+		}
+	}
+	return l.pubSub.Publish(topic, msgs...)
+}
+
+// A command lost on the bus is sent again until the node holding the
+// session acknowledges it, and a command that arrives twice runs once: the
+// local process sees each attempt once, and the sender gets its answer
+// instead of waiting out the forward timeout.
+func TestLostOrDoubledCommandsRunOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		dropFirst int
+		twice     bool
+	}{
+		{"the first two sends lost", 2, false},
+		{"every send doubled", 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			var calls atomic.Int32
+			e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+				calls.Add(1)
+				return okAnswer(cmd)
+			})
+			lossy := &lossyBus{pubSub: e.bus.pubsub, dropFirst: tt.dropFirst, twice: tt.twice}
+			e.bus.pubsub = lossy
+			front := NewHub(HubConfig{
+				Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), Node: "front",
+				Remote: NewClient(e.bus),
+				Locate: func(string) (string, bool) { return DefaultNode, true },
+			}, e.bus)
+			t.Cleanup(front.Close)
+
+			cmd := e.receive(t, "ep", "acc")
+			out, err := front.Forward(t.Context(), cmd)
+			if err != nil || out.Status != 200 || string(out.Body) != "pong "+cmd.AttemptID {
+				t.Fatalf("forward = %+v, %v", out, err)
+			}
+			if lossy.dropped != tt.dropFirst {
+				t.Errorf("%d sends dropped, want %d", lossy.dropped, tt.dropFirst)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("the local process got the attempt %d times, want once", n)
+			}
+		})
 	}
 }

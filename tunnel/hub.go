@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
@@ -67,6 +68,16 @@ type Hub struct {
 	byAgent    map[string]*session
 	next       map[string]int          // round-robin cursor per Endpoint
 	pending    map[string]*pendingWork // attempt ID → work awaiting its outcome
+	// received holds the attempts other nodes sent here, recently: a
+	// command sent again (its sender heard no acknowledgement: a NATS
+	// server died under it) is acknowledged or answered, never run twice.
+	received map[string]*receivedCommand
+}
+
+// receivedCommand is an attempt another node sent here.
+type receivedCommand struct {
+	done bool      // its outcome is recorded and was sent back
+	at   time.Time // when it was received, or done
 }
 
 // session is one attached agent.
@@ -100,6 +111,7 @@ func NewHub(cfg HubConfig, bus *Bus) *Hub {
 		byAgent:    map[string]*session{},
 		next:       map[string]int{},
 		pending:    map[string]*pendingWork{},
+		received:   map[string]*receivedCommand{},
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
