@@ -213,10 +213,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// older than node names holds): the other nodes' sessions and
 		// attempts are live.
 		mine := func(node string) bool { return a.cluster == nil || node == a.node || node == "" }
-		if err := closeStaleAgents(ctx, a.views, a.hub, mine); err != nil {
-			return err
-		}
-		if err := failStaleAttempts(ctx, a.views, a.rec, log, mine); err != nil {
+		if err := recoverGone(ctx, a.views, a.hub, a.rec, log, mine, restarted); err != nil {
 			return err
 		}
 	}

@@ -152,32 +152,7 @@ func (c *clusterLink) leaseCheck() time.Duration {
 
 func (c *clusterLink) reapOnce(ctx context.Context) error {
 	lost := func(node string) bool { return node != "" && node != c.node && !c.leases.Alive(node) }
-	sessions, err := c.views.OpenAgentSessions(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, s := range sessions {
-		if lost(s.Node) {
-			c.log.Warn("closing the agent session of a lost relay node", "node", s.Node, "agent_id", s.AgentID, "endpoint_id", s.EndpointID)
-			errs = append(errs, c.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, tunnel.NodeLost))
-		}
-	}
-	attempts, err := c.views.OpenAttempts(ctx)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	var stale []record.StaleAttempt
-	for _, a := range attempts {
-		if lost(a.Node) {
-			stale = append(stale, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
-		}
-	}
-	if len(stale) > 0 {
-		c.log.Warn("failing the forwards whose sender was on a lost relay node", "attempts", len(stale))
-		errs = append(errs, c.rec.FailStale(ctx, stale, record.NodeLostReason))
-	}
-	return errors.Join(errs...)
+	return recoverGone(ctx, c.views, c.hub, c.rec, c.log, lost, nodeLost)
 }
 
 // problem says why this node cannot reach the other nodes: its bus

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -11,49 +12,67 @@ import (
 	"github.com/relayhq/relay/tunnel"
 )
 
-// closeStaleAgents records the end of agent sessions a crash left open.
-func closeStaleAgents(ctx context.Context, views interface {
+// openWork is what recovery reads of the views: what the log holds open.
+type openWork interface {
 	OpenAgentSessions(context.Context) ([]readmodel.AgentSession, error)
-}, hub *tunnel.Hub, mine func(node string) bool) error {
-	open, err := views.OpenAgentSessions(ctx)
+	OpenAttempts(context.Context) ([]readmodel.OpenAttempt, error)
+}
+
+// goneReason says why a node's open work ended: what its sessions' end
+// and its attempts' failure record.
+type goneReason struct {
+	session, attempt string
+}
+
+var (
+	// restarted: this node's own earlier run, which a crash ended.
+	restarted = goneReason{session: tunnel.RelayRestarted, attempt: record.RestartedReason}
+	// nodeLost: another node of a cluster, whose lease lapsed.
+	nodeLost = goneReason{session: tunnel.NodeLost, attempt: record.NodeLostReason}
+)
+
+// recoverGone ends what nodes that are gone left open, for every node gone
+// names: the agent sessions they held (their agents went with them) and
+// the forwards whose senders waited on them (no outcome will ever come).
+// One node runs it at start for its own earlier run; a cluster's reaper
+// runs it for the nodes whose lease lapsed. Sessions attached to hub are
+// live and kept.
+func recoverGone(ctx context.Context, views openWork, hub *tunnel.Hub, rec *record.Recorder, log *slog.Logger,
+	gone func(node string) bool, why goneReason) error {
+	sessions, err := views.OpenAgentSessions(ctx)
 	if err != nil {
 		return fmt.Errorf("read agent sessions: %w", err)
 	}
-	stale := make([]tunnel.StaleSession, 0, len(open))
-	for _, s := range open {
-		if mine(s.Node) {
-			stale = append(stale, tunnel.StaleSession{EndpointID: s.EndpointID, AgentID: s.AgentID})
+	var staleSessions []tunnel.StaleSession
+	for _, s := range sessions {
+		if gone(s.Node) {
+			staleSessions = append(staleSessions, tunnel.StaleSession{EndpointID: s.EndpointID, AgentID: s.AgentID})
 		}
 	}
-	if err := hub.CloseStale(ctx, stale); err != nil {
-		return fmt.Errorf("close stale agent sessions: %w", err)
+	var errs []error
+	if len(staleSessions) > 0 {
+		log.Warn("closing agent sessions left open", "sessions", len(staleSessions), "reason", why.session)
+		if err := hub.CloseStale(ctx, staleSessions, why.session); err != nil {
+			errs = append(errs, fmt.Errorf("close stale agent sessions: %w", err))
+		}
 	}
-	return nil
-}
-
-// failStaleAttempts records the end of forwards a crash left open: their
-// sender and agent went with the process, so no outcome will ever come.
-func failStaleAttempts(ctx context.Context, views interface {
-	OpenAttempts(context.Context) ([]readmodel.OpenAttempt, error)
-}, rec *record.Recorder, log *slog.Logger, mine func(node string) bool) error {
-	open, err := views.OpenAttempts(ctx)
+	attempts, err := views.OpenAttempts(ctx)
 	if err != nil {
-		return fmt.Errorf("read open attempts: %w", err)
+		return errors.Join(append(errs, fmt.Errorf("read open attempts: %w", err))...)
 	}
-	stale := make([]record.StaleAttempt, 0, len(open))
-	for _, a := range open {
-		if mine(a.Node) {
-			stale = append(stale, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
+	var staleAttempts []record.StaleAttempt
+	for _, a := range attempts {
+		if gone(a.Node) {
+			staleAttempts = append(staleAttempts, record.StaleAttempt{DeliveryID: a.DeliveryID, AttemptID: a.AttemptID})
 		}
 	}
-	if len(stale) == 0 {
-		return nil
+	if len(staleAttempts) > 0 {
+		log.Warn("recording forwards left without an answer as failed", "attempts", len(staleAttempts), "reason", why.attempt)
+		if err := rec.FailStale(ctx, staleAttempts, why.attempt); err != nil {
+			errs = append(errs, fmt.Errorf("fail stale attempts: %w", err))
+		}
 	}
-	log.Warn("recording forwards a previous run left without an answer as failed", "attempts", len(stale))
-	if err := rec.FailStale(ctx, stale, record.RestartedReason); err != nil {
-		return fmt.Errorf("fail stale attempts: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // addressResolver adapts the views to what ingress needs to route a request.

@@ -410,7 +410,7 @@ func TestCloseStale(t *testing.T) {
 	if want := []StaleSession{{"ep", "ghost"}, {"ep", "live"}}; !slices.Equal(open, want) {
 		t.Fatalf("open sessions %v, want %v", open, want)
 	}
-	if err := e.hub.CloseStale(t.Context(), open); err != nil {
+	if err := e.hub.CloseStale(t.Context(), open, RelayRestarted); err != nil {
 		t.Fatalf("close stale: %v", err)
 	}
 	_, ev := e.last(t, domain.AgentStream("ep"))

@@ -16,10 +16,16 @@ type StaleSession struct {
 	AgentID    string
 }
 
-// CloseStale records AgentDisconnected{Reason: "relay restarted"} for each
-// session, so presence read from the log is right again after a crash.
-// Sessions attached to this Hub are live and skipped.
-func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession) error {
+// Reasons CloseStale records.
+const (
+	RelayRestarted = "relay restarted"
+)
+
+// CloseStale records AgentDisconnected{Reason: reason} for each session
+// (RelayRestarted after a crash, NodeLost for a lost node's), so presence
+// read from the log is right again. Sessions attached to this Hub are live
+// and skipped.
+func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession, reason string) error {
 	var errs []error
 	for _, s := range sessions {
 		h.mu.Lock()
@@ -28,7 +34,7 @@ func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession) error {
 		if ok && live.info.EndpointID == s.EndpointID {
 			continue
 		}
-		if err := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, "relay restarted"); err != nil {
+		if err := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, reason); err != nil {
 			errs = append(errs, fmt.Errorf("close stale agent %s: %w", s.AgentID, err))
 		}
 	}
