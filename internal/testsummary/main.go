@@ -41,6 +41,7 @@ func main() {
 func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 	outputs := map[key][]string{}
 	skipped := map[string][]string{} // reason → tests
+	seeds := map[string]string{}     // package → its -test.shuffle line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -57,6 +58,13 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 			failed = true
 		case "output":
 			if e.Test == "" {
+				// -shuffle=on prints its seed in every package: kept, and
+				// printed only for a package that fails (to run it again
+				// in the same order).
+				if strings.HasPrefix(e.Output, "-test.shuffle ") {
+					seeds[e.Package] = e.Output
+					continue
+				}
 				if !strings.HasPrefix(e.Output, "=== ") && !strings.HasPrefix(e.Output, "--- ") && e.Output != "PASS\n" {
 					fmt.Fprint(w, e.Output)
 				}
@@ -67,6 +75,8 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 			failed = true
 			if e.Test != "" {
 				fmt.Fprint(w, strings.Join(outputs[k], ""))
+			} else if seed := seeds[e.Package]; seed != "" {
+				fmt.Fprint(w, seed)
 			}
 			delete(outputs, k)
 		case "skip":

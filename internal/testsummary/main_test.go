@@ -11,6 +11,8 @@ import (
 // is reported.
 func TestSummarize(t *testing.T) {
 	in := strings.Join([]string{
+		`{"Action":"output","Package":"p","Output":"-test.shuffle 42\n"}`,
+		`{"Action":"output","Package":"q","Output":"-test.shuffle 7\n"}`,
 		`{"Action":"run","Package":"p","Test":"TestA"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:9: caddy is not on PATH: apt-get install caddy\n"}`,
@@ -37,6 +39,9 @@ func TestSummarize(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	if !strings.Contains(got, "-test.shuffle 42") || strings.Contains(got, "-test.shuffle 7") {
+		t.Errorf("want the seed of the failed package only:\n%s", got)
 	}
 	if strings.Contains(got, "all good") {
 		t.Errorf("a passing test's output was printed:\n%s", got)
