@@ -163,7 +163,7 @@ func TestAPIQueryCost(t *testing.T) {
 	deliveryID := page.Inspector.Deliveries.Nodes[0].ID
 	tenant := signUpTenant(t, r, "free")
 
-	// 16 rows of payloads: 16 × 600 points, within the default budget.
+	// 16 rows of payloads: within the default budget.
 	payloadPage := `a%d: inspector(id: $id){ deliveries(first: 16){ nodes{ body bodyBase64 } } } `
 	aliases := func(n int, f string) string {
 		var b strings.Builder
@@ -180,10 +180,8 @@ func TestAPIQueryCost(t *testing.T) {
 		fragment D on Delivery { ` + aliases(10, "d%d: id ") + `}`
 	// Refused first: the peak RSS across them shows that none ran.
 	refused := []struct{ name, token, query string }{
-		{"six pages of payloads", "", `query($id: ID!){ ` + aliases(6, payloadPage) + `}`},
 		{"40 pages of the log by a free account", tenant.Token, `{ __typename ` +
 			aliases(40, `e%d: events(first: 1000){ nodes{ id type stream data } } `) + `}`},
-		{"a page of 100 payloads", "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 100){ nodes{ body bodyBase64 } } } }`},
 		{"600 fields through repeated spreads", "", `{ ...F ...F ...F ...F ...F ...F } fragment F on Query { ` + aliases(100, "t%d: __typename ") + `}`},
 		{"fragment bomb", "", strings.Replace(bomb, "{ ...A }", "query($id: ID!){ ...A }", 1)},
 		{"eleven writes", "", `mutation{ ` + aliases(11, "i%d: createInspector{ id } ") + `}`},
@@ -195,6 +193,7 @@ func TestAPIQueryCost(t *testing.T) {
 		{"console delivery detail", `query($d: ID!){ delivery(id: $d){ id cursor address method path bodySize complete receivedAt responseStatus
 			attempts{ id status startedAt durationMs error retry } headers{ name value } body bodyBase64 responseHeaders{ name value } responseBody } }`},
 		{"one page of payloads", `query($id: ID!){ ` + aliases(1, payloadPage) + `}`},
+		{"a page of 100 payloads (20 rows here)", `query($id: ID!){ inspector(id: $id){ deliveries(first: 100){ nodes{ body bodyBase64 } } } }`},
 		{"a page of 100000 costs a page of 100", `query($id: ID!){ inspector(id: $id){ deliveries(first: 100000){ nodes{ id bodySize } } } }`},
 	}
 	vars := func(query string) map[string]any {
@@ -218,9 +217,27 @@ func TestAPIQueryCost(t *testing.T) {
 			}
 		})
 	}
-	// These pages of 20 × 256 KiB payloads would have taken hundreds of MiB.
 	if grew := peakRSSKiB(t, r) - before; grew > 32<<10 {
 		t.Errorf("peak RSS grew by %d MiB over refused operations, want < 32 MiB", grew>>10)
+	}
+	// Pages of payloads are priced by the work of reading them, so six
+	// aliased pages of 16 full rows (96 × 600 KiB as JSON) are within the
+	// cost budget, as the default page with every field must be; what bounds
+	// them is the answer's size (--max-api-answer): its fields past 32 MiB
+	// are refused, and the answer does not grow to 57 MiB.
+	before = peakRSSKiB(t, r)
+	t.Run("six pages of payloads", func(t *testing.T) {
+		q := `query($id: ID!){ ` + aliases(6, payloadPage) + `}`
+		res := r.GraphQL(t, "", q, vars(q))
+		if len(res.Errors) == 0 || res.Errors[0].Code() != "ANSWER_TOO_LARGE" {
+			t.Fatalf("errors %.300v, want ANSWER_TOO_LARGE", res.Errors)
+		}
+		if len(res.Data) > 40<<20 {
+			t.Errorf("answered %d bytes of data, want it cut near 32 MiB", len(res.Data))
+		}
+	})
+	if grew := peakRSSKiB(t, r) - before; grew > 160<<10 {
+		t.Errorf("peak RSS grew by %d MiB over an answer cut at 32 MiB, want < 160 MiB", grew>>10)
 	}
 	for _, tt := range allowed {
 		t.Run(tt.name, func(t *testing.T) {
