@@ -142,7 +142,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	store, err := OpenStore(ctx, dir, cfg.EventStore, log)
 	if err != nil {
-		lock.Release()
+		_ = lock.Release()
 		return nil, logDamaged(dir, err)
 	}
 	if cfg.WrapStore != nil {
@@ -152,21 +152,21 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if cfg.FreshViews {
 		if err := projections.RemoveFiles(viewsPath); err != nil {
 			store.Close()
-			lock.Release()
+			_ = lock.Release()
 			return nil, fmt.Errorf("remove views: %w", err)
 		}
 	}
 	node, err := cluster.NodeID(dir, cfg.Node)
 	if err != nil {
 		store.Close()
-		lock.Release()
+		_ = lock.Release()
 		return nil, fmt.Errorf("node id: %w", err)
 	}
 	codec := domain.NewCodec()
 	views, err := projections.Open(ctx, viewsPath, store, projections.Options{Logger: log, Codec: codec})
 	if err != nil {
 		store.Close()
-		lock.Release()
+		_ = lock.Release()
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -186,7 +186,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	case err == nil:
 	case cfg.Lenient && ctx.Err() == nil && !sqlitedsn.Damaged(err):
 		log.Error("starting with the views behind the log: commands that wait for them fail with UNAVAILABLE and /readyz answers 503 until they catch up",
-			"views_position", views.Position(), "log_position", last, "err", err)
+			"views_position", views.Position(), "log_position", last, "error", err)
 	default:
 		a.Close()
 		return nil, fmt.Errorf("catch up views: %w", logDamaged(dir, err))

@@ -111,7 +111,7 @@ func (s *Service) RunRetention(ctx context.Context, interval, retention time.Dur
 		res, err := s.SweepRetention(ctx, s.now(), retention)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.ErrorContext(ctx, "retention sweep failed", "err", err)
+			s.log.ErrorContext(ctx, "retention sweep failed", "error", err)
 		case res.Purged > 0 || res.Deleted > 0:
 			s.log.InfoContext(ctx, "retention sweep", "inspectors_purged", res.Purged, "deliveries_deleted", res.Deleted)
 		}

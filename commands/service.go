@@ -279,7 +279,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	// to record the outcome), so no shorter deadline is set here.
 	out, err := s.forwarder.Forward(ctx, cmd)
 	if err != nil {
-		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "err", err)
+		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "error", err)
 	}
 	// The outcome is recorded; make sure the view has it. Without
 	// its position (no outcome, or none recorded) the end of the log covers it.

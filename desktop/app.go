@@ -274,7 +274,7 @@ func (a *App) sendNotice(title, body string) {
 	n := Notice{Time: time.Now(), Title: title, Body: body}
 	if err := a.notify(title, body); err != nil {
 		n.Error = err.Error()
-		a.log.Warn("notification not shown", "err", err)
+		a.log.Warn("notification not shown", "error", err)
 	}
 	a.mu.Lock()
 	a.notices = append(a.notices, n)
@@ -311,7 +311,7 @@ func (a *App) applyRoutes() {
 		return
 	}
 	if err := a.routes.save(server, saved); err != nil {
-		a.log.Warn("switches not saved", "err", err)
+		a.log.Warn("switches not saved", "error", err)
 	}
 	a.run.set(server, token, rs)
 }

@@ -21,7 +21,7 @@ const watcherName = "org.kde.StatusNotifierWatcher"
 func (a *App) StartTray() {
 	conn, err := dbus.SessionBus()
 	if err != nil {
-		a.log.Warn("no tray icon: no D-Bus session bus", "err", err)
+		a.log.Warn("no tray icon: no D-Bus session bus", "error", err)
 		return
 	}
 	var has bool

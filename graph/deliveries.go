@@ -112,7 +112,7 @@ func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery,
 		if ctx.Err() != nil {
 			return false
 		}
-		r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", id, "err", err)
+		r.Logger.WarnContext(ctx, "deliveries subscription read", "delivery_id", id, "error", err)
 		return true
 	}
 	// The turn passes once the row's message is queued, not when it leaves

@@ -93,11 +93,11 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		case code == "" && errors.Is(err, context.Canceled):
 			// The client went away mid-operation (an agent that closes
 			// after a refusal, a closed browser tab): nothing failed here.
-			log.DebugContext(ctx, "graphql operation cancelled by the client", "path", ge.Path.String(), "err", err)
+			log.DebugContext(ctx, "graphql operation cancelled by the client", "path", ge.Path.String(), "error", err)
 			ge.Message = "cancelled"
 			code = "INTERNAL"
 		case code == "":
-			log.ErrorContext(ctx, "graphql resolver failed", "path", ge.Path.String(), "err", err)
+			log.ErrorContext(ctx, "graphql resolver failed", "path", ge.Path.String(), "error", err)
 			ge.Message = "internal error"
 			code = "INTERNAL"
 		}

@@ -76,10 +76,10 @@ func (v *Runner) failed(ctx context.Context, err error) {
 	v.mu.Unlock()
 	if first {
 		v.log.ErrorContext(ctx, "projections stopped: the views no longer follow the log; retrying until the cause clears",
-			"position", pos, "err", err)
+			"position", pos, "error", err)
 		return
 	}
-	v.log.DebugContext(ctx, "projections retry failed", "position", pos, "retries", retries, "err", err)
+	v.log.DebugContext(ctx, "projections retry failed", "position", pos, "retries", retries, "error", err)
 }
 
 // recovered clears a failure once a batch applied again.

@@ -108,7 +108,7 @@ func Open(ctx context.Context, path string, store domain.EventStore, opts Option
 	if !sqlitedsn.Damaged(err) && !errors.Is(err, errDamaged) {
 		return nil, err
 	}
-	opts.Logger.ErrorContext(ctx, "views file damaged: removing it and rebuilding the views from the log", "path", path, "err", err)
+	opts.Logger.ErrorContext(ctx, "views file damaged: removing it and rebuilding the views from the log", "path", path, "error", err)
 	if err := RemoveFiles(path); err != nil {
 		return nil, fmt.Errorf("open projections %s: remove damaged file: %w", path, err)
 	}

@@ -712,14 +712,6 @@ func (a *desktopApp) state(t *testing.T) desktopState {
 	return s
 }
 
-// quit asks the app to quit as its Quit button does and waits for a clean
-// exit.
-func (a *desktopApp) quit(t *testing.T) {
-	t.Helper()
-	a.post(t, "/quit")
-	a.wait(t)
-}
-
 // wait waits for a clean exit.
 func (a *desktopApp) wait(t *testing.T) {
 	t.Helper()

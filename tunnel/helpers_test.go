@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"runtime"
@@ -40,7 +39,7 @@ func newEnv(tb testing.TB) *env {
 
 func newEnvWithStore(tb testing.TB, store domain.EventStore) *env {
 	tb.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	bus, err := NewBus(logger)
 	if err != nil {
 		tb.Fatalf("new bus: %v", err)

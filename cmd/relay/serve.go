@@ -101,13 +101,13 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	var certs *tlslisten.Certs
 	if cfg.TLSCert != "" {
 		if certs, err = tlslisten.Load(cfg.TLSCert, cfg.TLSKey, cfg.Domain, log); err != nil {
-			lock.Release()
+			_ = lock.Release()
 			return err
 		}
 	}
 	ln, err := listen(cfg)
 	if err != nil {
-		lock.Release()
+		_ = lock.Release()
 		return err
 	}
 	urls := cfg.publicURLs(ln.Addr().(*net.TCPAddr).Port, certs != nil)
@@ -118,7 +118,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	defer func() { // after the drain below: attempts still open answer 503
 		if err := a.Close(); err != nil {
-			log.Error("close", "err", err)
+			log.Error("close", "error", err)
 		}
 	}()
 

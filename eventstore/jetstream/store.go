@@ -124,11 +124,11 @@ func Open(ctx context.Context, servers string, opts Options) (*Store, error) {
 		nats.MaxReconnects(-1), // a relay outlives server restarts and leader moves
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				log.Warn("disconnected", slog.Any("err", err))
+				log.Warn("disconnected", slog.Any("error", err))
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected", slog.String("server", nc.ConnectedUrlRedacted())) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("async error", slog.Any("err", err)) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("async error", slog.Any("error", err)) }),
 	)
 	if err != nil {
 		// The URLs may hold credentials: they stay out of the error.

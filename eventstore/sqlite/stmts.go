@@ -20,7 +20,7 @@ func prepareAll(ctx context.Context, db *sql.DB, specs []stmtSpec) error {
 		stmt, err := db.PrepareContext(ctx, sp.query)
 		if err != nil {
 			for _, done := range specs[:i] {
-				closeStmts(*done.dst)
+				_ = closeStmts(*done.dst)
 				*done.dst = nil
 			}
 			return fmt.Errorf("prepare %q: %w", sp.query, err)

@@ -99,7 +99,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		done:             make(chan struct{}),
 	}
 	if err := s.open(ctx, abs); err != nil {
-		s.closeDBs()
+		_ = s.closeDBs()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
 	// The writer and the checkpointer outlive Open's ctx: Close stops them.

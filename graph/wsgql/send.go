@@ -101,7 +101,7 @@ func (c *conn) writeLoop() {
 func (c *conn) write(b []byte) bool {
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.t.cfg.WriteTimeout))
 	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
-		c.t.cfg.Logger.Debug("websocket write", "err", err)
+		c.t.cfg.Logger.Debug("websocket write", "error", err)
 		c.shut()
 		return false
 	}

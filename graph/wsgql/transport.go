@@ -286,7 +286,7 @@ func (c *conn) readFailed(err error) {
 	case websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived):
 		// the client hung up
 	default:
-		c.t.cfg.Logger.Debug("websocket read", "err", err)
+		c.t.cfg.Logger.Debug("websocket read", "error", err)
 	}
 }
 

@@ -49,7 +49,10 @@ func Acquire(dir string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("lock data folder %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	// The pid names the holder to a second process; a failure to write it
+	// (the inner err used to shadow this one and be lost) is reported.
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

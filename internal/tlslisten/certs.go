@@ -141,7 +141,7 @@ func (c *Certs) Watch(ctx context.Context, interval time.Duration, reload <-chan
 			}
 		}
 		if err := c.Reload(); err != nil {
-			c.log.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
+			c.log.Error("TLS certificate not reloaded; the previous one stays in use", "error", err)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func (l *Listener) sort(c net.Conn) {
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
-			l.log.Debug("TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+			l.log.Debug("TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
 			tc.Close()
 			return
 		}
