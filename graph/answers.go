@@ -39,6 +39,12 @@ func countAnswer(ctx context.Context, next graphql.Resolver) (any, error) {
 	if err != nil {
 		return res, err
 	}
+	// A forward to an agent carries a body the ingress already admitted
+	// against --proxy-body-budget, up to --max-body: counting it again
+	// could fail a forward the relay accepted.
+	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Object == "ForwardRequest" {
+		return res, nil
+	}
 	n := int64(fieldOverhead)
 	switch v := res.(type) {
 	case string:

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -150,5 +151,21 @@ func TestAPIAnswersBoundedOverWebSocket(t *testing.T) {
 	err := sub.Err(t, 30*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "ANSWER_TOO_LARGE") {
 		t.Fatalf("38 aliases of a body of control characters over a WebSocket: %v, want ANSWER_TOO_LARGE", err)
+	}
+}
+
+// TestForwardsAreNotCountedAsAnswers: a forward pushed to an agent carries
+// a body the ingress already admitted (against --proxy-body-budget, up to
+// --max-body), so the answer bound does not apply to it: a 3 MiB body
+// reaches the local process through a relay whose answers are capped at
+// 1 MiB.
+func TestForwardsAreNotCountedAsAnswers(t *testing.T) {
+	rig := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+	}), false, "--max-api-answer", "1MiB", "--api-answer-budget", "1MiB")
+	resp := rig.send(t, "POST", "/big", nil, bytes.Repeat([]byte("<"), 3<<20))
+	if resp.Status != http.StatusOK || string(resp.Body) != strconv.Itoa(3<<20) {
+		t.Fatalf("a 3 MiB forward through a relay with 1 MiB answers: %d %q", resp.Status, resp.Body)
 	}
 }

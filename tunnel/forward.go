@@ -154,10 +154,15 @@ func (h *Hub) receivedAgain(msg *message.Message, cmd domain.ForwardCommand) boo
 	h.mu.Lock()
 	seen, again := h.received[cmd.AttemptID]
 	if !again {
-		for id, r := range h.received {
-			if now.Sub(r.at) > receivedFor {
-				delete(h.received, id)
+		// Pruned now and then, not on every command: a scan per command
+		// would cost as much as the commands of the last minutes.
+		if now.Sub(h.receivedPruned) > receivedFor/10 {
+			for id, r := range h.received {
+				if now.Sub(r.at) > receivedFor {
+					delete(h.received, id)
+				}
 			}
+			h.receivedPruned = now
 		}
 		h.received[cmd.AttemptID] = &receivedCommand{at: now}
 	}

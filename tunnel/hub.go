@@ -71,7 +71,8 @@ type Hub struct {
 	// received holds the attempts other nodes sent here, recently: a
 	// command sent again (its sender heard no acknowledgement: a NATS
 	// server died under it) is acknowledged or answered, never run twice.
-	received map[string]*receivedCommand
+	received       map[string]*receivedCommand
+	receivedPruned time.Time
 }
 
 // receivedCommand is an attempt another node sent here.
