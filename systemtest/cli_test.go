@@ -263,6 +263,7 @@ type (
 		DurationMs *int    `json:"durationMs"`
 		Error      *string `json:"error"`
 		Retry      bool    `json:"retry"`
+		Late       bool    `json:"late"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`

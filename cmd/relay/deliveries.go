@@ -62,6 +62,7 @@ type attemptJSON struct {
 	DurationMs *int    `json:"durationMs"`
 	Error      *string `json:"error"`
 	Retry      bool    `json:"retry"`
+	Late       bool    `json:"late"` // answered after the relay answered the sender itself
 }
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
@@ -88,7 +89,7 @@ type deliveryJSON struct {
 	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ id status startedAt durationMs error retry }`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ id status startedAt durationMs error retry late }`
 
 func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -386,7 +387,11 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 	if len(d.Attempts) > 0 {
 		fmt.Fprintln(w, "\nattempts:")
 		for i, a := range d.Attempts {
-			fmt.Fprintf(w, "  %d: %s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error))
+			line := describeAttempt(a.Status, a.DurationMs, a.Error)
+			if a.Late {
+				line += " (late: the sender had already been answered by the relay)"
+			}
+			fmt.Fprintf(w, "  %d: %s\n", i+1, line)
 		}
 	}
 	switch {

@@ -37,7 +37,7 @@ no agent connected).`,
 			if err != nil {
 				return err
 			}
-			const q = `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ id status startedAt durationMs error retry } } }`
+			const q = `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ id status startedAt durationMs error retry late } } }`
 			var res struct {
 				RetryDelivery struct {
 					ID             string

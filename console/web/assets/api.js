@@ -3,7 +3,7 @@
 /** Fields a history row needs; the detail pane fetches the rest on demand. */
 export const ROW_FIELDS = `
   id cursor address method path bodySize complete receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry }
+  attempts { id status startedAt durationMs error retry late }
 `;
 
 /** Every field of a delivery, for the detail pane. */

@@ -153,5 +153,6 @@ function attemptsTable(attempts, newAttemptId) {
       h('td', { 'data-testid': 'attempt-status' }, statusBadge(a.status)),
       h('td', {}, a.durationMs === null || a.durationMs === undefined ? '—' : `${a.durationMs} ms`),
       h('td', { class: 'error-cell' }, a.error || '—'),
-      h('td', {}, a.retry ? 'Retry' : 'First'))))));
+      h('td', {}, a.retry ? 'Retry' : 'First',
+        a.late ? h('span', { class: 'badge badge-warn', 'data-testid': 'attempt-late', title: 'The local process answered after the relay had answered the sender itself' }, ' late') : null))))));
 }
