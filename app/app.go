@@ -205,7 +205,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		a.cluster, a.hub = link, link.hub
 	} else {
-		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node}, nil)
+		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node})
 	}
 	a.closeHub = true
 	if !cfg.NoSweeps {

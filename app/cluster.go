@@ -15,6 +15,7 @@ import (
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
+	"github.com/relayhq/relay/tunnel/nodebus"
 )
 
 // presenceRead bounds one read of where an Endpoint's sessions are.
@@ -24,7 +25,7 @@ const presenceRead = 2 * time.Second
 // nodes, its lease, and the Hub that routes over them.
 type clusterLink struct {
 	node   string
-	bus    *tunnel.Bus
+	bus    *nodebus.Bus
 	leases *cluster.Leases
 	hub    *tunnel.Hub
 	views  interface {
@@ -49,7 +50,7 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 	if lease <= 0 {
 		lease = cluster.DefaultLease
 	}
-	bus, err := tunnel.NewNATSBus(log, cfg.Bus, "relay "+a.node)
+	bus, err := nodebus.NewNATSBus(log, cfg.Bus, "relay "+a.node)
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +67,9 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 		life: life, stop: stop, busDone: make(chan error, 1)}
 	c.hub = tunnel.NewHub(tunnel.HubConfig{
 		Recorder: a.rec, Logger: log, Node: a.node,
-		Remote: tunnel.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere,
-	}, bus)
+		Remote: nodebus.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere,
+	})
+	nodebus.Serve(bus, c.hub)
 	leases.OnLapse(func(node string) {
 		if n := c.hub.NodeLost(node); n > 0 {
 			log.Warn("forwards sent to a lost relay node answered 503", "node", node, "attempts", n)

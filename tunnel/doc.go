@@ -9,14 +9,13 @@
 // that durable append returns the outcome, so no caller ever sees an
 // outcome the log does not hold. Nothing is encoded on this path.
 //
-// The Watermill Bus carries commands only across the node boundary, in
-// the shape of Watermill's components/requestreply: each node's Hub takes
-// commands on its own topic, each Client gets replies on its own, and a
-// reply is matched to its caller by the attempt ID. A Hub configured with
-// Remote and Locate sends a command for an Endpoint whose sessions another
-// node holds to that node. A single relay process runs no bus; several
-// nodes run it on NATS core (NewNATSBus, JetStream disabled: a forward is
-// never redelivered). When the node a command went to is lost before it
+// Commands cross the node boundary only through Remote (package
+// tunnel/nodebus carries them on NATS core; this package imports neither
+// NATS nor Watermill, so a single node and the API build without them). A
+// Hub configured with Remote and Locate sends a command for an Endpoint
+// whose sessions another node holds to that node; commands other nodes
+// send here arrive through Receive, which acknowledges each at once and
+// runs it once, however often it arrives. When the node a command went to is lost before it
 // replies (its lease lapsed: Hub.NodeLost), or the command cannot be sent,
 // the sending node settles the attempt itself (Recorder.SettleOutcome):
 // exactly one outcome is recorded, and the sender gets the one that stands.

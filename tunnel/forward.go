@@ -7,8 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/relayhq/relay/domain"
 )
 
@@ -98,48 +96,34 @@ func (h *Hub) NodeLost(node string) int {
 	return h.remote.NodeLost(node)
 }
 
-// handleForward is the router handler of this node's commands topic: it
-// runs the attempt, records its outcome, and only then replies to the
-// command's sender. The attempt runs beside the handler, which returns at
-// once: NATS hands a subscription its messages one after another, and a
-// forward may take up to its timeout.
-func (h *Hub) handleForward(msg *message.Message) ([]*message.Message, error) {
-	cmd, err := decodeCommand(msg.Payload)
-	if err != nil {
-		return nil, err
+// Receive runs an attempt another node sent here (package nodebus calls
+// it for every command on this node's topic): it calls ack at once, runs
+// the attempt, records its outcome, and only then calls answer, from a
+// goroutine of its own (a forward may take up to its timeout). A command
+// received again (its sender heard no acknowledgement) is acknowledged
+// while it runs, and answered from the log once done: it never runs twice.
+// ack and answer must not block for long.
+func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.ForwardOutcome, error)) {
+	if h.receivedAgain(cmd, ack, answer) {
+		return
 	}
-	if h.receivedAgain(msg, cmd) {
-		return nil, nil
-	}
-	// The acknowledgement stops the sender from sending the command again.
-	if err := h.bus.publishAck(msg); err != nil {
-		h.logger.Warn("forward acknowledgement lost", "attempt_id", cmd.AttemptID, "error", err)
-	}
+	ack()
 	h.serving.Go(func() {
 		defer h.markReceivedDone(cmd.AttemptID)
-		// The router's Recoverer does not reach this goroutine: a panic
-		// still becomes a reply, so the sender does not wait for nothing.
+		// A panic still becomes an answer, so the sender does not wait
+		// for nothing.
 		defer func() {
 			if v := recover(); v != nil {
 				h.logger.Error("forward command panicked", "attempt_id", cmd.AttemptID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				if err := h.bus.publishReply(msg, reply{Error: fmt.Sprintf("panic: %v", v)}); err != nil {
-					h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
-				}
+				answer(domain.ForwardOutcome{AttemptID: cmd.AttemptID}, fmt.Errorf("panic: %v", v))
 			}
 		}()
-		var r reply
 		out, err := h.serve(h.life, cmd)
 		if err != nil {
 			h.logger.Error("forward command failed", "attempt_id", cmd.AttemptID, "error", err)
-			r.Error = err.Error()
-		} else {
-			r.Outcome = out
 		}
-		if err := h.bus.publishReply(msg, r); err != nil {
-			h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
-		}
+		answer(out, err)
 	})
-	return nil, nil
 }
 
 // receivedFor is how long an attempt sent here is remembered, so that the
@@ -149,7 +133,7 @@ const receivedFor = 5 * time.Minute
 // receivedAgain tells a command this node already took: it acknowledges
 // one still running, and answers one done with its recorded outcome, and
 // reports true; a new one is registered and reported false.
-func (h *Hub) receivedAgain(msg *message.Message, cmd domain.ForwardCommand) bool {
+func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(domain.ForwardOutcome, error)) bool {
 	now := time.Now()
 	h.mu.Lock()
 	seen, again := h.received[cmd.AttemptID]
@@ -172,24 +156,14 @@ func (h *Hub) receivedAgain(msg *message.Message, cmd domain.ForwardCommand) boo
 	case !again:
 		return false
 	case !done:
-		if err := h.bus.publishAck(msg); err != nil {
-			h.logger.Warn("forward acknowledgement lost", "attempt_id", cmd.AttemptID, "error", err)
-		}
+		ack()
 		return true
 	}
 	// Done: the reply was lost. The recorded outcome stands; read it back
 	// (the fallback is recorded only if, against expectation, none is).
 	h.serving.Go(func() {
 		fallback := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: NodeLost + " (" + h.node + ")"}
-		var r reply
-		if out, err := h.rec.SettleOutcome(h.life, cmd, fallback); err != nil {
-			r.Error = err.Error()
-		} else {
-			r.Outcome = out
-		}
-		if err := h.bus.publishReply(msg, r); err != nil {
-			h.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
-		}
+		answer(h.rec.SettleOutcome(h.life, cmd, fallback))
 	})
 	return true
 }

@@ -20,11 +20,9 @@ import (
 
 // env is a running tunnel over a real SQLite store.
 type env struct {
-	store  domain.EventStore
-	codec  *domain.Codec
-	bus    *Bus
-	hub    *Hub
-	client *Client
+	store domain.EventStore
+	codec *domain.Codec
+	hub   *Hub
 }
 
 func newEnv(tb testing.TB) *env {
@@ -40,26 +38,9 @@ func newEnv(tb testing.TB) *env {
 func newEnvWithStore(tb testing.TB, store domain.EventStore) *env {
 	tb.Helper()
 	logger := slog.New(slog.DiscardHandler)
-	bus, err := NewBus(logger)
-	if err != nil {
-		tb.Fatalf("new bus: %v", err)
-	}
-	e := &env{store: store, codec: domain.NewCodec(), bus: bus}
-	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger}, bus)
-	e.client = NewClient(bus)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- bus.Run(ctx) }()
-	<-bus.Running()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("bus run: %v", err)
-		}
-		if err := bus.Close(); err != nil {
-			tb.Errorf("bus close: %v", err)
-		}
-	})
+	e := &env{store: store, codec: domain.NewCodec()}
+	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger})
+	tb.Cleanup(e.hub.Close)
 	return e
 }
 

@@ -35,7 +35,7 @@ type HubConfig struct {
 	// Remote and Locate reach the sessions other nodes hold: a command
 	// for an Endpoint with no session here goes to the node Locate names,
 	// over the bus. Both nil: a single process.
-	Remote *Client
+	Remote Remote
 	Locate func(endpointID string) (node string, ok bool)
 	// Elsewhere counts the live sessions of an Endpoint that other nodes
 	// hold, so presence (Connected) is the same on every node. Nil: none.
@@ -54,9 +54,8 @@ type SessionInfo struct {
 type Hub struct {
 	rec     Recorder
 	logger  *slog.Logger
-	bus     *Bus // nil: no other node sends commands here
 	node    string
-	remote  *Client
+	remote  Remote
 	locate  func(endpointID string) (string, bool)
 	others  func(endpointID string) int
 	life    context.Context // ends with Close: attempts in flight answer 503
@@ -100,13 +99,16 @@ type pendingWork struct {
 	result    chan domain.ForwardOutcome // capacity 1
 }
 
-// NewHub builds a Hub. With a bus, it also takes the commands other nodes
-// send to cfg.Node over it; create it before bus.Run. One Hub serves a Bus.
-// A nil bus is a single process: forwards go through Hub.Forward only.
-func NewHub(cfg HubConfig, bus *Bus) *Hub {
+// DefaultNode names the node of a Hub whose config names none.
+const DefaultNode = "local"
+
+// NewHub builds a Hub. Commands other nodes send to cfg.Node reach it
+// through Receive (package nodebus); without other nodes, forwards go
+// through Hub.Forward only.
+func NewHub(cfg HubConfig) *Hub {
 	life, stop := context.WithCancel(context.Background())
 	h := &Hub{
-		rec: cfg.Recorder, logger: cfg.Logger, bus: bus, life: life, stop: stop,
+		rec: cfg.Recorder, logger: cfg.Logger, life: life, stop: stop,
 		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate, others: cfg.Elsewhere,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
@@ -119,9 +121,6 @@ func NewHub(cfg HubConfig, bus *Bus) *Hub {
 	}
 	if h.node == "" {
 		h.node = DefaultNode
-	}
-	if bus != nil {
-		bus.addHandler("tunnel.forward."+h.node, commandsTopic(h.node), "", h.handleForward)
 	}
 	return h
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,7 +19,7 @@ import (
 func TestForwardWithoutAgent(t *testing.T) {
 	e := newEnv(t)
 	cmd := e.receive(t, "ep-none", "acc-1")
-	out, err := e.client.Forward(t.Context(), cmd)
+	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil {
 		t.Fatalf("forward: %v", err)
 	}
@@ -41,7 +42,7 @@ func TestForwardAnswered(t *testing.T) {
 			cmd := e.receive(t, "ep-1", "acc-1")
 			cmd.CaptureResponse = capture
 
-			out, err := e.client.Forward(t.Context(), cmd)
+			out, err := e.hub.Forward(t.Context(), cmd)
 			if err != nil {
 				t.Fatalf("forward: %v", err)
 			}
@@ -104,7 +105,7 @@ func TestForwardAgentReports(t *testing.T) {
 				return tt.report, true
 			})
 			cmd := e.receive(t, "ep", "acc")
-			out, err := e.client.Forward(t.Context(), cmd)
+			out, err := e.hub.Forward(t.Context(), cmd)
 			if err != nil {
 				t.Fatalf("forward: %v", err)
 			}
@@ -133,7 +134,7 @@ func TestForwardTimeout(t *testing.T) {
 	got, _ := e.agent(t, SessionInfo{AgentID: "slow", EndpointID: "ep", AccountID: "acc"}, never)
 	cmd := e.receive(t, "ep", "acc")
 	cmd.Timeout = 100 * time.Millisecond
-	out, err := e.client.Forward(t.Context(), cmd)
+	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil {
 		t.Fatalf("forward: %v", err)
 	}
@@ -162,7 +163,7 @@ func TestAgentDetachMidFlight(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		out, err := e.client.Forward(context.Background(), cmd)
+		out, err := e.hub.Forward(context.Background(), cmd)
 		res <- result{out, err}
 	}()
 	recv(t, got) // in flight at the agent
@@ -182,7 +183,7 @@ func TestAgentDetachMidFlight(t *testing.T) {
 		t.Errorf("Connected = %d after detach", n)
 	}
 	// With the session gone, the next forward finds no agent.
-	out, err := e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc"))
 	if err != nil || out.Status != 503 || out.Error != "no agent connected" {
 		t.Errorf("after detach: %+v, %v; want 503 no agent connected", out, err)
 	}
@@ -236,7 +237,7 @@ func TestTwoAgentsShareTheWork(t *testing.T) {
 	}
 	served := map[string]int{}
 	for range 6 {
-		out, err := e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
+		out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc"))
 		if err != nil || out.Status != 200 {
 			t.Fatalf("forward: %+v, %v", out, err)
 		}
@@ -258,7 +259,7 @@ func TestConcurrentForwards(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, cmd := range cmds {
 		wg.Go(func() {
-			out, err := e.client.Forward(t.Context(), cmd)
+			out, err := e.hub.Forward(t.Context(), cmd)
 			if err != nil || out.Status != 200 || string(out.Body) != "pong "+cmd.AttemptID {
 				t.Errorf("forward %s: %+v, %v", cmd.AttemptID, out, err)
 			}
@@ -280,7 +281,7 @@ func TestCompleteFromAnotherAccount(t *testing.T) {
 	cmd := e.receive(t, "ep", "acc")
 	res := make(chan domain.ForwardOutcome, 1)
 	go func() {
-		out, err := e.client.Forward(context.Background(), cmd)
+		out, err := e.hub.Forward(context.Background(), cmd)
 		if err != nil {
 			t.Errorf("forward: %v", err)
 		}
@@ -311,7 +312,7 @@ func TestClientHonorsContext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, err := e.client.Forward(ctx, e.receive(t, "ep", "acc"))
+	_, err := e.hub.Forward(ctx, e.receive(t, "ep", "acc"))
 	var te *TimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("forward past its deadline = %v, want *TimeoutError", err)
@@ -319,10 +320,10 @@ func TestClientHonorsContext(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(t.Context())
 	cancel()
-	if _, err := e.client.Forward(ctx, e.receive(t, "ep", "acc")); !errors.Is(err, context.Canceled) {
+	if _, err := e.hub.Forward(ctx, e.receive(t, "ep", "acc")); !errors.Is(err, context.Canceled) {
 		t.Errorf("forward with a cancelled context = %v, want context.Canceled", err)
 	}
-	if _, err := e.client.Forward(t.Context(), domain.ForwardCommand{}); !errors.Is(err, domain.ErrInvalidInput) {
+	if _, err := e.hub.Forward(t.Context(), domain.ForwardCommand{}); !errors.Is(err, domain.ErrInvalidInput) {
 		t.Errorf("forward without attempt ID = %v, want ErrInvalidInput", err)
 	}
 }
@@ -330,13 +331,10 @@ func TestClientHonorsContext(t *testing.T) {
 func TestForwardOfUnrecordedDeliveryFails(t *testing.T) {
 	e := newEnv(t)
 	cmd := domain.ForwardCommand{DeliveryID: "ghost", AttemptID: "ghost-1", EndpointID: "ep", AccountID: "acc", Method: "GET", Target: "/"}
-	_, err := e.client.Forward(t.Context(), cmd)
-	var re *ReplyError
-	if !errors.As(err, &re) {
-		t.Fatalf("forward = %v, want a *ReplyError", err)
-	}
-	if re.AttemptID != "ghost-1" {
-		t.Errorf("reply error for %q", re.AttemptID)
+	// An attempt whose delivery the log does not hold cannot be recorded:
+	// an error, not an outcome (across nodes, a *ReplyError: nodebus).
+	if _, err := e.hub.Forward(t.Context(), cmd); !errors.Is(err, domain.ErrStreamNotFound) || !strings.Contains(err.Error(), "ghost-1") {
+		t.Fatalf("forward = %v, want the delivery's stream not found, naming the attempt", err)
 	}
 }
 
@@ -382,7 +380,7 @@ func TestRecordRetriesOnConflict(t *testing.T) {
 	rs.e = e
 	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmd := e.receive(t, "ep", "acc")
-	out, err := e.client.Forward(t.Context(), cmd)
+	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward: %+v, %v", out, err)
 	}
@@ -432,7 +430,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		e := newEnv(t)
 		got, stop := e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 		for range 3 {
-			if out, err := e.client.Forward(t.Context(), e.receive(t, "ep", "acc")); err != nil || out.Status != 200 {
+			if out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc")); err != nil || out.Status != 200 {
 				t.Fatalf("forward: %+v, %v", out, err)
 			}
 		}
@@ -442,7 +440,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e.client.Forward(context.Background(), cmd)
+			e.hub.Forward(context.Background(), cmd)
 		}()
 		recv(t, slow)
 		stopSlow()
@@ -474,7 +472,7 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
 			cmd.RequestEventID, cmd.RequestRevision = recs[1].ID, recs[1].Revision
 			reads.n.Store(0)
-			out, err := e.client.Forward(t.Context(), cmd)
+			out, err := e.hub.Forward(t.Context(), cmd)
 			if err != nil || out.Status != 200 {
 				t.Fatalf("forward: %+v, %v", out, err)
 			}

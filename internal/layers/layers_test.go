@@ -12,6 +12,7 @@ const module = "github.com/relayhq/relay"
 // fails naming any dependency its layer must not have.
 func TestDependenciesPointInward(t *testing.T) {
 	storage := []string{module + "/projections", "modernc.org/sqlite"}
+	bus := []string{module + "/tunnel/nodebus", "github.com/nats-io", "github.com/ThreeDotsLabs/watermill"}
 	tests := []struct {
 		pkg    string
 		banned func(dep string) bool
@@ -28,6 +29,10 @@ func TestDependenciesPointInward(t *testing.T) {
 		},
 		{pkg: "commands", banned: within(storage), why: "the application layer reads through its own interfaces"},
 		{pkg: "graph", banned: within(storage), why: "the API reads through its own interfaces"},
+		// The bus between nodes lives in tunnel/nodebus: the API and a
+		// single node's tunnel build without NATS or Watermill.
+		{pkg: "graph", banned: within(bus), why: "only the node bus (tunnel/nodebus) speaks NATS"},
+		{pkg: "tunnel", banned: within(bus), why: "only the node bus (tunnel/nodebus) speaks NATS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package tunnel
+package nodebus
 
 import (
 	"context"
@@ -13,58 +13,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/tunnel"
 )
-
-// DefaultForwardTimeout bounds a forward whose command carries no timeout.
-const DefaultForwardTimeout = 30 * time.Second
 
 // replyGrace is how long past the command's own timeout a Client waits for
 // the reply: the Hub answers 504 at the timeout, then records the outcome.
 const replyGrace = 10 * time.Second
-
-// TimeoutError reports a forward whose reply did not arrive in time.
-type TimeoutError struct {
-	AttemptID string
-	Waited    time.Duration
-}
-
-func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("forward %s: no reply within %s", e.AttemptID, e.Waited.Round(time.Millisecond))
-}
-
-// Is makes errors.Is(err, context.DeadlineExceeded) true.
-func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
-
-// ReplyError is a forward the Hub could not carry out or record.
-type ReplyError struct {
-	AttemptID string
-	Reason    string
-}
-
-func (e *ReplyError) Error() string { return fmt.Sprintf("forward %s: %s", e.AttemptID, e.Reason) }
-
-// NodeLostError is a forward whose node's lease lapsed before it replied:
-// the node is gone with the attempt, and the caller decides its outcome.
-type NodeLostError struct {
-	AttemptID string
-	Node      string
-}
-
-func (e *NodeLostError) Error() string {
-	return fmt.Sprintf("forward %s: relay node %s lost", e.AttemptID, e.Node)
-}
-
-// PublishError is a forward that could not be sent to its node: it never
-// left this process.
-type PublishError struct {
-	AttemptID string
-	Err       error
-}
-
-func (e *PublishError) Error() string {
-	return fmt.Sprintf("forward %s: publish: %v", e.AttemptID, e.Err)
-}
-func (e *PublishError) Unwrap() error { return e.Err }
 
 var clientSeq atomic.Int64
 
@@ -105,16 +59,16 @@ func NewClient(bus *Bus) *Client {
 	return c
 }
 
-// Forward is ForwardTo the DefaultNode.
+// Forward is ForwardTo the tunnel.DefaultNode.
 func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
-	return c.ForwardTo(ctx, DefaultNode, cmd)
+	return c.ForwardTo(ctx, tunnel.DefaultNode, cmd)
 }
 
 // ForwardTo runs one attempt on the Hub of node and returns its outcome
 // once that Hub recorded it.
 // A failed attempt (502, 503, 504) is an outcome, not an error; errors mean
-// the outcome is unknown: ctx ended (*TimeoutError on its deadline), no reply
-// came in time (*TimeoutError), or the Hub failed (*ReplyError).
+// the outcome is unknown: ctx ended (*tunnel.TimeoutError on its deadline), no reply
+// came in time (*tunnel.TimeoutError), or the Hub failed (*tunnel.ReplyError).
 func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	if cmd.AttemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
@@ -137,12 +91,12 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 
 	timeout := cmd.Timeout
 	if timeout <= 0 {
-		timeout = DefaultForwardTimeout
+		timeout = tunnel.DefaultForwardTimeout
 	}
 	start := time.Now()
 	wait := time.NewTimer(timeout + replyGrace)
 	defer wait.Stop()
-	timedOut := func() error { return &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)} }
+	timedOut := func() error { return &tunnel.TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)} }
 	ctxErr := func() error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return timedOut()
@@ -165,7 +119,7 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 		return c.bus.pubsub.Publish(commandsTopic(node), msg)
 	}
 	if err := send(); err != nil {
-		return domain.ForwardOutcome{}, &PublishError{AttemptID: cmd.AttemptID, Err: err}
+		return domain.ForwardOutcome{}, &tunnel.PublishError{AttemptID: cmd.AttemptID, Err: err}
 	}
 
 	interval := ackWait
@@ -175,10 +129,10 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 		select {
 		case r := <-ch:
 			if r.lost {
-				return domain.ForwardOutcome{}, &NodeLostError{AttemptID: cmd.AttemptID, Node: node}
+				return domain.ForwardOutcome{}, &tunnel.NodeLostError{AttemptID: cmd.AttemptID, Node: node}
 			}
 			if r.Error != "" {
-				return domain.ForwardOutcome{}, &ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
+				return domain.ForwardOutcome{}, &tunnel.ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
 			}
 			return r.Outcome, nil
 		case <-acked:
@@ -188,7 +142,7 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 			// Unheard: lost on the way, or the node is slow to say so;
 			// sending again is safe either way.
 			if err := send(); err != nil {
-				return domain.ForwardOutcome{}, &PublishError{AttemptID: cmd.AttemptID, Err: err}
+				return domain.ForwardOutcome{}, &tunnel.PublishError{AttemptID: cmd.AttemptID, Err: err}
 			}
 			interval = min(2*interval, ackWaitMost)
 			resend.Reset(interval)
@@ -229,7 +183,7 @@ func (c *Client) dispatch(msg *message.Message) ([]*message.Message, error) {
 }
 
 // NodeLost ends the forwards waiting for a reply from node with a
-// *NodeLostError (its lease lapsed: no reply will come) and returns how
+// *tunnel.NodeLostError (its lease lapsed: no reply will come) and returns how
 // many it ended. A reply that still comes is dropped.
 func (c *Client) NodeLost(node string) int {
 	c.mu.Lock()

@@ -1,12 +1,13 @@
-package tunnel
+package nodebus
 
 import (
+	"github.com/relayhq/relay/tunnel"
 	"testing"
 )
 
 func TestClientCreatedAfterRun(t *testing.T) {
 	e := newEnv(t)
-	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	e.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	late := NewClient(e.bus) // its reply handler starts on the running router
 	out, err := late.Forward(t.Context(), e.receive(t, "ep", "acc"))
 	if err != nil || out.Status != 200 {
@@ -24,7 +25,7 @@ func TestCloseWithoutRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewHub(HubConfig{}, bus)
+	Serve(bus, tunnel.NewHub(tunnel.HubConfig{}))
 	NewClient(bus)
 	if err := bus.Close(); err != nil {
 		t.Errorf("close: %v", err)

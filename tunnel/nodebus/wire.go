@@ -1,4 +1,4 @@
-package tunnel
+package nodebus
 
 import (
 	"encoding/binary"

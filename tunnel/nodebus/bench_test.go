@@ -1,4 +1,4 @@
-package tunnel
+package nodebus
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/tunnel"
 )
 
 // BenchmarkForwardRoundTrip measures one forward across the bus (another
@@ -31,7 +32,7 @@ type forwarder interface {
 // picks, to one in-process agent.
 func benchForward(b *testing.B, via func(*env) forwarder) {
 	e := newEnv(b)
-	e.agent(b, SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	e.agent(b, tunnel.SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmds := make([]domain.ForwardCommand, b.N)
 	for i := range cmds {
 		cmds[i] = e.receive(b, "ep", "acc")
@@ -52,8 +53,8 @@ func benchForward(b *testing.B, via func(*env) forwarder) {
 // once to two agents; concurrent appends share the store's group commit.
 func BenchmarkForwardRoundTripParallel(b *testing.B) {
 	e := newEnv(b)
-	e.agent(b, SessionInfo{AgentID: "one", EndpointID: "ep", AccountID: "acc"}, okAnswer)
-	e.agent(b, SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	e.agent(b, tunnel.SessionInfo{AgentID: "one", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	e.agent(b, tunnel.SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmds := make([]domain.ForwardCommand, b.N)
 	for i := range cmds {
 		cmds[i] = e.receive(b, "ep", "acc")

@@ -1,4 +1,4 @@
-package tunnel
+package nodebus
 
 import (
 	"context"
@@ -32,9 +32,6 @@ const (
 	// the command arrived and runs; the outcome follows.
 	ackKey = "ack"
 )
-
-// DefaultNode names the node of a Hub whose config names none.
-const DefaultNode = "local"
 
 func commandsTopic(node string) string { return commandsTopicPrefix + node }
 

@@ -1,4 +1,4 @@
-package tunnel
+package nodebus
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/record"
+	"github.com/relayhq/relay/tunnel"
 )
 
 // natsNode is one node's Hub on a NATS bus over a shared store; locate
@@ -21,12 +22,13 @@ func natsNode(t *testing.T, url, node string, store domain.EventStore, locate st
 		t.Fatal(err)
 	}
 	e := &env{store: store, codec: domain.NewCodec(), bus: bus}
-	cfg := HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Node: node}), Node: node}
+	cfg := tunnel.HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Node: node}), Node: node}
 	if locate != "" {
 		cfg.Remote = NewClient(bus)
 		cfg.Locate = func(string) (string, bool) { return locate, true }
 	}
-	e.hub = NewHub(cfg, bus)
+	e.hub = tunnel.NewHub(cfg)
+	Serve(bus, e.hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- bus.Run(ctx) }()
@@ -70,7 +72,7 @@ func TestNATSBusCarriesForwardsBetweenNodes(t *testing.T) {
 		}
 		return okAnswer(cmd)
 	}
-	back.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, slowAnswer)
+	back.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, slowAnswer)
 
 	slow := back.receive(t, "ep", "acc") // POST: held until released
 	slowDone := make(chan domain.ForwardOutcome, 1)
@@ -108,13 +110,13 @@ func TestNATSBusCommandTooLarge(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	back := natsNode(t, url, "back", store, "")
 	front := natsNode(t, url, "front", store, "back")
-	got, _ := back.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	got, _ := back.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 
 	cmd := back.receive(t, "ep", "acc")
 	cmd.Body = make([]byte, front.bus.MaxPayload()+1)
 	out, err := front.hub.Forward(t.Context(), cmd)
-	if err != nil || out.Status != 503 || !strings.HasPrefix(out.Error, NodeUnreachable) || out.Position == 0 {
-		t.Fatalf("forward of a command larger than the bus carries = %+v, %v; want a recorded 503 %q", out, err, NodeUnreachable)
+	if err != nil || out.Status != 503 || !strings.HasPrefix(out.Error, tunnel.NodeUnreachable) || out.Position == 0 {
+		t.Fatalf("forward of a command larger than the bus carries = %+v, %v; want a recorded 503 %q", out, err, tunnel.NodeUnreachable)
 	}
 	if _, ev := back.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
 		t.Errorf("last event %+v", ev)
