@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	viewsDone := make(chan struct{})
 	go func() { _ = views.Run(ctx); close(viewsDone) }()
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
-	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log}, nil)
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log})
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
 		store, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
