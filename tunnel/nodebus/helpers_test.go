@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,35 +185,4 @@ func okAnswer(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
 		Body:       []byte("pong " + cmd.AttemptID),
 		DurationMs: 7,
 	}, true
-}
-
-func never(domain.ForwardCommand) (domain.ForwardOutcome, bool) {
-	return domain.ForwardOutcome{}, false
-}
-
-// checkNoLeak fails when goroutines started during a test outlive it.
-func checkNoLeak(t *testing.T, before int) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for runtime.NumGoroutine() > before {
-		select {
-		case <-deadline:
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		case <-tick.C:
-		}
-	}
-}
-
-func recv(tb testing.TB, ch <-chan domain.ForwardCommand) domain.ForwardCommand {
-	tb.Helper()
-	select {
-	case cmd := <-ch:
-		return cmd
-	case <-time.After(10 * time.Second):
-		tb.Fatal("the agent got no work")
-		return domain.ForwardCommand{}
-	}
 }
