@@ -186,7 +186,12 @@ func TestStalledBodyIsDropped(t *testing.T) {
 			}
 		})
 	}
-	rows := history(t, r, inspector, 10)
+	// The views follow the log asynchronously.
+	var rows []delivery
+	harness.Eventually(t, 10*time.Second, "the row in the history", func() bool {
+		rows = history(t, r, inspector, 10)
+		return len(rows) > 0
+	})
 	if len(rows) != 1 || rows[0].ResponseStatus == nil || *rows[0].ResponseStatus != http.StatusRequestTimeout ||
 		rows[0].BodySize != 10 || rows[0].BodyBase64 != "MDEyMzQ1Njc4OQ==" || rows[0].Complete {
 		t.Fatalf("inspector history %+v, want one incomplete row of the 10 bytes that arrived, answered 408", rows)
@@ -222,7 +227,11 @@ func TestSteadyUploadOutlastsBodyTimeout(t *testing.T) {
 		t.Fatalf("upload answered %d, want 204", resp.StatusCode)
 	}
 	t.Logf("%d bytes over %s answered %d", size, time.Since(start).Round(time.Millisecond), resp.StatusCode)
-	rows := history(t, r, inspector, 10)
+	var rows []delivery
+	harness.Eventually(t, 10*time.Second, "the row in the history", func() bool {
+		rows = history(t, r, inspector, 10)
+		return len(rows) > 0
+	})
 	if len(rows) != 1 || rows[0].BodySize != size {
 		t.Fatalf("history %+v, want one row of %d bytes", rows, size)
 	}

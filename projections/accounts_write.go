@@ -1,0 +1,101 @@
+package projections
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// accountsWriter is the Accounts' writing half: accounts, their tokens, and
+// account_events, the index of every event of the streams an account owns
+// (of every type, decodable or not, as the log holds them).
+type accountsWriter struct {
+	// owners caches the account owning each stream the batch saw ("" for
+	// none), see index.
+	owners map[string]string
+}
+
+func (v *Accounts) writer() *accountsWriter {
+	return &accountsWriter{owners: map[string]string{}}
+}
+
+func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	switch p := payload.(type) {
+	case domain.AccountCreated:
+		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos())
+		handled = true
+	case domain.TokenIssued:
+		n, err = t.exec(qTokenIssued, p.TokenHash, p.TokenID, p.AccountID, t.at())
+		handled = true
+	case domain.TokenRevoked:
+		n, err = t.exec(qTokenRevoked, p.AccountID, p.TokenID)
+		handled = true
+	}
+	if err != nil {
+		return n, handled, err
+	}
+	if err := w.index(t); err != nil {
+		return n, handled, fmt.Errorf("index %s at position %d: %w", t.event.Stream, t.event.Position, err)
+	}
+	return n, handled, nil
+}
+
+// index adds the current event to account_events when an account owns its
+// stream. The owner is read once per stream and batch; the accounts writer
+// runs last, so a DeliveryReceived or EndpointCreated has made its row.
+func (w *accountsWriter) index(t *txn) error {
+	stream := t.event.Stream
+	if m := t.moved; m != nil && m.added {
+		if kind, id, _ := domain.ParseStream(stream); kind == domain.StreamDelivery && id == m.deliveryID {
+			w.owners[stream] = m.accountID // the delivery's own stream: spare the lookup
+		}
+	}
+	owner, ok := w.owners[stream]
+	if !ok {
+		var err error
+		if owner, err = streamOwner(t, stream); err != nil {
+			return err
+		}
+		w.owners[stream] = owner
+	}
+	if owner == "" {
+		return nil
+	}
+	_, err := t.exec(qAccountEvent, owner, t.pos(), stream, int64(t.event.Revision))
+	return err
+}
+
+// streamOwner is the account owning a stream, "" for none (inspectors,
+// their deliveries, unknown streams), read from the rows of the model that
+// holds the stream's subject.
+func streamOwner(t *txn, stream string) (string, error) {
+	kind, id, _ := domain.ParseStream(stream)
+	var query string
+	switch kind {
+	case domain.StreamAccount:
+		return id, nil
+	case domain.StreamEndpoint, domain.StreamAgent, domain.StreamRefusals: // agent and refusals streams are named by an Endpoint's (address's) id
+		query = qEndpointOwner
+	case domain.StreamDelivery:
+		query = qDeliveryOwner
+	default:
+		return "", nil
+	}
+	row, err := t.queryRow(query, id)
+	if err != nil {
+		return "", err
+	}
+	var owner string
+	if err := row.Scan(&owner); errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("owner of %s: %w", stream, err)
+	}
+	return owner, nil
+}
+
+func (w *accountsWriter) flush(*txn) error { return nil }
+
+func (w *accountsWriter) committed() {}

@@ -1,0 +1,219 @@
+package projections
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// addressesWriter is the Addresses' writing half: inspectors, Endpoints,
+// agent sessions, rate-limit refusals, and two figures that follow the
+// history (txn.moved): each address's last activity and each inspector's
+// stored bytes. Both are deferred to flush and written once per address.
+type addressesWriter struct {
+	a *Addresses
+
+	// activity holds the latest delivery time of each address the batch
+	// received deliveries for (see noteActivity).
+	activity      map[addressKey]int64
+	activityOrder []addressKey
+
+	// stored holds the change of each inspector's stored bytes, made once
+	// per inspector by flush; storedDone the part already written.
+	stored      map[string]int64
+	storedDone  map[string]int64
+	storedOrder []string
+
+	// For the address cache once the batch commits: the addresses whose
+	// row changed other than by activity, and the activity times stored.
+	changed        []string
+	activityStored map[string]int64
+}
+
+func (v *Addresses) writer() *addressesWriter {
+	return &addressesWriter{a: v, activity: map[addressKey]int64{}, stored: map[string]int64{},
+		storedDone: map[string]int64{}, activityStored: map[string]int64{}}
+}
+
+// addressKey names an inspector or an Endpoint.
+type addressKey struct {
+	kind domain.AddressKind
+	id   string
+}
+
+func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	if m := t.moved; m != nil {
+		w.follow(t, m)
+	}
+	switch p := payload.(type) {
+	case domain.InspectorCreated:
+		w.changed = append(w.changed, p.InspectorID)
+		n, err = w.inspectorCreated(t, p)
+	case domain.InspectorExpired:
+		w.changed = append(w.changed, p.InspectorID)
+		n, err = t.exec(qInspectorExpired, p.InspectorID)
+	case domain.InspectorPurged:
+		w.changed = append(w.changed, p.InspectorID)
+		n, err = w.inspectorPurged(t, p)
+	case domain.AddressRateLimited:
+		query := qInspectorRefused
+		if p.AddressKind == domain.AddressEndpoint {
+			query = qEndpointRefused
+		}
+		n, err = t.exec(query, p.Refused, t.pos(), p.Address)
+	case domain.EndpointCreated:
+		w.changed = append(w.changed, p.EndpointID)
+		n, err = w.endpointCreated(t, p)
+	case domain.EndpointReconfigured:
+		w.changed = append(w.changed, p.EndpointID)
+		n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), p.EndpointID)
+	case domain.EndpointDeleted:
+		w.changed = append(w.changed, p.EndpointID)
+		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
+	case domain.AgentConnected:
+		n, err = t.exec(qAgentConnected, p.AgentID, p.EndpointID, p.Target, t.at(), t.pos(), p.Node)
+	case domain.AgentDisconnected:
+		n, err = t.exec(qAgentDisconnected, t.at(), p.Reason, p.AgentID, p.EndpointID)
+	default:
+		return 0, false, nil
+	}
+	return n, true, err
+}
+
+// follow notes what a delivery added to or dropped from an address changes
+// here: a new delivery is activity, and an inspector's deliveries count
+// against its stored bytes.
+func (w *addressesWriter) follow(t *txn, m *deliveryMove) {
+	if m.added {
+		w.noteActivity(t, m.kind, m.address)
+	}
+	if m.kind != domain.AddressInspector {
+		return
+	}
+	d := m.bytes
+	if !m.added {
+		d = -d
+	}
+	if _, ok := w.stored[m.address]; !ok {
+		w.storedOrder = append(w.storedOrder, m.address)
+	}
+	w.stored[m.address] += d
+}
+
+func (w *addressesWriter) inspectorCreated(t *txn, p domain.InspectorCreated) (int64, error) {
+	if err := w.storeDeferred(t, addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
+		return 0, err
+	}
+	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos())
+}
+
+func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int64, error) {
+	if err := w.storeActivity(t, addressKey{domain.AddressEndpoint, p.EndpointID}); err != nil {
+		return 0, err
+	}
+	return t.exec(qEndpointCreated, p.EndpointID, p.AccountID, p.Name, string(p.Mode), p.Target,
+		p.ResponseCapture, t.at(), t.pos())
+}
+
+// inspectorPurged marks the inspector purged. Its last activity becomes the
+// decision's: deferred activity of this batch is stored first, as
+// inspectorCreated does, so the value set here is the final one.
+func (w *addressesWriter) inspectorPurged(t *txn, p domain.InspectorPurged) (int64, error) {
+	last, err := time.Parse(time.RFC3339Nano, p.LastActivityAt)
+	if err != nil {
+		return 0, fmt.Errorf("purge of inspector %s: last activity: %w", p.InspectorID, err)
+	}
+	if err := w.storeActivity(t, addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
+		return 0, err
+	}
+	return t.exec(qInspectorPurged, last.UnixNano(), p.InspectorID)
+}
+
+// noteActivity moves an address's last activity forward to the current event.
+// The update is deferred to flush and made once per address with the
+// latest time: activity only ever moves forward (MAX), so one update with
+// the maximum leaves the row as the series of updates would. Only creating
+// the address would tell the two apart (an update before the row exists
+// changes nothing), so inspectorCreated and endpointCreated store what is
+// deferred for their address first.
+func (w *addressesWriter) noteActivity(t *txn, kind domain.AddressKind, address string) {
+	if kind != domain.AddressInspector && kind != domain.AddressEndpoint {
+		return
+	}
+	key, at := addressKey{kind, address}, t.at()
+	latest, ok := w.activity[key]
+	if !ok {
+		w.activityOrder = append(w.activityOrder, key)
+	}
+	if !ok || at > latest {
+		w.activity[key] = at
+	}
+}
+
+// storeDeferred runs the deferred activity and stored-bytes updates of an
+// inspector, as inspectorCreated needs.
+func (w *addressesWriter) storeDeferred(t *txn, key addressKey) error {
+	if err := w.storeActivity(t, key); err != nil {
+		return err
+	}
+	return w.storeStored(t, key.id)
+}
+
+// storeActivity runs the deferred activity update of one address, if any.
+func (w *addressesWriter) storeActivity(t *txn, key addressKey) error {
+	at, ok := w.activity[key]
+	if !ok {
+		return nil
+	}
+	delete(w.activity, key)
+	query := qInspectorActivity
+	if key.kind == domain.AddressEndpoint {
+		query = qEndpointActivity
+	}
+	if _, err := t.exec(query, at, key.id); err != nil {
+		return fmt.Errorf("store activity of %s %s: %w", key.kind, key.id, err)
+	}
+	if at > w.activityStored[key.id] {
+		w.activityStored[key.id] = at
+	}
+	return nil
+}
+
+// storeStored runs the deferred stored-bytes update of one inspector, if
+// any. Like storeActivity, inspectorCreated calls it first, so bytes noted
+// before the row existed change nothing, as event by event they would not.
+// What was stored stays in w.stored for the address cache.
+func (w *addressesWriter) storeStored(t *txn, id string) error {
+	d := w.stored[id] - w.storedDone[id]
+	if d == 0 {
+		return nil
+	}
+	w.storedDone[id] += d
+	if _, err := t.exec(qInspectorStored, d, id); err != nil {
+		return fmt.Errorf("store bytes of inspector %s: %w", id, err)
+	}
+	return nil
+}
+
+// flush runs every deferred activity and stored-bytes update.
+func (w *addressesWriter) flush(t *txn) error {
+	for _, key := range w.activityOrder {
+		if err := w.storeActivity(t, key); err != nil {
+			return err
+		}
+	}
+	w.activityOrder = nil
+	for _, id := range w.storedOrder {
+		if err := w.storeStored(t, id); err != nil {
+			return err
+		}
+	}
+	w.storedOrder = nil
+	return nil
+}
+
+// committed updates the address cache.
+func (w *addressesWriter) committed() {
+	w.a.cache.committed(w.changed, w.activityStored, w.stored)
+}

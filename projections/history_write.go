@@ -1,0 +1,282 @@
+package projections
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// historyWriter is the History's writing half: deliveries and their
+// attempts. It remembers the deliveries the batch created or changed, by
+// ID: what watchers hear once the batch commits, and what lets later
+// events of the same delivery skip the lookup and defer their update of
+// the deliveries row to flush (see updateDelivery); pending lists the
+// deferred ones in the order they were first deferred.
+type historyWriter struct {
+	h       *History
+	known   map[string]*knownDelivery
+	pending []*knownDelivery
+}
+
+func (v *History) writer() *historyWriter {
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}}
+}
+
+// knownDelivery is a delivery row the batch created or changed, with the
+// update that flush still owes it when dirty.
+type knownDelivery struct {
+	dpos        int64            // its position (rowid)
+	address     string           // its address
+	change      readmodel.Change // what watchers are told
+	dirty       bool             // an update is deferred
+	pos         int64            // position of the latest event that changed it
+	answered    any              // latest DeliveryAnswered status of the batch, or nil
+	answeredPos any              // its position, or nil
+	// outcomes is false only for a delivery this batch created and gave no
+	// attempt outcome: flush then knows no attempt decides its status.
+	outcomes bool
+	response *logRef // latest ForwardResponded of the batch, or nil
+	dropped  bool    // its stream was deleted later in the batch: nothing to update
+}
+
+// logRef locates an event in the log as the deliveries row stores it:
+// stream is nil for the delivery's own stream, else the stream's name.
+type logRef struct {
+	stream   any
+	revision int64
+}
+
+func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	switch p := payload.(type) {
+	case receivedRow:
+		n, err = w.deliveryReceived(t, p)
+	case domain.DeliveryAnswered:
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, p.Status, nil, false))
+	case domain.ForwardRequested:
+		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node); err != nil {
+			return 0, true, err
+		}
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+	case respondedRow:
+		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+			p.AttemptID, t.at(), p.Status, p.DurationMs, ""); err != nil {
+			return 0, true, err
+		}
+		ref := w.ref(t, p.DeliveryID)
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
+	case domain.ForwardFailed:
+		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error); err != nil {
+			return 0, true, err
+		}
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
+	case domain.StreamDeleted:
+		n, err = w.streamDeleted(t, p)
+	default:
+		// RetryRequested changes no view: the ForwardRequested that follows
+		// a retry carries the attempt.
+		return 0, false, nil
+	}
+	return n, true, err
+}
+
+func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
+	ref := w.ref(t, p.DeliveryID)
+	var answered any // the status answered at receipt, as a DeliveryAnswered right after would record it
+	if p.Answer != nil {
+		answered = p.Answer.Status
+	}
+	size := int64(len(t.event.Data))
+	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
+		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
+		answered, size)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
+		accountID: p.AccountID, bytes: size, added: true}
+	// A row created just now has no attempts: until an outcome arrives in
+	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
+	k := &knownDelivery{dpos: t.pos(), address: p.Address}
+	w.known[p.DeliveryID] = k
+	w.touched(t, k, p.DeliveryID, true)
+	return n, nil
+}
+
+// streamDeleted drops the row of a deleted delivery stream and its
+// attempts. On a rebuild the stream's events are gone from the log, the
+// row never existed and nothing changes: both ways end with the same views.
+func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, error) {
+	streamKind, id, _ := domain.ParseStream(p.Stream)
+	if streamKind != domain.StreamDelivery {
+		return 0, nil // only delivery streams have rows of their own
+	}
+	row, err := t.queryRow(qDeliveryDropped, id)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		pos           int64
+		address, kind string
+		stored        int64
+	)
+	if err := row.Scan(&pos, &address, &kind, &stored); errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
+	}
+	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
+		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
+	}
+	if k, ok := w.known[id]; ok {
+		k.dropped = true // flush must not update the row, watchers need not hear
+		delete(w.known, id)
+	}
+	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), bytes: stored}
+	return 1, nil
+}
+
+// touched records that the current event changed k, the delivery deliveryID.
+func (w *historyWriter) touched(t *txn, k *knownDelivery, deliveryID string, isNew bool) {
+	k.change.DeliveryID = deliveryID
+	k.change.Position = t.event.Position
+	k.change.New = k.change.New || isNew
+}
+
+// ref locates the current event for the deliveries row of deliveryID: its
+// revision, and its stream unless it is the delivery's own.
+func (w *historyWriter) ref(t *txn, deliveryID string) logRef {
+	r := logRef{revision: int64(t.event.Revision)}
+	if kind, id, _ := domain.ParseStream(t.event.Stream); kind != domain.StreamDelivery || id != deliveryID {
+		r.stream = t.event.Stream
+	}
+	return r
+}
+
+// insertAttempt runs an attempts insert for the current event: byPos with
+// the delivery's position when the batch knows it, else byID, which looks
+// the delivery up by its id (and inserts nothing for an unknown one). The
+// queries take the event's position and the delivery, then args.
+func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, args ...any) error {
+	head := []any{t.pos(), deliveryID}
+	query := byID
+	if k, ok := w.known[deliveryID]; ok {
+		head[1], query = k.dpos, byPos
+	}
+	if _, err := t.exec(query, append(head, args...)...); err != nil {
+		return fmt.Errorf("record attempt of delivery %s: %w", deliveryID, err)
+	}
+	return nil
+}
+
+// updateDelivery marks a delivery as changed by the current event, records a
+// DeliveryAnswered status when answered is an int and a latest response
+// when response is not nil, and recomputes what the sender was answered
+// (see qDeliveryUpdate); outcome tells that the event gave an attempt an
+// outcome. ok is false when the delivery is unknown.
+//
+// A delivery the batch already knows is not updated now but once, by flush,
+// by its position, with the latest event's position, DeliveryAnswered
+// status and response: the update computes every column from those and
+// from the attempts table, and each event that changes the attempts of a
+// delivery updates it afterwards, so the one deferred update leaves the row
+// as the series of updates would.
+func (w *historyWriter) updateDelivery(t *txn, id string, answered any, response *logRef, outcome bool) (ok bool, err error) {
+	if k, ok := w.known[id]; ok {
+		if !k.dirty {
+			k.dirty = true
+			w.pending = append(w.pending, k)
+		}
+		k.pos = t.pos()
+		if answered != nil {
+			k.answered, k.answeredPos = answered, t.pos()
+		}
+		if response != nil {
+			k.response = response
+		}
+		k.outcomes = k.outcomes || outcome
+		w.touched(t, k, id, false)
+		return true, nil
+	}
+	var rRev, rStream, answeredPos any
+	if response != nil {
+		rRev, rStream = response.revision, response.stream
+	}
+	if answered != nil {
+		answeredPos = t.pos()
+	}
+	row, err := t.queryRow(qDeliveryUpdateByID, t.pos(), id, answered, rRev, rStream, answeredPos)
+	if err != nil {
+		return false, err
+	}
+	var (
+		dpos    int64
+		address string
+	)
+	if err := row.Scan(&dpos, &address); errors.Is(err, sql.ErrNoRows) {
+		return false, nil // not cached: a later DeliveryReceived may create it
+	} else if err != nil {
+		return false, fmt.Errorf("update delivery %s: %w", id, err)
+	}
+	// Its attempts are not known here: flush looks them up.
+	k := &knownDelivery{dpos: dpos, address: address, outcomes: true}
+	w.known[id] = k
+	w.touched(t, k, id, false)
+	return true, nil
+}
+
+// updated counts a delivery update as rows changed.
+func (w *historyWriter) updated(ok bool, err error) (int64, error) {
+	if ok {
+		return 1, err
+	}
+	return 0, err
+}
+
+// flush applies the deferred delivery updates.
+func (w *historyWriter) flush(t *txn) error {
+	for _, k := range w.pending {
+		if k.dropped {
+			continue
+		}
+		var (
+			n   int64
+			err error
+		)
+		if k.outcomes {
+			var rRev, rStream any
+			if k.response != nil {
+				rRev, rStream = k.response.revision, k.response.stream
+			}
+			n, err = t.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos)
+		} else {
+			n, err = t.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos)
+		}
+		if err == nil && n != 1 {
+			err = fmt.Errorf("updated %d rows, want 1", n)
+		}
+		if err != nil {
+			return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
+		}
+		k.dirty = false
+	}
+	w.pending = nil
+	return nil
+}
+
+// committed tells watchers what the batch changed, by address, each
+// address's changes in position order.
+func (w *historyWriter) committed() {
+	out := map[string][]readmodel.Change{}
+	for _, k := range w.known {
+		out[k.address] = append(out[k.address], k.change)
+	}
+	for _, cs := range out {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Position < cs[j].Position })
+	}
+	w.h.hub.publish(out)
+}
