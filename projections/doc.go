@@ -14,10 +14,12 @@
 // delivery), never cached. Applying a delivery therefore decodes only the
 // fields its row needs and writes no body.
 //
-// One writer goroutine ([Runner.Run]) applies each batch of events to every
-// read model in one SQLite transaction that also stores the checkpoint (the
-// last applied position), so a crash never leaves a view ahead of or behind its
-// checkpoint. Events at or below the checkpoint are skipped, which makes
+// Each read model also has a writing half (historyWriter, addressesWriter,
+// accountsWriter, one interface, modelWriter): it decides which events it
+// applies and writes its own tables. One writer goroutine ([Runner.Run])
+// gives each batch of events to every writer in one SQLite transaction that
+// also stores the checkpoint (the last applied position), so a crash never
+// leaves a view ahead of or behind its checkpoint. Events at or below the checkpoint are skipped, which makes
 // re-delivery harmless. Readers use separate connections (WAL), see a
 // consistent snapshot per call, and can wait for their own writes with
 // [Runner.WaitFor]. [Runner.Rebuild] drops every view and replays the log from
