@@ -26,7 +26,7 @@ var writersAllowed = []string{"record", "eventstore", "internal/natstest"}
 // buildersAllowed are the files that may fill in a domain.ForwardCommand:
 // its one builder, and the bus's decoder, which reads back a command the
 // builder made on another node.
-var buildersAllowed = []string{"record/forward.go", "tunnel/wire.go"}
+var buildersAllowed = []string{"record/forward.go", "tunnel/nodebus/wire.go"}
 
 // TestOneWriter fails naming every call of a store write method, and every
 // forward command built, outside the places allowed above. Test files are
