@@ -38,6 +38,11 @@ type Options struct {
 	// concurrently; State from Serve's. Neither should block for long: a
 	// slow Forwarded holds up that request's answer to the relay.
 	Observer Observer
+	// PlainGraphQL speaks only graphql-transport-ws, as third-party agents
+	// do, instead of offering the relay's binary data path first (see
+	// internal/agentwire): for comparing the two, or a proxy that passes no
+	// other subprotocol.
+	PlainGraphQL bool
 }
 
 // Route is one Endpoint the agent serves and where its requests go.

@@ -26,6 +26,8 @@ type CommandLine struct {
 	// the caller, whose other calls to the relay need it too.
 	HostHeader string
 	CAFile     string
+	// PlainGraphQL: see Options.
+	PlainGraphQL bool
 }
 
 // CAFileUsage is the help of --ca-file.
@@ -43,6 +45,7 @@ func (c *CommandLine) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "how long a local request may take")
 	fs.BoolVar(&c.Insecure, "insecure", false, "accept any certificate of an https target (a self-signed local one)")
 	fs.StringVar(&c.HostHeader, "host-header", HostRewrite, "Host of the local request: rewrite (the target's) or preserve (the public host the sender called) (env RELAY_HOST_HEADER)")
+	fs.BoolVar(&c.PlainGraphQL, "plain-graphql", false, "receive forwards and send answers as GraphQL messages, as third-party agents do, instead of the relay's binary frames")
 }
 
 // Options validates the command line and returns Serve's options for
@@ -68,7 +71,8 @@ func (c *CommandLine) Options(server, token string) (Options, error) {
 	if c.Timeout <= 0 {
 		return Options{}, &OptionsError{err: errors.New("agent: --timeout must be positive")}
 	}
-	o := Options{Server: server, Token: token, Timeout: c.Timeout, Insecure: c.Insecure, HostHeader: c.HostHeader, CAFile: c.CAFile}
+	o := Options{Server: server, Token: token, Timeout: c.Timeout, Insecure: c.Insecure, HostHeader: c.HostHeader, CAFile: c.CAFile,
+		PlainGraphQL: c.PlainGraphQL}
 	for _, e := range c.Endpoints {
 		for _, one := range strings.Split(e, ",") {
 			r, err := ParseRoute(one)

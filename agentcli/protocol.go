@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/agentwire"
 )
 
 // forwardRequestsQuery names the agent's local target ($t, host:port) for
@@ -31,7 +33,12 @@ type wsMessage struct {
 	// next is the payload of a received next message, decoded with the
 	// frame (Payload is then empty).
 	next *nextPayload
+	// frame is a received binary frame (Type binaryFrame).
+	frame []byte
 }
+
+// binaryFrame is the Type of a wsMessage that holds an agentwire frame.
+const binaryFrame = "binary"
 
 // nextPayload is the payload of a next message: a forwardRequests item or
 // the result of a completeForward.
@@ -154,6 +161,32 @@ type endpointInfo struct {
 	Mode       string  `json:"mode"`
 	Target     *string `json:"target"`
 	AgentCount int     `json:"agentCount"`
+}
+
+// report is the agent's report of one attempt: the local answer, or why
+// there is none. A timed-out target keeps its 504 (too slow, not
+// unreachable); other failures give no status.
+func report(attemptID string, res localResult) agentwire.Complete {
+	c := agentwire.Complete{AttemptID: attemptID, Headers: res.Headers, Body: res.Body, DurationMs: res.Duration.Milliseconds()}
+	if res.Err != nil {
+		c.Error, c.Failure = res.Err.Error(), res.Failure
+		if res.Status == http.StatusGatewayTimeout {
+			c.Status = res.Status
+		}
+	} else {
+		c.Status = res.Status
+	}
+	return c
+}
+
+// toCompleteInput is a report as completeForward's input.
+func toCompleteInput(c agentwire.Complete) completeInput {
+	in := completeInput{AttemptID: c.AttemptID, Headers: toWireHeaders(c.Headers),
+		BodyBase64: base64.StdEncoding.EncodeToString(c.Body), Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs}
+	if c.Status != 0 {
+		in.Status = &c.Status
+	}
+	return in
 }
 
 // completeInput is CompleteForwardInput.

@@ -2,10 +2,10 @@ package agentcli
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/agentwire"
 	"github.com/relayhq/relay/internal/gqlws"
 	"io"
 	"net"
@@ -31,6 +31,10 @@ type session struct {
 
 	writeMu sync.Mutex // gorilla allows one writer at a time
 
+	// binary: the relay agreed on agentwire's subprotocol, so forwards
+	// arrive and answers leave as binary frames (see internal/agentwire).
+	binary bool
+
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
 	nextOp int
@@ -46,10 +50,14 @@ type served struct {
 // serve runs one connection until it drops or ctx ends. acked reports
 // whether the server accepted the connection_init.
 func (a *agent) serve(ctx context.Context) (acked bool, err error) {
+	protocols := []string{agentwire.Subprotocol, gqlws.Subprotocol}
+	if a.opts.PlainGraphQL {
+		protocols = []string{gqlws.Subprotocol}
+	}
 	dialer := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: a.readTimeout,
-		Subprotocols:     []string{gqlws.Subprotocol},
+		Subprotocols:     protocols,
 		TLSClientConfig:  a.tls,
 	}
 	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
@@ -70,11 +78,12 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		}
 		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
-	if conn.Subprotocol() != gqlws.Subprotocol {
+	binary := conn.Subprotocol() == agentwire.Subprotocol && !a.opts.PlainGraphQL
+	if conn.Subprotocol() != gqlws.Subprotocol && !binary {
 		conn.Close()
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
-	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}}
+	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}, binary: binary}
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -236,6 +245,10 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 		case gqlws.Pong, gqlws.ConnectionAck:
 			// Any message already moved the read deadline.
+		case binaryFrame:
+			if err := s.binaryFrame(ctx, wg, m.frame); err != nil {
+				return err
+			}
 		case gqlws.Next, gqlws.Error, gqlws.Complete:
 			sv, ok := s.served[m.ID]
 			if !ok {
@@ -246,10 +259,11 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 			if err != nil {
 				return err
 			}
+			req, reqErr := fr.local()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.handle(ctx, sv, fr)
+				s.handle(ctx, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
 			}()
 		default:
 			return fmt.Errorf("unexpected message %q", m.Type)
@@ -282,23 +296,74 @@ func (s *session) subscriptionItem(m wsMessage, endpoint string) (forwardRequest
 	return *m.next.Data.ForwardRequests, nil
 }
 
+// work is one forward request as the agent runs it, from either path.
+type work struct {
+	attemptID, deliveryID string
+	method, path          string // as the relay sent them, for the observer
+	req                   localRequest
+	err                   error // the request could not be read
+}
+
+// binaryFrame acts on a binary frame: a forward request to run, or the
+// relay's Done for a Complete.
+func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, frame []byte) error {
+	switch agentwire.Kind(frame) {
+	case agentwire.KindForward:
+		f, err := agentwire.DecodeForward(frame)
+		if err != nil {
+			return err
+		}
+		sv, ok := s.served[f.Operation]
+		if !ok {
+			return fmt.Errorf("forward request for unknown subscription %q", f.Operation)
+		}
+		w := work{attemptID: f.AttemptID, deliveryID: f.DeliveryID, method: f.Method, path: f.Target,
+			req: localRequest{Method: f.Method, Path: f.Target, Headers: f.Headers, Body: f.Body,
+				Origin: origin{Host: f.Host, Scheme: f.Scheme, Sender: f.RemoteAddr}}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.handle(ctx, sv, w)
+		}()
+	case agentwire.KindDone:
+		d, err := agentwire.DecodeDone(frame)
+		if err != nil {
+			return err
+		}
+		var result error
+		switch d.Code {
+		case "":
+		case "NOT_FOUND":
+			result = errAttemptGone
+		default:
+			result = fmt.Errorf("relay refused the answer: %s (%s)", d.Message, d.Code)
+		}
+		s.finish(binaryOpID(d.AttemptID), result)
+	default:
+		return fmt.Errorf("unexpected binary frame of kind %q", agentwire.Kind(frame))
+	}
+	return nil
+}
+
+// binaryOpID names the wait for the Done of an attempt's Complete.
+func binaryOpID(attemptID string) string { return "done-" + attemptID }
+
 // handle forwards one request to the local target, reports the answer
 // and tells the observer.
-func (s *session) handle(ctx context.Context, sv *served, fr forwardRequest) {
-	ev := ForwardEvent{Time: time.Now(), EndpointID: sv.info.ID, DeliveryID: fr.DeliveryID, AttemptID: fr.AttemptID, Method: fr.Method, Path: fr.Path}
+func (s *session) handle(ctx context.Context, sv *served, w work) {
+	ev := ForwardEvent{Time: time.Now(), EndpointID: sv.info.ID, DeliveryID: w.deliveryID, AttemptID: w.attemptID, Method: w.method, Path: w.path}
 	var res localResult
-	req, err := fr.local()
-	if err != nil {
-		res = localResult{Status: 502, Err: err, Failure: "the agent could not read the request"}
+	if w.err != nil {
+		res = localResult{Status: 502, Err: w.err, Failure: "the agent could not read the request"}
 	} else {
-		ev.Path, ev.RequestHeaders, ev.RequestBody = req.Path, req.Headers, req.Body
-		res = sv.fwd.forward(ctx, req)
+		ev.Path, ev.RequestHeaders, ev.RequestBody = w.req.Path, w.req.Headers, w.req.Body
+		res = sv.fwd.forward(ctx, w.req)
 	}
 	ev.Status, ev.Duration = res.Status, res.Duration
 	if res.Err != nil {
 		ev.Error = res.Err.Error()
 	}
-	if err := s.complete(ctx, fr.AttemptID, res); err != nil && ctx.Err() == nil {
+	if err := s.complete(ctx, w.attemptID, res); err != nil && ctx.Err() == nil {
 		ev.ReportError = err.Error()
 	}
 	s.a.obs.Forwarded(ev)
@@ -306,25 +371,13 @@ func (s *session) handle(ctx context.Context, sv *served, fr forwardRequest) {
 
 // complete sends completeForward over the socket and waits for its result.
 func (s *session) complete(ctx context.Context, attemptID string, res localResult) error {
-	in := completeInput{
-		AttemptID:  attemptID,
-		Headers:    toWireHeaders(res.Headers),
-		BodyBase64: base64.StdEncoding.EncodeToString(res.Body),
-		DurationMs: res.Duration.Milliseconds(),
-	}
-	if res.Err != nil {
-		in.Error = res.Err.Error()
-		in.Failure = res.Failure
-		if res.Status == http.StatusGatewayTimeout {
-			in.Status = &res.Status // the target was too slow, not unreachable
-		}
-	} else {
-		in.Status = &res.Status
-	}
-
+	rep := report(attemptID, res)
 	s.opsMu.Lock()
 	s.nextOp++
 	id := "complete-" + strconv.Itoa(s.nextOp)
+	if s.binary {
+		id = binaryOpID(attemptID)
+	}
 	done := make(chan error, 1)
 	s.ops[id] = done
 	s.opsMu.Unlock()
@@ -334,7 +387,11 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 		s.opsMu.Unlock()
 	}()
 
-	if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": in}); err != nil {
+	if s.binary {
+		if err := s.writeBinary(agentwire.AppendComplete(make([]byte, 0, 128+len(rep.Body)), rep)); err != nil {
+			return err
+		}
+	} else if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": toCompleteInput(rep)}); err != nil {
 		return err
 	}
 	t := time.NewTimer(s.a.readTimeout)
@@ -351,13 +408,6 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 
 // finishOp hands the result of a completeForward to its waiter.
 func (s *session) finishOp(m wsMessage) {
-	s.opsMu.Lock()
-	done, ok := s.ops[m.ID]
-	delete(s.ops, m.ID)
-	s.opsMu.Unlock()
-	if !ok {
-		return // its complete after the next, or an operation given up on
-	}
 	var err error
 	switch m.Type {
 	case gqlws.Complete:
@@ -376,7 +426,20 @@ func (s *session) finishOp(m wsMessage) {
 			err = completeErr(m.next.Errors)
 		}
 	}
-	done <- err
+	s.finish(m.ID, err)
+}
+
+// finish hands the result of the operation id to its waiter, if any: a
+// completeForward's complete after its next, or a report given up on, has
+// none.
+func (s *session) finish(id string, result error) {
+	s.opsMu.Lock()
+	done, ok := s.ops[id]
+	delete(s.ops, id)
+	s.opsMu.Unlock()
+	if ok {
+		done <- result
+	}
 }
 
 // pingLoop pings the server; the read deadline catches missing answers.
@@ -422,6 +485,16 @@ func (s *session) writeFrame(typ string, frame any) error {
 	return nil
 }
 
+func (s *session) writeBinary(frame []byte) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.conn.SetWriteDeadline(time.Now().Add(s.a.writeTimeout))
+	if err := s.conn.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+		return fmt.Errorf("write complete frame: %w", err)
+	}
+	return nil
+}
+
 func (s *session) writeClose(code int, text string) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -432,9 +505,15 @@ func (s *session) writeClose(code int, text string) {
 func (s *session) read() (wsMessage, error) {
 	s.conn.SetReadDeadline(time.Now().Add(s.a.readTimeout))
 	var m wsMessage
-	_, data, err := s.conn.ReadMessage()
+	typ, data, err := s.conn.ReadMessage()
 	if err != nil {
 		return m, err
+	}
+	if typ == websocket.BinaryMessage {
+		if !s.binary {
+			return m, errors.New("binary message on a graphql-transport-ws socket")
+		}
+		return wsMessage{Type: binaryFrame, frame: data}, nil
 	}
 	var f nextFrame
 	if json.Unmarshal(data, &f) == nil && f.Type == gqlws.Next {

@@ -39,8 +39,14 @@ type wsPeer struct {
 
 func newWSServer(t *testing.T) *wsServer {
 	t.Helper()
+	return newWSServerOf(t, gqlws.Subprotocol)
+}
+
+// newWSServerOf is newWSServer offering the given subprotocols, in order.
+func newWSServerOf(t *testing.T, protocols ...string) *wsServer {
+	t.Helper()
 	s := &wsServer{conns: make(chan *wsPeer, 8)}
-	up := websocket.Upgrader{Subprotocols: []string{gqlws.Subprotocol}}
+	up := websocket.Upgrader{Subprotocols: protocols}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/graphql" {
 			http.NotFound(w, r)

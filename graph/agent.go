@@ -7,6 +7,8 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/graph/wsgql"
+	"github.com/relayhq/relay/internal/agentwire"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -47,6 +49,10 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string) (
 		return nil, err
 	}
 	out := make(chan *model.ForwardRequest)
+	if opID, send, ok := wsgql.BinaryOperation(ctx); ok {
+		go pushFrames(ctx, opID, send, cmds, out)
+		return out, nil
+	}
 	go func() {
 		defer close(out)
 		for {
@@ -68,18 +74,76 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string) (
 	return out, nil
 }
 
+// pushFrames sends an agent's forward requests as agentwire frames on a
+// socket that agreed on its subprotocol; the GraphQL results stay empty
+// and end (closing out) with the session, as they would on the GraphQL path.
+func pushFrames(ctx context.Context, opID string, send func(context.Context, []byte) error, cmds <-chan domain.ForwardCommand, out chan<- *model.ForwardRequest) {
+	defer close(out)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-cmds:
+			if !ok {
+				return
+			}
+			frame := agentwire.AppendForward(make([]byte, 0, 256+len(c.Body)), agentwire.Forward{
+				Operation: opID, AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Target: c.Target,
+				Headers: c.Headers, Body: c.Body, Host: c.Host, Scheme: c.Scheme, RemoteAddr: c.RemoteAddr,
+			})
+			if send(ctx, frame) != nil {
+				return
+			}
+		}
+	}
+}
+
+// completeFrame takes an agent's Complete frame, as completeForward takes
+// its input, and answers with a Done frame. Only a frame that does not
+// decode is an error (the socket closes with 4400).
+func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, error) {
+	c, err := agentwire.DecodeComplete(frame)
+	if err != nil {
+		return nil, err
+	}
+	done := agentwire.Done{AttemptID: c.AttemptID}
+	out := domain.ForwardOutcome{AttemptID: c.AttemptID, Status: c.Status, Headers: c.Headers, Body: c.Body,
+		Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs}
+	if err := r.complete(ctx, out, c.Status != 0); err != nil {
+		done.Code, done.Message = Code(err), err.Error()
+		if done.Code == "" {
+			r.Logger.ErrorContext(ctx, "complete forward", "attempt_id", c.AttemptID, "error", err)
+			done.Code, done.Message = "INTERNAL", "internal error"
+		}
+	}
+	return agentwire.AppendDone(nil, done), nil
+}
+
+// complete hands an agent's report of one attempt to the tunnel; the
+// attempt must be pending for the signed-in account. withStatus tells that
+// the report gives a status.
+func (r *Resolver) complete(ctx context.Context, out domain.ForwardOutcome, withStatus bool) error {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return err
+	}
+	if !withStatus && out.Error == "" {
+		return &domain.InvalidInputError{Field: "status", Reason: "give a status or an error"}
+	}
+	return r.Hub.Complete(ctx, acc.ID, connectionID(ctx), out)
+}
+
 // completeForward hands the agent's report of one attempt to the tunnel;
 // the attempt must be pending for the signed-in account.
 func (r *Resolver) completeForward(ctx context.Context, input model.CompleteForwardInput) (bool, error) {
-	acc, err := r.account(ctx)
-	if err != nil {
+	if _, err := r.account(ctx); err != nil {
 		return false, err
 	}
 	out, err := toOutcome(input)
 	if err != nil {
 		return false, err
 	}
-	if err := r.Hub.Complete(ctx, acc.ID, connectionID(ctx), out); err != nil {
+	if err := r.complete(ctx, out, input.Status != nil); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -110,13 +174,10 @@ func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
 		}
 		out.Body = b
 	}
-	switch {
-	case in.Status != nil:
+	if in.Status != nil {
 		// Which statuses a sender can get is the tunnel's rule (an
 		// invalid one is recorded as a 502), not the API's.
 		out.Status = *in.Status // with error set too: the agent's own 504
-	case out.Error == "":
-		return out, &domain.InvalidInputError{Field: "status", Reason: "give a status or an error"}
 	}
 	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/wsgql"
+	"github.com/relayhq/relay/internal/agentwire"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -72,6 +73,9 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		// origin gains nothing by opening a socket.
 		CheckOrigin: func(*http.Request) bool { return true },
 		Logger:      r.Logger,
+		// Agents that offer it get their forwards and send their answers
+		// as binary frames; everything else on the socket stays GraphQL.
+		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Handle: r.completeFrame},
 		InitFunc: func(ctx context.Context, p map[string]any) (context.Context, error) {
 			if err := initPosition(ctx, r.Service, p); err != nil {
 				return ctx, err

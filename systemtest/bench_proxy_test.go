@@ -20,16 +20,26 @@ var benchLocalAnswer = []byte(`{"received":true}`)
 // directly: same client, same 1 KiB JSON body, same machine, same run. Each
 // op is one request to each. It reports the rate and latency of both, the
 // p50 the relay path adds, and the CPU the relay and the agent spend per
-// 1000 requests.
+// 1000 requests. The agent speaks the relay's binary data path
+// ("binary") or GraphQL messages as a third-party agent does ("graphql").
 //
 //	go test -run '^$' -bench 'Proxy$' -benchtime 5000x -timeout 30m ./systemtest
 func BenchmarkProxy(b *testing.B) {
+	for _, wire := range []struct {
+		name string
+		args []string
+	}{{"binary", nil}, {"graphql", []string{"--plain-graphql"}}} {
+		b.Run(wire.name, func(b *testing.B) { benchProxy(b, wire.args...) })
+	}
+}
+
+func benchProxy(b *testing.B, agentArgs ...string) {
 	local := benchServer(b, http.StatusOK, benchLocalAnswer)
 	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
 
 	r := harness.Start(b, "", profArgs()...)
 	token, endpointID := benchProxyEndpoint(b, r, local)
-	agent := r.StartAgent(b, token, endpointID, local)
+	agent := r.StartAgentVia(b, "http://127.0.0.1:"+strconv.Itoa(r.Port), token, endpointID, local, agentArgs...)
 	b.Cleanup(func() {
 		if b.Failed() {
 			b.Logf("agent output (last lines):\n%s", benchTail(agent.Output(), 20))

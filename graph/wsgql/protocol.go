@@ -156,7 +156,7 @@ func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool 
 		return true
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	op := &operation{cancel: cancel}
+	op := &operation{cancel: cancel, id: id}
 	ctx = context.WithValue(ctx, opKey{}, op)
 	c.ops[id] = op
 	c.wg.Add(1)

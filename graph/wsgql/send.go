@@ -18,6 +18,18 @@ func (c *conn) send(ctx context.Context, m message) error {
 	if err != nil {
 		return err
 	}
+	return c.enqueue(ctx, outgoing{typ: websocket.TextMessage, b: b})
+}
+
+// outgoing is a queued message and its WebSocket message type.
+type outgoing struct {
+	typ int
+	b   []byte
+}
+
+// enqueue queues a message, waiting for room as send says.
+func (c *conn) enqueue(ctx context.Context, m outgoing) error {
+	b := m.b
 	var timeout <-chan time.Time
 	for {
 		c.qmu.Lock()
@@ -26,7 +38,7 @@ func (c *conn) send(ctx context.Context, m message) error {
 			return errClosed
 		}
 		if c.queued == 0 || c.queued+int64(len(b)) <= c.t.cfg.SendQueueBytes {
-			c.queue = append(c.queue, b)
+			c.queue = append(c.queue, m)
 			c.queued += int64(len(b))
 			c.qmu.Unlock()
 			select {
@@ -68,7 +80,7 @@ func (c *conn) writeLoop() {
 			if !c.acked.Load() {
 				continue
 			}
-			if !c.write(ping) {
+			if !c.write(websocket.TextMessage, ping) {
 				return
 			}
 		case <-c.wake:
@@ -78,14 +90,14 @@ func (c *conn) writeLoop() {
 					c.qmu.Unlock()
 					break
 				}
-				b := c.queue[0]
-				c.queue[0] = nil
+				m := c.queue[0]
+				c.queue[0] = outgoing{}
 				c.queue = c.queue[1:]
 				c.qmu.Unlock()
-				ok := c.write(b)
+				ok := c.write(m.typ, m.b)
 				c.qmu.Lock()
 				if !c.closed {
-					c.queued -= int64(len(b))
+					c.queued -= int64(len(m.b))
 					close(c.room)
 					c.room = make(chan struct{})
 				}
@@ -98,9 +110,9 @@ func (c *conn) writeLoop() {
 	}
 }
 
-func (c *conn) write(b []byte) bool {
+func (c *conn) write(typ int, b []byte) bool {
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.t.cfg.WriteTimeout))
-	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+	if err := c.ws.WriteMessage(typ, b); err != nil {
 		c.t.cfg.Logger.Debug("websocket write", "error", err)
 		c.shut()
 		return false

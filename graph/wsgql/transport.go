@@ -72,7 +72,11 @@ type Config struct {
 	// meter per operation, released once a message is queued); nil counts
 	// nothing.
 	Answers *answersize.Budget
-	Logger  *slog.Logger
+	// Binary, when its Subprotocol is set, is offered before
+	// graphql-transport-ws: a socket that agrees on it carries binary frames
+	// beside the protocol's messages (see binary.go).
+	Binary BinaryConfig
+	Logger *slog.Logger
 }
 
 // Transport is a graphql.Transport for graphql-transport-ws.
@@ -113,10 +117,14 @@ func New(cfg Config) *Transport {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	protocols := []string{gqlws.Subprotocol}
+	if cfg.Binary.Subprotocol != "" {
+		protocols = []string{cfg.Binary.Subprotocol, gqlws.Subprotocol} // the server's order wins
+	}
 	return &Transport{
 		cfg: cfg,
 		upgrader: websocket.Upgrader{
-			Subprotocols:    []string{gqlws.Subprotocol},
+			Subprotocols:    protocols,
 			CheckOrigin:     cfg.CheckOrigin,
 			ReadBufferSize:  16 << 10,
 			WriteBufferSize: 16 << 10,
@@ -196,6 +204,7 @@ type conn struct {
 	ctx     context.Context // the socket's; InitFunc's once acknowledged
 	cancel  context.CancelFunc
 
+	binary      bool // the socket agreed on Config.Binary.Subprotocol
 	initialised bool // reader only
 	refused     int  // reader only: operations refused for the cap
 	acked       atomic.Bool
@@ -205,7 +214,7 @@ type conn struct {
 	wg  sync.WaitGroup // operations
 
 	qmu    sync.Mutex
-	queue  [][]byte
+	queue  []outgoing
 	queued int64
 	room   chan struct{} // closed and replaced whenever queued bytes shrink
 	wake   chan struct{} // capacity 1: "the queue is not empty"
@@ -221,6 +230,7 @@ type conn struct {
 // operation is one running subscribe.
 type operation struct {
 	cancel context.CancelFunc
+	id     string
 	// stopped is set when the client completed the operation or the socket
 	// closed: nothing more is sent for it.
 	stopped bool
@@ -245,8 +255,9 @@ func (c *conn) serve() {
 		<-writerDone
 		c.cancel()
 	}()
-	if c.ws.Subprotocol() != gqlws.Subprotocol {
-		c.closeWith(gqlws.CloseBadSubprotocol, "gqlws.Subprotocol not acceptable")
+	c.binary = c.t.cfg.Binary.Subprotocol != "" && c.ws.Subprotocol() == c.t.cfg.Binary.Subprotocol
+	if c.ws.Subprotocol() != gqlws.Subprotocol && !c.binary {
+		c.closeWith(gqlws.CloseBadSubprotocol, "Subprotocol not acceptable")
 		return
 	}
 	c.ws.SetReadLimit(c.t.cfg.MaxMessage)
@@ -254,7 +265,7 @@ func (c *conn) serve() {
 	// The init deadline is not moved by pings: only connection_init counts.
 	_ = c.ws.SetReadDeadline(time.Now().Add(silence))
 	for {
-		_, data, err := c.ws.ReadMessage()
+		typ, data, err := c.ws.ReadMessage()
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -264,7 +275,13 @@ func (c *conn) serve() {
 			return
 		default:
 		}
-		if !c.handle(data) {
+		handled := false
+		if typ == websocket.BinaryMessage && c.binary {
+			handled = c.handleBinary(data)
+		} else {
+			handled = c.handle(data)
+		}
+		if !handled {
 			return
 		}
 		if c.acked.Load() { // from the ack on, any message shows the client is alive

@@ -40,11 +40,11 @@ func (r *Relay) StartAgent(t testing.TB, token, endpointID, target string) *Agen
 // StartAgentVia runs the real agent for an Endpoint with an explicit
 // --server URL, forwarding to target: tests of how the agent reaches the
 // relay (bare domain, IP literal, wrong host) choose the URL themselves.
-func (r *Relay) StartAgentVia(t testing.TB, serverURL, token, endpointID, target string) *Agent {
+func (r *Relay) StartAgentVia(t testing.TB, serverURL, token, endpointID, target string, extra ...string) *Agent {
 	t.Helper()
 	// The token travels as users are told to pass it: in RELAY_TOKEN.
-	return StartWith(t, Command{Env: []string{"RELAY_TOKEN=" + token}}, "agent", "--server", serverURL,
-		"--endpoint", endpointID, "--target", target)
+	return StartWith(t, Command{Env: []string{"RELAY_TOKEN=" + token}}, append([]string{"agent", "--server", serverURL,
+		"--endpoint", endpointID, "--target", target}, extra...)...)
 }
 
 // Output is what the process printed, stdout and stderr together.

@@ -1,197 +1,60 @@
 package nodebus
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/binwire"
 )
 
-// Forward commands and replies cross the bus as a compact binary encoding
-// rather than JSON: they carry whole request and response bodies, and JSON
-// spent a base64 encoding and a full scan on each of them twice per proxied
+// Forward commands and replies cross the bus in binwire's encoding rather
+// than JSON: they carry whole request and response bodies, and JSON spent a
+// base64 encoding and a full scan on each of them twice per proxied
 // request, several percent of the relay's CPU. The first byte is a format
 // version, so a node of another version is refused rather than misread
-// (several nodes may share a distributed Pub/Sub). Strings and byte slices
-// are a uvarint length and the bytes; integers are varints.
+// (several nodes may share a distributed Pub/Sub).
 
 const (
 	wireCommandV2 = 2 // 1 had no host, scheme and sender address
 	wireReplyV3   = 3 // 1 had no log position, 2 no failure text
-	// wireMaxLen bounds one decoded string, header list or body, so a
-	// corrupt length cannot make the decoder allocate without limit.
-	wireMaxLen = 64 << 20
 )
 
-var errWire = errors.New("malformed bus message")
-
-type wireWriter struct{ b []byte }
-
-func (w *wireWriter) str(s string) {
-	w.b = binary.AppendUvarint(w.b, uint64(len(s)))
-	w.b = append(w.b, s...)
-}
-func (w *wireWriter) bytes(p []byte) {
-	w.b = binary.AppendUvarint(w.b, uint64(len(p)))
-	w.b = append(w.b, p...)
-}
-func (w *wireWriter) int(n int64)   { w.b = binary.AppendVarint(w.b, n) }
-func (w *wireWriter) uint(n uint64) { w.b = binary.AppendUvarint(w.b, n) }
-
-func (w *wireWriter) bool(v bool) {
-	if v {
-		w.b = append(w.b, 1)
-	} else {
-		w.b = append(w.b, 0)
-	}
-}
-
-func (w *wireWriter) headers(h []domain.Header) {
-	w.uint(uint64(len(h)))
-	for _, x := range h {
-		w.str(x.Name)
-		w.str(x.Value)
-	}
-}
-
-// wireReader reads what wireWriter wrote; the first error sticks and every
-// later read returns zero values.
-type wireReader struct {
-	b   []byte
-	err error
-}
-
-func (r *wireReader) fail() { r.err, r.b = errWire, nil }
-
-func (r *wireReader) uint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	n, k := binary.Uvarint(r.b)
-	if k <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[k:]
-	return n
-}
-
-func (r *wireReader) int() int64 {
-	if r.err != nil {
-		return 0
-	}
-	n, k := binary.Varint(r.b)
-	if k <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[k:]
-	return n
-}
-
-func (r *wireReader) raw() []byte {
-	n := r.uint()
-	if r.err != nil {
-		return nil
-	}
-	if n > wireMaxLen || n > uint64(len(r.b)) {
-		r.fail()
-		return nil
-	}
-	p := r.b[:n:n]
-	r.b = r.b[n:]
-	return p
-}
-
-func (r *wireReader) str() string { return string(r.raw()) }
-
-// bytes shares the payload's memory instead of copying a body of up to
-// --max-body: each message's payload is a fresh buffer from its encoder,
-// decoded once and never written to.
-func (r *wireReader) bytes() []byte { return r.raw() }
-
-func (r *wireReader) bool() bool {
-	if r.err != nil {
-		return false
-	}
-	if len(r.b) == 0 || r.b[0] > 1 {
-		r.fail()
-		return false
-	}
-	v := r.b[0] == 1
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *wireReader) headers() []domain.Header {
-	n := r.uint()
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b))/2 { // each header takes at least two bytes
-		r.fail()
-		return nil
-	}
-	h := make([]domain.Header, 0, n)
-	for range n {
-		h = append(h, domain.Header{Name: r.str(), Value: r.str()})
-	}
-	return h
-}
-
-func (r *wireReader) version(want byte) {
-	if len(r.b) == 0 || r.b[0] != want {
-		r.fail()
-		return
-	}
-	r.b = r.b[1:]
-}
-
-func (r *wireReader) end(what string) error {
-	if r.err == nil && len(r.b) != 0 {
-		r.fail()
-	}
-	if r.err != nil {
-		return fmt.Errorf("decode %s: %w", what, r.err)
-	}
-	return nil
-}
+// errWire is a bus message that does not decode.
+var errWire = binwire.ErrMalformed
 
 func encodeCommand(c domain.ForwardCommand) []byte {
-	w := wireWriter{b: make([]byte, 0, 256+len(c.Body))}
-	w.b = append(w.b, wireCommandV2)
-	w.str(c.DeliveryID)
-	w.str(c.AttemptID)
-	w.str(c.EndpointID)
-	w.str(c.AccountID)
-	w.str(c.Method)
-	w.str(c.Target)
-	w.headers(c.Headers)
-	w.bytes(c.Body)
-	w.int(int64(c.Timeout))
-	w.bool(c.CaptureResponse)
-	w.str(c.CorrelationID)
-	w.str(c.RequestEventID)
-	w.uint(c.RequestRevision)
-	w.str(c.Host)
-	w.str(c.Scheme)
-	w.str(c.RemoteAddr)
-	return w.b
+	w := binwire.Writer{B: make([]byte, 0, 256+len(c.Body))}
+	w.Byte(wireCommandV2)
+	w.Str(c.DeliveryID)
+	w.Str(c.AttemptID)
+	w.Str(c.EndpointID)
+	w.Str(c.AccountID)
+	w.Str(c.Method)
+	w.Str(c.Target)
+	w.Headers(c.Headers)
+	w.Bytes(c.Body)
+	w.Int(int64(c.Timeout))
+	w.Bool(c.CaptureResponse)
+	w.Str(c.CorrelationID)
+	w.Str(c.RequestEventID)
+	w.Uint(c.RequestRevision)
+	w.Str(c.Host)
+	w.Str(c.Scheme)
+	w.Str(c.RemoteAddr)
+	return w.B
 }
 
 func decodeCommand(b []byte) (domain.ForwardCommand, error) {
-	r := wireReader{b: b}
-	r.version(wireCommandV2)
+	r := binwire.NewReader(b)
+	r.Expect(wireCommandV2)
 	c := domain.ForwardCommand{
-		DeliveryID: r.str(), AttemptID: r.str(), EndpointID: r.str(), AccountID: r.str(),
-		Method: r.str(), Target: r.str(), Headers: r.headers(), Body: r.bytes(),
-		Timeout: time.Duration(r.int()), CaptureResponse: r.bool(), CorrelationID: r.str(),
-		RequestEventID: r.str(), RequestRevision: r.uint(),
-		Host: r.str(), Scheme: r.str(), RemoteAddr: r.str(),
+		DeliveryID: r.Str(), AttemptID: r.Str(), EndpointID: r.Str(), AccountID: r.Str(),
+		Method: r.Str(), Target: r.Str(), Headers: r.Headers(), Body: r.Bytes(),
+		Timeout: time.Duration(r.Int()), CaptureResponse: r.Bool(), CorrelationID: r.Str(),
+		RequestEventID: r.Str(), RequestRevision: r.Uint(),
+		Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(),
 	}
-	if err := r.end("forward command"); err != nil {
+	if err := r.End("forward command"); err != nil {
 		return domain.ForwardCommand{}, err
 	}
 	return c, nil
@@ -199,30 +62,30 @@ func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 
 func encodeReply(rep reply) []byte {
 	o := rep.Outcome
-	w := wireWriter{b: make([]byte, 0, 128+len(o.Body))}
-	w.b = append(w.b, wireReplyV3)
-	w.str(o.AttemptID)
-	w.int(int64(o.Status))
-	w.headers(o.Headers)
-	w.bytes(o.Body)
-	w.str(o.Error)
-	w.str(o.Failure)
-	w.int(o.DurationMs)
-	w.str(o.AgentID)
-	w.uint(o.Position)
-	w.str(rep.Error)
-	return w.b
+	w := binwire.Writer{B: make([]byte, 0, 128+len(o.Body))}
+	w.Byte(wireReplyV3)
+	w.Str(o.AttemptID)
+	w.Int(int64(o.Status))
+	w.Headers(o.Headers)
+	w.Bytes(o.Body)
+	w.Str(o.Error)
+	w.Str(o.Failure)
+	w.Int(o.DurationMs)
+	w.Str(o.AgentID)
+	w.Uint(o.Position)
+	w.Str(rep.Error)
+	return w.B
 }
 
 func decodeReply(b []byte) (reply, error) {
-	r := wireReader{b: b}
-	r.version(wireReplyV3)
+	r := binwire.NewReader(b)
+	r.Expect(wireReplyV3)
 	rep := reply{Outcome: domain.ForwardOutcome{
-		AttemptID: r.str(), Status: int(r.int()), Headers: r.headers(), Body: r.bytes(),
-		Error: r.str(), Failure: r.str(), DurationMs: r.int(), AgentID: r.str(), Position: r.uint(),
+		AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(), Body: r.Bytes(),
+		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int(), AgentID: r.Str(), Position: r.Uint(),
 	}}
-	rep.Error = r.str()
-	if err := r.end("forward reply"); err != nil {
+	rep.Error = r.Str()
+	if err := r.End("forward reply"); err != nil {
 		return reply{}, err
 	}
 	return rep, nil

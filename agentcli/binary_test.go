@@ -1,0 +1,102 @@
+package agentcli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/agentwire"
+	"github.com/relayhq/relay/internal/gqlws"
+)
+
+// TestAgentBinaryDataPath: against a relay that offers agentwire's
+// subprotocol the agent agrees on it, runs a binary forward frame against
+// its target byte for byte, reports the answer in a binary complete frame,
+// and tells the observer what the relay's Done said. With PlainGraphQL it
+// offers graphql-transport-ws only (TestAgentProtocol covers that path).
+func TestAgentBinaryDataPath(t *testing.T) {
+	reqBody := []byte{0, 1, 0xff}
+	target, local := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Reply", "yes")
+		w.WriteHeader(202)
+		fmt.Fprint(w, "taken")
+	})
+	for _, tt := range []struct {
+		name       string
+		plain      bool
+		wantBinary bool
+	}{{"binary", false, true}, {"plain GraphQL", true, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newWSServerOf(t, agentwire.Subprotocol, gqlws.Subprotocol)
+			obs := &recordingObserver{forwards: make(chan ForwardEvent, 4)}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go func() {
+				_ = Serve(ctx, Options{Server: srv.url, Token: "t", Observer: obs, PlainGraphQL: tt.plain,
+					Endpoints: []Route{{EndpointID: "ep-1", Target: target}}})
+			}()
+			p := srv.accept(t)
+			if got := p.conn.Subprotocol() == agentwire.Subprotocol; got != tt.wantBinary {
+				t.Fatalf("agreed on %q", p.conn.Subprotocol())
+			}
+			p.handshake("t", "ep-1")
+			if !tt.wantBinary {
+				return
+			}
+			frame := agentwire.AppendForward(nil, agentwire.Forward{Operation: subscriptionID(0), AttemptID: "att-1", DeliveryID: "del-1",
+				Method: "PUT", Target: "/a//b?c=%zz", Headers: []domain.Header{{Name: "X-Sig", Value: "s"}}, Body: reqBody,
+				Host: "ep-1.relay.test", Scheme: "https", RemoteAddr: "192.0.2.7:4000"})
+			if err := p.conn.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+				t.Fatal(err)
+			}
+			got := next(t, local)
+			if got.method != "PUT" || got.requestURI != "/a//b?c=%zz" || !bytes.Equal(got.body, reqBody) {
+				t.Errorf("local server got %s %q body %v", got.method, got.requestURI, got.body)
+			}
+			_ = p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var c agentwire.Complete
+			for {
+				typ, data, err := p.conn.ReadMessage()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if typ == websocket.TextMessage { // the agent's pings
+					continue
+				}
+				if c, err = agentwire.DecodeComplete(data); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			if c.AttemptID != "att-1" || c.Status != 202 || string(c.Body) != "taken" || c.Error != "" || !hasReply(c.Headers) {
+				t.Errorf("complete frame %+v, want att-1 202 taken with X-Reply", c)
+			}
+			if err := p.conn.WriteMessage(websocket.BinaryMessage, agentwire.AppendDone(nil, agentwire.Done{AttemptID: "att-1", Code: "NOT_FOUND", Message: "gone"})); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case ev := <-obs.forwards:
+				if ev.AttemptID != "att-1" || ev.Status != 202 || ev.Path != "/a//b?c=%zz" || ev.ReportError != errAttemptGone.Error() {
+					t.Errorf("observer heard %+v, want att-1 202 reported as gone", ev)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the observer heard no forward")
+			}
+		})
+	}
+}
+
+func hasReply(hs []domain.Header) bool {
+	for _, h := range hs {
+		if h.Name == "X-Reply" && h.Value == "yes" {
+			return true
+		}
+	}
+	return false
+}

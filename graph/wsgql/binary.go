@@ -1,0 +1,59 @@
+package wsgql
+
+import (
+	"context"
+
+	"github.com/gorilla/websocket"
+	"github.com/relayhq/relay/internal/gqlws"
+)
+
+// BinaryConfig lets a socket carry binary frames beside graphql-transport-ws
+// messages: a hot path that skips GraphQL (the agents' forwards), on the
+// same socket, after the same connection_init. The transport only bounds,
+// queues and reads them; Handle and the operations that call
+// BinaryOperation decide what they mean.
+type BinaryConfig struct {
+	// Subprotocol is the name a client offers to speak it.
+	Subprotocol string
+	// Handle answers a binary frame a client sent after connection_ack,
+	// in the context InitFunc returned; a non-nil reply is queued as a
+	// binary frame. An error closes the socket with 4400: the client
+	// speaks the subprotocol wrongly.
+	Handle func(ctx context.Context, frame []byte) (reply []byte, err error)
+}
+
+// handleBinary acts on one binary frame; false ends the socket.
+func (c *conn) handleBinary(frame []byte) bool {
+	if !c.acked.Load() {
+		c.closeWith(gqlws.CloseUnauthorized, "Unauthorized")
+		return false
+	}
+	if c.t.cfg.Binary.Handle == nil {
+		return c.badRequest("binary frames are not expected")
+	}
+	reply, err := c.t.cfg.Binary.Handle(c.ctx, frame)
+	if err != nil {
+		return c.badRequest(err.Error())
+	}
+	if reply != nil {
+		return c.enqueue(c.ctx, outgoing{typ: websocket.BinaryMessage, b: reply}) == nil
+	}
+	return true
+}
+
+// BinaryOperation is, for an operation running on a socket that agreed on
+// the binary subprotocol, the operation's id and a function that queues a
+// binary frame on the socket (waiting for room as every message does; a
+// queue that stays full closes the socket with 1008). ok is false for an
+// operation elsewhere (HTTP, a plain graphql-transport-ws socket): it then
+// sends its results as GraphQL.
+func BinaryOperation(ctx context.Context) (id string, send func(ctx context.Context, frame []byte) error, ok bool) {
+	c, isConn := ctx.Value(connKey{}).(*conn)
+	op, isOp := ctx.Value(opKey{}).(*operation)
+	if !isConn || !isOp || !c.binary {
+		return "", nil, false
+	}
+	return op.id, func(ctx context.Context, frame []byte) error {
+		return c.enqueue(ctx, outgoing{typ: websocket.BinaryMessage, b: frame})
+	}, true
+}

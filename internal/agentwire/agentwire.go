@@ -1,0 +1,152 @@
+// Package agentwire is the binary data path between the relay and its
+// agents. An agent that offers Subprotocol on the API's WebSocket (beside
+// graphql-transport-ws) still signs in, asks for its Endpoints and
+// subscribes to forwardRequests in graphql-transport-ws messages, as every
+// GraphQL client does; only the hot path changes: each forward request
+// arrives as one binary Forward frame instead of a GraphQL result, and the
+// agent answers with a binary Complete frame instead of a completeForward
+// mutation, which the relay acknowledges with a Done frame. Bodies travel
+// as bytes, not base64 in JSON, and nothing is parsed or executed as
+// GraphQL per request. A relay that does not offer Subprotocol speaks
+// plain graphql-transport-ws, and so does every third-party client.
+//
+// Every frame starts with its kind; the fields follow in binwire's
+// encoding.
+package agentwire
+
+import (
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/binwire"
+)
+
+// Subprotocol is the WebSocket subprotocol an agent offers first.
+const Subprotocol = "relay-agent.v1"
+
+// Frame kinds.
+const (
+	KindForward  byte = 'F' // relay → agent: a request to forward
+	KindComplete byte = 'C' // agent → relay: the local answer of one attempt
+	KindDone     byte = 'D' // relay → agent: whether the relay took a Complete
+)
+
+// Kind is the kind of a frame, 0 for an empty one.
+func Kind(frame []byte) byte {
+	if len(frame) == 0 {
+		return 0
+	}
+	return frame[0]
+}
+
+// Forward is a forward request of a forwardRequests subscription.
+type Forward struct {
+	Operation  string // the subscription's id
+	AttemptID  string
+	DeliveryID string
+	Method     string
+	Target     string // the raw request target, byte for byte
+	Headers    []domain.Header
+	Body       []byte
+	Host       string
+	Scheme     string
+	RemoteAddr string
+}
+
+// AppendForward appends f's frame to dst.
+func AppendForward(dst []byte, f Forward) []byte {
+	w := binwire.Writer{B: dst}
+	w.Byte(KindForward)
+	w.Str(f.Operation)
+	w.Str(f.AttemptID)
+	w.Str(f.DeliveryID)
+	w.Str(f.Method)
+	w.Str(f.Target)
+	w.Headers(f.Headers)
+	w.Bytes(f.Body)
+	w.Str(f.Host)
+	w.Str(f.Scheme)
+	w.Str(f.RemoteAddr)
+	return w.B
+}
+
+// DecodeForward reads a Forward frame; Body shares frame's memory.
+func DecodeForward(frame []byte) (Forward, error) {
+	r := binwire.NewReader(frame)
+	r.Expect(KindForward)
+	f := Forward{
+		Operation: r.Str(), AttemptID: r.Str(), DeliveryID: r.Str(), Method: r.Str(), Target: r.Str(),
+		Headers: r.Headers(), Body: r.Bytes(), Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(),
+	}
+	if err := r.End("forward frame"); err != nil {
+		return Forward{}, err
+	}
+	return f, nil
+}
+
+// Complete is an agent's report of one attempt, as completeForward takes
+// it: the local answer, or Error (and Failure, the text for the sender)
+// when the local target gave none; Status 0 means none given.
+type Complete struct {
+	AttemptID  string
+	Status     int
+	Headers    []domain.Header
+	Body       []byte
+	Error      string
+	Failure    string
+	DurationMs int64
+}
+
+// AppendComplete appends c's frame to dst.
+func AppendComplete(dst []byte, c Complete) []byte {
+	w := binwire.Writer{B: dst}
+	w.Byte(KindComplete)
+	w.Str(c.AttemptID)
+	w.Int(int64(c.Status))
+	w.Headers(c.Headers)
+	w.Bytes(c.Body)
+	w.Str(c.Error)
+	w.Str(c.Failure)
+	w.Int(c.DurationMs)
+	return w.B
+}
+
+// DecodeComplete reads a Complete frame; Body shares frame's memory.
+func DecodeComplete(frame []byte) (Complete, error) {
+	r := binwire.NewReader(frame)
+	r.Expect(KindComplete)
+	c := Complete{AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(), Body: r.Bytes(),
+		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int()}
+	if err := r.End("complete frame"); err != nil {
+		return Complete{}, err
+	}
+	return c, nil
+}
+
+// Done answers a Complete: Code is empty when the relay took the answer,
+// else the API's error code (NOT_FOUND: the relay no longer waits for the
+// attempt; BAD_USER_INPUT: the report was invalid) with Message.
+type Done struct {
+	AttemptID string
+	Code      string
+	Message   string
+}
+
+// AppendDone appends d's frame to dst.
+func AppendDone(dst []byte, d Done) []byte {
+	w := binwire.Writer{B: dst}
+	w.Byte(KindDone)
+	w.Str(d.AttemptID)
+	w.Str(d.Code)
+	w.Str(d.Message)
+	return w.B
+}
+
+// DecodeDone reads a Done frame.
+func DecodeDone(frame []byte) (Done, error) {
+	r := binwire.NewReader(frame)
+	r.Expect(KindDone)
+	d := Done{AttemptID: r.Str(), Code: r.Str(), Message: r.Str()}
+	if err := r.End("done frame"); err != nil {
+		return Done{}, err
+	}
+	return d, nil
+}

@@ -1,0 +1,87 @@
+package agentwire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/binwire"
+)
+
+func TestFramesRoundTrip(t *testing.T) {
+	f := Forward{Operation: "forward-0", AttemptID: "a1", DeliveryID: "d1", Method: "POST", Target: "/x?y=%zz\xff",
+		Headers: []domain.Header{{Name: "A", Value: "1"}, {Name: "A", Value: "\x00\xff"}}, Body: []byte{0, 1, 2, 255},
+		Host: "h.example", Scheme: "https", RemoteAddr: "192.0.2.1:5"}
+	got, err := DecodeForward(AppendForward(nil, f))
+	if err != nil || !reflect.DeepEqual(got, f) {
+		t.Fatalf("forward: %+v, %v; want %+v", got, err, f)
+	}
+	c := Complete{AttemptID: "a1", Status: 201, Headers: []domain.Header{{Name: "B", Value: "2"}}, Body: []byte("ok"), DurationMs: 7}
+	gc, err := DecodeComplete(AppendComplete(nil, c))
+	if err != nil || !reflect.DeepEqual(gc, c) {
+		t.Fatalf("complete: %+v, %v; want %+v", gc, err, c)
+	}
+	failed := Complete{AttemptID: "a2", Headers: []domain.Header{}, Body: []byte{}, Error: "dial tcp: refused", Failure: "target down", DurationMs: 1}
+	if gc, err := DecodeComplete(AppendComplete(nil, failed)); err != nil || gc.Error != failed.Error || gc.Status != 0 {
+		t.Fatalf("failed complete: %+v, %v", gc, err)
+	}
+	d := Done{AttemptID: "a1", Code: "NOT_FOUND", Message: "gone"}
+	if gd, err := DecodeDone(AppendDone(nil, d)); err != nil || gd != d {
+		t.Fatalf("done: %+v, %v", gd, err)
+	}
+}
+
+// TestMalformedFrames: wrong kinds, cut frames, trailing bytes and lengths
+// past the frame are refused, not misread.
+func TestMalformedFrames(t *testing.T) {
+	full := AppendForward(nil, Forward{Operation: "o", AttemptID: "a", Body: bytes.Repeat([]byte("b"), 100)})
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"empty", nil},
+		{"wrong kind", AppendDone(nil, Done{AttemptID: "a"})},
+		{"cut", full[:len(full)-5]},
+		{"trailing byte", append(bytes.Clone(full), 0)},
+		{"length past the end", []byte{KindForward, 0x7f, 'a'}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := DecodeForward(tt.frame); !errors.Is(err, binwire.ErrMalformed) {
+				t.Fatalf("DecodeForward: %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+// FuzzDecode: no frame makes a decoder panic or allocate past the frame's
+// own size, and what decodes encodes to a frame that decodes the same
+// (varints have more than one encoding, so the bytes may differ).
+func FuzzDecode(f *testing.F) {
+	f.Add(AppendForward(nil, Forward{Operation: "forward-0", AttemptID: "a", Method: "POST", Body: []byte("{}")}))
+	f.Add(AppendComplete(nil, Complete{AttemptID: "a", Status: 200, Body: []byte("ok")}))
+	f.Add(AppendDone(nil, Done{AttemptID: "a", Code: "NOT_FOUND"}))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		switch Kind(frame) {
+		case KindForward:
+			if v, err := DecodeForward(frame); err == nil {
+				if again, err := DecodeForward(AppendForward(nil, v)); err != nil || !reflect.DeepEqual(again, v) {
+					t.Fatalf("forward %+v decodes again as %+v, %v", v, again, err)
+				}
+			}
+		case KindComplete:
+			if v, err := DecodeComplete(frame); err == nil {
+				if again, err := DecodeComplete(AppendComplete(nil, v)); err != nil || !reflect.DeepEqual(again, v) {
+					t.Fatalf("complete %+v decodes again as %+v, %v", v, again, err)
+				}
+			}
+		case KindDone:
+			if v, err := DecodeDone(frame); err == nil {
+				if again, err := DecodeDone(AppendDone(nil, v)); err != nil || again != v {
+					t.Fatalf("done %+v decodes again as %+v, %v", v, again, err)
+				}
+			}
+		}
+	})
+}

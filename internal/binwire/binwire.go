@@ -1,0 +1,162 @@
+// Package binwire is the compact binary encoding the relay uses where JSON
+// costs too much for whole request and response bodies: between nodes (the
+// node bus) and between the relay and its agents (agentwire). Strings and
+// byte slices are a uvarint length and the bytes; integers are varints.
+// Standard library and domain only.
+package binwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// MaxLen bounds one decoded string, header list or body, so a corrupt
+// length cannot make a decoder allocate without limit.
+const MaxLen = 64 << 20
+
+// ErrMalformed is a message that does not decode.
+var ErrMalformed = errors.New("malformed binary message")
+
+// Writer appends values to B.
+type Writer struct{ B []byte }
+
+func (w *Writer) Str(s string) {
+	w.B = binary.AppendUvarint(w.B, uint64(len(s)))
+	w.B = append(w.B, s...)
+}
+
+func (w *Writer) Bytes(p []byte) {
+	w.B = binary.AppendUvarint(w.B, uint64(len(p)))
+	w.B = append(w.B, p...)
+}
+
+func (w *Writer) Int(n int64)   { w.B = binary.AppendVarint(w.B, n) }
+func (w *Writer) Uint(n uint64) { w.B = binary.AppendUvarint(w.B, n) }
+func (w *Writer) Byte(c byte)   { w.B = append(w.B, c) }
+
+func (w *Writer) Bool(v bool) {
+	if v {
+		w.B = append(w.B, 1)
+	} else {
+		w.B = append(w.B, 0)
+	}
+}
+
+func (w *Writer) Headers(h []domain.Header) {
+	w.Uint(uint64(len(h)))
+	for _, x := range h {
+		w.Str(x.Name)
+		w.Str(x.Value)
+	}
+}
+
+// Reader reads what Writer wrote; the first error sticks and every later
+// read returns zero values.
+type Reader struct {
+	b   []byte
+	err error
+}
+
+// NewReader reads b.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
+
+func (r *Reader) fail() { r.err, r.b = ErrMalformed, nil }
+
+func (r *Reader) Uint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[k:]
+	return n
+}
+
+func (r *Reader) Int() int64 {
+	if r.err != nil {
+		return 0
+	}
+	n, k := binary.Varint(r.b)
+	if k <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[k:]
+	return n
+}
+
+// Bytes shares the message's memory instead of copying a body: callers
+// decode a fresh buffer once and never write to it.
+func (r *Reader) Bytes() []byte {
+	n := r.Uint()
+	if r.err != nil {
+		return nil
+	}
+	if n > MaxLen || n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *Reader) Str() string { return string(r.Bytes()) }
+
+func (r *Reader) Bool() bool {
+	if r.err != nil {
+		return false
+	}
+	if len(r.b) == 0 || r.b[0] > 1 {
+		r.fail()
+		return false
+	}
+	v := r.b[0] == 1
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *Reader) Headers() []domain.Header {
+	n := r.Uint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b))/2 { // each header takes at least two bytes
+		r.fail()
+		return nil
+	}
+	h := make([]domain.Header, 0, n)
+	for range n {
+		h = append(h, domain.Header{Name: r.Str(), Value: r.Str()})
+	}
+	return h
+}
+
+// Expect reads one byte that must be want (a format version or a kind).
+func (r *Reader) Expect(want byte) {
+	if r.err != nil {
+		return
+	}
+	if len(r.b) == 0 || r.b[0] != want {
+		r.fail()
+		return
+	}
+	r.b = r.b[1:]
+}
+
+// End fails unless every byte was read, naming what was decoded.
+func (r *Reader) End(what string) error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	if r.err != nil {
+		return fmt.Errorf("decode %s: %w", what, r.err)
+	}
+	return nil
+}
