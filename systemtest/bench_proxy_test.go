@@ -36,14 +36,15 @@ func BenchmarkProxy(b *testing.B) {
 func benchProxy(b *testing.B, agentArgs ...string) {
 	local := benchServer(b, http.StatusOK, benchLocalAnswer)
 	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
-	proxy := benchStartProxy(b, local)
+	proxy := benchStartProxy(b, local, agentArgs...)
 	benchCompare(b, direct, proxy, "proxy/direct", benchP50Overhead)
 }
 
 // benchStartProxy starts a relay with a PROXY Endpoint to local and the real
 // agent for it, waits for the agent to connect and checks one request; it
-// returns the target that sends the load through the relay.
-func benchStartProxy(b *testing.B, local string) benchTarget {
+// returns the target that sends the load through the relay. agentArgs go
+// to the agent (--plain-graphql).
+func benchStartProxy(b *testing.B, local string, agentArgs ...string) benchTarget {
 	b.Helper()
 	r := harness.Start(b, "", profArgs()...)
 	token, endpointID := benchProxyEndpoint(b, r, local)
