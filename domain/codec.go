@@ -67,7 +67,7 @@ func (c *Codec) Encode(id string, e Event, at time.Time, tr Trace) (EventData, e
 	if _, ok := c.decoders[e.EventType()]; !ok {
 		return EventData{}, fmt.Errorf("encode %T: %w %q", e, ErrUnknownEventType, e.EventType())
 	}
-	b, err := json.Marshal(e)
+	b, err := marshal(e)
 	if err != nil {
 		return EventData{}, fmt.Errorf("encode %s: %w", e.EventType(), err)
 	}
@@ -116,4 +116,16 @@ func (c *Codec) Decode(typ string, data []byte) (Event, error) {
 		return nil, fmt.Errorf("decode %s: %w", typ, err)
 	}
 	return e, nil
+}
+
+// marshal is json.Marshal(e) without its second pass over a Marshaler's
+// output: json.Marshal compacts and HTML-escapes what MarshalJSON returns,
+// which for a DeliveryReceived (whose MarshalJSON is json.Marshal of its
+// fields, already compact and escaped) meant scanning the whole encoded
+// body again — most of the cost of recording a delivery's event.
+func marshal(e Event) ([]byte, error) {
+	if m, ok := e.(json.Marshaler); ok {
+		return m.MarshalJSON()
+	}
+	return json.Marshal(e)
 }
