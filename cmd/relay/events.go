@@ -3,16 +3,21 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
 )
 
 func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -34,19 +39,89 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error { return exportEvents(c.Context(), s, stdout) })
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
+				if l, ok := s.(chainedLog); ok {
+					return exportChained(c.Context(), l, stdout)
+				}
+				return exportEvents(c.Context(), s, stdout)
+			})
 		},
 	}
+	var pubkey string
+	var kept []string
 	verify := &cobra.Command{
-		Use:     "verify",
-		Short:   "Check positions, stream revisions and that every event decodes",
-		Example: "  relay events verify --data ./relay-data",
+		Use:   "verify [EXPORT-FILE]",
+		Short: "Check the log's hash chain and signed checkpoints, positions, stream revisions and that every event decodes",
+		Long: `Check the log: every event against its leaf in the hash chain, every link against the one
+before it, every checkpoint's signature and link, each stream's revisions, and that every
+event decodes. The first bad event is named (position, stream, id, what is wrong); the exit
+status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
+relay's too); with one, the export alone, offline, with --pubkey.`,
+		Example: `  relay events verify --data ./relay-data
+  relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json`,
+		Args:    cobra.MaximumNArgs(1),
+		PreRunE: pre,
+		RunE: func(c *cobra.Command, args []string) error {
+			checkpoints, err := keptCheckpoints(kept)
+			if err != nil {
+				return usage(err)
+			}
+			if len(args) == 1 {
+				key, err := publicKey(pubkey, "")
+				if err != nil {
+					return usage(err)
+				}
+				x, err := evidence.OpenExport(args[0])
+				if err != nil {
+					return err
+				}
+				defer x.Close()
+				return verifyChain(c.Context(), x, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+			}
+			key, err := publicKey(pubkey, data)
+			if err != nil {
+				return usage(err)
+			}
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
+				// The chain first: it names the first bad event and what is
+				// wrong with it; the structural checks follow either way.
+				var chainErr error
+				if l, ok := s.(chainedLog); ok {
+					chainErr = verifyChain(c.Context(), logSource{l}, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				} else {
+					fmt.Fprintln(stdout, "this log keeps no hash chain: only positions, revisions and payloads are checked")
+				}
+				return errors.Join(chainErr, verifyEvents(c.Context(), s, stdout))
+			})
+		},
+	}
+	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (relay events pubkey prints it); default: the data folder's")
+	verify.Flags().StringArrayVar(&kept, "checkpoint", nil, "a checkpoint kept from an earlier verification (its JSON, or @FILE): the log must still hold what it signs")
+	keyFile := ""
+	pub := &cobra.Command{
+		Use:     "pubkey",
+		Short:   "Print the public key that verifies the relay's signed checkpoints",
+		Example: "  relay events pubkey --data ./relay-data",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error { return verifyEvents(c.Context(), s, stdout) })
+			path := keyFile
+			if path == "" {
+				path = filepath.Join(data, "checkpoint.key")
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("read checkpoint key (created by relay serve at first start): %w", err)
+			}
+			key, err := evidence.ParseKey(b)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, evidence.FormatPublicKey(key.Public().(ed25519.PublicKey)))
+			return nil
 		},
 	}
+	pub.Flags().StringVar(&keyFile, "checkpoint-key", "", "the key file; default DATA/checkpoint.key")
 	rebuild := &cobra.Command{
 		Use:     "rebuild",
 		Short:   "Recreate the views file from the log, whatever state it is in (refused while a server uses --data)",
@@ -66,7 +141,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 			return a.Close()
 		},
 	}
-	cmd.AddCommand(export, verify, rebuild)
+	cmd.AddCommand(export, verify, pub, rebuild)
 	return cmd
 }
 
@@ -96,7 +171,14 @@ type exportedEvent struct {
 	OccurredAt    time.Time       `json:"occurred_at"`
 	CorrelationID string          `json:"correlation_id,omitempty"`
 	CausationID   string          `json:"causation_id,omitempty"`
-	Data          json.RawMessage `json:"data"`
+	Data          json.RawMessage `json:"data,omitempty"`
+	// The chain (embedded log only): the metadata as stored, the event's
+	// leaf and link; Removed marks the link of an event a stream deletion
+	// removed (the line has nothing else).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Removed  bool            `json:"removed,omitempty"`
+	Leaf     string          `json:"leaf,omitempty"`
+	Link     string          `json:"link,omitempty"`
 }
 
 // unreadableError names where reading the log failed.

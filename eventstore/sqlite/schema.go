@@ -10,7 +10,9 @@ import (
 // relay is refused rather than misread.
 // Version 2 deletes streams (DeleteStream): a deleted stream's rows are
 // gone and its tombstone holds revision 0, which an older build would misread.
-const schemaVersion = 2
+// Version 3 adds the chain (chain.go); a log of version 2 is chained once,
+// as it stands, when it is migrated.
+const schemaVersion = 3
 
 // The events table is the whole log. position is the rowid, so it is
 // assigned max+1 on insert: a refused append rolls its rows back, and
@@ -48,8 +50,15 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+chainSchema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
+	}
+	head, err := readChainHead(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := extendChain(ctx, tx, head); err != nil {
+		return fmt.Errorf("chain the log: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return fmt.Errorf("set schema version: %w", err)

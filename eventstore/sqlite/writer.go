@@ -217,9 +217,14 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if last == 0 {
 		return 0, nil
 	}
+	head, err := extendChain(ctx, tx, s.chain)
+	if err != nil {
+		return 0, err
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit group: %w", err)
 	}
+	s.chain = head
 	s.commits.Add(1)
 	return last, nil
 }

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
+)
+
+// chainedLog is a log that keeps the chain (the embedded one).
+type chainedLog interface {
+	ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error)
+	ReadStored(ctx context.Context, after uint64, limit int) ([]evidence.Event, error)
+}
+
+// logSource reads a chained log as an evidence.Source.
+type logSource struct{ l chainedLog }
+
+func (s logSource) Chain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
+	return s.l.ReadChain(ctx, after, limit)
+}
+
+func (s logSource) Events(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
+	return s.l.ReadStored(ctx, after, limit)
+}
+
+// exportChained writes the embedded log with its chain: every event as
+// stored (its metadata too) with its leaf and link, and for each event a
+// stream deletion removed, a line with its link only ("removed": true), so
+// that the export verifies offline.
+func exportChained(ctx context.Context, l chainedLog, w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false) // data and metadata are written as stored
+	var (
+		links  []evidence.ChainLink
+		events []evidence.Event
+		after  uint64
+	)
+	for {
+		var err error
+		if links, err = l.ReadChain(ctx, after, 1000); err != nil {
+			return err
+		}
+		if len(links) == 0 {
+			break
+		}
+		last := links[len(links)-1].Position
+		// The events of the same span of positions: every stored event has
+		// a link (the writer makes both in one transaction).
+		events = events[:0]
+		for from := after; ; {
+			page, err := l.ReadStored(ctx, from, 1000)
+			if err != nil {
+				return err
+			}
+			for _, e := range page {
+				if e.Position <= last {
+					events = append(events, e)
+				}
+			}
+			if len(page) < 1000 || page[len(page)-1].Position >= last {
+				break
+			}
+			from = page[len(page)-1].Position
+		}
+		i := 0
+		for _, link := range links {
+			line := exportedEvent{Position: link.Position, Stream: link.Stream, Leaf: link.Leaf.String(), Link: link.Link.String()}
+			if i < len(events) && events[i].Position == link.Position {
+				e := events[i]
+				i++
+				var md domain.Metadata
+				_ = json.Unmarshal(e.Metadata, &md)
+				line.ID, line.Revision, line.Type = e.ID, e.Revision, e.Type
+				line.SchemaVersion, line.OccurredAt, line.CorrelationID, line.CausationID = md.SchemaVersion, md.OccurredAt, md.CorrelationID, md.CausationID
+				line.Data, line.Metadata = e.Data, e.Metadata
+			} else {
+				line.Removed = true
+			}
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+		}
+		after = last
+	}
+	return bw.Flush()
+}
+
+// verifyChain checks the chain and the checkpoints and prints what it
+// found; it returns an error when something is wrong.
+func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options, w io.Writer) error {
+	r, err := evidence.Verify(ctx, src, opts)
+	if err != nil {
+		return err
+	}
+	if r.Head == 0 && r.Events > 0 {
+		return errors.New("verify: this log has no hash chain (it was exported from a log that keeps none, or by an older relay)")
+	}
+	for _, p := range r.Problems {
+		where := fmt.Sprintf("position %d", p.Position)
+		if p.Stream != "" {
+			where += " stream " + p.Stream
+		}
+		if p.ID != "" {
+			where += " id " + p.ID
+		}
+		fmt.Fprintf(w, "problem: %s: %s: %s\n", where, p.Kind, p.Detail)
+	}
+	if !r.OK() {
+		first := r.Problems[0]
+		return fmt.Errorf("verify: %d problems; the first at position %d: %s", len(r.Problems), first.Position, first.Kind)
+	}
+	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %d checkpoints",
+		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, r.Checkpoints)
+	if r.Unsigned > 0 {
+		fmt.Fprintf(w, " (%d signatures not checked: no public key; give --pubkey)", r.Unsigned)
+	}
+	fmt.Fprintln(w)
+	if r.Last != nil {
+		b, _ := json.Marshal(r.Last)
+		fmt.Fprintf(w, "last checkpoint (keep it; verify --checkpoint checks a later log against it): %s\n", b)
+	}
+	return nil
+}
+
+// publicKey is --pubkey, or the public half of the data folder's key.
+func publicKey(flag, data string) (ed25519.PublicKey, error) {
+	if flag != "" {
+		return evidence.ParsePublicKey(flag)
+	}
+	if data == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(data, "checkpoint.key"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := evidence.ParseKey(b)
+	if err != nil {
+		return nil, err
+	}
+	return key.Public().(ed25519.PublicKey), nil
+}
+
+// keptCheckpoints reads --checkpoint values: a checkpoint's JSON, or
+// @FILE holding one per line.
+func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
+	var out []evidence.Checkpoint
+	for _, v := range values {
+		text := v
+		if name, ok := strings.CutPrefix(v, "@"); ok {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return nil, fmt.Errorf("--checkpoint: %w", err)
+			}
+			text = string(b)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			var c evidence.Checkpoint
+			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" {
+				return nil, fmt.Errorf("--checkpoint %q: want the JSON a verification printed", line)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,141 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/relayhq/relay/evidence"
+)
+
+// The chain makes the log tamper-evident (package evidence): every event
+// gets a row in the chain table, written by the writer in the transaction
+// that inserts the event, with the event's stream, its leaf hash and its
+// link to the row before. Rows are never deleted, so when retention
+// deletes a stream its events' links stay and the chain still verifies.
+
+const chainSchema = `
+CREATE TABLE IF NOT EXISTS chain (
+	position INTEGER PRIMARY KEY,
+	stream   TEXT NOT NULL,
+	leaf     BLOB NOT NULL,
+	link     BLOB NOT NULL
+);
+`
+
+// chainHead is the newest chain row: its position and link.
+type chainHead struct {
+	position uint64
+	link     evidence.Hash
+}
+
+// readChainHead reads the newest chain row through q.
+func readChainHead(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (chainHead, error) {
+	var (
+		h    chainHead
+		pos  int64
+		link []byte
+	)
+	err := q.QueryRowContext(ctx, `SELECT position, link FROM chain ORDER BY position DESC LIMIT 1`).Scan(&pos, &link)
+	if err == sql.ErrNoRows {
+		return chainHead{}, nil
+	}
+	if err != nil {
+		return chainHead{}, fmt.Errorf("read chain head: %w", err)
+	}
+	h.position = uint64(pos)
+	copy(h.link[:], link)
+	return h, nil
+}
+
+// extendChain links every event above head, in position order, inside tx,
+// and returns the new head. The writer calls it before each commit; the
+// migration calls it once for a log written before the chain existed.
+func extendChain(ctx context.Context, tx *sql.Tx, head chainHead) (chainHead, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position`, int64(head.position))
+	if err != nil {
+		return head, fmt.Errorf("chain events after %d: %w", head.position, err)
+	}
+	var links []evidence.ChainLink
+	for rows.Next() {
+		var (
+			e        evidence.Event
+			pos, rev int64
+		)
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+			rows.Close()
+			return head, fmt.Errorf("chain events after %d: %w", head.position, err)
+		}
+		e.Position, e.Revision = uint64(pos), uint64(rev)
+		leaf := evidence.Leaf(e)
+		head = chainHead{position: e.Position, link: evidence.Link(head.link, leaf)}
+		links = append(links, evidence.ChainLink{Position: e.Position, Stream: e.Stream, Leaf: leaf, Link: head.link})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return head, fmt.Errorf("chain events: %w", err)
+	}
+	for _, l := range links {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chain (position, stream, leaf, link) VALUES (?, ?, ?, ?)`,
+			int64(l.Position), l.Stream, l.Leaf[:], l.Link[:]); err != nil {
+			return head, fmt.Errorf("chain position %d: %w", l.Position, err)
+		}
+	}
+	return head, nil
+}
+
+// ReadChain returns up to limit chain rows after position, in order.
+func (s *Store) ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, stream, leaf, link FROM chain WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read chain after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out []evidence.ChainLink
+	for rows.Next() {
+		var (
+			l          evidence.ChainLink
+			pos        int64
+			leaf, link []byte
+		)
+		if err := rows.Scan(&pos, &l.Stream, &leaf, &link); err != nil {
+			return nil, fmt.Errorf("read chain after %d: %w", after, err)
+		}
+		l.Position = uint64(pos)
+		copy(l.Leaf[:], leaf)
+		copy(l.Link[:], link)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// ReadStored returns up to limit events after position as stored (their
+// data and metadata bytes), in position order.
+func (s *Store) ReadStored(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read events after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out []evidence.Event
+	for rows.Next() {
+		var (
+			e        evidence.Event
+			pos, rev int64
+		)
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+			return nil, fmt.Errorf("read events after %d: %w", after, err)
+		}
+		e.Position, e.Revision = uint64(pos), uint64(rev)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ChainHead is the newest link and its position (0 for an empty log).
+func (s *Store) ChainHead(ctx context.Context) (uint64, evidence.Hash, error) {
+	h, err := readChainHead(ctx, s.readDB)
+	return h.position, h.link, err
+}

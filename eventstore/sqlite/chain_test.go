@@ -1,0 +1,95 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
+)
+
+// chainSource reads the store as evidence does.
+type chainSource struct{ s *Store }
+
+func (c chainSource) Chain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
+	return c.s.ReadChain(ctx, after, limit)
+}
+
+func (c chainSource) Events(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
+	return c.s.ReadStored(ctx, after, limit)
+}
+
+func appendN(t *testing.T, s *Store, stream string, n int) {
+	t.Helper()
+	for i := range n {
+		e := domain.EventData{ID: uuid.NewString(), Type: "delivery.received.v1", Data: []byte(`{"i":1}`),
+			Metadata: domain.Metadata{SchemaVersion: 1, OccurredAt: time.Now()}}
+		exp := domain.Any()
+		if i == 0 {
+			exp = domain.NoStream()
+		}
+		if _, err := s.Append(t.Context(), stream, exp, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestChainSurvivesRetention: deleting a stream removes its events but not
+// their links, so the chain still verifies, and the report counts what the
+// deletion removed.
+func TestChainSurvivesRetention(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	t.Cleanup(func() { s.Close() })
+	appendN(t, s, "delivery-a", 3)
+	appendN(t, s, "delivery-b", 2)
+	if _, err := s.DeleteStream(t.Context(), "delivery-a", domain.Any()); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, "delivery-c", 1)
+	r, err := evidence.Verify(t.Context(), chainSource{s}, evidence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Removed != 3 || r.Deletions != 1 || r.Head != 7 {
+		t.Fatalf("report %+v, want OK with 3 events removed by 1 deletion, head 7", r)
+	}
+}
+
+// TestChainOfAnOlderLog: a log written before the chain existed (schema 2)
+// is chained as it stands when a relay of this version opens it.
+func TestChainOfAnOlderLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	appendN(t, s, "delivery-a", 4)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP TABLE chain", "PRAGMA user_version = 2"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s = openAt(t, path, Options{})
+	t.Cleanup(func() { s.Close() })
+	r, err := evidence.Verify(t.Context(), chainSource{s}, evidence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Events != 4 || r.Head != 4 {
+		t.Fatalf("report %+v, want 4 events chained", r)
+	}
+	appendN(t, s, "delivery-b", 1)
+	if r, _ := evidence.Verify(t.Context(), chainSource{s}, evidence.Options{}); !r.OK() || r.Head != 5 {
+		t.Fatalf("after a new append: %+v", r)
+	}
+}

@@ -1,0 +1,298 @@
+package systemtest
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// evidenceLog makes a data folder with a signed, chained log: an inspector
+// with three deliveries, and checkpoints. It returns the folder (the relay
+// stopped), the last checkpoint the verification printed, and the relay's
+// public key.
+func evidenceLog(t *testing.T) (dir, kept, pubkey string) {
+	t.Helper()
+	dir = t.TempDir()
+	r := harness.Start(t, dir, "--checkpoint-interval", "200ms")
+	id, _ := createInspector(t, r)
+	for _, p := range []string{"/a", "/b", "/c"} {
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: p, Host: r.AddressHost(id), Body: []byte(`{"amount":1000,"p":"` + p + `"}`)})
+	}
+	harness.Eventually(t, 10*time.Second, "three rows", func() bool { return len(history(t, r, id, 10)) == 3 })
+	// Wait for a checkpoint to cover the deliveries, then stop (which signs
+	// the head once more).
+	time.Sleep(500 * time.Millisecond)
+	r.Stop(t)
+	out, code := harness.RunCLI(t, "events", "verify", "--data", dir)
+	if code != 0 || !strings.Contains(out, "ok: ") || !strings.Contains(out, "checkpoints") {
+		t.Fatalf("verify of an untouched log: exit %d\n%s", code, out)
+	}
+	_, line, ok := strings.Cut(out, "last checkpoint (keep it; verify --checkpoint checks a later log against it): ")
+	if !ok {
+		t.Fatalf("verify printed no checkpoint to keep:\n%s", out)
+	}
+	kept, _, _ = strings.Cut(line, "\n")
+	pubkey, code = harness.RunCLI(t, "events", "pubkey", "--data", dir)
+	if code != 0 || !strings.HasPrefix(pubkey, "ed25519:") {
+		t.Fatalf("pubkey: exit %d %q", code, pubkey)
+	}
+	return dir, kept, strings.TrimSpace(pubkey)
+}
+
+// copyData copies a stopped relay's log into a fresh folder.
+func copyData(t *testing.T, from string) string {
+	t.Helper()
+	to := t.TempDir()
+	for _, name := range []string{"events.db", "events.db-wal", "events.db-shm", "checkpoint.key"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to
+}
+
+// tamper runs SQL statements on the log of a data folder.
+func tamper(t *testing.T, dir string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// position is the position of the first event matching where.
+func position(t *testing.T, dir, where string) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var p int64
+	if err := db.QueryRow("SELECT position FROM events WHERE " + where + " ORDER BY position LIMIT 1").Scan(&p); err != nil {
+		t.Fatalf("position where %s: %v", where, err)
+	}
+	return p
+}
+
+// TestTamperedLogIsNamed: each way of editing the embedded log behind the
+// relay's back is caught by relay events verify, which exits 1 and names
+// the first bad event and what is wrong with it.
+func TestTamperedLogIsNamed(t *testing.T) {
+	t.Parallel()
+	dir, kept, _ := evidenceLog(t)
+	received := position(t, dir, "type = 'delivery.received.v1'")
+	second := position(t, dir, "type = 'delivery.received.v1' AND position > "+itoa(received))
+	last := position(t, dir, "position = (SELECT MAX(position) FROM events)")
+	forged := forgedCheckpoint(t, dir)
+
+	for _, tt := range []struct {
+		name  string
+		stmts []string
+		args  []string
+		want  string // kind named
+		at    int64  // position named first
+	}{
+		{"one body byte", []string{editBody(t, dir, received)}, nil, "data changed", received},
+		{"a status", []string{"UPDATE events SET data = replace(data, '\"status\":204', '\"status\":200') WHERE position = " + itoa(second)}, nil, "data changed", second},
+		{"an event deleted", []string{"DELETE FROM events WHERE position = " + itoa(received)}, nil, "event missing", received},
+		{"an event and its link deleted", []string{"DELETE FROM events WHERE position = " + itoa(received), "DELETE FROM chain WHERE position = " + itoa(received)}, nil, "event missing", received},
+		{"two events swapped", swap(received, second), nil, "events reordered", received},
+		{"an event inserted", []string{`INSERT INTO events (id, stream, revision, type, data, metadata) VALUES ('11111111-1111-4111-8111-111111111111', 'delivery-forged', 0, 'delivery.received.v1', '{}', '{}')`}, nil, "event inserted", last + 1},
+		{"the tail cut", []string{"DELETE FROM events WHERE position > " + itoa(received), "DELETE FROM chain WHERE position > " + itoa(received)}, []string{"--checkpoint", kept}, "log truncated after a checkpoint", 0},
+		{"a forged checkpoint", forged, nil, "checkpoint signature invalid", last + 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := copyData(t, dir)
+			tamper(t, d, tt.stmts...)
+			out, code := harness.RunCLI(t, append([]string{"events", "verify", "--data", d}, tt.args...)...)
+			if code != 1 {
+				t.Fatalf("verify exited %d, want 1:\n%s", code, out)
+			}
+			first := firstProblem(out)
+			if !strings.Contains(first, ": "+tt.want+": ") || tt.at > 0 && !strings.HasPrefix(first, "problem: position "+itoa(tt.at)+" ") &&
+				!strings.HasPrefix(first, "problem: position "+itoa(tt.at)+":") {
+				t.Fatalf("first problem %q, want %q at position %d; output:\n%s", first, tt.want, tt.at, out)
+			}
+		})
+	}
+}
+
+// TestTamperedExportIsNamed: an export verifies offline with the public key
+// alone, and edits of the file are named the same way.
+func TestTamperedExportIsNamed(t *testing.T) {
+	t.Parallel()
+	dir, kept, pubkey := evidenceLog(t)
+	out, code := harness.RunCLI(t, "events", "export", "--data", dir)
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	write := func(t *testing.T, ls []string) string {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "events.jsonl")
+		if err := os.WriteFile(p, []byte(strings.Join(ls, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", write(t, lines), "--pubkey", pubkey, "--checkpoint", kept); code != 0 || !strings.Contains(out, "ok: ") {
+		t.Fatalf("verify of an untouched export: exit %d\n%s", code, out)
+	}
+	body := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"type":"delivery.received.v1"`) {
+			body = i
+			break
+		}
+	}
+	edit := func(f func(ls []string) []string) []string { return f(append([]string(nil), lines...)) }
+	otherKey := "ed25519:" + strings.Repeat("A", 43) + "="
+	for _, tt := range []struct {
+		name  string
+		lines []string
+		args  []string
+		want  string
+	}{
+		{"one body byte", edit(func(ls []string) []string { ls[body] = flipBody(ls[body]); return ls }), nil, "data changed"},
+		{"a line deleted", edit(func(ls []string) []string { return append(ls[:body], ls[body+1:]...) }), nil, "event missing"},
+		{"two lines swapped", edit(func(ls []string) []string { ls[body], ls[body+1] = ls[body+1], ls[body]; return ls }), nil, "events reordered"},
+		{"the tail cut", lines[:body+1], []string{"--checkpoint", kept}, "log truncated after a checkpoint"},
+		{"another key", lines, []string{"--pubkey", otherKey}, "checkpoint signature invalid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"events", "verify", write(t, tt.lines)}
+			if len(tt.args) == 0 || tt.args[0] != "--pubkey" {
+				args = append(args, "--pubkey", pubkey)
+			}
+			out, code := harness.RunCLI(t, append(args, tt.args...)...)
+			if code != 1 || !strings.Contains(firstProblem(out), ": "+tt.want+": ") {
+				t.Fatalf("verify exited %d, want 1 naming %q first:\n%s", code, tt.want, out)
+			}
+		})
+	}
+}
+
+func firstProblem(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "problem: ") {
+			return l
+		}
+	}
+	return ""
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// swap exchanges the contents of two events, keeping their positions.
+func swap(a, b int64) []string {
+	A, B := itoa(a), itoa(b)
+	return []string{
+		"CREATE TEMP TABLE s AS SELECT * FROM events WHERE position IN (" + A + "," + B + ")",
+		"UPDATE events SET id = id || '-x', revision = revision + 1000000 WHERE position IN (" + A + "," + B + ")",
+		"UPDATE events SET (id, stream, revision, type, data, metadata) = (SELECT id, stream, revision, type, data, metadata FROM s WHERE position = " + B + ") WHERE position = " + A,
+		"UPDATE events SET (id, stream, revision, type, data, metadata) = (SELECT id, stream, revision, type, data, metadata FROM s WHERE position = " + A + ") WHERE position = " + B,
+	}
+}
+
+// forgedCheckpoint appends a checkpoint signed by another key, chained as
+// the relay's writer would chain it: only the signature can tell.
+func forgedCheckpoint(t *testing.T, dir string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var (
+		pos, rev int64
+		link     []byte
+	)
+	if err := db.QueryRow("SELECT position, link FROM chain ORDER BY position DESC LIMIT 1").Scan(&pos, &link); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow("SELECT MAX(revision) + 1 FROM events WHERE stream = 'log-checkpoints'").Scan(&rev); err != nil {
+		t.Fatal(err)
+	}
+	var head evidence.Hash
+	copy(head[:], link)
+	key, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "other.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := evidence.Sign(key, uint64(pos), head)
+	data, _ := json.Marshal(map[string]any{"position": pos, "link": head.String(), "public_key": "ed25519:forged", "signature": sig})
+	meta := []byte(`{"schema_version":1,"occurred_at":"2026-11-25T00:00:00Z"}`)
+	e := evidence.Event{Position: uint64(pos + 1), ID: "22222222-2222-4222-8222-222222222222", Stream: "log-checkpoints", Revision: uint64(rev), Type: "log.checkpointed.v1", Data: data, Metadata: meta}
+	leaf := evidence.Leaf(e)
+	next := evidence.Link(head, leaf)
+	q := func(b []byte) string { return "X'" + hexOf(b) + "'" }
+	return []string{
+		"INSERT INTO events (position, id, stream, revision, type, data, metadata) VALUES (" + itoa(pos+1) + ", '" + e.ID + "', 'log-checkpoints', " + itoa(rev) + ", 'log.checkpointed.v1', " + q(data) + ", " + q(meta) + ")",
+		"INSERT INTO chain (position, stream, leaf, link) VALUES (" + itoa(pos+1) + ", 'log-checkpoints', " + q(leaf[:]) + ", " + q(next[:]) + ")",
+	}
+}
+
+// flipBody changes one character of the first base64 body in s.
+func flipBody(s string) string {
+	i := strings.Index(s, `"body":"`)
+	if i < 0 {
+		panic("no body in " + s)
+	}
+	i += len(`"body":"`)
+	c := byte('A')
+	if s[i] == 'A' {
+		c = 'B'
+	}
+	return s[:i] + string(c) + s[i+1:]
+}
+
+// editBody is the statement that changes one byte of the body of the event
+// at position pos.
+func editBody(t *testing.T, dir string, pos int64) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var data []byte
+	if err := db.QueryRow("SELECT data FROM events WHERE position = ?", pos).Scan(&data); err != nil {
+		t.Fatal(err)
+	}
+	return "UPDATE events SET data = X'" + hexOf([]byte(flipBody(string(data)))) + "' WHERE position = " + itoa(pos)
+}
+
+func hexOf(b []byte) string {
+	const digits = "0123456789abcdef"
+	var out bytes.Buffer
+	for _, c := range b {
+		out.WriteByte(digits[c>>4])
+		out.WriteByte(digits[c&15])
+	}
+	return out.String()
+}
