@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,8 +41,15 @@ from the last delivery seen, so none is missed.`,
 			ctx := c.Context()
 			client := conn.client(conn.token)
 			var address string
+			seen := map[string]string{} // delivery id → what was printed of it
+			var since *string
 			err := untilReachable(ctx, stderr, func() (err error) {
-				_, address, err = resolveAddress(ctx, client, args[0])
+				var kind string
+				kind, address, err = resolveAddress(ctx, client, args[0])
+				if err != nil {
+					return err
+				}
+				since, err = tailStart(ctx, client, kind, address, seen)
 				return err
 			})
 			if ctx.Err() != nil {
@@ -51,8 +59,6 @@ from the last delivery seen, so none is missed.`,
 				return err
 			}
 			q := `subscription($a: ID!, $s: String){ deliveries(address: $a, since: $s){ ` + deliveryRowFields + ` } }`
-			seen := map[string]string{} // delivery id → what was printed of it
-			var since *string
 			bo := newBackoff()
 			fmt.Fprintf(stderr, "tailing %s (Ctrl-C to stop)\n", address)
 			for {
@@ -66,7 +72,7 @@ from the last delivery seen, so none is missed.`,
 					cursor := d.Cursor
 					since = &cursor
 					row := d.row()
-					key := fmt.Sprint(statusText(row.ResponseStatus), row.Attempts)
+					key := tailKey(row)
 					if seen[row.ID] == key {
 						return nil
 					}
@@ -114,4 +120,33 @@ from the last delivery seen, so none is missed.`,
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	return cmd
+}
+
+// tailKey is what tail printed of a row: it prints a row again only when
+// this changes.
+func tailKey(row deliveryRow) string {
+	return fmt.Sprint(statusText(row.ResponseStatus), row.Attempts)
+}
+
+// tailStart is where tail begins: after the newest delivery of the
+// address, with the rows already there marked as seen. Starting from a
+// cursor rather than from whenever the subscription reaches the relay
+// means a delivery sent right after "tailing" is printed is not missed.
+func tailStart(ctx context.Context, client *apiclient.Client, kind, id string, seen map[string]string) (*string, error) {
+	q := fmt.Sprintf(`query($a: ID!){ %s(id: $a){ deliveries(first: 50){ nodes{ %s } } } }`, kind, deliveryRowFields)
+	var res map[string]*struct {
+		Deliveries struct{ Nodes []apiDeliveryRow }
+	}
+	if err := client.Do(ctx, q, map[string]any{"a": id}, &res); err != nil {
+		return nil, fmt.Errorf("read the newest deliveries: %w", err)
+	}
+	start := "" // an empty history: every change is new
+	if a := res[kind]; a != nil && len(a.Deliveries.Nodes) > 0 {
+		start = a.Deliveries.Nodes[0].Cursor // newest first
+		for _, d := range a.Deliveries.Nodes {
+			row := d.row()
+			seen[row.ID] = tailKey(row)
+		}
+	}
+	return &start, nil
 }
