@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -20,6 +21,7 @@ const DefaultCheckpointInterval = time.Minute
 // chained is a log that keeps the chain (the embedded one).
 type chained interface {
 	ChainHead(ctx context.Context) (uint64, evidence.Hash, error)
+	ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error)
 }
 
 // checkpointer signs the chain's head at intervals and records the
@@ -30,6 +32,10 @@ type checkpointer struct {
 	key   ed25519.PrivateKey
 	l     *slog.Logger
 	ownAt uint64 // position of the last checkpoint it recorded
+	// tree grows with the chain: the first checkpoint reads every leaf,
+	// later ones only those since (its memory is a few dozen hashes).
+	tree   evidence.Tree
+	treeAt uint64 // the position of its last leaf
 }
 
 // checkpoint signs the head unless nothing but its own last checkpoint
@@ -39,9 +45,14 @@ func (c *checkpointer) checkpoint(ctx context.Context) (uint64, error) {
 	if err != nil || pos == 0 || pos == c.ownAt {
 		return 0, err
 	}
+	if err := c.grow(ctx, pos); err != nil {
+		return 0, err
+	}
+	h := evidence.Head{Position: pos, Link: link, TreeSize: c.tree.Size(), Root: c.tree.Root()}
 	e := domain.LogCheckpointed{
-		Position: pos, Link: link.String(), PublicKey: evidence.FormatPublicKey(c.key.Public().(ed25519.PublicKey)),
-		Signature: base64.StdEncoding.EncodeToString(evidence.Sign(c.key, pos, link)),
+		Position: pos, Link: link.String(), TreeSize: h.TreeSize, Root: h.Root.String(),
+		PublicKey: evidence.FormatPublicKey(c.key.Public().(ed25519.PublicKey)),
+		Signature: base64.StdEncoding.EncodeToString(evidence.Sign(c.key, h)),
 	}
 	res, err := c.rec.Record(ctx, domain.CheckpointStream, domain.Any(), domain.Trace{}, e)
 	if err != nil {
@@ -49,6 +60,27 @@ func (c *checkpointer) checkpoint(ctx context.Context) (uint64, error) {
 	}
 	c.ownAt = res.Position
 	return pos, nil
+}
+
+// grow adds the chain's leaves up to position to the tree.
+func (c *checkpointer) grow(ctx context.Context, to uint64) error {
+	for c.treeAt < to {
+		links, err := c.log.ReadChain(ctx, c.treeAt, 1000)
+		if err != nil {
+			return fmt.Errorf("read the chain after %d: %w", c.treeAt, err)
+		}
+		if len(links) == 0 {
+			return fmt.Errorf("the chain ends at %d, its head is %d", c.treeAt, to)
+		}
+		for _, l := range links {
+			if l.Position > to {
+				return nil
+			}
+			c.tree.Add(l.Leaf)
+			c.treeAt = l.Position
+		}
+	}
+	return nil
 }
 
 // checkpointer is the app's checkpointer, nil when the log keeps no chain

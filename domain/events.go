@@ -259,12 +259,16 @@ type AddressRateLimited struct {
 // to the stream are refused from then on (domain.ErrStreamDeleted).
 // LogCheckpointed is the relay's signature of the log's chain at a
 // position (package evidence): Link is the chain's link at Position (hex),
-// Signature an Ed25519 signature (base64) of evidence.CheckpointMessage by
+// TreeSize and Root the Merkle tree over the chain's leaves up to it (Root
+// in hex), Signature an Ed25519 signature (base64) of
+// evidence.CheckpointMessage of them by
 // the key whose public half is PublicKey ("ed25519:" and base64). Verifiers
 // trust the public key they were given, not the one written here.
 type LogCheckpointed struct {
 	Position  uint64 `json:"position"`
 	Link      string `json:"link"`
+	TreeSize  uint64 `json:"tree_size"`
+	Root      string `json:"root"`
 	PublicKey string `json:"public_key"`
 	Signature string `json:"signature"`
 }

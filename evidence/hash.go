@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 )
 
 // Hash is a SHA-256.
@@ -83,7 +84,7 @@ func LeafOf(position uint64, d Digest) Hash {
 	return out
 }
 
-func writeStr(h interface{ Write([]byte) (int, error) }, s string) {
+func writeStr(h hash.Hash, s string) {
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(s)))
 	h.Write(n[:])
@@ -109,20 +110,33 @@ type ChainLink struct {
 	Link     Hash
 }
 
-// CheckpointMessage is what a checkpoint signs:
-// "relay-checkpoint-v1" || u64(position) || link.
-func CheckpointMessage(position uint64, link Hash) []byte {
-	b := append([]byte("relay-checkpoint-v1"), make([]byte, 8)...)
-	binary.BigEndian.PutUint64(b[len(b)-8:], position)
-	return append(b, link[:]...)
+// Head is what a checkpoint signs: the chain's link at a position, and the
+// Merkle tree over the chain's leaves up to that position (TreeSize leaves,
+// its Root).
+type Head struct {
+	Position uint64
+	Link     Hash
+	TreeSize uint64
+	Root     Hash
 }
 
-// Sign signs the chain's link at position.
-func Sign(key ed25519.PrivateKey, position uint64, link Hash) []byte {
-	return ed25519.Sign(key, CheckpointMessage(position, link))
+// CheckpointMessage is the bytes a checkpoint signs:
+// "relay-checkpoint-v1" || u64(position) || link || u64(tree size) || root.
+func CheckpointMessage(h Head) []byte {
+	b := make([]byte, 0, 19+8+32+8+32)
+	b = append(b, "relay-checkpoint-v1"...)
+	b = binary.BigEndian.AppendUint64(b, h.Position)
+	b = append(b, h.Link[:]...)
+	b = binary.BigEndian.AppendUint64(b, h.TreeSize)
+	return append(b, h.Root[:]...)
 }
 
-// Valid reports whether sig signs link at position with pub.
-func Valid(pub ed25519.PublicKey, position uint64, link Hash, sig []byte) bool {
-	return len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, CheckpointMessage(position, link), sig)
+// Sign signs a head.
+func Sign(key ed25519.PrivateKey, h Head) []byte {
+	return ed25519.Sign(key, CheckpointMessage(h))
+}
+
+// Valid reports whether sig signs h with pub.
+func Valid(pub ed25519.PublicKey, h Head, sig []byte) bool {
+	return len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, CheckpointMessage(h), sig)
 }

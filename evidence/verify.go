@@ -21,7 +21,26 @@ type Source interface {
 type Checkpoint struct {
 	Position  uint64 `json:"position"`
 	Link      string `json:"link"`
+	TreeSize  uint64 `json:"tree_size"`
+	Root      string `json:"root"`
 	Signature string `json:"signature"`
+}
+
+// head is what the checkpoint signs, or an error when it is malformed.
+func (c Checkpoint) head() (Head, []byte, error) {
+	link, err := ParseHash(c.Link)
+	if err != nil {
+		return Head{}, nil, err
+	}
+	root, err := ParseHash(c.Root)
+	if err != nil {
+		return Head{}, nil, err
+	}
+	sig, err := base64.StdEncoding.DecodeString(c.Signature)
+	if err != nil {
+		return Head{}, nil, fmt.Errorf("signature: %w", err)
+	}
+	return Head{Position: c.Position, Link: link, TreeSize: c.TreeSize, Root: root}, sig, nil
 }
 
 // Options tune Verify.
@@ -72,11 +91,19 @@ type Report struct {
 // OK reports whether nothing was found wrong.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
 
-// recentLinks is how many recent links Verify keeps to check checkpoints
-// against: a checkpoint signs the head of the moment, a few events before
-// it. Its memory, like the rest of Verify's, does not grow with the log
-// (only with the problems and the deleted streams it finds).
+// recentLinks is how many recent links (and tree heads) Verify keeps to
+// check checkpoints against: a checkpoint signs the head of the moment, a
+// few events before it. Its memory, like the rest of Verify's, does not
+// grow with the log (only with the problems and the deleted streams it
+// finds).
 const recentLinks = 1 << 16
+
+// signed is the chain and tree at a position.
+type signed struct {
+	link Hash
+	size uint64
+	root Hash
+}
 
 // maxProblems bounds the report.
 const maxProblems = 100
@@ -84,10 +111,10 @@ const maxProblems = 100
 // Verify checks every leaf against its event, every link against the one
 // before, every checkpoint's signature and link, and the kept checkpoints.
 func Verify(ctx context.Context, src Source, opts Options) (Report, error) {
-	v := &verifier{opts: opts, links: map[uint64]Hash{},
-		missing: map[string]missingRun{}, deleted: map[string]bool{}, kept: map[uint64]Hash{}}
+	v := &verifier{opts: opts, links: map[uint64]signed{},
+		missing: map[string]missingRun{}, deleted: map[string]bool{}, kept: map[uint64]signed{}}
 	for _, k := range opts.Kept {
-		v.kept[k.Position] = Hash{}
+		v.kept[k.Position] = signed{}
 	}
 	if err := v.walk(ctx, src); err != nil {
 		return Report{}, err
@@ -115,12 +142,13 @@ type verifier struct {
 	opts     Options
 	r        Report
 	prev     Hash
-	links    map[uint64]Hash // recent links by position
-	order    []uint64        // their positions, oldest first
+	tree     Tree              // over the chain's leaves so far
+	links    map[uint64]signed // recent links and tree heads by position
+	order    []uint64          // their positions, oldest first
 	pending  []mismatch
 	missing  map[string]missingRun // by stream: links whose event is gone
 	deleted  map[string]bool       // streams the log records as deleted
-	kept     map[uint64]Hash       // links at the kept checkpoints' positions
+	kept     map[uint64]signed     // the log at the kept checkpoints' positions
 	lastSeen uint64
 }
 
@@ -201,7 +229,8 @@ func (v *verifier) link(l ChainLink, e *Event) {
 			Detail: "its link does not follow from the link before it: a link was removed, added or changed"})
 	}
 	v.prev = l.Link
-	v.remember(l.Position, l.Link)
+	v.tree.Add(l.Leaf)
+	v.remember(l.Position, signed{link: l.Link, size: v.tree.Size(), root: v.tree.Root()})
 	v.r.Head, v.r.HeadLink = l.Position, l.Link.String()
 	if e == nil {
 		run := v.missing[l.Stream]
@@ -266,31 +295,46 @@ func (v *verifier) event(e Event) {
 // checkpoint checks a checkpoint found at position at.
 func (v *verifier) checkpoint(c Checkpoint, at uint64) {
 	v.r.Checkpoints++
-	link, err := ParseHash(c.Link)
-	sig, serr := base64.StdEncoding.DecodeString(c.Signature)
+	h, sig, err := c.head()
 	switch {
-	case err != nil || serr != nil:
-		v.problem(Problem{Position: at, Kind: BadSignature, Detail: "the checkpoint's link or signature is malformed"})
+	case err != nil:
+		v.problem(Problem{Position: at, Kind: BadSignature, Detail: "the checkpoint is malformed: " + err.Error()})
 		return
 	case v.opts.PublicKey == nil:
 		v.r.Unsigned++
-	case !Valid(v.opts.PublicKey, c.Position, link, sig):
+	case !Valid(v.opts.PublicKey, h, sig):
 		v.problem(Problem{Position: at, Kind: BadSignature,
 			Detail: fmt.Sprintf("the checkpoint of position %d is not signed by the relay's key", c.Position)})
 		return
 	}
-	if got, ok := v.links[c.Position]; ok && got != link {
-		v.problem(Problem{Position: c.Position, Kind: CheckpointDiffer,
-			Detail: fmt.Sprintf("the checkpoint at position %d signed link %s, the log's chain has %s there: the log was changed before it", at, c.Link, got)})
+	if got, ok := v.links[c.Position]; ok {
+		if p, bad := differs(c, h, got); bad {
+			p.Detail = fmt.Sprintf("the checkpoint at position %d %s: the log was changed before it", at, p.Detail)
+			v.problem(p)
+		}
 	}
 }
 
-// remember keeps a link for the checkpoints that follow it.
-func (v *verifier) remember(pos uint64, link Hash) {
-	if _, ok := v.kept[pos]; ok {
-		v.kept[pos] = link
+// differs compares what a checkpoint signs with the log at its position.
+func differs(c Checkpoint, h Head, got signed) (Problem, bool) {
+	p := Problem{Position: c.Position, Kind: CheckpointDiffer}
+	switch {
+	case got.link != h.Link:
+		p.Detail = fmt.Sprintf("signed link %s, the log's chain has %s there", c.Link, got.link)
+	case got.size != h.TreeSize || got.root != h.Root:
+		p.Detail = fmt.Sprintf("signed a tree of %d leaves with root %s, the log's chain gives %d leaves with root %s", h.TreeSize, c.Root, got.size, got.root)
+	default:
+		return p, false
 	}
-	v.links[pos] = link
+	return p, true
+}
+
+// remember keeps a link for the checkpoints that follow it.
+func (v *verifier) remember(pos uint64, at signed) {
+	if _, ok := v.kept[pos]; ok {
+		v.kept[pos] = at
+	}
+	v.links[pos] = at
 	v.order = append(v.order, pos)
 	if len(v.order) > recentLinks {
 		delete(v.links, v.order[0])
@@ -313,14 +357,18 @@ func (v *verifier) finish() {
 			Detail: fmt.Sprintf("%d event(s) of the stream are in the chain but not in the log, and no deletion of the stream is recorded", run.n)})
 	}
 	for _, k := range v.opts.Kept {
-		link, _ := ParseHash(k.Link)
+		h, _, err := k.head()
 		switch got := v.kept[k.Position]; {
 		case k.Position > v.r.Head:
 			v.problem(Problem{Position: k.Position, Kind: Truncated,
 				Detail: fmt.Sprintf("a kept checkpoint signs position %d, the log ends at %d", k.Position, v.r.Head)})
-		case got != link:
-			v.problem(Problem{Position: k.Position, Kind: CheckpointDiffer,
-				Detail: fmt.Sprintf("a kept checkpoint signed link %s at position %d, the log's chain has %s", k.Link, k.Position, got)})
+		case err != nil:
+			v.problem(Problem{Position: k.Position, Kind: CheckpointDiffer, Detail: "a kept checkpoint is malformed: " + err.Error()})
+		default:
+			if p, bad := differs(k, h, got); bad {
+				p.Detail = "a kept checkpoint " + p.Detail
+				v.problem(p)
+			}
 		}
 	}
 }

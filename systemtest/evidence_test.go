@@ -2,6 +2,7 @@ package systemtest
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -247,8 +248,9 @@ func forgedCheckpoint(t *testing.T, dir string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := evidence.Sign(key, uint64(pos), head)
-	data, _ := json.Marshal(map[string]any{"position": pos, "link": head.String(), "public_key": "ed25519:forged", "signature": sig})
+	forged := evidence.Head{Position: uint64(pos), Link: head, TreeSize: uint64(pos), Root: head}
+	sig := evidence.Sign(key, forged)
+	data, _ := json.Marshal(map[string]any{"position": pos, "link": head.String(), "tree_size": pos, "root": head.String(), "public_key": "ed25519:forged", "signature": sig})
 	meta := []byte(`{"schema_version":1,"occurred_at":"2026-11-25T00:00:00Z"}`)
 	e := evidence.Event{Position: uint64(pos + 1), ID: "22222222-2222-4222-8222-222222222222", Stream: "log-checkpoints", Revision: uint64(rev), Type: "log.checkpointed.v1", Data: data, Metadata: meta}
 	leaf := evidence.Leaf(e)
@@ -298,4 +300,91 @@ func hexOf(b []byte) string {
 		out.WriteByte(digits[c&15])
 	}
 	return out.String()
+}
+
+// TestDeliveryProof: relay events prove writes a proof of one delivery
+// that verify --proof accepts with the public key alone, and refuses when
+// the proof's event, path or checkpoint is changed or the key is another.
+func TestDeliveryProof(t *testing.T) {
+	t.Parallel()
+	dir, _, pubkey := evidenceLog(t)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream string
+	err = db.QueryRow("SELECT stream FROM events WHERE type = 'delivery.received.v1' ORDER BY position LIMIT 1").Scan(&stream)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimPrefix(stream, "delivery-")
+	proof, code := harness.RunCLI(t, "events", "prove", id, "--data", dir)
+	if code != 0 {
+		t.Fatalf("prove: exit %d\n%s", code, proof)
+	}
+	var p evidence.Proof
+	if err := json.Unmarshal([]byte(proof), &p); err != nil || len(p.Events) == 0 || p.Checkpoint.TreeSize == 0 {
+		t.Fatalf("prove wrote %v:\n%s", err, proof)
+	}
+	write := func(p evidence.Proof) string {
+		t.Helper()
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "proof.json")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	good := filepath.Join(t.TempDir(), "delivery.proof.json")
+	if err := os.WriteFile(good, []byte(proof), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := harness.RunCLI(t, "events", "verify", "--proof", good, "--pubkey", pubkey)
+	if code != 0 || !strings.Contains(out, "ok: ") || !strings.Contains(out, "delivery.received.v1") {
+		t.Fatalf("verify --proof of an untouched proof: exit %d\n%s", code, out)
+	}
+
+	other, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "other.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey := evidence.FormatPublicKey(other.Public().(ed25519.PublicKey))
+	clone := func() evidence.Proof {
+		var c evidence.Proof
+		if err := json.Unmarshal([]byte(proof), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(p *evidence.Proof)
+		key  string
+		want string
+	}{
+		{"a body byte", func(p *evidence.Proof) { p.Events[0].Data = []byte(flipBody(string(p.Events[0].Data))) }, pubkey, "does not lead"},
+		{"a path hash", func(p *evidence.Proof) { p.Events[0].Path[0] = strings.Repeat("0", 64) }, pubkey, "does not lead"},
+		{"another leaf index", func(p *evidence.Proof) { p.Events[0].LeafIndex++ }, pubkey, "does not lead"},
+		{"the checkpoint's root", func(p *evidence.Proof) { p.Checkpoint.Root = strings.Repeat("1", 64) }, pubkey, "not signed by this key"},
+		{"another key", func(p *evidence.Proof) {}, otherKey, "not signed by this key"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := clone()
+			tt.edit(&c)
+			out, code := harness.RunCLI(t, "events", "verify", "--proof", write(c), "--pubkey", tt.key)
+			if code != 1 || !strings.Contains(out, tt.want) {
+				t.Fatalf("exit %d, want 1 naming %q:\n%s", code, tt.want, out)
+			}
+		})
+	}
+	if out, code := harness.RunCLI(t, "events", "prove", "no-such-delivery", "--data", dir); code != 1 || !strings.Contains(out, "no delivery") {
+		t.Fatalf("prove of an unknown delivery: exit %d\n%s", code, out)
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", "--proof", good); code != 2 || !strings.Contains(out, "--pubkey") {
+		t.Fatalf("verify --proof without a key: exit %d\n%s", code, out)
+	}
 }

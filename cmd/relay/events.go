@@ -47,7 +47,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 			})
 		},
 	}
-	var pubkey string
+	var pubkey, proofFile string
 	var kept []string
 	verify := &cobra.Command{
 		Use:   "verify [EXPORT-FILE]",
@@ -56,12 +56,20 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 before it, every checkpoint's signature and link, each stream's revisions, and that every
 event decodes. The first bad event is named (position, stream, id, what is wrong); the exit
 status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
-relay's too); with one, the export alone, offline, with --pubkey.`,
+relay's too); with one, the export alone, offline, with --pubkey. With --proof it checks
+a proof that relay events prove wrote, with --pubkey alone.`,
 		Example: `  relay events verify --data ./relay-data
-  relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json`,
+  relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
+  relay events verify --proof delivery.proof.json --pubkey ed25519:...`,
 		Args:    cobra.MaximumNArgs(1),
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, args []string) error {
+			if proofFile != "" {
+				if len(args) > 0 || len(kept) > 0 {
+					return usage(errors.New("--proof is checked alone: give no export file and no --checkpoint"))
+				}
+				return verifyProofFile(proofFile, pubkey, stdout)
+			}
 			checkpoints, err := keptCheckpoints(kept)
 			if err != nil {
 				return usage(err)
@@ -96,6 +104,7 @@ relay's too); with one, the export alone, offline, with --pubkey.`,
 		},
 	}
 	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (relay events pubkey prints it); default: the data folder's")
+	verify.Flags().StringVar(&proofFile, "proof", "", "a proof file (relay events prove) to check against --pubkey instead of a log")
 	verify.Flags().StringArrayVar(&kept, "checkpoint", nil, "a checkpoint kept from an earlier verification (its JSON, or @FILE): the log must still hold what it signs")
 	keyFile := ""
 	pub := &cobra.Command{
@@ -141,7 +150,35 @@ relay's too); with one, the export alone, offline, with --pubkey.`,
 			return a.Close()
 		},
 	}
-	cmd.AddCommand(export, verify, pub, rebuild)
+	prove := &cobra.Command{
+		Use:   "prove DELIVERY_ID",
+		Short: "Write a proof that one delivery's events are in the log the relay signed, for a third party",
+		Long: `Write a proof (JSON) that one delivery's events are in the log: the events as stored, the
+newest signed checkpoint, and for each event the hashes that lead from it to the
+checkpoint's Merkle root (about log2 of the log's size). Anyone with the relay's public key
+checks it with relay events verify --proof, without the log. A delivery newer than the
+last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
+		Example: `  relay events prove 0193a7c2-... --data ./relay-data > delivery.proof.json
+  relay events verify --proof delivery.proof.json --pubkey "$(relay events pubkey)"`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		PreRunE: pre,
+		RunE: func(c *cobra.Command, args []string) error {
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
+				l, ok := s.(provableLog)
+				if !ok {
+					return errors.New("prove: this log keeps no hash chain (only the embedded log does)")
+				}
+				p, err := proveDelivery(c.Context(), l, args[0])
+				if err != nil {
+					return err
+				}
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(p)
+			})
+		},
+	}
+	cmd.AddCommand(export, verify, prove, pub, rebuild)
 	return cmd
 }
 

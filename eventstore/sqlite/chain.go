@@ -139,3 +139,30 @@ func (s *Store) ChainHead(ctx context.Context) (uint64, evidence.Hash, error) {
 	h, err := readChainHead(ctx, s.readDB)
 	return h.position, h.link, err
 }
+
+// ReadStoredStream returns up to limit events of a stream as stored, in
+// revision order, or newest first when newestFirst.
+func (s *Store) ReadStoredStream(ctx context.Context, stream string, limit int, newestFirst bool) ([]evidence.Event, error) {
+	order := "ASC"
+	if newestFirst {
+		order = "DESC"
+	}
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE stream = ? ORDER BY revision `+order+` LIMIT ?`, stream, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %q: %w", stream, err)
+	}
+	defer rows.Close()
+	var out []evidence.Event
+	for rows.Next() {
+		var (
+			e        evidence.Event
+			pos, rev int64
+		)
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+			return nil, fmt.Errorf("read stream %q: %w", stream, err)
+		}
+		e.Position, e.Revision = uint64(pos), uint64(rev)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
