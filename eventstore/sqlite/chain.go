@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
 )
 
@@ -50,9 +51,29 @@ func readChainHead(ctx context.Context, q interface {
 	return h, nil
 }
 
+// linkRows links the events an append just wrote, in the batch's
+// transaction, from the bytes in memory (the rows as inserted, at the
+// places committed() gives them): reading them back would cost a query per
+// batch. It returns the new head.
+func linkRows(ctx context.Context, insert *sql.Stmt, head chainHead, r *appendRequest, res domain.AppendResult) (chainHead, error) {
+	n := uint64(len(r.rows))
+	for j, row := range r.rows {
+		back := n - 1 - uint64(j)
+		e := evidence.Event{Position: res.Position - back, ID: row.id, Stream: r.stream, Revision: res.NextRevision - back,
+			Type: row.typ, Data: row.data, Metadata: row.metadata}
+		leaf := evidence.Leaf(e)
+		link := evidence.Link(head.link, leaf)
+		if _, err := insert.ExecContext(ctx, int64(e.Position), e.Stream, leaf[:], link[:]); err != nil {
+			return head, fmt.Errorf("chain position %d: %w", e.Position, err)
+		}
+		head = chainHead{position: e.Position, link: link}
+	}
+	return head, nil
+}
+
 // extendChain links every event above head, in position order, inside tx,
-// and returns the new head. The writer calls it before each commit; the
-// migration calls it once for a log written before the chain existed.
+// and returns the new head, reading them back: the migration calls it once
+// for a log written before the chain existed.
 func extendChain(ctx context.Context, tx *sql.Tx, head chainHead) (chainHead, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position`, int64(head.position))
 	if err != nil {
@@ -165,4 +186,34 @@ func (s *Store) ReadStoredStream(ctx context.Context, stream string, limit int, 
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// CheckRevisions reports the streams whose revisions do not run 0, 1, 2…
+// (at most limit of them) and how many streams the log holds. It reads
+// the (stream, revision) index in order, so its memory does not grow with
+// the log; (stream, revision) is unique, so a stream is whole when its
+// revisions run from 0 to its count less one.
+func (s *Store) CheckRevisions(ctx context.Context, limit int) (int64, []string, error) {
+	var streams int64
+	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT stream FROM events)`).Scan(&streams); err != nil {
+		return 0, nil, fmt.Errorf("count streams: %w", err)
+	}
+	rows, err := s.readDB.QueryContext(ctx, `SELECT stream, COUNT(*), MIN(revision), MAX(revision) FROM events
+		GROUP BY stream HAVING MIN(revision) <> 0 OR MAX(revision) <> COUNT(*) - 1 LIMIT ?`, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("check revisions: %w", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var (
+			stream        string
+			n, first, max int64
+		)
+		if err := rows.Scan(&stream, &n, &first, &max); err != nil {
+			return 0, nil, fmt.Errorf("check revisions: %w", err)
+		}
+		problems = append(problems, fmt.Sprintf("%s: %d events with revisions %d to %d, not 0 to %d", stream, n, first, max, n-1))
+	}
+	return streams, problems, rows.Err()
 }

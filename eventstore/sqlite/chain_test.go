@@ -3,7 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,6 +63,50 @@ func TestChainSurvivesRetention(t *testing.T) {
 	}
 }
 
+// TestChainOfConcurrentAppends: the writer links what it wrote from
+// memory; appends of several events, shared batches, refused appends and
+// idempotent retries must leave every link equal to what the stored events
+// give.
+func TestChainOfConcurrentAppends(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	t.Cleanup(func() { s.Close() })
+	md := domain.Metadata{SchemaVersion: 1, OccurredAt: time.Now()}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				stream := fmt.Sprintf("delivery-%d-%d", g, i)
+				evs := make([]domain.EventData, 1+i%3)
+				for j := range evs {
+					evs[j] = domain.EventData{ID: uuid.NewString(), Type: "delivery.received.v1", Data: []byte(fmt.Sprintf(`{"g":%d,"j":%d}`, g, j)), Metadata: md}
+				}
+				if _, err := s.Append(t.Context(), stream, domain.NoStream(), evs...); err != nil {
+					t.Error(err)
+					return
+				}
+				// The same append again (an idempotent retry) and one the
+				// stream's head refuses: neither writes, neither is linked.
+				if _, err := s.Append(t.Context(), stream, domain.NoStream(), evs...); err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = s.Append(t.Context(), stream, domain.NoStream(), domain.EventData{ID: uuid.NewString(), Type: "delivery.received.v1", Data: []byte(`{}`), Metadata: md})
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := evidence.Verify(t.Context(), chainSource{s}, evidence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 × (7 × 1 + 7 × 2 + 6 × 3) events
+	if !r.OK() || r.Events != 16*39 || r.Head != 16*39 {
+		t.Fatalf("report %+v, want OK with %d events", r, 16*39)
+	}
+}
+
 // TestChainOfAnOlderLog: a log written before the chain existed (schema 2)
 // is chained as it stands when a relay of this version opens it.
 func TestChainOfAnOlderLog(t *testing.T) {
@@ -91,5 +138,40 @@ func TestChainOfAnOlderLog(t *testing.T) {
 	appendN(t, s, "delivery-b", 1)
 	if r, _ := evidence.Verify(t.Context(), chainSource{s}, evidence.Options{}); !r.OK() || r.Head != 5 {
 		t.Fatalf("after a new append: %+v", r)
+	}
+}
+
+// TestCheckRevisions: a stream whose revisions skip one, or do not start
+// at 0, is reported; whole streams and tombstones are not.
+func TestCheckRevisions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	t.Cleanup(func() { s.Close() })
+	appendN(t, s, "delivery-a", 3)
+	appendN(t, s, "delivery-b", 2)
+	appendN(t, s, "delivery-c", 2)
+	if _, err := s.DeleteStream(t.Context(), "delivery-c", domain.Any()); err != nil {
+		t.Fatal(err)
+	}
+	streams, problems, err := s.CheckRevisions(t.Context(), 10)
+	if err != nil || streams != 3 || len(problems) != 0 {
+		t.Fatalf("whole log: %d streams, problems %v, err %v", streams, problems, err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`UPDATE events SET revision = 7 WHERE stream = 'delivery-a' AND revision = 1`,
+		`UPDATE events SET revision = revision + 5 WHERE stream = 'delivery-b'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, problems, err = s.CheckRevisions(t.Context(), 10)
+	if err != nil || len(problems) != 2 || !strings.HasPrefix(problems[0], "delivery-a: 3 events with revisions 0 to 7") || !strings.HasPrefix(problems[1], "delivery-b:") {
+		t.Fatalf("problems %q, err %v", problems, err)
 	}
 }

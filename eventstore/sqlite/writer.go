@@ -199,6 +199,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	defer tx.Rollback() // a no-op once committed
 	st := s.stmts.in(ctx, tx)
 	var last uint64
+	head := s.chain
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
@@ -212,14 +213,13 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 		replies[i] = rep
 		if wrote {
 			last = rep.res.Position
+			if head, err = linkRows(ctx, st.chain, head, r, rep.res); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if last == 0 {
 		return 0, nil
-	}
-	head, err := extendChain(ctx, tx, s.chain)
-	if err != nil {
-		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit group: %w", err)
@@ -454,6 +454,7 @@ type writeStmts struct {
 	lookupID, head, insert         *sql.Stmt
 	savepoint, rollbackTo, release *sql.Stmt
 	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
+	chain                          *sql.Stmt
 }
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
@@ -468,6 +469,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
 		{&st.release, `RELEASE append_one`},
+		{&st.chain, `INSERT INTO chain (position, stream, leaf, link) VALUES (?, ?, ?, ?)`},
 	})
 	return st, err
 }
@@ -483,10 +485,11 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 		streamSize: tx.StmtContext(ctx, st.streamSize),
 		deleteRows: tx.StmtContext(ctx, st.deleteRows),
 		settle:     tx.StmtContext(ctx, st.settle),
+		chain:      tx.StmtContext(ctx, st.chain),
 	}
 }
 
 func (st writeStmts) close() error {
 	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
-		st.streamSize, st.deleteRows, st.settle)
+		st.streamSize, st.deleteRows, st.settle, st.chain)
 }
