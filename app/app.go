@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/internal/sqlitedsn"
+	"github.com/relayhq/relay/logexport"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
@@ -113,8 +114,9 @@ type App struct {
 	bgCount  int
 	closeHub bool
 	node     string
-	cluster  *clusterLink // nil: a single process
-	chain    chained      // the log's chain; nil when the log keeps none
+	cluster  *clusterLink      // nil: a single process
+	chain    chained           // the log's chain; nil when the log keeps none
+	logAsIs  domain.EventStore // the log as opened, before WrapStore: what the export reads
 }
 
 // New locks the data folder, opens the event log and the views, checks
@@ -152,6 +154,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, logDamaged(dir, err)
 	}
 	chain, _ := store.(chained)
+	logAsIs := store
 	if cfg.WrapStore != nil {
 		store = cfg.WrapStore(store)
 	}
@@ -178,7 +181,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node})
-	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain}
+	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil
 		a.Close()
@@ -246,6 +249,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bare := http.NewServeMux()
 	bare.Handle("/metrics", a.metrics.Handler())
 	bare.Handle("/graphql", gql)
+	bare.Handle("/log/export", logexport.Handler(a.logAsIs, cfg.AdminToken, log))
 	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
 	bare.HandleFunc("/healthz", health.liveness)
 	bare.HandleFunc("/readyz", health.readiness)

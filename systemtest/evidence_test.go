@@ -388,3 +388,37 @@ func TestDeliveryProof(t *testing.T) {
 		t.Fatalf("verify --proof without a key: exit %d\n%s", code, out)
 	}
 }
+
+// TestVerifyARunningRelay: relay events verify --server downloads a running
+// relay's log with the admin token and checks its chain and checkpoints
+// against the public key; a wrong token is refused, and a relay without an
+// admin token serves no export.
+func TestVerifyARunningRelay(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := harness.Start(t, dir, "--checkpoint-interval", "200ms", "--admin-token", "ops-secret")
+	server := r.BareURL()
+	id, _ := createInspector(t, r)
+	for _, p := range []string{"/a", "/b"} {
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: p, Host: r.AddressHost(id), Body: []byte(`{"p":"` + p + `"}`)})
+	}
+	pubkey, code := harness.RunCLI(t, "events", "pubkey", "--data", dir)
+	if code != 0 {
+		t.Fatalf("pubkey: exit %d %s", code, pubkey)
+	}
+	pubkey = strings.TrimSpace(pubkey)
+	harness.Eventually(t, 10*time.Second, "a verified checkpoint over both deliveries", func() bool {
+		out, code := harness.RunCLI(t, "events", "verify", "--server", server, "--admin-token", "ops-secret", "--pubkey", pubkey)
+		return code == 0 && strings.Contains(out, "last checkpoint") && !strings.Contains(out, "not checked") && strings.Contains(out, "ok: ")
+	})
+	if out, code := harness.RunCLI(t, "events", "verify", "--server", server, "--admin-token", "guess", "--pubkey", pubkey); code != 2 || !strings.Contains(out, "refused the admin token") {
+		t.Fatalf("a wrong token: exit %d\n%s", code, out)
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", "--server", server, "--pubkey", pubkey); code != 2 || !strings.Contains(out, "--admin-token") {
+		t.Fatalf("no token: exit %d\n%s", code, out)
+	}
+	plain := harness.Start(t, "")
+	if out, code := harness.RunCLI(t, "events", "verify", "--server", plain.BareURL(), "--admin-token", "x"); code != 1 || !strings.Contains(out, "serves no log export") {
+		t.Fatalf("a relay without an admin token: exit %d\n%s", code, out)
+	}
+}

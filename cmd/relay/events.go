@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/logexport"
 )
 
 func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -40,14 +40,11 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
-				if l, ok := s.(chainedLog); ok {
-					return exportChained(c.Context(), l, stdout)
-				}
-				return exportEvents(c.Context(), s, stdout)
+				return logexport.Write(c.Context(), s, stdout)
 			})
 		},
 	}
-	var pubkey, proofFile string
+	var pubkey, proofFile, server, adminToken string
 	var kept []string
 	verify := &cobra.Command{
 		Use:   "verify [EXPORT-FILE]",
@@ -56,13 +53,25 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 before it, every checkpoint's signature and link, each stream's revisions, and that every
 event decodes. The first bad event is named (position, stream, id, what is wrong); the exit
 status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
-relay's too); with one, the export alone, offline, with --pubkey. With --proof it checks
-a proof that relay events prove wrote, with --pubkey alone.`,
+relay's too); with one, the export alone, offline, with --pubkey. With --server it
+downloads a running relay's log (its --admin-token is required) and checks that. With
+--proof it checks a proof that relay events prove wrote, with --pubkey alone.`,
 		Example: `  relay events verify --data ./relay-data
   relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
+  RELAY_ADMIN_TOKEN=... relay events verify --server https://relay.example.com --pubkey ed25519:...
   relay events verify --proof delivery.proof.json --pubkey ed25519:...`,
 		Args:    cobra.MaximumNArgs(1),
-		PreRunE: pre,
+		PreRunE: func(c *cobra.Command, args []string) error {
+			// --server only from the command line: RELAY_SERVER names the
+			// relay of client commands, and must not turn a verification
+			// of --data into one of a server.
+			serverFlag := c.Flags().Changed("server")
+			err := pre(c, args)
+			if !serverFlag {
+				server = ""
+			}
+			return err
+		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if proofFile != "" {
 				if len(args) > 0 || len(kept) > 0 {
@@ -73,6 +82,17 @@ a proof that relay events prove wrote, with --pubkey alone.`,
 			checkpoints, err := keptCheckpoints(kept)
 			if err != nil {
 				return usage(err)
+			}
+			if server != "" {
+				if len(args) > 0 {
+					return usage(errors.New("give --server or an export file, not both"))
+				}
+				file, err := downloadExport(c.Context(), server, adminToken, stderr)
+				if err != nil {
+					return err
+				}
+				defer os.Remove(file)
+				args = []string{file}
 			}
 			if len(args) == 1 {
 				key, err := publicKey(pubkey, "")
@@ -94,7 +114,7 @@ a proof that relay events prove wrote, with --pubkey alone.`,
 				// The chain first: it names the first bad event and what is
 				// wrong with it; the structural checks follow either way.
 				var chainErr error
-				if l, ok := s.(chainedLog); ok {
+				if l, ok := s.(logexport.Chained); ok {
 					chainErr = verifyChain(c.Context(), logSource{l}, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
 				} else {
 					fmt.Fprintln(stdout, "this log keeps no hash chain: only positions, revisions and payloads are checked")
@@ -104,6 +124,8 @@ a proof that relay events prove wrote, with --pubkey alone.`,
 		},
 	}
 	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (relay events pubkey prints it); default: the data folder's")
+	verify.Flags().StringVar(&server, "server", "", "a running relay's URL: verify the log it serves at /log/export")
+	verify.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	verify.Flags().StringVar(&proofFile, "proof", "", "a proof file (relay events prove) to check against --pubkey instead of a log")
 	verify.Flags().StringArrayVar(&kept, "checkpoint", nil, "a checkpoint kept from an earlier verification (its JSON, or @FILE): the log must still hold what it signs")
 	keyFile := ""
@@ -197,89 +219,11 @@ func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.E
 	return joinClose(fn(s), s.Close())
 }
 
-// exportedEvent is one line of `relay events export`.
-type exportedEvent struct {
-	Position      uint64          `json:"position"`
-	ID            string          `json:"id"`
-	Stream        string          `json:"stream"`
-	Revision      uint64          `json:"revision"`
-	Type          string          `json:"type"`
-	SchemaVersion int             `json:"schema_version"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	CausationID   string          `json:"causation_id,omitempty"`
-	Data          json.RawMessage `json:"data,omitempty"`
-	// The chain (embedded log only): the metadata as stored, the event's
-	// leaf and link; Removed marks the link of an event a stream deletion
-	// removed (the line has nothing else).
-	Metadata json.RawMessage `json:"metadata,omitempty"`
-	Removed  bool            `json:"removed,omitempty"`
-	Leaf     string          `json:"leaf,omitempty"`
-	Link     string          `json:"link,omitempty"`
-}
 
-// unreadableError names where reading the log failed.
-type unreadableError struct {
-	after uint64 // the last event read
-	err   error
-}
 
-func (e *unreadableError) Error() string {
-	return fmt.Sprintf("the log cannot be read past position %d: the first bad event follows it (position %d in the embedded log): %v",
-		e.after, e.after+1, e.err)
-}
 
-func (e *unreadableError) Unwrap() error { return e.err }
 
-func eachEvent(ctx context.Context, s domain.EventStore, fn func(domain.RecordedEvent) error) error {
-	var after uint64
-	for {
-		batch, err := s.ReadAll(ctx, after, 1000)
-		if err != nil {
-			// Read one event at a time up to the failure, so the error
-			// names the first bad event rather than a batch.
-			for {
-				one, err := s.ReadAll(ctx, after, 1)
-				if err != nil {
-					return &unreadableError{after: after, err: err}
-				}
-				if len(one) == 0 {
-					break
-				}
-				if err := fn(one[0]); err != nil {
-					return err
-				}
-				after = one[0].Position
-			}
-			return &unreadableError{after: after, err: err}
-		}
-		for _, e := range batch {
-			if err := fn(e); err != nil {
-				return err
-			}
-		}
-		if len(batch) == 0 {
-			return nil
-		}
-		after = batch[len(batch)-1].Position
-	}
-}
 
-func exportEvents(ctx context.Context, s domain.EventStore, w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	err := eachEvent(ctx, s, func(e domain.RecordedEvent) error {
-		return enc.Encode(exportedEvent{
-			Position: e.Position, ID: e.ID, Stream: e.Stream, Revision: e.Revision, Type: e.Type,
-			SchemaVersion: e.Metadata.SchemaVersion, OccurredAt: e.Metadata.OccurredAt,
-			CorrelationID: e.Metadata.CorrelationID, CausationID: e.Metadata.CausationID, Data: e.Data,
-		})
-	})
-	if err != nil {
-		return err
-	}
-	return bw.Flush()
-}
 
 // verifyEvents checks what auditors rely on: positions strictly increase,
 // each stream's revisions run 0, 1, 2… without gaps, and every payload decodes.
@@ -300,7 +244,7 @@ func verifyEvents(ctx context.Context, s domain.EventStore, w io.Writer) error {
 			problems = append(problems, p)
 		}
 	}
-	err := eachEvent(ctx, s, func(e domain.RecordedEvent) error {
+	err := logexport.Each(ctx, s, func(e domain.RecordedEvent) error {
 		n++
 		if e.Position <= last {
 			add(fmt.Sprintf("position %d after %d", e.Position, last))

@@ -1,29 +1,25 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/logexport"
 )
 
-// chainedLog is a log that keeps the chain (the embedded one).
-type chainedLog interface {
-	ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error)
-	ReadStored(ctx context.Context, after uint64, limit int) ([]evidence.Event, error)
-}
-
 // logSource reads a chained log as an evidence.Source.
-type logSource struct{ l chainedLog }
+type logSource struct{ l logexport.Chained }
 
 func (s logSource) Chain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
 	return s.l.ReadChain(ctx, after, limit)
@@ -31,69 +27,6 @@ func (s logSource) Chain(ctx context.Context, after uint64, limit int) ([]eviden
 
 func (s logSource) Events(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
 	return s.l.ReadStored(ctx, after, limit)
-}
-
-// exportChained writes the embedded log with its chain: every event as
-// stored (its metadata too) with its leaf and link, and for each event a
-// stream deletion removed, a line with its link only ("removed": true), so
-// that the export verifies offline.
-func exportChained(ctx context.Context, l chainedLog, w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false) // data and metadata are written as stored
-	var (
-		links  []evidence.ChainLink
-		events []evidence.Event
-		after  uint64
-	)
-	for {
-		var err error
-		if links, err = l.ReadChain(ctx, after, 1000); err != nil {
-			return err
-		}
-		if len(links) == 0 {
-			break
-		}
-		last := links[len(links)-1].Position
-		// The events of the same span of positions: every stored event has
-		// a link (the writer makes both in one transaction).
-		events = events[:0]
-		for from := after; ; {
-			page, err := l.ReadStored(ctx, from, 1000)
-			if err != nil {
-				return err
-			}
-			for _, e := range page {
-				if e.Position <= last {
-					events = append(events, e)
-				}
-			}
-			if len(page) < 1000 || page[len(page)-1].Position >= last {
-				break
-			}
-			from = page[len(page)-1].Position
-		}
-		i := 0
-		for _, link := range links {
-			line := exportedEvent{Position: link.Position, Stream: link.Stream, Leaf: link.Leaf.String(), Link: link.Link.String()}
-			if i < len(events) && events[i].Position == link.Position {
-				e := events[i]
-				i++
-				var md domain.Metadata
-				_ = json.Unmarshal(e.Metadata, &md)
-				line.ID, line.Revision, line.Type = e.ID, e.Revision, e.Type
-				line.SchemaVersion, line.OccurredAt, line.CorrelationID, line.CausationID = md.SchemaVersion, md.OccurredAt, md.CorrelationID, md.CausationID
-				line.Data, line.Metadata = e.Data, e.Metadata
-			} else {
-				line.Removed = true
-			}
-			if err := enc.Encode(line); err != nil {
-				return err
-			}
-		}
-		after = last
-	}
-	return bw.Flush()
 }
 
 // verifyChain checks the chain and the checkpoints and prints what it
@@ -181,7 +114,7 @@ func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
 
 // provableLog is a chained log that reads a stream as stored.
 type provableLog interface {
-	chainedLog
+	logexport.Chained
 	ReadStoredStream(ctx context.Context, stream string, limit int, newestFirst bool) ([]evidence.Event, error)
 }
 
@@ -276,4 +209,54 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 		fmt.Fprintf(w, "  position %d  %s  %s\n", e.Position, md.OccurredAt, e.Type)
 	}
 	return nil
+}
+
+// downloadExport saves a running relay's /log/export in a temporary file
+// (the verifier reads it twice over, and a log may not fit in memory) and
+// returns its name.
+func downloadExport(ctx context.Context, server, adminToken string, stderr io.Writer) (string, error) {
+	if adminToken == "" {
+		return "", usage(errors.New("--server needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
+	}
+	base, err := normalServer(server)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/log/export", nil)
+	if err != nil {
+		return "", usage(fmt.Errorf("--server: %w", err))
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	// No overall timeout: the log is as long as it is. The answer must
+	// start in time.
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("download the log: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return "", usage(fmt.Errorf("%s refused the admin token", base))
+	case http.StatusNotFound:
+		return "", fmt.Errorf("%s serves no log export (it runs without --admin-token, or is older)", base)
+	default:
+		return "", fmt.Errorf("download the log: %s answered %s", base, resp.Status)
+	}
+	f, err := os.CreateTemp("", "relay-log-*.jsonl")
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("download the log (after %d bytes): %w", n, err)
+	}
+	fmt.Fprintf(stderr, "downloaded the log of %s (%d bytes)\n", base, n)
+	return f.Name(), nil
 }
