@@ -124,10 +124,11 @@ func TestTamperedLogIsNamed(t *testing.T) {
 		{"one body byte", []string{editBody(t, dir, received)}, nil, "data changed", received},
 		{"a status", []string{"UPDATE events SET data = replace(data, '\"status\":204', '\"status\":200') WHERE position = " + itoa(second)}, nil, "data changed", second},
 		{"an event deleted", []string{"DELETE FROM events WHERE position = " + itoa(received)}, nil, "event missing", received},
-		{"an event and its link deleted", []string{"DELETE FROM events WHERE position = " + itoa(received), "DELETE FROM chain WHERE position = " + itoa(received)}, nil, "event missing", received},
+		// The link kept as retention keeps it, but no deletion of the stream recorded.
+		{"an event deleted, its link kept", []string{"INSERT INTO removed_links SELECT position, stream, leaf, link FROM events WHERE position = " + itoa(received), "DELETE FROM events WHERE position = " + itoa(received)}, nil, "event missing", received},
 		{"two events swapped", swap(received, second), nil, "events reordered", received},
 		{"an event inserted", []string{`INSERT INTO events (id, stream, revision, type, data, metadata) VALUES ('11111111-1111-4111-8111-111111111111', 'delivery-forged', 0, 'delivery.received.v1', '{}', '{}')`}, nil, "event inserted", last + 1},
-		{"the tail cut", []string{"DELETE FROM events WHERE position > " + itoa(received), "DELETE FROM chain WHERE position > " + itoa(received)}, []string{"--checkpoint", kept}, "log truncated after a checkpoint", 0},
+		{"the tail cut", []string{"DELETE FROM events WHERE position > " + itoa(received)}, []string{"--checkpoint", kept}, "log truncated after a checkpoint", 0},
 		{"a forged checkpoint", forged, nil, "checkpoint signature invalid", last + 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,7 +237,7 @@ func forgedCheckpoint(t *testing.T, dir string) []string {
 		pos, rev int64
 		link     []byte
 	)
-	if err := db.QueryRow("SELECT position, link FROM chain ORDER BY position DESC LIMIT 1").Scan(&pos, &link); err != nil {
+	if err := db.QueryRow("SELECT position, link FROM events ORDER BY position DESC LIMIT 1").Scan(&pos, &link); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.QueryRow("SELECT MAX(revision) + 1 FROM events WHERE stream = 'log-checkpoints'").Scan(&rev); err != nil {
@@ -257,8 +258,7 @@ func forgedCheckpoint(t *testing.T, dir string) []string {
 	next := evidence.Link(head, leaf)
 	q := func(b []byte) string { return "X'" + hexOf(b) + "'" }
 	return []string{
-		"INSERT INTO events (position, id, stream, revision, type, data, metadata) VALUES (" + itoa(pos+1) + ", '" + e.ID + "', 'log-checkpoints', " + itoa(rev) + ", 'log.checkpointed.v1', " + q(data) + ", " + q(meta) + ")",
-		"INSERT INTO chain (position, stream, leaf, link) VALUES (" + itoa(pos+1) + ", 'log-checkpoints', " + q(leaf[:]) + ", " + q(next[:]) + ")",
+		"INSERT INTO events (position, id, stream, revision, type, data, metadata, leaf, link) VALUES (" + itoa(pos+1) + ", '" + e.ID + "', 'log-checkpoints', " + itoa(rev) + ", 'log.checkpointed.v1', " + q(data) + ", " + q(meta) + ", " + q(leaf[:]) + ", " + q(next[:]) + ")",
 	}
 }
 

@@ -5,18 +5,19 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
 )
 
 // The chain makes the log tamper-evident (package evidence): every event
-// gets a row in the chain table, written by the writer in the transaction
-// that inserts the event, with the event's stream, its leaf hash and its
-// link to the row before. Rows are never deleted, so when retention
-// deletes a stream its events' links stay and the chain still verifies.
+// row carries its leaf hash and its link to the event before, computed by
+// the writer before it inserts the row (it assigns positions, so it knows
+// the event's place). Keeping them in the row costs no second table's page
+// per commit. When retention deletes a stream, its events' positions,
+// stream, leaves and links move to removed_links first, so the chain still
+// verifies; nothing ever deletes from removed_links.
 
 const chainSchema = `
-CREATE TABLE IF NOT EXISTS chain (
+CREATE TABLE IF NOT EXISTS removed_links (
 	position INTEGER PRIMARY KEY,
 	stream   TEXT NOT NULL,
 	leaf     BLOB NOT NULL,
@@ -24,13 +25,14 @@ CREATE TABLE IF NOT EXISTS chain (
 );
 `
 
-// chainHead is the newest chain row: its position and link.
+// chainHead is the newest chained event: its position (the log's last,
+// where the next event goes after) and link.
 type chainHead struct {
 	position uint64
 	link     evidence.Hash
 }
 
-// readChainHead reads the newest chain row through q.
+// readChainHead reads the newest chained event through q.
 func readChainHead(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }) (chainHead, error) {
@@ -39,7 +41,7 @@ func readChainHead(ctx context.Context, q interface {
 		pos  int64
 		link []byte
 	)
-	err := q.QueryRowContext(ctx, `SELECT position, link FROM chain ORDER BY position DESC LIMIT 1`).Scan(&pos, &link)
+	err := q.QueryRowContext(ctx, `SELECT position, link FROM events WHERE link IS NOT NULL ORDER BY position DESC LIMIT 1`).Scan(&pos, &link)
 	if err == sql.ErrNoRows {
 		return chainHead{}, nil
 	}
@@ -49,26 +51,6 @@ func readChainHead(ctx context.Context, q interface {
 	h.position = uint64(pos)
 	copy(h.link[:], link)
 	return h, nil
-}
-
-// linkRows links the events an append just wrote, in the batch's
-// transaction, from the bytes in memory (the rows as inserted, at the
-// places committed() gives them): reading them back would cost a query per
-// batch. It returns the new head.
-func linkRows(ctx context.Context, insert *sql.Stmt, head chainHead, r *appendRequest, res domain.AppendResult) (chainHead, error) {
-	n := uint64(len(r.rows))
-	for j, row := range r.rows {
-		back := n - 1 - uint64(j)
-		e := evidence.Event{Position: res.Position - back, ID: row.id, Stream: r.stream, Revision: res.NextRevision - back,
-			Type: row.typ, Data: row.data, Metadata: row.metadata}
-		leaf := evidence.Leaf(e)
-		link := evidence.Link(head.link, leaf)
-		if _, err := insert.ExecContext(ctx, int64(e.Position), e.Stream, leaf[:], link[:]); err != nil {
-			return head, fmt.Errorf("chain position %d: %w", e.Position, err)
-		}
-		head = chainHead{position: e.Position, link: link}
-	}
-	return head, nil
 }
 
 // extendChain links every event above head, in position order, inside tx,
@@ -99,17 +81,23 @@ func extendChain(ctx context.Context, tx *sql.Tx, head chainHead) (chainHead, er
 		return head, fmt.Errorf("chain events: %w", err)
 	}
 	for _, l := range links {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO chain (position, stream, leaf, link) VALUES (?, ?, ?, ?)`,
-			int64(l.Position), l.Stream, l.Leaf[:], l.Link[:]); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET leaf = ?, link = ? WHERE position = ?`,
+			l.Leaf[:], l.Link[:], int64(l.Position)); err != nil {
 			return head, fmt.Errorf("chain position %d: %w", l.Position, err)
 		}
 	}
 	return head, nil
 }
 
-// ReadChain returns up to limit chain rows after position, in order.
+// ReadChain returns up to limit links after position, in order: those of
+// the events and those retention removed. A row with no link (inserted
+// behind the writer's back) has none here.
 func (s *Store) ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
-	rows, err := s.readDB.QueryContext(ctx, `SELECT position, stream, leaf, link FROM chain WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, stream, leaf, link FROM (
+		SELECT position, stream, leaf, link FROM (SELECT position, stream, leaf, link FROM events WHERE position > ?1 AND link IS NOT NULL ORDER BY position LIMIT ?2)
+		UNION ALL
+		SELECT position, stream, leaf, link FROM (SELECT position, stream, leaf, link FROM removed_links WHERE position > ?1 ORDER BY position LIMIT ?2)
+	) ORDER BY position LIMIT ?2`, int64(after), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read chain after %d: %w", after, err)
 	}

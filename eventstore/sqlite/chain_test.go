@@ -120,7 +120,7 @@ func TestChainOfAnOlderLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"DROP TABLE chain", "PRAGMA user_version = 2"} {
+	for _, q := range []string{"DROP TABLE removed_links", "ALTER TABLE events DROP COLUMN leaf", "ALTER TABLE events DROP COLUMN link", "PRAGMA user_version = 2"} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
