@@ -13,8 +13,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/evidence"
 )
 
 // appendRequest is one Append call waiting for the writer.
