@@ -82,11 +82,27 @@ type Report struct {
 	Head        uint64 `json:"head"`        // the chain's last position
 	HeadLink    string `json:"head_link"`   // its link
 	Checkpoints int64  `json:"checkpoints"` // checkpoints checked
+	// Decisions are the retention decisions the log records (the first
+	// maxDecisions of them), which the stream deletions carry out.
+	Decisions      []Decision `json:"decisions,omitempty"`
+	DecisionsTotal int64      `json:"decisions_total,omitempty"`
 	Unsigned    int64  `json:"unchecked_signatures,omitempty"`
 	// Last is the newest checkpoint in the log, for an auditor to keep.
 	Last     *Checkpoint `json:"last_checkpoint,omitempty"`
 	Problems []Problem   `json:"problems,omitempty"`
 }
+
+// Decision is a retention decision: an inspector purged with its
+// deliveries (inspector.purged.v1).
+type Decision struct {
+	Position   uint64 `json:"position"`
+	Type       string `json:"type"`
+	Inspector  string `json:"inspector_id"`
+	Deliveries int64  `json:"deliveries"`
+}
+
+// maxDecisions bounds the decisions a report lists.
+const maxDecisions = 20
 
 // OK reports whether nothing was found wrong.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
@@ -281,6 +297,13 @@ func (v *verifier) event(e Event) {
 	case "$stream.deleted.v1":
 		v.deleted[e.Stream] = true
 		v.r.Deletions++
+	case "inspector.purged.v1":
+		v.r.DecisionsTotal++
+		var d Decision
+		if len(v.r.Decisions) < maxDecisions && json.Unmarshal(e.Data, &d) == nil {
+			d.Position, d.Type = e.Position, e.Type
+			v.r.Decisions = append(v.r.Decisions, d)
+		}
 	case "log.checkpointed.v1":
 		var c Checkpoint
 		if err := json.Unmarshal(e.Data, &c); err != nil {

@@ -59,6 +59,13 @@ func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options
 		fmt.Fprintf(w, " (%d signatures not checked: no public key; give --pubkey)", r.Unsigned)
 	}
 	fmt.Fprintln(w)
+	// What decided the deletions: retention's own events.
+	for _, d := range r.Decisions {
+		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)
+	}
+	if more := r.DecisionsTotal - int64(len(r.Decisions)); more > 0 {
+		fmt.Fprintf(w, "and %d more retention decisions\n", more)
+	}
 	if r.Last != nil {
 		b, _ := json.Marshal(r.Last)
 		fmt.Fprintf(w, "last checkpoint (keep it; verify --checkpoint checks a later log against it): %s\n", b)
