@@ -86,7 +86,7 @@ type Report struct {
 	// maxDecisions of them), which the stream deletions carry out.
 	Decisions      []Decision `json:"decisions,omitempty"`
 	DecisionsTotal int64      `json:"decisions_total,omitempty"`
-	Unsigned    int64  `json:"unchecked_signatures,omitempty"`
+	Unsigned       int64      `json:"unchecked_signatures,omitempty"`
 	// Last is the newest checkpoint in the log, for an auditor to keep.
 	Last     *Checkpoint `json:"last_checkpoint,omitempty"`
 	Problems []Problem   `json:"problems,omitempty"`

@@ -60,7 +60,7 @@ downloads a running relay's log (its --admin-token is required) and checks that.
   relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
   RELAY_ADMIN_TOKEN=... relay events verify --server https://relay.example.com --pubkey ed25519:...
   relay events verify --proof delivery.proof.json --pubkey ed25519:...`,
-		Args:    cobra.MaximumNArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		PreRunE: func(c *cobra.Command, args []string) error {
 			// --server only from the command line: RELAY_SERVER names the
 			// relay of client commands, and must not turn a verification
@@ -218,12 +218,6 @@ func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.E
 	}
 	return joinClose(fn(s), s.Close())
 }
-
-
-
-
-
-
 
 // verifyEvents checks what auditors rely on: positions strictly increase,
 // each stream's revisions run 0, 1, 2… without gaps, and every payload decodes.
