@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/internal/sqlitedsn"
+	"github.com/relayhq/relay/logexport"
 	"github.com/relayhq/relay/metrics"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
@@ -72,6 +73,11 @@ type Config struct {
 	// RetentionSweep is how often expired inspectors are looked for, and
 	// InspectorRetention how long their deliveries are kept.
 	RetentionSweep, InspectorRetention time.Duration
+	// CheckpointInterval is how often the embedded log's chain is signed
+	// (package evidence): 0 never. CheckpointKey is the signing key's file;
+	// empty: checkpoint.key in the data folder, created at first start.
+	CheckpointInterval time.Duration
+	CheckpointKey      string
 
 	// Bus lists the NATS servers (nats:// URLs, a cluster's seeds) of the
 	// bus between relay nodes sharing one log; empty: a single process.
@@ -108,7 +114,9 @@ type App struct {
 	bgCount  int
 	closeHub bool
 	node     string
-	cluster  *clusterLink // nil: a single process
+	cluster  *clusterLink      // nil: a single process
+	chain    chained           // the log's chain; nil when the log keeps none
+	logAsIs  domain.EventStore // the log as opened, before WrapStore: what the export reads
 }
 
 // New locks the data folder, opens the event log and the views, checks
@@ -145,6 +153,8 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		_ = lock.Release()
 		return nil, logDamaged(dir, err)
 	}
+	chain, _ := store.(chained)
+	logAsIs := store
 	if cfg.WrapStore != nil {
 		store = cfg.WrapStore(store)
 	}
@@ -171,7 +181,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node})
-	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node}
+	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil
 		a.Close()
@@ -239,6 +249,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bare := http.NewServeMux()
 	bare.Handle("/metrics", a.metrics.Handler())
 	bare.Handle("/graphql", gql)
+	bare.Handle("/log/export", logexport.Handler(a.logAsIs, cfg.AdminToken, log))
 	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
 	bare.HandleFunc("/healthz", health.liveness)
 	bare.HandleFunc("/readyz", health.readiness)
@@ -261,8 +272,16 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.NoSweeps {
 		return nil
 	}
+	cp, err := a.checkpointer(cfg, log)
+	if err != nil {
+		return err
+	}
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 3), 2
+	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 4), 2
+	if cp != nil {
+		a.bgCount++
+		go func() { cp.run(bgCtx, cfg.CheckpointInterval); a.bgDone <- struct{}{} }()
+	}
 	go func() { _ = in.RecordRefusals(bgCtx); a.bgDone <- struct{}{} }()
 	if a.cluster != nil {
 		a.bgCount++

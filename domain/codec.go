@@ -44,6 +44,7 @@ func NewCodec() *Codec {
 		TypeInspectorPurged:      decoderFor[InspectorPurged](),
 		TypeAddressRateLimited:   decoderFor[AddressRateLimited](),
 		TypeStreamDeleted:        decoderFor[StreamDeleted](),
+		TypeLogCheckpointed:      decoderFor[LogCheckpointed](),
 	}}
 }
 

@@ -42,6 +42,7 @@ func samples() []domain.Event {
 		domain.AddressRateLimited{Address: "k3x9q2", AddressKind: domain.AddressInspector, Refused: 120,
 			From: "2026-11-21T10:00:00.123456789Z", To: "2026-11-21T10:00:09.5Z"},
 		domain.StreamDeleted{Stream: "delivery-d1", Events: 4, LastRevision: 3, LastPosition: 42},
+		domain.LogCheckpointed{Position: 42, Link: "3f2a", TreeSize: 42, Root: "9c1d", PublicKey: "ed25519:AAAA", Signature: "c2ln"},
 	}
 }
 

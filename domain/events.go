@@ -26,6 +26,7 @@ const (
 	TypeRetryRequested       = "retry.requested.v1"
 	TypeInspectorPurged      = "inspector.purged.v1"
 	TypeAddressRateLimited   = "address.rate_limited.v1"
+	TypeLogCheckpointed      = "log.checkpointed.v1"
 	// TypeStreamDeleted is written by the event store itself, never by an
 	// aggregate: the tombstone DeleteStream leaves in place of a stream's
 	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
@@ -256,6 +257,22 @@ type AddressRateLimited struct {
 // StreamDeleted is the tombstone of a deleted stream: which stream went,
 // how many events it held and up to which revision and position. Appends
 // to the stream are refused from then on (domain.ErrStreamDeleted).
+// LogCheckpointed is the relay's signature of the log's chain at a
+// position (package evidence): Link is the chain's link at Position (hex),
+// TreeSize and Root the Merkle tree over the chain's leaves up to it (Root
+// in hex), Signature an Ed25519 signature (base64) of
+// evidence.CheckpointMessage of them by
+// the key whose public half is PublicKey ("ed25519:" and base64). Verifiers
+// trust the public key they were given, not the one written here.
+type LogCheckpointed struct {
+	Position  uint64 `json:"position"`
+	Link      string `json:"link"`
+	TreeSize  uint64 `json:"tree_size"`
+	Root      string `json:"root"`
+	PublicKey string `json:"public_key"`
+	Signature string `json:"signature"`
+}
+
 type StreamDeleted struct {
 	Stream       string `json:"stream"`
 	Events       int64  `json:"events"`
@@ -282,3 +299,4 @@ func (RetryRequested) EventType() string       { return TypeRetryRequested }
 func (InspectorPurged) EventType() string      { return TypeInspectorPurged }
 func (AddressRateLimited) EventType() string   { return TypeAddressRateLimited }
 func (StreamDeleted) EventType() string        { return TypeStreamDeleted }
+func (LogCheckpointed) EventType() string      { return TypeLogCheckpointed }

@@ -18,6 +18,7 @@ const (
 	StreamDelivery  StreamKind = "delivery"
 	StreamAgent     StreamKind = "agent"    // named by its Endpoint's id
 	StreamRefusals  StreamKind = "refusals" // named by its address's id
+	StreamLog       StreamKind = "log"      // the log's own records: its checkpoints
 )
 
 // Stream names, one per aggregate.
@@ -29,6 +30,9 @@ func AgentStream(endpointID string) string         { return streamName(StreamAge
 func RefusalsStream(addressID string) string       { return streamName(StreamRefusals, addressID) }
 func streamName(kind StreamKind, id string) string { return string(kind) + "-" + id }
 
+// CheckpointStream holds the log's signed checkpoints.
+const CheckpointStream = string(StreamLog) + "-checkpoints"
+
 // ParseStream is the inverse of the names above: the kind of a stream and
 // the id it was named from. ok is false for a name none of them makes (an
 // unknown kind or an empty id).
@@ -38,7 +42,7 @@ func ParseStream(name string) (kind StreamKind, id string, ok bool) {
 		return "", "", false
 	}
 	switch kind = StreamKind(k); kind {
-	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals:
+	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog:
 		return kind, id, true
 	}
 	return "", "", false

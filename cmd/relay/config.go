@@ -105,6 +105,9 @@ type serveConfig struct {
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
 	InspectorRetention time.Duration
+	// CheckpointInterval and CheckpointKey: see app.Config.
+	CheckpointInterval time.Duration
+	CheckpointKey      string
 	// WebSocket bounds (see docs/security.md, "WebSocket subscriptions").
 	MaxWSMessage       byteSize
 	MaxWSSubscriptions int
@@ -184,6 +187,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
+	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", app.DefaultCheckpointInterval, "how often the relay signs the embedded log's hash chain when it moved (0: never)")
+	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) for <domain> and *.<domain>: serve HTTPS on --listen; reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", 5*time.Second, "how often the certificate files are checked for a change")
@@ -369,6 +374,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		},
 		BodyTimeout:    c.BodyTimeout,
 		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,
+		CheckpointInterval: c.CheckpointInterval, CheckpointKey: c.CheckpointKey,
 		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
 	}
 }

@@ -1,18 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/logexport"
 )
 
 func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -34,19 +39,120 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error { return exportEvents(c.Context(), s, stdout) })
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
+				return logexport.Write(c.Context(), s, stdout)
+			})
 		},
 	}
+	var pubkey, proofFile, server, adminToken string
+	var kept []string
 	verify := &cobra.Command{
-		Use:     "verify",
-		Short:   "Check positions, stream revisions and that every event decodes",
-		Example: "  relay events verify --data ./relay-data",
+		Use:   "verify [EXPORT-FILE]",
+		Short: "Check the log's hash chain and signed checkpoints, positions, stream revisions and that every event decodes",
+		Long: `Check the log: every event against its leaf in the hash chain, every link against the one
+before it, every checkpoint's signature and link, each stream's revisions, and that every
+event decodes. The first bad event is named (position, stream, id, what is wrong); the exit
+status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
+relay's too); with one, the export alone, offline, with --pubkey. With --server it
+downloads a running relay's log (its --admin-token is required) and checks that. With
+--proof it checks a proof that relay events prove wrote, with --pubkey alone.`,
+		Example: `  relay events verify --data ./relay-data
+  relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
+  RELAY_ADMIN_TOKEN=... relay events verify --server https://relay.example.com --pubkey ed25519:...
+  relay events verify --proof delivery.proof.json --pubkey ed25519:...`,
+		Args: cobra.MaximumNArgs(1),
+		PreRunE: func(c *cobra.Command, args []string) error {
+			// --server only from the command line: RELAY_SERVER names the
+			// relay of client commands, and must not turn a verification
+			// of --data into one of a server.
+			serverFlag := c.Flags().Changed("server")
+			err := pre(c, args)
+			if !serverFlag {
+				server = ""
+			}
+			return err
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if proofFile != "" {
+				if len(args) > 0 || len(kept) > 0 {
+					return usage(errors.New("--proof is checked alone: give no export file and no --checkpoint"))
+				}
+				return verifyProofFile(proofFile, pubkey, stdout)
+			}
+			checkpoints, err := keptCheckpoints(kept)
+			if err != nil {
+				return usage(err)
+			}
+			if server != "" {
+				if len(args) > 0 {
+					return usage(errors.New("give --server or an export file, not both"))
+				}
+				file, err := downloadExport(c.Context(), server, adminToken, stderr)
+				if err != nil {
+					return err
+				}
+				defer os.Remove(file)
+				args = []string{file}
+			}
+			if len(args) == 1 {
+				key, err := publicKey(pubkey, "")
+				if err != nil {
+					return usage(err)
+				}
+				x, err := evidence.OpenExport(args[0])
+				if err != nil {
+					return err
+				}
+				defer x.Close()
+				return verifyChain(c.Context(), x, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+			}
+			key, err := publicKey(pubkey, data)
+			if err != nil {
+				return usage(err)
+			}
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
+				// The chain first: it names the first bad event and what is
+				// wrong with it; the structural checks follow either way.
+				var chainErr error
+				if l, ok := s.(logexport.Chained); ok {
+					chainErr = verifyChain(c.Context(), logSource{l}, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				} else {
+					fmt.Fprintln(stdout, "this log keeps no hash chain: only positions, revisions and payloads are checked")
+				}
+				return errors.Join(chainErr, verifyEvents(c.Context(), s, stdout))
+			})
+		},
+	}
+	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (relay events pubkey prints it); default: the data folder's")
+	verify.Flags().StringVar(&server, "server", "", "a running relay's URL: verify the log it serves at /log/export")
+	verify.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
+	verify.Flags().StringVar(&proofFile, "proof", "", "a proof file (relay events prove) to check against --pubkey instead of a log")
+	verify.Flags().StringArrayVar(&kept, "checkpoint", nil, "a checkpoint kept from an earlier verification (its JSON, or @FILE): the log must still hold what it signs")
+	keyFile := ""
+	pub := &cobra.Command{
+		Use:     "pubkey",
+		Short:   "Print the public key that verifies the relay's signed checkpoints",
+		Example: "  relay events pubkey --data ./relay-data",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error { return verifyEvents(c.Context(), s, stdout) })
+			path := keyFile
+			if path == "" {
+				path = filepath.Join(data, "checkpoint.key")
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("read checkpoint key (created by relay serve at first start): %w", err)
+			}
+			key, err := evidence.ParseKey(b)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, evidence.FormatPublicKey(key.Public().(ed25519.PublicKey)))
+			return nil
 		},
 	}
+	pub.Flags().StringVar(&keyFile, "checkpoint-key", "", "the key file; default DATA/checkpoint.key")
 	rebuild := &cobra.Command{
 		Use:     "rebuild",
 		Short:   "Recreate the views file from the log, whatever state it is in (refused while a server uses --data)",
@@ -66,7 +172,35 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 			return a.Close()
 		},
 	}
-	cmd.AddCommand(export, verify, rebuild)
+	prove := &cobra.Command{
+		Use:   "prove DELIVERY_ID",
+		Short: "Write a proof that one delivery's events are in the log the relay signed, for a third party",
+		Long: `Write a proof (JSON) that one delivery's events are in the log: the events as stored, the
+newest signed checkpoint, and for each event the hashes that lead from it to the
+checkpoint's Merkle root (about log2 of the log's size). Anyone with the relay's public key
+checks it with relay events verify --proof, without the log. A delivery newer than the
+last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
+		Example: `  relay events prove 0193a7c2-... --data ./relay-data > delivery.proof.json
+  relay events verify --proof delivery.proof.json --pubkey "$(relay events pubkey)"`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		PreRunE: pre,
+		RunE: func(c *cobra.Command, args []string) error {
+			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
+				l, ok := s.(provableLog)
+				if !ok {
+					return errors.New("prove: this log keeps no hash chain (only the embedded log does)")
+				}
+				p, err := proveDelivery(c.Context(), l, args[0])
+				if err != nil {
+					return err
+				}
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(p)
+			})
+		},
+	}
+	cmd.AddCommand(export, verify, prove, pub, rebuild)
 	return cmd
 }
 
@@ -85,113 +219,57 @@ func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.E
 	return joinClose(fn(s), s.Close())
 }
 
-// exportedEvent is one line of `relay events export`.
-type exportedEvent struct {
-	Position      uint64          `json:"position"`
-	ID            string          `json:"id"`
-	Stream        string          `json:"stream"`
-	Revision      uint64          `json:"revision"`
-	Type          string          `json:"type"`
-	SchemaVersion int             `json:"schema_version"`
-	OccurredAt    time.Time       `json:"occurred_at"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	CausationID   string          `json:"causation_id,omitempty"`
-	Data          json.RawMessage `json:"data"`
-}
-
-// unreadableError names where reading the log failed.
-type unreadableError struct {
-	after uint64 // the last event read
-	err   error
-}
-
-func (e *unreadableError) Error() string {
-	return fmt.Sprintf("the log cannot be read past position %d: the first bad event follows it (position %d in the embedded log): %v",
-		e.after, e.after+1, e.err)
-}
-
-func (e *unreadableError) Unwrap() error { return e.err }
-
-func eachEvent(ctx context.Context, s domain.EventStore, fn func(domain.RecordedEvent) error) error {
-	var after uint64
-	for {
-		batch, err := s.ReadAll(ctx, after, 1000)
-		if err != nil {
-			// Read one event at a time up to the failure, so the error
-			// names the first bad event rather than a batch.
-			for {
-				one, err := s.ReadAll(ctx, after, 1)
-				if err != nil {
-					return &unreadableError{after: after, err: err}
-				}
-				if len(one) == 0 {
-					break
-				}
-				if err := fn(one[0]); err != nil {
-					return err
-				}
-				after = one[0].Position
-			}
-			return &unreadableError{after: after, err: err}
-		}
-		for _, e := range batch {
-			if err := fn(e); err != nil {
-				return err
-			}
-		}
-		if len(batch) == 0 {
-			return nil
-		}
-		after = batch[len(batch)-1].Position
-	}
-}
-
-func exportEvents(ctx context.Context, s domain.EventStore, w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	err := eachEvent(ctx, s, func(e domain.RecordedEvent) error {
-		return enc.Encode(exportedEvent{
-			Position: e.Position, ID: e.ID, Stream: e.Stream, Revision: e.Revision, Type: e.Type,
-			SchemaVersion: e.Metadata.SchemaVersion, OccurredAt: e.Metadata.OccurredAt,
-			CorrelationID: e.Metadata.CorrelationID, CausationID: e.Metadata.CausationID, Data: e.Data,
-		})
-	})
-	if err != nil {
-		return err
-	}
-	return bw.Flush()
-}
-
 // verifyEvents checks what auditors rely on: positions strictly increase,
 // each stream's revisions run 0, 1, 2… without gaps, and every payload decodes.
 // A deleted stream holds only its tombstone, at revision 0 (see
 // docs/retention.md); positions have gaps where its events were.
 func verifyEvents(ctx context.Context, s domain.EventStore, w io.Writer) error {
 	codec := domain.NewCodec()
+	// Each stream's revisions are checked by the log itself where it can
+	// (the embedded one, over its index, in bounded memory); else here,
+	// with a counter per stream.
+	rc, byLog := s.(revisionChecker)
 	next := map[string]uint64{}
 	var last uint64
 	var n, deleted int
 	var problems []string
-	err := eachEvent(ctx, s, func(e domain.RecordedEvent) error {
+	add := func(p string) {
+		if len(problems) < maxListedProblems {
+			problems = append(problems, p)
+		}
+	}
+	err := logexport.Each(ctx, s, func(e domain.RecordedEvent) error {
 		n++
 		if e.Position <= last {
-			problems = append(problems, fmt.Sprintf("position %d after %d", e.Position, last))
+			add(fmt.Sprintf("position %d after %d", e.Position, last))
 		}
 		last = e.Position
-		if want := next[e.Stream]; e.Revision != want {
-			problems = append(problems, fmt.Sprintf("%s: revision %d where %d was expected (position %d)", e.Stream, e.Revision, want, e.Position))
+		if !byLog {
+			if want := next[e.Stream]; e.Revision != want {
+				add(fmt.Sprintf("%s: revision %d where %d was expected (position %d)", e.Stream, e.Revision, want, e.Position))
+			}
+			next[e.Stream] = e.Revision + 1
 		}
-		next[e.Stream] = e.Revision + 1
 		if e.Type == domain.TypeStreamDeleted {
 			deleted++
 		}
 		if _, err := codec.Decode(e.Type, e.Data); err != nil {
-			problems = append(problems, fmt.Sprintf("position %d: %v", e.Position, err))
+			add(fmt.Sprintf("position %d: %v", e.Position, err))
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	streams := int64(len(next))
+	if byLog {
+		var bad []string
+		if streams, bad, err = rc.CheckRevisions(ctx, maxListedProblems); err != nil {
+			return err
+		}
+		for _, b := range bad {
+			add(b)
+		}
 	}
 	for _, p := range problems {
 		fmt.Fprintln(w, "problem:", p)
@@ -199,6 +277,14 @@ func verifyEvents(ctx context.Context, s domain.EventStore, w io.Writer) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("verify: %d problems in %d events", len(problems), n)
 	}
-	fmt.Fprintf(w, "ok: %d events in %d streams (%d deleted), last position %d\n", n, len(next), deleted, last)
+	fmt.Fprintf(w, "ok: %d events in %d streams (%d deleted), last position %d\n", n, streams, deleted, last)
 	return nil
+}
+
+// maxListedProblems bounds the problems verify lists.
+const maxListedProblems = 100
+
+// revisionChecker is a log that checks its streams' revisions itself.
+type revisionChecker interface {
+	CheckRevisions(ctx context.Context, limit int) (streams int64, problems []string, err error)
 }

@@ -2,9 +2,12 @@ package sqlite
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -104,4 +107,52 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestFillLog writes a log of many deliveries for measuring verification
+// (docs/benchmarks.md): RELAY_FILL_LOG=DIR RELAY_FILL_EVENTS=1000000. Each
+// delivery is one ~1 KiB delivery.received.v1 event, appended by 64
+// appenders as ingress does.
+func TestFillLog(t *testing.T) {
+	dir := os.Getenv("RELAY_FILL_LOG")
+	if dir == "" {
+		t.Skip("RELAY_FILL_LOG is not set: set it to a folder to fill with a log for measuring (RELAY_FILL_EVENTS events, default 1 000 000)")
+	}
+	total := 1_000_000
+	if n, err := strconv.Atoi(os.Getenv("RELAY_FILL_EVENTS")); err == nil && n > 0 {
+		total = n
+	}
+	s, err := Open(t.Context(), filepath.Join(dir, "events.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 700))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > int64(total) {
+					return
+				}
+				data := []byte(`{"address":"ins-1","address_kind":"inspector","request":{"method":"POST","path":"/hook","headers":[{"name":"Content-Type","value":"application/json"}],"body":"` + body + `"},"received_at":"2026-11-25T00:00:00Z"}`)
+				meta := domain.Metadata{SchemaVersion: 1, OccurredAt: time.Now(), CorrelationID: uuid.NewString()}
+				ev := domain.EventData{ID: uuid.NewString(), Type: "delivery.received.v1", Data: data, Metadata: meta}
+				if _, err := s.Append(t.Context(), fmt.Sprintf("delivery-%d", n), domain.NoStream(), ev); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

@@ -68,22 +68,22 @@ func applyDelete(ctx context.Context, st writeStmts, r *appendRequest) (rep appe
 	if err != nil {
 		return appendReply{}, false, fmt.Errorf("delete stream %s: %w", r.stream, err)
 	}
-	out, err := st.insert.ExecContext(ctx, tr.id, r.stream, int64(math.MaxInt64), tr.typ, tr.data, tr.metadata)
+	pos, err := insertChained(ctx, st, tr, r.stream, math.MaxInt64, 0)
 	if err != nil {
-		return appendReply{}, false, fmt.Errorf("delete stream %s: insert tombstone: %w", r.stream, err)
+		return appendReply{}, false, fmt.Errorf("delete stream %s: tombstone: %w", r.stream, err)
 	}
-	pos, err := out.LastInsertId()
-	if err != nil {
-		return appendReply{}, false, fmt.Errorf("delete stream %s: insert tombstone: %w", r.stream, err)
+	// The removed events' links stay, so the chain still verifies.
+	if _, err := st.keepLinks.ExecContext(ctx, r.stream, int64(pos)); err != nil {
+		return appendReply{}, false, fmt.Errorf("delete stream %s: keep links: %w", r.stream, err)
 	}
-	if _, err := st.deleteRows.ExecContext(ctx, r.stream, pos); err != nil {
+	if _, err := st.deleteRows.ExecContext(ctx, r.stream, int64(pos)); err != nil {
 		return appendReply{}, false, fmt.Errorf("delete stream %s: %w", r.stream, err)
 	}
-	if _, err := st.settle.ExecContext(ctx, pos); err != nil {
+	if _, err := st.settle.ExecContext(ctx, int64(pos)); err != nil {
 		return appendReply{}, false, fmt.Errorf("delete stream %s: place tombstone: %w", r.stream, err)
 	}
 	r.rows = []row{tr}
-	return appendReply{res: domain.AppendResult{NextRevision: 0, Position: uint64(pos)}}, true, nil
+	return appendReply{res: domain.AppendResult{NextRevision: 0, Position: pos}}, true, nil
 }
 
 func tombstoneRow(tomb domain.StreamDeleted, now time.Time) (row, error) {

@@ -10,7 +10,10 @@ import (
 // relay is refused rather than misread.
 // Version 2 deletes streams (DeleteStream): a deleted stream's rows are
 // gone and its tombstone holds revision 0, which an older build would misread.
-const schemaVersion = 2
+// Version 3 adds the chain (chain.go): leaf and link in every row, and
+// removed_links; a log of version 2 is chained once, as it stands, when it
+// is migrated.
+const schemaVersion = 3
 
 // The events table is the whole log. position is the rowid, so it is
 // assigned max+1 on insert: a refused append rolls its rows back, and
@@ -28,6 +31,8 @@ CREATE TABLE IF NOT EXISTS events (
 	type     TEXT    NOT NULL,
 	data     BLOB    NOT NULL,
 	metadata BLOB    NOT NULL,
+	leaf     BLOB,
+	link     BLOB,
 	UNIQUE (stream, revision)
 );
 `
@@ -48,8 +53,25 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+chainSchema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
+	}
+	// A table of an older version has no leaf and link yet.
+	var chained int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'link'`).Scan(&chained); err != nil {
+		return fmt.Errorf("read the events table's columns: %w", err)
+	}
+	if chained == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE events ADD COLUMN leaf BLOB; ALTER TABLE events ADD COLUMN link BLOB`); err != nil {
+			return fmt.Errorf("add the chain's columns: %w", err)
+		}
+	}
+	head, err := readChainHead(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := extendChain(ctx, tx, head); err != nil {
+		return fmt.Errorf("chain the log: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return fmt.Errorf("set schema version: %w", err)

@@ -60,6 +60,7 @@ type Store struct {
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
 
+	chain    chainHead     // the newest chain row; the writer's only
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
@@ -148,6 +149,9 @@ func (s *Store) open(ctx context.Context, path string) error {
 		return fmt.Errorf("read last position: %w", err)
 	}
 	s.last.Store(uint64(last))
+	if s.chain, err = readChainHead(ctx, s.writeDB); err != nil {
+		return err
+	}
 	return nil
 }
 

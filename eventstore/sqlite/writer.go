@@ -14,6 +14,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/evidence"
 )
 
 // appendRequest is one Append call waiting for the writer.
@@ -199,6 +200,8 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	defer tx.Rollback() // a no-op once committed
 	st := s.stmts.in(ctx, tx)
 	var last uint64
+	head := s.chain
+	st.chain = &head
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
@@ -220,6 +223,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit group: %w", err)
 	}
+	s.chain = head
 	s.commits.Add(1)
 	return last, nil
 }
@@ -353,11 +357,13 @@ func insertAtomically(ctx context.Context, st writeStmts, stream string, next ui
 	if _, err := st.savepoint.ExecContext(ctx); err != nil {
 		return domain.AppendResult{}, fmt.Errorf("savepoint: %w", err)
 	}
+	head := *st.chain
 	res, err := insertRows(ctx, st, stream, next, rows)
 	if err != nil {
 		if _, rbErr := st.rollbackTo.ExecContext(ctx); rbErr != nil {
 			return domain.AppendResult{}, fmt.Errorf("roll back append to %s: %w (after %v)", stream, rbErr, err)
 		}
+		*st.chain = head // the rows and their places are taken back
 	}
 	if _, relErr := st.release.ExecContext(ctx); relErr != nil {
 		return domain.AppendResult{}, fmt.Errorf("release savepoint: %w", relErr)
@@ -430,17 +436,28 @@ func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, 
 	var res domain.AppendResult
 	for i, r := range rows {
 		rev := next + uint64(i)
-		out, err := st.insert.ExecContext(ctx, r.id, stream, int64(rev), r.typ, r.data, r.metadata)
+		pos, err := insertChained(ctx, st, r, stream, rev, rev)
 		if err != nil {
-			return domain.AppendResult{}, fmt.Errorf("insert event %s: %w", r.id, err)
+			return domain.AppendResult{}, err
 		}
-		pos, err := out.LastInsertId()
-		if err != nil {
-			return domain.AppendResult{}, fmt.Errorf("insert event %s: %w", r.id, err)
-		}
-		res = domain.AppendResult{NextRevision: rev, Position: uint64(pos)}
+		res = domain.AppendResult{NextRevision: rev, Position: pos}
 	}
 	return res, nil
+}
+
+// insertChained inserts one event at the position after the batch's chain
+// head, with its leaf and link, stored at revision stored but chained at
+// revision rev (a tombstone is stored out of the way, then settled at 0),
+// and moves the head.
+func insertChained(ctx context.Context, st writeStmts, r row, stream string, stored, rev uint64) (uint64, error) {
+	pos := st.chain.position + 1
+	leaf := evidence.Leaf(evidence.Event{Position: pos, ID: r.id, Stream: stream, Revision: rev, Type: r.typ, Data: r.data, Metadata: r.metadata})
+	link := evidence.Link(st.chain.link, leaf)
+	if _, err := st.insert.ExecContext(ctx, int64(pos), r.id, stream, int64(stored), r.typ, r.data, r.metadata, leaf[:], link[:]); err != nil {
+		return 0, fmt.Errorf("insert event %s: %w", r.id, err)
+	}
+	*st.chain = chainHead{position: pos, link: link}
+	return pos, nil
 }
 
 // writeStmts are prepared once on the writer's only connection, so binding
@@ -449,6 +466,11 @@ type writeStmts struct {
 	lookupID, head, insert         *sql.Stmt
 	savepoint, rollbackTo, release *sql.Stmt
 	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
+	keepLinks                      *sql.Stmt // DeleteStream only
+	// chain is the batch's chain head: the position the next event takes
+	// is one past it, and its link follows from it. Only an insert that
+	// succeeded moves it.
+	chain *chainHead
 }
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
@@ -459,10 +481,12 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.streamSize, `SELECT COUNT(*), COALESCE(MAX(revision), -1), COALESCE(MAX(position), 0) FROM events WHERE stream = ?`},
 		{&st.deleteRows, `DELETE FROM events WHERE stream = ? AND position <> ?`},
 		{&st.settle, `UPDATE events SET revision = 0 WHERE position = ?`},
-		{&st.insert, `INSERT INTO events (id, stream, revision, type, data, metadata) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&st.insert, `INSERT INTO events (position, id, stream, revision, type, data, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
 		{&st.release, `RELEASE append_one`},
+		{&st.keepLinks, `INSERT INTO removed_links (position, stream, leaf, link)
+			SELECT position, stream, leaf, link FROM events WHERE stream = ? AND position <> ? AND link IS NOT NULL`},
 	})
 	return st, err
 }
@@ -478,10 +502,11 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 		streamSize: tx.StmtContext(ctx, st.streamSize),
 		deleteRows: tx.StmtContext(ctx, st.deleteRows),
 		settle:     tx.StmtContext(ctx, st.settle),
+		keepLinks:  tx.StmtContext(ctx, st.keepLinks),
 	}
 }
 
 func (st writeStmts) close() error {
 	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
-		st.streamSize, st.deleteRows, st.settle)
+		st.streamSize, st.deleteRows, st.settle, st.keepLinks)
 }

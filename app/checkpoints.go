@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/record"
+)
+
+// DefaultCheckpointInterval is how often the relay signs the log's chain
+// when it moved.
+const DefaultCheckpointInterval = time.Minute
+
+// chained is a log that keeps the chain (the embedded one).
+type chained interface {
+	ChainHead(ctx context.Context) (uint64, evidence.Hash, error)
+	ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error)
+}
+
+// checkpointer signs the chain's head at intervals and records the
+// signature in the log (domain.LogCheckpointed).
+type checkpointer struct {
+	log   chained
+	rec   *record.Recorder
+	key   ed25519.PrivateKey
+	l     *slog.Logger
+	ownAt uint64 // position of the last checkpoint it recorded
+	// tree grows with the chain: the first checkpoint reads every leaf,
+	// later ones only those since (its memory is a few dozen hashes).
+	tree   evidence.Tree
+	treeAt uint64 // the position of its last leaf
+}
+
+// checkpoint signs the head unless nothing but its own last checkpoint
+// was appended since; it returns the position it signed (0: none).
+func (c *checkpointer) checkpoint(ctx context.Context) (uint64, error) {
+	pos, link, err := c.log.ChainHead(ctx)
+	if err != nil || pos == 0 || pos == c.ownAt {
+		return 0, err
+	}
+	if err := c.grow(ctx, pos); err != nil {
+		return 0, err
+	}
+	h := evidence.Head{Position: pos, Link: link, TreeSize: c.tree.Size(), Root: c.tree.Root()}
+	e := domain.LogCheckpointed{
+		Position: pos, Link: link.String(), TreeSize: h.TreeSize, Root: h.Root.String(),
+		PublicKey: evidence.FormatPublicKey(c.key.Public().(ed25519.PublicKey)),
+		Signature: base64.StdEncoding.EncodeToString(evidence.Sign(c.key, h)),
+	}
+	res, err := c.rec.Record(ctx, domain.CheckpointStream, domain.Any(), domain.Trace{}, e)
+	if err != nil {
+		return 0, err
+	}
+	c.ownAt = res.Position
+	return pos, nil
+}
+
+// grow adds the chain's leaves up to position to the tree.
+func (c *checkpointer) grow(ctx context.Context, to uint64) error {
+	for c.treeAt < to {
+		links, err := c.log.ReadChain(ctx, c.treeAt, 1000)
+		if err != nil {
+			return fmt.Errorf("read the chain after %d: %w", c.treeAt, err)
+		}
+		if len(links) == 0 {
+			return fmt.Errorf("the chain ends at %d, its head is %d", c.treeAt, to)
+		}
+		for _, l := range links {
+			if l.Position > to {
+				return nil
+			}
+			c.tree.Add(l.Leaf)
+			c.treeAt = l.Position
+		}
+	}
+	return nil
+}
+
+// checkpointer is the app's checkpointer, nil when the log keeps no chain
+// or checkpoints are off. It reads (or creates) the signing key.
+func (a *App) checkpointer(cfg Config, log *slog.Logger) (*checkpointer, error) {
+	if a.chain == nil || cfg.CheckpointInterval <= 0 {
+		return nil, nil
+	}
+	path := cfg.CheckpointKey
+	if path == "" {
+		path = filepath.Join(cfg.Data, "checkpoint.key")
+	}
+	key, err := evidence.LoadOrCreateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	return &checkpointer{log: a.chain, rec: a.rec, key: key, l: log}, nil
+}
+
+// run checkpoints every interval until ctx ends, and once more as it ends.
+func (c *checkpointer) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if _, err := c.checkpoint(context.WithoutCancel(ctx)); err != nil {
+				c.l.Warn("sign the log's chain at shutdown", "error", err)
+			}
+			return
+		case <-t.C:
+			if _, err := c.checkpoint(ctx); err != nil && ctx.Err() == nil {
+				c.l.Warn("sign the log's chain", "error", err)
+			}
+		}
+	}
+}

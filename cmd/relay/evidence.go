@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/logexport"
+)
+
+// logSource reads a chained log as an evidence.Source.
+type logSource struct{ l logexport.Chained }
+
+func (s logSource) Chain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
+	return s.l.ReadChain(ctx, after, limit)
+}
+
+func (s logSource) Events(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
+	return s.l.ReadStored(ctx, after, limit)
+}
+
+// verifyChain checks the chain and the checkpoints and prints what it
+// found; it returns an error when something is wrong.
+func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options, w io.Writer) error {
+	r, err := evidence.Verify(ctx, src, opts)
+	if err != nil {
+		return err
+	}
+	if r.Head == 0 && r.Events > 0 {
+		return errors.New("verify: this log has no hash chain (it was exported from a log that keeps none, or by an older relay)")
+	}
+	for _, p := range r.Problems {
+		where := fmt.Sprintf("position %d", p.Position)
+		if p.Stream != "" {
+			where += " stream " + p.Stream
+		}
+		if p.ID != "" {
+			where += " id " + p.ID
+		}
+		fmt.Fprintf(w, "problem: %s: %s: %s\n", where, p.Kind, p.Detail)
+	}
+	if !r.OK() {
+		first := r.Problems[0]
+		return fmt.Errorf("verify: %d problems; the first at position %d: %s", len(r.Problems), first.Position, first.Kind)
+	}
+	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %d checkpoints",
+		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, r.Checkpoints)
+	if r.Unsigned > 0 {
+		fmt.Fprintf(w, " (%d signatures not checked: no public key; give --pubkey)", r.Unsigned)
+	}
+	fmt.Fprintln(w)
+	// What decided the deletions: retention's own events.
+	for _, d := range r.Decisions {
+		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)
+	}
+	if more := r.DecisionsTotal - int64(len(r.Decisions)); more > 0 {
+		fmt.Fprintf(w, "and %d more retention decisions\n", more)
+	}
+	if r.Last != nil {
+		b, _ := json.Marshal(r.Last)
+		fmt.Fprintf(w, "last checkpoint (keep it; verify --checkpoint checks a later log against it): %s\n", b)
+	}
+	return nil
+}
+
+// publicKey is --pubkey, or the public half of the data folder's key.
+func publicKey(flag, data string) (ed25519.PublicKey, error) {
+	if flag != "" {
+		return evidence.ParsePublicKey(flag)
+	}
+	if data == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(data, "checkpoint.key"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := evidence.ParseKey(b)
+	if err != nil {
+		return nil, err
+	}
+	return key.Public().(ed25519.PublicKey), nil
+}
+
+// keptCheckpoints reads --checkpoint values: a checkpoint's JSON, or
+// @FILE holding one per line.
+func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
+	var out []evidence.Checkpoint
+	for _, v := range values {
+		text := v
+		if name, ok := strings.CutPrefix(v, "@"); ok {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return nil, fmt.Errorf("--checkpoint: %w", err)
+			}
+			text = string(b)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			var c evidence.Checkpoint
+			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" {
+				return nil, fmt.Errorf("--checkpoint %q: want the JSON a verification printed", line)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// provableLog is a chained log that reads a stream as stored.
+type provableLog interface {
+	logexport.Chained
+	ReadStoredStream(ctx context.Context, stream string, limit int, newestFirst bool) ([]evidence.Event, error)
+}
+
+// maxProvedEvents bounds the events of one delivery a proof holds.
+const maxProvedEvents = 1000
+
+// proveDelivery proves a delivery's events against the newest checkpoint.
+// It reads the chain's leaves up to the checkpoint (32 bytes each).
+func proveDelivery(ctx context.Context, l provableLog, id string) (evidence.Proof, error) {
+	events, err := l.ReadStoredStream(ctx, domain.DeliveryStream(id), maxProvedEvents, false)
+	if err != nil {
+		return evidence.Proof{}, err
+	}
+	if len(events) == 0 {
+		return evidence.Proof{}, fmt.Errorf("prove: no delivery %q in the log (deleted by retention, or never received)", id)
+	}
+	last, err := l.ReadStoredStream(ctx, domain.CheckpointStream, 1, true)
+	if err != nil {
+		return evidence.Proof{}, err
+	}
+	var c evidence.Checkpoint
+	if len(last) == 1 {
+		if err := json.Unmarshal(last[0].Data, &c); err != nil {
+			return evidence.Proof{}, fmt.Errorf("prove: the newest checkpoint does not decode: %w", err)
+		}
+	}
+	newest := events[len(events)-1].Position
+	if len(last) == 0 || c.Position < newest {
+		return evidence.Proof{}, fmt.Errorf("prove: no checkpoint signs delivery %s yet (its last event is at position %d); the relay signs the log every --checkpoint-interval and at shutdown", id, newest)
+	}
+	if c.Root == "" {
+		return evidence.Proof{}, errors.New("prove: the newest checkpoint signs no Merkle tree (written by an older relay); wait for the next one")
+	}
+	leaves := make([]evidence.Hash, 0, c.TreeSize)
+	index := make([]uint64, len(events))
+	next := 0
+	for after := uint64(0); after < c.Position; {
+		links, err := l.ReadChain(ctx, after, 10000)
+		if err != nil {
+			return evidence.Proof{}, err
+		}
+		if len(links) == 0 {
+			break
+		}
+		for _, link := range links {
+			if link.Position > c.Position {
+				break
+			}
+			if next < len(events) && link.Position == events[next].Position {
+				index[next] = uint64(len(leaves))
+				next++
+			}
+			leaves = append(leaves, link.Leaf)
+		}
+		after = links[len(links)-1].Position
+	}
+	if next < len(events) {
+		return evidence.Proof{}, fmt.Errorf("prove: event at position %d has no link in the chain: verify the log", events[next].Position)
+	}
+	return evidence.Prove(c, leaves, events, index)
+}
+
+// verifyProofFile checks a proof file with a public key and prints what it
+// proves.
+func verifyProofFile(path, pubkey string, w io.Writer) error {
+	if pubkey == "" {
+		return usage(errors.New("--proof needs --pubkey: the relay's public key, from relay events pubkey"))
+	}
+	key, err := evidence.ParsePublicKey(pubkey)
+	if err != nil {
+		return usage(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--proof: %w", err)
+	}
+	defer f.Close()
+	var p evidence.Proof
+	// A proof is a handful of events; a bigger file is not one.
+	dec := json.NewDecoder(io.LimitReader(f, 64<<20))
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
+	}
+	if err := evidence.VerifyProof(p, key); err != nil {
+		return fmt.Errorf("verify --proof: %w", err)
+	}
+	fmt.Fprintf(w, "ok: %d events of %s are in the log the relay signed at position %d (a tree of %d leaves, root %s)\n",
+		len(p.Events), p.Events[0].Stream, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
+	for _, e := range p.Events {
+		var md domain.Metadata
+		_ = json.Unmarshal(e.Metadata, &md)
+		fmt.Fprintf(w, "  position %d  %s  %s\n", e.Position, md.OccurredAt, e.Type)
+	}
+	return nil
+}
+
+// downloadExport saves a running relay's /log/export in a temporary file
+// (the verifier reads it twice over, and a log may not fit in memory) and
+// returns its name.
+func downloadExport(ctx context.Context, server, adminToken string, stderr io.Writer) (string, error) {
+	if adminToken == "" {
+		return "", usage(errors.New("--server needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
+	}
+	base, err := normalServer(server)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/log/export", nil)
+	if err != nil {
+		return "", usage(fmt.Errorf("--server: %w", err))
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	// No overall timeout: the log is as long as it is. The answer must
+	// start in time.
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("download the log: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return "", usage(fmt.Errorf("%s refused the admin token", base))
+	case http.StatusNotFound:
+		return "", fmt.Errorf("%s serves no log export (it runs without --admin-token, or is older)", base)
+	default:
+		return "", fmt.Errorf("download the log: %s answered %s", base, resp.Status)
+	}
+	f, err := os.CreateTemp("", "relay-log-*.jsonl")
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("download the log (after %d bytes): %w", n, err)
+	}
+	fmt.Fprintf(stderr, "downloaded the log of %s (%d bytes)\n", base, n)
+	return f.Name(), nil
+}

@@ -1,0 +1,207 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/relayhq/relay/evidence"
+)
+
+// The chain makes the log tamper-evident (package evidence): every event
+// row carries its leaf hash and its link to the event before, computed by
+// the writer before it inserts the row (it assigns positions, so it knows
+// the event's place). Keeping them in the row costs no second table's page
+// per commit. When retention deletes a stream, its events' positions,
+// stream, leaves and links move to removed_links first, so the chain still
+// verifies; nothing ever deletes from removed_links.
+
+const chainSchema = `
+CREATE TABLE IF NOT EXISTS removed_links (
+	position INTEGER PRIMARY KEY,
+	stream   TEXT NOT NULL,
+	leaf     BLOB NOT NULL,
+	link     BLOB NOT NULL
+);
+`
+
+// chainHead is the newest chained event: its position (the log's last,
+// where the next event goes after) and link.
+type chainHead struct {
+	position uint64
+	link     evidence.Hash
+}
+
+// readChainHead reads the newest chained event through q.
+func readChainHead(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (chainHead, error) {
+	var (
+		h    chainHead
+		pos  int64
+		link []byte
+	)
+	err := q.QueryRowContext(ctx, `SELECT position, link FROM events WHERE link IS NOT NULL ORDER BY position DESC LIMIT 1`).Scan(&pos, &link)
+	if err == sql.ErrNoRows {
+		return chainHead{}, nil
+	}
+	if err != nil {
+		return chainHead{}, fmt.Errorf("read chain head: %w", err)
+	}
+	h.position = uint64(pos)
+	copy(h.link[:], link)
+	return h, nil
+}
+
+// extendChain links every event above head, in position order, inside tx,
+// and returns the new head, reading them back: the migration calls it once
+// for a log written before the chain existed.
+func extendChain(ctx context.Context, tx *sql.Tx, head chainHead) (chainHead, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position`, int64(head.position))
+	if err != nil {
+		return head, fmt.Errorf("chain events after %d: %w", head.position, err)
+	}
+	var links []evidence.ChainLink
+	for rows.Next() {
+		var (
+			e        evidence.Event
+			pos, rev int64
+		)
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+			rows.Close()
+			return head, fmt.Errorf("chain events after %d: %w", head.position, err)
+		}
+		e.Position, e.Revision = uint64(pos), uint64(rev)
+		leaf := evidence.Leaf(e)
+		head = chainHead{position: e.Position, link: evidence.Link(head.link, leaf)}
+		links = append(links, evidence.ChainLink{Position: e.Position, Stream: e.Stream, Leaf: leaf, Link: head.link})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return head, fmt.Errorf("chain events: %w", err)
+	}
+	for _, l := range links {
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET leaf = ?, link = ? WHERE position = ?`,
+			l.Leaf[:], l.Link[:], int64(l.Position)); err != nil {
+			return head, fmt.Errorf("chain position %d: %w", l.Position, err)
+		}
+	}
+	return head, nil
+}
+
+// ReadChain returns up to limit links after position, in order: those of
+// the events and those retention removed. A row with no link (inserted
+// behind the writer's back) has none here.
+func (s *Store) ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, stream, leaf, link FROM (
+		SELECT position, stream, leaf, link FROM (SELECT position, stream, leaf, link FROM events WHERE position > ?1 AND link IS NOT NULL ORDER BY position LIMIT ?2)
+		UNION ALL
+		SELECT position, stream, leaf, link FROM (SELECT position, stream, leaf, link FROM removed_links WHERE position > ?1 ORDER BY position LIMIT ?2)
+	) ORDER BY position LIMIT ?2`, int64(after), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read chain after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out []evidence.ChainLink
+	for rows.Next() {
+		var (
+			l          evidence.ChainLink
+			pos        int64
+			leaf, link []byte
+		)
+		if err := rows.Scan(&pos, &l.Stream, &leaf, &link); err != nil {
+			return nil, fmt.Errorf("read chain after %d: %w", after, err)
+		}
+		l.Position = uint64(pos)
+		copy(l.Leaf[:], leaf)
+		copy(l.Link[:], link)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// ReadStored returns up to limit events after position as stored (their
+// data and metadata bytes), in position order.
+func (s *Store) ReadStored(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read events after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out []evidence.Event
+	for rows.Next() {
+		var (
+			e        evidence.Event
+			pos, rev int64
+		)
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+			return nil, fmt.Errorf("read events after %d: %w", after, err)
+		}
+		e.Position, e.Revision = uint64(pos), uint64(rev)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ChainHead is the newest link and its position (0 for an empty log).
+func (s *Store) ChainHead(ctx context.Context) (uint64, evidence.Hash, error) {
+	h, err := readChainHead(ctx, s.readDB)
+	return h.position, h.link, err
+}
+
+// ReadStoredStream returns up to limit events of a stream as stored, in
+// revision order, or newest first when newestFirst.
+func (s *Store) ReadStoredStream(ctx context.Context, stream string, limit int, newestFirst bool) ([]evidence.Event, error) {
+	order := "ASC"
+	if newestFirst {
+		order = "DESC"
+	}
+	rows, err := s.readDB.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE stream = ? ORDER BY revision `+order+` LIMIT ?`, stream, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %q: %w", stream, err)
+	}
+	defer rows.Close()
+	var out []evidence.Event
+	for rows.Next() {
+		var (
+			e        evidence.Event
+			pos, rev int64
+		)
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+			return nil, fmt.Errorf("read stream %q: %w", stream, err)
+		}
+		e.Position, e.Revision = uint64(pos), uint64(rev)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// CheckRevisions reports the streams whose revisions do not run 0, 1, 2…
+// (at most limit of them) and how many streams the log holds. It reads
+// the (stream, revision) index in order, so its memory does not grow with
+// the log; (stream, revision) is unique, so a stream is whole when its
+// revisions run from 0 to its count less one.
+func (s *Store) CheckRevisions(ctx context.Context, limit int) (int64, []string, error) {
+	var streams int64
+	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT stream FROM events)`).Scan(&streams); err != nil {
+		return 0, nil, fmt.Errorf("count streams: %w", err)
+	}
+	rows, err := s.readDB.QueryContext(ctx, `SELECT stream, COUNT(*), MIN(revision), MAX(revision) FROM events
+		GROUP BY stream HAVING MIN(revision) <> 0 OR MAX(revision) <> COUNT(*) - 1 LIMIT ?`, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("check revisions: %w", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var (
+			stream        string
+			n, first, max int64
+		)
+		if err := rows.Scan(&stream, &n, &first, &max); err != nil {
+			return 0, nil, fmt.Errorf("check revisions: %w", err)
+		}
+		problems = append(problems, fmt.Sprintf("%s: %d events with revisions %d to %d, not 0 to %d", stream, n, first, max, n-1))
+	}
+	return streams, problems, rows.Err()
+}
