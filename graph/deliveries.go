@@ -25,8 +25,17 @@ func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, str
 }
 
 // history reads a page of an address's history, with what only the log
-// holds when the query selects it (see wantsPayload).
-func (r *Resolver) history(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
+// holds when the query selects it (see wantsPayload); with filter, only
+// the deliveries that match.
+func (r *Resolver) history(ctx context.Context, address string, first int, after string, filter *model.DeliveryFilter) (readmodel.Page, error) {
+	if filter != nil {
+		payload := wantsPayload(ctx)
+		p, err := r.Views.SearchDeliveries(ctx, address, first, after, toFilter(filter), payload)
+		if err != nil || !payload {
+			return p, err
+		}
+		return p, chargePayloads(ctx, p.Items...)
+	}
 	if wantsPayload(ctx) {
 		p, err := r.Views.Deliveries(ctx, address, first, after)
 		if err != nil {
@@ -125,4 +134,33 @@ func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery,
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// toFilter is the API's filter as the views take it.
+func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
+	var out readmodel.DeliveryFilter
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	num := func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	flag := func(p *bool) bool { return p != nil && *p }
+	out.Method, out.Path, out.PathPrefix = str(f.Method), str(f.Path), str(f.PathPrefix)
+	out.Status, out.StatusClass, out.AttemptStatus = num(f.Status), num(f.StatusClass), num(f.AttemptStatus)
+	out.Pending, out.IncompleteBody, out.DroppedHeaders = flag(f.Pending), flag(f.IncompleteBody), flag(f.DroppedHeaders)
+	out.Header, out.HeaderValue, out.BodyContains = str(f.Header), str(f.HeaderValue), str(f.BodyContains)
+	if f.ReceivedAfter != nil {
+		out.ReceivedAfter = *f.ReceivedAfter
+	}
+	if f.ReceivedBefore != nil {
+		out.ReceivedBefore = *f.ReceivedBefore
+	}
+	return out
 }

@@ -84,6 +84,10 @@ const (
 	// eventsScanCost is what a page of the log weighs on top of its rows:
 	// an account's page may read up to 10 000 events to find its own.
 	eventsScanCost = 1000
+	// searchScanCost is what a filtered page of history weighs on top of
+	// its rows: it may examine 100 000 deliveries, or read 500 from the
+	// log, to fill itself.
+	searchScanCost = 1000
 )
 
 // Sentinels of the refusals the limits make; the error presenter gives
@@ -170,8 +174,14 @@ func costs(Limits) generated.ComplexityRoot {
 	// An event's payload is JSON with the body in base64.
 	c.Event.Data = fixed(payloadCost)
 
-	c.Inspector.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
-	c.Endpoint.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
+	history := func(child int, first *int, _ *string, filter *model.DeliveryFilter) int {
+		if filter != nil {
+			return add(searchScanCost, page(child, first))
+		}
+		return page(child, first)
+	}
+	c.Inspector.Deliveries = history
+	c.Endpoint.Deliveries = history
 	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
 	c.Query.Endpoints = list(endpointsPerList)
 

@@ -10,8 +10,8 @@ import (
 )
 
 // Deliveries is the resolver for the deliveries field.
-func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error) {
-	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after))
+func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
+	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
 	if err != nil {
 		return nil, err
 	}
@@ -19,8 +19,8 @@ func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, 
 }
 
 // Deliveries is the resolver for the deliveries field.
-func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string) (*model.DeliveryConnection, error) {
-	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after))
+func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
+	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
 	if err != nil {
 		return nil, err
 	}

@@ -179,3 +179,29 @@ type PurgeCandidate struct {
 	TTL            time.Duration
 	Deliveries     int64 // delivery rows it has
 }
+
+// DeliveryFilter narrows an address's history: a delivery is listed when
+// every field set matches. The zero value matches everything.
+type DeliveryFilter struct {
+	Method      string // exact, as sent
+	Path        string // exact, without the query string
+	PathPrefix  string // the request target starts with it (case-sensitive)
+	Status      int    // the answer the sender got; 0: any
+	StatusClass int    // 1 to 5: 1xx to 5xx; 0: any
+	Pending     bool   // no answer yet
+	// AttemptStatus: some attempt to reach the local target got it.
+	AttemptStatus  int
+	ReceivedAfter  time.Time // inclusive; zero: no bound
+	ReceivedBefore time.Time // exclusive; zero: no bound
+	IncompleteBody bool      // the body was stored in part (over the capture cap) or not read
+	// Read from the log, so a page examines fewer deliveries:
+	Header         string // a header with this name (case-insensitive)…
+	HeaderValue    string // …and exactly this value, when set
+	BodyContains   string // the stored body holds these bytes
+	DroppedHeaders bool   // some header values were not stored
+}
+
+// NeedsLog reports whether matching reads what only the log holds.
+func (f DeliveryFilter) NeedsLog() bool {
+	return f.Header != "" || f.HeaderValue != "" || f.BodyContains != "" || f.DroppedHeaders
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
@@ -108,23 +109,26 @@ func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command
 func deliveriesListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var status string
+	var f listFlags
 	var limit int
 	cmd := &cobra.Command{
 		Use:     "list ADDRESS",
 		Aliases: []string{"ls"},
-		Short:   "List an Endpoint's or inspector's deliveries, newest first",
+		Short:   "List or search an Endpoint's or inspector's deliveries, newest first",
 		Long: `List an Endpoint's or inspector's deliveries, newest first. ADDRESS is an
-Endpoint's id or name, or an inspector's id.`,
+Endpoint's id or name, or an inspector's id. The filters are applied by the relay
+(the deliveries query's filter), over the whole history, and combine: a delivery is
+listed when it matches all of them.`,
 		Example: `  relay deliveries list stripe
-  relay deliveries list stripe --status 5xx --limit 5
+  relay deliveries list stripe --status 5xx --path /webhooks --since 1h --grep charge
+  relay deliveries list stripe --header X-GitHub-Event=push --limit 5
   relay deliveries list ep-abc123 -o json | jq -r '.[0].id'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
 				return err
 			}
-			match, err := statusFilter(status)
+			filter, err := f.filter(time.Now())
 			if err != nil {
 				return err
 			}
@@ -135,7 +139,7 @@ Endpoint's id or name, or an inspector's id.`,
 				return err
 			}
 			client := conn.client(conn.token)
-			rows, err := listDeliveries(c.Context(), client, args[0], limit, match)
+			rows, searched, err := listDeliveries(c.Context(), client, args[0], limit, filter)
 			if err != nil {
 				return err
 			}
@@ -144,56 +148,144 @@ Endpoint's id or name, or an inspector's id.`,
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(stdout, "no deliveries")
-				return nil
+			} else {
+				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID")
+				for _, d := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID")
-			for _, d := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID)
+			if searched {
+				fmt.Fprintf(stdout, "(the search stopped after %d pages of history; narrow it, or page on with the API's filter)\n", maxListPages)
 			}
-			return tw.Flush()
+			return nil
 		},
 	}
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
-	cmd.Flags().StringVar(&status, "status", "", "only deliveries answered with this status or class: 502, 5xx, 2xx")
-	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many deliveries")
+	fs := cmd.Flags()
+	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending")
+	fs.StringVar(&f.method, "method", "", "sent with this method (POST)")
+	fs.StringVar(&f.path, "path", "", "whose request target starts with this (/webhooks)")
+	fs.StringVar(&f.since, "since", "", "received within this long (1h, 30m) or since this time (RFC 3339)")
+	fs.StringVar(&f.until, "until", "", "received before this long ago or this time")
+	fs.StringVar(&f.grep, "grep", "", "whose stored body contains this text (case-sensitive)")
+	fs.StringVar(&f.header, "header", "", "with this header (NAME) or header value (NAME=VALUE)")
+	fs.IntVar(&f.attempt, "attempt-status", 0, "an attempt to reach the local target got this status")
+	fs.BoolVar(&f.incomplete, "incomplete", false, "whose body was stored in part")
+	fs.IntVar(&limit, "limit", 20, "at most this many deliveries")
 	return cmd
+}
+
+// listFlags are deliveries list's filters as typed.
+type listFlags struct {
+	status, method, path, since, until, grep, header string
+	attempt                                          int
+	incomplete                                       bool
 }
 
 var statusClass = regexp.MustCompile(`^[1-5]xx$`)
 
-// statusFilter reads --status: "", a status (404) or a class (5xx).
-func statusFilter(s string) (func(*int) bool, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	switch {
+// filter is the deliveries query's filter the flags ask for (nil: none).
+func (f listFlags) filter(now time.Time) (map[string]any, error) {
+	out := map[string]any{}
+	switch s := strings.ToLower(strings.TrimSpace(f.status)); {
 	case s == "":
-		return func(*int) bool { return true }, nil
+	case s == "pending":
+		out["pending"] = true
 	case statusClass.MatchString(s):
-		class := int(s[0] - '0')
-		return func(st *int) bool { return st != nil && *st/100 == class }, nil
+		out["statusClass"] = int(s[0] - '0')
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 || n > 599 {
+			return nil, usage(fmt.Errorf("--status %q: want a status such as 502, a class such as 5xx, or pending", f.status))
+		}
+		out["status"] = n
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 100 || n > 599 {
-		return nil, usage(fmt.Errorf("--status %q: want a status such as 502 or a class such as 5xx", s))
+	if f.method != "" {
+		out["method"] = strings.ToUpper(f.method)
 	}
-	return func(st *int) bool { return st != nil && *st == n }, nil
+	if f.path != "" {
+		if !strings.HasPrefix(f.path, "/") {
+			return nil, usage(fmt.Errorf("--path %q: want a path starting with /", f.path))
+		}
+		out["pathPrefix"] = f.path
+	}
+	for _, t := range []struct{ flag, value, key string }{{"--since", f.since, "receivedAfter"}, {"--until", f.until, "receivedBefore"}} {
+		if t.value == "" {
+			continue
+		}
+		at, err := timeFlag(t.value, now)
+		if err != nil {
+			return nil, usage(fmt.Errorf("%s %q: %w", t.flag, t.value, err))
+		}
+		out[t.key] = at.UTC().Format(time.RFC3339Nano)
+	}
+	if f.grep != "" {
+		out["bodyContains"] = f.grep
+	}
+	if f.header != "" {
+		name, value, hasValue := strings.Cut(f.header, "=")
+		if name == "" || strings.ContainsAny(name, " \t:") {
+			return nil, usage(fmt.Errorf("--header %q: want NAME or NAME=VALUE", f.header))
+		}
+		out["header"] = name
+		if hasValue {
+			out["headerValue"] = value
+		}
+	}
+	if f.attempt != 0 {
+		if f.attempt < 100 || f.attempt > 599 {
+			return nil, usage(fmt.Errorf("--attempt-status %d: want a status such as 502", f.attempt))
+		}
+		out["attemptStatus"] = f.attempt
+	}
+	if f.incomplete {
+		out["incompleteBody"] = true
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
-// maxListPages bounds the pages a filtered list reads.
+// timeFlag reads a duration before now (1h) or a time (RFC 3339).
+func timeFlag(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, errors.New("want a positive duration")
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, errors.New("want a duration such as 1h or a time such as 2026-11-25T08:00:00Z")
+	}
+	return t, nil
+}
+
+// maxListPages bounds the pages a list reads: a filtered page examines
+// a bounded share of the history, so a rare match may take several.
 const maxListPages = 20
 
-// listDeliveries pages through an address's history until limit rows
-// match.
-func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, limit int, match func(*int) bool) ([]deliveryRow, error) {
+// listDeliveries pages through an address's history, filtered by the
+// relay, until limit rows. searched is true when it stopped at
+// maxListPages with history left to search.
+func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, limit int, filter map[string]any) (rows []deliveryRow, searched bool, err error) {
 	kind, id, err := resolveAddress(ctx, client, ref)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	q := fmt.Sprintf(`query($a: ID!, $n: Int, $after: String){ %s(id: $a){ deliveries(first: $n, after: $after){ nodes{ %s } pageInfo{ hasNextPage endCursor } } } }`, kind, deliveryRowFields)
-	rows := []deliveryRow{}
+	q := fmt.Sprintf(`query($a: ID!, $n: Int, $after: String, $f: DeliveryFilter){ %s(id: $a){ deliveries(first: $n, after: $after, filter: $f){ nodes{ %s } pageInfo{ hasNextPage endCursor } } } }`, kind, deliveryRowFields)
+	rows = []deliveryRow{}
 	var after *string
-	for page := 0; page < maxListPages && len(rows) < limit; page++ {
+	for page := 0; len(rows) < limit; page++ {
+		if page == maxListPages {
+			return rows, true, nil
+		}
 		var res map[string]*struct {
 			Deliveries struct {
 				Nodes    []apiDeliveryRow
@@ -203,15 +295,19 @@ func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, l
 				}
 			}
 		}
-		if err := client.Do(ctx, q, map[string]any{"a": id, "n": 100, "after": after}, &res); err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
+		vars := map[string]any{"a": id, "n": min(100, limit-len(rows)), "after": after}
+		if filter != nil {
+			vars["f"] = filter
+		}
+		if err := client.Do(ctx, q, vars, &res); err != nil {
+			return nil, false, fmt.Errorf("list deliveries: %w", err)
 		}
 		a := res[kind]
 		if a == nil {
-			return nil, notFound(ref)
+			return nil, false, notFound(ref)
 		}
 		for _, d := range a.Deliveries.Nodes {
-			if match(d.ResponseStatus) && len(rows) < limit {
+			if len(rows) < limit {
 				rows = append(rows, d.row())
 			}
 		}
@@ -220,7 +316,7 @@ func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, l
 		}
 		after = a.Deliveries.PageInfo.EndCursor
 	}
-	return rows, nil
+	return rows, false, nil
 }
 
 func notFound(ref string) error {

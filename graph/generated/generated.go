@@ -93,7 +93,7 @@ type ComplexityRoot struct {
 		AgentConnected  func(childComplexity int) int
 		AgentCount      func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
-		Deliveries      func(childComplexity int, first *int, after *string) int
+		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
 		ID              func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Name            func(childComplexity int) int
@@ -148,7 +148,7 @@ type ComplexityRoot struct {
 
 	Inspector struct {
 		CreatedAt       func(childComplexity int) int
-		Deliveries      func(childComplexity int, first *int, after *string) int
+		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
 		Expired         func(childComplexity int) int
 		ExpiresAt       func(childComplexity int) int
 		ID              func(childComplexity int) int
@@ -195,10 +195,10 @@ type ComplexityRoot struct {
 }
 
 type EndpointResolver interface {
-	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error)
+	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type InspectorResolver interface {
-	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string) (*model.DeliveryConnection, error)
+	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type MutationResolver interface {
 	CreateInspector(ctx context.Context) (*model.Inspector, error)
@@ -474,7 +474,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
 	case "Endpoint.id":
 		if e.ComplexityRoot.Endpoint.ID == nil {
 			break
@@ -707,7 +707,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Inspector.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Inspector.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
 	case "Inspector.expired":
 		if e.ComplexityRoot.Inspector.Expired == nil {
 			break
@@ -952,6 +952,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
 		ec.unmarshalInputCompleteForwardInput,
 		ec.unmarshalInputCreateEndpointInput,
+		ec.unmarshalInputDeliveryFilter,
 		ec.unmarshalInputHeaderInput,
 		ec.unmarshalInputUpdateEndpointInput,
 	)
@@ -1170,9 +1171,49 @@ type Inspector {
   purged: Boolean!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
-  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
+  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
+  ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
   """
-  deliveries(first: Int, after: String): DeliveryConnection!
+  deliveries(first: Int, after: String, filter: DeliveryFilter): DeliveryConnection!
+}
+
+"""
+Narrows a history: a delivery is listed when every field given matches. A filtered page
+examines a bounded share of the history, newest first (100 000 deliveries; 500 when it
+reads headers or bodies), so that a search answers in bounded time however rare its
+matches: a page may hold fewer rows than ` + "`" + `first` + "`" + `, even none, while ` + "`" + `hasNextPage` + "`" + ` is true.
+Continue from ` + "`" + `endCursor` + "`" + ` to search on. A value out of range, or a contradiction, is
+INVALID_INPUT naming the field.
+"""
+input DeliveryFilter {
+  "The method, exactly as sent (` + "`" + `POST` + "`" + `)."
+  method: String
+  "The path, exactly, without the query string (` + "`" + `/webhooks/stripe` + "`" + `)."
+  path: String
+  "The request target starts with this (case-sensitive; the query string counts)."
+  pathPrefix: String
+  "The status the sender got."
+  status: Int
+  "The status class the sender got: 1 to 5 for 1xx to 5xx."
+  statusClass: Int
+  "No answer yet."
+  pending: Boolean
+  "Some attempt to reach the local target got this status."
+  attemptStatus: Int
+  "Received at or after this time."
+  receivedAfter: Time
+  "Received before this time."
+  receivedBefore: Time
+  "The body was stored in part (over the capture cap) or not read."
+  incompleteBody: Boolean
+  "Holds a header of this name (any case)."
+  header: String
+  "With ` + "`" + `header` + "`" + `: that header has exactly this value."
+  headerValue: String
+  "The stored body contains these bytes (case-sensitive)."
+  bodyContains: String
+  "Some header values were received but not stored."
+  droppedHeaders: Boolean
 }
 
 type Endpoint {
@@ -1190,9 +1231,10 @@ type Endpoint {
   refusedRequests: Int!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
-  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
+  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
+  ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
   """
-  deliveries(first: Int, after: String): DeliveryConnection!
+  deliveries(first: Int, after: String, filter: DeliveryFilter): DeliveryConnection!
 }
 
 type Account {
@@ -1738,6 +1780,14 @@ func (ec *executionContext) field_Endpoint_deliveries_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.DeliveryFilter, error) {
+			return ec.unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg2
 	return args, nil
 }
 
@@ -1760,6 +1810,14 @@ func (ec *executionContext) field_Inspector_deliveries_args(ctx context.Context,
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.DeliveryFilter, error) {
+			return ec.unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg2
 	return args, nil
 }
 
@@ -3149,7 +3207,7 @@ func (ec *executionContext) _Endpoint_deliveries(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Endpoint().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Endpoint().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["filter"].(*model.DeliveryFilter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.DeliveryConnection) graphql.Marshaler {
@@ -4066,7 +4124,7 @@ func (ec *executionContext) _Inspector_deliveries(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Inspector().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Inspector().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["filter"].(*model.DeliveryFilter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.DeliveryConnection) graphql.Marshaler {
@@ -6122,6 +6180,127 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, obj any) (model.DeliveryFilter, error) {
+	var it model.DeliveryFilter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"method", "path", "pathPrefix", "status", "statusClass", "pending", "attemptStatus", "receivedAfter", "receivedBefore", "incompleteBody", "header", "headerValue", "bodyContains", "droppedHeaders"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "path":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("path"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Path = data
+		case "pathPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pathPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PathPrefix = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "statusClass":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusClass"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusClass = data
+		case "pending":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pending"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pending = data
+		case "attemptStatus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptStatus"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptStatus = data
+		case "receivedAfter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receivedAfter"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReceivedAfter = data
+		case "receivedBefore":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receivedBefore"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReceivedBefore = data
+		case "incompleteBody":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("incompleteBody"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IncompleteBody = data
+		case "header":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("header"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Header = data
+		case "headerValue":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headerValue"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HeaderValue = data
+		case "bodyContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bodyContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BodyContains = data
+		case "droppedHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("droppedHeaders"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DroppedHeaders = data
 		}
 	}
 	return it, nil
@@ -8353,6 +8532,14 @@ func (ec *executionContext) marshalODelivery2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 	return ec._Delivery(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryFilter(ctx context.Context, v any) (*model.DeliveryFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputDeliveryFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalOEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx context.Context, sel ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -8434,6 +8621,24 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalString(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalTime(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel ast.SelectionSet, v *time.Time) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalTime(*v)
 	return res
 }
 

@@ -104,6 +104,43 @@ type DeliveryEdge struct {
 	Node   *Delivery `json:"node"`
 }
 
+// Narrows a history: a delivery is listed when every field given matches. A filtered page
+// examines a bounded share of the history, newest first (100 000 deliveries; 500 when it
+// reads headers or bodies), so that a search answers in bounded time however rare its
+// matches: a page may hold fewer rows than `first`, even none, while `hasNextPage` is true.
+// Continue from `endCursor` to search on. A value out of range, or a contradiction, is
+// INVALID_INPUT naming the field.
+type DeliveryFilter struct {
+	// The method, exactly as sent (`POST`).
+	Method *string `json:"method,omitempty"`
+	// The path, exactly, without the query string (`/webhooks/stripe`).
+	Path *string `json:"path,omitempty"`
+	// The request target starts with this (case-sensitive; the query string counts).
+	PathPrefix *string `json:"pathPrefix,omitempty"`
+	// The status the sender got.
+	Status *int `json:"status,omitempty"`
+	// The status class the sender got: 1 to 5 for 1xx to 5xx.
+	StatusClass *int `json:"statusClass,omitempty"`
+	// No answer yet.
+	Pending *bool `json:"pending,omitempty"`
+	// Some attempt to reach the local target got this status.
+	AttemptStatus *int `json:"attemptStatus,omitempty"`
+	// Received at or after this time.
+	ReceivedAfter *time.Time `json:"receivedAfter,omitempty"`
+	// Received before this time.
+	ReceivedBefore *time.Time `json:"receivedBefore,omitempty"`
+	// The body was stored in part (over the capture cap) or not read.
+	IncompleteBody *bool `json:"incompleteBody,omitempty"`
+	// Holds a header of this name (any case).
+	Header *string `json:"header,omitempty"`
+	// With `header`: that header has exactly this value.
+	HeaderValue *string `json:"headerValue,omitempty"`
+	// The stored body contains these bytes (case-sensitive).
+	BodyContains *string `json:"bodyContains,omitempty"`
+	// Some header values were received but not stored.
+	DroppedHeaders *bool `json:"droppedHeaders,omitempty"`
+}
+
 type Endpoint struct {
 	ID              string       `json:"id"`
 	Name            string       `json:"name"`
@@ -118,7 +155,8 @@ type Endpoint struct {
 	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
 	RefusedRequests int `json:"refusedRequests"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
-	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
+	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
+	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
@@ -196,7 +234,8 @@ type Inspector struct {
 	// Its deliveries were removed from the log, --inspector-retention after it expired.
 	Purged bool `json:"purged"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
-	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
+	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
+	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
