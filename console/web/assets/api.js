@@ -47,16 +47,16 @@ export const AGENT_STATUS = `query AgentStatus($id: ID!) {
   endpoint(id: $id) { id agentConnected agentCount mode target }
 }`;
 
-const PAGE = `deliveries(first: $first, after: $after) {
+const PAGE = `deliveries(first: $first, after: $after, filter: $filter) {
   edges { cursor node { ${ROW_FIELDS} } }
   pageInfo { hasNextPage endCursor }
 }`;
 
-export const INSPECTOR_PAGE = `query InspectorPage($id: ID!, $first: Int, $after: String) {
+export const INSPECTOR_PAGE = `query InspectorPage($id: ID!, $first: Int, $after: String, $filter: DeliveryFilter) {
   inspector(id: $id) { id ${PAGE} }
 }`;
 
-export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: String) {
+export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: String, $filter: DeliveryFilter) {
   endpoint(id: $id) { id ${PAGE} }
 }`;
 

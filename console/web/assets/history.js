@@ -64,7 +64,9 @@ export function historyPage(root, { kind, id, navigate }) {
     retrying: false,
     retryMessage: null,
     newAttemptId: null,
-    filters: { method: '', status: '', path: '' },
+    filters: { method: '', status: '', path: '', body: '' },
+    found: new Set(), // ids the relay's search returned for the filters shown
+    searchSeq: 0, // the latest search; older answers are dropped
   };
   let disposed = false;
   let renderQueued = false;
@@ -403,11 +405,27 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
-  /** fetchPage reads one page of history after the cursor; null when the address is gone or the page was disposed. */
+  /**
+   * serverFilter is the filters as the relay's search takes them, null when
+   * none is set: pages then come from the whole history, not the rows loaded.
+   */
+  function serverFilter() {
+    const f = state.filters;
+    const out = {};
+    if (f.method && f.method !== 'OTHER') out.method = f.method;
+    if (f.status === 'none') out.pending = true;
+    else if (f.status) out.statusClass = Number(f.status[0]);
+    if (f.path) out.pathPrefix = f.path;
+    if (f.body) out.bodyContains = f.body;
+    return Object.keys(out).length ? out : null;
+  }
+
+  /** fetchPage reads one page of history after the cursor; null when the address is gone, the page was disposed or a newer search began. */
   async function fetchPage(after) {
+    const seq = state.searchSeq;
     const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
-      { id, first: PAGE_SIZE, after }, { signal: abort.signal });
-    if (disposed) return null;
+      { id, first: PAGE_SIZE, after, filter: serverFilter() }, { signal: abort.signal });
+    if (disposed || seq !== state.searchSeq) return null;
     const owner = isEndpoint ? data.endpoint : data.inspector;
     return owner ? owner.deliveries : null;
   }
@@ -417,7 +435,10 @@ export function historyPage(root, { kind, id, navigate }) {
     try {
       const conn = await fetchPage(after);
       if (!conn) return false;
-      for (const edge of conn.edges) upsert(edge.node, 'page');
+      for (const edge of conn.edges) {
+        if (serverFilter()) state.found.add(edge.node.id);
+        upsert(edge.node, 'page');
+      }
       state.endCursor = conn.pageInfo.endCursor;
       state.hasNextPage = conn.pageInfo.hasNextPage;
       replace(listError);
@@ -440,12 +461,29 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
+  // matches decides for every row shown, live ones too, by the same rules
+  // as the relay's search; a row's body is not at hand, so with a body
+  // filter only the rows the search returned are shown.
   function matches(d) {
     const f = state.filters;
     if (f.method && (f.method === 'OTHER' ? METHODS.includes(d.method) : d.method !== f.method)) return false;
     if (f.status && statusClass(d.responseStatus) !== f.status) return false;
-    if (f.path && !d.path.toLowerCase().includes(f.path.toLowerCase())) return false;
+    if (f.path && !d.path.startsWith(f.path)) return false;
+    if (f.body && !state.found.has(d.id)) return false;
     return true;
+  }
+
+  // search starts the history over from the relay with the filters set:
+  // the rows loaded so far are dropped, the live ones keep arriving.
+  async function search() {
+    state.searchSeq += 1;
+    state.rows.clear();
+    state.seq.clear();
+    state.found.clear();
+    state.endCursor = null;
+    state.hasNextPage = false;
+    renderRows();
+    await loadPage(null);
   }
 
   function renderRows() {
@@ -471,16 +509,18 @@ export function historyPage(root, { kind, id, navigate }) {
       if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
     });
     const total = state.rows.size;
-    const active = state.filters.method || state.filters.status || state.filters.path;
-    countLine.textContent = !total ? '' : active
-      ? `${visible.length} of ${total} loaded requests match the filters`
-      : `${total} request${total === 1 ? '' : 's'} loaded`;
-    if (!total) {
+    const active = serverFilter() || state.filters.method;
+    countLine.textContent = active
+      ? `${visible.length} matching request${visible.length === 1 ? '' : 's'} found${state.hasNextPage ? ' so far: Load more searches older history' : ' in the whole history'}`
+      : !total ? '' : `${total} request${total === 1 ? '' : 's'} loaded`;
+    if (!total && !active) {
       replace(emptyBox, state.info ? h('div', { class: 'empty' },
         h('p', {}, h('strong', {}, 'No requests yet.'), ' Send one to the public URL; it appears here at once.'),
         h('pre', { class: 'code' }, exampleCurl(state.info.url))) : null);
     } else if (!visible.length) {
-      replace(emptyBox, h('p', { class: 'empty' }, 'No loaded request matches the filters.'));
+      replace(emptyBox, h('p', { class: 'empty' }, state.hasNextPage
+        ? 'No match in the newest history searched; Load more searches older requests.'
+        : 'No request matches the filters.'));
     } else {
       replace(emptyBox);
     }
@@ -522,15 +562,25 @@ export function historyPage(root, { kind, id, navigate }) {
       ['2xx', '3xx', '4xx', '5xx'].map((s) => h('option', { value: s }, s)),
       h('option', { value: 'none' }, 'No status yet'));
     const path = h('input', { type: 'search', name: 'path', placeholder: 'e.g. /webhook', spellcheck: 'false' });
+    const body = h('input', { type: 'search', name: 'body', placeholder: 'e.g. charge.failed', spellcheck: 'false' });
+    // Typing waits for a pause before it searches; a choice searches at once.
+    let typing = 0;
+    cleanups.push(() => clearTimeout(typing));
     const update = () => {
-      state.filters = { method: method.value, status: status.value, path: path.value.trim() };
-      renderRows();
+      clearTimeout(typing);
+      state.filters = { method: method.value, status: status.value, path: path.value.trim(), body: body.value };
+      search();
+    };
+    const typed = () => {
+      clearTimeout(typing);
+      typing = setTimeout(update, 300);
     };
     method.addEventListener('change', update);
     status.addEventListener('change', update);
-    path.addEventListener('input', update);
-    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter requests', onsubmit: (ev) => ev.preventDefault() },
-      field('Method', method), field('Status', status), field('Path contains', path));
+    path.addEventListener('input', typed);
+    body.addEventListener('input', typed);
+    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Search requests', onsubmit: (ev) => { ev.preventDefault(); update(); } },
+      field('Method', method), field('Status', status), field('Path starts with', path), field('Body contains', body));
   }
 
   // ---- keyboard and selection ----------------------------------------------
