@@ -198,6 +198,9 @@ type ForwardRequested struct {
 	// Node names the relay node whose sender waits for the attempt (empty
 	// before nodes were named); when that node is gone, no one does.
 	Node string `json:"node,omitempty"`
+	// Edit is what a retry changed in the recorded request before sending
+	// it (nil: sent as recorded).
+	Edit *RequestEdit `json:"edit,omitempty"`
 }
 
 // ForwardResponded records the local target's answer to an attempt.

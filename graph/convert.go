@@ -85,7 +85,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		m.ResponseBody = &s
 	}
 	for _, a := range d.Attempts {
-		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late}
+		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit)}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms
@@ -169,4 +169,54 @@ func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
 		p.Mode = &m
 	}
 	return p
+}
+
+// toEdit is an attempt's edit as the API shows it.
+func toEdit(e *domain.RequestEdit) *model.RequestEdit {
+	if e == nil {
+		return nil
+	}
+	m := &model.RequestEdit{Method: optional(e.Method), Path: optional(e.Target), SetHeaders: toHeaders(e.SetHeaders), UnsetHeaders: e.UnsetHeaders}
+	if m.UnsetHeaders == nil {
+		m.UnsetHeaders = []string{}
+	}
+	if e.Body != nil {
+		m.Body = text(*e.Body)
+		b := base64.StdEncoding.EncodeToString(*e.Body)
+		m.BodyBase64 = &b
+	}
+	return m
+}
+
+// fromEditInput is the API's edit as the service takes it (nil: none).
+func fromEditInput(in *model.RequestEditInput) (*domain.RequestEdit, error) {
+	if in == nil {
+		return nil, nil
+	}
+	e := &domain.RequestEdit{UnsetHeaders: in.UnsetHeaders}
+	if in.Method != nil {
+		e.Method = *in.Method
+	}
+	if in.Path != nil {
+		e.Target = *in.Path
+	}
+	var err error
+	if e.SetHeaders, err = fromHeaderInputs(in.SetHeaders); err != nil {
+		return nil, &domain.InvalidInputError{Field: "edit.setHeaders", Reason: "a valueBase64 is not valid base64"}
+	}
+	if len(e.SetHeaders) == 0 {
+		e.SetHeaders = nil
+	}
+	switch {
+	case in.BodyBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*in.BodyBase64)
+		if err != nil {
+			return nil, &domain.InvalidInputError{Field: "edit.bodyBase64", Reason: "not valid base64"}
+		}
+		e.Body = &b
+	case in.Body != nil:
+		b := []byte(*in.Body)
+		e.Body = &b
+	}
+	return e, nil
 }

@@ -104,12 +104,16 @@ func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool,
 }
 
 // RetryDelivery is the resolver for the retryDelivery field.
-func (r *mutationResolver) RetryDelivery(ctx context.Context, id string) (*model.Delivery, error) {
+func (r *mutationResolver) RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error) {
 	acc, err := r.account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.Service.RetryDelivery(ctx, acc.ID, id)
+	e, err := fromEditInput(edit)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Service.RetryDelivery(ctx, acc.ID, id, e)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -192,7 +193,7 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 
 // The last column tells a late attempt: one with an outcome, requested
 // before the relay answered the sender itself (its DeliveryAnswered).
-const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry,
+const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry, edit,
 	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
 		WHERE deliveries.position = attempts.delivery_position), 0)`
 
@@ -215,9 +216,16 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			started   int64
 			status    sql.NullInt64
 			durationM sql.NullInt64
+			edit      sql.NullString
 		)
-		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &a.Late); err != nil {
+		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &edit, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
+		}
+		if edit.Valid {
+			a.Edit = &domain.RequestEdit{}
+			if err := json.Unmarshal([]byte(edit.String), a.Edit); err != nil {
+				return fmt.Errorf("read the edit of attempt %s: %w", a.ID, err)
+			}
 		}
 		a.StartedAt = fromNanos(started)
 		if status.Valid {

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -57,7 +58,15 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case domain.DeliveryAnswered:
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, p.Status, nil, false))
 	case domain.ForwardRequested:
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node); err != nil {
+		var edit any // NULL: sent as recorded
+		if p.Edit != nil {
+			b, err := json.Marshal(p.Edit)
+			if err != nil {
+				return 0, true, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
+			}
+			edit = string(b)
+		}
+		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))

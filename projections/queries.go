@@ -95,10 +95,10 @@ const (
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
 	// variants take the delivery's position (?2) instead of its id.
-	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node)
-		SELECT ?1, position, ?3, ?4, ?5, ?6 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
-	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6) ` + attemptRequestedConflict
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
+		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
@@ -121,7 +121,9 @@ const (
 				?3, answered_status),
 			response_stream = CASE WHEN ?4 IS NULL THEN response_stream ELSE ?5 END,
 			response_revision = COALESCE(?4, response_revision)`
-	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO NOTHING`
+	// An outcome that came first made the attempt; its request still
+	// brings the edit it sent.
+	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET edit = COALESCE(excluded.edit, edit)`
 	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position`

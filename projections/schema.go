@@ -14,8 +14,9 @@ import (
 // refusals and purges; version 4 the node that holds each agent session and
 // whose sender waits for each attempt; version 5 the position of a
 // delivery's latest DeliveryAnswered, so that an outcome arriving after the
-// sender was answered does not change what the row says it was answered.
-const schemaVersion = 5
+// sender was answered does not change what the row says it was answered;
+// version 6 the edit an edited retry sent (attempts.edit).
+const schemaVersion = 6
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -157,6 +158,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 	error             TEXT NOT NULL DEFAULT '',
 	outcome_position  INTEGER,
 	node              TEXT NOT NULL DEFAULT '',
+	-- edit is the domain.RequestEdit an edited retry sent, as JSON; NULL
+	-- for an attempt sent as recorded.
+	edit              TEXT,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

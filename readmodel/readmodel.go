@@ -56,6 +56,9 @@ type Attempt struct {
 	// itself (a 504 when the local answer took too long): the local
 	// process's answer, which the sender never got.
 	Late bool
+	// Edit is what an edited retry changed in the recorded request before
+	// sending it; nil when it was sent as recorded.
+	Edit *domain.RequestEdit
 }
 
 // Delivery is the read model of one recorded request and what became of it.

@@ -64,7 +64,23 @@ type attemptJSON struct {
 	Error      *string `json:"error"`
 	Retry      bool    `json:"retry"`
 	Late       bool    `json:"late"` // answered after the relay answered the sender itself
+	// Edit is what an edited retry changed before sending; null when sent
+	// as recorded.
+	Edit *editJSON `json:"edit"`
 }
+
+// editJSON is an attempt's edit as the API answers it.
+type editJSON struct {
+	Method       *string      `json:"method"`
+	Path         *string      `json:"path"`
+	SetHeaders   []headerJSON `json:"setHeaders"`
+	UnsetHeaders []string     `json:"unsetHeaders"`
+	Body         *string      `json:"body"`
+	BodyBase64   *string      `json:"bodyBase64"`
+}
+
+// attemptFields is what the client commands read of an attempt.
+const attemptFields = `id status startedAt durationMs error retry late edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
@@ -90,7 +106,7 @@ type deliveryJSON struct {
 	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ id status startedAt durationMs error retry late }`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + attemptFields + ` }`
 
 func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -487,7 +503,7 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			if a.Late {
 				line += " (late: the sender had already been answered by the relay)"
 			}
-			fmt.Fprintf(w, "  %d: %s\n", i+1, line)
+			fmt.Fprintf(w, "  %d: %s%s\n", i+1, line, describeEdit(a.Edit))
 		}
 	}
 	switch {

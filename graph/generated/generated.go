@@ -47,6 +47,7 @@ type ComplexityRoot struct {
 
 	Attempt struct {
 		DurationMs func(childComplexity int) int
+		Edit       func(childComplexity int) int
 		Error      func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Late       func(childComplexity int) int
@@ -164,7 +165,7 @@ type ComplexityRoot struct {
 		CreateEndpoint  func(childComplexity int, input model.CreateEndpointInput) int
 		CreateInspector func(childComplexity int) int
 		DeleteEndpoint  func(childComplexity int, id string) int
-		RetryDelivery   func(childComplexity int, id string) int
+		RetryDelivery   func(childComplexity int, id string, edit *model.RequestEditInput) int
 		SignUp          func(childComplexity int, name string) int
 		UpdateEndpoint  func(childComplexity int, id string, input model.UpdateEndpointInput) int
 	}
@@ -181,6 +182,15 @@ type ComplexityRoot struct {
 		Events    func(childComplexity int, after *string, first *int) int
 		Inspector func(childComplexity int, id string) int
 		Me        func(childComplexity int) int
+	}
+
+	RequestEdit struct {
+		Body         func(childComplexity int) int
+		BodyBase64   func(childComplexity int) int
+		Method       func(childComplexity int) int
+		Path         func(childComplexity int) int
+		SetHeaders   func(childComplexity int) int
+		UnsetHeaders func(childComplexity int) int
 	}
 
 	SignUpPayload struct {
@@ -207,7 +217,7 @@ type MutationResolver interface {
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
-	RetryDelivery(ctx context.Context, id string) (*model.Delivery, error)
+	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
 }
 type QueryResolver interface {
@@ -256,6 +266,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.DurationMs(childComplexity), true
+	case "Attempt.edit":
+		if e.ComplexityRoot.Attempt.Edit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Edit(childComplexity), true
 	case "Attempt.error":
 		if e.ComplexityRoot.Attempt.Error == nil {
 			break
@@ -811,7 +827,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(string)), true
+		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(string), args["edit"].(*model.RequestEditInput)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -906,6 +922,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
 
+	case "RequestEdit.body":
+		if e.ComplexityRoot.RequestEdit.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.Body(childComplexity), true
+	case "RequestEdit.bodyBase64":
+		if e.ComplexityRoot.RequestEdit.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.BodyBase64(childComplexity), true
+	case "RequestEdit.method":
+		if e.ComplexityRoot.RequestEdit.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.Method(childComplexity), true
+	case "RequestEdit.path":
+		if e.ComplexityRoot.RequestEdit.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.Path(childComplexity), true
+	case "RequestEdit.setHeaders":
+		if e.ComplexityRoot.RequestEdit.SetHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.SetHeaders(childComplexity), true
+	case "RequestEdit.unsetHeaders":
+		if e.ComplexityRoot.RequestEdit.UnsetHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.UnsetHeaders(childComplexity), true
+
 	case "SignUpPayload.account":
 		if e.ComplexityRoot.SignUpPayload.Account == nil {
 			break
@@ -954,6 +1007,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputCreateEndpointInput,
 		ec.unmarshalInputDeliveryFilter,
 		ec.unmarshalInputHeaderInput,
+		ec.unmarshalInputRequestEditInput,
 		ec.unmarshalInputUpdateEndpointInput,
 	)
 	first := true
@@ -1092,6 +1146,23 @@ type Attempt {
   the sender got the relay's answer, which ` + "`" + `responseStatus` + "`" + ` shows.
   """
   late: Boolean!
+  "What an edited retry changed in the recorded request before sending it; null when it was sent as recorded."
+  edit: RequestEdit
+}
+
+"What an edited retry changed in the recorded request. The recorded request itself is never changed."
+type RequestEdit {
+  method: String
+  "The request target sent instead: path and query."
+  path: String
+  "Headers that replaced every value of their name (or were added)."
+  setHeaders: [Header!]!
+  "Header names removed."
+  unsetHeaders: [String!]!
+  "The body sent instead, as text; null when unchanged or not valid UTF-8 (see bodyBase64)."
+  body: String
+  "The body sent instead, base64; null when unchanged."
+  bodyBase64: String
 }
 
 type Delivery {
@@ -1293,6 +1364,20 @@ type ForwardRequest {
   remoteAddress: String
 }
 
+"What to change in a recorded request before sending it again; only what is set changes."
+input RequestEditInput {
+  method: String
+  "The request target: path and query, starting with /."
+  path: String
+  "Each replaces every value of its name (the first keeps its place), or is added last. Several of one name are all sent."
+  setHeaders: [HeaderInput!]
+  unsetHeaders: [String!]
+  "The body to send, as text."
+  body: String
+  "The body to send, base64 (for bytes that are not UTF-8); takes precedence over body."
+  bodyBase64: String
+}
+
 input HeaderInput {
   name: String!
   value: String!
@@ -1355,8 +1440,13 @@ type Mutation {
   createEndpoint(input: CreateEndpointInput!): Endpoint!
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
-  "Replays a stored delivery; returns once the new attempt finished or failed."
-  retryDelivery(id: ID!): Delivery!
+  """
+  Replays a stored delivery; returns once the new attempt finished or failed. With ` + "`" + `edit` + "`" + `,
+  sends a changed copy: the attempt records exactly what was changed, and the recorded
+  request stays as it was. A bad edit (an invalid method, path or header name, a framing
+  header, a body over the relay's --max-body) is INVALID_INPUT naming the field.
+  """
+  retryDelivery(id: ID!, edit: RequestEditInput): Delivery!
   "The agent's answer to a forward request."
   completeForward(input: CompleteForwardInput!): Boolean!
 }
@@ -1415,6 +1505,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_retry(ctx, field)
 	case "late":
 		return ec.fieldContext_Attempt_late(ctx, field)
+	case "edit":
+		return ec.fieldContext_Attempt_edit(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
@@ -1633,6 +1725,24 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "method":
+		return ec.fieldContext_RequestEdit_method(ctx, field)
+	case "path":
+		return ec.fieldContext_RequestEdit_path(ctx, field)
+	case "setHeaders":
+		return ec.fieldContext_RequestEdit_setHeaders(ctx, field)
+	case "unsetHeaders":
+		return ec.fieldContext_RequestEdit_unsetHeaders(ctx, field)
+	case "body":
+		return ec.fieldContext_RequestEdit_body(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_RequestEdit_bodyBase64(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RequestEdit", field.Name)
 }
 
 func (ec *executionContext) childFields_SignUpPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1888,6 +1998,14 @@ func (ec *executionContext) field_Mutation_retryDelivery_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "edit",
+		func(ctx context.Context, v any) (*model.RequestEditInput, error) {
+			return ec.unmarshalORequestEditInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEditInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["edit"] = arg1
 	return args, nil
 }
 
@@ -2318,6 +2436,38 @@ func (ec *executionContext) _Attempt_late(ctx context.Context, field graphql.Col
 }
 func (ec *executionContext) fieldContext_Attempt_late(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_edit(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_edit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edit, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestEdit) graphql.Marshaler {
+			return ec.marshalORequestEdit2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEdit(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_edit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attempt",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RequestEdit(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -4420,7 +4570,7 @@ func (ec *executionContext) _Mutation_retryDelivery(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().RetryDelivery(ctx, fc.Args["id"].(string))
+			return ec.Resolvers.Mutation().RetryDelivery(ctx, fc.Args["id"].(string), fc.Args["edit"].(*model.RequestEditInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Delivery) graphql.Marshaler {
@@ -4858,6 +5008,153 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RequestEdit_method(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_path(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_setHeaders(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_setHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SetHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_setHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RequestEdit",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RequestEdit_unsetHeaders(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_unsetHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnsetHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_unsetHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_body(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _SignUpPayload_account(ctx context.Context, field graphql.CollectedField, obj *model.SignUpPayload) (ret graphql.Marshaler) {
@@ -6350,6 +6647,71 @@ func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj a
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputRequestEditInput(ctx context.Context, obj any) (model.RequestEditInput, error) {
+	var it model.RequestEditInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"method", "path", "setHeaders", "unsetHeaders", "body", "bodyBase64"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "path":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("path"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Path = data
+		case "setHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("setHeaders"))
+			data, err := ec.unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SetHeaders = data
+		case "unsetHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("unsetHeaders"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UnsetHeaders = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		case "bodyBase64":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bodyBase64"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BodyBase64 = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Context, obj any) (model.UpdateEndpointInput, error) {
 	var it model.UpdateEndpointInput
 	if obj == nil {
@@ -6490,6 +6852,8 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "edit":
+			out.Values[i] = ec._Attempt_edit(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7556,6 +7920,58 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	return out
 }
 
+var requestEditImplementors = []string{"RequestEdit"}
+
+func (ec *executionContext) _RequestEdit(ctx context.Context, sel ast.SelectionSet, obj *model.RequestEdit) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, requestEditImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RequestEdit")
+		case "method":
+			out.Values[i] = ec._RequestEdit_method(ctx, field, obj)
+		case "path":
+			out.Values[i] = ec._RequestEdit_path(ctx, field, obj)
+		case "setHeaders":
+			out.Values[i] = ec._RequestEdit_setHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unsetHeaders":
+			out.Values[i] = ec._RequestEdit_unsetHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._RequestEdit_body(ctx, field, obj)
+		case "bodyBase64":
+			out.Values[i] = ec._RequestEdit_bodyBase64(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var signUpPayloadImplementors = []string{"SignUpPayload"}
 
 func (ec *executionContext) _SignUpPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SignUpPayload) graphql.Marshaler {
@@ -8326,6 +8742,36 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 	return res
 }
 
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
 	res, err := graphql.UnmarshalTime(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -8604,6 +9050,57 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) marshalORequestEdit2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEdit(ctx context.Context, sel ast.SelectionSet, v *model.RequestEdit) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RequestEdit(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalORequestEditInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEditInput(ctx context.Context, v any) (*model.RequestEditInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputRequestEditInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {

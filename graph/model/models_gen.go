@@ -28,6 +28,8 @@ type Attempt struct {
 	// (504 when no local answer came in time): the local process did answer, but
 	// the sender got the relay's answer, which `responseStatus` shows.
 	Late bool `json:"late"`
+	// What an edited retry changed in the recorded request before sending it; null when it was sent as recorded.
+	Edit *RequestEdit `json:"edit,omitempty"`
 }
 
 // The agent's report of one forward.
@@ -248,6 +250,35 @@ type PageInfo struct {
 }
 
 type Query struct {
+}
+
+// What an edited retry changed in the recorded request. The recorded request itself is never changed.
+type RequestEdit struct {
+	Method *string `json:"method,omitempty"`
+	// The request target sent instead: path and query.
+	Path *string `json:"path,omitempty"`
+	// Headers that replaced every value of their name (or were added).
+	SetHeaders []*Header `json:"setHeaders"`
+	// Header names removed.
+	UnsetHeaders []string `json:"unsetHeaders"`
+	// The body sent instead, as text; null when unchanged or not valid UTF-8 (see bodyBase64).
+	Body *string `json:"body,omitempty"`
+	// The body sent instead, base64; null when unchanged.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+}
+
+// What to change in a recorded request before sending it again; only what is set changes.
+type RequestEditInput struct {
+	Method *string `json:"method,omitempty"`
+	// The request target: path and query, starting with /.
+	Path *string `json:"path,omitempty"`
+	// Each replaces every value of its name (the first keeps its place), or is added last. Several of one name are all sent.
+	SetHeaders   []*HeaderInput `json:"setHeaders,omitempty"`
+	UnsetHeaders []string       `json:"unsetHeaders,omitempty"`
+	// The body to send, as text.
+	Body *string `json:"body,omitempty"`
+	// The body to send, base64 (for bytes that are not UTF-8); takes precedence over body.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
 }
 
 type SignUpPayload struct {
