@@ -96,7 +96,7 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
 		RemoteAddr: req.RemoteAddr, Peer: req.Peer, Scheme: req.Scheme, Headers: headers, Body: body,
 		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, BodyUnread: req.BodyUnread,
-		Trailers: req.Trailers, Answer: answer,
+		Trailers: req.Trailers, Answer: answer, Provider: DetectProvider(headers, body, req.Complete),
 	})
 	return d, nil
 }

@@ -156,6 +156,7 @@ func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
 	out.Status, out.StatusClass, out.AttemptStatus = num(f.Status), num(f.StatusClass), num(f.AttemptStatus)
 	out.Pending, out.IncompleteBody, out.DroppedHeaders = flag(f.Pending), flag(f.IncompleteBody), flag(f.DroppedHeaders)
 	out.Header, out.HeaderValue, out.BodyContains = str(f.Header), str(f.HeaderValue), str(f.BodyContains)
+	out.ProviderEvent, out.ProviderDeliveryID = str(f.ProviderEvent), str(f.ProviderDeliveryID)
 	if f.ReceivedAfter != nil {
 		out.ReceivedAfter = *f.ReceivedAfter
 	}

@@ -26,9 +26,14 @@ type History struct {
 
 // deliveryFrom selects deliveries (d) with the references to the events
 // that hold their headers and bodies (see scanDelivery).
+// The last columns are the provider and how many other deliveries of the
+// address carry the same provider id (redeliveries), through its index.
 const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
 		d.proto, d.remote_addr, d.body_size, d.complete, d.received_at, d.response_status,
-		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position
+		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position,
+		d.provider, d.provider_event, d.provider_delivery_id,
+		CASE WHEN d.provider_delivery_id IS NULL THEN 0 ELSE (SELECT COUNT(*) - 1 FROM deliveries x
+			WHERE x.address = d.address AND x.provider_delivery_id = d.provider_delivery_id) END
 	FROM deliveries d `
 
 // scanDelivery reads a row of deliveryFrom: the delivery without headers,
@@ -43,11 +48,16 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 		stream, rStream        sql.NullString
 		rev                    int64
 		rRev                   sql.NullInt64
+		provider, event, pid   sql.NullString
 	)
 	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
-		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated)
+		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated,
+		&provider, &event, &pid, &d.Duplicates)
 	if err != nil {
 		return readmodel.Delivery{}, deliveryRefs{}, err
+	}
+	if provider.Valid {
+		d.Provider = &domain.Provider{Name: provider.String, EventType: event.String, DeliveryID: pid.String}
 	}
 	d.Kind = domain.AddressKind(kind)
 	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)

@@ -131,7 +131,7 @@ func checkFilter(f readmodel.DeliveryFilter) error {
 	case f.HeaderValue != "" && f.Header == "":
 		return &domain.InvalidInputError{Field: "headerValue", Reason: "needs header: the name whose value it is"}
 	case len(f.Method) > 64 || len(f.Path) > 8192 || len(f.PathPrefix) > 8192 || len(f.Header) > 256 ||
-		len(f.HeaderValue) > 8192 || len(f.BodyContains) > 8192:
+		len(f.HeaderValue) > 8192 || len(f.BodyContains) > 8192 || len(f.ProviderEvent) > 256 || len(f.ProviderDeliveryID) > 256:
 		return &domain.InvalidInputError{Field: "filter", Reason: "a field is too long (method 64 bytes, header name 256, others 8 KiB)"}
 	}
 	return nil
@@ -179,6 +179,12 @@ func filterSQL(f readmodel.DeliveryFilter) (string, []any) {
 	}
 	if f.IncompleteBody {
 		cond("d.complete = 0")
+	}
+	if f.ProviderEvent != "" {
+		cond("d.provider_event = ?", f.ProviderEvent)
+	}
+	if f.ProviderDeliveryID != "" {
+		cond("d.provider_delivery_id = ?", f.ProviderDeliveryID)
 	}
 	return b.String(), args
 }

@@ -100,9 +100,13 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 		answered = p.Answer.Status
 	}
 	size := int64(len(t.event.Data))
+	var provider, event, providerID any // NULL: no provider, or none of its ids
+	if p.Provider != nil {
+		provider, event, providerID = p.Provider.Name, nullIfEmpty(p.Provider.EventType), nullIfEmpty(p.Provider.DeliveryID)
+	}
 	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		answered, size)
+		answered, size, provider, event, providerID)
 	if err != nil || n == 0 {
 		return n, err
 	}
@@ -288,4 +292,12 @@ func (w *historyWriter) committed() {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Position < cs[j].Position })
 	}
 	w.h.hub.publish(out)
+}
+
+// nullIfEmpty is s, or NULL when it is empty.
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

@@ -62,8 +62,9 @@ const (
 	// answer given at receipt (?16), if any.
 	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
 			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
-			answered_status, response_status, updated_position, stored_bytes)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17)
+			answered_status, response_status, updated_position, stored_bytes,
+			provider, provider_event, provider_delivery_id)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17, ?18, ?19, ?20)
 		ON CONFLICT (id) DO NOTHING`
 
 	// The delivery updates mark a delivery as changed by the event at ?1 and

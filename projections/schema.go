@@ -15,7 +15,8 @@ import (
 // whose sender waits for each attempt; version 5 the position of a
 // delivery's latest DeliveryAnswered, so that an outcome arriving after the
 // sender was answered does not change what the row says it was answered;
-// version 6 the edit an edited retry sent (attempts.edit).
+// version 6 the edit an edited retry sent (attempts.edit) and the provider
+// a delivery came from, with its own id of it (duplicates share one).
 const schemaVersion = 6
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -143,9 +144,17 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	updated_position  INTEGER NOT NULL,
 	-- stored_bytes is the size of the DeliveryReceived payload in the log
 	-- (headers and body as stored), what an inspector's quota counts.
-	stored_bytes      INTEGER NOT NULL DEFAULT 0
+	stored_bytes      INTEGER NOT NULL DEFAULT 0,
+	-- The webhook provider recognised at receipt (domain.DetectProvider),
+	-- its event type and its own id of the delivery; a provider that sends
+	-- it again sends the same id.
+	provider             TEXT,
+	provider_event       TEXT,
+	provider_delivery_id TEXT
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
+CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
+	WHERE provider_delivery_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS attempts (
 	position          INTEGER PRIMARY KEY,

@@ -91,6 +91,12 @@ type Delivery struct {
 	ResponseBody    []byte          // nil when not captured
 	Attempts        []Attempt       // in time order
 
+	// Provider is the webhook provider recognised at receipt, nil for
+	// none; Duplicates counts the address's other deliveries with the
+	// same provider id (the provider sent it again).
+	Provider   *domain.Provider
+	Duplicates int
+
 	Position        uint64 // of the DeliveryReceived event; orders history
 	UpdatedPosition uint64 // of the latest event that changed the delivery
 	Cursor          string // opaque paging cursor of this delivery
@@ -202,6 +208,9 @@ type DeliveryFilter struct {
 	HeaderValue    string // …and exactly this value, when set
 	BodyContains   string // the stored body holds these bytes
 	DroppedHeaders bool   // some header values were not stored
+	// Provider ids, recognised at receipt (kept in the views):
+	ProviderEvent      string // the provider's event type, exactly
+	ProviderDeliveryID string // the provider's id of the delivery: its redeliveries
 }
 
 // NeedsLog reports whether matching reads what only the log holds.

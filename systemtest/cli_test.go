@@ -242,14 +242,29 @@ type (
 		CreatedAt       string  `json:"createdAt"`
 	}
 	jsonDeliveryRow struct {
-		ID             string `json:"id"`
-		Address        string `json:"address"`
-		Method         string `json:"method"`
-		Path           string `json:"path"`
-		ReceivedAt     string `json:"receivedAt"`
-		ResponseStatus *int   `json:"responseStatus"`
-		BodySize       int    `json:"bodySize"`
-		Attempts       int    `json:"attempts"`
+		ID             string        `json:"id"`
+		Address        string        `json:"address"`
+		Method         string        `json:"method"`
+		Path           string        `json:"path"`
+		ReceivedAt     string        `json:"receivedAt"`
+		ResponseStatus *int          `json:"responseStatus"`
+		BodySize       int           `json:"bodySize"`
+		Attempts       int           `json:"attempts"`
+		Provider       *jsonProvider `json:"provider"`
+		Duplicates     int           `json:"duplicates"`
+	}
+	jsonProvider struct {
+		Name       string  `json:"name"`
+		EventType  *string `json:"eventType"`
+		DeliveryID *string `json:"deliveryId"`
+	}
+	jsonEdit struct {
+		Method       *string      `json:"method"`
+		Path         *string      `json:"path"`
+		SetHeaders   []jsonHeader `json:"setHeaders"`
+		UnsetHeaders []string     `json:"unsetHeaders"`
+		Body         *string      `json:"body"`
+		BodyBase64   *string      `json:"bodyBase64"`
 	}
 	jsonHeader struct {
 		Name        string  `json:"name"`
@@ -257,13 +272,14 @@ type (
 		ValueBase64 *string `json:"valueBase64"`
 	}
 	jsonAttempt struct {
-		ID         string  `json:"id"`
-		Status     *int    `json:"status"`
-		StartedAt  string  `json:"startedAt"`
-		DurationMs *int    `json:"durationMs"`
-		Error      *string `json:"error"`
-		Retry      bool    `json:"retry"`
-		Late       bool    `json:"late"`
+		ID         string    `json:"id"`
+		Status     *int      `json:"status"`
+		StartedAt  string    `json:"startedAt"`
+		DurationMs *int      `json:"durationMs"`
+		Error      *string   `json:"error"`
+		Retry      bool      `json:"retry"`
+		Late       bool      `json:"late"`
+		Edit       *jsonEdit `json:"edit"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`
@@ -281,6 +297,8 @@ type (
 		ReceivedAt     string        `json:"receivedAt"`
 		ResponseStatus *int          `json:"responseStatus"`
 		Attempts       []jsonAttempt `json:"attempts"`
+		Provider       *jsonProvider `json:"provider"`
+		Duplicates     int           `json:"duplicates"`
 		Curl           string        `json:"curl"`
 		CurlWithheld   string        `json:"curlWithheld"`
 	}

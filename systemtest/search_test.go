@@ -92,3 +92,72 @@ func TestDeliveriesSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderRedeliveries: the relay recognises a provider's event type
+// and delivery id, counts a redelivery of the same id as a duplicate, and
+// lists a delivery with its redeliveries.
+func TestProviderRedeliveries(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	id, _ := createInspector(t, r)
+	github := [][2]string{{"X-GitHub-Event", "push"}, {"X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"}, {"Content-Type", "application/json"}}
+	for range 2 { // GitHub's "Redeliver"
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/github", Host: r.AddressHost(id), Headers: github, Body: []byte(`{"ref":"main"}`)})
+	}
+	r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/stripe", Host: r.AddressHost(id),
+		Headers: [][2]string{{"Stripe-Signature", "t=1,v1=abc"}}, Body: []byte(`{"id":"evt_1","object":"event","type":"charge.succeeded"}`)})
+	r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/plain", Host: r.AddressHost(id), Body: []byte(`{}`)})
+	harness.Eventually(t, 10*time.Second, "four rows", func() bool { return len(history(t, r, id, 10)) == 4 })
+
+	type row struct {
+		ID       string
+		Path     string
+		Provider *struct {
+			Name                  string
+			EventType, DeliveryID *string
+		}
+		Duplicates int
+	}
+	list := func(args ...string) []row {
+		t.Helper()
+		out, code := harness.RunCLI(t, append([]string{"deliveries", "list", id, "--server", r.BareURL(), "-o", "json"}, args...)...)
+		var rows []row
+		if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
+			t.Fatalf("deliveries list %v: exit %d, %v\n%s", args, code, err, out)
+		}
+		return rows
+	}
+	all := list()
+	if len(all) != 4 {
+		t.Fatalf("%d rows", len(all))
+	}
+	byPath := map[string][]row{}
+	for _, r := range all {
+		byPath[r.Path] = append(byPath[r.Path], r)
+	}
+	for _, g := range byPath["/github"] {
+		if g.Provider == nil || g.Provider.Name != "github" || strp(g.Provider.EventType) != `"push"` || g.Duplicates != 1 {
+			t.Errorf("github row %+v, want github push with 1 duplicate", g)
+		}
+	}
+	if s := byPath["/stripe"]; len(s) != 1 || s[0].Provider == nil || strp(s[0].Provider.EventType) != `"charge.succeeded"` || strp(s[0].Provider.DeliveryID) != `"evt_1"` || s[0].Duplicates != 0 {
+		t.Errorf("stripe row %+v", s)
+	}
+	if p := byPath["/plain"]; len(p) != 1 || p[0].Provider != nil {
+		t.Errorf("plain row %+v, want no provider", p)
+	}
+	if got := list("--event", "push"); len(got) != 2 {
+		t.Errorf("--event push: %d rows, want 2", len(got))
+	}
+	if got := list("--provider-id", "72d3162e-cc78-11e3-81ab-4c9367dc0958"); len(got) != 2 {
+		t.Errorf("--provider-id: %d rows, want 2", len(got))
+	}
+	out, code := harness.RunCLI(t, "deliveries", "show", byPath["/github"][0].ID, "--server", r.BareURL())
+	if code != 0 || !strings.Contains(out, "provider: github push (sent 2 times), its delivery id 72d3162e-cc78-11e3-81ab-4c9367dc0958") {
+		t.Errorf("deliveries show: exit %d\n%s", code, out)
+	}
+	out, code = harness.RunCLI(t, "deliveries", "list", id, "--server", r.BareURL())
+	if code != 0 || strings.Count(out, "github push (sent 2 times)") != 2 || !strings.Contains(out, "stripe charge.succeeded") {
+		t.Errorf("deliveries list: exit %d\n%s", code, out)
+	}
+}

@@ -31,9 +31,20 @@ type deliveryRow struct {
 	ResponseStatus *int   `json:"responseStatus"`
 	BodySize       int    `json:"bodySize"`
 	Attempts       int    `json:"attempts"`
+	// Provider is the webhook provider recognised (null for none);
+	// Duplicates counts the other deliveries with its delivery id.
+	Provider   *providerJSON `json:"provider"`
+	Duplicates int           `json:"duplicates"`
 }
 
-const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status }`
+// providerJSON is Delivery.provider.
+type providerJSON struct {
+	Name       string  `json:"name"`
+	EventType  *string `json:"eventType"`
+	DeliveryID *string `json:"deliveryId"`
+}
+
+const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status } provider{ name eventType deliveryId } duplicates`
 
 // apiDeliveryRow is deliveryRowFields as the API answers them.
 type apiDeliveryRow struct {
@@ -41,11 +52,29 @@ type apiDeliveryRow struct {
 	ResponseStatus                                *int
 	BodySize                                      int
 	Attempts                                      []struct{ Status *int }
+	Provider                                      *providerJSON
+	Duplicates                                    int
 }
 
 func (d apiDeliveryRow) row() deliveryRow {
 	return deliveryRow{ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Path, ReceivedAt: d.ReceivedAt,
-		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts)}
+		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts), Provider: d.Provider, Duplicates: d.Duplicates}
+}
+
+// eventText is a row's provider event for a terminal: "github push",
+// with "(sent 2 times)" for a redelivered one; "" for none.
+func eventText(p *providerJSON, duplicates int) string {
+	if p == nil {
+		return ""
+	}
+	s := p.Name
+	if p.EventType != nil {
+		s += " " + termtext.Safe(*p.EventType, false)
+	}
+	if duplicates > 0 {
+		s += fmt.Sprintf(" (sent %d times)", duplicates+1)
+	}
+	return s
 }
 
 // headerJSON is a header with its exact bytes when they are not UTF-8.
@@ -100,13 +129,15 @@ type deliveryJSON struct {
 	ReceivedAt     string        `json:"receivedAt"`
 	ResponseStatus *int          `json:"responseStatus"`
 	Attempts       []attemptJSON `json:"attempts"`
+	Provider       *providerJSON `json:"provider"`
+	Duplicates     int           `json:"duplicates"`
 	// Curl replays the request byte for byte; it is empty when the body is
 	// stored in part, and CurlWithheld says why.
 	Curl         string `json:"curl"`
 	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + attemptFields + ` }`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + attemptFields + ` } provider{ name eventType deliveryId } duplicates`
 
 func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -166,9 +197,9 @@ listed when it matches all of them.`,
 				fmt.Fprintln(stdout, "no deliveries")
 			} else {
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID")
+				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID\tEVENT")
 				for _, d := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -192,6 +223,8 @@ listed when it matches all of them.`,
 	fs.StringVar(&f.header, "header", "", "with this header (NAME) or header value (NAME=VALUE)")
 	fs.IntVar(&f.attempt, "attempt-status", 0, "an attempt to reach the local target got this status")
 	fs.BoolVar(&f.incomplete, "incomplete", false, "whose body was stored in part")
+	fs.StringVar(&f.event, "event", "", "of this provider event type (push, charge.succeeded)")
+	fs.StringVar(&f.providerID, "provider-id", "", "with this provider delivery id: a delivery and its redeliveries")
 	fs.IntVar(&limit, "limit", 20, "at most this many deliveries")
 	return cmd
 }
@@ -199,6 +232,7 @@ listed when it matches all of them.`,
 // listFlags are deliveries list's filters as typed.
 type listFlags struct {
 	status, method, path, since, until, grep, header string
+	event, providerID                                string
 	attempt                                          int
 	incomplete                                       bool
 }
@@ -261,6 +295,12 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 	}
 	if f.incomplete {
 		out["incompleteBody"] = true
+	}
+	if f.event != "" {
+		out["providerEvent"] = f.event
+	}
+	if f.providerID != "" {
+		out["providerDeliveryId"] = f.providerID
 	}
 	if len(out) == 0 {
 		return nil, nil
@@ -475,7 +515,18 @@ func exactText(text string, raw *string) string {
 }
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {
-	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	if d.Provider != nil {
+		line := "provider: " + eventText(d.Provider, d.Duplicates)
+		if d.Provider.DeliveryID != nil {
+			line += ", its delivery id " + termtext.Safe(*d.Provider.DeliveryID, false)
+		}
+		if d.Duplicates > 0 {
+			line += " (relay deliveries list " + d.Address + " --provider-id ID lists them all)"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
 	// The sender's bytes are escaped where they could drive the terminal.
 	fmt.Fprintf(w, "%s %s\n", d.Method, termtext.Safe(d.Path, false))
 	for _, h := range d.Headers {

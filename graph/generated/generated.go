@@ -66,11 +66,13 @@ type ComplexityRoot struct {
 		Complete        func(childComplexity int) int
 		Cursor          func(childComplexity int) int
 		DroppedHeaders  func(childComplexity int) int
+		Duplicates      func(childComplexity int) int
 		Headers         func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Method          func(childComplexity int) int
 		Path            func(childComplexity int) int
 		PathBase64      func(childComplexity int) int
+		Provider        func(childComplexity int) int
 		ReceivedAt      func(childComplexity int) int
 		RemoteAddress   func(childComplexity int) int
 		ResponseBody    func(childComplexity int) int
@@ -173,6 +175,12 @@ type ComplexityRoot struct {
 	PageInfo struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
+	}
+
+	Provider struct {
+		DeliveryID func(childComplexity int) int
+		EventType  func(childComplexity int) int
+		Name       func(childComplexity int) int
 	}
 
 	Query struct {
@@ -363,6 +371,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.DroppedHeaders(childComplexity), true
+	case "Delivery.duplicates":
+		if e.ComplexityRoot.Delivery.Duplicates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Duplicates(childComplexity), true
 	case "Delivery.headers":
 		if e.ComplexityRoot.Delivery.Headers == nil {
 			break
@@ -393,6 +407,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.PathBase64(childComplexity), true
+	case "Delivery.provider":
+		if e.ComplexityRoot.Delivery.Provider == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Provider(childComplexity), true
 	case "Delivery.receivedAt":
 		if e.ComplexityRoot.Delivery.ReceivedAt == nil {
 			break
@@ -864,6 +884,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Provider.deliveryId":
+		if e.ComplexityRoot.Provider.DeliveryID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Provider.DeliveryID(childComplexity), true
+	case "Provider.eventType":
+		if e.ComplexityRoot.Provider.EventType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Provider.EventType(childComplexity), true
+	case "Provider.name":
+		if e.ComplexityRoot.Provider.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Provider.Name(childComplexity), true
+
 	case "Query.delivery":
 		if e.ComplexityRoot.Query.Delivery == nil {
 			break
@@ -1209,6 +1248,23 @@ type Delivery {
   attempts: [Attempt!]!
   "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
   cursor: String!
+  "The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none."
+  provider: Provider
+  """
+  How many other deliveries of this address carry the same provider delivery id: the provider
+  sent it again. List them with the filter ` + "`" + `{providerDeliveryId: provider.deliveryId}` + "`" + `.
+  """
+  duplicates: Int!
+}
+
+"What a provider says of a delivery, in its own terms."
+type Provider {
+  "github, stripe, shopify, slack, svix or standard-webhooks."
+  name: String!
+  "The provider's event type (X-GitHub-Event, the body's type, X-Shopify-Topic…); null when not sent."
+  eventType: String
+  "The provider's own id of the delivery or event (X-GitHub-Delivery, the event's id, webhook-id…), the same when it sends it again; null when not sent."
+  deliveryId: String
 }
 
 type DeliveryEdge {
@@ -1285,6 +1341,10 @@ input DeliveryFilter {
   bodyContains: String
   "Some header values were received but not stored."
   droppedHeaders: Boolean
+  "The provider's event type, exactly (` + "`" + `push` + "`" + `, ` + "`" + `charge.succeeded` + "`" + `)."
+  providerEvent: String
+  "The provider's id of the delivery: it and its redeliveries."
+  providerDeliveryId: String
 }
 
 type Endpoint {
@@ -1553,6 +1613,10 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_attempts(ctx, field)
 	case "cursor":
 		return ec.fieldContext_Delivery_cursor(ctx, field)
+	case "provider":
+		return ec.fieldContext_Delivery_provider(ctx, field)
+	case "duplicates":
+		return ec.fieldContext_Delivery_duplicates(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -1725,6 +1789,18 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_Provider(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Provider_name(ctx, field)
+	case "eventType":
+		return ec.fieldContext_Provider_eventType(ctx, field)
+	case "deliveryId":
+		return ec.fieldContext_Provider_deliveryId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Provider", field.Name)
 }
 
 func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2964,6 +3040,61 @@ func (ec *executionContext) _Delivery_cursor(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Delivery_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_provider(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_provider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Provider, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Provider) graphql.Marshaler {
+			return ec.marshalOProvider2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐProvider(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_provider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Provider(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_duplicates(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_duplicates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Duplicates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_duplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
@@ -4692,6 +4823,75 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Provider_name(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Provider_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Provider_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Provider", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Provider_eventType(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Provider_eventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Provider_eventType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Provider", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Provider_deliveryId(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Provider_deliveryId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveryID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Provider_deliveryId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Provider", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Query_inspector(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -6493,7 +6693,7 @@ func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"method", "path", "pathPrefix", "status", "statusClass", "pending", "attemptStatus", "receivedAfter", "receivedBefore", "incompleteBody", "header", "headerValue", "bodyContains", "droppedHeaders"}
+	fieldsInOrder := [...]string{"method", "path", "pathPrefix", "status", "statusClass", "pending", "attemptStatus", "receivedAfter", "receivedBefore", "incompleteBody", "header", "headerValue", "bodyContains", "droppedHeaders", "providerEvent", "providerDeliveryId"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6598,6 +6798,20 @@ func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, ob
 				return it, err
 			}
 			it.DroppedHeaders = data
+		case "providerEvent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("providerEvent"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ProviderEvent = data
+		case "providerDeliveryId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("providerDeliveryId"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ProviderDeliveryID = data
 		}
 	}
 	return it, nil
@@ -6970,6 +7184,13 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "cursor":
 			out.Values[i] = ec._Delivery_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "provider":
+			out.Values[i] = ec._Delivery_provider(ctx, field, obj)
+		case "duplicates":
+			out.Values[i] = ec._Delivery_duplicates(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -7727,6 +7948,49 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "endCursor":
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var providerImplementors = []string{"Provider"}
+
+func (ec *executionContext) _Provider(ctx context.Context, sel ast.SelectionSet, obj *model.Provider) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, providerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Provider")
+		case "name":
+			out.Values[i] = ec._Provider_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "eventType":
+			out.Values[i] = ec._Provider_eventType(ctx, field, obj)
+		case "deliveryId":
+			out.Values[i] = ec._Provider_deliveryId(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9050,6 +9314,13 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOProvider2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐProvider(ctx context.Context, sel ast.SelectionSet, v *model.Provider) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Provider(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalORequestEdit2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEdit(ctx context.Context, sel ast.SelectionSet, v *model.RequestEdit) graphql.Marshaler {

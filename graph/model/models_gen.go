@@ -93,6 +93,11 @@ type Delivery struct {
 	Attempts     []*Attempt `json:"attempts"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
 	Cursor string `json:"cursor"`
+	// The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none.
+	Provider *Provider `json:"provider,omitempty"`
+	// How many other deliveries of this address carry the same provider delivery id: the provider
+	// sent it again. List them with the filter `{providerDeliveryId: provider.deliveryId}`.
+	Duplicates int `json:"duplicates"`
 }
 
 type DeliveryConnection struct {
@@ -141,6 +146,10 @@ type DeliveryFilter struct {
 	BodyContains *string `json:"bodyContains,omitempty"`
 	// Some header values were received but not stored.
 	DroppedHeaders *bool `json:"droppedHeaders,omitempty"`
+	// The provider's event type, exactly (`push`, `charge.succeeded`).
+	ProviderEvent *string `json:"providerEvent,omitempty"`
+	// The provider's id of the delivery: it and its redeliveries.
+	ProviderDeliveryID *string `json:"providerDeliveryId,omitempty"`
 }
 
 type Endpoint struct {
@@ -247,6 +256,16 @@ type Mutation struct {
 type PageInfo struct {
 	HasNextPage bool    `json:"hasNextPage"`
 	EndCursor   *string `json:"endCursor,omitempty"`
+}
+
+// What a provider says of a delivery, in its own terms.
+type Provider struct {
+	// github, stripe, shopify, slack, svix or standard-webhooks.
+	Name string `json:"name"`
+	// The provider's event type (X-GitHub-Event, the body's type, X-Shopify-Topic…); null when not sent.
+	EventType *string `json:"eventType,omitempty"`
+	// The provider's own id of the delivery or event (X-GitHub-Delivery, the event's id, webhook-id…), the same when it sends it again; null when not sent.
+	DeliveryID *string `json:"deliveryId,omitempty"`
 }
 
 type Query struct {
