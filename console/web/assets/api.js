@@ -4,6 +4,7 @@
 export const ROW_FIELDS = `
   id cursor address method path bodySize complete receivedAt responseStatus
   attempts { id status startedAt durationMs error retry late }
+  provider { name eventType deliveryId } duplicates
 `;
 
 /** Every field of a delivery, for the detail pane. */

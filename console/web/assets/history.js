@@ -539,17 +539,32 @@ export function historyPage(root, { kind, id, navigate }) {
     tr.classList.toggle('is-selected', selected);
     if (selected) tr.setAttribute('aria-current', 'true');
     else tr.removeAttribute('aria-current');
-    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt]);
+    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt, d.provider, d.duplicates]);
     if (tr.dataset.sig === sig) return;
     tr.dataset.sig = sig;
     replace(tr,
       h('td', {}, h('span', { class: `method method-${d.method.toLowerCase()}` }, d.method)),
       h('td', { class: 'path-cell' }, h('div', { class: 'path-wrap' },
         h('code', { title: d.path }, d.path),
-        d.complete ? null : h('span', { class: 'badge badge-warn incomplete', title: 'Only the first part of the body was stored' }, 'incomplete'))),
+        d.complete ? null : h('span', { class: 'badge badge-warn incomplete', title: 'Only the first part of the body was stored' }, 'incomplete'),
+        providerBadge(d))),
       h('td', {}, statusBadge(d.responseStatus)),
       h('td', { class: 'num' }, formatBytes(d.bodySize)),
       h('td', {}, h('time', { datetime: d.receivedAt, title: formatFullTime(d.receivedAt) }, formatTime(d.receivedAt))));
+  }
+
+  // providerBadge names a recognised provider's event, and marks a
+  // redelivery: the provider sent the same delivery id more than once.
+  function providerBadge(d) {
+    if (!d.provider) return null;
+    const what = [d.provider.name, d.provider.eventType].filter(Boolean).join(' ');
+    const dup = d.duplicates > 0;
+    return h('span', {
+      class: `badge provider${dup ? ' badge-warn duplicate' : ''}`,
+      title: dup
+        ? `${d.provider.name} sent delivery ${d.provider.deliveryId} ${d.duplicates + 1} times`
+        : `${d.provider.name} delivery ${d.provider.deliveryId || '(no id)'}`,
+    }, dup ? `${what} ×${d.duplicates + 1}` : what);
   }
 
   function filtersForm() {
