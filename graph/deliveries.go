@@ -155,6 +155,7 @@ func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
 	out.Method, out.Path, out.PathPrefix = str(f.Method), str(f.Path), str(f.PathPrefix)
 	out.Status, out.StatusClass, out.AttemptStatus = num(f.Status), num(f.StatusClass), num(f.AttemptStatus)
 	out.Pending, out.IncompleteBody, out.DroppedHeaders = flag(f.Pending), flag(f.IncompleteBody), flag(f.DroppedHeaders)
+	out.RefusedOffline = flag(f.RefusedOffline)
 	out.Header, out.HeaderValue, out.BodyContains = str(f.Header), str(f.HeaderValue), str(f.BodyContains)
 	out.ProviderEvent, out.ProviderDeliveryID = str(f.ProviderEvent), str(f.ProviderDeliveryID)
 	if f.ReceivedAfter != nil {

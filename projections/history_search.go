@@ -23,6 +23,10 @@ const (
 	logCandidates = 500
 )
 
+// noAgentError is the error an attempt records when no agent was
+// connected to take it (the tunnel's forward).
+var noAgentError = domain.ErrAgentNotConnected.Error()
+
 // SearchDeliveries lists an address's deliveries that match f, newest
 // first, paged like Deliveries (see the bounds above). payload reads the
 // headers and bodies, as Deliveries does.
@@ -179,6 +183,12 @@ func filterSQL(f readmodel.DeliveryFilter) (string, []any) {
 	}
 	if f.IncompleteBody {
 		cond("d.complete = 0")
+	}
+	if f.RefusedOffline {
+		// What the sender got is the latest attempt's answer: a 503 that no
+		// agent was connected for, not one a local process answered.
+		cond(`d.response_status = 503 AND (SELECT a.error FROM attempts a WHERE a.delivery_position = d.position
+			AND a.outcome_position IS NOT NULL ORDER BY a.position DESC LIMIT 1) = ?`, noAgentError)
 	}
 	if f.ProviderEvent != "" {
 		cond("d.provider_event = ?", f.ProviderEvent)

@@ -145,6 +145,47 @@ func TestSearchByAttemptStatus(t *testing.T) {
 	}
 }
 
+// TestSearchRefusedOffline: a delivery whose latest attempt found no agent
+// is found; one retried since, or refused for another reason, is not.
+func TestSearchRefusedOffline(t *testing.T) {
+	e := newEnv(t, Options{})
+	attempt := func(id, att string, retry bool, status int, errText string) {
+		t.Helper()
+		e.must(e.onDelivery(e.ctx, id, t0, func(d *domain.Delivery) error {
+			if err := d.RequestForward(att, "ep-1", retry); err != nil {
+				return err
+			}
+			if errText != "" {
+				d.RecordFailure(domain.ForwardFailed{AttemptID: att, Status: status, Error: errText})
+			} else {
+				d.RecordResponse(domain.ForwardResponded{AttemptID: att, Status: status})
+			}
+			return nil
+		}))
+	}
+	for _, id := range []string{"y1", "y2", "y3", "y4"} {
+		e.must(e.receive(e.ctx, id, "ep-1", domain.AddressEndpoint, "acct-1", request("/y", ""), t0))
+	}
+	attempt("y1", "a1", false, 503, "no agent connected")
+	attempt("y2", "a1", false, 503, "no agent connected")
+	attempt("y2", "a2", true, 200, "") // caught up
+	attempt("y3", "a1", false, 503, "relay node lost")
+	attempt("y4", "a1", false, 503, "no agent connected")
+	attempt("y4", "a2", true, 503, "no agent connected") // a retry with no agent either
+	e.sync(e.views)
+	p, err := e.views.SearchDeliveries(e.ctx, "ep-1", 0, "", readmodel.DeliveryFilter{RefusedOffline: true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range p.Items {
+		got = append(got, d.ID)
+	}
+	if !slices.Equal(got, []string{"y4", "y1"}) {
+		t.Fatalf("refused offline: %v, want [y4 y1]", got)
+	}
+}
+
 // TestSearchRefusesBadFilters: contradictions and out-of-range values get
 // an invalid-input error naming the field.
 func TestSearchRefusesBadFilters(t *testing.T) {

@@ -203,6 +203,9 @@ type DeliveryFilter struct {
 	ReceivedAfter  time.Time // inclusive; zero: no bound
 	ReceivedBefore time.Time // exclusive; zero: no bound
 	IncompleteBody bool      // the body was stored in part (over the capture cap) or not read
+	// RefusedOffline: the sender was answered 503 because no agent was
+	// connected, and no attempt since reached the local target.
+	RefusedOffline bool
 	// Read from the log, so a page examines fewer deliveries:
 	Header         string // a header with this name (case-insensitive)…
 	HeaderValue    string // …and exactly this value, when set

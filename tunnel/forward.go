@@ -202,7 +202,7 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
 	if s == nil {
-		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: "no agent connected"}, nil
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.ErrAgentNotConnected.Error()}, nil
 	}
 	h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
 		"endpoint_id", cmd.EndpointID, "agent_id", s.info.AgentID)

@@ -28,8 +28,10 @@ func retryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn connection
 	var out output
 	var ef editFlags
+	var all, refusedOffline bool
+	catch := defaultCatchUp
 	cmd := &cobra.Command{
-		Use:   "retry DELIVERY_ID",
+		Use:   "retry DELIVERY_ID | --all --refused-offline ENDPOINT",
 		Short: "Replay a stored delivery to its Endpoint's local target, as recorded or edited",
 		Long: `Replay a stored delivery to its Endpoint's local target (through the
 connected agent) and print the new attempt. Exits 1 when the new attempt was
@@ -38,16 +40,42 @@ no agent connected, a bad edit).
 
 The edit flags send a changed copy: the attempt records exactly what changed,
 and the recorded delivery stays as it was (relay deliveries show lists the
-attempt's edit).`,
+attempt's edit).
+
+--all --refused-offline ENDPOINT catches up after the agent was away: it
+retries every delivery the relay answered 503 because no agent was
+connected, oldest first, at most --concurrency at once and --rate per
+second, printing a line each. Interrupt it at any time: a delivery that
+reached the local target no longer counts as refused, so running it again
+sends only the rest.`,
 		Example: `  relay retry 0193a7c2-...
   relay retry 0193a7c2-... -o json | jq .attempt.status
   relay retry 0193a7c2-... --set-header X-Debug=1 --unset-header Stripe-Signature
-  relay retry 0193a7c2-... --body @fixed.json --path /webhooks/v2`,
+  relay retry 0193a7c2-... --body @fixed.json --path /webhooks/v2
+  relay retry --all --refused-offline stripe`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			edit, err := ef.edit()
 			if err != nil {
 				return err
+			}
+			if all || refusedOffline {
+				switch {
+				case !all || !refusedOffline:
+					return usage(errors.New("--all takes --refused-offline (the deliveries refused while no agent was connected), and only with --all"))
+				case edit != nil:
+					return usage(errors.New("--all sends the deliveries as recorded: give no edit flags"))
+				case out.json():
+					return usage(errors.New("--all prints a line per delivery: no -o json"))
+				}
+				if err := catch.check(); err != nil {
+					return err
+				}
+				client, err := conn.start(c, env, out)
+				if err != nil {
+					return err
+				}
+				return catchUp(c.Context(), client, args[0], catch, stdout)
 			}
 			client, err := conn.start(c, env, out)
 			if err != nil {
@@ -99,6 +127,11 @@ attempt's edit).`,
 	fs.StringArrayVar(&ef.set, "set-header", nil, "set a header: NAME=VALUE (replaces every value of NAME; repeat for several)")
 	fs.StringArrayVar(&ef.unset, "unset-header", nil, "remove every value of a header (repeatable)")
 	fs.StringVar(&ef.body, "body", "", "send this body instead: text, @FILE, or @- for standard input")
+	fs.BoolVar(&all, "all", false, "retry every delivery of ENDPOINT that matches the filter (--refused-offline)")
+	fs.BoolVar(&refusedOffline, "refused-offline", false, "with --all: the deliveries answered 503 because no agent was connected")
+	fs.IntVar(&catch.concurrency, "concurrency", catch.concurrency, "with --all: retries at once")
+	fs.Float64Var(&catch.perSecond, "rate", catch.perSecond, "with --all: retries started per second")
+	fs.IntVar(&catch.limit, "limit", catch.limit, "with --all: at most this many deliveries")
 	return cmd
 }
 

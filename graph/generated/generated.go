@@ -1341,6 +1341,8 @@ input DeliveryFilter {
   bodyContains: String
   "Some header values were received but not stored."
   droppedHeaders: Boolean
+  "Answered 503 because no agent was connected, and not reached the local target since: what ` + "`" + `relay retry --all --refused-offline` + "`" + ` sends again."
+  refusedOffline: Boolean
   "The provider's event type, exactly (` + "`" + `push` + "`" + `, ` + "`" + `charge.succeeded` + "`" + `)."
   providerEvent: String
   "The provider's id of the delivery: it and its redeliveries."
@@ -6693,7 +6695,7 @@ func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"method", "path", "pathPrefix", "status", "statusClass", "pending", "attemptStatus", "receivedAfter", "receivedBefore", "incompleteBody", "header", "headerValue", "bodyContains", "droppedHeaders", "providerEvent", "providerDeliveryId"}
+	fieldsInOrder := [...]string{"method", "path", "pathPrefix", "status", "statusClass", "pending", "attemptStatus", "receivedAfter", "receivedBefore", "incompleteBody", "header", "headerValue", "bodyContains", "droppedHeaders", "refusedOffline", "providerEvent", "providerDeliveryId"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6798,6 +6800,13 @@ func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, ob
 				return it, err
 			}
 			it.DroppedHeaders = data
+		case "refusedOffline":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("refusedOffline"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RefusedOffline = data
 		case "providerEvent":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("providerEvent"))
 			data, err := ec.unmarshalOString2ᚖstring(ctx, v)

@@ -146,6 +146,8 @@ type DeliveryFilter struct {
 	BodyContains *string `json:"bodyContains,omitempty"`
 	// Some header values were received but not stored.
 	DroppedHeaders *bool `json:"droppedHeaders,omitempty"`
+	// Answered 503 because no agent was connected, and not reached the local target since: what `relay retry --all --refused-offline` sends again.
+	RefusedOffline *bool `json:"refusedOffline,omitempty"`
 	// The provider's event type, exactly (`push`, `charge.succeeded`).
 	ProviderEvent *string `json:"providerEvent,omitempty"`
 	// The provider's id of the delivery: it and its redeliveries.
