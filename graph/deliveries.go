@@ -2,6 +2,10 @@ package graph
 
 import (
 	"context"
+	"encoding/base64"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/model"
@@ -165,4 +169,58 @@ func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
 		out.ReceivedBefore = *f.ReceivedBefore
 	}
 	return out
+}
+
+// attemptsWithResponses is a delivery's attempts, with what each got back
+// read from the log when the query selects it (an attempt's response).
+func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery) ([]*model.Attempt, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !selectsField(fc.Field.Selections, "response") || len(d.Attempts) == 0 {
+		return d.Attempts, nil
+	}
+	got, err := r.Views.AttemptResponses(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	for _, a := range d.Attempts {
+		resp, ok := got[a.ID]
+		if !ok {
+			continue
+		}
+		m := &model.AttemptResponse{Status: resp.Status, Headers: toHeaders(resp.Headers), Captured: resp.Captured}
+		if resp.Captured {
+			m.Body = text(resp.Body)
+			b := base64.StdEncoding.EncodeToString(resp.Body)
+			m.BodyBase64 = &b
+		}
+		a.Response = m
+		n += int64(len(resp.Body))
+		for _, h := range resp.Headers {
+			n += int64(len(h.Name) + len(h.Value))
+		}
+	}
+	return d.Attempts, answersize.Charge(ctx, n)
+}
+
+// selectsField reports whether a selection set names a field directly
+// (in fragments too).
+func selectsField(set ast.SelectionSet, name string) bool {
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if s.Name == name {
+				return true
+			}
+		case *ast.InlineFragment:
+			if selectsField(s.SelectionSet, name) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if s.Definition == nil || selectsField(s.Definition.SelectionSet, name) {
+				return true
+			}
+		}
+	}
+	return false
 }

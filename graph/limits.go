@@ -169,6 +169,8 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)
+	// An attempt's response is read from the log: headers, and a body.
+	c.Attempt.Response = fixed(payloadCost)
 	c.ForwardRequest.BodyBase64 = fixed(payloadCost)
 	c.ForwardRequest.Headers = list(headersPerList)
 	// An event's payload is JSON with the body in base64.

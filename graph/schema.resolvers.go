@@ -9,6 +9,11 @@ import (
 	"github.com/relayhq/relay/graph/model"
 )
 
+// Attempts is the resolver for the attempts field.
+func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error) {
+	return r.attemptsWithResponses(ctx, obj)
+}
+
 // Deliveries is the resolver for the deliveries field.
 func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
 	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
@@ -208,6 +213,9 @@ func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID s
 	return r.attachAgent(ctx, endpointID, deref(target))
 }
 
+// Delivery returns generated.DeliveryResolver implementation.
+func (r *Resolver) Delivery() generated.DeliveryResolver { return &deliveryResolver{r} }
+
 // Endpoint returns generated.EndpointResolver implementation.
 func (r *Resolver) Endpoint() generated.EndpointResolver { return &endpointResolver{r} }
 
@@ -223,6 +231,7 @@ func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 // Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
+type deliveryResolver struct{ *Resolver }
 type endpointResolver struct{ *Resolver }
 type inspectorResolver struct{ *Resolver }
 type mutationResolver struct{ *Resolver }

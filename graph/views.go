@@ -20,6 +20,9 @@ type Views interface {
 	DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error)
 	Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
 	DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
+	// AttemptResponses reads what each attempt of a delivery got back,
+	// from the log, by attempt id.
+	AttemptResponses(ctx context.Context, deliveryID string) (map[string]readmodel.AttemptResponse, error)
 	// SearchDeliveries is a page of the deliveries that match a filter,
 	// with what only the log holds when payload is set.
 	SearchDeliveries(ctx context.Context, address string, first int, after string, f readmodel.DeliveryFilter, payload bool) (readmodel.Page, error)

@@ -220,3 +220,14 @@ type DeliveryFilter struct {
 func (f DeliveryFilter) NeedsLog() bool {
 	return f.Header != "" || f.HeaderValue != "" || f.BodyContains != "" || f.DroppedHeaders
 }
+
+// AttemptResponse is what one attempt got back: the local process's
+// answer (Body only when the Endpoint captures responses), or the relay's
+// own status and Error when the attempt failed.
+type AttemptResponse struct {
+	Status   int
+	Headers  []domain.Header
+	Body     []byte
+	Captured bool
+	Error    string
+}

@@ -149,7 +149,7 @@ func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout))
+	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesDiffCommand(env, stdout))
 	return cmd
 }
 

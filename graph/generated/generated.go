@@ -29,6 +29,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Delivery() DeliveryResolver
 	Endpoint() EndpointResolver
 	Inspector() InspectorResolver
 	Mutation() MutationResolver
@@ -51,8 +52,17 @@ type ComplexityRoot struct {
 		Error      func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Late       func(childComplexity int) int
+		Response   func(childComplexity int) int
 		Retry      func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
+		Status     func(childComplexity int) int
+	}
+
+	AttemptResponse struct {
+		Body       func(childComplexity int) int
+		BodyBase64 func(childComplexity int) int
+		Captured   func(childComplexity int) int
+		Headers    func(childComplexity int) int
 		Status     func(childComplexity int) int
 	}
 
@@ -212,6 +222,9 @@ type ComplexityRoot struct {
 	}
 }
 
+type DeliveryResolver interface {
+	Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error)
+}
 type EndpointResolver interface {
 	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
@@ -298,6 +311,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Late(childComplexity), true
+	case "Attempt.response":
+		if e.ComplexityRoot.Attempt.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Response(childComplexity), true
 	case "Attempt.retry":
 		if e.ComplexityRoot.Attempt.Retry == nil {
 			break
@@ -316,6 +335,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Status(childComplexity), true
+
+	case "AttemptResponse.body":
+		if e.ComplexityRoot.AttemptResponse.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Body(childComplexity), true
+	case "AttemptResponse.bodyBase64":
+		if e.ComplexityRoot.AttemptResponse.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.BodyBase64(childComplexity), true
+	case "AttemptResponse.captured":
+		if e.ComplexityRoot.AttemptResponse.Captured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Captured(childComplexity), true
+	case "AttemptResponse.headers":
+		if e.ComplexityRoot.AttemptResponse.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Headers(childComplexity), true
+	case "AttemptResponse.status":
+		if e.ComplexityRoot.AttemptResponse.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Status(childComplexity), true
 
 	case "Delivery.address":
 		if e.ComplexityRoot.Delivery.Address == nil {
@@ -1187,6 +1237,24 @@ type Attempt {
   late: Boolean!
   "What an edited retry changed in the recorded request before sending it; null when it was sent as recorded."
   edit: RequestEdit
+  """
+  What this attempt got back, read from the log: the local response's headers and (when the
+  Endpoint captures responses) its body, or the relay's own status when the attempt failed
+  (see error). Null while it waits. For comparing attempts (` + "`" + `relay deliveries diff` + "`" + `).
+  """
+  response: AttemptResponse
+}
+
+"What one attempt got back."
+type AttemptResponse {
+  status: Int!
+  headers: [Header!]!
+  "The body as text; null when not captured or not valid UTF-8 (see bodyBase64)."
+  body: String
+  "The body, base64; null when the Endpoint does not capture responses."
+  bodyBase64: String
+  "Whether the body was captured (the Endpoint's responseCapture)."
+  captured: Boolean!
 }
 
 "What an edited retry changed in the recorded request. The recorded request itself is never changed."
@@ -1569,8 +1637,26 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_late(ctx, field)
 	case "edit":
 		return ec.fieldContext_Attempt_edit(ctx, field)
+	case "response":
+		return ec.fieldContext_Attempt_response(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
+}
+
+func (ec *executionContext) childFields_AttemptResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_AttemptResponse_status(ctx, field)
+	case "headers":
+		return ec.fieldContext_AttemptResponse_headers(ctx, field)
+	case "body":
+		return ec.fieldContext_AttemptResponse_body(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_AttemptResponse_bodyBase64(ctx, field)
+	case "captured":
+		return ec.fieldContext_AttemptResponse_captured(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AttemptResponse", field.Name)
 }
 
 func (ec *executionContext) childFields_Delivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2548,6 +2634,162 @@ func (ec *executionContext) fieldContext_Attempt_edit(_ context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Attempt_response(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Response, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AttemptResponse) graphql.Marshaler {
+			return ec.marshalOAttemptResponse2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptResponse(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attempt",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AttemptResponse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttemptResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptResponse_headers(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Headers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttemptResponse",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttemptResponse_body(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptResponse_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptResponse_captured(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_captured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Captured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_captured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2998,7 +3240,7 @@ func (ec *executionContext) _Delivery_attempts(ctx context.Context, field graphq
 			return ec.fieldContext_Delivery_attempts(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Attempts, nil
+			return ec.Resolvers.Delivery().Attempts(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*model.Attempt) graphql.Marshaler {
@@ -3012,8 +3254,8 @@ func (ec *executionContext) fieldContext_Delivery_attempts(_ context.Context, fi
 	fc = &graphql.FieldContext{
 		Object:     "Delivery",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Attempt(ctx, field)
 		},
@@ -7077,6 +7319,61 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "edit":
 			out.Values[i] = ec._Attempt_edit(ctx, field, obj)
+		case "response":
+			out.Values[i] = ec._Attempt_response(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var attemptResponseImplementors = []string{"AttemptResponse"}
+
+func (ec *executionContext) _AttemptResponse(ctx context.Context, sel ast.SelectionSet, obj *model.AttemptResponse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attemptResponseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AttemptResponse")
+		case "status":
+			out.Values[i] = ec._AttemptResponse_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headers":
+			out.Values[i] = ec._AttemptResponse_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._AttemptResponse_body(ctx, field, obj)
+		case "bodyBase64":
+			out.Values[i] = ec._AttemptResponse_bodyBase64(ctx, field, obj)
+		case "captured":
+			out.Values[i] = ec._AttemptResponse_captured(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7114,66 +7411,66 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 		case "id":
 			out.Values[i] = ec._Delivery_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "address":
 			out.Values[i] = ec._Delivery_address(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "method":
 			out.Values[i] = ec._Delivery_method(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "path":
 			out.Values[i] = ec._Delivery_path(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "pathBase64":
 			out.Values[i] = ec._Delivery_pathBase64(ctx, field, obj)
 		case "headers":
 			out.Values[i] = ec._Delivery_headers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "droppedHeaders":
 			out.Values[i] = ec._Delivery_droppedHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "trailers":
 			out.Values[i] = ec._Delivery_trailers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "body":
 			out.Values[i] = ec._Delivery_body(ctx, field, obj)
 		case "bodyBase64":
 			out.Values[i] = ec._Delivery_bodyBase64(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "bodySize":
 			out.Values[i] = ec._Delivery_bodySize(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "bodyUnread":
 			out.Values[i] = ec._Delivery_bodyUnread(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "complete":
 			out.Values[i] = ec._Delivery_complete(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "receivedAt":
 			out.Values[i] = ec._Delivery_receivedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "remoteAddress":
 			out.Values[i] = ec._Delivery_remoteAddress(ctx, field, obj)
@@ -7182,26 +7479,57 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 		case "responseHeaders":
 			out.Values[i] = ec._Delivery_responseHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "responseBody":
 			out.Values[i] = ec._Delivery_responseBody(ctx, field, obj)
 		case "attempts":
-			out.Values[i] = ec._Delivery_attempts(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_attempts(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
 			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "cursor":
 			out.Values[i] = ec._Delivery_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "provider":
 			out.Values[i] = ec._Delivery_provider(ctx, field, obj)
 		case "duplicates":
 			out.Values[i] = ec._Delivery_duplicates(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -9212,6 +9540,13 @@ func (ec *executionContext) marshalOAccount2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 		return graphql.Null
 	}
 	return ec._Account(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOAttemptResponse2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptResponse(ctx context.Context, sel ast.SelectionSet, v *model.AttemptResponse) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AttemptResponse(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

@@ -30,6 +30,22 @@ type Attempt struct {
 	Late bool `json:"late"`
 	// What an edited retry changed in the recorded request before sending it; null when it was sent as recorded.
 	Edit *RequestEdit `json:"edit,omitempty"`
+	// What this attempt got back, read from the log: the local response's headers and (when the
+	// Endpoint captures responses) its body, or the relay's own status when the attempt failed
+	// (see error). Null while it waits. For comparing attempts (`relay deliveries diff`).
+	Response *AttemptResponse `json:"response,omitempty"`
+}
+
+// What one attempt got back.
+type AttemptResponse struct {
+	Status  int       `json:"status"`
+	Headers []*Header `json:"headers"`
+	// The body as text; null when not captured or not valid UTF-8 (see bodyBase64).
+	Body *string `json:"body,omitempty"`
+	// The body, base64; null when the Endpoint does not capture responses.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+	// Whether the body was captured (the Endpoint's responseCapture).
+	Captured bool `json:"captured"`
 }
 
 // The agent's report of one forward.
