@@ -3,7 +3,7 @@
 /** Fields a history row needs; the detail pane fetches the rest on demand. */
 export const ROW_FIELDS = `
   id cursor address method path bodySize complete receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late }
+  attempts { id status startedAt durationMs error retry late edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
   provider { name eventType deliveryId } duplicates
 `;
 
@@ -63,7 +63,11 @@ export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: 
 
 export const DELIVERY = `query Delivery($id: ID!) { delivery(id: $id) { ${DETAIL_FIELDS} } }`;
 
-export const RETRY = `mutation Retry($id: ID!) { retryDelivery(id: $id) { ${DETAIL_FIELDS} } }`;
+export const RETRY = `mutation Retry($id: ID!, $edit: RequestEditInput) { retryDelivery(id: $id, edit: $edit) { ${DETAIL_FIELDS} } }`;
+
+export const REFUSED_OFFLINE = `query RefusedOffline($id: ID!) {
+  endpoint(id: $id) { id deliveries(first: 100, filter: { refusedOffline: true }) { nodes { id } pageInfo { hasNextPage } } }
+}`;
 
 export const LIVE_DELIVERIES = `subscription Live($address: ID!, $since: String) {
   deliveries(address: $address, since: $since) { ${ROW_FIELDS} }

@@ -3,7 +3,7 @@
 import { h, replace, field } from './dom.js';
 import { request, subscriptions, describeError, token } from './graphql.js';
 import {
-  INSPECTOR, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES,
+  INSPECTOR, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES, REFUSED_OFFLINE,
   UPDATE_ENDPOINT, DELETE_ENDPOINT,
 } from './api.js';
 import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
@@ -82,6 +82,8 @@ export function historyPage(root, { kind, id, navigate }) {
     h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), h('p', { class: 'muted' }, 'Loading…'));
   const liveStatus = h('span', { class: 'live', 'data-state': 'connecting', role: 'status' }, 'Connecting…');
   const countLine = h('p', { class: 'count', role: 'status', 'aria-live': 'polite' });
+  const catchUpBox = h('div', { 'aria-live': 'polite' });
+  const catchUp = { ids: [], more: false, running: false, progress: '' };
   const tbody = h('tbody', { onkeydown: onRowKey, onclick: onRowClick });
   const table = h('table', { class: 'table rows', 'data-testid': 'rows' },
     h('caption', { class: 'sr-only' }, 'Requests, newest first. Use the arrow keys to move and Enter to open one.'),
@@ -99,6 +101,7 @@ export function historyPage(root, { kind, id, navigate }) {
     h('div', { class: 'workspace' },
       h('section', { class: 'card list', 'aria-labelledby': 'list-title' },
         h('div', { class: 'list-head' }, h('h2', { id: 'list-title' }, 'Requests'), liveStatus),
+        catchUpBox,
         filtersForm(),
         countLine,
         listError,
@@ -158,7 +161,10 @@ export function historyPage(root, { kind, id, navigate }) {
       },
     });
     cleanups.push(unsubscribe);
-    if (isEndpoint) startAgentPoll();
+    if (isEndpoint) {
+      startAgentPoll();
+      offerCatchUp();
+    }
   }
 
   /**
@@ -253,8 +259,70 @@ export function historyPage(root, { kind, id, navigate }) {
     if (line && (state.info.agentConnected !== connected || state.info.agentCount !== count)) {
       replace(line, agentBadge(connected, count));
     }
+    const arrived = connected && !state.info.agentConnected;
     state.info.agentConnected = connected;
     state.info.agentCount = count;
+    if (arrived) offerCatchUp();
+  }
+
+  // ---- catch-up: what was refused while no agent was connected ----------
+
+  // offerCatchUp looks for deliveries answered 503 while no agent was
+  // connected (the relay's refusedOffline search) and offers to send them
+  // again, oldest first, once an agent is connected.
+  async function offerCatchUp() {
+    if (!isEndpoint || !state.info.agentConnected || catchUp.running) return;
+    try {
+      const data = await request(REFUSED_OFFLINE, { id }, { signal: abort.signal });
+      if (disposed || !data.endpoint) return;
+      const conn = data.endpoint.deliveries;
+      catchUp.ids = conn.nodes.map((n) => n.id).reverse(); // oldest first
+      catchUp.more = conn.pageInfo.hasNextPage;
+    } catch {
+      return; // an offer is a convenience: the next connect asks again
+    }
+    renderCatchUp();
+  }
+
+  async function runCatchUp() {
+    if (catchUp.running || !catchUp.ids.length) return;
+    catchUp.running = true;
+    const ids = catchUp.ids;
+    let ok = 0;
+    let failed = 0;
+    for (let i = 0; i < ids.length && !disposed; i++) {
+      catchUp.progress = `Sending ${i + 1} of ${ids.length}…`;
+      renderCatchUp();
+      try {
+        const data = await request(RETRY, { id: ids[i], edit: null }, { signal: abort.signal });
+        const st = data.retryDelivery.responseStatus;
+        if (st >= 200 && st < 300) ok++; else failed++;
+        upsert(data.retryDelivery, 'page');
+      } catch (err) {
+        if (disposed || err.name === 'AbortError') return;
+        failed++;
+        if (err.code === 'AGENT_NOT_CONNECTED' || !state.info.agentConnected) break;
+      }
+    }
+    catchUp.running = false;
+    catchUp.ids = [];
+    catchUp.progress = `Caught up: ${ok} answered 2xx, ${failed} not.`;
+    renderCatchUp();
+  }
+
+  function renderCatchUp() {
+    if (catchUp.running || (!catchUp.ids.length && catchUp.progress)) {
+      replace(catchUpBox, notice(catchUp.running ? 'info' : 'success', h('span', { 'data-testid': 'catch-up-progress' }, catchUp.progress)));
+      return;
+    }
+    if (!catchUp.ids.length) {
+      replace(catchUpBox);
+      return;
+    }
+    const n = `${catchUp.ids.length}${catchUp.more ? '+' : ''}`;
+    replace(catchUpBox, h('div', { class: 'notice catch-up', 'data-testid': 'catch-up' },
+      h('span', {}, `${n} request${catchUp.ids.length === 1 ? ' was' : 's were'} answered 503 while no agent was connected. `),
+      h('button', { type: 'button', class: 'btn btn-small', 'data-testid': 'catch-up-run', onclick: runCatchUp }, 'Send them again, oldest first')));
   }
 
   function startAgentPoll() {
@@ -703,7 +771,7 @@ export function historyPage(root, { kind, id, navigate }) {
     return '';
   }
 
-  async function retry() {
+  async function retry(edit) {
     const d = state.detail;
     if (!d || state.retrying) return;
     const before = new Set(d.attempts.map((a) => a.id));
@@ -712,13 +780,13 @@ export function historyPage(root, { kind, id, navigate }) {
     state.newAttemptId = null;
     renderDetailPane();
     try {
-      const data = await request(RETRY, { id: d.id });
+      const data = await request(RETRY, { id: d.id, edit: edit || null });
       if (disposed) return;
       const updated = data.retryDelivery;
       const added = updated.attempts.find((a) => !before.has(a.id)) || updated.attempts[updated.attempts.length - 1];
       state.newAttemptId = added ? added.id : null;
       state.retryMessage = notice('success', h('span', { 'data-testid': 'retry-result' },
-        'Retried: the new attempt ', added && added.status !== null
+        edit ? 'Sent an edited copy: the new attempt ' : 'Retried: the new attempt ', added && added.status !== null
           ? ['answered ', statusBadge(added.status)]
           : ['failed', added && added.error ? ` (${added.error})` : ''], '.'));
       if (state.selectedId === updated.id) state.detail = updated;
