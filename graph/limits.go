@@ -169,8 +169,15 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)
-	// An attempt's response is read from the log: headers, and a body.
-	c.Attempt.Response = fixed(payloadCost)
+	// The responses of a delivery's attempts come from one read of its
+	// stream, shared by its attempts: a payload's weight over a typical
+	// list of them, whatever each selects (its fields are that read's).
+	c.Attempt.Response = fixed(payloadCost / attemptsPerList)
+	// An edit is a column of the attempt's row: what it selects costs
+	// nothing more.
+	c.Attempt.Edit = fixed(1)
+	// So is a delivery's provider.
+	c.Delivery.Provider = fixed(1)
 	c.ForwardRequest.BodyBase64 = fixed(payloadCost)
 	c.ForwardRequest.Headers = list(headersPerList)
 	// An event's payload is JSON with the body in base64.
