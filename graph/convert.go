@@ -69,7 +69,7 @@ func optional(s string) *string {
 
 func toDelivery(d readmodel.Delivery) *model.Delivery {
 	m := &model.Delivery{
-		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target),
+		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target), HTTPVersion: d.Proto,
 		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Trailers: toHeaders(d.Trailers), BodyUnread: d.BodyUnread, Body: text(d.Body),
 		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
@@ -81,11 +81,15 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		m.Provider = &model.Provider{Name: p.Name, EventType: optional(p.EventType), DeliveryID: optional(p.DeliveryID)}
 	}
 	if d.ResponseBody != nil {
+		b64 := base64.StdEncoding.EncodeToString(d.ResponseBody)
 		s := string(d.ResponseBody)
 		if !utf8.Valid(d.ResponseBody) {
-			s = base64.StdEncoding.EncodeToString(d.ResponseBody)
+			s = b64
 		}
 		m.ResponseBody = &s
+		// responseBody alone cannot tell base64 from text that looks like
+		// it; these are the bytes, always.
+		m.ResponseBodyBase64 = &b64
 	}
 	for _, a := range d.Attempts {
 		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit)}

@@ -75,7 +75,7 @@ const (
 	// payloadCost is what a payload field (a body, a response body, an
 	// event's data) weighs: reading it from the log, not its size. Twenty
 	// points let a default page with every field of Delivery pass the
-	// default budget (about 8 800) and refuse a dozen aliased pages of
+	// default budget (about 9 100) and refuse a dozen aliased pages of
 	// bodies, a page of 100 with every field, or a few hundred aliases.
 	payloadCost = 20
 	// mutationCost is what each mutation field weighs on top of what it
@@ -165,7 +165,11 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Delivery.Body = fixed(payloadCost)
 	c.Delivery.BodyBase64 = fixed(payloadCost)
 	// A response body is text, or base64 when it is not UTF-8.
-	c.Delivery.ResponseBody = fixed(payloadCost)
+	// The response body is one read, most often the same read of the
+	// delivery's stream as its request: its two forms share a payload's
+	// weight.
+	c.Delivery.ResponseBody = fixed(payloadCost / 2)
+	c.Delivery.ResponseBodyBase64 = fixed(payloadCost / 2)
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)

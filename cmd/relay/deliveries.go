@@ -139,17 +139,18 @@ type deliveryJSON struct {
 
 const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + attemptFields + ` } provider{ name eventType deliveryId } duplicates`
 
-func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "deliveries",
 		Aliases: []string{"delivery"},
-		Short:   "List and show recorded deliveries",
+		Short:   "List, show and export recorded deliveries",
 		Example: `  relay deliveries list stripe --status 5xx
-  relay deliveries show 0193a7c2-...`,
+  relay deliveries show 0193a7c2-...
+  relay deliveries export stripe -o stripe.har`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesDiffCommand(env, stdout))
+	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesDiffCommand(env, stdout), deliveriesExportCommand(env, stdout, stderr))
 	return cmd
 }
 

@@ -67,28 +67,30 @@ type ComplexityRoot struct {
 	}
 
 	Delivery struct {
-		Address         func(childComplexity int) int
-		Attempts        func(childComplexity int) int
-		Body            func(childComplexity int) int
-		BodyBase64      func(childComplexity int) int
-		BodySize        func(childComplexity int) int
-		BodyUnread      func(childComplexity int) int
-		Complete        func(childComplexity int) int
-		Cursor          func(childComplexity int) int
-		DroppedHeaders  func(childComplexity int) int
-		Duplicates      func(childComplexity int) int
-		Headers         func(childComplexity int) int
-		ID              func(childComplexity int) int
-		Method          func(childComplexity int) int
-		Path            func(childComplexity int) int
-		PathBase64      func(childComplexity int) int
-		Provider        func(childComplexity int) int
-		ReceivedAt      func(childComplexity int) int
-		RemoteAddress   func(childComplexity int) int
-		ResponseBody    func(childComplexity int) int
-		ResponseHeaders func(childComplexity int) int
-		ResponseStatus  func(childComplexity int) int
-		Trailers        func(childComplexity int) int
+		Address            func(childComplexity int) int
+		Attempts           func(childComplexity int) int
+		Body               func(childComplexity int) int
+		BodyBase64         func(childComplexity int) int
+		BodySize           func(childComplexity int) int
+		BodyUnread         func(childComplexity int) int
+		Complete           func(childComplexity int) int
+		Cursor             func(childComplexity int) int
+		DroppedHeaders     func(childComplexity int) int
+		Duplicates         func(childComplexity int) int
+		HTTPVersion        func(childComplexity int) int
+		Headers            func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		Method             func(childComplexity int) int
+		Path               func(childComplexity int) int
+		PathBase64         func(childComplexity int) int
+		Provider           func(childComplexity int) int
+		ReceivedAt         func(childComplexity int) int
+		RemoteAddress      func(childComplexity int) int
+		ResponseBody       func(childComplexity int) int
+		ResponseBodyBase64 func(childComplexity int) int
+		ResponseHeaders    func(childComplexity int) int
+		ResponseStatus     func(childComplexity int) int
+		Trailers           func(childComplexity int) int
 	}
 
 	DeliveryConnection struct {
@@ -427,6 +429,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Duplicates(childComplexity), true
+	case "Delivery.httpVersion":
+		if e.ComplexityRoot.Delivery.HTTPVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.HTTPVersion(childComplexity), true
 	case "Delivery.headers":
 		if e.ComplexityRoot.Delivery.Headers == nil {
 			break
@@ -481,6 +489,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ResponseBody(childComplexity), true
+	case "Delivery.responseBodyBase64":
+		if e.ComplexityRoot.Delivery.ResponseBodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.ResponseBodyBase64(childComplexity), true
 	case "Delivery.responseHeaders":
 		if e.ComplexityRoot.Delivery.ResponseHeaders == nil {
 			break
@@ -1195,13 +1209,13 @@ var sources = []*ast.Source{
 # Every operation has a cost, checked before it runs: 1 point per field, a list
 # or page multiplies what each row selects by its length (first, clamped to 100;
 # headers count as 32, attempts as 8, endpoints as 100), a payload field (body,
-# bodyBase64, responseBody, Event.data, ForwardRequest.bodyBase64) weighs the KiB
-# the capture cap lets it hold (base64: 4/3 of it), and a mutation field or a
-# page of events 1000 more. An operation over the budget (--max-query-cost,
-# default 10000) or with more than --max-query-fields fields (aliases and
-# fragments counted) is refused with extensions.code QUERY_TOO_COMPLEX, a
-# document of more than --max-query-tokens tokens with GRAPHQL_PARSE_FAILED, and
-# nothing runs. See docs/security.md.
+# bodyBase64, responseBody, responseBodyBase64, Event.data,
+# ForwardRequest.bodyBase64) weighs the KiB the capture cap lets it hold
+# (base64: 4/3 of it), and a mutation field or a page of events 1000 more. An
+# operation over the budget (--max-query-cost, default 10000) or with more than
+# --max-query-fields fields (aliases and fragments counted) is refused with
+# extensions.code QUERY_TOO_COMPLEX, a document of more than --max-query-tokens
+# tokens with GRAPHQL_PARSE_FAILED, and nothing runs. See docs/security.md.
 
 scalar Time
 
@@ -1279,6 +1293,8 @@ type Delivery {
   method: String!
   "Raw request target as sent: path and query, byte for byte (bytes that are not valid UTF-8 show as U+FFFD; use pathBase64)."
   path: String!
+  "The protocol version the request arrived with, such as HTTP/1.1 or HTTP/2.0."
+  httpVersion: String!
   "The request target's exact bytes, base64, when they are not valid UTF-8; else null."
   pathBase64: String
   "The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders)."
@@ -1311,8 +1327,10 @@ type Delivery {
   "What the sender was answered (the latest attempt's status for a retried delivery)."
   responseStatus: Int
   responseHeaders: [Header!]!
-  "The local response body, when the Endpoint captures responses."
+  "The local response body, when the Endpoint captures responses: as text when it is valid UTF-8, else in base64 (use responseBodyBase64 to tell)."
   responseBody: String
+  "The local response body's exact bytes, base64, when the Endpoint captured one; else null."
+  responseBodyBase64: String
   attempts: [Attempt!]!
   "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
   cursor: String!
@@ -1669,6 +1687,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_method(ctx, field)
 	case "path":
 		return ec.fieldContext_Delivery_path(ctx, field)
+	case "httpVersion":
+		return ec.fieldContext_Delivery_httpVersion(ctx, field)
 	case "pathBase64":
 		return ec.fieldContext_Delivery_pathBase64(ctx, field)
 	case "headers":
@@ -1697,6 +1717,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseHeaders(ctx, field)
 	case "responseBody":
 		return ec.fieldContext_Delivery_responseBody(ctx, field)
+	case "responseBodyBase64":
+		return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
 	case "cursor":
@@ -2882,6 +2904,29 @@ func (ec *executionContext) fieldContext_Delivery_path(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Delivery_httpVersion(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_httpVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HTTPVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_httpVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Delivery_pathBase64(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3228,6 +3273,29 @@ func (ec *executionContext) _Delivery_responseBody(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_Delivery_responseBody(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_responseBodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseBodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_responseBodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -7428,6 +7496,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "httpVersion":
+			out.Values[i] = ec._Delivery_httpVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "pathBase64":
 			out.Values[i] = ec._Delivery_pathBase64(ctx, field, obj)
 		case "headers":
@@ -7483,6 +7556,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "responseBody":
 			out.Values[i] = ec._Delivery_responseBody(ctx, field, obj)
+		case "responseBodyBase64":
+			out.Values[i] = ec._Delivery_responseBodyBase64(ctx, field, obj)
 		case "attempts":
 			field := field
 

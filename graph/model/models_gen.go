@@ -76,6 +76,8 @@ type Delivery struct {
 	Method  string `json:"method"`
 	// Raw request target as sent: path and query, byte for byte (bytes that are not valid UTF-8 show as U+FFFD; use pathBase64).
 	Path string `json:"path"`
+	// The protocol version the request arrived with, such as HTTP/1.1 or HTTP/2.0.
+	HTTPVersion string `json:"httpVersion"`
 	// The request target's exact bytes, base64, when they are not valid UTF-8; else null.
 	PathBase64 *string `json:"pathBase64,omitempty"`
 	// The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders).
@@ -104,9 +106,11 @@ type Delivery struct {
 	// What the sender was answered (the latest attempt's status for a retried delivery).
 	ResponseStatus  *int      `json:"responseStatus,omitempty"`
 	ResponseHeaders []*Header `json:"responseHeaders"`
-	// The local response body, when the Endpoint captures responses.
-	ResponseBody *string    `json:"responseBody,omitempty"`
-	Attempts     []*Attempt `json:"attempts"`
+	// The local response body, when the Endpoint captures responses: as text when it is valid UTF-8, else in base64 (use responseBodyBase64 to tell).
+	ResponseBody *string `json:"responseBody,omitempty"`
+	// The local response body's exact bytes, base64, when the Endpoint captured one; else null.
+	ResponseBodyBase64 *string    `json:"responseBodyBase64,omitempty"`
+	Attempts           []*Attempt `json:"attempts"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
 	Cursor string `json:"cursor"`
 	// The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none.
