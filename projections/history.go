@@ -27,7 +27,8 @@ type History struct {
 // that hold their headers and bodies (see scanDelivery).
 const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
 		d.proto, d.remote_addr, d.body_size, d.complete, d.received_at, d.response_status,
-		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position
+		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position,
+		d.answered_status, d.answered_reason, d.answered_at
 	FROM deliveries d `
 
 // scanDelivery reads a row of deliveryFrom: the delivery without headers,
@@ -42,9 +43,12 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 		stream, rStream        sql.NullString
 		rev                    int64
 		rRev                   sql.NullInt64
+		answered, answeredAt   sql.NullInt64
+		answeredWhy            string
 	)
 	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
-		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated)
+		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated,
+		&answered, &answeredWhy, &answeredAt)
 	if err != nil {
 		return readmodel.Delivery{}, deliveryRefs{}, err
 	}
@@ -55,6 +59,9 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 	if status.Valid {
 		s := int(status.Int64)
 		d.ResponseStatus = &s
+	}
+	if answered.Valid {
+		d.RelayAnswer = &readmodel.RelayAnswer{Status: int(answered.Int64), Reason: answeredWhy, At: fromNanos(answeredAt.Int64)}
 	}
 	d.Attempts = []readmodel.Attempt{}
 
@@ -193,6 +200,7 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 // The last column tells a late attempt: one with an outcome, requested
 // before the relay answered the sender itself (its DeliveryAnswered).
 const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry,
+	agent_id, node, outcome_at,
 	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
 		WHERE deliveries.position = attempts.delivery_position), 0)`
 
@@ -215,11 +223,16 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			started   int64
 			status    sql.NullInt64
 			durationM sql.NullInt64
+			outcomeAt sql.NullInt64
 		)
-		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &a.Late); err != nil {
+		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry,
+			&a.AgentID, &a.Node, &outcomeAt, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
 		}
 		a.StartedAt = fromNanos(started)
+		if outcomeAt.Valid {
+			a.OutcomeAt = fromNanos(outcomeAt.Int64)
+		}
 		if status.Valid {
 			s := int(status.Int64)
 			a.Status = &s
