@@ -72,10 +72,11 @@ const (
 	headersPerList   = 8
 	attemptsPerList  = 4
 	endpointsPerList = 100
+	factsPerList     = 6 // an explanation's facts: receipt, request, outcome, a session
 	// payloadCost is what a payload field (a body, a response body, an
 	// event's data) weighs: reading it from the log, not its size. Twenty
 	// points let a default page with every field of Delivery pass the
-	// default budget (about 8 800) and refuse a dozen aliased pages of
+	// default budget (about 9 300) and refuse a dozen aliased pages of
 	// bodies, a page of 100 with every field, or a few hundred aliases.
 	payloadCost = 20
 	// mutationCost is what each mutation field weighs on top of what it
@@ -84,6 +85,12 @@ const (
 	// eventsScanCost is what a page of the log weighs on top of its rows:
 	// an account's page may read up to 10 000 events to find its own.
 	eventsScanCost = 1000
+	// explanationCost is what an explanation (explanation, why) weighs on
+	// top of what it selects: one read of the agent sessions its attempts
+	// name and, for a 503 "no agent connected", one of the Endpoint's last
+	// session; views only, nothing from the log, so a quarter of a
+	// payload field.
+	explanationCost = 5
 )
 
 // Sentinels of the refusals the limits make; the error presenter gives
@@ -165,6 +172,9 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)
+	c.Delivery.Explanation = fixed(explanationCost)
+	c.Delivery.Why = func(child int) int { return add(explanationCost, child) }
+	c.Explanation.Facts = list(factsPerList)
 	c.ForwardRequest.BodyBase64 = fixed(payloadCost)
 	c.ForwardRequest.Headers = list(headersPerList)
 	// An event's payload is JSON with the body in base64.

@@ -5,9 +5,28 @@ import (
 	"errors"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 )
+
+// Explanation is the resolver for the explanation field.
+func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery) (string, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return "", err
+	}
+	return x.Text(), nil
+}
+
+// Why is the resolver for the why field.
+func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return nil, err
+	}
+	return toExplanation(x), nil
+}
 
 // Deliveries is the resolver for the deliveries field.
 func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error) {
@@ -204,6 +223,9 @@ func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID s
 	return r.attachAgent(ctx, endpointID, deref(target))
 }
 
+// Delivery returns generated.DeliveryResolver implementation.
+func (r *Resolver) Delivery() generated.DeliveryResolver { return &deliveryResolver{r} }
+
 // Endpoint returns generated.EndpointResolver implementation.
 func (r *Resolver) Endpoint() generated.EndpointResolver { return &endpointResolver{r} }
 
@@ -219,6 +241,7 @@ func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 // Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
+type deliveryResolver struct{ *Resolver }
 type endpointResolver struct{ *Resolver }
 type inspectorResolver struct{ *Resolver }
 type mutationResolver struct{ *Resolver }
