@@ -41,9 +41,9 @@ type jsonExplanation struct {
 
 // explained checks that delivery id is explained, through the API and
 // through `relay deliveries explain` (text and -o json) of the real binary,
-// as answered status, with a summary that says each of wants (and, when
-// facts are given, facts that say each of them). cli are extra flags of
-// the command (--ca-file). It returns what the API said.
+// as answered status (0: not answered yet), with a summary that says each
+// of wants (and, when facts are given, facts that say each of them). cli
+// are extra flags of the command (--ca-file). It returns what the API said.
 func explained(t *testing.T, r *harness.Relay, token, id string, status int, wants []string, facts []string, cli ...string) apiExplanation {
 	t.Helper()
 	var out struct{ Delivery *apiExplanation }
@@ -54,8 +54,8 @@ func explained(t *testing.T, r *harness.Relay, token, id string, status int, wan
 		t.Fatalf("delivery %s reads as null", id)
 	}
 	t.Logf("delivery %s:\n%s", id, x.Explanation)
-	if x.ResponseStatus == nil || *x.ResponseStatus != status || x.Why.Status == nil || *x.Why.Status != status {
-		t.Errorf("delivery %s: responseStatus %s, why.status %s; want %d", id, intp(x.ResponseStatus), intp(x.Why.Status), status)
+	if want := statusOrNull(status); intp(x.ResponseStatus) != want || intp(x.Why.Status) != want {
+		t.Errorf("delivery %s: responseStatus %s, why.status %s; want %s", id, intp(x.ResponseStatus), intp(x.Why.Status), want)
 	}
 	for _, w := range wants {
 		if !strings.Contains(x.Why.Summary, w) {
@@ -86,13 +86,22 @@ func explained(t *testing.T, r *harness.Relay, token, id string, status int, wan
 		t.Fatalf("relay %s -o json exited %d:\n%s", strings.Join(args, " "), code, jsonText)
 	}
 	decodeStrict(t, "deliveries explain", jsonText, &j)
-	if j.ID != id || j.Status == nil || *j.Status != status || j.Summary != x.Why.Summary || len(j.Facts) != len(x.Why.Facts) {
+	if j.ID != id || intp(j.Status) != statusOrNull(status) || j.Summary != x.Why.Summary || len(j.Facts) != len(x.Why.Facts) {
 		t.Errorf("deliveries explain -o json %+v, want the API's %+v", j, x.Why)
 	}
 	return *x
 }
 
-// deliveryOf returns the newest delivery of an inspector sent to path.
+// statusOrNull is status as intp prints it, 0 as null.
+func statusOrNull(status int) string {
+	if status == 0 {
+		return "null"
+	}
+	return strconv.Itoa(status)
+}
+
+// inspectorDeliveryAt returns the newest delivery of an inspector sent to
+// path, once it is answered.
 func inspectorDeliveryAt(t *testing.T, r *harness.Relay, inspector, path string) delivery {
 	t.Helper()
 	var found delivery
@@ -240,6 +249,19 @@ func TestExplainTheRelaysOwnAnswers(t *testing.T) {
 	t.Run("body budget", func(t *testing.T) {
 		held := sendAsync("/held", bytes.Repeat([]byte("a"), 40<<10))
 		waitArrived(t, "/held")
+		// While the local process holds it, the delivery waits.
+		var waiting proxied
+		harness.Eventually(t, 10*time.Second, "/held in the history with its attempt", func() bool {
+			for _, d := range endpointHistory(t, r, acct.Token, ep.ID) {
+				if d.Path == "/held" && len(d.Attempts) == 1 {
+					waiting = d
+					return true
+				}
+			}
+			return false
+		})
+		explained(t, r, acct.Token, waiting.ID, 0, []string{"No answer yet: attempt 1, requested at ", "is waiting for the local answer"},
+			[]string{"Forward requested (attempt 1); the sender waited on node ", "; no outcome yet."})
 		// The first body holds 40 of the 64 KiB budget until its answer.
 		if resp := send(t, r, ep.ID, "POST", "/busy", nil, bytes.Repeat([]byte("b"), 40<<10)); resp.Status != 503 {
 			t.Fatalf("a body over the budget answered %d, want 503", resp.Status)
