@@ -89,6 +89,20 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	if got := p.text(`.detail pre[data-testid=body-json]`); !strings.Contains(got, `"order": 7`) {
 		t.Errorf("request body shown as %q", got)
 	}
+	// Why the sender got 404, in one line; the facts behind it on expand.
+	if got := p.text(`.detail [data-testid=why-summary]`); !strings.HasPrefix(got, "Answered 404 by your local process at ") ||
+		!strings.Contains(got, "(attempt 1 via the agent") {
+		t.Errorf("why line = %q, want the local 404 of attempt 1", got)
+	}
+	if eval[bool](p, `document.querySelector('.detail [data-testid=why]').open`) {
+		t.Error("the why line opens its facts before it is clicked")
+	}
+	p.click(`.detail [data-testid=why] summary`)
+	p.waitFor("the why facts", `document.querySelector('.detail [data-testid=why]').open`)
+	if got := p.text(`.detail [data-testid=why-facts]`); !strings.Contains(got, "Your local process answered 404") ||
+		!strings.Contains(got, "Received POST at Endpoint "+id) {
+		t.Errorf("why facts = %q", got)
+	}
 
 	fixed.Store(true)
 	p.waitFor("Retry enabled", `!document.querySelector('[data-testid=retry]').disabled`)
@@ -103,6 +117,10 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	}
 	if got := p.text(`.detail tr.is-new [data-testid=attempt-status]`); got != "200" {
 		t.Errorf("highlighted new attempt status = %q, want 200", got)
+	}
+	if got := p.text(`.detail [data-testid=why-summary]`); !strings.HasPrefix(got, "Answered 200 by your local process at ") ||
+		!strings.Contains(got, "(attempt 2, a retry, via the agent") {
+		t.Errorf("why line after the retry = %q, want the retry's 200", got)
 	}
 	p.waitFor("the row's status 200", rowSelector("/hooks/order?id=7")+`.querySelector('.status').textContent === '200'`)
 	if got := p.text(`.detail`); !strings.Contains(got, `"received": true`) {

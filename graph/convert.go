@@ -7,6 +7,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -75,7 +76,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
-		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates,
+		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d,
 	}
 	if p := d.Provider; p != nil {
 		m.Provider = &model.Provider{Name: p.Name, EventType: optional(p.EventType), DeliveryID: optional(p.DeliveryID)}
@@ -102,6 +103,14 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 			at.Error = &e
 		}
 		m.Attempts = append(m.Attempts, at)
+	}
+	return m
+}
+
+func toExplanation(x explain.Explanation) *model.Explanation {
+	m := &model.Explanation{Status: x.Status, Summary: x.Summary, Facts: make([]*model.ExplanationFact, 0, len(x.Facts))}
+	for _, f := range x.Facts {
+		m.Facts = append(m.Facts, &model.ExplanationFact{At: f.At, Text: f.Text})
 	}
 	return m
 }

@@ -75,7 +75,7 @@ const (
 	// payloadCost is what a payload field (a body, a response body, an
 	// event's data) weighs: reading it from the log, not its size. Twenty
 	// points let a default page with every field of Delivery pass the
-	// default budget (about 9 100) and refuse a dozen aliased pages of
+	// default budget (about 9 600) and refuse a dozen aliased pages of
 	// bodies, a page of 100 with every field, or a few hundred aliases.
 	payloadCost = 20
 	// mutationCost is what each mutation field weighs on top of what it
@@ -88,6 +88,12 @@ const (
 	// its rows: it may examine 100 000 deliveries, or read 500 from the
 	// log, to fill itself.
 	searchScanCost = 1000
+	// explanationCost is what an explanation (explanation, why) weighs on
+	// top of what it selects: one read of the agent sessions its attempts
+	// name and, for a 503 "no agent connected", one of the Endpoint's last
+	// session; views only, nothing from the log, so a small share of a
+	// payload field.
+	explanationCost = 3
 )
 
 // Sentinels of the refusals the limits make; the error presenter gives
@@ -182,6 +188,10 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Attempt.Edit = fixed(1)
 	// So is a delivery's provider.
 	c.Delivery.Provider = fixed(1)
+	c.Delivery.Explanation = fixed(explanationCost)
+	// why is the same computation in parts: its facts are already made,
+	// whatever it selects.
+	c.Delivery.Why = fixed(explanationCost)
 	c.ForwardRequest.BodyBase64 = fixed(payloadCost)
 	c.ForwardRequest.Headers = list(headersPerList)
 	// An event's payload is JSON with the body in base64.

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 )
@@ -12,6 +13,24 @@ import (
 // Attempts is the resolver for the attempts field.
 func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error) {
 	return r.attemptsWithResponses(ctx, obj)
+}
+
+// Explanation is the resolver for the explanation field.
+func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery) (string, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return "", err
+	}
+	return x.Text(), nil
+}
+
+// Why is the resolver for the why field.
+func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return nil, err
+	}
+	return toExplanation(x), nil
 }
 
 // Deliveries is the resolver for the deliveries field.

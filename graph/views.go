@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -35,4 +36,7 @@ type Views interface {
 
 	// AccountEvents locates an account's events in the log.
 	AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]readmodel.EventRef, error)
+
+	// The agent sessions that explanations name (Delivery.explanation).
+	explain.Sessions
 }

@@ -25,7 +25,7 @@ const (
 
 // noAgentError is the error an attempt records when no agent was
 // connected to take it (the tunnel's forward).
-var noAgentError = domain.ErrAgentNotConnected.Error()
+var noAgentError = domain.FailureNoAgent
 
 // SearchDeliveries lists an address's deliveries that match f, newest
 // first, paged like Deliveries (see the bounds above). payload reads the

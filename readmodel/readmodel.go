@@ -59,6 +59,23 @@ type Attempt struct {
 	// Edit is what an edited retry changed in the recorded request before
 	// sending it; nil when it was sent as recorded.
 	Edit *domain.RequestEdit
+	// AgentID is the agent session its outcome names ("" when no agent
+	// took it); Node the relay node whose sender waited for it ("" in logs
+	// older than node names); OutcomeAt when its outcome was recorded
+	// (zero while pending).
+	AgentID   string
+	Node      string
+	OutcomeAt time.Time
+}
+
+// RelayAnswer is an answer the relay gave a sender itself, as it received
+// the request or later (a 504 when no outcome came in time), and why:
+// Reason holds one of the domain's reasons (domain.ReasonWrongProtocol, …),
+// "" for the plain 204 of an inspector or a LOG Endpoint.
+type RelayAnswer struct {
+	Status int
+	Reason string
+	At     time.Time
 }
 
 // Delivery is the read model of one recorded request and what became of it.
@@ -86,7 +103,10 @@ type Delivery struct {
 	// ResponseStatus is what the sender was answered: the status of the
 	// latest attempt that has an outcome, else the answer the relay gave
 	// itself (at receipt, or in a DeliveryAnswered).
-	ResponseStatus  *int
+	ResponseStatus *int
+	// RelayAnswer is the latest answer the relay gave the sender itself,
+	// nil when it gave none (every answer came from attempts).
+	RelayAnswer     *RelayAnswer
 	ResponseHeaders []domain.Header // from the latest ForwardResponded
 	ResponseBody    []byte          // nil when not captured
 	Attempts        []Attempt       // in time order
@@ -130,13 +150,18 @@ type Account struct {
 	CreatedAt time.Time
 }
 
-// AgentSession is an agent session that connected and has not disconnected.
+// AgentSession is an agent session serving an Endpoint, from its
+// AgentConnected to its AgentDisconnected.
 type AgentSession struct {
 	AgentID     string
 	EndpointID  string
 	Target      string
 	ConnectedAt time.Time
 	Node        string // the relay node holding it; empty in logs older than node names
+	// DisconnectedAt is when it ended, zero while it is open; Reason why
+	// (one of the domain's Session... reasons).
+	DisconnectedAt time.Time
+	Reason         string
 }
 
 // NodeSessions counts the open agent sessions of an Endpoint one relay node

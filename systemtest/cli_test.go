@@ -299,6 +299,7 @@ type (
 		Attempts       []jsonAttempt `json:"attempts"`
 		Provider       *jsonProvider `json:"provider"`
 		Duplicates     int           `json:"duplicates"`
+		Why            string        `json:"why"`
 		Curl           string        `json:"curl"`
 		CurlWithheld   string        `json:"curlWithheld"`
 	}
@@ -440,8 +441,14 @@ func TestCLIJSONOutputs(t *testing.T) {
 	}
 	var shown jsonDelivery
 	h.jsonOut(t, &shown, "deliveries", "show", fwd.DeliveryID)
-	if shown.ID != fwd.DeliveryID || shown.URL != created.URL || len(shown.Attempts) != 1 || !strings.Contains(shown.Curl, "base64 -d") {
+	if shown.ID != fwd.DeliveryID || shown.URL != created.URL || len(shown.Attempts) != 1 || !strings.Contains(shown.Curl, "base64 -d") ||
+		!strings.HasPrefix(shown.Why, "Answered 200 by your local process at ") {
 		t.Errorf("deliveries show: %+v", shown)
+	}
+	var why jsonExplanation
+	h.jsonOut(t, &why, "deliveries", "explain", fwd.DeliveryID)
+	if why.ID != fwd.DeliveryID || intp(why.Status) != "200" || why.Summary != shown.Why || len(why.Facts) < 3 {
+		t.Errorf("deliveries explain: %+v", why)
 	}
 	// The curl line sends the same request again: same target, headers and body bytes.
 	before := len(seen.all())
@@ -523,6 +530,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"retry answered 502", h, []string{"retry", d.ID}, 1, "attempt 2: 502"},
 		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND"},
 		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND"},
+		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND"},
+		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "Answered 502 by the relay at "},
 		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND"},
 		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status"},
 		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND"},
@@ -575,7 +584,8 @@ func TestDeliveriesShowIncompleteBody(t *testing.T) {
 	small := storeBody(t, r, bytes.Repeat([]byte("b"), 4<<10))
 
 	out, code := h.run(t, "", "deliveries", "show", big, "--server", r.BareURL())
-	if code != 0 || !strings.Contains(out, "body: stored 256 KiB of 300 KiB (incomplete)") ||
+	if code != 0 || !strings.Contains(out, "\nwhy: Answered 204 by the relay at ") ||
+		!strings.Contains(out, "body: stored 256 KiB of 300 KiB (incomplete)") ||
 		!strings.Contains(out, "no replay command: the body is stored 256 KiB of 300 KiB") || strings.Contains(out, "curl") {
 		t.Errorf("deliveries show of an incomplete body exited %d:\n%s", code, out)
 	}

@@ -131,6 +131,9 @@ type deliveryJSON struct {
 	Attempts       []attemptJSON `json:"attempts"`
 	Provider       *providerJSON `json:"provider"`
 	Duplicates     int           `json:"duplicates"`
+	// Why says in one sentence why the sender got responseStatus
+	// (`deliveries explain` prints the facts behind it).
+	Why string `json:"why"`
 	// Curl replays the request byte for byte; it is empty when the body is
 	// stored in part, and CurlWithheld says why.
 	Curl         string `json:"curl"`
@@ -143,14 +146,17 @@ func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra
 	cmd := &cobra.Command{
 		Use:     "deliveries",
 		Aliases: []string{"delivery"},
-		Short:   "List, show and export recorded deliveries",
+		Short:   "List, search, show, explain, compare and export recorded deliveries",
 		Example: `  relay deliveries list stripe --status 5xx
   relay deliveries show 0193a7c2-...
+  relay deliveries explain 0193a7c2-...
+  relay deliveries diff 0193a7c2-...
   relay deliveries export stripe -o stripe.har`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesDiffCommand(env, stdout), deliveriesExportCommand(env, stdout, stderr))
+	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesExplainCommand(env, stdout),
+		deliveriesDiffCommand(env, stdout), deliveriesExportCommand(env, stdout, stderr))
 	return cmd
 }
 
@@ -376,6 +382,12 @@ func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, l
 	return rows, false, nil
 }
 
+// noDelivery is the refusal for an id that names no delivery the token may
+// read.
+func noDelivery(id string) error {
+	return &apiclient.Error{Message: fmt.Sprintf("no delivery %q (for this token)", id), Code: "NOT_FOUND"}
+}
+
 func notFound(ref string) error {
 	return &apiclient.Error{Message: fmt.Sprintf("no endpoint or inspector %q (for this token)", ref), Code: "NOT_FOUND"}
 }
@@ -460,14 +472,22 @@ func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Com
 }
 
 func showDelivery(ctx context.Context, client *apiclient.Client, id string) (deliveryJSON, error) {
-	var res struct{ Delivery *deliveryJSON }
-	if err := client.Do(ctx, `query($id: ID!){ delivery(id: $id){ `+deliveryFields+` } }`, map[string]any{"id": id}, &res); err != nil {
+	var res struct {
+		Delivery *struct {
+			deliveryJSON
+			// The API's why is an object; show prints its summary. Being
+			// shallower, this field takes "why" from deliveryJSON's.
+			APIWhy struct{ Summary string } `json:"why"`
+		}
+	}
+	if err := client.Do(ctx, `query($id: ID!){ delivery(id: $id){ `+deliveryFields+` why{ summary } } }`, map[string]any{"id": id}, &res); err != nil {
 		return deliveryJSON{}, fmt.Errorf("show delivery: %w", err)
 	}
 	if res.Delivery == nil {
-		return deliveryJSON{}, &apiclient.Error{Message: fmt.Sprintf("no delivery %q (for this token)", id), Code: "NOT_FOUND"}
+		return deliveryJSON{}, noDelivery(id)
 	}
-	d := *res.Delivery
+	d := res.Delivery.deliveryJSON
+	d.Why = res.Delivery.APIWhy.Summary
 	if d.Headers == nil {
 		d.Headers = []headerJSON{}
 	}
@@ -527,7 +547,7 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "why: %s\n\n", termtext.Safe(d.Why, false))
 	// The sender's bytes are escaped where they could drive the terminal.
 	fmt.Fprintf(w, "%s %s\n", d.Method, termtext.Safe(d.Path, false))
 	for _, h := range d.Headers {
@@ -579,4 +599,94 @@ func statusText(s *int) string {
 		return "-"
 	}
 	return strconv.Itoa(*s)
+}
+
+// explanationJSON is `deliveries explain -o json`: why the sender got
+// status, in one sentence and the dated facts of the log behind it.
+type explanationJSON struct {
+	ID      string     `json:"id"`
+	Status  *int       `json:"status"`
+	Summary string     `json:"summary"`
+	Facts   []factJSON `json:"facts"`
+}
+
+type factJSON struct {
+	At   string `json:"at"`
+	Text string `json:"text"`
+}
+
+func deliveriesExplainCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:   "explain DELIVERY_ID",
+		Short: "Say why a delivery's sender got the status it got, with the facts from the log",
+		Long: `Say why a delivery's sender got the status it got: who answered (the relay
+itself, or your local process through an agent), what decided it and when,
+then the dated facts from the log behind it (the request, the relay's own
+answer, each attempt and its outcome, the agent sessions that decided it).`,
+		Example: `  relay deliveries explain 0193a7c2-...
+  relay deliveries explain 0193a7c2-... -o json | jq -r .summary`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			x, err := explainDelivery(c.Context(), conn.client(conn.token), args[0])
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, x)
+			}
+			printExplanation(stdout, x)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}
+
+func explainDelivery(ctx context.Context, client *apiclient.Client, id string) (explanationJSON, error) {
+	var res struct {
+		Delivery *struct {
+			ID  string
+			Why struct {
+				Status  *int
+				Summary string
+				Facts   []factJSON
+			}
+		}
+	}
+	q := `query($id: ID!){ delivery(id: $id){ id why{ status summary facts{ at text } } } }`
+	if err := client.Do(ctx, q, map[string]any{"id": id}, &res); err != nil {
+		return explanationJSON{}, fmt.Errorf("explain delivery: %w", err)
+	}
+	if res.Delivery == nil {
+		return explanationJSON{}, noDelivery(id)
+	}
+	w := res.Delivery.Why
+	x := explanationJSON{ID: res.Delivery.ID, Status: w.Status, Summary: w.Summary, Facts: w.Facts}
+	if x.Facts == nil {
+		x.Facts = []factJSON{}
+	}
+	return x, nil
+}
+
+// printExplanation prints the sentence, then each fact after its time.
+// The facts quote agents' errors and recorded reasons: they are escaped
+// like a sender's bytes.
+func printExplanation(w io.Writer, x explanationJSON) {
+	fmt.Fprintln(w, termtext.Safe(x.Summary, false))
+	if len(x.Facts) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, f := range x.Facts {
+		fmt.Fprintf(w, "%s  %s\n", f.At, termtext.Safe(f.Text, false))
+	}
 }

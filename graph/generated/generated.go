@@ -77,6 +77,7 @@ type ComplexityRoot struct {
 		Cursor             func(childComplexity int) int
 		DroppedHeaders     func(childComplexity int) int
 		Duplicates         func(childComplexity int) int
+		Explanation        func(childComplexity int) int
 		HTTPVersion        func(childComplexity int) int
 		Headers            func(childComplexity int) int
 		ID                 func(childComplexity int) int
@@ -91,6 +92,7 @@ type ComplexityRoot struct {
 		ResponseHeaders    func(childComplexity int) int
 		ResponseStatus     func(childComplexity int) int
 		Trailers           func(childComplexity int) int
+		Why                func(childComplexity int) int
 	}
 
 	DeliveryConnection struct {
@@ -140,6 +142,17 @@ type ComplexityRoot struct {
 	EventEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	Explanation struct {
+		Facts   func(childComplexity int) int
+		Status  func(childComplexity int) int
+		Summary func(childComplexity int) int
+	}
+
+	ExplanationFact struct {
+		At   func(childComplexity int) int
+		Text func(childComplexity int) int
 	}
 
 	ForwardRequest struct {
@@ -226,6 +239,9 @@ type ComplexityRoot struct {
 
 type DeliveryResolver interface {
 	Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error)
+
+	Explanation(ctx context.Context, obj *model.Delivery) (string, error)
+	Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error)
 }
 type EndpointResolver interface {
 	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
@@ -429,6 +445,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Duplicates(childComplexity), true
+	case "Delivery.explanation":
+		if e.ComplexityRoot.Delivery.Explanation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Explanation(childComplexity), true
 	case "Delivery.httpVersion":
 		if e.ComplexityRoot.Delivery.HTTPVersion == nil {
 			break
@@ -513,6 +535,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Trailers(childComplexity), true
+	case "Delivery.why":
+		if e.ComplexityRoot.Delivery.Why == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Why(childComplexity), true
 
 	case "DeliveryConnection.edges":
 		if e.ComplexityRoot.DeliveryConnection.Edges == nil {
@@ -710,6 +738,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.EventEdge.Node(childComplexity), true
+
+	case "Explanation.facts":
+		if e.ComplexityRoot.Explanation.Facts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Facts(childComplexity), true
+	case "Explanation.status":
+		if e.ComplexityRoot.Explanation.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Status(childComplexity), true
+	case "Explanation.summary":
+		if e.ComplexityRoot.Explanation.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Summary(childComplexity), true
+
+	case "ExplanationFact.at":
+		if e.ComplexityRoot.ExplanationFact.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExplanationFact.At(childComplexity), true
+	case "ExplanationFact.text":
+		if e.ComplexityRoot.ExplanationFact.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExplanationFact.Text(childComplexity), true
 
 	case "ForwardRequest.attemptId":
 		if e.ComplexityRoot.ForwardRequest.AttemptID == nil {
@@ -1341,6 +1401,15 @@ type Delivery {
   sent it again. List them with the filter ` + "`" + `{providerDeliveryId: provider.deliveryId}` + "`" + `.
   """
   duplicates: Int!
+  """
+  Why the sender got responseStatus, in words: one sentence that names what
+  decided it and when (` + "`" + `why.summary` + "`" + `), then one line per fact of the log that
+  shows it, each after its time in UTC (` + "`" + `why.facts` + "`" + `). Read from the views, not
+  the log (docs/explanations.md).
+  """
+  explanation: String!
+  "The explanation in parts: the status it explains, its sentence and its dated facts."
+  why: Explanation!
 }
 
 "What a provider says of a delivery, in its own terms."
@@ -1351,6 +1420,28 @@ type Provider {
   eventType: String
   "The provider's own id of the delivery or event (X-GitHub-Delivery, the event's id, webhook-id…), the same when it sends it again; null when not sent."
   deliveryId: String
+}
+
+"Why a delivery's sender got its status, from the log (docs/explanations.md)."
+type Explanation {
+  "The status explained: the delivery's responseStatus (null while no answer is recorded)."
+  status: Int
+  """
+  One sentence: who answered (the relay itself, or your local process through
+  an agent), what decided it, and when.
+  """
+  summary: String!
+  """
+  The evidence, oldest first: the request's receipt, the relay's own answer,
+  each attempt and its outcome, and the agent sessions that decided it.
+  """
+  facts: [ExplanationFact!]!
+}
+
+"A dated line of an explanation."
+type ExplanationFact {
+  at: Time!
+  text: String!
 }
 
 type DeliveryEdge {
@@ -1727,6 +1818,10 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_provider(ctx, field)
 	case "duplicates":
 		return ec.fieldContext_Delivery_duplicates(ctx, field)
+	case "explanation":
+		return ec.fieldContext_Delivery_explanation(ctx, field)
+	case "why":
+		return ec.fieldContext_Delivery_why(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -1827,6 +1922,28 @@ func (ec *executionContext) childFields_EventEdge(ctx context.Context, field gra
 		return ec.fieldContext_EventEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type EventEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Explanation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_Explanation_status(ctx, field)
+	case "summary":
+		return ec.fieldContext_Explanation_summary(ctx, field)
+	case "facts":
+		return ec.fieldContext_Explanation_facts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Explanation", field.Name)
+}
+
+func (ec *executionContext) childFields_ExplanationFact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_ExplanationFact_at(ctx, field)
+	case "text":
+		return ec.fieldContext_ExplanationFact_text(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ExplanationFact", field.Name)
 }
 
 func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3409,6 +3526,61 @@ func (ec *executionContext) fieldContext_Delivery_duplicates(_ context.Context, 
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _Delivery_explanation(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_explanation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Delivery().Explanation(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_explanation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, true, true, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_why(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_why(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Delivery().Why(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Explanation) graphql.Marshaler {
+			return ec.marshalNExplanation2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_why(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Explanation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4213,6 +4385,130 @@ func (ec *executionContext) fieldContext_EventEdge_node(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Explanation_status(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Explanation", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Explanation_summary(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Summary, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Explanation", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Explanation_facts(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_facts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Facts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ExplanationFact) graphql.Marshaler {
+			return ec.marshalNExplanationFact2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFactᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_facts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Explanation",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ExplanationFact(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ExplanationFact_at(ctx context.Context, field graphql.CollectedField, obj *model.ExplanationFact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExplanationFact_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExplanationFact_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExplanationFact", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ExplanationFact_text(ctx context.Context, field graphql.CollectedField, obj *model.ExplanationFact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExplanationFact_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExplanationFact_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExplanationFact", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _ForwardRequest_attemptId(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
@@ -7606,6 +7902,78 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "explanation":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_explanation(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "why":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_why(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7984,6 +8352,96 @@ func (ec *executionContext) _EventEdge(ctx context.Context, sel ast.SelectionSet
 			}
 		case "node":
 			out.Values[i] = ec._EventEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var explanationImplementors = []string{"Explanation"}
+
+func (ec *executionContext) _Explanation(ctx context.Context, sel ast.SelectionSet, obj *model.Explanation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, explanationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Explanation")
+		case "status":
+			out.Values[i] = ec._Explanation_status(ctx, field, obj)
+		case "summary":
+			out.Values[i] = ec._Explanation_summary(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "facts":
+			out.Values[i] = ec._Explanation_facts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var explanationFactImplementors = []string{"ExplanationFact"}
+
+func (ec *executionContext) _ExplanationFact(ctx context.Context, sel ast.SelectionSet, obj *model.ExplanationFact) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, explanationFactImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ExplanationFact")
+		case "at":
+			out.Values[i] = ec._ExplanationFact_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._ExplanationFact_text(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -9285,6 +9743,46 @@ func (ec *executionContext) marshalNEventEdge2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 		return graphql.Null
 	}
 	return ec._EventEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNExplanation2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanation(ctx context.Context, sel ast.SelectionSet, v model.Explanation) graphql.Marshaler {
+	return ec._Explanation(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNExplanation2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanation(ctx context.Context, sel ast.SelectionSet, v *model.Explanation) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Explanation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNExplanationFact2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFactᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ExplanationFact) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNExplanationFact2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFact(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNExplanationFact2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFact(ctx context.Context, sel ast.SelectionSet, v *model.ExplanationFact) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ExplanationFact(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNForwardRequest2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐForwardRequest(ctx context.Context, sel ast.SelectionSet, v model.ForwardRequest) graphql.Marshaler {

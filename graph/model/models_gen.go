@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/relayhq/relay/readmodel"
 )
 
 type Account struct {
@@ -118,6 +120,14 @@ type Delivery struct {
 	// How many other deliveries of this address carry the same provider delivery id: the provider
 	// sent it again. List them with the filter `{providerDeliveryId: provider.deliveryId}`.
 	Duplicates int `json:"duplicates"`
+	// Why the sender got responseStatus, in words: one sentence that names what
+	// decided it and when (`why.summary`), then one line per fact of the log that
+	// shows it, each after its time in UTC (`why.facts`). Read from the views, not
+	// the log (docs/explanations.md).
+	Explanation string `json:"explanation"`
+	// The explanation in parts: the status it explains, its sentence and its dated facts.
+	Why *Explanation       `json:"why"`
+	Row readmodel.Delivery `json:"-"`
 }
 
 type DeliveryConnection struct {
@@ -217,6 +227,24 @@ type EventConnection struct {
 type EventEdge struct {
 	Cursor string `json:"cursor"`
 	Node   *Event `json:"node"`
+}
+
+// Why a delivery's sender got its status, from the log (docs/explanations.md).
+type Explanation struct {
+	// The status explained: the delivery's responseStatus (null while no answer is recorded).
+	Status *int `json:"status,omitempty"`
+	// One sentence: who answered (the relay itself, or your local process through
+	// an agent), what decided it, and when.
+	Summary string `json:"summary"`
+	// The evidence, oldest first: the request's receipt, the relay's own answer,
+	// each attempt and its outcome, and the agent sessions that decided it.
+	Facts []*ExplanationFact `json:"facts"`
+}
+
+// A dated line of an explanation.
+type ExplanationFact struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
 }
 
 // A request the agent must forward to its local target.

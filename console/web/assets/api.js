@@ -14,6 +14,7 @@ export const DETAIL_FIELDS = `
   body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }
   responseBody
+  why { status summary facts { at text } }
 `;
 
 export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;

@@ -1,5 +1,6 @@
-// The detail pane of one delivery: request, body, attempts, response, and
-// the Copy as curl and Retry actions.
+// The detail pane of one delivery: why it was answered as it was, request,
+// body, attempts, response, and the Copy as curl, Retry and Edit and retry
+// actions.
 import { field, h } from './dom.js';
 import {
   base64ToBytes, formatBytes, formatFullTime, headerValue, hexDump, highlightJSON, parseJSON,
@@ -51,6 +52,7 @@ export function renderDetail(d, opts) {
       fact('Body size', `${formatBytes(d.bodySize)} (${d.bodySize} bytes)`),
       d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
+    whyLine(d.id, d.why),
     h('div', { class: 'actions detail-actions' },
       copyButton(() => curlCommand(d, opts.baseURL), d.complete ? 'Copy as curl' : 'Copy as curl (partial body)', { 'data-testid': 'copy-curl' }),
       retryButton,
@@ -91,6 +93,32 @@ function incompleteNotice(d, stored) {
     h('strong', {}, `Incomplete: ${sizes} (${stored} of ${d.bodySize} bytes)`),
     ' — only the first part of the body is kept (the capture cap, or the sender stopped sending). ' +
       'Copy as curl replays that part only, not the request the sender made.');
+}
+
+/**
+ * whyOpen holds the deliveries whose facts are open: the pane is drawn
+ * anew when the delivery changes (a retry, a live update), and the facts a
+ * reader opened stay open.
+ */
+const whyOpen = new Set();
+
+/**
+ * whyLine says in one line why the sender got the status it got; the dated
+ * facts from the log behind it open below it.
+ */
+function whyLine(id, why) {
+  if (!why) return null;
+  const el = h('details', { class: 'why', 'data-testid': 'why' },
+    h('summary', {}, h('span', { class: 'why-label' }, 'Why'), ' ',
+      h('span', { 'data-testid': 'why-summary' }, why.summary)),
+    h('ol', { class: 'why-facts', 'data-testid': 'why-facts' }, (why.facts || []).map((f) => h('li', {},
+      h('time', { datetime: f.at, title: f.at }, formatFullTime(f.at)), ' ', f.text))));
+  el.open = whyOpen.has(id);
+  el.addEventListener('toggle', () => {
+    if (el.open) whyOpen.add(id);
+    else whyOpen.delete(id);
+  });
+  return el;
 }
 
 function fact(label, value) {
