@@ -227,6 +227,9 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	if cfg.Commands.MaxBody == 0 {
+		cfg.Commands.MaxBody = cfg.Ingress.MaxBody // an edited retry is held to the ingress's limit
+	}
 	a.svc = commands.New(cfg.Commands, a.store, a.rec, a.views, a.hub, a.hub, log)
 	var anonymous *ratelimit.Keyed
 	if !cfg.AnonymousRate.Off() {

@@ -127,6 +127,7 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 	var d struct {
 		ResponseStatus *int
 		Attempts       []attempt
+		Explanation    string
 	}
 	testwait.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		var out struct {
@@ -135,14 +136,15 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 					Nodes []struct {
 						ResponseStatus *int
 						Attempts       []attempt
+						Explanation    string
 					}
 				}
 			}
 		}
-		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus attempts{ status late } } } } }`,
+		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus attempts{ status late } explanation } } } }`,
 			map[string]any{"id": id}, &out)
 		if n := out.Endpoint.Deliveries.Nodes; len(n) == 1 && len(n[0].Attempts) == 1 && n[0].Attempts[0].Status != nil {
-			d.ResponseStatus, d.Attempts = n[0].ResponseStatus, n[0].Attempts
+			d.ResponseStatus, d.Attempts, d.Explanation = n[0].ResponseStatus, n[0].Attempts, n[0].Explanation
 			return nil
 		}
 		return fmt.Errorf("the late outcome is not in the history yet: %+v", out.Endpoint.Deliveries.Nodes)
@@ -156,6 +158,14 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 	}
 	if a := d.Attempts[0]; *a.Status != http.StatusOK || !a.Late {
 		t.Errorf("attempt %d late=%v, want the local 200, late", *a.Status, a.Late)
+	}
+	// The explanation says the relay answered 504 itself, and that the
+	// local 200 came too late.
+	for _, want := range []string{"Answered 504 by the relay at ", "no outcome of the forward reached it within --forward-timeout and 5 s more",
+		"Your local process answered 200", "late: the relay had already answered the sender itself"} {
+		if !strings.Contains(d.Explanation, want) {
+			t.Errorf("explanation\n%s\ndoes not say %q", d.Explanation, want)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
@@ -26,9 +27,9 @@ type goneReason struct {
 
 var (
 	// restarted: this node's own earlier run, which a crash ended.
-	restarted = goneReason{session: tunnel.RelayRestarted, attempt: record.RestartedReason}
+	restarted = goneReason{session: domain.SessionRelayRestarted, attempt: domain.FailureRestarted}
 	// nodeLost: another node of a cluster, whose lease lapsed.
-	nodeLost = goneReason{session: tunnel.NodeLost, attempt: record.NodeLostReason}
+	nodeLost = goneReason{session: domain.SessionNodeLost, attempt: domain.FailureNodeLostBeforeAnswer}
 )
 
 // recoverGone ends what nodes that are gone left open, for every node gone

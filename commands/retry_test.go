@@ -82,7 +82,7 @@ func TestRetryDeliveryRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.lastPosition(t)
-			got, err := e.svc.RetryDelivery(ctx(t), tc.account, tc.delivery)
+			got, err := e.svc.RetryDelivery(ctx(t), tc.account, tc.delivery, nil)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("RetryDelivery = %+v, %v; want %v", got.ID, err, tc.want)
 			}
@@ -112,7 +112,7 @@ func TestRetryDelivery(t *testing.T) {
 			id := e.receive(t, ep.ID, domain.AddressEndpoint, ada.ID, req, 503)
 
 			before := e.lastPosition(t)
-			d, err := e.svc.RetryDelivery(ctx(t), ada.ID, id)
+			d, err := e.svc.RetryDelivery(ctx(t), ada.ID, id, nil)
 			if err != nil {
 				t.Fatalf("retry: %v", err)
 			}
@@ -172,7 +172,7 @@ func TestRetryDelivery(t *testing.T) {
 			}
 
 			// A second retry adds a second attempt after the first.
-			d, err = e.svc.RetryDelivery(ctx(t), ada.ID, id)
+			d, err = e.svc.RetryDelivery(ctx(t), ada.ID, id, nil)
 			if err != nil {
 				t.Fatalf("second retry: %v", err)
 			}
@@ -192,7 +192,7 @@ func TestRetryDeliveryRecordsAFailedAttempt(t *testing.T) {
 	work := e.agent(t, ep.ID, ada.ID, answerPong)
 	id := e.receive(t, ep.ID, domain.AddressEndpoint, ada.ID, request("/fail", webhookBody, len(webhookBody)), 0)
 
-	d, err := e.svc.RetryDelivery(ctx(t), ada.ID, id)
+	d, err := e.svc.RetryDelivery(ctx(t), ada.ID, id, nil)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	// own change; beyond, it fails with domain.ErrUnavailable rather than
 	// hang while the views are stuck (a full disk). 0 means DefaultViewsWait.
 	ViewsWait time.Duration
+	// MaxBody bounds the body an edited retry sends (the ingress's
+	// --max-body); 0 means 10 MiB.
+	MaxBody int64
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -243,8 +246,19 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) erro
 const conflictTries = 20
 
 // RetryDelivery replays a stored delivery to the local target as a new
-// attempt and returns the delivery once that attempt has an outcome.
-func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string) (readmodel.Delivery, error) {
+// attempt, changed by edit when it is not nil, and returns the delivery
+// once that attempt has an outcome. A bad edit is refused before anything
+// is recorded.
+func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID string, edit *domain.RequestEdit) (readmodel.Delivery, error) {
+	if edit != nil {
+		maxBody := s.cfg.MaxBody
+		if maxBody <= 0 {
+			maxBody = 10 << 20
+		}
+		if err := edit.Check(maxBody); err != nil {
+			return readmodel.Delivery{}, err
+		}
+	}
 	// The owner check needs the row only; the request itself comes from the
 	// delivery's stream below.
 	view, err := s.views.DeliverySummary(ctx, deliveryID)
@@ -271,6 +285,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 		EndpointID:      ep.ID(),
 		CaptureResponse: set.ResponseCapture,
 		Timeout:         s.cfg.ForwardTimeout,
+		Edit:            edit,
 	})
 	if err != nil {
 		return readmodel.Delivery{}, err

@@ -89,6 +89,20 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	if got := p.text(`.detail pre[data-testid=body-json]`); !strings.Contains(got, `"order": 7`) {
 		t.Errorf("request body shown as %q", got)
 	}
+	// Why the sender got 404, in one line; the facts behind it on expand.
+	if got := p.text(`.detail [data-testid=why-summary]`); !strings.HasPrefix(got, "Answered 404 by your local process at ") ||
+		!strings.Contains(got, "(attempt 1 via the agent") {
+		t.Errorf("why line = %q, want the local 404 of attempt 1", got)
+	}
+	if eval[bool](p, `document.querySelector('.detail [data-testid=why]').open`) {
+		t.Error("the why line opens its facts before it is clicked")
+	}
+	p.click(`.detail [data-testid=why] summary`)
+	p.waitFor("the why facts", `document.querySelector('.detail [data-testid=why]').open`)
+	if got := p.text(`.detail [data-testid=why-facts]`); !strings.Contains(got, "Your local process answered 404") ||
+		!strings.Contains(got, "Received POST at Endpoint "+id) {
+		t.Errorf("why facts = %q", got)
+	}
 
 	fixed.Store(true)
 	p.waitFor("Retry enabled", `!document.querySelector('[data-testid=retry]').disabled`)
@@ -104,9 +118,32 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	if got := p.text(`.detail tr.is-new [data-testid=attempt-status]`); got != "200" {
 		t.Errorf("highlighted new attempt status = %q, want 200", got)
 	}
+	if got := p.text(`.detail [data-testid=why-summary]`); !strings.HasPrefix(got, "Answered 200 by your local process at ") ||
+		!strings.Contains(got, "(attempt 2, a retry, via the agent") {
+		t.Errorf("why line after the retry = %q, want the retry's 200", got)
+	}
 	p.waitFor("the row's status 200", rowSelector("/hooks/order?id=7")+`.querySelector('.status').textContent === '200'`)
 	if got := p.text(`.detail`); !strings.Contains(got, `"received": true`) {
 		t.Errorf("captured response body not shown in the detail pane")
+	}
+
+	// Edit and retry: change the body and a header, send the copy; the new
+	// attempt is marked edited, and the recorded request is unchanged.
+	p.click(`[data-testid=edit-retry]`)
+	p.waitFor("the editor", `!document.querySelector('[data-testid=edit-form]').hidden`)
+	p.assertLabelled()
+	p.do(chromedpSetValue(`[data-testid=edit-form] textarea[name=edit-body]`, `{"order":8}`))
+	p.do(chromedpSetValue(`[data-testid=edit-form] textarea[name=edit-headers]`, "Content-Type: application/json\nX-Debug: 1"))
+	p.click(`[data-testid=send-edited]`)
+	p.waitFor("the edited attempt", `document.querySelectorAll('[data-testid=attempt-edited]').length === 1`)
+	if got := eval[string](p, `document.querySelector('[data-testid=attempt-edited]').title`); !strings.Contains(got, "set X-Debug") || !strings.Contains(got, "body") {
+		t.Errorf("edited attempt says %q", got)
+	}
+	if got := p.text(`[data-testid=retry-result]`); !strings.Contains(got, "edited copy") {
+		t.Errorf("edited retry result = %q", got)
+	}
+	if got := p.text(`.detail pre[data-testid=body-json]`); !strings.Contains(got, `"order": 7`) {
+		t.Errorf("the recorded body changed after an edited retry: %q", got)
 	}
 
 	// Stop the agent: the indicator turns off and Retry explains why.
@@ -116,4 +153,15 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	if reason := p.text(`[data-testid=retry-reason]`); reason != "No agent connected" {
 		t.Errorf("retry reason = %q, want %q", reason, "No agent connected")
 	}
+
+	// A request while no agent is connected is refused; when an agent is
+	// back, the page offers to send it again, and does.
+	if status, _ := send(t, id, http.MethodPost, "/hooks/while-away", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":9}`)); status != http.StatusServiceUnavailable {
+		t.Fatalf("with no agent the sender got %d, want 503", status)
+	}
+	srv.StartAgentVia(t, args[4], token, args[6], args[8])
+	p.waitFor("the catch-up offer", `document.querySelector('[data-testid=catch-up]')?.textContent.includes('1 request was answered 503')`)
+	p.click(`[data-testid=catch-up-run]`)
+	p.waitFor("caught up", `document.querySelector('[data-testid=catch-up-progress]')?.textContent === 'Caught up: 1 answered 2xx, 0 not.'`)
+	p.waitFor("the row's status 200", rowSelector("/hooks/while-away")+`?.querySelector('.status').textContent === '200'`)
 }

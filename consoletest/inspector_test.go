@@ -86,6 +86,10 @@ func TestInspectorLiveHistory(t *testing.T) {
 	if reason := p.text(`[data-testid=retry-reason]`); reason != "Retry needs Log and Proxy mode" {
 		t.Errorf("retry reason on an inspector = %q", reason)
 	}
+	if why := p.text(`[data-testid=why-summary]`); !strings.HasPrefix(why, "Answered 204 by the relay at ") ||
+		!strings.HasSuffix(why, "a guest inspector records every request and answers 204.") {
+		t.Errorf("why line on an inspector row = %q", why)
+	}
 	p.screenshot("detail.png")
 
 	// Should the server refuse anyway, the console shows its code and message.

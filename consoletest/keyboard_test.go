@@ -20,8 +20,8 @@ func TestKeyboardNavigation(t *testing.T) {
 	p.open("/i/" + id)
 	p.waitFor("three rows", `document.querySelectorAll('tr.row').length === 3`)
 
-	// From the path filter, Tab reaches the list: one row is in the tab order.
-	p.do(chromedpFocus(`input[name=path]`))
+	// From the last filter, Tab reaches the list: one row is in the tab order.
+	p.do(chromedpFocus(`input[name=body]`))
 	p.key(kb.Tab)
 	focusedPath := `document.activeElement.closest('tr.row')?.querySelector('.path-wrap code').textContent`
 	if got := eval[string](p, focusedPath); got != "/third" {

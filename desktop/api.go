@@ -21,7 +21,8 @@ const (
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
   attempts { id status startedAt durationMs error retry late }
-  headers { name value } body bodyBase64 responseHeaders { name value } responseBody`
+  headers { name value } body bodyBase64 responseHeaders { name value } responseBody
+  why { status summary facts { at text } }`
 	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`
 	qRetry    = `mutation($id: ID!){ retryDelivery(id: $id){ ` + deliveryFields + ` } }`
 )

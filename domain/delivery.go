@@ -96,7 +96,7 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
 		RemoteAddr: req.RemoteAddr, Peer: req.Peer, Scheme: req.Scheme, Headers: headers, Body: body,
 		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, BodyUnread: req.BodyUnread,
-		Trailers: req.Trailers, Answer: answer,
+		Trailers: req.Trailers, Answer: answer, Provider: DetectProvider(headers, body, req.Complete),
 	})
 	return d, nil
 }
@@ -190,8 +190,9 @@ type EndpointStatus struct {
 	AgentConnected bool
 }
 
-// RequestRetry replays the delivery to the local target as a new attempt.
-func (d *Delivery) RequestRetry(attemptID, accountID string, ep EndpointStatus) error {
+// RequestRetry replays the delivery to the local target as a new attempt,
+// changed by edit when it is not nil (the recorded request stays as it was).
+func (d *Delivery) RequestRetry(attemptID, accountID string, ep EndpointStatus, edit *RequestEdit) error {
 	switch {
 	case d.kind != AddressEndpoint || ep.Mode != ModeProxy:
 		return ErrRetryNotProxy
@@ -201,6 +202,9 @@ func (d *Delivery) RequestRetry(attemptID, accountID string, ep EndpointStatus) 
 		return ErrPayloadIncomplete
 	}
 	d.raise(RetryRequested{DeliveryID: d.id, AttemptID: attemptID, AccountID: accountID})
-	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: d.address, Retry: true})
+	if edit != nil && edit.Empty() {
+		edit = nil
+	}
+	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: d.address, Retry: true, Edit: edit})
 	return nil
 }

@@ -147,7 +147,7 @@ func TestRetryPreconditions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := domain.LoadDelivery(tt.given)
-			err := d.RequestRetry("a2", "acc", tt.ep)
+			err := d.RequestRetry("a2", "acc", tt.ep, nil)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}

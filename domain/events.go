@@ -168,6 +168,9 @@ type DeliveryReceived struct {
 	// a DeliveryAnswered. Added without a version change: older events
 	// simply have none.
 	Answer *ReceiptAnswer `json:"answer,omitempty"`
+	// Provider is the webhook provider the relay recognised at receipt
+	// (DetectProvider), nil for none. Added without a version change.
+	Provider *Provider `json:"provider,omitempty"`
 	// Scheme ("https" or "http", as the sender used) and Peer (the trusted
 	// proxy that named RemoteAddr as the sender) were added without a
 	// version change: older events have neither, and RemoteAddr there is
@@ -198,6 +201,9 @@ type ForwardRequested struct {
 	// Node names the relay node whose sender waits for the attempt (empty
 	// before nodes were named); when that node is gone, no one does.
 	Node string `json:"node,omitempty"`
+	// Edit is what a retry changed in the recorded request before sending
+	// it (nil: sent as recorded).
+	Edit *RequestEdit `json:"edit,omitempty"`
 }
 
 // ForwardResponded records the local target's answer to an attempt.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -69,23 +70,30 @@ func optional(s string) *string {
 
 func toDelivery(d readmodel.Delivery) *model.Delivery {
 	m := &model.Delivery{
-		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target),
+		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target), HTTPVersion: d.Proto,
 		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Trailers: toHeaders(d.Trailers), BodyUnread: d.BodyUnread, Body: text(d.Body),
 		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
-		RemoteAddress: optional(d.RemoteAddr),
+		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d,
+	}
+	if p := d.Provider; p != nil {
+		m.Provider = &model.Provider{Name: p.Name, EventType: optional(p.EventType), DeliveryID: optional(p.DeliveryID)}
 	}
 	if d.ResponseBody != nil {
+		b64 := base64.StdEncoding.EncodeToString(d.ResponseBody)
 		s := string(d.ResponseBody)
 		if !utf8.Valid(d.ResponseBody) {
-			s = base64.StdEncoding.EncodeToString(d.ResponseBody)
+			s = b64
 		}
 		m.ResponseBody = &s
+		// responseBody alone cannot tell base64 from text that looks like
+		// it; these are the bytes, always.
+		m.ResponseBodyBase64 = &b64
 	}
 	for _, a := range d.Attempts {
-		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late}
+		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit)}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms
@@ -95,6 +103,14 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 			at.Error = &e
 		}
 		m.Attempts = append(m.Attempts, at)
+	}
+	return m
+}
+
+func toExplanation(x explain.Explanation) *model.Explanation {
+	m := &model.Explanation{Status: x.Status, Summary: x.Summary, Facts: make([]*model.ExplanationFact, 0, len(x.Facts))}
+	for _, f := range x.Facts {
+		m.Facts = append(m.Facts, &model.ExplanationFact{At: f.At, Text: f.Text})
 	}
 	return m
 }
@@ -169,4 +185,54 @@ func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
 		p.Mode = &m
 	}
 	return p
+}
+
+// toEdit is an attempt's edit as the API shows it.
+func toEdit(e *domain.RequestEdit) *model.RequestEdit {
+	if e == nil {
+		return nil
+	}
+	m := &model.RequestEdit{Method: optional(e.Method), Path: optional(e.Target), SetHeaders: toHeaders(e.SetHeaders), UnsetHeaders: e.UnsetHeaders}
+	if m.UnsetHeaders == nil {
+		m.UnsetHeaders = []string{}
+	}
+	if e.Body != nil {
+		m.Body = text(*e.Body)
+		b := base64.StdEncoding.EncodeToString(*e.Body)
+		m.BodyBase64 = &b
+	}
+	return m
+}
+
+// fromEditInput is the API's edit as the service takes it (nil: none).
+func fromEditInput(in *model.RequestEditInput) (*domain.RequestEdit, error) {
+	if in == nil {
+		return nil, nil
+	}
+	e := &domain.RequestEdit{UnsetHeaders: in.UnsetHeaders}
+	if in.Method != nil {
+		e.Method = *in.Method
+	}
+	if in.Path != nil {
+		e.Target = *in.Path
+	}
+	var err error
+	if e.SetHeaders, err = fromHeaderInputs(in.SetHeaders); err != nil {
+		return nil, &domain.InvalidInputError{Field: "edit.setHeaders", Reason: "a valueBase64 is not valid base64"}
+	}
+	if len(e.SetHeaders) == 0 {
+		e.SetHeaders = nil
+	}
+	switch {
+	case in.BodyBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*in.BodyBase64)
+		if err != nil {
+			return nil, &domain.InvalidInputError{Field: "edit.bodyBase64", Reason: "not valid base64"}
+		}
+		e.Body = &b
+	case in.Body != nil:
+		b := []byte(*in.Body)
+		e.Body = &b
+	}
+	return e, nil
 }

@@ -2,6 +2,10 @@ package graph
 
 import (
 	"context"
+	"encoding/base64"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/model"
@@ -25,8 +29,17 @@ func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, str
 }
 
 // history reads a page of an address's history, with what only the log
-// holds when the query selects it (see wantsPayload).
-func (r *Resolver) history(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
+// holds when the query selects it (see wantsPayload); with filter, only
+// the deliveries that match.
+func (r *Resolver) history(ctx context.Context, address string, first int, after string, filter *model.DeliveryFilter) (readmodel.Page, error) {
+	if filter != nil {
+		payload := wantsPayload(ctx)
+		p, err := r.Views.SearchDeliveries(ctx, address, first, after, toFilter(filter), payload)
+		if err != nil || !payload {
+			return p, err
+		}
+		return p, chargePayloads(ctx, p.Items...)
+	}
 	if wantsPayload(ctx) {
 		p, err := r.Views.Deliveries(ctx, address, first, after)
 		if err != nil {
@@ -125,4 +138,89 @@ func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery,
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// toFilter is the API's filter as the views take it.
+func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
+	var out readmodel.DeliveryFilter
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	num := func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	flag := func(p *bool) bool { return p != nil && *p }
+	out.Method, out.Path, out.PathPrefix = str(f.Method), str(f.Path), str(f.PathPrefix)
+	out.Status, out.StatusClass, out.AttemptStatus = num(f.Status), num(f.StatusClass), num(f.AttemptStatus)
+	out.Pending, out.IncompleteBody, out.DroppedHeaders = flag(f.Pending), flag(f.IncompleteBody), flag(f.DroppedHeaders)
+	out.RefusedOffline = flag(f.RefusedOffline)
+	out.Header, out.HeaderValue, out.BodyContains = str(f.Header), str(f.HeaderValue), str(f.BodyContains)
+	out.ProviderEvent, out.ProviderDeliveryID = str(f.ProviderEvent), str(f.ProviderDeliveryID)
+	if f.ReceivedAfter != nil {
+		out.ReceivedAfter = *f.ReceivedAfter
+	}
+	if f.ReceivedBefore != nil {
+		out.ReceivedBefore = *f.ReceivedBefore
+	}
+	return out
+}
+
+// attemptsWithResponses is a delivery's attempts, with what each got back
+// read from the log when the query selects it (an attempt's response).
+func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery) ([]*model.Attempt, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || !selectsField(fc.Field.Selections, "response") || len(d.Attempts) == 0 {
+		return d.Attempts, nil
+	}
+	got, err := r.Views.AttemptResponses(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	for _, a := range d.Attempts {
+		resp, ok := got[a.ID]
+		if !ok {
+			continue
+		}
+		m := &model.AttemptResponse{Status: resp.Status, Headers: toHeaders(resp.Headers), Captured: resp.Captured}
+		if resp.Captured {
+			m.Body = text(resp.Body)
+			b := base64.StdEncoding.EncodeToString(resp.Body)
+			m.BodyBase64 = &b
+		}
+		a.Response = m
+		n += int64(len(resp.Body))
+		for _, h := range resp.Headers {
+			n += int64(len(h.Name) + len(h.Value))
+		}
+	}
+	return d.Attempts, answersize.Charge(ctx, n)
+}
+
+// selectsField reports whether a selection set names a field directly
+// (in fragments too).
+func selectsField(set ast.SelectionSet, name string) bool {
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if s.Name == name {
+				return true
+			}
+		case *ast.InlineFragment:
+			if selectsField(s.SelectionSet, name) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if s.Definition == nil || selectsField(s.Definition.SelectionSet, name) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -75,7 +75,7 @@ const (
 	// payloadCost is what a payload field (a body, a response body, an
 	// event's data) weighs: reading it from the log, not its size. Twenty
 	// points let a default page with every field of Delivery pass the
-	// default budget (about 8 800) and refuse a dozen aliased pages of
+	// default budget (about 9 600) and refuse a dozen aliased pages of
 	// bodies, a page of 100 with every field, or a few hundred aliases.
 	payloadCost = 20
 	// mutationCost is what each mutation field weighs on top of what it
@@ -84,6 +84,16 @@ const (
 	// eventsScanCost is what a page of the log weighs on top of its rows:
 	// an account's page may read up to 10 000 events to find its own.
 	eventsScanCost = 1000
+	// searchScanCost is what a filtered page of history weighs on top of
+	// its rows: it may examine 100 000 deliveries, or read 500 from the
+	// log, to fill itself.
+	searchScanCost = 1000
+	// explanationCost is what an explanation (explanation, why) weighs on
+	// top of what it selects: one read of the agent sessions its attempts
+	// name and, for a 503 "no agent connected", one of the Endpoint's last
+	// session; views only, nothing from the log, so a small share of a
+	// payload field.
+	explanationCost = 3
 )
 
 // Sentinels of the refusals the limits make; the error presenter gives
@@ -161,17 +171,40 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Delivery.Body = fixed(payloadCost)
 	c.Delivery.BodyBase64 = fixed(payloadCost)
 	// A response body is text, or base64 when it is not UTF-8.
-	c.Delivery.ResponseBody = fixed(payloadCost)
+	// The response body is one read, most often the same read of the
+	// delivery's stream as its request: its two forms share a payload's
+	// weight.
+	c.Delivery.ResponseBody = fixed(payloadCost / 2)
+	c.Delivery.ResponseBodyBase64 = fixed(payloadCost / 2)
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)
+	// The responses of a delivery's attempts come from one read of its
+	// stream, shared by its attempts: a payload's weight over a typical
+	// list of them, whatever each selects (its fields are that read's).
+	c.Attempt.Response = fixed(payloadCost / attemptsPerList)
+	// An edit is a column of the attempt's row: what it selects costs
+	// nothing more.
+	c.Attempt.Edit = fixed(1)
+	// So is a delivery's provider.
+	c.Delivery.Provider = fixed(1)
+	c.Delivery.Explanation = fixed(explanationCost)
+	// why is the same computation in parts: its facts are already made,
+	// whatever it selects.
+	c.Delivery.Why = fixed(explanationCost)
 	c.ForwardRequest.BodyBase64 = fixed(payloadCost)
 	c.ForwardRequest.Headers = list(headersPerList)
 	// An event's payload is JSON with the body in base64.
 	c.Event.Data = fixed(payloadCost)
 
-	c.Inspector.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
-	c.Endpoint.Deliveries = func(child int, first *int, _ *string) int { return page(child, first) }
+	history := func(child int, first *int, _ *string, filter *model.DeliveryFilter) int {
+		if filter != nil {
+			return add(searchScanCost, page(child, first))
+		}
+		return page(child, first)
+	}
+	c.Inspector.Deliveries = history
+	c.Endpoint.Deliveries = history
 	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
 	c.Query.Endpoints = list(endpointsPerList)
 
@@ -181,7 +214,7 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.CreateEndpoint = func(child int, _ model.CreateEndpointInput) int { return write(child) }
 	c.Mutation.UpdateEndpoint = func(child int, _ string, _ model.UpdateEndpointInput) int { return write(child) }
 	c.Mutation.DeleteEndpoint = func(child int, _ string) int { return write(child) }
-	c.Mutation.RetryDelivery = func(child int, _ string) int { return write(child) }
+	c.Mutation.RetryDelivery = func(child int, _ string, _ *model.RequestEditInput) int { return write(child) }
 	c.Mutation.CompleteForward = func(child int, _ model.CompleteForwardInput) int { return write(child) }
 	return c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/relayhq/relay/graph/generated"
+	"github.com/relayhq/relay/graph/model"
 )
 
 // TestSizedCache: entries over maxEntry are never kept, and the total
@@ -149,9 +150,12 @@ func TestPageCost(t *testing.T) {
 		first *int
 		want  int
 	}{{nil, 1 + 50*10}, {ptr(0), 1 + 50*10}, {ptr(7), 1 + 7*10}, {ptr(1 << 30), 1 + 100*10}, {ptr(-1), 1 + 50*10}} {
-		if got := c.Inspector.Deliveries(10, tt.first, nil); got != tt.want {
+		if got := c.Inspector.Deliveries(10, tt.first, nil, nil); got != tt.want {
 			t.Errorf("deliveries(first: %v) of rows of 10 = %d, want %d", tt.first, got, tt.want)
 		}
+	}
+	if got := c.Endpoint.Deliveries(10, ptr(7), nil, &model.DeliveryFilter{}); got != 1000+1+7*10 {
+		t.Errorf("a filtered page of 7 rows of 10 = %d, want the scan's 1000 + 71", got)
 	}
 	if got := c.Query.Events(3, nil, ptr(1)); got != 1000+1+3 {
 		t.Errorf("events(first: 1) of rows of 3 = %d, want the scan's 1000 + 4", got)

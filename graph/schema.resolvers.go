@@ -5,13 +5,37 @@ import (
 	"errors"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 )
 
+// Attempts is the resolver for the attempts field.
+func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error) {
+	return r.attemptsWithResponses(ctx, obj)
+}
+
+// Explanation is the resolver for the explanation field.
+func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery) (string, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return "", err
+	}
+	return x.Text(), nil
+}
+
+// Why is the resolver for the why field.
+func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return nil, err
+	}
+	return toExplanation(x), nil
+}
+
 // Deliveries is the resolver for the deliveries field.
-func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error) {
-	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after))
+func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
+	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
 	if err != nil {
 		return nil, err
 	}
@@ -19,8 +43,8 @@ func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, 
 }
 
 // Deliveries is the resolver for the deliveries field.
-func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string) (*model.DeliveryConnection, error) {
-	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after))
+func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
+	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +128,16 @@ func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool,
 }
 
 // RetryDelivery is the resolver for the retryDelivery field.
-func (r *mutationResolver) RetryDelivery(ctx context.Context, id string) (*model.Delivery, error) {
+func (r *mutationResolver) RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error) {
 	acc, err := r.account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.Service.RetryDelivery(ctx, acc.ID, id)
+	e, err := fromEditInput(edit)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Service.RetryDelivery(ctx, acc.ID, id, e)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +232,9 @@ func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID s
 	return r.attachAgent(ctx, endpointID, deref(target))
 }
 
+// Delivery returns generated.DeliveryResolver implementation.
+func (r *Resolver) Delivery() generated.DeliveryResolver { return &deliveryResolver{r} }
+
 // Endpoint returns generated.EndpointResolver implementation.
 func (r *Resolver) Endpoint() generated.EndpointResolver { return &endpointResolver{r} }
 
@@ -219,6 +250,7 @@ func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 // Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
+type deliveryResolver struct{ *Resolver }
 type endpointResolver struct{ *Resolver }
 type inspectorResolver struct{ *Resolver }
 type mutationResolver struct{ *Resolver }

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -20,6 +21,12 @@ type Views interface {
 	DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error)
 	Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
 	DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
+	// AttemptResponses reads what each attempt of a delivery got back,
+	// from the log, by attempt id.
+	AttemptResponses(ctx context.Context, deliveryID string) (map[string]readmodel.AttemptResponse, error)
+	// SearchDeliveries is a page of the deliveries that match a filter,
+	// with what only the log holds when payload is set.
+	SearchDeliveries(ctx context.Context, address string, first int, after string, f readmodel.DeliveryFilter, payload bool) (readmodel.Page, error)
 
 	// Watch streams the changes to an address's deliveries until its stop
 	// function is called; ChangedSince lists what changed after a cursor,
@@ -29,4 +36,7 @@ type Views interface {
 
 	// AccountEvents locates an account's events in the log.
 	AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]readmodel.EventRef, error)
+
+	// The agent sessions that explanations name (Delivery.explanation).
+	explain.Sessions
 }

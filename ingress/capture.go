@@ -28,7 +28,7 @@ type BodyTooLargeError struct {
 }
 
 func (e *BodyTooLargeError) Error() string {
-	return fmt.Sprintf("request body larger than %d bytes", e.Max)
+	return fmt.Sprintf("%s%d bytes", domain.ReasonBodyTooLarge, e.Max)
 }
 
 // Is makes errors.Is(err, ErrBodyTooLarge) true.

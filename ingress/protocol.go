@@ -3,6 +3,8 @@ package ingress
 import (
 	"net/http"
 	"strings"
+
+	"github.com/relayhq/relay/domain"
 )
 
 // plainWhereHTTPSIsRequired reports whether r is known to have come over
@@ -24,7 +26,7 @@ func (s *Server) wrongProtocol(address string) answer {
 	if s.cfg.PublicURL != nil {
 		why += " (" + s.cfg.PublicURL(address) + ")"
 	}
-	return answer{status: http.StatusServiceUnavailable, reason: "wrong protocol: plain HTTP", body: noAgentBody(why)}
+	return answer{status: http.StatusServiceUnavailable, reason: domain.ReasonWrongProtocol, body: noAgentBody(why)}
 }
 
 // plainRoutes answer over plain HTTP too: load balancers and monitoring

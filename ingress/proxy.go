@@ -44,7 +44,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	case errors.Is(err, ErrBodyBudget):
 		s.recordAnswer(ctx, w, id, route, req, answer{
 			status:     http.StatusServiceUnavailable,
-			reason:     "body budget",
+			reason:     domain.ReasonBodyBudget,
 			body:       noAgentBody("relay busy: the request bodies it is already forwarding hold its memory budget; retry later"),
 			retryAfter: 1,
 		})
@@ -91,7 +91,7 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, method stri
 	}
 	switch {
 	case err != nil:
-		reason := fmt.Sprintf("no outcome from the tunnel: %v", err)
+		reason := domain.ReasonNoOutcome + err.Error()
 		s.recordLateAnswer(ctx, cmd.DeliveryID, route.ID, http.StatusGatewayTimeout, reason)
 		writeText(w, http.StatusGatewayTimeout,
 			fmt.Sprintf("Gateway Timeout: no answer from the local target within %s\n", s.cfg.ForwardTimeout))

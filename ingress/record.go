@@ -81,13 +81,13 @@ func unreadableBody(err error) answer {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return answer{
 			status: http.StatusRequestTimeout,
-			reason: "request body stalled: " + err.Error(),
+			reason: domain.ReasonBodyStalled + err.Error(),
 			body:   "Request Timeout: the request body stopped arriving\n",
 		}
 	}
 	return answer{
 		status: http.StatusBadRequest,
-		reason: "request body unreadable: " + err.Error(),
+		reason: domain.ReasonBodyUnreadable + err.Error(),
 		body:   "Bad Request: the request body could not be read\n",
 	}
 }

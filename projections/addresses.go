@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -197,4 +198,74 @@ func (v *Addresses) AgentNodes(ctx context.Context, endpointID string) ([]readmo
 		return nil, fmt.Errorf("list agent nodes of endpoint %q: %w", endpointID, err)
 	}
 	return out, nil
+}
+
+// agentSessionColumns are the columns scanAgentSession reads.
+const agentSessionColumns = `agent_id, endpoint_id, target, connected_at, node, disconnected_at, reason`
+
+func scanAgentSession(row interface{ Scan(...any) error }) (readmodel.AgentSession, error) {
+	var (
+		s      readmodel.AgentSession
+		at     int64
+		closed sql.NullInt64
+	)
+	if err := row.Scan(&s.AgentID, &s.EndpointID, &s.Target, &at, &s.Node, &closed, &s.Reason); err != nil {
+		return readmodel.AgentSession{}, err
+	}
+	s.ConnectedAt = fromNanos(at)
+	if closed.Valid {
+		s.DisconnectedAt = fromNanos(closed.Int64)
+	}
+	return s, nil
+}
+
+// maxSessionsRead bounds the sessions one AgentSessions call reads.
+const maxSessionsRead = 100
+
+// AgentSessions returns the agent sessions among ids, by agent ID; an id
+// the log never saw connect is absent. At most maxSessionsRead ids are
+// read (the first ones), so a caller's list cannot make one query grow
+// without bound.
+func (v *Addresses) AgentSessions(ctx context.Context, ids []string) (map[string]readmodel.AgentSession, error) {
+	out := map[string]readmodel.AgentSession{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ids = ids[:min(len(ids), maxSessionsRead)]
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	marks := strings.Repeat("?, ", len(ids)-1) + "?"
+	rows, err := v.r.QueryContext(ctx, "SELECT "+agentSessionColumns+" FROM agent_sessions WHERE agent_id IN ("+marks+")", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read agent sessions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		s, err := scanAgentSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read agent sessions: %w", err)
+		}
+		out[s.AgentID] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read agent sessions: %w", err)
+	}
+	return out, nil
+}
+
+// LastAgentSession returns the Endpoint's agent session that connected
+// last at or before at, and false when none had (no agent ever connected
+// to it by then). An explanation of a 503 "no agent connected" names it.
+func (v *Addresses) LastAgentSession(ctx context.Context, endpointID string, at time.Time) (readmodel.AgentSession, bool, error) {
+	s, err := scanAgentSession(v.r.QueryRowContext(ctx, "SELECT "+agentSessionColumns+` FROM agent_sessions
+		WHERE endpoint_id = ? AND connected_at <= ? ORDER BY connected_at DESC LIMIT 1`, endpointID, at.UnixNano()))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return readmodel.AgentSession{}, false, nil
+	case err != nil:
+		return readmodel.AgentSession{}, false, fmt.Errorf("read last agent session of endpoint %q: %w", endpointID, err)
+	}
+	return s, true, nil
 }

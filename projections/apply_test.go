@@ -114,7 +114,7 @@ func TestAnswerAtReceipt(t *testing.T) {
 	}
 	e.do(e.receiveAnswered(e.ctx, "refused", "ep-1", domain.AddressEndpoint, "acct-1", request("/", "r"), 503, t0))
 	e.do(e.onDelivery(e.ctx, "refused", t0.Add(time.Second), func(d *domain.Delivery) error {
-		return d.RequestRetry("a1", "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+		return d.RequestRetry("a1", "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
 	}))
 	if d := e.delivery("refused"); status(d.ResponseStatus) != "503" || len(d.Attempts) != 1 {
 		t.Errorf("retry pending: status %s, %d attempts; want 503 and 1", status(d.ResponseStatus), len(d.Attempts))
@@ -145,7 +145,7 @@ func TestPayloadsComeFromTheLog(t *testing.T) {
 			if i == 0 {
 				return d.RequestForward(att, ep, false)
 			}
-			return d.RequestRetry(att, "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+			return d.RequestRetry(att, "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
 		}))
 		e.must(e.onDelivery(e.ctx, "far", t0, func(d *domain.Delivery) error {
 			d.RecordFailure(domain.ForwardFailed{AttemptID: att, Status: 502, Error: "refused"})
@@ -153,7 +153,7 @@ func TestPayloadsComeFromTheLog(t *testing.T) {
 		}))
 	}
 	e.must(e.onDelivery(e.ctx, "far", t0, func(d *domain.Delivery) error {
-		return d.RequestRetry("last", "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+		return d.RequestRetry("last", "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
 	}))
 	e.must(e.onDelivery(e.ctx, "far", t0, func(d *domain.Delivery) error {
 		d.RecordResponse(domain.ForwardResponded{AttemptID: "last", Status: 200, Headers: hdr("far"), Body: []byte("at last"), BodySize: 7, Captured: true})

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -25,9 +26,16 @@ type History struct {
 
 // deliveryFrom selects deliveries (d) with the references to the events
 // that hold their headers and bodies (see scanDelivery).
+// The last columns are the provider and how many other deliveries of the
+// address carry the same provider id (redeliveries), through its index;
+// then how the relay answered the sender itself, for explanations.
 const deliveryFrom = `SELECT d.position, d.id, d.address, d.kind, d.account_id, d.method, d.target, d.host,
 		d.proto, d.remote_addr, d.body_size, d.complete, d.received_at, d.response_status,
-		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position
+		d.stream, d.revision, d.response_stream, d.response_revision, d.updated_position,
+		d.provider, d.provider_event, d.provider_delivery_id,
+		CASE WHEN d.provider_delivery_id IS NULL THEN 0 ELSE (SELECT COUNT(*) - 1 FROM deliveries x
+			WHERE x.address = d.address AND x.provider_delivery_id = d.provider_delivery_id) END,
+		d.answered_status, d.answered_reason, d.answered_at
 	FROM deliveries d `
 
 // scanDelivery reads a row of deliveryFrom: the delivery without headers,
@@ -42,11 +50,18 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 		stream, rStream        sql.NullString
 		rev                    int64
 		rRev                   sql.NullInt64
+		provider, event, pid   sql.NullString
+		answered, answeredAt   sql.NullInt64
+		answeredWhy            string
 	)
 	err := row.Scan(&pos, &d.ID, &d.Address, &kind, &d.AccountID, &d.Method, &d.Target, &d.Host, &d.Proto,
-		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated)
+		&d.RemoteAddr, &d.BodySize, &d.Complete, &received, &status, &stream, &rev, &rStream, &rRev, &updated,
+		&provider, &event, &pid, &d.Duplicates, &answered, &answeredWhy, &answeredAt)
 	if err != nil {
 		return readmodel.Delivery{}, deliveryRefs{}, err
+	}
+	if provider.Valid {
+		d.Provider = &domain.Provider{Name: provider.String, EventType: event.String, DeliveryID: pid.String}
 	}
 	d.Kind = domain.AddressKind(kind)
 	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)
@@ -55,6 +70,9 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 	if status.Valid {
 		s := int(status.Int64)
 		d.ResponseStatus = &s
+	}
+	if answered.Valid {
+		d.RelayAnswer = &readmodel.RelayAnswer{Status: int(answered.Int64), Reason: answeredWhy, At: fromNanos(answeredAt.Int64)}
 	}
 	d.Attempts = []readmodel.Attempt{}
 
@@ -192,7 +210,8 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 
 // The last column tells a late attempt: one with an outcome, requested
 // before the relay answered the sender itself (its DeliveryAnswered).
-const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry,
+const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry, edit,
+	agent_id, node, outcome_at,
 	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
 		WHERE deliveries.position = attempts.delivery_position), 0)`
 
@@ -215,11 +234,23 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			started   int64
 			status    sql.NullInt64
 			durationM sql.NullInt64
+			edit      sql.NullString
+			outcomeAt sql.NullInt64
 		)
-		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &a.Late); err != nil {
+		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &edit,
+			&a.AgentID, &a.Node, &outcomeAt, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
 		}
+		if edit.Valid {
+			a.Edit = &domain.RequestEdit{}
+			if err := json.Unmarshal([]byte(edit.String), a.Edit); err != nil {
+				return fmt.Errorf("read the edit of attempt %s: %w", a.ID, err)
+			}
+		}
 		a.StartedAt = fromNanos(started)
+		if outcomeAt.Valid {
+			a.OutcomeAt = fromNanos(outcomeAt.Int64)
+		}
 		if status.Valid {
 			s := int(status.Int64)
 			a.Status = &s

@@ -192,7 +192,7 @@ func TestResponseStatusAndAttempts(t *testing.T) {
 	}
 	retry := func(att string) func(*domain.Delivery) error {
 		return func(d *domain.Delivery) error {
-			return d.RequestRetry(att, "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+			return d.RequestRetry(att, "acct-1", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
 		}
 	}
 

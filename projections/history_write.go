@@ -2,6 +2,7 @@ package projections
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -36,6 +37,8 @@ type knownDelivery struct {
 	pos         int64            // position of the latest event that changed it
 	answered    any              // latest DeliveryAnswered status of the batch, or nil
 	answeredPos any              // its position, or nil
+	answeredWhy any              // its reason, or nil
+	answeredAt  any              // its time, or nil
 	// outcomes is false only for a delivery this batch created and gave no
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool
@@ -55,22 +58,30 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case receivedRow:
 		n, err = w.deliveryReceived(t, p)
 	case domain.DeliveryAnswered:
-		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, p.Status, nil, false))
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, &p, nil, false))
 	case domain.ForwardRequested:
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node); err != nil {
+		var edit any // NULL: sent as recorded
+		if p.Edit != nil {
+			b, err := json.Marshal(p.Edit)
+			if err != nil {
+				return 0, true, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
+			}
+			edit = string(b)
+		}
+		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
 	case respondedRow:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, ""); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID); err != nil {
 			return 0, true, err
 		}
 		ref := w.ref(t, p.DeliveryID)
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
 	case domain.ForwardFailed:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
@@ -87,13 +98,18 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	ref := w.ref(t, p.DeliveryID)
 	var answered any // the status answered at receipt, as a DeliveryAnswered right after would record it
+	reason := ""
 	if p.Answer != nil {
-		answered = p.Answer.Status
+		answered, reason = p.Answer.Status, p.Answer.Reason
 	}
 	size := int64(len(t.event.Data))
+	var provider, event, providerID any // NULL: no provider, or none of its ids
+	if p.Provider != nil {
+		provider, event, providerID = p.Provider.Name, nullIfEmpty(p.Provider.EventType), nullIfEmpty(p.Provider.DeliveryID)
+	}
 	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		answered, size)
+		answered, size, reason, provider, event, providerID)
 	if err != nil || n == 0 {
 		return n, err
 	}
@@ -174,8 +190,9 @@ func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, ar
 }
 
 // updateDelivery marks a delivery as changed by the current event, records a
-// DeliveryAnswered status when answered is an int and a latest response
-// when response is not nil, and recomputes what the sender was answered
+// DeliveryAnswered (its status, reason and time) when answered is not nil
+// and a latest response when response is not nil, and recomputes what the
+// sender was answered
 // (see qDeliveryUpdate); outcome tells that the event gave an attempt an
 // outcome. ok is false when the delivery is unknown.
 //
@@ -185,7 +202,12 @@ func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, ar
 // from the attempts table, and each event that changes the attempts of a
 // delivery updates it afterwards, so the one deferred update leaves the row
 // as the series of updates would.
-func (w *historyWriter) updateDelivery(t *txn, id string, answered any, response *logRef, outcome bool) (ok bool, err error) {
+func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.DeliveryAnswered, response *logRef, outcome bool) (ok bool, err error) {
+	// Statement arguments: NULL leaves the column as it is.
+	var status, answeredPos, why, at any
+	if answered != nil {
+		status, answeredPos, why, at = answered.Status, t.pos(), answered.Reason, t.at()
+	}
 	if k, ok := w.known[id]; ok {
 		if !k.dirty {
 			k.dirty = true
@@ -193,7 +215,7 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered any, response
 		}
 		k.pos = t.pos()
 		if answered != nil {
-			k.answered, k.answeredPos = answered, t.pos()
+			k.answered, k.answeredPos, k.answeredWhy, k.answeredAt = status, answeredPos, why, at
 		}
 		if response != nil {
 			k.response = response
@@ -202,14 +224,11 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered any, response
 		w.touched(t, k, id, false)
 		return true, nil
 	}
-	var rRev, rStream, answeredPos any
+	var rRev, rStream any
 	if response != nil {
 		rRev, rStream = response.revision, response.stream
 	}
-	if answered != nil {
-		answeredPos = t.pos()
-	}
-	row, err := t.queryRow(qDeliveryUpdateByID, t.pos(), id, answered, rRev, rStream, answeredPos)
+	row, err := t.queryRow(qDeliveryUpdateByID, t.pos(), id, status, rRev, rStream, answeredPos, why, at)
 	if err != nil {
 		return false, err
 	}
@@ -252,9 +271,9 @@ func (w *historyWriter) flush(t *txn) error {
 			if k.response != nil {
 				rRev, rStream = k.response.revision, k.response.stream
 			}
-			n, err = t.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos)
+			n, err = t.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos, k.answeredWhy, k.answeredAt)
 		} else {
-			n, err = t.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos)
+			n, err = t.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos, k.answeredWhy, k.answeredAt)
 		}
 		if err == nil && n != 1 {
 			err = fmt.Errorf("updated %d rows, want 1", n)
@@ -279,4 +298,12 @@ func (w *historyWriter) committed() {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Position < cs[j].Position })
 	}
 	w.h.hub.publish(out)
+}
+
+// nullIfEmpty is s, or NULL when it is empty.
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

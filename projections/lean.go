@@ -45,6 +45,8 @@ type receivedRow struct {
 	// Scheme and Peer are read back from the log with the headers.
 	Scheme string `json:"scheme"`
 	Peer   string `json:"peer"`
+	// Provider is kept in the row: history is searched and grouped by it.
+	Provider *domain.Provider `json:"provider"`
 
 	Headers  jsonKind `json:"headers"`  // left in the log
 	Body     jsonKind `json:"body"`     // left in the log

@@ -65,6 +65,8 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 			p.DroppedHeaders = int(n)
 		case "answer":
 			ok = s.answer(&p.Answer)
+		case "provider":
+			ok = s.provider(&p.Provider)
 		case "headers":
 			p.Headers, ok = s.skipArray()
 		case "body":
@@ -219,6 +221,28 @@ func (s *scanner) answer(dst **domain.ReceiptAnswer) bool {
 		return false
 	}
 	*dst, s.i = &a, s.i+n+1
+	return true
+}
+
+// provider reads a flat object into a Provider, as answer does.
+func (s *scanner) provider(dst **domain.Provider) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	n := bytes.IndexByte(s.b[s.i:], '}')
+	if n < 0 {
+		return false
+	}
+	var p domain.Provider
+	obj := s.b[s.i : s.i+n+1]
+	if bytes.IndexByte(obj[1:], '{') >= 0 || json.Unmarshal(obj, &p) != nil {
+		return false
+	}
+	*dst, s.i = &p, s.i+n+1
 	return true
 }
 

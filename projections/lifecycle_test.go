@@ -68,7 +68,7 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			},
 			func() (uint64, error) {
 				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error {
-					return d.RequestRetry("a2", acct, domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true})
+					return d.RequestRetry("a2", acct, domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
 				})
 			},
 			func() (uint64, error) {

@@ -158,3 +158,43 @@ func orEmpty(h []domain.Header) []domain.Header {
 	}
 	return h
 }
+
+// maxAttemptResponses bounds the attempts whose responses one read
+// returns (a delivery retried more often shows its newest ones).
+const maxAttemptResponses = 100
+
+// AttemptResponses reads what each attempt of a delivery got back, from
+// its stream in the log: the local response's status, headers and (when
+// captured) body, or the failure the relay recorded. The views keep only
+// the latest response; comparing attempts needs each one.
+func (v *History) AttemptResponses(ctx context.Context, deliveryID string) (map[string]readmodel.AttemptResponse, error) {
+	events, err := v.store.ReadStream(ctx, domain.DeliveryStream(deliveryID), 0, 10_000)
+	if err != nil {
+		return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
+	}
+	out := map[string]readmodel.AttemptResponse{}
+	for i := len(events) - 1; i >= 0 && len(out) < maxAttemptResponses; i-- {
+		e := events[i]
+		if e.Type != domain.TypeForwardResponded && e.Type != domain.TypeForwardFailed {
+			continue
+		}
+		ev, err := v.codec.Decode(e.Type, e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
+		}
+		switch p := ev.(type) {
+		case domain.ForwardResponded:
+			r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers)}
+			if p.Captured {
+				r.Body, r.Captured = p.Body, true
+				if r.Body == nil {
+					r.Body = []byte{}
+				}
+			}
+			out[p.AttemptID] = r
+		case domain.ForwardFailed:
+			out[p.AttemptID] = readmodel.AttemptResponse{Status: p.Status, Headers: []domain.Header{}, Error: p.Error}
+		}
+	}
+	return out, nil
+}

@@ -59,11 +59,13 @@ const (
 		WHERE agent_id = ? AND endpoint_id = ?`
 
 	// A new delivery has no attempts: what the sender was answered is the
-	// answer given at receipt (?16), if any.
+	// answer given at receipt (?16, for the reason ?18), if any.
 	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
 			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
-			answered_status, response_status, updated_position, stored_bytes)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17)
+			answered_status, response_status, updated_position, stored_bytes, answered_reason, answered_at,
+			provider, provider_event, provider_delivery_id)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17, ?18,
+			CASE WHEN ?16 IS NULL THEN NULL ELSE ?13 END, ?19, ?20, ?21)
 		ON CONFLICT (id) DO NOTHING`
 
 	// The delivery updates mark a delivery as changed by the event at ?1 and
@@ -76,7 +78,8 @@ const (
 	// that lands later, is what the local process answered too late, not
 	// what the sender got. ?4 and ?5, when ?4 is not NULL, are the revision
 	// and stream (NULL for the delivery's own) of a new latest
-	// ForwardResponded.
+	// ForwardResponded. ?7 and ?8, with ?3, are the new DeliveryAnswered's
+	// reason and time.
 	//
 	// qDeliveryUpdateByID finds the delivery by its id, for the first event
 	// of a delivery the batch does not know yet; qDeliveryUpdate takes its
@@ -89,30 +92,35 @@ const (
 	qDeliveryUpdateNoOutcome = `UPDATE deliveries SET updated_position = ?1,
 			answered_status = COALESCE(?3, answered_status),
 			answered_position = COALESCE(?4, answered_position),
+			answered_reason = COALESCE(?5, answered_reason),
+			answered_at = COALESCE(?6, answered_at),
 			response_status = COALESCE(?3, answered_status)
 		WHERE position = ?2`
 
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
 	// variants take the delivery's position (?2) instead of its id.
-	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node)
-		SELECT ?1, position, ?3, ?4, ?5, ?6 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
-	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6) ` + attemptRequestedConflict
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
+		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
+	// ?4 is the outcome's time, ?8 the agent session it names.
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position)
-		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at)
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position)
-		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1) ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at)
+		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4) ` + attemptOutcomeConflict
 )
 
 const (
 	deliveryUpdateSet = `updated_position = ?1,
 			answered_status = COALESCE(?3, answered_status),
 			answered_position = COALESCE(?6, answered_position),
+			answered_reason = COALESCE(?7, answered_reason),
+			answered_at = COALESCE(?8, answered_at),
 			response_status = COALESCE(
 				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
 					AND outcome_position IS NOT NULL
@@ -121,10 +129,13 @@ const (
 				?3, answered_status),
 			response_stream = CASE WHEN ?4 IS NULL THEN response_stream ELSE ?5 END,
 			response_revision = COALESCE(?4, response_revision)`
-	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO NOTHING`
+	// An outcome that came first made the attempt; its request still
+	// brings the edit it sent.
+	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET edit = COALESCE(excluded.edit, edit)`
 	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
-			outcome_position = excluded.outcome_position`
+			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
+			outcome_at = excluded.outcome_at`
 )
 
 var writeQueries = []string{

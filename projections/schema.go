@@ -14,8 +14,12 @@ import (
 // refusals and purges; version 4 the node that holds each agent session and
 // whose sender waits for each attempt; version 5 the position of a
 // delivery's latest DeliveryAnswered, so that an outcome arriving after the
-// sender was answered does not change what the row says it was answered.
-const schemaVersion = 5
+// sender was answered does not change what the row says it was answered;
+// version 6 the edit an edited retry sent (attempts.edit), the provider a
+// delivery came from with its own id of it (duplicates share one), and why
+// and when the relay answered a sender itself, which agent session served
+// each attempt and when its outcome came (what explanations read).
+const schemaVersion = 6
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -106,6 +110,9 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 	node            TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoint_id, open);
+-- An explanation of a 503 "no agent connected" names the Endpoint's session
+-- that started last before it.
+CREATE INDEX IF NOT EXISTS agent_sessions_by_start ON agent_sessions (endpoint_id, connected_at);
 
 -- Headers and bodies are not copied here: the row refers to the events that
 -- hold them, read back from the log when a delivery is read. The request is
@@ -134,6 +141,11 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	-- time). Attempts requested before it no longer decide response_status,
 	-- whenever their outcome lands: the sender did not get it.
 	answered_position INTEGER,
+	-- answered_reason and answered_at: why and when the relay answered the
+	-- sender itself (at receipt, or in its latest DeliveryAnswered); '' and
+	-- NULL while it has not.
+	answered_reason   TEXT NOT NULL DEFAULT '',
+	answered_at       INTEGER,
 	response_status   INTEGER,
 	stream            TEXT,
 	revision          INTEGER NOT NULL,
@@ -142,9 +154,17 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	updated_position  INTEGER NOT NULL,
 	-- stored_bytes is the size of the DeliveryReceived payload in the log
 	-- (headers and body as stored), what an inspector's quota counts.
-	stored_bytes      INTEGER NOT NULL DEFAULT 0
+	stored_bytes      INTEGER NOT NULL DEFAULT 0,
+	-- The webhook provider recognised at receipt (domain.DetectProvider),
+	-- its event type and its own id of the delivery; a provider that sends
+	-- it again sends the same id.
+	provider             TEXT,
+	provider_event       TEXT,
+	provider_delivery_id TEXT
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
+CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
+	WHERE provider_delivery_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS attempts (
 	position          INTEGER PRIMARY KEY,
@@ -157,6 +177,13 @@ CREATE TABLE IF NOT EXISTS attempts (
 	error             TEXT NOT NULL DEFAULT '',
 	outcome_position  INTEGER,
 	node              TEXT NOT NULL DEFAULT '',
+	-- edit is the domain.RequestEdit an edited retry sent, as JSON; NULL
+	-- for an attempt sent as recorded.
+	edit              TEXT,
+	-- agent_id is the agent session its outcome names ('' when none took
+	-- it); outcome_at is when the outcome was recorded.
+	agent_id          TEXT NOT NULL DEFAULT '',
+	outcome_at        INTEGER,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

@@ -56,6 +56,26 @@ type Attempt struct {
 	// itself (a 504 when the local answer took too long): the local
 	// process's answer, which the sender never got.
 	Late bool
+	// Edit is what an edited retry changed in the recorded request before
+	// sending it; nil when it was sent as recorded.
+	Edit *domain.RequestEdit
+	// AgentID is the agent session its outcome names ("" when no agent
+	// took it); Node the relay node whose sender waited for it ("" in logs
+	// older than node names); OutcomeAt when its outcome was recorded
+	// (zero while pending).
+	AgentID   string
+	Node      string
+	OutcomeAt time.Time
+}
+
+// RelayAnswer is an answer the relay gave a sender itself, as it received
+// the request or later (a 504 when no outcome came in time), and why:
+// Reason holds one of the domain's reasons (domain.ReasonWrongProtocol, …),
+// "" for the plain 204 of an inspector or a LOG Endpoint.
+type RelayAnswer struct {
+	Status int
+	Reason string
+	At     time.Time
 }
 
 // Delivery is the read model of one recorded request and what became of it.
@@ -83,10 +103,19 @@ type Delivery struct {
 	// ResponseStatus is what the sender was answered: the status of the
 	// latest attempt that has an outcome, else the answer the relay gave
 	// itself (at receipt, or in a DeliveryAnswered).
-	ResponseStatus  *int
+	ResponseStatus *int
+	// RelayAnswer is the latest answer the relay gave the sender itself,
+	// nil when it gave none (every answer came from attempts).
+	RelayAnswer     *RelayAnswer
 	ResponseHeaders []domain.Header // from the latest ForwardResponded
 	ResponseBody    []byte          // nil when not captured
 	Attempts        []Attempt       // in time order
+
+	// Provider is the webhook provider recognised at receipt, nil for
+	// none; Duplicates counts the address's other deliveries with the
+	// same provider id (the provider sent it again).
+	Provider   *domain.Provider
+	Duplicates int
 
 	Position        uint64 // of the DeliveryReceived event; orders history
 	UpdatedPosition uint64 // of the latest event that changed the delivery
@@ -121,13 +150,18 @@ type Account struct {
 	CreatedAt time.Time
 }
 
-// AgentSession is an agent session that connected and has not disconnected.
+// AgentSession is an agent session serving an Endpoint, from its
+// AgentConnected to its AgentDisconnected.
 type AgentSession struct {
 	AgentID     string
 	EndpointID  string
 	Target      string
 	ConnectedAt time.Time
 	Node        string // the relay node holding it; empty in logs older than node names
+	// DisconnectedAt is when it ended, zero while it is open; Reason why
+	// (one of the domain's Session... reasons).
+	DisconnectedAt time.Time
+	Reason         string
 }
 
 // NodeSessions counts the open agent sessions of an Endpoint one relay node
@@ -178,4 +212,47 @@ type PurgeCandidate struct {
 	LastActivityAt time.Time
 	TTL            time.Duration
 	Deliveries     int64 // delivery rows it has
+}
+
+// DeliveryFilter narrows an address's history: a delivery is listed when
+// every field set matches. The zero value matches everything.
+type DeliveryFilter struct {
+	Method      string // exact, as sent
+	Path        string // exact, without the query string
+	PathPrefix  string // the request target starts with it (case-sensitive)
+	Status      int    // the answer the sender got; 0: any
+	StatusClass int    // 1 to 5: 1xx to 5xx; 0: any
+	Pending     bool   // no answer yet
+	// AttemptStatus: some attempt to reach the local target got it.
+	AttemptStatus  int
+	ReceivedAfter  time.Time // inclusive; zero: no bound
+	ReceivedBefore time.Time // exclusive; zero: no bound
+	IncompleteBody bool      // the body was stored in part (over the capture cap) or not read
+	// RefusedOffline: the sender was answered 503 because no agent was
+	// connected, and no attempt since reached the local target.
+	RefusedOffline bool
+	// Read from the log, so a page examines fewer deliveries:
+	Header         string // a header with this name (case-insensitive)…
+	HeaderValue    string // …and exactly this value, when set
+	BodyContains   string // the stored body holds these bytes
+	DroppedHeaders bool   // some header values were not stored
+	// Provider ids, recognised at receipt (kept in the views):
+	ProviderEvent      string // the provider's event type, exactly
+	ProviderDeliveryID string // the provider's id of the delivery: its redeliveries
+}
+
+// NeedsLog reports whether matching reads what only the log holds.
+func (f DeliveryFilter) NeedsLog() bool {
+	return f.Header != "" || f.HeaderValue != "" || f.BodyContains != "" || f.DroppedHeaders
+}
+
+// AttemptResponse is what one attempt got back: the local process's
+// answer (Body only when the Endpoint captures responses), or the relay's
+// own status and Error when the attempt failed.
+type AttemptResponse struct {
+	Status   int
+	Headers  []domain.Header
+	Body     []byte
+	Captured bool
+	Error    string
 }

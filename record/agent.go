@@ -39,10 +39,10 @@ type StaleAttempt struct {
 }
 
 // RestartedReason is the error of an attempt a crash left open.
-const RestartedReason = "relay restarted before the local answer"
+const RestartedReason = domain.FailureRestarted
 
 // NodeLostReason is the error of an attempt whose node's lease lapsed.
-const NodeLostReason = "relay node lost before the local answer"
+const NodeLostReason = domain.FailureNodeLostBeforeAnswer
 
 // FailStale records ForwardFailed{Status: 503, Error: reason} for each
 // attempt still pending, as if its agent had gone: the sender's connection

@@ -85,6 +85,9 @@ type RetryTarget struct {
 	EndpointID      string
 	CaptureResponse bool
 	Timeout         time.Duration
+	// Edit changes the request sent (nil: as recorded); it is recorded
+	// with the attempt.
+	Edit *domain.RequestEdit
 }
 
 // RequestRetry records a new attempt of a stored delivery
@@ -108,7 +111,7 @@ func (r *Recorder) RequestRetry(ctx context.Context, deliveryID string, t RetryT
 		}
 		d := domain.LoadDelivery(events)
 		attemptID := r.newID()
-		if err := d.RequestRetry(attemptID, t.AccountID, t.Endpoint); err != nil {
+		if err := d.RequestRetry(attemptID, t.AccountID, t.Endpoint, t.Edit); err != nil {
 			return err
 		}
 		tr := domain.Trace{CorrelationID: deliveryID, CausationID: attemptID}
@@ -116,9 +119,13 @@ func (r *Recorder) RequestRetry(ctx context.Context, deliveryID string, t RetryT
 		if err != nil {
 			return err
 		}
+		method, target, headers, body := received.Method, received.Target, received.Headers, received.Body
+		if t.Edit != nil {
+			method, target, headers, body = t.Edit.Apply(method, target, headers, body)
+		}
 		cmd = NewForward(Forward{
 			DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: t.EndpointID, AccountID: t.AccountID,
-			Method: received.Method, Target: received.Target, Headers: received.Headers, Body: received.Body,
+			Method: method, Target: target, Headers: headers, Body: body,
 			Timeout: t.Timeout, CaptureResponse: t.CaptureResponse,
 			Host: received.Host, Scheme: received.Scheme, RemoteAddr: received.RemoteAddr,
 		}, ids[len(ids)-1], res.NextRevision)

@@ -43,9 +43,12 @@ func TestAgentKilledAndRestarted(t *testing.T) {
 		t.Errorf("503 body %q, want No agent for client", last.Body)
 	}
 	waitAgent(t, p.r, p.acct.Token, p.ep.ID, false)
-	if d := deliveryAt(t, p.r, p.acct.Token, p.ep.ID, "/after-kill"); *d.ResponseStatus != 503 {
+	d := deliveryAt(t, p.r, p.acct.Token, p.ep.ID, "/after-kill")
+	if *d.ResponseStatus != 503 {
 		t.Errorf("recorded %d for a request answered 503", *d.ResponseStatus)
 	}
+	explained(t, p.r, p.acct.Token, d.ID, 503, []string{"Answered 503 by the relay", "no agent was connected to the Endpoint; its last agent session on node ",
+		"(agent disconnected)"}, []string{"forwarding to " + p.target + " (the last to start before attempt 1).", "ended: agent disconnected."})
 
 	startAgentFor(t, p.r, p.acct.Token, p.ep.ID, p.target)
 	if !p.forwardOK(t, "/after-restart") {

@@ -242,14 +242,29 @@ type (
 		CreatedAt       string  `json:"createdAt"`
 	}
 	jsonDeliveryRow struct {
-		ID             string `json:"id"`
-		Address        string `json:"address"`
-		Method         string `json:"method"`
-		Path           string `json:"path"`
-		ReceivedAt     string `json:"receivedAt"`
-		ResponseStatus *int   `json:"responseStatus"`
-		BodySize       int    `json:"bodySize"`
-		Attempts       int    `json:"attempts"`
+		ID             string        `json:"id"`
+		Address        string        `json:"address"`
+		Method         string        `json:"method"`
+		Path           string        `json:"path"`
+		ReceivedAt     string        `json:"receivedAt"`
+		ResponseStatus *int          `json:"responseStatus"`
+		BodySize       int           `json:"bodySize"`
+		Attempts       int           `json:"attempts"`
+		Provider       *jsonProvider `json:"provider"`
+		Duplicates     int           `json:"duplicates"`
+	}
+	jsonProvider struct {
+		Name       string  `json:"name"`
+		EventType  *string `json:"eventType"`
+		DeliveryID *string `json:"deliveryId"`
+	}
+	jsonEdit struct {
+		Method       *string      `json:"method"`
+		Path         *string      `json:"path"`
+		SetHeaders   []jsonHeader `json:"setHeaders"`
+		UnsetHeaders []string     `json:"unsetHeaders"`
+		Body         *string      `json:"body"`
+		BodyBase64   *string      `json:"bodyBase64"`
 	}
 	jsonHeader struct {
 		Name        string  `json:"name"`
@@ -257,13 +272,14 @@ type (
 		ValueBase64 *string `json:"valueBase64"`
 	}
 	jsonAttempt struct {
-		ID         string  `json:"id"`
-		Status     *int    `json:"status"`
-		StartedAt  string  `json:"startedAt"`
-		DurationMs *int    `json:"durationMs"`
-		Error      *string `json:"error"`
-		Retry      bool    `json:"retry"`
-		Late       bool    `json:"late"`
+		ID         string    `json:"id"`
+		Status     *int      `json:"status"`
+		StartedAt  string    `json:"startedAt"`
+		DurationMs *int      `json:"durationMs"`
+		Error      *string   `json:"error"`
+		Retry      bool      `json:"retry"`
+		Late       bool      `json:"late"`
+		Edit       *jsonEdit `json:"edit"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`
@@ -281,6 +297,9 @@ type (
 		ReceivedAt     string        `json:"receivedAt"`
 		ResponseStatus *int          `json:"responseStatus"`
 		Attempts       []jsonAttempt `json:"attempts"`
+		Provider       *jsonProvider `json:"provider"`
+		Duplicates     int           `json:"duplicates"`
+		Why            string        `json:"why"`
 		Curl           string        `json:"curl"`
 		CurlWithheld   string        `json:"curlWithheld"`
 	}
@@ -422,8 +441,14 @@ func TestCLIJSONOutputs(t *testing.T) {
 	}
 	var shown jsonDelivery
 	h.jsonOut(t, &shown, "deliveries", "show", fwd.DeliveryID)
-	if shown.ID != fwd.DeliveryID || shown.URL != created.URL || len(shown.Attempts) != 1 || !strings.Contains(shown.Curl, "base64 -d") {
+	if shown.ID != fwd.DeliveryID || shown.URL != created.URL || len(shown.Attempts) != 1 || !strings.Contains(shown.Curl, "base64 -d") ||
+		!strings.HasPrefix(shown.Why, "Answered 200 by your local process at ") {
 		t.Errorf("deliveries show: %+v", shown)
+	}
+	var why jsonExplanation
+	h.jsonOut(t, &why, "deliveries", "explain", fwd.DeliveryID)
+	if why.ID != fwd.DeliveryID || intp(why.Status) != "200" || why.Summary != shown.Why || len(why.Facts) < 3 {
+		t.Errorf("deliveries explain: %+v", why)
 	}
 	// The curl line sends the same request again: same target, headers and body bytes.
 	before := len(seen.all())
@@ -505,6 +530,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"retry answered 502", h, []string{"retry", d.ID}, 1, "attempt 2: 502"},
 		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND"},
 		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND"},
+		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND"},
+		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "Answered 502 by the relay at "},
 		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND"},
 		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status"},
 		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND"},
@@ -557,7 +584,8 @@ func TestDeliveriesShowIncompleteBody(t *testing.T) {
 	small := storeBody(t, r, bytes.Repeat([]byte("b"), 4<<10))
 
 	out, code := h.run(t, "", "deliveries", "show", big, "--server", r.BareURL())
-	if code != 0 || !strings.Contains(out, "body: stored 256 KiB of 300 KiB (incomplete)") ||
+	if code != 0 || !strings.Contains(out, "\nwhy: Answered 204 by the relay at ") ||
+		!strings.Contains(out, "body: stored 256 KiB of 300 KiB (incomplete)") ||
 		!strings.Contains(out, "no replay command: the body is stored 256 KiB of 300 KiB") || strings.Contains(out, "curl") {
 		t.Errorf("deliveries show of an incomplete body exited %d:\n%s", code, out)
 	}

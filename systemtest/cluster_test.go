@@ -195,12 +195,36 @@ func TestCluster(t *testing.T) {
 		return len(unsettled(t, store, "/on-b/")) == 0
 	})
 	reaped := 0
+	lost := map[string]string{} // the kind of each loss → a delivery it failed
 	for _, e := range exportLogFrom(t, "--eventstore", store) {
 		if e.Type == "forward.failed.v1" && strings.Contains(string(e.Data), "relay node lost before the local answer") {
 			reaped++
 		}
+		var failed struct {
+			DeliveryID string `json:"delivery_id"`
+			Error      string `json:"error"`
+		}
+		if e.Type == "forward.failed.v1" && json.Unmarshal(e.Data, &failed) == nil && strings.HasPrefix(failed.Error, "relay node lost") {
+			lost[failed.Error] = failed.DeliveryID
+		}
 	}
 	t.Logf("attempts of senders on B failed by the reaper: %d", reaped)
+	// The 503s B's loss decided are explained, whichever node answered:
+	// the reaper's for senders on B, A's for forwards B held.
+	for failure, id := range lost {
+		harness.Eventually(t, 15*time.Second, "A's views to show the outcome of "+id, func() bool {
+			d := deliveryByID(t, a, token, id)
+			return d != nil && d.ResponseStatus != nil
+		})
+		if failure == "relay node lost before the local answer" {
+			explained(t, a, token, id, 503, []string{"Recorded 503 by the relay", "relay node b, which the sender was connected to, was lost"}, nil)
+		} else {
+			explained(t, a, token, id, 503, []string{"Answered 503 by the relay", "relay node b, which held the agent's session, stopped answering"}, nil)
+		}
+	}
+	if len(lost) == 0 {
+		t.Log("no attempt failed for B's loss: nothing to explain")
+	}
 
 	// A NATS server is killed (SIGKILL) while deliveries flow on A: the
 	// log (R3) and the bus go on with the other two.

@@ -219,6 +219,10 @@ func TestDesktopAgent(t *testing.T) {
 	if got := app.str(t, `document.querySelector('.detail').textContent`); !strings.Contains(got, "x-local") && !strings.Contains(got, "X-Local") {
 		t.Errorf("detail pane lacks the local response's headers:\n%s", got)
 	}
+	// The pane the console shares says why the sender got 201.
+	if got := app.str(t, `document.querySelector('.detail [data-testid=why-summary]')?.textContent || ''`); !strings.HasPrefix(got, "Answered 201 by your local process at ") {
+		t.Errorf("detail pane's why line = %q, want the local 201", got)
+	}
 	app.screenshot(t, "desktop-detail")
 	app.run(t, `(() => { document.querySelector('[data-testid=retry]').click(); return true; })()`)
 	app.waitFor(t, `document.querySelectorAll('[data-testid=attempts] tbody tr').length === 2`)

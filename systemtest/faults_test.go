@@ -481,6 +481,8 @@ func TestForwardsLeftOpenByACrashAreFailed(t *testing.T) {
 	if d.ResponseStatus == nil || *d.ResponseStatus != 503 {
 		t.Errorf("responseStatus %v, want 503", d.ResponseStatus)
 	}
+	explained(t, r, rig.acct.Token, d.ID, 503, []string{"Recorded 503 by the relay", "the relay stopped while attempt 1 waited for the local answer",
+		"the sender got no answer from it"}, []string{"failed with 503", "relay restarted before the local answer"})
 }
 
 func statusOf(d proxied) string {

@@ -196,6 +196,9 @@ func TestStalledBodyIsDropped(t *testing.T) {
 		rows[0].BodySize != 10 || rows[0].BodyBase64 != "MDEyMzQ1Njc4OQ==" || rows[0].Complete {
 		t.Fatalf("inspector history %+v, want one incomplete row of the 10 bytes that arrived, answered 408", rows)
 	}
+	explained(t, r, "", rows[0].ID, http.StatusRequestTimeout, []string{"Answered 408 by the relay",
+		"the request body stopped arriving for longer than --body-timeout (10 bytes arrived and are stored)"},
+		[]string{`recorded reason: "request body stalled: `})
 }
 
 // TestSteadyUploadOutlastsBodyTimeout: the body timeout is about progress,

@@ -305,7 +305,7 @@ func TestProxyFailuresAreAnsweredAndRecorded(t *testing.T) {
 	closed := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 	closedEP := proxyEndpoint(t, r, acct.Token, closed, false)
 
-	check := func(ep endpointInfo, path string, status int, bodyPrefix string) {
+	check := func(ep endpointInfo, path string, status int, bodyPrefix string, why ...string) {
 		t.Helper()
 		resp := send(t, r, ep.ID, "POST", path, nil, []byte(`{"a":1}`))
 		if resp.Status != status || !strings.HasPrefix(string(resp.Body), bodyPrefix) {
@@ -318,14 +318,17 @@ func TestProxyFailuresAreAnsweredAndRecorded(t *testing.T) {
 		if !slices.Equal(attemptStatuses(d), []int{status}) {
 			t.Errorf("%s: recorded attempts %v, want [%d]", path, attemptStatuses(d), status)
 		}
+		explained(t, r, acct.Token, d.ID, status, why, nil)
 	}
 
 	// No agent yet.
-	check(slowEP, "/no-agent", 503, "No agent for client")
+	check(slowEP, "/no-agent", 503, "No agent for client",
+		"Answered 503 by the relay", "no agent was connected to the Endpoint, and no agent had ever connected to it.")
 
 	// Agent connected, nothing listening at its target.
 	startAgentFor(t, r, acct.Token, closedEP.ID, closed)
-	check(closedEP, "/refused", 502, "Bad Gateway")
+	check(closedEP, "/refused", 502, "Bad Gateway",
+		"Answered 502 by the relay", "the agent on node ", "got no answer from your local process (attempt 1): nothing listening on "+closed)
 	if resp := send(t, r, closedEP.ID, "GET", "/refused-again", nil, nil); !strings.Contains(string(resp.Body), closed) {
 		t.Errorf("502 text %q does not name the target %s", resp.Body, closed)
 	}
@@ -336,7 +339,9 @@ func TestProxyFailuresAreAnsweredAndRecorded(t *testing.T) {
 
 	// Agent connected, local handler slower than --forward-timeout.
 	startAgentFor(t, r, acct.Token, slowEP.ID, slow)
-	check(slowEP, "/slow", 504, "Gateway Timeout")
+	check(slowEP, "/slow", 504, "Gateway Timeout",
+		"Answered 504 by the relay", "the local target did not answer within 1s (--forward-timeout) of the forward requested at ",
+		"(attempt 1 via the agent on node ")
 }
 
 // TestProxyResponseCapture: with capture on the local body is stored and
@@ -422,4 +427,9 @@ func TestProxyLargeBodies(t *testing.T) {
 	if d.ResponseStatus == nil || *d.ResponseStatus != 413 || d.Complete {
 		t.Errorf("over --max-body: recorded responseStatus %s complete=%v, want 413 and incomplete", intp(d.ResponseStatus), d.Complete)
 	}
+	explained(t, p.r, p.acct.Token, d.ID, 413, []string{"Answered 413 by the relay", "larger than the relay's --max-body of 1048576 bytes",
+		"it was not forwarded"}, []string{`recorded reason: "request body larger than 1048576 bytes"`})
+	ok := deliveryAt(t, p.r, p.acct.Token, p.ep.ID, fmt.Sprintf("/big/%d", 1<<20))
+	explained(t, p.r, p.acct.Token, ok.ID, 200, []string{"Answered 200 by your local process at ", "(attempt 1 via the agent on node "},
+		[]string{"Your local process answered 200", "connected on node ", ", forwarding to " + p.target + " (it served attempt 1)."})
 }

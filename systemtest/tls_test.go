@@ -206,6 +206,18 @@ func TestTLS(t *testing.T) {
 	if got[0].ResponseStatus == nil || *got[0].ResponseStatus != 503 || got[0].Method != "PUT" {
 		t.Errorf("--http-listen request recorded as %+v", got[0])
 	}
+	// Why: through the API, and the command line over https.
+	explainedPlain := 0
+	for _, d := range history(t, r, id, 10) {
+		if d.ResponseStatus != nil && *d.ResponseStatus == 503 {
+			explained(t, r, "", d.ID, 503, []string{"Answered 503 by the relay", "came over plain HTTP to an address served over https only"},
+				[]string{`recorded reason: "wrong protocol: plain HTTP"`}, "--ca-file", ca.File)
+			explainedPlain++
+		}
+	}
+	if explainedPlain != 2 {
+		t.Errorf("explained %d plain-HTTP deliveries, want 2", explainedPlain)
+	}
 
 	// The console and API over plain HTTP are sent to https; health
 	// probes answer there.

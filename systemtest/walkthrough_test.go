@@ -62,10 +62,12 @@ var walkthroughSteps = []walkthroughStep{
 	{prefix: "node -e", want: "listening on"},
 	{prefix: "relay listen", want: "public URL"},
 	{prefix: `curl -d '{"type":"charge.succeeded"}'`, want: "ok", after: "POST / → 200"},
+	{prefix: "relay retry <delivery id> --set-header", want: "edited: set X-Debug, body (24 bytes)"},
 	{prefix: "relay retry", want: "attempt 2: 200"},
 	{prefix: "relay deliveries show", want: "replay with:"},
 	{prefix: "relay inspector create", want: ".localhost:"},
 	{prefix: "curl -d 'hello'", want: ""},
+	{prefix: "relay deliveries list <endpoint> --status 5xx", want: "no deliveries"},
 	{prefix: "relay deliveries list", want: "POST"},
 }
 
@@ -74,6 +76,7 @@ var walkthroughSteps = []walkthroughStep{
 var walkthroughValues = map[string]*regexp.Regexp{
 	"<public URL>":    regexp.MustCompile(`public URL (\S+) →`),
 	"<delivery id>":   regexp.MustCompile(`→ 200 \(\d+ ms\)  delivery (\S+)`),
+	"<endpoint>":      regexp.MustCompile(`endpoint (\S+) \(\S+\): public URL`),
 	"<inspector URL>": regexp.MustCompile(`(?m)^(http://\S+)$`),
 	"<inspector id>":  regexp.MustCompile(`inspector (\S+), expires`),
 }

@@ -58,8 +58,8 @@ func (h *Hub) elsewhere(endpointID string) (string, bool) {
 
 // Outcomes of an attempt sent to another node that did not answer it.
 const (
-	NodeLost        = "relay node lost"
-	NodeUnreachable = "relay node unreachable"
+	NodeLost        = domain.FailureNodeLost
+	NodeUnreachable = domain.FailureNodeUnreachable
 )
 
 // forwardRemote sends the attempt to node over the bus. When node's lease
@@ -202,7 +202,7 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
 	if s == nil {
-		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: "no agent connected"}, nil
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, nil
 	}
 	h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
 		"endpoint_id", cmd.EndpointID, "agent_id", s.info.AgentID)
@@ -214,10 +214,10 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	select {
 	case out = <-p.result:
 	case <-wctx.Done():
-		fallback := domain.ForwardOutcome{Status: 504, Error: "local target did not answer within " + timeout.String(),
+		fallback := domain.ForwardOutcome{Status: 504, Error: domain.FailureTimeout + timeout.String(),
 			Failure: "the local target " + s.info.Target + " did not answer within " + timeout.String()}
 		if ctx.Err() != nil {
-			fallback = domain.ForwardOutcome{Status: 503, Error: "relay shutting down"}
+			fallback = domain.ForwardOutcome{Status: 503, Error: domain.FailureShuttingDown}
 		}
 		fallback.AttemptID, fallback.AgentID = cmd.AttemptID, s.info.AgentID
 		out = h.resolve(p, fallback)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -174,7 +175,7 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 
 // detach removes a session, fails its in-flight attempts and records its end.
 func (h *Hub) detach(ctx context.Context, s *session) {
-	failed := domain.ForwardOutcome{Status: 503, Error: "agent disconnected", AgentID: s.info.AgentID}
+	failed := domain.ForwardOutcome{Status: 503, Error: domain.FailureAgentDisconnected, AgentID: s.info.AgentID}
 	h.mu.Lock()
 	delete(h.byAgent, s.info.AgentID)
 	list := h.byEndpoint[s.info.EndpointID]
@@ -201,7 +202,7 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 	h.mu.Unlock()
 
 	close(s.done) // senders blocked on work give up
-	h.recordDisconnect(ctx, s.info, "agent disconnected")
+	h.recordDisconnect(ctx, s.info, domain.SessionAgentDisconnected)
 	// Closing work last tells its reader the end is already in the log.
 	s.sendMu.Lock()
 	s.closed = true
@@ -292,7 +293,7 @@ func normalize(out domain.ForwardOutcome, target string) domain.ForwardOutcome {
 		out.Headers, out.Body = nil, nil
 	case out.Status < 200 || out.Status > 599:
 		// 1xx are interim answers, never a final one the sender can get.
-		out.Error = fmt.Sprintf("agent reported invalid status %d", out.Status)
+		out.Error = domain.FailureInvalidStatus + strconv.Itoa(out.Status)
 		out.Failure = "the answer of the local target " + target + " could not be passed on"
 		out.Status = 502
 		out.Headers, out.Body = nil, nil

@@ -18,7 +18,7 @@ type StaleSession struct {
 
 // Reasons CloseStale records.
 const (
-	RelayRestarted = "relay restarted"
+	RelayRestarted = domain.SessionRelayRestarted
 )
 
 // CloseStale records AgentDisconnected{Reason: reason} for each session

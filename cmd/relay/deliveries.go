@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
@@ -30,9 +31,20 @@ type deliveryRow struct {
 	ResponseStatus *int   `json:"responseStatus"`
 	BodySize       int    `json:"bodySize"`
 	Attempts       int    `json:"attempts"`
+	// Provider is the webhook provider recognised (null for none);
+	// Duplicates counts the other deliveries with its delivery id.
+	Provider   *providerJSON `json:"provider"`
+	Duplicates int           `json:"duplicates"`
 }
 
-const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status }`
+// providerJSON is Delivery.provider.
+type providerJSON struct {
+	Name       string  `json:"name"`
+	EventType  *string `json:"eventType"`
+	DeliveryID *string `json:"deliveryId"`
+}
+
+const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status } provider{ name eventType deliveryId } duplicates`
 
 // apiDeliveryRow is deliveryRowFields as the API answers them.
 type apiDeliveryRow struct {
@@ -40,11 +52,29 @@ type apiDeliveryRow struct {
 	ResponseStatus                                *int
 	BodySize                                      int
 	Attempts                                      []struct{ Status *int }
+	Provider                                      *providerJSON
+	Duplicates                                    int
 }
 
 func (d apiDeliveryRow) row() deliveryRow {
 	return deliveryRow{ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Path, ReceivedAt: d.ReceivedAt,
-		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts)}
+		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts), Provider: d.Provider, Duplicates: d.Duplicates}
+}
+
+// eventText is a row's provider event for a terminal: "github push",
+// with "(sent 2 times)" for a redelivered one; "" for none.
+func eventText(p *providerJSON, duplicates int) string {
+	if p == nil {
+		return ""
+	}
+	s := p.Name
+	if p.EventType != nil {
+		s += " " + termtext.Safe(*p.EventType, false)
+	}
+	if duplicates > 0 {
+		s += fmt.Sprintf(" (sent %d times)", duplicates+1)
+	}
+	return s
 }
 
 // headerJSON is a header with its exact bytes when they are not UTF-8.
@@ -63,7 +93,23 @@ type attemptJSON struct {
 	Error      *string `json:"error"`
 	Retry      bool    `json:"retry"`
 	Late       bool    `json:"late"` // answered after the relay answered the sender itself
+	// Edit is what an edited retry changed before sending; null when sent
+	// as recorded.
+	Edit *editJSON `json:"edit"`
 }
+
+// editJSON is an attempt's edit as the API answers it.
+type editJSON struct {
+	Method       *string      `json:"method"`
+	Path         *string      `json:"path"`
+	SetHeaders   []headerJSON `json:"setHeaders"`
+	UnsetHeaders []string     `json:"unsetHeaders"`
+	Body         *string      `json:"body"`
+	BodyBase64   *string      `json:"bodyBase64"`
+}
+
+// attemptFields is what the client commands read of an attempt.
+const attemptFields = `id status startedAt durationMs error retry late edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
@@ -83,48 +129,60 @@ type deliveryJSON struct {
 	ReceivedAt     string        `json:"receivedAt"`
 	ResponseStatus *int          `json:"responseStatus"`
 	Attempts       []attemptJSON `json:"attempts"`
+	Provider       *providerJSON `json:"provider"`
+	Duplicates     int           `json:"duplicates"`
+	// Why says in one sentence why the sender got responseStatus
+	// (`deliveries explain` prints the facts behind it).
+	Why string `json:"why"`
 	// Curl replays the request byte for byte; it is empty when the body is
 	// stored in part, and CurlWithheld says why.
 	Curl         string `json:"curl"`
 	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ id status startedAt durationMs error retry late }`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + attemptFields + ` } provider{ name eventType deliveryId } duplicates`
 
-func deliveriesCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "deliveries",
 		Aliases: []string{"delivery"},
-		Short:   "List and show recorded deliveries",
+		Short:   "List, search, show, explain, compare and export recorded deliveries",
 		Example: `  relay deliveries list stripe --status 5xx
-  relay deliveries show 0193a7c2-...`,
+  relay deliveries show 0193a7c2-...
+  relay deliveries explain 0193a7c2-...
+  relay deliveries diff 0193a7c2-...
+  relay deliveries export stripe -o stripe.har`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout))
+	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesExplainCommand(env, stdout),
+		deliveriesDiffCommand(env, stdout), deliveriesExportCommand(env, stdout, stderr))
 	return cmd
 }
 
 func deliveriesListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var status string
+	var f listFlags
 	var limit int
 	cmd := &cobra.Command{
 		Use:     "list ADDRESS",
 		Aliases: []string{"ls"},
-		Short:   "List an Endpoint's or inspector's deliveries, newest first",
+		Short:   "List or search an Endpoint's or inspector's deliveries, newest first",
 		Long: `List an Endpoint's or inspector's deliveries, newest first. ADDRESS is an
-Endpoint's id or name, or an inspector's id.`,
+Endpoint's id or name, or an inspector's id. The filters are applied by the relay
+(the deliveries query's filter), over the whole history, and combine: a delivery is
+listed when it matches all of them.`,
 		Example: `  relay deliveries list stripe
-  relay deliveries list stripe --status 5xx --limit 5
+  relay deliveries list stripe --status 5xx --path /webhooks --since 1h --grep charge
+  relay deliveries list stripe --header X-GitHub-Event=push --limit 5
   relay deliveries list ep-abc123 -o json | jq -r '.[0].id'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
 				return err
 			}
-			match, err := statusFilter(status)
+			filter, err := f.filter(time.Now())
 			if err != nil {
 				return err
 			}
@@ -135,7 +193,7 @@ Endpoint's id or name, or an inspector's id.`,
 				return err
 			}
 			client := conn.client(conn.token)
-			rows, err := listDeliveries(c.Context(), client, args[0], limit, match)
+			rows, searched, err := listDeliveries(c.Context(), client, args[0], limit, filter)
 			if err != nil {
 				return err
 			}
@@ -144,56 +202,153 @@ Endpoint's id or name, or an inspector's id.`,
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(stdout, "no deliveries")
-				return nil
+			} else {
+				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID\tEVENT")
+				for _, d := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID")
-			for _, d := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID)
+			if searched {
+				fmt.Fprintf(stdout, "(the search stopped after %d pages of history; narrow it, or page on with the API's filter)\n", maxListPages)
 			}
-			return tw.Flush()
+			return nil
 		},
 	}
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
-	cmd.Flags().StringVar(&status, "status", "", "only deliveries answered with this status or class: 502, 5xx, 2xx")
-	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many deliveries")
+	fs := cmd.Flags()
+	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending")
+	fs.StringVar(&f.method, "method", "", "sent with this method (POST)")
+	fs.StringVar(&f.path, "path", "", "whose request target starts with this (/webhooks)")
+	fs.StringVar(&f.since, "since", "", "received within this long (1h, 30m) or since this time (RFC 3339)")
+	fs.StringVar(&f.until, "until", "", "received before this long ago or this time")
+	fs.StringVar(&f.grep, "grep", "", "whose stored body contains this text (case-sensitive)")
+	fs.StringVar(&f.header, "header", "", "with this header (NAME) or header value (NAME=VALUE)")
+	fs.IntVar(&f.attempt, "attempt-status", 0, "an attempt to reach the local target got this status")
+	fs.BoolVar(&f.incomplete, "incomplete", false, "whose body was stored in part")
+	fs.StringVar(&f.event, "event", "", "of this provider event type (push, charge.succeeded)")
+	fs.StringVar(&f.providerID, "provider-id", "", "with this provider delivery id: a delivery and its redeliveries")
+	fs.IntVar(&limit, "limit", 20, "at most this many deliveries")
 	return cmd
+}
+
+// listFlags are deliveries list's filters as typed.
+type listFlags struct {
+	status, method, path, since, until, grep, header string
+	event, providerID                                string
+	attempt                                          int
+	incomplete                                       bool
 }
 
 var statusClass = regexp.MustCompile(`^[1-5]xx$`)
 
-// statusFilter reads --status: "", a status (404) or a class (5xx).
-func statusFilter(s string) (func(*int) bool, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	switch {
+// filter is the deliveries query's filter the flags ask for (nil: none).
+func (f listFlags) filter(now time.Time) (map[string]any, error) {
+	out := map[string]any{}
+	switch s := strings.ToLower(strings.TrimSpace(f.status)); {
 	case s == "":
-		return func(*int) bool { return true }, nil
+	case s == "pending":
+		out["pending"] = true
 	case statusClass.MatchString(s):
-		class := int(s[0] - '0')
-		return func(st *int) bool { return st != nil && *st/100 == class }, nil
+		out["statusClass"] = int(s[0] - '0')
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 || n > 599 {
+			return nil, usage(fmt.Errorf("--status %q: want a status such as 502, a class such as 5xx, or pending", f.status))
+		}
+		out["status"] = n
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 100 || n > 599 {
-		return nil, usage(fmt.Errorf("--status %q: want a status such as 502 or a class such as 5xx", s))
+	if f.method != "" {
+		out["method"] = strings.ToUpper(f.method)
 	}
-	return func(st *int) bool { return st != nil && *st == n }, nil
+	if f.path != "" {
+		if !strings.HasPrefix(f.path, "/") {
+			return nil, usage(fmt.Errorf("--path %q: want a path starting with /", f.path))
+		}
+		out["pathPrefix"] = f.path
+	}
+	for _, t := range []struct{ flag, value, key string }{{"--since", f.since, "receivedAfter"}, {"--until", f.until, "receivedBefore"}} {
+		if t.value == "" {
+			continue
+		}
+		at, err := timeFlag(t.value, now)
+		if err != nil {
+			return nil, usage(fmt.Errorf("%s %q: %w", t.flag, t.value, err))
+		}
+		out[t.key] = at.UTC().Format(time.RFC3339Nano)
+	}
+	if f.grep != "" {
+		out["bodyContains"] = f.grep
+	}
+	if f.header != "" {
+		name, value, hasValue := strings.Cut(f.header, "=")
+		if name == "" || strings.ContainsAny(name, " \t:") {
+			return nil, usage(fmt.Errorf("--header %q: want NAME or NAME=VALUE", f.header))
+		}
+		out["header"] = name
+		if hasValue {
+			out["headerValue"] = value
+		}
+	}
+	if f.attempt != 0 {
+		if f.attempt < 100 || f.attempt > 599 {
+			return nil, usage(fmt.Errorf("--attempt-status %d: want a status such as 502", f.attempt))
+		}
+		out["attemptStatus"] = f.attempt
+	}
+	if f.incomplete {
+		out["incompleteBody"] = true
+	}
+	if f.event != "" {
+		out["providerEvent"] = f.event
+	}
+	if f.providerID != "" {
+		out["providerDeliveryId"] = f.providerID
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
-// maxListPages bounds the pages a filtered list reads.
+// timeFlag reads a duration before now (1h) or a time (RFC 3339).
+func timeFlag(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, errors.New("want a positive duration")
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, errors.New("want a duration such as 1h or a time such as 2026-11-25T08:00:00Z")
+	}
+	return t, nil
+}
+
+// maxListPages bounds the pages a list reads: a filtered page examines
+// a bounded share of the history, so a rare match may take several.
 const maxListPages = 20
 
-// listDeliveries pages through an address's history until limit rows
-// match.
-func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, limit int, match func(*int) bool) ([]deliveryRow, error) {
+// listDeliveries pages through an address's history, filtered by the
+// relay, until limit rows. searched is true when it stopped at
+// maxListPages with history left to search.
+func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, limit int, filter map[string]any) (rows []deliveryRow, searched bool, err error) {
 	kind, id, err := resolveAddress(ctx, client, ref)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	q := fmt.Sprintf(`query($a: ID!, $n: Int, $after: String){ %s(id: $a){ deliveries(first: $n, after: $after){ nodes{ %s } pageInfo{ hasNextPage endCursor } } } }`, kind, deliveryRowFields)
-	rows := []deliveryRow{}
+	q := fmt.Sprintf(`query($a: ID!, $n: Int, $after: String, $f: DeliveryFilter){ %s(id: $a){ deliveries(first: $n, after: $after, filter: $f){ nodes{ %s } pageInfo{ hasNextPage endCursor } } } }`, kind, deliveryRowFields)
+	rows = []deliveryRow{}
 	var after *string
-	for page := 0; page < maxListPages && len(rows) < limit; page++ {
+	for page := 0; len(rows) < limit; page++ {
+		if page == maxListPages {
+			return rows, true, nil
+		}
 		var res map[string]*struct {
 			Deliveries struct {
 				Nodes    []apiDeliveryRow
@@ -203,15 +358,19 @@ func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, l
 				}
 			}
 		}
-		if err := client.Do(ctx, q, map[string]any{"a": id, "n": 100, "after": after}, &res); err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
+		vars := map[string]any{"a": id, "n": min(100, limit-len(rows)), "after": after}
+		if filter != nil {
+			vars["f"] = filter
+		}
+		if err := client.Do(ctx, q, vars, &res); err != nil {
+			return nil, false, fmt.Errorf("list deliveries: %w", err)
 		}
 		a := res[kind]
 		if a == nil {
-			return nil, notFound(ref)
+			return nil, false, notFound(ref)
 		}
 		for _, d := range a.Deliveries.Nodes {
-			if match(d.ResponseStatus) && len(rows) < limit {
+			if len(rows) < limit {
 				rows = append(rows, d.row())
 			}
 		}
@@ -220,7 +379,13 @@ func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, l
 		}
 		after = a.Deliveries.PageInfo.EndCursor
 	}
-	return rows, nil
+	return rows, false, nil
+}
+
+// noDelivery is the refusal for an id that names no delivery the token may
+// read.
+func noDelivery(id string) error {
+	return &apiclient.Error{Message: fmt.Sprintf("no delivery %q (for this token)", id), Code: "NOT_FOUND"}
 }
 
 func notFound(ref string) error {
@@ -307,14 +472,22 @@ func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Com
 }
 
 func showDelivery(ctx context.Context, client *apiclient.Client, id string) (deliveryJSON, error) {
-	var res struct{ Delivery *deliveryJSON }
-	if err := client.Do(ctx, `query($id: ID!){ delivery(id: $id){ `+deliveryFields+` } }`, map[string]any{"id": id}, &res); err != nil {
+	var res struct {
+		Delivery *struct {
+			deliveryJSON
+			// The API's why is an object; show prints its summary. Being
+			// shallower, this field takes "why" from deliveryJSON's.
+			APIWhy struct{ Summary string } `json:"why"`
+		}
+	}
+	if err := client.Do(ctx, `query($id: ID!){ delivery(id: $id){ `+deliveryFields+` why{ summary } } }`, map[string]any{"id": id}, &res); err != nil {
 		return deliveryJSON{}, fmt.Errorf("show delivery: %w", err)
 	}
 	if res.Delivery == nil {
-		return deliveryJSON{}, &apiclient.Error{Message: fmt.Sprintf("no delivery %q (for this token)", id), Code: "NOT_FOUND"}
+		return deliveryJSON{}, noDelivery(id)
 	}
-	d := *res.Delivery
+	d := res.Delivery.deliveryJSON
+	d.Why = res.Delivery.APIWhy.Summary
 	if d.Headers == nil {
 		d.Headers = []headerJSON{}
 	}
@@ -363,7 +536,18 @@ func exactText(text string, raw *string) string {
 }
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {
-	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	if d.Provider != nil {
+		line := "provider: " + eventText(d.Provider, d.Duplicates)
+		if d.Provider.DeliveryID != nil {
+			line += ", its delivery id " + termtext.Safe(*d.Provider.DeliveryID, false)
+		}
+		if d.Duplicates > 0 {
+			line += " (relay deliveries list " + d.Address + " --provider-id ID lists them all)"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "why: %s\n\n", termtext.Safe(d.Why, false))
 	// The sender's bytes are escaped where they could drive the terminal.
 	fmt.Fprintf(w, "%s %s\n", d.Method, termtext.Safe(d.Path, false))
 	for _, h := range d.Headers {
@@ -391,7 +575,7 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			if a.Late {
 				line += " (late: the sender had already been answered by the relay)"
 			}
-			fmt.Fprintf(w, "  %d: %s\n", i+1, line)
+			fmt.Fprintf(w, "  %d: %s%s\n", i+1, line, describeEdit(a.Edit))
 		}
 	}
 	switch {
@@ -415,4 +599,94 @@ func statusText(s *int) string {
 		return "-"
 	}
 	return strconv.Itoa(*s)
+}
+
+// explanationJSON is `deliveries explain -o json`: why the sender got
+// status, in one sentence and the dated facts of the log behind it.
+type explanationJSON struct {
+	ID      string     `json:"id"`
+	Status  *int       `json:"status"`
+	Summary string     `json:"summary"`
+	Facts   []factJSON `json:"facts"`
+}
+
+type factJSON struct {
+	At   string `json:"at"`
+	Text string `json:"text"`
+}
+
+func deliveriesExplainCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:   "explain DELIVERY_ID",
+		Short: "Say why a delivery's sender got the status it got, with the facts from the log",
+		Long: `Say why a delivery's sender got the status it got: who answered (the relay
+itself, or your local process through an agent), what decided it and when,
+then the dated facts from the log behind it (the request, the relay's own
+answer, each attempt and its outcome, the agent sessions that decided it).`,
+		Example: `  relay deliveries explain 0193a7c2-...
+  relay deliveries explain 0193a7c2-... -o json | jq -r .summary`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			x, err := explainDelivery(c.Context(), conn.client(conn.token), args[0])
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, x)
+			}
+			printExplanation(stdout, x)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}
+
+func explainDelivery(ctx context.Context, client *apiclient.Client, id string) (explanationJSON, error) {
+	var res struct {
+		Delivery *struct {
+			ID  string
+			Why struct {
+				Status  *int
+				Summary string
+				Facts   []factJSON
+			}
+		}
+	}
+	q := `query($id: ID!){ delivery(id: $id){ id why{ status summary facts{ at text } } } }`
+	if err := client.Do(ctx, q, map[string]any{"id": id}, &res); err != nil {
+		return explanationJSON{}, fmt.Errorf("explain delivery: %w", err)
+	}
+	if res.Delivery == nil {
+		return explanationJSON{}, noDelivery(id)
+	}
+	w := res.Delivery.Why
+	x := explanationJSON{ID: res.Delivery.ID, Status: w.Status, Summary: w.Summary, Facts: w.Facts}
+	if x.Facts == nil {
+		x.Facts = []factJSON{}
+	}
+	return x, nil
+}
+
+// printExplanation prints the sentence, then each fact after its time.
+// The facts quote agents' errors and recorded reasons: they are escaped
+// like a sender's bytes.
+func printExplanation(w io.Writer, x explanationJSON) {
+	fmt.Fprintln(w, termtext.Safe(x.Summary, false))
+	if len(x.Facts) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, f := range x.Facts {
+		fmt.Fprintf(w, "%s  %s\n", f.At, termtext.Safe(f.Text, false))
+	}
 }

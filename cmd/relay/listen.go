@@ -20,7 +20,7 @@ import (
 func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var printBody, printHeaders, insecure bool
+	var printBody, printHeaders, insecure, catchUpFlag bool
 	var hostHeader string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -81,6 +81,13 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			} else {
 				o.Observer = &agentcli.TextObserver{Out: stdout, Status: stdout, Color: colourful(stdout, env), PrintBody: printBody, PrintHeaders: printHeaders}
 			}
+			// Once connected: catch up what was refused while no agent was
+			// (--catch-up), or say how much there is.
+			co := &catchUpObserver{Observer: o.Observer, ctx: ctx, client: client, run: catchUpFlag, out: stderr}
+			for _, e := range eps {
+				co.eps = append(co.eps, e.Name)
+			}
+			o.Observer = co
 			return agentcli.Serve(ctx, o)
 		},
 	}
@@ -89,6 +96,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	fs := cmd.Flags()
 	fs.BoolVar(&printBody, "print-body", false, "print each request's body")
 	fs.BoolVar(&printHeaders, "print-headers", false, "print each request's headers")
+	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
 	fs.StringVar(&hostHeader, "host-header", agentcli.HostRewrite, "Host of the local request: rewrite (TARGET's) or preserve (the public host the sender called)")

@@ -52,10 +52,11 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		listenCommand(env, stdout, stderr),
 		endpointsCommand(env, stdout),
 		inspectorCommand(env, stdout),
-		deliveriesCommand(env, stdout),
+		deliveriesCommand(env, stdout, stderr),
 		tailCommand(env, stdout, stderr),
 		openCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
+		replayCommand(stdout),
 		loginCommand(env, stdin, stdout),
 		logoutCommand(stdout),
 		versionCommand(stdout),
@@ -97,7 +98,7 @@ func groupCommands(root *cobra.Command) {
 		names     []string
 	}{
 		{"start", "Getting started:", []string{"login", "logout", "listen", "open"}},
-		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "tail", "retry"}},
+		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "tail", "retry", "replay"}},
 		{"run", "Running a relay:", []string{"serve", "agent", "accounts", "events"}},
 	}
 	for _, g := range groups {

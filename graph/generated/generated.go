@@ -29,6 +29,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Delivery() DeliveryResolver
 	Endpoint() EndpointResolver
 	Inspector() InspectorResolver
 	Mutation() MutationResolver
@@ -47,35 +48,51 @@ type ComplexityRoot struct {
 
 	Attempt struct {
 		DurationMs func(childComplexity int) int
+		Edit       func(childComplexity int) int
 		Error      func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Late       func(childComplexity int) int
+		Response   func(childComplexity int) int
 		Retry      func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
 		Status     func(childComplexity int) int
 	}
 
+	AttemptResponse struct {
+		Body       func(childComplexity int) int
+		BodyBase64 func(childComplexity int) int
+		Captured   func(childComplexity int) int
+		Headers    func(childComplexity int) int
+		Status     func(childComplexity int) int
+	}
+
 	Delivery struct {
-		Address         func(childComplexity int) int
-		Attempts        func(childComplexity int) int
-		Body            func(childComplexity int) int
-		BodyBase64      func(childComplexity int) int
-		BodySize        func(childComplexity int) int
-		BodyUnread      func(childComplexity int) int
-		Complete        func(childComplexity int) int
-		Cursor          func(childComplexity int) int
-		DroppedHeaders  func(childComplexity int) int
-		Headers         func(childComplexity int) int
-		ID              func(childComplexity int) int
-		Method          func(childComplexity int) int
-		Path            func(childComplexity int) int
-		PathBase64      func(childComplexity int) int
-		ReceivedAt      func(childComplexity int) int
-		RemoteAddress   func(childComplexity int) int
-		ResponseBody    func(childComplexity int) int
-		ResponseHeaders func(childComplexity int) int
-		ResponseStatus  func(childComplexity int) int
-		Trailers        func(childComplexity int) int
+		Address            func(childComplexity int) int
+		Attempts           func(childComplexity int) int
+		Body               func(childComplexity int) int
+		BodyBase64         func(childComplexity int) int
+		BodySize           func(childComplexity int) int
+		BodyUnread         func(childComplexity int) int
+		Complete           func(childComplexity int) int
+		Cursor             func(childComplexity int) int
+		DroppedHeaders     func(childComplexity int) int
+		Duplicates         func(childComplexity int) int
+		Explanation        func(childComplexity int) int
+		HTTPVersion        func(childComplexity int) int
+		Headers            func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		Method             func(childComplexity int) int
+		Path               func(childComplexity int) int
+		PathBase64         func(childComplexity int) int
+		Provider           func(childComplexity int) int
+		ReceivedAt         func(childComplexity int) int
+		RemoteAddress      func(childComplexity int) int
+		ResponseBody       func(childComplexity int) int
+		ResponseBodyBase64 func(childComplexity int) int
+		ResponseHeaders    func(childComplexity int) int
+		ResponseStatus     func(childComplexity int) int
+		Trailers           func(childComplexity int) int
+		Why                func(childComplexity int) int
 	}
 
 	DeliveryConnection struct {
@@ -93,7 +110,7 @@ type ComplexityRoot struct {
 		AgentConnected  func(childComplexity int) int
 		AgentCount      func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
-		Deliveries      func(childComplexity int, first *int, after *string) int
+		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
 		ID              func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Name            func(childComplexity int) int
@@ -127,6 +144,17 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	Explanation struct {
+		Facts   func(childComplexity int) int
+		Status  func(childComplexity int) int
+		Summary func(childComplexity int) int
+	}
+
+	ExplanationFact struct {
+		At   func(childComplexity int) int
+		Text func(childComplexity int) int
+	}
+
 	ForwardRequest struct {
 		AttemptID     func(childComplexity int) int
 		BodyBase64    func(childComplexity int) int
@@ -148,7 +176,7 @@ type ComplexityRoot struct {
 
 	Inspector struct {
 		CreatedAt       func(childComplexity int) int
-		Deliveries      func(childComplexity int, first *int, after *string) int
+		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
 		Expired         func(childComplexity int) int
 		ExpiresAt       func(childComplexity int) int
 		ID              func(childComplexity int) int
@@ -164,7 +192,7 @@ type ComplexityRoot struct {
 		CreateEndpoint  func(childComplexity int, input model.CreateEndpointInput) int
 		CreateInspector func(childComplexity int) int
 		DeleteEndpoint  func(childComplexity int, id string) int
-		RetryDelivery   func(childComplexity int, id string) int
+		RetryDelivery   func(childComplexity int, id string, edit *model.RequestEditInput) int
 		SignUp          func(childComplexity int, name string) int
 		UpdateEndpoint  func(childComplexity int, id string, input model.UpdateEndpointInput) int
 	}
@@ -174,6 +202,12 @@ type ComplexityRoot struct {
 		HasNextPage func(childComplexity int) int
 	}
 
+	Provider struct {
+		DeliveryID func(childComplexity int) int
+		EventType  func(childComplexity int) int
+		Name       func(childComplexity int) int
+	}
+
 	Query struct {
 		Delivery  func(childComplexity int, id string) int
 		Endpoint  func(childComplexity int, id string) int
@@ -181,6 +215,15 @@ type ComplexityRoot struct {
 		Events    func(childComplexity int, after *string, first *int) int
 		Inspector func(childComplexity int, id string) int
 		Me        func(childComplexity int) int
+	}
+
+	RequestEdit struct {
+		Body         func(childComplexity int) int
+		BodyBase64   func(childComplexity int) int
+		Method       func(childComplexity int) int
+		Path         func(childComplexity int) int
+		SetHeaders   func(childComplexity int) int
+		UnsetHeaders func(childComplexity int) int
 	}
 
 	SignUpPayload struct {
@@ -194,11 +237,17 @@ type ComplexityRoot struct {
 	}
 }
 
+type DeliveryResolver interface {
+	Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error)
+
+	Explanation(ctx context.Context, obj *model.Delivery) (string, error)
+	Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error)
+}
 type EndpointResolver interface {
-	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string) (*model.DeliveryConnection, error)
+	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type InspectorResolver interface {
-	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string) (*model.DeliveryConnection, error)
+	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type MutationResolver interface {
 	CreateInspector(ctx context.Context) (*model.Inspector, error)
@@ -207,7 +256,7 @@ type MutationResolver interface {
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
-	RetryDelivery(ctx context.Context, id string) (*model.Delivery, error)
+	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
 }
 type QueryResolver interface {
@@ -256,6 +305,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.DurationMs(childComplexity), true
+	case "Attempt.edit":
+		if e.ComplexityRoot.Attempt.Edit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Edit(childComplexity), true
 	case "Attempt.error":
 		if e.ComplexityRoot.Attempt.Error == nil {
 			break
@@ -274,6 +329,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Late(childComplexity), true
+	case "Attempt.response":
+		if e.ComplexityRoot.Attempt.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Response(childComplexity), true
 	case "Attempt.retry":
 		if e.ComplexityRoot.Attempt.Retry == nil {
 			break
@@ -292,6 +353,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Status(childComplexity), true
+
+	case "AttemptResponse.body":
+		if e.ComplexityRoot.AttemptResponse.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Body(childComplexity), true
+	case "AttemptResponse.bodyBase64":
+		if e.ComplexityRoot.AttemptResponse.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.BodyBase64(childComplexity), true
+	case "AttemptResponse.captured":
+		if e.ComplexityRoot.AttemptResponse.Captured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Captured(childComplexity), true
+	case "AttemptResponse.headers":
+		if e.ComplexityRoot.AttemptResponse.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Headers(childComplexity), true
+	case "AttemptResponse.status":
+		if e.ComplexityRoot.AttemptResponse.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.Status(childComplexity), true
 
 	case "Delivery.address":
 		if e.ComplexityRoot.Delivery.Address == nil {
@@ -347,6 +439,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.DroppedHeaders(childComplexity), true
+	case "Delivery.duplicates":
+		if e.ComplexityRoot.Delivery.Duplicates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Duplicates(childComplexity), true
+	case "Delivery.explanation":
+		if e.ComplexityRoot.Delivery.Explanation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Explanation(childComplexity), true
+	case "Delivery.httpVersion":
+		if e.ComplexityRoot.Delivery.HTTPVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.HTTPVersion(childComplexity), true
 	case "Delivery.headers":
 		if e.ComplexityRoot.Delivery.Headers == nil {
 			break
@@ -377,6 +487,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.PathBase64(childComplexity), true
+	case "Delivery.provider":
+		if e.ComplexityRoot.Delivery.Provider == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Provider(childComplexity), true
 	case "Delivery.receivedAt":
 		if e.ComplexityRoot.Delivery.ReceivedAt == nil {
 			break
@@ -395,6 +511,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ResponseBody(childComplexity), true
+	case "Delivery.responseBodyBase64":
+		if e.ComplexityRoot.Delivery.ResponseBodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.ResponseBodyBase64(childComplexity), true
 	case "Delivery.responseHeaders":
 		if e.ComplexityRoot.Delivery.ResponseHeaders == nil {
 			break
@@ -413,6 +535,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Trailers(childComplexity), true
+	case "Delivery.why":
+		if e.ComplexityRoot.Delivery.Why == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Why(childComplexity), true
 
 	case "DeliveryConnection.edges":
 		if e.ComplexityRoot.DeliveryConnection.Edges == nil {
@@ -474,7 +602,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
 	case "Endpoint.id":
 		if e.ComplexityRoot.Endpoint.ID == nil {
 			break
@@ -611,6 +739,38 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.EventEdge.Node(childComplexity), true
 
+	case "Explanation.facts":
+		if e.ComplexityRoot.Explanation.Facts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Facts(childComplexity), true
+	case "Explanation.status":
+		if e.ComplexityRoot.Explanation.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Status(childComplexity), true
+	case "Explanation.summary":
+		if e.ComplexityRoot.Explanation.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Summary(childComplexity), true
+
+	case "ExplanationFact.at":
+		if e.ComplexityRoot.ExplanationFact.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExplanationFact.At(childComplexity), true
+	case "ExplanationFact.text":
+		if e.ComplexityRoot.ExplanationFact.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ExplanationFact.Text(childComplexity), true
+
 	case "ForwardRequest.attemptId":
 		if e.ComplexityRoot.ForwardRequest.AttemptID == nil {
 			break
@@ -707,7 +867,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Inspector.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Inspector.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
 	case "Inspector.expired":
 		if e.ComplexityRoot.Inspector.Expired == nil {
 			break
@@ -811,7 +971,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(string)), true
+		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(string), args["edit"].(*model.RequestEditInput)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -847,6 +1007,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+
+	case "Provider.deliveryId":
+		if e.ComplexityRoot.Provider.DeliveryID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Provider.DeliveryID(childComplexity), true
+	case "Provider.eventType":
+		if e.ComplexityRoot.Provider.EventType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Provider.EventType(childComplexity), true
+	case "Provider.name":
+		if e.ComplexityRoot.Provider.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Provider.Name(childComplexity), true
 
 	case "Query.delivery":
 		if e.ComplexityRoot.Query.Delivery == nil {
@@ -906,6 +1085,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
 
+	case "RequestEdit.body":
+		if e.ComplexityRoot.RequestEdit.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.Body(childComplexity), true
+	case "RequestEdit.bodyBase64":
+		if e.ComplexityRoot.RequestEdit.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.BodyBase64(childComplexity), true
+	case "RequestEdit.method":
+		if e.ComplexityRoot.RequestEdit.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.Method(childComplexity), true
+	case "RequestEdit.path":
+		if e.ComplexityRoot.RequestEdit.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.Path(childComplexity), true
+	case "RequestEdit.setHeaders":
+		if e.ComplexityRoot.RequestEdit.SetHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.SetHeaders(childComplexity), true
+	case "RequestEdit.unsetHeaders":
+		if e.ComplexityRoot.RequestEdit.UnsetHeaders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RequestEdit.UnsetHeaders(childComplexity), true
+
 	case "SignUpPayload.account":
 		if e.ComplexityRoot.SignUpPayload.Account == nil {
 			break
@@ -952,7 +1168,9 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
 		ec.unmarshalInputCompleteForwardInput,
 		ec.unmarshalInputCreateEndpointInput,
+		ec.unmarshalInputDeliveryFilter,
 		ec.unmarshalInputHeaderInput,
+		ec.unmarshalInputRequestEditInput,
 		ec.unmarshalInputUpdateEndpointInput,
 	)
 	first := true
@@ -1051,13 +1269,13 @@ var sources = []*ast.Source{
 # Every operation has a cost, checked before it runs: 1 point per field, a list
 # or page multiplies what each row selects by its length (first, clamped to 100;
 # headers count as 32, attempts as 8, endpoints as 100), a payload field (body,
-# bodyBase64, responseBody, Event.data, ForwardRequest.bodyBase64) weighs the KiB
-# the capture cap lets it hold (base64: 4/3 of it), and a mutation field or a
-# page of events 1000 more. An operation over the budget (--max-query-cost,
-# default 10000) or with more than --max-query-fields fields (aliases and
-# fragments counted) is refused with extensions.code QUERY_TOO_COMPLEX, a
-# document of more than --max-query-tokens tokens with GRAPHQL_PARSE_FAILED, and
-# nothing runs. See docs/security.md.
+# bodyBase64, responseBody, responseBodyBase64, Event.data,
+# ForwardRequest.bodyBase64) weighs the KiB the capture cap lets it hold
+# (base64: 4/3 of it), and a mutation field or a page of events 1000 more. An
+# operation over the budget (--max-query-cost, default 10000) or with more than
+# --max-query-fields fields (aliases and fragments counted) is refused with
+# extensions.code QUERY_TOO_COMPLEX, a document of more than --max-query-tokens
+# tokens with GRAPHQL_PARSE_FAILED, and nothing runs. See docs/security.md.
 
 scalar Time
 
@@ -1091,6 +1309,41 @@ type Attempt {
   the sender got the relay's answer, which ` + "`" + `responseStatus` + "`" + ` shows.
   """
   late: Boolean!
+  "What an edited retry changed in the recorded request before sending it; null when it was sent as recorded."
+  edit: RequestEdit
+  """
+  What this attempt got back, read from the log: the local response's headers and (when the
+  Endpoint captures responses) its body, or the relay's own status when the attempt failed
+  (see error). Null while it waits. For comparing attempts (` + "`" + `relay deliveries diff` + "`" + `).
+  """
+  response: AttemptResponse
+}
+
+"What one attempt got back."
+type AttemptResponse {
+  status: Int!
+  headers: [Header!]!
+  "The body as text; null when not captured or not valid UTF-8 (see bodyBase64)."
+  body: String
+  "The body, base64; null when the Endpoint does not capture responses."
+  bodyBase64: String
+  "Whether the body was captured (the Endpoint's responseCapture)."
+  captured: Boolean!
+}
+
+"What an edited retry changed in the recorded request. The recorded request itself is never changed."
+type RequestEdit {
+  method: String
+  "The request target sent instead: path and query."
+  path: String
+  "Headers that replaced every value of their name (or were added)."
+  setHeaders: [Header!]!
+  "Header names removed."
+  unsetHeaders: [String!]!
+  "The body sent instead, as text; null when unchanged or not valid UTF-8 (see bodyBase64)."
+  body: String
+  "The body sent instead, base64; null when unchanged."
+  bodyBase64: String
 }
 
 type Delivery {
@@ -1100,6 +1353,8 @@ type Delivery {
   method: String!
   "Raw request target as sent: path and query, byte for byte (bytes that are not valid UTF-8 show as U+FFFD; use pathBase64)."
   path: String!
+  "The protocol version the request arrived with, such as HTTP/1.1 or HTTP/2.0."
+  httpVersion: String!
   "The request target's exact bytes, base64, when they are not valid UTF-8; else null."
   pathBase64: String
   "The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders)."
@@ -1132,11 +1387,61 @@ type Delivery {
   "What the sender was answered (the latest attempt's status for a retried delivery)."
   responseStatus: Int
   responseHeaders: [Header!]!
-  "The local response body, when the Endpoint captures responses."
+  "The local response body, when the Endpoint captures responses: as text when it is valid UTF-8, else in base64 (use responseBodyBase64 to tell)."
   responseBody: String
+  "The local response body's exact bytes, base64, when the Endpoint captured one; else null."
+  responseBodyBase64: String
   attempts: [Attempt!]!
   "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
   cursor: String!
+  "The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none."
+  provider: Provider
+  """
+  How many other deliveries of this address carry the same provider delivery id: the provider
+  sent it again. List them with the filter ` + "`" + `{providerDeliveryId: provider.deliveryId}` + "`" + `.
+  """
+  duplicates: Int!
+  """
+  Why the sender got responseStatus, in words: one sentence that names what
+  decided it and when (` + "`" + `why.summary` + "`" + `), then one line per fact of the log that
+  shows it, each after its time in UTC (` + "`" + `why.facts` + "`" + `). Read from the views, not
+  the log (docs/explanations.md).
+  """
+  explanation: String!
+  "The explanation in parts: the status it explains, its sentence and its dated facts."
+  why: Explanation!
+}
+
+"What a provider says of a delivery, in its own terms."
+type Provider {
+  "github, stripe, shopify, slack, svix or standard-webhooks."
+  name: String!
+  "The provider's event type (X-GitHub-Event, the body's type, X-Shopify-Topic…); null when not sent."
+  eventType: String
+  "The provider's own id of the delivery or event (X-GitHub-Delivery, the event's id, webhook-id…), the same when it sends it again; null when not sent."
+  deliveryId: String
+}
+
+"Why a delivery's sender got its status, from the log (docs/explanations.md)."
+type Explanation {
+  "The status explained: the delivery's responseStatus (null while no answer is recorded)."
+  status: Int
+  """
+  One sentence: who answered (the relay itself, or your local process through
+  an agent), what decided it, and when.
+  """
+  summary: String!
+  """
+  The evidence, oldest first: the request's receipt, the relay's own answer,
+  each attempt and its outcome, and the agent sessions that decided it.
+  """
+  facts: [ExplanationFact!]!
+}
+
+"A dated line of an explanation."
+type ExplanationFact {
+  at: Time!
+  text: String!
 }
 
 type DeliveryEdge {
@@ -1170,9 +1475,55 @@ type Inspector {
   purged: Boolean!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
-  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
+  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
+  ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
   """
-  deliveries(first: Int, after: String): DeliveryConnection!
+  deliveries(first: Int, after: String, filter: DeliveryFilter): DeliveryConnection!
+}
+
+"""
+Narrows a history: a delivery is listed when every field given matches. A filtered page
+examines a bounded share of the history, newest first (100 000 deliveries; 500 when it
+reads headers or bodies), so that a search answers in bounded time however rare its
+matches: a page may hold fewer rows than ` + "`" + `first` + "`" + `, even none, while ` + "`" + `hasNextPage` + "`" + ` is true.
+Continue from ` + "`" + `endCursor` + "`" + ` to search on. A value out of range, or a contradiction, is
+INVALID_INPUT naming the field.
+"""
+input DeliveryFilter {
+  "The method, exactly as sent (` + "`" + `POST` + "`" + `)."
+  method: String
+  "The path, exactly, without the query string (` + "`" + `/webhooks/stripe` + "`" + `)."
+  path: String
+  "The request target starts with this (case-sensitive; the query string counts)."
+  pathPrefix: String
+  "The status the sender got."
+  status: Int
+  "The status class the sender got: 1 to 5 for 1xx to 5xx."
+  statusClass: Int
+  "No answer yet."
+  pending: Boolean
+  "Some attempt to reach the local target got this status."
+  attemptStatus: Int
+  "Received at or after this time."
+  receivedAfter: Time
+  "Received before this time."
+  receivedBefore: Time
+  "The body was stored in part (over the capture cap) or not read."
+  incompleteBody: Boolean
+  "Holds a header of this name (any case)."
+  header: String
+  "With ` + "`" + `header` + "`" + `: that header has exactly this value."
+  headerValue: String
+  "The stored body contains these bytes (case-sensitive)."
+  bodyContains: String
+  "Some header values were received but not stored."
+  droppedHeaders: Boolean
+  "Answered 503 because no agent was connected, and not reached the local target since: what ` + "`" + `relay retry --all --refused-offline` + "`" + ` sends again."
+  refusedOffline: Boolean
+  "The provider's event type, exactly (` + "`" + `push` + "`" + `, ` + "`" + `charge.succeeded` + "`" + `)."
+  providerEvent: String
+  "The provider's id of the delivery: it and its redeliveries."
+  providerDeliveryId: String
 }
 
 type Endpoint {
@@ -1190,9 +1541,10 @@ type Endpoint {
   refusedRequests: Int!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
-  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT.
+  value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
+  ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
   """
-  deliveries(first: Int, after: String): DeliveryConnection!
+  deliveries(first: Int, after: String, filter: DeliveryFilter): DeliveryConnection!
 }
 
 type Account {
@@ -1249,6 +1601,20 @@ type ForwardRequest {
   scheme: String!
   "The sender's address, as Delivery.remoteAddress."
   remoteAddress: String
+}
+
+"What to change in a recorded request before sending it again; only what is set changes."
+input RequestEditInput {
+  method: String
+  "The request target: path and query, starting with /."
+  path: String
+  "Each replaces every value of its name (the first keeps its place), or is added last. Several of one name are all sent."
+  setHeaders: [HeaderInput!]
+  unsetHeaders: [String!]
+  "The body to send, as text."
+  body: String
+  "The body to send, base64 (for bytes that are not UTF-8); takes precedence over body."
+  bodyBase64: String
 }
 
 input HeaderInput {
@@ -1313,8 +1679,13 @@ type Mutation {
   createEndpoint(input: CreateEndpointInput!): Endpoint!
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
-  "Replays a stored delivery; returns once the new attempt finished or failed."
-  retryDelivery(id: ID!): Delivery!
+  """
+  Replays a stored delivery; returns once the new attempt finished or failed. With ` + "`" + `edit` + "`" + `,
+  sends a changed copy: the attempt records exactly what was changed, and the recorded
+  request stays as it was. A bad edit (an invalid method, path or header name, a framing
+  header, a body over the relay's --max-body) is INVALID_INPUT naming the field.
+  """
+  retryDelivery(id: ID!, edit: RequestEditInput): Delivery!
   "The agent's answer to a forward request."
   completeForward(input: CompleteForwardInput!): Boolean!
 }
@@ -1373,8 +1744,28 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_retry(ctx, field)
 	case "late":
 		return ec.fieldContext_Attempt_late(ctx, field)
+	case "edit":
+		return ec.fieldContext_Attempt_edit(ctx, field)
+	case "response":
+		return ec.fieldContext_Attempt_response(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
+}
+
+func (ec *executionContext) childFields_AttemptResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_AttemptResponse_status(ctx, field)
+	case "headers":
+		return ec.fieldContext_AttemptResponse_headers(ctx, field)
+	case "body":
+		return ec.fieldContext_AttemptResponse_body(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_AttemptResponse_bodyBase64(ctx, field)
+	case "captured":
+		return ec.fieldContext_AttemptResponse_captured(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AttemptResponse", field.Name)
 }
 
 func (ec *executionContext) childFields_Delivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1387,6 +1778,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_method(ctx, field)
 	case "path":
 		return ec.fieldContext_Delivery_path(ctx, field)
+	case "httpVersion":
+		return ec.fieldContext_Delivery_httpVersion(ctx, field)
 	case "pathBase64":
 		return ec.fieldContext_Delivery_pathBase64(ctx, field)
 	case "headers":
@@ -1415,10 +1808,20 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseHeaders(ctx, field)
 	case "responseBody":
 		return ec.fieldContext_Delivery_responseBody(ctx, field)
+	case "responseBodyBase64":
+		return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
 	case "cursor":
 		return ec.fieldContext_Delivery_cursor(ctx, field)
+	case "provider":
+		return ec.fieldContext_Delivery_provider(ctx, field)
+	case "duplicates":
+		return ec.fieldContext_Delivery_duplicates(ctx, field)
+	case "explanation":
+		return ec.fieldContext_Delivery_explanation(ctx, field)
+	case "why":
+		return ec.fieldContext_Delivery_why(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -1521,6 +1924,28 @@ func (ec *executionContext) childFields_EventEdge(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type EventEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_Explanation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_Explanation_status(ctx, field)
+	case "summary":
+		return ec.fieldContext_Explanation_summary(ctx, field)
+	case "facts":
+		return ec.fieldContext_Explanation_facts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Explanation", field.Name)
+}
+
+func (ec *executionContext) childFields_ExplanationFact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_ExplanationFact_at(ctx, field)
+	case "text":
+		return ec.fieldContext_ExplanationFact_text(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ExplanationFact", field.Name)
+}
+
 func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "attemptId":
@@ -1591,6 +2016,36 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_Provider(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Provider_name(ctx, field)
+	case "eventType":
+		return ec.fieldContext_Provider_eventType(ctx, field)
+	case "deliveryId":
+		return ec.fieldContext_Provider_deliveryId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Provider", field.Name)
+}
+
+func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "method":
+		return ec.fieldContext_RequestEdit_method(ctx, field)
+	case "path":
+		return ec.fieldContext_RequestEdit_path(ctx, field)
+	case "setHeaders":
+		return ec.fieldContext_RequestEdit_setHeaders(ctx, field)
+	case "unsetHeaders":
+		return ec.fieldContext_RequestEdit_unsetHeaders(ctx, field)
+	case "body":
+		return ec.fieldContext_RequestEdit_body(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_RequestEdit_bodyBase64(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RequestEdit", field.Name)
 }
 
 func (ec *executionContext) childFields_SignUpPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1738,6 +2193,14 @@ func (ec *executionContext) field_Endpoint_deliveries_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.DeliveryFilter, error) {
+			return ec.unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg2
 	return args, nil
 }
 
@@ -1760,6 +2223,14 @@ func (ec *executionContext) field_Inspector_deliveries_args(ctx context.Context,
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*model.DeliveryFilter, error) {
+			return ec.unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg2
 	return args, nil
 }
 
@@ -1830,6 +2301,14 @@ func (ec *executionContext) field_Mutation_retryDelivery_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "edit",
+		func(ctx context.Context, v any) (*model.RequestEditInput, error) {
+			return ec.unmarshalORequestEditInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEditInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["edit"] = arg1
 	return args, nil
 }
 
@@ -2262,6 +2741,194 @@ func (ec *executionContext) fieldContext_Attempt_late(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
+func (ec *executionContext) _Attempt_edit(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_edit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edit, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RequestEdit) graphql.Marshaler {
+			return ec.marshalORequestEdit2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEdit(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_edit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attempt",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RequestEdit(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Attempt_response(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Response, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AttemptResponse) graphql.Marshaler {
+			return ec.marshalOAttemptResponse2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptResponse(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attempt",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AttemptResponse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttemptResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptResponse_headers(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Headers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttemptResponse",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttemptResponse_body(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptResponse_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptResponse_captured(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_captured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Captured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_captured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Delivery_id(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2351,6 +3018,29 @@ func (ec *executionContext) _Delivery_path(ctx context.Context, field graphql.Co
 	)
 }
 func (ec *executionContext) fieldContext_Delivery_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_httpVersion(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_httpVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HTTPVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_httpVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -2703,6 +3393,29 @@ func (ec *executionContext) fieldContext_Delivery_responseBody(_ context.Context
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Delivery_responseBodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseBodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_responseBodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Delivery_attempts(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2712,7 +3425,7 @@ func (ec *executionContext) _Delivery_attempts(ctx context.Context, field graphq
 			return ec.fieldContext_Delivery_attempts(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Attempts, nil
+			return ec.Resolvers.Delivery().Attempts(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*model.Attempt) graphql.Marshaler {
@@ -2726,8 +3439,8 @@ func (ec *executionContext) fieldContext_Delivery_attempts(_ context.Context, fi
 	fc = &graphql.FieldContext{
 		Object:     "Delivery",
 		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
+		IsMethod:   true,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Attempt(ctx, field)
 		},
@@ -2756,6 +3469,116 @@ func (ec *executionContext) _Delivery_cursor(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Delivery_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_provider(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_provider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Provider, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Provider) graphql.Marshaler {
+			return ec.marshalOProvider2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐProvider(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_provider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Provider(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_duplicates(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_duplicates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Duplicates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_duplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_explanation(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_explanation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Delivery().Explanation(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_explanation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, true, true, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_why(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_why(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Delivery().Why(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Explanation) graphql.Marshaler {
+			return ec.marshalNExplanation2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_why(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Explanation(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
@@ -3149,7 +3972,7 @@ func (ec *executionContext) _Endpoint_deliveries(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Endpoint().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Endpoint().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["filter"].(*model.DeliveryFilter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.DeliveryConnection) graphql.Marshaler {
@@ -3562,6 +4385,130 @@ func (ec *executionContext) fieldContext_EventEdge_node(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Explanation_status(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Explanation", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Explanation_summary(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Summary, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Explanation", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Explanation_facts(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_facts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Facts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ExplanationFact) graphql.Marshaler {
+			return ec.marshalNExplanationFact2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFactᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_facts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Explanation",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ExplanationFact(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ExplanationFact_at(ctx context.Context, field graphql.CollectedField, obj *model.ExplanationFact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExplanationFact_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExplanationFact_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExplanationFact", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ExplanationFact_text(ctx context.Context, field graphql.CollectedField, obj *model.ExplanationFact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ExplanationFact_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ExplanationFact_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ExplanationFact", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _ForwardRequest_attemptId(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
@@ -4066,7 +5013,7 @@ func (ec *executionContext) _Inspector_deliveries(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Inspector().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Inspector().Deliveries(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["filter"].(*model.DeliveryFilter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.DeliveryConnection) graphql.Marshaler {
@@ -4362,7 +5309,7 @@ func (ec *executionContext) _Mutation_retryDelivery(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().RetryDelivery(ctx, fc.Args["id"].(string))
+			return ec.Resolvers.Mutation().RetryDelivery(ctx, fc.Args["id"].(string), fc.Args["edit"].(*model.RequestEditInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Delivery) graphql.Marshaler {
@@ -4484,6 +5431,75 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Provider_name(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Provider_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Provider_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Provider", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Provider_eventType(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Provider_eventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Provider_eventType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Provider", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Provider_deliveryId(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Provider_deliveryId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveryID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Provider_deliveryId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Provider", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Query_inspector(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -4800,6 +5816,153 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RequestEdit_method(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_path(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_setHeaders(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_setHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SetHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_setHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RequestEdit",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RequestEdit_unsetHeaders(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_unsetHeaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnsetHeaders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_unsetHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_body(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RequestEdit_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RequestEdit_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RequestEdit_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _SignUpPayload_account(ctx context.Context, field graphql.CollectedField, obj *model.SignUpPayload) (ret graphql.Marshaler) {
@@ -6127,6 +7290,148 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, obj any) (model.DeliveryFilter, error) {
+	var it model.DeliveryFilter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"method", "path", "pathPrefix", "status", "statusClass", "pending", "attemptStatus", "receivedAfter", "receivedBefore", "incompleteBody", "header", "headerValue", "bodyContains", "droppedHeaders", "refusedOffline", "providerEvent", "providerDeliveryId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "path":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("path"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Path = data
+		case "pathPrefix":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pathPrefix"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PathPrefix = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "statusClass":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("statusClass"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.StatusClass = data
+		case "pending":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pending"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pending = data
+		case "attemptStatus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("attemptStatus"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AttemptStatus = data
+		case "receivedAfter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receivedAfter"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReceivedAfter = data
+		case "receivedBefore":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receivedBefore"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReceivedBefore = data
+		case "incompleteBody":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("incompleteBody"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IncompleteBody = data
+		case "header":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("header"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Header = data
+		case "headerValue":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headerValue"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HeaderValue = data
+		case "bodyContains":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bodyContains"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BodyContains = data
+		case "droppedHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("droppedHeaders"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DroppedHeaders = data
+		case "refusedOffline":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("refusedOffline"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RefusedOffline = data
+		case "providerEvent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("providerEvent"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ProviderEvent = data
+		case "providerDeliveryId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("providerDeliveryId"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ProviderDeliveryID = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj any) (model.HeaderInput, error) {
 	var it model.HeaderInput
 	if obj == nil {
@@ -6166,6 +7471,71 @@ func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj a
 				return it, err
 			}
 			it.ValueBase64 = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputRequestEditInput(ctx context.Context, obj any) (model.RequestEditInput, error) {
+	var it model.RequestEditInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"method", "path", "setHeaders", "unsetHeaders", "body", "bodyBase64"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "method":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("method"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Method = data
+		case "path":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("path"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Path = data
+		case "setHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("setHeaders"))
+			data, err := ec.unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SetHeaders = data
+		case "unsetHeaders":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("unsetHeaders"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.UnsetHeaders = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		case "bodyBase64":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bodyBase64"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BodyBase64 = data
 		}
 	}
 	return it, nil
@@ -6311,6 +7681,63 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "edit":
+			out.Values[i] = ec._Attempt_edit(ctx, field, obj)
+		case "response":
+			out.Values[i] = ec._Attempt_response(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var attemptResponseImplementors = []string{"AttemptResponse"}
+
+func (ec *executionContext) _AttemptResponse(ctx context.Context, sel ast.SelectionSet, obj *model.AttemptResponse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attemptResponseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AttemptResponse")
+		case "status":
+			out.Values[i] = ec._AttemptResponse_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headers":
+			out.Values[i] = ec._AttemptResponse_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._AttemptResponse_body(ctx, field, obj)
+		case "bodyBase64":
+			out.Values[i] = ec._AttemptResponse_bodyBase64(ctx, field, obj)
+		case "captured":
+			out.Values[i] = ec._AttemptResponse_captured(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6348,66 +7775,71 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 		case "id":
 			out.Values[i] = ec._Delivery_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "address":
 			out.Values[i] = ec._Delivery_address(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "method":
 			out.Values[i] = ec._Delivery_method(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "path":
 			out.Values[i] = ec._Delivery_path(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "httpVersion":
+			out.Values[i] = ec._Delivery_httpVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "pathBase64":
 			out.Values[i] = ec._Delivery_pathBase64(ctx, field, obj)
 		case "headers":
 			out.Values[i] = ec._Delivery_headers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "droppedHeaders":
 			out.Values[i] = ec._Delivery_droppedHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "trailers":
 			out.Values[i] = ec._Delivery_trailers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "body":
 			out.Values[i] = ec._Delivery_body(ctx, field, obj)
 		case "bodyBase64":
 			out.Values[i] = ec._Delivery_bodyBase64(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "bodySize":
 			out.Values[i] = ec._Delivery_bodySize(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "bodyUnread":
 			out.Values[i] = ec._Delivery_bodyUnread(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "complete":
 			out.Values[i] = ec._Delivery_complete(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "receivedAt":
 			out.Values[i] = ec._Delivery_receivedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "remoteAddress":
 			out.Values[i] = ec._Delivery_remoteAddress(ctx, field, obj)
@@ -6416,20 +7848,132 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 		case "responseHeaders":
 			out.Values[i] = ec._Delivery_responseHeaders(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "responseBody":
 			out.Values[i] = ec._Delivery_responseBody(ctx, field, obj)
+		case "responseBodyBase64":
+			out.Values[i] = ec._Delivery_responseBodyBase64(ctx, field, obj)
 		case "attempts":
-			out.Values[i] = ec._Delivery_attempts(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_attempts(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
 			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "cursor":
 			out.Values[i] = ec._Delivery_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "provider":
+			out.Values[i] = ec._Delivery_provider(ctx, field, obj)
+		case "duplicates":
+			out.Values[i] = ec._Delivery_duplicates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "explanation":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_explanation(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "why":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_why(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6834,6 +8378,96 @@ func (ec *executionContext) _EventEdge(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var explanationImplementors = []string{"Explanation"}
+
+func (ec *executionContext) _Explanation(ctx context.Context, sel ast.SelectionSet, obj *model.Explanation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, explanationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Explanation")
+		case "status":
+			out.Values[i] = ec._Explanation_status(ctx, field, obj)
+		case "summary":
+			out.Values[i] = ec._Explanation_summary(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "facts":
+			out.Values[i] = ec._Explanation_facts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var explanationFactImplementors = []string{"ExplanationFact"}
+
+func (ec *executionContext) _ExplanationFact(ctx context.Context, sel ast.SelectionSet, obj *model.ExplanationFact) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, explanationFactImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ExplanationFact")
+		case "at":
+			out.Values[i] = ec._ExplanationFact_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._ExplanationFact_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var forwardRequestImplementors = []string{"ForwardRequest"}
 
 func (ec *executionContext) _ForwardRequest(ctx context.Context, sel ast.SelectionSet, obj *model.ForwardRequest) graphql.Marshaler {
@@ -7207,6 +8841,49 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var providerImplementors = []string{"Provider"}
+
+func (ec *executionContext) _Provider(ctx context.Context, sel ast.SelectionSet, obj *model.Provider) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, providerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Provider")
+		case "name":
+			out.Values[i] = ec._Provider_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "eventType":
+			out.Values[i] = ec._Provider_eventType(ctx, field, obj)
+		case "deliveryId":
+			out.Values[i] = ec._Provider_deliveryId(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -7354,6 +9031,58 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___schema(ctx, field)
 			})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var requestEditImplementors = []string{"RequestEdit"}
+
+func (ec *executionContext) _RequestEdit(ctx context.Context, sel ast.SelectionSet, obj *model.RequestEdit) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, requestEditImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RequestEdit")
+		case "method":
+			out.Values[i] = ec._RequestEdit_method(ctx, field, obj)
+		case "path":
+			out.Values[i] = ec._RequestEdit_path(ctx, field, obj)
+		case "setHeaders":
+			out.Values[i] = ec._RequestEdit_setHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unsetHeaders":
+			out.Values[i] = ec._RequestEdit_unsetHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._RequestEdit_body(ctx, field, obj)
+		case "bodyBase64":
+			out.Values[i] = ec._RequestEdit_bodyBase64(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8016,6 +9745,46 @@ func (ec *executionContext) marshalNEventEdge2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 	return ec._EventEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNExplanation2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanation(ctx context.Context, sel ast.SelectionSet, v model.Explanation) graphql.Marshaler {
+	return ec._Explanation(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNExplanation2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanation(ctx context.Context, sel ast.SelectionSet, v *model.Explanation) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Explanation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNExplanationFact2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFactᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ExplanationFact) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNExplanationFact2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFact(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNExplanationFact2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐExplanationFact(ctx context.Context, sel ast.SelectionSet, v *model.ExplanationFact) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ExplanationFact(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNForwardRequest2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐForwardRequest(ctx context.Context, sel ast.SelectionSet, v model.ForwardRequest) graphql.Marshaler {
 	return ec._ForwardRequest(ctx, sel, &v)
 }
@@ -8145,6 +9914,36 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
@@ -8316,6 +10115,13 @@ func (ec *executionContext) marshalOAccount2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 	return ec._Account(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOAttemptResponse2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptResponse(ctx context.Context, sel ast.SelectionSet, v *model.AttemptResponse) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AttemptResponse(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -8351,6 +10157,14 @@ func (ec *executionContext) marshalODelivery2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 		return graphql.Null
 	}
 	return ec._Delivery(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryFilter(ctx context.Context, v any) (*model.DeliveryFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputDeliveryFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx context.Context, sel ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
@@ -8419,6 +10233,64 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
+func (ec *executionContext) marshalOProvider2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐProvider(ctx context.Context, sel ast.SelectionSet, v *model.Provider) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Provider(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORequestEdit2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEdit(ctx context.Context, sel ast.SelectionSet, v *model.RequestEdit) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RequestEdit(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalORequestEditInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEditInput(ctx context.Context, v any) (*model.RequestEditInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputRequestEditInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -8434,6 +10306,24 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalString(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalTime(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel ast.SelectionSet, v *time.Time) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalTime(*v)
 	return res
 }
 

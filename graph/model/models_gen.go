@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/relayhq/relay/readmodel"
 )
 
 type Account struct {
@@ -28,6 +30,24 @@ type Attempt struct {
 	// (504 when no local answer came in time): the local process did answer, but
 	// the sender got the relay's answer, which `responseStatus` shows.
 	Late bool `json:"late"`
+	// What an edited retry changed in the recorded request before sending it; null when it was sent as recorded.
+	Edit *RequestEdit `json:"edit,omitempty"`
+	// What this attempt got back, read from the log: the local response's headers and (when the
+	// Endpoint captures responses) its body, or the relay's own status when the attempt failed
+	// (see error). Null while it waits. For comparing attempts (`relay deliveries diff`).
+	Response *AttemptResponse `json:"response,omitempty"`
+}
+
+// What one attempt got back.
+type AttemptResponse struct {
+	Status  int       `json:"status"`
+	Headers []*Header `json:"headers"`
+	// The body as text; null when not captured or not valid UTF-8 (see bodyBase64).
+	Body *string `json:"body,omitempty"`
+	// The body, base64; null when the Endpoint does not capture responses.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+	// Whether the body was captured (the Endpoint's responseCapture).
+	Captured bool `json:"captured"`
 }
 
 // The agent's report of one forward.
@@ -58,6 +78,8 @@ type Delivery struct {
 	Method  string `json:"method"`
 	// Raw request target as sent: path and query, byte for byte (bytes that are not valid UTF-8 show as U+FFFD; use pathBase64).
 	Path string `json:"path"`
+	// The protocol version the request arrived with, such as HTTP/1.1 or HTTP/2.0.
+	HTTPVersion string `json:"httpVersion"`
 	// The request target's exact bytes, base64, when they are not valid UTF-8; else null.
 	PathBase64 *string `json:"pathBase64,omitempty"`
 	// The stored headers, each name's values in the order sent, up to the relay's header limits (see droppedHeaders).
@@ -86,11 +108,26 @@ type Delivery struct {
 	// What the sender was answered (the latest attempt's status for a retried delivery).
 	ResponseStatus  *int      `json:"responseStatus,omitempty"`
 	ResponseHeaders []*Header `json:"responseHeaders"`
-	// The local response body, when the Endpoint captures responses.
-	ResponseBody *string    `json:"responseBody,omitempty"`
-	Attempts     []*Attempt `json:"attempts"`
+	// The local response body, when the Endpoint captures responses: as text when it is valid UTF-8, else in base64 (use responseBodyBase64 to tell).
+	ResponseBody *string `json:"responseBody,omitempty"`
+	// The local response body's exact bytes, base64, when the Endpoint captured one; else null.
+	ResponseBodyBase64 *string    `json:"responseBodyBase64,omitempty"`
+	Attempts           []*Attempt `json:"attempts"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
 	Cursor string `json:"cursor"`
+	// The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none.
+	Provider *Provider `json:"provider,omitempty"`
+	// How many other deliveries of this address carry the same provider delivery id: the provider
+	// sent it again. List them with the filter `{providerDeliveryId: provider.deliveryId}`.
+	Duplicates int `json:"duplicates"`
+	// Why the sender got responseStatus, in words: one sentence that names what
+	// decided it and when (`why.summary`), then one line per fact of the log that
+	// shows it, each after its time in UTC (`why.facts`). Read from the views, not
+	// the log (docs/explanations.md).
+	Explanation string `json:"explanation"`
+	// The explanation in parts: the status it explains, its sentence and its dated facts.
+	Why *Explanation       `json:"why"`
+	Row readmodel.Delivery `json:"-"`
 }
 
 type DeliveryConnection struct {
@@ -102,6 +139,49 @@ type DeliveryConnection struct {
 type DeliveryEdge struct {
 	Cursor string    `json:"cursor"`
 	Node   *Delivery `json:"node"`
+}
+
+// Narrows a history: a delivery is listed when every field given matches. A filtered page
+// examines a bounded share of the history, newest first (100 000 deliveries; 500 when it
+// reads headers or bodies), so that a search answers in bounded time however rare its
+// matches: a page may hold fewer rows than `first`, even none, while `hasNextPage` is true.
+// Continue from `endCursor` to search on. A value out of range, or a contradiction, is
+// INVALID_INPUT naming the field.
+type DeliveryFilter struct {
+	// The method, exactly as sent (`POST`).
+	Method *string `json:"method,omitempty"`
+	// The path, exactly, without the query string (`/webhooks/stripe`).
+	Path *string `json:"path,omitempty"`
+	// The request target starts with this (case-sensitive; the query string counts).
+	PathPrefix *string `json:"pathPrefix,omitempty"`
+	// The status the sender got.
+	Status *int `json:"status,omitempty"`
+	// The status class the sender got: 1 to 5 for 1xx to 5xx.
+	StatusClass *int `json:"statusClass,omitempty"`
+	// No answer yet.
+	Pending *bool `json:"pending,omitempty"`
+	// Some attempt to reach the local target got this status.
+	AttemptStatus *int `json:"attemptStatus,omitempty"`
+	// Received at or after this time.
+	ReceivedAfter *time.Time `json:"receivedAfter,omitempty"`
+	// Received before this time.
+	ReceivedBefore *time.Time `json:"receivedBefore,omitempty"`
+	// The body was stored in part (over the capture cap) or not read.
+	IncompleteBody *bool `json:"incompleteBody,omitempty"`
+	// Holds a header of this name (any case).
+	Header *string `json:"header,omitempty"`
+	// With `header`: that header has exactly this value.
+	HeaderValue *string `json:"headerValue,omitempty"`
+	// The stored body contains these bytes (case-sensitive).
+	BodyContains *string `json:"bodyContains,omitempty"`
+	// Some header values were received but not stored.
+	DroppedHeaders *bool `json:"droppedHeaders,omitempty"`
+	// Answered 503 because no agent was connected, and not reached the local target since: what `relay retry --all --refused-offline` sends again.
+	RefusedOffline *bool `json:"refusedOffline,omitempty"`
+	// The provider's event type, exactly (`push`, `charge.succeeded`).
+	ProviderEvent *string `json:"providerEvent,omitempty"`
+	// The provider's id of the delivery: it and its redeliveries.
+	ProviderDeliveryID *string `json:"providerDeliveryId,omitempty"`
 }
 
 type Endpoint struct {
@@ -118,7 +198,8 @@ type Endpoint struct {
 	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
 	RefusedRequests int `json:"refusedRequests"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
-	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
+	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
+	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
@@ -146,6 +227,24 @@ type EventConnection struct {
 type EventEdge struct {
 	Cursor string `json:"cursor"`
 	Node   *Event `json:"node"`
+}
+
+// Why a delivery's sender got its status, from the log (docs/explanations.md).
+type Explanation struct {
+	// The status explained: the delivery's responseStatus (null while no answer is recorded).
+	Status *int `json:"status,omitempty"`
+	// One sentence: who answered (the relay itself, or your local process through
+	// an agent), what decided it, and when.
+	Summary string `json:"summary"`
+	// The evidence, oldest first: the request's receipt, the relay's own answer,
+	// each attempt and its outcome, and the agent sessions that decided it.
+	Facts []*ExplanationFact `json:"facts"`
+}
+
+// A dated line of an explanation.
+type ExplanationFact struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
 }
 
 // A request the agent must forward to its local target.
@@ -196,7 +295,8 @@ type Inspector struct {
 	// Its deliveries were removed from the log, --inspector-retention after it expired.
 	Purged bool `json:"purged"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
-	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT.
+	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
+	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
@@ -208,7 +308,46 @@ type PageInfo struct {
 	EndCursor   *string `json:"endCursor,omitempty"`
 }
 
+// What a provider says of a delivery, in its own terms.
+type Provider struct {
+	// github, stripe, shopify, slack, svix or standard-webhooks.
+	Name string `json:"name"`
+	// The provider's event type (X-GitHub-Event, the body's type, X-Shopify-Topic…); null when not sent.
+	EventType *string `json:"eventType,omitempty"`
+	// The provider's own id of the delivery or event (X-GitHub-Delivery, the event's id, webhook-id…), the same when it sends it again; null when not sent.
+	DeliveryID *string `json:"deliveryId,omitempty"`
+}
+
 type Query struct {
+}
+
+// What an edited retry changed in the recorded request. The recorded request itself is never changed.
+type RequestEdit struct {
+	Method *string `json:"method,omitempty"`
+	// The request target sent instead: path and query.
+	Path *string `json:"path,omitempty"`
+	// Headers that replaced every value of their name (or were added).
+	SetHeaders []*Header `json:"setHeaders"`
+	// Header names removed.
+	UnsetHeaders []string `json:"unsetHeaders"`
+	// The body sent instead, as text; null when unchanged or not valid UTF-8 (see bodyBase64).
+	Body *string `json:"body,omitempty"`
+	// The body sent instead, base64; null when unchanged.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+}
+
+// What to change in a recorded request before sending it again; only what is set changes.
+type RequestEditInput struct {
+	Method *string `json:"method,omitempty"`
+	// The request target: path and query, starting with /.
+	Path *string `json:"path,omitempty"`
+	// Each replaces every value of its name (the first keeps its place), or is added last. Several of one name are all sent.
+	SetHeaders   []*HeaderInput `json:"setHeaders,omitempty"`
+	UnsetHeaders []string       `json:"unsetHeaders,omitempty"`
+	// The body to send, as text.
+	Body *string `json:"body,omitempty"`
+	// The body to send, base64 (for bytes that are not UTF-8); takes precedence over body.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
 }
 
 type SignUpPayload struct {

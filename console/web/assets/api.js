@@ -3,7 +3,8 @@
 /** Fields a history row needs; the detail pane fetches the rest on demand. */
 export const ROW_FIELDS = `
   id cursor address method path bodySize complete receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late }
+  attempts { id status startedAt durationMs error retry late edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
+  provider { name eventType deliveryId } duplicates
 `;
 
 /** Every field of a delivery, for the detail pane. */
@@ -13,6 +14,7 @@ export const DETAIL_FIELDS = `
   body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }
   responseBody
+  why { status summary facts { at text } }
 `;
 
 export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;
@@ -47,22 +49,26 @@ export const AGENT_STATUS = `query AgentStatus($id: ID!) {
   endpoint(id: $id) { id agentConnected agentCount mode target }
 }`;
 
-const PAGE = `deliveries(first: $first, after: $after) {
+const PAGE = `deliveries(first: $first, after: $after, filter: $filter) {
   edges { cursor node { ${ROW_FIELDS} } }
   pageInfo { hasNextPage endCursor }
 }`;
 
-export const INSPECTOR_PAGE = `query InspectorPage($id: ID!, $first: Int, $after: String) {
+export const INSPECTOR_PAGE = `query InspectorPage($id: ID!, $first: Int, $after: String, $filter: DeliveryFilter) {
   inspector(id: $id) { id ${PAGE} }
 }`;
 
-export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: String) {
+export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: String, $filter: DeliveryFilter) {
   endpoint(id: $id) { id ${PAGE} }
 }`;
 
 export const DELIVERY = `query Delivery($id: ID!) { delivery(id: $id) { ${DETAIL_FIELDS} } }`;
 
-export const RETRY = `mutation Retry($id: ID!) { retryDelivery(id: $id) { ${DETAIL_FIELDS} } }`;
+export const RETRY = `mutation Retry($id: ID!, $edit: RequestEditInput) { retryDelivery(id: $id, edit: $edit) { ${DETAIL_FIELDS} } }`;
+
+export const REFUSED_OFFLINE = `query RefusedOffline($id: ID!) {
+  endpoint(id: $id) { id deliveries(first: 100, filter: { refusedOffline: true }) { nodes { id } pageInfo { hasNextPage } } }
+}`;
 
 export const LIVE_DELIVERIES = `subscription Live($address: ID!, $since: String) {
   deliveries(address: $address, since: $since) { ${ROW_FIELDS} }

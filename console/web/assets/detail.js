@@ -1,6 +1,7 @@
-// The detail pane of one delivery: request, body, attempts, response, and
-// the Copy as curl and Retry actions.
-import { h } from './dom.js';
+// The detail pane of one delivery: why it was answered as it was, request,
+// body, attempts, response, and the Copy as curl, Retry and Edit and retry
+// actions.
+import { field, h } from './dom.js';
 import {
   base64ToBytes, formatBytes, formatFullTime, headerValue, hexDump, highlightJSON, parseJSON,
   statusClass, storedLength,
@@ -12,7 +13,8 @@ import { copyButton, notice } from './ui.js';
  * renderDetail returns the pane for delivery d.
  * opts: baseURL (the address's public URL), retryReason ('' when Retry is
  * allowed), retrying (bool), message (a node shown under the actions),
- * newAttemptId (highlighted), onRetry(), onClose().
+ * newAttemptId (highlighted), onRetry(edit), onClose(). Edit and retry
+ * opens an editor of the recorded request; it sends only what changed.
  */
 export function renderDetail(d, opts) {
   const stored = storedLength(d.bodyBase64);
@@ -23,8 +25,20 @@ export function renderDetail(d, opts) {
     'data-testid': 'retry',
     disabled: !!opts.retryReason || opts.retrying,
     'aria-describedby': opts.retryReason ? reasonId : null,
-    onclick: opts.onRetry,
+    onclick: () => opts.onRetry(null),
   }, opts.retrying ? 'Retrying…' : 'Retry');
+  const editor = editForm(d, opts);
+  const editButton = h('button', {
+    type: 'button',
+    class: 'btn',
+    'data-testid': 'edit-retry',
+    disabled: !!opts.retryReason || opts.retrying,
+    'aria-expanded': 'false',
+    onclick: (ev) => {
+      editor.hidden = !editor.hidden;
+      ev.currentTarget.setAttribute('aria-expanded', String(!editor.hidden));
+    },
+  }, 'Edit and retry');
 
   return h('article', { class: 'detail-body', 'aria-labelledby': 'detail-title', 'data-delivery-id': d.id },
     h('div', { class: 'detail-head' },
@@ -38,10 +52,13 @@ export function renderDetail(d, opts) {
       fact('Body size', `${formatBytes(d.bodySize)} (${d.bodySize} bytes)`),
       d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
+    whyLine(d.id, d.why),
     h('div', { class: 'actions detail-actions' },
       copyButton(() => curlCommand(d, opts.baseURL), d.complete ? 'Copy as curl' : 'Copy as curl (partial body)', { 'data-testid': 'copy-curl' }),
       retryButton,
+      editButton,
       opts.retryReason ? h('span', { class: 'retry-reason', id: reasonId, 'data-testid': 'retry-reason' }, opts.retryReason) : null),
+    editor,
     opts.message,
     incompleteNotice(d, stored),
     section('Request body', bodyView(d.body, d.bodyBase64, headerValue(d.headers, 'content-type'), d.bodySize === 0)),
@@ -76,6 +93,32 @@ function incompleteNotice(d, stored) {
     h('strong', {}, `Incomplete: ${sizes} (${stored} of ${d.bodySize} bytes)`),
     ' — only the first part of the body is kept (the capture cap, or the sender stopped sending). ' +
       'Copy as curl replays that part only, not the request the sender made.');
+}
+
+/**
+ * whyOpen holds the deliveries whose facts are open: the pane is drawn
+ * anew when the delivery changes (a retry, a live update), and the facts a
+ * reader opened stay open.
+ */
+const whyOpen = new Set();
+
+/**
+ * whyLine says in one line why the sender got the status it got; the dated
+ * facts from the log behind it open below it.
+ */
+function whyLine(id, why) {
+  if (!why) return null;
+  const el = h('details', { class: 'why', 'data-testid': 'why' },
+    h('summary', {}, h('span', { class: 'why-label' }, 'Why'), ' ',
+      h('span', { 'data-testid': 'why-summary' }, why.summary)),
+    h('ol', { class: 'why-facts', 'data-testid': 'why-facts' }, (why.facts || []).map((f) => h('li', {},
+      h('time', { datetime: f.at, title: f.at }, formatFullTime(f.at)), ' ', f.text))));
+  el.open = whyOpen.has(id);
+  el.addEventListener('toggle', () => {
+    if (el.open) whyOpen.add(id);
+    else whyOpen.delete(id);
+  });
+  return el;
 }
 
 function fact(label, value) {
@@ -142,6 +185,102 @@ function bodyView(text, b64, contentType, empty) {
     pre);
 }
 
+/**
+ * editForm is the editor of a recorded request for an edited retry: method,
+ * path, headers (one "Name: Value" per line) and body, prefilled. Sending
+ * computes what changed and retries with only that; the relay records it
+ * with the attempt and leaves the recorded request as it was.
+ */
+function editForm(d, opts) {
+  const bodyText = d.body === null || d.body === undefined ? null : d.body;
+  const method = h('input', { name: 'edit-method', value: d.method, spellcheck: 'false', autocomplete: 'off' });
+  const path = h('input', { name: 'edit-path', value: d.path, spellcheck: 'false', autocomplete: 'off' });
+  const headers = h('textarea', { name: 'edit-headers', rows: Math.min(12, (d.headers || []).length + 2), spellcheck: 'false' },
+    (d.headers || []).map((x) => `${x.name}: ${x.value}`).join('\n'));
+  const body = h('textarea', { name: 'edit-body', rows: 8, spellcheck: 'false', disabled: bodyText === null }, bodyText ?? '');
+  const status = h('p', { class: 'form-status', role: 'status', 'data-testid': 'edit-status' });
+  const form = h('form', {
+    class: 'stack edit-form', 'data-testid': 'edit-form', 'aria-label': 'Edit and retry', hidden: true,
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      const edit = {};
+      if (method.value.trim() && method.value.trim() !== d.method) edit.method = method.value.trim().toUpperCase();
+      if (path.value.trim() && path.value.trim() !== d.path) edit.path = path.value.trim();
+      const parsed = parseHeaderLines(headers.value);
+      if (parsed.error) {
+        status.textContent = parsed.error;
+        return;
+      }
+      Object.assign(edit, headerChanges(d.headers || [], parsed.headers));
+      if (bodyText !== null && body.value !== bodyText) edit.body = body.value;
+      if (!Object.keys(edit).length) {
+        status.textContent = 'Nothing changed: use Retry to send the request as recorded.';
+        return;
+      }
+      status.textContent = '';
+      opts.onRetry(edit);
+    },
+  },
+  field('Method', method),
+  field('Path', path),
+  field('Headers (one "Name: Value" per line)', headers),
+  field(bodyText === null ? 'Body (not text: it is sent as recorded)' : 'Body', body),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary', 'data-testid': 'send-edited' }, 'Send edited copy')),
+  status);
+  return form;
+}
+
+/** parseHeaderLines reads "Name: Value" lines; error names the first bad one. */
+function parseHeaderLines(text) {
+  const headers = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].replace(/\r$/, '');
+    if (!line.trim()) continue;
+    const at = line.indexOf(':');
+    if (at <= 0) return { error: `Headers, line ${i + 1}: want "Name: Value".` };
+    headers.push({ name: line.slice(0, at).trim(), value: line.slice(at + 1).trim() });
+  }
+  return { headers };
+}
+
+/** headerChanges is what an edit sets and unsets to turn before into after. */
+function headerChanges(before, after) {
+  const group = (list) => {
+    const m = new Map();
+    for (const x of list) {
+      const k = x.name.toLowerCase();
+      if (!m.has(k)) m.set(k, []);
+      m.get(k).push(x);
+    }
+    return m;
+  };
+  const a = group(before);
+  const b = group(after);
+  const setHeaders = [];
+  const unsetHeaders = [];
+  for (const [k, list] of b) {
+    const old = a.get(k);
+    if (!old || old.map((x) => x.value).join('\n') !== list.map((x) => x.value).join('\n')) setHeaders.push(...list);
+  }
+  for (const [k, list] of a) if (!b.has(k)) unsetHeaders.push(list[0].name);
+  const out = {};
+  if (setHeaders.length) out.setHeaders = setHeaders;
+  if (unsetHeaders.length) out.unsetHeaders = unsetHeaders;
+  return out;
+}
+
+/** editText describes an attempt's edit in a few words. */
+function editText(e) {
+  const parts = [];
+  if (e.method) parts.push(`method ${e.method}`);
+  if (e.path) parts.push(`path ${e.path}`);
+  for (const x of e.setHeaders || []) parts.push(`set ${x.name}`);
+  for (const n of e.unsetHeaders || []) parts.push(`unset ${n}`);
+  if (e.bodyBase64 !== null && e.bodyBase64 !== undefined) parts.push('body');
+  return `Edited: ${parts.join(', ')}`;
+}
+
 function attemptsTable(attempts, newAttemptId) {
   if (!attempts || !attempts.length) return h('p', { class: 'muted' }, 'No attempt to reach a local target.');
   return h('div', { class: 'table-scroll' }, h('table', { class: 'table attempts', 'data-testid': 'attempts' },
@@ -154,5 +293,6 @@ function attemptsTable(attempts, newAttemptId) {
       h('td', {}, a.durationMs === null || a.durationMs === undefined ? '—' : `${a.durationMs} ms`),
       h('td', { class: 'error-cell' }, a.error || '—'),
       h('td', {}, a.retry ? 'Retry' : 'First',
-        a.late ? h('span', { class: 'badge badge-warn', 'data-testid': 'attempt-late', title: 'The local process answered after the relay had answered the sender itself' }, ' late') : null))))));
+        a.late ? h('span', { class: 'badge badge-warn', 'data-testid': 'attempt-late', title: 'The local process answered after the relay had answered the sender itself' }, ' late') : null,
+        a.edit ? h('span', { class: 'badge', 'data-testid': 'attempt-edited', title: editText(a.edit) }, ' edited') : null))))));
 }

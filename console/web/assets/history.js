@@ -3,7 +3,7 @@
 import { h, replace, field } from './dom.js';
 import { request, subscriptions, describeError, token } from './graphql.js';
 import {
-  INSPECTOR, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES,
+  INSPECTOR, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES, REFUSED_OFFLINE,
   UPDATE_ENDPOINT, DELETE_ENDPOINT,
 } from './api.js';
 import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
@@ -64,7 +64,9 @@ export function historyPage(root, { kind, id, navigate }) {
     retrying: false,
     retryMessage: null,
     newAttemptId: null,
-    filters: { method: '', status: '', path: '' },
+    filters: { method: '', status: '', path: '', body: '' },
+    found: new Set(), // ids the relay's search returned for the filters shown
+    searchSeq: 0, // the latest search; older answers are dropped
   };
   let disposed = false;
   let renderQueued = false;
@@ -80,6 +82,8 @@ export function historyPage(root, { kind, id, navigate }) {
     h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), h('p', { class: 'muted' }, 'Loading…'));
   const liveStatus = h('span', { class: 'live', 'data-state': 'connecting', role: 'status' }, 'Connecting…');
   const countLine = h('p', { class: 'count', role: 'status', 'aria-live': 'polite' });
+  const catchUpBox = h('div', { 'aria-live': 'polite' });
+  const catchUp = { ids: [], more: false, running: false, progress: '' };
   const tbody = h('tbody', { onkeydown: onRowKey, onclick: onRowClick });
   const table = h('table', { class: 'table rows', 'data-testid': 'rows' },
     h('caption', { class: 'sr-only' }, 'Requests, newest first. Use the arrow keys to move and Enter to open one.'),
@@ -97,6 +101,7 @@ export function historyPage(root, { kind, id, navigate }) {
     h('div', { class: 'workspace' },
       h('section', { class: 'card list', 'aria-labelledby': 'list-title' },
         h('div', { class: 'list-head' }, h('h2', { id: 'list-title' }, 'Requests'), liveStatus),
+        catchUpBox,
         filtersForm(),
         countLine,
         listError,
@@ -156,7 +161,10 @@ export function historyPage(root, { kind, id, navigate }) {
       },
     });
     cleanups.push(unsubscribe);
-    if (isEndpoint) startAgentPoll();
+    if (isEndpoint) {
+      startAgentPoll();
+      offerCatchUp();
+    }
   }
 
   /**
@@ -251,8 +259,70 @@ export function historyPage(root, { kind, id, navigate }) {
     if (line && (state.info.agentConnected !== connected || state.info.agentCount !== count)) {
       replace(line, agentBadge(connected, count));
     }
+    const arrived = connected && !state.info.agentConnected;
     state.info.agentConnected = connected;
     state.info.agentCount = count;
+    if (arrived) offerCatchUp();
+  }
+
+  // ---- catch-up: what was refused while no agent was connected ----------
+
+  // offerCatchUp looks for deliveries answered 503 while no agent was
+  // connected (the relay's refusedOffline search) and offers to send them
+  // again, oldest first, once an agent is connected.
+  async function offerCatchUp() {
+    if (!isEndpoint || !state.info.agentConnected || catchUp.running) return;
+    try {
+      const data = await request(REFUSED_OFFLINE, { id }, { signal: abort.signal });
+      if (disposed || !data.endpoint) return;
+      const conn = data.endpoint.deliveries;
+      catchUp.ids = conn.nodes.map((n) => n.id).reverse(); // oldest first
+      catchUp.more = conn.pageInfo.hasNextPage;
+    } catch {
+      return; // an offer is a convenience: the next connect asks again
+    }
+    renderCatchUp();
+  }
+
+  async function runCatchUp() {
+    if (catchUp.running || !catchUp.ids.length) return;
+    catchUp.running = true;
+    const ids = catchUp.ids;
+    let ok = 0;
+    let failed = 0;
+    for (let i = 0; i < ids.length && !disposed; i++) {
+      catchUp.progress = `Sending ${i + 1} of ${ids.length}…`;
+      renderCatchUp();
+      try {
+        const data = await request(RETRY, { id: ids[i], edit: null }, { signal: abort.signal });
+        const st = data.retryDelivery.responseStatus;
+        if (st >= 200 && st < 300) ok++; else failed++;
+        upsert(data.retryDelivery, 'page');
+      } catch (err) {
+        if (disposed || err.name === 'AbortError') return;
+        failed++;
+        if (err.code === 'AGENT_NOT_CONNECTED' || !state.info.agentConnected) break;
+      }
+    }
+    catchUp.running = false;
+    catchUp.ids = [];
+    catchUp.progress = `Caught up: ${ok} answered 2xx, ${failed} not.`;
+    renderCatchUp();
+  }
+
+  function renderCatchUp() {
+    if (catchUp.running || (!catchUp.ids.length && catchUp.progress)) {
+      replace(catchUpBox, notice(catchUp.running ? 'info' : 'success', h('span', { 'data-testid': 'catch-up-progress' }, catchUp.progress)));
+      return;
+    }
+    if (!catchUp.ids.length) {
+      replace(catchUpBox);
+      return;
+    }
+    const n = `${catchUp.ids.length}${catchUp.more ? '+' : ''}`;
+    replace(catchUpBox, h('div', { class: 'notice catch-up', 'data-testid': 'catch-up' },
+      h('span', {}, `${n} request${catchUp.ids.length === 1 ? ' was' : 's were'} answered 503 while no agent was connected. `),
+      h('button', { type: 'button', class: 'btn btn-small', 'data-testid': 'catch-up-run', onclick: runCatchUp }, 'Send them again, oldest first')));
   }
 
   function startAgentPoll() {
@@ -403,11 +473,27 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
-  /** fetchPage reads one page of history after the cursor; null when the address is gone or the page was disposed. */
+  /**
+   * serverFilter is the filters as the relay's search takes them, null when
+   * none is set: pages then come from the whole history, not the rows loaded.
+   */
+  function serverFilter() {
+    const f = state.filters;
+    const out = {};
+    if (f.method && f.method !== 'OTHER') out.method = f.method;
+    if (f.status === 'none') out.pending = true;
+    else if (f.status) out.statusClass = Number(f.status[0]);
+    if (f.path) out.pathPrefix = f.path;
+    if (f.body) out.bodyContains = f.body;
+    return Object.keys(out).length ? out : null;
+  }
+
+  /** fetchPage reads one page of history after the cursor; null when the address is gone, the page was disposed or a newer search began. */
   async function fetchPage(after) {
+    const seq = state.searchSeq;
     const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
-      { id, first: PAGE_SIZE, after }, { signal: abort.signal });
-    if (disposed) return null;
+      { id, first: PAGE_SIZE, after, filter: serverFilter() }, { signal: abort.signal });
+    if (disposed || seq !== state.searchSeq) return null;
     const owner = isEndpoint ? data.endpoint : data.inspector;
     return owner ? owner.deliveries : null;
   }
@@ -417,7 +503,10 @@ export function historyPage(root, { kind, id, navigate }) {
     try {
       const conn = await fetchPage(after);
       if (!conn) return false;
-      for (const edge of conn.edges) upsert(edge.node, 'page');
+      for (const edge of conn.edges) {
+        if (serverFilter()) state.found.add(edge.node.id);
+        upsert(edge.node, 'page');
+      }
       state.endCursor = conn.pageInfo.endCursor;
       state.hasNextPage = conn.pageInfo.hasNextPage;
       replace(listError);
@@ -440,12 +529,29 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
+  // matches decides for every row shown, live ones too, by the same rules
+  // as the relay's search; a row's body is not at hand, so with a body
+  // filter only the rows the search returned are shown.
   function matches(d) {
     const f = state.filters;
     if (f.method && (f.method === 'OTHER' ? METHODS.includes(d.method) : d.method !== f.method)) return false;
     if (f.status && statusClass(d.responseStatus) !== f.status) return false;
-    if (f.path && !d.path.toLowerCase().includes(f.path.toLowerCase())) return false;
+    if (f.path && !d.path.startsWith(f.path)) return false;
+    if (f.body && !state.found.has(d.id)) return false;
     return true;
+  }
+
+  // search starts the history over from the relay with the filters set:
+  // the rows loaded so far are dropped, the live ones keep arriving.
+  async function search() {
+    state.searchSeq += 1;
+    state.rows.clear();
+    state.seq.clear();
+    state.found.clear();
+    state.endCursor = null;
+    state.hasNextPage = false;
+    renderRows();
+    await loadPage(null);
   }
 
   function renderRows() {
@@ -471,16 +577,18 @@ export function historyPage(root, { kind, id, navigate }) {
       if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
     });
     const total = state.rows.size;
-    const active = state.filters.method || state.filters.status || state.filters.path;
-    countLine.textContent = !total ? '' : active
-      ? `${visible.length} of ${total} loaded requests match the filters`
-      : `${total} request${total === 1 ? '' : 's'} loaded`;
-    if (!total) {
+    const active = serverFilter() || state.filters.method;
+    countLine.textContent = active
+      ? `${visible.length} matching request${visible.length === 1 ? '' : 's'} found${state.hasNextPage ? ' so far: Load more searches older history' : ' in the whole history'}`
+      : !total ? '' : `${total} request${total === 1 ? '' : 's'} loaded`;
+    if (!total && !active) {
       replace(emptyBox, state.info ? h('div', { class: 'empty' },
         h('p', {}, h('strong', {}, 'No requests yet.'), ' Send one to the public URL; it appears here at once.'),
         h('pre', { class: 'code' }, exampleCurl(state.info.url))) : null);
     } else if (!visible.length) {
-      replace(emptyBox, h('p', { class: 'empty' }, 'No loaded request matches the filters.'));
+      replace(emptyBox, h('p', { class: 'empty' }, state.hasNextPage
+        ? 'No match in the newest history searched; Load more searches older requests.'
+        : 'No request matches the filters.'));
     } else {
       replace(emptyBox);
     }
@@ -499,17 +607,32 @@ export function historyPage(root, { kind, id, navigate }) {
     tr.classList.toggle('is-selected', selected);
     if (selected) tr.setAttribute('aria-current', 'true');
     else tr.removeAttribute('aria-current');
-    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt]);
+    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt, d.provider, d.duplicates]);
     if (tr.dataset.sig === sig) return;
     tr.dataset.sig = sig;
     replace(tr,
       h('td', {}, h('span', { class: `method method-${d.method.toLowerCase()}` }, d.method)),
       h('td', { class: 'path-cell' }, h('div', { class: 'path-wrap' },
         h('code', { title: d.path }, d.path),
-        d.complete ? null : h('span', { class: 'badge badge-warn incomplete', title: 'Only the first part of the body was stored' }, 'incomplete'))),
+        d.complete ? null : h('span', { class: 'badge badge-warn incomplete', title: 'Only the first part of the body was stored' }, 'incomplete'),
+        providerBadge(d))),
       h('td', {}, statusBadge(d.responseStatus)),
       h('td', { class: 'num' }, formatBytes(d.bodySize)),
       h('td', {}, h('time', { datetime: d.receivedAt, title: formatFullTime(d.receivedAt) }, formatTime(d.receivedAt))));
+  }
+
+  // providerBadge names a recognised provider's event, and marks a
+  // redelivery: the provider sent the same delivery id more than once.
+  function providerBadge(d) {
+    if (!d.provider) return null;
+    const what = [d.provider.name, d.provider.eventType].filter(Boolean).join(' ');
+    const dup = d.duplicates > 0;
+    return h('span', {
+      class: `badge provider${dup ? ' badge-warn duplicate' : ''}`,
+      title: dup
+        ? `${d.provider.name} sent delivery ${d.provider.deliveryId} ${d.duplicates + 1} times`
+        : `${d.provider.name} delivery ${d.provider.deliveryId || '(no id)'}`,
+    }, dup ? `${what} ×${d.duplicates + 1}` : what);
   }
 
   function filtersForm() {
@@ -522,15 +645,25 @@ export function historyPage(root, { kind, id, navigate }) {
       ['2xx', '3xx', '4xx', '5xx'].map((s) => h('option', { value: s }, s)),
       h('option', { value: 'none' }, 'No status yet'));
     const path = h('input', { type: 'search', name: 'path', placeholder: 'e.g. /webhook', spellcheck: 'false' });
+    const body = h('input', { type: 'search', name: 'body', placeholder: 'e.g. charge.failed', spellcheck: 'false' });
+    // Typing waits for a pause before it searches; a choice searches at once.
+    let typing = 0;
+    cleanups.push(() => clearTimeout(typing));
     const update = () => {
-      state.filters = { method: method.value, status: status.value, path: path.value.trim() };
-      renderRows();
+      clearTimeout(typing);
+      state.filters = { method: method.value, status: status.value, path: path.value.trim(), body: body.value };
+      search();
+    };
+    const typed = () => {
+      clearTimeout(typing);
+      typing = setTimeout(update, 300);
     };
     method.addEventListener('change', update);
     status.addEventListener('change', update);
-    path.addEventListener('input', update);
-    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter requests', onsubmit: (ev) => ev.preventDefault() },
-      field('Method', method), field('Status', status), field('Path contains', path));
+    path.addEventListener('input', typed);
+    body.addEventListener('input', typed);
+    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Search requests', onsubmit: (ev) => { ev.preventDefault(); update(); } },
+      field('Method', method), field('Status', status), field('Path starts with', path), field('Body contains', body));
   }
 
   // ---- keyboard and selection ----------------------------------------------
@@ -638,7 +771,7 @@ export function historyPage(root, { kind, id, navigate }) {
     return '';
   }
 
-  async function retry() {
+  async function retry(edit) {
     const d = state.detail;
     if (!d || state.retrying) return;
     const before = new Set(d.attempts.map((a) => a.id));
@@ -647,13 +780,13 @@ export function historyPage(root, { kind, id, navigate }) {
     state.newAttemptId = null;
     renderDetailPane();
     try {
-      const data = await request(RETRY, { id: d.id });
+      const data = await request(RETRY, { id: d.id, edit: edit || null });
       if (disposed) return;
       const updated = data.retryDelivery;
       const added = updated.attempts.find((a) => !before.has(a.id)) || updated.attempts[updated.attempts.length - 1];
       state.newAttemptId = added ? added.id : null;
       state.retryMessage = notice('success', h('span', { 'data-testid': 'retry-result' },
-        'Retried: the new attempt ', added && added.status !== null
+        edit ? 'Sent an edited copy: the new attempt ' : 'Retried: the new attempt ', added && added.status !== null
           ? ['answered ', statusBadge(added.status)]
           : ['failed', added && added.error ? ` (${added.error})` : ''], '.'));
       if (state.selectedId === updated.id) state.detail = updated;

@@ -1,0 +1,71 @@
+package domain
+
+// Reasons the relay records for what it decided itself: why it answered a
+// sender (ReceiptAnswer.Reason, DeliveryAnswered.Reason), why an attempt
+// ended without a local answer (ForwardFailed.Error), and why an agent
+// session ended (AgentDisconnected.Reason). They are stored in the log
+// forever and explanations read them back (package explain), so a text
+// never changes once written; a new decision gets a new constant. A
+// constant that ends in a space or names a prefix is followed by a detail,
+// given with it.
+const (
+	// ReasonWrongProtocol: a plain-HTTP request where the address's public
+	// URL is https, answered 503 at receipt.
+	ReasonWrongProtocol = "wrong protocol: plain HTTP"
+	// ReasonBodyBudget: the proxied bodies in flight held the whole body
+	// budget (--proxy-body-budget), answered 503 at receipt.
+	ReasonBodyBudget = "body budget"
+	// ReasonBodyTooLarge + "<n> bytes": a proxied body over --max-body,
+	// answered 413 at receipt.
+	ReasonBodyTooLarge = "request body larger than "
+	// ReasonBodyStalled + the read error: the body stopped arriving
+	// (--body-timeout), answered 408 at receipt.
+	ReasonBodyStalled = "request body stalled: "
+	// ReasonBodyUnreadable + the read error: the body could not be read
+	// (a malformed chunked encoding), answered 400 at receipt.
+	ReasonBodyUnreadable = "request body unreadable: "
+	// ReasonNoOutcome + the error: no outcome of the attempt reached the
+	// sender's request in time, answered 504 later (DeliveryAnswered).
+	ReasonNoOutcome = "no outcome from the tunnel: "
+)
+
+// Failures of an attempt the relay decided (ForwardFailed.Error); any other
+// error is the agent's report of its local target.
+const (
+	// FailureNoAgent: no agent session of the Endpoint took the forward (503).
+	FailureNoAgent = "no agent connected"
+	// FailureAgentDisconnected: the session that took the forward ended
+	// before the local answer (503).
+	FailureAgentDisconnected = "agent disconnected"
+	// FailureShuttingDown: the relay stopped before the local answer (503).
+	FailureShuttingDown = "relay shutting down"
+	// FailureTimeout + the forward timeout ("30s"): the local answer did not
+	// come within --forward-timeout (504).
+	FailureTimeout = "local target did not answer within "
+	// FailureNodeLost + " (<node>)": the node holding the agent's session
+	// stopped answering on the bus, its lease lapsed (503).
+	FailureNodeLost = "relay node lost"
+	// FailureNodeUnreachable + " (<node>)": the forward could not be sent
+	// to the node holding the agent's session (503).
+	FailureNodeUnreachable = "relay node unreachable"
+	// FailureRestarted: the relay process that waited for the local answer
+	// ended; its next start closed the attempt (503).
+	FailureRestarted = "relay restarted before the local answer"
+	// FailureNodeLostBeforeAnswer: the node whose sender waited for the
+	// local answer was lost; another node closed the attempt (503).
+	FailureNodeLostBeforeAnswer = "relay node lost before the local answer"
+	// FailureInvalidStatus + the status: the agent reported a status no
+	// sender can be given (502).
+	FailureInvalidStatus = "agent reported invalid status "
+)
+
+// Why an agent session ended (AgentDisconnected.Reason).
+const (
+	// SessionAgentDisconnected: the agent's connection or subscription ended.
+	SessionAgentDisconnected = "agent disconnected"
+	// SessionRelayRestarted: the relay process holding it ended; its next
+	// start closed the session.
+	SessionRelayRestarted = "relay restarted"
+	// SessionNodeLost: the node holding it was lost; another node closed it.
+	SessionNodeLost = "relay node lost"
+)
