@@ -137,6 +137,9 @@ type ForwardEvent struct {
 	// The request as sent to the local target (after the path prefix).
 	RequestHeaders []Header
 	RequestBody    []byte
+	// Signature is the verdict of a provider signature check made on this
+	// machine (relay listen --verify), "" when none was asked for.
+	Signature string
 }
 
 // RefusedError is the server refusing the agent for a reason that retrying
