@@ -34,9 +34,21 @@ func TestListenVerifiesSignatures(t *testing.T) {
 	send(t, r, ep.ID, "POST", "/signed", [][2]string{{"X-Hub-Signature-256", good}}, body)
 	send(t, r, ep.ID, "POST", "/forged", [][2]string{{"X-Hub-Signature-256", "sha256=" + strings.Repeat("0", 64)}}, body)
 	send(t, r, ep.ID, "POST", "/unsigned", nil, body)
-	waitOutput(t, listen, regexp.MustCompile(`POST /signed → 200 .*signature github valid`))
+	signed := waitOutput(t, listen, regexp.MustCompile(`POST /signed → 200 \(\d+ ms\)  delivery (\S+)  signature github valid`))[1]
 	waitOutput(t, listen, regexp.MustCompile(`POST /forged → 200 .*signature github invalid \(the signature does not match\)`))
 	waitOutput(t, listen, regexp.MustCompile(`POST /unsigned → 200 .*signature github no signature`))
+	// The verdict, not the secret, reached the relay: it is recorded with
+	// the attempt.
+	var got struct {
+		Delivery struct{ Attempts []struct{ Signature *string } }
+	}
+	r.MustGraphQL(t, acct.Token, `query($id: ID!){ delivery(id: $id){ attempts{ signature } } }`, map[string]any{"id": signed}, &got)
+	if a := got.Delivery.Attempts; len(a) != 1 || a[0].Signature == nil || *a[0].Signature != "github valid" {
+		t.Errorf("recorded attempts %+v, want the verdict github valid", a)
+	}
+	if out, code := h.run(t, "", "deliveries", "show", signed); code != 0 || !strings.Contains(out, "signature github valid") {
+		t.Errorf("deliveries show: exit %d\n%s", code, out)
+	}
 	exported, _ := harness.RunCLI(t, "events", "export", "--data", r.Data)
 	if strings.Contains(r.Output(), "s3cret") || strings.Contains(exported, "s3cret") || !strings.Contains(exported, "/forged") {
 		t.Error("the secret reached the relay, or the export is not the log")

@@ -88,9 +88,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			}
 			// Once connected: catch up what was refused while no agent was
 			// (--catch-up), or say how much there is.
-			if check != nil {
-				o.Observer = &verifyingObserver{Observer: o.Observer, check: check}
-			}
+			o.Verify = check
 			co := &catchUpObserver{Observer: o.Observer, ctx: ctx, client: client, run: catchUpFlag, out: stderr}
 			for _, e := range eps {
 				co.eps = append(co.eps, e.Name)
@@ -252,7 +250,7 @@ func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 // signatureCheck is --verify's check of a forwarded request, nil without
 // --verify. The secret comes from the environment or a file, never from a
 // flag (it would show in the process list), and stays on this machine.
-func signatureCheck(scheme, secretFile string, env func(string) string) (func(agentcli.ForwardEvent) string, error) {
+func signatureCheck(scheme, secretFile string, env func(string) string) (func([]agentcli.Header, []byte, time.Time) string, error) {
 	if scheme == "" {
 		if secretFile != "" {
 			return nil, usage(errors.New("--verify-secret-file needs --verify SCHEME"))
@@ -273,28 +271,15 @@ func signatureCheck(scheme, secretFile string, env func(string) string) (func(ag
 	if secret == "" {
 		return nil, usage(errors.New("--verify needs the signing secret: set RELAY_VERIFY_SECRET or give --verify-secret-file"))
 	}
-	return func(e agentcli.ForwardEvent) string {
+	return func(headers []agentcli.Header, body []byte, at time.Time) string {
 		get := func(name string) string {
-			for _, h := range e.RequestHeaders {
+			for _, h := range headers {
 				if strings.EqualFold(h.Name, name) {
 					return h.Value
 				}
 			}
 			return ""
 		}
-		return scheme + " " + signatures.Check(scheme, secret, get, e.RequestBody, e.Time).String()
+		return scheme + " " + signatures.Check(scheme, secret, get, body, at).String()
 	}, nil
-}
-
-// verifyingObserver adds --verify's verdict to each forward it hears.
-type verifyingObserver struct {
-	agentcli.Observer
-	check func(agentcli.ForwardEvent) string
-}
-
-func (o *verifyingObserver) Forwarded(e agentcli.ForwardEvent) {
-	if e.Error == "" || e.RequestBody != nil || e.RequestHeaders != nil {
-		e.Signature = o.check(e)
-	}
-	o.Observer.Forwarded(e)
 }
