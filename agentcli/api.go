@@ -38,6 +38,10 @@ type Options struct {
 	// concurrently; State from Serve's. Neither should block for long: a
 	// slow Forwarded holds up that request's answer to the relay.
 	Observer Observer
+	// Verify, when set, checks each request's provider signature before
+	// its answer is reported (relay listen --verify): its verdict is
+	// printed, and reported to the relay with the answer.
+	Verify func(headers []Header, body []byte, at time.Time) string
 	// PlainGraphQL speaks only graphql-transport-ws, as third-party agents
 	// do, instead of offering the relay's binary data path first (see
 	// internal/agentwire): for comparing the two, or a proxy that passes no
@@ -137,6 +141,9 @@ type ForwardEvent struct {
 	// The request as sent to the local target (after the path prefix).
 	RequestHeaders []Header
 	RequestBody    []byte
+	// Signature is the verdict of a provider signature check made on this
+	// machine (relay listen --verify), "" when none was asked for.
+	Signature string
 }
 
 // RefusedError is the server refusing the agent for a reason that retrying

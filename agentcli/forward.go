@@ -39,6 +39,8 @@ type localResult struct {
 	Duration time.Duration
 	Err      error  // in full, for the Endpoint's owner (the attempt's error)
 	Failure  string // with Err: short and stable, for the sender; names the target, no local socket
+	// Signature is Options.Verify's verdict on the request, "" without it.
+	Signature string
 }
 
 // forwarder sends forward requests to the one local target it was given.

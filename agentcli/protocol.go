@@ -167,7 +167,7 @@ type endpointInfo struct {
 // there is none. A timed-out target keeps its 504 (too slow, not
 // unreachable); other failures give no status.
 func report(attemptID string, res localResult) agentwire.Complete {
-	c := agentwire.Complete{AttemptID: attemptID, Headers: res.Headers, Body: res.Body, DurationMs: res.Duration.Milliseconds()}
+	c := agentwire.Complete{AttemptID: attemptID, Headers: res.Headers, Body: res.Body, DurationMs: res.Duration.Milliseconds(), Signature: res.Signature}
 	if res.Err != nil {
 		c.Error, c.Failure = res.Err.Error(), res.Failure
 		if res.Status == http.StatusGatewayTimeout {
@@ -182,7 +182,7 @@ func report(attemptID string, res localResult) agentwire.Complete {
 // toCompleteInput is a report as completeForward's input.
 func toCompleteInput(c agentwire.Complete) completeInput {
 	in := completeInput{AttemptID: c.AttemptID, Headers: toWireHeaders(c.Headers),
-		BodyBase64: base64.StdEncoding.EncodeToString(c.Body), Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs}
+		BodyBase64: base64.StdEncoding.EncodeToString(c.Body), Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs, Signature: c.Signature}
 	if c.Status != 0 {
 		in.Status = &c.Status
 	}
@@ -198,6 +198,7 @@ type completeInput struct {
 	Error      string       `json:"error,omitempty"`
 	Failure    string       `json:"failure,omitempty"`
 	DurationMs int64        `json:"durationMs"`
+	Signature  string       `json:"signature,omitempty"`
 }
 
 // gqlErrorsErr turns GraphQL errors of the agent's connection (the

@@ -358,6 +358,12 @@ func (s *session) handle(ctx context.Context, sv *served, w work) {
 	} else {
 		ev.Path, ev.RequestHeaders, ev.RequestBody = w.req.Path, w.req.Headers, w.req.Body
 		res = sv.fwd.forward(ctx, w.req)
+		if s.a.opts.Verify != nil {
+			// Checked here, so the verdict goes with the report; only the
+			// verdict leaves this machine.
+			res.Signature = s.a.opts.Verify(w.req.Headers, w.req.Body, ev.Time)
+			ev.Signature = res.Signature
+		}
 	}
 	ev.Status, ev.Duration = res.Status, res.Duration
 	if res.Err != nil {

@@ -95,6 +95,9 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	if e.DeliveryID != "" {
 		b.WriteString("  delivery " + e.DeliveryID)
 	}
+	if e.Signature != "" {
+		b.WriteString("  signature " + e.Signature)
+	}
 	b.WriteByte('\n')
 	if o.PrintHeaders {
 		for _, h := range e.RequestHeaders {

@@ -37,7 +37,7 @@ func samples() []domain.Event {
 		domain.DeliveryAnswered{DeliveryID: "d1", Status: 503, Reason: "no agent connected"},
 		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "a2", EndpointID: "ep1", Retry: true, Node: "n1", Edit: &domain.RequestEdit{Method: "PUT", Target: "/b",
 			SetHeaders: []domain.Header{{Name: "X-Debug", Value: "1"}}, UnsetHeaders: []string{"X-Sig"}, Body: &[]byte{'{', '}'}}},
-		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 201, Headers: status, Body: []byte(`{"ok":true}`), BodySize: 11, Captured: true, DurationMs: 12},
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 201, Headers: status, Body: []byte(`{"ok":true}`), BodySize: 11, Captured: true, DurationMs: 12, Signature: "stripe valid"},
 		domain.ForwardFailed{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 502, Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1},
 		domain.RetryRequested{DeliveryID: "d1", AttemptID: "a2", AccountID: "acc-1"},
 		domain.InspectorPurged{InspectorID: "k3x9q2", LastActivityAt: "2026-11-21T10:00:00.123456789Z", RetentionMs: 604800000, Deliveries: 3},

@@ -218,6 +218,10 @@ type ForwardResponded struct {
 	BodySize   int64    `json:"body_size"`
 	Captured   bool     `json:"captured"`
 	DurationMs int64    `json:"duration_ms"`
+	// Signature is the verdict of a provider signature check the agent made
+	// on the developer's machine (relay listen --verify: "stripe valid"),
+	// "" for none. Added without a version change.
+	Signature string `json:"signature,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.

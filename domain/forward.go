@@ -45,6 +45,9 @@ type ForwardOutcome struct {
 	Failure    string `json:"failure,omitempty"`
 	DurationMs int64  `json:"duration_ms"`
 	AgentID    string `json:"agent_id,omitempty"`
+	// Signature is the agent's verdict on the request's provider
+	// signature ("" for none); only the verdict, never the secret.
+	Signature string `json:"signature,omitempty"`
 	// Position is where the log holds the event recording this outcome,
 	// once recorded; 0 when it raised no event (already recorded). Readers
 	// of the views wait for it, not for the end of the whole log.

@@ -3,6 +3,9 @@ package graph
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
@@ -108,8 +111,12 @@ func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, err
 	}
 	done := agentwire.Done{AttemptID: c.AttemptID}
 	out := domain.ForwardOutcome{AttemptID: c.AttemptID, Status: c.Status, Headers: c.Headers, Body: c.Body,
-		Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs}
-	if err := r.complete(ctx, out, c.Status != 0); err != nil {
+		Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs, Signature: c.Signature}
+	err = checkSignatureVerdict(out.Signature)
+	if err == nil {
+		err = r.complete(ctx, out, c.Status != 0)
+	}
+	if err != nil {
 		done.Code, done.Message = Code(err), err.Error()
 		if done.Code == "" {
 			r.Logger.ErrorContext(ctx, "complete forward", "attempt_id", c.AttemptID, "error", err)
@@ -163,7 +170,11 @@ func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
 	if err != nil {
 		return domain.ForwardOutcome{}, err
 	}
-	out := domain.ForwardOutcome{AttemptID: in.AttemptID, Headers: headers, Error: deref(in.Error), Failure: deref(in.Failure)}
+	out := domain.ForwardOutcome{AttemptID: in.AttemptID, Headers: headers, Error: deref(in.Error), Failure: deref(in.Failure),
+		Signature: deref(in.Signature)}
+	if err := checkSignatureVerdict(out.Signature); err != nil {
+		return out, err
+	}
 	if in.DurationMs != nil {
 		out.DurationMs = int64(*in.DurationMs)
 	}
@@ -180,4 +191,16 @@ func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
 		out.Status = *in.Status // with error set too: the agent's own 504
 	}
 	return out, nil
+}
+
+// maxSignatureVerdict bounds the signature verdict an agent reports: a
+// scheme, a verdict and a short reason.
+const maxSignatureVerdict = 200
+
+// checkSignatureVerdict refuses a verdict that is not a short line.
+func checkSignatureVerdict(v string) error {
+	if len(v) > maxSignatureVerdict || strings.ContainsAny(v, "\x00\r\n") || !utf8.ValidString(v) {
+		return &domain.InvalidInputError{Field: "signature", Reason: fmt.Sprintf("must be one line of UTF-8, at most %d bytes", maxSignatureVerdict)}
+	}
+	return nil
 }

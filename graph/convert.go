@@ -93,7 +93,8 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		m.ResponseBodyBase64 = &b64
 	}
 	for _, a := range d.Attempts {
-		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit)}
+		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit),
+			Signature: optional(a.Signature)}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms

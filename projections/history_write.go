@@ -74,14 +74,14 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
 	case respondedRow:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature)); err != nil {
 			return 0, true, err
 		}
 		ref := w.ref(t, p.DeliveryID)
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
 	case domain.ForwardFailed:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))

@@ -62,6 +62,7 @@ type respondedRow struct {
 	BodySize   int64  `json:"body_size"`
 	Captured   bool   `json:"captured"`
 	DurationMs int64  `json:"duration_ms"`
+	Signature  string `json:"signature"`
 
 	Headers jsonKind `json:"headers"` // left in the log
 	Body    jsonKind `json:"body"`    // left in the log

@@ -184,6 +184,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 	-- it); outcome_at is when the outcome was recorded.
 	agent_id          TEXT NOT NULL DEFAULT '',
 	outcome_at        INTEGER,
+	-- signature is the verdict of a provider signature check the agent
+	-- made on the developer's machine (relay listen --verify); NULL for none.
+	signature         TEXT,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

@@ -66,6 +66,9 @@ type Attempt struct {
 	AgentID   string
 	Node      string
 	OutcomeAt time.Time
+	// Signature is the verdict of the provider signature check the agent
+	// made (relay listen --verify), "" when none was made.
+	Signature string
 }
 
 // RelayAnswer is an answer the relay gave a sender itself, as it received

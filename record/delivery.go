@@ -178,6 +178,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 			fr := domain.ForwardResponded{
 				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
 				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
+				Signature: out.Signature,
 			}
 			if cmd.CaptureResponse {
 				fr.Body = out.Body

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -27,6 +28,7 @@ func TestCatchUpAfterOffline(t *testing.T) {
 		}
 	}
 	sendAway("/away-1", "/away-2", "/away-3")
+	waitRefused(t, r, acct.Token, ep.ID, 3)
 
 	// With no agent, a catch-up is refused at once, naming why.
 	if out, code := h.run(t, "", "retry", "--all", "--refused-offline", "shop"); code != 2 || !strings.Contains(out, "catch-up stopped") {
@@ -60,6 +62,7 @@ func TestCatchUpAfterOffline(t *testing.T) {
 	listen.Stop(t)
 	waitAgent(t, r, acct.Token, ep.ID, false)
 	sendAway("/away-4", "/away-5")
+	waitRefused(t, r, acct.Token, ep.ID, 2) // the views show what the sender was answered
 	listen = h.startIn(t, t.TempDir(), "listen", port, "shop", "--catch-up")
 	waitOutput(t, listen, regexp.MustCompile(`caught up: 2 answered 2xx, 0 not`))
 	if n := len(seen.all()); n != 5 {
@@ -77,4 +80,19 @@ func TestCatchUpAfterOffline(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2\n%s", bad, code, out)
 		}
 	}
+}
+
+// waitRefused waits until the views list n deliveries of an Endpoint as
+// refused while no agent was connected.
+func waitRefused(t *testing.T, r *harness.Relay, token, endpointID string, n int) {
+	t.Helper()
+	harness.Eventually(t, 10*time.Second, "the refused deliveries in the views", func() bool {
+		var res struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []struct{ ID string } }
+			}
+		}
+		r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(filter: {refusedOffline: true}){ nodes{ id } } } }`, map[string]any{"id": endpointID}, &res)
+		return len(res.Endpoint.Deliveries.Nodes) == n
+	})
 }

@@ -280,6 +280,7 @@ type (
 		Retry      bool      `json:"retry"`
 		Late       bool      `json:"late"`
 		Edit       *jsonEdit `json:"edit"`
+		Signature  *string   `json:"signature"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`

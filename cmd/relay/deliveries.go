@@ -96,6 +96,9 @@ type attemptJSON struct {
 	// Edit is what an edited retry changed before sending; null when sent
 	// as recorded.
 	Edit *editJSON `json:"edit"`
+	// Signature is the verdict of the agent's provider signature check
+	// (relay listen --verify); null when none was made.
+	Signature *string `json:"signature"`
 }
 
 // editJSON is an attempt's edit as the API answers it.
@@ -109,7 +112,7 @@ type editJSON struct {
 }
 
 // attemptFields is what the client commands read of an attempt.
-const attemptFields = `id status startedAt durationMs error retry late edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
+const attemptFields = `id status startedAt durationMs error retry late signature edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
@@ -574,6 +577,9 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			line := describeAttempt(a.Status, a.DurationMs, a.Error)
 			if a.Late {
 				line += " (late: the sender had already been answered by the relay)"
+			}
+			if a.Signature != nil {
+				line += "  signature " + termtext.Safe(*a.Signature, false)
 			}
 			fmt.Fprintf(w, "  %d: %s%s\n", i+1, line, describeEdit(a.Edit))
 		}

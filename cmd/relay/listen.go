@@ -15,13 +15,14 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/internal/signatures"
 )
 
 func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
 	var printBody, printHeaders, insecure, catchUpFlag bool
-	var hostHeader string
+	var hostHeader, verify, verifySecretFile string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "listen TARGET [ENDPOINT...]",
@@ -53,6 +54,10 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if err != nil {
 				return usage(fmt.Errorf("TARGET: %w", err))
 			}
+			check, err := signatureCheck(verify, verifySecretFile, env)
+			if err != nil {
+				return err
+			}
 			if timeout <= 0 {
 				return usage(errors.New("--timeout must be positive"))
 			}
@@ -83,6 +88,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			}
 			// Once connected: catch up what was refused while no agent was
 			// (--catch-up), or say how much there is.
+			o.Verify = check
 			co := &catchUpObserver{Observer: o.Observer, ctx: ctx, client: client, run: catchUpFlag, out: stderr}
 			for _, e := range eps {
 				co.eps = append(co.eps, e.Name)
@@ -96,6 +102,8 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	fs := cmd.Flags()
 	fs.BoolVar(&printBody, "print-body", false, "print each request's body")
 	fs.BoolVar(&printHeaders, "print-headers", false, "print each request's headers")
+	fs.StringVar(&verify, "verify", "", "check each request's provider signature on this machine: "+strings.Join(signatures.Schemes(), ", ")+" (the secret from RELAY_VERIFY_SECRET or --verify-secret-file; it never reaches the relay)")
+	fs.StringVar(&verifySecretFile, "verify-secret-file", "", "a file holding the --verify secret")
 	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
@@ -202,6 +210,7 @@ type listenEventJSON struct {
 	Status     int                  `json:"status,omitempty"`
 	DurationMs *int64               `json:"durationMs,omitempty"` // forward only
 	Error      string               `json:"error,omitempty"`
+	Signature  string               `json:"signature,omitempty"` // with --verify: the verdict
 }
 
 type listenEndpointJSON struct {
@@ -232,8 +241,45 @@ func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 	defer o.mu.Unlock()
 	ms := e.Duration.Milliseconds()
 	_ = writeJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
-		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error})
+		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error, Signature: e.Signature})
 	if e.ReportError != "" {
 		fmt.Fprintf(o.status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
 	}
+}
+
+// signatureCheck is --verify's check of a forwarded request, nil without
+// --verify. The secret comes from the environment or a file, never from a
+// flag (it would show in the process list), and stays on this machine.
+func signatureCheck(scheme, secretFile string, env func(string) string) (func([]agentcli.Header, []byte, time.Time) string, error) {
+	if scheme == "" {
+		if secretFile != "" {
+			return nil, usage(errors.New("--verify-secret-file needs --verify SCHEME"))
+		}
+		return nil, nil
+	}
+	if !signatures.Known(scheme) {
+		return nil, usage(fmt.Errorf("--verify %q: want one of %s", scheme, strings.Join(signatures.Schemes(), ", ")))
+	}
+	secret := env("RELAY_VERIFY_SECRET")
+	if secretFile != "" {
+		b, err := os.ReadFile(secretFile)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--verify-secret-file: %w", err))
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	if secret == "" {
+		return nil, usage(errors.New("--verify needs the signing secret: set RELAY_VERIFY_SECRET or give --verify-secret-file"))
+	}
+	return func(headers []agentcli.Header, body []byte, at time.Time) string {
+		get := func(name string) string {
+			for _, h := range headers {
+				if strings.EqualFold(h.Name, name) {
+					return h.Value
+				}
+			}
+			return ""
+		}
+		return scheme + " " + signatures.Check(scheme, secret, get, body, at).String()
+	}, nil
 }

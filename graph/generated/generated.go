@@ -54,6 +54,7 @@ type ComplexityRoot struct {
 		Late       func(childComplexity int) int
 		Response   func(childComplexity int) int
 		Retry      func(childComplexity int) int
+		Signature  func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
 		Status     func(childComplexity int) int
 	}
@@ -341,6 +342,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Retry(childComplexity), true
+	case "Attempt.signature":
+		if e.ComplexityRoot.Attempt.Signature == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Signature(childComplexity), true
 	case "Attempt.startedAt":
 		if e.ComplexityRoot.Attempt.StartedAt == nil {
 			break
@@ -1311,6 +1318,8 @@ type Attempt {
   late: Boolean!
   "What an edited retry changed in the recorded request before sending it; null when it was sent as recorded."
   edit: RequestEdit
+  "The verdict of the provider signature check the agent made on the developer's machine (relay listen --verify), e.g. ` + "`" + `stripe valid` + "`" + `; null when none was made."
+  signature: String
   """
   What this attempt got back, read from the log: the local response's headers and (when the
   Endpoint captures responses) its body, or the relay's own status when the attempt failed
@@ -1636,6 +1645,8 @@ input CompleteForwardInput {
   "A short, stable text for the sender when error is set, naming the target and no local socket (for example: nothing listening on 127.0.0.1:3000)."
   failure: String
   durationMs: Int
+  "The verdict of a provider signature check the agent made (relay listen --verify), e.g. ` + "`" + `stripe valid` + "`" + `; one line, at most 200 bytes. Only the verdict: the secret stays with the agent."
+  signature: String
 }
 
 input CreateEndpointInput {
@@ -1746,6 +1757,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_late(ctx, field)
 	case "edit":
 		return ec.fieldContext_Attempt_edit(ctx, field)
+	case "signature":
+		return ec.fieldContext_Attempt_signature(ctx, field)
 	case "response":
 		return ec.fieldContext_Attempt_response(ctx, field)
 	}
@@ -2771,6 +2784,29 @@ func (ec *executionContext) fieldContext_Attempt_edit(_ context.Context, field g
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Attempt_signature(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_signature(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Signature, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Attempt_response(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
@@ -7178,7 +7214,7 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs"}
+	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs", "signature"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7234,6 +7270,13 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 				return it, err
 			}
 			it.DurationMs = data
+		case "signature":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signature"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Signature = data
 		}
 	}
 	return it, nil
@@ -7683,6 +7726,8 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "edit":
 			out.Values[i] = ec._Attempt_edit(ctx, field, obj)
+		case "signature":
+			out.Values[i] = ec._Attempt_signature(ctx, field, obj)
 		case "response":
 			out.Values[i] = ec._Attempt_response(ctx, field, obj)
 		default:

@@ -32,6 +32,8 @@ type Attempt struct {
 	Late bool `json:"late"`
 	// What an edited retry changed in the recorded request before sending it; null when it was sent as recorded.
 	Edit *RequestEdit `json:"edit,omitempty"`
+	// The verdict of the provider signature check the agent made on the developer's machine (relay listen --verify), e.g. `stripe valid`; null when none was made.
+	Signature *string `json:"signature,omitempty"`
 	// What this attempt got back, read from the log: the local response's headers and (when the
 	// Endpoint captures responses) its body, or the relay's own status when the attempt failed
 	// (see error). Null while it waits. For comparing attempts (`relay deliveries diff`).
@@ -62,6 +64,8 @@ type CompleteForwardInput struct {
 	// A short, stable text for the sender when error is set, naming the target and no local socket (for example: nothing listening on 127.0.0.1:3000).
 	Failure    *string `json:"failure,omitempty"`
 	DurationMs *int    `json:"durationMs,omitempty"`
+	// The verdict of a provider signature check the agent made (relay listen --verify), e.g. `stripe valid`; one line, at most 200 bytes. Only the verdict: the secret stays with the agent.
+	Signature *string `json:"signature,omitempty"`
 }
 
 type CreateEndpointInput struct {

@@ -93,6 +93,10 @@ type Complete struct {
 	Error      string
 	Failure    string
 	DurationMs int64
+	// Signature is the verdict of a provider signature check the agent
+	// made on the request (relay listen --verify), "" for none. It is the
+	// frame's last field and may be absent: a frame without it decodes.
+	Signature string
 }
 
 // AppendComplete appends c's frame to dst.
@@ -106,6 +110,9 @@ func AppendComplete(dst []byte, c Complete) []byte {
 	w.Str(c.Error)
 	w.Str(c.Failure)
 	w.Int(c.DurationMs)
+	if c.Signature != "" {
+		w.Str(c.Signature)
+	}
 	return w.B
 }
 
@@ -115,6 +122,9 @@ func DecodeComplete(frame []byte) (Complete, error) {
 	r.Expect(KindComplete)
 	c := Complete{AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(), Body: r.Bytes(),
 		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int()}
+	if r.More() {
+		c.Signature = r.Str()
+	}
 	if err := r.End("complete frame"); err != nil {
 		return Complete{}, err
 	}

@@ -85,3 +85,21 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCompleteSignatureIsOptional: a Complete with a signature verdict
+// round-trips, and a frame without one (an older agent's) still decodes.
+func TestCompleteSignatureIsOptional(t *testing.T) {
+	c := Complete{AttemptID: "a1", Status: 200, Headers: []domain.Header{}, Body: []byte{}, DurationMs: 1, Signature: "stripe valid"}
+	got, err := DecodeComplete(AppendComplete(nil, c))
+	if err != nil || got.Signature != "stripe valid" || got.AttemptID != "a1" {
+		t.Fatalf("with a signature: %+v, %v", got, err)
+	}
+	c.Signature = ""
+	frame := AppendComplete(nil, c)
+	if got, err := DecodeComplete(frame); err != nil || got.Signature != "" {
+		t.Fatalf("without one: %+v, %v", got, err)
+	}
+	if _, err := DecodeComplete(append(frame, 0xff)); err == nil {
+		t.Fatal("a frame with a malformed last field decoded")
+	}
+}

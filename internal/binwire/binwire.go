@@ -150,6 +150,9 @@ func (r *Reader) Expect(want byte) {
 	r.b = r.b[1:]
 }
 
+// More reports whether bytes are left to read (an optional last field).
+func (r *Reader) More() bool { return r.err == nil && len(r.b) != 0 }
+
 // End fails unless every byte was read, naming what was decoded.
 func (r *Reader) End(what string) error {
 	if r.err == nil && len(r.b) != 0 {

@@ -294,5 +294,10 @@ function attemptsTable(attempts, newAttemptId) {
       h('td', { class: 'error-cell' }, a.error || '—'),
       h('td', {}, a.retry ? 'Retry' : 'First',
         a.late ? h('span', { class: 'badge badge-warn', 'data-testid': 'attempt-late', title: 'The local process answered after the relay had answered the sender itself' }, ' late') : null,
-        a.edit ? h('span', { class: 'badge', 'data-testid': 'attempt-edited', title: editText(a.edit) }, ' edited') : null))))));
+        a.edit ? h('span', { class: 'badge', 'data-testid': 'attempt-edited', title: editText(a.edit) }, ' edited') : null,
+        a.signature ? h('span', {
+          class: `badge ${/ valid$/.test(a.signature) ? 'badge-ok' : 'badge-warn'}`,
+          'data-testid': 'attempt-signature',
+          title: 'Checked by the agent on the developer\'s machine (relay listen --verify)',
+        }, ` signature ${a.signature}`) : null))))));
 }
