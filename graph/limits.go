@@ -70,12 +70,12 @@ const (
 // worst cases.
 const (
 	headersPerList   = 8
-	attemptsPerList  = 4
+	attemptsPerList  = 2 // a forward and a retry: most deliveries have one attempt
 	endpointsPerList = 100
 	// payloadCost is what a payload field (a body, a response body, an
 	// event's data) weighs: reading it from the log, not its size. Twenty
 	// points let a default page with every field of Delivery pass the
-	// default budget (about 9 600) and refuse a dozen aliased pages of
+	// default budget (about 9 000) and refuse a dozen aliased pages of
 	// bodies, a page of 100 with every field, or a few hundred aliases.
 	payloadCost = 20
 	// mutationCost is what each mutation field weighs on top of what it
