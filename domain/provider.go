@@ -24,26 +24,25 @@ const maxProviderField = 256
 // only for providers that keep the ids there (Stripe, Slack, Standard
 // Webhooks' type), and only when it is whole.
 func DetectProvider(headers []Header, body []byte, complete bool) *Provider {
-	get := func(name string) string {
-		for _, h := range headers {
-			if strings.EqualFold(h.Name, name) {
-				return h.Value
-			}
+	// One pass over the headers: this runs for every delivery received.
+	var h providerHeaders
+	for _, x := range headers {
+		if p := h.slot(x.Name); p != nil && *p == "" {
+			*p = x.Value
 		}
-		return ""
 	}
 	var p *Provider
 	switch {
-	case get("X-GitHub-Delivery") != "" || get("X-GitHub-Event") != "":
-		p = &Provider{Name: "github", EventType: get("X-GitHub-Event"), DeliveryID: get("X-GitHub-Delivery")}
-	case get("X-Shopify-Webhook-Id") != "" || get("X-Shopify-Topic") != "":
-		p = &Provider{Name: "shopify", EventType: get("X-Shopify-Topic"), DeliveryID: get("X-Shopify-Webhook-Id")}
-	case get("Stripe-Signature") != "":
+	case h.githubDelivery != "" || h.githubEvent != "":
+		p = &Provider{Name: "github", EventType: h.githubEvent, DeliveryID: h.githubDelivery}
+	case h.shopifyID != "" || h.shopifyTopic != "":
+		p = &Provider{Name: "shopify", EventType: h.shopifyTopic, DeliveryID: h.shopifyID}
+	case h.stripeSig != "":
 		p = &Provider{Name: "stripe"}
 		if b, ok := bodyFields(body, complete); ok {
 			p.EventType, p.DeliveryID = b.Type, b.ID
 		}
-	case get("X-Slack-Signature") != "":
+	case h.slackSig != "":
 		p = &Provider{Name: "slack"}
 		if b, ok := bodyFields(body, complete); ok {
 			p.DeliveryID, p.EventType = b.EventID, b.Event.Type
@@ -51,13 +50,13 @@ func DetectProvider(headers []Header, body []byte, complete bool) *Provider {
 				p.EventType = b.Type
 			}
 		}
-	case get("svix-id") != "":
-		p = &Provider{Name: "svix", DeliveryID: get("svix-id")}
+	case h.svixID != "":
+		p = &Provider{Name: "svix", DeliveryID: h.svixID}
 		if b, ok := bodyFields(body, complete); ok {
 			p.EventType = b.Type
 		}
-	case get("webhook-id") != "":
-		p = &Provider{Name: "standard-webhooks", DeliveryID: get("webhook-id")}
+	case h.webhookID != "":
+		p = &Provider{Name: "standard-webhooks", DeliveryID: h.webhookID}
 		if b, ok := bodyFields(body, complete); ok {
 			p.EventType = b.Type
 		}
@@ -67,6 +66,37 @@ func DetectProvider(headers []Header, body []byte, complete bool) *Provider {
 	p.EventType = bound(p.EventType)
 	p.DeliveryID = bound(p.DeliveryID)
 	return p
+}
+
+// providerHeaders are the headers that name a provider: the first value
+// of each.
+type providerHeaders struct {
+	githubEvent, githubDelivery, shopifyTopic, shopifyID string
+	stripeSig, slackSig, svixID, webhookID               string
+}
+
+// slot is where a header of this name goes, nil for one that names no
+// provider.
+func (h *providerHeaders) slot(name string) *string {
+	switch {
+	case strings.EqualFold(name, "X-GitHub-Event"):
+		return &h.githubEvent
+	case strings.EqualFold(name, "X-GitHub-Delivery"):
+		return &h.githubDelivery
+	case strings.EqualFold(name, "X-Shopify-Topic"):
+		return &h.shopifyTopic
+	case strings.EqualFold(name, "X-Shopify-Webhook-Id"):
+		return &h.shopifyID
+	case strings.EqualFold(name, "Stripe-Signature"):
+		return &h.stripeSig
+	case strings.EqualFold(name, "X-Slack-Signature"):
+		return &h.slackSig
+	case strings.EqualFold(name, "svix-id"):
+		return &h.svixID
+	case strings.EqualFold(name, "webhook-id"):
+		return &h.webhookID
+	}
+	return nil
 }
 
 // providerBody is what the providers that keep ids in the body put there.

@@ -175,7 +175,7 @@ func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
 // read from the log when the query selects it (an attempt's response).
 func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery) ([]*model.Attempt, error) {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || !selectsField(fc.Field.Selections, "response") || len(d.Attempts) == 0 {
+	if fc == nil || !selects(fc.Field.Selections, responseField, map[*ast.FragmentDefinition]bool{}) || len(d.Attempts) == 0 {
 		return d.Attempts, nil
 	}
 	got, err := r.Views.AttemptResponses(ctx, d.ID)
@@ -203,24 +203,5 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 	return d.Attempts, answersize.Charge(ctx, n)
 }
 
-// selectsField reports whether a selection set names a field directly
-// (in fragments too).
-func selectsField(set ast.SelectionSet, name string) bool {
-	for _, sel := range set {
-		switch s := sel.(type) {
-		case *ast.Field:
-			if s.Name == name {
-				return true
-			}
-		case *ast.InlineFragment:
-			if selectsField(s.SelectionSet, name) {
-				return true
-			}
-		case *ast.FragmentSpread:
-			if s.Definition == nil || selectsField(s.Definition.SelectionSet, name) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// responseField is Attempt.response, read from the log when selected.
+var responseField = map[string]bool{"response": true}

@@ -23,18 +23,20 @@ func wantsPayload(ctx context.Context) bool {
 	if fc == nil || fc.Field.Field == nil {
 		return true
 	}
-	return selects(fc.Field.Selections, map[*ast.FragmentDefinition]bool{})
+	return selects(fc.Field.Selections, payloadFields, map[*ast.FragmentDefinition]bool{})
 }
 
-func selects(set ast.SelectionSet, seen map[*ast.FragmentDefinition]bool) bool {
+// selects reports whether a selection set names one of fields at any
+// depth, through fragments too.
+func selects(set ast.SelectionSet, fields map[string]bool, seen map[*ast.FragmentDefinition]bool) bool {
 	for _, sel := range set {
 		switch s := sel.(type) {
 		case *ast.Field:
-			if payloadFields[s.Name] || selects(s.SelectionSet, seen) {
+			if fields[s.Name] || selects(s.SelectionSet, fields, seen) {
 				return true
 			}
 		case *ast.InlineFragment:
-			if selects(s.SelectionSet, seen) {
+			if selects(s.SelectionSet, fields, seen) {
 				return true
 			}
 		case *ast.FragmentSpread:
@@ -45,7 +47,7 @@ func selects(set ast.SelectionSet, seen map[*ast.FragmentDefinition]bool) bool {
 				continue
 			}
 			seen[s.Definition] = true
-			if selects(s.Definition.SelectionSet, seen) {
+			if selects(s.Definition.SelectionSet, fields, seen) {
 				return true
 			}
 		}

@@ -32,7 +32,7 @@ func TestSelectsPayload(t *testing.T) {
 				t.Fatalf("query does not validate: %v", errs)
 			}
 			top := doc.Operations[0].SelectionSet[0].(*ast.Field)
-			if got := selects(top.SelectionSet, map[*ast.FragmentDefinition]bool{}); got != tt.want {
+			if got := selects(top.SelectionSet, payloadFields, map[*ast.FragmentDefinition]bool{}); got != tt.want {
 				t.Errorf("selects payload = %v, want %v", got, tt.want)
 			}
 		})

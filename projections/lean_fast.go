@@ -64,9 +64,9 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 			ok = s.int(&n) && n >= 0 && n <= 1<<31
 			p.DroppedHeaders = int(n)
 		case "answer":
-			ok = s.answer(&p.Answer)
+			ok = flatObject(&s, &p.Answer)
 		case "provider":
-			ok = s.provider(&p.Provider)
+			ok = flatObject(&s, &p.Provider)
 		case "headers":
 			p.Headers, ok = s.skipArray()
 		case "body":
@@ -202,8 +202,10 @@ func (s *scanner) int(dst *int64) bool {
 	return true
 }
 
-// answer reads null or the small answer object with encoding/json.
-func (s *scanner) answer(dst **domain.ReceiptAnswer) bool {
+// flatObject reads an object without nested objects (or null) into *dst
+// with encoding/json, as the small answer and provider objects are;
+// anything else is not the plain case.
+func flatObject[T any](s *scanner, dst **T) bool {
 	if s.null() {
 		*dst = nil
 		return true
@@ -215,34 +217,12 @@ func (s *scanner) answer(dst **domain.ReceiptAnswer) bool {
 	if n < 0 {
 		return false
 	}
-	var a domain.ReceiptAnswer
+	var v T
 	obj := s.b[s.i : s.i+n+1]
-	if bytes.IndexByte(obj[1:], '{') >= 0 || json.Unmarshal(obj, &a) != nil {
+	if bytes.IndexByte(obj[1:], '{') >= 0 || json.Unmarshal(obj, &v) != nil {
 		return false
 	}
-	*dst, s.i = &a, s.i+n+1
-	return true
-}
-
-// provider reads a flat object into a Provider, as answer does.
-func (s *scanner) provider(dst **domain.Provider) bool {
-	if s.null() {
-		*dst = nil
-		return true
-	}
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return false
-	}
-	n := bytes.IndexByte(s.b[s.i:], '}')
-	if n < 0 {
-		return false
-	}
-	var p domain.Provider
-	obj := s.b[s.i : s.i+n+1]
-	if bytes.IndexByte(obj[1:], '{') >= 0 || json.Unmarshal(obj, &p) != nil {
-		return false
-	}
-	*dst, s.i = &p, s.i+n+1
+	*dst, s.i = &v, s.i+n+1
 	return true
 }
 

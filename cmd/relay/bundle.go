@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // bundleVersion is the relay_bundle value this program writes and reads.
@@ -127,7 +129,7 @@ func parseBundleLine(line []byte) (bundleRequest, error) {
 	case l.DroppedHeaders < 0:
 		return bundleRequest{}, errors.New("droppedHeaders is negative")
 	}
-	if !isToken(l.Method) {
+	if !httpguts.ValidHeaderFieldName(l.Method) {
 		return bundleRequest{}, fmt.Errorf("method %q is not an HTTP method", l.Method)
 	}
 	r := bundleRequest{ID: l.ID, ReceivedAt: l.ReceivedAt, Method: l.Method, Target: l.Path,
@@ -189,7 +191,7 @@ func parseBundleLine(line []byte) (bundleRequest, error) {
 
 // bytes is the header's name and its value's exact bytes.
 func (h bundleField) bytes() (name, value string, err error) {
-	if !isToken(h.Name) {
+	if !httpguts.ValidHeaderFieldName(h.Name) {
 		return "", "", fmt.Errorf("name %q is not a header name", h.Name)
 	}
 	switch {
@@ -265,21 +267,6 @@ func checkFieldValue(v string) error {
 		return errors.New("value starts or ends with whitespace")
 	}
 	return nil
-}
-
-// isToken reports whether s is an RFC 9110 token (a method or a field
-// name): visible ASCII without separators.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // writeRequest writes r as one HTTP/1.1 request for host (the --to URL's

@@ -249,21 +249,58 @@ type listFlags struct {
 
 var statusClass = regexp.MustCompile(`^[1-5]xx$`)
 
-// filter is the deliveries query's filter the flags ask for (nil: none).
-func (f listFlags) filter(now time.Time) (map[string]any, error) {
-	out := map[string]any{}
-	switch s := strings.ToLower(strings.TrimSpace(f.status)); {
+// statusFlag is a --status: a status (502), a class (5xx: 5), or pending;
+// the zero value for none.
+type statusFlag struct {
+	status, class int
+	pending       bool
+}
+
+// parseStatus reads --status.
+func parseStatus(v string) (statusFlag, error) {
+	switch s := strings.ToLower(strings.TrimSpace(v)); {
 	case s == "":
+		return statusFlag{}, nil
 	case s == "pending":
-		out["pending"] = true
+		return statusFlag{pending: true}, nil
 	case statusClass.MatchString(s):
-		out["statusClass"] = int(s[0] - '0')
+		return statusFlag{class: int(s[0] - '0')}, nil
 	default:
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 100 || n > 599 {
-			return nil, usage(fmt.Errorf("--status %q: want a status such as 502, a class such as 5xx, or pending", f.status))
+			return statusFlag{}, usage(fmt.Errorf("--status %q: want a status such as 502, a class such as 5xx, or pending", v))
 		}
-		out["status"] = n
+		return statusFlag{status: n}, nil
+	}
+}
+
+// matches reports whether an answered status (nil: none yet) is one the
+// flag names.
+func (f statusFlag) matches(st *int) bool {
+	switch {
+	case f.pending:
+		return st == nil
+	case f.class != 0:
+		return st != nil && *st/100 == f.class
+	case f.status != 0:
+		return st != nil && *st == f.status
+	}
+	return true
+}
+
+// filter is the deliveries query's filter the flags ask for (nil: none).
+func (f listFlags) filter(now time.Time) (map[string]any, error) {
+	out := map[string]any{}
+	st, err := parseStatus(f.status)
+	switch {
+	case err != nil:
+		return nil, err
+	case st.pending:
+		out["pending"] = true
+	case st.class != 0:
+		out["statusClass"] = st.class
+	case st.status != 0:
+		out["status"] = st.status
 	}
 	if f.method != "" {
 		out["method"] = strings.ToUpper(f.method)

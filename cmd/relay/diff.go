@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -243,20 +244,8 @@ func diffHeaders(a, b []domain.Header) []change {
 	}
 	va, na := values(a)
 	vb, nb := values(b)
-	keys := map[string]bool{}
-	for k := range va {
-		keys[k] = true
-	}
-	for k := range vb {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
 	var out []change
-	for _, k := range sorted {
+	for _, k := range sortedKeys(va, vb) {
 		x, inA := va[k]
 		y, inB := vb[k]
 		if inA && inB && x == y {
@@ -309,19 +298,7 @@ func diffValues(path string, a, b any, out *[]change) {
 	ma, okA := a.(map[string]any)
 	mb, okB := b.(map[string]any)
 	if okA && okB {
-		keys := map[string]bool{}
-		for k := range ma {
-			keys[k] = true
-		}
-		for k := range mb {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
+		for _, k := range sortedKeys(ma, mb) {
 			x, inA := ma[k]
 			y, inB := mb[k]
 			p := path + "." + k
@@ -355,6 +332,18 @@ func diffValues(path string, a, b any, out *[]change) {
 	if x, y := jsonText(a), jsonText(b); *x != *y {
 		*out = append(*out, change{path, x, y})
 	}
+}
+
+// sortedKeys is the keys of a and b together, sorted.
+func sortedKeys[V any](a, b map[string]V) []string {
+	keys := slices.Collect(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func jsonText(v any) *string {

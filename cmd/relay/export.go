@@ -130,10 +130,11 @@ See docs/exports.md.`,
 			default:
 				return usage(fmt.Errorf("--format %q: want har or bundle", format))
 			}
-			match, err := statusFilter(status)
+			st, err := parseStatus(status)
 			if err != nil {
 				return err
 			}
+			match := st.matches
 			if limit < 1 || limit > maxExportLimit {
 				return usage(fmt.Errorf("--limit %d: want 1 to %d", limit, maxExportLimit))
 			}
@@ -426,21 +427,3 @@ func (b *bundleWriter) entry(d exportDelivery) error {
 }
 
 func (b *bundleWriter) end() error { return nil }
-
-// statusFilter reads export's --status: "", a status (404) or a class
-// (5xx), as a match on the answered status.
-func statusFilter(s string) (func(*int) bool, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	switch {
-	case s == "":
-		return func(*int) bool { return true }, nil
-	case statusClass.MatchString(s):
-		class := int(s[0] - '0')
-		return func(st *int) bool { return st != nil && *st/100 == class }, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 100 || n > 599 {
-		return nil, usage(fmt.Errorf("--status %q: want a status such as 502 or a class such as 5xx", s))
-	}
-	return func(st *int) bool { return st != nil && *st == n }, nil
-}

@@ -54,39 +54,58 @@ func readChainHead(ctx context.Context, q interface {
 }
 
 // extendChain links every event above head, in position order, inside tx,
-// and returns the new head, reading them back: the migration calls it once
-// for a log written before the chain existed.
+// and returns the new head, reading them back a page at a time: the
+// migration calls it once for a log written before the chain existed.
 func extendChain(ctx context.Context, tx *sql.Tx, head chainHead) (chainHead, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position`, int64(head.position))
-	if err != nil {
-		return head, fmt.Errorf("chain events after %d: %w", head.position, err)
+	const page = 1000
+	for {
+		events, err := queryStored(ctx, tx, "chain events", storedColumns+` WHERE position > ? ORDER BY position LIMIT ?`, int64(head.position), page)
+		if err != nil {
+			return head, err
+		}
+		for _, e := range events {
+			leaf := evidence.Leaf(e)
+			head = chainHead{position: e.Position, link: evidence.Link(head.link, leaf)}
+			if _, err := tx.ExecContext(ctx, `UPDATE events SET leaf = ?, link = ? WHERE position = ?`,
+				leaf[:], head.link[:], int64(e.Position)); err != nil {
+				return head, fmt.Errorf("chain position %d: %w", e.Position, err)
+			}
+		}
+		if len(events) < page {
+			return head, nil
+		}
 	}
-	var links []evidence.ChainLink
+}
+
+// storedColumns selects events as stored, for queryStored.
+const storedColumns = `SELECT position, id, stream, revision, type, data, metadata FROM events`
+
+// queryStored runs a storedColumns query through q; what names it in
+// errors.
+func queryStored(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, what, query string, args ...any) ([]evidence.Event, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []evidence.Event
 	for rows.Next() {
 		var (
 			e        evidence.Event
 			pos, rev int64
 		)
 		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
-			rows.Close()
-			return head, fmt.Errorf("chain events after %d: %w", head.position, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		e.Position, e.Revision = uint64(pos), uint64(rev)
-		leaf := evidence.Leaf(e)
-		head = chainHead{position: e.Position, link: evidence.Link(head.link, leaf)}
-		links = append(links, evidence.ChainLink{Position: e.Position, Stream: e.Stream, Leaf: leaf, Link: head.link})
+		out = append(out, e)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return head, fmt.Errorf("chain events: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	for _, l := range links {
-		if _, err := tx.ExecContext(ctx, `UPDATE events SET leaf = ?, link = ? WHERE position = ?`,
-			l.Leaf[:], l.Link[:], int64(l.Position)); err != nil {
-			return head, fmt.Errorf("chain position %d: %w", l.Position, err)
-		}
-	}
-	return head, nil
+	return out, nil
 }
 
 // ReadChain returns up to limit links after position, in order: those of
@@ -123,24 +142,8 @@ func (s *Store) ReadChain(ctx context.Context, after uint64, limit int) ([]evide
 // ReadStored returns up to limit events after position as stored (their
 // data and metadata bytes), in position order.
 func (s *Store) ReadStored(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
-	rows, err := s.readDB.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)
-	if err != nil {
-		return nil, fmt.Errorf("read events after %d: %w", after, err)
-	}
-	defer rows.Close()
-	var out []evidence.Event
-	for rows.Next() {
-		var (
-			e        evidence.Event
-			pos, rev int64
-		)
-		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
-			return nil, fmt.Errorf("read events after %d: %w", after, err)
-		}
-		e.Position, e.Revision = uint64(pos), uint64(rev)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryStored(ctx, s.readDB, fmt.Sprintf("read events after %d", after),
+		storedColumns+` WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)
 }
 
 // ChainHead is the newest link and its position (0 for an empty log).
@@ -156,24 +159,8 @@ func (s *Store) ReadStoredStream(ctx context.Context, stream string, limit int, 
 	if newestFirst {
 		order = "DESC"
 	}
-	rows, err := s.readDB.QueryContext(ctx, `SELECT position, id, stream, revision, type, data, metadata FROM events WHERE stream = ? ORDER BY revision `+order+` LIMIT ?`, stream, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read stream %q: %w", stream, err)
-	}
-	defer rows.Close()
-	var out []evidence.Event
-	for rows.Next() {
-		var (
-			e        evidence.Event
-			pos, rev int64
-		)
-		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
-			return nil, fmt.Errorf("read stream %q: %w", stream, err)
-		}
-		e.Position, e.Revision = uint64(pos), uint64(rev)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryStored(ctx, s.readDB, fmt.Sprintf("read stream %q", stream),
+		storedColumns+` WHERE stream = ? ORDER BY revision `+order+` LIMIT ?`, stream, limit)
 }
 
 // CheckRevisions reports the streams whose revisions do not run 0, 1, 2…
