@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // RequestEdit is what a retry changes in the recorded request before it
@@ -38,7 +36,7 @@ const (
 func (e RequestEdit) Check(maxBody int64) error {
 	bad := func(field, reason string) error { return &InvalidInputError{Field: "edit." + field, Reason: reason} }
 	switch {
-	case e.Method != "" && !httpguts.ValidHeaderFieldName(e.Method):
+	case e.Method != "" && !IsToken(e.Method):
 		return bad("method", "must be an HTTP method token such as POST")
 	case e.Target != "" && (!strings.HasPrefix(e.Target, "/") || len(e.Target) > maxEditTarget || strings.ContainsAny(e.Target, " \t\r\n\x00")):
 		return bad("path", "must start with / and hold no spaces or control characters (at most 8 KiB)")
@@ -48,7 +46,7 @@ func (e RequestEdit) Check(maxBody int64) error {
 		return bad("body", fmt.Sprintf("is %d bytes, over the relay's %d-byte body limit", len(*e.Body), maxBody))
 	}
 	for _, h := range e.SetHeaders {
-		if !httpguts.ValidHeaderFieldName(h.Name) {
+		if !IsToken(h.Name) {
 			return bad("setHeaders", fmt.Sprintf("%q is not a valid header name", h.Name))
 		}
 		if strings.ContainsAny(h.Value, "\r\n\x00") {
@@ -59,7 +57,7 @@ func (e RequestEdit) Check(maxBody int64) error {
 		}
 	}
 	for _, n := range e.UnsetHeaders {
-		if !httpguts.ValidHeaderFieldName(n) {
+		if !IsToken(n) {
 			return bad("unsetHeaders", fmt.Sprintf("%q is not a valid header name", n))
 		}
 	}
@@ -130,4 +128,23 @@ func (e RequestEdit) valuesOf(key string) []Header {
 // isFraming names the headers the body's framing decides.
 func isFraming(name string) bool {
 	return strings.EqualFold(name, "Content-Length") || strings.EqualFold(name, "Transfer-Encoding")
+}
+
+// IsToken reports whether s is an HTTP token (RFC 9110 section 5.6.2): a
+// method or a header name. Written here because the domain imports no
+// framework (x/net's httpguts has the same rule).
+func IsToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

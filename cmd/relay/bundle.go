@@ -21,7 +21,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"golang.org/x/net/http/httpguts"
+	"github.com/relayhq/relay/domain"
 )
 
 // bundleVersion is the relay_bundle value this program writes and reads.
@@ -129,7 +129,7 @@ func parseBundleLine(line []byte) (bundleRequest, error) {
 	case l.DroppedHeaders < 0:
 		return bundleRequest{}, errors.New("droppedHeaders is negative")
 	}
-	if !httpguts.ValidHeaderFieldName(l.Method) {
+	if !domain.IsToken(l.Method) {
 		return bundleRequest{}, fmt.Errorf("method %q is not an HTTP method", l.Method)
 	}
 	r := bundleRequest{ID: l.ID, ReceivedAt: l.ReceivedAt, Method: l.Method, Target: l.Path,
@@ -191,7 +191,7 @@ func parseBundleLine(line []byte) (bundleRequest, error) {
 
 // bytes is the header's name and its value's exact bytes.
 func (h bundleField) bytes() (name, value string, err error) {
-	if !httpguts.ValidHeaderFieldName(h.Name) {
+	if !domain.IsToken(h.Name) {
 		return "", "", fmt.Errorf("name %q is not a header name", h.Name)
 	}
 	switch {
