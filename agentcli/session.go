@@ -121,13 +121,15 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		s.served[subscriptionID(i)] = sv
 		infos = append(infos, sv.info)
 	}
-	a.obs.State(StateEvent{State: Connected, Server: a.wsURL, Endpoints: infos})
 	for i := range a.routes {
 		sv := s.served[subscriptionID(i)]
 		if err := s.subscribe(subscriptionID(i), forwardRequestsQuery, map[string]any{"e": sv.info.ID, "t": sv.target.Host}); err != nil {
 			return true, s.readErr(ctx, err)
 		}
 	}
+	// Announced once the subscriptions are sent, not before: the public
+	// URL it prints is then served as soon as the relay reads them.
+	a.obs.State(StateEvent{State: Connected, Server: a.wsURL, Endpoints: infos})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -27,6 +27,7 @@ func TestSendersCannotDriveTheTerminal(t *testing.T) {
 	}
 	listen := h.startIn(t, project, "listen", port, "--print-headers", "--print-body")
 	id := waitOutput(t, listen, publicURLLine)[1]
+	waitAgent(t, r, acct.Token, id, true) // the relay registers the agent as it reads its subscription
 
 	body := "{\"title\":\"\x1b]0;owned\x07\",\"clear\":\"\x1b[2J\"}"
 	resp := send(t, r, id, "POST", "/hook?f=\u202egnp.exe", [][2]string{{"X-Note", "a\u202eb"}}, []byte(body))
