@@ -543,6 +543,11 @@ func (s *session) readErr(ctx context.Context, err error) error {
 	if errors.As(err, &ce) {
 		switch ce.Code {
 		case gqlws.CloseUnauthorized, gqlws.CloseForbidden:
+			if strings.HasPrefix(ce.Text, "token ") {
+				// The relay closed a running session: its token was
+				// revoked or expired, and no retry can make it work.
+				return &RefusedError{reason: fmt.Sprintf("%s (%d): log in again (`relay login`) or pass another --token", ce.Text, ce.Code)}
+			}
 			return &RefusedError{reason: fmt.Sprintf("%d %s (check --token and --endpoint)", ce.Code, ce.Text)}
 		}
 		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)

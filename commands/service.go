@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -53,6 +54,11 @@ type Service struct {
 	presence  Presence
 	log       *slog.Logger
 	now       func() time.Time
+
+	// used holds when this node last recorded each token's use, so that a
+	// busy token costs one TokenUsed a minute, not one per request.
+	usedMu sync.Mutex
+	used   map[string]time.Time
 }
 
 // New wires a Service. store is read from; rec records its decisions.
@@ -60,7 +66,8 @@ func New(cfg Config, store domain.EventStore, rec *record.Recorder, views Views,
 	if cfg.ViewsWait <= 0 {
 		cfg.ViewsWait = DefaultViewsWait
 	}
-	return &Service{cfg: cfg, store: store, rec: rec, codec: rec.Codec(), views: views, forwarder: fw, presence: presence, log: log, now: rec.Now}
+	return &Service{cfg: cfg, store: store, rec: rec, codec: rec.Codec(), views: views, forwarder: fw, presence: presence, log: log, now: rec.Now,
+		used: map[string]time.Time{}}
 }
 
 // append records an aggregate's new events (the first causes the others),
@@ -146,14 +153,114 @@ func (s *Service) CreateAccount(ctx context.Context, name string) (readmodel.Acc
 
 // Authenticate returns the account a token acts for.
 func (s *Service) Authenticate(ctx context.Context, token string) (readmodel.Account, error) {
-	if token == "" {
-		return readmodel.Account{}, domain.ErrUnauthenticated
-	}
-	acc, err := s.views.AccountByTokenHash(ctx, HashToken(token))
-	if errors.Is(err, domain.ErrNotFound) {
-		return readmodel.Account{}, domain.ErrUnauthenticated
-	}
+	acc, _, err := s.AuthenticateToken(ctx, token)
 	return acc, err
+}
+
+// AuthenticateToken returns the account a token acts for and the token;
+// unknown, revoked and expired tokens are ErrUnauthenticated alike. It
+// records the token's use at most once a minute (see TokenUsed).
+func (s *Service) AuthenticateToken(ctx context.Context, token string) (readmodel.Account, readmodel.Token, error) {
+	if token == "" {
+		return readmodel.Account{}, readmodel.Token{}, domain.ErrUnauthenticated
+	}
+	acc, tok, err := s.views.TokenByHash(ctx, HashToken(token))
+	if errors.Is(err, domain.ErrNotFound) {
+		return readmodel.Account{}, readmodel.Token{}, domain.ErrUnauthenticated
+	}
+	if err != nil {
+		return readmodel.Account{}, readmodel.Token{}, err
+	}
+	now := s.now()
+	if tok.Expired(now) {
+		return readmodel.Account{}, readmodel.Token{}, domain.ErrUnauthenticated
+	}
+	s.noteUse(ctx, tok, now)
+	return acc, tok, nil
+}
+
+// tokenUseEvery is how stale a token's last use may be before a use is
+// recorded again.
+const tokenUseEvery = time.Minute
+
+// noteUse records a token's use when neither the views nor this node have
+// seen one within tokenUseEvery. A failure to record is logged, never a
+// refusal: the request itself was authenticated.
+func (s *Service) noteUse(ctx context.Context, tok readmodel.Token, now time.Time) {
+	if now.Sub(tok.LastUsed) < tokenUseEvery {
+		return
+	}
+	s.usedMu.Lock()
+	if now.Sub(s.used[tok.ID]) < tokenUseEvery {
+		s.usedMu.Unlock()
+		return
+	}
+	if len(s.used) > 100_000 { // bound the memory of a node serving many tokens
+		clear(s.used)
+	}
+	s.used[tok.ID] = now
+	s.usedMu.Unlock()
+	e := domain.TokenUsed{AccountID: tok.AccountID, TokenID: tok.ID, At: now.UTC().Format(time.RFC3339Nano)}
+	if _, err := s.rec.Record(context.WithoutCancel(ctx), domain.AccountStream(tok.AccountID), domain.Any(),
+		domain.Trace{CorrelationID: tok.AccountID}, e); err != nil {
+		s.log.WarnContext(ctx, "record token use", "account", tok.AccountID, "token_id", tok.ID, "error", err)
+	}
+}
+
+// loadAccount returns an account's aggregate.
+func (s *Service) loadAccount(ctx context.Context, accountID string) (*domain.Account, error) {
+	events, err := s.load(ctx, domain.AccountStream(accountID))
+	if err != nil {
+		return nil, err
+	}
+	return domain.LoadAccount(events), nil
+}
+
+// CreateToken issues a new token of the account, named (a device, say),
+// expiring after lifetime (0: never). The token is returned once and only
+// its hash is recorded.
+func (s *Service) CreateToken(ctx context.Context, accountID, name string, lifetime time.Duration) (readmodel.Token, string, error) {
+	if err := domain.ValidateTokenName(name); err != nil {
+		return readmodel.Token{}, "", err
+	}
+	token, hash := NewToken()
+	id := NewEventID()
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		a, err := s.loadAccount(ctx, accountID)
+		if err != nil {
+			return err
+		}
+		var expires time.Time
+		if lifetime > 0 {
+			expires = s.now().Add(lifetime)
+		}
+		if err := a.IssueToken(id, hash, name, expires); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
+		return err
+	})
+	if err != nil {
+		return readmodel.Token{}, "", err
+	}
+	_, tok, err := s.views.TokenByHash(ctx, hash)
+	return tok, token, err
+}
+
+// RevokeToken stops one of the account's tokens on every node; another
+// account's token id is ErrNotFound, exactly like an unknown one.
+func (s *Service) RevokeToken(ctx context.Context, accountID, tokenID string) error {
+	return conflict.Retry(ctx, conflictTries, func(int) error {
+		a, err := s.loadAccount(ctx, accountID)
+		if err != nil {
+			return err
+		}
+		if err := a.RevokeToken(tokenID); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
+		return err
+	})
 }
 
 // loadEndpoint returns an Endpoint the account owns; anything else is NotFound,

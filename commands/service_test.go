@@ -136,10 +136,12 @@ func TestAuthenticateRefusesARevokedToken(t *testing.T) {
 	}
 	a := domain.LoadAccount(events)
 	second, secondHash := commands.NewToken()
-	if err := a.IssueToken(commands.NewEventID(), secondHash); err != nil {
+	if err := a.IssueToken(commands.NewEventID(), secondHash, "laptop", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	a.RevokeToken(firstID)
+	if err := a.RevokeToken(firstID); err != nil {
+		t.Fatal(err)
+	}
 	e.appendChanges(t, domain.AccountStream(acc.ID), domain.Exact(recs[len(recs)-1].Revision), a.Changes(), acc.ID)
 
 	if got, err := e.svc.Authenticate(ctx(t), first); !errors.Is(err, domain.ErrUnauthenticated) {

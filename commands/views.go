@@ -21,6 +21,9 @@ type Views interface {
 	Endpoint(ctx context.Context, id string) (readmodel.Endpoint, error)
 	Account(ctx context.Context, id string) (readmodel.Account, error)
 	AccountByTokenHash(ctx context.Context, hash string) (readmodel.Account, error)
+	// TokenByHash returns an unrevoked token (expired or not) and its account.
+	TokenByHash(ctx context.Context, hash string) (readmodel.Account, readmodel.Token, error)
+	Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error)
 	// Delivery reads a delivery with its headers and bodies;
 	// DeliverySummary without them.
 	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)

@@ -1,11 +1,25 @@
 package domain
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Account invariants:
 //  1. An account has a non-empty name of at most 100 characters.
 //  2. Tokens are stored as SHA-256 hashes only; the token itself never
 //     enters an event.
+//  3. A token has a name of 1 to 100 characters, and an account holds at
+//     most MaxTokens unrevoked tokens.
+//  4. A revoked token never comes back.
+
+// MaxTokens bounds the unrevoked tokens of one account: one per device is
+// a few dozen at most, and each is a row every listing reads.
+const MaxTokens = 100
+
+// FirstTokenName names the token made at sign-up, and reads the tokens
+// issued before tokens had names.
+const FirstTokenName = "first token"
 
 // Account owns Endpoints and the tokens that act for it.
 type Account struct {
@@ -26,7 +40,7 @@ func SignUp(id, name, tokenID, tokenHash string) (*Account, error) {
 	}
 	a := &Account{aggregate: newAggregate()}
 	a.raise(AccountCreated{AccountID: id, Name: name})
-	a.raise(TokenIssued{AccountID: id, TokenID: tokenID, TokenHash: tokenHash})
+	a.raise(TokenIssued{AccountID: id, TokenID: tokenID, TokenHash: tokenHash, Name: FirstTokenName})
 	return a, nil
 }
 
@@ -58,19 +72,85 @@ func (a *Account) apply(e Event) {
 func (a *Account) ID() string   { return a.id }
 func (a *Account) Name() string { return a.name }
 
-// IssueToken adds a token (by hash) to the account.
-func (a *Account) IssueToken(tokenID, tokenHash string) error {
-	if len(tokenHash) != 64 {
-		return &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
+// ValidateTokenName checks a token's name (invariant 3).
+func ValidateTokenName(name string) error {
+	if n := strings.TrimSpace(name); n == "" || len(n) > 100 || strings.ContainsAny(n, "\r\n\x00") {
+		return &InvalidInputError{Field: "name", Reason: "must be 1 to 100 characters on one line"}
 	}
-	a.raise(TokenIssued{AccountID: a.id, TokenID: tokenID, TokenHash: tokenHash})
 	return nil
 }
 
-// RevokeToken stops a token; revoking an unknown or revoked token raises nothing.
-func (a *Account) RevokeToken(tokenID string) {
-	if !a.tokens[tokenID] {
-		return
+// IssueToken adds a token (by hash) to the account; a zero expiresAt
+// never expires.
+func (a *Account) IssueToken(tokenID, tokenHash, name string, expiresAt time.Time) error {
+	if len(tokenHash) != 64 {
+		return &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
 	}
-	a.raise(TokenRevoked{AccountID: a.id, TokenID: tokenID})
+	if err := ValidateTokenName(name); err != nil {
+		return err
+	}
+	active := 0
+	for _, on := range a.tokens {
+		if on {
+			active++
+		}
+	}
+	if active >= MaxTokens {
+		return &InvalidInputError{Field: "createToken", Reason: "an account holds at most 100 tokens: revoke one first"}
+	}
+	e := TokenIssued{AccountID: a.id, TokenID: tokenID, TokenHash: tokenHash, Name: strings.TrimSpace(name)}
+	if !expiresAt.IsZero() {
+		e.ExpiresAt = expiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	a.raise(e)
+	return nil
+}
+
+// HasToken reports whether the account issued tokenID (revoked or not).
+func (a *Account) HasToken(tokenID string) bool {
+	_, ok := a.tokens[tokenID]
+	return ok
+}
+
+// RevokeToken stops a token. A token the account never issued is
+// ErrNotFound; revoking a revoked one raises nothing.
+func (a *Account) RevokeToken(tokenID string) error {
+	on, ok := a.tokens[tokenID]
+	if !ok {
+		return ErrNotFound
+	}
+	if on {
+		a.raise(TokenRevoked{AccountID: a.id, TokenID: tokenID})
+	}
+	return nil
+}
+
+// MaxTokenLifetime bounds createToken's expiresIn.
+const MaxTokenLifetime = 3650 * 24 * time.Hour
+
+// ParseTokenLifetime reads a token's lifetime: a whole number of days
+// ("30d"), or a Go duration ("12h", "90m"), from one minute to ten years.
+func ParseTokenLifetime(s string) (time.Duration, error) {
+	bad := &InvalidInputError{Field: "expiresIn", Reason: "must be a duration such as 30d, 12h or 90m, from 1m to 3650d"}
+	s = strings.TrimSpace(s)
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if days == "" || len(days) > 4 || strings.Trim(days, "0123456789") != "" {
+			return 0, bad
+		}
+		n := 0
+		for _, c := range days {
+			n = n*10 + int(c-'0')
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, bad
+		}
+	}
+	if d < time.Minute || d > MaxTokenLifetime {
+		return 0, bad
+	}
+	return d, nil
 }

@@ -30,6 +30,7 @@ func NewCodec() *Codec {
 		TypeAccountCreated:       decoderFor[AccountCreated](),
 		TypeTokenIssued:          decoderFor[TokenIssued](),
 		TypeTokenRevoked:         decoderFor[TokenRevoked](),
+		TypeTokenUsed:            decoderFor[TokenUsed](),
 		TypeEndpointCreated:      decoderFor[EndpointCreated](),
 		TypeEndpointReconfigured: decoderFor[EndpointReconfigured](),
 		TypeEndpointDeleted:      decoderFor[EndpointDeleted](),

@@ -15,6 +15,7 @@
 //	account.created.v1      AccountCreated       someone signed up
 //	token.issued.v1         TokenIssued          an API token was issued (hash only)
 //	token.revoked.v1        TokenRevoked         an API token stopped working
+//	token.used.v1           TokenUsed            a token was used (at most about once a minute)
 //	endpoint.created.v1     EndpointCreated      an account created an Endpoint
 //	endpoint.reconfigured.v1 EndpointReconfigured its settings changed
 //	endpoint.deleted.v1     EndpointDeleted      it was deleted; its address answers 503

@@ -13,6 +13,7 @@ const (
 	TypeAccountCreated       = "account.created.v1"
 	TypeTokenIssued          = "token.issued.v1"
 	TypeTokenRevoked         = "token.revoked.v1"
+	TypeTokenUsed            = "token.used.v1"
 	TypeEndpointCreated      = "endpoint.created.v1"
 	TypeEndpointReconfigured = "endpoint.reconfigured.v1"
 	TypeEndpointDeleted      = "endpoint.deleted.v1"
@@ -69,17 +70,29 @@ type AccountCreated struct {
 	Name      string `json:"name"`
 }
 
-// TokenIssued records an API token by its SHA-256 hash only.
+// TokenIssued records an API token by its SHA-256 hash only. Name and
+// ExpiresAt were added without a version change: a token issued before
+// them has no name (read as "first token") and never expires.
 type TokenIssued struct {
 	AccountID string `json:"account_id"`
 	TokenID   string `json:"token_id"`
 	TokenHash string `json:"token_hash"` // hex SHA-256 of the token
+	Name      string `json:"name,omitempty"`
+	ExpiresAt string `json:"expires_at,omitempty"` // RFC 3339; empty: never
 }
 
 // TokenRevoked stops a token from authenticating.
 type TokenRevoked struct {
 	AccountID string `json:"account_id"`
 	TokenID   string `json:"token_id"`
+}
+
+// TokenUsed records that a token was used, at most about once a minute per
+// token (not once per request): what "last used" shows.
+type TokenUsed struct {
+	AccountID string `json:"account_id"`
+	TokenID   string `json:"token_id"`
+	At        string `json:"at"` // RFC 3339, nanoseconds
 }
 
 // EndpointMode is LOG (record and answer 204) or PROXY (record and forward).
@@ -295,6 +308,7 @@ func (InspectorExpired) EventType() string     { return TypeInspectorExpired }
 func (AccountCreated) EventType() string       { return TypeAccountCreated }
 func (TokenIssued) EventType() string          { return TypeTokenIssued }
 func (TokenRevoked) EventType() string         { return TypeTokenRevoked }
+func (TokenUsed) EventType() string            { return TypeTokenUsed }
 func (EndpointCreated) EventType() string      { return TypeEndpointCreated }
 func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured }
 func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }

@@ -19,6 +19,7 @@ const (
 	accountKey
 	agentTargetKey
 	clientKey
+	tokenInfoKey
 )
 
 // WithToken puts the bearer token of an HTTP request in its context, and
@@ -76,8 +77,10 @@ func bearer(v string) (string, bool) {
 func (r *Resolver) withConnection(ctx context.Context, token, connID string) context.Context {
 	if token != "" {
 		ctx = context.WithValue(ctx, tokenKey, token)
-		if acc, err := r.Service.Authenticate(ctx, token); err == nil {
+		if acc, tok, err := r.Service.AuthenticateToken(ctx, token); err == nil {
 			ctx = context.WithValue(ctx, accountKey, acc)
+			ctx = context.WithValue(ctx, tokenInfoKey, tok)
+			ctx = r.closeWhenTokenEnds(ctx, token, tok)
 		}
 	}
 	return context.WithValue(ctx, connKey, connID)
@@ -105,14 +108,9 @@ func connectionID(ctx context.Context) string {
 
 // account returns the signed-in account or ErrUnauthenticated. A WebSocket
 // connection is authenticated once, at connection_init, so an agent's
-// answers do not pay for a token lookup each.
+// answers do not pay for a token lookup each; the socket is closed when
+// that token is revoked (closeWhenTokenEnds).
 func (r *Resolver) account(ctx context.Context) (readmodel.Account, error) {
-	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
-		return acc, nil
-	}
-	tok, _ := ctx.Value(tokenKey).(string)
-	if tok == "" {
-		return readmodel.Account{}, domain.ErrUnauthenticated
-	}
-	return r.Service.Authenticate(ctx, tok)
+	acc, _, err := r.credential(ctx)
+	return acc, err
 }

@@ -88,8 +88,9 @@ func TestAccountEventsCostThePage(t *testing.T) {
 		}
 		after = p.Events.PageInfo.EndCursor
 	}
-	// account.created, token.issued, then one endpoint.created per Endpoint.
-	if len(types) != 2+own || types[0] != domain.TypeAccountCreated || types[len(types)-1] != domain.TypeEndpointCreated {
-		t.Fatalf("paged through %v in %d pages, want the account's %d events", types, pages, 2+own)
+	// account.created, token.issued, token.used (its first use), then one
+	// endpoint.created per Endpoint.
+	if len(types) != 3+own || types[0] != domain.TypeAccountCreated || types[len(types)-1] != domain.TypeEndpointCreated {
+		t.Fatalf("paged through %v in %d pages, want the account's %d events", types, pages, 3+own)
 	}
 }

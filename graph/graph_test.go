@@ -220,7 +220,8 @@ func TestAccountsReadOnlyTheirOwnEvents(t *testing.T) {
 		for _, n := range p.Events.Nodes {
 			types = append(types, n.Type)
 		}
-		want := domain.TypeAccountCreated + "," + domain.TypeTokenIssued + "," + domain.TypeEndpointCreated
+		// The token's first use is recorded (then at most once a minute).
+		want := domain.TypeAccountCreated + "," + domain.TypeTokenIssued + "," + domain.TypeTokenUsed + "," + domain.TypeEndpointCreated
 		if strings.Join(types, ",") != want {
 			t.Errorf("account %s reads %v, want %s", name, types, want)
 		}

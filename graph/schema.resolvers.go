@@ -87,6 +87,16 @@ func (r *mutationResolver) CreateAccount(ctx context.Context, name string) (*mod
 	return &model.SignUpPayload{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
 }
 
+// CreateToken is the resolver for the createToken field.
+func (r *mutationResolver) CreateToken(ctx context.Context, name string, expiresIn *string) (*model.CreateTokenPayload, error) {
+	return r.createToken(ctx, name, expiresIn)
+}
+
+// RevokeToken is the resolver for the revokeToken field.
+func (r *mutationResolver) RevokeToken(ctx context.Context, id string) (bool, error) {
+	return r.revokeToken(ctx, id)
+}
+
 // CreateEndpoint is the resolver for the createEndpoint field.
 func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error) {
 	acc, err := r.account(ctx)
@@ -171,6 +181,11 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Account, error) {
 		return nil, err
 	}
 	return &model.Account{ID: acc.ID, Name: acc.Name}, nil
+}
+
+// Tokens is the resolver for the tokens field.
+func (r *queryResolver) Tokens(ctx context.Context) ([]*model.Token, error) {
+	return r.tokens(ctx)
 }
 
 // Endpoints is the resolver for the endpoints field.

@@ -34,6 +34,11 @@ type Views interface {
 	Watch(address string) (<-chan readmodel.Change, func())
 	ChangedSince(ctx context.Context, address, since string) ([]string, error)
 
+	// Tokens lists an account's unrevoked tokens; WatchToken's channel
+	// closes once the views apply the token's revocation.
+	Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error)
+	WatchToken(tokenID string) (<-chan struct{}, func())
+
 	// AccountEvents locates an account's events in the log.
 	AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]readmodel.EventRef, error)
 

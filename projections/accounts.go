@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -15,7 +16,15 @@ import (
 type Accounts struct {
 	r  *sql.DB    // the runner's reader pool
 	rs *readStmts // the runner's hot reads
+
+	// revoked are the channels WatchToken handed out, by token id; a
+	// committed TokenRevoked closes them.
+	mu      sync.Mutex
+	revoked map[string]map[chan struct{}]struct{}
 }
+
+// tokenColumns are a token's columns, read by scanToken.
+const tokenColumns = "t.token_id, t.account_id, t.name, t.issued_at, t.expires_at, t.last_used"
 
 // Account returns an account.
 func (v *Accounts) Account(ctx context.Context, id string) (readmodel.Account, error) {
@@ -32,18 +41,96 @@ func (v *Accounts) Account(ctx context.Context, id string) (readmodel.Account, e
 // AccountByTokenHash returns the account a token acts for, given the hex
 // SHA-256 of the token; revoked and unknown tokens are not found.
 func (v *Accounts) AccountByTokenHash(ctx context.Context, hash string) (readmodel.Account, error) {
+	a, _, err := v.TokenByHash(ctx, hash)
+	return a, err
+}
+
+// TokenByHash returns a token and the account it acts for, given the hex
+// SHA-256 of the token; revoked and unknown tokens are not found, expired
+// ones are (the caller decides with its clock).
+func (v *Accounts) TokenByHash(ctx context.Context, hash string) (readmodel.Account, readmodel.Token, error) {
 	qctx, err := pointRead(ctx)
 	if err != nil {
-		return readmodel.Account{}, fmt.Errorf("read token: %w", err)
+		return readmodel.Account{}, readmodel.Token{}, fmt.Errorf("read token: %w", err)
 	}
-	a, err := scanAccount(v.rs.token.QueryRowContext(qctx, hash))
+	var (
+		a       readmodel.Account
+		created int64
+	)
+	tok, err := scanToken(v.rs.token.QueryRowContext(qctx, hash), &a.ID, &a.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return readmodel.Account{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
+		return readmodel.Account{}, readmodel.Token{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
 	}
 	if err != nil {
-		return readmodel.Account{}, fmt.Errorf("read token: %w", err)
+		return readmodel.Account{}, readmodel.Token{}, fmt.Errorf("read token: %w", err)
 	}
-	return a, nil
+	a.CreatedAt = fromNanos(created)
+	return a, tok, nil
+}
+
+// Tokens lists the unrevoked tokens of an account, oldest first.
+func (v *Accounts) Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error) {
+	rows, err := v.r.QueryContext(ctx, "SELECT "+tokenColumns+` FROM tokens t
+		WHERE t.account_id = ? AND t.revoked = 0 ORDER BY t.issued_at, t.token_id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens of account %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []readmodel.Token{}
+	for rows.Next() {
+		tok, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tokens of account %q: %w", accountID, err)
+		}
+		out = append(out, tok)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tokens of account %q: %w", accountID, err)
+	}
+	return out, nil
+}
+
+// WatchToken returns a channel closed once the views commit the token's
+// revocation, and a function that stops watching. A caller that checked the
+// token before watching checks it again after, so that a revocation
+// committed in between is not missed.
+func (v *Accounts) WatchToken(tokenID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	v.mu.Lock()
+	if v.revoked == nil {
+		v.revoked = map[string]map[chan struct{}]struct{}{}
+	}
+	set := v.revoked[tokenID]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		v.revoked[tokenID] = set
+	}
+	set[ch] = struct{}{}
+	v.mu.Unlock()
+	return ch, func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if set, ok := v.revoked[tokenID]; ok {
+			if _, ok := set[ch]; ok {
+				delete(set, ch)
+				if len(set) == 0 {
+					delete(v.revoked, tokenID)
+				}
+			}
+		}
+	}
+}
+
+// announceRevoked closes the watchers of tokens a committed batch revoked.
+func (v *Accounts) announceRevoked(ids []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, id := range ids {
+		for ch := range v.revoked[id] {
+			close(ch)
+		}
+		delete(v.revoked, id)
+	}
 }
 
 func scanAccount(row *sql.Row) (readmodel.Account, error) {
@@ -57,6 +144,26 @@ func scanAccount(row *sql.Row) (readmodel.Account, error) {
 	a.CreatedAt = fromNanos(created)
 	return a, nil
 }
+
+// scanToken reads tokenColumns after the given leading destinations.
+func scanToken(row interface{ Scan(...any) error }, lead ...any) (readmodel.Token, error) {
+	var (
+		t                      readmodel.Token
+		issued, expires, used int64
+	)
+	if err := row.Scan(append(lead, &t.ID, &t.AccountID, &t.Name, &issued, &expires, &used)...); err != nil {
+		return readmodel.Token{}, err
+	}
+	t.CreatedAt = fromNanos(issued)
+	if expires != 0 {
+		t.ExpiresAt = fromNanos(expires)
+	}
+	if used != 0 {
+		t.LastUsed = fromNanos(used)
+	}
+	return t, nil
+}
+
 
 // AccountEvents lists, in log order, up to limit events after position
 // after of the streams the account owns (its account, its Endpoints and

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -15,10 +16,13 @@ type accountsWriter struct {
 	// owners caches the account owning each stream the batch saw ("" for
 	// none), see index.
 	owners map[string]string
+	// revoked are the tokens the batch revoked, announced once committed.
+	revoked []string
+	v       *Accounts
 }
 
 func (v *Accounts) writer() *accountsWriter {
-	return &accountsWriter{owners: map[string]string{}}
+	return &accountsWriter{owners: map[string]string{}, v: v}
 }
 
 func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
@@ -27,10 +31,18 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos())
 		handled = true
 	case domain.TokenIssued:
-		n, err = t.exec(qTokenIssued, p.TokenHash, p.TokenID, p.AccountID, t.at())
+		name := p.Name
+		if name == "" {
+			name = domain.FirstTokenName // issued before tokens had names
+		}
+		n, err = t.exec(qTokenIssued, p.TokenHash, p.TokenID, p.AccountID, t.at(), name, rfc3339Nanos(p.ExpiresAt))
 		handled = true
 	case domain.TokenRevoked:
 		n, err = t.exec(qTokenRevoked, p.AccountID, p.TokenID)
+		w.revoked = append(w.revoked, p.TokenID)
+		handled = true
+	case domain.TokenUsed:
+		n, err = t.exec(qTokenUsed, rfc3339Nanos(p.At), p.AccountID, p.TokenID)
 		handled = true
 	}
 	if err != nil {
@@ -98,4 +110,21 @@ func streamOwner(t *txn, stream string) (string, error) {
 
 func (w *accountsWriter) flush(*txn) error { return nil }
 
-func (w *accountsWriter) committed() {}
+func (w *accountsWriter) committed() {
+	if len(w.revoked) > 0 {
+		w.v.announceRevoked(w.revoked)
+	}
+}
+
+// rfc3339Nanos is an event's RFC 3339 time in unix nanoseconds; empty or
+// unreadable is 0 (never), so that a bad value never stops the views.
+func rfc3339Nanos(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0
+	}
+	return at.UnixNano()
+}

@@ -139,7 +139,7 @@ func TestTokenLookup(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
 	e.do(e.onAccount(e.ctx, "acct-1", t0.Add(time.Minute), func(a *domain.Account) error {
-		return a.IssueToken("tok-2", hashToken("secret-2"))
+		return a.IssueToken("tok-2", hashToken("secret-2"), "laptop", time.Time{})
 	}))
 	want := readmodel.Account{ID: "acct-1", Name: "Ada", CreatedAt: t0}
 	for _, token := range []string{"secret-1", "secret-2"} {
@@ -147,7 +147,7 @@ func TestTokenLookup(t *testing.T) {
 			t.Errorf("token %s: %+v, %v", token, a, err)
 		}
 	}
-	e.do(e.onAccount(e.ctx, "acct-1", t0.Add(time.Hour), func(a *domain.Account) error { a.RevokeToken("tok-1"); return nil }))
+	e.do(e.onAccount(e.ctx, "acct-1", t0.Add(time.Hour), func(a *domain.Account) error { return a.RevokeToken("tok-1") }))
 	tests := []struct {
 		token string
 		found bool

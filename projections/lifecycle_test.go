@@ -92,10 +92,10 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			})
 		},
 		func() (uint64, error) {
-			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.IssueToken("tok-b-"+n, hashToken("secret-b-"+n)) })
+			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.IssueToken("tok-b-"+n, hashToken("secret-b-"+n), "b", time.Time{}) })
 		},
 		func() (uint64, error) {
-			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { a.RevokeToken("tok-a-" + n); return nil })
+			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.RevokeToken("tok-a-" + n) })
 		},
 		func() (uint64, error) {
 			return w.agent(ctx, ep, domain.AgentDisconnected{EndpointID: ep, AgentID: "ag-1-" + n, Reason: "bye"}, tick())

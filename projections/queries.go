@@ -37,9 +37,10 @@ const (
 
 	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`
-	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at) VALUES (?, ?, ?, ?)
+	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (hash) DO NOTHING`
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
+	qTokenUsed    = `UPDATE tokens SET last_used = MAX(last_used, ?) WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
 			created_at, last_activity_at, position, updated_position)
@@ -142,7 +143,7 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
-	qAccountCreated, qTokenIssued, qTokenRevoked,
+	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,

@@ -18,8 +18,9 @@ import (
 // version 6 the edit an edited retry sent (attempts.edit), the provider a
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
-// each attempt and when its outcome came (what explanations read).
-const schemaVersion = 6
+// each attempt and when its outcome came (what explanations read); version 7
+// each token's name, expiry and last use.
+const schemaVersion = 7
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -77,7 +78,10 @@ CREATE TABLE IF NOT EXISTS tokens (
 	token_id   TEXT NOT NULL,
 	account_id TEXT NOT NULL,
 	revoked    INTEGER NOT NULL DEFAULT 0,
-	issued_at  INTEGER NOT NULL
+	issued_at  INTEGER NOT NULL,
+	name       TEXT NOT NULL DEFAULT '',
+	expires_at INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds; 0: never
+	last_used  INTEGER NOT NULL DEFAULT 0  -- unix nanoseconds; 0: never used
 );
 CREATE INDEX IF NOT EXISTS tokens_by_id ON tokens (account_id, token_id);
 

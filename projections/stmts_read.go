@@ -32,7 +32,7 @@ const (
 	qInspector = `SELECT id, created_at, last_activity_at, ttl_ms, expired, purged, stored_bytes, refused
 		FROM inspectors WHERE id = ?`
 	qEndpoint = "SELECT " + endpointColumns + " FROM endpoints WHERE id = ? AND deleted = 0"
-	qToken    = `SELECT a.id, a.name, a.created_at FROM tokens t JOIN accounts a ON a.id = t.account_id
+	qToken    = `SELECT a.id, a.name, a.created_at, ` + tokenColumns + ` FROM tokens t JOIN accounts a ON a.id = t.account_id
 		WHERE t.hash = ? AND t.revoked = 0`
 	qDelivery         = deliveryFrom + "WHERE d.id = ?"
 	qDeliveryAttempts = "SELECT " + attemptColumns + " FROM attempts WHERE delivery_position = ? ORDER BY position"

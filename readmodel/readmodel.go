@@ -153,6 +153,22 @@ type Account struct {
 	CreatedAt time.Time
 }
 
+// Token is an API token of an account, without its secret (the relay
+// keeps only its hash).
+type Token struct {
+	ID        string
+	AccountID string
+	Name      string
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero: never
+	LastUsed  time.Time // zero: never used (or not since it was recorded)
+}
+
+// Expired reports whether the token's expiry has passed at now.
+func (t Token) Expired(now time.Time) bool {
+	return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)
+}
+
 // AgentSession is an agent session serving an Endpoint, from its
 // AgentConnected to its AgentDisconnected.
 type AgentSession struct {

@@ -58,7 +58,7 @@ func (h cliHome) stored(t *testing.T) (cfg struct{ Server, Token string }, ok bo
 
 // TestLoginStoresAToken: login with --signup, with a token on standard
 // input, and with a bad token; the stored file is the owner's alone, and
-// logout forgets the token.
+// logout revokes and forgets the token.
 func TestLoginStoresAToken(t *testing.T) {
 	t.Parallel()
 	r := harness.Start(t, "")
@@ -123,6 +123,9 @@ func TestLoginStoresAToken(t *testing.T) {
 	}
 	if cfg, ok := h.stored(t); !ok || cfg.Token != "" || cfg.Server != server {
 		t.Errorf("after logout the config holds %+v (present %v), want the server and no token", cfg, ok)
+	}
+	if code := r.ErrorCode(t, bob.Token, `{ me{ id } endpoints{ id } }`, nil); code != "UNAUTHENTICATED" {
+		t.Errorf("the token logout forgot still works on the relay (%q), want it revoked", code)
 	}
 	if out, code := h.run(t, "", "retry", unknownDelivery()); code != 2 || !strings.Contains(out, "no token") {
 		t.Errorf("retry after logout exited %d, want 2 saying there is no token:\n%s", code, out)

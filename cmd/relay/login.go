@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/clientconfig"
 )
@@ -124,13 +125,25 @@ func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.C
 		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.server, who))
 }
 
-func logoutCommand(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:     "logout",
-		Short:   "Forget the token `relay login` stored",
-		Example: `  relay logout`,
-		Args:    noArgs,
-		RunE: func(*cobra.Command, []string) error {
+func logoutCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var conn connection
+	var local bool
+	cmd := &cobra.Command{
+		Use:   "logout",
+		Short: "Revoke the token `relay login` stored, and forget it",
+		Example: `  relay logout
+  relay logout --local   # forget it only, when the relay cannot be reached`,
+		Long: `Revoke the stored token on the relay (it stops working at once, everywhere),
+then remove it from the config file. A relay that no longer accepts the
+token needs no revocation. When the relay cannot be reached, nothing is
+removed (the token would stay valid on the relay): try again, or pass
+--local to forget it anyway, and revoke it later from another login
+(relay tokens revoke ID).`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := conn.loadTLS(); err != nil {
+				return err
+			}
 			stored, path, err := clientconfig.Load()
 			if err != nil {
 				return err
@@ -139,14 +152,34 @@ func logoutCommand(stdout io.Writer) *cobra.Command {
 				fmt.Fprintln(stdout, "not logged in")
 				return nil
 			}
+			revoked := "token revoked on the relay"
+			if !local {
+				conn.server = stored.Server
+				name, err := revokeCurrentToken(c.Context(), conn.client(stored.Token))
+				var apiErr *apiclient.Error
+				switch {
+				case errors.As(err, &apiErr) && apiErr.Code == "UNAUTHENTICATED":
+					revoked = "the relay no longer accepted the token"
+				case err != nil:
+					return fmt.Errorf("log out of %s: %w (the token stays stored and valid; try again, or pass --local to forget it without revoking)", stored.Server, err)
+				default:
+					revoked = fmt.Sprintf("token %q revoked on the relay", name)
+				}
+			} else {
+				revoked = "token NOT revoked on the relay (--local): revoke it with `relay tokens revoke ID` from another login"
+				fmt.Fprintln(stderr, "warning: "+revoked)
+			}
 			// The server stays: the next `relay login` needs only a token.
 			if err := clientconfig.Save(path, clientconfig.Config{Server: stored.Server}); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "logged out of %s; token removed from %s\n", stored.Server, path)
+			fmt.Fprintf(stdout, "logged out of %s; %s; removed from %s\n", stored.Server, revoked, path)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&conn.caFile, "ca-file", "", agentcli.CAFileUsage)
+	cmd.Flags().BoolVar(&local, "local", false, "only forget the stored token, without revoking it on the relay")
+	return cmd
 }
 
 // signUp creates an account and returns its token and a description.

@@ -75,6 +75,12 @@ type CreateEndpointInput struct {
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
 }
 
+type CreateTokenPayload struct {
+	Token *Token `json:"token"`
+	// The token itself: shown once; only its hash is stored.
+	Secret string `json:"secret"`
+}
+
 type Delivery struct {
 	ID string `json:"id"`
 	// The inspector's or Endpoint's id this request reached.
@@ -361,6 +367,19 @@ type SignUpPayload struct {
 }
 
 type Subscription struct {
+}
+
+// An API token of the signed-in account (one per device, say). Its secret is never shown again.
+type Token struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// When a request last used it, to about a minute; null when never.
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	// When it stops working; null when never.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// True for the token this request was made with.
+	Current bool `json:"current"`
 }
 
 type UpdateEndpointInput struct {

@@ -125,7 +125,9 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	c.acked.Store(true)
-	return c.send(c.ctx, message{Type: gqlws.ConnectionAck}) == nil
+	ok := c.send(c.ctx, message{Type: gqlws.ConnectionAck}) == nil
+	c.closeOn(ctx)
+	return ok
 }
 
 // onSubscribe starts an operation, or refuses it.

@@ -355,3 +355,33 @@ func (c *conn) stopAll() {
 		op.cancel()
 	}
 }
+
+// Close is a reason for the server to close a socket after
+// connection_init (a revoked token, say).
+type Close struct {
+	Code   int
+	Reason string // at most 123 bytes, as a close frame allows
+}
+
+type closeOnKey struct{}
+
+// WithCloseOn marks the context InitFunc returns: the socket closes with
+// the first Close received on ch.
+func WithCloseOn(ctx context.Context, ch <-chan Close) context.Context {
+	return context.WithValue(ctx, closeOnKey{}, ch)
+}
+
+// closeOn closes the socket on the first Close of its context's channel.
+func (c *conn) closeOn(ctx context.Context) {
+	ch, _ := ctx.Value(closeOnKey{}).(<-chan Close)
+	if ch == nil {
+		return
+	}
+	go func() {
+		select {
+		case cl := <-ch:
+			c.closeWith(cl.Code, cl.Reason)
+		case <-c.done:
+		}
+	}()
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/domain"
+)
+
+// tokenJSON is a token as `relay tokens` prints it with -o json.
+type tokenJSON struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	CreatedAt  string  `json:"createdAt"`
+	LastUsedAt *string `json:"lastUsedAt"`
+	ExpiresAt  *string `json:"expiresAt"`
+	Current    bool    `json:"current"`
+}
+
+// createdTokenJSON is `relay tokens create -o json`: the token once.
+type createdTokenJSON struct {
+	Token  tokenJSON `json:"token"`
+	Secret string    `json:"secret"`
+}
+
+const tokenFields = `id name createdAt lastUsedAt expiresAt current`
+
+func tokensCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "tokens",
+		Aliases: []string{"token"},
+		Short:   "List, create and revoke your account's API tokens (one per device)",
+		Example: `  relay tokens list
+  relay tokens create ci --expires-in 90d
+  relay tokens revoke 0190c1d2-...`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(tokensListCommand(env, stdout), tokensCreateCommand(env, stdout), tokensRevokeCommand(env, stdout))
+	return cmd
+}
+
+func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List your tokens that are not revoked; * marks the one this machine uses",
+		Example: `  relay tokens list
+  relay tokens list -o json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			list, err := listTokens(c.Context(), client)
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, list)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\tID\tNAME\tCREATED\tLAST USED\tEXPIRES")
+			for _, t := range list {
+				mark := ""
+				if t.Current {
+					mark = "*"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, t.ID, t.Name, t.CreatedAt, deref(t.LastUsedAt, "never"), deref(t.ExpiresAt, "never"))
+			}
+			return tw.Flush()
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}
+
+func tokensCreateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var expiresIn string
+	cmd := &cobra.Command{
+		Use:   "create NAME [--expires-in 90d]",
+		Short: "Create a token and print it (shown once; the relay keeps only its hash)",
+		Example: `  relay tokens create ci --expires-in 90d
+  relay tokens create laptop -o json | jq -r .secret`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := domain.ValidateTokenName(args[0]); err != nil {
+				return usage(fmt.Errorf("token name %q: %w", args[0], err))
+			}
+			vars := map[string]any{"name": args[0]}
+			if c.Flags().Changed("expires-in") {
+				if _, err := domain.ParseTokenLifetime(expiresIn); err != nil {
+					return usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
+				}
+				vars["expiresIn"] = expiresIn
+			}
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			var res struct{ CreateToken createdTokenJSON }
+			q := `mutation($name: String!, $expiresIn: String){ createToken(name: $name, expiresIn: $expiresIn){ token{ ` + tokenFields + ` } secret } }`
+			if err := client.Do(c.Context(), q, vars, &res); err != nil {
+				return fmt.Errorf("create token: %w", err)
+			}
+			if out.json() {
+				return writeJSON(stdout, res.CreateToken)
+			}
+			t := res.CreateToken.Token
+			fmt.Fprintf(stdout, "token %s (%s), expires %s\n%s\n", t.Name, t.ID, deref(t.ExpiresAt, "never"), res.CreateToken.Secret)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime such as 30d, 12h or 90m (1m to 3650d); default: never expires")
+	return cmd
+}
+
+func tokensRevokeCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:     "revoke ID",
+		Short:   "Revoke a token: it stops working at once, and agents using it are disconnected",
+		Example: `  relay tokens revoke 0190c1d2-...`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			if err := revokeToken(c.Context(), client, args[0]); err != nil {
+				return fmt.Errorf("revoke token %s: %w", args[0], err)
+			}
+			if out.json() {
+				return writeJSON(stdout, map[string]any{"id": args[0], "revoked": true})
+			}
+			fmt.Fprintf(stdout, "token %s revoked\n", args[0])
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
+}
+
+func listTokens(ctx context.Context, client *apiclient.Client) ([]tokenJSON, error) {
+	var res struct{ Tokens []tokenJSON }
+	if err := client.Do(ctx, `{ tokens{ `+tokenFields+` } }`, nil, &res); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return res.Tokens, nil
+}
+
+func revokeToken(ctx context.Context, client *apiclient.Client, id string) error {
+	return client.Do(ctx, `mutation($id: ID!){ revokeToken(id: $id) }`, map[string]any{"id": id}, nil)
+}
+
+// revokeCurrentToken revokes the token client uses, and returns its name.
+func revokeCurrentToken(ctx context.Context, client *apiclient.Client) (string, error) {
+	list, err := listTokens(ctx, client)
+	if err != nil {
+		return "", err
+	}
+	for _, t := range list {
+		if t.Current {
+			return t.Name, revokeToken(ctx, client, t.ID)
+		}
+	}
+	return "", fmt.Errorf("the relay lists no token in use")
+}
+

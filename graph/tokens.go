@@ -1,0 +1,118 @@
+package graph
+
+import (
+	"context"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/graph/wsgql"
+	"github.com/relayhq/relay/internal/gqlws"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// credential returns the signed-in account and the token the request
+// carries (a WebSocket's, checked at connection_init, or the request's).
+func (r *Resolver) credential(ctx context.Context) (readmodel.Account, readmodel.Token, error) {
+	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
+		tok, _ := ctx.Value(tokenInfoKey).(readmodel.Token)
+		return acc, tok, nil
+	}
+	tok, _ := ctx.Value(tokenKey).(string)
+	if tok == "" {
+		return readmodel.Account{}, readmodel.Token{}, domain.ErrUnauthenticated
+	}
+	return r.Service.AuthenticateToken(ctx, tok)
+}
+
+func (r *Resolver) tokens(ctx context.Context) ([]*model.Token, error) {
+	acc, cur, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := r.Views.Tokens(ctx, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Token, 0, len(list))
+	for _, t := range list {
+		out = append(out, tokenModel(t, cur.ID))
+	}
+	return out, nil
+}
+
+func (r *Resolver) createToken(ctx context.Context, name string, expiresIn *string) (*model.CreateTokenPayload, error) {
+	acc, cur, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lifetime time.Duration
+	if expiresIn != nil {
+		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {
+			return nil, err
+		}
+	}
+	tok, secret, err := r.Service.CreateToken(ctx, acc.ID, name, lifetime)
+	if err != nil {
+		return nil, err
+	}
+	return &model.CreateTokenPayload{Token: tokenModel(tok, cur.ID), Secret: secret}, nil
+}
+
+func (r *Resolver) revokeToken(ctx context.Context, id string) (bool, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Service.RevokeToken(ctx, acc.ID, id); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func tokenModel(t readmodel.Token, current string) *model.Token {
+	m := &model.Token{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, Current: t.ID == current}
+	if !t.LastUsed.IsZero() {
+		m.LastUsedAt = &t.LastUsed
+	}
+	if !t.ExpiresAt.IsZero() {
+		m.ExpiresAt = &t.ExpiresAt
+	}
+	return m
+}
+
+// Why a socket is closed when its token stops working: the agent shows the
+// reason and stops instead of reconnecting with a token that cannot work.
+const (
+	reasonRevoked = "token revoked"
+	reasonExpired = "token expired"
+)
+
+// closeWhenTokenEnds makes the socket close (4403) once its token is
+// revoked, seen by this node's views whatever node revoked it, or expires.
+// The token is checked again after the watch starts, so that a revocation
+// committed between connection_init's check and the watch still counts.
+func (r *Resolver) closeWhenTokenEnds(ctx context.Context, token string, tok readmodel.Token) context.Context {
+	revoked, stop := r.Views.WatchToken(tok.ID)
+	closes := make(chan wsgql.Close, 1)
+	go func() {
+		defer stop()
+		var expired <-chan time.Time
+		if !tok.ExpiresAt.IsZero() {
+			t := time.NewTimer(time.Until(tok.ExpiresAt))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-revoked:
+			closes <- wsgql.Close{Code: gqlws.CloseForbidden, Reason: reasonRevoked}
+		case <-expired:
+			closes <- wsgql.Close{Code: gqlws.CloseForbidden, Reason: reasonExpired}
+		case <-ctx.Done():
+		}
+	}()
+	if _, _, err := r.Service.AuthenticateToken(ctx, token); err != nil {
+		closes <- wsgql.Close{Code: gqlws.CloseForbidden, Reason: reasonRevoked}
+	}
+	return wsgql.WithCloseOn(ctx, closes)
+}

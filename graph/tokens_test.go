@@ -1,0 +1,201 @@
+package graph_test
+
+import (
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/gorilla/websocket"
+)
+
+type tokenRow struct {
+	ID, Name   string
+	CreatedAt  string
+	LastUsedAt *string
+	ExpiresAt  *string
+	Current    bool
+}
+
+func bearerOpt(tok string) client.Option { return client.AddHeader("Authorization", "Bearer "+tok) }
+
+func (e *env) signUp(t *testing.T, name string) string {
+	t.Helper()
+	var su struct{ SignUp struct{ Token string } }
+	e.c.MustPost(`mutation($n: String!) { signUp(name: $n) { token } }`, &su, client.Var("n", name))
+	return su.SignUp.Token
+}
+
+func (e *env) tokens(t *testing.T, tok string) []tokenRow {
+	t.Helper()
+	var out struct{ Tokens []tokenRow }
+	e.c.MustPost(`{ tokens { id name createdAt lastUsedAt expiresAt current } }`, &out, bearerOpt(tok))
+	return out.Tokens
+}
+
+// TestTokensPerDevice: an account's tokens are listed by name with the one
+// in use marked, a new one works at once, a revoked one stops at once, and
+// another account's token ids read exactly like unknown ones.
+func TestTokensPerDevice(t *testing.T) {
+	e := newEnv(t)
+	first := e.signUp(t, "ada")
+	other := e.signUp(t, "bob")
+
+	list := e.tokens(t, first)
+	if len(list) != 1 || list[0].Name != "first token" || !list[0].Current || list[0].ExpiresAt != nil {
+		t.Fatalf("after sign-up: %+v", list)
+	}
+	var created struct {
+		CreateToken struct {
+			Token  tokenRow
+			Secret string
+		}
+	}
+	e.c.MustPost(`mutation { createToken(name: "laptop", expiresIn: "30d") { token { id name expiresAt current } secret } }`, &created, bearerOpt(first))
+	laptop, secret := created.CreateToken.Token, created.CreateToken.Secret
+	var expires time.Time
+	if laptop.ExpiresAt != nil {
+		expires, _ = time.Parse(time.RFC3339Nano, *laptop.ExpiresAt)
+	}
+	if !strings.HasPrefix(secret, "rly_") || laptop.Name != "laptop" || laptop.Current || expires.Before(time.Now().Add(29*24*time.Hour)) {
+		t.Fatalf("created %+v (secret %d chars)", laptop, len(secret))
+	}
+	list = e.tokens(t, secret)
+	if len(list) != 2 || list[0].Current || !list[1].Current || list[1].ID != laptop.ID {
+		t.Fatalf("listed with the new token: %+v", list)
+	}
+	if list[0].LastUsedAt == nil {
+		t.Errorf("the first token's use was not recorded: %+v", list[0])
+	}
+
+	// bob's view of ada's token id is the view of an id that does not exist.
+	var errOther, errUnknown error
+	errOther = e.c.Post(`mutation($id: ID!) { revokeToken(id: $id) }`, &struct{ RevokeToken bool }{}, client.Var("id", laptop.ID), bearerOpt(other))
+	errUnknown = e.c.Post(`mutation($id: ID!) { revokeToken(id: $id) }`, &struct{ RevokeToken bool }{}, client.Var("id", "0190aaaa-0000-7000-8000-000000000000"), bearerOpt(other))
+	if code(errOther) != "NOT_FOUND" || code(errUnknown) != "NOT_FOUND" || scrubID(errOther, laptop.ID) != scrubID(errUnknown, "0190aaaa-0000-7000-8000-000000000000") {
+		t.Fatalf("another account's token: %v; unknown token: %v", errOther, errUnknown)
+	}
+	if got := e.tokens(t, secret); len(got) != 2 {
+		t.Fatalf("bob's attempt changed ada's tokens: %+v", got)
+	}
+
+	e.c.MustPost(`mutation($id: ID!) { revokeToken(id: $id) }`, &struct{ RevokeToken bool }{}, client.Var("id", laptop.ID), bearerOpt(first))
+	if err := e.c.Post(`{ tokens { id } }`, &struct{}{}, bearerOpt(secret)); code(err) != "UNAUTHENTICATED" {
+		t.Fatalf("revoked token: %v, want UNAUTHENTICATED", err)
+	}
+	if list := e.tokens(t, first); len(list) != 1 || list[0].Name != "first token" {
+		t.Fatalf("after the revocation: %+v", list)
+	}
+	// Revoking twice is no error and changes nothing.
+	e.c.MustPost(`mutation($id: ID!) { revokeToken(id: $id) }`, &struct{ RevokeToken bool }{}, client.Var("id", laptop.ID), bearerOpt(first))
+}
+
+// scrubID is an error's text without the id it was asked about.
+func scrubID(err error, id string) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), id, "ID")
+}
+
+func TestCreateTokenRefusals(t *testing.T) {
+	e := newEnv(t)
+	tok := e.signUp(t, "ada")
+	for _, tc := range []struct {
+		name, query, field string
+		opts               []client.Option
+		want               string
+	}{
+		{"no token", `mutation { createToken(name: "x") { secret } }`, "", nil, "UNAUTHENTICATED"},
+		{"blank name", `mutation { createToken(name: " ") { secret } }`, "name", []client.Option{bearerOpt(tok)}, "INVALID_INPUT"},
+		{"long name", `mutation { createToken(name: "` + strings.Repeat("x", 101) + `") { secret } }`, "name", []client.Option{bearerOpt(tok)}, "INVALID_INPUT"},
+		{"bad lifetime", `mutation { createToken(name: "x", expiresIn: "soon") { secret } }`, "expiresIn", []client.Option{bearerOpt(tok)}, "INVALID_INPUT"},
+		{"too short", `mutation { createToken(name: "x", expiresIn: "10s") { secret } }`, "expiresIn", []client.Option{bearerOpt(tok)}, "INVALID_INPUT"},
+		{"revoke without token", `mutation { revokeToken(id: "x") }`, "", nil, "UNAUTHENTICATED"},
+		{"list without token", `{ tokens { id } }`, "", nil, "UNAUTHENTICATED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := e.c.Post(tc.query, &struct{}{}, tc.opts...)
+			if got := code(err); got != tc.want {
+				t.Fatalf("code %q, want %q (%v)", got, tc.want, err)
+			}
+			if tc.field != "" && !strings.Contains(err.Error(), `"field":"`+tc.field+`"`) {
+				t.Fatalf("error does not name %s: %v", tc.field, err)
+			}
+		})
+	}
+}
+
+// TestRevokedTokenClosesItsSockets: a socket opened with a token is closed
+// with 4403 "token revoked" as soon as the token is revoked.
+func TestRevokedTokenClosesItsSockets(t *testing.T) {
+	e := newEnv(t)
+	first := e.signUp(t, "ada")
+	var created struct{ CreateToken struct{ Secret string } }
+	e.c.MustPost(`mutation { createToken(name: "agent") { secret } }`, &created, bearerOpt(first))
+	secret := created.CreateToken.Secret
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+
+	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
+	open := func(tok string) *websocket.Conn {
+		c, _, err := d.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + tok}}); err != nil {
+			t.Fatal(err)
+		}
+		var ack struct{ Type string }
+		if err := c.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
+			t.Fatalf("connection_init: %v %+v", err, ack)
+		}
+		return c
+	}
+	revokedSock, keptSock := open(secret), open(first)
+	closed := make(chan error, 2)
+	for _, c := range []*websocket.Conn{revokedSock, keptSock} {
+		go func() {
+			for {
+				var m struct{ Type string }
+				if err := c.ReadJSON(&m); err != nil {
+					closed <- err
+					return
+				}
+				if m.Type == "ping" {
+					_ = c.WriteJSON(map[string]string{"type": "pong"})
+				}
+			}
+		}()
+	}
+	var list struct{ Tokens []tokenRow }
+	e.c.MustPost(`{ tokens { id name } }`, &list, bearerOpt(first))
+	var agentID string
+	for _, tk := range list.Tokens {
+		if tk.Name == "agent" {
+			agentID = tk.ID
+		}
+	}
+	e.c.MustPost(`mutation($id: ID!) { revokeToken(id: $id) }`, &struct{ RevokeToken bool }{}, client.Var("id", agentID), bearerOpt(first))
+	select {
+	case err := <-closed:
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != 4403 || ce.Text != "token revoked" {
+			t.Fatalf("socket ended with %v, want 4403 token revoked", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked token's socket is still open")
+	}
+	// The other token's socket stays: it answers a ping of its own.
+	if err := keptSock.WriteJSON(map[string]string{"type": "ping"}); err != nil {
+		t.Fatalf("the other socket: %v", err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("the other token's socket closed too: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -1,0 +1,167 @@
+package systemtest
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// cliToken mirrors `relay tokens list -o json`.
+type cliToken struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	CreatedAt  string  `json:"createdAt"`
+	LastUsedAt *string `json:"lastUsedAt"`
+	ExpiresAt  *string `json:"expiresAt"`
+	Current    bool    `json:"current"`
+}
+
+func (h cliHome) tokens(t *testing.T) []cliToken {
+	t.Helper()
+	out, code := h.run(t, "", "tokens", "list", "-o", "json")
+	if code != 0 {
+		t.Fatalf("tokens list exited %d:\n%s", code, out)
+	}
+	var list []cliToken
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&list); err != nil {
+		t.Fatalf("tokens list -o json: %v\n%s", err, out)
+	}
+	return list
+}
+
+// TestTokensPerDevice: a token made for a second machine works there, is
+// listed by name, and once revoked is refused at once with a clear
+// message, closing the `relay listen` that used it (which says why and
+// exits 2 instead of reconnecting); another account's token ids read like
+// unknown ones; `relay logout` revokes the stored token; and no token's
+// plaintext is in the data folder, the event export or the relay's logs.
+func TestTokensPerDevice(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	server := r.BareURL()
+	laptop, desktop := newCLIHome(t), newCLIHome(t)
+	if out, code := laptop.run(t, "", "login", "--server", server, "--signup", "alice"); code != 0 {
+		t.Fatalf("login --signup exited %d:\n%s", code, out)
+	}
+	aliceFirst, _ := laptop.stored(t)
+
+	list := laptop.tokens(t)
+	if len(list) != 1 || list[0].Name != "first token" || !list[0].Current {
+		t.Fatalf("after sign-up the tokens are %+v, want the current \"first token\"", list)
+	}
+	out, code := laptop.run(t, "", "tokens", "create", "desktop", "--expires-in", "30d", "-o", "json")
+	var created struct {
+		Token  cliToken `json:"token"`
+		Secret string   `json:"secret"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil || created.Secret == "" || created.Token.ExpiresAt == nil {
+		t.Fatalf("tokens create exited %d:\n%s", code, out)
+	}
+	for _, bad := range [][]string{
+		{"tokens", "create", "x", "--expires-in", "soon"},
+		{"tokens", "create", " "},
+		{"tokens", "revoke"},
+	} {
+		if out, code := laptop.run(t, "", bad...); code != 2 {
+			t.Errorf("relay %v exited %d, want 2:\n%s", bad, code, out)
+		}
+	}
+	if out, code := desktop.run(t, "", "login", "--server", server, "--token", created.Secret); code != 0 {
+		t.Fatalf("login with the new token exited %d:\n%s", code, out)
+	}
+	list = desktop.tokens(t)
+	if len(list) != 2 || list[0].Current || !list[1].Current || list[1].ID != created.Token.ID || list[1].Name != "desktop" {
+		t.Fatalf("listed from the desktop: %+v", list)
+	}
+
+	_, port := recordingTarget(t)
+	listen := desktop.startIn(t, t.TempDir(), "listen", port)
+	id := waitOutput(t, listen, publicURLLine)[1]
+	waitAgent(t, r, aliceFirst.Token, id, true)
+
+	// Another account cannot tell alice's token id from an unknown one.
+	bob := newCLIHome(t)
+	if out, code := bob.run(t, "", "login", "--server", server, "--signup", "bob"); code != 0 {
+		t.Fatalf("bob's sign-up exited %d:\n%s", code, out)
+	}
+	const unknown = "0190aaaa-0000-7000-8000-000000000000"
+	outOther, codeOther := bob.run(t, "", "tokens", "revoke", created.Token.ID)
+	outUnknown, codeUnknown := bob.run(t, "", "tokens", "revoke", unknown)
+	if codeOther != 2 || codeUnknown != 2 || !strings.Contains(outOther, "NOT_FOUND") ||
+		strings.ReplaceAll(outOther, created.Token.ID, "ID") != strings.ReplaceAll(outUnknown, unknown, "ID") {
+		t.Fatalf("bob revoking alice's token: %d %q; an unknown one: %d %q", codeOther, outOther, codeUnknown, outUnknown)
+	}
+
+	if out, code := laptop.run(t, "", "tokens", "revoke", created.Token.ID); code != 0 {
+		t.Fatalf("tokens revoke exited %d:\n%s", code, out)
+	}
+	harness.Eventually(t, 15*time.Second, "relay listen to stop", listen.Exited)
+	if exited, code := listen.ExitCode(); !exited || code != 2 || !strings.Contains(listen.Output(), "token revoked") {
+		t.Fatalf("relay listen exited %v with %d, want 2 saying the token was revoked:\n%s", exited, code, listen.Output())
+	}
+	if n := strings.Count(strings.ToLower(listen.Output()), "reconnecting"); n != 0 {
+		t.Errorf("relay listen tried to reconnect %d times with a revoked token:\n%s", n, listen.Output())
+	}
+	out, code = desktop.run(t, "", "endpoints", "list")
+	if code != 2 || !strings.Contains(out, "UNAUTHENTICATED") || !strings.Contains(out, "relay login") {
+		t.Fatalf("the desktop after the revocation exited %d, want 2 naming UNAUTHENTICATED and relay login:\n%s", code, out)
+	}
+	if list := laptop.tokens(t); len(list) != 1 || list[0].Name != "first token" {
+		t.Fatalf("after the revocation: %+v", list)
+	}
+
+	// logout revokes the stored token on the relay.
+	if out, code := laptop.run(t, "", "logout"); code != 0 || !strings.Contains(out, "revoked") {
+		t.Fatalf("logout exited %d:\n%s", code, out)
+	}
+	if code := r.ErrorCode(t, aliceFirst.Token, `{ me{ id } endpoints{ id } }`, nil); code != "UNAUTHENTICATED" {
+		t.Fatalf("the logged-out token answered %q, want UNAUTHENTICATED", code)
+	}
+
+	// No token is stored or logged in plaintext.
+	r.Stop(t)
+	export, code := harness.RunCLI(t, "events", "export", "--data", r.Data)
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, export)
+	}
+	bobStored, _ := bob.stored(t)
+	secrets := map[string]string{"alice's first token": aliceFirst.Token, "the desktop token": created.Secret, "bob's token": bobStored.Token}
+	if !strings.Contains(export, "token.revoked.v1") || !strings.Contains(export, "token.issued.v1") {
+		t.Fatalf("the export holds no token events:\n%.2000s", export)
+	}
+	for what, secret := range secrets {
+		if secret == "" {
+			t.Fatalf("%s is empty", what)
+		}
+		if strings.Contains(export, secret) {
+			t.Errorf("the event export holds %s", what)
+		}
+		if strings.Contains(r.Output(), secret) || strings.Contains(listen.Output(), secret) {
+			t.Errorf("the relay's or the agent's output holds %s", what)
+		}
+		err := filepath.WalkDir(r.Data, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(b), secret) {
+				t.Errorf("%s holds %s", path, what)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
