@@ -148,7 +148,7 @@ func scanAccount(row *sql.Row) (readmodel.Account, error) {
 // scanToken reads tokenColumns after the given leading destinations.
 func scanToken(row interface{ Scan(...any) error }, lead ...any) (readmodel.Token, error) {
 	var (
-		t                      readmodel.Token
+		t                     readmodel.Token
 		issued, expires, used int64
 	)
 	if err := row.Scan(append(lead, &t.ID, &t.AccountID, &t.Name, &issued, &expires, &used)...); err != nil {
@@ -163,7 +163,6 @@ func scanToken(row interface{ Scan(...any) error }, lead ...any) (readmodel.Toke
 	}
 	return t, nil
 }
-
 
 // AccountEvents lists, in log order, up to limit events after position
 // after of the streams the account owns (its account, its Endpoints and

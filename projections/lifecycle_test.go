@@ -92,7 +92,9 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			})
 		},
 		func() (uint64, error) {
-			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.IssueToken("tok-b-"+n, hashToken("secret-b-"+n), "b", time.Time{}) })
+			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error {
+				return a.IssueToken("tok-b-"+n, hashToken("secret-b-"+n), "b", time.Time{})
+			})
 		},
 		func() (uint64, error) {
 			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.RevokeToken("tok-a-" + n) })

@@ -181,4 +181,3 @@ func revokeCurrentToken(ctx context.Context, client *apiclient.Client) (string, 
 	}
 	return "", fmt.Errorf("the relay lists no token in use")
 }
-
