@@ -39,7 +39,10 @@ type env struct {
 	log   *countingLog // what the API read from the log
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvClock(t, nil) }
+
+// newEnvClock is newEnv whose service decides with now (time.Now when nil).
+func newEnvClock(t *testing.T, now func() time.Time) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
@@ -55,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	}
 	viewsDone := make(chan struct{})
 	go func() { _ = views.Run(ctx); close(viewsDone) }()
-	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log})
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Now: now})
 	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log})
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
 		store, rec, views, hub, hub, log)

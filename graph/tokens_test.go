@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,27 @@ func TestRevokedTokenClosesItsSockets(t *testing.T) {
 	case err := <-closed:
 		t.Fatalf("the other token's socket closed too: %v", err)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestExpiredTokenIsRefused: a token past its expiry is UNAUTHENTICATED,
+// like an unknown one, while the account's other tokens keep working.
+func TestExpiredTokenIsRefused(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC).UnixNano())
+	e := newEnvClock(t, func() time.Time { return time.Unix(0, clock.Load()) })
+	first := e.signUp(t, "ada")
+	var created struct{ CreateToken struct{ Secret string } }
+	e.c.MustPost(`mutation { createToken(name: "short", expiresIn: "1m") { secret } }`, &created, bearerOpt(first))
+	short := created.CreateToken.Secret
+	if err := e.c.Post(`{ tokens { id } }`, &struct{ Tokens []struct{ ID string } }{}, bearerOpt(short)); err != nil {
+		t.Fatalf("before its expiry: %v", err)
+	}
+	clock.Add(int64(time.Minute))
+	if err := e.c.Post(`{ tokens { id } }`, &struct{}{}, bearerOpt(short)); code(err) != "UNAUTHENTICATED" {
+		t.Fatalf("at its expiry: %v, want UNAUTHENTICATED", err)
+	}
+	if list := e.tokens(t, first); len(list) != 2 || list[1].ExpiresAt == nil || *list[1].ExpiresAt != "2026-11-01T09:01:00Z" {
+		t.Fatalf("the expired token is not listed with its expiry: %+v", list)
 	}
 }

@@ -3,12 +3,15 @@ package systemtest
 import (
 	"encoding/json"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -163,5 +166,58 @@ func TestTokensPerDevice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRevocationReachesEveryNode: two relays share one log (JetStream); a
+// token revoked on A is refused by B, and the agent connected to B with it
+// is closed, says why and exits 2.
+func TestRevocationReachesEveryNode(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts NATS and two relays")
+	}
+	url := natstest.Start(t).URL()
+	flags := func(node string) []string {
+		return []string{"--eventstore", url, "--bus", url, "--node-id", node, "--node-lease", clusterLease}
+	}
+	a := harness.Start(t, "", flags("a")...)
+	b := harness.Start(t, "", flags("b")...)
+	acct := signUpTenant(t, a, "nodes")
+	var created struct {
+		CreateToken struct {
+			Token  struct{ ID string }
+			Secret string
+		}
+	}
+	pos := gqlAfter(t, a, acct.Token, 0, `mutation{ createToken(name: "agent on b"){ token{ id } secret } }`, nil, &created)
+	secret := created.CreateToken.Secret
+	var ep struct{ CreateEndpoint endpointInfo }
+	gqlAfter(t, b, secret, pos, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`,
+		map[string]any{"in": map[string]any{"name": "nodes", "mode": "PROXY", "target": "127.0.0.1:1"}}, &ep)
+	agent := b.StartAgent(t, secret, ep.CreateEndpoint.ID, "127.0.0.1:1")
+	waitAgent(t, b, acct.Token, ep.CreateEndpoint.ID, true)
+
+	var revoked struct{ RevokeToken bool }
+	pos = gqlAfter(t, a, acct.Token, 0, `mutation($id: ID!){ revokeToken(id: $id) }`, map[string]any{"id": created.CreateToken.Token.ID}, &revoked)
+	// B, asked to read at the revocation's position, refuses the token.
+	body := `{"query":"{ endpoints{ id } }"}`
+	req, _ := http.NewRequest(http.MethodPost, b.BareURL()+"/graphql", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("X-Relay-Position", strconv.FormatUint(pos, 10))
+	resp, err := harness.Client.Do(b.Route(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out harness.GQLResult
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if len(out.Errors) == 0 || out.Errors[0].Code() != "UNAUTHENTICATED" {
+		t.Fatalf("B at the revocation's position answered %s", out)
+	}
+	harness.Eventually(t, 15*time.Second, "the agent on B to stop", agent.Exited)
+	if _, code := agent.ExitCode(); code != 2 || !strings.Contains(agent.Output(), "token revoked") {
+		t.Fatalf("the agent on B exited %d, want 2 saying the token was revoked:\n%s", code, agent.Output())
 	}
 }
