@@ -73,3 +73,13 @@ export const REFUSED_OFFLINE = `query RefusedOffline($id: ID!) {
 export const LIVE_DELIVERIES = `subscription Live($address: ID!, $since: String) {
   deliveries(address: $address, since: $since) { ${ROW_FIELDS} }
 }`;
+
+export const TOKEN_FIELDS = `id name createdAt lastUsedAt expiresAt current`;
+
+export const TOKENS = `query { tokens { ${TOKEN_FIELDS} } }`;
+
+export const CREATE_TOKEN = `mutation CreateToken($name: String!, $expiresIn: String) {
+  createToken(name: $name, expiresIn: $expiresIn) { token { ${TOKEN_FIELDS} } secret }
+}`;
+
+export const REVOKE_TOKEN = `mutation RevokeToken($id: ID!) { revokeToken(id: $id) }`;

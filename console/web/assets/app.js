@@ -2,6 +2,7 @@
 import { h, replace } from './dom.js';
 import { homePage } from './home.js';
 import { historyPage } from './history.js';
+import { settingsPage } from './settings.js';
 import { currentAccount, loadSession, onSessionChange, signOut } from './session.js';
 import { setToken } from './graphql.js';
 
@@ -24,6 +25,8 @@ function route() {
   if (path === '/' || path === '') {
     document.title = 'Relay';
     page = homePage(main, { navigate });
+  } else if (path === '/settings' || path === '/settings/') {
+    page = settingsPage(main, { navigate });
   } else if ((m = /^\/([ie])\/([^/]+)\/?$/.exec(path))) {
     const kind = m[1] === 'i' ? 'inspector' : 'endpoint';
     page = historyPage(main, { kind, id: decodeURIComponent(m[2]), navigate });
@@ -55,6 +58,7 @@ function renderAccount(account) {
   }
   replace(accountBox,
     h('span', { class: 'account-name' }, 'Signed in as ', h('strong', {}, account.name)),
+    h('a', { class: 'btn btn-small btn-ghost', href: '/settings', 'data-testid': 'settings-link' }, 'Settings'),
     h('button', {
       type: 'button',
       class: 'btn btn-small btn-ghost',
@@ -70,7 +74,7 @@ document.addEventListener('click', (ev) => {
   if (ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
   const a = ev.target.closest('a[href]');
   if (!a || a.target || a.hasAttribute('download') || a.origin !== location.origin) return;
-  if (!/^\/($|[ie]\/)/.test(a.pathname)) return;
+  if (!/^\/($|[ie]\/|settings$)/.test(a.pathname)) return;
   ev.preventDefault();
   navigate(a.pathname + a.search);
 });
