@@ -59,6 +59,10 @@ type Service struct {
 	// busy token costs one TokenUsed a minute, not one per request.
 	usedMu sync.Mutex
 	used   map[string]time.Time
+	// polls holds when each device code was last polled on this node, for
+	// RFC 8628's slow_down.
+	pollMu sync.Mutex
+	polls  map[string]time.Time
 }
 
 // New wires a Service. store is read from; rec records its decisions.
@@ -67,7 +71,7 @@ func New(cfg Config, store domain.EventStore, rec *record.Recorder, views Views,
 		cfg.ViewsWait = DefaultViewsWait
 	}
 	return &Service{cfg: cfg, store: store, rec: rec, codec: rec.Codec(), views: views, forwarder: fw, presence: presence, log: log, now: rec.Now,
-		used: map[string]time.Time{}}
+		used: map[string]time.Time{}, polls: map[string]time.Time{}}
 }
 
 // append records an aggregate's new events (the first causes the others),
@@ -220,11 +224,16 @@ func (s *Service) loadAccount(ctx context.Context, accountID string) (*domain.Ac
 // expiring after lifetime (0: never). The token is returned once and only
 // its hash is recorded.
 func (s *Service) CreateToken(ctx context.Context, accountID, name string, lifetime time.Duration) (readmodel.Token, string, error) {
+	return s.issueToken(ctx, accountID, NewEventID(), name, lifetime, accountID)
+}
+
+// issueToken is CreateToken with the token's id and the correlation id
+// given (a device code's, for the token it receives).
+func (s *Service) issueToken(ctx context.Context, accountID, id, name string, lifetime time.Duration, correlation string) (readmodel.Token, string, error) {
 	if err := domain.ValidateTokenName(name); err != nil {
 		return readmodel.Token{}, "", err
 	}
 	token, hash := NewToken()
-	id := NewEventID()
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
 		a, err := s.loadAccount(ctx, accountID)
 		if err != nil {
@@ -237,7 +246,7 @@ func (s *Service) CreateToken(ctx context.Context, accountID, name string, lifet
 		if err := a.IssueToken(id, hash, name, expires); err != nil {
 			return err
 		}
-		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
+		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: correlation}, a.Changes())
 		return err
 	})
 	if err != nil {

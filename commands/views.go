@@ -24,6 +24,9 @@ type Views interface {
 	// TokenByHash returns an unrevoked token (expired or not) and its account.
 	TokenByHash(ctx context.Context, hash string) (readmodel.Account, readmodel.Token, error)
 	Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error)
+	// DeviceByHash finds the newest device code by the hash of its device
+	// code, or of its user code when byUser.
+	DeviceByHash(ctx context.Context, hash string, byUser bool) (readmodel.DeviceCode, error)
 	// Delivery reads a delivery with its headers and bodies;
 	// DeliverySummary without them.
 	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)

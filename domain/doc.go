@@ -16,6 +16,10 @@
 //	token.issued.v1         TokenIssued          an API token was issued (hash only)
 //	token.revoked.v1        TokenRevoked         an API token stopped working
 //	token.used.v1           TokenUsed            a token was used (at most about once a minute)
+//	device.code_requested.v1 DeviceCodeRequested a device asked to log in (code hashes only)
+//	device.approved.v1      DeviceApproved       a signed-in person approved its user code
+//	device.denied.v1        DeviceDenied         … or denied it
+//	device.redeemed.v1      DeviceRedeemed       the device received its token; the code is used up
 //	endpoint.created.v1     EndpointCreated      an account created an Endpoint
 //	endpoint.reconfigured.v1 EndpointReconfigured its settings changed
 //	endpoint.deleted.v1     EndpointDeleted      it was deleted; its address answers 503

@@ -14,6 +14,10 @@ const (
 	TypeTokenIssued          = "token.issued.v1"
 	TypeTokenRevoked         = "token.revoked.v1"
 	TypeTokenUsed            = "token.used.v1"
+	TypeDeviceCodeRequested  = "device.code_requested.v1"
+	TypeDeviceApproved       = "device.approved.v1"
+	TypeDeviceDenied         = "device.denied.v1"
+	TypeDeviceRedeemed       = "device.redeemed.v1"
 	TypeEndpointCreated      = "endpoint.created.v1"
 	TypeEndpointReconfigured = "endpoint.reconfigured.v1"
 	TypeEndpointDeleted      = "endpoint.deleted.v1"
@@ -93,6 +97,36 @@ type TokenUsed struct {
 	AccountID string `json:"account_id"`
 	TokenID   string `json:"token_id"`
 	At        string `json:"at"` // RFC 3339, nanoseconds
+}
+
+// DeviceCodeRequested opens a device code (RFC 8628), by the hashes of
+// its device code and user code only.
+type DeviceCodeRequested struct {
+	DeviceID       string `json:"device_id"`
+	DeviceCodeHash string `json:"device_code_hash"` // hex SHA-256
+	UserCodeHash   string `json:"user_code_hash"`   // hex SHA-256 of the normal user code
+	ClientName     string `json:"client_name"`      // the device's hostname: its token's name
+	ExpiresAt      string `json:"expires_at"`       // RFC 3339
+}
+
+// DeviceApproved records that a signed-in person let the device in.
+type DeviceApproved struct {
+	DeviceID  string `json:"device_id"`
+	AccountID string `json:"account_id"`
+}
+
+// DeviceDenied records that a signed-in person refused the device.
+type DeviceDenied struct {
+	DeviceID  string `json:"device_id"`
+	AccountID string `json:"account_id"`
+}
+
+// DeviceRedeemed records that the device received its token (issued by a
+// TokenIssued of the account): the code is used up.
+type DeviceRedeemed struct {
+	DeviceID  string `json:"device_id"`
+	AccountID string `json:"account_id"`
+	TokenID   string `json:"token_id"`
 }
 
 // EndpointMode is LOG (record and answer 204) or PROXY (record and forward).
@@ -309,6 +343,10 @@ func (AccountCreated) EventType() string       { return TypeAccountCreated }
 func (TokenIssued) EventType() string          { return TypeTokenIssued }
 func (TokenRevoked) EventType() string         { return TypeTokenRevoked }
 func (TokenUsed) EventType() string            { return TypeTokenUsed }
+func (DeviceCodeRequested) EventType() string  { return TypeDeviceCodeRequested }
+func (DeviceApproved) EventType() string       { return TypeDeviceApproved }
+func (DeviceDenied) EventType() string         { return TypeDeviceDenied }
+func (DeviceRedeemed) EventType() string       { return TypeDeviceRedeemed }
 func (EndpointCreated) EventType() string      { return TypeEndpointCreated }
 func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured }
 func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }

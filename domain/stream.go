@@ -19,6 +19,7 @@ const (
 	StreamAgent     StreamKind = "agent"    // named by its Endpoint's id
 	StreamRefusals  StreamKind = "refusals" // named by its address's id
 	StreamLog       StreamKind = "log"      // the log's own records: its checkpoints
+	StreamDevice    StreamKind = "device"   // a device code (RFC 8628)
 )
 
 // Stream names, one per aggregate.
@@ -28,6 +29,7 @@ func EndpointStream(id string) string              { return streamName(StreamEnd
 func DeliveryStream(id string) string              { return streamName(StreamDelivery, id) }
 func AgentStream(endpointID string) string         { return streamName(StreamAgent, endpointID) }
 func RefusalsStream(addressID string) string       { return streamName(StreamRefusals, addressID) }
+func DeviceStream(id string) string                { return streamName(StreamDevice, id) }
 func streamName(kind StreamKind, id string) string { return string(kind) + "-" + id }
 
 // CheckpointStream holds the log's signed checkpoints.
@@ -42,7 +44,7 @@ func ParseStream(name string) (kind StreamKind, id string, ok bool) {
 		return "", "", false
 	}
 	switch kind = StreamKind(k); kind {
-	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog:
+	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog, StreamDevice:
 		return kind, id, true
 	}
 	return "", "", false

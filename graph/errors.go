@@ -28,6 +28,11 @@ var codes = []struct {
 	{domain.ErrRetryNotProxy, "RETRY_NOT_PROXY"},
 	{domain.ErrAgentNotConnected, "AGENT_NOT_CONNECTED"},
 	{domain.ErrPayloadIncomplete, "PAYLOAD_INCOMPLETE"},
+	// The polling outcomes of device login (RFC 8628 §3.5).
+	{domain.ErrAuthorizationPending, "AUTHORIZATION_PENDING"},
+	{domain.ErrSlowDown, "SLOW_DOWN"},
+	{domain.ErrExpiredToken, "EXPIRED_TOKEN"},
+	{domain.ErrAccessDenied, "ACCESS_DENIED"},
 	// A change that kept colliding with concurrent ones (commands decide
 	// again several times first): the caller may simply try again.
 	{domain.ErrWrongExpectedRevision, "CONFLICT"},

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/relayhq/relay/commands"
@@ -27,6 +28,10 @@ type Resolver struct {
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time
+
+	// deviceLimit holds DeviceDecisionRate's buckets, made on first use.
+	deviceOnce  sync.Once
+	deviceLimit *ratelimit.Keyed
 }
 
 func (r *Resolver) now() time.Time {

@@ -97,6 +97,26 @@ func (r *mutationResolver) RevokeToken(ctx context.Context, id string) (bool, er
 	return r.revokeToken(ctx, id)
 }
 
+// RequestDeviceCode is the resolver for the requestDeviceCode field.
+func (r *mutationResolver) RequestDeviceCode(ctx context.Context, clientName string) (*model.DeviceCode, error) {
+	return r.requestDeviceCode(ctx, clientName)
+}
+
+// PollDeviceCode is the resolver for the pollDeviceCode field.
+func (r *mutationResolver) PollDeviceCode(ctx context.Context, deviceCode string) (*model.DeviceLogin, error) {
+	return r.pollDeviceCode(ctx, deviceCode)
+}
+
+// ApproveDevice is the resolver for the approveDevice field.
+func (r *mutationResolver) ApproveDevice(ctx context.Context, userCode string) (*model.DeviceAuthorization, error) {
+	return r.decideDevice(ctx, userCode, true)
+}
+
+// DenyDevice is the resolver for the denyDevice field.
+func (r *mutationResolver) DenyDevice(ctx context.Context, userCode string) (*model.DeviceAuthorization, error) {
+	return r.decideDevice(ctx, userCode, false)
+}
+
 // CreateEndpoint is the resolver for the createEndpoint field.
 func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error) {
 	acc, err := r.account(ctx)
@@ -186,6 +206,11 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Account, error) {
 // Tokens is the resolver for the tokens field.
 func (r *queryResolver) Tokens(ctx context.Context) ([]*model.Token, error) {
 	return r.tokens(ctx)
+}
+
+// DeviceAuthorization is the resolver for the deviceAuthorization field.
+func (r *queryResolver) DeviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error) {
+	return r.deviceAuthorization(ctx, userCode)
 }
 
 // Endpoints is the resolver for the endpoints field.

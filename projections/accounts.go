@@ -133,6 +133,29 @@ func (v *Accounts) announceRevoked(ids []string) {
 	}
 }
 
+// DeviceByHash returns the newest device code whose device code
+// (byUser false) or user code (byUser true) has the given hex SHA-256.
+func (v *Accounts) DeviceByHash(ctx context.Context, hash string, byUser bool) (readmodel.DeviceCode, error) {
+	col := "device_hash"
+	if byUser {
+		col = "user_hash"
+	}
+	var (
+		d                readmodel.DeviceCode
+		created, expires int64
+	)
+	err := v.r.QueryRowContext(ctx, `SELECT id, client_name, status, account_id, created_at, expires_at FROM device_codes
+		WHERE `+col+` = ? ORDER BY created_at DESC LIMIT 1`, hash).Scan(&d.ID, &d.ClientName, &d.Status, &d.AccountID, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.DeviceCode{}, fmt.Errorf("device code: %w", domain.ErrNotFound) // never echo a code
+	}
+	if err != nil {
+		return readmodel.DeviceCode{}, fmt.Errorf("read device code: %w", err)
+	}
+	d.CreatedAt, d.ExpiresAt = fromNanos(created), fromNanos(expires)
+	return d, nil
+}
+
 func scanAccount(row *sql.Row) (readmodel.Account, error) {
 	var (
 		a       readmodel.Account

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // accountsWriter is the Accounts' writing half: accounts, their tokens, and
@@ -43,6 +44,18 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		handled = true
 	case domain.TokenUsed:
 		n, err = t.exec(qTokenUsed, rfc3339Nanos(p.At), p.AccountID, p.TokenID)
+		handled = true
+	case domain.DeviceCodeRequested:
+		n, err = t.exec(qDeviceRequested, p.DeviceID, p.DeviceCodeHash, p.UserCodeHash, p.ClientName, t.at(), rfc3339Nanos(p.ExpiresAt))
+		handled = true
+	case domain.DeviceApproved:
+		n, err = t.exec(qDeviceStatus, readmodel.DeviceApproved, p.AccountID, p.DeviceID)
+		handled = true
+	case domain.DeviceDenied:
+		n, err = t.exec(qDeviceStatus, readmodel.DeviceDenied, p.AccountID, p.DeviceID)
+		handled = true
+	case domain.DeviceRedeemed:
+		n, err = t.exec(qDeviceStatus, readmodel.DeviceRedeemed, p.AccountID, p.DeviceID)
 		handled = true
 	}
 	if err != nil {

@@ -42,6 +42,10 @@ const (
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
 	qTokenUsed    = `UPDATE tokens SET last_used = MAX(last_used, ?) WHERE account_id = ? AND token_id = ?`
 
+	qDeviceRequested = `INSERT INTO device_codes (id, device_hash, user_hash, client_name, status, created_at, expires_at)
+		VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (id) DO NOTHING`
+	qDeviceStatus = `UPDATE device_codes SET status = ?, account_id = ? WHERE id = ?`
+
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
 			created_at, last_activity_at, position, updated_position)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8) ON CONFLICT (id) DO NOTHING`
@@ -143,7 +147,7 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
-	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed,
+	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,

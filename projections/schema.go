@@ -19,12 +19,12 @@ import (
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
 // each attempt and when its outcome came (what explanations read); version 7
-// each token's name, expiry and last use.
+// each token's name, expiry and last use, and device codes.
 const schemaVersion = 7
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
-	"checkpoint", "inspectors", "accounts", "tokens", "endpoints",
+	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "endpoints",
 	"agent_sessions", "deliveries", "attempts", "account_events",
 }
 
@@ -84,6 +84,20 @@ CREATE TABLE IF NOT EXISTS tokens (
 	last_used  INTEGER NOT NULL DEFAULT 0  -- unix nanoseconds; 0: never used
 );
 CREATE INDEX IF NOT EXISTS tokens_by_id ON tokens (account_id, token_id);
+
+-- Device codes (RFC 8628) by the hashes of their two codes.
+CREATE TABLE IF NOT EXISTS device_codes (
+	id          TEXT PRIMARY KEY,
+	device_hash TEXT NOT NULL,
+	user_hash   TEXT NOT NULL,
+	client_name TEXT NOT NULL,
+	status      TEXT NOT NULL, -- pending, approved, denied, redeemed
+	account_id  TEXT NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS device_codes_by_device ON device_codes (device_hash);
+CREATE INDEX IF NOT EXISTS device_codes_by_user ON device_codes (user_hash, created_at);
 
 CREATE TABLE IF NOT EXISTS endpoints (
 	id               TEXT PRIMARY KEY,

@@ -164,6 +164,24 @@ type Token struct {
 	LastUsed  time.Time // zero: never used (or not since it was recorded)
 }
 
+// DeviceCode is a device code (RFC 8628) as the views hold it.
+type DeviceCode struct {
+	ID         string
+	ClientName string
+	Status     string // DevicePending, DeviceApproved, DeviceDenied or DeviceRedeemed
+	AccountID  string // who decided; "" while pending
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+}
+
+// The statuses of a DeviceCode.
+const (
+	DevicePending  = "pending"
+	DeviceApproved = "approved"
+	DeviceDenied   = "denied"
+	DeviceRedeemed = "redeemed"
+)
+
 // Expired reports whether the token's expiry has passed at now.
 func (t Token) Expired(now time.Time) bool {
 	return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)

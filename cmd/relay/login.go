@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,15 +17,16 @@ import (
 	"github.com/relayhq/relay/clientconfig"
 )
 
-func loginCommand(env func(string) string, stdin io.Reader, stdout io.Writer) *cobra.Command {
+func loginCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
 	var signup string
-	var force bool
+	var force, device bool
 	cmd := &cobra.Command{
-		Use:   "login --server URL [--token T | --token - | --signup NAME]",
+		Use:   "login --server URL [--token T | --token - | --signup NAME | --device]",
 		Short: "Log in to a relay: store its URL and your token for later commands",
-		Example: `  relay login --server http://localhost:8080 --signup me
+		Example: `  relay login --server https://relay.example.com          # approve in the browser
+  relay login --server http://localhost:8080 --signup me
   relay login --server https://relay.example.com --token rly_...
   pass show relay-token | relay login --server https://relay.example.com`,
 		Long: `Check a token against a relay and store the relay's URL and the token in
@@ -33,7 +36,11 @@ say otherwise.
 
 The token comes from --token, from RELAY_TOKEN, or from standard input when
 it is not a terminal (or with --token -); --signup NAME creates an account
-instead, on a relay that allows sign-up.`,
+instead, on a relay that allows sign-up. With none of these (or with
+--device), the relay gives a short code to approve in its console at
+/device, where you are signed in: once approved, this machine receives a
+token of its own, named after its hostname (relay tokens list shows it;
+relay tokens revoke ID stops it).`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
@@ -62,6 +69,12 @@ instead, on a relay that allows sign-up.`,
 			switch {
 			case signup != "" && tokenFlag:
 				return usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
+			case device && (signup != "" || tokenFlag):
+				return usage(errors.New("--device asks the console for a new token: give --device, --token or --signup, not several"))
+			case device || (signup == "" && conn.token == "" && isTerminal(stdin)):
+				if conn.token, err = deviceLogin(ctx, conn.client(""), conn.server, stderr); err != nil {
+					return fmt.Errorf("log in to %s: %w", conn.server, err)
+				}
 			case signup != "":
 				if err := keepStoredLogin(ctx, conn, stored, force); err != nil {
 					return err
@@ -100,6 +113,7 @@ instead, on a relay that allows sign-up.`,
 	out.flags(cmd.Flags())
 	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
 	cmd.Flags().BoolVar(&force, "force", false, "with --signup: replace a stored login for the same relay (its token is lost to this machine)")
+	cmd.Flags().BoolVar(&device, "device", false, "approve this machine in the relay's console (the default when no token is given and standard input is a terminal)")
 	return cmd
 }
 
@@ -180,6 +194,66 @@ removed (the token would stay valid on the relay): try again, or pass
 	cmd.Flags().StringVar(&conn.caFile, "ca-file", "", agentcli.CAFileUsage)
 	cmd.Flags().BoolVar(&local, "local", false, "only forget the stored token, without revoking it on the relay")
 	return cmd
+}
+
+// deviceLogin asks the relay for a device code, tells the user where to
+// approve it, and polls until the relay gives this machine its token
+// (RFC 8628).
+func deviceLogin(ctx context.Context, client *apiclient.Client, server string, stderr io.Writer) (string, error) {
+	name, err := os.Hostname()
+	if err != nil || strings.TrimSpace(name) == "" {
+		name = "relay CLI"
+	}
+	if len(name) > 100 {
+		name = name[:100]
+	}
+	var code struct {
+		RequestDeviceCode struct {
+			DeviceCode, UserCode, VerificationPath string
+			ExpiresIn, Interval                    int
+		}
+	}
+	const q = `mutation($n: String!){ requestDeviceCode(clientName: $n){ deviceCode userCode verificationPath expiresIn interval } }`
+	if err := client.Do(ctx, q, map[string]any{"n": name}, &code); err != nil {
+		return "", fmt.Errorf("ask for a device code: %w", err)
+	}
+	dc := code.RequestDeviceCode
+	page := strings.TrimRight(server, "/") + dc.VerificationPath
+	fmt.Fprintf(stderr, "To log in, open %s?code=%s in a browser where you are signed in to the relay,\n", page, url.QueryEscape(dc.UserCode))
+	fmt.Fprintf(stderr, "check that it shows the code %s, and approve it (this machine: %s).\n", dc.UserCode, name)
+	fmt.Fprintf(stderr, "Waiting for approval (the code expires in %d minutes; Ctrl-C to stop)...\n", max(1, dc.ExpiresIn/60))
+	interval := time.Duration(max(dc.Interval, 1)) * time.Second
+	deadline := time.Now().Add(time.Duration(dc.ExpiresIn)*time.Second + interval)
+	for {
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+		var res struct{ PollDeviceCode struct{ Token string } }
+		err := client.Do(ctx, `mutation($c: String!){ pollDeviceCode(deviceCode: $c){ token } }`, map[string]any{"c": dc.DeviceCode}, &res)
+		var apiErr *apiclient.Error
+		switch {
+		case err == nil:
+			return res.PollDeviceCode.Token, nil
+		case errors.As(err, &apiErr) && apiErr.Code == "AUTHORIZATION_PENDING":
+		case errors.As(err, &apiErr) && apiErr.Code == "SLOW_DOWN":
+			interval += 5 * time.Second // RFC 8628 §3.5
+		case errors.As(err, &apiErr) && apiErr.Code == "ACCESS_DENIED":
+			return "", &apiclient.Error{Code: apiErr.Code, Message: "the code " + dc.UserCode + " was denied in the console; nothing was stored"}
+		case errors.As(err, &apiErr) && apiErr.Code == "EXPIRED_TOKEN":
+			return "", &apiclient.Error{Code: apiErr.Code, Message: "the code " + dc.UserCode + " expired before it was approved (or was already used): run `relay login` again for a new one"}
+		case errors.As(err, &apiErr) && !apiErr.Refusal():
+			// Unavailable or rate limited: the next poll may pass.
+		default:
+			return "", fmt.Errorf("wait for approval: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return "", &apiclient.Error{Code: "EXPIRED_TOKEN", Message: "the code " + dc.UserCode + " expired before it was approved: run `relay login` again for a new one"}
+		}
+	}
 }
 
 // signUp creates an account and returns its token and a description.

@@ -58,7 +58,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		openCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
 		replayCommand(stdout),
-		loginCommand(env, stdin, stdout),
+		loginCommand(env, stdin, stdout, stderr),
 		logoutCommand(env, stdout, stderr),
 		versionCommand(stdout),
 	)

@@ -112,6 +112,26 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	DeviceAuthorization struct {
+		ClientName  func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		RequestedAt func(childComplexity int) int
+		Status      func(childComplexity int) int
+	}
+
+	DeviceCode struct {
+		DeviceCode       func(childComplexity int) int
+		ExpiresIn        func(childComplexity int) int
+		Interval         func(childComplexity int) int
+		UserCode         func(childComplexity int) int
+		VerificationPath func(childComplexity int) int
+	}
+
+	DeviceLogin struct {
+		Account func(childComplexity int) int
+		Token   func(childComplexity int) int
+	}
+
 	Endpoint struct {
 		AgentConnected  func(childComplexity int) int
 		AgentCount      func(childComplexity int) int
@@ -193,16 +213,20 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CompleteForward func(childComplexity int, input model.CompleteForwardInput) int
-		CreateAccount   func(childComplexity int, name string) int
-		CreateEndpoint  func(childComplexity int, input model.CreateEndpointInput) int
-		CreateInspector func(childComplexity int) int
-		CreateToken     func(childComplexity int, name string, expiresIn *string) int
-		DeleteEndpoint  func(childComplexity int, id string) int
-		RetryDelivery   func(childComplexity int, id string, edit *model.RequestEditInput) int
-		RevokeToken     func(childComplexity int, id string) int
-		SignUp          func(childComplexity int, name string) int
-		UpdateEndpoint  func(childComplexity int, id string, input model.UpdateEndpointInput) int
+		ApproveDevice     func(childComplexity int, userCode string) int
+		CompleteForward   func(childComplexity int, input model.CompleteForwardInput) int
+		CreateAccount     func(childComplexity int, name string) int
+		CreateEndpoint    func(childComplexity int, input model.CreateEndpointInput) int
+		CreateInspector   func(childComplexity int) int
+		CreateToken       func(childComplexity int, name string, expiresIn *string) int
+		DeleteEndpoint    func(childComplexity int, id string) int
+		DenyDevice        func(childComplexity int, userCode string) int
+		PollDeviceCode    func(childComplexity int, deviceCode string) int
+		RequestDeviceCode func(childComplexity int, clientName string) int
+		RetryDelivery     func(childComplexity int, id string, edit *model.RequestEditInput) int
+		RevokeToken       func(childComplexity int, id string) int
+		SignUp            func(childComplexity int, name string) int
+		UpdateEndpoint    func(childComplexity int, id string, input model.UpdateEndpointInput) int
 	}
 
 	PageInfo struct {
@@ -217,13 +241,14 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Delivery  func(childComplexity int, id string) int
-		Endpoint  func(childComplexity int, id string) int
-		Endpoints func(childComplexity int) int
-		Events    func(childComplexity int, after *string, first *int) int
-		Inspector func(childComplexity int, id string) int
-		Me        func(childComplexity int) int
-		Tokens    func(childComplexity int) int
+		Delivery            func(childComplexity int, id string) int
+		DeviceAuthorization func(childComplexity int, userCode string) int
+		Endpoint            func(childComplexity int, id string) int
+		Endpoints           func(childComplexity int) int
+		Events              func(childComplexity int, after *string, first *int) int
+		Inspector           func(childComplexity int, id string) int
+		Me                  func(childComplexity int) int
+		Tokens              func(childComplexity int) int
 	}
 
 	RequestEdit struct {
@@ -273,6 +298,10 @@ type MutationResolver interface {
 	CreateAccount(ctx context.Context, name string) (*model.SignUpPayload, error)
 	CreateToken(ctx context.Context, name string, expiresIn *string) (*model.CreateTokenPayload, error)
 	RevokeToken(ctx context.Context, id string) (bool, error)
+	RequestDeviceCode(ctx context.Context, clientName string) (*model.DeviceCode, error)
+	PollDeviceCode(ctx context.Context, deviceCode string) (*model.DeviceLogin, error)
+	ApproveDevice(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
+	DenyDevice(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
@@ -283,6 +312,7 @@ type QueryResolver interface {
 	Inspector(ctx context.Context, id string) (*model.Inspector, error)
 	Me(ctx context.Context) (*model.Account, error)
 	Tokens(ctx context.Context) ([]*model.Token, error)
+	DeviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
 	Endpoints(ctx context.Context) ([]*model.Endpoint, error)
 	Endpoint(ctx context.Context, id string) (*model.Endpoint, error)
 	Delivery(ctx context.Context, id string) (*model.Delivery, error)
@@ -613,6 +643,75 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeliveryEdge.Node(childComplexity), true
+
+	case "DeviceAuthorization.clientName":
+		if e.ComplexityRoot.DeviceAuthorization.ClientName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceAuthorization.ClientName(childComplexity), true
+	case "DeviceAuthorization.expiresAt":
+		if e.ComplexityRoot.DeviceAuthorization.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceAuthorization.ExpiresAt(childComplexity), true
+	case "DeviceAuthorization.requestedAt":
+		if e.ComplexityRoot.DeviceAuthorization.RequestedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceAuthorization.RequestedAt(childComplexity), true
+	case "DeviceAuthorization.status":
+		if e.ComplexityRoot.DeviceAuthorization.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceAuthorization.Status(childComplexity), true
+
+	case "DeviceCode.deviceCode":
+		if e.ComplexityRoot.DeviceCode.DeviceCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceCode.DeviceCode(childComplexity), true
+	case "DeviceCode.expiresIn":
+		if e.ComplexityRoot.DeviceCode.ExpiresIn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceCode.ExpiresIn(childComplexity), true
+	case "DeviceCode.interval":
+		if e.ComplexityRoot.DeviceCode.Interval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceCode.Interval(childComplexity), true
+	case "DeviceCode.userCode":
+		if e.ComplexityRoot.DeviceCode.UserCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceCode.UserCode(childComplexity), true
+	case "DeviceCode.verificationPath":
+		if e.ComplexityRoot.DeviceCode.VerificationPath == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceCode.VerificationPath(childComplexity), true
+
+	case "DeviceLogin.account":
+		if e.ComplexityRoot.DeviceLogin.Account == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceLogin.Account(childComplexity), true
+	case "DeviceLogin.token":
+		if e.ComplexityRoot.DeviceLogin.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceLogin.Token(childComplexity), true
 
 	case "Endpoint.agentConnected":
 		if e.ComplexityRoot.Endpoint.AgentConnected == nil {
@@ -951,6 +1050,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Inspector.URL(childComplexity), true
 
+	case "Mutation.approveDevice":
+		if e.ComplexityRoot.Mutation.ApproveDevice == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_approveDevice_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ApproveDevice(childComplexity, args["userCode"].(string)), true
 	case "Mutation.completeForward":
 		if e.ComplexityRoot.Mutation.CompleteForward == nil {
 			break
@@ -1012,6 +1122,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteEndpoint(childComplexity, args["id"].(string)), true
+	case "Mutation.denyDevice":
+		if e.ComplexityRoot.Mutation.DenyDevice == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_denyDevice_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DenyDevice(childComplexity, args["userCode"].(string)), true
+	case "Mutation.pollDeviceCode":
+		if e.ComplexityRoot.Mutation.PollDeviceCode == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_pollDeviceCode_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PollDeviceCode(childComplexity, args["deviceCode"].(string)), true
+	case "Mutation.requestDeviceCode":
+		if e.ComplexityRoot.Mutation.RequestDeviceCode == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_requestDeviceCode_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RequestDeviceCode(childComplexity, args["clientName"].(string)), true
 	case "Mutation.retryDelivery":
 		if e.ComplexityRoot.Mutation.RetryDelivery == nil {
 			break
@@ -1100,6 +1243,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Delivery(childComplexity, args["id"].(string)), true
+	case "Query.deviceAuthorization":
+		if e.ComplexityRoot.Query.DeviceAuthorization == nil {
+			break
+		}
+
+		args, err := ec.field_Query_deviceAuthorization_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.DeviceAuthorization(childComplexity, args["userCode"].(string)), true
 	case "Query.endpoint":
 		if e.ComplexityRoot.Query.Endpoint == nil {
 			break
@@ -1678,6 +1832,37 @@ type Token {
   current: Boolean!
 }
 
+"A device code (RFC 8628): the device polls with deviceCode; its user approves userCode in the console."
+type DeviceCode {
+  "Secret to the device: poll with it (pollDeviceCode)."
+  deviceCode: String!
+  "Short code the user types at verificationPath, such as BCDF-GHJK."
+  userCode: String!
+  "The console page where a signed-in user approves the code, relative to the relay's URL: /device."
+  verificationPath: String!
+  "Seconds until both codes expire."
+  expiresIn: Int!
+  "Seconds to wait between polls; a poll sooner is SLOW_DOWN."
+  interval: Int!
+}
+
+"What a device got once its code was approved: a new token of the approver's account, named after the device."
+type DeviceLogin {
+  account: Account!
+  "Shown once; only its hash is stored."
+  token: String!
+}
+
+"A device code waiting for the signed-in user's decision."
+type DeviceAuthorization {
+  "The name the device gave (its hostname): the name of the token it will receive."
+  clientName: String!
+  requestedAt: Time!
+  expiresAt: Time!
+  "pending, approved, denied or redeemed."
+  status: String!
+}
+
 type CreateTokenPayload {
   token: Token!
   "The token itself: shown once; only its hash is stored."
@@ -1786,6 +1971,12 @@ type Query {
   me: Account
   "The signed-in account's tokens that are not revoked (expired ones included), oldest first."
   tokens: [Token!]!
+  """
+  The device code a user code names while it waits for approval (signed in). An unknown,
+  expired or used code is INVALID_INPUT on userCode. Limited per account, with
+  approveDevice and denyDevice, to 10 a minute (RATE_LIMITED beyond).
+  """
+  deviceAuthorization(userCode: String!): DeviceAuthorization!
   endpoints: [Endpoint!]!
   endpoint(id: ID!): Endpoint
   delivery(id: ID!): Delivery
@@ -1817,6 +2008,22 @@ type Mutation {
   issued is NOT_FOUND; revoking a revoked token returns true.
   """
   revokeToken(id: ID!): Boolean!
+  """
+  Device login (RFC 8628), no account needed: a device asks for a code (limited per client
+  address like signUp), shows userCode and the console's verificationPath to its user, and
+  polls every interval seconds.
+  """
+  requestDeviceCode(clientName: String!): DeviceCode!
+  """
+  The device's poll. Until the code is approved: AUTHORIZATION_PENDING; polled sooner than
+  the interval: SLOW_DOWN (wait 5 s more from then on); denied: ACCESS_DENIED; expired or
+  already used: EXPIRED_TOKEN. Once approved, the first poll returns the new token.
+  """
+  pollDeviceCode(deviceCode: String!): DeviceLogin!
+  "Lets the device a user code names log in to the signed-in account (a code is used once)."
+  approveDevice(userCode: String!): DeviceAuthorization!
+  "Refuses the device a user code names; its next poll is ACCESS_DENIED."
+  denyDevice(userCode: String!): DeviceAuthorization!
   createEndpoint(input: CreateEndpointInput!): Endpoint!
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
@@ -1999,6 +2206,46 @@ func (ec *executionContext) childFields_DeliveryEdge(ctx context.Context, field 
 		return ec.fieldContext_DeliveryEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeliveryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_DeviceAuthorization(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "clientName":
+		return ec.fieldContext_DeviceAuthorization_clientName(ctx, field)
+	case "requestedAt":
+		return ec.fieldContext_DeviceAuthorization_requestedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_DeviceAuthorization_expiresAt(ctx, field)
+	case "status":
+		return ec.fieldContext_DeviceAuthorization_status(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeviceAuthorization", field.Name)
+}
+
+func (ec *executionContext) childFields_DeviceCode(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "deviceCode":
+		return ec.fieldContext_DeviceCode_deviceCode(ctx, field)
+	case "userCode":
+		return ec.fieldContext_DeviceCode_userCode(ctx, field)
+	case "verificationPath":
+		return ec.fieldContext_DeviceCode_verificationPath(ctx, field)
+	case "expiresIn":
+		return ec.fieldContext_DeviceCode_expiresIn(ctx, field)
+	case "interval":
+		return ec.fieldContext_DeviceCode_interval(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeviceCode", field.Name)
+}
+
+func (ec *executionContext) childFields_DeviceLogin(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "account":
+		return ec.fieldContext_DeviceLogin_account(ctx, field)
+	case "token":
+		return ec.fieldContext_DeviceLogin_token(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeviceLogin", field.Name)
 }
 
 func (ec *executionContext) childFields_Endpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2405,6 +2652,20 @@ func (ec *executionContext) field_Inspector_deliveries_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_approveDevice_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userCode",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userCode"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_completeForward_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2480,6 +2741,48 @@ func (ec *executionContext) field_Mutation_deleteEndpoint_args(ctx context.Conte
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_denyDevice_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userCode",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userCode"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_pollDeviceCode_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "deviceCode",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["deviceCode"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_requestDeviceCode_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "clientName",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["clientName"] = arg0
 	return args, nil
 }
 
@@ -2580,6 +2883,20 @@ func (ec *executionContext) field_Query_delivery_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_deviceAuthorization_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userCode",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userCode"] = arg0
 	return args, nil
 }
 
@@ -4015,6 +4332,268 @@ func (ec *executionContext) fieldContext_DeliveryEdge_node(_ context.Context, fi
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _DeviceAuthorization_clientName(ctx context.Context, field graphql.CollectedField, obj *model.DeviceAuthorization) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceAuthorization_clientName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ClientName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceAuthorization_clientName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceAuthorization", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceAuthorization_requestedAt(ctx context.Context, field graphql.CollectedField, obj *model.DeviceAuthorization) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceAuthorization_requestedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceAuthorization_requestedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceAuthorization", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceAuthorization_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.DeviceAuthorization) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceAuthorization_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceAuthorization_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceAuthorization", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceAuthorization_status(ctx context.Context, field graphql.CollectedField, obj *model.DeviceAuthorization) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceAuthorization_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceAuthorization_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceAuthorization", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceCode_deviceCode(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceCode_deviceCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeviceCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceCode_deviceCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceCode_userCode(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceCode_userCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceCode_userCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceCode_verificationPath(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceCode_verificationPath(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VerificationPath, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceCode_verificationPath(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceCode_expiresIn(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceCode_expiresIn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresIn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceCode_expiresIn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceCode_interval(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceCode_interval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Interval, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceCode_interval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _DeviceLogin_account(ctx context.Context, field graphql.CollectedField, obj *model.DeviceLogin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceLogin_account(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Account, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Account) graphql.Marshaler {
+			return ec.marshalNAccount2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccount(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceLogin_account(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DeviceLogin",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Account(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DeviceLogin_token(ctx context.Context, field graphql.CollectedField, obj *model.DeviceLogin) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceLogin_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceLogin_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceLogin", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Endpoint_id(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
@@ -5540,6 +6119,182 @@ func (ec *executionContext) fieldContext_Mutation_revokeToken(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_requestDeviceCode(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_requestDeviceCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RequestDeviceCode(ctx, fc.Args["clientName"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeviceCode) graphql.Marshaler {
+			return ec.marshalNDeviceCode2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceCode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_requestDeviceCode(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeviceCode(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_requestDeviceCode_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_pollDeviceCode(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_pollDeviceCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PollDeviceCode(ctx, fc.Args["deviceCode"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeviceLogin) graphql.Marshaler {
+			return ec.marshalNDeviceLogin2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceLogin(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_pollDeviceCode(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeviceLogin(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_pollDeviceCode_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_approveDevice(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_approveDevice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ApproveDevice(ctx, fc.Args["userCode"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeviceAuthorization) graphql.Marshaler {
+			return ec.marshalNDeviceAuthorization2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceAuthorization(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_approveDevice(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeviceAuthorization(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_approveDevice_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_denyDevice(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_denyDevice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DenyDevice(ctx, fc.Args["userCode"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeviceAuthorization) graphql.Marshaler {
+			return ec.marshalNDeviceAuthorization2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceAuthorization(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_denyDevice(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeviceAuthorization(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_denyDevice_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createEndpoint(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5979,6 +6734,50 @@ func (ec *executionContext) fieldContext_Query_tokens(_ context.Context, field g
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Token(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_deviceAuthorization(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_deviceAuthorization(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().DeviceAuthorization(ctx, fc.Args["userCode"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeviceAuthorization) graphql.Marshaler {
+			return ec.marshalNDeviceAuthorization2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceAuthorization(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_deviceAuthorization(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeviceAuthorization(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_deviceAuthorization_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -8686,6 +9485,163 @@ func (ec *executionContext) _DeliveryEdge(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var deviceAuthorizationImplementors = []string{"DeviceAuthorization"}
+
+func (ec *executionContext) _DeviceAuthorization(ctx context.Context, sel ast.SelectionSet, obj *model.DeviceAuthorization) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deviceAuthorizationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DeviceAuthorization")
+		case "clientName":
+			out.Values[i] = ec._DeviceAuthorization_clientName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestedAt":
+			out.Values[i] = ec._DeviceAuthorization_requestedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._DeviceAuthorization_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._DeviceAuthorization_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var deviceCodeImplementors = []string{"DeviceCode"}
+
+func (ec *executionContext) _DeviceCode(ctx context.Context, sel ast.SelectionSet, obj *model.DeviceCode) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deviceCodeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DeviceCode")
+		case "deviceCode":
+			out.Values[i] = ec._DeviceCode_deviceCode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "userCode":
+			out.Values[i] = ec._DeviceCode_userCode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verificationPath":
+			out.Values[i] = ec._DeviceCode_verificationPath(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresIn":
+			out.Values[i] = ec._DeviceCode_expiresIn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "interval":
+			out.Values[i] = ec._DeviceCode_interval(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var deviceLoginImplementors = []string{"DeviceLogin"}
+
+func (ec *executionContext) _DeviceLogin(ctx context.Context, sel ast.SelectionSet, obj *model.DeviceLogin) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deviceLoginImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DeviceLogin")
+		case "account":
+			out.Values[i] = ec._DeviceLogin_account(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._DeviceLogin_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var endpointImplementors = []string{"Endpoint"}
 
 func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet, obj *model.Endpoint) graphql.Marshaler {
@@ -9352,6 +10308,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "requestDeviceCode":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_requestDeviceCode(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pollDeviceCode":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_pollDeviceCode(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approveDevice":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_approveDevice(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "denyDevice":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_denyDevice(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createEndpoint":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createEndpoint(ctx, field)
@@ -9561,6 +10545,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_tokens(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "deviceAuthorization":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_deviceAuthorization(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -10341,6 +11347,48 @@ func (ec *executionContext) marshalNDeliveryEdge2ᚖgithubᚗcomᚋrelayhqᚋrel
 		return graphql.Null
 	}
 	return ec._DeliveryEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDeviceAuthorization2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceAuthorization(ctx context.Context, sel ast.SelectionSet, v model.DeviceAuthorization) graphql.Marshaler {
+	return ec._DeviceAuthorization(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNDeviceAuthorization2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceAuthorization(ctx context.Context, sel ast.SelectionSet, v *model.DeviceAuthorization) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._DeviceAuthorization(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDeviceCode2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceCode(ctx context.Context, sel ast.SelectionSet, v model.DeviceCode) graphql.Marshaler {
+	return ec._DeviceCode(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNDeviceCode2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceCode(ctx context.Context, sel ast.SelectionSet, v *model.DeviceCode) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._DeviceCode(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDeviceLogin2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceLogin(ctx context.Context, sel ast.SelectionSet, v model.DeviceLogin) graphql.Marshaler {
+	return ec._DeviceLogin(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNDeviceLogin2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceLogin(ctx context.Context, sel ast.SelectionSet, v *model.DeviceLogin) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._DeviceLogin(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNEndpoint2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx context.Context, sel ast.SelectionSet, v model.Endpoint) graphql.Marshaler {

@@ -194,6 +194,37 @@ type DeliveryFilter struct {
 	ProviderDeliveryID *string `json:"providerDeliveryId,omitempty"`
 }
 
+// A device code waiting for the signed-in user's decision.
+type DeviceAuthorization struct {
+	// The name the device gave (its hostname): the name of the token it will receive.
+	ClientName  string    `json:"clientName"`
+	RequestedAt time.Time `json:"requestedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	// pending, approved, denied or redeemed.
+	Status string `json:"status"`
+}
+
+// A device code (RFC 8628): the device polls with deviceCode; its user approves userCode in the console.
+type DeviceCode struct {
+	// Secret to the device: poll with it (pollDeviceCode).
+	DeviceCode string `json:"deviceCode"`
+	// Short code the user types at verificationPath, such as BCDF-GHJK.
+	UserCode string `json:"userCode"`
+	// The console page where a signed-in user approves the code, relative to the relay's URL: /device.
+	VerificationPath string `json:"verificationPath"`
+	// Seconds until both codes expire.
+	ExpiresIn int `json:"expiresIn"`
+	// Seconds to wait between polls; a poll sooner is SLOW_DOWN.
+	Interval int `json:"interval"`
+}
+
+// What a device got once its code was approved: a new token of the approver's account, named after the device.
+type DeviceLogin struct {
+	Account *Account `json:"account"`
+	// Shown once; only its hash is stored.
+	Token string `json:"token"`
+}
+
 type Endpoint struct {
 	ID              string       `json:"id"`
 	Name            string       `json:"name"`

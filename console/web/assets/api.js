@@ -83,3 +83,13 @@ export const CREATE_TOKEN = `mutation CreateToken($name: String!, $expiresIn: St
 }`;
 
 export const REVOKE_TOKEN = `mutation RevokeToken($id: ID!) { revokeToken(id: $id) }`;
+
+export const DEVICE_FIELDS = `clientName requestedAt expiresAt status`;
+
+export const DEVICE_AUTHORIZATION = `query DeviceAuthorization($code: String!) {
+  deviceAuthorization(userCode: $code) { ${DEVICE_FIELDS} }
+}`;
+
+export const APPROVE_DEVICE = `mutation ApproveDevice($code: String!) { approveDevice(userCode: $code) { ${DEVICE_FIELDS} } }`;
+
+export const DENY_DEVICE = `mutation DenyDevice($code: String!) { denyDevice(userCode: $code) { ${DEVICE_FIELDS} } }`;

@@ -3,6 +3,7 @@ import { h, replace } from './dom.js';
 import { homePage } from './home.js';
 import { historyPage } from './history.js';
 import { settingsPage } from './settings.js';
+import { devicePage } from './device.js';
 import { currentAccount, loadSession, onSessionChange, signOut } from './session.js';
 import { setToken } from './graphql.js';
 
@@ -25,6 +26,8 @@ function route() {
   if (path === '/' || path === '') {
     document.title = 'Relay';
     page = homePage(main, { navigate });
+  } else if (path === '/device' || path === '/device/') {
+    page = devicePage(main);
   } else if (path === '/settings' || path === '/settings/') {
     page = settingsPage(main, { navigate });
   } else if ((m = /^\/([ie])\/([^/]+)\/?$/.exec(path))) {

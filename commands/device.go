@@ -1,0 +1,189 @@
+package commands
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// DeviceCode is what a device that asked to log in is given: its secret
+// device code (to poll with), the user code its user types in the console,
+// when both expire, and how often it may poll.
+type DeviceCode struct {
+	DeviceCode string
+	UserCode   string // XXXX-XXXX
+	ExpiresAt  time.Time
+	Lifetime   time.Duration // from now to ExpiresAt
+	Interval   time.Duration
+}
+
+// newUserCode returns a random user code in its normal form.
+func newUserCode() string {
+	const n = len(domain.UserCodeAlphabet)
+	b := make([]byte, 8)
+	out := make([]byte, 8)
+	for i := 0; i < 8; {
+		_, _ = rand.Read(b[:1])
+		if int(b[0]) >= 256/n*n { // unbiased: reject the uneven tail
+			continue
+		}
+		out[i] = domain.UserCodeAlphabet[int(b[0])%n]
+		i++
+	}
+	return string(out)
+}
+
+// RequestDeviceCode opens a device code for a device named clientName
+// (RFC 8628 §3.1). Both codes are returned once; only their hashes are
+// recorded.
+func (s *Service) RequestDeviceCode(ctx context.Context, clientName string) (DeviceCode, error) {
+	random, _ := NewToken()
+	deviceCode := "rdc_" + strings.TrimPrefix(random, "rly_") // a device code is no API token: say so
+	deviceHash := HashToken(deviceCode)
+	userCode := newUserCode()
+	id := NewEventID()
+	expires := s.now().Add(domain.DeviceCodeLifetime)
+	d, err := domain.RequestDeviceCode(id, deviceHash, HashToken(userCode), clientName, expires)
+	if err != nil {
+		return DeviceCode{}, err
+	}
+	if _, err := s.append(ctx, domain.DeviceStream(id), d.Expected(), domain.Trace{CorrelationID: id}, d.Changes()); err != nil {
+		return DeviceCode{}, err
+	}
+	return DeviceCode{DeviceCode: deviceCode, UserCode: domain.DisplayUserCode(userCode), ExpiresAt: expires, Lifetime: domain.DeviceCodeLifetime, Interval: domain.DevicePollInterval}, nil
+}
+
+// errUnknownUserCode is every user code the relay cannot act on in the
+// same words, so that guessing learns nothing but "no".
+var errUnknownUserCode = &domain.InvalidInputError{Field: "userCode", Reason: "no such code waits for approval: check it, or run `relay login` again for a new one"}
+
+// PendingDevice returns the device code a user code names while it waits
+// for a decision (for the console to show what is being approved).
+func (s *Service) PendingDevice(ctx context.Context, userCode string) (readmodel.DeviceCode, error) {
+	normal := domain.NormalUserCode(userCode)
+	if normal == "" {
+		return readmodel.DeviceCode{}, &domain.InvalidInputError{Field: "userCode", Reason: "a code is 8 letters, such as BCDF-GHJK"}
+	}
+	d, err := s.views.DeviceByHash(ctx, HashToken(normal), true)
+	if errors.Is(err, domain.ErrNotFound) {
+		return readmodel.DeviceCode{}, errUnknownUserCode
+	}
+	if err != nil {
+		return readmodel.DeviceCode{}, err
+	}
+	switch {
+	case !s.now().Before(d.ExpiresAt):
+		return readmodel.DeviceCode{}, &domain.InvalidInputError{Field: "userCode", Reason: "this code expired: run `relay login` again for a new one"}
+	case d.Status != readmodel.DevicePending:
+		return readmodel.DeviceCode{}, &domain.InvalidInputError{Field: "userCode", Reason: "this code was already used"}
+	}
+	return d, nil
+}
+
+// DecideDevice approves (or denies) the device a user code names, for the
+// account: once approved, the device's next poll receives a new token of
+// the account.
+func (s *Service) DecideDevice(ctx context.Context, accountID, userCode string, approve bool) (readmodel.DeviceCode, error) {
+	d, err := s.PendingDevice(ctx, userCode)
+	if err != nil {
+		return readmodel.DeviceCode{}, err
+	}
+	err = conflict.Retry(ctx, conflictTries, func(int) error {
+		events, err := s.load(ctx, domain.DeviceStream(d.ID))
+		if err != nil {
+			return err
+		}
+		agg := domain.LoadDeviceAuthorization(events)
+		if approve {
+			err = agg.Approve(accountID, s.now())
+		} else {
+			err = agg.Deny(accountID, s.now())
+		}
+		if err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.DeviceStream(d.ID), agg.Expected(), domain.Trace{CorrelationID: d.ID}, agg.Changes())
+		return err
+	})
+	if err != nil {
+		return readmodel.DeviceCode{}, err
+	}
+	return s.views.DeviceByHash(ctx, HashToken(domain.NormalUserCode(userCode)), true)
+}
+
+// PollDevice is the device's poll (RFC 8628 §3.4): while the code waits it
+// is domain.ErrAuthorizationPending (ErrSlowDown when polled more often
+// than the interval), ErrAccessDenied once denied, ErrExpiredToken once
+// expired or used; once approved, the first poll receives a new token of
+// the approver's account named after the device, and the code is used up.
+func (s *Service) PollDevice(ctx context.Context, deviceCode string) (readmodel.Account, string, error) {
+	d, err := s.views.DeviceByHash(ctx, HashToken(deviceCode), false)
+	if errors.Is(err, domain.ErrNotFound) {
+		return readmodel.Account{}, "", &domain.InvalidInputError{Field: "deviceCode", Reason: "unknown device code"}
+	}
+	if err != nil {
+		return readmodel.Account{}, "", err
+	}
+	now := s.now()
+	if s.pollTooSoon(d.ID, now) {
+		return readmodel.Account{}, "", domain.ErrSlowDown
+	}
+	switch {
+	case d.Status == readmodel.DeviceDenied:
+		return readmodel.Account{}, "", domain.ErrAccessDenied
+	case d.Status == readmodel.DeviceRedeemed || !now.Before(d.ExpiresAt):
+		return readmodel.Account{}, "", domain.ErrExpiredToken
+	case d.Status == readmodel.DevicePending:
+		return readmodel.Account{}, "", domain.ErrAuthorizationPending
+	}
+	// Approved: use the code up first (its stream's revision makes the
+	// redemption single), then issue the token it was redeemed for.
+	tokenID := NewEventID()
+	var accountID, name string
+	err = conflict.Retry(ctx, conflictTries, func(int) error {
+		events, err := s.load(ctx, domain.DeviceStream(d.ID))
+		if err != nil {
+			return err
+		}
+		agg := domain.LoadDeviceAuthorization(events)
+		if err := agg.Redeem(tokenID, now); err != nil {
+			return err
+		}
+		accountID, name = agg.AccountID(), agg.ClientName()
+		_, err = s.append(ctx, domain.DeviceStream(d.ID), agg.Expected(), domain.Trace{CorrelationID: d.ID}, agg.Changes())
+		return err
+	})
+	if err != nil {
+		return readmodel.Account{}, "", err
+	}
+	_, token, err := s.issueToken(ctx, accountID, tokenID, name, 0, d.ID)
+	if err != nil {
+		return readmodel.Account{}, "", err
+	}
+	acc, err := s.views.Account(ctx, accountID)
+	return acc, token, err
+}
+
+// pollTooSoon notes a poll of a device code and reports whether it came
+// sooner than the interval allows (a second early is let through: the
+// device's clock and the network are not exact).
+func (s *Service) pollTooSoon(id string, now time.Time) bool {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	last, seen := s.polls[id]
+	s.polls[id] = now
+	if len(s.polls) > 10_000 { // bound memory: forget polls of codes long expired
+		for k, at := range s.polls {
+			if now.Sub(at) > domain.DeviceCodeLifetime {
+				delete(s.polls, k)
+			}
+		}
+	}
+	return seen && now.Sub(last) < domain.DevicePollInterval-time.Second
+}

@@ -1,0 +1,82 @@
+package graph
+
+import (
+	"context"
+	"time"
+
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// DevicePath is the console page where a user approves a device code.
+const DevicePath = "/device"
+
+// DeviceDecisionRate bounds what one account may try with user codes
+// (look one up, approve, deny): a few codes a minute is all a person
+// types, and a user code must not be guessable by trying many.
+var DeviceDecisionRate = ratelimit.Rate{N: 10, Per: time.Minute, Burst: 10}
+
+// maxDeviceDeciders bounds the per-account buckets of DeviceDecisionRate.
+const maxDeviceDeciders = 100_000
+
+func (r *Resolver) requestDeviceCode(ctx context.Context, clientName string) (*model.DeviceCode, error) {
+	if err := r.limitAnonymous(ctx); err != nil {
+		return nil, err
+	}
+	d, err := r.Service.RequestDeviceCode(ctx, clientName)
+	if err != nil {
+		return nil, err
+	}
+	return &model.DeviceCode{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationPath: DevicePath,
+		ExpiresIn: int(d.Lifetime.Seconds()), Interval: int(d.Interval.Seconds())}, nil
+}
+
+func (r *Resolver) pollDeviceCode(ctx context.Context, deviceCode string) (*model.DeviceLogin, error) {
+	acc, token, err := r.Service.PollDevice(ctx, deviceCode)
+	if err != nil {
+		return nil, err
+	}
+	return &model.DeviceLogin{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
+}
+
+// deviceDecider is the signed-in account that may try one more user code.
+func (r *Resolver) deviceDecider(ctx context.Context) (readmodel.Account, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return readmodel.Account{}, err
+	}
+	r.deviceOnce.Do(func() { r.deviceLimit = ratelimit.NewKeyed(DeviceDecisionRate, maxDeviceDeciders) })
+	if ok, retry := r.deviceLimit.Allow(acc.ID, time.Now()); !ok {
+		return readmodel.Account{}, &RateLimitedError{RetryAfter: retry}
+	}
+	return acc, nil
+}
+
+func (r *Resolver) deviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error) {
+	if _, err := r.deviceDecider(ctx); err != nil {
+		return nil, err
+	}
+	d, err := r.Service.PendingDevice(ctx, userCode)
+	if err != nil {
+		return nil, err
+	}
+	return deviceModel(d), nil
+}
+
+func (r *Resolver) decideDevice(ctx context.Context, userCode string, approve bool) (*model.DeviceAuthorization, error) {
+	acc, err := r.deviceDecider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.Service.DecideDevice(ctx, acc.ID, userCode, approve)
+	if err != nil {
+		return nil, err
+	}
+	return deviceModel(d), nil
+}
+
+func deviceModel(d readmodel.DeviceCode) *model.DeviceAuthorization {
+	return &model.DeviceAuthorization{ClientName: d.ClientName, RequestedAt: d.CreatedAt, ExpiresAt: d.ExpiresAt, Status: d.Status}
+}
+
