@@ -79,4 +79,3 @@ func (r *Resolver) decideDevice(ctx context.Context, userCode string, approve bo
 func deviceModel(d readmodel.DeviceCode) *model.DeviceAuthorization {
 	return &model.DeviceAuthorization{ClientName: d.ClientName, RequestedAt: d.CreatedAt, ExpiresAt: d.ExpiresAt, Status: d.Status}
 }
-

@@ -64,7 +64,9 @@ func TestDeviceLogin(t *testing.T) {
 	}
 	tick(5 * time.Second)
 
-	var seen struct{ DeviceAuthorization struct{ ClientName, Status string } }
+	var seen struct {
+		DeviceAuthorization struct{ ClientName, Status string }
+	}
 	lower := strings.ToLower(strings.ReplaceAll(dc.UserCode, "-", " "))
 	e.c.MustPost(`query($c: String!) { deviceAuthorization(userCode: $c) { clientName status } }`, &seen, client.Var("c", lower), bearerOpt(ada))
 	if seen.DeviceAuthorization.ClientName != "ada-laptop" || seen.DeviceAuthorization.Status != "pending" {
