@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -219,5 +220,58 @@ func TestRevocationReachesEveryNode(t *testing.T) {
 	harness.Eventually(t, 15*time.Second, "the agent on B to stop", agent.Exited)
 	if _, code := agent.ExitCode(); code != 2 || !strings.Contains(agent.Output(), "token revoked") {
 		t.Fatalf("the agent on B exited %d, want 2 saying the token was revoked:\n%s", code, agent.Output())
+	}
+}
+
+// TestDeviceLoginCLI: `relay login` with no token prints a code and the
+// console page; approving the code through the API logs the CLI in with a
+// token named after the machine; a denied code ends the CLI with a clear
+// refusal (exit 2) and stores nothing.
+func TestDeviceLoginCLI(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	owner := signUpTenant(t, r, "owner")
+	codeRe := regexp.MustCompile(`(?s)open (\S+)/device\?code=([A-Z]{4}-[A-Z]{4}).*shows the code ([A-Z]{4}-[A-Z]{4})`)
+	start := func(h cliHome) (*harness.Process, string) {
+		t.Helper()
+		p := harness.StartWith(t, h.command(""), "login", "--server", r.BareURL()) // standard input: /dev/null, no token
+		m := waitOutput(t, p, codeRe)
+		if m[1] != r.BareURL() || m[2] != m[3] {
+			t.Fatalf("relay login printed %q", m[0])
+		}
+		return p, m[2]
+	}
+	host, _ := os.Hostname()
+
+	approved := newCLIHome(t)
+	login, code := start(approved)
+	var seen struct{ DeviceAuthorization struct{ ClientName string } }
+	r.MustGraphQL(t, owner.Token, `query($c: String!){ deviceAuthorization(userCode: $c){ clientName } }`, map[string]any{"c": code}, &seen)
+	if seen.DeviceAuthorization.ClientName != host {
+		t.Fatalf("the code names %q, want this machine %q", seen.DeviceAuthorization.ClientName, host)
+	}
+	var ok struct{ ApproveDevice struct{ Status string } }
+	r.MustGraphQL(t, owner.Token, `mutation($c: String!){ approveDevice(userCode: $c){ status } }`, map[string]any{"c": code}, &ok)
+	harness.Eventually(t, 30*time.Second, "relay login to finish", login.Exited)
+	if _, exit := login.ExitCode(); exit != 0 || !strings.Contains(login.Output(), "logged in to "+r.BareURL()+" as owner") {
+		t.Fatalf("relay login exited %d:\n%s", exit, login.Output())
+	}
+	list := approved.tokens(t)
+	if len(list) != 2 || list[1].Name != host || !list[1].Current {
+		t.Fatalf("tokens after the device login: %+v", list)
+	}
+	if code := r.ErrorCode(t, owner.Token, `mutation($c: String!){ approveDevice(userCode: $c){ status } }`, map[string]any{"c": code}); code != "INVALID_INPUT" {
+		t.Fatalf("approving the used code again: %q, want INVALID_INPUT", code)
+	}
+
+	denied := newCLIHome(t)
+	login, code = start(denied)
+	r.MustGraphQL(t, owner.Token, `mutation($c: String!){ denyDevice(userCode: $c){ status } }`, map[string]any{"c": code}, &struct{ DenyDevice struct{ Status string } }{})
+	harness.Eventually(t, 30*time.Second, "relay login to stop", login.Exited)
+	if _, exit := login.ExitCode(); exit != 2 || !strings.Contains(login.Output(), "denied") {
+		t.Fatalf("a denied relay login exited %d, want 2 saying it was denied:\n%s", exit, login.Output())
+	}
+	if cfg, _ := denied.stored(t); cfg.Token != "" {
+		t.Fatalf("a denied login stored %+v", cfg)
 	}
 }
