@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,10 @@ type Presence interface {
 type Config struct {
 	InspectorTTL   time.Duration
 	ForwardTimeout time.Duration
-	SignupOpen     bool
+	// Signup says who may sign up; empty: SignupOpen decides (true: open,
+	// false: closed), as before modes existed.
+	Signup     domain.SignupMode
+	SignupOpen bool
 	// ViewsWait bounds how long a command waits for the views to show its
 	// own change; beyond, it fails with domain.ErrUnavailable rather than
 	// hang while the views are stuck (a full disk). 0 means DefaultViewsWait.
@@ -132,12 +136,96 @@ func (s *Service) CreateInspector(ctx context.Context) (readmodel.Inspector, err
 	return s.views.Inspector(ctx, id)
 }
 
-// SignUp creates an account and returns its first token, which is never stored.
-func (s *Service) SignUp(ctx context.Context, name string) (readmodel.Account, string, error) {
-	if !s.cfg.SignupOpen {
-		return readmodel.Account{}, "", &domain.InvalidInputError{Field: "signUp", Reason: "sign-up is closed on this relay; ask its operator for a token"}
+// signupMode is the sign-up mode in force.
+func (s *Service) signupMode() domain.SignupMode {
+	switch {
+	case s.cfg.Signup != "":
+		return s.cfg.Signup
+	case s.cfg.SignupOpen:
+		return domain.SignupOpen
 	}
-	return s.CreateAccount(ctx, name)
+	return domain.SignupClosed
+}
+
+// SignupMode says who may sign up on this relay.
+func (s *Service) SignupMode() domain.SignupMode { return s.signupMode() }
+
+// SignUp creates an account and returns its first token, which is never
+// stored. On a relay whose sign-up is by invite, invite is the code of an
+// unused invite, which it spends; an open relay ignores it.
+func (s *Service) SignUp(ctx context.Context, name, invite string) (readmodel.Account, string, error) {
+	switch s.signupMode() {
+	case domain.SignupOpen:
+		return s.CreateAccount(ctx, name)
+	case domain.SignupInvite:
+		return s.signUpByInvite(ctx, name, invite)
+	}
+	return readmodel.Account{}, "", &domain.InvalidInputError{Field: "signUp", Reason: "sign-up is closed on this relay; ask its operator for a token"}
+}
+
+// signUpByInvite spends the invite (its stream's revision makes that
+// single), then creates the account it was spent on.
+func (s *Service) signUpByInvite(ctx context.Context, name, invite string) (readmodel.Account, string, error) {
+	if strings.TrimSpace(invite) == "" {
+		return readmodel.Account{}, "", &domain.InvalidInputError{Field: "invite", Reason: "sign-up on this relay is by invite: ask an account holder or the operator for one"}
+	}
+	id := NewEventID()
+	token, hash := NewToken()
+	a, err := domain.SignUp(id, name, NewEventID(), hash) // refuse a bad name before the invite is spent
+	if err != nil {
+		return readmodel.Account{}, "", err
+	}
+	inviteID, err := s.views.InviteByHash(ctx, HashToken(strings.TrimSpace(invite)))
+	if errors.Is(err, domain.ErrNotFound) {
+		return readmodel.Account{}, "", domain.ErrBadInvite()
+	}
+	if err != nil {
+		return readmodel.Account{}, "", err
+	}
+	err = conflict.Retry(ctx, conflictTries, func(int) error {
+		events, err := s.load(ctx, domain.InviteStream(inviteID))
+		if err != nil {
+			return err
+		}
+		v := domain.LoadInvite(events)
+		if err := v.Use(id, s.now()); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.InviteStream(inviteID), v.Expected(), domain.Trace{CorrelationID: id}, v.Changes())
+		return err
+	})
+	if err != nil {
+		return readmodel.Account{}, "", err
+	}
+	if _, err := s.append(ctx, domain.AccountStream(id), a.Expected(), domain.Trace{CorrelationID: id}, a.Changes()); err != nil {
+		return readmodel.Account{}, "", err
+	}
+	acc, err := s.views.Account(ctx, id)
+	return acc, token, err
+}
+
+// CreateInvite makes a one-time invite to sign up, valid for lifetime (at
+// most domain.InviteLifetime; 0: that long); createdBy is the inviting
+// account, "" for the operator. The code is returned once.
+func (s *Service) CreateInvite(ctx context.Context, createdBy string, lifetime time.Duration) (string, time.Time, error) {
+	if lifetime <= 0 {
+		lifetime = domain.InviteLifetime
+	}
+	if lifetime > domain.InviteLifetime {
+		return "", time.Time{}, &domain.InvalidInputError{Field: "expiresIn", Reason: "an invite lasts at most 7d"}
+	}
+	random, _ := NewToken()
+	code := "rin_" + strings.TrimPrefix(random, "rly_")
+	id := NewEventID()
+	expires := s.now().Add(lifetime)
+	v, err := domain.CreateInvite(id, HashToken(code), createdBy, expires)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if _, err := s.append(ctx, domain.InviteStream(id), v.Expected(), domain.Trace{CorrelationID: id}, v.Changes()); err != nil {
+		return "", time.Time{}, err
+	}
+	return code, expires, nil
 }
 
 // CreateAccount creates an account whatever the sign-up setting (operators).

@@ -27,6 +27,8 @@ type Views interface {
 	// DeviceByHash finds the newest device code by the hash of its device
 	// code, or of its user code when byUser.
 	DeviceByHash(ctx context.Context, hash string, byUser bool) (readmodel.DeviceCode, error)
+	// InviteByHash finds an invite's id by the hash of its code.
+	InviteByHash(ctx context.Context, hash string) (string, error)
 	// Delivery reads a delivery with its headers and bodies;
 	// DeliverySummary without them.
 	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)

@@ -35,6 +35,8 @@ func NewCodec() *Codec {
 		TypeDeviceApproved:       decoderFor[DeviceApproved](),
 		TypeDeviceDenied:         decoderFor[DeviceDenied](),
 		TypeDeviceRedeemed:       decoderFor[DeviceRedeemed](),
+		TypeInviteCreated:        decoderFor[InviteCreated](),
+		TypeInviteUsed:           decoderFor[InviteUsed](),
 		TypeEndpointCreated:      decoderFor[EndpointCreated](),
 		TypeEndpointReconfigured: decoderFor[EndpointReconfigured](),
 		TypeEndpointDeleted:      decoderFor[EndpointDeleted](),

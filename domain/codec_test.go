@@ -31,6 +31,8 @@ func samples() []domain.Event {
 		domain.DeviceApproved{DeviceID: "dev-1", AccountID: "acc-1"},
 		domain.DeviceDenied{DeviceID: "dev-1", AccountID: "acc-1"},
 		domain.DeviceRedeemed{DeviceID: "dev-1", AccountID: "acc-1", TokenID: "tok-2"},
+		domain.InviteCreated{InviteID: "inv-1", CodeHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", CreatedBy: "acc-1", ExpiresAt: "2026-11-28T10:00:00Z"},
+		domain.InviteUsed{InviteID: "inv-1", AccountID: "acc-2"},
 		domain.EndpointCreated{EndpointID: "ep1", AccountID: "acc-1", Name: "stripe", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true},
 		domain.EndpointReconfigured{EndpointID: "ep1", Name: "stripe", Mode: domain.ModeLog},
 		domain.EndpointDeleted{EndpointID: "ep1"},

@@ -90,3 +90,38 @@ func TestDeviceAuthorization(t *testing.T) {
 		t.Errorf("redeem at expiry: %v", err)
 	}
 }
+
+func TestParseSignupMode(t *testing.T) {
+	for in, want := range map[string]domain.SignupMode{"open": domain.SignupOpen, "true": domain.SignupOpen, "INVITE": domain.SignupInvite,
+		"closed": domain.SignupClosed, "false": domain.SignupClosed} {
+		if got, err := domain.ParseSignupMode(in); err != nil || got != want {
+			t.Errorf("ParseSignupMode(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "maybe", "invites"} {
+		if _, err := domain.ParseSignupMode(bad); err == nil {
+			t.Errorf("ParseSignupMode(%q) accepted", bad)
+		}
+	}
+}
+
+func TestInviteIsUsedOnce(t *testing.T) {
+	now := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	v, err := domain.CreateInvite("inv-1", strings.Repeat("a", 64), "acc-1", now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = domain.LoadInvite(v.Changes())
+	if err := v.Use("acc-2", now.Add(time.Hour)); err == nil {
+		t.Error("an expired invite was used")
+	}
+	if err := v.Use("acc-2", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Use("acc-3", now); err == nil {
+		t.Error("an invite was used twice")
+	}
+	if err := domain.LoadInvite(nil).Use("acc-2", now); err == nil {
+		t.Error("an invite that does not exist was used")
+	}
+}

@@ -20,6 +20,8 @@
 //	device.approved.v1      DeviceApproved       a signed-in person approved its user code
 //	device.denied.v1        DeviceDenied         … or denied it
 //	device.redeemed.v1      DeviceRedeemed       the device received its token; the code is used up
+//	invite.created.v1       InviteCreated        an invite to sign up was made (code hash only)
+//	invite.used.v1          InviteUsed           it created an account; it is spent
 //	endpoint.created.v1     EndpointCreated      an account created an Endpoint
 //	endpoint.reconfigured.v1 EndpointReconfigured its settings changed
 //	endpoint.deleted.v1     EndpointDeleted      it was deleted; its address answers 503

@@ -18,6 +18,8 @@ const (
 	TypeDeviceApproved       = "device.approved.v1"
 	TypeDeviceDenied         = "device.denied.v1"
 	TypeDeviceRedeemed       = "device.redeemed.v1"
+	TypeInviteCreated        = "invite.created.v1"
+	TypeInviteUsed           = "invite.used.v1"
 	TypeEndpointCreated      = "endpoint.created.v1"
 	TypeEndpointReconfigured = "endpoint.reconfigured.v1"
 	TypeEndpointDeleted      = "endpoint.deleted.v1"
@@ -127,6 +129,20 @@ type DeviceRedeemed struct {
 	DeviceID  string `json:"device_id"`
 	AccountID string `json:"account_id"`
 	TokenID   string `json:"token_id"`
+}
+
+// InviteCreated records an invite to sign up, by its code's hash only.
+type InviteCreated struct {
+	InviteID  string `json:"invite_id"`
+	CodeHash  string `json:"code_hash"`            // hex SHA-256
+	CreatedBy string `json:"created_by,omitempty"` // the inviting account; empty: the operator
+	ExpiresAt string `json:"expires_at"`           // RFC 3339
+}
+
+// InviteUsed records the account an invite created; it is spent.
+type InviteUsed struct {
+	InviteID  string `json:"invite_id"`
+	AccountID string `json:"account_id"`
 }
 
 // EndpointMode is LOG (record and answer 204) or PROXY (record and forward).
@@ -347,6 +363,8 @@ func (DeviceCodeRequested) EventType() string  { return TypeDeviceCodeRequested 
 func (DeviceApproved) EventType() string       { return TypeDeviceApproved }
 func (DeviceDenied) EventType() string         { return TypeDeviceDenied }
 func (DeviceRedeemed) EventType() string       { return TypeDeviceRedeemed }
+func (InviteCreated) EventType() string        { return TypeInviteCreated }
+func (InviteUsed) EventType() string           { return TypeInviteUsed }
 func (EndpointCreated) EventType() string      { return TypeEndpointCreated }
 func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured }
 func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }

@@ -20,6 +20,7 @@ const (
 	StreamRefusals  StreamKind = "refusals" // named by its address's id
 	StreamLog       StreamKind = "log"      // the log's own records: its checkpoints
 	StreamDevice    StreamKind = "device"   // a device code (RFC 8628)
+	StreamInvite    StreamKind = "invite"   // an invite to sign up
 )
 
 // Stream names, one per aggregate.
@@ -30,6 +31,7 @@ func DeliveryStream(id string) string              { return streamName(StreamDel
 func AgentStream(endpointID string) string         { return streamName(StreamAgent, endpointID) }
 func RefusalsStream(addressID string) string       { return streamName(StreamRefusals, addressID) }
 func DeviceStream(id string) string                { return streamName(StreamDevice, id) }
+func InviteStream(id string) string                { return streamName(StreamInvite, id) }
 func streamName(kind StreamKind, id string) string { return string(kind) + "-" + id }
 
 // CheckpointStream holds the log's signed checkpoints.
@@ -44,7 +46,7 @@ func ParseStream(name string) (kind StreamKind, id string, ok bool) {
 		return "", "", false
 	}
 	switch kind = StreamKind(k); kind {
-	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog, StreamDevice:
+	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog, StreamDevice, StreamInvite:
 		return kind, id, true
 	}
 	return "", "", false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
@@ -78,4 +79,30 @@ func (r *Resolver) decideDevice(ctx context.Context, userCode string, approve bo
 
 func deviceModel(d readmodel.DeviceCode) *model.DeviceAuthorization {
 	return &model.DeviceAuthorization{ClientName: d.ClientName, RequestedAt: d.CreatedAt, ExpiresAt: d.ExpiresAt, Status: d.Status}
+}
+
+// InvitePath is the console page where an invite's holder signs up.
+const InvitePath = "/?invite="
+
+func (r *Resolver) createInvite(ctx context.Context, expiresIn *string) (*model.Invite, error) {
+	createdBy := ""
+	if !r.isAdmin(ctx) {
+		acc, err := r.account(ctx)
+		if err != nil {
+			return nil, err
+		}
+		createdBy = acc.ID
+	}
+	var lifetime time.Duration
+	if expiresIn != nil {
+		var err error
+		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {
+			return nil, err
+		}
+	}
+	code, expires, err := r.Service.CreateInvite(ctx, createdBy, lifetime)
+	if err != nil {
+		return nil, err
+	}
+	return &model.Invite{Code: code, Path: InvitePath + code, ExpiresAt: expires}, nil
 }

@@ -209,7 +209,14 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Query.Endpoints = list(endpointsPerList)
 
 	c.Mutation.CreateInspector = write
-	c.Mutation.SignUp = func(child int, _ string) int { return write(child) }
+	c.Mutation.SignUp = func(child int, _ string, _ *string) int { return write(child) }
+	c.Mutation.CreateInvite = func(child int, _ *string) int { return write(child) }
+	c.Mutation.CreateToken = func(child int, _ string, _ *string) int { return write(child) }
+	c.Mutation.RevokeToken = func(child int, _ string) int { return write(child) }
+	c.Mutation.RequestDeviceCode = func(child int, _ string) int { return write(child) }
+	c.Mutation.PollDeviceCode = func(child int, _ string) int { return write(child) }
+	c.Mutation.ApproveDevice = func(child int, _ string) int { return write(child) }
+	c.Mutation.DenyDevice = func(child int, _ string) int { return write(child) }
 	c.Mutation.CreateAccount = func(child int, _ string) int { return write(child) }
 	c.Mutation.CreateEndpoint = func(child int, _ model.CreateEndpointInput) int { return write(child) }
 	c.Mutation.UpdateEndpoint = func(child int, _ string, _ model.UpdateEndpointInput) int { return write(child) }

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"strings"
 	"errors"
 
 	"github.com/relayhq/relay/domain"
@@ -64,15 +65,20 @@ func (r *mutationResolver) CreateInspector(ctx context.Context) (*model.Inspecto
 }
 
 // SignUp is the resolver for the signUp field.
-func (r *mutationResolver) SignUp(ctx context.Context, name string) (*model.SignUpPayload, error) {
+func (r *mutationResolver) SignUp(ctx context.Context, name string, invite *string) (*model.SignUpPayload, error) {
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
-	acc, token, err := r.Service.SignUp(ctx, name)
+	acc, token, err := r.Service.SignUp(ctx, name, deref(invite))
 	if err != nil {
 		return nil, err
 	}
 	return &model.SignUpPayload{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
+}
+
+// CreateInvite is the resolver for the createInvite field.
+func (r *mutationResolver) CreateInvite(ctx context.Context, expiresIn *string) (*model.Invite, error) {
+	return r.createInvite(ctx, expiresIn)
 }
 
 // CreateAccount is the resolver for the createAccount field.
@@ -206,6 +212,11 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Account, error) {
 // Tokens is the resolver for the tokens field.
 func (r *queryResolver) Tokens(ctx context.Context) ([]*model.Token, error) {
 	return r.tokens(ctx)
+}
+
+// SignupMode is the resolver for the signupMode field.
+func (r *queryResolver) SignupMode(ctx context.Context) (model.SignupMode, error) {
+	return model.SignupMode(strings.ToUpper(string(r.Service.SignupMode()))), nil
 }
 
 // DeviceAuthorization is the resolver for the deviceAuthorization field.

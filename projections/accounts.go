@@ -156,6 +156,20 @@ func (v *Accounts) DeviceByHash(ctx context.Context, hash string, byUser bool) (
 	return d, nil
 }
 
+// InviteByHash returns the id of the invite whose code has the given hex
+// SHA-256 (used or not: its stream decides).
+func (v *Accounts) InviteByHash(ctx context.Context, hash string) (string, error) {
+	var id string
+	err := v.r.QueryRowContext(ctx, "SELECT id FROM invites WHERE code_hash = ?", hash).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("invite: %w", domain.ErrNotFound) // never echo a code
+	}
+	if err != nil {
+		return "", fmt.Errorf("read invite: %w", err)
+	}
+	return id, nil
+}
+
 func scanAccount(row *sql.Row) (readmodel.Account, error) {
 	var (
 		a       readmodel.Account

@@ -57,6 +57,12 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 	case domain.DeviceRedeemed:
 		n, err = t.exec(qDeviceStatus, readmodel.DeviceRedeemed, p.AccountID, p.DeviceID)
 		handled = true
+	case domain.InviteCreated:
+		n, err = t.exec(qInviteCreated, p.InviteID, p.CodeHash, p.CreatedBy, rfc3339Nanos(p.ExpiresAt))
+		handled = true
+	case domain.InviteUsed:
+		n, err = t.exec(qInviteUsed, p.AccountID, p.InviteID)
+		handled = true
 	}
 	if err != nil {
 		return n, handled, err

@@ -100,6 +100,31 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error { return a.RevokeToken("tok-a-" + n) })
 		},
 		func() (uint64, error) {
+			used := tick()
+			return w.save(ctx, domain.AccountStream(acct), domain.Any(), used,
+				domain.TokenUsed{AccountID: acct, TokenID: "tok-b-" + n, At: used.Format(time.RFC3339Nano)})
+		},
+		func() (uint64, error) {
+			d, err := domain.RequestDeviceCode("dev-"+n, hashToken("device-"+n), hashToken("user-"+n), "laptop "+n, at.Add(10*time.Minute))
+			if err != nil {
+				return 0, err
+			}
+			if err := d.Approve(acct, at); err != nil {
+				return 0, err
+			}
+			return w.save(ctx, domain.DeviceStream("dev-"+n), d.Expected(), tick(), d.Changes()...)
+		},
+		func() (uint64, error) {
+			v, err := domain.CreateInvite("inv-"+n, hashToken("invite-"+n), acct, at.Add(time.Hour))
+			if err != nil {
+				return 0, err
+			}
+			if err := v.Use("acct-invited-"+n, at); err != nil {
+				return 0, err
+			}
+			return w.save(ctx, domain.InviteStream("inv-"+n), v.Expected(), tick(), v.Changes()...)
+		},
+		func() (uint64, error) {
 			return w.agent(ctx, ep, domain.AgentDisconnected{EndpointID: ep, AgentID: "ag-1-" + n, Reason: "bye"}, tick())
 		},
 		func() (uint64, error) { return w.expireInspector(ctx, insp, at, at.Add(2*time.Hour)) },

@@ -46,6 +46,10 @@ const (
 		VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (id) DO NOTHING`
 	qDeviceStatus = `UPDATE device_codes SET status = ?, account_id = ? WHERE id = ?`
 
+	qInviteCreated = `INSERT INTO invites (id, code_hash, created_by, expires_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`
+	qInviteUsed = `UPDATE invites SET used_by = ? WHERE id = ?`
+
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
 			created_at, last_activity_at, position, updated_position)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8) ON CONFLICT (id) DO NOTHING`
@@ -147,7 +151,7 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
-	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus,
+	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,

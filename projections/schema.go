@@ -19,12 +19,12 @@ import (
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
 // each attempt and when its outcome came (what explanations read); version 7
-// each token's name, expiry and last use, and device codes.
+// each token's name, expiry and last use, device codes and invites.
 const schemaVersion = 7
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
-	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "endpoints",
+	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "invites", "endpoints",
 	"agent_sessions", "deliveries", "attempts", "account_events",
 }
 
@@ -98,6 +98,15 @@ CREATE TABLE IF NOT EXISTS device_codes (
 );
 CREATE INDEX IF NOT EXISTS device_codes_by_device ON device_codes (device_hash);
 CREATE INDEX IF NOT EXISTS device_codes_by_user ON device_codes (user_hash, created_at);
+
+-- Invites to sign up, by their code's hash.
+CREATE TABLE IF NOT EXISTS invites (
+	id         TEXT PRIMARY KEY,
+	code_hash  TEXT NOT NULL UNIQUE,
+	created_by TEXT NOT NULL,
+	expires_at INTEGER NOT NULL,
+	used_by    TEXT NOT NULL DEFAULT ''
+);
 
 CREATE TABLE IF NOT EXISTS endpoints (
 	id               TEXT PRIMARY KEY,

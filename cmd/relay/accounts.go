@@ -4,17 +4,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
 )
 
 func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
-	cmd := &cobra.Command{Use: "accounts", Short: "Manage accounts (when sign-up is closed)",
+	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites (when sign-up is closed or by invite)",
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice`}
 	create := &cobra.Command{
 		Use:     "create --name NAME [--server URL --admin-token T]",
@@ -66,6 +69,79 @@ while a server uses that folder.`,
 	create.Flags().StringVar(&server, "server", "", "URL of the running relay; empty: write to --data directly")
 	create.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	_ = create.MarkFlagRequired("name")
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, accountsInviteCommand(env, stdout))
 	return cmd
+}
+
+func accountsInviteCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var expiresIn, adminToken string
+	cmd := &cobra.Command{
+		Use:   "invite [--expires-in 7d] [--admin-token T]",
+		Short: "Make a one-time invite to sign up (for a relay run with --signup invite)",
+		Example: `  relay accounts invite
+  relay accounts invite --expires-in 2d -o json
+  RELAY_ADMIN_TOKEN=... relay accounts invite --server https://relay.example.com`,
+		Long: `Make an invite: whoever holds its code may create one account, before it
+expires (7 days at most and by default). Any logged-in account may invite;
+so may the operator with the relay's --admin-token. The code is printed
+once, with the console link that signs up with it; on the command line:
+relay login --server URL --signup NAME --invite CODE.`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			vars := map[string]any{}
+			if c.Flags().Changed("expires-in") {
+				if _, err := domain.ParseTokenLifetime(expiresIn); err != nil {
+					return usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
+				}
+				vars["e"] = expiresIn
+			}
+			if err := out.check(); err != nil {
+				return err
+			}
+			var client *apiclient.Client
+			var err error
+			if err := bindEnv(c.Flags(), env); err != nil {
+				return usage(err)
+			}
+			if adminToken != "" {
+				if err := conn.resolve(c.Flags(), env); err != nil {
+					return err
+				}
+				client = conn.client(adminToken)
+			} else if client, err = conn.loggedIn(c.Flags(), env); err != nil {
+				return err
+			}
+			var res struct {
+				CreateInvite struct {
+					Code, Path string
+					ExpiresAt  string
+				}
+			}
+			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path expiresAt } }`, vars, &res); err != nil {
+				return fmt.Errorf("create invite: %w", err)
+			}
+			inv := res.CreateInvite
+			link := strings.TrimRight(conn.server, "/") + inv.Path
+			if out.json() {
+				return writeJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
+			}
+			fmt.Fprintf(stdout, "invite %s (one account, until %s)\nsign up in the console: %s\nor: relay login --server %s --signup NAME --invite %s\n",
+				inv.Code, inv.ExpiresAt, link, conn.server, inv.Code)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime such as 2d or 12h (at most and by default 7d)")
+	cmd.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token, to invite as the operator")
+	return cmd
+}
+
+// inviteJSON is `relay accounts invite -o json`.
+type inviteJSON struct {
+	Code      string `json:"code"`
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expiresAt"`
 }

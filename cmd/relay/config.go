@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
@@ -78,7 +80,7 @@ type serveConfig struct {
 	CaptureCap     byteSize
 	MaxBody        byteSize
 	ForwardTimeout time.Duration
-	Signup         bool
+	Signup         signupFlag
 	AdminToken     string
 	LogLevel       string
 	PublicPort     int
@@ -154,7 +156,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.CaptureCap, "capture-cap", "bytes of each request body stored; larger bodies are marked incomplete")
 	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond)")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", 30*time.Second, "how long a forward may take before the sender gets 504")
-	fs.BoolVar(&c.Signup, "signup", true, "allow anyone to sign up (false: tokens come from `relay accounts create`)")
+	c.Signup = signupFlag(domain.SignupOpen)
+	fs.Var(&c.Signup, "signup", "who may sign up: open (anyone), invite (with an invite an account or the operator made: createInvite, relay accounts invite) or closed (the operator: relay accounts create); true and false mean open and closed")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "token that reads the whole event log through the events query (operators and auditors)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs one line per delivery)")
 	fs.IntVar(&c.PublicPort, "public-port", 0, "port in public URLs when a proxy in front listens elsewhere (default: the listen port)")
@@ -356,7 +359,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 	return app.Config{
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
-		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, SignupOpen: c.Signup, ViewsWait: c.ViewsWait},
+		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
@@ -377,4 +380,18 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		CheckpointInterval: c.CheckpointInterval, CheckpointKey: c.CheckpointKey,
 		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
 	}
+}
+
+// signupFlag is --signup: open, invite or closed, or the boolean it was.
+type signupFlag domain.SignupMode
+
+func (f *signupFlag) String() string { return string(*f) }
+func (f *signupFlag) Type() string   { return "mode" }
+func (f *signupFlag) Set(s string) error {
+	m, err := domain.ParseSignupMode(s)
+	if err != nil {
+		return errors.New("must be open, invite or closed (true and false mean open and closed)")
+	}
+	*f = signupFlag(m)
+	return nil
 }

@@ -21,10 +21,14 @@ func TestServeConfig(t *testing.T) {
 	}{
 		{name: "defaults", check: func(c serveConfig) bool {
 			return c.Listen == "127.0.0.1:8080" && c.Domain == "localhost" && c.CaptureCap == 256<<10 && c.MaxBody == 10<<20 &&
-				c.InspectorTTL == 24*time.Hour && c.ForwardTimeout == 30*time.Second && c.Signup
+				c.InspectorTTL == 24*time.Hour && c.ForwardTimeout == 30*time.Second && c.Signup == "open"
 		}},
+		{name: "signup modes", args: []string{"--signup", "invite"}, check: func(c serveConfig) bool { return c.Signup == "invite" }},
+		{name: "signup true", args: []string{"--signup=true"}, check: func(c serveConfig) bool { return c.Signup == "open" }},
+		{name: "signup closed from env", env: map[string]string{"RELAY_SIGNUP": "closed"}, check: func(c serveConfig) bool { return c.Signup == "closed" }},
+		{name: "signup nonsense", args: []string{"--signup", "maybe"}, wantErr: "open, invite or closed"},
 		{name: "env fills an unset flag", env: map[string]string{"RELAY_INSPECTOR_TTL": "1h", "RELAY_SIGNUP": "false"},
-			check: func(c serveConfig) bool { return c.InspectorTTL == time.Hour && !c.Signup }},
+			check: func(c serveConfig) bool { return c.InspectorTTL == time.Hour && c.Signup == "closed" }},
 		{name: "flag beats env", args: []string{"--inspector-ttl", "2h"}, env: map[string]string{"RELAY_INSPECTOR_TTL": "1h"},
 			check: func(c serveConfig) bool { return c.InspectorTTL == 2*time.Hour }},
 		{name: "dashes become underscores", env: map[string]string{"RELAY_FORWARD_TIMEOUT": "5s", "RELAY_ADMIN_TOKEN": "secret"},

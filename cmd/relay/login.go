@@ -20,7 +20,7 @@ import (
 func loginCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var signup string
+	var signup, invite string
 	var force, device bool
 	cmd := &cobra.Command{
 		Use:   "login --server URL [--token T | --token - | --signup NAME | --device]",
@@ -67,6 +67,8 @@ relay tokens revoke ID stops it).`,
 			ctx := c.Context()
 			var account string
 			switch {
+			case invite != "" && signup == "":
+				return usage(errors.New("--invite goes with --signup NAME: an invite creates an account"))
 			case signup != "" && tokenFlag:
 				return usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
 			case device && (signup != "" || tokenFlag):
@@ -79,7 +81,7 @@ relay tokens revoke ID stops it).`,
 				if err := keepStoredLogin(ctx, conn, stored, force); err != nil {
 					return err
 				}
-				if conn.token, account, err = signUp(ctx, conn.client(""), signup); err != nil {
+				if conn.token, account, err = signUp(ctx, conn.client(""), signup, invite); err != nil {
 					return fmt.Errorf("sign up at %s: %w", conn.server, err)
 				}
 			default:
@@ -113,6 +115,7 @@ relay tokens revoke ID stops it).`,
 	out.flags(cmd.Flags())
 	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
 	cmd.Flags().BoolVar(&force, "force", false, "with --signup: replace a stored login for the same relay (its token is lost to this machine)")
+	cmd.Flags().StringVar(&invite, "invite", "", "with --signup: the invite code on a relay whose sign-up is by invite")
 	cmd.Flags().BoolVar(&device, "device", false, "approve this machine in the relay's console (the default when no token is given and standard input is a terminal)")
 	return cmd
 }
@@ -257,15 +260,19 @@ func deviceLogin(ctx context.Context, client *apiclient.Client, server string, s
 }
 
 // signUp creates an account and returns its token and a description.
-func signUp(ctx context.Context, client *apiclient.Client, name string) (token, account string, err error) {
-	const q = `mutation($name: String!){ signUp(name: $name){ token account{ id name } } }`
+func signUp(ctx context.Context, client *apiclient.Client, name, invite string) (token, account string, err error) {
+	const q = `mutation($name: String!, $invite: String){ signUp(name: $name, invite: $invite){ token account{ id name } } }`
 	var out struct {
 		SignUp struct {
 			Token   string
 			Account struct{ ID, Name string }
 		}
 	}
-	if err := client.Do(ctx, q, map[string]any{"name": name}, &out); err != nil {
+	vars := map[string]any{"name": name}
+	if invite != "" {
+		vars["invite"] = invite
+	}
+	if err := client.Do(ctx, q, vars, &out); err != nil {
 		return "", "", err
 	}
 	a := out.SignUp.Account

@@ -212,12 +212,19 @@ type ComplexityRoot struct {
 		URL             func(childComplexity int) int
 	}
 
+	Invite struct {
+		Code      func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		Path      func(childComplexity int) int
+	}
+
 	Mutation struct {
 		ApproveDevice     func(childComplexity int, userCode string) int
 		CompleteForward   func(childComplexity int, input model.CompleteForwardInput) int
 		CreateAccount     func(childComplexity int, name string) int
 		CreateEndpoint    func(childComplexity int, input model.CreateEndpointInput) int
 		CreateInspector   func(childComplexity int) int
+		CreateInvite      func(childComplexity int, expiresIn *string) int
 		CreateToken       func(childComplexity int, name string, expiresIn *string) int
 		DeleteEndpoint    func(childComplexity int, id string) int
 		DenyDevice        func(childComplexity int, userCode string) int
@@ -225,7 +232,7 @@ type ComplexityRoot struct {
 		RequestDeviceCode func(childComplexity int, clientName string) int
 		RetryDelivery     func(childComplexity int, id string, edit *model.RequestEditInput) int
 		RevokeToken       func(childComplexity int, id string) int
-		SignUp            func(childComplexity int, name string) int
+		SignUp            func(childComplexity int, name string, invite *string) int
 		UpdateEndpoint    func(childComplexity int, id string, input model.UpdateEndpointInput) int
 	}
 
@@ -248,6 +255,7 @@ type ComplexityRoot struct {
 		Events              func(childComplexity int, after *string, first *int) int
 		Inspector           func(childComplexity int, id string) int
 		Me                  func(childComplexity int) int
+		SignupMode          func(childComplexity int) int
 		Tokens              func(childComplexity int) int
 	}
 
@@ -294,7 +302,8 @@ type InspectorResolver interface {
 }
 type MutationResolver interface {
 	CreateInspector(ctx context.Context) (*model.Inspector, error)
-	SignUp(ctx context.Context, name string) (*model.SignUpPayload, error)
+	SignUp(ctx context.Context, name string, invite *string) (*model.SignUpPayload, error)
+	CreateInvite(ctx context.Context, expiresIn *string) (*model.Invite, error)
 	CreateAccount(ctx context.Context, name string) (*model.SignUpPayload, error)
 	CreateToken(ctx context.Context, name string, expiresIn *string) (*model.CreateTokenPayload, error)
 	RevokeToken(ctx context.Context, id string) (bool, error)
@@ -312,6 +321,7 @@ type QueryResolver interface {
 	Inspector(ctx context.Context, id string) (*model.Inspector, error)
 	Me(ctx context.Context) (*model.Account, error)
 	Tokens(ctx context.Context) ([]*model.Token, error)
+	SignupMode(ctx context.Context) (model.SignupMode, error)
 	DeviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
 	Endpoints(ctx context.Context) ([]*model.Endpoint, error)
 	Endpoint(ctx context.Context, id string) (*model.Endpoint, error)
@@ -1050,6 +1060,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Inspector.URL(childComplexity), true
 
+	case "Invite.code":
+		if e.ComplexityRoot.Invite.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invite.Code(childComplexity), true
+	case "Invite.expiresAt":
+		if e.ComplexityRoot.Invite.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invite.ExpiresAt(childComplexity), true
+	case "Invite.path":
+		if e.ComplexityRoot.Invite.Path == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invite.Path(childComplexity), true
+
 	case "Mutation.approveDevice":
 		if e.ComplexityRoot.Mutation.ApproveDevice == nil {
 			break
@@ -1100,6 +1129,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateInspector(childComplexity), true
+	case "Mutation.createInvite":
+		if e.ComplexityRoot.Mutation.CreateInvite == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createInvite_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateInvite(childComplexity, args["expiresIn"].(*string)), true
 	case "Mutation.createToken":
 		if e.ComplexityRoot.Mutation.CreateToken == nil {
 			break
@@ -1187,7 +1227,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.SignUp(childComplexity, args["name"].(string)), true
+		return e.ComplexityRoot.Mutation.SignUp(childComplexity, args["name"].(string), args["invite"].(*string)), true
 	case "Mutation.updateEndpoint":
 		if e.ComplexityRoot.Mutation.UpdateEndpoint == nil {
 			break
@@ -1300,6 +1340,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
+	case "Query.signupMode":
+		if e.ComplexityRoot.Query.SignupMode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.SignupMode(childComplexity), true
 	case "Query.tokens":
 		if e.ComplexityRoot.Query.Tokens == nil {
 			break
@@ -1863,6 +1909,18 @@ type DeviceAuthorization {
   status: String!
 }
 
+"Who may sign up on this relay (relay serve --signup)."
+enum SignupMode { OPEN INVITE CLOSED }
+
+"A one-time invite to sign up: whoever holds code may create one account, before expiresAt."
+type Invite {
+  "Shown once; only its hash is stored."
+  code: String!
+  "The console's sign-up page with the code, relative to the relay's URL: /?invite=CODE."
+  path: String!
+  expiresAt: Time!
+}
+
 type CreateTokenPayload {
   token: Token!
   "The token itself: shown once; only its hash is stored."
@@ -1971,6 +2029,8 @@ type Query {
   me: Account
   "The signed-in account's tokens that are not revoked (expired ones included), oldest first."
   tokens: [Token!]!
+  "Who may sign up here: OPEN (anyone), INVITE (with createInvite's code), CLOSED (the operator: relay accounts create)."
+  signupMode: SignupMode!
   """
   The device code a user code names while it waits for approval (signed in). An unknown,
   expired or used code is INVALID_INPUT on userCode. Limited per account, with
@@ -1994,7 +2054,13 @@ type Mutation {
   extensions.retryAfterSeconds.
   """
   createInspector: Inspector!
-  signUp(name: String!): SignUpPayload!
+  "On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on invite otherwise)."
+  signUp(name: String!, invite: String): SignUpPayload!
+  """
+  A one-time invite to sign up, by a signed-in account or the operator (--admin-token). expiresIn:
+  such as "2d" or "12h", at most and by default 7d.
+  """
+  createInvite(expiresIn: String): Invite!
   "Operator only (the --admin-token): creates an account even when sign-up is closed."
   createAccount(name: String!): SignUpPayload!
   """
@@ -2408,6 +2474,18 @@ func (ec *executionContext) childFields_Inspector(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type Inspector", field.Name)
 }
 
+func (ec *executionContext) childFields_Invite(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "code":
+		return ec.fieldContext_Invite_code(ctx, field)
+	case "path":
+		return ec.fieldContext_Invite_path(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Invite_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Invite", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -2708,6 +2786,20 @@ func (ec *executionContext) field_Mutation_createEndpoint_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createInvite_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "expiresIn",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["expiresIn"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2833,6 +2925,14 @@ func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawA
 		return nil, err
 	}
 	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "invite",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["invite"] = arg1
 	return args, nil
 }
 
@@ -5911,6 +6011,75 @@ func (ec *executionContext) fieldContext_Inspector_deliveries(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Invite_code(ctx context.Context, field graphql.CollectedField, obj *model.Invite) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invite_code(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Code, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invite_code(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Invite_path(ctx context.Context, field graphql.CollectedField, obj *model.Invite) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invite_path(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Path, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invite_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Invite_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Invite) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invite_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invite_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
 func (ec *executionContext) _Mutation_createInspector(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5953,7 +6122,7 @@ func (ec *executionContext) _Mutation_signUp(ctx context.Context, field graphql.
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().SignUp(ctx, fc.Args["name"].(string))
+			return ec.Resolvers.Mutation().SignUp(ctx, fc.Args["name"].(string), fc.Args["invite"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.SignUpPayload) graphql.Marshaler {
@@ -5981,6 +6150,50 @@ func (ec *executionContext) fieldContext_Mutation_signUp(ctx context.Context, fi
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_signUp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createInvite(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createInvite(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateInvite(ctx, fc.Args["expiresIn"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Invite) graphql.Marshaler {
+			return ec.marshalNInvite2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInvite(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createInvite(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invite(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createInvite_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6736,6 +6949,29 @@ func (ec *executionContext) fieldContext_Query_tokens(_ context.Context, field g
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Query_signupMode(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_signupMode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().SignupMode(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SignupMode) graphql.Marshaler {
+			return ec.marshalNSignupMode2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignupMode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_signupMode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Query", field, true, true, errors.New("field of type SignupMode does not have child fields"))
 }
 
 func (ec *executionContext) _Query_deviceAuthorization(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -10254,6 +10490,55 @@ func (ec *executionContext) _Inspector(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var inviteImplementors = []string{"Invite"}
+
+func (ec *executionContext) _Invite(ctx context.Context, sel ast.SelectionSet, obj *model.Invite) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, inviteImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Invite")
+		case "code":
+			out.Values[i] = ec._Invite_code(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "path":
+			out.Values[i] = ec._Invite_path(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Invite_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -10283,6 +10568,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "signUp":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_signUp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createInvite":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createInvite(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -10545,6 +10837,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_tokens(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "signupMode":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_signupMode(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -11628,6 +11942,20 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 	return res
 }
 
+func (ec *executionContext) marshalNInvite2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInvite(ctx context.Context, sel ast.SelectionSet, v model.Invite) graphql.Marshaler {
+	return ec._Invite(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNInvite2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInvite(ctx context.Context, sel ast.SelectionSet, v *model.Invite) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Invite(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -11650,6 +11978,16 @@ func (ec *executionContext) marshalNSignUpPayload2ᚖgithubᚗcomᚋrelayhqᚋre
 		return graphql.Null
 	}
 	return ec._SignUpPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSignupMode2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignupMode(ctx context.Context, v any) (model.SignupMode, error) {
+	var res model.SignupMode
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSignupMode2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignupMode(ctx context.Context, sel ast.SelectionSet, v model.SignupMode) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {

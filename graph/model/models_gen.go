@@ -341,6 +341,15 @@ type Inspector struct {
 	Deliveries *DeliveryConnection `json:"deliveries"`
 }
 
+// A one-time invite to sign up: whoever holds code may create one account, before expiresAt.
+type Invite struct {
+	// Shown once; only its hash is stored.
+	Code string `json:"code"`
+	// The console's sign-up page with the code, relative to the relay's URL: /?invite=CODE.
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 type Mutation struct {
 }
 
@@ -472,6 +481,64 @@ func (e *EndpointMode) UnmarshalJSON(b []byte) error {
 }
 
 func (e EndpointMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Who may sign up on this relay (relay serve --signup).
+type SignupMode string
+
+const (
+	SignupModeOpen   SignupMode = "OPEN"
+	SignupModeInvite SignupMode = "INVITE"
+	SignupModeClosed SignupMode = "CLOSED"
+)
+
+var AllSignupMode = []SignupMode{
+	SignupModeOpen,
+	SignupModeInvite,
+	SignupModeClosed,
+}
+
+func (e SignupMode) IsValid() bool {
+	switch e {
+	case SignupModeOpen, SignupModeInvite, SignupModeClosed:
+		return true
+	}
+	return false
+}
+
+func (e SignupMode) String() string {
+	return string(e)
+}
+
+func (e *SignupMode) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SignupMode(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SignupMode", str)
+	}
+	return nil
+}
+
+func (e SignupMode) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SignupMode) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SignupMode) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

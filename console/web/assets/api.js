@@ -21,8 +21,8 @@ export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentCon
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
-export const SIGN_UP = `mutation SignUp($name: String!) {
-  signUp(name: $name) { token account { id name } }
+export const SIGN_UP = `mutation SignUp($name: String!, $invite: String) {
+  signUp(name: $name, invite: $invite) { token account { id name } }
 }`;
 
 export const ME = `query { me { id name } }`;

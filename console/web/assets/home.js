@@ -106,7 +106,9 @@ export function homePage(root, { navigate }) {
       class: 'stack',
       'aria-labelledby': 'signup-title',
       onsubmit: submitWith(upStatus, async () => {
-        const data = await request(SIGN_UP, { name: nameInput.value.trim() });
+        // An invite link (relay accounts invite) carries its code: ?invite=…
+        const invite = new URLSearchParams(location.search).get('invite');
+        const data = await request(SIGN_UP, invite ? { name: nameInput.value.trim(), invite } : { name: nameInput.value.trim() });
         revealedToken = data.signUp.token;
         await signIn(data.signUp.token, data.signUp.account);
       }),
