@@ -32,6 +32,9 @@ type Resolver struct {
 	// deviceLimit holds DeviceDecisionRate's buckets, made on first use.
 	deviceOnce  sync.Once
 	deviceLimit *ratelimit.Keyed
+	// failedAuth holds FailedAuthRate's buckets, made on first use.
+	failedOnce sync.Once
+	failedAuth *ratelimit.Keyed
 }
 
 func (r *Resolver) now() time.Time {

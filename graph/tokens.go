@@ -2,12 +2,14 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/internal/gqlws"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -22,8 +24,21 @@ func (r *Resolver) credential(ctx context.Context) (readmodel.Account, readmodel
 	if tok == "" {
 		return readmodel.Account{}, readmodel.Token{}, domain.ErrUnauthenticated
 	}
-	return r.Service.AuthenticateToken(ctx, tok)
+	acc, t, err := r.Service.AuthenticateToken(ctx, tok)
+	if errors.Is(err, domain.ErrUnauthenticated) {
+		// A client that keeps sending refused tokens (revoked, expired,
+		// guessed) is told to slow down, per client address.
+		r.failedOnce.Do(func() { r.failedAuth = ratelimit.NewKeyed(FailedAuthRate, maxDeviceDeciders) })
+		client, _ := ctx.Value(clientKey).(string)
+		if ok, retry := r.failedAuth.Allow(client, time.Now()); !ok {
+			return readmodel.Account{}, readmodel.Token{}, &RateLimitedError{RetryAfter: retry}
+		}
+	}
+	return acc, t, err
 }
+
+// FailedAuthRate bounds the refused tokens one client address may send.
+var FailedAuthRate = ratelimit.Rate{N: 30, Per: time.Minute, Burst: 30}
 
 func (r *Resolver) tokens(ctx context.Context) ([]*model.Token, error) {
 	acc, cur, err := r.credential(ctx)

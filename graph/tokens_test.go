@@ -222,3 +222,34 @@ func TestExpiredTokenIsRefused(t *testing.T) {
 		t.Fatalf("the expired token is not listed with its expiry: %+v", list)
 	}
 }
+
+// TestRefusedTokensAreLimited: a client sending refused tokens (revoked,
+// unknown) is told RATE_LIMITED after FailedAuthRate's burst, while a
+// valid token keeps working.
+func TestRefusedTokensAreLimited(t *testing.T) {
+	e := newEnv(t)
+	good := e.signUp(t, "ada")
+	limited := 0
+	for i := 0; i < 40; i++ {
+		err := e.c.Post(`{ tokens { id } }`, &struct{}{}, bearerOpt("rly_revokedorunknown"))
+		switch extCode(err) {
+		case "UNAUTHENTICATED":
+			if limited > 0 {
+				t.Fatalf("attempt %d was let through after being limited", i)
+			}
+		case "RATE_LIMITED":
+			if i < 30 {
+				t.Fatalf("limited after %d refused tokens, want 30 let through", i)
+			}
+			limited++
+		default:
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+	}
+	if limited == 0 {
+		t.Fatal("40 refused tokens in a row were never limited")
+	}
+	if list := e.tokens(t, good); len(list) != 1 {
+		t.Fatalf("a valid token after the limit: %+v", list)
+	}
+}
