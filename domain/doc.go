@@ -45,8 +45,9 @@
 // reader that ignores it loses nothing an older log had.
 //
 // Streams are one per aggregate: "inspector-<id>", "endpoint-<id>",
-// "account-<id>", "delivery-<id>", "agent-<endpoint id>", and
-// "refusals-<address>" for an address's rate-limit counts.
+// "account-<id>", "delivery-<id>", "agent-<endpoint id>",
+// "refusals-<address>" for an address's rate-limit counts, "device-<id>" for
+// a device login code and "invite-<id>" for an invite to sign up.
 //
 // Removal is a decision in the log too: inspector.purged.v1 records it, then
 // EventStore.DeleteStream removes each delivery stream and leaves a
