@@ -2,8 +2,8 @@ package graph
 
 import (
 	"context"
-	"strings"
 	"errors"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/explain"
