@@ -289,8 +289,8 @@ func TestFidelityReceiptOverGraphQL(t *testing.T) {
 			"bodyBase64": base64.StdEncoding.EncodeToString([]byte("ok")), "receipt": receipt}}
 	}
 	bad := r.GraphQL(t, acct.Token, complete, in(map[string]any{"requestLine": "abc", "headers": digests["headers"], "body": digests["body"]}))
-	if len(bad.Errors) == 0 || bad.Errors[0].Code() != "BAD_USER_INPUT" || !strings.Contains(bad.Errors[0].Message, "receipt.requestLine") {
-		t.Fatalf("a malformed receipt: %+v, want BAD_USER_INPUT naming receipt.requestLine", bad.Errors)
+	if len(bad.Errors) == 0 || bad.Errors[0].Code() != "INVALID_INPUT" || !strings.Contains(bad.Errors[0].Message, "receipt.requestLine") {
+		t.Fatalf("a malformed receipt: %+v, want INVALID_INPUT naming receipt.requestLine", bad.Errors)
 	}
 	r.MustGraphQL(t, acct.Token, complete, in(map[string]any{"requestLine": digests["request_line"], "headers": digests["headers"], "body": digests["body"]}), nil)
 	if resp := <-answered; resp.Status != 200 {
