@@ -240,7 +240,9 @@ func TestFidelityCatchesAlteration(t *testing.T) {
 
 	t.Run("malformed receipt", func(t *testing.T) {
 		agent := fidelityAgent(t, r, acct.Token, ep.ID, agentwire.Subprotocol)
-		go func() { _, _ = r.TrySendRaw(harness.RawRequest{Method: "POST", Target: "/bad", Host: r.AddressHost(ep.ID), Body: body}) }()
+		go func() {
+			_, _ = r.TrySendRaw(harness.RawRequest{Method: "POST", Target: "/bad", Host: r.AddressHost(ep.ID), Body: body})
+		}()
 		_, data := agent.read()
 		f, err := agentwire.DecodeForward(data)
 		if err != nil {
