@@ -204,7 +204,11 @@ func TestFidelityCatchesAlteration(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			agent := fidelityAgent(t, r, acct.Token, ep.ID, tt.subprotocol)
-			defer agent.conn.Close()
+			defer func() {
+				// The next case's agent must be the only one served.
+				agent.conn.Close()
+				waitAgent(t, r, acct.Token, ep.ID, false)
+			}()
 			path := "/alter/" + strconv.Itoa(i)
 			answered := make(chan harness.Response, 1)
 			go func() {
