@@ -126,9 +126,9 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 
 // receipt digests the request as built for the HTTP client, not as the
 // relay sent it, so that a fault between the two shows: the method, the
-// target without the agent's own prefix, the header fields it holds (the
-// client writes them sorted by name, as the canonical form does) and the
-// body bytes it reads.
+// target without the agent's own prefix, the header fields it holds (a
+// map: the canonical form's order does not depend on theirs) and the body
+// bytes it reads.
 func (f *forwarder) receipt(hreq *http.Request, body []byte) *domain.FidelityDigests {
 	target := hreq.URL.RequestURI()
 	if target != "*" {

@@ -375,7 +375,8 @@ func TestForwardReceipt(t *testing.T) {
 	}{
 		{name: "plain", path: "/hook?a=1"},
 		{name: "prefix", prefix: "/api", path: "/hook?a=1&b"},
-		{name: "double slash", prefix: "/api", path: "//x/%2F"},
+		{name: "double slash", path: "//x/%2F?q"},
+		{name: "double slash after a prefix", prefix: "/api", path: "//x/%2F"},
 		{name: "origin and preserved host", path: "/hook", preserveHost: true,
 			origin: origin{Host: "relay.example", Scheme: "https", Sender: "203.0.113.7:5555"}},
 	} {
