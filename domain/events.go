@@ -222,6 +222,11 @@ type ForwardResponded struct {
 	// on the developer's machine (relay listen --verify: "stripe valid"),
 	// "" for none. Added without a version change.
 	Signature string `json:"signature,omitempty"`
+	// Fidelity is the agent's receipt of what it handed to the local
+	// process beside the relay's digests of what it sent (see
+	// fidelity.go); nil when the agent reported none. Added without a
+	// version change.
+	Fidelity *Fidelity `json:"fidelity,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.

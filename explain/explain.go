@@ -369,6 +369,9 @@ func (x *explainer) attemptFacts(i int) []Fact {
 	if a.Late {
 		text += "; late: the relay had already answered the sender itself"
 	}
+	if f := a.Fidelity; f != nil && len(f.Differences) > 0 {
+		text += "; the agent reports that the " + fidelityParts(f.Differences) + " it handed your local process differed from what the relay sent"
+	}
 	out = append(out, Fact{At: outcomeTime(a), Text: text + "."})
 	if s, ok := x.sessions[a.AgentID]; ok && i == x.decisive {
 		until := outcomeTime(a)
@@ -402,4 +405,16 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// fidelityParts names the differing parts of a fidelity receipt in words.
+func fidelityParts(parts []string) string {
+	words := make([]string, len(parts))
+	for i, p := range parts {
+		words[i] = strings.ReplaceAll(p, "_", " ")
+	}
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }

@@ -94,7 +94,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 	}
 	for _, a := range d.Attempts {
 		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit),
-			Signature: optional(a.Signature)}
+			Signature: optional(a.Signature), Fidelity: toFidelity(a.Fidelity)}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms
@@ -236,4 +236,24 @@ func fromEditInput(in *model.RequestEditInput) (*domain.RequestEdit, error) {
 		e.Body = &b
 	}
 	return e, nil
+}
+
+// fidelityParts are the API's names of domain's receipt parts.
+var fidelityParts = map[string]model.FidelityPart{
+	domain.PartRequestLine: model.FidelityPartRequestLine,
+	domain.PartHeaders:     model.FidelityPartHeaders,
+	domain.PartBody:        model.FidelityPartBody,
+}
+
+func toFidelity(f *readmodel.Fidelity) *model.Fidelity {
+	out := &model.Fidelity{Status: model.FidelityStatusNotReported, Differences: []model.FidelityPart{}}
+	if f == nil {
+		return out
+	}
+	out.Status = model.FidelityStatusIdentical
+	for _, d := range f.Differences {
+		out.Status = model.FidelityStatusDifferent
+		out.Differences = append(out.Differences, fidelityParts[d])
+	}
+	return out
 }

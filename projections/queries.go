@@ -106,13 +106,14 @@ const (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
-	// ?4 is the outcome's time, ?8 the agent session it names.
+	// ?4 is the outcome's time, ?8 the agent session it names, ?9 its
+	// signature verdict, ?10 its fidelity (see the attempts table).
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature)
-		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity)
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature)
-		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9) ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity)
+		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10) ` + attemptOutcomeConflict
 )
 
 const (
@@ -135,7 +136,8 @@ const (
 	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
-			outcome_at = excluded.outcome_at, signature = excluded.signature`
+			outcome_at = excluded.outcome_at, signature = excluded.signature,
+			fidelity = excluded.fidelity`
 )
 
 var writeQueries = []string{

@@ -19,7 +19,7 @@ import (
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
 // each attempt and when its outcome came (what explanations read).
-const schemaVersion = 6
+const schemaVersion = 7
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -187,6 +187,11 @@ CREATE TABLE IF NOT EXISTS attempts (
 	-- signature is the verdict of a provider signature check the agent
 	-- made on the developer's machine (relay listen --verify); NULL for none.
 	signature         TEXT,
+	-- fidelity compares the agent's receipt of what it handed to the local
+	-- process with what the relay sent (domain.Fidelity): NULL when the
+	-- agent reported none, '' when every part matched, else the parts that
+	-- differ, comma-separated (request_line,headers,body).
+	fidelity          TEXT,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

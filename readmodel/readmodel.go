@@ -69,6 +69,16 @@ type Attempt struct {
 	// Signature is the verdict of the provider signature check the agent
 	// made (relay listen --verify), "" when none was made.
 	Signature string
+	// Fidelity compares the agent's receipt of what it handed to the local
+	// process with what the relay sent; nil when the agent reported none.
+	Fidelity *Fidelity
+}
+
+// Fidelity is an attempt's fidelity verdict.
+type Fidelity struct {
+	// Differences names the parts that differ (domain.PartRequestLine,
+	// PartHeaders, PartBody), in that order; empty when none does.
+	Differences []string
 }
 
 // RelayAnswer is an answer the relay gave a sender itself, as it received

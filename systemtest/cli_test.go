@@ -281,6 +281,10 @@ type (
 		Late       bool      `json:"late"`
 		Edit       *jsonEdit `json:"edit"`
 		Signature  *string   `json:"signature"`
+		Fidelity   struct {
+			Status      string   `json:"status"`
+			Differences []string `json:"differences"`
+		} `json:"fidelity"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`

@@ -50,6 +50,7 @@ type ComplexityRoot struct {
 		DurationMs func(childComplexity int) int
 		Edit       func(childComplexity int) int
 		Error      func(childComplexity int) int
+		Fidelity   func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Late       func(childComplexity int) int
 		Response   func(childComplexity int) int
@@ -154,6 +155,11 @@ type ComplexityRoot struct {
 	ExplanationFact struct {
 		At   func(childComplexity int) int
 		Text func(childComplexity int) int
+	}
+
+	Fidelity struct {
+		Differences func(childComplexity int) int
+		Status      func(childComplexity int) int
 	}
 
 	ForwardRequest struct {
@@ -318,6 +324,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Error(childComplexity), true
+	case "Attempt.fidelity":
+		if e.ComplexityRoot.Attempt.Fidelity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Fidelity(childComplexity), true
 	case "Attempt.id":
 		if e.ComplexityRoot.Attempt.ID == nil {
 			break
@@ -778,6 +790,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ExplanationFact.Text(childComplexity), true
 
+	case "Fidelity.differences":
+		if e.ComplexityRoot.Fidelity.Differences == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Fidelity.Differences(childComplexity), true
+	case "Fidelity.status":
+		if e.ComplexityRoot.Fidelity.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Fidelity.Status(childComplexity), true
+
 	case "ForwardRequest.attemptId":
 		if e.ComplexityRoot.ForwardRequest.AttemptID == nil {
 			break
@@ -1176,6 +1201,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputCompleteForwardInput,
 		ec.unmarshalInputCreateEndpointInput,
 		ec.unmarshalInputDeliveryFilter,
+		ec.unmarshalInputFidelityReceiptInput,
 		ec.unmarshalInputHeaderInput,
 		ec.unmarshalInputRequestEditInput,
 		ec.unmarshalInputUpdateEndpointInput,
@@ -1321,11 +1347,44 @@ type Attempt {
   "The verdict of the provider signature check the agent made on the developer's machine (relay listen --verify), e.g. ` + "`" + `stripe valid` + "`" + `; null when none was made."
   signature: String
   """
+  Whether the agent handed the local process what the relay sent it: the agent's receipt
+  (SHA-256 digests of the request line, headers and body it handed over) compared with the
+  relay's digests of the request it sent (docs/evidence.md gives the canonical forms).
+  NOT_REPORTED when the agent sent no receipt (an older agent) or the attempt got no answer.
+  """
+  fidelity: Fidelity!
+  """
   What this attempt got back, read from the log: the local response's headers and (when the
   Endpoint captures responses) its body, or the relay's own status when the attempt failed
   (see error). Null while it waits. For comparing attempts (` + "`" + `relay deliveries diff` + "`" + `).
   """
   response: AttemptResponse
+}
+
+"How an agent's receipt compares with what the relay sent it."
+enum FidelityStatus {
+  "Every part the agent reports handing over matches what the relay sent."
+  IDENTICAL
+  "At least one part differs; differences names them."
+  DIFFERENT
+  "The agent sent no receipt."
+  NOT_REPORTED
+}
+
+"A part of the request a fidelity receipt covers."
+enum FidelityPart {
+  "The method and the request target (path and query)."
+  REQUEST_LINE
+  "The header fields, without those an agent legitimately adds or rewrites (Host, Content-Length, hop-by-hop, X-Forwarded-*, Forwarded)."
+  HEADERS
+  BODY
+}
+
+"An attempt's fidelity: whether the local process got what the relay sent."
+type Fidelity {
+  status: FidelityStatus!
+  "The parts that differ, in request order; empty unless status is DIFFERENT."
+  differences: [FidelityPart!]!
 }
 
 "What one attempt got back."
@@ -1647,6 +1706,15 @@ input CompleteForwardInput {
   durationMs: Int
   "The verdict of a provider signature check the agent made (relay listen --verify), e.g. ` + "`" + `stripe valid` + "`" + `; one line, at most 200 bytes. Only the verdict: the secret stays with the agent."
   signature: String
+  "The agent's receipt: digests of exactly what it handed to the local process (see Attempt.fidelity). Omit it to record the attempt's fidelity as NOT_REPORTED."
+  receipt: FidelityReceiptInput
+}
+
+"SHA-256 digests, 64 lower-case hex digits each, of the canonical parts of the request an agent handed to its local process (docs/evidence.md)."
+input FidelityReceiptInput {
+  requestLine: String!
+  headers: String!
+  body: String!
 }
 
 input CreateEndpointInput {
@@ -1759,6 +1827,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_edit(ctx, field)
 	case "signature":
 		return ec.fieldContext_Attempt_signature(ctx, field)
+	case "fidelity":
+		return ec.fieldContext_Attempt_fidelity(ctx, field)
 	case "response":
 		return ec.fieldContext_Attempt_response(ctx, field)
 	}
@@ -1957,6 +2027,16 @@ func (ec *executionContext) childFields_ExplanationFact(ctx context.Context, fie
 		return ec.fieldContext_ExplanationFact_text(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ExplanationFact", field.Name)
+}
+
+func (ec *executionContext) childFields_Fidelity(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_Fidelity_status(ctx, field)
+	case "differences":
+		return ec.fieldContext_Fidelity_differences(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Fidelity", field.Name)
 }
 
 func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2807,6 +2887,38 @@ func (ec *executionContext) _Attempt_signature(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Attempt_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_fidelity(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_fidelity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fidelity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Fidelity) graphql.Marshaler {
+			return ec.marshalNFidelity2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelity(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_fidelity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attempt",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Fidelity(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Attempt_response(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
@@ -4545,6 +4657,52 @@ func (ec *executionContext) _ExplanationFact_text(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_ExplanationFact_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ExplanationFact", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Fidelity_status(ctx context.Context, field graphql.CollectedField, obj *model.Fidelity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Fidelity_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.FidelityStatus) graphql.Marshaler {
+			return ec.marshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Fidelity_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Fidelity", field, false, false, errors.New("field of type FidelityStatus does not have child fields"))
+}
+
+func (ec *executionContext) _Fidelity_differences(ctx context.Context, field graphql.CollectedField, obj *model.Fidelity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Fidelity_differences(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Differences, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.FidelityPart) graphql.Marshaler {
+			return ec.marshalNFidelityPart2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPartᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Fidelity_differences(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Fidelity", field, false, false, errors.New("field of type FidelityPart does not have child fields"))
 }
 
 func (ec *executionContext) _ForwardRequest_attemptId(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
@@ -7214,7 +7372,7 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs", "signature"}
+	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs", "signature", "receipt"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7277,6 +7435,13 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 				return it, err
 			}
 			it.Signature = data
+		case "receipt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receipt"))
+			data, err := ec.unmarshalOFidelityReceiptInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityReceiptInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Receipt = data
 		}
 	}
 	return it, nil
@@ -7470,6 +7635,50 @@ func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, ob
 				return it, err
 			}
 			it.ProviderDeliveryID = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputFidelityReceiptInput(ctx context.Context, obj any) (model.FidelityReceiptInput, error) {
+	var it model.FidelityReceiptInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"requestLine", "headers", "body"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "requestLine":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requestLine"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequestLine = data
+		case "headers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headers"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Headers = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
 		}
 	}
 	return it, nil
@@ -7728,6 +7937,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			out.Values[i] = ec._Attempt_edit(ctx, field, obj)
 		case "signature":
 			out.Values[i] = ec._Attempt_signature(ctx, field, obj)
+		case "fidelity":
+			out.Values[i] = ec._Attempt_fidelity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "response":
 			out.Values[i] = ec._Attempt_response(ctx, field, obj)
 		default:
@@ -8487,6 +8701,50 @@ func (ec *executionContext) _ExplanationFact(ctx context.Context, sel ast.Select
 			}
 		case "text":
 			out.Values[i] = ec._ExplanationFact_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var fidelityImplementors = []string{"Fidelity"}
+
+func (ec *executionContext) _Fidelity(ctx context.Context, sel ast.SelectionSet, obj *model.Fidelity) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, fidelityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Fidelity")
+		case "status":
+			out.Values[i] = ec._Fidelity_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "differences":
+			out.Values[i] = ec._Fidelity_differences(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -9830,6 +10088,67 @@ func (ec *executionContext) marshalNExplanationFact2ᚖgithubᚗcomᚋrelayhqᚋ
 	return ec._ExplanationFact(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNFidelity2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelity(ctx context.Context, sel ast.SelectionSet, v *model.Fidelity) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Fidelity(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx context.Context, v any) (model.FidelityPart, error) {
+	var res model.FidelityPart
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx context.Context, sel ast.SelectionSet, v model.FidelityPart) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNFidelityPart2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPartᚄ(ctx context.Context, v any) ([]model.FidelityPart, error) {
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]model.FidelityPart, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNFidelityPart2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPartᚄ(ctx context.Context, sel ast.SelectionSet, v []model.FidelityPart) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityStatus(ctx context.Context, v any) (model.FidelityStatus, error) {
+	var res model.FidelityStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityStatus(ctx context.Context, sel ast.SelectionSet, v model.FidelityStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNForwardRequest2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐForwardRequest(ctx context.Context, sel ast.SelectionSet, v model.ForwardRequest) graphql.Marshaler {
 	return ec._ForwardRequest(ctx, sel, &v)
 }
@@ -10233,6 +10552,14 @@ func (ec *executionContext) marshalOEndpointMode2ᚖgithubᚗcomᚋrelayhqᚋrel
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalOFidelityReceiptInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityReceiptInput(ctx context.Context, v any) (*model.FidelityReceiptInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputFidelityReceiptInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderInputᚄ(ctx context.Context, v any) ([]*model.HeaderInput, error) {

@@ -34,6 +34,11 @@ type Attempt struct {
 	Edit *RequestEdit `json:"edit,omitempty"`
 	// The verdict of the provider signature check the agent made on the developer's machine (relay listen --verify), e.g. `stripe valid`; null when none was made.
 	Signature *string `json:"signature,omitempty"`
+	// Whether the agent handed the local process what the relay sent it: the agent's receipt
+	// (SHA-256 digests of the request line, headers and body it handed over) compared with the
+	// relay's digests of the request it sent (docs/evidence.md gives the canonical forms).
+	// NOT_REPORTED when the agent sent no receipt (an older agent) or the attempt got no answer.
+	Fidelity *Fidelity `json:"fidelity"`
 	// What this attempt got back, read from the log: the local response's headers and (when the
 	// Endpoint captures responses) its body, or the relay's own status when the attempt failed
 	// (see error). Null while it waits. For comparing attempts (`relay deliveries diff`).
@@ -66,6 +71,8 @@ type CompleteForwardInput struct {
 	DurationMs *int    `json:"durationMs,omitempty"`
 	// The verdict of a provider signature check the agent made (relay listen --verify), e.g. `stripe valid`; one line, at most 200 bytes. Only the verdict: the secret stays with the agent.
 	Signature *string `json:"signature,omitempty"`
+	// The agent's receipt: digests of exactly what it handed to the local process (see Attempt.fidelity). Omit it to record the attempt's fidelity as NOT_REPORTED.
+	Receipt *FidelityReceiptInput `json:"receipt,omitempty"`
 }
 
 type CreateEndpointInput struct {
@@ -251,6 +258,20 @@ type ExplanationFact struct {
 	Text string    `json:"text"`
 }
 
+// An attempt's fidelity: whether the local process got what the relay sent.
+type Fidelity struct {
+	Status FidelityStatus `json:"status"`
+	// The parts that differ, in request order; empty unless status is DIFFERENT.
+	Differences []FidelityPart `json:"differences"`
+}
+
+// SHA-256 digests, 64 lower-case hex digits each, of the canonical parts of the request an agent handed to its local process (docs/evidence.md).
+type FidelityReceiptInput struct {
+	RequestLine string `json:"requestLine"`
+	Headers     string `json:"headers"`
+	Body        string `json:"body"`
+}
+
 // A request the agent must forward to its local target.
 type ForwardRequest struct {
 	AttemptID  string `json:"attemptId"`
@@ -422,6 +443,127 @@ func (e *EndpointMode) UnmarshalJSON(b []byte) error {
 }
 
 func (e EndpointMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A part of the request a fidelity receipt covers.
+type FidelityPart string
+
+const (
+	// The method and the request target (path and query).
+	FidelityPartRequestLine FidelityPart = "REQUEST_LINE"
+	// The header fields, without those an agent legitimately adds or rewrites (Host, Content-Length, hop-by-hop, X-Forwarded-*, Forwarded).
+	FidelityPartHeaders FidelityPart = "HEADERS"
+	FidelityPartBody    FidelityPart = "BODY"
+)
+
+var AllFidelityPart = []FidelityPart{
+	FidelityPartRequestLine,
+	FidelityPartHeaders,
+	FidelityPartBody,
+}
+
+func (e FidelityPart) IsValid() bool {
+	switch e {
+	case FidelityPartRequestLine, FidelityPartHeaders, FidelityPartBody:
+		return true
+	}
+	return false
+}
+
+func (e FidelityPart) String() string {
+	return string(e)
+}
+
+func (e *FidelityPart) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FidelityPart(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FidelityPart", str)
+	}
+	return nil
+}
+
+func (e FidelityPart) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FidelityPart) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FidelityPart) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How an agent's receipt compares with what the relay sent it.
+type FidelityStatus string
+
+const (
+	// Every part the agent reports handing over matches what the relay sent.
+	FidelityStatusIdentical FidelityStatus = "IDENTICAL"
+	// At least one part differs; differences names them.
+	FidelityStatusDifferent FidelityStatus = "DIFFERENT"
+	// The agent sent no receipt.
+	FidelityStatusNotReported FidelityStatus = "NOT_REPORTED"
+)
+
+var AllFidelityStatus = []FidelityStatus{
+	FidelityStatusIdentical,
+	FidelityStatusDifferent,
+	FidelityStatusNotReported,
+}
+
+func (e FidelityStatus) IsValid() bool {
+	switch e {
+	case FidelityStatusIdentical, FidelityStatusDifferent, FidelityStatusNotReported:
+		return true
+	}
+	return false
+}
+
+func (e FidelityStatus) String() string {
+	return string(e)
+}
+
+func (e *FidelityStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FidelityStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FidelityStatus", str)
+	}
+	return nil
+}
+
+func (e FidelityStatus) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FidelityStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FidelityStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

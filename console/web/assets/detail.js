@@ -299,5 +299,21 @@ function attemptsTable(attempts, newAttemptId) {
           class: `badge ${/ valid$/.test(a.signature) ? 'badge-ok' : 'badge-warn'}`,
           'data-testid': 'attempt-signature',
           title: 'Checked by the agent on the developer\'s machine (relay listen --verify)',
-        }, ` signature ${a.signature}`) : null))))));
+        }, ` signature ${a.signature}`) : null,
+        fidelityBadge(a.fidelity)))))));
+}
+
+/** fidelityBadge shows what the agent's receipt says it handed the local
+ * process: identical to what the relay sent, or which parts differ. */
+function fidelityBadge(f) {
+  if (!f || f.status === 'NOT_REPORTED') return null;
+  const identical = f.status === 'IDENTICAL';
+  const parts = (f.differences || []).map((p) => p.toLowerCase().replace('_', ' '));
+  return h('span', {
+    class: `badge ${identical ? 'badge-ok' : 'badge-warn'}`,
+    'data-testid': 'attempt-fidelity',
+    title: identical
+      ? 'The agent reports handing the local process exactly what the relay sent (request line, headers, body)'
+      : 'The agent reports handing the local process something other than what the relay sent',
+  }, identical ? ' identical' : ` different: ${parts.join(', ')}`);
 }
