@@ -99,6 +99,18 @@ downloads a running relay's log (its --admin-token is required) and checks that.
 				if err != nil {
 					return usage(err)
 				}
+				perStream, err := evidence.IsStreamExport(args[0])
+				if err != nil {
+					return err
+				}
+				if perStream {
+					x, err := evidence.OpenStreamExport(args[0])
+					if err != nil {
+						return err
+					}
+					defer x.Close()
+					return verifyStreams(c.Context(), x, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				}
 				x, err := evidence.OpenExport(args[0])
 				if err != nil {
 					return err
@@ -116,6 +128,8 @@ downloads a running relay's log (its --admin-token is required) and checks that.
 				var chainErr error
 				if l, ok := s.(logexport.Chained); ok {
 					chainErr = verifyChain(c.Context(), logSource{l}, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				} else if l, ok := s.(evidence.MessageSource); ok {
+					chainErr = verifyStreams(c.Context(), l, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
 				} else {
 					fmt.Fprintln(stdout, "this log keeps no hash chain: only positions, revisions and payloads are checked")
 				}
