@@ -1,0 +1,111 @@
+package systemtest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/relayhq/relay/internal/natstest"
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// TestTamperedJetStreamLogIsNamedByTheCLI runs the relay on a JetStream log,
+// verifies it with relay events verify directly on the NATS URL, through
+// the running relay's /log/export and on an export file, then changes one
+// byte of a delivery's body through the raw JetStream API and checks that
+// verify exits 1 and names the event. The log's JetStream stream is created
+// beforehand allowing message deletes, as an operator with the stream's
+// admin rights can create it (the relay creates it denying them).
+func TestTamperedJetStreamLogIsNamedByTheCLI(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).URL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "RELAY_EVENTS", Subjects: []string{"relay.events.*"},
+		Storage: natsjs.FileStorage, AllowRollup: true, Duplicates: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := harness.Start(t, dir, "--eventstore", url, "--checkpoint-interval", "200ms", "--admin-token", "ops-secret")
+	id, _ := createInspector(t, r)
+	for _, p := range []string{"/a", "/b"} {
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: p, Host: r.AddressHost(id), Body: []byte(`{"p":"` + p + `"}`)})
+	}
+	pubkey, code := harness.RunCLI(t, "events", "pubkey", "--data", dir)
+	if code != 0 {
+		t.Fatalf("pubkey: exit %d %s", code, pubkey)
+	}
+	pubkey = strings.TrimSpace(pubkey)
+	harness.Eventually(t, 15*time.Second, "a verified checkpoint over both deliveries, through the running relay", func() bool {
+		out, code := harness.RunCLI(t, "events", "verify", "--server", r.BareURL(), "--admin-token", "ops-secret", "--pubkey", pubkey)
+		return code == 0 && strings.Contains(out, "each stream to its head") && strings.Contains(out, "last checkpoint") && !strings.Contains(out, "not checked")
+	})
+	r.Stop(t)
+
+	out, code := harness.RunCLI(t, "events", "verify", "--eventstore", url, "--data", t.TempDir(), "--pubkey", pubkey)
+	if code != 0 || !strings.Contains(out, "each stream to its head") {
+		t.Fatalf("verify on the NATS URL: exit %d\n%s", code, out)
+	}
+	export, code := harness.RunCLI(t, "events", "export", "--eventstore", url, "--data", t.TempDir())
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, export)
+	}
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(file, []byte(export), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", file, "--pubkey", pubkey); code != 0 {
+		t.Fatalf("verify the export offline: exit %d\n%s", code, out)
+	}
+
+	// One byte of the first delivery's stored body ({"p":"/a"} in base64:
+	// eyJwIjoiL2Ei), rewritten past the relay: the message is deleted and
+	// published again with its chain headers.
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *natsjs.RawStreamMsg
+	for seq := uint64(1); seq <= info.State.LastSeq && victim == nil; seq++ {
+		if m, err := stream.GetMsg(ctx, seq); err == nil && bytes.Contains(m.Data, []byte("eyJwIjoiL2Ei")) {
+			victim = m
+		}
+	}
+	if victim == nil {
+		t.Fatal("no message holds the first delivery's body")
+	}
+	if err := stream.DeleteMsg(ctx, victim.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: victim.Subject, Data: bytes.Replace(victim.Data, []byte("eyJwIjoiL2Ei"), []byte("eyJwIjoiL2Ej"), 1), Header: nats.Header{}}
+	for k, v := range victim.Header {
+		if !strings.HasPrefix(k, "Nats-") {
+			msg.Header[k] = v
+		}
+	}
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	out, code = harness.RunCLI(t, "events", "verify", "--eventstore", url, "--data", t.TempDir(), "--pubkey", pubkey)
+	if code != 1 || !regexp.MustCompile(`problem: position \d+ stream delivery-\S+ id \S+: data changed`).MatchString(out) {
+		t.Fatalf("verify after a body byte changed: exit %d, want 1 naming the event\n%s", code, out)
+	}
+}
