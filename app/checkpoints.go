@@ -39,10 +39,10 @@ type checkpointer struct {
 	// signer keeps the stream heads of heads; the first checkpoint reads
 	// the whole log, later ones what came since.
 	signer evidence.HeadsSigner
-	rec   *record.Recorder
-	key   ed25519.PrivateKey
-	l     *slog.Logger
-	ownAt uint64 // position of the last checkpoint it recorded
+	rec    *record.Recorder
+	key    ed25519.PrivateKey
+	l      *slog.Logger
+	ownAt  uint64 // position of the last checkpoint it recorded
 	// tree grows with the chain: the first checkpoint reads every leaf,
 	// later ones only those since (its memory is a few dozen hashes).
 	tree   evidence.Tree
