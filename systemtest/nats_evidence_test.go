@@ -54,9 +54,12 @@ func TestTamperedJetStreamLogIsNamedByTheCLI(t *testing.T) {
 		t.Fatalf("pubkey: exit %d %s", code, pubkey)
 	}
 	pubkey = strings.TrimSpace(pubkey)
+	var kept string
 	harness.Eventually(t, 15*time.Second, "a verified checkpoint over both deliveries, through the running relay", func() bool {
 		out, code := harness.RunCLI(t, "events", "verify", "--server", r.BareURL(), "--admin-token", "ops-secret", "--pubkey", pubkey)
-		return code == 0 && strings.Contains(out, "each stream to its head") && strings.Contains(out, "last checkpoint") && !strings.Contains(out, "not checked")
+		_, kept, _ = strings.Cut(out, "last checkpoint (keep it; verify --checkpoint checks a later log against it): ")
+		kept, _, _ = strings.Cut(kept, "\n")
+		return code == 0 && strings.Contains(out, "each stream to its head") && strings.Contains(out, "stream-heads-v1") && !strings.Contains(out, "not checked")
 	})
 	r.Stop(t)
 
@@ -72,8 +75,27 @@ func TestTamperedJetStreamLogIsNamedByTheCLI(t *testing.T) {
 	if err := os.WriteFile(file, []byte(export), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := harness.RunCLI(t, "events", "verify", file, "--pubkey", pubkey); code != 0 {
-		t.Fatalf("verify the export offline: exit %d\n%s", code, out)
+	out, code = harness.RunCLI(t, "events", "verify", file, "--pubkey", pubkey, "--checkpoint", kept)
+	if code != 0 || !strings.Contains(out, "ok: ") {
+		t.Fatalf("verify the export offline with the kept checkpoint %s: exit %d\n%s", kept, code, out)
+	}
+	// The export cut before its second delivery: the last checkpoint (the
+	// one the relay wrote as it stopped) shows it.
+	_, last, _ := strings.Cut(out, "last checkpoint (keep it; verify --checkpoint checks a later log against it): ")
+	last, _, _ = strings.Cut(last, "\n")
+	lines := strings.SplitAfter(export, "\n")
+	cut := ""
+	for _, l := range lines {
+		if strings.Contains(l, "eyJwIjoiL2Ii") { // the second delivery's body, {"p":"/b"}
+			break
+		}
+		cut += l
+	}
+	if err := os.WriteFile(file, []byte(cut), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", file, "--pubkey", pubkey, "--checkpoint", last); code != 1 || !strings.Contains(out, "log truncated after a checkpoint") {
+		t.Fatalf("verify a cut export with the kept checkpoint: exit %d, want 1 naming the cut\n%s", code, out)
 	}
 
 	// One byte of the first delivery's stored body ({"p":"/a"} in base64:
@@ -108,4 +130,5 @@ func TestTamperedJetStreamLogIsNamedByTheCLI(t *testing.T) {
 	if code != 1 || !regexp.MustCompile(`problem: position \d+ stream delivery-\S+ id \S+: data changed`).MatchString(out) {
 		t.Fatalf("verify after a body byte changed: exit %d, want 1 naming the event\n%s", code, out)
 	}
+	t.Logf("verify after a body byte changed:\n%s", out)
 }
