@@ -34,7 +34,7 @@ type tamperable struct {
 	ids map[string]string
 }
 
-func newTamperable(t *testing.T, srv *natstest.Server) *tamperable {
+func newTamperable(t *testing.T, srv interface{ URL() string }) *tamperable {
 	t.Helper()
 	ctx := testContext(t)
 	opts := freshOptions()
@@ -167,8 +167,14 @@ func edited(t *testing.T, data []byte, old, new string) []byte {
 // TestTamperedJetStreamLogIsNamed edits a real JetStream log through the
 // raw JetStream API, past the relay, and checks that verification names
 // each edit at the right event.
+//
+// With RELAY_NATS_URL set, the edits are made on that server too (another
+// server version, e.g. Debian's nats-server started with -js).
 func TestTamperedJetStreamLogIsNamed(t *testing.T) {
-	srv := natstest.Start(t)
+	servers := []interface{ URL() string }{natstest.Start(t)}
+	if url := os.Getenv("RELAY_NATS_URL"); url != "" {
+		servers = append(servers, externalServer(url))
+	}
 	tests := []struct {
 		name   string
 		kind   string
@@ -233,23 +239,25 @@ func TestTamperedJetStreamLogIsNamed(t *testing.T) {
 			return nil
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newTamperable(t, srv)
-			l.seed(t)
-			if r := l.verify(t); !r.OK() || r.Events != 6 {
-				t.Fatalf("before the edit: %d events, %d checkpoints, problems %+v", r.Events, r.Checkpoints, r.Problems)
-			}
-			kept := tt.tamper(t, l)
-			r := l.verify(t, kept...)
-			if r.OK() {
-				t.Fatalf("the edit went unnoticed: %+v", r)
-			}
-			p := r.Problems[0]
-			if p.Kind != tt.kind || tt.event != "" && p.ID != l.ids[tt.event] || tt.stream != "" && p.Stream != tt.stream {
-				t.Fatalf("first problem %+v, want %q at %s %s (id %s); all: %+v", p, tt.kind, tt.stream, tt.event, l.ids[tt.event], r.Problems)
-			}
-		})
+	for _, srv := range servers {
+		for _, tt := range tests {
+			t.Run(srv.URL()+"/"+tt.name, func(t *testing.T) {
+				l := newTamperable(t, srv)
+				l.seed(t)
+				if r := l.verify(t); !r.OK() || r.Events != 6 {
+					t.Fatalf("before the edit: %d events, %d checkpoints, problems %+v", r.Events, r.Checkpoints, r.Problems)
+				}
+				kept := tt.tamper(t, l)
+				r := l.verify(t, kept...)
+				if r.OK() {
+					t.Fatalf("the edit went unnoticed: %+v", r)
+				}
+				p := r.Problems[0]
+				if p.Kind != tt.kind || tt.event != "" && p.ID != l.ids[tt.event] || tt.stream != "" && p.Stream != tt.stream {
+					t.Fatalf("first problem %+v, want %q at %s %s (id %s); all: %+v", p, tt.kind, tt.stream, tt.event, l.ids[tt.event], r.Problems)
+				}
+			})
+		}
 	}
 }
 
