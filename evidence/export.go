@@ -164,6 +164,7 @@ type StreamExport struct {
 	path string
 	r    *lineReader
 	next *ExportLine // read ahead
+	done bool        // the reader reached the end of the file
 }
 
 // OpenStreamExport opens an export file of a log with a chain per stream.
@@ -183,16 +184,17 @@ func (x *StreamExport) Close() error {
 	return nil
 }
 
-// Messages implements MessageSource: after 0 starts from the beginning of
-// the file again, any other value goes on where the last call ended.
+// Messages implements MessageSource: after 0 once the file was read to its
+// end starts from its beginning again; otherwise it goes on where the last
+// call ended (the file is read forward only).
 func (x *StreamExport) Messages(_ context.Context, after uint64, limit int) ([]Message, error) {
-	if after == 0 || x.r == nil {
+	if x.r == nil || after == 0 && x.done {
 		x.Close()
 		r, err := newLineReader(x.path)
 		if err != nil {
 			return nil, err
 		}
-		x.r, x.next = r, nil
+		x.r, x.next, x.done = r, nil, false
 	}
 	var out []Message
 	for len(out) < limit {
@@ -213,6 +215,7 @@ func (x *StreamExport) line() (*ExportLine, error) {
 	}
 	l, ok, err := x.r.next()
 	if err != nil || !ok {
+		x.done = x.done || err == nil
 		return nil, err
 	}
 	return &l, nil

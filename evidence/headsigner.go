@@ -47,6 +47,9 @@ func (s *HeadsSigner) Advance(ctx context.Context, src MessageSource, to uint64)
 			s.heads.Apply(m)
 			s.note(m)
 		}
+		if len(ms) < page {
+			break
+		}
 	}
 	s.at = max(s.at, to)
 	return nil

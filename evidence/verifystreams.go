@@ -8,8 +8,9 @@ import (
 	"sort"
 )
 
-// MessageSource is a log with a chain per stream: its messages in position
-// order. VerifyStreams reads it twice from the start (after 0).
+// MessageSource is a log with a chain per stream: up to limit of its
+// messages after a position, in position order; fewer than limit only at
+// the end. VerifyStreams reads it twice from the start (after 0).
 type MessageSource interface {
 	Messages(ctx context.Context, after uint64, limit int) ([]Message, error)
 }
@@ -96,6 +97,9 @@ func eachMessage(ctx context.Context, src MessageSource, fn func(Message)) error
 			if len(m.Events) > 0 {
 				after = max(after, m.last())
 			}
+		}
+		if len(ms) < page {
+			return nil
 		}
 	}
 }
@@ -211,7 +215,9 @@ func (v *streamVerifier) check(m Message) {
 		v.problem(Problem{Position: m.first(), ID: m.Events[0].ID, Stream: m.Stream, Kind: EventsReordered,
 			Detail: fmt.Sprintf("position %d comes after position %d", m.first(), v.end)})
 	}
-	v.advance(m.first() - 1)
+	if m.first() > 0 {
+		v.advance(m.first() - 1)
+	}
 	v.end = max(v.end, m.last())
 	v.r.Events += int64(len(m.Events))
 	st := v.state(m.Stream)
