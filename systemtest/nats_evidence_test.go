@@ -136,3 +136,47 @@ func TestTamperedJetStreamLogIsNamedByTheCLI(t *testing.T) {
 	}
 	t.Logf("verify after a body byte changed:\n%s", out)
 }
+
+// TestJetStreamCheckpointsFromTwoNodes runs two relays on one JetStream log
+// with the same --checkpoint-key, each taking deliveries and signing the
+// stream heads every 200 ms: the log verifies, every node's checkpoints
+// with the one key.
+func TestJetStreamCheckpointsFromTwoNodes(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).URL()
+	key := filepath.Join(t.TempDir(), "checkpoint.key")
+	flags := func(node string) []string {
+		return []string{"--eventstore", url, "--bus", url, "--node-id", node, "--checkpoint-interval", "200ms", "--checkpoint-key", key}
+	}
+	a := harness.Start(t, "", flags("a")...) // creates the key
+	b := harness.Start(t, "", flags("b")...)
+	pubkey, code := harness.RunCLI(t, "events", "pubkey", "--checkpoint-key", key)
+	if code != 0 {
+		t.Fatalf("pubkey: exit %d %s", code, pubkey)
+	}
+	pubkey = strings.TrimSpace(pubkey)
+	for _, r := range []*harness.Relay{a, b} {
+		id, _ := createInspector(t, r)
+		for _, p := range []string{"/1", "/2", "/3"} {
+			r.SendRaw(t, harness.RawRequest{Host: r.AddressHost(id), Method: "POST", Target: p, Body: []byte(`{}`)})
+		}
+	}
+	var out string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last verification:\n%s", out)
+		}
+	}()
+	harness.Eventually(t, 20*time.Second, "a verified log with checkpoints", func() bool {
+		out, code = harness.RunCLI(t, "events", "verify", "--eventstore", url, "--data", t.TempDir(), "--pubkey", pubkey)
+		return code == 0 && strings.Contains(out, "each stream to its head") && !strings.Contains(out, " 0 checkpoints")
+	})
+	t.Logf("while both run:\n%s", out)
+	a.Stop(t)
+	b.Stop(t)
+	out, code = harness.RunCLI(t, "events", "verify", "--eventstore", url, "--data", t.TempDir(), "--pubkey", pubkey)
+	if code != 0 || strings.Contains(out, "problem") || strings.Contains(out, " 0 checkpoints") {
+		t.Fatalf("after both nodes stopped: exit %d\n%s", code, out)
+	}
+	t.Logf("%s", out)
+}
