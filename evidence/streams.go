@@ -173,23 +173,34 @@ func HeadLeaf(stream string, link Hash) Hash {
 
 // Heads is every stream's head link at a position of the log.
 type Heads struct {
-	m map[string]streamHead
+	m map[string]*streamHead
+	// names are the streams in byte order, as of the last Root; added
+	// those since.
+	names, added []string
 }
 
 type streamHead struct {
 	pos  uint64
 	link Hash
+	// node is the tree node of the head (NodeOfLeaf of HeadLeaf), when
+	// fresh: computed by Root for heads that moved since the last one.
+	node  Hash
+	fresh bool
 }
 
 // Set makes link the stream's head at pos, unless it knows a later one.
 func (h *Heads) Set(stream string, pos uint64, link Hash) {
 	if h.m == nil {
-		h.m = map[string]streamHead{}
+		h.m = map[string]*streamHead{}
 	}
-	if cur, ok := h.m[stream]; ok && cur.pos >= pos {
-		return
+	cur, ok := h.m[stream]
+	switch {
+	case !ok:
+		h.m[stream] = &streamHead{pos: pos, link: link}
+		h.added = append(h.added, stream)
+	case cur.pos < pos:
+		cur.pos, cur.link, cur.fresh = pos, link, cur.fresh && cur.link == link
 	}
-	h.m[stream] = streamHead{pos: pos, link: link}
 }
 
 // Apply sets the heads a message moves: its own stream's, and those of the
@@ -215,16 +226,32 @@ func (h *Heads) ApplyRemoved(m Message, upTo uint64) {
 }
 
 // Root is the Merkle tree (RFC 9162, as Tree) over HeadLeaf of every
-// stream, in the byte order of the streams' names: its size and root.
+// stream, in the byte order of the streams' names: its size and root. It
+// hashes again only the heads that moved since the last call, and one
+// inner node per stream.
 func (h *Heads) Root() (uint64, Hash) {
-	names := make([]string, 0, len(h.m))
-	for s := range h.m {
-		names = append(names, s)
+	if len(h.added) > 0 {
+		sort.Strings(h.added)
+		merged := make([]string, 0, len(h.names)+len(h.added))
+		i, j := 0, 0
+		for i < len(h.names) || j < len(h.added) {
+			if j == len(h.added) || i < len(h.names) && h.names[i] < h.added[j] {
+				merged = append(merged, h.names[i])
+				i++
+			} else {
+				merged = append(merged, h.added[j])
+				j++
+			}
+		}
+		h.names, h.added = merged, h.added[:0]
 	}
-	sort.Strings(names)
 	var t Tree
-	for _, s := range names {
-		t.Add(HeadLeaf(s, h.m[s].link))
+	for _, s := range h.names {
+		sh := h.m[s]
+		if !sh.fresh {
+			sh.node, sh.fresh = NodeOfLeaf(HeadLeaf(s, sh.link)), true
+		}
+		t.addNode(sh.node)
 	}
 	return t.Size(), t.Root()
 }

@@ -286,7 +286,12 @@ func (v *streamVerifier) check(m Message) {
 }
 
 // link is the stream's head link (Hash{} for a stream not seen).
-func (h *Heads) link(stream string) Hash { return h.m[stream].link }
+func (h *Heads) link(stream string) Hash {
+	if sh := h.m[stream]; sh != nil {
+		return sh.link
+	}
+	return Hash{}
+}
 
 func (v *streamVerifier) finish() {
 	for _, st := range v.streams {
