@@ -150,6 +150,7 @@ func BenchmarkHeadsRoot(b *testing.B) {
 		})
 	}
 }
+
 // FuzzStreamExport verifies arbitrary export files: a report or an error,
 // never a panic.
 func FuzzStreamExport(f *testing.F) {
