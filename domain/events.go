@@ -286,6 +286,9 @@ type LogCheckpointed struct {
 	Root      string `json:"root"`
 	PublicKey string `json:"public_key"`
 	Signature string `json:"signature"`
+	// Chain is "stream-heads-v1" on a log with a chain per stream (the
+	// checkpoint signs every stream's head; Link is empty), else empty.
+	Chain string `json:"chain,omitempty"`
 }
 
 type StreamDeleted struct {
