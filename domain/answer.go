@@ -96,11 +96,11 @@ type Handshake string
 // The handshakes the relay knows, each from its provider's documentation
 // (docs/answers.md).
 const (
-	HandshakeSlack    Handshake = "slack"
-	HandshakeMeta     Handshake = "meta"
-	HandshakeGraph    Handshake = "msgraph"
-	HandshakeDropbox  Handshake = "dropbox"
-	HandshakeZoom     Handshake = "zoom"
+	HandshakeSlack   Handshake = "slack"
+	HandshakeMeta    Handshake = "meta"
+	HandshakeGraph   Handshake = "msgraph"
+	HandshakeDropbox Handshake = "dropbox"
+	HandshakeZoom    Handshake = "zoom"
 )
 
 // KnownHandshakes lists every handshake, in the order the relay tries them.
