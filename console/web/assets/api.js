@@ -17,7 +17,10 @@ export const DETAIL_FIELDS = `
   why { status summary facts { at text } }
 `;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;
+/** An address's own answer and handshakes (secrets come back masked). */
+export const ANSWER_FIELDS = `answer { status headers { name value } body } handshakes { enabled metaVerifyToken zoomSecretSet inProxy }`;
+
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests ${ANSWER_FIELDS}`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 

@@ -10,6 +10,7 @@ import { formatBytes, formatFullTime, formatTime, statusClass } from './format.j
 import { renderDetail, statusBadge } from './detail.js';
 import { agentBadge, endpointFields, MODE_LABELS, rememberInspector, signInForm } from './home.js';
 import { codeLine, notice, runBusy, submitWith } from './ui.js';
+import { answerFields } from './answers.js';
 
 const PAGE_SIZE = 50;
 const AGENT_POLL_MS = 2000;
@@ -350,12 +351,13 @@ export function historyPage(root, { kind, id, navigate }) {
   function settingsPanel() {
     const info = state.info;
     const fields = endpointFields(info);
+    const answers = answerFields(info.answer, info.handshakes);
     const status = h('div', { class: 'form-status' });
     const form = h('form', {
       class: 'stack',
       'aria-label': 'Endpoint settings',
       onsubmit: submitWith(status, async () => {
-        const input = fields.value();
+        const input = { ...fields.value(), ...answers.value() };
         if (input.target === null) delete input.target;
         const data = await request(UPDATE_ENDPOINT, { id, input });
         state.info = { ...state.info, ...data.updateEndpoint };
@@ -368,6 +370,7 @@ export function historyPage(root, { kind, id, navigate }) {
       }),
     },
     fields.element,
+    answers.element,
     h('div', { class: 'actions' },
       h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save settings'),
       h('button', { type: 'button', class: 'btn btn-danger', onclick: confirmDelete }, 'Delete Endpoint…')),
