@@ -69,3 +69,23 @@ func TestSettingsFormSetsTheAnswer(t *testing.T) {
 		t.Errorf("after a refusal a request got %d %q", status, body)
 	}
 }
+
+// An inspector's page sets its answer and handshakes, with no account.
+func TestInspectorAnswerForm(t *testing.T) {
+	id := newInspector(t)
+	p := newPage(t, 1280, 900)
+	p.open("/i/" + id)
+	p.waitFor("the inspector page", `document.querySelector('[data-testid=inspector-state]')`)
+	p.click(`details.settings summary`)
+	p.do(chromedpSetValue(`details.settings input[name=answerStatus]`, "202"))
+	p.do(chromedpSetValue(`details.settings textarea[name=answerBody]`, "queued"))
+	p.click(`details.settings input[name=handshake-DROPBOX]`)
+	p.click(`details.settings button[type=submit]`)
+	p.waitFor("the saved notice", `document.querySelector('details.settings .notice-success')`)
+	if status, body := send(t, id, http.MethodPost, "/hook", nil, []byte("x")); status != 202 || body != "queued" {
+		t.Errorf("a request got %d %q, want the answer set in the form", status, body)
+	}
+	if status, body := send(t, id, http.MethodGet, "/dbx?challenge=c-42", nil, nil); status != 200 || body != "c-42" {
+		t.Errorf("the Dropbox handshake got %d %q", status, body)
+	}
+}

@@ -43,7 +43,11 @@ export const UPDATE_ENDPOINT = `mutation UpdateEndpoint($id: ID!, $input: Update
 export const DELETE_ENDPOINT = `mutation DeleteEndpoint($id: ID!) { deleteEndpoint(id: $id) }`;
 
 export const INSPECTOR = `query Inspector($id: ID!) {
-  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests }
+  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
+}`;
+
+export const SET_INSPECTOR_ANSWER = `mutation SetInspectorAnswer($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput) {
+  setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
 }`;
 
 export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;
