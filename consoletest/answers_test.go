@@ -38,6 +38,8 @@ func TestSettingsFormSetsTheAnswer(t *testing.T) {
 	p.do(chromedpSetValue(`details.settings input[name=zoomSecret]`, "zoom-secret-from-the-form"))
 	p.click(`details.settings button[type=submit]`)
 	p.waitFor("the saved notice", `document.querySelector('details.settings .notice-success')`)
+	eval[bool](p, `(document.querySelector('details.settings fieldset.answers').scrollIntoView(), true)`)
+	p.screenshot("endpoint-answer.png")
 
 	status, body := send(t, id, http.MethodPost, "/plain", nil, []byte("x"))
 	if status != 200 || body != "thanks" {
