@@ -7,6 +7,7 @@
 package handshake
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -87,10 +88,17 @@ func text(status int, name, body string, extra ...domain.Header) Response {
 	return Response{Status: status, Headers: h, Body: []byte(body), Reason: domain.ReasonHandshake + name}
 }
 
+// maxBody bounds the JSON handshakes' bodies: Slack's and Zoom's are a
+// few hundred bytes. Every POST to the address is looked at, so a larger
+// body is not searched, nor decoded unless it names the handshake.
+const maxBody = 4 << 10
+
+func small(req Request) bool { return req.Method == http.MethodPost && len(req.Body) <= maxBody }
+
 // slack: POST {"type":"url_verification","challenge":…} is answered 200
 // with the challenge as plain text (api.slack.com/events/url_verification).
 func slack(req Request) (Response, bool) {
-	if req.Method != http.MethodPost {
+	if !small(req) || !bytes.Contains(req.Body, []byte("url_verification")) {
 		return Response{}, false
 	}
 	var p struct {
@@ -139,7 +147,7 @@ func dropbox(req Request, q url.Values) (Response, bool) {
 // is answered 200 JSON {"plainToken":…,"encryptedToken":hex(HMAC-SHA256(secret, plainToken))}
 // (developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint).
 func zoom(req Request, secret string) (Response, bool) {
-	if req.Method != http.MethodPost {
+	if !small(req) || !bytes.Contains(req.Body, []byte("endpoint.url_validation")) {
 		return Response{}, false
 	}
 	var p struct {

@@ -1,6 +1,7 @@
 package handshake_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -85,4 +86,47 @@ func FuzzAnswer(f *testing.F) {
 			t.Fatalf("answer %+v", r)
 		}
 	})
+}
+
+// BenchmarkAnswer is the cost per request at an address with every
+// handshake enabled: a webhook that is none of them (the common case), and
+// a Zoom validation.
+func BenchmarkAnswer(b *testing.B) {
+	h := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "t", ZoomSecret: "abc123secret"}
+	event := make([]byte, 0, 64<<10)
+	event = append(event, `{"type":"event_callback","event":{"text":"`...)
+	for len(event) < 60<<10 {
+		event = append(event, "lorem ipsum "...)
+	}
+	event = append(event, `"}}`...)
+	for _, bc := range []struct {
+		name string
+		req  handshake.Request
+	}{
+		{"plain 60KiB POST", handshake.Request{Method: "POST", Target: "/hook?x=1", Body: event}},
+		{"zoom validation", handshake.Request{Method: "POST", Target: "/zoom",
+			Body: []byte(`{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event":"endpoint.url_validation"}`)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				handshake.Answer(h, bc.req)
+			}
+		})
+	}
+}
+
+// TestLargeBodyIsNoHandshake: Slack's and Zoom's verification bodies are
+// small; a large body is never taken for one.
+func TestLargeBodyIsNoHandshake(t *testing.T) {
+	h := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "t", ZoomSecret: "s"}
+	pad := strings.Repeat(" ", 8<<10)
+	for _, body := range []string{`{"type":"url_verification","challenge":"c"}` + pad, `{"event":"endpoint.url_validation","payload":{"plainToken":"p"}}` + pad} {
+		if r, ok := handshake.Answer(h, handshake.Request{Method: "POST", Target: "/", Body: []byte(body)}); ok {
+			t.Errorf("a %d-byte body was answered as a handshake: %+v", len(body), r)
+		}
+		if _, ok := handshake.Answer(h, handshake.Request{Method: "POST", Target: "/", Body: []byte(strings.TrimSpace(body))}); !ok {
+			t.Errorf("the small body was not answered")
+		}
+	}
 }
