@@ -236,6 +236,9 @@ type HandshakesPatch struct {
 	InProxy         *domain.HandshakeSide
 }
 
+// Settings are the handshakes the patch sets on an address that has none.
+func (p *HandshakesPatch) Settings() *domain.Handshakes { return p.apply(nil) }
+
 // apply returns h changed by the patch (nil: none set).
 func (p *HandshakesPatch) apply(h *domain.Handshakes) *domain.Handshakes {
 	if p == nil {

@@ -50,6 +50,18 @@ func TestOwnAnswerAPI(t *testing.T) {
 		t.Fatalf("after a list change: %+v", got)
 	}
 
+	// createEndpoint takes them too.
+	var created struct{ CreateEndpoint shown }
+	e.c.MustPost(`mutation { createEndpoint(input: {name: "c", mode: LOG, answer: {status: 200, body: "hi"},
+		handshakes: {enabled: [SLACK]}}) { `+fields+` } }`, &created, auth)
+	if got := created.CreateEndpoint; got.Answer.Status != 200 || got.Answer.Body != "hi" || strings.Join(got.Handshakes.Enabled, ",") != "SLACK" {
+		t.Fatalf("created %+v", got)
+	}
+	if err := e.c.Post(`mutation { createEndpoint(input: {name: "d", mode: LOG, handshakes: {enabled: [ZOOM]}}) { id } }`, &struct{}{}, auth); code(err) != "INVALID_INPUT" ||
+		!strings.Contains(err.Error(), `"field":"handshakes.zoomSecret"`) {
+		t.Errorf("a zoom handshake without secret at creation gave %v", err)
+	}
+
 	var in struct{ CreateInspector struct{ ID string } }
 	e.c.MustPost(`mutation { createInspector { id } }`, &in)
 	var set struct{ SetInspectorAnswer shown }

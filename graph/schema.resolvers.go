@@ -93,8 +93,13 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	if err != nil {
 		return nil, err
 	}
+	answer, err := fromAnswerInput(input.Answer)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
+		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(),
 	})
 	if err != nil {
 		return nil, err

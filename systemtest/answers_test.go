@@ -213,8 +213,10 @@ func TestProxyHandshakesAnsweredByTheRelay(t *testing.T) {
 	h, acct := loggedInHome(t, r)
 	seen, port := recordingTarget(t)
 	var ep jsonEndpoint
-	h.jsonOut(t, &ep, "endpoints", "create", "proxied", "--target", port)
-	h.jsonOut(t, &ep, "endpoints", "update", "proxied", "--handshake", "slack")
+	h.jsonOut(t, &ep, "endpoints", "create", "proxied", "--target", port, "--handshake", "slack")
+	if ep.Handshakes == nil || strings.Join(ep.Handshakes.Enabled, ",") != "SLACK" || ep.Handshakes.InProxy != "LOCAL" {
+		t.Fatalf("created with handshakes %+v", ep.Handshakes)
+	}
 	slack := handshakeCases[0]
 	if resp := send(t, r, ep.ID, slack.method, "/local", nil, []byte(slack.body)); resp.Status != 503 {
 		t.Fatalf("with handshakes answered LOCAL and no agent, the sender got %d, want 503", resp.Status)

@@ -151,6 +151,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var conn connection
 	var out output
 	var s endpointSettings
+	var ans answerFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an Endpoint and print its public URL",
@@ -164,6 +165,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			}
 			in, err := s.input(c)
 			if err != nil {
+				return err
+			}
+			if err := ans.input(c, in); err != nil {
 				return err
 			}
 			in["name"] = args[0]
@@ -183,6 +187,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	s.flags(cmd, false)
+	ans.flags(cmd, true)
 	return cmd
 }
 

@@ -1835,6 +1835,10 @@ input CreateEndpointInput {
   mode: EndpointMode!
   target: String
   responseCapture: Boolean
+  "What it answers in LOG mode; 204 when absent."
+  answer: AnswerInput
+  "The handshakes it answers itself."
+  handshakes: HandshakesInput
 }
 
 input UpdateEndpointInput {
@@ -7967,7 +7971,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8002,6 +8006,20 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "answer":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
+			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Answer = data
+		case "handshakes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("handshakes"))
+			data, err := ec.unmarshalOHandshakesInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakesInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Handshakes = data
 		}
 	}
 	return it, nil

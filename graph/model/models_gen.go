@@ -94,6 +94,10 @@ type CreateEndpointInput struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
+	// What it answers in LOG mode; 204 when absent.
+	Answer *AnswerInput `json:"answer,omitempty"`
+	// The handshakes it answers itself.
+	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
 }
 
 type Delivery struct {
