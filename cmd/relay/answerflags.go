@@ -61,16 +61,6 @@ func (f *answerFlags) flags(cmd *cobra.Command, proxy bool) {
 	}
 }
 
-// changed tells whether any of the flags was given.
-func (f *answerFlags) changed(cmd *cobra.Command) bool {
-	for _, n := range []string{"answer-status", "answer-header", "answer-body", "handshake", "meta-verify-token", "zoom-secret-file", "handshakes-in-proxy"} {
-		if fl := cmd.Flags().Lookup(n); fl != nil && fl.Changed {
-			return true
-		}
-	}
-	return false
-}
-
 // input adds the flags given to in, as AnswerInput and HandshakesInput.
 func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 	fs := cmd.Flags()
