@@ -45,6 +45,7 @@ func NewCodec() *Codec {
 		TypeAddressRateLimited:   decoderFor[AddressRateLimited](),
 		TypeStreamDeleted:        decoderFor[StreamDeleted](),
 		TypeLogCheckpointed:      decoderFor[LogCheckpointed](),
+		TypeInspectorAnswerSet:   decoderFor[InspectorAnswerSet](),
 	}}
 }
 

@@ -45,6 +45,8 @@ func samples() []domain.Event {
 		domain.AddressRateLimited{Address: "k3x9q2", AddressKind: domain.AddressInspector, Refused: 120,
 			From: "2026-11-21T10:00:00.123456789Z", To: "2026-11-21T10:00:09.5Z"},
 		domain.StreamDeleted{Stream: "delivery-d1", Events: 4, LastRevision: 3, LastPosition: 42},
+		domain.InspectorAnswerSet{InspectorID: "k3x9q2", Answer: &domain.Answer{Status: 200, Headers: []domain.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")},
+			Handshakes: &domain.Handshakes{Enabled: []domain.Handshake{domain.HandshakeSlack, domain.HandshakeZoom}, MetaVerifyToken: "mvt", ZoomSecret: "zs", InProxy: domain.HandshakesRelay}},
 		domain.LogCheckpointed{Position: 42, Link: "3f2a", TreeSize: 42, Root: "9c1d", PublicKey: "ed25519:AAAA", Signature: "c2ln"},
 	}
 }

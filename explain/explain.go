@@ -155,6 +155,11 @@ func (x *explainer) relaySummary(r readmodel.RelayAnswer) string {
 		return head + ": the Endpoint was in LOG mode, which records a request and answers 204 without forwarding it."
 	case r.Reason == "":
 		return head + "."
+	case r.Reason == domain.ReasonConfiguredAnswer:
+		return head + ": the address's configured answer (its answer setting); the request was recorded, not forwarded."
+	case strings.HasPrefix(r.Reason, domain.ReasonHandshake):
+		return fmt.Sprintf("%s: %s, a provider's verification request this address answers itself (its handshakes setting): answered by the relay, recorded, not forwarded.",
+			head, strings.TrimPrefix(r.Reason, domain.ReasonHandshake))
 	case r.Reason == domain.ReasonWrongProtocol:
 		return head + ": the request came over plain HTTP to an address served over https only; it was recorded, not forwarded."
 	case r.Reason == domain.ReasonBodyBudget:

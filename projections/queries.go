@@ -42,10 +42,11 @@ const (
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
-			created_at, last_activity_at, position, updated_position)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8) ON CONFLICT (id) DO NOTHING`
+			created_at, last_activity_at, position, updated_position, answers)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9) ON CONFLICT (id) DO NOTHING`
 	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
-		updated_position = ? WHERE id = ?`
+		updated_position = ?, answers = ? WHERE id = ?`
+	qInspectorAnswers = `UPDATE inspectors SET answers = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
@@ -142,7 +143,7 @@ const (
 
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
-	qInspectorCreated, qInspectorExpired, qInspectorActivity,
+	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,

@@ -18,8 +18,10 @@ import (
 // version 6 the edit an edited retry sent (attempts.edit), the provider a
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
-// each attempt and when its outcome came (what explanations read).
-const schemaVersion = 7
+// each attempt and when its outcome came (what explanations read); version
+// 7 the fidelity receipt's verdict of each attempt; version 8 an address's
+// own answer and handshakes (answers).
+const schemaVersion = 8
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -58,7 +60,9 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	stored_bytes     INTEGER NOT NULL DEFAULT 0,
 	refused          INTEGER NOT NULL DEFAULT 0,
 	refused_position INTEGER NOT NULL DEFAULT 0,
-	purged           INTEGER NOT NULL DEFAULT 0
+	purged           INTEGER NOT NULL DEFAULT 0,
+	-- answers: its own answer and handshakes, JSON (answersJSON); '' for none.
+	answers          TEXT NOT NULL DEFAULT ''
 );
 
 -- The retention sweep looks for rows of purged inspectors; only those are
@@ -94,7 +98,8 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	position         INTEGER NOT NULL,
 	updated_position INTEGER NOT NULL,
 	refused          INTEGER NOT NULL DEFAULT 0,
-	refused_position INTEGER NOT NULL DEFAULT 0
+	refused_position INTEGER NOT NULL DEFAULT 0,
+	answers          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 

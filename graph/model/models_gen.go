@@ -17,6 +17,27 @@ type Account struct {
 	Name string `json:"name"`
 }
 
+// What an inspector or a LOG Endpoint answers every request that is not a handshake it answers.
+type AddressAnswer struct {
+	Status  int       `json:"status"`
+	Headers []*Header `json:"headers"`
+	// The body as text when it is valid UTF-8, else in base64 (see bodyBase64).
+	Body       string `json:"body"`
+	BodyBase64 string `json:"bodyBase64"`
+}
+
+// An address's own answer. status is 200 to 599 (204 and 304 carry no body); at most 32
+// headers, 8 KiB of names and values in all, names HTTP tokens and values HTTP field
+// values, without Content-Length or hop-by-hop headers; a body of at most 64 KiB.
+// A status of 204 with no header and no body is the default again.
+type AnswerInput struct {
+	Status  int            `json:"status"`
+	Headers []*HeaderInput `json:"headers,omitempty"`
+	Body    *string        `json:"body,omitempty"`
+	// The body's exact bytes, base64; takes precedence over body.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+}
+
 // One try to reach the local target (the first forward or a retry).
 type Attempt struct {
 	ID string `json:"id"`
@@ -80,6 +101,10 @@ type CreateEndpointInput struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
+	// What it answers in LOG mode; 204 when absent.
+	Answer *AnswerInput `json:"answer,omitempty"`
+	// The handshakes it answers itself.
+	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
 }
 
 type Delivery struct {
@@ -212,6 +237,10 @@ type Endpoint struct {
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
 	Deliveries *DeliveryConnection `json:"deliveries"`
+	// What it answers in LOG mode (204 unless set); a PROXY Endpoint answers what its local process answers.
+	Answer *AddressAnswer `json:"answer"`
+	// The providers' verification requests it answers itself.
+	Handshakes *Handshakes `json:"handshakes"`
 }
 
 // An event of the log, for auditors.
@@ -291,6 +320,27 @@ type ForwardRequest struct {
 	RemoteAddress *string `json:"remoteAddress,omitempty"`
 }
 
+// The handshakes an address answers; secrets are never shown back.
+type Handshakes struct {
+	Enabled []Handshake `json:"enabled"`
+	// The Meta verify token, masked (its last two characters at most), or null when none is set.
+	MetaVerifyToken *string `json:"metaVerifyToken,omitempty"`
+	// Whether a Zoom secret token is set.
+	ZoomSecretSet bool          `json:"zoomSecretSet"`
+	InProxy       HandshakeSide `json:"inProxy"`
+}
+
+// What to change in an address's handshakes; only what is set changes. An empty secret removes it.
+type HandshakesInput struct {
+	Enabled []Handshake `json:"enabled,omitempty"`
+	// The verify token given to Meta; needed by META.
+	MetaVerifyToken *string `json:"metaVerifyToken,omitempty"`
+	// The Zoom app's secret token; needed by ZOOM.
+	ZoomSecret *string `json:"zoomSecret,omitempty"`
+	// Who answers handshakes to a PROXY Endpoint; LOCAL by default.
+	InProxy *HandshakeSide `json:"inProxy,omitempty"`
+}
+
 type Header struct {
 	Name string `json:"name"`
 	// The value as text; bytes that are not valid UTF-8 show as U+FFFD here (use valueBase64).
@@ -319,6 +369,10 @@ type Inspector struct {
 	RefusedRequests int `json:"refusedRequests"`
 	// Its deliveries were removed from the log, --inspector-retention after it expired.
 	Purged bool `json:"purged"`
+	// What it answers every request (204 unless set); see setInspectorAnswer.
+	Answer *AddressAnswer `json:"answer"`
+	// The providers' verification requests it answers itself.
+	Handshakes *Handshakes `json:"handshakes"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -389,6 +443,10 @@ type UpdateEndpointInput struct {
 	Mode            *EndpointMode `json:"mode,omitempty"`
 	Target          *string       `json:"target,omitempty"`
 	ResponseCapture *bool         `json:"responseCapture,omitempty"`
+	// What it answers in LOG mode; replaces the one set.
+	Answer *AnswerInput `json:"answer,omitempty"`
+	// The handshakes it answers itself.
+	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
 }
 
 type EndpointMode string
@@ -564,6 +622,131 @@ func (e *FidelityStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e FidelityStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A provider's verification request the relay can answer itself (docs/answers.md).
+type Handshake string
+
+const (
+	// Slack Events API url_verification: 200 with the challenge.
+	HandshakeSLACk Handshake = "SLACK"
+	// Meta (Facebook, Instagram, WhatsApp) hub.challenge, only with the right verify token (else 403).
+	HandshakeMeta Handshake = "META"
+	// Microsoft Graph validationToken: 200 text/plain with the token.
+	HandshakeMsgraph Handshake = "MSGRAPH"
+	// Dropbox challenge: 200 text/plain with the challenge.
+	HandshakeDropbox Handshake = "DROPBOX"
+	// Zoom endpoint.url_validation: 200 JSON with plainToken and its HMAC-SHA256 under the secret token.
+	HandshakeZoom Handshake = "ZOOM"
+)
+
+var AllHandshake = []Handshake{
+	HandshakeSLACk,
+	HandshakeMeta,
+	HandshakeMsgraph,
+	HandshakeDropbox,
+	HandshakeZoom,
+}
+
+func (e Handshake) IsValid() bool {
+	switch e {
+	case HandshakeSLACk, HandshakeMeta, HandshakeMsgraph, HandshakeDropbox, HandshakeZoom:
+		return true
+	}
+	return false
+}
+
+func (e Handshake) String() string {
+	return string(e)
+}
+
+func (e *Handshake) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Handshake(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Handshake", str)
+	}
+	return nil
+}
+
+func (e Handshake) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Handshake) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Handshake) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Who answers handshakes to a PROXY Endpoint.
+type HandshakeSide string
+
+const (
+	// The local process, as any request (the default).
+	HandshakeSideLocal HandshakeSide = "LOCAL"
+	// The relay, without forwarding them.
+	HandshakeSideRelay HandshakeSide = "RELAY"
+)
+
+var AllHandshakeSide = []HandshakeSide{
+	HandshakeSideLocal,
+	HandshakeSideRelay,
+}
+
+func (e HandshakeSide) IsValid() bool {
+	switch e {
+	case HandshakeSideLocal, HandshakeSideRelay:
+		return true
+	}
+	return false
+}
+
+func (e HandshakeSide) String() string {
+	return string(e)
+}
+
+func (e *HandshakeSide) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = HandshakeSide(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid HandshakeSide", str)
+	}
+	return nil
+}
+
+func (e HandshakeSide) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *HandshakeSide) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e HandshakeSide) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -17,7 +17,10 @@ export const DETAIL_FIELDS = `
   why { status summary facts { at text } }
 `;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;
+/** An address's own answer and handshakes (secrets come back masked). */
+export const ANSWER_FIELDS = `answer { status headers { name value } body } handshakes { enabled metaVerifyToken zoomSecretSet inProxy }`;
+
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests ${ANSWER_FIELDS}`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
@@ -40,7 +43,11 @@ export const UPDATE_ENDPOINT = `mutation UpdateEndpoint($id: ID!, $input: Update
 export const DELETE_ENDPOINT = `mutation DeleteEndpoint($id: ID!) { deleteEndpoint(id: $id) }`;
 
 export const INSPECTOR = `query Inspector($id: ID!) {
-  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests }
+  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
+}`;
+
+export const SET_INSPECTOR_ANSWER = `mutation SetInspectorAnswer($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput) {
+  setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
 }`;
 
 export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;
