@@ -134,7 +134,9 @@ func TestCompareAttempts(t *testing.T) {
 		t.Fatalf("first attempt answered %d, want the local 404", status)
 	}
 	var list struct {
-		Endpoint struct{ Deliveries struct{ Nodes []struct{ ID string } } }
+		Endpoint struct {
+			Deliveries struct{ Nodes []struct{ ID string } }
+		}
 	}
 	srv.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": id}, &list)
 	did := list.Endpoint.Deliveries.Nodes[0].ID
