@@ -20,7 +20,10 @@ const (
 	qCreate    = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ id name url mode target agentConnected agentCount } }`
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late }
+  attempts { id status startedAt durationMs error retry late signature
+    edit { method path unsetHeaders setHeaders { name value } bodyBase64 }
+    response { status headers { name value } bodyBase64 captured } }
+  provider { name eventType deliveryId } duplicates
   headers { name value } body bodyBase64 responseHeaders { name value } responseBody
   why { status summary facts { at text } }`
 	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`
