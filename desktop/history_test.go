@@ -67,7 +67,9 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 		}
 	}
 	var list struct {
-		Endpoint struct{ Deliveries struct{ Nodes []struct{ ID string } } }
+		Endpoint struct {
+			Deliveries struct{ Nodes []struct{ ID string } }
+		}
 	}
 	r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": e.ID}, &list)
 	id := list.Endpoint.Deliveries.Nodes[0].ID
