@@ -114,4 +114,31 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 	}) {
 		t.Errorf("attempt response %+v, want the local 202 with X-Local", resp)
 	}
+
+	// Edit and retry: the edit travels to the relay and is recorded with
+	// the attempt; a malformed edit is refused naming its fault.
+	raw, err := ui.Retry(id, json.RawMessage(`{"setHeaders":[{"name":"X-Debug","value":"1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edited struct {
+		Attempts []struct {
+			Retry bool
+			Edit  *struct {
+				SetHeaders []struct{ Name, Value string }
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &edited); err != nil {
+		t.Fatal(err)
+	}
+	if a := edited.Attempts; len(a) != 2 || !a[1].Retry || a[1].Edit == nil || len(a[1].Edit.SetHeaders) != 1 || a[1].Edit.SetHeaders[0].Name != "X-Debug" {
+		t.Errorf("after an edited retry the attempts are %+v, want a second one recording the set X-Debug", a)
+	}
+	if _, err := ui.Retry(id, json.RawMessage(`{"path":"no-slash"}`)); err == nil || !strings.Contains(err.Error(), "path") {
+		t.Errorf("a malformed edit: %v, want an error naming the path", err)
+	}
+	if raw, err := ui.Retry(id, nil); err != nil || strings.Count(string(raw), `"retry":true`) != 2 {
+		t.Errorf("a retry as recorded: %v\n%s", err, raw)
+	}
 }

@@ -102,5 +102,25 @@ func TestDesktopDetailShowsProviderAndSignature(t *testing.T) {
 	if got := app.str(t, `[...document.querySelectorAll('.detail [data-testid=compare-response] tr')].map((tr) => tr.dataset.where).filter(Boolean).join(',')`); got != "" && got != "header Date" {
 		t.Errorf("two answers of the same handler differ in %s, want at most the Date header", strconv.Quote(got))
 	}
+
+	// Edit and retry in the window sends the edited copy: the attempt is
+	// marked edited, and comparing the recorded request with it shows the
+	// edit. (The changed body no longer matches GitHub's signature.)
+	app.run(t, `(() => {
+		document.querySelector('[data-testid=edit-retry]').click();
+		document.querySelector('[data-testid=edit-form] textarea[name=edit-body]').value = '{"ref":"refs/heads/dev"}';
+		document.querySelector('[data-testid=send-edited]').click();
+		return true; })()`)
+	app.waitFor(t, `document.querySelectorAll('.detail [data-testid=attempt-edited]').length === 1`)
+	app.waitFor(t, `document.querySelector('.detail [data-testid=attempts] tbody tr:nth-child(3) [data-testid=attempt-signature]')?.textContent.includes('invalid')`)
+	app.run(t, `(() => {
+		const c = document.querySelector('.detail [data-testid=compare]');
+		if (!c.open) c.querySelector('summary').click();
+		document.querySelector('.detail [data-testid=compare-edit]').click();
+		return true; })()`)
+	app.waitFor(t, `!!document.querySelector('.detail [data-testid=compare-request] tr[data-where="body $.ref"]')`)
+	if got := app.str(t, `[...document.querySelector('.detail [data-testid=compare-request] tr[data-where="body $.ref"]').cells].slice(1).map((c) => c.textContent).join(' → ')`); got != `"refs/heads/main" → "refs/heads/dev"` {
+		t.Errorf("the edit compared shows %s", got)
+	}
 	app.screenshot(t, "desktop-history")
 }
