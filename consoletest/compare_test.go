@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,4 +262,80 @@ func show(cs []change) string {
 		fmt.Fprintf(&b, "  %s: %s → %s\n", c.Where, str(c.A), str(c.B))
 	}
 	return b.String()
+}
+
+// TestCompareMatchesCLI: for answers that differ in every way a body can
+// (JSON formatted otherwise, nested JSON with keys to sort and characters
+// Go escapes, text lines, binary, more than a hundred differences, text
+// against JSON, an empty body), the console's comparison lists exactly
+// what relay deliveries diff lists.
+func TestCompareMatchesCLI(t *testing.T) {
+	many := func(v int) []byte {
+		m := map[string]int{}
+		for i := range 150 {
+			m[fmt.Sprintf("k%03d", i)] = v
+		}
+		b, _ := json.Marshal(m)
+		return b
+	}
+	cases := map[string][2][]byte{
+		"/formatted": {[]byte(`{"a":1,"b":[1,2]}`), []byte("{ \"a\": 1,\n  \"b\": [1, 2] }")},
+		"/nested":    {[]byte(`{"z":{"é":1,"A":[1,{"x":"<a&b>"}]},"gone":null}`), []byte(`{"z":{"é":2,"A":[1,{"x":"<a&c>"},3],"b":"\u2028"},"new":true}`)},
+		"/text":      {[]byte("line 1\nline 2\nline 3"), []byte("line 1\nchanged\nline 3\nline 4")},
+		"/binary":    {{0xff, 0xfe, 0x00, 0x01}, {0xff, 0xfe, 0x00, 0x02, 0x03}},
+		"/many":      {many(1), many(2)},
+		"/kinds":     {[]byte("ok"), []byte(`{"ok":true}`)},
+		"/empty":     {nil, []byte("now something")},
+	}
+	var mu sync.Mutex
+	seen := map[string]int{} // answers given per path: the first gets the first body
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n := seen[r.URL.Path]
+		seen[r.URL.Path]++
+		mu.Unlock()
+		_, _ = w.Write(cases[r.URL.Path][min(n, 1)])
+	}))
+	t.Cleanup(local.Close)
+	target := strings.TrimPrefix(local.URL, "http://")
+	token := signUp(t, "Parity")
+	id := proxyEndpoint(t, token, "parity", target)
+	srv.StartAgent(t, token, id, target)
+	waitAgent(t, token, id)
+
+	p := newPage(t, 1280, 800)
+	p.openEndpoint(token, id)
+	for path := range cases {
+		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
+			send(t, id, http.MethodPost, path, nil, []byte(`{}`))
+			var list struct {
+				Endpoint struct {
+					Deliveries struct{ Nodes []struct{ ID string } }
+				}
+			}
+			srv.MustGraphQL(t, token, `query($id: ID!, $p: String!){ endpoint(id: $id){ deliveries(first: 1, filter: {pathPrefix: $p}){ nodes{ id } } } }`,
+				map[string]any{"id": id, "p": path}, &list)
+			did := list.Endpoint.Deliveries.Nodes[0].ID
+			srv.MustGraphQL(t, token, `mutation($id: ID!){ retryDelivery(id: $id){ id } }`, map[string]any{"id": did}, nil)
+
+			raw := eval[string](p, fmt.Sprintf(`(async () => {
+				const { compareAttempts } = await import('/assets/compare.js');
+				const { request } = await import('/assets/graphql.js');
+				const { DELIVERY } = await import('/assets/api.js');
+				const data = await request(DELIVERY, { id: %q });
+				return JSON.stringify(compareAttempts(data.delivery, '1', '2'));
+			})()`, did))
+			var console struct {
+				Request, Response []change
+				Note              string
+			}
+			if err := json.Unmarshal([]byte(raw), &console); err != nil {
+				t.Fatal(err)
+			}
+			if len(console.Response) == 0 {
+				t.Fatalf("the console finds no difference between the answers: %s", raw)
+			}
+			wantCLI(t, token, did, "1", "2", console.Request, console.Response, console.Note)
+		})
+	}
 }
