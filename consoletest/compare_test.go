@@ -58,6 +58,28 @@ func cli(t *testing.T, token string, args ...string) string {
 	return out
 }
 
+// deliveryAt is the id of the Endpoint's delivery at path (one per path in
+// these tests), once the relay's views list it: they follow the log a
+// moment after the sender's answer.
+func deliveryAt(t *testing.T, token, id, path string) string {
+	t.Helper()
+	var did string
+	harness.Eventually(t, 10*time.Second, "the delivery at "+path+" listed", func() bool {
+		var list struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []struct{ ID, Path string } }
+			}
+		}
+		srv.MustGraphQL(t, token, `query($id: ID!, $p: String!){ endpoint(id: $id){ deliveries(first: 1, filter: {pathPrefix: $p}){ nodes{ id path } } } }`,
+			map[string]any{"id": id, "p": path}, &list)
+		if n := list.Endpoint.Deliveries.Nodes; len(n) == 1 && n[0].Path == path {
+			did = n[0].ID
+		}
+		return did != ""
+	})
+	return did
+}
+
 // change is one difference as relay deliveries diff -o json lists it.
 type change struct {
 	Where string  `json:"where"`
@@ -134,13 +156,7 @@ func TestCompareAttempts(t *testing.T) {
 	if status, _ := send(t, id, http.MethodPost, "/orders", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":7,"items":[1,2]}`)); status != http.StatusNotFound {
 		t.Fatalf("first attempt answered %d, want the local 404", status)
 	}
-	var list struct {
-		Endpoint struct {
-			Deliveries struct{ Nodes []struct{ ID string } }
-		}
-	}
-	srv.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": id}, &list)
-	did := list.Endpoint.Deliveries.Nodes[0].ID
+	did := deliveryAt(t, token, id, "/orders")
 	retry := func(edit map[string]any) {
 		t.Helper()
 		srv.MustGraphQL(t, token, `mutation($id: ID!, $edit: RequestEditInput){ retryDelivery(id: $id, edit: $edit){ id } }`,
@@ -308,14 +324,7 @@ func TestCompareMatchesCLI(t *testing.T) {
 	for path := range cases {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
 			send(t, id, http.MethodPost, path, nil, []byte(`{}`))
-			var list struct {
-				Endpoint struct {
-					Deliveries struct{ Nodes []struct{ ID string } }
-				}
-			}
-			srv.MustGraphQL(t, token, `query($id: ID!, $p: String!){ endpoint(id: $id){ deliveries(first: 1, filter: {pathPrefix: $p}){ nodes{ id } } } }`,
-				map[string]any{"id": id, "p": path}, &list)
-			did := list.Endpoint.Deliveries.Nodes[0].ID
+			did := deliveryAt(t, token, id, path)
 			srv.MustGraphQL(t, token, `mutation($id: ID!){ retryDelivery(id: $id){ id } }`, map[string]any{"id": did}, nil)
 
 			raw := eval[string](p, fmt.Sprintf(`(async () => {

@@ -66,13 +66,20 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 			t.Fatalf("sender got %d, want the local 202", resp.Status)
 		}
 	}
-	var list struct {
-		Endpoint struct {
-			Deliveries struct{ Nodes []struct{ ID string } }
+	// The views list the delivery a moment after the sender's answer.
+	var id string
+	harness.Eventually(t, 10*time.Second, "the delivery listed", func() bool {
+		var list struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []struct{ ID string } }
+			}
 		}
-	}
-	r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": e.ID}, &list)
-	id := list.Endpoint.Deliveries.Nodes[0].ID
+		r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": e.ID}, &list)
+		if n := list.Endpoint.Deliveries.Nodes; len(n) == 1 {
+			id = n[0].ID
+		}
+		return id != ""
+	})
 
 	type delivery struct {
 		Provider *struct {
@@ -88,7 +95,7 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 		}
 	}
 	var d delivery
-	harness.Eventually(t, 10*time.Second, "the verdict recorded", func() bool {
+	harness.Eventually(t, 10*time.Second, "the verdict and the redelivery recorded", func() bool {
 		raw, err := ui.Delivery(id)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +104,7 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 		if err := json.Unmarshal(raw, &d); err != nil {
 			t.Fatal(err)
 		}
-		return len(d.Attempts) == 1 && d.Attempts[0].Signature != nil
+		return len(d.Attempts) == 1 && d.Attempts[0].Signature != nil && d.Duplicates > 0
 	})
 	if p := d.Provider; p == nil || p.Name != "github" || p.EventType != "push" || p.DeliveryID != "d-42" {
 		t.Errorf("provider %+v, want github push d-42", p)
