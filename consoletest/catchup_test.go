@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestCatchUpProgress: requests answered 503 while no agent was connected
@@ -14,10 +16,11 @@ import (
 func TestCatchUpProgress(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
+	var holding, releasing sync.Once
 	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/away-2":
-			close(held)
+			holding.Do(func() { close(held) })
 			<-release
 		case "/away-3":
 			http.Error(w, "still broken", http.StatusInternalServerError)
@@ -26,6 +29,8 @@ func TestCatchUpProgress(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(local.Close)
+	free := func() { releasing.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the server closes, should the test end early
 	target := strings.TrimPrefix(local.URL, "http://")
 	token := signUp(t, "CatchUp")
 	id := proxyEndpoint(t, token, "away", target)
@@ -44,10 +49,14 @@ func TestCatchUpProgress(t *testing.T) {
 	srv.StartAgent(t, token, id, target)
 	p.waitFor("the catch-up offer", `document.querySelector('[data-testid=catch-up]')?.textContent.startsWith('3 requests were answered 503 while no agent was connected.')`)
 	p.click(`[data-testid=catch-up-run]`)
-	<-held
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the catch-up did not send /away-2")
+	}
 	p.waitFor("the progress", `document.querySelector('[data-testid=catch-up-progress]')?.textContent === 'Sending 2 of 3…'`)
 	p.waitFor("the first one answered", rowSelector("/away-1")+`?.querySelector('.status').textContent === '200'`)
-	close(release)
+	free()
 	p.waitFor("caught up", `document.querySelector('[data-testid=catch-up-progress]')?.textContent === 'Caught up: 2 answered 2xx, 1 not.'`)
 	for path, want := range map[string]string{"/away-2": "200", "/away-3": "500"} {
 		p.waitFor(path+" answered "+want, rowSelector(path)+`?.querySelector('.status').textContent === '`+want+`'`)
