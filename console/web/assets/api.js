@@ -7,9 +7,14 @@ export const ROW_FIELDS = `
   provider { name eventType deliveryId } duplicates
 `;
 
-/** Every field of a delivery, for the detail pane. */
+/**
+ * Every field of a delivery, for the detail pane; each attempt's response
+ * too, for comparing attempts (bodies as base64 only: compare.js decodes
+ * the text, and the answer carries each body once).
+ */
 export const DETAIL_FIELDS = `
   ${ROW_FIELDS}
+  attempts { id response { status headers { name value } bodyBase64 captured } }
   headers { name value }
   body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }

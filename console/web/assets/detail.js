@@ -8,6 +8,8 @@ import {
 } from './format.js';
 import { curlCommand } from './curl.js';
 import { copyButton, notice } from './ui.js';
+import { compareView } from './compare.js';
+import { providerFacts } from './provider.js';
 
 /**
  * renderDetail returns the pane for delivery d.
@@ -50,6 +52,7 @@ export function renderDetail(d, opts) {
       fact('Received', h('time', { datetime: d.receivedAt }, formatFullTime(d.receivedAt))),
       fact('Answered', statusBadge(d.responseStatus)),
       fact('Body size', `${formatBytes(d.bodySize)} (${d.bodySize} bytes)`),
+      providerFacts(d),
       d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
     whyLine(d.id, d.why),
@@ -63,7 +66,7 @@ export function renderDetail(d, opts) {
     incompleteNotice(d, stored),
     section('Request body', bodyView(d.body, d.bodyBase64, headerValue(d.headers, 'content-type'), d.bodySize === 0)),
     section('Request headers', headersTable(d.headers, 'Request headers')),
-    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId)),
+    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId), compareView(d)),
     section('Response',
       h('p', {}, 'Status ', statusBadge(d.responseStatus)),
       h('h4', {}, 'Headers'),

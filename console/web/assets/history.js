@@ -8,6 +8,7 @@ import {
 } from './api.js';
 import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
 import { renderDetail, statusBadge } from './detail.js';
+import { providerBadge } from './provider.js';
 import { agentBadge, endpointFields, MODE_LABELS, rememberInspector, signInForm } from './home.js';
 import { codeLine, notice, runBusy, submitWith } from './ui.js';
 import { answerFields } from './answers.js';
@@ -645,20 +646,6 @@ export function historyPage(root, { kind, id, navigate }) {
       h('td', {}, statusBadge(d.responseStatus)),
       h('td', { class: 'num' }, formatBytes(d.bodySize)),
       h('td', {}, h('time', { datetime: d.receivedAt, title: formatFullTime(d.receivedAt) }, formatTime(d.receivedAt))));
-  }
-
-  // providerBadge names a recognised provider's event, and marks a
-  // redelivery: the provider sent the same delivery id more than once.
-  function providerBadge(d) {
-    if (!d.provider) return null;
-    const what = [d.provider.name, d.provider.eventType].filter(Boolean).join(' ');
-    const dup = d.duplicates > 0;
-    return h('span', {
-      class: `badge provider${dup ? ' badge-warn duplicate' : ''}`,
-      title: dup
-        ? `${d.provider.name} sent delivery ${d.provider.deliveryId} ${d.duplicates + 1} times`
-        : `${d.provider.name} delivery ${d.provider.deliveryId || '(no id)'}`,
-    }, dup ? `${what} ×${d.duplicates + 1}` : what);
   }
 
   function filtersForm() {
