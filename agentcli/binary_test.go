@@ -20,6 +20,9 @@ import (
 // its target byte for byte, reports the answer in a binary complete frame,
 // and tells the observer what the relay's Done said. With PlainGraphQL it
 // offers graphql-transport-ws only (TestAgentProtocol covers that path).
+// Its answer carries a fidelity receipt of what it handed the target only
+// when the relay agreed on the subprotocol with receipts: a relay that
+// speaks only relay-agent.v1 would refuse the longer frame.
 func TestAgentBinaryDataPath(t *testing.T) {
 	reqBody := []byte{0, 1, 0xff}
 	target, local := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -29,11 +32,13 @@ func TestAgentBinaryDataPath(t *testing.T) {
 	})
 	for _, tt := range []struct {
 		name       string
+		offer      string // the relay's binary subprotocol
 		plain      bool
 		wantBinary bool
-	}{{"binary", false, true}, {"plain GraphQL", true, false}} {
+	}{{"binary", agentwire.Subprotocol, false, true}, {"older relay", agentwire.SubprotocolV1, false, true},
+		{"plain GraphQL", agentwire.Subprotocol, true, false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newWSServerOf(t, agentwire.Subprotocol, gqlws.Subprotocol)
+			srv := newWSServerOf(t, tt.offer, gqlws.Subprotocol)
 			obs := &recordingObserver{forwards: make(chan ForwardEvent, 4)}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
@@ -42,7 +47,7 @@ func TestAgentBinaryDataPath(t *testing.T) {
 					Endpoints: []Route{{EndpointID: "ep-1", Target: target}}})
 			}()
 			p := srv.accept(t)
-			if got := p.conn.Subprotocol() == agentwire.Subprotocol; got != tt.wantBinary {
+			if got := p.conn.Subprotocol() == tt.offer; got != tt.wantBinary {
 				t.Fatalf("agreed on %q", p.conn.Subprotocol())
 			}
 			p.handshake("t", "ep-1")
@@ -76,6 +81,13 @@ func TestAgentBinaryDataPath(t *testing.T) {
 			}
 			if c.AttemptID != "att-1" || c.Status != 202 || string(c.Body) != "taken" || c.Error != "" || !hasReply(c.Headers) {
 				t.Errorf("complete frame %+v, want att-1 202 taken with X-Reply", c)
+			}
+			receipt := domain.DigestRequest("PUT", "/a//b?c=%zz", []domain.Header{{Name: "X-Sig", Value: "s"}}, reqBody)
+			switch {
+			case tt.offer == agentwire.SubprotocolV1 && c.Receipt != nil:
+				t.Errorf("a receipt %+v sent on %s", *c.Receipt, tt.offer)
+			case tt.offer == agentwire.Subprotocol && (c.Receipt == nil || *c.Receipt != receipt):
+				t.Errorf("receipt %v, want %+v", c.Receipt, receipt)
 			}
 			if err := p.conn.WriteMessage(websocket.BinaryMessage, agentwire.AppendDone(nil, agentwire.Done{AttemptID: "att-1", Code: "NOT_FOUND", Message: "gone"})); err != nil {
 				t.Fatal(err)

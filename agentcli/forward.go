@@ -41,6 +41,9 @@ type localResult struct {
 	Failure  string // with Err: short and stable, for the sender; names the target, no local socket
 	// Signature is Options.Verify's verdict on the request, "" without it.
 	Signature string
+	// Receipt is the digests of the request as handed to the HTTP client
+	// for the local target; nil when none was built.
+	Receipt *domain.FidelityDigests
 }
 
 // forwarder sends forward requests to the one local target it was given.
@@ -96,9 +99,12 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	if err != nil {
 		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
 	}
+	receipt := f.receipt(hreq, req.Body)
 	resp, err := f.client.Do(hreq)
 	if err != nil {
-		return f.failure(ctx, err)
+		res := f.failure(ctx, err)
+		res.Receipt = receipt
+		return res
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
@@ -115,7 +121,27 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		// listed besides close are hop-by-hop too.
 		headers = dropNames(headers, conn.connectionNames())
 	}
-	return localResult{Status: resp.StatusCode, Headers: headers, Body: body}
+	return localResult{Status: resp.StatusCode, Headers: headers, Body: body, Receipt: receipt}
+}
+
+// receipt digests the request as built for the HTTP client, not as the
+// relay sent it, so that a fault between the two shows: the method, the
+// target without the agent's own prefix, the header fields it holds (a
+// map: the canonical form's order does not depend on theirs) and the body
+// bytes it reads.
+func (f *forwarder) receipt(hreq *http.Request, body []byte) *domain.FidelityDigests {
+	target := hreq.URL.RequestURI()
+	if target != "*" {
+		target = strings.TrimPrefix(target, f.target.Prefix)
+	}
+	headers := make([]domain.Header, 0, len(hreq.Header))
+	for name, values := range hreq.Header {
+		for _, v := range values {
+			headers = append(headers, domain.Header{Name: name, Value: v})
+		}
+	}
+	d := domain.DigestRequest(hreq.Method, target, headers, body)
+	return &d
 }
 
 // dropNames returns headers without those named in names.

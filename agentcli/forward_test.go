@@ -350,3 +350,61 @@ func TestForwardDropsHeadersNamedWithClose(t *testing.T) {
 
 // httpTarget is an http target at hostport.
 func httpTarget(hostport string) Target { return Target{Scheme: "http", Host: hostport} }
+
+// TestForwardReceipt: the receipt the agent reports is the digests the
+// relay computes of what it sent (domain.DigestRequest), whatever the
+// agent legitimately adds (its target's prefix, Host, X-Forwarded-*,
+// Forwarded, Content-Length); and it matches the digests of what the local
+// process received, recomputed from the documented canonical form.
+func TestForwardReceipt(t *testing.T) {
+	body := []byte(`{"id":"evt_1","n":1}`)
+	headers := []domain.Header{
+		{Name: "Stripe-Signature", Value: "t=1,v1=abc"},
+		{Name: "x-multi", Value: "one"},
+		{Name: "X-Multi", Value: "two"},
+		{Name: "Content-Type", Value: "application/json"},
+		{Name: "X-Forwarded-For", Value: "198.51.100.1"},
+		{Name: "Connection", Value: "X-Hop"},
+		{Name: "X-Hop", Value: "1"},
+		{Name: "Host", Value: "relay.example"},
+	}
+	for _, tt := range []struct {
+		name, prefix, path string
+		origin             origin
+		preserveHost       bool
+	}{
+		{name: "plain", path: "/hook?a=1"},
+		{name: "prefix", prefix: "/api", path: "/hook?a=1&b"},
+		{name: "double slash", path: "//x/%2F?q"},
+		{name: "double slash after a prefix", prefix: "/api", path: "//x/%2F"},
+		{name: "origin and preserved host", path: "/hook", preserveHost: true,
+			origin: origin{Host: "relay.example", Scheme: "https", Sender: "203.0.113.7:5555"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+			tg := httpTarget(target)
+			tg.Prefix = tt.prefix
+			f := newForwarder(tg, 5*time.Second, false)
+			f.preserveHost = tt.preserveHost
+			defer f.close()
+			res := f.forward(t.Context(), localRequest{Method: "POST", Path: tt.path, Headers: headers, Body: body, Origin: tt.origin})
+			if res.Err != nil || res.Receipt == nil {
+				t.Fatalf("forward: %v, receipt %v", res.Err, res.Receipt)
+			}
+			if want := domain.DigestRequest("POST", tt.path, headers, body); *res.Receipt != want {
+				t.Errorf("receipt %+v, relay's digests %+v", *res.Receipt, want)
+			}
+			got := next(t, requests)
+			var received []domain.Header
+			for name, values := range got.header {
+				for _, v := range values {
+					received = append(received, domain.Header{Name: name, Value: v})
+				}
+			}
+			local := domain.DigestRequest(got.method, strings.TrimPrefix(got.requestURI, tt.prefix), received, got.body)
+			if local != *res.Receipt {
+				t.Errorf("the local process got %+v, the receipt says %+v\nheaders: %q", local, *res.Receipt, domain.CanonicalHeaders(received))
+			}
+		})
+	}
+}

@@ -167,7 +167,7 @@ type endpointInfo struct {
 // there is none. A timed-out target keeps its 504 (too slow, not
 // unreachable); other failures give no status.
 func report(attemptID string, res localResult) agentwire.Complete {
-	c := agentwire.Complete{AttemptID: attemptID, Headers: res.Headers, Body: res.Body, DurationMs: res.Duration.Milliseconds(), Signature: res.Signature}
+	c := agentwire.Complete{AttemptID: attemptID, Headers: res.Headers, Body: res.Body, DurationMs: res.Duration.Milliseconds(), Signature: res.Signature, Receipt: res.Receipt}
 	if res.Err != nil {
 		c.Error, c.Failure = res.Err.Error(), res.Failure
 		if res.Status == http.StatusGatewayTimeout {
@@ -183,6 +183,9 @@ func report(attemptID string, res localResult) agentwire.Complete {
 func toCompleteInput(c agentwire.Complete) completeInput {
 	in := completeInput{AttemptID: c.AttemptID, Headers: toWireHeaders(c.Headers),
 		BodyBase64: base64.StdEncoding.EncodeToString(c.Body), Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs, Signature: c.Signature}
+	if r := c.Receipt; r != nil {
+		in.Receipt = &receiptInput{RequestLine: r.RequestLine, Headers: r.Headers, Body: r.Body}
+	}
 	if c.Status != 0 {
 		in.Status = &c.Status
 	}
@@ -199,6 +202,16 @@ type completeInput struct {
 	Failure    string       `json:"failure,omitempty"`
 	DurationMs int64        `json:"durationMs"`
 	Signature  string       `json:"signature,omitempty"`
+	// Receipt is omitted when there is none, so relays older than
+	// receipts take the report.
+	Receipt *receiptInput `json:"receipt,omitempty"`
+}
+
+// receiptInput is FidelityReceiptInput.
+type receiptInput struct {
+	RequestLine string `json:"requestLine"`
+	Headers     string `json:"headers"`
+	Body        string `json:"body"`
 }
 
 // gqlErrorsErr turns GraphQL errors of the agent's connection (the

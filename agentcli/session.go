@@ -34,6 +34,11 @@ type session struct {
 	// binary: the relay agreed on agentwire's subprotocol, so forwards
 	// arrive and answers leave as binary frames (see internal/agentwire).
 	binary bool
+	// receipts: the relay agreed on the subprotocol whose answers carry
+	// fidelity receipts (agentwire.Subprotocol), so it records them. On
+	// an older subprotocol or plain GraphQL the agent sends none, which an
+	// older relay would refuse.
+	receipts bool
 
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
@@ -50,7 +55,7 @@ type served struct {
 // serve runs one connection until it drops or ctx ends. acked reports
 // whether the server accepted the connection_init.
 func (a *agent) serve(ctx context.Context) (acked bool, err error) {
-	protocols := []string{agentwire.Subprotocol, gqlws.Subprotocol}
+	protocols := []string{agentwire.Subprotocol, agentwire.SubprotocolV1, gqlws.Subprotocol}
 	if a.opts.PlainGraphQL {
 		protocols = []string{gqlws.Subprotocol}
 	}
@@ -78,12 +83,14 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		}
 		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
-	binary := conn.Subprotocol() == agentwire.Subprotocol && !a.opts.PlainGraphQL
+	proto := conn.Subprotocol()
+	binary := (proto == agentwire.Subprotocol || proto == agentwire.SubprotocolV1) && !a.opts.PlainGraphQL
 	if conn.Subprotocol() != gqlws.Subprotocol && !binary {
 		conn.Close()
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
-	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}, binary: binary}
+	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}, binary: binary,
+		receipts: binary && proto == agentwire.Subprotocol}
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -380,6 +387,9 @@ func (s *session) handle(ctx context.Context, sv *served, w work) {
 // complete sends completeForward over the socket and waits for its result.
 func (s *session) complete(ctx context.Context, attemptID string, res localResult) error {
 	rep := report(attemptID, res)
+	if !s.receipts {
+		rep.Receipt = nil
+	}
 	s.opsMu.Lock()
 	s.nextOp++
 	id := "complete-" + strconv.Itoa(s.nextOp)

@@ -73,8 +73,9 @@ type Config struct {
 	// RetentionSweep is how often expired inspectors are looked for, and
 	// InspectorRetention how long their deliveries are kept.
 	RetentionSweep, InspectorRetention time.Duration
-	// CheckpointInterval is how often the embedded log's chain is signed
-	// (package evidence): 0 never. CheckpointKey is the signing key's file;
+	// CheckpointInterval is how often the log's chain is signed (the embedded
+	// log's head, or every stream's head on JetStream; package evidence): 0
+	// never. CheckpointKey is the signing key's file;
 	// empty: checkpoint.key in the data folder, created at first start.
 	CheckpointInterval time.Duration
 	CheckpointKey      string

@@ -24,14 +24,25 @@ type chained interface {
 	ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error)
 }
 
+// headsLog is a log that keeps a chain per stream (JetStream): its
+// checkpoints sign every stream's head.
+type headsLog interface {
+	evidence.MessageSource
+	LastPosition(ctx context.Context) (uint64, error)
+}
+
 // checkpointer signs the chain's head at intervals and records the
 // signature in the log (domain.LogCheckpointed).
 type checkpointer struct {
 	log   chained
-	rec   *record.Recorder
-	key   ed25519.PrivateKey
-	l     *slog.Logger
-	ownAt uint64 // position of the last checkpoint it recorded
+	heads headsLog // instead of log, on a log with a chain per stream
+	// signer keeps the stream heads of heads; the first checkpoint reads
+	// the whole log, later ones what came since.
+	signer evidence.HeadsSigner
+	rec    *record.Recorder
+	key    ed25519.PrivateKey
+	l      *slog.Logger
+	ownAt  uint64 // position of the last checkpoint it recorded
 	// tree grows with the chain: the first checkpoint reads every leaf,
 	// later ones only those since (its memory is a few dozen hashes).
 	tree   evidence.Tree
@@ -41,6 +52,9 @@ type checkpointer struct {
 // checkpoint signs the head unless nothing but its own last checkpoint
 // was appended since; it returns the position it signed (0: none).
 func (c *checkpointer) checkpoint(ctx context.Context) (uint64, error) {
+	if c.heads != nil {
+		return c.checkpointHeads(ctx)
+	}
 	pos, link, err := c.log.ChainHead(ctx)
 	if err != nil || pos == 0 || pos == c.ownAt {
 		return 0, err
@@ -53,6 +67,33 @@ func (c *checkpointer) checkpoint(ctx context.Context) (uint64, error) {
 		Position: pos, Link: link.String(), TreeSize: h.TreeSize, Root: h.Root.String(),
 		PublicKey: evidence.FormatPublicKey(c.key.Public().(ed25519.PublicKey)),
 		Signature: base64.StdEncoding.EncodeToString(evidence.Sign(c.key, h)),
+	}
+	res, err := c.rec.Record(ctx, domain.CheckpointStream, domain.Any(), domain.Trace{}, e)
+	if err != nil {
+		return 0, err
+	}
+	c.ownAt = res.Position
+	return pos, nil
+}
+
+// checkpointHeads signs every stream's head at the log's last position,
+// unless nothing but checkpoints was appended since the newest checkpoint
+// (any node's: every node of a cluster signs, each checkpoint stands alone).
+func (c *checkpointer) checkpointHeads(ctx context.Context) (uint64, error) {
+	pos, err := c.heads.LastPosition(ctx)
+	if err != nil || pos == 0 || pos == c.ownAt {
+		return 0, err
+	}
+	if err := c.signer.Advance(ctx, c.heads, pos); err != nil {
+		return 0, err
+	}
+	if !c.signer.Moved() {
+		return 0, nil
+	}
+	cp := c.signer.Sign(c.key)
+	e := domain.LogCheckpointed{
+		Position: cp.Position, TreeSize: cp.TreeSize, Root: cp.Root, Chain: cp.Chain,
+		PublicKey: evidence.FormatPublicKey(c.key.Public().(ed25519.PublicKey)), Signature: cp.Signature,
 	}
 	res, err := c.rec.Record(ctx, domain.CheckpointStream, domain.Any(), domain.Trace{}, e)
 	if err != nil {
@@ -86,7 +127,8 @@ func (c *checkpointer) grow(ctx context.Context, to uint64) error {
 // checkpointer is the app's checkpointer, nil when the log keeps no chain
 // or checkpoints are off. It reads (or creates) the signing key.
 func (a *App) checkpointer(cfg Config, log *slog.Logger) (*checkpointer, error) {
-	if a.chain == nil || cfg.CheckpointInterval <= 0 {
+	heads, _ := a.logAsIs.(headsLog)
+	if a.chain == nil && heads == nil || cfg.CheckpointInterval <= 0 {
 		return nil, nil
 	}
 	path := cfg.CheckpointKey
@@ -96,6 +138,9 @@ func (a *App) checkpointer(cfg Config, log *slog.Logger) (*checkpointer, error) 
 	key, err := evidence.LoadOrCreateKey(path)
 	if err != nil {
 		return nil, err
+	}
+	if a.chain == nil {
+		return &checkpointer{heads: heads, rec: a.rec, key: key, l: log}, nil
 	}
 	return &checkpointer{log: a.chain, rec: a.rec, key: key, l: log}, nil
 }

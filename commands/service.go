@@ -136,6 +136,35 @@ func (s *Service) CreateInspector(ctx context.Context) (readmodel.Inspector, err
 	return s.views.Inspector(ctx, id)
 }
 
+// SetInspectorAnswers changes a guest inspector's own answer (nil: kept;
+// a 204 with nothing else resets it) and handshakes. Whoever knows the
+// inspector's address may, as they may read it.
+func (s *Service) SetInspectorAnswers(ctx context.Context, id string, answer *domain.Answer, hp *HandshakesPatch) (readmodel.Inspector, error) {
+	if domain.ValidateAddressID(id) != nil {
+		return readmodel.Inspector{}, domain.ErrNotFound
+	}
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		events, err := s.load(ctx, domain.InspectorStream(id))
+		if err != nil {
+			return err
+		}
+		in := domain.LoadInspector(events)
+		a, h := in.Answers()
+		if answer != nil {
+			a = answer
+		}
+		if err := in.SetAnswers(a, hp.apply(h)); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.InspectorStream(id), in.Expected(), domain.Trace{CorrelationID: id}, in.Changes())
+		return err
+	})
+	if err != nil {
+		return readmodel.Inspector{}, err
+	}
+	return s.views.Inspector(ctx, id)
+}
+
 // signupMode is the sign-up mode in force.
 func (s *Service) signupMode() domain.SignupMode {
 	switch {
@@ -396,6 +425,46 @@ type EndpointPatch struct {
 	Mode            *domain.EndpointMode
 	Target          *string
 	ResponseCapture *bool
+	// Answer replaces the Endpoint's own answer (a 204 with nothing else
+	// resets it); Handshakes changes the fields it sets.
+	Answer     *domain.Answer
+	Handshakes *HandshakesPatch
+}
+
+// HandshakesPatch holds the handshake settings to change; nil leaves a
+// field as it is, so a secret need not be given again to change the list.
+type HandshakesPatch struct {
+	Enabled         *[]domain.Handshake
+	MetaVerifyToken *string
+	ZoomSecret      *string
+	InProxy         *domain.HandshakeSide
+}
+
+// Settings are the handshakes the patch sets on an address that has none.
+func (p *HandshakesPatch) Settings() *domain.Handshakes { return p.apply(nil) }
+
+// apply returns h changed by the patch (nil: none set).
+func (p *HandshakesPatch) apply(h *domain.Handshakes) *domain.Handshakes {
+	if p == nil {
+		return h
+	}
+	var out domain.Handshakes
+	if h != nil {
+		out = *h
+	}
+	if p.Enabled != nil {
+		out.Enabled = *p.Enabled
+	}
+	if p.MetaVerifyToken != nil {
+		out.MetaVerifyToken = *p.MetaVerifyToken
+	}
+	if p.ZoomSecret != nil {
+		out.ZoomSecret = *p.ZoomSecret
+	}
+	if p.InProxy != nil {
+		out.InProxy = *p.InProxy
+	}
+	return &out
 }
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
@@ -418,6 +487,10 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 		if p.ResponseCapture != nil {
 			set.ResponseCapture = *p.ResponseCapture
 		}
+		if p.Answer != nil {
+			set.Answer = p.Answer
+		}
+		set.Handshakes = p.Handshakes.apply(set.Handshakes)
 		if err := ep.Reconfigure(set); err != nil {
 			return err
 		}

@@ -7,5 +7,6 @@
 // Run it with `go test ./consoletest/`. Without Chromium at /usr/bin/chromium
 // (or $CHROMIUM) the tests skip, except when CI=true, where they fail.
 // RELAY_SCREENSHOTS=1 also writes docs/screenshots/history.png and
-// docs/screenshots/detail.png (1280×800).
+// docs/screenshots/detail.png (1280×800), and docs/screenshots/compare.png
+// (1280×900, two attempts compared).
 package consoletest

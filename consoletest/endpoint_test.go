@@ -86,6 +86,8 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	}
 	p.openRow("/hooks/order?id=7")
 	p.waitFor("the first attempt's 404", `[...document.querySelectorAll('[data-testid=attempt-status]')].map(e => e.textContent).join() === '404'`)
+	// The real agent's receipt: it handed over what the relay sent.
+	p.waitFor("the first attempt's fidelity", `document.querySelector('.detail [data-testid=attempt-fidelity]')?.textContent.trim() === 'identical'`)
 	if got := p.text(`.detail pre[data-testid=body-json]`); !strings.Contains(got, `"order": 7`) {
 		t.Errorf("request body shown as %q", got)
 	}

@@ -20,11 +20,14 @@ const (
 	qCreate    = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ id name url mode target agentConnected agentCount } }`
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late }
+  attempts { id status startedAt durationMs error retry late signature fidelity { status differences }
+    edit { method path unsetHeaders setHeaders { name value } bodyBase64 }
+    response { status headers { name value } bodyBase64 captured } }
+  provider { name eventType deliveryId } duplicates
   headers { name value } body bodyBase64 responseHeaders { name value } responseBody
   why { status summary facts { at text } }`
 	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`
-	qRetry    = `mutation($id: ID!){ retryDelivery(id: $id){ ` + deliveryFields + ` } }`
+	qRetry    = `mutation($id: ID!, $edit: RequestEditInput){ retryDelivery(id: $id, edit: $edit){ ` + deliveryFields + ` } }`
 )
 
 // Account is the signed-in account.
@@ -106,10 +109,15 @@ func (a API) delivery(ctx context.Context, id string) (json.RawMessage, error) {
 }
 
 // retry asks the relay to send the delivery again (a new attempt through a
-// connected agent) and returns the delivery with it.
-func (a API) retry(ctx context.Context, id string) (json.RawMessage, error) {
+// connected agent), changed by edit (a RequestEditInput; null or empty: as
+// recorded), and returns the delivery with it.
+func (a API) retry(ctx context.Context, id string, edit json.RawMessage) (json.RawMessage, error) {
+	vars := map[string]any{"id": id}
+	if len(edit) > 0 && string(edit) != "null" {
+		vars["edit"] = edit
+	}
 	var out struct{ RetryDelivery json.RawMessage }
-	if err := a.c.Do(ctx, qRetry, map[string]any{"id": id}, &out); err != nil {
+	if err := a.c.Do(ctx, qRetry, vars, &out); err != nil {
 		return nil, err
 	}
 	return out.RetryDelivery, nil

@@ -531,15 +531,17 @@ func (u *UI) Delivery(id string) (json.RawMessage, error) {
 }
 
 // Retry sends the delivery again through the relay (retryDelivery): a new
-// attempt, forwarded by whichever agent serves the Endpoint.
-func (u *UI) Retry(id string) (json.RawMessage, error) {
+// attempt, forwarded by whichever agent serves the Endpoint. edit is the
+// detail pane's Edit and retry (a RequestEditInput: what changed), null to
+// send the request as recorded.
+func (u *UI) Retry(id string, edit json.RawMessage) (json.RawMessage, error) {
 	api, ok := u.app.api()
 	if !ok {
 		return nil, errors.New("not signed in")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := api.retry(ctx, id)
+	d, err := api.retry(ctx, id, edit)
 	if err != nil {
 		return nil, fmt.Errorf("retry: %w", err)
 	}

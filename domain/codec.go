@@ -52,6 +52,7 @@ func NewCodec() *Codec {
 		TypeAddressRateLimited:   decoderFor[AddressRateLimited](),
 		TypeStreamDeleted:        decoderFor[StreamDeleted](),
 		TypeLogCheckpointed:      decoderFor[LogCheckpointed](),
+		TypeInspectorAnswerSet:   decoderFor[InspectorAnswerSet](),
 	}}
 }
 

@@ -46,13 +46,16 @@ func samples() []domain.Event {
 		domain.DeliveryAnswered{DeliveryID: "d1", Status: 503, Reason: "no agent connected"},
 		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "a2", EndpointID: "ep1", Retry: true, Node: "n1", Edit: &domain.RequestEdit{Method: "PUT", Target: "/b",
 			SetHeaders: []domain.Header{{Name: "X-Debug", Value: "1"}}, UnsetHeaders: []string{"X-Sig"}, Body: &[]byte{'{', '}'}}},
-		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 201, Headers: status, Body: []byte(`{"ok":true}`), BodySize: 11, Captured: true, DurationMs: 12, Signature: "stripe valid"},
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 201, Headers: status, Body: []byte(`{"ok":true}`), BodySize: 11, Captured: true, DurationMs: 12, Signature: "stripe valid",
+			Fidelity: &domain.Fidelity{Agent: domain.DigestRequest("POST", "/hook", nil, []byte("{}")), Relay: domain.DigestRequest("POST", "/hook", nil, []byte("{ }"))}},
 		domain.ForwardFailed{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 502, Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1},
 		domain.RetryRequested{DeliveryID: "d1", AttemptID: "a2", AccountID: "acc-1"},
 		domain.InspectorPurged{InspectorID: "k3x9q2", LastActivityAt: "2026-11-21T10:00:00.123456789Z", RetentionMs: 604800000, Deliveries: 3},
 		domain.AddressRateLimited{Address: "k3x9q2", AddressKind: domain.AddressInspector, Refused: 120,
 			From: "2026-11-21T10:00:00.123456789Z", To: "2026-11-21T10:00:09.5Z"},
 		domain.StreamDeleted{Stream: "delivery-d1", Events: 4, LastRevision: 3, LastPosition: 42},
+		domain.InspectorAnswerSet{InspectorID: "k3x9q2", Answer: &domain.Answer{Status: 200, Headers: []domain.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")},
+			Handshakes: &domain.Handshakes{Enabled: []domain.Handshake{domain.HandshakeSlack, domain.HandshakeZoom}, MetaVerifyToken: "mvt", ZoomSecret: "zs", InProxy: domain.HandshakesRelay}},
 		domain.LogCheckpointed{Position: 42, Link: "3f2a", TreeSize: 42, Root: "9c1d", PublicKey: "ed25519:AAAA", Signature: "c2ln"},
 	}
 }

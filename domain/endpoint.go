@@ -2,6 +2,7 @@ package domain
 
 import (
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,10 @@ type EndpointSettings struct {
 	Mode            EndpointMode
 	Target          string
 	ResponseCapture bool
+	// Answer is what a LOG Endpoint answers (nil: 204); Handshakes are the
+	// providers' verification requests it answers itself (nil: none).
+	Answer     *Answer
+	Handshakes *Handshakes
 }
 
 // Validate checks the settings' invariants.
@@ -33,6 +38,9 @@ func (s EndpointSettings) Validate() error {
 	if s.Mode != ModeLog && s.Mode != ModeProxy {
 		return &InvalidInputError{Field: "mode", Reason: "must be LOG or PROXY"}
 	}
+	if _, _, err := validateAnswers(s.Answer, s.Handshakes); err != nil {
+		return err
+	}
 	if s.Target == "" {
 		if s.Mode == ModeProxy {
 			return &InvalidInputError{Field: "target", Reason: "PROXY mode needs a target such as 127.0.0.1:3000"}
@@ -41,6 +49,20 @@ func (s EndpointSettings) Validate() error {
 	}
 	return ValidateTarget(s.Target)
 }
+
+// normalized returns valid settings as they are stored (invariant 6 of
+// answer.go).
+func (s EndpointSettings) normalized() (EndpointSettings, error) {
+	if err := s.Validate(); err != nil {
+		return s, err
+	}
+	s.Answer, s.Handshakes, _ = validateAnswers(s.Answer, s.Handshakes)
+	return s, nil
+}
+
+// equal compares every field, the answer groups by value; reflect keeps
+// fields added later compared too.
+func (s EndpointSettings) equal(o EndpointSettings) bool { return reflect.DeepEqual(s, o) }
 
 // ValidateTarget accepts only 127.0.0.1:<port> and localhost:<port>.
 func ValidateTarget(target string) error {
@@ -72,11 +94,13 @@ func NewEndpoint(id, accountID string, s EndpointSettings) (*Endpoint, error) {
 	if accountID == "" {
 		return nil, ErrUnauthenticated
 	}
-	if err := s.Validate(); err != nil {
+	s, err := s.normalized()
+	if err != nil {
 		return nil, err
 	}
 	e := &Endpoint{aggregate: newAggregate()}
-	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture})
+	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
+		Answer: s.Answer, Handshakes: s.Handshakes})
 	return e, nil
 }
 
@@ -96,9 +120,11 @@ func (e *Endpoint) apply(ev Event) {
 	switch ev := ev.(type) {
 	case EndpointCreated:
 		e.id, e.accountID = ev.EndpointID, ev.AccountID
-		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture}
+		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
+			Answer: ev.Answer, Handshakes: ev.Handshakes}
 	case EndpointReconfigured:
-		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture}
+		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
+			Answer: ev.Answer, Handshakes: ev.Handshakes}
 	case EndpointDeleted:
 		e.deleted = true
 	}
@@ -119,13 +145,15 @@ func (e *Endpoint) Reconfigure(s EndpointSettings) error {
 	if e.deleted {
 		return ErrNotFound
 	}
-	if err := s.Validate(); err != nil {
+	s, err := s.normalized()
+	if err != nil {
 		return err
 	}
-	if s == e.settings {
+	if s.equal(e.settings) {
 		return nil
 	}
-	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture})
+	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
+		Answer: s.Answer, Handshakes: s.Handshakes})
 	return nil
 }
 

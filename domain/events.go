@@ -34,6 +34,7 @@ const (
 	TypeInspectorPurged      = "inspector.purged.v1"
 	TypeAddressRateLimited   = "address.rate_limited.v1"
 	TypeLogCheckpointed      = "log.checkpointed.v1"
+	TypeInspectorAnswerSet   = "inspector.answer_set.v1"
 	// TypeStreamDeleted is written by the event store itself, never by an
 	// aggregate: the tombstone DeleteStream leaves in place of a stream's
 	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
@@ -68,6 +69,14 @@ type InspectorCreated struct {
 type InspectorExpired struct {
 	InspectorID    string `json:"inspector_id"`
 	LastActivityAt string `json:"last_activity_at"` // RFC 3339, nanoseconds
+}
+
+// InspectorAnswerSet carries an inspector's complete new own answer
+// (answer.go): nil groups are the defaults.
+type InspectorAnswerSet struct {
+	InspectorID string      `json:"inspector_id"`
+	Answer      *Answer     `json:"answer,omitempty"`
+	Handshakes  *Handshakes `json:"handshakes,omitempty"`
 }
 
 // AccountCreated records a sign-up.
@@ -161,6 +170,10 @@ type EndpointCreated struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          string       `json:"target,omitempty"`
 	ResponseCapture bool         `json:"response_capture"`
+	// Answer and Handshakes (answer.go) were added without a version
+	// change: older events have neither, and none is what they mean.
+	Answer     *Answer     `json:"answer,omitempty"`
+	Handshakes *Handshakes `json:"handshakes,omitempty"`
 }
 
 // EndpointReconfigured carries an Endpoint's complete new settings.
@@ -170,6 +183,10 @@ type EndpointReconfigured struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          string       `json:"target,omitempty"`
 	ResponseCapture bool         `json:"response_capture"`
+	// Answer and Handshakes (answer.go) were added without a version
+	// change: older events have neither, and none is what they mean.
+	Answer     *Answer     `json:"answer,omitempty"`
+	Handshakes *Handshakes `json:"handshakes,omitempty"`
 }
 
 // EndpointDeleted closes an Endpoint; its address answers 503 from then on.
@@ -285,6 +302,11 @@ type ForwardResponded struct {
 	// on the developer's machine (relay listen --verify: "stripe valid"),
 	// "" for none. Added without a version change.
 	Signature string `json:"signature,omitempty"`
+	// Fidelity is the agent's receipt of what it handed to the local
+	// process beside the relay's digests of what it sent (see
+	// fidelity.go); nil when the agent reported none. Added without a
+	// version change.
+	Fidelity *Fidelity `json:"fidelity,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.
@@ -344,6 +366,9 @@ type LogCheckpointed struct {
 	Root      string `json:"root"`
 	PublicKey string `json:"public_key"`
 	Signature string `json:"signature"`
+	// Chain is "stream-heads-v1" on a log with a chain per stream (the
+	// checkpoint signs every stream's head; Link is empty), else empty.
+	Chain string `json:"chain,omitempty"`
 }
 
 type StreamDeleted struct {
@@ -355,6 +380,7 @@ type StreamDeleted struct {
 
 func (InspectorCreated) EventType() string     { return TypeInspectorCreated }
 func (InspectorExpired) EventType() string     { return TypeInspectorExpired }
+func (InspectorAnswerSet) EventType() string   { return TypeInspectorAnswerSet }
 func (AccountCreated) EventType() string       { return TypeAccountCreated }
 func (TokenIssued) EventType() string          { return TypeTokenIssued }
 func (TokenRevoked) EventType() string         { return TypeTokenRevoked }

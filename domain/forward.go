@@ -48,6 +48,9 @@ type ForwardOutcome struct {
 	// Signature is the agent's verdict on the request's provider
 	// signature ("" for none); only the verdict, never the secret.
 	Signature string `json:"signature,omitempty"`
+	// Receipt is the agent's digests of the request it handed to the local
+	// process (see fidelity.go), nil when it reported none.
+	Receipt *FidelityDigests `json:"receipt,omitempty"`
 	// Position is where the log holds the event recording this outcome,
 	// once recorded; 0 when it raised no event (already recorded). Readers
 	// of the views wait for it, not for the end of the whole log.

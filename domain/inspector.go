@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -12,14 +13,19 @@ import (
 //  4. Its deliveries are purged only once it has been expired for at least
 //     the retention, and only once; a purge records the expiry first if no
 //     request did.
+//  5. Its own answer and handshakes (answer.go) change only while it is
+//     not expired; the same ones raise no event.
 
-// Inspector is a guest inspector: a public address that records and answers 204.
+// Inspector is a guest inspector: a public address that records and
+// answers 204, or its configured answer.
 type Inspector struct {
 	aggregate
-	id      string
-	ttl     time.Duration
-	expired bool
-	purged  bool
+	id         string
+	ttl        time.Duration
+	expired    bool
+	purged     bool
+	answer     *Answer
+	handshakes *Handshakes
 }
 
 // NewInspector opens an inspector.
@@ -54,6 +60,8 @@ func (i *Inspector) apply(e Event) {
 		i.ttl = time.Duration(e.IdleTTLMs) * time.Millisecond
 	case InspectorExpired:
 		i.expired = true
+	case InspectorAnswerSet:
+		i.answer, i.handshakes = e.Answer, e.Handshakes
 	case InspectorPurged:
 		i.expired, i.purged = true, true
 	}
@@ -61,6 +69,25 @@ func (i *Inspector) apply(e Event) {
 
 // ID is the inspector's address.
 func (i *Inspector) ID() string { return i.id }
+
+// Answers are the inspector's own answer and handshakes (nil: defaults).
+func (i *Inspector) Answers() (*Answer, *Handshakes) { return i.answer, i.handshakes }
+
+// SetAnswers replaces the inspector's own answer and handshakes.
+func (i *Inspector) SetAnswers(a *Answer, h *Handshakes) error {
+	if i.id == "" || i.expired {
+		return ErrNotFound
+	}
+	a, h, err := validateAnswers(a, h)
+	if err != nil {
+		return err
+	}
+	if reflect.DeepEqual(a, i.answer) && reflect.DeepEqual(h, i.handshakes) {
+		return nil
+	}
+	i.raise(InspectorAnswerSet{InspectorID: i.id, Answer: a, Handshakes: h})
+	return nil
+}
 
 // ExpiresAt is when the inspector expires if nothing reaches it after lastActivity.
 func (i *Inspector) ExpiresAt(lastActivity time.Time) time.Time { return lastActivity.Add(i.ttl) }

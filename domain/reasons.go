@@ -27,6 +27,23 @@ const (
 	// ReasonNoOutcome + the error: no outcome of the attempt reached the
 	// sender's request in time, answered 504 later (DeliveryAnswered).
 	ReasonNoOutcome = "no outcome from the tunnel: "
+	// ReasonConfiguredAnswer: the address answered its configured answer
+	// (an Endpoint's or inspector's answer setting), at receipt.
+	ReasonConfiguredAnswer = "configured answer"
+	// ReasonHandshake + the handshake's name (HandshakeSlackName, …): a
+	// provider's verification request the relay answered itself, at
+	// receipt, without forwarding it.
+	ReasonHandshake = "handshake: "
+)
+
+// Names of the handshakes as recorded after ReasonHandshake.
+const (
+	HandshakeSlackName     = "Slack URL verification"
+	HandshakeMetaName      = "Meta verification"
+	HandshakeMetaWrongName = "Meta verification refused (wrong verify token)"
+	HandshakeGraphName     = "Microsoft Graph validation"
+	HandshakeDropboxName   = "Dropbox verification"
+	HandshakeZoomName      = "Zoom URL validation"
 )
 
 // Failures of an attempt the relay decided (ForwardFailed.Error); any other

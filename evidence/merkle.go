@@ -42,8 +42,10 @@ type Tree struct {
 func (t *Tree) Size() uint64 { return t.size }
 
 // Add adds a chain leaf.
-func (t *Tree) Add(leaf Hash) {
-	n := NodeOfLeaf(leaf)
+func (t *Tree) Add(leaf Hash) { t.addNode(NodeOfLeaf(leaf)) }
+
+// addNode adds a leaf's node (NodeOfLeaf).
+func (t *Tree) addNode(n Hash) {
 	// Each trailing one bit of size is a subtree of the new node's size:
 	// merge with it, as a binary counter carries.
 	for s := t.size; s&1 == 1; s >>= 1 {

@@ -24,6 +24,9 @@ type Checkpoint struct {
 	TreeSize  uint64 `json:"tree_size"`
 	Root      string `json:"root"`
 	Signature string `json:"signature"`
+	// Chain is HeadsChain for a checkpoint over stream heads (Link is
+	// then empty and TreeSize counts streams); empty for the single chain.
+	Chain string `json:"chain,omitempty"`
 }
 
 // head is what the checkpoint signs, or an error when it is malformed.
@@ -87,6 +90,10 @@ type Report struct {
 	Decisions      []Decision `json:"decisions,omitempty"`
 	DecisionsTotal int64      `json:"decisions_total,omitempty"`
 	Unsigned       int64      `json:"unchecked_signatures,omitempty"`
+	// Streams and Unchained: a log with a chain per stream (VerifyStreams)
+	// counts its streams, and the messages older than its first chained one.
+	Streams   int64 `json:"streams,omitempty"`
+	Unchained int64 `json:"unchained,omitempty"`
 	// Last is the newest checkpoint in the log, for an auditor to keep.
 	Last     *Checkpoint `json:"last_checkpoint,omitempty"`
 	Problems []Problem   `json:"problems,omitempty"`

@@ -155,6 +155,11 @@ func (x *explainer) relaySummary(r readmodel.RelayAnswer) string {
 		return head + ": the Endpoint was in LOG mode, which records a request and answers 204 without forwarding it."
 	case r.Reason == "":
 		return head + "."
+	case r.Reason == domain.ReasonConfiguredAnswer:
+		return head + ": the address's configured answer (its answer setting); the request was recorded, not forwarded."
+	case strings.HasPrefix(r.Reason, domain.ReasonHandshake):
+		return fmt.Sprintf("%s: %s, a provider's verification request this address answers itself (its handshakes setting): answered by the relay, recorded, not forwarded.",
+			head, strings.TrimPrefix(r.Reason, domain.ReasonHandshake))
 	case r.Reason == domain.ReasonWrongProtocol:
 		return head + ": the request came over plain HTTP to an address served over https only; it was recorded, not forwarded."
 	case r.Reason == domain.ReasonBodyBudget:
@@ -369,6 +374,9 @@ func (x *explainer) attemptFacts(i int) []Fact {
 	if a.Late {
 		text += "; late: the relay had already answered the sender itself"
 	}
+	if f := a.Fidelity; f != nil && len(f.Differences) > 0 {
+		text += "; the agent reports that the " + fidelityParts(f.Differences) + " it handed your local process differed from what the relay sent"
+	}
 	out = append(out, Fact{At: outcomeTime(a), Text: text + "."})
 	if s, ok := x.sessions[a.AgentID]; ok && i == x.decisive {
 		until := outcomeTime(a)
@@ -402,4 +410,16 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// fidelityParts names the differing parts of a fidelity receipt in words.
+func fidelityParts(parts []string) string {
+	words := make([]string, len(parts))
+	for i, p := range parts {
+		words[i] = strings.ReplaceAll(p, "_", " ")
+	}
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }

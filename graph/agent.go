@@ -111,8 +111,11 @@ func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, err
 	}
 	done := agentwire.Done{AttemptID: c.AttemptID}
 	out := domain.ForwardOutcome{AttemptID: c.AttemptID, Status: c.Status, Headers: c.Headers, Body: c.Body,
-		Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs, Signature: c.Signature}
+		Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs, Signature: c.Signature, Receipt: c.Receipt}
 	err = checkSignatureVerdict(out.Signature)
+	if err == nil && out.Receipt != nil {
+		err = out.Receipt.Check("receipt")
+	}
 	if err == nil {
 		err = r.complete(ctx, out, c.Status != 0)
 	}
@@ -174,6 +177,12 @@ func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
 		Signature: deref(in.Signature)}
 	if err := checkSignatureVerdict(out.Signature); err != nil {
 		return out, err
+	}
+	if r := in.Receipt; r != nil {
+		out.Receipt = &domain.FidelityDigests{RequestLine: r.RequestLine, Headers: r.Headers, Body: r.Body}
+		if err := out.Receipt.Check("receipt"); err != nil {
+			return out, err
+		}
 	}
 	if in.DurationMs != nil {
 		out.DurationMs = int64(*in.DurationMs)

@@ -94,7 +94,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 	}
 	for _, a := range d.Attempts {
 		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit),
-			Signature: optional(a.Signature)}
+			Signature: optional(a.Signature), Fidelity: toFidelity(a.Fidelity)}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms
@@ -136,7 +136,8 @@ func toConnection(p readmodel.Page) *model.DeliveryConnection {
 
 func (r *Resolver) toInspector(in readmodel.Inspector) *model.Inspector {
 	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now()),
-		StoredBytes: int(in.StoredBytes), RefusedRequests: int(in.Refused), Purged: in.Purged}
+		StoredBytes: int(in.StoredBytes), RefusedRequests: int(in.Refused), Purged: in.Purged,
+		Answer: toAddressAnswer(in.Answers), Handshakes: toHandshakes(in.Answers)}
 }
 
 func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
@@ -144,6 +145,7 @@ func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
 		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,
 		RefusedRequests: int(e.Refused),
+		Answer:          toAddressAnswer(e.Answers), Handshakes: toHandshakes(e.Answers),
 	}
 	m.AgentCount = r.Hub.Connected(e.ID)
 	m.AgentConnected = m.AgentCount > 0
@@ -179,13 +181,18 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
+func toPatch(in model.UpdateEndpointInput) (commands.EndpointPatch, error) {
 	p := commands.EndpointPatch{Name: in.Name, Target: in.Target, ResponseCapture: in.ResponseCapture}
 	if in.Mode != nil {
 		m := domain.EndpointMode(*in.Mode)
 		p.Mode = &m
 	}
-	return p
+	var err error
+	if p.Answer, err = fromAnswerInput(in.Answer); err != nil {
+		return p, err
+	}
+	p.Handshakes = fromHandshakesInput(in.Handshakes)
+	return p, nil
 }
 
 // toEdit is an attempt's edit as the API shows it.
@@ -236,4 +243,24 @@ func fromEditInput(in *model.RequestEditInput) (*domain.RequestEdit, error) {
 		e.Body = &b
 	}
 	return e, nil
+}
+
+// fidelityParts are the API's names of domain's receipt parts.
+var fidelityParts = map[string]model.FidelityPart{
+	domain.PartRequestLine: model.FidelityPartRequestLine,
+	domain.PartHeaders:     model.FidelityPartHeaders,
+	domain.PartBody:        model.FidelityPartBody,
+}
+
+func toFidelity(f *readmodel.Fidelity) *model.Fidelity {
+	out := &model.Fidelity{Status: model.FidelityStatusNotReported, Differences: []model.FidelityPart{}}
+	if f == nil {
+		return out
+	}
+	out.Status = model.FidelityStatusIdentical
+	for _, d := range f.Differences {
+		out.Status = model.FidelityStatusDifferent
+		out.Differences = append(out.Differences, fidelityParts[d])
+	}
+	return out
 }

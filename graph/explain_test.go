@@ -93,6 +93,15 @@ func TestExplanationOfEveryRelayAnswer(t *testing.T) {
 		{"LOG mode", 204, func(id string) []domain.Event {
 			return []domain.Event{received(id, &domain.ReceiptAnswer{Status: 204})}
 		}, []string{"Answered 204 by the relay", "LOG mode"}},
+		{"configured answer", 202, func(id string) []domain.Event {
+			return []domain.Event{received(id, &domain.ReceiptAnswer{Status: 202, Reason: domain.ReasonConfiguredAnswer})}
+		}, []string{"Answered 202 by the relay", "configured answer"}},
+		{"zoom handshake", 200, func(id string) []domain.Event {
+			return []domain.Event{received(id, &domain.ReceiptAnswer{Status: 200, Reason: domain.ReasonHandshake + domain.HandshakeZoomName})}
+		}, []string{"Answered 200 by the relay", "Zoom URL validation, a provider's verification request", "answered by the relay"}},
+		{"meta handshake refused", 403, func(id string) []domain.Event {
+			return []domain.Event{received(id, &domain.ReceiptAnswer{Status: 403, Reason: domain.ReasonHandshake + domain.HandshakeMetaWrongName})}
+		}, []string{"Answered 403 by the relay", "Meta verification refused (wrong verify token)"}},
 		{"wrong protocol", 503, func(id string) []domain.Event {
 			return []domain.Event{received(id, &domain.ReceiptAnswer{Status: 503, Reason: domain.ReasonWrongProtocol})}
 		}, []string{"Answered 503 by the relay", "plain HTTP"}},

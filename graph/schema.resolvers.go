@@ -129,8 +129,13 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	if err != nil {
 		return nil, err
 	}
+	answer, err := fromAnswerInput(input.Answer)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
+		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(),
 	})
 	if err != nil {
 		return nil, err
@@ -144,7 +149,11 @@ func (r *mutationResolver) UpdateEndpoint(ctx context.Context, id string, input 
 	if err != nil {
 		return nil, err
 	}
-	ep, err := r.Service.UpdateEndpoint(ctx, acc.ID, id, toPatch(input))
+	patch, err := toPatch(input)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := r.Service.UpdateEndpoint(ctx, acc.ID, id, patch)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +170,23 @@ func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool,
 		return false, err
 	}
 	return true, nil
+}
+
+// SetInspectorAnswer is the resolver for the setInspectorAnswer field.
+func (r *mutationResolver) SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error) {
+	// Anonymous writes to the log are limited as createInspector is.
+	if err := r.limitAnonymous(ctx); err != nil {
+		return nil, err
+	}
+	a, err := fromAnswerInput(answer)
+	if err != nil {
+		return nil, err
+	}
+	in, err := r.Service.SetInspectorAnswers(ctx, id, a, fromHandshakesInput(handshakes))
+	if err != nil {
+		return nil, err
+	}
+	return r.toInspector(in), nil
 }
 
 // RetryDelivery is the resolver for the retryDelivery field.

@@ -75,7 +75,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		Logger:      r.Logger,
 		// Agents that offer it get their forwards and send their answers
 		// as binary frames; everything else on the socket stays GraphQL.
-		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Handle: r.completeFrame},
+		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Older: []string{agentwire.SubprotocolV1}, Handle: r.completeFrame},
 		InitFunc: func(ctx context.Context, p map[string]any) (context.Context, error) {
 			if err := initPosition(ctx, r.Service, p); err != nil {
 				return ctx, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/handshake"
 )
 
 // answer is what the service itself tells a sender, and why (recorded in
@@ -17,6 +18,10 @@ type answer struct {
 	body   string
 	// retryAfter, when set, is sent as Retry-After (seconds).
 	retryAfter int
+	// own is an answer the address is configured to give (its answer or a
+	// handshake): headers and body are sent exactly as set.
+	own     bool
+	headers []domain.Header
 }
 
 var answerNoContent = answer{status: http.StatusNoContent}
@@ -26,6 +31,10 @@ var answerExpired = answer{status: http.StatusServiceUnavailable, reason: "expir
 func noAgentBody(why string) string { return "No agent for client\n" + why + "\n" }
 
 func (a answer) write(w http.ResponseWriter) {
+	if a.own {
+		writeOwn(w, a)
+		return
+	}
 	if a.status == http.StatusNoContent {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -34,6 +43,39 @@ func (a answer) write(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter))
 	}
 	writeText(w, a.status, a.body)
+}
+
+// writeOwn sends an address's own answer: its headers as set, and neither a
+// Content-Type nor a Date the address did not set.
+func writeOwn(w http.ResponseWriter, a answer) {
+	h := w.Header()
+	for _, hd := range a.headers {
+		h.Add(hd.Name, hd.Value)
+	}
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil // a nil value stops net/http from sniffing one
+	}
+	bodyless := a.status == http.StatusNoContent || a.status == http.StatusNotModified
+	if !bodyless {
+		h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	}
+	w.WriteHeader(a.status)
+	if !bodyless {
+		_, _ = io.WriteString(w, a.body) // the sender may be gone; nothing to do then
+	}
+}
+
+// ownAnswer is what an inspector or a LOG Endpoint answers req: a
+// handshake's answer when req is one the address enables, else its
+// configured answer, else 204.
+func ownAnswer(route Route, req domain.CapturedRequest) answer {
+	if r, ok := handshake.Answer(route.Handshakes, handshake.Request{Method: req.Method, Target: req.Target, Body: req.Body}); ok {
+		return answer{status: r.Status, reason: r.Reason, own: true, headers: r.Headers, body: string(r.Body)}
+	}
+	if a := route.Answer; a != nil {
+		return answer{status: a.Status, reason: domain.ReasonConfiguredAnswer, own: true, headers: a.Headers, body: string(a.Body)}
+	}
+	return answerNoContent
 }
 
 // writeNoAgent answers 503 with the body every 503 of the service has.

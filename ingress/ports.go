@@ -28,6 +28,11 @@ type Route struct {
 	// StoredBytes is what an inspector's deliveries take in the log, as
 	// far as the views have applied them (the quota counts these).
 	StoredBytes int64
+	// Answer is what an inspector or a LOG Endpoint answers (nil: 204);
+	// Handshakes the providers' verification requests the address answers
+	// itself (nil: none; a PROXY Endpoint only with Handshakes.InProxy RELAY).
+	Answer     *domain.Answer
+	Handshakes *domain.Handshakes
 }
 
 // AddressResolver finds the aggregate behind a public address. It returns an

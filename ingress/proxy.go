@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/handshake"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/record"
 )
@@ -53,6 +54,13 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	case err != nil:
 		s.recordAnswer(ctx, w, id, route, req, unreadableBody(err))
 		return
+	}
+
+	if route.Handshakes.RelayInProxy() {
+		if r, ok := handshake.Answer(route.Handshakes, handshake.Request{Method: req.Method, Target: req.Target, Body: full}); ok {
+			s.recordAnswer(ctx, w, id, route, req, answer{status: r.Status, reason: r.Reason, own: true, headers: r.Headers, body: string(r.Body)})
+			return
+		}
 	}
 
 	// Every header received is forwarded (fidelity); only storage is

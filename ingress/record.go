@@ -11,7 +11,8 @@ import (
 )
 
 // serveRecord captures a request to an inspector or a LOG Endpoint, records
-// it with the answer ans and then gives that answer.
+// it with the answer ans and then gives that answer. The plain 204 gives
+// way to the address's own answer (ownAnswer).
 func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
 	req, err := captureRecord(r, s.cfg.CaptureCap, s.cfg.MaxBody)
 	req.Headers, req.DroppedHeaders = limitHeaders(req.Headers, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
@@ -24,6 +25,9 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 		// needs the whole body.
 	case err != nil && ans.status == http.StatusNoContent:
 		ans = unreadableBody(err)
+	}
+	if ans.status == http.StatusNoContent && ans.reason == "" && !ans.own {
+		ans = ownAnswer(route, req)
 	}
 	s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, ans)
 }

@@ -36,6 +36,11 @@ type Line struct {
 	Removed  bool            `json:"removed,omitempty"`
 	Leaf     string          `json:"leaf,omitempty"`
 	Link     string          `json:"link,omitempty"`
+	// A log with a chain per stream (JetStream): Chain is "stream" on every
+	// line, Append the position of the first event of the append the event
+	// is part of, and Leaf and Link are the stream's chain.
+	Chain  string `json:"chain,omitempty"`
+	Append uint64 `json:"append,omitempty"`
 }
 
 // UnreadableError names where reading the log failed.
@@ -170,10 +175,58 @@ func WriteChained(ctx context.Context, l Chained, w io.Writer) error {
 	return bw.Flush()
 }
 
+// StreamChained is a log that keeps a chain per stream (JetStream).
+type StreamChained interface {
+	Messages(ctx context.Context, after uint64, limit int) ([]evidence.Message, error)
+}
+
+// WriteStreamChained writes a log with a chain per stream: every event as
+// stored with its leaf and link and the append it is part of, and before a
+// stream deletion's tombstone a line for each message it removed (its last
+// position and the stream's link after it, "removed": true).
+func WriteStreamChained(ctx context.Context, l StreamChained, w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false) // data and metadata are written as stored
+	for after := uint64(0); ; {
+		ms, err := l.Messages(ctx, after, 1000)
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			return bw.Flush()
+		}
+		for _, m := range ms {
+			for _, r := range m.Removed {
+				if err := enc.Encode(Line{Position: r.Position, Stream: m.Stream, Removed: true, Link: r.Link.String(), Chain: "stream"}); err != nil {
+					return err
+				}
+			}
+			for i, e := range m.Events {
+				var md domain.Metadata
+				_ = json.Unmarshal(e.Metadata, &md)
+				line := Line{Position: e.Position, ID: e.ID, Stream: e.Stream, Revision: e.Revision, Type: e.Type,
+					SchemaVersion: md.SchemaVersion, OccurredAt: md.OccurredAt, CorrelationID: md.CorrelationID, CausationID: md.CausationID,
+					Data: e.Data, Metadata: e.Metadata, Chain: "stream", Append: m.Events[0].Position}
+				if i < len(m.Leaves) && i < len(m.Links) {
+					line.Leaf, line.Link = m.Leaves[i].String(), m.Links[i].String()
+				}
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
+			}
+			after = max(after, m.Events[len(m.Events)-1].Position)
+		}
+	}
+}
+
 // Write exports s: with its chain when it keeps one.
 func Write(ctx context.Context, s domain.EventStore, w io.Writer) error {
 	if l, ok := s.(Chained); ok {
 		return WriteChained(ctx, l, w)
+	}
+	if l, ok := s.(StreamChained); ok {
+		return WriteStreamChained(ctx, l, w)
 	}
 	return WriteEvents(ctx, s, w)
 }

@@ -7,8 +7,13 @@ import (
 )
 
 // addressCacheSize bounds the cache; when it is full it starts over, which
-// keeps it simple and its memory fixed.
-const addressCacheSize = 4096
+// keeps it simple and its memory fixed. addressCacheBytes bounds the own
+// answers it holds (up to 72 KiB each, set by anyone who knows an
+// inspector's address): 4096 of the largest would otherwise hold 290 MiB.
+const (
+	addressCacheSize  = 4096
+	addressCacheBytes = 16 << 20
+)
 
 // addressCache keeps the rows Address read, because ingress resolves an
 // address on every public request and nearly always the same few. A batch
@@ -22,9 +27,22 @@ const addressCacheSize = 4096
 // batches, and put keeps a row only if no batch committed since the read
 // began (its row could predate that batch's changes).
 type addressCache struct {
-	mu  sync.Mutex
-	gen uint64
-	m   map[string]readmodel.Address
+	mu    sync.Mutex
+	gen   uint64
+	m     map[string]readmodel.Address
+	bytes int64 // answerBytes of the rows in m
+}
+
+// answerBytes is what a row's own answer holds in memory, roughly.
+func answerBytes(a readmodel.Address) int64 {
+	n := int64(0)
+	if ans := a.Answers.Answer; ans != nil {
+		n += int64(len(ans.Body))
+		for _, h := range ans.Headers {
+			n += int64(len(h.Name) + len(h.Value))
+		}
+	}
+	return n
 }
 
 func (c *addressCache) get(id string) (a readmodel.Address, gen uint64, ok bool) {
@@ -40,10 +58,15 @@ func (c *addressCache) put(id string, a readmodel.Address, gen uint64) {
 	if gen != c.gen {
 		return
 	}
-	if c.m == nil || len(c.m) >= addressCacheSize {
-		c.m = make(map[string]readmodel.Address)
+	size := answerBytes(a)
+	if c.m == nil || len(c.m) >= addressCacheSize || c.bytes+size > addressCacheBytes {
+		c.m, c.bytes = make(map[string]readmodel.Address), 0
+	}
+	if old, ok := c.m[id]; ok {
+		c.bytes -= answerBytes(old)
 	}
 	c.m[id] = a
+	c.bytes += size
 }
 
 // committed applies a committed batch: changed addresses are dropped, the
@@ -54,7 +77,10 @@ func (c *addressCache) committed(changed []string, activity, stored map[string]i
 	defer c.mu.Unlock()
 	c.gen++
 	for _, id := range changed {
-		delete(c.m, id)
+		if old, ok := c.m[id]; ok {
+			c.bytes -= answerBytes(old)
+			delete(c.m, id)
+		}
 	}
 	for id, d := range stored {
 		if a, ok := c.m[id]; ok {
@@ -82,5 +108,5 @@ func (c *addressCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.m = nil
+	c.m, c.bytes = nil, 0
 }

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,17 +29,21 @@ func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspect
 	var (
 		i                    readmodel.Inspector
 		created, last, ttlMs int64
+		answers              string
 	)
 	qctx, err := pointRead(ctx)
 	if err != nil {
 		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
 	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
-		&i.Purged, &i.StoredBytes, &i.Refused)
+		&i.Purged, &i.StoredBytes, &i.Refused, &answers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Inspector{}, notFound("inspector", id)
 	}
 	if err != nil {
+		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
+	}
+	if i.Answers, err = decodeAnswers(answers); err != nil {
 		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
 	i.CreatedAt, i.LastActivityAt = fromNanos(created), fromNanos(last)
@@ -70,17 +75,21 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		endpoint    bool
 		mode        string
 		last, ttlMs int64
+		answers     string
 	)
 	qctx, err := pointRead(ctx)
 	if err != nil {
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}
 	if err != nil {
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
+	if a.Answers, err = decodeAnswers(answers); err != nil {
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	a.LastActivityAt = fromNanos(last)
@@ -94,20 +103,54 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 }
 
 const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused,
-	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1)`
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
 	var (
 		e       readmodel.Endpoint
 		mode    string
 		created int64
+		answers string
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &e.AgentCount); err != nil {
+		&created, &e.Deleted, &e.Refused, &e.AgentCount, &answers); err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	var err error
+	if e.Answers, err = decodeAnswers(answers); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	e.Mode, e.CreatedAt = domain.EndpointMode(mode), fromNanos(created)
 	return e, nil
+}
+
+// answersJSON is how the answers column holds an address's own answer
+// and handshakes.
+type answersJSON struct {
+	Answer     *domain.Answer     `json:"answer,omitempty"`
+	Handshakes *domain.Handshakes `json:"handshakes,omitempty"`
+}
+
+func encodeAnswers(a *domain.Answer, h *domain.Handshakes) (string, error) {
+	if a == nil && h == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(answersJSON{a, h})
+	if err != nil {
+		return "", fmt.Errorf("encode answers: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeAnswers(s string) (readmodel.Answers, error) {
+	if s == "" {
+		return readmodel.Answers{}, nil
+	}
+	var j answersJSON
+	if err := json.Unmarshal([]byte(s), &j); err != nil {
+		return readmodel.Answers{}, fmt.Errorf("decode answers: %w", err)
+	}
+	return readmodel.Answers{Answer: j.Answer, Handshakes: j.Handshakes}, nil
 }
 
 // Endpoints lists an account's Endpoints that are not deleted, oldest first.

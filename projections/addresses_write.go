@@ -67,7 +67,16 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		n, err = w.endpointCreated(t, p)
 	case domain.EndpointReconfigured:
 		w.changed = append(w.changed, p.EndpointID)
-		n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), p.EndpointID)
+		var answers string
+		if answers, err = encodeAnswers(p.Answer, p.Handshakes); err == nil {
+			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, p.EndpointID)
+		}
+	case domain.InspectorAnswerSet:
+		w.changed = append(w.changed, p.InspectorID)
+		var answers string
+		if answers, err = encodeAnswers(p.Answer, p.Handshakes); err == nil {
+			n, err = t.exec(qInspectorAnswers, answers, p.InspectorID)
+		}
 	case domain.EndpointDeleted:
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
@@ -112,8 +121,12 @@ func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int
 	if err := w.storeActivity(t, addressKey{domain.AddressEndpoint, p.EndpointID}); err != nil {
 		return 0, err
 	}
+	answers, err := encodeAnswers(p.Answer, p.Handshakes)
+	if err != nil {
+		return 0, err
+	}
 	return t.exec(qEndpointCreated, p.EndpointID, p.AccountID, p.Name, string(p.Mode), p.Target,
-		p.ResponseCapture, t.at(), t.pos())
+		p.ResponseCapture, t.at(), t.pos(), answers)
 }
 
 // inspectorPurged marks the inspector purged. Its last activity becomes the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -211,7 +212,7 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 // The last column tells a late attempt: one with an outcome, requested
 // before the relay answered the sender itself (its DeliveryAnswered).
 const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry, edit,
-	agent_id, node, outcome_at, signature,
+	agent_id, node, outcome_at, signature, fidelity,
 	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
 		WHERE deliveries.position = attempts.delivery_position), 0)`
 
@@ -237,9 +238,10 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			edit      sql.NullString
 			outcomeAt sql.NullInt64
 			signature sql.NullString
+			fidelity  sql.NullString
 		)
 		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &edit,
-			&a.AgentID, &a.Node, &outcomeAt, &signature, &a.Late); err != nil {
+			&a.AgentID, &a.Node, &outcomeAt, &signature, &fidelity, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
 		}
 		if edit.Valid {
@@ -250,6 +252,12 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 		}
 		a.StartedAt = fromNanos(started)
 		a.Signature = signature.String
+		if fidelity.Valid {
+			a.Fidelity = &readmodel.Fidelity{Differences: []string{}}
+			if fidelity.String != "" {
+				a.Fidelity.Differences = strings.Split(fidelity.String, ",")
+			}
+		}
 		if outcomeAt.Valid {
 			a.OutcomeAt = fromNanos(outcomeAt.Int64)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -74,14 +75,14 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
 	case respondedRow:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature)); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity)); err != nil {
 			return 0, true, err
 		}
 		ref := w.ref(t, p.DeliveryID)
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
 	case domain.ForwardFailed:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
@@ -306,4 +307,14 @@ func nullIfEmpty(s string) any {
 		return nil
 	}
 	return s
+}
+
+// fidelityColumn is an attempt's fidelity as the attempts table keeps it:
+// NULL when the agent reported no receipt, else the differing parts,
+// comma-separated ("" when none differ).
+func fidelityColumn(f *domain.Fidelity) any {
+	if f == nil {
+		return nil
+	}
+	return strings.Join(f.Differences(), ",")
 }

@@ -63,6 +63,8 @@ type respondedRow struct {
 	Captured   bool   `json:"captured"`
 	DurationMs int64  `json:"duration_ms"`
 	Signature  string `json:"signature"`
+	// Fidelity is kept in the row as its verdict (see the attempts table).
+	Fidelity *domain.Fidelity `json:"fidelity"`
 
 	Headers jsonKind `json:"headers"` // left in the log
 	Body    jsonKind `json:"body"`    // left in the log

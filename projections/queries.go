@@ -51,10 +51,11 @@ const (
 	qInviteUsed = `UPDATE invites SET used_by = ? WHERE id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
-			created_at, last_activity_at, position, updated_position)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8) ON CONFLICT (id) DO NOTHING`
+			created_at, last_activity_at, position, updated_position, answers)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9) ON CONFLICT (id) DO NOTHING`
 	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
-		updated_position = ? WHERE id = ?`
+		updated_position = ?, answers = ? WHERE id = ?`
+	qInspectorAnswers = `UPDATE inspectors SET answers = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
@@ -115,13 +116,14 @@ const (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
-	// ?4 is the outcome's time, ?8 the agent session it names.
+	// ?4 is the outcome's time, ?8 the agent session it names, ?9 its
+	// signature verdict, ?10 its fidelity (see the attempts table).
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature)
-		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity)
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature)
-		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9) ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity)
+		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10) ` + attemptOutcomeConflict
 )
 
 const (
@@ -144,12 +146,13 @@ const (
 	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
-			outcome_at = excluded.outcome_at, signature = excluded.signature`
+			outcome_at = excluded.outcome_at, signature = excluded.signature,
+			fidelity = excluded.fidelity`
 )
 
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
-	qInspectorCreated, qInspectorExpired, qInspectorActivity,
+	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,

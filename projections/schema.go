@@ -18,9 +18,11 @@ import (
 // version 6 the edit an edited retry sent (attempts.edit), the provider a
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
-// each attempt and when its outcome came (what explanations read); version 7
-// each token's name, expiry and last use, device codes and invites.
-const schemaVersion = 7
+// each attempt and when its outcome came (what explanations read); version
+// 7 the fidelity receipt's verdict of each attempt; version 8 an address's
+// own answer and handshakes (answers); version 9 each token's name, expiry
+// and last use, device codes and invites.
+const schemaVersion = 9
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -59,7 +61,9 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	stored_bytes     INTEGER NOT NULL DEFAULT 0,
 	refused          INTEGER NOT NULL DEFAULT 0,
 	refused_position INTEGER NOT NULL DEFAULT 0,
-	purged           INTEGER NOT NULL DEFAULT 0
+	purged           INTEGER NOT NULL DEFAULT 0,
+	-- answers: its own answer and handshakes, JSON (answersJSON); '' for none.
+	answers          TEXT NOT NULL DEFAULT ''
 );
 
 -- The retention sweep looks for rows of purged inspectors; only those are
@@ -121,7 +125,8 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	position         INTEGER NOT NULL,
 	updated_position INTEGER NOT NULL,
 	refused          INTEGER NOT NULL DEFAULT 0,
-	refused_position INTEGER NOT NULL DEFAULT 0
+	refused_position INTEGER NOT NULL DEFAULT 0,
+	answers          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 
@@ -214,6 +219,11 @@ CREATE TABLE IF NOT EXISTS attempts (
 	-- signature is the verdict of a provider signature check the agent
 	-- made on the developer's machine (relay listen --verify); NULL for none.
 	signature         TEXT,
+	-- fidelity compares the agent's receipt of what it handed to the local
+	-- process with what the relay sent (domain.Fidelity): NULL when the
+	-- agent reported none, '' when every part matched, else the parts that
+	-- differ, comma-separated (request_line,headers,body).
+	fidelity          TEXT,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

@@ -17,6 +17,7 @@ type Inspector struct {
 	Purged         bool  // retention removed its deliveries
 	StoredBytes    int64 // log bytes its deliveries take (the quota counts these)
 	Refused        int64 // requests its rate limit refused
+	Answers        Answers
 }
 
 // ExpiredAt reports whether the inspector is expired at now: its expiry was
@@ -42,6 +43,14 @@ type Address struct {
 	LastActivityAt  time.Time
 	TTL             time.Duration // inspectors only
 	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
+	Answers         Answers
+}
+
+// Answers are an address's own answer and the handshakes it answers
+// (domain/answer.go); nil is the default (204, none).
+type Answers struct {
+	Answer     *domain.Answer
+	Handshakes *domain.Handshakes
 }
 
 // Attempt is one try to reach an Endpoint's local target.
@@ -69,6 +78,16 @@ type Attempt struct {
 	// Signature is the verdict of the provider signature check the agent
 	// made (relay listen --verify), "" when none was made.
 	Signature string
+	// Fidelity compares the agent's receipt of what it handed to the local
+	// process with what the relay sent; nil when the agent reported none.
+	Fidelity *Fidelity
+}
+
+// Fidelity is an attempt's fidelity verdict.
+type Fidelity struct {
+	// Differences names the parts that differ (domain.PartRequestLine,
+	// PartHeaders, PartBody), in that order; empty when none does.
+	Differences []string
 }
 
 // RelayAnswer is an answer the relay gave a sender itself, as it received
@@ -144,6 +163,7 @@ type Endpoint struct {
 	Deleted         bool
 	AgentCount      int   // open agent sessions serving it
 	Refused         int64 // requests its rate limit refused
+	Answers         Answers
 }
 
 // Account is the read model of an account.

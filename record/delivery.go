@@ -153,6 +153,14 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var ids []string // kept across tries so a repeated append stays idempotent
 	var position uint64
+	var fidelity *domain.Fidelity
+	if out.Receipt != nil && !out.Failed() {
+		// Beside the agent's receipt, the digests of what the relay sent
+		// it: the recorded request in full (or as a retry edited it), not
+		// only the part the log stores.
+		fidelity = &domain.Fidelity{Agent: *out.Receipt,
+			Relay: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)}
+	}
 	err := conflict.Retry(ctx, outcomeTries, func(try int) error {
 		var d *domain.Delivery
 		var causation string
@@ -183,6 +191,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 			if cmd.CaptureResponse {
 				fr.Body = out.Body
 			}
+			fr.Fidelity = fidelity
 			d.RecordResponse(fr)
 		}
 		changes := d.Changes()

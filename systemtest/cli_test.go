@@ -231,15 +231,37 @@ func TestListenHTTPSTarget(t *testing.T) {
 // unknown fields, so a shape that grows shows here.
 type (
 	jsonEndpoint struct {
-		ID              string  `json:"id"`
-		Name            string  `json:"name"`
-		URL             string  `json:"url"`
-		Mode            string  `json:"mode"`
-		Target          *string `json:"target"`
-		ResponseCapture bool    `json:"responseCapture"`
-		AgentConnected  bool    `json:"agentConnected"`
-		AgentCount      int     `json:"agentCount"`
-		CreatedAt       string  `json:"createdAt"`
+		ID              string          `json:"id"`
+		Name            string          `json:"name"`
+		URL             string          `json:"url"`
+		Mode            string          `json:"mode"`
+		Target          *string         `json:"target"`
+		ResponseCapture bool            `json:"responseCapture"`
+		AgentConnected  bool            `json:"agentConnected"`
+		AgentCount      int             `json:"agentCount"`
+		CreatedAt       string          `json:"createdAt"`
+		Answer          *jsonAnswer     `json:"answer"`
+		Handshakes      *jsonHandshakes `json:"handshakes"`
+	}
+	jsonAnswer struct {
+		Status  int `json:"status"`
+		Headers []struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"headers"`
+		Body string `json:"body"`
+	}
+	jsonHandshakes struct {
+		Enabled         []string `json:"enabled"`
+		MetaVerifyToken *string  `json:"metaVerifyToken"`
+		ZoomSecretSet   bool     `json:"zoomSecretSet"`
+		InProxy         string   `json:"inProxy"`
+	}
+	jsonInspectorAnswer struct {
+		ID         string          `json:"id"`
+		URL        string          `json:"url"`
+		Answer     *jsonAnswer     `json:"answer"`
+		Handshakes *jsonHandshakes `json:"handshakes"`
 	}
 	jsonDeliveryRow struct {
 		ID             string        `json:"id"`
@@ -281,6 +303,10 @@ type (
 		Late       bool      `json:"late"`
 		Edit       *jsonEdit `json:"edit"`
 		Signature  *string   `json:"signature"`
+		Fidelity   struct {
+			Status      string   `json:"status"`
+			Differences []string `json:"differences"`
+		} `json:"fidelity"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`

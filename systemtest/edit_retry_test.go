@@ -66,6 +66,7 @@ func TestEditAndRetry(t *testing.T) {
 				UnsetHeaders []string
 				Body         *string
 			}
+			Fidelity struct{ Status string }
 		}
 	}
 	shownOut, code := h.run(t, "", "deliveries", "show", id, "-o", "json")
@@ -74,6 +75,13 @@ func TestEditAndRetry(t *testing.T) {
 	}
 	if len(shown.Attempts) != 2 || shown.Attempts[0].Edit != nil || shown.Attempts[1].Edit == nil {
 		t.Fatalf("attempts %+v: want the first as recorded, the second edited", shown.Attempts)
+	}
+	// The agent's receipt is compared with the edited request the relay
+	// sent, not the recorded one.
+	for i, a := range shown.Attempts {
+		if a.Fidelity.Status != "IDENTICAL" {
+			t.Errorf("attempt %d: fidelity %s, want IDENTICAL", i+1, a.Fidelity.Status)
+		}
 	}
 	if e := shown.Attempts[1].Edit; strp(e.Method) != `"PUT"` || strp(e.Path) != `"/webhooks/v2"` || strp(e.Body) != strconv.Quote(`{"type":"charge.succeeded"}`) {
 		t.Errorf("recorded edit %+v", e)

@@ -99,6 +99,33 @@ type attemptJSON struct {
 	// Signature is the verdict of the agent's provider signature check
 	// (relay listen --verify); null when none was made.
 	Signature *string `json:"signature"`
+	// Fidelity compares the agent's receipt of what it handed the local
+	// process with what the relay sent (docs/evidence.md).
+	Fidelity fidelityJSON `json:"fidelity"`
+}
+
+// fidelityJSON is an attempt's fidelity: IDENTICAL, DIFFERENT (naming
+// the parts: REQUEST_LINE, HEADERS, BODY) or NOT_REPORTED.
+type fidelityJSON struct {
+	Status      string   `json:"status"`
+	Differences []string `json:"differences"`
+}
+
+// String is the fidelity as `deliveries show` prints it.
+func (f fidelityJSON) String() string {
+	switch f.Status {
+	case "IDENTICAL":
+		return "identical"
+	case "DIFFERENT":
+		parts := make([]string, len(f.Differences))
+		for i, p := range f.Differences {
+			parts[i] = strings.ToLower(strings.ReplaceAll(p, "_", " "))
+		}
+		return "different: " + strings.Join(parts, ", ")
+	case "NOT_REPORTED", "":
+		return "not reported"
+	}
+	return termtext.Safe(f.Status, false)
 }
 
 // editJSON is an attempt's edit as the API answers it.
@@ -112,7 +139,7 @@ type editJSON struct {
 }
 
 // attemptFields is what the client commands read of an attempt.
-const attemptFields = `id status startedAt durationMs error retry late signature edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
+const attemptFields = `id status startedAt durationMs error retry late signature fidelity{ status differences } edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
@@ -618,6 +645,7 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			if a.Signature != nil {
 				line += "  signature " + termtext.Safe(*a.Signature, false)
 			}
+			line += "  fidelity " + a.Fidelity.String()
 			fmt.Fprintf(w, "  %d: %s%s\n", i+1, line, describeEdit(a.Edit))
 		}
 	}

@@ -25,9 +25,13 @@ type endpointJSON struct {
 	AgentConnected  bool    `json:"agentConnected"`
 	AgentCount      int     `json:"agentCount"`
 	CreatedAt       string  `json:"createdAt"`
+	// Answer is what it answers in LOG mode; Handshakes the providers'
+	// verification requests it answers itself (secrets masked).
+	Answer     *answerJSON     `json:"answer"`
+	Handshakes *handshakesJSON `json:"handshakes"`
 }
 
-const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt`
+const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt ` + answerFields
 
 func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -37,11 +41,13 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 		Example: `  relay endpoints list
   relay endpoints create stripe --target 3000
   relay endpoints update stripe --mode LOG
+  relay endpoints update slack --handshake slack
+  relay endpoints show stripe
   relay endpoints delete stripe`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsCreateCommand(env, stdout),
+	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsShowCommand(env, stdout), endpointsCreateCommand(env, stdout),
 		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout))
 	return cmd
 }
@@ -73,9 +79,10 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 				return nil
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL")
+			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL\tANSWER")
 			for _, e := range eps {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Name, e.Mode, deref(e.Target, "-"), e.AgentCount, e.URL)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.Name, e.Mode, deref(e.Target, "-"), e.AgentCount, e.URL,
+					describeAnswer(e.Answer, e.Handshakes))
 			}
 			return tw.Flush()
 		},
@@ -144,6 +151,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var conn connection
 	var out output
 	var s endpointSettings
+	var ans answerFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an Endpoint and print its public URL",
@@ -157,6 +165,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			}
 			in, err := s.input(c)
 			if err != nil {
+				return err
+			}
+			if err := ans.input(c, in); err != nil {
 				return err
 			}
 			in["name"] = args[0]
@@ -176,6 +187,38 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	s.flags(cmd, false)
+	ans.flags(cmd, true)
+	return cmd
+}
+
+func endpointsShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:     "show ENDPOINT",
+		Short:   "Show an Endpoint's settings, its own answer and handshakes included",
+		Example: `  relay endpoints show stripe`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			ep, err := findEndpoint(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			if out.json() {
+				return writeJSON(stdout, ep)
+			}
+			fmt.Fprintf(stdout, "endpoint:    %s (%s)\nurl:         %s\nmode:        %s\ntarget:      %s\nagents:      %d\n",
+				ep.ID, ep.Name, ep.URL, ep.Mode, deref(ep.Target, "-"), ep.AgentCount)
+			printAnswers(stdout, ep.Answer, ep.Handshakes)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
 	return cmd
 }
 
@@ -183,11 +226,16 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var conn connection
 	var out output
 	var s endpointSettings
+	var ans answerFlags
 	cmd := &cobra.Command{
 		Use:   "update ENDPOINT",
-		Short: "Change an Endpoint's name, mode, target or response capture",
+		Short: "Change an Endpoint's name, mode, target, response capture, own answer or handshakes",
 		Example: `  relay endpoints update stripe --mode PROXY --target 3000
-  relay endpoints update ep-abc123 --name github`,
+  relay endpoints update ep-abc123 --name github
+  relay endpoints update audit --answer-status 200 --answer-header Content-Type=application/json --answer-body @ok.json
+  relay endpoints update zoom --handshake zoom --zoom-secret-file zoom.secret
+  relay endpoints update meta --handshake meta --meta-verify-token "$TOKEN"
+  relay endpoints update slack --handshake slack --handshakes-in-proxy RELAY`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			client, err := conn.start(c, env, out)
@@ -198,8 +246,11 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			if err != nil {
 				return err
 			}
+			if err := ans.input(c, in); err != nil {
+				return err
+			}
 			if len(in) == 0 {
-				return usage(errors.New("nothing to change: give --name, --mode, --target or --response-capture"))
+				return usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag or --handshake"))
 			}
 			ep, err := findEndpoint(c.Context(), client, args[0])
 			if err != nil {
@@ -215,6 +266,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	s.flags(cmd, true)
+	ans.flags(cmd, true)
 	return cmd
 }
 

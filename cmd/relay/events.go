@@ -55,9 +55,12 @@ event decodes. The first bad event is named (position, stream, id, what is wrong
 status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
 relay's too); with one, the export alone, offline, with --pubkey. With --server it
 downloads a running relay's log (its --admin-token is required) and checks that. With
---proof it checks a proof that relay events prove wrote, with --pubkey alone.`,
+--eventstore nats://… it reads a JetStream log, which keeps a chain per stream and signs
+every stream's head. With --proof it checks a proof that relay events prove wrote, with
+--pubkey alone.`,
 		Example: `  relay events verify --data ./relay-data
   relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
+  relay events verify --eventstore nats://127.0.0.1:4222 --pubkey ed25519:...
   RELAY_ADMIN_TOKEN=... relay events verify --server https://relay.example.com --pubkey ed25519:...
   relay events verify --proof delivery.proof.json --pubkey ed25519:...`,
 		Args: cobra.MaximumNArgs(1),
@@ -99,6 +102,18 @@ downloads a running relay's log (its --admin-token is required) and checks that.
 				if err != nil {
 					return usage(err)
 				}
+				perStream, err := evidence.IsStreamExport(args[0])
+				if err != nil {
+					return err
+				}
+				if perStream {
+					x, err := evidence.OpenStreamExport(args[0])
+					if err != nil {
+						return err
+					}
+					defer x.Close()
+					return verifyStreams(c.Context(), x, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				}
 				x, err := evidence.OpenExport(args[0])
 				if err != nil {
 					return err
@@ -116,6 +131,8 @@ downloads a running relay's log (its --admin-token is required) and checks that.
 				var chainErr error
 				if l, ok := s.(logexport.Chained); ok {
 					chainErr = verifyChain(c.Context(), logSource{l}, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				} else if l, ok := s.(evidence.MessageSource); ok {
+					chainErr = verifyStreams(c.Context(), l, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
 				} else {
 					fmt.Fprintln(stdout, "this log keeps no hash chain: only positions, revisions and payloads are checked")
 				}
@@ -188,7 +205,7 @@ last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
 				l, ok := s.(provableLog)
 				if !ok {
-					return errors.New("prove: this log keeps no hash chain (only the embedded log does)")
+					return errors.New("prove: proofs of one delivery need the embedded log's single chain; a JetStream log keeps a chain per stream, which relay events verify checks whole")
 				}
 				p, err := proveDelivery(c.Context(), l, args[0])
 				if err != nil {

@@ -39,6 +39,40 @@ func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options
 	if r.Head == 0 && r.Events > 0 {
 		return errors.New("verify: this log has no hash chain (it was exported from a log that keeps none, or by an older relay)")
 	}
+	if err := printProblems(r, w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %d checkpoints",
+		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, r.Checkpoints)
+	printTail(r, w)
+	return nil
+}
+
+// verifyStreams is verifyChain for a log with a chain per stream
+// (JetStream).
+func verifyStreams(ctx context.Context, src evidence.MessageSource, opts evidence.Options, w io.Writer) error {
+	r, err := evidence.VerifyStreams(ctx, src, opts)
+	if err != nil {
+		return err
+	}
+	if r.Head == 0 && r.Events > 0 {
+		return errors.New("verify: this log has no hash chain (its events were written by an older relay)")
+	}
+	if err := printProblems(r, w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ok: %d events of %d streams chained, each stream to its head, up to position %d; %d removed by %d stream deletions; %d checkpoints",
+		r.Events, r.Streams, r.Head, r.Removed, r.Deletions, r.Checkpoints)
+	if r.Unchained > 0 {
+		fmt.Fprintf(w, " (%d messages older than the chain)", r.Unchained)
+	}
+	printTail(r, w)
+	return nil
+}
+
+// printProblems prints what Verify found, and an error when it found
+// anything.
+func printProblems(r evidence.Report, w io.Writer) error {
 	for _, p := range r.Problems {
 		where := fmt.Sprintf("position %d", p.Position)
 		if p.Stream != "" {
@@ -53,8 +87,12 @@ func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options
 		first := r.Problems[0]
 		return fmt.Errorf("verify: %d problems; the first at position %d: %s", len(r.Problems), first.Position, first.Kind)
 	}
-	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %d checkpoints",
-		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, r.Checkpoints)
+	return nil
+}
+
+// printTail ends the "ok" line and prints the decisions and the checkpoint
+// to keep.
+func printTail(r evidence.Report, w io.Writer) {
 	if r.Unsigned > 0 {
 		fmt.Fprintf(w, " (%d signatures not checked: no public key; give --pubkey)", r.Unsigned)
 	}
@@ -70,7 +108,6 @@ func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options
 		b, _ := json.Marshal(r.Last)
 		fmt.Fprintf(w, "last checkpoint (keep it; verify --checkpoint checks a later log against it): %s\n", b)
 	}
-	return nil
 }
 
 // publicKey is --pubkey, or the public half of the data folder's key.
@@ -110,7 +147,7 @@ func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
 		}
 		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 			var c evidence.Checkpoint
-			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" {
+			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" && c.Chain != evidence.HeadsChain {
 				return nil, fmt.Errorf("--checkpoint %q: want the JSON a verification printed", line)
 			}
 			out = append(out, c)

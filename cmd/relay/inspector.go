@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/apiclient"
 )
 
 // inspectorJSON is an inspector as `relay inspector create -o json` prints it.
@@ -14,12 +16,22 @@ type inspectorJSON struct {
 	ExpiresAt string `json:"expiresAt"`
 }
 
+// inspectorAnswerJSON is an inspector as `relay inspector answer -o json`
+// prints it.
+type inspectorAnswerJSON struct {
+	ID         string          `json:"id"`
+	URL        string          `json:"url"`
+	Answer     *answerJSON     `json:"answer"`
+	Handshakes *handshakesJSON `json:"handshakes"`
+}
+
 func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspector",
 		Short: "Create a guest inspector: a temporary URL that records what it receives",
 		Example: `  relay inspector create
-  relay deliveries list $(relay inspector create -o json | jq -r .id)`,
+  relay deliveries list $(relay inspector create -o json | jq -r .id)
+  relay inspector answer INSPECTOR --answer-status 200 --answer-body ok --handshake slack`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
@@ -52,6 +64,66 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 	}
 	conn.flags(create.Flags())
 	out.flags(create.Flags())
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, inspectorAnswerCommand(env, stdout))
+	return cmd
+}
+
+func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var ans answerFlags
+	cmd := &cobra.Command{
+		Use:   "answer INSPECTOR",
+		Short: "Show or set what an inspector answers, and the handshakes it answers itself (no account needed)",
+		Example: `  relay inspector answer k3x9q2
+  relay inspector answer k3x9q2 --answer-status 200 --answer-header Content-Type=text/plain --answer-body ok
+  relay inspector answer k3x9q2 --handshake zoom --zoom-secret-file zoom.secret
+  relay inspector answer k3x9q2 --answer-status 204 --handshake none`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if err := conn.resolve(c.Flags(), env); err != nil {
+				return err
+			}
+			in := map[string]any{}
+			if err := ans.input(c, in); err != nil {
+				return err
+			}
+			vars := map[string]any{"id": args[0], "answer": in["answer"], "handshakes": in["handshakes"]}
+			var res struct {
+				SetInspectorAnswer *inspectorAnswerJSON
+				Inspector          *inspectorAnswerJSON
+			}
+			fields := `{ id url ` + answerFields + ` }`
+			var err error
+			if len(in) == 0 {
+				err = conn.client("").Do(c.Context(), `query($id: ID!){ inspector(id: $id)`+fields+` }`, map[string]any{"id": args[0]}, &res)
+			} else {
+				err = conn.client("").Do(c.Context(), `mutation($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput){
+					setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes)`+fields+` }`, vars, &res)
+			}
+			if err != nil {
+				return fmt.Errorf("inspector answer: %w", err)
+			}
+			got := res.SetInspectorAnswer
+			if got == nil {
+				got = res.Inspector
+			}
+			if got == nil {
+				return &apiclient.Error{Message: fmt.Sprintf("no inspector %q", args[0]), Code: "NOT_FOUND"}
+			}
+			if out.json() {
+				return writeJSON(stdout, got)
+			}
+			fmt.Fprintf(stdout, "inspector:   %s\nurl:         %s\n", got.ID, got.URL)
+			printAnswers(stdout, got.Answer, got.Handshakes)
+			return nil
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	ans.flags(cmd, false)
 	return cmd
 }

@@ -309,18 +309,22 @@ function renderDetailPane() {
   }));
 }
 
-async function retry() {
+// retry sends the delivery again; edit (the pane's Edit and retry) is what
+// changed, null to send it as recorded.
+async function retry(edit) {
   const id = state.selected;
   state.retrying = true;
   state.detailMessage = null;
   renderDetailPane();
   try {
-    const d = await ui().Retry(id);
+    const d = await ui().Retry(id, edit || null);
     if (state.selected === id) {
       state.detail = d;
       const last = (d.attempts || [])[d.attempts.length - 1];
       state.newAttemptId = last ? last.id : '';
-      state.detailMessage = notice('success', 'Sent again: the new attempt is highlighted.');
+      state.detailMessage = notice('success', edit
+        ? 'Sent an edited copy: the new attempt is highlighted.'
+        : 'Sent again: the new attempt is highlighted.');
     }
   } catch (err) {
     state.detailMessage = notice('error', describe(err));

@@ -39,6 +39,9 @@ type batch struct {
 	stream   string
 	revision uint64 // of the first event
 	events   []domain.EventData
+	// meta holds each event's metadata as the body carries it (the bytes
+	// its leaf hashes); set by encodeBatch and decodeBatch.
+	meta [][]byte
 }
 
 // encodeBatch lays a batch out as: version byte, revision (uvarint), stream,
@@ -46,21 +49,29 @@ type batch struct {
 // envelope.EncodeMetadata) and data. Strings and byte fields are a uvarint
 // length followed by the bytes, so data travels byte for byte.
 func encodeBatch(b batch) ([]byte, error) {
+	out, _, err := encodeBatchMeta(b)
+	return out, err
+}
+
+// encodeBatchMeta is encodeBatch, and each event's metadata as encoded.
+func encodeBatchMeta(b batch) ([]byte, [][]byte, error) {
+	meta := make([][]byte, len(b.events))
 	out := []byte{bodyVersion}
 	out = binary.AppendUvarint(out, b.revision)
 	out = appendField(out, []byte(b.stream))
 	out = binary.AppendUvarint(out, uint64(len(b.events)))
-	for _, e := range b.events {
+	for i, e := range b.events {
 		md, err := envelope.EncodeMetadata(e.Metadata)
 		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+			return nil, nil, fmt.Errorf("event %s: %w", e.ID, err)
 		}
+		meta[i] = md
 		out = appendField(out, []byte(e.ID))
 		out = appendField(out, []byte(e.Type))
 		out = appendField(out, md)
 		out = appendField(out, e.Data)
 	}
-	return out, nil
+	return out, meta, nil
 }
 
 func appendField(out, field []byte) []byte {
@@ -94,6 +105,7 @@ func decodeBatch(body []byte) (batch, error) {
 			return batch{}, fmt.Errorf("%w: event %s: %w", errBadBody, e.ID, err)
 		}
 		b.events = append(b.events, e)
+		b.meta = append(b.meta, md)
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.err = fmt.Errorf("%w: %d trailing bytes", errBadBody, len(r.buf))

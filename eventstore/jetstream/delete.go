@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/evidence"
 )
 
 // ErrDeletesDenied reports a DeleteStream on a log whose JetStream stream
@@ -69,16 +69,24 @@ func (s *Store) deleteStream(ctx context.Context, stream string, expected domain
 		if err != nil {
 			return domain.DeleteResult{}, err
 		}
-		body, err := encodeBatch(batch{stream: stream, revision: 0, events: []domain.EventData{e}})
+		// The tombstone chains to the stream's head and records the
+		// links of what it removes (chain.go).
+		removed, err := s.removedLinks(ctx, subj, h, last)
 		if err != nil {
 			return domain.DeleteResult{}, err
 		}
+		msg, err := chainMessage(subj, batch{stream: stream, revision: 0, events: []domain.EventData{e}}, last.headLink())
+		if err != nil {
+			return domain.DeleteResult{}, err
+		}
+		if len(removed) > 0 {
+			msg.Header.Set(headerRemoved, evidence.FormatRemoved(removed))
+		}
+		msg.Header.Set(natsjs.MsgRollup, natsjs.MsgRollupSubject)
 		var ack *natsjs.PubAck
 		err = s.retry(ctx, func(try context.Context) (err error) {
 			// A repeat of a try that was stored after all finds the
 			// subject moved on, and the loop then finds the tombstone.
-			msg := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}
-			msg.Header.Set(natsjs.MsgRollup, natsjs.MsgRollupSubject)
 			ack, err = s.js.PublishMsg(try, msg, natsjs.WithExpectStream(s.name), natsjs.WithExpectLastSequencePerSubject(seq))
 			return err
 		})

@@ -40,6 +40,12 @@
 //     stream's subject with Nats-Rollup: sub: the server stores it and
 //     purges the subject's earlier messages in one step (delete.go). A
 //     subject whose newest message is a tombstone is a deleted stream.
+//   - Each message carries its events' hash chain, per event stream, in the
+//     headers Relay-Leaf and Relay-Link, chained to the link of the stream's
+//     newest message, which the expected subject sequence pins (chain.go);
+//     a tombstone also lists the links it removes (Relay-Removed). Store
+//     is an evidence.MessageSource, for checkpoints and verification
+//     (docs/evidence.md).
 //
 // # Differences from the embedded store
 //

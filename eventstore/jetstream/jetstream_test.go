@@ -16,6 +16,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/storetest"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/internal/natstest"
 )
 
@@ -185,7 +186,7 @@ func retryAfterLostReply(t *testing.T, s *Store) {
 			if !ok {
 				t.Fatalf("expectedSubjectSeq refused the first attempt")
 			}
-			ack, err := s.publish(ctx, s.subjectOf(stream), batch{stream: stream, revision: h.nextRevision(), events: lost}, seq)
+			ack, err := s.publish(ctx, s.subjectOf(stream), batch{stream: stream, revision: h.nextRevision(), events: lost}, evidence.Hash{}, seq)
 			if err != nil {
 				t.Fatalf("first attempt: %v", err)
 			}

@@ -8,6 +8,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
 )
 
 // stored is one message of the log, decoded.
@@ -15,6 +16,9 @@ type stored struct {
 	seq     uint64
 	subject string
 	batch   batch
+	// The chain (chain.go): nil leaves and links for a message without.
+	leaves, links []evidence.Hash
+	removed       []evidence.RemovedLink
 }
 
 func decodeStored(m *natsjs.RawStreamMsg) (*stored, error) {
@@ -22,7 +26,8 @@ func decodeStored(m *natsjs.RawStreamMsg) (*stored, error) {
 	if err != nil {
 		return nil, fmt.Errorf("message %d on %s: %w", m.Sequence, m.Subject, err)
 	}
-	return &stored{seq: m.Sequence, subject: m.Subject, batch: b}, nil
+	leaves, links, removed := parseChain(m.Header)
+	return &stored{seq: m.Sequence, subject: m.Subject, batch: b, leaves: leaves, links: links, removed: removed}, nil
 }
 
 // head summarises the message as the newest of its stream.
@@ -196,30 +201,16 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.Re
 }
 
 func (s *Store) readAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
-	lastSeq, err := s.lastSeq(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var out []domain.RecordedEvent
-	for seq := firstSeq(after); seq <= lastSeq && len(out) < max; seq++ {
-		m, err := s.message(ctx, seq)
-		if errors.Is(err, natsjs.ErrMsgNotFound) {
-			m, err = s.nextOn(ctx, s.subject+".*", seq)
-			if m == nil && err == nil {
-				break // purged up to the end
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		seq = m.seq
+	err := s.eachMessage(ctx, after, func(m *stored) bool {
 		for _, e := range m.recorded() {
 			if e.Position > after && len(out) < max {
 				out = append(out, e)
 			}
 		}
-	}
-	return out, nil
+		return len(out) < max
+	})
+	return out, err
 }
 
 func (s *Store) checkRead(max int) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/evidence"
 )
 
 // Defaults of Options.
@@ -295,7 +296,7 @@ func (s *Store) append(ctx context.Context, stream string, expected domain.Expec
 		if !ok {
 			return s.conflict(ctx, stream, expected, events, h, last)
 		}
-		ack, err := s.publish(ctx, subj, batch{stream: stream, revision: h.nextRevision(), events: events}, seq)
+		ack, err := s.publish(ctx, subj, batch{stream: stream, revision: h.nextRevision(), events: events}, last.headLink(), seq)
 		switch {
 		case errors.Is(err, domain.ErrWrongExpectedRevision) && (expected.IsAny() || expected.IsStreamExists()):
 			continue // another append landed between the read and the write
@@ -319,8 +320,11 @@ func (s *Store) append(ctx context.Context, stream string, expected domain.Expec
 // must find, and the first event's ID as Nats-Msg-Id: the server then drops
 // a repeat of the message within the stream's duplicate window and answers
 // with the original's sequence.
-func (s *Store) publish(ctx context.Context, subj string, b batch, expectedSeq uint64) (*natsjs.PubAck, error) {
-	body, err := encodeBatch(b)
+//
+// The message carries the events' chain after prev, the link of the message
+// the expected sequence names (chain.go).
+func (s *Store) publish(ctx context.Context, subj string, b batch, prev evidence.Hash, expectedSeq uint64) (*natsjs.PubAck, error) {
+	msg, err := chainMessage(subj, b, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +332,7 @@ func (s *Store) publish(ctx context.Context, subj string, b batch, expectedSeq u
 	err = s.retry(ctx, func(try context.Context) (err error) {
 		// A repeat of a try that was stored after all finds the subject
 		// moved on (or its own Nats-Msg-Id) and is recognised by Append.
-		ack, err = s.js.PublishMsg(try, &nats.Msg{Subject: subj, Data: body},
+		ack, err = s.js.PublishMsg(try, msg,
 			natsjs.WithMsgID(b.events[0].ID),
 			natsjs.WithExpectStream(s.name),
 			natsjs.WithExpectLastSequencePerSubject(expectedSeq))

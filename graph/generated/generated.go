@@ -46,10 +46,18 @@ type ComplexityRoot struct {
 		Name func(childComplexity int) int
 	}
 
+	AddressAnswer struct {
+		Body       func(childComplexity int) int
+		BodyBase64 func(childComplexity int) int
+		Headers    func(childComplexity int) int
+		Status     func(childComplexity int) int
+	}
+
 	Attempt struct {
 		DurationMs func(childComplexity int) int
 		Edit       func(childComplexity int) int
 		Error      func(childComplexity int) int
+		Fidelity   func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Late       func(childComplexity int) int
 		Response   func(childComplexity int) int
@@ -135,8 +143,10 @@ type ComplexityRoot struct {
 	Endpoint struct {
 		AgentConnected  func(childComplexity int) int
 		AgentCount      func(childComplexity int) int
+		Answer          func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
 		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
+		Handshakes      func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Name            func(childComplexity int) int
@@ -181,6 +191,11 @@ type ComplexityRoot struct {
 		Text func(childComplexity int) int
 	}
 
+	Fidelity struct {
+		Differences func(childComplexity int) int
+		Status      func(childComplexity int) int
+	}
+
 	ForwardRequest struct {
 		AttemptID     func(childComplexity int) int
 		BodyBase64    func(childComplexity int) int
@@ -194,6 +209,13 @@ type ComplexityRoot struct {
 		Scheme        func(childComplexity int) int
 	}
 
+	Handshakes struct {
+		Enabled         func(childComplexity int) int
+		InProxy         func(childComplexity int) int
+		MetaVerifyToken func(childComplexity int) int
+		ZoomSecretSet   func(childComplexity int) int
+	}
+
 	Header struct {
 		Name        func(childComplexity int) int
 		Value       func(childComplexity int) int
@@ -201,10 +223,12 @@ type ComplexityRoot struct {
 	}
 
 	Inspector struct {
+		Answer          func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
 		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
 		Expired         func(childComplexity int) int
 		ExpiresAt       func(childComplexity int) int
+		Handshakes      func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Purged          func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
@@ -219,21 +243,22 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ApproveDevice     func(childComplexity int, userCode string) int
-		CompleteForward   func(childComplexity int, input model.CompleteForwardInput) int
-		CreateAccount     func(childComplexity int, name string) int
-		CreateEndpoint    func(childComplexity int, input model.CreateEndpointInput) int
-		CreateInspector   func(childComplexity int) int
-		CreateInvite      func(childComplexity int, expiresIn *string) int
-		CreateToken       func(childComplexity int, name string, expiresIn *string) int
-		DeleteEndpoint    func(childComplexity int, id string) int
-		DenyDevice        func(childComplexity int, userCode string) int
-		PollDeviceCode    func(childComplexity int, deviceCode string) int
-		RequestDeviceCode func(childComplexity int, clientName string) int
-		RetryDelivery     func(childComplexity int, id string, edit *model.RequestEditInput) int
-		RevokeToken       func(childComplexity int, id string) int
-		SignUp            func(childComplexity int, name string, invite *string) int
-		UpdateEndpoint    func(childComplexity int, id string, input model.UpdateEndpointInput) int
+		ApproveDevice      func(childComplexity int, userCode string) int
+		CompleteForward    func(childComplexity int, input model.CompleteForwardInput) int
+		CreateAccount      func(childComplexity int, name string) int
+		CreateEndpoint     func(childComplexity int, input model.CreateEndpointInput) int
+		CreateInspector    func(childComplexity int) int
+		CreateInvite       func(childComplexity int, expiresIn *string) int
+		CreateToken        func(childComplexity int, name string, expiresIn *string) int
+		DeleteEndpoint     func(childComplexity int, id string) int
+		DenyDevice         func(childComplexity int, userCode string) int
+		PollDeviceCode     func(childComplexity int, deviceCode string) int
+		RequestDeviceCode  func(childComplexity int, clientName string) int
+		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
+		RevokeToken        func(childComplexity int, id string) int
+		SetInspectorAnswer func(childComplexity int, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) int
+		SignUp             func(childComplexity int, name string, invite *string) int
+		UpdateEndpoint     func(childComplexity int, id string, input model.UpdateEndpointInput) int
 	}
 
 	PageInfo struct {
@@ -314,6 +339,7 @@ type MutationResolver interface {
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
+	SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error)
 	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
 }
@@ -360,6 +386,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Account.Name(childComplexity), true
 
+	case "AddressAnswer.body":
+		if e.ComplexityRoot.AddressAnswer.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AddressAnswer.Body(childComplexity), true
+	case "AddressAnswer.bodyBase64":
+		if e.ComplexityRoot.AddressAnswer.BodyBase64 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AddressAnswer.BodyBase64(childComplexity), true
+	case "AddressAnswer.headers":
+		if e.ComplexityRoot.AddressAnswer.Headers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AddressAnswer.Headers(childComplexity), true
+	case "AddressAnswer.status":
+		if e.ComplexityRoot.AddressAnswer.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AddressAnswer.Status(childComplexity), true
+
 	case "Attempt.durationMs":
 		if e.ComplexityRoot.Attempt.DurationMs == nil {
 			break
@@ -378,6 +429,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Error(childComplexity), true
+	case "Attempt.fidelity":
+		if e.ComplexityRoot.Attempt.Fidelity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Fidelity(childComplexity), true
 	case "Attempt.id":
 		if e.ComplexityRoot.Attempt.ID == nil {
 			break
@@ -735,6 +792,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.AgentCount(childComplexity), true
+	case "Endpoint.answer":
+		if e.ComplexityRoot.Endpoint.Answer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Answer(childComplexity), true
 	case "Endpoint.createdAt":
 		if e.ComplexityRoot.Endpoint.CreatedAt == nil {
 			break
@@ -752,6 +815,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
+	case "Endpoint.handshakes":
+		if e.ComplexityRoot.Endpoint.Handshakes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Handshakes(childComplexity), true
 	case "Endpoint.id":
 		if e.ComplexityRoot.Endpoint.ID == nil {
 			break
@@ -920,6 +989,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ExplanationFact.Text(childComplexity), true
 
+	case "Fidelity.differences":
+		if e.ComplexityRoot.Fidelity.Differences == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Fidelity.Differences(childComplexity), true
+	case "Fidelity.status":
+		if e.ComplexityRoot.Fidelity.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Fidelity.Status(childComplexity), true
+
 	case "ForwardRequest.attemptId":
 		if e.ComplexityRoot.ForwardRequest.AttemptID == nil {
 			break
@@ -981,6 +1063,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ForwardRequest.Scheme(childComplexity), true
 
+	case "Handshakes.enabled":
+		if e.ComplexityRoot.Handshakes.Enabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Handshakes.Enabled(childComplexity), true
+	case "Handshakes.inProxy":
+		if e.ComplexityRoot.Handshakes.InProxy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Handshakes.InProxy(childComplexity), true
+	case "Handshakes.metaVerifyToken":
+		if e.ComplexityRoot.Handshakes.MetaVerifyToken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Handshakes.MetaVerifyToken(childComplexity), true
+	case "Handshakes.zoomSecretSet":
+		if e.ComplexityRoot.Handshakes.ZoomSecretSet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Handshakes.ZoomSecretSet(childComplexity), true
+
 	case "Header.name":
 		if e.ComplexityRoot.Header.Name == nil {
 			break
@@ -1000,6 +1107,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Header.ValueBase64(childComplexity), true
 
+	case "Inspector.answer":
+		if e.ComplexityRoot.Inspector.Answer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.Answer(childComplexity), true
 	case "Inspector.createdAt":
 		if e.ComplexityRoot.Inspector.CreatedAt == nil {
 			break
@@ -1029,6 +1142,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Inspector.ExpiresAt(childComplexity), true
+	case "Inspector.handshakes":
+		if e.ComplexityRoot.Inspector.Handshakes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.Handshakes(childComplexity), true
 	case "Inspector.id":
 		if e.ComplexityRoot.Inspector.ID == nil {
 			break
@@ -1217,6 +1336,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(string)), true
+	case "Mutation.setInspectorAnswer":
+		if e.ComplexityRoot.Mutation.SetInspectorAnswer == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setInspectorAnswer_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetInspectorAnswer(childComplexity, args["id"].(string), args["answer"].(*model.AnswerInput), args["handshakes"].(*model.HandshakesInput)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -1471,9 +1601,12 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
+		ec.unmarshalInputAnswerInput,
 		ec.unmarshalInputCompleteForwardInput,
 		ec.unmarshalInputCreateEndpointInput,
 		ec.unmarshalInputDeliveryFilter,
+		ec.unmarshalInputFidelityReceiptInput,
+		ec.unmarshalInputHandshakesInput,
 		ec.unmarshalInputHeaderInput,
 		ec.unmarshalInputRequestEditInput,
 		ec.unmarshalInputUpdateEndpointInput,
@@ -1619,11 +1752,44 @@ type Attempt {
   "The verdict of the provider signature check the agent made on the developer's machine (relay listen --verify), e.g. ` + "`" + `stripe valid` + "`" + `; null when none was made."
   signature: String
   """
+  Whether the agent handed the local process what the relay sent it: the agent's receipt
+  (SHA-256 digests of the request line, headers and body it handed over) compared with the
+  relay's digests of the request it sent (docs/evidence.md gives the canonical forms).
+  NOT_REPORTED when the agent sent no receipt (an older agent) or the attempt got no answer.
+  """
+  fidelity: Fidelity!
+  """
   What this attempt got back, read from the log: the local response's headers and (when the
   Endpoint captures responses) its body, or the relay's own status when the attempt failed
   (see error). Null while it waits. For comparing attempts (` + "`" + `relay deliveries diff` + "`" + `).
   """
   response: AttemptResponse
+}
+
+"How an agent's receipt compares with what the relay sent it."
+enum FidelityStatus {
+  "Every part the agent reports handing over matches what the relay sent."
+  IDENTICAL
+  "At least one part differs; differences names them."
+  DIFFERENT
+  "The agent sent no receipt."
+  NOT_REPORTED
+}
+
+"A part of the request a fidelity receipt covers."
+enum FidelityPart {
+  "The method and the request target (path and query)."
+  REQUEST_LINE
+  "The header fields, without those an agent legitimately adds or rewrites (Host, Content-Length, hop-by-hop, X-Forwarded-*, Forwarded)."
+  HEADERS
+  BODY
+}
+
+"An attempt's fidelity: whether the local process got what the relay sent."
+type Fidelity {
+  status: FidelityStatus!
+  "The parts that differ, in request order; empty unless status is DIFFERENT."
+  differences: [FidelityPart!]!
 }
 
 "What one attempt got back."
@@ -1780,6 +1946,10 @@ type Inspector {
   refusedRequests: Int!
   "Its deliveries were removed from the log, --inspector-retention after it expired."
   purged: Boolean!
+  "What it answers every request (204 unless set); see setInspectorAnswer."
+  answer: AddressAnswer!
+  "The providers' verification requests it answers itself."
+  handshakes: Handshakes!
   """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
   value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
@@ -1852,6 +2022,76 @@ type Endpoint {
   ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
   """
   deliveries(first: Int, after: String, filter: DeliveryFilter): DeliveryConnection!
+  "What it answers in LOG mode (204 unless set); a PROXY Endpoint answers what its local process answers."
+  answer: AddressAnswer!
+  "The providers' verification requests it answers itself."
+  handshakes: Handshakes!
+}
+
+"What an inspector or a LOG Endpoint answers every request that is not a handshake it answers."
+type AddressAnswer {
+  status: Int!
+  headers: [Header!]!
+  "The body as text when it is valid UTF-8, else in base64 (see bodyBase64)."
+  body: String!
+  bodyBase64: String!
+}
+
+"A provider's verification request the relay can answer itself (docs/answers.md)."
+enum Handshake {
+  "Slack Events API url_verification: 200 with the challenge."
+  SLACK
+  "Meta (Facebook, Instagram, WhatsApp) hub.challenge, only with the right verify token (else 403)."
+  META
+  "Microsoft Graph validationToken: 200 text/plain with the token."
+  MSGRAPH
+  "Dropbox challenge: 200 text/plain with the challenge."
+  DROPBOX
+  "Zoom endpoint.url_validation: 200 JSON with plainToken and its HMAC-SHA256 under the secret token."
+  ZOOM
+}
+
+"Who answers handshakes to a PROXY Endpoint."
+enum HandshakeSide {
+  "The local process, as any request (the default)."
+  LOCAL
+  "The relay, without forwarding them."
+  RELAY
+}
+
+"The handshakes an address answers; secrets are never shown back."
+type Handshakes {
+  enabled: [Handshake!]!
+  "The Meta verify token, masked (its last two characters at most), or null when none is set."
+  metaVerifyToken: String
+  "Whether a Zoom secret token is set."
+  zoomSecretSet: Boolean!
+  inProxy: HandshakeSide!
+}
+
+"""
+An address's own answer. status is 200 to 599 (204 and 304 carry no body); at most 32
+headers, 8 KiB of names and values in all, names HTTP tokens and values HTTP field
+values, without Content-Length or hop-by-hop headers; a body of at most 64 KiB.
+A status of 204 with no header and no body is the default again.
+"""
+input AnswerInput {
+  status: Int!
+  headers: [HeaderInput!]
+  body: String
+  "The body's exact bytes, base64; takes precedence over body."
+  bodyBase64: String
+}
+
+"What to change in an address's handshakes; only what is set changes. An empty secret removes it."
+input HandshakesInput {
+  enabled: [Handshake!]
+  "The verify token given to Meta; needed by META."
+  metaVerifyToken: String
+  "The Zoom app's secret token; needed by ZOOM."
+  zoomSecret: String
+  "Who answers handshakes to a PROXY Endpoint; LOCAL by default."
+  inProxy: HandshakeSide
 }
 
 type Account {
@@ -2007,6 +2247,15 @@ input CompleteForwardInput {
   durationMs: Int
   "The verdict of a provider signature check the agent made (relay listen --verify), e.g. ` + "`" + `stripe valid` + "`" + `; one line, at most 200 bytes. Only the verdict: the secret stays with the agent."
   signature: String
+  "The agent's receipt: digests of exactly what it handed to the local process (see Attempt.fidelity). Omit it to record the attempt's fidelity as NOT_REPORTED."
+  receipt: FidelityReceiptInput
+}
+
+"SHA-256 digests, 64 lower-case hex digits each, of the canonical parts of the request an agent handed to its local process (docs/evidence.md)."
+input FidelityReceiptInput {
+  requestLine: String!
+  headers: String!
+  body: String!
 }
 
 input CreateEndpointInput {
@@ -2014,6 +2263,10 @@ input CreateEndpointInput {
   mode: EndpointMode!
   target: String
   responseCapture: Boolean
+  "What it answers in LOG mode; 204 when absent."
+  answer: AnswerInput
+  "The handshakes it answers itself."
+  handshakes: HandshakesInput
 }
 
 input UpdateEndpointInput {
@@ -2021,6 +2274,10 @@ input UpdateEndpointInput {
   mode: EndpointMode
   target: String
   responseCapture: Boolean
+  "What it answers in LOG mode; replaces the one set."
+  answer: AnswerInput
+  "The handshakes it answers itself."
+  handshakes: HandshakesInput
 }
 
 type Query {
@@ -2094,6 +2351,13 @@ type Mutation {
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
   """
+  Sets what a guest inspector answers (answer replaces the one set) and the handshakes
+  it answers itself. No account needed: whoever knows the inspector's address may, as
+  they may read it. An expired inspector is NOT_FOUND. Limited per client address as
+  createInspector is (--anonymous-rate).
+  """
+  setInspectorAnswer(id: ID!, answer: AnswerInput, handshakes: HandshakesInput): Inspector!
+  """
   Replays a stored delivery; returns once the new attempt finished or failed. With ` + "`" + `edit` + "`" + `,
   sends a changed copy: the attempt records exactly what was changed, and the recorded
   request stays as it was. A bad edit (an invalid method, path or header name, a framing
@@ -2142,6 +2406,20 @@ func (ec *executionContext) childFields_Account(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Account", field.Name)
 }
 
+func (ec *executionContext) childFields_AddressAnswer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_AddressAnswer_status(ctx, field)
+	case "headers":
+		return ec.fieldContext_AddressAnswer_headers(ctx, field)
+	case "body":
+		return ec.fieldContext_AddressAnswer_body(ctx, field)
+	case "bodyBase64":
+		return ec.fieldContext_AddressAnswer_bodyBase64(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AddressAnswer", field.Name)
+}
+
 func (ec *executionContext) childFields_Attempt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2162,6 +2440,8 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_edit(ctx, field)
 	case "signature":
 		return ec.fieldContext_Attempt_signature(ctx, field)
+	case "fidelity":
+		return ec.fieldContext_Attempt_fidelity(ctx, field)
 	case "response":
 		return ec.fieldContext_Attempt_response(ctx, field)
 	}
@@ -2338,6 +2618,10 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_refusedRequests(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Endpoint_deliveries(ctx, field)
+	case "answer":
+		return ec.fieldContext_Endpoint_answer(ctx, field)
+	case "handshakes":
+		return ec.fieldContext_Endpoint_handshakes(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
 }
@@ -2412,6 +2696,16 @@ func (ec *executionContext) childFields_ExplanationFact(ctx context.Context, fie
 	return nil, fmt.Errorf("no field named %q was found under type ExplanationFact", field.Name)
 }
 
+func (ec *executionContext) childFields_Fidelity(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_Fidelity_status(ctx, field)
+	case "differences":
+		return ec.fieldContext_Fidelity_differences(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Fidelity", field.Name)
+}
+
 func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "attemptId":
@@ -2436,6 +2730,20 @@ func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, fiel
 		return ec.fieldContext_ForwardRequest_remoteAddress(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ForwardRequest", field.Name)
+}
+
+func (ec *executionContext) childFields_Handshakes(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "enabled":
+		return ec.fieldContext_Handshakes_enabled(ctx, field)
+	case "metaVerifyToken":
+		return ec.fieldContext_Handshakes_metaVerifyToken(ctx, field)
+	case "zoomSecretSet":
+		return ec.fieldContext_Handshakes_zoomSecretSet(ctx, field)
+	case "inProxy":
+		return ec.fieldContext_Handshakes_inProxy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Handshakes", field.Name)
 }
 
 func (ec *executionContext) childFields_Header(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2468,6 +2776,10 @@ func (ec *executionContext) childFields_Inspector(ctx context.Context, field gra
 		return ec.fieldContext_Inspector_refusedRequests(ctx, field)
 	case "purged":
 		return ec.fieldContext_Inspector_purged(ctx, field)
+	case "answer":
+		return ec.fieldContext_Inspector_answer(ctx, field)
+	case "handshakes":
+		return ec.fieldContext_Inspector_handshakes(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Inspector_deliveries(ctx, field)
 	}
@@ -2914,6 +3226,36 @@ func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setInspectorAnswer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "answer",
+		func(ctx context.Context, v any) (*model.AnswerInput, error) {
+			return ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["answer"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "handshakes",
+		func(ctx context.Context, v any) (*model.HandshakesInput, error) {
+			return ec.unmarshalOHandshakesInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakesInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["handshakes"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3204,6 +3546,107 @@ func (ec *executionContext) fieldContext_Account_name(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Account", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _AddressAnswer_status(ctx context.Context, field graphql.CollectedField, obj *model.AddressAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AddressAnswer_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AddressAnswer_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AddressAnswer", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AddressAnswer_headers(ctx context.Context, field graphql.CollectedField, obj *model.AddressAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AddressAnswer_headers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Headers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Header) graphql.Marshaler {
+			return ec.marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AddressAnswer_headers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AddressAnswer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Header(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AddressAnswer_body(ctx context.Context, field graphql.CollectedField, obj *model.AddressAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AddressAnswer_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AddressAnswer_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AddressAnswer", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AddressAnswer_bodyBase64(ctx context.Context, field graphql.CollectedField, obj *model.AddressAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AddressAnswer_bodyBase64(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BodyBase64, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AddressAnswer_bodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AddressAnswer", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Attempt_id(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3418,6 +3861,38 @@ func (ec *executionContext) _Attempt_signature(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Attempt_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_fidelity(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_fidelity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fidelity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Fidelity) graphql.Marshaler {
+			return ec.marshalNFidelity2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelity(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_fidelity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Attempt",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Fidelity(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Attempt_response(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
@@ -4970,6 +5445,70 @@ func (ec *executionContext) fieldContext_Endpoint_deliveries(ctx context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Endpoint_answer(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_answer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Answer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AddressAnswer) graphql.Marshaler {
+			return ec.marshalNAddressAnswer2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAddressAnswer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_answer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AddressAnswer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Endpoint_handshakes(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_handshakes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Handshakes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Handshakes) graphql.Marshaler {
+			return ec.marshalNHandshakes2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakes(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_handshakes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Handshakes(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5475,6 +6014,52 @@ func (ec *executionContext) fieldContext_ExplanationFact_text(_ context.Context,
 	return graphql.NewScalarFieldContext("ExplanationFact", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Fidelity_status(ctx context.Context, field graphql.CollectedField, obj *model.Fidelity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Fidelity_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.FidelityStatus) graphql.Marshaler {
+			return ec.marshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Fidelity_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Fidelity", field, false, false, errors.New("field of type FidelityStatus does not have child fields"))
+}
+
+func (ec *executionContext) _Fidelity_differences(ctx context.Context, field graphql.CollectedField, obj *model.Fidelity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Fidelity_differences(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Differences, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.FidelityPart) graphql.Marshaler {
+			return ec.marshalNFidelityPart2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPartᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Fidelity_differences(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Fidelity", field, false, false, errors.New("field of type FidelityPart does not have child fields"))
+}
+
 func (ec *executionContext) _ForwardRequest_attemptId(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5712,6 +6297,98 @@ func (ec *executionContext) _ForwardRequest_remoteAddress(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_ForwardRequest_remoteAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ForwardRequest", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Handshakes_enabled(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Handshakes_enabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Enabled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Handshake) graphql.Marshaler {
+			return ec.marshalNHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Handshakes_enabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type Handshake does not have child fields"))
+}
+
+func (ec *executionContext) _Handshakes_metaVerifyToken(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Handshakes_metaVerifyToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MetaVerifyToken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Handshakes_metaVerifyToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Handshakes_zoomSecretSet(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Handshakes_zoomSecretSet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ZoomSecretSet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Handshakes_zoomSecretSet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Handshakes_inProxy(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Handshakes_inProxy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InProxy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.HandshakeSide) graphql.Marshaler {
+			return ec.marshalNHandshakeSide2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeSide(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Handshakes_inProxy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type HandshakeSide does not have child fields"))
 }
 
 func (ec *executionContext) _Header_name(ctx context.Context, field graphql.CollectedField, obj *model.Header) (ret graphql.Marshaler) {
@@ -5965,6 +6642,70 @@ func (ec *executionContext) _Inspector_purged(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Inspector_purged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Inspector_answer(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_answer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Answer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AddressAnswer) graphql.Marshaler {
+			return ec.marshalNAddressAnswer2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAddressAnswer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_answer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Inspector",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AddressAnswer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Inspector_handshakes(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_handshakes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Handshakes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Handshakes) graphql.Marshaler {
+			return ec.marshalNHandshakes2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakes(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_handshakes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Inspector",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Handshakes(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Inspector_deliveries(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
@@ -6634,6 +7375,50 @@ func (ec *executionContext) fieldContext_Mutation_deleteEndpoint(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteEndpoint_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setInspectorAnswer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setInspectorAnswer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetInspectorAnswer(ctx, fc.Args["id"].(string), fc.Args["answer"].(*model.AnswerInput), fc.Args["handshakes"].(*model.HandshakesInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Inspector) graphql.Marshaler {
+			return ec.marshalNInspector2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInspector(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setInspectorAnswer(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Inspector(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setInspectorAnswer_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8745,6 +9530,57 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAnswerInput(ctx context.Context, obj any) (model.AnswerInput, error) {
+	var it model.AnswerInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"status", "headers", "body", "bodyBase64"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "headers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headers"))
+			data, err := ec.unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Headers = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		case "bodyBase64":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("bodyBase64"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BodyBase64 = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Context, obj any) (model.CompleteForwardInput, error) {
 	var it model.CompleteForwardInput
 	if obj == nil {
@@ -8756,7 +9592,7 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs", "signature"}
+	fieldsInOrder := [...]string{"attemptId", "status", "headers", "bodyBase64", "error", "failure", "durationMs", "signature", "receipt"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8819,6 +9655,13 @@ func (ec *executionContext) unmarshalInputCompleteForwardInput(ctx context.Conte
 				return it, err
 			}
 			it.Signature = data
+		case "receipt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("receipt"))
+			data, err := ec.unmarshalOFidelityReceiptInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityReceiptInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Receipt = data
 		}
 	}
 	return it, nil
@@ -8835,7 +9678,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8870,6 +9713,20 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "answer":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
+			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Answer = data
+		case "handshakes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("handshakes"))
+			data, err := ec.unmarshalOHandshakesInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakesInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Handshakes = data
 		}
 	}
 	return it, nil
@@ -9017,6 +9874,101 @@ func (ec *executionContext) unmarshalInputDeliveryFilter(ctx context.Context, ob
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputFidelityReceiptInput(ctx context.Context, obj any) (model.FidelityReceiptInput, error) {
+	var it model.FidelityReceiptInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"requestLine", "headers", "body"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "requestLine":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requestLine"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequestLine = data
+		case "headers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("headers"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Headers = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputHandshakesInput(ctx context.Context, obj any) (model.HandshakesInput, error) {
+	var it model.HandshakesInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"enabled", "metaVerifyToken", "zoomSecret", "inProxy"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "enabled":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enabled"))
+			data, err := ec.unmarshalOHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Enabled = data
+		case "metaVerifyToken":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("metaVerifyToken"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MetaVerifyToken = data
+		case "zoomSecret":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("zoomSecret"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ZoomSecret = data
+		case "inProxy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inProxy"))
+			data, err := ec.unmarshalOHandshakeSide2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeSide(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InProxy = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj any) (model.HeaderInput, error) {
 	var it model.HeaderInput
 	if obj == nil {
@@ -9137,7 +10089,7 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9172,6 +10124,20 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "answer":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
+			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Answer = data
+		case "handshakes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("handshakes"))
+			data, err := ec.unmarshalOHandshakesInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakesInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Handshakes = data
 		}
 	}
 	return it, nil
@@ -9203,6 +10169,60 @@ func (ec *executionContext) _Account(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "name":
 			out.Values[i] = ec._Account_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var addressAnswerImplementors = []string{"AddressAnswer"}
+
+func (ec *executionContext) _AddressAnswer(ctx context.Context, sel ast.SelectionSet, obj *model.AddressAnswer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, addressAnswerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AddressAnswer")
+		case "status":
+			out.Values[i] = ec._AddressAnswer_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "headers":
+			out.Values[i] = ec._AddressAnswer_headers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._AddressAnswer_body(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bodyBase64":
+			out.Values[i] = ec._AddressAnswer_bodyBase64(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -9270,6 +10290,11 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			out.Values[i] = ec._Attempt_edit(ctx, field, obj)
 		case "signature":
 			out.Values[i] = ec._Attempt_signature(ctx, field, obj)
+		case "fidelity":
+			out.Values[i] = ec._Attempt_fidelity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "response":
 			out.Values[i] = ec._Attempt_response(ctx, field, obj)
 		default:
@@ -9972,6 +10997,16 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "answer":
+			out.Values[i] = ec._Endpoint_answer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "handshakes":
+			out.Values[i] = ec._Endpoint_handshakes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10256,6 +11291,50 @@ func (ec *executionContext) _ExplanationFact(ctx context.Context, sel ast.Select
 	return out
 }
 
+var fidelityImplementors = []string{"Fidelity"}
+
+func (ec *executionContext) _Fidelity(ctx context.Context, sel ast.SelectionSet, obj *model.Fidelity) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, fidelityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Fidelity")
+		case "status":
+			out.Values[i] = ec._Fidelity_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "differences":
+			out.Values[i] = ec._Fidelity_differences(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var forwardRequestImplementors = []string{"ForwardRequest"}
 
 func (ec *executionContext) _ForwardRequest(ctx context.Context, sel ast.SelectionSet, obj *model.ForwardRequest) graphql.Marshaler {
@@ -10311,6 +11390,57 @@ func (ec *executionContext) _ForwardRequest(ctx context.Context, sel ast.Selecti
 			}
 		case "remoteAddress":
 			out.Values[i] = ec._ForwardRequest_remoteAddress(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var handshakesImplementors = []string{"Handshakes"}
+
+func (ec *executionContext) _Handshakes(ctx context.Context, sel ast.SelectionSet, obj *model.Handshakes) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, handshakesImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Handshakes")
+		case "enabled":
+			out.Values[i] = ec._Handshakes_enabled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "metaVerifyToken":
+			out.Values[i] = ec._Handshakes_metaVerifyToken(ctx, field, obj)
+		case "zoomSecretSet":
+			out.Values[i] = ec._Handshakes_zoomSecretSet(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inProxy":
+			out.Values[i] = ec._Handshakes_inProxy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10428,6 +11558,16 @@ func (ec *executionContext) _Inspector(ctx context.Context, sel ast.SelectionSet
 			}
 		case "purged":
 			out.Values[i] = ec._Inspector_purged(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "answer":
+			out.Values[i] = ec._Inspector_answer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "handshakes":
+			out.Values[i] = ec._Inspector_handshakes(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -10645,6 +11785,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "deleteEndpoint":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteEndpoint(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setInspectorAnswer":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setInspectorAnswer(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -11527,6 +12674,16 @@ func (ec *executionContext) marshalNAccount2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 	return ec._Account(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAddressAnswer2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAddressAnswer(ctx context.Context, sel ast.SelectionSet, v *model.AddressAnswer) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AddressAnswer(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAttempt2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Attempt) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11851,6 +13008,67 @@ func (ec *executionContext) marshalNExplanationFact2ᚖgithubᚗcomᚋrelayhqᚋ
 	return ec._ExplanationFact(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNFidelity2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelity(ctx context.Context, sel ast.SelectionSet, v *model.Fidelity) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Fidelity(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx context.Context, v any) (model.FidelityPart, error) {
+	var res model.FidelityPart
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx context.Context, sel ast.SelectionSet, v model.FidelityPart) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNFidelityPart2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPartᚄ(ctx context.Context, v any) ([]model.FidelityPart, error) {
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]model.FidelityPart, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNFidelityPart2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPartᚄ(ctx context.Context, sel ast.SelectionSet, v []model.FidelityPart) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNFidelityPart2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityPart(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityStatus(ctx context.Context, v any) (model.FidelityStatus, error) {
+	var res model.FidelityStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityStatus(ctx context.Context, sel ast.SelectionSet, v model.FidelityStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNForwardRequest2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐForwardRequest(ctx context.Context, sel ast.SelectionSet, v model.ForwardRequest) graphql.Marshaler {
 	return ec._ForwardRequest(ctx, sel, &v)
 }
@@ -11863,6 +13081,67 @@ func (ec *executionContext) marshalNForwardRequest2ᚖgithubᚗcomᚋrelayhqᚋr
 		return graphql.Null
 	}
 	return ec._ForwardRequest(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNHandshake2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshake(ctx context.Context, v any) (model.Handshake, error) {
+	var res model.Handshake
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNHandshake2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshake(ctx context.Context, sel ast.SelectionSet, v model.Handshake) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx context.Context, v any) ([]model.Handshake, error) {
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]model.Handshake, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNHandshake2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshake(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Handshake) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNHandshake2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshake(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNHandshakeSide2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeSide(ctx context.Context, v any) (model.HandshakeSide, error) {
+	var res model.HandshakeSide
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNHandshakeSide2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeSide(ctx context.Context, sel ast.SelectionSet, v model.HandshakeSide) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNHandshakes2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakes(ctx context.Context, sel ast.SelectionSet, v *model.Handshakes) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Handshakes(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNHeader2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Header) graphql.Marshaler {
@@ -12231,6 +13510,14 @@ func (ec *executionContext) marshalOAccount2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 	return ec._Account(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx context.Context, v any) (*model.AnswerInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputAnswerInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalOAttemptResponse2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptResponse(ctx context.Context, sel ast.SelectionSet, v *model.AttemptResponse) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -12304,6 +13591,75 @@ func (ec *executionContext) marshalOEndpointMode2ᚖgithubᚗcomᚋrelayhqᚋrel
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalOFidelityReceiptInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityReceiptInput(ctx context.Context, v any) (*model.FidelityReceiptInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputFidelityReceiptInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx context.Context, v any) ([]model.Handshake, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]model.Handshake, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNHandshake2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshake(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Handshake) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNHandshake2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshake(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOHandshakeSide2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeSide(ctx context.Context, v any) (*model.HandshakeSide, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.HandshakeSide)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOHandshakeSide2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeSide(ctx context.Context, sel ast.SelectionSet, v *model.HandshakeSide) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOHandshakesInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakesInput(ctx context.Context, v any) (*model.HandshakesInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputHandshakesInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHeaderInputᚄ(ctx context.Context, v any) ([]*model.HeaderInput, error) {

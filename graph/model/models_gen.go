@@ -17,6 +17,27 @@ type Account struct {
 	Name string `json:"name"`
 }
 
+// What an inspector or a LOG Endpoint answers every request that is not a handshake it answers.
+type AddressAnswer struct {
+	Status  int       `json:"status"`
+	Headers []*Header `json:"headers"`
+	// The body as text when it is valid UTF-8, else in base64 (see bodyBase64).
+	Body       string `json:"body"`
+	BodyBase64 string `json:"bodyBase64"`
+}
+
+// An address's own answer. status is 200 to 599 (204 and 304 carry no body); at most 32
+// headers, 8 KiB of names and values in all, names HTTP tokens and values HTTP field
+// values, without Content-Length or hop-by-hop headers; a body of at most 64 KiB.
+// A status of 204 with no header and no body is the default again.
+type AnswerInput struct {
+	Status  int            `json:"status"`
+	Headers []*HeaderInput `json:"headers,omitempty"`
+	Body    *string        `json:"body,omitempty"`
+	// The body's exact bytes, base64; takes precedence over body.
+	BodyBase64 *string `json:"bodyBase64,omitempty"`
+}
+
 // One try to reach the local target (the first forward or a retry).
 type Attempt struct {
 	ID string `json:"id"`
@@ -34,6 +55,11 @@ type Attempt struct {
 	Edit *RequestEdit `json:"edit,omitempty"`
 	// The verdict of the provider signature check the agent made on the developer's machine (relay listen --verify), e.g. `stripe valid`; null when none was made.
 	Signature *string `json:"signature,omitempty"`
+	// Whether the agent handed the local process what the relay sent it: the agent's receipt
+	// (SHA-256 digests of the request line, headers and body it handed over) compared with the
+	// relay's digests of the request it sent (docs/evidence.md gives the canonical forms).
+	// NOT_REPORTED when the agent sent no receipt (an older agent) or the attempt got no answer.
+	Fidelity *Fidelity `json:"fidelity"`
 	// What this attempt got back, read from the log: the local response's headers and (when the
 	// Endpoint captures responses) its body, or the relay's own status when the attempt failed
 	// (see error). Null while it waits. For comparing attempts (`relay deliveries diff`).
@@ -66,6 +92,8 @@ type CompleteForwardInput struct {
 	DurationMs *int    `json:"durationMs,omitempty"`
 	// The verdict of a provider signature check the agent made (relay listen --verify), e.g. `stripe valid`; one line, at most 200 bytes. Only the verdict: the secret stays with the agent.
 	Signature *string `json:"signature,omitempty"`
+	// The agent's receipt: digests of exactly what it handed to the local process (see Attempt.fidelity). Omit it to record the attempt's fidelity as NOT_REPORTED.
+	Receipt *FidelityReceiptInput `json:"receipt,omitempty"`
 }
 
 type CreateEndpointInput struct {
@@ -73,6 +101,10 @@ type CreateEndpointInput struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
+	// What it answers in LOG mode; 204 when absent.
+	Answer *AnswerInput `json:"answer,omitempty"`
+	// The handshakes it answers itself.
+	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
 }
 
 type CreateTokenPayload struct {
@@ -242,6 +274,10 @@ type Endpoint struct {
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
 	Deliveries *DeliveryConnection `json:"deliveries"`
+	// What it answers in LOG mode (204 unless set); a PROXY Endpoint answers what its local process answers.
+	Answer *AddressAnswer `json:"answer"`
+	// The providers' verification requests it answers itself.
+	Handshakes *Handshakes `json:"handshakes"`
 }
 
 // An event of the log, for auditors.
@@ -288,6 +324,20 @@ type ExplanationFact struct {
 	Text string    `json:"text"`
 }
 
+// An attempt's fidelity: whether the local process got what the relay sent.
+type Fidelity struct {
+	Status FidelityStatus `json:"status"`
+	// The parts that differ, in request order; empty unless status is DIFFERENT.
+	Differences []FidelityPart `json:"differences"`
+}
+
+// SHA-256 digests, 64 lower-case hex digits each, of the canonical parts of the request an agent handed to its local process (docs/evidence.md).
+type FidelityReceiptInput struct {
+	RequestLine string `json:"requestLine"`
+	Headers     string `json:"headers"`
+	Body        string `json:"body"`
+}
+
 // A request the agent must forward to its local target.
 type ForwardRequest struct {
 	AttemptID  string `json:"attemptId"`
@@ -305,6 +355,27 @@ type ForwardRequest struct {
 	Scheme string `json:"scheme"`
 	// The sender's address, as Delivery.remoteAddress.
 	RemoteAddress *string `json:"remoteAddress,omitempty"`
+}
+
+// The handshakes an address answers; secrets are never shown back.
+type Handshakes struct {
+	Enabled []Handshake `json:"enabled"`
+	// The Meta verify token, masked (its last two characters at most), or null when none is set.
+	MetaVerifyToken *string `json:"metaVerifyToken,omitempty"`
+	// Whether a Zoom secret token is set.
+	ZoomSecretSet bool          `json:"zoomSecretSet"`
+	InProxy       HandshakeSide `json:"inProxy"`
+}
+
+// What to change in an address's handshakes; only what is set changes. An empty secret removes it.
+type HandshakesInput struct {
+	Enabled []Handshake `json:"enabled,omitempty"`
+	// The verify token given to Meta; needed by META.
+	MetaVerifyToken *string `json:"metaVerifyToken,omitempty"`
+	// The Zoom app's secret token; needed by ZOOM.
+	ZoomSecret *string `json:"zoomSecret,omitempty"`
+	// Who answers handshakes to a PROXY Endpoint; LOCAL by default.
+	InProxy *HandshakeSide `json:"inProxy,omitempty"`
 }
 
 type Header struct {
@@ -335,6 +406,10 @@ type Inspector struct {
 	RefusedRequests int `json:"refusedRequests"`
 	// Its deliveries were removed from the log, --inspector-retention after it expired.
 	Purged bool `json:"purged"`
+	// What it answers every request (204 unless set); see setInspectorAnswer.
+	Answer *AddressAnswer `json:"answer"`
+	// The providers' verification requests it answers itself.
+	Handshakes *Handshakes `json:"handshakes"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -427,6 +502,10 @@ type UpdateEndpointInput struct {
 	Mode            *EndpointMode `json:"mode,omitempty"`
 	Target          *string       `json:"target,omitempty"`
 	ResponseCapture *bool         `json:"responseCapture,omitempty"`
+	// What it answers in LOG mode; replaces the one set.
+	Answer *AnswerInput `json:"answer,omitempty"`
+	// The handshakes it answers itself.
+	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
 }
 
 type EndpointMode string
@@ -481,6 +560,252 @@ func (e *EndpointMode) UnmarshalJSON(b []byte) error {
 }
 
 func (e EndpointMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A part of the request a fidelity receipt covers.
+type FidelityPart string
+
+const (
+	// The method and the request target (path and query).
+	FidelityPartRequestLine FidelityPart = "REQUEST_LINE"
+	// The header fields, without those an agent legitimately adds or rewrites (Host, Content-Length, hop-by-hop, X-Forwarded-*, Forwarded).
+	FidelityPartHeaders FidelityPart = "HEADERS"
+	FidelityPartBody    FidelityPart = "BODY"
+)
+
+var AllFidelityPart = []FidelityPart{
+	FidelityPartRequestLine,
+	FidelityPartHeaders,
+	FidelityPartBody,
+}
+
+func (e FidelityPart) IsValid() bool {
+	switch e {
+	case FidelityPartRequestLine, FidelityPartHeaders, FidelityPartBody:
+		return true
+	}
+	return false
+}
+
+func (e FidelityPart) String() string {
+	return string(e)
+}
+
+func (e *FidelityPart) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FidelityPart(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FidelityPart", str)
+	}
+	return nil
+}
+
+func (e FidelityPart) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FidelityPart) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FidelityPart) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How an agent's receipt compares with what the relay sent it.
+type FidelityStatus string
+
+const (
+	// Every part the agent reports handing over matches what the relay sent.
+	FidelityStatusIdentical FidelityStatus = "IDENTICAL"
+	// At least one part differs; differences names them.
+	FidelityStatusDifferent FidelityStatus = "DIFFERENT"
+	// The agent sent no receipt.
+	FidelityStatusNotReported FidelityStatus = "NOT_REPORTED"
+)
+
+var AllFidelityStatus = []FidelityStatus{
+	FidelityStatusIdentical,
+	FidelityStatusDifferent,
+	FidelityStatusNotReported,
+}
+
+func (e FidelityStatus) IsValid() bool {
+	switch e {
+	case FidelityStatusIdentical, FidelityStatusDifferent, FidelityStatusNotReported:
+		return true
+	}
+	return false
+}
+
+func (e FidelityStatus) String() string {
+	return string(e)
+}
+
+func (e *FidelityStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FidelityStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FidelityStatus", str)
+	}
+	return nil
+}
+
+func (e FidelityStatus) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FidelityStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FidelityStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A provider's verification request the relay can answer itself (docs/answers.md).
+type Handshake string
+
+const (
+	// Slack Events API url_verification: 200 with the challenge.
+	HandshakeSLACk Handshake = "SLACK"
+	// Meta (Facebook, Instagram, WhatsApp) hub.challenge, only with the right verify token (else 403).
+	HandshakeMeta Handshake = "META"
+	// Microsoft Graph validationToken: 200 text/plain with the token.
+	HandshakeMsgraph Handshake = "MSGRAPH"
+	// Dropbox challenge: 200 text/plain with the challenge.
+	HandshakeDropbox Handshake = "DROPBOX"
+	// Zoom endpoint.url_validation: 200 JSON with plainToken and its HMAC-SHA256 under the secret token.
+	HandshakeZoom Handshake = "ZOOM"
+)
+
+var AllHandshake = []Handshake{
+	HandshakeSLACk,
+	HandshakeMeta,
+	HandshakeMsgraph,
+	HandshakeDropbox,
+	HandshakeZoom,
+}
+
+func (e Handshake) IsValid() bool {
+	switch e {
+	case HandshakeSLACk, HandshakeMeta, HandshakeMsgraph, HandshakeDropbox, HandshakeZoom:
+		return true
+	}
+	return false
+}
+
+func (e Handshake) String() string {
+	return string(e)
+}
+
+func (e *Handshake) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Handshake(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Handshake", str)
+	}
+	return nil
+}
+
+func (e Handshake) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Handshake) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Handshake) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Who answers handshakes to a PROXY Endpoint.
+type HandshakeSide string
+
+const (
+	// The local process, as any request (the default).
+	HandshakeSideLocal HandshakeSide = "LOCAL"
+	// The relay, without forwarding them.
+	HandshakeSideRelay HandshakeSide = "RELAY"
+)
+
+var AllHandshakeSide = []HandshakeSide{
+	HandshakeSideLocal,
+	HandshakeSideRelay,
+}
+
+func (e HandshakeSide) IsValid() bool {
+	switch e {
+	case HandshakeSideLocal, HandshakeSideRelay:
+		return true
+	}
+	return false
+}
+
+func (e HandshakeSide) String() string {
+	return string(e)
+}
+
+func (e *HandshakeSide) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = HandshakeSide(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid HandshakeSide", str)
+	}
+	return nil
+}
+
+func (e HandshakeSide) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *HandshakeSide) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e HandshakeSide) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

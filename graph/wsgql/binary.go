@@ -15,6 +15,9 @@ import (
 type BinaryConfig struct {
 	// Subprotocol is the name a client offers to speak it.
 	Subprotocol string
+	// Older are earlier versions of Subprotocol still spoken, for older
+	// clients, newest first; Handle tells their frames apart.
+	Older []string
 	// Handle answers a binary frame a client sent after connection_ack,
 	// in the context InitFunc returned; a non-nil reply is queued as a
 	// binary frame. An error closes the socket with 4400: the client

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,7 +120,8 @@ func New(cfg Config) *Transport {
 	}
 	protocols := []string{gqlws.Subprotocol}
 	if cfg.Binary.Subprotocol != "" {
-		protocols = []string{cfg.Binary.Subprotocol, gqlws.Subprotocol} // the server's order wins
+		// The server's order wins.
+		protocols = append(append([]string{cfg.Binary.Subprotocol}, cfg.Binary.Older...), gqlws.Subprotocol)
 	}
 	return &Transport{
 		cfg: cfg,
@@ -255,7 +257,8 @@ func (c *conn) serve() {
 		<-writerDone
 		c.cancel()
 	}()
-	c.binary = c.t.cfg.Binary.Subprotocol != "" && c.ws.Subprotocol() == c.t.cfg.Binary.Subprotocol
+	proto := c.ws.Subprotocol()
+	c.binary = c.t.cfg.Binary.Subprotocol != "" && (proto == c.t.cfg.Binary.Subprotocol || slices.Contains(c.t.cfg.Binary.Older, proto))
 	if c.ws.Subprotocol() != gqlws.Subprotocol && !c.binary {
 		c.closeWith(gqlws.CloseBadSubprotocol, "Subprotocol not acceptable")
 		return

@@ -19,8 +19,14 @@ import (
 	"github.com/relayhq/relay/internal/binwire"
 )
 
-// Subprotocol is the WebSocket subprotocol an agent offers first.
-const Subprotocol = "relay-agent.v1"
+// Subprotocol is the WebSocket subprotocol an agent offers first. Its
+// Complete frames may carry a fidelity receipt; SubprotocolV1, which the
+// relay still speaks and an agent offers next, is the same without them,
+// so an agent sends receipts only to a relay that records them.
+const (
+	Subprotocol   = "relay-agent.v2"
+	SubprotocolV1 = "relay-agent.v1"
+)
 
 // Frame kinds.
 const (
@@ -94,9 +100,14 @@ type Complete struct {
 	Failure    string
 	DurationMs int64
 	// Signature is the verdict of a provider signature check the agent
-	// made on the request (relay listen --verify), "" for none. It is the
-	// frame's last field and may be absent: a frame without it decodes.
+	// made on the request (relay listen --verify), "" for none. The
+	// frame may end before it: a frame without it decodes.
 	Signature string
+	// Receipt is the agent's digests of the request it handed to the local
+	// process (domain.DigestRequest), nil for none. It follows Signature
+	// (then written even when empty) as three strings, and a frame may end
+	// before it: an older agent's frame decodes.
+	Receipt *domain.FidelityDigests
 }
 
 // AppendComplete appends c's frame to dst.
@@ -110,8 +121,13 @@ func AppendComplete(dst []byte, c Complete) []byte {
 	w.Str(c.Error)
 	w.Str(c.Failure)
 	w.Int(c.DurationMs)
-	if c.Signature != "" {
+	if c.Signature != "" || c.Receipt != nil {
 		w.Str(c.Signature)
+	}
+	if c.Receipt != nil {
+		w.Str(c.Receipt.RequestLine)
+		w.Str(c.Receipt.Headers)
+		w.Str(c.Receipt.Body)
 	}
 	return w.B
 }
@@ -124,6 +140,9 @@ func DecodeComplete(frame []byte) (Complete, error) {
 		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int()}
 	if r.More() {
 		c.Signature = r.Str()
+	}
+	if r.More() {
+		c.Receipt = &domain.FidelityDigests{RequestLine: r.Str(), Headers: r.Str(), Body: r.Str()}
 	}
 	if err := r.End("complete frame"); err != nil {
 		return Complete{}, err

@@ -103,3 +103,28 @@ func TestCompleteSignatureIsOptional(t *testing.T) {
 		t.Fatal("a frame with a malformed last field decoded")
 	}
 }
+
+// TestCompleteReceiptIsOptional: a Complete with a fidelity receipt
+// round-trips with or without a signature verdict before it; frames of
+// older agents (no receipt, or not even a signature) decode with none, and
+// a receipt cut short does not decode.
+func TestCompleteReceiptIsOptional(t *testing.T) {
+	receipt := domain.DigestRequest("POST", "/hook", []domain.Header{{Name: "A", Value: "1"}}, []byte("x"))
+	for _, sig := range []string{"", "stripe valid"} {
+		c := Complete{AttemptID: "a1", Status: 200, Headers: []domain.Header{}, Body: []byte{}, DurationMs: 1, Signature: sig, Receipt: &receipt}
+		frame := AppendComplete(nil, c)
+		got, err := DecodeComplete(frame)
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("signature %q: %+v, %v", sig, got, err)
+		}
+		// Cut inside the receipt: its last digest missing.
+		cut := frame[:len(frame)-len(receipt.Body)-1]
+		if _, err := DecodeComplete(cut); err == nil {
+			t.Fatalf("signature %q: a receipt cut short decoded", sig)
+		}
+	}
+	older := Complete{AttemptID: "a1", Status: 200, Headers: []domain.Header{}, Body: []byte{}, DurationMs: 1, Signature: "stripe valid"}
+	if got, err := DecodeComplete(AppendComplete(nil, older)); err != nil || got.Receipt != nil || got.Signature != "stripe valid" {
+		t.Fatalf("an older agent's frame: %+v, %v", got, err)
+	}
+}

@@ -3,13 +3,18 @@
 /** Fields a history row needs; the detail pane fetches the rest on demand. */
 export const ROW_FIELDS = `
   id cursor address method path bodySize complete receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late signature edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
+  attempts { id status startedAt durationMs error retry late signature fidelity { status differences } edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
   provider { name eventType deliveryId } duplicates
 `;
 
-/** Every field of a delivery, for the detail pane. */
+/**
+ * Every field of a delivery, for the detail pane; each attempt's response
+ * too, for comparing attempts (bodies as base64 only: compare.js decodes
+ * the text, and the answer carries each body once).
+ */
 export const DETAIL_FIELDS = `
   ${ROW_FIELDS}
+  attempts { id response { status headers { name value } bodyBase64 captured } }
   headers { name value }
   body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }
@@ -17,7 +22,10 @@ export const DETAIL_FIELDS = `
   why { status summary facts { at text } }
 `;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;
+/** An address's own answer and handshakes (secrets come back masked). */
+export const ANSWER_FIELDS = `answer { status headers { name value } body } handshakes { enabled metaVerifyToken zoomSecretSet inProxy }`;
+
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests ${ANSWER_FIELDS}`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
@@ -40,7 +48,11 @@ export const UPDATE_ENDPOINT = `mutation UpdateEndpoint($id: ID!, $input: Update
 export const DELETE_ENDPOINT = `mutation DeleteEndpoint($id: ID!) { deleteEndpoint(id: $id) }`;
 
 export const INSPECTOR = `query Inspector($id: ID!) {
-  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests }
+  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
+}`;
+
+export const SET_INSPECTOR_ANSWER = `mutation SetInspectorAnswer($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput) {
+  setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
 }`;
 
 export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;

@@ -8,6 +8,8 @@ import {
 } from './format.js';
 import { curlCommand } from './curl.js';
 import { copyButton, notice } from './ui.js';
+import { compareView } from './compare.js';
+import { providerFacts } from './provider.js';
 
 /**
  * renderDetail returns the pane for delivery d.
@@ -50,6 +52,7 @@ export function renderDetail(d, opts) {
       fact('Received', h('time', { datetime: d.receivedAt }, formatFullTime(d.receivedAt))),
       fact('Answered', statusBadge(d.responseStatus)),
       fact('Body size', `${formatBytes(d.bodySize)} (${d.bodySize} bytes)`),
+      providerFacts(d),
       d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
     whyLine(d.id, d.why),
@@ -63,7 +66,7 @@ export function renderDetail(d, opts) {
     incompleteNotice(d, stored),
     section('Request body', bodyView(d.body, d.bodyBase64, headerValue(d.headers, 'content-type'), d.bodySize === 0)),
     section('Request headers', headersTable(d.headers, 'Request headers')),
-    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId)),
+    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId), compareView(d)),
     section('Response',
       h('p', {}, 'Status ', statusBadge(d.responseStatus)),
       h('h4', {}, 'Headers'),
@@ -299,5 +302,21 @@ function attemptsTable(attempts, newAttemptId) {
           class: `badge ${/ valid$/.test(a.signature) ? 'badge-ok' : 'badge-warn'}`,
           'data-testid': 'attempt-signature',
           title: 'Checked by the agent on the developer\'s machine (relay listen --verify)',
-        }, ` signature ${a.signature}`) : null))))));
+        }, ` signature ${a.signature}`) : null,
+        fidelityBadge(a.fidelity)))))));
+}
+
+/** fidelityBadge shows what the agent's receipt says it handed the local
+ * process: identical to what the relay sent, or which parts differ. */
+function fidelityBadge(f) {
+  if (!f || f.status === 'NOT_REPORTED') return null;
+  const identical = f.status === 'IDENTICAL';
+  const parts = (f.differences || []).map((p) => p.toLowerCase().replace('_', ' '));
+  return h('span', {
+    class: `badge ${identical ? 'badge-ok' : 'badge-warn'}`,
+    'data-testid': 'attempt-fidelity',
+    title: identical
+      ? 'The agent reports handing the local process exactly what the relay sent (request line, headers, body)'
+      : 'The agent reports handing the local process something other than what the relay sent',
+  }, identical ? ' identical' : ` different: ${parts.join(', ')}`);
 }

@@ -3,13 +3,15 @@
 import { h, replace, field } from './dom.js';
 import { request, subscriptions, describeError, token } from './graphql.js';
 import {
-  INSPECTOR, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES, REFUSED_OFFLINE,
+  INSPECTOR, SET_INSPECTOR_ANSWER, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES, REFUSED_OFFLINE,
   UPDATE_ENDPOINT, DELETE_ENDPOINT,
 } from './api.js';
 import { formatBytes, formatFullTime, formatTime, statusClass } from './format.js';
 import { renderDetail, statusBadge } from './detail.js';
+import { providerBadge } from './provider.js';
 import { agentBadge, endpointFields, MODE_LABELS, rememberInspector, signInForm } from './home.js';
 import { codeLine, notice, runBusy, submitWith } from './ui.js';
+import { answerFields } from './answers.js';
 
 const PAGE_SIZE = 50;
 const AGENT_POLL_MS = 2000;
@@ -217,11 +219,12 @@ export function historyPage(root, { kind, id, navigate }) {
         codeLine('Public URL', info.url, { testid: 'public-url' }),
         codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
         h('p', { class: 'muted small' },
-          'Every request on every method and path is recorded and answered 204. ',
+          'Every request on every method and path is recorded and answered 204, or the answer set below. ',
           info.expired ? 'This inspector expired: its address answers 503 now.'
             : ['Expires ', h('time', { datetime: info.expiresAt, 'data-testid': 'expires' }, formatFullTime(info.expiresAt)),
               ' unless a request arrives; each request moves this forward.']),
-        refusedLine(info.refusedRequests));
+        refusedLine(info.refusedRequests),
+        info.expired ? null : inspectorAnswerPanel());
       return;
     }
     const agentLine = h('div', { class: 'agent-line', 'aria-live': 'polite', 'data-testid': 'agent-status' }, agentBadge(info.agentConnected, info.agentCount));
@@ -350,12 +353,13 @@ export function historyPage(root, { kind, id, navigate }) {
   function settingsPanel() {
     const info = state.info;
     const fields = endpointFields(info);
+    const answers = answerFields(info.answer, info.handshakes);
     const status = h('div', { class: 'form-status' });
     const form = h('form', {
       class: 'stack',
       'aria-label': 'Endpoint settings',
       onsubmit: submitWith(status, async () => {
-        const input = fields.value();
+        const input = { ...fields.value(), ...answers.value() };
         if (input.target === null) delete input.target;
         const data = await request(UPDATE_ENDPOINT, { id, input });
         state.info = { ...state.info, ...data.updateEndpoint };
@@ -368,11 +372,34 @@ export function historyPage(root, { kind, id, navigate }) {
       }),
     },
     fields.element,
+    answers.element,
     h('div', { class: 'actions' },
       h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save settings'),
       h('button', { type: 'button', class: 'btn btn-danger', onclick: confirmDelete }, 'Delete Endpoint…')),
     status);
     return h('details', { class: 'settings' }, h('summary', {}, 'Settings'), form);
+  }
+
+  // An inspector's own answer and handshakes; whoever has its address may set them.
+  function inspectorAnswerPanel() {
+    const answers = answerFields(state.info.answer, state.info.handshakes, { proxy: false });
+    const status = h('div', { class: 'form-status' });
+    const form = h('form', {
+      class: 'stack',
+      'aria-label': 'Inspector answer',
+      onsubmit: submitWith(status, async () => {
+        const data = await request(SET_INSPECTOR_ANSWER, { id, ...answers.value() });
+        state.info = { ...state.info, ...data.setInspectorAnswer };
+        renderHead();
+        const again = head.querySelector('details.settings');
+        again.open = true;
+        replace(again.querySelector('.form-status'), notice('success', 'Saved.'));
+      }),
+    },
+    answers.element,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save answer')),
+    status);
+    return h('details', { class: 'settings' }, h('summary', {}, 'Answer'), form);
   }
 
   function confirmDelete() {
@@ -619,20 +646,6 @@ export function historyPage(root, { kind, id, navigate }) {
       h('td', {}, statusBadge(d.responseStatus)),
       h('td', { class: 'num' }, formatBytes(d.bodySize)),
       h('td', {}, h('time', { datetime: d.receivedAt, title: formatFullTime(d.receivedAt) }, formatTime(d.receivedAt))));
-  }
-
-  // providerBadge names a recognised provider's event, and marks a
-  // redelivery: the provider sent the same delivery id more than once.
-  function providerBadge(d) {
-    if (!d.provider) return null;
-    const what = [d.provider.name, d.provider.eventType].filter(Boolean).join(' ');
-    const dup = d.duplicates > 0;
-    return h('span', {
-      class: `badge provider${dup ? ' badge-warn duplicate' : ''}`,
-      title: dup
-        ? `${d.provider.name} sent delivery ${d.provider.deliveryId} ${d.duplicates + 1} times`
-        : `${d.provider.name} delivery ${d.provider.deliveryId || '(no id)'}`,
-    }, dup ? `${what} ×${d.duplicates + 1}` : what);
   }
 
   function filtersForm() {

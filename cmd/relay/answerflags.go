@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// answerJSON and handshakesJSON are an address's own answer and handshakes
+// as the commands print them with -o json (secrets masked by the relay).
+type (
+	answerJSON struct {
+		Status  int                `json:"status"`
+		Headers []answerHeaderJSON `json:"headers"`
+		Body    string             `json:"body"`
+	}
+	answerHeaderJSON struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+	handshakesJSON struct {
+		Enabled         []string `json:"enabled"`
+		MetaVerifyToken *string  `json:"metaVerifyToken"`
+		ZoomSecretSet   bool     `json:"zoomSecretSet"`
+		InProxy         string   `json:"inProxy"`
+	}
+)
+
+const answerFields = `answer{ status headers{ name value } body } handshakes{ enabled metaVerifyToken zoomSecretSet inProxy }`
+
+// maxAnswerFile bounds what --answer-body @FILE reads; the relay itself
+// refuses a body over 64 KiB with the reason.
+const maxAnswerFile = 1 << 20
+
+// answerFlags set an address's own answer and handshakes.
+type answerFlags struct {
+	status     int
+	headers    []string
+	body       string
+	handshakes []string
+	metaToken  string
+	zoomFile   string
+	inProxy    string
+}
+
+func (f *answerFlags) flags(cmd *cobra.Command, proxy bool) {
+	fs := cmd.Flags()
+	fs.IntVar(&f.status, "answer-status", 0, "status it answers (200 to 599; 204 with no header and body is the default again); 200 when only --answer-header or --answer-body is given")
+	fs.StringArrayVar(&f.headers, "answer-header", nil, "header it answers, NAME=VALUE (repeatable)")
+	fs.StringVar(&f.body, "answer-body", "", "body it answers (at most 64 KiB): TEXT, @FILE or @- for stdin")
+	fs.StringSliceVar(&f.handshakes, "handshake", nil, "providers' verification requests it answers itself: slack, meta, msgraph, dropbox, zoom (comma-separated), or none")
+	fs.StringVar(&f.metaToken, "meta-verify-token", "", "the verify token given to Meta (needed by --handshake meta); empty removes it")
+	fs.StringVar(&f.zoomFile, "zoom-secret-file", "", "file holding the Zoom app's secret token (needed by --handshake zoom)")
+	if proxy {
+		fs.StringVar(&f.inProxy, "handshakes-in-proxy", "", "in PROXY mode, who answers handshakes: LOCAL (the local process, default) or RELAY")
+	}
+}
+
+// input adds the flags given to in, as AnswerInput and HandshakesInput.
+func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
+	fs := cmd.Flags()
+	if fs.Changed("answer-status") || fs.Changed("answer-header") || fs.Changed("answer-body") {
+		a := map[string]any{"status": 200}
+		if fs.Changed("answer-status") {
+			a["status"] = f.status
+		}
+		headers := []map[string]any{}
+		for _, h := range f.headers {
+			name, value, ok := strings.Cut(h, "=")
+			if !ok || name == "" {
+				return usage(fmt.Errorf("--answer-header %q: want NAME=VALUE", h))
+			}
+			headers = append(headers, map[string]any{"name": name, "value": value})
+		}
+		a["headers"] = headers
+		if fs.Changed("answer-body") {
+			b, err := readAnswerBody(f.body)
+			if err != nil {
+				return err
+			}
+			a["bodyBase64"] = base64.StdEncoding.EncodeToString(b)
+		}
+		in["answer"] = a
+	}
+	h := map[string]any{}
+	if fs.Changed("handshake") {
+		names := []string{}
+		for _, n := range f.handshakes {
+			n = strings.ToUpper(strings.TrimSpace(n))
+			switch n {
+			case "NONE", "":
+				continue
+			case "SLACK", "META", "MSGRAPH", "DROPBOX", "ZOOM":
+				names = append(names, n)
+			default:
+				return usage(fmt.Errorf("--handshake %q: want slack, meta, msgraph, dropbox, zoom or none", strings.ToLower(n)))
+			}
+		}
+		h["enabled"] = names
+	}
+	if fs.Changed("meta-verify-token") {
+		h["metaVerifyToken"] = f.metaToken
+	}
+	if fs.Changed("zoom-secret-file") {
+		b, err := os.ReadFile(f.zoomFile)
+		if err != nil {
+			return usage(fmt.Errorf("--zoom-secret-file: %w", err))
+		}
+		h["zoomSecret"] = strings.TrimSpace(string(b))
+	}
+	if fs.Changed("handshakes-in-proxy") {
+		side := strings.ToUpper(f.inProxy)
+		if side != "LOCAL" && side != "RELAY" {
+			return usage(fmt.Errorf("--handshakes-in-proxy %q: want LOCAL or RELAY", f.inProxy))
+		}
+		h["inProxy"] = side
+	}
+	if len(h) > 0 {
+		in["handshakes"] = h
+	}
+	return nil
+}
+
+func readAnswerBody(v string) ([]byte, error) {
+	name, ok := strings.CutPrefix(v, "@")
+	if !ok {
+		return []byte(v), nil
+	}
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		file, err := os.Open(name)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--answer-body: %w", err))
+		}
+		defer file.Close()
+		r = file
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxAnswerFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("--answer-body: %w", err)
+	}
+	if len(b) > maxAnswerFile {
+		return nil, usage(errors.New("--answer-body " + v + ": over 1 MiB (the relay takes at most 64 KiB)"))
+	}
+	return b, nil
+}
+
+// describeAnswer is one line naming what an address answers by itself.
+func describeAnswer(a *answerJSON, h *handshakesJSON) string {
+	if a == nil {
+		return "-"
+	}
+	s := fmt.Sprint(a.Status)
+	if len(a.Headers) > 0 || a.Body != "" {
+		s += fmt.Sprintf(" (%d headers, %d bytes)", len(a.Headers), len(a.Body))
+	}
+	if h != nil && len(h.Enabled) > 0 {
+		s += ", handshakes " + strings.ToLower(strings.Join(h.Enabled, ","))
+		if h.InProxy == "RELAY" {
+			s += " (relay answers in PROXY mode)"
+		}
+	}
+	return s
+}
+
+// printAnswers writes the answer and handshakes of an address, as
+// `endpoints show` and `inspector answer` print them.
+func printAnswers(w io.Writer, a *answerJSON, h *handshakesJSON) {
+	if a != nil {
+		fmt.Fprintf(w, "answer:      %d\n", a.Status)
+		for _, hd := range a.Headers {
+			fmt.Fprintf(w, "  %s: %s\n", hd.Name, hd.Value)
+		}
+		if a.Body != "" {
+			fmt.Fprintf(w, "  body: %d bytes\n", len(a.Body))
+		}
+	}
+	if h == nil {
+		return
+	}
+	enabled := "none"
+	if len(h.Enabled) > 0 {
+		enabled = strings.ToLower(strings.Join(h.Enabled, ", "))
+	}
+	fmt.Fprintf(w, "handshakes:  %s\n", enabled)
+	if h.MetaVerifyToken != nil {
+		fmt.Fprintf(w, "  meta verify token: %s\n", *h.MetaVerifyToken)
+	}
+	if h.ZoomSecretSet {
+		fmt.Fprintln(w, "  zoom secret token: set")
+	}
+	if h.InProxy == "RELAY" {
+		fmt.Fprintln(w, "  in PROXY mode: answered by the relay")
+	}
+}

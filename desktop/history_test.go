@@ -1,0 +1,151 @@
+package desktop
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// TestDeliveryCarriesProviderAndSignature: the delivery the detail pane
+// renders has what the relay knows of its provider (name, event type, the
+// provider's delivery id), how many times the provider sent it, and each
+// attempt's signature verdict, here reported by relay listen --verify on
+// the same Endpoint; and, for comparing attempts, each attempt's response.
+func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
+	r := harness.Start(t, "")
+	var out struct {
+		SignUp struct{ Token string }
+	}
+	r.MustGraphQL(t, "", `mutation{ signUp(name: "history"){ token } }`, nil, &out)
+	token := out.SignUp.Token
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("X-Local", "yes")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(local.Close)
+	_, port, _ := strings.Cut(strings.TrimPrefix(local.URL, "http://"), ":")
+
+	app := New(Options{Store: Store{Config: LoginFile{path: filepath.Join(t.TempDir(), "config.json")}}})
+	app.Start(t.Context(), &recorder{})
+	t.Cleanup(app.Shutdown)
+	ui := app.Bindings()
+	if _, err := ui.SignIn(r.BareURL(), token); err != nil {
+		t.Fatal(err)
+	}
+	e, err := ui.CreateEndpoint("github", "localhost:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	home := t.TempDir()
+	harness.StartWith(t, harness.Command{Dir: home, Env: []string{
+		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "NO_COLOR=1",
+		"RELAY_SERVER=", "RELAY_TOKEN=" + token, "RELAY_VERIFY_SECRET=s3cret",
+	}}, "listen", port, e.ID, "--server", r.BareURL(), "--verify", "github")
+	harness.Eventually(t, 15*time.Second, "the listen agent connected", func() bool {
+		eps, err := ui.Endpoints()
+		return err == nil && len(eps) == 1 && eps[0].AgentConnected
+	})
+
+	body := []byte(`{"ref":"refs/heads/main"}`)
+	m := hmac.New(sha256.New, []byte("s3cret"))
+	m.Write(body)
+	headers := [][2]string{{"X-GitHub-Event", "push"}, {"X-GitHub-Delivery", "d-42"}, {"X-Hub-Signature-256", "sha256=" + hex.EncodeToString(m.Sum(nil))}}
+	for range 2 { // the provider sends it again: a redelivery
+		if resp := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/gh", Host: r.AddressHost(e.ID), Headers: headers, Body: body}); resp.Status != http.StatusAccepted {
+			t.Fatalf("sender got %d, want the local 202", resp.Status)
+		}
+	}
+	// The views list the delivery a moment after the sender's answer.
+	var id string
+	harness.Eventually(t, 10*time.Second, "the delivery listed", func() bool {
+		var list struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []struct{ ID string } }
+			}
+		}
+		r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": e.ID}, &list)
+		if n := list.Endpoint.Deliveries.Nodes; len(n) == 1 {
+			id = n[0].ID
+		}
+		return id != ""
+	})
+
+	type delivery struct {
+		Provider *struct {
+			Name, EventType, DeliveryID string
+		}
+		Duplicates int
+		Attempts   []struct {
+			Signature *string
+			Response  *struct {
+				Status  int
+				Headers []struct{ Name, Value string }
+			}
+		}
+	}
+	var d delivery
+	harness.Eventually(t, 10*time.Second, "the verdict and the redelivery recorded", func() bool {
+		raw, err := ui.Delivery(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = delivery{}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		return len(d.Attempts) == 1 && d.Attempts[0].Signature != nil && d.Duplicates > 0
+	})
+	if p := d.Provider; p == nil || p.Name != "github" || p.EventType != "push" || p.DeliveryID != "d-42" {
+		t.Errorf("provider %+v, want github push d-42", p)
+	}
+	if d.Duplicates != 1 {
+		t.Errorf("duplicates %d, want 1 (sent twice)", d.Duplicates)
+	}
+	if got := *d.Attempts[0].Signature; got != "github valid" {
+		t.Errorf("signature %q, want github valid", got)
+	}
+	resp := d.Attempts[0].Response
+	if resp == nil || resp.Status != http.StatusAccepted || !slices.ContainsFunc(resp.Headers, func(h struct{ Name, Value string }) bool {
+		return strings.EqualFold(h.Name, "X-Local") && h.Value == "yes"
+	}) {
+		t.Errorf("attempt response %+v, want the local 202 with X-Local", resp)
+	}
+
+	// Edit and retry: the edit travels to the relay and is recorded with
+	// the attempt; a malformed edit is refused naming its fault.
+	raw, err := ui.Retry(id, json.RawMessage(`{"setHeaders":[{"name":"X-Debug","value":"1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edited struct {
+		Attempts []struct {
+			Retry bool
+			Edit  *struct {
+				SetHeaders []struct{ Name, Value string }
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &edited); err != nil {
+		t.Fatal(err)
+	}
+	if a := edited.Attempts; len(a) != 2 || !a[1].Retry || a[1].Edit == nil || len(a[1].Edit.SetHeaders) != 1 || a[1].Edit.SetHeaders[0].Name != "X-Debug" {
+		t.Errorf("after an edited retry the attempts are %+v, want a second one recording the set X-Debug", a)
+	}
+	if _, err := ui.Retry(id, json.RawMessage(`{"path":"no-slash"}`)); err == nil || !strings.Contains(err.Error(), "path") {
+		t.Errorf("a malformed edit: %v, want an error naming the path", err)
+	}
+	if raw, err := ui.Retry(id, nil); err != nil || strings.Count(string(raw), `"retry":true`) != 2 {
+		t.Errorf("a retry as recorded: %v\n%s", err, raw)
+	}
+}

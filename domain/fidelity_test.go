@@ -1,0 +1,157 @@
+package domain_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+)
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestCanonicalHeaders: the canonical header block is the documented one:
+// names in lower case, sorted by name with one name's values in order,
+// and without the fields an agent legitimately adds or rewrites.
+func TestCanonicalHeaders(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		headers []domain.Header
+		want    string
+	}{
+		{"empty", nil, ""},
+		{"one", []domain.Header{{Name: "Content-Type", Value: "application/json"}}, "content-type: application/json\n"},
+		{"sorted by name, repeats in order", []domain.Header{
+			{Name: "X-B", Value: "2"}, {Name: "x-a", Value: "z"}, {Name: "X-A", Value: "y"}, {Name: "Accept", Value: "*/*"},
+		}, "accept: */*\nx-a: z\nx-a: y\nx-b: 2\n"},
+		{"value bytes kept as they are", []domain.Header{{Name: "X-V", Value: " a,\tb "}}, "x-v:  a,\tb \n"},
+		{"empty value kept", []domain.Header{{Name: "X-Empty", Value: ""}}, "x-empty: \n"},
+		{"excluded fields", []domain.Header{
+			{Name: "Host", Value: "h"}, {Name: "content-length", Value: "3"}, {Name: "Connection", Value: "keep-alive, X-Hop"},
+			{Name: "X-Hop", Value: "1"}, {Name: "Keep-Alive", Value: "timeout=5"}, {Name: "Transfer-Encoding", Value: "chunked"},
+			{Name: "TE", Value: "trailers"}, {Name: "Upgrade", Value: "h2c"}, {Name: "Proxy-Authorization", Value: "x"},
+			{Name: "Forwarded", Value: "for=1.2.3.4"}, {Name: "X-Forwarded-For", Value: "1.2.3.4"},
+			{Name: "X-Forwarded-Host", Value: "h"}, {Name: "X-Forwarded-Proto", Value: "https"},
+			{Name: "User-Agent", Value: ""}, {Name: "Stripe-Signature", Value: "t=1"},
+		}, "stripe-signature: t=1\n"},
+		{"a user agent with a value is kept", []domain.Header{{Name: "User-Agent", Value: "Stripe/1.0"}}, "user-agent: Stripe/1.0\n"},
+		{"forwarded-like names are not excluded", []domain.Header{{Name: "X-Forwarded-Port", Value: "443"}}, "x-forwarded-port: 443\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(domain.CanonicalHeaders(tt.headers)); got != tt.want {
+				t.Errorf("CanonicalHeaders = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDigestRequest: the digests are SHA-256 of the canonical forms, so
+// anyone can recompute them from the documentation.
+func TestDigestRequest(t *testing.T) {
+	headers := []domain.Header{{Name: "X-B", Value: "2"}, {Name: "Content-Type", Value: "text/plain"}, {Name: "Host", Value: "relay"}}
+	got := domain.DigestRequest("POST", "/hook?a=1&b", headers, []byte("hello"))
+	want := domain.FidelityDigests{
+		RequestLine: sha("POST /hook?a=1&b"),
+		Headers:     sha("content-type: text/plain\nx-b: 2\n"),
+		Body:        sha("hello"),
+	}
+	if got != want {
+		t.Fatalf("DigestRequest = %+v, want %+v", got, want)
+	}
+	if empty := domain.DigestRequest("GET", "/", nil, nil); empty.Body != sha("") || empty.Headers != sha("") {
+		t.Errorf("empty request: %+v", empty)
+	}
+}
+
+// TestFidelityDifferences: each altered part, and only it, is named, in
+// request order; what an agent legitimately changes is no difference.
+func TestFidelityDifferences(t *testing.T) {
+	method, target, body := "POST", "/hook", []byte(`{"a":1}`)
+	headers := []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Sig", Value: "v1"}, {Name: "X-Sig", Value: "v2"}}
+	sent := domain.DigestRequest(method, target, headers, body)
+	with := func(hs ...domain.Header) []domain.Header { return append(append([]domain.Header{}, headers...), hs...) }
+	for _, tt := range []struct {
+		name    string
+		method  string
+		target  string
+		headers []domain.Header
+		body    []byte
+		want    []string
+	}{
+		{"identical", method, target, headers, body, nil},
+		{"name case and order between names", method, target, []domain.Header{
+			{Name: "x-sig", Value: "v1"}, {Name: "CONTENT-TYPE", Value: "application/json"}, {Name: "X-SIG", Value: "v2"}}, body, nil},
+		{"what an agent adds", method, target, with(
+			domain.Header{Name: "Host", Value: "localhost:3000"}, domain.Header{Name: "Content-Length", Value: "7"},
+			domain.Header{Name: "X-Forwarded-For", Value: "203.0.113.7"}, domain.Header{Name: "Forwarded", Value: "for=203.0.113.7"},
+			domain.Header{Name: "User-Agent", Value: ""}), body, nil},
+		{"method", "PUT", target, headers, body, []string{domain.PartRequestLine}},
+		{"target", method, "/hook?x", headers, body, []string{domain.PartRequestLine}},
+		{"a header value", method, target, []domain.Header{headers[0], {Name: "X-Sig", Value: "v1"}, {Name: "X-Sig", Value: "v3"}}, body, []string{domain.PartHeaders}},
+		{"order of one name's values", method, target, []domain.Header{headers[0], headers[2], headers[1]}, body, []string{domain.PartHeaders}},
+		{"a header added", method, target, with(domain.Header{Name: "X-Debug", Value: "1"}), body, []string{domain.PartHeaders}},
+		{"a header dropped", method, target, headers[:2], body, []string{domain.PartHeaders}},
+		{"one body byte", method, target, headers, []byte(`{"a":2}`), []string{domain.PartBody}},
+		{"every part", "GET", "/", nil, nil, []string{domain.PartRequestLine, domain.PartHeaders, domain.PartBody}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := domain.Fidelity{Agent: domain.DigestRequest(tt.method, tt.target, tt.headers, tt.body), Relay: sent}
+			if got := f.Differences(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Differences = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFidelityDigestsCheck: a report's digests must be SHA-256 in
+// lower-case hex; the error names the part at fault.
+func TestFidelityDigestsCheck(t *testing.T) {
+	good := domain.DigestRequest("POST", "/", nil, nil)
+	if err := good.Check("receipt"); err != nil {
+		t.Fatalf("valid digests refused: %v", err)
+	}
+	for _, tt := range []struct {
+		name  string
+		edit  func(*domain.FidelityDigests)
+		field string
+	}{
+		{"empty request line", func(d *domain.FidelityDigests) { d.RequestLine = "" }, "receipt.requestLine"},
+		{"upper-case headers", func(d *domain.FidelityDigests) { d.Headers = strings.ToUpper(d.Headers) }, "receipt.headers"},
+		{"short body", func(d *domain.FidelityDigests) { d.Body = d.Body[:63] }, "receipt.body"},
+		{"long body", func(d *domain.FidelityDigests) { d.Body += "0" }, "receipt.body"},
+		{"not hex", func(d *domain.FidelityDigests) { d.Body = strings.Repeat("g", 64) }, "receipt.body"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := good
+			tt.edit(&d)
+			var invalid *domain.InvalidInputError
+			if err := d.Check("receipt"); !errors.As(err, &invalid) || invalid.Field != tt.field {
+				t.Fatalf("Check = %v, want an invalid %s", err, tt.field)
+			}
+		})
+	}
+}
+
+// BenchmarkDigestRequest: what a receipt costs each side per forward, for
+// a typical webhook and a large body.
+func BenchmarkDigestRequest(b *testing.B) {
+	headers := []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Stripe-Signature", Value: "t=1,v1=" + strings.Repeat("a", 64)},
+		{Name: "User-Agent", Value: "Stripe/1.0"}, {Name: "Host", Value: "x"}, {Name: "Content-Length", Value: "1"}, {Name: "Accept", Value: "*/*"}}
+	for _, size := range []int{1 << 10, 1 << 20} {
+		body := make([]byte, size)
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				domain.DigestRequest("POST", "/webhooks/stripe?x=1", headers, body)
+			}
+		})
+	}
+}

@@ -1,0 +1,173 @@
+// Package handshake answers the verification requests webhook providers
+// send to a URL before they deliver to it (Slack's url_verification, Meta's
+// hub.challenge, Microsoft Graph's validationToken, Dropbox's challenge,
+// Zoom's endpoint.url_validation), for the addresses that enable them
+// (domain.Handshakes). Each answer follows the provider's documentation;
+// docs/answers.md names the pages.
+package handshake
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// Request is what a handshake is recognised from: the request as recorded.
+type Request struct {
+	Method string
+	Target string // the raw request target: path and query as sent
+	Body   []byte
+}
+
+// Response is the relay's answer to a handshake.
+type Response struct {
+	Status  int
+	Headers []domain.Header
+	Body    []byte
+	// Reason is recorded with the delivery: domain.ReasonHandshake and the
+	// handshake's name.
+	Reason string
+}
+
+// Answer returns the answer to req when it is the verification request of
+// a handshake h enables, and false otherwise (the request is then answered
+// as any other).
+func Answer(h *domain.Handshakes, req Request) (Response, bool) {
+	if h == nil || len(h.Enabled) == 0 {
+		return Response{}, false
+	}
+	query := parseQuery(req.Target)
+	for _, name := range domain.KnownHandshakes {
+		if !h.Has(name) {
+			continue
+		}
+		var (
+			r  Response
+			ok bool
+		)
+		switch name {
+		case domain.HandshakeSlack:
+			r, ok = slack(req)
+		case domain.HandshakeMeta:
+			r, ok = meta(req, query, h.MetaVerifyToken)
+		case domain.HandshakeGraph:
+			r, ok = graph(req, query)
+		case domain.HandshakeDropbox:
+			r, ok = dropbox(req, query)
+		case domain.HandshakeZoom:
+			r, ok = zoom(req, h.ZoomSecret)
+		}
+		if ok {
+			return r, true
+		}
+	}
+	return Response{}, false
+}
+
+// parseQuery reads the query of a raw target; a malformed pair is skipped
+// (url.ParseQuery keeps the others).
+func parseQuery(target string) url.Values {
+	_, raw, ok := strings.Cut(target, "?")
+	if !ok {
+		return url.Values{}
+	}
+	q, _ := url.ParseQuery(raw) // the pairs that parse are kept
+	return q
+}
+
+func text(status int, name, body string, extra ...domain.Header) Response {
+	h := append([]domain.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}}, extra...)
+	return Response{Status: status, Headers: h, Body: []byte(body), Reason: domain.ReasonHandshake + name}
+}
+
+// maxBody bounds the JSON handshakes' bodies: Slack's and Zoom's are a
+// few hundred bytes. Every POST to the address is looked at, so a larger
+// body is not searched, nor decoded unless it names the handshake.
+const maxBody = 4 << 10
+
+func small(req Request) bool { return req.Method == http.MethodPost && len(req.Body) <= maxBody }
+
+// slack: POST {"type":"url_verification","challenge":…} is answered 200
+// with the challenge as plain text (api.slack.com/events/url_verification).
+func slack(req Request) (Response, bool) {
+	if !small(req) || !bytes.Contains(req.Body, []byte("url_verification")) {
+		return Response{}, false
+	}
+	var p struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(req.Body, &p) != nil || p.Type != "url_verification" || p.Challenge == "" {
+		return Response{}, false
+	}
+	return text(http.StatusOK, domain.HandshakeSlackName, p.Challenge), true
+}
+
+// meta: GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… is
+// answered 200 with exactly the challenge when the verify token is the one
+// configured, else 403 (developers.facebook.com/docs/graph-api/webhooks/getting-started).
+func meta(req Request, q url.Values, token string) (Response, bool) {
+	if req.Method != http.MethodGet || q.Get("hub.mode") != "subscribe" || !q.Has("hub.challenge") {
+		return Response{}, false
+	}
+	if token == "" || subtle.ConstantTimeCompare([]byte(q.Get("hub.verify_token")), []byte(token)) != 1 {
+		return text(http.StatusForbidden, domain.HandshakeMetaWrongName, "Forbidden: wrong hub.verify_token\n"), true
+	}
+	return text(http.StatusOK, domain.HandshakeMetaName, q.Get("hub.challenge")), true
+}
+
+// graph: POST ?validationToken=… is answered 200 text/plain with the
+// URL-decoded token, within 10 s (learn.microsoft.com/graph/change-notifications-delivery-webhooks).
+func graph(req Request, q url.Values) (Response, bool) {
+	if req.Method != http.MethodPost || !q.Has("validationToken") {
+		return Response{}, false
+	}
+	return text(http.StatusOK, domain.HandshakeGraphName, q.Get("validationToken")), true
+}
+
+// dropbox: GET ?challenge=… is answered 200 with the challenge, as
+// text/plain with X-Content-Type-Options: nosniff (www.dropbox.com/developers/reference/webhooks).
+func dropbox(req Request, q url.Values) (Response, bool) {
+	if req.Method != http.MethodGet || !q.Has("challenge") {
+		return Response{}, false
+	}
+	return text(http.StatusOK, domain.HandshakeDropboxName, q.Get("challenge"),
+		domain.Header{Name: "X-Content-Type-Options", Value: "nosniff"}), true
+}
+
+// zoom: POST {"event":"endpoint.url_validation","payload":{"plainToken":…}}
+// is answered 200 JSON {"plainToken":…,"encryptedToken":hex(HMAC-SHA256(secret, plainToken))}
+// (developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint).
+func zoom(req Request, secret string) (Response, bool) {
+	if !small(req) || !bytes.Contains(req.Body, []byte("endpoint.url_validation")) {
+		return Response{}, false
+	}
+	var p struct {
+		Event   string `json:"event"`
+		Payload struct {
+			PlainToken string `json:"plainToken"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(req.Body, &p) != nil || p.Event != "endpoint.url_validation" || p.Payload.PlainToken == "" {
+		return Response{}, false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(p.Payload.PlainToken))
+	body, err := json.Marshal(struct {
+		PlainToken     string `json:"plainToken"`
+		EncryptedToken string `json:"encryptedToken"`
+	}{p.Payload.PlainToken, hex.EncodeToString(mac.Sum(nil))})
+	if err != nil {
+		return Response{}, false // a string always marshals
+	}
+	return Response{Status: http.StatusOK, Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}},
+		Body: body, Reason: domain.ReasonHandshake + domain.HandshakeZoomName}, true
+}
