@@ -18,6 +18,7 @@ const (
 	TypeEndpointDeleted      = "endpoint.deleted.v1"
 	TypeAgentConnected       = "agent.connected.v1"
 	TypeAgentDisconnected    = "agent.disconnected.v1"
+	TypePrimaryChanged       = "listener.primary_changed.v1"
 	TypeDeliveryReceived     = "delivery.received.v1"
 	TypeDeliveryAnswered     = "delivery.answered.v1"
 	TypeForwardRequested     = "forward.requested.v1"
@@ -123,6 +124,22 @@ type AgentConnected struct {
 	AgentID    string `json:"agent_id"`
 	Target     string `json:"target,omitempty"`
 	Node       string `json:"node,omitempty"`
+	// Primary says the session asked to answer senders (relay listen
+	// --primary); Filters are its filters' text forms (ParseFilter). Both
+	// were added without a version change: older sessions asked neither.
+	Primary bool     `json:"primary,omitempty"`
+	Filters []string `json:"filters,omitempty"`
+}
+
+// PrimaryChanged records which session of an Endpoint answers senders
+// from now on (AgentID, "" when none is left) and why (Primary* reasons):
+// the other sessions get copies. Previous is the session that did before
+// ("" for none).
+type PrimaryChanged struct {
+	EndpointID string `json:"endpoint_id"`
+	AgentID    string `json:"agent_id"`
+	Previous   string `json:"previous,omitempty"`
+	Reason     string `json:"reason"`
 }
 
 // AgentDisconnected records the end of an agent session.
@@ -204,6 +221,11 @@ type ForwardRequested struct {
 	// Edit is what a retry changed in the recorded request before sending
 	// it (nil: sent as recorded).
 	Edit *RequestEdit `json:"edit,omitempty"`
+	// Copy marks a copy of the delivery given to a session that is not
+	// the primary (AgentID): its outcome is recorded, never answered to the
+	// sender. Added without a version change.
+	Copy    bool   `json:"copy,omitempty"`
+	AgentID string `json:"agent_id,omitempty"`
 }
 
 // ForwardResponded records the local target's answer to an attempt.
@@ -222,6 +244,9 @@ type ForwardResponded struct {
 	// on the developer's machine (relay listen --verify: "stripe valid"),
 	// "" for none. Added without a version change.
 	Signature string `json:"signature,omitempty"`
+	// Copy: the outcome of a copy (see ForwardRequested.Copy); it does not
+	// say what the sender got. Added without a version change.
+	Copy bool `json:"copy,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.
@@ -232,6 +257,9 @@ type ForwardFailed struct {
 	Status     int    `json:"status"` // what the sender is answered: 502, 503 or 504
 	Error      string `json:"error"`
 	DurationMs int64  `json:"duration_ms"`
+	// Copy: the outcome of a copy (see ForwardRequested.Copy). Added
+	// without a version change.
+	Copy bool `json:"copy,omitempty"`
 }
 
 // RetryRequested records a user's request to replay a stored delivery.
@@ -300,6 +328,7 @@ func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured
 func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }
 func (AgentConnected) EventType() string       { return TypeAgentConnected }
 func (AgentDisconnected) EventType() string    { return TypeAgentDisconnected }
+func (PrimaryChanged) EventType() string       { return TypePrimaryChanged }
 func (DeliveryReceived) EventType() string     { return TypeDeliveryReceived }
 func (DeliveryAnswered) EventType() string     { return TypeDeliveryAnswered }
 func (ForwardRequested) EventType() string     { return TypeForwardRequested }

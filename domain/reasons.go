@@ -27,7 +27,26 @@ const (
 	// ReasonNoOutcome + the error: no outcome of the attempt reached the
 	// sender's request in time, answered 504 later (DeliveryAnswered).
 	ReasonNoOutcome = "no outcome from the tunnel: "
+	// ReasonFiltered + why: no listener's filters (nor the Endpoint's)
+	// matched the delivery; answered as a LOG Endpoint answers, at receipt.
+	ReasonFiltered = "filtered: "
 )
+
+// Why another session became an Endpoint's primary (PrimaryChanged.Reason).
+const (
+	// PrimaryFirst: the first session to connect answers senders.
+	PrimaryFirst = "first listener"
+	// PrimaryAsked: the session asked to be primary (relay listen --primary).
+	PrimaryAsked = "asked to be primary"
+	// PrimaryLeft: the primary ended; the oldest session left takes over.
+	PrimaryLeft = "primary left"
+	// PrimaryNone: the last session ended.
+	PrimaryNone = "no listener left"
+)
+
+// FailureCopyDropped: the copy's session had no room for it in its queue;
+// it was not sent (503, never the sender's answer).
+const FailureCopyDropped = "copy dropped: listener busy"
 
 // Failures of an attempt the relay decided (ForwardFailed.Error); any other
 // error is the agent's report of its local target.
