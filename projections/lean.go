@@ -63,6 +63,7 @@ type respondedRow struct {
 	Captured   bool   `json:"captured"`
 	DurationMs int64  `json:"duration_ms"`
 	Signature  string `json:"signature"`
+	Copy       bool   `json:"copy"`
 
 	Headers jsonKind `json:"headers"` // left in the log
 	Body    jsonKind `json:"body"`    // left in the log

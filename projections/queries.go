@@ -100,19 +100,20 @@ const (
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
 	// variants take the delivery's position (?2) instead of its id.
-	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
-		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
-	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ` + attemptRequestedConflict
+	// ?8 marks a copy, ?9 the session it was given to.
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id)
+		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7, ?8, ?9 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
 	// ?4 is the outcome's time, ?8 the agent session it names.
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature)
-		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, copy)
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature)
-		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9) ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, copy)
+		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10) ` + attemptOutcomeConflict
 )
 
 const (
@@ -123,7 +124,7 @@ const (
 			answered_at = COALESCE(?8, answered_at),
 			response_status = COALESCE(
 				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
-					AND outcome_position IS NOT NULL
+					AND outcome_position IS NOT NULL AND copy = 0
 					AND position > COALESCE(?6, deliveries.answered_position, 0)
 					ORDER BY position DESC LIMIT 1),
 				?3, answered_status),
@@ -135,7 +136,7 @@ const (
 	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
-			outcome_at = excluded.outcome_at, signature = excluded.signature`
+			outcome_at = excluded.outcome_at, signature = excluded.signature, copy = excluded.copy`
 )
 
 var writeQueries = []string{

@@ -18,8 +18,9 @@ import (
 // version 6 the edit an edited retry sent (attempts.edit), the provider a
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
-// each attempt and when its outcome came (what explanations read).
-const schemaVersion = 6
+// each attempt and when its outcome came (what explanations read); version
+// 7 which attempts are copies given to sessions other than the primary.
+const schemaVersion = 7
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -187,6 +188,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 	-- signature is the verdict of a provider signature check the agent
 	-- made on the developer's machine (relay listen --verify); NULL for none.
 	signature         TEXT,
+	-- copy: given to a session that is not the primary (agent_id names
+	-- it); a copy never decides what the sender was answered.
+	copy              INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

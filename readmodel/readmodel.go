@@ -69,6 +69,9 @@ type Attempt struct {
 	// Signature is the verdict of the provider signature check the agent
 	// made (relay listen --verify), "" when none was made.
 	Signature string
+	// Copy: a copy given to a session that is not the primary (AgentID);
+	// what the sender got is never a copy's outcome.
+	Copy bool
 }
 
 // RelayAnswer is an answer the relay gave a sender itself, as it received
