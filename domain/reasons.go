@@ -32,18 +32,6 @@ const (
 	ReasonFiltered = "filtered: "
 )
 
-// Why another session became an Endpoint's primary (PrimaryChanged.Reason).
-const (
-	// PrimaryFirst: the first session to connect answers senders.
-	PrimaryFirst = "first listener"
-	// PrimaryAsked: the session asked to be primary (relay listen --primary).
-	PrimaryAsked = "asked to be primary"
-	// PrimaryLeft: the primary ended; the oldest session left takes over.
-	PrimaryLeft = "primary left"
-	// PrimaryNone: the last session ended.
-	PrimaryNone = "no listener left"
-)
-
 // FailureCopyDropped: the copy's session had no room for it in its queue;
 // it was not sent (503, never the sender's answer).
 const FailureCopyDropped = "copy dropped: listener busy"

@@ -94,7 +94,10 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 	}
 	for _, a := range d.Attempts {
 		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit),
-			Signature: optional(a.Signature)}
+			Signature: optional(a.Signature), AgentID: optional(a.AgentID), Role: model.AttemptRolePrimary}
+		if a.Copy {
+			at.Role = model.AttemptRoleCopy
+		}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms

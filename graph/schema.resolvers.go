@@ -33,6 +33,11 @@ func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model
 	return toExplanation(x), nil
 }
 
+// Listeners is the resolver for the listeners field.
+func (r *endpointResolver) Listeners(ctx context.Context, obj *model.Endpoint) ([]*model.Listener, error) {
+	return r.listeners(ctx, obj.ID), nil
+}
+
 // Deliveries is the resolver for the deliveries field.
 func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
 	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
@@ -228,8 +233,12 @@ func (r *subscriptionResolver) Deliveries(ctx context.Context, address string, s
 }
 
 // ForwardRequests is the resolver for the forwardRequests field.
-func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string, target *string) (<-chan *model.ForwardRequest, error) {
-	return r.attachAgent(ctx, endpointID, deref(target))
+func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string, target *string, primary *bool, filters []*model.FilterInput) (<-chan *model.ForwardRequest, error) {
+	fs, err := fromFilterInputs(filters)
+	if err != nil {
+		return nil, err
+	}
+	return r.attachAgent(ctx, endpointID, deref(target), primary != nil && *primary, fs)
 }
 
 // Delivery returns generated.DeliveryResolver implementation.

@@ -55,3 +55,10 @@ type Recorder interface {
 type Forwarder interface {
 	Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error)
 }
+
+// Admitter is a Forwarder that knows its listeners' filters (tunnel.Hub):
+// Admits tells whether any listener would be given the request, and when
+// none would, why not.
+type Admitter interface {
+	Admits(cmd domain.ForwardCommand) (ok bool, why string)
+}

@@ -28,6 +28,10 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 	s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, ans)
 }
 
+// logAnswer is what a LOG Endpoint answers, and a PROXY Endpoint's
+// delivery that no listener's filters matched.
+func (s *Server) logAnswer(Route) answer { return answerNoContent }
+
 // recordAnswer records the delivery carrying the answer ans, durably, and
 // only then answers the sender: one event per delivery. The record does not
 // end when the sender hangs up: once a request is captured, recording it

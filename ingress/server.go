@@ -205,7 +205,7 @@ func (s *Server) serve(c echo.Context) error {
 	case route.Mode == domain.ModeProxy:
 		s.serveProxy(ctx, w, r, route)
 	default:
-		s.serveRecord(ctx, w, r, route, answerNoContent)
+		s.serveRecord(ctx, w, r, route, s.logAnswer(route))
 	}
 	return nil
 }
