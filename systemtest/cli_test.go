@@ -281,6 +281,8 @@ type (
 		Late       bool      `json:"late"`
 		Edit       *jsonEdit `json:"edit"`
 		Signature  *string   `json:"signature"`
+		Role       string    `json:"role"`
+		AgentID    *string   `json:"agentId"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`

@@ -99,6 +99,10 @@ type attemptJSON struct {
 	// Signature is the verdict of the agent's provider signature check
 	// (relay listen --verify); null when none was made.
 	Signature *string `json:"signature"`
+	// Role is PRIMARY (what the sender got, or would have) or COPY (a copy
+	// given to another listener, AgentID).
+	Role    string  `json:"role"`
+	AgentID *string `json:"agentId"`
 }
 
 // editJSON is an attempt's edit as the API answers it.
@@ -112,7 +116,7 @@ type editJSON struct {
 }
 
 // attemptFields is what the client commands read of an attempt.
-const attemptFields = `id status startedAt durationMs error retry late signature edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
+const attemptFields = `id status startedAt durationMs error retry late signature role agentId edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
@@ -614,6 +618,9 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			line := describeAttempt(a.Status, a.DurationMs, a.Error)
 			if a.Late {
 				line += " (late: the sender had already been answered by the relay)"
+			}
+			if a.Role == "COPY" {
+				line += " (copy for listener " + termtext.Safe(deref(a.AgentID, "?"), false) + ")"
 			}
 			if a.Signature != nil {
 				line += "  signature " + termtext.Safe(*a.Signature, false)

@@ -35,13 +35,14 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 		Aliases: []string{"endpoint"},
 		Short:   "List, create, update and delete Endpoints",
 		Example: `  relay endpoints list
+  relay endpoints show stripe
   relay endpoints create stripe --target 3000
   relay endpoints update stripe --mode LOG
   relay endpoints delete stripe`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsCreateCommand(env, stdout),
+	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsShowCommand(env, stdout), endpointsCreateCommand(env, stdout),
 		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout))
 	return cmd
 }
@@ -292,4 +293,93 @@ func deref(s *string, none string) string {
 		return none
 	}
 	return *s
+}
+
+// listenerJSON is a session listening on an Endpoint, as `relay endpoints
+// show -o json` prints it.
+type listenerJSON struct {
+	AgentID     string `json:"agentId"`
+	Target      string `json:"target"`
+	Primary     bool   `json:"primary"`
+	ConnectedAt string `json:"connectedAt"`
+	Node        string `json:"node"`
+	Filters     []struct {
+		Text string `json:"text"`
+	} `json:"filters"`
+}
+
+// endpointShowJSON is `relay endpoints show -o json`.
+type endpointShowJSON struct {
+	endpointJSON
+	Listeners []listenerJSON `json:"listeners"`
+}
+
+func endpointsShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:   "show ENDPOINT",
+		Short: "Show an Endpoint and the listeners serving it",
+		Long: `Show an Endpoint (by id or name) and the agent sessions listening on it on
+the relay node that answers: which is the primary (its answers go to the
+senders) and which receive copies, with their filters.`,
+		Example: `  relay endpoints show stripe
+  relay endpoints show stripe -o json | jq '.listeners[] | select(.primary)'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			e, err := findEndpoint(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			var res struct {
+				Endpoint *endpointShowJSON
+			}
+			q := `query($id: ID!){ endpoint(id: $id){ ` + endpointFields + ` listeners{ agentId target primary connectedAt node filters{ text } } } }`
+			if err := client.Do(c.Context(), q, map[string]any{"id": e.ID}, &res); err != nil {
+				return fmt.Errorf("show endpoint %s: %w", e.ID, err)
+			}
+			if res.Endpoint == nil {
+				return &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token", args[0]), Code: "NOT_FOUND"}
+			}
+			show := *res.Endpoint
+			if show.Listeners == nil {
+				show.Listeners = []listenerJSON{}
+			}
+			if out.json() {
+				return writeJSON(stdout, show)
+			}
+			if err := printEndpoint(stdout, out, "endpoint", show.endpointJSON); err != nil {
+				return err
+			}
+			if len(show.Listeners) == 0 {
+				fmt.Fprintln(stdout, "no listeners: start one with `relay listen PORT "+show.Name+"`")
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "LISTENER\tROLE\tTARGET\tCONNECTED\tNODE\tFILTERS")
+			for _, l := range show.Listeners {
+				role := "copy"
+				if l.Primary {
+					role = "primary"
+				}
+				var fs []string
+				for _, f := range l.Filters {
+					fs = append(fs, f.Text)
+				}
+				filters := strings.Join(fs, " ")
+				if filters == "" {
+					filters = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, l.ConnectedAt, l.Node, filters)
+			}
+			return tw.Flush()
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
 }
