@@ -147,7 +147,7 @@ code 2.`,
 // invalid one is named in the error.
 func listenFilters(texts []string, events string) ([]domain.Filter, error) {
 	if events != "" {
-		texts = append(texts, "event="+events)
+		texts = append([]string{"event=" + events}, texts...)
 	}
 	fs, err := domain.ParseFilters(texts)
 	if err != nil {
