@@ -79,8 +79,8 @@ func (s *session) roleAnswer(m wsMessage) {
 	}
 }
 
-// filterInputs are filters as the API's FilterInput.
-func filterInputs(fs []domain.Filter) []map[string]any {
+// FilterInputs are filters as the API's FilterInput.
+func FilterInputs(fs []domain.Filter) []map[string]any {
 	out := make([]map[string]any, 0, len(fs))
 	for _, f := range fs {
 		in := map[string]any{"kind": strings.ToUpper(string(f.Kind)), "values": f.Values}

@@ -131,7 +131,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 			vars["p"] = true
 		}
 		if len(s.a.opts.Filters) > 0 {
-			vars["f"] = filterInputs(s.a.opts.Filters)
+			vars["f"] = FilterInputs(s.a.opts.Filters)
 		}
 		if err := s.subscribe(subscriptionID(i), forwardRequestsQuery, vars); err != nil {
 			return true, s.readErr(ctx, err)

@@ -192,6 +192,7 @@ type EndpointPatch struct {
 	Mode            *domain.EndpointMode
 	Target          *string
 	ResponseCapture *bool
+	Filters         *[]domain.Filter // non-nil: replaces them (empty: none)
 }
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
@@ -213,6 +214,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 		}
 		if p.ResponseCapture != nil {
 			set.ResponseCapture = *p.ResponseCapture
+		}
+		if p.Filters != nil {
+			set.Filters = *p.Filters
 		}
 		if err := ep.Reconfigure(set); err != nil {
 			return err

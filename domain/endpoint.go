@@ -2,6 +2,7 @@ package domain
 
 import (
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,10 @@ type EndpointSettings struct {
 	Mode            EndpointMode
 	Target          string
 	ResponseCapture bool
+	// Filters choose the deliveries forwarded at all (all must match); a
+	// delivery they refuse is recorded and answered as a LOG Endpoint
+	// answers. Nil: every delivery. Never an empty non-nil slice.
+	Filters []Filter
 }
 
 // Validate checks the settings' invariants.
@@ -32,6 +37,9 @@ func (s EndpointSettings) Validate() error {
 	}
 	if s.Mode != ModeLog && s.Mode != ModeProxy {
 		return &InvalidInputError{Field: "mode", Reason: "must be LOG or PROXY"}
+	}
+	if err := ValidateFilters(s.Filters); err != nil {
+		return err
 	}
 	if s.Target == "" {
 		if s.Mode == ModeProxy {
@@ -76,7 +84,8 @@ func NewEndpoint(id, accountID string, s EndpointSettings) (*Endpoint, error) {
 		return nil, err
 	}
 	e := &Endpoint{aggregate: newAggregate()}
-	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture})
+	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
+		Filters: nilIfNone(s.Filters)})
 	return e, nil
 }
 
@@ -96,9 +105,9 @@ func (e *Endpoint) apply(ev Event) {
 	switch ev := ev.(type) {
 	case EndpointCreated:
 		e.id, e.accountID = ev.EndpointID, ev.AccountID
-		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture}
+		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture, Filters: nilIfNone(ev.Filters)}
 	case EndpointReconfigured:
-		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture}
+		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture, Filters: nilIfNone(ev.Filters)}
 	case EndpointDeleted:
 		e.deleted = true
 	}
@@ -122,11 +131,21 @@ func (e *Endpoint) Reconfigure(s EndpointSettings) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	if s == e.settings {
+	s.Filters = nilIfNone(s.Filters)
+	if reflect.DeepEqual(s, e.settings) {
 		return nil
 	}
-	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture})
+	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
+		Filters: s.Filters})
 	return nil
+}
+
+// nilIfNone keeps "no filter" one value, so settings compare equal.
+func nilIfNone(fs []Filter) []Filter {
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs
 }
 
 // Delete closes the Endpoint.

@@ -99,6 +99,9 @@ type EndpointCreated struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          string       `json:"target,omitempty"`
 	ResponseCapture bool         `json:"response_capture"`
+	// Filters were added without a version change: older Endpoints
+	// forward every delivery.
+	Filters []Filter `json:"filters,omitempty"`
 }
 
 // EndpointReconfigured carries an Endpoint's complete new settings.
@@ -108,6 +111,9 @@ type EndpointReconfigured struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          string       `json:"target,omitempty"`
 	ResponseCapture bool         `json:"response_capture"`
+	// Filters were added without a version change: older Endpoints
+	// forward every delivery.
+	Filters []Filter `json:"filters,omitempty"`
 }
 
 // EndpointDeleted closes an Endpoint; its address answers 503 from then on.

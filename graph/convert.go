@@ -146,7 +146,7 @@ func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 	m := &model.Endpoint{
 		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
 		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,
-		RefusedRequests: int(e.Refused),
+		RefusedRequests: int(e.Refused), Filters: toFilters(e.Filters),
 	}
 	m.AgentCount = r.Hub.Connected(e.ID)
 	m.AgentConnected = m.AgentCount > 0
@@ -184,6 +184,10 @@ func deref[T any](p *T) T {
 
 func toPatch(in model.UpdateEndpointInput) commands.EndpointPatch {
 	p := commands.EndpointPatch{Name: in.Name, Target: in.Target, ResponseCapture: in.ResponseCapture}
+	if in.Filters != nil {
+		fs := toDomainFilters(in.Filters)
+		p.Filters = &fs
+	}
 	if in.Mode != nil {
 		m := domain.EndpointMode(*in.Mode)
 		p.Mode = &m

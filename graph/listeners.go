@@ -30,13 +30,20 @@ func toFilters(fs []domain.Filter) []*model.Filter {
 	return out
 }
 
-// fromFilterInputs checks filters given as structures; an invalid one is
-// INVALID_INPUT naming it.
-func fromFilterInputs(in []*model.FilterInput) ([]domain.Filter, error) {
+// toDomainFilters are filters given as structures, unchecked (the domain
+// checks an Endpoint's settings).
+func toDomainFilters(in []*model.FilterInput) []domain.Filter {
 	fs := make([]domain.Filter, 0, len(in))
 	for _, f := range in {
 		fs = append(fs, domain.Filter{Kind: domain.FilterKind(strings.ToLower(string(f.Kind))), Name: deref(f.Name), Values: f.Values})
 	}
+	return fs
+}
+
+// fromFilterInputs checks filters given as structures; an invalid one is
+// INVALID_INPUT naming it.
+func fromFilterInputs(in []*model.FilterInput) ([]domain.Filter, error) {
+	fs := toDomainFilters(in)
 	if err := domain.ValidateFilters(fs); err != nil {
 		return nil, err
 	}

@@ -100,6 +100,7 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
+		Filters: toDomainFilters(input.Filters),
 	})
 	if err != nil {
 		return nil, err

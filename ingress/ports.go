@@ -17,6 +17,7 @@ type Route struct {
 	Mode            domain.EndpointMode // Endpoints only
 	ResponseCapture bool                // Endpoints only: store the local response body
 	Deleted         bool                // Endpoints only
+	Filters         []domain.Filter     // Endpoints only: which deliveries are forwarded
 	Expired         bool                // inspectors only: expiry already recorded
 	// LastActivityAt is the time of the latest request to an inspector, or
 	// its creation time when none arrived yet. A zero value means unknown:

@@ -86,12 +86,16 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 // filtered tells a request that no listener of the Endpoint would be
 // given, and why.
 func (s *Server) filtered(route Route, req domain.CapturedRequest, headers []domain.Header, body []byte) (string, bool) {
+	cmd := domain.ForwardCommand{EndpointID: route.ID, AccountID: route.AccountID,
+		Method: req.Method, Target: req.Target, Headers: headers, Body: body}
+	if ok, why := domain.Match(route.Filters, domain.NewFilterRequest(cmd)); !ok {
+		return "the Endpoint's filters: " + why, true
+	}
 	a, ok := s.deps.Forwarder.(Admitter)
 	if !ok {
 		return "", false
 	}
-	admitted, why := a.Admits(domain.ForwardCommand{EndpointID: route.ID, AccountID: route.AccountID,
-		Method: req.Method, Target: req.Target, Headers: headers, Body: body})
+	admitted, why := a.Admits(cmd)
 	return why, !admitted
 }
 

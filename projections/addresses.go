@@ -70,13 +70,14 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		endpoint    bool
 		mode        string
 		last, ttlMs int64
+		filters     string
 	)
 	qctx, err := pointRead(ctx)
 	if err != nil {
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &filters)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}
@@ -84,6 +85,9 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	a.LastActivityAt = fromNanos(last)
+	if a.Filters, err = parseFilters(filters); err != nil {
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
 	if endpoint {
 		a.Kind, a.Mode = domain.AddressEndpoint, domain.EndpointMode(mode)
 		return a, nil
@@ -93,7 +97,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 	return a, nil
 }
 
-const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused,
+const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
 	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1)`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
@@ -101,9 +105,14 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		e       readmodel.Endpoint
 		mode    string
 		created int64
+		filters string
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &e.AgentCount); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount); err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	var err error
+	if e.Filters, err = parseFilters(filters); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	e.Mode, e.CreatedAt = domain.EndpointMode(mode), fromNanos(created)

@@ -42,10 +42,10 @@ const (
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
-			created_at, last_activity_at, position, updated_position)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8) ON CONFLICT (id) DO NOTHING`
+			created_at, last_activity_at, position, updated_position, filters)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9) ON CONFLICT (id) DO NOTHING`
 	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
-		updated_position = ? WHERE id = ?`
+		updated_position = ?, filters = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 

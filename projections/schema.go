@@ -19,7 +19,8 @@ import (
 // delivery came from with its own id of it (duplicates share one), and why
 // and when the relay answered a sender itself, which agent session served
 // each attempt and when its outcome came (what explanations read); version
-// 7 which attempts are copies given to sessions other than the primary.
+// 7 which attempts are copies given to sessions other than the primary,
+// and each Endpoint's filters.
 const schemaVersion = 7
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -95,7 +96,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	position         INTEGER NOT NULL,
 	updated_position INTEGER NOT NULL,
 	refused          INTEGER NOT NULL DEFAULT 0,
-	refused_position INTEGER NOT NULL DEFAULT 0
+	refused_position INTEGER NOT NULL DEFAULT 0,
+	-- filters: the Endpoint's filters as JSON ('' for none).
+	filters          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 

@@ -42,6 +42,7 @@ type Address struct {
 	LastActivityAt  time.Time
 	TTL             time.Duration // inspectors only
 	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
+	Filters         []domain.Filter // Endpoints only: which deliveries are forwarded
 }
 
 // Attempt is one try to reach an Endpoint's local target.
@@ -147,6 +148,7 @@ type Endpoint struct {
 	Deleted         bool
 	AgentCount      int   // open agent sessions serving it
 	Refused         int64 // requests its rate limit refused
+	Filters         []domain.Filter
 }
 
 // Account is the read model of an account.

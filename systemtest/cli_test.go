@@ -240,6 +240,9 @@ type (
 		AgentConnected  bool    `json:"agentConnected"`
 		AgentCount      int     `json:"agentCount"`
 		CreatedAt       string  `json:"createdAt"`
+		Filters         []struct {
+			Text string `json:"text"`
+		} `json:"filters"`
 	}
 	jsonDeliveryRow struct {
 		ID             string        `json:"id"`

@@ -109,15 +109,7 @@ func TestTwoListenersPrimaryAndCopy(t *testing.T) {
 		t.Fatalf("listeners %+v: want the first (to port %s) primary", ls, portA)
 	}
 	var shown struct {
-		ID        string `json:"id"`
-		Name      string `json:"name"`
-		URL       string `json:"url"`
-		Mode      string `json:"mode"`
-		Target    *string
-		Response  bool `json:"responseCapture"`
-		Connected bool `json:"agentConnected"`
-		Count     int  `json:"agentCount"`
-		CreatedAt string
+		jsonEndpoint
 		Listeners []struct {
 			AgentID     string `json:"agentId"`
 			Target      string `json:"target"`
@@ -222,6 +214,36 @@ func TestListenFilters(t *testing.T) {
 	}
 	if n := len(ghLog.all()); n != 1 || ghLog.last(t).Header.Get("X-GitHub-Event") != "pull_request" {
 		t.Errorf("the GitHub target got %d requests, want only the pull_request", n)
+	}
+
+	// The Endpoint's own filters apply before any listener's.
+	if out, code := h.run(t, "", "endpoints", "update", "gh", "--filter", "path=/gh/*"); code != 0 || !strings.Contains(out, "filters: path=/gh/*") {
+		t.Fatalf("endpoints update --filter: exit %d\n%s", code, out)
+	}
+	if res := send(t, r, gh.ID, "POST", "/gh", [][2]string{{"X-GitHub-Event", "push"}}, []byte(`{}`)); res.Status != 204 {
+		t.Errorf("a delivery the Endpoint's filters refuse: %d %q, want 204", res.Status, res.Body)
+	}
+	if x := explainOf(t, r, acct.Token, newestDelivery(t, r, acct.Token, gh.ID, seen)); !strings.Contains(x.Why.Summary, "the Endpoint's filters: path=/gh not in [/gh/*]") {
+		t.Errorf("explanation of a delivery the Endpoint's filters refused: %q", x.Why.Summary)
+	}
+	if res := send(t, r, gh.ID, "POST", "/gh/x", [][2]string{{"X-GitHub-Event", "push"}}, []byte(`{}`)); res.Status != 200 {
+		t.Errorf("a delivery both filters match: %d %q, want 200", res.Status, res.Body)
+	}
+	var shownEp struct{ Endpoint struct{ Filters []struct{ Kind, Text string } } }
+	r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ filters{ kind text } } }`, map[string]any{"id": gh.ID}, &shownEp)
+	if f := shownEp.Endpoint.Filters; len(f) != 1 || f[0].Kind != "PATH" || f[0].Text != "path=/gh/*" {
+		t.Errorf("Endpoint.filters %+v", f)
+	}
+	code := r.ErrorCode(t, acct.Token, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ id } }`,
+		map[string]any{"id": gh.ID, "in": map[string]any{"filters": []any{map[string]any{"kind": "JSON", "values": []string{"x"}}}}})
+	if code != "INVALID_INPUT" {
+		t.Errorf("updateEndpoint with a JSON filter without a path: %q, want INVALID_INPUT", code)
+	}
+	if out, code := h.run(t, "", "endpoints", "update", "gh", "--no-filters"); code != 0 || strings.Contains(out, "filters:") {
+		t.Errorf("endpoints update --no-filters: exit %d\n%s", code, out)
+	}
+	if out, code := h.run(t, "", "endpoints", "update", "gh", "--filter", "json:a..b=1"); code != 2 || !strings.Contains(out, "empty segment") {
+		t.Errorf("endpoints update with an invalid filter: exit %d, want 2:\n%s", code, out)
 	}
 
 	for _, bad := range []struct {

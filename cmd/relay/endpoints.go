@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/domain"
 )
@@ -25,9 +26,17 @@ type endpointJSON struct {
 	AgentConnected  bool    `json:"agentConnected"`
 	AgentCount      int     `json:"agentCount"`
 	CreatedAt       string  `json:"createdAt"`
+	// Filters are the Endpoint's filters in their text form (relay
+	// endpoints update --filter).
+	Filters []filterJSON `json:"filters"`
 }
 
-const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt`
+// filterJSON is a filter as the commands print it.
+type filterJSON struct {
+	Text string `json:"text"`
+}
+
+const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }`
 
 func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -89,7 +98,8 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 // endpointSettings are the flags of create and update.
 type endpointSettings struct {
 	name, mode, target string
-	capture            bool
+	capture, noFilters bool
+	filters            []string
 }
 
 func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
@@ -100,6 +110,10 @@ func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
 	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent) or LOG (record and answer 204); default PROXY with --target, else LOG")
 	fs.StringVar(&s.target, "target", "", "local target for PROXY mode: PORT, localhost:PORT or 127.0.0.1:PORT")
 	fs.BoolVar(&s.capture, "response-capture", false, "store the local responses' bodies")
+	fs.StringArrayVar(&s.filters, "filter", nil, "forward only deliveries that match (repeatable, all must match; replaces the Endpoint's filters): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B; others are recorded and answered as LOG")
+	if withName {
+		fs.BoolVar(&s.noFilters, "no-filters", false, "remove the Endpoint's filters: forward every delivery")
+	}
 }
 
 // input is the CreateEndpointInput/UpdateEndpointInput of the flags set.
@@ -125,6 +139,19 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	}
 	if fs.Changed("response-capture") {
 		in["responseCapture"] = s.capture
+	}
+	if fs.Changed("filter") && s.noFilters {
+		return nil, usage(errors.New("--filter and --no-filters exclude each other"))
+	}
+	if fs.Changed("filter") {
+		parsed, err := domain.ParseFilters(s.filters)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--filter: %w", err))
+		}
+		in["filters"] = agentcli.FilterInputs(parsed)
+	}
+	if s.noFilters {
+		in["filters"] = []any{}
 	}
 	return in, nil
 }
@@ -264,6 +291,13 @@ func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
 		fmt.Fprintf(w, " → %s", *e.Target)
 	}
 	fmt.Fprintf(w, "\n%s\n", e.URL)
+	if len(e.Filters) > 0 {
+		var fs []string
+		for _, f := range e.Filters {
+			fs = append(fs, f.Text)
+		}
+		fmt.Fprintf(w, "filters: %s (other deliveries are recorded and answered as LOG)\n", strings.Join(fs, " "))
+	}
 	return nil
 }
 

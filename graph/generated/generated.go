@@ -114,6 +114,7 @@ type ComplexityRoot struct {
 		AgentCount      func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
 		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
+		Filters         func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Listeners       func(childComplexity int) int
 		Mode            func(childComplexity int) int
@@ -644,6 +645,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
+	case "Endpoint.filters":
+		if e.ComplexityRoot.Endpoint.Filters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Filters(childComplexity), true
 	case "Endpoint.id":
 		if e.ComplexityRoot.Endpoint.ID == nil {
 			break
@@ -1718,6 +1725,12 @@ type Endpoint {
   agentConnected: Boolean!
   "How many agents are connected to this Endpoint; one answers the senders, the others get copies (see listeners)."
   agentCount: Int!
+  """
+  Only deliveries that match every filter are forwarded at all (then each listener's own
+  filters apply); one that does not is recorded and answered as a LOG Endpoint answers,
+  with the reason (see Delivery.why). Empty: every delivery.
+  """
+  filters: [Filter!]!
   "The sessions listening on this Endpoint that this relay node holds, in the order they connected."
   listeners: [Listener!]!
   createdAt: Time!
@@ -1829,6 +1842,8 @@ input CreateEndpointInput {
   mode: EndpointMode!
   target: String
   responseCapture: Boolean
+  "Forward only the deliveries that match every filter (see Endpoint.filters); absent: all."
+  filters: [FilterInput!]
 }
 
 input UpdateEndpointInput {
@@ -1836,6 +1851,8 @@ input UpdateEndpointInput {
   mode: EndpointMode
   target: String
   responseCapture: Boolean
+  "Replaces the Endpoint's filters; [] removes them. An invalid one is INVALID_INPUT naming it."
+  filters: [FilterInput!]
 }
 
 type Query {
@@ -2061,6 +2078,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_agentConnected(ctx, field)
 	case "agentCount":
 		return ec.fieldContext_Endpoint_agentCount(ctx, field)
+	case "filters":
+		return ec.fieldContext_Endpoint_filters(ctx, field)
 	case "listeners":
 		return ec.fieldContext_Endpoint_listeners(ctx, field)
 	case "createdAt":
@@ -4230,6 +4249,38 @@ func (ec *executionContext) _Endpoint_agentCount(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Endpoint_agentCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Endpoint_filters(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_filters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filters, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Filter) graphql.Marshaler {
+			return ec.marshalNFilter2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_filters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Filter(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Endpoint_listeners(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
@@ -7867,7 +7918,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -7902,6 +7953,13 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "filters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filters"))
+			data, err := ec.unmarshalOFilterInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filters = data
 		}
 	}
 	return it, nil
@@ -8213,7 +8271,7 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8248,6 +8306,13 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "filters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filters"))
+			data, err := ec.unmarshalOFilterInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filters = data
 		}
 	}
 	return it, nil
@@ -8805,6 +8870,11 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "agentCount":
 			out.Values[i] = ec._Endpoint_agentCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "filters":
+			out.Values[i] = ec._Endpoint_filters(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

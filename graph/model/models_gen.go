@@ -78,6 +78,8 @@ type CreateEndpointInput struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
+	// Forward only the deliveries that match every filter (see Endpoint.filters); absent: all.
+	Filters []*FilterInput `json:"filters,omitempty"`
 }
 
 type Delivery struct {
@@ -203,6 +205,10 @@ type Endpoint struct {
 	AgentConnected  bool         `json:"agentConnected"`
 	// How many agents are connected to this Endpoint; one answers the senders, the others get copies (see listeners).
 	AgentCount int `json:"agentCount"`
+	// Only deliveries that match every filter are forwarded at all (then each listener's own
+	// filters apply); one that does not is recorded and answered as a LOG Endpoint answers,
+	// with the reason (see Delivery.why). Empty: every delivery.
+	Filters []*Filter `json:"filters"`
 	// The sessions listening on this Endpoint that this relay node holds, in the order they connected.
 	Listeners []*Listener `json:"listeners"`
 	CreatedAt time.Time   `json:"createdAt"`
@@ -409,6 +415,8 @@ type UpdateEndpointInput struct {
 	Mode            *EndpointMode `json:"mode,omitempty"`
 	Target          *string       `json:"target,omitempty"`
 	ResponseCapture *bool         `json:"responseCapture,omitempty"`
+	// Replaces the Endpoint's filters; [] removes them. An invalid one is INVALID_INPUT naming it.
+	Filters []*FilterInput `json:"filters,omitempty"`
 }
 
 type AttemptRole string
