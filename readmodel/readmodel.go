@@ -40,8 +40,8 @@ type Address struct {
 	Expired         bool
 	ExpiresAt       time.Time // inspectors only
 	LastActivityAt  time.Time
-	TTL             time.Duration // inspectors only
-	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
+	TTL             time.Duration   // inspectors only
+	StoredBytes     int64           // inspectors only: see Inspector.StoredBytes
 	Filters         []domain.Filter // Endpoints only: which deliveries are forwarded
 }
 

@@ -229,7 +229,9 @@ func TestListenFilters(t *testing.T) {
 	if res := send(t, r, gh.ID, "POST", "/gh/x", [][2]string{{"X-GitHub-Event", "push"}}, []byte(`{}`)); res.Status != 200 {
 		t.Errorf("a delivery both filters match: %d %q, want 200", res.Status, res.Body)
 	}
-	var shownEp struct{ Endpoint struct{ Filters []struct{ Kind, Text string } } }
+	var shownEp struct {
+		Endpoint struct{ Filters []struct{ Kind, Text string } }
+	}
 	r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ filters{ kind text } } }`, map[string]any{"id": gh.ID}, &shownEp)
 	if f := shownEp.Endpoint.Filters; len(f) != 1 || f[0].Kind != "PATH" || f[0].Text != "path=/gh/*" {
 		t.Errorf("Endpoint.filters %+v", f)
