@@ -17,7 +17,9 @@ export const DETAIL_FIELDS = `
   why { status summary facts { at text } }
 `;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests`;
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests filters { text }`;
+
+const LISTENER_FIELDS = `listeners { agentId target primary connectedAt filters { text } }`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
@@ -43,10 +45,10 @@ export const INSPECTOR = `query Inspector($id: ID!) {
   inspector(id: $id) { id url createdAt expiresAt expired refusedRequests }
 }`;
 
-export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;
+export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} ${LISTENER_FIELDS} } }`;
 
 export const AGENT_STATUS = `query AgentStatus($id: ID!) {
-  endpoint(id: $id) { id agentConnected agentCount mode target }
+  endpoint(id: $id) { id agentConnected agentCount mode target ${LISTENER_FIELDS} }
 }`;
 
 const PAGE = `deliveries(first: $first, after: $after, filter: $filter) {
