@@ -54,6 +54,10 @@ type Options struct {
 	// Filters choose the deliveries this agent is given (all must match;
 	// see domain.ParseFilter); none: every delivery.
 	Filters []domain.Filter
+	// Roles asks the relay every second whether this agent is the
+	// primary listener of each Endpoint and tells an Observer that is a
+	// RoleObserver, on connect and on every change.
+	Roles bool
 }
 
 // RoleObserver is an Observer that also hears whether this agent answers

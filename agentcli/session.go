@@ -145,7 +145,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		defer wg.Done()
 		s.pingLoop(sctx)
 	}()
-	if _, ok := a.obs.(RoleObserver); ok {
+	if _, ok := a.obs.(RoleObserver); ok && a.opts.Roles {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

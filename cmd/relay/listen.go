@@ -106,7 +106,7 @@ code 2.`,
 				return err
 			}
 			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure, HostHeader: hostHeader, CAFile: conn.caFile,
-				Primary: primary, Filters: filters}
+				Primary: primary, Filters: filters, Roles: true}
 			for _, e := range eps {
 				o.Endpoints = append(o.Endpoints, agentcli.Route{EndpointID: e.ID, Target: args[0]})
 			}
