@@ -61,5 +61,5 @@ type Forwarder interface {
 // Admits tells whether any listener would be given the request, and when
 // none would, why not.
 type Admitter interface {
-	Admits(cmd domain.ForwardCommand) (ok bool, why string)
+	Admits(endpointID, accountID string, req *domain.FilterRequest) (ok bool, why string)
 }

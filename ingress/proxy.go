@@ -86,16 +86,15 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 // filtered tells a request that no listener of the Endpoint would be
 // given, and why.
 func (s *Server) filtered(route Route, req domain.CapturedRequest, headers []domain.Header, body []byte) (string, bool) {
-	cmd := domain.ForwardCommand{EndpointID: route.ID, AccountID: route.AccountID,
-		Method: req.Method, Target: req.Target, Headers: headers, Body: body}
-	if ok, why := domain.Match(route.Filters, domain.NewFilterRequest(cmd)); !ok {
+	fr := &domain.FilterRequest{Method: req.Method, Target: req.Target, Headers: headers, Body: body}
+	if ok, why := domain.Match(route.Filters, fr); !ok {
 		return "the Endpoint's filters: " + why, true
 	}
 	a, ok := s.deps.Forwarder.(Admitter)
 	if !ok {
 		return "", false
 	}
-	admitted, why := a.Admits(cmd)
+	admitted, why := a.Admits(route.ID, route.AccountID, fr)
 	return why, !admitted
 }
 

@@ -344,13 +344,12 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand) (*session, *pendingWork, []*se
 // would be given the request (its filters match), and when none would
 // though some are connected, why not: the first session's reason. With no
 // session here it admits: another node's sessions, or none, decide.
-func (h *Hub) Admits(cmd domain.ForwardCommand) (ok bool, why string) {
+func (h *Hub) Admits(endpointID, accountID string, req *domain.FilterRequest) (ok bool, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	req := domain.NewFilterRequest(cmd)
 	seen := false
-	for _, s := range h.byEndpoint[cmd.EndpointID] {
-		if s.info.AccountID != cmd.AccountID {
+	for _, s := range h.byEndpoint[endpointID] {
+		if s.info.AccountID != accountID {
 			continue
 		}
 		ok, reason := domain.Match(s.info.Filters, req)

@@ -356,7 +356,7 @@ func TestFiltersChooseTheSessions(t *testing.T) {
 	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc", Filters: only("json:n=0")}, okAnswer)
 	got, _ := e.agent(t, SessionInfo{AgentID: "b", EndpointID: "ep", AccountID: "acc", Filters: only("method=POST")}, okAnswer)
 	cmd := e.receive(t, "ep", "acc")
-	if ok, why := e.hub.Admits(cmd); !ok {
+	if ok, why := e.hub.Admits(cmd.EndpointID, cmd.AccountID, domain.NewFilterRequest(cmd)); !ok {
 		t.Fatalf("Admits: %s", why)
 	}
 	out, err := e.hub.Forward(t.Context(), cmd)
@@ -365,7 +365,7 @@ func TestFiltersChooseTheSessions(t *testing.T) {
 	}
 	recv(t, got)
 	cmd.Method = "PUT"
-	if ok, why := e.hub.Admits(cmd); ok || why != "no listener matched: json n="+string(cmd.Body[5:len(cmd.Body)-1])+" not in [0]" {
+	if ok, why := e.hub.Admits(cmd.EndpointID, cmd.AccountID, domain.NewFilterRequest(cmd)); ok || why != "no listener matched: json n="+string(cmd.Body[5:len(cmd.Body)-1])+" not in [0]" {
 		t.Errorf("Admits of a PUT = %v, %q", ok, why)
 	}
 }
