@@ -215,6 +215,7 @@ func TestListenFilters(t *testing.T) {
 	if n := len(ghLog.all()); n != 1 || ghLog.last(t).Header.Get("X-GitHub-Event") != "pull_request" {
 		t.Errorf("the GitHub target got %d requests, want only the pull_request", n)
 	}
+	newestDelivery(t, r, acct.Token, gh.ID, seen)
 
 	// The Endpoint's own filters apply before any listener's.
 	if out, code := h.run(t, "", "endpoints", "update", "gh", "--filter", "path=/gh/*"); code != 0 || !strings.Contains(out, "filters: path=/gh/*") {
@@ -246,6 +247,15 @@ func TestListenFilters(t *testing.T) {
 	}
 	if out, code := h.run(t, "", "endpoints", "update", "gh", "--filter", "json:a..b=1"); code != 2 || !strings.Contains(out, "empty segment") {
 		t.Errorf("endpoints update with an invalid filter: exit %d, want 2:\n%s", code, out)
+	}
+
+	// The API refuses an invalid filter of a listener, naming it.
+	sub := r.Subscribe(t, acct.Token, `subscription($e: ID!, $f: [FilterInput!]){ forwardRequests(endpointId: $e, filters: $f){ attemptId } }`,
+		map[string]any{"e": gh.ID, "f": []any{map[string]any{"kind": "PATH", "values": []string{"hooks"}}}})
+	err := sub.Err(t, 10*time.Second)
+	sub.Close()
+	if codeIn(err.Error()) != "INVALID_INPUT" || !strings.Contains(err.Error(), `path "hooks" does not start with /`) {
+		t.Errorf("forwardRequests with an invalid filter: %v, want INVALID_INPUT naming it", err)
 	}
 
 	for _, bad := range []struct {
