@@ -47,6 +47,33 @@ type Options struct {
 	// internal/agentwire): for comparing the two, or a proxy that passes no
 	// other subprotocol.
 	PlainGraphQL bool
+	// Primary asks the relay to make this agent's sessions the primary
+	// listener of their Endpoints (relay listen --primary): their answers
+	// go to the senders; other listeners get copies.
+	Primary bool
+	// Filters choose the deliveries this agent is given (all must match;
+	// see domain.ParseFilter); none: every delivery.
+	Filters []domain.Filter
+	// Roles asks the relay every second whether this agent is the
+	// primary listener of each Endpoint and tells an Observer that is a
+	// RoleObserver, on connect and on every change.
+	Roles bool
+}
+
+// RoleObserver is an Observer that also hears whether this agent answers
+// an Endpoint's senders (primary) or receives copies, on connect and on
+// every change (the relay's primary left, or a newer --primary came).
+type RoleObserver interface {
+	Role(RoleEvent)
+}
+
+// RoleEvent is this agent's role on one Endpoint.
+type RoleEvent struct {
+	EndpointID string
+	Name       string
+	Primary    bool // its answers go to the senders; else it receives copies
+	Listeners  int  // sessions listening on the Endpoint on this relay node
+	Changed    bool // false for the first report after connecting
 }
 
 // Route is one Endpoint the agent serves and where its requests go.
@@ -117,7 +144,8 @@ type EndpointInfo struct {
 	Mode   string // PROXY forwards; LOG records and answers, nothing reaches the agent
 	Target string // where this agent forwards its requests (Target.String())
 	// OtherAgents counts the agent connections that served the Endpoint
-	// before this one; the relay shares deliveries among all of them.
+	// before this one; one of them answers the senders, the others get
+	// copies (see RoleEvent).
 	OtherAgents int
 }
 

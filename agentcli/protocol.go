@@ -15,13 +15,17 @@ import (
 
 // forwardRequestsQuery names the agent's local target ($t, host:port) for
 // the relay's record of the session; each Endpoint may have its own.
-const forwardRequestsQuery = `subscription($e: ID!, $t: String){ forwardRequests(endpointId: $e, target: $t){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 host scheme remoteAddress } }`
+const forwardRequestsQuery = `subscription($e: ID!, $t: String, $p: Boolean, $f: [FilterInput!]){ forwardRequests(endpointId: $e, target: $t, primary: $p, filters: $f){ attemptId deliveryId method path pathBase64 headers{name value valueBase64} bodyBase64 host scheme remoteAddress } }`
 
 // endpointQuery asks what the agent serves before it subscribes: it tells a
 // bad token or an unknown Endpoint apart from a working connection, gives
 // the public URL, whether the Endpoint forwards at all, and how many agents
 // already serve it.
 const endpointQuery = `query($e: ID!){ endpoint(id: $e){ name url mode target agentCount } }`
+
+// roleQuery asks, over the agent's own connection, which of the
+// Endpoint's listeners are this connection's and which is primary.
+const roleQuery = `query($e: ID!){ endpoint(id: $e){ listeners{ primary mine } } }`
 
 const completeForwardMutation = `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`
 
@@ -161,6 +165,10 @@ type endpointInfo struct {
 	Mode       string  `json:"mode"`
 	Target     *string `json:"target"`
 	AgentCount int     `json:"agentCount"`
+	Listeners  []struct {
+		Primary bool `json:"primary"`
+		Mine    bool `json:"mine"`
+	} `json:"listeners"`
 }
 
 // report is the agent's report of one attempt: the local answer, or why

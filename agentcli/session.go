@@ -43,6 +43,9 @@ type session struct {
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
 	nextOp int
+
+	roleMu sync.Mutex
+	roles  map[int]bool // Endpoint index → whether this agent is its primary, as last reported
 }
 
 // served is an Endpoint of the session with its resolved target.
@@ -130,7 +133,14 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	}
 	for i := range a.routes {
 		sv := s.served[subscriptionID(i)]
-		if err := s.subscribe(subscriptionID(i), forwardRequestsQuery, map[string]any{"e": sv.info.ID, "t": sv.target.Host}); err != nil {
+		vars := map[string]any{"e": sv.info.ID, "t": sv.target.Host}
+		if s.a.opts.Primary {
+			vars["p"] = true
+		}
+		if len(s.a.opts.Filters) > 0 {
+			vars["f"] = FilterInputs(s.a.opts.Filters)
+		}
+		if err := s.subscribe(subscriptionID(i), forwardRequestsQuery, vars); err != nil {
 			return true, s.readErr(ctx, err)
 		}
 	}
@@ -142,6 +152,13 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		defer wg.Done()
 		s.pingLoop(sctx)
 	}()
+	if _, ok := a.obs.(RoleObserver); ok && a.opts.Roles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.roleLoop(sctx)
+		}()
+	}
 	return true, s.readErr(ctx, s.readLoop(sctx, &wg))
 }
 
@@ -259,6 +276,10 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 				return err
 			}
 		case gqlws.Next, gqlws.Error, gqlws.Complete:
+			if strings.HasPrefix(m.ID, roleOpPrefix) {
+				s.roleAnswer(m)
+				continue
+			}
 			sv, ok := s.served[m.ID]
 			if !ok {
 				s.finishOp(m)

@@ -148,7 +148,7 @@ func (p *wsPeer) handshakeAs(token, endpoint, mode string) {
 	if err := json.Unmarshal(sub.Payload, &req); err != nil {
 		p.t.Fatalf("subscribe payload: %v", err)
 	}
-	if sub.Type != gqlws.Subscribe || sub.ID != subscriptionID(0) || !strings.Contains(req.Query, "forwardRequests(endpointId: $e, target: $t)") || req.Variables["e"] != endpoint {
+	if sub.Type != gqlws.Subscribe || sub.ID != subscriptionID(0) || !strings.Contains(req.Query, "forwardRequests(endpointId: $e, target: $t, primary: $p, filters: $f)") || req.Variables["e"] != endpoint {
 		p.t.Fatalf("got %s %s %+v, want the forwardRequests subscription for %s", sub.Type, sub.ID, req, endpoint)
 	}
 }
@@ -454,7 +454,7 @@ func TestAgentWarnsAboutOtherAgents(t *testing.T) {
 	p.send(wsMessage{Type: gqlws.ConnectionAck})
 	p.describe("ep", endpointInfo{URL: publicURL("ep"), Mode: "PROXY", AgentCount: 1})
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if !strings.Contains(stderr.String(), "warning: 1 other agent") {
+		if !strings.Contains(stderr.String(), "note: 1 other listener(s) already serve endpoint") {
 			return errors.New("still waiting for the warning")
 		}
 		return nil

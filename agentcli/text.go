@@ -65,7 +65,7 @@ func (o *TextObserver) State(e StateEvent) {
 				fmt.Fprintf(o.Status, "endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", ep.ID, ep.Mode)
 			}
 			if ep.OtherAgents > 0 {
-				fmt.Fprintf(o.Status, "warning: %d other agent connection(s) already serve endpoint %s; the relay hands each delivery to one of the connected agents in turn, so this agent gets only some of them (stop the other agent unless that is intended; right after a reconnect the count may include this agent's previous connection)\n", ep.OtherAgents, ep.ID)
+				fmt.Fprintf(o.Status, "note: %d other listener(s) already serve endpoint %s; one of them answers the senders and the others receive copies (right after a reconnect the count may include this agent's previous connection)\n", ep.OtherAgents, ep.ID)
 			}
 		}
 	case Reconnecting:
@@ -73,6 +73,24 @@ func (o *TextObserver) State(e StateEvent) {
 	case Stopped:
 		fmt.Fprintln(o.Status, "agent stopped")
 	}
+}
+
+// Role prints whether this agent answers an Endpoint's senders or
+// receives copies, and when that changes.
+func (o *TextObserver) Role(e RoleEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	what := "receives copies: another listener's answers go to the senders"
+	if e.Primary {
+		what = "primary: this agent's answers go to the senders"
+	}
+	lead := "endpoint"
+	if e.Changed && e.Primary {
+		lead = "now primary on endpoint"
+	} else if e.Changed {
+		lead = "no longer primary on endpoint"
+	}
+	fmt.Fprintf(o.Status, "%s %s (%s): %s (%d listener(s))\n", lead, e.Name, e.EndpointID, what, e.Listeners)
 }
 
 // Forwarded prints one line per forward, and the request's headers and

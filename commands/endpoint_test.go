@@ -3,6 +3,7 @@ package commands_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -28,10 +29,10 @@ func TestCreateEndpoint(t *testing.T) {
 			if err := domain.ValidateAddressID(ep.ID); err != nil {
 				t.Errorf("id %q: %v", ep.ID, err)
 			}
-			if settingsOf(ep) != set || ep.AccountID != acc.ID || ep.Deleted || ep.AgentCount != 0 {
+			if !reflect.DeepEqual(settingsOf(ep), set) || ep.AccountID != acc.ID || ep.Deleted || ep.AgentCount != 0 {
 				t.Errorf("endpoint %+v, want settings %+v of account %s", ep, set, acc.ID)
 			}
-			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || back != ep {
+			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || !reflect.DeepEqual(back, ep) {
 				t.Errorf("views hold %+v (%v), CreateEndpoint returned %+v", back, err, ep)
 			}
 			ids = append(ids, ep.ID)
@@ -120,16 +121,16 @@ func TestUpdateEndpointChanges(t *testing.T) {
 			if err != nil {
 				t.Fatalf("update: %v", err)
 			}
-			if s := settingsOf(got); s != tc.want || got.ID != ep.ID || got.AccountID != acc.ID {
+			if s := settingsOf(got); !reflect.DeepEqual(s, tc.want) || !reflect.DeepEqual(got.ID, ep.ID) || !reflect.DeepEqual(got.AccountID, acc.ID) {
 				t.Errorf("UpdateEndpoint returned %+v, want settings %+v", got, tc.want)
 			}
-			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || back != got {
+			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || !reflect.DeepEqual(back, got) {
 				t.Errorf("views hold %+v (%v), UpdateEndpoint returned %+v", back, err, got)
 			}
 			e.appended(t, before, 1, "the update")
 			_, events := e.stream(t, domain.EndpointStream(ep.ID))
 			want := domain.EndpointReconfigured{EndpointID: ep.ID, Name: tc.want.Name, Mode: tc.want.Mode, Target: tc.want.Target, ResponseCapture: tc.want.ResponseCapture}
-			if len(events) != 2 || events[1] != want {
+			if len(events) != 2 || !reflect.DeepEqual(events[1], want) {
 				t.Errorf("stream holds %+v, want EndpointCreated then %+v", events, want)
 			}
 		})
@@ -157,7 +158,7 @@ func TestUpdateEndpointWithoutChangeAppendsNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("update: %v", err)
 			}
-			if got != ep {
+			if !reflect.DeepEqual(got, ep) {
 				t.Errorf("UpdateEndpoint returned %+v, want the unchanged %+v", got, ep)
 			}
 			e.appended(t, before, 0, "a no-op update")
@@ -189,7 +190,7 @@ func TestUpdateEndpointRefusesInvalidSettings(t *testing.T) {
 				t.Fatalf("UpdateEndpoint = %+v, %v; want invalid %s", got, err, tc.field)
 			}
 			e.appended(t, before, 0, "a refused update")
-			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || back != ep {
+			if back, err := e.views.Endpoint(ctx(t), ep.ID); err != nil || !reflect.DeepEqual(back, ep) {
 				t.Errorf("views hold %+v (%v), want the unchanged %+v", back, err, ep)
 			}
 		})
@@ -242,7 +243,7 @@ func TestEndpointOfAnotherAccountIsNotFound(t *testing.T) {
 			})
 		}
 	}
-	if back, err := e.views.Endpoint(ctx(t), bobs.ID); err != nil || back != bobs {
+	if back, err := e.views.Endpoint(ctx(t), bobs.ID); err != nil || !reflect.DeepEqual(back, bobs) {
 		t.Errorf("Bob's Endpoint is now %+v (%v), want %+v", back, err, bobs)
 	}
 }
@@ -263,7 +264,7 @@ func TestDeleteEndpoint(t *testing.T) {
 		t.Errorf("deleted Endpoint reads %+v, %v; want ErrNotFound", got, err)
 	}
 	list, err := e.views.Endpoints(ctx(t), acc.ID)
-	if err != nil || len(list) != 1 || list[0] != kept {
+	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0], kept) {
 		t.Errorf("account lists %+v (%v), want only %s", list, err, kept.ID)
 	}
 	_, events := e.stream(t, domain.EndpointStream(ep.ID))

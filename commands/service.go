@@ -425,6 +425,7 @@ type EndpointPatch struct {
 	Mode            *domain.EndpointMode
 	Target          *string
 	ResponseCapture *bool
+	Filters         *[]domain.Filter // non-nil: replaces them (empty: none)
 	// Answer replaces the Endpoint's own answer (a 204 with nothing else
 	// resets it); Handshakes changes the fields it sets.
 	Answer     *domain.Answer
@@ -491,6 +492,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 			set.Answer = p.Answer
 		}
 		set.Handshakes = p.Handshakes.apply(set.Handshakes)
+		if p.Filters != nil {
+			set.Filters = *p.Filters
+		}
 		if err := ep.Reconfigure(set); err != nil {
 			return err
 		}

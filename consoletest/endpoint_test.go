@@ -71,14 +71,26 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	agent := srv.StartAgentVia(t, args[4], token, args[6], args[8]) // the flags checked above
 	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
 
-	// A second agent on the Endpoint shares its deliveries: the page says so.
+	// A second agent on the Endpoint gets copies: the page lists both
+	// listeners, the first connected marked primary.
 	second := srv.StartAgentVia(t, args[4], token, args[6], args[8])
 	p.waitFor("two agents shown", `document.querySelector('[data-testid=agent-status] .agent-badge.on[data-count="2"]')`)
 	if got := p.text(`[data-testid=agent-status]`); !strings.Contains(got, "2 agents connected") {
 		t.Errorf("agent status with two agents = %q", got)
 	}
+	p.waitFor("two listeners listed", `document.querySelectorAll('[data-testid=listener]').length === 2`)
+	if got := eval[string](p, `[...document.querySelectorAll('[data-testid=listener]')].map(e => e.dataset.primary).join()`); got != "true,false" {
+		t.Errorf("listeners' primary marks = %q, want the first connected primary", got)
+	}
+	if n := eval[int](p, `document.querySelectorAll('[data-testid=listener-primary]').length`); n != 1 {
+		t.Errorf("%d primary markers, want 1", n)
+	}
 	second.Kill()
 	p.waitFor("one agent again", `document.querySelector('[data-testid=agent-status] .agent-badge.on[data-count="1"]')`)
+	p.waitFor("the listener list gone with one listener", `document.querySelectorAll('[data-testid=listener]').length === 0`)
+	if got := p.text(`[data-testid=endpoint-filters]`); !strings.Contains(got, "Filters: none") {
+		t.Errorf("settings' filters line = %q", got)
+	}
 
 	status, body := send(t, id, http.MethodPost, "/hooks/order?id=7", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":7}`))
 	if status != http.StatusNotFound || body != `{"error":"no route"}` {

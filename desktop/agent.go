@@ -54,6 +54,9 @@ func (r Row) Failed() bool { return r.Error != "" || r.Status >= 500 || r.Status
 type events interface {
 	connState(ConnState)
 	forwarded(Row)
+	// role: whether this app answers an Endpoint's senders (primary) or
+	// receives copies of its deliveries.
+	role(endpointID string, primary bool)
 }
 
 // engine serves routes over one connection to the relay until ctx ends,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +59,7 @@ type App struct {
 	on       map[string]bool   // Endpoint ID → switch
 	conn     ConnState
 	rows     []Row
+	roles    map[string]bool // Endpoint ID → this app is its primary listener
 	notices  []Notice
 	hidden   bool
 	quitting bool
@@ -245,6 +247,23 @@ func (a *App) connState(s ConnState) {
 	a.trayChanged()
 }
 
+func (a *App) role(endpointID string, primary bool) {
+	a.mu.Lock()
+	if a.roles == nil {
+		a.roles = map[string]bool{}
+	}
+	a.roles[endpointID] = primary
+	a.mu.Unlock()
+	a.log.Info("agent role", "endpoint_id", endpointID, "primary", primary)
+	a.emit("role", Role{EndpointID: endpointID, Primary: primary})
+}
+
+// Role is whether this app answers an Endpoint's senders ("role" event).
+type Role struct {
+	EndpointID string `json:"endpointId"`
+	Primary    bool   `json:"primary"`
+}
+
 func (a *App) forwarded(r Row) {
 	a.mu.Lock()
 	a.rows = append(a.rows, r)
@@ -339,8 +358,11 @@ type Status struct {
 	Error     string    `json:"error,omitempty"`
 	Conn      ConnState `json:"conn"`
 	Rows      []Row     `json:"rows"`
-	Notices   []Notice  `json:"notices"`
-	Hidden    bool      `json:"hidden"`
+	// Roles: for each Endpoint this app serves, whether it is the primary
+	// listener (its answers go to the senders) or receives copies.
+	Roles   map[string]bool `json:"roles"`
+	Notices []Notice        `json:"notices"`
+	Hidden  bool            `json:"hidden"`
 }
 
 func (a *App) status() Status {
@@ -355,6 +377,7 @@ func (a *App) status() Status {
 		Error:     a.signErr,
 		Conn:      a.conn,
 		Rows:      slices.Clone(a.rows),
+		Roles:     maps.Clone(a.roles),
 		Notices:   slices.Clone(a.notices),
 		Hidden:    a.hidden,
 	}

@@ -19,6 +19,7 @@ func serveAgent(ctx context.Context, server, token string, routes []Route, ev ev
 		Token:     token,
 		Endpoints: eps,
 		Observer:  observer{ev},
+		Roles:     true,
 	})
 }
 
@@ -43,6 +44,9 @@ func (o observer) State(e agentcli.StateEvent) {
 	}
 	o.ev.connState(s)
 }
+
+// Role tells the window whether this app is the Endpoint's primary.
+func (o observer) Role(e agentcli.RoleEvent) { o.ev.role(e.EndpointID, e.Primary) }
 
 func (o observer) Forwarded(e agentcli.ForwardEvent) {
 	r := Row{

@@ -42,6 +42,7 @@ func NewCodec() *Codec {
 		TypeEndpointDeleted:      decoderFor[EndpointDeleted](),
 		TypeAgentConnected:       decoderFor[AgentConnected](),
 		TypeAgentDisconnected:    decoderFor[AgentDisconnected](),
+		TypePrimaryChanged:       decoderFor[PrimaryChanged](),
 		TypeDeliveryReceived:     decoderFor[DeliveryReceived](),
 		TypeDeliveryAnswered:     decoderFor[DeliveryAnswered](),
 		TypeForwardRequested:     decoderFor[ForwardRequested](),

@@ -166,6 +166,21 @@ func (d *Delivery) RequestForward(attemptID, endpointID string, retry bool) erro
 	return nil
 }
 
+// RequestCopy starts a copy of the delivery given to agentID, a session
+// that is not the Endpoint's primary: its outcome never answers the sender.
+func (d *Delivery) RequestCopy(attemptID, endpointID, agentID string) error {
+	switch {
+	case attemptID == "":
+		return &InvalidInputError{Field: "attempt id", Reason: "empty"}
+	case agentID == "":
+		return &InvalidInputError{Field: "agent id", Reason: "empty"}
+	case d.pending[attemptID]:
+		return nil
+	}
+	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Copy: true, AgentID: agentID})
+	return nil
+}
+
 // RecordResponse stores the local answer of a pending attempt.
 func (d *Delivery) RecordResponse(r ForwardResponded) {
 	if !d.pending[r.AttemptID] {

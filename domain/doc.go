@@ -27,6 +27,7 @@
 //	endpoint.deleted.v1     EndpointDeleted      it was deleted; its address answers 503
 //	agent.connected.v1      AgentConnected       an agent session started serving an Endpoint
 //	agent.disconnected.v1   AgentDisconnected    that session ended
+//	listener.primary_changed.v1 PrimaryChanged   another session of the Endpoint answers senders
 //	delivery.received.v1    DeliveryReceived     a request reached a known address
 //	delivery.answered.v1    DeliveryAnswered     the sender got this status
 //	forward.requested.v1    ForwardRequested     an attempt to reach the local target began

@@ -25,6 +25,10 @@ type EndpointSettings struct {
 	// providers' verification requests it answers itself (nil: none).
 	Answer     *Answer
 	Handshakes *Handshakes
+	// Filters choose the deliveries forwarded at all (all must match); a
+	// delivery they refuse is recorded and answered as a LOG Endpoint
+	// answers. Nil: every delivery. Never an empty non-nil slice.
+	Filters []Filter
 }
 
 // Validate checks the settings' invariants.
@@ -39,6 +43,9 @@ func (s EndpointSettings) Validate() error {
 		return &InvalidInputError{Field: "mode", Reason: "must be LOG or PROXY"}
 	}
 	if _, _, err := validateAnswers(s.Answer, s.Handshakes); err != nil {
+		return err
+	}
+	if err := ValidateFilters(s.Filters); err != nil {
 		return err
 	}
 	if s.Target == "" {
@@ -100,7 +107,7 @@ func NewEndpoint(id, accountID string, s EndpointSettings) (*Endpoint, error) {
 	}
 	e := &Endpoint{aggregate: newAggregate()}
 	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters)})
 	return e, nil
 }
 
@@ -121,10 +128,10 @@ func (e *Endpoint) apply(ev Event) {
 	case EndpointCreated:
 		e.id, e.accountID = ev.EndpointID, ev.AccountID
 		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
-			Answer: ev.Answer, Handshakes: ev.Handshakes}
+			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters)}
 	case EndpointReconfigured:
 		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
-			Answer: ev.Answer, Handshakes: ev.Handshakes}
+			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters)}
 	case EndpointDeleted:
 		e.deleted = true
 	}
@@ -149,12 +156,21 @@ func (e *Endpoint) Reconfigure(s EndpointSettings) error {
 	if err != nil {
 		return err
 	}
+	s.Filters = nilIfNone(s.Filters)
 	if s.equal(e.settings) {
 		return nil
 	}
 	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters})
 	return nil
+}
+
+// nilIfNone keeps "no filter" one value, so settings compare equal.
+func nilIfNone(fs []Filter) []Filter {
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs
 }
 
 // Delete closes the Endpoint.

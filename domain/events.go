@@ -25,6 +25,7 @@ const (
 	TypeEndpointDeleted      = "endpoint.deleted.v1"
 	TypeAgentConnected       = "agent.connected.v1"
 	TypeAgentDisconnected    = "agent.disconnected.v1"
+	TypePrimaryChanged       = "listener.primary_changed.v1"
 	TypeDeliveryReceived     = "delivery.received.v1"
 	TypeDeliveryAnswered     = "delivery.answered.v1"
 	TypeForwardRequested     = "forward.requested.v1"
@@ -174,6 +175,9 @@ type EndpointCreated struct {
 	// change: older events have neither, and none is what they mean.
 	Answer     *Answer     `json:"answer,omitempty"`
 	Handshakes *Handshakes `json:"handshakes,omitempty"`
+	// Filters were added without a version change: older Endpoints
+	// forward every delivery.
+	Filters []Filter `json:"filters,omitempty"`
 }
 
 // EndpointReconfigured carries an Endpoint's complete new settings.
@@ -187,6 +191,9 @@ type EndpointReconfigured struct {
 	// change: older events have neither, and none is what they mean.
 	Answer     *Answer     `json:"answer,omitempty"`
 	Handshakes *Handshakes `json:"handshakes,omitempty"`
+	// Filters were added without a version change: older Endpoints
+	// forward every delivery.
+	Filters []Filter `json:"filters,omitempty"`
 }
 
 // EndpointDeleted closes an Endpoint; its address answers 503 from then on.
@@ -203,6 +210,22 @@ type AgentConnected struct {
 	AgentID    string `json:"agent_id"`
 	Target     string `json:"target,omitempty"`
 	Node       string `json:"node,omitempty"`
+	// Primary says the session asked to answer senders (relay listen
+	// --primary); Filters are its filters' text forms (ParseFilter). Both
+	// were added without a version change: older sessions asked neither.
+	Primary bool     `json:"primary,omitempty"`
+	Filters []string `json:"filters,omitempty"`
+}
+
+// PrimaryChanged records which session of an Endpoint answers senders
+// from now on (AgentID, "" when none is left) and why (Primary* reasons):
+// the other sessions get copies. Previous is the session that did before
+// ("" for none).
+type PrimaryChanged struct {
+	EndpointID string `json:"endpoint_id"`
+	AgentID    string `json:"agent_id"`
+	Previous   string `json:"previous,omitempty"`
+	Reason     string `json:"reason"`
 }
 
 // AgentDisconnected records the end of an agent session.
@@ -284,6 +307,11 @@ type ForwardRequested struct {
 	// Edit is what a retry changed in the recorded request before sending
 	// it (nil: sent as recorded).
 	Edit *RequestEdit `json:"edit,omitempty"`
+	// Copy marks a copy of the delivery given to a session that is not
+	// the primary (AgentID): its outcome is recorded, never answered to the
+	// sender. Added without a version change.
+	Copy    bool   `json:"copy,omitempty"`
+	AgentID string `json:"agent_id,omitempty"`
 }
 
 // ForwardResponded records the local target's answer to an attempt.
@@ -307,6 +335,9 @@ type ForwardResponded struct {
 	// fidelity.go); nil when the agent reported none. Added without a
 	// version change.
 	Fidelity *Fidelity `json:"fidelity,omitempty"`
+	// Copy: the outcome of a copy (see ForwardRequested.Copy); it does not
+	// say what the sender got. Added without a version change.
+	Copy bool `json:"copy,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.
@@ -317,6 +348,9 @@ type ForwardFailed struct {
 	Status     int    `json:"status"` // what the sender is answered: 502, 503 or 504
 	Error      string `json:"error"`
 	DurationMs int64  `json:"duration_ms"`
+	// Copy: the outcome of a copy (see ForwardRequested.Copy). Added
+	// without a version change.
+	Copy bool `json:"copy,omitempty"`
 }
 
 // RetryRequested records a user's request to replay a stored delivery.
@@ -396,6 +430,7 @@ func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured
 func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }
 func (AgentConnected) EventType() string       { return TypeAgentConnected }
 func (AgentDisconnected) EventType() string    { return TypeAgentDisconnected }
+func (PrimaryChanged) EventType() string       { return TypePrimaryChanged }
 func (DeliveryReceived) EventType() string     { return TypeDeliveryReceived }
 func (DeliveryAnswered) EventType() string     { return TypeDeliveryAnswered }
 func (ForwardRequested) EventType() string     { return TypeForwardRequested }

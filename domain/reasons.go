@@ -34,6 +34,9 @@ const (
 	// provider's verification request the relay answered itself, at
 	// receipt, without forwarding it.
 	ReasonHandshake = "handshake: "
+	// ReasonFiltered + why: no listener's filters (nor the Endpoint's)
+	// matched the delivery; answered as a LOG Endpoint answers, at receipt.
+	ReasonFiltered = "filtered: "
 )
 
 // Names of the handshakes as recorded after ReasonHandshake.
@@ -45,6 +48,10 @@ const (
 	HandshakeDropboxName   = "Dropbox verification"
 	HandshakeZoomName      = "Zoom URL validation"
 )
+
+// FailureCopyDropped: the copy's session had no room for it in its queue;
+// it was not sent (503, never the sender's answer).
+const FailureCopyDropped = "copy dropped: listener busy"
 
 // Failures of an attempt the relay decided (ForwardFailed.Error); any other
 // error is the agent's report of its local target.

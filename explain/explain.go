@@ -64,7 +64,7 @@ func Delivery(ctx context.Context, d readmodel.Delivery, sessions Sessions) (Exp
 	x := explainer{d: d, decisive: -1}
 	x.shown = shownAttempts(len(d.Attempts))
 	for i, a := range d.Attempts {
-		if a.Status != nil && !a.Late {
+		if a.Status != nil && !a.Late && !a.Copy {
 			x.decisive = i // the latest attempt with an outcome the sender was not answered before
 		}
 	}
@@ -174,6 +174,9 @@ func (x *explainer) relaySummary(r readmodel.RelayAnswer) string {
 	case strings.HasPrefix(r.Reason, domain.ReasonBodyUnreadable):
 		return fmt.Sprintf("%s: the request body could not be read (%s); it was not forwarded.",
 			head, strings.TrimPrefix(r.Reason, domain.ReasonBodyUnreadable))
+	case strings.HasPrefix(r.Reason, domain.ReasonFiltered):
+		return fmt.Sprintf("%s: filtered, not forwarded: %s. It was recorded and answered as a LOG Endpoint answers.",
+			head, strings.TrimPrefix(r.Reason, domain.ReasonFiltered))
 	case strings.HasPrefix(r.Reason, domain.ReasonNoOutcome):
 		text := head + ": no outcome of the forward reached it within --forward-timeout and 5 s more"
 		if i := x.lastBefore(r.At); i >= 0 {
@@ -267,6 +270,9 @@ func (x *explainer) noAgent(i int) string {
 
 // attemptName names attempt i: "attempt 2, a retry".
 func (x *explainer) attemptName(i int) string {
+	if a := x.d.Attempts[i]; a.Copy {
+		return fmt.Sprintf("attempt %d, a copy for agent %s", i+1, a.AgentID)
+	}
 	if x.d.Attempts[i].Retry {
 		return fmt.Sprintf("attempt %d, a retry", i+1)
 	}

@@ -22,7 +22,7 @@ import (
 // attachAgent registers a subscription as an agent session of an Endpoint
 // and streams its forward requests. One connection may serve several
 // Endpoints, one subscription (and session) each.
-func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string) (<-chan *model.ForwardRequest, error) {
+func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, primary bool, filters []domain.Filter) (<-chan *model.ForwardRequest, error) {
 	if target != "" {
 		if err := domain.ValidateTarget(target); err != nil {
 			return nil, err
@@ -47,7 +47,8 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string) (
 	if target == "" {
 		target = ep.Target
 	}
-	cmds, err := r.Hub.Attach(ctx, tunnel.SessionInfo{AgentID: agentID, EndpointID: ep.ID, AccountID: ep.AccountID, Target: target})
+	cmds, err := r.Hub.Attach(ctx, tunnel.SessionInfo{AgentID: agentID, EndpointID: ep.ID, AccountID: ep.AccountID, Target: target,
+		Primary: primary, Filters: filters})
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,10 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 	}
 	for _, a := range d.Attempts {
 		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit),
-			Signature: optional(a.Signature), Fidelity: toFidelity(a.Fidelity)}
+			Signature: optional(a.Signature), Fidelity: toFidelity(a.Fidelity), AgentID: optional(a.AgentID), Role: model.AttemptRolePrimary}
+		if a.Copy {
+			at.Role = model.AttemptRoleCopy
+		}
 		if a.DurationMs != nil {
 			ms := int(*a.DurationMs)
 			at.DurationMs = &ms
@@ -144,8 +147,8 @@ func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 	m := &model.Endpoint{
 		ID: e.ID, Name: e.Name, URL: r.PublicURL(e.ID), Mode: model.EndpointMode(e.Mode),
 		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,
-		RefusedRequests: int(e.Refused),
-		Answer:          toAddressAnswer(e.Answers), Handshakes: toHandshakes(e.Answers),
+		RefusedRequests: int(e.Refused), Filters: toFilters(e.Filters),
+		Answer: toAddressAnswer(e.Answers), Handshakes: toHandshakes(e.Answers),
 	}
 	m.AgentCount = r.Hub.Connected(e.ID)
 	m.AgentConnected = m.AgentCount > 0
@@ -183,6 +186,10 @@ func deref[T any](p *T) T {
 
 func toPatch(in model.UpdateEndpointInput) (commands.EndpointPatch, error) {
 	p := commands.EndpointPatch{Name: in.Name, Target: in.Target, ResponseCapture: in.ResponseCapture}
+	if in.Filters != nil {
+		fs := toDomainFilters(in.Filters)
+		p.Filters = &fs
+	}
 	if in.Mode != nil {
 		m := domain.EndpointMode(*in.Mode)
 		p.Mode = &m

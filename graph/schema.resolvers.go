@@ -34,6 +34,11 @@ func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model
 	return toExplanation(x), nil
 }
 
+// Listeners is the resolver for the listeners field.
+func (r *endpointResolver) Listeners(ctx context.Context, obj *model.Endpoint) ([]*model.Listener, error) {
+	return r.listeners(ctx, obj.ID), nil
+}
+
 // Deliveries is the resolver for the deliveries field.
 func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
 	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)
@@ -135,7 +140,7 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
-		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(),
+		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: toDomainFilters(input.Filters),
 	})
 	if err != nil {
 		return nil, err
@@ -305,8 +310,12 @@ func (r *subscriptionResolver) Deliveries(ctx context.Context, address string, s
 }
 
 // ForwardRequests is the resolver for the forwardRequests field.
-func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string, target *string) (<-chan *model.ForwardRequest, error) {
-	return r.attachAgent(ctx, endpointID, deref(target))
+func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID string, target *string, primary *bool, filters []*model.FilterInput) (<-chan *model.ForwardRequest, error) {
+	fs, err := fromFilterInputs(filters)
+	if err != nil {
+		return nil, err
+	}
+	return r.attachAgent(ctx, endpointID, deref(target), primary != nil && *primary, fs)
 }
 
 // Delivery returns generated.DeliveryResolver implementation.

@@ -72,6 +72,13 @@ func ownAnswer(route Route, req domain.CapturedRequest) answer {
 	if r, ok := handshake.Answer(route.Handshakes, handshake.Request{Method: req.Method, Target: req.Target, Body: req.Body}); ok {
 		return answer{status: r.Status, reason: r.Reason, own: true, headers: r.Headers, body: string(r.Body)}
 	}
+	return configuredAnswer(route)
+}
+
+// configuredAnswer is the address's configured answer, else 204: what a
+// LOG Endpoint answers, and a PROXY Endpoint's delivery that no listener's
+// filters matched.
+func configuredAnswer(route Route) answer {
 	if a := route.Answer; a != nil {
 		return answer{status: a.Status, reason: domain.ReasonConfiguredAnswer, own: true, headers: a.Headers, body: string(a.Body)}
 	}

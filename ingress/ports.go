@@ -17,6 +17,7 @@ type Route struct {
 	Mode            domain.EndpointMode // Endpoints only
 	ResponseCapture bool                // Endpoints only: store the local response body
 	Deleted         bool                // Endpoints only
+	Filters         []domain.Filter     // Endpoints only: which deliveries are forwarded
 	Expired         bool                // inspectors only: expiry already recorded
 	// LastActivityAt is the time of the latest request to an inspector, or
 	// its creation time when none arrived yet. A zero value means unknown:
@@ -59,4 +60,11 @@ type Recorder interface {
 // (ForwardResponded or ForwardFailed) itself.
 type Forwarder interface {
 	Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error)
+}
+
+// Admitter is a Forwarder that knows its listeners' filters (tunnel.Hub):
+// Admits tells whether any listener would be given the request, and when
+// none would, why not.
+type Admitter interface {
+	Admits(endpointID, accountID string, req *domain.FilterRequest) (ok bool, why string)
 }

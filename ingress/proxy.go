@@ -63,6 +63,14 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 	}
 
+	// A delivery no listener's filters match is recorded and answered as
+	// a LOG Endpoint answers (its configured answer, else 204), with why.
+	if why, filtered := s.filtered(route, req, received, full); filtered {
+		a := configuredAnswer(route)
+		a.reason = domain.ReasonFiltered + why
+		s.recordAnswer(ctx, w, id, route, req, a)
+		return
+	}
 	// Every header received is forwarded (fidelity); only storage is
 	// limited.
 	cmd, recorded, err := s.deps.Recorder.ReceiveForward(ctx, receipt(id, route, req), record.Forward{
@@ -81,6 +89,21 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	status := s.forward(ctx, w, r.Method, route, cmd, recorded.Wait)
 	s.logDelivery(ctx, id, route.ID, req.Method, status)
+}
+
+// filtered tells a request that no listener of the Endpoint would be
+// given, and why.
+func (s *Server) filtered(route Route, req domain.CapturedRequest, headers []domain.Header, body []byte) (string, bool) {
+	fr := &domain.FilterRequest{Method: req.Method, Target: req.Target, Headers: headers, Body: body}
+	if ok, why := domain.Match(route.Filters, fr); !ok {
+		return "the Endpoint's filters: " + why, true
+	}
+	a, ok := s.deps.Forwarder.(Admitter)
+	if !ok {
+		return "", false
+	}
+	admitted, why := a.Admits(route.ID, route.AccountID, fr)
+	return why, !admitted
 }
 
 // forward runs one attempt and answers the sender; it returns the status

@@ -76,13 +76,14 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		mode        string
 		last, ttlMs int64
 		answers     string
+		filters     string
 	)
 	qctx, err := pointRead(ctx)
 	if err != nil {
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}
@@ -93,6 +94,9 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	a.LastActivityAt = fromNanos(last)
+	if a.Filters, err = parseFilters(filters); err != nil {
+		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
+	}
 	if endpoint {
 		a.Kind, a.Mode = domain.AddressEndpoint, domain.EndpointMode(mode)
 		return a, nil
@@ -102,7 +106,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 	return a, nil
 }
 
-const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused,
+const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
 	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
@@ -111,12 +115,16 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		mode    string
 		created int64
 		answers string
+		filters string
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &e.AgentCount, &answers); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	var err error
+	if e.Filters, err = parseFilters(filters); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	if e.Answers, err = decodeAnswers(answers); err != nil {
 		return readmodel.Endpoint{}, err
 	}

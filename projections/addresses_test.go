@@ -2,6 +2,7 @@ package projections
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := readmodel.Endpoint{ID: "ep-2", AccountID: "acct-1", Name: "GitHub", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true, CreatedAt: t0.Add(3 * time.Second)}
-	if ep2 != want {
+	if !reflect.DeepEqual(ep2, want) {
 		t.Errorf("ep-2 = %+v\nwant %+v", ep2, want)
 	}
 
@@ -110,7 +111,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = readmodel.Endpoint{ID: "ep-1", AccountID: "acct-1", Name: "Renamed", Mode: domain.ModeProxy, Target: "localhost:8081", CreatedAt: t0.Add(time.Second)}
-	if ep1 != want {
+	if !reflect.DeepEqual(ep1, want) {
 		t.Errorf("reconfigured ep-1 = %+v\nwant %+v", ep1, want)
 	}
 	e.do(e.receive(e.ctx, "d-1", "ep-1", domain.AddressEndpoint, "acct-1", request("/", ""), t0.Add(time.Hour)))
@@ -119,7 +120,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAddr := readmodel.Address{ID: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Mode: domain.ModeProxy, Target: "localhost:8081", LastActivityAt: t0.Add(time.Hour)}
-	if a != wantAddr {
+	if !reflect.DeepEqual(a, wantAddr) {
 		t.Errorf("address ep-1 = %+v\nwant %+v", a, wantAddr)
 	}
 

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -67,9 +68,12 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		n, err = w.endpointCreated(t, p)
 	case domain.EndpointReconfigured:
 		w.changed = append(w.changed, p.EndpointID)
-		var answers string
+		var answers, filters string
+		if filters, err = filtersJSON(p.Filters); err != nil {
+			return 0, true, err
+		}
 		if answers, err = encodeAnswers(p.Answer, p.Handshakes); err == nil {
-			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, p.EndpointID)
+			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, filters, p.EndpointID)
 		}
 	case domain.InspectorAnswerSet:
 		w.changed = append(w.changed, p.InspectorID)
@@ -125,8 +129,36 @@ func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int
 	if err != nil {
 		return 0, err
 	}
+	filters, err := filtersJSON(p.Filters)
+	if err != nil {
+		return 0, err
+	}
 	return t.exec(qEndpointCreated, p.EndpointID, p.AccountID, p.Name, string(p.Mode), p.Target,
-		p.ResponseCapture, t.at(), t.pos(), answers)
+		p.ResponseCapture, t.at(), t.pos(), answers, filters)
+}
+
+// filtersJSON is how the endpoints view keeps filters: JSON, ” for none.
+func filtersJSON(fs []domain.Filter) (string, error) {
+	if len(fs) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(fs)
+	if err != nil {
+		return "", fmt.Errorf("encode filters: %w", err)
+	}
+	return string(b), nil
+}
+
+// parseFilters reads filtersJSON's form back.
+func parseFilters(s string) ([]domain.Filter, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var fs []domain.Filter
+	if err := json.Unmarshal([]byte(s), &fs); err != nil {
+		return nil, fmt.Errorf("decode filters: %w", err)
+	}
+	return fs, nil
 }
 
 // inspectorPurged marks the inspector purged. Its last activity becomes the

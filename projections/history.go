@@ -212,7 +212,7 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 // The last column tells a late attempt: one with an outcome, requested
 // before the relay answered the sender itself (its DeliveryAnswered).
 const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry, edit,
-	agent_id, node, outcome_at, signature, fidelity,
+	agent_id, node, outcome_at, signature, fidelity, copy,
 	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
 		WHERE deliveries.position = attempts.delivery_position), 0)`
 
@@ -241,7 +241,7 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			fidelity  sql.NullString
 		)
 		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &edit,
-			&a.AgentID, &a.Node, &outcomeAt, &signature, &fidelity, &a.Late); err != nil {
+			&a.AgentID, &a.Node, &outcomeAt, &signature, &fidelity, &a.Copy, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
 		}
 		if edit.Valid {

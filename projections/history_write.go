@@ -69,20 +69,25 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 			}
 			edit = string(b)
 		}
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit); err != nil {
+		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
 	case respondedRow:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity)); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy); err != nil {
 			return 0, true, err
+		}
+		if p.Copy {
+			// A copy's answer is not the delivery's response.
+			n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
+			break
 		}
 		ref := w.ref(t, p.DeliveryID)
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
 	case domain.ForwardFailed:
 		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil); err != nil {
+			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))

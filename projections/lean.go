@@ -65,6 +65,7 @@ type respondedRow struct {
 	Signature  string `json:"signature"`
 	// Fidelity is kept in the row as its verdict (see the attempts table).
 	Fidelity *domain.Fidelity `json:"fidelity"`
+	Copy     bool             `json:"copy"`
 
 	Headers jsonKind `json:"headers"` // left in the log
 	Body    jsonKind `json:"body"`    // left in the log

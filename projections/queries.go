@@ -51,10 +51,10 @@ const (
 	qInviteUsed = `UPDATE invites SET used_by = ? WHERE id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
-			created_at, last_activity_at, position, updated_position, answers)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9) ON CONFLICT (id) DO NOTHING`
+			created_at, last_activity_at, position, updated_position, answers, filters)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9, ?10) ON CONFLICT (id) DO NOTHING`
 	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
-		updated_position = ?, answers = ? WHERE id = ?`
+		updated_position = ?, answers = ?, filters = ? WHERE id = ?`
 	qInspectorAnswers = `UPDATE inspectors SET answers = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
@@ -110,20 +110,22 @@ const (
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
 	// variants take the delivery's position (?2) instead of its id.
-	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
-		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
-	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ` + attemptRequestedConflict
+	// ?8 marks a copy, ?9 the session it was given to.
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id)
+		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7, ?8, ?9 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
 	// ?4 is the outcome's time, ?8 the agent session it names, ?9 its
-	// signature verdict, ?10 its fidelity (see the attempts table).
+	// signature verdict, ?10 its fidelity, ?11 whether it is a copy (see the
+	// attempts table).
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity)
-		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
+		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
-			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity)
-		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10) ` + attemptOutcomeConflict
+			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
+		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11) ` + attemptOutcomeConflict
 )
 
 const (
@@ -134,7 +136,7 @@ const (
 			answered_at = COALESCE(?8, answered_at),
 			response_status = COALESCE(
 				(SELECT status FROM attempts WHERE delivery_position = deliveries.position
-					AND outcome_position IS NOT NULL
+					AND outcome_position IS NOT NULL AND copy = 0
 					AND position > COALESCE(?6, deliveries.answered_position, 0)
 					ORDER BY position DESC LIMIT 1),
 				?3, answered_status),
@@ -147,7 +149,7 @@ const (
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
 			outcome_at = excluded.outcome_at, signature = excluded.signature,
-			fidelity = excluded.fidelity`
+			fidelity = excluded.fidelity, copy = excluded.copy`
 )
 
 var writeQueries = []string{

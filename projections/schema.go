@@ -21,8 +21,10 @@ import (
 // each attempt and when its outcome came (what explanations read); version
 // 7 the fidelity receipt's verdict of each attempt; version 8 an address's
 // own answer and handshakes (answers); version 9 each token's name, expiry
-// and last use, device codes and invites.
-const schemaVersion = 9
+// and last use, device codes and invites; version 10 which attempts are
+// copies given to sessions other than the primary, and each Endpoint's
+// filters.
+const schemaVersion = 10
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -126,7 +128,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	updated_position INTEGER NOT NULL,
 	refused          INTEGER NOT NULL DEFAULT 0,
 	refused_position INTEGER NOT NULL DEFAULT 0,
-	answers          TEXT NOT NULL DEFAULT ''
+	answers          TEXT NOT NULL DEFAULT '',
+	-- filters: the Endpoint's filters as JSON ('' for none).
+	filters          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 
@@ -224,6 +228,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 	-- agent reported none, '' when every part matched, else the parts that
 	-- differ, comma-separated (request_line,headers,body).
 	fidelity          TEXT,
+	-- copy: given to a session that is not the primary (agent_id names
+	-- it); a copy never decides what the sender was answered.
+	copy              INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

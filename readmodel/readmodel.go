@@ -44,6 +44,7 @@ type Address struct {
 	TTL             time.Duration // inspectors only
 	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
 	Answers         Answers
+	Filters         []domain.Filter // Endpoints only: which deliveries are forwarded
 }
 
 // Answers are an address's own answer and the handshakes it answers
@@ -78,6 +79,9 @@ type Attempt struct {
 	// Signature is the verdict of the provider signature check the agent
 	// made (relay listen --verify), "" when none was made.
 	Signature string
+	// Copy: a copy given to a session that is not the primary (AgentID);
+	// what the sender got is never a copy's outcome.
+	Copy bool
 	// Fidelity compares the agent's receipt of what it handed to the local
 	// process with what the relay sent; nil when the agent reported none.
 	Fidelity *Fidelity
@@ -164,6 +168,7 @@ type Endpoint struct {
 	AgentCount      int   // open agent sessions serving it
 	Refused         int64 // requests its rate limit refused
 	Answers         Answers
+	Filters         []domain.Filter
 }
 
 // Account is the read model of an account.

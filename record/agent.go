@@ -10,9 +10,9 @@ import (
 )
 
 // AgentConnected records the start of an agent's session, held by this
-// Recorder's node.
-func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string) error {
-	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target}
+// Recorder's node: whether it asked to be primary and its filters' text.
+func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) error {
+	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target, Primary: primary, Filters: filters}
 	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
 		return fmt.Errorf("record %s: %w", ev.EventType(), err)
 	}

@@ -146,6 +146,8 @@ func TestDesktopAgent(t *testing.T) {
 	waitAgent(t, r, acct.Token, pay, true)
 	waitAgent(t, r, acct.Token, gh, true)
 	app.waitFor(t, `[...document.querySelectorAll('[data-testid=agent-state]')].filter((b) => b.textContent === 'Agent connected').length === 2`)
+	// The only listener of each is its primary, and the window says so.
+	app.waitFor(t, `document.querySelectorAll('[data-testid=role][data-primary=true]').length === 2`)
 	sessions := agentSessions(t, r, acct.Token)
 	conn := func(id string) string { c, _, _ := strings.Cut(sessions["agent-"+id], "/"); return c }
 	if conn(pay) == "" || conn(pay) != conn(gh) {

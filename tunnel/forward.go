@@ -178,9 +178,13 @@ func (h *Hub) markReceivedDone(attemptID string) {
 
 // serve runs one attempt and records its outcome. The outcome is recorded
 // even when ctx has ended (shutdown): the attempt would otherwise stay
-// pending in the log forever.
+// pending in the log forever. The copies given to the other sessions are
+// recorded after it, never before: the primary's outcome goes right after
+// its request, and the sender waits for nothing else.
 func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
-	out, err := h.forward(ctx, cmd)
+	recorded := make(chan struct{})
+	defer close(recorded)
+	out, err := h.forward(ctx, cmd, recorded)
 	if err != nil {
 		return domain.ForwardOutcome{}, err
 	}
@@ -190,14 +194,16 @@ func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.Forw
 	return out, nil
 }
 
-// forward gives cmd to a session of its Endpoint and waits for the outcome.
-func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+// forward gives cmd to the primary session of its Endpoint (of those whose
+// filters match), a copy to every other matching session, and waits for
+// the primary's outcome. recorded closes once that outcome is recorded.
+func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <-chan struct{}) (domain.ForwardOutcome, error) {
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = DefaultForwardTimeout
 	}
 	started := time.Now()
-	s, p, err := h.dispatch(cmd)
+	s, p, copies, err := h.dispatch(cmd)
 	if err != nil {
 		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
@@ -205,11 +211,14 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, nil
 	}
 	h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
-		"endpoint_id", cmd.EndpointID, "agent_id", s.info.AgentID)
+		"endpoint_id", cmd.EndpointID, "agent_id", s.info.AgentID, "copies", len(copies))
 
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s.send(wctx, cmd) // if this fails, the outcome is decided by detach or below
+	for _, c := range copies {
+		h.copyTo(ctx, c, cmd, timeout, recorded)
+	}
 	var out domain.ForwardOutcome
 	select {
 	case out = <-p.result:
@@ -228,28 +237,93 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	return out, nil
 }
 
-// dispatch picks the next session of the command's Endpoint (round-robin
-// over the sessions of the command's account) and registers the attempt as
-// pending on it, in one step so that a detach cannot miss it. A nil session
-// means none is connected.
-func (h *Hub) dispatch(cmd domain.ForwardCommand) (*session, *pendingWork, error) {
+// copyTo gives a copy of cmd, as an attempt of its own, to session c
+// without waiting: a full queue drops the copy. Its outcome (the agent's,
+// a timeout, or the drop) is recorded once the primary's is.
+func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
+	cp := cmd
+	cp.AttemptID = h.rec.NewID()
+	cp.RequestEventID, cp.RequestRevision = "", 0
+	p := &pendingWork{attemptID: cp.AttemptID, accountID: cp.AccountID, session: c, result: make(chan domain.ForwardOutcome, 1)}
+	h.mu.Lock()
+	h.pending[cp.AttemptID] = p
+	h.mu.Unlock()
+	started := time.Now()
+	if !c.offer(cp) {
+		h.mu.Lock()
+		if h.pending[cp.AttemptID] == p {
+			delete(h.pending, cp.AttemptID)
+			p.result <- domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 503, Error: domain.FailureCopyDropped, AgentID: c.info.AgentID}
+		}
+		h.mu.Unlock()
+	}
+	h.serving.Go(func() {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		var out domain.ForwardOutcome
+		select {
+		case out = <-p.result:
+		case <-t.C:
+			out = h.resolve(p, domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 504, Error: domain.FailureTimeout + timeout.String(), AgentID: c.info.AgentID})
+		case <-ctx.Done():
+			out = h.resolve(p, domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 503, Error: domain.FailureShuttingDown, AgentID: c.info.AgentID})
+		}
+		if out.DurationMs <= 0 {
+			out.DurationMs = time.Since(started).Milliseconds()
+		}
+		<-recorded
+		if _, err := h.rec.RecordCopy(h.life, cp, c.info.AgentID, out); err != nil {
+			h.logger.Error("record copy", "delivery_id", cp.DeliveryID, "attempt_id", cp.AttemptID, "agent_id", c.info.AgentID, "error", err)
+		}
+	})
+}
+
+// offer hands cmd to the agent if its queue has room, without waiting.
+func (s *session) offer(cmd domain.ForwardCommand) bool {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	if s.closed {
+		return false
+	}
+	select {
+	case s.work <- cmd:
+		return true
+	default:
+		return false
+	}
+}
+
+// dispatch picks the session of the command's Endpoint that answers it
+// (the primary rule applied to the sessions of the command's account whose
+// filters match) and registers the attempt as pending on it, in one step
+// so that a detach cannot miss it; the other matching sessions get copies.
+// A nil session means none is connected, or none matches.
+func (h *Hub) dispatch(cmd domain.ForwardCommand) (*session, *pendingWork, []*session, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, busy := h.pending[cmd.AttemptID]; busy {
-		return nil, nil, errAttemptInFlight
+		return nil, nil, nil, errAttemptInFlight
 	}
 	var eligible []*session
+	var req *domain.FilterRequest
 	for _, s := range h.byEndpoint[cmd.EndpointID] {
-		if s.info.AccountID == cmd.AccountID {
-			eligible = append(eligible, s)
+		if s.info.AccountID != cmd.AccountID {
+			continue
 		}
+		if len(s.info.Filters) > 0 {
+			if req == nil {
+				req = domain.NewFilterRequest(cmd)
+			}
+			if ok, _ := domain.Match(s.info.Filters, req); !ok {
+				continue
+			}
+		}
+		eligible = append(eligible, s)
 	}
-	if len(eligible) == 0 {
-		return nil, nil, nil
+	s := primaryOf(eligible)
+	if s == nil {
+		return nil, nil, nil, nil
 	}
-	n := h.next[cmd.EndpointID]
-	h.next[cmd.EndpointID] = n + 1
-	s := eligible[n%len(eligible)]
 	p := &pendingWork{
 		attemptID: cmd.AttemptID,
 		accountID: cmd.AccountID,
@@ -257,7 +331,39 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand) (*session, *pendingWork, error
 		result:    make(chan domain.ForwardOutcome, 1),
 	}
 	h.pending[cmd.AttemptID] = p
-	return s, p, nil
+	var copies []*session
+	for _, c := range eligible {
+		if c != s {
+			copies = append(copies, c)
+		}
+	}
+	return s, p, copies, nil
+}
+
+// Admits tells whether any session of the Endpoint this process holds
+// would be given the request (its filters match), and when none would
+// though some are connected, why not: the first session's reason. With no
+// session here it admits: another node's sessions, or none, decide.
+func (h *Hub) Admits(endpointID, accountID string, req *domain.FilterRequest) (ok bool, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := false
+	for _, s := range h.byEndpoint[endpointID] {
+		if s.info.AccountID != accountID {
+			continue
+		}
+		ok, reason := domain.Match(s.info.Filters, req)
+		if ok {
+			return true, ""
+		}
+		if !seen {
+			why, seen = reason, true
+		}
+	}
+	if !seen {
+		return true, ""
+	}
+	return false, "no listener matched: " + why
 }
 
 // resolve decides p's outcome as fallback unless Complete or detach decided

@@ -22,8 +22,16 @@ type Recorder interface {
 	// SettleOutcome records out unless an outcome is recorded already, and
 	// returns the one that stands (for attempts another node served).
 	SettleOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (domain.ForwardOutcome, error)
-	AgentConnected(ctx context.Context, endpointID, agentID, target string) error
+	AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) error
 	AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error
+	// PrimaryChanged records the session that answers an Endpoint's
+	// senders from now on ("" for none), the one before, and why.
+	PrimaryChanged(ctx context.Context, endpointID, agentID, previous, reason string) error
+	// RecordCopy records a copy given to agentID (cmd.AttemptID is its own
+	// attempt) together with its outcome.
+	RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error)
+	// NewID names a copy's attempt.
+	NewID() string
 }
 
 // HubConfig holds the Hub's dependencies; Recorder is required.
@@ -49,6 +57,20 @@ type SessionInfo struct {
 	EndpointID string
 	AccountID  string // the Endpoint's owner; only it may complete the work
 	Target     string // the agent's local target, for the record
+	// Primary asks to answer the Endpoint's senders (relay listen
+	// --primary): the newest session that asks is the primary.
+	Primary bool
+	// Filters choose the deliveries the session is given (all must
+	// match); none: every delivery.
+	Filters []domain.Filter
+}
+
+// Listener is a live session of an Endpoint as the API shows it.
+type Listener struct {
+	SessionInfo
+	IsPrimary   bool // answers the senders; the others get copies
+	ConnectedAt time.Time
+	Node        string
 }
 
 // Hub holds the live agent sessions and executes forward commands.
@@ -66,7 +88,7 @@ type Hub struct {
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
 	byAgent    map[string]*session
-	next       map[string]int          // round-robin cursor per Endpoint
+	primary    map[string]*session     // the session answering each Endpoint's senders
 	pending    map[string]*pendingWork // attempt ID → work awaiting its outcome
 	// received holds the attempts other nodes sent here, recently: a
 	// command sent again (its sender heard no acknowledgement: a NATS
@@ -84,6 +106,7 @@ type receivedCommand struct {
 // session is one attached agent.
 type session struct {
 	info SessionInfo
+	at   time.Time // when it connected
 	work chan domain.ForwardCommand
 	done chan struct{} // closed when the session ends
 
@@ -113,7 +136,7 @@ func NewHub(cfg HubConfig) *Hub {
 		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate, others: cfg.Elsewhere,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
-		next:       map[string]int{},
+		primary:    map[string]*session{},
 		pending:    map[string]*pendingWork{},
 		received:   map[string]*receivedCommand{},
 	}
@@ -145,7 +168,10 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	case s.EndpointID == "":
 		return nil, &domain.InvalidInputError{Field: "endpoint id", Reason: "empty"}
 	}
-	sess := &session{info: s, work: make(chan domain.ForwardCommand, 16), done: make(chan struct{})}
+	if err := domain.ValidateFilters(s.Filters); err != nil {
+		return nil, err
+	}
+	sess := &session{info: s, at: time.Now(), work: make(chan domain.ForwardCommand, sessionQueue), done: make(chan struct{})}
 	// Reserve the agent ID first so two Attach calls cannot both record a
 	// connection; the session takes work only once its start is recorded.
 	h.mu.Lock()
@@ -155,7 +181,7 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	}
 	h.byAgent[s.AgentID] = sess
 	h.mu.Unlock()
-	if err := h.rec.AgentConnected(ctx, s.EndpointID, s.AgentID, s.Target); err != nil {
+	if err := h.rec.AgentConnected(ctx, s.EndpointID, s.AgentID, s.Target, s.Primary, domain.FilterTexts(s.Filters)); err != nil {
 		h.mu.Lock()
 		delete(h.byAgent, s.AgentID)
 		h.mu.Unlock()
@@ -163,8 +189,10 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	}
 	h.mu.Lock()
 	h.byEndpoint[s.EndpointID] = append(h.byEndpoint[s.EndpointID], sess)
+	change := h.elect(s.EndpointID)
 	h.mu.Unlock()
-	h.logger.Info("agent attached", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "target", s.Target)
+	h.recordPrimary(ctx, change)
+	h.logger.Info("agent attached", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "target", s.Target, "primary", change.now == sess)
 
 	go func() {
 		<-ctx.Done()
@@ -187,10 +215,10 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 	}
 	if len(list) == 0 {
 		delete(h.byEndpoint, s.info.EndpointID)
-		delete(h.next, s.info.EndpointID)
 	} else {
 		h.byEndpoint[s.info.EndpointID] = list
 	}
+	change := h.elect(s.info.EndpointID)
 	for id, p := range h.pending {
 		if p.session == s {
 			delete(h.pending, id)
@@ -203,6 +231,7 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 
 	close(s.done) // senders blocked on work give up
 	h.recordDisconnect(ctx, s.info, domain.SessionAgentDisconnected)
+	h.recordPrimary(ctx, change)
 	// Closing work last tells its reader the end is already in the log.
 	s.sendMu.Lock()
 	s.closed = true

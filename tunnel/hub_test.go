@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/testwait"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -195,19 +197,30 @@ func TestAgentEventsRecorded(t *testing.T) {
 	if n := e.hub.Connected("ep-7"); n != 1 {
 		t.Errorf("Connected = %d, want 1", n)
 	}
-	_, ev := e.last(t, domain.AgentStream("ep-7"))
-	want := domain.AgentConnected{EndpointID: "ep-7", AgentID: "ag-1", Target: "127.0.0.1:4000"}
-	if ev != want {
-		t.Errorf("event %#v, want %#v", ev, want)
-	}
-	stop()
 	recs := e.events(t, domain.AgentStream("ep-7"))
 	if len(recs) != 2 {
-		t.Fatalf("agent stream has %d events, want 2", len(recs))
+		t.Fatalf("agent stream has %d events, want 2 (connected, primary)", len(recs))
+	}
+	want := domain.AgentConnected{EndpointID: "ep-7", AgentID: "ag-1", Target: "127.0.0.1:4000"}
+	if ev := e.decode(t, recs[0]); !reflect.DeepEqual(ev, want) {
+		t.Errorf("event %#v, want %#v", ev, want)
+	}
+	first := domain.PrimaryChanged{EndpointID: "ep-7", AgentID: "ag-1", Reason: domain.PrimaryFirst}
+	if ev := e.decode(t, recs[1]); ev != first {
+		t.Errorf("event %#v, want %#v", ev, first)
+	}
+	stop()
+	recs = e.events(t, domain.AgentStream("ep-7"))
+	if len(recs) != 4 {
+		t.Fatalf("agent stream has %d events, want 4", len(recs))
 	}
 	gone := domain.AgentDisconnected{EndpointID: "ep-7", AgentID: "ag-1", Reason: "agent disconnected"}
-	if ev := e.decode(t, recs[1]); ev != gone {
+	if ev := e.decode(t, recs[2]); ev != gone {
 		t.Errorf("event %#v, want %#v", ev, gone)
+	}
+	none := domain.PrimaryChanged{EndpointID: "ep-7", Previous: "ag-1", Reason: domain.PrimaryNone}
+	if ev := e.decode(t, recs[3]); ev != none {
+		t.Errorf("event %#v, want %#v", ev, none)
 	}
 }
 
@@ -228,24 +241,184 @@ func TestAttachRefusesBadSessions(t *testing.T) {
 	}
 }
 
-func TestTwoAgentsShareTheWork(t *testing.T) {
+func TestPrimaryAnswersOthersGetCopies(t *testing.T) {
 	e := newEnv(t)
 	got1, _ := e.agent(t, SessionInfo{AgentID: "one", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	got2, _ := e.agent(t, SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	if n := e.hub.Connected("ep"); n != 2 {
 		t.Fatalf("Connected = %d, want 2", n)
 	}
-	served := map[string]int{}
-	for range 6 {
-		out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc"))
-		if err != nil || out.Status != 200 {
+	var cmds []domain.ForwardCommand
+	for range 3 {
+		cmd := e.receive(t, "ep", "acc")
+		out, err := e.hub.Forward(t.Context(), cmd)
+		if err != nil || out.Status != 200 || out.AgentID != "one" {
+			t.Fatalf("forward: %+v, %v; want 200 from the primary, one", out, err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if c := recv(t, got1); c.AttemptID != cmd.AttemptID {
+			t.Errorf("primary got attempt %s, want %s", c.AttemptID, cmd.AttemptID)
+		}
+		if c := recv(t, got2); c.AttemptID == cmd.AttemptID || c.DeliveryID != cmd.DeliveryID {
+			t.Errorf("copy %s of %s, want an attempt of its own of %s", c.AttemptID, c.DeliveryID, cmd.DeliveryID)
+		}
+		// The copy is an attempt of its own, recorded after the primary's.
+		testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			var types []string
+			for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+				types = append(types, r.Type)
+			}
+			if len(types) != 5 {
+				return fmt.Errorf("delivery stream %v, want received, requested, responded, copy requested, copy responded", types)
+			}
+			return nil
+		})
+		recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
+		if ev := e.decode(t, recs[2]).(domain.ForwardResponded); ev.AttemptID != cmd.AttemptID || ev.AgentID != "one" || ev.Copy {
+			t.Errorf("primary's outcome %+v", ev)
+		}
+		req := e.decode(t, recs[3]).(domain.ForwardRequested)
+		res := e.decode(t, recs[4]).(domain.ForwardResponded)
+		if !req.Copy || req.AgentID != "two" || !res.Copy || res.AgentID != "two" || res.AttemptID != req.AttemptID || res.Status != 200 {
+			t.Errorf("copy recorded as %+v, %+v", req, res)
+		}
+	}
+}
+
+func TestPrimaryRule(t *testing.T) {
+	tests := []struct {
+		name     string
+		sessions []SessionInfo // in attach order
+		leave    []string      // agent IDs that leave, in order
+		want     string        // the primary after
+		reasons  []string      // every PrimaryChanged reason, in order
+	}{
+		{"first connected", []SessionInfo{{AgentID: "a"}, {AgentID: "b"}, {AgentID: "c"}}, nil, "a", []string{domain.PrimaryFirst}},
+		{"asked wins", []SessionInfo{{AgentID: "a"}, {AgentID: "b", Primary: true}, {AgentID: "c"}}, nil, "b", []string{domain.PrimaryFirst, domain.PrimaryAsked}},
+		{"newest asked wins", []SessionInfo{{AgentID: "a", Primary: true}, {AgentID: "b", Primary: true}}, nil, "b", []string{domain.PrimaryAsked, domain.PrimaryAsked}},
+		{"oldest takes over", []SessionInfo{{AgentID: "a"}, {AgentID: "b"}, {AgentID: "c"}}, []string{"a"}, "b", []string{domain.PrimaryFirst, domain.PrimaryLeft}},
+		{"asked leaves, back to the oldest", []SessionInfo{{AgentID: "a"}, {AgentID: "b"}, {AgentID: "c", Primary: true}}, []string{"c"}, "a",
+			[]string{domain.PrimaryFirst, domain.PrimaryAsked, domain.PrimaryLeft}},
+		{"a copy leaves: no change", []SessionInfo{{AgentID: "a"}, {AgentID: "b"}}, []string{"b"}, "a", []string{domain.PrimaryFirst}},
+		{"none left", []SessionInfo{{AgentID: "a"}}, []string{"a"}, "", []string{domain.PrimaryFirst, domain.PrimaryNone}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			stops := map[string]func(){}
+			for _, s := range tt.sessions {
+				s.EndpointID, s.AccountID = "ep", "acc"
+				_, stops[s.AgentID] = e.agent(t, s, okAnswer)
+			}
+			for _, id := range tt.leave {
+				stops[id]()
+			}
+			primary := ""
+			for _, l := range e.hub.Listeners("ep") {
+				if l.IsPrimary {
+					primary = l.AgentID
+				}
+			}
+			if primary != tt.want {
+				t.Errorf("primary %q, want %q", primary, tt.want)
+			}
+			if tt.want != "" {
+				out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc"))
+				if err != nil || out.AgentID != tt.want {
+					t.Errorf("forward answered by %q (%v), want %q", out.AgentID, err, tt.want)
+				}
+			}
+			var reasons []string
+			for _, r := range e.events(t, domain.AgentStream("ep")) {
+				if ev, ok := e.decode(t, r).(domain.PrimaryChanged); ok {
+					reasons = append(reasons, ev.Reason)
+				}
+			}
+			if !reflect.DeepEqual(reasons, tt.reasons) {
+				t.Errorf("PrimaryChanged reasons %q, want %q", reasons, tt.reasons)
+			}
+		})
+	}
+}
+
+func TestFiltersChooseTheSessions(t *testing.T) {
+	e := newEnv(t)
+	only := func(texts ...string) []domain.Filter {
+		fs, err := domain.ParseFilters(texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	// The first connected matches nothing: the next matching session answers.
+	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc", Filters: only("json:n=0")}, okAnswer)
+	got, _ := e.agent(t, SessionInfo{AgentID: "b", EndpointID: "ep", AccountID: "acc", Filters: only("method=POST")}, okAnswer)
+	cmd := e.receive(t, "ep", "acc")
+	if ok, why := e.hub.Admits(cmd.EndpointID, cmd.AccountID, domain.NewFilterRequest(cmd)); !ok {
+		t.Fatalf("Admits: %s", why)
+	}
+	out, err := e.hub.Forward(t.Context(), cmd)
+	if err != nil || out.AgentID != "b" {
+		t.Fatalf("forward answered by %q (%v), want b", out.AgentID, err)
+	}
+	recv(t, got)
+	cmd.Method = "PUT"
+	if ok, why := e.hub.Admits(cmd.EndpointID, cmd.AccountID, domain.NewFilterRequest(cmd)); ok || why != "no listener matched: json n="+string(cmd.Body[5:len(cmd.Body)-1])+" not in [0]" {
+		t.Errorf("Admits of a PUT = %v, %q", ok, why)
+	}
+}
+
+// A copy session that never answers does not hold the sender: the
+// primary's outcome comes back and is recorded while the copy is still
+// pending; the copy is recorded after it, when its own timeout ends.
+func TestCopyNeverDelaysThePrimary(t *testing.T) {
+	e := newEnv(t)
+	e.agent(t, SessionInfo{AgentID: "fast", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	got, _ := e.agent(t, SessionInfo{AgentID: "mute", EndpointID: "ep", AccountID: "acc"}, never)
+	cmd := e.receive(t, "ep", "acc")
+	cmd.Timeout = time.Hour // the copy would wait this long
+	out, err := e.hub.Forward(t.Context(), cmd)
+	if err != nil || out.Status != 200 || out.AgentID != "fast" {
+		t.Fatalf("forward: %+v, %v", out, err)
+	}
+	copyCmd := recv(t, got)
+	e.hub.mu.Lock()
+	_, pending := e.hub.pending[copyCmd.AttemptID]
+	e.hub.mu.Unlock()
+	if !pending {
+		t.Fatal("the copy is not pending any more: the primary's answer waited for it")
+	}
+	_, last := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	if r, ok := last.(domain.ForwardResponded); !ok || r.AttemptID != cmd.AttemptID {
+		t.Fatalf("last event %#v, want the primary's outcome", last)
+	}
+}
+
+// A copy session whose queue is full gets no copy: it is recorded as
+// dropped and the primary answers as usual.
+func TestFullCopyQueueDropsTheCopy(t *testing.T) {
+	e := newEnv(t)
+	e.agent(t, SessionInfo{AgentID: "primary", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	if _, err := e.hub.Attach(t.Context(), SessionInfo{AgentID: "stuck", EndpointID: "ep", AccountID: "acc"}); err != nil {
+		t.Fatal(err) // its work channel is never read
+	}
+	var last domain.ForwardCommand
+	for range sessionQueue + 1 {
+		last = e.receive(t, "ep", "acc")
+		last.Timeout = time.Hour
+		if out, err := e.hub.Forward(t.Context(), last); err != nil || out.Status != 200 {
 			t.Fatalf("forward: %+v, %v", out, err)
 		}
-		served[out.AgentID]++
 	}
-	if served["one"] != 3 || served["two"] != 3 || len(got1) != 3 || len(got2) != 3 {
-		t.Errorf("served %v (queues %d, %d), want 3 each", served, len(got1), len(got2))
-	}
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		recs := e.events(t, domain.DeliveryStream(last.DeliveryID))
+		if f, ok := e.decode(t, recs[len(recs)-1]).(domain.ForwardFailed); !ok || !f.Copy || f.Error != domain.FailureCopyDropped || f.AgentID != "stuck" {
+			return fmt.Errorf("last event %#v, want the copy dropped", e.decode(t, recs[len(recs)-1]))
+		}
+		return nil
+	})
 }
 
 func TestConcurrentForwards(t *testing.T) {
@@ -266,9 +439,11 @@ func TestConcurrentForwards(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// The primary's outcome follows its request; copies come after.
 	for _, cmd := range cmds {
-		if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.EventType() != domain.TypeForwardResponded {
-			t.Errorf("%s: last event %s", cmd.DeliveryID, ev.EventType())
+		recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
+		if r, ok := e.decode(t, recs[2]).(domain.ForwardResponded); !ok || r.AttemptID != cmd.AttemptID || r.Copy {
+			t.Errorf("%s: third event %s, want the primary's outcome", cmd.DeliveryID, recs[2].Type)
 		}
 	}
 }

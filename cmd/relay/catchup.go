@@ -141,6 +141,13 @@ type catchUpObserver struct {
 	once   sync.Once
 }
 
+// Role passes the agent's role on to the observer it wraps, if it hears it.
+func (o *catchUpObserver) Role(e agentcli.RoleEvent) {
+	if r, ok := o.Observer.(agentcli.RoleObserver); ok {
+		r.Role(e)
+	}
+}
+
 func (o *catchUpObserver) State(e agentcli.StateEvent) {
 	o.Observer.State(e)
 	if e.State != agentcli.Connected {

@@ -99,6 +99,10 @@ type attemptJSON struct {
 	// Signature is the verdict of the agent's provider signature check
 	// (relay listen --verify); null when none was made.
 	Signature *string `json:"signature"`
+	// Role is PRIMARY (what the sender got, or would have) or COPY (a copy
+	// given to another listener, AgentID).
+	Role    string  `json:"role"`
+	AgentID *string `json:"agentId"`
 	// Fidelity compares the agent's receipt of what it handed the local
 	// process with what the relay sent (docs/evidence.md).
 	Fidelity fidelityJSON `json:"fidelity"`
@@ -139,7 +143,7 @@ type editJSON struct {
 }
 
 // attemptFields is what the client commands read of an attempt.
-const attemptFields = `id status startedAt durationMs error retry late signature fidelity{ status differences } edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
+const attemptFields = `id status startedAt durationMs error retry late signature fidelity{ status differences } role agentId edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
@@ -641,6 +645,9 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			line := describeAttempt(a.Status, a.DurationMs, a.Error)
 			if a.Late {
 				line += " (late: the sender had already been answered by the relay)"
+			}
+			if a.Role == "COPY" {
+				line += " (copy for listener " + termtext.Safe(deref(a.AgentID, "?"), false) + ")"
 			}
 			if a.Signature != nil {
 				line += "  signature " + termtext.Safe(*a.Signature, false)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/domain"
 )
@@ -29,9 +30,17 @@ type endpointJSON struct {
 	// verification requests it answers itself (secrets masked).
 	Answer     *answerJSON     `json:"answer"`
 	Handshakes *handshakesJSON `json:"handshakes"`
+	// Filters are the Endpoint's filters in their text form (relay
+	// endpoints update --filter).
+	Filters []filterJSON `json:"filters"`
 }
 
-const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt ` + answerFields
+// filterJSON is a filter as the commands print it.
+type filterJSON struct {
+	Text string `json:"text"`
+}
+
+const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text } ` + answerFields
 
 func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -39,10 +48,10 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 		Aliases: []string{"endpoint"},
 		Short:   "List, create, update and delete Endpoints",
 		Example: `  relay endpoints list
+  relay endpoints show stripe
   relay endpoints create stripe --target 3000
   relay endpoints update stripe --mode LOG
   relay endpoints update slack --handshake slack
-  relay endpoints show stripe
   relay endpoints delete stripe`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
@@ -95,7 +104,8 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 // endpointSettings are the flags of create and update.
 type endpointSettings struct {
 	name, mode, target string
-	capture            bool
+	capture, noFilters bool
+	filters            []string
 }
 
 func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
@@ -106,6 +116,10 @@ func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
 	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent) or LOG (record and answer 204); default PROXY with --target, else LOG")
 	fs.StringVar(&s.target, "target", "", "local target for PROXY mode: PORT, localhost:PORT or 127.0.0.1:PORT")
 	fs.BoolVar(&s.capture, "response-capture", false, "store the local responses' bodies")
+	fs.StringArrayVar(&s.filters, "filter", nil, "forward only deliveries that match (repeatable, all must match; replaces the Endpoint's filters): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B; others are recorded and answered as LOG")
+	if withName {
+		fs.BoolVar(&s.noFilters, "no-filters", false, "remove the Endpoint's filters: forward every delivery")
+	}
 }
 
 // input is the CreateEndpointInput/UpdateEndpointInput of the flags set.
@@ -131,6 +145,19 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	}
 	if fs.Changed("response-capture") {
 		in["responseCapture"] = s.capture
+	}
+	if fs.Changed("filter") && s.noFilters {
+		return nil, usage(errors.New("--filter and --no-filters exclude each other"))
+	}
+	if fs.Changed("filter") {
+		parsed, err := domain.ParseFilters(s.filters)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--filter: %w", err))
+		}
+		in["filters"] = agentcli.FilterInputs(parsed)
+	}
+	if s.noFilters {
+		in["filters"] = []any{}
 	}
 	return in, nil
 }
@@ -188,37 +215,6 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	out.flags(cmd.Flags())
 	s.flags(cmd, false)
 	ans.flags(cmd, true)
-	return cmd
-}
-
-func endpointsShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
-	cmd := &cobra.Command{
-		Use:     "show ENDPOINT",
-		Short:   "Show an Endpoint's settings, its own answer and handshakes included",
-		Example: `  relay endpoints show stripe`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
-			if err != nil {
-				return err
-			}
-			ep, err := findEndpoint(c.Context(), client, args[0])
-			if err != nil {
-				return err
-			}
-			if out.json() {
-				return writeJSON(stdout, ep)
-			}
-			fmt.Fprintf(stdout, "endpoint:    %s (%s)\nurl:         %s\nmode:        %s\ntarget:      %s\nagents:      %d\n",
-				ep.ID, ep.Name, ep.URL, ep.Mode, deref(ep.Target, "-"), ep.AgentCount)
-			printAnswers(stdout, ep.Answer, ep.Handshakes)
-			return nil
-		},
-	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
 	return cmd
 }
 
@@ -315,6 +311,13 @@ func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
 		fmt.Fprintf(w, " → %s", *e.Target)
 	}
 	fmt.Fprintf(w, "\n%s\n", e.URL)
+	if len(e.Filters) > 0 {
+		var fs []string
+		for _, f := range e.Filters {
+			fs = append(fs, f.Text)
+		}
+		fmt.Fprintf(w, "filters: %s (other deliveries are recorded and answered as LOG)\n", strings.Join(fs, " "))
+	}
 	return nil
 }
 
@@ -344,4 +347,94 @@ func deref(s *string, none string) string {
 		return none
 	}
 	return *s
+}
+
+// listenerJSON is a session listening on an Endpoint, as `relay endpoints
+// show -o json` prints it.
+type listenerJSON struct {
+	AgentID     string `json:"agentId"`
+	Target      string `json:"target"`
+	Primary     bool   `json:"primary"`
+	ConnectedAt string `json:"connectedAt"`
+	Node        string `json:"node"`
+	Filters     []struct {
+		Text string `json:"text"`
+	} `json:"filters"`
+}
+
+// endpointShowJSON is `relay endpoints show -o json`.
+type endpointShowJSON struct {
+	endpointJSON
+	Listeners []listenerJSON `json:"listeners"`
+}
+
+func endpointsShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	cmd := &cobra.Command{
+		Use:   "show ENDPOINT",
+		Short: "Show an Endpoint, its own answer, handshakes and the listeners serving it",
+		Long: `Show an Endpoint (by id or name) and the agent sessions listening on it on
+the relay node that answers: which is the primary (its answers go to the
+senders) and which receive copies, with their filters.`,
+		Example: `  relay endpoints show stripe
+  relay endpoints show stripe -o json | jq '.listeners[] | select(.primary)'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			e, err := findEndpoint(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			var res struct {
+				Endpoint *endpointShowJSON
+			}
+			q := `query($id: ID!){ endpoint(id: $id){ ` + endpointFields + ` listeners{ agentId target primary connectedAt node filters{ text } } } }`
+			if err := client.Do(c.Context(), q, map[string]any{"id": e.ID}, &res); err != nil {
+				return fmt.Errorf("show endpoint %s: %w", e.ID, err)
+			}
+			if res.Endpoint == nil {
+				return &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token", args[0]), Code: "NOT_FOUND"}
+			}
+			show := *res.Endpoint
+			if show.Listeners == nil {
+				show.Listeners = []listenerJSON{}
+			}
+			if out.json() {
+				return writeJSON(stdout, show)
+			}
+			if err := printEndpoint(stdout, out, "endpoint", show.endpointJSON); err != nil {
+				return err
+			}
+			printAnswers(stdout, show.Answer, show.Handshakes)
+			if len(show.Listeners) == 0 {
+				fmt.Fprintln(stdout, "no listeners: start one with `relay listen PORT "+show.Name+"`")
+				return nil
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "LISTENER\tROLE\tTARGET\tCONNECTED\tNODE\tFILTERS")
+			for _, l := range show.Listeners {
+				role := "copy"
+				if l.Primary {
+					role = "primary"
+				}
+				var fs []string
+				for _, f := range l.Filters {
+					fs = append(fs, f.Text)
+				}
+				filters := strings.Join(fs, " ")
+				if filters == "" {
+					filters = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, l.ConnectedAt, l.Node, filters)
+			}
+			return tw.Flush()
+		},
+	}
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
+	return cmd
 }

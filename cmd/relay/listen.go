@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,14 +16,16 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/signatures"
 )
 
 func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var printBody, printHeaders, insecure, catchUpFlag bool
-	var hostHeader, verify, verifySecretFile string
+	var printBody, printHeaders, insecure, catchUpFlag, primary bool
+	var hostHeader, verify, verifySecretFile, events string
+	var filterTexts []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "listen TARGET [ENDPOINT...]",
@@ -40,11 +43,32 @@ TARGET. The public URL is printed first, then one line per request: time,
 method, path, status, duration and the delivery id (for relay retry and
 relay deliveries show).
 
+Several listeners may serve one Endpoint (two developers, a laptop and a
+CI job): one is the primary, whose answers go to the senders; the others
+receive copies, whose answers are recorded but never sent. The primary is
+the newest listener started with --primary, else the first connected; when
+it leaves, the oldest one left takes over. listen prints which it is, and
+when that changes.
+
+--filter forwards only the deliveries that match (repeat it: all must
+match; a filter's values are alternatives):
+  method=POST,PUT                      the method
+  path=/webhooks/stripe, path=/hooks/* the path, exactly or by prefix
+  header:X-GitHub-Event=push,pull_request
+  json:type=charge.succeeded           a JSON body field (dotted: data.object.status)
+  event=charge.succeeded               the provider's event type
+--events A,B is short for --filter event=A,B (Stripe's type, GitHub's
+X-GitHub-Event, Shopify's topic, Slack's event type). A delivery no
+listener matches is recorded as filtered and answered as a LOG Endpoint.
+
 Network trouble and relay restarts are retried with backoff; a refused
-token or an unknown Endpoint ends the command with exit code 2.`,
+token, an unknown Endpoint or an invalid filter ends the command with exit
+code 2.`,
 		Example: `  relay listen 3000
   relay listen http://localhost:3000/webhooks stripe github
-  relay listen https://localhost:8443 --insecure --print-body`,
+  relay listen https://localhost:8443 --insecure --print-body
+  relay listen 3000 --events charge.succeeded,invoice.paid
+  relay listen 3000 --primary --filter 'header:X-GitHub-Event=push'`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
@@ -60,6 +84,10 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			}
 			if timeout <= 0 {
 				return usage(errors.New("--timeout must be positive"))
+			}
+			filters, err := listenFilters(filterTexts, events)
+			if err != nil {
+				return usage(err)
 			}
 			client, err := conn.loggedIn(c.Flags(), env)
 			if err != nil {
@@ -77,7 +105,8 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if err != nil {
 				return err
 			}
-			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure, HostHeader: hostHeader, CAFile: conn.caFile}
+			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure, HostHeader: hostHeader, CAFile: conn.caFile,
+				Primary: primary, Filters: filters, Roles: true}
 			for _, e := range eps {
 				o.Endpoints = append(o.Endpoints, agentcli.Route{EndpointID: e.ID, Target: args[0]})
 			}
@@ -107,8 +136,27 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
+	fs.BoolVar(&primary, "primary", false, "answer the senders: this listener becomes the primary (the newest --primary wins); the others receive copies")
+	fs.StringArrayVar(&filterTexts, "filter", nil, "forward only deliveries that match (repeatable, all must match): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B")
+	fs.StringVar(&events, "events", "", "forward only these provider event types, comma-separated (short for --filter event=A,B)")
 	fs.StringVar(&hostHeader, "host-header", agentcli.HostRewrite, "Host of the local request: rewrite (TARGET's) or preserve (the public host the sender called)")
 	return cmd
+}
+
+// listenFilters parses --filter and --events (domain.ParseFilter); an
+// invalid one is named in the error.
+func listenFilters(texts []string, events string) ([]domain.Filter, error) {
+	if events != "" {
+		texts = append([]string{"event=" + events}, texts...)
+	}
+	fs, err := domain.ParseFilters(texts)
+	if err != nil {
+		if events != "" && strings.Contains(err.Error(), strconv.Quote("event="+events)) {
+			return nil, fmt.Errorf("--events %q: %w", events, err)
+		}
+		return nil, fmt.Errorf("--filter: %w", err)
+	}
+	return fs, nil
 }
 
 // listenEndpoints finds (or, with no refs, creates) the Endpoints to serve
@@ -211,6 +259,8 @@ type listenEventJSON struct {
 	DurationMs *int64               `json:"durationMs,omitempty"` // forward only
 	Error      string               `json:"error,omitempty"`
 	Signature  string               `json:"signature,omitempty"` // with --verify: the verdict
+	Primary    *bool                `json:"primary,omitempty"`   // role: whether this agent answers the senders
+	Listeners  int                  `json:"listeners,omitempty"` // role: sessions listening on the Endpoint
 }
 
 type listenEndpointJSON struct {
@@ -234,6 +284,15 @@ func (o *jsonObserver) State(e agentcli.StateEvent) {
 	case agentcli.Reconnecting:
 		_ = writeJSONLine(o.out, listenEventJSON{Event: "reconnecting", Time: time.Now().UTC(), Reason: e.Reason})
 	}
+}
+
+// Role prints {"event":"role","endpointId":…,"primary":…,"listeners":…}
+// on connect and on every change.
+func (o *jsonObserver) Role(e agentcli.RoleEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := e.Primary
+	_ = writeJSONLine(o.out, listenEventJSON{Event: "role", Time: time.Now().UTC(), EndpointID: e.EndpointID, Primary: &p, Listeners: e.Listeners})
 }
 
 func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {

@@ -18,6 +18,7 @@ const state = {
   endpoints: [],
   endpointError: '',
   rows: [],
+  roles: {}, // Endpoint id → this app is its primary listener
   selected: null, // delivery id in the detail pane
   detail: null,
   detailMessage: null,
@@ -32,12 +33,18 @@ async function boot() {
   state.status = await ui().Status();
   state.conn = state.status.conn;
   state.rows = state.status.rows || [];
+  state.roles = state.status.roles || {};
   window.runtime.EventsOn('conn', (c) => {
     state.conn = c;
     renderConn();
     refreshEndpoints();
     // The relay's view of the agent follows its connection a moment later.
     for (const ms of [400, 1200, 3000]) setTimeout(refreshEndpoints, ms);
+  });
+  // Whether this app answers an Endpoint's senders or receives copies.
+  window.runtime.EventsOn('role', (r) => {
+    state.roles[r.endpointId] = r.primary;
+    renderEndpoints();
   });
   window.runtime.EventsOn('row', (r) => {
     state.rows.push(r);
@@ -214,7 +221,7 @@ function endpointCard(e) {
   // While the relay cannot be asked, its last answer would be a guess.
   const stale = !!state.endpointError;
   let agents = e.agentConnected ? 'Agent connected' : 'No agent';
-  if (e.agentCount > 1) agents = `${e.agentCount} agents connected (deliveries are shared)`;
+  if (e.agentCount > 1) agents = `${e.agentCount} agents connected (one answers, the others get copies)`;
   if (stale) agents = 'Agent state unknown';
   return h('article', { class: 'endpoint-card', 'data-endpoint-id': e.id, 'data-serving': String(e.serving) },
     h('h3', {}, e.name,
@@ -224,7 +231,18 @@ function endpointCard(e) {
     codeLine('Public URL', e.url, { testid: 'public-url' }),
     e.mode === 'LOG' ? h('p', { class: 'muted small' }, 'LOG mode: the relay records and answers 204 itself; nothing is forwarded.') : null,
     h('div', { class: 'route' }, target, h('label', { class: 'switch' }, sw, 'Forward')),
+    roleLine(e),
     status);
+}
+
+// roleLine says whether this app answers the senders of a served Endpoint
+// (primary) or receives copies while another listener answers.
+function roleLine(e) {
+  const primary = state.roles[e.id];
+  if (!e.serving || primary === undefined) return null;
+  return h('p', { class: 'muted small', 'data-testid': 'role', 'data-primary': String(primary) },
+    primary ? 'Primary: this app\'s answers go to the senders.'
+      : 'Receives copies: another listener answers the senders; this app\'s answers are recorded only.');
 }
 
 function renderRows() {

@@ -54,6 +54,7 @@ type ComplexityRoot struct {
 	}
 
 	Attempt struct {
+		AgentID    func(childComplexity int) int
 		DurationMs func(childComplexity int) int
 		Edit       func(childComplexity int) int
 		Error      func(childComplexity int) int
@@ -62,6 +63,7 @@ type ComplexityRoot struct {
 		Late       func(childComplexity int) int
 		Response   func(childComplexity int) int
 		Retry      func(childComplexity int) int
+		Role       func(childComplexity int) int
 		Signature  func(childComplexity int) int
 		StartedAt  func(childComplexity int) int
 		Status     func(childComplexity int) int
@@ -146,8 +148,10 @@ type ComplexityRoot struct {
 		Answer          func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
 		Deliveries      func(childComplexity int, first *int, after *string, filter *model.DeliveryFilter) int
+		Filters         func(childComplexity int) int
 		Handshakes      func(childComplexity int) int
 		ID              func(childComplexity int) int
+		Listeners       func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Name            func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
@@ -196,6 +200,13 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 	}
 
+	Filter struct {
+		Kind   func(childComplexity int) int
+		Name   func(childComplexity int) int
+		Text   func(childComplexity int) int
+		Values func(childComplexity int) int
+	}
+
 	ForwardRequest struct {
 		AttemptID     func(childComplexity int) int
 		BodyBase64    func(childComplexity int) int
@@ -240,6 +251,16 @@ type ComplexityRoot struct {
 		Code      func(childComplexity int) int
 		ExpiresAt func(childComplexity int) int
 		Path      func(childComplexity int) int
+	}
+
+	Listener struct {
+		AgentID     func(childComplexity int) int
+		ConnectedAt func(childComplexity int) int
+		Filters     func(childComplexity int) int
+		Mine        func(childComplexity int) int
+		Node        func(childComplexity int) int
+		Primary     func(childComplexity int) int
+		Target      func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -300,7 +321,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		Deliveries      func(childComplexity int, address string, since *string) int
-		ForwardRequests func(childComplexity int, endpointID string, target *string) int
+		ForwardRequests func(childComplexity int, endpointID string, target *string, primary *bool, filters []*model.FilterInput) int
 	}
 
 	Token struct {
@@ -320,6 +341,8 @@ type DeliveryResolver interface {
 	Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error)
 }
 type EndpointResolver interface {
+	Listeners(ctx context.Context, obj *model.Endpoint) ([]*model.Listener, error)
+
 	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type InspectorResolver interface {
@@ -356,7 +379,7 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	Deliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error)
-	ForwardRequests(ctx context.Context, endpointID string, target *string) (<-chan *model.ForwardRequest, error)
+	ForwardRequests(ctx context.Context, endpointID string, target *string, primary *bool, filters []*model.FilterInput) (<-chan *model.ForwardRequest, error)
 }
 
 type executableSchema graphql.ExecutableSchemaState[ResolverRoot, DirectiveRoot, ComplexityRoot]
@@ -411,6 +434,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AddressAnswer.Status(childComplexity), true
 
+	case "Attempt.agentId":
+		if e.ComplexityRoot.Attempt.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.AgentID(childComplexity), true
 	case "Attempt.durationMs":
 		if e.ComplexityRoot.Attempt.DurationMs == nil {
 			break
@@ -459,6 +488,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Retry(childComplexity), true
+	case "Attempt.role":
+		if e.ComplexityRoot.Attempt.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Role(childComplexity), true
 	case "Attempt.signature":
 		if e.ComplexityRoot.Attempt.Signature == nil {
 			break
@@ -815,6 +850,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Deliveries(childComplexity, args["first"].(*int), args["after"].(*string), args["filter"].(*model.DeliveryFilter)), true
+	case "Endpoint.filters":
+		if e.ComplexityRoot.Endpoint.Filters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Filters(childComplexity), true
 	case "Endpoint.handshakes":
 		if e.ComplexityRoot.Endpoint.Handshakes == nil {
 			break
@@ -827,6 +868,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.ID(childComplexity), true
+	case "Endpoint.listeners":
+		if e.ComplexityRoot.Endpoint.Listeners == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Listeners(childComplexity), true
 	case "Endpoint.mode":
 		if e.ComplexityRoot.Endpoint.Mode == nil {
 			break
@@ -1001,6 +1048,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Fidelity.Status(childComplexity), true
+
+	case "Filter.kind":
+		if e.ComplexityRoot.Filter.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Filter.Kind(childComplexity), true
+	case "Filter.name":
+		if e.ComplexityRoot.Filter.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Filter.Name(childComplexity), true
+	case "Filter.text":
+		if e.ComplexityRoot.Filter.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Filter.Text(childComplexity), true
+	case "Filter.values":
+		if e.ComplexityRoot.Filter.Values == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Filter.Values(childComplexity), true
 
 	case "ForwardRequest.attemptId":
 		if e.ComplexityRoot.ForwardRequest.AttemptID == nil {
@@ -1197,6 +1269,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Invite.Path(childComplexity), true
+
+	case "Listener.agentId":
+		if e.ComplexityRoot.Listener.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.AgentID(childComplexity), true
+	case "Listener.connectedAt":
+		if e.ComplexityRoot.Listener.ConnectedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.ConnectedAt(childComplexity), true
+	case "Listener.filters":
+		if e.ComplexityRoot.Listener.Filters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.Filters(childComplexity), true
+	case "Listener.mine":
+		if e.ComplexityRoot.Listener.Mine == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.Mine(childComplexity), true
+	case "Listener.node":
+		if e.ComplexityRoot.Listener.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.Node(childComplexity), true
+	case "Listener.primary":
+		if e.ComplexityRoot.Listener.Primary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.Primary(childComplexity), true
+	case "Listener.target":
+		if e.ComplexityRoot.Listener.Target == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Listener.Target(childComplexity), true
 
 	case "Mutation.approveDevice":
 		if e.ComplexityRoot.Mutation.ApproveDevice == nil {
@@ -1554,7 +1669,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.ForwardRequests(childComplexity, args["endpointId"].(string), args["target"].(*string)), true
+		return e.ComplexityRoot.Subscription.ForwardRequests(childComplexity, args["endpointId"].(string), args["target"].(*string), args["primary"].(*bool), args["filters"].([]*model.FilterInput)), true
 
 	case "Token.createdAt":
 		if e.ComplexityRoot.Token.CreatedAt == nil {
@@ -1606,6 +1721,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputCreateEndpointInput,
 		ec.unmarshalInputDeliveryFilter,
 		ec.unmarshalInputFidelityReceiptInput,
+		ec.unmarshalInputFilterInput,
 		ec.unmarshalInputHandshakesInput,
 		ec.unmarshalInputHeaderInput,
 		ec.unmarshalInputRequestEditInput,
@@ -1764,6 +1880,70 @@ type Attempt {
   (see error). Null while it waits. For comparing attempts (` + "`" + `relay deliveries diff` + "`" + `).
   """
   response: AttemptResponse
+  "The agent session that took this attempt; null when none did."
+  agentId: String
+  """
+  PRIMARY: the attempt whose outcome the sender got (or would have); COPY: a copy given to
+  another session listening on the Endpoint (see Endpoint.listeners), which never answers the sender.
+  """
+  role: AttemptRole!
+}
+
+enum AttemptRole {
+  PRIMARY
+  COPY
+}
+
+"What part of a request a filter looks at."
+enum FilterKind {
+  "The request method."
+  METHOD
+  "The path (query left out): a value equals it, or ends in * for a prefix."
+  PATH
+  "A header's value (name: the header)."
+  HEADER
+  "A field of a JSON body (name: a dotted path, e.g. data.object.status; array elements by index)."
+  JSON
+  "The provider's event type (Stripe's type, GitHub's X-GitHub-Event, Shopify's topic, Slack's event type)."
+  EVENT
+}
+
+"""
+A filter: the request matches when its part has one of the values. A listener's filters
+all must match. Text form (relay listen --filter): ` + "`" + `method=POST` + "`" + `, ` + "`" + `path=/hooks/*` + "`" + `,
+` + "`" + `header:X-GitHub-Event=push,pull_request` + "`" + `, ` + "`" + `json:type=charge.succeeded` + "`" + `, ` + "`" + `event=invoice.paid` + "`" + `.
+"""
+type Filter {
+  kind: FilterKind!
+  "The header name (HEADER) or dotted JSON path (JSON); null for the other kinds."
+  name: String
+  values: [String!]!
+  "The text form."
+  text: String!
+}
+
+input FilterInput {
+  kind: FilterKind!
+  name: String
+  values: [String!]!
+}
+
+"""
+An agent session listening on an Endpoint. The primary answers the senders; every other
+session gets a copy of each delivery its filters match. The primary is the newest session
+that asked for it (relay listen --primary), else the first connected; when it leaves, the
+rule is applied again to those left.
+"""
+type Listener {
+  agentId: ID!
+  target: String!
+  primary: Boolean!
+  connectedAt: Time!
+  "The relay node holding the session."
+  node: String!
+  filters: [Filter!]!
+  "Whether the session belongs to the connection asking (an agent asking about itself)."
+  mine: Boolean!
 }
 
 "How an agent's receipt compares with what the relay sent it."
@@ -2011,8 +2191,16 @@ type Endpoint {
   target: String
   responseCapture: Boolean!
   agentConnected: Boolean!
-  "How many agents are connected to this Endpoint; deliveries are shared among them in turn."
+  "How many agents are connected to this Endpoint; one answers the senders, the others get copies (see listeners)."
   agentCount: Int!
+  """
+  Only deliveries that match every filter are forwarded at all (then each listener's own
+  filters apply); one that does not is recorded and answered as a LOG Endpoint answers,
+  with the reason (see Delivery.why). Empty: every delivery.
+  """
+  filters: [Filter!]!
+  "The sessions listening on this Endpoint that this relay node holds, in the order they connected."
+  listeners: [Listener!]!
   createdAt: Time!
   "Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries."
   refusedRequests: Int!
@@ -2263,6 +2451,8 @@ input CreateEndpointInput {
   mode: EndpointMode!
   target: String
   responseCapture: Boolean
+  "Forward only the deliveries that match every filter (see Endpoint.filters); absent: all."
+  filters: [FilterInput!]
   "What it answers in LOG mode; 204 when absent."
   answer: AnswerInput
   "The handshakes it answers itself."
@@ -2274,6 +2464,8 @@ input UpdateEndpointInput {
   mode: EndpointMode
   target: String
   responseCapture: Boolean
+  "Replaces the Endpoint's filters; [] removes them. An invalid one is INVALID_INPUT naming it."
+  filters: [FilterInput!]
   "What it answers in LOG mode; replaces the one set."
   answer: AnswerInput
   "The handshakes it answers itself."
@@ -2385,8 +2577,11 @@ type Subscription {
   ` + "`" + `target` + "`" + ` is where this agent forwards the Endpoint's requests
   (127.0.0.1:PORT or localhost:PORT), for the record of the session; absent,
   the connection_init's agentTarget, else the Endpoint's target.
+  ` + "`" + `primary` + "`" + ` asks to answer the senders (the newest session asking is the primary; see
+  Listener). ` + "`" + `filters` + "`" + ` choose the deliveries this session is given (all must match);
+  an invalid one is INVALID_INPUT naming it.
   """
-  forwardRequests(endpointId: ID!, target: String): ForwardRequest!
+  forwardRequests(endpointId: ID!, target: String, primary: Boolean, filters: [FilterInput!]): ForwardRequest!
 }
 `, BuiltIn: false},
 }
@@ -2444,6 +2639,10 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_fidelity(ctx, field)
 	case "response":
 		return ec.fieldContext_Attempt_response(ctx, field)
+	case "agentId":
+		return ec.fieldContext_Attempt_agentId(ctx, field)
+	case "role":
+		return ec.fieldContext_Attempt_role(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
@@ -2612,6 +2811,10 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_agentConnected(ctx, field)
 	case "agentCount":
 		return ec.fieldContext_Endpoint_agentCount(ctx, field)
+	case "filters":
+		return ec.fieldContext_Endpoint_filters(ctx, field)
+	case "listeners":
+		return ec.fieldContext_Endpoint_listeners(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Endpoint_createdAt(ctx, field)
 	case "refusedRequests":
@@ -2706,6 +2909,20 @@ func (ec *executionContext) childFields_Fidelity(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Fidelity", field.Name)
 }
 
+func (ec *executionContext) childFields_Filter(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_Filter_kind(ctx, field)
+	case "name":
+		return ec.fieldContext_Filter_name(ctx, field)
+	case "values":
+		return ec.fieldContext_Filter_values(ctx, field)
+	case "text":
+		return ec.fieldContext_Filter_text(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Filter", field.Name)
+}
+
 func (ec *executionContext) childFields_ForwardRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "attemptId":
@@ -2796,6 +3013,26 @@ func (ec *executionContext) childFields_Invite(ctx context.Context, field graphq
 		return ec.fieldContext_Invite_expiresAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Invite", field.Name)
+}
+
+func (ec *executionContext) childFields_Listener(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agentId":
+		return ec.fieldContext_Listener_agentId(ctx, field)
+	case "target":
+		return ec.fieldContext_Listener_target(ctx, field)
+	case "primary":
+		return ec.fieldContext_Listener_primary(ctx, field)
+	case "connectedAt":
+		return ec.fieldContext_Listener_connectedAt(ctx, field)
+	case "node":
+		return ec.fieldContext_Listener_node(ctx, field)
+	case "filters":
+		return ec.fieldContext_Listener_filters(ctx, field)
+	case "mine":
+		return ec.fieldContext_Listener_mine(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Listener", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3433,6 +3670,22 @@ func (ec *executionContext) field_Subscription_forwardRequests_args(ctx context.
 		return nil, err
 	}
 	args["target"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "primary",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["primary"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*model.FilterInput, error) {
+			return ec.unmarshalOFilterInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg3
 	return args, nil
 }
 
@@ -3925,6 +4178,52 @@ func (ec *executionContext) fieldContext_Attempt_response(_ context.Context, fie
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Attempt_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_role(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AttemptRole) graphql.Marshaler {
+			return ec.marshalNAttemptRole2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type AttemptRole does not have child fields"))
 }
 
 func (ec *executionContext) _AttemptResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
@@ -5355,6 +5654,70 @@ func (ec *executionContext) fieldContext_Endpoint_agentCount(_ context.Context, 
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _Endpoint_filters(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_filters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filters, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Filter) graphql.Marshaler {
+			return ec.marshalNFilter2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_filters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Filter(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Endpoint_listeners(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_listeners(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Endpoint().Listeners(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Listener) graphql.Marshaler {
+			return ec.marshalNListener2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐListenerᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_listeners(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Listener(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Endpoint_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6058,6 +6421,98 @@ func (ec *executionContext) _Fidelity_differences(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Fidelity_differences(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Fidelity", field, false, false, errors.New("field of type FidelityPart does not have child fields"))
+}
+
+func (ec *executionContext) _Filter_kind(ctx context.Context, field graphql.CollectedField, obj *model.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Filter_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.FilterKind) graphql.Marshaler {
+			return ec.marshalNFilterKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Filter_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Filter", field, false, false, errors.New("field of type FilterKind does not have child fields"))
+}
+
+func (ec *executionContext) _Filter_name(ctx context.Context, field graphql.CollectedField, obj *model.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Filter_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Filter_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Filter", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Filter_values(ctx context.Context, field graphql.CollectedField, obj *model.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Filter_values(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Values, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Filter_values(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Filter", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Filter_text(ctx context.Context, field graphql.CollectedField, obj *model.Filter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Filter_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Filter_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Filter", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _ForwardRequest_attemptId(ctx context.Context, field graphql.CollectedField, obj *model.ForwardRequest) (ret graphql.Marshaler) {
@@ -6819,6 +7274,176 @@ func (ec *executionContext) _Invite_expiresAt(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Invite_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Listener_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Listener", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Listener_target(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Target, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Listener", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Listener_primary(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_primary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Primary, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_primary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Listener", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Listener_connectedAt(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_connectedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ConnectedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_connectedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Listener", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Listener_node(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Listener", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Listener_filters(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_filters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filters, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Filter) graphql.Marshaler {
+			return ec.marshalNFilter2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_filters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Listener",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Filter(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Listener_mine(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Listener_mine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mine, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Listener_mine(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Listener", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Mutation_createInspector(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -8299,7 +8924,7 @@ func (ec *executionContext) _Subscription_forwardRequests(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().ForwardRequests(ctx, fc.Args["endpointId"].(string), fc.Args["target"].(*string))
+			return ec.Resolvers.Subscription().ForwardRequests(ctx, fc.Args["endpointId"].(string), fc.Args["target"].(*string), fc.Args["primary"].(*bool), fc.Args["filters"].([]*model.FilterInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ForwardRequest) graphql.Marshaler {
@@ -9678,7 +10303,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "answer", "handshakes"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9713,6 +10338,13 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "filters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filters"))
+			data, err := ec.unmarshalOFilterInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filters = data
 		case "answer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
 			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
@@ -9918,6 +10550,50 @@ func (ec *executionContext) unmarshalInputFidelityReceiptInput(ctx context.Conte
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputFilterInput(ctx context.Context, obj any) (model.FilterInput, error) {
+	var it model.FilterInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"kind", "name", "values"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNFilterKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterKind(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "values":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("values"))
+			data, err := ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Values = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputHandshakesInput(ctx context.Context, obj any) (model.HandshakesInput, error) {
 	var it model.HandshakesInput
 	if obj == nil {
@@ -10089,7 +10765,7 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "answer", "handshakes"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10124,6 +10800,13 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.ResponseCapture = data
+		case "filters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filters"))
+			data, err := ec.unmarshalOFilterInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filters = data
 		case "answer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
 			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
@@ -10297,6 +10980,13 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "response":
 			out.Values[i] = ec._Attempt_response(ctx, field, obj)
+		case "agentId":
+			out.Values[i] = ec._Attempt_agentId(ctx, field, obj)
+		case "role":
+			out.Values[i] = ec._Attempt_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10951,6 +11641,47 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "filters":
+			out.Values[i] = ec._Endpoint_filters(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "listeners":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Endpoint_listeners(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "createdAt":
 			out.Values[i] = ec._Endpoint_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -11335,6 +12066,57 @@ func (ec *executionContext) _Fidelity(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var filterImplementors = []string{"Filter"}
+
+func (ec *executionContext) _Filter(ctx context.Context, sel ast.SelectionSet, obj *model.Filter) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, filterImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Filter")
+		case "kind":
+			out.Values[i] = ec._Filter_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Filter_name(ctx, field, obj)
+		case "values":
+			out.Values[i] = ec._Filter_values(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._Filter_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var forwardRequestImplementors = []string{"ForwardRequest"}
 
 func (ec *executionContext) _ForwardRequest(ctx context.Context, sel ast.SelectionSet, obj *model.ForwardRequest) graphql.Marshaler {
@@ -11653,6 +12435,75 @@ func (ec *executionContext) _Invite(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "expiresAt":
 			out.Values[i] = ec._Invite_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var listenerImplementors = []string{"Listener"}
+
+func (ec *executionContext) _Listener(ctx context.Context, sel ast.SelectionSet, obj *model.Listener) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, listenerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Listener")
+		case "agentId":
+			out.Values[i] = ec._Listener_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "target":
+			out.Values[i] = ec._Listener_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "primary":
+			out.Values[i] = ec._Listener_primary(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "connectedAt":
+			out.Values[i] = ec._Listener_connectedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._Listener_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "filters":
+			out.Values[i] = ec._Listener_filters(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mine":
+			out.Values[i] = ec._Listener_mine(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -12710,6 +13561,16 @@ func (ec *executionContext) marshalNAttempt2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 	return ec._Attempt(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNAttemptRole2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptRole(ctx context.Context, v any) (model.AttemptRole, error) {
+	var res model.AttemptRole
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAttemptRole2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptRole(ctx context.Context, sel ast.SelectionSet, v model.AttemptRole) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13069,6 +13930,47 @@ func (ec *executionContext) marshalNFidelityStatus2githubᚗcomᚋrelayhqᚋrela
 	return v
 }
 
+func (ec *executionContext) marshalNFilter2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Filter) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilter(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNFilter2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilter(ctx context.Context, sel ast.SelectionSet, v *model.Filter) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Filter(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNFilterInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInput(ctx context.Context, v any) (*model.FilterInput, error) {
+	res, err := ec.unmarshalInputFilterInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNFilterKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterKind(ctx context.Context, v any) (model.FilterKind, error) {
+	var res model.FilterKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFilterKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterKind(ctx context.Context, sel ast.SelectionSet, v model.FilterKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNForwardRequest2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐForwardRequest(ctx context.Context, sel ast.SelectionSet, v model.ForwardRequest) graphql.Marshaler {
 	return ec._ForwardRequest(ctx, sel, &v)
 }
@@ -13233,6 +14135,32 @@ func (ec *executionContext) marshalNInvite2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋg
 		return graphql.Null
 	}
 	return ec._Invite(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNListener2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐListenerᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Listener) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNListener2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐListener(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNListener2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐListener(ctx context.Context, sel ast.SelectionSet, v *model.Listener) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Listener(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
@@ -13599,6 +14527,24 @@ func (ec *executionContext) unmarshalOFidelityReceiptInput2ᚖgithubᚗcomᚋrel
 	}
 	res, err := ec.unmarshalInputFidelityReceiptInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOFilterInput2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInputᚄ(ctx context.Context, v any) ([]*model.FilterInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]*model.FilterInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNFilterInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFilterInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) unmarshalOHandshake2ᚕgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐHandshakeᚄ(ctx context.Context, v any) ([]model.Handshake, error) {

@@ -64,6 +64,11 @@ type Attempt struct {
 	// Endpoint captures responses) its body, or the relay's own status when the attempt failed
 	// (see error). Null while it waits. For comparing attempts (`relay deliveries diff`).
 	Response *AttemptResponse `json:"response,omitempty"`
+	// The agent session that took this attempt; null when none did.
+	AgentID *string `json:"agentId,omitempty"`
+	// PRIMARY: the attempt whose outcome the sender got (or would have); COPY: a copy given to
+	// another session listening on the Endpoint (see Endpoint.listeners), which never answers the sender.
+	Role AttemptRole `json:"role"`
 }
 
 // What one attempt got back.
@@ -101,6 +106,8 @@ type CreateEndpointInput struct {
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
+	// Forward only the deliveries that match every filter (see Endpoint.filters); absent: all.
+	Filters []*FilterInput `json:"filters,omitempty"`
 	// What it answers in LOG mode; 204 when absent.
 	Answer *AnswerInput `json:"answer,omitempty"`
 	// The handshakes it answers itself.
@@ -265,9 +272,15 @@ type Endpoint struct {
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture bool         `json:"responseCapture"`
 	AgentConnected  bool         `json:"agentConnected"`
-	// How many agents are connected to this Endpoint; deliveries are shared among them in turn.
-	AgentCount int       `json:"agentCount"`
-	CreatedAt  time.Time `json:"createdAt"`
+	// How many agents are connected to this Endpoint; one answers the senders, the others get copies (see listeners).
+	AgentCount int `json:"agentCount"`
+	// Only deliveries that match every filter are forwarded at all (then each listener's own
+	// filters apply); one that does not is recorded and answered as a LOG Endpoint answers,
+	// with the reason (see Delivery.why). Empty: every delivery.
+	Filters []*Filter `json:"filters"`
+	// The sessions listening on this Endpoint that this relay node holds, in the order they connected.
+	Listeners []*Listener `json:"listeners"`
+	CreatedAt time.Time   `json:"createdAt"`
 	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
 	RefusedRequests int `json:"refusedRequests"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
@@ -336,6 +349,24 @@ type FidelityReceiptInput struct {
 	RequestLine string `json:"requestLine"`
 	Headers     string `json:"headers"`
 	Body        string `json:"body"`
+}
+
+// A filter: the request matches when its part has one of the values. A listener's filters
+// all must match. Text form (relay listen --filter): `method=POST`, `path=/hooks/*`,
+// `header:X-GitHub-Event=push,pull_request`, `json:type=charge.succeeded`, `event=invoice.paid`.
+type Filter struct {
+	Kind FilterKind `json:"kind"`
+	// The header name (HEADER) or dotted JSON path (JSON); null for the other kinds.
+	Name   *string  `json:"name,omitempty"`
+	Values []string `json:"values"`
+	// The text form.
+	Text string `json:"text"`
+}
+
+type FilterInput struct {
+	Kind   FilterKind `json:"kind"`
+	Name   *string    `json:"name,omitempty"`
+	Values []string   `json:"values"`
 }
 
 // A request the agent must forward to its local target.
@@ -425,6 +456,22 @@ type Invite struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
+// An agent session listening on an Endpoint. The primary answers the senders; every other
+// session gets a copy of each delivery its filters match. The primary is the newest session
+// that asked for it (relay listen --primary), else the first connected; when it leaves, the
+// rule is applied again to those left.
+type Listener struct {
+	AgentID     string    `json:"agentId"`
+	Target      string    `json:"target"`
+	Primary     bool      `json:"primary"`
+	ConnectedAt time.Time `json:"connectedAt"`
+	// The relay node holding the session.
+	Node    string    `json:"node"`
+	Filters []*Filter `json:"filters"`
+	// Whether the session belongs to the connection asking (an agent asking about itself).
+	Mine bool `json:"mine"`
+}
+
 type Mutation struct {
 }
 
@@ -502,10 +549,67 @@ type UpdateEndpointInput struct {
 	Mode            *EndpointMode `json:"mode,omitempty"`
 	Target          *string       `json:"target,omitempty"`
 	ResponseCapture *bool         `json:"responseCapture,omitempty"`
+	// Replaces the Endpoint's filters; [] removes them. An invalid one is INVALID_INPUT naming it.
+	Filters []*FilterInput `json:"filters,omitempty"`
 	// What it answers in LOG mode; replaces the one set.
 	Answer *AnswerInput `json:"answer,omitempty"`
 	// The handshakes it answers itself.
 	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
+}
+
+type AttemptRole string
+
+const (
+	AttemptRolePrimary AttemptRole = "PRIMARY"
+	AttemptRoleCopy    AttemptRole = "COPY"
+)
+
+var AllAttemptRole = []AttemptRole{
+	AttemptRolePrimary,
+	AttemptRoleCopy,
+}
+
+func (e AttemptRole) IsValid() bool {
+	switch e {
+	case AttemptRolePrimary, AttemptRoleCopy:
+		return true
+	}
+	return false
+}
+
+func (e AttemptRole) String() string {
+	return string(e)
+}
+
+func (e *AttemptRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AttemptRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AttemptRole", str)
+	}
+	return nil
+}
+
+func (e AttemptRole) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AttemptRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AttemptRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type EndpointMode string
@@ -681,6 +785,73 @@ func (e *FidelityStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e FidelityStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What part of a request a filter looks at.
+type FilterKind string
+
+const (
+	// The request method.
+	FilterKindMethod FilterKind = "METHOD"
+	// The path (query left out): a value equals it, or ends in * for a prefix.
+	FilterKindPath FilterKind = "PATH"
+	// A header's value (name: the header).
+	FilterKindHeader FilterKind = "HEADER"
+	// A field of a JSON body (name: a dotted path, e.g. data.object.status; array elements by index).
+	FilterKindJSON FilterKind = "JSON"
+	// The provider's event type (Stripe's type, GitHub's X-GitHub-Event, Shopify's topic, Slack's event type).
+	FilterKindEvent FilterKind = "EVENT"
+)
+
+var AllFilterKind = []FilterKind{
+	FilterKindMethod,
+	FilterKindPath,
+	FilterKindHeader,
+	FilterKindJSON,
+	FilterKindEvent,
+}
+
+func (e FilterKind) IsValid() bool {
+	switch e {
+	case FilterKindMethod, FilterKindPath, FilterKindHeader, FilterKindJSON, FilterKindEvent:
+		return true
+	}
+	return false
+}
+
+func (e FilterKind) String() string {
+	return string(e)
+}
+
+func (e *FilterKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = FilterKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid FilterKind", str)
+	}
+	return nil
+}
+
+func (e FilterKind) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *FilterKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e FilterKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

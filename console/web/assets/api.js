@@ -25,7 +25,9 @@ export const DETAIL_FIELDS = `
 /** An address's own answer and handshakes (secrets come back masked). */
 export const ANSWER_FIELDS = `answer { status headers { name value } body } handshakes { enabled metaVerifyToken zoomSecretSet inProxy }`;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests ${ANSWER_FIELDS}`;
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests filters { text } ${ANSWER_FIELDS}`;
+
+const LISTENER_FIELDS = `listeners { agentId target primary connectedAt filters { text } }`;
 
 export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
 
@@ -55,10 +57,10 @@ export const SET_INSPECTOR_ANSWER = `mutation SetInspectorAnswer($id: ID!, $answ
   setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
 }`;
 
-export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} } }`;
+export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} ${LISTENER_FIELDS} } }`;
 
 export const AGENT_STATUS = `query AgentStatus($id: ID!) {
-  endpoint(id: $id) { id agentConnected agentCount mode target }
+  endpoint(id: $id) { id agentConnected agentCount mode target ${LISTENER_FIELDS} }
 }`;
 
 const PAGE = `deliveries(first: $first, after: $after, filter: $filter) {

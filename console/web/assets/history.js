@@ -235,9 +235,33 @@ export function historyPage(root, { kind, id, navigate }) {
         agentLine),
       codeLine('Public URL', info.url, { testid: 'public-url' }),
       codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
+      listenersBox(info.listeners),
       agentCommandLine(),
       refusedLine(info.refusedRequests),
       settingsPanel());
+  }
+
+  // listenersBox lists the agent sessions on the Endpoint, the primary
+  // (whose answers go to the senders) marked; the others get copies.
+  function listenersBox(listeners) {
+    const box = h('div', { class: 'listeners', 'data-testid': 'listeners' });
+    fillListeners(box, listeners || []);
+    return box;
+  }
+
+  function fillListeners(box, listeners) {
+    if (listeners.length < 2) {
+      replace(box);
+      return;
+    }
+    replace(box,
+      h('div', { class: 'muted small' }, 'Listeners: the primary answers the senders; the others receive copies.'),
+      h('ul', { class: 'listener-list' }, listeners.map((l) => h('li', {
+        'data-testid': 'listener', 'data-primary': String(l.primary), 'data-agent': l.agentId,
+      },
+      l.primary ? h('span', { class: 'badge badge-ok', 'data-testid': 'listener-primary' }, 'Primary') : h('span', { class: 'badge' }, 'Copy'),
+      ' ', h('code', {}, l.agentId), ` → ${l.target}`,
+      l.filters && l.filters.length ? h('span', { class: 'muted small' }, `  filters: ${l.filters.map((f) => f.text).join(' ')}`) : null))));
   }
 
   function agentCommand(tok) {
@@ -338,6 +362,9 @@ export function historyPage(root, { kind, id, navigate }) {
         if (disposed || !data.endpoint) return;
         const before = retryReason();
         updateAgent(data.endpoint.agentConnected, data.endpoint.agentCount);
+        state.info.listeners = data.endpoint.listeners;
+        const box = head.querySelector('[data-testid=listeners]');
+        if (box) fillListeners(box, data.endpoint.listeners || []);
         state.info.mode = data.endpoint.mode;
         state.info.target = data.endpoint.target;
         if (before !== retryReason()) renderDetailPane();
@@ -373,6 +400,7 @@ export function historyPage(root, { kind, id, navigate }) {
     },
     fields.element,
     answers.element,
+    filtersLine(info.filters || []),
     h('div', { class: 'actions' },
       h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save settings'),
       h('button', { type: 'button', class: 'btn btn-danger', onclick: confirmDelete }, 'Delete Endpoint…')),
@@ -400,6 +428,15 @@ export function historyPage(root, { kind, id, navigate }) {
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Save answer')),
     status);
     return h('details', { class: 'settings' }, h('summary', {}, 'Answer'), form);
+  }
+
+  // filtersLine shows the Endpoint's filters (set with relay endpoints
+  // update --filter or the API's updateEndpoint filters).
+  function filtersLine(filters) {
+    return h('p', { class: 'muted small', 'data-testid': 'endpoint-filters' },
+      filters.length
+        ? ['Filters: ', h('code', {}, filters.map((f) => f.text).join(' ')), ' — other deliveries are recorded and answered as a LOG Endpoint answers.']
+        : 'Filters: none, every delivery is forwarded (relay endpoints update --filter sets some).');
   }
 
   function confirmDelete() {

@@ -219,7 +219,7 @@ export function signInForm(onDone) {
 
 export function agentBadge(connected, count = connected ? 1 : 0) {
   let text = 'No agent';
-  if (connected) text = count > 1 ? `${count} agents connected (deliveries are shared)` : 'Agent connected';
+  if (connected) text = count > 1 ? `${count} agents connected (one answers, the others get copies)` : 'Agent connected';
   return h('span', { class: `agent-badge ${connected ? 'on' : 'off'}`, 'data-connected': String(connected), 'data-count': String(count) },
     h('span', { class: 'dot', 'aria-hidden': 'true' }), text);
 }

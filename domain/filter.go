@@ -1,0 +1,329 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Filters decide which deliveries a listener is given. One filter names a
+// part of the request and the values it may have (any of them matches); a
+// list of filters matches when every filter does. The text form, parsed
+// only by ParseFilter, is:
+//
+//	method=POST,PUT                      the request method (case-insensitive)
+//	path=/webhooks/stripe                the path, exactly (query left out)
+//	path=/webhooks/*                     the path, by prefix (a trailing *)
+//	header:X-GitHub-Event=push,pull_request   a header's value (any of its lines)
+//	json:data.object.status=succeeded    a field of a JSON body, by dotted path
+//	event=charge.succeeded,invoice.paid  the provider's event type (DetectProvider)
+
+// FilterKind names the part of a request a filter looks at.
+type FilterKind string
+
+const (
+	FilterMethod FilterKind = "method"
+	FilterPath   FilterKind = "path"
+	FilterHeader FilterKind = "header"
+	FilterJSON   FilterKind = "json"
+	FilterEvent  FilterKind = "event"
+)
+
+// Limits of filters: a listener's filters are checked for every delivery.
+const (
+	MaxFilters        = 16  // per listener or Endpoint
+	MaxFilterValues   = 32  // per filter
+	MaxFilterTextSize = 512 // bytes of one filter's text form
+)
+
+// Filter is one parsed filter. Name is the header name or the JSON path
+// (empty for the other kinds); Values are what the part may be.
+type Filter struct {
+	Kind   FilterKind `json:"kind"`
+	Name   string     `json:"name,omitempty"`
+	Values []string   `json:"values"`
+}
+
+// String is the filter's text form, which ParseFilter reads back.
+func (f Filter) String() string {
+	head := string(f.Kind)
+	if f.Name != "" {
+		head += ":" + f.Name
+	}
+	return head + "=" + strings.Join(f.Values, ",")
+}
+
+// ParseFilter reads one filter's text form. Errors are *InvalidInputError
+// naming the fault.
+func ParseFilter(text string) (Filter, error) {
+	bad := func(format string, a ...any) (Filter, error) {
+		return Filter{}, &InvalidInputError{Field: "filter " + strconv.Quote(text), Reason: fmt.Sprintf(format, a...)}
+	}
+	if len(text) > MaxFilterTextSize {
+		return bad("longer than %d bytes", MaxFilterTextSize)
+	}
+	head, values, ok := strings.Cut(text, "=")
+	if !ok {
+		return bad("no '=': write kind=value, e.g. method=POST or json:type=charge.succeeded")
+	}
+	kind, name, named := strings.Cut(strings.TrimSpace(head), ":")
+	f := Filter{Kind: FilterKind(strings.ToLower(strings.TrimSpace(kind))), Name: strings.TrimSpace(name)}
+	for _, v := range strings.Split(values, ",") {
+		f.Values = append(f.Values, strings.TrimSpace(v))
+	}
+	if f.Kind == FilterHeader || f.Kind == FilterJSON {
+		if !named || f.Name == "" {
+			return bad("%s needs a name: %s:NAME=VALUE", f.Kind, f.Kind)
+		}
+	} else if named {
+		return bad("%s takes no name (only header: and json: do)", f.Kind)
+	}
+	if err := f.Validate(); err != nil {
+		return Filter{}, &InvalidInputError{Field: "filter " + strconv.Quote(text), Reason: err.(*InvalidInputError).Reason}
+	}
+	return f, nil
+}
+
+// ParseFilters reads several filters' text forms, in order.
+func ParseFilters(texts []string) ([]Filter, error) {
+	if len(texts) > MaxFilters {
+		return nil, &InvalidInputError{Field: "filters", Reason: fmt.Sprintf("%d filters, at most %d", len(texts), MaxFilters)}
+	}
+	var out []Filter
+	for _, t := range texts {
+		f, err := ParseFilter(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// Validate checks a filter given as a structure (the API's input), as
+// ParseFilter checks its text. It normalises nothing.
+func (f Filter) Validate() error {
+	bad := func(format string, a ...any) error {
+		return &InvalidInputError{Field: "filter " + strconv.Quote(f.String()), Reason: fmt.Sprintf(format, a...)}
+	}
+	switch f.Kind {
+	case FilterMethod, FilterPath, FilterEvent:
+		if f.Name != "" {
+			return bad("%s takes no name (only header and json do)", f.Kind)
+		}
+	case FilterHeader:
+		if !ValidHeaderName(f.Name) {
+			return bad("%q is not a header name", f.Name)
+		}
+	case FilterJSON:
+		for _, seg := range strings.Split(f.Name, ".") {
+			if seg == "" {
+				return bad("JSON path %q has an empty segment", f.Name)
+			}
+		}
+	default:
+		return bad("unknown kind %q: use method, path, header:NAME, json:PATH or event", f.Kind)
+	}
+	if len(f.String()) > MaxFilterTextSize {
+		return bad("longer than %d bytes", MaxFilterTextSize)
+	}
+	if len(f.Values) == 0 {
+		return bad("no value")
+	}
+	if len(f.Values) > MaxFilterValues {
+		return bad("%d values, at most %d", len(f.Values), MaxFilterValues)
+	}
+	for _, v := range f.Values {
+		switch {
+		case v == "":
+			return bad("empty value")
+		case strings.ContainsAny(v, ",\r\n\x00"):
+			return bad("value %q holds a comma or a control character", v)
+		case f.Kind == FilterMethod && !ValidHeaderName(v):
+			return bad("%q is not an HTTP method", v)
+		case f.Kind == FilterPath && !strings.HasPrefix(v, "/"):
+			return bad("path %q does not start with /", v)
+		case f.Kind == FilterPath && strings.Contains(strings.TrimSuffix(v, "*"), "*"):
+			return bad("path %q: * may only end a path (a prefix)", v)
+		}
+	}
+	return nil
+}
+
+// ValidateFilters checks a list of filters given as structures.
+func ValidateFilters(fs []Filter) error {
+	if len(fs) > MaxFilters {
+		return &InvalidInputError{Field: "filters", Reason: fmt.Sprintf("%d filters, at most %d", len(fs), MaxFilters)}
+	}
+	for _, f := range fs {
+		if err := f.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidHeaderName reports whether s is an HTTP token (RFC 9110 5.6.2), as
+// header names and methods are.
+func ValidHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// FilterRequest is what filters look at: a request as forwarded. Its JSON
+// body and provider are decoded once, at first need.
+type FilterRequest struct {
+	Method  string
+	Target  string // raw request target: the path and query
+	Headers []Header
+	Body    []byte
+
+	decoded  bool
+	json     any
+	jsonOK   bool
+	provided bool
+	event    string
+}
+
+// NewFilterRequest wraps a forward command for filters.
+func NewFilterRequest(cmd ForwardCommand) *FilterRequest {
+	return &FilterRequest{Method: cmd.Method, Target: cmd.Target, Headers: cmd.Headers, Body: cmd.Body}
+}
+
+// Match reports whether every filter matches r; when one does not, why
+// names the first that failed, e.g. `json type=charge.failed not in [charge.succeeded]`.
+func Match(fs []Filter, r *FilterRequest) (ok bool, why string) {
+	for _, f := range fs {
+		if ok, why := f.match(r); !ok {
+			return false, why
+		}
+	}
+	return true, ""
+}
+
+func (f Filter) match(r *FilterRequest) (bool, string) {
+	label := string(f.Kind)
+	if f.Name != "" {
+		label += " " + f.Name
+	}
+	var got []string
+	switch f.Kind {
+	case FilterMethod:
+		for _, v := range f.Values {
+			if strings.EqualFold(v, r.Method) {
+				return true, ""
+			}
+		}
+		got = []string{r.Method}
+	case FilterPath:
+		path, _, _ := strings.Cut(r.Target, "?")
+		for _, v := range f.Values {
+			if p, prefix := strings.CutSuffix(v, "*"); (prefix && strings.HasPrefix(path, p)) || path == v {
+				return true, ""
+			}
+		}
+		got = []string{path}
+	case FilterHeader:
+		for _, h := range r.Headers {
+			if strings.EqualFold(h.Name, f.Name) {
+				got = append(got, h.Value)
+			}
+		}
+	case FilterJSON:
+		if v, ok := r.jsonField(f.Name); ok {
+			got = []string{v}
+		}
+	case FilterEvent:
+		if e := r.eventType(); e != "" {
+			got = []string{e}
+		}
+	}
+	for _, g := range got {
+		for _, v := range f.Values {
+			if g == v {
+				return true, ""
+			}
+		}
+	}
+	want := "[" + strings.Join(f.Values, ",") + "]"
+	if len(got) == 0 {
+		return false, label + " absent, wanted " + want
+	}
+	return false, label + "=" + bound(strings.Join(got, ",")) + " not in " + want
+}
+
+// jsonField is the text of the body's field at a dotted path: a string as
+// it is, a number, boolean or null as JSON writes it. Array elements are
+// named by their index.
+func (r *FilterRequest) jsonField(path string) (string, bool) {
+	if !r.decoded {
+		r.decoded = true
+		d := json.NewDecoder(bytes.NewReader(r.Body))
+		d.UseNumber()
+		r.jsonOK = d.Decode(&r.json) == nil
+	}
+	if !r.jsonOK {
+		return "", false
+	}
+	v := r.json
+	for _, seg := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[seg]; !ok {
+				return "", false
+			}
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(x) {
+				return "", false
+			}
+			v = x[i]
+		default:
+			return "", false
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		return strconv.FormatBool(x), true
+	case nil:
+		return "null", true
+	}
+	return "", false // an object or array is no single value
+}
+
+func (r *FilterRequest) eventType() string {
+	if !r.provided {
+		r.provided = true
+		if p := DetectProvider(r.Headers, r.Body, true); p != nil {
+			r.event = p.EventType
+		}
+	}
+	return r.event
+}
+
+// FilterTexts is the text form of each filter.
+func FilterTexts(fs []Filter) []string {
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f.String())
+	}
+	return out
+}
