@@ -24,6 +24,7 @@ import (
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/record"
+	"github.com/relayhq/relay/secrets"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -79,6 +80,11 @@ type Config struct {
 	// empty: checkpoint.key in the data folder, created at first start.
 	CheckpointInterval time.Duration
 	CheckpointKey      string
+	// SecretsKey is the file of the key that keeps the addresses' handshake
+	// secrets out of the log in plain text (package secrets); empty:
+	// secrets.key in the data folder, created at first start. The nodes of
+	// a cluster must share it.
+	SecretsKey string
 
 	// Bus lists the NATS servers (nats:// URLs, a cluster's seeds) of the
 	// bus between relay nodes sharing one log; empty: a single process.
@@ -231,6 +237,16 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Commands.MaxBody == 0 {
 		cfg.Commands.MaxBody = cfg.Ingress.MaxBody // an edited retry is held to the ingress's limit
 	}
+	keyPath := cfg.SecretsKey
+	if keyPath == "" {
+		keyPath = filepath.Join(cfg.Data, "secrets.key")
+	}
+	keys, err := secrets.LoadOrCreate(keyPath)
+	if err != nil {
+		return err
+	}
+	log.Info("secrets key", "key_id", keys.ID(), "file", keyPath)
+	cfg.Commands.Secrets = keys
 	a.svc = commands.New(cfg.Commands, a.store, a.rec, a.views, a.hub, a.hub, log)
 	var anonymous *ratelimit.Keyed
 	if !cfg.AnonymousRate.Off() {
@@ -262,7 +278,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
 	in := ingress.New(inCfg, ingress.Deps{
-		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare, Secrets: keys,
 	})
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {

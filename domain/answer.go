@@ -239,14 +239,5 @@ func validateAnswers(a *Answer, h *Handshakes) (*Answer, *Handshakes, error) {
 	return a, h, nil
 }
 
-// MaskSecret shows a secret as its length and last two characters at most,
-// enough to tell which one is set without giving it back.
-func MaskSecret(s string) string {
-	if s == "" {
-		return ""
-	}
-	if len(s) < 8 {
-		return strings.Repeat("•", 4)
-	}
-	return strings.Repeat("•", 4) + s[len(s)-2:]
-}
+// SecretMask is what the API shows of a secret that is set: nothing of it.
+const SecretMask = "••••"

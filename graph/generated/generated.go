@@ -221,10 +221,11 @@ type ComplexityRoot struct {
 	}
 
 	Handshakes struct {
-		Enabled         func(childComplexity int) int
-		InProxy         func(childComplexity int) int
-		MetaVerifyToken func(childComplexity int) int
-		ZoomSecretSet   func(childComplexity int) int
+		Enabled            func(childComplexity int) int
+		InProxy            func(childComplexity int) int
+		MetaVerifyToken    func(childComplexity int) int
+		MetaVerifyTokenSet func(childComplexity int) int
+		ZoomSecretSet      func(childComplexity int) int
 	}
 
 	Header struct {
@@ -1153,6 +1154,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Handshakes.MetaVerifyToken(childComplexity), true
+	case "Handshakes.metaVerifyTokenSet":
+		if e.ComplexityRoot.Handshakes.MetaVerifyTokenSet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Handshakes.MetaVerifyTokenSet(childComplexity), true
 	case "Handshakes.zoomSecretSet":
 		if e.ComplexityRoot.Handshakes.ZoomSecretSet == nil {
 			break
@@ -2250,9 +2257,11 @@ enum HandshakeSide {
 "The handshakes an address answers; secrets are never shown back."
 type Handshakes {
   enabled: [Handshake!]!
-  "The Meta verify token, masked (its last two characters at most), or null when none is set."
-  metaVerifyToken: String
-  "Whether a Zoom secret token is set."
+  "Whether a Meta verify token is set (the relay keeps only its HMAC)."
+  metaVerifyTokenSet: Boolean!
+  "\"••••\" when a Meta verify token is set, else null: nothing of the token is kept to show."
+  metaVerifyToken: String @deprecated(reason: "Use metaVerifyTokenSet; the relay keeps only an HMAC of the token.")
+  "Whether a Zoom secret token is set (the relay keeps it sealed)."
   zoomSecretSet: Boolean!
   inProxy: HandshakeSide!
 }
@@ -2953,6 +2962,8 @@ func (ec *executionContext) childFields_Handshakes(ctx context.Context, field gr
 	switch field.Name {
 	case "enabled":
 		return ec.fieldContext_Handshakes_enabled(ctx, field)
+	case "metaVerifyTokenSet":
+		return ec.fieldContext_Handshakes_metaVerifyTokenSet(ctx, field)
 	case "metaVerifyToken":
 		return ec.fieldContext_Handshakes_metaVerifyToken(ctx, field)
 	case "zoomSecretSet":
@@ -6775,6 +6786,29 @@ func (ec *executionContext) _Handshakes_enabled(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Handshakes_enabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type Handshake does not have child fields"))
+}
+
+func (ec *executionContext) _Handshakes_metaVerifyTokenSet(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Handshakes_metaVerifyTokenSet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MetaVerifyTokenSet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Handshakes_metaVerifyTokenSet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Handshakes_metaVerifyToken(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
@@ -12208,6 +12242,11 @@ func (ec *executionContext) _Handshakes(ctx context.Context, sel ast.SelectionSe
 			out.Values[i] = graphql.MarshalString("Handshakes")
 		case "enabled":
 			out.Values[i] = ec._Handshakes_enabled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "metaVerifyTokenSet":
+			out.Values[i] = ec._Handshakes_metaVerifyTokenSet(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -391,9 +391,11 @@ type ForwardRequest struct {
 // The handshakes an address answers; secrets are never shown back.
 type Handshakes struct {
 	Enabled []Handshake `json:"enabled"`
-	// The Meta verify token, masked (its last two characters at most), or null when none is set.
+	// Whether a Meta verify token is set (the relay keeps only its HMAC).
+	MetaVerifyTokenSet bool `json:"metaVerifyTokenSet"`
+	// "••••" when a Meta verify token is set, else null: nothing of the token is kept to show.
 	MetaVerifyToken *string `json:"metaVerifyToken,omitempty"`
-	// Whether a Zoom secret token is set.
+	// Whether a Zoom secret token is set (the relay keeps it sealed).
 	ZoomSecretSet bool          `json:"zoomSecretSet"`
 	InProxy       HandshakeSide `json:"inProxy"`
 }
