@@ -15,6 +15,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/relayhq/relay/internal/keyfile"
 )
 
 // KeySize is the length of a secrets key: 32 bytes.
@@ -79,25 +81,22 @@ func Generate() (*Key, []byte, error) {
 }
 
 // LoadOrCreate reads the key file at path, or creates it (mode 0600, 32
-// random bytes) when there is none. The file holds the raw bytes; a file
+// random bytes) when there is none; processes that start together on a
+// shared folder all get the one key written. The file holds the raw bytes; a file
 // of 64 hex digits (with or without a final newline) is read too, so a key
 // can be written by hand: `openssl rand -hex 32 > secrets.key`.
 func LoadOrCreate(path string) (*Key, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		k, raw, err := Generate()
-		if err != nil {
-			return nil, err
+		_, raw, gerr := Generate()
+		if gerr != nil {
+			return nil, gerr
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("create secrets key: %w", err)
+		// Nodes sharing one key folder may start together: all get the
+		// key the first one wrote.
+		if b, err = keyfile.CreateOnce(path, raw); err != nil {
+			return nil, fmt.Errorf("secrets key: %w", err)
 		}
-		_, werr := f.Write(raw)
-		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-			return nil, fmt.Errorf("write secrets key %s: %w", path, err)
-		}
-		return k, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read secrets key: %w", err)
