@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -177,4 +178,57 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestClusterSharesTheSecretsKey: nodes of one log given the same
+// --secrets-key all answer Zoom's validation with the secret set through
+// another node; a node with a key of its own says it cannot read it.
+func TestClusterSharesTheSecretsKey(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a NATS cluster and three relays")
+	}
+	seeds, _ := startNATSCluster(t)
+	keyFile := filepath.Join(t.TempDir(), "secrets.key")
+	if err := os.WriteFile(keyFile, []byte(randomHex(t, 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := func(node string, extra ...string) []string {
+		return append([]string{"--eventstore", seeds + "?replicas=3", "--bus", seeds, "--node-id", node, "--node-lease", clusterLease}, extra...)
+	}
+	a := harness.Start(t, "", flags("a", "--secrets-key", keyFile)...)
+	b := harness.Start(t, "", flags("b", "--secrets-key", keyFile)...)
+	c := harness.Start(t, "", flags("c")...) // its own key, created in its data folder
+
+	zoomSecret := "zst-" + randomHex(t, 12)
+	var up struct{ SignUp struct{ Token string } }
+	pos := gqlAfter(t, a, "", 0, `mutation{ signUp(name: "keys"){ token } }`, nil, &up)
+	token := up.SignUp.Token
+	var created struct{ CreateEndpoint struct{ ID string } }
+	pos = gqlAfter(t, a, token, pos, `mutation($s: String!){ createEndpoint(input: {name: "zoom", mode: LOG,
+		handshakes: {enabled: [ZOOM], zoomSecret: $s}}){ id } }`, map[string]any{"s": zoomSecret}, &created)
+	id := created.CreateEndpoint.ID
+
+	plain := randomHex(t, 11)
+	body := []byte(`{"payload":{"plainToken":"` + plain + `"},"event":"endpoint.url_validation"}`)
+	mac := hmac.New(sha256.New, []byte(zoomSecret))
+	mac.Write([]byte(plain))
+	want := `{"plainToken":"` + plain + `","encryptedToken":"` + hex.EncodeToString(mac.Sum(nil)) + `"}`
+	for _, n := range []struct {
+		name string
+		r    *harness.Relay
+	}{{"a", a}, {"b", b}, {"c", c}} {
+		harness.Eventually(t, 10*time.Second, "node "+n.name+"'s views at the Endpoint's creation", func() bool { return viewsReach(t, n.r, token, pos) })
+		resp := send(t, n.r, id, "POST", "/zoom", [][2]string{{"Content-Type", "application/json"}}, body)
+		switch n.name {
+		case "c":
+			if resp.Status != 500 || !strings.Contains(string(resp.Body), "another secrets key") {
+				t.Errorf("node c, with a key of its own: %d %q, want a 500 naming the key", resp.Status, resp.Body)
+			}
+		default:
+			if resp.Status != 200 || string(resp.Body) != want {
+				t.Errorf("node %s: %d %q, want 200 %s", n.name, resp.Status, resp.Body, want)
+			}
+		}
+	}
 }
