@@ -24,7 +24,6 @@ import (
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/record"
-	"github.com/relayhq/relay/secrets"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -237,15 +236,10 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Commands.MaxBody == 0 {
 		cfg.Commands.MaxBody = cfg.Ingress.MaxBody // an edited retry is held to the ingress's limit
 	}
-	keyPath := cfg.SecretsKey
-	if keyPath == "" {
-		keyPath = filepath.Join(cfg.Data, "secrets.key")
-	}
-	keys, err := secrets.LoadOrCreate(keyPath)
+	keys, err := secretsKey(cfg, log)
 	if err != nil {
 		return err
 	}
-	log.Info("secrets key", "key_id", keys.ID(), "file", keyPath)
 	cfg.Commands.Secrets = keys
 	a.svc = commands.New(cfg.Commands, a.store, a.rec, a.views, a.hub, a.hub, log)
 	var anonymous *ratelimit.Keyed
@@ -277,9 +271,13 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
-	in := ingress.New(inCfg, ingress.Deps{
-		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare, Secrets: keys,
-	})
+	deps := ingress.Deps{
+		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+	}
+	if keys != nil {
+		deps.Secrets = keys
+	}
+	in := ingress.New(inCfg, deps)
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {
 			return "api"

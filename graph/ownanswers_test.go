@@ -26,11 +26,11 @@ func TestOwnAnswerAPI(t *testing.T) {
 			Body    string
 		}
 		Handshakes struct {
-			Enabled         []string
+			Enabled            []string
 			MetaVerifyTokenSet bool
 			MetaVerifyToken    *string
 			ZoomSecretSet      bool
-			InProxy         string
+			InProxy            string
 		}
 	}
 	const fields = `answer { status headers { name value } body } handshakes { enabled metaVerifyTokenSet metaVerifyToken zoomSecretSet inProxy }`

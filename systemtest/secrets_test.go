@@ -88,7 +88,18 @@ func TestHandshakeSecretsNeverStored(t *testing.T) {
 
 	// The Meta requests are recorded with the token redacted, saying so.
 	redacted := metaTarget("/meta", "REDACTED")
-	explained(t, r, acct.Token, deliveryAt(t, r, acct.Token, ep.ID, redacted).ID, 200, []string{"Meta verification"}, nil)
+	metaID := deliveryAt(t, r, acct.Token, ep.ID, redacted).ID
+	explained(t, r, acct.Token, metaID, 200, []string{"Meta verification"}, nil)
+	var shown struct {
+		Delivery struct {
+			Path          string
+			RedactedQuery []string
+		}
+	}
+	r.MustGraphQL(t, acct.Token, `query($id: ID!){ delivery(id: $id){ path redactedQuery } }`, map[string]any{"id": metaID}, &shown)
+	if shown.Delivery.Path != redacted || strings.Join(shown.Delivery.RedactedQuery, ",") != "hub.verify_token" {
+		t.Errorf("the Meta request shows as %+v, want its token redacted and named", shown.Delivery)
+	}
 	inspectorDeliveryAt(t, r, insp, metaTarget("/meta-wrong", "REDACTED"))
 	outputs := r.Output()
 

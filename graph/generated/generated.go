@@ -102,6 +102,7 @@ type ComplexityRoot struct {
 		PathBase64         func(childComplexity int) int
 		Provider           func(childComplexity int) int
 		ReceivedAt         func(childComplexity int) int
+		RedactedQuery      func(childComplexity int) int
 		RemoteAddress      func(childComplexity int) int
 		ResponseBody       func(childComplexity int) int
 		ResponseBodyBase64 func(childComplexity int) int
@@ -672,6 +673,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ReceivedAt(childComplexity), true
+	case "Delivery.redactedQuery":
+		if e.ComplexityRoot.Delivery.RedactedQuery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.RedactedQuery(childComplexity), true
 	case "Delivery.remoteAddress":
 		if e.ComplexityRoot.Delivery.RemoteAddress == nil {
 			break
@@ -2026,6 +2033,12 @@ type Delivery {
   dropped headers cannot be retried. 0 for most deliveries.
   """
   droppedHeaders: Int!
+  """
+  The query parameters whose values ` + "`" + `path` + "`" + ` holds as ` + "`" + `REDACTED` + "`" + `: a secret of the
+  address's the relay does not record, as the Meta verify token of a Meta
+  verification request the relay answered. Empty for most deliveries.
+  """
+  redactedQuery: [String!]!
   "Trailer fields sent after a chunked body. They are recorded, not forwarded."
   trailers: [Header!]!
   "The stored body as text when it is valid UTF-8, else null (use bodyBase64)."
@@ -2700,6 +2713,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_headers(ctx, field)
 	case "droppedHeaders":
 		return ec.fieldContext_Delivery_droppedHeaders(ctx, field)
+	case "redactedQuery":
+		return ec.fieldContext_Delivery_redactedQuery(ctx, field)
 	case "trailers":
 		return ec.fieldContext_Delivery_trailers(ctx, field)
 	case "body":
@@ -4607,6 +4622,29 @@ func (ec *executionContext) _Delivery_droppedHeaders(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Delivery_droppedHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_redactedQuery(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_redactedQuery(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RedactedQuery, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_redactedQuery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Delivery_trailers(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -11186,6 +11224,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "droppedHeaders":
 			out.Values[i] = ec._Delivery_droppedHeaders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "redactedQuery":
+			out.Values[i] = ec._Delivery_redactedQuery(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
