@@ -201,10 +201,3 @@ func (k *Key) sameKey(id string) error {
 	}
 	return nil
 }
-
-// IsMAC and IsSealed tell the stored forms apart from a plain secret (as
-// events written before the forms existed hold).
-func IsMAC(s string) bool { return strings.HasPrefix(s, macPrefix) }
-
-// IsSealed: see IsMAC.
-func IsSealed(s string) bool { return strings.HasPrefix(s, sealPrefix) }
