@@ -13,6 +13,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -176,10 +177,10 @@ func zoomSecret(keys Secrets, h *domain.Handshakes) (string, error) {
 	case h.ZoomSecret != "":
 		return h.ZoomSecret, nil
 	}
-	return "", fmt.Errorf("no secret token set")
+	return "", errors.New("no secret token set")
 }
 
-var errNoKey = fmt.Errorf("the relay has no secrets key")
+var errNoKey = errors.New("the relay has no secrets key")
 
 // unreadable is the answer when the address's secret cannot be read (the
 // relay was given another secrets key): a 500 naming why, recorded with
