@@ -79,6 +79,11 @@ type Config struct {
 	// empty: checkpoint.key in the data folder, created at first start.
 	CheckpointInterval time.Duration
 	CheckpointKey      string
+	// SecretsKey is the file of the key that keeps the addresses' handshake
+	// secrets out of the log in plain text (package secrets); empty:
+	// secrets.key in the data folder, created at first start. The nodes of
+	// a cluster must share it.
+	SecretsKey string
 
 	// Bus lists the NATS servers (nats:// URLs, a cluster's seeds) of the
 	// bus between relay nodes sharing one log; empty: a single process.
@@ -231,6 +236,14 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Commands.MaxBody == 0 {
 		cfg.Commands.MaxBody = cfg.Ingress.MaxBody // an edited retry is held to the ingress's limit
 	}
+	keys := cfg.Commands.Secrets // a test's own, else the relay's
+	if keys == nil {
+		var err error
+		if keys, err = secretsKey(cfg, log); err != nil {
+			return err
+		}
+		cfg.Commands.Secrets = keys
+	}
 	a.svc = commands.New(cfg.Commands, a.store, a.rec, a.views, a.hub, a.hub, log)
 	var anonymous *ratelimit.Keyed
 	if !cfg.AnonymousRate.Off() {
@@ -261,9 +274,13 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
-	in := ingress.New(inCfg, ingress.Deps{
+	deps := ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
-	})
+	}
+	if keys != nil {
+		deps.Secrets = keys
+	}
+	in := ingress.New(inCfg, deps)
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {
 			return "api"

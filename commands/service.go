@@ -13,6 +13,7 @@ import (
 	"github.com/relayhq/relay/internal/conflict"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
+	"github.com/relayhq/relay/secrets"
 )
 
 // Forwarder takes one attempt of a delivery to its local target (the tunnel).
@@ -40,6 +41,10 @@ type Config struct {
 	// MaxBody bounds the body an edited retry sends (the ingress's
 	// --max-body); 0 means 10 MiB.
 	MaxBody int64
+	// Secrets is the relay's secrets key: handshake secrets are recorded
+	// only as its HMAC or sealed under it. Nil: an address cannot be given
+	// a secret (refused as UNAVAILABLE) rather than have it logged plain.
+	Secrets *secrets.Key
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -153,7 +158,11 @@ func (s *Service) SetInspectorAnswers(ctx context.Context, id string, answer *do
 		if answer != nil {
 			a = answer
 		}
-		if err := in.SetAnswers(a, hp.apply(h)); err != nil {
+		h, err = s.sealSecrets(hp.apply(h))
+		if err != nil {
+			return err
+		}
+		if err := in.SetAnswers(a, h); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.InspectorStream(id), in.Expected(), domain.Trace{CorrelationID: id}, in.Changes())
@@ -409,6 +418,11 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 // CreateEndpoint opens an Endpoint for the account.
 func (s *Service) CreateEndpoint(ctx context.Context, accountID string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
 	id := NewAddressID()
+	hs, err := s.sealSecrets(set.Handshakes)
+	if err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	set.Handshakes = hs
 	ep, err := domain.NewEndpoint(id, accountID, set)
 	if err != nil {
 		return readmodel.Endpoint{}, err
@@ -456,11 +470,12 @@ func (p *HandshakesPatch) apply(h *domain.Handshakes) *domain.Handshakes {
 	if p.Enabled != nil {
 		out.Enabled = *p.Enabled
 	}
+	// A secret given replaces the one set, in whichever form it is kept.
 	if p.MetaVerifyToken != nil {
-		out.MetaVerifyToken = *p.MetaVerifyToken
+		out.MetaVerifyToken, out.MetaVerifyTokenMAC = *p.MetaVerifyToken, ""
 	}
 	if p.ZoomSecret != nil {
-		out.ZoomSecret = *p.ZoomSecret
+		out.ZoomSecret, out.ZoomSecretSealed = *p.ZoomSecret, ""
 	}
 	if p.InProxy != nil {
 		out.InProxy = *p.InProxy
@@ -491,7 +506,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 		if p.Answer != nil {
 			set.Answer = p.Answer
 		}
-		set.Handshakes = p.Handshakes.apply(set.Handshakes)
+		if set.Handshakes, err = s.sealSecrets(p.Handshakes.apply(set.Handshakes)); err != nil {
+			return err
+		}
 		if p.Filters != nil {
 			set.Filters = *p.Filters
 		}

@@ -36,6 +36,8 @@ func TestSettingsFormSetsTheAnswer(t *testing.T) {
 	p.click(`details.settings input[name=handshake-SLACK]`)
 	p.click(`details.settings input[name=handshake-ZOOM]`)
 	p.do(chromedpSetValue(`details.settings input[name=zoomSecret]`, "zoom-secret-from-the-form"))
+	p.click(`details.settings input[name=handshake-META]`)
+	p.do(chromedpSetValue(`details.settings input[name=metaVerifyToken]`, "meta-token-from-the-form"))
 	p.click(`details.settings button[type=submit]`)
 	p.waitFor("the saved notice", `document.querySelector('details.settings .notice-success')`)
 	eval[bool](p, `(document.querySelector('details.settings fieldset.answers').scrollIntoView(), true)`)
@@ -50,11 +52,16 @@ func TestSettingsFormSetsTheAnswer(t *testing.T) {
 	if status != 200 || body != "from-slack" {
 		t.Errorf("the Slack handshake got %d %q", status, body)
 	}
-	if eval[bool](p, `document.body.innerHTML.includes('zoom-secret-from-the-form')`) {
-		t.Error("the page shows the Zoom secret after saving")
+	for _, secret := range []string{"zoom-secret-from-the-form", "meta-token-from-the-form"} {
+		// innerHTML misses the inputs' values: those are read one by one.
+		if eval[bool](p, `document.body.innerHTML.includes('`+secret+`') || [...document.querySelectorAll('input, textarea')].some((e) => e.value.includes('`+secret+`'))`) {
+			t.Errorf("the page shows the secret %s after saving", secret)
+		}
 	}
-	if got := eval[string](p, `document.querySelector('details.settings input[name=zoomSecret]').placeholder`); !strings.HasPrefix(got, "set") {
-		t.Errorf("the Zoom secret field says %q, want that one is set", got)
+	for _, name := range []string{"zoomSecret", "metaVerifyToken"} {
+		if got := eval[string](p, `document.querySelector('details.settings input[name=`+name+`]').placeholder`); !strings.HasPrefix(got, "set") || strings.Contains(got, "••") {
+			t.Errorf("the %s field says %q, want only that one is set", name, got)
+		}
 	}
 	if !eval[bool](p, `document.querySelector('details.settings input[name=handshake-ZOOM]').checked`) {
 		t.Error("the saved form does not show Zoom enabled")

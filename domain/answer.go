@@ -120,10 +120,37 @@ const (
 type Handshakes struct {
 	Enabled []Handshake `json:"enabled,omitempty"`
 	// MetaVerifyToken is compared with hub.verify_token; ZoomSecret is the
-	// key of the Zoom app's HMAC. Neither is shown back by the API.
-	MetaVerifyToken string        `json:"meta_verify_token,omitempty"`
-	ZoomSecret      string        `json:"zoom_secret,omitempty"`
-	InProxy         HandshakeSide `json:"in_proxy,omitempty"` // "" is LOCAL
+	// key of the Zoom app's HMAC. Plain, they are only input: the commands
+	// replace them with MetaVerifyTokenMAC (an HMAC under the relay's
+	// secrets key) and ZoomSecretSealed (AES-256-GCM under it) before any
+	// event is raised, so events carry neither in plain text. Events written
+	// before those forms existed hold the plain values, which still answer.
+	// None is shown back by the API.
+	MetaVerifyToken    string        `json:"meta_verify_token,omitempty"`
+	ZoomSecret         string        `json:"zoom_secret,omitempty"`
+	MetaVerifyTokenMAC string        `json:"meta_verify_token_mac,omitempty"`
+	ZoomSecretSealed   string        `json:"zoom_secret_sealed,omitempty"`
+	InProxy            HandshakeSide `json:"in_proxy,omitempty"` // "" is LOCAL
+}
+
+// MaxStoredSecret bounds a secret's stored form (MAC or sealed) as read
+// back: a 256-byte secret sealed is under 450 bytes.
+const MaxStoredSecret = 1024
+
+// MetaTokenSet tells whether a Meta verify token is set, in either form.
+func (h *Handshakes) MetaTokenSet() bool {
+	return h != nil && (h.MetaVerifyToken != "" || h.MetaVerifyTokenMAC != "")
+}
+
+// ZoomSecretSet tells whether a Zoom secret token is set, in either form.
+func (h *Handshakes) ZoomSecretSet() bool {
+	return h != nil && (h.ZoomSecret != "" || h.ZoomSecretSealed != "")
+}
+
+// HasPlainSecret tells whether h holds a secret in plain text (input not
+// yet sealed, or an event written before secrets were sealed).
+func (h *Handshakes) HasPlainSecret() bool {
+	return h != nil && (h.MetaVerifyToken != "" || h.ZoomSecret != "")
 }
 
 // Has tells whether the handshake is enabled.
@@ -152,10 +179,15 @@ func (h Handshakes) Validate() error {
 			return &InvalidInputError{Field: s.field, Reason: "holds a control character or surrounding space"}
 		}
 	}
-	if seen[HandshakeMeta] && h.MetaVerifyToken == "" {
+	for _, s := range []struct{ field, v string }{{"handshakes.metaVerifyToken", h.MetaVerifyTokenMAC}, {"handshakes.zoomSecret", h.ZoomSecretSealed}} {
+		if len(s.v) > MaxStoredSecret {
+			return &InvalidInputError{Field: s.field, Reason: fmt.Sprintf("stored form longer than %d bytes", MaxStoredSecret)}
+		}
+	}
+	if seen[HandshakeMeta] && !h.MetaTokenSet() {
 		return &InvalidInputError{Field: "handshakes.metaVerifyToken", Reason: "the meta handshake needs the verify token given to Meta"}
 	}
-	if seen[HandshakeZoom] && h.ZoomSecret == "" {
+	if seen[HandshakeZoom] && !h.ZoomSecretSet() {
 		return &InvalidInputError{Field: "handshakes.zoomSecret", Reason: "the zoom handshake needs the Zoom app's secret token"}
 	}
 	if h.InProxy != "" && h.InProxy != HandshakesLocal && h.InProxy != HandshakesRelay {
@@ -198,7 +230,7 @@ func validateAnswers(a *Answer, h *Handshakes) (*Answer, *Handshakes, error) {
 		if c.InProxy == HandshakesLocal {
 			c.InProxy = ""
 		}
-		if c.Enabled == nil && c.MetaVerifyToken == "" && c.ZoomSecret == "" && c.InProxy == "" {
+		if c.Enabled == nil && !c.MetaTokenSet() && !c.ZoomSecretSet() && c.InProxy == "" {
 			h = nil
 		} else {
 			h = &c
@@ -207,14 +239,5 @@ func validateAnswers(a *Answer, h *Handshakes) (*Answer, *Handshakes, error) {
 	return a, h, nil
 }
 
-// MaskSecret shows a secret as its length and last two characters at most,
-// enough to tell which one is set without giving it back.
-func MaskSecret(s string) string {
-	if s == "" {
-		return ""
-	}
-	if len(s) < 8 {
-		return strings.Repeat("•", 4)
-	}
-	return strings.Repeat("•", 4) + s[len(s)-2:]
-}
+// SecretMask is what the API shows of a secret that is set: nothing of it.
+const SecretMask = "••••"

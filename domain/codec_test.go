@@ -41,7 +41,7 @@ func samples() []domain.Event {
 		domain.PrimaryChanged{EndpointID: "ep1", AgentID: "ag-2", Previous: "ag-1", Reason: domain.PrimaryLeft},
 		domain.DeliveryReceived{DeliveryID: "d1", Address: "ep1", AddressKind: domain.AddressEndpoint, AccountID: "acc-1", Method: "POST",
 			Target: "/a%2Fb?x=1&x=2", Host: "ep1.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5000",
-			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false, DroppedHeaders: 3,
+			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false, DroppedHeaders: 3, RedactedQuery: []string{"hub.verify_token"},
 			Answer:   &domain.ReceiptAnswer{Status: 413, Reason: "body larger than 10 bytes"},
 			Provider: &domain.Provider{Name: "github", EventType: "push", DeliveryID: "72d3162e"}},
 		domain.DeliveryAnswered{DeliveryID: "d1", Status: 503, Reason: "no agent connected"},
@@ -56,7 +56,8 @@ func samples() []domain.Event {
 			From: "2026-11-21T10:00:00.123456789Z", To: "2026-11-21T10:00:09.5Z"},
 		domain.StreamDeleted{Stream: "delivery-d1", Events: 4, LastRevision: 3, LastPosition: 42},
 		domain.InspectorAnswerSet{InspectorID: "k3x9q2", Answer: &domain.Answer{Status: 200, Headers: []domain.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")},
-			Handshakes: &domain.Handshakes{Enabled: []domain.Handshake{domain.HandshakeSlack, domain.HandshakeZoom}, MetaVerifyToken: "mvt", ZoomSecret: "zs", InProxy: domain.HandshakesRelay}},
+			Handshakes: &domain.Handshakes{Enabled: []domain.Handshake{domain.HandshakeSlack, domain.HandshakeZoom},
+				MetaVerifyTokenMAC: "hmac-sha256:v1:0f1e2d3c4b5a6978:5f0b", ZoomSecretSealed: "aes256gcm:v1:0f1e2d3c4b5a6978:AAAA", InProxy: domain.HandshakesRelay}},
 		domain.LogCheckpointed{Position: 42, Link: "3f2a", TreeSize: 42, Root: "9c1d", PublicKey: "ed25519:AAAA", Signature: "c2ln"},
 	}
 }
@@ -71,6 +72,22 @@ func TestReceivedWithoutAnswerStillDecodes(t *testing.T) {
 	}
 	if r := e.(domain.DeliveryReceived); r.Answer != nil || r.DeliveryID != "d1" || !r.Complete {
 		t.Fatalf("decoded %+v", r)
+	}
+}
+
+// TestPlainHandshakeSecretsStillDecode reads an inspector.answer_set.v1
+// written before secrets were kept as an HMAC or sealed: the plain values
+// decode as they were, and the relay still answers with them.
+func TestPlainHandshakeSecretsStillDecode(t *testing.T) {
+	old := `{"inspector_id":"k3x9q2","answer":{"status":200,"headers":[{"name":"Content-Type","value":"text/plain"}],"body":"b2s="},"handshakes":{"enabled":["slack","zoom"],"meta_verify_token":"mvt","zoom_secret":"zs","in_proxy":"RELAY"}}`
+	e, err := domain.NewCodec().Decode(domain.TypeInspectorAnswerSet, []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.(domain.InspectorAnswerSet).Handshakes
+	if h == nil || h.MetaVerifyToken != "mvt" || h.ZoomSecret != "zs" || h.MetaVerifyTokenMAC != "" || h.ZoomSecretSealed != "" ||
+		!h.MetaTokenSet() || !h.ZoomSecretSet() || !h.HasPlainSecret() {
+		t.Fatalf("decoded %+v", h)
 	}
 }
 

@@ -35,8 +35,12 @@ type CapturedRequest struct {
 	// DroppedHeaders counts header values received but not stored (past
 	// the relay's header limits); Headers holds the others.
 	DroppedHeaders int
-	BodyUnread     bool     // reading stopped before the body's end (413): BodySize counts what was read
-	Trailers       []Header // trailer fields after a chunked body, as sent
+	// RedactedQuery names the query parameters whose values Target holds
+	// as REDACTED: a secret of the address's (Meta's hub.verify_token in
+	// its verification request), never recorded.
+	RedactedQuery []string
+	BodyUnread    bool     // reading stopped before the body's end (413): BodySize counts what was read
+	Trailers      []Header // trailer fields after a chunked body, as sent
 }
 
 // Delivery is one request to a public address and what became of it.
@@ -95,7 +99,7 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 		DeliveryID: id, Address: address, AddressKind: kind, AccountID: accountID,
 		Method: req.Method, Target: req.Target, Host: req.Host, Proto: req.Proto,
 		RemoteAddr: req.RemoteAddr, Peer: req.Peer, Scheme: req.Scheme, Headers: headers, Body: body,
-		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, BodyUnread: req.BodyUnread,
+		BodySize: req.BodySize, Complete: req.Complete, DroppedHeaders: req.DroppedHeaders, RedactedQuery: req.RedactedQuery, BodyUnread: req.BodyUnread,
 		Trailers: req.Trailers, Answer: answer, Provider: DetectProvider(headers, body, req.Complete),
 	})
 	return d, nil

@@ -260,6 +260,11 @@ type DeliveryReceived struct {
 	// DroppedHeaders was added without a version change: older events
 	// have none, and zero is what they mean.
 	DroppedHeaders int `json:"dropped_headers,omitempty"`
+	// RedactedQuery (added without a version change; older events have
+	// none) names the query parameters whose values the relay recorded as
+	// REDACTED in Target: a secret of the address, as Meta's
+	// hub.verify_token in a verification request the relay answered.
+	RedactedQuery []string `json:"redacted_query,omitempty"`
 	// BodyUnread and Trailers were added without a version change: older
 	// events have neither (their body was read to its end or to the
 	// max-body limit, and trailers were not kept).

@@ -11,10 +11,13 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/relayhq/relay/internal/keyfile"
 )
 
 // LoadOrCreateKey reads the Ed25519 signing key at path (PKCS #8 in PEM),
-// creating one (mode 0600) when the file does not exist.
+// creating one (mode 0600) when the file does not exist; processes that
+// start together on a shared folder all get the one key written.
 func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -26,15 +29,13 @@ func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create checkpoint key: %w", err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		// Nodes sharing one key folder may start together: all get the
+		// key the first one wrote.
+		written, err := keyfile.CreateOnce(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
 		if err != nil {
-			return nil, fmt.Errorf("create checkpoint key: %w", err)
+			return nil, fmt.Errorf("checkpoint key: %w", err)
 		}
-		werr := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
-		if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-			return nil, fmt.Errorf("write checkpoint key %s: %w", path, err)
-		}
-		return key, nil
+		return ParseKey(written)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint key: %w", err)

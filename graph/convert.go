@@ -71,7 +71,7 @@ func optional(s string) *string {
 func toDelivery(d readmodel.Delivery) *model.Delivery {
 	m := &model.Delivery{
 		ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Target, PathBase64: rawBase64(d.Target), HTTPVersion: d.Proto,
-		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, Trailers: toHeaders(d.Trailers), BodyUnread: d.BodyUnread, Body: text(d.Body),
+		Headers: toHeaders(d.Headers), DroppedHeaders: d.DroppedHeaders, RedactedQuery: orNone(d.RedactedQuery), Trailers: toHeaders(d.Trailers), BodyUnread: d.BodyUnread, Body: text(d.Body),
 		BodyBase64: base64.StdEncoding.EncodeToString(d.Body),
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
@@ -270,4 +270,12 @@ func toFidelity(f *readmodel.Fidelity) *model.Fidelity {
 		out.Differences = append(out.Differences, fidelityParts[d])
 	}
 	return out
+}
+
+// orNone is a list for a non-null GraphQL list: empty rather than nil.
+func orNone(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/record"
+	"github.com/relayhq/relay/secrets"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -60,7 +61,11 @@ func newEnvClock(t *testing.T, now func() time.Time) *env {
 	go func() { _ = views.Run(ctx); close(viewsDone) }()
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Now: now})
 	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log})
-	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true},
+	keys, _, err := secrets.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true, Secrets: keys},
 		store, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
 	h := graph.NewHandler(&graph.Resolver{

@@ -77,8 +77,13 @@ func toHandshakes(a readmodel.Answers) *model.Handshakes {
 	for _, name := range h.Enabled {
 		m.Enabled = append(m.Enabled, model.Handshake(strings.ToUpper(string(name))))
 	}
-	m.MetaVerifyToken = optional(domain.MaskSecret(h.MetaVerifyToken))
-	m.ZoomSecretSet = h.ZoomSecret != ""
+	// Only whether a secret is set: the relay keeps an HMAC of the Meta
+	// token and the Zoom secret sealed, and shows neither form.
+	m.MetaVerifyTokenSet = h.MetaTokenSet()
+	if m.MetaVerifyTokenSet {
+		m.MetaVerifyToken = optional(domain.SecretMask)
+	}
+	m.ZoomSecretSet = h.ZoomSecretSet()
 	if h.RelayInProxy() {
 		m.InProxy = model.HandshakeSideRelay
 	}

@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -25,23 +26,43 @@ func TestOwnAnswerAPI(t *testing.T) {
 			Body    string
 		}
 		Handshakes struct {
-			Enabled         []string
-			MetaVerifyToken *string
-			ZoomSecretSet   bool
-			InProxy         string
+			Enabled            []string
+			MetaVerifyTokenSet bool
+			MetaVerifyToken    *string
+			ZoomSecretSet      bool
+			InProxy            string
 		}
 	}
-	const fields = `answer { status headers { name value } body } handshakes { enabled metaVerifyToken zoomSecretSet inProxy }`
+	const fields = `answer { status headers { name value } body } handshakes { enabled metaVerifyTokenSet metaVerifyToken zoomSecretSet inProxy }`
 	var up struct{ UpdateEndpoint shown }
 	e.c.MustPost(`mutation($id: ID!) { updateEndpoint(id: $id, input: {
 		answer: {status: 200, headers: [{name: "Content-Type", value: "text/plain"}], body: "ok"},
-		handshakes: {enabled: [META, ZOOM], metaVerifyToken: "verify-12345678", zoomSecret: "zs", inProxy: RELAY}}) { `+fields+` } }`,
+		handshakes: {enabled: [META, ZOOM], metaVerifyToken: "verify-12345678", zoomSecret: "zoom-secret-abcdef", inProxy: RELAY}}) { `+fields+` } }`,
 		&up, auth, client.Var("id", ep.CreateEndpoint.ID))
 	got := up.UpdateEndpoint
 	if got.Answer.Status != 200 || got.Answer.Body != "ok" || len(got.Answer.Headers) != 1 ||
-		strings.Join(got.Handshakes.Enabled, ",") != "META,ZOOM" || got.Handshakes.MetaVerifyToken == nil ||
-		*got.Handshakes.MetaVerifyToken != "••••78" || !got.Handshakes.ZoomSecretSet || got.Handshakes.InProxy != "RELAY" {
+		strings.Join(got.Handshakes.Enabled, ",") != "META,ZOOM" || !got.Handshakes.MetaVerifyTokenSet ||
+		got.Handshakes.MetaVerifyToken == nil || *got.Handshakes.MetaVerifyToken != "••••" || !got.Handshakes.ZoomSecretSet || got.Handshakes.InProxy != "RELAY" {
 		t.Fatalf("shown %+v", got)
+	}
+	// The log holds neither secret, only their stored forms.
+	events, err := e.store.ReadAll(context.Background(), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forms int
+	for _, ev := range events {
+		for _, secret := range []string{"verify-12345678", "zoom-secret-abcdef"} {
+			if strings.Contains(string(ev.Data), secret) {
+				t.Fatalf("event %s holds the secret %q: %s", ev.Type, secret, ev.Data)
+			}
+		}
+		if strings.Contains(string(ev.Data), `"meta_verify_token_mac":"hmac-sha256:v1:`) && strings.Contains(string(ev.Data), `"zoom_secret_sealed":"aes256gcm:v1:`) {
+			forms++
+		}
+	}
+	if forms != 1 {
+		t.Fatalf("%d events hold both stored forms, want 1", forms)
 	}
 	// Changing the list alone keeps the secrets.
 	e.c.MustPost(`mutation($id: ID!) { updateEndpoint(id: $id, input: {handshakes: {enabled: [ZOOM, SLACK]}}) { `+fields+` } }`,

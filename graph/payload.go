@@ -11,7 +11,7 @@ import (
 // views keep everything else (see Views.DeliverySummary).
 var payloadFields = map[string]bool{
 	"headers": true, "droppedHeaders": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
-	"responseBodyBase64": true, "trailers": true, "bodyUnread": true,
+	"responseBodyBase64": true, "trailers": true, "bodyUnread": true, "redactedQuery": true,
 }
 
 // wantsPayload reports whether the field being resolved selects, at any

@@ -13,6 +13,8 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -35,12 +37,27 @@ type Response struct {
 	// Reason is recorded with the delivery: domain.ReasonHandshake and the
 	// handshake's name.
 	Reason string
+	// Redact names the query parameters whose values are a secret of the
+	// address (Meta's hub.verify_token): they are recorded as Redacted.
+	Redact []string
+}
+
+// Redacted replaces a secret's value in a recorded request target.
+const Redacted = "REDACTED"
+
+// Secrets reads the stored forms of an address's secrets (*secrets.Key):
+// Verify compares a candidate with a stored HMAC, Open unseals a secret.
+type Secrets interface {
+	Verify(mac, candidate string) (bool, error)
+	Open(sealed string) (string, error)
 }
 
 // Answer returns the answer to req when it is the verification request of
 // a handshake h enables, and false otherwise (the request is then answered
-// as any other).
-func Answer(h *domain.Handshakes, req Request) (Response, bool) {
+// as any other). keys reads h's stored secrets; nil reads only the plain
+// ones of older events. A stored secret keys cannot read (another key)
+// gets a 500 that says so, never an answer computed with a wrong secret.
+func Answer(keys Secrets, h *domain.Handshakes, req Request) (Response, bool) {
 	if h == nil || len(h.Enabled) == 0 {
 		return Response{}, false
 	}
@@ -57,13 +74,13 @@ func Answer(h *domain.Handshakes, req Request) (Response, bool) {
 		case domain.HandshakeSlack:
 			r, ok = slack(req)
 		case domain.HandshakeMeta:
-			r, ok = meta(req, query, h.MetaVerifyToken)
+			r, ok = meta(req, query, keys, h)
 		case domain.HandshakeGraph:
 			r, ok = graph(req, query)
 		case domain.HandshakeDropbox:
 			r, ok = dropbox(req, query)
 		case domain.HandshakeZoom:
-			r, ok = zoom(req, h.ZoomSecret)
+			r, ok = zoom(req, keys, h)
 		}
 		if ok {
 			return r, true
@@ -114,14 +131,66 @@ func slack(req Request) (Response, bool) {
 // meta: GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… is
 // answered 200 with exactly the challenge when the verify token is the one
 // configured, else 403 (developers.facebook.com/docs/graph-api/webhooks/getting-started).
-func meta(req Request, q url.Values, token string) (Response, bool) {
+// The token sent is recorded as Redacted, whether it was right or not.
+func meta(req Request, q url.Values, keys Secrets, h *domain.Handshakes) (Response, bool) {
 	if req.Method != http.MethodGet || q.Get("hub.mode") != "subscribe" || !q.Has("hub.challenge") {
 		return Response{}, false
 	}
-	if token == "" || subtle.ConstantTimeCompare([]byte(q.Get("hub.verify_token")), []byte(token)) != 1 {
-		return text(http.StatusForbidden, domain.HandshakeMetaWrongName, "Forbidden: wrong hub.verify_token\n"), true
+	right, err := metaToken(keys, h, q.Get("hub.verify_token"))
+	var r Response
+	switch {
+	case err != nil:
+		r = unreadable(domain.HandshakeMetaName, "verify token", err)
+	case !right:
+		r = text(http.StatusForbidden, domain.HandshakeMetaWrongName, "Forbidden: wrong hub.verify_token\n")
+	default:
+		r = text(http.StatusOK, domain.HandshakeMetaName, q.Get("hub.challenge"))
 	}
-	return text(http.StatusOK, domain.HandshakeMetaName, q.Get("hub.challenge")), true
+	r.Redact = []string{"hub.verify_token"}
+	return r, true
+}
+
+// metaToken compares got with the configured verify token in constant
+// time: with its HMAC, or with the plain token of an older event.
+func metaToken(keys Secrets, h *domain.Handshakes, got string) (bool, error) {
+	switch {
+	case h.MetaVerifyTokenMAC != "":
+		if keys == nil {
+			return false, errNoKey
+		}
+		return keys.Verify(h.MetaVerifyTokenMAC, got)
+	case h.MetaVerifyToken != "":
+		return subtle.ConstantTimeCompare([]byte(got), []byte(h.MetaVerifyToken)) == 1, nil
+	}
+	return false, nil
+}
+
+// zoomSecret is the Zoom secret token: unsealed, or the plain one of an
+// older event.
+func zoomSecret(keys Secrets, h *domain.Handshakes) (string, error) {
+	switch {
+	case h.ZoomSecretSealed != "":
+		if keys == nil {
+			return "", errNoKey
+		}
+		return keys.Open(h.ZoomSecretSealed)
+	case h.ZoomSecret != "":
+		return h.ZoomSecret, nil
+	}
+	return "", errors.New("no secret token set")
+}
+
+var errNoKey = errors.New("the relay has no secrets key")
+
+// unreadable is the answer when the address's secret cannot be read (the
+// relay was given another secrets key): a 500 naming why, recorded with
+// the reason, rather than a refusal or an HMAC the provider would reject
+// without saying why.
+func unreadable(name, what string, err error) Response {
+	why := fmt.Sprintf("cannot read the address's %s: %v", what, err)
+	r := text(http.StatusInternalServerError, name, "Internal Server Error: the relay "+why+"\n")
+	r.Reason += " failed: the relay " + why
+	return r
 }
 
 // graph: POST ?validationToken=… is answered 200 text/plain with the
@@ -146,7 +215,7 @@ func dropbox(req Request, q url.Values) (Response, bool) {
 // zoom: POST {"event":"endpoint.url_validation","payload":{"plainToken":…}}
 // is answered 200 JSON {"plainToken":…,"encryptedToken":hex(HMAC-SHA256(secret, plainToken))}
 // (developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint).
-func zoom(req Request, secret string) (Response, bool) {
+func zoom(req Request, keys Secrets, h *domain.Handshakes) (Response, bool) {
 	if !small(req) || !bytes.Contains(req.Body, []byte("endpoint.url_validation")) {
 		return Response{}, false
 	}
@@ -159,6 +228,10 @@ func zoom(req Request, secret string) (Response, bool) {
 	if json.Unmarshal(req.Body, &p) != nil || p.Event != "endpoint.url_validation" || p.Payload.PlainToken == "" {
 		return Response{}, false
 	}
+	secret, err := zoomSecret(keys, h)
+	if err != nil {
+		return unreadable(domain.HandshakeZoomName, "Zoom secret token", err), true
+	}
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(p.Payload.PlainToken))
 	body, err := json.Marshal(struct {
@@ -170,4 +243,28 @@ func zoom(req Request, secret string) (Response, bool) {
 	}
 	return Response{Status: http.StatusOK, Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}},
 		Body: body, Reason: domain.ReasonHandshake + domain.HandshakeZoomName}, true
+}
+
+// RedactQuery returns target with the value of every query parameter
+// named in names (compared once unescaped, as url.ParseQuery reads them)
+// replaced by Redacted, and everything else byte for byte as sent.
+func RedactQuery(target string, names []string) string {
+	path, raw, ok := strings.Cut(target, "?")
+	if !ok || len(names) == 0 {
+		return target
+	}
+	pairs := strings.Split(raw, "&")
+	for i, p := range pairs {
+		k, _, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		for _, n := range names {
+			if name == n {
+				pairs[i] = k + "=" + Redacted
+			}
+		}
+	}
+	return path + "?" + strings.Join(pairs, "&")
 }

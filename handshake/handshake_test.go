@@ -1,18 +1,50 @@
 package handshake_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/handshake"
+	"github.com/relayhq/relay/secrets"
 )
+
+func newKey(t testing.TB) *secrets.Key {
+	t.Helper()
+	k, _, err := secrets.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// sealed is h with its secrets in the forms events carry.
+func sealed(t testing.TB, k *secrets.Key, h *domain.Handshakes) *domain.Handshakes {
+	t.Helper()
+	if h == nil {
+		return nil
+	}
+	c := *h
+	if c.MetaVerifyToken != "" {
+		c.MetaVerifyTokenMAC, c.MetaVerifyToken = k.MAC(c.MetaVerifyToken), ""
+	}
+	if c.ZoomSecret != "" {
+		s, err := k.Seal(c.ZoomSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ZoomSecretSealed, c.ZoomSecret = s, ""
+	}
+	return &c
+}
 
 // Expected answers are written out from the providers' documentation; the
 // Zoom token was computed apart, with
 // printf '%s' qgg8vlvZRS6UYooatFL8Aw | openssl dgst -sha256 -hmac abc123secret.
 func TestAnswer(t *testing.T) {
 	all := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "meta-token", ZoomSecret: "abc123secret"}
+	key := newKey(t)
 	plain := []domain.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}}
 	for _, tc := range []struct {
 		name    string
@@ -37,6 +69,8 @@ func TestAnswer(t *testing.T) {
 			true, 403, plain, "Forbidden: wrong hub.verify_token\n", "handshake: Meta verification refused (wrong verify token)"},
 		{"meta no token", all, handshake.Request{Method: "GET", Target: "/wh?hub.mode=subscribe&hub.challenge=1158201444"},
 			true, 403, plain, "Forbidden: wrong hub.verify_token\n", "handshake: Meta verification refused (wrong verify token)"},
+		{"meta token with percent-encoding", all, handshake.Request{Method: "GET", Target: "/wh?hub.mode=subscribe&hub.challenge=7&hub.verify_token=meta%2Dtoken"},
+			true, 200, plain, "7", "handshake: Meta verification"},
 		{"graph", all, handshake.Request{Method: "POST", Target: "/notify?validationToken=Validation%3A%20Testing%20client%20application%20reachability%20for%20subscription%20Request-Id%3A%2025b0c0d0"},
 			true, 200, plain, "Validation: Testing client application reachability for subscription Request-Id: 25b0c0d0", "handshake: Microsoft Graph validation"},
 		{"dropbox", all, handshake.Request{Method: "GET", Target: "/dropbox?challenge=JIYb8zJdYk0"},
@@ -53,26 +87,32 @@ func TestAnswer(t *testing.T) {
 		{"none enabled", nil, handshake.Request{Method: "GET", Target: "/dropbox?challenge=JIYb8zJdYk0"}, false, 0, nil, "", ""},
 		{"plain request", all, handshake.Request{Method: "POST", Target: "/", Body: []byte(`{"hello":1}`)}, false, 0, nil, "", ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := handshake.Answer(tc.h, tc.req)
-			if ok != tc.ok {
-				t.Fatalf("answered %v, want %v (%+v)", ok, tc.ok, got)
-			}
-			if !ok {
-				return
-			}
-			if got.Status != tc.status || string(got.Body) != tc.body || got.Reason != tc.reason {
-				t.Errorf("got %d %q (reason %q), want %d %q (reason %q)", got.Status, got.Body, got.Reason, tc.status, tc.body, tc.reason)
-			}
-			if len(got.Headers) != len(tc.headers) {
-				t.Fatalf("headers %v, want %v", got.Headers, tc.headers)
-			}
-			for i := range got.Headers {
-				if got.Headers[i] != tc.headers[i] {
-					t.Errorf("header %d: %v, want %v", i, got.Headers[i], tc.headers[i])
+		for _, form := range []struct {
+			name string
+			keys handshake.Secrets
+			h    *domain.Handshakes
+		}{{"plain, as older events hold it", nil, tc.h}, {"sealed", key, sealed(t, key, tc.h)}} {
+			t.Run(tc.name+"/"+form.name, func(t *testing.T) {
+				got, ok := handshake.Answer(form.keys, form.h, tc.req)
+				if ok != tc.ok {
+					t.Fatalf("answered %v, want %v (%+v)", ok, tc.ok, got)
 				}
-			}
-		})
+				if !ok {
+					return
+				}
+				if got.Status != tc.status || string(got.Body) != tc.body || got.Reason != tc.reason {
+					t.Errorf("got %d %q (reason %q), want %d %q (reason %q)", got.Status, got.Body, got.Reason, tc.status, tc.body, tc.reason)
+				}
+				if len(got.Headers) != len(tc.headers) {
+					t.Fatalf("headers %v, want %v", got.Headers, tc.headers)
+				}
+				for i := range got.Headers {
+					if got.Headers[i] != tc.headers[i] {
+						t.Errorf("header %d: %v, want %v", i, got.Headers[i], tc.headers[i])
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -81,7 +121,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Add("GET", "/?hub.mode=subscribe&hub.challenge=1", []byte(nil))
 	h := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "t", ZoomSecret: "s"}
 	f.Fuzz(func(t *testing.T, method, target string, body []byte) {
-		r, ok := handshake.Answer(h, handshake.Request{Method: method, Target: target, Body: body})
+		r, ok := handshake.Answer(nil, h, handshake.Request{Method: method, Target: target, Body: body})
 		if ok && (r.Status != 200 && r.Status != 403 || r.Reason == "") {
 			t.Fatalf("answer %+v", r)
 		}
@@ -110,7 +150,7 @@ func BenchmarkAnswer(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				handshake.Answer(h, bc.req)
+				handshake.Answer(nil, h, bc.req)
 			}
 		})
 	}
@@ -122,11 +162,75 @@ func TestLargeBodyIsNoHandshake(t *testing.T) {
 	h := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "t", ZoomSecret: "s"}
 	pad := strings.Repeat(" ", 8<<10)
 	for _, body := range []string{`{"type":"url_verification","challenge":"c"}` + pad, `{"event":"endpoint.url_validation","payload":{"plainToken":"p"}}` + pad} {
-		if r, ok := handshake.Answer(h, handshake.Request{Method: "POST", Target: "/", Body: []byte(body)}); ok {
+		if r, ok := handshake.Answer(nil, h, handshake.Request{Method: "POST", Target: "/", Body: []byte(body)}); ok {
 			t.Errorf("a %d-byte body was answered as a handshake: %+v", len(body), r)
 		}
-		if _, ok := handshake.Answer(h, handshake.Request{Method: "POST", Target: "/", Body: []byte(strings.TrimSpace(body))}); !ok {
+		if _, ok := handshake.Answer(nil, h, handshake.Request{Method: "POST", Target: "/", Body: []byte(strings.TrimSpace(body))}); !ok {
 			t.Errorf("the small body was not answered")
 		}
 	}
+}
+
+// TestAnswerOtherKey: secrets stored under another secrets key (a relay
+// given a new key, a node with its own) get a 500 that names the cause,
+// not a 403 nor an HMAC computed with a wrong secret.
+func TestAnswerOtherKey(t *testing.T) {
+	h := sealed(t, newKey(t), &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "meta-token", ZoomSecret: "abc123secret"})
+	for _, tc := range []struct {
+		name string
+		keys handshake.Secrets
+		req  handshake.Request
+	}{
+		{"meta", newKey(t), handshake.Request{Method: "GET", Target: "/?hub.mode=subscribe&hub.challenge=1&hub.verify_token=meta-token"}},
+		{"zoom", newKey(t), handshake.Request{Method: "POST", Target: "/", Body: []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":"p"}}`)}},
+		{"zoom without a key", nil, handshake.Request{Method: "POST", Target: "/", Body: []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":"p"}}`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := handshake.Answer(tc.keys, h, tc.req)
+			if !ok || r.Status != 500 || !strings.Contains(r.Reason, "cannot read") || !strings.Contains(string(r.Body), "cannot read") {
+				t.Fatalf("got %v %d %q (reason %q), want a 500 saying the secret cannot be read", ok, r.Status, r.Body, r.Reason)
+			}
+			if tc.keys != nil && !strings.Contains(string(r.Body), "another secrets key") {
+				t.Errorf("body %q does not say another key was used", r.Body)
+			}
+		})
+	}
+}
+
+func TestRedactQuery(t *testing.T) {
+	names := []string{"hub.verify_token"}
+	for _, tc := range []struct{ in, want string }{
+		{"/wh?hub.mode=subscribe&hub.verify_token=s3cret&hub.challenge=1", "/wh?hub.mode=subscribe&hub.verify_token=REDACTED&hub.challenge=1"},
+		{"/wh?hub.verify_token=a&hub.verify_token=b", "/wh?hub.verify_token=REDACTED&hub.verify_token=REDACTED"},
+		{"/wh?hub%2Everify_token=s3cret", "/wh?hub%2Everify_token=REDACTED"},
+		{"/wh?hub.verify_token", "/wh?hub.verify_token=REDACTED"},
+		{"/wh?x=1&&y=%zz", "/wh?x=1&&y=%zz"},
+		{"/hub.verify_token=s", "/hub.verify_token=s"},
+	} {
+		if got := handshake.RedactQuery(tc.in, names); got != tc.want {
+			t.Errorf("RedactQuery(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzRedactQuery: whatever the target, no value of the parameter is left
+// as the query parser reads it, and a target without it is unchanged.
+func FuzzRedactQuery(f *testing.F) {
+	f.Add("/wh?hub.mode=subscribe&hub.verify_token=s3cret&hub.challenge=1")
+	f.Add("/?hub%2everify_token=x%41&a=b")
+	f.Add("/?a=1;hub.verify_token=2")
+	f.Fuzz(func(t *testing.T, target string) {
+		got := handshake.RedactQuery(target, []string{"hub.verify_token"})
+		_, raw, _ := strings.Cut(got, "?")
+		q, _ := url.ParseQuery(raw)
+		for _, v := range q["hub.verify_token"] {
+			if v != handshake.Redacted {
+				t.Fatalf("RedactQuery(%q) = %q leaves %q", target, got, v)
+			}
+		}
+		_, rawIn, _ := strings.Cut(target, "?")
+		if qi, _ := url.ParseQuery(rawIn); !qi.Has("hub.verify_token") && !strings.Contains(target, "verify") && got != target {
+			t.Fatalf("RedactQuery(%q) = %q changed a target without the parameter", target, got)
+		}
+	})
 }

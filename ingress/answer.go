@@ -67,12 +67,27 @@ func writeOwn(w http.ResponseWriter, a answer) {
 
 // ownAnswer is what an inspector or a LOG Endpoint answers req: a
 // handshake's answer when req is one the address enables, else its
-// configured answer, else 204.
-func ownAnswer(route Route, req domain.CapturedRequest) answer {
-	if r, ok := handshake.Answer(route.Handshakes, handshake.Request{Method: req.Method, Target: req.Target, Body: req.Body}); ok {
-		return answer{status: r.Status, reason: r.Reason, own: true, headers: r.Headers, body: string(r.Body)}
+// configured answer, else 204. A handshake's secret in the request target
+// is redacted from req, which is then recorded.
+func (s *Server) ownAnswer(route Route, req *domain.CapturedRequest) answer {
+	if a, ok := s.handshake(route, req, req.Body); ok {
+		return a
 	}
 	return configuredAnswer(route)
+}
+
+// handshake answers req when it is a handshake the address enables, and
+// redacts from req what the relay must not record (Meta's verify token).
+func (s *Server) handshake(route Route, req *domain.CapturedRequest, body []byte) (answer, bool) {
+	r, ok := handshake.Answer(s.deps.Secrets, route.Handshakes, handshake.Request{Method: req.Method, Target: req.Target, Body: body})
+	if !ok {
+		return answer{}, false
+	}
+	if len(r.Redact) > 0 {
+		req.Target = handshake.RedactQuery(req.Target, r.Redact)
+		req.RedactedQuery = r.Redact
+	}
+	return answer{status: r.Status, reason: r.Reason, own: true, headers: r.Headers, body: string(r.Body)}, true
 }
 
 // configuredAnswer is the address's configured answer, else 204: what a

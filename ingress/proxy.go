@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/handshake"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/record"
 )
@@ -57,8 +56,8 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 
 	if route.Handshakes.RelayInProxy() {
-		if r, ok := handshake.Answer(route.Handshakes, handshake.Request{Method: req.Method, Target: req.Target, Body: full}); ok {
-			s.recordAnswer(ctx, w, id, route, req, answer{status: r.Status, reason: r.Reason, own: true, headers: r.Headers, body: string(r.Body)})
+		if a, ok := s.handshake(route, &req, full); ok {
+			s.recordAnswer(ctx, w, id, route, req, a)
 			return
 		}
 	}

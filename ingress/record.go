@@ -27,7 +27,7 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 		ans = unreadableBody(err)
 	}
 	if ans.status == http.StatusNoContent && ans.reason == "" && !ans.own {
-		ans = ownAnswer(route, req)
+		ans = s.ownAnswer(route, &req)
 	}
 	s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, ans)
 }

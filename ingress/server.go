@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/handshake"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -72,6 +73,9 @@ type Deps struct {
 	Forwarder     Forwarder
 	Bare          http.Handler
 	NewDeliveryID func() string
+	// Secrets reads the addresses' stored handshake secrets (the relay's
+	// secrets key); nil reads only plain ones from older events.
+	Secrets handshake.Secrets
 }
 
 // Server answers requests to public addresses. It is safe for concurrent use.

@@ -51,6 +51,8 @@ type receivedRow struct {
 	Headers  jsonKind `json:"headers"`  // left in the log
 	Body     jsonKind `json:"body"`     // left in the log
 	Trailers jsonKind `json:"trailers"` // left in the log
+	// RedactedQuery is read back from the log with the headers.
+	RedactedQuery jsonKind `json:"redacted_query"`
 }
 
 // respondedRow is what the views keep of a ForwardResponded.

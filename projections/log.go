@@ -67,6 +67,7 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 	}
 	d.Headers, d.Body, d.DroppedHeaders = orEmpty(received.Headers), received.Body, received.DroppedHeaders
 	d.Trailers, d.BodyUnread = orEmpty(received.Trailers), received.BodyUnread
+	d.RedactedQuery = received.RedactedQuery
 	if d.Body == nil {
 		d.Body = []byte{}
 	}

@@ -119,11 +119,14 @@ type Delivery struct {
 	// DroppedHeaders counts header values received but not stored; read
 	// from the log with Headers.
 	DroppedHeaders int
-	Body           []byte
-	BodySize       int64
-	Complete       bool
-	BodyUnread     bool            // read from the log, as Trailers
-	Trailers       []domain.Header // trailer fields after a chunked body
+	// RedactedQuery names the query parameters whose values Path holds as
+	// REDACTED (a secret of the address's); read from the log.
+	RedactedQuery []string
+	Body          []byte
+	BodySize      int64
+	Complete      bool
+	BodyUnread    bool            // read from the log, as Trailers
+	Trailers      []domain.Header // trailer fields after a chunked body
 
 	ReceivedAt time.Time
 	// ResponseStatus is what the sender was answered: the status of the

@@ -113,19 +113,22 @@ var handshakeCases = []struct {
 	answer                     string
 	header                     [2]string
 	reason                     string
+	recorded                   string // the target as recorded, when not as sent
 }{
 	{"slack", "POST", "/slack", `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`,
-		200, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Slack URL verification"},
+		200, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Slack URL verification", ""},
 	{"meta", "GET", "/meta?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=" + metaToken, "",
-		200, "1158201444", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Meta verification"},
+		200, "1158201444", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Meta verification",
+		"/meta?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=REDACTED"},
 	{"meta with a wrong token", "GET", "/meta-wrong?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=guess", "",
-		403, "Forbidden: wrong hub.verify_token\n", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Meta verification refused (wrong verify token)"},
+		403, "Forbidden: wrong hub.verify_token\n", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Meta verification refused (wrong verify token)",
+		"/meta-wrong?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=REDACTED"},
 	{"microsoft graph", "POST", "/graph?validationToken=Validation%3A%20Testing%20client%20application%20reachability", "",
-		200, "Validation: Testing client application reachability", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Microsoft Graph validation"},
+		200, "Validation: Testing client application reachability", [2]string{"Content-Type", "text/plain; charset=utf-8"}, "Microsoft Graph validation", ""},
 	{"dropbox", "GET", "/dropbox?challenge=JIYb8zJdYk0", "",
-		200, "JIYb8zJdYk0", [2]string{"X-Content-Type-Options", "nosniff"}, "Dropbox verification"},
+		200, "JIYb8zJdYk0", [2]string{"X-Content-Type-Options", "nosniff"}, "Dropbox verification", ""},
 	{"zoom", "POST", "/zoom", `{"payload":{"plainToken":"` + zoomPlainToken + `"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`,
-		200, `{"plainToken":"` + zoomPlainToken + `","encryptedToken":"` + zoomEncrypted + `"}`, [2]string{"Content-Type", "application/json"}, "Zoom URL validation"},
+		200, `{"plainToken":"` + zoomPlainToken + `","encryptedToken":"` + zoomEncrypted + `"}`, [2]string{"Content-Type", "application/json"}, "Zoom URL validation", ""},
 }
 
 // TestHandshakesAnsweredByTheRelay: a LOG Endpoint and a guest inspector,
@@ -153,7 +156,7 @@ func TestHandshakesAnsweredByTheRelay(t *testing.T) {
 
 	for _, shown := range []*jsonHandshakes{updated.Handshakes, inspector.Handshakes} {
 		if shown == nil || strings.Join(shown.Enabled, ",") != "SLACK,META,MSGRAPH,DROPBOX,ZOOM" || !shown.ZoomSecretSet ||
-			shown.MetaVerifyToken == nil || *shown.MetaVerifyToken != "••••17" {
+			!shown.MetaVerifyTokenSet {
 			t.Errorf("handshakes shown as %+v", shown)
 		}
 	}
@@ -174,11 +177,15 @@ func TestHandshakesAnsweredByTheRelay(t *testing.T) {
 					if resp.Status != tc.status || string(resp.Body) != tc.answer || resp.Header.Get(tc.header[0]) != tc.header[1] {
 						t.Fatalf("answered %d %q %v; want %d %q with %s: %s", resp.Status, resp.Body, resp.Header, tc.status, tc.answer, tc.header[0], tc.header[1])
 					}
+					recorded := tc.target
+					if tc.recorded != "" {
+						recorded = tc.recorded
+					}
 					var id string
 					if addr.token == "" {
-						id = inspectorDeliveryAt(t, r, addr.id, tc.target).ID
+						id = inspectorDeliveryAt(t, r, addr.id, recorded).ID
 					} else {
-						id = deliveryAt(t, r, addr.token, addr.id, tc.target).ID
+						id = deliveryAt(t, r, addr.token, addr.id, recorded).ID
 					}
 					explained(t, r, addr.token, id, tc.status, []string{"by the relay", tc.reason + ", a provider's verification request this address answers itself"},
 						[]string{`recorded reason: "handshake: ` + tc.reason + `"`})

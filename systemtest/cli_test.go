@@ -261,10 +261,10 @@ type (
 		Body string `json:"body"`
 	}
 	jsonHandshakes struct {
-		Enabled         []string `json:"enabled"`
-		MetaVerifyToken *string  `json:"metaVerifyToken"`
-		ZoomSecretSet   bool     `json:"zoomSecretSet"`
-		InProxy         string   `json:"inProxy"`
+		Enabled            []string `json:"enabled"`
+		MetaVerifyTokenSet bool     `json:"metaVerifyTokenSet"`
+		ZoomSecretSet      bool     `json:"zoomSecretSet"`
+		InProxy            string   `json:"inProxy"`
 	}
 	jsonInspectorAnswer struct {
 		ID         string          `json:"id"`

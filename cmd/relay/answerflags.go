@@ -24,14 +24,14 @@ type (
 		Value string `json:"value"`
 	}
 	handshakesJSON struct {
-		Enabled         []string `json:"enabled"`
-		MetaVerifyToken *string  `json:"metaVerifyToken"`
-		ZoomSecretSet   bool     `json:"zoomSecretSet"`
-		InProxy         string   `json:"inProxy"`
+		Enabled            []string `json:"enabled"`
+		MetaVerifyTokenSet bool     `json:"metaVerifyTokenSet"`
+		ZoomSecretSet      bool     `json:"zoomSecretSet"`
+		InProxy            string   `json:"inProxy"`
 	}
 )
 
-const answerFields = `answer{ status headers{ name value } body } handshakes{ enabled metaVerifyToken zoomSecretSet inProxy }`
+const answerFields = `answer{ status headers{ name value } body } handshakes{ enabled metaVerifyTokenSet zoomSecretSet inProxy }`
 
 // maxAnswerFile bounds what --answer-body @FILE reads; the relay itself
 // refuses a body over 64 KiB with the reason.
@@ -44,6 +44,7 @@ type answerFlags struct {
 	body       string
 	handshakes []string
 	metaToken  string
+	metaFile   string
 	zoomFile   string
 	inProxy    string
 }
@@ -54,8 +55,10 @@ func (f *answerFlags) flags(cmd *cobra.Command, proxy bool) {
 	fs.StringArrayVar(&f.headers, "answer-header", nil, "header it answers, NAME=VALUE (repeatable)")
 	fs.StringVar(&f.body, "answer-body", "", "body it answers (at most 64 KiB): TEXT, @FILE or @- for stdin")
 	fs.StringSliceVar(&f.handshakes, "handshake", nil, "providers' verification requests it answers itself: slack, meta, msgraph, dropbox, zoom (comma-separated), or none")
-	fs.StringVar(&f.metaToken, "meta-verify-token", "", "the verify token given to Meta (needed by --handshake meta); empty removes it")
-	fs.StringVar(&f.zoomFile, "zoom-secret-file", "", "file holding the Zoom app's secret token (needed by --handshake zoom)")
+	fs.StringVar(&f.metaToken, "meta-verify-token", "", "the verify token given to Meta (needed by --handshake meta); empty removes it. Visible to other users in the process list: prefer --meta-verify-token-file")
+	fs.StringVar(&f.metaFile, "meta-verify-token-file", "", "file holding the verify token given to Meta (needed by --handshake meta); an empty file removes it")
+	fs.StringVar(&f.zoomFile, "zoom-secret-file", "", "file holding the Zoom app's secret token (needed by --handshake zoom); an empty file removes it")
+	cmd.MarkFlagsMutuallyExclusive("meta-verify-token", "meta-verify-token-file")
 	if proxy {
 		fs.StringVar(&f.inProxy, "handshakes-in-proxy", "", "in PROXY mode, who answers handshakes: LOCAL (the local process, default) or RELAY")
 	}
@@ -106,12 +109,19 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 	if fs.Changed("meta-verify-token") {
 		h["metaVerifyToken"] = f.metaToken
 	}
-	if fs.Changed("zoom-secret-file") {
-		b, err := os.ReadFile(f.zoomFile)
+	if fs.Changed("meta-verify-token-file") {
+		s, err := readSecretFile("--meta-verify-token-file", f.metaFile)
 		if err != nil {
-			return usage(fmt.Errorf("--zoom-secret-file: %w", err))
+			return err
 		}
-		h["zoomSecret"] = strings.TrimSpace(string(b))
+		h["metaVerifyToken"] = s
+	}
+	if fs.Changed("zoom-secret-file") {
+		s, err := readSecretFile("--zoom-secret-file", f.zoomFile)
+		if err != nil {
+			return err
+		}
+		h["zoomSecret"] = s
 	}
 	if fs.Changed("handshakes-in-proxy") {
 		side := strings.ToUpper(f.inProxy)
@@ -124,6 +134,29 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 		in["handshakes"] = h
 	}
 	return nil
+}
+
+// maxSecretFile bounds what a secret file is read for; the relay takes a
+// secret of at most 256 bytes and says so.
+const maxSecretFile = 4 << 10
+
+// readSecretFile reads a secret from a file (not the command line, which
+// other users see in the process list), without its final newline and
+// surrounding space. Errors name the flag and file, never the content.
+func readSecretFile(flag, path string) (string, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return "", usage(fmt.Errorf("%s: %w", flag, err))
+	}
+	defer file.Close()
+	b, err := io.ReadAll(io.LimitReader(file, maxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	if len(b) > maxSecretFile {
+		return "", usage(fmt.Errorf("%s %s: over %d bytes (the relay takes a secret of at most 256)", flag, path, maxSecretFile))
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 func readAnswerBody(v string) ([]byte, error) {
@@ -188,8 +221,8 @@ func printAnswers(w io.Writer, a *answerJSON, h *handshakesJSON) {
 		enabled = strings.ToLower(strings.Join(h.Enabled, ", "))
 	}
 	fmt.Fprintf(w, "handshakes:  %s\n", enabled)
-	if h.MetaVerifyToken != nil {
-		fmt.Fprintf(w, "  meta verify token: %s\n", *h.MetaVerifyToken)
+	if h.MetaVerifyTokenSet {
+		fmt.Fprintln(w, "  meta verify token: set")
 	}
 	if h.ZoomSecretSet {
 		fmt.Fprintln(w, "  zoom secret token: set")

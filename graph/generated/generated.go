@@ -102,6 +102,7 @@ type ComplexityRoot struct {
 		PathBase64         func(childComplexity int) int
 		Provider           func(childComplexity int) int
 		ReceivedAt         func(childComplexity int) int
+		RedactedQuery      func(childComplexity int) int
 		RemoteAddress      func(childComplexity int) int
 		ResponseBody       func(childComplexity int) int
 		ResponseBodyBase64 func(childComplexity int) int
@@ -221,10 +222,11 @@ type ComplexityRoot struct {
 	}
 
 	Handshakes struct {
-		Enabled         func(childComplexity int) int
-		InProxy         func(childComplexity int) int
-		MetaVerifyToken func(childComplexity int) int
-		ZoomSecretSet   func(childComplexity int) int
+		Enabled            func(childComplexity int) int
+		InProxy            func(childComplexity int) int
+		MetaVerifyToken    func(childComplexity int) int
+		MetaVerifyTokenSet func(childComplexity int) int
+		ZoomSecretSet      func(childComplexity int) int
 	}
 
 	Header struct {
@@ -671,6 +673,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ReceivedAt(childComplexity), true
+	case "Delivery.redactedQuery":
+		if e.ComplexityRoot.Delivery.RedactedQuery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.RedactedQuery(childComplexity), true
 	case "Delivery.remoteAddress":
 		if e.ComplexityRoot.Delivery.RemoteAddress == nil {
 			break
@@ -1153,6 +1161,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Handshakes.MetaVerifyToken(childComplexity), true
+	case "Handshakes.metaVerifyTokenSet":
+		if e.ComplexityRoot.Handshakes.MetaVerifyTokenSet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Handshakes.MetaVerifyTokenSet(childComplexity), true
 	case "Handshakes.zoomSecretSet":
 		if e.ComplexityRoot.Handshakes.ZoomSecretSet == nil {
 			break
@@ -2019,6 +2033,12 @@ type Delivery {
   dropped headers cannot be retried. 0 for most deliveries.
   """
   droppedHeaders: Int!
+  """
+  The query parameters whose values ` + "`" + `path` + "`" + ` holds as ` + "`" + `REDACTED` + "`" + `: a secret of the
+  address's the relay does not record, as the Meta verify token of a Meta
+  verification request the relay answered. Empty for most deliveries.
+  """
+  redactedQuery: [String!]!
   "Trailer fields sent after a chunked body. They are recorded, not forwarded."
   trailers: [Header!]!
   "The stored body as text when it is valid UTF-8, else null (use bodyBase64)."
@@ -2250,9 +2270,11 @@ enum HandshakeSide {
 "The handshakes an address answers; secrets are never shown back."
 type Handshakes {
   enabled: [Handshake!]!
-  "The Meta verify token, masked (its last two characters at most), or null when none is set."
-  metaVerifyToken: String
-  "Whether a Zoom secret token is set."
+  "Whether a Meta verify token is set (the relay keeps only its HMAC)."
+  metaVerifyTokenSet: Boolean!
+  "\"••••\" when a Meta verify token is set, else null: nothing of the token is kept to show."
+  metaVerifyToken: String @deprecated(reason: "Use metaVerifyTokenSet; the relay keeps only an HMAC of the token.")
+  "Whether a Zoom secret token is set (the relay keeps it sealed)."
   zoomSecretSet: Boolean!
   inProxy: HandshakeSide!
 }
@@ -2691,6 +2713,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_headers(ctx, field)
 	case "droppedHeaders":
 		return ec.fieldContext_Delivery_droppedHeaders(ctx, field)
+	case "redactedQuery":
+		return ec.fieldContext_Delivery_redactedQuery(ctx, field)
 	case "trailers":
 		return ec.fieldContext_Delivery_trailers(ctx, field)
 	case "body":
@@ -2953,6 +2977,8 @@ func (ec *executionContext) childFields_Handshakes(ctx context.Context, field gr
 	switch field.Name {
 	case "enabled":
 		return ec.fieldContext_Handshakes_enabled(ctx, field)
+	case "metaVerifyTokenSet":
+		return ec.fieldContext_Handshakes_metaVerifyTokenSet(ctx, field)
 	case "metaVerifyToken":
 		return ec.fieldContext_Handshakes_metaVerifyToken(ctx, field)
 	case "zoomSecretSet":
@@ -4596,6 +4622,29 @@ func (ec *executionContext) _Delivery_droppedHeaders(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_Delivery_droppedHeaders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_redactedQuery(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_redactedQuery(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RedactedQuery, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_redactedQuery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Delivery_trailers(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
@@ -6775,6 +6824,29 @@ func (ec *executionContext) _Handshakes_enabled(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Handshakes_enabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type Handshake does not have child fields"))
+}
+
+func (ec *executionContext) _Handshakes_metaVerifyTokenSet(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Handshakes_metaVerifyTokenSet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MetaVerifyTokenSet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Handshakes_metaVerifyTokenSet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Handshakes", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Handshakes_metaVerifyToken(ctx context.Context, field graphql.CollectedField, obj *model.Handshakes) (ret graphql.Marshaler) {
@@ -11155,6 +11227,11 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "redactedQuery":
+			out.Values[i] = ec._Delivery_redactedQuery(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "trailers":
 			out.Values[i] = ec._Delivery_trailers(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -12208,6 +12285,11 @@ func (ec *executionContext) _Handshakes(ctx context.Context, sel ast.SelectionSe
 			out.Values[i] = graphql.MarshalString("Handshakes")
 		case "enabled":
 			out.Values[i] = ec._Handshakes_enabled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "metaVerifyTokenSet":
+			out.Values[i] = ec._Handshakes_metaVerifyTokenSet(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -138,6 +138,10 @@ type Delivery struct {
 	// stored, so not in `headers`. Like an incomplete body, a delivery with
 	// dropped headers cannot be retried. 0 for most deliveries.
 	DroppedHeaders int `json:"droppedHeaders"`
+	// The query parameters whose values `path` holds as `REDACTED`: a secret of the
+	// address's the relay does not record, as the Meta verify token of a Meta
+	// verification request the relay answered. Empty for most deliveries.
+	RedactedQuery []string `json:"redactedQuery"`
 	// Trailer fields sent after a chunked body. They are recorded, not forwarded.
 	Trailers []*Header `json:"trailers"`
 	// The stored body as text when it is valid UTF-8, else null (use bodyBase64).
@@ -391,9 +395,11 @@ type ForwardRequest struct {
 // The handshakes an address answers; secrets are never shown back.
 type Handshakes struct {
 	Enabled []Handshake `json:"enabled"`
-	// The Meta verify token, masked (its last two characters at most), or null when none is set.
+	// Whether a Meta verify token is set (the relay keeps only its HMAC).
+	MetaVerifyTokenSet bool `json:"metaVerifyTokenSet"`
+	// "••••" when a Meta verify token is set, else null: nothing of the token is kept to show.
 	MetaVerifyToken *string `json:"metaVerifyToken,omitempty"`
-	// Whether a Zoom secret token is set.
+	// Whether a Zoom secret token is set (the relay keeps it sealed).
 	ZoomSecretSet bool          `json:"zoomSecretSet"`
 	InProxy       HandshakeSide `json:"inProxy"`
 }

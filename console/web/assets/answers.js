@@ -30,7 +30,7 @@ function parseHeaders(text) {
  */
 export function answerFields(answer, handshakes, { proxy = true } = {}) {
   const a = answer || { status: 204, headers: [], body: '' };
-  const hs = handshakes || { enabled: [], metaVerifyToken: null, zoomSecretSet: false, inProxy: 'LOCAL' };
+  const hs = handshakes || { enabled: [], metaVerifyTokenSet: false, zoomSecretSet: false, inProxy: 'LOCAL' };
   const status = h('input', { type: 'number', name: 'answerStatus', min: '200', max: '599', required: true, value: String(a.status) });
   const headers = h('textarea', { name: 'answerHeaders', rows: '3', spellcheck: 'false', placeholder: 'Content-Type: application/json' });
   headers.value = headersText(a.headers);
@@ -42,7 +42,7 @@ export function answerFields(answer, handshakes, { proxy = true } = {}) {
   });
   const meta = h('input', {
     type: 'password', name: 'metaVerifyToken', autocomplete: 'off', spellcheck: 'false',
-    placeholder: hs.metaVerifyToken ? `set (${hs.metaVerifyToken}); leave empty to keep` : 'the verify token given to Meta',
+    placeholder: hs.metaVerifyTokenSet ? 'set; leave empty to keep' : 'the verify token given to Meta',
   });
   const zoom = h('input', {
     type: 'password', name: 'zoomSecret', autocomplete: 'off', spellcheck: 'false',
