@@ -15,9 +15,10 @@ import (
 // schema.graphqls and the console's api.js, whose detail pane renders the
 // delivery.
 const (
-	qMe        = `{ me{ id name } }`
-	qEndpoints = `{ endpoints{ id name url mode target agentConnected agentCount } }`
-	qCreate    = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ id name url mode target agentConnected agentCount } }`
+	qMe            = `{ me{ id name } }`
+	endpointFields = `id name url mode target agentConnected agentCount filters{ text } answer{ status } handshakes{ enabled }`
+	qEndpoints     = `{ endpoints{ ` + endpointFields + ` } }`
+	qCreate        = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ ` + endpointFields + ` } }`
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
   attempts { id status startedAt durationMs error retry late signature fidelity { status differences }
@@ -46,6 +47,17 @@ type Endpoint struct {
 	Target         string `json:"target"` // the relay's stored target, a default for the local one
 	AgentConnected bool   `json:"agentConnected"`
 	AgentCount     int    `json:"agentCount"`
+	// Filters, Answer and Handshakes are the Endpoint's routing as the
+	// relay applies it, shown on its card.
+	Filters []struct {
+		Text string `json:"text"`
+	} `json:"filters"`
+	Answer *struct {
+		Status int `json:"status"`
+	} `json:"answer"`
+	Handshakes *struct {
+		Enabled []string `json:"enabled"`
+	} `json:"handshakes"`
 
 	LocalTarget string `json:"localTarget"` // what this agent forwards to
 	Serving     bool   `json:"serving"`     // this agent's switch is on

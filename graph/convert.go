@@ -186,15 +186,17 @@ func deref[T any](p *T) T {
 
 func toPatch(in model.UpdateEndpointInput) (commands.EndpointPatch, error) {
 	p := commands.EndpointPatch{Name: in.Name, Target: in.Target, ResponseCapture: in.ResponseCapture}
-	if in.Filters != nil {
-		fs := toDomainFilters(in.Filters)
+	fs, set, err := filtersOf(in.Filters, in.FilterTexts)
+	if err != nil {
+		return p, err
+	}
+	if set {
 		p.Filters = &fs
 	}
 	if in.Mode != nil {
 		m := domain.EndpointMode(*in.Mode)
 		p.Mode = &m
 	}
-	var err error
 	if p.Answer, err = fromAnswerInput(in.Answer); err != nil {
 		return p, err
 	}

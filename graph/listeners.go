@@ -40,6 +40,24 @@ func toDomainFilters(in []*model.FilterInput) []domain.Filter {
 	return fs
 }
 
+// filtersOf are an input's filters, given as structures or in their text
+// form (not both); set is false when neither was given.
+func filtersOf(structs []*model.FilterInput, texts []string) (fs []domain.Filter, set bool, err error) {
+	switch {
+	case structs != nil && texts != nil:
+		return nil, false, &domain.InvalidInputError{Field: "filterTexts", Reason: "give filters or filterTexts, not both"}
+	case texts != nil:
+		fs, err := domain.ParseFilters(texts)
+		if err != nil {
+			return nil, false, err
+		}
+		return append([]domain.Filter{}, fs...), true, nil
+	case structs != nil:
+		return toDomainFilters(structs), true, nil
+	}
+	return nil, false, nil
+}
+
 // fromFilterInputs checks filters given as structures; an invalid one is
 // INVALID_INPUT naming it.
 func fromFilterInputs(in []*model.FilterInput) ([]domain.Filter, error) {

@@ -138,9 +138,13 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	if err != nil {
 		return nil, err
 	}
+	filters, _, err := filtersOf(input.Filters, input.FilterTexts)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
-		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: toDomainFilters(input.Filters),
+		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: filters,
 	})
 	if err != nil {
 		return nil, err

@@ -161,6 +161,26 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("tray menu %q, want the state, a separator, Show window and Quit", labels)
 	}
 
+	// The card shows the routing the relay applies before the app sees a
+	// delivery: filters, handshakes and the answer given to what they
+	// refuse; removing them clears the lines.
+	setRouting := func(in map[string]any) {
+		t.Helper()
+		r.MustGraphQL(t, acct.Token, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ id } }`,
+			map[string]any{"id": gh, "in": in}, nil)
+	}
+	setRouting(map[string]any{"filterTexts": []string{"header:X-GitHub-Event=push"}, "answer": map[string]any{"status": 202}, "handshakes": map[string]any{"enabled": []string{"SLACK"}}})
+	card := `document.querySelector('[data-endpoint-id="` + gh + `"]')`
+	app.waitFor(t, card+`.querySelector('[data-testid=filters]')?.textContent.includes('header:X-GitHub-Event=push')`)
+	if got := app.str(t, card+`.querySelector('[data-testid=filters]').textContent`); !strings.Contains(got, "answered 202") {
+		t.Errorf("the filters line says %q, want the answer given to what they refuse", got)
+	}
+	if got := app.str(t, card+`.querySelector('[data-testid=handshakes]')?.textContent || ''`); !strings.Contains(got, "slack") {
+		t.Errorf("the handshakes line says %q", got)
+	}
+	setRouting(map[string]any{"filterTexts": []string{}, "answer": map[string]any{"status": 204}, "handshakes": map[string]any{"enabled": []string{}}})
+	app.waitFor(t, `!`+card+`.querySelector('[data-testid=filters]') && !`+card+`.querySelector('[data-testid=handshakes]')`)
+
 	// Deliveries to the public addresses get the local answer.
 	send := func(id, method, path, ctype string, body []byte) (int, string, http.Header) {
 		t.Helper()

@@ -242,6 +242,28 @@ func TestListenFilters(t *testing.T) {
 	if code != "INVALID_INPUT" {
 		t.Errorf("updateEndpoint with a JSON filter without a path: %q, want INVALID_INPUT", code)
 	}
+	// The same filters in their text form, as the console's settings send them.
+	for _, tt := range []struct {
+		name string
+		in   map[string]any
+	}{
+		{"an invalid text", map[string]any{"filterTexts": []string{"json:a..b=1"}}},
+		{"a text with no '='", map[string]any{"filterTexts": []string{"method"}}},
+		{"both forms", map[string]any{"filterTexts": []string{"method=POST"}, "filters": []any{map[string]any{"kind": "METHOD", "values": []string{"POST"}}}}},
+	} {
+		if code := r.ErrorCode(t, acct.Token, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ id } }`,
+			map[string]any{"id": gh.ID, "in": tt.in}); code != "INVALID_INPUT" {
+			t.Errorf("updateEndpoint with %s: %q, want INVALID_INPUT", tt.name, code)
+		}
+	}
+	var texts struct {
+		UpdateEndpoint struct{ Filters []struct{ Kind, Text string } }
+	}
+	r.MustGraphQL(t, acct.Token, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ filters{ kind text } } }`,
+		map[string]any{"id": gh.ID, "in": map[string]any{"filterTexts": []string{" path=/gh/* "}}}, &texts)
+	if f := texts.UpdateEndpoint.Filters; len(f) != 1 || f[0].Kind != "PATH" || f[0].Text != "path=/gh/*" {
+		t.Errorf("updateEndpoint filterTexts: %+v, want path=/gh/*", f)
+	}
 	if out, code := h.run(t, "", "endpoints", "update", "gh", "--no-filters"); code != 0 || strings.Contains(out, "filters:") {
 		t.Errorf("endpoints update --no-filters: exit %d\n%s", code, out)
 	}

@@ -229,10 +229,25 @@ function endpointCard(e) {
       h('span', { class: `agent-badge ${e.agentConnected && !stale ? 'on' : 'off'}`, 'data-testid': 'agent-state', 'data-count': String(e.agentCount) },
         h('span', { class: 'dot', 'aria-hidden': 'true' }), agents)),
     codeLine('Public URL', e.url, { testid: 'public-url' }),
-    e.mode === 'LOG' ? h('p', { class: 'muted small' }, 'LOG mode: the relay records and answers 204 itself; nothing is forwarded.') : null,
+    routingLines(e),
     h('div', { class: 'route' }, target, h('label', { class: 'switch' }, sw, 'Forward')),
     roleLine(e),
     status);
+}
+
+// routingLines say what the relay does with a delivery before this app
+// sees it: its own answer in LOG mode, the handshakes it answers, and the
+// filters that decide what is forwarded.
+function routingLines(e) {
+  const status = (e.answer && e.answer.status) || 204;
+  const shakes = (e.handshakes && e.handshakes.enabled) || [];
+  const filters = (e.filters || []).map((f) => f.text);
+  return [
+    e.mode === 'LOG' ? h('p', { class: 'muted small', 'data-testid': 'log-answer' }, `LOG mode: the relay records and answers ${status} itself; nothing is forwarded.`) : null,
+    shakes.length ? h('p', { class: 'muted small', 'data-testid': 'handshakes' }, `Handshakes the relay answers: ${shakes.map((s) => s.toLowerCase()).join(', ')}.`) : null,
+    filters.length ? h('p', { class: 'muted small', 'data-testid': 'filters' },
+      'Forwards only deliveries matching ', h('code', {}, filters.join(' ')), `; others are recorded and answered ${status}.`) : null,
+  ];
 }
 
 // roleLine says whether this app answers the senders of a served Endpoint

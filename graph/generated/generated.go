@@ -2475,6 +2475,8 @@ input CreateEndpointInput {
   responseCapture: Boolean
   "Forward only the deliveries that match every filter (see Endpoint.filters); absent: all."
   filters: [FilterInput!]
+  "The filters in their text form (Filter.text, as relay listen --filter takes them); not with filters."
+  filterTexts: [String!]
   "What it answers in LOG mode; 204 when absent."
   answer: AnswerInput
   "The handshakes it answers itself."
@@ -2488,6 +2490,12 @@ input UpdateEndpointInput {
   responseCapture: Boolean
   "Replaces the Endpoint's filters; [] removes them. An invalid one is INVALID_INPUT naming it."
   filters: [FilterInput!]
+  """
+  Replaces the Endpoint's filters with these, in their text form (Filter.text, as relay listen
+  --filter takes them: method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B);
+  [] removes them. Not with filters. An invalid one is INVALID_INPUT naming it.
+  """
+  filterTexts: [String!]
   "What it answers in LOG mode; replaces the one set."
   answer: AnswerInput
   "The handshakes it answers itself."
@@ -10375,7 +10383,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "answer", "handshakes"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10417,6 +10425,13 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.Filters = data
+		case "filterTexts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filterTexts"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FilterTexts = data
 		case "answer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
 			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)
@@ -10837,7 +10852,7 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "answer", "handshakes"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -10879,6 +10894,13 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.Filters = data
+		case "filterTexts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filterTexts"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FilterTexts = data
 		case "answer":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("answer"))
 			data, err := ec.unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAnswerInput(ctx, v)

@@ -108,6 +108,8 @@ type CreateEndpointInput struct {
 	ResponseCapture *bool        `json:"responseCapture,omitempty"`
 	// Forward only the deliveries that match every filter (see Endpoint.filters); absent: all.
 	Filters []*FilterInput `json:"filters,omitempty"`
+	// The filters in their text form (Filter.text, as relay listen --filter takes them); not with filters.
+	FilterTexts []string `json:"filterTexts,omitempty"`
 	// What it answers in LOG mode; 204 when absent.
 	Answer *AnswerInput `json:"answer,omitempty"`
 	// The handshakes it answers itself.
@@ -557,6 +559,10 @@ type UpdateEndpointInput struct {
 	ResponseCapture *bool         `json:"responseCapture,omitempty"`
 	// Replaces the Endpoint's filters; [] removes them. An invalid one is INVALID_INPUT naming it.
 	Filters []*FilterInput `json:"filters,omitempty"`
+	// Replaces the Endpoint's filters with these, in their text form (Filter.text, as relay listen
+	// --filter takes them: method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B);
+	// [] removes them. Not with filters. An invalid one is INVALID_INPUT naming it.
+	FilterTexts []string `json:"filterTexts,omitempty"`
 	// What it answers in LOG mode; replaces the one set.
 	Answer *AnswerInput `json:"answer,omitempty"`
 	// The handshakes it answers itself.

@@ -381,12 +381,13 @@ export function historyPage(root, { kind, id, navigate }) {
     const info = state.info;
     const fields = endpointFields(info);
     const answers = answerFields(info.answer, info.handshakes);
+    const filters = filterFields(info.filters || []);
     const status = h('div', { class: 'form-status' });
     const form = h('form', {
       class: 'stack',
       'aria-label': 'Endpoint settings',
       onsubmit: submitWith(status, async () => {
-        const input = { ...fields.value(), ...answers.value() };
+        const input = { ...fields.value(), ...answers.value(), filterTexts: filters.value() };
         if (input.target === null) delete input.target;
         const data = await request(UPDATE_ENDPOINT, { id, input });
         state.info = { ...state.info, ...data.updateEndpoint };
@@ -399,6 +400,7 @@ export function historyPage(root, { kind, id, navigate }) {
       }),
     },
     fields.element,
+    filters.element,
     answers.element,
     filtersLine(info.filters || []),
     h('div', { class: 'actions' },
@@ -430,13 +432,31 @@ export function historyPage(root, { kind, id, navigate }) {
     return h('details', { class: 'settings' }, h('summary', {}, 'Answer'), form);
   }
 
+  // filterFields edits the Endpoint's filters in their text form, one per
+  // line (as relay listen --filter takes them); the relay parses them and
+  // names the one at fault.
+  function filterFields(current) {
+    const area = h('textarea', {
+      name: 'filters', rows: '3', spellcheck: 'false', autocomplete: 'off',
+      placeholder: 'event=charge.succeeded,charge.refunded\nheader:X-GitHub-Event=push\njson:data.object.livemode=true',
+    });
+    area.value = current.map((f) => f.text).join('\n');
+    return {
+      element: h('fieldset', { class: 'stack', 'data-testid': 'filter-settings' },
+        h('legend', {}, 'Filters'),
+        field('Forward only deliveries that match every line', area,
+          'One per line: method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B or event=A,B. Others are recorded and answered as in LOG mode. Empty: forward everything.')),
+      value: () => area.value.split('\n').map((l) => l.trim()).filter((l) => l !== ''),
+    };
+  }
+
   // filtersLine shows the Endpoint's filters (set with relay endpoints
   // update --filter or the API's updateEndpoint filters).
   function filtersLine(filters) {
     return h('p', { class: 'muted small', 'data-testid': 'endpoint-filters' },
       filters.length
         ? ['Filters: ', h('code', {}, filters.map((f) => f.text).join(' ')), ' — other deliveries are recorded and answered as a LOG Endpoint answers.']
-        : 'Filters: none, every delivery is forwarded (relay endpoints update --filter sets some).');
+        : 'Filters: none, every delivery is forwarded.');
   }
 
   function confirmDelete() {
