@@ -121,6 +121,9 @@ func ProveStream(ctx context.Context, src MessageSource, stream string, c Checkp
 				if len(events)+len(m.Events) > maxEvents {
 					return StreamProof{}, fmt.Errorf("stream %s holds more than %d events, more than a proof holds", stream, maxEvents)
 				}
+				if n := len(events); n > 0 && m.Events[0].Revision != events[n-1].Revision+1 {
+					return StreamProof{}, fmt.Errorf("stream %s's revision %d follows revision %d in the log: verify the log", stream, m.Events[0].Revision, events[n-1].Revision)
+				}
 				for i, e := range m.Events {
 					events = append(events, StreamProofEvent{Position: e.Position, ID: e.ID, Revision: e.Revision, Type: e.Type,
 						Data: e.Data, Metadata: e.Metadata, Leaf: m.Leaves[i].String(), Link: m.Links[i].String()})

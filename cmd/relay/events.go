@@ -194,20 +194,29 @@ every stream's head. With --proof it checks a proof that relay events prove wrot
 		Short: "Write a proof that one delivery's events are in the log the relay signed, for a third party",
 		Long: `Write a proof (JSON) that one delivery's events are in the log: the events as stored, the
 newest signed checkpoint, and for each event the hashes that lead from it to the
-checkpoint's Merkle root (about log2 of the log's size). Anyone with the relay's public key
-checks it with relay events verify --proof, without the log. A delivery newer than the
-last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
+checkpoint's Merkle root (about log2 of the log's size). On a log with a chain per stream
+(--eventstore nats://…) the proof holds the delivery's events with their chain links and
+the hashes that lead from the delivery's head to the checkpoint's tree of stream heads
+(about log2 of the number of streams); writing it reads the whole log. Anyone with the
+relay's public key checks it with relay events verify --proof, without the log. A delivery
+newer than the last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
 		Example: `  relay events prove 0193a7c2-... --data ./relay-data > delivery.proof.json
+  relay events prove 0193a7c2-... --eventstore nats://127.0.0.1:4222 > delivery.proof.json
   relay events verify --proof delivery.proof.json --pubkey "$(relay events pubkey)"`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, args []string) error {
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
-				l, ok := s.(provableLog)
-				if !ok {
-					return errors.New("prove: proofs of one delivery need the embedded log's single chain; a JetStream log keeps a chain per stream, which relay events verify checks whole")
+				var p any
+				var err error
+				switch l := s.(type) {
+				case provableLog:
+					p, err = proveDelivery(c.Context(), l, args[0])
+				case provableStreams:
+					p, err = proveStreamDelivery(c.Context(), l, args[0])
+				default:
+					err = errors.New("prove: this log keeps no hash chain")
 				}
-				p, err := proveDelivery(c.Context(), l, args[0])
 				if err != nil {
 					return err
 				}
