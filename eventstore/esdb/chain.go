@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/evidence"
 )
 
 // The chain per stream (package evidence, docs/evidence.md) travels in each

@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
+	"github.com/relayhq/relay/evidence"
 )
 
 // Options tune a Store. The zero value is ready to use.
