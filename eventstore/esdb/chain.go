@@ -154,8 +154,10 @@ func retried(expected domain.ExpectedRevision) bool {
 	return !exact && !expected.IsNoStream()
 }
 
-// maxChainAttempts bounds the tries of an append whose head moves under it.
-const maxChainAttempts = 20
+// maxChainAttempts bounds the tries of an Any or StreamExists append (or
+// deletion) whose head moves under it; each retry means another append
+// won, so the log is progressing (as the JetStream adapter's).
+const maxChainAttempts = 1000
 
 // removedType is the type of the record a deletion leaves, in a stream of
 // its own (removedStream), of what it removed and of its tombstone's chain:

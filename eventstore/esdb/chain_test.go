@@ -418,8 +418,8 @@ func TestChainVerifiesOverWhatTheAdapterWrites(t *testing.T) {
 
 // TestChainOnAServer writes chained streams to a real server named by
 // RELAY_EVENTSTORE_URL, deletes one, signs the heads, verifies, proves a
-// stream, then appends past the adapter: an event without a chain, and one
-// that copies another's chain. It has not run in this repository's tests
+// stream, then appends an event without a chain past the adapter. It has
+// not run in this repository's tests
 // (no server runs here).
 func TestChainOnAServer(t *testing.T) {
 	url := os.Getenv("RELAY_EVENTSTORE_URL")
