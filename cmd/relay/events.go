@@ -55,8 +55,8 @@ event decodes. The first bad event is named (position, stream, id, what is wrong
 status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
 relay's too); with one, the export alone, offline, with --pubkey. With --server it
 downloads a running relay's log (its --admin-token is required) and checks that. With
---eventstore nats://… it reads a JetStream log, which keeps a chain per stream and signs
-every stream's head. With --proof it checks a proof that relay events prove wrote, with
+--eventstore nats://… (JetStream) or esdb://… (EventStoreDB) it reads a log that keeps a
+chain per stream and signs every stream's head. With --proof it checks a proof that relay events prove wrote, with
 --pubkey alone.`,
 		Example: `  relay events verify --data ./relay-data
   relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
@@ -195,7 +195,7 @@ every stream's head. With --proof it checks a proof that relay events prove wrot
 		Long: `Write a proof (JSON) that one delivery's events are in the log: the events as stored, the
 newest signed checkpoint, and for each event the hashes that lead from it to the
 checkpoint's Merkle root (about log2 of the log's size). On a log with a chain per stream
-(--eventstore nats://…) the proof holds the delivery's events with their chain links and
+(--eventstore nats://… or esdb://…) the proof holds the delivery's events with their chain links and
 the hashes that lead from the delivery's head to the checkpoint's tree of stream heads
 (about log2 of the number of streams); writing it reads the whole log. Anyone with the
 relay's public key checks it with relay events verify --proof, without the log. A delivery

@@ -189,11 +189,10 @@ type removalRecord struct {
 	Removed string `json:"removed"` // evidence.FormatRemoved
 }
 
-// newRemovalRecord chains the tombstone of stream after head (the link of
-// its newest event), which removes events up to revision last; removed
-// lists them.
-func newRemovalRecord(stream string, head evidence.Hash, events, last int64, removed []evidence.RemovedLink, now time.Time) (removalRecord, error) {
-	tomb, err := envelope.Tombstone(domain.StreamDeleted{Stream: stream, Events: events, LastRevision: last}, now)
+// newRemovalRecord chains the tombstone d of stream after head (the link
+// of its newest event); removed lists the events it removes.
+func newRemovalRecord(stream string, head evidence.Hash, d domain.StreamDeleted, removed []evidence.RemovedLink, now time.Time) (removalRecord, error) {
+	tomb, err := envelope.Tombstone(d, now)
 	if err != nil {
 		return removalRecord{}, err
 	}
@@ -223,8 +222,9 @@ func removalOf(stream string, raw []placed, now time.Time) (removalRecord, error
 		_, _, head, _ = splitChain(p.rec.UserMetadata)
 		removed[i] = evidence.RemovedLink{Position: p.pos, Link: head}
 	}
-	last := raw[len(raw)-1].rec.EventNumber
-	return newRemovalRecord(stream, head, int64(len(raw)), int64(last), removed, now)
+	last := raw[len(raw)-1]
+	d := domain.StreamDeleted{Stream: stream, Events: int64(len(raw)), LastRevision: int64(last.rec.EventNumber), LastPosition: last.pos}
+	return newRemovalRecord(stream, head, d, removed, now)
 }
 
 // proposed is the record as the client sends it.
