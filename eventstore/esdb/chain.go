@@ -207,6 +207,10 @@ func newRemovalRecord(stream string, head evidence.Hash, d domain.StreamDeleted,
 	return r, nil
 }
 
+// errUnplaced is a stream read whose events the server gave no commit
+// positions: a deletion cannot record where its events were.
+var errUnplaced = errors.New("the server reports no commit positions on stream reads")
+
 // removalOf is the record of the deletion of stream, whose events (all of
 // them, in order, as stored) are raw.
 func removalOf(stream string, raw []placed, now time.Time) (removalRecord, error) {
@@ -217,7 +221,7 @@ func removalOf(stream string, raw []placed, now time.Time) (removalRecord, error
 	var head evidence.Hash
 	for i, p := range raw {
 		if p.pos == 0 {
-			return removalRecord{}, errors.New("the server reports no commit positions on stream reads: the deletion cannot record what it removes")
+			return removalRecord{}, errUnplaced
 		}
 		_, _, head, _ = splitChain(p.rec.UserMetadata)
 		removed[i] = evidence.RemovedLink{Position: p.pos, Link: head}

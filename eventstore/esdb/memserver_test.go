@@ -15,6 +15,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
 	api "github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
@@ -34,6 +35,9 @@ type memStreams struct {
 	all     []*api.ReadResp_ReadEvent_RecordedEvent
 	deleted map[string]bool
 	commit  uint64
+	// unplaced: stream reads report no commit positions, as some servers
+	// do.
+	unplaced bool
 }
 
 func (m *memStreams) stream(name string) []*api.ReadResp_ReadEvent_RecordedEvent {
@@ -167,6 +171,11 @@ func (m *memStreams) Read(req *api.ReadReq, s api.Streams_ReadServer) error {
 			from = math.MaxUint64
 		}
 		for _, e := range all {
+			if m.unplaced {
+				c := proto.Clone(e).(*api.ReadResp_ReadEvent_RecordedEvent)
+				c.CommitPosition, c.PreparePosition = unknownPosition, unknownPosition
+				e = c
+			}
 			if back && e.StreamRevision <= from || !back && e.StreamRevision >= from {
 				events = append(events, e)
 			}
@@ -209,14 +218,14 @@ func (m *memStreams) Read(req *api.ReadReq, s api.Streams_ReadServer) error {
 }
 
 // serveMem runs memStreams on 127.0.0.1 and opens the adapter on it.
-func serveMem(t *testing.T) *Store {
+func serveMem(t *testing.T, streams *memStreams) *Store {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	api.RegisterStreamsServer(srv, &memStreams{})
+	api.RegisterStreamsServer(srv, streams)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	s, err := Open(t.Context(), "esdb://"+ln.Addr().String()+"?tls=false", Options{})
@@ -234,7 +243,7 @@ func serveMem(t *testing.T) *Store {
 // record, and an event appended past the adapter is named.
 func TestChainThroughTheClient(t *testing.T) {
 	ctx := t.Context()
-	s := serveMem(t)
+	s := serveMem(t, &memStreams{})
 	pub, key, _ := ed25519.GenerateKey(nil)
 	twice := []domain.EventData{chainEvent("forward.requested.v1", `{"n":1}`), chainEvent("forward.responded.v1", `{"status":200}`)}
 	for _, step := range []struct {
@@ -326,4 +335,25 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func esdbRevision(r uint64) esdb.AppendToStreamOptions {
 	return esdb.AppendToStreamOptions{ExpectedRevision: esdb.Revision(r)}
+}
+
+// TestDeletionWithoutStreamPositions: on a server whose stream reads carry
+// no commit positions the deletion still happens, without a record, and
+// verification names its tombstone.
+func TestDeletionWithoutStreamPositions(t *testing.T) {
+	ctx := t.Context()
+	s := serveMem(t, &memStreams{unplaced: true})
+	if _, err := s.Append(ctx, "delivery-a", domain.NoStream(), chainEvent("delivery.received.v1", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "delivery-b", domain.NoStream(), chainEvent("delivery.received.v1", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteStream(ctx, "delivery-a", domain.Any()); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	r, err := evidence.VerifyStreams(ctx, s, evidence.Options{})
+	if err != nil || r.OK() || r.Problems[0].Kind != evidence.EventInserted || r.Problems[0].Stream != "delivery-a" {
+		t.Fatalf("verify: %+v, %v", r.Problems, err)
+	}
 }
