@@ -213,7 +213,7 @@ func VerifyStreamProof(p StreamProof, pub ed25519.PublicKey) error {
 	if err != nil || !ValidHeads(pub, c.Position, c.TreeSize, root, sig) {
 		return &ProofError{Kind: BadSignature, Detail: fmt.Sprintf("the proof's checkpoint (position %d) is not signed by this key", c.Position)}
 	}
-	var prev, head Hash
+	var prev Hash // the link before the event: 32 zero bytes before the first
 	for i, e := range p.Events {
 		where := fmt.Sprintf("event %s (revision %d, %s)", e.ID, e.Revision, e.Type)
 		leaf, err1 := ParseHash(e.Leaf)
@@ -231,8 +231,7 @@ func VerifyStreamProof(p StreamProof, pub ed25519.PublicKey) error {
 		if Link(prev, leaf) != link {
 			return &ProofError{Kind: ChainBroken, Detail: where + ": its link does not follow from the link before it"}
 		}
-		prev = link
-		head = Link(head, computed)
+		prev = link // = Link(previous, computed): both were checked
 	}
 	path := make([]Hash, len(p.Path))
 	for i, s := range p.Path {
@@ -240,8 +239,8 @@ func VerifyStreamProof(p StreamProof, pub ed25519.PublicKey) error {
 			return fmt.Errorf("path: %w", err)
 		}
 	}
-	if err := VerifyInclusion(HeadLeaf(p.Stream, head), p.HeadIndex, c.TreeSize, path, root); err != nil {
-		return &ProofError{Kind: HeadNotInTree, Detail: fmt.Sprintf("stream %s's head %s at index %d: %v", p.Stream, head, p.HeadIndex, err)}
+	if err := VerifyInclusion(HeadLeaf(p.Stream, prev), p.HeadIndex, c.TreeSize, path, root); err != nil {
+		return &ProofError{Kind: HeadNotInTree, Detail: fmt.Sprintf("stream %s's head %s at index %d: %v", p.Stream, prev, p.HeadIndex, err)}
 	}
 	return nil
 }

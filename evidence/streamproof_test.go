@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
 	"testing"
 )
 
-// MemLog is a log with a chain per stream held in memory, written as the
+// memLog is a log with a chain per stream held in memory, written as the
 // adapters write one: each append chains to its stream's head.
 type memLog struct {
 	msgs  []Message
@@ -19,7 +20,7 @@ type memLog struct {
 	pos   uint64
 }
 
-func (l *memLog) append(t *testing.T, stream string, types ...string) {
+func (l *memLog) append(t testing.TB, stream string, types ...string) {
 	t.Helper()
 	if l.heads == nil {
 		l.heads, l.revs = map[string]Hash{}, map[string]uint64{}
@@ -48,7 +49,7 @@ func (l *memLog) Messages(_ context.Context, after uint64, limit int) ([]Message
 }
 
 // checkpoint signs the heads at the log's end.
-func (l *memLog) checkpoint(t *testing.T, key ed25519.PrivateKey) Checkpoint {
+func (l *memLog) checkpoint(t testing.TB, key ed25519.PrivateKey) Checkpoint {
 	t.Helper()
 	var s HeadsSigner
 	if err := s.Advance(context.Background(), l, l.pos); err != nil {
@@ -196,4 +197,29 @@ func cloneProof(p StreamProof) StreamProof {
 	}
 	q.Path = append([]string(nil), p.Path...)
 	return q
+}
+
+// FuzzVerifyStreamProof checks any proof file without panicking, and
+// accepts none but a signed one.
+func FuzzVerifyStreamProof(f *testing.F) {
+	pub, key, _ := ed25519.GenerateKey(nil)
+	l := &memLog{}
+	l.append(f, "delivery-a", "delivery.received.v1", "forward.requested.v1")
+	l.append(f, "delivery-b", "delivery.received.v1")
+	p, err := ProveStream(context.Background(), l, "delivery-a", l.checkpoint(f, key), 10)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, _ := json.Marshal(p)
+	f.Add(good)
+	f.Add([]byte(`{"format":"relay-stream-proof-v1","checkpoint":{"chain":"stream-heads-v1"},"events":[{}],"path":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var q StreamProof
+		if json.Unmarshal(b, &q) != nil {
+			return
+		}
+		if VerifyStreamProof(q, pub) == nil && q.Checkpoint.Signature != p.Checkpoint.Signature {
+			t.Fatalf("a proof with another signature verifies: %s", b)
+		}
+	})
 }
