@@ -28,6 +28,7 @@ require (
 	github.com/zalando/go-keyring v0.2.6
 	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.67.1
+	google.golang.org/protobuf v1.36.11
 	modernc.org/sqlite v1.61.1
 )
 
@@ -85,7 +86,6 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20241007155032-5fefd90f89a9 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

@@ -3,6 +3,8 @@ package systemtest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -179,4 +182,103 @@ func TestJetStreamCheckpointsFromTwoNodes(t *testing.T) {
 		t.Fatalf("after both nodes stopped: exit %d\n%s", code, out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestJetStreamDeliveryProof runs the relay on a JetStream log and proves
+// one delivery with relay events prove --eventstore: refused, naming the
+// wait, while no checkpoint signs it; once the relay's shutdown checkpoint
+// does, verify --proof accepts the proof with the public key alone, and
+// names a body byte changed in it and a forged checkpoint.
+func TestJetStreamDeliveryProof(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).URL()
+	dir := t.TempDir()
+	// No checkpoint while it runs: only the one it signs as it stops.
+	r := harness.Start(t, dir, "--eventstore", url, "--checkpoint-interval", "1h")
+	id, _ := createInspector(t, r)
+	for _, p := range []string{"/a", "/b"} {
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: p, Host: r.AddressHost(id), Body: []byte(`{"p":"` + p + `"}`)})
+	}
+	pubkey, code := harness.RunCLI(t, "events", "pubkey", "--data", dir)
+	if code != 0 {
+		t.Fatalf("pubkey: exit %d %s", code, pubkey)
+	}
+	pubkey = strings.TrimSpace(pubkey)
+	export, code := harness.RunCLI(t, "events", "export", "--eventstore", url, "--data", t.TempDir())
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, export)
+	}
+	delivery := ""
+	for _, line := range strings.Split(export, "\n") {
+		var e struct{ Stream, Type string }
+		if json.Unmarshal([]byte(line), &e) == nil && e.Type == "delivery.received.v1" {
+			delivery = strings.TrimPrefix(e.Stream, "delivery-")
+			break
+		}
+	}
+	if delivery == "" {
+		t.Fatalf("no delivery in the export:\n%s", export)
+	}
+	prove := func() (string, int) {
+		return harness.RunCLI(t, "events", "prove", delivery, "--eventstore", url, "--data", t.TempDir())
+	}
+	if out, code := prove(); code != 1 || !strings.Contains(out, "no checkpoint signs delivery") || !strings.Contains(out, "wait") {
+		t.Fatalf("prove before any checkpoint: exit %d, want 1 telling to wait\n%s", code, out)
+	}
+	r.Stop(t)
+
+	proof, code := prove()
+	if code != 0 {
+		t.Fatalf("prove: exit %d\n%s", code, proof)
+	}
+	var p evidence.StreamProof
+	if err := json.Unmarshal([]byte(proof), &p); err != nil || p.Format != evidence.StreamProofFormat || len(p.Events) == 0 || p.Events[0].Revision != 0 {
+		t.Fatalf("prove wrote %v:\n%s", err, proof)
+	}
+	good := filepath.Join(t.TempDir(), "delivery.proof.json")
+	if err := os.WriteFile(good, []byte(proof), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := harness.RunCLI(t, "events", "verify", "--proof", good, "--pubkey", pubkey)
+	if code != 0 || !strings.Contains(out, "ok: ") || !strings.Contains(out, "delivery.received.v1") {
+		t.Fatalf("verify --proof of an untouched proof: exit %d\n%s", code, out)
+	}
+	t.Logf("%s", out)
+
+	other, err := evidence.LoadOrCreateKey(filepath.Join(t.TempDir(), "other.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(p *evidence.StreamProof)
+		want string
+	}{
+		{"a body byte", func(p *evidence.StreamProof) { p.Events[0].Data = []byte(flipBody(string(p.Events[0].Data))) }, "data changed"},
+		{"a checkpoint signed with another key", func(p *evidence.StreamProof) {
+			root, _ := evidence.ParseHash(p.Checkpoint.Root)
+			p.Checkpoint.Signature = base64.StdEncoding.EncodeToString(evidence.SignHeads(other, p.Checkpoint.Position, p.Checkpoint.TreeSize, root))
+		}, "checkpoint signature invalid"},
+		{"the head's index", func(p *evidence.StreamProof) { p.HeadIndex = p.Checkpoint.TreeSize + 1 }, "head not in the signed tree"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c evidence.StreamProof
+			if err := json.Unmarshal([]byte(proof), &c); err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(&c)
+			b, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(t.TempDir(), "proof.json")
+			if err := os.WriteFile(f, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, code := harness.RunCLI(t, "events", "verify", "--proof", f, "--pubkey", pubkey)
+			if code != 1 || !strings.Contains(out, tt.want) {
+				t.Fatalf("exit %d, want 1 naming %q:\n%s", code, tt.want, out)
+			}
+		})
+	}
 }

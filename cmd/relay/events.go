@@ -55,8 +55,8 @@ event decodes. The first bad event is named (position, stream, id, what is wrong
 status is 1 when anything is wrong. Without EXPORT-FILE it reads the data folder (a running
 relay's too); with one, the export alone, offline, with --pubkey. With --server it
 downloads a running relay's log (its --admin-token is required) and checks that. With
---eventstore nats://… it reads a JetStream log, which keeps a chain per stream and signs
-every stream's head. With --proof it checks a proof that relay events prove wrote, with
+--eventstore nats://… (JetStream) or esdb://… (EventStoreDB) it reads a log that keeps a
+chain per stream and signs every stream's head. With --proof it checks a proof that relay events prove wrote, with
 --pubkey alone.`,
 		Example: `  relay events verify --data ./relay-data
   relay events verify events.jsonl --pubkey ed25519:... --checkpoint @kept.json
@@ -194,20 +194,29 @@ every stream's head. With --proof it checks a proof that relay events prove wrot
 		Short: "Write a proof that one delivery's events are in the log the relay signed, for a third party",
 		Long: `Write a proof (JSON) that one delivery's events are in the log: the events as stored, the
 newest signed checkpoint, and for each event the hashes that lead from it to the
-checkpoint's Merkle root (about log2 of the log's size). Anyone with the relay's public key
-checks it with relay events verify --proof, without the log. A delivery newer than the
-last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
+checkpoint's Merkle root (about log2 of the log's size). On a log with a chain per stream
+(--eventstore nats://… or esdb://…) the proof holds the delivery's events with their chain links and
+the hashes that lead from the delivery's head to the checkpoint's tree of stream heads
+(about log2 of the number of streams); writing it reads the whole log. Anyone with the
+relay's public key checks it with relay events verify --proof, without the log. A delivery
+newer than the last checkpoint cannot be proved until the next one (--checkpoint-interval).`,
 		Example: `  relay events prove 0193a7c2-... --data ./relay-data > delivery.proof.json
+  relay events prove 0193a7c2-... --eventstore nats://127.0.0.1:4222 > delivery.proof.json
   relay events verify --proof delivery.proof.json --pubkey "$(relay events pubkey)"`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, args []string) error {
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
-				l, ok := s.(provableLog)
-				if !ok {
-					return errors.New("prove: proofs of one delivery need the embedded log's single chain; a JetStream log keeps a chain per stream, which relay events verify checks whole")
+				var p any
+				var err error
+				switch l := s.(type) {
+				case provableLog:
+					p, err = proveDelivery(c.Context(), l, args[0])
+				case provableStreams:
+					p, err = proveStreamDelivery(c.Context(), l, args[0])
+				default:
+					err = errors.New("prove: this log keeps no hash chain")
 				}
-				p, err := proveDelivery(c.Context(), l, args[0])
 				if err != nil {
 					return err
 				}

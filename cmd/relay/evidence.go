@@ -221,6 +221,51 @@ func proveDelivery(ctx context.Context, l provableLog, id string) (evidence.Proo
 	return evidence.Prove(c, leaves, events, index)
 }
 
+// provableStreams is a log with a chain per stream that reads a stream's
+// newest event in one request.
+type provableStreams interface {
+	evidence.MessageSource
+	LastEvent(ctx context.Context, stream string) (domain.RecordedEvent, error)
+}
+
+// proveStreamDelivery proves a delivery's stream against the newest
+// checkpoint over stream heads. It reads the whole log (every stream's head
+// at the checkpoint's position); its memory is one head per stream.
+func proveStreamDelivery(ctx context.Context, l provableStreams, id string) (evidence.StreamProof, error) {
+	stream := domain.DeliveryStream(id)
+	newest, err := l.LastEvent(ctx, stream)
+	switch {
+	case errors.Is(err, domain.ErrStreamNotFound), errors.Is(err, domain.ErrStreamDeleted):
+		return evidence.StreamProof{}, fmt.Errorf("prove: no delivery %q in the log (deleted by retention, or never received)", id)
+	case err != nil:
+		return evidence.StreamProof{}, err
+	}
+	last, err := l.LastEvent(ctx, domain.CheckpointStream)
+	if err != nil && !errors.Is(err, domain.ErrStreamNotFound) {
+		return evidence.StreamProof{}, err
+	}
+	var c evidence.Checkpoint
+	if err == nil {
+		if err := json.Unmarshal(last.Data, &c); err != nil {
+			return evidence.StreamProof{}, fmt.Errorf("prove: the newest checkpoint does not decode: %w", err)
+		}
+	}
+	if err != nil || c.Position < newest.Position {
+		return evidence.StreamProof{}, fmt.Errorf("prove: no checkpoint signs delivery %s yet (its last event is at position %d); wait for the next one: every relay signs the log every --checkpoint-interval and at shutdown", id, newest.Position)
+	}
+	if c.Chain != evidence.HeadsChain {
+		return evidence.StreamProof{}, errors.New("prove: the newest checkpoint signs no stream heads (written by an older relay); wait for the next one")
+	}
+	p, err := evidence.ProveStream(ctx, l, stream, c, maxProvedEvents)
+	if errors.Is(err, evidence.ErrNoCheckpointYet) {
+		return evidence.StreamProof{}, fmt.Errorf("prove: %w; wait for the next checkpoint (every --checkpoint-interval, and at shutdown)", err)
+	}
+	if err != nil {
+		return evidence.StreamProof{}, fmt.Errorf("prove: %w", err)
+	}
+	return p, nil
+}
+
 // verifyProofFile checks a proof file with a public key and prints what it
 // proves.
 func verifyProofFile(path, pubkey string, w io.Writer) error {
@@ -236,10 +281,22 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 		return fmt.Errorf("--proof: %w", err)
 	}
 	defer f.Close()
-	var p evidence.Proof
 	// A proof is a handful of events; a bigger file is not one.
-	dec := json.NewDecoder(io.LimitReader(f, 64<<20))
-	if err := dec.Decode(&p); err != nil {
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return fmt.Errorf("--proof: %w", err)
+	}
+	var format struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(b, &format); err != nil {
+		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
+	}
+	if format.Format == evidence.StreamProofFormat {
+		return verifyStreamProof(path, b, key, w)
+	}
+	var p evidence.Proof
+	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
 	}
 	if err := evidence.VerifyProof(p, key); err != nil {
@@ -247,6 +304,26 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "ok: %d events of %s are in the log the relay signed at position %d (a tree of %d leaves, root %s)\n",
 		len(p.Events), p.Events[0].Stream, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
+	for _, e := range p.Events {
+		var md domain.Metadata
+		_ = json.Unmarshal(e.Metadata, &md)
+		fmt.Fprintf(w, "  position %d  %s  %s\n", e.Position, md.OccurredAt, e.Type)
+	}
+	return nil
+}
+
+// verifyStreamProof checks a proof of one stream of a log with a chain per
+// stream and prints what it proves.
+func verifyStreamProof(path string, b []byte, key ed25519.PublicKey, w io.Writer) error {
+	var p evidence.StreamProof
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
+	}
+	if err := evidence.VerifyStreamProof(p, key); err != nil {
+		return fmt.Errorf("verify --proof: %w", err)
+	}
+	fmt.Fprintf(w, "ok: %d events of %s, revisions %d to %d, are its chain up to its head in the log the relay signed at position %d (%d stream heads, root %s)\n",
+		len(p.Events), p.Stream, p.Events[0].Revision, p.Events[len(p.Events)-1].Revision, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
 	for _, e := range p.Events {
 		var md domain.Metadata
 		_ = json.Unmarshal(e.Metadata, &md)

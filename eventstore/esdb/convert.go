@@ -59,11 +59,12 @@ func toRecorded(r *esdb.RecordedEvent, position uint64) (domain.RecordedEvent, e
 }
 
 // isSystem reports events the port never wrote: EventStoreDB's own streams
-// and event types start with "$", and so do links. The one exception is the
+// and event types start with "$", and so do links; and the records the
+// adapter's deletions leave of what they removed (chain.go). The one exception is the
 // tombstone the server writes into a user stream on DeleteStream, which the
 // port hands on as its own tombstone.
 func isSystem(r *esdb.RecordedEvent) bool {
-	if r == nil || strings.HasPrefix(r.StreamID, "$") {
+	if r == nil || strings.HasPrefix(r.StreamID, "$") || strings.HasPrefix(r.StreamID, removedPrefix) {
 		return true
 	}
 	return strings.HasPrefix(r.EventType, "$") && r.EventType != serverTombstone

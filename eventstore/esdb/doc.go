@@ -20,6 +20,10 @@
 //   - Metadata travels as JSON in the event's user metadata, OccurredAt in
 //     UTC with nanoseconds; data is stored as JSON content when it is valid
 //     JSON and as binary otherwise, byte for byte either way.
+//   - Each event carries the leaf and link of the log's chain per stream at
+//     the end of its user metadata, and a chained append expects the exact
+//     revision of the head it chains to; a deletion first records what it
+//     removes (chain.go, docs/evidence.md). Not run against a server here.
 //   - Errors are translated once, by the client's ErrorCode (translate):
 //     WrongExpectedVersion becomes *domain.WrongExpectedRevisionError (with
 //     the stream's actual revision read back), ResourceNotFound and

@@ -213,7 +213,8 @@ func TestIsSystem(t *testing.T) {
 		{"$projections-$all", "$ProjectionsInitialized", true},
 		{"delivery-1", "$>", true},
 		{"$ce-delivery", "delivery.received.v1", true},
-		{"delivery-1", "$streamDeleted", false}, // the server's tombstone: the port's too
+		{"delivery-1", "$streamDeleted", false},       // the server's tombstone: the port's too
+		{"log-removed-delivery-1", removedType, true}, // a deletion's record: the chain's, not the port's
 	}
 	for _, tt := range tests {
 		if got := isSystem(&esdb.RecordedEvent{StreamID: tt.stream, EventType: tt.typ}); got != tt.want {

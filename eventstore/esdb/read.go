@@ -16,13 +16,35 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if err := s.checkRead(max); err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
+	raw, err := s.readStreamRaw(ctx, stream, from, max)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	out := make([]domain.RecordedEvent, len(raw))
+	for i, p := range raw {
+		if out[i], err = toRecorded(p.rec, p.pos); err != nil {
+			return nil, fmt.Errorf("read stream %s: %w", stream, err)
+		}
+	}
+	return out, nil
+}
+
+// placed is an event as the server stored it, at its port position.
+type placed struct {
+	rec *esdb.RecordedEvent
+	pos uint64
+}
+
+// readStreamRaw reads up to max events of stream from revision from on, as
+// stored.
+func (s *Store) readStreamRaw(ctx context.Context, stream string, from uint64, max int) ([]placed, error) {
 	rs, err := s.client.ReadStream(ctx, stream, esdb.ReadStreamOptions{Direction: esdb.Forwards, From: esdb.Revision(from)}, uint64(max))
 	if err != nil {
-		return nil, fmt.Errorf("read stream %s: %w", stream, translate(ctx, err))
+		return nil, translate(ctx, err)
 	}
 	defer rs.Close()
 	var (
-		out   []domain.RecordedEvent
+		out   []placed
 		place positioner
 	)
 	for {
@@ -31,26 +53,22 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read stream %s: %w", stream, translate(ctx, err))
+			return nil, translate(ctx, err)
 		}
 		r := ev.OriginalEvent()
 		if len(out) == 0 && from > 0 && r.Position.Commit != unknownPosition {
 			// The read may start inside an append: count its events before.
 			n, err := s.eventsBefore(ctx, stream, from, r.Position.Commit)
 			if err != nil {
-				return nil, fmt.Errorf("read stream %s: %w", stream, err)
+				return nil, err
 			}
 			place.skip(r.Position.Commit, n)
 		}
 		pos, err := place.place(r.Position.Commit)
 		if err != nil {
-			return nil, fmt.Errorf("read stream %s: %w", stream, err)
+			return nil, err
 		}
-		rec, err := toRecorded(r, pos)
-		if err != nil {
-			return nil, fmt.Errorf("read stream %s: %w", stream, err)
-		}
-		out = append(out, rec)
+		out = append(out, placed{rec: r, pos: pos})
 	}
 }
 
@@ -118,8 +136,23 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.Re
 // starts at the previous page's last record, which reads include, so it is
 // skipped.
 func (s *Store) readAll(ctx context.Context, after uint64, n int) ([]domain.RecordedEvent, error) {
+	raw, err := s.readAllRaw(ctx, after, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.RecordedEvent, len(raw))
+	for i, p := range raw {
+		if out[i], err = toRecorded(p.rec, p.pos); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readAllRaw is readAll's events as stored.
+func (s *Store) readAllRaw(ctx context.Context, after uint64, n int) ([]placed, error) {
 	var (
-		out   []domain.RecordedEvent
+		out   []placed
 		place positioner
 		prev  *esdb.Position
 	)
@@ -143,7 +176,7 @@ func (s *Store) readAll(ctx context.Context, after uint64, n int) ([]domain.Reco
 
 // collect reads one page into out and reports how many records it read and
 // the position of the last one.
-func collect(rs *esdb.ReadStream, after uint64, prev *esdb.Position, place *positioner, n int, out *[]domain.RecordedEvent) (int, esdb.Position, error) {
+func collect(rs *esdb.ReadStream, after uint64, prev *esdb.Position, place *positioner, n int, out *[]placed) (int, esdb.Position, error) {
 	read := 0
 	var lastSeen esdb.Position
 	for len(*out) < n {
@@ -170,11 +203,7 @@ func collect(rs *esdb.ReadStream, after uint64, prev *esdb.Position, place *posi
 		if pos <= after {
 			continue // earlier events of the append that holds after
 		}
-		e, err := toRecorded(rec, pos)
-		if err != nil {
-			return read, lastSeen, err
-		}
-		*out = append(*out, e)
+		*out = append(*out, placed{rec: rec, pos: pos})
 	}
 	return read, lastSeen, nil
 }

@@ -219,3 +219,21 @@ func (s *Store) checkRead(max int) error {
 	}
 	return s.checkOpen()
 }
+
+// LastEvent returns the newest event of stream, in one read: what a proof
+// needs of the checkpoints' stream. A stream with no events returns
+// domain.ErrStreamNotFound, a deleted one domain.ErrStreamDeleted.
+func (s *Store) LastEvent(ctx context.Context, stream string) (domain.RecordedEvent, error) {
+	if err := s.checkOpen(); err != nil {
+		return domain.RecordedEvent{}, err
+	}
+	h, last, err := s.head(ctx, s.subjectOf(stream))
+	if err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("read the last event of %s: %w", stream, err)
+	}
+	if !h.exists {
+		return domain.RecordedEvent{}, fmt.Errorf("read the last event of %s: %w", stream, domain.ErrStreamNotFound)
+	}
+	events := last.recorded()
+	return events[len(events)-1], nil
+}
