@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/relayhq/relay/cluster"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
@@ -30,6 +31,7 @@ type clusterLink struct {
 	hub    *tunnel.Hub
 	views  interface {
 		AgentNodes(ctx context.Context, endpointID string) ([]readmodel.NodeSessions, error)
+		OpenListeners(ctx context.Context, endpointID string) ([]readmodel.AgentSession, error)
 		OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSession, error)
 		OpenAttempts(ctx context.Context) ([]readmodel.OpenAttempt, error)
 	}
@@ -67,7 +69,7 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 		life: life, stop: stop, busDone: make(chan error, 1)}
 	c.hub = tunnel.NewHub(tunnel.HubConfig{
 		Recorder: a.rec, Logger: log, Node: a.node,
-		Remote: nodebus.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere,
+		Remote: nodebus.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere, Roster: c.roster,
 	})
 	nodebus.Serve(bus, c.hub)
 	leases.OnLapse(func(node string) {
@@ -124,6 +126,38 @@ func (c *clusterLink) elsewhere(endpointID string) int {
 		n += s.Sessions
 	}
 	return n
+}
+
+// roster lists an Endpoint's open sessions on the live nodes, as the views
+// show them: the primary rule, the filters and Endpoint.listeners read them
+// for every node.
+func (c *clusterLink) roster(endpointID string) []tunnel.RemoteSession {
+	ctx, cancel := context.WithTimeout(c.life, presenceRead)
+	defer cancel()
+	sessions, err := c.views.OpenListeners(ctx, endpointID)
+	if err != nil {
+		c.log.Error("read an Endpoint's listeners", "endpoint_id", endpointID, "error", err)
+		return nil
+	}
+	out := make([]tunnel.RemoteSession, 0, len(sessions))
+	for _, s := range sessions {
+		if s.Node == "" || (s.Node != c.node && !c.leases.Alive(s.Node)) {
+			continue
+		}
+		r := tunnel.RemoteSession{AgentID: s.AgentID, Node: s.Node, Target: s.Target, Asked: s.Asked,
+			Position: s.Position, ConnectedAt: s.ConnectedAt}
+		for _, text := range s.Filters {
+			f, err := domain.ParseFilter(text)
+			if err != nil {
+				// Recorded by a node that accepted it: a newer filter kind.
+				c.log.Warn("a listener's filter this node cannot read", "agent_id", s.AgentID, "filter", text, "error", err)
+				continue
+			}
+			r.Filters = append(r.Filters, f)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // reap closes, on one live node at a time (the first by name), the agent
