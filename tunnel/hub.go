@@ -84,17 +84,17 @@ type Listener struct {
 
 // Hub holds the live agent sessions and executes forward commands.
 type Hub struct {
-	rec     Recorder
-	logger  *slog.Logger
-	node    string
-	remote  Remote
-	locate  func(endpointID string) (string, bool)
-	others  func(endpointID string) int
+	rec    Recorder
+	logger *slog.Logger
+	node   string
+	remote Remote
+	locate func(endpointID string) (string, bool)
+	others func(endpointID string) int
 	// rosterOf is HubConfig.Roster.
 	rosterOf func(endpointID string) []RemoteSession
-	life    context.Context // ends with Close: attempts in flight answer 503
-	stop    context.CancelFunc
-	serving sync.WaitGroup // attempts in flight through Forward
+	life     context.Context // ends with Close: attempts in flight answer 503
+	stop     context.CancelFunc
+	serving  sync.WaitGroup // attempts in flight through Forward
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order

@@ -207,7 +207,6 @@ func TestPrimaryChangeRecordedOnceAcrossNodes(t *testing.T) {
 	}
 }
 
-
 func recv(tb testing.TB, ch <-chan domain.ForwardCommand) domain.ForwardCommand {
 	tb.Helper()
 	select {
