@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,13 +39,12 @@ type clusterLink struct {
 	life    context.Context
 	stop    context.CancelFunc
 	busDone chan error
-	next    atomic.Uint64 // round-robin over the nodes serving an Endpoint
 }
 
 // joinCluster connects to the bus, starts this node's lease and builds a
-// Hub that sends a forward to the node holding its Endpoint's sessions,
-// found in the views (agent sessions record their node) among the nodes
-// holding their lease.
+// Hub that applies the primary rule to the sessions of every node holding
+// its lease, found in the views (agent sessions record their node), and
+// sends a forward to the node holding the primary, copies to the others.
 func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*clusterLink, error) {
 	lease := cfg.NodeLease
 	if lease <= 0 {
@@ -69,7 +67,7 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 		life: life, stop: stop, busDone: make(chan error, 1)}
 	c.hub = tunnel.NewHub(tunnel.HubConfig{
 		Recorder: a.rec, Logger: log, Node: a.node,
-		Remote: nodebus.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere, Roster: c.roster,
+		Remote: nodebus.NewClient(bus), Elsewhere: c.elsewhere, Roster: c.roster,
 	})
 	nodebus.Serve(bus, c.hub)
 	leases.OnLapse(func(node string) {
@@ -108,15 +106,6 @@ func (c *clusterLink) serving(endpointID string) []readmodel.NodeSessions {
 		}
 	}
 	return out
-}
-
-// locate picks one of the other live nodes serving an Endpoint, in turn.
-func (c *clusterLink) locate(endpointID string) (string, bool) {
-	nodes := c.serving(endpointID)
-	if len(nodes) == 0 {
-		return "", false
-	}
-	return nodes[c.next.Add(1)%uint64(len(nodes))].Node, true
 }
 
 // elsewhere counts the sessions of an Endpoint the other live nodes hold.
