@@ -2,6 +2,7 @@ package nodebus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -216,4 +217,33 @@ func recv(tb testing.TB, ch <-chan domain.ForwardCommand) domain.ForwardCommand 
 		tb.Fatal("the agent got no work")
 		return domain.ForwardCommand{}
 	}
+}
+
+// A copy for a session on a node that is lost before it answers is
+// recorded as failed; the sender's answer never waited for it.
+func TestCopyToALostNodeIsRecordedFailed(t *testing.T) {
+	c := newCluster(t)
+	c.listen(t, "front", tunnel.SessionInfo{AgentID: "f1"})
+	// A session the log shows on node "gone", whose Hub takes no commands.
+	c.nodes["g1"] = "gone"
+	c.appendChanges(t, domain.AgentStream("ep"), domain.Any(), []domain.Event{domain.AgentConnected{EndpointID: "ep", AgentID: "g1", Node: "gone"}}, "")
+
+	cmd := c.receive(t, "ep", "acc")
+	out, err := c.front.Forward(t.Context(), cmd)
+	if err != nil || string(out.Body) != "f1" {
+		t.Fatalf("forward = %+v, %v; want f1's answer", out, err)
+	}
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if c.front.NodeLost("gone") == 0 {
+			return errors.New("the copy is not waiting for node gone yet")
+		}
+		return nil
+	})
+	want := map[string]string{"f1": "copy=false 200", "g1": "copy=true 503 " + tunnel.NodeLost + " (gone)"}
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if got := c.attempts(t, cmd.DeliveryID); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("attempts %v, want %v", got, want)
+		}
+		return nil
+	})
 }
