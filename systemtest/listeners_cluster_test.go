@@ -163,7 +163,8 @@ func TestListenersAcrossNodes(t *testing.T) {
 	waitOutput(t, lf, regexp.MustCompile(`(?m)^now primary on endpoint shared`))
 	sameOnBoth("B's filtered listener alone", regexp.MustCompile(`^\S+@b:primary:\S+\[method=PUT\]$`))
 	before := len(logB.all())
-	seen := map[string]bool{}
+	seen := map[string]bool{id: true}
+	newestDelivery(t, a, token, ep.ID, seen) // /after, once A's views show it
 	res = send(t, a, ep.ID, "POST", "/refused", nil, []byte(`{"n":3}`))
 	if res.Status != 204 {
 		t.Errorf("a delivery on A that B's only listener refuses: %d %q, want 204 as the Endpoint's configured answer", res.Status, res.Body)
