@@ -51,7 +51,8 @@ func TestEventsFlowOfProxiedDelivery(t *testing.T) {
 		t.Errorf("forward.responded.v1 data %s, want status 200 for attempt %s", mine[2].Data, d.Attempts[0].ID)
 	}
 
-	// The agent's session: connected now, disconnected once it stops.
+	// The agent's session: connected, made primary as the first listener,
+	// disconnected once it stops, and then no primary left.
 	p.agent.Stop(t)
 	agentStream := "agent-" + p.ep.ID
 	var sessions []logEvent
@@ -62,23 +63,34 @@ func TestEventsFlowOfProxiedDelivery(t *testing.T) {
 				sessions = append(sessions, e)
 			}
 		}
-		return len(sessions) >= 2
+		return len(sessions) >= 4
 	})
-	if len(sessions) != 2 || sessions[0].Type != "agent.connected.v1" || sessions[1].Type != "agent.disconnected.v1" {
-		t.Fatalf("events of %s = %+v, want connected then disconnected", agentStream, sessions)
+	wantTypes := []string{"agent.connected.v1", "listener.primary_changed.v1", "agent.disconnected.v1", "listener.primary_changed.v1"}
+	got := make([]string, len(sessions))
+	for i, e := range sessions {
+		got[i] = e.Type
+	}
+	if !slices.Equal(got, wantTypes) {
+		t.Fatalf("events of %s = %+v, want %v", agentStream, sessions, wantTypes)
 	}
 	agentOf := func(e logEvent) string {
 		var v struct {
 			AgentID    string `json:"agent_id"`
+			Previous   string `json:"previous"`
 			EndpointID string `json:"endpoint_id"`
 		}
 		_ = json.Unmarshal([]byte(e.Data), &v)
 		if v.EndpointID != p.ep.ID {
 			t.Errorf("%s names endpoint %q, want %s", e.Type, v.EndpointID, p.ep.ID)
 		}
+		if e.Type == "listener.primary_changed.v1" && v.AgentID == "" {
+			return v.Previous // the primary that left
+		}
 		return v.AgentID
 	}
-	if a, b := agentOf(sessions[0]), agentOf(sessions[1]); a == "" || a != b {
-		t.Errorf("session events name agents %q and %q, want the same one", a, b)
+	for _, e := range sessions[1:] {
+		if a, b := agentOf(sessions[0]), agentOf(e); a == "" || a != b {
+			t.Errorf("%s names agent %q, want the session's %q", e.Type, b, a)
+		}
 	}
 }
