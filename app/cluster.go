@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/relayhq/relay/cluster"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
@@ -30,6 +30,7 @@ type clusterLink struct {
 	hub    *tunnel.Hub
 	views  interface {
 		AgentNodes(ctx context.Context, endpointID string) ([]readmodel.NodeSessions, error)
+		OpenListeners(ctx context.Context, endpointID string) ([]readmodel.AgentSession, error)
 		OpenAgentSessions(ctx context.Context) ([]readmodel.AgentSession, error)
 		OpenAttempts(ctx context.Context) ([]readmodel.OpenAttempt, error)
 	}
@@ -38,13 +39,12 @@ type clusterLink struct {
 	life    context.Context
 	stop    context.CancelFunc
 	busDone chan error
-	next    atomic.Uint64 // round-robin over the nodes serving an Endpoint
 }
 
 // joinCluster connects to the bus, starts this node's lease and builds a
-// Hub that sends a forward to the node holding its Endpoint's sessions,
-// found in the views (agent sessions record their node) among the nodes
-// holding their lease.
+// Hub that applies the primary rule to the sessions of every node holding
+// its lease, found in the views (agent sessions record their node), and
+// sends a forward to the node holding the primary, copies to the others.
 func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*clusterLink, error) {
 	lease := cfg.NodeLease
 	if lease <= 0 {
@@ -67,7 +67,7 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 		life: life, stop: stop, busDone: make(chan error, 1)}
 	c.hub = tunnel.NewHub(tunnel.HubConfig{
 		Recorder: a.rec, Logger: log, Node: a.node,
-		Remote: nodebus.NewClient(bus), Locate: c.locate, Elsewhere: c.elsewhere,
+		Remote: nodebus.NewClient(bus), Elsewhere: c.elsewhere, Roster: c.roster,
 	})
 	nodebus.Serve(bus, c.hub)
 	leases.OnLapse(func(node string) {
@@ -108,15 +108,6 @@ func (c *clusterLink) serving(endpointID string) []readmodel.NodeSessions {
 	return out
 }
 
-// locate picks one of the other live nodes serving an Endpoint, in turn.
-func (c *clusterLink) locate(endpointID string) (string, bool) {
-	nodes := c.serving(endpointID)
-	if len(nodes) == 0 {
-		return "", false
-	}
-	return nodes[c.next.Add(1)%uint64(len(nodes))].Node, true
-}
-
 // elsewhere counts the sessions of an Endpoint the other live nodes hold.
 func (c *clusterLink) elsewhere(endpointID string) int {
 	n := 0
@@ -124,6 +115,38 @@ func (c *clusterLink) elsewhere(endpointID string) int {
 		n += s.Sessions
 	}
 	return n
+}
+
+// roster lists an Endpoint's open sessions on the live nodes, as the views
+// show them: the primary rule, the filters and Endpoint.listeners read them
+// for every node.
+func (c *clusterLink) roster(endpointID string) []tunnel.RemoteSession {
+	ctx, cancel := context.WithTimeout(c.life, presenceRead)
+	defer cancel()
+	sessions, err := c.views.OpenListeners(ctx, endpointID)
+	if err != nil {
+		c.log.Error("read an Endpoint's listeners", "endpoint_id", endpointID, "error", err)
+		return nil
+	}
+	out := make([]tunnel.RemoteSession, 0, len(sessions))
+	for _, s := range sessions {
+		if s.Node == "" || (s.Node != c.node && !c.leases.Alive(s.Node)) {
+			continue
+		}
+		r := tunnel.RemoteSession{AgentID: s.AgentID, Node: s.Node, Target: s.Target, Asked: s.Asked,
+			Position: s.Position, ConnectedAt: s.ConnectedAt}
+		for _, text := range s.Filters {
+			f, err := domain.ParseFilter(text)
+			if err != nil {
+				// Recorded by a node that accepted it: a newer filter kind.
+				c.log.Warn("a listener's filter this node cannot read", "agent_id", s.AgentID, "filter", text, "error", err)
+				continue
+			}
+			r.Filters = append(r.Filters, f)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // reap closes, on one live node at a time (the first by name), the agent

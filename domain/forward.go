@@ -29,6 +29,13 @@ type ForwardCommand struct {
 	Host       string `json:"host,omitempty"`
 	Scheme     string `json:"scheme,omitempty"`
 	RemoteAddr string `json:"remote_addr,omitempty"`
+	// Agent names the session that is to run the attempt, when the node
+	// that sends it to another has applied the primary rule across nodes;
+	// Copy says it is a copy for that session (its outcome goes back to
+	// the sending node, which records it). Empty: the receiving node
+	// applies the rule to its own sessions.
+	Agent string `json:"agent,omitempty"`
+	Copy  bool   `json:"copy,omitempty"`
 }
 
 // ForwardOutcome is how an attempt ended: the local answer (Error empty), or

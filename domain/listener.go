@@ -11,3 +11,114 @@ const (
 	// PrimaryNone: the last session ended.
 	PrimaryNone = "no listener left"
 )
+
+// PrimaryIndex applies the primary rule to n live sessions of an Endpoint
+// given in the order the log holds their starts (agent.connected.v1):
+// the newest that asked to be primary answers the senders, else the first.
+// It returns the index of that session, -1 when n is 0. Every relay node
+// computes it from the same log, so all agree on one primary.
+func PrimaryIndex(n int, asked func(i int) bool) int {
+	for i := n - 1; i >= 0; i-- {
+		if asked(i) {
+			return i
+		}
+	}
+	if n == 0 {
+		return -1
+	}
+	return 0
+}
+
+// ListenerSession is a live session of an Endpoint as its agent stream
+// tells it.
+type ListenerSession struct {
+	AgentID string
+	Asked   bool // started with --primary
+}
+
+// Listeners is an Endpoint's agent stream folded: the sessions still
+// open, in the order they connected, and the primary last recorded.
+//
+// Invariants:
+//  1. A PrimaryChanged is raised only when the rule's primary differs from
+//     the one last recorded, so the stream never holds the same change
+//     twice (appended at the stream's expected revision: a change raised
+//     by two nodes at once is recorded by one).
+type Listeners struct {
+	open     []ListenerSession
+	recorded string // agent ID of the last PrimaryChanged, "" for none
+}
+
+// LoadListeners folds an agent stream's events.
+func LoadListeners(events []Event) *Listeners {
+	l := &Listeners{}
+	for _, e := range events {
+		l.apply(e)
+	}
+	return l
+}
+
+func (l *Listeners) apply(e Event) {
+	switch e := e.(type) {
+	case AgentConnected:
+		l.drop(e.AgentID)
+		l.open = append(l.open, ListenerSession{AgentID: e.AgentID, Asked: e.Primary})
+	case AgentDisconnected:
+		l.drop(e.AgentID)
+	case PrimaryChanged:
+		l.recorded = e.AgentID
+	}
+}
+
+func (l *Listeners) drop(agentID string) {
+	for i, s := range l.open {
+		if s.AgentID == agentID {
+			l.open = append(l.open[:i:i], l.open[i+1:]...)
+			return
+		}
+	}
+}
+
+// Open lists the sessions still open, in the order they connected.
+func (l *Listeners) Open() []ListenerSession { return append([]ListenerSession(nil), l.open...) }
+
+// Primary is the session the rule makes primary now, "" when none is open.
+func (l *Listeners) Primary() string {
+	i := PrimaryIndex(len(l.open), func(i int) bool { return l.open[i].Asked })
+	if i < 0 {
+		return ""
+	}
+	return l.open[i].AgentID
+}
+
+// Decide returns the PrimaryChanged to record for endpointID when the
+// rule's primary is not the one last recorded, and false when it is.
+func (l *Listeners) Decide(endpointID string) (PrimaryChanged, bool) {
+	now := l.Primary()
+	if now == l.recorded {
+		return PrimaryChanged{}, false
+	}
+	c := PrimaryChanged{EndpointID: endpointID, AgentID: now, Previous: l.recorded}
+	stillOpen := false
+	asked := false
+	for _, s := range l.open {
+		stillOpen = stillOpen || s.AgentID == l.recorded
+		if s.AgentID == now {
+			asked = s.Asked
+		}
+	}
+	switch {
+	case now == "":
+		c.Reason = PrimaryNone
+	case l.recorded == "":
+		c.Reason = PrimaryFirst
+		if asked {
+			c.Reason = PrimaryAsked
+		}
+	case stillOpen:
+		c.Reason = PrimaryAsked
+	default:
+		c.Reason = PrimaryLeft
+	}
+	return c, true
+}

@@ -8,7 +8,7 @@ import (
 	"github.com/relayhq/relay/graph/model"
 )
 
-// listeners are the sessions of an Endpoint the Hub of this node holds;
+// listeners are the sessions of an Endpoint on every relay node;
 // mine marks those of the asking connection.
 func (r *Resolver) listeners(ctx context.Context, endpointID string) []*model.Listener {
 	conn := connectionID(ctx)

@@ -251,6 +251,46 @@ func (v *Addresses) AgentNodes(ctx context.Context, endpointID string) ([]readmo
 	return out, nil
 }
 
+// maxListenersRead bounds the open sessions of one Endpoint OpenListeners
+// reads: far more than anyone listens with, so a runaway client cannot make
+// every delivery read without bound.
+const maxListenersRead = 256
+
+// OpenListeners lists an Endpoint's open agent sessions on every node, in
+// the order the log holds their starts, with whether each asked to be
+// primary and its filters: what the primary rule and the filters are
+// applied to across nodes.
+func (v *Addresses) OpenListeners(ctx context.Context, endpointID string) ([]readmodel.AgentSession, error) {
+	rows, err := v.r.QueryContext(ctx, `SELECT agent_id, endpoint_id, target, connected_at, node, asked, filters, position
+		FROM agent_sessions WHERE endpoint_id = ? AND open = 1 ORDER BY position LIMIT ?`, endpointID, maxListenersRead)
+	if err != nil {
+		return nil, fmt.Errorf("list listeners of endpoint %q: %w", endpointID, err)
+	}
+	defer rows.Close()
+	out := []readmodel.AgentSession{}
+	for rows.Next() {
+		var (
+			s       readmodel.AgentSession
+			at      int64
+			filters string
+		)
+		if err := rows.Scan(&s.AgentID, &s.EndpointID, &s.Target, &at, &s.Node, &s.Asked, &filters, &s.Position); err != nil {
+			return nil, fmt.Errorf("list listeners of endpoint %q: %w", endpointID, err)
+		}
+		s.ConnectedAt = fromNanos(at)
+		if filters != "" {
+			if err := json.Unmarshal([]byte(filters), &s.Filters); err != nil {
+				return nil, fmt.Errorf("list listeners of endpoint %q: filters of %s: %w", endpointID, s.AgentID, err)
+			}
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list listeners of endpoint %q: %w", endpointID, err)
+	}
+	return out, nil
+}
+
 // agentSessionColumns are the columns scanAgentSession reads.
 const agentSessionColumns = `agent_id, endpoint_id, target, connected_at, node, disconnected_at, reason`
 

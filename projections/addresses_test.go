@@ -266,3 +266,33 @@ func TestAddressCacheDropsRowsReadBeforeABatch(t *testing.T) {
 		t.Fatalf("activity did not move the cached row: %+v, %v", a, ok)
 	}
 }
+
+// TestOpenListeners: every node reads an Endpoint's open sessions with
+// what the primary rule and the filters need, in the order of their starts.
+func TestOpenListeners(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.signUp(e.ctx, "acct-1", "Ada", "tok-1", "secret-1", t0))
+	e.do(e.newEndpoint(e.ctx, "ep-1", "acct-1", domain.EndpointSettings{Name: "n", Mode: domain.ModeProxy, Target: "127.0.0.1:1"}, t0))
+	steps := []domain.Event{
+		domain.AgentConnected{EndpointID: "ep-1", AgentID: "a", Target: "127.0.0.1:1", Node: "n1"},
+		domain.AgentConnected{EndpointID: "ep-1", AgentID: "b", Target: "127.0.0.1:2", Node: "n2", Primary: true,
+			Filters: []string{"method=POST", "header:X-Kind=a,b"}},
+		domain.AgentConnected{EndpointID: "ep-1", AgentID: "c", Target: "127.0.0.1:3", Node: "n1"},
+		domain.AgentDisconnected{EndpointID: "ep-1", AgentID: "a", Reason: "closed"},
+	}
+	for i, ev := range steps {
+		e.do(e.agent(e.ctx, "ep-1", ev, t0.Add(time.Duration(i+1)*time.Minute)))
+	}
+	got, err := e.views.OpenListeners(e.ctx, "ep-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("open listeners %+v, want b and c", got)
+	}
+	b, c := got[0], got[1]
+	if b.AgentID != "b" || b.Node != "n2" || !b.Asked || !slices.Equal(b.Filters, []string{"method=POST", "header:X-Kind=a,b"}) ||
+		c.AgentID != "c" || c.Node != "n1" || c.Asked || c.Filters != nil || !(b.Position < c.Position) || !c.ConnectedAt.After(b.ConnectedAt) {
+		t.Errorf("open listeners %+v", got)
+	}
+}

@@ -85,7 +85,15 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
 	case domain.AgentConnected:
-		n, err = t.exec(qAgentConnected, p.AgentID, p.EndpointID, p.Target, t.at(), t.pos(), p.Node)
+		filters := ""
+		if len(p.Filters) > 0 {
+			b, jerr := json.Marshal(p.Filters)
+			if jerr != nil {
+				return 0, true, fmt.Errorf("encode session filters: %w", jerr)
+			}
+			filters = string(b)
+		}
+		n, err = t.exec(qAgentConnected, p.AgentID, p.EndpointID, p.Target, t.at(), t.pos(), p.Node, p.Primary, filters)
 	case domain.AgentDisconnected:
 		n, err = t.exec(qAgentDisconnected, t.at(), p.Reason, p.AgentID, p.EndpointID)
 	default:

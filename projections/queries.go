@@ -60,11 +60,11 @@ const (
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
 	// A session ID seen again (a resumed session) is reopened, not counted twice.
-	qAgentConnected = `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, open, position, node)
-		VALUES (?, ?, ?, ?, 1, ?, ?)
+	qAgentConnected = `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, open, position, node, asked, filters)
+		VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)
 		ON CONFLICT (agent_id) DO UPDATE SET endpoint_id = excluded.endpoint_id, target = excluded.target,
 			connected_at = excluded.connected_at, disconnected_at = NULL, reason = '', open = 1,
-			position = excluded.position, node = excluded.node`
+			position = excluded.position, node = excluded.node, asked = excluded.asked, filters = excluded.filters`
 	qAgentDisconnected = `UPDATE agent_sessions SET open = 0, disconnected_at = ?, reason = ?
 		WHERE agent_id = ? AND endpoint_id = ?`
 

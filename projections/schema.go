@@ -23,8 +23,10 @@ import (
 // own answer and handshakes (answers); version 9 each token's name, expiry
 // and last use, device codes and invites; version 10 which attempts are
 // copies given to sessions other than the primary, and each Endpoint's
-// filters.
-const schemaVersion = 10
+// filters; version 12 whether each agent session asked to be primary and
+// its filters, so every node applies the primary rule and the filters to
+// the sessions of every node.
+const schemaVersion = 12
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -143,7 +145,11 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 	reason          TEXT NOT NULL DEFAULT '',
 	open            INTEGER NOT NULL,
 	position        INTEGER NOT NULL,
-	node            TEXT NOT NULL DEFAULT ''
+	node            TEXT NOT NULL DEFAULT '',
+	-- asked: started with --primary; filters: its filters' text forms as a
+	-- JSON array ('' for none).
+	asked           INTEGER NOT NULL DEFAULT 0,
+	filters         TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoint_id, open);
 -- An explanation of a 503 "no agent connected" names the Endpoint's session

@@ -227,6 +227,12 @@ type AgentSession struct {
 	// (one of the domain's Session... reasons).
 	DisconnectedAt time.Time
 	Reason         string
+	// Asked says it started with --primary; Filters are its filters' text
+	// forms; Position is the log position of its start, the order the
+	// primary rule reads sessions in. Filled by OpenListeners.
+	Asked    bool
+	Filters  []string
+	Position uint64
 }
 
 // NodeSessions counts the open agent sessions of an Endpoint one relay node

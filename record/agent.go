@@ -10,13 +10,15 @@ import (
 )
 
 // AgentConnected records the start of an agent's session, held by this
-// Recorder's node: whether it asked to be primary and its filters' text.
-func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) error {
+// Recorder's node: whether it asked to be primary and its filters' text. It
+// returns the log position of the start: the primary rule orders sessions by it.
+func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) (uint64, error) {
 	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target, Primary: primary, Filters: filters}
-	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
-		return fmt.Errorf("record %s: %w", ev.EventType(), err)
+	res, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev)
+	if err != nil {
+		return 0, fmt.Errorf("record %s: %w", ev.EventType(), err)
 	}
-	return nil
+	return res.Position, nil
 }
 
 // AgentDisconnected records the end of an agent's session, even when ctx

@@ -62,14 +62,34 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 	return position, nil
 }
 
-// PrimaryChanged records which session of an Endpoint answers its senders
-// from now on, even when ctx has ended (a session's end is often why).
-func (r *Recorder) PrimaryChanged(ctx context.Context, endpointID, agentID, previous, reason string) error {
+// ReconcilePrimary records, in the Endpoint's agent stream, a
+// PrimaryChanged when the primary rule applied to the sessions that stream
+// shows open names another session than the one last recorded, and returns
+// it (false: nothing to record). It runs after every session's start and
+// end, on the node that recorded it, even when ctx has ended (a session's
+// end is often why). The change is appended at the stream's revision, so
+// when two nodes decide at once only one records it: the other reads the
+// stream again and finds nothing left to change.
+func (r *Recorder) ReconcilePrimary(ctx context.Context, endpointID string) (domain.PrimaryChanged, bool, error) {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	ev := domain.PrimaryChanged{EndpointID: endpointID, AgentID: agentID, Previous: previous, Reason: reason}
-	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {
-		return fmt.Errorf("record %s: %w", ev.EventType(), err)
+	stream := domain.AgentStream(endpointID)
+	var change domain.PrimaryChanged
+	var changed bool
+	err := conflict.Retry(ctx, outcomeTries, func(int) error {
+		recs, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+		if err != nil {
+			return err
+		}
+		change, changed = domain.LoadListeners(events).Decide(endpointID)
+		if !changed || len(recs) == 0 {
+			return nil
+		}
+		_, err = r.Record(ctx, stream, domain.Exact(recs[len(recs)-1].Revision), domain.Trace{}, change)
+		return err
+	})
+	if err != nil {
+		return domain.PrimaryChanged{}, false, fmt.Errorf("record %s: %w", domain.TypePrimaryChanged, err)
 	}
-	return nil
+	return change, changed, nil
 }

@@ -535,11 +535,13 @@ func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswe
 		Target     string
 		Status     int
 		Error      string
+		Copy       bool
 	}
 	byPath := map[string]string{}   // path → delivery
 	attempts := map[string]string{} // attempt → delivery
 	outcomes := map[string][]event{}
 	answers := map[string]int{} // delivery → the relay's own later answer
+	copies := map[string]bool{} // attempt → it is a copy
 	for _, e := range exportLogFrom(t, "--eventstore", store) {
 		var ev event
 		_ = json.Unmarshal(e.Data, &ev)
@@ -548,18 +550,21 @@ func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswe
 			byPath[ev.Target] = ev.DeliveryID
 		case "forward.requested.v1":
 			attempts[ev.AttemptID] = ev.DeliveryID
+			// Copies given to the other agent's session never answer
+			// the sender.
+			copies[ev.AttemptID] = ev.Copy
 		case "forward.responded.v1", "forward.failed.v1":
 			outcomes[ev.AttemptID] = append(outcomes[ev.AttemptID], ev)
 		case "delivery.answered.v1":
 			answers[ev.DeliveryID] = ev.Status
 		}
 	}
-	outcomeOf := map[string]event{} // delivery → its attempt's outcome (one attempt per load delivery)
+	outcomeOf := map[string]event{} // delivery → its attempt's outcome (one sender's attempt per load delivery)
 	for attempt, delivery := range attempts {
 		switch n := len(outcomes[attempt]); {
 		case n > 1:
 			t.Errorf("attempt %s of delivery %s has %d recorded outcomes, want 1: %+v", attempt, delivery, n, outcomes[attempt])
-		case n == 1:
+		case n == 1 && !copies[attempt]:
 			outcomeOf[delivery] = outcomes[attempt][0]
 		}
 	}

@@ -2,8 +2,8 @@
 //
 // Ingress and retry forward through one seam, Hub.Forward(ctx, cmd). When
 // this process holds a session of the command's Endpoint, the Hub serves it
-// directly: it picks a live session (round-robin when several agents serve
-// it), gives it the work, and waits for the agent's answer (Hub.Complete),
+// directly: it picks the primary session (the others that match get
+// copies), gives it the work, and waits for the agent's answer (Hub.Complete),
 // the command's timeout, or the session's end. It then records
 // ForwardResponded or ForwardFailed (through its Recorder) and only after
 // that durable append returns the outcome, so no caller ever sees an
@@ -15,7 +15,13 @@
 // Hub configured with Remote and Locate sends a command for an Endpoint
 // whose sessions another node holds to that node; commands other nodes
 // send here arrive through Receive, which acknowledges each at once and
-// runs it once, however often it arrives. When the node a command went to is lost before it
+// runs it once, however often it arrives. A Hub configured with a Roster
+// (the open sessions of every live node, from the log's views) applies the
+// primary rule and the listeners' filters to the sessions of every node:
+// it sends the attempt to the primary's node naming that session
+// (ForwardCommand.Agent), and a copy to every other matching session, here
+// or on its node (ForwardCommand.Copy), whose outcome comes back and is
+// recorded by this node after the primary's. When the node a command went to is lost before it
 // replies (its lease lapsed: Hub.NodeLost), or the command cannot be sent,
 // the sending node settles the attempt itself (Recorder.SettleOutcome):
 // exactly one outcome is recorded, and the sender gets the one that stands.
@@ -32,5 +38,8 @@
 //
 // Sessions are recorded in the agent stream of their Endpoint
 // (AgentConnected, AgentDisconnected); CloseStale ends the sessions a crashed
-// process left open in the log.
+// process left open in the log. After each start or end the node that
+// recorded it asks its Recorder to record the Endpoint's new primary
+// (ReconcilePrimary): decided from that stream, appended at its revision,
+// so recorded once however many nodes decide.
 package tunnel

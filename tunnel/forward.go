@@ -22,8 +22,10 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	if cmd.AttemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
 	}
-	if node, ok := h.elsewhere(cmd.EndpointID); ok {
-		return h.forwardRemote(ctx, node, cmd)
+	if h.rosterOf == nil {
+		if node, ok := h.elsewhere(cmd.EndpointID); ok {
+			return h.forwardRemote(ctx, node, cmd)
+		}
 	}
 	type result struct {
 		out domain.ForwardOutcome
@@ -109,7 +111,8 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 	}
 	ack()
 	h.serving.Go(func() {
-		defer h.markReceivedDone(cmd.AttemptID)
+		var kept *domain.ForwardOutcome
+		defer func() { h.markReceivedDone(cmd.AttemptID, kept) }()
 		// A panic still becomes an answer, so the sender does not wait
 		// for nothing.
 		defer func() {
@@ -121,6 +124,8 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 		out, err := h.serve(h.life, cmd)
 		if err != nil {
 			h.logger.Error("forward command failed", "attempt_id", cmd.AttemptID, "error", err)
+		} else if cmd.Copy {
+			kept = &out
 		}
 		answer(out, err)
 	})
@@ -151,12 +156,25 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 		h.received[cmd.AttemptID] = &receivedCommand{at: now}
 	}
 	done := again && seen.done
+	var kept *domain.ForwardOutcome
+	if done {
+		kept = seen.out
+	}
 	h.mu.Unlock()
 	switch {
 	case !again:
 		return false
 	case !done:
 		ack()
+		return true
+	}
+	if cmd.Copy {
+		// A copy's outcome is recorded by its sender: answer the one kept.
+		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: NodeLost + " (" + h.node + ")", AgentID: cmd.Agent}
+		if kept != nil {
+			out = *kept
+		}
+		answer(out, nil)
 		return true
 	}
 	// Done: the reply was lost. The recorded outcome stands; read it back
@@ -168,11 +186,11 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 	return true
 }
 
-func (h *Hub) markReceivedDone(attemptID string) {
+func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if r, ok := h.received[attemptID]; ok {
-		r.done, r.at = true, time.Now()
+		r.done, r.at, r.out = true, time.Now(), out
 	}
 }
 
@@ -180,13 +198,20 @@ func (h *Hub) markReceivedDone(attemptID string) {
 // even when ctx has ended (shutdown): the attempt would otherwise stay
 // pending in the log forever. The copies given to the other sessions are
 // recorded after it, never before: the primary's outcome goes right after
-// its request, and the sender waits for nothing else.
+// its request, and the sender waits for nothing else. A copy another node
+// sent here (cmd.Copy) is only run: its sender records it.
 func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	if cmd.Copy {
+		return h.serveCopy(ctx, cmd), nil
+	}
 	recorded := make(chan struct{})
 	defer close(recorded)
-	out, err := h.forward(ctx, cmd, recorded)
+	out, elsewhere, err := h.forward(ctx, cmd, recorded)
 	if err != nil {
 		return domain.ForwardOutcome{}, err
+	}
+	if elsewhere {
+		return out, nil
 	}
 	if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
 		return domain.ForwardOutcome{}, err
@@ -195,31 +220,44 @@ func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.Forw
 }
 
 // forward gives cmd to the primary session of its Endpoint (of those whose
-// filters match), a copy to every other matching session, and waits for
-// the primary's outcome. recorded closes once that outcome is recorded.
-func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <-chan struct{}) (domain.ForwardOutcome, error) {
+// filters match, on every node the Roster shows), a copy to every other
+// matching session, and waits for the primary's outcome. recorded closes
+// once that outcome is recorded. elsewhere reports an outcome already
+// recorded: another node's session answered it (or this node settled it).
+func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <-chan struct{}) (out domain.ForwardOutcome, elsewhere bool, err error) {
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = DefaultForwardTimeout
 	}
 	started := time.Now()
-	s, p, copies, err := h.dispatch(cmd)
-	if err != nil {
-		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
+	var remote []RemoteSession
+	if cmd.Agent == "" {
+		remote = h.roster(cmd.EndpointID)
 	}
-	if s == nil {
-		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, nil
+	pl, err := h.dispatch(cmd, remote)
+	if err != nil {
+		return domain.ForwardOutcome{}, false, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
+	}
+	if pl.local == nil && pl.remote == nil {
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, false, nil
 	}
 	h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
-		"endpoint_id", cmd.EndpointID, "agent_id", s.info.AgentID, "copies", len(copies))
+		"endpoint_id", cmd.EndpointID, "agent_id", pl.agentID(), "copies", len(pl.copies))
 
+	if pl.remote != nil {
+		// The primary is another node's: it records the outcome before it
+		// replies. The copies go first: they wait for nothing.
+		h.copies(ctx, pl.copies, cmd, timeout, recorded)
+		named := cmd
+		named.Agent = pl.remote.AgentID
+		out, err := h.forwardRemote(ctx, pl.remote.Node, named)
+		return out, true, err
+	}
+	s, p := pl.local, pl.pending
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	s.send(wctx, cmd) // if this fails, the outcome is decided by detach or below
-	for _, c := range copies {
-		h.copyTo(ctx, c, cmd, timeout, recorded)
-	}
-	var out domain.ForwardOutcome
+	h.copies(ctx, pl.copies, cmd, timeout, recorded)
 	select {
 	case out = <-p.result:
 	case <-wctx.Done():
@@ -234,21 +272,59 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	if out.DurationMs <= 0 {
 		out.DurationMs = time.Since(started).Milliseconds()
 	}
-	return out, nil
+	return out, false, nil
+}
+
+// copies gives a copy of cmd to each of ms, here or on its node.
+func (h *Hub) copies(ctx context.Context, ms []member, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
+	for _, c := range ms {
+		if c.local != nil {
+			h.copyTo(ctx, c.local, cmd, timeout, recorded)
+		} else {
+			h.copyRemote(c.remote, cmd, timeout, recorded)
+		}
+	}
 }
 
 // copyTo gives a copy of cmd, as an attempt of its own, to session c
 // without waiting: a full queue drops the copy. Its outcome (the agent's,
 // a timeout, or the drop) is recorded once the primary's is.
 func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
+	cp := copyOf(cmd, h.rec.NewID(), c.info.AgentID)
+	started := time.Now()
+	p, ok := h.offerCopy(c, cp)
+	if !ok {
+		return
+	}
+	h.serving.Go(func() {
+		out := h.awaitCopy(ctx, p, c.info.AgentID, timeout, started)
+		<-recorded
+		h.recordCopy(cp, c.info.AgentID, out)
+	})
+}
+
+// copyOf is cmd as a copy for agentID: an attempt of its own, named
+// attemptID, whose request is recorded with its outcome.
+func copyOf(cmd domain.ForwardCommand, attemptID, agentID string) domain.ForwardCommand {
 	cp := cmd
-	cp.AttemptID = h.rec.NewID()
+	cp.AttemptID = attemptID
 	cp.RequestEventID, cp.RequestRevision = "", 0
+	cp.Agent, cp.Copy = agentID, true
+	return cp
+}
+
+// offerCopy registers cp as pending on c and offers it without waiting;
+// a full queue decides it at once as dropped. false: the attempt ID is
+// pending already (a copy sent here twice).
+func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, bool) {
 	p := &pendingWork{attemptID: cp.AttemptID, accountID: cp.AccountID, session: c, result: make(chan domain.ForwardOutcome, 1)}
 	h.mu.Lock()
+	if _, busy := h.pending[cp.AttemptID]; busy {
+		h.mu.Unlock()
+		return nil, false
+	}
 	h.pending[cp.AttemptID] = p
 	h.mu.Unlock()
-	started := time.Now()
 	if !c.offer(cp) {
 		h.mu.Lock()
 		if h.pending[cp.AttemptID] == p {
@@ -257,25 +333,89 @@ func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand,
 		}
 		h.mu.Unlock()
 	}
+	return p, true
+}
+
+// awaitCopy waits for a copy's outcome: the agent's, a timeout, or the
+// Hub's end.
+func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, timeout time.Duration, started time.Time) domain.ForwardOutcome {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	var out domain.ForwardOutcome
+	select {
+	case out = <-p.result:
+	case <-t.C:
+		out = h.resolve(p, domain.ForwardOutcome{AttemptID: p.attemptID, Status: 504, Error: domain.FailureTimeout + timeout.String(), AgentID: agentID})
+	case <-ctx.Done():
+		out = h.resolve(p, domain.ForwardOutcome{AttemptID: p.attemptID, Status: 503, Error: domain.FailureShuttingDown, AgentID: agentID})
+	}
+	if out.DurationMs <= 0 {
+		out.DurationMs = time.Since(started).Milliseconds()
+	}
+	return out
+}
+
+func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
+	if _, err := h.rec.RecordCopy(h.life, cp, agentID, out); err != nil {
+		h.logger.Error("record copy", "delivery_id", cp.DeliveryID, "attempt_id", cp.AttemptID, "agent_id", agentID, "error", err)
+	}
+}
+
+// copyRemote sends a copy of cmd to session r on its node, without
+// waiting; the node runs it and replies with the outcome, which this node
+// records once the primary's is (it alone knows when that is). A node that
+// cannot be reached or is lost makes the copy a 503.
+func (h *Hub) copyRemote(r RemoteSession, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
+	cp := copyOf(cmd, h.rec.NewID(), r.AgentID)
+	started := time.Now()
 	h.serving.Go(func() {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
 		var out domain.ForwardOutcome
-		select {
-		case out = <-p.result:
-		case <-t.C:
-			out = h.resolve(p, domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 504, Error: domain.FailureTimeout + timeout.String(), AgentID: c.info.AgentID})
-		case <-ctx.Done():
-			out = h.resolve(p, domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 503, Error: domain.FailureShuttingDown, AgentID: c.info.AgentID})
+		err := errors.New("no bus to other relay nodes")
+		if h.remote != nil {
+			out, err = h.remote.ForwardTo(h.life, r.Node, cp)
 		}
+		if err != nil {
+			var lost *NodeLostError
+			var timedOut *TimeoutError
+			switch {
+			case errors.As(err, &lost):
+				out = domain.ForwardOutcome{Status: 503, Error: NodeLost + " (" + r.Node + ")"}
+			case errors.As(err, &timedOut):
+				out = domain.ForwardOutcome{Status: 504, Error: domain.FailureTimeout + timeout.String()}
+			default:
+				out = domain.ForwardOutcome{Status: 503, Error: NodeUnreachable + " (" + r.Node + ")"}
+			}
+			h.logger.Warn("copy sent to another node failed", "attempt_id", cp.AttemptID, "node", r.Node, "error", err)
+		}
+		out.AttemptID, out.AgentID, out.Position = cp.AttemptID, r.AgentID, 0
 		if out.DurationMs <= 0 {
 			out.DurationMs = time.Since(started).Milliseconds()
 		}
 		<-recorded
-		if _, err := h.rec.RecordCopy(h.life, cp, c.info.AgentID, out); err != nil {
-			h.logger.Error("record copy", "delivery_id", cp.DeliveryID, "attempt_id", cp.AttemptID, "agent_id", c.info.AgentID, "error", err)
-		}
+		h.recordCopy(cp, r.AgentID, out)
 	})
+}
+
+// serveCopy runs a copy another node sent for the session cmd.Agent of
+// this process and returns its outcome, unrecorded: the sending node
+// records it after the primary's.
+func (h *Hub) serveCopy(ctx context.Context, cmd domain.ForwardCommand) domain.ForwardOutcome {
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	h.mu.Lock()
+	c, ok := h.byAgent[cmd.Agent]
+	h.mu.Unlock()
+	if !ok || c.info.EndpointID != cmd.EndpointID || c.info.AccountID != cmd.AccountID {
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureAgentDisconnected, AgentID: cmd.Agent}
+	}
+	started := time.Now()
+	p, ok := h.offerCopy(c, cmd)
+	if !ok {
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: errAttemptInFlight.Error(), AgentID: cmd.Agent}
+	}
+	return h.awaitCopy(ctx, p, c.info.AgentID, timeout, started)
 }
 
 // offer hands cmd to the agent if its queue has room, without waiting.
@@ -293,66 +433,101 @@ func (s *session) offer(cmd domain.ForwardCommand) bool {
 	}
 }
 
+// plan is where one attempt goes: its primary, here (local, its attempt
+// pending as pending) or on another node (remote), and the copies.
+type plan struct {
+	local   *session
+	pending *pendingWork
+	remote  *RemoteSession
+	copies  []member
+}
+
+func (p plan) agentID() string {
+	if p.local != nil {
+		return p.local.info.AgentID
+	}
+	if p.remote != nil {
+		return p.remote.AgentID
+	}
+	return ""
+}
+
 // dispatch picks the session of the command's Endpoint that answers it
-// (the primary rule applied to the sessions of the command's account whose
-// filters match) and registers the attempt as pending on it, in one step
-// so that a detach cannot miss it; the other matching sessions get copies.
-// A nil session means none is connected, or none matches.
-func (h *Hub) dispatch(cmd domain.ForwardCommand) (*session, *pendingWork, []*session, error) {
+// (the primary rule applied to the sessions of the command's account,
+// here and in remote, whose filters match) and, when it is here, registers
+// the attempt as pending on it, in one step so that a detach cannot miss
+// it; the other matching sessions get copies. A command another node sent
+// for one session (cmd.Agent) goes to it alone: that node gives the
+// copies; if the session has just ended, the rule picks among this
+// process's. No session: none is connected, or none matches.
+func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, busy := h.pending[cmd.AttemptID]; busy {
-		return nil, nil, nil, errAttemptInFlight
+		return plan{}, errAttemptInFlight
 	}
-	var eligible []*session
-	var req *domain.FilterRequest
-	for _, s := range h.byEndpoint[cmd.EndpointID] {
-		if s.info.AccountID != cmd.AccountID {
-			continue
+	var eligible []member
+	if s, ok := h.byAgent[cmd.Agent]; ok && s.info.EndpointID == cmd.EndpointID && s.info.AccountID == cmd.AccountID {
+		eligible = []member{{local: s, pos: s.pos, asked: s.info.Primary}}
+	} else {
+		eligible = matching(h.members(cmd.EndpointID, cmd.AccountID, remote), cmd)
+	}
+	i := primaryOf(eligible)
+	if i < 0 {
+		return plan{}, nil
+	}
+	var pl plan
+	if m := eligible[i]; m.local != nil {
+		pl.local = m.local
+		pl.pending = &pendingWork{attemptID: cmd.AttemptID, accountID: cmd.AccountID, session: m.local,
+			result: make(chan domain.ForwardOutcome, 1)}
+		h.pending[cmd.AttemptID] = pl.pending
+	} else {
+		r := m.remote
+		pl.remote = &r
+	}
+	if cmd.Agent != "" {
+		return pl, nil
+	}
+	for j, c := range eligible {
+		if j != i {
+			pl.copies = append(pl.copies, c)
 		}
-		if len(s.info.Filters) > 0 {
+	}
+	return pl, nil
+}
+
+// matching keeps the members whose filters match cmd.
+func matching(ms []member, cmd domain.ForwardCommand) []member {
+	var req *domain.FilterRequest
+	out := ms[:0]
+	for _, m := range ms {
+		if fs := m.filters(); len(fs) > 0 {
 			if req == nil {
 				req = domain.NewFilterRequest(cmd)
 			}
-			if ok, _ := domain.Match(s.info.Filters, req); !ok {
+			if ok, _ := domain.Match(fs, req); !ok {
 				continue
 			}
 		}
-		eligible = append(eligible, s)
+		out = append(out, m)
 	}
-	s := primaryOf(eligible)
-	if s == nil {
-		return nil, nil, nil, nil
-	}
-	p := &pendingWork{
-		attemptID: cmd.AttemptID,
-		accountID: cmd.AccountID,
-		session:   s,
-		result:    make(chan domain.ForwardOutcome, 1),
-	}
-	h.pending[cmd.AttemptID] = p
-	var copies []*session
-	for _, c := range eligible {
-		if c != s {
-			copies = append(copies, c)
-		}
-	}
-	return s, p, copies, nil
+	return out
 }
 
-// Admits tells whether any session of the Endpoint this process holds
-// would be given the request (its filters match), and when none would
-// though some are connected, why not: the first session's reason. With no
-// session here it admits: another node's sessions, or none, decide.
+// Admits tells whether any session of the Endpoint would be given the
+// request (its filters match): this process's and, with a Roster, those
+// of every live node. When none would though some are connected, it says
+// why not: the first connected session's reason. With no session known
+// it admits: another node's sessions, or none, decide.
 func (h *Hub) Admits(endpointID, accountID string, req *domain.FilterRequest) (ok bool, why string) {
+	remote := h.roster(endpointID)
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	ms := h.members(endpointID, accountID, remote)
+	h.mu.Unlock()
 	seen := false
-	for _, s := range h.byEndpoint[endpointID] {
-		if s.info.AccountID != accountID {
-			continue
-		}
-		ok, reason := domain.Match(s.info.Filters, req)
+	for _, m := range ms {
+		ok, reason := domain.Match(m.filters(), req)
 		if ok {
 			return true, ""
 		}

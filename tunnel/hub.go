@@ -22,11 +22,13 @@ type Recorder interface {
 	// SettleOutcome records out unless an outcome is recorded already, and
 	// returns the one that stands (for attempts another node served).
 	SettleOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (domain.ForwardOutcome, error)
-	AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) error
+	// AgentConnected returns the log position of the session's start.
+	AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) (uint64, error)
 	AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error
-	// PrimaryChanged records the session that answers an Endpoint's
-	// senders from now on ("" for none), the one before, and why.
-	PrimaryChanged(ctx context.Context, endpointID, agentID, previous, reason string) error
+	// ReconcilePrimary records a PrimaryChanged when the rule applied to
+	// the sessions the log shows open names another primary than the one
+	// last recorded (once across nodes), and returns it.
+	ReconcilePrimary(ctx context.Context, endpointID string) (domain.PrimaryChanged, bool, error)
 	// RecordCopy records a copy given to agentID (cmd.AttemptID is its own
 	// attempt) together with its outcome.
 	RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error)
@@ -49,6 +51,13 @@ type HubConfig struct {
 	// Elsewhere counts the live sessions of an Endpoint that other nodes
 	// hold, so presence (Connected) is the same on every node. Nil: none.
 	Elsewhere func(endpointID string) int
+	// Roster lists the open sessions of an Endpoint on every live node, as
+	// the log shows them (in any order). With it the primary rule, the
+	// listeners' filters and Listeners cover every node: a delivery goes to
+	// the primary wherever it is (through Remote) and a copy to every other
+	// session. Nil: only this process's sessions (Locate routes a delivery
+	// to another node when this one holds none).
+	Roster func(endpointID string) []RemoteSession
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -75,20 +84,21 @@ type Listener struct {
 
 // Hub holds the live agent sessions and executes forward commands.
 type Hub struct {
-	rec     Recorder
-	logger  *slog.Logger
-	node    string
-	remote  Remote
-	locate  func(endpointID string) (string, bool)
-	others  func(endpointID string) int
-	life    context.Context // ends with Close: attempts in flight answer 503
-	stop    context.CancelFunc
-	serving sync.WaitGroup // attempts in flight through Forward
+	rec    Recorder
+	logger *slog.Logger
+	node   string
+	remote Remote
+	locate func(endpointID string) (string, bool)
+	others func(endpointID string) int
+	// rosterOf is HubConfig.Roster.
+	rosterOf func(endpointID string) []RemoteSession
+	life     context.Context // ends with Close: attempts in flight answer 503
+	stop     context.CancelFunc
+	serving  sync.WaitGroup // attempts in flight through Forward
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
 	byAgent    map[string]*session
-	primary    map[string]*session     // the session answering each Endpoint's senders
 	pending    map[string]*pendingWork // attempt ID → work awaiting its outcome
 	// received holds the attempts other nodes sent here, recently: a
 	// command sent again (its sender heard no acknowledgement: a NATS
@@ -101,12 +111,16 @@ type Hub struct {
 type receivedCommand struct {
 	done bool      // its outcome is recorded and was sent back
 	at   time.Time // when it was received, or done
+	// out is a copy's outcome, kept to answer the command again: a copy's
+	// outcome is recorded by the node that sent it, not here.
+	out *domain.ForwardOutcome
 }
 
 // session is one attached agent.
 type session struct {
 	info SessionInfo
 	at   time.Time // when it connected
+	pos  uint64    // log position of its start: the primary rule's order
 	work chan domain.ForwardCommand
 	done chan struct{} // closed when the session ends
 
@@ -133,10 +147,9 @@ func NewHub(cfg HubConfig) *Hub {
 	life, stop := context.WithCancel(context.Background())
 	h := &Hub{
 		rec: cfg.Recorder, logger: cfg.Logger, life: life, stop: stop,
-		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate, others: cfg.Elsewhere,
+		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate, others: cfg.Elsewhere, rosterOf: cfg.Roster,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
-		primary:    map[string]*session{},
 		pending:    map[string]*pendingWork{},
 		received:   map[string]*receivedCommand{},
 	}
@@ -181,18 +194,19 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	}
 	h.byAgent[s.AgentID] = sess
 	h.mu.Unlock()
-	if err := h.rec.AgentConnected(ctx, s.EndpointID, s.AgentID, s.Target, s.Primary, domain.FilterTexts(s.Filters)); err != nil {
+	pos, err := h.rec.AgentConnected(ctx, s.EndpointID, s.AgentID, s.Target, s.Primary, domain.FilterTexts(s.Filters))
+	if err != nil {
 		h.mu.Lock()
 		delete(h.byAgent, s.AgentID)
 		h.mu.Unlock()
 		return nil, fmt.Errorf("attach agent %s: %w", s.AgentID, err)
 	}
+	sess.pos = pos
 	h.mu.Lock()
 	h.byEndpoint[s.EndpointID] = append(h.byEndpoint[s.EndpointID], sess)
-	change := h.elect(s.EndpointID)
 	h.mu.Unlock()
-	h.recordPrimary(ctx, change)
-	h.logger.Info("agent attached", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "target", s.Target, "primary", change.now == sess)
+	h.reconcilePrimary(ctx, s.EndpointID)
+	h.logger.Info("agent attached", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "target", s.Target, "asked_primary", s.Primary)
 
 	go func() {
 		<-ctx.Done()
@@ -218,7 +232,6 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 	} else {
 		h.byEndpoint[s.info.EndpointID] = list
 	}
-	change := h.elect(s.info.EndpointID)
 	for id, p := range h.pending {
 		if p.session == s {
 			delete(h.pending, id)
@@ -231,7 +244,7 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 
 	close(s.done) // senders blocked on work give up
 	h.recordDisconnect(ctx, s.info, domain.SessionAgentDisconnected)
-	h.recordPrimary(ctx, change)
+	h.reconcilePrimary(ctx, s.info.EndpointID)
 	// Closing work last tells its reader the end is already in the log.
 	s.sendMu.Lock()
 	s.closed = true

@@ -586,8 +586,15 @@ func TestCloseStale(t *testing.T) {
 	if err := e.hub.CloseStale(t.Context(), open, RelayRestarted); err != nil {
 		t.Fatalf("close stale: %v", err)
 	}
-	_, ev := e.last(t, domain.AgentStream("ep"))
-	if want := (domain.AgentDisconnected{EndpointID: "ep", AgentID: "ghost", Reason: "relay restarted"}); ev != want {
+	// The ghost's end, then the live session takes over as primary.
+	recs := e.events(t, domain.AgentStream("ep"))
+	if len(recs) < 2 {
+		t.Fatalf("agent stream has %d events", len(recs))
+	}
+	if ev, want := e.decode(t, recs[len(recs)-2]), (domain.AgentDisconnected{EndpointID: "ep", AgentID: "ghost", Reason: "relay restarted"}); ev != want {
+		t.Errorf("event %#v, want %#v", ev, want)
+	}
+	if ev, want := e.decode(t, recs[len(recs)-1]), (domain.PrimaryChanged{EndpointID: "ep", AgentID: "live", Previous: "ghost", Reason: domain.PrimaryLeft}); ev != want {
 		t.Errorf("last event %#v, want %#v", ev, want)
 	}
 	open, err = OpenSessions(t.Context(), e.store, e.codec)

@@ -3,16 +3,18 @@ package tunnel
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 )
 
-// The primary rule: of an Endpoint's live sessions, the newest that asked
-// to be primary (relay listen --primary) answers the senders; when none
-// asked, the first connected does. It is decided again whenever a session
-// comes or goes, so when the primary leaves the oldest remaining session
-// takes over (or the newest remaining one that asked). Every other session
-// gets a copy. For one delivery the rule is applied to the sessions whose
+// The primary rule (domain.PrimaryIndex): of an Endpoint's live sessions,
+// in the order the log holds their starts, the newest that asked to be
+// primary (relay listen --primary) answers the senders; when none asked,
+// the first connected does. Every other session gets a copy. With several
+// nodes the rule is applied to the sessions of every node (HubConfig.
+// Roster, read from the log's views), so every node picks the same
+// primary. For one delivery the rule is applied to the sessions whose
 // filters match it: the primary's filters not matching, the next session
 // in the rule's order that matches answers.
 
@@ -20,87 +22,124 @@ import (
 // reads them; a copy that finds it full is dropped, not waited for.
 const sessionQueue = 16
 
-// primaryOf applies the rule to sessions in attach order.
-func primaryOf(sessions []*session) *session {
-	for i := len(sessions) - 1; i >= 0; i-- {
-		if sessions[i].info.Primary {
-			return sessions[i]
-		}
+// RemoteSession is an open agent session of an Endpoint as the log shows
+// it, on any live node: what the rule, the filters and Listeners read for
+// the sessions this process does not hold.
+type RemoteSession struct {
+	AgentID     string
+	Node        string
+	Target      string
+	Asked       bool // started with --primary
+	Filters     []domain.Filter
+	Position    uint64 // of its agent.connected.v1: the rule's order
+	ConnectedAt time.Time
+}
+
+// member is one session of an Endpoint, held here (local) or by another
+// node (remote), in the rule's terms.
+type member struct {
+	local  *session      // held by this process
+	remote RemoteSession // the session, when another node holds it
+	pos    uint64
+	asked  bool
+}
+
+func (m member) agentID() string {
+	if m.local != nil {
+		return m.local.info.AgentID
 	}
-	if len(sessions) == 0 {
+	return m.remote.AgentID
+}
+
+func (m member) filters() []domain.Filter {
+	if m.local != nil {
+		return m.local.info.Filters
+	}
+	return m.remote.Filters
+}
+
+// primaryOf applies the rule to members in the rule's order.
+func primaryOf(ms []member) int {
+	return domain.PrimaryIndex(len(ms), func(i int) bool { return ms[i].asked })
+}
+
+// roster reads the sessions of an Endpoint on every node (nil without a
+// Roster). It is read before h.mu is taken: it reads the views.
+func (h *Hub) roster(endpointID string) []RemoteSession {
+	if h.rosterOf == nil {
 		return nil
 	}
-	return sessions[0]
+	return h.rosterOf(endpointID)
 }
 
-// primaryChange is a new primary of an Endpoint, to record.
-type primaryChange struct {
-	endpointID string
-	was, now   *session
-	reason     string
-}
-
-// elect applies the rule to an Endpoint's sessions and remembers the
-// result; it returns the change to record (now == was when none). h.mu held.
-func (h *Hub) elect(endpointID string) primaryChange {
-	was := h.primary[endpointID]
-	now := primaryOf(h.byEndpoint[endpointID])
-	c := primaryChange{endpointID: endpointID, was: was, now: now}
-	if now == was {
-		return c
-	}
-	if now == nil {
-		delete(h.primary, endpointID)
-	} else {
-		h.primary[endpointID] = now
-	}
-	stillHere := false
-	for _, s := range h.byEndpoint[endpointID] {
-		stillHere = stillHere || s == was
-	}
-	switch {
-	case now == nil:
-		c.reason = domain.PrimaryNone
-	case was == nil:
-		c.reason = domain.PrimaryFirst
-		if now.info.Primary {
-			c.reason = domain.PrimaryAsked
+// members merges the sessions of an Endpoint this process holds (those of
+// accountID; any account when it is "") with remote, the sessions of every
+// node the log shows, in the rule's order. A session the log places on
+// this node that this process does not hold has ended: it is left out.
+// h.mu held.
+func (h *Hub) members(endpointID, accountID string, remote []RemoteSession) []member {
+	local := h.byEndpoint[endpointID]
+	out := make([]member, 0, len(local)+len(remote))
+	for _, s := range local {
+		if accountID == "" || s.info.AccountID == accountID {
+			out = append(out, member{local: s, pos: s.pos, asked: s.info.Primary})
 		}
-	case stillHere:
-		c.reason = domain.PrimaryAsked
-	default:
-		c.reason = domain.PrimaryLeft
 	}
-	return c
+	for _, r := range remote {
+		if r.Node == h.node {
+			continue
+		}
+		out = append(out, member{remote: r, pos: r.Position, asked: r.Asked})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].pos < out[j].pos })
+	return out
 }
 
-func (h *Hub) recordPrimary(ctx context.Context, c primaryChange) {
-	if c.now == c.was {
+// reconcilePrimary records the Endpoint's new primary when a session's
+// start or end changed it (the log decides once across nodes).
+func (h *Hub) reconcilePrimary(ctx context.Context, endpointID string) {
+	c, changed, err := h.rec.ReconcilePrimary(ctx, endpointID)
+	if err != nil {
+		h.logger.Error("record primary change", "endpoint_id", endpointID, "error", err)
 		return
 	}
-	id, prev := "", ""
-	if c.now != nil {
-		id = c.now.info.AgentID
+	if changed {
+		h.logger.Info("primary changed", "endpoint_id", endpointID, "agent_id", c.AgentID, "previous", c.Previous, "reason", c.Reason)
 	}
-	if c.was != nil {
-		prev = c.was.info.AgentID
-	}
-	if err := h.rec.PrimaryChanged(ctx, c.endpointID, id, prev, c.reason); err != nil {
-		h.logger.Error("record primary change", "endpoint_id", c.endpointID, "agent_id", id, "error", err)
-	}
-	h.logger.Info("primary changed", "endpoint_id", c.endpointID, "agent_id", id, "previous", prev, "reason", c.reason)
 }
 
-// Listeners lists the live sessions of an Endpoint this process holds, in
-// the order they connected, the primary marked.
+// Listeners lists the live sessions of an Endpoint on every node (this
+// process's and, with a Roster, those the log shows on other live nodes),
+// in the rule's order, the primary marked. Every node answers the same
+// once its views have the sessions' starts.
 func (h *Hub) Listeners(endpointID string) []Listener {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p := h.primary[endpointID]
-	var out []Listener
-	for _, s := range h.byEndpoint[endpointID] {
-		out = append(out, Listener{SessionInfo: s.info, IsPrimary: s == p, ConnectedAt: s.at, Node: h.node})
+	remote := h.roster(endpointID)
+	recordedAt := map[string]time.Time{}
+	for _, r := range remote {
+		if r.Node == h.node {
+			recordedAt[r.AgentID] = r.ConnectedAt
+		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].ConnectedAt.Before(out[j].ConnectedAt) })
+	h.mu.Lock()
+	ms := h.members(endpointID, "", remote)
+	h.mu.Unlock()
+	p := primaryOf(ms)
+	out := make([]Listener, 0, len(ms))
+	for i, m := range ms {
+		l := Listener{IsPrimary: i == p}
+		if m.local != nil {
+			l.SessionInfo, l.ConnectedAt, l.Node = m.local.info, m.local.at, h.node
+			// The time the log holds, when the views have it, so that
+			// every node shows the same.
+			if at, ok := recordedAt[m.local.info.AgentID]; ok {
+				l.ConnectedAt = at
+			}
+		} else {
+			r := m.remote
+			l.SessionInfo = SessionInfo{AgentID: r.AgentID, EndpointID: endpointID, Target: r.Target, Primary: r.Asked, Filters: r.Filters}
+			l.ConnectedAt, l.Node = r.ConnectedAt, r.Node
+		}
+		out = append(out, l)
+	}
 	return out
 }

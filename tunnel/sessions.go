@@ -13,7 +13,7 @@ type Sessions interface {
 	Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardCommand, error)
 	Complete(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) error
 	Connected(endpointID string) int
-	// Listeners lists the sessions of an Endpoint this process holds.
+	// Listeners lists the sessions of an Endpoint on every live node.
 	Listeners(endpointID string) []Listener
 }
 

@@ -27,6 +27,13 @@ const (
 // and skipped.
 func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession, reason string) error {
 	var errs []error
+	ended := map[string]bool{}
+	defer func() {
+		// The primary of an Endpoint whose sessions ended is decided again.
+		for id := range ended {
+			h.reconcilePrimary(ctx, id)
+		}
+	}()
 	for _, s := range sessions {
 		h.mu.Lock()
 		live, ok := h.byAgent[s.AgentID]
@@ -36,7 +43,9 @@ func (h *Hub) CloseStale(ctx context.Context, sessions []StaleSession, reason st
 		}
 		if err := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, reason); err != nil {
 			errs = append(errs, fmt.Errorf("close stale agent %s: %w", s.AgentID, err))
+			continue
 		}
+		ended[s.EndpointID] = true
 	}
 	return errors.Join(errs...)
 }

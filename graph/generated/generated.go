@@ -2219,7 +2219,7 @@ type Endpoint {
   with the reason (see Delivery.why). Empty: every delivery.
   """
   filters: [Filter!]!
-  "The sessions listening on this Endpoint that this relay node holds, in the order they connected."
+  "The sessions listening on this Endpoint on every relay node, in the order the log holds their starts: the same on every node."
   listeners: [Listener!]!
   createdAt: Time!
   "Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries."

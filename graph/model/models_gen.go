@@ -284,7 +284,7 @@ type Endpoint struct {
 	// filters apply); one that does not is recorded and answered as a LOG Endpoint answers,
 	// with the reason (see Delivery.why). Empty: every delivery.
 	Filters []*Filter `json:"filters"`
-	// The sessions listening on this Endpoint that this relay node holds, in the order they connected.
+	// The sessions listening on this Endpoint on every relay node, in the order the log holds their starts: the same on every node.
 	Listeners []*Listener `json:"listeners"`
 	CreatedAt time.Time   `json:"createdAt"`
 	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.

@@ -140,8 +140,14 @@ func (e *env) last(tb testing.TB, stream string) (domain.RecordedEvent, domain.E
 // the returned stop is called. Commands it received are sent on got.
 func (e *env) agent(tb testing.TB, info tunnel.SessionInfo, answer func(domain.ForwardCommand) (domain.ForwardOutcome, bool)) (got <-chan domain.ForwardCommand, stop func()) {
 	tb.Helper()
+	return agentOn(tb, e.hub, info, answer)
+}
+
+// agentOn is agent on any Hub.
+func agentOn(tb testing.TB, hub *tunnel.Hub, info tunnel.SessionInfo, answer func(domain.ForwardCommand) (domain.ForwardOutcome, bool)) (got <-chan domain.ForwardCommand, stop func()) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	work, err := e.hub.Attach(ctx, info)
+	work, err := hub.Attach(ctx, info)
 	if err != nil {
 		cancel()
 		tb.Fatalf("attach: %v", err)
@@ -160,7 +166,8 @@ func (e *env) agent(tb testing.TB, info tunnel.SessionInfo, answer func(domain.F
 				continue
 			}
 			out.AttemptID = cmd.AttemptID
-			if err := e.hub.Complete(context.Background(), info.AccountID, info.AgentID, out); err != nil {
+			// A session being stopped may lose the race with its detach.
+			if err := hub.Complete(context.Background(), info.AccountID, info.AgentID, out); err != nil && ctx.Err() == nil {
 				tb.Errorf("complete %s: %v", cmd.AttemptID, err)
 			}
 		}

@@ -15,7 +15,7 @@ import (
 // (several nodes may share a distributed Pub/Sub).
 
 const (
-	wireCommandV2 = 2 // 1 had no host, scheme and sender address
+	wireCommandV3 = 3 // 1 had no host, scheme and sender address, 2 no session named
 	wireReplyV3   = 3 // 1 had no log position, 2 no failure text
 )
 
@@ -24,7 +24,7 @@ var errWire = binwire.ErrMalformed
 
 func encodeCommand(c domain.ForwardCommand) []byte {
 	w := binwire.Writer{B: make([]byte, 0, 256+len(c.Body))}
-	w.Byte(wireCommandV2)
+	w.Byte(wireCommandV3)
 	w.Str(c.DeliveryID)
 	w.Str(c.AttemptID)
 	w.Str(c.EndpointID)
@@ -41,18 +41,20 @@ func encodeCommand(c domain.ForwardCommand) []byte {
 	w.Str(c.Host)
 	w.Str(c.Scheme)
 	w.Str(c.RemoteAddr)
+	w.Str(c.Agent)
+	w.Bool(c.Copy)
 	return w.B
 }
 
 func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 	r := binwire.NewReader(b)
-	r.Expect(wireCommandV2)
+	r.Expect(wireCommandV3)
 	c := domain.ForwardCommand{
 		DeliveryID: r.Str(), AttemptID: r.Str(), EndpointID: r.Str(), AccountID: r.Str(),
 		Method: r.Str(), Target: r.Str(), Headers: r.Headers(), Body: r.Bytes(),
 		Timeout: time.Duration(r.Int()), CaptureResponse: r.Bool(), CorrelationID: r.Str(),
 		RequestEventID: r.Str(), RequestRevision: r.Uint(),
-		Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(),
+		Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(), Agent: r.Str(), Copy: r.Bool(),
 	}
 	if err := r.End("forward command"); err != nil {
 		return domain.ForwardCommand{}, err

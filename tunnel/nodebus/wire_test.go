@@ -17,7 +17,7 @@ func wireCommands() []domain.ForwardCommand {
 			Headers: []domain.Header{{Name: "X-Sig", Value: "one"}, {Name: "X-Sig", Value: "two"}, {Name: "Empty", Value: ""}, {Name: "X-Latin1", Value: "\xe9\xff"}},
 			Body:    []byte{0, 1, 2, 0xff, '\n'}, Timeout: 30 * time.Second, CaptureResponse: true,
 			CorrelationID: "d1", RequestEventID: "0190f3e2-0000-7000-8000-000000000001", RequestRevision: 1 << 40,
-			Host: "ep1.relay.example.com", Scheme: "https", RemoteAddr: "[2001:db8::1]:443",
+			Host: "ep1.relay.example.com", Scheme: "https", RemoteAddr: "[2001:db8::1]:443", Agent: "conn-1/ep1", Copy: true,
 		},
 		{AttemptID: "a2", Method: "GET", Target: "/", Headers: []domain.Header{}, Body: []byte{}, Timeout: -1},
 	}
@@ -60,7 +60,7 @@ func TestWireRefusesMalformedMessages(t *testing.T) {
 		{"other version", append([]byte{9}, good[1:]...)},
 		{"truncated", good[:len(good)-3]},
 		{"trailing bytes", append(append([]byte{}, good...), 0)},
-		{"length past the end", []byte{wireCommandV2, 0xff, 0x01}},
+		{"length past the end", []byte{wireCommandV3, 0xff, 0x01}},
 		{"JSON from an older node", []byte(`{"delivery_id":"d1"}`)},
 	}
 	for _, tt := range tests {
