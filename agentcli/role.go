@@ -15,15 +15,31 @@ import (
 // within this long.
 const rolePoll = time.Second
 
+// attachPoll is how soon the agent first asks again whether the relay has
+// attached its sessions, doubling up to rolePoll: the Connected state
+// waits for that (see session.announce).
+const attachPoll = 10 * time.Millisecond
+
+// attachWait bounds that wait: a relay that has not said by then is
+// announced as connected anyway.
+const attachWait = 5 * time.Second
+
 // roleOpPrefix starts the IDs of role queries: "role-<i>-<n>" for the
 // i-th Endpoint's n-th query.
 const roleOpPrefix = "role-"
 
-// roleLoop asks for this agent's role on each Endpoint until ctx ends.
+// roleLoop asks for this agent's role on each Endpoint until ctx ends:
+// quickly until the relay lists every session, then every rolePoll.
 func (s *session) roleLoop(ctx context.Context) {
-	t := time.NewTicker(rolePoll)
+	wait := attachPoll
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		for i := range s.a.routes {
 			sv := s.served[subscriptionID(i)]
 			id := roleOpPrefix + strconv.Itoa(i) + "-" + strconv.Itoa(n)
@@ -31,17 +47,30 @@ func (s *session) roleLoop(ctx context.Context) {
 				return
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		if s.allAttached() {
+			wait = rolePoll
+		} else {
+			wait = min(2*wait, rolePoll)
 		}
+		t.Reset(wait)
 	}
 }
 
-// roleAnswer reports the role a role query's answer tells, when it is the
-// first or differs from the last one reported.
+func (s *session) allAttached() bool {
+	s.roleMu.Lock()
+	defer s.roleMu.Unlock()
+	return len(s.attached) == len(s.a.routes)
+}
+
+// roleAnswer notes that the relay lists this agent as a listener (once it
+// lists every session, the agent is announced as connected) and reports
+// the role the answer tells, when it is the first or differs from the last
+// one reported.
 func (s *session) roleAnswer(m wsMessage) {
+	if m.Type == gqlws.Error {
+		s.announce() // a relay that cannot tell: waiting longer gains nothing
+		return
+	}
 	if m.Type != gqlws.Next || m.next == nil || m.next.Data.Endpoint == nil {
 		return // its complete, or an error: the next query asks again
 	}
@@ -66,11 +95,19 @@ func (s *session) roleAnswer(m wsMessage) {
 	}
 	s.roleMu.Lock()
 	if s.roles == nil {
-		s.roles = map[int]bool{}
+		s.roles, s.attached = map[int]bool{}, map[int]bool{}
+	}
+	s.attached[i] = true
+	if len(s.attached) < len(s.a.routes) {
+		// Roles are told after the connection, which waits for every
+		// session: the next answer about this one tells its role.
+		s.roleMu.Unlock()
+		return
 	}
 	was, known := s.roles[i]
 	s.roles[i] = primary
 	s.roleMu.Unlock()
+	s.announce()
 	if known && was == primary {
 		return
 	}

@@ -44,8 +44,12 @@ type session struct {
 	ops    map[string]chan error // completeForward operation ID → its result
 	nextOp int
 
-	roleMu sync.Mutex
-	roles  map[int]bool // Endpoint index → whether this agent is its primary, as last reported
+	roleMu   sync.Mutex
+	roles    map[int]bool // Endpoint index → whether this agent is its primary, as last reported
+	attached map[int]bool // Endpoint indexes the relay lists this agent as a listener of
+
+	announce  func() // tells the Observer the agent is connected, once
+	announced sync.Once
 }
 
 // served is an Endpoint of the session with its resolved target.
@@ -144,20 +148,34 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 			return true, s.readErr(ctx, err)
 		}
 	}
-	// Announced once the subscriptions are sent, not before: the public
-	// URL it prints is then served as soon as the relay reads them.
-	a.obs.State(StateEvent{State: Connected, Server: a.wsURL, Endpoints: infos})
+	// Announced once the relay has attached every session (asked with
+	// Roles), else once the subscriptions are sent: the public URL it
+	// prints is then served, not refused 503 by a relay still recording
+	// the session's start.
+	s.announce = func() {
+		s.announced.Do(func() {
+			if sctx.Err() == nil {
+				a.obs.State(StateEvent{State: Connected, Server: a.wsURL, Endpoints: infos})
+			}
+		})
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.pingLoop(sctx)
 	}()
-	if _, ok := a.obs.(RoleObserver); ok && a.opts.Roles {
+	if a.opts.Roles {
+		// A relay that never says (an older one) still gets the agent
+		// announced, later.
+		late := time.AfterFunc(attachWait, s.announce)
+		defer late.Stop()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s.roleLoop(sctx)
 		}()
+	} else {
+		s.announce()
 	}
 	return true, s.readErr(ctx, s.readLoop(sctx, &wg))
 }
