@@ -28,7 +28,7 @@ func samples() []domain.Event {
 		domain.TokenUsed{AccountID: "acc-1", TokenID: "tok-1", At: "2026-11-21T10:00:00.123456789Z"},
 		domain.DeviceCodeRequested{DeviceID: "dev-1", DeviceCodeHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 			UserCodeHash: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", ClientName: "laptop.local", ExpiresAt: "2026-11-21T10:10:00Z"},
-		domain.DeviceApproved{DeviceID: "dev-1", AccountID: "acc-1"},
+		domain.DeviceApproved{DeviceID: "dev-1", AccountID: "acc-1", MemberID: "mem-1"},
 		domain.DeviceDenied{DeviceID: "dev-1", AccountID: "acc-1"},
 		domain.DeviceRedeemed{DeviceID: "dev-1", AccountID: "acc-1", TokenID: "tok-2"},
 		domain.InviteCreated{InviteID: "inv-1", CodeHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", CreatedBy: "acc-1", ExpiresAt: "2026-11-28T10:00:00Z"},

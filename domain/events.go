@@ -201,10 +201,13 @@ type DeviceCodeRequested struct {
 	ExpiresAt      string `json:"expires_at"`       // RFC 3339
 }
 
-// DeviceApproved records that a signed-in person let the device in.
+// DeviceApproved records that a signed-in person let the device in;
+// MemberID is that person, when they signed in as a member: the device's
+// token acts for them.
 type DeviceApproved struct {
 	DeviceID  string `json:"device_id"`
 	AccountID string `json:"account_id"`
+	MemberID  string `json:"member_id,omitempty"`
 }
 
 // DeviceDenied records that a signed-in person refused the device.

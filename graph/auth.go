@@ -20,9 +20,12 @@ const (
 	agentTargetKey
 	clientKey
 	tokenInfoKey
+	jarKey
+	viaCookieKey
 )
 
-// WithToken puts the bearer token of an HTTP request in its context, and
+// WithToken puts the bearer token of an HTTP request (or, without one,
+// its session cookie: see cookieCredential) in its context, and
 // the client's address (see clientAddress) for the anonymous rate limit;
 // a WebSocket connection's operations inherit both.
 func WithToken(next http.Handler) http.Handler {
@@ -30,6 +33,11 @@ func WithToken(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
 			ctx = context.WithValue(ctx, tokenKey, tok)
+		} else {
+			var pass bool
+			if ctx, pass = cookieCredential(w, r, ctx); !pass {
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
