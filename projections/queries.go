@@ -52,12 +52,12 @@ const (
 
 	qMemberJoined = `INSERT INTO members (member_id, account_id, login, login_key, role, password_hash, joined_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (member_id) DO NOTHING`
-	qMemberRemoved      = `UPDATE members SET removed = 1 WHERE account_id = ? AND member_id = ?`
-	qMemberRole         = `UPDATE members SET role = ? WHERE account_id = ? AND member_id = ?`
-	qMemberInvited      = `INSERT INTO member_invites (id, account_id, code_hash, role, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
-	qMemberInviteUsed   = `UPDATE member_invites SET used_by = ? WHERE account_id = ? AND id = ?`
-	qActivity           = `INSERT INTO activity (account_id, position, at, type, by_member, subject, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
-	qTokenName          = `SELECT name FROM tokens WHERE account_id = ? AND token_id = ?`
+	qMemberRemoved    = `UPDATE members SET removed = 1 WHERE account_id = ? AND member_id = ?`
+	qMemberRole       = `UPDATE members SET role = ? WHERE account_id = ? AND member_id = ?`
+	qMemberInvited    = `INSERT INTO member_invites (id, account_id, code_hash, role, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	qMemberInviteUsed = `UPDATE member_invites SET used_by = ? WHERE account_id = ? AND id = ?`
+	qActivity         = `INSERT INTO activity (account_id, position, at, type, by_member, subject, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	qTokenName        = `SELECT name FROM tokens WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
 			created_at, last_activity_at, position, updated_position, answers, filters)
@@ -166,6 +166,7 @@ var writeQueries = []string{
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
+	qMemberJoined, qMemberRemoved, qMemberRole, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
