@@ -31,6 +31,7 @@ const (
 func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
+		ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
 			ctx = context.WithValue(ctx, tokenKey, tok)
 		} else {

@@ -98,7 +98,6 @@ var crossOrigin = http.NewCrossOriginProtection()
 // bearer token are unaffected, a browser adds no Authorization header by
 // itself.
 func cookieCredential(w http.ResponseWriter, r *http.Request, ctx context.Context) (context.Context, bool) {
-	ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
 	if err := crossOrigin.Check(r); err != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
