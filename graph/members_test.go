@@ -260,7 +260,9 @@ func TestSetUpSignIn(t *testing.T) {
 		t.Fatalf("a second set-up: %+v", a.Errors)
 	}
 	b.tok = "" // the cookie the set-up gave
-	var me struct{ Me struct{ Member struct{ Login string } } }
+	var me struct {
+		Me struct{ Member struct{ Login string } }
+	}
 	b.must(`{ me { member { login } } }`, nil, &me)
 	if me.Me.Member.Login != "old@legacy.test" {
 		t.Fatalf("signed in as %+v", me.Me)
