@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -302,4 +304,101 @@ func wsMe(t *testing.T, origin, session string) string {
 			t.Fatalf("socket from %s: error", origin)
 		}
 	}
+}
+
+// An owner makes a one-time invite link in settings; a second person opens
+// it in a fresh browser, joins with a login and password, and sees the
+// team's Endpoints; the real CLI, logged in by that member's approval of
+// its device code, runs `relay listen` on the team's Endpoint and relays a
+// webhook. The owner removes the member: the listener is refused at once
+// (it exits 2, as for a revoked token) and the member's browser session
+// no longer works.
+func TestTeamInviteJoinListen(t *testing.T) {
+	ownerLogin, memberLogin, password := uniqueLogin("owner"), uniqueLogin("member"), "correct horse battery staple"
+	owner := newPage(t, 1280, 800)
+	owner.open("/")
+	fillSignUp(owner, "Team Relay", ownerLogin, password)
+	owner.waitFor("the create form", `document.querySelector('form.create-endpoint')`)
+	owner.do(chromedpSetValue(`form.create-endpoint input[name=name]`, "team-hooks"))
+	owner.click(`form.create-endpoint button[type=submit]`)
+	owner.waitFor("the Endpoint page", `/^\/e\/[^/]+$/.test(location.pathname)`)
+	id := strings.TrimPrefix(eval[string](owner, `location.pathname`), "/e/")
+	ownerSession := owner.sessionCookie().Value
+
+	owner.open("/settings")
+	owner.waitFor("the invite form", `document.querySelector('form[aria-labelledby=invite-title]')`)
+	owner.click(`form[aria-labelledby=invite-title] button[type=submit]`)
+	owner.waitFor("the invite link", `document.querySelector('[data-testid=invite-link]')`)
+	link := owner.text(`[data-testid=invite-link]`)
+	if !strings.HasPrefix(link, srv.BareURL()+"/join?code=rjn_") {
+		t.Fatalf("invite link %q", link)
+	}
+
+	member := newPage(t, 1280, 800) // its own browser context: no cookie of the owner's
+	member.do(chromedp.Navigate(link))
+	member.waitFor("the join form", `document.querySelector('form[aria-labelledby=join-title]')`)
+	member.assertLabelled()
+	member.do(chromedpSetValue(`form[aria-labelledby=join-title] input[name=login]`, memberLogin))
+	member.do(chromedpSetValue(`form[aria-labelledby=join-title] input[name=password]`, password))
+	member.click(`form[aria-labelledby=join-title] button[type=submit]`)
+	member.waitFor("the team's Endpoint", `document.querySelector('.endpoint-list a[href="/e/`+id+`"]')`)
+	if got := member.text(`[data-testid=member-login]`); got != memberLogin {
+		t.Errorf("the member's top bar names %q", got)
+	}
+	// A member reads no activity and manages nobody: the settings page
+	// shows the team without the owner's controls.
+	member.open("/settings")
+	member.waitFor("the members", `document.querySelector('[data-testid=members] tbody tr')`)
+	if eval[bool](member, `!!document.querySelector('form[aria-labelledby=invite-title], [data-testid=activity]')`) {
+		t.Error("a member is offered to invite or to read the activity")
+	}
+
+	// The link is spent.
+	again := newPage(t, 1280, 800)
+	again.do(chromedp.Navigate(link))
+	again.waitFor("the join form", `document.querySelector('form[aria-labelledby=join-title]')`)
+	again.do(chromedpSetValue(`form[aria-labelledby=join-title] input[name=login]`, uniqueLogin("late")))
+	again.do(chromedpSetValue(`form[aria-labelledby=join-title] input[name=password]`, password))
+	again.click(`form[aria-labelledby=join-title] button[type=submit]`)
+	again.waitFor("the refusal", `document.querySelector('form[aria-labelledby=join-title] .notice-error')`)
+	if got := again.text(`form[aria-labelledby=join-title] .notice-error`); !strings.Contains(got, "already used") {
+		t.Errorf("a reused link says %q", got)
+	}
+
+	// The member's CLI, logged in through the browser, listens on the team's Endpoint.
+	cli := deviceLogin(t, member)
+	if out, code := harness.RunWith(t, cli, "members", "list"); code != 0 || !strings.Contains(out, memberLogin) || !strings.Contains(out, ownerLogin) {
+		t.Fatalf("relay members list exited %d:\n%s", code, out)
+	}
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprint(w, "local got "+r.URL.Path)
+	}))
+	t.Cleanup(local.Close)
+	port := strings.TrimPrefix(local.URL, "http://127.0.0.1:")
+	listen := harness.StartWith(t, cli, "listen", port, id)
+	harness.Eventually(t, 30*time.Second, "the member's agent connected", func() bool {
+		var got struct {
+			Endpoint struct{ AgentConnected bool } `json:"endpoint"`
+		}
+		srv.MustGraphQL(t, ownerSession, `query($id: ID!) { endpoint(id: $id) { agentConnected } }`, map[string]any{"id": id}, &got)
+		return got.Endpoint.AgentConnected || listen.Exited()
+	})
+	if status, body := send(t, id, http.MethodPost, "/team", nil, []byte(`{}`)); status != http.StatusAccepted || body != "local got /team" {
+		t.Fatalf("a webhook through the member's listener: %d %q\n%s", status, body, listen.Output())
+	}
+
+	// The owner removes the member: the listener is refused at once, the
+	// member's browser is signed out.
+	owner.open("/settings")
+	owner.waitFor("the member's row", `[...document.querySelectorAll('[data-testid=members] tbody tr')].some((r) => r.textContent.includes('`+memberLogin+`'))`)
+	owner.click(`[data-testid=members] tr[data-member-id="` + eval[string](owner, `[...document.querySelectorAll('[data-testid=members] tbody tr')].find((r) => r.textContent.includes('`+memberLogin+`')).dataset.memberId`) + `"] .btn-danger`)
+	owner.click(`dialog[open] .btn-danger`)
+	owner.waitFor("the member gone", `![...document.querySelectorAll('[data-testid=members] tbody tr')].some((r) => r.textContent.includes('`+memberLogin+`'))`)
+	harness.Eventually(t, 30*time.Second, "the removed member's listener to stop", listen.Exited)
+	if _, code := listen.ExitCode(); code != 2 {
+		t.Errorf("the removed member's listener exited %d, want 2:\n%s", code, listen.Output())
+	}
+	member.open("/")
+	member.waitFor("the sign-in form", `document.querySelector('[data-testid=password-sign-in]')`)
 }
