@@ -1,0 +1,197 @@
+package systemtest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// member is a person signed in with a password: their session token, as
+// the relay's Set-Cookie gave it, serves as a bearer token in tests.
+type member struct {
+	AccountID, MemberID, Session string
+}
+
+// passwordCall posts a password mutation as the console would and returns
+// the session its Set-Cookie carries.
+func passwordCall(t *testing.T, r *harness.Relay, query string, vars map[string]any) (member, harness.GQLResult) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", r.BareURL())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res harness.GQLResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	var m member
+	for _, c := range resp.Cookies() {
+		if c.Name == "relay_session" {
+			m.Session = c.Value
+		}
+	}
+	var data map[string]struct {
+		Account struct{ ID string }
+		Member  struct{ ID string }
+	}
+	_ = json.Unmarshal(res.Data, &data)
+	for _, v := range data {
+		m.AccountID, m.MemberID = v.Account.ID, v.Member.ID
+	}
+	return m, res
+}
+
+func signUpMember(t *testing.T, r *harness.Relay, name, login, password string) member {
+	t.Helper()
+	m, res := passwordCall(t, r, `mutation($n: String!, $l: String!, $p: String!){ signUpWithPassword(name: $n, login: $l, password: $p){ account{ id } member{ id } } }`,
+		map[string]any{"n": name, "l": login, "p": password})
+	if len(res.Errors) > 0 || m.Session == "" {
+		t.Fatalf("sign up %s: %s", login, res)
+	}
+	return m
+}
+
+func joinMember(t *testing.T, r *harness.Relay, code, login, password string) (member, harness.GQLResult) {
+	t.Helper()
+	return passwordCall(t, r, `mutation($c: String!, $l: String!, $p: String!){ joinAccount(code: $c, login: $l, password: $p){ account{ id } member{ id } } }`,
+		map[string]any{"c": code, "l": login, "p": password})
+}
+
+func memberInvite(t *testing.T, r *harness.Relay, session string) string {
+	t.Helper()
+	var out struct{ CreateMemberInvite struct{ Code string } }
+	r.MustGraphQL(t, session, `mutation{ createMemberInvite{ code } }`, nil, &out)
+	return out.CreateMemberInvite.Code
+}
+
+// TestTeamIsolation: another team's member ids, token ids and invite
+// codes are refused exactly like unknown ones.
+func TestTeamIsolation(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	a := signUpMember(t, r, "Team A", "alice@a.test", "alice's long password")
+	b := signUpMember(t, r, "Team B", "bert@b.test", "bert's long password")
+	aMate, res := joinMember(t, r, memberInvite(t, r, a.Session), "amy@a.test", "amy's long password")
+	if len(res.Errors) > 0 {
+		t.Fatalf("join: %s", res)
+	}
+	var tok struct{ CreateToken struct{ Token struct{ ID string } } }
+	r.MustGraphQL(t, aMate.Session, `mutation{ createToken(name: "amy's laptop"){ token{ id } } }`, nil, &tok)
+	unknownID := "01a22025-0000-7000-8000-000000000000"
+
+	for _, op := range []struct{ name, query, foreign string }{
+		{"removeMember", `mutation($id: ID!){ removeMember(id: $id) }`, aMate.MemberID},
+		{"changeMemberRole", `mutation($id: ID!){ changeMemberRole(id: $id, role: OWNER){ id } }`, aMate.MemberID},
+		{"revokeToken", `mutation($id: ID!){ revokeToken(id: $id) }`, tok.CreateToken.Token.ID},
+	} {
+		sameRefusal(t, op.name, refusal(t, r, b.Session, op.query, map[string]any{"id": op.foreign}),
+			refusal(t, r, b.Session, op.query, map[string]any{"id": unknownID}), op.foreign, unknownID)
+	}
+	var members struct{ Me struct{ Members []struct{ ID string } } }
+	r.MustGraphQL(t, b.Session, `{ me{ members{ id } } }`, nil, &members)
+	if len(members.Me.Members) != 1 || members.Me.Members[0].ID != b.MemberID {
+		t.Errorf("team B lists members %+v", members.Me.Members)
+	}
+
+	// A's spent and expired-or-unknown codes read alike to anyone.
+	spent := memberInvite(t, r, a.Session)
+	if _, res := joinMember(t, r, spent, "late@a.test", "a long password!"); len(res.Errors) > 0 {
+		t.Fatalf("join: %s", res)
+	}
+	_, reused := joinMember(t, r, spent, "later@b.test", "a long password!")
+	_, unknown := joinMember(t, r, "rjn_"+strings.Repeat("a", 52), "later@b.test", "a long password!")
+	if len(reused.Errors) == 0 || len(unknown.Errors) == 0 || reused.Errors[0].Message != unknown.Errors[0].Message || reused.Errors[0].Code() != "INVALID_INPUT" {
+		t.Errorf("a spent invite is refused as %s, an unknown one as %s", reused, unknown)
+	}
+	if aMate.AccountID != a.AccountID {
+		t.Errorf("the invitee joined %s, want %s", aMate.AccountID, a.AccountID)
+	}
+}
+
+// TestPasswordsAndTokensNeverLeak signs in with a known password, makes
+// tokens and an invite, then searches the relay's log, `relay events
+// export` and every file of the event store for the password and the
+// secrets: none is there, while the password's argon2id hash is exported.
+func TestPasswordsAndTokensNeverLeak(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := harness.Start(t, dir)
+	password := "pw-marker-" + unknownAddress() + "-secret"
+	owner := signUpMember(t, r, "Leakproof", "leak@proof.test", password)
+	again, res := passwordCall(t, r, `mutation($l: String!, $p: String!){ signIn(login: $l, password: $p){ account{ id } member{ id } } }`,
+		map[string]any{"l": "LEAK@proof.test", "p": password})
+	if len(res.Errors) > 0 || again.Session == "" {
+		t.Fatalf("sign in: %s", res)
+	}
+	// A wrong password, so that refusals are in the log too.
+	if _, res := passwordCall(t, r, `mutation($l: String!, $p: String!){ signIn(login: $l, password: $p){ account{ id } } }`,
+		map[string]any{"l": "leak@proof.test", "p": password + "x"}); len(res.Errors) == 0 {
+		t.Fatal("a wrong password signed in")
+	}
+	secrets := map[string]string{"password": password, "wrong password": password + "x", "session": owner.Session, "second session": again.Session}
+	var tok struct{ CreateToken struct{ Secret string } }
+	r.MustGraphQL(t, again.Session, `mutation{ createToken(name: "ci"){ secret } }`, nil, &tok)
+	secrets["API token"] = tok.CreateToken.Secret
+	secrets["invite code"] = memberInvite(t, r, owner.Session)
+	mate, res := joinMember(t, r, memberInvite(t, r, owner.Session), "mate@proof.test", password+"-mate")
+	if len(res.Errors) > 0 {
+		t.Fatalf("join: %s", res)
+	}
+	secrets["member's password"], secrets["member's session"] = password+"-mate", mate.Session
+	r.MustGraphQL(t, again.Session, `mutation{ signOut }`, nil, nil)
+
+	check := func(where string, data []byte) {
+		t.Helper()
+		for name, s := range secrets {
+			for form, v := range map[string]string{"": s, "base64 ": base64.StdEncoding.EncodeToString([]byte(s)), "JSON-escaped ": strings.Trim(string(mustJSON(s)), `"`)} {
+				if bytes.Contains(data, []byte(v)) {
+					t.Errorf("the %s%s is in %s", form, name, where)
+				}
+			}
+		}
+	}
+	r.Stop(t)
+	check("the relay's log", []byte(r.Output()))
+	export, code := harness.RunCLI(t, "events", "export", "--data", dir)
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, export)
+	}
+	if !strings.Contains(export, "member.joined.v1") || !strings.Contains(export, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("the export holds no member with an argon2id hash: the search reads the wrong data\n%.2000s", export)
+	}
+	check("relay events export", []byte(export))
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		check(path, data)
+		return nil
+	})
+	if err != nil || files == 0 {
+		t.Fatalf("read the data folder: %d files, %v", files, err)
+	}
+}
+
+func mustJSON(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
