@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -194,4 +195,52 @@ func TestPasswordsAndTokensNeverLeak(t *testing.T) {
 func mustJSON(s string) []byte {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// TestMembersCLI: relay members invite, list and remove with -o json in
+// their documented shapes; the account's own token (made before it had
+// members) acts as an owner.
+func TestMembersCLI(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, _ := loggedInHome(t, r)
+	var none []jsonMember
+	h.jsonOut(t, &none, "members", "list")
+	if len(none) != 0 {
+		t.Fatalf("a token-only account lists members %+v", none)
+	}
+	var inv struct {
+		URL       string `json:"url"`
+		Role      string `json:"role"`
+		ExpiresAt string `json:"expiresAt"`
+	}
+	h.jsonOut(t, &inv, "members", "invite", "--role", "owner", "--expires-in", "1d")
+	_, code, ok := strings.Cut(inv.URL, ":"+strconv.Itoa(r.Port)+"/join?code=")
+	if !ok || inv.Role != "OWNER" || inv.ExpiresAt == "" {
+		t.Fatalf("members invite: %+v", inv)
+	}
+	joined, res := joinMember(t, r, code, "Zoe@cli.test", "zoe's long password")
+	if len(res.Errors) > 0 {
+		t.Fatalf("join: %s", res)
+	}
+	var list []jsonMember
+	h.jsonOut(t, &list, "members", "list")
+	if len(list) != 1 || list[0].ID != joined.MemberID || list[0].Login != "Zoe@cli.test" || list[0].Role != "OWNER" || list[0].You {
+		t.Fatalf("members list: %+v", list)
+	}
+	// The last owner stays: refused, exit 2.
+	if out, code := h.run(t, "", "members", "remove", joined.MemberID); code != 2 || !strings.Contains(out, "last owner") {
+		t.Fatalf("removing the last owner: exit %d\n%s", code, out)
+	}
+	if out, code := h.run(t, "", "members", "invite", "--role", "boss"); code != 2 || !strings.Contains(out, "--role") {
+		t.Fatalf("a bad role: exit %d\n%s", code, out)
+	}
+}
+
+type jsonMember struct {
+	ID       string `json:"id"`
+	Login    string `json:"login"`
+	Role     string `json:"role"`
+	JoinedAt string `json:"joinedAt"`
+	You      bool   `json:"you"`
 }
