@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,5 +267,48 @@ func TestSetUpSignIn(t *testing.T) {
 	b.must(`{ me { member { login } } }`, nil, &me)
 	if me.Me.Member.Login != "old@legacy.test" {
 		t.Fatalf("signed in as %+v", me.Me)
+	}
+}
+
+// TestInviteLinkOnceAndUntilExpiry: two people racing with one link: one
+// joins, the other is refused; a link past its expiry is refused in the
+// same words as an unknown one.
+func TestInviteLinkOnceAndUntilExpiry(t *testing.T) {
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	e := newEnvWith(t, now, nil)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann := newBrowser(t, srv)
+	ann.signUp("Acme", "ann")
+
+	code := ann.invite()
+	results := make(chan gqlAnswer, 2)
+	for _, login := range []string{"racer-1", "racer-2"} {
+		go func() { results <- newBrowser(t, srv).join(code, login) }()
+	}
+	joined := 0
+	for range 2 {
+		if a := <-results; len(a.Errors) == 0 {
+			joined++
+		} else if a.code() != "INVALID_INPUT" {
+			t.Errorf("the losing racer: %+v", a.Errors)
+		}
+	}
+	if joined != 1 {
+		t.Fatalf("%d people joined with one link, want 1", joined)
+	}
+	var team struct{ Me struct{ Members []struct{ Login string } } }
+	ann.must(`{ me { members { login } } }`, nil, &team)
+	if len(team.Me.Members) != 2 {
+		t.Fatalf("members %+v, want the owner and one racer", team.Me.Members)
+	}
+
+	var short struct{ CreateMemberInvite struct{ Code string } }
+	ann.must(`mutation { createMemberInvite(expiresIn: "1m") { code } }`, nil, &short)
+	offset.Store(int64(2 * time.Minute))
+	expired, unknown := newBrowser(t, srv).join(short.CreateMemberInvite.Code, "late"), newBrowser(t, srv).join("rjn_unknown", "late")
+	if expired.code() != "INVALID_INPUT" || len(unknown.Errors) == 0 || expired.Errors[0].Message != unknown.Errors[0].Message {
+		t.Fatalf("an expired link: %+v; an unknown one: %+v", expired.Errors, unknown.Errors)
 	}
 }
