@@ -298,7 +298,9 @@ func TestInviteLinkOnceAndUntilExpiry(t *testing.T) {
 	if joined != 1 {
 		t.Fatalf("%d people joined with one link, want 1", joined)
 	}
-	var team struct{ Me struct{ Members []struct{ Login string } } }
+	var team struct {
+		Me struct{ Members []struct{ Login string } }
+	}
 	ann.must(`{ me { members { login } } }`, nil, &team)
 	if len(team.Me.Members) != 2 {
 		t.Fatalf("members %+v, want the owner and one racer", team.Me.Members)
