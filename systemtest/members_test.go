@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -25,11 +27,22 @@ type member struct {
 // the session its Set-Cookie carries.
 func passwordCall(t *testing.T, r *harness.Relay, query string, vars map[string]any) (member, harness.GQLResult) {
 	t.Helper()
+	m, res, _ := passwordCallAt(t, r, 0, query, vars)
+	return m, res
+}
+
+// passwordCallAt is passwordCall on a node asked to have applied the log
+// up to position first; it also returns the position of its change.
+func passwordCallAt(t *testing.T, r *harness.Relay, position uint64, query string, vars map[string]any) (member, harness.GQLResult, uint64) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", r.BareURL())
-	resp, err := http.DefaultClient.Do(req)
+	if position > 0 {
+		req.Header.Set("X-Relay-Position", strconv.FormatUint(position, 10))
+	}
+	resp, err := harness.Client.Do(r.Route(req))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +65,8 @@ func passwordCall(t *testing.T, r *harness.Relay, query string, vars map[string]
 	for _, v := range data {
 		m.AccountID, m.MemberID = v.Account.ID, v.Member.ID
 	}
-	return m, res
+	pos, _ := strconv.ParseUint(resp.Header.Get("X-Relay-Position"), 10, 64)
+	return m, res, pos
 }
 
 func signUpMember(t *testing.T, r *harness.Relay, name, login, password string) member {
@@ -243,4 +257,84 @@ type jsonMember struct {
 	Role     string `json:"role"`
 	JoinedAt string `json:"joinedAt"`
 	You      bool   `json:"you"`
+}
+
+// TestTeamsAcrossNodes: two relays share one log (JetStream). One invite
+// link used on both nodes at once admits one person; a member removed on
+// A is refused by B at once, and their agent connected to B stops (exit 2).
+func TestTeamsAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts NATS and two relays")
+	}
+	url := natstest.Start(t).URL()
+	flags := func(node string) []string {
+		return []string{"--eventstore", url, "--bus", url, "--node-id", node, "--node-lease", clusterLease}
+	}
+	a := harness.Start(t, "", flags("a")...)
+	b := harness.Start(t, "", flags("b")...)
+	owner := signUpMember(t, a, "Nodes", "owner@nodes.test", "owner's long password")
+	var inv struct{ CreateMemberInvite struct{ Code string } }
+	pos := gqlAfter(t, a, owner.Session, 0, `mutation{ createMemberInvite{ code } }`, nil, &inv)
+
+	type joined struct {
+		m   member
+		res harness.GQLResult
+		pos uint64
+	}
+	results := make(chan joined, 2)
+	for i, node := range []*harness.Relay{a, b} {
+		go func() {
+			m, res, p := passwordCallAt(t, node, pos, `mutation($c: String!, $l: String!, $p: String!){ joinAccount(code: $c, login: $l, password: $p){ account{ id } member{ id } } }`,
+				map[string]any{"c": inv.CreateMemberInvite.Code, "l": "racer-" + strconv.Itoa(i) + "@nodes.test", "p": "a racer's password"})
+			results <- joined{m, res, p}
+		}()
+	}
+	var mate joined
+	wins := 0
+	for range 2 {
+		j := <-results
+		if len(j.res.Errors) == 0 {
+			wins++
+			mate = j
+		} else if j.res.Errors[0].Code() != "INVALID_INPUT" && j.res.Errors[0].Code() != "CONFLICT" {
+			t.Errorf("the losing racer: %s", j.res)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d people joined with one link on two nodes, want 1", wins)
+	}
+
+	// The member's token and agent on B; the owner removes them on A.
+	var tok struct{ CreateToken struct{ Secret string } }
+	pos = gqlAfter(t, b, mate.m.Session, mate.pos, `mutation{ createToken(name: "mate on b"){ secret } }`, nil, &tok)
+	var ep struct{ CreateEndpoint endpointInfo }
+	pos = gqlAfter(t, b, tok.CreateToken.Secret, pos, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`,
+		map[string]any{"in": map[string]any{"name": "nodes", "mode": "PROXY", "target": "127.0.0.1:1"}}, &ep)
+	agent := b.StartAgent(t, tok.CreateToken.Secret, ep.CreateEndpoint.ID, "127.0.0.1:1")
+	waitAgent(t, b, tok.CreateToken.Secret, ep.CreateEndpoint.ID, true)
+
+	var removed struct{ RemoveMember bool }
+	pos = gqlAfter(t, a, owner.Session, pos, `mutation($id: ID!){ removeMember(id: $id) }`, map[string]any{"id": mate.m.MemberID}, &removed)
+	for what, secret := range map[string]string{"session": mate.m.Session, "token": tok.CreateToken.Secret} {
+		body := `{"query":"{ endpoints{ id } }"}`
+		req, _ := http.NewRequest(http.MethodPost, b.BareURL()+"/graphql", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("X-Relay-Position", strconv.FormatUint(pos, 10))
+		resp, err := harness.Client.Do(b.Route(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out harness.GQLResult
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if len(out.Errors) == 0 || out.Errors[0].Code() != "UNAUTHENTICATED" {
+			t.Errorf("B at the removal's position answered the removed member's %s with %s", what, out)
+		}
+	}
+	harness.Eventually(t, 15*time.Second, "the removed member's agent on B to stop", agent.Exited)
+	if _, code := agent.ExitCode(); code != 2 || !strings.Contains(agent.Output(), "token revoked") {
+		t.Fatalf("the agent on B exited %d, want 2 saying the token was revoked:\n%s", code, agent.Output())
+	}
 }
