@@ -103,7 +103,9 @@ func TestTeamIsolation(t *testing.T) {
 	if len(res.Errors) > 0 {
 		t.Fatalf("join: %s", res)
 	}
-	var tok struct{ CreateToken struct{ Token struct{ ID string } } }
+	var tok struct {
+		CreateToken struct{ Token struct{ ID string } }
+	}
 	r.MustGraphQL(t, aMate.Session, `mutation{ createToken(name: "amy's laptop"){ token{ id } } }`, nil, &tok)
 	unknownID := "01a22025-0000-7000-8000-000000000000"
 
@@ -115,7 +117,9 @@ func TestTeamIsolation(t *testing.T) {
 		sameRefusal(t, op.name, refusal(t, r, b.Session, op.query, map[string]any{"id": op.foreign}),
 			refusal(t, r, b.Session, op.query, map[string]any{"id": unknownID}), op.foreign, unknownID)
 	}
-	var members struct{ Me struct{ Members []struct{ ID string } } }
+	var members struct {
+		Me struct{ Members []struct{ ID string } }
+	}
 	r.MustGraphQL(t, b.Session, `{ me{ members{ id } } }`, nil, &members)
 	if len(members.Me.Members) != 1 || members.Me.Members[0].ID != b.MemberID {
 		t.Errorf("team B lists members %+v", members.Me.Members)
