@@ -50,7 +50,8 @@ func (r *Resolver) limitSignIn(ctx context.Context, login string) error {
 	if ok, retry := r.signIn.byClient.Allow(client, now); !ok {
 		return &RateLimitedError{RetryAfter: retry}
 	}
-	if ok, retry := r.signIn.byLogin.Allow(domain.LoginKey(login), now); !ok {
+	// By hash: a key of fixed size, however long the login sent.
+	if ok, retry := r.signIn.byLogin.Allow(domain.LoginKeyHash(login), now); !ok {
 		return &RateLimitedError{RetryAfter: retry}
 	}
 	return nil
@@ -196,7 +197,7 @@ func (r *Resolver) joinAccount(ctx context.Context, code, login, password string
 		return r.signedIn(ctx, commands.Session{})
 	}
 	// Codes are guessed no faster than passwords.
-	if err := r.limitSignIn(ctx, "join:"+code); err != nil {
+	if err := r.limitSignIn(ctx, "join "+code); err != nil {
 		return nil, err
 	}
 	s, err := r.Service.JoinAccount(ctx, code, login, password)

@@ -155,7 +155,7 @@ func TestTeams(t *testing.T) {
 	}
 
 	// Members may not manage members nor read the activity.
-	for _, q := range []string{`mutation { createMemberInvite { code } }`, `{ me { activity { type } } }`,
+	for _, q := range []string{`mutation { createMemberInvite { code } }`, `{ me { activity { type } } }`, `{ events { nodes { id } } }`,
 		`mutation($id: ID!) { removeMember(id: $id) }`, `mutation($id: ID!) { changeMemberRole(id: $id, role: OWNER) { id } }`} {
 		if a := bob.do(q, map[string]any{"id": acme.Member.ID}, nil); a.code() != "FORBIDDEN" {
 			t.Errorf("a member's %s: %+v, want FORBIDDEN", q, a.Errors)

@@ -2830,7 +2830,8 @@ type Query {
   delivery(id: ID!): Delivery
   """
   The log, in order, for auditors. after is an event position. ` + "`" + `first` + "`" + ` is 50 when
-  absent or 0, at most 100 (a larger value is clamped: page on with ` + "`" + `pageInfo` + "`" + `).
+  absent or 0, at most 100 (a larger value is clamped: page on with ` + "`" + `pageInfo` + "`" + `). An account
+  reads its own events, owners only (FORBIDDEN for a member: they hold password hashes).
   """
   events(after: String, first: Int): EventConnection!
 }
