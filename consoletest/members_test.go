@@ -402,3 +402,34 @@ func TestTeamInviteJoinListen(t *testing.T) {
 	member.open("/")
 	member.waitFor("the sign-in form", `document.querySelector('[data-testid=password-sign-in]')`)
 }
+
+// An account made with tokens only (relay login --signup) sets up sign-in
+// from the settings page: its first owner is signed in by cookie, the
+// pasted token forgotten, and the login works from then on.
+func TestSetUpSignInFromSettings(t *testing.T) {
+	token := signUp(t, "Legacy Co")
+	login, password := uniqueLogin("legacy"), "correct horse battery staple"
+	p := newPage(t, 1280, 800)
+	p.open("/settings#token=" + token)
+	p.waitFor("the set-up form", `document.querySelector('form[aria-labelledby=setup-title]')`)
+	p.assertLabelled()
+	p.do(chromedpSetValue(`form[aria-labelledby=setup-title] input[name=login]`, login))
+	p.do(chromedpSetValue(`form[aria-labelledby=setup-title] input[name=password]`, "too short"))
+	p.click(`form[aria-labelledby=setup-title] button[type=submit]`)
+	p.waitFor("the refusal", `document.querySelector('form[aria-labelledby=setup-title] .notice-error')`)
+	if got := p.text(`form[aria-labelledby=setup-title] .notice-error`); !strings.Contains(got, "at least 10 bytes") {
+		t.Errorf("a short password says %q", got)
+	}
+	p.do(chromedpSetValue(`form[aria-labelledby=setup-title] input[name=password]`, password))
+	p.click(`form[aria-labelledby=setup-title] button[type=submit]`)
+	p.waitFor("the signed-in member", `document.querySelector('[data-testid=member-login]')?.textContent === '`+login+`'`)
+	if stored := eval[string](p, `localStorage.getItem('relay.token') || ''`); stored != "" {
+		t.Errorf("the pasted token is still used: %q", stored)
+	}
+	if p.sessionCookie() == nil {
+		t.Fatal("no session cookie after setting up sign-in")
+	}
+	p.waitFor("the team with its owner", `document.querySelector('[data-testid=members] [data-testid=member-role]')?.textContent === 'Owner'`)
+	// The account's token still works for the CLI.
+	srv.MustGraphQL(t, token, `{ endpoints { id } }`, nil, nil)
+}
