@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -21,7 +23,6 @@ const (
 	clientKey
 	tokenInfoKey
 	jarKey
-	viaCookieKey
 )
 
 // WithToken puts the bearer token of an HTTP request (or, without one,
@@ -31,7 +32,9 @@ const (
 func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
-		ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
+		if !websocket.IsWebSocketUpgrade(r) { // a socket's answers cannot set cookies
+			ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
+		}
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
 			ctx = context.WithValue(ctx, tokenKey, tok)
 		} else {

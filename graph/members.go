@@ -92,20 +92,28 @@ func memberModel(m readmodel.Member, you string) *model.Member {
 	return &model.Member{ID: m.ID, Login: m.Login, Role: model.MemberRole(strings.ToUpper(m.Role)), JoinedAt: m.JoinedAt, You: m.ID == you}
 }
 
+// needJar refuses a sign-in that could not set its cookie (over a
+// WebSocket) before any work is done.
+func needJar(ctx context.Context) error {
+	if jar(ctx) == nil {
+		return &domain.InvalidInputError{Field: "signIn", Reason: "sign in over HTTP POST: a WebSocket cannot set the session cookie"}
+	}
+	return nil
+}
+
 // signedIn answers a sign-in: the session cookie on the HTTP answer, the
 // account and member in the body (never the token).
 func (r *Resolver) signedIn(ctx context.Context, s commands.Session) (*model.SessionPayload, error) {
-	j := jar(ctx)
-	if j == nil {
-		return nil, &domain.InvalidInputError{Field: "signIn", Reason: "sign in over HTTP POST: a WebSocket cannot set the session cookie"}
+	if err := needJar(ctx); err != nil {
+		return nil, err
 	}
-	j.set(s.Token, s.ExpiresAt)
+	jar(ctx).set(s.Token, s.ExpiresAt)
 	return &model.SessionPayload{Account: &model.Account{ID: s.Account.ID, Name: s.Account.Name}, Member: memberModel(s.Member, s.Member.ID), ExpiresAt: s.ExpiresAt}, nil
 }
 
 func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password string, invite *string) (*model.SessionPayload, error) {
-	if jar(ctx) == nil {
-		return r.signedIn(ctx, commands.Session{})
+	if err := needJar(ctx); err != nil {
+		return nil, err
 	}
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
@@ -118,8 +126,8 @@ func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password
 }
 
 func (r *Resolver) signInWithPassword(ctx context.Context, login, password string) (*model.SessionPayload, error) {
-	if jar(ctx) == nil {
-		return r.signedIn(ctx, commands.Session{})
+	if err := needJar(ctx); err != nil {
+		return nil, err
 	}
 	if err := r.limitSignIn(ctx, login); err != nil {
 		return nil, err
@@ -156,8 +164,8 @@ func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*mo
 	if err != nil {
 		return nil, err
 	}
-	if jar(ctx) == nil {
-		return r.signedIn(ctx, commands.Session{})
+	if err := needJar(ctx); err != nil {
+		return nil, err
 	}
 	s, err := r.Service.SetUpSignIn(ctx, acc.ID, login, password)
 	if err != nil {
@@ -193,8 +201,8 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 }
 
 func (r *Resolver) joinAccount(ctx context.Context, code, login, password string) (*model.SessionPayload, error) {
-	if jar(ctx) == nil {
-		return r.signedIn(ctx, commands.Session{})
+	if err := needJar(ctx); err != nil {
+		return nil, err
 	}
 	// Codes are guessed no faster than passwords.
 	if err := r.limitSignIn(ctx, "join "+code); err != nil {

@@ -108,5 +108,5 @@ func cookieCredential(w http.ResponseWriter, r *http.Request, ctx context.Contex
 	if tok == "" || (websocket.IsWebSocketUpgrade(r) && !sameOrigin(r)) {
 		return ctx, true
 	}
-	return context.WithValue(context.WithValue(ctx, tokenKey, tok), viaCookieKey, true), true
+	return context.WithValue(ctx, tokenKey, tok), true
 }
