@@ -204,26 +204,7 @@ func (s *Service) signUpByInvite(ctx context.Context, name, invite string) (read
 	if err != nil {
 		return readmodel.Account{}, "", err
 	}
-	inviteID, err := s.views.InviteByHash(ctx, HashToken(strings.TrimSpace(invite)))
-	if errors.Is(err, domain.ErrNotFound) {
-		return readmodel.Account{}, "", domain.ErrBadInvite()
-	}
-	if err != nil {
-		return readmodel.Account{}, "", err
-	}
-	err = conflict.Retry(ctx, conflictTries, func(int) error {
-		events, err := s.load(ctx, domain.InviteStream(inviteID))
-		if err != nil {
-			return err
-		}
-		v := domain.LoadInvite(events)
-		if err := v.Use(id, s.now()); err != nil {
-			return err
-		}
-		_, err = s.append(ctx, domain.InviteStream(inviteID), v.Expected(), domain.Trace{CorrelationID: id}, v.Changes())
-		return err
-	})
-	if err != nil {
+	if err := s.spendInvite(ctx, id, invite); err != nil {
 		return readmodel.Account{}, "", err
 	}
 	if _, err := s.append(ctx, domain.AccountStream(id), a.Expected(), domain.Trace{CorrelationID: id}, a.Changes()); err != nil {
