@@ -74,7 +74,7 @@ func VerifyPassword(ctx context.Context, encoded, pw string) (bool, error) {
 	}
 	var mem, t uint32
 	var p uint8
-	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &mem, &t, &p); err != nil || mem == 0 || mem > maxArgonMemoryKiB || t == 0 || t > 10 || p == 0 {
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &mem, &t, &p); err != nil || mem == 0 || mem > maxArgonMemoryKiB || t == 0 || t > 10 || p == 0 || p > 16 {
 		return false, nil
 	}
 	salt, err1 := base64.RawStdEncoding.DecodeString(parts[4])
