@@ -342,3 +342,39 @@ func TestTeamsAcrossNodes(t *testing.T) {
 		t.Fatalf("the agent on B exited %d, want 2 saying the token was revoked:\n%s", code, agent.Output())
 	}
 }
+
+// TestPasswordSignUpModes: the console's sign-up follows --signup: closed
+// refuses, invite needs an unused invite (spent once); a login whose
+// sign-up failed on the invite is free again.
+func TestPasswordSignUpModes(t *testing.T) {
+	t.Parallel()
+	closed := harness.Start(t, "", "--signup", "closed")
+	byInvite := harness.Start(t, "", "--signup", "invite", "--admin-token", "ops-secret")
+	const q = `mutation($n: String!, $l: String!, $p: String!, $i: String){ signUpWithPassword(name: $n, login: $l, password: $p, invite: $i){ account{ id } member{ id } } }`
+	vars := func(login, invite string) map[string]any {
+		v := map[string]any{"n": "Team", "l": login, "p": "a long enough password"}
+		if invite != "" {
+			v["i"] = invite
+		}
+		return v
+	}
+	if _, res := passwordCall(t, closed, q, vars("x@closed.test", "")); len(res.Errors) == 0 || !strings.Contains(res.Errors[0].Message, "closed") {
+		t.Errorf("sign-up on a closed relay: %s", res)
+	}
+	if _, res := passwordCall(t, byInvite, q, vars("y@invite.test", "")); len(res.Errors) == 0 || res.Errors[0].Code() != "INVALID_INPUT" {
+		t.Errorf("sign-up without an invite: %s", res)
+	}
+	if _, res := passwordCall(t, byInvite, q, vars("y@invite.test", "rin_unknown")); len(res.Errors) == 0 || !strings.Contains(res.Errors[0].Message, "invite") {
+		t.Errorf("sign-up with an unknown invite: %s", res)
+	}
+	var inv struct{ CreateInvite struct{ Code string } }
+	byInvite.MustGraphQL(t, "ops-secret", `mutation{ createInvite{ code } }`, nil, &inv)
+	// The login refused a moment ago (its invite was unknown) is free.
+	m, res := passwordCall(t, byInvite, q, vars("Y@invite.test", inv.CreateInvite.Code))
+	if len(res.Errors) > 0 || m.Session == "" {
+		t.Fatalf("sign-up with an invite: %s", res)
+	}
+	if _, res := passwordCall(t, byInvite, q, vars("z@invite.test", inv.CreateInvite.Code)); len(res.Errors) == 0 {
+		t.Errorf("an invite spent twice")
+	}
+}
