@@ -378,3 +378,48 @@ func TestPasswordSignUpModes(t *testing.T) {
 		t.Errorf("an invite spent twice")
 	}
 }
+
+// TestSessionCookieOverHTTPS: over TLS the session cookie is Secure and
+// named __Host-relay_session (host-only, Path=/), and signs requests in.
+func TestSessionCookieOverHTTPS(t *testing.T) {
+	t.Parallel()
+	ca := harness.NewCA(t)
+	cert, key := ca.Issue(t, t.TempDir(), 1, "*.localhost", "localhost")
+	r := harness.StartTLS(t, "", ca, cert, key)
+	c := r.TLSClient(false)
+	post := func(cookie *http.Cookie, query string) (*http.Response, harness.GQLResult) {
+		body, _ := json.Marshal(map[string]any{"query": query})
+		req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", r.BareURL())
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res harness.GQLResult
+		_ = json.NewDecoder(resp.Body).Decode(&res)
+		return resp, res
+	}
+	resp, res := post(nil, `mutation{ signUpWithPassword(name: "Tls", login: "tls@example.test", password: "a long enough password"){ member{ id } } }`)
+	if len(res.Errors) > 0 {
+		t.Fatalf("sign up over TLS: %s", res)
+	}
+	var session *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if strings.Contains(ck.Name, "relay_session") {
+			session = ck
+		}
+	}
+	if session == nil || session.Name != "__Host-relay_session" || !session.Secure || !session.HttpOnly ||
+		session.SameSite != http.SameSiteStrictMode || session.Path != "/" || session.Domain != "" || session.MaxAge <= 0 {
+		t.Fatalf("the session cookie over TLS: %+v", session)
+	}
+	var me struct{ Me struct{ Name string } }
+	if _, res := post(&http.Cookie{Name: session.Name, Value: session.Value}, `{ me{ name } }`); len(res.Errors) > 0 || json.Unmarshal(res.Data, &me) != nil || me.Me.Name != "Tls" {
+		t.Fatalf("a request with the cookie: %s", res)
+	}
+}
