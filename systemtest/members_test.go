@@ -423,3 +423,34 @@ func TestSessionCookieOverHTTPS(t *testing.T) {
 		t.Fatalf("a request with the cookie: %s", res)
 	}
 }
+
+// TestSessionCookieBehindProxy: a trusted proxy's X-Forwarded-Proto: https
+// makes the cookie Secure; the same header from anyone else does not.
+func TestSessionCookieBehindProxy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		flags   []string
+		secure  bool
+		cookies string
+	}{
+		{"trusted proxy", []string{"--trusted-proxies", "127.0.0.1/32"}, true, "__Host-relay_session"},
+		{"no trusted proxy", nil, false, "relay_session"},
+	} {
+		r := harness.Start(t, "", tc.flags...)
+		body := `{"query":"mutation{ signUpWithPassword(name: \"P\", login: \"p@proxy.test\", password: \"a long enough password\"){ member{ id } } }"}`
+		req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-Proto", "https")
+		req.Header.Set("X-Forwarded-For", "203.0.113.7")
+		resp, err := harness.Client.Do(r.Route(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cookies := resp.Cookies()
+		if len(cookies) != 1 || cookies[0].Name != tc.cookies || cookies[0].Secure != tc.secure {
+			t.Errorf("%s: cookies %+v, want %s with Secure %v", tc.name, cookies, tc.cookies, tc.secure)
+		}
+	}
+}
