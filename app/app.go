@@ -62,6 +62,8 @@ type Config struct {
 	AdminToken string
 	// AnonymousRate limits anonymous use of the API per client; Off: none.
 	AnonymousRate ratelimit.Rate
+	// SignInRate limits password sign-ins per login (graph.Resolver.SignInRate).
+	SignInRate ratelimit.Rate
 
 	Commands commands.Config
 	// API's Playground is set by New.
@@ -253,7 +255,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
-		Anonymous: anonymous,
+		Anonymous: anonymous, SignInRate: cfg.SignInRate,
 	}, api)
 
 	a.metrics = metrics.New()

@@ -89,7 +89,7 @@ func (s *Service) PendingDevice(ctx context.Context, userCode string) (readmodel
 // DecideDevice approves (or denies) the device a user code names, for the
 // account: once approved, the device's next poll receives a new token of
 // the account.
-func (s *Service) DecideDevice(ctx context.Context, accountID, userCode string, approve bool) (readmodel.DeviceCode, error) {
+func (s *Service) DecideDevice(ctx context.Context, accountID, memberID, userCode string, approve bool) (readmodel.DeviceCode, error) {
 	d, err := s.PendingDevice(ctx, userCode)
 	if err != nil {
 		return readmodel.DeviceCode{}, err
@@ -101,7 +101,7 @@ func (s *Service) DecideDevice(ctx context.Context, accountID, userCode string, 
 		}
 		agg := domain.LoadDeviceAuthorization(events)
 		if approve {
-			err = agg.Approve(accountID, s.now())
+			err = agg.ApproveBy(accountID, memberID, s.now())
 		} else {
 			err = agg.Deny(accountID, s.now())
 		}
@@ -145,7 +145,7 @@ func (s *Service) PollDevice(ctx context.Context, deviceCode string) (readmodel.
 	// Approved: use the code up first (its stream's revision makes the
 	// redemption single), then issue the token it was redeemed for.
 	tokenID := NewEventID()
-	var accountID, name string
+	var accountID, memberID, name string
 	err = conflict.Retry(ctx, conflictTries, func(int) error {
 		events, err := s.load(ctx, domain.DeviceStream(d.ID))
 		if err != nil {
@@ -155,14 +155,14 @@ func (s *Service) PollDevice(ctx context.Context, deviceCode string) (readmodel.
 		if err := agg.Redeem(tokenID, now); err != nil {
 			return err
 		}
-		accountID, name = agg.AccountID(), agg.ClientName()
+		accountID, memberID, name = agg.AccountID(), agg.MemberID(), agg.ClientName()
 		_, err = s.append(ctx, domain.DeviceStream(d.ID), agg.Expected(), domain.Trace{CorrelationID: d.ID}, agg.Changes())
 		return err
 	})
 	if err != nil {
 		return readmodel.Account{}, "", err
 	}
-	_, token, err := s.issueToken(ctx, accountID, tokenID, name, 0, d.ID)
+	_, token, err := s.issueToken(ctx, accountID, tokenID, name, 0, d.ID, memberID, "")
 	if err != nil {
 		return readmodel.Account{}, "", err
 	}

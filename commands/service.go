@@ -213,26 +213,7 @@ func (s *Service) signUpByInvite(ctx context.Context, name, invite string) (read
 	if err != nil {
 		return readmodel.Account{}, "", err
 	}
-	inviteID, err := s.views.InviteByHash(ctx, HashToken(strings.TrimSpace(invite)))
-	if errors.Is(err, domain.ErrNotFound) {
-		return readmodel.Account{}, "", domain.ErrBadInvite()
-	}
-	if err != nil {
-		return readmodel.Account{}, "", err
-	}
-	err = conflict.Retry(ctx, conflictTries, func(int) error {
-		events, err := s.load(ctx, domain.InviteStream(inviteID))
-		if err != nil {
-			return err
-		}
-		v := domain.LoadInvite(events)
-		if err := v.Use(id, s.now()); err != nil {
-			return err
-		}
-		_, err = s.append(ctx, domain.InviteStream(inviteID), v.Expected(), domain.Trace{CorrelationID: id}, v.Changes())
-		return err
-	})
-	if err != nil {
+	if err := s.spendInvite(ctx, id, invite); err != nil {
 		return readmodel.Account{}, "", err
 	}
 	if _, err := s.append(ctx, domain.AccountStream(id), a.Expected(), domain.Trace{CorrelationID: id}, a.Changes()); err != nil {
@@ -350,12 +331,18 @@ func (s *Service) loadAccount(ctx context.Context, accountID string) (*domain.Ac
 // expiring after lifetime (0: never). The token is returned once and only
 // its hash is recorded.
 func (s *Service) CreateToken(ctx context.Context, accountID, name string, lifetime time.Duration) (readmodel.Token, string, error) {
-	return s.issueToken(ctx, accountID, NewEventID(), name, lifetime, accountID)
+	return s.issueToken(ctx, accountID, NewEventID(), name, lifetime, accountID, "", "")
+}
+
+// CreateMemberToken is CreateToken for a member, who made it and for
+// whom it acts ("" for a token without a member).
+func (s *Service) CreateMemberToken(ctx context.Context, accountID, memberID, name string, lifetime time.Duration) (readmodel.Token, string, error) {
+	return s.issueToken(ctx, accountID, NewEventID(), name, lifetime, accountID, memberID, "")
 }
 
 // issueToken is CreateToken with the token's id and the correlation id
 // given (a device code's, for the token it receives).
-func (s *Service) issueToken(ctx context.Context, accountID, id, name string, lifetime time.Duration, correlation string) (readmodel.Token, string, error) {
+func (s *Service) issueToken(ctx context.Context, accountID, id, name string, lifetime time.Duration, correlation, memberID, kind string) (readmodel.Token, string, error) {
 	if err := domain.ValidateTokenName(name); err != nil {
 		return readmodel.Token{}, "", err
 	}
@@ -369,7 +356,7 @@ func (s *Service) issueToken(ctx context.Context, accountID, id, name string, li
 		if lifetime > 0 {
 			expires = s.now().Add(lifetime)
 		}
-		if err := a.IssueToken(id, hash, name, expires); err != nil {
+		if err := a.IssueMemberToken(id, hash, name, expires, memberID, kind); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: correlation}, a.Changes())
@@ -385,12 +372,17 @@ func (s *Service) issueToken(ctx context.Context, accountID, id, name string, li
 // RevokeToken stops one of the account's tokens on every node; another
 // account's token id is ErrNotFound, exactly like an unknown one.
 func (s *Service) RevokeToken(ctx context.Context, accountID, tokenID string) error {
+	return s.RevokeTokenBy(ctx, accountID, "", tokenID)
+}
+
+// RevokeTokenBy is RevokeToken naming the member who revokes ("" unknown).
+func (s *Service) RevokeTokenBy(ctx context.Context, accountID, by, tokenID string) error {
 	return conflict.Retry(ctx, conflictTries, func(int) error {
 		a, err := s.loadAccount(ctx, accountID)
 		if err != nil {
 			return err
 		}
-		if err := a.RevokeToken(tokenID); err != nil {
+		if err := a.RevokeTokenBy(by, tokenID); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())

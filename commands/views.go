@@ -29,6 +29,12 @@ type Views interface {
 	DeviceByHash(ctx context.Context, hash string, byUser bool) (readmodel.DeviceCode, error)
 	// InviteByHash finds an invite's id by the hash of its code.
 	InviteByHash(ctx context.Context, hash string) (string, error)
+	// MemberByLogin finds a current member by login key (domain.LoginKey);
+	// Member a current member of an account.
+	MemberByLogin(ctx context.Context, key string) (readmodel.Member, error)
+	Member(ctx context.Context, accountID, memberID string) (readmodel.Member, error)
+	// MemberInviteByHash finds a member invite by its code's hash.
+	MemberInviteByHash(ctx context.Context, hash string) (readmodel.MemberInvite, error)
 	// Delivery reads a delivery with its headers and bodies;
 	// DeliverySummary without them.
 	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)

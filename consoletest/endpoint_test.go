@@ -28,18 +28,11 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	t.Cleanup(local.Close)
 	target := strings.TrimPrefix(local.URL, "http://")
 
+	// Signed in with a token (as `relay open` links): the agent command
+	// carries it. (Password sign-up: members_test.go.)
+	token := signUp(t, "Ada")
 	p := newPage(t, 1280, 800)
-	p.open("/")
-
-	// Sign up: the token is shown once.
-	p.do(chromedpSendKeys(`input[name=name]`, "Ada"))
-	p.click(`form[aria-labelledby=signup-title] button[type=submit]`)
-	p.waitFor("the new token", `document.querySelector('[data-testid=new-token]')?.textContent.length > 10`)
-	token := p.text(`[data-testid=new-token]`)
-	if stored := eval[string](p, `localStorage.getItem('relay.token')`); stored != token {
-		t.Fatalf("token shown %q but stored %q", token, stored)
-	}
-	p.click(`section[aria-labelledby=account-title] .actions .btn-primary`)
+	p.open("/#token=" + token)
 
 	// Create a Log and Proxy Endpoint with response capture.
 	p.waitFor("the create form", `document.querySelector('form.create-endpoint')`)

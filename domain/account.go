@@ -27,6 +27,13 @@ type Account struct {
 	id     string
 	name   string
 	tokens map[string]bool // token ID → active
+	// tokenOrder lists token IDs as issued; tokenMember names whose each is.
+	tokenOrder  []string
+	tokenMember map[string]string
+	sessions    map[string]bool // token IDs of kind session
+	members     map[string]*member
+	invites     map[string]*memberInvite
+	inviters    map[string]string // invite ID → the member who made it
 }
 
 // SignUp creates an account with its first token.
@@ -60,11 +67,35 @@ func (a *Account) apply(e Event) {
 	switch e := e.(type) {
 	case AccountCreated:
 		a.id, a.name = e.AccountID, e.Name
-		a.tokens = map[string]bool{}
+		a.tokens, a.tokenMember, a.sessions = map[string]bool{}, map[string]string{}, map[string]bool{}
+		a.members, a.invites, a.inviters = map[string]*member{}, map[string]*memberInvite{}, map[string]string{}
 	case TokenIssued:
 		a.tokens[e.TokenID] = true
+		a.tokenOrder = append(a.tokenOrder, e.TokenID)
+		a.tokenMember[e.TokenID] = e.MemberID
+		if e.Kind == TokenKindSession {
+			a.sessions[e.TokenID] = true
+		}
 	case TokenRevoked:
 		a.tokens[e.TokenID] = false
+	case MemberJoined:
+		a.members[e.MemberID] = &member{role: Role(e.Role)}
+	case MemberRemoved:
+		if m := a.members[e.MemberID]; m != nil {
+			m.removed = true
+		}
+	case MemberRoleChanged:
+		if m := a.members[e.MemberID]; m != nil {
+			m.role = Role(e.Role)
+		}
+	case MemberInvited:
+		at, _ := time.Parse(time.RFC3339Nano, e.ExpiresAt)
+		a.invites[e.InviteID] = &memberInvite{role: Role(e.Role), expiresAt: at}
+		a.inviters[e.InviteID] = e.By
+	case MemberInviteUsed:
+		if v := a.invites[e.InviteID]; v != nil {
+			v.used = true
+		}
 	}
 }
 
@@ -83,22 +114,37 @@ func ValidateTokenName(name string) error {
 // IssueToken adds a token (by hash) to the account; a zero expiresAt
 // never expires.
 func (a *Account) IssueToken(tokenID, tokenHash, name string, expiresAt time.Time) error {
+	return a.IssueMemberToken(tokenID, tokenHash, name, expiresAt, "", "")
+}
+
+// IssueMemberToken is IssueToken for a member (memberID; "" for none) and
+// of a kind ("" API, TokenKindSession). A removed member gets nothing.
+func (a *Account) IssueMemberToken(tokenID, tokenHash, name string, expiresAt time.Time, memberID, kind string) error {
+	if memberID != "" {
+		if _, ok := a.Role(memberID); !ok {
+			return ErrUnauthenticated
+		}
+	}
 	if len(tokenHash) != 64 {
 		return &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
 	}
 	if err := ValidateTokenName(name); err != nil {
 		return err
 	}
+	if kind == TokenKindSession {
+		a.raise(a.sessionEvent(memberID, SessionToken{ID: tokenID, Hash: tokenHash, ExpiresAt: expiresAt}))
+		return nil
+	}
 	active := 0
-	for _, on := range a.tokens {
-		if on {
+	for id, on := range a.tokens {
+		if on && !a.sessions[id] {
 			active++
 		}
 	}
 	if active >= MaxTokens {
 		return &InvalidInputError{Field: "createToken", Reason: "an account holds at most 100 tokens: revoke one first"}
 	}
-	e := TokenIssued{AccountID: a.id, TokenID: tokenID, TokenHash: tokenHash, Name: strings.TrimSpace(name)}
+	e := TokenIssued{AccountID: a.id, TokenID: tokenID, TokenHash: tokenHash, Name: strings.TrimSpace(name), MemberID: memberID, Kind: kind}
 	if !expiresAt.IsZero() {
 		e.ExpiresAt = expiresAt.UTC().Format(time.RFC3339Nano)
 	}
@@ -114,13 +160,16 @@ func (a *Account) HasToken(tokenID string) bool {
 
 // RevokeToken stops a token. A token the account never issued is
 // ErrNotFound; revoking a revoked one raises nothing.
-func (a *Account) RevokeToken(tokenID string) error {
+func (a *Account) RevokeToken(tokenID string) error { return a.RevokeTokenBy("", tokenID) }
+
+// RevokeTokenBy is RevokeToken naming the member who revokes ("" unknown).
+func (a *Account) RevokeTokenBy(by, tokenID string) error {
 	on, ok := a.tokens[tokenID]
 	if !ok {
 		return ErrNotFound
 	}
 	if on {
-		a.raise(TokenRevoked{AccountID: a.id, TokenID: tokenID})
+		a.raise(TokenRevoked{AccountID: a.id, TokenID: tokenID, By: by})
 	}
 	return nil
 }

@@ -81,6 +81,7 @@ type DeviceAuthorization struct {
 	approved  bool
 	redeemed  bool
 	accountID string
+	memberID  string
 	name      string
 }
 
@@ -116,7 +117,7 @@ func (d *DeviceAuthorization) apply(e Event) {
 		d.id, d.name = e.DeviceID, e.ClientName
 		d.expiresAt, _ = time.Parse(time.RFC3339Nano, e.ExpiresAt)
 	case DeviceApproved:
-		d.decided, d.approved, d.accountID = true, true, e.AccountID
+		d.decided, d.approved, d.accountID, d.memberID = true, true, e.AccountID, e.MemberID
 	case DeviceDenied:
 		d.decided, d.accountID = true, e.AccountID
 	case DeviceRedeemed:
@@ -128,8 +129,11 @@ func (d *DeviceAuthorization) apply(e Event) {
 func (d *DeviceAuthorization) ClientName() string { return d.name }
 func (d *DeviceAuthorization) AccountID() string  { return d.accountID }
 
+// MemberID is the member who approved the code ("" for none).
+func (d *DeviceAuthorization) MemberID() string { return d.memberID }
+
 // decide approves or denies a pending code for an account.
-func (d *DeviceAuthorization) decide(accountID string, approve bool, now time.Time) error {
+func (d *DeviceAuthorization) decide(accountID, memberID string, approve bool, now time.Time) error {
 	if !now.Before(d.expiresAt) {
 		return &InvalidInputError{Field: "userCode", Reason: "this code expired: run `relay login` again for a new one"}
 	}
@@ -137,7 +141,7 @@ func (d *DeviceAuthorization) decide(accountID string, approve bool, now time.Ti
 		return &InvalidInputError{Field: "userCode", Reason: "this code was already used"}
 	}
 	if approve {
-		d.raise(DeviceApproved{DeviceID: d.id, AccountID: accountID})
+		d.raise(DeviceApproved{DeviceID: d.id, AccountID: accountID, MemberID: memberID})
 	} else {
 		d.raise(DeviceDenied{DeviceID: d.id, AccountID: accountID})
 	}
@@ -146,12 +150,18 @@ func (d *DeviceAuthorization) decide(accountID string, approve bool, now time.Ti
 
 // Approve lets the device have a token of the account.
 func (d *DeviceAuthorization) Approve(accountID string, now time.Time) error {
-	return d.decide(accountID, true, now)
+	return d.decide(accountID, "", true, now)
+}
+
+// ApproveBy lets the device have a token of the account acting for the
+// member memberID.
+func (d *DeviceAuthorization) ApproveBy(accountID, memberID string, now time.Time) error {
+	return d.decide(accountID, memberID, true, now)
 }
 
 // Deny refuses the device.
 func (d *DeviceAuthorization) Deny(accountID string, now time.Time) error {
-	return d.decide(accountID, false, now)
+	return d.decide(accountID, "", false, now)
 }
 
 // Redeem turns an approved code into the token tokenID, once; before that

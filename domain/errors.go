@@ -7,11 +7,14 @@ import (
 
 // Sentinels callers branch on with errors.Is.
 var (
-	ErrNotFound              = errors.New("not found")
-	ErrStreamNotFound        = errors.New("stream not found")
-	ErrSubscriptionClosed    = errors.New("subscription closed")
-	ErrInvalidInput          = errors.New("invalid input")
-	ErrUnauthenticated       = errors.New("unauthenticated")
+	ErrNotFound           = errors.New("not found")
+	ErrStreamNotFound     = errors.New("stream not found")
+	ErrSubscriptionClosed = errors.New("subscription closed")
+	ErrInvalidInput       = errors.New("invalid input")
+	ErrUnauthenticated    = errors.New("unauthenticated")
+	// ErrForbidden: the caller is signed in but its role may not do this
+	// (a member managing members or reading the account's activity).
+	ErrForbidden             = errors.New("only an owner of the account may do this")
 	ErrRetryNotProxy         = errors.New("retry needs an endpoint in PROXY mode")
 	ErrAgentNotConnected     = errors.New("no agent connected")
 	ErrPayloadIncomplete     = errors.New("stored payload is incomplete")

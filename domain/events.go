@@ -20,6 +20,13 @@ const (
 	TypeDeviceRedeemed       = "device.redeemed.v1"
 	TypeInviteCreated        = "invite.created.v1"
 	TypeInviteUsed           = "invite.used.v1"
+	TypeMemberJoined         = "member.joined.v1"
+	TypeMemberRemoved        = "member.removed.v1"
+	TypeMemberRoleChanged    = "member.role_changed.v1"
+	TypeMemberInvited        = "member.invited.v1"
+	TypeMemberInviteUsed     = "member.invite_used.v1"
+	TypeLoginClaimed         = "login.claimed.v1"
+	TypeLoginReleased        = "login.released.v1"
 	TypeEndpointCreated      = "endpoint.created.v1"
 	TypeEndpointReconfigured = "endpoint.reconfigured.v1"
 	TypeEndpointDeleted      = "endpoint.deleted.v1"
@@ -95,12 +102,85 @@ type TokenIssued struct {
 	TokenHash string `json:"token_hash"` // hex SHA-256 of the token
 	Name      string `json:"name,omitempty"`
 	ExpiresAt string `json:"expires_at,omitempty"` // RFC 3339; empty: never
+	// MemberID is the member the token acts for and who made it; empty
+	// for tokens made before members existed or by a token without one.
+	MemberID string `json:"member_id,omitempty"`
+	// Kind is TokenKindSession for a browser's sign-in; empty: an API token.
+	Kind string `json:"kind,omitempty"`
 }
 
-// TokenRevoked stops a token from authenticating.
+// TokenKindSession marks the token behind a browser's session cookie.
+const TokenKindSession = "session"
+
+// TokenRevoked stops a token from authenticating. By is the member who
+// revoked it ("" when unknown: a token without a member, sign-out).
 type TokenRevoked struct {
 	AccountID string `json:"account_id"`
 	TokenID   string `json:"token_id"`
+	By        string `json:"by,omitempty"`
+}
+
+// MemberJoined records a person who may sign in to the account: a login
+// unique on the relay (as typed; compared without case), a role, and the
+// password's argon2id hash in PHC form, never the password. By is the
+// member who let them in ("" for the account's first owner); InviteID the
+// member invite they used, if any.
+type MemberJoined struct {
+	AccountID    string `json:"account_id"`
+	MemberID     string `json:"member_id"`
+	Login        string `json:"login"`
+	Role         string `json:"role"`
+	PasswordHash string `json:"password_hash"`
+	By           string `json:"by,omitempty"`
+	InviteID     string `json:"invite_id,omitempty"`
+}
+
+// MemberRemoved records that a member may no longer sign in; their tokens
+// are revoked by TokenRevoked events of the same append.
+type MemberRemoved struct {
+	AccountID string `json:"account_id"`
+	MemberID  string `json:"member_id"`
+	By        string `json:"by"`
+}
+
+// MemberRoleChanged records a member's new role.
+type MemberRoleChanged struct {
+	AccountID string `json:"account_id"`
+	MemberID  string `json:"member_id"`
+	Role      string `json:"role"`
+	By        string `json:"by"`
+}
+
+// MemberInvited records a one-time link to join the account, by its
+// code's SHA-256 only.
+type MemberInvited struct {
+	AccountID string `json:"account_id"`
+	InviteID  string `json:"invite_id"`
+	CodeHash  string `json:"code_hash"`
+	Role      string `json:"role"`
+	By        string `json:"by"`
+	ExpiresAt string `json:"expires_at"` // RFC 3339
+}
+
+// MemberInviteUsed records that a member invite was spent by MemberID.
+type MemberInviteUsed struct {
+	AccountID string `json:"account_id"`
+	InviteID  string `json:"invite_id"`
+	MemberID  string `json:"member_id"`
+}
+
+// LoginClaimed takes a login for a member, on the login's own stream,
+// whose expected revision keeps a login unique on the relay even when two
+// nodes race.
+type LoginClaimed struct {
+	AccountID string `json:"account_id"`
+	MemberID  string `json:"member_id"`
+}
+
+// LoginReleased frees a login (its member was removed, or never joined).
+type LoginReleased struct {
+	AccountID string `json:"account_id"`
+	MemberID  string `json:"member_id"`
 }
 
 // TokenUsed records that a token was used, at most about once a minute per
@@ -121,10 +201,13 @@ type DeviceCodeRequested struct {
 	ExpiresAt      string `json:"expires_at"`       // RFC 3339
 }
 
-// DeviceApproved records that a signed-in person let the device in.
+// DeviceApproved records that a signed-in person let the device in;
+// MemberID is that person, when they signed in as a member: the device's
+// token acts for them.
 type DeviceApproved struct {
 	DeviceID  string `json:"device_id"`
 	AccountID string `json:"account_id"`
+	MemberID  string `json:"member_id,omitempty"`
 }
 
 // DeviceDenied records that a signed-in person refused the device.
@@ -430,6 +513,13 @@ func (DeviceDenied) EventType() string         { return TypeDeviceDenied }
 func (DeviceRedeemed) EventType() string       { return TypeDeviceRedeemed }
 func (InviteCreated) EventType() string        { return TypeInviteCreated }
 func (InviteUsed) EventType() string           { return TypeInviteUsed }
+func (MemberJoined) EventType() string         { return TypeMemberJoined }
+func (MemberRemoved) EventType() string        { return TypeMemberRemoved }
+func (MemberRoleChanged) EventType() string    { return TypeMemberRoleChanged }
+func (MemberInvited) EventType() string        { return TypeMemberInvited }
+func (MemberInviteUsed) EventType() string     { return TypeMemberInviteUsed }
+func (LoginClaimed) EventType() string         { return TypeLoginClaimed }
+func (LoginReleased) EventType() string        { return TypeLoginReleased }
 func (EndpointCreated) EventType() string      { return TypeEndpointCreated }
 func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured }
 func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }

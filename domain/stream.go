@@ -21,6 +21,7 @@ const (
 	StreamLog       StreamKind = "log"      // the log's own records: its checkpoints
 	StreamDevice    StreamKind = "device"   // a device code (RFC 8628)
 	StreamInvite    StreamKind = "invite"   // an invite to sign up
+	StreamLogin     StreamKind = "login"    // a login's claim, named by its key's hash
 )
 
 // Stream names, one per aggregate.
@@ -32,6 +33,7 @@ func AgentStream(endpointID string) string         { return streamName(StreamAge
 func RefusalsStream(addressID string) string       { return streamName(StreamRefusals, addressID) }
 func DeviceStream(id string) string                { return streamName(StreamDevice, id) }
 func InviteStream(id string) string                { return streamName(StreamInvite, id) }
+func LoginStream(keyHash string) string            { return streamName(StreamLogin, keyHash) }
 func streamName(kind StreamKind, id string) string { return string(kind) + "-" + id }
 
 // CheckpointStream holds the log's signed checkpoints.
@@ -46,7 +48,7 @@ func ParseStream(name string) (kind StreamKind, id string, ok bool) {
 		return "", "", false
 	}
 	switch kind = StreamKind(k); kind {
-	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog, StreamDevice, StreamInvite:
+	case StreamInspector, StreamAccount, StreamEndpoint, StreamDelivery, StreamAgent, StreamRefusals, StreamLog, StreamDevice, StreamInvite, StreamLogin:
 		return kind, id, true
 	}
 	return "", "", false

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -20,16 +22,26 @@ const (
 	agentTargetKey
 	clientKey
 	tokenInfoKey
+	jarKey
 )
 
-// WithToken puts the bearer token of an HTTP request in its context, and
+// WithToken puts the bearer token of an HTTP request (or, without one,
+// its session cookie: see cookieCredential) in its context, and
 // the client's address (see clientAddress) for the anonymous rate limit;
 // a WebSocket connection's operations inherit both.
 func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
+		if !websocket.IsWebSocketUpgrade(r) { // a socket's answers cannot set cookies
+			ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
+		}
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
 			ctx = context.WithValue(ctx, tokenKey, tok)
+		} else {
+			var pass bool
+			if ctx, pass = cookieCredential(w, r, ctx); !pass {
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})

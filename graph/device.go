@@ -70,7 +70,8 @@ func (r *Resolver) decideDevice(ctx context.Context, userCode string, approve bo
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.Service.DecideDevice(ctx, acc.ID, userCode, approve)
+	_, tok, _ := r.credential(ctx)
+	d, err := r.Service.DecideDevice(ctx, acc.ID, tok.MemberID, userCode, approve)
 	if err != nil {
 		return nil, err
 	}

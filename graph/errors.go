@@ -24,6 +24,7 @@ var codes = []struct {
 }{
 	{domain.ErrUnauthenticated, "UNAUTHENTICATED"},
 	{domain.ErrNotFound, "NOT_FOUND"},
+	{domain.ErrForbidden, "FORBIDDEN"},
 	{domain.ErrInvalidInput, "INVALID_INPUT"},
 	{domain.ErrRetryNotProxy, "RETRY_NOT_PROXY"},
 	{domain.ErrAgentNotConnected, "AGENT_NOT_CONNECTED"},

@@ -43,7 +43,10 @@ type env struct {
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvClock(t, nil) }
 
 // newEnvClock is newEnv whose service decides with now (time.Now when nil).
-func newEnvClock(t *testing.T, now func() time.Time) *env {
+func newEnvClock(t *testing.T, now func() time.Time) *env { t.Helper(); return newEnvWith(t, now, nil) }
+
+// newEnvWith is newEnvClock with the resolver changed by tune (if not nil).
+func newEnvWith(t *testing.T, now func() time.Time, tune func(*graph.Resolver)) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
@@ -68,10 +71,14 @@ func newEnvClock(t *testing.T, now func() time.Time) *env {
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true, Secrets: keys},
 		store, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
-	h := graph.NewHandler(&graph.Resolver{
+	res := &graph.Resolver{
 		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
 		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
-	}, graph.ServerOptions{})
+	}
+	if tune != nil {
+		tune(res)
+	}
+	h := graph.NewHandler(res, graph.ServerOptions{})
 	t.Cleanup(func() {
 		cancel()
 		hub.Close()

@@ -81,6 +81,11 @@ const (
 	// mutationCost is what each mutation field weighs on top of what it
 	// selects: every one is a write to the log (or waits for an agent).
 	mutationCost = 1000
+	// passwordCost is what a mutation that hashes a password weighs (an
+	// argon2id hash: 19 MiB and tens of milliseconds of a core): with the
+	// default budget, one such mutation per request, so aliases cannot
+	// multiply the work behind one rate-limited request.
+	passwordCost = 5000
 	// eventsScanCost is what a page of the log weighs on top of its rows:
 	// an account's page may read up to 10 000 events to find its own.
 	eventsScanCost = 1000
@@ -223,6 +228,23 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.DeleteEndpoint = func(child int, _ string) int { return write(child) }
 	c.Mutation.RetryDelivery = func(child int, _ string, _ *model.RequestEditInput) int { return write(child) }
 	c.Mutation.CompleteForward = func(child int, _ model.CompleteForwardInput) int { return write(child) }
+	hashes := func(child int) int { return add(passwordCost, write(child)) }
+	c.Mutation.SignUpWithPassword = func(child int, _, _, _ string, _ *string) int { return hashes(child) }
+	c.Mutation.SignIn = func(child int, _, _ string) int { return hashes(child) }
+	c.Mutation.SetUpSignIn = func(child int, _, _ string) int { return hashes(child) }
+	c.Mutation.JoinAccount = func(child int, _, _, _ string) int { return hashes(child) }
+	c.Mutation.SignOut = write
+	c.Mutation.CreateMemberInvite = func(child int, _ *model.MemberRole, _ *string) int { return write(child) }
+	c.Mutation.RemoveMember = func(child int, _ string) int { return write(child) }
+	c.Mutation.ChangeMemberRole = func(child int, _ string, _ model.MemberRole) int { return write(child) }
+	c.Account.Members = list(endpointsPerList)
+	c.Account.Activity = func(child int, first *int) int {
+		n := 50
+		if first != nil && *first > 0 {
+			n = min(*first, maxActivity)
+		}
+		return add(1, mul(n, child))
+	}
 	return c
 }
 

@@ -25,6 +25,9 @@ type Resolver struct {
 	// Anonymous limits the mutations anyone may call without a token
 	// (createInspector, signUp) per client address; nil: no limit.
 	Anonymous *ratelimit.Keyed
+	// SignInRate bounds sign-in attempts per login (and four times as many
+	// per client address); zero: DefaultSignInRate, Off: none.
+	SignInRate ratelimit.Rate
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time
@@ -35,6 +38,7 @@ type Resolver struct {
 	// failedAuth holds FailedAuthRate's buckets, made on first use.
 	failedOnce sync.Once
 	failedAuth *ratelimit.Keyed
+	signIn     signInLimits
 }
 
 func (r *Resolver) now() time.Time {

@@ -11,6 +11,21 @@ import (
 	"github.com/relayhq/relay/graph/model"
 )
 
+// Member is the resolver for the member field.
+func (r *accountResolver) Member(ctx context.Context, obj *model.Account) (*model.Member, error) {
+	return r.accountMember(ctx, obj)
+}
+
+// Members is the resolver for the members field.
+func (r *accountResolver) Members(ctx context.Context, obj *model.Account) ([]*model.Member, error) {
+	return r.accountMembers(ctx, obj)
+}
+
+// Activity is the resolver for the activity field.
+func (r *accountResolver) Activity(ctx context.Context, obj *model.Account, first *int) ([]*model.ActivityEntry, error) {
+	return r.accountActivity(ctx, obj, first)
+}
+
 // Attempts is the resolver for the attempts field.
 func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error) {
 	return r.attemptsWithResponses(ctx, obj)
@@ -84,6 +99,46 @@ func (r *mutationResolver) SignUp(ctx context.Context, name string, invite *stri
 // CreateInvite is the resolver for the createInvite field.
 func (r *mutationResolver) CreateInvite(ctx context.Context, expiresIn *string) (*model.Invite, error) {
 	return r.createInvite(ctx, expiresIn)
+}
+
+// SignUpWithPassword is the resolver for the signUpWithPassword field.
+func (r *mutationResolver) SignUpWithPassword(ctx context.Context, name string, login string, password string, invite *string) (*model.SessionPayload, error) {
+	return r.signUpWithPassword(ctx, name, login, password, invite)
+}
+
+// SignIn is the resolver for the signIn field.
+func (r *mutationResolver) SignIn(ctx context.Context, login string, password string) (*model.SessionPayload, error) {
+	return r.signInWithPassword(ctx, login, password)
+}
+
+// SignOut is the resolver for the signOut field.
+func (r *mutationResolver) SignOut(ctx context.Context) (bool, error) {
+	return r.signOut(ctx)
+}
+
+// SetUpSignIn is the resolver for the setUpSignIn field.
+func (r *mutationResolver) SetUpSignIn(ctx context.Context, login string, password string) (*model.SessionPayload, error) {
+	return r.setUpSignIn(ctx, login, password)
+}
+
+// CreateMemberInvite is the resolver for the createMemberInvite field.
+func (r *mutationResolver) CreateMemberInvite(ctx context.Context, role *model.MemberRole, expiresIn *string) (*model.MemberInvite, error) {
+	return r.createMemberInvite(ctx, role, expiresIn)
+}
+
+// JoinAccount is the resolver for the joinAccount field.
+func (r *mutationResolver) JoinAccount(ctx context.Context, code string, login string, password string) (*model.SessionPayload, error) {
+	return r.joinAccount(ctx, code, login, password)
+}
+
+// RemoveMember is the resolver for the removeMember field.
+func (r *mutationResolver) RemoveMember(ctx context.Context, id string) (bool, error) {
+	return r.removeMember(ctx, id)
+}
+
+// ChangeMemberRole is the resolver for the changeMemberRole field.
+func (r *mutationResolver) ChangeMemberRole(ctx context.Context, id string, role model.MemberRole) (*model.Member, error) {
+	return r.changeMemberRole(ctx, id, role)
 }
 
 // CreateAccount is the resolver for the createAccount field.
@@ -322,6 +377,9 @@ func (r *subscriptionResolver) ForwardRequests(ctx context.Context, endpointID s
 	return r.attachAgent(ctx, endpointID, deref(target), primary != nil && *primary, fs)
 }
 
+// Account returns generated.AccountResolver implementation.
+func (r *Resolver) Account() generated.AccountResolver { return &accountResolver{r} }
+
 // Delivery returns generated.DeliveryResolver implementation.
 func (r *Resolver) Delivery() generated.DeliveryResolver { return &deliveryResolver{r} }
 
@@ -340,6 +398,7 @@ func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 // Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
+type accountResolver struct{ *Resolver }
 type deliveryResolver struct{ *Resolver }
 type endpointResolver struct{ *Resolver }
 type inspectorResolver struct{ *Resolver }

@@ -69,8 +69,9 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		MessageLimit:        func(ctx context.Context) int64 { return agentMessageLimit(ctx, opts) },
 		MaxSubscriptions:    opts.MaxWSSubscriptions,
 		MaxSocketsPerClient: opts.MaxWSPerIP,
-		// Tokens travel in connection_init, not cookies, so a foreign
-		// origin gains nothing by opening a socket.
+		// Tokens travel in connection_init; a session cookie counts only
+		// on a same-origin socket (cookieCredential), so a foreign origin
+		// gains nothing by opening one.
 		CheckOrigin: func(*http.Request) bool { return true },
 		Logger:      r.Logger,
 		// Agents that offer it get their forwards and send their answers
@@ -81,6 +82,9 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 				return ctx, err
 			}
 			tok, _ := bearer(initString(p, "Authorization", "authorization"))
+			if tok == "" { // a console's socket: its session cookie, same-origin only (cookieCredential)
+				tok, _ = ctx.Value(tokenKey).(string)
+			}
 			ctx = withAgentTarget(ctx, initString(p, "agentTarget"))
 			return r.withConnection(ctx, tok, commands.NewEventID()), nil
 		},

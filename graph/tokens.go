@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -40,18 +41,49 @@ func (r *Resolver) credential(ctx context.Context) (readmodel.Account, readmodel
 // FailedAuthRate bounds the refused tokens one client address may send.
 var FailedAuthRate = ratelimit.Rate{N: 30, Per: time.Minute, Burst: 30}
 
-func (r *Resolver) tokens(ctx context.Context) ([]*model.Token, error) {
-	acc, cur, err := r.credential(ctx)
+// visibleTokens are the tokens the caller may see and revoke: an owner
+// every token of the account, a member their own.
+func (r *Resolver) visibleTokens(ctx context.Context) ([]readmodel.Token, readmodel.Account, readmodel.Token, error) {
+	acc, cur, role, err := r.caller(ctx)
 	if err != nil {
-		return nil, err
+		return nil, acc, cur, err
 	}
 	list, err := r.Views.Tokens(ctx, acc.ID)
 	if err != nil {
+		return nil, acc, cur, err
+	}
+	if role != domain.RoleOwner {
+		mine := list[:0]
+		for _, t := range list {
+			if t.MemberID == cur.MemberID {
+				mine = append(mine, t)
+			}
+		}
+		list = mine
+	}
+	return list, acc, cur, nil
+}
+
+func (r *Resolver) tokens(ctx context.Context) ([]*model.Token, error) {
+	list, acc, cur, err := r.visibleTokens(ctx)
+	if err != nil {
 		return nil, err
+	}
+	members, err := r.Views.Members(ctx, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	logins := make(map[string]string, len(members))
+	for _, m := range members {
+		logins[m.ID] = m.Login
 	}
 	out := make([]*model.Token, 0, len(list))
 	for _, t := range list {
-		out = append(out, tokenModel(t, cur.ID))
+		m := tokenModel(t, cur.ID)
+		if l, ok := logins[t.MemberID]; ok {
+			m.Member = &l
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }
@@ -67,7 +99,7 @@ func (r *Resolver) createToken(ctx context.Context, name string, expiresIn *stri
 			return nil, err
 		}
 	}
-	tok, secret, err := r.Service.CreateToken(ctx, acc.ID, name, lifetime)
+	tok, secret, err := r.Service.CreateMemberToken(ctx, acc.ID, cur.MemberID, name, lifetime)
 	if err != nil {
 		return nil, err
 	}
@@ -75,18 +107,25 @@ func (r *Resolver) createToken(ctx context.Context, name string, expiresIn *stri
 }
 
 func (r *Resolver) revokeToken(ctx context.Context, id string) (bool, error) {
-	acc, err := r.account(ctx)
+	list, acc, cur, err := r.visibleTokens(ctx)
 	if err != nil {
 		return false, err
 	}
-	if err := r.Service.RevokeToken(ctx, acc.ID, id); err != nil {
+	// A token the caller may not see is NOT_FOUND, like an unknown one; a
+	// revoked one is no longer listed but revoking it again is a no-op.
+	if !slices.ContainsFunc(list, func(t readmodel.Token) bool { return t.ID == id }) {
+		if _, _, role, _ := r.caller(ctx); role != domain.RoleOwner {
+			return false, domain.ErrNotFound
+		}
+	}
+	if err := r.Service.RevokeTokenBy(ctx, acc.ID, cur.MemberID, id); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 func tokenModel(t readmodel.Token, current string) *model.Token {
-	m := &model.Token{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, Current: t.ID == current}
+	m := &model.Token{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, Current: t.ID == current, Session: t.Kind == domain.TokenKindSession}
 	if !t.LastUsed.IsZero() {
 		m.LastUsedAt = &t.LastUsed
 	}

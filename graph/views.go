@@ -39,6 +39,12 @@ type Views interface {
 	Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error)
 	WatchToken(tokenID string) (<-chan struct{}, func())
 
+	// Members lists an account's current members, Member reads one;
+	// Activity lists changes to the account, newest first.
+	Members(ctx context.Context, accountID string) ([]readmodel.Member, error)
+	Member(ctx context.Context, accountID, memberID string) (readmodel.Member, error)
+	Activity(ctx context.Context, accountID string, before uint64, limit int) ([]readmodel.Activity, error)
+
 	// AccountEvents locates an account's events in the log.
 	AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]readmodel.EventRef, error)
 

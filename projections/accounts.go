@@ -24,7 +24,7 @@ type Accounts struct {
 }
 
 // tokenColumns are a token's columns, read by scanToken.
-const tokenColumns = "t.token_id, t.account_id, t.name, t.issued_at, t.expires_at, t.last_used"
+const tokenColumns = "t.token_id, t.account_id, t.name, t.issued_at, t.expires_at, t.last_used, t.member_id, t.kind"
 
 // Account returns an account.
 func (v *Accounts) Account(ctx context.Context, id string) (readmodel.Account, error) {
@@ -188,7 +188,7 @@ func scanToken(row interface{ Scan(...any) error }, lead ...any) (readmodel.Toke
 		t                     readmodel.Token
 		issued, expires, used int64
 	)
-	if err := row.Scan(append(lead, &t.ID, &t.AccountID, &t.Name, &issued, &expires, &used)...); err != nil {
+	if err := row.Scan(append(lead, &t.ID, &t.AccountID, &t.Name, &issued, &expires, &used, &t.MemberID, &t.Kind)...); err != nil {
 		return readmodel.Token{}, err
 	}
 	t.CreatedAt = fromNanos(issued)
@@ -228,4 +228,108 @@ func (v *Accounts) AccountEvents(ctx context.Context, accountID string, after ui
 		return nil, fmt.Errorf("list events of account %q: %w", accountID, err)
 	}
 	return out, nil
+}
+
+// memberColumns are a member's columns, read by scanMember.
+const memberColumns = "member_id, account_id, login, role, password_hash, joined_at"
+
+func scanMember(row interface{ Scan(...any) error }) (readmodel.Member, error) {
+	var (
+		m      readmodel.Member
+		joined int64
+	)
+	if err := row.Scan(&m.ID, &m.AccountID, &m.Login, &m.Role, &m.PasswordHash, &joined); err != nil {
+		return readmodel.Member{}, err
+	}
+	m.JoinedAt = fromNanos(joined)
+	return m, nil
+}
+
+// MemberByLogin returns the current member whose login is key (the login
+// without case, domain.LoginKey).
+func (v *Accounts) MemberByLogin(ctx context.Context, key string) (readmodel.Member, error) {
+	m, err := scanMember(v.r.QueryRowContext(ctx, "SELECT "+memberColumns+" FROM members WHERE login_key = ? AND removed = 0", key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.Member{}, fmt.Errorf("member: %w", domain.ErrNotFound) // never echo a login
+	}
+	if err != nil {
+		return readmodel.Member{}, fmt.Errorf("read member: %w", err)
+	}
+	return m, nil
+}
+
+// Member returns a current member of the account; anyone else is not found.
+func (v *Accounts) Member(ctx context.Context, accountID, memberID string) (readmodel.Member, error) {
+	m, err := scanMember(v.r.QueryRowContext(ctx, "SELECT "+memberColumns+" FROM members WHERE account_id = ? AND member_id = ? AND removed = 0", accountID, memberID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.Member{}, notFound("member", memberID)
+	}
+	if err != nil {
+		return readmodel.Member{}, fmt.Errorf("read member: %w", err)
+	}
+	return m, nil
+}
+
+// Members lists the account's current members, oldest first.
+func (v *Accounts) Members(ctx context.Context, accountID string) ([]readmodel.Member, error) {
+	rows, err := v.r.QueryContext(ctx, "SELECT "+memberColumns+" FROM members WHERE account_id = ? AND removed = 0 ORDER BY joined_at, member_id", accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list members of account %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []readmodel.Member{}
+	for rows.Next() {
+		m, err := scanMember(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list members of account %q: %w", accountID, err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// MemberInviteByHash returns the member invite whose code has the given
+// hex SHA-256 (used or not: its account's stream decides).
+func (v *Accounts) MemberInviteByHash(ctx context.Context, hash string) (readmodel.MemberInvite, error) {
+	var (
+		m       readmodel.MemberInvite
+		expires int64
+	)
+	err := v.r.QueryRowContext(ctx, "SELECT id, account_id, role, expires_at, used_by FROM member_invites WHERE code_hash = ?", hash).
+		Scan(&m.ID, &m.AccountID, &m.Role, &expires, &m.UsedBy)
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.MemberInvite{}, fmt.Errorf("member invite: %w", domain.ErrNotFound) // never echo a code
+	}
+	if err != nil {
+		return readmodel.MemberInvite{}, fmt.Errorf("read member invite: %w", err)
+	}
+	m.ExpiresAt = fromNanos(expires)
+	return m, nil
+}
+
+// Activity lists up to limit changes to the account, newest first, before
+// position before (0: from the newest).
+func (v *Accounts) Activity(ctx context.Context, accountID string, before uint64, limit int) ([]readmodel.Activity, error) {
+	if before == 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := v.r.QueryContext(ctx, `SELECT position, at, type, by_member, subject, detail FROM activity
+		WHERE account_id = ? AND position < ? ORDER BY position DESC LIMIT ?`, accountID, int64(before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list activity of account %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	out := []readmodel.Activity{}
+	for rows.Next() {
+		var (
+			a       readmodel.Activity
+			pos, at int64
+		)
+		if err := rows.Scan(&pos, &at, &a.Type, &a.By, &a.Subject, &a.Detail); err != nil {
+			return nil, fmt.Errorf("list activity of account %q: %w", accountID, err)
+		}
+		a.Position, a.At = uint64(pos), fromNanos(at)
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }

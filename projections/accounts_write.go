@@ -36,11 +36,51 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		if name == "" {
 			name = domain.FirstTokenName // issued before tokens had names
 		}
-		n, err = t.exec(qTokenIssued, p.TokenHash, p.TokenID, p.AccountID, t.at(), name, rfc3339Nanos(p.ExpiresAt))
+		n, err = t.exec(qTokenIssued, p.TokenHash, p.TokenID, p.AccountID, t.at(), name, rfc3339Nanos(p.ExpiresAt), p.MemberID, p.Kind)
+		if err == nil && p.Kind != domain.TokenKindSession { // sign-ins are the sessions' own rows, not activity
+			err = w.activity(t, p.AccountID, p.MemberID, p.TokenID, name)
+		}
 		handled = true
 	case domain.TokenRevoked:
+		var name string
+		if row, qerr := t.queryRow(qTokenName, p.AccountID, p.TokenID); qerr == nil {
+			_ = row.Scan(&name) // a token the views never saw: no name
+		}
 		n, err = t.exec(qTokenRevoked, p.AccountID, p.TokenID)
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.By, p.TokenID, name)
+		}
 		w.revoked = append(w.revoked, p.TokenID)
+		handled = true
+	case domain.MemberJoined:
+		n, err = t.exec(qMemberJoined, p.MemberID, p.AccountID, p.Login, domain.LoginKey(p.Login), p.Role, p.PasswordHash, t.at())
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.By, p.MemberID, p.Login+" ("+p.Role+")")
+		}
+		handled = true
+	case domain.MemberRemoved:
+		n, err = t.exec(qMemberRemoved, p.AccountID, p.MemberID)
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.By, p.MemberID, "")
+		}
+		handled = true
+	case domain.MemberRoleChanged:
+		n, err = t.exec(qMemberRole, p.Role, p.AccountID, p.MemberID)
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.By, p.MemberID, p.Role)
+		}
+		handled = true
+	case domain.MemberInvited:
+		n, err = t.exec(qMemberInvited, p.InviteID, p.AccountID, p.CodeHash, p.Role, p.By, rfc3339Nanos(p.ExpiresAt))
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.By, p.InviteID, p.Role)
+		}
+		handled = true
+	case domain.MemberInviteUsed:
+		n, err = t.exec(qMemberInviteUsed, p.MemberID, p.AccountID, p.InviteID)
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.MemberID, p.InviteID, "")
+		}
 		handled = true
 	case domain.TokenUsed:
 		n, err = t.exec(qTokenUsed, rfc3339Nanos(p.At), p.AccountID, p.TokenID)
@@ -125,6 +165,12 @@ func streamOwner(t *txn, stream string) (string, error) {
 		return "", fmt.Errorf("owner of %s: %w", stream, err)
 	}
 	return owner, nil
+}
+
+// activity notes the current event in the account's activity.
+func (w *accountsWriter) activity(t *txn, accountID, by, subject, detail string) error {
+	_, err := t.exec(qActivity, accountID, t.pos(), t.at(), t.event.Type, by, subject, detail)
+	return err
 }
 
 func (w *accountsWriter) flush(*txn) error { return nil }

@@ -125,6 +125,26 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			return w.save(ctx, domain.InviteStream("inv-"+n), v.Expected(), tick(), v.Changes()...)
 		},
 		func() (uint64, error) {
+			phc := "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"
+			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error {
+				if err := a.SetUpOwner(domain.NewMember{ID: "mem-1-" + n, Login: "Owner-" + n, PasswordHash: phc},
+					domain.SessionToken{ID: "ses-1-" + n, Hash: hashToken("session-" + n), ExpiresAt: at.Add(time.Hour)}); err != nil {
+					return err
+				}
+				if err := a.InviteMember("mem-1-"+n, "minv-"+n, hashToken("join-"+n), domain.RoleMember, at.Add(time.Hour)); err != nil {
+					return err
+				}
+				if err := a.Join("minv-"+n, domain.NewMember{ID: "mem-2-" + n, Login: "member-" + n, PasswordHash: phc},
+					domain.SessionToken{ID: "ses-2-" + n, Hash: hashToken("session-2-" + n), ExpiresAt: at.Add(time.Hour)}, at); err != nil {
+					return err
+				}
+				if err := a.ChangeRole("mem-1-"+n, "mem-2-"+n, domain.RoleOwner); err != nil {
+					return err
+				}
+				return a.RemoveMember("mem-2-"+n, "mem-1-"+n)
+			})
+		},
+		func() (uint64, error) {
 			return w.agent(ctx, ep, domain.AgentDisconnected{EndpointID: ep, AgentID: "ag-1-" + n, Reason: "bye"}, tick())
 		},
 		func() (uint64, error) { return w.expireInspector(ctx, insp, at, at.Add(2*time.Hour)) },

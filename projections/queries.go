@@ -37,7 +37,7 @@ const (
 
 	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`
-	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at) VALUES (?, ?, ?, ?, ?, ?)
+	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at, member_id, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (hash) DO NOTHING`
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
 	qTokenUsed    = `UPDATE tokens SET last_used = MAX(last_used, ?) WHERE account_id = ? AND token_id = ?`
@@ -49,6 +49,15 @@ const (
 	qInviteCreated = `INSERT INTO invites (id, code_hash, created_by, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`
 	qInviteUsed = `UPDATE invites SET used_by = ? WHERE id = ?`
+
+	qMemberJoined = `INSERT INTO members (member_id, account_id, login, login_key, role, password_hash, joined_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (member_id) DO NOTHING`
+	qMemberRemoved    = `UPDATE members SET removed = 1 WHERE account_id = ? AND member_id = ?`
+	qMemberRole       = `UPDATE members SET role = ? WHERE account_id = ? AND member_id = ?`
+	qMemberInvited    = `INSERT INTO member_invites (id, account_id, code_hash, role, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	qMemberInviteUsed = `UPDATE member_invites SET used_by = ? WHERE account_id = ? AND id = ?`
+	qActivity         = `INSERT INTO activity (account_id, position, at, type, by_member, subject, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	qTokenName        = `SELECT name FROM tokens WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
 			created_at, last_activity_at, position, updated_position, answers, filters)
@@ -157,6 +166,7 @@ var writeQueries = []string{
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
+	qMemberJoined, qMemberRemoved, qMemberRole, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,

@@ -25,12 +25,13 @@ import (
 // copies given to sessions other than the primary, and each Endpoint's
 // filters; version 12 whether each agent session asked to be primary and
 // its filters, so every node applies the primary rule and the filters to
-// the sessions of every node.
-const schemaVersion = 12
+// the sessions of every node; version 13 the members of accounts, their
+// invites and activity, and each token's member and kind.
+const schemaVersion = 13
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
-	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "invites", "endpoints",
+	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
 	"agent_sessions", "deliveries", "attempts", "account_events",
 }
 
@@ -89,7 +90,9 @@ CREATE TABLE IF NOT EXISTS tokens (
 	issued_at  INTEGER NOT NULL,
 	name       TEXT NOT NULL DEFAULT '',
 	expires_at INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds; 0: never
-	last_used  INTEGER NOT NULL DEFAULT 0  -- unix nanoseconds; 0: never used
+	last_used  INTEGER NOT NULL DEFAULT 0, -- unix nanoseconds; 0: never used
+	member_id  TEXT NOT NULL DEFAULT '',   -- the member it acts for; '': none
+	kind       TEXT NOT NULL DEFAULT ''    -- 'session' or '' (an API token)
 );
 CREATE INDEX IF NOT EXISTS tokens_by_id ON tokens (account_id, token_id);
 
@@ -114,6 +117,46 @@ CREATE TABLE IF NOT EXISTS invites (
 	created_by TEXT NOT NULL,
 	expires_at INTEGER NOT NULL,
 	used_by    TEXT NOT NULL DEFAULT ''
+);
+
+-- The members of accounts; login_key (the login without case) is unique
+-- among current members (the login streams guarantee it).
+CREATE TABLE IF NOT EXISTS members (
+	member_id     TEXT PRIMARY KEY,
+	account_id    TEXT NOT NULL,
+	login         TEXT NOT NULL,
+	login_key     TEXT NOT NULL,
+	role          TEXT NOT NULL,
+	password_hash TEXT NOT NULL,
+	joined_at     INTEGER NOT NULL,
+	removed       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS members_by_login ON members (login_key) WHERE removed = 0;
+CREATE INDEX IF NOT EXISTS members_by_account ON members (account_id, joined_at);
+
+-- One-time links to join an account, by their code's hash.
+CREATE TABLE IF NOT EXISTS member_invites (
+	id         TEXT PRIMARY KEY,
+	account_id TEXT NOT NULL,
+	code_hash  TEXT NOT NULL,
+	role       TEXT NOT NULL,
+	created_by TEXT NOT NULL,
+	expires_at INTEGER NOT NULL,
+	used_by    TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS member_invites_by_code ON member_invites (code_hash);
+
+-- Who changed what in an account (members, roles, invites, tokens), for
+-- its owners.
+CREATE TABLE IF NOT EXISTS activity (
+	account_id TEXT    NOT NULL,
+	position   INTEGER NOT NULL,
+	at         INTEGER NOT NULL,
+	type       TEXT    NOT NULL,
+	by_member  TEXT    NOT NULL, -- '' unknown (a token without a member)
+	subject    TEXT    NOT NULL, -- a member's or token's id, or an invite's
+	detail     TEXT    NOT NULL, -- a role, a token's name
+	PRIMARY KEY (account_id, position)
 );
 
 CREATE TABLE IF NOT EXISTS endpoints (

@@ -190,6 +190,37 @@ type Token struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time // zero: never
 	LastUsed  time.Time // zero: never used (or not since it was recorded)
+	MemberID  string    // the member it acts for; "": none (made before members, or by a token without one)
+	Kind      string    // domain.TokenKindSession, or "" for an API token
+}
+
+// Member is a person who may sign in to an account.
+type Member struct {
+	ID           string
+	AccountID    string
+	Login        string
+	Role         string // "owner" or "member"
+	PasswordHash string // argon2id, PHC form
+	JoinedAt     time.Time
+}
+
+// MemberInvite is a one-time link to join an account.
+type MemberInvite struct {
+	ID        string
+	AccountID string
+	Role      string
+	ExpiresAt time.Time
+	UsedBy    string
+}
+
+// Activity is one change to an account, and who made it.
+type Activity struct {
+	Position uint64
+	At       time.Time
+	Type     string // the event's type name
+	By       string // a member id; "" unknown
+	Subject  string // the member, token or invite changed
+	Detail   string // a role, a token's name, a login
 }
 
 // DeviceCode is a device code (RFC 8628) as the views hold it.

@@ -103,6 +103,7 @@ type serveConfig struct {
 	MaxQueryTokens int
 
 	AnonymousRate      ratelimit.Rate
+	SignInRate         ratelimit.Rate
 	AddressRate        ratelimit.Rate
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
@@ -147,6 +148,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxAPIAnswer, c.APIAnswers = graph.DefaultMaxAnswer, graph.DefaultAnswerBudget
 	c.ProxyBodies = ingress.DefaultProxyBodyBudget
 	c.AnonymousRate, c.AddressRate = defaultAnonymousRate, defaultAddressRate
+	c.SignInRate = graph.DefaultSignInRate
 	c.InspectorQuota = sizeOrOff{64 << 20}
 	c.MaxWSMessage = 1 << 20
 	c.MemoryLimit = sizeOrOff{defaultMemoryLimit}
@@ -187,6 +189,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap: garbage is collected sooner as the relay nears it, or off; GOMEMLIMIT, when set, wins")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
+	fs.Var(&c.SignInRate, "signin-rate", "password sign-in attempts per login (four times as many per client address), as N/UNIT,burst=B or off; beyond: RATE_LIMITED")
 	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
@@ -361,7 +364,7 @@ func (c *serveConfig) busServers() []string {
 func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.Logger) app.Config {
 	return app.Config{
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
-		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
+		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate, SignInRate: c.SignInRate,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),

@@ -12,9 +12,30 @@ import (
 	"github.com/relayhq/relay/readmodel"
 )
 
+// An account: an organization whose members share its Endpoints and tokens.
 type Account struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
+	// The member this request acts for; null for a token without a member (made before members, or at `relay login --signup`).
+	Member *Member `json:"member,omitempty"`
+	// The account's current members, oldest first.
+	Members []*Member `json:"members"`
+	// Changes to the account's members, roles, invites and tokens, newest first, each naming who
+	// made it. Owners only: FORBIDDEN for a member. first: 50 when absent, at most 200.
+	Activity []*ActivityEntry `json:"activity"`
+}
+
+// One change to an account, and who made it.
+type ActivityEntry struct {
+	At time.Time `json:"at"`
+	// The event's type name, such as member.joined.v1, member.removed.v1, token.issued.v1 or token.revoked.v1.
+	Type string `json:"type"`
+	// The login of the member who made the change; null when unknown (a token without a member) or since removed.
+	By *string `json:"by,omitempty"`
+	// The id of what changed: a member, a token or a member invite.
+	Subject string `json:"subject"`
+	// What the event says of its subject: a role, a token's name, a login (empty when nothing).
+	Detail string `json:"detail"`
 }
 
 // What an inspector or a LOG Endpoint answers every request that is not a handshake it answers.
@@ -480,6 +501,27 @@ type Listener struct {
 	Mine bool `json:"mine"`
 }
 
+// A person who signs in to the account with a login and a password.
+type Member struct {
+	ID string `json:"id"`
+	// Unique on the relay without regard to case: an email or a user name.
+	Login    string     `json:"login"`
+	Role     MemberRole `json:"role"`
+	JoinedAt time.Time  `json:"joinedAt"`
+	// True for the member this request acts for.
+	You bool `json:"you"`
+}
+
+// A one-time link to join an account as a member: used once, before expiresAt.
+type MemberInvite struct {
+	// Shown once; only its hash is stored.
+	Code string `json:"code"`
+	// The console's page to join with the code, relative to the relay's URL: /join?code=CODE.
+	Path      string     `json:"path"`
+	Role      MemberRole `json:"role"`
+	ExpiresAt time.Time  `json:"expiresAt"`
+}
+
 type Mutation struct {
 }
 
@@ -530,6 +572,14 @@ type RequestEditInput struct {
 	BodyBase64 *string `json:"bodyBase64,omitempty"`
 }
 
+// A member signed in: the session itself travels in an HttpOnly cookie, never in the answer.
+type SessionPayload struct {
+	Account *Account `json:"account"`
+	Member  *Member  `json:"member"`
+	// When the session ends; the member signs in again after.
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 type SignUpPayload struct {
 	Account *Account `json:"account"`
 	// Shown once; only its hash is stored.
@@ -550,6 +600,10 @@ type Token struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// True for the token this request was made with.
 	Current bool `json:"current"`
+	// The login of the member it acts for (who made it); null for a token without a member.
+	Member *string `json:"member,omitempty"`
+	// True for a browser's sign-in session (signIn makes one, signOut ends it).
+	Session bool `json:"session"`
 }
 
 type UpdateEndpointInput struct {
@@ -989,6 +1043,62 @@ func (e *HandshakeSide) UnmarshalJSON(b []byte) error {
 }
 
 func (e HandshakeSide) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What a member may do: OWNER also invites, removes and changes the role of members and reads the activity.
+type MemberRole string
+
+const (
+	MemberRoleOwner  MemberRole = "OWNER"
+	MemberRoleMember MemberRole = "MEMBER"
+)
+
+var AllMemberRole = []MemberRole{
+	MemberRoleOwner,
+	MemberRoleMember,
+}
+
+func (e MemberRole) IsValid() bool {
+	switch e {
+	case MemberRoleOwner, MemberRoleMember:
+		return true
+	}
+	return false
+}
+
+func (e MemberRole) String() string {
+	return string(e)
+}
+
+func (e *MemberRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MemberRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MemberRole", str)
+	}
+	return nil
+}
+
+func (e MemberRole) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MemberRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MemberRole) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -35,7 +35,44 @@ export const SIGN_UP = `mutation SignUp($name: String!, $invite: String) {
   signUp(name: $name, invite: $invite) { token account { id name } }
 }`;
 
-export const ME = `query { me { id name } }`;
+export const MEMBER_FIELDS = `id login role joinedAt you`;
+
+export const ME = `query { me { id name member { ${MEMBER_FIELDS} } } }`;
+
+// A sign-in's answer sets the session cookie; its body never holds the token.
+const SESSION_FIELDS = `account { id name } member { ${MEMBER_FIELDS} } expiresAt`;
+
+export const SIGN_UP_PASSWORD = `mutation SignUpWithPassword($name: String!, $login: String!, $password: String!, $invite: String) {
+  signUpWithPassword(name: $name, login: $login, password: $password, invite: $invite) { ${SESSION_FIELDS} }
+}`;
+
+export const SIGN_IN_PASSWORD = `mutation SignIn($login: String!, $password: String!) {
+  signIn(login: $login, password: $password) { ${SESSION_FIELDS} }
+}`;
+
+export const SIGN_OUT = `mutation { signOut }`;
+
+export const SET_UP_SIGN_IN = `mutation SetUpSignIn($login: String!, $password: String!) {
+  setUpSignIn(login: $login, password: $password) { ${SESSION_FIELDS} }
+}`;
+
+export const JOIN_ACCOUNT = `mutation JoinAccount($code: String!, $login: String!, $password: String!) {
+  joinAccount(code: $code, login: $login, password: $password) { ${SESSION_FIELDS} }
+}`;
+
+export const TEAM = `query { me { id member { ${MEMBER_FIELDS} } members { ${MEMBER_FIELDS} } } }`;
+
+export const ACTIVITY = `query { me { id activity(first: 50) { at type by subject detail } } }`;
+
+export const CREATE_MEMBER_INVITE = `mutation CreateMemberInvite($role: MemberRole) {
+  createMemberInvite(role: $role) { code path role expiresAt }
+}`;
+
+export const REMOVE_MEMBER = `mutation RemoveMember($id: ID!) { removeMember(id: $id) }`;
+
+export const CHANGE_MEMBER_ROLE = `mutation ChangeMemberRole($id: ID!, $role: MemberRole!) {
+  changeMemberRole(id: $id, role: $role) { ${MEMBER_FIELDS} }
+}`;
 
 export const ENDPOINTS = `query { endpoints { ${ENDPOINT_FIELDS} } }`;
 
@@ -88,7 +125,7 @@ export const LIVE_DELIVERIES = `subscription Live($address: ID!, $since: String)
   deliveries(address: $address, since: $since) { ${ROW_FIELDS} }
 }`;
 
-export const TOKEN_FIELDS = `id name createdAt lastUsedAt expiresAt current`;
+export const TOKEN_FIELDS = `id name createdAt lastUsedAt expiresAt current member session`;
 
 export const TOKENS = `query { tokens { ${TOKEN_FIELDS} } }`;
 

@@ -4,6 +4,7 @@ import { homePage } from './home.js';
 import { historyPage } from './history.js';
 import { settingsPage } from './settings.js';
 import { devicePage } from './device.js';
+import { joinPage } from './join.js';
 import { currentAccount, loadSession, onSessionChange, signOut } from './session.js';
 import { setToken } from './graphql.js';
 
@@ -28,6 +29,8 @@ function route() {
     page = homePage(main, { navigate });
   } else if (path === '/device' || path === '/device/') {
     page = devicePage(main);
+  } else if (path === '/join' || path === '/join/') {
+    page = joinPage(main, { navigate });
   } else if (path === '/settings' || path === '/settings/') {
     page = settingsPage(main, { navigate });
   } else if ((m = /^\/([ie])\/([^/]+)\/?$/.exec(path))) {
@@ -59,14 +62,16 @@ function renderAccount(account) {
     replace(accountBox, h('span', { class: 'muted' }, 'Guest'));
     return;
   }
+  const who = account.member ? [h('strong', { 'data-testid': 'member-login' }, account.member.login), ' in '] : [];
   replace(accountBox,
-    h('span', { class: 'account-name' }, 'Signed in as ', h('strong', {}, account.name)),
+    h('span', { class: 'account-name' }, 'Signed in as ', ...who, h('strong', {}, account.name)),
     h('a', { class: 'btn btn-small btn-ghost', href: '/settings', 'data-testid': 'settings-link' }, 'Settings'),
     h('button', {
       type: 'button',
       class: 'btn btn-small btn-ghost',
+      'data-testid': 'sign-out',
       onclick: () => {
-        signOut();
+        signOut().catch(() => {}); // the top bar already shows the guest; a relay out of reach forgets nothing more
         navigate('/');
       },
     }, 'Sign out'));

@@ -6,7 +6,7 @@ import { DEVICE_AUTHORIZATION, APPROVE_DEVICE, DENY_DEVICE } from './api.js';
 import { currentAccount, onSessionChange } from './session.js';
 import { notice, runBusy, submitWith } from './ui.js';
 import { formatFullTime } from './format.js';
-import { signInForm } from './home.js';
+import { signInForm, passwordSignInForm } from './home.js';
 
 /** devicePage renders into root and returns {dispose}. */
 export function devicePage(root) {
@@ -22,7 +22,7 @@ export function devicePage(root) {
     const account = currentAccount();
     if (!account) {
       replace(section, h('h1', { id: 'device-title' }, 'Log in a device'),
-        h('p', {}, 'Sign in first: the device will act for the account you sign in with.'), signInForm());
+        h('p', {}, 'Sign in first: the device will act for the account (and the member) you sign in with.'), passwordSignInForm(), signInForm());
       return;
     }
     const code = h('input', {

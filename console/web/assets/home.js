@@ -1,9 +1,9 @@
 // The home page: new inspector, sign up / sign in, and the account's Endpoints.
 import { h, replace, field, uid } from './dom.js';
 import { request, describeError, token } from './graphql.js';
-import { CREATE_INSPECTOR, SIGN_UP, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
-import { currentAccount, onSessionChange, signIn } from './session.js';
-import { codeLine, copyButton, notice, runBusy, submitWith } from './ui.js';
+import { CREATE_INSPECTOR, SIGN_UP_PASSWORD, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
+import { currentAccount, onSessionChange, signIn, signInWithPassword, adoptSession, sessionChecked } from './session.js';
+import { copyButton, notice, runBusy, submitWith } from './ui.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
 
@@ -33,7 +33,6 @@ function recentInspectors() {
 /** homePage renders into root and returns {dispose}. */
 export function homePage(root, { navigate }) {
   let disposed = false;
-  let revealedToken = '';
   const inspectorSection = renderInspectorCard();
   const accountSection = h('section', { class: 'card', 'aria-labelledby': 'account-title' });
   replace(root, h('div', { class: 'home' }, inspectorSection, accountSection));
@@ -70,37 +69,19 @@ export function homePage(root, { navigate }) {
 
   function renderAccountSection() {
     const account = currentAccount();
-    if (revealedToken) {
-      replace(accountSection, tokenReveal());
-    } else if (account) {
+    if (account) {
       replace(accountSection, ...endpointsArea(account));
-    } else if (token()) {
-      replace(accountSection, h('h2', { id: 'account-title' }, 'Endpoints'), h('p', { class: 'muted' }, 'Checking your token…'));
+    } else if (token() || !sessionChecked()) {
+      replace(accountSection, h('h2', { id: 'account-title' }, 'Endpoints'), h('p', { class: 'muted' }, 'Checking your session…'));
     } else {
       replace(accountSection, ...signInArea());
     }
   }
 
-  function tokenReveal() {
-    return [
-      h('h2', { id: 'account-title' }, 'Your API token'),
-      notice('info',
-        h('p', {}, h('strong', {}, 'Copy it now: it is shown only once. '),
-          'This browser stays signed in with it; use it to sign in elsewhere and to run the agent.')),
-      codeLine('Token', revealedToken, { testid: 'new-token', buttonLabel: 'Copy token' }),
-      h('div', { class: 'actions' }, h('button', {
-        type: 'button',
-        class: 'btn btn-primary',
-        onclick: () => {
-          revealedToken = '';
-          renderAccountSection();
-        },
-      }, 'I saved my token')),
-    ];
-  }
-
   function signInArea() {
-    const nameInput = h('input', { type: 'text', name: 'name', required: true, autocomplete: 'username', maxlength: '100' });
+    const nameInput = h('input', { type: 'text', name: 'name', required: true, autocomplete: 'organization', maxlength: '100' });
+    const loginInput = h('input', { type: 'text', name: 'login', required: true, autocomplete: 'username', maxlength: '100', spellcheck: 'false' });
+    const passwordInput = h('input', { type: 'password', name: 'password', required: true, autocomplete: 'new-password', minlength: '10', maxlength: '256' });
     const upStatus = h('div', { class: 'form-status' });
     const upForm = h('form', {
       class: 'stack',
@@ -108,24 +89,25 @@ export function homePage(root, { navigate }) {
       onsubmit: submitWith(upStatus, async () => {
         // An invite link (relay accounts invite) carries its code: ?invite=…
         const invite = new URLSearchParams(location.search).get('invite');
-        const data = await request(SIGN_UP, invite ? { name: nameInput.value.trim(), invite } : { name: nameInput.value.trim() });
-        revealedToken = data.signUp.token;
-        await signIn(data.signUp.token, data.signUp.account);
+        const vars = { name: nameInput.value.trim(), login: loginInput.value.trim(), password: passwordInput.value };
+        if (invite) vars.invite = invite;
+        const data = await request(SIGN_UP_PASSWORD, vars);
+        adoptSession(data.signUpWithPassword);
       }),
     },
     h('h3', { id: 'signup-title' }, 'Sign up'),
-    field('Name', nameInput),
+    field('Account name', nameInput, 'Your team or organization; you can invite others to it.'),
+    field('Login', loginInput, 'An email or a user name: what you sign in with.'),
+    field('Password', passwordInput, 'At least 10 characters.'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign up')),
     upStatus);
-
-    const inForm = signInForm();
 
     return [
       h('h2', { id: 'account-title' }, 'Endpoints'),
       h('p', { class: 'muted' },
         'Endpoints are permanent addresses owned by an account. They log requests, or log and proxy them ',
         'through the relay agent to a process on your machine.'),
-      h('div', { class: 'split' }, upForm, inForm),
+      h('div', { class: 'split' }, upForm, h('div', { class: 'stack' }, passwordSignInForm(), signInForm())),
     ];
   }
 
@@ -195,6 +177,30 @@ export function homePage(root, { navigate }) {
  * than one share the Endpoint's deliveries.
  */
 /**
+ * passwordSignInForm signs a member in with login and password; onDone
+ * runs once the relay accepted them.
+ */
+export function passwordSignInForm(onDone) {
+  const login = h('input', { type: 'text', name: 'login', required: true, autocomplete: 'username', maxlength: '100', spellcheck: 'false' });
+  const password = h('input', { type: 'password', name: 'password', required: true, autocomplete: 'current-password', maxlength: '256' });
+  const status = h('div', { class: 'form-status' });
+  return h('form', {
+    class: 'stack',
+    'aria-labelledby': 'password-signin-title',
+    'data-testid': 'password-sign-in',
+    onsubmit: submitWith(status, async () => {
+      await signInWithPassword(login.value.trim(), password.value);
+      if (onDone) onDone();
+    }),
+  },
+  h('h3', { id: 'password-signin-title' }, 'Sign in'),
+  field('Login', login),
+  field('Password', password),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign in')),
+  status);
+}
+
+/**
  * signInForm asks for an account token; onDone runs once the relay accepted
  * it. Users of the command line get a link that signs the console in with
  * `relay open`, so the form says so.
@@ -211,7 +217,7 @@ export function signInForm(onDone) {
       if (onDone) onDone();
     }),
   },
-  h('h3', { id: 'signin-title' }, 'Sign in'),
+  h('h3', { id: 'signin-title' }, 'Sign in with a token'),
   field('API token', tokenInput, 'Paste the token you got when you signed up — or run relay open in a terminal where relay login was done: it prints a link that signs this console in.'),
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn' }, 'Sign in')),
   inStatus);

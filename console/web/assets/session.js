@@ -1,17 +1,26 @@
-// The signed-in account, shared by the top bar and the pages.
-import { request, token, setToken, GraphQLError } from './graphql.js';
-import { ME } from './api.js';
+// The signed-in account, shared by the top bar and the pages. A browser is
+// signed in either by a member's session cookie (HttpOnly: this script
+// never sees it; signIn sets it) or by a pasted API token kept in
+// localStorage, which, when present, is sent instead of the cookie.
+import { request, token, setToken, GraphQLError, subscriptions } from './graphql.js';
+import { ME, SIGN_IN_PASSWORD, SIGN_OUT } from './api.js';
 
 let account = null;
+let checked = false;
 const listeners = new Set();
 
 function emit() {
   for (const fn of listeners) fn(account);
 }
 
-/** currentAccount is the signed-in account ({id, name}) or null. */
+/** currentAccount is the signed-in account ({id, name, member}) or null. */
 export function currentAccount() {
   return account;
+}
+
+/** sessionChecked tells whether the relay was asked who this browser is. */
+export function sessionChecked() {
+  return checked;
 }
 
 /** onSessionChange calls fn on sign-in and sign-out; returns an unsubscribe. */
@@ -21,25 +30,42 @@ export function onSessionChange(fn) {
 }
 
 /**
- * loadSession checks the stored token with the relay. A token the relay
- * does not know is forgotten; a network failure keeps it.
+ * loadSession asks the relay who this browser is (its token, or else its
+ * session cookie). A token the relay does not know is forgotten; a network
+ * failure keeps it.
  */
 export async function loadSession() {
-  if (!token()) {
-    account = null;
-    emit();
-    return null;
-  }
   try {
     const data = await request(ME);
     account = data.me;
-    if (!account) setToken('');
+    if (!account && token()) setToken('');
   } catch (err) {
     account = null;
-    if (err instanceof GraphQLError && err.code === 'UNAUTHENTICATED') setToken('');
+    if (err instanceof GraphQLError && err.code === 'UNAUTHENTICATED' && token()) setToken('');
   }
+  checked = true;
   emit();
   return account;
+}
+
+/**
+ * adoptSession takes the answer of a password sign-in (signIn, sign-up,
+ * joinAccount, setUpSignIn): the relay set the cookie; a pasted token
+ * would hide it, so it is forgotten, and live views reconnect with the
+ * cookie.
+ */
+export function adoptSession(payload) {
+  setToken('');
+  account = { ...payload.account, member: payload.member };
+  checked = true;
+  emit();
+  return account;
+}
+
+/** signInWithPassword signs a member in; it throws the relay's refusal. */
+export async function signInWithPassword(login, password) {
+  const data = await request(SIGN_IN_PASSWORD, { login, password });
+  return adoptSession(data.signIn);
 }
 
 /**
@@ -69,9 +95,21 @@ export async function signIn(tok, knownAccount) {
   return account;
 }
 
-/** signOut forgets the token in this browser. */
-export function signOut() {
-  setToken('');
+/**
+ * signOut forgets a pasted token in this browser, or ends the cookie
+ * session on the relay (its token is revoked, the cookie cleared).
+ */
+export async function signOut() {
+  const pasted = token();
   account = null;
   emit();
+  if (pasted) {
+    setToken('');
+    return;
+  }
+  try {
+    await request(SIGN_OUT);
+  } finally {
+    subscriptions.restart();
+  }
 }

@@ -6,7 +6,8 @@ import { TOKENS, CREATE_TOKEN, REVOKE_TOKEN } from './api.js';
 import { currentAccount, onSessionChange, signOut } from './session.js';
 import { notice, runBusy, submitWith, codeLine } from './ui.js';
 import { formatFullTime } from './format.js';
-import { signInForm } from './home.js';
+import { signInForm, passwordSignInForm } from './home.js';
+import { teamSection } from './team.js';
 
 const LIFETIMES = [['', 'Never'], ['7d', '7 days'], ['30d', '30 days'], ['90d', '90 days'], ['365d', 'A year']];
 
@@ -16,16 +17,23 @@ export function settingsPage(root, { navigate }) {
   let disposed = false;
   const cleanups = [];
   const section = h('section', { class: 'card', 'aria-labelledby': 'tokens-title' });
-  replace(root, h('div', { class: 'stack' }, section));
+  const teamBox = h('div');
+  let team = null;
+  replace(root, h('div', { class: 'stack' }, teamBox, section));
   render();
   const off = onSessionChange(() => { if (!disposed) render(); });
 
   function render() {
+    if (team) team.dispose();
+    team = null;
+    replace(teamBox);
     if (!currentAccount()) {
       replace(section, h('h1', { id: 'tokens-title' }, 'Settings'),
-        h('p', { class: 'muted' }, 'Sign in to manage your API tokens.'), signInForm());
+        h('p', { class: 'muted' }, 'Sign in to manage your team and API tokens.'), passwordSignInForm(), signInForm());
       return;
     }
+    team = teamSection();
+    replace(teamBox, team.element);
     const list = h('div', { 'data-testid': 'tokens' }, h('p', { class: 'muted' }, 'Loading tokens…'));
     const revealed = h('div', { 'data-testid': 'token-reveal' });
     replace(section,
@@ -55,7 +63,8 @@ export function settingsPage(root, { navigate }) {
         h('th', { scope: 'col' }, 'Last used'), h('th', { scope: 'col' }, 'Expires'),
         h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
       h('tbody', {}, tokens.map((t) => h('tr', { 'data-token-id': t.id },
-        h('td', {}, t.name, t.current ? [' ', h('span', { class: 'badge', 'data-testid': 'current-token' }, 'this browser')] : null),
+        h('td', {}, t.name, t.current ? [' ', h('span', { class: 'badge', 'data-testid': 'current-token' }, 'this browser')] : null,
+          t.member ? [' ', h('span', { class: 'muted' }, `(${t.member})`)] : null),
         h('td', {}, when(t.createdAt, '')),
         h('td', {}, when(t.lastUsedAt, 'Never')),
         h('td', {}, t.expiresAt && new Date(t.expiresAt) <= new Date() ? h('span', { class: 'muted' }, 'Expired') : when(t.expiresAt, 'Never')),
@@ -85,7 +94,7 @@ export function settingsPage(root, { navigate }) {
       await request(REVOKE_TOKEN, { id: t.id });
       dialog.close();
       if (t.current) {
-        signOut();
+        signOut().catch(() => {});
         navigate('/');
         return;
       }
@@ -127,6 +136,7 @@ export function settingsPage(root, { navigate }) {
     dispose() {
       disposed = true;
       off();
+      if (team) team.dispose();
       for (const fn of cleanups) fn();
     },
   };

@@ -1,0 +1,368 @@
+package domain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Members: the people who may sign in to an account with a login and a
+// password. An account is an organization; its members share its
+// Endpoints and tokens, and its owners manage the members.
+//
+// Member invariants (the account's, numbered after account.go's):
+//  5. A login is 1 to 100 characters on one line; logins are unique on the
+//     relay without regard to case (the login streams keep that, see
+//     LoginClaim).
+//  6. Only a password's argon2id hash in PHC form enters an event.
+//  7. Only owners invite, remove members and change roles; the last owner
+//     can be neither removed nor demoted.
+//  8. Removing a member revokes every token they hold, in the same append.
+//  9. A member invite is used once, before it expires: the account
+//     stream's expected revision makes that hold when two nodes race.
+
+// Role is what a member may do.
+type Role string
+
+// The roles: owners manage members and read the activity; members use
+// everything else of the account.
+const (
+	RoleOwner  Role = "owner"
+	RoleMember Role = "member"
+)
+
+// ParseRole reads a role (any case).
+func ParseRole(s string) (Role, error) {
+	switch Role(strings.ToLower(strings.TrimSpace(s))) {
+	case RoleOwner:
+		return RoleOwner, nil
+	case RoleMember:
+		return RoleMember, nil
+	}
+	return "", &InvalidInputError{Field: "role", Reason: "must be OWNER or MEMBER"}
+}
+
+// Password limits in bytes: ten is the least that resists guessing with
+// the attempt limits in front; 256 bounds the work of hashing one.
+const (
+	MinPasswordBytes = 10
+	MaxPasswordBytes = 256
+)
+
+// ValidatePassword checks a password's length (in bytes: what the hash
+// costs). Anything else is the person's choice.
+func ValidatePassword(pw string) error {
+	switch {
+	case len(pw) < MinPasswordBytes:
+		return &InvalidInputError{Field: "password", Reason: "must be at least 10 bytes long"}
+	case len(pw) > MaxPasswordBytes:
+		return &InvalidInputError{Field: "password", Reason: "must be at most 256 bytes long"}
+	}
+	return nil
+}
+
+// NormalLogin is a login as typed, trimmed, after ValidateLogin.
+func NormalLogin(login string) string { return strings.TrimSpace(login) }
+
+// ValidateLogin checks a login (invariant 5): an email, a user name.
+func ValidateLogin(login string) error {
+	l := NormalLogin(login)
+	if l == "" || utf8.RuneCountInString(l) > 100 || !utf8.ValidString(l) || strings.ContainsAny(l, "\r\n\t\x00") {
+		return &InvalidInputError{Field: "login", Reason: "must be 1 to 100 characters on one line"}
+	}
+	return nil
+}
+
+// LoginKey is the form logins are compared in: without case.
+func LoginKey(login string) string { return strings.ToLower(NormalLogin(login)) }
+
+// LoginKeyHash names a login's stream: hex SHA-256 of its key, so any
+// characters a login holds make a valid stream name.
+func LoginKeyHash(login string) string {
+	sum := sha256.Sum256([]byte(LoginKey(login)))
+	return hex.EncodeToString(sum[:])
+}
+
+// validPasswordHash accepts an argon2id PHC string only (invariant 6): a
+// password that slipped through unhashed is refused, never recorded.
+func validPasswordHash(h string) error {
+	if !strings.HasPrefix(h, "$argon2id$v=19$") || strings.Count(h, "$") != 5 {
+		return &InvalidInputError{Field: "password hash", Reason: "must be an argon2id PHC string"}
+	}
+	return nil
+}
+
+// member is one member as the account aggregate knows them.
+type member struct {
+	role    Role
+	removed bool
+}
+
+// memberInvite is a member invite as the account aggregate knows it.
+type memberInvite struct {
+	role      Role
+	expiresAt time.Time
+	used      bool
+}
+
+// NewMember describes a member to add.
+type NewMember struct {
+	ID           string
+	Login        string
+	PasswordHash string
+}
+
+func (m NewMember) check() error {
+	if err := ValidateLogin(m.Login); err != nil {
+		return err
+	}
+	return validPasswordHash(m.PasswordHash)
+}
+
+// SessionToken describes the session a sign-in opens: a token of the
+// account for the member, of kind session, with an expiry.
+type SessionToken struct {
+	ID, Hash  string
+	ExpiresAt time.Time
+}
+
+// MaxSessions bounds one member's open sessions (browsers signed in): a
+// new one beyond ends the oldest, so sessions never crowd out API tokens
+// (they do not count against MaxTokens) nor grow without end.
+const MaxSessions = 20
+
+// sessionEvent is the TokenIssued of a new session; it first revokes the
+// member's oldest sessions beyond MaxSessions.
+func (a *Account) sessionEvent(memberID string, s SessionToken) TokenIssued {
+	var open []string
+	for _, id := range a.tokenOrder {
+		if a.tokens[id] && a.sessions[id] && a.tokenMember[id] == memberID {
+			open = append(open, id)
+		}
+	}
+	for len(open) >= MaxSessions {
+		a.raise(TokenRevoked{AccountID: a.id, TokenID: open[0], By: memberID})
+		open = open[1:]
+	}
+	return TokenIssued{AccountID: a.id, TokenID: s.ID, TokenHash: s.Hash, Name: "browser session",
+		ExpiresAt: s.ExpiresAt.UTC().Format(time.RFC3339Nano), MemberID: memberID, Kind: TokenKindSession}
+}
+
+// SignUpOwner creates an account with its first owner and that owner's
+// first session.
+func SignUpOwner(id, name string, owner NewMember, session SessionToken) (*Account, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return nil, &InvalidInputError{Field: "name", Reason: "must be 1 to 100 characters"}
+	}
+	if err := owner.check(); err != nil {
+		return nil, err
+	}
+	if len(session.Hash) != 64 {
+		return nil, &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
+	}
+	a := &Account{aggregate: newAggregate()}
+	a.raise(AccountCreated{AccountID: id, Name: name})
+	a.raise(MemberJoined{AccountID: id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordHash: owner.PasswordHash})
+	a.raise(a.sessionEvent(owner.ID, session))
+	return a, nil
+}
+
+// HasMembers reports whether anyone may sign in to the account with a
+// password (accounts made before members have none).
+func (a *Account) HasMembers() bool {
+	for _, m := range a.members {
+		if !m.removed {
+			return true
+		}
+	}
+	return false
+}
+
+// Role is a current member's role; ok is false for anyone else.
+func (a *Account) Role(memberID string) (Role, bool) {
+	m, ok := a.members[memberID]
+	if !ok || m.removed {
+		return "", false
+	}
+	return m.role, true
+}
+
+// SetUpOwner gives an account without members its first owner (invariant
+// 7 has nobody to ask: whoever holds the account's token may).
+func (a *Account) SetUpOwner(owner NewMember, session SessionToken) error {
+	if a.HasMembers() {
+		return &InvalidInputError{Field: "setUpSignIn", Reason: "this account already has members: ask an owner for an invite"}
+	}
+	if err := owner.check(); err != nil {
+		return err
+	}
+	a.raise(MemberJoined{AccountID: a.id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordHash: owner.PasswordHash})
+	a.raise(a.sessionEvent(owner.ID, session))
+	return nil
+}
+
+// requireOwner is invariant 7's check of who acts. by "" is a token
+// without a member: the account's own credential from before members,
+// which acts as an owner.
+func (a *Account) requireOwner(by string) error {
+	if by == "" {
+		return nil
+	}
+	if r, ok := a.Role(by); !ok || r != RoleOwner {
+		return ErrForbidden
+	}
+	return nil
+}
+
+// MemberInviteLifetime is a member invite's default and longest lifetime.
+const MemberInviteLifetime = 7 * 24 * time.Hour
+
+// InviteMember opens a one-time link to join the account with role.
+func (a *Account) InviteMember(by, inviteID, codeHash string, role Role, expiresAt time.Time) error {
+	if err := a.requireOwner(by); err != nil {
+		return err
+	}
+	if len(codeHash) != 64 {
+		return &InvalidInputError{Field: "code hash", Reason: "must be a hex SHA-256"}
+	}
+	if role != RoleOwner && role != RoleMember {
+		return &InvalidInputError{Field: "role", Reason: "must be OWNER or MEMBER"}
+	}
+	a.raise(MemberInvited{AccountID: a.id, InviteID: inviteID, CodeHash: codeHash, Role: string(role), By: by,
+		ExpiresAt: expiresAt.UTC().Format(time.RFC3339Nano)})
+	return nil
+}
+
+// errBadMemberInvite is every member invite that cannot be used, in the
+// same words, whatever account it belongs to.
+var errBadMemberInvite = &InvalidInputError{Field: "code", Reason: "this invite link is unknown, expired or already used: ask for a new one"}
+
+// ErrBadMemberInvite is the refusal of a member invite that cannot be used.
+func ErrBadMemberInvite() error { return errBadMemberInvite }
+
+// Join spends a member invite on a new member (invariant 9) and opens
+// their first session.
+func (a *Account) Join(inviteID string, m NewMember, session SessionToken, now time.Time) error {
+	inv, ok := a.invites[inviteID]
+	if !ok || inv.used || !now.Before(inv.expiresAt) {
+		return errBadMemberInvite
+	}
+	if err := m.check(); err != nil {
+		return err
+	}
+	a.raise(MemberInviteUsed{AccountID: a.id, InviteID: inviteID, MemberID: m.ID})
+	a.raise(MemberJoined{AccountID: a.id, MemberID: m.ID, Login: NormalLogin(m.Login), Role: string(inv.role), PasswordHash: m.PasswordHash,
+		By: a.inviters[inviteID], InviteID: inviteID})
+	a.raise(a.sessionEvent(m.ID, session))
+	return nil
+}
+
+// owners counts the current owners.
+func (a *Account) owners() int {
+	n := 0
+	for _, m := range a.members {
+		if !m.removed && m.role == RoleOwner {
+			n++
+		}
+	}
+	return n
+}
+
+// errLastOwner protects invariant 7's last owner.
+var errLastOwner = &InvalidInputError{Field: "member", Reason: "the account's last owner can be neither removed nor demoted: make another member an owner first"}
+
+// RemoveMember removes a member and revokes every token they hold
+// (invariant 8). Another account's member id, or an unknown one, is
+// ErrNotFound.
+func (a *Account) RemoveMember(by, memberID string) error {
+	if err := a.requireOwner(by); err != nil {
+		return err
+	}
+	m, ok := a.members[memberID]
+	if !ok || m.removed {
+		return ErrNotFound
+	}
+	if m.role == RoleOwner && a.owners() == 1 {
+		return errLastOwner
+	}
+	a.raise(MemberRemoved{AccountID: a.id, MemberID: memberID, By: by})
+	for _, id := range a.tokenOrder {
+		if a.tokens[id] && a.tokenMember[id] == memberID {
+			a.raise(TokenRevoked{AccountID: a.id, TokenID: id, By: by})
+		}
+	}
+	return nil
+}
+
+// ChangeRole gives a member another role; the same role raises nothing.
+func (a *Account) ChangeRole(by, memberID string, role Role) error {
+	if err := a.requireOwner(by); err != nil {
+		return err
+	}
+	m, ok := a.members[memberID]
+	if !ok || m.removed {
+		return ErrNotFound
+	}
+	if role != RoleOwner && role != RoleMember {
+		return &InvalidInputError{Field: "role", Reason: "must be OWNER or MEMBER"}
+	}
+	if m.role == role {
+		return nil
+	}
+	if m.role == RoleOwner && a.owners() == 1 {
+		return errLastOwner
+	}
+	a.raise(MemberRoleChanged{AccountID: a.id, MemberID: memberID, Role: string(role), By: by})
+	return nil
+}
+
+// LoginClaim is a login's stream: who holds the login now, if anyone.
+type LoginClaim struct {
+	aggregate
+	accountID, memberID string
+	held                bool
+}
+
+// LoadLoginClaim rebuilds a login's claim from its stream (nil or empty:
+// never claimed).
+func LoadLoginClaim(events []Event) *LoginClaim {
+	c := &LoginClaim{aggregate: newAggregate()}
+	for _, e := range events {
+		c.apply(e)
+		c.loaded()
+	}
+	return c
+}
+
+func (c *LoginClaim) raise(e Event) { c.apply(e); c.changes = append(c.changes, e) }
+
+func (c *LoginClaim) apply(e Event) {
+	switch e := e.(type) {
+	case LoginClaimed:
+		c.accountID, c.memberID, c.held = e.AccountID, e.MemberID, true
+	case LoginReleased:
+		c.held = false
+	}
+}
+
+// errLoginTaken refuses a login someone holds.
+var errLoginTaken = &InvalidInputError{Field: "login", Reason: "this login is taken on this relay: choose another"}
+
+// Claim takes the login for a member (invariant 5).
+func (c *LoginClaim) Claim(accountID, memberID string) error {
+	if c.held {
+		return errLoginTaken
+	}
+	c.raise(LoginClaimed{AccountID: accountID, MemberID: memberID})
+	return nil
+}
+
+// Release frees the login if memberID holds it.
+func (c *LoginClaim) Release(memberID string) {
+	if c.held && c.memberID == memberID {
+		c.raise(LoginReleased{AccountID: c.accountID, MemberID: memberID})
+	}
+}

@@ -1,0 +1,319 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// JoinPath is the console page where a member invite's holder joins.
+const JoinPath = "/join?code="
+
+// DefaultSignInRate bounds sign-in attempts per login; each client address
+// may make four times as many (it may serve several people). Ten tries a
+// minute at most cannot guess a password of ten bytes.
+var DefaultSignInRate = ratelimit.Rate{N: 10, Per: time.Minute, Burst: 10}
+
+// maxSignInKeys bounds the buckets of the sign-in limits.
+const maxSignInKeys = 100_000
+
+// signInLimits are the buckets of the sign-in limits, made on first use.
+type signInLimits struct {
+	once              sync.Once
+	byLogin, byClient *ratelimit.Keyed
+}
+
+// limitSignIn takes one sign-in attempt of the login and of the client
+// address, or refuses with a RateLimitedError.
+func (r *Resolver) limitSignIn(ctx context.Context, login string) error {
+	rate := r.SignInRate
+	if rate == (ratelimit.Rate{}) {
+		rate = DefaultSignInRate
+	}
+	if rate.Off() {
+		return nil
+	}
+	r.signIn.once.Do(func() {
+		r.signIn.byLogin = ratelimit.NewKeyed(rate, maxSignInKeys)
+		r.signIn.byClient = ratelimit.NewKeyed(ratelimit.Rate{N: rate.N * 4, Per: rate.Per, Burst: rate.Burst * 4}, maxSignInKeys)
+	})
+	now := time.Now()
+	client, _ := ctx.Value(clientKey).(string)
+	if ok, retry := r.signIn.byClient.Allow(client, now); !ok {
+		return &RateLimitedError{RetryAfter: retry}
+	}
+	// By hash: a key of fixed size, however long the login sent.
+	if ok, retry := r.signIn.byLogin.Allow(domain.LoginKeyHash(login), now); !ok {
+		return &RateLimitedError{RetryAfter: retry}
+	}
+	return nil
+}
+
+// caller is the signed-in account, the request's token and the role it
+// acts with: its member's, or an owner's for a token without a member (the
+// account's credential from before members). A removed member is
+// unauthenticated (their tokens are revoked with them anyway).
+func (r *Resolver) caller(ctx context.Context) (readmodel.Account, readmodel.Token, domain.Role, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return acc, tok, "", err
+	}
+	if tok.MemberID == "" {
+		return acc, tok, domain.RoleOwner, nil
+	}
+	m, err := r.Views.Member(ctx, acc.ID, tok.MemberID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return readmodel.Account{}, readmodel.Token{}, "", domain.ErrUnauthenticated
+	}
+	if err != nil {
+		return acc, tok, "", err
+	}
+	return acc, tok, domain.Role(m.Role), nil
+}
+
+// owner is caller for what only owners may do: FORBIDDEN for a member.
+func (r *Resolver) owner(ctx context.Context) (readmodel.Account, readmodel.Token, error) {
+	acc, tok, role, err := r.caller(ctx)
+	if err == nil && role != domain.RoleOwner {
+		err = domain.ErrForbidden
+	}
+	return acc, tok, err
+}
+
+func memberModel(m readmodel.Member, you string) *model.Member {
+	return &model.Member{ID: m.ID, Login: m.Login, Role: model.MemberRole(strings.ToUpper(m.Role)), JoinedAt: m.JoinedAt, You: m.ID == you}
+}
+
+// needJar refuses a sign-in that could not set its cookie (over a
+// WebSocket) before any work is done.
+func needJar(ctx context.Context) error {
+	if jar(ctx) == nil {
+		return &domain.InvalidInputError{Field: "signIn", Reason: "sign in over HTTP POST: a WebSocket cannot set the session cookie"}
+	}
+	return nil
+}
+
+// signedIn answers a sign-in: the session cookie on the HTTP answer, the
+// account and member in the body (never the token).
+func (r *Resolver) signedIn(ctx context.Context, s commands.Session) (*model.SessionPayload, error) {
+	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	jar(ctx).set(s.Token, s.ExpiresAt)
+	return &model.SessionPayload{Account: &model.Account{ID: s.Account.ID, Name: s.Account.Name}, Member: memberModel(s.Member, s.Member.ID), ExpiresAt: s.ExpiresAt}, nil
+}
+
+func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password string, invite *string) (*model.SessionPayload, error) {
+	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.limitAnonymous(ctx); err != nil {
+		return nil, err
+	}
+	s, err := r.Service.SignUpWithPassword(ctx, name, login, password, deref(invite))
+	if err != nil {
+		return nil, err
+	}
+	return r.signedIn(ctx, s)
+}
+
+func (r *Resolver) signInWithPassword(ctx context.Context, login, password string) (*model.SessionPayload, error) {
+	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.limitSignIn(ctx, login); err != nil {
+		return nil, err
+	}
+	s, err := r.Service.SignIn(ctx, login, password)
+	if err != nil {
+		return nil, err
+	}
+	return r.signedIn(ctx, s)
+}
+
+func (r *Resolver) signOut(ctx context.Context) (bool, error) {
+	if j := jar(ctx); j != nil {
+		j.clear()
+	}
+	acc, tok, err := r.credential(ctx)
+	if errors.Is(err, domain.ErrUnauthenticated) {
+		return true, nil // nothing to end: the cookie is cleared
+	}
+	if err != nil {
+		return false, err
+	}
+	if tok.Kind != domain.TokenKindSession {
+		return true, nil // an API token is revoked by revokeToken, never by signing a browser out
+	}
+	if err := r.Service.RevokeTokenBy(ctx, acc.ID, tok.MemberID, tok.ID); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*model.SessionPayload, error) {
+	acc, _, err := r.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	s, err := r.Service.SetUpSignIn(ctx, acc.ID, login, password)
+	if err != nil {
+		return nil, err
+	}
+	return r.signedIn(ctx, s)
+}
+
+func roleOf(role *model.MemberRole) domain.Role {
+	if role != nil && *role == model.MemberRoleOwner {
+		return domain.RoleOwner
+	}
+	return domain.RoleMember
+}
+
+func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRole, expiresIn *string) (*model.MemberInvite, error) {
+	acc, tok, err := r.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lifetime time.Duration
+	if expiresIn != nil {
+		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {
+			return nil, err
+		}
+	}
+	rl := roleOf(role)
+	code, expires, err := r.Service.InviteMember(ctx, acc.ID, tok.MemberID, rl, lifetime)
+	if err != nil {
+		return nil, err
+	}
+	return &model.MemberInvite{Code: code, Path: JoinPath + code, Role: model.MemberRole(strings.ToUpper(string(rl))), ExpiresAt: expires}, nil
+}
+
+func (r *Resolver) joinAccount(ctx context.Context, code, login, password string) (*model.SessionPayload, error) {
+	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	// Codes are guessed no faster than passwords.
+	if err := r.limitSignIn(ctx, "join "+code); err != nil {
+		return nil, err
+	}
+	s, err := r.Service.JoinAccount(ctx, code, login, password)
+	if err != nil {
+		return nil, err
+	}
+	return r.signedIn(ctx, s)
+}
+
+func (r *Resolver) removeMember(ctx context.Context, id string) (bool, error) {
+	acc, tok, err := r.owner(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Service.RemoveMember(ctx, acc.ID, tok.MemberID, id); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (r *Resolver) changeMemberRole(ctx context.Context, id string, role model.MemberRole) (*model.Member, error) {
+	acc, tok, err := r.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.Service.ChangeMemberRole(ctx, acc.ID, tok.MemberID, id, roleOf(&role))
+	if err != nil {
+		return nil, err
+	}
+	return memberModel(m, tok.MemberID), nil
+}
+
+// ownAccount checks that obj is the caller's account (an Account is only
+// ever returned to its own members, but the fields below must not rely
+// on that).
+func (r *Resolver) ownAccount(ctx context.Context, obj *model.Account) (readmodel.Account, readmodel.Token, domain.Role, error) {
+	acc, tok, role, err := r.caller(ctx)
+	if err != nil {
+		return acc, tok, role, err
+	}
+	if acc.ID != obj.ID {
+		return acc, tok, role, domain.ErrNotFound
+	}
+	return acc, tok, role, nil
+}
+
+func (r *Resolver) accountMember(ctx context.Context, obj *model.Account) (*model.Member, error) {
+	acc, tok, _, err := r.ownAccount(ctx, obj)
+	if err != nil || tok.MemberID == "" {
+		return nil, err
+	}
+	m, err := r.Views.Member(ctx, acc.ID, tok.MemberID)
+	if err != nil {
+		return nil, err
+	}
+	return memberModel(m, tok.MemberID), nil
+}
+
+func (r *Resolver) accountMembers(ctx context.Context, obj *model.Account) ([]*model.Member, error) {
+	acc, tok, _, err := r.ownAccount(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	list, err := r.Views.Members(ctx, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Member, 0, len(list))
+	for _, m := range list {
+		out = append(out, memberModel(m, tok.MemberID))
+	}
+	return out, nil
+}
+
+// maxActivity bounds one activity page.
+const maxActivity = 200
+
+func (r *Resolver) accountActivity(ctx context.Context, obj *model.Account, first *int) ([]*model.ActivityEntry, error) {
+	acc, _, role, err := r.ownAccount(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if role != domain.RoleOwner {
+		return nil, domain.ErrForbidden
+	}
+	n := 50
+	if first != nil && *first > 0 {
+		n = min(*first, maxActivity)
+	}
+	list, err := r.Views.Activity(ctx, acc.ID, 0, n)
+	if err != nil {
+		return nil, err
+	}
+	members, err := r.Views.Members(ctx, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	logins := make(map[string]string, len(members))
+	for _, m := range members {
+		logins[m.ID] = m.Login
+	}
+	out := make([]*model.ActivityEntry, 0, len(list))
+	for _, a := range list {
+		e := &model.ActivityEntry{At: a.At, Type: a.Type, Subject: a.Subject, Detail: a.Detail}
+		if l, ok := logins[a.By]; ok {
+			e.By = &l
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

@@ -1,0 +1,316 @@
+package graph_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/ratelimit"
+)
+
+// browser is one person's HTTP client with its own cookie jar.
+type browser struct {
+	t   *testing.T
+	url string
+	c   *http.Client
+	tok string // a bearer token instead of the cookie, when set
+}
+
+func newBrowser(t *testing.T, srv *httptest.Server) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, url: srv.URL, c: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+}
+
+type gqlAnswer struct {
+	Data   json.RawMessage
+	Errors []struct {
+		Message    string
+		Extensions map[string]any
+	}
+}
+
+func (a gqlAnswer) code() string {
+	if len(a.Errors) == 0 {
+		return ""
+	}
+	c, _ := a.Errors[0].Extensions["code"].(string)
+	return c
+}
+
+// do posts a GraphQL operation as the page of the relay would (same origin).
+func (b *browser) do(query string, vars map[string]any, out any) gqlAnswer {
+	b.t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", b.url)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if b.tok != "" {
+		req.Header.Set("Authorization", "Bearer "+b.tok)
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a gqlAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		b.t.Fatalf("%s: status %d: %v", query, resp.StatusCode, err)
+	}
+	if out != nil && len(a.Errors) == 0 {
+		if err := json.Unmarshal(a.Data, out); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	return a
+}
+
+func (b *browser) must(query string, vars map[string]any, out any) {
+	b.t.Helper()
+	if a := b.do(query, vars, out); len(a.Errors) > 0 {
+		b.t.Fatalf("%s: %+v", query, a.Errors)
+	}
+}
+
+const pw = "correct horse battery"
+
+type sessionOut struct {
+	Account struct{ ID, Name string }
+	Member  struct{ ID, Login, Role string }
+}
+
+func (b *browser) signUp(name, login string) sessionOut {
+	b.t.Helper()
+	var out struct{ SignUpWithPassword sessionOut }
+	b.must(`mutation($n: String!, $l: String!, $p: String!) { signUpWithPassword(name: $n, login: $l, password: $p) { account { id name } member { id login role } } }`,
+		map[string]any{"n": name, "l": login, "p": pw}, &out)
+	return out.SignUpWithPassword
+}
+
+func (b *browser) invite() string {
+	b.t.Helper()
+	var out struct{ CreateMemberInvite struct{ Code, Path string } }
+	b.must(`mutation { createMemberInvite { code path } }`, nil, &out)
+	if !strings.HasPrefix(out.CreateMemberInvite.Path, "/join?code=") {
+		b.t.Fatalf("invite path %q", out.CreateMemberInvite.Path)
+	}
+	return out.CreateMemberInvite.Code
+}
+
+func (b *browser) join(code, login string) gqlAnswer {
+	var out struct{ JoinAccount sessionOut }
+	return b.do(`mutation($c: String!, $l: String!, $p: String!) { joinAccount(code: $c, login: $l, password: $p) { account { id } member { id role } } }`,
+		map[string]any{"c": code, "l": login, "p": pw}, &out)
+}
+
+// TestTeams: an owner invites by a one-time link, the invitee joins as a
+// member and shares the account's Endpoints; members may not manage
+// members nor read the activity; a used link, another team's member ids
+// and unknown ones all read alike; the last owner stays; a removed
+// member's session and tokens stop at once; the activity names who did
+// what.
+func TestTeams(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+
+	ann, bob, cat := newBrowser(t, srv), newBrowser(t, srv), newBrowser(t, srv)
+	acme := ann.signUp("Acme", "ann@acme.test")
+	other := cat.signUp("Other", "cat@other.test")
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	ann.must(`mutation { createEndpoint(input: {name: "hooks", mode: LOG}) { id } }`, nil, &ep)
+
+	code := ann.invite()
+	var joined struct{ JoinAccount sessionOut }
+	if a := bob.join(code, "Bob"); len(a.Errors) > 0 {
+		t.Fatalf("join: %+v", a.Errors)
+	} else {
+		_ = json.Unmarshal(a.Data, &joined)
+	}
+	bobID := joined.JoinAccount.Member.ID
+	if joined.JoinAccount.Account.ID != acme.Account.ID || joined.JoinAccount.Member.Role != "MEMBER" {
+		t.Fatalf("joined %+v, want a member of %s", joined.JoinAccount, acme.Account.ID)
+	}
+	var eps struct{ Endpoints []struct{ ID string } }
+	bob.must(`{ endpoints { id } }`, nil, &eps)
+	if len(eps.Endpoints) != 1 || eps.Endpoints[0].ID != ep.CreateEndpoint.ID {
+		t.Fatalf("the member sees %+v, want the team's Endpoint", eps.Endpoints)
+	}
+
+	// The link is spent; a second use reads like an unknown code.
+	reused, unknown := newBrowser(t, srv).join(code, "eve"), newBrowser(t, srv).join("rjn_nosuchcode", "eve2")
+	if reused.code() != "INVALID_INPUT" || reused.Errors[0].Message != unknown.Errors[0].Message {
+		t.Fatalf("a reused link: %+v; an unknown one: %+v", reused.Errors, unknown.Errors)
+	}
+	// A login is unique without regard to case.
+	if a := newBrowser(t, srv).join(ann.invite(), "BOB"); a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "taken") {
+		t.Fatalf("a taken login: %+v", a.Errors)
+	}
+
+	// Members may not manage members nor read the activity.
+	for _, q := range []string{`mutation { createMemberInvite { code } }`, `{ me { activity { type } } }`, `{ events { nodes { id } } }`,
+		`mutation($id: ID!) { removeMember(id: $id) }`, `mutation($id: ID!) { changeMemberRole(id: $id, role: OWNER) { id } }`} {
+		if a := bob.do(q, map[string]any{"id": acme.Member.ID}, nil); a.code() != "FORBIDDEN" {
+			t.Errorf("a member's %s: %+v, want FORBIDDEN", q, a.Errors)
+		}
+	}
+	// Another team's member id is NOT_FOUND like an unknown one.
+	for _, id := range []string{other.Member.ID, "01a22025-0000-7000-8000-000000000000"} {
+		if a := ann.do(`mutation($id: ID!) { removeMember(id: $id) }`, map[string]any{"id": id}, nil); a.code() != "NOT_FOUND" || a.Errors[0].Message != "not found" {
+			t.Errorf("removing %s: %+v", id, a.Errors)
+		}
+	}
+	// The last owner stays.
+	for _, q := range []string{`mutation($id: ID!) { removeMember(id: $id) }`, `mutation($id: ID!) { changeMemberRole(id: $id, role: MEMBER) { id } }`} {
+		if a := ann.do(q, map[string]any{"id": acme.Member.ID}, nil); a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "last owner") {
+			t.Errorf("the last owner, %s: %+v", q, a.Errors)
+		}
+	}
+
+	// Bob's own API token; then Bob is removed: his session and token stop at once.
+	var tok struct{ CreateToken struct{ Secret string } }
+	bob.must(`mutation { createToken(name: "bob laptop") { secret } }`, nil, &tok)
+	bobAPI := &browser{t: t, url: srv.URL, c: http.DefaultClient, tok: tok.CreateToken.Secret}
+	bobAPI.must(`{ endpoints { id } }`, nil, nil)
+	ann.must(`mutation($id: ID!) { removeMember(id: $id) }`, map[string]any{"id": bobID}, nil)
+	if a := bob.do(`{ endpoints { id } }`, nil, nil); a.code() != "UNAUTHENTICATED" {
+		t.Errorf("a removed member's session: %+v", a.Errors)
+	}
+	if a := bobAPI.do(`{ endpoints { id } }`, nil, nil); a.code() != "UNAUTHENTICATED" {
+		t.Errorf("a removed member's token: %+v", a.Errors)
+	}
+
+	// The activity names who did what, newest first.
+	var act struct {
+		Me struct {
+			Activity []struct {
+				Type    string
+				By      *string
+				Subject string
+			}
+		}
+	}
+	ann.must(`{ me { activity { type by subject } } }`, nil, &act)
+	var types []string
+	for _, a := range act.Me.Activity {
+		types = append(types, a.Type)
+	}
+	want := []string{"token.revoked.v1", "token.revoked.v1", "member.removed.v1", "token.issued.v1", "member.invited.v1", "member.joined.v1", "member.invite_used.v1", "member.invited.v1"}
+	if len(types) < len(want) || strings.Join(types[:len(want)], " ") != strings.Join(want, " ") {
+		t.Fatalf("activity %v, want it to begin %v", types, want)
+	}
+	if by := act.Me.Activity[2].By; by == nil || *by != "ann@acme.test" {
+		t.Errorf("the removal names %v as its author", by)
+	}
+}
+
+// TestSignInRefusals: a wrong password and an unknown login read the same;
+// the attempts of one login are limited; passwords are 10 to 256 bytes.
+func TestSignInRefusals(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann := newBrowser(t, srv)
+	ann.signUp("Acme", "ann")
+
+	signIn := func(login, password string) gqlAnswer {
+		return newBrowser(t, srv).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+			map[string]any{"l": login, "p": password}, nil)
+	}
+	wrong, unknown := signIn("ann", "not the password"), signIn("nobody", "not the password")
+	if wrong.code() != "UNAUTHENTICATED" || len(unknown.Errors) == 0 || wrong.Errors[0].Message != unknown.Errors[0].Message {
+		t.Fatalf("wrong password %+v, unknown login %+v: want the same refusal", wrong.Errors, unknown.Errors)
+	}
+	if a := signIn("ANN", pw); len(a.Errors) > 0 {
+		t.Fatalf("the right password: %+v", a.Errors)
+	}
+	if a := signIn("ann", "wrong again!"); a.code() != "UNAUTHENTICATED" {
+		t.Fatalf("the third attempt of one login: %+v", a.Errors)
+	}
+	if a := signIn("ann", pw); a.code() != "RATE_LIMITED" {
+		t.Fatalf("the fourth attempt of one login: %+v, want RATE_LIMITED", a.Errors)
+	}
+	short := newBrowser(t, srv).do(`mutation { signUpWithPassword(name: "x", login: "short", password: "123456789") { member { id } } }`, nil, nil)
+	if short.code() != "INVALID_INPUT" || !strings.Contains(short.Errors[0].Message, "at least 10 bytes") {
+		t.Fatalf("a short password: %+v", short.Errors)
+	}
+}
+
+// TestSetUpSignIn: an account made with tokens only gets its first owner
+// from its token, once.
+func TestSetUpSignIn(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	tok := e.signUp(t, "Legacy")
+	b := newBrowser(t, srv)
+	b.tok = tok
+	var out struct{ SetUpSignIn sessionOut }
+	b.must(`mutation { setUpSignIn(login: "old@legacy.test", password: "correct horse battery") { member { login role } } }`, nil, &out)
+	if out.SetUpSignIn.Member.Role != "OWNER" {
+		t.Fatalf("set up: %+v", out.SetUpSignIn)
+	}
+	if a := b.do(`mutation { setUpSignIn(login: "again@legacy.test", password: "correct horse battery") { member { login } } }`, nil, nil); a.code() != "INVALID_INPUT" {
+		t.Fatalf("a second set-up: %+v", a.Errors)
+	}
+	b.tok = "" // the cookie the set-up gave
+	var me struct {
+		Me struct{ Member struct{ Login string } }
+	}
+	b.must(`{ me { member { login } } }`, nil, &me)
+	if me.Me.Member.Login != "old@legacy.test" {
+		t.Fatalf("signed in as %+v", me.Me)
+	}
+}
+
+// TestInviteLinkOnceAndUntilExpiry: two people racing with one link: one
+// joins, the other is refused; a link past its expiry is refused in the
+// same words as an unknown one.
+func TestInviteLinkOnceAndUntilExpiry(t *testing.T) {
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	e := newEnvWith(t, now, nil)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann := newBrowser(t, srv)
+	ann.signUp("Acme", "ann")
+
+	code := ann.invite()
+	results := make(chan gqlAnswer, 2)
+	for _, login := range []string{"racer-1", "racer-2"} {
+		go func() { results <- newBrowser(t, srv).join(code, login) }()
+	}
+	joined := 0
+	for range 2 {
+		if a := <-results; len(a.Errors) == 0 {
+			joined++
+		} else if a.code() != "INVALID_INPUT" {
+			t.Errorf("the losing racer: %+v", a.Errors)
+		}
+	}
+	if joined != 1 {
+		t.Fatalf("%d people joined with one link, want 1", joined)
+	}
+	var team struct {
+		Me struct{ Members []struct{ Login string } }
+	}
+	ann.must(`{ me { members { login } } }`, nil, &team)
+	if len(team.Me.Members) != 2 {
+		t.Fatalf("members %+v, want the owner and one racer", team.Me.Members)
+	}
+
+	var short struct{ CreateMemberInvite struct{ Code string } }
+	ann.must(`mutation { createMemberInvite(expiresIn: "1m") { code } }`, nil, &short)
+	offset.Store(int64(2 * time.Minute))
+	expired, unknown := newBrowser(t, srv).join(short.CreateMemberInvite.Code, "late"), newBrowser(t, srv).join("rjn_unknown", "late")
+	if expired.code() != "INVALID_INPUT" || len(unknown.Errors) == 0 || expired.Errors[0].Message != unknown.Errors[0].Message {
+		t.Fatalf("an expired link: %+v; an unknown one: %+v", expired.Errors, unknown.Errors)
+	}
+}
