@@ -34,6 +34,7 @@ func TestSettingsFormSetsTheFilters(t *testing.T) {
 
 	p := newPage(t, 1280, 900)
 	p.open("/")
+	p.waitFor("the sign-in form", `document.querySelector('input[name=token]')`) // once the relay said no session
 	p.do(chromedpSetValue(`input[name=token]`, token))
 	p.click(`form[aria-labelledby=signin-title] button[type=submit]`)
 	p.waitFor("the Endpoints list", `document.querySelector('.endpoint-list a[href="/e/`+id+`"]')`)
