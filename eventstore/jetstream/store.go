@@ -304,6 +304,17 @@ func (s *Store) append(ctx context.Context, stream string, expected domain.Expec
 			if h, last, err = s.head(ctx, subj); err != nil {
 				return domain.AppendResult{}, err
 			}
+			if _, ok := expectedSubjectSeq(expected, h); ok && (last == nil || !isRetryAt(expected, last, events)) {
+				// The stream is where the append expects it: a replicated
+				// stream's leader refuses an expected subject sequence
+				// (10164, no number) while an earlier message of the same
+				// subject is still in process there, even one already
+				// acknowledged. Not a conflict: try again once it is done.
+				if err := pause(ctx, inFlightPause); err != nil {
+					return domain.AppendResult{}, err
+				}
+				continue
+			}
 			return s.conflict(ctx, stream, expected, events, h, last)
 		case err != nil:
 			return domain.AppendResult{}, err
@@ -419,6 +430,19 @@ func (s *Store) lastSeq(ctx context.Context) (uint64, error) {
 // retryPause spaces tries when no server answered at all (JetStream still
 // starting, or a leader being elected).
 const retryPause = 250 * time.Millisecond
+
+// inFlightPause spaces tries of an append the leader refused while an
+// earlier append to its subject was still being applied.
+const inFlightPause = 5 * time.Millisecond
+
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("append: %w", ctx.Err())
+	}
+}
 
 // errCodeTemporarilyUnavailable is JetStream's "JetStream system
 // temporarily unavailable" (HTTP 503): a replicated stream without a
