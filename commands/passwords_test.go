@@ -53,3 +53,26 @@ func FuzzVerifyPassword(f *testing.F) {
 		_, _ = VerifyPassword(context.Background(), encoded, "pw")
 	})
 }
+
+// BenchmarkHashPassword is the argon2id work of one sign-up or password
+// change; BenchmarkVerifyPassword that of one sign-in (a wrong password and
+// an unknown login cost the same). Figures in docs/benchmarks.md.
+func BenchmarkHashPassword(b *testing.B) {
+	for b.Loop() {
+		if _, err := HashPassword(b.Context(), "correct horse battery staple"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerifyPassword(b *testing.B) {
+	h, err := HashPassword(b.Context(), "correct horse battery staple")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if ok, err := VerifyPassword(b.Context(), h, "a wrong password"); err != nil || ok {
+			b.Fatal(ok, err)
+		}
+	}
+}
