@@ -174,6 +174,11 @@ func TestPasswordSignUpSignOutSignIn(t *testing.T) {
 	p.waitFor("the device token's row", `document.querySelector('`+row+`')`)
 	p.waitFor("the team card", `document.querySelector('[data-testid=members]')`)
 	p.assertLabelled()
+	p.screenshot("settings.png")
+	// The only owner is offered no change the relay would refuse.
+	if eval[bool](p, `!!document.querySelector('[data-testid=members] .btn-danger')`) || !eval[bool](p, `!!document.querySelector('[data-testid=last-owner]')`) {
+		t.Error("the only owner's row offers a role change or removal, want the last-owner note")
+	}
 	p.click(row + ` button`)
 	p.click(`dialog[open] .btn-danger`)
 	p.waitFor("the row gone", `!document.querySelector('`+row+`') && document.querySelector('[data-testid=tokens] table')`)
@@ -184,6 +189,7 @@ func TestPasswordSignUpSignOutSignIn(t *testing.T) {
 	// Sign out: the cookie is cleared and its session revoked on the relay.
 	p.click(`[data-testid=sign-out]`)
 	p.waitFor("the sign-in form", `document.querySelector('[data-testid=password-sign-in]')`)
+	p.screenshot("signin.png")
 	harness.Eventually(t, 10*time.Second, "the cookie cleared", func() bool { return p.sessionCookie() == nil })
 	if code := srv.ErrorCode(t, session, `{ tokens { id } }`, nil); code != "UNAUTHENTICATED" {
 		t.Errorf("the signed-out session still works: %q", code)

@@ -58,10 +58,14 @@ export function teamSection() {
         h('td', {}, m.login, m.you ? [' ', h('span', { class: 'badge' }, 'you')] : null),
         h('td', { 'data-testid': 'member-role' }, ROLE_LABELS[m.role] || m.role),
         h('td', {}, h('time', { datetime: m.joinedAt }, formatFullTime(m.joinedAt))),
-        owner ? h('td', {}, memberActions(m)) : null)))));
+        owner ? h('td', {}, memberActions(m, members)) : null)))));
   }
 
-  function memberActions(m) {
+  function memberActions(m, members) {
+    // The relay keeps one owner at least: say so instead of offering what it refuses.
+    if (m.role === 'OWNER' && members.filter((x) => x.role === 'OWNER').length === 1) {
+      return h('span', { class: 'muted small', 'data-testid': 'last-owner' }, 'The only owner: make another owner first to change or remove.');
+    }
     const status = h('span', { class: 'form-status' });
     const other = m.role === 'OWNER' ? 'MEMBER' : 'OWNER';
     const role = h('button', { type: 'button', class: 'btn btn-small', 'aria-label': `Make ${m.login} ${ROLE_LABELS[other].toLowerCase()}` },
@@ -125,7 +129,7 @@ export function teamSection() {
       replace(box, list.length ? h('ul', { class: 'link-list' }, list.map((a) => h('li', {},
         h('time', { datetime: a.at }, formatFullTime(a.at)), ' · ', h('code', {}, a.type), ' ',
         a.detail ? h('span', {}, a.detail, ' ') : null,
-        h('span', { class: 'muted' }, 'by ', a.by || 'a token without a member')))) : h('p', { class: 'muted' }, 'Nothing yet.'));
+        h('span', { class: 'muted' }, 'by ', a.by || (a.type === 'member.joined.v1' ? 'themselves' : 'a token without a member'))))) : h('p', { class: 'muted' }, 'Nothing yet.'));
     } catch (err) {
       if (!disposed) replace(box, notice('error', describeError(err)));
     }
