@@ -38,6 +38,7 @@ type env struct {
 	store domain.EventStore
 	views *projections.Runner
 	log   *countingLog // what the API read from the log
+	reads *streamReads // the streams the commands read
 }
 
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvClock(t, nil) }
@@ -68,8 +69,9 @@ func newEnvWith(t *testing.T, now func() time.Time, tune func(*graph.Resolver)) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	reads := &streamReads{EventStore: store}
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true, Secrets: keys},
-		store, rec, views, hub, hub, log)
+		reads, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
 	res := &graph.Resolver{
 		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
@@ -86,7 +88,7 @@ func newEnvWith(t *testing.T, now func() time.Time, tune func(*graph.Resolver)) 
 		_ = views.Close()
 		_ = store.Close()
 	})
-	return &env{c: client.New(h), h: h, store: store, views: views, log: counted}
+	return &env{c: client.New(h), h: h, store: store, views: views, log: counted, reads: reads}
 }
 
 func code(err error) string {
