@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
@@ -282,17 +281,4 @@ func ValidHeads(pub ed25519.PublicKey, position, streams uint64, root Hash, sig 
 // isTombstone reports whether m is a stream deletion's tombstone.
 func (m Message) isTombstone() bool {
 	return len(m.Events) == 1 && m.Events[0].Type == "$stream.deleted.v1"
-}
-
-// sameHashes compares two lists of hashes.
-func sameHashes(a, b []Hash) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !bytes.Equal(a[i][:], b[i][:]) {
-			return false
-		}
-	}
-	return true
 }

@@ -44,13 +44,6 @@ type member struct {
 	asked  bool
 }
 
-func (m member) agentID() string {
-	if m.local != nil {
-		return m.local.info.AgentID
-	}
-	return m.remote.AgentID
-}
-
 func (m member) filters() []domain.Filter {
 	if m.local != nil {
 		return m.local.info.Filters

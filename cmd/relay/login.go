@@ -169,7 +169,7 @@ removed (the token would stay valid on the relay): try again, or pass
 				fmt.Fprintln(stdout, "not logged in")
 				return nil
 			}
-			revoked := "token revoked on the relay"
+			var revoked string
 			if !local {
 				conn.server = stored.Server
 				name, err := revokeCurrentToken(c.Context(), conn.client(stored.Token))
