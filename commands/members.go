@@ -304,6 +304,47 @@ func (s *Service) RemoveMember(ctx context.Context, accountID, by, memberID stri
 	return nil
 }
 
+// ChangePassword gives a member a new password once their current one is
+// checked, and ends their other sessions (keep, the session asking, stays;
+// "" when asked with an API token). A wrong current password is refused
+// like a wrong sign-in, after the same argon2 work.
+func (s *Service) ChangePassword(ctx context.Context, accountID, memberID, current, next, keep string) error {
+	if err := domain.ValidatePassword(next); err != nil {
+		return &domain.InvalidInputError{Field: "newPassword", Reason: err.(*domain.InvalidInputError).Reason}
+	}
+	if len(current) > domain.MaxPasswordBytes {
+		return errWrongCurrentPassword
+	}
+	m, err := s.views.Member(ctx, accountID, memberID)
+	if err != nil {
+		return err
+	}
+	ok, err := VerifyPassword(ctx, m.PasswordHash, current)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errWrongCurrentPassword
+	}
+	hash, err := HashPassword(ctx, next)
+	if err != nil {
+		return err
+	}
+	return conflict.Retry(ctx, conflictTries, func(int) error {
+		a, err := s.loadAccount(ctx, accountID)
+		if err != nil {
+			return err
+		}
+		if err := a.ChangePassword(memberID, hash, keep); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
+		return err
+	})
+}
+
+var errWrongCurrentPassword = &domain.InvalidInputError{Field: "currentPassword", Reason: "is not your current password"}
+
 // ChangeMemberRole gives a member of the account another role.
 func (s *Service) ChangeMemberRole(ctx context.Context, accountID, by, memberID string, role domain.Role) (readmodel.Member, error) {
 	err := conflict.Retry(ctx, conflictTries, func(int) error {

@@ -439,3 +439,37 @@ func TestSetUpSignInFromSettings(t *testing.T) {
 	// The account's token still works for the CLI.
 	srv.MustGraphQL(t, token, `{ endpoints { id } }`, nil, nil)
 }
+
+// A member changes their password in settings: a wrong current password
+// is refused naming it; then the old password no longer signs in and the
+// new one does.
+func TestChangePasswordInSettings(t *testing.T) {
+	login, old, next := uniqueLogin("pat"), "the first long password", "a brand new passphrase"
+	p := newPage(t, 1280, 900)
+	p.open("/")
+	fillSignUp(p, "Pat's Team", login, old)
+	p.waitFor("the Endpoints area", `document.querySelector('form.create-endpoint')`)
+	p.open("/settings")
+	form := `[data-testid=change-password]`
+	p.waitFor("the password form", `document.querySelector('`+form+`')`)
+	p.assertLabelled()
+	change := func(current string) {
+		t.Helper()
+		p.do(chromedpSetValue(form+` input[name=currentPassword]`, current))
+		p.do(chromedpSetValue(form+` input[name=newPassword]`, next))
+		p.click(form + ` button[type=submit]`)
+	}
+	change("not my password at all")
+	p.waitFor("the refusal", `document.querySelector('`+form+` .notice-error')`)
+	if got := p.text(form + ` .notice-error`); !strings.Contains(got, "currentPassword") {
+		t.Errorf("a wrong current password says %q, want the field named", got)
+	}
+	change(old)
+	p.waitFor("the change", `document.querySelector('`+form+` .notice-success')`)
+
+	p.click(`[data-testid=sign-out]`)
+	fillSignIn(p, login, old)
+	p.waitFor("the old password refused", `document.querySelector('[data-testid=password-sign-in] .notice-error')`)
+	fillSignIn(p, login, next)
+	p.waitFor("signed in with the new password", `document.querySelector('form.create-endpoint')`)
+}

@@ -37,6 +37,8 @@ func samples() []domain.Event {
 			PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g", By: "mem-1", InviteID: "minv-1"},
 		domain.MemberRemoved{AccountID: "acc-1", MemberID: "mem-2", By: "mem-1"},
 		domain.MemberRoleChanged{AccountID: "acc-1", MemberID: "mem-2", Role: "owner", By: "mem-1"},
+		domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2",
+			PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"},
 		domain.MemberInvited{AccountID: "acc-1", InviteID: "minv-1", CodeHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Role: "member", By: "mem-1", ExpiresAt: "2026-11-28T10:00:00Z"},
 		domain.MemberInviteUsed{AccountID: "acc-1", InviteID: "minv-1", MemberID: "mem-2"},
 		domain.LoginClaimed{AccountID: "acc-1", MemberID: "mem-2"},

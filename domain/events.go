@@ -8,41 +8,42 @@ type Event interface {
 
 // Event type names. Never derive them from Go names: they are stored forever.
 const (
-	TypeInspectorCreated     = "inspector.created.v1"
-	TypeInspectorExpired     = "inspector.expired.v1"
-	TypeAccountCreated       = "account.created.v1"
-	TypeTokenIssued          = "token.issued.v1"
-	TypeTokenRevoked         = "token.revoked.v1"
-	TypeTokenUsed            = "token.used.v1"
-	TypeDeviceCodeRequested  = "device.code_requested.v1"
-	TypeDeviceApproved       = "device.approved.v1"
-	TypeDeviceDenied         = "device.denied.v1"
-	TypeDeviceRedeemed       = "device.redeemed.v1"
-	TypeInviteCreated        = "invite.created.v1"
-	TypeInviteUsed           = "invite.used.v1"
-	TypeMemberJoined         = "member.joined.v1"
-	TypeMemberRemoved        = "member.removed.v1"
-	TypeMemberRoleChanged    = "member.role_changed.v1"
-	TypeMemberInvited        = "member.invited.v1"
-	TypeMemberInviteUsed     = "member.invite_used.v1"
-	TypeLoginClaimed         = "login.claimed.v1"
-	TypeLoginReleased        = "login.released.v1"
-	TypeEndpointCreated      = "endpoint.created.v1"
-	TypeEndpointReconfigured = "endpoint.reconfigured.v1"
-	TypeEndpointDeleted      = "endpoint.deleted.v1"
-	TypeAgentConnected       = "agent.connected.v1"
-	TypeAgentDisconnected    = "agent.disconnected.v1"
-	TypePrimaryChanged       = "listener.primary_changed.v1"
-	TypeDeliveryReceived     = "delivery.received.v1"
-	TypeDeliveryAnswered     = "delivery.answered.v1"
-	TypeForwardRequested     = "forward.requested.v1"
-	TypeForwardResponded     = "forward.responded.v1"
-	TypeForwardFailed        = "forward.failed.v1"
-	TypeRetryRequested       = "retry.requested.v1"
-	TypeInspectorPurged      = "inspector.purged.v1"
-	TypeAddressRateLimited   = "address.rate_limited.v1"
-	TypeLogCheckpointed      = "log.checkpointed.v1"
-	TypeInspectorAnswerSet   = "inspector.answer_set.v1"
+	TypeInspectorCreated      = "inspector.created.v1"
+	TypeInspectorExpired      = "inspector.expired.v1"
+	TypeAccountCreated        = "account.created.v1"
+	TypeTokenIssued           = "token.issued.v1"
+	TypeTokenRevoked          = "token.revoked.v1"
+	TypeTokenUsed             = "token.used.v1"
+	TypeDeviceCodeRequested   = "device.code_requested.v1"
+	TypeDeviceApproved        = "device.approved.v1"
+	TypeDeviceDenied          = "device.denied.v1"
+	TypeDeviceRedeemed        = "device.redeemed.v1"
+	TypeInviteCreated         = "invite.created.v1"
+	TypeInviteUsed            = "invite.used.v1"
+	TypeMemberJoined          = "member.joined.v1"
+	TypeMemberRemoved         = "member.removed.v1"
+	TypeMemberRoleChanged     = "member.role_changed.v1"
+	TypeMemberPasswordChanged = "member.password_changed.v1"
+	TypeMemberInvited         = "member.invited.v1"
+	TypeMemberInviteUsed      = "member.invite_used.v1"
+	TypeLoginClaimed          = "login.claimed.v1"
+	TypeLoginReleased         = "login.released.v1"
+	TypeEndpointCreated       = "endpoint.created.v1"
+	TypeEndpointReconfigured  = "endpoint.reconfigured.v1"
+	TypeEndpointDeleted       = "endpoint.deleted.v1"
+	TypeAgentConnected        = "agent.connected.v1"
+	TypeAgentDisconnected     = "agent.disconnected.v1"
+	TypePrimaryChanged        = "listener.primary_changed.v1"
+	TypeDeliveryReceived      = "delivery.received.v1"
+	TypeDeliveryAnswered      = "delivery.answered.v1"
+	TypeForwardRequested      = "forward.requested.v1"
+	TypeForwardResponded      = "forward.responded.v1"
+	TypeForwardFailed         = "forward.failed.v1"
+	TypeRetryRequested        = "retry.requested.v1"
+	TypeInspectorPurged       = "inspector.purged.v1"
+	TypeAddressRateLimited    = "address.rate_limited.v1"
+	TypeLogCheckpointed       = "log.checkpointed.v1"
+	TypeInspectorAnswerSet    = "inspector.answer_set.v1"
 	// TypeStreamDeleted is written by the event store itself, never by an
 	// aggregate: the tombstone DeleteStream leaves in place of a stream's
 	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
@@ -149,6 +150,15 @@ type MemberRoleChanged struct {
 	MemberID  string `json:"member_id"`
 	Role      string `json:"role"`
 	By        string `json:"by"`
+}
+
+// MemberPasswordChanged records a member's new password, as its argon2id
+// hash in PHC form, never the password. The member's other sessions are
+// revoked in the same append.
+type MemberPasswordChanged struct {
+	AccountID    string `json:"account_id"`
+	MemberID     string `json:"member_id"`
+	PasswordHash string `json:"password_hash"`
 }
 
 // MemberInvited records a one-time link to join the account, by its
@@ -500,39 +510,40 @@ type StreamDeleted struct {
 	LastPosition uint64 `json:"last_position"` // 0 when the stream held no event
 }
 
-func (InspectorCreated) EventType() string     { return TypeInspectorCreated }
-func (InspectorExpired) EventType() string     { return TypeInspectorExpired }
-func (InspectorAnswerSet) EventType() string   { return TypeInspectorAnswerSet }
-func (AccountCreated) EventType() string       { return TypeAccountCreated }
-func (TokenIssued) EventType() string          { return TypeTokenIssued }
-func (TokenRevoked) EventType() string         { return TypeTokenRevoked }
-func (TokenUsed) EventType() string            { return TypeTokenUsed }
-func (DeviceCodeRequested) EventType() string  { return TypeDeviceCodeRequested }
-func (DeviceApproved) EventType() string       { return TypeDeviceApproved }
-func (DeviceDenied) EventType() string         { return TypeDeviceDenied }
-func (DeviceRedeemed) EventType() string       { return TypeDeviceRedeemed }
-func (InviteCreated) EventType() string        { return TypeInviteCreated }
-func (InviteUsed) EventType() string           { return TypeInviteUsed }
-func (MemberJoined) EventType() string         { return TypeMemberJoined }
-func (MemberRemoved) EventType() string        { return TypeMemberRemoved }
-func (MemberRoleChanged) EventType() string    { return TypeMemberRoleChanged }
-func (MemberInvited) EventType() string        { return TypeMemberInvited }
-func (MemberInviteUsed) EventType() string     { return TypeMemberInviteUsed }
-func (LoginClaimed) EventType() string         { return TypeLoginClaimed }
-func (LoginReleased) EventType() string        { return TypeLoginReleased }
-func (EndpointCreated) EventType() string      { return TypeEndpointCreated }
-func (EndpointReconfigured) EventType() string { return TypeEndpointReconfigured }
-func (EndpointDeleted) EventType() string      { return TypeEndpointDeleted }
-func (AgentConnected) EventType() string       { return TypeAgentConnected }
-func (AgentDisconnected) EventType() string    { return TypeAgentDisconnected }
-func (PrimaryChanged) EventType() string       { return TypePrimaryChanged }
-func (DeliveryReceived) EventType() string     { return TypeDeliveryReceived }
-func (DeliveryAnswered) EventType() string     { return TypeDeliveryAnswered }
-func (ForwardRequested) EventType() string     { return TypeForwardRequested }
-func (ForwardResponded) EventType() string     { return TypeForwardResponded }
-func (ForwardFailed) EventType() string        { return TypeForwardFailed }
-func (RetryRequested) EventType() string       { return TypeRetryRequested }
-func (InspectorPurged) EventType() string      { return TypeInspectorPurged }
-func (AddressRateLimited) EventType() string   { return TypeAddressRateLimited }
-func (StreamDeleted) EventType() string        { return TypeStreamDeleted }
-func (LogCheckpointed) EventType() string      { return TypeLogCheckpointed }
+func (InspectorCreated) EventType() string      { return TypeInspectorCreated }
+func (InspectorExpired) EventType() string      { return TypeInspectorExpired }
+func (InspectorAnswerSet) EventType() string    { return TypeInspectorAnswerSet }
+func (AccountCreated) EventType() string        { return TypeAccountCreated }
+func (TokenIssued) EventType() string           { return TypeTokenIssued }
+func (TokenRevoked) EventType() string          { return TypeTokenRevoked }
+func (TokenUsed) EventType() string             { return TypeTokenUsed }
+func (DeviceCodeRequested) EventType() string   { return TypeDeviceCodeRequested }
+func (DeviceApproved) EventType() string        { return TypeDeviceApproved }
+func (DeviceDenied) EventType() string          { return TypeDeviceDenied }
+func (DeviceRedeemed) EventType() string        { return TypeDeviceRedeemed }
+func (InviteCreated) EventType() string         { return TypeInviteCreated }
+func (InviteUsed) EventType() string            { return TypeInviteUsed }
+func (MemberJoined) EventType() string          { return TypeMemberJoined }
+func (MemberRemoved) EventType() string         { return TypeMemberRemoved }
+func (MemberRoleChanged) EventType() string     { return TypeMemberRoleChanged }
+func (MemberPasswordChanged) EventType() string { return TypeMemberPasswordChanged }
+func (MemberInvited) EventType() string         { return TypeMemberInvited }
+func (MemberInviteUsed) EventType() string      { return TypeMemberInviteUsed }
+func (LoginClaimed) EventType() string          { return TypeLoginClaimed }
+func (LoginReleased) EventType() string         { return TypeLoginReleased }
+func (EndpointCreated) EventType() string       { return TypeEndpointCreated }
+func (EndpointReconfigured) EventType() string  { return TypeEndpointReconfigured }
+func (EndpointDeleted) EventType() string       { return TypeEndpointDeleted }
+func (AgentConnected) EventType() string        { return TypeAgentConnected }
+func (AgentDisconnected) EventType() string     { return TypeAgentDisconnected }
+func (PrimaryChanged) EventType() string        { return TypePrimaryChanged }
+func (DeliveryReceived) EventType() string      { return TypeDeliveryReceived }
+func (DeliveryAnswered) EventType() string      { return TypeDeliveryAnswered }
+func (ForwardRequested) EventType() string      { return TypeForwardRequested }
+func (ForwardResponded) EventType() string      { return TypeForwardResponded }
+func (ForwardFailed) EventType() string         { return TypeForwardFailed }
+func (RetryRequested) EventType() string        { return TypeRetryRequested }
+func (InspectorPurged) EventType() string       { return TypeInspectorPurged }
+func (AddressRateLimited) EventType() string    { return TypeAddressRateLimited }
+func (StreamDeleted) EventType() string         { return TypeStreamDeleted }
+func (LogCheckpointed) EventType() string       { return TypeLogCheckpointed }

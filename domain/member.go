@@ -297,6 +297,26 @@ func (a *Account) RemoveMember(by, memberID string) error {
 	return nil
 }
 
+// ChangePassword gives a member a new password (its hash, invariant 6)
+// and ends the member's other sessions: a browser signed in with the old
+// password is signed out. keep is the session asking, which stays.
+func (a *Account) ChangePassword(memberID, hash, keep string) error {
+	m, ok := a.members[memberID]
+	if !ok || m.removed {
+		return ErrNotFound
+	}
+	if err := validPasswordHash(hash); err != nil {
+		return err
+	}
+	a.raise(MemberPasswordChanged{AccountID: a.id, MemberID: memberID, PasswordHash: hash})
+	for _, id := range a.tokenOrder {
+		if a.tokens[id] && a.sessions[id] && a.tokenMember[id] == memberID && id != keep {
+			a.raise(TokenRevoked{AccountID: a.id, TokenID: id, By: memberID})
+		}
+	}
+	return nil
+}
+
 // ChangeRole gives a member another role; the same role raises nothing.
 func (a *Account) ChangeRole(by, memberID string, role Role) error {
 	if err := a.requireOwner(by); err != nil {

@@ -232,6 +232,7 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.SignUpWithPassword = func(child int, _, _, _ string, _ *string) int { return hashes(child) }
 	c.Mutation.SignIn = func(child int, _, _ string) int { return hashes(child) }
 	c.Mutation.SetUpSignIn = func(child int, _, _ string) int { return hashes(child) }
+	c.Mutation.ChangePassword = func(child int, _, _ string) int { return hashes(child) }
 	c.Mutation.JoinAccount = func(child int, _, _, _ string) int { return hashes(child) }
 	c.Mutation.SignOut = write
 	c.Mutation.CreateMemberInvite = func(child int, _ *model.MemberRole, _ *string) int { return write(child) }

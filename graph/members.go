@@ -159,6 +159,32 @@ func (r *Resolver) signOut(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+func (r *Resolver) changePassword(ctx context.Context, current, next string) (bool, error) {
+	acc, tok, _, err := r.caller(ctx)
+	if err != nil {
+		return false, err
+	}
+	if tok.MemberID == "" {
+		return false, &domain.InvalidInputError{Field: "changePassword", Reason: "this token acts for no member: set up sign-in first"}
+	}
+	m, err := r.Views.Member(ctx, acc.ID, tok.MemberID)
+	if err != nil {
+		return false, err
+	}
+	// Guessing the current password is guessing a sign-in: the same limits.
+	if err := r.limitSignIn(ctx, m.Login); err != nil {
+		return false, err
+	}
+	keep := ""
+	if tok.Kind == domain.TokenKindSession {
+		keep = tok.ID
+	}
+	if err := r.Service.ChangePassword(ctx, acc.ID, tok.MemberID, current, next, keep); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*model.SessionPayload, error) {
 	acc, _, err := r.owner(ctx)
 	if err != nil {

@@ -314,3 +314,81 @@ func TestInviteLinkOnceAndUntilExpiry(t *testing.T) {
 		t.Fatalf("an expired link: %+v; an unknown one: %+v", expired.Errors, unknown.Errors)
 	}
 }
+
+// TestChangePassword: a member's new password is set once the current one
+// is checked; their other browser sessions end, the one asking and their
+// API tokens stay; the old password no longer signs in, the new one does;
+// wrong current passwords are limited as sign-ins are; the activity says
+// who changed it.
+func TestChangePassword(t *testing.T) {
+	// Six attempts of ann's login an hour: the sign-ins and password
+	// changes below take them all.
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 6, Per: time.Hour, Burst: 6} })
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann := newBrowser(t, srv)
+	ann.signUp("Acme", "ann")
+	signIn := func(b *browser, password string) gqlAnswer {
+		return b.do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+			map[string]any{"l": "ann", "p": password}, nil)
+	}
+	laptop := newBrowser(t, srv) // ann's other browser
+	if a := signIn(laptop, pw); len(a.Errors) > 0 {
+		t.Fatalf("sign in on the laptop: %+v", a.Errors)
+	}
+	var tok struct{ CreateToken struct{ Secret string } }
+	ann.must(`mutation { createToken(name: "ci") { secret } }`, nil, &tok)
+	script := newBrowser(t, srv)
+	script.tok = tok.CreateToken.Secret
+
+	change := func(b *browser, current, next string) gqlAnswer {
+		return b.do(`mutation($c: String!, $n: String!) { changePassword(currentPassword: $c, newPassword: $n) }`,
+			map[string]any{"c": current, "n": next}, nil)
+	}
+	const next = "a much better passphrase"
+	for _, tc := range []struct{ name, current, next, field string }{
+		{"a wrong current password", "not the password", next, "currentPassword"},
+		{"a short new password", pw, "short", "newPassword"},
+	} {
+		a := change(ann, tc.current, tc.next)
+		if a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, tc.field) {
+			t.Errorf("%s: %+v, want INVALID_INPUT naming %s", tc.name, a.Errors, tc.field)
+		}
+	}
+	if a := change(ann, pw, next); len(a.Errors) > 0 {
+		t.Fatalf("change the password: %+v", a.Errors)
+	}
+	// Signed in: me names the member (a refused session reads as no one).
+	signedIn := func(b *browser) bool {
+		var out struct{ Me *struct{ Member *struct{ Login string } } }
+		a := b.do(`{ me { member { login } } }`, nil, &out)
+		return len(a.Errors) == 0 && out.Me != nil
+	}
+	if !signedIn(ann) {
+		t.Error("the session that changed the password was ended, want it kept")
+	}
+	if signedIn(laptop) {
+		t.Error("the other browser is still signed in after the change")
+	}
+	if !signedIn(script) {
+		t.Error("the API token stopped working, want it kept")
+	}
+	if a := signIn(newBrowser(t, srv), pw); a.code() != "UNAUTHENTICATED" {
+		t.Errorf("the old password signs in: %+v", a.Errors)
+	}
+	if a := signIn(laptop, next); len(a.Errors) > 0 {
+		t.Errorf("the new password: %+v", a.Errors)
+	}
+	// The limit counted the wrong current password with the sign-ins.
+	if a := change(ann, "another guess!", "yet another passphrase"); a.code() != "RATE_LIMITED" {
+		t.Errorf("a guess past the sign-in limit: %+v, want RATE_LIMITED", a.Errors)
+	}
+	var act struct {
+		Me struct{ Activity []struct{ Type, By string } }
+	}
+	ann.must(`{ me { activity { type by } } }`, nil, &act)
+	// Newest first: the laptop's session revoked with the change, then the change.
+	if a := act.Me.Activity; len(a) < 2 || a[0].Type != "token.revoked.v1" || a[1].Type != "member.password_changed.v1" || a[1].By != "ann" {
+		t.Errorf("activity %+v, want the change by ann and the session it ended", a)
+	}
+}

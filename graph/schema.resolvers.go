@@ -116,6 +116,11 @@ func (r *mutationResolver) SignOut(ctx context.Context) (bool, error) {
 	return r.signOut(ctx)
 }
 
+// ChangePassword is the resolver for the changePassword field.
+func (r *mutationResolver) ChangePassword(ctx context.Context, currentPassword string, newPassword string) (bool, error) {
+	return r.changePassword(ctx, currentPassword, newPassword)
+}
+
 // SetUpSignIn is the resolver for the setUpSignIn field.
 func (r *mutationResolver) SetUpSignIn(ctx context.Context, login string, password string) (*model.SessionPayload, error) {
 	return r.setUpSignIn(ctx, login, password)

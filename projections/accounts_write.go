@@ -70,6 +70,12 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 			err = w.activity(t, p.AccountID, p.By, p.MemberID, p.Role)
 		}
 		handled = true
+	case domain.MemberPasswordChanged:
+		n, err = t.exec(qMemberPassword, p.PasswordHash, p.AccountID, p.MemberID)
+		if err == nil {
+			err = w.activity(t, p.AccountID, p.MemberID, p.MemberID, "")
+		}
+		handled = true
 	case domain.MemberInvited:
 		n, err = t.exec(qMemberInvited, p.InviteID, p.AccountID, p.CodeHash, p.Role, p.By, rfc3339Nanos(p.ExpiresAt))
 		if err == nil {

@@ -54,6 +54,7 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (member_id) DO NOTHING`
 	qMemberRemoved    = `UPDATE members SET removed = 1 WHERE account_id = ? AND member_id = ?`
 	qMemberRole       = `UPDATE members SET role = ? WHERE account_id = ? AND member_id = ?`
+	qMemberPassword   = `UPDATE members SET password_hash = ? WHERE account_id = ? AND member_id = ?`
 	qMemberInvited    = `INSERT INTO member_invites (id, account_id, code_hash, role, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	qMemberInviteUsed = `UPDATE member_invites SET used_by = ? WHERE account_id = ? AND id = ?`
 	qActivity         = `INSERT INTO activity (account_id, position, at, type, by_member, subject, detail) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
@@ -166,7 +167,7 @@ var writeQueries = []string{
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
-	qMemberJoined, qMemberRemoved, qMemberRole, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
+	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,

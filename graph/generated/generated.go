@@ -295,6 +295,7 @@ type ComplexityRoot struct {
 	Mutation struct {
 		ApproveDevice      func(childComplexity int, userCode string) int
 		ChangeMemberRole   func(childComplexity int, id string, role model.MemberRole) int
+		ChangePassword     func(childComplexity int, currentPassword string, newPassword string) int
 		CompleteForward    func(childComplexity int, input model.CompleteForwardInput) int
 		CreateAccount      func(childComplexity int, name string) int
 		CreateEndpoint     func(childComplexity int, input model.CreateEndpointInput) int
@@ -405,6 +406,7 @@ type MutationResolver interface {
 	SignUpWithPassword(ctx context.Context, name string, login string, password string, invite *string) (*model.SessionPayload, error)
 	SignIn(ctx context.Context, login string, password string) (*model.SessionPayload, error)
 	SignOut(ctx context.Context) (bool, error)
+	ChangePassword(ctx context.Context, currentPassword string, newPassword string) (bool, error)
 	SetUpSignIn(ctx context.Context, login string, password string) (*model.SessionPayload, error)
 	CreateMemberInvite(ctx context.Context, role *model.MemberRole, expiresIn *string) (*model.MemberInvite, error)
 	JoinAccount(ctx context.Context, code string, login string, password string) (*model.SessionPayload, error)
@@ -1515,6 +1517,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ChangeMemberRole(childComplexity, args["id"].(string), args["role"].(model.MemberRole)), true
+	case "Mutation.changePassword":
+		if e.ComplexityRoot.Mutation.ChangePassword == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_changePassword_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ChangePassword(childComplexity, args["currentPassword"].(string), args["newPassword"].(string)), true
 	case "Mutation.completeForward":
 		if e.ComplexityRoot.Mutation.CompleteForward == nil {
 			break
@@ -2895,6 +2908,12 @@ type Mutation {
   "Ends this browser's session (its token is revoked on every node) and clears the cookie."
   signOut: Boolean!
   """
+  A new password for the signed-in member, once currentPassword is checked (a wrong one is
+  INVALID_INPUT on currentPassword, limited as signIn is). newPassword: 10 to 256 bytes. The
+  member's other browser sessions end on every node; the one asking and API tokens stay.
+  """
+  changePassword(currentPassword: String!, newPassword: String!): Boolean!
+  """
   Gives an account without members its first OWNER (signed in with a token of the
   account), who is signed in. INVALID_INPUT once the account has members.
   """
@@ -3804,6 +3823,28 @@ func (ec *executionContext) field_Mutation_changeMemberRole_args(ctx context.Con
 		return nil, err
 	}
 	args["role"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_changePassword_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "currentPassword",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPassword"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "newPassword",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["newPassword"] = arg1
 	return args, nil
 }
 
@@ -8813,6 +8854,50 @@ func (ec *executionContext) _Mutation_signOut(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Mutation_signOut(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Mutation_changePassword(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_changePassword(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ChangePassword(ctx, fc.Args["currentPassword"].(string), fc.Args["newPassword"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_changePassword(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_changePassword_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_setUpSignIn(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -14487,6 +14572,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "signOut":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_signOut(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changePassword":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_changePassword(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

@@ -70,6 +70,10 @@ export const CREATE_MEMBER_INVITE = `mutation CreateMemberInvite($role: MemberRo
 
 export const REMOVE_MEMBER = `mutation RemoveMember($id: ID!) { removeMember(id: $id) }`;
 
+export const CHANGE_PASSWORD = `mutation ChangePassword($current: String!, $next: String!) {
+  changePassword(currentPassword: $current, newPassword: $next)
+}`;
+
 export const CHANGE_MEMBER_ROLE = `mutation ChangeMemberRole($id: ID!, $role: MemberRole!) {
   changeMemberRole(id: $id, role: $role) { ${MEMBER_FIELDS} }
 }`;

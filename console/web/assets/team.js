@@ -4,7 +4,7 @@
 // password sign-in.
 import { h, replace, field } from './dom.js';
 import { request, describeError } from './graphql.js';
-import { TEAM, ACTIVITY, CREATE_MEMBER_INVITE, REMOVE_MEMBER, CHANGE_MEMBER_ROLE, SET_UP_SIGN_IN } from './api.js';
+import { TEAM, ACTIVITY, CREATE_MEMBER_INVITE, REMOVE_MEMBER, CHANGE_MEMBER_ROLE, SET_UP_SIGN_IN, CHANGE_PASSWORD } from './api.js';
 import { adoptSession } from './session.js';
 import { notice, runBusy, submitWith, codeLine } from './ui.js';
 import { formatFullTime } from './format.js';
@@ -45,6 +45,7 @@ export function teamSection() {
       h('p', { class: 'muted' }, 'Members share this account’s Endpoints and tokens. Owners also invite, remove and change members.'),
       membersTable(me.members, owner),
       owner ? inviteForm(invite) : null, invite,
+      me.member ? passwordForm() : null,
       owner ? h('h3', {}, 'Activity') : null, owner ? activity : null);
     if (owner) loadActivity(activity);
   }
@@ -133,6 +134,33 @@ export function teamSection() {
     } catch (err) {
       if (!disposed) replace(box, notice('error', describeError(err)));
     }
+  }
+
+  // passwordForm changes the signed-in member's password; the relay ends
+  // their other browser sessions.
+  function passwordForm() {
+    const current = h('input', { type: 'password', name: 'currentPassword', required: true, autocomplete: 'current-password', maxlength: '256' });
+    const next = h('input', { type: 'password', name: 'newPassword', required: true, autocomplete: 'new-password', minlength: '10', maxlength: '256' });
+    const status = h('div', { class: 'form-status' });
+    const form = h('form', {
+      class: 'stack',
+      'aria-labelledby': 'password-title',
+      'data-testid': 'change-password',
+      onsubmit: submitWith(status, async () => {
+        await request(CHANGE_PASSWORD, { current: current.value, next: next.value });
+        current.value = '';
+        next.value = '';
+        replace(status, notice('success', 'Password changed. Your other browser sessions were signed out; API tokens keep working.'));
+        form.querySelector('button[type=submit]').disabled = false;
+      }),
+    },
+    h('h3', { id: 'password-title' }, 'Your password'),
+    h('div', { class: 'grid-fields' },
+      field('Current password', current),
+      field('New password', next, 'At least 10 characters.')),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Change password')),
+    status);
+    return form;
   }
 
   function setUpForm() {
