@@ -360,7 +360,9 @@ func TestChangePassword(t *testing.T) {
 	}
 	// Signed in: me names the member (a refused session reads as no one).
 	signedIn := func(b *browser) bool {
-		var out struct{ Me *struct{ Member *struct{ Login string } } }
+		var out struct {
+			Me *struct{ Member *struct{ Login string } }
+		}
 		a := b.do(`{ me { member { login } } }`, nil, &out)
 		return len(a.Errors) == 0 && out.Me != nil
 	}
