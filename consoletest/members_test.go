@@ -473,3 +473,48 @@ func TestChangePasswordInSettings(t *testing.T) {
 	fillSignIn(p, login, next)
 	p.waitFor("signed in with the new password", `document.querySelector('form.create-endpoint')`)
 }
+
+// A session revoked elsewhere while a page is open: the page's next
+// request is refused, and the console forgets the account at once,
+// saying why, instead of failing request after request.
+func TestSessionEndedWhileOpen(t *testing.T) {
+	login := uniqueLogin("rae")
+	p := newPage(t, 1280, 900)
+	p.open("/")
+	fillSignUp(p, "Rae's Team", login, "a long enough password")
+	p.waitFor("the Endpoints area", `document.querySelector('form.create-endpoint')`)
+	session := p.sessionCookie().Value
+	var made struct {
+		CreateToken struct{ Secret string }
+	}
+	srv.MustGraphQL(t, session, `mutation { createToken(name: "elsewhere") { secret } }`, nil, &made)
+	var tokens struct {
+		Tokens []struct {
+			ID      string
+			Session bool
+		}
+	}
+	srv.MustGraphQL(t, made.CreateToken.Secret, `{ tokens { id session } }`, nil, &tokens)
+	for _, tk := range tokens.Tokens {
+		if tk.Session {
+			srv.MustGraphQL(t, made.CreateToken.Secret, `mutation($id: ID!) { revokeToken(id: $id) }`, map[string]any{"id": tk.ID}, nil)
+		}
+	}
+
+	p.open("/settings")
+	p.waitFor("the sign-in, with why", `document.querySelector('[data-testid=password-sign-in]') && !document.querySelector('[data-testid=sign-out]')`)
+	// A page already open finds out at its next request.
+	fillSignIn(p, login, "a long enough password")
+	p.waitFor("the settings again", `document.querySelector('[data-testid=change-password]')`)
+	srv.MustGraphQL(t, made.CreateToken.Secret, `{ tokens { id session } }`, nil, &tokens)
+	for _, tk := range tokens.Tokens {
+		if tk.Session {
+			srv.MustGraphQL(t, made.CreateToken.Secret, `mutation($id: ID!) { revokeToken(id: $id) }`, map[string]any{"id": tk.ID}, nil)
+		}
+	}
+	p.click(`form[aria-labelledby=invite-title] button[type=submit]`)
+	p.waitFor("the page signed out", `document.querySelector('[data-testid=password-sign-in]') && !document.querySelector('[data-testid=sign-out]')`)
+	if got := p.text(`main`); !strings.Contains(got, "Your session ended") {
+		t.Errorf("the page says %q, want why it signed out", got)
+	}
+}

@@ -41,6 +41,18 @@ export function describeError(err) {
  * request runs a query or mutation and returns its data. It throws a
  * GraphQLError when the answer has errors, an Error on transport failure.
  */
+let refusedHandler = null;
+
+/**
+ * onRefused sets what runs when the relay refuses this browser's
+ * credential (UNAUTHENTICATED): the session module then forgets the
+ * account, so every page shows the sign-in instead of failing request
+ * after request.
+ */
+export function onRefused(fn) {
+  refusedHandler = fn;
+}
+
 export async function request(query, variables = {}, { signal } = {}) {
   const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
   const t = token();
@@ -63,7 +75,11 @@ export async function request(query, variables = {}, { signal } = {}) {
   } catch {
     throw new Error(`The relay answered ${res.status} without a GraphQL result.`);
   }
-  if (body.errors && body.errors.length) throw new GraphQLError(body.errors);
+  if (body.errors && body.errors.length) {
+    const err = new GraphQLError(body.errors);
+    if (err.code === 'UNAUTHENTICATED' && refusedHandler) refusedHandler();
+    throw err;
+  }
   if (!res.ok) throw new Error(`The relay answered ${res.status}.`);
   return body.data;
 }

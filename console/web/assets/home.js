@@ -2,7 +2,7 @@
 import { h, replace, field, uid } from './dom.js';
 import { request, describeError, token } from './graphql.js';
 import { CREATE_INSPECTOR, SIGN_UP_PASSWORD, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
-import { currentAccount, onSessionChange, signIn, signInWithPassword, adoptSession, sessionChecked } from './session.js';
+import { currentAccount, onSessionChange, signIn, signInWithPassword, adoptSession, sessionChecked, sessionEnded } from './session.js';
 import { copyButton, notice, runBusy, submitWith } from './ui.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
@@ -104,6 +104,7 @@ export function homePage(root, { navigate }) {
 
     return [
       h('h2', { id: 'account-title' }, 'Endpoints'),
+      sessionEnded() ? notice('info', 'Your session ended: it was signed out elsewhere, expired or revoked, or your access was removed. Sign in again.') : null,
       h('p', { class: 'muted' },
         'Endpoints are permanent addresses owned by an account. They log requests, or log and proxy them ',
         'through the relay agent to a process on your machine.'),

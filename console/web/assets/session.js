@@ -2,12 +2,29 @@
 // signed in either by a member's session cookie (HttpOnly: this script
 // never sees it; signIn sets it) or by a pasted API token kept in
 // localStorage, which, when present, is sent instead of the cookie.
-import { request, token, setToken, GraphQLError, subscriptions } from './graphql.js';
+import { request, token, setToken, GraphQLError, subscriptions, onRefused } from './graphql.js';
 import { ME, SIGN_IN_PASSWORD, SIGN_OUT } from './api.js';
 
 let account = null;
 let checked = false;
+let ended = false; // the relay refused the session this page had
+let verifying = false; // a pasted token is being checked
 const listeners = new Set();
+
+// A session that ends while a page is open (signed out elsewhere, expired,
+// revoked, the member removed) is forgotten at the first refusal.
+onRefused(() => {
+  if (!account || verifying) return; // nobody signed in, or a sign-in being tried
+  account = null;
+  ended = true;
+  if (token()) setToken('');
+  emit();
+});
+
+/** sessionEnded tells whether the relay refused the session this page had. */
+export function sessionEnded() {
+  return ended;
+}
 
 function emit() {
   for (const fn of listeners) fn(account);
@@ -56,6 +73,7 @@ export async function loadSession() {
  */
 export function adoptSession(payload) {
   setToken('');
+  ended = false;
   account = { ...payload.account, member: payload.member };
   checked = true;
   emit();
@@ -77,19 +95,24 @@ export async function signIn(tok, knownAccount) {
   setToken(tok);
   if (knownAccount) {
     account = knownAccount;
+    ended = false;
     emit();
     return account;
   }
+  verifying = true;
   try {
     const data = await request(ME);
     if (!data.me) throw new Error('The relay does not recognise this token.');
     account = data.me;
+    ended = false;
   } catch (err) {
     setToken(previous);
     if (err instanceof GraphQLError && err.code === 'UNAUTHENTICATED') {
       throw new Error('The relay does not recognise this token.');
     }
     throw err;
+  } finally {
+    verifying = false;
   }
   emit();
   return account;

@@ -3,11 +3,13 @@
 import { h, replace, field } from './dom.js';
 import { request } from './graphql.js';
 import { TOKENS, CREATE_TOKEN, REVOKE_TOKEN } from './api.js';
-import { currentAccount, onSessionChange, signOut } from './session.js';
+import { currentAccount, onSessionChange, signOut, sessionEnded } from './session.js';
 import { notice, runBusy, submitWith, codeLine } from './ui.js';
 import { formatFullTime } from './format.js';
 import { signInForm, passwordSignInForm } from './home.js';
 import { teamSection } from './team.js';
+
+const ENDED = 'Your session ended: it was signed out elsewhere, expired or revoked, or your access was removed. Sign in again.';
 
 const LIFETIMES = [['', 'Never'], ['7d', '7 days'], ['30d', '30 days'], ['90d', '90 days'], ['365d', 'A year']];
 
@@ -29,6 +31,7 @@ export function settingsPage(root, { navigate }) {
     replace(teamBox);
     if (!currentAccount()) {
       replace(section, h('h1', { id: 'tokens-title' }, 'Settings'),
+        sessionEnded() ? notice('info', ENDED) : null,
         h('p', { class: 'muted' }, 'Sign in to manage your team and API tokens.'), passwordSignInForm(), signInForm());
       return;
     }
