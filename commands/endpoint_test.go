@@ -76,7 +76,7 @@ func TestCreateEndpointRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.lastPosition(t)
-			ep, err := e.svc.CreateEndpoint(ctx(t), acc.ID, tc.set)
+			ep, err := e.svc.CreateEndpoint(ctx(t), acc.ID, "", tc.set)
 			var inv *domain.InvalidInputError
 			if !errors.As(err, &inv) || inv.Field != tc.field {
 				t.Fatalf("CreateEndpoint = %+v, %v; want invalid %s", ep, err, tc.field)
@@ -86,7 +86,7 @@ func TestCreateEndpointRefusals(t *testing.T) {
 	}
 	t.Run("no account", func(t *testing.T) {
 		before := e.lastPosition(t)
-		if _, err := e.svc.CreateEndpoint(ctx(t), "", proxySettings); !errors.Is(err, domain.ErrUnauthenticated) {
+		if _, err := e.svc.CreateEndpoint(ctx(t), "", "", proxySettings); !errors.Is(err, domain.ErrUnauthenticated) {
 			t.Fatalf("err = %v, want ErrUnauthenticated", err)
 		}
 		e.appended(t, before, 0, "a refused CreateEndpoint")
@@ -117,7 +117,7 @@ func TestUpdateEndpointChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ep := e.endpoint(t, acc.ID, proxySettings)
 			before := e.lastPosition(t)
-			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, ep.ID, tc.patch)
+			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, tc.patch)
 			if err != nil {
 				t.Fatalf("update: %v", err)
 			}
@@ -154,7 +154,7 @@ func TestUpdateEndpointWithoutChangeAppendsNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.lastPosition(t)
-			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, ep.ID, tc.patch)
+			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, tc.patch)
 			if err != nil {
 				t.Fatalf("update: %v", err)
 			}
@@ -184,7 +184,7 @@ func TestUpdateEndpointRefusesInvalidSettings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.lastPosition(t)
-			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, ep.ID, tc.patch)
+			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, tc.patch)
 			var inv *domain.InvalidInputError
 			if !errors.As(err, &inv) || inv.Field != tc.field {
 				t.Fatalf("UpdateEndpoint = %+v, %v; want invalid %s", got, err, tc.field)
@@ -205,7 +205,7 @@ func TestEndpointOfAnotherAccountIsNotFound(t *testing.T) {
 	bob, _ := e.account(t, "Bob")
 	bobs := e.endpoint(t, bob.ID, proxySettings)
 	deleted := e.endpoint(t, ada.ID, proxySettings)
-	if err := e.svc.DeleteEndpoint(ctx(t), ada.ID, deleted.ID); err != nil {
+	if err := e.svc.DeleteEndpoint(ctx(t), ada.ID, "", deleted.ID); err != nil {
 		t.Fatal(err)
 	}
 	ops := []struct {
@@ -213,14 +213,14 @@ func TestEndpointOfAnotherAccountIsNotFound(t *testing.T) {
 		run  func(id string) error
 	}{
 		{"update", func(id string) error {
-			_, err := e.svc.UpdateEndpoint(ctx(t), ada.ID, id, commands.EndpointPatch{Name: ptr("taken over")})
+			_, err := e.svc.UpdateEndpoint(ctx(t), ada.ID, "", id, commands.EndpointPatch{Name: ptr("taken over")})
 			return err
 		}},
 		{"no-op update", func(id string) error {
-			_, err := e.svc.UpdateEndpoint(ctx(t), ada.ID, id, commands.EndpointPatch{})
+			_, err := e.svc.UpdateEndpoint(ctx(t), ada.ID, "", id, commands.EndpointPatch{})
 			return err
 		}},
-		{"delete", func(id string) error { return e.svc.DeleteEndpoint(ctx(t), ada.ID, id) }},
+		{"delete", func(id string) error { return e.svc.DeleteEndpoint(ctx(t), ada.ID, "", id) }},
 	}
 	for _, op := range ops {
 		unknownErr := op.run(commands.NewAddressID())
@@ -255,7 +255,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	ep := e.endpoint(t, acc.ID, proxySettings)
 
 	before := e.lastPosition(t)
-	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, ep.ID); err != nil {
+	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, "", ep.ID); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	e.appended(t, before, 1, "delete")
@@ -273,10 +273,10 @@ func TestDeleteEndpoint(t *testing.T) {
 	}
 
 	before = e.lastPosition(t)
-	if _, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, ep.ID, commands.EndpointPatch{Name: ptr("back")}); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, commands.EndpointPatch{Name: ptr("back")}); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("update after delete: %v, want ErrNotFound", err)
 	}
-	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, ep.ID); !errors.Is(err, domain.ErrNotFound) {
+	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, "", ep.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	e.appended(t, before, 0, "refused commands")
@@ -301,7 +301,7 @@ func TestConcurrentUpdatesAllApply(t *testing.T) {
 		go func() {
 			for i := range each {
 				name := fmt.Sprintf("writer %d update %d", w, i)
-				_, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, ep.ID, commands.EndpointPatch{Name: &name})
+				_, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, commands.EndpointPatch{Name: &name})
 				errs <- err
 			}
 		}()

@@ -142,7 +142,7 @@ func (e *env) account(t *testing.T, name string) (readmodel.Account, string) {
 // endpoint creates an Endpoint for accountID.
 func (e *env) endpoint(t *testing.T, accountID string, set domain.EndpointSettings) readmodel.Endpoint {
 	t.Helper()
-	ep, err := e.svc.CreateEndpoint(ctx(t), accountID, set)
+	ep, err := e.svc.CreateEndpoint(ctx(t), accountID, "", set)
 	if err != nil {
 		t.Fatalf("create endpoint %+v: %v", set, err)
 	}

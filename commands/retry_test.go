@@ -58,7 +58,7 @@ func TestRetryDeliveryRefusals(t *testing.T) {
 	proxyPartial := e.receive(t, proxy.ID, endpoint, ada.ID, partial, 413)
 	adasDelivery := e.receive(t, proxy.ID, endpoint, ada.ID, full, 503)
 	goneDelivery := e.receive(t, gone.ID, endpoint, ada.ID, full, 503)
-	if err := e.svc.DeleteEndpoint(ctx(t), ada.ID, gone.ID); err != nil {
+	if err := e.svc.DeleteEndpoint(ctx(t), ada.ID, "", gone.ID); err != nil {
 		t.Fatal(err)
 	}
 

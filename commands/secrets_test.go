@@ -52,7 +52,7 @@ func TestHandshakeSecretsAreSealed(t *testing.T) {
 	ep := e.endpoint(t, acc.ID, domain.EndpointSettings{Name: "hooks", Mode: domain.ModeLog})
 	enabled := []domain.Handshake{domain.HandshakeMeta, domain.HandshakeZoom}
 	m, z := meta, zoom
-	if _, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, ep.ID, commands.EndpointPatch{
+	if _, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, commands.EndpointPatch{
 		Handshakes: &commands.HandshakesPatch{Enabled: &enabled, MetaVerifyToken: &m, ZoomSecret: &z}}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestHandshakeSecretsAreSealed(t *testing.T) {
 	bare := newEnv(t, defaultConfig()) // NoSweeps: the offline commands' wiring, without a key
 	acc2, _ := bare.account(t, "bob")
 	before = bare.lastPosition(t)
-	_, err = bare.svc.CreateEndpoint(ctx(t), acc2.ID, domain.EndpointSettings{Name: "x", Mode: domain.ModeLog,
+	_, err = bare.svc.CreateEndpoint(ctx(t), acc2.ID, "", domain.EndpointSettings{Name: "x", Mode: domain.ModeLog,
 		Handshakes: &domain.Handshakes{Enabled: enabled, MetaVerifyToken: meta, ZoomSecret: zoom}})
 	if !errors.Is(err, domain.ErrUnavailable) {
 		t.Errorf("a secret without a secrets key: %v, want UNAVAILABLE", err)

@@ -408,14 +408,14 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 }
 
 // CreateEndpoint opens an Endpoint for the account.
-func (s *Service) CreateEndpoint(ctx context.Context, accountID string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
+func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
 	id := NewAddressID()
 	hs, err := s.sealSecrets(set.Handshakes)
 	if err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	set.Handshakes = hs
-	ep, err := domain.NewEndpoint(id, accountID, set)
+	ep, err := domain.NewEndpoint(id, accountID, by, set)
 	if err != nil {
 		return readmodel.Endpoint{}, err
 	}
@@ -476,7 +476,7 @@ func (p *HandshakesPatch) apply(h *domain.Handshakes) *domain.Handshakes {
 }
 
 // UpdateEndpoint changes an Endpoint's settings; no change, no event.
-func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p EndpointPatch) (readmodel.Endpoint, error) {
+func (s *Service) UpdateEndpoint(ctx context.Context, accountID, by, id string, p EndpointPatch) (readmodel.Endpoint, error) {
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
@@ -504,7 +504,7 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 		if p.Filters != nil {
 			set.Filters = *p.Filters
 		}
-		if err := ep.Reconfigure(set); err != nil {
+		if err := ep.Reconfigure(by, set); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
@@ -517,13 +517,13 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, id string, p En
 }
 
 // DeleteEndpoint closes an Endpoint; its address answers 503 from then on.
-func (s *Service) DeleteEndpoint(ctx context.Context, accountID, id string) error {
+func (s *Service) DeleteEndpoint(ctx context.Context, accountID, by, id string) error {
 	return conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {
 			return err
 		}
-		if err := ep.Delete(); err != nil {
+		if err := ep.Delete(by); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())

@@ -82,14 +82,14 @@ func TestHandshakesValidate(t *testing.T) {
 // a default answer is stored as none.
 func TestEndpointAnswerEvents(t *testing.T) {
 	set := domain.EndpointSettings{Name: "hooks", Mode: domain.ModeLog}
-	ep, err := domain.NewEndpoint("ep1", "acc", set)
+	ep, err := domain.NewEndpoint("ep1", "acc", "", set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep = domain.LoadEndpoint(ep.Changes())
 	set.Answer = &domain.Answer{Status: 200, Headers: []domain.Header{{Name: "X-A", Value: "1"}}, Body: []byte("ok")}
 	set.Handshakes = &domain.Handshakes{Enabled: []domain.Handshake{domain.HandshakeZoom}, ZoomSecret: "s"}
-	if err := ep.Reconfigure(set); err != nil {
+	if err := ep.Reconfigure("", set); err != nil {
 		t.Fatal(err)
 	}
 	ch := ep.Changes()
@@ -103,19 +103,19 @@ func TestEndpointAnswerEvents(t *testing.T) {
 	again := domain.LoadEndpoint(append([]domain.Event{domain.EndpointCreated{EndpointID: "ep1", AccountID: "acc", Name: "hooks", Mode: domain.ModeLog}}, ev))
 	same := set
 	same.Answer = &domain.Answer{Status: 200, Headers: []domain.Header{{Name: "X-A", Value: "1"}}, Body: []byte("ok")}
-	if err := again.Reconfigure(same); err != nil || len(again.Changes()) != 0 {
+	if err := again.Reconfigure("", same); err != nil || len(again.Changes()) != 0 {
 		t.Fatalf("the same settings raised %+v (%v)", again.Changes(), err)
 	}
 	reset := set
 	reset.Answer, reset.Handshakes = &domain.Answer{Status: 204}, &domain.Handshakes{}
-	if err := again.Reconfigure(reset); err != nil {
+	if err := again.Reconfigure("", reset); err != nil {
 		t.Fatal(err)
 	}
 	if ev := again.Changes()[0].(domain.EndpointReconfigured); ev.Answer != nil || ev.Handshakes != nil {
 		t.Fatalf("a reset to the defaults recorded %+v", ev)
 	}
 	set.Answer = &domain.Answer{Status: 200, Body: make([]byte, domain.MaxAnswerBody+1)}
-	if err := again.Reconfigure(set); !errors.Is(err, domain.ErrInvalidInput) {
+	if err := again.Reconfigure("", set); !errors.Is(err, domain.ErrInvalidInput) {
 		t.Fatalf("an oversize body gave %v", err)
 	}
 }

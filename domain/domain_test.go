@@ -223,22 +223,22 @@ func TestEndpointSettings(t *testing.T) {
 
 func TestEndpointReconfigureNoOpRaisesNothing(t *testing.T) {
 	set := domain.EndpointSettings{Name: "a", Mode: domain.ModeLog}
-	ep, err := domain.NewEndpoint("ep1", "acc", set)
+	ep, err := domain.NewEndpoint("ep1", "acc", "", set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	loaded := domain.LoadEndpoint(ep.Changes())
-	if err := loaded.Reconfigure(set); err != nil || len(loaded.Changes()) != 0 {
+	if err := loaded.Reconfigure("", set); err != nil || len(loaded.Changes()) != 0 {
 		t.Fatalf("no-op update: err=%v changes=%v", err, loaded.Changes())
 	}
 	set.Mode, set.Target = domain.ModeProxy, "127.0.0.1:3000"
-	if err := loaded.Reconfigure(set); err != nil || len(loaded.Changes()) != 1 {
+	if err := loaded.Reconfigure("", set); err != nil || len(loaded.Changes()) != 1 {
 		t.Fatalf("update: err=%v changes=%v", err, loaded.Changes())
 	}
-	if err := loaded.Delete(); err != nil {
+	if err := loaded.Delete(""); err != nil {
 		t.Fatal(err)
 	}
-	if err := loaded.Delete(); !errors.Is(err, domain.ErrNotFound) {
+	if err := loaded.Delete(""); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
 	if loaded.OwnedBy("acc") {

@@ -93,8 +93,9 @@ type Endpoint struct {
 	deleted   bool
 }
 
-// NewEndpoint creates an Endpoint for an account.
-func NewEndpoint(id, accountID string, s EndpointSettings) (*Endpoint, error) {
+// NewEndpoint creates an Endpoint for an account; by is the member who
+// made it ("" for a token without a member), for the account's activity.
+func NewEndpoint(id, accountID, by string, s EndpointSettings) (*Endpoint, error) {
 	if err := ValidateAddressID(id); err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func NewEndpoint(id, accountID string, s EndpointSettings) (*Endpoint, error) {
 	}
 	e := &Endpoint{aggregate: newAggregate()}
 	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters)})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters), By: by})
 	return e, nil
 }
 
@@ -147,8 +148,9 @@ func (e *Endpoint) OwnedBy(accountID string) bool {
 	return e.id != "" && !e.deleted && e.accountID == accountID
 }
 
-// Reconfigure applies new settings; the same settings raise no event.
-func (e *Endpoint) Reconfigure(s EndpointSettings) error {
+// Reconfigure applies new settings, by a member ("" for none); the same
+// settings raise no event.
+func (e *Endpoint) Reconfigure(by string, s EndpointSettings) error {
 	if e.deleted {
 		return ErrNotFound
 	}
@@ -161,7 +163,7 @@ func (e *Endpoint) Reconfigure(s EndpointSettings) error {
 		return nil
 	}
 	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters, By: by})
 	return nil
 }
 
@@ -173,11 +175,11 @@ func nilIfNone(fs []Filter) []Filter {
 	return fs
 }
 
-// Delete closes the Endpoint.
-func (e *Endpoint) Delete() error {
+// Delete closes the Endpoint, by a member ("" for none).
+func (e *Endpoint) Delete(by string) error {
 	if e.deleted {
 		return ErrNotFound
 	}
-	e.raise(EndpointDeleted{EndpointID: e.id})
+	e.raise(EndpointDeleted{EndpointID: e.id, By: by})
 	return nil
 }

@@ -271,6 +271,9 @@ type EndpointCreated struct {
 	// Filters were added without a version change: older Endpoints
 	// forward every delivery.
 	Filters []Filter `json:"filters,omitempty"`
+	// By is the member who made the change (added without a version
+	// change: "" in older events, and for a token without a member).
+	By string `json:"by,omitempty"`
 }
 
 // EndpointReconfigured carries an Endpoint's complete new settings.
@@ -287,11 +290,17 @@ type EndpointReconfigured struct {
 	// Filters were added without a version change: older Endpoints
 	// forward every delivery.
 	Filters []Filter `json:"filters,omitempty"`
+	// By is the member who made the change (added without a version
+	// change: "" in older events, and for a token without a member).
+	By string `json:"by,omitempty"`
 }
 
 // EndpointDeleted closes an Endpoint; its address answers 503 from then on.
 type EndpointDeleted struct {
 	EndpointID string `json:"endpoint_id"`
+	// By is the member who deleted it (added without a version change:
+	// "" in older events, and for a token without a member).
+	By string `json:"by,omitempty"`
 }
 
 // AgentConnected records an agent session starting to serve an Endpoint.

@@ -209,6 +209,14 @@ func TestTeams(t *testing.T) {
 	if by := act.Me.Activity[2].By; by == nil || *by != "ann@acme.test" {
 		t.Errorf("the removal names %v as its author", by)
 	}
+	// Changes to the team's Endpoints are there too, with their author.
+	created := false
+	for _, a := range act.Me.Activity {
+		created = created || (a.Type == "endpoint.created.v1" && a.Subject == ep.CreateEndpoint.ID && a.By != nil && *a.By == "ann@acme.test")
+	}
+	if !created {
+		t.Errorf("activity %v: no endpoint.created.v1 of %s by ann", types, ep.CreateEndpoint.ID)
+	}
 }
 
 // TestSignInRefusals: a wrong password and an unknown login read the same;

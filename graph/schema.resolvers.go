@@ -190,7 +190,7 @@ func (r *mutationResolver) DenyDevice(ctx context.Context, userCode string) (*mo
 
 // CreateEndpoint is the resolver for the createEndpoint field.
 func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error) {
-	acc, err := r.account(ctx)
+	acc, tok, err := r.credential(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	if err != nil {
 		return nil, err
 	}
-	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, domain.EndpointSettings{
+	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, tok.MemberID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
 		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: filters,
 	})
@@ -214,7 +214,7 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 
 // UpdateEndpoint is the resolver for the updateEndpoint field.
 func (r *mutationResolver) UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error) {
-	acc, err := r.account(ctx)
+	acc, tok, err := r.credential(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (r *mutationResolver) UpdateEndpoint(ctx context.Context, id string, input 
 	if err != nil {
 		return nil, err
 	}
-	ep, err := r.Service.UpdateEndpoint(ctx, acc.ID, id, patch)
+	ep, err := r.Service.UpdateEndpoint(ctx, acc.ID, tok.MemberID, id, patch)
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +231,11 @@ func (r *mutationResolver) UpdateEndpoint(ctx context.Context, id string, input 
 
 // DeleteEndpoint is the resolver for the deleteEndpoint field.
 func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool, error) {
-	acc, err := r.account(ctx)
+	acc, tok, err := r.credential(ctx)
 	if err != nil {
 		return false, err
 	}
-	if err := r.Service.DeleteEndpoint(ctx, acc.ID, id); err != nil {
+	if err := r.Service.DeleteEndpoint(ctx, acc.ID, tok.MemberID, id); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -70,6 +70,13 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 			err = w.activity(t, p.AccountID, p.By, p.MemberID, p.Role)
 		}
 		handled = true
+	case domain.EndpointCreated:
+		// Who changed the team's Endpoints is the owners' to read too.
+		err = w.activity(t, p.AccountID, p.By, p.EndpointID, p.Name)
+	case domain.EndpointReconfigured:
+		err = w.endpointActivity(t, p.By, p.EndpointID, p.Name)
+	case domain.EndpointDeleted:
+		err = w.endpointActivity(t, p.By, p.EndpointID, "")
 	case domain.MemberPasswordChanged:
 		n, err = t.exec(qMemberPassword, p.PasswordHash, p.AccountID, p.MemberID)
 		if err == nil {
@@ -123,6 +130,17 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 // stream. The owner is read once per stream and batch; the accounts writer
 // runs last, so a DeliveryReceived or EndpointCreated has made its row.
 func (w *accountsWriter) index(t *txn) error {
+	owner, err := w.owner(t)
+	if err != nil || owner == "" {
+		return err
+	}
+	_, err = t.exec(qAccountEvent, owner, t.pos(), t.event.Stream, int64(t.event.Revision))
+	return err
+}
+
+// owner is the account owning the current event's stream ("" for none),
+// read once per stream and batch.
+func (w *accountsWriter) owner(t *txn) (string, error) {
 	stream := t.event.Stream
 	if m := t.moved; m != nil && m.added {
 		if kind, id, _ := domain.ParseStream(stream); kind == domain.StreamDelivery && id == m.deliveryID {
@@ -133,15 +151,11 @@ func (w *accountsWriter) index(t *txn) error {
 	if !ok {
 		var err error
 		if owner, err = streamOwner(t, stream); err != nil {
-			return err
+			return "", err
 		}
 		w.owners[stream] = owner
 	}
-	if owner == "" {
-		return nil
-	}
-	_, err := t.exec(qAccountEvent, owner, t.pos(), stream, int64(t.event.Revision))
-	return err
+	return owner, nil
 }
 
 // streamOwner is the account owning a stream, "" for none (inspectors,
@@ -171,6 +185,15 @@ func streamOwner(t *txn, stream string) (string, error) {
 		return "", fmt.Errorf("owner of %s: %w", stream, err)
 	}
 	return owner, nil
+}
+
+// endpointActivity notes a change of an Endpoint in its owner's activity.
+func (w *accountsWriter) endpointActivity(t *txn, by, endpointID, detail string) error {
+	owner, err := w.owner(t)
+	if err != nil || owner == "" {
+		return err
+	}
+	return w.activity(t, owner, by, endpointID, detail)
 }
 
 // activity notes the current event in the account's activity.

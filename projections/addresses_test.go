@@ -105,7 +105,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 	}
 
 	renamed := domain.EndpointSettings{Name: "Renamed", Mode: domain.ModeProxy, Target: "localhost:8081"}
-	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(time.Minute), func(ep *domain.Endpoint) error { return ep.Reconfigure(renamed) }))
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(time.Minute), func(ep *domain.Endpoint) error { return ep.Reconfigure("", renamed) }))
 	ep1, err := e.views.Endpoint(e.ctx, "ep-1")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 		t.Errorf("address ep-1 = %+v\nwant %+v", a, wantAddr)
 	}
 
-	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(2*time.Hour), func(ep *domain.Endpoint) error { return ep.Delete() }))
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(2*time.Hour), func(ep *domain.Endpoint) error { return ep.Delete("") }))
 	if _, err := e.views.Endpoint(e.ctx, "ep-1"); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deleted endpoint: %v, want ErrNotFound", err)
 	}
@@ -236,7 +236,7 @@ func TestAddressCacheFollowsTheViews(t *testing.T) {
 		t.Fatalf("mode %s, want LOG", a.Mode)
 	}
 	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(time.Second), func(ep *domain.Endpoint) error {
-		return ep.Reconfigure(domain.EndpointSettings{Name: "a", Mode: domain.ModeProxy, Target: "127.0.0.1:9"})
+		return ep.Reconfigure("", domain.EndpointSettings{Name: "a", Mode: domain.ModeProxy, Target: "127.0.0.1:9"})
 	}))
 	if a := read(); a.Mode != domain.ModeProxy || a.Target != "127.0.0.1:9" {
 		t.Errorf("after reconfigure: %+v", a)
@@ -245,7 +245,7 @@ func TestAddressCacheFollowsTheViews(t *testing.T) {
 	if a := read(); !a.LastActivityAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("after a delivery: last activity %v", a.LastActivityAt)
 	}
-	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(2*time.Hour), func(ep *domain.Endpoint) error { return ep.Delete() }))
+	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(2*time.Hour), func(ep *domain.Endpoint) error { return ep.Delete("") }))
 	if a := read(); !a.Deleted {
 		t.Errorf("after delete: %+v", a)
 	}

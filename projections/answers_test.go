@@ -52,7 +52,7 @@ func TestAddressAnswers(t *testing.T) {
 	e.do(e.onEndpoint(e.ctx, "ep-1", t0.Add(time.Second), func(ep *domain.Endpoint) error {
 		s := ep.Settings()
 		s.Handshakes = hs
-		return ep.Reconfigure(s)
+		return ep.Reconfigure("", s)
 	}))
 	evs, err := e.load(e.ctx, domain.InspectorStream("insp-1"))
 	if err != nil {

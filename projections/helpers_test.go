@@ -109,7 +109,7 @@ func (w writer) onAccount(ctx context.Context, id string, at time.Time, cmd func
 }
 
 func (w writer) newEndpoint(ctx context.Context, id, accountID string, s domain.EndpointSettings, at time.Time) (uint64, error) {
-	e, err := domain.NewEndpoint(id, accountID, s)
+	e, err := domain.NewEndpoint(id, accountID, "", s)
 	if err != nil {
 		return 0, err
 	}

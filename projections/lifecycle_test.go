@@ -88,7 +88,7 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			return w.onEndpoint(ctx, ep, tick(), func(e *domain.Endpoint) error {
 				s := proxy
 				s.Name, s.ResponseCapture = "renamed "+n, false
-				return e.Reconfigure(s)
+				return e.Reconfigure("", s)
 			})
 		},
 		func() (uint64, error) {
@@ -150,7 +150,7 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 		func() (uint64, error) { return w.expireInspector(ctx, insp, at, at.Add(2*time.Hour)) },
 		func() (uint64, error) { return w.newEndpoint(ctx, ep+"-x", acct, proxy, tick()) },
 		func() (uint64, error) {
-			return w.onEndpoint(ctx, ep+"-x", tick(), func(e *domain.Endpoint) error { return e.Delete() })
+			return w.onEndpoint(ctx, ep+"-x", tick(), func(e *domain.Endpoint) error { return e.Delete("") })
 		},
 	)
 	for i, step := range steps {
