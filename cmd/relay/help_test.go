@@ -42,3 +42,23 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandIsGrouped: relay --help lists every command under a
+// heading; only cobra's own (completion, help) and version are left over.
+func TestEveryCommandIsGrouped(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, strings.NewReader(""), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(out.String(), "Additional Commands:\n")
+	if !ok {
+		t.Fatalf("no Additional Commands in:\n%s", out.String())
+	}
+	rest, _, _ = strings.Cut(rest, "\n\n")
+	for _, line := range strings.Split(rest, "\n") {
+		name := strings.Fields(line)[0]
+		if name != "completion" && name != "help" && name != "version" {
+			t.Errorf("relay %s is under no heading of relay --help", name)
+		}
+	}
+}

@@ -101,6 +101,7 @@ func groupCommands(root *cobra.Command) {
 	}{
 		{"start", "Getting started:", []string{"login", "logout", "listen", "open"}},
 		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "tail", "retry", "replay"}},
+		{"team", "Your account and team:", []string{"tokens", "members"}},
 		{"run", "Running a relay:", []string{"serve", "agent", "accounts", "events"}},
 	}
 	for _, g := range groups {
