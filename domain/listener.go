@@ -52,10 +52,20 @@ type Listeners struct {
 // LoadListeners folds an agent stream's events.
 func LoadListeners(events []Event) *Listeners {
 	l := &Listeners{}
+	l.Fold(events)
+	return l
+}
+
+// Fold applies the events that follow those already folded.
+func (l *Listeners) Fold(events []Event) {
 	for _, e := range events {
 		l.apply(e)
 	}
-	return l
+}
+
+// Clone is a copy that folds on by itself.
+func (l *Listeners) Clone() *Listeners {
+	return &Listeners{open: append([]ListenerSession(nil), l.open...), recorded: l.recorded}
 }
 
 func (l *Listeners) apply(e Event) {

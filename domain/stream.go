@@ -61,8 +61,14 @@ const streamPage = 512
 // order: recs[i] holds the envelope of events[i]. A stream with no events
 // returns an error matching ErrStreamNotFound.
 func LoadStream(ctx context.Context, store EventStore, codec *Codec, stream string) (recs []RecordedEvent, events []Event, err error) {
+	return LoadStreamFrom(ctx, store, codec, stream, 0)
+}
+
+// LoadStreamFrom is LoadStream from revision from on: what a caller that
+// folded the events before it still needs.
+func LoadStreamFrom(ctx context.Context, store EventStore, codec *Codec, stream string, from uint64) (recs []RecordedEvent, events []Event, err error) {
 	for {
-		batch, err := store.ReadStream(ctx, stream, uint64(len(recs)), streamPage)
+		batch, err := store.ReadStream(ctx, stream, from+uint64(len(recs)), streamPage)
 		if err != nil {
 			return nil, nil, fmt.Errorf("load %s: %w", stream, err)
 		}

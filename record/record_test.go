@@ -3,6 +3,7 @@ package record_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,5 +145,54 @@ func TestSettleOutcomeAdoptsTheRecordedOne(t *testing.T) {
 	late, err := rec.SettleOutcome(ctx, cmd2, domain.ForwardOutcome{AttemptID: cmd2.AttemptID, Status: 200})
 	if err != nil || late.Status != 503 || late.Position != first.Position {
 		t.Fatalf("late answer = %+v, %v; want the recorded 503", late, err)
+	}
+}
+
+// TestReconcilePrimaryFoldsWhatOthersAppended: a Recorder keeps an
+// Endpoint's sessions folded between decisions, yet sees what another node
+// appended meanwhile: its next decision follows the whole stream.
+func TestReconcilePrimaryFoldsWhatOthersAppended(t *testing.T) {
+	a, store := newRecorder(t)
+	b := record.New(record.Config{Store: store}) // another node on the same log
+	ctx := t.Context()
+	const ep = "ep"
+	decide := func(rec *record.Recorder, wantAgent string, wantChanged bool) {
+		t.Helper()
+		c, changed, err := rec.ReconcilePrimary(ctx, ep)
+		if err != nil || changed != wantChanged || (changed && c.AgentID != wantAgent) {
+			t.Fatalf("ReconcilePrimary: %+v changed=%v err=%v, want changed=%v to %q", c, changed, err, wantChanged, wantAgent)
+		}
+	}
+	if _, err := a.AgentConnected(ctx, ep, "s1/ep", "127.0.0.1:1", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	decide(a, "s1/ep", true)
+	decide(a, "", false) // folded: nothing new, nothing to change
+	// Node B: a session that asks to be primary takes over.
+	if _, err := b.AgentConnected(ctx, ep, "s2/ep", "127.0.0.1:2", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	decide(b, "s2/ep", true)
+	// A folds B's events: the primary B recorded is the rule's; nothing to do.
+	decide(a, "", false)
+	// The asking session ends (recorded by A): the first one is primary again.
+	if err := a.AgentDisconnected(ctx, ep, "s2/ep", "agent disconnected"); err != nil {
+		t.Fatal(err)
+	}
+	decide(a, "s1/ep", true)
+	decide(b, "", false)
+
+	_, events, err := domain.LoadStream(ctx, store, domain.NewCodec(), domain.AgentStream(ep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, e := range events {
+		if c, ok := e.(domain.PrimaryChanged); ok {
+			changes = append(changes, c.AgentID)
+		}
+	}
+	if strings.Join(changes, " ") != "s1/ep s2/ep s1/ep" {
+		t.Errorf("primary changes recorded %q, want s1 s2 s1 once each", changes)
 	}
 }

@@ -39,6 +39,8 @@ type Recorder struct {
 	newID func() string
 	log   *slog.Logger
 	node  string
+	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
+	listeners listenerStates
 }
 
 // New wires a Recorder.
