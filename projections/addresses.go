@@ -22,6 +22,8 @@ type Addresses struct {
 	r     *sql.DB    // the runner's reader pool
 	rs    *readStmts // the runner's hot reads
 	cache addressCache
+	// listeners keeps OpenListeners' rows (listenerscache.go).
+	listeners listenersCache
 }
 
 // Inspector returns a guest inspector.
@@ -261,6 +263,18 @@ const maxListenersRead = 256
 // primary and its filters: what the primary rule and the filters are
 // applied to across nodes.
 func (v *Addresses) OpenListeners(ctx context.Context, endpointID string) ([]readmodel.AgentSession, error) {
+	cached, gen, ok := v.listeners.get(endpointID)
+	if ok {
+		return cached, nil
+	}
+	out, err := v.openListeners(ctx, endpointID)
+	if err == nil {
+		v.listeners.put(endpointID, out, gen)
+	}
+	return out, err
+}
+
+func (v *Addresses) openListeners(ctx context.Context, endpointID string) ([]readmodel.AgentSession, error) {
 	rows, err := v.r.QueryContext(ctx, `SELECT agent_id, endpoint_id, target, connected_at, node, asked, filters, position
 		FROM agent_sessions WHERE endpoint_id = ? AND open = 1 ORDER BY position LIMIT ?`, endpointID, maxListenersRead)
 	if err != nil {

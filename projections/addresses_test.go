@@ -295,4 +295,14 @@ func TestOpenListeners(t *testing.T) {
 		c.AgentID != "c" || c.Node != "n1" || c.Asked || c.Filters != nil || !(b.Position < c.Position) || !c.ConnectedAt.After(b.ConnectedAt) {
 		t.Errorf("open listeners %+v", got)
 	}
+	// The rows are kept between reads, and dropped when a session of the
+	// Endpoint starts or ends.
+	e.do(e.agent(e.ctx, "ep-1", domain.AgentDisconnected{EndpointID: "ep-1", AgentID: "b", Reason: "closed"}, t0.Add(time.Hour)))
+	if got, err = e.views.OpenListeners(e.ctx, "ep-1"); err != nil || len(got) != 1 || got[0].AgentID != "c" {
+		t.Fatalf("open listeners after b ended: %+v, %v; want c alone", got, err)
+	}
+	e.do(e.agent(e.ctx, "ep-1", domain.AgentConnected{EndpointID: "ep-1", AgentID: "d", Target: "127.0.0.1:4", Node: "n2"}, t0.Add(2*time.Hour)))
+	if got, err = e.views.OpenListeners(e.ctx, "ep-1"); err != nil || len(got) != 2 || got[1].AgentID != "d" {
+		t.Fatalf("open listeners after d started: %+v, %v; want c and d", got, err)
+	}
 }

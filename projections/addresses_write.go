@@ -14,6 +14,8 @@ import (
 // stored bytes. Both are deferred to flush and written once per address.
 type addressesWriter struct {
 	a *Addresses
+	// sessions are the Endpoints whose agent sessions the batch changed.
+	sessions []string
 
 	// activity holds the latest delivery time of each address the batch
 	// received deliveries for (see noteActivity).
@@ -85,6 +87,7 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
 	case domain.AgentConnected:
+		w.sessions = append(w.sessions, p.EndpointID)
 		filters := ""
 		if len(p.Filters) > 0 {
 			b, jerr := json.Marshal(p.Filters)
@@ -95,6 +98,7 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		}
 		n, err = t.exec(qAgentConnected, p.AgentID, p.EndpointID, p.Target, t.at(), t.pos(), p.Node, p.Primary, filters)
 	case domain.AgentDisconnected:
+		w.sessions = append(w.sessions, p.EndpointID)
 		n, err = t.exec(qAgentDisconnected, t.at(), p.Reason, p.AgentID, p.EndpointID)
 	default:
 		return 0, false, nil
@@ -266,7 +270,8 @@ func (w *addressesWriter) flush(t *txn) error {
 	return nil
 }
 
-// committed updates the address cache.
+// committed updates the address and listeners caches.
 func (w *addressesWriter) committed() {
 	w.a.cache.committed(w.changed, w.activityStored, w.stored)
+	w.a.listeners.committed(w.sessions)
 }

@@ -362,6 +362,7 @@ func (v *Runner) reset(ctx context.Context) error {
 		return fmt.Errorf("commit reset: %w", err)
 	}
 	v.Addresses.cache.clear()
+	v.Addresses.listeners.clear()
 	v.setPosition(0)
 	return nil
 }
