@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -318,11 +319,21 @@ func (m *memServer) checkpoint(t *testing.T, key ed25519.PrivateKey) evidence.Ch
 		t.Fatal(err)
 	}
 	c := signer.Sign(key)
-	if err := m.append(t, domain.CheckpointStream, domain.Any(), chainEvent(domain.TypeLogCheckpointed,
-		fmt.Sprintf(`{"position":%d,"tree_size":%d,"root":%q,"signature":%q,"chain":%q}`, c.Position, c.TreeSize, c.Root, c.Signature, c.Chain))); err != nil {
+	if err := m.append(t, domain.CheckpointStream, domain.Any(), checkpointEvent(t, c, key)); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// checkpointEvent is c's LogCheckpointed event, as the relay appends it.
+func checkpointEvent(t *testing.T, c evidence.Checkpoint, key ed25519.PrivateKey) domain.EventData {
+	t.Helper()
+	data, err := json.Marshal(domain.LogCheckpointed{Position: c.Position, TreeSize: c.TreeSize, Root: c.Root, Chain: c.Chain,
+		PublicKey: evidence.FormatPublicKey(key.Public().(ed25519.PublicKey)), Signature: c.Signature})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chainEvent(domain.TypeLogCheckpointed, string(data))
 }
 
 // TestChainVerifiesOverWhatTheAdapterWrites verifies a log as the adapter
@@ -416,91 +427,18 @@ func TestChainVerifiesOverWhatTheAdapterWrites(t *testing.T) {
 	})
 }
 
-// TestChainOnAServer writes chained streams to a real server named by
-// RELAY_EVENTSTORE_URL, deletes one, signs the heads, verifies, proves a
-// stream, then appends an event without a chain past the adapter. It has
-// not run in this repository's tests
-// (no server runs here).
+// TestChainOnAServer runs the chain's scenario (checkChain) on a real
+// server named by RELAY_EVENTSTORE_URL, in streams of its own. It has not
+// run in this repository's tests (no server runs here).
 func TestChainOnAServer(t *testing.T) {
 	url := os.Getenv("RELAY_EVENTSTORE_URL")
 	if url == "" {
 		t.Skip("RELAY_EVENTSTORE_URL is not set: set it to an EventStoreDB server (esdb://host:2113?tls=false) to run the chain against it")
 	}
-	ctx := t.Context()
-	s, err := Open(ctx, url, Options{})
+	s, err := Open(t.Context(), url, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	pub, key, _ := ed25519.GenerateKey(nil)
-	run := uuid.NewString()
-	a, b := "delivery-a"+run, "delivery-b"+run
-	for _, step := range []struct {
-		stream   string
-		expected domain.ExpectedRevision
-		events   []domain.EventData
-	}{
-		{a, domain.NoStream(), []domain.EventData{chainEvent("delivery.received.v1", `{"body":"aGk="}`)}},
-		{a, domain.Exact(0), []domain.EventData{chainEvent("forward.requested.v1", `{}`), chainEvent("forward.responded.v1", `{}`)}},
-		{b, domain.Any(), []domain.EventData{chainEvent("delivery.received.v1", `{"body":"eW8="}`)}},
-		{b, domain.Any(), []domain.EventData{chainEvent("forward.requested.v1", `{}`)}},
-	} {
-		if _, err := s.Append(ctx, step.stream, step.expected, step.events...); err != nil {
-			t.Fatalf("append to %s: %v", step.stream, err)
-		}
-	}
-	sign := func() evidence.Checkpoint {
-		t.Helper()
-		pos, err := s.LastPosition(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var signer evidence.HeadsSigner
-		if err := signer.Advance(ctx, s, pos); err != nil {
-			t.Fatal(err)
-		}
-		c := signer.Sign(key)
-		if _, err := s.Append(ctx, domain.CheckpointStream, domain.Any(), chainEvent(domain.TypeLogCheckpointed,
-			fmt.Sprintf(`{"position":%d,"tree_size":%d,"root":%q,"signature":%q,"chain":%q}`, c.Position, c.TreeSize, c.Root, c.Signature, c.Chain))); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	kept := sign()
-	if _, err := s.DeleteStream(ctx, a, domain.Any()); err != nil {
-		t.Fatal(err)
-	}
-	c := sign()
-	// The server may hold other tests' streams: only ours are judged.
-	ours := func(r evidence.Report) []evidence.Problem {
-		var out []evidence.Problem
-		for _, p := range r.Problems {
-			if p.Stream == a || p.Stream == b || p.Stream == "" {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	r, err := evidence.VerifyStreams(ctx, s, evidence.Options{PublicKey: pub, Kept: []evidence.Checkpoint{kept}})
-	if err != nil || len(ours(r)) > 0 || r.Deletions < 1 {
-		t.Fatalf("verify: %d deletions, problems %+v, %v", r.Deletions, ours(r), err)
-	}
-	p, err := evidence.ProveStream(ctx, s, b, c, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := evidence.VerifyStreamProof(p, pub); err != nil || len(p.Events) != 2 {
-		t.Fatalf("a proof of %s: %d events, %v", b, len(p.Events), err)
-	}
-
-	// Past the adapter: an event with no chain, then one with the chain of
-	// the stream's first event.
-	plain, _ := toProposed([]domain.EventData{chainEvent("forward.responded.v1", `{}`)})
-	if _, err := s.client.AppendToStream(ctx, b, esdb.AppendToStreamOptions{ExpectedRevision: esdb.Revision(1)}, plain...); err != nil {
-		t.Fatal(err)
-	}
-	r, err = evidence.VerifyStreams(ctx, s, evidence.Options{PublicKey: pub})
-	if err != nil || len(ours(r)) == 0 || ours(r)[0].Kind != evidence.EventInserted {
-		t.Fatalf("verify after a raw append: %+v, %v", ours(r), err)
-	}
+	checkChain(t, s, "-"+uuid.NewString(), false)
 }
