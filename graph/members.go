@@ -306,6 +306,20 @@ func (r *Resolver) accountMembers(ctx context.Context, obj *model.Account) ([]*m
 	return out, nil
 }
 
+// memberLogins names the account's current members by id: who issued a
+// token, who made a change.
+func (r *Resolver) memberLogins(ctx context.Context, accountID string) (map[string]string, error) {
+	members, err := r.Views.Members(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	logins := make(map[string]string, len(members))
+	for _, m := range members {
+		logins[m.ID] = m.Login
+	}
+	return logins, nil
+}
+
 // maxActivity bounds one activity page.
 const maxActivity = 200
 
@@ -325,13 +339,9 @@ func (r *Resolver) accountActivity(ctx context.Context, obj *model.Account, firs
 	if err != nil {
 		return nil, err
 	}
-	members, err := r.Views.Members(ctx, acc.ID)
+	logins, err := r.memberLogins(ctx, acc.ID)
 	if err != nil {
 		return nil, err
-	}
-	logins := make(map[string]string, len(members))
-	for _, m := range members {
-		logins[m.ID] = m.Login
 	}
 	out := make([]*model.ActivityEntry, 0, len(list))
 	for _, a := range list {

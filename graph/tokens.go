@@ -69,13 +69,9 @@ func (r *Resolver) tokens(ctx context.Context) ([]*model.Token, error) {
 	if err != nil {
 		return nil, err
 	}
-	members, err := r.Views.Members(ctx, acc.ID)
+	logins, err := r.memberLogins(ctx, acc.ID)
 	if err != nil {
 		return nil, err
-	}
-	logins := make(map[string]string, len(members))
-	for _, m := range members {
-		logins[m.ID] = m.Login
 	}
 	out := make([]*model.Token, 0, len(list))
 	for _, t := range list {
