@@ -2,8 +2,6 @@ package consoletest
 
 import (
 	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,21 +14,7 @@ import (
 // The code cannot be approved twice.
 func TestApproveDeviceCode(t *testing.T) {
 	token := signUp(t, "Dora")
-	home := t.TempDir()
-	login := harness.StartWith(t, harness.Command{Bin: relayBin, Env: []string{
-		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "RELAY_SERVER=", "RELAY_TOKEN="}},
-		"login", "--server", srv.BareURL(), "--device")
-	codeRe := regexp.MustCompile(`/device\?code=([A-Z]{4}-[A-Z]{4})`)
-	var code string
-	harness.Eventually(t, 30*time.Second, "relay login to print its code", func() bool {
-		if m := codeRe.FindStringSubmatch(login.Output()); m != nil {
-			code = m[1]
-		}
-		return code != "" || login.Exited()
-	})
-	if code == "" {
-		t.Fatalf("relay login printed no code:\n%s", login.Output())
-	}
+	login, code := startDeviceLogin(t, cliEnv(t))
 	host, _ := os.Hostname()
 
 	p := newPage(t, 1280, 800)

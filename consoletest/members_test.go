@@ -68,17 +68,10 @@ func fillSignIn(p *page, login, password string) {
 	p.click(`[data-testid=password-sign-in] button[type=submit]`)
 }
 
-// cliEnv is a fresh home for the real CLI.
-func cliEnv(t *testing.T) harness.Command {
-	home := t.TempDir()
-	return harness.Command{Bin: relayBin, Env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "RELAY_SERVER=", "RELAY_TOKEN="}}
-}
-
-// deviceLogin runs `relay login --device` and approves its code in the
-// page p (signed in); it returns the CLI's environment, now logged in.
-func deviceLogin(t *testing.T, p *page) harness.Command {
+// startDeviceLogin starts `relay login --device` in env and returns it
+// with the user code it printed.
+func startDeviceLogin(t *testing.T, env harness.Command) (*harness.Process, string) {
 	t.Helper()
-	env := cliEnv(t)
 	login := harness.StartWith(t, env, "login", "--server", srv.BareURL(), "--device")
 	codeRe := regexp.MustCompile(`/device\?code=([A-Z]{4}-[A-Z]{4})`)
 	var code string
@@ -91,6 +84,21 @@ func deviceLogin(t *testing.T, p *page) harness.Command {
 	if code == "" {
 		t.Fatalf("relay login printed no code:\n%s", login.Output())
 	}
+	return login, code
+}
+
+// cliEnv is a fresh home for the real CLI.
+func cliEnv(t *testing.T) harness.Command {
+	home := t.TempDir()
+	return harness.Command{Bin: relayBin, Env: []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "RELAY_SERVER=", "RELAY_TOKEN="}}
+}
+
+// deviceLogin runs `relay login --device` and approves its code in the
+// page p (signed in); it returns the CLI's environment, now logged in.
+func deviceLogin(t *testing.T, p *page) harness.Command {
+	t.Helper()
+	env := cliEnv(t)
+	login, code := startDeviceLogin(t, env)
 	p.open("/device?code=" + code)
 	p.waitFor("the code field", `document.querySelector('input[name=user-code]')?.value === '`+code+`'`)
 	p.click(`form[aria-labelledby=device-title] button[type=submit]`)
