@@ -392,6 +392,23 @@ func lastEnd(results []clusterAnswer) time.Time {
 // the position the answer carries (it must carry one after a change).
 func gqlAfter(t *testing.T, r *harness.Relay, token string, position uint64, query string, vars map[string]any, v any) uint64 {
 	t.Helper()
+	out, raw, got := gqlAt(t, r, token, position, query, vars)
+	if len(out.Errors) > 0 || out.Data == nil {
+		t.Fatalf("graphql on :%d answered %s", r.Port, raw)
+	}
+	if err := json.Unmarshal(out.Data, v); err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(strings.TrimSpace(query), "mutation") && got == 0 {
+		t.Fatalf("the answer to a change carries no X-Relay-Position: %s", raw)
+	}
+	return got
+}
+
+// gqlAt runs query on r as of the log position (none when 0) and returns
+// the result, errors included, its raw text and the position it names.
+func gqlAt(t *testing.T, r *harness.Relay, token string, position uint64, query string, vars map[string]any) (harness.GQLResult, []byte, uint64) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequest(http.MethodPost, r.BareURL()+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -408,17 +425,11 @@ func gqlAfter(t *testing.T, r *harness.Relay, token string, position uint64, que
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var out harness.GQLResult
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Errors) > 0 {
+	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("graphql on :%d answered %s: %s", r.Port, resp.Status, raw)
 	}
-	if err := json.Unmarshal(out.Data, v); err != nil {
-		t.Fatal(err)
-	}
 	got, _ := strconv.ParseUint(resp.Header.Get("X-Relay-Position"), 10, 64)
-	if strings.HasPrefix(strings.TrimSpace(query), "mutation") && got == 0 {
-		t.Fatalf("the answer to a change carries no X-Relay-Position: %s", raw)
-	}
-	return got
+	return out, raw, got
 }
 
 // startFailover serves a reverse proxy on 127.0.0.1 that sends each

@@ -321,18 +321,7 @@ func TestTeamsAcrossNodes(t *testing.T) {
 	var removed struct{ RemoveMember bool }
 	pos = gqlAfter(t, a, owner.Session, pos, `mutation($id: ID!){ removeMember(id: $id) }`, map[string]any{"id": mate.m.MemberID}, &removed)
 	for what, secret := range map[string]string{"session": mate.m.Session, "token": tok.CreateToken.Secret} {
-		body := `{"query":"{ endpoints{ id } }"}`
-		req, _ := http.NewRequest(http.MethodPost, b.BareURL()+"/graphql", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+secret)
-		req.Header.Set("X-Relay-Position", strconv.FormatUint(pos, 10))
-		resp, err := harness.Client.Do(b.Route(req))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out harness.GQLResult
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
+		out, _, _ := gqlAt(t, b, secret, pos, `{ endpoints{ id } }`, nil)
 		if len(out.Errors) == 0 || out.Errors[0].Code() != "UNAUTHENTICATED" {
 			t.Errorf("B at the removal's position answered the removed member's %s with %s", what, out)
 		}

@@ -3,11 +3,9 @@ package systemtest
 import (
 	"encoding/json"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,18 +200,7 @@ func TestRevocationReachesEveryNode(t *testing.T) {
 	var revoked struct{ RevokeToken bool }
 	pos = gqlAfter(t, a, acct.Token, 0, `mutation($id: ID!){ revokeToken(id: $id) }`, map[string]any{"id": created.CreateToken.Token.ID}, &revoked)
 	// B, asked to read at the revocation's position, refuses the token.
-	body := `{"query":"{ endpoints{ id } }"}`
-	req, _ := http.NewRequest(http.MethodPost, b.BareURL()+"/graphql", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+secret)
-	req.Header.Set("X-Relay-Position", strconv.FormatUint(pos, 10))
-	resp, err := harness.Client.Do(b.Route(req))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out harness.GQLResult
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
+	out, _, _ := gqlAt(t, b, secret, pos, `{ endpoints{ id } }`, nil)
 	if len(out.Errors) == 0 || out.Errors[0].Code() != "UNAUTHENTICATED" {
 		t.Fatalf("B at the revocation's position answered %s", out)
 	}
