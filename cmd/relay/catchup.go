@@ -128,10 +128,11 @@ func catchUp(ctx context.Context, client *apiclient.Client, ref string, o catchU
 	return nil
 }
 
-// catchUpObserver is listen's observer that, once the relay has attached
-// the agent to an Endpoint (its first role report: before that a retry
-// would still find no agent), catches the Endpoint up (with --catch-up) or
-// says how many deliveries were refused while it was away.
+// catchUpObserver is listen's observer that, once the agent is first
+// connected (listen asks for roles, so the agent says so once the relay
+// has attached every session: a retry then finds it), catches up each
+// Endpoint (with --catch-up) or says how many deliveries were refused
+// while it was away.
 type catchUpObserver struct {
 	agentcli.Observer
 	ctx    context.Context
@@ -139,45 +140,40 @@ type catchUpObserver struct {
 	eps    []string // names
 	run    bool     // --catch-up
 	out    io.Writer
-	mu     sync.Mutex
-	done   map[string]bool // Endpoint names offered
+	once   sync.Once
 }
 
-// Role passes the agent's role on to the observer it wraps, if it hears
-// it, and starts the offer for an Endpoint the agent was just attached to.
+// Role passes the agent's role on to the observer it wraps, if it hears it.
 func (o *catchUpObserver) Role(e agentcli.RoleEvent) {
 	if r, ok := o.Observer.(agentcli.RoleObserver); ok {
 		r.Role(e)
 	}
-	if e.Changed || !slices.Contains(o.eps, e.Name) {
-		return
-	}
-	o.mu.Lock()
-	first := !o.done[e.Name]
-	if o.done == nil {
-		o.done = map[string]bool{}
-	}
-	o.done[e.Name] = true
-	o.mu.Unlock()
-	if first {
-		go o.offer(e.Name)
-	}
 }
 
-func (o *catchUpObserver) offer(ep string) {
-	if o.run {
-		if err := catchUp(o.ctx, o.client, ep, defaultCatchUp, o.out); err != nil && o.ctx.Err() == nil {
-			fmt.Fprintln(o.out, err)
+func (o *catchUpObserver) State(e agentcli.StateEvent) {
+	o.Observer.State(e)
+	if e.State != agentcli.Connected {
+		return
+	}
+	o.once.Do(func() { go o.offer() })
+}
+
+func (o *catchUpObserver) offer() {
+	for _, ep := range o.eps {
+		if o.run {
+			if err := catchUp(o.ctx, o.client, ep, defaultCatchUp, o.out); err != nil && o.ctx.Err() == nil {
+				fmt.Fprintln(o.out, err)
+			}
+			continue
 		}
-		return
+		rows, more, err := listDeliveries(o.ctx, o.client, ep, 100, map[string]any{"refusedOffline": true})
+		if err != nil || len(rows) == 0 {
+			continue
+		}
+		n := fmt.Sprint(len(rows))
+		if more || len(rows) == 100 {
+			n += " or more"
+		}
+		fmt.Fprintf(o.out, "%s deliveries of %s were refused while no agent was connected: relay retry --all --refused-offline %s (or relay listen --catch-up) sends them again\n", n, ep, ep)
 	}
-	rows, more, err := listDeliveries(o.ctx, o.client, ep, 100, map[string]any{"refusedOffline": true})
-	if err != nil || len(rows) == 0 {
-		return
-	}
-	n := fmt.Sprint(len(rows))
-	if more || len(rows) == 100 {
-		n += " or more"
-	}
-	fmt.Fprintf(o.out, "%s deliveries of %s were refused while no agent was connected: relay retry --all --refused-offline %s (or relay listen --catch-up) sends them again\n", n, ep, ep)
 }
