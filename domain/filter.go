@@ -1,8 +1,7 @@
 package domain
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -183,19 +182,26 @@ func ValidHeaderName(s string) bool {
 	return true
 }
 
-// FilterRequest is what filters look at: a request as forwarded. Its JSON
-// body and provider are decoded once, at first need.
+// FilterRequest is what filters look at: a request as forwarded. Each
+// JSON path is looked up once, at first need (LookupJSON: at most
+// MaxJSONScanBody bytes, no tree built), as is the provider.
 type FilterRequest struct {
 	Method  string
 	Target  string // raw request target: the path and query
 	Headers []Header
 	Body    []byte
 
-	decoded  bool
-	json     any
-	jsonOK   bool
+	fields   []jsonField // the paths looked up so far
 	provided bool
 	event    string
+}
+
+// jsonField is one JSON path's lookup: its value, or why the body was not
+// looked inside.
+type jsonField struct {
+	path  string
+	value JSONValue
+	err   error
 }
 
 // NewFilterRequest wraps a forward command for filters.
@@ -243,8 +249,12 @@ func (f Filter) match(r *FilterRequest) (bool, string) {
 			}
 		}
 	case FilterJSON:
-		if v, ok := r.jsonField(f.Name); ok {
-			got = []string{v}
+		v, err := r.jsonField(f.Name)
+		if scanErr := (*JSONScanError)(nil); errors.As(err, &scanErr) {
+			return false, label + " not examined: " + scanErr.Reason + ", wanted [" + strings.Join(f.Values, ",") + "]"
+		}
+		if v.Found {
+			got = []string{v.Text}
 		}
 	case FilterEvent:
 		if e := r.eventType(); e != "" {
@@ -265,48 +275,25 @@ func (f Filter) match(r *FilterRequest) (bool, string) {
 	return false, label + "=" + bound(strings.Join(got, ",")) + " not in " + want
 }
 
-// jsonField is the text of the body's field at a dotted path: a string as
-// it is, a number, boolean or null as JSON writes it. Array elements are
-// named by their index.
-func (r *FilterRequest) jsonField(path string) (string, bool) {
-	if !r.decoded {
-		r.decoded = true
-		d := json.NewDecoder(bytes.NewReader(r.Body))
-		d.UseNumber()
-		r.jsonOK = d.Decode(&r.json) == nil
-	}
-	if !r.jsonOK {
-		return "", false
-	}
-	v := r.json
-	for _, seg := range strings.Split(path, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = x[seg]; !ok {
-				return "", false
-			}
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(x) {
-				return "", false
-			}
-			v = x[i]
-		default:
-			return "", false
+// jsonField is the body's field at a dotted path: a string as it is, a
+// number, boolean or null as JSON writes it. Array elements are named by
+// their index. An object or array is no single value: not Found.
+func (r *FilterRequest) jsonField(path string) (JSONValue, error) {
+	for _, f := range r.fields {
+		if f.path == path {
+			return f.value, f.err
 		}
 	}
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case json.Number:
-		return x.String(), true
-	case bool:
-		return strconv.FormatBool(x), true
-	case nil:
-		return "null", true
+	var f jsonField
+	f.path = path
+	vs, err := LookupJSON(r.Body, strings.Split(path, "."))
+	if err != nil {
+		f.err = err
+	} else {
+		f.value = vs[0]
 	}
-	return "", false // an object or array is no single value
+	r.fields = append(r.fields, f)
+	return f.value, f.err
 }
 
 func (r *FilterRequest) eventType() string {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -80,7 +81,10 @@ func TestMatchFilters(t *testing.T) {
 		{"header", github, []string{"header:x-github-event=pull_request,push"}, true, ""},
 		{"header no", github, []string{"header:X-GitHub-Event=issues"}, false, "header X-GitHub-Event=push not in [issues]"},
 		{"all must match", github, []string{"method=POST", "header:X-GitHub-Event=issues"}, false, "header X-GitHub-Event=push not in [issues]"},
-		{"json of a non-JSON body", ForwardCommand{Method: "POST", Target: "/", Body: []byte("a=b")}, []string{"json:a=b"}, false, "json a absent, wanted [b]"},
+		{"json of a non-JSON body", ForwardCommand{Method: "POST", Target: "/", Body: []byte("a=b")}, []string{"json:a=b"}, false, "json a not examined: body is not JSON, wanted [b]"},
+		{"json of a body over the scan limit", ForwardCommand{Method: "POST", Target: "/", Body: append(append([]byte(`{"a":"b","pad":"`), bytes.Repeat([]byte("x"), MaxJSONScanBody)...), `"}`...)}, []string{"json:a=b"}, false, "json a not examined: body larger than 256 KiB, wanted [b]"},
+		{"json nested too deep", ForwardCommand{Method: "POST", Target: "/", Body: []byte(`{"a":"b","n":` + strings.Repeat("[", MaxJSONScanDepth) + strings.Repeat("]", MaxJSONScanDepth) + `}`)}, []string{"json:a=b"}, false, "json a not examined: nesting deeper than 64, wanted [b]"},
+		{"json nested to the limit", ForwardCommand{Method: "POST", Target: "/", Body: []byte(`{"a":"b","n":` + strings.Repeat("[", MaxJSONScanDepth-1) + strings.Repeat("]", MaxJSONScanDepth-1) + `}`)}, []string{"json:a=b"}, true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

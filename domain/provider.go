@@ -1,9 +1,6 @@
 package domain
 
-import (
-	"encoding/json"
-	"strings"
-)
+import "strings"
 
 // Provider is the webhook provider a delivery came from, as its headers
 // (and for some, its JSON body) tell: the provider's name, its event type,
@@ -45,7 +42,7 @@ func DetectProvider(headers []Header, body []byte, complete bool) *Provider {
 	case h.slackSig != "":
 		p = &Provider{Name: "slack"}
 		if b, ok := bodyFields(body, complete); ok {
-			p.DeliveryID, p.EventType = b.EventID, b.Event.Type
+			p.DeliveryID, p.EventType = b.EventID, b.EventType
 			if p.EventType == "" {
 				p.EventType = b.Type
 			}
@@ -99,25 +96,33 @@ func (h *providerHeaders) slot(name string) *string {
 	return nil
 }
 
-// providerBody is what the providers that keep ids in the body put there.
+// providerBody is what the providers that keep ids in the body put there:
+// top-level "id", "type", "event_id" and "event"."type", each only when a
+// string.
 type providerBody struct {
-	ID      string `json:"id"`
-	Type    string `json:"type"`
-	EventID string `json:"event_id"`
-	Event   struct {
-		Type string `json:"type"`
-	} `json:"event"`
+	ID, Type, EventID, EventType string
 }
 
+// providerPaths are providerBody's fields' paths, in its order.
+var providerPaths = [][]string{{"id"}, {"type"}, {"event_id"}, {"event", "type"}}
+
+// bodyFields looks up the provider's fields with LookupJSON: a body over
+// MaxJSONScanBody or nested deeper than MaxJSONScanDepth names none.
 func bodyFields(body []byte, complete bool) (providerBody, bool) {
-	var b providerBody
 	if !complete || len(body) == 0 || body[0] != '{' {
-		return b, false
-	}
-	if err := json.Unmarshal(body, &b); err != nil {
 		return providerBody{}, false
 	}
-	return b, true
+	vs, err := LookupJSON(body, providerPaths...)
+	if err != nil {
+		return providerBody{}, false
+	}
+	str := func(v JSONValue) string {
+		if v.String {
+			return v.Text
+		}
+		return ""
+	}
+	return providerBody{ID: str(vs[0]), Type: str(vs[1]), EventID: str(vs[2]), EventType: str(vs[3])}, true
 }
 
 // bound keeps a provider field only when it is short and printable.
