@@ -100,17 +100,87 @@ func parseQuery(target string) url.Values {
 	return q
 }
 
-func text(status int, name, body string, extra ...domain.Header) Response {
-	h := append([]domain.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}}, extra...)
+// Every answer that echoes what the request carried (a challenge) is
+// text/plain with X-Content-Type-Options: nosniff, so no browser reads it
+// as a page, and echoes only a challenge's characters, bounded.
+var nosniff = domain.Header{Name: "X-Content-Type-Options", Value: "nosniff"}
+
+func text(status int, name, body string) Response {
+	h := []domain.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}, nosniff}
 	return Response{Status: status, Headers: h, Body: []byte(body), Reason: domain.ReasonHandshake + name}
 }
 
 // maxBody bounds the JSON handshakes' bodies: Slack's and Zoom's are a
 // few hundred bytes. Every POST to the address is looked at, so a larger
-// body is not searched, nor decoded unless it names the handshake.
+// body is not searched, nor scanned unless it names the handshake.
 const maxBody = 4 << 10
 
+// Bounds of what a handshake echoes: the providers' challenges are short
+// tokens (Slack's 52 characters, Meta's digits, Dropbox's 11, Zoom's 22);
+// Graph's validationToken is a sentence of about 150.
+const (
+	maxChallenge      = 256
+	maxGraphChallenge = 1024
+	maxZoomToken      = 128
+)
+
+// tokenChallenge tells whether s is a challenge as Slack, Meta and Dropbox
+// send them: 1 to maxChallenge of A-Z a-z 0-9 and - _ . ~ + / =.
+func tokenChallenge(s string) bool {
+	return len(s) >= 1 && len(s) <= maxChallenge && allBytes(s, func(c byte) bool {
+		return isAlnum(c) || strings.IndexByte("-_.~+/=", c) >= 0
+	})
+}
+
+// graphChallenge tells whether s is a Graph validationToken: 1 to
+// maxGraphChallenge printable ASCII characters, none that means anything
+// in HTML.
+func graphChallenge(s string) bool {
+	return len(s) >= 1 && len(s) <= maxGraphChallenge && allBytes(s, func(c byte) bool {
+		return c >= ' ' && c <= '~' && strings.IndexByte("<>&\"'`", c) < 0
+	})
+}
+
+// zoomToken tells whether s is a Zoom plainToken: 1 to maxZoomToken of
+// A-Z a-z 0-9 - _. The relay signs it with the secret that also signs
+// Zoom's events (over "v0:TIMESTAMP:BODY"), so signing anything else
+// would forge events: nothing with a ':' or longer is signed.
+func zoomToken(s string) bool {
+	return len(s) >= 1 && len(s) <= maxZoomToken && allBytes(s, func(c byte) bool {
+		return isAlnum(c) || c == '-' || c == '_'
+	})
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+func allBytes(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func small(req Request) bool { return req.Method == http.MethodPost && len(req.Body) <= maxBody }
+
+// jsonStrings looks up string fields of a small body; ok is false when the
+// body is not JSON.
+func jsonStrings(body []byte, paths ...[]string) ([]string, bool) {
+	vs, err := domain.LookupJSON(body, paths...)
+	if err != nil {
+		return nil, false
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		if v.String {
+			out[i] = v.Text
+		}
+	}
+	return out, true
+}
 
 // slack: POST {"type":"url_verification","challenge":…} is answered 200
 // with the challenge as plain text (api.slack.com/events/url_verification).
@@ -118,14 +188,11 @@ func slack(req Request) (Response, bool) {
 	if !small(req) || !bytes.Contains(req.Body, []byte("url_verification")) {
 		return Response{}, false
 	}
-	var p struct {
-		Type      string `json:"type"`
-		Challenge string `json:"challenge"`
-	}
-	if json.Unmarshal(req.Body, &p) != nil || p.Type != "url_verification" || p.Challenge == "" {
+	f, ok := jsonStrings(req.Body, []string{"type"}, []string{"challenge"})
+	if !ok || f[0] != "url_verification" || !tokenChallenge(f[1]) {
 		return Response{}, false
 	}
-	return text(http.StatusOK, domain.HandshakeSlackName, p.Challenge), true
+	return text(http.StatusOK, domain.HandshakeSlackName, f[1]), true
 }
 
 // meta: GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… is
@@ -139,6 +206,11 @@ func meta(req Request, q url.Values, keys Secrets, h *domain.Handshakes) (Respon
 	right, err := metaToken(keys, h, q.Get("hub.verify_token"))
 	var r Response
 	switch {
+	case !tokenChallenge(q.Get("hub.challenge")):
+		// Meta's challenge is digits: this one is not Meta's, and is not
+		// echoed. Still a handshake, so the verify token is redacted.
+		r = text(http.StatusBadRequest, domain.HandshakeMetaName, "Bad Request: hub.challenge is not a challenge\n")
+		r.Reason += " refused (hub.challenge is not a challenge)"
 	case err != nil:
 		r = unreadable(domain.HandshakeMetaName, "verify token", err)
 	case !right:
@@ -196,7 +268,7 @@ func unreadable(name, what string, err error) Response {
 // graph: POST ?validationToken=… is answered 200 text/plain with the
 // URL-decoded token, within 10 s (learn.microsoft.com/graph/change-notifications-delivery-webhooks).
 func graph(req Request, q url.Values) (Response, bool) {
-	if req.Method != http.MethodPost || !q.Has("validationToken") {
+	if req.Method != http.MethodPost || !graphChallenge(q.Get("validationToken")) {
 		return Response{}, false
 	}
 	return text(http.StatusOK, domain.HandshakeGraphName, q.Get("validationToken")), true
@@ -205,43 +277,40 @@ func graph(req Request, q url.Values) (Response, bool) {
 // dropbox: GET ?challenge=… is answered 200 with the challenge, as
 // text/plain with X-Content-Type-Options: nosniff (www.dropbox.com/developers/reference/webhooks).
 func dropbox(req Request, q url.Values) (Response, bool) {
-	if req.Method != http.MethodGet || !q.Has("challenge") {
+	if req.Method != http.MethodGet || !tokenChallenge(q.Get("challenge")) {
 		return Response{}, false
 	}
-	return text(http.StatusOK, domain.HandshakeDropboxName, q.Get("challenge"),
-		domain.Header{Name: "X-Content-Type-Options", Value: "nosniff"}), true
+	return text(http.StatusOK, domain.HandshakeDropboxName, q.Get("challenge")), true
 }
 
 // zoom: POST {"event":"endpoint.url_validation","payload":{"plainToken":…}}
 // is answered 200 JSON {"plainToken":…,"encryptedToken":hex(HMAC-SHA256(secret, plainToken))}
 // (developers.zoom.us/docs/api/webhooks/#validate-your-webhook-endpoint).
+// Only a plainToken as Zoom makes them is signed (zoomToken); any other
+// request is an ordinary delivery.
 func zoom(req Request, keys Secrets, h *domain.Handshakes) (Response, bool) {
 	if !small(req) || !bytes.Contains(req.Body, []byte("endpoint.url_validation")) {
 		return Response{}, false
 	}
-	var p struct {
-		Event   string `json:"event"`
-		Payload struct {
-			PlainToken string `json:"plainToken"`
-		} `json:"payload"`
-	}
-	if json.Unmarshal(req.Body, &p) != nil || p.Event != "endpoint.url_validation" || p.Payload.PlainToken == "" {
+	f, ok := jsonStrings(req.Body, []string{"event"}, []string{"payload", "plainToken"})
+	if !ok || f[0] != "endpoint.url_validation" || !zoomToken(f[1]) {
 		return Response{}, false
 	}
+	plainToken := f[1]
 	secret, err := zoomSecret(keys, h)
 	if err != nil {
 		return unreadable(domain.HandshakeZoomName, "Zoom secret token", err), true
 	}
 	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(p.Payload.PlainToken))
+	mac.Write([]byte(plainToken))
 	body, err := json.Marshal(struct {
 		PlainToken     string `json:"plainToken"`
 		EncryptedToken string `json:"encryptedToken"`
-	}{p.Payload.PlainToken, hex.EncodeToString(mac.Sum(nil))})
+	}{plainToken, hex.EncodeToString(mac.Sum(nil))})
 	if err != nil {
 		return Response{}, false // a string always marshals
 	}
-	return Response{Status: http.StatusOK, Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}},
+	return Response{Status: http.StatusOK, Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, nosniff},
 		Body: body, Reason: domain.ReasonHandshake + domain.HandshakeZoomName}, true
 }
 

@@ -1,6 +1,10 @@
 package handshake_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -45,7 +49,12 @@ func sealed(t testing.TB, k *secrets.Key, h *domain.Handshakes) *domain.Handshak
 func TestAnswer(t *testing.T) {
 	all := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "meta-token", ZoomSecret: "abc123secret"}
 	key := newKey(t)
-	plain := []domain.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}}
+	plain := []domain.Header{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}, {Name: "X-Content-Type-Options", Value: "nosniff"}}
+	zoomJSON := []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Content-Type-Options", Value: "nosniff"}}
+	zoomBody := func(token string) []byte {
+		b, _ := json.Marshal(map[string]any{"event": "endpoint.url_validation", "payload": map[string]string{"plainToken": token}})
+		return b
+	}
 	for _, tc := range []struct {
 		name    string
 		h       *domain.Handshakes
@@ -74,12 +83,37 @@ func TestAnswer(t *testing.T) {
 		{"graph", all, handshake.Request{Method: "POST", Target: "/notify?validationToken=Validation%3A%20Testing%20client%20application%20reachability%20for%20subscription%20Request-Id%3A%2025b0c0d0"},
 			true, 200, plain, "Validation: Testing client application reachability for subscription Request-Id: 25b0c0d0", "handshake: Microsoft Graph validation"},
 		{"dropbox", all, handshake.Request{Method: "GET", Target: "/dropbox?challenge=JIYb8zJdYk0"},
-			true, 200, append(plain, domain.Header{Name: "X-Content-Type-Options", Value: "nosniff"}), "JIYb8zJdYk0", "handshake: Dropbox verification"},
+			true, 200, plain, "JIYb8zJdYk0", "handshake: Dropbox verification"},
 		{"zoom", all, handshake.Request{Method: "POST", Target: "/zoom",
 			Body: []byte(`{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`)},
-			true, 200, []domain.Header{{Name: "Content-Type", Value: "application/json"}},
+			true, 200, zoomJSON,
 			`{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"ceeee88dc3505eccd04a0561e0e4fae329cbec52844a0b86c8d9861ff192d48b"}`,
 			"handshake: Zoom URL validation"},
+		// A Zoom event is signed with the same secret over "v0:TS:BODY":
+		// only a token as Zoom makes them is signed, anything else is
+		// an ordinary delivery.
+		{"zoom token shaped as a signed event", all, handshake.Request{Method: "POST", Target: "/zoom",
+			Body: zoomBody(`v0:1700000000:{"event":"meeting.deleted","payload":{}}`)}, false, 0, nil, "", ""},
+		{"zoom token with v0: alone", all, handshake.Request{Method: "POST", Target: "/zoom", Body: zoomBody("v0:")}, false, 0, nil, "", ""},
+		{"zoom token with a space", all, handshake.Request{Method: "POST", Target: "/zoom", Body: zoomBody("a b")}, false, 0, nil, "", ""},
+		{"zoom token too long", all, handshake.Request{Method: "POST", Target: "/zoom", Body: zoomBody(strings.Repeat("a", 129))}, false, 0, nil, "", ""},
+		{"zoom token at the limit", all, handshake.Request{Method: "POST", Target: "/zoom", Body: zoomBody(strings.Repeat("a", 128))},
+			true, 200, zoomJSON, `{"plainToken":"` + strings.Repeat("a", 128) + `","encryptedToken":"` + zoomMAC("abc123secret", strings.Repeat("a", 128)) + `"}`, "handshake: Zoom URL validation"},
+		{"zoom empty token", all, handshake.Request{Method: "POST", Target: "/zoom", Body: zoomBody("")}, false, 0, nil, "", ""},
+		{"zoom token not a string", all, handshake.Request{Method: "POST", Target: "/zoom",
+			Body: []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":12}}`)}, false, 0, nil, "", ""},
+		{"slack challenge with markup", all, handshake.Request{Method: "POST", Target: "/",
+			Body: []byte(`{"type":"url_verification","challenge":"<script>alert(1)</script>"}`)}, false, 0, nil, "", ""},
+		{"slack challenge too long", all, handshake.Request{Method: "POST", Target: "/",
+			Body: []byte(`{"type":"url_verification","challenge":"` + strings.Repeat("a", 257) + `"}`)}, false, 0, nil, "", ""},
+		{"slack body over 4 KiB", all, handshake.Request{Method: "POST", Target: "/",
+			Body: []byte(`{"type":"url_verification","challenge":"abc","pad":"` + strings.Repeat("a", 4<<10) + `"}`)}, false, 0, nil, "", ""},
+		{"graph token with markup", all, handshake.Request{Method: "POST", Target: "/notify?validationToken=%3Chtml%3E"}, false, 0, nil, "", ""},
+		{"graph token too long", all, handshake.Request{Method: "POST", Target: "/notify?validationToken=" + strings.Repeat("a", 1025)}, false, 0, nil, "", ""},
+		{"dropbox challenge with markup", all, handshake.Request{Method: "GET", Target: "/dropbox?challenge=%3Cb%3E"}, false, 0, nil, "", ""},
+		{"dropbox empty challenge", all, handshake.Request{Method: "GET", Target: "/dropbox?challenge="}, false, 0, nil, "", ""},
+		{"meta challenge with markup, right token", all, handshake.Request{Method: "GET", Target: "/wh?hub.mode=subscribe&hub.challenge=%3Cb%3E&hub.verify_token=meta-token"},
+			true, 400, plain, "Bad Request: hub.challenge is not a challenge\n", "handshake: Meta verification refused (hub.challenge is not a challenge)"},
 		{"zoom other event", all, handshake.Request{Method: "POST", Target: "/zoom",
 			Body: []byte(`{"payload":{"plainToken":"x"},"event":"meeting.started"}`)}, false, 0, nil, "", ""},
 		{"only enabled ones", &domain.Handshakes{Enabled: []domain.Handshake{domain.HandshakeSlack}},
@@ -116,14 +150,37 @@ func TestAnswer(t *testing.T) {
 	}
 }
 
+func zoomMAC(secret, token string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(token))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 func FuzzAnswer(f *testing.F) {
 	f.Add("POST", "/?validationToken=a", []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":"x"}}`))
 	f.Add("GET", "/?hub.mode=subscribe&hub.challenge=1", []byte(nil))
+	f.Add("POST", "/zoom", []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":"v0:1:{}"}}`))
+	f.Add("POST", "/", []byte(`{"type":"url_verification","challenge":"<b>"}`))
 	h := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "t", ZoomSecret: "s"}
 	f.Fuzz(func(t *testing.T, method, target string, body []byte) {
 		r, ok := handshake.Answer(nil, h, handshake.Request{Method: method, Target: target, Body: body})
-		if ok && (r.Status != 200 && r.Status != 403 || r.Reason == "") {
+		if !ok {
+			return
+		}
+		if r.Status != 200 && r.Status != 400 && r.Status != 403 || r.Reason == "" {
 			t.Fatalf("answer %+v", r)
+		}
+		sniff := false
+		for _, x := range r.Headers {
+			sniff = sniff || x.Name == "X-Content-Type-Options" && x.Value == "nosniff"
+		}
+		if !sniff {
+			t.Fatalf("answer without nosniff: %+v", r)
+		}
+		// What is echoed holds no markup, nor what a Zoom event's
+		// signature covers.
+		if strings.ContainsAny(string(r.Body), "<>") || strings.Contains(string(r.Body), "v0:") {
+			t.Fatalf("answer echoes %q", r.Body)
 		}
 	})
 }

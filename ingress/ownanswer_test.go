@@ -34,8 +34,8 @@ func TestOwnAnswer(t *testing.T) {
 				t.Errorf("recorded answer %+v", got.Answer)
 			}
 
-			resp, body = e.do("GET", host, "/dbx?challenge=abc%20d", nil, nil)
-			if resp.StatusCode != 200 || string(body) != "abc d" || resp.Header.Get("X-Content-Type-Options") != "nosniff" ||
+			resp, body = e.do("GET", host, "/dbx?challenge=abc-d", nil, nil)
+			if resp.StatusCode != 200 || string(body) != "abc-d" || resp.Header.Get("X-Content-Type-Options") != "nosniff" ||
 				resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
 				t.Errorf("dropbox answered %d %q %v", resp.StatusCode, body, resp.Header)
 			}
