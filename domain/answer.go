@@ -16,6 +16,7 @@ import (
 //     all; names are HTTP tokens, values HTTP field values; the framing
 //     (Content-Length, Transfer-Encoding) and hop-by-hop headers are the
 //     relay's own.
+//     Set-Cookie is refused (RefusedAnswerHeader).
 //  4. A body is at most MaxAnswerBody bytes.
 //  5. Handshakes are answered before the configured Answer, only those
 //     enabled; Meta needs a verify token and Zoom a secret token.
@@ -68,12 +69,23 @@ func (a Answer) Validate() error {
 		if k := textproto.CanonicalMIMEHeaderKey(h.Name); hopByHop[k] || k == "Content-Length" {
 			return &InvalidInputError{Field: field + ".name", Reason: fmt.Sprintf("%s is set by the relay itself", k)}
 		}
+		if RefusedAnswerHeader(h.Name) {
+			return &InvalidInputError{Field: field + ".name", Reason: fmt.Sprintf("%s is refused: an address's answer goes to whoever sends to its public URL, and a cookie set there could reach the relay's console or other addresses under the same domain", h.Name)}
+		}
 		size += len(h.Name) + len(h.Value)
 	}
 	if size > MaxAnswerHeaderBytes {
 		return &InvalidInputError{Field: "answer.headers", Reason: fmt.Sprintf("%d bytes of names and values is over the limit of %d", size, MaxAnswerHeaderBytes)}
 	}
 	return nil
+}
+
+// RefusedAnswerHeader tells whether a header may never be in a configured
+// answer: Set-Cookie (and the obsolete Set-Cookie2). An address's host is
+// a stranger's to send to, and a cookie it sets could be scoped to the
+// parent domain the console and every other address share.
+func RefusedAnswerHeader(name string) bool {
+	return strings.EqualFold(name, "Set-Cookie") || strings.EqualFold(name, "Set-Cookie2")
 }
 
 // IsFieldValue reports whether v is an HTTP field value (RFC 9110 §5.5):

@@ -30,6 +30,8 @@ func TestAnswerValidate(t *testing.T) {
 		{"bad name", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "X Bad", Value: "1"}}}, "answer.headers[0].name"},
 		{"empty name", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "", Value: "1"}}}, "answer.headers[0].name"},
 		{"CRLF in value", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "X-A", Value: "1\r\nSet-Cookie: a=b"}}}, "answer.headers[0].value"},
+		{"set-cookie", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "X-A", Value: "1"}, {Name: "set-cookie", Value: "relay_session=x; Domain=localhost"}}}, "answer.headers[1].name"},
+		{"Set-Cookie2", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "Set-Cookie2", Value: "a=b"}}}, "answer.headers[0].name"},
 		{"framing header", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "content-length", Value: "3"}}}, "answer.headers[0].name"},
 		{"hop-by-hop header", domain.Answer{Status: 200, Headers: []domain.Header{{Name: "X-A", Value: "1"}, {Name: "Transfer-Encoding", Value: "chunked"}}}, "answer.headers[1].name"},
 	} {

@@ -46,10 +46,14 @@ func (a answer) write(w http.ResponseWriter) {
 }
 
 // writeOwn sends an address's own answer: its headers as set, and neither a
-// Content-Type nor a Date the address did not set.
+// Content-Type nor a Date the address did not set. A Set-Cookie an answer
+// stored before such answers were refused is not sent.
 func writeOwn(w http.ResponseWriter, a answer) {
 	h := w.Header()
 	for _, hd := range a.headers {
+		if domain.RefusedAnswerHeader(hd.Name) {
+			continue
+		}
 		h.Add(hd.Name, hd.Value)
 	}
 	if _, ok := h["Content-Type"]; !ok {

@@ -79,3 +79,20 @@ func TestProxyHandshakes(t *testing.T) {
 		t.Errorf("a plain request answered %d, want it forwarded", resp.StatusCode)
 	}
 }
+
+// TestOwnAnswerSendsNoCookie: an answer stored with Set-Cookie before such
+// answers were refused (so not validated again) is sent without it.
+func TestOwnAnswerSendsNoCookie(t *testing.T) {
+	e := newEnv(t, Config{})
+	stored := &domain.Answer{Status: 200, Headers: []domain.Header{{Name: "Set-Cookie", Value: "relay_session=x; Domain=localhost"},
+		{Name: "set-cookie2", Value: "a=b"}, {Name: "X-Kept", Value: "1"}}, Body: []byte("ok")}
+	e.addInspector("insp1", time.Hour)
+	e.routes.set(Route{ID: "insp1", Kind: domain.AddressInspector, Answer: stored})
+	resp, body := e.do("POST", "insp1.localhost", "/", nil, []byte("x"))
+	if resp.StatusCode != 200 || string(body) != "ok" || resp.Header.Get("X-Kept") != "1" {
+		t.Fatalf("answered %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if c := resp.Header.Values("Set-Cookie"); len(c) != 0 || resp.Header.Get("Set-Cookie2") != "" {
+		t.Fatalf("sent a cookie: %v", resp.Header)
+	}
+}

@@ -66,6 +66,7 @@ func TestConfiguredAnswerThroughTheCLI(t *testing.T) {
 		{"body over 64 KiB", []string{"--answer-body", "@" + big}, []string{"INVALID_INPUT", "answer.body", "65537 bytes is over the limit of 65536 bytes"}},
 		{"header name", []string{"--answer-header", "X Bad=1"}, []string{"INVALID_INPUT", "answer.headers[0].name", `"X Bad" is not a valid header name`}},
 		{"framing header", []string{"--answer-header", "Content-Length=3"}, []string{"answer.headers[0].name", "set by the relay itself"}},
+		{"cookie", []string{"--answer-header", "Set-Cookie=relay_session=x; Domain=localhost"}, []string{"INVALID_INPUT", "answer.headers[0].name", "Set-Cookie is refused", "a cookie set there could reach the relay's console"}},
 		{"status", []string{"--answer-status", "99"}, []string{"INVALID_INPUT", "answer.status", "99 is not a status from 200 to 599"}},
 		{"body with 204", []string{"--answer-status", "204", "--answer-body", "x"}, []string{"answer.body", "status 204 carries no body"}},
 		{"zoom without secret", []string{"--handshake", "zoom"}, []string{"handshakes.zoomSecret", "needs the Zoom app's secret token"}},
