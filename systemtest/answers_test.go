@@ -2,6 +2,10 @@ package systemtest
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +182,9 @@ func TestHandshakesAnsweredByTheRelay(t *testing.T) {
 					if resp.Status != tc.status || string(resp.Body) != tc.answer || resp.Header.Get(tc.header[0]) != tc.header[1] {
 						t.Fatalf("answered %d %q %v; want %d %q with %s: %s", resp.Status, resp.Body, resp.Header, tc.status, tc.answer, tc.header[0], tc.header[1])
 					}
+					if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+						t.Errorf("answered without X-Content-Type-Options: nosniff: %v", resp.Header)
+					}
 					recorded := tc.target
 					if tc.recorded != "" {
 						recorded = tc.recorded
@@ -209,6 +216,48 @@ func TestHandshakesAnsweredByTheRelay(t *testing.T) {
 	}
 	if out := r.Output(); strings.Contains(out, zoomSecret) || strings.Contains(out, metaToken) {
 		t.Errorf("the relay's log holds a secret:\n%s", out)
+	}
+}
+
+// TestZoomHandshakeSignsNoForgedEvent: Zoom signs its events with the
+// secret token over "v0:TIMESTAMP:BODY", the same key the URL validation
+// signs plainToken with. A plainToken shaped as a forged meeting.deleted
+// event is therefore not signed: the request is an ordinary delivery,
+// recorded and answered as the address answers (204), with no
+// encryptedToken; a real token still is.
+func TestZoomHandshakeSignsNoForgedEvent(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	h, acct := loggedInHome(t, r)
+	secretFile := filepath.Join(t.TempDir(), "zoom.secret")
+	if err := os.WriteFile(secretFile, []byte(zoomSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ep jsonEndpoint
+	h.jsonOut(t, &ep, "endpoints", "create", "zoom", "--mode", "LOG")
+	h.jsonOut(t, &ep, "endpoints", "update", "zoom", "--handshake", "zoom", "--zoom-secret-file", secretFile)
+
+	forged := `{"event":"meeting.deleted","payload":{"object":{"id":"85012345678"}},"event_ts":1700000000000}`
+	signed := "v0:1700000000:" + forged
+	mac := hmac.New(sha256.New, []byte(zoomSecret))
+	mac.Write([]byte(signed))
+	signature := hex.EncodeToString(mac.Sum(nil)) // what x-zm-signature would carry: v0=<this>
+	body, err := json.Marshal(map[string]any{"event": "endpoint.url_validation", "payload": map[string]string{"plainToken": signed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := send(t, r, ep.ID, "POST", "/forge", [][2]string{{"Content-Type", "application/json"}}, body)
+	if resp.Status != 204 || len(resp.Body) != 0 || strings.Contains(string(resp.Body), signature) {
+		t.Fatalf("a plainToken shaped as a signed event was answered %d %q, want 204 and no encryptedToken", resp.Status, resp.Body)
+	}
+	if x := explained(t, r, acct.Token, deliveryAt(t, r, acct.Token, ep.ID, "/forge").ID, 204, nil, nil); strings.Contains(x.Explanation, "handshake") {
+		t.Errorf("the forged validation is explained as a handshake:\n%s", x.Explanation)
+	}
+
+	resp = send(t, r, ep.ID, "POST", "/real", [][2]string{{"Content-Type", "application/json"}},
+		[]byte(`{"payload":{"plainToken":"`+zoomPlainToken+`"},"event":"endpoint.url_validation"}`))
+	if want := `{"plainToken":"` + zoomPlainToken + `","encryptedToken":"` + zoomEncrypted + `"}`; resp.Status != 200 || string(resp.Body) != want {
+		t.Errorf("a real validation answered %d %q, want %s", resp.Status, resp.Body, want)
 	}
 }
 
