@@ -89,7 +89,7 @@ func (s *Service) passwordHash(m readmodel.Member) (string, error) {
 	}
 	hash, err := key.Open(stored)
 	if err != nil {
-		s.log.Error("cannot check a member's password", "account_id", m.AccountID, "member_id", m.ID, "err", err)
+		s.log.Error("cannot check a member's password", "account_id", m.AccountID, "member_id", m.ID, "error", err)
 		return "", fmt.Errorf("%w: signing in with a password is unavailable on this relay (its log says why)", domain.ErrUnavailable)
 	}
 	return hash, nil
