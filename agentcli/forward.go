@@ -96,7 +96,11 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		conn, _ = info.Conn.(*headConn)
 	}})
 	hreq, err := f.newRequest(ctx, req)
-	if err != nil {
+	var dot *DotSegmentError
+	switch {
+	case errors.As(err, &dot):
+		return localResult{Status: http.StatusBadRequest, Err: err, Failure: dot.Failure()}
+	case err != nil:
 		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
 	}
 	receipt := f.receipt(hreq, req.Body)
@@ -210,7 +214,13 @@ func localURL(target Target, raw string) (*url.URL, error) {
 	if strings.ContainsAny(raw, " \t\r\n") || strings.ContainsRune(raw, 0x7f) {
 		return nil, fmt.Errorf("invalid request target %q", raw)
 	}
-	if raw != "*" {
+	if raw != "*" && target.Prefix != "" {
+		// Without a prefix the local server gets the path as sent and
+		// resolves it as it would any other request; with one, a
+		// dot-segment could take it out of the prefix.
+		if hasDotSegment(raw) {
+			return nil, &DotSegmentError{Path: raw, Target: target}
+		}
 		raw = target.Prefix + raw
 	}
 	u := &url.URL{Scheme: target.Scheme, Host: target.Host}

@@ -173,12 +173,13 @@ type endpointInfo struct {
 
 // report is the agent's report of one attempt: the local answer, or why
 // there is none. A timed-out target keeps its 504 (too slow, not
-// unreachable); other failures give no status.
+// unreachable), a request the agent refused its 400 (a dot-segment under
+// the target's prefix); other failures give no status.
 func report(attemptID string, res localResult) agentwire.Complete {
 	c := agentwire.Complete{AttemptID: attemptID, Headers: res.Headers, Body: res.Body, DurationMs: res.Duration.Milliseconds(), Signature: res.Signature, Receipt: res.Receipt}
 	if res.Err != nil {
 		c.Error, c.Failure = res.Err.Error(), res.Failure
-		if res.Status == http.StatusGatewayTimeout {
+		if res.Status == http.StatusGatewayTimeout || res.Status == http.StatusBadRequest {
 			c.Status = res.Status
 		}
 	} else {

@@ -77,6 +77,47 @@ func ParseTarget(s string) (Target, error) {
 	return t, nil
 }
 
+// dotSpellings turns, in a lowercased path, the spellings a local server
+// may resolve as a dot or a separator into plain ones: %2e is ".", %2f
+// and %5c and a backslash are "/" (servers differ on which they decode
+// before resolving dot-segments; all are taken as the worst case).
+var dotSpellings = strings.NewReplacer("%2e", ".", "%2f", "/", "%5c", "/", `\`, "/")
+
+// hasDotSegment reports whether the path of a request target (before its
+// query) holds a "." or ".." segment in any of those spellings, also with
+// path parameters (Tomcat reads "..;x" as ".."). Under a prefix such a
+// segment could lead the local server out of it: /api + /../admin is
+// /admin.
+func hasDotSegment(raw string) bool {
+	path, _, _ := strings.Cut(raw, "?")
+	for _, seg := range strings.Split(dotSpellings.Replace(strings.ToLower(path)), "/") {
+		seg, _, _ = strings.Cut(seg, ";")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// DotSegmentError refuses a delivery whose path has a dot-segment when the
+// target has a prefix: forwarded as recorded, it could reach a path of the
+// local server outside the prefix; resolved, it would no longer be the
+// path the sender sent. The sender is answered 400 with Failure.
+type DotSegmentError struct {
+	Path   string // the request target as recorded
+	Target Target
+}
+
+func (e *DotSegmentError) Error() string {
+	return fmt.Sprintf("request target %q has a dot-segment (. or ..) that could leave the target's path %s: not forwarded", e.Path, e.Target.Prefix)
+}
+
+// Failure is the text the sender reads: the rule, the target, not the path
+// (the sender knows what it sent).
+func (e *DotSegmentError) Failure() string {
+	return "the agent forwards no path with a . or .. segment to the local target " + e.Target.String()
+}
+
 func isPort(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == s

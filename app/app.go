@@ -82,7 +82,8 @@ type Config struct {
 	CheckpointInterval time.Duration
 	CheckpointKey      string
 	// SecretsKey is the file of the key that keeps the addresses' handshake
-	// secrets out of the log in plain text (package secrets); empty:
+	// secrets and the members' password hashes out of the log in plain
+	// text (package secrets); empty:
 	// secrets.key in the data folder, created at first start. The nodes of
 	// a cluster must share it.
 	SecretsKey string

@@ -8,10 +8,11 @@ import (
 )
 
 // secretsKey reads (or creates) the key the addresses' handshake secrets
-// are kept under: cfg.SecretsKey, else secrets.key in the data folder. The
-// offline commands (NoSweeps: rebuild, accounts create) neither answer
-// handshakes nor set secrets, so they do not create a key a server given
-// --secrets-key would never use: nil then.
+// and the members' password hashes are kept under: cfg.SecretsKey, else
+// secrets.key in the data folder. The offline commands (NoSweeps: rebuild,
+// accounts create) neither answer handshakes, set secrets nor sign anyone
+// in (the views keep hashes sealed, as the log does), so they do not create
+// a key a server given --secrets-key would never use: nil then.
 func secretsKey(cfg Config, log *slog.Logger) (*secrets.Key, error) {
 	if cfg.NoSweeps {
 		return nil, nil

@@ -36,19 +36,63 @@ func (s *Service) newSession() (domain.SessionToken, string) {
 	return domain.SessionToken{ID: NewEventID(), Hash: hash, ExpiresAt: s.now().Add(SessionLifetime)}, token
 }
 
-// newMember checks a login and password and hashes the password.
-func newMember(ctx context.Context, login, password string) (domain.NewMember, error) {
+// newMember checks a login and password, hashes the password and seals
+// the hash.
+func (s *Service) newMember(ctx context.Context, login, password string) (domain.NewMember, error) {
 	if err := domain.ValidateLogin(login); err != nil {
 		return domain.NewMember{}, err
 	}
 	if err := domain.ValidatePassword(password); err != nil {
 		return domain.NewMember{}, err
 	}
+	sealed, err := s.sealedPassword(ctx, password)
+	if err != nil {
+		return domain.NewMember{}, err
+	}
+	return domain.NewMember{ID: NewEventID(), Login: login, PasswordSealed: sealed}, nil
+}
+
+// sealedPassword is a password's argon2id hash sealed under the relay's
+// secrets key (domain invariant 6): the log never holds the hash in plain,
+// so nobody who reads it (an owner through the API, an export) can guess
+// at the password offline. Without a key nothing is hashed: UNAVAILABLE.
+func (s *Service) sealedPassword(ctx context.Context, password string) (string, error) {
+	key := s.cfg.Secrets
+	if key == nil {
+		return "", fmt.Errorf("%w: this relay has no secrets key to keep a password with", domain.ErrUnavailable)
+	}
 	hash, err := HashPassword(ctx, password)
 	if err != nil {
-		return domain.NewMember{}, fmt.Errorf("hash password: %w", err)
+		return "", fmt.Errorf("hash password: %w", err)
 	}
-	return domain.NewMember{ID: NewEventID(), Login: login, PasswordHash: hash}, nil
+	sealed, err := key.Seal(hash)
+	if err != nil {
+		return "", fmt.Errorf("seal password hash: %w", err)
+	}
+	return sealed, nil
+}
+
+// passwordHash is the argon2id hash a member's password is checked
+// against: the views keep it as the log does, sealed (opened here), or in
+// plain from events written before hashes were sealed. A hash sealed under
+// another secrets key (a node given a key of its own) cannot be checked:
+// the log says why, with both key IDs; the person is told sign-in is
+// unavailable, not that their password is wrong.
+func (s *Service) passwordHash(m readmodel.Member) (string, error) {
+	stored := m.PasswordHash
+	if strings.HasPrefix(stored, "$argon2id$") {
+		return stored, nil
+	}
+	key := s.cfg.Secrets
+	if key == nil {
+		return "", fmt.Errorf("%w: this relay has no secrets key to check a password with", domain.ErrUnavailable)
+	}
+	hash, err := key.Open(stored)
+	if err != nil {
+		s.log.Error("cannot check a member's password", "account_id", m.AccountID, "member_id", m.ID, "error", err)
+		return "", fmt.Errorf("%w: signing in with a password is unavailable on this relay (its log says why)", domain.ErrUnavailable)
+	}
+	return hash, nil
 }
 
 // claimLogin takes a login on the relay for a member; its stream's
@@ -112,7 +156,7 @@ func (s *Service) SignUpWithPassword(ctx context.Context, name, login, password,
 	case mode == domain.SignupInvite && strings.TrimSpace(invite) == "":
 		return Session{}, &domain.InvalidInputError{Field: "invite", Reason: "sign-up on this relay is by invite: ask an account holder or the operator for one"}
 	}
-	owner, err := newMember(ctx, login, password)
+	owner, err := s.newMember(ctx, login, password)
 	if err != nil {
 		return Session{}, err
 	}
@@ -155,7 +199,11 @@ func (s *Service) SignIn(ctx context.Context, login, password string) (Session, 
 	case err != nil:
 		return Session{}, err
 	}
-	ok, err := VerifyPassword(ctx, m.PasswordHash, password)
+	hash, err := s.passwordHash(m)
+	if err != nil {
+		return Session{}, err
+	}
+	ok, err := VerifyPassword(ctx, hash, password)
 	if err != nil {
 		return Session{}, err
 	}
@@ -172,7 +220,7 @@ func (s *Service) SignIn(ctx context.Context, login, password string) (Session, 
 // SetUpSignIn gives an account without members (made before them, or by
 // `relay login --signup`) its first owner, who signs in at once.
 func (s *Service) SetUpSignIn(ctx context.Context, accountID, login, password string) (Session, error) {
-	owner, err := newMember(ctx, login, password)
+	owner, err := s.newMember(ctx, login, password)
 	if err != nil {
 		return Session{}, err
 	}
@@ -251,7 +299,7 @@ func (s *Service) JoinAccount(ctx context.Context, code, login, password string)
 	if inv.UsedBy != "" || !s.now().Before(inv.ExpiresAt) { // before hashing and claiming for nothing
 		return Session{}, domain.ErrBadMemberInvite()
 	}
-	m, err := newMember(ctx, login, password)
+	m, err := s.newMember(ctx, login, password)
 	if err != nil {
 		return Session{}, err
 	}
@@ -319,14 +367,18 @@ func (s *Service) ChangePassword(ctx context.Context, accountID, memberID, curre
 	if err != nil {
 		return err
 	}
-	ok, err := VerifyPassword(ctx, m.PasswordHash, current)
+	hash, err := s.passwordHash(m)
+	if err != nil {
+		return err
+	}
+	ok, err := VerifyPassword(ctx, hash, current)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return errWrongCurrentPassword
 	}
-	hash, err := HashPassword(ctx, next)
+	sealed, err := s.sealedPassword(ctx, next)
 	if err != nil {
 		return err
 	}
@@ -335,7 +387,7 @@ func (s *Service) ChangePassword(ctx context.Context, accountID, memberID, curre
 		if err != nil {
 			return err
 		}
-		if err := a.ChangePassword(memberID, hash, keep); err != nil {
+		if err := a.ChangePassword(memberID, sealed, keep); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())

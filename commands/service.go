@@ -42,8 +42,9 @@ type Config struct {
 	// --max-body); 0 means 10 MiB.
 	MaxBody int64
 	// Secrets is the relay's secrets key: handshake secrets are recorded
-	// only as its HMAC or sealed under it. Nil: an address cannot be given
-	// a secret (refused as UNAVAILABLE) rather than have it logged plain.
+	// only as its HMAC or sealed under it, password hashes only sealed.
+	// Nil: an address cannot be given a secret, nor a member a password
+	// (refused as UNAVAILABLE), rather than have it logged plain.
 	Secrets *secrets.Key
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,11 +35,10 @@ func samples() []domain.Event {
 		domain.InviteCreated{InviteID: "inv-1", CodeHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", CreatedBy: "acc-1", ExpiresAt: "2026-11-28T10:00:00Z"},
 		domain.InviteUsed{InviteID: "inv-1", AccountID: "acc-2"},
 		domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-2", Login: "Ada@example.com", Role: "member",
-			PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g", By: "mem-1", InviteID: "minv-1"},
+			PasswordSealed: "aes256gcm:v1:0f1e2d3c4b5a6978:AAAA", By: "mem-1", InviteID: "minv-1"},
 		domain.MemberRemoved{AccountID: "acc-1", MemberID: "mem-2", By: "mem-1"},
 		domain.MemberRoleChanged{AccountID: "acc-1", MemberID: "mem-2", Role: "owner", By: "mem-1"},
-		domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2",
-			PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"},
+		domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2", PasswordSealed: "aes256gcm:v1:0f1e2d3c4b5a6978:AAAA"},
 		domain.MemberInvited{AccountID: "acc-1", InviteID: "minv-1", CodeHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Role: "member", By: "mem-1", ExpiresAt: "2026-11-28T10:00:00Z"},
 		domain.MemberInviteUsed{AccountID: "acc-1", InviteID: "minv-1", MemberID: "mem-2"},
 		domain.LoginClaimed{AccountID: "acc-1", MemberID: "mem-2"},
@@ -98,6 +98,59 @@ func TestPlainHandshakeSecretsStillDecode(t *testing.T) {
 	if h == nil || h.MetaVerifyToken != "mvt" || h.ZoomSecret != "zs" || h.MetaVerifyTokenMAC != "" || h.ZoomSecretSealed != "" ||
 		!h.MetaTokenSet() || !h.ZoomSecretSet() || !h.HasPlainSecret() {
 		t.Fatalf("decoded %+v", h)
+	}
+}
+
+// TestPlainPasswordHashesStillDecode reads member events written before
+// password hashes were sealed: the plain hash decodes as it was and is
+// what a sign-in is checked against, while ShownPayload leaves it out.
+func TestPlainPasswordHashesStillDecode(t *testing.T) {
+	const phc = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
+	codec := domain.NewCodec()
+	for _, tc := range []struct {
+		typ, old string
+		stored   func(domain.Event) string
+	}{
+		{domain.TypeMemberJoined, `{"account_id":"acc-1","member_id":"mem-2","login":"Ada@example.com","role":"member","password_hash":"` + phc + `","by":"mem-1","invite_id":"minv-1"}`,
+			func(e domain.Event) string { return e.(domain.MemberJoined).StoredPassword() }},
+		{domain.TypeMemberPasswordChanged, `{"account_id":"acc-1","member_id":"mem-2","password_hash":"` + phc + `"}`,
+			func(e domain.Event) string { return e.(domain.MemberPasswordChanged).StoredPassword() }},
+	} {
+		e, err := codec.Decode(tc.typ, []byte(tc.old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tc.stored(e); got != phc {
+			t.Errorf("%s: stored password %q, want the plain hash", tc.typ, got)
+		}
+		shown := string(domain.ShownPayload(tc.typ, []byte(tc.old)))
+		if strings.Contains(shown, "argon2id") || strings.Contains(shown, "password") || !strings.Contains(shown, `"member_id":"mem-2"`) {
+			t.Errorf("%s shown as %s", tc.typ, shown)
+		}
+	}
+}
+
+// TestShownPayload: what people are shown of a payload (table).
+func TestShownPayload(t *testing.T) {
+	for _, tc := range []struct{ name, typ, data, want string }{
+		{"a sealed hash is left out", domain.TypeMemberJoined,
+			`{"account_id":"a","member_id":"m","login":"l","role":"owner","password_sealed":"aes256gcm:v1:k:AAAA"}`,
+			`{"account_id":"a","login":"l","member_id":"m","role":"owner"}`},
+		{"both forms are left out", domain.TypeMemberPasswordChanged,
+			`{"account_id":"a","member_id":"m","password_hash":"$argon2id$x","password_sealed":"aes256gcm:v1:k:AAAA"}`,
+			`{"account_id":"a","member_id":"m"}`},
+		{"a payload without a password is kept byte for byte", domain.TypeMemberJoined,
+			`{"member_id":"m",  "login":"l"}`, `{"member_id":"m",  "login":"l"}`},
+		{"other types are kept byte for byte", domain.TypeTokenIssued,
+			`{"password_hash":"not a member's"}`, `{"password_hash":"not a member's"}`},
+		{"an unreadable member payload shows nothing", domain.TypeMemberPasswordChanged,
+			`"$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"`, `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(domain.ShownPayload(tc.typ, []byte(tc.data))); got != tc.want {
+				t.Fatalf("shown %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
 

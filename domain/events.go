@@ -123,17 +123,21 @@ type TokenRevoked struct {
 
 // MemberJoined records a person who may sign in to the account: a login
 // unique on the relay (as typed; compared without case), a role, and the
-// password's argon2id hash in PHC form, never the password. By is the
-// member who let them in ("" for the account's first owner); InviteID the
-// member invite they used, if any.
+// password's argon2id hash in PHC form sealed under the relay's secrets key
+// (PasswordSealed), never the password nor the plain hash: whoever reads
+// the log cannot guess the password offline. PasswordHash, the plain hash,
+// is held only by events written before hashes were sealed (see
+// docs/accounts.md). By is the member who let them in ("" for the account's
+// first owner); InviteID the member invite they used, if any.
 type MemberJoined struct {
-	AccountID    string `json:"account_id"`
-	MemberID     string `json:"member_id"`
-	Login        string `json:"login"`
-	Role         string `json:"role"`
-	PasswordHash string `json:"password_hash"`
-	By           string `json:"by,omitempty"`
-	InviteID     string `json:"invite_id,omitempty"`
+	AccountID      string `json:"account_id"`
+	MemberID       string `json:"member_id"`
+	Login          string `json:"login"`
+	Role           string `json:"role"`
+	PasswordHash   string `json:"password_hash,omitempty"`
+	PasswordSealed string `json:"password_sealed,omitempty"`
+	By             string `json:"by,omitempty"`
+	InviteID       string `json:"invite_id,omitempty"`
 }
 
 // MemberRemoved records that a member may no longer sign in; their tokens
@@ -153,12 +157,15 @@ type MemberRoleChanged struct {
 }
 
 // MemberPasswordChanged records a member's new password, as its argon2id
-// hash in PHC form, never the password. The member's other sessions are
-// revoked in the same append.
+// hash in PHC form sealed under the relay's secrets key (PasswordSealed),
+// never the password nor the plain hash; PasswordHash is held only by
+// events written before hashes were sealed. The member's other sessions
+// are revoked in the same append.
 type MemberPasswordChanged struct {
-	AccountID    string `json:"account_id"`
-	MemberID     string `json:"member_id"`
-	PasswordHash string `json:"password_hash"`
+	AccountID      string `json:"account_id"`
+	MemberID       string `json:"member_id"`
+	PasswordHash   string `json:"password_hash,omitempty"`
+	PasswordSealed string `json:"password_sealed,omitempty"`
 }
 
 // MemberInvited records a one-time link to join the account, by its

@@ -16,7 +16,10 @@ import (
 //  5. A login is 1 to 100 characters on one line; logins are unique on the
 //     relay without regard to case (the login streams keep that, see
 //     LoginClaim).
-//  6. Only a password's argon2id hash in PHC form enters an event.
+//  6. A password enters an event only as its argon2id hash sealed under
+//     the relay's secrets key (the commands seal it): never the password,
+//     never the plain hash, which whoever reads the log could guess at
+//     offline.
 //  7. Only owners invite, remove members and change roles; the last owner
 //     can be neither removed nor demoted.
 //  8. Removing a member revokes every token they hold, in the same append.
@@ -85,13 +88,34 @@ func LoginKeyHash(login string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// validPasswordHash accepts an argon2id PHC string only (invariant 6): a
-// password that slipped through unhashed is refused, never recorded.
-func validPasswordHash(h string) error {
-	if !strings.HasPrefix(h, "$argon2id$v=19$") || strings.Count(h, "$") != 5 {
-		return &InvalidInputError{Field: "password hash", Reason: "must be an argon2id PHC string"}
+// validSealedPassword accepts a sealed hash only (invariant 6): a password
+// or a plain hash that slipped through unsealed is refused, never
+// recorded. A sealed form ("aes256gcm:v1:KEYID:BASE64URL", see the
+// secrets package) names its cipher and never holds a "$"; a PHC string
+// always does.
+func validSealedPassword(s string) error {
+	if !strings.HasPrefix(s, "aes256gcm:") || len(s) > MaxStoredSecret || strings.Contains(s, "$") {
+		return &InvalidInputError{Field: "password hash", Reason: "must be sealed under the relay's secrets key"}
 	}
 	return nil
+}
+
+// StoredPassword is the form the relay checks a sign-in against: the
+// sealed hash, or the plain one an event written before sealing holds.
+func (e MemberJoined) StoredPassword() string {
+	if e.PasswordSealed != "" {
+		return e.PasswordSealed
+	}
+	return e.PasswordHash
+}
+
+// StoredPassword is the form the relay checks a sign-in against: the
+// sealed hash, or the plain one an event written before sealing holds.
+func (e MemberPasswordChanged) StoredPassword() string {
+	if e.PasswordSealed != "" {
+		return e.PasswordSealed
+	}
+	return e.PasswordHash
 }
 
 // member is one member as the account aggregate knows them.
@@ -107,18 +131,19 @@ type memberInvite struct {
 	used      bool
 }
 
-// NewMember describes a member to add.
+// NewMember describes a member to add. PasswordSealed is the password's
+// argon2id hash sealed under the relay's secrets key (invariant 6).
 type NewMember struct {
-	ID           string
-	Login        string
-	PasswordHash string
+	ID             string
+	Login          string
+	PasswordSealed string
 }
 
 func (m NewMember) check() error {
 	if err := ValidateLogin(m.Login); err != nil {
 		return err
 	}
-	return validPasswordHash(m.PasswordHash)
+	return validSealedPassword(m.PasswordSealed)
 }
 
 // SessionToken describes the session a sign-in opens: a token of the
@@ -165,7 +190,7 @@ func SignUpOwner(id, name string, owner NewMember, session SessionToken) (*Accou
 	}
 	a := &Account{aggregate: newAggregate()}
 	a.raise(AccountCreated{AccountID: id, Name: name})
-	a.raise(MemberJoined{AccountID: id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordHash: owner.PasswordHash})
+	a.raise(MemberJoined{AccountID: id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordSealed: owner.PasswordSealed})
 	a.raise(a.sessionEvent(owner.ID, session))
 	return a, nil
 }
@@ -199,7 +224,7 @@ func (a *Account) SetUpOwner(owner NewMember, session SessionToken) error {
 	if err := owner.check(); err != nil {
 		return err
 	}
-	a.raise(MemberJoined{AccountID: a.id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordHash: owner.PasswordHash})
+	a.raise(MemberJoined{AccountID: a.id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordSealed: owner.PasswordSealed})
 	a.raise(a.sessionEvent(owner.ID, session))
 	return nil
 }
@@ -254,7 +279,7 @@ func (a *Account) Join(inviteID string, m NewMember, session SessionToken, now t
 		return err
 	}
 	a.raise(MemberInviteUsed{AccountID: a.id, InviteID: inviteID, MemberID: m.ID})
-	a.raise(MemberJoined{AccountID: a.id, MemberID: m.ID, Login: NormalLogin(m.Login), Role: string(inv.role), PasswordHash: m.PasswordHash,
+	a.raise(MemberJoined{AccountID: a.id, MemberID: m.ID, Login: NormalLogin(m.Login), Role: string(inv.role), PasswordSealed: m.PasswordSealed,
 		By: a.inviters[inviteID], InviteID: inviteID})
 	a.raise(a.sessionEvent(m.ID, session))
 	return nil
@@ -297,18 +322,19 @@ func (a *Account) RemoveMember(by, memberID string) error {
 	return nil
 }
 
-// ChangePassword gives a member a new password (its hash, invariant 6)
-// and ends the member's other sessions: a browser signed in with the old
-// password is signed out. keep is the session asking, which stays.
-func (a *Account) ChangePassword(memberID, hash, keep string) error {
+// ChangePassword gives a member a new password (its sealed hash,
+// invariant 6) and ends the member's other sessions: a browser signed in
+// with the old password is signed out. keep is the session asking, which
+// stays.
+func (a *Account) ChangePassword(memberID, sealed, keep string) error {
 	m, ok := a.members[memberID]
 	if !ok || m.removed {
 		return ErrNotFound
 	}
-	if err := validPasswordHash(hash); err != nil {
+	if err := validSealedPassword(sealed); err != nil {
 		return err
 	}
-	a.raise(MemberPasswordChanged{AccountID: a.id, MemberID: memberID, PasswordHash: hash})
+	a.raise(MemberPasswordChanged{AccountID: a.id, MemberID: memberID, PasswordSealed: sealed})
 	for _, id := range a.tokenOrder {
 		if a.tokens[id] && a.sessions[id] && a.tokenMember[id] == memberID && id != keep {
 			a.raise(TokenRevoked{AccountID: a.id, TokenID: id, By: memberID})

@@ -10,7 +10,12 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-const testPHC = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"
+// testSealed stands for an argon2id hash sealed under a secrets key: the
+// domain only checks it is no plain hash or password.
+const (
+	testPHC    = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"
+	testSealed = "aes256gcm:v1:0f1e2d3c4b5a6978:c2VhbGVkIGhhc2g"
+)
 
 var t0 = time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 
@@ -23,11 +28,11 @@ func session(id string) domain.SessionToken {
 func ownerAccount() []domain.Event {
 	return []domain.Event{
 		domain.AccountCreated{AccountID: "acc-1", Name: "Team"},
-		domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-1", Login: "ann", Role: "owner", PasswordHash: testPHC},
+		domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-1", Login: "ann", Role: "owner", PasswordSealed: testSealed},
 		domain.TokenIssued{AccountID: "acc-1", TokenID: "s-1", TokenHash: strings.Repeat("c", 64), Name: "browser session", MemberID: "mem-1", Kind: "session"},
 		domain.MemberInvited{AccountID: "acc-1", InviteID: "minv-1", CodeHash: strings.Repeat("d", 64), Role: "member", By: "mem-1", ExpiresAt: t0.Add(time.Hour).Format(time.RFC3339Nano)},
 		domain.MemberInviteUsed{AccountID: "acc-1", InviteID: "minv-1", MemberID: "mem-2"},
-		domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-2", Login: "bob", Role: "member", PasswordHash: testPHC, By: "mem-1", InviteID: "minv-1"},
+		domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-2", Login: "bob", Role: "member", PasswordSealed: testSealed, By: "mem-1", InviteID: "minv-1"},
 		domain.TokenIssued{AccountID: "acc-1", TokenID: "t-2", TokenHash: strings.Repeat("e", 64), Name: "laptop", MemberID: "mem-2"},
 		domain.TokenIssued{AccountID: "acc-1", TokenID: "s-2", TokenHash: strings.Repeat("f", 64), Name: "browser session", MemberID: "mem-2", Kind: "session"},
 	}
@@ -38,7 +43,7 @@ func ownerAccount() []domain.Event {
 func TestMembers(t *testing.T) {
 	invited := append(ownerAccount(), domain.MemberInvited{AccountID: "acc-1", InviteID: "minv-2", CodeHash: strings.Repeat("d", 64), Role: "owner", By: "mem-1",
 		ExpiresAt: t0.Add(time.Minute).Format(time.RFC3339Nano)})
-	carol := domain.NewMember{ID: "mem-3", Login: " Carol ", PasswordHash: testPHC}
+	carol := domain.NewMember{ID: "mem-3", Login: " Carol ", PasswordSealed: testSealed}
 	for _, tc := range []struct {
 		name  string
 		given []domain.Event
@@ -64,16 +69,18 @@ func TestMembers(t *testing.T) {
 			when: func(a *domain.Account) error { return a.ChangeRole("mem-2", "mem-1", domain.RoleMember) },
 			then: []domain.Event{domain.MemberRoleChanged{AccountID: "acc-1", MemberID: "mem-1", Role: "member", By: "mem-2"}}},
 		{name: "a new password ends the member's sessions, API tokens stay", given: ownerAccount(),
-			when: func(a *domain.Account) error { return a.ChangePassword("mem-2", testPHC, "") },
-			then: []domain.Event{domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2", PasswordHash: testPHC},
+			when: func(a *domain.Account) error { return a.ChangePassword("mem-2", testSealed, "") },
+			then: []domain.Event{domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2", PasswordSealed: testSealed},
 				domain.TokenRevoked{AccountID: "acc-1", TokenID: "s-2", By: "mem-2"}}},
 		{name: "the session asking for a new password stays", given: ownerAccount(),
-			when: func(a *domain.Account) error { return a.ChangePassword("mem-2", testPHC, "s-2") },
-			then: []domain.Event{domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2", PasswordHash: testPHC}}},
-		{name: "a password that is no argon2id hash is never recorded", given: ownerAccount(),
+			when: func(a *domain.Account) error { return a.ChangePassword("mem-2", testSealed, "s-2") },
+			then: []domain.Event{domain.MemberPasswordChanged{AccountID: "acc-1", MemberID: "mem-2", PasswordSealed: testSealed}}},
+		{name: "a password that is no sealed hash is never recorded", given: ownerAccount(),
 			when: func(a *domain.Account) error { return a.ChangePassword("mem-2", "correct horse battery", "") }, field: "password hash"},
+		{name: "a plain argon2id hash is never recorded", given: ownerAccount(),
+			when: func(a *domain.Account) error { return a.ChangePassword("mem-2", testPHC, "") }, field: "password hash"},
 		{name: "a removed or unknown member has no password to change", given: ownerAccount(),
-			when: func(a *domain.Account) error { return a.ChangePassword("mem-9", testPHC, "") }, err: domain.ErrNotFound},
+			when: func(a *domain.Account) error { return a.ChangePassword("mem-9", testSealed, "") }, err: domain.ErrNotFound},
 		{name: "the same role raises nothing", given: ownerAccount(),
 			when: func(a *domain.Account) error { return a.ChangeRole("mem-1", "mem-2", domain.RoleMember) }},
 		{name: "a member may not invite", given: ownerAccount(),
@@ -90,12 +97,12 @@ func TestMembers(t *testing.T) {
 			when: func(a *domain.Account) error { return a.Join("minv-2", carol, session("s-3"), t0) },
 			then: []domain.Event{
 				domain.MemberInviteUsed{AccountID: "acc-1", InviteID: "minv-2", MemberID: "mem-3"},
-				domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-3", Login: "Carol", Role: "owner", PasswordHash: testPHC, By: "mem-1", InviteID: "minv-2"},
+				domain.MemberJoined{AccountID: "acc-1", MemberID: "mem-3", Login: "Carol", Role: "owner", PasswordSealed: testSealed, By: "mem-1", InviteID: "minv-2"},
 				domain.TokenIssued{AccountID: "acc-1", TokenID: "s-3", TokenHash: strings.Repeat("b", 64), Name: "browser session",
 					ExpiresAt: t0.Add(time.Hour).Format(time.RFC3339Nano), MemberID: "mem-3", Kind: "session"}}},
 		{name: "a plain password is never recorded", given: invited,
 			when: func(a *domain.Account) error {
-				return a.Join("minv-2", domain.NewMember{ID: "mem-3", Login: "carol", PasswordHash: "hunter2hunter2"}, session("s-3"), t0)
+				return a.Join("minv-2", domain.NewMember{ID: "mem-3", Login: "carol", PasswordSealed: "hunter2hunter2"}, session("s-3"), t0)
 			}, field: "password hash"},
 		{name: "set up sign-in refused once members exist", given: ownerAccount(),
 			when: func(a *domain.Account) error { return a.SetUpOwner(carol, session("s-3")) }, field: "setUpSignIn"},
@@ -135,7 +142,7 @@ func TestMembers(t *testing.T) {
 
 func TestSessionsAreBounded(t *testing.T) {
 	// The 21st session of the same history revokes the first.
-	b, err := domain.SignUpOwner("acc-1", "Team", domain.NewMember{ID: "mem-1", Login: "ann", PasswordHash: testPHC}, session("s-0"))
+	b, err := domain.SignUpOwner("acc-1", "Team", domain.NewMember{ID: "mem-1", Login: "ann", PasswordSealed: testSealed}, session("s-0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func toEvent(e domain.RecordedEvent) *model.Event {
 	m := &model.Event{
 		ID: e.ID, Position: strconv.FormatUint(e.Position, 10), Type: e.Type, Stream: e.Stream,
 		Revision: strconv.FormatUint(e.Revision, 10), Time: e.Metadata.OccurredAt,
-		SchemaVersion: e.Metadata.SchemaVersion, Data: string(e.Data),
+		SchemaVersion: e.Metadata.SchemaVersion, Data: string(domain.ShownPayload(e.Type, e.Data)), // never a member's password hash
 	}
 	if e.Metadata.CorrelationID != "" {
 		c := e.Metadata.CorrelationID

@@ -38,8 +38,9 @@ func (r *Resolver) events(ctx context.Context, after string, first int) (*model.
 	if r.isAdmin(ctx) {
 		page, err = pages.All(ctx, from, first)
 	} else {
-		// The account's log holds its members' password hashes
-		// (member.joined.v1): an owner's to audit, not every member's.
+		// The account's log (who joined, who changed what) is an
+		// owner's to audit, not every member's. No answer holds a
+		// password hash, plain or sealed: see toEvent.
 		var acc readmodel.Account
 		if acc, _, err = r.owner(ctx); err == nil {
 			page, err = pages.OfAccount(ctx, acc.ID, from, first)

@@ -53,7 +53,7 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		w.revoked = append(w.revoked, p.TokenID)
 		handled = true
 	case domain.MemberJoined:
-		n, err = t.exec(qMemberJoined, p.MemberID, p.AccountID, p.Login, domain.LoginKey(p.Login), p.Role, p.PasswordHash, t.at())
+		n, err = t.exec(qMemberJoined, p.MemberID, p.AccountID, p.Login, domain.LoginKey(p.Login), p.Role, p.StoredPassword(), t.at())
 		if err == nil {
 			err = w.activity(t, p.AccountID, p.By, p.MemberID, p.Login+" ("+p.Role+")")
 		}
@@ -78,7 +78,7 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 	case domain.EndpointDeleted:
 		err = w.endpointActivity(t, p.By, p.EndpointID, "")
 	case domain.MemberPasswordChanged:
-		n, err = t.exec(qMemberPassword, p.PasswordHash, p.AccountID, p.MemberID)
+		n, err = t.exec(qMemberPassword, p.StoredPassword(), p.AccountID, p.MemberID)
 		if err == nil {
 			err = w.activity(t, p.AccountID, p.MemberID, p.MemberID, "")
 		}

@@ -125,16 +125,16 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			return w.save(ctx, domain.InviteStream("inv-"+n), v.Expected(), tick(), v.Changes()...)
 		},
 		func() (uint64, error) {
-			phc := "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"
+			sealed := "aes256gcm:v1:0f1e2d3c4b5a6978:c2VhbGVkIGhhc2g"
 			return w.onAccount(ctx, acct, tick(), func(a *domain.Account) error {
-				if err := a.SetUpOwner(domain.NewMember{ID: "mem-1-" + n, Login: "Owner-" + n, PasswordHash: phc},
+				if err := a.SetUpOwner(domain.NewMember{ID: "mem-1-" + n, Login: "Owner-" + n, PasswordSealed: sealed},
 					domain.SessionToken{ID: "ses-1-" + n, Hash: hashToken("session-" + n), ExpiresAt: at.Add(time.Hour)}); err != nil {
 					return err
 				}
 				if err := a.InviteMember("mem-1-"+n, "minv-"+n, hashToken("join-"+n), domain.RoleMember, at.Add(time.Hour)); err != nil {
 					return err
 				}
-				if err := a.Join("minv-"+n, domain.NewMember{ID: "mem-2-" + n, Login: "member-" + n, PasswordHash: phc},
+				if err := a.Join("minv-"+n, domain.NewMember{ID: "mem-2-" + n, Login: "member-" + n, PasswordSealed: sealed},
 					domain.SessionToken{ID: "ses-2-" + n, Hash: hashToken("session-2-" + n), ExpiresAt: at.Add(time.Hour)}, at); err != nil {
 					return err
 				}

@@ -120,7 +120,9 @@ CREATE TABLE IF NOT EXISTS invites (
 );
 
 -- The members of accounts; login_key (the login without case) is unique
--- among current members (the login streams guarantee it).
+-- among current members (the login streams guarantee it). password_hash
+-- is as the log holds it: sealed under the secrets key, or plain from
+-- events written before hashes were sealed.
 CREATE TABLE IF NOT EXISTS members (
 	member_id     TEXT PRIMARY KEY,
 	account_id    TEXT NOT NULL,

@@ -196,11 +196,15 @@ type Token struct {
 
 // Member is a person who may sign in to an account.
 type Member struct {
-	ID           string
-	AccountID    string
-	Login        string
-	Role         string // "owner" or "member"
-	PasswordHash string // argon2id, PHC form
+	ID        string
+	AccountID string
+	Login     string
+	Role      string // "owner" or "member"
+	// PasswordHash is the password's argon2id hash (PHC form) as the log
+	// holds it: sealed under the relay's secrets key ("aes256gcm:v1:…"),
+	// or plain from events written before hashes were sealed. Only the
+	// sign-in check reads it.
+	PasswordHash string
 	JoinedAt     time.Time
 }
 

@@ -143,7 +143,7 @@ func TestTeamIsolation(t *testing.T) {
 // TestPasswordsAndTokensNeverLeak signs in with a known password, makes
 // tokens and an invite, then searches the relay's log, `relay events
 // export` and every file of the event store for the password and the
-// secrets: none is there, while the password's argon2id hash is exported.
+// secrets: none is there, while the password's sealed hash is exported.
 func TestPasswordsAndTokensNeverLeak(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -188,8 +188,8 @@ func TestPasswordsAndTokensNeverLeak(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("export: exit %d\n%s", code, export)
 	}
-	if !strings.Contains(export, "member.joined.v1") || !strings.Contains(export, "$argon2id$v=19$m=19456,t=2,p=1$") {
-		t.Fatalf("the export holds no member with an argon2id hash: the search reads the wrong data\n%.2000s", export)
+	if !strings.Contains(export, "member.joined.v1") || !strings.Contains(export, `"password_sealed":"aes256gcm:v1:`) {
+		t.Fatalf("the export holds no member with a sealed password hash: the search reads the wrong data\n%.2000s", export)
 	}
 	check("relay events export", []byte(export))
 	files := 0
@@ -263,8 +263,9 @@ type jsonMember struct {
 	You      bool   `json:"you"`
 }
 
-// TestTeamsAcrossNodes: two relays share one log (JetStream). One invite
-// link used on both nodes at once admits one person; a member removed on
+// TestTeamsAcrossNodes: two relays share one log (JetStream) and one
+// secrets key. A password set on one node signs in on the other. One
+// invite link used on both nodes at once admits one person; a member removed on
 // A is refused by B at once, and their agent connected to B stops (exit 2).
 func TestTeamsAcrossNodes(t *testing.T) {
 	t.Parallel()
@@ -272,14 +273,19 @@ func TestTeamsAcrossNodes(t *testing.T) {
 		t.Skip("starts NATS and two relays")
 	}
 	url := natstest.Start(t).URL()
+	keyFile := filepath.Join(t.TempDir(), "secrets.key") // the nodes' one secrets key: passwords are sealed under it
 	flags := func(node string) []string {
-		return []string{"--eventstore", url, "--bus", url, "--node-id", node, "--node-lease", clusterLease}
+		return []string{"--eventstore", url, "--bus", url, "--node-id", node, "--node-lease", clusterLease, "--secrets-key", keyFile}
 	}
 	a := harness.Start(t, "", flags("a")...)
 	b := harness.Start(t, "", flags("b")...)
 	owner := signUpMember(t, a, "Nodes", "owner@nodes.test", "owner's long password")
 	var inv struct{ CreateMemberInvite struct{ Code string } }
 	pos := gqlAfter(t, a, owner.Session, 0, `mutation{ createMemberInvite{ code } }`, nil, &inv)
+	// The password set on A (sealed there) signs in on B.
+	if m, res, _ := passwordCallAt(t, b, pos, signInQuery, map[string]any{"l": "owner@nodes.test", "p": "owner's long password"}); m.Session == "" {
+		t.Fatalf("the owner signed up on A cannot sign in on B: %s", res)
+	}
 
 	type joined struct {
 		m   member

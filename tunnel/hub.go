@@ -322,14 +322,16 @@ func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domai
 const maxFailureLen = 200
 
 // normalize turns an agent report into an outcome: an error means the agent
-// got no answer from its target (502, or 504 when it timed out locally).
+// got no answer from its target (502, or 504 when it timed out locally),
+// or refused to send the request (400: a path with a dot-segment under its
+// target's prefix).
 // A failed outcome always has a Failure text for the sender that names the
 // target (the agent's, or one made here from the session's target) and
 // nothing else of the local machine: one line, bounded.
 func normalize(out domain.ForwardOutcome, target string) domain.ForwardOutcome {
 	switch {
 	case out.Error != "":
-		if out.Status != 504 {
+		if out.Status != 504 && out.Status != 400 {
 			out.Status = 502
 		}
 		out.Headers, out.Body = nil, nil

@@ -197,7 +197,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", app.DefaultCheckpointInterval, "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
 	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
-	fs.StringVar(&c.SecretsKey, "secrets-key", "", "file of the 32-byte key that seals the handshake secrets addresses are given (raw bytes or 64 hex digits); default DATA/secrets.key, created at first start; every node of a cluster needs the same one")
+	fs.StringVar(&c.SecretsKey, "secrets-key", "", "file of the 32-byte key that seals the handshake secrets addresses are given and the members' password hashes (raw bytes or 64 hex digits); default DATA/secrets.key, created at first start; every node of a cluster needs the same one")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) for <domain> and *.<domain>: serve HTTPS on --listen; reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", 5*time.Second, "how often the certificate files are checked for a change")

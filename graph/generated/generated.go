@@ -2740,7 +2740,7 @@ type Event {
   schemaVersion: Int!
   correlationId: String
   causationId: String
-  "The payload as JSON text."
+  "The payload as JSON text. A member's password hash (password_hash, password_sealed) is left out: only the relay's own sign-in check reads it; an export of the log keeps the stored bytes."
   data: String!
 }
 

@@ -331,7 +331,7 @@ type Event struct {
 	SchemaVersion int       `json:"schemaVersion"`
 	CorrelationID *string   `json:"correlationId,omitempty"`
 	CausationID   *string   `json:"causationId,omitempty"`
-	// The payload as JSON text.
+	// The payload as JSON text. A member's password hash (password_hash, password_sealed) is left out: only the relay's own sign-in check reads it; an export of the log keeps the stored bytes.
 	Data string `json:"data"`
 }
 
