@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/jetstream"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/datalock"
@@ -227,6 +228,10 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--forward-timeout must be positive")
 	case c.ViewsWait <= 0:
 		return fmt.Errorf("--views-wait must be positive")
+	case c.MaxBody > evidence.MaxEventBody:
+		// The largest event, and so what relay events verify reads of an
+		// export line, follows from it (evidence.MaxExportLine).
+		return fmt.Errorf("--max-body (%s) must not exceed %s: the log's events are bounded by it", c.MaxBody.String(), humanize.IBytes(evidence.MaxEventBody))
 	case c.CaptureCap > c.MaxBody:
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
 	case c.KeepAlive <= 0:
@@ -245,8 +250,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-conns-per-ip must be at least 1")
 	case c.MaxHeaders < 1:
 		return fmt.Errorf("--max-headers must be at least 1")
-	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > 16<<20:
-		return fmt.Errorf("--max-header-bytes must be between 1KiB and 16MiB")
+	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > evidence.MaxEventText:
+		return fmt.Errorf("--max-header-bytes must be between 1KiB and %s (the log's events are bounded by it)", humanize.IBytes(evidence.MaxEventText))
 	case c.MaxAPIBody < 1<<10:
 		return fmt.Errorf("--max-api-body (%s) must be at least 1KiB", c.MaxAPIBody.String())
 	case c.ProxyBodies < c.MaxBody:
