@@ -159,6 +159,19 @@ func (l *lineReader) next(dst any) (bool, error) {
 		if len(l.buf)+len(chunk) > l.max+1 {
 			return false, &LimitError{File: l.name, Line: l.n + 1, What: "an export line", Limit: int64(l.max)}
 		}
+		if need := len(l.buf) + len(chunk); need > cap(l.buf) {
+			// Doubling up to 1 MiB, then the room of the longest line at
+			// once: a fresh allocation's pages cost memory only once
+			// written, and no half-filled copies pile up (append's quarter
+			// steps would allocate five times the line).
+			room := 2 * cap(l.buf)
+			if need > 1<<20 {
+				room = l.max + 1
+			}
+			grown := make([]byte, len(l.buf), min(max(room, need), l.max+1))
+			copy(grown, l.buf)
+			l.buf = grown
+		}
 		l.buf = append(l.buf, chunk...)
 		if err == bufio.ErrBufferFull {
 			continue

@@ -147,6 +147,9 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 				path = filepath.Join(data, "checkpoint.key")
 			}
 			b, err := readSmallFile(path, maxKeyFile)
+			if evidence.IsLimit(err) {
+				return usage(fmt.Errorf("read checkpoint key: %w", err))
+			}
 			if err != nil {
 				return fmt.Errorf("read checkpoint key (created by relay serve at first start): %w", err)
 			}
