@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -269,5 +270,44 @@ func TestExportFileLimitNamed(t *testing.T) {
 		if !IsLimit(err) || !strings.Contains(err.Error(), path+" line 3") {
 			t.Errorf("per stream %v: %v, want a LimitError naming %s line 3", stream, err, path)
 		}
+	}
+}
+
+// TestExportPagesBoundedByBytes: a page of events read from an export
+// ends once it holds pageBytes of data, however many events were asked
+// for, and the next page goes on from there.
+func TestExportPagesBoundedByBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lines, size = 40, 1 << 20
+	data := `"` + strings.Repeat("A", size) + `"`
+	for i := range lines {
+		if _, err := f.WriteString(`{"position":` + strconv.Itoa(i+1) + `,"data":` + data + "}\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	x, err := OpenExport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	var pages []int
+	for {
+		es, err := x.Events(context.Background(), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		pages = append(pages, len(es))
+	}
+	want := pageBytes/(size+2) + 1
+	if len(pages) != 2 || pages[0] != want || pages[0]+pages[1] != lines {
+		t.Fatalf("pages of %v events, want %d then the rest of %d", pages, want, lines)
 	}
 }

@@ -174,6 +174,9 @@ func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
 		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 			var c evidence.Checkpoint
 			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" && c.Chain != evidence.HeadsChain {
+				if len(line) > 200 {
+					line = line[:200] + "…"
+				}
 				return nil, fmt.Errorf("--checkpoint %q: want the JSON a verification printed", line)
 			}
 			out = append(out, c)
