@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,17 +68,13 @@ func decodeProof(r io.Reader, name string, size int64) (*Proof, *StreamProof, er
 	if size > MaxProofBytes {
 		return nil, nil, tooLarge
 	}
-	var buf bytes.Buffer
-	if size >= 0 {
-		buf.Grow(int(size) + bytes.MinRead) // read without growing again
-	}
-	if _, err := buf.ReadFrom(io.LimitReader(r, MaxProofBytes+1)); err != nil {
+	b, err := readAtMost(r, MaxProofBytes, size)
+	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	if buf.Len() > MaxProofBytes {
+	if len(b) > MaxProofBytes {
 		return nil, nil, tooLarge
 	}
-	b := buf.Bytes()
 	var format struct {
 		Format string `json:"format"`
 	}
@@ -98,6 +93,31 @@ func decodeProof(r io.Reader, name string, size int64) (*Proof, *StreamProof, er
 		return nil, nil, notAProof(name, err)
 	}
 	return &p, nil, nil
+}
+
+// readAtMost reads r to its end or to limit+1 bytes, into one allocation
+// of size+1 bytes when size (-1: unknown) is right, else doubling up to
+// limit+1.
+func readAtMost(r io.Reader, limit int, size int64) ([]byte, error) {
+	b := make([]byte, 0, min(max(size, 512)+1, int64(limit)+1))
+	for {
+		if len(b) == cap(b) {
+			if len(b) > limit {
+				return b, nil
+			}
+			grown := make([]byte, len(b), min(2*cap(b), limit+1))
+			copy(grown, b)
+			b = grown
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // notAProof is a proof file that does not decode; an array over its bound
