@@ -311,3 +311,56 @@ func TestExportPagesBoundedByBytes(t *testing.T) {
 		t.Fatalf("pages of %v events, want %d then the rest of %d", pages, want, lines)
 	}
 }
+
+// TestProblemsBoundedWhileVerifying: an export with a problem on every
+// line (events without links, in an order the verifier must sort) reports
+// the first maxProblems by position, as when every problem was kept.
+func TestProblemsBoundedWhileVerifying(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	var b strings.Builder
+	const lines = 5000
+	for i := range lines {
+		// Positions 2, 1, 4, 3, …: each neighbour pair swapped.
+		pos := i + 2
+		if i%2 == 1 {
+			pos = i
+		}
+		b.WriteString(`{"position":` + strconv.Itoa(pos) + `,"id":"e","stream":"s","type":"t","data":{},"metadata":{}}` + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x, err := OpenExport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	r, err := Verify(context.Background(), x, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) != maxProblems || r.Events != lines {
+		t.Fatalf("%d problems of %d events, want %d of %d", len(r.Problems), r.Events, maxProblems, lines)
+	}
+	for i, p := range r.Problems {
+		if p.Position != uint64(i+1) || p.Kind != EventInserted {
+			t.Fatalf("problem %d: %+v, want an inserted event at position %d", i, p, i+1)
+		}
+	}
+}
+
+// TestAddProblemKeepsTheFirst: however many problems are found, at most
+// twice maxProblems are held, and the first maxProblems by position stay.
+func TestAddProblemKeepsTheFirst(t *testing.T) {
+	var ps []Problem
+	for i := 100_000; i > 0; i-- {
+		ps = addProblem(ps, Problem{Position: uint64(i)})
+		if len(ps) >= 2*maxProblems {
+			t.Fatalf("%d problems held", len(ps))
+		}
+	}
+	sortProblems(ps)
+	if ps[0].Position != 1 || ps[maxProblems-1].Position != maxProblems {
+		t.Fatalf("kept positions %d to %d, want 1 to %d", ps[0].Position, ps[maxProblems-1].Position, maxProblems)
+	}
+}
