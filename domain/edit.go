@@ -25,10 +25,14 @@ func (e RequestEdit) Empty() bool {
 	return e.Method == "" && e.Target == "" && len(e.SetHeaders) == 0 && len(e.UnsetHeaders) == 0 && e.Body == nil
 }
 
-// Bounds of an edit: a request the ingress would also have taken.
+// Bounds of an edit: a request the ingress would also have taken. The
+// names and values set are held to the ingress's default
+// --max-header-bytes, so that the event that records the edit stays within
+// what relay events verify reads of an export line.
 const (
-	maxEditHeaders = 100
-	maxEditTarget  = 8 << 10
+	maxEditHeaders     = 100
+	maxEditTarget      = 8 << 10
+	maxEditHeaderBytes = 64 << 10
 )
 
 // Check refuses an edit that would not make a valid HTTP request, or a
@@ -44,6 +48,8 @@ func (e RequestEdit) Check(maxBody int64) error {
 		return bad("setHeaders", fmt.Sprintf("at most %d headers set and unset", maxEditHeaders))
 	case e.Body != nil && int64(len(*e.Body)) > maxBody:
 		return bad("body", fmt.Sprintf("is %d bytes, over the relay's %d-byte body limit", len(*e.Body), maxBody))
+	case headerBytes(e.SetHeaders) > maxEditHeaderBytes:
+		return bad("setHeaders", fmt.Sprintf("at most %d bytes of names and values set", maxEditHeaderBytes))
 	}
 	for _, h := range e.SetHeaders {
 		if !IsToken(h.Name) {
@@ -62,6 +68,14 @@ func (e RequestEdit) Check(maxBody int64) error {
 		}
 	}
 	return nil
+}
+
+func headerBytes(hs []Header) int {
+	n := 0
+	for _, h := range hs {
+		n += len(h.Name) + len(h.Value)
+	}
+	return n
 }
 
 // Apply returns the request the edit makes of a recorded one. With a new

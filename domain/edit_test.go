@@ -3,6 +3,7 @@ package domain_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -59,6 +60,7 @@ func TestRequestEditCheck(t *testing.T) {
 		{domain.RequestEdit{SetHeaders: []domain.Header{{Name: "Content-Length", Value: "5"}}}, "edit.setHeaders"},
 		{domain.RequestEdit{UnsetHeaders: []string{"a:b"}}, "edit.unsetHeaders"},
 		{domain.RequestEdit{Body: bytesPtr("12345")}, "edit.body"},
+		{domain.RequestEdit{SetHeaders: []domain.Header{{Name: "X-A", Value: strings.Repeat("a", 40<<10)}, {Name: "X-B", Value: strings.Repeat("b", 30<<10)}}}, "edit.setHeaders"},
 	} {
 		err := tt.edit.Check(4)
 		var bad *domain.InvalidInputError

@@ -452,6 +452,11 @@ type ForwardResponded struct {
 	// Copy: the outcome of a copy (see ForwardRequested.Copy); it does not
 	// say what the sender got. Added without a version change.
 	Copy bool `json:"copy,omitempty"`
+	// DroppedHeaders counts header values the sender was answered with but
+	// the log does not keep (past the bytes an event keeps of them, as for
+	// a request's). Added without a version change: older events have
+	// none, and zero is what they mean.
+	DroppedHeaders int `json:"dropped_headers,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.

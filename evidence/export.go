@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -60,7 +61,9 @@ func (x *ExportFile) Close() error {
 func (x *ExportFile) Chain(_ context.Context, _ uint64, limit int) ([]ChainLink, error) {
 	var out []ChainLink
 	for len(out) < limit {
-		l, ok, err := x.chain.next()
+		// The chain needs no data: chainLine leaves it undecoded.
+		var l chainLine
+		ok, err := x.chain.next(&l)
 		if err != nil || !ok {
 			return out, err
 		}
@@ -69,38 +72,57 @@ func (x *ExportFile) Chain(_ context.Context, _ uint64, limit int) ([]ChainLink,
 		}
 		leaf, err := ParseHash(l.Leaf)
 		if err != nil {
-			return nil, fmt.Errorf("export line %d: leaf: %w", x.chain.n, err)
+			return nil, fmt.Errorf("%s: leaf: %w", x.chain.where(), err)
 		}
 		link, err := ParseHash(l.Link)
 		if err != nil {
-			return nil, fmt.Errorf("export line %d: link: %w", x.chain.n, err)
+			return nil, fmt.Errorf("%s: link: %w", x.chain.where(), err)
 		}
 		out = append(out, ChainLink{Position: l.Position, Stream: l.Stream, Leaf: leaf, Link: link})
 	}
 	return out, nil
 }
 
-// Events implements Source; after is ignored.
+// chainLine is what the chain reader decodes of a line.
+type chainLine struct {
+	Position uint64 `json:"position"`
+	Stream   string `json:"stream"`
+	Leaf     string `json:"leaf"`
+	Link     string `json:"link"`
+}
+
+// Events implements Source; after is ignored. A page ends early once it
+// holds pageBytes of data, so that a file of many large events is read a
+// few at a time.
 func (x *ExportFile) Events(_ context.Context, _ uint64, limit int) ([]Event, error) {
 	var out []Event
-	for len(out) < limit {
-		l, ok, err := x.events.next()
+	size := 0
+	for len(out) < limit && size < pageBytes {
+		var l ExportLine
+		ok, err := x.events.next(&l)
 		if err != nil || !ok {
 			return out, err
 		}
 		if l.Removed {
 			continue
 		}
+		size += len(l.Data) + len(l.Metadata)
 		out = append(out, Event{Position: l.Position, ID: l.ID, Stream: l.Stream, Revision: l.Revision, Type: l.Type,
 			Data: l.Data, Metadata: l.Metadata})
 	}
 	return out, nil
 }
 
+// lineReader reads an export line by line, each line at most max bytes:
+// a longer one is refused once max bytes of it were read, never held
+// whole (LimitError).
 type lineReader struct {
-	f *os.File
-	r *bufio.Reader
-	n int
+	name string
+	f    io.Closer
+	r    *bufio.Reader
+	max  int
+	buf  []byte // the line being read; reused, at most max+1 bytes
+	n    int    // lines read
 }
 
 func newLineReader(path string) (*lineReader, error) {
@@ -108,40 +130,69 @@ func newLineReader(path string) (*lineReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open export: %w", err)
 	}
-	return &lineReader{f: f, r: bufio.NewReaderSize(f, 1<<20)}, nil
+	l := readLines(f, path, MaxExportLine)
+	l.f = f
+	return l, nil
 }
 
-func (l *lineReader) close() { _ = l.f.Close() }
+// readLines reads lines of at most max bytes from r; name names it in
+// errors.
+func readLines(r io.Reader, name string, max int) *lineReader {
+	return &lineReader{name: name, r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
 
-// maxLine bounds one line: an event holds at most a body of the largest
-// --max-body, in base64, plus its headers.
-const maxLine = 256 << 20
+func (l *lineReader) close() {
+	if l.f != nil {
+		_ = l.f.Close()
+	}
+}
 
-func (l *lineReader) next() (ExportLine, bool, error) {
-	var line []byte
+// where names the line read last.
+func (l *lineReader) where() string { return fmt.Sprintf("%s line %d", l.name, l.n) }
+
+// next decodes the next line into dst; false at the end of the file.
+func (l *lineReader) next(dst any) (bool, error) {
+	l.buf = l.buf[:0]
 	for {
 		chunk, err := l.r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxLine {
-			return ExportLine{}, false, fmt.Errorf("export line %d: longer than %d bytes", l.n+1, maxLine)
+		// max bytes and the newline; checked before the chunk is kept.
+		if len(l.buf)+len(chunk) > l.max+1 {
+			return false, &LimitError{File: l.name, Line: l.n + 1, What: "an export line", Limit: int64(l.max)}
 		}
+		if need := len(l.buf) + len(chunk); need > cap(l.buf) {
+			// Doubling up to 1 MiB, then the room of the longest line at
+			// once: a fresh allocation's pages cost memory only once
+			// written, and no half-filled copies pile up (append's quarter
+			// steps would allocate five times the line).
+			room := 2 * cap(l.buf)
+			if need > 1<<20 {
+				room = l.max + 1
+			}
+			grown := make([]byte, len(l.buf), min(max(room, need), l.max+1))
+			copy(grown, l.buf)
+			l.buf = grown
+		}
+		l.buf = append(l.buf, chunk...)
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		if err == io.EOF && len(line) == 0 {
-			return ExportLine{}, false, nil
+		if err == io.EOF && len(l.buf) == 0 {
+			return false, nil
 		}
 		if err != nil && err != io.EOF {
-			return ExportLine{}, false, fmt.Errorf("read export: %w", err)
+			return false, fmt.Errorf("read %s: %w", l.name, err)
 		}
 		break
 	}
 	l.n++
-	var e ExportLine
-	if err := json.Unmarshal(line, &e); err != nil {
-		return ExportLine{}, false, fmt.Errorf("export line %d: %w", l.n, err)
+	line := bytes.TrimSuffix(l.buf, []byte("\n"))
+	if len(line) > l.max {
+		return false, &LimitError{File: l.name, Line: l.n, What: "an export line", Limit: int64(l.max)}
 	}
-	return e, true, nil
+	if err := json.Unmarshal(line, dst); err != nil {
+		return false, fmt.Errorf("%s: %w", l.where(), err)
+	}
+	return true, nil
 }
 
 // IsStreamExport reports whether an export is of a log with a chain per
@@ -152,7 +203,10 @@ func IsStreamExport(path string) (bool, error) {
 		return false, err
 	}
 	defer r.close()
-	l, ok, err := r.next()
+	var l struct {
+		Chain string `json:"chain"`
+	}
+	ok, err := r.next(&l)
 	return ok && l.Chain == "stream", err
 }
 
@@ -161,10 +215,11 @@ func IsStreamExport(path string) (bool, error) {
 // lines (a deletion's record of a message it removed) belong to the message
 // after them, the deletion's tombstone.
 type StreamExport struct {
-	path string
-	r    *lineReader
-	next *ExportLine // read ahead
-	done bool        // the reader reached the end of the file
+	path  string
+	r     *lineReader
+	next  *ExportLine // read ahead
+	done  bool        // the reader reached the end of the file
+	ended bool        // the last call returned nothing: the end of a pass
 }
 
 // OpenStreamExport opens an export file of a log with a chain per stream.
@@ -184,23 +239,34 @@ func (x *StreamExport) Close() error {
 	return nil
 }
 
-// Messages implements MessageSource: after 0 once the file was read to its
-// end starts from its beginning again; otherwise it goes on where the last
-// call ended (the file is read forward only).
-func (x *StreamExport) Messages(_ context.Context, after uint64, limit int) ([]Message, error) {
-	if x.r == nil || after == 0 && x.done {
+// Messages implements MessageSource for a reader that reads the whole file
+// in passes, each until a call returns nothing: a call goes on where the
+// last one ended (the file is read forward only, after is ignored), and
+// the call after the one that returned nothing starts from the beginning
+// again. A page ends early once it holds pageBytes of data, so that a file
+// of many large events is read a few at a time.
+func (x *StreamExport) Messages(_ context.Context, _ uint64, limit int) ([]Message, error) {
+	if x.r == nil || x.ended {
 		x.Close()
 		r, err := newLineReader(x.path)
 		if err != nil {
 			return nil, err
 		}
-		x.r, x.next, x.done = r, nil, false
+		x.r, x.next, x.done, x.ended = r, nil, false, false
 	}
 	var out []Message
-	for len(out) < limit {
+	size := 0
+	for len(out) < limit && size < pageBytes {
 		m, ok, err := x.message()
-		if err != nil || !ok {
+		if err != nil {
 			return out, err
+		}
+		if !ok {
+			x.ended = len(out) == 0
+			return out, nil
+		}
+		for _, e := range m.Events {
+			size += len(e.Data) + len(e.Metadata)
 		}
 		out = append(out, m)
 	}
@@ -213,7 +279,8 @@ func (x *StreamExport) line() (*ExportLine, error) {
 		x.next = nil
 		return l, nil
 	}
-	l, ok, err := x.r.next()
+	var l ExportLine
+	ok, err := x.r.next(&l)
 	if err != nil || !ok {
 		x.done = x.done || err == nil
 		return nil, err
@@ -226,6 +293,7 @@ func (x *StreamExport) message() (Message, bool, error) {
 	var m Message
 	var seq uint64
 	chained := false
+	size := 0 // the data and metadata of m's events
 	for {
 		l, err := x.line()
 		if err != nil {
@@ -241,7 +309,7 @@ func (x *StreamExport) message() (Message, bool, error) {
 			}
 			link, err := ParseHash(l.Link)
 			if err != nil {
-				return Message{}, false, fmt.Errorf("export line %d: link: %w", x.r.n, err)
+				return Message{}, false, fmt.Errorf("%s: link: %w", x.r.where(), err)
 			}
 			m.Removed = append(m.Removed, RemovedLink{Position: l.Position, Link: link})
 			continue
@@ -249,6 +317,12 @@ func (x *StreamExport) message() (Message, bool, error) {
 		if len(m.Events) > 0 && (l.Append != seq || l.Stream != m.Stream) {
 			x.next = l
 			return m, true, nil
+		}
+		if len(m.Events) >= maxMessageEvents {
+			return Message{}, false, &LimitError{File: x.path, Line: x.r.n, What: "the events of one append", Limit: maxMessageEvents, Count: true}
+		}
+		if size += len(l.Data) + len(l.Metadata); size > maxMessageBytes {
+			return Message{}, false, &LimitError{File: x.path, Line: x.r.n, What: "the events of one append", Limit: maxMessageBytes}
 		}
 		seq, m.Stream = l.Append, l.Stream
 		m.Events = append(m.Events, Event{Position: l.Position, ID: l.ID, Stream: l.Stream, Revision: l.Revision, Type: l.Type,
@@ -259,11 +333,11 @@ func (x *StreamExport) message() (Message, bool, error) {
 		if chained {
 			leaf, err := ParseHash(l.Leaf)
 			if err != nil {
-				return Message{}, false, fmt.Errorf("export line %d: leaf: %w", x.r.n, err)
+				return Message{}, false, fmt.Errorf("%s: leaf: %w", x.r.where(), err)
 			}
 			link, err := ParseHash(l.Link)
 			if err != nil {
-				return Message{}, false, fmt.Errorf("export line %d: link: %w", x.r.n, err)
+				return Message{}, false, fmt.Errorf("%s: link: %w", x.r.where(), err)
 			}
 			m.Leaves, m.Links = append(m.Leaves, leaf), append(m.Links, link)
 		}

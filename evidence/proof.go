@@ -15,9 +15,9 @@ const ProofFormat = "relay-proof-v1"
 // are in the log; it cannot show that none of the stream's events was left
 // out of the proof.
 type Proof struct {
-	Format     string        `json:"format"`
-	Checkpoint Checkpoint    `json:"checkpoint"`
-	Events     []ProvedEvent `json:"events"`
+	Format     string       `json:"format"`
+	Checkpoint Checkpoint   `json:"checkpoint"`
+	Events     ProvedEvents `json:"events"`
 }
 
 // ProvedEvent is an event with its place in the tree.
@@ -29,10 +29,10 @@ type ProvedEvent struct {
 	Type     string `json:"type"`
 	// Data and Metadata are the stored bytes (base64 in JSON: a proof
 	// survives being reformatted, as JSON tools do).
-	Data      []byte   `json:"data"`
-	Metadata  []byte   `json:"metadata"`
-	LeafIndex uint64   `json:"leaf_index"`
-	Path      []string `json:"path"` // hex, from the leaf up
+	Data      []byte    `json:"data"`
+	Metadata  []byte    `json:"metadata"`
+	LeafIndex uint64    `json:"leaf_index"`
+	Path      AuditPath `json:"path"` // hex, from the leaf up
 }
 
 // Event is the stored event the proof holds.
@@ -87,6 +87,9 @@ func VerifyProof(p Proof, pub ed25519.PublicKey) error {
 		return fmt.Errorf("the proof's checkpoint (position %d) is not signed by this key", h.Position)
 	}
 	for _, e := range p.Events {
+		if len(e.Path) > MaxPath {
+			return fmt.Errorf("event %s: its path has %d hashes, more than a tree can be high", e.ID, len(e.Path))
+		}
 		if e.Position > h.Position {
 			return fmt.Errorf("event %s at position %d is after the checkpoint's position %d", e.ID, e.Position, h.Position)
 		}

@@ -17,9 +17,6 @@ const StreamProofFormat = "relay-stream-proof-v1"
 // checkpoint's root.
 const HeadNotInTree = "head not in the signed tree"
 
-// maxPath bounds a proof's audit path: a tree of 2^64 leaves is 64 high.
-const maxPath = 64
-
 // StreamProof shows what one stream of a log with a chain per stream holds
 // up to a checkpoint, without the rest of the log: every event of the
 // stream from its first chained one up to the head the checkpoint signed,
@@ -28,15 +25,15 @@ const maxPath = 64
 // ties every event to the head, so unlike Proof it also shows that no event
 // between the first one it holds and the head was left out.
 type StreamProof struct {
-	Format     string             `json:"format"`
-	Checkpoint Checkpoint         `json:"checkpoint"`
-	Stream     string             `json:"stream"`
-	Events     []StreamProofEvent `json:"events"`
+	Format     string            `json:"format"`
+	Checkpoint Checkpoint        `json:"checkpoint"`
+	Stream     string            `json:"stream"`
+	Events     StreamProofEvents `json:"events"`
 	// HeadIndex is the stream's leaf index in the checkpoint's tree (the
 	// streams in the byte order of their names); Path its audit path,
 	// hex, from the leaf up (RFC 9162 section 2.1.3).
-	HeadIndex uint64   `json:"head_index"`
-	Path      []string `json:"path"`
+	HeadIndex uint64    `json:"head_index"`
+	Path      AuditPath `json:"path"`
 }
 
 // StreamProofEvent is one event of a StreamProof, as stored.
@@ -82,7 +79,7 @@ func ProveStream(ctx context.Context, src MessageSource, stream string, c Checkp
 		return StreamProof{}, fmt.Errorf("the checkpoint's root: %w", err)
 	}
 	var heads Heads
-	var events []StreamProofEvent
+	var events StreamProofEvents
 	var after, newest uint64
 	deleted := false
 	for {
@@ -202,7 +199,7 @@ func VerifyStreamProof(p StreamProof, pub ed25519.PublicKey) error {
 		return fmt.Errorf("the proof's checkpoint does not sign stream heads (chain %q)", c.Chain)
 	case len(p.Events) == 0:
 		return errors.New("the proof holds no event")
-	case len(p.Path) > maxPath:
+	case len(p.Path) > MaxPath:
 		return fmt.Errorf("the proof's path has %d hashes, more than a tree can be high", len(p.Path))
 	}
 	root, err := ParseHash(c.Root)

@@ -143,7 +143,7 @@ func Verify(ctx context.Context, src Source, opts Options) (Report, error) {
 		return Report{}, err
 	}
 	v.finish()
-	sort.SliceStable(v.r.Problems, func(i, j int) bool { return v.r.Problems[i].Position < v.r.Problems[j].Position })
+	sortProblems(v.r.Problems)
 	if len(v.r.Problems) > maxProblems {
 		v.r.Problems = v.r.Problems[:maxProblems]
 	}
@@ -175,7 +175,24 @@ type verifier struct {
 	lastSeen uint64
 }
 
-func (v *verifier) problem(p Problem) { v.r.Problems = append(v.r.Problems, p) }
+func (v *verifier) problem(p Problem) { v.r.Problems = addProblem(v.r.Problems, p) }
+
+// addProblem appends p; past twice maxProblems it keeps the maxProblems
+// first by position (ties in the order found), as the report does in the
+// end, so that a file with a problem on every line costs no more memory
+// than one with a hundred.
+func addProblem(ps []Problem, p Problem) []Problem {
+	ps = append(ps, p)
+	if len(ps) >= 2*maxProblems {
+		sortProblems(ps)
+		ps = ps[:maxProblems]
+	}
+	return ps
+}
+
+func sortProblems(ps []Problem) {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Position < ps[j].Position })
+}
 
 const page = 1000
 

@@ -75,7 +75,7 @@ func VerifyStreams(ctx context.Context, src MessageSource, opts Options) (Report
 	}
 	v.advance(^uint64(0) - 1)
 	v.finish()
-	sort.SliceStable(v.r.Problems, func(i, j int) bool { return v.r.Problems[i].Position < v.r.Problems[j].Position })
+	sortProblems(v.r.Problems)
 	if len(v.r.Problems) > maxProblems {
 		v.r.Problems = v.r.Problems[:maxProblems]
 	}
@@ -98,13 +98,12 @@ func eachMessage(ctx context.Context, src MessageSource, fn func(Message)) error
 				after = max(after, m.last())
 			}
 		}
-		if len(ms) < page {
-			return nil
-		}
+		// A short page is not the end: an export's pages end early
+		// past their bytes (StreamExport.Messages).
 	}
 }
 
-func (v *streamVerifier) problem(p Problem) { v.r.Problems = append(v.r.Problems, p) }
+func (v *streamVerifier) problem(p Problem) { v.r.Problems = addProblem(v.r.Problems, p) }
 
 // parseHeads reads a checkpoint over stream heads.
 func parseHeads(c Checkpoint) (headsCheck, error) {

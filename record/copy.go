@@ -34,15 +34,12 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 		}
 		if out.Failed() {
 			d.RecordFailure(domain.ForwardFailed{AttemptID: cmd.AttemptID, AgentID: agentID, Status: out.Status,
-				Error: out.Error, DurationMs: out.DurationMs, Copy: true})
+				Error: storedText(out.Error), DurationMs: out.DurationMs, Copy: true})
 		} else {
-			headers := out.Headers
-			if headers == nil {
-				headers = []domain.Header{}
-			}
+			headers, dropped := storedHeaders(out.Headers)
 			fr := domain.ForwardResponded{AttemptID: cmd.AttemptID, AgentID: agentID, Status: out.Status, Headers: headers,
 				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
-				Signature: out.Signature, Copy: true}
+				Signature: out.Signature, Copy: true, DroppedHeaders: dropped}
 			if cmd.CaptureResponse {
 				fr.Body = out.Body
 			}

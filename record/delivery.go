@@ -176,17 +176,14 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		if out.Failed() {
 			d.RecordFailure(domain.ForwardFailed{
 				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status,
-				Error: out.Error, DurationMs: out.DurationMs,
+				Error: storedText(out.Error), DurationMs: out.DurationMs,
 			})
 		} else {
-			headers := out.Headers
-			if headers == nil {
-				headers = []domain.Header{}
-			}
+			headers, dropped := storedHeaders(out.Headers)
 			fr := domain.ForwardResponded{
 				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
 				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
-				Signature: out.Signature,
+				Signature: out.Signature, DroppedHeaders: dropped,
 			}
 			if cmd.CaptureResponse {
 				fr.Body = out.Body

@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/jetstream"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/datalock"
@@ -158,7 +159,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.EventStore, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
 	fs.DurationVar(&c.InspectorTTL, "inspector-ttl", 24*time.Hour, "a guest inspector expires after this long without a request")
 	fs.Var(&c.CaptureCap, "capture-cap", "bytes of each request body stored; larger bodies are marked incomplete")
-	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond)")
+	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond); at most 16MiB, which bounds the log's largest event")
 	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", 30*time.Second, "how long a forward may take before the sender gets 504")
 	c.Signup = signupFlag(domain.SignupOpen)
 	fs.Var(&c.Signup, "signup", "who may sign up: open (anyone), invite (with an invite an account or the operator made: createInvite, relay accounts invite) or closed (the operator: relay accounts create); true and false mean open and closed")
@@ -174,7 +175,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "a request body or response that makes no progress for this long ends its connection")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
-	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery")
+	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery; at most 1MiB")
 	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
 	fs.Var(&c.ProxyBodies, "proxy-body-budget", "memory all proxied request bodies in flight may hold together (each is held until the local answer is back); beyond it senders get 503 with Retry-After")
 	fs.Var(&c.MaxAPIAnswer, "max-api-answer", "largest GraphQL answer as encoded (one HTTP response or one WebSocket message); larger ones are refused with ANSWER_TOO_LARGE")
@@ -227,6 +228,10 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--forward-timeout must be positive")
 	case c.ViewsWait <= 0:
 		return fmt.Errorf("--views-wait must be positive")
+	case c.MaxBody > evidence.MaxEventBody:
+		// The largest event, and so what relay events verify reads of an
+		// export line, follows from it (evidence.MaxExportLine).
+		return fmt.Errorf("--max-body (%s) must not exceed %s: the log's events are bounded by it", c.MaxBody.String(), humanize.IBytes(evidence.MaxEventBody))
 	case c.CaptureCap > c.MaxBody:
 		return fmt.Errorf("--capture-cap (%s) must not exceed --max-body (%s)", c.CaptureCap.String(), c.MaxBody.String())
 	case c.KeepAlive <= 0:
@@ -245,8 +250,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-conns-per-ip must be at least 1")
 	case c.MaxHeaders < 1:
 		return fmt.Errorf("--max-headers must be at least 1")
-	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > 16<<20:
-		return fmt.Errorf("--max-header-bytes must be between 1KiB and 16MiB")
+	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > evidence.MaxEventText:
+		return fmt.Errorf("--max-header-bytes must be between 1KiB and %s (the log's events are bounded by it)", humanize.IBytes(evidence.MaxEventText))
 	case c.MaxAPIBody < 1<<10:
 		return fmt.Errorf("--max-api-body (%s) must be at least 1KiB", c.MaxAPIBody.String())
 	case c.ProxyBodies < c.MaxBody:

@@ -102,24 +102,13 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 				if err != nil {
 					return usage(err)
 				}
-				perStream, err := evidence.IsStreamExport(args[0])
-				if err != nil {
-					return err
+				// A line over the limits of an export (evidence.MaxExportLine)
+				// is refused, exit 2, naming the file and the line.
+				err = verifyExport(c.Context(), args[0], evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				if evidence.IsLimit(err) {
+					return usage(fmt.Errorf("verify: %w", err))
 				}
-				if perStream {
-					x, err := evidence.OpenStreamExport(args[0])
-					if err != nil {
-						return err
-					}
-					defer x.Close()
-					return verifyStreams(c.Context(), x, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
-				}
-				x, err := evidence.OpenExport(args[0])
-				if err != nil {
-					return err
-				}
-				defer x.Close()
-				return verifyChain(c.Context(), x, evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
+				return err
 			}
 			key, err := publicKey(pubkey, data)
 			if err != nil {
@@ -157,7 +146,10 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 			if path == "" {
 				path = filepath.Join(data, "checkpoint.key")
 			}
-			b, err := os.ReadFile(path)
+			b, err := readSmallFile(path, maxKeyFile)
+			if evidence.IsLimit(err) {
+				return usage(fmt.Errorf("read checkpoint key: %w", err))
+			}
 			if err != nil {
 				return fmt.Errorf("read checkpoint key (created by relay serve at first start): %w", err)
 			}
@@ -220,14 +212,45 @@ newer than the last checkpoint cannot be proved until the next one (--checkpoint
 				if err != nil {
 					return err
 				}
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(p)
+				b, err := json.MarshalIndent(p, "", "  ")
+				if err != nil {
+					return err
+				}
+				// Never write a proof that verify --proof would refuse.
+				if len(b) > evidence.MaxProofBytes {
+					return fmt.Errorf("prove: the proof of %s would be %d bytes, over the %d bytes a proof may be (its events carry large bodies); export the log instead",
+						args[0], len(b), evidence.MaxProofBytes)
+				}
+				_, err = stdout.Write(append(b, '\n'))
+				return err
 			})
 		},
 	}
 	cmd.AddCommand(export, verify, prove, pub, rebuild)
 	return cmd
+}
+
+// verifyExport verifies an export file, of a log with one chain or with a
+// chain per stream.
+func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.Writer) error {
+	perStream, err := evidence.IsStreamExport(path)
+	if err != nil {
+		return err
+	}
+	if perStream {
+		x, err := evidence.OpenStreamExport(path)
+		if err != nil {
+			return err
+		}
+		defer x.Close()
+		return verifyStreams(ctx, x, opts, w)
+	}
+	x, err := evidence.OpenExport(path)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	return verifyChain(ctx, x, opts, w)
 }
 
 func joinClose(err, closeErr error) error {

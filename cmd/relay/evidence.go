@@ -118,7 +118,7 @@ func publicKey(flag, data string) (ed25519.PublicKey, error) {
 	if data == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(filepath.Join(data, "checkpoint.key"))
+	b, err := readSmallFile(filepath.Join(data, "checkpoint.key"), maxKeyFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -132,14 +132,40 @@ func publicKey(flag, data string) (ed25519.PublicKey, error) {
 	return key.Public().(ed25519.PublicKey), nil
 }
 
+// maxKeyFile bounds a checkpoint key file: the relay writes one PEM block
+// of an Ed25519 key in PKCS #8, 119 bytes.
+const maxKeyFile = 64 << 10
+
+// maxCheckpointFile bounds --checkpoint @FILE: one checkpoint a
+// verification printed is under 400 bytes, so a few thousand kept ones.
+const maxCheckpointFile = 1 << 20
+
+// readSmallFile reads a file the command line names, refusing one over max
+// bytes (a *evidence.LimitError) without reading more than max+1.
+func readSmallFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, &evidence.LimitError{File: path, What: "the file", Limit: max}
+	}
+	return b, nil
+}
+
 // keptCheckpoints reads --checkpoint values: a checkpoint's JSON, or
-// @FILE holding one per line.
+// @FILE holding one per line (at most maxCheckpointFile bytes).
 func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
 	var out []evidence.Checkpoint
 	for _, v := range values {
 		text := v
 		if name, ok := strings.CutPrefix(v, "@"); ok {
-			b, err := os.ReadFile(name)
+			b, err := readSmallFile(name, maxCheckpointFile)
 			if err != nil {
 				return nil, fmt.Errorf("--checkpoint: %w", err)
 			}
@@ -148,6 +174,9 @@ func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
 		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 			var c evidence.Checkpoint
 			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" && c.Chain != evidence.HeadsChain {
+				if len(line) > 200 {
+					line = line[:200] + "…"
+				}
 				return nil, fmt.Errorf("--checkpoint %q: want the JSON a verification printed", line)
 			}
 			out = append(out, c)
@@ -267,7 +296,8 @@ func proveStreamDelivery(ctx context.Context, l provableStreams, id string) (evi
 }
 
 // verifyProofFile checks a proof file with a public key and prints what it
-// proves.
+// proves. A file over the limits of a proof (evidence.MaxProofBytes, its
+// events and path) is refused, exit 2, before it is decoded.
 func verifyProofFile(path, pubkey string, w io.Writer) error {
 	if pubkey == "" {
 		return usage(errors.New("--proof needs --pubkey: the relay's public key, from relay events pubkey"))
@@ -276,30 +306,18 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 	if err != nil {
 		return usage(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("--proof: %w", err)
+	p, sp, err := evidence.ReadProof(path)
+	switch {
+	case evidence.IsLimit(err):
+		return usage(fmt.Errorf("--proof %w", err))
+	case errors.Is(err, os.ErrNotExist):
+		return usage(fmt.Errorf("--proof: %w", err))
+	case err != nil:
+		return fmt.Errorf("--proof %w", err)
+	case sp != nil:
+		return verifyStreamProof(*sp, key, w)
 	}
-	defer f.Close()
-	// A proof is a handful of events; a bigger file is not one.
-	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
-	if err != nil {
-		return fmt.Errorf("--proof: %w", err)
-	}
-	var format struct {
-		Format string `json:"format"`
-	}
-	if err := json.Unmarshal(b, &format); err != nil {
-		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
-	}
-	if format.Format == evidence.StreamProofFormat {
-		return verifyStreamProof(path, b, key, w)
-	}
-	var p evidence.Proof
-	if err := json.Unmarshal(b, &p); err != nil {
-		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
-	}
-	if err := evidence.VerifyProof(p, key); err != nil {
+	if err := evidence.VerifyProof(*p, key); err != nil {
 		return fmt.Errorf("verify --proof: %w", err)
 	}
 	fmt.Fprintf(w, "ok: %d events of %s are in the log the relay signed at position %d (a tree of %d leaves, root %s)\n",
@@ -314,11 +332,7 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 
 // verifyStreamProof checks a proof of one stream of a log with a chain per
 // stream and prints what it proves.
-func verifyStreamProof(path string, b []byte, key ed25519.PublicKey, w io.Writer) error {
-	var p evidence.StreamProof
-	if err := json.Unmarshal(b, &p); err != nil {
-		return fmt.Errorf("--proof %s: not a proof: %w", path, err)
-	}
+func verifyStreamProof(p evidence.StreamProof, key ed25519.PublicKey, w io.Writer) error {
 	if err := evidence.VerifyStreamProof(p, key); err != nil {
 		return fmt.Errorf("verify --proof: %w", err)
 	}

@@ -321,11 +321,11 @@ func signatureCheck(scheme, secretFile string, env func(string) string) (func([]
 	}
 	secret := env("RELAY_VERIFY_SECRET")
 	if secretFile != "" {
-		b, err := os.ReadFile(secretFile)
+		s, err := readSecretFile("--verify-secret-file", secretFile)
 		if err != nil {
-			return nil, usage(fmt.Errorf("--verify-secret-file: %w", err))
+			return nil, err
 		}
-		secret = strings.TrimSpace(string(b))
+		secret = s
 	}
 	if secret == "" {
 		return nil, usage(errors.New("--verify needs the signing secret: set RELAY_VERIFY_SECRET or give --verify-secret-file"))
