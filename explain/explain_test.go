@@ -142,8 +142,9 @@ func TestEveryRelayDecisionIsExplained(t *testing.T) {
 			d: endpointDelivery(intp(504), &readmodel.RelayAnswer{Status: 504, Reason: domain.ReasonNoOutcome + "forward a1: timeout", At: at(36)},
 				readmodel.Attempt{ID: "a1", Status: intp(200), StartedAt: at(1), DurationMs: int64p(40000), AgentID: agentA.AgentID, OutcomeAt: at(41), Late: true}),
 			sessions: sessions{agentA},
-			summary:  []string{"Answered 504 by the relay at 2026-03-04T05:06:43.890Z", "no outcome", "--forward-timeout and 5 s more", "attempt 1, requested at 2026-03-04T05:06:08.890Z"},
-			facts:    []string{"Your local process answered 200 after 40000 ms (attempt 1)", "late: the relay had already answered the sender itself"}},
+			summary: []string{"Answered 504 by the relay at 2026-03-04T05:06:43.890Z", "no outcome", "--forward-timeout and 5 s more", "attempt 1, requested at 2026-03-04T05:06:08.890Z",
+				"its outcome, 200, came at 2026-03-04T05:06:48.890Z, too late to be sent"},
+			facts: []string{"Your local process answered 200 after 40000 ms (attempt 1)", "late: the relay had already answered the sender itself"}},
 		{name: "an agent that altered the request",
 			d: endpointDelivery(intp(200), nil,
 				readmodel.Attempt{ID: "a1", Status: intp(200), StartedAt: at(1), DurationMs: int64p(3), AgentID: agentA.AgentID, OutcomeAt: at(2),
@@ -220,8 +221,18 @@ func TestEveryRelayDecisionIsExplained(t *testing.T) {
 			failed(503, domain.FailureNoAgent, ""),
 			readmodel.Attempt{ID: "a2", Status: intp(200), StartedAt: at(60), DurationMs: int64p(5), Retry: true, AgentID: agentA.AgentID, OutcomeAt: at(61)}),
 			sessions: sessions{agentA},
-			summary:  []string{"Answered 200 by your local process", "(attempt 2, a retry, via the agent on node node-a, 5 ms)"},
-			facts:    []string{"Attempt 1 failed with 503 after 1000 ms: no agent connected."}},
+			summary: []string{"The sender was answered 503 by the relay at 2026-03-04T05:06:09.890Z: no agent was connected",
+				"Shown now: 200, from attempt 2, a retry, which the sender never saw: answered 200 by your local process", "(attempt 2, a retry, via the agent on node node-a, 5 ms)"},
+			facts: []string{"Attempt 1 failed with 503 after 1000 ms: no agent connected.", "Forward requested (attempt 2, a retry); no sender waited for it."}},
+		{name: "an edited retry answered after the sender's answer", d: endpointDelivery(intp(200), nil,
+			readmodel.Attempt{ID: "a1", Status: intp(500), StartedAt: at(1), DurationMs: int64p(3), AgentID: agentA.AgentID, Node: "node-a", OutcomeAt: at(2)},
+			readmodel.Attempt{ID: "a2", Status: intp(200), StartedAt: at(60), DurationMs: int64p(5), Retry: true, Edit: &domain.RequestEdit{Method: "PUT"},
+				AgentID: agentA.AgentID, Node: "node-a", OutcomeAt: at(61)}),
+			sessions: sessions{agentA},
+			summary: []string{"The sender was answered 500 by your local process at 2026-03-04T05:06:09.890Z (attempt 1 via the agent on node node-a, 3 ms).",
+				"Shown now: 200, from attempt 2, an edited retry, which the sender never saw"},
+			facts: []string{"Forward requested (attempt 1); the sender waited on node node-a.",
+				"Forward requested (attempt 2, an edited retry) on node node-a; no sender waited for it."}},
 		{name: "waiting for the local answer", d: endpointDelivery(nil, nil, readmodel.Attempt{ID: "a1", StartedAt: at(1), Node: "node-a"}),
 			summary: []string{"No answer yet: attempt 1, requested at 2026-03-04T05:06:08.890Z, is waiting"},
 			facts:   []string{"Forward requested (attempt 1); the sender waited on node node-a; no outcome yet."}},
@@ -318,7 +329,8 @@ func TestManyAttemptsAreBounded(t *testing.T) {
 	if !strings.Contains(text, "40 attempts in between are not told of here") {
 		t.Errorf("the facts do not say attempts were left out:\n%s", text)
 	}
-	if !strings.Contains(x.Summary, "Answered 500 by your local process") || !strings.Contains(x.Summary, "attempt 50, a retry") {
+	if !strings.Contains(x.Summary, "The sender was answered 500 by your local process") || !strings.Contains(x.Summary, "(attempt 1 via the agent") ||
+		!strings.Contains(x.Summary, "Shown now: 500, from attempt 50, a retry") {
 		t.Errorf("summary %q", x.Summary)
 	}
 }

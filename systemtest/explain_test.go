@@ -288,7 +288,10 @@ func TestExplainTheRelaysOwnAnswers(t *testing.T) {
 		if got := <-retried; !strings.HasPrefix(got, "0 ") {
 			t.Fatalf("relay retry: %s", got)
 		}
-		explained(t, r, acct.Token, cut, 200, []string{"Answered 200 by your local process at ", "(attempt 2, a retry, via the agent on node "},
+		// The sender got attempt 1's 503; the 200 shown is the retry's,
+		// which it never saw.
+		explained(t, r, acct.Token, cut, 200, []string{"The sender was answered 503 by the relay at ",
+			"Shown now: 200, from attempt 2, a retry, which the sender never saw: answered 200 by your local process at ", "(attempt 2, a retry, via the agent on node "},
 			[]string{"Attempt 1 failed with 503", "agent disconnected", "Your local process answered 200"})
 	})
 

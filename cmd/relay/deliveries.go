@@ -686,6 +686,24 @@ type explanationJSON struct {
 	Status  *int       `json:"status"`
 	Summary string     `json:"summary"`
 	Facts   []factJSON `json:"facts"`
+	// Sender is what the sender's connection received (null while it
+	// waits, or when it got none: senderLost); Shown where status comes
+	// from (a retry's, which the sender never saw, after a retry).
+	Sender     *senderAnswerJSON `json:"sender"`
+	SenderLost bool              `json:"senderLost"`
+	Shown      *shownStatusJSON  `json:"shown"`
+}
+
+type senderAnswerJSON struct {
+	Status  int    `json:"status"`
+	Attempt *int   `json:"attempt"` // null: the relay answered itself
+	At      string `json:"at"`
+}
+
+type shownStatusJSON struct {
+	Status  int    `json:"status"`
+	Attempt *int   `json:"attempt"` // null: the relay's own answer
+	Kind    string `json:"kind"`    // RELAY, FORWARD, RETRY, EDITED_RETRY
 }
 
 type factJSON struct {
@@ -734,13 +752,17 @@ func explainDelivery(ctx context.Context, client *apiclient.Client, id string) (
 		Delivery *struct {
 			ID  string
 			Why struct {
-				Status  *int
-				Summary string
-				Facts   []factJSON
+				Status     *int
+				Summary    string
+				Facts      []factJSON
+				Sender     *senderAnswerJSON
+				SenderLost bool
+				Shown      *shownStatusJSON
 			}
 		}
 	}
-	q := `query($id: ID!){ delivery(id: $id){ id why{ status summary facts{ at text } } } }`
+	q := `query($id: ID!){ delivery(id: $id){ id why{ status summary facts{ at text }
+		sender{ status attempt at } senderLost shown{ status attempt kind } } } }`
 	if err := client.Do(ctx, q, map[string]any{"id": id}, &res); err != nil {
 		return explanationJSON{}, fmt.Errorf("explain delivery: %w", err)
 	}
@@ -748,7 +770,8 @@ func explainDelivery(ctx context.Context, client *apiclient.Client, id string) (
 		return explanationJSON{}, noDelivery(id)
 	}
 	w := res.Delivery.Why
-	x := explanationJSON{ID: res.Delivery.ID, Status: w.Status, Summary: w.Summary, Facts: w.Facts}
+	x := explanationJSON{ID: res.Delivery.ID, Status: w.Status, Summary: w.Summary, Facts: w.Facts,
+		Sender: w.Sender, SenderLost: w.SenderLost, Shown: w.Shown}
 	if x.Facts == nil {
 		x.Facts = []factJSON{}
 	}
