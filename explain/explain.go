@@ -298,8 +298,20 @@ func lowerFirst(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
 
-// relaySummary explains an answer the relay gave itself.
+// relaySummary explains an answer the relay gave itself, and the
+// handshake it looked like when the address does not answer that one.
 func (x *explainer) relaySummary(r readmodel.RelayAnswer) string {
+	base, h := domain.UnansweredHandshake(r.Reason)
+	r.Reason = base
+	text := x.relayAnswer(r)
+	if h != "" {
+		text += " " + Hint(x.d)
+	}
+	return text
+}
+
+// relayAnswer explains an answer the relay gave itself for its reason.
+func (x *explainer) relayAnswer(r readmodel.RelayAnswer) string {
 	head := fmt.Sprintf("Answered %d by the relay at %s", r.Status, FormatTime(r.At))
 	switch {
 	case r.Reason == "" && r.Status == 204 && x.d.Kind == domain.AddressInspector:
@@ -595,4 +607,51 @@ func fidelityParts(parts []string) string {
 		return words[0]
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// handshakeNames are the handshakes as a hint names them.
+var handshakeNames = map[domain.Handshake]string{
+	domain.HandshakeSlack:   "a Slack URL verification",
+	domain.HandshakeMeta:    "a Meta verification (hub.challenge)",
+	domain.HandshakeGraph:   "a Microsoft Graph validation (validationToken)",
+	domain.HandshakeDropbox: "a Dropbox verification (challenge)",
+	domain.HandshakeZoom:    "a Zoom URL validation (endpoint.url_validation)",
+}
+
+// handshakeFlags are the flags a handshake needs besides --handshake.
+var handshakeFlags = map[domain.Handshake]string{
+	domain.HandshakeMeta: " --meta-verify-token-file FILE",
+	domain.HandshakeZoom: " --zoom-secret-file FILE",
+}
+
+// Hint says what the relay noticed of a delivery and how to act on it, ""
+// when nothing: today, a provider's verification request an inspector or
+// LOG Endpoint received without answering it as a handshake, and the
+// command that enables that handshake.
+func Hint(d readmodel.Delivery) string {
+	if d.RelayAnswer == nil {
+		return ""
+	}
+	_, h := domain.UnansweredHandshake(d.RelayAnswer.Reason)
+	name, ok := handshakeNames[h]
+	if !ok {
+		return ""
+	}
+	cmd := "relay endpoints update " + d.Address
+	if d.Kind == domain.AddressInspector {
+		cmd = "relay inspector answer " + d.Address
+	}
+	return fmt.Sprintf("This looks like %s, which this address does not answer; enable the %s handshake to answer it: %s --handshake %s%s (--handshake replaces the list: name the others it answers too).",
+		name, providerTitle(h), cmd, h, handshakeFlags[h])
+}
+
+// providerTitle is a handshake's provider as people write it.
+func providerTitle(h domain.Handshake) string {
+	switch h {
+	case domain.HandshakeGraph:
+		return "Microsoft Graph"
+	case domain.HandshakeSlack, domain.HandshakeMeta, domain.HandshakeDropbox, domain.HandshakeZoom:
+		return strings.ToUpper(string(h[:1])) + string(h[1:])
+	}
+	return string(h)
 }

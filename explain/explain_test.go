@@ -111,6 +111,12 @@ func TestEveryRelayDecisionIsExplained(t *testing.T) {
 		{name: "Zoom URL validation", covers: []string{"ReasonHandshake", "HandshakeZoomName"},
 			d:       endpointDelivery(intp(200), &readmodel.RelayAnswer{Status: 200, Reason: domain.ReasonHandshake + domain.HandshakeZoomName, At: t0}),
 			summary: []string{"Answered 200 by the relay", "Zoom URL validation, a provider's verification request this address answers itself", "not forwarded"}},
+		{name: "a Slack verification a LOG Endpoint does not answer", covers: []string{"ReasonUnansweredHandshake"},
+			d: endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeSlack), At: t0}),
+			summary: []string{"Answered 204 by the relay", "LOG mode", "This looks like a Slack URL verification, which this address does not answer; enable the Slack handshake to answer it: relay endpoints update ep-1 --handshake slack"}},
+		{name: "a Meta verification answered with the configured answer", covers: []string{"ReasonUnansweredHandshake"},
+			d: endpointDelivery(intp(202), &readmodel.RelayAnswer{Status: 202, Reason: domain.WithUnansweredHandshake(domain.ReasonConfiguredAnswer, domain.HandshakeMeta), At: t0}),
+			summary: []string{"Answered 202 by the relay", "configured answer", "This looks like a Meta verification (hub.challenge)", "relay endpoints update ep-1 --handshake meta --meta-verify-token-file FILE"}},
 		{name: "wrong protocol", covers: []string{"ReasonWrongProtocol"},
 			d:       endpointDelivery(intp(503), &readmodel.RelayAnswer{Status: 503, Reason: domain.ReasonWrongProtocol, At: t0}),
 			summary: []string{"Answered 503 by the relay", "plain HTTP", "https only"},
@@ -344,4 +350,42 @@ func (c *countingSessions) AgentSessions(_ context.Context, ids []string) (map[s
 
 func (c *countingSessions) LastAgentSession(context.Context, string, time.Time) (readmodel.AgentSession, bool, error) {
 	return readmodel.AgentSession{}, false, nil
+}
+
+// TestHint: only a delivery recorded as a handshake its address does not
+// answer has a hint, naming the command for its kind of address; the
+// note of it splits off any reason it follows.
+func TestHint(t *testing.T) {
+	inspector := endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeZoom), At: t0})
+	inspector.Kind, inspector.Address = domain.AddressInspector, "insp-1"
+	for _, tc := range []struct {
+		name string
+		d    readmodel.Delivery
+		want string
+	}{
+		{"inspector", inspector, "relay inspector answer insp-1 --handshake zoom --zoom-secret-file FILE"},
+		{"dropbox", endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeDropbox), At: t0}),
+			"a Dropbox verification (challenge), which this address does not answer; enable the Dropbox handshake"},
+		{"msgraph", endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeGraph), At: t0}),
+			"enable the Microsoft Graph handshake to answer it: relay endpoints update ep-1 --handshake msgraph ("},
+		{"a plain LOG answer", endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, At: t0}), ""},
+		{"a handshake answered", endpointDelivery(intp(200), &readmodel.RelayAnswer{Status: 200, Reason: domain.ReasonHandshake + domain.HandshakeSlackName, At: t0}), ""},
+		{"a local answer", endpointDelivery(intp(200), nil), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := explain.Hint(tc.d)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("Hint = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	for _, reason := range []string{"", domain.ReasonConfiguredAnswer, domain.ReasonFiltered + "a; b"} {
+		base, h := domain.UnansweredHandshake(domain.WithUnansweredHandshake(reason, domain.HandshakeMeta))
+		if base != reason || h != domain.HandshakeMeta {
+			t.Errorf("reason %q: split into %q, %q", reason, base, h)
+		}
+		if base, h := domain.UnansweredHandshake(reason); base != reason || h != "" {
+			t.Errorf("reason %q without a note: split into %q, %q", reason, base, h)
+		}
+	}
 }

@@ -76,7 +76,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
-		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d,
+		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d, Hint: optional(explain.Hint(d)),
 	}
 	if p := d.Provider; p != nil {
 		m.Provider = &model.Provider{Name: p.Name, EventType: optional(p.EventType), DeliveryID: optional(p.DeliveryID)}

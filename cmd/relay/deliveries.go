@@ -35,6 +35,9 @@ type deliveryRow struct {
 	// Duplicates counts the other deliveries with its delivery id.
 	Provider   *providerJSON `json:"provider"`
 	Duplicates int           `json:"duplicates"`
+	// Hint is what the relay noticed of the request and how to act on it
+	// (a provider's verification request the address does not answer).
+	Hint *string `json:"hint,omitempty"`
 }
 
 // providerJSON is Delivery.provider.
@@ -44,7 +47,7 @@ type providerJSON struct {
 	DeliveryID *string `json:"deliveryId"`
 }
 
-const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status } provider{ name eventType deliveryId } duplicates`
+const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status } provider{ name eventType deliveryId } duplicates hint`
 
 // apiDeliveryRow is deliveryRowFields as the API answers them.
 type apiDeliveryRow struct {
@@ -54,11 +57,13 @@ type apiDeliveryRow struct {
 	Attempts                                      []struct{ Status *int }
 	Provider                                      *providerJSON
 	Duplicates                                    int
+	Hint                                          *string
 }
 
 func (d apiDeliveryRow) row() deliveryRow {
 	return deliveryRow{ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Path, ReceivedAt: d.ReceivedAt,
-		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts), Provider: d.Provider, Duplicates: d.Duplicates}
+		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts), Provider: d.Provider, Duplicates: d.Duplicates,
+		Hint: d.Hint}
 }
 
 // eventText is a row's provider event for a terminal: "github push",

@@ -39,7 +39,9 @@ https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
 ENDPOINT names or ids select the Endpoints to serve, all over one
 connection. With none, listen creates (the first time) or reuses an
 Endpoint named after the current folder. Each is set to PROXY mode with
-TARGET. The public URL is printed first, then one line per request: time,
+TARGET, unless other listeners already serve it and --primary is not given:
+this one then receives copies and changes nothing of the Endpoint (it sets
+its target if it becomes the primary later). The public URL is printed first, then one line per request: time,
 method, path, status, duration and the delivery id (for relay retry and
 relay deliveries show).
 
@@ -48,7 +50,7 @@ CI job): one is the primary, whose answers go to the senders; the others
 receive copies, whose answers are recorded but never sent. The primary is
 the newest listener started with --primary, else the first connected; when
 it leaves, the oldest one left takes over. listen prints which it is, and
-when that changes.
+when that changes; a request received as a copy says so on its line.
 
 --filter forwards only the deliveries that match (repeat it: all must
 match; a filter's values are alternatives):

@@ -108,6 +108,7 @@ type ComplexityRoot struct {
 		Explanation        func(childComplexity int) int
 		HTTPVersion        func(childComplexity int) int
 		Headers            func(childComplexity int) int
+		Hint               func(childComplexity int) int
 		ID                 func(childComplexity int) int
 		Method             func(childComplexity int) int
 		Path               func(childComplexity int) int
@@ -764,6 +765,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Headers(childComplexity), true
+	case "Delivery.hint":
+		if e.ComplexityRoot.Delivery.Hint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Hint(childComplexity), true
 	case "Delivery.id":
 		if e.ComplexityRoot.Delivery.ID == nil {
 			break
@@ -2447,6 +2454,14 @@ type Delivery {
   explanation: String!
   "The explanation in parts: the status it explains, its sentence and its dated facts."
   why: Explanation!
+  """
+  What the relay noticed of this request and how to act on it, null when
+  nothing: a provider's verification request (Slack, Meta, Microsoft Graph,
+  Dropbox, Zoom) an inspector or LOG Endpoint answered as any other request
+  because it does not enable that handshake, with the command that does
+  (docs/answers.md).
+  """
+  hint: String
 }
 
 "What a provider says of a delivery, in its own terms."
@@ -3288,6 +3303,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_explanation(ctx, field)
 	case "why":
 		return ec.fieldContext_Delivery_why(ctx, field)
+	case "hint":
+		return ec.fieldContext_Delivery_hint(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -6146,6 +6163,29 @@ func (ec *executionContext) fieldContext_Delivery_why(_ context.Context, field g
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_hint(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_hint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_hint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
@@ -13554,6 +13594,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "hint":
+			out.Values[i] = ec._Delivery_hint(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

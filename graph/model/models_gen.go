@@ -202,8 +202,14 @@ type Delivery struct {
 	// the log (docs/explanations.md).
 	Explanation string `json:"explanation"`
 	// The explanation in parts: the status it explains, its sentence and its dated facts.
-	Why *Explanation       `json:"why"`
-	Row readmodel.Delivery `json:"-"`
+	Why *Explanation `json:"why"`
+	// What the relay noticed of this request and how to act on it, null when
+	// nothing: a provider's verification request (Slack, Meta, Microsoft Graph,
+	// Dropbox, Zoom) an inspector or LOG Endpoint answered as any other request
+	// because it does not enable that handshake, with the command that does
+	// (docs/answers.md).
+	Hint *string            `json:"hint,omitempty"`
+	Row  readmodel.Delivery `json:"-"`
 }
 
 type DeliveryConnection struct {
