@@ -108,7 +108,7 @@ const maxAttemptFacts = 10
 // for a 503 "no agent connected" the Endpoint's session that started last
 // before it.
 func Delivery(ctx context.Context, d readmodel.Delivery, sessions Sessions) (Explanation, error) {
-	x := explainer{d: d, decisive: -1, original: -1, last: map[int]readmodel.AgentSession{}}
+	x := explainer{d: d, decisive: -1, original: -1, last: map[int]readmodel.AgentSession{}, toldSession: map[string]bool{}}
 	x.shown = shownAttempts(len(d.Attempts))
 	for i, a := range d.Attempts {
 		if a.Status != nil && !a.Late && !a.Copy {
@@ -133,6 +133,8 @@ type explainer struct {
 	original int   // index of the forward the sender waited for, -1 when none was made
 	shown    []int // indexes of the attempts told of, in order
 	sessions map[string]readmodel.AgentSession
+	// toldSession names the sessions the facts already tell of.
+	toldSession map[string]bool
 	// last holds, by attempt index, the Endpoint's session that started
 	// last before a 503 "no agent connected" of the decisive attempt or
 	// the sender's; an index without one had no session before it.
@@ -563,7 +565,8 @@ func (x *explainer) attemptFacts(i int) []Fact {
 		text += "; the agent reports that the " + fidelityParts(f.Differences) + " it handed your local process differed from what the relay sent"
 	}
 	out = append(out, Fact{At: outcomeTime(a), Text: text + "."})
-	if s, ok := x.sessions[a.AgentID]; ok && (i == x.decisive || i == x.senderAttempt()) {
+	if s, ok := x.sessions[a.AgentID]; ok && (i == x.decisive || i == x.senderAttempt()) && !x.toldSession[s.AgentID] {
+		x.toldSession[s.AgentID] = true // the sender's attempt and a retry may name one session
 		until := outcomeTime(a)
 		if a.Error == domain.FailureAgentDisconnected {
 			until = time.Time{} // its end is why; it may be recorded just after the failure
