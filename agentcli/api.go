@@ -163,6 +163,10 @@ type ForwardEvent struct {
 	Status     int    // the local status; 502/504 when Error is set
 	Duration   time.Duration
 	Error      string // why the local target gave no answer; "" when it answered
+	// Copy: this agent received the request as a copy, as the relay last
+	// told it its role (RoleEvent, asked every second with Options.Roles):
+	// its answer is recorded, never sent to the sender.
+	Copy bool
 	// ReportError is set when the answer could not be reported to the
 	// relay (it no longer waited, or the connection dropped).
 	ReportError string

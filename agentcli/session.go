@@ -399,7 +399,8 @@ func binaryOpID(attemptID string) string { return "done-" + attemptID }
 // handle forwards one request to the local target, reports the answer
 // and tells the observer.
 func (s *session) handle(ctx context.Context, sv *served, w work) {
-	ev := ForwardEvent{Time: time.Now(), EndpointID: sv.info.ID, DeliveryID: w.deliveryID, AttemptID: w.attemptID, Method: w.method, Path: w.path}
+	ev := ForwardEvent{Time: time.Now(), EndpointID: sv.info.ID, DeliveryID: w.deliveryID, AttemptID: w.attemptID, Method: w.method, Path: w.path,
+		Copy: s.receivesCopies(sv)}
 	var res localResult
 	if w.err != nil {
 		res = localResult{Status: 502, Err: w.err, Failure: "the agent could not read the request"}
@@ -606,4 +607,18 @@ func (s *session) readErr(ctx context.Context, err error) error {
 		return fmt.Errorf("no message from server within %s", s.a.readTimeout)
 	}
 	return err
+}
+
+// receivesCopies tells whether the relay last said (see roleLoop) that
+// this agent receives copies of sv's deliveries rather than answering
+// their senders; false while no role is known (Options.Roles off).
+func (s *session) receivesCopies(sv *served) bool {
+	s.roleMu.Lock()
+	defer s.roleMu.Unlock()
+	for i, primary := range s.roles {
+		if x, ok := s.served[subscriptionID(i)]; ok && x == sv {
+			return !primary
+		}
+	}
+	return false
 }

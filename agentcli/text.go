@@ -110,6 +110,9 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	} else {
 		fmt.Fprintf(&b, " (%d ms)", e.Duration.Milliseconds())
 	}
+	if e.Copy {
+		b.WriteString("  copy: not sent to the sender")
+	}
 	if e.DeliveryID != "" {
 		b.WriteString("  delivery " + e.DeliveryID)
 	}

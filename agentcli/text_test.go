@@ -49,3 +49,22 @@ func TestTextObserverPrintsRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestTextObserverMarksCopies: a request received as a copy says so on its
+// line; the primary's does not.
+func TestTextObserverMarksCopies(t *testing.T) {
+	e := ForwardEvent{Time: time.Date(2026, 11, 23, 13, 40, 9, 0, time.UTC), DeliveryID: "d-1", Method: "POST", Path: "/hook",
+		Status: 500, Duration: 3 * time.Millisecond}
+	for _, copied := range []bool{false, true} {
+		var out bytes.Buffer
+		e.Copy = copied
+		(&TextObserver{Out: &out, Status: &out}).Forwarded(e)
+		want := "13:40:09 POST /hook → 500 (3 ms)  delivery d-1\n"
+		if copied {
+			want = "13:40:09 POST /hook → 500 (3 ms)  copy: not sent to the sender  delivery d-1\n"
+		}
+		if out.String() != want {
+			t.Errorf("copy %v: %q, want %q", copied, out.String(), want)
+		}
+	}
+}

@@ -125,9 +125,10 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	if got := p.text(`.detail tr.is-new [data-testid=attempt-status]`); got != "200" {
 		t.Errorf("highlighted new attempt status = %q, want 200", got)
 	}
-	if got := p.text(`.detail [data-testid=why-summary]`); !strings.HasPrefix(got, "Answered 200 by your local process at ") ||
+	if got := p.text(`.detail [data-testid=why-summary]`); !strings.HasPrefix(got, "The sender was answered 404 by your local process at ") ||
+		!strings.Contains(got, "Shown now: 200, from attempt 2, a retry, which the sender never saw") ||
 		!strings.Contains(got, "(attempt 2, a retry, via the agent") {
-		t.Errorf("why line after the retry = %q, want the retry's 200", got)
+		t.Errorf("why line after the retry = %q, want the sender's 404 and, apart, the retry's 200", got)
 	}
 	p.waitFor("the row's status 200", rowSelector("/hooks/order?id=7")+`.querySelector('.status').textContent === '200'`)
 	if got := p.text(`.detail`); !strings.Contains(got, `"received": true`) {

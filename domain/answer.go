@@ -118,6 +118,30 @@ const (
 // KnownHandshakes lists every handshake, in the order the relay tries them.
 var KnownHandshakes = []Handshake{HandshakeSlack, HandshakeMeta, HandshakeGraph, HandshakeDropbox, HandshakeZoom}
 
+// WithUnansweredHandshake is reason with the note that the request looked
+// like h's verification request, which the address does not answer
+// (ReasonUnansweredHandshake).
+func WithUnansweredHandshake(reason string, h Handshake) string {
+	if reason == "" {
+		return ReasonUnansweredHandshake + string(h)
+	}
+	return reason + "; " + ReasonUnansweredHandshake + string(h)
+}
+
+// UnansweredHandshake splits a recorded reason into the reason of the
+// answer given and the handshake the request looked like, "" when the
+// reason notes none (WithUnansweredHandshake).
+func UnansweredHandshake(reason string) (base string, h Handshake) {
+	if name, ok := strings.CutPrefix(reason, ReasonUnansweredHandshake); ok {
+		return "", Handshake(name)
+	}
+	i := strings.LastIndex(reason, "; "+ReasonUnansweredHandshake)
+	if i < 0 {
+		return reason, ""
+	}
+	return reason[:i], Handshake(reason[i+len("; "+ReasonUnansweredHandshake):])
+}
+
 // HandshakeSide says who answers handshakes to a PROXY Endpoint.
 type HandshakeSide string
 

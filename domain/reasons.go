@@ -37,6 +37,12 @@ const (
 	// ReasonFiltered + why: no listener's filters (nor the Endpoint's)
 	// matched the delivery; answered as a LOG Endpoint answers, at receipt.
 	ReasonFiltered = "filtered: "
+	// ReasonUnansweredHandshake + the handshake (HandshakeSlack, …): an
+	// inspector or LOG Endpoint received what looks like that provider's
+	// verification request but does not enable its handshake, and answered
+	// it as any other request. It follows the reason of that answer, after
+	// "; ", when there is one (see UnansweredHandshake).
+	ReasonUnansweredHandshake = "unanswered handshake: "
 )
 
 // Names of the handshakes as recorded after ReasonHandshake.

@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,13 +28,59 @@ type Fact struct {
 	Text string
 }
 
-// Explanation is why a delivery's sender got Status (the delivery's
-// responseStatus; nil while no answer is recorded): Summary says it in one
-// sentence, Facts are the dated evidence, oldest first.
+// Explanation is why a delivery shows Status (the delivery's
+// responseStatus; nil while no answer is recorded) and what its sender
+// was answered, which is not always the same: a retry's outcome is shown
+// but never reached the sender. Sender and Shown say both apart; Summary
+// says them in words (one line), Facts are the dated evidence, oldest
+// first.
 type Explanation struct {
-	Status  *int
+	Status *int
+	// Sender is what the sender's connection received; nil while it waits,
+	// or when it never got an answer (SenderLost).
+	Sender *SenderAnswer
+	// SenderLost: the relay stopped, or its node was lost, while the sender
+	// waited; the sender's connection closed without an answer.
+	SenderLost bool
+	// Shown is where the status shown (Status) comes from; nil when
+	// Status is.
+	Shown   *Shown
 	Summary string
 	Facts   []Fact
+}
+
+// SenderAnswer is the answer a sender's connection received.
+type SenderAnswer struct {
+	Status int
+	// Attempt is the number (from 1) of the attempt whose outcome was
+	// sent, 0 when the relay answered by itself (at receipt, or a 504
+	// when no outcome came in time).
+	Attempt int
+	At      time.Time
+}
+
+// ShownKind is what gave the status a delivery shows.
+type ShownKind string
+
+// The sources of a shown status. Copies are never one: a copy's outcome
+// is recorded beside the delivery's, not as it.
+const (
+	ShownRelay       ShownKind = "RELAY"        // the relay's own answer to the sender
+	ShownForward     ShownKind = "FORWARD"      // the outcome of the sender's own forward
+	ShownRetry       ShownKind = "RETRY"        // a retry, sent as recorded
+	ShownEditedRetry ShownKind = "EDITED_RETRY" // a retry with an edited request
+)
+
+// Shown is where a delivery's shown status comes from.
+type Shown struct {
+	Status  int
+	Attempt int // from 1; 0 for the relay's own answer
+	Kind    ShownKind
+}
+
+// SameAsSender reports whether the status shown is the sender's answer.
+func (x Explanation) SameAsSender() bool {
+	return x.Sender != nil && x.Shown != nil && x.Sender.Attempt == x.Shown.Attempt
 }
 
 // Text is the explanation as lines: the summary, then each fact after its
@@ -61,29 +108,89 @@ const maxAttemptFacts = 10
 // for a 503 "no agent connected" the Endpoint's session that started last
 // before it.
 func Delivery(ctx context.Context, d readmodel.Delivery, sessions Sessions) (Explanation, error) {
-	x := explainer{d: d, decisive: -1}
+	x := explainer{d: d, decisive: -1, original: -1, last: map[int]readmodel.AgentSession{}, toldSession: map[string]bool{}}
 	x.shown = shownAttempts(len(d.Attempts))
 	for i, a := range d.Attempts {
 		if a.Status != nil && !a.Late && !a.Copy {
 			x.decisive = i // the latest attempt with an outcome the sender was not answered before
 		}
+		if x.original < 0 && !a.Retry && !a.Copy {
+			x.original = i // the forward the sender waited for
+		}
 	}
 	if err := x.readSessions(ctx, sessions); err != nil {
 		return Explanation{}, fmt.Errorf("explain delivery %s: %w", d.ID, err)
 	}
-	return Explanation{Status: d.ResponseStatus, Summary: x.summary(), Facts: x.facts()}, nil
+	out := Explanation{Status: d.ResponseStatus, Shown: x.shownStatus(), Summary: x.summary(), Facts: x.facts()}
+	out.Sender, out.SenderLost = x.senderAnswer()
+	return out, nil
 }
 
 // explainer holds what one explanation is made of.
 type explainer struct {
 	d        readmodel.Delivery
-	decisive int   // index of the attempt that decided the status, -1 when none did
+	decisive int   // index of the attempt that decided the status shown, -1 when none did
+	original int   // index of the forward the sender waited for, -1 when none was made
 	shown    []int // indexes of the attempts told of, in order
 	sessions map[string]readmodel.AgentSession
-	// last is the Endpoint's session that started last before a decisive
-	// 503 "no agent connected"; lastFound is false when none had.
-	last      readmodel.AgentSession
-	lastFound bool
+	// toldSession names the sessions the facts already tell of.
+	toldSession map[string]bool
+	// last holds, by attempt index, the Endpoint's session that started
+	// last before a 503 "no agent connected" of the decisive attempt or
+	// the sender's; an index without one had no session before it.
+	last map[int]readmodel.AgentSession
+}
+
+// senderAnswer is what the sender's connection received: the relay's own
+// answer when it gave one (at receipt, or a 504 when no outcome came in
+// time), else the outcome of the forward it waited for. A retry or a copy
+// never answers a sender. lost is true when the sender's connection
+// closed without an answer (the relay stopped or its node was lost).
+func (x *explainer) senderAnswer() (a *SenderAnswer, lost bool) {
+	if r := x.d.RelayAnswer; r != nil {
+		return &SenderAnswer{Status: r.Status, At: r.At}, false
+	}
+	if x.original < 0 {
+		return nil, false
+	}
+	o := x.d.Attempts[x.original]
+	switch {
+	case o.Status == nil:
+		return nil, false
+	case x.senderLost():
+		return nil, true
+	}
+	return &SenderAnswer{Status: *o.Status, Attempt: x.original + 1, At: outcomeTime(o)}, false
+}
+
+// senderLost tells an original forward whose sender got no answer.
+func (x *explainer) senderLost() bool {
+	if x.original < 0 || x.d.RelayAnswer != nil {
+		return false
+	}
+	e := x.d.Attempts[x.original].Error
+	return e == domain.FailureRestarted || e == domain.FailureNodeLostBeforeAnswer
+}
+
+// shownStatus is where the delivery's responseStatus comes from: the
+// latest attempt with an outcome that is neither a copy nor late, else the
+// relay's own answer (the rule of the history view).
+func (x *explainer) shownStatus() *Shown {
+	if i := x.decisive; i >= 0 {
+		a := x.d.Attempts[i]
+		kind := ShownForward
+		switch {
+		case a.Retry && a.Edit != nil:
+			kind = ShownEditedRetry
+		case a.Retry:
+			kind = ShownRetry
+		}
+		return &Shown{Status: *a.Status, Attempt: i + 1, Kind: kind}
+	}
+	if r := x.d.RelayAnswer; r != nil {
+		return &Shown{Status: r.Status, Kind: ShownRelay}
+	}
+	return nil
 }
 
 // shownAttempts picks the attempts told of among n: all of them, or the
@@ -111,14 +218,40 @@ func (x *explainer) readSessions(ctx context.Context, sessions Sessions) error {
 	if x.sessions, err = sessions.AgentSessions(ctx, ids); err != nil {
 		return err
 	}
-	if x.decisive >= 0 && x.d.Attempts[x.decisive].Error == domain.FailureNoAgent && x.d.Kind == domain.AddressEndpoint {
-		a := x.d.Attempts[x.decisive]
-		x.last, x.lastFound, err = sessions.LastAgentSession(ctx, x.d.Address, outcomeTime(a))
+	for _, i := range x.noAgentAttempts() {
+		s, found, err := sessions.LastAgentSession(ctx, x.d.Address, outcomeTime(x.d.Attempts[i]))
 		if err != nil {
 			return err
 		}
+		if found {
+			x.last[i] = s
+		}
 	}
 	return nil
+}
+
+// noAgentAttempts are the attempts whose 503 "no agent connected" the
+// summary tells of: the decisive one's and the sender's (at most two).
+func (x *explainer) noAgentAttempts() []int {
+	if x.d.Kind != domain.AddressEndpoint {
+		return nil
+	}
+	var out []int
+	for _, i := range []int{x.decisive, x.senderAttempt()} {
+		if i >= 0 && !slices.Contains(out, i) && x.d.Attempts[i].Error == domain.FailureNoAgent {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// senderAttempt is the index of the attempt whose outcome the sender got,
+// -1 when none did (the relay answered itself, or nothing came yet).
+func (x *explainer) senderAttempt() int {
+	if x.d.RelayAnswer != nil || x.original < 0 || x.d.Attempts[x.original].Status == nil || x.senderLost() {
+		return -1
+	}
+	return x.original
 }
 
 // outcomeTime is when an attempt's outcome was recorded, or its start in
@@ -130,23 +263,57 @@ func outcomeTime(a readmodel.Attempt) time.Time {
 	return a.OutcomeAt
 }
 
+// summary says what the sender got and, when the status shown came from
+// a later attempt the sender never saw, that too, apart.
 func (x *explainer) summary() string {
-	if x.decisive >= 0 {
-		return x.attemptSummary(x.decisive)
+	sender := x.senderSummary()
+	if x.decisive < 0 || x.decisive == x.senderAttempt() || (x.decisive == x.original && x.senderLost()) {
+		return sender
 	}
+	if x.d.RelayAnswer != nil || x.senderAttempt() >= 0 {
+		sender = "The sender was " + lowerFirst(sender)
+	}
+	i := x.decisive
+	return fmt.Sprintf("%s Shown now: %d, from %s, which the sender never saw: %s",
+		sender, *x.d.Attempts[i].Status, x.attemptName(i), lowerFirst(x.attemptSummary(i)))
+}
+
+// senderSummary explains what the sender got, or that it waits.
+func (x *explainer) senderSummary() string {
 	if r := x.d.RelayAnswer; r != nil {
 		return x.relaySummary(*r)
 	}
-	for i := len(x.d.Attempts) - 1; i >= 0; i-- {
-		if a := x.d.Attempts[i]; a.Status == nil {
-			return fmt.Sprintf("No answer yet: attempt %d, requested at %s, is waiting for the local answer.", i+1, FormatTime(a.StartedAt))
+	if i := x.original; i >= 0 {
+		a := x.d.Attempts[i]
+		if a.Status != nil {
+			return x.attemptSummary(i)
 		}
+		return fmt.Sprintf("No answer yet: %s, requested at %s, is waiting for the local answer.", x.attemptName(i), FormatTime(a.StartedAt))
 	}
 	return fmt.Sprintf("No answer is recorded yet for this request, received at %s.", FormatTime(x.d.ReceivedAt))
 }
 
-// relaySummary explains an answer the relay gave itself.
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// relaySummary explains an answer the relay gave itself, and the
+// handshake it looked like when the address does not answer that one.
 func (x *explainer) relaySummary(r readmodel.RelayAnswer) string {
+	base, h := domain.UnansweredHandshake(r.Reason)
+	r.Reason = base
+	text := x.relayAnswer(r)
+	if h != "" {
+		text += " " + Hint(x.d)
+	}
+	return text
+}
+
+// relayAnswer explains an answer the relay gave itself for its reason.
+func (x *explainer) relayAnswer(r readmodel.RelayAnswer) string {
 	head := fmt.Sprintf("Answered %d by the relay at %s", r.Status, FormatTime(r.At))
 	switch {
 	case r.Reason == "" && r.Status == 204 && x.d.Kind == domain.AddressInspector:
@@ -180,7 +347,11 @@ func (x *explainer) relaySummary(r readmodel.RelayAnswer) string {
 	case strings.HasPrefix(r.Reason, domain.ReasonNoOutcome):
 		text := head + ": no outcome of the forward reached it within --forward-timeout and 5 s more"
 		if i := x.lastBefore(r.At); i >= 0 {
-			text += fmt.Sprintf(" (attempt %d, requested at %s)", i+1, FormatTime(x.d.Attempts[i].StartedAt))
+			a := x.d.Attempts[i]
+			text += fmt.Sprintf(" (attempt %d, requested at %s)", i+1, FormatTime(a.StartedAt))
+			if a.Late && a.Status != nil {
+				text += fmt.Sprintf("; its outcome, %d, came at %s, too late to be sent", *a.Status, FormatTime(outcomeTime(a)))
+			}
 		}
 		return text + "."
 	default:
@@ -252,10 +423,10 @@ func (x *explainer) noAgent(i int) string {
 	if i > 0 {
 		lead += fmt.Sprintf(" (%s)", x.attemptName(i))
 	}
-	if !x.lastFound {
+	s, found := x.last[i]
+	if !found {
 		return lead + ", and no agent had ever connected to it."
 	}
-	s := x.last
 	node := ""
 	if s.Node != "" {
 		node = " on node " + s.Node
@@ -272,6 +443,9 @@ func (x *explainer) noAgent(i int) string {
 func (x *explainer) attemptName(i int) string {
 	if a := x.d.Attempts[i]; a.Copy {
 		return fmt.Sprintf("attempt %d, a copy for agent %s", i+1, a.AgentID)
+	}
+	if a := x.d.Attempts[i]; a.Retry && a.Edit != nil {
+		return fmt.Sprintf("attempt %d, an edited retry", i+1)
 	}
 	if x.d.Attempts[i].Retry {
 		return fmt.Sprintf("attempt %d, a retry", i+1)
@@ -337,11 +511,13 @@ func (x *explainer) facts() []Fact {
 		prev = i
 		out = append(out, x.attemptFacts(i)...)
 	}
-	if x.decisive >= 0 && d.Attempts[x.decisive].Error == domain.FailureNoAgent && d.Kind == domain.AddressEndpoint {
-		if x.lastFound {
-			out = append(out, sessionFacts(x.last, "the last to start before attempt "+strconv.Itoa(x.decisive+1), time.Time{})...)
-		} else {
-			out = append(out, Fact{At: d.Attempts[x.decisive].StartedAt, Text: "No agent session of Endpoint " + d.Address + " had started by then."})
+	told := map[string]bool{} // the two attempts may name one session
+	for _, i := range x.noAgentAttempts() {
+		if s, ok := x.last[i]; ok && !told[s.AgentID] {
+			told[s.AgentID] = true
+			out = append(out, sessionFacts(s, "the last to start before attempt "+strconv.Itoa(i+1), time.Time{})...)
+		} else if !ok {
+			out = append(out, Fact{At: d.Attempts[i].StartedAt, Text: "No agent session of Endpoint " + d.Address + " had started by then."})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
@@ -354,8 +530,13 @@ func (x *explainer) attemptFacts(i int) []Fact {
 	a := x.d.Attempts[i]
 	name := x.attemptName(i)
 	req := "Forward requested (" + name + ")"
-	if a.Node != "" {
+	switch {
+	case a.Node != "" && i == x.original:
 		req += "; the sender waited on node " + a.Node
+	case a.Node != "":
+		req += " on node " + a.Node + "; no sender waited for it"
+	case i != x.original:
+		req += "; no sender waited for it"
 	}
 	if a.Status == nil {
 		return []Fact{{At: a.StartedAt, Text: req + "; no outcome yet."}}
@@ -384,7 +565,8 @@ func (x *explainer) attemptFacts(i int) []Fact {
 		text += "; the agent reports that the " + fidelityParts(f.Differences) + " it handed your local process differed from what the relay sent"
 	}
 	out = append(out, Fact{At: outcomeTime(a), Text: text + "."})
-	if s, ok := x.sessions[a.AgentID]; ok && i == x.decisive {
+	if s, ok := x.sessions[a.AgentID]; ok && (i == x.decisive || i == x.senderAttempt()) && !x.toldSession[s.AgentID] {
+		x.toldSession[s.AgentID] = true // the sender's attempt and a retry may name one session
 		until := outcomeTime(a)
 		if a.Error == domain.FailureAgentDisconnected {
 			until = time.Time{} // its end is why; it may be recorded just after the failure
@@ -428,4 +610,51 @@ func fidelityParts(parts []string) string {
 		return words[0]
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// handshakeNames are the handshakes as a hint names them.
+var handshakeNames = map[domain.Handshake]string{
+	domain.HandshakeSlack:   "a Slack URL verification",
+	domain.HandshakeMeta:    "a Meta verification (hub.challenge)",
+	domain.HandshakeGraph:   "a Microsoft Graph validation (validationToken)",
+	domain.HandshakeDropbox: "a Dropbox verification (challenge)",
+	domain.HandshakeZoom:    "a Zoom URL validation (endpoint.url_validation)",
+}
+
+// handshakeFlags are the flags a handshake needs besides --handshake.
+var handshakeFlags = map[domain.Handshake]string{
+	domain.HandshakeMeta: " --meta-verify-token-file FILE",
+	domain.HandshakeZoom: " --zoom-secret-file FILE",
+}
+
+// Hint says what the relay noticed of a delivery and how to act on it, ""
+// when nothing: today, a provider's verification request an inspector or
+// LOG Endpoint received without answering it as a handshake, and the
+// command that enables that handshake.
+func Hint(d readmodel.Delivery) string {
+	if d.RelayAnswer == nil {
+		return ""
+	}
+	_, h := domain.UnansweredHandshake(d.RelayAnswer.Reason)
+	name, ok := handshakeNames[h]
+	if !ok {
+		return ""
+	}
+	cmd := "relay endpoints update " + d.Address
+	if d.Kind == domain.AddressInspector {
+		cmd = "relay inspector answer " + d.Address
+	}
+	return fmt.Sprintf("This looks like %s, which this address does not answer; enable the %s handshake to answer it: %s --handshake %s%s (--handshake replaces the list: name the others it answers too).",
+		name, providerTitle(h), cmd, h, handshakeFlags[h])
+}
+
+// providerTitle is a handshake's provider as people write it.
+func providerTitle(h domain.Handshake) string {
+	switch h {
+	case domain.HandshakeGraph:
+		return "Microsoft Graph"
+	case domain.HandshakeSlack, domain.HandshakeMeta, domain.HandshakeDropbox, domain.HandshakeZoom:
+		return strings.ToUpper(string(h[:1])) + string(h[1:])
+	}
+	return string(h)
 }

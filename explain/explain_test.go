@@ -111,6 +111,12 @@ func TestEveryRelayDecisionIsExplained(t *testing.T) {
 		{name: "Zoom URL validation", covers: []string{"ReasonHandshake", "HandshakeZoomName"},
 			d:       endpointDelivery(intp(200), &readmodel.RelayAnswer{Status: 200, Reason: domain.ReasonHandshake + domain.HandshakeZoomName, At: t0}),
 			summary: []string{"Answered 200 by the relay", "Zoom URL validation, a provider's verification request this address answers itself", "not forwarded"}},
+		{name: "a Slack verification a LOG Endpoint does not answer", covers: []string{"ReasonUnansweredHandshake"},
+			d:       endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeSlack), At: t0}),
+			summary: []string{"Answered 204 by the relay", "LOG mode", "This looks like a Slack URL verification, which this address does not answer; enable the Slack handshake to answer it: relay endpoints update ep-1 --handshake slack"}},
+		{name: "a Meta verification answered with the configured answer", covers: []string{"ReasonUnansweredHandshake"},
+			d:       endpointDelivery(intp(202), &readmodel.RelayAnswer{Status: 202, Reason: domain.WithUnansweredHandshake(domain.ReasonConfiguredAnswer, domain.HandshakeMeta), At: t0}),
+			summary: []string{"Answered 202 by the relay", "configured answer", "This looks like a Meta verification (hub.challenge)", "relay endpoints update ep-1 --handshake meta --meta-verify-token-file FILE"}},
 		{name: "wrong protocol", covers: []string{"ReasonWrongProtocol"},
 			d:       endpointDelivery(intp(503), &readmodel.RelayAnswer{Status: 503, Reason: domain.ReasonWrongProtocol, At: t0}),
 			summary: []string{"Answered 503 by the relay", "plain HTTP", "https only"},
@@ -142,8 +148,9 @@ func TestEveryRelayDecisionIsExplained(t *testing.T) {
 			d: endpointDelivery(intp(504), &readmodel.RelayAnswer{Status: 504, Reason: domain.ReasonNoOutcome + "forward a1: timeout", At: at(36)},
 				readmodel.Attempt{ID: "a1", Status: intp(200), StartedAt: at(1), DurationMs: int64p(40000), AgentID: agentA.AgentID, OutcomeAt: at(41), Late: true}),
 			sessions: sessions{agentA},
-			summary:  []string{"Answered 504 by the relay at 2026-03-04T05:06:43.890Z", "no outcome", "--forward-timeout and 5 s more", "attempt 1, requested at 2026-03-04T05:06:08.890Z"},
-			facts:    []string{"Your local process answered 200 after 40000 ms (attempt 1)", "late: the relay had already answered the sender itself"}},
+			summary: []string{"Answered 504 by the relay at 2026-03-04T05:06:43.890Z", "no outcome", "--forward-timeout and 5 s more", "attempt 1, requested at 2026-03-04T05:06:08.890Z",
+				"its outcome, 200, came at 2026-03-04T05:06:48.890Z, too late to be sent"},
+			facts: []string{"Your local process answered 200 after 40000 ms (attempt 1)", "late: the relay had already answered the sender itself"}},
 		{name: "an agent that altered the request",
 			d: endpointDelivery(intp(200), nil,
 				readmodel.Attempt{ID: "a1", Status: intp(200), StartedAt: at(1), DurationMs: int64p(3), AgentID: agentA.AgentID, OutcomeAt: at(2),
@@ -220,8 +227,18 @@ func TestEveryRelayDecisionIsExplained(t *testing.T) {
 			failed(503, domain.FailureNoAgent, ""),
 			readmodel.Attempt{ID: "a2", Status: intp(200), StartedAt: at(60), DurationMs: int64p(5), Retry: true, AgentID: agentA.AgentID, OutcomeAt: at(61)}),
 			sessions: sessions{agentA},
-			summary:  []string{"Answered 200 by your local process", "(attempt 2, a retry, via the agent on node node-a, 5 ms)"},
-			facts:    []string{"Attempt 1 failed with 503 after 1000 ms: no agent connected."}},
+			summary: []string{"The sender was answered 503 by the relay at 2026-03-04T05:06:09.890Z: no agent was connected",
+				"Shown now: 200, from attempt 2, a retry, which the sender never saw: answered 200 by your local process", "(attempt 2, a retry, via the agent on node node-a, 5 ms)"},
+			facts: []string{"Attempt 1 failed with 503 after 1000 ms: no agent connected.", "Forward requested (attempt 2, a retry); no sender waited for it."}},
+		{name: "an edited retry answered after the sender's answer", d: endpointDelivery(intp(200), nil,
+			readmodel.Attempt{ID: "a1", Status: intp(500), StartedAt: at(1), DurationMs: int64p(3), AgentID: agentA.AgentID, Node: "node-a", OutcomeAt: at(2)},
+			readmodel.Attempt{ID: "a2", Status: intp(200), StartedAt: at(60), DurationMs: int64p(5), Retry: true, Edit: &domain.RequestEdit{Method: "PUT"},
+				AgentID: agentA.AgentID, Node: "node-a", OutcomeAt: at(61)}),
+			sessions: sessions{agentA},
+			summary: []string{"The sender was answered 500 by your local process at 2026-03-04T05:06:09.890Z (attempt 1 via the agent on node node-a, 3 ms).",
+				"Shown now: 200, from attempt 2, an edited retry, which the sender never saw"},
+			facts: []string{"Forward requested (attempt 1); the sender waited on node node-a.",
+				"Forward requested (attempt 2, an edited retry) on node node-a; no sender waited for it."}},
 		{name: "waiting for the local answer", d: endpointDelivery(nil, nil, readmodel.Attempt{ID: "a1", StartedAt: at(1), Node: "node-a"}),
 			summary: []string{"No answer yet: attempt 1, requested at 2026-03-04T05:06:08.890Z, is waiting"},
 			facts:   []string{"Forward requested (attempt 1); the sender waited on node node-a; no outcome yet."}},
@@ -318,7 +335,8 @@ func TestManyAttemptsAreBounded(t *testing.T) {
 	if !strings.Contains(text, "40 attempts in between are not told of here") {
 		t.Errorf("the facts do not say attempts were left out:\n%s", text)
 	}
-	if !strings.Contains(x.Summary, "Answered 500 by your local process") || !strings.Contains(x.Summary, "attempt 50, a retry") {
+	if !strings.Contains(x.Summary, "The sender was answered 500 by your local process") || !strings.Contains(x.Summary, "(attempt 1 via the agent") ||
+		!strings.Contains(x.Summary, "Shown now: 500, from attempt 50, a retry") {
 		t.Errorf("summary %q", x.Summary)
 	}
 }
@@ -332,4 +350,42 @@ func (c *countingSessions) AgentSessions(_ context.Context, ids []string) (map[s
 
 func (c *countingSessions) LastAgentSession(context.Context, string, time.Time) (readmodel.AgentSession, bool, error) {
 	return readmodel.AgentSession{}, false, nil
+}
+
+// TestHint: only a delivery recorded as a handshake its address does not
+// answer has a hint, naming the command for its kind of address; the
+// note of it splits off any reason it follows.
+func TestHint(t *testing.T) {
+	inspector := endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeZoom), At: t0})
+	inspector.Kind, inspector.Address = domain.AddressInspector, "insp-1"
+	for _, tc := range []struct {
+		name string
+		d    readmodel.Delivery
+		want string
+	}{
+		{"inspector", inspector, "relay inspector answer insp-1 --handshake zoom --zoom-secret-file FILE"},
+		{"dropbox", endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeDropbox), At: t0}),
+			"a Dropbox verification (challenge), which this address does not answer; enable the Dropbox handshake"},
+		{"msgraph", endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, Reason: domain.WithUnansweredHandshake("", domain.HandshakeGraph), At: t0}),
+			"enable the Microsoft Graph handshake to answer it: relay endpoints update ep-1 --handshake msgraph ("},
+		{"a plain LOG answer", endpointDelivery(intp(204), &readmodel.RelayAnswer{Status: 204, At: t0}), ""},
+		{"a handshake answered", endpointDelivery(intp(200), &readmodel.RelayAnswer{Status: 200, Reason: domain.ReasonHandshake + domain.HandshakeSlackName, At: t0}), ""},
+		{"a local answer", endpointDelivery(intp(200), nil), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := explain.Hint(tc.d)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("Hint = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	for _, reason := range []string{"", domain.ReasonConfiguredAnswer, domain.ReasonFiltered + "a; b"} {
+		base, h := domain.UnansweredHandshake(domain.WithUnansweredHandshake(reason, domain.HandshakeMeta))
+		if base != reason || h != domain.HandshakeMeta {
+			t.Errorf("reason %q: split into %q, %q", reason, base, h)
+		}
+		if base, h := domain.UnansweredHandshake(reason); base != reason || h != "" {
+			t.Errorf("reason %q without a note: split into %q, %q", reason, base, h)
+		}
+	}
 }

@@ -76,7 +76,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
-		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d,
+		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d, Hint: optional(explain.Hint(d)),
 	}
 	if p := d.Provider; p != nil {
 		m.Provider = &model.Provider{Name: p.Name, EventType: optional(p.EventType), DeliveryID: optional(p.DeliveryID)}
@@ -116,7 +116,23 @@ func toExplanation(x explain.Explanation) *model.Explanation {
 	for _, f := range x.Facts {
 		m.Facts = append(m.Facts, &model.ExplanationFact{At: f.At, Text: f.Text})
 	}
+	m.SenderLost = x.SenderLost
+	if a := x.Sender; a != nil {
+		m.Sender = &model.SenderAnswer{Status: a.Status, Attempt: attemptNumber(a.Attempt), At: a.At}
+	}
+	if s := x.Shown; s != nil {
+		m.Shown = &model.ShownStatus{Status: s.Status, Attempt: attemptNumber(s.Attempt), Kind: model.ShownKind(s.Kind)}
+	}
 	return m
+}
+
+// attemptNumber is an explanation's attempt number for the API: null for
+// 0, the relay's own answer.
+func attemptNumber(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 func toConnection(p readmodel.Page) *model.DeliveryConnection {

@@ -204,3 +204,65 @@ func TestExplanationOfEveryRelayAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestExplanationSenderAndShownApart: after an edited retry, the API's
+// explanation says, in parts, what the sender was answered (attempt 1's
+// 500) and what the status shown comes from (attempt 2, an edited retry).
+func TestExplanationSenderAndShownApart(t *testing.T) {
+	e := newEnv(t)
+	var su struct {
+		SignUp struct {
+			Token   string
+			Account struct{ ID string }
+		}
+	}
+	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
+	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
+	epID := ep.CreateEndpoint.ID
+	id := commands.NewEventID()
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	e.seed(t, domain.DeliveryStream(id), base,
+		domain.DeliveryReceived{DeliveryID: id, Address: epID, AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID,
+			Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", Body: []byte("{}"), BodySize: 2, Complete: true},
+		domain.ForwardRequested{DeliveryID: id, AttemptID: "a1", EndpointID: epID, Node: "node-a"},
+		domain.ForwardResponded{DeliveryID: id, AttemptID: "a1", AgentID: "conn-1/" + epID, Status: 500, DurationMs: 3},
+		domain.RetryRequested{DeliveryID: id, AttemptID: "a2", AccountID: su.SignUp.Account.ID},
+		domain.ForwardRequested{DeliveryID: id, AttemptID: "a2", EndpointID: epID, Retry: true, Edit: &domain.RequestEdit{Method: "PUT"}, Node: "node-a"},
+		domain.ForwardResponded{DeliveryID: id, AttemptID: "a2", AgentID: "conn-1/" + epID, Status: 200, DurationMs: 3})
+	var out struct {
+		Delivery struct {
+			ResponseStatus int
+			Why            struct {
+				Summary    string
+				SenderLost bool
+				Sender     struct {
+					Status  int
+					Attempt *int
+					At      string
+				}
+				Shown struct {
+					Status  int
+					Attempt *int
+					Kind    string
+				}
+			}
+		}
+	}
+	e.c.MustPost(`query($id: ID!) { delivery(id: $id) { responseStatus why { summary senderLost sender { status attempt at } shown { status attempt kind } } } }`,
+		&out, client.Var("id", id), auth)
+	w := out.Delivery.Why
+	t.Logf("summary: %s", w.Summary)
+	if out.Delivery.ResponseStatus != 200 || w.Shown.Status != 200 || w.Shown.Attempt == nil || *w.Shown.Attempt != 2 || w.Shown.Kind != "EDITED_RETRY" {
+		t.Errorf("responseStatus %d, shown %+v: want 200 from attempt 2, an edited retry", out.Delivery.ResponseStatus, w.Shown)
+	}
+	at, err := time.Parse(time.RFC3339Nano, w.Sender.At)
+	if w.Sender.Status != 500 || w.Sender.Attempt == nil || *w.Sender.Attempt != 1 || err != nil || !at.Equal(base.Add(2*time.Second)) || w.SenderLost {
+		t.Errorf("sender %+v (lost %v): want 500 from attempt 1 at %s", w.Sender, w.SenderLost, base.Add(2*time.Second))
+	}
+	if !strings.HasPrefix(w.Summary, "The sender was answered 500 by your local process") ||
+		!strings.Contains(w.Summary, "Shown now: 200, from attempt 2, an edited retry, which the sender never saw") {
+		t.Errorf("summary %q", w.Summary)
+	}
+}

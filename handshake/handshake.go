@@ -89,6 +89,35 @@ func Answer(keys Secrets, h *domain.Handshakes, req Request) (Response, bool) {
 	return Response{}, false
 }
 
+// Detect names the handshake whose verification request req is, whether
+// or not an address enables it, so that a request an address does not
+// answer as a handshake can be told of. It runs the matchers Answer runs,
+// with no secret: nothing is answered, and its cost is Answer's with
+// every handshake enabled.
+func Detect(req Request) (domain.Handshake, bool) {
+	query := parseQuery(req.Target)
+	none := &domain.Handshakes{}
+	for _, name := range domain.KnownHandshakes {
+		var ok bool
+		switch name {
+		case domain.HandshakeSlack:
+			_, ok = slack(req)
+		case domain.HandshakeMeta:
+			_, ok = meta(req, query, nil, none)
+		case domain.HandshakeGraph:
+			_, ok = graph(req, query)
+		case domain.HandshakeDropbox:
+			_, ok = dropbox(req, query)
+		case domain.HandshakeZoom:
+			_, ok = zoom(req, nil, none)
+		}
+		if ok {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // parseQuery reads the query of a raw target; a malformed pair is skipped
 // (url.ParseQuery keeps the others).
 func parseQuery(target string) url.Values {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,6 +289,49 @@ func FuzzRedactQuery(f *testing.F) {
 		_, rawIn, _ := strings.Cut(target, "?")
 		if qi, _ := url.ParseQuery(rawIn); !qi.Has("hub.verify_token") && !strings.Contains(target, "verify") && got != target {
 			t.Fatalf("RedactQuery(%q) = %q changed a target without the parameter", target, got)
+		}
+	})
+}
+
+// TestDetect: each provider's verification request is recognised whether
+// or not an address enables its handshake, and only those: a plain
+// webhook, a Meta GET without hub.mode=subscribe, a large body are not.
+func TestDetect(t *testing.T) {
+	pad := strings.Repeat(" ", 8<<10)
+	for _, tc := range []struct {
+		name string
+		req  handshake.Request
+		want domain.Handshake
+	}{
+		{"slack", handshake.Request{Method: "POST", Target: "/slack", Body: []byte(`{"type":"url_verification","challenge":"c"}`)}, domain.HandshakeSlack},
+		{"meta", handshake.Request{Method: "GET", Target: "/m?hub.mode=subscribe&hub.challenge=1&hub.verify_token=t"}, domain.HandshakeMeta},
+		{"msgraph", handshake.Request{Method: "POST", Target: "/g?validationToken=abc"}, domain.HandshakeGraph},
+		{"dropbox", handshake.Request{Method: "GET", Target: "/d?challenge=abc"}, domain.HandshakeDropbox},
+		{"zoom", handshake.Request{Method: "POST", Target: "/z", Body: []byte(`{"event":"endpoint.url_validation","payload":{"plainToken":"p"}}`)}, domain.HandshakeZoom},
+		{"a webhook", handshake.Request{Method: "POST", Target: "/hook", Body: []byte(`{"type":"event_callback"}`)}, ""},
+		{"meta without subscribe", handshake.Request{Method: "GET", Target: "/m?hub.challenge=1"}, ""},
+		{"slack's body over the bound", handshake.Request{Method: "POST", Target: "/", Body: []byte(`{"type":"url_verification","challenge":"c"}` + pad)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := handshake.Detect(tc.req)
+			if got != tc.want || ok != (tc.want != "") {
+				t.Errorf("Detect = %q, %v; want %q", got, ok, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzDetect(f *testing.F) {
+	f.Add("POST", "/", []byte(`{"type":"url_verification","challenge":"c"}`))
+	f.Add("GET", "/?hub.mode=subscribe&hub.challenge=1", []byte(nil))
+	all := &domain.Handshakes{Enabled: domain.KnownHandshakes, MetaVerifyToken: "t", ZoomSecret: "s"}
+	f.Fuzz(func(t *testing.T, method, target string, body []byte) {
+		req := handshake.Request{Method: method, Target: target, Body: body}
+		h, ok := handshake.Detect(req)
+		// What Detect names is what an address enabling every handshake
+		// answers: the two never disagree.
+		if _, answered := handshake.Answer(nil, all, req); answered != ok || (ok && !slices.Contains(domain.KnownHandshakes, h)) {
+			t.Fatalf("Detect = %q, %v; Answer answered %v", h, ok, answered)
 		}
 	})
 }

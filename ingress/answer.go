@@ -73,11 +73,20 @@ func writeOwn(w http.ResponseWriter, a answer) {
 // handshake's answer when req is one the address enables, else its
 // configured answer, else 204. A handshake's secret in the request target
 // is redacted from req, which is then recorded.
+//
+// A request that looks like a handshake the address does not enable is
+// answered the same, and recorded with a note of it (the history's hint
+// says how to enable it): a provider waiting for its challenge back would
+// otherwise fail with nothing in the history to say why.
 func (s *Server) ownAnswer(route Route, req *domain.CapturedRequest) answer {
 	if a, ok := s.handshake(route, req, req.Body); ok {
 		return a
 	}
-	return configuredAnswer(route)
+	a := configuredAnswer(route)
+	if h, ok := handshake.Detect(handshake.Request{Method: req.Method, Target: req.Target, Body: req.Body}); ok {
+		a.reason = domain.WithUnansweredHandshake(a.reason, h)
+	}
+	return a
 }
 
 // handshake answers req when it is a handshake the address enables, and

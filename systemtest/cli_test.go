@@ -283,6 +283,7 @@ type (
 		Attempts       int           `json:"attempts"`
 		Provider       *jsonProvider `json:"provider"`
 		Duplicates     int           `json:"duplicates"`
+		Hint           *string       `json:"hint"` // only when there is one
 	}
 	jsonProvider struct {
 		Name       string  `json:"name"`
@@ -569,7 +570,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND"},
 		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND"},
 		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND"},
-		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "Answered 502 by the relay at "},
+		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "The sender was answered 502 by the relay at "},
 		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND"},
 		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status"},
 		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND"},

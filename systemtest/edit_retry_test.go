@@ -93,10 +93,14 @@ func TestEditAndRetry(t *testing.T) {
 	if d := full.Delivery; d.Method != "POST" || d.Path != "/webhooks?v=1" || d.Body != `{"type":"charge.failed"}` {
 		t.Errorf("the recorded request changed: %+v", d)
 	}
+	// The explanation tells apart what the sender got (attempt 1) and
+	// what the history shows now (the edited retry's).
+	explainedApart(t, h, id, 2, "EDITED_RETRY", "an edited retry")
 	// A plain retry sends the recorded request again, not the edit.
 	if out, code := h.run(t, "", "retry", id); code != 0 {
 		t.Fatalf("plain retry: exit %d\n%s", code, out)
 	}
+	explainedApart(t, h, id, 3, "RETRY", "a retry")
 	if got := seen.last(t); got.Method != "POST" || got.RequestURI != "/webhooks?v=1" || string(got.Body) != `{"type":"charge.failed"}` {
 		t.Errorf("plain retry sent %s %s %q", got.Method, got.RequestURI, got.Body)
 	}
@@ -124,5 +128,45 @@ func TestEditAndRetry(t *testing.T) {
 	}
 	if n := len(seen.all()); n != before {
 		t.Errorf("bad edits reached the local process: %d requests, want %d", n, before)
+	}
+}
+
+// explainedApart checks `relay deliveries explain -o json` of a delivery
+// the sender got 200 for from attempt 1, shown now from attempt shown, a
+// retry of kind.
+func explainedApart(t *testing.T, h cliHome, id string, shown int, kind, name string) {
+	t.Helper()
+	var x struct {
+		Status  *int
+		Summary string
+		Sender  *struct {
+			Status  int
+			Attempt *int
+		}
+		Shown *struct {
+			Status  int
+			Attempt *int
+			Kind    string
+		}
+		Facts []struct{ Text string }
+	}
+	out, code := h.run(t, "", "deliveries", "explain", id, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &x); code != 0 || err != nil {
+		t.Fatalf("deliveries explain: exit %d, %v\n%s", code, err, out)
+	}
+	if x.Sender == nil || x.Sender.Status != 200 || x.Sender.Attempt == nil || *x.Sender.Attempt != 1 {
+		t.Errorf("sender %+v, want 200 from attempt 1\n%s", x.Sender, out)
+	}
+	if x.Shown == nil || x.Status == nil || x.Shown.Status != *x.Status || x.Shown.Attempt == nil || *x.Shown.Attempt != shown || x.Shown.Kind != kind {
+		t.Errorf("shown %+v (status %v), want attempt %d, %s\n%s", x.Shown, x.Status, shown, kind, out)
+	}
+	if !strings.HasPrefix(x.Summary, "The sender was answered 200 by your local process at ") ||
+		!strings.Contains(x.Summary, "Shown now: 200, from attempt "+strconv.Itoa(shown)+", "+name+", which the sender never saw") {
+		t.Errorf("summary %q", x.Summary)
+	}
+	for _, f := range x.Facts {
+		if strings.Contains(f.Text, "the sender waited") && !strings.Contains(f.Text, "(attempt 1)") {
+			t.Errorf("fact %q: the sender waited for attempt 1 only", f.Text)
+		}
 	}
 }

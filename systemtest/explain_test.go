@@ -37,6 +37,17 @@ type jsonExplanation struct {
 		At   string `json:"at"`
 		Text string `json:"text"`
 	} `json:"facts"`
+	Sender *struct {
+		Status  int    `json:"status"`
+		Attempt *int   `json:"attempt"`
+		At      string `json:"at"`
+	} `json:"sender"`
+	SenderLost bool `json:"senderLost"`
+	Shown      *struct {
+		Status  int    `json:"status"`
+		Attempt *int   `json:"attempt"`
+		Kind    string `json:"kind"`
+	} `json:"shown"`
 }
 
 // explained checks that delivery id is explained, through the API and
@@ -88,6 +99,9 @@ func explained(t *testing.T, r *harness.Relay, token, id string, status int, wan
 	decodeStrict(t, "deliveries explain", jsonText, &j)
 	if j.ID != id || intp(j.Status) != statusOrNull(status) || j.Summary != x.Why.Summary || len(j.Facts) != len(x.Why.Facts) {
 		t.Errorf("deliveries explain -o json %+v, want the API's %+v", j, x.Why)
+	}
+	if status != 0 && (j.Shown == nil || j.Shown.Status != status) {
+		t.Errorf("deliveries explain -o json: shown %+v, want the status shown, %d", j.Shown, status)
 	}
 	return *x
 }
@@ -288,7 +302,10 @@ func TestExplainTheRelaysOwnAnswers(t *testing.T) {
 		if got := <-retried; !strings.HasPrefix(got, "0 ") {
 			t.Fatalf("relay retry: %s", got)
 		}
-		explained(t, r, acct.Token, cut, 200, []string{"Answered 200 by your local process at ", "(attempt 2, a retry, via the agent on node "},
+		// The sender got attempt 1's 503; the 200 shown is the retry's,
+		// which it never saw.
+		explained(t, r, acct.Token, cut, 200, []string{"The sender was answered 503 by the relay at ",
+			"Shown now: 200, from attempt 2, a retry, which the sender never saw: answered 200 by your local process at ", "(attempt 2, a retry, via the agent on node "},
 			[]string{"Attempt 1 failed with 503", "agent disconnected", "Your local process answered 200"})
 	})
 

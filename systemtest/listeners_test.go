@@ -80,13 +80,19 @@ func TestTwoListenersPrimaryAndCopy(t *testing.T) {
 	b := h.startIn(t, t.TempDir(), "listen", portB, "shared")
 	waitOutput(t, b, regexp.MustCompile(`(?m)^endpoint shared \(`+ep.ID+`\): receives copies`))
 	waitOutput(t, b, regexp.MustCompile(`note: 1 other listener\(s\) already serve endpoint`))
+	// A copy listener changes nothing of the Endpoint: its stored target
+	// is still the primary's.
+	if e := endpointByID(t, r, acct.Token, ep.ID); e == nil || e.Target == nil || !strings.HasSuffix(*e.Target, ":"+portA) || e.Mode != "PROXY" {
+		t.Errorf("after a copy listener connected the Endpoint reads %+v, want its target still the primary's port %s", e, portA)
+	}
 
 	res := send(t, r, ep.ID, "POST", "/hook", [][2]string{{"Content-Type", "application/json"}}, []byte(`{"n":1}`))
 	if res.Status != 200 || string(res.Body) != "from-a" {
 		t.Fatalf("sender got %d %q, want the primary's 200 from-a", res.Status, res.Body)
 	}
 	id := waitOutput(t, a, regexp.MustCompile(`POST /hook → 200 \(\d+ ms\)  delivery (\S+)`))[1]
-	waitOutput(t, b, regexp.MustCompile(`POST /hook → 500 .*delivery `+id))
+	// The copy listener's line says it is a copy; the primary's does not.
+	waitOutput(t, b, regexp.MustCompile(`POST /hook → 500 \(\d+ ms\)  copy: not sent to the sender  delivery `+id))
 	if len(logA.all()) != 1 || len(logB.all()) != 1 || string(logB.last(t).Body) != `{"n":1}` {
 		t.Errorf("local processes got %d and %d requests, want 1 each", len(logA.all()), len(logB.all()))
 	}
@@ -133,12 +139,20 @@ func TestTwoListenersPrimaryAndCopy(t *testing.T) {
 		ls := endpointListeners(t, r, acct.Token, ep.ID)
 		return len(ls) == 1 && ls[0].Primary && strings.HasSuffix(ls[0].Target, ":"+portB)
 	})
+	// Now the primary, its target is the Endpoint's.
+	harness.Eventually(t, 10*time.Second, "the stored target to follow the new primary", func() bool {
+		e := endpointByID(t, r, acct.Token, ep.ID)
+		return e != nil && e.Target != nil && strings.HasSuffix(*e.Target, ":"+portB)
+	})
 	if out, code := h.run(t, "", "endpoints", "show", "shared"); code != 0 || !regexp.MustCompile(`\S+/`+ep.ID+`\s+primary\s+\S+:`+portB).MatchString(out) {
 		t.Errorf("endpoints show: exit %d, want the listener to port %s primary:\n%s", code, portB, out)
 	}
 	res = send(t, r, ep.ID, "POST", "/after", nil, []byte(`{"n":2}`))
 	if res.Status != 500 || string(res.Body) != "from-b" {
 		t.Errorf("after the primary left the sender got %d %q, want the new primary's 500 from-b", res.Status, res.Body)
+	}
+	if m := waitOutput(t, b, regexp.MustCompile(`POST /after → 500 .*`)); strings.Contains(m[0], "copy") {
+		t.Errorf("the primary's line says copy: %q", m[0])
 	}
 	exported, _ := harness.RunCLI(t, "events", "export", "--data", r.Data)
 	if !regexp.MustCompile(`listener\.primary_changed\.v1.*"previous":"` + regexp.QuoteMeta(ls[0].AgentID) + `","reason":"primary left"`).MatchString(exported) {

@@ -35,6 +35,9 @@ type deliveryRow struct {
 	// Duplicates counts the other deliveries with its delivery id.
 	Provider   *providerJSON `json:"provider"`
 	Duplicates int           `json:"duplicates"`
+	// Hint is what the relay noticed of the request and how to act on it
+	// (a provider's verification request the address does not answer).
+	Hint *string `json:"hint,omitempty"`
 }
 
 // providerJSON is Delivery.provider.
@@ -44,7 +47,7 @@ type providerJSON struct {
 	DeliveryID *string `json:"deliveryId"`
 }
 
-const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status } provider{ name eventType deliveryId } duplicates`
+const deliveryRowFields = `id address method path receivedAt responseStatus bodySize cursor attempts{ status } provider{ name eventType deliveryId } duplicates hint`
 
 // apiDeliveryRow is deliveryRowFields as the API answers them.
 type apiDeliveryRow struct {
@@ -54,11 +57,13 @@ type apiDeliveryRow struct {
 	Attempts                                      []struct{ Status *int }
 	Provider                                      *providerJSON
 	Duplicates                                    int
+	Hint                                          *string
 }
 
 func (d apiDeliveryRow) row() deliveryRow {
 	return deliveryRow{ID: d.ID, Address: d.Address, Method: d.Method, Path: d.Path, ReceivedAt: d.ReceivedAt,
-		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts), Provider: d.Provider, Duplicates: d.Duplicates}
+		ResponseStatus: d.ResponseStatus, BodySize: d.BodySize, Attempts: len(d.Attempts), Provider: d.Provider, Duplicates: d.Duplicates,
+		Hint: d.Hint}
 }
 
 // eventText is a row's provider event for a terminal: "github push",
@@ -686,6 +691,24 @@ type explanationJSON struct {
 	Status  *int       `json:"status"`
 	Summary string     `json:"summary"`
 	Facts   []factJSON `json:"facts"`
+	// Sender is what the sender's connection received (null while it
+	// waits, or when it got none: senderLost); Shown where status comes
+	// from (a retry's, which the sender never saw, after a retry).
+	Sender     *senderAnswerJSON `json:"sender"`
+	SenderLost bool              `json:"senderLost"`
+	Shown      *shownStatusJSON  `json:"shown"`
+}
+
+type senderAnswerJSON struct {
+	Status  int    `json:"status"`
+	Attempt *int   `json:"attempt"` // null: the relay answered itself
+	At      string `json:"at"`
+}
+
+type shownStatusJSON struct {
+	Status  int    `json:"status"`
+	Attempt *int   `json:"attempt"` // null: the relay's own answer
+	Kind    string `json:"kind"`    // RELAY, FORWARD, RETRY, EDITED_RETRY
 }
 
 type factJSON struct {
@@ -734,13 +757,17 @@ func explainDelivery(ctx context.Context, client *apiclient.Client, id string) (
 		Delivery *struct {
 			ID  string
 			Why struct {
-				Status  *int
-				Summary string
-				Facts   []factJSON
+				Status     *int
+				Summary    string
+				Facts      []factJSON
+				Sender     *senderAnswerJSON
+				SenderLost bool
+				Shown      *shownStatusJSON
 			}
 		}
 	}
-	q := `query($id: ID!){ delivery(id: $id){ id why{ status summary facts{ at text } } } }`
+	q := `query($id: ID!){ delivery(id: $id){ id why{ status summary facts{ at text }
+		sender{ status attempt at } senderLost shown{ status attempt kind } } } }`
 	if err := client.Do(ctx, q, map[string]any{"id": id}, &res); err != nil {
 		return explanationJSON{}, fmt.Errorf("explain delivery: %w", err)
 	}
@@ -748,7 +775,8 @@ func explainDelivery(ctx context.Context, client *apiclient.Client, id string) (
 		return explanationJSON{}, noDelivery(id)
 	}
 	w := res.Delivery.Why
-	x := explanationJSON{ID: res.Delivery.ID, Status: w.Status, Summary: w.Summary, Facts: w.Facts}
+	x := explanationJSON{ID: res.Delivery.ID, Status: w.Status, Summary: w.Summary, Facts: w.Facts,
+		Sender: w.Sender, SenderLost: w.SenderLost, Shown: w.Shown}
 	if x.Facts == nil {
 		x.Facts = []factJSON{}
 	}

@@ -39,7 +39,9 @@ https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
 ENDPOINT names or ids select the Endpoints to serve, all over one
 connection. With none, listen creates (the first time) or reuses an
 Endpoint named after the current folder. Each is set to PROXY mode with
-TARGET. The public URL is printed first, then one line per request: time,
+TARGET, unless other listeners already serve it and --primary is not given:
+this one then receives copies and changes nothing of the Endpoint (it sets
+its target if it becomes the primary later). The public URL is printed first, then one line per request: time,
 method, path, status, duration and the delivery id (for relay retry and
 relay deliveries show).
 
@@ -48,7 +50,7 @@ CI job): one is the primary, whose answers go to the senders; the others
 receive copies, whose answers are recorded but never sent. The primary is
 the newest listener started with --primary, else the first connected; when
 it leaves, the oldest one left takes over. listen prints which it is, and
-when that changes.
+when that changes; a request received as a copy says so on its line.
 
 --filter forwards only the deliveries that match (repeat it: all must
 match; a filter's values are alternatives):
@@ -96,7 +98,7 @@ code 2.`,
 			ctx := c.Context()
 			var eps []endpointJSON
 			err = untilReachable(ctx, stderr, func() (err error) {
-				eps, err = listenEndpoints(ctx, client, args[1:], target.Host)
+				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, primary)
 				return err
 			})
 			if ctx.Err() != nil {
@@ -118,6 +120,9 @@ code 2.`,
 			// Once connected: catch up what was refused while no agent was
 			// (--catch-up), or say how much there is.
 			o.Verify = check
+			// The stored target follows the primary: a listener that
+			// becomes it (the primary left) sets its own.
+			o.Observer = newTargetKeeper(ctx, o.Observer, client, eps, target.Host, stderr)
 			co := &catchUpObserver{Observer: o.Observer, ctx: ctx, client: client, run: catchUpFlag, out: stderr}
 			for _, e := range eps {
 				co.eps = append(co.eps, e.Name)
@@ -160,8 +165,12 @@ func listenFilters(texts []string, events string) ([]domain.Filter, error) {
 }
 
 // listenEndpoints finds (or, with no refs, creates) the Endpoints to serve
-// and sets each to PROXY mode with the target host.
-func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string) ([]endpointJSON, error) {
+// and sets each to PROXY mode with the target host, except one that other
+// listeners already serve when this one is not --primary: it will receive
+// copies, and a copy listener changes nothing of the Endpoint (its mode
+// and stored target belong to the primary or to the Endpoint's settings;
+// a copy's target is its own session's).
+func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string, primary bool) ([]endpointJSON, error) {
 	all, err := listEndpoints(ctx, client)
 	if err != nil {
 		return nil, err
@@ -195,6 +204,9 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 		if e.Mode == "PROXY" && e.Target != nil && *e.Target == host {
 			continue
 		}
+		if e.AgentCount > 0 && !primary {
+			continue // it will receive copies
+		}
 		var res struct{ UpdateEndpoint endpointJSON }
 		in := map[string]any{"mode": "PROXY", "target": host}
 		if err := client.Do(ctx, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+endpointFields+` } }`, map[string]any{"id": e.ID, "in": in}, &res); err != nil {
@@ -203,6 +215,55 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 		chosen[i] = res.UpdateEndpoint
 	}
 	return chosen, nil
+}
+
+// targetKeeper sets an Endpoint's stored target to this listener's when
+// the relay says it has become the Endpoint's primary (the one before it
+// left) and the stored target is another; it passes every event on.
+type targetKeeper struct {
+	agentcli.Observer
+	ctx    context.Context
+	client *apiclient.Client
+	host   string
+	status io.Writer
+
+	mu     sync.Mutex
+	stored map[string]string // Endpoint ID → its stored target, as last read or set
+}
+
+func newTargetKeeper(ctx context.Context, o agentcli.Observer, client *apiclient.Client, eps []endpointJSON, host string, status io.Writer) *targetKeeper {
+	k := &targetKeeper{Observer: o, ctx: ctx, client: client, host: host, status: status, stored: map[string]string{}}
+	for _, e := range eps {
+		if e.Target != nil {
+			k.stored[e.ID] = *e.Target
+		}
+	}
+	return k
+}
+
+// Role passes the role on and, for a primary whose Endpoint stores another
+// target, sets it (off the agent's goroutine: it waits for an API call).
+func (k *targetKeeper) Role(e agentcli.RoleEvent) {
+	if r, ok := k.Observer.(agentcli.RoleObserver); ok {
+		r.Role(e)
+	}
+	if !e.Primary {
+		return
+	}
+	k.mu.Lock()
+	stale := k.stored[e.EndpointID] != k.host
+	k.stored[e.EndpointID] = k.host
+	k.mu.Unlock()
+	if !stale {
+		return
+	}
+	go func() {
+		in := map[string]any{"target": k.host}
+		q := `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ id } }`
+		if err := k.client.Do(k.ctx, q, map[string]any{"id": e.EndpointID, "in": in}, nil); err != nil && k.ctx.Err() == nil {
+			fmt.Fprintf(k.status, "endpoint %s: could not set its target to %s: %v\n", e.EndpointID, k.host, err)
+		}
+	}()
 }
 
 // folderName is the current folder's name, the Endpoint name listen uses
@@ -258,6 +319,7 @@ type listenEventJSON struct {
 	Status     int                  `json:"status,omitempty"`
 	DurationMs *int64               `json:"durationMs,omitempty"` // forward only
 	Error      string               `json:"error,omitempty"`
+	Copy       bool                 `json:"copy,omitempty"`      // forward: received as a copy, its answer sent to no sender
 	Signature  string               `json:"signature,omitempty"` // with --verify: the verdict
 	Primary    *bool                `json:"primary,omitempty"`   // role: whether this agent answers the senders
 	Listeners  int                  `json:"listeners,omitempty"` // role: sessions listening on the Endpoint
@@ -300,7 +362,7 @@ func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 	defer o.mu.Unlock()
 	ms := e.Duration.Milliseconds()
 	_ = writeJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
-		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error, Signature: e.Signature})
+		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error, Copy: e.Copy, Signature: e.Signature})
 	if e.ReportError != "" {
 		fmt.Fprintf(o.status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
 	}

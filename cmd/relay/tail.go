@@ -92,6 +92,9 @@ from the last delivery seen, so none is missed.`,
 						status = "pending"
 					}
 					_, err := fmt.Fprintf(stdout, "%s %s %s → %s  delivery %s\n", at, row.Method, termtext.Safe(row.Path, false), status, row.ID)
+					if err == nil && row.Hint != nil {
+						_, err = fmt.Fprintf(stdout, "  hint: %s\n", termtext.Safe(*row.Hint, false))
+					}
 					return err
 				})
 				if ctx.Err() != nil {

@@ -108,6 +108,7 @@ type ComplexityRoot struct {
 		Explanation        func(childComplexity int) int
 		HTTPVersion        func(childComplexity int) int
 		Headers            func(childComplexity int) int
+		Hint               func(childComplexity int) int
 		ID                 func(childComplexity int) int
 		Method             func(childComplexity int) int
 		Path               func(childComplexity int) int
@@ -198,9 +199,12 @@ type ComplexityRoot struct {
 	}
 
 	Explanation struct {
-		Facts   func(childComplexity int) int
-		Status  func(childComplexity int) int
-		Summary func(childComplexity int) int
+		Facts      func(childComplexity int) int
+		Sender     func(childComplexity int) int
+		SenderLost func(childComplexity int) int
+		Shown      func(childComplexity int) int
+		Status     func(childComplexity int) int
+		Summary    func(childComplexity int) int
 	}
 
 	ExplanationFact struct {
@@ -352,10 +356,22 @@ type ComplexityRoot struct {
 		UnsetHeaders func(childComplexity int) int
 	}
 
+	SenderAnswer struct {
+		At      func(childComplexity int) int
+		Attempt func(childComplexity int) int
+		Status  func(childComplexity int) int
+	}
+
 	SessionPayload struct {
 		Account   func(childComplexity int) int
 		ExpiresAt func(childComplexity int) int
 		Member    func(childComplexity int) int
+	}
+
+	ShownStatus struct {
+		Attempt func(childComplexity int) int
+		Kind    func(childComplexity int) int
+		Status  func(childComplexity int) int
 	}
 
 	SignUpPayload struct {
@@ -749,6 +765,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Headers(childComplexity), true
+	case "Delivery.hint":
+		if e.ComplexityRoot.Delivery.Hint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Hint(childComplexity), true
 	case "Delivery.id":
 		if e.ComplexityRoot.Delivery.ID == nil {
 			break
@@ -1130,6 +1152,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Explanation.Facts(childComplexity), true
+	case "Explanation.sender":
+		if e.ComplexityRoot.Explanation.Sender == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Sender(childComplexity), true
+	case "Explanation.senderLost":
+		if e.ComplexityRoot.Explanation.SenderLost == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.SenderLost(childComplexity), true
+	case "Explanation.shown":
+		if e.ComplexityRoot.Explanation.Shown == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Explanation.Shown(childComplexity), true
 	case "Explanation.status":
 		if e.ComplexityRoot.Explanation.Status == nil {
 			break
@@ -1911,6 +1951,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RequestEdit.UnsetHeaders(childComplexity), true
 
+	case "SenderAnswer.at":
+		if e.ComplexityRoot.SenderAnswer.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SenderAnswer.At(childComplexity), true
+	case "SenderAnswer.attempt":
+		if e.ComplexityRoot.SenderAnswer.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SenderAnswer.Attempt(childComplexity), true
+	case "SenderAnswer.status":
+		if e.ComplexityRoot.SenderAnswer.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SenderAnswer.Status(childComplexity), true
+
 	case "SessionPayload.account":
 		if e.ComplexityRoot.SessionPayload.Account == nil {
 			break
@@ -1929,6 +1988,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionPayload.Member(childComplexity), true
+
+	case "ShownStatus.attempt":
+		if e.ComplexityRoot.ShownStatus.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ShownStatus.Attempt(childComplexity), true
+	case "ShownStatus.kind":
+		if e.ComplexityRoot.ShownStatus.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ShownStatus.Kind(childComplexity), true
+	case "ShownStatus.status":
+		if e.ComplexityRoot.ShownStatus.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ShownStatus.Status(childComplexity), true
 
 	case "SignUpPayload.account":
 		if e.ComplexityRoot.SignUpPayload.Account == nil {
@@ -2376,6 +2454,14 @@ type Delivery {
   explanation: String!
   "The explanation in parts: the status it explains, its sentence and its dated facts."
   why: Explanation!
+  """
+  What the relay noticed of this request and how to act on it, null when
+  nothing: a provider's verification request (Slack, Meta, Microsoft Graph,
+  Dropbox, Zoom) an inspector or LOG Endpoint answered as any other request
+  because it does not enable that handshake, with the command that does
+  (docs/answers.md).
+  """
+  hint: String
 }
 
 "What a provider says of a delivery, in its own terms."
@@ -2402,6 +2488,47 @@ type Explanation {
   each attempt and its outcome, and the agent sessions that decided it.
   """
   facts: [ExplanationFact!]!
+  """
+  What the sender's connection received: the relay's own answer, or the
+  outcome of the forward it waited for (never a retry's or a copy's). Null
+  while it waits, or when it got no answer (senderLost).
+  """
+  sender: SenderAnswer
+  "The relay stopped, or its node was lost, while the sender waited: its connection closed without an answer."
+  senderLost: Boolean!
+  """
+  Where the status shown (status, the delivery's responseStatus) comes from:
+  after a retry, the retry, which the sender never saw. Null when status is.
+  """
+  shown: ShownStatus
+}
+
+"The answer a sender's connection received."
+type SenderAnswer {
+  status: Int!
+  "The attempt (from 1) whose outcome was sent; null when the relay answered by itself."
+  attempt: Int
+  at: Time!
+}
+
+"What gave the status a delivery shows."
+enum ShownKind {
+  "The relay's own answer to the sender."
+  RELAY
+  "The outcome of the forward the sender waited for."
+  FORWARD
+  "A retry, sent as recorded; the sender never saw its outcome."
+  RETRY
+  "A retry of an edited request; the sender never saw its outcome."
+  EDITED_RETRY
+}
+
+"Where a delivery's shown status comes from."
+type ShownStatus {
+  status: Int!
+  "The attempt (from 1); null for the relay's own answer."
+  attempt: Int
+  kind: ShownKind!
 }
 
 "A dated line of an explanation."
@@ -3176,6 +3303,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_explanation(ctx, field)
 	case "why":
 		return ec.fieldContext_Delivery_why(ctx, field)
+	case "hint":
+		return ec.fieldContext_Delivery_hint(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -3334,6 +3463,12 @@ func (ec *executionContext) childFields_Explanation(ctx context.Context, field g
 		return ec.fieldContext_Explanation_summary(ctx, field)
 	case "facts":
 		return ec.fieldContext_Explanation_facts(ctx, field)
+	case "sender":
+		return ec.fieldContext_Explanation_sender(ctx, field)
+	case "senderLost":
+		return ec.fieldContext_Explanation_senderLost(ctx, field)
+	case "shown":
+		return ec.fieldContext_Explanation_shown(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Explanation", field.Name)
 }
@@ -3556,6 +3691,18 @@ func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type RequestEdit", field.Name)
 }
 
+func (ec *executionContext) childFields_SenderAnswer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_SenderAnswer_status(ctx, field)
+	case "attempt":
+		return ec.fieldContext_SenderAnswer_attempt(ctx, field)
+	case "at":
+		return ec.fieldContext_SenderAnswer_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SenderAnswer", field.Name)
+}
+
 func (ec *executionContext) childFields_SessionPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "account":
@@ -3566,6 +3713,18 @@ func (ec *executionContext) childFields_SessionPayload(ctx context.Context, fiel
 		return ec.fieldContext_SessionPayload_expiresAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_ShownStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_ShownStatus_status(ctx, field)
+	case "attempt":
+		return ec.fieldContext_ShownStatus_attempt(ctx, field)
+	case "kind":
+		return ec.fieldContext_ShownStatus_kind(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ShownStatus", field.Name)
 }
 
 func (ec *executionContext) childFields_SignUpPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6006,6 +6165,29 @@ func (ec *executionContext) fieldContext_Delivery_why(_ context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Delivery_hint(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_hint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_hint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7275,6 +7457,93 @@ func (ec *executionContext) fieldContext_Explanation_facts(_ context.Context, fi
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ExplanationFact(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Explanation_sender(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_sender(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sender, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SenderAnswer) graphql.Marshaler {
+			return ec.marshalOSenderAnswer2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSenderAnswer(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_sender(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Explanation",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SenderAnswer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Explanation_senderLost(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_senderLost(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SenderLost, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_senderLost(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Explanation", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Explanation_shown(ctx context.Context, field graphql.CollectedField, obj *model.Explanation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Explanation_shown(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Shown, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ShownStatus) graphql.Marshaler {
+			return ec.marshalOShownStatus2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐShownStatus(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Explanation_shown(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Explanation",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ShownStatus(ctx, field)
 		},
 	}
 	return fc, nil
@@ -10369,6 +10638,75 @@ func (ec *executionContext) fieldContext_RequestEdit_bodyBase64(_ context.Contex
 	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _SenderAnswer_status(ctx context.Context, field graphql.CollectedField, obj *model.SenderAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SenderAnswer_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SenderAnswer_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SenderAnswer", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _SenderAnswer_attempt(ctx context.Context, field graphql.CollectedField, obj *model.SenderAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SenderAnswer_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SenderAnswer_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SenderAnswer", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _SenderAnswer_at(ctx context.Context, field graphql.CollectedField, obj *model.SenderAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SenderAnswer_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SenderAnswer_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SenderAnswer", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
 func (ec *executionContext) _SessionPayload_account(ctx context.Context, field graphql.CollectedField, obj *model.SessionPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10454,6 +10792,75 @@ func (ec *executionContext) _SessionPayload_expiresAt(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_SessionPayload_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SessionPayload", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ShownStatus_status(ctx context.Context, field graphql.CollectedField, obj *model.ShownStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ShownStatus_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ShownStatus_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ShownStatus", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _ShownStatus_attempt(ctx context.Context, field graphql.CollectedField, obj *model.ShownStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ShownStatus_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ShownStatus_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ShownStatus", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _ShownStatus_kind(ctx context.Context, field graphql.CollectedField, obj *model.ShownStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ShownStatus_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ShownKind) graphql.Marshaler {
+			return ec.marshalNShownKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐShownKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ShownStatus_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ShownStatus", field, false, false, errors.New("field of type ShownKind does not have child fields"))
 }
 
 func (ec *executionContext) _SignUpPayload_account(ctx context.Context, field graphql.CollectedField, obj *model.SignUpPayload) (ret graphql.Marshaler) {
@@ -13187,6 +13594,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "hint":
+			out.Values[i] = ec._Delivery_hint(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13822,6 +14231,15 @@ func (ec *executionContext) _Explanation(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "sender":
+			out.Values[i] = ec._Explanation_sender(ctx, field, obj)
+		case "senderLost":
+			out.Values[i] = ec._Explanation_senderLost(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "shown":
+			out.Values[i] = ec._Explanation_shown(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15104,6 +15522,52 @@ func (ec *executionContext) _RequestEdit(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var senderAnswerImplementors = []string{"SenderAnswer"}
+
+func (ec *executionContext) _SenderAnswer(ctx context.Context, sel ast.SelectionSet, obj *model.SenderAnswer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, senderAnswerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SenderAnswer")
+		case "status":
+			out.Values[i] = ec._SenderAnswer_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._SenderAnswer_attempt(ctx, field, obj)
+		case "at":
+			out.Values[i] = ec._SenderAnswer_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var sessionPayloadImplementors = []string{"SessionPayload"}
 
 func (ec *executionContext) _SessionPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SessionPayload) graphql.Marshaler {
@@ -15127,6 +15591,52 @@ func (ec *executionContext) _SessionPayload(ctx context.Context, sel ast.Selecti
 			}
 		case "expiresAt":
 			out.Values[i] = ec._SessionPayload_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var shownStatusImplementors = []string{"ShownStatus"}
+
+func (ec *executionContext) _ShownStatus(ctx context.Context, sel ast.SelectionSet, obj *model.ShownStatus) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, shownStatusImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ShownStatus")
+		case "status":
+			out.Values[i] = ec._ShownStatus_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._ShownStatus_attempt(ctx, field, obj)
+		case "kind":
+			out.Values[i] = ec._ShownStatus_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -16371,6 +16881,16 @@ func (ec *executionContext) marshalNSessionPayload2ᚖgithubᚗcomᚋrelayhqᚋr
 	return ec._SessionPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNShownKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐShownKind(ctx context.Context, v any) (model.ShownKind, error) {
+	var res model.ShownKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNShownKind2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐShownKind(ctx context.Context, sel ast.SelectionSet, v model.ShownKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNSignUpPayload2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignUpPayload(ctx context.Context, sel ast.SelectionSet, v model.SignUpPayload) graphql.Marshaler {
 	return ec._SignUpPayload(ctx, sel, &v)
 }
@@ -16892,6 +17412,20 @@ func (ec *executionContext) unmarshalORequestEditInput2ᚖgithubᚗcomᚋrelayhq
 	}
 	res, err := ec.unmarshalInputRequestEditInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOSenderAnswer2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSenderAnswer(ctx context.Context, sel ast.SelectionSet, v *model.SenderAnswer) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._SenderAnswer(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOShownStatus2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐShownStatus(ctx context.Context, sel ast.SelectionSet, v *model.ShownStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ShownStatus(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

@@ -202,8 +202,14 @@ type Delivery struct {
 	// the log (docs/explanations.md).
 	Explanation string `json:"explanation"`
 	// The explanation in parts: the status it explains, its sentence and its dated facts.
-	Why *Explanation       `json:"why"`
-	Row readmodel.Delivery `json:"-"`
+	Why *Explanation `json:"why"`
+	// What the relay noticed of this request and how to act on it, null when
+	// nothing: a provider's verification request (Slack, Meta, Microsoft Graph,
+	// Dropbox, Zoom) an inspector or LOG Endpoint answered as any other request
+	// because it does not enable that handshake, with the command that does
+	// (docs/answers.md).
+	Hint *string            `json:"hint,omitempty"`
+	Row  readmodel.Delivery `json:"-"`
 }
 
 type DeliveryConnection struct {
@@ -356,6 +362,15 @@ type Explanation struct {
 	// The evidence, oldest first: the request's receipt, the relay's own answer,
 	// each attempt and its outcome, and the agent sessions that decided it.
 	Facts []*ExplanationFact `json:"facts"`
+	// What the sender's connection received: the relay's own answer, or the
+	// outcome of the forward it waited for (never a retry's or a copy's). Null
+	// while it waits, or when it got no answer (senderLost).
+	Sender *SenderAnswer `json:"sender,omitempty"`
+	// The relay stopped, or its node was lost, while the sender waited: its connection closed without an answer.
+	SenderLost bool `json:"senderLost"`
+	// Where the status shown (status, the delivery's responseStatus) comes from:
+	// after a retry, the retry, which the sender never saw. Null when status is.
+	Shown *ShownStatus `json:"shown,omitempty"`
 }
 
 // A dated line of an explanation.
@@ -572,12 +587,28 @@ type RequestEditInput struct {
 	BodyBase64 *string `json:"bodyBase64,omitempty"`
 }
 
+// The answer a sender's connection received.
+type SenderAnswer struct {
+	Status int `json:"status"`
+	// The attempt (from 1) whose outcome was sent; null when the relay answered by itself.
+	Attempt *int      `json:"attempt,omitempty"`
+	At      time.Time `json:"at"`
+}
+
 // A member signed in: the session itself travels in an HttpOnly cookie, never in the answer.
 type SessionPayload struct {
 	Account *Account `json:"account"`
 	Member  *Member  `json:"member"`
 	// When the session ends; the member signs in again after.
 	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Where a delivery's shown status comes from.
+type ShownStatus struct {
+	Status int `json:"status"`
+	// The attempt (from 1); null for the relay's own answer.
+	Attempt *int      `json:"attempt,omitempty"`
+	Kind    ShownKind `json:"kind"`
 }
 
 type SignUpPayload struct {
@@ -1099,6 +1130,70 @@ func (e *MemberRole) UnmarshalJSON(b []byte) error {
 }
 
 func (e MemberRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What gave the status a delivery shows.
+type ShownKind string
+
+const (
+	// The relay's own answer to the sender.
+	ShownKindRelay ShownKind = "RELAY"
+	// The outcome of the forward the sender waited for.
+	ShownKindForward ShownKind = "FORWARD"
+	// A retry, sent as recorded; the sender never saw its outcome.
+	ShownKindRetry ShownKind = "RETRY"
+	// A retry of an edited request; the sender never saw its outcome.
+	ShownKindEditedRetry ShownKind = "EDITED_RETRY"
+)
+
+var AllShownKind = []ShownKind{
+	ShownKindRelay,
+	ShownKindForward,
+	ShownKindRetry,
+	ShownKindEditedRetry,
+}
+
+func (e ShownKind) IsValid() bool {
+	switch e {
+	case ShownKindRelay, ShownKindForward, ShownKindRetry, ShownKindEditedRetry:
+		return true
+	}
+	return false
+}
+
+func (e ShownKind) String() string {
+	return string(e)
+}
+
+func (e *ShownKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ShownKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ShownKind", str)
+	}
+	return nil
+}
+
+func (e ShownKind) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ShownKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ShownKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

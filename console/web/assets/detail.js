@@ -55,6 +55,7 @@ export function renderDetail(d, opts) {
       providerFacts(d),
       d.remoteAddress ? fact('Sender', h('code', { 'data-testid': 'remote-address' }, d.remoteAddress)) : null,
       fact('Delivery', h('code', { class: 'delivery-id' }, d.id))),
+    d.hint ? h('p', { class: 'hint', role: 'note', 'data-testid': 'hint' }, d.hint) : null,
     whyLine(d.id, d.why),
     h('div', { class: 'actions detail-actions' },
       copyButton(() => curlCommand(d, opts.baseURL), d.complete ? 'Copy as curl' : 'Copy as curl (partial body)', { 'data-testid': 'copy-curl' }),

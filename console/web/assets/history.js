@@ -691,7 +691,7 @@ export function historyPage(root, { kind, id, navigate }) {
     tr.classList.toggle('is-selected', selected);
     if (selected) tr.setAttribute('aria-current', 'true');
     else tr.removeAttribute('aria-current');
-    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt, d.provider, d.duplicates]);
+    const sig = JSON.stringify([d.method, d.path, d.responseStatus, d.bodySize, d.complete, d.receivedAt, d.provider, d.duplicates, d.hint]);
     if (tr.dataset.sig === sig) return;
     tr.dataset.sig = sig;
     replace(tr,
@@ -699,7 +699,9 @@ export function historyPage(root, { kind, id, navigate }) {
       h('td', { class: 'path-cell' }, h('div', { class: 'path-wrap' },
         h('code', { title: d.path }, d.path),
         d.complete ? null : h('span', { class: 'badge badge-warn incomplete', title: 'Only the first part of the body was stored' }, 'incomplete'),
-        providerBadge(d))),
+        providerBadge(d),
+        // The server says what the request looked like and how to answer it.
+        d.hint ? h('span', { class: 'badge badge-warn hint', title: d.hint, 'data-testid': 'row-hint' }, 'unanswered handshake') : null)),
       h('td', {}, statusBadge(d.responseStatus)),
       h('td', { class: 'num' }, formatBytes(d.bodySize)),
       h('td', {}, h('time', { datetime: d.receivedAt, title: formatFullTime(d.receivedAt) }, formatTime(d.receivedAt))));
