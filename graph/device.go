@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -29,7 +30,7 @@ func (r *Resolver) requestDeviceCode(ctx context.Context, clientName string) (*m
 	if err != nil {
 		return nil, err
 	}
-	return &model.DeviceCode{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationPath: DevicePath,
+	return &model.DeviceCode{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationPath: DevicePath, VerificationURL: r.consoleLink(DevicePath),
 		ExpiresIn: int(d.Lifetime.Seconds()), Interval: int(d.Interval.Seconds())}, nil
 }
 
@@ -105,5 +106,15 @@ func (r *Resolver) createInvite(ctx context.Context, expiresIn *string) (*model.
 	if err != nil {
 		return nil, err
 	}
-	return &model.Invite{Code: code, Path: InvitePath + code, ExpiresAt: expires}, nil
+	return &model.Invite{Code: code, Path: InvitePath + code, URL: r.consoleLink(InvitePath + code), ExpiresAt: expires}, nil
+}
+
+// consoleLink is the whole URL of a console page when the console has a
+// host of its own, or nil: the client puts the path on the URL it uses.
+func (r *Resolver) consoleLink(path string) *string {
+	if r.ConsoleURL == "" {
+		return nil
+	}
+	u := strings.TrimSuffix(r.ConsoleURL, "/") + path
+	return &u
 }

@@ -34,12 +34,12 @@ type signInLimits struct {
 // limitSignIn takes one sign-in attempt of the login and of the client
 // address, or refuses with a RateLimitedError.
 func (r *Resolver) limitSignIn(ctx context.Context, login string) error {
-	rate := r.SignInRate
-	if rate == (ratelimit.Rate{}) {
-		rate = DefaultSignInRate
-	}
-	if rate.Off() {
+	if r.NoSignInLimit {
 		return nil
+	}
+	rate := r.SignInRate
+	if rate.Off() {
+		rate = DefaultSignInRate
 	}
 	r.signIn.once.Do(func() {
 		r.signIn.byLogin = ratelimit.NewKeyed(rate, maxSignInKeys)
@@ -95,6 +95,9 @@ func memberModel(m readmodel.Member, you string) *model.Member {
 // needJar refuses a sign-in that could not set its cookie (over a
 // WebSocket) before any work is done.
 func needJar(ctx context.Context) error {
+	if console, ok := ctx.Value(noCookiesKey).(string); ok {
+		return &domain.InvalidInputError{Field: "signIn", Reason: "sign in on the console, " + console + ": this host keeps no browser sessions"}
+	}
 	if jar(ctx) == nil {
 		return &domain.InvalidInputError{Field: "signIn", Reason: "sign in over HTTP POST: a WebSocket cannot set the session cookie"}
 	}
@@ -223,7 +226,7 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 	if err != nil {
 		return nil, err
 	}
-	return &model.MemberInvite{Code: code, Path: JoinPath + code, Role: model.MemberRole(strings.ToUpper(string(rl))), ExpiresAt: expires}, nil
+	return &model.MemberInvite{Code: code, Path: JoinPath + code, URL: r.consoleLink(JoinPath + code), Role: model.MemberRole(strings.ToUpper(string(rl))), ExpiresAt: expires}, nil
 }
 
 func (r *Resolver) joinAccount(ctx context.Context, code, login, password string) (*model.SessionPayload, error) {

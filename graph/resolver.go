@@ -26,8 +26,13 @@ type Resolver struct {
 	// (createInspector, signUp) per client address; nil: no limit.
 	Anonymous *ratelimit.Keyed
 	// SignInRate bounds sign-in attempts per login (and four times as many
-	// per client address); zero: DefaultSignInRate, Off: none.
+	// per client address); zero: DefaultSignInRate (see NoSignInLimit).
 	SignInRate ratelimit.Rate
+	// NoSignInLimit turns the sign-in limits off (--signin-rate off).
+	NoSignInLimit bool
+	// ConsoleURL is the console's own URL (--console-url), which the links
+	// the API returns start with; empty: they are paths on the relay's URL.
+	ConsoleURL string
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time

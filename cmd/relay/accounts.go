@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,14 +115,15 @@ relay login --server URL --signup NAME --invite CODE.`,
 			var res struct {
 				CreateInvite struct {
 					Code, Path string
+					URL        *string
 					ExpiresAt  string
 				}
 			}
-			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path expiresAt } }`, vars, &res); err != nil {
+			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path url expiresAt } }`, vars, &res); err != nil {
 				return fmt.Errorf("create invite: %w", err)
 			}
 			inv := res.CreateInvite
-			link := strings.TrimRight(conn.server, "/") + inv.Path
+			link := consolePage(conn.server, inv.Path, inv.URL)
 			if out.json() {
 				return writeJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
 			}
