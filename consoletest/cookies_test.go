@@ -112,7 +112,9 @@ func TestTossedCookieCannotReachTheConsole(t *testing.T) {
 	// The attacker: an account with a browser session of its own, and a
 	// PROXY Endpoint whose local process tosses that session.
 	attacker := uniqueLogin("mallory")
-	var signedUp struct{ SignUpWithPassword struct{ Account struct{ Name string } } }
+	var signedUp struct {
+		SignUpWithPassword struct{ Account struct{ Name string } }
+	}
 	evil := consoleGraphQL(t, r, "", `mutation($l: String!, $p: String!){ signUpWithPassword(name: "Mallory's", login: $l, password: $p){ account { name } } }`,
 		map[string]any{"l": attacker, "p": "mallory's long passphrase"}, &signedUp)
 	if evil == "" {

@@ -191,7 +191,9 @@ func (r *Relay) Scheme() string {
 }
 
 // AddressHost is the Host of a public address.
-func (r *Relay) AddressHost(id string) string { return id + "." + r.Domain() + ":" + strconv.Itoa(r.Port) }
+func (r *Relay) AddressHost(id string) string {
+	return id + "." + r.Domain() + ":" + strconv.Itoa(r.Port)
+}
 
 // Route sends a request for any *.localhost host to this relay's 127.0.0.1
 // port, keeping its Host header, so tests need no DNS.
