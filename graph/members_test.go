@@ -3,6 +3,7 @@ package graph_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -20,7 +21,26 @@ type browser struct {
 	t   *testing.T
 	url string
 	c   *http.Client
-	tok string // a bearer token instead of the cookie, when set
+	tok  string // a bearer token instead of the cookie, when set
+	peer string // the client address the request comes from (see peerHandler), when set
+}
+
+// peerHandler lets a test choose each request's client address, as a
+// trusted proxy would tell it, with the X-Test-Peer header.
+func peerHandler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.Header.Get("X-Test-Peer"); p != "" {
+			r.RemoteAddr = p + ":4711"
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// from is a fresh browser whose requests come from the client address peer.
+func from(t *testing.T, srv *httptest.Server, peer string) *browser {
+	b := newBrowser(t, srv)
+	b.peer = peer
+	return b
 }
 
 func newBrowser(t *testing.T, srv *httptest.Server) *browser {
@@ -54,6 +74,9 @@ func (b *browser) do(query string, vars map[string]any, out any) gqlAnswer {
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if b.tok != "" {
 		req.Header.Set("Authorization", "Bearer "+b.tok)
+	}
+	if b.peer != "" {
+		req.Header.Set("X-Test-Peer", b.peer)
 	}
 	resp, err := b.c.Do(req)
 	if err != nil {
@@ -150,7 +173,7 @@ func TestTeams(t *testing.T) {
 		t.Fatalf("a reused link: %+v; an unknown one: %+v", reused.Errors, unknown.Errors)
 	}
 	// A login is unique without regard to case.
-	if a := newBrowser(t, srv).join(ann.invite(), "BOB"); a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "taken") {
+	if a := newBrowser(t, srv).join(ann.invite(), "BOB"); a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "not available") {
 		t.Fatalf("a taken login: %+v", a.Errors)
 	}
 
@@ -220,16 +243,18 @@ func TestTeams(t *testing.T) {
 }
 
 // TestSignInRefusals: a wrong password and an unknown login read the same;
-// the attempts of one login are limited; passwords are 10 to 256 bytes.
+// the attempts of one login from addresses that never signed in to it are
+// limited; passwords are 10 to 256 bytes.
 func TestSignInRefusals(t *testing.T) {
 	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
-	srv := httptest.NewServer(e.h)
+	srv := httptest.NewServer(peerHandler(e.h))
 	t.Cleanup(srv.Close)
 	ann := newBrowser(t, srv)
 	ann.signUp("Acme", "ann")
 
-	signIn := func(login, password string) gqlAnswer {
-		return newBrowser(t, srv).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+	var n atomic.Int32
+	signIn := func(login, password string) gqlAnswer { // each from an address of its own
+		return from(t, srv, fmt.Sprintf("192.0.2.%d", n.Add(1))).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
 			map[string]any{"l": login, "p": password}, nil)
 	}
 	wrong, unknown := signIn("ann", "not the password"), signIn("nobody", "not the password")
@@ -400,5 +425,85 @@ func TestChangePassword(t *testing.T) {
 	// Newest first: the laptop's session revoked with the change, then the change.
 	if a := act.Me.Activity; len(a) < 2 || a[0].Type != "token.revoked.v1" || a[1].Type != "member.password_changed.v1" || a[1].By != "ann" {
 		t.Errorf("activity %+v, want the change by ann and the session it ended", a)
+	}
+}
+
+// TestSignInKnownAddress: strangers' wrong guesses use up a login's limit,
+// yet its user signs in from an address that signed in to it before; a new
+// address waits like the strangers; the known address still has its own
+// per-address limit.
+func TestSignInKnownAddress(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	const home = "198.51.100.1"
+	from(t, srv, home).signUp("Acme", "ann@acme.test")
+
+	signIn := func(peer, password string) gqlAnswer {
+		return from(t, srv, peer).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+			map[string]any{"l": "ann@acme.test", "p": password}, nil)
+	}
+	for i := range 3 {
+		if a := signIn("203.0.113.7", fmt.Sprintf("guess number %d", i)); a.code() != "UNAUTHENTICATED" {
+			t.Fatalf("guess %d: %+v", i, a.Errors)
+		}
+	}
+	for _, peer := range []string{"203.0.113.7", "203.0.113.8"} {
+		if a := signIn(peer, "yet another guess"); a.code() != "RATE_LIMITED" {
+			t.Fatalf("a guess from %s past the login's limit: %+v, want RATE_LIMITED", peer, a.Errors)
+		}
+	}
+	if a := signIn(home, pw); len(a.Errors) > 0 {
+		t.Fatalf("the user from the address they signed up from: %+v, want signed in", a.Errors)
+	}
+	if a := signIn("198.51.100.2", pw); a.code() != "RATE_LIMITED" {
+		t.Fatalf("the user from a new address while the login is attacked: %+v, want RATE_LIMITED", a.Errors)
+	}
+	// The known address's own budget: four times the login's, of which the
+	// sign-up and the sign-in above took two.
+	tries := 0
+	for ; tries < 20; tries++ {
+		if a := signIn(home, "a wrong password"); a.code() == "RATE_LIMITED" {
+			break
+		}
+	}
+	if tries != 10 {
+		t.Errorf("the known address was refused after %d more tries, want 10 (4×3 less the sign-up and the sign-in)", tries)
+	}
+}
+
+// TestSignUpAndJoinLimitedPerAddress: sign-up with a login and joining tell
+// whether a login exists, so one client address makes no more of them
+// than of sign-ins (four times --signin-rate), in neutral words.
+func TestSignUpAndJoinLimitedPerAddress(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 1, Per: time.Hour, Burst: 1} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	owner := from(t, srv, "198.51.100.1")
+	owner.signUp("Acme", "ann@acme.test")
+	code := owner.invite()
+
+	const prober = "203.0.113.9"
+	signUp := func(login string) gqlAnswer {
+		return from(t, srv, prober).do(`mutation($l: String!, $p: String!) { signUpWithPassword(name: "x", login: $l, password: $p) { member { id } } }`,
+			map[string]any{"l": login, "p": pw}, nil)
+	}
+	a := signUp("ann@acme.test")
+	if a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "not available") {
+		t.Fatalf("a held login: %+v, want INVALID_INPUT, not available", a.Errors)
+	}
+	for i := range 3 {
+		if a := signUp(fmt.Sprintf("probe%d@acme.test", i)); len(a.Errors) > 0 {
+			t.Fatalf("probe %d: %+v", i, a.Errors)
+		}
+	}
+	if a := signUp("bob@acme.test"); a.code() != "RATE_LIMITED" {
+		t.Fatalf("the fifth sign-up from one address: %+v, want RATE_LIMITED", a.Errors)
+	}
+	if a := from(t, srv, prober).join(code, "ann@acme.test"); a.code() != "RATE_LIMITED" {
+		t.Fatalf("a join from that address: %+v, want RATE_LIMITED", a.Errors)
+	}
+	if a := from(t, srv, "198.51.100.7").join(code, "bob@acme.test"); len(a.Errors) > 0 {
+		t.Fatalf("a join from another address: %+v", a.Errors)
 	}
 }
