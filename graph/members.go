@@ -122,12 +122,19 @@ func (r *Resolver) limitClient(ctx context.Context) error {
 // that address signed in to the login before (knownSignIns), of the
 // login; or refuses with a RateLimitedError.
 func (r *Resolver) limitSignIn(ctx context.Context, login string) error {
+	return r.limitLogin(ctx, login, true)
+}
+
+// limitLogin is limitSignIn; knownPasses false takes from the login's
+// limit whatever the address (a password change: a signed-in session
+// guessing the current password is not let off for its address).
+func (r *Resolver) limitLogin(ctx context.Context, login string, knownPasses bool) error {
 	if err := r.limitClient(ctx); err != nil || r.NoSignInLimit {
 		return err
 	}
 	now := time.Now()
 	client, _ := ctx.Value(clientKey).(string)
-	if r.signIn.known.has(login, client, now) {
+	if knownPasses && r.signIn.known.has(login, client, now) {
 		return nil
 	}
 	// By hash: a key of fixed size, however long the login sent.
@@ -269,8 +276,9 @@ func (r *Resolver) changePassword(ctx context.Context, current, next string) (bo
 	if err != nil {
 		return false, err
 	}
-	// Guessing the current password is guessing a sign-in: the same limits.
-	if err := r.limitSignIn(ctx, m.Login); err != nil {
+	// Guessing the current password is guessing a sign-in: the same
+	// limits, the login's whatever the address.
+	if err := r.limitLogin(ctx, m.Login, false); err != nil {
 		return false, err
 	}
 	keep := ""

@@ -354,9 +354,10 @@ func TestInviteLinkOnceAndUntilExpiry(t *testing.T) {
 // wrong current passwords are limited as sign-ins are; the activity says
 // who changed it.
 func TestChangePassword(t *testing.T) {
-	// Six attempts of ann's login an hour: the sign-ins and password
-	// changes below take them all.
-	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 6, Per: time.Hour, Burst: 6} })
+	// Three attempts of ann's login an hour: the password changes below
+	// take them all (the sign-ins come from an address that signed in to
+	// the login, which passes its limit; a password change never does).
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
 	srv := httptest.NewServer(e.h)
 	t.Cleanup(srv.Close)
 	ann := newBrowser(t, srv)
@@ -414,7 +415,7 @@ func TestChangePassword(t *testing.T) {
 	if a := signIn(laptop, next); len(a.Errors) > 0 {
 		t.Errorf("the new password: %+v", a.Errors)
 	}
-	// The limit counted the wrong current password with the sign-ins.
+	// The limit counted the wrong current password and the changes.
 	if a := change(ann, "another guess!", "yet another passphrase"); a.code() != "RATE_LIMITED" {
 		t.Errorf("a guess past the sign-in limit: %+v, want RATE_LIMITED", a.Errors)
 	}
@@ -505,5 +506,58 @@ func TestSignUpAndJoinLimitedPerAddress(t *testing.T) {
 	}
 	if a := from(t, srv, "198.51.100.7").join(code, "bob@acme.test"); len(a.Errors) > 0 {
 		t.Fatalf("a join from another address: %+v", a.Errors)
+	}
+}
+
+// TestInviteLimits: only owners make sign-up invites; an account holds at
+// most MaxOpenInvites open ones and makes them no faster than its rate,
+// each refused RATE_LIMITED with words that say which; the operator is
+// not bounded.
+func TestInviteLimits(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		r.InviteRate = ratelimit.Rate{N: graph.MaxOpenInvites + 5, Per: time.Hour, Burst: graph.MaxOpenInvites + 5}
+		r.AdminToken = "ops-secret"
+	})
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann, bob := newBrowser(t, srv), newBrowser(t, srv)
+	ann.signUp("Acme", "ann@acme.test")
+	if a := bob.join(ann.invite(), "bob@acme.test"); len(a.Errors) > 0 {
+		t.Fatal(a.Errors)
+	}
+	const q = `mutation { createInvite { code url } }`
+	if a := bob.do(q, nil, nil); a.code() != "FORBIDDEN" {
+		t.Fatalf("a member's invite: %+v, want FORBIDDEN", a.Errors)
+	}
+	for i := range graph.MaxOpenInvites {
+		if a := ann.do(q, nil, nil); len(a.Errors) > 0 {
+			t.Fatalf("invite %d: %+v", i+1, a.Errors)
+		}
+	}
+	a := ann.do(q, nil, nil)
+	if a.code() != "RATE_LIMITED" || !strings.Contains(a.Errors[0].Message, "open invites") {
+		t.Fatalf("invite %d: %+v, want RATE_LIMITED for open invites", graph.MaxOpenInvites+1, a.Errors)
+	}
+	ops := newBrowser(t, srv)
+	ops.tok = "ops-secret"
+	for i := range graph.MaxOpenInvites + 1 {
+		if a := ops.do(q, nil, nil); len(a.Errors) > 0 {
+			t.Fatalf("the operator's invite %d: %+v", i+1, a.Errors)
+		}
+	}
+
+	// The rate, on its default: another owner's account.
+	e2 := newEnv(t)
+	srv2 := httptest.NewServer(e2.h)
+	t.Cleanup(srv2.Close)
+	cat := newBrowser(t, srv2)
+	cat.signUp("Other", "cat@other.test")
+	for i := range graph.DefaultInviteRate.Burst {
+		if a := cat.do(q, nil, nil); len(a.Errors) > 0 {
+			t.Fatalf("invite %d: %+v", i+1, a.Errors)
+		}
+	}
+	if a := cat.do(q, nil, nil); a.code() != "RATE_LIMITED" || !strings.Contains(a.Errors[0].Message, "as fast as it may") {
+		t.Fatalf("invite %d within the hour: %+v, want RATE_LIMITED for the rate", graph.DefaultInviteRate.Burst+1, a.Errors)
 	}
 }
