@@ -18,9 +18,9 @@ import (
 
 // browser is one person's HTTP client with its own cookie jar.
 type browser struct {
-	t   *testing.T
-	url string
-	c   *http.Client
+	t    *testing.T
+	url  string
+	c    *http.Client
 	tok  string // a bearer token instead of the cookie, when set
 	peer string // the client address the request comes from (see peerHandler), when set
 }

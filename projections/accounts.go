@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 	"sync"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
