@@ -105,6 +105,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			_ = lock.Release()
 			return err
 		}
+		if cfg.console != nil {
+			if err := certs.Current().Leaf.VerifyHostname(cfg.console.Hostname()); err != nil {
+				_ = lock.Release()
+				return fmt.Errorf("TLS certificate %s does not name the console host %s (--console-url): %w", cfg.TLSCert, cfg.console.Hostname(), err)
+			}
+		}
 	}
 	ln, err := listen(cfg)
 	if err != nil {
