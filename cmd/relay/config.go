@@ -382,7 +382,7 @@ func (c *serveConfig) validateConsole() error {
 		}
 	}
 	if sameSite(u.Hostname(), c.Domain) {
-		return fmt.Errorf("--console-url host %q shares a site with --domain %q: an address page could set the console's cookies; put the console on another registrable domain (console.example.com beside relay.example.net)", u.Hostname(), c.Domain)
+		return fmt.Errorf("--console-url host %q shares a site with --domain %q: an address page could set the console's cookies; put the console on another registrable domain (console.example.org beside relay.example.com)", u.Hostname(), c.Domain)
 	}
 	c.console = u
 	return nil
