@@ -561,3 +561,20 @@ func TestInviteLimits(t *testing.T) {
 		t.Fatalf("invite %d within the hour: %+v, want RATE_LIMITED for the rate", graph.DefaultInviteRate.Burst+1, a.Errors)
 	}
 }
+
+// TestSignInLimitOff: --signin-rate off (NoSignInLimit) means no limit,
+// not the default one.
+func TestSignInLimitOff(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.NoSignInLimit = true })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	newBrowser(t, srv).signUp("Acme", "ann@acme.test")
+	guesser := from(t, srv, "203.0.113.7")
+	for i := range graph.DefaultSignInRate.Burst*4 + 5 {
+		a := guesser.do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+			map[string]any{"l": "ann@acme.test", "p": fmt.Sprintf("guess number %d", i)}, nil)
+		if a.code() != "UNAUTHENTICATED" {
+			t.Fatalf("guess %d with the limits off: %+v, want UNAUTHENTICATED", i+1, a.Errors)
+		}
+	}
+}
