@@ -39,7 +39,7 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 		Example: "  relay serve\n  relay serve --listen 0.0.0.0:8080 --domain relay.example.com --data /var/lib/relay\n" +
 			"  RELAY_INSPECTOR_TTL=1h relay serve\n" +
 			"  relay serve --listen 0.0.0.0:443 --http-listen 0.0.0.0:80 --domain relay.example.com --tls-cert fullchain.pem --tls-key privkey.pem\n" +
-			"  relay serve --public-url https://relay.example.com --trusted-proxies 127.0.0.1/32   # behind a TLS proxy (docs/deploy.md)",
+			"  relay serve --public-url https://relay.example.com --console-url https://console.example.org --trusted-proxies 127.0.0.1/32   # behind a TLS proxy, the console on its own site (docs/deploy.md)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), env); err != nil {
