@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +55,22 @@ func TestServeWarnsOfASharedSite(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "shares a site") {
 		t.Errorf("a console beside the addresses: exit %d:\n%s", code, out)
 	}
+}
+
+// TestTLSCertificateMustNameTheConsole: with --tls-cert and --console-url
+// the one certificate serves the console host too, so one that does not
+// name it stops the start; one that does starts.
+func TestTLSCertificateMustNameTheConsole(t *testing.T) {
+	ca := harness.NewCA(t)
+	cert, key := ca.Issue(t, t.TempDir(), 1, "localhost", "*.localhost")
+	out, code := harness.RunCLI(t, "serve", "--listen", "127.0.0.1:"+strconv.Itoa(harness.FreePort(t)), "--data", t.TempDir(),
+		"--tls-cert", cert, "--tls-key", key, "--console-url", "https://console.example.org")
+	if code == 0 || !strings.Contains(out, "does not name the console host console.example.org") {
+		t.Fatalf("a certificate without the console host: exit %d:\n%s", code, out)
+	}
+	cert, key = ca.Issue(t, t.TempDir(), 2, "localhost", "*.localhost", "console.example.org")
+	r := harness.StartTLS(t, "", ca, cert, key, "--console-url", "https://console.example.org")
+	harness.Eventually(t, 10*time.Second, "the console's URL in the start-up log", func() bool {
+		return strings.Contains(r.Output(), "console:   https://console.example.org:"+strconv.Itoa(r.Port))
+	})
 }
