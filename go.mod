@@ -26,6 +26,7 @@ require (
 	github.com/vektah/gqlparser/v2 v2.5.64
 	github.com/wailsapp/wails/v2 v2.10.1
 	github.com/zalando/go-keyring v0.2.6
+	golang.org/x/net v0.61.0
 	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.67.1
 	google.golang.org/protobuf v1.36.11
@@ -80,7 +81,6 @@ require (
 	github.com/wailsapp/mimetype v1.4.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/relayhq/relay/cluster"
@@ -62,8 +63,16 @@ type Config struct {
 	AdminToken string
 	// AnonymousRate limits anonymous use of the API per client; Off: none.
 	AnonymousRate ratelimit.Rate
-	// SignInRate limits password sign-ins per login (graph.Resolver.SignInRate).
-	SignInRate ratelimit.Rate
+	// SignInRate limits password sign-ins per login (graph.Resolver.SignInRate);
+	// NoSignInLimit turns those limits off.
+	SignInRate    ratelimit.Rate
+	NoSignInLimit bool
+	// ConsoleURL is the console's own URL when it has a host of its own
+	// (--console-url): the console is served there (Ingress.ConsoleSite),
+	// the bare domain keeps the API for tokens without session cookies and
+	// sends browsers to the console, and the links the API returns use it.
+	// Empty: the console is on the bare domain.
+	ConsoleURL string
 
 	Commands commands.Config
 	// API's Playground is set by New.
@@ -256,7 +265,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
-		Anonymous: anonymous, SignInRate: cfg.SignInRate,
+		Anonymous: anonymous, SignInRate: cfg.SignInRate, NoSignInLimit: cfg.NoSignInLimit, ConsoleURL: cfg.ConsoleURL,
 	}, api)
 
 	a.metrics = metrics.New()
@@ -266,26 +275,36 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if a.cluster != nil {
 		health.bus = a.cluster.problem
 	}
-	bare := http.NewServeMux()
-	bare.Handle("/metrics", a.metrics.Handler())
-	bare.Handle("/graphql", gql)
-	bare.Handle("/log/export", logexport.Handler(a.logAsIs, cfg.AdminToken, log))
-	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
-	bare.HandleFunc("/healthz", health.liveness)
-	bare.HandleFunc("/readyz", health.readiness)
-	bare.Handle("/", console.Handler())
-
+	routes := func(gql http.Handler, pages http.Handler) *http.ServeMux {
+		m := http.NewServeMux()
+		m.Handle("/metrics", a.metrics.Handler())
+		m.Handle("/graphql", gql)
+		m.Handle("/log/export", logexport.Handler(a.logAsIs, cfg.AdminToken, log))
+		m.Handle("/assets/graphiql/", graphiql.AssetsHandler())
+		m.HandleFunc("/healthz", health.liveness)
+		m.HandleFunc("/readyz", health.readiness)
+		m.Handle("/", pages)
+		return m
+	}
+	bare := routes(gql, console.Handler())
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
 	deps := ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+	}
+	if cfg.ConsoleURL != "" {
+		// The console on its own site: the bare domain shares a site with
+		// every address page, so it keeps the API for tokens only.
+		deps.Console = bare
+		deps.Bare = routes(graph.WithoutCookies(cfg.ConsoleURL, gql), toConsole(cfg.ConsoleURL))
+		inCfg.ConsoleSite = cfg.ConsoleURL
 	}
 	if keys != nil {
 		deps.Secrets = keys
 	}
 	in := ingress.New(inCfg, deps)
 	area := func(r *http.Request) string {
-		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {
+		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare || in.IsConsole(r) {
 			return "api"
 		}
 		return "address"
@@ -316,6 +335,20 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		a.bgDone <- struct{}{}
 	}()
 	return nil
+}
+
+// toConsole sends a browser that opened a console page on the bare domain
+// to the same page on the console's own host (302: the console's URL may
+// change, a browser should not remember this).
+func toConsole(consoleURL string) http.Handler {
+	base := strings.TrimSuffix(consoleURL, "/")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target := r.URL.RequestURI()
+		if !strings.HasPrefix(target, "/") {
+			target = "/"
+		}
+		http.Redirect(w, r, base+target, http.StatusFound)
+	})
 }
 
 // Handler serves everything on one port: public addresses by host, the

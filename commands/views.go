@@ -29,6 +29,9 @@ type Views interface {
 	DeviceByHash(ctx context.Context, hash string, byUser bool) (readmodel.DeviceCode, error)
 	// InviteByHash finds an invite's id by the hash of its code.
 	InviteByHash(ctx context.Context, hash string) (string, error)
+	// OpenInvites counts an account's unused, unexpired sign-up invites
+	// and tells when the first of them expires.
+	OpenInvites(ctx context.Context, createdBy string, now time.Time) (int, time.Time, error)
 	// MemberByLogin finds a current member by login key (domain.LoginKey);
 	// Member a current member of an account.
 	MemberByLogin(ctx context.Context, key string) (readmodel.Member, error)

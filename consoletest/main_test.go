@@ -94,6 +94,11 @@ func startBrowser(ctx context.Context, tmp string) (func(), error) {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// The example domains reach the relays on 127.0.0.1: the tests of
+		// a console on its own site need two registrable domains of the
+		// public suffix list (Chromium takes no Domain cookie under a
+		// name it does not know, such as localhost).
+		chromedp.Flag("host-resolver-rules", "MAP *.example.com 127.0.0.1, MAP *.example.net 127.0.0.1"),
 		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
 		chromedp.WindowSize(1280, 800),
 	}

@@ -394,8 +394,11 @@ func (c *LoginClaim) apply(e Event) {
 	}
 }
 
-// errLoginTaken refuses a login someone holds.
-var errLoginTaken = &InvalidInputError{Field: "login", Reason: "this login is taken on this relay: choose another"}
+// errLoginTaken refuses a login someone holds. Its words say no more than
+// the refusal must (that this login cannot be had), and sign-up and
+// joining are rate-limited per client address as sign-in is, which bounds
+// how fast logins can be probed (docs/accounts.md).
+var errLoginTaken = &InvalidInputError{Field: "login", Reason: "this login is not available on this relay: choose another"}
 
 // Claim takes the login for a member (invariant 5).
 func (c *LoginClaim) Claim(accountID, memberID string) error {

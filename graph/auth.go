@@ -23,6 +23,7 @@ const (
 	clientKey
 	tokenInfoKey
 	jarKey
+	noCookiesKey
 )
 
 // WithToken puts the bearer token of an HTTP request (or, without one,
@@ -32,12 +33,13 @@ const (
 func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
-		if !websocket.IsWebSocketUpgrade(r) { // a socket's answers cannot set cookies
+		_, noCookies := ctx.Value(noCookiesKey).(string)
+		if !websocket.IsWebSocketUpgrade(r) && !noCookies { // a socket's answers cannot set cookies
 			ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
 		}
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
 			ctx = context.WithValue(ctx, tokenKey, tok)
-		} else {
+		} else if !noCookies {
 			var pass bool
 			if ctx, pass = cookieCredential(w, r, ctx); !pass {
 				return

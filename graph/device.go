@@ -2,6 +2,8 @@ package graph
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -29,7 +31,7 @@ func (r *Resolver) requestDeviceCode(ctx context.Context, clientName string) (*m
 	if err != nil {
 		return nil, err
 	}
-	return &model.DeviceCode{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationPath: DevicePath,
+	return &model.DeviceCode{DeviceCode: d.DeviceCode, UserCode: d.UserCode, VerificationPath: DevicePath, VerificationURL: r.consoleLink(DevicePath),
 		ExpiresIn: int(d.Lifetime.Seconds()), Interval: int(d.Interval.Seconds())}, nil
 }
 
@@ -85,11 +87,50 @@ func deviceModel(d readmodel.DeviceCode) *model.DeviceAuthorization {
 // InvitePath is the console page where an invite's holder signs up.
 const InvitePath = "/?invite="
 
+// Bounds of the sign-up invites one account makes (the operator's, made
+// with the admin token, are not bounded): each invite lets one stranger
+// create an account, so an account holds at most MaxOpenInvites unused
+// and unexpired at once, and makes them no faster than DefaultInviteRate.
+const MaxOpenInvites = 20
+
+// DefaultInviteRate: see MaxOpenInvites (Resolver.InviteRate).
+var DefaultInviteRate = ratelimit.Rate{N: 10, Per: time.Hour, Burst: 10}
+
+// maxInviters bounds the per-account buckets of the invite rate.
+const maxInviters = 100_000
+
+// limitInvites refuses an account's invite past MaxOpenInvites or
+// the invite rate with RATE_LIMITED, saying which and when to try again.
+func (r *Resolver) limitInvites(ctx context.Context, accountID string) error {
+	now := time.Now()
+	open, first, err := r.Views.OpenInvites(ctx, accountID, now)
+	if err != nil {
+		return err
+	}
+	if open >= MaxOpenInvites {
+		return &RateLimitedError{RetryAfter: first.Sub(now),
+			What: fmt.Sprintf("this account has %d open invites, the most it may hold: one must be used or expire first", open)}
+	}
+	rate := r.InviteRate
+	if rate.Off() {
+		rate = DefaultInviteRate
+	}
+	r.inviteOnce.Do(func() { r.inviteLimit = ratelimit.NewKeyed(rate, maxInviters) })
+	if ok, retry := r.inviteLimit.Allow(accountID, now); !ok {
+		return &RateLimitedError{RetryAfter: retry, What: fmt.Sprintf("this account made invites as fast as it may (%s)", rate)}
+	}
+	return nil
+}
+
 func (r *Resolver) createInvite(ctx context.Context, expiresIn *string) (*model.Invite, error) {
 	createdBy := ""
 	if !r.isAdmin(ctx) {
-		acc, err := r.account(ctx)
+		// Owners only: an invite brings a stranger onto the relay.
+		acc, _, err := r.owner(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := r.limitInvites(ctx, acc.ID); err != nil {
 			return nil, err
 		}
 		createdBy = acc.ID
@@ -105,5 +146,15 @@ func (r *Resolver) createInvite(ctx context.Context, expiresIn *string) (*model.
 	if err != nil {
 		return nil, err
 	}
-	return &model.Invite{Code: code, Path: InvitePath + code, ExpiresAt: expires}, nil
+	return &model.Invite{Code: code, Path: InvitePath + code, URL: r.consoleLink(InvitePath + code), ExpiresAt: expires}, nil
+}
+
+// consoleLink is the whole URL of a console page when the console has a
+// host of its own, or nil: the client puts the path on the URL it uses.
+func (r *Resolver) consoleLink(path string) *string {
+	if r.ConsoleURL == "" {
+		return nil
+	}
+	u := strings.TrimSuffix(r.ConsoleURL, "/") + path
+	return &u
 }

@@ -54,10 +54,16 @@ var codes = []struct {
 // through.
 type RateLimitedError struct {
 	RetryAfter time.Duration
+	// What was refused, when not "too many requests from this address".
+	What string
 }
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many requests from this address; retry in %d s", retryAfterSeconds(e.RetryAfter))
+	what := e.What
+	if what == "" {
+		what = "too many requests from this address"
+	}
+	return fmt.Sprintf("%s; retry in %d s", what, retryAfterSeconds(e.RetryAfter))
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1.

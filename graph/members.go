@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"sync"
@@ -17,44 +18,140 @@ import (
 // JoinPath is the console page where a member invite's holder joins.
 const JoinPath = "/join?code="
 
-// DefaultSignInRate bounds sign-in attempts per login; each client address
-// may make four times as many (it may serve several people). Ten tries a
-// minute at most cannot guess a password of ten bytes.
+// DefaultSignInRate bounds sign-in attempts per login from addresses that
+// never signed in to it; each client address may make four times as many
+// (it may serve several people). Ten tries a minute at most cannot guess a
+// password of ten bytes.
 var DefaultSignInRate = ratelimit.Rate{N: 10, Per: time.Minute, Burst: 10}
 
 // maxSignInKeys bounds the buckets of the sign-in limits.
 const maxSignInKeys = 100_000
 
-// signInLimits are the buckets of the sign-in limits, made on first use.
+// Known sign-ins: a client address that signed in to a login is let past
+// that login's own limit for knownSignInFor, so strangers' wrong guesses
+// do not lock the login's user out where they usually sign in. At most
+// maxKnownSignIns pairs are kept (about 80 bytes each: 4 MiB), in memory.
+const (
+	maxKnownSignIns = 50_000
+	knownSignInFor  = 30 * 24 * time.Hour
+)
+
+// signInLimits are the buckets of the sign-in limits, made on first use,
+// and the addresses known to each login.
 type signInLimits struct {
 	once              sync.Once
 	byLogin, byClient *ratelimit.Keyed
+	known             knownSignIns
 }
 
-// limitSignIn takes one sign-in attempt of the login and of the client
-// address, or refuses with a RateLimitedError.
-func (r *Resolver) limitSignIn(ctx context.Context, login string) error {
-	rate := r.SignInRate
-	if rate == (ratelimit.Rate{}) {
-		rate = DefaultSignInRate
+// knownSignIns remembers (login, client address) pairs that signed in.
+type knownSignIns struct {
+	mu   sync.Mutex
+	seen map[[sha256.Size]byte]time.Time // pair → its latest sign-in
+}
+
+func knownKey(login, client string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(domain.LoginKey(login) + "\x00" + client))
+}
+
+// has tells whether client signed in to login within knownSignInFor.
+func (k *knownSignIns) has(login, client string, now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at, ok := k.seen[knownKey(login, client)]
+	return ok && now.Sub(at) < knownSignInFor
+}
+
+// add remembers that client signed in to login. When full, pairs past
+// knownSignInFor go first, then any: a login that loses its pair falls
+// back to the per-login limit, nothing worse.
+func (k *knownSignIns) add(login, client string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.seen == nil {
+		k.seen = make(map[[sha256.Size]byte]time.Time)
 	}
-	if rate.Off() {
-		return nil
+	key := knownKey(login, client)
+	if _, ok := k.seen[key]; !ok && len(k.seen) >= maxKnownSignIns {
+		for p, at := range k.seen {
+			if now.Sub(at) >= knownSignInFor {
+				delete(k.seen, p)
+			}
+		}
+		for p := range k.seen {
+			if len(k.seen) < maxKnownSignIns {
+				break
+			}
+			delete(k.seen, p)
+		}
+	}
+	k.seen[key] = now
+}
+
+// signInBuckets makes the sign-in limits' buckets; false when they are off.
+func (r *Resolver) signInBuckets() bool {
+	if r.NoSignInLimit {
+		return false
 	}
 	r.signIn.once.Do(func() {
+		rate := r.SignInRate
+		if rate.Off() {
+			rate = DefaultSignInRate
+		}
 		r.signIn.byLogin = ratelimit.NewKeyed(rate, maxSignInKeys)
 		r.signIn.byClient = ratelimit.NewKeyed(ratelimit.Rate{N: rate.N * 4, Per: rate.Per, Burst: rate.Burst * 4}, maxSignInKeys)
 	})
+	return true
+}
+
+// limitClient takes one attempt of the client address's sign-in budget,
+// which sign-in, sign-up with a login and joining share: each of them
+// tells whether a login exists, so none may ask faster than sign-in.
+func (r *Resolver) limitClient(ctx context.Context) error {
+	if !r.signInBuckets() {
+		return nil
+	}
+	client, _ := ctx.Value(clientKey).(string)
+	if ok, retry := r.signIn.byClient.Allow(client, time.Now()); !ok {
+		return &RateLimitedError{RetryAfter: retry}
+	}
+	return nil
+}
+
+// limitSignIn takes one sign-in attempt of the client address and, unless
+// that address signed in to the login before (knownSignIns), of the
+// login; or refuses with a RateLimitedError.
+func (r *Resolver) limitSignIn(ctx context.Context, login string) error {
+	return r.limitLogin(ctx, login, true)
+}
+
+// limitLogin is limitSignIn; knownPasses false takes from the login's
+// limit whatever the address (a password change: a signed-in session
+// guessing the current password is not let off for its address).
+func (r *Resolver) limitLogin(ctx context.Context, login string, knownPasses bool) error {
+	if err := r.limitClient(ctx); err != nil || r.NoSignInLimit {
+		return err
+	}
 	now := time.Now()
 	client, _ := ctx.Value(clientKey).(string)
-	if ok, retry := r.signIn.byClient.Allow(client, now); !ok {
-		return &RateLimitedError{RetryAfter: retry}
+	if knownPasses && r.signIn.known.has(login, client, now) {
+		return nil
 	}
 	// By hash: a key of fixed size, however long the login sent.
 	if ok, retry := r.signIn.byLogin.Allow(domain.LoginKeyHash(login), now); !ok {
 		return &RateLimitedError{RetryAfter: retry}
 	}
 	return nil
+}
+
+// signedInFrom remembers that the request's client address signed in to
+// login (see knownSignIns).
+func (r *Resolver) signedInFrom(ctx context.Context, login string) {
+	if r.NoSignInLimit {
+		return
+	}
+	client, _ := ctx.Value(clientKey).(string)
+	r.signIn.known.add(login, client, time.Now())
 }
 
 // caller is the signed-in account, the request's token and the role it
@@ -95,6 +192,9 @@ func memberModel(m readmodel.Member, you string) *model.Member {
 // needJar refuses a sign-in that could not set its cookie (over a
 // WebSocket) before any work is done.
 func needJar(ctx context.Context) error {
+	if console, ok := ctx.Value(noCookiesKey).(string); ok {
+		return &domain.InvalidInputError{Field: "signIn", Reason: "sign in on the console, " + console + ": this host keeps no browser sessions"}
+	}
 	if jar(ctx) == nil {
 		return &domain.InvalidInputError{Field: "signIn", Reason: "sign in over HTTP POST: a WebSocket cannot set the session cookie"}
 	}
@@ -118,10 +218,14 @@ func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.limitClient(ctx); err != nil {
+		return nil, err
+	}
 	s, err := r.Service.SignUpWithPassword(ctx, name, login, password, deref(invite))
 	if err != nil {
 		return nil, err
 	}
+	r.signedInFrom(ctx, login)
 	return r.signedIn(ctx, s)
 }
 
@@ -136,6 +240,7 @@ func (r *Resolver) signInWithPassword(ctx context.Context, login, password strin
 	if err != nil {
 		return nil, err
 	}
+	r.signedInFrom(ctx, login)
 	return r.signedIn(ctx, s)
 }
 
@@ -171,8 +276,9 @@ func (r *Resolver) changePassword(ctx context.Context, current, next string) (bo
 	if err != nil {
 		return false, err
 	}
-	// Guessing the current password is guessing a sign-in: the same limits.
-	if err := r.limitSignIn(ctx, m.Login); err != nil {
+	// Guessing the current password is guessing a sign-in: the same
+	// limits, the login's whatever the address.
+	if err := r.limitLogin(ctx, m.Login, false); err != nil {
 		return false, err
 	}
 	keep := ""
@@ -197,6 +303,7 @@ func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*mo
 	if err != nil {
 		return nil, err
 	}
+	r.signedInFrom(ctx, login)
 	return r.signedIn(ctx, s)
 }
 
@@ -223,7 +330,7 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 	if err != nil {
 		return nil, err
 	}
-	return &model.MemberInvite{Code: code, Path: JoinPath + code, Role: model.MemberRole(strings.ToUpper(string(rl))), ExpiresAt: expires}, nil
+	return &model.MemberInvite{Code: code, Path: JoinPath + code, URL: r.consoleLink(JoinPath + code), Role: model.MemberRole(strings.ToUpper(string(rl))), ExpiresAt: expires}, nil
 }
 
 func (r *Resolver) joinAccount(ctx context.Context, code, login, password string) (*model.SessionPayload, error) {
@@ -238,6 +345,7 @@ func (r *Resolver) joinAccount(ctx context.Context, code, login, password string
 	if err != nil {
 		return nil, err
 	}
+	r.signedInFrom(ctx, login)
 	return r.signedIn(ctx, s)
 }
 

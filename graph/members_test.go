@@ -3,6 +3,7 @@ package graph_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -17,10 +18,29 @@ import (
 
 // browser is one person's HTTP client with its own cookie jar.
 type browser struct {
-	t   *testing.T
-	url string
-	c   *http.Client
-	tok string // a bearer token instead of the cookie, when set
+	t    *testing.T
+	url  string
+	c    *http.Client
+	tok  string // a bearer token instead of the cookie, when set
+	peer string // the client address the request comes from (see peerHandler), when set
+}
+
+// peerHandler lets a test choose each request's client address, as a
+// trusted proxy would tell it, with the X-Test-Peer header.
+func peerHandler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.Header.Get("X-Test-Peer"); p != "" {
+			r.RemoteAddr = p + ":4711"
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// from is a fresh browser whose requests come from the client address peer.
+func from(t *testing.T, srv *httptest.Server, peer string) *browser {
+	b := newBrowser(t, srv)
+	b.peer = peer
+	return b
 }
 
 func newBrowser(t *testing.T, srv *httptest.Server) *browser {
@@ -54,6 +74,9 @@ func (b *browser) do(query string, vars map[string]any, out any) gqlAnswer {
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	if b.tok != "" {
 		req.Header.Set("Authorization", "Bearer "+b.tok)
+	}
+	if b.peer != "" {
+		req.Header.Set("X-Test-Peer", b.peer)
 	}
 	resp, err := b.c.Do(req)
 	if err != nil {
@@ -150,7 +173,7 @@ func TestTeams(t *testing.T) {
 		t.Fatalf("a reused link: %+v; an unknown one: %+v", reused.Errors, unknown.Errors)
 	}
 	// A login is unique without regard to case.
-	if a := newBrowser(t, srv).join(ann.invite(), "BOB"); a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "taken") {
+	if a := newBrowser(t, srv).join(ann.invite(), "BOB"); a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "not available") {
 		t.Fatalf("a taken login: %+v", a.Errors)
 	}
 
@@ -220,16 +243,18 @@ func TestTeams(t *testing.T) {
 }
 
 // TestSignInRefusals: a wrong password and an unknown login read the same;
-// the attempts of one login are limited; passwords are 10 to 256 bytes.
+// the attempts of one login from addresses that never signed in to it are
+// limited; passwords are 10 to 256 bytes.
 func TestSignInRefusals(t *testing.T) {
 	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
-	srv := httptest.NewServer(e.h)
+	srv := httptest.NewServer(peerHandler(e.h))
 	t.Cleanup(srv.Close)
 	ann := newBrowser(t, srv)
 	ann.signUp("Acme", "ann")
 
-	signIn := func(login, password string) gqlAnswer {
-		return newBrowser(t, srv).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+	var n atomic.Int32
+	signIn := func(login, password string) gqlAnswer { // each from an address of its own
+		return from(t, srv, fmt.Sprintf("192.0.2.%d", n.Add(1))).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
 			map[string]any{"l": login, "p": password}, nil)
 	}
 	wrong, unknown := signIn("ann", "not the password"), signIn("nobody", "not the password")
@@ -329,9 +354,10 @@ func TestInviteLinkOnceAndUntilExpiry(t *testing.T) {
 // wrong current passwords are limited as sign-ins are; the activity says
 // who changed it.
 func TestChangePassword(t *testing.T) {
-	// Six attempts of ann's login an hour: the sign-ins and password
-	// changes below take them all.
-	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 6, Per: time.Hour, Burst: 6} })
+	// Three attempts of ann's login an hour: the password changes below
+	// take them all (the sign-ins come from an address that signed in to
+	// the login, which passes its limit; a password change never does).
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
 	srv := httptest.NewServer(e.h)
 	t.Cleanup(srv.Close)
 	ann := newBrowser(t, srv)
@@ -389,7 +415,7 @@ func TestChangePassword(t *testing.T) {
 	if a := signIn(laptop, next); len(a.Errors) > 0 {
 		t.Errorf("the new password: %+v", a.Errors)
 	}
-	// The limit counted the wrong current password with the sign-ins.
+	// The limit counted the wrong current password and the changes.
 	if a := change(ann, "another guess!", "yet another passphrase"); a.code() != "RATE_LIMITED" {
 		t.Errorf("a guess past the sign-in limit: %+v, want RATE_LIMITED", a.Errors)
 	}
@@ -400,5 +426,155 @@ func TestChangePassword(t *testing.T) {
 	// Newest first: the laptop's session revoked with the change, then the change.
 	if a := act.Me.Activity; len(a) < 2 || a[0].Type != "token.revoked.v1" || a[1].Type != "member.password_changed.v1" || a[1].By != "ann" {
 		t.Errorf("activity %+v, want the change by ann and the session it ended", a)
+	}
+}
+
+// TestSignInKnownAddress: strangers' wrong guesses use up a login's limit,
+// yet its user signs in from an address that signed in to it before; a new
+// address waits like the strangers; the known address still has its own
+// per-address limit.
+func TestSignInKnownAddress(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	const home = "198.51.100.1"
+	from(t, srv, home).signUp("Acme", "ann@acme.test")
+
+	signIn := func(peer, password string) gqlAnswer {
+		return from(t, srv, peer).do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+			map[string]any{"l": "ann@acme.test", "p": password}, nil)
+	}
+	for i := range 3 {
+		if a := signIn("203.0.113.7", fmt.Sprintf("guess number %d", i)); a.code() != "UNAUTHENTICATED" {
+			t.Fatalf("guess %d: %+v", i, a.Errors)
+		}
+	}
+	for _, peer := range []string{"203.0.113.7", "203.0.113.8"} {
+		if a := signIn(peer, "yet another guess"); a.code() != "RATE_LIMITED" {
+			t.Fatalf("a guess from %s past the login's limit: %+v, want RATE_LIMITED", peer, a.Errors)
+		}
+	}
+	if a := signIn(home, pw); len(a.Errors) > 0 {
+		t.Fatalf("the user from the address they signed up from: %+v, want signed in", a.Errors)
+	}
+	if a := signIn("198.51.100.2", pw); a.code() != "RATE_LIMITED" {
+		t.Fatalf("the user from a new address while the login is attacked: %+v, want RATE_LIMITED", a.Errors)
+	}
+	// The known address's own budget: four times the login's, of which the
+	// sign-up and the sign-in above took two.
+	tries := 0
+	for ; tries < 20; tries++ {
+		if a := signIn(home, "a wrong password"); a.code() == "RATE_LIMITED" {
+			break
+		}
+	}
+	if tries != 10 {
+		t.Errorf("the known address was refused after %d more tries, want 10 (4×3 less the sign-up and the sign-in)", tries)
+	}
+}
+
+// TestSignUpAndJoinLimitedPerAddress: sign-up with a login and joining tell
+// whether a login exists, so one client address makes no more of them
+// than of sign-ins (four times --signin-rate), in neutral words.
+func TestSignUpAndJoinLimitedPerAddress(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 1, Per: time.Hour, Burst: 1} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	owner := from(t, srv, "198.51.100.1")
+	owner.signUp("Acme", "ann@acme.test")
+	code := owner.invite()
+
+	const prober = "203.0.113.9"
+	signUp := func(login string) gqlAnswer {
+		return from(t, srv, prober).do(`mutation($l: String!, $p: String!) { signUpWithPassword(name: "x", login: $l, password: $p) { member { id } } }`,
+			map[string]any{"l": login, "p": pw}, nil)
+	}
+	a := signUp("ann@acme.test")
+	if a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "not available") {
+		t.Fatalf("a held login: %+v, want INVALID_INPUT, not available", a.Errors)
+	}
+	for i := range 3 {
+		if a := signUp(fmt.Sprintf("probe%d@acme.test", i)); len(a.Errors) > 0 {
+			t.Fatalf("probe %d: %+v", i, a.Errors)
+		}
+	}
+	if a := signUp("bob@acme.test"); a.code() != "RATE_LIMITED" {
+		t.Fatalf("the fifth sign-up from one address: %+v, want RATE_LIMITED", a.Errors)
+	}
+	if a := from(t, srv, prober).join(code, "ann@acme.test"); a.code() != "RATE_LIMITED" {
+		t.Fatalf("a join from that address: %+v, want RATE_LIMITED", a.Errors)
+	}
+	if a := from(t, srv, "198.51.100.7").join(code, "bob@acme.test"); len(a.Errors) > 0 {
+		t.Fatalf("a join from another address: %+v", a.Errors)
+	}
+}
+
+// TestInviteLimits: only owners make sign-up invites; an account holds at
+// most MaxOpenInvites open ones and makes them no faster than its rate,
+// each refused RATE_LIMITED with words that say which; the operator is
+// not bounded.
+func TestInviteLimits(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		r.InviteRate = ratelimit.Rate{N: graph.MaxOpenInvites + 5, Per: time.Hour, Burst: graph.MaxOpenInvites + 5}
+		r.AdminToken = "ops-secret"
+	})
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann, bob := newBrowser(t, srv), newBrowser(t, srv)
+	ann.signUp("Acme", "ann@acme.test")
+	if a := bob.join(ann.invite(), "bob@acme.test"); len(a.Errors) > 0 {
+		t.Fatal(a.Errors)
+	}
+	const q = `mutation { createInvite { code url } }`
+	if a := bob.do(q, nil, nil); a.code() != "FORBIDDEN" {
+		t.Fatalf("a member's invite: %+v, want FORBIDDEN", a.Errors)
+	}
+	for i := range graph.MaxOpenInvites {
+		if a := ann.do(q, nil, nil); len(a.Errors) > 0 {
+			t.Fatalf("invite %d: %+v", i+1, a.Errors)
+		}
+	}
+	a := ann.do(q, nil, nil)
+	if a.code() != "RATE_LIMITED" || !strings.Contains(a.Errors[0].Message, "open invites") {
+		t.Fatalf("invite %d: %+v, want RATE_LIMITED for open invites", graph.MaxOpenInvites+1, a.Errors)
+	}
+	ops := newBrowser(t, srv)
+	ops.tok = "ops-secret"
+	for i := range graph.MaxOpenInvites + 1 {
+		if a := ops.do(q, nil, nil); len(a.Errors) > 0 {
+			t.Fatalf("the operator's invite %d: %+v", i+1, a.Errors)
+		}
+	}
+
+	// The rate, on its default: another owner's account.
+	e2 := newEnv(t)
+	srv2 := httptest.NewServer(e2.h)
+	t.Cleanup(srv2.Close)
+	cat := newBrowser(t, srv2)
+	cat.signUp("Other", "cat@other.test")
+	for i := range graph.DefaultInviteRate.Burst {
+		if a := cat.do(q, nil, nil); len(a.Errors) > 0 {
+			t.Fatalf("invite %d: %+v", i+1, a.Errors)
+		}
+	}
+	if a := cat.do(q, nil, nil); a.code() != "RATE_LIMITED" || !strings.Contains(a.Errors[0].Message, "as fast as it may") {
+		t.Fatalf("invite %d within the hour: %+v, want RATE_LIMITED for the rate", graph.DefaultInviteRate.Burst+1, a.Errors)
+	}
+}
+
+// TestSignInLimitOff: --signin-rate off (NoSignInLimit) means no limit,
+// not the default one.
+func TestSignInLimitOff(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.NoSignInLimit = true })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	newBrowser(t, srv).signUp("Acme", "ann@acme.test")
+	guesser := from(t, srv, "203.0.113.7")
+	for i := range graph.DefaultSignInRate.Burst*4 + 5 {
+		a := guesser.do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { login } } }`,
+			map[string]any{"l": "ann@acme.test", "p": fmt.Sprintf("guess number %d", i)}, nil)
+		if a.code() != "UNAUTHENTICATED" {
+			t.Fatalf("guess %d with the limits off: %+v, want UNAUTHENTICATED", i+1, a.Errors)
+		}
 	}
 }

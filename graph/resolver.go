@@ -26,12 +26,23 @@ type Resolver struct {
 	// (createInspector, signUp) per client address; nil: no limit.
 	Anonymous *ratelimit.Keyed
 	// SignInRate bounds sign-in attempts per login (and four times as many
-	// per client address); zero: DefaultSignInRate, Off: none.
+	// per client address); zero: DefaultSignInRate (see NoSignInLimit).
 	SignInRate ratelimit.Rate
+	// InviteRate bounds the sign-up invites one account makes; zero:
+	// DefaultInviteRate.
+	InviteRate ratelimit.Rate
+	// NoSignInLimit turns the sign-in limits off (--signin-rate off).
+	NoSignInLimit bool
+	// ConsoleURL is the console's own URL (--console-url), which the links
+	// the API returns start with; empty: they are paths on the relay's URL.
+	ConsoleURL string
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time
 
+	// inviteLimit holds the invite rate's buckets, made on first use.
+	inviteOnce  sync.Once
+	inviteLimit *ratelimit.Keyed
 	// deviceLimit holds DeviceDecisionRate's buckets, made on first use.
 	deviceOnce  sync.Once
 	deviceLimit *ratelimit.Keyed

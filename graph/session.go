@@ -63,14 +63,46 @@ func jar(ctx context.Context) *cookieJar {
 	return j
 }
 
+// maxSessionCookie bounds the cookie value read: a session token is about
+// 50 bytes, and nothing longer is looked up.
+const maxSessionCookie = 200
+
 // sessionCookie is the session token a request's cookie carries, or "".
+// Over HTTPS only the __Host- name counts: a browser takes that name only
+// from this very host over HTTPS with Path=/ and no Domain, so no other
+// host (an address page on a subdomain) can set it. Over plain HTTP only
+// the plain name counts, and when it is sent more than once the request is
+// signed out: a second cookie of that name is one another host of the
+// site set with a Domain or a narrower Path (cookie tossing), and picking
+// either could make the console run as a stranger.
 func sessionCookie(r *http.Request) string {
-	for _, name := range []string{secureSessionCookie, SessionCookie} {
-		if c, err := r.Cookie(name); err == nil && c.Value != "" && len(c.Value) <= 200 {
-			return c.Value
+	name := SessionCookie
+	if fromHTTPS(r) {
+		name = secureSessionCookie
+	}
+	var value string
+	n := 0
+	for _, c := range r.Cookies() {
+		if c.Name == name {
+			n++
+			value = c.Value
 		}
 	}
-	return ""
+	if n != 1 || value == "" || len(value) > maxSessionCookie {
+		return ""
+	}
+	return value
+}
+
+// WithoutCookies serves the API on a host that keeps no browser session:
+// the bare domain when the console has a host of its own (--console-url).
+// Session cookies there are neither read nor set, since any address page
+// of the domain can set one; tokens work as everywhere. A sign-in there
+// is refused with the console's URL.
+func WithoutCookies(consoleURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), noCookiesKey, consoleURL)))
+	})
 }
 
 // sameOrigin tells whether a WebSocket upgrade comes from a page of this

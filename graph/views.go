@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/readmodel"
@@ -38,6 +39,9 @@ type Views interface {
 	// closes once the views apply the token's revocation.
 	Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error)
 	WatchToken(tokenID string) (<-chan struct{}, func())
+	// OpenInvites counts an account's unused, unexpired sign-up invites
+	// and tells when the first of them expires.
+	OpenInvites(ctx context.Context, createdBy string, now time.Time) (int, time.Time, error)
 
 	// Members lists an account's current members, Member reads one;
 	// Activity lists changes to the account, newest first.

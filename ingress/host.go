@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -62,3 +63,22 @@ func stripPort(host string) (string, bool) {
 	}
 	return name, true
 }
+
+// consoleHost tells whether host (a Host header, with an optional port)
+// names the console's own host (Config.ConsoleSite). The port is not
+// compared: a proxy in front may or may not pass it on, and the name
+// alone is never an address (serve refuses a console host on the
+// addresses' site).
+func (s *Server) consoleHost(host string) bool {
+	if s.consoleName == "" || s.deps.Console == nil {
+		return false
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	return strings.EqualFold(strings.TrimSuffix(name, "."), s.consoleName)
+}
+
+// IsConsole tells whether r is for the console's own host.
+func (s *Server) IsConsole(r *http.Request) bool { return s.consoleHost(r.Host) }

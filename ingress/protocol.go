@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -46,11 +47,29 @@ func (s *Server) redirectToHTTPS(w http.ResponseWriter, r *http.Request) bool {
 	if base == "" {
 		base = "https://" + r.Host
 	}
+	redirectTo(w, r, base)
+	return true
+}
+
+// redirectToConsoleHTTPS is redirectToHTTPS for the console's own host,
+// whose URL is https: a request known to be plain goes there.
+func (s *Server) redirectToConsoleHTTPS(w http.ResponseWriter, r *http.Request) bool {
+	if !strings.HasPrefix(s.cfg.ConsoleSite, "https://") || slices.Contains(plainRoutes, r.URL.Path) {
+		return false
+	}
+	if c := sender(r); !c.Known || c.Proto == "https" {
+		return false
+	}
+	redirectTo(w, r, s.cfg.ConsoleSite)
+	return true
+}
+
+// redirectTo answers 308 to the request's path and query on base.
+func redirectTo(w http.ResponseWriter, r *http.Request, base string) {
 	target := r.URL.RequestURI()
 	if !strings.HasPrefix(target, "/") {
 		target = "/"
 	}
 	w.Header().Set("Location", strings.TrimSuffix(base, "/")+target)
 	writeText(w, http.StatusPermanentRedirect, "Permanent Redirect: the relay is served over https: "+strings.TrimSuffix(base, "/")+target+"\n")
-	return true
 }

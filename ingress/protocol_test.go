@@ -69,3 +69,52 @@ func TestWrongProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleHost: with a console site of its own, requests for its host
+// name (any port, any case) go to the console handler, a plain-HTTP one a
+// trusted proxy marks is sent to its https URL (probes excepted), while
+// the bare domain and the addresses are routed as before; without a
+// console site its name is an unknown host.
+func TestConsoleHost(t *testing.T) {
+	console := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "console "+r.URL.Path) })
+	e := newEnvWith(t, Config{RequireHTTPS: true, ConsoleURL: "https://localhost", ConsoleSite: "https://console.example.org"},
+		func(d *Deps) { d.Console = console })
+	e.addInspector("insp1", time.Hour)
+	trusted, _ := forwarded.ParseTrusted("127.0.0.1")
+	front := httptest.NewServer(forwarded.Handler(forwarded.Resolver{Trusted: trusted, Scheme: "https"}, e.srv.Handler()))
+	t.Cleanup(front.Close)
+	plain := newEnv(t, Config{})
+
+	tests := []struct {
+		name, base, host, target, proto string
+		status                          int
+		body, location                  string
+	}{
+		{"console host", front.URL, "console.example.org", "/e/x", "https", 200, "console /e/x", ""},
+		{"console host, a port and case", front.URL, "Console.Example.org:8443", "/graphql", "", 200, "console /graphql", ""},
+		{"console host over plain HTTP", front.URL, "console.example.org", "/i/a?b=1", "http", 308, "", "https://console.example.org/i/a?b=1"},
+		{"console host probe over plain HTTP", front.URL, "console.example.org", "/healthz", "http", 200, "console /healthz", ""},
+		{"bare domain", front.URL, "localhost", "/graphql", "https", 200, "bare /graphql", ""},
+		{"an address", front.URL, "insp1.localhost", "/hook", "https", 204, "", ""},
+		{"no console site: an unknown host", "http://" + plain.addr, "console.example.org", "/", "", 503, "No agent for client\nunknown address\n", ""},
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", tt.base+tt.target, nil)
+			req.Host = tt.host
+			if tt.proto != "" {
+				req.Header.Set("X-Forwarded-Proto", tt.proto)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || (tt.body != "" && string(b) != tt.body) || resp.Header.Get("Location") != tt.location {
+				t.Errorf("%s %s: %d %q to %q, want %d %q to %q", tt.host, tt.target, resp.StatusCode, b, resp.Header.Get("Location"), tt.status, tt.body, tt.location)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -61,6 +62,12 @@ type Config struct {
 	// answer; ConsoleURL is the bare domain's ("https://relay.example.com").
 	PublicURL  func(id string) string
 	ConsoleURL string
+	// ConsoleSite is the console's own URL when it has a host of its own
+	// (--console-url, "https://console.example.com"): requests for that
+	// host name are served by Deps.Console, whatever their port, and
+	// redirected to ConsoleSite when it is https and they are known to be
+	// plain. Empty: the console is on the bare domain.
+	ConsoleSite string
 }
 
 // Deps are the components the server talks to. Recorder and Resolver are
@@ -72,6 +79,7 @@ type Deps struct {
 	Resolver      AddressResolver
 	Forwarder     Forwarder
 	Bare          http.Handler
+	Console       http.Handler // the console's own host (Config.ConsoleSite)
 	NewDeliveryID func() string
 	// Secrets reads the addresses' stored handshake secrets (the relay's
 	// secrets key); nil reads only plain ones from older events.
@@ -87,6 +95,7 @@ type Server struct {
 
 	bodies        *bodyBudget
 	addressLimits *ratelimit.Keyed // nil without an address rate
+	consoleName   string           // host name of Config.ConsoleSite; "" when none
 	refused       refusals
 }
 
@@ -123,6 +132,9 @@ func New(cfg Config, deps Deps) *Server {
 		deps.NewDeliveryID = deps.Recorder.NewID
 	}
 	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate)}
+	if u, err := url.Parse(cfg.ConsoleSite); err == nil && cfg.ConsoleSite != "" {
+		s.consoleName = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -165,6 +177,12 @@ func (s *Server) echoError(err error, c echo.Context) {
 func (s *Server) serve(c echo.Context) error {
 	w, r := c.Response(), c.Request()
 	ctx := r.Context()
+	if s.consoleHost(r.Host) {
+		if !s.redirectToConsoleHTTPS(w, r) {
+			s.deps.Console.ServeHTTP(w, r)
+		}
+		return nil
+	}
 	address, bare, ok := ParseHost(r.Host, s.cfg.Domain)
 	plain := s.plainWhereHTTPSIsRequired(r)
 	switch {

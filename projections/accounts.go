@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -168,6 +169,21 @@ func (v *Accounts) InviteByHash(ctx context.Context, hash string) (string, error
 		return "", fmt.Errorf("read invite: %w", err)
 	}
 	return id, nil
+}
+
+// OpenInvites counts the sign-up invites createdBy made that are neither
+// used nor expired at now, and tells when the first of them expires.
+func (v *Accounts) OpenInvites(ctx context.Context, createdBy string, now time.Time) (int, time.Time, error) {
+	var (
+		n     int
+		first sql.NullInt64
+	)
+	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*), MIN(expires_at) FROM invites WHERE created_by = ? AND used_by = '' AND expires_at > ?",
+		createdBy, now.UnixNano()).Scan(&n, &first)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count open invites: %w", err)
+	}
+	return n, fromNanos(first.Int64), nil
 }
 
 func scanAccount(row *sql.Row) (readmodel.Account, error) {

@@ -118,6 +118,7 @@ CREATE TABLE IF NOT EXISTS invites (
 	expires_at INTEGER NOT NULL,
 	used_by    TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX IF NOT EXISTS invites_by_creator ON invites (created_by, expires_at);
 
 -- The members of accounts; login_key (the login without case) is unique
 -- among current members (the login streams guarantee it). password_hash

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,8 +83,9 @@ func accountsInviteCommand(env func(string) string, stdout io.Writer) *cobra.Com
   relay accounts invite --expires-in 2d -o json
   RELAY_ADMIN_TOKEN=... relay accounts invite --server https://relay.example.com`,
 		Long: `Make an invite: whoever holds its code may create one account, before it
-expires (7 days at most and by default). Any logged-in account may invite;
-so may the operator with the relay's --admin-token. The code is printed
+expires (7 days at most and by default). An owner of an account may invite
+(20 open invites per account at most, 10 an hour); so may the operator with
+the relay's --admin-token, without those bounds. The code is printed
 once, with the console link that signs up with it; on the command line:
 relay login --server URL --signup NAME --invite CODE.`,
 		Args: noArgs,
@@ -116,14 +116,15 @@ relay login --server URL --signup NAME --invite CODE.`,
 			var res struct {
 				CreateInvite struct {
 					Code, Path string
+					URL        *string
 					ExpiresAt  string
 				}
 			}
-			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path expiresAt } }`, vars, &res); err != nil {
+			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path url expiresAt } }`, vars, &res); err != nil {
 				return fmt.Errorf("create invite: %w", err)
 			}
 			inv := res.CreateInvite
-			link := strings.TrimRight(conn.server, "/") + inv.Path
+			link := consolePage(conn.server, inv.Path, inv.URL)
 			if out.json() {
 				return writeJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
 			}

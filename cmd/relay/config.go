@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
+	"golang.org/x/net/publicsuffix"
 
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/cluster"
@@ -127,10 +129,12 @@ type serveConfig struct {
 	TLSHandshakeTimeout time.Duration
 	HTTPListen          string
 	PublicURL           string
+	ConsoleURL          string
 	TrustedProxies      string
 
 	// Derived by validate.
 	publicURL *url.URL          // parsed --public-url; nil when unset
+	console   *url.URL          // parsed --console-url; nil when unset
 	trusted   forwarded.Trusted // parsed --trusted-proxies
 	// domainSet tells whether --domain (or RELAY_DOMAIN) was given.
 	domainSet func() bool
@@ -190,7 +194,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap: garbage is collected sooner as the relay nears it, or off; GOMEMLIMIT, when set, wins")
 	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
-	fs.Var(&c.SignInRate, "signin-rate", "password sign-in attempts per login (four times as many per client address), as N/UNIT,burst=B or off; beyond: RATE_LIMITED")
+	fs.Var(&c.SignInRate, "signin-rate", "password sign-in attempts per login from addresses that never signed in to it (four times as many per client address, which also bounds sign-ups and joins), as N/UNIT,burst=B, or off (no limit; warned at start); beyond: RATE_LIMITED")
 	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
@@ -206,6 +210,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TLSHandshakeTimeout, "tls-handshake-timeout", 10*time.Second, "a connection's first byte and TLS handshake must arrive within this")
 	fs.StringVar(&c.HTTPListen, "http-listen", "", "also serve plain HTTP here (with --tls-cert): addresses answer 503 wrong protocol, the console redirects to https")
 	fs.StringVar(&c.PublicURL, "public-url", "", "scheme, domain and port of the public URLs, e.g. https://relay.example.com behind a TLS proxy (default: from --domain, --listen and --tls-cert)")
+	fs.StringVar(&c.ConsoleURL, "console-url", "", "the console's own URL, on another registrable domain than --domain (https://console.example.com): the console and /graphql for browsers are served there, the bare domain keeps the API for tokens and sends browsers there; without a port it takes the public URLs' (docs/deploy.md)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For/-Proto and Forwarded headers are believed, e.g. 127.0.0.1/32")
 	c.domainSet = func() bool { return fs.Changed("domain") }
 	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
@@ -272,6 +277,9 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--inspector-retention must be positive")
 	}
 	if err := c.validateDeployment(); err != nil {
+		return err
+	}
+	if err := c.validateConsole(); err != nil {
 		return err
 	}
 	if jetstream.IsURL(c.EventStore) {
@@ -355,6 +363,74 @@ func (c *serveConfig) validateDeployment() error {
 	return nil
 }
 
+// validateConsole checks --console-url: a scheme and a host only, and a
+// host on another site than the addresses, since a page of a site may set
+// cookies for the whole site (see docs/security.md, "Session cookies").
+func (c *serveConfig) validateConsole() error {
+	if c.ConsoleURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.ConsoleURL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--console-url: %w", err)
+	case u.Scheme != "https" && u.Scheme != "http":
+		return fmt.Errorf("--console-url %q: the scheme must be https or http", c.ConsoleURL)
+	case u.Hostname() == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("--console-url %q: give only a scheme, the host and an optional port (https://console.example.com)", c.ConsoleURL)
+	case c.TLSCert != "" && u.Scheme != "https":
+		return fmt.Errorf("--console-url %q: with --tls-cert the console is https", c.ConsoleURL)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("--console-url %q: bad port", c.ConsoleURL)
+		}
+	}
+	if sameSite(u.Hostname(), c.Domain) {
+		return fmt.Errorf("--console-url host %q shares a site with --domain %q: an address page could set the console's cookies; put the console on another registrable domain (console.example.org beside relay.example.com)", u.Hostname(), c.Domain)
+	}
+	c.console = u
+	return nil
+}
+
+// sameSite tells whether a console on host would share a site (the
+// registrable domain, public suffix list) with the addresses <id>.<domain>.
+// Names without a registrable domain (localhost, IP literals) compare as
+// they are, and a host that is the domain or one of its addresses is the
+// same site whatever the list says.
+func sameSite(host, domainName string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	domainName = strings.TrimSuffix(strings.ToLower(domainName), ".")
+	if host == domainName || strings.HasSuffix(host, "."+domainName) {
+		return true
+	}
+	if net.ParseIP(host) != nil {
+		return false
+	}
+	a, errA := publicsuffix.EffectiveTLDPlusOne(host)
+	b, errB := publicsuffix.EffectiveTLDPlusOne(domainName)
+	return errA == nil && errB == nil && a == b
+}
+
+// sharedSiteRisk tells whether the console shares the addresses' site over
+// plain HTTP on a name others can reach: then an address page can toss a
+// session cookie at it (docs/security.md), and serve warns at start.
+func (c *serveConfig) sharedSiteRisk(urls publicURLs) bool {
+	if c.console != nil || urls.scheme == "https" {
+		return false
+	}
+	return !loopbackName(c.Domain)
+}
+
+// loopbackName tells whether name only ever reaches this machine.
+func loopbackName(name string) bool {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	if ip := net.ParseIP(name); ip != nil {
+		return ip.IsLoopback()
+	}
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
+}
+
 // busServers are the NATS URLs of --bus (checked by validate).
 func (c *serveConfig) busServers() []string {
 	if c.Bus == "" {
@@ -369,7 +445,8 @@ func (c *serveConfig) busServers() []string {
 func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.Logger) app.Config {
 	return app.Config{
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
-		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate, SignInRate: c.SignInRate,
+		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
+		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),

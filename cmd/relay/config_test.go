@@ -57,6 +57,23 @@ func TestServeConfig(t *testing.T) {
 		{name: "no sockets per ip", env: map[string]string{"RELAY_MAX_WS_PER_IP": "0"}, wantErr: "--max-ws-per-ip"},
 		{name: "non-positive keepalive", args: []string{"--keepalive", "0s"}, wantErr: "--keepalive"},
 		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
+		{name: "console on its own site", args: []string{"--domain", "relay.example.net", "--console-url", "https://console.example.com"},
+			check: func(c serveConfig) bool { return c.console != nil && c.console.Hostname() == "console.example.com" }},
+		{name: "console url from env", args: []string{"--domain", "relay.example.net"}, env: map[string]string{"RELAY_CONSOLE_URL": "https://console.example.com"},
+			check: func(c serveConfig) bool { return c.console != nil }},
+		{name: "console on the bare domain", args: []string{"--domain", "relay.example.com", "--console-url", "https://relay.example.com"}, wantErr: "shares a site"},
+		{name: "console on an address", args: []string{"--domain", "relay.example.com", "--console-url", "https://console.relay.example.com"}, wantErr: "shares a site"},
+		{name: "console beside the domain", args: []string{"--domain", "relay.example.com", "--console-url", "https://console.example.com"}, wantErr: "shares a site"},
+		{name: "console on a public suffix's sibling", args: []string{"--domain", "relay.github.io", "--console-url", "https://console.github.io"},
+			check: func(c serveConfig) bool { return c.console != nil }},
+		{name: "console url with a path", args: []string{"--console-url", "https://console.example.com/app"}, wantErr: "only a scheme"},
+		{name: "console url scheme", args: []string{"--console-url", "ftp://console.example.com"}, wantErr: "https or http"},
+		{name: "signin rate off is off", args: []string{"--signin-rate", "off"}, check: func(c serveConfig) bool {
+			return c.SignInRate.Off() && c.appConfig(nil, publicURLs{}, nil).NoSignInLimit
+		}},
+		{name: "signin rate default is on", check: func(c serveConfig) bool {
+			return !c.SignInRate.Off() && !c.appConfig(nil, publicURLs{}, nil).NoSignInLimit
+		}},
 		{name: "memory limit default", check: func(c serveConfig) bool { return c.MemoryLimit.byteSize == 160<<20 }},
 		{name: "memory limit off from env", env: map[string]string{"RELAY_MEMORY_LIMIT": "off"},
 			check: func(c serveConfig) bool { return c.MemoryLimit.byteSize == 0 }},
@@ -177,6 +194,44 @@ func TestPublicURLs(t *testing.T) {
 		u := c.publicURLs(tt.listenPort, tt.tls)
 		if u.bare() != tt.bare || u.address("ab1") != tt.addr {
 			t.Errorf("%+v on %d (tls %v): %s and %s, want %s and %s", tt.cfg, tt.listenPort, tt.tls, u.bare(), u.address("ab1"), tt.bare, tt.addr)
+		}
+	}
+}
+
+// TestConsoleURLs: the console's URL takes the public URLs' port unless it
+// names one, and is the bare domain's without --console-url; the warning
+// about a shared site is given exactly when the console shares the
+// addresses' site over plain HTTP on a name others reach.
+func TestConsoleURLs(t *testing.T) {
+	tests := []struct {
+		cfg        serveConfig
+		listenPort int
+		tls        bool
+		console    string
+		warn       bool
+	}{
+		{serveConfig{Domain: "localhost"}, 8080, false, "http://localhost:8080", false},
+		{serveConfig{Domain: "relay.test", ConsoleURL: "http://console.test"}, 8080, false, "http://console.test:8080", false},
+		{serveConfig{Domain: "relay.example.net", ConsoleURL: "https://console.example.com"}, 443, true, "https://console.example.com", false},
+		{serveConfig{Domain: "relay.example.net", ConsoleURL: "https://console.example.com:9443"}, 443, true, "https://console.example.com:9443", false},
+		{serveConfig{Domain: "relay.example.net", PublicURL: "https://relay.example.net", ConsoleURL: "https://console.example.com"}, 8080, false, "https://console.example.com", false},
+		{serveConfig{Domain: "relay.example.net"}, 80, false, "http://relay.example.net", true},
+		{serveConfig{Domain: "relay.example.net"}, 443, true, "https://relay.example.net", false},
+		{serveConfig{Domain: "127.0.0.1"}, 8080, false, "http://127.0.0.1:8080", false},
+		{serveConfig{Domain: "relay.example.net", ConsoleURL: "http://console.example.com"}, 80, false, "http://console.example.com", false},
+	}
+	for _, tt := range tests {
+		c := tt.cfg
+		c.TLSReloadInterval, c.TLSHandshakeTimeout = time.Second, time.Second
+		if err := c.validateDeployment(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.validateConsole(); err != nil {
+			t.Fatal(err)
+		}
+		u := c.publicURLs(tt.listenPort, tt.tls)
+		if u.console() != tt.console || c.sharedSiteRisk(u) != tt.warn {
+			t.Errorf("%+v on %d (tls %v): console %s, warn %v; want %s, %v", tt.cfg, tt.listenPort, tt.tls, u.console(), c.sharedSiteRisk(u), tt.console, tt.warn)
 		}
 	}
 }

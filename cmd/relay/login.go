@@ -213,15 +213,16 @@ func deviceLogin(ctx context.Context, client *apiclient.Client, server string, s
 	var code struct {
 		RequestDeviceCode struct {
 			DeviceCode, UserCode, VerificationPath string
+			VerificationURL                        *string `json:"verificationUrl"`
 			ExpiresIn, Interval                    int
 		}
 	}
-	const q = `mutation($n: String!){ requestDeviceCode(clientName: $n){ deviceCode userCode verificationPath expiresIn interval } }`
+	const q = `mutation($n: String!){ requestDeviceCode(clientName: $n){ deviceCode userCode verificationPath verificationUrl expiresIn interval } }`
 	if err := client.Do(ctx, q, map[string]any{"n": name}, &code); err != nil {
 		return "", fmt.Errorf("ask for a device code: %w", err)
 	}
 	dc := code.RequestDeviceCode
-	page := strings.TrimRight(server, "/") + dc.VerificationPath
+	page := consolePage(server, dc.VerificationPath, dc.VerificationURL)
 	fmt.Fprintf(stderr, "To log in, open %s?code=%s in a browser where you are signed in to the relay,\n", page, url.QueryEscape(dc.UserCode))
 	fmt.Fprintf(stderr, "check that it shows the code %s, and approve it (this machine: %s).\n", dc.UserCode, name)
 	fmt.Fprintf(stderr, "Waiting for approval (the code expires in %d minutes; Ctrl-C to stop)...\n", max(1, dc.ExpiresIn/60))
@@ -331,4 +332,13 @@ func isTerminal(r io.Reader) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// consolePage is a console page's URL: the whole URL the relay gave when
+// its console has a host of its own, else path on the server's URL.
+func consolePage(server, path string, whole *string) string {
+	if whole != nil && *whole != "" {
+		return *whole
+	}
+	return strings.TrimRight(server, "/") + path
 }

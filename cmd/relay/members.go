@@ -110,13 +110,16 @@ func membersInviteCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 				return err
 			}
 			var res struct {
-				CreateMemberInvite struct{ Path, Role, ExpiresAt string }
+				CreateMemberInvite struct {
+					Path, Role, ExpiresAt string
+					URL                   *string
+				}
 			}
-			q := `mutation($role: MemberRole, $expiresIn: String){ createMemberInvite(role: $role, expiresIn: $expiresIn){ path role expiresAt } }`
+			q := `mutation($role: MemberRole, $expiresIn: String){ createMemberInvite(role: $role, expiresIn: $expiresIn){ path url role expiresAt } }`
 			if err := client.Do(c.Context(), q, vars, &res); err != nil {
 				return fmt.Errorf("invite: %w", err)
 			}
-			inv := memberInviteJSON{URL: strings.TrimSuffix(client.Server, "/") + res.CreateMemberInvite.Path,
+			inv := memberInviteJSON{URL: consolePage(client.Server, res.CreateMemberInvite.Path, res.CreateMemberInvite.URL),
 				Role: res.CreateMemberInvite.Role, ExpiresAt: res.CreateMemberInvite.ExpiresAt}
 			if out.json() {
 				return writeJSON(stdout, inv)

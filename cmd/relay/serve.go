@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,7 +39,7 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 		Example: "  relay serve\n  relay serve --listen 0.0.0.0:8080 --domain relay.example.com --data /var/lib/relay\n" +
 			"  RELAY_INSPECTOR_TTL=1h relay serve\n" +
 			"  relay serve --listen 0.0.0.0:443 --http-listen 0.0.0.0:80 --domain relay.example.com --tls-cert fullchain.pem --tls-key privkey.pem\n" +
-			"  relay serve --public-url https://relay.example.com --trusted-proxies 127.0.0.1/32   # behind a TLS proxy (docs/deploy.md)",
+			"  relay serve --public-url https://relay.example.com --console-url https://console.example.org --trusted-proxies 127.0.0.1/32   # behind a TLS proxy, the console on its own site (docs/deploy.md)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags(), env); err != nil {
@@ -103,6 +104,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		if certs, err = tlslisten.Load(cfg.TLSCert, cfg.TLSKey, cfg.Domain, log); err != nil {
 			_ = lock.Release()
 			return err
+		}
+		if cfg.console != nil {
+			if err := certs.Current().Leaf.VerifyHostname(cfg.console.Hostname()); err != nil {
+				_ = lock.Release()
+				return fmt.Errorf("TLS certificate %s does not name the console host %s (--console-url): %w", cfg.TLSCert, cfg.console.Hostname(), err)
+			}
 		}
 	}
 	ln, err := listen(cfg)
@@ -175,9 +182,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	tolerant := ingress.TolerateTargets(srv, sorted)
 	go func() { served <- srv.Serve(tolerant) }()
 	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
-		ln.Addr(), urls.bare(), urls.bare(), urls.address("<id>"), cfg.Data)
+		ln.Addr(), urls.console(), urls.console(), urls.address("<id>"), cfg.Data)
 	log.Info("relay started", "listen", cfg.Listen, "http_listen", cfg.HTTPListen, "tls", certs != nil,
-		"public_url", urls.bare(), "domain", cfg.Domain, "data", cfg.Data)
+		"public_url", urls.bare(), "console_url", urls.console(), "domain", cfg.Domain, "data", cfg.Data)
+	warnDeployment(log, cfg, urls)
 
 	select {
 	case err := <-served:
@@ -193,6 +201,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// warnDeployment logs, once at start, what in the configuration leaves
+// accounts open to attack.
+func warnDeployment(log *slog.Logger, cfg serveConfig, urls publicURLs) {
+	if cfg.sharedSiteRisk(urls) {
+		log.Warn("the console shares its site with the addresses over plain HTTP: a page at any address (an Endpoint's local answer) "+
+			"can set a session cookie for "+cfg.Domain+" and sign a signed-out visitor's console in as someone else (cookie tossing); "+
+			"serve the console on its own domain with --console-url, and over HTTPS (docs/deploy.md)",
+			"domain", cfg.Domain, "console_url", urls.console())
+	}
+	if cfg.SignInRate.Off() {
+		log.Warn("--signin-rate off: password sign-ins, sign-ups and member joins are not rate-limited; passwords may be guessed as fast as the relay answers")
+	}
 }
 
 // http2MaxStreams bounds the requests one HTTP/2 connection carries at
@@ -222,23 +244,48 @@ type publicURLs struct {
 	scheme string
 	domain string
 	port   int // 0: the scheme's default
+	// consoleSite is --console-url without its path, with the public
+	// URLs' port when it names none; "" when the console is on the bare
+	// domain.
+	consoleSite string
 }
 
 // publicURLs is what --public-url says, or else https with TLS and http
 // without, the domain, and --public-port or the port listened on.
 func (c *serveConfig) publicURLs(listenPort int, tls bool) publicURLs {
-	if u := c.publicURL; u != nil {
-		port, _ := strconv.Atoi(u.Port())
-		return publicURLs{scheme: u.Scheme, domain: c.Domain, port: port}
+	var u publicURLs
+	if p := c.publicURL; p != nil {
+		port, _ := strconv.Atoi(p.Port())
+		u = publicURLs{scheme: p.Scheme, domain: c.Domain, port: port}
+	} else {
+		u = publicURLs{scheme: "http", domain: c.Domain, port: c.PublicPort}
+		if tls {
+			u.scheme = "https"
+		}
+		if u.port == 0 {
+			u.port = listenPort
+		}
 	}
-	u := publicURLs{scheme: "http", domain: c.Domain, port: c.PublicPort}
-	if tls {
-		u.scheme = "https"
-	}
-	if u.port == 0 {
-		u.port = listenPort
+	if cu := c.console; cu != nil {
+		port, _ := strconv.Atoi(cu.Port())
+		if port == 0 {
+			port = u.port
+		}
+		site := publicURLs{scheme: cu.Scheme, domain: strings.ToLower(cu.Hostname()), port: port}
+		if strings.Contains(site.domain, ":") { // an IPv6 literal
+			site.domain = "[" + site.domain + "]"
+		}
+		u.consoleSite = site.bare()
 	}
 	return u
+}
+
+// console is the console's URL: its own host's, or the bare domain's.
+func (u publicURLs) console() string {
+	if u.consoleSite != "" {
+		return u.consoleSite
+	}
+	return u.bare()
 }
 
 func (u publicURLs) host(prefix string) string {

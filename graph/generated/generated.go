@@ -149,6 +149,7 @@ type ComplexityRoot struct {
 		Interval         func(childComplexity int) int
 		UserCode         func(childComplexity int) int
 		VerificationPath func(childComplexity int) int
+		VerificationURL  func(childComplexity int) int
 	}
 
 	DeviceLogin struct {
@@ -269,6 +270,7 @@ type ComplexityRoot struct {
 		Code      func(childComplexity int) int
 		ExpiresAt func(childComplexity int) int
 		Path      func(childComplexity int) int
+		URL       func(childComplexity int) int
 	}
 
 	Listener struct {
@@ -294,6 +296,7 @@ type ComplexityRoot struct {
 		ExpiresAt func(childComplexity int) int
 		Path      func(childComplexity int) int
 		Role      func(childComplexity int) int
+		URL       func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -943,6 +946,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeviceCode.VerificationPath(childComplexity), true
+	case "DeviceCode.verificationUrl":
+		if e.ComplexityRoot.DeviceCode.VerificationURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeviceCode.VerificationURL(childComplexity), true
 
 	case "DeviceLogin.account":
 		if e.ComplexityRoot.DeviceLogin.Account == nil {
@@ -1435,6 +1444,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Invite.Path(childComplexity), true
+	case "Invite.url":
+		if e.ComplexityRoot.Invite.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invite.URL(childComplexity), true
 
 	case "Listener.agentId":
 		if e.ComplexityRoot.Listener.AgentID == nil {
@@ -1534,6 +1549,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MemberInvite.Role(childComplexity), true
+	case "MemberInvite.url":
+		if e.ComplexityRoot.MemberInvite.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberInvite.URL(childComplexity), true
 
 	case "Mutation.approveDevice":
 		if e.ComplexityRoot.Mutation.ApproveDevice == nil {
@@ -2780,6 +2801,8 @@ type MemberInvite {
   code: String!
   "The console's page to join with the code, relative to the relay's URL: /join?code=CODE."
   path: String!
+  "That page's whole URL when the console has a host of its own (relay serve --console-url); null: path on the relay's URL."
+  url: String
   role: MemberRole!
   expiresAt: Time!
 }
@@ -2815,6 +2838,8 @@ type DeviceCode {
   userCode: String!
   "The console page where a signed-in user approves the code, relative to the relay's URL: /device."
   verificationPath: String!
+  "That page's whole URL when the console has a host of its own (relay serve --console-url); null: verificationPath on the relay's URL."
+  verificationUrl: String
   "Seconds until both codes expire."
   expiresIn: Int!
   "Seconds to wait between polls; a poll sooner is SLOW_DOWN."
@@ -2847,6 +2872,8 @@ type Invite {
   code: String!
   "The console's sign-up page with the code, relative to the relay's URL: /?invite=CODE."
   path: String!
+  "That page's whole URL when the console has a host of its own (relay serve --console-url); null: path on the relay's URL."
+  url: String
   expiresAt: Time!
 }
 
@@ -3353,6 +3380,8 @@ func (ec *executionContext) childFields_DeviceCode(ctx context.Context, field gr
 		return ec.fieldContext_DeviceCode_userCode(ctx, field)
 	case "verificationPath":
 		return ec.fieldContext_DeviceCode_verificationPath(ctx, field)
+	case "verificationUrl":
+		return ec.fieldContext_DeviceCode_verificationUrl(ctx, field)
 	case "expiresIn":
 		return ec.fieldContext_DeviceCode_expiresIn(ctx, field)
 	case "interval":
@@ -3595,6 +3624,8 @@ func (ec *executionContext) childFields_Invite(ctx context.Context, field graphq
 		return ec.fieldContext_Invite_code(ctx, field)
 	case "path":
 		return ec.fieldContext_Invite_path(ctx, field)
+	case "url":
+		return ec.fieldContext_Invite_url(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_Invite_expiresAt(ctx, field)
 	}
@@ -3643,6 +3674,8 @@ func (ec *executionContext) childFields_MemberInvite(ctx context.Context, field 
 		return ec.fieldContext_MemberInvite_code(ctx, field)
 	case "path":
 		return ec.fieldContext_MemberInvite_path(ctx, field)
+	case "url":
+		return ec.fieldContext_MemberInvite_url(ctx, field)
 	case "role":
 		return ec.fieldContext_MemberInvite_role(ctx, field)
 	case "expiresAt":
@@ -6500,6 +6533,29 @@ func (ec *executionContext) fieldContext_DeviceCode_verificationPath(_ context.C
 	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _DeviceCode_verificationUrl(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeviceCode_verificationUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VerificationURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DeviceCode_verificationUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeviceCode", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _DeviceCode_expiresIn(ctx context.Context, field graphql.CollectedField, obj *model.DeviceCode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8494,6 +8550,29 @@ func (ec *executionContext) fieldContext_Invite_path(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Invite_url(ctx context.Context, field graphql.CollectedField, obj *model.Invite) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invite_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Invite_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Invite_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Invite) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8845,6 +8924,29 @@ func (ec *executionContext) _MemberInvite_path(ctx context.Context, field graphq
 	)
 }
 func (ec *executionContext) fieldContext_MemberInvite_path(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemberInvite", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _MemberInvite_url(ctx context.Context, field graphql.CollectedField, obj *model.MemberInvite) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberInvite_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MemberInvite_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MemberInvite", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -13792,6 +13894,8 @@ func (ec *executionContext) _DeviceCode(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "verificationUrl":
+			out.Values[i] = ec._DeviceCode_verificationUrl(ctx, field, obj)
 		case "expiresIn":
 			out.Values[i] = ec._DeviceCode_expiresIn(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -14723,6 +14827,8 @@ func (ec *executionContext) _Invite(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "url":
+			out.Values[i] = ec._Invite_url(ctx, field, obj)
 		case "expiresAt":
 			out.Values[i] = ec._Invite_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -14900,6 +15006,8 @@ func (ec *executionContext) _MemberInvite(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "url":
+			out.Values[i] = ec._MemberInvite_url(ctx, field, obj)
 		case "role":
 			out.Values[i] = ec._MemberInvite_role(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

@@ -284,6 +284,8 @@ type DeviceCode struct {
 	UserCode string `json:"userCode"`
 	// The console page where a signed-in user approves the code, relative to the relay's URL: /device.
 	VerificationPath string `json:"verificationPath"`
+	// That page's whole URL when the console has a host of its own (relay serve --console-url); null: verificationPath on the relay's URL.
+	VerificationURL *string `json:"verificationUrl,omitempty"`
 	// Seconds until both codes expire.
 	ExpiresIn int `json:"expiresIn"`
 	// Seconds to wait between polls; a poll sooner is SLOW_DOWN.
@@ -496,7 +498,9 @@ type Invite struct {
 	// Shown once; only its hash is stored.
 	Code string `json:"code"`
 	// The console's sign-up page with the code, relative to the relay's URL: /?invite=CODE.
-	Path      string    `json:"path"`
+	Path string `json:"path"`
+	// That page's whole URL when the console has a host of its own (relay serve --console-url); null: path on the relay's URL.
+	URL       *string   `json:"url,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
@@ -532,7 +536,9 @@ type MemberInvite struct {
 	// Shown once; only its hash is stored.
 	Code string `json:"code"`
 	// The console's page to join with the code, relative to the relay's URL: /join?code=CODE.
-	Path      string     `json:"path"`
+	Path string `json:"path"`
+	// That page's whole URL when the console has a host of its own (relay serve --console-url); null: path on the relay's URL.
+	URL       *string    `json:"url,omitempty"`
 	Role      MemberRole `json:"role"`
 	ExpiresAt time.Time  `json:"expiresAt"`
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -165,8 +166,21 @@ func (r *Relay) waitHealthy(limit time.Duration) bool {
 func (r *Relay) Output() string { return r.out.String() }
 
 // BareURL is the console and GraphQL origin, http://localhost:PORT
-// (https with TLS).
-func (r *Relay) BareURL() string { return r.Scheme() + "://localhost:" + strconv.Itoa(r.Port) }
+// (https with TLS), or the --domain the relay was started with.
+func (r *Relay) BareURL() string { return r.Scheme() + "://" + r.Domain() + ":" + strconv.Itoa(r.Port) }
+
+// Domain is the relay's --domain: localhost unless its flags name another.
+func (r *Relay) Domain() string {
+	d := "localhost"
+	for i, a := range r.args {
+		if a == "--domain" && i+1 < len(r.args) {
+			d = r.args[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--domain="); ok {
+			d = v
+		}
+	}
+	return d
+}
 
 // Scheme is https for a relay that serves TLS, else http.
 func (r *Relay) Scheme() string {
@@ -177,7 +191,9 @@ func (r *Relay) Scheme() string {
 }
 
 // AddressHost is the Host of a public address.
-func (r *Relay) AddressHost(id string) string { return id + ".localhost:" + strconv.Itoa(r.Port) }
+func (r *Relay) AddressHost(id string) string {
+	return id + "." + r.Domain() + ":" + strconv.Itoa(r.Port)
+}
 
 // Route sends a request for any *.localhost host to this relay's 127.0.0.1
 // port, keeping its Host header, so tests need no DNS.

@@ -30,7 +30,7 @@ func (r *Relay) Subscribe(t testing.TB, token, query string, vars map[string]any
 func (r *Relay) SubscribeInit(t testing.TB, token string, init map[string]any, query string, vars map[string]any) *Subscription {
 	t.Helper()
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 10 * time.Second}
-	h := http.Header{"Host": {"localhost:" + strconv.Itoa(r.Port)}}
+	h := http.Header{"Host": {r.Domain() + ":" + strconv.Itoa(r.Port)}}
 	conn, _, err := d.Dial("ws://127.0.0.1:"+strconv.Itoa(r.Port)+"/graphql", h)
 	if err != nil {
 		t.Fatalf("dial websocket: %v", err)
