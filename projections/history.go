@@ -18,10 +18,14 @@ import (
 // runner writes its tables; History only reads them.
 type History struct {
 	r       *sql.DB    // the runner's reader pool
+	sr      *sql.DB    // the runner's search pool (see searchConns)
 	rs      *readStmts // the runner's hot reads
 	store   domain.EventStore
 	codec   *domain.Codec
 	backlog int // see Options.WatchBacklog
+	// searchBytes bounds the log a filtered page reads (see
+	// Options.SearchLogBytes).
+	searchBytes int64
 	hub     hub
 }
 
