@@ -26,7 +26,7 @@ type History struct {
 	// searchBytes bounds the log a filtered page reads (see
 	// Options.SearchLogBytes).
 	searchBytes int64
-	hub     hub
+	hub         hub
 }
 
 // deliveryFrom selects deliveries (d) with the references to the events
