@@ -28,6 +28,9 @@ type Resolver struct {
 	// SignInRate bounds sign-in attempts per login (and four times as many
 	// per client address); zero: DefaultSignInRate, Off: none.
 	SignInRate ratelimit.Rate
+	// SearchLimits bound the searches that read headers and bodies from
+	// the log, per account (or anonymous address) and in all (searchlimit.go).
+	SearchLimits SearchLimits
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time
@@ -39,6 +42,7 @@ type Resolver struct {
 	failedOnce sync.Once
 	failedAuth *ratelimit.Keyed
 	signIn     signInLimits
+	searches   searchGate
 }
 
 func (r *Resolver) now() time.Time {
