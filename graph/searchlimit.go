@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/ratelimit"
-	"github.com/relayhq/relay/readmodel"
 )
 
 // A search that matches headers or bodies reads events from the log (up to
@@ -93,7 +92,7 @@ func (g *searchGate) init(l SearchLimits) {
 func (r *Resolver) admitSearch(ctx context.Context) (release func(), err error) {
 	g := &r.searches
 	g.init(r.SearchLimits)
-	key := searchKey(ctx)
+	key := r.searchKey(ctx)
 	g.mu.Lock()
 	switch {
 	case g.held[key] >= g.perKey:
@@ -137,8 +136,8 @@ func (r *Resolver) admitSearch(ctx context.Context) (release func(), err error) 
 
 // searchKey is who a search counts against: the signed-in account, else
 // the anonymous client's address.
-func searchKey(ctx context.Context) string {
-	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
+func (r *Resolver) searchKey(ctx context.Context) string {
+	if acc, _, err := r.credential(ctx); err == nil {
 		return "account:" + acc.ID
 	}
 	client, _ := ctx.Value(clientKey).(string)

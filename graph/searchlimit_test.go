@@ -124,6 +124,10 @@ type searchReply struct {
 	err   error
 }
 
+func (r searchReply) String() string {
+	return fmt.Sprintf("ids %v cut %v code %q retry %v err %v", r.ids, r.cut, r.code, r.retry, r.err)
+}
+
 const endpointSearch = `query($id: ID!, $f: DeliveryFilter) { endpoint(id: $id) { deliveries(first: 10, filter: $f) {
 	nodes { id } searchCut } } }`
 const inspectorSearch = `query($id: ID!, $f: DeliveryFilter) { inspector(id: $id) { deliveries(first: 10, filter: $f) {
@@ -131,19 +135,25 @@ const inspectorSearch = `query($id: ID!, $f: DeliveryFilter) { inspector(id: $id
 
 // search runs query for address id with filter f and sorts out the answer.
 func (e *searchEnv) search(query, id string, f map[string]any, opts ...client.Option) searchReply {
-	var raw json.RawMessage
-	err := e.c.Post(query, &raw, append(opts, client.Var("id", id), client.Var("f", f))...)
+	resp, err := e.c.RawPost(query, append(opts, client.Var("id", id), client.Var("f", f))...)
 	if err != nil {
+		return searchReply{err: err}
+	}
+	if len(resp.Errors) > 0 && string(resp.Errors) != "null" {
 		var errs []struct {
 			Extensions struct {
 				Code              string  `json:"code"`
 				RetryAfterSeconds float64 `json:"retryAfterSeconds"`
 			} `json:"extensions"`
 		}
-		if jerr := json.Unmarshal([]byte(err.Error()), &errs); jerr != nil || len(errs) == 0 {
-			return searchReply{err: err}
+		if jerr := json.Unmarshal(resp.Errors, &errs); jerr != nil || len(errs) == 0 {
+			return searchReply{err: fmt.Errorf("errors %s", resp.Errors)}
 		}
-		return searchReply{code: errs[0].Extensions.Code, retry: errs[0].Extensions.RetryAfterSeconds, err: err}
+		return searchReply{code: errs[0].Extensions.Code, retry: errs[0].Extensions.RetryAfterSeconds, err: fmt.Errorf("errors %s", resp.Errors)}
+	}
+	raw, err := json.Marshal(resp.Data)
+	if err != nil {
+		return searchReply{err: err}
 	}
 	var out map[string]*struct {
 		Deliveries struct {
