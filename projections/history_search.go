@@ -286,15 +286,11 @@ func (v *History) requestMatches(ctx context.Context, id string, ref logEventRef
 		return 0, false, fmt.Errorf("read request at %s: %w", ref, errNotInLog)
 	}
 	n := len(read[0].Data)
-	ev, err := v.codec.Decode(read[0].Type, read[0].Data)
-	if err != nil {
-		return n, false, fmt.Errorf("read request at %s: %w", ref, err)
+	req, err := v.decodeSearched(read[0].Type, read[0].Data)
+	if err != nil || req.DeliveryID != id {
+		return n, false, fmt.Errorf("read request at %s: not the DeliveryReceived of %s (%v)", ref, id, err)
 	}
-	received, ok := ev.(domain.DeliveryReceived)
-	if !ok || received.DeliveryID != id {
-		return n, false, fmt.Errorf("read request at %s: not the DeliveryReceived of %s", ref, id)
-	}
-	return n, matchesLog(received.Headers, received.Body, received.DroppedHeaders, f), nil
+	return n, matchesLog(req.Headers, req.Body, req.DroppedHeaders, f), nil
 }
 
 // matchesLog is the part of f only the log answers.
