@@ -28,9 +28,12 @@ type searchedRequest struct {
 // byte); fastSearched only finds where the body's text lies and decodes
 // that base64 at once. Any payload but the plain compact JSON the codec
 // writes takes the codec.
-func (v *History) decodeSearched(typ string, data []byte) (searchedRequest, error) {
+//
+// scratch, when not nil, holds the body's bytes (grown as needed): a
+// search tests a body and drops it, so one buffer serves all of a page's.
+func (v *History) decodeSearched(typ string, data []byte, scratch *[]byte) (searchedRequest, error) {
 	if typ == domain.TypeDeliveryReceived {
-		if r, ok := fastSearched(data); ok {
+		if r, ok := fastSearched(data, scratch); ok {
 			return r, nil
 		}
 	}
@@ -50,7 +53,7 @@ func (v *History) decodeSearched(typ string, data []byte) (searchedRequest, erro
 // compact JSON object and skips every other member; ok is false for
 // anything it does not read exactly as encoding/json would (escapes in a
 // string it reads or skips, whitespace, a body that is not plain base64).
-func fastSearched(data []byte) (r searchedRequest, ok bool) {
+func fastSearched(data []byte, scratch *[]byte) (r searchedRequest, ok bool) {
 	s := scanner{b: data}
 	if !s.byte('{') {
 		return searchedRequest{}, false
@@ -80,7 +83,7 @@ func fastSearched(data []byte) (r searchedRequest, ok bool) {
 				}
 			}
 		case "body":
-			ok = s.base64(&r.Body)
+			ok = s.base64(&r.Body, scratch)
 		default:
 			// encoding/json matches names in any case: "Body" is the body.
 			ok = !searchedKey(key) && s.skipValue()
@@ -109,8 +112,9 @@ func searchedKey(key string) bool {
 	return false
 }
 
-// base64 reads a string of standard base64 (or null) into *dst.
-func (s *scanner) base64(dst *[]byte) bool {
+// base64 reads a string of standard base64 (or null) into *dst, in
+// *scratch when it is not nil.
+func (s *scanner) base64(dst *[]byte, scratch *[]byte) bool {
 	if s.null() {
 		*dst = nil
 		return true
@@ -129,7 +133,17 @@ func (s *scanner) base64(dst *[]byte) bool {
 	if bytes.ContainsAny(text, "\r\n") { // Decode skips them; JSON refuses them raw
 		return false
 	}
-	b := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	size := base64.StdEncoding.DecodedLen(len(text))
+	var b []byte
+	switch {
+	case scratch == nil:
+		b = make([]byte, size)
+	case cap(*scratch) < size:
+		*scratch = make([]byte, size)
+		fallthrough
+	default:
+		b = (*scratch)[:size]
+	}
 	n, err := base64.StdEncoding.Decode(b, text)
 	if err != nil {
 		return false

@@ -34,7 +34,7 @@ func searchedCases(t testing.TB) [][]byte {
 // the codec (when both read it).
 func checkSearched(t *testing.T, payload []byte) {
 	t.Helper()
-	fast, ok := fastSearched(payload)
+	fast, ok := fastSearched(payload, nil)
 	if !ok {
 		return
 	}
@@ -54,12 +54,12 @@ func checkSearched(t *testing.T, payload []byte) {
 
 func TestFastSearchedReadsWhatTheCodecReads(t *testing.T) {
 	for _, p := range searchedCases(t) {
-		if _, ok := fastSearched(p); !ok && len(p) > 0 {
+		if _, ok := fastSearched(p, nil); !ok && len(p) > 0 {
 			t.Logf("general path: %s", p)
 		}
 		checkSearched(t, p)
 	}
-	if _, ok := fastSearched(searchedCases(t)[1]); !ok {
+	if _, ok := fastSearched(searchedCases(t)[1], nil); !ok {
 		t.Error("the plain case took the general path")
 	}
 }
