@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -26,7 +28,10 @@ type History struct {
 	// searchBytes bounds the log a filtered page reads (see
 	// Options.SearchLogBytes).
 	searchBytes int64
-	hub         hub
+	// searchPace bounds how fast all searches read the log (see
+	// Options.SearchLogRate).
+	searchPace *rate.Limiter
+	hub        hub
 }
 
 // deliveryFrom selects deliveries (d) with the references to the events

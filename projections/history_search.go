@@ -30,6 +30,13 @@ const (
 // first 64 candidates of 256 KiB (the capture cap) or all 500 of 32 KiB.
 const DefaultSearchLogBytes = 16 << 20
 
+// DefaultSearchLogRate is how fast all searches together may read the log
+// to match headers and bodies when Options.SearchLogRate is zero: 32 MiB/s
+// sustained, a page's budget at once. Matching costs about a core-second
+// per 100-250 MiB; the pace keeps searches to a share of one core however
+// many accounts search, so ordinary reads and ingress keep the rest.
+const DefaultSearchLogRate = 32 << 20
+
 // searchConns is the size of the views' pool for searches, apart from the
 // readers of everything else: a search's queries walk up to searchWindow
 // rows, and a page of history, an account or an Endpoint must never wait
@@ -269,6 +276,11 @@ func (v *History) matchFromLog(ctx context.Context, items []readmodel.Delivery, 
 		}
 		spent += int64(n)
 		m.lastCursor = items[i].Cursor
+		// Paid after the read (its size is known only then): the next one
+		// waits while the searches read faster than their pace.
+		if err := v.searchPace.WaitN(ctx, min(n, v.searchPace.Burst())); err != nil {
+			return logMatches{}, err
+		}
 		if ok {
 			m.items, m.refs = append(m.items, items[i]), append(m.refs, refs[i])
 		}

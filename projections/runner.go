@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 
@@ -42,6 +44,10 @@ type Options struct {
 	// SearchLogBytes bounds the bytes of events a filtered page reads from
 	// the log to match headers and bodies; 0 means DefaultSearchLogBytes.
 	SearchLogBytes int64
+	// SearchLogRate bounds the bytes per second all searches together read
+	// from the log to match headers and bodies; 0 means
+	// DefaultSearchLogRate, a negative value no bound.
+	SearchLogRate int64
 }
 
 // DefaultLinger lets events gather for a moment between two batches under
@@ -200,7 +206,15 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	if opts.SearchLogBytes <= 0 {
 		opts.SearchLogBytes = DefaultSearchLogBytes
 	}
-	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog, searchBytes: opts.SearchLogBytes}
+	pace := rate.NewLimiter(rate.Inf, int(opts.SearchLogBytes))
+	switch {
+	case opts.SearchLogRate == 0:
+		pace.SetLimit(DefaultSearchLogRate)
+	case opts.SearchLogRate > 0:
+		pace.SetLimit(rate.Limit(opts.SearchLogRate))
+	}
+	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog,
+		searchBytes: opts.SearchLogBytes, searchPace: pace}
 	v.History.hub.init()
 	v.Addresses = &Addresses{rs: &v.rs}
 	v.Accounts = &Accounts{rs: &v.rs}
