@@ -69,6 +69,12 @@ type searchEnv struct {
 
 func newSearchEnv(t *testing.T, limits graph.SearchLimits) *searchEnv {
 	t.Helper()
+	return newSearchEnvWith(t, limits, projections.Options{})
+}
+
+// newSearchEnvWith is newSearchEnv with the views opened with opts.
+func newSearchEnvWith(t *testing.T, limits graph.SearchLimits, opts projections.Options) *searchEnv {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
@@ -78,7 +84,8 @@ func newSearchEnv(t *testing.T, limits graph.SearchLimits) *searchEnv {
 	}
 	stalling := &stallingLog{EventStore: store, stall: map[string]bool{}, entered: make(chan string), release: make(chan struct{})}
 	codec := domain.NewCodec()
-	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), stalling, projections.Options{Codec: codec})
+	opts.Codec = codec
+	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), stalling, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,5 +346,56 @@ func TestSearchesOfBodiesAreLimitedPerMinute(t *testing.T) {
 	}
 	if r := e.search(endpointSearch, epB, bodySearch, bearerOpt(tokB)); r.err != nil || len(r.ids) != 1 {
 		t.Fatalf("the other account: %+v", r)
+	}
+}
+
+// TestBodySearchCutByItsBudget: a page whose byte budget runs out says so
+// (searchCut), continues (hasNextPage, endCursor), and its pages together
+// list every match once, newest first.
+func TestBodySearchCutByItsBudget(t *testing.T) {
+	e := newSearchEnvWith(t, graph.SearchLimits{}, projections.Options{SearchLogBytes: 1}) // one candidate a page
+	tok, ep, first := e.endpointOf(t, "ann")
+	var me struct{ Me struct{ ID string } }
+	e.c.MustPost(`{ me { id } }`, &me, bearerOpt(tok))
+	want := []string{"ann-d3", "ann-d2", first}
+	e.receive(t, want[1], ep, domain.AddressEndpoint, me.Me.ID, true)
+	e.receive(t, want[0], ep, domain.AddressEndpoint, me.Me.ID, true)
+	var got []string
+	var after *string
+	for page := 0; ; page++ {
+		if page > len(want) {
+			t.Fatalf("still paging after %d pages: %v", page, got)
+		}
+		var out struct {
+			Endpoint struct {
+				Deliveries struct {
+					Nodes     []struct{ ID string }
+					SearchCut bool
+					PageInfo  struct {
+						HasNextPage bool
+						EndCursor   *string
+					}
+				}
+			}
+		}
+		e.c.MustPost(`query($id: ID!, $after: String) { endpoint(id: $id) { deliveries(first: 10, after: $after, filter: {bodyContains: "{"}) {
+			nodes { id } searchCut pageInfo { hasNextPage endCursor } } } }`, &out, bearerOpt(tok), client.Var("id", ep), client.Var("after", after))
+		d := out.Endpoint.Deliveries
+		for _, n := range d.Nodes {
+			got = append(got, n.ID)
+		}
+		if page < len(want)-1 && (!d.SearchCut || !d.PageInfo.HasNextPage || len(d.Nodes) != 1) {
+			t.Fatalf("page %d: %+v, want one match, searchCut and a next page", page, d)
+		}
+		if !d.PageInfo.HasNextPage {
+			if d.SearchCut {
+				t.Fatalf("the last page says it was cut: %+v", d)
+			}
+			break
+		}
+		after = d.PageInfo.EndCursor
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("found %v, want %v", got, want)
 	}
 }
