@@ -137,9 +137,10 @@ func attemptNumber(n int) *int {
 
 func toConnection(p readmodel.Page) *model.DeliveryConnection {
 	c := &model.DeliveryConnection{
-		Edges:    make([]*model.DeliveryEdge, 0, len(p.Items)),
-		Nodes:    make([]*model.Delivery, 0, len(p.Items)),
-		PageInfo: &model.PageInfo{HasNextPage: p.HasNextPage},
+		Edges:     make([]*model.DeliveryEdge, 0, len(p.Items)),
+		Nodes:     make([]*model.Delivery, 0, len(p.Items)),
+		PageInfo:  &model.PageInfo{HasNextPage: p.HasNextPage},
+		SearchCut: p.SearchCut,
 	}
 	for _, d := range p.Items {
 		n := toDelivery(d)

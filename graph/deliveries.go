@@ -33,8 +33,16 @@ func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, str
 // the deliveries that match.
 func (r *Resolver) history(ctx context.Context, address string, first int, after string, filter *model.DeliveryFilter) (readmodel.Page, error) {
 	if filter != nil {
+		f := toFilter(filter)
+		if f.NeedsLog() {
+			release, err := r.admitSearch(ctx)
+			if err != nil {
+				return readmodel.Page{}, err
+			}
+			defer release()
+		}
 		payload := wantsPayload(ctx)
-		p, err := r.Views.SearchDeliveries(ctx, address, first, after, toFilter(filter), payload)
+		p, err := r.Views.SearchDeliveries(ctx, address, first, after, f, payload)
 		if err != nil || !payload {
 			return p, err
 		}

@@ -109,7 +109,7 @@ func (r *Resolver) limitInvites(ctx context.Context, accountID string) error {
 	}
 	if open >= MaxOpenInvites {
 		return &RateLimitedError{RetryAfter: first.Sub(now),
-			What: fmt.Sprintf("this account has %d open invites, the most it may hold: one must be used or expire first", open)}
+			Reason: fmt.Sprintf("this account has %d open invites, the most it may hold: one must be used or expire first", open)}
 	}
 	rate := r.InviteRate
 	if rate.Off() {
@@ -117,7 +117,7 @@ func (r *Resolver) limitInvites(ctx context.Context, accountID string) error {
 	}
 	r.inviteOnce.Do(func() { r.inviteLimit = ratelimit.NewKeyed(rate, maxInviters) })
 	if ok, retry := r.inviteLimit.Allow(accountID, now); !ok {
-		return &RateLimitedError{RetryAfter: retry, What: fmt.Sprintf("this account made invites as fast as it may (%s)", rate)}
+		return &RateLimitedError{RetryAfter: retry, Reason: fmt.Sprintf("this account made invites as fast as it may (%s)", rate)}
 	}
 	return nil
 }

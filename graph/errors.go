@@ -50,20 +50,20 @@ var codes = []struct {
 }
 
 // RateLimitedError refuses an anonymous mutation from a client address that
-// used up its rate (--anonymous-rate); RetryAfter says when one more is let
-// through.
+// used up its rate (--anonymous-rate), or anything else over its limit;
+// RetryAfter says when one more is let through, Reason what was exceeded
+// ("": the client address's rate).
 type RateLimitedError struct {
 	RetryAfter time.Duration
-	// What was refused, when not "too many requests from this address".
-	What string
+	Reason     string
 }
 
 func (e *RateLimitedError) Error() string {
-	what := e.What
-	if what == "" {
-		what = "too many requests from this address"
+	reason := e.Reason
+	if reason == "" {
+		reason = "too many requests from this address"
 	}
-	return fmt.Sprintf("%s; retry in %d s", what, retryAfterSeconds(e.RetryAfter))
+	return fmt.Sprintf("%s; retry in %d s", reason, retryAfterSeconds(e.RetryAfter))
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1.

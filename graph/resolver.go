@@ -36,6 +36,9 @@ type Resolver struct {
 	// ConsoleURL is the console's own URL (--console-url), which the links
 	// the API returns start with; empty: they are paths on the relay's URL.
 	ConsoleURL string
+	// SearchLimits bound the searches that read headers and bodies from
+	// the log, per account (or anonymous address) and in all (searchlimit.go).
+	SearchLimits SearchLimits
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time
@@ -50,6 +53,7 @@ type Resolver struct {
 	failedOnce sync.Once
 	failedAuth *ratelimit.Keyed
 	signIn     signInLimits
+	searches   searchGate
 }
 
 func (r *Resolver) now() time.Time {

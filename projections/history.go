@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -18,11 +20,18 @@ import (
 // runner writes its tables; History only reads them.
 type History struct {
 	r       *sql.DB    // the runner's reader pool
+	sr      *sql.DB    // the runner's search pool (see searchConns)
 	rs      *readStmts // the runner's hot reads
 	store   domain.EventStore
 	codec   *domain.Codec
 	backlog int // see Options.WatchBacklog
-	hub     hub
+	// searchBytes bounds the log a filtered page reads (see
+	// Options.SearchLogBytes).
+	searchBytes int64
+	// searchPace bounds how fast all searches read the log (see
+	// Options.SearchLogRate).
+	searchPace *rate.Limiter
+	hub        hub
 }
 
 // deliveryFrom selects deliveries (d) with the references to the events

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -15,13 +16,32 @@ import (
 // so that a search answers in bounded time however rare its matches: at
 // most searchWindow deliveries by what the views hold (method, path,
 // status, attempts, time, completeness), and of those at most logCandidates
-// by what only the log holds (headers, body). A page may then hold fewer
-// rows than asked, even none, with hasNextPage: its endCursor continues
-// the search below what was examined.
+// by what only the log holds (headers, body), reading at most
+// Options.SearchLogBytes of their events. A page may then hold fewer rows
+// than asked, even none, with hasNextPage: its endCursor continues the
+// search below what was examined.
 const (
 	searchWindow  = 100_000
 	logCandidates = 500
 )
+
+// DefaultSearchLogBytes is the log a filtered page may read to match
+// headers and bodies when Options.SearchLogBytes is zero: 16 MiB, the
+// first 64 candidates of 256 KiB (the capture cap) or all 500 of 32 KiB.
+const DefaultSearchLogBytes = 16 << 20
+
+// DefaultSearchLogRate is how fast all searches together may read the log
+// to match headers and bodies when Options.SearchLogRate is zero: 32 MiB/s
+// sustained, a page's budget at once. Matching costs about a core-second
+// per 100-250 MiB; the pace keeps searches to a share of one core however
+// many accounts search, so ordinary reads and ingress keep the rest.
+const DefaultSearchLogRate = 32 << 20
+
+// searchConns is the size of the views' pool for searches, apart from the
+// readers of everything else: a search's queries walk up to searchWindow
+// rows, and a page of history, an account or an Endpoint must never wait
+// behind them.
+const searchConns = 2
 
 // noAgentError is the error an attempt records when no agent was
 // connected to take it (the tunnel's forward).
@@ -30,6 +50,12 @@ var noAgentError = domain.FailureNoAgent
 // SearchDeliveries lists an address's deliveries that match f, newest
 // first, paged like Deliveries (see the bounds above). payload reads the
 // headers and bodies, as Deliveries does.
+//
+// The views are read in two short queries on the search pool (the
+// candidates, then the attempts of the matches); no views connection is
+// held while the log is read. Headers and bodies are matched one
+// candidate at a time and dropped: a page holds the payloads of its
+// matches only, read again once it is known.
 func (v *History) SearchDeliveries(ctx context.Context, address string, first int, after string, f readmodel.DeliveryFilter, payload bool) (readmodel.Page, error) {
 	if err := checkFilter(f); err != nil {
 		return readmodel.Page{}, err
@@ -38,39 +64,12 @@ func (v *History) SearchDeliveries(ctx context.Context, address string, first in
 	if err != nil {
 		return readmodel.Page{}, err
 	}
-	tx, err := v.r.BeginTx(ctx, nil)
-	if err != nil {
-		return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only
-	// The window's floor: the oldest position this page may examine (0:
-	// the window reaches the first delivery).
-	var floor int64
-	err = tx.QueryRowContext(ctx, `SELECT position FROM deliveries WHERE address = ? AND position < ?
-		ORDER BY position DESC LIMIT 1 OFFSET ?`, address, before, searchWindow-1).Scan(&floor)
-	if err != nil && err != sql.ErrNoRows {
-		return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
-	}
-	where, args := filterSQL(f)
 	limit := size + 1
 	if f.NeedsLog() {
 		limit = logCandidates
 	}
-	q := deliveryFrom + `WHERE d.address = ? AND d.position < ? AND d.position >= ?` + where + ` ORDER BY d.position DESC LIMIT ?`
-	rows, err := tx.QueryContext(ctx, q, append(append([]any{address, before, floor}, args...), limit)...)
+	items, refs, floor, err := v.searchCandidates(ctx, address, before, f, limit)
 	if err != nil {
-		return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
-	}
-	items, refs := []readmodel.Delivery{}, []deliveryRefs{}
-	for rows.Next() {
-		d, r, err := scanDelivery(rows)
-		if err != nil {
-			rows.Close()
-			return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
-		}
-		items, refs = append(items, d), append(refs, r)
-	}
-	if err := rows.Err(); err != nil {
 		return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
 	}
 	// Where the examined share ends when the page is not full: below the
@@ -83,40 +82,86 @@ func (v *History) SearchDeliveries(ctx context.Context, address string, first in
 	case floor > 0:
 		rest = encodeCursor(uint64(floor))
 	}
-	filled := false
 	if f.NeedsLog() {
-		if items, refs, err = v.matchFromLog(ctx, items, refs, f, size+1); err != nil {
+		m, err := v.matchFromLog(ctx, items, refs, f, size+1)
+		if err != nil {
 			return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
 		}
-		filled = true
+		items, refs = m.items, m.refs
+		if m.cut {
+			// The budget ran out before the candidates did: the next page
+			// goes on below the last one read.
+			p.SearchCut, rest = true, m.lastCursor
+		}
 	}
 	switch {
 	case len(items) > size:
 		items, refs, p.HasNextPage = items[:size], refs[:size], true
 		p.EndCursor = items[len(items)-1].Cursor
+		p.SearchCut = false // the page is full: nothing was left out of it
 	case rest != "":
 		p.HasNextPage, p.EndCursor = true, rest
 	case len(items) > 0:
 		p.EndCursor = items[len(items)-1].Cursor
 	}
 	if len(items) > 0 {
-		if err := attachAttemptsOf(ctx, tx, items); err != nil {
+		if err := v.searchAttempts(ctx, items); err != nil {
 			return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
 		}
 	}
-	_ = tx.Rollback() // the rest comes from the log
-	if payload && !filled {
+	if payload {
 		if err := v.fillPageFromLog(ctx, items, refs); err != nil {
 			return readmodel.Page{}, fmt.Errorf("search deliveries of %q: %w", address, err)
 		}
 	}
-	if !payload && filled {
-		for i := range items {
-			items[i].Headers, items[i].Body, items[i].ResponseHeaders, items[i].ResponseBody, items[i].Trailers = nil, nil, nil, nil, nil
-		}
-	}
 	p.Items = items
 	return p, nil
+}
+
+// searchCandidates reads, in one read transaction on the search pool, the
+// window's floor (the oldest position the page may examine; 0: the window
+// reaches the first delivery) and up to limit deliveries below before
+// that match what the views hold of f. The connection is released when it
+// returns.
+func (v *History) searchCandidates(ctx context.Context, address string, before int64, f readmodel.DeliveryFilter, limit int) ([]readmodel.Delivery, []deliveryRefs, int64, error) {
+	tx, err := v.sr.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	var floor int64
+	err = tx.QueryRowContext(ctx, `SELECT position FROM deliveries WHERE address = ? AND position < ?
+		ORDER BY position DESC LIMIT 1 OFFSET ?`, address, before, searchWindow-1).Scan(&floor)
+	if err != nil && err != sql.ErrNoRows {
+		return nil, nil, 0, err
+	}
+	where, args := filterSQL(f)
+	q := deliveryFrom + `WHERE d.address = ? AND d.position < ? AND d.position >= ?` + where + ` ORDER BY d.position DESC LIMIT ?`
+	rows, err := tx.QueryContext(ctx, q, append(append([]any{address, before, floor}, args...), limit)...)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer rows.Close()
+	items, refs := []readmodel.Delivery{}, []deliveryRefs{}
+	for rows.Next() {
+		d, r, err := scanDelivery(rows)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		items, refs = append(items, d), append(refs, r)
+	}
+	return items, refs, floor, rows.Err()
+}
+
+// searchAttempts reads the attempts of a page's matches in a short read
+// transaction of their own on the search pool.
+func (v *History) searchAttempts(ctx context.Context, items []readmodel.Delivery) error {
+	tx, err := v.sr.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	return attachAttemptsOf(ctx, tx, items)
 }
 
 // checkFilter refuses what cannot match anything as asked.
@@ -199,40 +244,84 @@ func filterSQL(f readmodel.DeliveryFilter) (string, []any) {
 	return b.String(), args
 }
 
-// matchFromLog reads the candidates' headers and bodies from the log, a
-// few at a time, and keeps those that match, up to want.
-func (v *History) matchFromLog(ctx context.Context, items []readmodel.Delivery, refs []deliveryRefs, f readmodel.DeliveryFilter, want int) ([]readmodel.Delivery, []deliveryRefs, error) {
-	const chunk = 32
+// logMatches is what matchFromLog kept of the candidates.
+type logMatches struct {
+	items []readmodel.Delivery
+	refs  []deliveryRefs
+	// cut: the byte budget ran out before the candidates did;
+	// lastCursor is the cursor of the last candidate read.
+	cut        bool
+	lastCursor string
+}
+
+// matchFromLog reads the candidates' requests from the log one at a time,
+// newest first, and keeps those that match, up to want, without their
+// headers and bodies: each is dropped once tested. It stops before the
+// next candidate once the events read reach the byte budget (at least one
+// is always read, so every page makes progress).
+func (v *History) matchFromLog(ctx context.Context, items []readmodel.Delivery, refs []deliveryRefs, f readmodel.DeliveryFilter, want int) (logMatches, error) {
 	var (
-		keep     []readmodel.Delivery
-		keepRefs []deliveryRefs
+		m       logMatches
+		spent   int64
+		scratch []byte // the body being tested
 	)
-	for lo := 0; lo < len(items) && len(keep) < want; lo += chunk {
-		hi := min(lo+chunk, len(items))
-		if err := v.fillPageFromLog(ctx, items[lo:hi], refs[lo:hi]); err != nil {
-			return nil, nil, err
+	for i := 0; i < len(items) && len(m.items) < want; i++ {
+		if i > 0 && spent >= v.searchBytes {
+			m.cut = true
+			break
 		}
-		for i := lo; i < hi && len(keep) < want; i++ {
-			if matchesLog(items[i], f) {
-				keep, keepRefs = append(keep, items[i]), append(keepRefs, refs[i])
-			}
+		n, ok, err := v.requestMatches(ctx, items[i].ID, refs[i].request, f, &scratch)
+		if err != nil {
+			return logMatches{}, fmt.Errorf("delivery %s: %w", items[i].ID, err)
 		}
+		spent += int64(n)
+		m.lastCursor = items[i].Cursor
+		// Paid after the read (its size is known only then): the next one
+		// waits while the searches read faster than their pace.
+		if err := v.searchPace.WaitN(ctx, min(n, v.searchPace.Burst())); err != nil {
+			return logMatches{}, err
+		}
+		if ok {
+			m.items, m.refs = append(m.items, items[i]), append(m.refs, refs[i])
+		}
+		// Let waiting requests (a page, an ingest) have this core between
+		// two candidates rather than after the scheduler's 10 ms slice.
+		runtime.Gosched()
 	}
-	return keep, keepRefs, nil
+	return m, nil
+}
+
+// requestMatches reads the DeliveryReceived of delivery id at ref and
+// reports how many bytes of event it read and whether its headers and
+// body match f.
+func (v *History) requestMatches(ctx context.Context, id string, ref logEventRef, f readmodel.DeliveryFilter, scratch *[]byte) (int, bool, error) {
+	read, err := v.store.ReadStream(ctx, ref.stream, ref.revision, 1)
+	if err != nil {
+		return 0, false, fmt.Errorf("read request at %s: %w", ref, err)
+	}
+	if len(read) == 0 || read[0].Revision != ref.revision {
+		return 0, false, fmt.Errorf("read request at %s: %w", ref, errNotInLog)
+	}
+	n := len(read[0].Data)
+	req, err := v.decodeSearched(read[0].Type, read[0].Data, scratch)
+	if err != nil || req.DeliveryID != id {
+		return n, false, fmt.Errorf("read request at %s: not the DeliveryReceived of %s (%v)", ref, id, err)
+	}
+	return n, matchesLog(req.Headers, req.Body, req.DroppedHeaders, f), nil
 }
 
 // matchesLog is the part of f only the log answers.
-func matchesLog(d readmodel.Delivery, f readmodel.DeliveryFilter) bool {
-	if f.DroppedHeaders && d.DroppedHeaders == 0 {
+func matchesLog(headers []domain.Header, body []byte, dropped int, f readmodel.DeliveryFilter) bool {
+	if f.DroppedHeaders && dropped == 0 {
 		return false
 	}
-	if f.BodyContains != "" && !bytes.Contains(d.Body, []byte(f.BodyContains)) {
+	if f.BodyContains != "" && !bytes.Contains(body, []byte(f.BodyContains)) {
 		return false
 	}
 	if f.Header == "" {
 		return true
 	}
-	for _, h := range d.Headers {
+	for _, h := range headers {
 		if strings.EqualFold(h.Name, f.Header) && (f.HeaderValue == "" || h.Value == f.HeaderValue) {
 			return true
 		}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 
@@ -39,6 +41,13 @@ type Options struct {
 	// the next one; 0 means DefaultLinger, a negative value no wait. See
 	// DefaultLinger.
 	Linger time.Duration
+	// SearchLogBytes bounds the bytes of events a filtered page reads from
+	// the log to match headers and bodies; 0 means DefaultSearchLogBytes.
+	SearchLogBytes int64
+	// SearchLogRate bounds the bytes per second all searches together read
+	// from the log to match headers and bodies; 0 means
+	// DefaultSearchLogRate, a negative value no bound.
+	SearchLogRate int64
 }
 
 // DefaultLinger lets events gather for a moment between two batches under
@@ -67,6 +76,7 @@ type Runner struct {
 
 	w  *sql.DB   // the writer: one connection, used only under writeMu
 	r  *sql.DB   // readers: a small pool that never writes
+	sr *sql.DB   // searches' readers, apart from r (see searchConns)
 	rs readStmts // hot reads, prepared on r
 
 	writeMu sync.Mutex // serialises Run's batches and Rebuild
@@ -193,7 +203,18 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 		w: w, advanced: make(chan struct{}), closed: make(chan struct{}),
 		linger: linger, hurry: make(chan struct{}, 1),
 	}
-	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog}
+	if opts.SearchLogBytes <= 0 {
+		opts.SearchLogBytes = DefaultSearchLogBytes
+	}
+	pace := rate.NewLimiter(rate.Inf, int(opts.SearchLogBytes))
+	switch {
+	case opts.SearchLogRate == 0:
+		pace.SetLimit(DefaultSearchLogRate)
+	case opts.SearchLogRate > 0:
+		pace.SetLimit(rate.Limit(opts.SearchLogRate))
+	}
+	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog,
+		searchBytes: opts.SearchLogBytes, searchPace: pace}
 	v.History.hub.init()
 	v.Addresses = &Addresses{rs: &v.rs}
 	v.Accounts = &Accounts{rs: &v.rs}
@@ -218,6 +239,17 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 		_ = w.Close()
 		return nil, fmt.Errorf("open projections readers %s: %w", path, err)
 	}
+	sr, err := sql.Open("sqlite", dsn(abs, true))
+	if err != nil {
+		_ = v.rs.close()
+		v.stmts.close()
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("open projections search readers %s: %w", path, err)
+	}
+	sr.SetMaxOpenConns(searchConns)
+	sr.SetMaxIdleConns(searchConns)
+	v.sr, v.History.sr = sr, sr
 	return v, nil
 }
 
@@ -263,7 +295,7 @@ func (v *Runner) Close() error {
 		v.writeMu.Lock()
 		defer v.writeMu.Unlock()
 		v.stmts.close()
-		err = errors.Join(v.rs.close(), v.r.Close(), v.w.Close())
+		err = errors.Join(v.rs.close(), v.r.Close(), v.sr.Close(), v.w.Close())
 	})
 	if err != nil {
 		return fmt.Errorf("close projections: %w", err)

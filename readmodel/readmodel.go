@@ -156,6 +156,10 @@ type Page struct {
 	Items       []Delivery
 	HasNextPage bool
 	EndCursor   string // cursor of the last item, "" for an empty page
+	// SearchCut: a filtered page stopped reading headers and bodies from
+	// the log at its byte budget before it was full; it holds the matches
+	// found so far and EndCursor continues below the last delivery read.
+	SearchCut bool
 }
 
 // Endpoint is the read model of an account's Endpoint.

@@ -126,9 +126,10 @@ type ComplexityRoot struct {
 	}
 
 	DeliveryConnection struct {
-		Edges    func(childComplexity int) int
-		Nodes    func(childComplexity int) int
-		PageInfo func(childComplexity int) int
+		Edges     func(childComplexity int) int
+		Nodes     func(childComplexity int) int
+		PageInfo  func(childComplexity int) int
+		SearchCut func(childComplexity int) int
 	}
 
 	DeliveryEdge struct {
@@ -877,6 +878,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeliveryConnection.PageInfo(childComplexity), true
+	case "DeliveryConnection.searchCut":
+		if e.ComplexityRoot.DeliveryConnection.SearchCut == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryConnection.SearchCut(childComplexity), true
 
 	case "DeliveryEdge.cursor":
 		if e.ComplexityRoot.DeliveryEdge.Cursor == nil {
@@ -2572,6 +2579,13 @@ type DeliveryConnection {
   edges: [DeliveryEdge!]!
   nodes: [Delivery!]!
   pageInfo: PageInfo!
+  """
+  A filtered page that matches headers or bodies stopped reading them at its
+  byte budget (16 MiB of the log) before it was full: it holds the matches
+  found so far, and pageInfo.endCursor continues the search below the last
+  delivery read (hasNextPage is true). False for every other page.
+  """
+  searchCut: Boolean!
 }
 
 type Inspector {
@@ -3344,6 +3358,8 @@ func (ec *executionContext) childFields_DeliveryConnection(ctx context.Context, 
 		return ec.fieldContext_DeliveryConnection_nodes(ctx, field)
 	case "pageInfo":
 		return ec.fieldContext_DeliveryConnection_pageInfo(ctx, field)
+	case "searchCut":
+		return ec.fieldContext_DeliveryConnection_searchCut(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeliveryConnection", field.Name)
 }
@@ -6315,6 +6331,29 @@ func (ec *executionContext) fieldContext_DeliveryConnection_pageInfo(_ context.C
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _DeliveryConnection_searchCut(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryConnection_searchCut(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SearchCut, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryConnection_searchCut(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryConnection", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _DeliveryEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryEdge) (ret graphql.Marshaler) {
@@ -13744,6 +13783,11 @@ func (ec *executionContext) _DeliveryConnection(ctx context.Context, sel ast.Sel
 			}
 		case "pageInfo":
 			out.Values[i] = ec._DeliveryConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "searchCut":
+			out.Values[i] = ec._DeliveryConnection_searchCut(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -216,6 +216,11 @@ type DeliveryConnection struct {
 	Edges    []*DeliveryEdge `json:"edges"`
 	Nodes    []*Delivery     `json:"nodes"`
 	PageInfo *PageInfo       `json:"pageInfo"`
+	// A filtered page that matches headers or bodies stopped reading them at its
+	// byte budget (16 MiB of the log) before it was full: it holds the matches
+	// found so far, and pageInfo.endCursor continues the search below the last
+	// delivery read (hasNextPage is true). False for every other page.
+	SearchCut bool `json:"searchCut"`
 }
 
 type DeliveryEdge struct {
