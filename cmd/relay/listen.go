@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/signatures"
 )
 
@@ -135,7 +136,7 @@ code 2.`,
 	fs.StringVar(&verifySecretFile, "verify-secret-file", "", "a file holding the --verify secret")
 	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
-	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
+	fs.Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "how long a local request may take")
 	fs.BoolVar(&primary, "primary", false, "answer the senders: this listener becomes the primary (the newest --primary wins); the others receive copies")
 	fs.StringArrayVar(&filterTexts, "filter", nil, "forward only deliveries that match (repeatable, all must match): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B")
 	fs.StringVar(&events, "events", "", "forward only these provider event types, comma-separated (short for --filter event=A,B)")
