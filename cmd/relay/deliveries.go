@@ -241,7 +241,7 @@ listed when it matches all of them.`,
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID\tEVENT")
 				for _, d := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", localTime(d.ReceivedAt), d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -608,7 +608,7 @@ func exactText(text string, raw *string) string {
 }
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {
-	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, localTime(d.ReceivedAt), statusText(d.ResponseStatus))
 	if d.Provider != nil {
 		line := "provider: " + eventText(d.Provider, d.Duplicates)
 		if d.Provider.DeliveryID != nil {
@@ -766,6 +766,6 @@ func printExplanation(w io.Writer, x explanationJSON) {
 	}
 	fmt.Fprintln(w)
 	for _, f := range x.Facts {
-		fmt.Fprintf(w, "%s  %s\n", f.At, termtext.Safe(f.Text, false))
+		fmt.Fprintf(w, "%s  %s\n", localTime(f.At), termtext.Safe(f.Text, false))
 	}
 }

@@ -434,7 +434,7 @@ senders) and which receive copies, with their filters.`,
 				if filters == "" {
 					filters = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, l.ConnectedAt, l.Node, filters)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, localTime(l.ConnectedAt), l.Node, filters)
 			}
 			return tw.Flush()
 		},
