@@ -21,10 +21,10 @@ import (
 	"github.com/relayhq/relay/internal/signatures"
 )
 
-func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func listenCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var printBody, printHeaders, insecure, catchUpFlag, primary bool
+	var printBody, printHeaders, insecure, catchUpFlag, primary, create bool
 	var hostHeader, verify, verifySecretFile, events string
 	var filterTexts []string
 	var timeout time.Duration
@@ -39,7 +39,8 @@ https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
 
 ENDPOINT names or ids select the Endpoints to serve, all over one
 connection. With none, listen creates (the first time) or reuses an
-Endpoint named after the current folder. Each is set to PROXY mode with
+Endpoint named after the current folder. A name no Endpoint has is
+created with --create, or after asking on a terminal. Each is set to PROXY mode with
 TARGET. The public URL is printed first, then one line per request: time,
 method, path, status, duration and the delivery id (for relay retry and
 relay deliveries show).
@@ -97,7 +98,9 @@ code 2.`,
 			ctx := c.Context()
 			var eps []endpointJSON
 			err = untilReachable(ctx, stderr, func() (err error) {
-				eps, err = listenEndpoints(ctx, client, args[1:], target.Host)
+				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, func(name string) bool {
+					return create || ask(stdin, stderr, fmt.Sprintf("No Endpoint is named %q. Create it, forwarding to %s?", name, args[0]))
+				})
 				return err
 			})
 			if ctx.Err() != nil {
@@ -137,6 +140,7 @@ code 2.`,
 	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
 	fs.Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "how long a local request may take")
+	fs.BoolVar(&create, "create", false, "create the ENDPOINT names no Endpoint has (PROXY to TARGET) instead of asking")
 	fs.BoolVar(&primary, "primary", false, "answer the senders: this listener becomes the primary (the newest --primary wins); the others receive copies")
 	fs.StringArrayVar(&filterTexts, "filter", nil, "forward only deliveries that match (repeatable, all must match): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B")
 	fs.StringVar(&events, "events", "", "forward only these provider event types, comma-separated (short for --filter event=A,B)")
@@ -162,7 +166,19 @@ func listenFilters(texts []string, events string) ([]domain.Filter, error) {
 
 // listenEndpoints finds (or, with no refs, creates) the Endpoints to serve
 // and sets each to PROXY mode with the target host.
-func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string) ([]endpointJSON, error) {
+// createEndpoint makes an Endpoint named name in PROXY mode to host.
+func createEndpoint(ctx context.Context, client *apiclient.Client, name, host string) (endpointJSON, error) {
+	var res struct{ CreateEndpoint endpointJSON }
+	in := map[string]any{"name": name, "mode": "PROXY", "target": host}
+	if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
+		return endpointJSON{}, fmt.Errorf("create endpoint %q: %w", name, err)
+	}
+	return res.CreateEndpoint, nil
+}
+
+// listenEndpoints finds the Endpoints refs name; a name none has is
+// created when create says so, else NOT_FOUND says how.
+func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string, create func(name string) bool) ([]endpointJSON, error) {
 	all, err := listEndpoints(ctx, client)
 	if err != nil {
 		return nil, err
@@ -177,16 +193,26 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 			}
 		}
 		if len(chosen) == 0 {
-			var res struct{ CreateEndpoint endpointJSON }
-			in := map[string]any{"name": name, "mode": "PROXY", "target": host}
-			if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
-				return nil, fmt.Errorf("create endpoint %q: %w", name, err)
+			e, err := createEndpoint(ctx, client, name, host)
+			if err != nil {
+				return nil, err
 			}
-			return []endpointJSON{res.CreateEndpoint}, nil
+			return []endpointJSON{e}, nil
 		}
 	}
 	for _, ref := range refs {
 		e, err := pickEndpoint(all, ref)
+		var apiErr *apiclient.Error
+		if errors.As(err, &apiErr) && apiErr.Code == "NOT_FOUND" {
+			if !create(ref) {
+				return nil, &apiclient.Error{Code: "NOT_FOUND", Message: fmt.Sprintf(
+					"no endpoint %q for this token: add --create to create it (or run relay endpoints create %s); relay endpoints list shows those there are", ref, ref)}
+			}
+			if e, err = createEndpoint(ctx, client, ref, host); err != nil {
+				return nil, err
+			}
+			all = append(all, e)
+		}
 		if err != nil {
 			return nil, err
 		}
