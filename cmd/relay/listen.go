@@ -25,7 +25,7 @@ func listenCommand(env func(string) string, stdin io.Reader, stdout, stderr io.W
 	var conn connection
 	var out output
 	var printBody, printHeaders, insecure, catchUpFlag, primary, create bool
-	var hostHeader, verify, verifySecretFile, events string
+	var hostHeader, verify, verifySecretFile, events, signup string
 	var filterTexts []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -63,10 +63,17 @@ match; a filter's values are alternatives):
 X-GitHub-Event, Shopify's topic, Slack's event type). A delivery no
 listener matches is recorded as filtered and answered as a LOG Endpoint.
 
+With no login for the relay, listen logs in first: --signup NAME creates
+an account (a relay that allows sign-up); on a terminal it offers to sign
+up (a relay on this machine) or to log in through the browser. The token
+is stored as relay login stores it.
+
 Network trouble and relay restarts are retried with backoff; a refused
 token, an unknown Endpoint or an invalid filter ends the command with exit
 code 2.`,
 		Example: `  relay listen 3000
+  relay listen 3000 --signup me                      # first time, on a relay of your own
+  relay listen 3000 --server https://relay.example.com   # logs in through the browser first
   relay listen http://localhost:3000/webhooks stripe github
   relay listen https://localhost:8443 --insecure --print-body
   relay listen 3000 --events charge.succeeded,invoice.paid
@@ -91,11 +98,14 @@ code 2.`,
 			if err != nil {
 				return usage(err)
 			}
+			ctx := c.Context()
 			client, err := conn.loggedIn(c.Flags(), env)
+			if notLoggedIn(err) {
+				client, err = firstLogin(ctx, &conn, signup, env, stdin, stderr)
+			}
 			if err != nil {
 				return err
 			}
-			ctx := c.Context()
 			var eps []endpointJSON
 			err = untilReachable(ctx, stderr, func() (err error) {
 				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, func(name string) bool {
@@ -140,6 +150,7 @@ code 2.`,
 	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
 	fs.Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "how long a local request may take")
+	fs.StringVar(&signup, "signup", "", "with no login for the relay: create an account with this name first and store its token, as relay login --signup does")
 	fs.BoolVar(&create, "create", false, "create the ENDPOINT names no Endpoint has (PROXY to TARGET) instead of asking")
 	fs.BoolVar(&primary, "primary", false, "answer the senders: this listener becomes the primary (the newest --primary wins); the others receive copies")
 	fs.StringArrayVar(&filterTexts, "filter", nil, "forward only deliveries that match (repeatable, all must match): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B")
