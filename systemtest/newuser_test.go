@@ -73,6 +73,12 @@ func TestNewUserCLIRoughEdges(t *testing.T) {
 		t.Errorf("deliveries list prints RFC 3339 or fractions of seconds:\n%s", out)
 	}
 
+	// listen with no login, where nothing can be asked: says both ways in.
+	if out, code := newCLIHome(t).run(t, "", "listen", "3000", "--server", r.BareURL()); code != 2 ||
+		!strings.Contains(out, "not logged in to "+r.BareURL()) || !strings.Contains(out, "relay login --server") || !strings.Contains(out, "--signup NAME") {
+		t.Errorf("listen with no login exited %d, want 2 naming relay login and --signup:\n%s", code, out)
+	}
+
 	// listen with a name no Endpoint has: refused with the way on when
 	// nothing can be asked, created with --create.
 	out, code = h.run(t, "", "listen", "3000", "github")
