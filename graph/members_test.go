@@ -416,7 +416,9 @@ func TestMemberInvitePreview(t *testing.T) {
 	ann := newBrowser(t, srv)
 	ann.signUp("Acme", "ann")
 	preview := func(code string) (gqlAnswer, string, string) {
-		var out struct{ MemberInvite struct{ AccountName, Role string } }
+		var out struct {
+			MemberInvite struct{ AccountName, Role string }
+		}
 		a := newBrowser(t, srv).do(`query($c: String!) { memberInvite(code: $c) { accountName role expiresAt } }`, map[string]any{"c": code}, &out)
 		return a, out.MemberInvite.AccountName, out.MemberInvite.Role
 	}
