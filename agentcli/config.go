@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/domain/duration"
 )
 
 // CommandLine is the agent's flags, shared by Run and the relay command's
@@ -42,7 +43,7 @@ const TokenFlagWarning = "relay agent: warning: --token shows the token to every
 func (c *CommandLine) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Endpoints, "endpoint", nil, "Endpoint to serve, ID or ID=TARGET; repeat for several over one connection (env RELAY_ENDPOINT)")
 	fs.StringVar(&c.Target, "target", "", "local target of Endpoints given without one: PORT, localhost:PORT or http(s)://localhost:PORT/prefix; default the Endpoint's stored target (env RELAY_TARGET)")
-	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "how long a local request may take")
+	fs.Var(duration.NewFlag(&c.Timeout, 30*time.Second), "timeout", "how long a local request may take")
 	fs.BoolVar(&c.Insecure, "insecure", false, "accept any certificate of an https target (a self-signed local one)")
 	fs.StringVar(&c.HostHeader, "host-header", HostRewrite, "Host of the local request: rewrite (the target's) or preserve (the public host the sender called) (env RELAY_HOST_HEADER)")
 	fs.BoolVar(&c.PlainGraphQL, "plain-graphql", false, "receive forwards and send answers as GraphQL messages, as third-party agents do, instead of the relay's binary frames")

@@ -285,6 +285,34 @@ func (s *Service) InviteMember(ctx context.Context, accountID, by string, role d
 	return code, expires, nil
 }
 
+// InvitePreview is what the join page shows before anyone joins: the
+// account a member invite leads to, and the role.
+type InvitePreview struct {
+	AccountName string
+	Role        domain.Role
+	ExpiresAt   time.Time
+}
+
+// PreviewMemberInvite reads what an unused, unexpired member invite leads
+// to; any other code is domain.ErrBadMemberInvite, as JoinAccount says.
+func (s *Service) PreviewMemberInvite(ctx context.Context, code string) (InvitePreview, error) {
+	inv, err := s.views.MemberInviteByHash(ctx, HashToken(strings.TrimSpace(code)))
+	if errors.Is(err, domain.ErrNotFound) {
+		return InvitePreview{}, domain.ErrBadMemberInvite()
+	}
+	if err != nil {
+		return InvitePreview{}, err
+	}
+	if inv.UsedBy != "" || !s.now().Before(inv.ExpiresAt) {
+		return InvitePreview{}, domain.ErrBadMemberInvite()
+	}
+	acc, err := s.views.Account(ctx, inv.AccountID)
+	if err != nil {
+		return InvitePreview{}, fmt.Errorf("read the invite's account: %w", err)
+	}
+	return InvitePreview{AccountName: acc.Name, Role: domain.Role(inv.Role), ExpiresAt: inv.ExpiresAt}, nil
+}
+
 // JoinAccount spends a member invite: the person becomes a member of the
 // invite's account with its role, and signs in. Unknown, expired and used
 // codes are refused in the same words.

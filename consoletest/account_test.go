@@ -67,7 +67,9 @@ func TestSignInSettingsAndDelete(t *testing.T) {
 	if got.Endpoint.Name != "Orders v2" || got.Endpoint.Target != "127.0.0.1:4000" {
 		t.Errorf("saved settings = %+v", got.Endpoint)
 	}
-	if cmd := p.text(`[data-testid=agent-command]`); !strings.Contains(cmd, "--endpoint "+id+" --target 127.0.0.1:4000") {
+	// relay listen, as the README teaches (not relay agent): TARGET, then
+	// the Endpoint, by id since its name has a space.
+	if cmd := p.text(`[data-testid=agent-command]`); !strings.Contains(cmd, "relay listen 127.0.0.1:4000 "+id+" --server ") {
 		t.Errorf("agent command %q does not follow the new target", cmd)
 	}
 

@@ -344,6 +344,13 @@ func TestCompareMatchesCLI(t *testing.T) {
 			if len(console.Response) == 0 {
 				t.Fatalf("the console finds no difference between the answers: %s", raw)
 			}
+			if path == "/text" {
+				// A changed line is one change, not a removal and an addition.
+				c := console.Response[0]
+				if c.Where != "body line 2" || c.A == nil || *c.A != "line 2" || c.B == nil || *c.B != "changed" || len(console.Response) != 2 {
+					t.Errorf("the console lists %s for a changed line 2 and an added line 4", raw)
+				}
+			}
 			wantCLI(t, token, did, "1", "2", console.Request, console.Response, console.Note)
 		})
 	}

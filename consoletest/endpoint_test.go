@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // A user signs up in the console, creates a Log and Proxy Endpoint with
@@ -54,19 +56,26 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	p.click(`.code-line:has([data-testid=agent-command]) button`)
 	p.waitFor("the copied agent command", `typeof window.copied === 'string'`)
 	args := strings.Fields(eval[string](p, `window.copied`))
-	want := []string{"RELAY_TOKEN=" + token, "relay", "agent", "--server", srv.BareURL(), "--endpoint", id, "--target", target}
+	// relay listen, as the README teaches; the Endpoint by id, since its
+	// name has a space.
+	want := []string{"RELAY_TOKEN=" + token, "relay", "listen", target, id, "--server", srv.BareURL()}
 	if !slices.Equal(args, want) {
 		t.Fatalf("copied agent command %q, want %q", args, want)
+	}
+	// runCopied runs the copied command itself: the real binary, the token
+	// in RELAY_TOKEN as the command sets it.
+	runCopied := func() *harness.Process {
+		return harness.StartWith(t, harness.Command{Env: []string{"RELAY_TOKEN=" + token}}, args[2:]...)
 	}
 	if shown := p.text(`[data-testid=agent-command]`); strings.Contains(shown, token) {
 		t.Errorf("the agent command shows the token on screen: %q", shown)
 	}
-	agent := srv.StartAgentVia(t, args[4], token, args[6], args[8]) // the flags checked above
+	agent := runCopied()
 	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
 
 	// A second agent on the Endpoint gets copies: the page lists both
 	// listeners, the first connected marked primary.
-	second := srv.StartAgentVia(t, args[4], token, args[6], args[8])
+	second := runCopied()
 	p.waitFor("two agents shown", `document.querySelector('[data-testid=agent-status] .agent-badge.on[data-count="2"]')`)
 	if got := p.text(`[data-testid=agent-status]`); !strings.Contains(got, "2 agents connected") {
 		t.Errorf("agent status with two agents = %q", got)
@@ -167,7 +176,7 @@ func TestEndpointRetryThroughAgent(t *testing.T) {
 	if status, _ := send(t, id, http.MethodPost, "/hooks/while-away", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":9}`)); status != http.StatusServiceUnavailable {
 		t.Fatalf("with no agent the sender got %d, want 503", status)
 	}
-	srv.StartAgentVia(t, args[4], token, args[6], args[8])
+	runCopied()
 	p.waitFor("the catch-up offer", `document.querySelector('[data-testid=catch-up]')?.textContent.includes('1 request was answered 503')`)
 	p.click(`[data-testid=catch-up-run]`)
 	p.waitFor("caught up", `document.querySelector('[data-testid=catch-up-progress]')?.textContent === 'Caught up: 1 answered 2xx, 0 not.'`)

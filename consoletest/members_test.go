@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -351,6 +352,11 @@ func TestTeamInviteJoinListen(t *testing.T) {
 	member := newPage(t, 1280, 800) // its own browser context: no cookie of the owner's
 	member.do(chromedp.Navigate(link))
 	member.waitFor("the join form", `document.querySelector('form[aria-labelledby=join-title]')`)
+	// The page names the account the link joins, before anyone joins.
+	member.waitFor("the account named", `document.querySelector('[data-testid=join-account] strong')?.textContent === 'Team Relay'`)
+	if got := member.text(`[data-testid=join-account]`); !strings.Contains(got, "join Team Relay as member") {
+		t.Errorf("the join page says %q", got)
+	}
 	member.assertLabelled()
 	member.do(chromedpSetValue(`form[aria-labelledby=join-title] input[name=login]`, memberLogin))
 	member.do(chromedpSetValue(`form[aria-labelledby=join-title] input[name=password]`, password))
@@ -365,6 +371,19 @@ func TestTeamInviteJoinListen(t *testing.T) {
 	member.waitFor("the members", `document.querySelector('[data-testid=members] tbody tr')`)
 	if eval[bool](member, `!!document.querySelector('form[aria-labelledby=invite-title], [data-testid=activity]')`) {
 		t.Error("a member is offered to invite or to read the activity")
+	}
+
+	// The owner's activity says it in words, not event type names.
+	owner.open("/settings")
+	owner.waitFor("the activity", `document.querySelector('[data-testid=activity-text]')`)
+	activity := eval[[]string](owner, `[...document.querySelectorAll('[data-testid=activity-text]')].map((e) => e.textContent)`)
+	if !slices.Contains(activity, memberLogin+" joined as member") || !slices.Contains(activity, ownerLogin+" created Endpoint team-hooks") {
+		t.Errorf("the activity reads %q", activity)
+	}
+	for _, line := range activity {
+		if strings.Contains(line, ".v1") {
+			t.Errorf("the activity shows an event type name: %q", line)
+		}
 	}
 
 	// The link is spent.

@@ -3,6 +3,8 @@ package domain
 import (
 	"strings"
 	"time"
+
+	"github.com/relayhq/relay/domain/duration"
 )
 
 // Account invariants:
@@ -181,22 +183,9 @@ const MaxTokenLifetime = 3650 * 24 * time.Hour
 // ("30d"), or a Go duration ("12h", "90m"), from one minute to ten years.
 func ParseTokenLifetime(s string) (time.Duration, error) {
 	bad := &InvalidInputError{Field: "expiresIn", Reason: "must be a duration such as 30d, 12h or 90m, from 1m to 3650d"}
-	s = strings.TrimSpace(s)
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if days == "" || len(days) > 4 || strings.Trim(days, "0123456789") != "" {
-			return 0, bad
-		}
-		n := 0
-		for _, c := range days {
-			n = n*10 + int(c-'0')
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, bad
-		}
+	d, err := duration.Parse(s)
+	if err != nil {
+		return 0, bad
 	}
 	if d < time.Minute || d > MaxTokenLifetime {
 		return 0, bad

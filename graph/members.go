@@ -333,6 +333,19 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 	return &model.MemberInvite{Code: code, Path: JoinPath + code, URL: r.consoleLink(JoinPath + code), Role: model.MemberRole(strings.ToUpper(string(rl))), ExpiresAt: expires}, nil
 }
 
+// memberInvite names the account a member invite joins, for the join page.
+func (r *Resolver) memberInvite(ctx context.Context, code string) (*model.InvitePreview, error) {
+	// The same budget as joinAccount's: a code is guessed no faster.
+	if err := r.limitSignIn(ctx, "join "+code); err != nil {
+		return nil, err
+	}
+	p, err := r.Service.PreviewMemberInvite(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	return &model.InvitePreview{AccountName: p.AccountName, Role: model.MemberRole(strings.ToUpper(string(p.Role))), ExpiresAt: p.ExpiresAt}, nil
+}
+
 func (r *Resolver) joinAccount(ctx context.Context, code, login, password string) (*model.SessionPayload, error) {
 	if err := needJar(ctx); err != nil {
 		return nil, err
@@ -457,6 +470,7 @@ func (r *Resolver) accountActivity(ctx context.Context, obj *model.Account, firs
 		if l, ok := logins[a.By]; ok {
 			e.By = &l
 		}
+		e.Text = activityText(a.Type, e.By, logins[a.Subject], a.Detail)
 		out = append(out, e)
 	}
 	return out, nil

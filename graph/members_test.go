@@ -578,3 +578,52 @@ func TestSignInLimitOff(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberInvitePreview: the join page's look-up names the account and
+// the role of an unused code without signing in; a used, an expired and
+// an unknown code read alike; look-ups of one code share joinAccount's
+// budget (RATE_LIMITED beyond).
+func TestMemberInvitePreview(t *testing.T) {
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	e := newEnvWith(t, now, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	ann := newBrowser(t, srv)
+	ann.signUp("Acme", "ann")
+	preview := func(code string) (gqlAnswer, string, string) {
+		var out struct {
+			MemberInvite struct{ AccountName, Role string }
+		}
+		a := newBrowser(t, srv).do(`query($c: String!) { memberInvite(code: $c) { accountName role expiresAt } }`, map[string]any{"c": code}, &out)
+		return a, out.MemberInvite.AccountName, out.MemberInvite.Role
+	}
+
+	code := ann.invite()
+	if a, name, role := preview(code); len(a.Errors) > 0 || name != "Acme" || role != "MEMBER" {
+		t.Fatalf("preview of a fresh link: %+v %q %q", a.Errors, name, role)
+	}
+	if a := newBrowser(t, srv).join(code, "bob"); len(a.Errors) > 0 {
+		t.Fatalf("join: %+v", a.Errors)
+	}
+	used, _, _ := preview(code)
+	unknown, _, _ := preview("rjn_unknown")
+	if used.code() != "INVALID_INPUT" || len(unknown.Errors) == 0 || used.Errors[0].Message != unknown.Errors[0].Message {
+		t.Fatalf("a used link: %+v; an unknown one: %+v; want the same refusal", used.Errors, unknown.Errors)
+	}
+	var short struct{ CreateMemberInvite struct{ Code string } }
+	ann.must(`mutation { createMemberInvite(expiresIn: "1m") { code } }`, nil, &short)
+	offset.Store(int64(2 * time.Minute))
+	if expired, _, _ := preview(short.CreateMemberInvite.Code); expired.code() != "INVALID_INPUT" {
+		t.Fatalf("an expired link: %+v", expired.Errors)
+	}
+	// The budget of one code: three look-ups or joins, then refused.
+	preview("rjn_guess")
+	preview("rjn_guess")
+	if a, _, _ := preview("rjn_guess"); a.code() != "INVALID_INPUT" {
+		t.Fatalf("the third look-up: %+v", a.Errors)
+	}
+	if a, _, _ := preview("rjn_guess"); a.code() != "RATE_LIMITED" {
+		t.Fatalf("the fourth look-up of one code: %+v, want RATE_LIMITED", a.Errors)
+	}
+}

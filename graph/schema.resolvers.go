@@ -292,6 +292,11 @@ func (r *queryResolver) Inspector(ctx context.Context, id string) (*model.Inspec
 	return r.toInspector(in), nil
 }
 
+// MemberInvite is the resolver for the memberInvite field.
+func (r *queryResolver) MemberInvite(ctx context.Context, code string) (*model.InvitePreview, error) {
+	return r.memberInvite(ctx, code)
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Account, error) {
 	acc, err := r.account(ctx)

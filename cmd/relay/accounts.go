@@ -129,7 +129,7 @@ relay login --server URL --signup NAME --invite CODE.`,
 				return writeJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
 			}
 			fmt.Fprintf(stdout, "invite %s (one account, until %s)\nsign up in the console: %s\nor: relay login --server %s --signup NAME --invite %s\n",
-				inv.Code, inv.ExpiresAt, link, conn.server, inv.Code)
+				inv.Code, localTime(inv.ExpiresAt), link, conn.server, inv.Code)
 			return nil
 		},
 	}

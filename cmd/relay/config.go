@@ -18,6 +18,7 @@ import (
 	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/graph"
@@ -161,22 +162,22 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
 	fs.StringVar(&c.EventStore, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
-	fs.DurationVar(&c.InspectorTTL, "inspector-ttl", 24*time.Hour, "a guest inspector expires after this long without a request")
+	fs.Var(duration.NewFlag(&c.InspectorTTL, 24*time.Hour), "inspector-ttl", "a guest inspector expires after this long without a request")
 	fs.Var(&c.CaptureCap, "capture-cap", "bytes of each request body stored; larger bodies are marked incomplete")
 	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond); at most 16MiB, which bounds the log's largest event")
-	fs.DurationVar(&c.ForwardTimeout, "forward-timeout", 30*time.Second, "how long a forward may take before the sender gets 504")
+	fs.Var(duration.NewFlag(&c.ForwardTimeout, 30*time.Second), "forward-timeout", "how long a forward may take before the sender gets 504")
 	c.Signup = signupFlag(domain.SignupOpen)
 	fs.Var(&c.Signup, "signup", "who may sign up: open (anyone), invite (with an invite an account or the operator made: createInvite, relay accounts invite) or closed (the operator: relay accounts create); true and false mean open and closed")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "token that reads the whole event log through the events query (operators and auditors)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs one line per delivery)")
 	fs.IntVar(&c.PublicPort, "public-port", 0, "port in public URLs when a proxy in front listens elsewhere (default: the listen port)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.Var(duration.NewFlag(&c.ShutdownGrace, 30*time.Second), "shutdown-grace", "how long SIGTERM waits for in-flight requests")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
 	_ = fs.MarkHidden("trace")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 60*time.Second, "an idle keep-alive connection is closed after this long")
-	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "a request body or response that makes no progress for this long ends its connection")
+	fs.Var(duration.NewFlag(&c.IdleTimeout, 60*time.Second), "idle-timeout", "an idle keep-alive connection is closed after this long")
+	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery; at most 1MiB")
@@ -187,27 +188,27 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxQueryCost, "max-query-cost", graph.DefaultMaxCost, "cost budget of one GraphQL operation (see docs/security.md); costlier ones are refused before they run")
 	fs.IntVar(&c.MaxQueryFields, "max-query-fields", graph.DefaultMaxFields, "most fields in one GraphQL operation, aliases and fragments expanded")
 	fs.IntVar(&c.MaxQueryTokens, "max-query-tokens", graph.DefaultMaxTokens, "most tokens in one GraphQL document")
-	fs.DurationVar(&c.KeepAlive, "keepalive", 5*time.Second, "WebSocket ping interval; a silent client is dropped after twice this")
+	fs.Var(duration.NewFlag(&c.KeepAlive, 5*time.Second), "keepalive", "WebSocket ping interval; a silent client is dropped after twice this")
 	fs.Var(&c.MaxWSMessage, "max-ws-message", "largest WebSocket message a client may send (closed 1009 beyond); an authenticated socket may also send an agent's answer of --max-body")
 	fs.IntVar(&c.MaxWSSubscriptions, "max-ws-subscriptions", 100, "operations one WebSocket may run at once (TOO_MANY_SUBSCRIPTIONS beyond)")
 	fs.IntVar(&c.MaxWSPerIP, "max-ws-per-ip", 32, "open WebSockets per client IP (HTTP 429 beyond)")
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap: garbage is collected sooner as the relay nears it, or off; GOMEMLIMIT, when set, wins")
-	fs.DurationVar(&c.ViewsWait, "views-wait", commands.DefaultViewsWait,
+	fs.Var(duration.NewFlag(&c.ViewsWait, commands.DefaultViewsWait), "views-wait",
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
 	fs.Var(&c.SignInRate, "signin-rate", "password sign-in attempts per login from addresses that never signed in to it (four times as many per client address, which also bounds sign-ups and joins), as N/UNIT,burst=B, or off (no limit; warned at start); beyond: RATE_LIMITED")
 	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
-	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
+	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
-	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
-	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", app.DefaultCheckpointInterval, "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
+	fs.Var(duration.NewFlag(&c.InspectorRetention, 7*24*time.Hour), "inspector-retention", "an expired inspector's deliveries are deleted from the log this long after it expired")
+	fs.Var(duration.NewFlag(&c.CheckpointInterval, app.DefaultCheckpointInterval), "checkpoint-interval", "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
 	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
 	fs.StringVar(&c.SecretsKey, "secrets-key", "", "file of the 32-byte key that seals the handshake secrets addresses are given and the members' password hashes (raw bytes or 64 hex digits); default DATA/secrets.key, created at first start; every node of a cluster needs the same one")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) for <domain> and *.<domain>: serve HTTPS on --listen; reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", 5*time.Second, "how often the certificate files are checked for a change")
+	fs.Var(duration.NewFlag(&c.TLSReloadInterval, 5*time.Second), "tls-reload-interval", "how often the certificate files are checked for a change")
 	_ = fs.MarkHidden("tls-reload-interval")
-	fs.DurationVar(&c.TLSHandshakeTimeout, "tls-handshake-timeout", 10*time.Second, "a connection's first byte and TLS handshake must arrive within this")
+	fs.Var(duration.NewFlag(&c.TLSHandshakeTimeout, 10*time.Second), "tls-handshake-timeout", "a connection's first byte and TLS handshake must arrive within this")
 	fs.StringVar(&c.HTTPListen, "http-listen", "", "also serve plain HTTP here (with --tls-cert): addresses answer 503 wrong protocol, the console redirects to https")
 	fs.StringVar(&c.PublicURL, "public-url", "", "scheme, domain and port of the public URLs, e.g. https://relay.example.com behind a TLS proxy (default: from --domain, --listen and --tls-cert)")
 	fs.StringVar(&c.ConsoleURL, "console-url", "", "the console's own URL, on another registrable domain than --domain (https://console.example.com): the console and /graphql for browsers are served there, the bare domain keeps the API for tokens and sends browsers there; without a port it takes the public URLs' (docs/deploy.md)")
@@ -215,7 +216,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.domainSet = func() bool { return fs.Changed("domain") }
 	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
 	fs.StringVar(&c.NodeID, "node-id", "", "this node's name in a cluster (letters, digits, - and _); empty: one generated and kept in --data")
-	fs.DurationVar(&c.NodeLease, "node-lease", cluster.DefaultLease, "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
+	fs.Var(duration.NewFlag(&c.NodeLease, cluster.DefaultLease), "node-lease", "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
 }
 
 // retentionSweep is how often expired inspectors are looked for: a tenth of

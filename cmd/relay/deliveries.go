@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -245,7 +246,7 @@ listed when it matches all of them.`,
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID\tEVENT")
 				for _, d := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ReceivedAt, d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", localTime(d.ReceivedAt), d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -263,7 +264,7 @@ listed when it matches all of them.`,
 	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending")
 	fs.StringVar(&f.method, "method", "", "sent with this method (POST)")
 	fs.StringVar(&f.path, "path", "", "whose request target starts with this (/webhooks)")
-	fs.StringVar(&f.since, "since", "", "received within this long (1h, 30m) or since this time (RFC 3339)")
+	fs.StringVar(&f.since, "since", "", "received within this long (1h, 30m, 1d) or since this time (RFC 3339)")
 	fs.StringVar(&f.until, "until", "", "received before this long ago or this time")
 	fs.StringVar(&f.grep, "grep", "", "whose stored body contains this text (case-sensitive)")
 	fs.StringVar(&f.header, "header", "", "with this header (NAME) or header value (NAME=VALUE)")
@@ -393,7 +394,7 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 
 // timeFlag reads a duration before now (1h) or a time (RFC 3339).
 func timeFlag(v string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(v); err == nil {
+	if d, err := duration.Parse(v); err == nil {
 		if d <= 0 {
 			return time.Time{}, errors.New("want a positive duration")
 		}
@@ -401,7 +402,7 @@ func timeFlag(v string, now time.Time) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, errors.New("want a duration such as 1h or a time such as 2026-11-25T08:00:00Z")
+		return time.Time{}, errors.New("want a duration such as 1h or 1d, or a time such as 2026-11-25T08:00:00Z")
 	}
 	return t, nil
 }
@@ -612,7 +613,7 @@ func exactText(text string, raw *string) string {
 }
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {
-	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, d.ReceivedAt, statusText(d.ResponseStatus))
+	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, localTime(d.ReceivedAt), statusText(d.ResponseStatus))
 	if d.Provider != nil {
 		line := "provider: " + eventText(d.Provider, d.Duplicates)
 		if d.Provider.DeliveryID != nil {
@@ -793,6 +794,6 @@ func printExplanation(w io.Writer, x explanationJSON) {
 	}
 	fmt.Fprintln(w)
 	for _, f := range x.Facts {
-		fmt.Fprintf(w, "%s  %s\n", f.At, termtext.Safe(f.Text, false))
+		fmt.Fprintf(w, "%s  %s\n", localTime(f.At), termtext.Safe(f.Text, false))
 	}
 }

@@ -354,7 +354,10 @@ func jsonText(v any) *string {
 
 // diffLines lists the lines one text has and the other has not, by the
 // longest common subsequence (texts of up to 1 000 lines each; longer
-// ones are compared by size).
+// ones are compared by size). Between two common lines, the k-th line
+// removed and the k-th added are one change (a line changed, not a line
+// removed and another added); the lines left over follow, removed first,
+// as diff prints them. console/web/assets/compare.js does the same.
 func diffLines(a, b []string) []change {
 	if len(a) > 1000 || len(b) > 1000 {
 		sa, sb := fmt.Sprintf("%d lines", len(a)), fmt.Sprintf("%d lines", len(b))
@@ -374,21 +377,40 @@ func diffLines(a, b []string) []change {
 		}
 	}
 	var out []change
+	var removed, added []int // the current run's lines, by index in a and b
+	flush := func() {
+		n := min(len(removed), len(added))
+		for k := range n {
+			ai, bj := removed[k], added[k]
+			where := fmt.Sprintf("body line %d", ai+1)
+			if ai != bj {
+				where = fmt.Sprintf("body line %d → %d", ai+1, bj+1)
+			}
+			out = append(out, change{where, &a[ai], &b[bj]})
+		}
+		for _, ai := range removed[n:] {
+			out = append(out, change{fmt.Sprintf("body line %d", ai+1), &a[ai], nil})
+		}
+		for _, bj := range added[n:] {
+			out = append(out, change{fmt.Sprintf("body line %d", bj+1), nil, &b[bj]})
+		}
+		removed, added = removed[:0], added[:0]
+	}
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		switch {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
+			flush()
 			i, j = i+1, j+1
 		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
-			line := a[i] // removed lines first, as diff prints them
-			out = append(out, change{fmt.Sprintf("body line %d", i+1), &line, nil})
+			removed = append(removed, i)
 			i++
 		default:
-			line := b[j]
-			out = append(out, change{fmt.Sprintf("body line %d", j+1), nil, &line})
+			added = append(added, j)
 			j++
 		}
 	}
+	flush()
 	return out
 }
 

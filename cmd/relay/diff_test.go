@@ -30,7 +30,11 @@ func TestDiffBodies(t *testing.T) {
 			[]string{`body $.data.tags[1]: "b" → (none)`, `body $.new: (none) → null`, `body $.old: true → (none)`, `body $.type: "charge.failed" → "charge.succeeded"`}},
 		{"json formatted differently", `{"a":1}`, "{\n  \"a\": 1\n}", []string{"body (the same JSON, formatted differently): 7 bytes → 12 bytes"}},
 		{"text lines", "one\ntwo\nthree", "one\n2\nthree\nfour",
-			[]string{"body line 2: two → (none)", "body line 2: (none) → 2", "body line 4: (none) → four"}},
+			[]string{"body line 2: two → 2", "body line 4: (none) → four"}},
+		{"changed line moved down", "a\nb\nc", "x\na\nB\nc",
+			[]string{"body line 1: (none) → x", "body line 2 → 3: b → B"}},
+		{"two changed, one removed", "a\nb\nc\nd\ne", "a\nB\nC\ne",
+			[]string{"body line 2: b → B", "body line 3: c → C", "body line 4: d → (none)"}},
 		{"binary", "\xff\x00", "\xff\x01", []string{"body (binary, differs): 2 bytes → 2 bytes"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

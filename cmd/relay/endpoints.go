@@ -306,7 +306,12 @@ func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
 	if out.json() {
 		return writeJSON(w, e)
 	}
-	fmt.Fprintf(w, "%s endpoint %s (%s), %s mode", verb, e.ID, e.Name, e.Mode)
+	// verb is what just happened ("created"); `show` has none and prints
+	// the line as "endpoint ...".
+	if verb != "" {
+		fmt.Fprint(w, verb+" ")
+	}
+	fmt.Fprintf(w, "endpoint %s (%s), %s mode", e.ID, e.Name, e.Mode)
 	if e.Target != nil && *e.Target != "" {
 		fmt.Fprintf(w, " → %s", *e.Target)
 	}
@@ -406,7 +411,7 @@ senders) and which receive copies, with their filters.`,
 			if out.json() {
 				return writeJSON(stdout, show)
 			}
-			if err := printEndpoint(stdout, out, "endpoint", show.endpointJSON); err != nil {
+			if err := printEndpoint(stdout, out, "", show.endpointJSON); err != nil {
 				return err
 			}
 			printAnswers(stdout, show.Answer, show.Handshakes)
@@ -429,7 +434,7 @@ senders) and which receive copies, with their filters.`,
 				if filters == "" {
 					filters = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, l.ConnectedAt, l.Node, filters)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, localTime(l.ConnectedAt), l.Node, filters)
 			}
 			return tw.Flush()
 		},

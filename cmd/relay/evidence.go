@@ -42,9 +42,9 @@ func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options
 	if err := printProblems(r, w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %d checkpoints",
-		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, r.Checkpoints)
-	printTail(r, w)
+	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %s",
+		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, checkpointsText(r.Checkpoints))
+	printTail(r, len(opts.Kept), w)
 	return nil
 }
 
@@ -61,13 +61,20 @@ func verifyStreams(ctx context.Context, src evidence.MessageSource, opts evidenc
 	if err := printProblems(r, w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "ok: %d events of %d streams chained, each stream to its head, up to position %d; %d removed by %d stream deletions; %d checkpoints",
-		r.Events, r.Streams, r.Head, r.Removed, r.Deletions, r.Checkpoints)
+	fmt.Fprintf(w, "ok: %d events of %d streams chained, each stream to its head, up to position %d; %d removed by %d stream deletions; %s",
+		r.Events, r.Streams, r.Head, r.Removed, r.Deletions, checkpointsText(r.Checkpoints))
 	if r.Unchained > 0 {
 		fmt.Fprintf(w, " (%d messages older than the chain)", r.Unchained)
 	}
-	printTail(r, w)
+	printTail(r, len(opts.Kept), w)
 	return nil
+}
+
+func checkpointsText(n int64) string {
+	if n == 0 {
+		return "no checkpoint"
+	}
+	return fmt.Sprintf("%d checkpoints", n)
 }
 
 // printProblems prints what Verify found, and an error when it found
@@ -91,12 +98,19 @@ func printProblems(r evidence.Report, w io.Writer) error {
 }
 
 // printTail ends the "ok" line and prints the decisions and the checkpoint
-// to keep.
-func printTail(r evidence.Report, w io.Writer) {
+// to keep. kept is how many checkpoints kept from earlier were checked.
+func printTail(r evidence.Report, kept int, w io.Writer) {
 	if r.Unsigned > 0 {
 		fmt.Fprintf(w, " (%d signatures not checked: no public key; give --pubkey)", r.Unsigned)
 	}
 	fmt.Fprintln(w)
+	if r.Checkpoints == 0 && kept == 0 {
+		// A hash chain proves each event follows the one before, never
+		// that nothing came after: only a signed checkpoint kept outside
+		// the log pins its end.
+		fmt.Fprintln(w, "end unproven: the log holds no signed checkpoint and none kept from earlier was given (--checkpoint), "+
+			"so events cut from its end, or a log rewritten whole, would pass; the relay signs one every --checkpoint-interval when the log moved")
+	}
 	// What decided the deletions: retention's own events.
 	for _, d := range r.Decisions {
 		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)

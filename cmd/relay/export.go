@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/domain/duration"
 )
 
 // Bounds of an export. The ids of the chosen deliveries are held in memory
@@ -140,9 +141,9 @@ See docs/exports.md.`,
 			}
 			var after time.Time
 			if since != "" {
-				d, err := time.ParseDuration(since)
+				d, err := duration.Parse(since)
 				if err != nil || d <= 0 {
-					return usage(fmt.Errorf("--since %q: want a duration such as 30m or 24h", since))
+					return usage(fmt.Errorf("--since %q: want a duration such as 30m, 24h or 7d", since))
 				}
 				after = time.Now().Add(-d)
 			}
@@ -155,7 +156,7 @@ See docs/exports.md.`,
 	cmd.Flags().StringVar(&format, "format", "har", "har (HAR 1.2) or bundle (a replay bundle for relay replay)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (written whole or not at all) instead of stdout")
 	cmd.Flags().StringVar(&status, "status", "", "only deliveries answered with this status or class: 502, 5xx, 2xx")
-	cmd.Flags().StringVar(&since, "since", "", "only deliveries received within this duration: 30m, 24h")
+	cmd.Flags().StringVar(&since, "since", "", "only deliveries received within this duration: 30m, 24h, 7d")
 	cmd.Flags().IntVar(&limit, "limit", defaultExportLimit, fmt.Sprintf("at most this many deliveries, the newest that match (up to %d)", maxExportLimit))
 	return cmd
 }

@@ -18,7 +18,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	// A fresh tree: run above consumed its own.
 	root := &cobra.Command{Use: "relay"}
-	root.AddCommand(listenCommand(nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
+	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
 		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replayCommand(&out),
 		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serveCommand(nil, &out, &out), eventsCommand(nil, &out, &out),
 		accountsCommand(nil, &out, &out), versionCommand(&out))

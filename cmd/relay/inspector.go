@@ -58,7 +58,7 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 			if out.json() {
 				return writeJSON(stdout, in)
 			}
-			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, in.ExpiresAt, in.ID)
+			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, localTime(in.ExpiresAt), in.ID)
 			return nil
 		},
 	}

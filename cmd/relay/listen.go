@@ -17,14 +17,15 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/signatures"
 )
 
-func listenCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func listenCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var printBody, printHeaders, insecure, catchUpFlag, primary bool
-	var hostHeader, verify, verifySecretFile, events string
+	var printBody, printHeaders, insecure, catchUpFlag, primary, create bool
+	var hostHeader, verify, verifySecretFile, events, signup string
 	var filterTexts []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -38,10 +39,12 @@ https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
 
 ENDPOINT names or ids select the Endpoints to serve, all over one
 connection. With none, listen creates (the first time) or reuses an
-Endpoint named after the current folder. Each is set to PROXY mode with
-TARGET, unless other listeners already serve it and --primary is not given:
-this one then receives copies and changes nothing of the Endpoint (it sets
-its target if it becomes the primary later). The public URL is printed first, then one line per request: time,
+Endpoint named after the current folder. A name no Endpoint has is
+created with --create, or after asking on a terminal. Each is set to
+PROXY mode with TARGET, unless other listeners already serve it and
+--primary is not given: this one then receives copies and changes nothing
+of the Endpoint (it sets its target if it becomes the primary later).
+The public URL is printed first, then one line per request: time,
 method, path, status, duration and the delivery id (for relay retry and
 relay deliveries show).
 
@@ -63,10 +66,17 @@ match; a filter's values are alternatives):
 X-GitHub-Event, Shopify's topic, Slack's event type). A delivery no
 listener matches is recorded as filtered and answered as a LOG Endpoint.
 
+With no login for the relay, listen logs in first: --signup NAME creates
+an account (a relay that allows sign-up); on a terminal it offers to sign
+up (a relay on this machine) or to log in through the browser. The token
+is stored as relay login stores it.
+
 Network trouble and relay restarts are retried with backoff; a refused
 token, an unknown Endpoint or an invalid filter ends the command with exit
 code 2.`,
 		Example: `  relay listen 3000
+  relay listen 3000 --signup me                      # first time, on a relay of your own
+  relay listen 3000 --server https://relay.example.com   # logs in through the browser first
   relay listen http://localhost:3000/webhooks stripe github
   relay listen https://localhost:8443 --insecure --print-body
   relay listen 3000 --events charge.succeeded,invoice.paid
@@ -91,14 +101,19 @@ code 2.`,
 			if err != nil {
 				return usage(err)
 			}
+			ctx := c.Context()
 			client, err := conn.loggedIn(c.Flags(), env)
+			if notLoggedIn(err) {
+				client, err = firstLogin(ctx, &conn, signup, env, stdin, stderr)
+			}
 			if err != nil {
 				return err
 			}
-			ctx := c.Context()
 			var eps []endpointJSON
 			err = untilReachable(ctx, stderr, func() (err error) {
-				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, primary)
+				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, primary, func(name string) bool {
+					return create || ask(stdin, stderr, fmt.Sprintf("No Endpoint is named %q. Create it, forwarding to %s?", name, args[0]))
+				})
 				return err
 			})
 			if ctx.Err() != nil {
@@ -140,7 +155,9 @@ code 2.`,
 	fs.StringVar(&verifySecretFile, "verify-secret-file", "", "a file holding the --verify secret")
 	fs.BoolVar(&catchUpFlag, "catch-up", false, "once connected, retry what was refused while no agent was connected (as relay retry --all --refused-offline)")
 	fs.BoolVar(&insecure, "insecure", false, "accept any certificate of an https TARGET (a self-signed local one)")
-	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long a local request may take")
+	fs.Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "how long a local request may take")
+	fs.StringVar(&signup, "signup", "", "with no login for the relay: create an account with this name first and store its token, as relay login --signup does")
+	fs.BoolVar(&create, "create", false, "create the ENDPOINT names no Endpoint has (PROXY to TARGET) instead of asking")
 	fs.BoolVar(&primary, "primary", false, "answer the senders: this listener becomes the primary (the newest --primary wins); the others receive copies")
 	fs.StringArrayVar(&filterTexts, "filter", nil, "forward only deliveries that match (repeatable, all must match): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B")
 	fs.StringVar(&events, "events", "", "forward only these provider event types, comma-separated (short for --filter event=A,B)")
@@ -164,13 +181,24 @@ func listenFilters(texts []string, events string) ([]domain.Filter, error) {
 	return fs, nil
 }
 
+// createEndpoint makes an Endpoint named name in PROXY mode to host.
+func createEndpoint(ctx context.Context, client *apiclient.Client, name, host string) (endpointJSON, error) {
+	var res struct{ CreateEndpoint endpointJSON }
+	in := map[string]any{"name": name, "mode": "PROXY", "target": host}
+	if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
+		return endpointJSON{}, fmt.Errorf("create endpoint %q: %w", name, err)
+	}
+	return res.CreateEndpoint, nil
+}
+
 // listenEndpoints finds (or, with no refs, creates) the Endpoints to serve
+// (a name none has is created when create says so, else NOT_FOUND says how)
 // and sets each to PROXY mode with the target host, except one that other
 // listeners already serve when this one is not --primary: it will receive
 // copies, and a copy listener changes nothing of the Endpoint (its mode
 // and stored target belong to the primary or to the Endpoint's settings;
 // a copy's target is its own session's).
-func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string, primary bool) ([]endpointJSON, error) {
+func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string, primary bool, create func(name string) bool) ([]endpointJSON, error) {
 	all, err := listEndpoints(ctx, client)
 	if err != nil {
 		return nil, err
@@ -185,16 +213,26 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 			}
 		}
 		if len(chosen) == 0 {
-			var res struct{ CreateEndpoint endpointJSON }
-			in := map[string]any{"name": name, "mode": "PROXY", "target": host}
-			if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
-				return nil, fmt.Errorf("create endpoint %q: %w", name, err)
+			e, err := createEndpoint(ctx, client, name, host)
+			if err != nil {
+				return nil, err
 			}
-			return []endpointJSON{res.CreateEndpoint}, nil
+			return []endpointJSON{e}, nil
 		}
 	}
 	for _, ref := range refs {
 		e, err := pickEndpoint(all, ref)
+		var apiErr *apiclient.Error
+		if errors.As(err, &apiErr) && apiErr.Code == "NOT_FOUND" {
+			if !create(ref) {
+				return nil, &apiclient.Error{Code: "NOT_FOUND", Message: fmt.Sprintf(
+					"no endpoint %q for this token: add --create to create it (or run relay endpoints create %s); relay endpoints list shows those there are", ref, ref)}
+			}
+			if e, err = createEndpoint(ctx, client, ref, host); err != nil {
+				return nil, err
+			}
+			all = append(all, e)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -74,11 +74,16 @@ relay tokens revoke ID stops it).`,
 			case device && (signup != "" || tokenFlag):
 				return usage(errors.New("--device asks the console for a new token: give --device, --token or --signup, not several"))
 			case device || (signup == "" && conn.token == "" && isTerminal(stdin)):
+				// The console may approve for another account than the
+				// stored login's: refused up front, as --signup is.
+				if err := keepStoredLogin(ctx, conn, stored, force, "a login approved in the console (perhaps for another account)"); err != nil {
+					return err
+				}
 				if conn.token, err = deviceLogin(ctx, conn.client(""), conn.server, stderr); err != nil {
 					return fmt.Errorf("log in to %s: %w", conn.server, err)
 				}
 			case signup != "":
-				if err := keepStoredLogin(ctx, conn, stored, force); err != nil {
+				if err := keepStoredLogin(ctx, conn, stored, force, "a new account"); err != nil {
 					return err
 				}
 				if conn.token, account, err = signUp(ctx, conn.client(""), signup, invite); err != nil {
@@ -114,7 +119,7 @@ relay tokens revoke ID stops it).`,
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
-	cmd.Flags().BoolVar(&force, "force", false, "with --signup: replace a stored login for the same relay (its token is lost to this machine)")
+	cmd.Flags().BoolVar(&force, "force", false, "with --signup or --device: replace a stored login for the same relay (its token is lost to this machine)")
 	cmd.Flags().StringVar(&invite, "invite", "", "with --signup: the invite code on a relay whose sign-up is by invite")
 	cmd.Flags().BoolVar(&device, "device", false, "approve this machine in the relay's console (the default when no token is given and standard input is a terminal)")
 	return cmd
@@ -125,7 +130,7 @@ relay tokens revoke ID stops it).`,
 // that account (and the provider settings that point at them) would be
 // lost to this machine. A stored token the relay no longer accepts is
 // not worth keeping.
-func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.Config, force bool) error {
+func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.Config, force bool, what string) error {
 	if force || stored.Token == "" || strings.TrimRight(stored.Server, "/") != strings.TrimRight(conn.server, "/") {
 		return nil
 	}
@@ -138,8 +143,8 @@ func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.C
 	if err == nil {
 		who = fmt.Sprintf("%s (%s, %d endpoints)", me.Name, me.ID, n)
 	}
-	return usage(fmt.Errorf("already logged in to %s as %s: a new account would replace that login, and the relay cannot show its token again. "+
-		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.server, who))
+	return usage(fmt.Errorf("already logged in to %s as %s: %s would replace that login, and the relay cannot show its token again. "+
+		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.server, who, what))
 }
 
 func logoutCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -324,7 +329,8 @@ func readToken(stdin io.Reader) (string, error) {
 }
 
 // isTerminal reports whether r is an interactive terminal, where a token
-// is not read from (it would echo).
+// is not read from (it would echo). /dev/null counts as one: there is no
+// token to read from it either, so login goes to the device flow.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {

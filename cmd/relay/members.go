@@ -73,7 +73,7 @@ func membersListCommand(env func(string) string, stdout io.Writer) *cobra.Comman
 				if m.You {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, m.ID, m.Login, strings.ToLower(m.Role), m.JoinedAt)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, m.ID, m.Login, strings.ToLower(m.Role), localTime(m.JoinedAt))
 			}
 			return tw.Flush()
 		},
@@ -124,7 +124,7 @@ func membersInviteCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			if out.json() {
 				return writeJSON(stdout, inv)
 			}
-			fmt.Fprintf(stdout, "one-time link to join as %s, until %s:\n%s\n", strings.ToLower(inv.Role), inv.ExpiresAt, inv.URL)
+			fmt.Fprintf(stdout, "one-time link to join as %s, until %s:\n%s\n", strings.ToLower(inv.Role), localTime(inv.ExpiresAt), inv.URL)
 			return nil
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -39,4 +40,26 @@ func writeJSONLine(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// localTimeLayout is how text output shows a time: to the second, in the
+// machine's time zone (JSON output keeps the API's RFC 3339 in UTC).
+const localTimeLayout = "2006-01-02 15:04:05"
+
+// localTime turns an API time (RFC 3339) into localTimeLayout; anything
+// else is printed as it came.
+func localTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.Local().Format(localTimeLayout)
+}
+
+// localTimeOr is localTime of *s, or none when s is nil.
+func localTimeOr(s *string, none string) string {
+	if s == nil {
+		return none
+	}
+	return localTime(*s)
 }

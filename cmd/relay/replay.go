@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -110,8 +111,8 @@ server refused the connection, closed it, or timed out).`,
 	cmd.Flags().StringVar(&to, "to", "", "the server to send to: http(s)://host[:port][/prefix]")
 	cmd.Flags().StringArrayVar(&only, "only", nil, "send only this delivery id (repeatable)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "requests in flight at once (lines are still printed in recorded order)")
-	cmd.Flags().DurationVar(&delay, "delay", 0, "wait this long before each request after the first")
-	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on each request: connect, send, and the answer's headers")
+	cmd.Flags().Var(duration.NewFlag(&delay, 0), "delay", "wait this long before each request after the first")
+	cmd.Flags().Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "bound on each request: connect, send, and the answer's headers")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "with an https --to: accept any certificate (a local server's self-signed one)")
 	return cmd
 }

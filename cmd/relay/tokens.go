@@ -74,7 +74,7 @@ func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command
 				if t.Current {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, t.ID, t.Name, t.CreatedAt, deref(t.LastUsedAt, "never"), deref(t.ExpiresAt, "never"))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, t.ID, t.Name, localTime(t.CreatedAt), localTimeOr(t.LastUsedAt, "never"), localTimeOr(t.ExpiresAt, "never"))
 			}
 			return tw.Flush()
 		},
@@ -118,7 +118,7 @@ func tokensCreateCommand(env func(string) string, stdout io.Writer) *cobra.Comma
 				return writeJSON(stdout, res.CreateToken)
 			}
 			t := res.CreateToken.Token
-			fmt.Fprintf(stdout, "token %s (%s), expires %s\n%s\n", t.Name, t.ID, deref(t.ExpiresAt, "never"), res.CreateToken.Secret)
+			fmt.Fprintf(stdout, "token %s (%s), expires %s\n%s\n", t.Name, t.ID, localTimeOr(t.ExpiresAt, "never"), res.CreateToken.Secret)
 			return nil
 		},
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -26,13 +28,26 @@ func versionText() string {
 	return formatVersion(version, commit, date, info)
 }
 
+// pseudoVersion matches a Go pseudo-version's commit: its last 12 hex digits.
+var pseudoVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(?:[0-9A-Za-z.]+\.)?[0-9]{14}-([0-9a-f]{12})(?:\+incompatible)?$`)
+
 func formatVersion(version, commit, date string, info *debug.BuildInfo) string {
 	var revision, modified string
 	if info != nil {
 		if version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			version = info.Main.Version
+			// `go install …@v0.3.0` records "v0.3.0": printed as a release
+			// prints it (0.3.0), as docs/install.md shows. A pseudo-version
+			// (v0.0.0-20261123101010-2fe08b5abcde) names its commit last,
+			// which such a build has no other record of.
+			version = strings.TrimPrefix(info.Main.Version, "v")
+			if m := pseudoVersion.FindStringSubmatch(version); m != nil {
+				revision = m[1]
+			}
 		}
 		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && revision != "" {
+				continue // the pseudo-version's, the same commit
+			}
 			switch s.Key {
 			case "vcs.revision":
 				revision = s.Value

@@ -20,7 +20,7 @@ import (
 // about half a minute.
 func TestLeaderLossStall(t *testing.T) {
 	if os.Getenv("RELAY_LEADER_LOSS") == "" {
-		t.Skip("RELAY_LEADER_LOSS is not set: set it to measure an append stall when a stream leader dies (needs nats-server: apt-get install nats-server)")
+		t.Skip("RELAY_LEADER_LOSS is not set: set it to measure an append stall when a stream leader dies")
 	}
 	if _, err := os.Stat(natstest.ServerBinary); err != nil {
 		t.Skipf("%s is not installed (Debian: apt-get install nats-server)", natstest.ServerBinary)

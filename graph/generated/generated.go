@@ -55,6 +55,7 @@ type ComplexityRoot struct {
 		By      func(childComplexity int) int
 		Detail  func(childComplexity int) int
 		Subject func(childComplexity int) int
+		Text    func(childComplexity int) int
 		Type    func(childComplexity int) int
 	}
 
@@ -274,6 +275,12 @@ type ComplexityRoot struct {
 		URL       func(childComplexity int) int
 	}
 
+	InvitePreview struct {
+		AccountName func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		Role        func(childComplexity int) int
+	}
+
 	Listener struct {
 		AgentID     func(childComplexity int) int
 		ConnectedAt func(childComplexity int) int
@@ -347,6 +354,7 @@ type ComplexityRoot struct {
 		Events              func(childComplexity int, after *string, first *int) int
 		Inspector           func(childComplexity int, id string) int
 		Me                  func(childComplexity int) int
+		MemberInvite        func(childComplexity int, code string) int
 		SignupMode          func(childComplexity int) int
 		Tokens              func(childComplexity int) int
 	}
@@ -448,6 +456,7 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Inspector(ctx context.Context, id string) (*model.Inspector, error)
+	MemberInvite(ctx context.Context, code string) (*model.InvitePreview, error)
 	Me(ctx context.Context) (*model.Account, error)
 	Tokens(ctx context.Context) ([]*model.Token, error)
 	SignupMode(ctx context.Context) (model.SignupMode, error)
@@ -536,6 +545,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ActivityEntry.Subject(childComplexity), true
+	case "ActivityEntry.text":
+		if e.ComplexityRoot.ActivityEntry.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ActivityEntry.Text(childComplexity), true
 	case "ActivityEntry.type":
 		if e.ComplexityRoot.ActivityEntry.Type == nil {
 			break
@@ -1458,6 +1473,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Invite.URL(childComplexity), true
 
+	case "InvitePreview.accountName":
+		if e.ComplexityRoot.InvitePreview.AccountName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitePreview.AccountName(childComplexity), true
+	case "InvitePreview.expiresAt":
+		if e.ComplexityRoot.InvitePreview.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitePreview.ExpiresAt(childComplexity), true
+	case "InvitePreview.role":
+		if e.ComplexityRoot.InvitePreview.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InvitePreview.Role(childComplexity), true
+
 	case "Listener.agentId":
 		if e.ComplexityRoot.Listener.AgentID == nil {
 			break
@@ -1929,6 +1963,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
+	case "Query.memberInvite":
+		if e.ComplexityRoot.Query.MemberInvite == nil {
+			break
+		}
+
+		args, err := ec.field_Query_memberInvite_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.MemberInvite(childComplexity, args["code"].(string)), true
 	case "Query.signupMode":
 		if e.ComplexityRoot.Query.SignupMode == nil {
 			break
@@ -2799,6 +2844,8 @@ type ActivityEntry {
   subject: String!
   "What the event says of its subject: a role, a token's name, a login (empty when nothing)."
   detail: String!
+  "The change in words, as the console shows it: bob joined as member, alice revoked token ci."
+  text: String!
 }
 
 "A member signed in: the session itself travels in an HttpOnly cookie, never in the answer."
@@ -2806,6 +2853,13 @@ type SessionPayload {
   account: Account!
   member: Member!
   "When the session ends; the member signs in again after."
+  expiresAt: Time!
+}
+
+"What a member invite leads to: the account it joins and the role."
+type InvitePreview {
+  accountName: String!
+  role: MemberRole!
   expiresAt: Time!
 }
 
@@ -3024,6 +3078,12 @@ input UpdateEndpointInput {
 
 type Query {
   inspector(id: ID!): Inspector
+  """
+  What a member invite's code leads to, for the join page to name the account before anyone
+  joins; no sign-in needed. An unknown, used or expired code is INVALID_INPUT on code (as
+  joinAccount says), and lookups are limited as joinAccount's are (RATE_LIMITED beyond).
+  """
+  memberInvite(code: String!): InvitePreview!
   "The signed-in account."
   me: Account
   "The signed-in account's tokens that are not revoked (expired ones included), oldest first."
@@ -3212,6 +3272,8 @@ func (ec *executionContext) childFields_ActivityEntry(ctx context.Context, field
 		return ec.fieldContext_ActivityEntry_subject(ctx, field)
 	case "detail":
 		return ec.fieldContext_ActivityEntry_detail(ctx, field)
+	case "text":
+		return ec.fieldContext_ActivityEntry_text(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ActivityEntry", field.Name)
 }
@@ -3646,6 +3708,18 @@ func (ec *executionContext) childFields_Invite(ctx context.Context, field graphq
 		return ec.fieldContext_Invite_expiresAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Invite", field.Name)
+}
+
+func (ec *executionContext) childFields_InvitePreview(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "accountName":
+		return ec.fieldContext_InvitePreview_accountName(ctx, field)
+	case "role":
+		return ec.fieldContext_InvitePreview_role(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_InvitePreview_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InvitePreview", field.Name)
 }
 
 func (ec *executionContext) childFields_Listener(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4540,6 +4614,20 @@ func (ec *executionContext) field_Query_inspector_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_memberInvite_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "code",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["code"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_deliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4930,6 +5018,29 @@ func (ec *executionContext) _ActivityEntry_detail(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_ActivityEntry_detail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ActivityEntry", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ActivityEntry_text(ctx context.Context, field graphql.CollectedField, obj *model.ActivityEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ActivityEntry_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ActivityEntry_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ActivityEntry", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -8635,6 +8746,75 @@ func (ec *executionContext) fieldContext_Invite_expiresAt(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Invite", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _InvitePreview_accountName(ctx context.Context, field graphql.CollectedField, obj *model.InvitePreview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitePreview_accountName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AccountName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitePreview_accountName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InvitePreview", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _InvitePreview_role(ctx context.Context, field graphql.CollectedField, obj *model.InvitePreview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitePreview_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitePreview_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InvitePreview", field, false, false, errors.New("field of type MemberRole does not have child fields"))
+}
+
+func (ec *executionContext) _InvitePreview_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.InvitePreview) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InvitePreview_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InvitePreview_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InvitePreview", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
 func (ec *executionContext) _Listener_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Listener) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10255,6 +10435,50 @@ func (ec *executionContext) fieldContext_Query_inspector(ctx context.Context, fi
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_inspector_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_memberInvite(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_memberInvite(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().MemberInvite(ctx, fc.Args["code"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InvitePreview) graphql.Marshaler {
+			return ec.marshalNInvitePreview2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInvitePreview(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_memberInvite(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InvitePreview(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_memberInvite_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -13265,6 +13489,11 @@ func (ec *executionContext) _ActivityEntry(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "text":
+			out.Values[i] = ec._ActivityEntry_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -14901,6 +15130,55 @@ func (ec *executionContext) _Invite(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var invitePreviewImplementors = []string{"InvitePreview"}
+
+func (ec *executionContext) _InvitePreview(ctx context.Context, sel ast.SelectionSet, obj *model.InvitePreview) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitePreviewImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InvitePreview")
+		case "accountName":
+			out.Values[i] = ec._InvitePreview_accountName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._InvitePreview_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._InvitePreview_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var listenerImplementors = []string{"Listener"}
 
 func (ec *executionContext) _Listener(ctx context.Context, sel ast.SelectionSet, obj *model.Listener) graphql.Marshaler {
@@ -15415,6 +15693,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_inspector(ctx, field)
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "memberInvite":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_memberInvite(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
 				return res
 			}
 
@@ -16927,6 +17227,20 @@ func (ec *executionContext) marshalNInvite2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋg
 		return graphql.Null
 	}
 	return ec._Invite(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNInvitePreview2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInvitePreview(ctx context.Context, sel ast.SelectionSet, v model.InvitePreview) graphql.Marshaler {
+	return ec._InvitePreview(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNInvitePreview2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInvitePreview(ctx context.Context, sel ast.SelectionSet, v *model.InvitePreview) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._InvitePreview(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNListener2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐListenerᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Listener) graphql.Marshaler {

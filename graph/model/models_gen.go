@@ -36,6 +36,8 @@ type ActivityEntry struct {
 	Subject string `json:"subject"`
 	// What the event says of its subject: a role, a token's name, a login (empty when nothing).
 	Detail string `json:"detail"`
+	// The change in words, as the console shows it: bob joined as member, alice revoked token ci.
+	Text string `json:"text"`
 }
 
 // What an inspector or a LOG Endpoint answers every request that is not a handshake it answers.
@@ -507,6 +509,13 @@ type Invite struct {
 	// That page's whole URL when the console has a host of its own (relay serve --console-url); null: path on the relay's URL.
 	URL       *string   `json:"url,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// What a member invite leads to: the account it joins and the role.
+type InvitePreview struct {
+	AccountName string     `json:"accountName"`
+	Role        MemberRole `json:"role"`
+	ExpiresAt   time.Time  `json:"expiresAt"`
 }
 
 // An agent session listening on an Endpoint. The primary answers the senders; every other

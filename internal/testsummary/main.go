@@ -1,8 +1,18 @@
 // Command testsummary reads `go test -json` on standard input and prints
 // what `go test` prints without it (each package's result, and the whole
 // output of the tests that failed), then the tests that were skipped, with
-// the reason each gave: what to install or set to run them. It exits 1
-// when any test or package failed, so the exit status stays exact.
+// the reason each gave: what to install or set to run them, and last one
+// line counting tests (subtests included, packages not):
+// `N passed, N failed, N skipped`.
+//
+// It exits 1 when any test or package failed, so the exit status stays
+// exact; and, when the environment has CI=true, also when a test skipped
+// for want of a tool CI installs (the list is in required.go): there a skip
+// hides a broken install.
+//
+// A test reported twice (a second go test run on the same stream, such as
+// the heap check scripts/test runs without -race) counts once, by its last
+// result.
 package main
 
 import (
@@ -26,7 +36,7 @@ type event struct {
 type key struct{ pkg, test string }
 
 func main() {
-	failed, err := summarize(os.Stdin, os.Stdout)
+	failed, err := summarize(os.Stdin, os.Stdout, os.Getenv("CI") == "true")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
@@ -36,12 +46,19 @@ func main() {
 	}
 }
 
-// summarize copies the results from r to w and lists the skipped tests at
-// the end; it reports whether anything failed.
-func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
+// result is a test's last outcome, and why it skipped.
+type result struct {
+	action string // pass, fail or skip
+	reason string // for skip
+}
+
+// summarize copies the results from r to w, lists the skipped tests and
+// ends with the counts; it reports whether the run failed: a test or
+// package failed, or, when ci, a test skipped for want of a required tool.
+func summarize(r io.Reader, w io.Writer, ci bool) (failed bool, err error) {
 	outputs := map[key][]string{}
-	skipped := map[string][]string{} // reason → tests
-	seeds := map[string]string{}     // package → its -test.shuffle line
+	results := map[key]result{}
+	seeds := map[string]string{} // package → its -test.shuffle line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -74,6 +91,7 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 		case "fail":
 			failed = true
 			if e.Test != "" {
+				results[k] = result{action: "fail"}
 				fmt.Fprint(w, strings.Join(outputs[k], ""))
 			} else if seed := seeds[e.Package]; seed != "" {
 				fmt.Fprint(w, seed)
@@ -81,16 +99,42 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 			delete(outputs, k)
 		case "skip":
 			if e.Test != "" {
-				reason := skipReason(outputs[k])
-				skipped[reason] = append(skipped[reason], e.Package+" "+e.Test)
+				results[k] = result{action: "skip", reason: skipReason(outputs[k])}
 			}
 			delete(outputs, k)
 		case "pass":
+			if e.Test != "" {
+				results[k] = result{action: "pass"}
+			}
 			delete(outputs, k)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return failed, err
+	}
+	counts := map[string]int{}
+	skipped := map[string][]string{} // reason → tests
+	var missing []string             // required tools' skipped tests
+	keys := make([]key, 0, len(results))
+	for k := range results {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].pkg != keys[j].pkg {
+			return keys[i].pkg < keys[j].pkg
+		}
+		return keys[i].test < keys[j].test
+	})
+	for _, k := range keys {
+		res := results[k]
+		counts[res.action]++
+		if res.action != "skip" {
+			continue
+		}
+		skipped[res.reason] = append(skipped[res.reason], k.pkg+" "+k.test)
+		if tool, ok := requiredTool(res.reason); ok {
+			missing = append(missing, fmt.Sprintf("%s %s: %s", k.pkg, k.test, tool))
+		}
 	}
 	if len(skipped) > 0 {
 		reasons := make([]string, 0, len(skipped))
@@ -108,6 +152,14 @@ func summarize(r io.Reader, w io.Writer) (failed bool, err error) {
 			fmt.Fprintln(w)
 		}
 	}
+	if ci && len(missing) > 0 {
+		failed = true
+		fmt.Fprintln(w, "\nCI installs these tools, so these tests must run here, yet they skipped:")
+		for _, m := range missing {
+			fmt.Fprintln(w, "- "+m)
+		}
+	}
+	fmt.Fprintf(w, "\n%d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
 	return failed, nil
 }
 

@@ -56,13 +56,15 @@ export const SET_UP_SIGN_IN = `mutation SetUpSignIn($login: String!, $password: 
   setUpSignIn(login: $login, password: $password) { ${SESSION_FIELDS} }
 }`;
 
+export const MEMBER_INVITE = `query MemberInvite($code: String!) { memberInvite(code: $code) { accountName role expiresAt } }`;
+
 export const JOIN_ACCOUNT = `mutation JoinAccount($code: String!, $login: String!, $password: String!) {
   joinAccount(code: $code, login: $login, password: $password) { ${SESSION_FIELDS} }
 }`;
 
 export const TEAM = `query { me { id member { ${MEMBER_FIELDS} } members { ${MEMBER_FIELDS} } } }`;
 
-export const ACTIVITY = `query { me { id activity(first: 50) { at type by subject detail } } }`;
+export const ACTIVITY = `query { me { id activity(first: 50) { at type by subject detail text } } }`;
 
 export const CREATE_MEMBER_INVITE = `mutation CreateMemberInvite($role: MemberRole) {
   createMemberInvite(role: $role) { code path role expiresAt }

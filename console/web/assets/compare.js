@@ -228,7 +228,12 @@ function sortedKeys(a, b) {
 
 /**
  * diffLines lists the lines one text has and the other has not, by the
- * longest common subsequence; removed lines first, as diff prints them.
+ * longest common subsequence. Between two common lines, the k-th line
+ * removed and the k-th added are one change (a line changed, not a line
+ * removed and another added); the lines left over follow, removed first,
+ * as diff prints them. cmd/relay/diff.go does the same.
+ * @param {string[]} a
+ * @param {string[]} b
  */
 function diffLines(a, b) {
   if (a.length > MAX_LINES || b.length > MAX_LINES) {
@@ -241,20 +246,39 @@ function diffLines(a, b) {
     }
   }
   const out = [];
+  /** @type {number[]} */
+  let removed = [];
+  /** @type {number[]} */
+  let added = [];
+  const flush = () => {
+    const n = Math.min(removed.length, added.length);
+    for (let k = 0; k < n; k += 1) {
+      const ai = removed[k];
+      const bj = added[k];
+      const where = ai === bj ? `body line ${ai + 1}` : `body line ${ai + 1} → ${bj + 1}`;
+      out.push(change(where, a[ai], b[bj]));
+    }
+    for (const ai of removed.slice(n)) out.push(change(`body line ${ai + 1}`, a[ai], null));
+    for (const bj of added.slice(n)) out.push(change(`body line ${bj + 1}`, null, b[bj]));
+    removed = [];
+    added = [];
+  };
   let i = 0;
   let j = 0;
   while (i < a.length || j < b.length) {
     if (i < a.length && j < b.length && a[i] === b[j]) {
+      flush();
       i += 1;
       j += 1;
     } else if (i < a.length && (j === b.length || lcs[i + 1][j] >= lcs[i][j + 1])) {
-      out.push(change(`body line ${i + 1}`, a[i], null));
+      removed.push(i);
       i += 1;
     } else {
-      out.push(change(`body line ${j + 1}`, null, b[j]));
+      added.push(j);
       j += 1;
     }
   }
+  flush();
   return out;
 }
 

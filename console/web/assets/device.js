@@ -41,7 +41,7 @@ export function devicePage(root) {
       }),
     },
     h('h1', { id: 'device-title' }, 'Log in a device'),
-    h('p', {}, 'Enter the code that ', h('code', {}, 'relay login'), ' printed on the device.'),
+    h('p', {}, 'Enter the code that ', h('code', {}, 'relay login'), ' (or ', h('code', {}, 'relay listen'), ' before its first login) printed on the device.'),
     field('Code', code, 'Eight letters, such as BCDF-GHJK.'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Continue')),
     status);

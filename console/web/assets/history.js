@@ -266,9 +266,12 @@ export function historyPage(root, { kind, id, navigate }) {
 
   function agentCommand(tok) {
     const target = state.info.target || '127.0.0.1:3000';
-    // The token goes in RELAY_TOKEN: a --token flag shows it to every local
-    // user in the process list (the agent warns when it is used).
-    return `RELAY_TOKEN=${tok} relay agent --server ${location.origin} --endpoint ${state.info.id} --target ${target}`;
+    // relay listen, as the README teaches: TARGET then the Endpoint (its
+    // name when it is one word, else its id). The token goes in
+    // RELAY_TOKEN: a --token flag shows it to every local user in the
+    // process list.
+    const name = /^[A-Za-z0-9._-]+$/.test(state.info.name || '') ? state.info.name : state.info.id;
+    return `RELAY_TOKEN=${tok} relay listen ${target} ${name} --server ${location.origin}`;
   }
 
   function agentCommandLine() {

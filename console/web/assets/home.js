@@ -107,7 +107,7 @@ export function homePage(root, { navigate }) {
       sessionEnded() ? notice('info', 'Your session ended: it was signed out elsewhere, expired or revoked, or your access was removed. Sign in again.') : null,
       h('p', { class: 'muted' },
         'Endpoints are permanent addresses owned by an account. They log requests, or log and proxy them ',
-        'through the relay agent to a process on your machine.'),
+        'through ', h('code', {}, 'relay listen'), ' to a process on your machine.'),
       h('div', { class: 'split' }, upForm, h('div', { class: 'stack' }, passwordSignInForm(), signInForm())),
     ];
   }

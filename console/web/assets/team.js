@@ -128,9 +128,10 @@ export function teamSection() {
       if (disposed) return;
       const list = data.me.activity;
       replace(box, list.length ? h('ul', { class: 'link-list' }, list.map((a) => h('li', {},
-        h('time', { datetime: a.at }, formatFullTime(a.at)), ' · ', h('code', {}, a.type), ' ',
-        a.detail ? h('span', {}, a.detail, ' ') : null,
-        h('span', { class: 'muted' }, 'by ', a.by || (a.type === 'member.joined.v1' ? 'themselves' : 'a token without a member'))))) : h('p', { class: 'muted' }, 'Nothing yet.'));
+        // The relay puts the change in words (ActivityEntry.text); the
+        // event's type name stays in the title, for whoever audits.
+        h('time', { datetime: a.at }, formatFullTime(a.at)), ' · ',
+        h('span', { 'data-testid': 'activity-text', title: a.type }, a.text)))) : h('p', { class: 'muted' }, 'Nothing yet.'));
     } catch (err) {
       if (!disposed) replace(box, notice('error', describeError(err)));
     }
