@@ -1,0 +1,96 @@
+package domain
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Retention invariants (the Endpoint's part is in endpoint.go):
+//  1. A window is positive, at least the relay's minimum and at most its
+//     maximum; 0 in settings means the relay's default window.
+//  2. A retention decision removes only deliveries received before its
+//     cutoff, and a cutoff never moves back: a decision at or before an
+//     earlier one raises no event.
+
+// RetentionLimits are the relay's bounds on Endpoints' retention windows.
+type RetentionLimits struct {
+	Default, Min, Max time.Duration
+}
+
+// Window is the window an Endpoint with its own window w (0: none) keeps
+// deliveries for: w or the default, never beyond the maximum (an operator
+// may lower the maximum below windows set before).
+func (l RetentionLimits) Window(w time.Duration) time.Duration {
+	if w <= 0 {
+		w = l.Default
+	}
+	if l.Max > 0 && w > l.Max {
+		w = l.Max
+	}
+	return w
+}
+
+// maxRetentionDays bounds the digits a window in days may have.
+const maxRetentionDays = 99999
+
+// ParseRetention reads a retention window: a whole number of days ("30d")
+// or a Go duration ("12h", "90m", "2s"), within limits (Min and Max; a
+// zero bound is not checked). The error names the bound that was missed.
+func ParseRetention(s string, limits RetentionLimits) (time.Duration, error) {
+	d, err := ParseDays(s)
+	if err != nil {
+		return 0, &InvalidInputError{Field: "retention", Reason: "must be a duration such as 30d, 12h or 90m"}
+	}
+	return d, limits.Check(d)
+}
+
+// Check tells whether d is a window the relay allows.
+func (l RetentionLimits) Check(d time.Duration) error {
+	switch {
+	case d <= 0:
+		return &InvalidInputError{Field: "retention", Reason: "must be positive"}
+	case l.Min > 0 && d < l.Min:
+		return &InvalidInputError{Field: "retention", Reason: "must be at least the relay's minimum of " + FormatDays(l.Min)}
+	case l.Max > 0 && d > l.Max:
+		return &InvalidInputError{Field: "retention", Reason: "must be at most the relay's maximum of " + FormatDays(l.Max)}
+	}
+	return nil
+}
+
+// ParseDays reads a whole number of days ("30d") or a Go duration ("12h").
+// A negative duration is returned as such, for the caller to refuse with
+// its own bound.
+func ParseDays(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || days == "" || days[0] == '+' || n < -maxRetentionDays || n > maxRetentionDays {
+			return 0, fmt.Errorf("%q: days must be a whole number such as 30d", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a duration such as 30d, 12h or 90m", s)
+	}
+	return d, nil
+}
+
+// FormatDays writes d as ParseDays reads it: whole days as "30d", else a
+// Go duration ("36h0m0s" as "36h", "2s").
+func FormatDays(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d > 0 && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
