@@ -117,3 +117,95 @@ func (s *Service) RunRetention(ctx context.Context, interval, retention time.Dur
 		}
 	}
 }
+
+// sweepEndpoints bounds the Endpoints' retention decisions per sweep.
+const sweepEndpoints = 100
+
+// EndpointSweepResult tells what one sweep of Endpoints' retention did.
+type EndpointSweepResult struct {
+	Decided int // Endpoints whose old deliveries were decided to go
+	Deleted int // delivery streams deleted
+}
+
+// SweepEndpointRetention removes the deliveries of Endpoints received
+// longer ago than their window (the Endpoint's own or the relay's default,
+// never beyond the maximum) at now. As for inspectors, each removal is
+// first decided on the Endpoint's stream (endpoint.retained.v1, naming the
+// window, the cutoff and the number of deliveries), then the delivery
+// streams are deleted by what the views still hold below the latest
+// decision's cutoff, so an interrupted sweep is finished by the next one.
+// A delivery a forward still waits on is neither counted nor deleted.
+func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (EndpointSweepResult, error) {
+	var res EndpointSweepResult
+	limits := s.cfg.Retention
+	if limits.Default <= 0 {
+		return res, nil // retention off: keep everything
+	}
+	if err := s.catchUp(ctx); err != nil {
+		return res, err
+	}
+	candidates, err := s.views.RetentionCandidates(ctx, now, limits, sweepEndpoints)
+	if err != nil {
+		return res, err
+	}
+	for _, c := range candidates {
+		position, err := s.rec.RetainEndpoint(ctx, c.ID, c.Window, now, c.LastActivityAt, c.Deliveries)
+		if err != nil {
+			return res, fmt.Errorf("retention of endpoint %s: %w", c.ID, err)
+		}
+		if position == 0 {
+			continue
+		}
+		res.Decided++
+		if err := s.waitForViews(ctx, position); err != nil {
+			return res, err
+		}
+	}
+	for range sweepPages {
+		ids, err := s.views.RetainedDeliveries(ctx, sweepStreams)
+		if err != nil || len(ids) == 0 {
+			return res, err
+		}
+		for _, id := range ids {
+			_, err := s.rec.Delete(ctx, domain.DeliveryStream(id), domain.Any())
+			switch {
+			case err == nil:
+				res.Deleted++
+			case errors.Is(err, domain.ErrStreamDeleted):
+				// Deleted before; its tombstone drops the row.
+			default:
+				return res, fmt.Errorf("delete delivery %s: %w", id, err)
+			}
+		}
+		if err := s.catchUp(ctx); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// RunEndpointRetention sweeps Endpoints' retention every interval until
+// ctx ends, when leader says this node is the one to (nil: always; a
+// cluster's nodes sweep one at a time). A failed sweep is logged and tried
+// again at the next interval.
+func (s *Service) RunEndpointRetention(ctx context.Context, interval time.Duration, leader func() bool) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if leader != nil && !leader() {
+			continue
+		}
+		res, err := s.SweepEndpointRetention(ctx, s.now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.ErrorContext(ctx, "endpoint retention sweep failed", "error", err)
+		case res.Decided > 0 || res.Deleted > 0:
+			s.log.InfoContext(ctx, "endpoint retention sweep", "endpoints_decided", res.Decided, "deliveries_deleted", res.Deleted)
+		}
+	}
+}

@@ -45,6 +45,10 @@ type Config struct {
 	// only as its HMAC or sealed under it. Nil: an address cannot be given
 	// a secret (refused as UNAVAILABLE) rather than have it logged plain.
 	Secrets *secrets.Key
+	// Retention bounds Endpoints' retention windows and gives the default
+	// (docs/retention.md); a zero Max or Min is not checked, a zero
+	// Default keeps deliveries (no sweep removes any).
+	Retention domain.RetentionLimits
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -415,6 +419,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set 
 		return readmodel.Endpoint{}, err
 	}
 	set.Handshakes = hs
+	if err := s.checkRetention(set.Retention); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	ep, err := domain.NewEndpoint(id, accountID, by, set)
 	if err != nil {
 		return readmodel.Endpoint{}, err
@@ -436,6 +443,8 @@ type EndpointPatch struct {
 	// resets it); Handshakes changes the fields it sets.
 	Answer     *domain.Answer
 	Handshakes *HandshakesPatch
+	// Retention replaces the Endpoint's own window (0: the relay's default).
+	Retention *time.Duration
 }
 
 // HandshakesPatch holds the handshake settings to change; nil leaves a
@@ -504,6 +513,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, by, id string, 
 		if p.Filters != nil {
 			set.Filters = *p.Filters
 		}
+		if p.Retention != nil {
+			if err := s.checkRetention(*p.Retention); err != nil {
+				return err
+			}
+			set.Retention = *p.Retention
+		}
 		if err := ep.Reconfigure(by, set); err != nil {
 			return err
 		}
@@ -529,6 +544,15 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, by, id string) 
 		_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
 		return err
 	})
+}
+
+// checkRetention refuses an Endpoint's own window the relay does not
+// allow; 0 (the relay's default) is always allowed.
+func (s *Service) checkRetention(w time.Duration) error {
+	if w == 0 {
+		return nil
+	}
+	return s.cfg.Retention.Check(w)
 }
 
 // conflictTries bounds how often a command decides again after another

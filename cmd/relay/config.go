@@ -108,6 +108,10 @@ type serveConfig struct {
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
 	InspectorRetention time.Duration
+	// Retention is the Endpoints' default window, MaxRetention and
+	// MinRetention the bounds of their own (docs/retention.md).
+	Retention, MaxRetention, MinRetention daysFlag
+	maxRetentionSet                       func() bool
 	// CheckpointInterval and CheckpointKey: see app.Config.
 	CheckpointInterval time.Duration
 	CheckpointKey      string
@@ -195,6 +199,11 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
+	c.Retention, c.MaxRetention, c.MinRetention = daysFlag(defaultRetention), daysFlag(defaultRetention), daysFlag(defaultMinRetention)
+	fs.Var(&c.Retention, "retention", "how long an Endpoint keeps its deliveries unless it sets its own window (30d, 12h, ...); older ones are deleted from the log and the views")
+	fs.Var(&c.MaxRetention, "max-retention", "longest window an Endpoint may set (default: --retention)")
+	fs.Var(&c.MinRetention, "min-retention", "shortest window an Endpoint may set; the sweep runs every tenth of it (between 100ms and 10m)")
+	c.maxRetentionSet = func() bool { return fs.Changed("max-retention") }
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", app.DefaultCheckpointInterval, "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
 	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
 	fs.StringVar(&c.SecretsKey, "secrets-key", "", "file of the 32-byte key that seals the handshake secrets addresses are given (raw bytes or 64 hex digits); default DATA/secrets.key, created at first start; every node of a cluster needs the same one")
@@ -210,6 +219,29 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
 	fs.StringVar(&c.NodeID, "node-id", "", "this node's name in a cluster (letters, digits, - and _); empty: one generated and kept in --data")
 	fs.DurationVar(&c.NodeLease, "node-lease", cluster.DefaultLease, "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
+}
+
+// Endpoint retention defaults: a month, as the longer plans of hosted
+// webhook services keep; windows from an hour up.
+const (
+	defaultRetention    = 30 * 24 * time.Hour
+	defaultMinRetention = time.Hour
+)
+
+// retentionLimits are the Endpoints' windows as the flags give them:
+// --max-retention defaults to --retention.
+func (c *serveConfig) retentionLimits() domain.RetentionLimits {
+	longest := time.Duration(c.MaxRetention)
+	if c.maxRetentionSet == nil || !c.maxRetentionSet() {
+		longest = time.Duration(c.Retention)
+	}
+	return domain.RetentionLimits{Default: time.Duration(c.Retention), Min: time.Duration(c.MinRetention), Max: longest}
+}
+
+// endpointRetentionSweep is how often Endpoints' old deliveries are looked
+// for: a tenth of the shortest window, between 100ms and 10m.
+func (c *serveConfig) endpointRetentionSweep() time.Duration {
+	return min(max(time.Duration(c.MinRetention)/10, 100*time.Millisecond), 10*time.Minute)
 }
 
 // retentionSweep is how often expired inspectors are looked for: a tenth of
@@ -266,6 +298,9 @@ func (c *serveConfig) validate() error {
 	case c.InspectorRetention <= 0:
 		return fmt.Errorf("--inspector-retention must be positive")
 	}
+	if err := c.validateRetention(); err != nil {
+		return err
+	}
 	if err := c.validateDeployment(); err != nil {
 		return err
 	}
@@ -275,6 +310,38 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	return c.validateCluster()
+}
+
+// validateRetention checks the Endpoints' windows: the default lies
+// within the bounds.
+func (c *serveConfig) validateRetention() error {
+	l := c.retentionLimits()
+	switch {
+	case l.Min <= 0:
+		return fmt.Errorf("--min-retention must be positive")
+	case l.Default < l.Min:
+		return fmt.Errorf("--retention (%s) must be at least --min-retention (%s)", domain.FormatDays(l.Default), domain.FormatDays(l.Min))
+	case l.Max < l.Default:
+		return fmt.Errorf("--max-retention (%s) must be at least --retention (%s)", domain.FormatDays(l.Max), domain.FormatDays(l.Default))
+	}
+	return nil
+}
+
+// daysFlag is a duration flag that also takes whole days ("30d").
+type daysFlag time.Duration
+
+func (f *daysFlag) String() string { return domain.FormatDays(time.Duration(*f)) }
+func (f *daysFlag) Type() string   { return "duration" }
+func (f *daysFlag) Set(s string) error {
+	d, err := domain.ParseDays(s)
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return errors.New("must be positive")
+	}
+	*f = daysFlag(d)
+	return nil
 }
 
 // validateCluster checks the flags of several nodes.
@@ -365,7 +432,8 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 	return app.Config{
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate, SignInRate: c.SignInRate,
-		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait},
+		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
+			Retention: c.retentionLimits()},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
@@ -383,7 +451,8 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		},
 		BodyTimeout:    c.BodyTimeout,
 		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,
-		CheckpointInterval: c.CheckpointInterval, CheckpointKey: c.CheckpointKey, SecretsKey: c.SecretsKey,
+		EndpointRetentionSweep: c.endpointRetentionSweep(),
+		CheckpointInterval:     c.CheckpointInterval, CheckpointKey: c.CheckpointKey, SecretsKey: c.SecretsKey,
 		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
 	}
 }
