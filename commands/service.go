@@ -546,6 +546,10 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, by, id string) 
 	})
 }
 
+// RetentionLimits are the relay's bounds and default of Endpoints'
+// retention windows.
+func (s *Service) RetentionLimits() domain.RetentionLimits { return s.cfg.Retention }
+
 // checkRetention refuses an Endpoint's own window the relay does not
 // allow; 0 (the relay's default) is always allowed.
 func (s *Service) checkRetention(w time.Duration) error {
