@@ -99,6 +99,11 @@ func printTail(r evidence.Report, w io.Writer) {
 	fmt.Fprintln(w)
 	// What decided the deletions: retention's own events.
 	for _, d := range r.Decisions {
+		if d.Endpoint != "" {
+			fmt.Fprintf(w, "retention decision at position %d (%s): endpoint %s, window %s, received before %s, %d deliveries deleted\n",
+				d.Position, d.Type, d.Endpoint, domain.FormatDays(time.Duration(d.RetentionMs)*time.Millisecond), d.Cutoff, d.Deliveries)
+			continue
+		}
 		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)
 	}
 	if more := r.DecisionsTotal - int64(len(r.Decisions)); more > 0 {
