@@ -119,8 +119,14 @@ func (s *Service) RunRetention(ctx context.Context, interval, retention time.Dur
 	}
 }
 
-// sweepEndpoints bounds the Endpoints' retention decisions per sweep.
-const sweepEndpoints = 100
+// Bounds of one sweep of Endpoints' retention. The pages are many more than
+// inspectors' (500 000 streams a sweep): an Endpoint records at its address
+// rate (50/s by default) however long the sweep interval, so a sweep must
+// delete far more than that rate times the interval (10 min at most).
+const (
+	sweepEndpoints     = 100  // retention decisions per sweep
+	sweepEndpointPages = 1000 // pages of sweepStreams deleted per sweep
+)
 
 // EndpointSweepResult tells what one sweep of Endpoints' retention did.
 type EndpointSweepResult struct {
@@ -162,7 +168,7 @@ func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (En
 			return res, err
 		}
 	}
-	for range sweepPages {
+	for range sweepEndpointPages {
 		ids, err := s.views.RetainedDeliveries(ctx, sweepStreams)
 		if err != nil || len(ids) == 0 {
 			return res, err

@@ -100,10 +100,20 @@ func TestRetentionDiskSpace(t *testing.T) {
 	e.measure(t, "empty")
 	write(at)
 	e.measure(t, "written")
+	idle := func(now time.Time) {
+		t.Helper()
+		start := time.Now()
+		if res, err := e.svc.SweepEndpointRetention(t.Context(), now); err != nil || res.Decided != 0 || res.Deleted != 0 {
+			t.Fatalf("sweep before the window ran out: %+v, %v", res, err)
+		}
+		t.Logf("a sweep with nothing to delete over %d deliveries took %v", n, time.Since(start).Round(time.Millisecond))
+	}
+	idle(at.Add(30 * time.Second))
 	sweep(at.Add(2 * time.Minute))
 	e.measure(t, "after retention")
 	write(at.Add(10 * time.Minute))
 	e.measure(t, "written again")
+	idle(at.Add(10*time.Minute + 30*time.Second)) // after a decision: its cutoff is read too
 	sweep(at.Add(12 * time.Minute))
 	e.measure(t, "after retention again")
 }

@@ -77,12 +77,11 @@ func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits
 	rows, err := v.r.QueryContext(ctx, `WITH w AS (
 			SELECT id, last_activity_at,
 				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
-			FROM endpoints)
-		SELECT id, last_activity_at, ms, n FROM (
-			SELECT w.id, w.last_activity_at, w.ms,
+			FROM endpoints),
+		c AS MATERIALIZED (SELECT w.id, w.last_activity_at, w.ms,
 				(SELECT COUNT(*) FROM deliveries d WHERE d.address = w.id AND d.received_at < ?3 - w.ms * 1000000 AND `+notWaiting+`) AS n
 			FROM w)
-		WHERE n > 0 ORDER BY id LIMIT ?4`,
+		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id LIMIT ?4`,
 		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints past retention: %w", err)
@@ -110,9 +109,12 @@ func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits
 // decision of their Endpoint removed and that still have rows: their
 // streams are still to be deleted (or their tombstones not yet applied).
 func (v *History) RetainedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM endpoints e JOIN deliveries d ON d.address = e.id
-		WHERE e.retained_to > 0 AND d.received_at < e.retained_to AND `+notWaiting+`
-		ORDER BY d.position LIMIT ?`, limit)
+	// CROSS JOIN keeps the Endpoints outside: each one's deliveries below
+	// its cutoff are a range of deliveries_by_received, the newer ones are
+	// never read.
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM endpoints e CROSS JOIN deliveries d
+		WHERE e.retained_to > 0 AND d.address = e.id AND d.received_at < e.retained_to AND `+notWaiting+`
+		LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
 	}

@@ -255,6 +255,9 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	provider_delivery_id TEXT
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
+-- Retention finds an Endpoint's deliveries received before its cutoff
+-- without reading the newer ones.
+CREATE INDEX IF NOT EXISTS deliveries_by_received ON deliveries (address, received_at);
 CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
 	WHERE provider_delivery_id IS NOT NULL;
 
