@@ -115,6 +115,17 @@ type Decision struct {
 // maxDecisions bounds the decisions a report lists.
 const maxDecisions = 20
 
+// noteDecision counts a retention decision, and lists it among the first
+// maxDecisions.
+func (r *Report) noteDecision(e Event) {
+	r.DecisionsTotal++
+	var d Decision
+	if len(r.Decisions) < maxDecisions && json.Unmarshal(e.Data, &d) == nil {
+		d.Position, d.Type = e.Position, e.Type
+		r.Decisions = append(r.Decisions, d)
+	}
+}
+
 // OK reports whether nothing was found wrong.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
 
@@ -309,12 +320,7 @@ func (v *verifier) event(e Event) {
 		v.deleted[e.Stream] = true
 		v.r.Deletions++
 	case "inspector.purged.v1", "endpoint.retained.v1":
-		v.r.DecisionsTotal++
-		var d Decision
-		if len(v.r.Decisions) < maxDecisions && json.Unmarshal(e.Data, &d) == nil {
-			d.Position, d.Type = e.Position, e.Type
-			v.r.Decisions = append(v.r.Decisions, d)
-		}
+		v.r.noteDecision(e)
 	case "log.checkpointed.v1":
 		var c Checkpoint
 		if err := json.Unmarshal(e.Data, &c); err != nil {

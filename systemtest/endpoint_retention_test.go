@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -195,5 +197,67 @@ func TestEndpointRetention(t *testing.T) {
 	}{endpointRetentionNow(t, r, acct.Token, short.ID), endpointRetentionNow(t, r, acct.Token, keeper.ID), accountLog(t, r, acct.Token)}
 	if !reflect.DeepEqual(rebuilt, views) {
 		t.Fatalf("rebuilt views differ:\n got %+v\nwant %+v", rebuilt, views)
+	}
+}
+
+// TestEndpointRetentionAcrossNodes: two relay nodes on one JetStream log
+// and bus, an Endpoint with a 1-second window receiving on both. Its
+// deliveries are removed once: the decisions together count each delivery
+// once, each stream has one tombstone, and the log verifies.
+func TestEndpointRetentionAcrossNodes(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a NATS server and two relays")
+	}
+	nats := natstest.Start(t)
+	flags := func(node string) []string {
+		return []string{"--eventstore", nats.URL(), "--bus", nats.URL(), "--node-id", node, "--node-lease", clusterLease,
+			"--min-retention", "1s", "--retention", "1h"}
+	}
+	a := harness.Start(t, "", flags("a")...)
+	b := harness.Start(t, "", flags("b")...)
+	acct := signUpTenant(t, a, "nodes")
+	ep := createEndpointFor(t, a, acct.Token, map[string]any{"name": "short", "mode": "LOG", "retention": "1s"})
+	harness.Eventually(t, 10*time.Second, "node b to know the Endpoint", func() bool {
+		return endpointByID(t, b, acct.Token, ep.ID) != nil
+	})
+	for i, r := range []*harness.Relay{a, b, a, b, a, b} {
+		if resp := send(t, r, ep.ID, "POST", "/d"+strconv.Itoa(i), nil, []byte("x")); resp.Status != 204 {
+			t.Fatalf("POST to node %d: %d", i%2, resp.Status)
+		}
+	}
+	for _, r := range []*harness.Relay{a, b} {
+		harness.Eventually(t, 20*time.Second, "the deliveries gone on both nodes", func() bool {
+			got := endpointRetentionNow(t, r, acct.Token, ep.ID)
+			return got.Retention.DeletedBefore != nil && len(got.Deliveries.Nodes) == 0
+		})
+	}
+	a.Stop(t)
+	b.Stop(t)
+
+	var decided int64
+	tombstones := map[string]int{}
+	for _, e := range exportLogFrom(t, "--eventstore", nats.URL()) {
+		switch e.Type {
+		case "endpoint.retained.v1":
+			var d struct{ Deliveries int64 }
+			if err := json.Unmarshal(e.Data, &d); err != nil || d.Deliveries <= 0 {
+				t.Errorf("decision %s", e.Data)
+			}
+			decided += d.Deliveries
+		case "$stream.deleted.v1":
+			tombstones[e.Stream]++
+		}
+	}
+	if decided != 6 || len(tombstones) != 6 {
+		t.Fatalf("decisions count %d deliveries, %d streams tombstoned; want 6 and 6", decided, len(tombstones))
+	}
+	for stream, n := range tombstones {
+		if n != 1 {
+			t.Errorf("%s has %d tombstones", stream, n)
+		}
+	}
+	if out, code := harness.RunCLI(t, "events", "verify", "--eventstore", nats.URL()); code != 0 || !strings.Contains(out, "(endpoint.retained.v1): endpoint "+ep.ID) {
+		t.Fatalf("verify after retention on two nodes: exit %d\n%s", code, out)
 	}
 }
