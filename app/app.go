@@ -84,6 +84,10 @@ type Config struct {
 	// RetentionSweep is how often expired inspectors are looked for, and
 	// InspectorRetention how long their deliveries are kept.
 	RetentionSweep, InspectorRetention time.Duration
+	// EndpointRetentionSweep is how often Endpoints' deliveries past their
+	// window are looked for (the windows are Commands.Retention's); 0:
+	// never.
+	EndpointRetentionSweep time.Duration
 	// CheckpointInterval is how often the log's chain is signed (the embedded
 	// log's head, or every stream's head on JetStream; package evidence): 0
 	// never. CheckpointKey is the signing key's file;
@@ -320,7 +324,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 4), 2
+	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 5), 2
 	if cp != nil {
 		a.bgCount++
 		go func() { cp.run(bgCtx, cfg.CheckpointInterval); a.bgDone <- struct{}{} }()
@@ -334,6 +338,20 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_ = a.svc.RunRetention(bgCtx, cfg.RetentionSweep, cfg.InspectorRetention)
 		a.bgDone <- struct{}{}
 	}()
+	if cfg.EndpointRetentionSweep > 0 {
+		// On several nodes one sweeps at a time (the first live one by
+		// name, as the reaper); the decision's expected revision refuses a
+		// second node's decision on the same stream state if two overlap.
+		var leader func() bool
+		if a.cluster != nil {
+			leader = a.cluster.leases.Leader
+		}
+		a.bgCount++
+		go func() {
+			_ = a.svc.RunEndpointRetention(bgCtx, cfg.EndpointRetentionSweep, leader)
+			a.bgDone <- struct{}{}
+		}()
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -114,6 +115,149 @@ func (s *Service) RunRetention(ctx context.Context, interval, retention time.Dur
 			s.log.ErrorContext(ctx, "retention sweep failed", "error", err)
 		case res.Purged > 0 || res.Deleted > 0:
 			s.log.InfoContext(ctx, "retention sweep", "inspectors_purged", res.Purged, "deliveries_deleted", res.Deleted)
+		}
+	}
+}
+
+// Bounds of one sweep of Endpoints' retention. The pages are many more than
+// inspectors' (500 000 streams a sweep): an Endpoint records at its address
+// rate (50/s by default) however long the sweep interval, so a sweep must
+// delete far more than that rate times the interval (10 min at most).
+const (
+	sweepEndpoints     = 100  // retention decisions per sweep
+	sweepEndpointPages = 1000 // pages of sweepStreams deleted per sweep
+)
+
+// EndpointSweepResult tells what one sweep of Endpoints' retention did.
+type EndpointSweepResult struct {
+	Decided int // Endpoints whose old deliveries were decided to go
+	Deleted int // delivery streams deleted
+}
+
+// SweepEndpointRetention removes the deliveries of Endpoints received
+// longer ago than their window (the Endpoint's own or the relay's default,
+// never beyond the maximum) at now. As for inspectors, each removal is
+// first decided on the Endpoint's stream (endpoint.retained.v1, naming the
+// window, the cutoff and the number of deliveries), then the delivery
+// streams are deleted by what the views still hold below the latest
+// decision's cutoff, so an interrupted sweep is finished by the next one.
+// A delivery a forward still waits on is neither counted nor deleted.
+func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (EndpointSweepResult, error) {
+	var res EndpointSweepResult
+	limits := s.cfg.Retention
+	if limits.Default <= 0 {
+		return res, nil // retention off: keep everything
+	}
+	if err := s.catchUp(ctx); err != nil {
+		return res, err
+	}
+	candidates, err := s.views.RetentionCandidates(ctx, now, limits, sweepEndpoints)
+	if err != nil {
+		return res, err
+	}
+	for _, c := range candidates {
+		position, err := s.rec.RetainEndpoint(ctx, c.ID, c.Window, now, c.LastActivityAt, c.Deliveries)
+		if err != nil {
+			return res, fmt.Errorf("retention of endpoint %s: %w", c.ID, err)
+		}
+		if position == 0 {
+			continue
+		}
+		res.Decided++
+		if err := s.waitForViews(ctx, position); err != nil {
+			return res, err
+		}
+	}
+	for range sweepEndpointPages {
+		ids, err := s.views.RetainedDeliveries(ctx, sweepStreams)
+		if err != nil || len(ids) == 0 {
+			return res, err
+		}
+		n, err := s.deleteDeliveries(ctx, ids)
+		res.Deleted += n
+		if err != nil {
+			return res, err
+		}
+		if err := s.catchUp(ctx); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// sweepDeleters is how many stream deletions a sweep has in flight at
+// once: the embedded log commits concurrent ones in one transaction and
+// one fsync (group commit), which one at a time would each pay for.
+const sweepDeleters = 8
+
+// deleteDeliveries deletes the streams of ids, sweepDeleters at a time, and
+// returns how many it deleted; a stream deleted before is skipped.
+func (s *Service) deleteDeliveries(ctx context.Context, ids []string) (int, error) {
+	var (
+		mu      sync.Mutex
+		deleted int
+		errs    []error
+		wg      sync.WaitGroup
+		next    = make(chan string)
+	)
+	for range min(sweepDeleters, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				_, err := s.rec.Delete(ctx, domain.DeliveryStream(id), domain.Any())
+				mu.Lock()
+				switch {
+				case err == nil:
+					deleted++
+				case errors.Is(err, domain.ErrStreamDeleted):
+					// Deleted before; its tombstone drops the row.
+				default:
+					errs = append(errs, fmt.Errorf("delete delivery %s: %w", id, err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		mu.Lock()
+		failed := len(errs) > 0
+		mu.Unlock()
+		if failed || ctx.Err() != nil {
+			break
+		}
+		next <- id
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) == 0 && ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// RunEndpointRetention sweeps Endpoints' retention every interval until
+// ctx ends, when leader says this node is the one to (nil: always; a
+// cluster's nodes sweep one at a time). A failed sweep is logged and tried
+// again at the next interval.
+func (s *Service) RunEndpointRetention(ctx context.Context, interval time.Duration, leader func() bool) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if leader != nil && !leader() {
+			continue
+		}
+		res, err := s.SweepEndpointRetention(ctx, s.now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.ErrorContext(ctx, "endpoint retention sweep failed", "error", err)
+		case res.Decided > 0 || res.Deleted > 0:
+			s.log.InfoContext(ctx, "endpoint retention sweep", "endpoints_decided", res.Decided, "deliveries_deleted", res.Deleted)
 		}
 	}
 }

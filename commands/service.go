@@ -46,6 +46,10 @@ type Config struct {
 	// Nil: an address cannot be given a secret, nor a member a password
 	// (refused as UNAVAILABLE), rather than have it logged plain.
 	Secrets *secrets.Key
+	// Retention bounds Endpoints' retention windows and gives the default
+	// (docs/retention.md); a zero Max or Min is not checked, a zero
+	// Default keeps deliveries (no sweep removes any).
+	Retention domain.RetentionLimits
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -416,6 +420,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set 
 		return readmodel.Endpoint{}, err
 	}
 	set.Handshakes = hs
+	if err := s.checkRetention(set.Retention); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	ep, err := domain.NewEndpoint(id, accountID, by, set)
 	if err != nil {
 		return readmodel.Endpoint{}, err
@@ -437,6 +444,8 @@ type EndpointPatch struct {
 	// resets it); Handshakes changes the fields it sets.
 	Answer     *domain.Answer
 	Handshakes *HandshakesPatch
+	// Retention replaces the Endpoint's own window (0: the relay's default).
+	Retention *time.Duration
 }
 
 // HandshakesPatch holds the handshake settings to change; nil leaves a
@@ -505,6 +514,12 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, by, id string, 
 		if p.Filters != nil {
 			set.Filters = *p.Filters
 		}
+		if p.Retention != nil {
+			if err := s.checkRetention(*p.Retention); err != nil {
+				return err
+			}
+			set.Retention = *p.Retention
+		}
 		if err := ep.Reconfigure(by, set); err != nil {
 			return err
 		}
@@ -530,6 +545,19 @@ func (s *Service) DeleteEndpoint(ctx context.Context, accountID, by, id string) 
 		_, err = s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes())
 		return err
 	})
+}
+
+// RetentionLimits are the relay's bounds and default of Endpoints'
+// retention windows.
+func (s *Service) RetentionLimits() domain.RetentionLimits { return s.cfg.Retention }
+
+// checkRetention refuses an Endpoint's own window the relay does not
+// allow; 0 (the relay's default) is always allowed.
+func (s *Service) checkRetention(w time.Duration) error {
+	if w == 0 {
+		return nil
+	}
+	return s.cfg.Retention.Check(w)
 }
 
 // conflictTries bounds how often a command decides again after another

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -46,4 +47,7 @@ type Views interface {
 	// PurgeCandidates and PurgedDeliveries feed the retention sweep.
 	PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]readmodel.PurgeCandidate, error)
 	PurgedDeliveries(ctx context.Context, limit int) ([]string, error)
+	// RetentionCandidates and RetainedDeliveries feed the Endpoints' one.
+	RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, limit int) ([]readmodel.RetentionCandidate, error)
+	RetainedDeliveries(ctx context.Context, limit int) ([]string, error)
 }

@@ -58,6 +58,7 @@ func NewCodec() *Codec {
 		TypeForwardFailed:         decoderFor[ForwardFailed](),
 		TypeRetryRequested:        decoderFor[RetryRequested](),
 		TypeInspectorPurged:       decoderFor[InspectorPurged](),
+		TypeEndpointRetained:      decoderFor[EndpointRetained](),
 		TypeAddressRateLimited:    decoderFor[AddressRateLimited](),
 		TypeStreamDeleted:         decoderFor[StreamDeleted](),
 		TypeLogCheckpointed:       decoderFor[LogCheckpointed](),

@@ -62,6 +62,8 @@ func samples() []domain.Event {
 		domain.ForwardFailed{DeliveryID: "d1", AttemptID: "a1", AgentID: "ag-1", Status: 502, Error: "nothing listening at 127.0.0.1:3000", DurationMs: 1},
 		domain.RetryRequested{DeliveryID: "d1", AttemptID: "a2", AccountID: "acc-1"},
 		domain.InspectorPurged{InspectorID: "k3x9q2", LastActivityAt: "2026-11-21T10:00:00.123456789Z", RetentionMs: 604800000, Deliveries: 3},
+		domain.EndpointRetained{EndpointID: "e7", RetentionMs: 604800000, Cutoff: "2026-11-14T10:00:00.123456789Z",
+			LastActivityAt: "2026-11-21T09:59:00Z", Deliveries: 12},
 		domain.AddressRateLimited{Address: "k3x9q2", AddressKind: domain.AddressInspector, Refused: 120,
 			From: "2026-11-21T10:00:00.123456789Z", To: "2026-11-21T10:00:09.5Z"},
 		domain.StreamDeleted{Stream: "delivery-d1", Events: 4, LastRevision: 3, LastPosition: 42},

@@ -35,6 +35,7 @@
 //	forward.failed.v1       ForwardFailed        the attempt failed (502, 503, 504)
 //	retry.requested.v1      RetryRequested       a user asked to replay a stored delivery
 //	inspector.purged.v1     InspectorPurged      an expired inspector's deliveries are removed (retention)
+//	endpoint.retained.v1    EndpointRetained     an Endpoint's deliveries older than its window are removed
 //	address.rate_limited.v1 AddressRateLimited   N requests to an address were refused by its rate limit
 //	inspector.answer_set.v1 InspectorAnswerSet   an inspector's own answer and handshakes changed
 //	$stream.deleted.v1      StreamDeleted        the store's tombstone of a deleted stream

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Endpoint invariants:
@@ -14,6 +15,9 @@ import (
 //     the relay only ever reaches a developer's own machine.
 //  4. Reconfiguring to the same settings raises no event.
 //  5. A deleted Endpoint accepts no command.
+//  6. Its retention window is not negative (0: the relay's default); the
+//     relay's bounds are checked where they are known (retention.go).
+//  7. A retention decision's cutoff only moves forward (retention.go).
 
 // EndpointSettings are the user-editable fields of an Endpoint.
 type EndpointSettings struct {
@@ -29,6 +33,9 @@ type EndpointSettings struct {
 	// delivery they refuse is recorded and answered as a LOG Endpoint
 	// answers. Nil: every delivery. Never an empty non-nil slice.
 	Filters []Filter
+	// Retention is how long the Endpoint keeps deliveries; 0: the relay's
+	// default window.
+	Retention time.Duration
 }
 
 // Validate checks the settings' invariants.
@@ -41,6 +48,9 @@ func (s EndpointSettings) Validate() error {
 	}
 	if s.Mode != ModeLog && s.Mode != ModeProxy {
 		return &InvalidInputError{Field: "mode", Reason: "must be LOG or PROXY"}
+	}
+	if s.Retention < 0 {
+		return &InvalidInputError{Field: "retention", Reason: "must be positive"}
 	}
 	if _, _, err := validateAnswers(s.Answer, s.Handshakes); err != nil {
 		return err
@@ -91,6 +101,8 @@ type Endpoint struct {
 	accountID string
 	settings  EndpointSettings
 	deleted   bool
+	// retainedTo is the cutoff of the latest retention decision.
+	retainedTo time.Time
 }
 
 // NewEndpoint creates an Endpoint for an account; by is the member who
@@ -108,7 +120,7 @@ func NewEndpoint(id, accountID, by string, s EndpointSettings) (*Endpoint, error
 	}
 	e := &Endpoint{aggregate: newAggregate()}
 	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters), By: by})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters), RetentionMs: s.Retention.Milliseconds(), By: by})
 	return e, nil
 }
 
@@ -129,12 +141,16 @@ func (e *Endpoint) apply(ev Event) {
 	case EndpointCreated:
 		e.id, e.accountID = ev.EndpointID, ev.AccountID
 		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
-			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters)}
+			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters), Retention: msDuration(ev.RetentionMs)}
 	case EndpointReconfigured:
 		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
-			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters)}
+			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters), Retention: msDuration(ev.RetentionMs)}
 	case EndpointDeleted:
 		e.deleted = true
+	case EndpointRetained:
+		if cutoff, err := time.Parse(time.RFC3339Nano, ev.Cutoff); err == nil {
+			e.retainedTo = cutoff
+		}
 	}
 }
 
@@ -163,8 +179,29 @@ func (e *Endpoint) Reconfigure(by string, s EndpointSettings) error {
 		return nil
 	}
 	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters, By: by})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters, RetentionMs: s.Retention.Milliseconds(), By: by})
 	return nil
+}
+
+// msDuration reads a duration stored in milliseconds.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// Retain decides to remove the deliveries received before now minus
+// window: deliveries is how many delivery streams the removal deletes and
+// lastActivity the newest delivery's time (what the views keep of it). It
+// reports whether it decided; a cutoff not after the latest decision's, no
+// deliveries, or a deleted Endpoint raise no event.
+func (e *Endpoint) Retain(window time.Duration, now, lastActivity time.Time, deliveries int64) (bool, error) {
+	if window <= 0 {
+		return false, &InvalidInputError{Field: "retention", Reason: "must be positive"}
+	}
+	cutoff := now.Add(-window).UTC()
+	if e.id == "" || deliveries <= 0 || !cutoff.After(e.retainedTo) {
+		return false, nil
+	}
+	e.raise(EndpointRetained{EndpointID: e.id, RetentionMs: window.Milliseconds(), Cutoff: cutoff.Format(time.RFC3339Nano),
+		LastActivityAt: lastActivity.UTC().Format(time.RFC3339Nano), Deliveries: deliveries})
+	return true, nil
 }
 
 // nilIfNone keeps "no filter" one value, so settings compare equal.

@@ -41,6 +41,7 @@ const (
 	TypeForwardFailed         = "forward.failed.v1"
 	TypeRetryRequested        = "retry.requested.v1"
 	TypeInspectorPurged       = "inspector.purged.v1"
+	TypeEndpointRetained      = "endpoint.retained.v1"
 	TypeAddressRateLimited    = "address.rate_limited.v1"
 	TypeLogCheckpointed       = "log.checkpointed.v1"
 	TypeInspectorAnswerSet    = "inspector.answer_set.v1"
@@ -278,6 +279,10 @@ type EndpointCreated struct {
 	// Filters were added without a version change: older Endpoints
 	// forward every delivery.
 	Filters []Filter `json:"filters,omitempty"`
+	// RetentionMs is how long the Endpoint keeps its deliveries, in
+	// milliseconds; 0 (and older events, which have none): the relay's
+	// default window (added without a version change).
+	RetentionMs int64 `json:"retention_ms,omitempty"`
 	// By is the member who made the change (added without a version
 	// change: "" in older events, and for a token without a member).
 	By string `json:"by,omitempty"`
@@ -297,6 +302,10 @@ type EndpointReconfigured struct {
 	// Filters were added without a version change: older Endpoints
 	// forward every delivery.
 	Filters []Filter `json:"filters,omitempty"`
+	// RetentionMs is how long the Endpoint keeps its deliveries, in
+	// milliseconds; 0 (and older events, which have none): the relay's
+	// default window (added without a version change).
+	RetentionMs int64 `json:"retention_ms,omitempty"`
 	// By is the member who made the change (added without a version
 	// change: "" in older events, and for a token without a member).
 	By string `json:"by,omitempty"`
@@ -490,6 +499,20 @@ type InspectorPurged struct {
 	Deliveries     int64  `json:"deliveries"`       // delivery streams to delete
 }
 
+// EndpointRetained is the decision to remove an Endpoint's deliveries
+// received before Cutoff, its retention window before the decision: the
+// delivery streams are deleted after it (each leaves a StreamDeleted
+// tombstone) and the Endpoint's stream, with this event, stays as the
+// record. A delivery whose forward was still waiting is not counted and
+// stays until a later decision.
+type EndpointRetained struct {
+	EndpointID     string `json:"endpoint_id"`
+	RetentionMs    int64  `json:"retention_ms"`     // the window applied
+	Cutoff         string `json:"cutoff"`           // RFC 3339, nanoseconds: deliveries received before it go
+	LastActivityAt string `json:"last_activity_at"` // RFC 3339, nanoseconds: the newest delivery at the decision
+	Deliveries     int64  `json:"deliveries"`       // delivery streams to delete
+}
+
 // AddressRateLimited counts requests to an address that its rate limit
 // refused (429, not recorded as deliveries) between From and To. The relay
 // appends at most one per address per interval, on the address's
@@ -565,6 +588,7 @@ func (ForwardResponded) EventType() string      { return TypeForwardResponded }
 func (ForwardFailed) EventType() string         { return TypeForwardFailed }
 func (RetryRequested) EventType() string        { return TypeRetryRequested }
 func (InspectorPurged) EventType() string       { return TypeInspectorPurged }
+func (EndpointRetained) EventType() string      { return TypeEndpointRetained }
 func (AddressRateLimited) EventType() string    { return TypeAddressRateLimited }
 func (StreamDeleted) EventType() string         { return TypeStreamDeleted }
 func (LogCheckpointed) EventType() string       { return TypeLogCheckpointed }

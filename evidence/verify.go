@@ -100,16 +100,31 @@ type Report struct {
 }
 
 // Decision is a retention decision: an inspector purged with its
-// deliveries (inspector.purged.v1).
+// deliveries (inspector.purged.v1), or an Endpoint's deliveries older than
+// its window removed (endpoint.retained.v1, with the window and cutoff).
 type Decision struct {
-	Position   uint64 `json:"position"`
-	Type       string `json:"type"`
-	Inspector  string `json:"inspector_id"`
-	Deliveries int64  `json:"deliveries"`
+	Position    uint64 `json:"position"`
+	Type        string `json:"type"`
+	Inspector   string `json:"inspector_id,omitempty"`
+	Endpoint    string `json:"endpoint_id,omitempty"`
+	RetentionMs int64  `json:"retention_ms,omitempty"`
+	Cutoff      string `json:"cutoff,omitempty"`
+	Deliveries  int64  `json:"deliveries"`
 }
 
 // maxDecisions bounds the decisions a report lists.
 const maxDecisions = 20
+
+// noteDecision counts a retention decision, and lists it among the first
+// maxDecisions.
+func (r *Report) noteDecision(e Event) {
+	r.DecisionsTotal++
+	var d Decision
+	if len(r.Decisions) < maxDecisions && json.Unmarshal(e.Data, &d) == nil {
+		d.Position, d.Type = e.Position, e.Type
+		r.Decisions = append(r.Decisions, d)
+	}
+}
 
 // OK reports whether nothing was found wrong.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
@@ -321,13 +336,8 @@ func (v *verifier) event(e Event) {
 	case "$stream.deleted.v1":
 		v.deleted[e.Stream] = true
 		v.r.Deletions++
-	case "inspector.purged.v1":
-		v.r.DecisionsTotal++
-		var d Decision
-		if len(v.r.Decisions) < maxDecisions && json.Unmarshal(e.Data, &d) == nil {
-			d.Position, d.Type = e.Position, e.Type
-			v.r.Decisions = append(v.r.Decisions, d)
-		}
+	case "inspector.purged.v1", "endpoint.retained.v1":
+		v.r.noteDecision(e)
 	case "log.checkpointed.v1":
 		var c Checkpoint
 		if err := json.Unmarshal(e.Data, &c); err != nil {

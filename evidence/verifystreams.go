@@ -219,6 +219,11 @@ func (v *streamVerifier) check(m Message) {
 	}
 	v.end = max(v.end, m.last())
 	v.r.Events += int64(len(m.Events))
+	for _, e := range m.Events {
+		if e.Type == "inspector.purged.v1" || e.Type == "endpoint.retained.v1" {
+			v.r.noteDecision(e)
+		}
+	}
 	st := v.state(m.Stream)
 	prev := v.heads.link(m.Stream)
 	defer v.heads.Apply(m)

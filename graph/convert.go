@@ -2,7 +2,10 @@ package graph
 
 import (
 	"encoding/base64"
+	"github.com/relayhq/relay/domain/duration"
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/commands"
@@ -173,7 +176,41 @@ func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 		t := e.Target
 		m.Target = &t
 	}
+	m.Retention = r.toRetention(e)
 	return m
+}
+
+// toRetention says how long an Endpoint keeps its deliveries.
+func (r *Resolver) toRetention(e readmodel.Endpoint) *model.Retention {
+	limits := r.Service.RetentionLimits()
+	w := limits.Window(e.Retention)
+	m := &model.Retention{Window: duration.Format(w), Seconds: int(w / time.Second), IsDefault: e.Retention == 0,
+		Max: duration.Format(limits.Max)}
+	if !e.RetainedTo.IsZero() {
+		t := e.RetainedTo
+		m.DeletedBefore = &t
+	}
+	return m
+}
+
+// retentionOf reads an Endpoint's retention input: nil leaves it, "default"
+// is the relay's default (0); the relay's bounds are checked by the
+// command.
+func retentionOf(in *string) (*time.Duration, error) {
+	if in == nil {
+		return nil, nil
+	}
+	var d time.Duration
+	if strings.TrimSpace(*in) != "default" {
+		var err error
+		if d, err = duration.Parse(*in); err != nil {
+			return nil, &domain.InvalidInputError{Field: "retention", Reason: "must be a duration such as 30d, 12h or 90m, or default"}
+		}
+		if d <= 0 {
+			return nil, &domain.InvalidInputError{Field: "retention", Reason: "must be positive"}
+		}
+	}
+	return &d, nil
 }
 
 func toEvent(e domain.RecordedEvent) *model.Event {
@@ -218,6 +255,9 @@ func toPatch(in model.UpdateEndpointInput) (commands.EndpointPatch, error) {
 		return p, err
 	}
 	p.Handshakes = fromHandshakesInput(in.Handshakes)
+	if p.Retention, err = retentionOf(in.Retention); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 

@@ -202,9 +202,13 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	if err != nil {
 		return nil, err
 	}
+	retention, err := retentionOf(input.Retention)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, tok.MemberID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
-		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: filters,
+		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: filters, Retention: deref(retention),
 	})
 	if err != nil {
 		return nil, err

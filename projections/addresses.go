@@ -109,18 +109,20 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 }
 
 const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
-	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers`
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
 	var (
-		e       readmodel.Endpoint
-		mode    string
-		created int64
-		answers string
-		filters string
+		e        readmodel.Endpoint
+		mode     string
+		created  int64
+		answers  string
+		filters  string
+		ms       int64
+		retained int64
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	var err error
@@ -131,6 +133,10 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		return readmodel.Endpoint{}, err
 	}
 	e.Mode, e.CreatedAt = domain.EndpointMode(mode), fromNanos(created)
+	e.Retention = time.Duration(ms) * time.Millisecond
+	if retained > 0 {
+		e.RetainedTo = fromNanos(retained)
+	}
 	return e, nil
 }
 

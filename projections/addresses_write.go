@@ -75,7 +75,7 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 			return 0, true, err
 		}
 		if answers, err = encodeAnswers(p.Answer, p.Handshakes); err == nil {
-			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, filters, p.EndpointID)
+			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, filters, p.RetentionMs, p.EndpointID)
 		}
 	case domain.InspectorAnswerSet:
 		w.changed = append(w.changed, p.InspectorID)
@@ -83,6 +83,9 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		if answers, err = encodeAnswers(p.Answer, p.Handshakes); err == nil {
 			n, err = t.exec(qInspectorAnswers, answers, p.InspectorID)
 		}
+	case domain.EndpointRetained:
+		w.changed = append(w.changed, p.EndpointID)
+		n, err = w.endpointRetained(t, p)
 	case domain.EndpointDeleted:
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
@@ -146,7 +149,25 @@ func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int
 		return 0, err
 	}
 	return t.exec(qEndpointCreated, p.EndpointID, p.AccountID, p.Name, string(p.Mode), p.Target,
-		p.ResponseCapture, t.at(), t.pos(), answers, filters)
+		p.ResponseCapture, t.at(), t.pos(), answers, filters, p.RetentionMs)
+}
+
+// endpointRetained notes an Endpoint's retention decision. Deferred
+// activity of this batch is stored first, as in inspectorPurged, so the
+// decision's activity is compared with the final value.
+func (w *addressesWriter) endpointRetained(t *txn, p domain.EndpointRetained) (int64, error) {
+	cutoff, err := time.Parse(time.RFC3339Nano, p.Cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("retention of endpoint %s: cutoff: %w", p.EndpointID, err)
+	}
+	last, err := time.Parse(time.RFC3339Nano, p.LastActivityAt)
+	if err != nil {
+		return 0, fmt.Errorf("retention of endpoint %s: last activity: %w", p.EndpointID, err)
+	}
+	if err := w.storeActivity(t, addressKey{domain.AddressEndpoint, p.EndpointID}); err != nil {
+		return 0, err
+	}
+	return t.exec(qEndpointRetained, cutoff.UnixNano(), last.UnixNano(), p.EndpointID)
 }
 
 // filtersJSON is how the endpoints view keeps filters: JSON, ” for none.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -58,6 +59,76 @@ func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, er
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list deliveries of purged inspectors: %w", err)
+	}
+	return out, nil
+}
+
+// notWaiting is true of a delivery row no forward is waiting on: every
+// attempt has its outcome, and the sender was answered. Retention leaves
+// the others for a later decision.
+const notWaiting = `(d.answered_status IS NOT NULL OR d.response_status IS NOT NULL)
+	AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_position = d.position AND a.outcome_position IS NULL)`
+
+// RetentionCandidates lists up to limit Endpoints that hold deliveries
+// received longer ago than their window at now and not waiting on a
+// forward, with the window applied (limits.Window of their own), how many
+// such deliveries they hold and their newest delivery's time.
+func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, limit int) ([]readmodel.RetentionCandidate, error) {
+	rows, err := v.r.QueryContext(ctx, `WITH w AS (
+			SELECT id, last_activity_at,
+				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
+			FROM endpoints),
+		c AS MATERIALIZED (SELECT w.id, w.last_activity_at, w.ms,
+				(SELECT COUNT(*) FROM deliveries d WHERE d.address = w.id AND d.received_at < ?3 - w.ms * 1000000 AND `+notWaiting+`) AS n
+			FROM w)
+		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id LIMIT ?4`,
+		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints past retention: %w", err)
+	}
+	defer rows.Close()
+	var out []readmodel.RetentionCandidate
+	for rows.Next() {
+		var (
+			c        readmodel.RetentionCandidate
+			last, ms int64
+		)
+		if err := rows.Scan(&c.ID, &last, &ms, &c.Deliveries); err != nil {
+			return nil, fmt.Errorf("list endpoints past retention: %w", err)
+		}
+		c.LastActivityAt, c.Window = fromNanos(last), time.Duration(ms)*time.Millisecond
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list endpoints past retention: %w", err)
+	}
+	return out, nil
+}
+
+// RetainedDeliveries lists up to limit deliveries that a retention
+// decision of their Endpoint removed and that still have rows: their
+// streams are still to be deleted (or their tombstones not yet applied).
+func (v *History) RetainedDeliveries(ctx context.Context, limit int) ([]string, error) {
+	// CROSS JOIN keeps the Endpoints outside: each one's deliveries below
+	// its cutoff are a range of deliveries_by_received, the newer ones are
+	// never read.
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM endpoints e CROSS JOIN deliveries d
+		WHERE e.retained_to > 0 AND d.address = e.id AND d.received_at < e.retained_to AND `+notWaiting+`
+		LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
 	}
 	return out, nil
 }

@@ -142,17 +142,23 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		return 0, err
 	}
 	var (
-		pos           int64
+		pos, last     int64
 		address, kind string
 		stored        int64
+		account       string
 	)
-	if err := row.Scan(&pos, &address, &kind, &stored); errors.Is(err, sql.ErrNoRows) {
+	if err := row.Scan(&pos, &address, &kind, &stored, &account, &last); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
 	}
 	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
 		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
+	}
+	if account != "" {
+		if _, err := t.exec(qAccountEventsDropped, account, pos, last, p.Stream); err != nil {
+			return 0, fmt.Errorf("drop account events of delivery %s: %w", id, err)
+		}
 	}
 	if k, ok := w.known[id]; ok {
 		k.dropped = true // flush must not update the row, watchers need not hear

@@ -28,8 +28,12 @@ const (
 	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
 		WHERE id = ?3 AND refused_position < ?2`
 	// A tombstone of a delivery stream drops its row and attempts.
-	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes`
-	qAttemptsDropped = `DELETE FROM attempts WHERE delivery_position = ?`
+	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes, account_id, updated_position`
+	// An account's index loses the events of a deleted delivery stream, as
+	// a rebuild never sees them: they lie between the delivery's first and
+	// latest positions.
+	qAccountEventsDropped = `DELETE FROM account_events WHERE account_id = ? AND position BETWEEN ? AND ? AND stream = ?`
+	qAttemptsDropped      = `DELETE FROM attempts WHERE delivery_position = ?`
 	// Activity only moves forward: occurred-at times of concurrent requests
 	// need not follow log order. A batch runs it once per address, with the
 	// latest time of its deliveries (see batch.activity).
@@ -61,10 +65,13 @@ const (
 	qTokenName        = `SELECT name FROM tokens WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
-			created_at, last_activity_at, position, updated_position, answers, filters)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9, ?10) ON CONFLICT (id) DO NOTHING`
+			created_at, last_activity_at, position, updated_position, answers, filters, retention_ms)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9, ?10, ?11) ON CONFLICT (id) DO NOTHING`
 	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
-		updated_position = ?, answers = ?, filters = ? WHERE id = ?`
+		updated_position = ?, answers = ?, filters = ?, retention_ms = ? WHERE id = ?`
+	// A retention decision keeps the newest activity it saw: a rebuild
+	// no longer has the deliveries that made it.
+	qEndpointRetained = `UPDATE endpoints SET retained_to = MAX(retained_to, ?), last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 	qInspectorAnswers = `UPDATE inspectors SET answers = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
@@ -165,10 +172,10 @@ const (
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
-	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
+	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
-	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
+	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,

@@ -26,8 +26,10 @@ import (
 // filters; version 12 whether each agent session asked to be primary and
 // its filters, so every node applies the primary rule and the filters to
 // the sessions of every node; version 13 the members of accounts, their
-// invites and activity, and each token's member and kind.
-const schemaVersion = 13
+// invites and activity, and each token's member and kind; version 14 each
+// Endpoint's retention window and the cutoff of its latest retention
+// decision.
+const schemaVersion = 14
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -178,7 +180,12 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	refused_position INTEGER NOT NULL DEFAULT 0,
 	answers          TEXT NOT NULL DEFAULT '',
 	-- filters: the Endpoint's filters as JSON ('' for none).
-	filters          TEXT NOT NULL DEFAULT ''
+	filters          TEXT NOT NULL DEFAULT '',
+	-- retention_ms: its own retention window (0: the relay's default);
+	-- retained_to: the cutoff of its latest retention decision (Unix
+	-- nanoseconds, 0: none), deliveries received before it go.
+	retention_ms     INTEGER NOT NULL DEFAULT 0,
+	retained_to      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 
@@ -251,6 +258,9 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	provider_delivery_id TEXT
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
+-- Retention finds an Endpoint's deliveries received before its cutoff
+-- without reading the newer ones.
+CREATE INDEX IF NOT EXISTS deliveries_by_received ON deliveries (address, received_at);
 CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
 	WHERE provider_delivery_id IS NOT NULL;
 

@@ -176,6 +176,10 @@ type Endpoint struct {
 	Refused         int64 // requests its rate limit refused
 	Answers         Answers
 	Filters         []domain.Filter
+	// Retention is the Endpoint's own window (0: the relay's default);
+	// RetainedTo the cutoff of its latest retention decision (zero: none).
+	Retention  time.Duration
+	RetainedTo time.Time
 }
 
 // Account is the read model of an account.
@@ -322,6 +326,15 @@ type PurgeCandidate struct {
 	LastActivityAt time.Time
 	TTL            time.Duration
 	Deliveries     int64 // delivery rows it has
+}
+
+// RetentionCandidate is an Endpoint holding deliveries older than its
+// retention window.
+type RetentionCandidate struct {
+	ID             string
+	LastActivityAt time.Time
+	Window         time.Duration // the window applied
+	Deliveries     int64         // deliveries past it, none waiting on a forward
 }
 
 // DeliveryFilter narrows an address's history: a delivery is listed when

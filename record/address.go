@@ -61,6 +61,33 @@ func (r *Recorder) PurgeIfRetained(ctx context.Context, inspectorID string, last
 	return position, err
 }
 
+// RetainEndpoint records the decision to remove an Endpoint's deliveries
+// received before now minus window (endpoint.retained.v1). It decides once
+// on the stream as read: when another writer (another relay node's sweep)
+// appended first, the append is refused by its expected revision and
+// nothing is recorded, so a decision is made once however many nodes
+// sweep. It returns the decision's log position, 0 when nothing was
+// recorded.
+func (r *Recorder) RetainEndpoint(ctx context.Context, endpointID string, window time.Duration, now, lastActivity time.Time, deliveries int64) (uint64, error) {
+	stream := domain.EndpointStream(endpointID)
+	_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+	if errors.Is(err, domain.ErrStreamNotFound) {
+		return 0, domain.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	ep := domain.LoadEndpoint(events)
+	if decided, err := ep.Retain(window, now, lastActivity, deliveries); err != nil || !decided {
+		return 0, err
+	}
+	res, err := r.Record(ctx, stream, ep.Expected(), domain.Trace{CorrelationID: endpointID}, ep.Changes()...)
+	if errors.Is(err, domain.ErrWrongExpectedRevision) {
+		return 0, nil // the stream moved since it was read: the next sweep decides on it again
+	}
+	return res.Position, err
+}
+
 // RecordRefusals appends one address.rate_limited.v1: n requests to
 // address refused by its rate limit between from and to.
 func (r *Recorder) RecordRefusals(ctx context.Context, address string, kind domain.AddressKind, n int64, from, to time.Time) error {

@@ -251,6 +251,13 @@ type (
 		Filters         []struct {
 			Text string `json:"text"`
 		} `json:"filters"`
+		Retention *struct {
+			Window        string  `json:"window"`
+			Seconds       int64   `json:"seconds"`
+			IsDefault     bool    `json:"isDefault"`
+			Max           string  `json:"max"`
+			DeletedBefore *string `json:"deletedBefore"`
+		} `json:"retention"`
 	}
 	jsonAnswer struct {
 		Status  int `json:"status"`

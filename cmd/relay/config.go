@@ -112,6 +112,10 @@ type serveConfig struct {
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
 	InspectorRetention time.Duration
+	// Retention is the Endpoints' default window, MaxRetention and
+	// MinRetention the bounds of their own (docs/retention.md).
+	Retention, MaxRetention, MinRetention time.Duration
+	maxRetentionSet                       func() bool
 	// CheckpointInterval and CheckpointKey: see app.Config.
 	CheckpointInterval time.Duration
 	CheckpointKey      string
@@ -201,6 +205,10 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.Var(duration.NewFlag(&c.InspectorRetention, 7*24*time.Hour), "inspector-retention", "an expired inspector's deliveries are deleted from the log this long after it expired")
+	fs.Var(duration.NewFlag(&c.Retention, defaultRetention), "retention", "how long an Endpoint keeps its deliveries unless it sets its own window (30d, 12h, ...); older ones are deleted from the log and the views")
+	fs.Var(duration.NewFlag(&c.MaxRetention, defaultRetention), "max-retention", "longest window an Endpoint may set (default: --retention)")
+	fs.Var(duration.NewFlag(&c.MinRetention, defaultMinRetention), "min-retention", "shortest window an Endpoint may set; the sweep runs every tenth of it (between 100ms and 10m)")
+	c.maxRetentionSet = func() bool { return fs.Changed("max-retention") }
 	fs.Var(duration.NewFlag(&c.CheckpointInterval, app.DefaultCheckpointInterval), "checkpoint-interval", "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
 	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
 	fs.StringVar(&c.SecretsKey, "secrets-key", "", "file of the 32-byte key that seals the handshake secrets addresses are given and the members' password hashes (raw bytes or 64 hex digits); default DATA/secrets.key, created at first start; every node of a cluster needs the same one")
@@ -217,6 +225,29 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
 	fs.StringVar(&c.NodeID, "node-id", "", "this node's name in a cluster (letters, digits, - and _); empty: one generated and kept in --data")
 	fs.Var(duration.NewFlag(&c.NodeLease, cluster.DefaultLease), "node-lease", "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
+}
+
+// Endpoint retention defaults: a month, as the longer plans of hosted
+// webhook services keep; windows from an hour up.
+const (
+	defaultRetention    = 30 * 24 * time.Hour
+	defaultMinRetention = time.Hour
+)
+
+// retentionLimits are the Endpoints' windows as the flags give them:
+// --max-retention defaults to --retention.
+func (c *serveConfig) retentionLimits() domain.RetentionLimits {
+	longest := time.Duration(c.MaxRetention)
+	if c.maxRetentionSet == nil || !c.maxRetentionSet() {
+		longest = time.Duration(c.Retention)
+	}
+	return domain.RetentionLimits{Default: time.Duration(c.Retention), Min: time.Duration(c.MinRetention), Max: longest}
+}
+
+// endpointRetentionSweep is how often Endpoints' old deliveries are looked
+// for: a tenth of the shortest window, between 100ms and 10m.
+func (c *serveConfig) endpointRetentionSweep() time.Duration {
+	return min(max(time.Duration(c.MinRetention)/10, 100*time.Millisecond), 10*time.Minute)
 }
 
 // retentionSweep is how often expired inspectors are looked for: a tenth of
@@ -277,6 +308,9 @@ func (c *serveConfig) validate() error {
 	case c.InspectorRetention <= 0:
 		return fmt.Errorf("--inspector-retention must be positive")
 	}
+	if err := c.validateRetention(); err != nil {
+		return err
+	}
 	if err := c.validateDeployment(); err != nil {
 		return err
 	}
@@ -289,6 +323,23 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	return c.validateCluster()
+}
+
+// validateRetention checks the Endpoints' windows: the default lies
+// within the bounds.
+func (c *serveConfig) validateRetention() error {
+	l := c.retentionLimits()
+	switch {
+	case l.Min <= 0:
+		return fmt.Errorf("--min-retention must be positive")
+	case l.Default <= 0:
+		return fmt.Errorf("--retention must be positive")
+	case l.Default < l.Min:
+		return fmt.Errorf("--retention (%s) must be at least --min-retention (%s)", duration.Format(l.Default), duration.Format(l.Min))
+	case l.Max < l.Default:
+		return fmt.Errorf("--max-retention (%s) must be at least --retention (%s)", duration.Format(l.Max), duration.Format(l.Default))
+	}
+	return nil
 }
 
 // validateCluster checks the flags of several nodes.
@@ -448,7 +499,8 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
 		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
-		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait},
+		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
+			Retention: c.retentionLimits()},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
@@ -466,7 +518,8 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		},
 		BodyTimeout:    c.BodyTimeout,
 		RetentionSweep: c.retentionSweep(), InspectorRetention: c.InspectorRetention,
-		CheckpointInterval: c.CheckpointInterval, CheckpointKey: c.CheckpointKey, SecretsKey: c.SecretsKey,
+		EndpointRetentionSweep: c.endpointRetentionSweep(),
+		CheckpointInterval:     c.CheckpointInterval, CheckpointKey: c.CheckpointKey, SecretsKey: c.SecretsKey,
 		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
 	}
 }

@@ -118,6 +118,23 @@ func TestServeConfig(t *testing.T) {
 		{name: "quota from env", env: map[string]string{"RELAY_INSPECTOR_QUOTA": "1MiB"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 1<<20 }},
 		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},
 		{name: "non-positive retention", env: map[string]string{"RELAY_INSPECTOR_RETENTION": "0s"}, wantErr: "--inspector-retention"},
+		{name: "endpoint retention defaults", check: func(c serveConfig) bool {
+			l := c.retentionLimits()
+			return l.Default == 30*24*time.Hour && l.Max == l.Default && l.Min == time.Hour && c.endpointRetentionSweep() == 6*time.Minute
+		}},
+		{name: "retention in days from env, the maximum follows", env: map[string]string{"RELAY_RETENTION": "7d"}, check: func(c serveConfig) bool {
+			l := c.retentionLimits()
+			return l.Default == 7*24*time.Hour && l.Max == l.Default
+		}},
+		{name: "retention and a larger maximum", args: []string{"--retention", "7d", "--max-retention", "90d"}, env: map[string]string{"RELAY_MIN_RETENTION": "1s"},
+			check: func(c serveConfig) bool {
+				l := c.retentionLimits()
+				return l.Max == 90*24*time.Hour && l.Min == time.Second && c.endpointRetentionSweep() == 100*time.Millisecond
+			}},
+		{name: "maximum below the default", args: []string{"--retention", "30d", "--max-retention", "7d"}, wantErr: "--max-retention (7d) must be at least --retention (30d)"},
+		{name: "default below the minimum", args: []string{"--retention", "30m"}, wantErr: "--retention (30m) must be at least --min-retention (1h)"},
+		{name: "zero retention", args: []string{"--retention", "0d"}, wantErr: "must be positive"},
+		{name: "malformed retention", env: map[string]string{"RELAY_RETENTION": "a month"}, wantErr: "RELAY_RETENTION"},
 		{name: "non-positive refusal interval", args: []string{"--refusal-interval", "0s"}, wantErr: "--refusal-interval"},
 		{name: "nats cluster seeds", env: map[string]string{"RELAY_EVENTSTORE": "nats://a:4222,nats://b:4222?replicas=3"},
 			check: func(c serveConfig) bool { return c.EventStore == "nats://a:4222,nats://b:4222?replicas=3" }},

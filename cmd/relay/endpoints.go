@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/domain/duration"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -33,6 +34,28 @@ type endpointJSON struct {
 	// Filters are the Endpoint's filters in their text form (relay
 	// endpoints update --filter).
 	Filters []filterJSON `json:"filters"`
+	// Retention says how long it keeps its deliveries.
+	Retention *retentionJSON `json:"retention"`
+}
+
+// retentionJSON is an Endpoint's retention window as the commands print it.
+type retentionJSON struct {
+	Window        string  `json:"window"`
+	Seconds       int64   `json:"seconds"`
+	IsDefault     bool    `json:"isDefault"`
+	Max           string  `json:"max"`
+	DeletedBefore *string `json:"deletedBefore"`
+}
+
+// describeRetention is a window as list and show print it.
+func describeRetention(r *retentionJSON) string {
+	if r == nil {
+		return "-"
+	}
+	if r.IsDefault {
+		return r.Window + " (default)"
+	}
+	return r.Window
 }
 
 // filterJSON is a filter as the commands print it.
@@ -40,7 +63,8 @@ type filterJSON struct {
 	Text string `json:"text"`
 }
 
-const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text } ` + answerFields
+const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
+	retention{ window seconds isDefault max deletedBefore } ` + answerFields
 
 func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -52,6 +76,7 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
   relay endpoints create stripe --target 3000
   relay endpoints update stripe --mode LOG
   relay endpoints update slack --handshake slack
+  relay endpoints update stripe --retention 7d
   relay endpoints delete stripe`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
@@ -88,10 +113,10 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 				return nil
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL\tANSWER")
+			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL\tANSWER\tKEEPS")
 			for _, e := range eps {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.Name, e.Mode, deref(e.Target, "-"), e.AgentCount, e.URL,
-					describeAnswer(e.Answer, e.Handshakes))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Name, e.Mode, deref(e.Target, "-"), e.AgentCount, e.URL,
+					describeAnswer(e.Answer, e.Handshakes), describeRetention(e.Retention))
 			}
 			return tw.Flush()
 		},
@@ -106,6 +131,7 @@ type endpointSettings struct {
 	name, mode, target string
 	capture, noFilters bool
 	filters            []string
+	retention          string
 }
 
 func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
@@ -120,6 +146,7 @@ func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
 	if withName {
 		fs.BoolVar(&s.noFilters, "no-filters", false, "remove the Endpoint's filters: forward every delivery")
 	}
+	fs.StringVar(&s.retention, "retention", "", "how long it keeps its deliveries (30d, 12h, 90m), within the relay's bounds; default: the relay's window (relay serve --retention)")
 }
 
 // input is the CreateEndpointInput/UpdateEndpointInput of the flags set.
@@ -158,6 +185,19 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	}
 	if s.noFilters {
 		in["filters"] = []any{}
+	}
+	if fs.Changed("retention") {
+		// Checked here for its form; the relay checks its bounds.
+		if r := strings.TrimSpace(s.retention); r != "default" {
+			d, err := duration.Parse(r)
+			if err != nil {
+				return nil, usage(fmt.Errorf("--retention: %w", err))
+			}
+			if d <= 0 {
+				return nil, usage(fmt.Errorf("--retention %q: must be positive", s.retention))
+			}
+		}
+		in["retention"] = strings.TrimSpace(s.retention)
 	}
 	return in, nil
 }
@@ -316,6 +356,13 @@ func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
 		fmt.Fprintf(w, " → %s", *e.Target)
 	}
 	fmt.Fprintf(w, "\n%s\n", e.URL)
+	if r := e.Retention; r != nil {
+		fmt.Fprintf(w, "keeps deliveries %s", describeRetention(r))
+		if r.DeletedBefore != nil {
+			fmt.Fprintf(w, "; deleted those received before %s", *r.DeletedBefore)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(e.Filters) > 0 {
 		var fs []string
 		for _, f := range e.Filters {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/domain/duration"
 	"io"
 	"net/http"
 	"os"
@@ -113,6 +114,11 @@ func printTail(r evidence.Report, kept int, w io.Writer) {
 	}
 	// What decided the deletions: retention's own events.
 	for _, d := range r.Decisions {
+		if d.Endpoint != "" {
+			fmt.Fprintf(w, "retention decision at position %d (%s): endpoint %s, window %s, received before %s, %d deliveries deleted\n",
+				d.Position, d.Type, d.Endpoint, duration.Format(time.Duration(d.RetentionMs)*time.Millisecond), d.Cutoff, d.Deliveries)
+			continue
+		}
 		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)
 	}
 	if more := r.DecisionsTotal - int64(len(r.Decisions)); more > 0 {

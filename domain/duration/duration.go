@@ -57,16 +57,25 @@ func Parse(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// Format writes d as Parse reads it, with whole days as days: 7d, 1d12h0m0s.
+// Format writes d as Parse reads it, with whole days as days and no
+// trailing zero units: 7d, 1d12h, 1h30m, 1.5s.
 func Format(d time.Duration) string {
-	if d < day {
-		return d.String()
+	var out string
+	if d >= day {
+		out = strconv.FormatInt(int64(d/day), 10) + "d"
+		d %= day
+		if d == 0 {
+			return out
+		}
 	}
-	days, rest := d/day, d%day
-	if rest == 0 {
-		return strconv.FormatInt(int64(days), 10) + "d"
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
 	}
-	return strconv.FormatInt(int64(days), 10) + "d" + rest.String()
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return out + s
 }
 
 // Flag is a command-line flag (a pflag.Value) that reads with Parse.

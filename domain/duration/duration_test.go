@@ -40,12 +40,13 @@ func TestParse(t *testing.T) {
 
 func TestFormat(t *testing.T) {
 	for d, want := range map[time.Duration]string{
-		30 * time.Second:   "30s",
-		24 * time.Hour:     "1d",
-		7 * 24 * time.Hour: "7d",
-		36 * time.Hour:     "1d12h0m0s",
-		90 * time.Minute:   "1h30m0s",
-		0:                  "0s",
+		30 * time.Second:        "30s",
+		24 * time.Hour:          "1d",
+		7 * 24 * time.Hour:      "7d",
+		36 * time.Hour:          "1d12h",
+		90 * time.Minute:        "1h30m",
+		1500 * time.Millisecond: "1.5s",
+		0:                       "0s",
 	} {
 		if got := Format(d); got != want {
 			t.Errorf("Format(%v) = %q, want %q", d, got, want)

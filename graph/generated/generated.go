@@ -173,6 +173,7 @@ type ComplexityRoot struct {
 		Name            func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
 		ResponseCapture func(childComplexity int) int
+		Retention       func(childComplexity int) int
 		Target          func(childComplexity int) int
 		URL             func(childComplexity int) int
 	}
@@ -366,6 +367,14 @@ type ComplexityRoot struct {
 		Path         func(childComplexity int) int
 		SetHeaders   func(childComplexity int) int
 		UnsetHeaders func(childComplexity int) int
+	}
+
+	Retention struct {
+		DeletedBefore func(childComplexity int) int
+		IsDefault     func(childComplexity int) int
+		Max           func(childComplexity int) int
+		Seconds       func(childComplexity int) int
+		Window        func(childComplexity int) int
 	}
 
 	SenderAnswer struct {
@@ -1071,6 +1080,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.ResponseCapture(childComplexity), true
+	case "Endpoint.retention":
+		if e.ComplexityRoot.Endpoint.Retention == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Retention(childComplexity), true
 	case "Endpoint.target":
 		if e.ComplexityRoot.Endpoint.Target == nil {
 			break
@@ -2024,6 +2039,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RequestEdit.UnsetHeaders(childComplexity), true
 
+	case "Retention.deletedBefore":
+		if e.ComplexityRoot.Retention.DeletedBefore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Retention.DeletedBefore(childComplexity), true
+	case "Retention.isDefault":
+		if e.ComplexityRoot.Retention.IsDefault == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Retention.IsDefault(childComplexity), true
+	case "Retention.max":
+		if e.ComplexityRoot.Retention.Max == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Retention.Max(childComplexity), true
+	case "Retention.seconds":
+		if e.ComplexityRoot.Retention.Seconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Retention.Seconds(childComplexity), true
+	case "Retention.window":
+		if e.ComplexityRoot.Retention.Window == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Retention.Window(childComplexity), true
+
 	case "SenderAnswer.at":
 		if e.ComplexityRoot.SenderAnswer.At == nil {
 			break
@@ -2734,6 +2780,22 @@ type Endpoint {
   answer: AddressAnswer!
   "The providers' verification requests it answers itself."
   handshakes: Handshakes!
+  "How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md)."
+  retention: Retention!
+}
+
+"How long an Endpoint keeps its deliveries."
+type Retention {
+  "The window, as 30d, 12h or 90m: a delivery received longer ago is deleted (within a tenth of the relay's --min-retention, at most 10 minutes, later)."
+  window: String!
+  "The window in seconds."
+  seconds: Int!
+  "True when the Endpoint follows the relay's default window (relay serve --retention)."
+  isDefault: Boolean!
+  "The longest window the relay allows an Endpoint to set (relay serve --max-retention)."
+  max: String!
+  "Deliveries received before this were deleted by the latest retention decision (endpoint.retained.v1); null: none yet."
+  deletedBefore: Time
 }
 
 "What an inspector or a LOG Endpoint answers every request that is not a handshake it answers."
@@ -3055,6 +3117,12 @@ input CreateEndpointInput {
   answer: AnswerInput
   "The handshakes it answers itself."
   handshakes: HandshakesInput
+  """
+  How long it keeps its deliveries, as 30d, 12h or 90m, within the relay's --min-retention and
+  --max-retention (beyond: INVALID_INPUT naming the bound); absent or "default": the relay's
+  default (--retention).
+  """
+  retention: String
 }
 
 input UpdateEndpointInput {
@@ -3074,6 +3142,12 @@ input UpdateEndpointInput {
   answer: AnswerInput
   "The handshakes it answers itself."
   handshakes: HandshakesInput
+  """
+  How long it keeps its deliveries, as 30d, 12h or 90m, within the relay's --min-retention and
+  --max-retention (beyond: INVALID_INPUT naming the bound); "default": the relay's default
+  (--retention). Shortening it deletes the older deliveries at the next sweep.
+  """
+  retention: String
 }
 
 type Query {
@@ -3510,6 +3584,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_answer(ctx, field)
 	case "handshakes":
 		return ec.fieldContext_Endpoint_handshakes(ctx, field)
+	case "retention":
+		return ec.fieldContext_Endpoint_retention(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
 }
@@ -3812,6 +3888,22 @@ func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field g
 		return ec.fieldContext_RequestEdit_bodyBase64(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RequestEdit", field.Name)
+}
+
+func (ec *executionContext) childFields_Retention(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "window":
+		return ec.fieldContext_Retention_window(ctx, field)
+	case "seconds":
+		return ec.fieldContext_Retention_seconds(ctx, field)
+	case "isDefault":
+		return ec.fieldContext_Retention_isDefault(ctx, field)
+	case "max":
+		return ec.fieldContext_Retention_max(ctx, field)
+	case "deletedBefore":
+		return ec.fieldContext_Retention_deletedBefore(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Retention", field.Name)
 }
 
 func (ec *executionContext) childFields_SenderAnswer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7204,6 +7296,38 @@ func (ec *executionContext) fieldContext_Endpoint_handshakes(_ context.Context, 
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Handshakes(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Endpoint_retention(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_retention(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retention, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Retention) graphql.Marshaler {
+			return ec.marshalNRetention2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRetention(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_retention(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Retention(ctx, field)
 		},
 	}
 	return fc, nil
@@ -11003,6 +11127,121 @@ func (ec *executionContext) fieldContext_RequestEdit_bodyBase64(_ context.Contex
 	return graphql.NewScalarFieldContext("RequestEdit", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Retention_window(ctx context.Context, field graphql.CollectedField, obj *model.Retention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Retention_window(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Window, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Retention_window(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Retention", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Retention_seconds(ctx context.Context, field graphql.CollectedField, obj *model.Retention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Retention_seconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Retention_seconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Retention", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Retention_isDefault(ctx context.Context, field graphql.CollectedField, obj *model.Retention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Retention_isDefault(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IsDefault, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Retention_isDefault(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Retention", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Retention_max(ctx context.Context, field graphql.CollectedField, obj *model.Retention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Retention_max(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Max, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Retention_max(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Retention", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Retention_deletedBefore(ctx context.Context, field graphql.CollectedField, obj *model.Retention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Retention_deletedBefore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeletedBefore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Retention_deletedBefore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Retention", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
 func (ec *executionContext) _SenderAnswer_status(ctx context.Context, field graphql.CollectedField, obj *model.SenderAnswer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12762,7 +13001,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes", "retention"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -12825,6 +13064,13 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.Handshakes = data
+		case "retention":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retention"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Retention = data
 		}
 	}
 	return it, nil
@@ -13231,7 +13477,7 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes", "retention"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -13294,6 +13540,13 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.Handshakes = data
+		case "retention":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retention"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Retention = data
 		}
 	}
 	return it, nil
@@ -14388,6 +14641,11 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "handshakes":
 			out.Values[i] = ec._Endpoint_handshakes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "retention":
+			out.Values[i] = ec._Endpoint_retention(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -15974,6 +16232,62 @@ func (ec *executionContext) _RequestEdit(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var retentionImplementors = []string{"Retention"}
+
+func (ec *executionContext) _Retention(ctx context.Context, sel ast.SelectionSet, obj *model.Retention) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, retentionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Retention")
+		case "window":
+			out.Values[i] = ec._Retention_window(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "seconds":
+			out.Values[i] = ec._Retention_seconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "isDefault":
+			out.Values[i] = ec._Retention_isDefault(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "max":
+			out.Values[i] = ec._Retention_max(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deletedBefore":
+			out.Values[i] = ec._Retention_deletedBefore(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var senderAnswerImplementors = []string{"SenderAnswer"}
 
 func (ec *executionContext) _SenderAnswer(ctx context.Context, sel ast.SelectionSet, obj *model.SenderAnswer) graphql.Marshaler {
@@ -17331,6 +17645,16 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 		return graphql.Null
 	}
 	return ec._PageInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRetention2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRetention(ctx context.Context, sel ast.SelectionSet, v *model.Retention) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Retention(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNSessionPayload2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSessionPayload(ctx context.Context, sel ast.SelectionSet, v model.SessionPayload) graphql.Marshaler {

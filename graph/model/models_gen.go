@@ -137,6 +137,10 @@ type CreateEndpointInput struct {
 	Answer *AnswerInput `json:"answer,omitempty"`
 	// The handshakes it answers itself.
 	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
+	// How long it keeps its deliveries, as 30d, 12h or 90m, within the relay's --min-retention and
+	// --max-retention (beyond: INVALID_INPUT naming the bound); absent or "default": the relay's
+	// default (--retention).
+	Retention *string `json:"retention,omitempty"`
 }
 
 type CreateTokenPayload struct {
@@ -333,6 +337,8 @@ type Endpoint struct {
 	Answer *AddressAnswer `json:"answer"`
 	// The providers' verification requests it answers itself.
 	Handshakes *Handshakes `json:"handshakes"`
+	// How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md).
+	Retention *Retention `json:"retention"`
 }
 
 // An event of the log, for auditors.
@@ -607,6 +613,20 @@ type RequestEditInput struct {
 	BodyBase64 *string `json:"bodyBase64,omitempty"`
 }
 
+// How long an Endpoint keeps its deliveries.
+type Retention struct {
+	// The window, as 30d, 12h or 90m: a delivery received longer ago is deleted (within a tenth of the relay's --min-retention, at most 10 minutes, later).
+	Window string `json:"window"`
+	// The window in seconds.
+	Seconds int `json:"seconds"`
+	// True when the Endpoint follows the relay's default window (relay serve --retention).
+	IsDefault bool `json:"isDefault"`
+	// The longest window the relay allows an Endpoint to set (relay serve --max-retention).
+	Max string `json:"max"`
+	// Deliveries received before this were deleted by the latest retention decision (endpoint.retained.v1); null: none yet.
+	DeletedBefore *time.Time `json:"deletedBefore,omitempty"`
+}
+
 // The answer a sender's connection received.
 type SenderAnswer struct {
 	Status int `json:"status"`
@@ -672,6 +692,10 @@ type UpdateEndpointInput struct {
 	Answer *AnswerInput `json:"answer,omitempty"`
 	// The handshakes it answers itself.
 	Handshakes *HandshakesInput `json:"handshakes,omitempty"`
+	// How long it keeps its deliveries, as 30d, 12h or 90m, within the relay's --min-retention and
+	// --max-retention (beyond: INVALID_INPUT naming the bound); "default": the relay's default
+	// (--retention). Shortening it deletes the older deliveries at the next sweep.
+	Retention *string `json:"retention,omitempty"`
 }
 
 type AttemptRole string

@@ -25,7 +25,7 @@ export const DETAIL_FIELDS = `
 /** An address's own answer and handshakes (secrets come back masked). */
 export const ANSWER_FIELDS = `answer { status headers { name value } body } handshakes { enabled metaVerifyTokenSet zoomSecretSet inProxy }`;
 
-export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests filters { text } ${ANSWER_FIELDS}`;
+export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests filters { text } retention { window isDefault max deletedBefore } ${ANSWER_FIELDS}`;
 
 const LISTENER_FIELDS = `listeners { agentId target primary connectedAt filters { text } }`;
 

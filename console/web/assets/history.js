@@ -206,6 +206,14 @@ export function historyPage(root, { kind, id, navigate }) {
       `${n} ${n === 1 ? 'request' : 'requests'} refused by the rate limit (answered 429, not recorded).`);
   }
 
+  // retentionLine says how long the Endpoint keeps its deliveries.
+  function retentionLine(r) {
+    if (!r) return null;
+    return h('p', { class: 'muted small', 'data-testid': 'retention' },
+      `Keeps deliveries for ${r.window}${r.isDefault ? " (the relay's default)" : ''}; older ones are deleted from the history and the log.`,
+      r.deletedBefore ? [' Deleted those received before ', h('time', { datetime: r.deletedBefore }, formatFullTime(r.deletedBefore)), '.'] : null);
+  }
+
   function renderHead() {
     const info = state.info;
     if (!isEndpoint) {
@@ -238,6 +246,7 @@ export function historyPage(root, { kind, id, navigate }) {
       listenersBox(info.listeners),
       agentCommandLine(),
       refusedLine(info.refusedRequests),
+      retentionLine(info.retention),
       settingsPanel());
   }
 

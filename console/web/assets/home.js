@@ -244,16 +244,26 @@ export function endpointFields(initial) {
   });
   const capture = h('input', { type: 'checkbox', name: 'responseCapture', id: uid('capture'), checked: !!initial.responseCapture });
   const captureField = h('div', { class: 'field field-check' }, capture, h('label', { for: capture.id }, 'Capture responses'));
+  // Empty: the relay's default window.
+  const own = initial.retention && !initial.retention.isDefault ? initial.retention.window : '';
+  const retention = h('input', {
+    type: 'text', name: 'retention', spellcheck: 'false', placeholder: 'default', value: own, 'data-testid': 'retention-input',
+  });
+  const max = initial.retention ? ` (at most ${initial.retention.max})` : '';
   const element = h('div', { class: 'grid-fields' },
     field('Name', name),
     field('Mode', mode, 'Log answers 204; Log and Proxy forwards through your agent.'),
     field('Local target', target, 'Where the agent forwards: 127.0.0.1:<port>.'),
+    field('Keep deliveries', retention, `How long deliveries are kept, such as 7d or 12h${max}; empty: the relay's default. Older ones are deleted.`),
     captureField);
   return {
     element,
     value() {
       const t = target.value.trim();
-      return { name: name.value.trim(), mode: mode.value, target: t || null, responseCapture: capture.checked };
+      return {
+        name: name.value.trim(), mode: mode.value, target: t || null, responseCapture: capture.checked,
+        retention: retention.value.trim() || 'default',
+      };
     },
   };
 }
