@@ -68,6 +68,9 @@ type respondedRow struct {
 	// Fidelity is kept in the row as its verdict (see the attempts table).
 	Fidelity *domain.Fidelity `json:"fidelity"`
 	Copy     bool             `json:"copy"`
+	// DroppedHeaders is decoded only to check it: the count is read back
+	// from the log with the headers.
+	DroppedHeaders int `json:"dropped_headers"`
 
 	Headers jsonKind `json:"headers"` // left in the log
 	Body    jsonKind `json:"body"`    // left in the log

@@ -42,7 +42,7 @@ func leanTypes() []leanType {
 			decode: func(b []byte) (any, error) { return decodeResponded(b) },
 			samples: []domain.Event{
 				domain.ForwardResponded{DeliveryID: "d-9", AttemptID: "a-9", AgentID: "ag-9", Status: 418, Headers: headers, Signature: "stripe valid",
-					Body: []byte("teapot"), BodySize: 6, Captured: true, DurationMs: 99,
+					Body: []byte("teapot"), BodySize: 6, Captured: true, DurationMs: 99, DroppedHeaders: 3,
 					Fidelity: &domain.Fidelity{Agent: domain.DigestRequest("POST", "/x", nil, []byte("a")), Relay: domain.DigestRequest("POST", "/x", nil, []byte("b"))}},
 				domain.ForwardResponded{DeliveryID: "d-8", AttemptID: "a-8", Status: 204, BodySize: 0, DurationMs: 0, Copy: true},
 			},
