@@ -22,10 +22,11 @@ type historyWriter struct {
 	h       *History
 	known   map[string]*knownDelivery
 	pending []*knownDelivery
+	stats   *statsWriter // the per-minute rollup, see stats.go
 }
 
 func (v *History) writer() *historyWriter {
-	return &historyWriter{h: v, known: map[string]*knownDelivery{}}
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}, stats: newStatsWriter()}
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -55,6 +56,9 @@ type logRef struct {
 }
 
 func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	if err := w.stats.see(t); err != nil {
+		return 0, false, err
+	}
 	switch p := payload.(type) {
 	case receivedRow:
 		n, err = w.deliveryReceived(t, p)
@@ -69,13 +73,16 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 			}
 			edit = string(b)
 		}
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
+		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
 	case respondedRow:
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy); err != nil {
+		// fresh: the outcome is new to the attempts table, not one applied
+		// again (see attemptOutcomeConflict), so its time is counted once.
+		fresh, err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
+		if err != nil {
 			return 0, true, err
 		}
 		if p.Copy {
@@ -85,14 +92,27 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 		}
 		ref := w.ref(t, p.DeliveryID)
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
+		// The local answer's time goes into the rollup of the delivery's
+		// address (known to the batch once updated, unless the delivery is
+		// unknown).
+		if k, ok := w.known[p.DeliveryID]; ok && err == nil && fresh {
+			w.stats.latency(k.address, t.at(), p.DurationMs)
+		}
 	case domain.ForwardFailed:
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
 			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
 	case domain.StreamDeleted:
 		n, err = w.streamDeleted(t, p)
+	case domain.AddressRateLimited:
+		// The addresses apply it; the rollup counts its refusals too,
+		// once, as the address's count does (refused_position).
+		if err := w.stats.refused(t, p); err != nil {
+			return 0, true, err
+		}
+		return 0, false, nil
 	default:
 		// RetryRequested changes no view: the ForwardRequested that follows
 		// a retry carries the attempt.
@@ -136,6 +156,9 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	streamKind, id, _ := domain.ParseStream(p.Stream)
 	if streamKind != domain.StreamDelivery {
 		return 0, nil // only delivery streams have rows of their own
+	}
+	if err := w.stats.dropped(t, id); err != nil {
+		return 0, err
 	}
 	row, err := t.queryRow(qDeliveryDropped, id)
 	if err != nil {
@@ -183,16 +206,17 @@ func (w *historyWriter) ref(t *txn, deliveryID string) logRef {
 // the delivery's position when the batch knows it, else byID, which looks
 // the delivery up by its id (and inserts nothing for an unknown one). The
 // queries take the event's position and the delivery, then args.
-func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, args ...any) error {
+func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, args ...any) (changed bool, err error) {
 	head := []any{t.pos(), deliveryID}
 	query := byID
 	if k, ok := w.known[deliveryID]; ok {
 		head[1], query = k.dpos, byPos
 	}
-	if _, err := t.exec(query, append(head, args...)...); err != nil {
-		return fmt.Errorf("record attempt of delivery %s: %w", deliveryID, err)
+	n, err := t.exec(query, append(head, args...)...)
+	if err != nil {
+		return false, fmt.Errorf("record attempt of delivery %s: %w", deliveryID, err)
 	}
-	return nil
+	return n > 0, nil
 }
 
 // updateDelivery marks a delivery as changed by the current event, records a
@@ -290,7 +314,14 @@ func (w *historyWriter) flush(t *txn) error {
 		k.dirty = false
 	}
 	w.pending = nil
-	return nil
+	// Every delivery the batch touched is counted in the rollup under its
+	// final status of the batch.
+	for _, k := range w.known {
+		if err := w.stats.counted(t, k.dpos); err != nil {
+			return err
+		}
+	}
+	return w.stats.flush(t)
 }
 
 // committed tells watchers what the batch changed, by address, each

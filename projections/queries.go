@@ -159,7 +159,8 @@ const (
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
 			outcome_at = excluded.outcome_at, signature = excluded.signature,
-			fidelity = excluded.fidelity, copy = excluded.copy`
+			fidelity = excluded.fidelity, copy = excluded.copy
+		WHERE outcome_position IS NOT excluded.outcome_position`
 )
 
 var writeQueries = []string{
