@@ -44,8 +44,12 @@ type knownDelivery struct {
 	// outcomes is false only for a delivery this batch created and gave no
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool
-	response *logRef // latest ForwardResponded of the batch, or nil
-	dropped  bool    // its stream was deleted later in the batch: nothing to update
+	// fresh: the batch created it and counted it in the rollup at once;
+	// deferred: an update of it was deferred to flush since. Flush counts
+	// it again only when it may have changed (see statsWriter.counted).
+	fresh, deferred bool
+	response        *logRef // latest ForwardResponded of the batch, or nil
+	dropped         bool    // its stream was deleted later in the batch: nothing to update
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -133,17 +137,22 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	if p.Provider != nil {
 		provider, event, providerID = p.Provider.Name, nullIfEmpty(p.Provider.EventType), nullIfEmpty(p.Provider.DeliveryID)
 	}
+	class := int64(0) // the rollup's status class, counted now
+	if p.Answer != nil {
+		class = statusClass(sql.NullInt64{Int64: int64(p.Answer.Status), Valid: true})
+	}
 	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		answered, size, reason, provider, event, providerID)
+		answered, size, reason, provider, event, providerID, class)
 	if err != nil || n == 0 {
 		return n, err
 	}
+	w.stats.receipt(p.Address, t.at(), class, reason)
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
 		accountID: p.AccountID, bytes: size, added: true}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
-	k := &knownDelivery{dpos: t.pos(), address: p.Address}
+	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true}
 	w.known[p.DeliveryID] = k
 	w.touched(t, k, p.DeliveryID, true)
 	return n, nil
@@ -241,6 +250,7 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 	if k, ok := w.known[id]; ok {
 		if !k.dirty {
 			k.dirty = true
+			k.deferred = true
 			w.pending = append(w.pending, k)
 		}
 		k.pos = t.pos()
@@ -314,9 +324,13 @@ func (w *historyWriter) flush(t *txn) error {
 		k.dirty = false
 	}
 	w.pending = nil
-	// Every delivery the batch touched is counted in the rollup under its
-	// final status of the batch.
+	// Every delivery the batch changed is counted in the rollup under its
+	// final status of the batch; one it created and left alone was counted
+	// as it was created.
 	for _, k := range w.known {
+		if k.fresh && !k.deferred {
+			continue
+		}
 		if err := w.stats.counted(t, k.dpos); err != nil {
 			return err
 		}

@@ -213,6 +213,19 @@ func statusClass(status sql.NullInt64) int64 {
 	return status.Int64 / 100
 }
 
+// receipt counts a delivery its DeliveryReceived just created, under the
+// class it was answered at receipt (0: none yet), as its row's
+// stats_class says.
+func (s *statsWriter) receipt(address string, at, class int64, reason string) {
+	s.add(address, at, sReceived, 1)
+	if strings.HasPrefix(reason, domain.ReasonFiltered) {
+		s.add(address, at, sFiltered, 1)
+	}
+	if class > 0 {
+		s.add(address, at, sClass0+int(class), 1)
+	}
+}
+
 // counted counts a delivery, by its row, under the class its status has
 // now: the first time it adds it to its minute, later it moves it from the
 // class it was counted under. Run at flush, once per delivery the batch
@@ -237,7 +250,7 @@ func (s *statsWriter) counted(t *txn, dpos int64) error {
 	}
 	if !was.Valid {
 		s.add(address, received, sReceived, 1)
-		if strings.HasPrefix(reason, "filtered: ") {
+		if strings.HasPrefix(reason, domain.ReasonFiltered) {
 			s.add(address, received, sFiltered, 1)
 		}
 	} else if was.Int64 > 0 {
@@ -273,7 +286,7 @@ func (s *statsWriter) dropped(t *txn, id string) error {
 	}
 	if was.Valid {
 		s.add(address, received, sReceived, -1)
-		if strings.HasPrefix(reason, "filtered: ") {
+		if strings.HasPrefix(reason, domain.ReasonFiltered) {
 			s.add(address, received, sFiltered, -1)
 		}
 		if was.Int64 > 0 {
@@ -371,40 +384,36 @@ func (v *History) Stats(ctx context.Context, address string, r readmodel.StatsRa
 		st.Buckets[i].Start = st.From.Add(time.Duration(i) * width)
 		hists[i] = make([]int64, statsHistBuckets)
 	}
+	// One sum per bucket, each over a range of the primary key: a single
+	// GROUP BY on the bucket sorted the rows in a temporary b-tree first,
+	// and summing in Go converted every value (a week: 31 and 119 ms
+	// against 9 ms, BenchmarkStatsWeek).
 	cols := statsCounters()
 	sums := make([]string, len(cols))
 	for i, c := range cols {
-		sums[i] = "SUM(" + c + ")"
+		sums[i] = "COALESCE(SUM(" + c + "), 0)"
 	}
-	q := "SELECT (minute - ?2) / ?3, " + strings.Join(sums, ", ") +
-		" FROM stats_minutes WHERE address = ?1 AND minute >= ?2 AND minute < ?4 GROUP BY 1"
-	rows, err := v.r.QueryContext(ctx, q, address, start, wm, end)
+	stmt, err := v.r.PrepareContext(ctx, "SELECT "+strings.Join(sums, ", ")+
+		" FROM stats_minutes NOT INDEXED WHERE address = ?1 AND minute >= ?2 AND minute < ?3")
 	if err != nil {
 		return readmodel.Stats{}, fmt.Errorf("stats of %s: %w", address, err)
 	}
-	defer rows.Close()
+	defer stmt.Close()
 	vals := make([]int64, len(cols))
-	ptrs := make([]any, len(cols)+1)
-	var b int64
-	ptrs[0] = &b
+	ptrs := make([]any, len(cols))
 	for i := range vals {
-		ptrs[i+1] = &vals[i]
+		ptrs[i] = &vals[i]
 	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
+	for b := range st.Buckets {
+		from := start + int64(b)*wm
+		if err := stmt.QueryRowContext(ctx, address, from, from+wm).Scan(ptrs...); err != nil {
 			return readmodel.Stats{}, fmt.Errorf("stats of %s: %w", address, err)
-		}
-		if b < 0 || b >= readmodel.StatsBuckets {
-			continue
 		}
 		bk := &st.Buckets[b]
 		bk.Deliveries = vals[sReceived]
 		copy(bk.Status[1:], vals[sClass0+1:sClass0+6])
 		bk.Filtered, bk.Refused = vals[sFiltered], vals[sRefused]
 		copy(hists[b], vals[sHist0:])
-	}
-	if err := rows.Err(); err != nil {
-		return readmodel.Stats{}, fmt.Errorf("stats of %s: %w", address, err)
 	}
 	total := make([]int64, statsHistBuckets)
 	for i := range st.Buckets {
