@@ -183,8 +183,8 @@ export function statsPanel({ kind, id, onPick }) {
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(10, max)] } },
       axes: axes(U),
       series: [{},
-        { label: 'p50 ms', stroke: '#3b7ddd', width: 2, spanGaps: false },
-        { label: 'p95 ms', stroke: '#d64545', width: 2, dash: [4, 3], spanGaps: false }],
+        { label: 'p50 ms', stroke: '#3b7ddd', width: 2, spanGaps: false, points: { show: true, size: 6, fill: '#3b7ddd' } },
+        { label: 'p95 ms', stroke: '#d64545', width: 2, dash: [4, 3], spanGaps: false, points: { show: true, size: 6, fill: '#d64545' } }],
     }, [xs, stats.buckets.map((b) => b.p50Ms), stats.buckets.map((b) => b.p95Ms)], latencyBox);
     replace(latencyBox);
     latencyBox.append(u.root);
@@ -201,7 +201,7 @@ export function statsPanel({ kind, id, onPick }) {
     const busy = stats.buckets.filter((b) => b.deliveries || b.refused || b.answers);
     replace(tableBox, h('details', { class: 'stats-table' },
       h('summary', {}, 'Chart data as a table'),
-      h('div', { class: 'table-scroll' }, h('table', { class: 'table', 'data-testid': 'stats-table' },
+      h('div', { class: 'table-scroll' }, h('table', { class: 'table', 'data-testid': 'stats-table', 'data-from': stats.from, 'data-bucket-seconds': stats.bucketSeconds },
         h('caption', {}, `Deliveries per ${formatSeconds(stats.bucketSeconds)} from ${timeLabel(stats.from, stats.bucketSeconds)}; buckets with nothing are left out.`),
         h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'From'), cols.map((c) => h('th', { scope: 'col' }, c)))),
         h('tbody', {}, busy.map((b) => h('tr', { 'data-start': b.start },
