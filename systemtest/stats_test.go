@@ -15,6 +15,17 @@ type statsTotals struct {
 	P50Ms, P95Ms, OfflineSeconds                                                                *int
 }
 
+// statsOut is what `relay stats -o json` prints.
+type statsOut struct {
+	Address, Kind, Range, From, To string
+	BucketSeconds                  int
+	Totals                         struct {
+		Start string
+		statsTotals
+	}
+	Buckets []map[string]any
+}
+
 // TestStatsMatchWhatWasSent: an Endpoint receives 5 requests its local
 // process answers 200, 3 it answers 500 and 2 its filters keep from the
 // listener (answered 204 at receipt); Endpoint.stats and `relay stats -o
@@ -82,15 +93,7 @@ func TestStatsMatchWhatWasSent(t *testing.T) {
 		}
 	}
 
-	var cli struct {
-		Address, Kind, Range, From, To string
-		BucketSeconds                  int
-		Totals                         struct {
-			Start string
-			statsTotals
-		}
-		Buckets []map[string]any
-	}
+	var cli statsOut
 	h.jsonOut(t, &cli, "stats", "charts", "--range", "day") // by name
 	got := cli.Totals.statsTotals
 	if cli.Address != ep.ID || cli.Kind != "endpoint" || cli.Range != "DAY" || cli.BucketSeconds != 24*60 || len(cli.Buckets) != 60 || !same(got) {
@@ -100,6 +103,21 @@ func TestStatsMatchWhatWasSent(t *testing.T) {
 	text, code := h.run(t, "", "stats", ep.ID)
 	if code != 0 || !strings.Contains(text, "deliveries  10  (2xx 7, 3xx 0, 4xx 0, 5xx 3, pending 0)") || !strings.Contains(text, "filtered    2") {
 		t.Errorf("relay stats exited %d:\n%s", code, text)
+	}
+	// An inspector's stats, without an account: every request answered
+	// 204 at receipt, no offline time.
+	var ins struct{ CreateInspector struct{ ID string } }
+	r.MustGraphQL(t, "", `mutation { createInspector { id } }`, nil, &ins)
+	for range 3 {
+		send(t, r, ins.CreateInspector.ID, "POST", "/i", nil, []byte("x"))
+	}
+	var insStats statsOut
+	harness.Eventually(t, 10*time.Second, "the inspector's stats", func() bool {
+		h.jsonOut(t, &insStats, "stats", ins.CreateInspector.ID)
+		return insStats.Totals.Deliveries == 3
+	})
+	if tt := insStats.Totals.statsTotals; insStats.Kind != "inspector" || tt.Status2xx != 3 || tt.OfflineSeconds != nil || tt.Answers != 0 {
+		t.Errorf("inspector stats: %s %+v, want 3 answered 2xx, no offline time, no local answers", insStats.Kind, tt)
 	}
 	if _, code := h.run(t, "", "stats", ep.ID, "--range", "year"); code != 2 {
 		t.Errorf("relay stats --range year exited %d, want 2", code)

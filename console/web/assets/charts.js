@@ -1,4 +1,3 @@
-// @ts-check
 // Charts of an address's stats (volume by status class, latency, time with
 // no listener), drawn with the vendored uPlot (assets/vendor/uplot, loaded
 // by index.html as the global uPlot). The relay computes every figure
@@ -30,7 +29,7 @@ function cssVar(name, fallback) {
 }
 
 function uplot() {
-  // @ts-ignore: the vendored uPlot is a global
+  // The vendored uPlot, loaded by index.html as a global.
   return globalThis.uPlot;
 }
 
