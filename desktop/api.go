@@ -120,6 +120,26 @@ func (a API) delivery(ctx context.Context, id string) (json.RawMessage, error) {
 	return out.Delivery, nil
 }
 
+// qStats is the last hour of an Endpoint's stats a card's chart draws.
+const qStats = `query($id: ID!){ endpoint(id: $id){ stats(range: HOUR){ bucketSeconds
+	totals{ deliveries status2xx status4xx status5xx pending p50Ms p95Ms }
+	buckets{ start deliveries status4xx status5xx } } } }`
+
+// stats reads an Endpoint's last hour as the relay computes it
+// (Endpoint.stats), for the chart on its card.
+func (a API) stats(ctx context.Context, endpointID string) (json.RawMessage, error) {
+	var out struct {
+		Endpoint *struct{ Stats json.RawMessage }
+	}
+	if err := a.c.Do(ctx, qStats, map[string]any{"id": endpointID}, &out); err != nil {
+		return nil, err
+	}
+	if out.Endpoint == nil {
+		return nil, fmt.Errorf("endpoint %s: not found", endpointID)
+	}
+	return out.Endpoint.Stats, nil
+}
+
 // retry asks the relay to send the delivery again (a new attempt through a
 // connected agent), changed by edit (a RequestEditInput; null or empty: as
 // recorded), and returns the delivery with it.

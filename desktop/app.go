@@ -553,6 +553,18 @@ func (u *UI) Delivery(id string) (json.RawMessage, error) {
 	return api.delivery(ctx, id)
 }
 
+// Stats returns an Endpoint's last hour (60 one-minute buckets and their
+// totals) for the chart on its card.
+func (u *UI) Stats(endpointID string) (json.RawMessage, error) {
+	api, ok := u.app.api()
+	if !ok {
+		return nil, errors.New("not signed in")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return api.stats(ctx, endpointID)
+}
+
 // Retry sends the delivery again through the relay (retryDelivery): a new
 // attempt, forwarded by whichever agent serves the Endpoint. edit is the
 // detail pane's Edit and retry (a RequestEditInput: what changed), null to

@@ -21,6 +21,7 @@ import (
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/internal/connguard"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // Limits bound what one request may make the API cost. Every value is
@@ -194,6 +195,10 @@ func costs(Limits) generated.ComplexityRoot {
 	// So is a delivery's provider.
 	c.Delivery.Provider = fixed(1)
 	c.Delivery.Explanation = fixed(explanationCost)
+	stats := func(child int, _ *model.StatsRange) int { return add(statsCost, child) }
+	c.Endpoint.Stats = stats
+	c.Inspector.Stats = stats
+	c.Stats.Buckets = list(readmodel.StatsBuckets)
 	// why is the same computation in parts: its facts are already made,
 	// whatever it selects.
 	c.Delivery.Why = fixed(explanationCost)

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,5 +299,37 @@ func TestPagesOfEveryField(t *testing.T) {
 				t.Errorf("cost %d within the budget %d: %v, want %v", cost, DefaultMaxCost, within, tt.within)
 			}
 		})
+	}
+}
+
+// TestStatsCost: the console's stats query of one address (every bucket
+// field, totals too) is within half the default budget; the same on every
+// Endpoint of the endpoints list, or aliased a dozen times, is refused.
+func TestStatsCost(t *testing.T) {
+	const bucket = `start deliveries status2xx status3xx status4xx status5xx pending filtered refused answers p50Ms p95Ms offlineSeconds`
+	const stats = `stats(range: WEEK) { range bucketSeconds from to totals { ` + bucket + ` } buckets { ` + bucket + ` } }`
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})
+	cost := func(q string) int {
+		doc, errs := gqlparser.LoadQuery(es.Schema(), q)
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		return complexity.Calculate(context.Background(), es, doc.Operations[0], nil)
+	}
+	if c := cost(`{ endpoint(id: "e") { id ` + stats + ` } }`); c > DefaultMaxCost/2 {
+		t.Errorf("one Endpoint's stats cost %d, want under %d", c, DefaultMaxCost/2)
+	}
+	if c := cost(`{ inspector(id: "i") { id ` + stats + ` } }`); c > DefaultMaxCost/2 {
+		t.Errorf("one inspector's stats cost %d, want under %d", c, DefaultMaxCost/2)
+	}
+	if c := cost(`{ endpoints { id ` + stats + ` } }`); c <= DefaultMaxCost {
+		t.Errorf("stats of every Endpoint cost %d, want over the budget %d", c, DefaultMaxCost)
+	}
+	var aliases strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&aliases, "a%d: inspector(id: \"i\") { %s } ", i, stats)
+	}
+	if c := cost(`{ ` + aliases.String() + ` }`); c <= DefaultMaxCost {
+		t.Errorf("a dozen aliased stats cost %d, want over the budget %d", c, DefaultMaxCost)
 	}
 }

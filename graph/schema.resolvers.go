@@ -63,6 +63,16 @@ func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, 
 	return toConnection(page), nil
 }
 
+// Stats is the resolver for the stats field.
+func (r *endpointResolver) Stats(ctx context.Context, obj *model.Endpoint, rangeArg *model.StatsRange) (*model.Stats, error) {
+	return r.stats(ctx, obj.ID, rangeArg, true, obj.CreatedAt)
+}
+
+// Stats is the resolver for the stats field.
+func (r *inspectorResolver) Stats(ctx context.Context, obj *model.Inspector, rangeArg *model.StatsRange) (*model.Stats, error) {
+	return r.stats(ctx, obj.ID, rangeArg, false, obj.CreatedAt)
+}
+
 // Deliveries is the resolver for the deliveries field.
 func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error) {
 	page, err := r.history(ctx, obj.ID, clampFirst(first), deref(after), filter)

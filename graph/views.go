@@ -49,6 +49,10 @@ type Views interface {
 	Member(ctx context.Context, accountID, memberID string) (readmodel.Member, error)
 	Activity(ctx context.Context, accountID string, before uint64, limit int) ([]readmodel.Activity, error)
 
+	// Stats sums an address's per-minute rollup over a range ending with
+	// the minute holding now (offline time too for an Endpoint, from since).
+	Stats(ctx context.Context, address string, r readmodel.StatsRange, now time.Time, endpoint bool, since time.Time) (readmodel.Stats, error)
+
 	// AccountEvents locates an account's events in the log.
 	AccountEvents(ctx context.Context, accountID string, after uint64, limit int) ([]readmodel.EventRef, error)
 

@@ -22,10 +22,11 @@ type historyWriter struct {
 	h       *History
 	known   map[string]*knownDelivery
 	pending []*knownDelivery
+	stats   *statsWriter // the per-minute rollup, see stats.go
 }
 
 func (v *History) writer() *historyWriter {
-	return &historyWriter{h: v, known: map[string]*knownDelivery{}}
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}, stats: newStatsWriter()}
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -43,8 +44,12 @@ type knownDelivery struct {
 	// outcomes is false only for a delivery this batch created and gave no
 	// attempt outcome: flush then knows no attempt decides its status.
 	outcomes bool
-	response *logRef // latest ForwardResponded of the batch, or nil
-	dropped  bool    // its stream was deleted later in the batch: nothing to update
+	// fresh: the batch created it and counted it in the rollup at once;
+	// deferred: an update of it was deferred to flush since. Flush counts
+	// it again only when it may have changed (see statsWriter.counted).
+	fresh, deferred bool
+	response        *logRef // latest ForwardResponded of the batch, or nil
+	dropped         bool    // its stream was deleted later in the batch: nothing to update
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -55,6 +60,9 @@ type logRef struct {
 }
 
 func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	if err := w.stats.see(t); err != nil {
+		return 0, false, err
+	}
 	switch p := payload.(type) {
 	case receivedRow:
 		n, err = w.deliveryReceived(t, p)
@@ -69,13 +77,16 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 			}
 			edit = string(b)
 		}
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
+		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
 	case respondedRow:
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy); err != nil {
+		// fresh: the outcome is new to the attempts table, not one applied
+		// again (see attemptOutcomeConflict), so its time is counted once.
+		fresh, err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
+		if err != nil {
 			return 0, true, err
 		}
 		if p.Copy {
@@ -85,14 +96,27 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 		}
 		ref := w.ref(t, p.DeliveryID)
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
+		// The local answer's time goes into the rollup of the delivery's
+		// address (known to the batch once updated, unless the delivery is
+		// unknown).
+		if k, ok := w.known[p.DeliveryID]; ok && err == nil && fresh {
+			w.stats.latency(k.address, t.at(), p.DurationMs)
+		}
 	case domain.ForwardFailed:
-		if err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
 			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
 	case domain.StreamDeleted:
 		n, err = w.streamDeleted(t, p)
+	case domain.AddressRateLimited:
+		// The addresses apply it; the rollup counts its refusals too,
+		// once, as the address's count does (refused_position).
+		if err := w.stats.refused(t, p); err != nil {
+			return 0, true, err
+		}
+		return 0, false, nil
 	default:
 		// RetryRequested changes no view: the ForwardRequested that follows
 		// a retry carries the attempt.
@@ -113,17 +137,22 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	if p.Provider != nil {
 		provider, event, providerID = p.Provider.Name, nullIfEmpty(p.Provider.EventType), nullIfEmpty(p.Provider.DeliveryID)
 	}
+	class := int64(0) // the rollup's status class, counted now
+	if p.Answer != nil {
+		class = statusClass(sql.NullInt64{Int64: int64(p.Answer.Status), Valid: true})
+	}
 	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		answered, size, reason, provider, event, providerID)
+		answered, size, reason, provider, event, providerID, class)
 	if err != nil || n == 0 {
 		return n, err
 	}
+	w.stats.receipt(p.Address, t.at(), class, reason)
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
 		accountID: p.AccountID, bytes: size, added: true}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
-	k := &knownDelivery{dpos: t.pos(), address: p.Address}
+	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true}
 	w.known[p.DeliveryID] = k
 	w.touched(t, k, p.DeliveryID, true)
 	return n, nil
@@ -136,6 +165,9 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	streamKind, id, _ := domain.ParseStream(p.Stream)
 	if streamKind != domain.StreamDelivery {
 		return 0, nil // only delivery streams have rows of their own
+	}
+	if err := w.stats.dropped(t, id); err != nil {
+		return 0, err
 	}
 	row, err := t.queryRow(qDeliveryDropped, id)
 	if err != nil {
@@ -189,16 +221,17 @@ func (w *historyWriter) ref(t *txn, deliveryID string) logRef {
 // the delivery's position when the batch knows it, else byID, which looks
 // the delivery up by its id (and inserts nothing for an unknown one). The
 // queries take the event's position and the delivery, then args.
-func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, args ...any) error {
+func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, args ...any) (changed bool, err error) {
 	head := []any{t.pos(), deliveryID}
 	query := byID
 	if k, ok := w.known[deliveryID]; ok {
 		head[1], query = k.dpos, byPos
 	}
-	if _, err := t.exec(query, append(head, args...)...); err != nil {
-		return fmt.Errorf("record attempt of delivery %s: %w", deliveryID, err)
+	n, err := t.exec(query, append(head, args...)...)
+	if err != nil {
+		return false, fmt.Errorf("record attempt of delivery %s: %w", deliveryID, err)
 	}
-	return nil
+	return n > 0, nil
 }
 
 // updateDelivery marks a delivery as changed by the current event, records a
@@ -223,6 +256,7 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 	if k, ok := w.known[id]; ok {
 		if !k.dirty {
 			k.dirty = true
+			k.deferred = true
 			w.pending = append(w.pending, k)
 		}
 		k.pos = t.pos()
@@ -296,7 +330,18 @@ func (w *historyWriter) flush(t *txn) error {
 		k.dirty = false
 	}
 	w.pending = nil
-	return nil
+	// Every delivery the batch changed is counted in the rollup under its
+	// final status of the batch; one it created and left alone was counted
+	// as it was created.
+	for _, k := range w.known {
+		if k.fresh && !k.deferred {
+			continue
+		}
+		if err := w.stats.counted(t, k.dpos); err != nil {
+			return err
+		}
+	}
+	return w.stats.flush(t)
 }
 
 // committed tells watchers what the batch changed, by address, each

@@ -90,9 +90,9 @@ const (
 	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
 			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
 			answered_status, response_status, updated_position, stored_bytes, answered_reason, answered_at,
-			provider, provider_event, provider_delivery_id)
+			provider, provider_event, provider_delivery_id, stats_class)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17, ?18,
-			CASE WHEN ?16 IS NULL THEN NULL ELSE ?13 END, ?19, ?20, ?21)
+			CASE WHEN ?16 IS NULL THEN NULL ELSE ?13 END, ?19, ?20, ?21, ?22)
 		ON CONFLICT (id) DO NOTHING`
 
 	// The delivery updates mark a delivery as changed by the event at ?1 and
@@ -166,7 +166,8 @@ const (
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
 			outcome_at = excluded.outcome_at, signature = excluded.signature,
-			fidelity = excluded.fidelity, copy = excluded.copy`
+			fidelity = excluded.fidelity, copy = excluded.copy
+		WHERE outcome_position IS NOT excluded.outcome_position`
 )
 
 var writeQueries = []string{

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -278,7 +279,7 @@ func (v *Runner) openWriter(ctx context.Context, path string) error {
 		return fmt.Errorf("open projections %s: read checkpoint: %w", path, err)
 	}
 	v.pos = uint64(pos)
-	if err := v.stmts.prepare(ctx, v.w, writeQueries); err != nil {
+	if err := v.stmts.prepare(ctx, v.w, slices.Concat(writeQueries, statsWriteQueries)); err != nil {
 		return fmt.Errorf("open projections %s: %w", path, err)
 	}
 	return nil

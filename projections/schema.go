@@ -26,15 +26,17 @@ import (
 // filters; version 12 whether each agent session asked to be primary and
 // its filters, so every node applies the primary rule and the filters to
 // the sessions of every node; version 13 the members of accounts, their
-// invites and activity, and each token's member and kind; version 14 each
-// Endpoint's retention window and the cutoff of its latest retention
-// decision.
-const schemaVersion = 14
+// invites and activity, and each token's member and kind; version 14
+// each Endpoint's retention window and the cutoff of its latest retention
+// decision; version 15 the per-minute stats rollup (stats_minutes,
+// stats_horizon) and the status class each delivery is counted under
+// (deliveries.stats_class).
+const schemaVersion = 15
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
 	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
-	"agent_sessions", "deliveries", "attempts", "account_events",
+	"agent_sessions", "deliveries", "attempts", "account_events", "stats_minutes", "stats_horizon",
 }
 
 // retiredTables were owned by older schema versions; dropping a view drops
@@ -44,7 +46,7 @@ var retiredTables = []string{"delivery_bodies", "delivery_responses"}
 // Times are INTEGER Unix nanoseconds (UTC) so they sort and compare exactly.
 // Positions are INTEGER; deliveries and attempts use the position of the
 // event that created them as rowid, which gives history its order for free.
-const schemaSQL = `
+var schemaSQL = `
 -- event_id is the ID of the event at position: at start, the log must
 -- hold that very event there, or the views describe another log.
 CREATE TABLE IF NOT EXISTS checkpoint (
@@ -255,7 +257,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	-- it again sends the same id.
 	provider             TEXT,
 	provider_event       TEXT,
-	provider_delivery_id TEXT
+	provider_delivery_id TEXT,
+	-- stats_class is the status class (1 to 5, 0 for no answer yet) the
+	-- delivery is counted under in stats_minutes; NULL until counted.
+	stats_class          INTEGER
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
 -- Retention finds an Endpoint's deliveries received before its cutoff
@@ -307,7 +312,7 @@ CREATE TABLE IF NOT EXISTS account_events (
 	revision   INTEGER NOT NULL,
 	PRIMARY KEY (account_id, position)
 ) WITHOUT ROWID;
-`
+` + statsSchemaSQL
 
 // migrate creates the schema, dropping views written by another schema
 // version first. It returns whether the views were reset.

@@ -225,6 +225,12 @@ func TestDesktopAgent(t *testing.T) {
 	}
 
 	step("rows shown")
+	// Each card charts its Endpoint's last hour as the relay counts it
+	// (Endpoint.stats), with the figures in a table for screen readers.
+	statsOf := func(id string) string {
+		return `document.querySelector('[data-endpoint-id="` + id + `"] [data-testid=card-stats-table] td')?.textContent`
+	}
+	app.waitFor(t, statsOf(pay)+` === '2' && `+statsOf(gh)+` === '1' && !!document.querySelector('[data-endpoint-id="`+pay+`"] .card-chart canvas')`)
 	// The detail pane: pretty JSON, the local response; then Retry.
 	clickRow := func(path string) string {
 		t.Helper()

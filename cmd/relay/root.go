@@ -54,6 +54,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		tokensCommand(env, stdout),
 		membersCommand(env, stdout),
 		inspectorCommand(env, stdout),
+		statsCommand(env, stdout),
 		deliveriesCommand(env, stdout, stderr),
 		tailCommand(env, stdout, stderr),
 		openCommand(env, stdout, stderr),
@@ -100,7 +101,7 @@ func groupCommands(root *cobra.Command) {
 		names     []string
 	}{
 		{"start", "Getting started:", []string{"login", "logout", "listen", "open"}},
-		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "tail", "retry", "replay"}},
+		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "stats", "tail", "retry", "replay"}},
 		{"team", "Your account and team:", []string{"tokens", "members"}},
 		{"run", "Running a relay:", []string{"serve", "agent", "accounts", "events"}},
 	}

@@ -24,6 +24,7 @@ const state = {
   detailMessage: null,
   newAttemptId: '',
   retrying: false,
+  stats: {}, // Endpoint id → its last hour (Endpoint.stats), for the card's chart
 };
 
 // Errors from Go arrive as strings.
@@ -188,7 +189,63 @@ async function refreshEndpoints() {
     state.endpointError = describe(err);
   }
   renderEndpoints();
+  loadStats();
 }
+
+// loadStats reads each Endpoint's last hour, one request each (the relay
+// prices a stats read; a list of them would exceed one request's budget).
+async function loadStats() {
+  const eps = state.endpoints.slice();
+  const got = await Promise.all(eps.map((e) => ui().Stats(e.id).catch(() => null)));
+  let changed = false;
+  eps.forEach((e, i) => {
+    if (!got[i]) return;
+    const before = JSON.stringify(state.stats[e.id]);
+    if (before !== JSON.stringify(got[i])) changed = true;
+    state.stats[e.id] = got[i];
+  });
+  if (changed) renderEndpoints();
+}
+
+// statsChart is an Endpoint's last hour on its card: deliveries per minute
+// with failures (4xx, 5xx) in red, drawn with the console's vendored uPlot,
+// and the figures as a line of text and a visually hidden table.
+function statsChart(e) {
+  const st = state.stats[e.id];
+  if (!st) return null;
+  const t = st.totals;
+  const failed = t.status4xx + t.status5xx;
+  const latency = t.p50Ms == null ? '' : `, p50 ≤ ${t.p50Ms} ms, p95 ≤ ${t.p95Ms} ms`;
+  const box = h('div', { class: 'card-chart', 'aria-hidden': 'true' });
+  const figure = h('figure', { class: 'card-stats', 'data-testid': 'card-stats' },
+    box,
+    h('figcaption', { class: 'muted small' }, `Last hour: ${t.deliveries} deliveries, ${failed} failed${latency}`),
+    h('table', { class: 'sr-only', 'data-testid': 'card-stats-table' },
+      h('caption', {}, `${e.name}, last hour`),
+      h('tbody', {},
+        h('tr', {}, h('th', { scope: 'row' }, 'Deliveries'), h('td', {}, String(t.deliveries))),
+        h('tr', {}, h('th', { scope: 'row' }, '2xx'), h('td', {}, String(t.status2xx))),
+        h('tr', {}, h('th', { scope: 'row' }, 'Failed (4xx, 5xx)'), h('td', {}, String(failed))),
+        h('tr', {}, h('th', { scope: 'row' }, 'No answer yet'), h('td', {}, String(t.pending))))));
+  const U = window.uPlot;
+  if (U) {
+    const bars = U.paths.bars({ size: [0.9, 8] });
+    cardCharts.push(new U({
+      width: 260, height: 40, legend: { show: false }, cursor: { show: false },
+      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+      axes: [{ show: false }, { show: false }],
+      series: [{},
+        { fill: '#2f9e5b', stroke: '#2f9e5b', width: 0, paths: bars, points: { show: false } },
+        { fill: '#d64545', stroke: '#d64545', width: 0, paths: bars, points: { show: false } }],
+    }, [st.buckets.map((b) => Date.parse(b.start) / 1000), st.buckets.map((b) => b.deliveries),
+      st.buckets.map((b) => b.status4xx + b.status5xx)], box));
+  }
+  return figure;
+}
+
+// cardCharts are the uPlot charts on the cards shown, destroyed when the
+// cards are drawn again (each holds window listeners until then).
+let cardCharts = [];
 
 function renderEndpoints() {
   const list = document.getElementById('endpoint-list');
@@ -196,6 +253,8 @@ function renderEndpoints() {
   // A target being typed is not overwritten by a refresh.
   const typing = document.activeElement && document.activeElement.dataset.targetFor;
   if (typing) return;
+  for (const c of cardCharts) c.destroy();
+  cardCharts = [];
   replace(list,
     state.endpointError ? notice('error', state.endpointError) : null,
     state.endpoints.length === 0 && !state.endpointError ? h('p', { class: 'muted' }, 'No Endpoint yet: create one above.') : null,
@@ -230,6 +289,7 @@ function endpointCard(e) {
         h('span', { class: 'dot', 'aria-hidden': 'true' }), agents)),
     codeLine('Public URL', e.url, { testid: 'public-url' }),
     routingLines(e),
+    statsChart(e),
     h('div', { class: 'route' }, target, h('label', { class: 'switch' }, sw, 'Forward')),
     roleLine(e),
     status);

@@ -174,6 +174,7 @@ type ComplexityRoot struct {
 		RefusedRequests func(childComplexity int) int
 		ResponseCapture func(childComplexity int) int
 		Retention       func(childComplexity int) int
+		Stats           func(childComplexity int, rangeArg *model.StatsRange) int
 		Target          func(childComplexity int) int
 		URL             func(childComplexity int) int
 	}
@@ -265,6 +266,7 @@ type ComplexityRoot struct {
 		ID              func(childComplexity int) int
 		Purged          func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
+		Stats           func(childComplexity int, rangeArg *model.StatsRange) int
 		StoredBytes     func(childComplexity int) int
 		URL             func(childComplexity int) int
 	}
@@ -400,6 +402,31 @@ type ComplexityRoot struct {
 		Token   func(childComplexity int) int
 	}
 
+	Stats struct {
+		BucketSeconds func(childComplexity int) int
+		Buckets       func(childComplexity int) int
+		From          func(childComplexity int) int
+		Range         func(childComplexity int) int
+		To            func(childComplexity int) int
+		Totals        func(childComplexity int) int
+	}
+
+	StatsBucket struct {
+		Answers        func(childComplexity int) int
+		Deliveries     func(childComplexity int) int
+		Filtered       func(childComplexity int) int
+		OfflineSeconds func(childComplexity int) int
+		P50Ms          func(childComplexity int) int
+		P95Ms          func(childComplexity int) int
+		Pending        func(childComplexity int) int
+		Refused        func(childComplexity int) int
+		Start          func(childComplexity int) int
+		Status2xx      func(childComplexity int) int
+		Status3xx      func(childComplexity int) int
+		Status4xx      func(childComplexity int) int
+		Status5xx      func(childComplexity int) int
+	}
+
 	Subscription struct {
 		Deliveries      func(childComplexity int, address string, since *string) int
 		ForwardRequests func(childComplexity int, endpointID string, target *string, primary *bool, filters []*model.FilterInput) int
@@ -432,8 +459,11 @@ type EndpointResolver interface {
 	Listeners(ctx context.Context, obj *model.Endpoint) ([]*model.Listener, error)
 
 	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
+
+	Stats(ctx context.Context, obj *model.Endpoint, rangeArg *model.StatsRange) (*model.Stats, error)
 }
 type InspectorResolver interface {
+	Stats(ctx context.Context, obj *model.Inspector, rangeArg *model.StatsRange) (*model.Stats, error)
 	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type MutationResolver interface {
@@ -1086,6 +1116,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Retention(childComplexity), true
+	case "Endpoint.stats":
+		if e.ComplexityRoot.Endpoint.Stats == nil {
+			break
+		}
+
+		args, err := ec.field_Endpoint_stats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Endpoint.Stats(childComplexity, args["range"].(*model.StatsRange)), true
 	case "Endpoint.target":
 		if e.ComplexityRoot.Endpoint.Target == nil {
 			break
@@ -1450,6 +1491,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Inspector.RefusedRequests(childComplexity), true
+	case "Inspector.stats":
+		if e.ComplexityRoot.Inspector.Stats == nil {
+			break
+		}
+
+		args, err := ec.field_Inspector_stats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Inspector.Stats(childComplexity, args["range"].(*model.StatsRange)), true
 	case "Inspector.storedBytes":
 		if e.ComplexityRoot.Inspector.StoredBytes == nil {
 			break
@@ -2140,6 +2192,122 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SignUpPayload.Token(childComplexity), true
 
+	case "Stats.bucketSeconds":
+		if e.ComplexityRoot.Stats.BucketSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.BucketSeconds(childComplexity), true
+	case "Stats.buckets":
+		if e.ComplexityRoot.Stats.Buckets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Buckets(childComplexity), true
+	case "Stats.from":
+		if e.ComplexityRoot.Stats.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.From(childComplexity), true
+	case "Stats.range":
+		if e.ComplexityRoot.Stats.Range == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Range(childComplexity), true
+	case "Stats.to":
+		if e.ComplexityRoot.Stats.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.To(childComplexity), true
+	case "Stats.totals":
+		if e.ComplexityRoot.Stats.Totals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Totals(childComplexity), true
+
+	case "StatsBucket.answers":
+		if e.ComplexityRoot.StatsBucket.Answers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Answers(childComplexity), true
+	case "StatsBucket.deliveries":
+		if e.ComplexityRoot.StatsBucket.Deliveries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Deliveries(childComplexity), true
+	case "StatsBucket.filtered":
+		if e.ComplexityRoot.StatsBucket.Filtered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Filtered(childComplexity), true
+	case "StatsBucket.offlineSeconds":
+		if e.ComplexityRoot.StatsBucket.OfflineSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.OfflineSeconds(childComplexity), true
+	case "StatsBucket.p50Ms":
+		if e.ComplexityRoot.StatsBucket.P50Ms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.P50Ms(childComplexity), true
+	case "StatsBucket.p95Ms":
+		if e.ComplexityRoot.StatsBucket.P95Ms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.P95Ms(childComplexity), true
+	case "StatsBucket.pending":
+		if e.ComplexityRoot.StatsBucket.Pending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Pending(childComplexity), true
+	case "StatsBucket.refused":
+		if e.ComplexityRoot.StatsBucket.Refused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Refused(childComplexity), true
+	case "StatsBucket.start":
+		if e.ComplexityRoot.StatsBucket.Start == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Start(childComplexity), true
+	case "StatsBucket.status2xx":
+		if e.ComplexityRoot.StatsBucket.Status2xx == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Status2xx(childComplexity), true
+	case "StatsBucket.status3xx":
+		if e.ComplexityRoot.StatsBucket.Status3xx == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Status3xx(childComplexity), true
+	case "StatsBucket.status4xx":
+		if e.ComplexityRoot.StatsBucket.Status4xx == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Status4xx(childComplexity), true
+	case "StatsBucket.status5xx":
+		if e.ComplexityRoot.StatsBucket.Status5xx == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StatsBucket.Status5xx(childComplexity), true
+
 	case "Subscription.deliveries":
 		if e.ComplexityRoot.Subscription.Deliveries == nil {
 			break
@@ -2697,6 +2865,13 @@ type Inspector {
   "The providers' verification requests it answers itself."
   handshakes: Handshakes!
   """
+  What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
+  minutes) ending with the current minute: deliveries by the status class the sender
+  got, filtered and refused requests, the local answer time and time with no listener.
+  Read from a per-minute rollup, so it costs the same however long the history is.
+  """
+  stats(range: StatsRange = HOUR): Stats!
+  """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
   value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
   ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -2782,6 +2957,13 @@ type Endpoint {
   handshakes: Handshakes!
   "How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md)."
   retention: Retention!
+  """
+  What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
+  minutes) ending with the current minute: deliveries by the status class the sender
+  got, filtered and refused requests, the local answer time and time with no listener.
+  Read from a per-minute rollup, so it costs the same however long the history is.
+  """
+  stats(range: StatsRange = HOUR): Stats!
 }
 
 "How long an Endpoint keeps its deliveries."
@@ -3310,6 +3492,58 @@ type Subscription {
   """
   forwardRequests(endpointId: ID!, target: String, primary: Boolean, filters: [FilterInput!]): ForwardRequest!
 }
+
+"A window of time stats cover, ending with the current minute."
+enum StatsRange {
+  "The last 60 minutes, a bucket per minute."
+  HOUR
+  "The last 24 hours, a bucket per 24 minutes."
+  DAY
+  "The last 7 days, a bucket per 168 minutes."
+  WEEK
+}
+
+"An address's series over a range: 60 buckets, oldest first, and their totals."
+type Stats {
+  range: StatsRange!
+  bucketSeconds: Int!
+  "Start of the first bucket."
+  from: Time!
+  "End of the last bucket (the end of the current minute)."
+  to: Time!
+  buckets: [StatsBucket!]!
+  totals: StatsBucket!
+}
+
+"""
+What an address received in a span of time. Deliveries count in the bucket they were
+received in, by the status class their sender got (what history's statusClass filter
+matches: a retry moves a delivery to its new class); local answer times count in the
+bucket the answer came in.
+"""
+type StatsBucket {
+  start: Time!
+  "Deliveries received."
+  deliveries: Int!
+  status2xx: Int!
+  status3xx: Int!
+  status4xx: Int!
+  status5xx: Int!
+  "Deliveries with no answer yet (history's pending filter)."
+  pending: Int!
+  "Deliveries answered at receipt because no listener's filters matched."
+  filtered: Int!
+  "Requests the address's rate limit refused with 429 (not deliveries)."
+  refused: Int!
+  "Local answers timed (forwards the local process answered, copies aside)."
+  answers: Int!
+  "Median local answer time: the upper bound of its latency bucket, in ms; null without answers."
+  p50Ms: Int
+  "95th percentile local answer time, as p50Ms."
+  p95Ms: Int
+  "Seconds with no agent connected since the Endpoint was created; null for an inspector."
+  offlineSeconds: Int
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -3586,6 +3820,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_handshakes(ctx, field)
 	case "retention":
 		return ec.fieldContext_Endpoint_retention(ctx, field)
+	case "stats":
+		return ec.fieldContext_Endpoint_stats(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
 }
@@ -3766,6 +4002,8 @@ func (ec *executionContext) childFields_Inspector(ctx context.Context, field gra
 		return ec.fieldContext_Inspector_answer(ctx, field)
 	case "handshakes":
 		return ec.fieldContext_Inspector_handshakes(ctx, field)
+	case "stats":
+		return ec.fieldContext_Inspector_stats(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Inspector_deliveries(ctx, field)
 	}
@@ -3952,6 +4190,56 @@ func (ec *executionContext) childFields_SignUpPayload(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type SignUpPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Stats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "range":
+		return ec.fieldContext_Stats_range(ctx, field)
+	case "bucketSeconds":
+		return ec.fieldContext_Stats_bucketSeconds(ctx, field)
+	case "from":
+		return ec.fieldContext_Stats_from(ctx, field)
+	case "to":
+		return ec.fieldContext_Stats_to(ctx, field)
+	case "buckets":
+		return ec.fieldContext_Stats_buckets(ctx, field)
+	case "totals":
+		return ec.fieldContext_Stats_totals(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Stats", field.Name)
+}
+
+func (ec *executionContext) childFields_StatsBucket(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "start":
+		return ec.fieldContext_StatsBucket_start(ctx, field)
+	case "deliveries":
+		return ec.fieldContext_StatsBucket_deliveries(ctx, field)
+	case "status2xx":
+		return ec.fieldContext_StatsBucket_status2xx(ctx, field)
+	case "status3xx":
+		return ec.fieldContext_StatsBucket_status3xx(ctx, field)
+	case "status4xx":
+		return ec.fieldContext_StatsBucket_status4xx(ctx, field)
+	case "status5xx":
+		return ec.fieldContext_StatsBucket_status5xx(ctx, field)
+	case "pending":
+		return ec.fieldContext_StatsBucket_pending(ctx, field)
+	case "filtered":
+		return ec.fieldContext_StatsBucket_filtered(ctx, field)
+	case "refused":
+		return ec.fieldContext_StatsBucket_refused(ctx, field)
+	case "answers":
+		return ec.fieldContext_StatsBucket_answers(ctx, field)
+	case "p50Ms":
+		return ec.fieldContext_StatsBucket_p50Ms(ctx, field)
+	case "p95Ms":
+		return ec.fieldContext_StatsBucket_p95Ms(ctx, field)
+	case "offlineSeconds":
+		return ec.fieldContext_StatsBucket_offlineSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StatsBucket", field.Name)
+}
+
 func (ec *executionContext) childFields_Token(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4134,6 +4422,20 @@ func (ec *executionContext) field_Endpoint_deliveries_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Endpoint_stats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "range",
+		func(ctx context.Context, v any) (*model.StatsRange, error) {
+			return ec.unmarshalOStatsRange2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["range"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Inspector_deliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4161,6 +4463,20 @@ func (ec *executionContext) field_Inspector_deliveries_args(ctx context.Context,
 		return nil, err
 	}
 	args["filter"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Inspector_stats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "range",
+		func(ctx context.Context, v any) (*model.StatsRange, error) {
+			return ec.unmarshalOStatsRange2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["range"] = arg0
 	return args, nil
 }
 
@@ -7333,6 +7649,50 @@ func (ec *executionContext) fieldContext_Endpoint_retention(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Endpoint_stats(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_stats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Endpoint().Stats(ctx, obj, fc.Args["range"].(*model.StatsRange))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Stats) graphql.Marshaler {
+			return ec.marshalNStats2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStats(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_stats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Stats(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Endpoint_stats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8730,6 +9090,50 @@ func (ec *executionContext) fieldContext_Inspector_handshakes(_ context.Context,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Handshakes(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Inspector_stats(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_stats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Inspector().Stats(ctx, obj, fc.Args["range"].(*model.StatsRange))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Stats) graphql.Marshaler {
+			return ec.marshalNStats2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStats(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_stats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Inspector",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Stats(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Inspector_stats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -11520,6 +11924,461 @@ func (ec *executionContext) _SignUpPayload_token(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_SignUpPayload_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SignUpPayload", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Stats_range(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_range(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Range, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.StatsRange) graphql.Marshaler {
+			return ec.marshalNStatsRange2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_range(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, errors.New("field of type StatsRange does not have child fields"))
+}
+
+func (ec *executionContext) _Stats_bucketSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_bucketSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BucketSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_bucketSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Stats_from(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Stats_to(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Stats_buckets(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_buckets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Buckets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.StatsBucket) graphql.Marshaler {
+			return ec.marshalNStatsBucket2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsBucketᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_buckets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Stats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StatsBucket(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Stats_totals(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_totals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Totals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.StatsBucket) graphql.Marshaler {
+			return ec.marshalNStatsBucket2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsBucket(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_totals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Stats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StatsBucket(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StatsBucket_start(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_start(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Start, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_start(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_deliveries(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_deliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deliveries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_deliveries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_status2xx(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_status2xx(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status2xx, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_status2xx(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_status3xx(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_status3xx(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status3xx, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_status3xx(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_status4xx(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_status4xx(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status4xx, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_status4xx(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_status5xx(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_status5xx(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status5xx, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_status5xx(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_pending(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_pending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_filtered(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_filtered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filtered, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_filtered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_refused(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_refused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Refused, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_refused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_answers(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_answers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Answers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_answers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_p50Ms(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_p50Ms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.P50Ms, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_p50Ms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_p95Ms(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_p95Ms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.P95Ms, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_p95Ms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _StatsBucket_offlineSeconds(ctx context.Context, field graphql.CollectedField, obj *model.StatsBucket) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StatsBucket_offlineSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OfflineSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StatsBucket_offlineSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StatsBucket", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_deliveries(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -14649,6 +15508,42 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "stats":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Endpoint_stats(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15278,6 +16173,42 @@ func (ec *executionContext) _Inspector(ctx context.Context, sel ast.SelectionSet
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "stats":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Inspector_stats(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "deliveries":
 			field := field
 
@@ -16450,6 +17381,160 @@ func (ec *executionContext) _SignUpPayload(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var statsImplementors = []string{"Stats"}
+
+func (ec *executionContext) _Stats(ctx context.Context, sel ast.SelectionSet, obj *model.Stats) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, statsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Stats")
+		case "range":
+			out.Values[i] = ec._Stats_range(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bucketSeconds":
+			out.Values[i] = ec._Stats_bucketSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "from":
+			out.Values[i] = ec._Stats_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._Stats_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "buckets":
+			out.Values[i] = ec._Stats_buckets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totals":
+			out.Values[i] = ec._Stats_totals(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var statsBucketImplementors = []string{"StatsBucket"}
+
+func (ec *executionContext) _StatsBucket(ctx context.Context, sel ast.SelectionSet, obj *model.StatsBucket) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, statsBucketImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StatsBucket")
+		case "start":
+			out.Values[i] = ec._StatsBucket_start(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveries":
+			out.Values[i] = ec._StatsBucket_deliveries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status2xx":
+			out.Values[i] = ec._StatsBucket_status2xx(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status3xx":
+			out.Values[i] = ec._StatsBucket_status3xx(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status4xx":
+			out.Values[i] = ec._StatsBucket_status4xx(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status5xx":
+			out.Values[i] = ec._StatsBucket_status5xx(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pending":
+			out.Values[i] = ec._StatsBucket_pending(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "filtered":
+			out.Values[i] = ec._StatsBucket_filtered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "refused":
+			out.Values[i] = ec._StatsBucket_refused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "answers":
+			out.Values[i] = ec._StatsBucket_answers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "p50Ms":
+			out.Values[i] = ec._StatsBucket_p50Ms(ctx, field, obj)
+		case "p95Ms":
+			out.Values[i] = ec._StatsBucket_p95Ms(ctx, field, obj)
+		case "offlineSeconds":
+			out.Values[i] = ec._StatsBucket_offlineSeconds(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -17705,6 +18790,56 @@ func (ec *executionContext) marshalNSignupMode2githubᚗcomᚋrelayhqᚋrelayᚋ
 	return v
 }
 
+func (ec *executionContext) marshalNStats2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStats(ctx context.Context, sel ast.SelectionSet, v model.Stats) graphql.Marshaler {
+	return ec._Stats(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNStats2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStats(ctx context.Context, sel ast.SelectionSet, v *model.Stats) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Stats(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNStatsBucket2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsBucketᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.StatsBucket) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStatsBucket2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsBucket(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStatsBucket2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsBucket(ctx context.Context, sel ast.SelectionSet, v *model.StatsBucket) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._StatsBucket(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNStatsRange2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx context.Context, v any) (model.StatsRange, error) {
+	var res model.StatsRange
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStatsRange2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx context.Context, sel ast.SelectionSet, v model.StatsRange) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -18216,6 +19351,22 @@ func (ec *executionContext) marshalOShownStatus2ᚖgithubᚗcomᚋrelayhqᚋrela
 		return graphql.Null
 	}
 	return ec._ShownStatus(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOStatsRange2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx context.Context, v any) (*model.StatsRange, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.StatsRange)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOStatsRange2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStatsRange(ctx context.Context, sel ast.SelectionSet, v *model.StatsRange) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

@@ -339,6 +339,11 @@ type Endpoint struct {
 	Handshakes *Handshakes `json:"handshakes"`
 	// How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md).
 	Retention *Retention `json:"retention"`
+	// What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
+	// minutes) ending with the current minute: deliveries by the status class the sender
+	// got, filtered and refused requests, the local answer time and time with no listener.
+	// Read from a per-minute rollup, so it costs the same however long the history is.
+	Stats *Stats `json:"stats"`
 }
 
 // An event of the log, for auditors.
@@ -500,6 +505,11 @@ type Inspector struct {
 	Answer *AddressAnswer `json:"answer"`
 	// The providers' verification requests it answers itself.
 	Handshakes *Handshakes `json:"handshakes"`
+	// What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
+	// minutes) ending with the current minute: deliveries by the status class the sender
+	// got, filtered and refused requests, the local answer time and time with no listener.
+	// Read from a per-minute rollup, so it costs the same however long the history is.
+	Stats *Stats `json:"stats"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -655,6 +665,46 @@ type SignUpPayload struct {
 	Account *Account `json:"account"`
 	// Shown once; only its hash is stored.
 	Token string `json:"token"`
+}
+
+// An address's series over a range: 60 buckets, oldest first, and their totals.
+type Stats struct {
+	Range         StatsRange `json:"range"`
+	BucketSeconds int        `json:"bucketSeconds"`
+	// Start of the first bucket.
+	From time.Time `json:"from"`
+	// End of the last bucket (the end of the current minute).
+	To      time.Time      `json:"to"`
+	Buckets []*StatsBucket `json:"buckets"`
+	Totals  *StatsBucket   `json:"totals"`
+}
+
+// What an address received in a span of time. Deliveries count in the bucket they were
+// received in, by the status class their sender got (what history's statusClass filter
+// matches: a retry moves a delivery to its new class); local answer times count in the
+// bucket the answer came in.
+type StatsBucket struct {
+	Start time.Time `json:"start"`
+	// Deliveries received.
+	Deliveries int `json:"deliveries"`
+	Status2xx  int `json:"status2xx"`
+	Status3xx  int `json:"status3xx"`
+	Status4xx  int `json:"status4xx"`
+	Status5xx  int `json:"status5xx"`
+	// Deliveries with no answer yet (history's pending filter).
+	Pending int `json:"pending"`
+	// Deliveries answered at receipt because no listener's filters matched.
+	Filtered int `json:"filtered"`
+	// Requests the address's rate limit refused with 429 (not deliveries).
+	Refused int `json:"refused"`
+	// Local answers timed (forwards the local process answered, copies aside).
+	Answers int `json:"answers"`
+	// Median local answer time: the upper bound of its latency bucket, in ms; null without answers.
+	P50Ms *int `json:"p50Ms,omitempty"`
+	// 95th percentile local answer time, as p50Ms.
+	P95Ms *int `json:"p95Ms,omitempty"`
+	// Seconds with no agent connected since the Endpoint was created; null for an inspector.
+	OfflineSeconds *int `json:"offlineSeconds,omitempty"`
 }
 
 type Subscription struct {
@@ -1296,6 +1346,67 @@ func (e *SignupMode) UnmarshalJSON(b []byte) error {
 }
 
 func (e SignupMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// A window of time stats cover, ending with the current minute.
+type StatsRange string
+
+const (
+	// The last 60 minutes, a bucket per minute.
+	StatsRangeHour StatsRange = "HOUR"
+	// The last 24 hours, a bucket per 24 minutes.
+	StatsRangeDay StatsRange = "DAY"
+	// The last 7 days, a bucket per 168 minutes.
+	StatsRangeWeek StatsRange = "WEEK"
+)
+
+var AllStatsRange = []StatsRange{
+	StatsRangeHour,
+	StatsRangeDay,
+	StatsRangeWeek,
+}
+
+func (e StatsRange) IsValid() bool {
+	switch e {
+	case StatsRangeHour, StatsRangeDay, StatsRangeWeek:
+		return true
+	}
+	return false
+}
+
+func (e StatsRange) String() string {
+	return string(e)
+}
+
+func (e *StatsRange) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = StatsRange(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid StatsRange", str)
+	}
+	return nil
+}
+
+func (e StatsRange) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *StatsRange) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e StatsRange) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -150,3 +150,8 @@ export const DEVICE_AUTHORIZATION = `query DeviceAuthorization($code: String!) {
 export const APPROVE_DEVICE = `mutation ApproveDevice($code: String!) { approveDevice(userCode: $code) { ${DEVICE_FIELDS} } }`;
 
 export const DENY_DEVICE = `mutation DenyDevice($code: String!) { denyDevice(userCode: $code) { ${DEVICE_FIELDS} } }`;
+
+const STATS_BUCKET_FIELDS = 'start deliveries status2xx status3xx status4xx status5xx pending filtered refused answers p50Ms p95Ms offlineSeconds';
+const STATS_FIELDS = `stats(range: $range) { range bucketSeconds from to totals { ${STATS_BUCKET_FIELDS} } buckets { ${STATS_BUCKET_FIELDS} } }`;
+export const ENDPOINT_STATS = `query EndpointStats($id: ID!, $range: StatsRange) { endpoint(id: $id) { id ${STATS_FIELDS} } }`;
+export const INSPECTOR_STATS = `query InspectorStats($id: ID!, $range: StatsRange) { inspector(id: $id) { id ${STATS_FIELDS} } }`;

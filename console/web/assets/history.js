@@ -12,6 +12,7 @@ import { providerBadge } from './provider.js';
 import { agentBadge, endpointFields, MODE_LABELS, rememberInspector, signInForm } from './home.js';
 import { codeLine, notice, runBusy, submitWith } from './ui.js';
 import { answerFields } from './answers.js';
+import { statsPanel } from './charts.js';
 
 const PAGE_SIZE = 50;
 const AGENT_POLL_MS = 2000;
@@ -66,7 +67,8 @@ export function historyPage(root, { kind, id, navigate }) {
     retrying: false,
     retryMessage: null,
     newAttemptId: null,
-    filters: { method: '', status: '', path: '', body: '' },
+    // after/before: a time range picked on the chart (ISO times); '' for none.
+    filters: { method: '', status: '', path: '', body: '', after: '', before: '' },
     found: new Set(), // ids the relay's search returned for the filters shown
     searchSeq: 0, // the latest search; older answers are dropped
   };
@@ -79,6 +81,8 @@ export function historyPage(root, { kind, id, navigate }) {
   let expiryCheck = 0; // pending re-read once the shown expiry has passed
   cleanups.push(() => clearTimeout(expiryTimer), () => clearTimeout(expiryCheck));
   const abort = new AbortController();
+  let statusSelect = null; // the filters' status select, set by filtersForm
+  let timeChip = null; // shows the time range picked on the chart
 
   const head = h('section', { class: 'card page-head', 'aria-labelledby': 'page-title' },
     h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), h('p', { class: 'muted' }, 'Loading…'));
@@ -146,6 +150,9 @@ export function historyPage(root, { kind, id, navigate }) {
     if (!isEndpoint) rememberInspector(id);
     document.title = `${isEndpoint ? state.info.name : `Inspector ${id}`} · Relay`;
     renderHead();
+    const charts = statsPanel({ kind, id, onPick: pickBucket });
+    head.after(charts.el);
+    cleanups.push(() => charts.dispose());
     const loaded = await loadPage(null);
     if (disposed) return;
     // The subscription starts after the newest row shown, and so does every
@@ -154,7 +161,10 @@ export function historyPage(root, { kind, id, navigate }) {
     // falls between the page and the moment the server registered the
     // subscription. Rows are upserted by id, so seeing one twice is harmless.
     const unsubscribe = subscriptions.subscribe(LIVE_DELIVERIES, () => ({ address: id, since: since(loaded) }), {
-      next: (data) => upsert(data.deliveries, 'live'),
+      next: (data) => {
+        upsert(data.deliveries, 'live');
+        charts.refresh();
+      },
       error: (err) => replace(liveError, notice('error', `Live updates interrupted: ${describeError(err)}`)),
       status: (s, reason) => setLive(s, reason),
       reconnected: () => {
@@ -581,6 +591,8 @@ export function historyPage(root, { kind, id, navigate }) {
     else if (f.status) out.statusClass = Number(f.status[0]);
     if (f.path) out.pathPrefix = f.path;
     if (f.body) out.bodyContains = f.body;
+    if (f.after) out.receivedAfter = f.after;
+    if (f.before) out.receivedBefore = f.before;
     return Object.keys(out).length ? out : null;
   }
 
@@ -634,6 +646,8 @@ export function historyPage(root, { kind, id, navigate }) {
     if (f.status && statusClass(d.responseStatus) !== f.status) return false;
     if (f.path && !d.path.startsWith(f.path)) return false;
     if (f.body && !state.found.has(d.id)) return false;
+    if (f.after && Date.parse(d.receivedAt) < Date.parse(f.after)) return false;
+    if (f.before && Date.parse(d.receivedAt) >= Date.parse(f.before)) return false;
     return true;
   }
 
@@ -735,9 +749,12 @@ export function historyPage(root, { kind, id, navigate }) {
     cleanups.push(() => clearTimeout(typing));
     const update = () => {
       clearTimeout(typing);
-      state.filters = { method: method.value, status: status.value, path: path.value.trim(), body: body.value };
+      state.filters = { method: method.value, status: status.value, path: path.value.trim(), body: body.value,
+        after: state.filters.after, before: state.filters.before };
       search();
     };
+    statusSelect = status;
+    timeChip = h('div', { class: 'time-filter', 'data-testid': 'time-filter' });
     const typed = () => {
       clearTimeout(typing);
       typing = setTimeout(update, 300);
@@ -747,7 +764,33 @@ export function historyPage(root, { kind, id, navigate }) {
     path.addEventListener('input', typed);
     body.addEventListener('input', typed);
     return h('form', { class: 'filters', role: 'search', 'aria-label': 'Search requests', onsubmit: (ev) => { ev.preventDefault(); update(); } },
-      field('Method', method), field('Status', status), field('Path starts with', path), field('Body contains', body));
+      field('Method', method), field('Status', status), field('Path starts with', path), field('Body contains', body), timeChip);
+  }
+
+  // pickBucket filters the history to a bar clicked on the chart: its
+  // span of time and its status class.
+  function pickBucket(bucket, status, stats) {
+    const after = bucket.start;
+    const before = new Date(Date.parse(bucket.start) + stats.bucketSeconds * 1000).toISOString();
+    state.filters = { ...state.filters, status, after, before };
+    if (statusSelect) statusSelect.value = status;
+    renderTimeChip();
+    search();
+  }
+
+  function renderTimeChip() {
+    if (!timeChip) return;
+    const f = state.filters;
+    if (!f.after) {
+      replace(timeChip);
+      return;
+    }
+    replace(timeChip, h('span', { class: 'chip' }, 'Received ',
+      h('time', { datetime: f.after }, formatFullTime(f.after)), ' to ', h('time', { datetime: f.before }, formatFullTime(f.before)), ' ',
+      h('button', {
+        type: 'button', class: 'btn btn-small', 'aria-label': 'Clear the time filter',
+        onclick: () => { state.filters = { ...state.filters, after: '', before: '' }; renderTimeChip(); search(); },
+      }, '×')));
   }
 
   // ---- keyboard and selection ----------------------------------------------

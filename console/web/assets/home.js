@@ -4,6 +4,7 @@ import { request, describeError, token } from './graphql.js';
 import { CREATE_INSPECTOR, SIGN_UP_PASSWORD, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
 import { currentAccount, onSessionChange, signIn, signInWithPassword, adoptSession, sessionChecked, sessionEnded } from './session.js';
 import { copyButton, notice, runBusy, submitWith } from './ui.js';
+import { sparkline } from './charts.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
 
@@ -135,9 +136,10 @@ export function homePage(root, { navigate }) {
       replace(box, h('div', { class: 'table-scroll' }, h('table', { class: 'table' },
         h('caption', { class: 'sr-only' }, 'Your Endpoints'),
         h('thead', {}, h('tr', {},
-          ['Name', 'Mode', 'Target', 'Agent', 'Public URL'].map((c) => h('th', { scope: 'col' }, c)))),
+          ['Name', 'Last hour', 'Mode', 'Target', 'Agent', 'Public URL'].map((c) => h('th', { scope: 'col' }, c)))),
         h('tbody', {}, list.map((e) => h('tr', {},
           h('th', { scope: 'row' }, h('a', { href: `/e/${encodeURIComponent(e.id)}` }, e.name)),
+          h('td', {}, sparkline(e.id, e.name)),
           h('td', {}, h('span', { class: `badge mode-${e.mode.toLowerCase()}` }, MODE_LABELS[e.mode] || e.mode)),
           h('td', {}, e.target ? h('code', {}, e.target) : h('span', { class: 'muted' }, '—')),
           h('td', {}, agentBadge(e.agentConnected, e.agentCount)),

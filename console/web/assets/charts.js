@@ -1,0 +1,279 @@
+// Charts of an address's stats (volume by status class, latency, time with
+// no listener), drawn with the vendored uPlot (assets/vendor/uplot, loaded
+// by index.html as the global uPlot). The relay computes every figure
+// (Endpoint.stats, Inspector.stats); this file only draws them. Each chart
+// has the same numbers as a table for screen readers, in a details element.
+import { h, replace } from './dom.js';
+import { request, describeError } from './graphql.js';
+import { ENDPOINT_STATS, INSPECTOR_STATS } from './api.js';
+import { notice } from './ui.js';
+
+/** The status classes stacked in the volume chart, bottom first. */
+const CLASSES = [
+  { key: 'status2xx', label: '2xx', status: '2xx', color: '#2f9e5b' },
+  { key: 'status3xx', label: '3xx', status: '3xx', color: '#3b7ddd' },
+  { key: 'status4xx', label: '4xx', status: '4xx', color: '#d08c00' },
+  { key: 'status5xx', label: '5xx', status: '5xx', color: '#d64545' },
+  { key: 'pending', label: 'No answer yet', status: 'none', color: '#8a8f9c' },
+];
+
+const RANGES = [['HOUR', 'Hour'], ['DAY', 'Day'], ['WEEK', 'Week']];
+
+/** REFRESH_MS is how long new deliveries wait before the stats are read again: one read for a burst. */
+const REFRESH_MS = 1500;
+
+/** cssVar reads a colour of the page's theme (light or dark). */
+function cssVar(name, fallback) {
+  const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  return v || fallback;
+}
+
+function uplot() {
+  // The vendored uPlot, loaded by index.html as a global.
+  return globalThis.uPlot;
+}
+
+function timeLabel(iso, bucketSeconds) {
+  const d = new Date(iso);
+  const opts = bucketSeconds >= 3600
+    ? { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' }
+    : { hour: '2-digit', minute: '2-digit' };
+  return d.toLocaleString(undefined, /** @type {Intl.DateTimeFormatOptions} */ (opts));
+}
+
+/**
+ * volumeData is uPlot's data for the stacked bars: x in seconds, then one
+ * series per class holding its top (its count plus those below it), drawn
+ * top class first so each lower one paints over it.
+ */
+function volumeData(stats) {
+  const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
+  const tops = [];
+  let below = stats.buckets.map(() => 0);
+  for (const c of CLASSES) {
+    below = stats.buckets.map((b, i) => below[i] + b[c.key]);
+    tops.push(below);
+  }
+  return [xs, ...tops.reverse()];
+}
+
+/**
+ * statsPanel shows an address's charts with a range picker; onPick(bucket,
+ * status, stats) is called when a bar is clicked (status: '2xx'…'5xx' or
+ * 'none'). refresh() reads the stats again, at most once per REFRESH_MS.
+ */
+export function statsPanel({ kind, id, onPick }) {
+  const isEndpoint = kind === 'endpoint';
+  let range = 'HOUR';
+  let stats = null;
+  let charts = [];
+  let timer = 0;
+  let seq = 0;
+  let disposed = false;
+  const summary = h('p', { class: 'stats-summary', 'data-testid': 'stats-summary', 'aria-live': 'polite' });
+  const volumeBox = h('div', { class: 'chart chart-volume', 'data-testid': 'chart-volume' });
+  const latencyBox = h('div', { class: 'chart chart-latency', 'data-testid': 'chart-latency' });
+  const tableBox = h('div', {});
+  const errorBox = h('div', {});
+  const legend = h('ul', { class: 'chart-legend', 'aria-hidden': 'true' },
+    CLASSES.map((c) => h('li', {}, h('span', { class: `swatch swatch-${c.status}` }), c.label)));
+  const picker = h('div', { class: 'range-picker', role: 'group', 'aria-label': 'Chart range' },
+    RANGES.map(([value, label]) => h('button', {
+      type: 'button', class: 'btn btn-small', 'data-range': value, 'aria-pressed': String(value === range),
+      onclick: () => { range = value; picker.querySelectorAll('button').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.range === range))); load(); },
+    }, label)));
+  const el = h('section', { class: 'card stats', 'aria-labelledby': 'stats-title', 'data-testid': 'stats' },
+    h('div', { class: 'list-head' }, h('h2', { id: 'stats-title' }, 'At a glance'), picker),
+    summary, errorBox,
+    h('div', { class: 'chart-row' },
+      h('figure', { class: 'chart-figure' }, h('figcaption', { class: 'muted small' }, 'Deliveries by status (click a bar to list them)'), volumeBox, legend),
+      h('figure', { class: 'chart-figure' }, h('figcaption', { class: 'muted small' }, 'Local answer time, ms (p50, p95)'), latencyBox)),
+    tableBox);
+
+  const resize = () => charts.forEach((c) => c.setSize(size(c.root.parentElement)));
+  window.addEventListener('resize', resize);
+
+  function size(box) {
+    return { width: Math.max(200, (box && box.clientWidth) || 400), height: 160 };
+  }
+
+  async function load() {
+    const mine = ++seq;
+    try {
+      const data = await request(isEndpoint ? ENDPOINT_STATS : INSPECTOR_STATS, { id, range });
+      if (disposed || mine !== seq) return;
+      const owner = isEndpoint ? data.endpoint : data.inspector;
+      if (!owner) return;
+      stats = owner.stats;
+      replace(errorBox);
+      render();
+    } catch (err) {
+      if (!disposed && mine === seq) replace(errorBox, notice('error', `Stats unavailable: ${describeError(err)}`));
+    }
+  }
+
+  function render() {
+    const t = stats.totals;
+    const parts = [`${t.deliveries} deliveries`, `${t.status2xx} 2xx`, `${t.status3xx} 3xx`, `${t.status4xx} 4xx`, `${t.status5xx} 5xx`,
+      `${t.pending} without answer`, `${t.filtered} filtered`, `${t.refused} refused`];
+    if (t.p50Ms != null) parts.push(`p50 ≤ ${t.p50Ms} ms`, `p95 ≤ ${t.p95Ms} ms`);
+    if (t.offlineSeconds != null) parts.push(`no listener ${formatSeconds(t.offlineSeconds)}`);
+    summary.textContent = parts.join(' · ');
+    renderTable();
+    for (const c of charts) c.destroy();
+    charts = [];
+    const U = uplot();
+    if (!U) {
+      replace(volumeBox, h('p', { class: 'muted small' }, 'Charts need the uPlot script.'));
+      return;
+    }
+    charts.push(volumeChart(U), latencyChart(U));
+  }
+
+  function axes(U) {
+    const stroke = cssVar('--muted', '#5b6072');
+    const grid = { stroke: cssVar('--border', '#dfe1ea'), width: 1 };
+    return [
+      { stroke, grid, ticks: grid },
+      { stroke, grid, ticks: grid, size: 40 },
+    ];
+  }
+
+  function volumeChart(U) {
+    const data = volumeData(stats);
+    const bars = U.paths.bars({ size: [0.8, 40] });
+    const reversed = [...CLASSES].reverse();
+    const u = new U({
+      ...size(volumeBox),
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false }, points: { show: false } },
+      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+      axes: axes(U),
+      series: [{}, ...reversed.map((c) => ({ label: c.label, fill: c.color, stroke: c.color, width: 0, paths: bars, points: { show: false } }))],
+    }, data, volumeBox);
+    u.over.addEventListener('click', () => {
+      const i = u.cursor.idx;
+      const top = u.cursor.top;
+      if (i == null || top == null || !onPick) return;
+      const v = u.posToVal(top, 'y');
+      const b = stats.buckets[i];
+      // The class whose band holds the clicked height, bottom up.
+      let below = 0;
+      for (const c of CLASSES) {
+        const n = b[c.key];
+        if (n && v <= below + n) {
+          onPick(b, c.status, stats);
+          return;
+        }
+        below += n;
+      }
+    });
+    replace(volumeBox);
+    volumeBox.append(u.root);
+    return u;
+  }
+
+  function latencyChart(U) {
+    const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
+    const u = new U({
+      ...size(latencyBox),
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false } },
+      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(10, max)] } },
+      axes: axes(U),
+      series: [{},
+        { label: 'p50 ms', stroke: '#3b7ddd', width: 2, spanGaps: false, points: { show: true, size: 6, fill: '#3b7ddd' } },
+        { label: 'p95 ms', stroke: '#d64545', width: 2, dash: [4, 3], spanGaps: false, points: { show: true, size: 6, fill: '#d64545' } }],
+    }, [xs, stats.buckets.map((b) => b.p50Ms), stats.buckets.map((b) => b.p95Ms)], latencyBox);
+    replace(latencyBox);
+    latencyBox.append(u.root);
+    return u;
+  }
+
+  // renderTable lists every bucket that holds something, with the totals:
+  // what the charts show, for screen readers and to copy from.
+  function renderTable() {
+    const cols = ['Deliveries', ...CLASSES.map((c) => c.label), 'Filtered', 'Refused', 'p50 ms', 'p95 ms'];
+    if (isEndpoint) cols.push('No listener');
+    const cells = (b) => [b.deliveries, ...CLASSES.map((c) => b[c.key]), b.filtered, b.refused, b.p50Ms ?? '—', b.p95Ms ?? '—',
+      ...(isEndpoint ? [formatSeconds(b.offlineSeconds || 0)] : [])];
+    const busy = stats.buckets.filter((b) => b.deliveries || b.refused || b.answers);
+    replace(tableBox, h('details', { class: 'stats-table' },
+      h('summary', {}, 'Chart data as a table'),
+      h('div', { class: 'table-scroll' }, h('table', { class: 'table', 'data-testid': 'stats-table', 'data-from': stats.from, 'data-bucket-seconds': stats.bucketSeconds },
+        h('caption', {}, `Deliveries per ${formatSeconds(stats.bucketSeconds)} from ${timeLabel(stats.from, stats.bucketSeconds)}; buckets with nothing are left out.`),
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'From'), cols.map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, busy.map((b) => h('tr', { 'data-start': b.start },
+          h('th', { scope: 'row' }, h('time', { datetime: b.start }, timeLabel(b.start, stats.bucketSeconds))),
+          cells(b).map((v) => h('td', {}, String(v)))))),
+        h('tfoot', {}, h('tr', { 'data-testid': 'stats-totals' }, h('th', { scope: 'row' }, 'Total'),
+          cells(stats.totals).map((v) => h('td', {}, String(v)))))))));
+  }
+
+  load();
+  return {
+    el,
+    /** refresh reads the stats again once new deliveries settle. */
+    refresh() {
+      clearTimeout(timer);
+      timer = setTimeout(load, REFRESH_MS);
+    },
+    dispose() {
+      disposed = true;
+      clearTimeout(timer);
+      window.removeEventListener('resize', resize);
+      for (const c of charts) c.destroy();
+    },
+  };
+}
+
+/**
+ * sparkline is the small chart beside an Endpoint on the home page: its
+ * last hour's deliveries per minute, failures (4xx, 5xx) in red, with the
+ * figures as a visually hidden table.
+ */
+export function sparkline(id, name) {
+  const box = h('div', { class: 'sparkline', 'data-testid': 'sparkline' });
+  (async () => {
+    try {
+      const data = await request(ENDPOINT_STATS, { id, range: 'HOUR' });
+      const stats = data.endpoint && data.endpoint.stats;
+      if (!stats) return;
+      const t = stats.totals;
+      const table = h('table', { class: 'sr-only' },
+        h('caption', {}, `${name}, last hour`),
+        h('tbody', {},
+          h('tr', {}, h('th', { scope: 'row' }, 'Deliveries'), h('td', {}, String(t.deliveries))),
+          h('tr', {}, h('th', { scope: 'row' }, 'Failed (4xx, 5xx)'), h('td', {}, String(t.status4xx + t.status5xx)))));
+      const U = uplot();
+      if (!U) {
+        replace(box, table);
+        return;
+      }
+      const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
+      const bars = U.paths.bars({ size: [0.9, 6] });
+      const u = new U({
+        width: 120, height: 28, legend: { show: false }, cursor: { show: false },
+        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+        axes: [{ show: false }, { show: false }],
+        series: [{},
+          { fill: '#2f9e5b', stroke: '#2f9e5b', width: 0, paths: bars, points: { show: false } },
+          { fill: '#d64545', stroke: '#d64545', width: 0, paths: bars, points: { show: false } }],
+      }, [xs, stats.buckets.map((b) => b.deliveries), stats.buckets.map((b) => b.status4xx + b.status5xx)], box);
+      u.root.setAttribute('aria-hidden', 'true');
+      box.title = `${t.deliveries} deliveries, ${t.status4xx + t.status5xx} failed in the last hour`;
+      box.append(table);
+    } catch {
+      // A missing sparkline hides nothing the Endpoint's page does not show.
+    }
+  })();
+  return box;
+}
+
+function formatSeconds(s) {
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? ` ${s % 60}s` : ''}`;
+  const hours = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return `${hours}h${m ? ` ${m}m` : ''}`;
+}
