@@ -107,6 +107,9 @@ type Config struct {
 
 // App is the opened relay: its log, views and the components over them.
 type App struct {
+	// stopStreams ends the open smee streams (ingress.Server.StopStreams).
+	stopStreams func()
+
 	lock     *datalock.Lock
 	store    domain.EventStore
 	views    *projections.Runner
@@ -254,10 +257,11 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	api := cfg.API
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
-	gql := graph.NewHandler(&graph.Resolver{
+	resolver := &graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 		Anonymous: anonymous, SignInRate: cfg.SignInRate,
-	}, api)
+	}
+	gql := graph.NewHandler(resolver, api)
 
 	a.metrics = metrics.New()
 	a.metrics.Positions(a.store.LastPosition, a.views.Position)
@@ -269,6 +273,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bare := http.NewServeMux()
 	bare.Handle("/metrics", a.metrics.Handler())
 	bare.Handle("/graphql", gql)
+	bare.Handle("/new", resolver.NewSmeeChannel()) // smee.io's route (docs/smee.md)
 	bare.Handle("/log/export", logexport.Handler(a.logAsIs, cfg.AdminToken, log))
 	bare.Handle("/assets/graphiql/", graphiql.AssetsHandler())
 	bare.HandleFunc("/healthz", health.liveness)
@@ -279,11 +284,13 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg.Logger = log
 	deps := ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+		Feed: a.views.History,
 	}
 	if keys != nil {
 		deps.Secrets = keys
 	}
 	in := ingress.New(inCfg, deps)
+	a.stopStreams = in.StopStreams
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {
 			return "api"
@@ -321,6 +328,14 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 // Handler serves everything on one port: public addresses by host, the
 // API, console, metrics and health routes on the bare domain.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// StopStreams ends the open smee streams, which would otherwise keep an
+// http.Server's Shutdown waiting (register it with RegisterOnShutdown).
+func (a *App) StopStreams() {
+	if a.stopStreams != nil {
+		a.stopStreams()
+	}
+}
 
 // Service is the commands service (for one-shot commands and tests).
 func (a *App) Service() *commands.Service { return a.svc }

@@ -72,6 +72,10 @@ const (
 type InspectorCreated struct {
 	InspectorID string `json:"inspector_id"`
 	IdleTTLMs   int64  `json:"idle_ttl_ms"`
+	// Smee makes the address speak smee.io's protocol too: a GET asking
+	// for text/event-stream opens a stream of its deliveries instead of
+	// being recorded (docs/smee.md). Absent in older events: false.
+	Smee bool `json:"smee,omitempty"`
 }
 
 // InspectorExpired closes an inspector that went idle past its TTL.

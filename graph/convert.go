@@ -140,7 +140,7 @@ func toConnection(p readmodel.Page) *model.DeliveryConnection {
 func (r *Resolver) toInspector(in readmodel.Inspector) *model.Inspector {
 	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now()),
 		StoredBytes: int(in.StoredBytes), RefusedRequests: int(in.Refused), Purged: in.Purged,
-		Answer: toAddressAnswer(in.Answers), Handshakes: toHandshakes(in.Answers)}
+		Answer: toAddressAnswer(in.Answers), Handshakes: toHandshakes(in.Answers), Smee: in.Smee}
 }
 
 func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {

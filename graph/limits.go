@@ -213,7 +213,7 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
 	c.Query.Endpoints = list(endpointsPerList)
 
-	c.Mutation.CreateInspector = write
+	c.Mutation.CreateInspector = func(child int, _ *bool) int { return write(child) }
 	c.Mutation.SignUp = func(child int, _ string, _ *string) int { return write(child) }
 	c.Mutation.CreateInvite = func(child int, _ *string) int { return write(child) }
 	c.Mutation.CreateToken = func(child int, _ string, _ *string) int { return write(child) }

@@ -73,11 +73,11 @@ func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector
 }
 
 // CreateInspector is the resolver for the createInspector field.
-func (r *mutationResolver) CreateInspector(ctx context.Context) (*model.Inspector, error) {
+func (r *mutationResolver) CreateInspector(ctx context.Context, smee *bool) (*model.Inspector, error) {
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
-	in, err := r.Service.CreateInspector(ctx)
+	in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: smee != nil && *smee})
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,9 @@ type Route struct {
 	// itself (nil: none; a PROXY Endpoint only with Handshakes.InProxy RELAY).
 	Answer     *domain.Answer
 	Handshakes *domain.Handshakes
+	// Smee: inspectors only, a GET asking for text/event-stream opens
+	// smee's event stream instead of being recorded (smee.go).
+	Smee bool
 }
 
 // AddressResolver finds the aggregate behind a public address. It returns an

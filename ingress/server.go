@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -61,6 +62,9 @@ type Config struct {
 	// answer; ConsoleURL is the bare domain's ("https://relay.example.com").
 	PublicURL  func(id string) string
 	ConsoleURL string
+	// MaxStreams bounds the smee streams open on the whole relay (see
+	// smee.go for the other bounds); default DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Deps are the components the server talks to. Recorder and Resolver are
@@ -76,6 +80,9 @@ type Deps struct {
 	// Secrets reads the addresses' stored handshake secrets (the relay's
 	// secrets key); nil reads only plain ones from older events.
 	Secrets handshake.Secrets
+	// Feed serves smee-compatible addresses' streams (smee.go); nil
+	// answers a stream request 503.
+	Feed Feed
 }
 
 // Server answers requests to public addresses. It is safe for concurrent use.
@@ -88,6 +95,10 @@ type Server struct {
 	bodies        *bodyBudget
 	addressLimits *ratelimit.Keyed // nil without an address rate
 	refused       refusals
+
+	streams     streamSlots
+	streamsDone chan struct{} // closed by StopStreams
+	stopStreams sync.Once
 }
 
 // New builds the server; it starts nothing.
@@ -122,7 +133,12 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil && deps.Recorder != nil {
 		deps.NewDeliveryID = deps.Recorder.NewID
 	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
 	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate)}
+	s.streams.max = cfg.MaxStreams
+	s.streamsDone = make(chan struct{})
 
 	e := echo.New()
 	e.HideBanner = true
@@ -193,6 +209,13 @@ func (s *Server) serve(c echo.Context) error {
 		return nil
 	}
 	route.ID = address
+	if route.Kind == domain.AddressInspector && route.Smee && !plain && wantsStream(r) {
+		// Not a delivery: smee's client reading the address's stream. It
+		// is not rate limited per request either: the stream bounds are
+		// per address and relay-wide (smee.go).
+		s.serveSmeeInspector(ctx, w, r, route)
+		return nil
+	}
 	if !s.limitAddress(w, route) {
 		return nil
 	}

@@ -38,7 +38,7 @@ func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspect
 		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
 	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
-		&i.Purged, &i.StoredBytes, &i.Refused, &answers)
+		&i.Purged, &i.StoredBytes, &i.Refused, &answers, &i.Smee)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Inspector{}, notFound("inspector", id)
 	}
@@ -85,7 +85,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}

@@ -130,7 +130,7 @@ func (w *addressesWriter) inspectorCreated(t *txn, p domain.InspectorCreated) (i
 	if err := w.storeDeferred(t, addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
 		return 0, err
 	}
-	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos())
+	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos(), p.Smee)
 }
 
 func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int64, error) {

@@ -12,8 +12,8 @@ const (
 		ON CONFLICT DO NOTHING`
 
 	// Before its first request, an inspector's idle time runs from creation.
-	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position)
-		VALUES (?1, ?2, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING`
+	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position, smee)
+		VALUES (?1, ?2, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING`
 	qInspectorExpired = `UPDATE inspectors SET expired = 1 WHERE id = ?`
 	// A purge sets last activity to the decision's value: the deliveries
 	// that moved it are gone from the log, and a rebuild must agree.

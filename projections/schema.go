@@ -26,8 +26,9 @@ import (
 // filters; version 12 whether each agent session asked to be primary and
 // its filters, so every node applies the primary rule and the filters to
 // the sessions of every node; version 13 the members of accounts, their
-// invites and activity, and each token's member and kind.
-const schemaVersion = 13
+// invites and activity, and each token's member and kind; version 14
+// whether an inspector is smee-compatible.
+const schemaVersion = 14
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -68,7 +69,9 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	refused_position INTEGER NOT NULL DEFAULT 0,
 	purged           INTEGER NOT NULL DEFAULT 0,
 	-- answers: its own answer and handshakes, JSON (answersJSON); '' for none.
-	answers          TEXT NOT NULL DEFAULT ''
+	answers          TEXT NOT NULL DEFAULT '',
+	-- smee: the address also serves smee's event stream (docs/smee.md).
+	smee             INTEGER NOT NULL DEFAULT 0
 );
 
 -- The retention sweep looks for rows of purged inspectors; only those are

@@ -18,6 +18,7 @@ type Inspector struct {
 	StoredBytes    int64 // log bytes its deliveries take (the quota counts these)
 	Refused        int64 // requests its rate limit refused
 	Answers        Answers
+	Smee           bool // smee-compatible address (docs/smee.md)
 }
 
 // ExpiredAt reports whether the inspector is expired at now: its expiry was
@@ -45,6 +46,7 @@ type Address struct {
 	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
 	Answers         Answers
 	Filters         []domain.Filter // Endpoints only: which deliveries are forwarded
+	Smee            bool            // inspectors only: smee-compatible (docs/smee.md)
 }
 
 // Answers are an address's own answer and the handshakes it answers

@@ -257,6 +257,7 @@ type ComplexityRoot struct {
 		ID              func(childComplexity int) int
 		Purged          func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
+		Smee            func(childComplexity int) int
 		StoredBytes     func(childComplexity int) int
 		URL             func(childComplexity int) int
 	}
@@ -299,7 +300,7 @@ type ComplexityRoot struct {
 		CompleteForward    func(childComplexity int, input model.CompleteForwardInput) int
 		CreateAccount      func(childComplexity int, name string) int
 		CreateEndpoint     func(childComplexity int, input model.CreateEndpointInput) int
-		CreateInspector    func(childComplexity int) int
+		CreateInspector    func(childComplexity int, smee *bool) int
 		CreateInvite       func(childComplexity int, expiresIn *string) int
 		CreateMemberInvite func(childComplexity int, role *model.MemberRole, expiresIn *string) int
 		CreateToken        func(childComplexity int, name string, expiresIn *string) int
@@ -400,7 +401,7 @@ type InspectorResolver interface {
 	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type MutationResolver interface {
-	CreateInspector(ctx context.Context) (*model.Inspector, error)
+	CreateInspector(ctx context.Context, smee *bool) (*model.Inspector, error)
 	SignUp(ctx context.Context, name string, invite *string) (*model.SignUpPayload, error)
 	CreateInvite(ctx context.Context, expiresIn *string) (*model.Invite, error)
 	SignUpWithPassword(ctx context.Context, name string, login string, password string, invite *string) (*model.SessionPayload, error)
@@ -1364,6 +1365,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Inspector.RefusedRequests(childComplexity), true
+	case "Inspector.smee":
+		if e.ComplexityRoot.Inspector.Smee == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.Smee(childComplexity), true
 	case "Inspector.storedBytes":
 		if e.ComplexityRoot.Inspector.StoredBytes == nil {
 			break
@@ -1566,7 +1573,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Mutation.CreateInspector(childComplexity), true
+		args, err := ec.field_Mutation_createInspector_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateInspector(childComplexity, args["smee"].(*bool)), true
 	case "Mutation.createInvite":
 		if e.ComplexityRoot.Mutation.CreateInvite == nil {
 			break
@@ -2444,6 +2456,11 @@ type Inspector {
   "The providers' verification requests it answers itself."
   handshakes: Handshakes!
   """
+  It also speaks smee.io's protocol: a GET with ` + "`" + `Accept: text/event-stream` + "`" + ` on its URL opens a
+  stream of its deliveries in smee's format instead of being recorded (docs/smee.md).
+  """
+  smee: Boolean!
+  """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
   value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
   ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -2884,8 +2901,9 @@ type Mutation {
   No account needed. createInspector and signUp are limited per client address
   (--anonymous-rate): beyond it they fail with RATE_LIMITED and
   extensions.retryAfterSeconds.
+  With smee true the inspector is smee-compatible (see Inspector.smee).
   """
-  createInspector: Inspector!
+  createInspector(smee: Boolean): Inspector!
   "On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on invite otherwise)."
   signUp(name: String!, invite: String): SignUpPayload!
   """
@@ -3448,6 +3466,8 @@ func (ec *executionContext) childFields_Inspector(ctx context.Context, field gra
 		return ec.fieldContext_Inspector_answer(ctx, field)
 	case "handshakes":
 		return ec.fieldContext_Inspector_handshakes(ctx, field)
+	case "smee":
+		return ec.fieldContext_Inspector_smee(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Inspector_deliveries(ctx, field)
 	}
@@ -3887,6 +3907,20 @@ func (ec *executionContext) field_Mutation_createEndpoint_args(ctx context.Conte
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createInspector_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "smee",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["smee"] = arg0
 	return args, nil
 }
 
@@ -8135,6 +8169,29 @@ func (ec *executionContext) fieldContext_Inspector_handshakes(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Inspector_smee(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_smee(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Smee, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_smee(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Inspector_deliveries(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8634,7 +8691,8 @@ func (ec *executionContext) _Mutation_createInspector(ctx context.Context, field
 			return ec.fieldContext_Mutation_createInspector(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Mutation().CreateInspector(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateInspector(ctx, fc.Args["smee"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Inspector) graphql.Marshaler {
@@ -8644,7 +8702,7 @@ func (ec *executionContext) _Mutation_createInspector(ctx context.Context, field
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Mutation_createInspector(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Mutation_createInspector(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Mutation",
 		Field:      field,
@@ -8653,6 +8711,17 @@ func (ec *executionContext) fieldContext_Mutation_createInspector(_ context.Cont
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Inspector(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createInspector_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -14222,6 +14291,11 @@ func (ec *executionContext) _Inspector(ctx context.Context, sel ast.SelectionSet
 			}
 		case "handshakes":
 			out.Values[i] = ec._Inspector_handshakes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "smee":
+			out.Values[i] = ec._Inspector_smee(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

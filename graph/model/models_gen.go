@@ -470,6 +470,9 @@ type Inspector struct {
 	Answer *AddressAnswer `json:"answer"`
 	// The providers' verification requests it answers itself.
 	Handshakes *Handshakes `json:"handshakes"`
+	// It also speaks smee.io's protocol: a GET with `Accept: text/event-stream` on its URL opens a
+	// stream of its deliveries in smee's format instead of being recorded (docs/smee.md).
+	Smee bool `json:"smee"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
