@@ -1,0 +1,610 @@
+package systemtest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// smeeClientDir is where .ci/run installs smee.io's own client (npm
+// smee-client, pinned by the lock file); tests that need it skip without.
+func smeeClientDir(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed (apt-get install nodejs npm)")
+	}
+	dir, _ = filepath.Abs("testdata/smee")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "smee-client")); err != nil {
+		t.Skip("smee-client is not installed: (cd systemtest/testdata/smee && npm ci)")
+	}
+	return node, dir
+}
+
+// tunnelProxy is an HTTP proxy on 127.0.0.1 that takes every host to
+// 127.0.0.1 on the port asked for. Node cannot resolve <id>.localhost
+// here, and smee-client honours HTTP_PROXY (undici's EnvHttpProxyAgent),
+// so the unchanged client reaches the relay's addresses through it, as
+// it would through a company proxy.
+func tunnelProxy(t *testing.T) string {
+	t.Helper()
+	local := func(hostport string) string {
+		_, port, err := net.SplitHostPort(hostport)
+		if err != nil {
+			port = "80"
+		}
+		return "127.0.0.1:" + port
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			up, err := net.Dial("tcp", local(r.Host))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+			down, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				up.Close()
+				return
+			}
+			go func() {
+				_, _ = io.Copy(up, buf)
+				up.Close()
+			}()
+			_, _ = io.Copy(down, up)
+			down.Close()
+			return
+		}
+		// Absolute-form request: pass it on, streaming the answer.
+		out, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+local(r.URL.Host)+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out.Header = r.Header.Clone()
+		out.Host = r.URL.Host
+		resp, err := http.DefaultTransport.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(buf[:n])
+				_ = rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// received is one request the local process got.
+type received struct {
+	method string
+	header http.Header
+	body   []byte
+}
+
+// localReceiver is the developer's local process: it records what it gets.
+func localReceiver(t *testing.T) (url string, got <-chan received) {
+	t.Helper()
+	ch := make(chan received, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ch <- received{method: r.Method, header: r.Header.Clone(), body: body}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, ch
+}
+
+// githubDelivery is a webhook as GitHub sends one: compact JSON signed
+// with the app's secret.
+func githubDelivery(host string) (harness.RawRequest, string) {
+	const secret = "development-secret"
+	body := []byte(`{"action":"opened","number":7,"pull_request":{"title":"Add <b>smee</b> & more","draft":false,"additions":12},"repository":{"full_name":"octo/hello","private":true},"sender":{"login":"octocat","id":583231}}`)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	sig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return harness.RawRequest{Method: "POST", Target: "/", Host: host, Body: body, Headers: [][2]string{
+		{"Content-Type", "application/json"},
+		{"User-Agent", "GitHub-Hookshot/8e8f3f8"},
+		{"X-GitHub-Event", "pull_request"},
+		{"X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+		{"X-GitHub-Hook-ID", "292430182"},
+		{"X-Hub-Signature-256", sig},
+	}}, secret
+}
+
+// checkForwarded asserts the local process got the delivery as GitHub
+// sent it: the same GitHub headers and body, and a signature that
+// verifies over the bytes it received.
+func checkForwarded(t *testing.T, got received, sent harness.RawRequest, secret string) {
+	t.Helper()
+	if got.method != "POST" {
+		t.Errorf("local process got %s, want POST", got.method)
+	}
+	for _, h := range sent.Headers {
+		if h[0] == "User-Agent" {
+			continue // smee-client's fetch sends its own
+		}
+		if v := got.header.Get(h[0]); v != h[1] {
+			t.Errorf("local process got %s: %q, want %q", h[0], v, h[1])
+		}
+	}
+	if !bytes.Equal(got.body, sent.Body) {
+		t.Errorf("local process got body\n%s\nwant\n%s", got.body, sent.Body)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(got.body)
+	if want := "sha256=" + hex.EncodeToString(mac.Sum(nil)); got.header.Get("X-Hub-Signature-256") != want {
+		t.Errorf("signature does not verify over the body the local process got")
+	}
+}
+
+func createSmeeInspector(t *testing.T, r *harness.Relay) (id, url string) {
+	t.Helper()
+	var out struct{ CreateInspector struct{ ID, URL string } }
+	r.MustGraphQL(t, "", `mutation{ createInspector(smee: true){ id url smee } }`, nil, &out)
+	return out.CreateInspector.ID, out.CreateInspector.URL
+}
+
+// TestSmeeClientForwards: smee.io's own client, unchanged (library, CLI,
+// and a channel it opens itself with createChannel against /new), reads a
+// smee-compatible address and posts a GitHub delivery to the local
+// process with the same headers and body; the delivery is in the history,
+// and the client's stream request is not.
+func TestSmeeClientForwards(t *testing.T) {
+	t.Parallel()
+	node, dir := smeeClientDir(t)
+	r := harness.Start(t, "")
+	proxy := tunnelProxy(t)
+	for _, tc := range []struct {
+		name string
+		args func(source, target string) []string
+		new  bool // the client opens the channel with createChannel
+	}{
+		{"library", func(s, tg string) []string { return []string{filepath.Join(dir, "forward.mjs"), s, tg} }, false},
+		{"cli", func(s, tg string) []string {
+			return []string{filepath.Join(dir, "node_modules", "smee-client", "bin", "smee.js"), "--url", s, "--target", tg}
+		}, false},
+		{"createChannel", func(s, tg string) []string { return []string{filepath.Join(dir, "forward.mjs"), s, tg} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target, got := localReceiver(t)
+			var id, source string
+			if tc.new {
+				source = "new:" + r.BareURL() + "/new"
+			} else {
+				id, source = createSmeeInspector(t, r)
+			}
+			var out lockedBuffer
+			cmd := exec.Command(node, tc.args(source, target+"/webhook")...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "HTTP_PROXY="+proxy, "http_proxy="+proxy, "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1")
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			})
+			harness.Eventually(t, 20*time.Second, "smee-client to connect", func() bool {
+				return strings.Contains(out.String(), "Connected to")
+			})
+			if tc.new {
+				line := out.String()
+				_, rest, ok := strings.Cut(line, "channel ")
+				url, _, _ := strings.Cut(rest, "\n")
+				if !ok || !strings.HasPrefix(url, "http://") {
+					t.Fatalf("createChannel printed no channel:\n%s", line)
+				}
+				id, _, _ = strings.Cut(strings.TrimPrefix(url, "http://"), ".")
+			}
+			sent, secret := githubDelivery(r.AddressHost(id))
+			if resp := r.SendRaw(t, sent); resp.Status != http.StatusNoContent {
+				t.Fatalf("sender got %d %s", resp.Status, resp.Body)
+			}
+			select {
+			case g := <-got:
+				checkForwarded(t, g, sent, secret)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the local process got nothing; smee-client said:\n%s", out.String())
+			}
+			rows := history(t, r, id, 10)
+			if len(rows) != 1 || rows[0].Method != "POST" || rows[0].Body == nil || *rows[0].Body != string(sent.Body) {
+				t.Fatalf("history of %s: %+v, want the POST alone (the stream is not a delivery)", id, rows)
+			}
+		})
+	}
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct{ id, event, data string }
+
+// sseStream is a stream read by hand, to see ids, order and bounds.
+type sseStream struct {
+	conn net.Conn
+	resp *http.Response
+	br   *bufio.Reader
+}
+
+// openStream opens an address's stream; lastID, when set, is sent as
+// Last-Event-ID. It returns the answer's status and, for 200, the stream.
+func openStream(t *testing.T, r *harness.Relay, id, lastID string) (int, *sseStream) {
+	t.Helper()
+	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := "GET / HTTP/1.1\r\nHost: " + r.AddressHost(id) + "\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n"
+	if lastID != "" {
+		req += "Last-Event-ID: " + lastID + "\r\n"
+	}
+	if _, err := conn.Write([]byte(req + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		conn.Close()
+		return resp.StatusCode, nil
+	}
+	s := &sseStream{conn: conn, resp: resp, br: bufio.NewReader(resp.Body)}
+	t.Cleanup(s.close)
+	if ev := s.next(t); ev.event != "ready" {
+		t.Fatalf("first event %+v, want ready", ev)
+	}
+	return resp.StatusCode, s
+}
+
+func (s *sseStream) close() { s.conn.Close() }
+
+// next reads the next event (comments are skipped).
+func (s *sseStream) next(t *testing.T) sseEvent {
+	t.Helper()
+	_ = s.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	ev, err := s.read()
+	if err != nil {
+		t.Fatalf("read event: %v", err)
+	}
+	return ev
+}
+
+func (s *sseStream) read() (sseEvent, error) {
+	var ev sseEvent
+	var data []string
+	for {
+		line, err := s.br.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "" && (ev.event != "" || len(data) > 0):
+			ev.data = strings.Join(data, "\n")
+			return ev, nil
+		case line == "" || strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id: "):
+			ev.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, line[6:])
+		}
+	}
+}
+
+// messageN reads a message event and returns its n field.
+func (s *sseStream) messageN(t *testing.T) (sseEvent, int) {
+	t.Helper()
+	ev := s.next(t)
+	var m struct {
+		Body struct{ N int } `json:"body"`
+	}
+	if ev.event != "message" || json.Unmarshal([]byte(ev.data), &m) != nil || ev.id == "" {
+		t.Fatalf("got %+v, want a message with an id", ev)
+	}
+	return ev, m.Body.N
+}
+
+func postN(t *testing.T, r *harness.Relay, id string, n int) {
+	t.Helper()
+	resp := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/?n=" + strconv.Itoa(n), Host: r.AddressHost(id),
+		Headers: [][2]string{{"Content-Type", "application/json"}}, Body: []byte(`{"n":` + strconv.Itoa(n) + `}`)})
+	if resp.Status != http.StatusNoContent {
+		t.Fatalf("POST %d: %d %s", n, resp.Status, resp.Body)
+	}
+}
+
+// TestSmeeStreamCatchUp: a client that reconnects with Last-Event-ID (the
+// id of the last event it got: the delivery's cursor) is sent what
+// arrived while it was away, in order and once, then the live ones; the
+// event's fields are smee's. A bad Last-Event-ID replays nothing.
+func TestSmeeStreamCatchUp(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	id, _ := createSmeeInspector(t, r)
+
+	_, s := openStream(t, r, id, "")
+	postN(t, r, id, 1)
+	first, n := s.messageN(t)
+	if n != 1 {
+		t.Fatalf("first message n=%d", n)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(first.data), &fields); err != nil {
+		t.Fatal(err)
+	}
+	if fields["content-type"] != "application/json" || fields["query"].(map[string]any)["n"] != "1" || fields["timestamp"] == nil {
+		t.Errorf("message fields %v, want lower-case headers, query and timestamp", fields)
+	}
+	s.close()
+
+	postN(t, r, id, 2)
+	postN(t, r, id, 3)
+	_, again := openStream(t, r, id, first.id)
+	for want := 2; want <= 3; want++ {
+		if _, n := again.messageN(t); n != want {
+			t.Fatalf("catch-up sent n=%d, want %d", n, want)
+		}
+	}
+	postN(t, r, id, 4)
+	if _, n := again.messageN(t); n != 4 {
+		t.Fatalf("live after catch-up sent n=%d, want 4", n)
+	}
+
+	// Not a cursor: nothing is replayed, the live ones still come.
+	_, bad := openStream(t, r, id, "not-a-cursor")
+	postN(t, r, id, 5)
+	if _, n := bad.messageN(t); n != 5 {
+		t.Fatalf("stream with a bad Last-Event-ID sent n=%d first, want 5", n)
+	}
+	if rows := history(t, r, id, 50); len(rows) != 5 {
+		t.Fatalf("history holds %d deliveries, want the 5 POSTs", len(rows))
+	}
+}
+
+// TestSmeeOffByDefault: an address without the switch records a GET that
+// asks for text/event-stream like any request.
+func TestSmeeOffByDefault(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	id, _ := createInspector(t, r)
+	resp := r.SendRaw(t, harness.RawRequest{Method: "GET", Target: "/", Host: r.AddressHost(id),
+		Headers: [][2]string{{"Accept", "text/event-stream"}}})
+	if resp.Status != http.StatusNoContent {
+		t.Fatalf("GET with Accept: text/event-stream on a plain inspector: %d %s, want 204", resp.Status, resp.Body)
+	}
+	rows := history(t, r, id, 10)
+	if len(rows) != 1 || rows[0].Method != "GET" {
+		t.Fatalf("history %+v, want the GET recorded", rows)
+	}
+}
+
+// TestSmeeLargeBody: a body beyond the capture cap is recorded incomplete
+// and its event carries {} and says why (x-relay-smee-body), so one event
+// never carries more than the cap; a body that is not JSON likewise.
+func TestSmeeLargeBody(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	id, _ := createSmeeInspector(t, r)
+	_, s := openStream(t, r, id, "")
+	big := append([]byte(`{"pad":"`), bytes.Repeat([]byte("x"), 10<<20)...)
+	big = append(big, `"}`...)
+	for _, tc := range []struct {
+		name, ctype string
+		body        []byte
+		why         string
+	}{
+		{"10 MiB JSON", "application/json", big, "omitted: larger than"},
+		{"not JSON", "application/octet-stream", []byte{0xff, 0x00, 0x01}, "omitted: not JSON"},
+	} {
+		resp := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/", Host: r.AddressHost(id),
+			Headers: [][2]string{{"Content-Type", tc.ctype}}, Body: tc.body})
+		if resp.Status != http.StatusNoContent {
+			t.Fatalf("%s: sender got %d", tc.name, resp.Status)
+		}
+		ev := s.next(t)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(ev.data), &m); err != nil {
+			t.Fatal(err)
+		}
+		if body, _ := m["body"].(map[string]any); body == nil || len(body) != 0 {
+			t.Errorf("%s: event body %v, want {}", tc.name, m["body"])
+		}
+		if why, _ := m["x-relay-smee-body"].(string); !strings.HasPrefix(why, tc.why) {
+			t.Errorf("%s: x-relay-smee-body %q, want %q…", tc.name, why, tc.why)
+		}
+		if len(ev.data) > 64<<10 {
+			t.Errorf("%s: event of %d bytes", tc.name, len(ev.data))
+		}
+	}
+	rows := history(t, r, id, 10)
+	if len(rows) != 2 || rows[1].Complete || rows[1].BodySize != len(big) {
+		t.Fatalf("history %+v, want the large body recorded incomplete", rows)
+	}
+}
+
+// TestSmeeStreamsBounded: 100 reading clients and one that never reads
+// share an address; every reader gets every delivery, the relay's peak
+// memory stays bounded while more is sent than the stalled client could
+// ever be holding, and the address's streams are capped.
+func TestSmeeStreamsBounded(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "")
+	id, _ := createSmeeInspector(t, r)
+
+	// The stalled client: asks for the stream and never reads, with a
+	// small receive buffer so the relay's writes to it block early.
+	stalled, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	_ = stalled.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(stalled, "GET / HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", r.AddressHost(id))
+
+	const readers, deliveries = 100, 20
+	var counts [readers]atomic.Int32
+	var wg sync.WaitGroup
+	streams := make([]*sseStream, readers)
+	for i := range streams {
+		_, streams[i] = openStream(t, r, id, "")
+	}
+	for i, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for counts[i].Load() < deliveries {
+				_ = s.conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+				ev, err := s.read()
+				if err != nil {
+					return
+				}
+				if ev.event == "message" {
+					counts[i].Add(1)
+				}
+			}
+		}()
+	}
+	// Fill the address's remaining slots; one more is refused.
+	harness.Eventually(t, 10*time.Second, "the stalled client's stream to open", func() bool {
+		return openCount(t, r, id) == 0
+	})
+	base, err := harness.ProcPeakRSSKiB(r.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	body := func(i int) []byte {
+		return []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, bytes.Repeat([]byte("p"), 128<<10)))
+	}
+	for i := range deliveries {
+		resp := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/", Host: r.AddressHost(id),
+			Headers: [][2]string{{"Content-Type", "application/json"}}, Body: body(i)})
+		if resp.Status != http.StatusNoContent {
+			t.Fatalf("POST %d: %d", i, resp.Status)
+		}
+	}
+	wg.Wait()
+	for i := range counts {
+		if n := counts[i].Load(); n != deliveries {
+			t.Fatalf("reader %d got %d of %d deliveries", i, n, deliveries)
+		}
+	}
+	for _, s := range streams {
+		s.close()
+	}
+	// The stalled client alone: send it far more than the bound below.
+	const more = 300 // × 128 KiB ≈ 38 MiB
+	for i := range more {
+		resp := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/", Host: r.AddressHost(id),
+			Headers: [][2]string{{"Content-Type", "application/json"}}, Body: body(deliveries + i)})
+		if resp.Status != http.StatusNoContent {
+			t.Fatalf("POST %d: %d", i, resp.Status)
+		}
+	}
+	peak, err := harness.ProcPeakRSSKiB(r.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("relay peak RSS: %d KiB with 101 streams open, %d KiB after %d deliveries to 100 readers and %d more to a stalled client",
+		base, peak, deliveries, more)
+	// A client's backlog held in memory would be ≥ 38 MiB for the stalled
+	// client alone; the relay holds one event per stream.
+	if grew := peak - base; grew > 32<<10 {
+		t.Errorf("peak RSS grew by %d KiB while streaming, want under 32 MiB", grew)
+	}
+	if rows := countDeliveries(t, r, id); rows != deliveries+more {
+		t.Errorf("history holds %d deliveries, want %d", rows, deliveries+more)
+	}
+}
+
+// openCount opens streams on the address until one is refused with 429,
+// closes them, and returns how many more were open (0: the address had
+// ingress.MaxStreamsPerAddress - 101 free slots).
+func openCount(t *testing.T, r *harness.Relay, id string) int {
+	t.Helper()
+	var extra []*sseStream
+	defer func() {
+		for _, s := range extra {
+			s.close()
+		}
+	}()
+	for range ingress.MaxStreamsPerAddress {
+		status, s := openStream(t, r, id, "")
+		if status == http.StatusTooManyRequests {
+			return ingress.MaxStreamsPerAddress - 101 - len(extra)
+		}
+		if status != http.StatusOK {
+			t.Fatalf("stream request: %d", status)
+		}
+		extra = append(extra, s)
+	}
+	t.Fatalf("%d more streams opened on one address without a 429", ingress.MaxStreamsPerAddress)
+	return -1
+}
+
+// countDeliveries counts an address's history through paging ids only.
+func countDeliveries(t *testing.T, r *harness.Relay, id string) int {
+	t.Helper()
+	n := 0
+	var after any
+	for {
+		var out struct {
+			Inspector struct {
+				Deliveries struct {
+					Nodes    []struct{ ID string }
+					PageInfo struct {
+						HasNextPage bool
+						EndCursor   string
+					}
+				}
+			}
+		}
+		r.MustGraphQL(t, "", `query($id: ID!, $after: String){ inspector(id: $id){ deliveries(first: 100, after: $after){
+			nodes{ id } pageInfo{ hasNextPage endCursor } } } }`, map[string]any{"id": id, "after": after}, &out)
+		n += len(out.Inspector.Deliveries.Nodes)
+		if !out.Inspector.Deliveries.PageInfo.HasNextPage {
+			return n
+		}
+		after = out.Inspector.Deliveries.PageInfo.EndCursor
+	}
+}
