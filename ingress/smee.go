@@ -205,26 +205,32 @@ func (s *Server) replaySmee(ctx context.Context, sw *streamWriter, address, last
 	return last, nil
 }
 
-// sendSmee reads one delivery and writes its event unless it is at or
-// before after. A delivery that cannot be read is logged and skipped.
+// sendSmee writes one delivery's event unless it is at or before after.
+// The event is shared with the other streams (eventCache). A delivery
+// that cannot be read or encoded is logged and skipped.
 func (s *Server) sendSmee(ctx context.Context, sw *streamWriter, id string, after uint64) (uint64, error) {
-	d, err := s.deps.Feed.Delivery(ctx, id)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
+	pos, ev, err := s.events.get(ctx, id, func() (uint64, []byte, error) {
+		// Not the stream's context: the load is shared, and one stream
+		// that goes away must not fail it for the others.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamWriteTimeout)
+		defer cancel()
+		d, err := s.deps.Feed.Delivery(lctx, id)
+		if err != nil {
+			return 0, nil, fmt.Errorf("read delivery: %w", err)
 		}
-		s.log.WarnContext(ctx, "smee stream: read delivery", "delivery_id", id, "error", err)
+		ev, err := smeeEvent(d, s.maxStreamEvent())
+		return d.Position, ev, err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	case err != nil:
+		s.log.WarnContext(ctx, "smee stream: skipped a delivery", "delivery_id", id, "error", err)
+		return pos, nil
+	case pos <= after:
 		return 0, nil
 	}
-	if d.Position <= after {
-		return 0, nil
-	}
-	ev, err := smeeEvent(d, s.maxStreamEvent())
-	if err != nil {
-		s.log.WarnContext(ctx, "smee stream: encode delivery", "delivery_id", id, "error", err)
-		return d.Position, nil
-	}
-	return d.Position, sw.write(ev)
+	return pos, sw.write(ev)
 }
 
 // maxStreamEvent is the most one event may carry: the stored body and
@@ -270,39 +276,37 @@ func smeeEvent(d readmodel.Delivery, maxBytes int) ([]byte, error) {
 	if omitted != "" {
 		fields["x-relay-smee-body"] = omitted
 	}
-	data, err := encodeSmee(fields)
+	ev, err := encodeSmee(d.Cursor, fields)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxBytes {
+	if len(ev) > maxBytes {
 		fields["body"] = json.RawMessage("{}")
 		fields["x-relay-smee-body"] = smeeBodyTooLarge
-		if data, err = encodeSmee(fields); err != nil {
+		if ev, err = encodeSmee(d.Cursor, fields); err != nil {
 			return nil, err
 		}
-		if len(data) > maxBytes {
-			return nil, fmt.Errorf("smee event of %d bytes exceeds %d without its body", len(data), maxBytes)
+		if len(ev) > maxBytes {
+			return nil, fmt.Errorf("smee event of %d bytes exceeds %d without its body", len(ev), maxBytes)
 		}
 	}
-	var b bytes.Buffer
-	b.Grow(len(data) + len(d.Cursor) + 32)
-	b.WriteString("id: ")
-	b.WriteString(d.Cursor)
-	b.WriteString("\nevent: message\ndata: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	return b.Bytes(), nil
+	return ev, nil
 }
 
-// encodeSmee is fields as one line of JSON; <, > and & stay as they are.
-func encodeSmee(fields map[string]any) ([]byte, error) {
+// encodeSmee is one message event with fields as one line of JSON
+// (<, > and & stay as they are).
+func encodeSmee(id string, fields map[string]any) ([]byte, error) {
 	var b bytes.Buffer
+	b.WriteString("id: ")
+	b.WriteString(id)
+	b.WriteString("\nevent: message\ndata: ")
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(fields); err != nil {
+	if err := enc.Encode(fields); err != nil { // ends the line with "\n"
 		return nil, fmt.Errorf("encode smee event: %w", err)
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	b.WriteString("\n")
+	return b.Bytes(), nil
 }
 
 // smeeBody is the body smee's format carries, and why it was left out.
@@ -379,4 +383,66 @@ func (sw *streamWriter) write(p []byte) error {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil
+}
+
+// smeeEventCacheSize is how many encoded events the streams share: every
+// stream of an address sends the same delivery at about the same time, so
+// the delivery is read and encoded once, not once per stream.
+const smeeEventCacheSize = 8
+
+// eventCache holds the latest encoded events by delivery id. A stream
+// that asks for one being loaded waits for that load instead of starting
+// its own.
+type eventCache struct {
+	mu      sync.Mutex
+	entries map[string]*cachedEvent
+	order   []string // oldest first; at most smeeEventCacheSize
+}
+
+type cachedEvent struct {
+	ready chan struct{} // closed when pos, ev and err are set
+	pos   uint64
+	ev    []byte
+	err   error
+}
+
+// get returns the delivery's position and event, loading it with load
+// unless it is cached or being loaded. A failed load is not kept.
+func (c *eventCache) get(ctx context.Context, id string, load func() (uint64, []byte, error)) (uint64, []byte, error) {
+	c.mu.Lock()
+	e, ok := c.entries[id]
+	if !ok {
+		if c.entries == nil {
+			c.entries = map[string]*cachedEvent{}
+		}
+		e = &cachedEvent{ready: make(chan struct{})}
+		c.entries[id] = e
+		c.order = append(c.order, id)
+		if len(c.order) > smeeEventCacheSize {
+			delete(c.entries, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	c.mu.Unlock()
+	if !ok {
+		e.pos, e.ev, e.err = load()
+		close(e.ready)
+		if e.err != nil {
+			c.forget(id, e)
+		}
+	}
+	select {
+	case <-e.ready:
+		return e.pos, e.ev, e.err
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+}
+
+func (c *eventCache) forget(id string, e *cachedEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[id] == e {
+		delete(c.entries, id)
+	}
 }
