@@ -97,7 +97,7 @@ type Server struct {
 	refused       refusals
 
 	streams     streamSlots
-	events      eventCache // encoded smee events the streams share
+	events      eventCache    // encoded smee events the streams share
 	streamsDone chan struct{} // closed by StopStreams
 	stopStreams sync.Once
 }
