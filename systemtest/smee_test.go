@@ -359,7 +359,7 @@ func postN(t *testing.T, r *harness.Relay, id string, n int) {
 // event's fields are smee's. A bad Last-Event-ID replays nothing.
 func TestSmeeStreamCatchUp(t *testing.T) {
 	t.Parallel()
-	r := harness.Start(t, "")
+	r := harness.Start(t, "", "--address-rate", "off")
 	id, _ := createSmeeInspector(t, r)
 
 	_, s := openStream(t, r, id, "")
@@ -398,6 +398,34 @@ func TestSmeeStreamCatchUp(t *testing.T) {
 	}
 	if rows := history(t, r, id, 50); len(rows) != 5 {
 		t.Fatalf("history holds %d deliveries, want the 5 POSTs", len(rows))
+	}
+
+	// More missed than the replay holds: the oldest ReplayMaxEvents come,
+	// then the live ones; the rest are only in the history.
+	bad.close()
+	missed := ingress.ReplayMaxEvents + 5
+	for n := 6; n < 6+missed; n++ {
+		postN(t, r, id, n)
+	}
+	_, capped := openStream(t, r, id, first.id)
+	for want := 2; want < 2+ingress.ReplayMaxEvents; want++ {
+		if _, n := capped.messageN(t); n != want {
+			t.Fatalf("capped replay sent n=%d, want %d", n, want)
+		}
+	}
+	// A delivery committed as the stream registered may follow the
+	// replay too; the order still only moves forward.
+	live := 6 + missed
+	postN(t, r, id, live)
+	for prev := 1 + ingress.ReplayMaxEvents; ; {
+		_, n := capped.messageN(t)
+		if n <= prev {
+			t.Fatalf("after a capped replay the stream sent n=%d after n=%d", n, prev)
+		}
+		if n == live {
+			break
+		}
+		prev = n
 	}
 }
 
