@@ -14,6 +14,8 @@ import (
 //     the relay only ever reaches a developer's own machine.
 //  4. Reconfiguring to the same settings raises no event.
 //  5. A deleted Endpoint accepts no command.
+//  6. Its smee stream key is stored as a hash only; revoking a key it does
+//     not have raises no event.
 
 // EndpointSettings are the user-editable fields of an Endpoint.
 type EndpointSettings struct {
@@ -91,6 +93,7 @@ type Endpoint struct {
 	accountID string
 	settings  EndpointSettings
 	deleted   bool
+	smeeKey   string // SHA-256 of the smee stream key, hex; "" for none
 }
 
 // NewEndpoint creates an Endpoint for an account; by is the member who
@@ -135,6 +138,8 @@ func (e *Endpoint) apply(ev Event) {
 			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters)}
 	case EndpointDeleted:
 		e.deleted = true
+	case EndpointSmeeKeySet:
+		e.smeeKey = ev.KeyHash
 	}
 }
 
@@ -173,6 +178,19 @@ func nilIfNone(fs []Filter) []Filter {
 		return nil
 	}
 	return fs
+}
+
+// SetSmeeKey gives the Endpoint the smee stream key whose SHA-256 (hex) is
+// keyHash, or revokes its key with "", by a member ("" for none).
+func (e *Endpoint) SetSmeeKey(by, keyHash string) error {
+	if e.deleted {
+		return ErrNotFound
+	}
+	if keyHash == e.smeeKey {
+		return nil
+	}
+	e.raise(EndpointSmeeKeySet{EndpointID: e.id, KeyHash: keyHash, By: by})
+	return nil
 }
 
 // Delete closes the Endpoint, by a member ("" for none).

@@ -149,6 +149,7 @@ func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,
 		RefusedRequests: int(e.Refused), Filters: toFilters(e.Filters),
 		Answer: toAddressAnswer(e.Answers), Handshakes: toHandshakes(e.Answers),
+		SmeeKey: e.SmeeKey,
 	}
 	m.AgentCount = r.Hub.Connected(e.ID)
 	m.AgentConnected = m.AgentCount > 0

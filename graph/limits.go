@@ -226,6 +226,8 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.CreateEndpoint = func(child int, _ model.CreateEndpointInput) int { return write(child) }
 	c.Mutation.UpdateEndpoint = func(child int, _ string, _ model.UpdateEndpointInput) int { return write(child) }
 	c.Mutation.DeleteEndpoint = func(child int, _ string) int { return write(child) }
+	c.Mutation.IssueSmeeKey = func(child int, _ string) int { return write(child) }
+	c.Mutation.RevokeSmeeKey = func(child int, _ string) int { return write(child) }
 	c.Mutation.RetryDelivery = func(child int, _ string, _ *model.RequestEditInput) int { return write(child) }
 	c.Mutation.CompleteForward = func(child int, _ model.CompleteForwardInput) int { return write(child) }
 	hashes := func(child int) int { return add(passwordCost, write(child)) }

@@ -241,6 +241,32 @@ func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool,
 	return true, nil
 }
 
+// IssueSmeeKey is the resolver for the issueSmeeKey field.
+func (r *mutationResolver) IssueSmeeKey(ctx context.Context, endpointID string) (*model.SmeeStream, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, ep, err := r.Service.IssueSmeeKey(ctx, acc.ID, tok.MemberID, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	return &model.SmeeStream{Endpoint: r.toEndpoint(ep), URL: r.smeeStreamURL(ep.ID, key)}, nil
+}
+
+// RevokeSmeeKey is the resolver for the revokeSmeeKey field.
+func (r *mutationResolver) RevokeSmeeKey(ctx context.Context, endpointID string) (*model.Endpoint, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := r.Service.RevokeSmeeKey(ctx, acc.ID, tok.MemberID, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	return r.toEndpoint(ep), nil
+}
+
 // SetInspectorAnswer is the resolver for the setInspectorAnswer field.
 func (r *mutationResolver) SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error) {
 	// Anonymous writes to the log are limited as createInspector is.

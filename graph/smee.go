@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ingress"
 )
 
 // NewSmeeChannel serves smee.io's "new channel" route (GET or HEAD /new on
@@ -44,4 +46,10 @@ func (r *Resolver) NewSmeeChannel() http.Handler {
 			_, _ = w.Write([]byte(url + "\n"))
 		}
 	})
+}
+
+// smeeStreamURL is an Endpoint's smee stream URL: its public URL with the
+// key as the path (ingress.SmeeKeyPath).
+func (r *Resolver) smeeStreamURL(id, key string) string {
+	return strings.TrimSuffix(r.PublicURL(id), "/") + ingress.SmeeKeyPath + key
 }

@@ -37,6 +37,9 @@ type Route struct {
 	// Smee: inspectors only, a GET asking for text/event-stream opens
 	// smee's event stream instead of being recorded (smee.go).
 	Smee bool
+	// SmeeKeyHash: Endpoints only, the SHA-256 (hex) of the key a stream
+	// request must name in its path (SmeeKeyPath + key); "" for none.
+	SmeeKeyHash string
 }
 
 // AddressResolver finds the aggregate behind a public address. It returns an

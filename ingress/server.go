@@ -217,6 +217,10 @@ func (s *Server) serve(c echo.Context) error {
 		s.serveSmeeInspector(ctx, w, r, route)
 		return nil
 	}
+	if route.Kind == domain.AddressEndpoint && !route.Deleted && !plain && wantsStream(r) && smeeKeyMatches(r, route.SmeeKeyHash) {
+		s.serveSmee(ctx, w, r, route)
+		return nil
+	}
 	if !s.limitAddress(w, route) {
 		return nil
 	}

@@ -3,6 +3,9 @@ package ingress
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +54,25 @@ type Feed interface {
 	// CreatedAfter lists, oldest first, at most limit ids of the address's
 	// deliveries received after the one whose cursor is given.
 	CreatedAfter(ctx context.Context, address, cursor string, limit int) ([]string, error)
+}
+
+// SmeeKeyPath is the path prefix of an Endpoint's smee stream URL: the key
+// follows it. smee's clients send no credential, so the key in the URL is
+// the Endpoint's stream credential; it is not the account's token.
+const SmeeKeyPath = "/smee/"
+
+// smeeKeyMatches tells whether r's path names the key whose SHA-256 (hex)
+// is hash; an empty hash matches nothing.
+func smeeKeyMatches(r *http.Request, hash string) bool {
+	if hash == "" {
+		return false
+	}
+	key, ok := strings.CutPrefix(r.URL.EscapedPath(), SmeeKeyPath)
+	if !ok || key == "" || r.URL.RawQuery != "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(hash)) == 1
 }
 
 // wantsStream tells whether r is smee's client opening its stream.
@@ -157,7 +179,7 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 		case <-s.streamsDone:
 			return
 		case <-ping.C:
-			if sw.write([]byte(": ping\n\n")) != nil {
+			if !s.streamAllowed(ctx, route) || sw.write([]byte(": ping\n\n")) != nil {
 				return
 			}
 		case ch, ok := <-changes:
@@ -170,6 +192,9 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 			if !ch.New || ch.Position <= last {
 				continue
 			}
+			if !s.streamAllowed(ctx, route) {
+				return
+			}
 			pos, err := s.sendSmee(ctx, sw, ch.DeliveryID, last)
 			if err != nil {
 				return
@@ -177,6 +202,19 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 			last = max(last, pos)
 		}
 	}
+}
+
+// streamAllowed tells whether an Endpoint's stream may go on: its key was
+// neither revoked nor replaced and the Endpoint not deleted since the
+// stream opened. The address is read from the resolver's cache, so the
+// check costs no query while nothing changed. An inspector's stream ends
+// only with the inspector's expiry, which requests record.
+func (s *Server) streamAllowed(ctx context.Context, opened Route) bool {
+	if opened.Kind != domain.AddressEndpoint {
+		return true
+	}
+	now, err := s.deps.Resolver.Resolve(ctx, opened.ID)
+	return err == nil && !now.Deleted && now.SmeeKeyHash == opened.SmeeKeyHash
 }
 
 // replaySmee sends what a reconnecting client missed after the delivery

@@ -85,7 +85,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee, &a.SmeeKeyHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}
@@ -109,7 +109,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 }
 
 const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
-	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers`
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, smee_key_hash <> ''`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
 	var (
@@ -120,7 +120,7 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		filters string
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &e.SmeeKey); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	var err error

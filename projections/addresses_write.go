@@ -86,6 +86,9 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 	case domain.EndpointDeleted:
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
+	case domain.EndpointSmeeKeySet:
+		w.changed = append(w.changed, p.EndpointID)
+		n, err = t.exec(qEndpointSmeeKey, p.KeyHash, t.pos(), p.EndpointID)
 	case domain.AgentConnected:
 		w.sessions = append(w.sessions, p.EndpointID)
 		filters := ""

@@ -67,6 +67,7 @@ const (
 		updated_position = ?, answers = ?, filters = ? WHERE id = ?`
 	qInspectorAnswers = `UPDATE inspectors SET answers = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
+	qEndpointSmeeKey  = `UPDATE endpoints SET smee_key_hash = ?, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
 	// A session ID seen again (a resumed session) is reopened, not counted twice.
@@ -168,7 +169,7 @@ var writeQueries = []string{
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
-	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
+	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,

@@ -27,7 +27,7 @@ import (
 // its filters, so every node applies the primary rule and the filters to
 // the sessions of every node; version 13 the members of accounts, their
 // invites and activity, and each token's member and kind; version 14
-// whether an inspector is smee-compatible.
+// whether an inspector is smee-compatible, and an Endpoint's smee key hash.
 const schemaVersion = 14
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -180,7 +180,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	refused_position INTEGER NOT NULL DEFAULT 0,
 	answers          TEXT NOT NULL DEFAULT '',
 	-- filters: the Endpoint's filters as JSON ('' for none).
-	filters          TEXT NOT NULL DEFAULT ''
+	filters          TEXT NOT NULL DEFAULT '',
+	-- smee_key_hash: SHA-256 of its smee stream key, hex ('' for none).
+	smee_key_hash    TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 

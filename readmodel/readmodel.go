@@ -47,6 +47,9 @@ type Address struct {
 	Answers         Answers
 	Filters         []domain.Filter // Endpoints only: which deliveries are forwarded
 	Smee            bool            // inspectors only: smee-compatible (docs/smee.md)
+	// SmeeKeyHash is an Endpoint's smee stream key's SHA-256, hex ("" for
+	// none): a stream request must name the key (docs/smee.md).
+	SmeeKeyHash string
 }
 
 // Answers are an address's own answer and the handshakes it answers
@@ -174,6 +177,7 @@ type Endpoint struct {
 	Refused         int64 // requests its rate limit refused
 	Answers         Answers
 	Filters         []domain.Filter
+	SmeeKey         bool // a smee stream key is issued (docs/smee.md)
 }
 
 // Account is the read model of an account.

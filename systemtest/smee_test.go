@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -267,11 +268,17 @@ type sseStream struct {
 // Last-Event-ID. It returns the answer's status and, for 200, the stream.
 func openStream(t *testing.T, r *harness.Relay, id, lastID string) (int, *sseStream) {
 	t.Helper()
+	return openStreamAt(t, r, id, "/", lastID)
+}
+
+// openStreamAt is openStream on a path of the address.
+func openStreamAt(t *testing.T, r *harness.Relay, id, path, lastID string) (int, *sseStream) {
+	t.Helper()
 	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := "GET / HTTP/1.1\r\nHost: " + r.AddressHost(id) + "\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n"
+	req := "GET " + path + " HTTP/1.1\r\nHost: " + r.AddressHost(id) + "\r\nAccept: text/event-stream\r\nCache-Control: no-cache\r\n"
 	if lastID != "" {
 		req += "Last-Event-ID: " + lastID + "\r\n"
 	}
@@ -644,5 +651,121 @@ func countDeliveries(t *testing.T, r *harness.Relay, id string) int {
 			return n
 		}
 		after = out.Inspector.Deliveries.PageInfo.EndCursor
+	}
+}
+
+// TestSmeeEndpointKey: an Endpoint's smee stream URL carries a key of its
+// own (not the account's token), issued once and revocable. smee-client
+// reads the Endpoint with it; a stream request without the key, or with a
+// wrong one, is a delivery like any other; revoking the key ends the open
+// streams, and the log holds the key's hash only.
+func TestSmeeEndpointKey(t *testing.T) {
+	t.Parallel()
+	node, dir := smeeClientDir(t)
+	r := harness.Start(t, "")
+	proxy := tunnelProxy(t)
+	a := signUpTenant(t, r, "smee-endpoint")
+	ep := createEndpointFor(t, r, a.Token, map[string]any{"name": "github app", "mode": "LOG"})
+	var issued struct {
+		IssueSmeeKey struct {
+			URL      string
+			Endpoint struct{ SmeeKey bool }
+		}
+	}
+	r.MustGraphQL(t, a.Token, `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url endpoint{ smeeKey } } }`,
+		map[string]any{"id": ep.ID}, &issued)
+	streamURL := issued.IssueSmeeKey.URL
+	_, key, ok := strings.Cut(streamURL, "/smee/")
+	if !ok || len(key) < 40 || strings.Contains(streamURL, a.Token) || !issued.IssueSmeeKey.Endpoint.SmeeKey {
+		t.Fatalf("issueSmeeKey: %+v", issued)
+	}
+	if code := r.ErrorCode(t, "", `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, map[string]any{"id": ep.ID}); code != "UNAUTHENTICATED" {
+		t.Errorf("issueSmeeKey without a token: %q, want UNAUTHENTICATED", code)
+	}
+
+	target, got := localReceiver(t)
+	var out lockedBuffer
+	cmd := exec.Command(node, filepath.Join(dir, "forward.mjs"), streamURL, target+"/webhook")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HTTP_PROXY="+proxy, "http_proxy="+proxy, "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	harness.Eventually(t, 20*time.Second, "smee-client to connect", func() bool {
+		return strings.Contains(out.String(), "Connected to")
+	})
+	sent, secret := githubDelivery(r.AddressHost(ep.ID))
+	if resp := r.SendRaw(t, sent); resp.Status != http.StatusNoContent {
+		t.Fatalf("sender got %d %s", resp.Status, resp.Body)
+	}
+	select {
+	case g := <-got:
+		checkForwarded(t, g, sent, secret)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the local process got nothing; smee-client said:\n%s", out.String())
+	}
+	_ = cmd.Process.Kill()
+
+	// Without the key, or with another, a stream request is a delivery.
+	for _, path := range []string{"/", "/smee/" + strings.Repeat("A", len(key))} {
+		resp := r.SendRaw(t, harness.RawRequest{Method: "GET", Target: path, Host: r.AddressHost(ep.ID),
+			Headers: [][2]string{{"Accept", "text/event-stream"}}})
+		if resp.Status != http.StatusNoContent {
+			t.Errorf("GET %s with Accept: text/event-stream: %d, want the LOG Endpoint's 204", path, resp.Status)
+		}
+	}
+
+	// Revoking ends an open stream at its next event.
+	_, s := openStreamAt(t, r, ep.ID, "/smee/"+key, "")
+	var revoked struct{ RevokeSmeeKey struct{ SmeeKey bool } }
+	r.MustGraphQL(t, a.Token, `mutation($id: ID!){ revokeSmeeKey(endpointId: $id){ smeeKey } }`, map[string]any{"id": ep.ID}, &revoked)
+	if revoked.RevokeSmeeKey.SmeeKey {
+		t.Fatalf("revokeSmeeKey left a key")
+	}
+	postN(t, r, ep.ID, 1)
+	_ = s.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	// Requests recorded before the revocation may still come (the stream
+	// registered while they were committed); the POST after it must not.
+	for {
+		ev, err := s.read()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the stream neither ended nor went on after its key was revoked: %v", err)
+		}
+		if strings.Contains(ev.data, `"body":{"n":1}`) {
+			t.Fatalf("the stream sent a delivery that arrived after its key was revoked: %+v", ev)
+		}
+	}
+	resp := r.SendRaw(t, harness.RawRequest{Method: "GET", Target: "/smee/" + key, Host: r.AddressHost(ep.ID),
+		Headers: [][2]string{{"Accept", "text/event-stream"}}})
+	if resp.Status != http.StatusNoContent {
+		t.Errorf("stream request with the revoked key: %d, want the LOG Endpoint's 204", resp.Status)
+	}
+
+	// The webhook, two stream requests without the key, a POST, and the
+	// request naming the revoked key.
+	harness.Eventually(t, 10*time.Second, "5 deliveries in the history", func() bool {
+		return len(endpointHistory(t, r, a.Token, ep.ID)) == 5
+	})
+	sum := sha256.Sum256([]byte(key))
+	var keyEvents int
+	for _, e := range logEvents(t, r, a.Token) {
+		if e.Type != "endpoint.smee_key_set.v1" {
+			continue
+		}
+		keyEvents++
+		if strings.Contains(e.Data, key) || (keyEvents == 1 && !strings.Contains(e.Data, hex.EncodeToString(sum[:]))) {
+			t.Errorf("%s holds %s, want the key's hash only", e.Type, e.Data)
+		}
+	}
+	if keyEvents != 2 {
+		t.Errorf("%d smee key events, want the issue and the revocation", keyEvents)
 	}
 }

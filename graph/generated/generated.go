@@ -169,6 +169,7 @@ type ComplexityRoot struct {
 		Name            func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
 		ResponseCapture func(childComplexity int) int
+		SmeeKey         func(childComplexity int) int
 		Target          func(childComplexity int) int
 		URL             func(childComplexity int) int
 	}
@@ -306,11 +307,13 @@ type ComplexityRoot struct {
 		CreateToken        func(childComplexity int, name string, expiresIn *string) int
 		DeleteEndpoint     func(childComplexity int, id string) int
 		DenyDevice         func(childComplexity int, userCode string) int
+		IssueSmeeKey       func(childComplexity int, endpointID string) int
 		JoinAccount        func(childComplexity int, code string, login string, password string) int
 		PollDeviceCode     func(childComplexity int, deviceCode string) int
 		RemoveMember       func(childComplexity int, id string) int
 		RequestDeviceCode  func(childComplexity int, clientName string) int
 		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
+		RevokeSmeeKey      func(childComplexity int, endpointID string) int
 		RevokeToken        func(childComplexity int, id string) int
 		SetInspectorAnswer func(childComplexity int, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) int
 		SetUpSignIn        func(childComplexity int, login string, password string) int
@@ -362,6 +365,11 @@ type ComplexityRoot struct {
 	SignUpPayload struct {
 		Account func(childComplexity int) int
 		Token   func(childComplexity int) int
+	}
+
+	SmeeStream struct {
+		Endpoint func(childComplexity int) int
+		URL      func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -423,6 +431,8 @@ type MutationResolver interface {
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
+	IssueSmeeKey(ctx context.Context, endpointID string) (*model.SmeeStream, error)
+	RevokeSmeeKey(ctx context.Context, endpointID string) (*model.Endpoint, error)
 	SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error)
 	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
@@ -1019,6 +1029,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.ResponseCapture(childComplexity), true
+	case "Endpoint.smeeKey":
+		if e.ComplexityRoot.Endpoint.SmeeKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.SmeeKey(childComplexity), true
 	case "Endpoint.target":
 		if e.ComplexityRoot.Endpoint.Target == nil {
 			break
@@ -1634,6 +1650,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DenyDevice(childComplexity, args["userCode"].(string)), true
+	case "Mutation.issueSmeeKey":
+		if e.ComplexityRoot.Mutation.IssueSmeeKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_issueSmeeKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.IssueSmeeKey(childComplexity, args["endpointId"].(string)), true
 	case "Mutation.joinAccount":
 		if e.ComplexityRoot.Mutation.JoinAccount == nil {
 			break
@@ -1689,6 +1716,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(string), args["edit"].(*model.RequestEditInput)), true
+	case "Mutation.revokeSmeeKey":
+		if e.ComplexityRoot.Mutation.RevokeSmeeKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeSmeeKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeSmeeKey(childComplexity, args["endpointId"].(string)), true
 	case "Mutation.revokeToken":
 		if e.ComplexityRoot.Mutation.RevokeToken == nil {
 			break
@@ -1954,6 +1992,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SignUpPayload.Token(childComplexity), true
+
+	case "SmeeStream.endpoint":
+		if e.ComplexityRoot.SmeeStream.Endpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SmeeStream.Endpoint(childComplexity), true
+	case "SmeeStream.url":
+		if e.ComplexityRoot.SmeeStream.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SmeeStream.URL(childComplexity), true
 
 	case "Subscription.deliveries":
 		if e.ComplexityRoot.Subscription.Deliveries == nil {
@@ -2513,10 +2564,19 @@ input DeliveryFilter {
   providerDeliveryId: String
 }
 
+"An Endpoint's smee.io-compatible stream, as issueSmeeKey returns it once."
+type SmeeStream {
+  endpoint: Endpoint!
+  "The stream URL for smee's clients (WEBHOOK_PROXY_URL); it carries the key."
+  url: String!
+}
+
 type Endpoint {
   id: ID!
   name: String!
   url: String!
+  "A smee stream key is issued (issueSmeeKey): smee's clients may read its deliveries."
+  smeeKey: Boolean!
   mode: EndpointMode!
   target: String
   responseCapture: Boolean!
@@ -2986,6 +3046,15 @@ type Mutation {
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
   """
+  A new key for the Endpoint's smee.io-compatible stream, replacing any earlier one
+  (docs/smee.md). The stream URL carries the key and is shown this once: the relay keeps only
+  its hash. smee's clients cannot send a token, so the key, not the account's token, is what
+  lets them read the Endpoint's deliveries.
+  """
+  issueSmeeKey(endpointId: ID!): SmeeStream!
+  "Revokes the Endpoint's smee stream key: its open streams end."
+  revokeSmeeKey(endpointId: ID!): Endpoint!
+  """
   Sets what a guest inspector answers (answer replaces the one set) and the handshakes
   it answers itself. No account needed: whoever knows the inspector's address may, as
   they may read it. An expired inspector is NOT_FOUND. Limited per client address as
@@ -3268,6 +3337,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_name(ctx, field)
 	case "url":
 		return ec.fieldContext_Endpoint_url(ctx, field)
+	case "smeeKey":
+		return ec.fieldContext_Endpoint_smeeKey(ctx, field)
 	case "mode":
 		return ec.fieldContext_Endpoint_mode(ctx, field)
 	case "target":
@@ -3596,6 +3667,16 @@ func (ec *executionContext) childFields_SignUpPayload(ctx context.Context, field
 		return ec.fieldContext_SignUpPayload_token(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SignUpPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SmeeStream(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "endpoint":
+		return ec.fieldContext_SmeeStream_endpoint(ctx, field)
+	case "url":
+		return ec.fieldContext_SmeeStream_url(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SmeeStream", field.Name)
 }
 
 func (ec *executionContext) childFields_Token(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4010,6 +4091,20 @@ func (ec *executionContext) field_Mutation_denyDevice_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_issueSmeeKey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpointId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpointId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_joinAccount_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4101,6 +4196,20 @@ func (ec *executionContext) field_Mutation_retryDelivery_args(ctx context.Contex
 		return nil, err
 	}
 	args["edit"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeSmeeKey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpointId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpointId"] = arg0
 	return args, nil
 }
 
@@ -6520,6 +6629,29 @@ func (ec *executionContext) _Endpoint_url(ctx context.Context, field graphql.Col
 }
 func (ec *executionContext) fieldContext_Endpoint_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Endpoint_smeeKey(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_smeeKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SmeeKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_smeeKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Endpoint_mode(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
@@ -9629,6 +9761,94 @@ func (ec *executionContext) fieldContext_Mutation_deleteEndpoint(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_issueSmeeKey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_issueSmeeKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().IssueSmeeKey(ctx, fc.Args["endpointId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SmeeStream) graphql.Marshaler {
+			return ec.marshalNSmeeStream2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSmeeStream(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_issueSmeeKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SmeeStream(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_issueSmeeKey_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeSmeeKey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeSmeeKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeSmeeKey(ctx, fc.Args["endpointId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
+			return ec.marshalNEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeSmeeKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Endpoint(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeSmeeKey_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_setInspectorAnswer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10578,6 +10798,61 @@ func (ec *executionContext) _SignUpPayload_token(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_SignUpPayload_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SignUpPayload", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _SmeeStream_endpoint(ctx context.Context, field graphql.CollectedField, obj *model.SmeeStream) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SmeeStream_endpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Endpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
+			return ec.marshalNEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SmeeStream_endpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SmeeStream",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Endpoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SmeeStream_url(ctx context.Context, field graphql.CollectedField, obj *model.SmeeStream) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SmeeStream_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SmeeStream_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SmeeStream", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_deliveries(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -13555,6 +13830,11 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "smeeKey":
+			out.Values[i] = ec._Endpoint_smeeKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "mode":
 			out.Values[i] = ec._Endpoint_mode(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -14762,6 +15042,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "issueSmeeKey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_issueSmeeKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeSmeeKey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeSmeeKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "setInspectorAnswer":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setInspectorAnswer(ctx, field)
@@ -15245,6 +15539,50 @@ func (ec *executionContext) _SignUpPayload(ctx context.Context, sel ast.Selectio
 			}
 		case "token":
 			out.Values[i] = ec._SignUpPayload_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var smeeStreamImplementors = []string{"SmeeStream"}
+
+func (ec *executionContext) _SmeeStream(ctx context.Context, sel ast.SelectionSet, obj *model.SmeeStream) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, smeeStreamImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SmeeStream")
+		case "endpoint":
+			out.Values[i] = ec._SmeeStream_endpoint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "url":
+			out.Values[i] = ec._SmeeStream_url(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -16467,6 +16805,20 @@ func (ec *executionContext) unmarshalNSignupMode2githubᚗcomᚋrelayhqᚋrelay�
 
 func (ec *executionContext) marshalNSignupMode2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignupMode(ctx context.Context, sel ast.SelectionSet, v model.SignupMode) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNSmeeStream2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSmeeStream(ctx context.Context, sel ast.SelectionSet, v model.SmeeStream) graphql.Marshaler {
+	return ec._SmeeStream(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSmeeStream2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSmeeStream(ctx context.Context, sel ast.SelectionSet, v *model.SmeeStream) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._SmeeStream(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {

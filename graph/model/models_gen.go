@@ -292,9 +292,11 @@ type DeviceLogin struct {
 }
 
 type Endpoint struct {
-	ID              string       `json:"id"`
-	Name            string       `json:"name"`
-	URL             string       `json:"url"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// A smee stream key is issued (issueSmeeKey): smee's clients may read its deliveries.
+	SmeeKey         bool         `json:"smeeKey"`
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture bool         `json:"responseCapture"`
@@ -587,6 +589,13 @@ type SignUpPayload struct {
 	Account *Account `json:"account"`
 	// Shown once; only its hash is stored.
 	Token string `json:"token"`
+}
+
+// An Endpoint's smee.io-compatible stream, as issueSmeeKey returns it once.
+type SmeeStream struct {
+	Endpoint *Endpoint `json:"endpoint"`
+	// The stream URL for smee's clients (WEBHOOK_PROXY_URL); it carries the key.
+	URL string `json:"url"`
 }
 
 type Subscription struct {
