@@ -720,12 +720,23 @@ func TestSmeeEndpointKey(t *testing.T) {
 		}
 	}
 
+	// The CLI issues a new key (the old one stops working) and revokes it.
+	h := newCLIHome(t)
+	cliOut, code := h.run(t, "", "endpoints", "smee-key", ep.ID, "--server", r.BareURL(), "--token", a.Token)
+	newURL, _, _ := strings.Cut(strings.TrimPrefix(cliOut, "WEBHOOK_PROXY_URL="), "\n")
+	if code != 0 || !strings.HasPrefix(cliOut, "WEBHOOK_PROXY_URL=") || !strings.Contains(newURL, "/smee/") || newURL == streamURL {
+		t.Fatalf("relay endpoints smee-key exited %d:\n%s", code, cliOut)
+	}
+	if status, _ := openStreamAt(t, r, ep.ID, "/smee/"+key, ""); status != http.StatusNoContent {
+		t.Errorf("stream request with the replaced key: %d, want the LOG Endpoint's 204", status)
+	}
+	firstKey := key
+	_, key, _ = strings.Cut(newURL, "/smee/")
+
 	// Revoking ends an open stream at its next event.
 	_, s := openStreamAt(t, r, ep.ID, "/smee/"+key, "")
-	var revoked struct{ RevokeSmeeKey struct{ SmeeKey bool } }
-	r.MustGraphQL(t, a.Token, `mutation($id: ID!){ revokeSmeeKey(endpointId: $id){ smeeKey } }`, map[string]any{"id": ep.ID}, &revoked)
-	if revoked.RevokeSmeeKey.SmeeKey {
-		t.Fatalf("revokeSmeeKey left a key")
+	if cliOut, code := h.run(t, "", "endpoints", "smee-key", ep.ID, "--revoke", "--server", r.BareURL(), "--token", a.Token); code != 0 {
+		t.Fatalf("relay endpoints smee-key --revoke exited %d:\n%s", code, cliOut)
 	}
 	postN(t, r, ep.ID, 1)
 	_ = s.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -749,23 +760,26 @@ func TestSmeeEndpointKey(t *testing.T) {
 		t.Errorf("stream request with the revoked key: %d, want the LOG Endpoint's 204", resp.Status)
 	}
 
-	// The webhook, two stream requests without the key, a POST, and the
-	// request naming the revoked key.
-	harness.Eventually(t, 10*time.Second, "5 deliveries in the history", func() bool {
-		return len(endpointHistory(t, r, a.Token, ep.ID)) == 5
+	// The webhook, two stream requests without the key, the one naming
+	// the replaced key, a POST, and the one naming the revoked key.
+	harness.Eventually(t, 10*time.Second, "6 deliveries in the history", func() bool {
+		return len(endpointHistory(t, r, a.Token, ep.ID)) == 6
 	})
-	sum := sha256.Sum256([]byte(key))
+	hashOf := func(k string) string { sum := sha256.Sum256([]byte(k)); return hex.EncodeToString(sum[:]) }
+	want := []string{`"key_hash":"` + hashOf(firstKey) + `"`, `"key_hash":"` + hashOf(key) + `"`, ""}
 	var keyEvents int
 	for _, e := range logEvents(t, r, a.Token) {
 		if e.Type != "endpoint.smee_key_set.v1" {
 			continue
 		}
-		keyEvents++
-		if strings.Contains(e.Data, key) || (keyEvents == 1 && !strings.Contains(e.Data, hex.EncodeToString(sum[:]))) {
-			t.Errorf("%s holds %s, want the key's hash only", e.Type, e.Data)
+		if strings.Contains(e.Data, firstKey) || strings.Contains(e.Data, key) ||
+			keyEvents < len(want) && (want[keyEvents] == "") != !strings.Contains(e.Data, "key_hash") ||
+			keyEvents < len(want) && !strings.Contains(e.Data, want[keyEvents]) {
+			t.Errorf("%s #%d holds %s, want the key's hash only (none when revoked)", e.Type, keyEvents+1, e.Data)
 		}
+		keyEvents++
 	}
-	if keyEvents != 2 {
-		t.Errorf("%d smee key events, want the issue and the revocation", keyEvents)
+	if keyEvents != 3 {
+		t.Errorf("%d smee key events, want two issues and the revocation", keyEvents)
 	}
 }
