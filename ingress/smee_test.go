@@ -146,3 +146,33 @@ func FuzzSmeeEvent(f *testing.F) {
 		parseEvent(t, ev)
 	})
 }
+
+// TestStreamSlots: streams are refused beyond MaxStreamsPerAddress on one
+// address and beyond the relay-wide maximum, and released slots are free
+// again.
+func TestStreamSlots(t *testing.T) {
+	s := streamSlots{max: MaxStreamsPerAddress + 2}
+	for i := range MaxStreamsPerAddress {
+		if ok, why := s.acquire("a"); !ok {
+			t.Fatalf("stream %d on a refused: %s", i, why)
+		}
+	}
+	if ok, _ := s.acquire("a"); ok {
+		t.Fatalf("stream %d on one address admitted", MaxStreamsPerAddress+1)
+	}
+	for _, addr := range []string{"b", "c"} {
+		if ok, why := s.acquire(addr); !ok {
+			t.Fatalf("stream on %s refused: %s", addr, why)
+		}
+	}
+	if ok, why := s.acquire("d"); ok || !strings.Contains(why, "relay") {
+		t.Fatalf("stream beyond the relay-wide maximum: %v %q", ok, why)
+	}
+	s.release("a")
+	if ok, why := s.acquire("d"); !ok {
+		t.Fatalf("a released slot stays taken: %s", why)
+	}
+	if s.byAddr["a"] != MaxStreamsPerAddress-1 || s.total != MaxStreamsPerAddress+2 {
+		t.Fatalf("counts %v total %d", s.byAddr, s.total)
+	}
+}

@@ -3,6 +3,7 @@ package systemtest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -433,6 +434,22 @@ func TestSmeeStreamCatchUp(t *testing.T) {
 			break
 		}
 		prev = n
+	}
+
+	// An open stream does not hold up a graceful stop: it is ended.
+	r.Stop(t)
+	_ = capped.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		_, err := capped.read()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the stream neither ended nor went on as the relay stopped: %v", err)
+		}
+	}
+	if code, err := r.ExitCode(context.Background()); err != nil || code != 0 {
+		t.Errorf("relay exited %d (%v) after SIGTERM with a stream open, want 0", code, err)
 	}
 }
 
