@@ -464,7 +464,11 @@ func TestSmeeOffByDefault(t *testing.T) {
 	if resp.Status != http.StatusNoContent {
 		t.Fatalf("GET with Accept: text/event-stream on a plain inspector: %d %s, want 204", resp.Status, resp.Body)
 	}
-	rows := history(t, r, id, 10)
+	var rows []delivery
+	harness.Eventually(t, 10*time.Second, "the GET in the history", func() bool {
+		rows = history(t, r, id, 10)
+		return len(rows) > 0
+	})
 	if len(rows) != 1 || rows[0].Method != "GET" {
 		t.Fatalf("history %+v, want the GET recorded", rows)
 	}
