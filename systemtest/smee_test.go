@@ -803,4 +803,18 @@ func TestSmeeEndpointKey(t *testing.T) {
 	if keyEvents != 3 {
 		t.Errorf("%d smee key events, want two issues and the revocation", keyEvents)
 	}
+	// Who issued or revoked a stream key is in the account's activity.
+	var me struct {
+		Me struct{ Activity []struct{ Type, Subject, Detail string } }
+	}
+	r.MustGraphQL(t, a.Token, `{ me{ activity(first: 10){ type subject detail } } }`, nil, &me)
+	var seen []string
+	for _, e := range me.Me.Activity {
+		if e.Type == "endpoint.smee_key_set.v1" && e.Subject == ep.ID {
+			seen = append(seen, e.Detail)
+		}
+	}
+	if strings.Join(seen, ",") != "revoked,issued,issued" {
+		t.Errorf("activity of the smee key: %v, want revoked, issued, issued (newest first)", seen)
+	}
 }

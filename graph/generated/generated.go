@@ -2712,7 +2712,7 @@ type ActivityEntry {
   by: String
   "The id of what changed: a member, a token or a member invite."
   subject: String!
-  "What the event says of its subject: a role, a token's name, a login (empty when nothing)."
+  "What the event says of its subject: a role, a token's name, a login, issued or revoked for an Endpoint's smee key (empty when nothing)."
   detail: String!
 }
 

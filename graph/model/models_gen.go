@@ -34,7 +34,7 @@ type ActivityEntry struct {
 	By *string `json:"by,omitempty"`
 	// The id of what changed: a member, a token or a member invite.
 	Subject string `json:"subject"`
-	// What the event says of its subject: a role, a token's name, a login (empty when nothing).
+	// What the event says of its subject: a role, a token's name, a login, issued or revoked for an Endpoint's smee key (empty when nothing).
 	Detail string `json:"detail"`
 }
 
