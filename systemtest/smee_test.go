@@ -805,7 +805,9 @@ func TestSmeeEndpointKey(t *testing.T) {
 	}
 	// Who issued or revoked a stream key is in the account's activity.
 	var me struct {
-		Me struct{ Activity []struct{ Type, Subject, Detail string } }
+		Me struct {
+			Activity []struct{ Type, Subject, Detail string }
+		}
 	}
 	r.MustGraphQL(t, a.Token, `{ me{ activity(first: 10){ type subject detail } } }`, nil, &me)
 	var seen []string
