@@ -480,7 +480,13 @@ func TestSmeeOffByDefault(t *testing.T) {
 func TestSmeeLargeBody(t *testing.T) {
 	t.Parallel()
 	r := harness.Start(t, "")
-	id, _ := createSmeeInspector(t, r)
+	// Created with the CLI's switch.
+	cliOut, code := newCLIHome(t).run(t, "", "inspector", "create", "--smee", "-o", "json", "--server", r.BareURL())
+	var in jsonInspector
+	if err := json.Unmarshal([]byte(cliOut), &in); code != 0 || err != nil || !in.Smee || in.ID == "" {
+		t.Fatalf("relay inspector create --smee -o json exited %d: %s", code, cliOut)
+	}
+	id := in.ID
 	_, s := openStream(t, r, id, "")
 	big := append([]byte(`{"pad":"`), bytes.Repeat([]byte("x"), 10<<20)...)
 	big = append(big, `"}`...)
