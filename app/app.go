@@ -120,6 +120,9 @@ type Config struct {
 
 // App is the opened relay: its log, views and the components over them.
 type App struct {
+	// stopStreams ends the open smee streams (ingress.Server.StopStreams).
+	stopStreams func()
+
 	lock     *datalock.Lock
 	store    domain.EventStore
 	views    *projections.Runner
@@ -267,10 +270,11 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	api := cfg.API
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
-	gql := graph.NewHandler(&graph.Resolver{
+	resolver := &graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 		Anonymous: anonymous, SignInRate: cfg.SignInRate, NoSignInLimit: cfg.NoSignInLimit, ConsoleURL: cfg.ConsoleURL,
-	}, api)
+	}
+	gql := graph.NewHandler(resolver, api)
 
 	a.metrics = metrics.New()
 	a.metrics.Positions(a.store.LastPosition, a.views.Position)
@@ -283,6 +287,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		m := http.NewServeMux()
 		m.Handle("/metrics", a.metrics.Handler())
 		m.Handle("/graphql", gql)
+		m.Handle("/new", resolver.NewSmeeChannel()) // smee.io's route (docs/smee.md)
 		m.Handle("/log/export", logexport.Handler(a.logAsIs, cfg.AdminToken, log))
 		m.Handle("/assets/graphiql/", graphiql.AssetsHandler())
 		m.HandleFunc("/healthz", health.liveness)
@@ -295,6 +300,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg.Logger = log
 	deps := ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+		Feed: a.views.History,
 	}
 	if cfg.ConsoleURL != "" {
 		// The console on its own site: the bare domain shares a site with
@@ -307,6 +313,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		deps.Secrets = keys
 	}
 	in := ingress.New(inCfg, deps)
+	a.stopStreams = in.StopStreams
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare || in.IsConsole(r) {
 			return "api"
@@ -372,6 +379,14 @@ func toConsole(consoleURL string) http.Handler {
 // Handler serves everything on one port: public addresses by host, the
 // API, console, metrics and health routes on the bare domain.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// StopStreams ends the open smee streams, which would otherwise keep an
+// http.Server's Shutdown waiting (register it with RegisterOnShutdown).
+func (a *App) StopStreams() {
+	if a.stopStreams != nil {
+		a.stopStreams()
+	}
+}
 
 // Service is the commands service (for one-shot commands and tests).
 func (a *App) Service() *commands.Service { return a.svc }

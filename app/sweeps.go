@@ -92,5 +92,6 @@ func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route,
 		ID: a.ID, Kind: a.Kind, AccountID: a.AccountID, Mode: a.Mode, ResponseCapture: a.ResponseCapture,
 		Deleted: a.Deleted, Expired: a.Expired, LastActivityAt: a.LastActivityAt, ExpiresAt: a.ExpiresAt,
 		StoredBytes: a.StoredBytes, Answer: a.Answers.Answer, Handshakes: a.Answers.Handshakes, Filters: a.Filters,
+		Smee: a.Smee, SmeeKeyHash: a.SmeeKeyHash,
 	}, nil
 }

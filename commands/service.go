@@ -135,8 +135,14 @@ func (s *Service) load(ctx context.Context, stream string) ([]domain.Event, erro
 
 // CreateInspector opens a guest inspector.
 func (s *Service) CreateInspector(ctx context.Context) (readmodel.Inspector, error) {
+	return s.CreateInspectorWith(ctx, domain.InspectorOptions{})
+}
+
+// CreateInspectorWith opens a guest inspector with options (a
+// smee-compatible one, docs/smee.md).
+func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOptions) (readmodel.Inspector, error) {
 	id := NewAddressID()
-	in, err := domain.NewInspector(id, s.cfg.InspectorTTL)
+	in, err := domain.NewInspectorWith(id, s.cfg.InspectorTTL, o)
 	if err != nil {
 		return readmodel.Inspector{}, err
 	}

@@ -48,6 +48,7 @@ func NewCodec() *Codec {
 		TypeEndpointCreated:       decoderFor[EndpointCreated](),
 		TypeEndpointReconfigured:  decoderFor[EndpointReconfigured](),
 		TypeEndpointDeleted:       decoderFor[EndpointDeleted](),
+		TypeEndpointSmeeKeySet:    decoderFor[EndpointSmeeKeySet](),
 		TypeAgentConnected:        decoderFor[AgentConnected](),
 		TypeAgentDisconnected:     decoderFor[AgentDisconnected](),
 		TypePrimaryChanged:        decoderFor[PrimaryChanged](),

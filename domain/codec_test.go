@@ -46,6 +46,7 @@ func samples() []domain.Event {
 		domain.EndpointCreated{EndpointID: "ep1", AccountID: "acc-1", Name: "stripe", Mode: domain.ModeProxy, Target: "127.0.0.1:3000", ResponseCapture: true, By: "mem-1"},
 		domain.EndpointReconfigured{EndpointID: "ep1", Name: "stripe", Mode: domain.ModeLog, By: "mem-1"},
 		domain.EndpointDeleted{EndpointID: "ep1", By: "mem-1"},
+		domain.EndpointSmeeKeySet{EndpointID: "ep1", KeyHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", By: "mem-1"},
 		domain.AgentConnected{EndpointID: "ep1", AgentID: "ag-1", Target: "127.0.0.1:3000", Node: "n1"},
 		domain.AgentDisconnected{EndpointID: "ep1", AgentID: "ag-1", Reason: "connection lost"},
 		domain.PrimaryChanged{EndpointID: "ep1", AgentID: "ag-2", Previous: "ag-1", Reason: domain.PrimaryLeft},

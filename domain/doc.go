@@ -25,6 +25,7 @@
 //	endpoint.created.v1     EndpointCreated      an account created an Endpoint
 //	endpoint.reconfigured.v1 EndpointReconfigured its settings changed
 //	endpoint.deleted.v1     EndpointDeleted      it was deleted; its address answers 503
+//	endpoint.smee_key_set.v1 EndpointSmeeKeySet  its smee stream key was issued (hash only) or revoked
 //	agent.connected.v1      AgentConnected       an agent session started serving an Endpoint
 //	agent.disconnected.v1   AgentDisconnected    that session ended
 //	listener.primary_changed.v1 PrimaryChanged   another session of the Endpoint answers senders

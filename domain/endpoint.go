@@ -18,6 +18,8 @@ import (
 //  6. Its retention window is not negative (0: the relay's default); the
 //     relay's bounds are checked where they are known (retention.go).
 //  7. A retention decision's cutoff only moves forward (retention.go).
+//  8. Its smee stream key is stored as a hash only; revoking a key it does
+//     not have raises no event.
 
 // EndpointSettings are the user-editable fields of an Endpoint.
 type EndpointSettings struct {
@@ -103,6 +105,7 @@ type Endpoint struct {
 	deleted   bool
 	// retainedTo is the cutoff of the latest retention decision.
 	retainedTo time.Time
+	smeeKey   string // SHA-256 of the smee stream key, hex; "" for none
 }
 
 // NewEndpoint creates an Endpoint for an account; by is the member who
@@ -151,6 +154,8 @@ func (e *Endpoint) apply(ev Event) {
 		if cutoff, err := time.Parse(time.RFC3339Nano, ev.Cutoff); err == nil {
 			e.retainedTo = cutoff
 		}
+	case EndpointSmeeKeySet:
+		e.smeeKey = ev.KeyHash
 	}
 }
 
@@ -210,6 +215,19 @@ func nilIfNone(fs []Filter) []Filter {
 		return nil
 	}
 	return fs
+}
+
+// SetSmeeKey gives the Endpoint the smee stream key whose SHA-256 (hex) is
+// keyHash, or revokes its key with "", by a member ("" for none).
+func (e *Endpoint) SetSmeeKey(by, keyHash string) error {
+	if e.deleted {
+		return ErrNotFound
+	}
+	if keyHash == e.smeeKey {
+		return nil
+	}
+	e.raise(EndpointSmeeKeySet{EndpointID: e.id, KeyHash: keyHash, By: by})
+	return nil
 }
 
 // Delete closes the Endpoint, by a member ("" for none).

@@ -31,6 +31,7 @@ const (
 	TypeEndpointCreated       = "endpoint.created.v1"
 	TypeEndpointReconfigured  = "endpoint.reconfigured.v1"
 	TypeEndpointDeleted       = "endpoint.deleted.v1"
+	TypeEndpointSmeeKeySet    = "endpoint.smee_key_set.v1"
 	TypeAgentConnected        = "agent.connected.v1"
 	TypeAgentDisconnected     = "agent.disconnected.v1"
 	TypePrimaryChanged        = "listener.primary_changed.v1"
@@ -73,6 +74,10 @@ const (
 type InspectorCreated struct {
 	InspectorID string `json:"inspector_id"`
 	IdleTTLMs   int64  `json:"idle_ttl_ms"`
+	// Smee makes the address speak smee.io's protocol too: a GET asking
+	// for text/event-stream opens a stream of its deliveries instead of
+	// being recorded (docs/smee.md). Absent in older events: false.
+	Smee bool `json:"smee,omitempty"`
 }
 
 // InspectorExpired closes an inspector that went idle past its TTL.
@@ -317,6 +322,15 @@ type EndpointDeleted struct {
 	// By is the member who deleted it (added without a version change:
 	// "" in older events, and for a token without a member).
 	By string `json:"by,omitempty"`
+}
+
+// EndpointSmeeKeySet gives an Endpoint a new key for smee's event stream
+// (docs/smee.md), or takes it away: KeyHash is the SHA-256 of the key, hex;
+// "" revokes it. The key itself is shown once and never stored.
+type EndpointSmeeKeySet struct {
+	EndpointID string `json:"endpoint_id"`
+	KeyHash    string `json:"key_hash,omitempty"`
+	By         string `json:"by,omitempty"` // the member who set it ("" for none)
 }
 
 // AgentConnected records an agent session starting to serve an Endpoint.
@@ -578,6 +592,7 @@ func (LoginReleased) EventType() string         { return TypeLoginReleased }
 func (EndpointCreated) EventType() string       { return TypeEndpointCreated }
 func (EndpointReconfigured) EventType() string  { return TypeEndpointReconfigured }
 func (EndpointDeleted) EventType() string       { return TypeEndpointDeleted }
+func (EndpointSmeeKeySet) EventType() string    { return TypeEndpointSmeeKeySet }
 func (AgentConnected) EventType() string        { return TypeAgentConnected }
 func (AgentDisconnected) EventType() string     { return TypeAgentDisconnected }
 func (PrimaryChanged) EventType() string        { return TypePrimaryChanged }

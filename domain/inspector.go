@@ -28,8 +28,18 @@ type Inspector struct {
 	handshakes *Handshakes
 }
 
+// InspectorOptions are what an inspector is opened with besides its TTL.
+type InspectorOptions struct {
+	Smee bool // smee-compatible address (InspectorCreated.Smee)
+}
+
 // NewInspector opens an inspector.
 func NewInspector(id string, ttl time.Duration) (*Inspector, error) {
+	return NewInspectorWith(id, ttl, InspectorOptions{})
+}
+
+// NewInspectorWith opens an inspector with options.
+func NewInspectorWith(id string, ttl time.Duration, o InspectorOptions) (*Inspector, error) {
 	if err := ValidateAddressID(id); err != nil {
 		return nil, err
 	}
@@ -37,7 +47,7 @@ func NewInspector(id string, ttl time.Duration) (*Inspector, error) {
 		return nil, &InvalidInputError{Field: "ttl", Reason: "must be positive"}
 	}
 	i := &Inspector{aggregate: newAggregate()}
-	i.raise(InspectorCreated{InspectorID: id, IdleTTLMs: ttl.Milliseconds()})
+	i.raise(InspectorCreated{InspectorID: id, IdleTTLMs: ttl.Milliseconds(), Smee: o.Smee})
 	return i, nil
 }
 

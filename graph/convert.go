@@ -160,7 +160,7 @@ func toConnection(p readmodel.Page) *model.DeliveryConnection {
 func (r *Resolver) toInspector(in readmodel.Inspector) *model.Inspector {
 	return &model.Inspector{ID: in.ID, URL: r.PublicURL(in.ID), CreatedAt: in.CreatedAt, ExpiresAt: in.ExpiresAt, Expired: in.ExpiredAt(r.now()),
 		StoredBytes: int(in.StoredBytes), RefusedRequests: int(in.Refused), Purged: in.Purged,
-		Answer: toAddressAnswer(in.Answers), Handshakes: toHandshakes(in.Answers)}
+		Answer: toAddressAnswer(in.Answers), Handshakes: toHandshakes(in.Answers), Smee: in.Smee}
 }
 
 func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
@@ -169,6 +169,7 @@ func (r *Resolver) toEndpoint(e readmodel.Endpoint) *model.Endpoint {
 		ResponseCapture: e.ResponseCapture, CreatedAt: e.CreatedAt,
 		RefusedRequests: int(e.Refused), Filters: toFilters(e.Filters),
 		Answer: toAddressAnswer(e.Answers), Handshakes: toHandshakes(e.Answers),
+		SmeeKey: e.SmeeKey,
 	}
 	m.AgentCount = r.Hub.Connected(e.ID)
 	m.AgentConnected = m.AgentCount > 0

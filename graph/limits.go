@@ -218,7 +218,7 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
 	c.Query.Endpoints = list(endpointsPerList)
 
-	c.Mutation.CreateInspector = write
+	c.Mutation.CreateInspector = func(child int, _ *bool) int { return write(child) }
 	c.Mutation.SignUp = func(child int, _ string, _ *string) int { return write(child) }
 	c.Mutation.CreateInvite = func(child int, _ *string) int { return write(child) }
 	c.Mutation.CreateToken = func(child int, _ string, _ *string) int { return write(child) }
@@ -231,6 +231,8 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.CreateEndpoint = func(child int, _ model.CreateEndpointInput) int { return write(child) }
 	c.Mutation.UpdateEndpoint = func(child int, _ string, _ model.UpdateEndpointInput) int { return write(child) }
 	c.Mutation.DeleteEndpoint = func(child int, _ string) int { return write(child) }
+	c.Mutation.IssueSmeeKey = func(child int, _ string) int { return write(child) }
+	c.Mutation.RevokeSmeeKey = func(child int, _ string) int { return write(child) }
 	c.Mutation.RetryDelivery = func(child int, _ string, _ *model.RequestEditInput) int { return write(child) }
 	c.Mutation.CompleteForward = func(child int, _ model.CompleteForwardInput) int { return write(child) }
 	hashes := func(child int) int { return add(passwordCost, write(child)) }

@@ -83,11 +83,11 @@ func (r *inspectorResolver) Deliveries(ctx context.Context, obj *model.Inspector
 }
 
 // CreateInspector is the resolver for the createInspector field.
-func (r *mutationResolver) CreateInspector(ctx context.Context) (*model.Inspector, error) {
+func (r *mutationResolver) CreateInspector(ctx context.Context, smee *bool) (*model.Inspector, error) {
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
-	in, err := r.Service.CreateInspector(ctx)
+	in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: smee != nil && *smee})
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +253,32 @@ func (r *mutationResolver) DeleteEndpoint(ctx context.Context, id string) (bool,
 		return false, err
 	}
 	return true, nil
+}
+
+// IssueSmeeKey is the resolver for the issueSmeeKey field.
+func (r *mutationResolver) IssueSmeeKey(ctx context.Context, endpointID string) (*model.SmeeStream, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, ep, err := r.Service.IssueSmeeKey(ctx, acc.ID, tok.MemberID, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	return &model.SmeeStream{Endpoint: r.toEndpoint(ep), URL: r.smeeStreamURL(ep.ID, key)}, nil
+}
+
+// RevokeSmeeKey is the resolver for the revokeSmeeKey field.
+func (r *mutationResolver) RevokeSmeeKey(ctx context.Context, endpointID string) (*model.Endpoint, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := r.Service.RevokeSmeeKey(ctx, acc.ID, tok.MemberID, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	return r.toEndpoint(ep), nil
 }
 
 // SetInspectorAnswer is the resolver for the setInspectorAnswer field.

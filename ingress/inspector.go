@@ -35,6 +35,23 @@ func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *h
 	s.serveRecord(ctx, w, r, route, ans)
 }
 
+// serveSmeeInspector opens smee's stream of a smee-compatible inspector
+// that is not expired.
+func (s *Server) serveSmeeInspector(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
+	expired, err := s.inspectorExpired(ctx, route)
+	switch {
+	case errors.Is(err, domain.ErrStreamNotFound):
+		writeNoAgent(w, "unknown address")
+	case err != nil:
+		s.log.ErrorContext(ctx, "ingress: check inspector expiry", "address", route.ID, "error", err)
+		writeNoAgent(w, "store unavailable")
+	case expired:
+		answerExpired.write(w)
+	default:
+		s.serveSmee(ctx, w, r, route)
+	}
+}
+
 // inspectorExpired tells whether the inspector is expired, and records the
 // expiry when this request is the first to find it idle past its TTL.
 func (s *Server) inspectorExpired(ctx context.Context, route Route) (bool, error) {

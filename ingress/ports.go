@@ -34,6 +34,12 @@ type Route struct {
 	// itself (nil: none; a PROXY Endpoint only with Handshakes.InProxy RELAY).
 	Answer     *domain.Answer
 	Handshakes *domain.Handshakes
+	// Smee: inspectors only, a GET asking for text/event-stream opens
+	// smee's event stream instead of being recorded (smee.go).
+	Smee bool
+	// SmeeKeyHash: Endpoints only, the SHA-256 (hex) of the key a stream
+	// request must name in its path (SmeeKeyPath + key); "" for none.
+	SmeeKeyHash string
 }
 
 // AddressResolver finds the aggregate behind a public address. It returns an

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -68,6 +69,9 @@ type Config struct {
 	// redirected to ConsoleSite when it is https and they are known to be
 	// plain. Empty: the console is on the bare domain.
 	ConsoleSite string
+	// MaxStreams bounds the smee streams open on the whole relay (see
+	// smee.go for the other bounds); default DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Deps are the components the server talks to. Recorder and Resolver are
@@ -84,6 +88,9 @@ type Deps struct {
 	// Secrets reads the addresses' stored handshake secrets (the relay's
 	// secrets key); nil reads only plain ones from older events.
 	Secrets handshake.Secrets
+	// Feed serves smee-compatible addresses' streams (smee.go); nil
+	// answers a stream request 503.
+	Feed Feed
 }
 
 // Server answers requests to public addresses. It is safe for concurrent use.
@@ -97,6 +104,11 @@ type Server struct {
 	addressLimits *ratelimit.Keyed // nil without an address rate
 	consoleName   string           // host name of Config.ConsoleSite; "" when none
 	refused       refusals
+
+	streams     streamSlots
+	events      eventCache    // encoded smee events the streams share
+	streamsDone chan struct{} // closed by StopStreams
+	stopStreams sync.Once
 }
 
 // New builds the server; it starts nothing.
@@ -131,10 +143,15 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil && deps.Recorder != nil {
 		deps.NewDeliveryID = deps.Recorder.NewID
 	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
 	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate)}
 	if u, err := url.Parse(cfg.ConsoleSite); err == nil && cfg.ConsoleSite != "" {
 		s.consoleName = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	}
+	s.streams.max = cfg.MaxStreams
+	s.streamsDone = make(chan struct{})
 
 	e := echo.New()
 	e.HideBanner = true
@@ -211,6 +228,17 @@ func (s *Server) serve(c echo.Context) error {
 		return nil
 	}
 	route.ID = address
+	if route.Kind == domain.AddressInspector && route.Smee && !plain && wantsStream(r) {
+		// Not a delivery: smee's client reading the address's stream. It
+		// is not rate limited per request either: the stream bounds are
+		// per address and relay-wide (smee.go).
+		s.serveSmeeInspector(ctx, w, r, route)
+		return nil
+	}
+	if route.Kind == domain.AddressEndpoint && !route.Deleted && !plain && wantsStream(r) && smeeKeyMatches(r, route.SmeeKeyHash) {
+		s.serveSmee(ctx, w, r, route)
+		return nil
+	}
 	if !s.limitAddress(w, route) {
 		return nil
 	}

@@ -77,6 +77,14 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		err = w.endpointActivity(t, p.By, p.EndpointID, p.Name)
 	case domain.EndpointDeleted:
 		err = w.endpointActivity(t, p.By, p.EndpointID, "")
+	case domain.EndpointSmeeKeySet:
+		// A stream key reads the Endpoint's deliveries: who issued or
+		// revoked one is the owners' to see.
+		detail := "revoked"
+		if p.KeyHash != "" {
+			detail = "issued"
+		}
+		err = w.endpointActivity(t, p.By, p.EndpointID, detail)
 	case domain.MemberPasswordChanged:
 		n, err = t.exec(qMemberPassword, p.StoredPassword(), p.AccountID, p.MemberID)
 		if err == nil {

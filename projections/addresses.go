@@ -38,7 +38,7 @@ func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspect
 		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
 	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
-		&i.Purged, &i.StoredBytes, &i.Refused, &answers)
+		&i.Purged, &i.StoredBytes, &i.Refused, &answers, &i.Smee)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Inspector{}, notFound("inspector", id)
 	}
@@ -85,7 +85,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee, &a.SmeeKeyHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}
@@ -109,7 +109,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 }
 
 const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
-	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to`
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to, smee_key_hash <> ''`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
 	var (
@@ -122,7 +122,7 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		retained int64
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained, &e.SmeeKey); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	var err error

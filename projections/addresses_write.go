@@ -89,6 +89,9 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 	case domain.EndpointDeleted:
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = t.exec(qEndpointDeleted, t.pos(), p.EndpointID)
+	case domain.EndpointSmeeKeySet:
+		w.changed = append(w.changed, p.EndpointID)
+		n, err = t.exec(qEndpointSmeeKey, p.KeyHash, t.pos(), p.EndpointID)
 	case domain.AgentConnected:
 		w.sessions = append(w.sessions, p.EndpointID)
 		filters := ""
@@ -133,7 +136,7 @@ func (w *addressesWriter) inspectorCreated(t *txn, p domain.InspectorCreated) (i
 	if err := w.storeDeferred(t, addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
 		return 0, err
 	}
-	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos())
+	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos(), p.Smee)
 }
 
 func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int64, error) {

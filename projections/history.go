@@ -329,6 +329,36 @@ func (v *History) ChangedSince(ctx context.Context, address, since string) ([]st
 	return ids, nil
 }
 
+// CreatedAfter returns, oldest first, the ids of at most limit deliveries
+// of address received after the delivery whose cursor is after. A smee
+// stream's client that reconnects with the id of the last event it got
+// (a cursor) reads what it missed with it; a malformed cursor is a
+// *domain.InvalidInputError naming the field "after".
+func (v *History) CreatedAfter(ctx context.Context, address, after string, limit int) ([]string, error) {
+	from, err := decodeCursor("after", after)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := v.r.QueryContext(ctx, `SELECT id FROM deliveries WHERE address = ? AND position > ?
+		ORDER BY position LIMIT ?`, address, int64(from), limit)
+	if err != nil {
+		return nil, fmt.Errorf("deliveries of %q after %d: %w", address, from, err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("deliveries of %q after %d: %w", address, from, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("deliveries of %q after %d: %w", address, from, err)
+	}
+	return ids, nil
+}
+
 // OpenAttempts lists attempts without an outcome, oldest first. After a
 // restart none of them will get one: the sender's connection and the
 // agent's session ended with the process; the service records them as

@@ -12,8 +12,8 @@ const (
 		ON CONFLICT DO NOTHING`
 
 	// Before its first request, an inspector's idle time runs from creation.
-	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position)
-		VALUES (?1, ?2, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING`
+	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position, smee)
+		VALUES (?1, ?2, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING`
 	qInspectorExpired = `UPDATE inspectors SET expired = 1 WHERE id = ?`
 	// A purge sets last activity to the decision's value: the deliveries
 	// that moved it are gone from the log, and a rebuild must agree.
@@ -74,6 +74,7 @@ const (
 	qEndpointRetained = `UPDATE endpoints SET retained_to = MAX(retained_to, ?), last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 	qInspectorAnswers = `UPDATE inspectors SET answers = ? WHERE id = ?`
 	qEndpointDeleted  = `UPDATE endpoints SET deleted = 1, updated_position = ? WHERE id = ?`
+	qEndpointSmeeKey  = `UPDATE endpoints SET smee_key_hash = ?, updated_position = ? WHERE id = ?`
 	qEndpointActivity = `UPDATE endpoints SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
 	// A session ID seen again (a resumed session) is reopened, not counted twice.
@@ -176,7 +177,7 @@ var writeQueries = []string{
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
-	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointActivity,
+	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,

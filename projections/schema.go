@@ -30,8 +30,9 @@ import (
 // each Endpoint's retention window and the cutoff of its latest retention
 // decision; version 15 the per-minute stats rollup (stats_minutes,
 // stats_horizon) and the status class each delivery is counted under
-// (deliveries.stats_class).
-const schemaVersion = 15
+// (deliveries.stats_class); version 16 whether an inspector is
+// smee-compatible, and an Endpoint's smee key hash.
+const schemaVersion = 16
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -72,7 +73,9 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	refused_position INTEGER NOT NULL DEFAULT 0,
 	purged           INTEGER NOT NULL DEFAULT 0,
 	-- answers: its own answer and handshakes, JSON (answersJSON); '' for none.
-	answers          TEXT NOT NULL DEFAULT ''
+	answers          TEXT NOT NULL DEFAULT '',
+	-- smee: the address also serves smee's event stream (docs/smee.md).
+	smee             INTEGER NOT NULL DEFAULT 0
 );
 
 -- The retention sweep looks for rows of purged inspectors; only those are
@@ -187,7 +190,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	-- retained_to: the cutoff of its latest retention decision (Unix
 	-- nanoseconds, 0: none), deliveries received before it go.
 	retention_ms     INTEGER NOT NULL DEFAULT 0,
-	retained_to      INTEGER NOT NULL DEFAULT 0
+	retained_to      INTEGER NOT NULL DEFAULT 0,
+	-- smee_key_hash: SHA-256 of its smee stream key, hex ('' for none).
+	smee_key_hash    TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 

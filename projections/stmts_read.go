@@ -21,15 +21,15 @@ type readStmts struct {
 // qAddress finds an inspector or an Endpoint in one statement. Both tables
 // are probed by primary key; an inspector wins should an id be both, as
 // ingress always looked inspectors up first.
-const qAddress = `SELECT 0, id, '', '', '', 0, 0, expired, last_activity_at, ttl_ms, stored_bytes, answers, ''
+const qAddress = `SELECT 0, id, '', '', '', 0, 0, expired, last_activity_at, ttl_ms, stored_bytes, answers, '', smee, ''
 		FROM inspectors WHERE id = ?1
 	UNION ALL
-	SELECT 1, id, account_id, mode, target, response_capture, deleted, 0, last_activity_at, 0, 0, answers, filters
+	SELECT 1, id, account_id, mode, target, response_capture, deleted, 0, last_activity_at, 0, 0, answers, filters, 0, smee_key_hash
 		FROM endpoints WHERE id = ?1
 	ORDER BY 1 LIMIT 1`
 
 const (
-	qInspector = `SELECT id, created_at, last_activity_at, ttl_ms, expired, purged, stored_bytes, refused, answers
+	qInspector = `SELECT id, created_at, last_activity_at, ttl_ms, expired, purged, stored_bytes, refused, answers, smee
 		FROM inspectors WHERE id = ?`
 	qEndpoint = "SELECT " + endpointColumns + " FROM endpoints WHERE id = ? AND deleted = 0"
 	qToken    = `SELECT a.id, a.name, a.created_at, ` + tokenColumns + ` FROM tokens t JOIN accounts a ON a.id = t.account_id

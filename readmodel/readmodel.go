@@ -18,6 +18,7 @@ type Inspector struct {
 	StoredBytes    int64 // log bytes its deliveries take (the quota counts these)
 	Refused        int64 // requests its rate limit refused
 	Answers        Answers
+	Smee           bool // smee-compatible address (docs/smee.md)
 }
 
 // ExpiredAt reports whether the inspector is expired at now: its expiry was
@@ -45,6 +46,10 @@ type Address struct {
 	StoredBytes     int64         // inspectors only: see Inspector.StoredBytes
 	Answers         Answers
 	Filters         []domain.Filter // Endpoints only: which deliveries are forwarded
+	Smee            bool            // inspectors only: smee-compatible (docs/smee.md)
+	// SmeeKeyHash is an Endpoint's smee stream key's SHA-256, hex ("" for
+	// none): a stream request must name the key (docs/smee.md).
+	SmeeKeyHash string
 }
 
 // Answers are an address's own answer and the handshakes it answers
@@ -180,6 +185,7 @@ type Endpoint struct {
 	// RetainedTo the cutoff of its latest retention decision (zero: none).
 	Retention  time.Duration
 	RetainedTo time.Time
+	SmeeKey         bool // a smee stream key is issued (docs/smee.md)
 }
 
 // Account is the read model of an account.

@@ -359,6 +359,7 @@ type (
 		ID        string `json:"id"`
 		URL       string `json:"url"`
 		ExpiresAt string `json:"expiresAt"`
+		Smee      bool   `json:"smee"`
 	}
 	jsonListenEvent struct {
 		Event     string    `json:"event"`

@@ -77,12 +77,68 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
   relay endpoints update stripe --mode LOG
   relay endpoints update slack --handshake slack
   relay endpoints update stripe --retention 7d
-  relay endpoints delete stripe`,
+  relay endpoints delete stripe
+  relay endpoints smee-key github-app`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsShowCommand(env, stdout), endpointsCreateCommand(env, stdout),
-		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout))
+		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout), endpointsSmeeKeyCommand(env, stdout))
+	return cmd
+}
+
+// endpointsSmeeKeyCommand issues or revokes an Endpoint's smee stream key.
+func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+	var conn connection
+	var out output
+	var revoke bool
+	cmd := &cobra.Command{
+		Use:   "smee-key ENDPOINT",
+		Short: "Give an Endpoint a smee.io-compatible stream URL (a new key, shown once), or revoke it",
+		Example: `  relay endpoints smee-key github-app            # prints WEBHOOK_PROXY_URL=…
+  relay endpoints smee-key github-app --revoke`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			client, err := conn.start(c, env, out)
+			if err != nil {
+				return err
+			}
+			ep, err := findEndpoint(c.Context(), client, args[0])
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{"id": ep.ID}
+			if revoke {
+				if err := client.Do(c.Context(), `mutation($id: ID!){ revokeSmeeKey(endpointId: $id){ id } }`, vars, nil); err != nil {
+					return fmt.Errorf("revoke smee key: %w", err)
+				}
+				if out.json() {
+					return writeJSON(stdout, struct {
+						ID      string `json:"id"`
+						Revoked bool   `json:"revoked"`
+					}{ep.ID, true})
+				}
+				fmt.Fprintf(stdout, "revoked the smee key of endpoint %s (%s): its streams end\n", ep.ID, ep.Name)
+				return nil
+			}
+			var res struct{ IssueSmeeKey struct{ URL string } }
+			if err := client.Do(c.Context(), `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, vars, &res); err != nil {
+				return fmt.Errorf("issue smee key: %w", err)
+			}
+			if out.json() {
+				return writeJSON(stdout, struct {
+					ID  string `json:"id"`
+					URL string `json:"url"`
+				}{ep.ID, res.IssueSmeeKey.URL})
+			}
+			fmt.Fprintf(stdout, "WEBHOOK_PROXY_URL=%s\nshown once; any earlier key of endpoint %s (%s) no longer works. Revoke with: relay endpoints smee-key %s --revoke\n",
+				res.IssueSmeeKey.URL, ep.ID, ep.Name, ep.ID)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&revoke, "revoke", false, "revoke the key instead: its open streams end")
+	conn.flags(cmd.Flags())
+	out.flags(cmd.Flags())
 	return cmd
 }
 

@@ -14,6 +14,7 @@ type inspectorJSON struct {
 	ID        string `json:"id"`
 	URL       string `json:"url"`
 	ExpiresAt string `json:"expiresAt"`
+	Smee      bool   `json:"smee"`
 }
 
 // inspectorAnswerJSON is an inspector as `relay inspector answer -o json`
@@ -37,11 +38,13 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 	}
 	var conn connection
 	var out output
+	var smee bool
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an inspector (no account needed) and print its URL",
 		Example: `  url=$(relay inspector create | head -1)
-  curl -d hello "$url"`,
+  curl -d hello "$url"
+  relay inspector create --smee   # a smee.io-compatible URL for WEBHOOK_PROXY_URL`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := out.check(); err != nil {
@@ -51,7 +54,9 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 				return err
 			}
 			var res struct{ CreateInspector inspectorJSON }
-			if err := conn.client("").Do(c.Context(), `mutation{ createInspector{ id url expiresAt } }`, nil, &res); err != nil {
+			err := conn.client("").Do(c.Context(), `mutation($smee: Boolean){ createInspector(smee: $smee){ id url expiresAt smee } }`,
+				map[string]any{"smee": smee}, &res)
+			if err != nil {
 				return fmt.Errorf("create inspector: %w", err)
 			}
 			in := res.CreateInspector
@@ -59,9 +64,13 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 				return writeJSON(stdout, in)
 			}
 			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, localTime(in.ExpiresAt), in.ID)
+			if in.Smee {
+				fmt.Fprintf(stdout, "smee-compatible: WEBHOOK_PROXY_URL=%s (smee-client, gosmee and Probot read it unchanged)\n", in.URL)
+			}
 			return nil
 		},
 	}
+	create.Flags().BoolVar(&smee, "smee", false, "make it smee.io-compatible: smee's clients (smee-client, gosmee, Probot) read its deliveries as a stream")
 	conn.flags(create.Flags())
 	out.flags(create.Flags())
 	cmd.AddCommand(create, inspectorAnswerCommand(env, stdout))

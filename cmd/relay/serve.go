@@ -159,6 +159,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		},
 	}
 
+	srv.RegisterOnShutdown(a.StopStreams)
+
 	// Targets net/http would refuse for their percent-encoding ("/%zz") are
 	// deliveries too: see ingress.TolerateTargets.
 	served := make(chan error, 1)

@@ -174,6 +174,7 @@ type ComplexityRoot struct {
 		RefusedRequests func(childComplexity int) int
 		ResponseCapture func(childComplexity int) int
 		Retention       func(childComplexity int) int
+		SmeeKey         func(childComplexity int) int
 		Stats           func(childComplexity int, rangeArg *model.StatsRange) int
 		Target          func(childComplexity int) int
 		URL             func(childComplexity int) int
@@ -266,6 +267,7 @@ type ComplexityRoot struct {
 		ID              func(childComplexity int) int
 		Purged          func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
+		Smee            func(childComplexity int) int
 		Stats           func(childComplexity int, rangeArg *model.StatsRange) int
 		StoredBytes     func(childComplexity int) int
 		URL             func(childComplexity int) int
@@ -317,17 +319,19 @@ type ComplexityRoot struct {
 		CompleteForward    func(childComplexity int, input model.CompleteForwardInput) int
 		CreateAccount      func(childComplexity int, name string) int
 		CreateEndpoint     func(childComplexity int, input model.CreateEndpointInput) int
-		CreateInspector    func(childComplexity int) int
+		CreateInspector    func(childComplexity int, smee *bool) int
 		CreateInvite       func(childComplexity int, expiresIn *string) int
 		CreateMemberInvite func(childComplexity int, role *model.MemberRole, expiresIn *string) int
 		CreateToken        func(childComplexity int, name string, expiresIn *string) int
 		DeleteEndpoint     func(childComplexity int, id string) int
 		DenyDevice         func(childComplexity int, userCode string) int
+		IssueSmeeKey       func(childComplexity int, endpointID string) int
 		JoinAccount        func(childComplexity int, code string, login string, password string) int
 		PollDeviceCode     func(childComplexity int, deviceCode string) int
 		RemoveMember       func(childComplexity int, id string) int
 		RequestDeviceCode  func(childComplexity int, clientName string) int
 		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
+		RevokeSmeeKey      func(childComplexity int, endpointID string) int
 		RevokeToken        func(childComplexity int, id string) int
 		SetInspectorAnswer func(childComplexity int, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) int
 		SetUpSignIn        func(childComplexity int, login string, password string) int
@@ -402,6 +406,11 @@ type ComplexityRoot struct {
 		Token   func(childComplexity int) int
 	}
 
+	SmeeStream struct {
+		Endpoint func(childComplexity int) int
+		URL      func(childComplexity int) int
+	}
+
 	Stats struct {
 		BucketSeconds func(childComplexity int) int
 		Buckets       func(childComplexity int) int
@@ -464,10 +473,11 @@ type EndpointResolver interface {
 }
 type InspectorResolver interface {
 	Stats(ctx context.Context, obj *model.Inspector, rangeArg *model.StatsRange) (*model.Stats, error)
+
 	Deliveries(ctx context.Context, obj *model.Inspector, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 }
 type MutationResolver interface {
-	CreateInspector(ctx context.Context) (*model.Inspector, error)
+	CreateInspector(ctx context.Context, smee *bool) (*model.Inspector, error)
 	SignUp(ctx context.Context, name string, invite *string) (*model.SignUpPayload, error)
 	CreateInvite(ctx context.Context, expiresIn *string) (*model.Invite, error)
 	SignUpWithPassword(ctx context.Context, name string, login string, password string, invite *string) (*model.SessionPayload, error)
@@ -489,6 +499,8 @@ type MutationResolver interface {
 	CreateEndpoint(ctx context.Context, input model.CreateEndpointInput) (*model.Endpoint, error)
 	UpdateEndpoint(ctx context.Context, id string, input model.UpdateEndpointInput) (*model.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) (bool, error)
+	IssueSmeeKey(ctx context.Context, endpointID string) (*model.SmeeStream, error)
+	RevokeSmeeKey(ctx context.Context, endpointID string) (*model.Endpoint, error)
 	SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error)
 	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
@@ -1116,6 +1128,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Retention(childComplexity), true
+	case "Endpoint.smeeKey":
+		if e.ComplexityRoot.Endpoint.SmeeKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.SmeeKey(childComplexity), true
 	case "Endpoint.stats":
 		if e.ComplexityRoot.Endpoint.Stats == nil {
 			break
@@ -1491,6 +1509,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Inspector.RefusedRequests(childComplexity), true
+	case "Inspector.smee":
+		if e.ComplexityRoot.Inspector.Smee == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Inspector.Smee(childComplexity), true
 	case "Inspector.stats":
 		if e.ComplexityRoot.Inspector.Stats == nil {
 			break
@@ -1735,7 +1759,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Mutation.CreateInspector(childComplexity), true
+		args, err := ec.field_Mutation_createInspector_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateInspector(childComplexity, args["smee"].(*bool)), true
 	case "Mutation.createInvite":
 		if e.ComplexityRoot.Mutation.CreateInvite == nil {
 			break
@@ -1791,6 +1820,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DenyDevice(childComplexity, args["userCode"].(string)), true
+	case "Mutation.issueSmeeKey":
+		if e.ComplexityRoot.Mutation.IssueSmeeKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_issueSmeeKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.IssueSmeeKey(childComplexity, args["endpointId"].(string)), true
 	case "Mutation.joinAccount":
 		if e.ComplexityRoot.Mutation.JoinAccount == nil {
 			break
@@ -1846,6 +1886,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RetryDelivery(childComplexity, args["id"].(string), args["edit"].(*model.RequestEditInput)), true
+	case "Mutation.revokeSmeeKey":
+		if e.ComplexityRoot.Mutation.RevokeSmeeKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeSmeeKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeSmeeKey(childComplexity, args["endpointId"].(string)), true
 	case "Mutation.revokeToken":
 		if e.ComplexityRoot.Mutation.RevokeToken == nil {
 			break
@@ -2191,6 +2242,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SignUpPayload.Token(childComplexity), true
+
+	case "SmeeStream.endpoint":
+		if e.ComplexityRoot.SmeeStream.Endpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SmeeStream.Endpoint(childComplexity), true
+	case "SmeeStream.url":
+		if e.ComplexityRoot.SmeeStream.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SmeeStream.URL(childComplexity), true
 
 	case "Stats.bucketSeconds":
 		if e.ComplexityRoot.Stats.BucketSeconds == nil {
@@ -2872,6 +2936,11 @@ type Inspector {
   """
   stats(range: StatsRange = HOUR): Stats!
   """
+  It also speaks smee.io's protocol: a GET with ` + "`" + `Accept: text/event-stream` + "`" + ` on its URL opens a
+  stream of its deliveries in smee's format instead of being recorded (docs/smee.md).
+  """
+  smee: Boolean!
+  """
   The history, newest first. ` + "`" + `first` + "`" + ` is 50 when absent or 0, at most 100 (a larger
   value is clamped: page on with ` + "`" + `pageInfo` + "`" + `), and negative is INVALID_INPUT. With
   ` + "`" + `filter` + "`" + `, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -2924,10 +2993,19 @@ input DeliveryFilter {
   providerDeliveryId: String
 }
 
+"An Endpoint's smee.io-compatible stream, as issueSmeeKey returns it once."
+type SmeeStream {
+  endpoint: Endpoint!
+  "The stream URL for smee's clients (WEBHOOK_PROXY_URL); it carries the key."
+  url: String!
+}
+
 type Endpoint {
   id: ID!
   name: String!
   url: String!
+  "A smee stream key is issued (issueSmeeKey): smee's clients may read its deliveries."
+  smeeKey: Boolean!
   mode: EndpointMode!
   target: String
   responseCapture: Boolean!
@@ -3086,7 +3164,7 @@ type ActivityEntry {
   by: String
   "The id of what changed: a member, a token or a member invite."
   subject: String!
-  "What the event says of its subject: a role, a token's name, a login (empty when nothing)."
+  "What the event says of its subject: a role, a token's name, a login, issued or revoked for an Endpoint's smee key (empty when nothing)."
   detail: String!
   "The change in words, as the console shows it: bob joined as member, alice revoked token ci."
   text: String!
@@ -3368,8 +3446,9 @@ type Mutation {
   No account needed. createInspector and signUp are limited per client address
   (--anonymous-rate): beyond it they fail with RATE_LIMITED and
   extensions.retryAfterSeconds.
+  With smee true the inspector is smee-compatible (see Inspector.smee).
   """
-  createInspector: Inspector!
+  createInspector(smee: Boolean): Inspector!
   "On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on invite otherwise)."
   signUp(name: String!, invite: String): SignUpPayload!
   """
@@ -3451,6 +3530,15 @@ type Mutation {
   createEndpoint(input: CreateEndpointInput!): Endpoint!
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
+  """
+  A new key for the Endpoint's smee.io-compatible stream, replacing any earlier one
+  (docs/smee.md). The stream URL carries the key and is shown this once: the relay keeps only
+  its hash. smee's clients cannot send a token, so the key, not the account's token, is what
+  lets them read the Endpoint's deliveries.
+  """
+  issueSmeeKey(endpointId: ID!): SmeeStream!
+  "Revokes the Endpoint's smee stream key: its open streams end."
+  revokeSmeeKey(endpointId: ID!): Endpoint!
   """
   Sets what a guest inspector answers (answer replaces the one set) and the handshakes
   it answers itself. No account needed: whoever knows the inspector's address may, as
@@ -3794,6 +3882,8 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_name(ctx, field)
 	case "url":
 		return ec.fieldContext_Endpoint_url(ctx, field)
+	case "smeeKey":
+		return ec.fieldContext_Endpoint_smeeKey(ctx, field)
 	case "mode":
 		return ec.fieldContext_Endpoint_mode(ctx, field)
 	case "target":
@@ -4004,6 +4094,8 @@ func (ec *executionContext) childFields_Inspector(ctx context.Context, field gra
 		return ec.fieldContext_Inspector_handshakes(ctx, field)
 	case "stats":
 		return ec.fieldContext_Inspector_stats(ctx, field)
+	case "smee":
+		return ec.fieldContext_Inspector_smee(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_Inspector_deliveries(ctx, field)
 	}
@@ -4188,6 +4280,16 @@ func (ec *executionContext) childFields_SignUpPayload(ctx context.Context, field
 		return ec.fieldContext_SignUpPayload_token(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SignUpPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SmeeStream(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "endpoint":
+		return ec.fieldContext_SmeeStream_endpoint(ctx, field)
+	case "url":
+		return ec.fieldContext_SmeeStream_url(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SmeeStream", field.Name)
 }
 
 func (ec *executionContext) childFields_Stats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4580,6 +4682,20 @@ func (ec *executionContext) field_Mutation_createEndpoint_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createInspector_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "smee",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["smee"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createInvite_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4663,6 +4779,20 @@ func (ec *executionContext) field_Mutation_denyDevice_args(ctx context.Context, 
 		return nil, err
 	}
 	args["userCode"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_issueSmeeKey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpointId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpointId"] = arg0
 	return args, nil
 }
 
@@ -4757,6 +4887,20 @@ func (ec *executionContext) field_Mutation_retryDelivery_args(ctx context.Contex
 		return nil, err
 	}
 	args["edit"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeSmeeKey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpointId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpointId"] = arg0
 	return args, nil
 }
 
@@ -7284,6 +7428,29 @@ func (ec *executionContext) fieldContext_Endpoint_url(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Endpoint_smeeKey(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_smeeKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SmeeKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_smeeKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Endpoint", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Endpoint_mode(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9138,6 +9305,29 @@ func (ec *executionContext) fieldContext_Inspector_stats(ctx context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Inspector_smee(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Inspector_smee(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Smee, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Inspector_smee(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Inspector", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Inspector_deliveries(ctx context.Context, field graphql.CollectedField, obj *model.Inspector) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9752,7 +9942,8 @@ func (ec *executionContext) _Mutation_createInspector(ctx context.Context, field
 			return ec.fieldContext_Mutation_createInspector(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Mutation().CreateInspector(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateInspector(ctx, fc.Args["smee"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Inspector) graphql.Marshaler {
@@ -9762,7 +9953,7 @@ func (ec *executionContext) _Mutation_createInspector(ctx context.Context, field
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Mutation_createInspector(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Mutation_createInspector(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Mutation",
 		Field:      field,
@@ -9771,6 +9962,17 @@ func (ec *executionContext) fieldContext_Mutation_createInspector(_ context.Cont
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Inspector(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createInspector_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -10672,6 +10874,94 @@ func (ec *executionContext) fieldContext_Mutation_deleteEndpoint(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteEndpoint_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_issueSmeeKey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_issueSmeeKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().IssueSmeeKey(ctx, fc.Args["endpointId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SmeeStream) graphql.Marshaler {
+			return ec.marshalNSmeeStream2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSmeeStream(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_issueSmeeKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SmeeStream(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_issueSmeeKey_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeSmeeKey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeSmeeKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeSmeeKey(ctx, fc.Args["endpointId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
+			return ec.marshalNEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeSmeeKey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Endpoint(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeSmeeKey_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11924,6 +12214,61 @@ func (ec *executionContext) _SignUpPayload_token(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_SignUpPayload_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SignUpPayload", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _SmeeStream_endpoint(ctx context.Context, field graphql.CollectedField, obj *model.SmeeStream) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SmeeStream_endpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Endpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
+			return ec.marshalNEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SmeeStream_endpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SmeeStream",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Endpoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SmeeStream_url(ctx context.Context, field graphql.CollectedField, obj *model.SmeeStream) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SmeeStream_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SmeeStream_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SmeeStream", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Stats_range(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
@@ -15384,6 +15729,11 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "smeeKey":
+			out.Values[i] = ec._Endpoint_smeeKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "mode":
 			out.Values[i] = ec._Endpoint_mode(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -16209,6 +16559,11 @@ func (ec *executionContext) _Inspector(ctx context.Context, sel ast.SelectionSet
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "smee":
+			out.Values[i] = ec._Inspector_smee(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "deliveries":
 			field := field
 
@@ -16721,6 +17076,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "deleteEndpoint":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteEndpoint(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "issueSmeeKey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_issueSmeeKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeSmeeKey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeSmeeKey(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -17378,6 +17747,50 @@ func (ec *executionContext) _SignUpPayload(ctx context.Context, sel ast.Selectio
 			}
 		case "token":
 			out.Values[i] = ec._SignUpPayload_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var smeeStreamImplementors = []string{"SmeeStream"}
+
+func (ec *executionContext) _SmeeStream(ctx context.Context, sel ast.SelectionSet, obj *model.SmeeStream) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, smeeStreamImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SmeeStream")
+		case "endpoint":
+			out.Values[i] = ec._SmeeStream_endpoint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "url":
+			out.Values[i] = ec._SmeeStream_url(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -18788,6 +19201,20 @@ func (ec *executionContext) unmarshalNSignupMode2githubᚗcomᚋrelayhqᚋrelay�
 
 func (ec *executionContext) marshalNSignupMode2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSignupMode(ctx context.Context, sel ast.SelectionSet, v model.SignupMode) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNSmeeStream2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSmeeStream(ctx context.Context, sel ast.SelectionSet, v model.SmeeStream) graphql.Marshaler {
+	return ec._SmeeStream(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSmeeStream2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐSmeeStream(ctx context.Context, sel ast.SelectionSet, v *model.SmeeStream) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._SmeeStream(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNStats2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐStats(ctx context.Context, sel ast.SelectionSet, v model.Stats) graphql.Marshaler {

@@ -34,7 +34,7 @@ type ActivityEntry struct {
 	By *string `json:"by,omitempty"`
 	// The id of what changed: a member, a token or a member invite.
 	Subject string `json:"subject"`
-	// What the event says of its subject: a role, a token's name, a login (empty when nothing).
+	// What the event says of its subject: a role, a token's name, a login, issued or revoked for an Endpoint's smee key (empty when nothing).
 	Detail string `json:"detail"`
 	// The change in words, as the console shows it: bob joined as member, alice revoked token ci.
 	Text string `json:"text"`
@@ -311,9 +311,11 @@ type DeviceLogin struct {
 }
 
 type Endpoint struct {
-	ID              string       `json:"id"`
-	Name            string       `json:"name"`
-	URL             string       `json:"url"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// A smee stream key is issued (issueSmeeKey): smee's clients may read its deliveries.
+	SmeeKey         bool         `json:"smeeKey"`
 	Mode            EndpointMode `json:"mode"`
 	Target          *string      `json:"target,omitempty"`
 	ResponseCapture bool         `json:"responseCapture"`
@@ -510,6 +512,9 @@ type Inspector struct {
 	// got, filtered and refused requests, the local answer time and time with no listener.
 	// Read from a per-minute rollup, so it costs the same however long the history is.
 	Stats *Stats `json:"stats"`
+	// It also speaks smee.io's protocol: a GET with `Accept: text/event-stream` on its URL opens a
+	// stream of its deliveries in smee's format instead of being recorded (docs/smee.md).
+	Smee bool `json:"smee"`
 	// The history, newest first. `first` is 50 when absent or 0, at most 100 (a larger
 	// value is clamped: page on with `pageInfo`), and negative is INVALID_INPUT. With
 	// `filter`, only the deliveries that match (see DeliveryFilter for how such a page ends).
@@ -665,6 +670,13 @@ type SignUpPayload struct {
 	Account *Account `json:"account"`
 	// Shown once; only its hash is stored.
 	Token string `json:"token"`
+}
+
+// An Endpoint's smee.io-compatible stream, as issueSmeeKey returns it once.
+type SmeeStream struct {
+	Endpoint *Endpoint `json:"endpoint"`
+	// The stream URL for smee's clients (WEBHOOK_PROXY_URL); it carries the key.
+	URL string `json:"url"`
 }
 
 // An address's series over a range: 60 buckets, oldest first, and their totals.

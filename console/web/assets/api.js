@@ -29,7 +29,7 @@ export const ENDPOINT_FIELDS = `id name url mode target responseCapture agentCon
 
 const LISTENER_FIELDS = `listeners { agentId target primary connectedAt filters { text } }`;
 
-export const CREATE_INSPECTOR = `mutation { createInspector { id url } }`;
+export const CREATE_INSPECTOR = `mutation CreateInspector($smee: Boolean) { createInspector(smee: $smee) { id url smee } }`;
 
 export const SIGN_UP = `mutation SignUp($name: String!, $invite: String) {
   signUp(name: $name, invite: $invite) { token account { id name } }
@@ -93,11 +93,11 @@ export const UPDATE_ENDPOINT = `mutation UpdateEndpoint($id: ID!, $input: Update
 export const DELETE_ENDPOINT = `mutation DeleteEndpoint($id: ID!) { deleteEndpoint(id: $id) }`;
 
 export const INSPECTOR = `query Inspector($id: ID!) {
-  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
+  inspector(id: $id) { id url createdAt expiresAt expired refusedRequests smee ${ANSWER_FIELDS} }
 }`;
 
 export const SET_INSPECTOR_ANSWER = `mutation SetInspectorAnswer($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput) {
-  setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests ${ANSWER_FIELDS} }
+  setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests smee ${ANSWER_FIELDS} }
 }`;
 
 export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} ${LISTENER_FIELDS} } }`;

@@ -236,6 +236,10 @@ export function historyPage(root, { kind, id, navigate }) {
             : h('span', { class: 'badge badge-ok', 'data-testid': 'inspector-state' }, 'Recording')),
         codeLine('Public URL', info.url, { testid: 'public-url' }),
         codeLine('Try it', exampleCurl(info.url), { testid: 'example-curl' }),
+        info.smee ? codeLine('smee (.env)', `WEBHOOK_PROXY_URL=${info.url.replace(/\/+$/, '')}`, { testid: 'smee-env' }) : null,
+        info.smee ? h('p', { class: 'muted small', 'data-testid': 'smee-note' },
+          'smee.io-compatible: Probot, smee-client and gosmee read this address\'s requests as a stream; ',
+          'they are recorded here as well. smee\'s format re-serialises JSON bodies: where a signature must verify over the exact bytes, use relay listen.') : null,
         h('p', { class: 'muted small' },
           'Every request on every method and path is recorded and answered 204, or the answer set below. ',
           info.expired ? 'This inspector expired: its address answers 503 now.'

@@ -44,12 +44,17 @@ export function homePage(root, { navigate }) {
 
   function renderInspectorCard() {
     const status = h('div', { class: 'form-status' });
+    // smee.io-compatible: smee's clients (Probot, smee-client, gosmee) can
+    // read the address's deliveries as a stream (docs/smee.md).
+    const smee = h('input', { type: 'checkbox', id: uid('smee'), 'data-testid': 'new-inspector-smee' });
+    const smeeField = h('div', { class: 'field field-check' }, smee,
+      h('label', { for: smee.id }, 'smee.io-compatible (Probot, smee-client, gosmee)'));
     const button = h('button', {
       type: 'button',
       class: 'btn btn-primary btn-large',
       'data-testid': 'new-inspector',
       onclick: () => runBusy(button, status, async () => {
-        const data = await request(CREATE_INSPECTOR);
+        const data = await request(CREATE_INSPECTOR, { smee: smee.checked });
         rememberInspector(data.createInspector.id);
         navigate(`/i/${encodeURIComponent(data.createInspector.id)}`);
       }),
@@ -60,7 +65,7 @@ export function homePage(root, { navigate }) {
       h('p', { class: 'lead' },
         'A guest inspector gives you a public address that records every request and answers ',
         h('code', {}, '204 No Content'), '. No account needed; it expires once idle (a day by default).'),
-      h('div', { class: 'actions' }, button),
+      h('div', { class: 'actions' }, button, smeeField),
       status,
       recent.length ? h('nav', { class: 'recent', 'aria-label': 'Recent inspectors' },
         h('h2', { class: 'small-title' }, 'Recent inspectors'),

@@ -1,0 +1,486 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// Bounds of smee streams (docs/security.md, "smee streams"). A stream holds
+// one event at a time: the next delivery is read only once the previous
+// event is written, so a client that stops reading holds one event until
+// the connection's write deadline drops it.
+const (
+	// MaxStreamsPerAddress is how many smee streams one address serves at
+	// once; one more is answered 429.
+	MaxStreamsPerAddress = 128
+	// DefaultMaxStreams bounds the smee streams of the whole relay.
+	DefaultMaxStreams = 4096
+	// StreamPingInterval is how often an idle stream gets a comment line,
+	// so that proxies do not close it as idle.
+	StreamPingInterval = 25 * time.Second
+	// StreamWriteTimeout drops a client that does not take an event in
+	// this long (the listener's own write deadline may be shorter).
+	StreamWriteTimeout = 30 * time.Second
+	// ReplayMaxEvents and ReplayMaxBytes bound what a client that
+	// reconnects with Last-Event-ID is sent of what it missed: the oldest
+	// missed deliveries first, up to these; the rest stay in the history.
+	ReplayMaxEvents = 100
+	ReplayMaxBytes  = 8 << 20
+	// streamEventSlack is what an event may take besides the stored body
+	// and headers: field names, query, timestamp, id.
+	streamEventSlack = 16 << 10
+)
+
+// Feed is what smee streams read: the live feed of an address's history
+// (projections.History, the same one the deliveries subscription reads).
+type Feed interface {
+	Watch(address string) (<-chan readmodel.Change, func())
+	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)
+	// CreatedAfter lists, oldest first, at most limit ids of the address's
+	// deliveries received after the one whose cursor is given.
+	CreatedAfter(ctx context.Context, address, cursor string, limit int) ([]string, error)
+}
+
+// SmeeKeyPath is the path prefix of an Endpoint's smee stream URL: the key
+// follows it. smee's clients send no credential, so the key in the URL is
+// the Endpoint's stream credential; it is not the account's token.
+const SmeeKeyPath = "/smee/"
+
+// smeeKeyMatches tells whether r's path names the key whose SHA-256 (hex)
+// is hash; an empty hash matches nothing.
+func smeeKeyMatches(r *http.Request, hash string) bool {
+	if hash == "" {
+		return false
+	}
+	key, ok := strings.CutPrefix(r.URL.EscapedPath(), SmeeKeyPath)
+	if !ok || key == "" || r.URL.RawQuery != "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(sum[:])), []byte(hash)) == 1
+}
+
+// wantsStream tells whether r is smee's client opening its stream.
+func wantsStream(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// streamSlots counts open streams per address and in all.
+type streamSlots struct {
+	mu     sync.Mutex
+	byAddr map[string]int
+	total  int
+	max    int
+}
+
+func (s *streamSlots) acquire(address string) (ok bool, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.byAddr[address] >= MaxStreamsPerAddress:
+		return false, fmt.Sprintf("%d streams are open on this address", MaxStreamsPerAddress)
+	case s.total >= s.max:
+		return false, "the relay serves as many streams as it may"
+	}
+	if s.byAddr == nil {
+		s.byAddr = map[string]int{}
+	}
+	s.byAddr[address]++
+	s.total++
+	return true, ""
+}
+
+func (s *streamSlots) release(address string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total--
+	if s.byAddr[address]--; s.byAddr[address] <= 0 {
+		delete(s.byAddr, address)
+	}
+}
+
+// StopStreams ends every open smee stream (on shutdown: http.Server waits
+// for handlers, and a stream's never ends by itself). Streams opened later
+// end at once.
+func (s *Server) StopStreams() { s.stopStreams.Do(func() { close(s.streamsDone) }) }
+
+// serveSmee serves smee's event stream of an address: a ready event, then
+// one message event per delivery received from now on (and, with
+// Last-Event-ID, those received after that one first), each with the
+// delivery's cursor as its id. Nothing about the stream is recorded.
+func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
+	if s.deps.Feed == nil {
+		writeNoAgent(w, "streams unavailable")
+		return
+	}
+	ok, why := s.streams.acquire(route.ID)
+	if !ok {
+		writeText(w, http.StatusTooManyRequests, "Too Many Requests: "+why+"\n")
+		return
+	}
+	defer s.streams.release(route.ID)
+
+	// Watch before reading the replay: a delivery lands in one or both,
+	// never in neither; last drops the repeats.
+	changes, stop := s.deps.Feed.Watch(route.ID)
+	defer stop()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass events on at once
+	w.WriteHeader(http.StatusOK)
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
+	if sw.write([]byte("event: ready\ndata: {}\n\n")) != nil {
+		return
+	}
+
+	var last uint64 // position of the newest delivery sent
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		var err error
+		if last, err = s.replaySmee(ctx, sw, route.ID, id); err != nil {
+			s.log.DebugContext(ctx, "smee stream ended in replay", "address", route.ID, "error", err)
+			return
+		}
+	}
+
+	ping := time.NewTicker(StreamPingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.streamsDone:
+			return
+		case <-ping.C:
+			if !s.streamAllowed(ctx, route) || sw.write([]byte(": ping\n\n")) != nil {
+				return
+			}
+		case ch, ok := <-changes:
+			if !ok {
+				// The feed dropped this watcher (it fell behind) or the
+				// views closed: end the stream, and the client's
+				// reconnect with Last-Event-ID catches up.
+				return
+			}
+			if !ch.New || ch.Position <= last {
+				continue
+			}
+			if !s.streamAllowed(ctx, route) {
+				return
+			}
+			pos, err := s.sendSmee(ctx, sw, ch.DeliveryID, last)
+			if err != nil {
+				return
+			}
+			last = max(last, pos)
+		}
+	}
+}
+
+// streamAllowed tells whether an Endpoint's stream may go on: its key was
+// neither revoked nor replaced and the Endpoint not deleted since the
+// stream opened. The address is read from the resolver's cache, so the
+// check costs no query while nothing changed. An inspector's stream ends
+// only with the inspector's expiry, which requests record.
+func (s *Server) streamAllowed(ctx context.Context, opened Route) bool {
+	if opened.Kind != domain.AddressEndpoint {
+		return true
+	}
+	now, err := s.deps.Resolver.Resolve(ctx, opened.ID)
+	return err == nil && !now.Deleted && now.SmeeKeyHash == opened.SmeeKeyHash
+}
+
+// replaySmee sends what a reconnecting client missed after the delivery
+// whose cursor is lastID, within ReplayMaxEvents and ReplayMaxBytes. An id
+// that is not a cursor replays nothing. It returns the newest position sent.
+func (s *Server) replaySmee(ctx context.Context, sw *streamWriter, address, lastID string) (uint64, error) {
+	ids, err := s.deps.Feed.CreatedAfter(ctx, address, lastID, ReplayMaxEvents)
+	var invalid *domain.InvalidInputError
+	switch {
+	case errors.As(err, &invalid):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("list missed deliveries: %w", err)
+	}
+	var last uint64
+	for _, id := range ids {
+		if sw.written >= ReplayMaxBytes {
+			break
+		}
+		pos, err := s.sendSmee(ctx, sw, id, last)
+		if err != nil {
+			return last, err
+		}
+		last = max(last, pos)
+	}
+	return last, nil
+}
+
+// sendSmee writes one delivery's event unless it is at or before after.
+// The event is shared with the other streams (eventCache). A delivery
+// that cannot be read or encoded is logged and skipped.
+func (s *Server) sendSmee(ctx context.Context, sw *streamWriter, id string, after uint64) (uint64, error) {
+	pos, ev, err := s.events.get(ctx, id, func() (uint64, []byte, error) {
+		// Not the stream's context: the load is shared, and one stream
+		// that goes away must not fail it for the others.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamWriteTimeout)
+		defer cancel()
+		d, err := s.deps.Feed.Delivery(lctx, id)
+		if err != nil {
+			return 0, nil, fmt.Errorf("read delivery: %w", err)
+		}
+		ev, err := smeeEvent(d, s.maxStreamEvent())
+		return d.Position, ev, err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	case err != nil:
+		s.log.WarnContext(ctx, "smee stream: skipped a delivery", "delivery_id", id, "error", err)
+		return pos, nil
+	case pos <= after:
+		return 0, nil
+	}
+	return pos, sw.write(ev)
+}
+
+// maxStreamEvent is the most one event may carry: the stored body and
+// headers with room for the rest. A delivery whose event would be larger
+// is sent without its body.
+func (s *Server) maxStreamEvent() int {
+	return int(s.cfg.CaptureCap + 2*s.cfg.MaxHeaderBytes + streamEventSlack)
+}
+
+// Values of the x-relay-smee-body field, set when the event carries no
+// body of the delivery: smee's client forwards it as a header, so the
+// local process can tell an empty body from one left out.
+const (
+	smeeBodyIncomplete = "omitted: larger than the relay's capture cap; the first part is in the history"
+	smeeBodyNotJSON    = "omitted: not JSON or form data; the body is in the history"
+	smeeBodyTooLarge   = "omitted: the event would exceed the stream's event cap; the body is in the history"
+)
+
+// smeeEvent is a delivery as smee's message event: its headers (lower-case
+// names, repeats joined with ", ", hop-by-hop ones left out) with body,
+// query and timestamp. A JSON body is carried as it arrived, with the
+// insignificant whitespace taken out (key order and number text kept, so
+// that a client that parses and serialises it again usually gets the
+// sender's bytes back); form data as an object; anything else, or an
+// incomplete body, as {}.
+func smeeEvent(d readmodel.Delivery, maxBytes int) ([]byte, error) {
+	fields := map[string]any{}
+	for _, h := range domain.StripHopByHop(d.Headers) {
+		name := strings.ToLower(h.Name)
+		if prev, ok := fields[name].(string); ok {
+			fields[name] = prev + ", " + h.Value
+			continue
+		}
+		fields[name] = h.Value
+	}
+	if _, ok := fields["host"]; !ok && d.Host != "" {
+		fields["host"] = d.Host // as smee.io gives it; its client drops it
+	}
+	fields["query"] = smeeQuery(d.Target)
+	fields["timestamp"] = d.ReceivedAt.UnixMilli()
+	body, omitted := smeeBody(d)
+	fields["body"] = body
+	if omitted != "" {
+		fields["x-relay-smee-body"] = omitted
+	}
+	ev, err := encodeSmee(d.Cursor, fields)
+	if err != nil {
+		return nil, err
+	}
+	if len(ev) > maxBytes {
+		fields["body"] = json.RawMessage("{}")
+		fields["x-relay-smee-body"] = smeeBodyTooLarge
+		if ev, err = encodeSmee(d.Cursor, fields); err != nil {
+			return nil, err
+		}
+		if len(ev) > maxBytes {
+			return nil, fmt.Errorf("smee event of %d bytes exceeds %d without its body", len(ev), maxBytes)
+		}
+	}
+	return ev, nil
+}
+
+// encodeSmee is one message event with fields as one line of JSON
+// (<, > and & stay as they are).
+func encodeSmee(id string, fields map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("id: ")
+	b.WriteString(id)
+	b.WriteString("\nevent: message\ndata: ")
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fields); err != nil { // ends the line with "\n"
+		return nil, fmt.Errorf("encode smee event: %w", err)
+	}
+	b.WriteString("\n")
+	return b.Bytes(), nil
+}
+
+// smeeBody is the body smee's format carries, and why it was left out.
+func smeeBody(d readmodel.Delivery) (any, string) {
+	empty := json.RawMessage("{}")
+	switch {
+	case !d.Complete:
+		return empty, smeeBodyIncomplete
+	case len(bytes.TrimSpace(d.Body)) == 0:
+		return empty, ""
+	case json.Valid(d.Body):
+		var b bytes.Buffer
+		if err := json.Compact(&b, d.Body); err != nil {
+			return empty, smeeBodyNotJSON
+		}
+		return json.RawMessage(b.Bytes()), ""
+	}
+	if isForm(d.Headers) {
+		if vals, err := url.ParseQuery(string(d.Body)); err == nil {
+			return flatten(vals), ""
+		}
+	}
+	return empty, smeeBodyNotJSON
+}
+
+func isForm(headers []domain.Header) bool {
+	for _, h := range headers {
+		if strings.EqualFold(h.Name, "Content-Type") {
+			mt, _, err := mime.ParseMediaType(h.Value)
+			return err == nil && mt == "application/x-www-form-urlencoded"
+		}
+	}
+	return false
+}
+
+// smeeQuery is the request target's query as smee gives it: a string per
+// name, a list for a name given more than once.
+func smeeQuery(target string) map[string]any {
+	_, raw, _ := strings.Cut(target, "?")
+	vals, _ := url.ParseQuery(raw) // what parses; a malformed pair is left out
+	return flatten(vals)
+}
+
+func flatten(vals url.Values) map[string]any {
+	out := make(map[string]any, len(vals))
+	for k, v := range vals {
+		if len(v) == 1 {
+			out[k] = v[0]
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// streamWriter writes whole events and flushes them, each within
+// StreamWriteTimeout; it counts what it wrote.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	written int
+}
+
+func (sw *streamWriter) write(p []byte) error {
+	// Not every ResponseWriter supports deadlines (the listener's own
+	// write deadline then applies); the error is ignored for that reason.
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
+	n, err := sw.w.Write(p)
+	sw.written += n
+	if err != nil {
+		return fmt.Errorf("write event: %w", err)
+	}
+	if err := sw.rc.Flush(); err != nil {
+		return fmt.Errorf("flush event: %w", err)
+	}
+	return nil
+}
+
+// smeeEventCacheSize is how many encoded events the streams share: every
+// stream of an address sends the same delivery at about the same time, so
+// the delivery is read and encoded once, not once per stream.
+const smeeEventCacheSize = 8
+
+// eventCache holds the latest encoded events by delivery id. A stream
+// that asks for one being loaded waits for that load instead of starting
+// its own.
+type eventCache struct {
+	mu      sync.Mutex
+	entries map[string]*cachedEvent
+	order   []string // oldest first; at most smeeEventCacheSize
+}
+
+type cachedEvent struct {
+	ready chan struct{} // closed when pos, ev and err are set
+	pos   uint64
+	ev    []byte
+	err   error
+}
+
+// get returns the delivery's position and event, loading it with load
+// unless it is cached or being loaded. A failed load is not kept.
+func (c *eventCache) get(ctx context.Context, id string, load func() (uint64, []byte, error)) (uint64, []byte, error) {
+	c.mu.Lock()
+	e, ok := c.entries[id]
+	if !ok {
+		if c.entries == nil {
+			c.entries = map[string]*cachedEvent{}
+		}
+		e = &cachedEvent{ready: make(chan struct{})}
+		c.entries[id] = e
+		c.order = append(c.order, id)
+		if len(c.order) > smeeEventCacheSize {
+			delete(c.entries, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	c.mu.Unlock()
+	if !ok {
+		e.pos, e.ev, e.err = load()
+		close(e.ready)
+		if e.err != nil {
+			c.forget(id, e)
+		}
+	}
+	select {
+	case <-e.ready:
+		return e.pos, e.ev, e.err
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+}
+
+func (c *eventCache) forget(id string, e *cachedEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[id] == e {
+		delete(c.entries, id)
+	}
+}
