@@ -254,9 +254,11 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	api := cfg.API
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
+	var in *ingress.Server // made below; the API reads its quota refusals
 	gql := graph.NewHandler(&graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 		Anonymous: anonymous, SignInRate: cfg.SignInRate,
+		Quotas: a.views.Accounts, QuotaRefusals: func(id string) map[string]int64 { return in.QuotaRefusals(id) },
 	}, api)
 
 	a.metrics = metrics.New()
@@ -278,12 +280,17 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
 	deps := ingress.Deps{
-		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+		Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas},
+		Forwarder: a.hub, Bare: bare,
 	}
 	if keys != nil {
 		deps.Secrets = keys
 	}
-	in := ingress.New(inCfg, deps)
+	in = ingress.New(inCfg, deps)
+	a.metrics.Quotas(in.QuotaRefusalTotals, func(ctx context.Context) (int64, error) {
+		_, total, err := a.views.TopUsage(ctx, 0)
+		return total.StoredBytes, err
+	})
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare {
 			return "api"

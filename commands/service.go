@@ -46,6 +46,8 @@ type Config struct {
 	// Nil: an address cannot be given a secret, nor a member a password
 	// (refused as UNAVAILABLE), rather than have it logged plain.
 	Secrets *secrets.Key
+	// Quotas are the relay's limits for accounts without an override.
+	Quotas QuotaDefaults
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few

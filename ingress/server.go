@@ -88,6 +88,8 @@ type Server struct {
 	bodies        *bodyBudget
 	addressLimits *ratelimit.Keyed // nil without an address rate
 	refused       refusals
+	accountLimits *ratelimit.Keyed // buckets at each account's own rate
+	quotaRefused  quotaRefusals
 }
 
 // New builds the server; it starts nothing.
@@ -122,7 +124,8 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.NewDeliveryID == nil && deps.Recorder != nil {
 		deps.NewDeliveryID = deps.Recorder.NewID
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate)}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate),
+		accountLimits: newAccountLimits()}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -194,6 +197,9 @@ func (s *Server) serve(c echo.Context) error {
 	}
 	route.ID = address
 	if !s.limitAddress(w, route) {
+		return nil
+	}
+	if !route.Deleted && !s.limitAccount(w, route) {
 		return nil
 	}
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -332,4 +333,75 @@ func (v *Accounts) Activity(ctx context.Context, accountID string, before uint64
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// usageColumns are an account's usage columns, read by scanUsage.
+const usageColumns = "id, name, stored_bytes, deliveries, storage_quota, rate_quota"
+
+func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, error) {
+	var u readmodel.AccountUsage
+	err := row.Scan(&u.AccountID, &u.Name, &u.StoredBytes, &u.Deliveries, &u.StorageQuota, &u.RateQuota)
+	return u, err
+}
+
+// AccountQuota returns an account's stored bytes and quota override:
+// what ingress reads on every delivery to one of its Endpoints, one
+// prepared point read.
+func (v *Accounts) AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("read quota of account %q: %w", id, err)
+	}
+	u, err := scanUsage(v.rs.accountQuota.QueryRowContext(qctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.AccountUsage{}, notFound("account", id)
+	}
+	if err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("read quota of account %q: %w", id, err)
+	}
+	return u, nil
+}
+
+// AccountUsage is AccountQuota with the deliveries received since since
+// counted (through deliveries_by_account).
+func (v *Accounts) AccountUsage(ctx context.Context, id string, since time.Time) (readmodel.AccountUsage, error) {
+	u, err := scanUsage(v.r.QueryRowContext(ctx, "SELECT "+usageColumns+" FROM accounts WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.AccountUsage{}, notFound("account", id)
+	}
+	if err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("read usage of account %q: %w", id, err)
+	}
+	if err := v.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries WHERE account_id = ? AND received_at >= ?`,
+		id, since.UnixNano()).Scan(&u.DeliveriesWindow); err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("count deliveries of account %q: %w", id, err)
+	}
+	return u, nil
+}
+
+// TopUsage lists up to n accounts, most stored bytes first, and the
+// relay's totals over every account (Deliveries and StoredBytes).
+func (v *Accounts) TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsage, readmodel.AccountUsage, error) {
+	var total readmodel.AccountUsage
+	if err := v.r.QueryRowContext(ctx, "SELECT COALESCE(SUM(stored_bytes), 0), COALESCE(SUM(deliveries), 0) FROM accounts").
+		Scan(&total.StoredBytes, &total.Deliveries); err != nil {
+		return nil, total, fmt.Errorf("sum usage of accounts: %w", err)
+	}
+	rows, err := v.r.QueryContext(ctx, "SELECT "+usageColumns+" FROM accounts ORDER BY stored_bytes DESC, id LIMIT ?", n)
+	if err != nil {
+		return nil, total, fmt.Errorf("list usage of accounts: %w", err)
+	}
+	defer rows.Close()
+	out := []readmodel.AccountUsage{}
+	for rows.Next() {
+		u, err := scanUsage(rows)
+		if err != nil {
+			return nil, total, fmt.Errorf("list usage of accounts: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, total, fmt.Errorf("list usage of accounts: %w", err)
+	}
+	return out, total, nil
 }

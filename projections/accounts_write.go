@@ -31,6 +31,9 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 	case domain.AccountCreated:
 		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos())
 		handled = true
+	case domain.AccountQuotaSet:
+		n, err = t.exec(qAccountQuota, p.StorageBytes, p.Rate, p.AccountID)
+		handled = true
 	case domain.TokenIssued:
 		name := p.Name
 		if name == "" {

@@ -28,6 +28,11 @@ type addressesWriter struct {
 	storedDone  map[string]int64
 	storedOrder []string
 
+	// accounts holds the change of each account's stored bytes and
+	// deliveries, made once per account by flush.
+	accounts     map[string]accountMove
+	accountOrder []string
+
 	// For the address cache once the batch commits: the addresses whose
 	// row changed other than by activity, and the activity times stored.
 	changed        []string
@@ -36,8 +41,11 @@ type addressesWriter struct {
 
 func (v *Addresses) writer() *addressesWriter {
 	return &addressesWriter{a: v, activity: map[addressKey]int64{}, stored: map[string]int64{},
-		storedDone: map[string]int64{}, activityStored: map[string]int64{}}
+		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{}}
 }
+
+// accountMove is what a batch changes of an account's usage.
+type accountMove struct{ bytes, deliveries int64 }
 
 // addressKey names an inspector or an Endpoint.
 type addressKey struct {
@@ -113,12 +121,23 @@ func (w *addressesWriter) follow(t *txn, m *deliveryMove) {
 	if m.added {
 		w.noteActivity(t, m.kind, m.address)
 	}
-	if m.kind != domain.AddressInspector {
-		return
-	}
 	d := m.bytes
 	if !m.added {
 		d = -d
+	}
+	if m.kind == domain.AddressEndpoint && m.accountID != "" {
+		am, ok := w.accounts[m.accountID]
+		if !ok {
+			w.accountOrder = append(w.accountOrder, m.accountID)
+		}
+		am.bytes += d
+		if m.added {
+			am.deliveries++
+		}
+		w.accounts[m.accountID] = am
+	}
+	if m.kind != domain.AddressInspector {
+		return
 	}
 	if _, ok := w.stored[m.address]; !ok {
 		w.storedOrder = append(w.storedOrder, m.address)
@@ -267,6 +286,15 @@ func (w *addressesWriter) flush(t *txn) error {
 		}
 	}
 	w.storedOrder = nil
+	// Accounts exist before their Endpoints receive anything, so the
+	// order of the batch does not matter here.
+	for _, id := range w.accountOrder {
+		am := w.accounts[id]
+		if _, err := t.exec(qAccountStored, am.bytes, am.deliveries, id); err != nil {
+			return fmt.Errorf("store usage of account %s: %w", id, err)
+		}
+	}
+	w.accountOrder = nil
 	return nil
 }
 

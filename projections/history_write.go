@@ -144,9 +144,10 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	var (
 		pos           int64
 		address, kind string
+		accountID     string
 		stored        int64
 	)
-	if err := row.Scan(&pos, &address, &kind, &stored); errors.Is(err, sql.ErrNoRows) {
+	if err := row.Scan(&pos, &address, &kind, &accountID, &stored); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
@@ -158,7 +159,7 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		k.dropped = true // flush must not update the row, watchers need not hear
 		delete(w.known, id)
 	}
-	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), bytes: stored}
+	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored}
 	return 1, nil
 }
 

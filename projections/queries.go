@@ -28,13 +28,17 @@ const (
 	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
 		WHERE id = ?3 AND refused_position < ?2`
 	// A tombstone of a delivery stream drops its row and attempts.
-	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes`
+	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, account_id, stored_bytes`
 	qAttemptsDropped = `DELETE FROM attempts WHERE delivery_position = ?`
 	// Activity only moves forward: occurred-at times of concurrent requests
 	// need not follow log order. A batch runs it once per address, with the
 	// latest time of its deliveries (see batch.activity).
 	qInspectorActivity = `UPDATE inspectors SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
+	// An account's stored bytes change by deltas, like an inspector's;
+	// deliveries only grows.
+	qAccountStored  = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
+	qAccountQuota   = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2 WHERE id = ?3`
 	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`
 	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at, member_id, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -166,7 +170,7 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped,
-	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
+	qAccountStored, qAccountQuota, qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointDeleted, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,

@@ -26,8 +26,9 @@ import (
 // filters; version 12 whether each agent session asked to be primary and
 // its filters, so every node applies the primary rule and the filters to
 // the sessions of every node; version 13 the members of accounts, their
-// invites and activity, and each token's member and kind.
-const schemaVersion = 13
+// invites and activity, and each token's member and kind; version 14 each
+// account's stored bytes, deliveries and quota override.
+const schemaVersion = 14
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -75,12 +76,22 @@ CREATE TABLE IF NOT EXISTS inspectors (
 -- in this index.
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
 
+-- stored_bytes sums deliveries.stored_bytes of the account's Endpoints'
+-- deliveries (its storage quota counts these); deliveries counts those
+-- received since the account began, dropped ones included.
+-- storage_quota and rate_quota are the operator's override
+-- (domain.AccountQuotaSet): -1 and '' for the relay's defaults.
 CREATE TABLE IF NOT EXISTS accounts (
-	id         TEXT PRIMARY KEY,
-	name       TEXT NOT NULL,
-	created_at INTEGER NOT NULL,
-	position   INTEGER NOT NULL
+	id            TEXT PRIMARY KEY,
+	name          TEXT NOT NULL,
+	created_at    INTEGER NOT NULL,
+	position      INTEGER NOT NULL,
+	stored_bytes  INTEGER NOT NULL DEFAULT 0,
+	deliveries    INTEGER NOT NULL DEFAULT 0,
+	storage_quota INTEGER NOT NULL DEFAULT -1,
+	rate_quota    TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX IF NOT EXISTS accounts_by_stored ON accounts (stored_bytes);
 
 CREATE TABLE IF NOT EXISTS tokens (
 	hash       TEXT PRIMARY KEY,
@@ -250,6 +261,9 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	provider_delivery_id TEXT
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, position);
+-- An account's usage counts its deliveries of the last day.
+CREATE INDEX IF NOT EXISTS deliveries_by_account ON deliveries (account_id, received_at)
+	WHERE account_id != '';
 CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
 	WHERE provider_delivery_id IS NOT NULL;
 

@@ -69,7 +69,7 @@ while a server uses that folder.`,
 	create.Flags().StringVar(&server, "server", "", "URL of the running relay; empty: write to --data directly")
 	create.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	_ = create.MarkFlagRequired("name")
-	cmd.AddCommand(create, accountsInviteCommand(env, stdout))
+	cmd.AddCommand(create, accountsInviteCommand(env, stdout), accountsSetQuotaCommand(env, stdout), accountsUsageCommand(env, stdout))
 	return cmd
 }
 

@@ -107,6 +107,8 @@ type serveConfig struct {
 	AddressRate        ratelimit.Rate
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
+	AccountStorage     sizeOrOff
+	AccountRate        ratelimit.Rate
 	InspectorRetention time.Duration
 	// CheckpointInterval and CheckpointKey: see app.Config.
 	CheckpointInterval time.Duration
@@ -194,6 +196,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
 	fs.DurationVar(&c.RefusalInterval, "refusal-interval", 10*time.Second, "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
+	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
+	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", app.DefaultCheckpointInterval, "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
 	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
@@ -365,7 +369,8 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 	return app.Config{
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate, SignInRate: c.SignInRate,
-		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait},
+		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
+			Quotas: commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
