@@ -133,6 +133,8 @@ func (w *addressesWriter) follow(t *txn, m *deliveryMove) {
 		am.bytes += d
 		if m.added {
 			am.deliveries++
+		} else {
+			am.deliveries-- // a rebuild never sees a deleted delivery: neither may the count
 		}
 		w.accounts[m.accountID] = am
 	}

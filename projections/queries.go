@@ -35,8 +35,8 @@ const (
 	// latest time of its deliveries (see batch.activity).
 	qInspectorActivity = `UPDATE inspectors SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
-	// An account's stored bytes change by deltas, like an inspector's;
-	// deliveries only grows.
+	// An account's stored bytes and deliveries change by deltas, like an
+	// inspector's stored bytes.
 	qAccountStored  = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
 	qAccountQuota   = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2 WHERE id = ?3`
 	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)

@@ -77,8 +77,9 @@ CREATE TABLE IF NOT EXISTS inspectors (
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
 
 -- stored_bytes sums deliveries.stored_bytes of the account's Endpoints'
--- deliveries (its storage quota counts these); deliveries counts those
--- received since the account began, dropped ones included.
+-- deliveries (its storage quota counts these); deliveries counts them.
+-- Both go down when deliveries are deleted from the log, so the views
+-- equal a rebuild.
 -- storage_quota and rate_quota are the operator's override
 -- (domain.AccountQuotaSet): -1 and '' for the relay's defaults.
 CREATE TABLE IF NOT EXISTS accounts (

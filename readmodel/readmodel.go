@@ -187,7 +187,7 @@ type AccountUsage struct {
 	AccountID   string
 	Name        string
 	StoredBytes int64 // log bytes its Endpoints' deliveries take
-	Deliveries  int64 // received since the account began
+	Deliveries  int64 // its Endpoints' deliveries the log holds
 	// DeliveriesWindow counts those received since WindowStart (zero
 	// when the read did not ask for it).
 	DeliveriesWindow int64

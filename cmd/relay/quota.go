@@ -104,8 +104,8 @@ func accountsUsageCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts usage --server https://relay.example.com
   relay accounts usage 01J... -o json`,
 		Long: `Show an account's usage, or the --top accounts by stored bytes (most
-first): bytes stored in the log, deliveries since the account began and in
-the last 24 hours, its quota in force, and the requests this node refused by
+first): bytes stored in the log, deliveries the log holds (all, and those
+of the last 24 hours), its quota in force, and the requests this node refused by
 its quota (counted per node since it started).`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -151,7 +151,7 @@ func printUsage(stdout io.Writer, out output, rows []usageJSON) error {
 		return writeJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tNAME\tSTORED\tSTORAGE QUOTA\tRATE\tDELIVERIES\tLAST 24H\tREFUSED")
+	fmt.Fprintln(tw, "ACCOUNT\tNAME\tSTORED\tSTORAGE QUOTA\tRATE\tDELIVERIES\tLAST 24H\tREFUSED (THIS NODE)")
 	for _, u := range rows {
 		quota, rate := "unlimited", "unlimited"
 		if u.StorageQuota != nil {

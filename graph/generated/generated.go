@@ -2757,7 +2757,7 @@ type AccountUsage {
   storageOverride: Boolean!
   "True when the operator set this account's rate (false: the relay's --account-rate)."
   rateOverride: Boolean!
-  "Deliveries received since the account began, deleted ones included."
+  "Deliveries of its Endpoints the log holds (those deleted from the log no longer count)."
   deliveries: Int!
   "Deliveries received in the last 24 hours that are still in the log."
   deliveriesLastDay: Int!

@@ -42,7 +42,7 @@ type AccountUsage struct {
 	StorageOverride bool `json:"storageOverride"`
 	// True when the operator set this account's rate (false: the relay's --account-rate).
 	RateOverride bool `json:"rateOverride"`
-	// Deliveries received since the account began, deleted ones included.
+	// Deliveries of its Endpoints the log holds (those deleted from the log no longer count).
 	Deliveries int `json:"deliveries"`
 	// Deliveries received in the last 24 hours that are still in the log.
 	DeliveriesLastDay int `json:"deliveriesLastDay"`

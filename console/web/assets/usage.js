@@ -41,7 +41,7 @@ export function usageSection() {
         row('Stored', `${formatBytes(u.storedBytes)} of ${quota}`, 'usage-stored'),
         row('Rate', u.rate == null ? 'unlimited' : `${u.rate} across all Endpoints`, 'usage-rate'),
         row('Deliveries, last 24 hours', String(u.deliveriesLastDay), 'usage-day'),
-        row('Deliveries, since the account began', String(u.deliveries), 'usage-total'),
+        row('Deliveries kept', String(u.deliveries), 'usage-total'),
         row('Refused by the quota', refused.length
           ? refused.map((/** @type {any} */ r) => `${r.count} ${REASONS[r.reason] || r.reason}`).join(', ')
           : 'none', 'usage-refused')))));
