@@ -17,6 +17,8 @@ import (
 type Accounts struct {
 	r  *sql.DB    // the runner's reader pool
 	rs *readStmts // the runner's hot reads
+	// quotas caches AccountQuota's rows (quotacache.go).
+	quotas *quotaCache
 
 	// revoked are the channels WatchToken handed out, by token id; a
 	// committed TokenRevoked closes them.
@@ -345,9 +347,22 @@ func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, err
 }
 
 // AccountQuota returns an account's stored bytes and quota override:
-// what ingress reads on every delivery to one of its Endpoints, one
-// prepared point read.
+// what ingress reads on every delivery to one of its Endpoints, from
+// memory when it can (quotacache.go), else one prepared point read.
 func (v *Accounts) AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
+	u, gen, ok := v.quotas.get(id)
+	if ok {
+		return u, nil
+	}
+	u, err := v.readQuota(ctx, id)
+	if err != nil {
+		return readmodel.AccountUsage{}, err
+	}
+	v.quotas.put(id, u, gen)
+	return u, nil
+}
+
+func (v *Accounts) readQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
 	qctx, err := pointRead(ctx)
 	if err != nil {
 		return readmodel.AccountUsage{}, fmt.Errorf("read quota of account %q: %w", id, err)

@@ -303,5 +303,8 @@ func (w *addressesWriter) flush(t *txn) error {
 // committed updates the address and listeners caches.
 func (w *addressesWriter) committed() {
 	w.a.cache.committed(w.changed, w.activityStored, w.stored)
+	if len(w.accounts) > 0 {
+		w.a.quotas.committed(nil, w.accounts)
+	}
 	w.a.listeners.committed(w.sessions)
 }

@@ -51,6 +51,14 @@ func BenchmarkReads(b *testing.B) {
 		Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true})
 	applyTB(b, v, s.batch(256))
 	ctx := b.Context()
+	// AccountQuota runs on every request to an Endpoint (its account's quota).
+	b.Run("AccountQuota", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := v.AccountQuota(ctx, "acct-1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("AccountByTokenHash", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := v.AccountByTokenHash(ctx, hash); err != nil {

@@ -50,6 +50,10 @@ func TestAccountUsage(t *testing.T) {
 		t.Fatal("an unknown account has a quota")
 	}
 
+	// Cached now: what follows moves the cached copy, not only the table.
+	if c, err := e.views.AccountQuota(e.ctx, "acc-a"); err != nil || c.StoredBytes != u.StoredBytes {
+		t.Fatalf("AccountQuota of acc-a %+v, %v", c, err)
+	}
 	res, err := e.store.DeleteStream(e.ctx, domain.DeliveryStream("a-2"), domain.Any())
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +63,25 @@ func TestAccountUsage(t *testing.T) {
 	if err != nil || u.StoredBytes != sizes["a-1"]+sizes["a-3"] || u.Deliveries != 2 {
 		t.Fatalf("usage of acc-a after a deletion %+v, %v", u, err)
 	}
+	e.do(e.onAccount(e.ctx, "acc-a", t0, func(a *domain.Account) error { return a.SetQuota(domain.QuotaDefault, "off") }))
+	if u, err = e.views.AccountQuota(e.ctx, "acc-a"); err != nil || u.StorageQuota != domain.QuotaDefault || u.RateQuota != "off" {
+		t.Fatalf("AccountQuota of acc-a after a quota change %+v, %v", u, err)
+	}
+	e.do(e.receive(e.ctx, "a-4", "ep-a2", domain.AddressEndpoint, "acc-a", request("/4", "fourth"), t0))
+	e.do(e.receive(e.ctx, "b-2", "ep-b", domain.AddressEndpoint, "acc-b", request("/4", "fourth"), t0))
+	if u, err = e.views.AccountQuota(e.ctx, "acc-a"); err != nil || u.Deliveries != 3 {
+		t.Fatalf("AccountQuota of acc-a after a new delivery %+v, %v", u, err)
+	}
+	fromTable, err := e.views.readQuota(e.ctx, "acc-a")
+	if err != nil || fromTable != u {
+		t.Fatalf("the cached quota %+v differs from the table's %+v (%v)", u, fromTable, err)
+	}
+	bNow, err := e.views.readQuota(e.ctx, "acc-b")
+	if err != nil || bNow.Deliveries != 2 {
+		t.Fatalf("acc-b %+v, %v", bNow, err)
+	}
 	top, total, err := e.views.TopUsage(e.ctx, 1)
-	if err != nil || len(top) != 1 || top[0].AccountID != "acc-a" || total.StoredBytes != sizes["a-1"]+sizes["a-3"]+sizes["b-1"] || total.Deliveries != 3 {
+	if err != nil || len(top) != 1 || top[0].AccountID != "acc-a" || total.StoredBytes != u.StoredBytes+bNow.StoredBytes || total.Deliveries != 5 {
 		t.Fatalf("TopUsage = %+v, %+v, %v", top, total, err)
 	}
 
