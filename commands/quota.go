@@ -154,3 +154,21 @@ func (s *Service) AccountUsage(ctx context.Context, views QuotaViews, accountID 
 	storage, r := EffectiveQuota(s.cfg.Quotas, u.StorageQuota, u.RateQuota)
 	return Usage{AccountUsage: u, Storage: storage, Rate: r}, nil
 }
+
+// checkEndpointCap refuses a new Endpoint to an account that has
+// cfg.MaxEndpoints already. It reads the views: Endpoints created at the
+// same moment may pass it by their number.
+func (s *Service) checkEndpointCap(ctx context.Context, accountID string) error {
+	if s.cfg.MaxEndpoints <= 0 {
+		return nil
+	}
+	n, err := s.views.CountEndpoints(ctx, accountID)
+	if err != nil {
+		return fmt.Errorf("count endpoints of account %s: %w", accountID, err)
+	}
+	if n >= s.cfg.MaxEndpoints {
+		return &domain.InvalidInputError{Field: "endpoints", Reason: fmt.Sprintf(
+			"this account has %d Endpoints, the most this relay allows (relay serve --account-endpoints); delete one first", n)}
+	}
+	return nil
+}

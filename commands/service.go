@@ -48,6 +48,9 @@ type Config struct {
 	Secrets *secrets.Key
 	// Quotas are the relay's limits for accounts without an override.
 	Quotas QuotaDefaults
+	// MaxEndpoints bounds the Endpoints (not deleted) of one account; 0:
+	// no limit.
+	MaxEndpoints int
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -412,6 +415,9 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 
 // CreateEndpoint opens an Endpoint for the account.
 func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
+	if err := s.checkEndpointCap(ctx, accountID); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	id := NewAddressID()
 	hs, err := s.sealSecrets(set.Handshakes)
 	if err != nil {

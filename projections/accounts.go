@@ -420,3 +420,14 @@ func (v *Accounts) TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsag
 	}
 	return out, total, nil
 }
+
+// CountEndpoints counts an account's Endpoints that are not deleted
+// (through endpoints_by_account).
+func (v *Accounts) CountEndpoints(ctx context.Context, accountID string) (int, error) {
+	var n int
+	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints WHERE account_id = ? AND deleted = 0", accountID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count endpoints of account %q: %w", accountID, err)
+	}
+	return n, nil
+}

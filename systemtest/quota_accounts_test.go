@@ -232,3 +232,26 @@ func TestAccountQuotaBadInput(t *testing.T) {
 		t.Fatalf("refused changes changed the quota: %+v", u)
 	}
 }
+
+// TestAccountEndpointCap: past --account-endpoints an account's
+// createEndpoint is refused with a clear INVALID_INPUT (the CLI exits 2);
+// deleting one makes room; another account is not counted with it.
+func TestAccountEndpointCap(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", "--account-endpoints", "2")
+	full, other := signUpTenant(t, r, "Full"), signUpTenant(t, r, "Other")
+	first := logEndpoint(t, r, full.Token, "one")
+	logEndpoint(t, r, full.Token, "two")
+	const create = `mutation{ createEndpoint(input: {name: "three", mode: LOG}){ id } }`
+	e := refusal(t, r, full.Token, create, nil)
+	if e.Code() != "INVALID_INPUT" || !strings.Contains(e.Message, "the most this relay allows") {
+		t.Fatalf("a third Endpoint: %+v", e)
+	}
+	logEndpoint(t, r, other.Token, "others")
+	out, code := harness.RunCLI(t, "endpoints", "create", "cli", "--mode", "log", "--server", r.BareURL(), "--token", full.Token)
+	if code != 2 || !strings.Contains(out, "--account-endpoints") {
+		t.Fatalf("relay endpoints create past the cap exited %d:\n%s", code, out)
+	}
+	r.MustGraphQL(t, full.Token, `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": first}, nil)
+	logEndpoint(t, r, full.Token, "three")
+}

@@ -109,6 +109,7 @@ type serveConfig struct {
 	InspectorQuota     sizeOrOff
 	AccountStorage     sizeOrOff
 	AccountRate        ratelimit.Rate
+	AccountEndpoints   int
 	InspectorRetention time.Duration
 	// CheckpointInterval and CheckpointKey: see app.Config.
 	CheckpointInterval time.Duration
@@ -198,6 +199,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
 	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
+	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT")
 	fs.DurationVar(&c.InspectorRetention, "inspector-retention", 7*24*time.Hour, "an expired inspector's deliveries are deleted from the log this long after it expired")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", app.DefaultCheckpointInterval, "how often the relay signs the log's hash chain (the embedded log's, or every stream's head on JetStream) when it moved (0: never)")
 	fs.StringVar(&c.CheckpointKey, "checkpoint-key", "", "Ed25519 key (PKCS #8 PEM) that signs the log's checkpoints; default DATA/checkpoint.key, created at first start")
@@ -247,6 +249,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--body-timeout must be positive")
 	case c.MaxConnsPerIP < 1:
 		return fmt.Errorf("--max-conns-per-ip must be at least 1")
+	case c.AccountEndpoints < 0:
+		return fmt.Errorf("--account-endpoints must be 0 (no limit) or more")
 	case c.MaxHeaders < 1:
 		return fmt.Errorf("--max-headers must be at least 1")
 	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > 16<<20:
@@ -370,7 +374,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		Data: c.Data, EventStore: c.EventStore, Logger: log, Lock: lock, Lenient: true,
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate, SignInRate: c.SignInRate,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
-			Quotas: commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}},
+			Quotas: commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}, MaxEndpoints: c.AccountEndpoints},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
