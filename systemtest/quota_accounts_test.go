@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -254,4 +255,49 @@ func TestAccountEndpointCap(t *testing.T) {
 	}
 	r.MustGraphQL(t, full.Token, `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": first}, nil)
 	logEndpoint(t, r, full.Token, "three")
+}
+
+// TestAccountQuotaOnTwoNodes: the quota set through one node and the bytes
+// stored through it are what the other node's views hold too, so both
+// refuse the full account and both still record for another.
+func TestAccountQuotaOnTwoNodes(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a NATS cluster and two relays")
+	}
+	seeds, _ := startNATSCluster(t)
+	flags := func(node string) []string {
+		return []string{"--eventstore", seeds + "?replicas=3", "--bus", seeds, "--node-id", node, "--admin-token", quotaAdmin}
+	}
+	a := harness.Start(t, "", flags("a")...)
+	b := harness.Start(t, "", flags("b")...)
+	full, other := signUpTenant(t, a, "Full"), signUpTenant(t, a, "Other")
+	fullEP, otherEP := logEndpoint(t, a, full.Token, "full"), logEndpoint(t, a, other.Token, "other")
+	if out, code := harness.RunCLI(t, "accounts", "set-quota", full.ID, "--storage", "4KiB", "--server", a.BareURL(), "--admin-token", quotaAdmin); code != 0 {
+		t.Fatalf("set-quota on A exited %d:\n%s", code, out)
+	}
+	body := []byte(strings.Repeat("x", 1024))
+	for i := 0; ; i++ {
+		resp := send(t, a, fullEP, "POST", "/a", nil, body)
+		if resp.Status == 507 {
+			break
+		}
+		if resp.Status != 204 || i == 20 {
+			t.Fatalf("request %d on A: %d %q", i, resp.Status, resp.Body)
+		}
+	}
+	onA := usageOf(t, a, full.ID)
+	harness.Eventually(t, 10*time.Second, "B's views to hold A's deliveries and quota", func() bool {
+		u := usageOf(t, b, full.ID)
+		return u.StoredBytes == onA.StoredBytes && u.StorageQuota != nil && *u.StorageQuota == 4<<10
+	})
+	if resp := send(t, b, fullEP, "POST", "/b", nil, body); resp.Status != 507 {
+		t.Fatalf("the full account on B: %d %q, want 507", resp.Status, resp.Body)
+	}
+	if resp := send(t, b, otherEP, "POST", "/b", nil, body); resp.Status != 204 {
+		t.Fatalf("the other account on B: %d %q, want 204", resp.Status, resp.Body)
+	}
+	if u := usageOf(t, b, full.ID); u.Deliveries != onA.Deliveries || u.refused("storage") != 1 {
+		t.Fatalf("usage on B %+v: want A's %d deliveries and B's own one refusal", u, onA.Deliveries)
+	}
 }

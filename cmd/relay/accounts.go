@@ -17,7 +17,7 @@ import (
 
 func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
-	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites (when sign-up is closed or by invite)",
+	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites; set their quotas and read their usage (the operator)",
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice`}
 	create := &cobra.Command{
 		Use:     "create --name NAME [--server URL --admin-token T]",
