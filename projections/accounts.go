@@ -378,7 +378,8 @@ func (v *Accounts) readQuota(ctx context.Context, id string) (readmodel.AccountU
 }
 
 // AccountUsage is AccountQuota with the deliveries received since since
-// counted (through deliveries_by_account).
+// counted by the hour (account_hours): those of since's whole hour count,
+// so the window is up to an hour longer than asked.
 func (v *Accounts) AccountUsage(ctx context.Context, id string, since time.Time) (readmodel.AccountUsage, error) {
 	u, err := scanUsage(v.r.QueryRowContext(ctx, "SELECT "+usageColumns+" FROM accounts WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -387,8 +388,8 @@ func (v *Accounts) AccountUsage(ctx context.Context, id string, since time.Time)
 	if err != nil {
 		return readmodel.AccountUsage{}, fmt.Errorf("read usage of account %q: %w", id, err)
 	}
-	if err := v.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries WHERE account_id = ? AND received_at >= ?`,
-		id, since.UnixNano()).Scan(&u.DeliveriesWindow); err != nil {
+	if err := v.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(deliveries), 0) FROM account_hours WHERE account_id = ? AND hour >= ?`,
+		id, since.UnixNano()/int64(time.Hour)).Scan(&u.DeliveriesWindow); err != nil {
 		return readmodel.AccountUsage{}, fmt.Errorf("count deliveries of account %q: %w", id, err)
 	}
 	return u, nil

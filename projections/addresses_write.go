@@ -32,6 +32,9 @@ type addressesWriter struct {
 	// deliveries, made once per account by flush.
 	accounts     map[string]accountMove
 	accountOrder []string
+	// hours holds the change of each account's deliveries by the hour.
+	hours     map[accountHour]int64
+	hourOrder []accountHour
 
 	// For the address cache once the batch commits: the addresses whose
 	// row changed other than by activity, and the activity times stored.
@@ -41,7 +44,14 @@ type addressesWriter struct {
 
 func (v *Addresses) writer() *addressesWriter {
 	return &addressesWriter{a: v, activity: map[addressKey]int64{}, stored: map[string]int64{},
-		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{}}
+		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{},
+		hours: map[accountHour]int64{}}
+}
+
+// accountHour names an account's deliveries received in one Unix hour.
+type accountHour struct {
+	account string
+	hour    int64
 }
 
 // accountMove is what a batch changes of an account's usage.
@@ -130,13 +140,18 @@ func (w *addressesWriter) follow(t *txn, m *deliveryMove) {
 		if !ok {
 			w.accountOrder = append(w.accountOrder, m.accountID)
 		}
-		am.bytes += d
-		if m.added {
-			am.deliveries++
-		} else {
-			am.deliveries-- // a rebuild never sees a deleted delivery: neither may the count
+		n := int64(1)
+		if !m.added {
+			n = -1 // a rebuild never sees a deleted delivery: neither may the counts
 		}
+		am.bytes += d
+		am.deliveries += n
 		w.accounts[m.accountID] = am
+		key := accountHour{m.accountID, m.at / int64(time.Hour)}
+		if _, ok := w.hours[key]; !ok {
+			w.hourOrder = append(w.hourOrder, key)
+		}
+		w.hours[key] += n
 	}
 	if m.kind != domain.AddressInspector {
 		return
@@ -297,6 +312,21 @@ func (w *addressesWriter) flush(t *txn) error {
 		}
 	}
 	w.accountOrder = nil
+	for _, key := range w.hourOrder {
+		n := w.hours[key]
+		if n == 0 {
+			continue
+		}
+		if _, err := t.exec(qAccountHour, key.account, key.hour, n); err != nil {
+			return fmt.Errorf("store deliveries of account %s by the hour: %w", key.account, err)
+		}
+		if n < 0 {
+			if _, err := t.exec(qAccountHourGone, key.account, key.hour); err != nil {
+				return fmt.Errorf("store deliveries of account %s by the hour: %w", key.account, err)
+			}
+		}
+	}
+	w.hourOrder = nil
 	return nil
 }
 

@@ -120,7 +120,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 		return n, err
 	}
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
-		accountID: p.AccountID, bytes: size, added: true}
+		accountID: p.AccountID, bytes: size, at: t.at(), added: true}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
 	k := &knownDelivery{dpos: t.pos(), address: p.Address}
@@ -145,9 +145,9 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		pos           int64
 		address, kind string
 		accountID     string
-		stored        int64
+		stored, at    int64
 	)
-	if err := row.Scan(&pos, &address, &kind, &accountID, &stored); errors.Is(err, sql.ErrNoRows) {
+	if err := row.Scan(&pos, &address, &kind, &accountID, &stored, &at); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
@@ -159,7 +159,7 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		k.dropped = true // flush must not update the row, watchers need not hear
 		delete(w.known, id)
 	}
-	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored}
+	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored, at: at}
 	return 1, nil
 }
 

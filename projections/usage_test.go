@@ -90,7 +90,7 @@ func TestAccountUsage(t *testing.T) {
 	// retention's to settle, not the quota's.
 	usage := func(v *Runner) map[string][]string {
 		d := dump(t, v)
-		return map[string][]string{"accounts": d["accounts"], "deliveries": d["deliveries"]}
+		return map[string][]string{"accounts": d["accounts"], "account_hours": d["account_hours"], "deliveries": d["deliveries"]}
 	}
 	live := usage(e.views)
 	if err := e.views.Rebuild(e.ctx); err != nil {

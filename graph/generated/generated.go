@@ -2759,7 +2759,7 @@ type AccountUsage {
   rateOverride: Boolean!
   "Deliveries of its Endpoints the log holds (those deleted from the log no longer count)."
   deliveries: Int!
-  "Deliveries received in the last 24 hours that are still in the log."
+  "Deliveries received in the last day that the log holds, counted by the hour (the last 24 to 25 hours)."
   deliveriesLastDay: Int!
   "Requests to its Endpoints refused by its quota since this node started, by reason (storage, rate)."
   refusals: [QuotaRefusals!]!

@@ -44,7 +44,7 @@ type AccountUsage struct {
 	RateOverride bool `json:"rateOverride"`
 	// Deliveries of its Endpoints the log holds (those deleted from the log no longer count).
 	Deliveries int `json:"deliveries"`
-	// Deliveries received in the last 24 hours that are still in the log.
+	// Deliveries received in the last day that the log holds, counted by the hour (the last 24 to 25 hours).
 	DeliveriesLastDay int `json:"deliveriesLastDay"`
 	// Requests to its Endpoints refused by its quota since this node started, by reason (storage, rate).
 	Refusals []*QuotaRefusals `json:"refusals"`
