@@ -270,9 +270,11 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	api := cfg.API
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
+	var in *ingress.Server // made below; the API reads its quota refusals
 	resolver := &graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 		Anonymous: anonymous, SignInRate: cfg.SignInRate, NoSignInLimit: cfg.NoSignInLimit, ConsoleURL: cfg.ConsoleURL,
+		Quotas: a.views.Accounts, QuotaRefusals: func(id string) map[string]int64 { return in.QuotaRefusals(id) },
 	}
 	gql := graph.NewHandler(resolver, api)
 
@@ -299,7 +301,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
 	deps := ingress.Deps{
-		Recorder: a.rec, Resolver: addressResolver{a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+		Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
 		Feed: a.views.History,
 	}
 	if cfg.ConsoleURL != "" {
@@ -312,8 +314,12 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if keys != nil {
 		deps.Secrets = keys
 	}
-	in := ingress.New(inCfg, deps)
+	in = ingress.New(inCfg, deps)
 	a.stopStreams = in.StopStreams
+	a.metrics.Quotas(in.QuotaRefusalTotals, func(ctx context.Context) (int64, error) {
+		_, total, err := a.views.TopUsage(ctx, 0)
+		return total.StoredBytes, err
+	})
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare || in.IsConsole(r) {
 			return "api"

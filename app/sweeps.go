@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/readmodel"
@@ -81,6 +82,12 @@ type addressResolver struct {
 	views interface {
 		Address(ctx context.Context, id string) (readmodel.Address, error)
 	}
+	// accounts reads an Endpoint's account's stored bytes and quota
+	// override; quotas are the relay's defaults.
+	accounts interface {
+		AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
+	}
+	quotas commands.QuotaDefaults
 }
 
 func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route, error) {
@@ -88,10 +95,20 @@ func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route,
 	if err != nil {
 		return ingress.Route{}, err
 	}
-	return ingress.Route{
+	route := ingress.Route{
 		ID: a.ID, Kind: a.Kind, AccountID: a.AccountID, Mode: a.Mode, ResponseCapture: a.ResponseCapture,
 		Deleted: a.Deleted, Expired: a.Expired, LastActivityAt: a.LastActivityAt, ExpiresAt: a.ExpiresAt,
 		StoredBytes: a.StoredBytes, Answer: a.Answers.Answer, Handshakes: a.Answers.Handshakes, Filters: a.Filters,
 		Smee: a.Smee, SmeeKeyHash: a.SmeeKeyHash,
-	}, nil
+	}
+	if a.Kind != domain.AddressEndpoint || a.Deleted || r.accounts == nil {
+		return route, nil
+	}
+	u, err := r.accounts.AccountQuota(ctx, a.AccountID)
+	if err != nil {
+		return ingress.Route{}, fmt.Errorf("quota of account %s: %w", a.AccountID, err)
+	}
+	route.AccountStoredBytes = u.StoredBytes
+	route.AccountStorage, route.AccountRate = commands.EffectiveQuota(r.quotas, u.StorageQuota, u.RateQuota)
+	return route, nil
 }

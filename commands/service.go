@@ -50,6 +50,11 @@ type Config struct {
 	// (docs/retention.md); a zero Max or Min is not checked, a zero
 	// Default keeps deliveries (no sweep removes any).
 	Retention domain.RetentionLimits
+	// Quotas are the relay's limits for accounts without an override.
+	Quotas QuotaDefaults
+	// MaxEndpoints bounds the Endpoints (not deleted) of one account; 0:
+	// no limit.
+	MaxEndpoints int
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -420,6 +425,9 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 
 // CreateEndpoint opens an Endpoint for the account.
 func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
+	if err := s.checkEndpointCap(ctx, accountID); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	id := NewAddressID()
 	hs, err := s.sealSecrets(set.Handshakes)
 	if err != nil {

@@ -21,6 +21,8 @@ type Views interface {
 	Inspector(ctx context.Context, id string) (readmodel.Inspector, error)
 	Endpoint(ctx context.Context, id string) (readmodel.Endpoint, error)
 	Account(ctx context.Context, id string) (readmodel.Account, error)
+	// CountEndpoints counts an account's Endpoints that are not deleted.
+	CountEndpoints(ctx context.Context, accountID string) (int, error)
 	AccountByTokenHash(ctx context.Context, hash string) (readmodel.Account, error)
 	// TokenByHash returns an unrevoked token (expired or not) and its account.
 	TokenByHash(ctx context.Context, hash string) (readmodel.Account, readmodel.Token, error)

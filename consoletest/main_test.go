@@ -47,8 +47,9 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Every test shares this relay and creates inspectors and accounts
-	// from 127.0.0.1: the anonymous rate limit would refuse them.
-	srv, err = harness.Launch(relayBin, filepath.Join(tmp, "relay-data"), "--anonymous-rate", "off")
+	// from 127.0.0.1: the anonymous rate limit would refuse them. The
+	// admin token sets accounts' quotas (usage_test.go).
+	srv, err = harness.Launch(relayBin, filepath.Join(tmp, "relay-data"), "--anonymous-rate", "off", "--admin-token", adminToken)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "consoletest:", err)
 		return 1

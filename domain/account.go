@@ -36,6 +36,8 @@ type Account struct {
 	members     map[string]*member
 	invites     map[string]*memberInvite
 	inviters    map[string]string // invite ID → the member who made it
+	quota       AccountQuotaSet   // the latest override (see quota.go)
+	quotaSet    bool
 }
 
 // SignUp creates an account with its first token.
@@ -98,6 +100,8 @@ func (a *Account) apply(e Event) {
 		if v := a.invites[e.InviteID]; v != nil {
 			v.used = true
 		}
+	case AccountQuotaSet:
+		a.quota, a.quotaSet = e, true
 	}
 }
 

@@ -28,6 +28,7 @@ func NewCodec() *Codec {
 		TypeInspectorCreated:      decoderFor[InspectorCreated](),
 		TypeInspectorExpired:      decoderFor[InspectorExpired](),
 		TypeAccountCreated:        decoderFor[AccountCreated](),
+		TypeAccountQuotaSet:       decoderFor[AccountQuotaSet](),
 		TypeTokenIssued:           decoderFor[TokenIssued](),
 		TypeTokenRevoked:          decoderFor[TokenRevoked](),
 		TypeTokenUsed:             decoderFor[TokenUsed](),

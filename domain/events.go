@@ -46,6 +46,7 @@ const (
 	TypeAddressRateLimited    = "address.rate_limited.v1"
 	TypeLogCheckpointed       = "log.checkpointed.v1"
 	TypeInspectorAnswerSet    = "inspector.answer_set.v1"
+	TypeAccountQuotaSet       = "account.quota_set.v1"
 	// TypeStreamDeleted is written by the event store itself, never by an
 	// aggregate: the tombstone DeleteStream leaves in place of a stream's
 	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
@@ -98,6 +99,17 @@ type InspectorAnswerSet struct {
 type AccountCreated struct {
 	AccountID string `json:"account_id"`
 	Name      string `json:"name"`
+}
+
+// AccountQuotaSet records the operator's quota override of an account,
+// on the account's stream so every node reads the same one from its
+// views. StorageBytes: -1 the relay's --account-storage, 0 unlimited,
+// otherwise the bytes its deliveries may take in the log. Rate: "" the
+// relay's --account-rate, "off" unlimited, otherwise "N/UNIT[,burst=B]".
+type AccountQuotaSet struct {
+	AccountID    string `json:"account_id"`
+	StorageBytes int64  `json:"storage_bytes"`
+	Rate         string `json:"rate"`
 }
 
 // TokenIssued records an API token by its SHA-256 hash only. Name and
@@ -572,6 +584,7 @@ func (InspectorCreated) EventType() string      { return TypeInspectorCreated }
 func (InspectorExpired) EventType() string      { return TypeInspectorExpired }
 func (InspectorAnswerSet) EventType() string    { return TypeInspectorAnswerSet }
 func (AccountCreated) EventType() string        { return TypeAccountCreated }
+func (AccountQuotaSet) EventType() string       { return TypeAccountQuotaSet }
 func (TokenIssued) EventType() string           { return TypeTokenIssued }
 func (TokenRevoked) EventType() string          { return TypeTokenRevoked }
 func (TokenUsed) EventType() string             { return TypeTokenUsed }

@@ -20,6 +20,10 @@ type Resolver struct {
 	// PublicURL turns an address id into its public URL.
 	PublicURL func(id string) string
 	Logger    *slog.Logger
+	// Quotas reads accounts' usage; QuotaRefusals counts the requests this
+	// node refused an account by its quota, by reason (nil: none).
+	Quotas        QuotaViews
+	QuotaRefusals func(accountID string) map[string]int64
 	// AdminToken, when set, lets the operator read the whole event log.
 	AdminToken string
 	// Anonymous limits the mutations anyone may call without a token

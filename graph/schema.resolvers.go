@@ -26,6 +26,11 @@ func (r *accountResolver) Activity(ctx context.Context, obj *model.Account, firs
 	return r.accountActivity(ctx, obj, first)
 }
 
+// Usage is the resolver for the usage field.
+func (r *accountResolver) Usage(ctx context.Context, obj *model.Account) (*model.AccountUsage, error) {
+	return r.accountUsage(ctx, obj)
+}
+
 // Attempts is the resolver for the attempts field.
 func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error) {
 	return r.attemptsWithResponses(ctx, obj)
@@ -166,6 +171,11 @@ func (r *mutationResolver) CreateAccount(ctx context.Context, name string) (*mod
 		return nil, err
 	}
 	return &model.SignUpPayload{Account: &model.Account{ID: acc.ID, Name: acc.Name}, Token: token}, nil
+}
+
+// SetAccountQuota is the resolver for the setAccountQuota field.
+func (r *mutationResolver) SetAccountQuota(ctx context.Context, account string, storage *string, rate *string) (*model.AccountUsage, error) {
+	return r.setAccountQuota(ctx, account, storage, rate)
 }
 
 // CreateToken is the resolver for the createToken field.
@@ -347,6 +357,11 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Account, error) {
 		return nil, err
 	}
 	return &model.Account{ID: acc.ID, Name: acc.Name}, nil
+}
+
+// AccountsUsage is the resolver for the accountsUsage field.
+func (r *queryResolver) AccountsUsage(ctx context.Context, account *string, first *int) ([]*model.AccountUsage, error) {
+	return r.accountsUsage(ctx, account, first)
 }
 
 // Tokens is the resolver for the tokens field.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/record"
 )
 
@@ -29,6 +30,13 @@ type Route struct {
 	// StoredBytes is what an inspector's deliveries take in the log, as
 	// far as the views have applied them (the quota counts these).
 	StoredBytes int64
+	// AccountStoredBytes is what the Endpoint's account's deliveries take
+	// in the log, as far as the views have applied them; AccountStorage
+	// (0: unlimited) and AccountRate (Off: none) are the account's quota in
+	// force. Endpoints only.
+	AccountStoredBytes int64
+	AccountStorage     int64
+	AccountRate        ratelimit.Rate
 	// Answer is what an inspector or a LOG Endpoint answers (nil: 204);
 	// Handshakes the providers' verification requests the address answers
 	// itself (nil: none; a PROXY Endpoint only with Handshakes.InProxy RELAY).

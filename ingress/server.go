@@ -109,6 +109,9 @@ type Server struct {
 	events      eventCache    // encoded smee events the streams share
 	streamsDone chan struct{} // closed by StopStreams
 	stopStreams sync.Once
+
+	accountLimits *ratelimit.Keyed // buckets at each account's own rate
+	quotaRefused  quotaRefusals
 }
 
 // New builds the server; it starts nothing.
@@ -146,7 +149,8 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate)}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate),
+		accountLimits: newAccountLimits()}
 	if u, err := url.Parse(cfg.ConsoleSite); err == nil && cfg.ConsoleSite != "" {
 		s.consoleName = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	}
@@ -240,6 +244,9 @@ func (s *Server) serve(c echo.Context) error {
 		return nil
 	}
 	if !s.limitAddress(w, route) {
+		return nil
+	}
+	if !route.Deleted && !s.limitAccount(w, route) {
 		return nil
 	}
 

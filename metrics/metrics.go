@@ -99,6 +99,32 @@ func (m *Metrics) ViewsFailing(failing func() bool) {
 	}))
 }
 
+// Quotas reports the requests this node refused by accounts' quotas, by
+// reason (storage, rate), and the bytes every account's deliveries take in
+// the log. No account is a label: the series stay fixed however many
+// accounts there are (relay accounts usage names the top ones).
+func (m *Metrics) Quotas(refusals func() map[string]int64, stored func(context.Context) (int64, error)) {
+	for _, reason := range []string{"storage", "rate"} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "relay_account_quota_refusals_total",
+			Help:        "Requests to Endpoints this node refused by their account's quota, by reason: storage (507) or rate (429).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(refusals()[reason]) }))
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_accounts_stored_bytes",
+		Help: "Log bytes the deliveries of every account's Endpoints take together (-1 when the views are unreadable).",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n, err := stored(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	}))
+}
+
 // ConnectionRefused counts one connection refused over the per-address cap.
 func (m *Metrics) ConnectionRefused() { m.refused.Inc() }
 

@@ -17,6 +17,8 @@ import (
 type Accounts struct {
 	r  *sql.DB    // the runner's reader pool
 	rs *readStmts // the runner's hot reads
+	// quotas caches AccountQuota's rows (quotacache.go).
+	quotas *quotaCache
 
 	// revoked are the channels WatchToken handed out, by token id; a
 	// committed TokenRevoked closes them.
@@ -348,4 +350,100 @@ func (v *Accounts) Activity(ctx context.Context, accountID string, before uint64
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// usageColumns are an account's usage columns, read by scanUsage.
+const usageColumns = "id, name, stored_bytes, deliveries, storage_quota, rate_quota"
+
+func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, error) {
+	var u readmodel.AccountUsage
+	err := row.Scan(&u.AccountID, &u.Name, &u.StoredBytes, &u.Deliveries, &u.StorageQuota, &u.RateQuota)
+	return u, err
+}
+
+// AccountQuota returns an account's stored bytes and quota override:
+// what ingress reads on every delivery to one of its Endpoints, from
+// memory when it can (quotacache.go), else one prepared point read.
+func (v *Accounts) AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
+	u, gen, ok := v.quotas.get(id)
+	if ok {
+		return u, nil
+	}
+	u, err := v.readQuota(ctx, id)
+	if err != nil {
+		return readmodel.AccountUsage{}, err
+	}
+	v.quotas.put(id, u, gen)
+	return u, nil
+}
+
+func (v *Accounts) readQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
+	qctx, err := pointRead(ctx)
+	if err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("read quota of account %q: %w", id, err)
+	}
+	u, err := scanUsage(v.rs.accountQuota.QueryRowContext(qctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.AccountUsage{}, notFound("account", id)
+	}
+	if err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("read quota of account %q: %w", id, err)
+	}
+	return u, nil
+}
+
+// AccountUsage is AccountQuota with the deliveries received since since
+// counted by the hour (account_hours): those of since's whole hour count,
+// so the window is up to an hour longer than asked.
+func (v *Accounts) AccountUsage(ctx context.Context, id string, since time.Time) (readmodel.AccountUsage, error) {
+	u, err := scanUsage(v.r.QueryRowContext(ctx, "SELECT "+usageColumns+" FROM accounts WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readmodel.AccountUsage{}, notFound("account", id)
+	}
+	if err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("read usage of account %q: %w", id, err)
+	}
+	if err := v.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(deliveries), 0) FROM account_hours WHERE account_id = ? AND hour >= ?`,
+		id, since.UnixNano()/int64(time.Hour)).Scan(&u.DeliveriesWindow); err != nil {
+		return readmodel.AccountUsage{}, fmt.Errorf("count deliveries of account %q: %w", id, err)
+	}
+	return u, nil
+}
+
+// TopUsage lists up to n accounts, most stored bytes first, and the
+// relay's totals over every account (Deliveries and StoredBytes).
+func (v *Accounts) TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsage, readmodel.AccountUsage, error) {
+	var total readmodel.AccountUsage
+	if err := v.r.QueryRowContext(ctx, "SELECT COALESCE(SUM(stored_bytes), 0), COALESCE(SUM(deliveries), 0) FROM accounts").
+		Scan(&total.StoredBytes, &total.Deliveries); err != nil {
+		return nil, total, fmt.Errorf("sum usage of accounts: %w", err)
+	}
+	rows, err := v.r.QueryContext(ctx, "SELECT "+usageColumns+" FROM accounts ORDER BY stored_bytes DESC, id LIMIT ?", n)
+	if err != nil {
+		return nil, total, fmt.Errorf("list usage of accounts: %w", err)
+	}
+	defer rows.Close()
+	out := []readmodel.AccountUsage{}
+	for rows.Next() {
+		u, err := scanUsage(rows)
+		if err != nil {
+			return nil, total, fmt.Errorf("list usage of accounts: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, total, fmt.Errorf("list usage of accounts: %w", err)
+	}
+	return out, total, nil
+}
+
+// CountEndpoints counts an account's Endpoints that are not deleted
+// (through endpoints_by_account).
+func (v *Accounts) CountEndpoints(ctx context.Context, accountID string) (int, error) {
+	var n int
+	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints WHERE account_id = ? AND deleted = 0", accountID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count endpoints of account %q: %w", accountID, err)
+	}
+	return n, nil
 }

@@ -19,7 +19,10 @@ type accountsWriter struct {
 	owners map[string]string
 	// revoked are the tokens the batch revoked, announced once committed.
 	revoked []string
-	v       *Accounts
+	// quotas are the accounts whose quota the batch set, dropped from the
+	// quota cache once committed.
+	quotas []string
+	v      *Accounts
 }
 
 func (v *Accounts) writer() *accountsWriter {
@@ -30,6 +33,10 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 	switch p := payload.(type) {
 	case domain.AccountCreated:
 		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos())
+		handled = true
+	case domain.AccountQuotaSet:
+		n, err = t.exec(qAccountQuota, p.StorageBytes, p.Rate, p.AccountID)
+		w.quotas = append(w.quotas, p.AccountID)
 		handled = true
 	case domain.TokenIssued:
 		name := p.Name
@@ -215,6 +222,9 @@ func (w *accountsWriter) flush(*txn) error { return nil }
 func (w *accountsWriter) committed() {
 	if len(w.revoked) > 0 {
 		w.v.announceRevoked(w.revoked)
+	}
+	if len(w.quotas) > 0 {
+		w.v.quotas.committed(w.quotas, nil)
 	}
 }
 

@@ -24,6 +24,8 @@ type Addresses struct {
 	cache addressCache
 	// listeners keeps OpenListeners' rows (listenerscache.go).
 	listeners listenersCache
+	// quotas is the Accounts' cache of AccountQuota, which deliveries move.
+	quotas *quotaCache
 }
 
 // Inspector returns a guest inspector.

@@ -28,6 +28,14 @@ type addressesWriter struct {
 	storedDone  map[string]int64
 	storedOrder []string
 
+	// accounts holds the change of each account's stored bytes and
+	// deliveries, made once per account by flush.
+	accounts     map[string]accountMove
+	accountOrder []string
+	// hours holds the change of each account's deliveries by the hour.
+	hours     map[accountHour]int64
+	hourOrder []accountHour
+
 	// For the address cache once the batch commits: the addresses whose
 	// row changed other than by activity, and the activity times stored.
 	changed        []string
@@ -36,8 +44,18 @@ type addressesWriter struct {
 
 func (v *Addresses) writer() *addressesWriter {
 	return &addressesWriter{a: v, activity: map[addressKey]int64{}, stored: map[string]int64{},
-		storedDone: map[string]int64{}, activityStored: map[string]int64{}}
+		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{},
+		hours: map[accountHour]int64{}}
 }
+
+// accountHour names an account's deliveries received in one Unix hour.
+type accountHour struct {
+	account string
+	hour    int64
+}
+
+// accountMove is what a batch changes of an account's usage.
+type accountMove struct{ bytes, deliveries int64 }
 
 // addressKey names an inspector or an Endpoint.
 type addressKey struct {
@@ -119,12 +137,30 @@ func (w *addressesWriter) follow(t *txn, m *deliveryMove) {
 	if m.added {
 		w.noteActivity(t, m.kind, m.address)
 	}
-	if m.kind != domain.AddressInspector {
-		return
-	}
 	d := m.bytes
 	if !m.added {
 		d = -d
+	}
+	if m.kind == domain.AddressEndpoint && m.accountID != "" {
+		am, ok := w.accounts[m.accountID]
+		if !ok {
+			w.accountOrder = append(w.accountOrder, m.accountID)
+		}
+		n := int64(1)
+		if !m.added {
+			n = -1 // a rebuild never sees a deleted delivery: neither may the counts
+		}
+		am.bytes += d
+		am.deliveries += n
+		w.accounts[m.accountID] = am
+		key := accountHour{m.accountID, m.at / int64(time.Hour)}
+		if _, ok := w.hours[key]; !ok {
+			w.hourOrder = append(w.hourOrder, key)
+		}
+		w.hours[key] += n
+	}
+	if m.kind != domain.AddressInspector {
+		return
 	}
 	if _, ok := w.stored[m.address]; !ok {
 		w.storedOrder = append(w.storedOrder, m.address)
@@ -291,11 +327,38 @@ func (w *addressesWriter) flush(t *txn) error {
 		}
 	}
 	w.storedOrder = nil
+	// Accounts exist before their Endpoints receive anything, so the
+	// order of the batch does not matter here.
+	for _, id := range w.accountOrder {
+		am := w.accounts[id]
+		if _, err := t.exec(qAccountStored, am.bytes, am.deliveries, id); err != nil {
+			return fmt.Errorf("store usage of account %s: %w", id, err)
+		}
+	}
+	w.accountOrder = nil
+	for _, key := range w.hourOrder {
+		n := w.hours[key]
+		if n == 0 {
+			continue
+		}
+		if _, err := t.exec(qAccountHour, key.account, key.hour, n); err != nil {
+			return fmt.Errorf("store deliveries of account %s by the hour: %w", key.account, err)
+		}
+		if n < 0 {
+			if _, err := t.exec(qAccountHourGone, key.account, key.hour); err != nil {
+				return fmt.Errorf("store deliveries of account %s by the hour: %w", key.account, err)
+			}
+		}
+	}
+	w.hourOrder = nil
 	return nil
 }
 
 // committed updates the address and listeners caches.
 func (w *addressesWriter) committed() {
 	w.a.cache.committed(w.changed, w.activityStored, w.stored)
+	if len(w.accounts) > 0 {
+		w.a.quotas.committed(nil, w.accounts)
+	}
 	w.a.listeners.committed(w.sessions)
 }

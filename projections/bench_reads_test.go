@@ -3,6 +3,7 @@ package projections
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -51,6 +52,14 @@ func BenchmarkReads(b *testing.B) {
 		Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true})
 	applyTB(b, v, s.batch(256))
 	ctx := b.Context()
+	// AccountQuota runs on every request to an Endpoint (its account's quota).
+	b.Run("AccountQuota", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := v.AccountQuota(ctx, "acct-1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("AccountByTokenHash", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := v.AccountByTokenHash(ctx, hash); err != nil {
@@ -119,5 +128,28 @@ func TestBatchSplitDoesNotMatter(t *testing.T) {
 	late, err := whole.Delivery(t.Context(), "late")
 	if err != nil || late.ResponseStatus != nil {
 		t.Fatalf("late: status %s, %v; want nil", status(late.ResponseStatus), err)
+	}
+}
+
+// BenchmarkAccountUsage measures me { usage }: its count of the deliveries
+// of the last day walks deliveries_by_account, so it grows with them.
+func BenchmarkAccountUsage(b *testing.B) {
+	s := newSynth(b, []byte("{}"))
+	v := s.open("views.db")
+	s.queue(domain.AccountStream("acct-1"), domain.AccountCreated{AccountID: "acct-1", Name: "a"})
+	for i := range 4 {
+		id := fmt.Sprintf("ep-%d", i)
+		s.queue(domain.EndpointStream(id), domain.EndpointCreated{EndpointID: id, AccountID: "acct-1", Name: "hooks", Mode: domain.ModeLog})
+	}
+	applyTB(b, v, s.take())
+	for range 25 {
+		applyTB(b, v, s.batch(4000))
+	}
+	ctx := b.Context()
+	for b.Loop() {
+		u, err := v.AccountUsage(ctx, "acct-1", time.Time{})
+		if err != nil || u.DeliveriesWindow != 100_000 {
+			b.Fatal(u, err)
+		}
 	}
 }

@@ -149,7 +149,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	}
 	w.stats.receipt(p.Address, t.at(), class, reason)
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
-		accountID: p.AccountID, bytes: size, added: true}
+		accountID: p.AccountID, bytes: size, at: t.at(), added: true}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
 	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true}
@@ -176,10 +176,10 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	var (
 		pos, last     int64
 		address, kind string
-		stored        int64
-		account       string
+		stored, at    int64
+		accountID     string
 	)
-	if err := row.Scan(&pos, &address, &kind, &stored, &account, &last); errors.Is(err, sql.ErrNoRows) {
+	if err := row.Scan(&pos, &address, &kind, &stored, &accountID, &last, &at); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	} else if err != nil {
 		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
@@ -187,8 +187,8 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
 		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
 	}
-	if account != "" {
-		if _, err := t.exec(qAccountEventsDropped, account, pos, last, p.Stream); err != nil {
+	if accountID != "" {
+		if _, err := t.exec(qAccountEventsDropped, accountID, pos, last, p.Stream); err != nil {
 			return 0, fmt.Errorf("drop account events of delivery %s: %w", id, err)
 		}
 	}
@@ -196,7 +196,7 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		k.dropped = true // flush must not update the row, watchers need not hear
 		delete(w.known, id)
 	}
-	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), bytes: stored}
+	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored, at: at}
 	return 1, nil
 }
 

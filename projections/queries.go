@@ -28,7 +28,7 @@ const (
 	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
 		WHERE id = ?3 AND refused_position < ?2`
 	// A tombstone of a delivery stream drops its row and attempts.
-	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes, account_id, updated_position`
+	qDeliveryDropped = `DELETE FROM deliveries WHERE id = ? RETURNING position, address, kind, stored_bytes, account_id, updated_position, received_at`
 	// An account's index loses the events of a deleted delivery stream, as
 	// a rebuild never sees them: they lie between the delivery's first and
 	// latest positions.
@@ -39,7 +39,14 @@ const (
 	// latest time of its deliveries (see batch.activity).
 	qInspectorActivity = `UPDATE inspectors SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`
 
-	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
+	// An account's stored bytes and deliveries change by deltas, like an
+	// inspector's stored bytes.
+	qAccountStored = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
+	qAccountQuota  = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2 WHERE id = ?3`
+	qAccountHour   = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
+		ON CONFLICT (account_id, hour) DO UPDATE SET deliveries = deliveries + excluded.deliveries`
+	qAccountHourGone = `DELETE FROM account_hours WHERE account_id = ?1 AND hour = ?2 AND deliveries = 0`
+	qAccountCreated  = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`
 	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at, member_id, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (hash) DO NOTHING`
@@ -175,6 +182,7 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
+	qAccountStored, qAccountQuota, qAccountHour, qAccountHourGone,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,

@@ -217,8 +217,9 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog,
 		searchBytes: opts.SearchLogBytes, searchPace: pace}
 	v.History.hub.init()
-	v.Addresses = &Addresses{rs: &v.rs}
-	v.Accounts = &Accounts{rs: &v.rs}
+	quotas := &quotaCache{}
+	v.Addresses = &Addresses{rs: &v.rs, quotas: quotas}
+	v.Accounts = &Accounts{rs: &v.rs, quotas: quotas}
 	if err := v.openWriter(ctx, path); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -396,6 +397,7 @@ func (v *Runner) reset(ctx context.Context) error {
 	}
 	v.Addresses.cache.clear()
 	v.Addresses.listeners.clear()
+	v.Accounts.quotas.clear()
 	v.setPosition(0)
 	return nil
 }

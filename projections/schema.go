@@ -31,12 +31,13 @@ import (
 // decision; version 15 the per-minute stats rollup (stats_minutes,
 // stats_horizon) and the status class each delivery is counted under
 // (deliveries.stats_class); version 16 whether an inspector is
-// smee-compatible, and an Endpoint's smee key hash.
-const schemaVersion = 16
+// smee-compatible, and an Endpoint's smee key hash; version 17 each
+// account's stored bytes, deliveries (also by the hour) and quota override.
+const schemaVersion = 17
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
-	"checkpoint", "inspectors", "accounts", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
+	"checkpoint", "inspectors", "accounts", "account_hours", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
 	"agent_sessions", "deliveries", "attempts", "account_events", "stats_minutes", "stats_horizon",
 }
 
@@ -82,12 +83,34 @@ CREATE TABLE IF NOT EXISTS inspectors (
 -- in this index.
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
 
+-- stored_bytes sums deliveries.stored_bytes of the account's Endpoints'
+-- deliveries (its storage quota counts these); deliveries counts them.
+-- Both go down when deliveries are deleted from the log, so the views
+-- equal a rebuild.
+-- storage_quota and rate_quota are the operator's override
+-- (domain.AccountQuotaSet): -1 and '' for the relay's defaults.
 CREATE TABLE IF NOT EXISTS accounts (
-	id         TEXT PRIMARY KEY,
-	name       TEXT NOT NULL,
-	created_at INTEGER NOT NULL,
-	position   INTEGER NOT NULL
+	id            TEXT PRIMARY KEY,
+	name          TEXT NOT NULL,
+	created_at    INTEGER NOT NULL,
+	position      INTEGER NOT NULL,
+	stored_bytes  INTEGER NOT NULL DEFAULT 0,
+	deliveries    INTEGER NOT NULL DEFAULT 0,
+	storage_quota INTEGER NOT NULL DEFAULT -1,
+	rate_quota    TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX IF NOT EXISTS accounts_by_stored ON accounts (stored_bytes);
+
+-- The deliveries of an account's Endpoints the log holds, by the hour they
+-- were received (Unix hours): its usage sums the last day's rows, a read
+-- of at most 25 rows however many deliveries there are. A row that falls
+-- to 0 is deleted, as a rebuild would never have made it.
+CREATE TABLE IF NOT EXISTS account_hours (
+	account_id TEXT NOT NULL,
+	hour       INTEGER NOT NULL,
+	deliveries INTEGER NOT NULL,
+	PRIMARY KEY (account_id, hour)
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS tokens (
 	hash       TEXT PRIMARY KEY,

@@ -14,6 +14,7 @@ import (
 // tx.StmtContext, which reuses the connection's compiled copy.
 type readStmts struct {
 	inspector, address, endpoint, token *sql.Stmt
+	accountQuota                        *sql.Stmt
 	delivery, deliveryAttempts          *sql.Stmt
 	page, pageAttempts                  *sql.Stmt
 }
@@ -50,6 +51,7 @@ func (s *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		stmt  **sql.Stmt
 		query string
 	}{
+		{&s.accountQuota, "SELECT " + usageColumns + " FROM accounts WHERE id = ?"},
 		{&s.inspector, qInspector}, {&s.address, qAddress}, {&s.endpoint, qEndpoint}, {&s.token, qToken},
 		{&s.delivery, qDelivery}, {&s.deliveryAttempts, qDeliveryAttempts},
 		{&s.page, qPage}, {&s.pageAttempts, qPageAttempts},
@@ -66,7 +68,7 @@ func (s *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (s *readStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.inspector, s.address, s.endpoint, s.token,
+	for _, st := range []*sql.Stmt{s.inspector, s.address, s.endpoint, s.token, s.accountQuota,
 		s.delivery, s.deliveryAttempts, s.page, s.pageAttempts} {
 		if st != nil {
 			errs = append(errs, st.Close())

@@ -49,6 +49,7 @@ type deliveryMove struct {
 	kind       domain.AddressKind
 	accountID  string
 	bytes      int64 // the bytes it stores in the log
+	at         int64 // when it was received, Unix nanoseconds
 	added      bool  // false: dropped
 }
 

@@ -28,7 +28,8 @@ type Keyed struct {
 
 type bucket struct {
 	lim  *rate.Limiter
-	last time.Time // latest Allow for the key
+	last time.Time     // latest Allow for the key
+	idle time.Duration // its own refill time when AllowRate set its rate; 0: k.idle
 }
 
 // NewKeyed returns buckets of rate r holding at most max keys.
@@ -58,6 +59,37 @@ func (k *Keyed) Allow(key string, now time.Time) (ok bool, retryAfter time.Durat
 	}
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now) // nothing is sent later: give the token back
+		return false, d
+	}
+	return true, 0
+}
+
+// AllowRate is Allow with key's own rate r (an account's quota, which
+// the operator may change at any time): a key's bucket takes r's rate and
+// burst whenever they differ from what it had. Keys beyond max share the
+// overflow bucket at the rate NewKeyed was given.
+func (k *Keyed) AllowRate(key string, r Rate, now time.Time) (ok bool, retryAfter time.Duration) {
+	if r.Off() {
+		return true, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	lim := k.limiter(key, now)
+	if b, own := k.buckets[key]; own {
+		if lim.Limit() != r.Limit() {
+			lim.SetLimitAt(now, r.Limit())
+		}
+		if lim.Burst() != r.Burst {
+			lim.SetBurstAt(now, r.Burst)
+		}
+		b.idle = r.RefillTime()
+	}
+	res := lim.ReserveN(now, 1)
+	if !res.OK() {
+		return false, r.RefillTime()
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
 		return false, d
 	}
 	return true, 0
@@ -97,7 +129,11 @@ func (k *Keyed) sweep(now time.Time) {
 	}
 	k.lastSweep = now
 	for key, b := range k.buckets {
-		if now.Sub(b.last) >= k.idle {
+		idle := k.idle
+		if b.idle > 0 {
+			idle = b.idle
+		}
+		if now.Sub(b.last) >= idle {
 			delete(k.buckets, key)
 		}
 	}

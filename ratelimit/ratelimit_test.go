@@ -104,3 +104,42 @@ func TestKeyedMapStaysBounded(t *testing.T) {
 		t.Fatalf("after the sweep the map holds %d keys, want 1", n)
 	}
 }
+
+// TestKeyedAllowRate: each key takes the rate given with it, a changed
+// rate applies at once, keys do not share buckets, and an idle bucket is
+// swept by its own refill time.
+func TestKeyedAllowRate(t *testing.T) {
+	k := NewKeyed(Rate{N: 100, Per: time.Second, Burst: 100}, 2)
+	now := time.Unix(1000, 0)
+	slow := Rate{N: 1, Per: time.Minute, Burst: 2}
+	for i := range 2 {
+		if ok, _ := k.AllowRate("a", slow, now); !ok {
+			t.Fatalf("request %d of a's burst refused", i)
+		}
+	}
+	ok, retry := k.AllowRate("a", slow, now)
+	if ok || retry < 59*time.Second || retry > time.Minute {
+		t.Fatalf("past a's burst: ok=%v retry=%s, want refused for about a minute", ok, retry)
+	}
+	if ok, _ := k.AllowRate("b", slow, now); !ok {
+		t.Fatal("b shares a's bucket")
+	}
+	// The operator raises a's rate: from then on its bucket refills at the
+	// new rate (what it lacks now is waited for at 10/s, not 1/min).
+	fast := Rate{N: 10, Per: time.Second, Burst: 10}
+	if ok, retry := k.AllowRate("a", fast, now); ok || retry > 100*time.Millisecond {
+		t.Fatalf("a at 10/s with an empty bucket: ok=%v retry=%s, want a wait of at most 100ms", ok, retry)
+	}
+	if ok, _ := k.AllowRate("a", fast, now.Add(150*time.Millisecond)); !ok {
+		t.Fatal("a still refused 150ms after its rate became 10/s")
+	}
+	if ok, _ := k.AllowRate("a", Rate{}, now); !ok {
+		t.Fatal("an off rate refused")
+	}
+	// b's bucket is idle for its refill time (2 minutes): a new key may take its place.
+	later := now.Add(3 * time.Minute)
+	k.AllowRate("c", slow, later)
+	if n := k.Len(); n > 2 {
+		t.Fatalf("map holds %d keys, bound is 2", n)
+	}
+}

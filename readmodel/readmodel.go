@@ -195,6 +195,22 @@ type Account struct {
 	CreatedAt time.Time
 }
 
+// AccountUsage is what an account stores and receives, with the
+// operator's override of its quota.
+type AccountUsage struct {
+	AccountID   string
+	Name        string
+	StoredBytes int64 // log bytes its Endpoints' deliveries take
+	Deliveries  int64 // its Endpoints' deliveries the log holds
+	// DeliveriesWindow counts those received since WindowStart (zero
+	// when the read did not ask for it).
+	DeliveriesWindow int64
+	// StorageQuota and RateQuota follow domain.AccountQuotaSet: -1 and
+	// "" for the relay's defaults.
+	StorageQuota int64
+	RateQuota    string
+}
+
 // Token is an API token of an account, without its secret (the relay
 // keeps only its hash).
 type Token struct {

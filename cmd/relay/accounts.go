@@ -16,7 +16,7 @@ import (
 
 func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
-	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites (when sign-up is closed or by invite)",
+	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites; set their quotas and read their usage (the operator)",
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice`}
 	create := &cobra.Command{
 		Use:     "create --name NAME [--server URL --admin-token T]",
@@ -68,7 +68,7 @@ while a server uses that folder.`,
 	create.Flags().StringVar(&server, "server", "", "URL of the running relay; empty: write to --data directly")
 	create.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	_ = create.MarkFlagRequired("name")
-	cmd.AddCommand(create, accountsInviteCommand(env, stdout))
+	cmd.AddCommand(create, accountsInviteCommand(env, stdout), accountsSetQuotaCommand(env, stdout), accountsUsageCommand(env, stdout))
 	return cmd
 }
 

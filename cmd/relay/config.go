@@ -111,6 +111,9 @@ type serveConfig struct {
 	AddressRate        ratelimit.Rate
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
+	AccountStorage     sizeOrOff
+	AccountRate        ratelimit.Rate
+	AccountEndpoints   int
 	InspectorRetention time.Duration
 	// Retention is the Endpoints' default window, MaxRetention and
 	// MinRetention the bounds of their own (docs/retention.md).
@@ -204,6 +207,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
+	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
+	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
+	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT")
 	fs.Var(duration.NewFlag(&c.InspectorRetention, 7*24*time.Hour), "inspector-retention", "an expired inspector's deliveries are deleted from the log this long after it expired")
 	fs.Var(duration.NewFlag(&c.Retention, defaultRetention), "retention", "how long an Endpoint keeps its deliveries unless it sets its own window (30d, 12h, ...); older ones are deleted from the log and the views")
 	fs.Var(duration.NewFlag(&c.MaxRetention, defaultRetention), "max-retention", "longest window an Endpoint may set (default: --retention)")
@@ -285,6 +291,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--body-timeout must be positive")
 	case c.MaxConnsPerIP < 1:
 		return fmt.Errorf("--max-conns-per-ip must be at least 1")
+	case c.AccountEndpoints < 0:
+		return fmt.Errorf("--account-endpoints must be 0 (no limit) or more")
 	case c.MaxHeaders < 1:
 		return fmt.Errorf("--max-headers must be at least 1")
 	case c.MaxHeaderBytes < 1<<10 || c.MaxHeaderBytes > evidence.MaxEventText:
@@ -500,7 +508,8 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
 		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
-			Retention: c.retentionLimits()},
+			Retention: c.retentionLimits(),
+			Quotas: commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}, MaxEndpoints: c.AccountEndpoints},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,

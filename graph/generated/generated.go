@@ -48,6 +48,20 @@ type ComplexityRoot struct {
 		Member   func(childComplexity int) int
 		Members  func(childComplexity int) int
 		Name     func(childComplexity int) int
+		Usage    func(childComplexity int) int
+	}
+
+	AccountUsage struct {
+		AccountID         func(childComplexity int) int
+		Deliveries        func(childComplexity int) int
+		DeliveriesLastDay func(childComplexity int) int
+		Name              func(childComplexity int) int
+		Rate              func(childComplexity int) int
+		RateOverride      func(childComplexity int) int
+		Refusals          func(childComplexity int) int
+		StorageOverride   func(childComplexity int) int
+		StorageQuota      func(childComplexity int) int
+		StoredBytes       func(childComplexity int) int
 	}
 
 	ActivityEntry struct {
@@ -333,6 +347,7 @@ type ComplexityRoot struct {
 		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
 		RevokeSmeeKey      func(childComplexity int, endpointID string) int
 		RevokeToken        func(childComplexity int, id string) int
+		SetAccountQuota    func(childComplexity int, account string, storage *string, rate *string) int
 		SetInspectorAnswer func(childComplexity int, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) int
 		SetUpSignIn        func(childComplexity int, login string, password string) int
 		SignIn             func(childComplexity int, login string, password string) int
@@ -354,6 +369,7 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		AccountsUsage       func(childComplexity int, account *string, first *int) int
 		Delivery            func(childComplexity int, id string) int
 		DeviceAuthorization func(childComplexity int, userCode string) int
 		Endpoint            func(childComplexity int, id string) int
@@ -364,6 +380,11 @@ type ComplexityRoot struct {
 		MemberInvite        func(childComplexity int, code string) int
 		SignupMode          func(childComplexity int) int
 		Tokens              func(childComplexity int) int
+	}
+
+	QuotaRefusals struct {
+		Count  func(childComplexity int) int
+		Reason func(childComplexity int) int
 	}
 
 	RequestEdit struct {
@@ -457,6 +478,7 @@ type AccountResolver interface {
 	Member(ctx context.Context, obj *model.Account) (*model.Member, error)
 	Members(ctx context.Context, obj *model.Account) ([]*model.Member, error)
 	Activity(ctx context.Context, obj *model.Account, first *int) ([]*model.ActivityEntry, error)
+	Usage(ctx context.Context, obj *model.Account) (*model.AccountUsage, error)
 }
 type DeliveryResolver interface {
 	Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error)
@@ -490,6 +512,7 @@ type MutationResolver interface {
 	RemoveMember(ctx context.Context, id string) (bool, error)
 	ChangeMemberRole(ctx context.Context, id string, role model.MemberRole) (*model.Member, error)
 	CreateAccount(ctx context.Context, name string) (*model.SignUpPayload, error)
+	SetAccountQuota(ctx context.Context, account string, storage *string, rate *string) (*model.AccountUsage, error)
 	CreateToken(ctx context.Context, name string, expiresIn *string) (*model.CreateTokenPayload, error)
 	RevokeToken(ctx context.Context, id string) (bool, error)
 	RequestDeviceCode(ctx context.Context, clientName string) (*model.DeviceCode, error)
@@ -509,6 +532,7 @@ type QueryResolver interface {
 	Inspector(ctx context.Context, id string) (*model.Inspector, error)
 	MemberInvite(ctx context.Context, code string) (*model.InvitePreview, error)
 	Me(ctx context.Context) (*model.Account, error)
+	AccountsUsage(ctx context.Context, account *string, first *int) ([]*model.AccountUsage, error)
 	Tokens(ctx context.Context) ([]*model.Token, error)
 	SignupMode(ctx context.Context) (model.SignupMode, error)
 	DeviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
@@ -571,6 +595,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Account.Name(childComplexity), true
+	case "Account.usage":
+		if e.ComplexityRoot.Account.Usage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Account.Usage(childComplexity), true
+
+	case "AccountUsage.accountId":
+		if e.ComplexityRoot.AccountUsage.AccountID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.AccountID(childComplexity), true
+	case "AccountUsage.deliveries":
+		if e.ComplexityRoot.AccountUsage.Deliveries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.Deliveries(childComplexity), true
+	case "AccountUsage.deliveriesLastDay":
+		if e.ComplexityRoot.AccountUsage.DeliveriesLastDay == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.DeliveriesLastDay(childComplexity), true
+	case "AccountUsage.name":
+		if e.ComplexityRoot.AccountUsage.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.Name(childComplexity), true
+	case "AccountUsage.rate":
+		if e.ComplexityRoot.AccountUsage.Rate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.Rate(childComplexity), true
+	case "AccountUsage.rateOverride":
+		if e.ComplexityRoot.AccountUsage.RateOverride == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.RateOverride(childComplexity), true
+	case "AccountUsage.refusals":
+		if e.ComplexityRoot.AccountUsage.Refusals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.Refusals(childComplexity), true
+	case "AccountUsage.storageOverride":
+		if e.ComplexityRoot.AccountUsage.StorageOverride == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.StorageOverride(childComplexity), true
+	case "AccountUsage.storageQuota":
+		if e.ComplexityRoot.AccountUsage.StorageQuota == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.StorageQuota(childComplexity), true
+	case "AccountUsage.storedBytes":
+		if e.ComplexityRoot.AccountUsage.StoredBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.StoredBytes(childComplexity), true
 
 	case "ActivityEntry.at":
 		if e.ComplexityRoot.ActivityEntry.At == nil {
@@ -1908,6 +1999,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(string)), true
+	case "Mutation.setAccountQuota":
+		if e.ComplexityRoot.Mutation.SetAccountQuota == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setAccountQuota_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetAccountQuota(childComplexity, args["account"].(string), args["storage"].(*string), args["rate"].(*string)), true
 	case "Mutation.setInspectorAnswer":
 		if e.ComplexityRoot.Mutation.SetInspectorAnswer == nil {
 			break
@@ -2013,6 +2115,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Provider.Name(childComplexity), true
 
+	case "Query.accountsUsage":
+		if e.ComplexityRoot.Query.AccountsUsage == nil {
+			break
+		}
+
+		args, err := ec.field_Query_accountsUsage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AccountsUsage(childComplexity, args["account"].(*string), args["first"].(*int)), true
 	case "Query.delivery":
 		if e.ComplexityRoot.Query.Delivery == nil {
 			break
@@ -2104,6 +2217,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tokens(childComplexity), true
+
+	case "QuotaRefusals.count":
+		if e.ComplexityRoot.QuotaRefusals.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QuotaRefusals.Count(childComplexity), true
+	case "QuotaRefusals.reason":
+		if e.ComplexityRoot.QuotaRefusals.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QuotaRefusals.Reason(childComplexity), true
 
 	case "RequestEdit.body":
 		if e.ComplexityRoot.RequestEdit.Body == nil {
@@ -3139,7 +3265,36 @@ type Account {
   made it. Owners only: FORBIDDEN for a member. first: 50 when absent, at most 200.
   """
   activity(first: Int): [ActivityEntry!]!
+  "What the account stores and receives, with the limits in force (any member may read it)."
+  usage: AccountUsage!
 }
+
+"""
+An account's usage and quota (docs/operations.md, Quotas and usage). Beyond storageQuota its
+Endpoints answer 507 and record nothing; beyond rate, 429 with Retry-After.
+"""
+type AccountUsage {
+  accountId: ID!
+  name: String!
+  "Bytes its Endpoints' deliveries take in the log (headers and bodies as stored)."
+  storedBytes: Int!
+  "The storage quota in bytes; null: unlimited."
+  storageQuota: Int
+  "Deliveries per second across all its Endpoints, as N/UNIT,burst=B (per node); null: unlimited."
+  rate: String
+  "True when the operator set this account's storage quota (false: the relay's --account-storage)."
+  storageOverride: Boolean!
+  "True when the operator set this account's rate (false: the relay's --account-rate)."
+  rateOverride: Boolean!
+  "Deliveries of its Endpoints the log holds (those deleted from the log no longer count)."
+  deliveries: Int!
+  "Deliveries received in the last day that the log holds, counted by the hour (the last 24 to 25 hours)."
+  deliveriesLastDay: Int!
+  "Requests to its Endpoints refused by its quota since this node started, by reason (storage, rate)."
+  refusals: [QuotaRefusals!]!
+}
+
+type QuotaRefusals { reason: String!  count: Int! }
 
 "What a member may do: OWNER also invites, removes and changes the role of members and reads the activity."
 enum MemberRole { OWNER MEMBER }
@@ -3420,6 +3575,12 @@ type Query {
   memberInvite(code: String!): InvitePreview!
   "The signed-in account."
   me: Account
+  """
+  Operator only (the --admin-token): the usage of one account (account given; an unknown one is
+  NOT_FOUND) or of the first accounts by stored bytes, most first (first: 20 when absent, at
+  most 500).
+  """
+  accountsUsage(account: ID, first: Int): [AccountUsage!]!
   "The signed-in account's tokens that are not revoked (expired ones included), oldest first."
   tokens: [Token!]!
   "Who may sign up here: OPEN (anyone), INVITE (with createInvite's code), CLOSED (the operator: relay accounts create)."
@@ -3500,6 +3661,13 @@ type Mutation {
   changeMemberRole(id: ID!, role: MemberRole!): Member!
   "Operator only (the --admin-token): creates an account even when sign-up is closed."
   createAccount(name: String!): SignUpPayload!
+  """
+  Operator only (the --admin-token): overrides an account's quota. storage: a size such as
+  "5GiB", "off" (unlimited) or "default" (the relay's --account-storage); rate: "100/s",
+  "6000/min,burst=200", "off" or "default" (--account-rate). An absent argument keeps the
+  current value. A malformed value is INVALID_INPUT; an unknown account NOT_FOUND.
+  """
+  setAccountQuota(account: ID!, storage: String, rate: String): AccountUsage!
   """
   A new token of the signed-in account. name: 1 to 100 characters. expiresIn: a lifetime
   such as "30d", "12h" or "90m" (1m to 3650d); absent: never expires.
@@ -3652,8 +3820,36 @@ func (ec *executionContext) childFields_Account(ctx context.Context, field graph
 		return ec.fieldContext_Account_members(ctx, field)
 	case "activity":
 		return ec.fieldContext_Account_activity(ctx, field)
+	case "usage":
+		return ec.fieldContext_Account_usage(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Account", field.Name)
+}
+
+func (ec *executionContext) childFields_AccountUsage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "accountId":
+		return ec.fieldContext_AccountUsage_accountId(ctx, field)
+	case "name":
+		return ec.fieldContext_AccountUsage_name(ctx, field)
+	case "storedBytes":
+		return ec.fieldContext_AccountUsage_storedBytes(ctx, field)
+	case "storageQuota":
+		return ec.fieldContext_AccountUsage_storageQuota(ctx, field)
+	case "rate":
+		return ec.fieldContext_AccountUsage_rate(ctx, field)
+	case "storageOverride":
+		return ec.fieldContext_AccountUsage_storageOverride(ctx, field)
+	case "rateOverride":
+		return ec.fieldContext_AccountUsage_rateOverride(ctx, field)
+	case "deliveries":
+		return ec.fieldContext_AccountUsage_deliveries(ctx, field)
+	case "deliveriesLastDay":
+		return ec.fieldContext_AccountUsage_deliveriesLastDay(ctx, field)
+	case "refusals":
+		return ec.fieldContext_AccountUsage_refusals(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AccountUsage", field.Name)
 }
 
 func (ec *executionContext) childFields_ActivityEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4200,6 +4396,16 @@ func (ec *executionContext) childFields_Provider(ctx context.Context, field grap
 		return ec.fieldContext_Provider_deliveryId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Provider", field.Name)
+}
+
+func (ec *executionContext) childFields_QuotaRefusals(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "reason":
+		return ec.fieldContext_QuotaRefusals_reason(ctx, field)
+	case "count":
+		return ec.fieldContext_QuotaRefusals_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QuotaRefusals", field.Name)
 }
 
 func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4918,6 +5124,36 @@ func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setAccountQuota_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "account",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["account"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "storage",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["storage"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "rate",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["rate"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setInspectorAnswer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5085,6 +5321,28 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_accountsUsage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "account",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["account"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
 	return args, nil
 }
 
@@ -5454,6 +5712,277 @@ func (ec *executionContext) fieldContext_Account_activity(ctx context.Context, f
 	if fc.Args, err = ec.field_Account_activity_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Account_usage(ctx context.Context, field graphql.CollectedField, obj *model.Account) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Account_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Account().Usage(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AccountUsage) graphql.Marshaler {
+			return ec.marshalNAccountUsage2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Account_usage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Account",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountUsage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AccountUsage_accountId(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_accountId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AccountID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_accountId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_name(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_storedBytes(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_storedBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StoredBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_storedBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_storageQuota(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_storageQuota(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StorageQuota, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_storageQuota(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_rate(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_rate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_rate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_storageOverride(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_storageOverride(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StorageOverride, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_storageOverride(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_rateOverride(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_rateOverride(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RateOverride, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_rateOverride(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_deliveries(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_deliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deliveries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_deliveries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_deliveriesLastDay(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_deliveriesLastDay(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveriesLastDay, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_deliveriesLastDay(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_refusals(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_refusals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Refusals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.QuotaRefusals) graphql.Marshaler {
+			return ec.marshalNQuotaRefusals2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQuotaRefusalsᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_refusals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AccountUsage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QuotaRefusals(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -10484,6 +11013,50 @@ func (ec *executionContext) fieldContext_Mutation_createAccount(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setAccountQuota(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setAccountQuota(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetAccountQuota(ctx, fc.Args["account"].(string), fc.Args["storage"].(*string), fc.Args["rate"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AccountUsage) graphql.Marshaler {
+			return ec.marshalNAccountUsage2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setAccountQuota(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountUsage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setAccountQuota_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11335,6 +11908,50 @@ func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graph
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_accountsUsage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_accountsUsage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AccountsUsage(ctx, fc.Args["account"].(*string), fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AccountUsage) graphql.Marshaler {
+			return ec.marshalNAccountUsage2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_accountsUsage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountUsage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_accountsUsage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_tokens(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11672,6 +12289,52 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _QuotaRefusals_reason(ctx context.Context, field graphql.CollectedField, obj *model.QuotaRefusals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QuotaRefusals_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QuotaRefusals_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QuotaRefusals", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _QuotaRefusals_count(ctx context.Context, field graphql.CollectedField, obj *model.QuotaRefusals) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QuotaRefusals_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QuotaRefusals_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QuotaRefusals", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _RequestEdit_method(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
@@ -14890,6 +15553,120 @@ func (ec *executionContext) _Account(ctx context.Context, sel ast.SelectionSet, 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "usage":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Account_usage(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var accountUsageImplementors = []string{"AccountUsage"}
+
+func (ec *executionContext) _AccountUsage(ctx context.Context, sel ast.SelectionSet, obj *model.AccountUsage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, accountUsageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AccountUsage")
+		case "accountId":
+			out.Values[i] = ec._AccountUsage_accountId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._AccountUsage_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "storedBytes":
+			out.Values[i] = ec._AccountUsage_storedBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "storageQuota":
+			out.Values[i] = ec._AccountUsage_storageQuota(ctx, field, obj)
+		case "rate":
+			out.Values[i] = ec._AccountUsage_rate(ctx, field, obj)
+		case "storageOverride":
+			out.Values[i] = ec._AccountUsage_storageOverride(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rateOverride":
+			out.Values[i] = ec._AccountUsage_rateOverride(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveries":
+			out.Values[i] = ec._AccountUsage_deliveries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveriesLastDay":
+			out.Values[i] = ec._AccountUsage_deliveriesLastDay(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "refusals":
+			out.Values[i] = ec._AccountUsage_refusals(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -17017,6 +17794,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setAccountQuota":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setAccountQuota(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createToken":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createToken(ctx, field)
@@ -17301,6 +18085,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "accountsUsage":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_accountsUsage(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "tokens":
 			field := field
 
@@ -17457,6 +18263,50 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___schema(ctx, field)
 			})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var quotaRefusalsImplementors = []string{"QuotaRefusals"}
+
+func (ec *executionContext) _QuotaRefusals(ctx context.Context, sel ast.SelectionSet, obj *model.QuotaRefusals) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, quotaRefusalsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QuotaRefusals")
+		case "reason":
+			out.Values[i] = ec._QuotaRefusals_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._QuotaRefusals_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18403,6 +19253,36 @@ func (ec *executionContext) marshalNAccount2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 	return ec._Account(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAccountUsage2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsage(ctx context.Context, sel ast.SelectionSet, v model.AccountUsage) graphql.Marshaler {
+	return ec._AccountUsage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAccountUsage2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AccountUsage) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAccountUsage2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAccountUsage2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAccountUsage(ctx context.Context, sel ast.SelectionSet, v *model.AccountUsage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AccountUsage(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNActivityEntry2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐActivityEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ActivityEntry) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -19145,6 +20025,32 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 	return ec._PageInfo(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNQuotaRefusals2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQuotaRefusalsᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.QuotaRefusals) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNQuotaRefusals2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQuotaRefusals(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNQuotaRefusals2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQuotaRefusals(ctx context.Context, sel ast.SelectionSet, v *model.QuotaRefusals) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._QuotaRefusals(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRetention2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRetention(ctx context.Context, sel ast.SelectionSet, v *model.Retention) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -19694,6 +20600,24 @@ func (ec *executionContext) unmarshalOHeaderInput2ᚕᚖgithubᚗcomᚋrelayhq�
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalID(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.SelectionSet, v *string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalID(*v)
+	return res
 }
 
 func (ec *executionContext) marshalOInspector2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐInspector(ctx context.Context, sel ast.SelectionSet, v *model.Inspector) graphql.Marshaler {

@@ -23,6 +23,31 @@ type Account struct {
 	// Changes to the account's members, roles, invites and tokens, newest first, each naming who
 	// made it. Owners only: FORBIDDEN for a member. first: 50 when absent, at most 200.
 	Activity []*ActivityEntry `json:"activity"`
+	// What the account stores and receives, with the limits in force (any member may read it).
+	Usage *AccountUsage `json:"usage"`
+}
+
+// An account's usage and quota (docs/operations.md, Quotas and usage). Beyond storageQuota its
+// Endpoints answer 507 and record nothing; beyond rate, 429 with Retry-After.
+type AccountUsage struct {
+	AccountID string `json:"accountId"`
+	Name      string `json:"name"`
+	// Bytes its Endpoints' deliveries take in the log (headers and bodies as stored).
+	StoredBytes int `json:"storedBytes"`
+	// The storage quota in bytes; null: unlimited.
+	StorageQuota *int `json:"storageQuota,omitempty"`
+	// Deliveries per second across all its Endpoints, as N/UNIT,burst=B (per node); null: unlimited.
+	Rate *string `json:"rate,omitempty"`
+	// True when the operator set this account's storage quota (false: the relay's --account-storage).
+	StorageOverride bool `json:"storageOverride"`
+	// True when the operator set this account's rate (false: the relay's --account-rate).
+	RateOverride bool `json:"rateOverride"`
+	// Deliveries of its Endpoints the log holds (those deleted from the log no longer count).
+	Deliveries int `json:"deliveries"`
+	// Deliveries received in the last day that the log holds, counted by the hour (the last 24 to 25 hours).
+	DeliveriesLastDay int `json:"deliveriesLastDay"`
+	// Requests to its Endpoints refused by its quota since this node started, by reason (storage, rate).
+	Refusals []*QuotaRefusals `json:"refusals"`
 }
 
 // One change to an account, and who made it.
@@ -597,6 +622,11 @@ type Provider struct {
 }
 
 type Query struct {
+}
+
+type QuotaRefusals struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
 }
 
 // What an edited retry changed in the recorded request. The recorded request itself is never changed.

@@ -64,6 +64,8 @@ export const JOIN_ACCOUNT = `mutation JoinAccount($code: String!, $login: String
 
 export const TEAM = `query { me { id member { ${MEMBER_FIELDS} } members { ${MEMBER_FIELDS} } } }`;
 
+export const USAGE = `query { me { id usage { storedBytes storageQuota rate deliveries deliveriesLastDay refusals { reason count } } } }`;
+
 export const ACTIVITY = `query { me { id activity(first: 50) { at type by subject detail text } } }`;
 
 export const CREATE_MEMBER_INVITE = `mutation CreateMemberInvite($role: MemberRole) {

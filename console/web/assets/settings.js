@@ -8,6 +8,7 @@ import { notice, runBusy, submitWith, codeLine } from './ui.js';
 import { formatFullTime } from './format.js';
 import { signInForm, passwordSignInForm } from './home.js';
 import { teamSection } from './team.js';
+import { usageSection } from './usage.js';
 
 const ENDED = 'Your session ended: it was signed out elsewhere, expired or revoked, or your access was removed. Sign in again.';
 
@@ -20,15 +21,20 @@ export function settingsPage(root, { navigate }) {
   const cleanups = [];
   const section = h('section', { class: 'card', 'aria-labelledby': 'tokens-title' });
   const teamBox = h('div');
+  const usageBox = h('div');
   let team = null;
-  replace(root, h('div', { class: 'stack' }, teamBox, section));
+  let usage = null;
+  replace(root, h('div', { class: 'stack' }, teamBox, usageBox, section));
   render();
   const off = onSessionChange(() => { if (!disposed) render(); });
 
   function render() {
     if (team) team.dispose();
+    if (usage) usage.dispose();
     team = null;
+    usage = null;
     replace(teamBox);
+    replace(usageBox);
     if (!currentAccount()) {
       replace(section, h('h1', { id: 'tokens-title' }, 'Settings'),
         sessionEnded() ? notice('info', ENDED) : null,
@@ -37,6 +43,8 @@ export function settingsPage(root, { navigate }) {
     }
     team = teamSection();
     replace(teamBox, team.element);
+    usage = usageSection();
+    replace(usageBox, usage.element);
     const list = h('div', { 'data-testid': 'tokens' }, h('p', { class: 'muted' }, 'Loading tokens…'));
     const revealed = h('div', { 'data-testid': 'token-reveal' });
     replace(section,
@@ -140,6 +148,7 @@ export function settingsPage(root, { navigate }) {
       disposed = true;
       off();
       if (team) team.dispose();
+      if (usage) usage.dispose();
       for (const fn of cleanups) fn();
     },
   };

@@ -1,0 +1,174 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/conflict"
+	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// MaxAccountStorage bounds a storage quota one can set: far above any
+// disk, low enough that sums of quotas never overflow an int64.
+const MaxAccountStorage = 1 << 50 // 1 PiB
+
+// UsageWindow is the recent window an account's usage counts deliveries in.
+const UsageWindow = 24 * time.Hour
+
+// QuotaDefaults are the relay's limits for accounts without an override
+// (relay serve --account-storage, --account-rate); zero values: unlimited.
+type QuotaDefaults struct {
+	Storage int64
+	Rate    ratelimit.Rate
+}
+
+// ParseStorageQuota reads a storage quota as the operator writes it: a
+// size ("5GiB", "500MB"), "off" or "0" for unlimited, "default" for the
+// relay's --account-storage. It returns AccountQuotaSet.StorageBytes.
+func ParseStorageQuota(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "default":
+		return domain.QuotaDefault, nil
+	case "off", "0", "unlimited":
+		return 0, nil
+	}
+	bad := &domain.InvalidInputError{Field: "storage", Reason: fmt.Sprintf(
+		"%q is not a size: want e.g. 5GiB or 500MB (at most 1PiB), off for unlimited, or default", s)}
+	if strings.HasPrefix(s, "-") {
+		return 0, bad
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > MaxAccountStorage {
+		return 0, bad
+	}
+	return int64(n), nil
+}
+
+// ParseRateQuota reads a rate quota: "N/UNIT[,burst=B]" ("100/s"), "off"
+// for unlimited, "default" for the relay's --account-rate. It returns
+// AccountQuotaSet.Rate in the rate's canonical form.
+func ParseRateQuota(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "default":
+		return "", nil
+	case "off":
+		return "off", nil
+	}
+	r, err := ratelimit.Parse(s)
+	if err != nil {
+		return "", &domain.InvalidInputError{Field: "rate", Reason: err.Error() + ", or default"}
+	}
+	return r.String(), nil
+}
+
+// EffectiveQuota is the storage quota (0: unlimited) and the rate an
+// account's override gives with the relay's defaults. An override rate
+// that no longer parses (it was checked when set) falls back to the default.
+func EffectiveQuota(d QuotaDefaults, storageOverride int64, rateOverride string) (int64, ratelimit.Rate) {
+	storage := d.Storage
+	if storageOverride != domain.QuotaDefault {
+		storage = storageOverride
+	}
+	r := d.Rate
+	if rateOverride != "" {
+		if v, err := ratelimit.Parse(rateOverride); err == nil {
+			r = v
+		}
+	}
+	return storage, r
+}
+
+// Usage is an account's usage with the limits in force.
+type Usage struct {
+	readmodel.AccountUsage
+	Storage int64 // bytes; 0: unlimited
+	Rate    ratelimit.Rate
+}
+
+// QuotaViews is what the quota commands read of the views.
+type QuotaViews interface {
+	AccountUsage(ctx context.Context, id string, since time.Time) (readmodel.AccountUsage, error)
+}
+
+// SetAccountQuota records the operator's override of an account's quota
+// (the caller checked the admin token). storage and rate are as the
+// operator wrote them (see ParseStorageQuota, ParseRateQuota); nil keeps
+// the current value. An unknown account is domain.ErrNotFound.
+func (s *Service) SetAccountQuota(ctx context.Context, accountID string, storage, rate *string) error {
+	var (
+		bytes    int64
+		rateText string
+		err      error
+	)
+	if storage != nil {
+		if bytes, err = ParseStorageQuota(*storage); err != nil {
+			return err
+		}
+	}
+	if rate != nil {
+		if rateText, err = ParseRateQuota(*rate); err != nil {
+			return err
+		}
+	}
+	return conflict.Retry(ctx, conflictTries, func(int) error {
+		a, err := s.loadAccount(ctx, accountID)
+		if err != nil {
+			return err
+		}
+		if a.ID() == "" {
+			return domain.ErrNotFound
+		}
+		cur, ok := a.Quota()
+		if !ok {
+			cur = domain.AccountQuotaSet{StorageBytes: domain.QuotaDefault}
+		}
+		st, rt := cur.StorageBytes, cur.Rate
+		if storage != nil {
+			st = bytes
+		}
+		if rate != nil {
+			rt = rateText
+		}
+		if err := a.SetQuota(st, rt); err != nil {
+			return err
+		}
+		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
+		return err
+	})
+}
+
+// AccountUsage reads an account's usage with its limits in force.
+func (s *Service) AccountUsage(ctx context.Context, views QuotaViews, accountID string) (Usage, error) {
+	u, err := views.AccountUsage(ctx, accountID, s.now().Add(-UsageWindow))
+	if err != nil {
+		return Usage{}, err
+	}
+	storage, r := EffectiveQuota(s.cfg.Quotas, u.StorageQuota, u.RateQuota)
+	return Usage{AccountUsage: u, Storage: storage, Rate: r}, nil
+}
+
+// checkEndpointCap refuses a new Endpoint to an account that has
+// cfg.MaxEndpoints already. It reads the views: Endpoints created at the
+// same moment may pass it by their number.
+func (s *Service) checkEndpointCap(ctx context.Context, accountID string) error {
+	if s.cfg.MaxEndpoints <= 0 {
+		return nil
+	}
+	n, err := s.views.CountEndpoints(ctx, accountID)
+	if err != nil {
+		return fmt.Errorf("count endpoints of account %s: %w", accountID, err)
+	}
+	if n >= s.cfg.MaxEndpoints {
+		return &domain.InvalidInputError{Field: "endpoints", Reason: fmt.Sprintf(
+			"this account has %d Endpoints, the most this relay allows (relay serve --account-endpoints); delete one first", n)}
+	}
+	return nil
+}

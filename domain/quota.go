@@ -1,0 +1,29 @@
+package domain
+
+// Quota invariants (the operator's override of an account's limits):
+//  1. StorageBytes is -1 (the relay's default), 0 (unlimited) or positive.
+//  2. Only an existing account has a quota.
+//  3. Setting the quota it already has raises nothing.
+
+// QuotaDefault in AccountQuotaSet.StorageBytes means the relay's default.
+const QuotaDefault = -1
+
+// SetQuota records the operator's override of the account's quota.
+// storage follows AccountQuotaSet.StorageBytes; rate is already checked
+// by the caller (its format belongs to the rate limiter, not the domain).
+func (a *Account) SetQuota(storage int64, rate string) error {
+	if a.id == "" {
+		return ErrNotFound
+	}
+	if storage < QuotaDefault {
+		return &InvalidInputError{Field: "storage", Reason: "must be a size such as 5GiB, 0 or off for unlimited, or default"}
+	}
+	if a.quotaSet && a.quota.StorageBytes == storage && a.quota.Rate == rate {
+		return nil
+	}
+	a.raise(AccountQuotaSet{AccountID: a.id, StorageBytes: storage, Rate: rate})
+	return nil
+}
+
+// Quota is the account's override; ok is false when none was ever set.
+func (a *Account) Quota() (q AccountQuotaSet, ok bool) { return a.quota, a.quotaSet }

@@ -1,0 +1,115 @@
+package graph
+
+import (
+	"context"
+	"sort"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// Bounds of accountsUsage's list: 20 when first is absent, at most
+// maxUsageFirst (each row is a point read of the accounts view).
+const (
+	defaultUsageFirst = 20
+	maxUsageFirst     = 500
+)
+
+// QuotaViews is what the quota resolvers read of the views.
+type QuotaViews interface {
+	commands.QuotaViews
+	TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsage, readmodel.AccountUsage, error)
+}
+
+func (r *Resolver) usageOf(ctx context.Context, accountID string) (*model.AccountUsage, error) {
+	u, err := r.Service.AccountUsage(ctx, r.Quotas, accountID)
+	if err != nil {
+		return nil, err
+	}
+	return r.usageModel(u), nil
+}
+
+func (r *Resolver) usageModel(u commands.Usage) *model.AccountUsage {
+	m := &model.AccountUsage{
+		AccountID: u.AccountID, Name: u.Name, StoredBytes: int(u.StoredBytes),
+		StorageOverride: u.StorageQuota != domain.QuotaDefault, RateOverride: u.RateQuota != "",
+		Deliveries: int(u.Deliveries), DeliveriesLastDay: int(u.DeliveriesWindow),
+		Refusals: []*model.QuotaRefusals{},
+	}
+	if u.Storage > 0 {
+		n := int(u.Storage)
+		m.StorageQuota = &n
+	}
+	if !u.Rate.Off() {
+		s := u.Rate.String()
+		m.Rate = &s
+	}
+	if r.QuotaRefusals != nil {
+		counts := r.QuotaRefusals(u.AccountID)
+		reasons := make([]string, 0, len(counts))
+		for reason := range counts {
+			reasons = append(reasons, reason)
+		}
+		sort.Strings(reasons)
+		for _, reason := range reasons {
+			m.Refusals = append(m.Refusals, &model.QuotaRefusals{Reason: reason, Count: int(counts[reason])})
+		}
+	}
+	return m
+}
+
+func (r *accountResolver) accountUsage(ctx context.Context, obj *model.Account) (*model.AccountUsage, error) {
+	acc, err := r.account(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if acc.ID != obj.ID {
+		return nil, domain.ErrNotFound
+	}
+	return r.usageOf(ctx, obj.ID)
+}
+
+func (r *mutationResolver) setAccountQuota(ctx context.Context, account string, storage, rate *string) (*model.AccountUsage, error) {
+	if !r.isAdmin(ctx) {
+		return nil, domain.ErrUnauthenticated
+	}
+	if err := r.Service.SetAccountQuota(ctx, account, storage, rate); err != nil {
+		return nil, err
+	}
+	return r.usageOf(ctx, account)
+}
+
+func (r *queryResolver) accountsUsage(ctx context.Context, account *string, first *int) ([]*model.AccountUsage, error) {
+	if !r.isAdmin(ctx) {
+		return nil, domain.ErrUnauthenticated
+	}
+	if account != nil {
+		u, err := r.usageOf(ctx, *account)
+		if err != nil {
+			return nil, err
+		}
+		return []*model.AccountUsage{u}, nil
+	}
+	n := defaultUsageFirst
+	if first != nil {
+		if *first < 1 || *first > maxUsageFirst {
+			return nil, &domain.InvalidInputError{Field: "first", Reason: "must be 1 to 500"}
+		}
+		n = *first
+	}
+	top, _, err := r.Quotas.TopUsage(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.AccountUsage, 0, len(top))
+	for _, row := range top {
+		u, err := r.usageOf(ctx, row.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
