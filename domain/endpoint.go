@@ -105,7 +105,7 @@ type Endpoint struct {
 	deleted   bool
 	// retainedTo is the cutoff of the latest retention decision.
 	retainedTo time.Time
-	smeeKey   string // SHA-256 of the smee stream key, hex; "" for none
+	smeeKey    string // SHA-256 of the smee stream key, hex; "" for none
 }
 
 // NewEndpoint creates an Endpoint for an account; by is the member who

@@ -185,7 +185,7 @@ type Endpoint struct {
 	// RetainedTo the cutoff of its latest retention decision (zero: none).
 	Retention  time.Duration
 	RetainedTo time.Time
-	SmeeKey         bool // a smee stream key is issued (docs/smee.md)
+	SmeeKey    bool // a smee stream key is issued (docs/smee.md)
 }
 
 // Account is the read model of an account.

@@ -509,7 +509,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
 			Retention: c.retentionLimits(),
-			Quotas: commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}, MaxEndpoints: c.AccountEndpoints},
+			Quotas:    commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}, MaxEndpoints: c.AccountEndpoints},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
