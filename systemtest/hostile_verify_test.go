@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,15 +115,23 @@ func runMeasured(t *testing.T, args ...string) (string, int, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, harness.Binary(t), args...)
+	// Through peakrss: the child's own ru_maxrss would count this test
+	// process's memory too (see systemtest/harness/peakrss).
+	report := filepath.Join(t.TempDir(), "peak")
+	cmd := exec.CommandContext(ctx, harness.BinaryOf(t, "./systemtest/harness/peakrss"), append([]string{harness.Binary(t)}, args...)...)
+	cmd.Env = append(os.Environ(), "PEAKRSS_OUT="+report)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("run relay %v: %v", args, err)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Fatal("no resource usage for the child")
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("relay %v: no peak measured (%v): %s", args, err, out)
 	}
-	return string(out), cmd.ProcessState.ExitCode(), ru.Maxrss
+	peak, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), cmd.ProcessState.ExitCode(), peak
 }
