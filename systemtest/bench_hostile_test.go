@@ -155,14 +155,22 @@ const legitDeadline = 2 * time.Second
 // whether earlier ones have been answered or not (an attack that stalls the
 // relay shows as failures, not as fewer requests), until ctx ends.
 func legitimateClient(ctx context.Context, r *harness.Relay, inspector string) *legitResult {
+	return steadyTenant(ctx, r, "inspector", inspector, "", jsonBody)
+}
+
+// steadyTenant is a tenant's ordinary traffic: four workers each send a
+// delivery to the address (an "inspector" or an "endpoint" of that id,
+// answered 204) and read its history page through the API (with token,
+// when not empty) ten times a second, on schedule, until ctx ends.
+func steadyTenant(ctx context.Context, r *harness.Relay, kind, address, token string, body []byte) *legitResult {
 	const workers = 4
 	res := &legitResult{}
 	client := clientFrom("127.0.0.1", workers)
 	client.Timeout = legitDeadline
 	defer client.CloseIdleConnections()
 	query, _ := json.Marshal(map[string]any{
-		"query":     `query($id: ID!){ inspector(id: $id){ deliveries(first: 5){ nodes{ id method path } } } }`,
-		"variables": map[string]any{"id": inspector},
+		"query":     `query($id: ID!){ ` + kind + `(id: $id){ deliveries(first: 5){ nodes{ id method path } } } }`,
+		"variables": map[string]any{"id": address},
 	})
 	base := "http://127.0.0.1:" + strconv.Itoa(r.Port)
 	send := func(req *http.Request, want int) {
@@ -186,8 +194,8 @@ func legitimateClient(ctx context.Context, r *harness.Relay, inspector string) *
 				wg.Add(2)
 				go func() {
 					defer wg.Done()
-					req, _ := http.NewRequest(http.MethodPost, base+"/hook?w="+strconv.Itoa(w), bytes.NewReader(jsonBody))
-					req.Host = r.AddressHost(inspector)
+					req, _ := http.NewRequest(http.MethodPost, base+"/hook?w="+strconv.Itoa(w), bytes.NewReader(body))
+					req.Host = r.AddressHost(address)
 					req.Header.Set("Content-Type", "application/json")
 					send(req, http.StatusNoContent)
 				}()
@@ -196,6 +204,9 @@ func legitimateClient(ctx context.Context, r *harness.Relay, inspector string) *
 					req, _ := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(query))
 					req.Host = "localhost:" + strconv.Itoa(r.Port)
 					req.Header.Set("Content-Type", "application/json")
+					if token != "" {
+						req.Header.Set("Authorization", "Bearer "+token)
+					}
 					send(req, http.StatusOK)
 				}()
 			}

@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,57 +110,8 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	}
 }
 
-// quietTenant sends, from 127.0.0.1, a delivery to its Endpoint and a
-// query of its history ten times a second per worker, on schedule, until
-// ctx ends.
+// quietTenant is the quiet account's ordinary traffic: deliveries to its
+// Endpoint and reads of its history (steadyTenant).
 func quietTenant(ctx context.Context, r *harness.Relay, endpoint, token string) *legitResult {
-	const workers = 4
-	res := &legitResult{}
-	client := clientFrom("127.0.0.1", workers)
-	client.Timeout = legitDeadline
-	defer client.CloseIdleConnections()
-	query, _ := json.Marshal(map[string]any{
-		"query":     `query($id: ID!){ endpoint(id: $id){ deliveries(first: 5){ nodes{ id method path } } } }`,
-		"variables": map[string]any{"id": endpoint},
-	})
-	base := "http://127.0.0.1:" + strconv.Itoa(r.Port)
-	send := func(req *http.Request, want int) {
-		t0 := time.Now()
-		err := expectStatus(client.Do(req))(want)
-		res.add(time.Since(t0), err)
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				wg.Add(2)
-				go func() {
-					defer wg.Done()
-					req, _ := http.NewRequest(http.MethodPost, base+"/hook?w="+strconv.Itoa(w), strings.NewReader(`{"event":"quiet"}`))
-					req.Host = r.AddressHost(endpoint)
-					req.Header.Set("Content-Type", "application/json")
-					send(req, http.StatusNoContent)
-				}()
-				go func() {
-					defer wg.Done()
-					req, _ := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(query))
-					req.Host = "localhost:" + strconv.Itoa(r.Port)
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Authorization", "Bearer "+token)
-					send(req, http.StatusOK)
-				}()
-			}
-		}()
-	}
-	wg.Wait()
-	return res
+	return steadyTenant(ctx, r, "endpoint", endpoint, token, []byte(`{"event":"quiet"}`))
 }
