@@ -84,7 +84,9 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case respondedRow:
 		// fresh: the outcome is new to the attempts table, not one applied
 		// again (see attemptOutcomeConflict), so its time is counted once.
-		fresh, err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+		// Not :=, which would shadow the err this case's update returns in.
+		var fresh bool
+		fresh, err = w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
 			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
 		if err != nil {
 			return 0, true, err
