@@ -26,6 +26,8 @@ import (
 //     a delivery the account's --account-rate already admitted, and
 //     refusing it would fail that delivery.
 //
+// A subscription is charged once, when it starts.
+//
 // An operation that costs more than the whole burst is charged a full
 // bucket: it passes when the bucket is full, so a burst below
 // --max-query-cost slows such operations down rather than refusing them
@@ -44,10 +46,7 @@ func (r *Resolver) chargeAPICost(ctx context.Context, op *ast.OperationDefinitio
 	if r.isAdmin(ctx) || onlyAgentAnswers(op) {
 		return nil
 	}
-	key, budget, err := r.apiCostBudget(ctx)
-	if err != nil {
-		return err
-	}
+	key, budget := r.apiCostBudget(ctx)
 	if budget.Off() {
 		return nil
 	}
@@ -65,7 +64,7 @@ func (r *Resolver) chargeAPICost(ctx context.Context, op *ast.OperationDefinitio
 
 // apiCostBudget is the bucket key and budget of the request's caller: its
 // account's, else its client address's (see maxAPICostKeys).
-func (r *Resolver) apiCostBudget(ctx context.Context) (string, ratelimit.Rate, error) {
+func (r *Resolver) apiCostBudget(ctx context.Context) (string, ratelimit.Rate) {
 	var acc string
 	if a, ok := ctx.Value(accountKey).(readmodel.Account); ok { // a socket's, authenticated once
 		acc = a.ID
@@ -78,16 +77,19 @@ func (r *Resolver) apiCostBudget(ctx context.Context) (string, ratelimit.Rate, e
 	}
 	if acc == "" {
 		client, _ := ctx.Value(clientKey).(string)
-		return "client:" + client, r.APICost, nil
+		return "client:" + client, r.APICost
 	}
 	if r.Quotas == nil {
-		return "account:" + acc, r.APICost, nil
+		return "account:" + acc, r.APICost
 	}
 	u, err := r.Quotas.AccountQuota(ctx, acc)
 	if err != nil {
-		return "", ratelimit.Rate{}, fmt.Errorf("read the API cost budget of account %s: %w", acc, err)
+		// The operation is not refused for its budget's read: it meets
+		// the views' trouble itself if it reads them.
+		r.Logger.DebugContext(ctx, "read the API cost budget of an account; charging the default", "account", acc, "error", err)
+		return "account:" + acc, r.APICost
 	}
-	return "account:" + acc, commands.EffectiveAPICost(commands.QuotaDefaults{APICost: r.APICost}, u.APICostQuota), nil
+	return "account:" + acc, commands.EffectiveAPICost(commands.QuotaDefaults{APICost: r.APICost}, u.APICostQuota)
 }
 
 // onlyAgentAnswers reports whether op is a mutation of completeForward
