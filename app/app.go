@@ -275,6 +275,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
 		Anonymous: anonymous, SignInRate: cfg.SignInRate, NoSignInLimit: cfg.NoSignInLimit, ConsoleURL: cfg.ConsoleURL,
 		Quotas: a.views.Accounts, QuotaRefusals: func(id string) map[string]int64 { return in.QuotaRefusals(id) },
+		APICost: cfg.Commands.Quotas.APICost,
 	}
 	gql := graph.NewHandler(resolver, api)
 

@@ -22,10 +22,14 @@ const MaxAccountStorage = 1 << 50 // 1 PiB
 const UsageWindow = 24 * time.Hour
 
 // QuotaDefaults are the relay's limits for accounts without an override
-// (relay serve --account-storage, --account-rate); zero values: unlimited.
+// (relay serve --account-storage, --account-rate, --account-api-cost);
+// zero values: unlimited.
 type QuotaDefaults struct {
 	Storage int64
 	Rate    ratelimit.Rate
+	// APICost is the GraphQL cost points an account's operations may
+	// spend (the cost --max-query-cost bounds per operation).
+	APICost ratelimit.Rate
 }
 
 // ParseStorageQuota reads a storage quota as the operator writes it: a
@@ -55,6 +59,17 @@ func ParseStorageQuota(s string) (int64, error) {
 // for unlimited, "default" for the relay's --account-rate. It returns
 // AccountQuotaSet.Rate in the rate's canonical form.
 func ParseRateQuota(s string) (string, error) {
+	return parseRateQuota("rate", s)
+}
+
+// ParseAPICostQuota reads an API cost quota like ParseRateQuota (N is
+// cost points, "default" the relay's --account-api-cost). It returns
+// AccountQuotaSet.APICost.
+func ParseAPICostQuota(s string) (string, error) {
+	return parseRateQuota("api_cost", s)
+}
+
+func parseRateQuota(field, s string) (string, error) {
 	s = strings.TrimSpace(s)
 	switch s {
 	case "default":
@@ -64,7 +79,7 @@ func ParseRateQuota(s string) (string, error) {
 	}
 	r, err := ratelimit.Parse(s)
 	if err != nil {
-		return "", &domain.InvalidInputError{Field: "rate", Reason: err.Error() + ", or default"}
+		return "", &domain.InvalidInputError{Field: field, Reason: err.Error() + ", or default"}
 	}
 	return r.String(), nil
 }
@@ -77,13 +92,22 @@ func EffectiveQuota(d QuotaDefaults, storageOverride int64, rateOverride string)
 	if storageOverride != domain.QuotaDefault {
 		storage = storageOverride
 	}
-	r := d.Rate
-	if rateOverride != "" {
-		if v, err := ratelimit.Parse(rateOverride); err == nil {
-			r = v
+	return storage, overrideRate(d.Rate, rateOverride)
+}
+
+// EffectiveAPICost is the API cost budget an account's override gives
+// with the relay's default (Off: unlimited), read like EffectiveQuota's rate.
+func EffectiveAPICost(d QuotaDefaults, override string) ratelimit.Rate {
+	return overrideRate(d.APICost, override)
+}
+
+func overrideRate(def ratelimit.Rate, override string) ratelimit.Rate {
+	if override != "" {
+		if v, err := ratelimit.Parse(override); err == nil {
+			return v
 		}
 	}
-	return storage, r
+	return def
 }
 
 // Usage is an account's usage with the limits in force.
@@ -91,6 +115,7 @@ type Usage struct {
 	readmodel.AccountUsage
 	Storage int64 // bytes; 0: unlimited
 	Rate    ratelimit.Rate
+	APICost ratelimit.Rate
 }
 
 // QuotaViews is what the quota commands read of the views.
@@ -100,13 +125,14 @@ type QuotaViews interface {
 
 // SetAccountQuota records the operator's override of an account's quota
 // (the caller checked the admin token). storage and rate are as the
-// operator wrote them (see ParseStorageQuota, ParseRateQuota); nil keeps
-// the current value. An unknown account is domain.ErrNotFound.
-func (s *Service) SetAccountQuota(ctx context.Context, accountID string, storage, rate *string) error {
+// operator wrote them (see ParseStorageQuota, ParseRateQuota,
+// ParseAPICostQuota); nil keeps the current value. An unknown account is
+// domain.ErrNotFound.
+func (s *Service) SetAccountQuota(ctx context.Context, accountID string, storage, rate, apiCost *string) error {
 	var (
-		bytes    int64
-		rateText string
-		err      error
+		bytes              int64
+		rateText, costText string
+		err                error
 	)
 	if storage != nil {
 		if bytes, err = ParseStorageQuota(*storage); err != nil {
@@ -115,6 +141,11 @@ func (s *Service) SetAccountQuota(ctx context.Context, accountID string, storage
 	}
 	if rate != nil {
 		if rateText, err = ParseRateQuota(*rate); err != nil {
+			return err
+		}
+	}
+	if apiCost != nil {
+		if costText, err = ParseAPICostQuota(*apiCost); err != nil {
 			return err
 		}
 	}
@@ -130,14 +161,17 @@ func (s *Service) SetAccountQuota(ctx context.Context, accountID string, storage
 		if !ok {
 			cur = domain.AccountQuotaSet{StorageBytes: domain.QuotaDefault}
 		}
-		st, rt := cur.StorageBytes, cur.Rate
+		st, rt, ct := cur.StorageBytes, cur.Rate, cur.APICost
 		if storage != nil {
 			st = bytes
 		}
 		if rate != nil {
 			rt = rateText
 		}
-		if err := a.SetQuota(st, rt); err != nil {
+		if apiCost != nil {
+			ct = costText
+		}
+		if err := a.SetQuota(st, rt, ct); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
@@ -152,7 +186,7 @@ func (s *Service) AccountUsage(ctx context.Context, views QuotaViews, accountID 
 		return Usage{}, err
 	}
 	storage, r := EffectiveQuota(s.cfg.Quotas, u.StorageQuota, u.RateQuota)
-	return Usage{AccountUsage: u, Storage: storage, Rate: r}, nil
+	return Usage{AccountUsage: u, Storage: storage, Rate: r, APICost: EffectiveAPICost(s.cfg.Quotas, u.APICostQuota)}, nil
 }
 
 // checkEndpointCap refuses a new Endpoint to an account that has

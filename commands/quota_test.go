@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ratelimit"
@@ -62,6 +63,52 @@ func TestParseRateQuota(t *testing.T) {
 		case !tc.bad && (err != nil || got != tc.want):
 			t.Errorf("ParseRateQuota(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+func TestParseAPICostQuota(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{in: "600000/min", want: "600000/min,burst=600000"},
+		{in: "1000/s,burst=20000", want: "1000/s,burst=20000"},
+		{in: "off", want: "off"},
+		{in: "default", want: ""},
+		{in: "-5/min", bad: true},
+		{in: "5/min,burst=0", bad: true},
+		{in: "lots", bad: true},
+	} {
+		got, err := ParseAPICostQuota(tc.in)
+		var invalid *domain.InvalidInputError
+		switch {
+		case tc.bad && (!errors.As(err, &invalid) || invalid.Field != "api_cost"):
+			t.Errorf("ParseAPICostQuota(%q) = %q, %v; want INVALID_INPUT on api_cost", tc.in, got, err)
+		case !tc.bad && (err != nil || got != tc.want):
+			t.Errorf("ParseAPICostQuota(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestEffectiveAPICost(t *testing.T) {
+	def := QuotaDefaults{APICost: ratelimit.Rate{N: 600_000, Per: time.Minute, Burst: 600_000}}
+	for _, tc := range []struct {
+		name, override string
+		off            bool
+		n              int
+	}{
+		{name: "default", n: 600_000},
+		{name: "override", override: "1000/min,burst=5000", n: 1000},
+		{name: "off", override: "off", off: true},
+		{name: "unreadable falls back to the default", override: "??", n: 600_000},
+	} {
+		r := EffectiveAPICost(def, tc.override)
+		if r.Off() != tc.off || (!tc.off && r.N != tc.n) {
+			t.Errorf("%s: %+v", tc.name, r)
+		}
+	}
+	if r := EffectiveAPICost(QuotaDefaults{}, ""); !r.Off() {
+		t.Errorf("no default: %+v, want off", r)
 	}
 }
 

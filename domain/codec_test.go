@@ -23,7 +23,7 @@ func samples() []domain.Event {
 		domain.InspectorCreated{InspectorID: "k3x9q2", IdleTTLMs: 86400000},
 		domain.InspectorExpired{InspectorID: "k3x9q2", LastActivityAt: "2026-11-21T10:00:00.123456789Z"},
 		domain.AccountCreated{AccountID: "acc-1", Name: "Ada"},
-		domain.AccountQuotaSet{AccountID: "acc-1", StorageBytes: 5 << 30, Rate: "100/s"},
+		domain.AccountQuotaSet{AccountID: "acc-1", StorageBytes: 5 << 30, Rate: "100/s", APICost: "600000/min"},
 		domain.TokenIssued{AccountID: "acc-1", TokenID: "tok-1", TokenHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 			Name: "laptop", ExpiresAt: "2026-12-21T10:00:00Z", MemberID: "mem-1", Kind: "session"},
 		domain.TokenRevoked{AccountID: "acc-1", TokenID: "tok-1", By: "mem-1"},

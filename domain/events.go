@@ -106,10 +106,14 @@ type AccountCreated struct {
 // views. StorageBytes: -1 the relay's --account-storage, 0 unlimited,
 // otherwise the bytes its deliveries may take in the log. Rate: "" the
 // relay's --account-rate, "off" unlimited, otherwise "N/UNIT[,burst=B]".
+// APICost, added without a version change (absent in older events: the
+// default), is the GraphQL cost points its operations may spend, read like
+// Rate against the relay's --account-api-cost.
 type AccountQuotaSet struct {
 	AccountID    string `json:"account_id"`
 	StorageBytes int64  `json:"storage_bytes"`
 	Rate         string `json:"rate"`
+	APICost      string `json:"api_cost,omitempty"`
 }
 
 // TokenIssued records an API token by its SHA-256 hash only. Name and

@@ -9,19 +9,20 @@ package domain
 const QuotaDefault = -1
 
 // SetQuota records the operator's override of the account's quota.
-// storage follows AccountQuotaSet.StorageBytes; rate is already checked
-// by the caller (its format belongs to the rate limiter, not the domain).
-func (a *Account) SetQuota(storage int64, rate string) error {
+// storage follows AccountQuotaSet.StorageBytes; rate and apiCost are
+// already checked by the caller (their format belongs to the rate limiter,
+// not the domain).
+func (a *Account) SetQuota(storage int64, rate, apiCost string) error {
 	if a.id == "" {
 		return ErrNotFound
 	}
 	if storage < QuotaDefault {
 		return &InvalidInputError{Field: "storage", Reason: "must be a size such as 5GiB, 0 or off for unlimited, or default"}
 	}
-	if a.quotaSet && a.quota.StorageBytes == storage && a.quota.Rate == rate {
+	if a.quotaSet && a.quota.StorageBytes == storage && a.quota.Rate == rate && a.quota.APICost == apiCost {
 		return nil
 	}
-	a.raise(AccountQuotaSet{AccountID: a.id, StorageBytes: storage, Rate: rate})
+	a.raise(AccountQuotaSet{AccountID: a.id, StorageBytes: storage, Rate: rate, APICost: apiCost})
 	return nil
 }
 

@@ -263,6 +263,9 @@ func costs(Limits) generated.ComplexityRoot {
 type costLimit struct {
 	limits Limits
 	es     graphql.ExecutableSchema
+	// charge takes an operation's cost from its caller's API budget
+	// (apicost.go), or refuses it.
+	charge func(ctx context.Context, op *ast.OperationDefinition, cost int) error
 }
 
 var _ interface {
@@ -281,8 +284,15 @@ func (c *costLimit) MutateOperationContext(ctx context.Context, op *graphql.Oper
 	if n := countFields(op.Operation.SelectionSet, c.limits.MaxFields); n > c.limits.MaxFields {
 		return tooComplex(fmt.Errorf("%w: more than %d fields (aliases and fragments included)", ErrQueryTooComplex, c.limits.MaxFields))
 	}
-	if cost := complexity.Calculate(ctx, c.es, op.Operation, op.Variables); cost > c.limits.MaxCost {
+	cost := complexity.Calculate(ctx, c.es, op.Operation, op.Variables)
+	if cost > c.limits.MaxCost {
 		return tooComplex(fmt.Errorf("%w: cost %d, budget %d (ask for fewer rows, aliases or payload fields)", ErrQueryTooComplex, cost, c.limits.MaxCost))
+	}
+	if c.charge != nil {
+		if err := c.charge(ctx, op.Operation, cost); err != nil {
+			// The error presenter codes it (RATE_LIMITED, retryAfterSeconds).
+			return &gqlerror.Error{Message: err.Error(), Err: err}
+		}
 	}
 	return nil
 }

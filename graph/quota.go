@@ -20,6 +20,9 @@ const (
 // QuotaViews is what the quota resolvers read of the views.
 type QuotaViews interface {
 	commands.QuotaViews
+	// AccountQuota is an account's quota override, read (from memory,
+	// mostly) on every operation for its API cost budget.
+	AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
 	TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsage, readmodel.AccountUsage, error)
 }
 
@@ -34,7 +37,7 @@ func (r *Resolver) usageOf(ctx context.Context, accountID string) (*model.Accoun
 func (r *Resolver) usageModel(u commands.Usage) *model.AccountUsage {
 	m := &model.AccountUsage{
 		AccountID: u.AccountID, Name: u.Name, StoredBytes: int(u.StoredBytes),
-		StorageOverride: u.StorageQuota != domain.QuotaDefault, RateOverride: u.RateQuota != "",
+		StorageOverride: u.StorageQuota != domain.QuotaDefault, RateOverride: u.RateQuota != "", APICostOverride: u.APICostQuota != "",
 		Deliveries: int(u.Deliveries), DeliveriesLastDay: int(u.DeliveriesWindow),
 		Refusals: []*model.QuotaRefusals{},
 	}
@@ -45,6 +48,10 @@ func (r *Resolver) usageModel(u commands.Usage) *model.AccountUsage {
 	if !u.Rate.Off() {
 		s := u.Rate.String()
 		m.Rate = &s
+	}
+	if !u.APICost.Off() {
+		s := u.APICost.String()
+		m.APICost = &s
 	}
 	if r.QuotaRefusals != nil {
 		counts := r.QuotaRefusals(u.AccountID)
@@ -71,11 +78,11 @@ func (r *accountResolver) accountUsage(ctx context.Context, obj *model.Account) 
 	return r.usageOf(ctx, obj.ID)
 }
 
-func (r *mutationResolver) setAccountQuota(ctx context.Context, account string, storage, rate *string) (*model.AccountUsage, error) {
+func (r *mutationResolver) setAccountQuota(ctx context.Context, account string, storage, rate, apiCost *string) (*model.AccountUsage, error) {
 	if !r.isAdmin(ctx) {
 		return nil, domain.ErrUnauthenticated
 	}
-	if err := r.Service.SetAccountQuota(ctx, account, storage, rate); err != nil {
+	if err := r.Service.SetAccountQuota(ctx, account, storage, rate, apiCost); err != nil {
 		return nil, err
 	}
 	return r.usageOf(ctx, account)

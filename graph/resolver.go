@@ -24,6 +24,10 @@ type Resolver struct {
 	// node refused an account by its quota, by reason (nil: none).
 	Quotas        QuotaViews
 	QuotaRefusals func(accountID string) map[string]int64
+	// APICost is the relay's --account-api-cost: the cost points an
+	// account's operations may spend (apicost.go); Off: none unless the
+	// operator set one for the account.
+	APICost ratelimit.Rate
 	// AdminToken, when set, lets the operator read the whole event log.
 	AdminToken string
 	// Anonymous limits the mutations anyone may call without a token
@@ -57,6 +61,7 @@ type Resolver struct {
 	failedOnce sync.Once
 	failedAuth *ratelimit.Keyed
 	signIn     signInLimits
+	apiCost    apiCostGate
 	searches   searchGate
 }
 

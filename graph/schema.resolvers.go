@@ -174,8 +174,8 @@ func (r *mutationResolver) CreateAccount(ctx context.Context, name string) (*mod
 }
 
 // SetAccountQuota is the resolver for the setAccountQuota field.
-func (r *mutationResolver) SetAccountQuota(ctx context.Context, account string, storage *string, rate *string) (*model.AccountUsage, error) {
-	return r.setAccountQuota(ctx, account, storage, rate)
+func (r *mutationResolver) SetAccountQuota(ctx context.Context, account string, storage *string, rate *string, apiCost *string) (*model.AccountUsage, error) {
+	return r.setAccountQuota(ctx, account, storage, rate, apiCost)
 }
 
 // CreateToken is the resolver for the createToken field.

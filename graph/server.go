@@ -98,7 +98,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	srv.SetParserTokenLimit(limits.MaxTokens)
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newSizedCache(100, maxDoc, apqCacheBytes, func(_ string, q string) int { return len(q) })})
-	srv.Use(&costLimit{limits: limits})
+	srv.Use(&costLimit{limits: limits, charge: r.chargeAPICost})
 	srv.AroundFields(countAnswer)
 	present := errorPresenter(r.Logger)
 	srv.SetErrorPresenter(present)

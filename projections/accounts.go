@@ -353,11 +353,11 @@ func (v *Accounts) Activity(ctx context.Context, accountID string, before uint64
 }
 
 // usageColumns are an account's usage columns, read by scanUsage.
-const usageColumns = "id, name, stored_bytes, deliveries, storage_quota, rate_quota"
+const usageColumns = "id, name, stored_bytes, deliveries, storage_quota, rate_quota, api_cost_quota"
 
 func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, error) {
 	var u readmodel.AccountUsage
-	err := row.Scan(&u.AccountID, &u.Name, &u.StoredBytes, &u.Deliveries, &u.StorageQuota, &u.RateQuota)
+	err := row.Scan(&u.AccountID, &u.Name, &u.StoredBytes, &u.Deliveries, &u.StorageQuota, &u.RateQuota, &u.APICostQuota)
 	return u, err
 }
 

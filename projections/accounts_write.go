@@ -35,7 +35,7 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos())
 		handled = true
 	case domain.AccountQuotaSet:
-		n, err = t.exec(qAccountQuota, p.StorageBytes, p.Rate, p.AccountID)
+		n, err = t.exec(qAccountQuota, p.StorageBytes, p.Rate, p.AccountID, p.APICost)
 		w.quotas = append(w.quotas, p.AccountID)
 		handled = true
 	case domain.TokenIssued:

@@ -42,7 +42,7 @@ const (
 	// An account's stored bytes and deliveries change by deltas, like an
 	// inspector's stored bytes.
 	qAccountStored = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
-	qAccountQuota  = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2 WHERE id = ?3`
+	qAccountQuota  = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2, api_cost_quota = ?4 WHERE id = ?3`
 	qAccountHour   = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
 		ON CONFLICT (account_id, hour) DO UPDATE SET deliveries = deliveries + excluded.deliveries`
 	qAccountHourGone = `DELETE FROM account_hours WHERE account_id = ?1 AND hour = ?2 AND deliveries = 0`

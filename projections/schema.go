@@ -32,8 +32,9 @@ import (
 // stats_horizon) and the status class each delivery is counted under
 // (deliveries.stats_class); version 16 whether an inspector is
 // smee-compatible, and an Endpoint's smee key hash; version 17 each
-// account's stored bytes, deliveries (also by the hour) and quota override.
-const schemaVersion = 17
+// account's stored bytes, deliveries (also by the hour) and quota override;
+// version 18 an account's API cost budget override (api_cost_quota).
+const schemaVersion = 18
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -87,17 +88,18 @@ CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1
 -- deliveries (its storage quota counts these); deliveries counts them.
 -- Both go down when deliveries are deleted from the log, so the views
 -- equal a rebuild.
--- storage_quota and rate_quota are the operator's override
--- (domain.AccountQuotaSet): -1 and '' for the relay's defaults.
+-- storage_quota, rate_quota and api_cost_quota are the operator's override
+-- (domain.AccountQuotaSet): -1, '' and '' for the relay's defaults.
 CREATE TABLE IF NOT EXISTS accounts (
-	id            TEXT PRIMARY KEY,
-	name          TEXT NOT NULL,
-	created_at    INTEGER NOT NULL,
-	position      INTEGER NOT NULL,
-	stored_bytes  INTEGER NOT NULL DEFAULT 0,
-	deliveries    INTEGER NOT NULL DEFAULT 0,
-	storage_quota INTEGER NOT NULL DEFAULT -1,
-	rate_quota    TEXT NOT NULL DEFAULT ''
+	id             TEXT PRIMARY KEY,
+	name           TEXT NOT NULL,
+	created_at     INTEGER NOT NULL,
+	position       INTEGER NOT NULL,
+	stored_bytes   INTEGER NOT NULL DEFAULT 0,
+	deliveries     INTEGER NOT NULL DEFAULT 0,
+	storage_quota  INTEGER NOT NULL DEFAULT -1,
+	rate_quota     TEXT NOT NULL DEFAULT '',
+	api_cost_quota TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS accounts_by_stored ON accounts (stored_bytes);
 

@@ -24,7 +24,7 @@ func TestAccountUsage(t *testing.T) {
 	e.do(e.receive(e.ctx, "a-3", "ep-a1", domain.AddressEndpoint, "acc-a", request("/3", "third"), t0.Add(30*time.Hour)))
 	e.do(e.receive(e.ctx, "b-1", "ep-b", domain.AddressEndpoint, "acc-b", request("/b", "bee"), t0))
 	e.do(e.receive(e.ctx, "i-1", "insp", domain.AddressInspector, "", request("/i", "inspector"), t0))
-	e.do(e.onAccount(e.ctx, "acc-a", t0, func(a *domain.Account) error { return a.SetQuota(5<<20, "10/s,burst=10") }))
+	e.do(e.onAccount(e.ctx, "acc-a", t0, func(a *domain.Account) error { return a.SetQuota(5<<20, "10/s,burst=10", "600/min,burst=600") }))
 
 	sizes := map[string]int64{}
 	for _, id := range []string{"a-1", "a-2", "a-3", "b-1"} {
@@ -40,7 +40,7 @@ func TestAccountUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := sizes["a-1"] + sizes["a-2"] + sizes["a-3"]; u.StoredBytes != want || u.Deliveries != 3 || u.DeliveriesWindow != 1 ||
-		u.StorageQuota != 5<<20 || u.RateQuota != "10/s,burst=10" {
+		u.StorageQuota != 5<<20 || u.RateQuota != "10/s,burst=10" || u.APICostQuota != "600/min,burst=600" {
 		t.Fatalf("usage of acc-a %+v, want %d bytes, 3 deliveries, 1 in the window, the quota set", u, want)
 	}
 	if b, err := e.views.AccountQuota(e.ctx, "acc-b"); err != nil || b.StoredBytes != sizes["b-1"] || b.Deliveries != 1 || b.StorageQuota != domain.QuotaDefault || b.RateQuota != "" {
@@ -63,8 +63,8 @@ func TestAccountUsage(t *testing.T) {
 	if err != nil || u.StoredBytes != sizes["a-1"]+sizes["a-3"] || u.Deliveries != 2 {
 		t.Fatalf("usage of acc-a after a deletion %+v, %v", u, err)
 	}
-	e.do(e.onAccount(e.ctx, "acc-a", t0, func(a *domain.Account) error { return a.SetQuota(domain.QuotaDefault, "off") }))
-	if u, err = e.views.AccountQuota(e.ctx, "acc-a"); err != nil || u.StorageQuota != domain.QuotaDefault || u.RateQuota != "off" {
+	e.do(e.onAccount(e.ctx, "acc-a", t0, func(a *domain.Account) error { return a.SetQuota(domain.QuotaDefault, "off", "off") }))
+	if u, err = e.views.AccountQuota(e.ctx, "acc-a"); err != nil || u.StorageQuota != domain.QuotaDefault || u.RateQuota != "off" || u.APICostQuota != "off" {
 		t.Fatalf("AccountQuota of acc-a after a quota change %+v, %v", u, err)
 	}
 	e.do(e.receive(e.ctx, "a-4", "ep-a2", domain.AddressEndpoint, "acc-a", request("/4", "fourth"), t0))

@@ -74,17 +74,31 @@ func (k *Keyed) AllowRate(key string, r Rate, now time.Time) (ok bool, retryAfte
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	lim := k.limiter(key, now)
-	if b, own := k.buckets[key]; own {
-		if lim.Limit() != r.Limit() {
-			lim.SetLimitAt(now, r.Limit())
-		}
-		if lim.Burst() != r.Burst {
-			lim.SetBurstAt(now, r.Burst)
-		}
-		b.idle = r.RefillTime()
-	}
+	lim := k.rated(key, r, now)
 	res := lim.ReserveN(now, 1)
+	if !res.OK() {
+		return false, r.RefillTime()
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// AllowN is AllowRate taking n tokens at once (a GraphQL operation's
+// cost points). It never waits: without n tokens it returns false and how
+// long until the bucket holds them; n larger than r's burst can never pass,
+// and is refused with the time the bucket takes to fill completely (the
+// caller decides whether to charge at most a full bucket instead).
+func (k *Keyed) AllowN(key string, r Rate, n int, now time.Time) (ok bool, retryAfter time.Duration) {
+	if r.Off() || n <= 0 {
+		return true, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	lim := k.rated(key, r, now)
+	res := lim.ReserveN(now, n)
 	if !res.OK() {
 		return false, r.RefillTime()
 	}
@@ -100,6 +114,22 @@ func (k *Keyed) Len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.buckets)
+}
+
+// rated returns key's bucket with r's rate and burst (see AllowRate).
+// The caller holds mu.
+func (k *Keyed) rated(key string, r Rate, now time.Time) *rate.Limiter {
+	lim := k.limiter(key, now)
+	if b, own := k.buckets[key]; own {
+		if lim.Limit() != r.Limit() {
+			lim.SetLimitAt(now, r.Limit())
+		}
+		if lim.Burst() != r.Burst {
+			lim.SetBurstAt(now, r.Burst)
+		}
+		b.idle = r.RefillTime()
+	}
+	return lim
 }
 
 // limiter returns key's bucket, making one when the map has room. The

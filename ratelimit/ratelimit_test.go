@@ -143,3 +143,41 @@ func TestKeyedAllowRate(t *testing.T) {
 		t.Fatalf("map holds %d keys, bound is 2", n)
 	}
 }
+
+func TestKeyedAllowN(t *testing.T) {
+	r := Rate{N: 600, Per: time.Minute, Burst: 100} // 10 tokens a second
+	k := NewKeyed(r, 10)
+	now := time.Unix(1000, 0)
+	steps := []struct {
+		name  string
+		key   string
+		n     int
+		after time.Duration // since the previous step
+		ok    bool
+		retry time.Duration
+	}{
+		{name: "a full bucket pays 60", key: "a", n: 60, ok: true},
+		{name: "40 left pay 40", key: "a", n: 40, ok: true},
+		{name: "empty: 20 need 2 s", key: "a", n: 20, retry: 2 * time.Second},
+		{name: "a refusal takes nothing", key: "a", n: 10, after: time.Second, ok: true},
+		{name: "another key has its own bucket", key: "b", n: 100, ok: true},
+		{name: "more than the burst never passes", key: "c", n: 101, retry: 10 * time.Second},
+		{name: "and took nothing", key: "c", n: 100, ok: true},
+		{name: "zero is free", key: "a", n: 0, ok: true},
+	}
+	for _, s := range steps {
+		now = now.Add(s.after)
+		ok, retry := k.AllowN(s.key, r, s.n, now)
+		if ok != s.ok || retry != s.retry {
+			t.Errorf("%s: AllowN(%q, %d) = %v, %v; want %v, %v", s.name, s.key, s.n, ok, retry, s.ok, s.retry)
+		}
+	}
+	if ok, _ := k.AllowN("a", Rate{}, 1<<30, now); !ok {
+		t.Error("an off rate refused")
+	}
+	// A lower rate for a key applies at once, as in AllowRate.
+	low := Rate{N: 60, Per: time.Minute, Burst: 10}
+	if ok, retry := k.AllowN("b", low, 11, now.Add(time.Hour)); ok || retry != 10*time.Second {
+		t.Errorf("AllowN over the lowered burst = %v, %v; want refused, 10s", ok, retry)
+	}
+}

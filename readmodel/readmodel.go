@@ -205,10 +205,11 @@ type AccountUsage struct {
 	// DeliveriesWindow counts those received since WindowStart (zero
 	// when the read did not ask for it).
 	DeliveriesWindow int64
-	// StorageQuota and RateQuota follow domain.AccountQuotaSet: -1 and
-	// "" for the relay's defaults.
+	// StorageQuota, RateQuota and APICostQuota follow
+	// domain.AccountQuotaSet: -1, "" and "" for the relay's defaults.
 	StorageQuota int64
 	RateQuota    string
+	APICostQuota string
 }
 
 // Token is an API token of an account, without its secret (the relay

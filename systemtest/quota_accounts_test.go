@@ -22,6 +22,8 @@ type accountUsage struct {
 	StorageQuota      *int64
 	Rate              *string
 	StorageOverride   bool
+	APICost           *string
+	APICostOverride   bool
 	Deliveries        int64
 	DeliveriesLastDay int64
 	Refusals          []struct {
@@ -203,7 +205,10 @@ func TestAccountQuotaBadInput(t *testing.T) {
 		{"storage beyond 1PiB", []string{acc.ID, "--storage", "2PiB"}, "at most 1PiB"},
 		{"malformed rate", []string{acc.ID, "--rate", "fast"}, "want N/UNIT"},
 		{"zero rate", []string{acc.ID, "--rate", "0/s"}, "not a positive count"},
-		{"nothing to set", []string{acc.ID}, "give --storage, --rate or both"},
+		{"nothing to set", []string{acc.ID}, "give --storage, --rate, --api-cost or several"},
+		{"negative API cost", []string{acc.ID, "--api-cost", "-5/min"}, "--api-cost"},
+		{"malformed API cost", []string{acc.ID, "--api-cost", "fast"}, "want N/UNIT"},
+		{"API cost without a count", []string{acc.ID, "--api-cost", "600000/min,burst="}, "not a positive count"},
 		{"unknown account", []string{"no-such-account", "--storage", "5GiB"}, "NOT_FOUND"},
 		{"wrong admin token", []string{acc.ID, "--storage", "5GiB", "--admin-token", "wrong"}, "UNAUTHENTICATED"},
 	} {

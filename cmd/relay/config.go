@@ -113,6 +113,7 @@ type serveConfig struct {
 	InspectorQuota     sizeOrOff
 	AccountStorage     sizeOrOff
 	AccountRate        ratelimit.Rate
+	AccountAPICost     ratelimit.Rate
 	AccountEndpoints   int
 	InspectorRetention time.Duration
 	// Retention is the Endpoints' default window, MaxRetention and
@@ -209,6 +210,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
 	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
+	fs.Var(&c.AccountAPICost, "account-api-cost", "GraphQL cost points (as --max-query-cost counts them) one account's operations may spend, per node, as N/UNIT,burst=B or off; beyond: RATE_LIMITED with retryAfterSeconds (per account: relay accounts set-quota --api-cost)")
 	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT")
 	fs.Var(duration.NewFlag(&c.InspectorRetention, 7*24*time.Hour), "inspector-retention", "an expired inspector's deliveries are deleted from the log this long after it expired")
 	fs.Var(duration.NewFlag(&c.Retention, defaultRetention), "retention", "how long an Endpoint keeps its deliveries unless it sets its own window (30d, 12h, ...); older ones are deleted from the log and the views")
@@ -509,7 +511,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
 			Retention: c.retentionLimits(),
-			Quotas:    commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate}, MaxEndpoints: c.AccountEndpoints},
+			Quotas:    commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate, APICost: c.AccountAPICost}, MaxEndpoints: c.AccountEndpoints},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,

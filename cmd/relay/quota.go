@@ -13,7 +13,7 @@ import (
 )
 
 // usageFields is what the quota commands read of an AccountUsage.
-const usageFields = `accountId name storedBytes storageQuota rate storageOverride rateOverride deliveries deliveriesLastDay refusals{ reason count }`
+const usageFields = `accountId name storedBytes storageQuota rate storageOverride rateOverride apiCost apiCostOverride deliveries deliveriesLastDay refusals{ reason count }`
 
 type usageJSON struct {
 	AccountID         string  `json:"accountId"`
@@ -23,6 +23,8 @@ type usageJSON struct {
 	Rate              *string `json:"rate"`         // null: unlimited
 	StorageOverride   bool    `json:"storageOverride"`
 	RateOverride      bool    `json:"rateOverride"`
+	APICost           *string `json:"apiCost"` // null: unlimited
+	APICostOverride   bool    `json:"apiCostOverride"`
 	Deliveries        int64   `json:"deliveries"`
 	DeliveriesLastDay int64   `json:"deliveriesLastDay"`
 	Refusals          []struct {
@@ -34,18 +36,22 @@ type usageJSON struct {
 func accountsSetQuotaCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn connection
 	var out output
-	var storage, rate, adminToken string
+	var storage, rate, apiCost, adminToken string
 	cmd := &cobra.Command{
-		Use:   "set-quota ACCOUNT [--storage 5GiB] [--rate 100/s] --server URL --admin-token T",
-		Short: "Set an account's storage quota and delivery rate (the operator)",
+		Use:   "set-quota ACCOUNT [--storage 5GiB] [--rate 100/s] [--api-cost 600000/min] --server URL --admin-token T",
+		Short: "Set an account's storage quota, delivery rate and API cost budget (the operator)",
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts set-quota 01J... --storage 5GiB --rate 100/s --server https://relay.example.com
-  relay accounts set-quota 01J... --storage default --rate off`,
+  relay accounts set-quota 01J... --storage default --rate off
+  relay accounts set-quota 01J... --api-cost 600000/min,burst=100000`,
 		Long: `Override an account's quota on the running relay (its --admin-token is
 required). --storage: a size (5GiB, 500MB), off for unlimited, or default for
 the relay's --account-storage; beyond it the account's Endpoints answer 507
 and record nothing. --rate: deliveries across all its Endpoints as
 N/UNIT[,burst=B] (UNIT s, min or h), off, or default (--account-rate); beyond
-it 429 with Retry-After. A flag left out keeps the current value. The change
+it 429 with Retry-After. --api-cost: the GraphQL cost points (as
+--max-query-cost counts them) its operations may spend, in the same form, off,
+or default (--account-api-cost); beyond it operations are RATE_LIMITED with
+retryAfterSeconds. A flag left out keeps the current value. The change
 is an event in the account's stream: every node applies it.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -68,8 +74,14 @@ is an event in the account's stream: every node applies it.`,
 				}
 				vars["r"] = rate
 			}
+			if c.Flags().Changed("api-cost") {
+				if _, err := commands.ParseAPICostQuota(apiCost); err != nil {
+					return usage(fmt.Errorf("--api-cost: %w", err))
+				}
+				vars["c"] = apiCost
+			}
 			if len(vars) == 1 {
-				return usage(errors.New("give --storage, --rate or both"))
+				return usage(errors.New("give --storage, --rate, --api-cost or several"))
 			}
 			if adminToken == "" {
 				return usage(errors.New("set-quota needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
@@ -78,7 +90,7 @@ is an event in the account's stream: every node applies it.`,
 				return err
 			}
 			var res struct{ SetAccountQuota usageJSON }
-			q := `mutation($a: ID!, $s: String, $r: String){ setAccountQuota(account: $a, storage: $s, rate: $r){ ` + usageFields + ` } }`
+			q := `mutation($a: ID!, $s: String, $r: String, $c: String){ setAccountQuota(account: $a, storage: $s, rate: $r, apiCost: $c){ ` + usageFields + ` } }`
 			if err := conn.client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
 				return fmt.Errorf("set quota of account %s: %w", args[0], err)
 			}
@@ -89,6 +101,7 @@ is an event in the account's stream: every node applies it.`,
 	out.flags(cmd.Flags())
 	cmd.Flags().StringVar(&storage, "storage", "", "storage quota: a size such as 5GiB, off, or default")
 	cmd.Flags().StringVar(&rate, "rate", "", "deliveries across its Endpoints: N/UNIT[,burst=B], off, or default")
+	cmd.Flags().StringVar(&apiCost, "api-cost", "", "GraphQL cost points its operations may spend: N/UNIT[,burst=B], off, or default")
 	cmd.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token")
 	return cmd
 }
@@ -151,14 +164,20 @@ func printUsage(stdout io.Writer, out output, rows []usageJSON) error {
 		return writeJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tNAME\tSTORED\tSTORAGE QUOTA\tRATE\tDELIVERIES\tLAST 24H\tREFUSED (THIS NODE)")
+	fmt.Fprintln(tw, "ACCOUNT\tNAME\tSTORED\tSTORAGE QUOTA\tRATE\tAPI COST\tDELIVERIES\tLAST 24H\tREFUSED (THIS NODE)")
 	for _, u := range rows {
-		quota, rate := "unlimited", "unlimited"
+		quota, rate, apiCost := "unlimited", "unlimited", "unlimited"
 		if u.StorageQuota != nil {
 			quota = humanize.IBytes(uint64(*u.StorageQuota))
 		}
 		if u.Rate != nil {
 			rate = *u.Rate
+		}
+		if u.APICost != nil {
+			apiCost = *u.APICost
+		}
+		if u.APICostOverride {
+			apiCost += " (set)"
 		}
 		if u.StorageOverride {
 			quota += " (set)"
@@ -175,8 +194,8 @@ func printUsage(stdout io.Writer, out output, rows []usageJSON) error {
 		if refused == "" {
 			refused = "0"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", u.AccountID, u.Name, humanize.IBytes(uint64(u.StoredBytes)),
-			quota, rate, u.Deliveries, u.DeliveriesLastDay, refused)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", u.AccountID, u.Name, humanize.IBytes(uint64(u.StoredBytes)),
+			quota, rate, apiCost, u.Deliveries, u.DeliveriesLastDay, refused)
 	}
 	return tw.Flush()
 }

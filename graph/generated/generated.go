@@ -52,6 +52,8 @@ type ComplexityRoot struct {
 	}
 
 	AccountUsage struct {
+		APICost           func(childComplexity int) int
+		APICostOverride   func(childComplexity int) int
 		AccountID         func(childComplexity int) int
 		Deliveries        func(childComplexity int) int
 		DeliveriesLastDay func(childComplexity int) int
@@ -347,7 +349,7 @@ type ComplexityRoot struct {
 		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
 		RevokeSmeeKey      func(childComplexity int, endpointID string) int
 		RevokeToken        func(childComplexity int, id string) int
-		SetAccountQuota    func(childComplexity int, account string, storage *string, rate *string) int
+		SetAccountQuota    func(childComplexity int, account string, storage *string, rate *string, apiCost *string) int
 		SetInspectorAnswer func(childComplexity int, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) int
 		SetUpSignIn        func(childComplexity int, login string, password string) int
 		SignIn             func(childComplexity int, login string, password string) int
@@ -512,7 +514,7 @@ type MutationResolver interface {
 	RemoveMember(ctx context.Context, id string) (bool, error)
 	ChangeMemberRole(ctx context.Context, id string, role model.MemberRole) (*model.Member, error)
 	CreateAccount(ctx context.Context, name string) (*model.SignUpPayload, error)
-	SetAccountQuota(ctx context.Context, account string, storage *string, rate *string) (*model.AccountUsage, error)
+	SetAccountQuota(ctx context.Context, account string, storage *string, rate *string, apiCost *string) (*model.AccountUsage, error)
 	CreateToken(ctx context.Context, name string, expiresIn *string) (*model.CreateTokenPayload, error)
 	RevokeToken(ctx context.Context, id string) (bool, error)
 	RequestDeviceCode(ctx context.Context, clientName string) (*model.DeviceCode, error)
@@ -602,6 +604,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Account.Usage(childComplexity), true
 
+	case "AccountUsage.apiCost":
+		if e.ComplexityRoot.AccountUsage.APICost == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.APICost(childComplexity), true
+	case "AccountUsage.apiCostOverride":
+		if e.ComplexityRoot.AccountUsage.APICostOverride == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountUsage.APICostOverride(childComplexity), true
 	case "AccountUsage.accountId":
 		if e.ComplexityRoot.AccountUsage.AccountID == nil {
 			break
@@ -2009,7 +2023,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.SetAccountQuota(childComplexity, args["account"].(string), args["storage"].(*string), args["rate"].(*string)), true
+		return e.ComplexityRoot.Mutation.SetAccountQuota(childComplexity, args["account"].(string), args["storage"].(*string), args["rate"].(*string), args["apiCost"].(*string)), true
 	case "Mutation.setInspectorAnswer":
 		if e.ComplexityRoot.Mutation.SetInspectorAnswer == nil {
 			break
@@ -3271,7 +3285,8 @@ type Account {
 
 """
 An account's usage and quota (docs/operations.md, Quotas and usage). Beyond storageQuota its
-Endpoints answer 507 and record nothing; beyond rate, 429 with Retry-After.
+Endpoints answer 507 and record nothing; beyond rate, 429 with Retry-After; beyond apiCost, its
+API operations are RATE_LIMITED with retryAfterSeconds.
 """
 type AccountUsage {
   accountId: ID!
@@ -3286,6 +3301,13 @@ type AccountUsage {
   storageOverride: Boolean!
   "True when the operator set this account's rate (false: the relay's --account-rate)."
   rateOverride: Boolean!
+  """
+  The GraphQL cost points its operations may spend (each operation's cost as --max-query-cost
+  counts it), as N/UNIT,burst=B (per node); null: unlimited.
+  """
+  apiCost: String
+  "True when the operator set this account's API cost budget (false: the relay's --account-api-cost)."
+  apiCostOverride: Boolean!
   "Deliveries of its Endpoints the log holds (those deleted from the log no longer count)."
   deliveries: Int!
   "Deliveries received in the last day that the log holds, counted by the hour (the last 24 to 25 hours)."
@@ -3664,10 +3686,12 @@ type Mutation {
   """
   Operator only (the --admin-token): overrides an account's quota. storage: a size such as
   "5GiB", "off" (unlimited) or "default" (the relay's --account-storage); rate: "100/s",
-  "6000/min,burst=200", "off" or "default" (--account-rate). An absent argument keeps the
-  current value. A malformed value is INVALID_INPUT; an unknown account NOT_FOUND.
+  "6000/min,burst=200", "off" or "default" (--account-rate); apiCost: the GraphQL cost points
+  its operations may spend, as "600000/min", "off" or "default" (--account-api-cost). An
+  absent argument keeps the current value. A malformed value is INVALID_INPUT; an unknown
+  account NOT_FOUND.
   """
-  setAccountQuota(account: ID!, storage: String, rate: String): AccountUsage!
+  setAccountQuota(account: ID!, storage: String, rate: String, apiCost: String): AccountUsage!
   """
   A new token of the signed-in account. name: 1 to 100 characters. expiresIn: a lifetime
   such as "30d", "12h" or "90m" (1m to 3650d); absent: never expires.
@@ -3842,6 +3866,10 @@ func (ec *executionContext) childFields_AccountUsage(ctx context.Context, field 
 		return ec.fieldContext_AccountUsage_storageOverride(ctx, field)
 	case "rateOverride":
 		return ec.fieldContext_AccountUsage_rateOverride(ctx, field)
+	case "apiCost":
+		return ec.fieldContext_AccountUsage_apiCost(ctx, field)
+	case "apiCostOverride":
+		return ec.fieldContext_AccountUsage_apiCostOverride(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_AccountUsage_deliveries(ctx, field)
 	case "deliveriesLastDay":
@@ -5151,6 +5179,14 @@ func (ec *executionContext) field_Mutation_setAccountQuota_args(ctx context.Cont
 		return nil, err
 	}
 	args["rate"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "apiCost",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["apiCost"] = arg3
 	return args, nil
 }
 
@@ -5906,6 +5942,52 @@ func (ec *executionContext) _AccountUsage_rateOverride(ctx context.Context, fiel
 	)
 }
 func (ec *executionContext) fieldContext_AccountUsage_rateOverride(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_apiCost(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_apiCost(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.APICost, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_apiCost(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AccountUsage_apiCostOverride(ctx context.Context, field graphql.CollectedField, obj *model.AccountUsage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountUsage_apiCostOverride(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.APICostOverride, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountUsage_apiCostOverride(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AccountUsage", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
@@ -11023,7 +11105,7 @@ func (ec *executionContext) _Mutation_setAccountQuota(ctx context.Context, field
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().SetAccountQuota(ctx, fc.Args["account"].(string), fc.Args["storage"].(*string), fc.Args["rate"].(*string))
+			return ec.Resolvers.Mutation().SetAccountQuota(ctx, fc.Args["account"].(string), fc.Args["storage"].(*string), fc.Args["rate"].(*string), fc.Args["apiCost"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AccountUsage) graphql.Marshaler {
@@ -15649,6 +15731,13 @@ func (ec *executionContext) _AccountUsage(ctx context.Context, sel ast.Selection
 			}
 		case "rateOverride":
 			out.Values[i] = ec._AccountUsage_rateOverride(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "apiCost":
+			out.Values[i] = ec._AccountUsage_apiCost(ctx, field, obj)
+		case "apiCostOverride":
+			out.Values[i] = ec._AccountUsage_apiCostOverride(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -28,7 +28,8 @@ type Account struct {
 }
 
 // An account's usage and quota (docs/operations.md, Quotas and usage). Beyond storageQuota its
-// Endpoints answer 507 and record nothing; beyond rate, 429 with Retry-After.
+// Endpoints answer 507 and record nothing; beyond rate, 429 with Retry-After; beyond apiCost, its
+// API operations are RATE_LIMITED with retryAfterSeconds.
 type AccountUsage struct {
 	AccountID string `json:"accountId"`
 	Name      string `json:"name"`
@@ -42,6 +43,11 @@ type AccountUsage struct {
 	StorageOverride bool `json:"storageOverride"`
 	// True when the operator set this account's rate (false: the relay's --account-rate).
 	RateOverride bool `json:"rateOverride"`
+	// The GraphQL cost points its operations may spend (each operation's cost as --max-query-cost
+	// counts it), as N/UNIT,burst=B (per node); null: unlimited.
+	APICost *string `json:"apiCost,omitempty"`
+	// True when the operator set this account's API cost budget (false: the relay's --account-api-cost).
+	APICostOverride bool `json:"apiCostOverride"`
 	// Deliveries of its Endpoints the log holds (those deleted from the log no longer count).
 	Deliveries int `json:"deliveries"`
 	// Deliveries received in the last day that the log holds, counted by the hour (the last 24 to 25 hours).
