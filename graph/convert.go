@@ -203,6 +203,9 @@ func retentionOf(in *string) (*time.Duration, error) {
 	}
 	var d time.Duration
 	if strings.TrimSpace(*in) != "default" {
+		if strings.HasPrefix(strings.TrimSpace(*in), "-") {
+			return nil, &domain.InvalidInputError{Field: "retention", Reason: "must be positive"}
+		}
 		var err error
 		if d, err = duration.Parse(*in); err != nil {
 			return nil, &domain.InvalidInputError{Field: "retention", Reason: "must be a duration such as 30d, 12h or 90m, or default"}

@@ -245,6 +245,9 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	if fs.Changed("retention") {
 		// Checked here for its form; the relay checks its bounds.
 		if r := strings.TrimSpace(s.retention); r != "default" {
+			if strings.HasPrefix(r, "-") {
+				return nil, usage(fmt.Errorf("--retention %q: must be positive", s.retention))
+			}
 			d, err := duration.Parse(r)
 			if err != nil {
 				return nil, usage(fmt.Errorf("--retention: %w", err))
