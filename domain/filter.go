@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -190,7 +191,8 @@ type FilterRequest struct {
 	Headers []Header
 	Body    []byte
 
-	fields   []jsonField // the paths looked up so far
+	fields   map[string]jsonField // the paths looked up so far
+	scans    int                  // passes over the body so far
 	provided bool
 	event    string
 }
@@ -198,7 +200,6 @@ type FilterRequest struct {
 // jsonField is one JSON path's lookup: its value, or why the body was not
 // looked inside.
 type jsonField struct {
-	path  string
 	value JSONValue
 	err   error
 }
@@ -211,6 +212,7 @@ func NewFilterRequest(cmd ForwardCommand) *FilterRequest {
 // Match reports whether every filter matches r; when one does not, why
 // names the first that failed, e.g. `json type=charge.failed not in [charge.succeeded]`.
 func Match(fs []Filter, r *FilterRequest) (ok bool, why string) {
+	r.Prepare(fs)
 	for _, f := range fs {
 		if ok, why := f.match(r); !ok {
 			return false, why
@@ -279,21 +281,53 @@ func (f Filter) match(r *FilterRequest) (bool, string) {
 // number, boolean or null as JSON writes it. Array elements are named by
 // their index. An object or array is no single value: not Found.
 func (r *FilterRequest) jsonField(path string) (JSONValue, error) {
-	for _, f := range r.fields {
-		if f.path == path {
-			return f.value, f.err
+	f, ok := r.fields[path]
+	if !ok {
+		r.lookup([]string{path})
+		f = r.fields[path]
+	}
+	return f.value, f.err
+}
+
+// Prepare looks up every JSON path the filter lists name that r has not
+// looked up yet, in one scan of the body per MaxJSONScanPaths paths: a
+// delivery matched against many listeners' filters costs one pass over its
+// body, not one per distinct path.
+func (r *FilterRequest) Prepare(lists ...[]Filter) {
+	var paths []string
+	for _, fs := range lists {
+		for _, f := range fs {
+			if _, done := r.fields[f.Name]; f.Kind != FilterJSON || done || slices.Contains(paths, f.Name) {
+				continue
+			}
+			paths = append(paths, f.Name)
 		}
 	}
-	var f jsonField
-	f.path = path
-	vs, err := LookupJSON(r.Body, strings.Split(path, "."))
-	if err != nil {
-		f.err = err
-	} else {
-		f.value = vs[0]
+	for len(paths) > 0 {
+		n := min(len(paths), MaxJSONScanPaths)
+		r.lookup(paths[:n])
+		paths = paths[n:]
 	}
-	r.fields = append(r.fields, f)
-	return f.value, f.err
+}
+
+// lookup scans the body once for paths and keeps what it found for each.
+func (r *FilterRequest) lookup(paths []string) {
+	segs := make([][]string, len(paths))
+	for i, p := range paths {
+		segs[i] = strings.Split(p, ".")
+	}
+	vs, err := LookupJSON(r.Body, segs...)
+	r.scans++
+	if r.fields == nil {
+		r.fields = make(map[string]jsonField, len(paths))
+	}
+	for i, p := range paths {
+		f := jsonField{err: err}
+		if err == nil {
+			f.value = vs[i]
+		}
+		r.fields[p] = f
+	}
 }
 
 func (r *FilterRequest) eventType() string {

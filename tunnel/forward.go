@@ -497,15 +497,23 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 	return pl, nil
 }
 
-// matching keeps the members whose filters match cmd.
+// matching keeps the members whose filters match cmd. Every member's JSON
+// paths are looked up in one pass over the body, before any is matched.
 func matching(ms []member, cmd domain.ForwardCommand) []member {
 	var req *domain.FilterRequest
+	lists := make([][]domain.Filter, 0, len(ms))
+	for _, m := range ms {
+		if fs := m.filters(); len(fs) > 0 {
+			lists = append(lists, fs)
+		}
+	}
+	if len(lists) > 0 {
+		req = domain.NewFilterRequest(cmd)
+		req.Prepare(lists...)
+	}
 	out := ms[:0]
 	for _, m := range ms {
 		if fs := m.filters(); len(fs) > 0 {
-			if req == nil {
-				req = domain.NewFilterRequest(cmd)
-			}
 			if ok, _ := domain.Match(fs, req); !ok {
 				continue
 			}
@@ -525,6 +533,11 @@ func (h *Hub) Admits(endpointID, accountID string, req *domain.FilterRequest) (o
 	h.mu.Lock()
 	ms := h.members(endpointID, accountID, remote)
 	h.mu.Unlock()
+	lists := make([][]domain.Filter, 0, len(ms))
+	for _, m := range ms {
+		lists = append(lists, m.filters())
+	}
+	req.Prepare(lists...) // every session's JSON paths in one pass over the body
 	seen := false
 	for _, m := range ms {
 		ok, reason := domain.Match(m.filters(), req)
