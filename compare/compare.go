@@ -71,7 +71,10 @@ type Side struct {
 // responses, and a note when a part could not be compared.
 type Result struct {
 	Request, Response []Change
-	Note              string
+	// ResponseCompared is false when a side has no response: Response is
+	// then empty.
+	ResponseCompared bool
+	Note             string
 }
 
 // Notes a comparison may carry.
@@ -88,7 +91,7 @@ func Sides(a, b Side) Result {
 	case a.Response == nil || b.Response == nil:
 		r.Note = NoteNoResponse
 	default:
-		r.Response = responses(*a.Response, *b.Response)
+		r.Response, r.ResponseCompared = responses(*a.Response, *b.Response), true
 		if !a.Response.Captured || !b.Response.Captured {
 			r.Note = NoteNotCaptured
 		}

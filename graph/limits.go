@@ -195,6 +195,10 @@ func costs(Limits) generated.ComplexityRoot {
 	// So is a delivery's provider.
 	c.Delivery.Provider = fixed(1)
 	c.Delivery.Explanation = fixed(explanationCost)
+	// A comparison reads the delivery's payload and its attempts'
+	// responses (two payload reads, each body at most the capture cap),
+	// whatever its changes select.
+	c.Delivery.Compare = func(int, string, string) int { return 2 * payloadCost }
 	stats := func(child int, _ *model.StatsRange) int { return add(statsCost, child) }
 	c.Endpoint.Stats = stats
 	c.Inspector.Stats = stats

@@ -147,6 +147,9 @@ func TestPageCost(t *testing.T) {
 	if got := c.Delivery.BodyBase64(0); got != payloadCost {
 		t.Errorf("bodyBase64 = %d, want %d", got, payloadCost)
 	}
+	if got := c.Delivery.Compare(1000, "1", "2"); got != 2*payloadCost {
+		t.Errorf("compare = %d, want two payload reads, %d", got, 2*payloadCost)
+	}
 	for _, tt := range []struct {
 		first *int
 		want  int
@@ -206,6 +209,8 @@ func TestClientDocumentsWithinBudget(t *testing.T) {
 		{"console live rows", `subscription($address: ID!, $since: String) { deliveries(address: $address, since: $since) { ` + row + ` } }`, map[string]any{"address": "a"}},
 		{"agent forward requests", `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`, map[string]any{"e": "e"}},
 		{"agent complete forward", `mutation($input: CompleteForwardInput!){ completeForward(input: $input) }`, map[string]any{"input": map[string]any{"attemptId": "a", "status": 200}}},
+		{"console and relay deliveries diff compare", `query($id: ID!, $a: String!, $b: String!) { delivery(id: $id) { id compare(a: $a, b: $b) {
+			request { where before after } response { where before after } responseCompared note } } }`, map[string]any{"id": "d", "a": "1", "b": "2"}},
 		{"relay retry", `mutation($id: ID!){ retryDelivery(id: $id){ id responseStatus attempts{ status durationMs error retry } } }`, map[string]any{"id": "d"}},
 	}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})

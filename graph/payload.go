@@ -12,6 +12,8 @@ import (
 var payloadFields = map[string]bool{
 	"headers": true, "droppedHeaders": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
 	"responseBodyBase64": true, "trailers": true, "bodyUnread": true, "redactedQuery": true,
+	// compare compares the recorded request, read from the log.
+	"compare": true,
 }
 
 // wantsPayload reports whether the field being resolved selects, at any

@@ -54,6 +54,11 @@ func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model
 	return toExplanation(x), nil
 }
 
+// Compare is the resolver for the compare field.
+func (r *deliveryResolver) Compare(ctx context.Context, obj *model.Delivery, a string, b string) (*model.AttemptComparison, error) {
+	return r.compareAttempts(ctx, obj, a, b)
+}
+
 // Listeners is the resolver for the listeners field.
 func (r *endpointResolver) Listeners(ctx context.Context, obj *model.Endpoint) ([]*model.Listener, error) {
 	return r.listeners(ctx, obj.ID), nil

@@ -72,6 +72,30 @@ func TestDeliveriesDiff(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil || len(d.Request) != 1 || d.Request[0].Where != "body $.customer" || len(d.Response) != 0 || d.Note == "" {
 		t.Errorf("diff original 2 -o json: exit %d, %v\n%s", code, err, out)
 	}
+	// The comparison is the API's: sides by attempt id too; an unknown
+	// side is refused as invalid input.
+	var ids struct {
+		Delivery struct{ Attempts []struct{ ID string } }
+	}
+	r.MustGraphQL(t, acct.Token, `query($id: ID!){ delivery(id: $id){ attempts{ id } } }`, map[string]any{"id": id}, &ids)
+	var byID struct {
+		Delivery struct {
+			Compare struct {
+				Request          []struct{ Where string }
+				ResponseCompared bool
+			}
+		}
+	}
+	const qc = `query($id: ID!, $a: String!, $b: String!){ delivery(id: $id){ compare(a: $a, b: $b){ request{ where } responseCompared } } }`
+	if at := ids.Delivery.Attempts; len(at) == 2 {
+		r.MustGraphQL(t, acct.Token, qc, map[string]any{"id": id, "a": at[0].ID, "b": at[1].ID}, &byID)
+	}
+	if c := byID.Delivery.Compare; len(c.Request) != 1 || c.Request[0].Where != "body $.customer" || !c.ResponseCompared {
+		t.Errorf("compare by attempt ids: %+v", c)
+	}
+	if res := r.GraphQL(t, acct.Token, qc, map[string]any{"id": id, "a": "1", "b": "9"}); len(res.Errors) != 1 || res.Errors[0].Code() != "INVALID_INPUT" {
+		t.Errorf("compare 1 with 9 of 2 attempts: %+v", res.Errors)
+	}
 	for _, bad := range [][]string{{id, "9"}, {id, "x", "1"}} {
 		if out, code := h.run(t, "", append([]string{"deliveries", "diff"}, bad...)...); code != 2 || !strings.Contains(out, "want original or a number") {
 			t.Errorf("diff %v: exit %d\n%s", bad, code, out)

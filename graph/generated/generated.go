@@ -98,12 +98,25 @@ type ComplexityRoot struct {
 		Status     func(childComplexity int) int
 	}
 
+	AttemptComparison struct {
+		Note             func(childComplexity int) int
+		Request          func(childComplexity int) int
+		Response         func(childComplexity int) int
+		ResponseCompared func(childComplexity int) int
+	}
+
 	AttemptResponse struct {
 		Body       func(childComplexity int) int
 		BodyBase64 func(childComplexity int) int
 		Captured   func(childComplexity int) int
 		Headers    func(childComplexity int) int
 		Status     func(childComplexity int) int
+	}
+
+	Change struct {
+		After  func(childComplexity int) int
+		Before func(childComplexity int) int
+		Where  func(childComplexity int) int
 	}
 
 	CreateTokenPayload struct {
@@ -118,6 +131,7 @@ type ComplexityRoot struct {
 		BodyBase64         func(childComplexity int) int
 		BodySize           func(childComplexity int) int
 		BodyUnread         func(childComplexity int) int
+		Compare            func(childComplexity int, a string, b string) int
 		Complete           func(childComplexity int) int
 		Cursor             func(childComplexity int) int
 		DroppedHeaders     func(childComplexity int) int
@@ -487,6 +501,8 @@ type DeliveryResolver interface {
 
 	Explanation(ctx context.Context, obj *model.Delivery) (string, error)
 	Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error)
+
+	Compare(ctx context.Context, obj *model.Delivery, a string, b string) (*model.AttemptComparison, error)
 }
 type EndpointResolver interface {
 	Listeners(ctx context.Context, obj *model.Endpoint) ([]*model.Listener, error)
@@ -818,6 +834,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Attempt.Status(childComplexity), true
 
+	case "AttemptComparison.note":
+		if e.ComplexityRoot.AttemptComparison.Note == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptComparison.Note(childComplexity), true
+	case "AttemptComparison.request":
+		if e.ComplexityRoot.AttemptComparison.Request == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptComparison.Request(childComplexity), true
+	case "AttemptComparison.response":
+		if e.ComplexityRoot.AttemptComparison.Response == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptComparison.Response(childComplexity), true
+	case "AttemptComparison.responseCompared":
+		if e.ComplexityRoot.AttemptComparison.ResponseCompared == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptComparison.ResponseCompared(childComplexity), true
+
 	case "AttemptResponse.body":
 		if e.ComplexityRoot.AttemptResponse.Body == nil {
 			break
@@ -848,6 +889,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AttemptResponse.Status(childComplexity), true
+
+	case "Change.after":
+		if e.ComplexityRoot.Change.After == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Change.After(childComplexity), true
+	case "Change.before":
+		if e.ComplexityRoot.Change.Before == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Change.Before(childComplexity), true
+	case "Change.where":
+		if e.ComplexityRoot.Change.Where == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Change.Where(childComplexity), true
 
 	case "CreateTokenPayload.secret":
 		if e.ComplexityRoot.CreateTokenPayload.Secret == nil {
@@ -898,6 +958,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.BodyUnread(childComplexity), true
+	case "Delivery.compare":
+		if e.ComplexityRoot.Delivery.Compare == nil {
+			break
+		}
+
+		args, err := ec.field_Delivery_compare_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Delivery.Compare(childComplexity, args["a"].(string), args["b"].(string)), true
 	case "Delivery.complete":
 		if e.ComplexityRoot.Delivery.Complete == nil {
 			break
@@ -2953,6 +3024,39 @@ type Delivery {
   (docs/answers.md).
   """
   hint: String
+  """
+  What differs between two attempts of this delivery: the request each sent
+  (the recorded one, or an edited retry's, by the relay's edit rule) and the
+  response each got, status, headers and body, JSON bodies field by field and
+  text line by line (each part lists at most 100 changes, then how many more).
+  a and b are attempt numbers as ` + "`" + `attempts` + "`" + ` lists them (1 is the first),
+  ` + "`" + `original` + "`" + ` (or 0) for the request as recorded, or an attempt's id. The one
+  comparison: ` + "`" + `relay deliveries diff` + "`" + ` and the console render it. It reads the
+  delivery's payload and its attempts' responses (a payload read each).
+  """
+  compare(a: String!, b: String!): AttemptComparison!
+}
+
+"What differs between two attempts of a delivery (Delivery.compare)."
+type AttemptComparison {
+  "The differences in what each side sent; empty when the same."
+  request: [Change!]!
+  "The differences in what each side got back; empty when the same or not compared (see note)."
+  response: [Change!]!
+  "False when a side has no response (the request as recorded, or an attempt still waiting): only the requests were compared."
+  responseCompared: Boolean!
+  "Why a part was not compared (a side without a response, a body not captured); null when all was."
+  note: String
+}
+
+"One difference: where, and the value on each side (null: absent on that side)."
+type Change {
+  "method, path, status, ` + "`" + `header NAME` + "`" + `, ` + "`" + `body $.json.path` + "`" + `, ` + "`" + `body line N` + "`" + ` (` + "`" + `body line N → M` + "`" + ` when it moved), or a body's size; ` + "`" + `…` + "`" + ` counts the changes past the cap."
+  where: String!
+  "The value on side a."
+  before: String
+  "The value on side b."
+  after: String
 }
 
 "What a provider says of a delivery, in its own terms."
@@ -3944,6 +4048,20 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
 
+func (ec *executionContext) childFields_AttemptComparison(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "request":
+		return ec.fieldContext_AttemptComparison_request(ctx, field)
+	case "response":
+		return ec.fieldContext_AttemptComparison_response(ctx, field)
+	case "responseCompared":
+		return ec.fieldContext_AttemptComparison_responseCompared(ctx, field)
+	case "note":
+		return ec.fieldContext_AttemptComparison_note(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AttemptComparison", field.Name)
+}
+
 func (ec *executionContext) childFields_AttemptResponse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "status":
@@ -3958,6 +4076,18 @@ func (ec *executionContext) childFields_AttemptResponse(ctx context.Context, fie
 		return ec.fieldContext_AttemptResponse_captured(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AttemptResponse", field.Name)
+}
+
+func (ec *executionContext) childFields_Change(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "where":
+		return ec.fieldContext_Change_where(ctx, field)
+	case "before":
+		return ec.fieldContext_Change_before(ctx, field)
+	case "after":
+		return ec.fieldContext_Change_after(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Change", field.Name)
 }
 
 func (ec *executionContext) childFields_CreateTokenPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4028,6 +4158,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_why(ctx, field)
 	case "hint":
 		return ec.fieldContext_Delivery_hint(ctx, field)
+	case "compare":
+		return ec.fieldContext_Delivery_compare(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Delivery", field.Name)
 }
@@ -4725,6 +4857,28 @@ func (ec *executionContext) field_Account_activity_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["first"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Delivery_compare_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "a",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["a"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "b",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["b"] = arg1
 	return args, nil
 }
 
@@ -6634,6 +6788,116 @@ func (ec *executionContext) fieldContext_Attempt_role(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type AttemptRole does not have child fields"))
 }
 
+func (ec *executionContext) _AttemptComparison_request(ctx context.Context, field graphql.CollectedField, obj *model.AttemptComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptComparison_request(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Request, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Change) graphql.Marshaler {
+			return ec.marshalNChange2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptComparison_request(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttemptComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Change(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttemptComparison_response(ctx context.Context, field graphql.CollectedField, obj *model.AttemptComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptComparison_response(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Response, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Change) graphql.Marshaler {
+			return ec.marshalNChange2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptComparison_response(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AttemptComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Change(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AttemptComparison_responseCompared(ctx context.Context, field graphql.CollectedField, obj *model.AttemptComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptComparison_responseCompared(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseCompared, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptComparison_responseCompared(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptComparison", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _AttemptComparison_note(ctx context.Context, field graphql.CollectedField, obj *model.AttemptComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptComparison_note(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Note, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptComparison_note(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptComparison", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _AttemptResponse_status(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6756,6 +7020,75 @@ func (ec *executionContext) _AttemptResponse_captured(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_AttemptResponse_captured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Change_where(ctx context.Context, field graphql.CollectedField, obj *model.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Change_where(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Where, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Change_where(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Change", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Change_before(ctx context.Context, field graphql.CollectedField, obj *model.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Change_before(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Before, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Change_before(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Change", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Change_after(ctx context.Context, field graphql.CollectedField, obj *model.Change) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Change_after(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.After, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Change_after(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Change", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _CreateTokenPayload_token(ctx context.Context, field graphql.CollectedField, obj *model.CreateTokenPayload) (ret graphql.Marshaler) {
@@ -7509,6 +7842,50 @@ func (ec *executionContext) _Delivery_hint(ctx context.Context, field graphql.Co
 }
 func (ec *executionContext) fieldContext_Delivery_hint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_compare(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_compare(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Delivery().Compare(ctx, obj, fc.Args["a"].(string), fc.Args["b"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AttemptComparison) graphql.Marshaler {
+			return ec.marshalNAttemptComparison2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptComparison(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_compare(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AttemptComparison(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Delivery_compare_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _DeliveryConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryConnection) (ret graphql.Marshaler) {
@@ -15972,6 +16349,57 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var attemptComparisonImplementors = []string{"AttemptComparison"}
+
+func (ec *executionContext) _AttemptComparison(ctx context.Context, sel ast.SelectionSet, obj *model.AttemptComparison) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attemptComparisonImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AttemptComparison")
+		case "request":
+			out.Values[i] = ec._AttemptComparison_request(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "response":
+			out.Values[i] = ec._AttemptComparison_response(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "responseCompared":
+			out.Values[i] = ec._AttemptComparison_responseCompared(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "note":
+			out.Values[i] = ec._AttemptComparison_note(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var attemptResponseImplementors = []string{"AttemptResponse"}
 
 func (ec *executionContext) _AttemptResponse(ctx context.Context, sel ast.SelectionSet, obj *model.AttemptResponse) graphql.Marshaler {
@@ -16002,6 +16430,49 @@ func (ec *executionContext) _AttemptResponse(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var changeImplementors = []string{"Change"}
+
+func (ec *executionContext) _Change(ctx context.Context, sel ast.SelectionSet, obj *model.Change) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, changeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Change")
+		case "where":
+			out.Values[i] = ec._Change_where(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "before":
+			out.Values[i] = ec._Change_before(ctx, field, obj)
+		case "after":
+			out.Values[i] = ec._Change_after(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16289,6 +16760,42 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "hint":
 			out.Values[i] = ec._Delivery_hint(ctx, field, obj)
+		case "compare":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_compare(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -19434,6 +19941,20 @@ func (ec *executionContext) marshalNAttempt2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋ
 	return ec._Attempt(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAttemptComparison2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptComparison(ctx context.Context, sel ast.SelectionSet, v model.AttemptComparison) graphql.Marshaler {
+	return ec._AttemptComparison(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAttemptComparison2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptComparison(ctx context.Context, sel ast.SelectionSet, v *model.AttemptComparison) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AttemptComparison(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNAttemptRole2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptRole(ctx context.Context, v any) (model.AttemptRole, error) {
 	var res model.AttemptRole
 	err := res.UnmarshalGQL(v)
@@ -19458,6 +19979,32 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNChange2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐChangeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Change) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNChange2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐChange(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNChange2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐChange(ctx context.Context, sel ast.SelectionSet, v *model.Change) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Change(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNCompleteForwardInput2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐCompleteForwardInput(ctx context.Context, v any) (model.CompleteForwardInput, error) {

@@ -125,6 +125,18 @@ type Attempt struct {
 	Role AttemptRole `json:"role"`
 }
 
+// What differs between two attempts of a delivery (Delivery.compare).
+type AttemptComparison struct {
+	// The differences in what each side sent; empty when the same.
+	Request []*Change `json:"request"`
+	// The differences in what each side got back; empty when the same or not compared (see note).
+	Response []*Change `json:"response"`
+	// False when a side has no response (the request as recorded, or an attempt still waiting): only the requests were compared.
+	ResponseCompared bool `json:"responseCompared"`
+	// Why a part was not compared (a side without a response, a body not captured); null when all was.
+	Note *string `json:"note,omitempty"`
+}
+
 // What one attempt got back.
 type AttemptResponse struct {
 	Status  int       `json:"status"`
@@ -135,6 +147,16 @@ type AttemptResponse struct {
 	BodyBase64 *string `json:"bodyBase64,omitempty"`
 	// Whether the body was captured (the Endpoint's responseCapture).
 	Captured bool `json:"captured"`
+}
+
+// One difference: where, and the value on each side (null: absent on that side).
+type Change struct {
+	// method, path, status, `header NAME`, `body $.json.path`, `body line N` (`body line N → M` when it moved), or a body's size; `…` counts the changes past the cap.
+	Where string `json:"where"`
+	// The value on side a.
+	Before *string `json:"before,omitempty"`
+	// The value on side b.
+	After *string `json:"after,omitempty"`
 }
 
 // The agent's report of one forward.
@@ -245,8 +267,17 @@ type Delivery struct {
 	// Dropbox, Zoom) an inspector or LOG Endpoint answered as any other request
 	// because it does not enable that handshake, with the command that does
 	// (docs/answers.md).
-	Hint *string            `json:"hint,omitempty"`
-	Row  readmodel.Delivery `json:"-"`
+	Hint *string `json:"hint,omitempty"`
+	// What differs between two attempts of this delivery: the request each sent
+	// (the recorded one, or an edited retry's, by the relay's edit rule) and the
+	// response each got, status, headers and body, JSON bodies field by field and
+	// text line by line (each part lists at most 100 changes, then how many more).
+	// a and b are attempt numbers as `attempts` lists them (1 is the first),
+	// `original` (or 0) for the request as recorded, or an attempt's id. The one
+	// comparison: `relay deliveries diff` and the console render it. It reads the
+	// delivery's payload and its attempts' responses (a payload read each).
+	Compare *AttemptComparison `json:"compare"`
+	Row     readmodel.Delivery `json:"-"`
 }
 
 type DeliveryConnection struct {
