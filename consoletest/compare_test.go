@@ -80,7 +80,8 @@ func deliveryAt(t *testing.T, token, id, path string) string {
 	return did
 }
 
-// change is one difference as relay deliveries diff -o json lists it.
+// change is one difference as relay deliveries diff -o json lists it
+// (the API's Change, before and after as a and b).
 type change struct {
 	Where string  `json:"where"`
 	A     *string `json:"a"`
@@ -91,6 +92,7 @@ type change struct {
 // when the part is not shown, empty when it is the same) and the note.
 func (p *page) comparison() (request, response []change, note string) {
 	p.t.Helper()
+	p.waitFor("the relay's comparison shown", `document.querySelector('[data-testid=compare-result] h4') && !document.querySelector('[data-testid=compare-loading]')`)
 	var got struct {
 		Request, Response []change
 		Note              string
@@ -132,8 +134,9 @@ func str(s *string) string {
 // TestCompareAttempts: in the detail pane a reader compares two attempts
 // of a delivery — by default the last two — and sees what differs: the
 // status, a header and the JSON fields of the local answer; and, for an
-// edited retry, what the edit changed in the request. The console lists
-// exactly what relay deliveries diff lists for the same attempts.
+// edited retry, what the edit changed in the request. The console shows
+// exactly what the API answers (Delivery.compare), and relay deliveries
+// diff prints the same for the same attempts.
 func TestCompareAttempts(t *testing.T) {
 	var served atomic.Int64
 	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +198,7 @@ func TestCompareAttempts(t *testing.T) {
 	if kind := p.text(`[data-testid=compare-response] tr[data-where="body $.received"] .change-kind`); kind != "added" {
 		t.Errorf("the new field is marked %q, want added", kind)
 	}
-	wantCLI(t, token, did, "1", "2", req, resp, note)
+	wantAPI(t, token, did, "1", "2", req, resp, note)
 
 	// An edited retry: another body and a header added. The view keeps
 	// the comparison open through the new attempt and offers the edit at
@@ -223,13 +226,13 @@ func TestCompareAttempts(t *testing.T) {
 	if resp != nil || !strings.HasPrefix(note, "a side has no response") {
 		t.Errorf("the recorded request has no response, yet the comparison shows %+v (note %q)", resp, note)
 	}
-	wantCLI(t, token, did, "original", "3", req, resp, note)
+	wantAPI(t, token, did, "original", "3", req, resp, note)
 
 	// A choice made by hand stays through a new attempt.
 	p.do(chromedpSetValue(`[data-testid=compare-a]`, "2"))
 	p.waitFor("attempt 2 against 3", `document.querySelector('[data-testid=compare-sides]').textContent.startsWith('Comparing attempt 2: 200')`)
 	req, _, _ = p.comparison()
-	wantCLI(t, token, did, "2", "3", req, nil, "")
+	wantAPI(t, token, did, "2", "3", req, nil, "")
 	retry(nil)
 	p.waitFor("a fourth attempt", `document.querySelectorAll('[data-testid=attempt-status]').length === 4`)
 	if a, b := eval[string](p, `document.querySelector('[data-testid=compare-a]').value`), eval[string](p, `document.querySelector('[data-testid=compare-b]').value`); a != "2" || b != "3" {
@@ -241,28 +244,74 @@ func TestCompareAttempts(t *testing.T) {
 
 func ptr(s string) *string { return &s }
 
-// wantCLI fails the test unless relay deliveries diff lists the same
-// request changes (and, when response is not nil, response changes and
-// note) for the same two sides.
-func wantCLI(t *testing.T, token, id, a, b string, request, response []change, note string) {
+// wantAPI fails the test unless the API's comparison (Delivery.compare)
+// and relay deliveries diff -o json list the request changes shown (and,
+// when response is not nil or note not empty, the response changes and
+// note shown) for the same two sides.
+func wantAPI(t *testing.T, token, id, a, b string, request, response []change, note string) {
 	t.Helper()
-	var got struct {
-		Request, Response []change
-		Note              string
-	}
-	out := cli(t, token, "deliveries", "diff", id, a, b, "-o", "json")
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	api := apiComparison(t, token, id, a, b)
+	var cli comparisonJSON
+	out := cliDiff(t, token, id, a, b)
+	if err := json.Unmarshal([]byte(out), &cli); err != nil {
 		t.Fatalf("diff -o json: %v\n%s", err, out)
 	}
-	if !reflect.DeepEqual(nonNil(got.Request), nonNil(request)) {
-		t.Errorf("%s vs %s: the console lists request changes\n%s\nrelay deliveries diff lists\n%s", a, b, show(request), show(got.Request))
+	for _, got := range []struct {
+		who string
+		c   comparisonJSON
+	}{{"the API answers", api}, {"relay deliveries diff lists", cli}} {
+		if !reflect.DeepEqual(nonNil(got.c.Request), nonNil(request)) {
+			t.Errorf("%s vs %s: the console shows request changes\n%s\n%s\n%s", a, b, show(request), got.who, show(got.c.Request))
+		}
+		if response == nil && note == "" {
+			continue
+		}
+		if !reflect.DeepEqual(nonNil(got.c.Response), nonNil(response)) || got.c.Note != note {
+			t.Errorf("%s vs %s: the console shows response changes\n%s(note %q)\n%s\n%s(note %q)", a, b, show(response), note, got.who, show(got.c.Response), got.c.Note)
+		}
 	}
-	if response == nil && note == "" {
-		return
+}
+
+// comparisonJSON is a comparison as relay deliveries diff -o json prints it.
+type comparisonJSON struct {
+	Request, Response []change
+	Note              string
+}
+
+// apiComparison is the API's comparison of two sides of delivery id, in
+// the command line's terms (before and after as a and b).
+func apiComparison(t *testing.T, token, id, a, b string) comparisonJSON {
+	t.Helper()
+	var q struct {
+		Delivery struct {
+			Compare struct {
+				Request, Response []struct {
+					Where         string
+					Before, After *string
+				}
+				Note *string
+			}
+		}
 	}
-	if !reflect.DeepEqual(nonNil(got.Response), nonNil(response)) || got.Note != note {
-		t.Errorf("%s vs %s: the console lists response changes\n%s(note %q)\nrelay deliveries diff lists\n%s(note %q)", a, b, show(response), note, show(got.Response), got.Note)
+	srv.MustGraphQL(t, token, `query($id: ID!, $a: String!, $b: String!){ delivery(id: $id){ compare(a: $a, b: $b){
+		request{ where before after } response{ where before after } note } } }`, map[string]any{"id": id, "a": a, "b": b}, &q)
+	var out comparisonJSON
+	for _, c := range q.Delivery.Compare.Request {
+		out.Request = append(out.Request, change{c.Where, c.Before, c.After})
 	}
+	for _, c := range q.Delivery.Compare.Response {
+		out.Response = append(out.Response, change{c.Where, c.Before, c.After})
+	}
+	if n := q.Delivery.Compare.Note; n != nil {
+		out.Note = *n
+	}
+	return out
+}
+
+// cliDiff is relay deliveries diff -o json of two sides of delivery id.
+func cliDiff(t *testing.T, token, id, a, b string) string {
+	t.Helper()
+	return cli(t, token, "deliveries", "diff", id, a, b, "-o", "json")
 }
 
 func nonNil(cs []change) []change {
@@ -280,12 +329,12 @@ func show(cs []change) string {
 	return b.String()
 }
 
-// TestCompareMatchesCLI: for answers that differ in every way a body can
-// (JSON formatted otherwise, nested JSON with keys to sort and characters
-// Go escapes, text lines, binary, more than a hundred differences, text
-// against JSON, an empty body), the console's comparison lists exactly
-// what relay deliveries diff lists.
-func TestCompareMatchesCLI(t *testing.T) {
+// TestCompareShownAsAnswered: for answers that differ in every way a body
+// can (JSON formatted otherwise, nested JSON with keys to sort and
+// characters Go escapes, text lines, binary, more than a hundred
+// differences, text against JSON, an empty body), the console shows
+// exactly what the API answers, and relay deliveries diff prints it too.
+func TestCompareShownAsAnswered(t *testing.T) {
 	many := func(v int) []byte {
 		m := map[string]int{}
 		for i := range 150 {
@@ -327,22 +376,16 @@ func TestCompareMatchesCLI(t *testing.T) {
 			did := deliveryAt(t, token, id, path)
 			srv.MustGraphQL(t, token, `mutation($id: ID!){ retryDelivery(id: $id){ id } }`, map[string]any{"id": did}, nil)
 
-			raw := eval[string](p, fmt.Sprintf(`(async () => {
-				const { compareAttempts } = await import('/assets/compare.js');
-				const { request } = await import('/assets/graphql.js');
-				const { DELIVERY } = await import('/assets/api.js');
-				const data = await request(DELIVERY, { id: %q });
-				return JSON.stringify(compareAttempts(data.delivery, '1', '2'));
-			})()`, did))
-			var console struct {
-				Request, Response []change
-				Note              string
+			p.openRow(path)
+			p.waitFor("two attempts", `document.querySelectorAll('[data-testid=attempt-status]').length === 2`)
+			if !eval[bool](p, `document.querySelector('[data-testid=compare]').open`) {
+				p.click(`[data-testid=compare] summary`)
 			}
-			if err := json.Unmarshal([]byte(raw), &console); err != nil {
-				t.Fatal(err)
-			}
+			var console comparisonJSON
+			console.Request, console.Response, console.Note = p.comparison()
+			raw := show(console.Response)
 			if len(console.Response) == 0 {
-				t.Fatalf("the console finds no difference between the answers: %s", raw)
+				t.Fatalf("the console shows no difference between the answers (note %q)", console.Note)
 			}
 			if path == "/text" {
 				// A changed line is one change, not a removal and an addition
@@ -354,10 +397,10 @@ func TestCompareMatchesCLI(t *testing.T) {
 					}
 				}
 				if len(body) != 2 || body[0].Where != "body line 2" || body[0].A == nil || *body[0].A != "line 2" || body[0].B == nil || *body[0].B != "changed" {
-					t.Errorf("the console lists %s for a changed line 2 and an added line 4", raw)
+					t.Errorf("the console shows\n%sfor a changed line 2 and an added line 4", raw)
 				}
 			}
-			wantCLI(t, token, did, "1", "2", console.Request, console.Response, console.Note)
+			wantAPI(t, token, did, "1", "2", console.Request, console.Response, console.Note)
 		})
 	}
 }

@@ -7,14 +7,9 @@ export const ROW_FIELDS = `
   provider { name eventType deliveryId } duplicates hint
 `;
 
-/**
- * Every field of a delivery, for the detail pane; each attempt's response
- * too, for comparing attempts (bodies as base64 only: compare.js decodes
- * the text, and the answer carries each body once).
- */
+/** Every field of a delivery, for the detail pane. */
 export const DETAIL_FIELDS = `
   ${ROW_FIELDS}
-  attempts { id response { status headers { name value } bodyBase64 captured } }
   headers { name value }
   body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }
@@ -122,6 +117,10 @@ export const ENDPOINT_PAGE = `query EndpointPage($id: ID!, $first: Int, $after: 
 }`;
 
 export const DELIVERY = `query Delivery($id: ID!) { delivery(id: $id) { ${DETAIL_FIELDS} } }`;
+
+/** The relay's comparison of two attempts of a delivery (compare.js renders it). */
+export const COMPARE = `query Compare($id: ID!, $a: String!, $b: String!) { delivery(id: $id) { id compare(a: $a, b: $b) {
+  request { where before after } response { where before after } responseCompared note } } }`;
 
 export const RETRY = `mutation Retry($id: ID!, $edit: RequestEditInput) { retryDelivery(id: $id, edit: $edit) { ${DETAIL_FIELDS} } }`;
 

@@ -1,76 +1,10 @@
 // Compare two attempts of a delivery: what each sent (the request as
-// recorded, or an edited retry's) and what each got back — status, headers
-// and body, JSON bodies field by field. The rules are those of
-// `relay deliveries diff` (cmd/relay/diff.go), so the console and the CLI
-// list the same differences.
+// recorded, or an edited retry's) and what each got back. The comparison
+// is the relay's (Delivery.compare, the one `relay deliveries diff`
+// prints): this module only asks for it and renders it.
 import { h, replace, field } from './dom.js';
-import { base64ToBytes } from './format.js';
-
-// Past this many differences in one part, a comparison says how many more.
-const MAX_CHANGES = 100;
-// Texts longer than this are compared by their number of lines.
-const MAX_LINES = 1000;
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** payload is a body: its base64 (the bytes compared) and its text, null when not UTF-8. */
-function payload(b64) {
-  const bytes = base64ToBytes(b64 || '');
-  let text = null;
-  try {
-    text = utf8.decode(bytes);
-  } catch {
-    text = null;
-  }
-  return { b64: b64 || '', size: bytes.length, text };
-}
-
-/**
- * applyEdit is the request an edited retry made of the recorded one, by
- * the relay's rule (domain RequestEdit.Apply): set headers replace every
- * value of their name in place, unset ones go, a new body updates
- * Content-Length.
- */
-export function applyEdit(req, e) {
-  if (!e) return req;
-  const lower = (s) => s.toLowerCase();
-  const unset = new Set((e.unsetHeaders || []).map(lower));
-  const set = new Map();
-  for (const x of e.setHeaders || []) {
-    const k = lower(x.name);
-    if (!set.has(k)) set.set(k, []);
-    set.get(k).push({ name: x.name, value: x.value });
-  }
-  const headers = [];
-  const placed = new Set();
-  for (const x of req.headers) {
-    const k = lower(x.name);
-    if (unset.has(k)) continue;
-    if (set.has(k)) {
-      if (!placed.has(k)) headers.push(...set.get(k));
-      placed.add(k);
-      continue;
-    }
-    headers.push(x);
-  }
-  for (const [k, list] of set) {
-    if (!placed.has(k)) headers.push(...list);
-    placed.add(k);
-  }
-  let body = req.body;
-  if (e.bodyBase64 !== null && e.bodyBase64 !== undefined) {
-    body = payload(e.bodyBase64);
-    for (let i = 0; i < headers.length; i += 1) {
-      if (lower(headers[i].name) === 'content-length') headers[i] = { name: headers[i].name, value: String(body.size) };
-    }
-  }
-  return { method: e.method || req.method, target: e.path || req.target, headers, body };
-}
-
-/** recordedRequest is the request as the relay recorded it. */
-function recordedRequest(d) {
-  return { method: d.method, target: d.path, headers: d.headers || [], body: payload(d.bodyBase64) };
-}
+import { request, describeError } from './graphql.js';
+import { COMPARE } from './api.js';
 
 /** describeAttempt is an attempt in a few words: "404 (12 ms)", "pending". */
 export function describeAttempt(a) {
@@ -81,210 +15,36 @@ export function describeAttempt(a) {
 }
 
 /**
- * compareAttempts compares two sides of delivery d: 'original' (the
- * request as recorded) or an attempt's number from 1. It returns
- * {request, response, note} as `relay deliveries diff -o json` does: each
- * change is {where, a, b}, a or b null where that side has none.
+ * fetchComparison asks the relay to compare two sides of delivery id:
+ * 'original' (the request as recorded) or an attempt's number from 1. It
+ * returns {request, response, responseCompared, note}: each change is
+ * {where, a, b}, a or b null where that side has none.
  */
-export function compareAttempts(d, refA, refB) {
-  const recorded = recordedRequest(d);
-  const side = (ref) => {
-    if (ref === 'original') return { req: recorded, resp: null };
-    const at = d.attempts[Number(ref) - 1];
-    const r = at.response;
-    const resp = r ? { status: r.status, headers: r.headers || [], body: payload(r.bodyBase64), captured: r.captured } : null;
-    return { req: applyEdit(recorded, at.edit), resp };
-  };
-  const a = side(refA);
-  const b = side(refB);
-  const out = { request: diffRequests(a.req, b.req), response: [], note: '' };
-  if (!a.resp || !b.resp) {
-    out.note = 'a side has no response (the request as recorded, or an attempt still waiting): only the requests are compared';
-  } else {
-    out.response = diffResponses(a.resp, b.resp);
-    if (!a.resp.captured || !b.resp.captured) {
-      out.note = 'response bodies are compared only when the Endpoint captures them (relay endpoints update ENDPOINT --response-capture)';
-    }
-  }
-  return out;
-}
-
-function change(where, a, b) {
-  return { where, a: a === undefined ? null : a, b: b === undefined ? null : b };
-}
-
-function diffRequests(a, b) {
-  const out = [];
-  if (a.method !== b.method) out.push(change('method', a.method, b.method));
-  if (a.target !== b.target) out.push(change('path', a.target, b.target));
-  out.push(...diffHeaders(a.headers, b.headers));
-  out.push(...diffBodies(a.body, b.body));
-  return out;
-}
-
-function diffResponses(a, b) {
-  const out = [];
-  if (a.status !== b.status) out.push(change('status', String(a.status), String(b.status)));
-  out.push(...diffHeaders(a.headers, b.headers));
-  if (a.captured && b.captured) out.push(...diffBodies(a.body, b.body));
-  return out;
-}
-
-/** diffHeaders compares headers by name (any case), the values of one name joined in order. */
-function diffHeaders(a, b) {
-  const values = (list) => {
-    const v = new Map();
-    const names = new Map();
-    for (const x of list) {
-      const k = x.name.toLowerCase();
-      if (v.has(k)) v.set(k, `${v.get(k)}, ${x.value}`);
-      else {
-        v.set(k, x.value);
-        names.set(k, x.name);
-      }
-    }
-    return [v, names];
-  };
-  const [va, na] = values(a);
-  const [vb, nb] = values(b);
-  const out = [];
-  for (const k of sortedKeys([...va.keys()], [...vb.keys()])) {
-    if (va.has(k) && vb.has(k) && va.get(k) === vb.get(k)) continue;
-    out.push(change(`header ${na.get(k) || nb.get(k)}`, va.get(k), vb.get(k)));
-  }
-  return out;
-}
-
-/** diffBodies compares field by field when both are JSON, line by line when both are text, by size otherwise. */
-function diffBodies(a, b) {
-  if (a.b64 === b.b64) return [];
-  const ja = parse(a.text);
-  const jb = parse(b.text);
-  if (ja.ok && jb.ok) {
-    const out = [];
-    diffValues('body $', ja.value, jb.value, out);
-    if (!out.length) out.push(change('body (the same JSON, formatted differently)', `${a.size} bytes`, `${b.size} bytes`));
-    return capChanges(out);
-  }
-  if (a.text !== null && b.text !== null) return capChanges(diffLines(a.text.split('\n'), b.text.split('\n')));
-  return [change('body (binary, differs)', `${a.size} bytes`, `${b.size} bytes`)];
-}
-
-function parse(text) {
-  if (text === null) return { ok: false };
-  try {
-    return { ok: true, value: JSON.parse(text) };
-  } catch {
-    return { ok: false };
-  }
-}
-
-const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
-
-/** diffValues lists the paths where two JSON values differ. */
-function diffValues(path, a, b, out) {
-  if (out.length > MAX_CHANGES) return;
-  if (isObject(a) && isObject(b)) {
-    for (const k of sortedKeys(Object.keys(a), Object.keys(b))) {
-      const p = `${path}.${k}`;
-      const inA = Object.hasOwn(a, k);
-      const inB = Object.hasOwn(b, k);
-      if (inA && inB) diffValues(p, a[k], b[k], out);
-      else if (inA) out.push(change(p, jsonText(a[k]), null));
-      else out.push(change(p, null, jsonText(b[k])));
-    }
-    return;
-  }
-  if (Array.isArray(a) && Array.isArray(b)) {
-    for (let i = 0; i < Math.max(a.length, b.length); i += 1) {
-      const p = `${path}[${i}]`;
-      if (i < a.length && i < b.length) diffValues(p, a[i], b[i], out);
-      else if (i < a.length) out.push(change(p, jsonText(a[i]), null));
-      else out.push(change(p, null, jsonText(b[i])));
-    }
-    return;
-  }
-  const x = jsonText(a);
-  const y = jsonText(b);
-  if (x !== y) out.push(change(path, x, y));
-}
-
-/** jsonText writes a value as Go's encoding/json does, which escapes <, >, & and the line separators. */
-function jsonText(v) {
-  return JSON.stringify(v).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
-
-/** sortedKeys is the keys of both lists together, once each, sorted as Go sorts strings (by code point). */
-function sortedKeys(a, b) {
-  return [...new Set([...a, ...b])].sort((x, y) => {
-    const cx = [...x];
-    const cy = [...y];
-    for (let i = 0; i < Math.min(cx.length, cy.length); i += 1) {
-      if (cx[i] !== cy[i]) return cx[i].codePointAt(0) - cy[i].codePointAt(0);
-    }
-    return cx.length - cy.length;
-  });
+export async function fetchComparison(id, refA, refB) {
+  const data = await request(COMPARE, { id, a: refA, b: refB });
+  if (!data.delivery) throw new Error('This request is no longer in the history.');
+  const c = data.delivery.compare;
+  const changes = (list) => list.map((x) => ({ where: x.where, a: x.before, b: x.after }));
+  return { request: changes(c.request), response: changes(c.response), responseCompared: c.responseCompared, note: c.note || '' };
 }
 
 /**
- * diffLines lists the lines one text has and the other has not, by the
- * longest common subsequence. Between two common lines, the k-th line
- * removed and the k-th added are one change (a line changed, not a line
- * removed and another added); the lines left over follow, removed first,
- * as diff prints them. cmd/relay/diff.go does the same.
- * @param {string[]} a
- * @param {string[]} b
+ * answers keeps the comparisons already fetched, by delivery, sides and
+ * attempts' outcomes: the pane is drawn anew on every live update, and an
+ * unchanged comparison is not asked for again.
  */
-function diffLines(a, b) {
-  if (a.length > MAX_LINES || b.length > MAX_LINES) {
-    return [change('body (text, differs)', `${a.length} lines`, `${b.length} lines`)];
-  }
-  const lcs = Array.from({ length: a.length + 1 }, () => new Int32Array(b.length + 1));
-  for (let i = a.length - 1; i >= 0; i -= 1) {
-    for (let j = b.length - 1; j >= 0; j -= 1) {
-      lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
-    }
-  }
-  const out = [];
-  /** @type {number[]} */
-  let removed = [];
-  /** @type {number[]} */
-  let added = [];
-  const flush = () => {
-    const n = Math.min(removed.length, added.length);
-    for (let k = 0; k < n; k += 1) {
-      const ai = removed[k];
-      const bj = added[k];
-      const where = ai === bj ? `body line ${ai + 1}` : `body line ${ai + 1} → ${bj + 1}`;
-      out.push(change(where, a[ai], b[bj]));
-    }
-    for (const ai of removed.slice(n)) out.push(change(`body line ${ai + 1}`, a[ai], null));
-    for (const bj of added.slice(n)) out.push(change(`body line ${bj + 1}`, null, b[bj]));
-    removed = [];
-    added = [];
-  };
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) {
-    if (i < a.length && j < b.length && a[i] === b[j]) {
-      flush();
-      i += 1;
-      j += 1;
-    } else if (i < a.length && (j === b.length || lcs[i + 1][j] >= lcs[i][j + 1])) {
-      removed.push(i);
-      i += 1;
-    } else {
-      added.push(j);
-      j += 1;
-    }
-  }
-  flush();
-  return out;
-}
+const answers = new Map();
+const MAX_ANSWERS = 50;
 
-function capChanges(list) {
-  if (list.length <= MAX_CHANGES) return list;
-  return [...list.slice(0, MAX_CHANGES), change('…', `${list.length - MAX_CHANGES} more differences`, null)];
+function comparison(d, refA, refB) {
+  const key = [d.id, refA, refB, ...(d.attempts || []).map((a) => `${a.id}:${a.status ?? ''}`)].join('|');
+  if (!answers.has(key)) {
+    if (answers.size >= MAX_ANSWERS) answers.clear();
+    const p = fetchComparison(d.id, refA, refB);
+    p.catch(() => answers.delete(key)); // asked again next time
+    answers.set(key, p);
+  }
+  return answers.get(key);
 }
 
 // ---- the view ----------------------------------------------------------------
@@ -300,7 +60,7 @@ const chosen = new Map();
 /**
  * compareView is the Compare attempts block of delivery d's attempts: two
  * sides to pick (the request as recorded, or any attempt) and their
- * differences. It needs two attempts or more, each with its response.
+ * differences, as the relay answers them. It needs two attempts or more.
  */
 export function compareView(d) {
   const attempts = d.attempts || [];
@@ -319,13 +79,26 @@ export function compareView(d) {
   const selA = h('select', { name: 'compare-a', 'data-testid': 'compare-a' }, options(refA));
   const selB = h('select', { name: 'compare-b', 'data-testid': 'compare-b' }, options(refB));
   const result = h('div', { class: 'compare-result', 'data-testid': 'compare-result', 'aria-live': 'polite' });
-  const show = () => {
-    const r = compareAttempts(d, selA.value, selB.value);
+  let shown = 0; // the latest comparison asked for: an older answer is dropped
+  const show = async () => {
+    const a = selA.value;
+    const b = selB.value;
+    const sides = h('p', { class: 'muted small', 'data-testid': 'compare-sides' }, `Comparing ${label(a)} with ${label(b)}.`);
+    const mine = ++shown;
+    replace(result, sides, h('p', { class: 'muted', 'data-testid': 'compare-loading' }, 'Comparing…'));
+    let r;
+    try {
+      r = await comparison(d, a, b);
+    } catch (err) {
+      if (mine === shown) replace(result, sides, h('p', { class: 'error', role: 'alert', 'data-testid': 'compare-error' }, describeError(err)));
+      return;
+    }
+    if (mine !== shown) return;
     replace(result,
-      h('p', { class: 'muted small', 'data-testid': 'compare-sides' }, `Comparing ${label(selA.value)} with ${label(selB.value)}.`),
+      sides,
       h('h4', {}, 'Request'),
       changesTable(r.request, 'request'),
-      r.note.startsWith('a side has no response') ? null : [h('h4', {}, 'Response'), changesTable(r.response, 'response')],
+      r.responseCompared ? [h('h4', {}, 'Response'), changesTable(r.response, 'response')] : null,
       r.note ? h('p', { class: 'muted small', 'data-testid': 'compare-note' }, `(${r.note})`) : null);
   };
   const pick = (a, b) => {
