@@ -29,6 +29,10 @@ const (
   why { status summary facts { at text } }`
 	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`
 	qRetry    = `mutation($id: ID!, $edit: RequestEditInput){ retryDelivery(id: $id, edit: $edit){ ` + deliveryFields + ` } }`
+	// qCompare is the relay's comparison of two attempts, which the
+	// console's detail pane renders.
+	qCompare = `query($id: ID!, $a: String!, $b: String!){ delivery(id: $id){ id compare(a: $a, b: $b){
+  request { where before after } response { where before after } responseCompared note } } }`
 )
 
 // Account is the signed-in account.
@@ -118,6 +122,21 @@ func (a API) delivery(ctx context.Context, id string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("delivery %s: not found", id)
 	}
 	return out.Delivery, nil
+}
+
+// compare is the relay's comparison (Delivery.compare) of two sides of a
+// delivery, as the API answers it.
+func (a API) compare(ctx context.Context, id, sideA, sideB string) (json.RawMessage, error) {
+	var out struct {
+		Delivery *struct{ Compare json.RawMessage }
+	}
+	if err := a.c.Do(ctx, qCompare, map[string]any{"id": id, "a": sideA, "b": sideB}, &out); err != nil {
+		return nil, err
+	}
+	if out.Delivery == nil {
+		return nil, fmt.Errorf("delivery %s: not found", id)
+	}
+	return out.Delivery.Compare, nil
 }
 
 // qStats is the last hour of an Endpoint's stats a card's chart draws.

@@ -553,6 +553,22 @@ func (u *UI) Delivery(id string) (json.RawMessage, error) {
 	return api.delivery(ctx, id)
 }
 
+// Compare returns the relay's comparison of two sides of a delivery
+// (attempt numbers, or original), which the detail pane renders.
+func (u *UI) Compare(id, a, b string) (json.RawMessage, error) {
+	api, ok := u.app.api()
+	if !ok {
+		return nil, errors.New("not signed in")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := api.compare(ctx, id, a, b)
+	if err != nil {
+		return nil, fmt.Errorf("compare: %w", err)
+	}
+	return c, nil
+}
+
 // Stats returns an Endpoint's last hour (60 one-minute buckets and their
 // totals) for the chart on its card.
 func (u *UI) Stats(endpointID string) (json.RawMessage, error) {

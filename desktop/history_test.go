@@ -142,6 +142,24 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 	if a := edited.Attempts; len(a) != 2 || !a[1].Retry || a[1].Edit == nil || len(a[1].Edit.SetHeaders) != 1 || a[1].Edit.SetHeaders[0].Name != "X-Debug" {
 		t.Errorf("after an edited retry the attempts are %+v, want a second one recording the set X-Debug", a)
 	}
+	// The window's comparison is the relay's: the recorded request
+	// against the edited retry shows the header the edit set.
+	raw, err = ui.Compare(id, "original", "2")
+	var cmp struct {
+		Request []struct {
+			Where         string
+			Before, After *string
+		}
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &cmp)
+	}
+	if err != nil || len(cmp.Request) != 1 || cmp.Request[0].Where != "header X-Debug" || cmp.Request[0].Before != nil || cmp.Request[0].After == nil || *cmp.Request[0].After != "1" {
+		t.Errorf("compare original with 2: %v\n%s", err, raw)
+	}
+	if _, err := ui.Compare(id, "original", "9"); err == nil || !strings.Contains(err.Error(), "want original") {
+		t.Errorf("compare with a 9th of 2 attempts: %v, want the attempts it may name", err)
+	}
 	if _, err := ui.Retry(id, json.RawMessage(`{"path":"no-slash"}`)); err == nil || !strings.Contains(err.Error(), "path") {
 		t.Errorf("a malformed edit: %v, want an error naming the path", err)
 	}

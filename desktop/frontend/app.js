@@ -398,6 +398,8 @@ function renderDetailPane() {
     message: state.detailMessage,
     newAttemptId: state.newAttemptId,
     onRetry: retry,
+    // The relay's comparison, asked through the Go side (it holds the token).
+    compare: (id, a, b) => ui().Compare(id, a, b),
     onClose: () => { state.selected = null; renderRows(); renderDetailPane(); },
   }));
 }

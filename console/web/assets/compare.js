@@ -14,16 +14,22 @@ export function describeAttempt(a) {
   return s;
 }
 
-/**
- * fetchComparison asks the relay to compare two sides of delivery id:
- * 'original' (the request as recorded) or an attempt's number from 1. It
- * returns {request, response, responseCompared, note}: each change is
- * {where, a, b}, a or b null where that side has none.
- */
-export async function fetchComparison(id, refA, refB) {
+/** askRelay asks the relay for its comparison (Delivery.compare) as the signed-in page. */
+async function askRelay(id, refA, refB) {
   const data = await request(COMPARE, { id, a: refA, b: refB });
   if (!data.delivery) throw new Error('This request is no longer in the history.');
-  const c = data.delivery.compare;
+  return data.delivery.compare;
+}
+
+/**
+ * fetchComparison asks for the relay's comparison of two sides of delivery
+ * id: 'original' (the request as recorded) or an attempt's number from 1.
+ * ask is how (the desktop asks through its Go side); by default the page
+ * asks the relay. It returns {request, response, responseCompared, note}:
+ * each change is {where, a, b}, a or b null where that side has none.
+ */
+export async function fetchComparison(id, refA, refB, ask = askRelay) {
+  const c = await ask(id, refA, refB);
   const changes = (list) => list.map((x) => ({ where: x.where, a: x.before, b: x.after }));
   return { request: changes(c.request), response: changes(c.response), responseCompared: c.responseCompared, note: c.note || '' };
 }
@@ -36,11 +42,11 @@ export async function fetchComparison(id, refA, refB) {
 const answers = new Map();
 const MAX_ANSWERS = 50;
 
-function comparison(d, refA, refB) {
+function comparison(d, refA, refB, ask) {
   const key = [d.id, refA, refB, ...(d.attempts || []).map((a) => `${a.id}:${a.status ?? ''}`)].join('|');
   if (!answers.has(key)) {
     if (answers.size >= MAX_ANSWERS) answers.clear();
-    const p = fetchComparison(d.id, refA, refB);
+    const p = fetchComparison(d.id, refA, refB, ask);
     p.catch(() => answers.delete(key)); // asked again next time
     answers.set(key, p);
   }
@@ -60,9 +66,10 @@ const chosen = new Map();
 /**
  * compareView is the Compare attempts block of delivery d's attempts: two
  * sides to pick (the request as recorded, or any attempt) and their
- * differences, as the relay answers them. It needs two attempts or more.
+ * differences, as the relay answers them; ask (optional) is how to ask it
+ * (see fetchComparison). It needs two attempts or more.
  */
-export function compareView(d) {
+export function compareView(d, ask) {
   const attempts = d.attempts || [];
   if (attempts.length < 2) return null;
   const mine = chosen.get(d.id) || { open: false, a: '', b: '' };
@@ -88,7 +95,7 @@ export function compareView(d) {
     replace(result, sides, h('p', { class: 'muted', 'data-testid': 'compare-loading' }, 'Comparing…'));
     let r;
     try {
-      r = await comparison(d, a, b);
+      r = await comparison(d, a, b, ask);
     } catch (err) {
       if (mine === shown) replace(result, sides, h('p', { class: 'error', role: 'alert', 'data-testid': 'compare-error' }, describeError(err)));
       return;

@@ -15,7 +15,8 @@ import { providerFacts } from './provider.js';
  * renderDetail returns the pane for delivery d.
  * opts: baseURL (the address's public URL), retryReason ('' when Retry is
  * allowed), retrying (bool), message (a node shown under the actions),
- * newAttemptId (highlighted), onRetry(edit), onClose(). Edit and retry
+ * newAttemptId (highlighted), onRetry(edit), onClose(), compare(id, a, b)
+ * (optional: how to ask the relay for a comparison, see compare.js). Edit and retry
  * opens an editor of the recorded request; it sends only what changed.
  */
 export function renderDetail(d, opts) {
@@ -67,7 +68,7 @@ export function renderDetail(d, opts) {
     incompleteNotice(d, stored),
     section('Request body', bodyView(d.body, d.bodyBase64, headerValue(d.headers, 'content-type'), d.bodySize === 0)),
     section('Request headers', headersTable(d.headers, 'Request headers')),
-    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId), compareView(d)),
+    section('Attempts', attemptsTable(d.attempts, opts.newAttemptId), compareView(d, opts.compare)),
     section('Response',
       h('p', {}, 'Status ', statusBadge(d.responseStatus)),
       h('h4', {}, 'Headers'),
