@@ -71,7 +71,7 @@ func (r *Resolver) apiCostBudget(ctx context.Context) (string, ratelimit.Rate) {
 	} else if tok, _ := ctx.Value(tokenKey).(string); tok != "" {
 		// Not r.credential: a refused token is counted (FailedAuthRate)
 		// when a resolver reads it, not here too.
-		if a, _, err := r.Service.AuthenticateToken(ctx, tok); err == nil {
+		if a, _, err := r.authenticate(ctx, tok); err == nil {
 			acc = a.ID
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -24,7 +25,19 @@ const (
 	tokenInfoKey
 	jarKey
 	noCookiesKey
+	authMemoKey
 )
+
+// authMemo keeps one HTTP request's token look-up, so that the cost
+// budget (chargeAPICost) and the resolvers read the views once for it. Not
+// for WebSockets: a socket authenticates at connection_init and lives on,
+// and a memo would outlive a revocation.
+type authMemo struct {
+	once sync.Once
+	acc  readmodel.Account
+	tok  readmodel.Token
+	err  error
+}
 
 // WithToken puts the bearer token of an HTTP request (or, without one,
 // its session cookie: see cookieCredential) in its context, and
@@ -34,8 +47,11 @@ func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
 		_, noCookies := ctx.Value(noCookiesKey).(string)
-		if !websocket.IsWebSocketUpgrade(r) && !noCookies { // a socket's answers cannot set cookies
-			ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
+		if !websocket.IsWebSocketUpgrade(r) {
+			ctx = context.WithValue(ctx, authMemoKey, &authMemo{})
+			if !noCookies { // a socket's answers cannot set cookies
+				ctx = context.WithValue(ctx, jarKey, &cookieJar{w: w, secure: fromHTTPS(r)})
+			}
 		}
 		if tok, ok := bearer(r.Header.Get("Authorization")); ok {
 			ctx = context.WithValue(ctx, tokenKey, tok)

@@ -25,7 +25,7 @@ func (r *Resolver) credential(ctx context.Context) (readmodel.Account, readmodel
 	if tok == "" {
 		return readmodel.Account{}, readmodel.Token{}, domain.ErrUnauthenticated
 	}
-	acc, t, err := r.Service.AuthenticateToken(ctx, tok)
+	acc, t, err := r.authenticate(ctx, tok)
 	if errors.Is(err, domain.ErrUnauthenticated) {
 		// A client that keeps sending refused tokens (revoked, expired,
 		// guessed) is told to slow down, per client address.
@@ -36,6 +36,16 @@ func (r *Resolver) credential(ctx context.Context) (readmodel.Account, readmodel
 		}
 	}
 	return acc, t, err
+}
+
+// authenticate looks token up, once per HTTP request (authMemo).
+func (r *Resolver) authenticate(ctx context.Context, token string) (readmodel.Account, readmodel.Token, error) {
+	m, ok := ctx.Value(authMemoKey).(*authMemo)
+	if !ok {
+		return r.Service.AuthenticateToken(ctx, token)
+	}
+	m.once.Do(func() { m.acc, m.tok, m.err = r.Service.AuthenticateToken(ctx, token) })
+	return m.acc, m.tok, m.err
 }
 
 // FailedAuthRate bounds the refused tokens one client address may send.
