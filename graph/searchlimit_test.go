@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relayhq/relay/internal/testwait"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -65,6 +66,7 @@ func (s *stallingLog) ReadStream(ctx context.Context, stream string, from uint64
 type searchEnv struct {
 	*env
 	log *stallingLog
+	res *graph.Resolver
 }
 
 func newSearchEnv(t *testing.T, limits graph.SearchLimits) *searchEnv {
@@ -114,7 +116,7 @@ func newSearchEnvWith(t *testing.T, limits graph.SearchLimits, opts projections.
 		_ = views.Close()
 		_ = store.Close()
 	})
-	return &searchEnv{env: &env{c: client.New(h), h: h, store: store, views: views, log: counted, reads: reads}, log: stalling}
+	return &searchEnv{env: &env{c: client.New(h), h: h, store: store, views: views, log: counted, reads: reads}, log: stalling, res: res}
 }
 
 // from sends a request as the client at addr.
@@ -305,6 +307,14 @@ func TestSearchesOfBodiesShareAGlobalCap(t *testing.T) {
 	held := e.stalled(t, 2, func() searchReply { return e.search(endpointSearch, epA, bodySearch, bearerOpt(tokA)) })
 	waiting := make(chan searchReply, 1)
 	go func() { waiting <- e.search(endpointSearch, epB, bodySearch, bearerOpt(tokB)) }()
+	// The third is admitted and waits for a turn: with the cap broken it
+	// would run, reach the stalled log, and never be counted as waiting.
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := e.res.SearchesWaiting(); n != 1 {
+			return fmt.Errorf("%d searches wait for a global turn, want 1", n)
+		}
+		return nil
+	})
 	if r := e.search(endpointSearch, epB, nil, bearerOpt(tokB)); r.err != nil || len(r.ids) != 1 {
 		t.Fatalf("the other account's page: %+v", r)
 	}
