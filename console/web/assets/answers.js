@@ -1,3 +1,4 @@
+// @ts-check
 // The settings of an address's own answer and handshakes (docs/answers.md).
 import { h, field, uid } from './dom.js';
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Entry point: the client-side router and the top bar.
 import { h, replace } from './dom.js';
 import { homePage } from './home.js';

@@ -1,3 +1,4 @@
+// @ts-check
 // Charts of an address's stats (volume by status class, latency, time with
 // no listener), drawn with the vendored uPlot (assets/vendor/uplot, loaded
 // by index.html as the global uPlot). The relay computes every figure

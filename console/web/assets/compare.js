@@ -1,3 +1,4 @@
+// @ts-check
 // Compare two attempts of a delivery: what each sent (the request as
 // recorded, or an edited retry's) and what each got back. The comparison
 // is the relay's (Delivery.compare, the one `relay deliveries diff`

@@ -1,3 +1,4 @@
+// @ts-check
 // Builds a shell command that replays a recorded request byte for byte.
 //
 // Everything the sender chose reaches the shell only inside single quotes,

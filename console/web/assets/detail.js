@@ -1,3 +1,4 @@
+// @ts-check
 // The detail pane of one delivery: why it was answered as it was, request,
 // body, attempts, response, and the Copy as curl, Retry and Edit and retry
 // actions.

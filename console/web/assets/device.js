@@ -1,3 +1,4 @@
+// @ts-check
 // The device page: a signed-in person approves (or denies) the code that
 // `relay login` printed, giving that machine a token of its own.
 import { h, replace, field } from './dom.js';

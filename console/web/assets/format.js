@@ -1,3 +1,4 @@
+// @ts-check
 // Formatting helpers shared by the pages. Pure functions, no DOM, except
 // highlightJSON which returns nodes.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The history page of an inspector (/i/<id>) or an Endpoint (/e/<id>): the
 // address header, live rows, filters, paging and the detail pane.
 import { h, replace, field } from './dom.js';

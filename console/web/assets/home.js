@@ -1,3 +1,4 @@
+// @ts-check
 // The home page: new inspector, sign up / sign in, and the account's Endpoints.
 import { h, replace, field, uid } from './dom.js';
 import { request, describeError, token } from './graphql.js';

@@ -1,3 +1,4 @@
+// @ts-check
 // The join page: whoever holds a member invite link (/join?code=…)
 // chooses a login and a password and becomes a member of that account.
 import { h, replace, field } from './dom.js';

@@ -1,3 +1,4 @@
+// @ts-check
 // A recognised provider's delivery (GitHub, Stripe, Shopify…): its name,
 // event type and the provider's own delivery id, and a mark when the
 // provider sent that delivery id more than once (a redelivery).

@@ -1,3 +1,4 @@
+// @ts-check
 // The signed-in account, shared by the top bar and the pages. A browser is
 // signed in either by a member's session cookie (HttpOnly: this script
 // never sees it; signIn sets it) or by a pasted API token kept in

@@ -1,3 +1,4 @@
+// @ts-check
 // The settings page: the account's API tokens (one per device), listed,
 // created (the secret shown once) and revoked.
 import { h, replace, field } from './dom.js';

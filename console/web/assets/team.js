@@ -1,3 +1,4 @@
+// @ts-check
 // The team part of the settings page: the account's members (owners
 // invite by one-time link, change roles, remove), what changed and who
 // did it (owners only), and, for an account without members, setting up

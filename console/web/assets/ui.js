@@ -1,3 +1,4 @@
+// @ts-check
 // Small reusable widgets: copy buttons, notices, code blocks.
 import { h, replace } from './dom.js';
 import { describeError } from './graphql.js';

@@ -1,3 +1,4 @@
+// @ts-check
 // The usage part of the settings page: what the account stores and
 // receives, beside the limits the relay's operator set. The numbers come
 // from the API (me { usage }); the page only renders them.
