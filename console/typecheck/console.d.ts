@@ -15,3 +15,14 @@ declare namespace GQL {
  * shows as text), nothing (null, undefined, false), or an array of them.
  */
 type DomChild = Node | string | number | boolean | null | undefined | DomChild[];
+
+/** The signed-in account as session.js keeps it (the answer of me, or of a sign-in). */
+type SignedIn = Pick<GQL.Account, 'id' | 'name' | 'member'>;
+
+/** What a page function (homePage, historyPage…) returns to the router in app.js. */
+interface Page {
+  dispose?(): void;
+}
+
+/** navigate (app.js) moves to a console path without reloading. */
+type Navigate = (path: string) => void;

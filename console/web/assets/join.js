@@ -7,7 +7,12 @@ import { JOIN_ACCOUNT, MEMBER_INVITE } from './api.js';
 import { adoptSession } from './session.js';
 import { submitWith } from './ui.js';
 
-/** joinPage renders into root and returns {dispose}. */
+/**
+ * joinPage renders into root and returns {dispose}.
+ * @param {HTMLElement} root
+ * @param {{ navigate: Navigate }} options
+ * @returns {Page}
+ */
 export function joinPage(root, { navigate }) {
   document.title = 'Join a team · Relay';
   const code = new URLSearchParams(location.search).get('code') || '';
