@@ -75,8 +75,8 @@ export function codeLine(label, text, { copyValue, testid, buttonLabel } = {}) {
 }
 
 /**
- * notice renders a message box; kind is 'info', 'error' or 'success'.
- * @param {'info' | 'error' | 'success'} kind
+ * notice renders a message box; kind is 'info', 'warn', 'error' or 'success'.
+ * @param {'info' | 'warn' | 'error' | 'success'} kind
  * @param {...DomChild} children
  */
 export function notice(kind, ...children) {
