@@ -65,7 +65,7 @@ export function copyButton(text, label = 'Copy', attrs = {}) {
  * codeLine shows a one-line value (URL, command) with a copy button.
  * @param {string} label
  * @param {string} text
- * @param {{ copyValue?: string, testid?: string, buttonLabel?: string }} [options]
+ * @param {{ copyValue?: string | (() => string), testid?: string, buttonLabel?: string }} [options]
  */
 export function codeLine(label, text, { copyValue, testid, buttonLabel } = {}) {
   return h('div', { class: 'code-line' },
