@@ -67,7 +67,63 @@ type Query { thing(id: ID!): Thing }
 // the pinned compiler (.ci/run: npm ci here); elsewhere the test skips
 // without it, and with CI=true the skip fails the run (internal/testsummary).
 func TestConsoleTypeChecks(t *testing.T) {
-	tsc := filepath.Join("node_modules", "typescript", "bin", "tsc")
+	t.Parallel()
+	out, err := runTSC(t, ".")
+	if err != nil {
+		t.Fatalf("tsc -p console/typecheck: %v\n%s", err, out)
+	}
+}
+
+// TestTypeCheckFindsErrors shows the check is in force: a module that
+// passes a string where format.js wants a number, and reads a field that
+// the schema does not have, fails it with both errors.
+func TestTypeCheckFindsErrors(t *testing.T) {
+	t.Parallel()
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	format := filepath.ToSlash(filepath.Join(here, "..", "web", "assets", "format.js"))
+	write("bad.js", `// @ts-check
+import { formatBytes } from '`+format+`';
+formatBytes('12');
+/** @param {GQL.Delivery} d */
+export const when = (d) => d.recievedAt;
+`)
+	write("tsconfig.json", `{
+  "extends": "`+filepath.ToSlash(filepath.Join(here, "tsconfig.json"))+`",
+  "include": ["bad.js", "`+filepath.ToSlash(here)+`/*.d.ts"]
+}
+`)
+	out, err := runTSC(t, dir)
+	if err == nil {
+		t.Fatalf("tsc passed a module with type errors:\n%s", out)
+	}
+	for _, want := range []string{
+		"bad.js(3,13): error TS2345",                                       // a string for a number
+		"bad.js(5,30): error TS2551: Property 'recievedAt' does not exist", // not in schema.graphqls
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("tsc output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// runTSC runs the pinned TypeScript compiler on the project in dir. It
+// skips when the compiler or node is missing (CI installs both).
+func runTSC(t *testing.T, dir string) ([]byte, error) {
+	t.Helper()
+	tsc, err := filepath.Abs(filepath.Join("node_modules", "typescript", "bin", "tsc"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(tsc); err != nil {
 		t.Skip("the TypeScript compiler is not installed: (cd console/typecheck && npm ci)")
 	}
@@ -75,9 +131,5 @@ func TestConsoleTypeChecks(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed, so the TypeScript compiler cannot run (apt-get install nodejs npm)")
 	}
-	cmd := exec.Command(node, tsc, "-p", ".", "--pretty", "false")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("tsc -p console/typecheck: %v\n%s", err, out)
-	}
+	return exec.Command(node, tsc, "-p", dir, "--pretty", "false").CombinedOutput()
 }
