@@ -1,33 +1,48 @@
+// @ts-check
 // The desktop agent's window. It talks only to the Go side (Wails
 // bindings window.go.desktop.UI and the "conn" and "row" events); the Go
 // side holds the token and talks to the relay. The detail pane, badges and
 // copy buttons are the console's own modules.
-import { h, replace, field } from '/console/dom.js';
-import { formatTime } from '/console/format.js';
-import { renderDetail, statusBadge } from '/console/detail.js';
-import { codeLine, notice, submitWith } from '/console/ui.js';
+import { h, replace, field } from './console/dom.js';
+import { formatTime } from './console/format.js';
+import { renderDetail, statusBadge } from './console/detail.js';
+import { codeLine, notice, submitWith } from './console/ui.js';
 
 const ui = () => window.go.desktop.UI;
-const main = document.getElementById('main');
-const connEl = document.getElementById('conn');
-const accountEl = document.getElementById('account');
+// index.html has all three.
+const main = /** @type {HTMLElement} */ (document.getElementById('main'));
+const connEl = /** @type {HTMLElement} */ (document.getElementById('conn'));
+const accountEl = /** @type {HTMLElement} */ (document.getElementById('account'));
 
 const state = {
-  status: null,
-  conn: { state: 'off' },
+  // Set by boot before anything reads it.
+  status: /** @type {Desktop.Status} */ (/** @type {unknown} */ (null)),
+  /** @type {Desktop.ConnState} */
+  conn: { state: 'off', since: '' },
+  /** @type {Desktop.Endpoint[]} */
   endpoints: [],
   endpointError: '',
+  /** @type {Desktop.Row[]} */
   rows: [],
+  /** @type {Record<string, boolean>} */
   roles: {}, // Endpoint id → this app is its primary listener
+  /** @type {string | null} */
   selected: null, // delivery id in the detail pane
+  /** @type {GQL.Delivery | null} */
   detail: null,
+  /** @type {HTMLElement | null} */
   detailMessage: null,
   newAttemptId: '',
   retrying: false,
+  /** @type {Record<string, GQL.Stats>} */
   stats: {}, // Endpoint id → its last hour (Endpoint.stats), for the card's chart
 };
 
 // Errors from Go arrive as strings.
+/**
+ * @param {any} err
+ * @returns {string}
+ */
 const describe = (err) => (err && err.message) || String(err);
 
 async function boot() {
@@ -106,6 +121,7 @@ async function signOut() {
 
 function renderConn() {
   const c = state.conn || { state: 'off' };
+  /** @type {Record<string, string>} */
   const labels = {
     off: 'Not forwarding',
     connecting: 'Connecting…',
@@ -118,9 +134,9 @@ function renderConn() {
     h('span', { class: 'dot', 'aria-hidden': 'true' }),
     h('strong', { 'data-testid': 'conn-state' }, labels[c.state] || c.state));
   // Why the agent is not connected, and when it tries again, in full.
-  const banner = document.getElementById('conn-banner');
+  const banner = /** @type {HTMLElement} */ (document.getElementById('conn-banner'));
   if (c.state === 'reconnecting') {
-    const secs = c.nextTry ? Math.max(0, Math.ceil((new Date(c.nextTry) - Date.now()) / 1000)) : 0;
+    const secs = c.nextTry ? Math.max(0, Math.ceil((new Date(c.nextTry).getTime() - Date.now()) / 1000)) : 0;
     replace(banner, notice('warn',
       h('strong', {}, 'Reconnecting: '),
       h('span', { 'data-testid': 'conn-reason' }, `${c.reason || 'connection lost'} — next try in ${secs} s`)));
@@ -210,6 +226,7 @@ async function loadStats() {
 // statsChart is an Endpoint's last hour on its card: deliveries per minute
 // with failures (4xx, 5xx) in red, drawn with the console's vendored uPlot,
 // and the figures as a line of text and a visually hidden table.
+/** @param {Desktop.Endpoint} e */
 function statsChart(e) {
   const st = state.stats[e.id];
   if (!st) return null;
@@ -245,13 +262,15 @@ function statsChart(e) {
 
 // cardCharts are the uPlot charts on the cards shown, destroyed when the
 // cards are drawn again (each holds window listeners until then).
+/** @type {UPlot[]} */
 let cardCharts = [];
 
 function renderEndpoints() {
   const list = document.getElementById('endpoint-list');
   if (!list) return;
   // A target being typed is not overwritten by a refresh.
-  const typing = document.activeElement && document.activeElement.dataset.targetFor;
+  const active = /** @type {HTMLElement | null} */ (document.activeElement);
+  const typing = active && active.dataset.targetFor;
   if (typing) return;
   for (const c of cardCharts) c.destroy();
   cardCharts = [];
@@ -261,6 +280,7 @@ function renderEndpoints() {
     state.endpoints.map(endpointCard));
 }
 
+/** @param {Desktop.Endpoint} e */
 function endpointCard(e) {
   const target = h('input', { type: 'text', value: e.localTarget || '', placeholder: '127.0.0.1:3000', 'aria-label': `Local target of ${e.name}`, 'data-target-for': e.id });
   const sw = h('input', { type: 'checkbox', role: 'switch', checked: e.serving, 'data-testid': 'switch' });
@@ -298,6 +318,7 @@ function endpointCard(e) {
 // routingLines say what the relay does with a delivery before this app
 // sees it: its own answer in LOG mode, the handshakes it answers, and the
 // filters that decide what is forwarded.
+/** @param {Desktop.Endpoint} e */
 function routingLines(e) {
   const status = (e.answer && e.answer.status) || 204;
   const shakes = (e.handshakes && e.handshakes.enabled) || [];
@@ -312,6 +333,7 @@ function routingLines(e) {
 
 // roleLine says whether this app answers the senders of a served Endpoint
 // (primary) or receives copies while another listener answers.
+/** @param {Desktop.Endpoint} e */
 function roleLine(e) {
   const primary = state.roles[e.id];
   if (!e.serving || primary === undefined) return null;
@@ -345,7 +367,7 @@ function renderRows() {
       'data-attempt-id': r.attemptId,
       title: r.error || null,
       onclick: () => select(r.deliveryId),
-      onkeydown: (ev) => { if (ev.key === 'Enter') select(r.deliveryId); },
+      onkeydown: (/** @type {KeyboardEvent} */ ev) => { if (ev.key === 'Enter') select(r.deliveryId); },
     },
     h('td', {}, h('time', { datetime: r.time }, formatTime(r.time))),
     h('td', { class: 'ep' }, names.get(r.endpointId) || r.endpointId),
@@ -355,6 +377,7 @@ function renderRows() {
     h('td', { class: 'dur' }, `${r.durationMs} ms`))))));
 }
 
+/** @param {string} id */
 async function select(id) {
   state.selected = id;
   state.detail = null;
@@ -364,6 +387,10 @@ async function select(id) {
   await loadDetail(id);
 }
 
+/**
+ * @param {string} id
+ * @param {string} [newAttemptId]
+ */
 async function loadDetail(id, newAttemptId) {
   try {
     const d = await ui().Delivery(id);
@@ -390,7 +417,7 @@ function renderDetailPane() {
     replace(pane, state.detailMessage || h('p', { class: 'muted' }, 'Loading…'));
     return;
   }
-  const ep = state.endpoints.find((e) => e.id === state.detail.address);
+  const ep = state.endpoints.find((e) => e.id === state.detail?.address);
   replace(pane, renderDetail(state.detail, {
     baseURL: ep ? ep.url : '',
     retryReason: '',
@@ -406,8 +433,9 @@ function renderDetailPane() {
 
 // retry sends the delivery again; edit (the pane's Edit and retry) is what
 // changed, null to send it as recorded.
+/** @param {GQL.RequestEditInput | null} edit */
 async function retry(edit) {
-  const id = state.selected;
+  const id = /** @type {string} */ (state.selected); // the pane shows a selected delivery
   state.retrying = true;
   state.detailMessage = null;
   renderDetailPane();

@@ -119,6 +119,8 @@ func TestRequiredMatchesTheTestsSkips(t *testing.T) {
 		"WebKitGTK 4.1 is not installed (Debian: apt-get install libgtk-3-dev libwebkit2gtk-4.1-dev)",
 		"Xvfb is not installed (Debian: apt-get install xvfb)",
 		"dbus-daemon is not installed (Debian: apt-get install dbus)",
+		"the TypeScript compiler is not installed: (cd console/typecheck && npm ci)",
+		"node is not installed, so the TypeScript compiler cannot run (apt-get install nodejs npm)",
 	} {
 		if _, ok := requiredTool(reason); !ok {
 			t.Errorf("%q names no required tool", reason)

@@ -15,6 +15,7 @@ var required = []struct {
 	{"caddy (the relay behind Caddy)", []string{"caddy"}},
 	{"nats-server (the cluster tests' NATS processes)", []string{"nats-server"}},
 	{"the desktop agent (Xvfb, D-Bus, WebKitGTK)", []string{"xvfb", "webkitgtk", "dbus"}},
+	{"TypeScript (the console's type check)", []string{"typescript"}},
 }
 
 // requiredTool returns the required tool a skip reason names, if any.

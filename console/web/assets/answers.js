@@ -1,17 +1,28 @@
+// @ts-check
 // The settings of an address's own answer and handshakes (docs/answers.md).
 import { h, field, uid } from './dom.js';
 
-/** HANDSHAKES are the providers' verification requests the relay can answer. */
+/**
+ * HANDSHAKES are the providers' verification requests the relay can answer.
+ * @type {Array<[GQL.Handshake, string]>}
+ */
 export const HANDSHAKES = [
   ['SLACK', 'Slack'], ['META', 'Meta'], ['MSGRAPH', 'Microsoft Graph'], ['DROPBOX', 'Dropbox'], ['ZOOM', 'Zoom'],
 ];
 
-/** headersText shows headers one per line, as "Name: value". */
+/**
+ * headersText shows headers one per line, as "Name: value".
+ * @param {ReadonlyArray<GQL.Header> | null | undefined} headers
+ */
 function headersText(headers) {
   return (headers || []).map((x) => `${x.name}: ${x.value}`).join('\n');
 }
 
-/** parseHeaders reads "Name: value" lines; a line without a colon is an error naming it. */
+/**
+ * parseHeaders reads "Name: value" lines; a line without a colon is an error naming it.
+ * @param {string} text
+ * @returns {GQL.HeaderInput[]}
+ */
 function parseHeaders(text) {
   const out = [];
   for (const [i, line] of text.split('\n').entries()) {
@@ -27,10 +38,13 @@ function parseHeaders(text) {
  * answerFields builds the inputs of an address's answer and handshakes, and
  * reads them back as {answer, handshakes} (AnswerInput, HandshakesInput).
  * Secrets are never shown: an empty secret field keeps the one set.
+ * @param {Pick<GQL.AddressAnswer, 'status' | 'headers' | 'body'> | null | undefined} answer
+ * @param {Pick<GQL.Handshakes, 'enabled' | 'metaVerifyTokenSet' | 'zoomSecretSet' | 'inProxy'> | null | undefined} handshakes
+ * @param {{ proxy?: boolean }} [options]
  */
 export function answerFields(answer, handshakes, { proxy = true } = {}) {
   const a = answer || { status: 204, headers: [], body: '' };
-  const hs = handshakes || { enabled: [], metaVerifyTokenSet: false, zoomSecretSet: false, inProxy: 'LOCAL' };
+  const hs = handshakes || { enabled: [], metaVerifyTokenSet: false, zoomSecretSet: false, inProxy: /** @type {GQL.HandshakeSide} */ ('LOCAL') };
   const status = h('input', { type: 'number', name: 'answerStatus', min: '200', max: '599', required: true, value: String(a.status) });
   const headers = h('textarea', { name: 'answerHeaders', rows: '3', spellcheck: 'false', placeholder: 'Content-Type: application/json' });
   headers.value = headersText(a.headers);
@@ -64,14 +78,16 @@ export function answerFields(answer, handshakes, { proxy = true } = {}) {
       proxy ? field('In PROXY mode, handshakes are answered by', inProxy) : null));
   return {
     element,
+    /** @returns {{ answer: GQL.AnswerInput, handshakes: GQL.HandshakesInput }} */
     value() {
+      /** @type {{ answer: GQL.AnswerInput, handshakes: GQL.HandshakesInput }} */
       const out = {
         answer: { status: Number(status.value), headers: parseHeaders(headers.value), body: body.value },
         handshakes: { enabled: boxes.filter((b) => b.box.checked).map((b) => b.value) },
       };
       if (meta.value !== '') out.handshakes.metaVerifyToken = meta.value;
       if (zoom.value !== '') out.handshakes.zoomSecret = zoom.value;
-      if (proxy) out.handshakes.inProxy = inProxy.value;
+      if (proxy) out.handshakes.inProxy = /** @type {GQL.HandshakeSide} */ (inProxy.value);
       return out;
     },
   };

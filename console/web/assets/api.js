@@ -1,3 +1,4 @@
+// @ts-check
 // The GraphQL documents the console sends. Field names follow schema.graphqls.
 
 /** Fields a history row needs; the detail pane fetches the rest on demand. */

@@ -1,3 +1,4 @@
+// @ts-check
 // Entry point: the client-side router and the top bar.
 import { h, replace } from './dom.js';
 import { homePage } from './home.js';
@@ -8,11 +9,16 @@ import { joinPage } from './join.js';
 import { currentAccount, loadSession, onSessionChange, signOut } from './session.js';
 import { setToken } from './graphql.js';
 
-const main = document.getElementById('main');
-const accountBox = document.getElementById('account');
+// index.html has both.
+const main = /** @type {HTMLElement} */ (document.getElementById('main'));
+const accountBox = /** @type {HTMLElement} */ (document.getElementById('account'));
+/** @type {Page | null | undefined} */
 let page = null;
 
-/** navigate moves to a console path without reloading. */
+/**
+ * navigate moves to a console path without reloading.
+ * @param {string} path
+ */
 export function navigate(path) {
   if (path !== location.pathname + location.search) history.pushState(null, '', path);
   route();
@@ -57,6 +63,7 @@ function markNav() {
   }
 }
 
+/** @param {SignedIn | null} account */
 function renderAccount(account) {
   if (!account) {
     replace(accountBox, h('span', { class: 'muted' }, 'Guest'));
@@ -80,7 +87,7 @@ function renderAccount(account) {
 // Same-origin links to console pages navigate on the client.
 document.addEventListener('click', (ev) => {
   if (ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
-  const a = ev.target.closest('a[href]');
+  const a = /** @type {HTMLAnchorElement | null} */ (/** @type {Element} */ (ev.target).closest('a[href]'));
   if (!a || a.target || a.hasAttribute('download') || a.origin !== location.origin) return;
   if (!/^\/($|[ie]\/|settings$)/.test(a.pathname)) return;
   ev.preventDefault();

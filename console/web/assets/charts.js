@@ -1,3 +1,4 @@
+// @ts-check
 // Charts of an address's stats (volume by status class, latency, time with
 // no listener), drawn with the vendored uPlot (assets/vendor/uplot, loaded
 // by index.html as the global uPlot). The relay computes every figure
@@ -8,7 +9,10 @@ import { request, describeError } from './graphql.js';
 import { ENDPOINT_STATS, INSPECTOR_STATS } from './api.js';
 import { notice } from './ui.js';
 
-/** The status classes stacked in the volume chart, bottom first. */
+/**
+ * The status classes stacked in the volume chart, bottom first.
+ * @type {Array<{ key: 'status2xx' | 'status3xx' | 'status4xx' | 'status5xx' | 'pending', label: string, status: string, color: string }>}
+ */
 const CLASSES = [
   { key: 'status2xx', label: '2xx', status: '2xx', color: '#2f9e5b' },
   { key: 'status3xx', label: '3xx', status: '3xx', color: '#3b7ddd' },
@@ -17,12 +21,17 @@ const CLASSES = [
   { key: 'pending', label: 'No answer yet', status: 'none', color: '#8a8f9c' },
 ];
 
+/** @type {Array<[GQL.StatsRange, string]>} */
 const RANGES = [['HOUR', 'Hour'], ['DAY', 'Day'], ['WEEK', 'Week']];
 
 /** REFRESH_MS is how long new deliveries wait before the stats are read again: one read for a burst. */
 const REFRESH_MS = 1500;
 
-/** cssVar reads a colour of the page's theme (light or dark). */
+/**
+ * cssVar reads a colour of the page's theme (light or dark).
+ * @param {string} name
+ * @param {string} fallback
+ */
 function cssVar(name, fallback) {
   const v = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   return v || fallback;
@@ -33,6 +42,10 @@ function uplot() {
   return globalThis.uPlot;
 }
 
+/**
+ * @param {string} iso
+ * @param {number} bucketSeconds
+ */
 function timeLabel(iso, bucketSeconds) {
   const d = new Date(iso);
   const opts = bucketSeconds >= 3600
@@ -45,6 +58,7 @@ function timeLabel(iso, bucketSeconds) {
  * volumeData is uPlot's data for the stacked bars: x in seconds, then one
  * series per class holding its top (its count plus those below it), drawn
  * top class first so each lower one paints over it.
+ * @param {GQL.Stats} stats
  */
 function volumeData(stats) {
   const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
@@ -61,12 +75,17 @@ function volumeData(stats) {
  * statsPanel shows an address's charts with a range picker; onPick(bucket,
  * status, stats) is called when a bar is clicked (status: '2xx'…'5xx' or
  * 'none'). refresh() reads the stats again, at most once per REFRESH_MS.
+ * @param {{ kind: 'endpoint' | 'inspector', id: string, onPick?: (bucket: GQL.StatsBucket, status: string, stats: GQL.Stats) => void }} options
  */
 export function statsPanel({ kind, id, onPick }) {
   const isEndpoint = kind === 'endpoint';
+  /** @type {GQL.StatsRange} */
   let range = 'HOUR';
-  let stats = null;
+  /** @type {GQL.Stats} set by load before render reads it */
+  let stats;
+  /** @type {UPlot[]} */
   let charts = [];
+  /** @type {ReturnType<typeof setTimeout> | 0} */
   let timer = 0;
   let seq = 0;
   let disposed = false;
@@ -93,6 +112,7 @@ export function statsPanel({ kind, id, onPick }) {
   const resize = () => charts.forEach((c) => c.setSize(size(c.root.parentElement)));
   window.addEventListener('resize', resize);
 
+  /** @param {Element | null} box */
   function size(box) {
     return { width: Math.max(200, (box && box.clientWidth) || 400), height: 160 };
   }
@@ -130,6 +150,10 @@ export function statsPanel({ kind, id, onPick }) {
     charts.push(volumeChart(U), latencyChart(U));
   }
 
+  /**
+   * @param {UPlotConstructor} U
+   * @returns {UPlotAxis[]}
+   */
   function axes(U) {
     const stroke = cssVar('--muted', '#5b6072');
     const grid = { stroke: cssVar('--border', '#dfe1ea'), width: 1 };
@@ -139,6 +163,7 @@ export function statsPanel({ kind, id, onPick }) {
     ];
   }
 
+  /** @param {UPlotConstructor} U */
   function volumeChart(U) {
     const data = volumeData(stats);
     const bars = U.paths.bars({ size: [0.8, 40] });
@@ -173,6 +198,7 @@ export function statsPanel({ kind, id, onPick }) {
     return u;
   }
 
+  /** @param {UPlotConstructor} U */
   function latencyChart(U) {
     const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
     const u = new U({
@@ -195,7 +221,7 @@ export function statsPanel({ kind, id, onPick }) {
   function renderTable() {
     const cols = ['Deliveries', ...CLASSES.map((c) => c.label), 'Filtered', 'Refused', 'p50 ms', 'p95 ms'];
     if (isEndpoint) cols.push('No listener');
-    const cells = (b) => [b.deliveries, ...CLASSES.map((c) => b[c.key]), b.filtered, b.refused, b.p50Ms ?? '—', b.p95Ms ?? '—',
+    const cells = (/** @type {GQL.StatsBucket} */ b) => [b.deliveries, ...CLASSES.map((c) => b[c.key]), b.filtered, b.refused, b.p50Ms ?? '—', b.p95Ms ?? '—',
       ...(isEndpoint ? [formatSeconds(b.offlineSeconds || 0)] : [])];
     const busy = stats.buckets.filter((b) => b.deliveries || b.refused || b.answers);
     replace(tableBox, h('details', { class: 'stats-table' },
@@ -231,6 +257,8 @@ export function statsPanel({ kind, id, onPick }) {
  * sparkline is the small chart beside an Endpoint on the home page: its
  * last hour's deliveries per minute, failures (4xx, 5xx) in red, with the
  * figures as a visually hidden table.
+ * @param {string} id
+ * @param {string} name
  */
 export function sparkline(id, name) {
   const box = h('div', { class: 'sparkline', 'data-testid': 'sparkline' });
@@ -270,6 +298,7 @@ export function sparkline(id, name) {
   return box;
 }
 
+/** @param {number} s */
 function formatSeconds(s) {
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? ` ${s % 60}s` : ''}`;

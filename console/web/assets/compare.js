@@ -1,3 +1,4 @@
+// @ts-check
 // Compare two attempts of a delivery: what each sent (the request as
 // recorded, or an edited retry's) and what each got back. The comparison
 // is the relay's (Delivery.compare, the one `relay deliveries diff`
@@ -6,7 +7,10 @@ import { h, replace, field } from './dom.js';
 import { request, describeError } from './graphql.js';
 import { COMPARE } from './api.js';
 
-/** describeAttempt is an attempt in a few words: "404 (12 ms)", "pending". */
+/**
+ * describeAttempt is an attempt in a few words: "404 (12 ms)", "pending".
+ * @param {Pick<GQL.Attempt, 'status' | 'durationMs' | 'error'>} a
+ */
 export function describeAttempt(a) {
   let s = a.status === null || a.status === undefined ? 'pending' : String(a.status);
   if (a.durationMs !== null && a.durationMs !== undefined) s += ` (${a.durationMs} ms)`;
@@ -14,7 +18,26 @@ export function describeAttempt(a) {
   return s;
 }
 
-/** askRelay asks the relay for its comparison (Delivery.compare) as the signed-in page. */
+/**
+ * A change between two sides of a comparison: a or b is null where that
+ * side has none.
+ * @typedef {{ where: string, a: string | null, b: string | null }} SideChange
+ */
+
+/**
+ * A comparison as compareView renders it.
+ * @typedef {{ request: SideChange[], response: SideChange[], responseCompared: boolean, note: string }} Comparison
+ */
+
+/**
+ * How compareView asks for a comparison: of delivery id, side a against b.
+ * @typedef {(id: string, a: string, b: string) => Promise<Pick<GQL.AttemptComparison, 'request' | 'response' | 'responseCompared' | 'note'>>} Ask
+ */
+
+/**
+ * askRelay asks the relay for its comparison (Delivery.compare) as the signed-in page.
+ * @type {Ask}
+ */
 async function askRelay(id, refA, refB) {
   const data = await request(COMPARE, { id, a: refA, b: refB });
   if (!data.delivery) throw new Error('This request is no longer in the history.');
@@ -27,10 +50,15 @@ async function askRelay(id, refA, refB) {
  * ask is how (the desktop asks through its Go side); by default the page
  * asks the relay. It returns {request, response, responseCompared, note}:
  * each change is {where, a, b}, a or b null where that side has none.
+ * @param {string} id
+ * @param {string} refA
+ * @param {string} refB
+ * @param {Ask} [ask]
+ * @returns {Promise<Comparison>}
  */
 export async function fetchComparison(id, refA, refB, ask = askRelay) {
   const c = await ask(id, refA, refB);
-  const changes = (list) => list.map((x) => ({ where: x.where, a: x.before, b: x.after }));
+  const changes = (/** @type {GQL.Change[]} */ list) => list.map((x) => ({ where: x.where, a: x.before, b: x.after }));
   return { request: changes(c.request), response: changes(c.response), responseCompared: c.responseCompared, note: c.note || '' };
 }
 
@@ -39,9 +67,17 @@ export async function fetchComparison(id, refA, refB, ask = askRelay) {
  * attempts' outcomes: the pane is drawn anew on every live update, and an
  * unchanged comparison is not asked for again.
  */
+/** @type {Map<string, Promise<Comparison>>} */
 const answers = new Map();
 const MAX_ANSWERS = 50;
 
+/**
+ * @param {Pick<GQL.Delivery, 'id' | 'attempts'>} d
+ * @param {string} refA
+ * @param {string} refB
+ * @param {Ask} [ask]
+ * @returns {Promise<Comparison>}
+ */
 function comparison(d, refA, refB, ask) {
   const key = [d.id, refA, refB, ...(d.attempts || []).map((a) => `${a.id}:${a.status ?? ''}`)].join('|');
   if (!answers.has(key)) {
@@ -50,7 +86,7 @@ function comparison(d, refA, refB, ask) {
     p.catch(() => answers.delete(key)); // asked again next time
     answers.set(key, p);
   }
-  return answers.get(key);
+  return /** @type {Promise<Comparison>} */ (answers.get(key));
 }
 
 // ---- the view ----------------------------------------------------------------
@@ -61,6 +97,7 @@ function comparison(d, refA, refB, ask) {
  * comparison someone is reading stays as it was. Sides not picked follow
  * the default, the last two attempts.
  */
+/** @type {Map<string, { open: boolean, a: string, b: string }>} */
 const chosen = new Map();
 
 /**
@@ -68,6 +105,8 @@ const chosen = new Map();
  * sides to pick (the request as recorded, or any attempt) and their
  * differences, as the relay answers them; ask (optional) is how to ask it
  * (see fetchComparison). It needs two attempts or more.
+ * @param {Pick<GQL.Delivery, 'id' | 'attempts'>} d
+ * @param {Ask} [ask]
  */
 export function compareView(d, ask) {
   const attempts = d.attempts || [];
@@ -76,9 +115,9 @@ export function compareView(d, ask) {
   const n = attempts.length;
   const refA = mine.a || String(n - 1);
   const refB = mine.b || String(n);
-  const label = (ref) => (ref === 'original' ? 'the request as recorded'
+  const label = (/** @type {string} */ ref) => (ref === 'original' ? 'the request as recorded'
     : `attempt ${ref}: ${describeAttempt(attempts[Number(ref) - 1])}${attempts[Number(ref) - 1].edit ? ', edited' : ''}`);
-  const options = (selected) => [
+  const options = (/** @type {string} */ selected) => [
     h('option', { value: 'original', selected: selected === 'original' }, 'Request as recorded'),
     attempts.map((a, i) => h('option', { value: String(i + 1), selected: selected === String(i + 1) },
       `Attempt ${i + 1} · ${a.status ?? 'pending'}${a.edit ? ' · edited' : ''}`)),
@@ -108,7 +147,7 @@ export function compareView(d, ask) {
       r.responseCompared ? [h('h4', {}, 'Response'), changesTable(r.response, 'response')] : null,
       r.note ? h('p', { class: 'muted small', 'data-testid': 'compare-note' }, `(${r.note})`) : null);
   };
-  const pick = (a, b) => {
+  const pick = (/** @type {string} */ a, /** @type {string} */ b) => {
     selA.value = a;
     selB.value = b;
     chosen.set(d.id, { ...(chosen.get(d.id) || { open: true }), a, b });
@@ -138,10 +177,14 @@ export function compareView(d, ask) {
   return el;
 }
 
-/** changesTable lists changes: where, each side's value, and whether it was added, removed or changed. */
+/**
+ * changesTable lists changes: where, each side's value, and whether it was added, removed or changed.
+ * @param {SideChange[]} changes
+ * @param {string} part
+ */
 function changesTable(changes, part) {
   if (!changes.length) return h('p', { class: 'muted', 'data-testid': `compare-same-${part}` }, 'The same.');
-  const value = (v) => (v === null ? h('span', { class: 'muted' }, '(none)') : h('code', {}, v));
+  const value = (/** @type {string | null} */ v) => (v === null ? h('span', { class: 'muted' }, '(none)') : h('code', {}, v));
   return h('div', { class: 'table-scroll' }, h('table', { class: 'table compare-table', 'data-testid': `compare-${part}` },
     h('caption', { class: 'sr-only' }, `Differences of the ${part}`),
     h('thead', {}, h('tr', {}, ['Where', 'A', 'B'].map((c) => h('th', { scope: 'col' }, c)))),

@@ -1,3 +1,4 @@
+// @ts-check
 // Builds a shell command that replays a recorded request byte for byte.
 //
 // Everything the sender chose reaches the shell only inside single quotes,
@@ -6,7 +7,10 @@
 // because curl reads a local file for "--data-binary @name" (a sender could
 // post "@.env" and have whoever replays it upload their secrets).
 
-/** shellQuote wraps s in single quotes, escaping embedded single quotes. */
+/**
+ * shellQuote wraps s in single quotes, escaping embedded single quotes.
+ * @param {unknown} s
+ */
 export function shellQuote(s) {
   return `'${String(s).replace(/'/g, `'\\''`)}'`;
 }
@@ -18,11 +22,13 @@ const COMPUTED = new Set(['host', 'content-length']);
  * curlCommand returns a POSIX sh command reproducing the delivery: method,
  * public URL + raw path, every header in order including repeats, and the
  * stored body. The body, text or binary, is piped in as base64 through
- * base64 -d into --data-binary @- (standard input): that is the one form in
+ * base64 -d into --data-binary "@-" (standard input): that is the one form in
  * which curl reads no file, a NUL survives the shell, and a terminal paste
  * cannot turn a CR, a tab or a newline into something else.
  *
  * baseURL is the address's public URL, e.g. "http://abc.localhost:8080/".
+ * @param {Pick<GQL.Delivery, 'method' | 'path' | 'headers' | 'bodySize' | 'bodyBase64' | 'complete'>} d
+ * @param {string} baseURL
  */
 export function curlCommand(d, baseURL) {
   const url = baseURL.replace(/\/+$/, '') + d.path;
@@ -61,6 +67,7 @@ export function curlCommand(d, baseURL) {
 }
 
 // joinLines keeps the command readable: one option per line.
+/** @param {string[]} parts */
 function joinLines(parts) {
   const lines = [];
   let line = parts[0];

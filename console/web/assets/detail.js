@@ -1,3 +1,4 @@
+// @ts-check
 // The detail pane of one delivery: why it was answered as it was, request,
 // body, attempts, response, and the Copy as curl, Retry and Edit and retry
 // actions.
@@ -12,12 +13,27 @@ import { compareView } from './compare.js';
 import { providerFacts } from './provider.js';
 
 /**
+ * What renderDetail's caller passes besides the delivery.
+ * @typedef {object} DetailOptions
+ * @property {string} baseURL the address's public URL
+ * @property {string} retryReason why Retry is not allowed; '' when it is
+ * @property {boolean} retrying
+ * @property {DomChild} [message] shown under the actions
+ * @property {string} [newAttemptId] highlighted
+ * @property {(edit: GQL.RequestEditInput | null) => void} onRetry
+ * @property {() => void} onClose
+ * @property {import('./compare.js').Ask} [compare] how to ask for a comparison (compare.js)
+ */
+
+/**
  * renderDetail returns the pane for delivery d.
  * opts: baseURL (the address's public URL), retryReason ('' when Retry is
  * allowed), retrying (bool), message (a node shown under the actions),
  * newAttemptId (highlighted), onRetry(edit), onClose(), compare(id, a, b)
  * (optional: how to ask the relay for a comparison, see compare.js). Edit and retry
  * opens an editor of the recorded request; it sends only what changed.
+ * @param {GQL.Delivery} d
+ * @param {DetailOptions} opts
  */
 export function renderDetail(d, opts) {
   const stored = storedLength(d.bodyBase64);
@@ -37,9 +53,9 @@ export function renderDetail(d, opts) {
     'data-testid': 'edit-retry',
     disabled: !!opts.retryReason || opts.retrying,
     'aria-expanded': 'false',
-    onclick: (ev) => {
+    onclick: (/** @type {Event} */ ev) => {
       editor.hidden = !editor.hidden;
-      ev.currentTarget.setAttribute('aria-expanded', String(!editor.hidden));
+      /** @type {Element} */ (ev.currentTarget).setAttribute('aria-expanded', String(!editor.hidden));
     },
   }, 'Edit and retry');
 
@@ -84,6 +100,8 @@ export function renderDetail(d, opts) {
  * replay of it is not the request the sender made: a body refused unread
  * (413, over --max-body) is not the same as one stored in part (over the
  * capture cap, or a sender that stopped sending).
+ * @param {GQL.Delivery} d
+ * @param {number} stored
  */
 function incompleteNotice(d, stored) {
   if (d.complete) return null;
@@ -105,11 +123,14 @@ function incompleteNotice(d, stored) {
  * anew when the delivery changes (a retry, a live update), and the facts a
  * reader opened stay open.
  */
+/** @type {Set<string>} */
 const whyOpen = new Set();
 
 /**
  * whyLine says in one line why the sender got the status it got; the dated
  * facts from the log behind it open below it.
+ * @param {string} id
+ * @param {GQL.Explanation | null} why
  */
 function whyLine(id, why) {
   if (!why) return null;
@@ -126,20 +147,35 @@ function whyLine(id, why) {
   return el;
 }
 
+/**
+ * @param {string} label
+ * @param {DomChild} value
+ */
 function fact(label, value) {
   return h('div', {}, h('dt', {}, label), h('dd', {}, value));
 }
 
+/**
+ * @param {string} title
+ * @param {...DomChild} children
+ */
 function section(title, ...children) {
   return h('section', { class: 'detail-section' }, h('h3', {}, title), ...children);
 }
 
-/** statusBadge shows a status, colored by class, or "pending" when unset. */
+/**
+ * statusBadge shows a status, colored by class, or "pending" when unset.
+ * @param {number | null | undefined} status
+ */
 export function statusBadge(status) {
   const cls = statusClass(status);
   return h('span', { class: `status status-${cls}` }, status === null || status === undefined ? 'pending' : String(status));
 }
 
+/**
+ * @param {ReadonlyArray<GQL.Header> | null | undefined} headers
+ * @param {string} caption
+ */
 function headersTable(headers, caption) {
   if (!headers || !headers.length) return h('p', { class: 'muted' }, 'No headers.');
   return h('div', { class: 'table-scroll' }, h('table', { class: 'table kv' },
@@ -153,6 +189,10 @@ function headersTable(headers, caption) {
 /**
  * bodyView shows JSON pretty-printed, text as is, and binary (text null)
  * as a hex dump with a base64 alternative.
+ * @param {string | null | undefined} text
+ * @param {string | null | undefined} b64
+ * @param {string} contentType
+ * @param {boolean} empty
  */
 function bodyView(text, b64, contentType, empty) {
   if (empty) return h('p', { class: 'muted' }, 'Empty body.');
@@ -177,7 +217,7 @@ function bodyView(text, b64, contentType, empty) {
     b64Btn.setAttribute('aria-pressed', 'false');
   });
   b64Btn.addEventListener('click', () => {
-    pre.textContent = b64;
+    pre.textContent = /** @type {string} */ (b64);
     pre.classList.remove('hex');
     hexBtn.setAttribute('aria-pressed', 'false');
     b64Btn.setAttribute('aria-pressed', 'true');
@@ -195,6 +235,8 @@ function bodyView(text, b64, contentType, empty) {
  * path, headers (one "Name: Value" per line) and body, prefilled. Sending
  * computes what changed and retries with only that; the relay records it
  * with the attempt and leaves the recorded request as it was.
+ * @param {GQL.Delivery} d
+ * @param {DetailOptions} opts
  */
 function editForm(d, opts) {
   const bodyText = d.body === null || d.body === undefined ? null : d.body;
@@ -206,8 +248,9 @@ function editForm(d, opts) {
   const status = h('p', { class: 'form-status', role: 'status', 'data-testid': 'edit-status' });
   const form = h('form', {
     class: 'stack edit-form', 'data-testid': 'edit-form', 'aria-label': 'Edit and retry', hidden: true,
-    onsubmit: (ev) => {
+    onsubmit: (/** @type {Event} */ ev) => {
       ev.preventDefault();
+      /** @type {GQL.RequestEditInput} */
       const edit = {};
       if (method.value.trim() && method.value.trim() !== d.method) edit.method = method.value.trim().toUpperCase();
       if (path.value.trim() && path.value.trim() !== d.path) edit.path = path.value.trim();
@@ -216,7 +259,7 @@ function editForm(d, opts) {
         status.textContent = parsed.error;
         return;
       }
-      Object.assign(edit, headerChanges(d.headers || [], parsed.headers));
+      Object.assign(edit, headerChanges(d.headers || [], parsed.headers || []));
       if (bodyText !== null && body.value !== bodyText) edit.body = body.value;
       if (!Object.keys(edit).length) {
         status.textContent = 'Nothing changed: use Retry to send the request as recorded.';
@@ -235,7 +278,11 @@ function editForm(d, opts) {
   return form;
 }
 
-/** parseHeaderLines reads "Name: Value" lines; error names the first bad one. */
+/**
+ * parseHeaderLines reads "Name: Value" lines; error names the first bad one.
+ * @param {string} text
+ * @returns {{ headers?: GQL.HeaderInput[], error?: string }}
+ */
 function parseHeaderLines(text) {
   const headers = [];
   const lines = text.split('\n');
@@ -249,14 +296,20 @@ function parseHeaderLines(text) {
   return { headers };
 }
 
-/** headerChanges is what an edit sets and unsets to turn before into after. */
+/**
+ * headerChanges is what an edit sets and unsets to turn before into after.
+ * @param {ReadonlyArray<GQL.HeaderInput>} before
+ * @param {ReadonlyArray<GQL.HeaderInput>} after
+ * @returns {Pick<GQL.RequestEditInput, 'setHeaders' | 'unsetHeaders'>}
+ */
 function headerChanges(before, after) {
-  const group = (list) => {
+  const group = (/** @type {ReadonlyArray<GQL.HeaderInput>} */ list) => {
+    /** @type {Map<string, GQL.HeaderInput[]>} */
     const m = new Map();
     for (const x of list) {
       const k = x.name.toLowerCase();
       if (!m.has(k)) m.set(k, []);
-      m.get(k).push(x);
+      m.get(k)?.push(x);
     }
     return m;
   };
@@ -269,13 +322,17 @@ function headerChanges(before, after) {
     if (!old || old.map((x) => x.value).join('\n') !== list.map((x) => x.value).join('\n')) setHeaders.push(...list);
   }
   for (const [k, list] of a) if (!b.has(k)) unsetHeaders.push(list[0].name);
+  /** @type {Pick<GQL.RequestEditInput, 'setHeaders' | 'unsetHeaders'>} */
   const out = {};
   if (setHeaders.length) out.setHeaders = setHeaders;
   if (unsetHeaders.length) out.unsetHeaders = unsetHeaders;
   return out;
 }
 
-/** editText describes an attempt's edit in a few words. */
+/**
+ * editText describes an attempt's edit in a few words.
+ * @param {Partial<GQL.RequestEdit>} e
+ */
 function editText(e) {
   const parts = [];
   if (e.method) parts.push(`method ${e.method}`);
@@ -286,6 +343,10 @@ function editText(e) {
   return `Edited: ${parts.join(', ')}`;
 }
 
+/**
+ * @param {ReadonlyArray<GQL.Attempt> | null | undefined} attempts
+ * @param {string | undefined} newAttemptId
+ */
 function attemptsTable(attempts, newAttemptId) {
   if (!attempts || !attempts.length) return h('p', { class: 'muted' }, 'No attempt to reach a local target.');
   return h('div', { class: 'table-scroll' }, h('table', { class: 'table attempts', 'data-testid': 'attempts' },
@@ -309,7 +370,9 @@ function attemptsTable(attempts, newAttemptId) {
 }
 
 /** fidelityBadge shows what the agent's receipt says it handed the local
- * process: identical to what the relay sent, or which parts differ. */
+ * process: identical to what the relay sent, or which parts differ.
+ * @param {GQL.Fidelity | null | undefined} f
+ */
 function fidelityBadge(f) {
   if (!f || f.status === 'NOT_REPORTED') return null;
   const identical = f.status === 'IDENTICAL';

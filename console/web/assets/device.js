@@ -1,3 +1,4 @@
+// @ts-check
 // The device page: a signed-in person approves (or denies) the code that
 // `relay login` printed, giving that machine a token of its own.
 import { h, replace, field } from './dom.js';
@@ -8,7 +9,11 @@ import { notice, runBusy, submitWith } from './ui.js';
 import { formatFullTime } from './format.js';
 import { signInForm, passwordSignInForm } from './home.js';
 
-/** devicePage renders into root and returns {dispose}. */
+/**
+ * devicePage renders into root and returns {dispose}.
+ * @param {HTMLElement} root
+ * @returns {Page}
+ */
 export function devicePage(root) {
   document.title = 'Log in a device · Relay';
   let disposed = false;
@@ -48,6 +53,11 @@ export function devicePage(root) {
     replace(section, form, result);
   }
 
+  /**
+   * @param {string} userCode
+   * @param {GQL.DeviceAuthorization} d
+   * @param {SignedIn} account
+   */
   function confirmCard(userCode, d, account) {
     const status = h('div', { class: 'form-status' });
     const approve = h('button', { type: 'button', class: 'btn btn-primary', 'data-testid': 'approve-device' }, 'Approve');
@@ -60,7 +70,7 @@ export function devicePage(root) {
       h('p', { class: 'muted' }, 'Requested ', formatFullTime(d.requestedAt), '; the code expires ', formatFullTime(d.expiresAt), '.'),
       h('div', { class: 'actions' }, approve, deny),
       status);
-    const decide = (button, mutation, done) => runBusy(button, status, async () => {
+    const decide = (/** @type {HTMLButtonElement} */ button, /** @type {string} */ mutation, /** @type {Element} */ done) => runBusy(button, status, async () => {
       await request(mutation, { code: userCode });
       approve.disabled = true;
       deny.disabled = true;

@@ -1,3 +1,4 @@
+// @ts-check
 // Tiny DOM helpers. Everything user-supplied goes into text nodes or
 // attributes, never into innerHTML, so recorded requests cannot inject markup.
 
@@ -6,6 +7,11 @@
  * Attributes named on* become listeners; true/false toggle boolean
  * attributes; null/undefined are skipped. Children may be strings, nodes,
  * arrays, or null/false (skipped).
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, any> | null} [attrs]
+ * @param {...DomChild} children
+ * @returns {HTMLElementTagNameMap[K]}
  */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -16,7 +22,7 @@ export function h(tag, attrs = {}, ...children) {
     } else if (value === true) {
       el.setAttribute(name, '');
     } else if (name === 'value' && 'value' in el) {
-      el.value = value;
+      /** @type {HTMLInputElement} */ (el).value = value;
     } else {
       el.setAttribute(name, String(value));
     }
@@ -25,16 +31,28 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-/** append adds children (strings, nodes, nested arrays) to el. */
+/**
+ * append adds children (strings, nodes, nested arrays) to el.
+ * @template {Element} E
+ * @param {E} el
+ * @param {DomChild[]} children
+ * @returns {E}
+ */
 export function append(el, children) {
-  for (const child of children.flat(Infinity)) {
+  for (const child of /** @type {unknown[]} */ (children).flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return el;
 }
 
-/** replace swaps el's children for the given ones. */
+/**
+ * replace swaps el's children for the given ones.
+ * @template {Element} E
+ * @param {E} el
+ * @param {...DomChild} children
+ * @returns {E}
+ */
 export function replace(el, ...children) {
   el.replaceChildren();
   return append(el, children);
@@ -50,6 +68,9 @@ export function uid(prefix = 'f') {
 /**
  * field builds a labelled input: a <label> bound to the control by id, so
  * every control has an accessible name.
+ * @param {string} label
+ * @param {HTMLElement} control
+ * @param {DomChild} [hint]
  */
 export function field(label, control, hint) {
   if (!control.id) control.id = uid('field');

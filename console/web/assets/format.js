@@ -1,7 +1,11 @@
+// @ts-check
 // Formatting helpers shared by the pages. Pure functions, no DOM, except
 // highlightJSON which returns nodes.
 
-/** formatBytes renders a size in binary units: 512 B, 256 KiB, 1.5 MiB. */
+/**
+ * formatBytes renders a size in binary units: 512 B, 256 KiB, 1.5 MiB.
+ * @param {number | null | undefined} n
+ */
 export function formatBytes(n) {
   if (n === null || n === undefined) return '';
   if (n < 1024) return `${n} B`;
@@ -21,28 +25,40 @@ const timeFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2
 const dateTimeFmt = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 const fullFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 
-/** formatTime shows the time of day for today, else a short date and time. */
+/**
+ * formatTime shows the time of day for today, else a short date and time.
+ * @param {string | null | undefined} iso
+ */
 export function formatTime(iso) {
-  const d = new Date(iso);
+  const d = new Date(/** @type {string} */ (iso));
   if (Number.isNaN(d.getTime())) return String(iso || '');
   const now = new Date();
   const today = d.toDateString() === now.toDateString();
   return today ? timeFmt.format(d) : dateTimeFmt.format(d);
 }
 
-/** formatFullTime is the long form used in titles and the detail pane. */
+/**
+ * formatFullTime is the long form used in titles and the detail pane.
+ * @param {string | null | undefined} iso
+ */
 export function formatFullTime(iso) {
-  const d = new Date(iso);
+  const d = new Date(/** @type {string} */ (iso));
   return Number.isNaN(d.getTime()) ? String(iso || '') : fullFmt.format(d);
 }
 
-/** statusClass maps a status to '2xx'…'5xx', or 'none' while unanswered. */
+/**
+ * statusClass maps a status to '2xx'…'5xx', or 'none' while unanswered.
+ * @param {number | null | undefined} status
+ */
 export function statusClass(status) {
   if (status === null || status === undefined) return 'none';
   return `${Math.floor(status / 100)}xx`;
 }
 
-/** base64ToBytes decodes standard base64. */
+/**
+ * base64ToBytes decodes standard base64.
+ * @param {string | null | undefined} b64
+ */
 export function base64ToBytes(b64) {
   const bin = atob(b64 || '');
   const out = new Uint8Array(bin.length);
@@ -50,14 +66,20 @@ export function base64ToBytes(b64) {
   return out;
 }
 
-/** storedLength is the byte length of a base64 payload without decoding it. */
+/**
+ * storedLength is the byte length of a base64 payload without decoding it.
+ * @param {string | null | undefined} b64
+ */
 export function storedLength(b64) {
   if (!b64) return 0;
   const pad = b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0;
   return (b64.length / 4) * 3 - pad;
 }
 
-/** hexDump renders bytes as offset, 16 hex bytes and their printable ASCII. */
+/**
+ * hexDump renders bytes as offset, 16 hex bytes and their printable ASCII.
+ * @param {Uint8Array} bytes
+ */
 export function hexDump(bytes, limit = 64 * 1024) {
   const n = Math.min(bytes.length, limit);
   const lines = [];
@@ -79,7 +101,11 @@ export function hexDump(bytes, limit = 64 * 1024) {
   return lines.join('\n');
 }
 
-/** headerValue returns the first value of a header, case-insensitively. */
+/**
+ * headerValue returns the first value of a header, case-insensitively.
+ * @param {ReadonlyArray<{ name: string, value: string }> | null | undefined} headers
+ * @param {string} name
+ */
 export function headerValue(headers, name) {
   const lower = name.toLowerCase();
   const h = (headers || []).find((x) => x.name.toLowerCase() === lower);
@@ -89,6 +115,8 @@ export function headerValue(headers, name) {
 /**
  * parseJSON returns the parsed body when it is JSON (by content type or by
  * shape), else undefined.
+ * @param {string | null | undefined} body
+ * @returns {unknown}
  */
 export function parseJSON(body, contentType = '') {
   if (body === null || body === undefined) return undefined;
@@ -105,6 +133,7 @@ export function parseJSON(body, contentType = '') {
 /**
  * highlightJSON pretty-prints a value with two-space indentation and returns
  * a fragment whose keys, strings, numbers and literals are in classed spans.
+ * @param {unknown} value
  */
 export function highlightJSON(value) {
   const text = JSON.stringify(value, null, 2);

@@ -1,3 +1,4 @@
+// @ts-check
 // A small GraphQL client: queries and mutations over fetch, subscriptions over
 // the graphql-transport-ws protocol, and the signed-in token in localStorage.
 
@@ -13,15 +14,24 @@ export function token() {
   }
 }
 
-/** setToken remembers (or, with '', forgets) the account token. */
+/**
+ * setToken remembers (or, with '', forgets) the account token.
+ * @param {string} value
+ */
 export function setToken(value) {
   if (value) localStorage.setItem(TOKEN_KEY, value);
   else localStorage.removeItem(TOKEN_KEY);
   subscriptions.restart();
 }
 
+/**
+ * One error of a GraphQL answer.
+ * @typedef {{ message?: string, path?: Array<string | number>, extensions?: { code?: string } & Record<string, unknown> }} ErrorEntry
+ */
+
 /** GraphQLError carries the server's errors; code is extensions.code of the first. */
 export class GraphQLError extends Error {
+  /** @param {ErrorEntry[]} errors */
   constructor(errors) {
     const first = errors[0] || {};
     super(first.message || 'GraphQL error');
@@ -31,16 +41,17 @@ export class GraphQLError extends Error {
   }
 }
 
-/** describeError renders an error for people: "CODE: message". */
+/**
+ * describeError renders an error for people: "CODE: message".
+ * @param {unknown} err
+ */
 export function describeError(err) {
   if (err instanceof GraphQLError && err.code) return `${err.code}: ${err.message}`;
-  return err && err.message ? err.message : String(err);
+  const message = err && /** @type {{ message?: unknown }} */ (err).message;
+  return message ? String(message) : String(err);
 }
 
-/**
- * request runs a query or mutation and returns its data. It throws a
- * GraphQLError when the answer has errors, an Error on transport failure.
- */
+/** @type {(() => void) | null} */
 let refusedHandler = null;
 
 /**
@@ -48,12 +59,22 @@ let refusedHandler = null;
  * credential (UNAUTHENTICATED): the session module then forgets the
  * account, so every page shows the sign-in instead of failing request
  * after request.
+ * @param {() => void} fn
  */
 export function onRefused(fn) {
   refusedHandler = fn;
 }
 
+/**
+ * request runs a query or mutation and returns its data. It throws a
+ * GraphQLError when the answer has errors, an Error on transport failure.
+ * @param {string} query
+ * @param {Record<string, unknown>} [variables]
+ * @param {{ signal?: AbortSignal }} [options]
+ * @returns {Promise<GQL.Data>}
+ */
 export async function request(query, variables = {}, { signal } = {}) {
+  /** @type {Record<string, string>} */
   const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
@@ -66,8 +87,8 @@ export async function request(query, variables = {}, { signal } = {}) {
       signal,
     });
   } catch (err) {
-    if (err.name === 'AbortError') throw err;
-    throw new Error(`The relay is unreachable (${err.message}).`);
+    if (err instanceof Error && err.name === 'AbortError') throw err;
+    throw new Error(`The relay is unreachable (${describeError(err)}).`);
   }
   let body;
   try {
@@ -97,6 +118,7 @@ const BACKOFF_MAX_MS = 15000;
  * 2 s … capped at 15 s, with jitter so pages that lost the relay together
  * do not all come back in the same instant.
  */
+/** @param {number} attempt */
 export function backoff(attempt) {
   return Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** attempt) * (0.75 + Math.random() / 2);
 }
@@ -113,16 +135,23 @@ export function backoff(attempt) {
  * first so it can refresh what it shows.
  */
 export class SubscriptionClient {
+  /** @param {string} url */
   constructor(url) {
     this.url = url;
+    /** @type {WebSocket | null} */
     this.ws = null;
     this.acked = false;
+    /** @type {Set<Subscription>} */
     this.subs = new Set(); // every subscription until its caller unsubscribes
+    /** @type {Map<string, Subscription>} */
     this.byId = new Map(); // operation id on the wire -> subscription, while the server runs it
     this.nextId = 1;
     this.attempt = 0; // failed socket connections in a row
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     this.retryTimer = 0;
+    /** @type {ReturnType<typeof setInterval> | 0} */
     this.pingTimer = 0;
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     this.pongTimer = 0;
   }
 
@@ -131,8 +160,13 @@ export class SubscriptionClient {
    * each time the subscription is sent (again after every end). sink has
    * next(data), error(err) and, optionally, status(state, reason) and
    * reconnected(). Returns a function that unsubscribes.
+   * @param {string} query
+   * @param {Record<string, unknown> | (() => Record<string, unknown>)} variables
+   * @param {Sink} sink
+   * @returns {() => void}
    */
   subscribe(query, variables, sink) {
+    /** @type {Subscription} */
     const sub = { query, variables, sink, id: '', sent: false, attempt: 0, timer: 0 };
     this.subs.add(sub);
     if (this.acked) {
@@ -176,12 +210,13 @@ export class SubscriptionClient {
     ws.onerror = () => {};
   }
 
+  /** @param {MessageEvent} ev */
   onMessage(ev) {
     let msg;
     try {
       msg = JSON.parse(ev.data);
     } catch {
-      this.ws.close(4400, 'Invalid message');
+      this.ws?.close(4400, 'Invalid message');
       return;
     }
     switch (msg.type) {
@@ -222,7 +257,11 @@ export class SubscriptionClient {
     }
   }
 
-  /** ended handles the server's end of one subscription: report it, retry it. */
+  /**
+   * ended handles the server's end of one subscription: report it, retry it.
+   * @param {string} id
+   * @param {Error | null} err
+   */
   ended(id, err) {
     const sub = this.byId.get(id);
     if (!sub) return;
@@ -239,6 +278,10 @@ export class SubscriptionClient {
     sub.attempt += 1;
   }
 
+  /**
+   * @param {WebSocket} ws
+   * @param {CloseEvent} ev
+   */
   onClose(ws, ev) {
     if (ws !== this.ws) return; // an old socket closed after restart()
     this.ws = null;
@@ -286,7 +329,10 @@ export class SubscriptionClient {
     clearTimeout(this.pongTimer);
   }
 
-  /** sendSubscribe (re)starts one subscription under a fresh id. */
+  /**
+   * sendSubscribe (re)starts one subscription under a fresh id.
+   * @param {Subscription} sub
+   */
   sendSubscribe(sub) {
     const again = sub.sent;
     sub.id = String(this.nextId++);
@@ -298,14 +344,20 @@ export class SubscriptionClient {
     if (again && sub.sink.reconnected) sub.sink.reconnected();
   }
 
+  /** @param {Record<string, unknown>} msg */
   send(msg) {
     if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
   }
 
+  /**
+   * @param {Subscription} sub
+   * @param {LiveState} state
+   */
   setStatus(sub, state, reason = '') {
     if (sub.sink.status) sub.sink.status(state, reason);
   }
 
+  /** @param {LiveState} state */
   notify(state, reason = '') {
     for (const sub of this.subs) this.setStatus(sub, state, reason);
   }
@@ -334,6 +386,29 @@ export class SubscriptionClient {
     }
   }
 }
+
+/**
+ * What a subscription's caller hears (SubscriptionClient.subscribe).
+ * @typedef {object} Sink
+ * @property {(data: GQL.Subscription) => void} next
+ * @property {(err: Error) => void} error
+ * @property {(state: LiveState, reason: string) => void} [status]
+ * @property {() => void} [reconnected]
+ */
+
+/** @typedef {'live' | 'connecting' | 'offline'} LiveState */
+
+/**
+ * One subscription, from subscribe until its caller unsubscribes.
+ * @typedef {object} Subscription
+ * @property {string} query
+ * @property {Record<string, unknown> | (() => Record<string, unknown>)} variables
+ * @property {Sink} sink
+ * @property {string} id the operation id on the wire; '' while not running
+ * @property {boolean} sent
+ * @property {number} attempt
+ * @property {ReturnType<typeof setTimeout> | 0} timer
+ */
 
 const wsProto = location.protocol === 'https:' ? 'wss:' : 'ws:';
 

@@ -1,7 +1,8 @@
+// @ts-check
 // The history page of an inspector (/i/<id>) or an Endpoint (/e/<id>): the
 // address header, live rows, filters, paging and the detail pane.
 import { h, replace, field } from './dom.js';
-import { request, subscriptions, describeError, token } from './graphql.js';
+import { request, subscriptions, describeError, token, GraphQLError } from './graphql.js';
 import {
   INSPECTOR, SET_INSPECTOR_ANSWER, ENDPOINT, AGENT_STATUS, INSPECTOR_PAGE, ENDPOINT_PAGE, DELIVERY, RETRY, LIVE_DELIVERIES, REFUSED_OFFLINE,
   UPDATE_ENDPOINT, DELETE_ENDPOINT,
@@ -17,12 +18,19 @@ import { statsPanel } from './charts.js';
 const PAGE_SIZE = 50;
 const AGENT_POLL_MS = 2000;
 const EXPIRY_MARGIN_MS = 250; // read the expiry this long after it passed
+/**
+ * The page's address, an inspector or an Endpoint: typed as both at once,
+ * since which fields the page reads follows isEndpoint.
+ * @typedef {GQL.Endpoint & GQL.Inspector} Address
+ */
+
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 
 /**
  * freshness orders versions of one delivery: a row only moves forward
  * (more attempts, more finished attempts, then an answer), so a late query
  * result never overwrites a newer live update.
+ * @param {GQL.Delivery} d
  */
 function freshness(d) {
   const attempts = d.attempts || [];
@@ -34,6 +42,7 @@ function freshness(d) {
  * timeKey turns an RFC 3339 time with up to nanoseconds into [milliseconds,
  * nanoseconds within the millisecond]: Date.parse alone keeps milliseconds,
  * and a burst of deliveries lands within one.
+ * @param {string} iso
  */
 function timeKey(iso) {
   const ms = Date.parse(iso) || 0;
@@ -42,7 +51,11 @@ function timeKey(iso) {
   return [ms, sub];
 }
 
-/** compareFreshness is >0 when a is newer than b, 0 when equally fresh. */
+/**
+ * compareFreshness is >0 when a is newer than b, 0 when equally fresh.
+ * @param {GQL.Delivery} a
+ * @param {GQL.Delivery} b
+ */
 function compareFreshness(a, b) {
   const fa = freshness(a);
   const fb = freshness(b);
@@ -50,38 +63,59 @@ function compareFreshness(a, b) {
   return 0;
 }
 
-/** historyPage renders into root and returns {dispose}. */
+/**
+ * historyPage renders into root and returns {dispose}.
+ * @param {HTMLElement} root
+ * @param {{ kind: 'inspector' | 'endpoint', id: string, navigate: Navigate }} options
+ * @returns {Page}
+ */
 export function historyPage(root, { kind, id, navigate }) {
   const isEndpoint = kind === 'endpoint';
   const state = {
-    info: null, // the inspector or endpoint
+    // The inspector or endpoint: start() sets it before anything else reads it.
+    info: /** @type {Address} */ (/** @type {unknown} */ (null)),
+    /** @type {Map<string, GQL.Delivery>} */
     rows: new Map(), // id -> row
+    /** @type {Map<string, number>} */
     seq: new Map(), // id -> tie-break rank (lower = newer)
     liveSeq: 0,
     pageSeq: 0,
+    /** @type {string | null} */
     endCursor: null,
     hasNextPage: false,
+    /** @type {string | null} */
     selectedId: null, // open in the detail pane
+    /** @type {string | null} */
     focusId: null, // the row that holds tabindex=0
+    /** @type {GQL.Delivery | null} */
     detail: null,
     retrying: false,
+    /** @type {HTMLElement | null} */
     retryMessage: null,
+    /** @type {string | null} */
     newAttemptId: null,
     // after/before: a time range picked on the chart (ISO times); '' for none.
     filters: { method: '', status: '', path: '', body: '', after: '', before: '' },
+    /** @type {Set<string>} */
     found: new Set(), // ids the relay's search returned for the filters shown
     searchSeq: 0, // the latest search; older answers are dropped
   };
   let disposed = false;
   let renderQueued = false;
   let detailToken = 0; // the latest detail request; older answers are dropped
+  /** @type {Map<string, HTMLTableRowElement>} */
   const rowEls = new Map(); // id -> <tr>, reused across renders
+  /** @type {Array<() => void>} */
   const cleanups = [];
+  /** @type {ReturnType<typeof setTimeout> | 0} */
   let expiryTimer = 0; // pending re-read of the inspector's expiry after a request
+  /** @type {ReturnType<typeof setTimeout> | 0} */
   let expiryCheck = 0; // pending re-read once the shown expiry has passed
   cleanups.push(() => clearTimeout(expiryTimer), () => clearTimeout(expiryCheck));
   const abort = new AbortController();
+  /** @type {HTMLSelectElement | null} */
   let statusSelect = null; // the filters' status select, set by filtersForm
+  /** @type {HTMLElement | null} */
   let timeChip = null; // shows the time range picked on the chart
 
   const head = h('section', { class: 'card page-head', 'aria-labelledby': 'page-title' },
@@ -89,7 +123,7 @@ export function historyPage(root, { kind, id, navigate }) {
   const liveStatus = h('span', { class: 'live', 'data-state': 'connecting', role: 'status' }, 'Connecting…');
   const countLine = h('p', { class: 'count', role: 'status', 'aria-live': 'polite' });
   const catchUpBox = h('div', { 'aria-live': 'polite' });
-  const catchUp = { ids: [], more: false, running: false, progress: '' };
+  const catchUp = { ids: /** @type {string[]} */ ([]), more: false, running: false, progress: '' };
   const tbody = h('tbody', { onkeydown: onRowKey, onclick: onRowClick });
   const table = h('table', { class: 'table rows', 'data-testid': 'rows' },
     h('caption', { class: 'sr-only' }, 'Requests, newest first. Use the arrow keys to move and Enter to open one.'),
@@ -128,10 +162,10 @@ export function historyPage(root, { kind, id, navigate }) {
     try {
       const data = await request(isEndpoint ? ENDPOINT : INSPECTOR, { id }, { signal: abort.signal });
       if (disposed) return;
-      state.info = isEndpoint ? data.endpoint : data.inspector;
+      state.info = /** @type {Address} */ (isEndpoint ? data.endpoint : data.inspector);
     } catch (err) {
-      if (disposed || err.name === 'AbortError') return;
-      if (isEndpoint && err.code === 'UNAUTHENTICATED') {
+      if (disposed || (err instanceof Error && err.name === 'AbortError')) return;
+      if (isEndpoint && err instanceof GraphQLError && err.code === 'UNAUTHENTICATED') {
         // Reloading cannot fix a missing or refused token: signing in can.
         replace(head, h('h1', { id: 'page-title' }, 'Endpoint'),
           h('p', {}, 'This Endpoint belongs to an account: sign in to see its history.'),
@@ -140,7 +174,7 @@ export function historyPage(root, { kind, id, navigate }) {
         replace(head, h('h1', { id: 'page-title' }, isEndpoint ? 'Endpoint' : 'Inspector'), notice('error', describeError(err)),
           h('p', {}, 'Reload the page to try again.'));
       }
-      root.querySelector('.workspace').remove();
+      /** @type {Element} */ (root.querySelector('.workspace')).remove();
       return;
     }
     if (!state.info) {
@@ -182,10 +216,11 @@ export function historyPage(root, { kind, id, navigate }) {
   /**
    * since is where the live rows start: after the newest row shown, from
    * the start of an empty history, or (first page not read) from now.
+   * @param {boolean} loaded
    */
   function since(loaded) {
     const newest = orderedIds()[0];
-    if (newest) return state.rows.get(newest).cursor;
+    if (newest) return /** @type {GQL.Delivery} */ (state.rows.get(newest)).cursor;
     return loaded ? '' : null;
   }
 
@@ -199,17 +234,19 @@ export function historyPage(root, { kind, id, navigate }) {
         : ' is visible to you here. It may have been deleted or never existed.'),
       h('p', {}, h('a', { href: '/' }, 'Back to the home page')));
     // Nothing to list or watch: drop the list with its "Connecting…".
-    root.querySelector('.workspace').remove();
+    /** @type {Element} */ (root.querySelector('.workspace')).remove();
   }
 
   // ---- header -------------------------------------------------------------
 
+  /** @param {string} url */
   function exampleCurl(url) {
     return `curl -X POST '${url.replace(/\/+$/, '')}/webhook' -H 'Content-Type: application/json' -d '{"hello":"world"}'`;
   }
 
   // Requests the address's rate limit refused are not in the history; one
   // line says how many there were.
+  /** @param {number} n */
   function refusedLine(n) {
     if (!n) return null;
     return h('p', { class: 'muted small', 'data-testid': 'refused' },
@@ -217,6 +254,7 @@ export function historyPage(root, { kind, id, navigate }) {
   }
 
   // retentionLine says how long the Endpoint keeps its deliveries.
+  /** @param {GQL.Retention | null | undefined} r */
   function retentionLine(r) {
     if (!r) return null;
     return h('p', { class: 'muted small', 'data-testid': 'retention' },
@@ -266,12 +304,17 @@ export function historyPage(root, { kind, id, navigate }) {
 
   // listenersBox lists the agent sessions on the Endpoint, the primary
   // (whose answers go to the senders) marked; the others get copies.
+  /** @param {GQL.Listener[] | null | undefined} listeners */
   function listenersBox(listeners) {
     const box = h('div', { class: 'listeners', 'data-testid': 'listeners' });
     fillListeners(box, listeners || []);
     return box;
   }
 
+  /**
+   * @param {Element} box
+   * @param {GQL.Listener[]} listeners
+   */
   function fillListeners(box, listeners) {
     if (listeners.length < 2) {
       replace(box);
@@ -287,6 +330,7 @@ export function historyPage(root, { kind, id, navigate }) {
       l.filters && l.filters.length ? h('span', { class: 'muted small' }, `  filters: ${l.filters.map((f) => f.text).join(' ')}`) : null))));
   }
 
+  /** @param {string} tok */
   function agentCommand(tok) {
     const target = state.info.target || '127.0.0.1:3000';
     // relay listen, as the README teaches: TARGET then the Endpoint (its
@@ -307,6 +351,10 @@ export function historyPage(root, { kind, id, navigate }) {
     });
   }
 
+  /**
+   * @param {boolean} connected
+   * @param {number} count
+   */
   function updateAgent(connected, count) {
     const line = head.querySelector('.agent-line');
     if (line && (state.info.agentConnected !== connected || state.info.agentCount !== count)) {
@@ -349,12 +397,12 @@ export function historyPage(root, { kind, id, navigate }) {
       try {
         const data = await request(RETRY, { id: ids[i], edit: null }, { signal: abort.signal });
         const st = data.retryDelivery.responseStatus;
-        if (st >= 200 && st < 300) ok++; else failed++;
+        if (st !== null && st >= 200 && st < 300) ok++; else failed++;
         upsert(data.retryDelivery, 'page');
       } catch (err) {
-        if (disposed || err.name === 'AbortError') return;
+        if (disposed || (err instanceof Error && err.name === 'AbortError')) return;
         failed++;
-        if (err.code === 'AGENT_NOT_CONNECTED' || !state.info.agentConnected) break;
+        if ((err instanceof GraphQLError && err.code === 'AGENT_NOT_CONNECTED') || !state.info.agentConnected) break;
       }
     }
     catchUp.running = false;
@@ -420,9 +468,9 @@ export function historyPage(root, { kind, id, navigate }) {
         document.title = `${state.info.name} · Relay`;
         renderHead();
         renderDetailPane();
-        const again = head.querySelector('details.settings');
+        const again = /** @type {HTMLDetailsElement} */ (head.querySelector('details.settings'));
         again.open = true;
-        replace(again.querySelector('.form-status'), notice('success', 'Saved.'));
+        replace(/** @type {Element} */ (again.querySelector('.form-status')), notice('success', 'Saved.'));
       }),
     },
     fields.element,
@@ -447,9 +495,9 @@ export function historyPage(root, { kind, id, navigate }) {
         const data = await request(SET_INSPECTOR_ANSWER, { id, ...answers.value() });
         state.info = { ...state.info, ...data.setInspectorAnswer };
         renderHead();
-        const again = head.querySelector('details.settings');
+        const again = /** @type {HTMLDetailsElement} */ (head.querySelector('details.settings'));
         again.open = true;
-        replace(again.querySelector('.form-status'), notice('success', 'Saved.'));
+        replace(/** @type {Element} */ (again.querySelector('.form-status')), notice('success', 'Saved.'));
       }),
     },
     answers.element,
@@ -461,6 +509,7 @@ export function historyPage(root, { kind, id, navigate }) {
   // filterFields edits the Endpoint's filters in their text form, one per
   // line (as relay listen --filter takes them); the relay parses them and
   // names the one at fault.
+  /** @param {GQL.Filter[]} current */
   function filterFields(current) {
     const area = h('textarea', {
       name: 'filters', rows: '3', spellcheck: 'false', autocomplete: 'off',
@@ -478,6 +527,7 @@ export function historyPage(root, { kind, id, navigate }) {
 
   // filtersLine shows the Endpoint's filters (set with relay endpoints
   // update --filter or the API's updateEndpoint filters).
+  /** @param {GQL.Filter[]} filters */
   function filtersLine(filters) {
     return h('p', { class: 'muted small', 'data-testid': 'endpoint-filters' },
       filters.length
@@ -508,6 +558,10 @@ export function historyPage(root, { kind, id, navigate }) {
 
   // ---- rows ---------------------------------------------------------------
 
+  /**
+   * @param {import('./graphql.js').LiveState} s
+   * @param {string} reason
+   */
   function setLive(s, reason) {
     liveStatus.dataset.state = s;
     liveStatus.textContent = s === 'live' ? 'Live' : s === 'connecting' ? 'Connecting…' : 'Not live, reconnecting…';
@@ -515,7 +569,11 @@ export function historyPage(root, { kind, id, navigate }) {
     if (s === 'live') replace(liveError);
   }
 
-  /** upsert adds or updates a row; source is 'live' or 'page'. */
+  /**
+   * upsert adds or updates a row; source is 'live' or 'page'.
+   * @param {GQL.Delivery} d
+   * @param {'live' | 'page'} source
+   */
   function upsert(d, source) {
     const old = state.rows.get(d.id);
     const cmp = old ? compareFreshness(d, old) : 1;
@@ -559,8 +617,8 @@ export function historyPage(root, { kind, id, navigate }) {
       const data = await request(INSPECTOR, { id }, { signal: abort.signal });
       if (disposed || !data.inspector) return;
       const expiredBefore = state.info.expired;
-      state.info = data.inspector;
-      const el = head.querySelector('[data-testid=expires]');
+      state.info = /** @type {Address} */ (data.inspector);
+      const el = /** @type {HTMLTimeElement | null} */ (head.querySelector('[data-testid=expires]'));
       if (el && !state.info.expired && !expiredBefore) {
         // Update in place so focus on the copy buttons is kept.
         el.dateTime = state.info.expiresAt;
@@ -589,6 +647,7 @@ export function historyPage(root, { kind, id, navigate }) {
    */
   function serverFilter() {
     const f = state.filters;
+    /** @type {GQL.DeliveryFilter} */
     const out = {};
     if (f.method && f.method !== 'OTHER') out.method = f.method;
     if (f.status === 'none') out.pending = true;
@@ -600,7 +659,10 @@ export function historyPage(root, { kind, id, navigate }) {
     return Object.keys(out).length ? out : null;
   }
 
-  /** fetchPage reads one page of history after the cursor; null when the address is gone, the page was disposed or a newer search began. */
+  /**
+   * fetchPage reads one page of history after the cursor; null when the address is gone, the page was disposed or a newer search began.
+   * @param {string | null} after
+   */
   async function fetchPage(after) {
     const seq = state.searchSeq;
     const data = await request(isEndpoint ? ENDPOINT_PAGE : INSPECTOR_PAGE,
@@ -610,6 +672,7 @@ export function historyPage(root, { kind, id, navigate }) {
     return owner ? owner.deliveries : null;
   }
 
+  /** @param {string | null} after */
   async function loadPage(after) {
     moreBox.dataset.loading = 'true';
     try {
@@ -624,7 +687,7 @@ export function historyPage(root, { kind, id, navigate }) {
       replace(listError);
       return true;
     } catch (err) {
-      if (!disposed && err.name !== 'AbortError') replace(listError, notice('error', describeError(err)));
+      if (!disposed && !(err instanceof Error && err.name === 'AbortError')) replace(listError, notice('error', describeError(err)));
       return false;
     } finally {
       delete moreBox.dataset.loading;
@@ -633,17 +696,18 @@ export function historyPage(root, { kind, id, navigate }) {
   }
 
   function orderedIds() {
-    const key = (rid) => timeKey(state.rows.get(rid).receivedAt);
+    const key = (/** @type {string} */ rid) => timeKey(/** @type {GQL.Delivery} */ (state.rows.get(rid)).receivedAt);
     return [...state.rows.keys()].sort((a, b) => {
       const ka = key(a);
       const kb = key(b);
-      return kb[0] - ka[0] || kb[1] - ka[1] || state.seq.get(a) - state.seq.get(b);
+      return kb[0] - ka[0] || kb[1] - ka[1] || /** @type {number} */ (state.seq.get(a)) - /** @type {number} */ (state.seq.get(b));
     });
   }
 
   // matches decides for every row shown, live ones too, by the same rules
   // as the relay's search; a row's body is not at hand, so with a body
   // filter only the rows the search returned are shown.
+  /** @param {GQL.Delivery} d */
   function matches(d) {
     const f = state.filters;
     if (f.method && (f.method === 'OTHER' ? METHODS.includes(d.method) : d.method !== f.method)) return false;
@@ -670,8 +734,8 @@ export function historyPage(root, { kind, id, navigate }) {
 
   function renderRows() {
     const ids = orderedIds();
-    const visible = ids.filter((rid) => matches(state.rows.get(rid)));
-    if (!visible.includes(state.focusId)) state.focusId = visible[0] || null;
+    const visible = ids.filter((rid) => matches(/** @type {GQL.Delivery} */ (state.rows.get(rid))));
+    if (!state.focusId || !visible.includes(state.focusId)) state.focusId = visible[0] || null;
     // Reuse row elements and only move those out of place, so a focused row
     // keeps its focus while new rows arrive above it.
     const keep = new Set(visible);
@@ -687,7 +751,7 @@ export function historyPage(root, { kind, id, navigate }) {
         tr = h('tr', { class: 'row', 'data-id': rid });
         rowEls.set(rid, tr);
       }
-      fillRow(tr, state.rows.get(rid));
+      fillRow(tr, /** @type {GQL.Delivery} */ (state.rows.get(rid)));
       if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
     });
     const total = state.rows.size;
@@ -715,6 +779,10 @@ export function historyPage(root, { kind, id, navigate }) {
     }, 'Load more') : null);
   }
 
+  /**
+   * @param {HTMLTableRowElement} tr
+   * @param {GQL.Delivery} d
+   */
   function fillRow(tr, d) {
     const selected = d.id === state.selectedId;
     tr.tabIndex = d.id === state.focusId ? 0 : -1;
@@ -749,6 +817,7 @@ export function historyPage(root, { kind, id, navigate }) {
     const path = h('input', { type: 'search', name: 'path', placeholder: 'e.g. /webhook', spellcheck: 'false' });
     const body = h('input', { type: 'search', name: 'body', placeholder: 'e.g. charge.failed', spellcheck: 'false' });
     // Typing waits for a pause before it searches; a choice searches at once.
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     let typing = 0;
     cleanups.push(() => clearTimeout(typing));
     const update = () => {
@@ -767,12 +836,17 @@ export function historyPage(root, { kind, id, navigate }) {
     status.addEventListener('change', update);
     path.addEventListener('input', typed);
     body.addEventListener('input', typed);
-    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Search requests', onsubmit: (ev) => { ev.preventDefault(); update(); } },
+    return h('form', { class: 'filters', role: 'search', 'aria-label': 'Search requests', onsubmit: (/** @type {Event} */ ev) => { ev.preventDefault(); update(); } },
       field('Method', method), field('Status', status), field('Path starts with', path), field('Body contains', body), timeChip);
   }
 
   // pickBucket filters the history to a bar clicked on the chart: its
   // span of time and its status class.
+  /**
+   * @param {GQL.StatsBucket} bucket
+   * @param {string} status
+   * @param {GQL.Stats} stats
+   */
   function pickBucket(bucket, status, stats) {
     const after = bucket.start;
     const before = new Date(Date.parse(bucket.start) + stats.bucketSeconds * 1000).toISOString();
@@ -799,20 +873,26 @@ export function historyPage(root, { kind, id, navigate }) {
 
   // ---- keyboard and selection ----------------------------------------------
 
+  /**
+   * @param {EventTarget | Element | null} el
+   * @returns {HTMLTableRowElement | null}
+   */
   function rowOf(el) {
-    const tr = el && el.closest ? el.closest('tr.row') : null;
+    const tr = el && 'closest' in el ? /** @type {HTMLTableRowElement | null} */ (el.closest('tr.row')) : null;
     return tr && tbody.contains(tr) ? tr : null;
   }
 
+  /** @param {Element | null} tr a row of tbody */
   function focusRow(tr) {
-    if (!tr) return;
-    const prev = rowEls.get(state.focusId);
+    if (!(tr instanceof HTMLElement)) return;
+    const prev = state.focusId === null ? undefined : rowEls.get(state.focusId);
     if (prev) prev.tabIndex = -1;
-    state.focusId = tr.dataset.id;
+    state.focusId = tr.dataset.id || null;
     tr.tabIndex = 0;
     tr.focus();
   }
 
+  /** @param {KeyboardEvent} ev */
   function onRowKey(ev) {
     const tr = rowOf(ev.target);
     if (!tr) return;
@@ -836,26 +916,29 @@ export function historyPage(root, { kind, id, navigate }) {
       case 'Enter':
       case ' ':
         ev.preventDefault();
-        select(tr.dataset.id);
+        select(/** @type {string} */ (tr.dataset.id));
         break;
       default:
         break;
     }
   }
 
+  /** @param {MouseEvent} ev */
   function onRowClick(ev) {
     const tr = rowOf(ev.target);
     if (!tr) return;
     focusRow(tr);
-    select(tr.dataset.id);
+    select(/** @type {string} */ (tr.dataset.id));
   }
 
+  /** @param {KeyboardEvent} ev */
   function onDocumentKey(ev) {
     if (ev.key !== 'Escape' || !state.selectedId || document.querySelector('dialog[open]')) return;
     ev.preventDefault();
     closeDetail();
   }
 
+  /** @param {string} rid */
   function select(rid) {
     if (state.selectedId !== rid) {
       state.retryMessage = null;
@@ -876,10 +959,11 @@ export function historyPage(root, { kind, id, navigate }) {
     state.detail = null;
     renderRows();
     renderDetailPane();
-    const tr = rowEls.get(rid);
+    const tr = rid === null ? undefined : rowEls.get(rid);
     if (tr && tr.isConnected) focusRow(tr);
   }
 
+  /** @param {string} rid */
   async function loadDetail(rid) {
     const mine = (detailToken += 1);
     try {
@@ -889,7 +973,7 @@ export function historyPage(root, { kind, id, navigate }) {
       if (data.delivery) upsert(data.delivery, 'page');
       renderDetailPane();
     } catch (err) {
-      if (disposed || err.name === 'AbortError' || mine !== detailToken) return;
+      if (disposed || (err instanceof Error && err.name === 'AbortError') || mine !== detailToken) return;
       replace(detailPane, notice('error', describeError(err)));
     }
   }
@@ -902,6 +986,7 @@ export function historyPage(root, { kind, id, navigate }) {
     return '';
   }
 
+  /** @param {GQL.RequestEditInput | null} edit */
   async function retry(edit) {
     const d = state.detail;
     if (!d || state.retrying) return;
@@ -950,7 +1035,7 @@ export function historyPage(root, { kind, id, navigate }) {
       retryReason: retryReason(),
       retrying: state.retrying,
       message: state.retryMessage,
-      newAttemptId: state.newAttemptId,
+      newAttemptId: state.newAttemptId || undefined,
       onRetry: retry,
       onClose: closeDetail,
     }));

@@ -1,3 +1,4 @@
+// @ts-check
 // The home page: new inspector, sign up / sign in, and the account's Endpoints.
 import { h, replace, field, uid } from './dom.js';
 import { request, describeError, token } from './graphql.js';
@@ -8,10 +9,16 @@ import { sparkline } from './charts.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
 
-/** MODE_LABELS are the names people see for EndpointMode values. */
+/**
+ * MODE_LABELS are the names people see for EndpointMode values.
+ * @type {Record<GQL.EndpointMode, string>}
+ */
 export const MODE_LABELS = { LOG: 'Log', PROXY: 'Log and Proxy' };
 
-/** rememberInspector keeps the last few inspectors this browser opened. */
+/**
+ * rememberInspector keeps the last few inspectors this browser opened.
+ * @param {string} id
+ */
 export function rememberInspector(id) {
   const list = recentInspectors().filter((x) => x !== id);
   list.unshift(id);
@@ -22,6 +29,7 @@ export function rememberInspector(id) {
   }
 }
 
+/** @returns {string[]} */
 function recentInspectors() {
   try {
     const v = JSON.parse(localStorage.getItem(RECENT_KEY) || '[]');
@@ -31,7 +39,12 @@ function recentInspectors() {
   }
 }
 
-/** homePage renders into root and returns {dispose}. */
+/**
+ * homePage renders into root and returns {dispose}.
+ * @param {HTMLElement} root
+ * @param {{ navigate: Navigate }} options
+ * @returns {Page}
+ */
 export function homePage(root, { navigate }) {
   let disposed = false;
   const inspectorSection = renderInspectorCard();
@@ -95,6 +108,7 @@ export function homePage(root, { navigate }) {
       onsubmit: submitWith(upStatus, async () => {
         // An invite link (relay accounts invite) carries its code: ?invite=…
         const invite = new URLSearchParams(location.search).get('invite');
+        /** @type {{ name: string, login: string, password: string, invite?: string }} */
         const vars = { name: nameInput.value.trim(), login: loginInput.value.trim(), password: passwordInput.value };
         if (invite) vars.invite = invite;
         const data = await request(SIGN_UP_PASSWORD, vars);
@@ -118,6 +132,7 @@ export function homePage(root, { navigate }) {
     ];
   }
 
+  /** @param {SignedIn} account */
   function endpointsArea(account) {
     const listBox = h('div', { class: 'endpoint-list', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Loading Endpoints…'));
     loadEndpoints(listBox);
@@ -129,6 +144,7 @@ export function homePage(root, { navigate }) {
     ];
   }
 
+  /** @param {HTMLElement} box */
   async function loadEndpoints(box) {
     try {
       const data = await request(ENDPOINTS);
@@ -181,12 +197,9 @@ export function homePage(root, { navigate }) {
 }
 
 /**
- * agentBadge shows whether an agent is connected, and how many when more
- * than one share the Endpoint's deliveries.
- */
-/**
  * passwordSignInForm signs a member in with login and password; onDone
  * runs once the relay accepted them.
+ * @param {() => void} [onDone]
  */
 export function passwordSignInForm(onDone) {
   const login = h('input', { type: 'text', name: 'login', required: true, autocomplete: 'username', maxlength: '100', spellcheck: 'false' });
@@ -212,6 +225,7 @@ export function passwordSignInForm(onDone) {
  * signInForm asks for an account token; onDone runs once the relay accepted
  * it. Users of the command line get a link that signs the console in with
  * `relay open`, so the form says so.
+ * @param {() => void} [onDone]
  */
 export function signInForm(onDone) {
   const tokenInput = h('input', { type: 'password', name: 'token', required: true, autocomplete: 'current-password', spellcheck: 'false' });
@@ -231,6 +245,12 @@ export function signInForm(onDone) {
   inStatus);
 }
 
+/**
+ * agentBadge shows whether an agent is connected, and how many when more
+ * than one share the Endpoint's deliveries.
+ * @param {boolean} connected
+ * @param {number} [count]
+ */
 export function agentBadge(connected, count = connected ? 1 : 0) {
   let text = 'No agent';
   if (connected) text = count > 1 ? `${count} agents connected (one answers, the others get copies)` : 'Agent connected';
@@ -241,6 +261,7 @@ export function agentBadge(connected, count = connected ? 1 : 0) {
 /**
  * endpointFields builds the shared Endpoint settings inputs (used by the
  * create form and the settings form) and reads them back as an input object.
+ * @param {Pick<GQL.Endpoint, 'name' | 'mode' | 'target' | 'responseCapture'> & { retention?: GQL.Retention }} initial
  */
 export function endpointFields(initial) {
   const name = h('input', { type: 'text', name: 'name', required: true, maxlength: '100', value: initial.name });
@@ -265,10 +286,11 @@ export function endpointFields(initial) {
     captureField);
   return {
     element,
+    /** @returns {GQL.CreateEndpointInput & GQL.UpdateEndpointInput} */
     value() {
       const t = target.value.trim();
       return {
-        name: name.value.trim(), mode: mode.value, target: t || null, responseCapture: capture.checked,
+        name: name.value.trim(), mode: /** @type {GQL.EndpointMode} */ (mode.value), target: t || null, responseCapture: capture.checked,
         retention: retention.value.trim() || 'default',
       };
     },

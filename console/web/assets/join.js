@@ -1,3 +1,4 @@
+// @ts-check
 // The join page: whoever holds a member invite link (/join?code=…)
 // chooses a login and a password and becomes a member of that account.
 import { h, replace, field } from './dom.js';
@@ -6,7 +7,12 @@ import { JOIN_ACCOUNT, MEMBER_INVITE } from './api.js';
 import { adoptSession } from './session.js';
 import { submitWith } from './ui.js';
 
-/** joinPage renders into root and returns {dispose}. */
+/**
+ * joinPage renders into root and returns {dispose}.
+ * @param {HTMLElement} root
+ * @param {{ navigate: Navigate }} options
+ * @returns {Page}
+ */
 export function joinPage(root, { navigate }) {
   document.title = 'Join a team · Relay';
   const code = new URLSearchParams(location.search).get('code') || '';

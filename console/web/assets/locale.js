@@ -1,3 +1,4 @@
+// @ts-check
 // uPlot (vendor/uplot) formats dates with the browser's language as it
 // loads. A window started with LANG=C (a test's, a minimal desktop's)
 // reports the language "C", which Intl refuses with a RangeError, and the

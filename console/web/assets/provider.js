@@ -1,9 +1,13 @@
+// @ts-check
 // A recognised provider's delivery (GitHub, Stripe, Shopify…): its name,
 // event type and the provider's own delivery id, and a mark when the
 // provider sent that delivery id more than once (a redelivery).
 import { h } from './dom.js';
 
-/** providerBadge is a history row's badge: the provider's event, marked when sent again. */
+/**
+ * providerBadge is a history row's badge: the provider's event, marked when sent again.
+ * @param {Pick<GQL.Delivery, 'provider' | 'duplicates'>} d
+ */
 export function providerBadge(d) {
   if (!d.provider) return null;
   const what = [d.provider.name, d.provider.eventType].filter(Boolean).join(' ');
@@ -20,6 +24,7 @@ export function providerBadge(d) {
  * providerFacts is the detail pane's Provider fact, null for a request no
  * provider is recognised in: name, event type, the provider's delivery id,
  * and how many times it sent that id.
+ * @param {Pick<GQL.Delivery, 'provider' | 'duplicates'>} d
  */
 export function providerFacts(d) {
   if (!d.provider) return null;

@@ -1,3 +1,4 @@
+// @ts-check
 // The signed-in account, shared by the top bar and the pages. A browser is
 // signed in either by a member's session cookie (HttpOnly: this script
 // never sees it; signIn sets it) or by a pasted API token kept in
@@ -5,10 +6,12 @@
 import { request, token, setToken, GraphQLError, subscriptions, onRefused } from './graphql.js';
 import { ME, SIGN_IN_PASSWORD, SIGN_OUT } from './api.js';
 
+/** @type {SignedIn | null} */
 let account = null;
 let checked = false;
 let ended = false; // the relay refused the session this page had
 let verifying = false; // a pasted token is being checked
+/** @type {Set<(account: SignedIn | null) => void>} */
 const listeners = new Set();
 
 // A session that ends while a page is open (signed out elsewhere, expired,
@@ -40,7 +43,10 @@ export function sessionChecked() {
   return checked;
 }
 
-/** onSessionChange calls fn on sign-in and sign-out; returns an unsubscribe. */
+/**
+ * onSessionChange calls fn on sign-in and sign-out; returns an unsubscribe.
+ * @param {(account: SignedIn | null) => void} fn
+ */
 export function onSessionChange(fn) {
   listeners.add(fn);
   return () => listeners.delete(fn);
@@ -70,6 +76,8 @@ export async function loadSession() {
  * joinAccount, setUpSignIn): the relay set the cookie; a pasted token
  * would hide it, so it is forgotten, and live views reconnect with the
  * cookie.
+ * @param {Pick<GQL.SessionPayload, 'account' | 'member'>} payload
+ * @returns {SignedIn}
  */
 export function adoptSession(payload) {
   setToken('');
@@ -80,7 +88,11 @@ export function adoptSession(payload) {
   return account;
 }
 
-/** signInWithPassword signs a member in; it throws the relay's refusal. */
+/**
+ * signInWithPassword signs a member in; it throws the relay's refusal.
+ * @param {string} login
+ * @param {string} password
+ */
 export async function signInWithPassword(login, password) {
   const data = await request(SIGN_IN_PASSWORD, { login, password });
   return adoptSession(data.signIn);
@@ -89,6 +101,9 @@ export async function signInWithPassword(login, password) {
 /**
  * signIn verifies tok with the relay and stores it. It throws when the relay
  * does not recognise the token, and leaves the previous session untouched.
+ * @param {string} tok
+ * @param {SignedIn} [knownAccount]
+ * @returns {Promise<SignedIn | null>}
  */
 export async function signIn(tok, knownAccount) {
   const previous = token();

@@ -1,3 +1,4 @@
+// @ts-check
 // The settings page: the account's API tokens (one per device), listed,
 // created (the secret shown once) and revoked.
 import { h, replace, field } from './dom.js';
@@ -12,17 +13,26 @@ import { usageSection } from './usage.js';
 
 const ENDED = 'Your session ended: it was signed out elsewhere, expired or revoked, or your access was removed. Sign in again.';
 
+/** @type {Array<[string, string]>} */
 const LIFETIMES = [['', 'Never'], ['7d', '7 days'], ['30d', '30 days'], ['90d', '90 days'], ['365d', 'A year']];
 
-/** settingsPage renders into root and returns {dispose}. */
+/**
+ * settingsPage renders into root and returns {dispose}.
+ * @param {HTMLElement} root
+ * @param {{ navigate: Navigate }} options
+ * @returns {Page}
+ */
 export function settingsPage(root, { navigate }) {
   document.title = 'Settings · Relay';
   let disposed = false;
+  /** @type {Array<() => void>} */
   const cleanups = [];
   const section = h('section', { class: 'card', 'aria-labelledby': 'tokens-title' });
   const teamBox = h('div');
   const usageBox = h('div');
+  /** @type {{ element: HTMLElement, dispose(): void } | null} */
   let team = null;
+  /** @type {{ element: HTMLElement, dispose(): void } | null} */
   let usage = null;
   replace(root, h('div', { class: 'stack' }, teamBox, usageBox, section));
   render();
@@ -56,18 +66,23 @@ export function settingsPage(root, { navigate }) {
     load(list);
   }
 
+  /** @param {HTMLElement} list */
   async function load(list) {
     try {
       const data = await request(TOKENS);
       if (!disposed) replace(list, tokensTable(data.tokens, list));
     } catch (err) {
-      if (!disposed) replace(list, notice('error', err.message));
+      if (!disposed) replace(list, notice('error', /** @type {Error} */ (err).message));
     }
   }
 
+  /**
+   * @param {GQL.Token[]} tokens
+   * @param {HTMLElement} list
+   */
   function tokensTable(tokens, list) {
     if (!tokens.length) return h('p', { class: 'muted' }, 'No tokens.');
-    const when = (iso, none) => (iso ? h('time', { datetime: iso }, formatFullTime(iso)) : none);
+    const when = (/** @type {string | null} */ iso, /** @type {string} */ none) => (iso ? h('time', { datetime: iso }, formatFullTime(iso)) : none);
     return h('div', { class: 'table-scroll' }, h('table', { class: 'table' },
       h('thead', {}, h('tr', {},
         h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Created'),
@@ -87,6 +102,10 @@ export function settingsPage(root, { navigate }) {
         }, 'Revoke…')))))));
   }
 
+  /**
+   * @param {GQL.Token} t
+   * @param {HTMLElement} list
+   */
   function confirmRevoke(t, list) {
     const status = h('div', { class: 'form-status' });
     const cancel = h('button', { type: 'button', class: 'btn', autofocus: true }, 'Cancel');
@@ -116,6 +135,10 @@ export function settingsPage(root, { navigate }) {
     cleanups.push(() => dialog.isConnected && dialog.close());
   }
 
+  /**
+   * @param {HTMLElement} list
+   * @param {HTMLElement} revealed
+   */
   function createForm(list, revealed) {
     const name = h('input', { type: 'text', name: 'token-name', required: true, maxlength: '100', autocomplete: 'off', placeholder: 'laptop, ci, …' });
     const lifetime = h('select', { name: 'expires-in' }, LIFETIMES.map(([v, label]) => h('option', { value: v }, label)));
@@ -124,6 +147,7 @@ export function settingsPage(root, { navigate }) {
       class: 'stack',
       'aria-labelledby': 'create-token-title',
       onsubmit: submitWith(status, async () => {
+        /** @type {{ name: string, expiresIn?: string }} */
         const vars = { name: name.value.trim() };
         if (lifetime.value) vars.expiresIn = lifetime.value;
         const data = await request(CREATE_TOKEN, vars);
@@ -131,7 +155,7 @@ export function settingsPage(root, { navigate }) {
           h('p', {}, h('strong', {}, 'Copy it now: it is shown only once.')),
           codeLine('Token', data.createToken.secret, { testid: 'new-token', buttonLabel: 'Copy token' })));
         form.reset();
-        form.querySelector('button[type=submit]').disabled = false;
+        /** @type {HTMLButtonElement} */ (form.querySelector('button[type=submit]')).disabled = false;
         load(list);
       }),
     },

@@ -1,3 +1,4 @@
+// @ts-check
 // The team part of the settings page: the account's members (owners
 // invite by one-time link, change roles, remove), what changed and who
 // did it (owners only), and, for an account without members, setting up
@@ -9,9 +10,13 @@ import { adoptSession } from './session.js';
 import { notice, runBusy, submitWith, codeLine } from './ui.js';
 import { formatFullTime } from './format.js';
 
+/** @type {Record<GQL.MemberRole, string>} */
 const ROLE_LABELS = { OWNER: 'Owner', MEMBER: 'Member' };
 
-/** teamSection renders the team card; returns {element, dispose}. */
+/**
+ * teamSection renders the team card; returns {element, dispose}.
+ * @returns {{ element: HTMLElement, dispose(): void }}
+ */
 export function teamSection() {
   let disposed = false;
   const section = h('section', { class: 'card', 'aria-labelledby': 'team-title', 'data-testid': 'team' },
@@ -28,6 +33,7 @@ export function teamSection() {
     }
   }
 
+  /** @param {GQL.Account} me */
   function render(me) {
     // A token without a member acts as an owner (the account's credential from before members).
     const owner = !me.member || me.member.role === 'OWNER';
@@ -50,6 +56,10 @@ export function teamSection() {
     if (owner) loadActivity(activity);
   }
 
+  /**
+   * @param {GQL.Member[]} members
+   * @param {boolean} owner
+   */
   function membersTable(members, owner) {
     return h('div', { class: 'table-scroll' }, h('table', { class: 'table', 'data-testid': 'members' },
       h('thead', {}, h('tr', {},
@@ -62,12 +72,17 @@ export function teamSection() {
         owner ? h('td', {}, memberActions(m, members)) : null)))));
   }
 
+  /**
+   * @param {GQL.Member} m
+   * @param {GQL.Member[]} members
+   */
   function memberActions(m, members) {
     // The relay keeps one owner at least: say so instead of offering what it refuses.
     if (m.role === 'OWNER' && members.filter((x) => x.role === 'OWNER').length === 1) {
       return h('span', { class: 'muted small', 'data-testid': 'last-owner' }, 'The only owner: make another owner first to change or remove.');
     }
     const status = h('span', { class: 'form-status' });
+    /** @type {GQL.MemberRole} */
     const other = m.role === 'OWNER' ? 'MEMBER' : 'OWNER';
     const role = h('button', { type: 'button', class: 'btn btn-small', 'aria-label': `Make ${m.login} ${ROLE_LABELS[other].toLowerCase()}` },
       `Make ${ROLE_LABELS[other].toLowerCase()}`);
@@ -80,6 +95,7 @@ export function teamSection() {
     return h('span', { class: 'actions' }, role, remove, status);
   }
 
+  /** @param {GQL.Member} m */
   function confirmRemove(m) {
     const status = h('div', { class: 'form-status' });
     const cancel = h('button', { type: 'button', class: 'btn', autofocus: true }, 'Cancel');
@@ -99,6 +115,7 @@ export function teamSection() {
     dialog.showModal();
   }
 
+  /** @param {HTMLElement} result */
   function inviteForm(result) {
     const role = h('select', { name: 'invite-role' }, h('option', { value: 'MEMBER' }, 'Member'), h('option', { value: 'OWNER' }, 'Owner'));
     const status = h('div', { class: 'form-status' });
@@ -112,7 +129,7 @@ export function teamSection() {
           h('p', {}, h('strong', {}, 'Send this link to the person you invite. '), 'It works once, until ',
             formatFullTime(data.createMemberInvite.expiresAt), '.'),
           codeLine('Invite link', link, { testid: 'invite-link', buttonLabel: 'Copy link' })));
-        form.querySelector('button[type=submit]').disabled = false;
+        /** @type {HTMLButtonElement} */ (form.querySelector('button[type=submit]')).disabled = false;
       }),
     },
     h('h3', { id: 'invite-title' }, 'Invite someone'),
@@ -122,10 +139,11 @@ export function teamSection() {
     return form;
   }
 
+  /** @param {HTMLElement} box */
   async function loadActivity(box) {
     try {
       const data = await request(ACTIVITY);
-      if (disposed) return;
+      if (disposed || !data.me) return;
       const list = data.me.activity;
       replace(box, list.length ? h('ul', { class: 'link-list' }, list.map((a) => h('li', {},
         // The relay puts the change in words (ActivityEntry.text); the
@@ -152,7 +170,7 @@ export function teamSection() {
         current.value = '';
         next.value = '';
         replace(status, notice('success', 'Password changed. Your other browser sessions were signed out; API tokens keep working.'));
-        form.querySelector('button[type=submit]').disabled = false;
+        /** @type {HTMLButtonElement} */ (form.querySelector('button[type=submit]')).disabled = false;
       }),
     },
     h('h3', { id: 'password-title' }, 'Your password'),

@@ -1,3 +1,4 @@
+// @ts-check
 // The usage part of the settings page: what the account stores and
 // receives, beside the limits the relay's operator set. The numbers come
 // from the API (me { usage }); the page only renders them.
@@ -7,9 +8,13 @@ import { USAGE } from './api.js';
 import { notice } from './ui.js';
 import { formatBytes } from './format.js';
 
+/** @type {Record<string, string>} */
 const REASONS = { storage: 'storage quota used up (507)', rate: 'rate exceeded (429)' };
 
-/** usageSection renders the usage card; returns {element, dispose}. */
+/**
+ * usageSection renders the usage card; returns {element, dispose}.
+ * @returns {{ element: HTMLElement, dispose(): void }}
+ */
 export function usageSection() {
   let disposed = false;
   const section = h('section', { class: 'card', 'aria-labelledby': 'usage-title', 'data-testid': 'usage' },
@@ -26,12 +31,12 @@ export function usageSection() {
     }
   }
 
-  /** @param {any} u */
+  /** @param {GQL.AccountUsage} u */
   function render(u) {
     const quota = u.storageQuota == null ? 'unlimited' : formatBytes(u.storageQuota);
     const full = u.storageQuota != null && u.storedBytes >= u.storageQuota;
-    const refused = u.refusals.filter((/** @type {any} */ r) => r.count > 0);
-    const row = (/** @type {string} */ label, /** @type {any} */ value, /** @type {string} */ id) =>
+    const refused = u.refusals.filter((r) => r.count > 0);
+    const row = (/** @type {string} */ label, /** @type {string} */ value, /** @type {string} */ id) =>
       h('tr', {}, h('th', { scope: 'row' }, label), h('td', { 'data-testid': id }, value));
     replace(section,
       h('h2', { id: 'usage-title' }, 'Usage'),
@@ -43,7 +48,7 @@ export function usageSection() {
         row('Deliveries, last 24 hours', String(u.deliveriesLastDay), 'usage-day'),
         row('Deliveries kept', String(u.deliveries), 'usage-total'),
         row('Refused by the quota', refused.length
-          ? refused.map((/** @type {any} */ r) => `${r.count} ${REASONS[r.reason] || r.reason}`).join(', ')
+          ? refused.map((r) => `${r.count} ${REASONS[r.reason] || r.reason}`).join(', ')
           : 'none', 'usage-refused')))));
   }
 
