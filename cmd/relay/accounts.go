@@ -10,6 +10,7 @@ import (
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 )
@@ -29,7 +30,7 @@ Without, it is appended to the log under --data directly, which is refused
 while a server uses that folder.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := bindEnv(c.Flags(), env); err != nil {
+			if err := cmdutil.BindEnv(c.Flags(), env); err != nil {
 				return err
 			}
 			if server != "" {
@@ -40,7 +41,7 @@ while a server uses that folder.`,
 						Account struct{ ID, Name string }
 					}
 				}
-				if err := callGraphQL(c.Context(), server, adminToken, q, map[string]any{"name": name}, &out); err != nil {
+				if err := cmdutil.CallGraphQL(c.Context(), server, adminToken, q, map[string]any{"name": name}, &out); err != nil {
 					return fmt.Errorf("create account: %w", err)
 				}
 				a := out.CreateAccount
@@ -59,7 +60,7 @@ while a server uses that folder.`,
 			if err == nil {
 				fmt.Fprintf(stdout, "account %s (%s)\ntoken %s\n", acc.ID, acc.Name, token)
 			}
-			return joinClose(err, a.Close())
+			return cmdutil.JoinClose(err, a.Close())
 		},
 	}
 	create.Flags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
@@ -73,8 +74,8 @@ while a server uses that folder.`,
 }
 
 func accountsInviteCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var expiresIn, adminToken string
 	cmd := &cobra.Command{
 		Use:   "invite [--expires-in 7d] [--admin-token T]",
@@ -88,29 +89,29 @@ expires (7 days at most and by default). An owner of an account may invite
 the relay's --admin-token, without those bounds. The code is printed
 once, with the console link that signs up with it; on the command line:
 relay login --server URL --signup NAME --invite CODE.`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			vars := map[string]any{}
 			if c.Flags().Changed("expires-in") {
 				if _, err := domain.ParseTokenLifetime(expiresIn); err != nil {
-					return usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
+					return cmdutil.Usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
 				}
 				vars["e"] = expiresIn
 			}
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			var client *apiclient.Client
 			var err error
-			if err := bindEnv(c.Flags(), env); err != nil {
-				return usage(err)
+			if err := cmdutil.BindEnv(c.Flags(), env); err != nil {
+				return cmdutil.Usage(err)
 			}
 			if adminToken != "" {
-				if err := conn.resolve(c.Flags(), env); err != nil {
+				if err := conn.Resolve(c.Flags(), env); err != nil {
 					return err
 				}
-				client = conn.client(adminToken)
-			} else if client, err = conn.loggedIn(c.Flags(), env); err != nil {
+				client = conn.Client(adminToken)
+			} else if client, err = conn.LoggedIn(c.Flags(), env); err != nil {
 				return err
 			}
 			var res struct {
@@ -124,17 +125,17 @@ relay login --server URL --signup NAME --invite CODE.`,
 				return fmt.Errorf("create invite: %w", err)
 			}
 			inv := res.CreateInvite
-			link := consolePage(conn.server, inv.Path, inv.URL)
-			if out.json() {
-				return writeJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
+			link := consolePage(conn.Server, inv.Path, inv.URL)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
 			}
 			fmt.Fprintf(stdout, "invite %s (one account, until %s)\nsign up in the console: %s\nor: relay login --server %s --signup NAME --invite %s\n",
-				inv.Code, localTime(inv.ExpiresAt), link, conn.server, inv.Code)
+				inv.Code, cmdutil.LocalTime(inv.ExpiresAt), link, conn.Server, inv.Code)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime such as 2d or 12h (at most and by default 7d)")
 	cmd.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token, to invite as the operator")
 	return cmd

@@ -3,19 +3,19 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/agentcli"
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // agentCommand is `relay agent`: agentcli with its flags, the stored
 // login, and a text observer.
 func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
+	var conn cmdutil.Connection
 	var cl agentcli.CommandLine
-	var out output
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use: "agent --endpoint ID[=TARGET]...",
 		// IDs, not names: the agent needs no API call before it connects.
@@ -36,47 +36,34 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 		Example: `  relay agent --endpoint hwnmnoikuriuxmqp=3000
   relay agent --endpoint hwnmnoikuriuxmqp=3000 --endpoint ug5dq4ukfunngyp2=http://localhost:4000/hooks
   RELAY_TOKEN=<token> relay agent --server https://relay.example.com --endpoint hwnmnoikuriuxmqp --target 8080`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			if conn.tokenFlag {
+			if conn.TokenFlag {
 				fmt.Fprintln(stderr, agentcli.TokenFlagWarning)
 			}
-			if conn.token == "" {
-				return errNotLoggedIn
+			if conn.Token == "" {
+				return cmdutil.ErrNotLoggedIn
 			}
-			cl.CAFile = conn.caFile
-			o, err := cl.Options(conn.server, conn.token)
+			cl.CAFile = conn.CAFile
+			o, err := cl.Options(conn.Server, conn.Token)
 			if err != nil {
 				return err
 			}
-			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: colourful(stdout, env)}
-			if out.json() {
+			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: cmdutil.Colourful(stdout, env)}
+			if out.JSON() {
 				o.Observer = &jsonObserver{out: stdout, status: stderr}
 			}
 			return agentcli.Serve(c.Context(), o)
 		},
 	}
-	conn.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
 	cl.AddFlags(cmd.Flags())
-	out.flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
-}
-
-// colourful reports whether w is a terminal that takes ANSI colours.
-func colourful(w io.Writer, env func(string) string) bool {
-	if env("NO_COLOR") != "" || env("TERM") == "dumb" {
-		return false
-	}
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

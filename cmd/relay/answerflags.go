@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // answerJSON and handshakesJSON are an address's own answer and handshakes
@@ -76,7 +78,7 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 		for _, h := range f.headers {
 			name, value, ok := strings.Cut(h, "=")
 			if !ok || name == "" {
-				return usage(fmt.Errorf("--answer-header %q: want NAME=VALUE", h))
+				return cmdutil.Usage(fmt.Errorf("--answer-header %q: want NAME=VALUE", h))
 			}
 			headers = append(headers, map[string]any{"name": name, "value": value})
 		}
@@ -101,7 +103,7 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 			case "SLACK", "META", "MSGRAPH", "DROPBOX", "ZOOM":
 				names = append(names, n)
 			default:
-				return usage(fmt.Errorf("--handshake %q: want slack, meta, msgraph, dropbox, zoom or none", strings.ToLower(n)))
+				return cmdutil.Usage(fmt.Errorf("--handshake %q: want slack, meta, msgraph, dropbox, zoom or none", strings.ToLower(n)))
 			}
 		}
 		h["enabled"] = names
@@ -126,7 +128,7 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 	if fs.Changed("handshakes-in-proxy") {
 		side := strings.ToUpper(f.inProxy)
 		if side != "LOCAL" && side != "RELAY" {
-			return usage(fmt.Errorf("--handshakes-in-proxy %q: want LOCAL or RELAY", f.inProxy))
+			return cmdutil.Usage(fmt.Errorf("--handshakes-in-proxy %q: want LOCAL or RELAY", f.inProxy))
 		}
 		h["inProxy"] = side
 	}
@@ -146,7 +148,7 @@ const maxSecretFile = 4 << 10
 func readSecretFile(flag, path string) (string, error) {
 	file, err := os.Open(path)
 	if err != nil {
-		return "", usage(fmt.Errorf("%s: %w", flag, err))
+		return "", cmdutil.Usage(fmt.Errorf("%s: %w", flag, err))
 	}
 	defer file.Close()
 	b, err := io.ReadAll(io.LimitReader(file, maxSecretFile+1))
@@ -154,7 +156,7 @@ func readSecretFile(flag, path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	if len(b) > maxSecretFile {
-		return "", usage(fmt.Errorf("%s %s: over %d bytes (the relay takes a secret of at most 256)", flag, path, maxSecretFile))
+		return "", cmdutil.Usage(fmt.Errorf("%s %s: over %d bytes (the relay takes a secret of at most 256)", flag, path, maxSecretFile))
 	}
 	return strings.TrimSpace(string(b)), nil
 }
@@ -168,7 +170,7 @@ func readAnswerBody(v string) ([]byte, error) {
 	if name != "-" {
 		file, err := os.Open(name)
 		if err != nil {
-			return nil, usage(fmt.Errorf("--answer-body: %w", err))
+			return nil, cmdutil.Usage(fmt.Errorf("--answer-body: %w", err))
 		}
 		defer file.Close()
 		r = file
@@ -178,7 +180,7 @@ func readAnswerBody(v string) ([]byte, error) {
 		return nil, fmt.Errorf("--answer-body: %w", err)
 	}
 	if len(b) > maxAnswerFile {
-		return nil, usage(errors.New("--answer-body " + v + ": over 1 MiB (the relay takes at most 64 KiB)"))
+		return nil, cmdutil.Usage(errors.New("--answer-body " + v + ": over 1 MiB (the relay takes at most 64 KiB)"))
 	}
 	return b, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // catchUpOptions bound a catch-up: how many retries run at once, how many
@@ -26,11 +27,11 @@ type catchUpOptions struct {
 func (o catchUpOptions) check() error {
 	switch {
 	case o.concurrency < 1 || o.concurrency > 16:
-		return usage(errors.New("--concurrency must be 1 to 16"))
+		return cmdutil.Usage(errors.New("--concurrency must be 1 to 16"))
 	case o.perSecond <= 0 || o.perSecond > 100:
-		return usage(errors.New("--rate must be above 0 and at most 100 per second"))
+		return cmdutil.Usage(errors.New("--rate must be above 0 and at most 100 per second"))
 	case o.limit < 1 || o.limit > 10000:
-		return usage(errors.New("--limit must be 1 to 10000"))
+		return cmdutil.Usage(errors.New("--limit must be 1 to 10000"))
 	}
 	return nil
 }

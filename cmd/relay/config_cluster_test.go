@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 func TestServeClusterFlags(t *testing.T) {
@@ -41,7 +43,7 @@ func TestServeClusterFlags(t *testing.T) {
 			c.flags(fs)
 			err := fs.Parse(tt.args)
 			if err == nil {
-				err = bindEnv(fs, func(k string) string { return tt.env[k] })
+				err = cmdutil.BindEnv(fs, func(k string) string { return tt.env[k] })
 			}
 			if err == nil {
 				err = c.validate()

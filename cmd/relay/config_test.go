@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // TestServeConfig parses serve's flags and environment the way the serve
@@ -171,7 +173,7 @@ func TestServeConfig(t *testing.T) {
 			c.flags(fs)
 			err := fs.Parse(tt.args)
 			if err == nil {
-				err = bindEnv(fs, func(k string) string { return tt.env[k] })
+				err = cmdutil.BindEnv(fs, func(k string) string { return tt.env[k] })
 			}
 			if err == nil {
 				err = c.validate()

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/termtext"
 )
@@ -192,7 +193,7 @@ func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra
   relay deliveries explain 0193a7c2-...
   relay deliveries diff 0193a7c2-...
   relay deliveries export stripe -o stripe.har`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesExplainCommand(env, stdout),
@@ -201,8 +202,8 @@ func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra
 }
 
 func deliveriesListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var f listFlags
 	var limit int
 	cmd := &cobra.Command{
@@ -217,9 +218,9 @@ listed when it matches all of them.`,
   relay deliveries list stripe --status 5xx --path /webhooks --since 1h --grep charge
   relay deliveries list stripe --header X-GitHub-Event=push --limit 5
   relay deliveries list ep-abc123 -o json | jq -r '.[0].id'`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			filter, err := f.filter(time.Now())
@@ -227,18 +228,18 @@ listed when it matches all of them.`,
 				return err
 			}
 			if limit < 1 {
-				return usage(errors.New("--limit must be at least 1"))
+				return cmdutil.Usage(errors.New("--limit must be at least 1"))
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			client := conn.client(conn.token)
+			client := conn.Client(conn.Token)
 			rows, searched, err := listDeliveries(c.Context(), client, args[0], limit, filter)
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, rows)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, rows)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(stdout, "no deliveries")
@@ -246,7 +247,7 @@ listed when it matches all of them.`,
 				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATUS\tBYTES\tID\tEVENT")
 				for _, d := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", localTime(d.ReceivedAt), d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cmdutil.LocalTime(d.ReceivedAt), d.Method, termtext.Safe(d.Path, false), statusText(d.ResponseStatus), d.BodySize, d.ID, eventText(d.Provider, d.Duplicates))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -258,8 +259,8 @@ listed when it matches all of them.`,
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending")
 	fs.StringVar(&f.method, "method", "", "sent with this method (POST)")
@@ -305,7 +306,7 @@ func parseStatus(v string) (statusFlag, error) {
 	default:
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 100 || n > 599 {
-			return statusFlag{}, usage(fmt.Errorf("--status %q: want a status such as 502, a class such as 5xx, or pending", v))
+			return statusFlag{}, cmdutil.Usage(fmt.Errorf("--status %q: want a status such as 502, a class such as 5xx, or pending", v))
 		}
 		return statusFlag{status: n}, nil
 	}
@@ -344,7 +345,7 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 	}
 	if f.path != "" {
 		if !strings.HasPrefix(f.path, "/") {
-			return nil, usage(fmt.Errorf("--path %q: want a path starting with /", f.path))
+			return nil, cmdutil.Usage(fmt.Errorf("--path %q: want a path starting with /", f.path))
 		}
 		out["pathPrefix"] = f.path
 	}
@@ -354,7 +355,7 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 		}
 		at, err := timeFlag(t.value, now)
 		if err != nil {
-			return nil, usage(fmt.Errorf("%s %q: %w", t.flag, t.value, err))
+			return nil, cmdutil.Usage(fmt.Errorf("%s %q: %w", t.flag, t.value, err))
 		}
 		out[t.key] = at.UTC().Format(time.RFC3339Nano)
 	}
@@ -364,7 +365,7 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 	if f.header != "" {
 		name, value, hasValue := strings.Cut(f.header, "=")
 		if name == "" || strings.ContainsAny(name, " \t:") {
-			return nil, usage(fmt.Errorf("--header %q: want NAME or NAME=VALUE", f.header))
+			return nil, cmdutil.Usage(fmt.Errorf("--header %q: want NAME or NAME=VALUE", f.header))
 		}
 		out["header"] = name
 		if hasValue {
@@ -373,7 +374,7 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 	}
 	if f.attempt != 0 {
 		if f.attempt < 100 || f.attempt > 599 {
-			return nil, usage(fmt.Errorf("--attempt-status %d: want a status such as 502", f.attempt))
+			return nil, cmdutil.Usage(fmt.Errorf("--attempt-status %d: want a status such as 502", f.attempt))
 		}
 		out["attemptStatus"] = f.attempt
 	}
@@ -513,8 +514,8 @@ func addressURL(ctx context.Context, client *apiclient.Client, id string) (strin
 }
 
 func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var body bool
 	cmd := &cobra.Command{
 		Use:   "show DELIVERY_ID",
@@ -522,28 +523,28 @@ func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Com
 		Example: `  relay deliveries show 0193a7c2-...
   relay deliveries show 0193a7c2-... --body
   relay deliveries show 0193a7c2-... -o json | jq -r .curl | sh`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			client := conn.client(conn.token)
+			client := conn.Client(conn.Token)
 			d, err := showDelivery(c.Context(), client, args[0])
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, d)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, d)
 			}
 			printDelivery(stdout, d, body)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().BoolVar(&body, "body", false, "print the body too")
 	return cmd
 }
@@ -613,7 +614,7 @@ func exactText(text string, raw *string) string {
 }
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {
-	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, localTime(d.ReceivedAt), statusText(d.ResponseStatus))
+	fmt.Fprintf(w, "delivery %s to %s, received %s, answered %s\n", d.ID, d.Address, cmdutil.LocalTime(d.ReceivedAt), statusText(d.ResponseStatus))
 	if d.Provider != nil {
 		line := "provider: " + eventText(d.Provider, d.Duplicates)
 		if d.Provider.DeliveryID != nil {
@@ -653,7 +654,7 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 				line += " (late: the sender had already been answered by the relay)"
 			}
 			if a.Role == "COPY" {
-				line += " (copy for listener " + termtext.Safe(deref(a.AgentID, "?"), false) + ")"
+				line += " (copy for listener " + termtext.Safe(cmdutil.Deref(a.AgentID, "?"), false) + ")"
 			}
 			if a.Signature != nil {
 				line += "  signature " + termtext.Safe(*a.Signature, false)
@@ -718,8 +719,8 @@ type factJSON struct {
 }
 
 func deliveriesExplainCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:   "explain DELIVERY_ID",
 		Short: "Say why a delivery's sender got the status it got, with the facts from the log",
@@ -729,27 +730,27 @@ then the dated facts from the log behind it (the request, the relay's own
 answer, each attempt and its outcome, the agent sessions that decided it).`,
 		Example: `  relay deliveries explain 0193a7c2-...
   relay deliveries explain 0193a7c2-... -o json | jq -r .summary`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			x, err := explainDelivery(c.Context(), conn.client(conn.token), args[0])
+			x, err := explainDelivery(c.Context(), conn.Client(conn.Token), args[0])
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, x)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, x)
 			}
 			printExplanation(stdout, x)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 
@@ -794,6 +795,6 @@ func printExplanation(w io.Writer, x explanationJSON) {
 	}
 	fmt.Fprintln(w)
 	for _, f := range x.Facts {
-		fmt.Fprintf(w, "%s  %s\n", localTime(f.At), termtext.Safe(f.Text, false))
+		fmt.Fprintf(w, "%s  %s\n", cmdutil.LocalTime(f.At), termtext.Safe(f.Text, false))
 	}
 }

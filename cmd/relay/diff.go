@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -28,8 +29,8 @@ type diffJSON struct {
 }
 
 func deliveriesDiffCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:   "diff DELIVERY_ID [A [B]]",
 		Short: "Compare two attempts of a delivery: what was sent and what came back",
@@ -41,9 +42,9 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 		Example: `  relay deliveries diff 0193a7c2-...
   relay deliveries diff 0193a7c2-... 1 3
   relay deliveries diff 0193a7c2-... original 2 -o json`,
-		Args: usageArgs(cobra.RangeArgs(1, 3)),
+		Args: cmdutil.UsageArgs(cobra.RangeArgs(1, 3)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -75,7 +76,7 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 				a, b = args[1], args[2]
 			}
 			if len(args) == 1 && n < 2 {
-				return usage(fmt.Errorf("delivery %s has %d attempt(s): nothing to compare (relay retry it, or compare with: diff %s original 1)", d.ID, n, d.ID))
+				return cmdutil.Usage(fmt.Errorf("delivery %s has %d attempt(s): nothing to compare (relay retry it, or compare with: diff %s original 1)", d.ID, n, d.ID))
 			}
 			name := func(ref string) (string, error) {
 				if ref == "original" || ref == "0" {
@@ -83,7 +84,7 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 				}
 				i, err := strconv.Atoi(ref)
 				if err != nil || i < 1 || i > n {
-					return "", usage(fmt.Errorf("attempt %q: want original or a number from 1 to %d", ref, n))
+					return "", cmdutil.Usage(fmt.Errorf("attempt %q: want original or a number from 1 to %d", ref, n))
 				}
 				at := d.Attempts[i-1]
 				return "attempt " + ref + " (" + describeAttempt(at.Status, at.DurationMs, at.Error) + ")", nil
@@ -117,9 +118,9 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 				return notFound(args[0])
 			}
 			cmp := res.Delivery.Compare
-			r := diffJSON{DeliveryID: d.ID, A: a, B: b, Request: toChanges(cmp.Request), Response: toChanges(cmp.Response), Note: deref(cmp.Note, "")}
-			if out.json() {
-				return writeJSON(stdout, r)
+			r := diffJSON{DeliveryID: d.ID, A: a, B: b, Request: toChanges(cmp.Request), Response: toChanges(cmp.Response), Note: cmdutil.Deref(cmp.Note, "")}
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, r)
 			}
 			fmt.Fprintf(stdout, "comparing %s\n     with %s\n", nameA, nameB)
 			printChanges(stdout, "request", r.Request)
@@ -132,8 +133,8 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/domain/duration"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/domain/duration"
 )
 
 // endpointJSON is an Endpoint as the commands print it with -o json.
@@ -79,7 +80,7 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
   relay endpoints update stripe --retention 7d
   relay endpoints delete stripe
   relay endpoints smee-key github-app`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsShowCommand(env, stdout), endpointsCreateCommand(env, stdout),
@@ -89,17 +90,17 @@ func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 
 // endpointsSmeeKeyCommand issues or revokes an Endpoint's smee stream key.
 func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var revoke bool
 	cmd := &cobra.Command{
 		Use:   "smee-key ENDPOINT",
 		Short: "Give an Endpoint a smee.io-compatible stream URL (a new key, shown once), or revoke it",
 		Example: `  relay endpoints smee-key github-app            # prints WEBHOOK_PROXY_URL=…
   relay endpoints smee-key github-app --revoke`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -112,8 +113,8 @@ func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.C
 				if err := client.Do(c.Context(), `mutation($id: ID!){ revokeSmeeKey(endpointId: $id){ id } }`, vars, nil); err != nil {
 					return fmt.Errorf("revoke smee key: %w", err)
 				}
-				if out.json() {
-					return writeJSON(stdout, struct {
+				if out.JSON() {
+					return cmdutil.WriteJSON(stdout, struct {
 						ID      string `json:"id"`
 						Revoked bool   `json:"revoked"`
 					}{ep.ID, true})
@@ -125,8 +126,8 @@ func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.C
 			if err := client.Do(c.Context(), `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, vars, &res); err != nil {
 				return fmt.Errorf("issue smee key: %w", err)
 			}
-			if out.json() {
-				return writeJSON(stdout, struct {
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, struct {
 					ID  string `json:"id"`
 					URL string `json:"url"`
 				}{ep.ID, res.IssueSmeeKey.URL})
@@ -137,23 +138,23 @@ func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.C
 		},
 	}
 	cmd.Flags().BoolVar(&revoke, "revoke", false, "revoke the key instead: its open streams end")
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 
 func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your Endpoints",
 		Example: `  relay endpoints list
   relay endpoints list -o json | jq -r '.[].url'`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -161,8 +162,8 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, eps)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, eps)
 			}
 			if len(eps) == 0 {
 				fmt.Fprintln(stdout, "no endpoints; create one with `relay endpoints create NAME` or `relay listen PORT`")
@@ -171,14 +172,14 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL\tANSWER\tKEEPS")
 			for _, e := range eps {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Name, e.Mode, deref(e.Target, "-"), e.AgentCount, e.URL,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Name, e.Mode, cmdutil.Deref(e.Target, "-"), e.AgentCount, e.URL,
 					describeAnswer(e.Answer, e.Handshakes), describeRetention(e.Retention))
 			}
 			return tw.Flush()
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 
@@ -222,7 +223,7 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	if fs.Changed("mode") {
 		m := strings.ToUpper(s.mode)
 		if m != "PROXY" && m != "LOG" {
-			return nil, usage(fmt.Errorf("--mode %q: want PROXY or LOG", s.mode))
+			return nil, cmdutil.Usage(fmt.Errorf("--mode %q: want PROXY or LOG", s.mode))
 		}
 		in["mode"] = m
 	}
@@ -230,12 +231,12 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 		in["responseCapture"] = s.capture
 	}
 	if fs.Changed("filter") && s.noFilters {
-		return nil, usage(errors.New("--filter and --no-filters exclude each other"))
+		return nil, cmdutil.Usage(errors.New("--filter and --no-filters exclude each other"))
 	}
 	if fs.Changed("filter") {
 		parsed, err := domain.ParseFilters(s.filters)
 		if err != nil {
-			return nil, usage(fmt.Errorf("--filter: %w", err))
+			return nil, cmdutil.Usage(fmt.Errorf("--filter: %w", err))
 		}
 		in["filters"] = agentcli.FilterInputs(parsed)
 	}
@@ -246,14 +247,14 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 		// Checked here for its form; the relay checks its bounds.
 		if r := strings.TrimSpace(s.retention); r != "default" {
 			if strings.HasPrefix(r, "-") {
-				return nil, usage(fmt.Errorf("--retention %q: must be positive", s.retention))
+				return nil, cmdutil.Usage(fmt.Errorf("--retention %q: must be positive", s.retention))
 			}
 			d, err := duration.Parse(r)
 			if err != nil {
-				return nil, usage(fmt.Errorf("--retention: %w", err))
+				return nil, cmdutil.Usage(fmt.Errorf("--retention: %w", err))
 			}
 			if d <= 0 {
-				return nil, usage(fmt.Errorf("--retention %q: must be positive", s.retention))
+				return nil, cmdutil.Usage(fmt.Errorf("--retention %q: must be positive", s.retention))
 			}
 		}
 		in["retention"] = strings.TrimSpace(s.retention)
@@ -268,14 +269,14 @@ func endpointTarget(s string) (string, error) {
 		s = "localhost:" + s
 	}
 	if err := domain.ValidateTarget(s); err != nil {
-		return "", usage(fmt.Errorf("--target: %w", err))
+		return "", cmdutil.Usage(fmt.Errorf("--target: %w", err))
 	}
 	return s, nil
 }
 
 func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var s endpointSettings
 	var ans answerFlags
 	cmd := &cobra.Command{
@@ -283,9 +284,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 		Short: "Create an Endpoint and print its public URL",
 		Example: `  relay endpoints create stripe --target 3000
   relay endpoints create audit-log --mode LOG`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -310,16 +311,16 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			return printEndpoint(stdout, out, "created", res.CreateEndpoint)
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	s.flags(cmd, false)
 	ans.flags(cmd, true)
 	return cmd
 }
 
 func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var s endpointSettings
 	var ans answerFlags
 	cmd := &cobra.Command{
@@ -331,9 +332,9 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
   relay endpoints update zoom --handshake zoom --zoom-secret-file zoom.secret
   relay endpoints update meta --handshake meta --meta-verify-token "$TOKEN"
   relay endpoints update slack --handshake slack --handshakes-in-proxy RELAY`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -345,7 +346,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return err
 			}
 			if len(in) == 0 {
-				return usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag or --handshake"))
+				return cmdutil.Usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag or --handshake"))
 			}
 			ep, err := findEndpoint(c.Context(), client, args[0])
 			if err != nil {
@@ -358,24 +359,24 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			return printEndpoint(stdout, out, "updated", res.UpdateEndpoint)
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	s.flags(cmd, true)
 	ans.flags(cmd, true)
 	return cmd
 }
 
 func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:     "delete ENDPOINT",
 		Aliases: []string{"rm"},
 		Short:   "Delete an Endpoint (its public URL stops answering)",
 		Example: `  relay endpoints delete stripe`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
+		Args:    cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -386,8 +387,8 @@ func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			if err := client.Do(c.Context(), `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": ep.ID}, nil); err != nil {
 				return fmt.Errorf("delete endpoint: %w", err)
 			}
-			if out.json() {
-				return writeJSON(stdout, struct {
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, struct {
 					ID      string `json:"id"`
 					Deleted bool   `json:"deleted"`
 				}{ep.ID, true})
@@ -396,14 +397,14 @@ func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 
-func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
-	if out.json() {
-		return writeJSON(w, e)
+func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e endpointJSON) error {
+	if out.JSON() {
+		return cmdutil.WriteJSON(w, e)
 	}
 	// verb is what just happened ("created"); `show` has none and prints
 	// the line as "endpoint ...".
@@ -453,13 +454,6 @@ func findEndpoint(ctx context.Context, client *apiclient.Client, ref string) (en
 	return pickEndpoint(eps, ref)
 }
 
-func deref(s *string, none string) string {
-	if s == nil || *s == "" {
-		return none
-	}
-	return *s
-}
-
 // listenerJSON is a session listening on an Endpoint, as `relay endpoints
 // show -o json` prints it.
 type listenerJSON struct {
@@ -480,8 +474,8 @@ type endpointShowJSON struct {
 }
 
 func endpointsShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:   "show ENDPOINT",
 		Short: "Show an Endpoint, its own answer, handshakes and the listeners serving it",
@@ -490,9 +484,9 @@ the relay node that answers: which is the primary (its answers go to the
 senders) and which receive copies, with their filters.`,
 		Example: `  relay endpoints show stripe
   relay endpoints show stripe -o json | jq '.listeners[] | select(.primary)'`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -514,8 +508,8 @@ senders) and which receive copies, with their filters.`,
 			if show.Listeners == nil {
 				show.Listeners = []listenerJSON{}
 			}
-			if out.json() {
-				return writeJSON(stdout, show)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, show)
 			}
 			if err := printEndpoint(stdout, out, "", show.endpointJSON); err != nil {
 				return err
@@ -540,12 +534,12 @@ senders) and which receive copies, with their filters.`,
 				if filters == "" {
 					filters = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, localTime(l.ConnectedAt), l.Node, filters)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.AgentID, role, l.Target, cmdutil.LocalTime(l.ConnectedAt), l.Node, filters)
 			}
 			return tw.Flush()
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/logexport"
@@ -30,7 +31,7 @@ func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Com
 	}
 	cmd.PersistentFlags().StringVar(&data, "data", "./relay-data", "the relay's data folder")
 	cmd.PersistentFlags().StringVar(&eventstoreURL, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
-	pre := func(c *cobra.Command, _ []string) error { return bindEnv(c.Flags(), env) }
+	pre := func(c *cobra.Command, _ []string) error { return cmdutil.BindEnv(c.Flags(), env) }
 
 	export := &cobra.Command{
 		Use:     "export",
@@ -78,17 +79,17 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 		RunE: func(c *cobra.Command, args []string) error {
 			if proofFile != "" {
 				if len(args) > 0 || len(kept) > 0 {
-					return usage(errors.New("--proof is checked alone: give no export file and no --checkpoint"))
+					return cmdutil.Usage(errors.New("--proof is checked alone: give no export file and no --checkpoint"))
 				}
 				return verifyProofFile(proofFile, pubkey, stdout)
 			}
 			checkpoints, err := keptCheckpoints(kept)
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			if server != "" {
 				if len(args) > 0 {
-					return usage(errors.New("give --server or an export file, not both"))
+					return cmdutil.Usage(errors.New("give --server or an export file, not both"))
 				}
 				file, err := downloadExport(c.Context(), server, adminToken, stderr)
 				if err != nil {
@@ -100,19 +101,19 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 			if len(args) == 1 {
 				key, err := publicKey(pubkey, "")
 				if err != nil {
-					return usage(err)
+					return cmdutil.Usage(err)
 				}
 				// A line over the limits of an export (evidence.MaxExportLine)
 				// is refused, exit 2, naming the file and the line.
 				err = verifyExport(c.Context(), args[0], evidence.Options{PublicKey: key, Kept: checkpoints}, stdout)
 				if evidence.IsLimit(err) {
-					return usage(fmt.Errorf("verify: %w", err))
+					return cmdutil.Usage(fmt.Errorf("verify: %w", err))
 				}
 				return err
 			}
 			key, err := publicKey(pubkey, data)
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
 				// The chain first: it names the first bad event and what is
@@ -148,7 +149,7 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 			}
 			b, err := readSmallFile(path, maxKeyFile)
 			if evidence.IsLimit(err) {
-				return usage(fmt.Errorf("read checkpoint key: %w", err))
+				return cmdutil.Usage(fmt.Errorf("read checkpoint key: %w", err))
 			}
 			if err != nil {
 				return fmt.Errorf("read checkpoint key (created by relay serve at first start): %w", err)
@@ -195,7 +196,7 @@ newer than the last checkpoint cannot be proved until the next one (--checkpoint
 		Example: `  relay events prove 0193a7c2-... --data ./relay-data > delivery.proof.json
   relay events prove 0193a7c2-... --eventstore nats://127.0.0.1:4222 > delivery.proof.json
   relay events verify --proof delivery.proof.json --pubkey "$(relay events pubkey)"`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
+		Args:    cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, args []string) error {
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
@@ -253,19 +254,12 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 	return verifyChain(ctx, x, opts, w)
 }
 
-func joinClose(err, closeErr error) error {
-	if err != nil {
-		return err
-	}
-	return closeErr
-}
-
 func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.EventStore) error) error {
 	s, err := app.OpenStore(ctx, data, eventstoreURL, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	return joinClose(fn(s), s.Close())
+	return cmdutil.JoinClose(fn(s), s.Close())
 }
 
 // verifyEvents checks what auditors rely on: positions strictly increase,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/domain/duration"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/logexport"
 )
@@ -320,18 +321,18 @@ func proveStreamDelivery(ctx context.Context, l provableStreams, id string) (evi
 // events and path) is refused, exit 2, before it is decoded.
 func verifyProofFile(path, pubkey string, w io.Writer) error {
 	if pubkey == "" {
-		return usage(errors.New("--proof needs --pubkey: the relay's public key, from relay events pubkey"))
+		return cmdutil.Usage(errors.New("--proof needs --pubkey: the relay's public key, from relay events pubkey"))
 	}
 	key, err := evidence.ParsePublicKey(pubkey)
 	if err != nil {
-		return usage(err)
+		return cmdutil.Usage(err)
 	}
 	p, sp, err := evidence.ReadProof(path)
 	switch {
 	case evidence.IsLimit(err):
-		return usage(fmt.Errorf("--proof %w", err))
+		return cmdutil.Usage(fmt.Errorf("--proof %w", err))
 	case errors.Is(err, os.ErrNotExist):
-		return usage(fmt.Errorf("--proof: %w", err))
+		return cmdutil.Usage(fmt.Errorf("--proof: %w", err))
 	case err != nil:
 		return fmt.Errorf("--proof %w", err)
 	case sp != nil:
@@ -371,15 +372,15 @@ func verifyStreamProof(p evidence.StreamProof, key ed25519.PublicKey, w io.Write
 // returns its name.
 func downloadExport(ctx context.Context, server, adminToken string, stderr io.Writer) (string, error) {
 	if adminToken == "" {
-		return "", usage(errors.New("--server needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
+		return "", cmdutil.Usage(errors.New("--server needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
 	}
-	base, err := normalServer(server)
+	base, err := cmdutil.NormalServer(server)
 	if err != nil {
 		return "", err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/log/export", nil)
 	if err != nil {
-		return "", usage(fmt.Errorf("--server: %w", err))
+		return "", cmdutil.Usage(fmt.Errorf("--server: %w", err))
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	// No overall timeout: the log is as long as it is. The answer must
@@ -394,7 +395,7 @@ func downloadExport(ctx context.Context, server, adminToken string, stderr io.Wr
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return "", usage(fmt.Errorf("%s refused the admin token", base))
+		return "", cmdutil.Usage(fmt.Errorf("%s refused the admin token", base))
 	case http.StatusNotFound:
 		return "", fmt.Errorf("%s serves no log export (it runs without --admin-token, or is older)", base)
 	default:

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain/duration"
 )
 
@@ -98,7 +99,7 @@ type exportMeta struct {
 }
 
 func deliveriesExportCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
+	var conn cmdutil.Connection
 	var format, out, status, since string
 	var limit int
 	cmd := &cobra.Command{
@@ -115,11 +116,11 @@ See docs/exports.md.`,
   relay deliveries export stripe --status 5xx --since 24h -o failures.har
   relay deliveries export ep-abc123 --format bundle -o stripe.bundle
   relay replay stripe.bundle --to http://localhost:3000`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			// First: it also fills flags from RELAY_<FLAG>, which are then
 			// checked like the others.
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			var w func(io.Writer) exportWriter
@@ -129,7 +130,7 @@ See docs/exports.md.`,
 			case "bundle":
 				w = func(out io.Writer) exportWriter { return &bundleWriter{w: out} }
 			default:
-				return usage(fmt.Errorf("--format %q: want har or bundle", format))
+				return cmdutil.Usage(fmt.Errorf("--format %q: want har or bundle", format))
 			}
 			st, err := parseStatus(status)
 			if err != nil {
@@ -137,22 +138,22 @@ See docs/exports.md.`,
 			}
 			match := st.matches
 			if limit < 1 || limit > maxExportLimit {
-				return usage(fmt.Errorf("--limit %d: want 1 to %d", limit, maxExportLimit))
+				return cmdutil.Usage(fmt.Errorf("--limit %d: want 1 to %d", limit, maxExportLimit))
 			}
 			var after time.Time
 			if since != "" {
 				d, err := duration.Parse(since)
 				if err != nil || d <= 0 {
-					return usage(fmt.Errorf("--since %q: want a duration such as 30m, 24h or 7d", since))
+					return cmdutil.Usage(fmt.Errorf("--since %q: want a duration such as 30m, 24h or 7d", since))
 				}
 				after = time.Now().Add(-d)
 			}
-			client := conn.client(conn.token)
+			client := conn.Client(conn.Token)
 			filter := exportFilter{limit: limit, match: match, after: after, describe: describeFilter(status, since, limit)}
 			return exportDeliveries(c.Context(), client, args[0], filter, out, stdout, stderr, w)
 		},
 	}
-	conn.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&format, "format", "har", "har (HAR 1.2) or bundle (a replay bundle for relay replay)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (written whole or not at all) instead of stdout")
 	cmd.Flags().StringVar(&status, "status", "", "only deliveries answered with this status or class: 502, 5xx, 2xx")

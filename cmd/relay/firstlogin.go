@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/clientconfig"
 )
 
@@ -20,55 +21,55 @@ import (
 // elsewhere it says how. The token is stored as `relay login` stores it,
 // unless a login for another relay is stored: that one is kept, and this
 // token serves this run only.
-func firstLogin(ctx context.Context, conn *connection, signup string, env func(string) string, stdin io.Reader, stderr io.Writer) (*apiclient.Client, error) {
+func firstLogin(ctx context.Context, conn *cmdutil.Connection, signup string, env func(string) string, stdin io.Reader, stderr io.Writer) (*apiclient.Client, error) {
 	stored, path, err := clientconfig.Load()
 	if err != nil {
 		return nil, err
 	}
-	anon := conn.client("")
+	anon := conn.Client("")
 	var token string
 	switch {
 	case signup != "":
 		if token, _, err = signUp(ctx, anon, signup, ""); err != nil {
-			return nil, fmt.Errorf("sign up at %s: %w", conn.server, err)
+			return nil, fmt.Errorf("sign up at %s: %w", conn.Server, err)
 		}
-	case canAsk(stdin):
+	case cmdutil.CanAsk(stdin):
 		name := strings.TrimSpace(env("USER"))
 		if name == "" {
 			name = "me"
 		}
 		switch {
-		case localServer(conn.server) && signupOpen(ctx, anon) &&
-			ask(stdin, stderr, fmt.Sprintf("No login for %s. Sign up a new account there, named %q?", conn.server, name)):
+		case localServer(conn.Server) && signupOpen(ctx, anon) &&
+			cmdutil.Ask(stdin, stderr, fmt.Sprintf("No login for %s. Sign up a new account there, named %q?", conn.Server, name)):
 			if token, _, err = signUp(ctx, anon, name, ""); err != nil {
-				return nil, fmt.Errorf("sign up at %s: %w", conn.server, err)
+				return nil, fmt.Errorf("sign up at %s: %w", conn.Server, err)
 			}
-		case ask(stdin, stderr, fmt.Sprintf("No login for %s. Log in through the browser?", conn.server)):
-			if token, err = deviceLogin(ctx, anon, conn.server, stderr); err != nil {
-				return nil, fmt.Errorf("log in to %s: %w", conn.server, err)
+		case cmdutil.Ask(stdin, stderr, fmt.Sprintf("No login for %s. Log in through the browser?", conn.Server)):
+			if token, err = deviceLogin(ctx, anon, conn.Server, stderr); err != nil {
+				return nil, fmt.Errorf("log in to %s: %w", conn.Server, err)
 			}
 		default:
-			return nil, errNotLoggedIn
+			return nil, cmdutil.ErrNotLoggedIn
 		}
 	default:
-		return nil, usage(fmt.Errorf("not logged in to %s: run `relay login --server %s` (approve in the browser), "+
-			"or add --signup NAME to create an account on a relay that allows sign-up (or pass --token, or set RELAY_TOKEN)", conn.server, conn.server))
+		return nil, cmdutil.Usage(fmt.Errorf("not logged in to %s: run `relay login --server %s` (approve in the browser), "+
+			"or add --signup NAME to create an account on a relay that allows sign-up (or pass --token, or set RELAY_TOKEN)", conn.Server, conn.Server))
 	}
-	_, me, err := checkToken(ctx, conn.client(token))
+	_, me, err := checkToken(ctx, conn.Client(token))
 	if err != nil {
-		return nil, fmt.Errorf("login to %s: %w", conn.server, err)
+		return nil, fmt.Errorf("login to %s: %w", conn.Server, err)
 	}
-	conn.token = token
-	if stored.Token != "" && !clientconfig.SameServer(stored.Server, conn.server) {
+	conn.Token = token
+	if stored.Token != "" && !clientconfig.SameServer(stored.Server, conn.Server) {
 		fmt.Fprintf(stderr, "logged in to %s as %s (%s) for this run only: the login to %s stays stored (relay login --server %s stores this one)\n",
-			conn.server, me.Name, me.ID, stored.Server, conn.server)
-		return conn.client(token), nil
+			conn.Server, me.Name, me.ID, stored.Server, conn.Server)
+		return conn.Client(token), nil
 	}
-	if err := clientconfig.Save(path, clientconfig.Config{Server: conn.server, Token: token}); err != nil {
+	if err := clientconfig.Save(path, clientconfig.Config{Server: conn.Server, Token: token}); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "logged in to %s as %s (%s); token stored in %s\n", conn.server, me.Name, me.ID, path)
-	return conn.client(token), nil
+	fmt.Fprintf(stderr, "logged in to %s as %s (%s); token stored in %s\n", conn.Server, me.Name, me.ID, path)
+	return conn.Client(token), nil
 }
 
 // signupOpen reports whether anyone may sign up at the relay.
@@ -91,4 +92,4 @@ func localServer(server string) bool {
 
 // notLoggedIn reports whether err is the refusal of a command that has
 // no token.
-func notLoggedIn(err error) bool { return errors.Is(err, errNotLoggedIn) }
+func notLoggedIn(err error) bool { return errors.Is(err, cmdutil.ErrNotLoggedIn) }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // inspectorJSON is an inspector as `relay inspector create -o json` prints it.
@@ -33,11 +34,11 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 		Example: `  relay inspector create
   relay deliveries list $(relay inspector create -o json | jq -r .id)
   relay inspector answer INSPECTOR --answer-status 200 --answer-body ok --handshake slack`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var smee bool
 	create := &cobra.Command{
 		Use:   "create",
@@ -45,25 +46,25 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 		Example: `  url=$(relay inspector create | head -1)
   curl -d hello "$url"
   relay inspector create --smee   # a smee.io-compatible URL for WEBHOOK_PROXY_URL`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			var res struct{ CreateInspector inspectorJSON }
-			err := conn.client("").Do(c.Context(), `mutation($smee: Boolean){ createInspector(smee: $smee){ id url expiresAt smee } }`,
+			err := conn.Client("").Do(c.Context(), `mutation($smee: Boolean){ createInspector(smee: $smee){ id url expiresAt smee } }`,
 				map[string]any{"smee": smee}, &res)
 			if err != nil {
 				return fmt.Errorf("create inspector: %w", err)
 			}
 			in := res.CreateInspector
-			if out.json() {
-				return writeJSON(stdout, in)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, in)
 			}
-			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, localTime(in.ExpiresAt), in.ID)
+			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, cmdutil.LocalTime(in.ExpiresAt), in.ID)
 			if in.Smee {
 				fmt.Fprintf(stdout, "smee-compatible: WEBHOOK_PROXY_URL=%s (smee-client, gosmee and Probot read it unchanged)\n", in.URL)
 			}
@@ -71,15 +72,15 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 		},
 	}
 	create.Flags().BoolVar(&smee, "smee", false, "make it smee.io-compatible: smee's clients (smee-client, gosmee, Probot) read its deliveries as a stream")
-	conn.flags(create.Flags())
-	out.flags(create.Flags())
+	conn.Flags(create.Flags())
+	out.Flags(create.Flags())
 	cmd.AddCommand(create, inspectorAnswerCommand(env, stdout))
 	return cmd
 }
 
 func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var ans answerFlags
 	cmd := &cobra.Command{
 		Use:   "answer INSPECTOR",
@@ -88,12 +89,12 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
   relay inspector answer k3x9q2 --answer-status 200 --answer-header Content-Type=text/plain --answer-body ok
   relay inspector answer k3x9q2 --handshake zoom --zoom-secret-file zoom.secret
   relay inspector answer k3x9q2 --answer-status 204 --handshake none`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			in := map[string]any{}
@@ -108,9 +109,9 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			fields := `{ id url ` + answerFields + ` }`
 			var err error
 			if len(in) == 0 {
-				err = conn.client("").Do(c.Context(), `query($id: ID!){ inspector(id: $id)`+fields+` }`, map[string]any{"id": args[0]}, &res)
+				err = conn.Client("").Do(c.Context(), `query($id: ID!){ inspector(id: $id)`+fields+` }`, map[string]any{"id": args[0]}, &res)
 			} else {
-				err = conn.client("").Do(c.Context(), `mutation($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput){
+				err = conn.Client("").Do(c.Context(), `mutation($id: ID!, $answer: AnswerInput, $handshakes: HandshakesInput){
 					setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes)`+fields+` }`, vars, &res)
 			}
 			if err != nil {
@@ -123,16 +124,16 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			if got == nil {
 				return &apiclient.Error{Message: fmt.Sprintf("no inspector %q", args[0]), Code: "NOT_FOUND"}
 			}
-			if out.json() {
-				return writeJSON(stdout, got)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, got)
 			}
 			fmt.Fprintf(stdout, "inspector:   %s\nurl:         %s\n", got.ID, got.URL)
 			printAnswers(stdout, got.Answer, got.Handshakes)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	ans.flags(cmd, false)
 	return cmd
 }

@@ -16,14 +16,15 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/signatures"
 )
 
 func listenCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var printBody, printHeaders, insecure, catchUpFlag, primary, create bool
 	var hostHeader, verify, verifySecretFile, events, signup string
 	var filterTexts []string
@@ -38,7 +39,7 @@ http://localhost:3000/api puts /api in front of every recorded path, and
 https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
 
 ENDPOINT names or ids select the Endpoints to serve, all over one
-connection. With none, listen creates (the first time) or reuses an
+cmdutil.Connection. With none, listen creates (the first time) or reuses an
 Endpoint named after the current folder. A name no Endpoint has is
 created with --create, or after asking on a terminal. Each is set to
 PROXY mode with TARGET, unless other listeners already serve it and
@@ -81,28 +82,28 @@ code 2.`,
   relay listen https://localhost:8443 --insecure --print-body
   relay listen 3000 --events charge.succeeded,invoice.paid
   relay listen 3000 --primary --filter 'header:X-GitHub-Event=push'`,
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			target, err := agentcli.ParseTarget(args[0])
 			if err != nil {
-				return usage(fmt.Errorf("TARGET: %w", err))
+				return cmdutil.Usage(fmt.Errorf("TARGET: %w", err))
 			}
 			check, err := signatureCheck(verify, verifySecretFile, env)
 			if err != nil {
 				return err
 			}
 			if timeout <= 0 {
-				return usage(errors.New("--timeout must be positive"))
+				return cmdutil.Usage(errors.New("--timeout must be positive"))
 			}
 			filters, err := listenFilters(filterTexts, events)
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			ctx := c.Context()
-			client, err := conn.loggedIn(c.Flags(), env)
+			client, err := conn.LoggedIn(c.Flags(), env)
 			if notLoggedIn(err) {
 				client, err = firstLogin(ctx, &conn, signup, env, stdin, stderr)
 			}
@@ -110,9 +111,9 @@ code 2.`,
 				return err
 			}
 			var eps []endpointJSON
-			err = untilReachable(ctx, stderr, func() (err error) {
+			err = cmdutil.UntilReachable(ctx, stderr, func() (err error) {
 				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, primary, func(name string) bool {
-					return create || ask(stdin, stderr, fmt.Sprintf("No Endpoint is named %q. Create it, forwarding to %s?", name, args[0]))
+					return create || cmdutil.Ask(stdin, stderr, fmt.Sprintf("No Endpoint is named %q. Create it, forwarding to %s?", name, args[0]))
 				})
 				return err
 			})
@@ -122,15 +123,15 @@ code 2.`,
 			if err != nil {
 				return err
 			}
-			o := agentcli.Options{Server: conn.server, Token: conn.token, Timeout: timeout, Insecure: insecure, HostHeader: hostHeader, CAFile: conn.caFile,
+			o := agentcli.Options{Server: conn.Server, Token: conn.Token, Timeout: timeout, Insecure: insecure, HostHeader: hostHeader, CAFile: conn.CAFile,
 				Primary: primary, Filters: filters, Roles: true}
 			for _, e := range eps {
 				o.Endpoints = append(o.Endpoints, agentcli.Route{EndpointID: e.ID, Target: args[0]})
 			}
-			if out.json() {
+			if out.JSON() {
 				o.Observer = &jsonObserver{out: stdout, status: stderr}
 			} else {
-				o.Observer = &agentcli.TextObserver{Out: stdout, Status: stdout, Color: colourful(stdout, env), PrintBody: printBody, PrintHeaders: printHeaders}
+				o.Observer = &agentcli.TextObserver{Out: stdout, Status: stdout, Color: cmdutil.Colourful(stdout, env), PrintBody: printBody, PrintHeaders: printHeaders}
 			}
 			// Once connected: catch up what was refused while no agent was
 			// (--catch-up), or say how much there is.
@@ -146,8 +147,8 @@ code 2.`,
 			return agentcli.Serve(ctx, o)
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	fs := cmd.Flags()
 	fs.BoolVar(&printBody, "print-body", false, "print each request's body")
 	fs.BoolVar(&printHeaders, "print-headers", false, "print each request's headers")
@@ -332,7 +333,7 @@ func pickEndpoint(eps []endpointJSON, ref string) (endpointJSON, error) {
 	case 0:
 		return endpointJSON{}, &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token (see relay endpoints list)", ref), Code: "NOT_FOUND"}
 	}
-	return endpointJSON{}, usage(fmt.Errorf("%d endpoints are named %q: give the id (see relay endpoints list)", len(byName), ref))
+	return endpointJSON{}, cmdutil.Usage(fmt.Errorf("%d endpoints are named %q: give the id (see relay endpoints list)", len(byName), ref))
 }
 
 // jsonObserver prints the agent's events as JSON lines (listen and agent
@@ -380,9 +381,9 @@ func (o *jsonObserver) State(e agentcli.StateEvent) {
 		for _, ep := range e.Endpoints {
 			ev.Endpoints = append(ev.Endpoints, listenEndpointJSON{ID: ep.ID, Name: ep.Name, URL: ep.URL, Mode: ep.Mode, Target: ep.Target})
 		}
-		_ = writeJSONLine(o.out, ev)
+		_ = cmdutil.WriteJSONLine(o.out, ev)
 	case agentcli.Reconnecting:
-		_ = writeJSONLine(o.out, listenEventJSON{Event: "reconnecting", Time: time.Now().UTC(), Reason: e.Reason})
+		_ = cmdutil.WriteJSONLine(o.out, listenEventJSON{Event: "reconnecting", Time: time.Now().UTC(), Reason: e.Reason})
 	}
 }
 
@@ -392,14 +393,14 @@ func (o *jsonObserver) Role(e agentcli.RoleEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p := e.Primary
-	_ = writeJSONLine(o.out, listenEventJSON{Event: "role", Time: time.Now().UTC(), EndpointID: e.EndpointID, Primary: &p, Listeners: e.Listeners})
+	_ = cmdutil.WriteJSONLine(o.out, listenEventJSON{Event: "role", Time: time.Now().UTC(), EndpointID: e.EndpointID, Primary: &p, Listeners: e.Listeners})
 }
 
 func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ms := e.Duration.Milliseconds()
-	_ = writeJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
+	_ = cmdutil.WriteJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
 		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error, Copy: e.Copy, Signature: e.Signature})
 	if e.ReportError != "" {
 		fmt.Fprintf(o.status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
@@ -412,12 +413,12 @@ func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 func signatureCheck(scheme, secretFile string, env func(string) string) (func([]agentcli.Header, []byte, time.Time) string, error) {
 	if scheme == "" {
 		if secretFile != "" {
-			return nil, usage(errors.New("--verify-secret-file needs --verify SCHEME"))
+			return nil, cmdutil.Usage(errors.New("--verify-secret-file needs --verify SCHEME"))
 		}
 		return nil, nil
 	}
 	if !signatures.Known(scheme) {
-		return nil, usage(fmt.Errorf("--verify %q: want one of %s", scheme, strings.Join(signatures.Schemes(), ", ")))
+		return nil, cmdutil.Usage(fmt.Errorf("--verify %q: want one of %s", scheme, strings.Join(signatures.Schemes(), ", ")))
 	}
 	secret := env("RELAY_VERIFY_SECRET")
 	if secretFile != "" {
@@ -428,7 +429,7 @@ func signatureCheck(scheme, secretFile string, env func(string) string) (func([]
 		secret = s
 	}
 	if secret == "" {
-		return nil, usage(errors.New("--verify needs the signing secret: set RELAY_VERIFY_SECRET or give --verify-secret-file"))
+		return nil, cmdutil.Usage(errors.New("--verify needs the signing secret: set RELAY_VERIFY_SECRET or give --verify-secret-file"))
 	}
 	return func(headers []agentcli.Header, body []byte, at time.Time) string {
 		get := func(name string) string {

@@ -14,12 +14,13 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/clientconfig"
 )
 
 func loginCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var signup, invite string
 	var force, device bool
 	cmd := &cobra.Command{
@@ -41,17 +42,17 @@ instead, on a relay that allows sign-up. With none of these (or with
 /device, where you are signed in: once approved, this machine receives a
 token of its own, named after its hostname (relay tokens list shows it;
 relay tokens revoke ID stops it).`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			fs := c.Flags()
 			tokenFlag := fs.Changed("token")
-			if err := bindEnv(fs, env); err != nil {
-				return usage(err)
+			if err := cmdutil.BindEnv(fs, env); err != nil {
+				return cmdutil.Usage(err)
 			}
-			if err := conn.loadTLS(); err != nil {
+			if err := conn.LoadTLS(); err != nil {
 				return err
 			}
 			stored, path, err := clientconfig.Load()
@@ -59,65 +60,65 @@ relay tokens revoke ID stops it).`,
 				return err
 			}
 			if !fs.Changed("server") && stored.Server != "" {
-				conn.server = stored.Server
+				conn.Server = stored.Server
 			}
-			if conn.server, err = normalServer(conn.server); err != nil {
+			if conn.Server, err = cmdutil.NormalServer(conn.Server); err != nil {
 				return err
 			}
 			ctx := c.Context()
 			var account string
 			switch {
 			case invite != "" && signup == "":
-				return usage(errors.New("--invite goes with --signup NAME: an invite creates an account"))
+				return cmdutil.Usage(errors.New("--invite goes with --signup NAME: an invite creates an account"))
 			case signup != "" && tokenFlag:
-				return usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
+				return cmdutil.Usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
 			case device && (signup != "" || tokenFlag):
-				return usage(errors.New("--device asks the console for a new token: give --device, --token or --signup, not several"))
-			case device || (signup == "" && conn.token == "" && isTerminal(stdin)):
+				return cmdutil.Usage(errors.New("--device asks the console for a new token: give --device, --token or --signup, not several"))
+			case device || (signup == "" && conn.Token == "" && cmdutil.IsTerminal(stdin)):
 				// The console may approve for another account than the
 				// stored login's: refused up front, as --signup is.
 				if err := keepStoredLogin(ctx, conn, stored, force, "a login approved in the console (perhaps for another account)"); err != nil {
 					return err
 				}
-				if conn.token, err = deviceLogin(ctx, conn.client(""), conn.server, stderr); err != nil {
-					return fmt.Errorf("log in to %s: %w", conn.server, err)
+				if conn.Token, err = deviceLogin(ctx, conn.Client(""), conn.Server, stderr); err != nil {
+					return fmt.Errorf("log in to %s: %w", conn.Server, err)
 				}
 			case signup != "":
 				if err := keepStoredLogin(ctx, conn, stored, force, "a new account"); err != nil {
 					return err
 				}
-				if conn.token, account, err = signUp(ctx, conn.client(""), signup, invite); err != nil {
-					return fmt.Errorf("sign up at %s: %w", conn.server, err)
+				if conn.Token, account, err = signUp(ctx, conn.Client(""), signup, invite); err != nil {
+					return fmt.Errorf("sign up at %s: %w", conn.Server, err)
 				}
 			default:
-				if conn.token == "-" || (conn.token == "" && !isTerminal(stdin)) {
-					if conn.token, err = readToken(stdin); err != nil {
+				if conn.Token == "-" || (conn.Token == "" && !cmdutil.IsTerminal(stdin)) {
+					if conn.Token, err = readToken(stdin); err != nil {
 						return err
 					}
 				}
-				if conn.token == "" {
-					return usage(errors.New("no token: pass --token T, set RELAY_TOKEN, pipe it on standard input, or use --signup NAME"))
+				if conn.Token == "" {
+					return cmdutil.Usage(errors.New("no token: pass --token T, set RELAY_TOKEN, pipe it on standard input, or use --signup NAME"))
 				}
 			}
-			n, me, err := checkToken(ctx, conn.client(conn.token))
+			n, me, err := checkToken(ctx, conn.Client(conn.Token))
 			if err != nil {
-				return fmt.Errorf("login to %s: %w", conn.server, err)
+				return fmt.Errorf("login to %s: %w", conn.Server, err)
 			}
 			if account == "" {
 				account = fmt.Sprintf("%s (%s)", me.Name, me.ID)
 			}
-			if err := clientconfig.Save(path, clientconfig.Config{Server: conn.server, Token: conn.token}); err != nil {
+			if err := clientconfig.Save(path, clientconfig.Config{Server: conn.Server, Token: conn.Token}); err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, loginJSON{Server: conn.server, Account: me, Endpoints: n, Config: path})
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, loginJSON{Server: conn.Server, Account: me, Endpoints: n, Config: path})
 			}
-			fmt.Fprintf(stdout, "logged in to %s as %s (%d endpoints); token stored in %s\n", conn.server, account, n, path)
+			fmt.Fprintf(stdout, "logged in to %s as %s (%d endpoints); token stored in %s\n", conn.Server, account, n, path)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&signup, "signup", "", "create an account with this name and log in with its new token")
 	cmd.Flags().BoolVar(&force, "force", false, "with --signup or --device: replace a stored login for the same relay (its token is lost to this machine)")
 	cmd.Flags().StringVar(&invite, "invite", "", "with --signup: the invite code on a relay whose sign-up is by invite")
@@ -130,11 +131,11 @@ relay tokens revoke ID stops it).`,
 // that account (and the provider settings that point at them) would be
 // lost to this machine. A stored token the relay no longer accepts is
 // not worth keeping.
-func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.Config, force bool, what string) error {
-	if force || stored.Token == "" || strings.TrimRight(stored.Server, "/") != strings.TrimRight(conn.server, "/") {
+func keepStoredLogin(ctx context.Context, conn cmdutil.Connection, stored clientconfig.Config, force bool, what string) error {
+	if force || stored.Token == "" || strings.TrimRight(stored.Server, "/") != strings.TrimRight(conn.Server, "/") {
 		return nil
 	}
-	n, me, err := checkToken(ctx, conn.client(stored.Token))
+	n, me, err := checkToken(ctx, conn.Client(stored.Token))
 	var apiErr *apiclient.Error
 	if errors.As(err, &apiErr) && apiErr.Code == "UNAUTHENTICATED" {
 		return nil
@@ -143,12 +144,12 @@ func keepStoredLogin(ctx context.Context, conn connection, stored clientconfig.C
 	if err == nil {
 		who = fmt.Sprintf("%s (%s, %d endpoints)", me.Name, me.ID, n)
 	}
-	return usage(fmt.Errorf("already logged in to %s as %s: %s would replace that login, and the relay cannot show its token again. "+
-		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.server, who, what))
+	return cmdutil.Usage(fmt.Errorf("already logged in to %s as %s: %s would replace that login, and the relay cannot show its token again. "+
+		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.Server, who, what))
 }
 
 func logoutCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
+	var conn cmdutil.Connection
 	var local bool
 	cmd := &cobra.Command{
 		Use:   "logout",
@@ -161,9 +162,9 @@ token needs no revocation. When the relay cannot be reached, nothing is
 removed (the token would stay valid on the relay): try again, or pass
 --local to forget it anyway, and revoke it later from another login
 (relay tokens revoke ID).`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := conn.loadTLS(); err != nil {
+			if err := conn.LoadTLS(); err != nil {
 				return err
 			}
 			stored, path, err := clientconfig.Load()
@@ -176,8 +177,8 @@ removed (the token would stay valid on the relay): try again, or pass
 			}
 			var revoked string
 			if !local {
-				conn.server = stored.Server
-				name, err := revokeCurrentToken(c.Context(), conn.client(stored.Token))
+				conn.Server = stored.Server
+				name, err := revokeCurrentToken(c.Context(), conn.Client(stored.Token))
 				var apiErr *apiclient.Error
 				switch {
 				case errors.As(err, &apiErr) && apiErr.Code == "UNAUTHENTICATED":
@@ -199,7 +200,7 @@ removed (the token would stay valid on the relay): try again, or pass
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&conn.caFile, "ca-file", "", agentcli.CAFileUsage)
+	cmd.Flags().StringVar(&conn.CAFile, "ca-file", "", agentcli.CAFileUsage)
 	cmd.Flags().BoolVar(&local, "local", false, "only forget the stored token, without revoking it on the relay")
 	return cmd
 }
@@ -325,19 +326,7 @@ func readToken(stdin io.Reader) (string, error) {
 	if t := strings.TrimSpace(line); t != "" {
 		return t, nil
 	}
-	return "", usage(errors.New("no token on standard input"))
-}
-
-// isTerminal reports whether r is an interactive terminal, where a token
-// is not read from (it would echo). /dev/null counts as one: there is no
-// token to read from it either, so login goes to the device flow.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return "", cmdutil.Usage(errors.New("no token on standard input"))
 }
 
 // consolePage is a console page's URL: the whole URL the relay gave when

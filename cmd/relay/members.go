@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 )
 
@@ -37,7 +38,7 @@ func membersCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 		Example: `  relay members list
   relay members invite --role member
   relay members remove 0190c1d2-...`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(membersListCommand(env, stdout), membersInviteCommand(env, stdout), membersRemoveCommand(env, stdout))
@@ -45,17 +46,17 @@ func membersCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 }
 
 func membersListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the account's members; * marks the one this machine acts for",
 		Example: `  relay members list
   relay members list -o json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -63,8 +64,8 @@ func membersListCommand(env func(string) string, stdout io.Writer) *cobra.Comman
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, list)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, list)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "\tID\tLOGIN\tROLE\tJOINED")
@@ -73,39 +74,39 @@ func membersListCommand(env func(string) string, stdout io.Writer) *cobra.Comman
 				if m.You {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, m.ID, m.Login, strings.ToLower(m.Role), localTime(m.JoinedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, m.ID, m.Login, strings.ToLower(m.Role), cmdutil.LocalTime(m.JoinedAt))
 			}
 			return tw.Flush()
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 
 func membersInviteCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var role, expiresIn string
 	cmd := &cobra.Command{
 		Use:   "invite [--role member|owner] [--expires-in 2d]",
 		Short: "Make a one-time link that lets one person join the account (owners only)",
 		Example: `  relay members invite
   relay members invite --role owner --expires-in 1d`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			r, err := domain.ParseRole(role)
 			if err != nil {
-				return usage(fmt.Errorf("--role %q: must be member or owner", role))
+				return cmdutil.Usage(fmt.Errorf("--role %q: must be member or owner", role))
 			}
 			vars := map[string]any{"role": strings.ToUpper(string(r))}
 			if c.Flags().Changed("expires-in") {
 				if _, err := domain.ParseTokenLifetime(expiresIn); err != nil {
-					return usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
+					return cmdutil.Usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
 				}
 				vars["expiresIn"] = expiresIn
 			}
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -121,45 +122,45 @@ func membersInviteCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			}
 			inv := memberInviteJSON{URL: consolePage(client.Server, res.CreateMemberInvite.Path, res.CreateMemberInvite.URL),
 				Role: res.CreateMemberInvite.Role, ExpiresAt: res.CreateMemberInvite.ExpiresAt}
-			if out.json() {
-				return writeJSON(stdout, inv)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, inv)
 			}
-			fmt.Fprintf(stdout, "one-time link to join as %s, until %s:\n%s\n", strings.ToLower(inv.Role), localTime(inv.ExpiresAt), inv.URL)
+			fmt.Fprintf(stdout, "one-time link to join as %s, until %s:\n%s\n", strings.ToLower(inv.Role), cmdutil.LocalTime(inv.ExpiresAt), inv.URL)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&role, "role", "member", "the role the invitee gets: member or owner")
 	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "how long the link works, such as 2d or 12h (at most and by default 7d)")
 	return cmd
 }
 
 func membersRemoveCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:     "remove ID",
 		Short:   "Remove a member (owners only): their sessions and tokens stop working at once",
 		Example: `  relay members remove 0190c1d2-...`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
+		Args:    cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
 			if err := client.Do(c.Context(), `mutation($id: ID!){ removeMember(id: $id) }`, map[string]any{"id": args[0]}, nil); err != nil {
 				return fmt.Errorf("remove member %s: %w", args[0], err)
 			}
-			if out.json() {
-				return writeJSON(stdout, map[string]any{"id": args[0], "removed": true})
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, map[string]any{"id": args[0], "removed": true})
 			}
 			fmt.Fprintf(stdout, "member %s removed\n", args[0])
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // openJSON is `relay open -o json`.
@@ -19,8 +21,8 @@ type openJSON struct {
 }
 
 func openCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var browser bool
 	cmd := &cobra.Command{
 		Use:   "open [ADDRESS]",
@@ -35,38 +37,38 @@ the address bar. The link holds the token: do not share it. Without a login
 		Example: `  relay open
   relay open my-app --browser
   xdg-open "$(relay open my-app)"`,
-		Args: usageArgs(cobra.MaximumNArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			page := "/"
 			if len(args) == 1 {
-				kind, id, err := resolveAddress(c.Context(), conn.client(conn.token), args[0])
+				kind, id, err := resolveAddress(c.Context(), conn.Client(conn.Token), args[0])
 				if err != nil {
 					return err
 				}
 				page = "/" + kind[:1] + "/" + url.PathEscape(id)
-			} else if conn.token == "" {
-				return errNotLoggedIn
+			} else if conn.Token == "" {
+				return cmdutil.ErrNotLoggedIn
 			}
-			link := strings.TrimRight(conn.server, "/") + page
-			if conn.token != "" {
-				if _, _, err := checkToken(c.Context(), conn.client(conn.token)); err != nil {
+			link := strings.TrimRight(conn.Server, "/") + page
+			if conn.Token != "" {
+				if _, _, err := checkToken(c.Context(), conn.Client(conn.Token)); err != nil {
 					return err
 				}
-				link += "#token=" + url.QueryEscape(conn.token)
+				link += "#token=" + url.QueryEscape(conn.Token)
 			}
-			if out.json() {
-				if err := writeJSON(stdout, openJSON{URL: link, SignedIn: conn.token != ""}); err != nil {
+			if out.JSON() {
+				if err := cmdutil.WriteJSON(stdout, openJSON{URL: link, SignedIn: conn.Token != ""}); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintln(stdout, link)
-				if conn.token != "" {
+				if conn.Token != "" {
 					fmt.Fprintln(stderr, "the link holds your token: open it yourself, do not share it")
 				}
 			}
@@ -76,8 +78,8 @@ the address bar. The link holds the token: do not share it. Without a login
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().BoolVar(&browser, "browser", false, "also open the link in the default browser")
 	return cmd
 }

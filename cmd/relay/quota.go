@@ -9,6 +9,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/commands"
 )
 
@@ -34,8 +35,8 @@ type usageJSON struct {
 }
 
 func accountsSetQuotaCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var storage, rate, apiCost, adminToken string
 	cmd := &cobra.Command{
 		Use:   "set-quota ACCOUNT [--storage 5GiB] [--rate 100/s] [--api-cost 600000/min] --server URL --admin-token T",
@@ -53,52 +54,52 @@ it 429 with Retry-After. --api-cost: the GraphQL cost points (as
 or default (--account-api-cost); beyond it operations are RATE_LIMITED with
 retryAfterSeconds. A flag left out keeps the current value. The change
 is an event in the account's stream: every node applies it.`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := bindEnv(c.Flags(), env); err != nil {
-				return usage(err)
+			if err := cmdutil.BindEnv(c.Flags(), env); err != nil {
+				return cmdutil.Usage(err)
 			}
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			vars := map[string]any{"a": args[0]}
 			if c.Flags().Changed("storage") {
 				if _, err := commands.ParseStorageQuota(storage); err != nil {
-					return usage(fmt.Errorf("--storage: %w", err))
+					return cmdutil.Usage(fmt.Errorf("--storage: %w", err))
 				}
 				vars["s"] = storage
 			}
 			if c.Flags().Changed("rate") {
 				if _, err := commands.ParseRateQuota(rate); err != nil {
-					return usage(fmt.Errorf("--rate: %w", err))
+					return cmdutil.Usage(fmt.Errorf("--rate: %w", err))
 				}
 				vars["r"] = rate
 			}
 			if c.Flags().Changed("api-cost") {
 				if _, err := commands.ParseAPICostQuota(apiCost); err != nil {
-					return usage(fmt.Errorf("--api-cost: %w", err))
+					return cmdutil.Usage(fmt.Errorf("--api-cost: %w", err))
 				}
 				vars["c"] = apiCost
 			}
 			if len(vars) == 1 {
-				return usage(errors.New("give --storage, --rate, --api-cost or several"))
+				return cmdutil.Usage(errors.New("give --storage, --rate, --api-cost or several"))
 			}
 			if adminToken == "" {
-				return usage(errors.New("set-quota needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
+				return cmdutil.Usage(errors.New("set-quota needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			var res struct{ SetAccountQuota usageJSON }
 			q := `mutation($a: ID!, $s: String, $r: String, $c: String){ setAccountQuota(account: $a, storage: $s, rate: $r, apiCost: $c){ ` + usageFields + ` } }`
-			if err := conn.client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
+			if err := conn.Client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
 				return fmt.Errorf("set quota of account %s: %w", args[0], err)
 			}
 			return printUsage(stdout, out, []usageJSON{res.SetAccountQuota})
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&storage, "storage", "", "storage quota: a size such as 5GiB, off, or default")
 	cmd.Flags().StringVar(&rate, "rate", "", "deliveries across its Endpoints: N/UNIT[,burst=B], off, or default")
 	cmd.Flags().StringVar(&apiCost, "api-cost", "", "GraphQL cost points its operations may spend: N/UNIT[,burst=B], off, or default")
@@ -107,8 +108,8 @@ is an event in the account's stream: every node applies it.`,
 }
 
 func accountsUsageCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var adminToken string
 	var top int
 	cmd := &cobra.Command{
@@ -120,21 +121,21 @@ func accountsUsageCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 first): bytes stored in the log, deliveries the log holds (all, and those
 of the last 24 hours), its quota in force, and the requests this node refused by
 its quota (counted per node since it started).`,
-		Args: usageArgs(cobra.MaximumNArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := bindEnv(c.Flags(), env); err != nil {
-				return usage(err)
+			if err := cmdutil.BindEnv(c.Flags(), env); err != nil {
+				return cmdutil.Usage(err)
 			}
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			if top < 1 || top > 500 {
-				return usage(fmt.Errorf("--top %d: want 1 to 500", top))
+				return cmdutil.Usage(fmt.Errorf("--top %d: want 1 to 500", top))
 			}
 			if adminToken == "" {
-				return usage(errors.New("usage needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
+				return cmdutil.Usage(errors.New("usage needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			vars := map[string]any{"n": top}
@@ -143,25 +144,25 @@ its quota (counted per node since it started).`,
 			}
 			var res struct{ AccountsUsage []usageJSON }
 			q := `query($a: ID, $n: Int){ accountsUsage(account: $a, first: $n){ ` + usageFields + ` } }`
-			if err := conn.client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
+			if err := conn.Client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
 				return fmt.Errorf("read usage: %w", err)
 			}
 			return printUsage(stdout, out, res.AccountsUsage)
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().IntVar(&top, "top", 20, "how many accounts, most stored bytes first (1 to 500)")
 	cmd.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token")
 	return cmd
 }
 
-func printUsage(stdout io.Writer, out output, rows []usageJSON) error {
-	if out.json() {
+func printUsage(stdout io.Writer, out cmdutil.Output, rows []usageJSON) error {
+	if out.JSON() {
 		if len(rows) == 1 {
-			return writeJSON(stdout, rows[0])
+			return cmdutil.WriteJSON(stdout, rows[0])
 		}
-		return writeJSON(stdout, rows)
+		return cmdutil.WriteJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tNAME\tSTORED\tSTORAGE QUOTA\tRATE\tAPI COST\tDELIVERIES\tLAST 24H\tREFUSED (THIS NODE)")

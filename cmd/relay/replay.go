@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/termtext"
 )
@@ -41,10 +42,10 @@ type replayTarget struct {
 
 func parseReplayTarget(s string) (replayTarget, error) {
 	bad := func(why string) error {
-		return usage(fmt.Errorf("--to %q: %s; give the URL of the server to send to, such as http://localhost:3000", s, why))
+		return cmdutil.Usage(fmt.Errorf("--to %q: %s; give the URL of the server to send to, such as http://localhost:3000", s, why))
 	}
 	if s == "" {
-		return replayTarget{}, usage(errors.New("--to is required: the URL of the server to send to, such as http://localhost:3000"))
+		return replayTarget{}, cmdutil.Usage(errors.New("--to is required: the URL of the server to send to, such as http://localhost:3000"))
 	}
 	u, err := url.Parse(s)
 	switch {
@@ -66,7 +67,7 @@ func parseReplayTarget(s string) (replayTarget, error) {
 }
 
 func replayCommand(stdout io.Writer) *cobra.Command {
-	var out output
+	var out cmdutil.Output
 	var to string
 	var only []string
 	var concurrency int
@@ -83,13 +84,13 @@ connection of its own; a line per request says what the server answered.
 
 Nothing is sent when a line of the bundle is malformed. Deliveries stored in
 part are skipped and said so. Exits 1 when a request got no answer (the
-server refused the connection, closed it, or timed out).`,
+server refused the cmdutil.Connection, closed it, or timed out).`,
 		Example: `  relay replay stripe.bundle --to http://localhost:3000
   relay replay stripe.bundle --to http://localhost:3000/api --only 01a208a2-... --only 01a208a3-...
   relay replay stripe.bundle --to https://staging.example.com --concurrency 4 --delay 100ms`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			target, err := parseReplayTarget(to)
@@ -98,16 +99,16 @@ server refused the connection, closed it, or timed out).`,
 			}
 			target.insecure = insecure
 			if concurrency < 1 || concurrency > maxReplayConcurrency {
-				return usage(fmt.Errorf("--concurrency %d: want 1 to %d", concurrency, maxReplayConcurrency))
+				return cmdutil.Usage(fmt.Errorf("--concurrency %d: want 1 to %d", concurrency, maxReplayConcurrency))
 			}
 			if delay < 0 || timeout <= 0 {
-				return usage(errors.New("--delay must not be negative and --timeout must be positive"))
+				return cmdutil.Usage(errors.New("--delay must not be negative and --timeout must be positive"))
 			}
-			r := replayer{target: target, timeout: timeout, delay: delay, concurrency: concurrency, json: out.json(), stdout: stdout}
+			r := replayer{target: target, timeout: timeout, delay: delay, concurrency: concurrency, json: out.JSON(), stdout: stdout}
 			return r.run(c.Context(), args[0], only)
 		},
 	}
-	out.flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&to, "to", "", "the server to send to: http(s)://host[:port][/prefix]")
 	cmd.Flags().StringArrayVar(&only, "only", nil, "send only this delivery id (repeatable)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "requests in flight at once (lines are still printed in recorded order)")
@@ -146,7 +147,7 @@ func (p replayer) run(ctx context.Context, path string, only []string) error {
 	}
 	for _, id := range only {
 		if !found[id] {
-			return usage(fmt.Errorf("--only %s: no such delivery in %s", id, path))
+			return cmdutil.Usage(fmt.Errorf("--only %s: no such delivery in %s", id, path))
 		}
 	}
 
@@ -248,7 +249,7 @@ func replayResult(r bundleRequest, status int, err error, skipped string) replay
 // print writes one result: `POST /webhooks → 200  delivery <id>`.
 func (p replayer) print(res replayJSON) error {
 	if p.json {
-		return writeJSONLine(p.stdout, res)
+		return cmdutil.WriteJSONLine(p.stdout, res)
 	}
 	// The sender's bytes are escaped where they could drive the terminal.
 	line := res.Method + " " + termtext.Safe(res.Path, false)
@@ -269,7 +270,7 @@ func (p replayer) print(res replayJSON) error {
 func eachBundleRequest(path string, fn func(bundleRequest) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return usage(fmt.Errorf("replay: %w", err))
+		return cmdutil.Usage(fmt.Errorf("replay: %w", err))
 	}
 	defer f.Close()
 	br, err := newBundleReader(f)
@@ -293,7 +294,7 @@ func eachBundleRequest(path string, fn func(bundleRequest) error) error {
 func bundleError(path string, err error) error {
 	var le *bundleLineError
 	if errors.As(err, &le) {
-		return usage(fmt.Errorf("replay: %s: %w (nothing was sent)", path, err))
+		return cmdutil.Usage(fmt.Errorf("replay: %s: %w (nothing was sent)", path, err))
 	}
 	return fmt.Errorf("replay: %s: %w", path, err)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -25,8 +26,8 @@ type retryJSON struct {
 var errNot2xx = errors.New("retry: the new attempt was not answered 2xx")
 
 func retryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var ef editFlags
 	var all, refusedOffline bool
 	catch := defaultCatchUp
@@ -53,7 +54,7 @@ sends only the rest.`,
   relay retry 0193a7c2-... --set-header X-Debug=1 --unset-header Stripe-Signature
   relay retry 0193a7c2-... --body @fixed.json --path /webhooks/v2
   relay retry --all --refused-offline stripe`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			edit, err := ef.edit()
 			if err != nil {
@@ -62,22 +63,22 @@ sends only the rest.`,
 			if all || refusedOffline {
 				switch {
 				case !all || !refusedOffline:
-					return usage(errors.New("--all takes --refused-offline (the deliveries refused while no agent was connected), and only with --all"))
+					return cmdutil.Usage(errors.New("--all takes --refused-offline (the deliveries refused while no agent was connected), and only with --all"))
 				case edit != nil:
-					return usage(errors.New("--all sends the deliveries as recorded: give no edit flags"))
-				case out.json():
-					return usage(errors.New("--all prints a line per delivery: no -o json"))
+					return cmdutil.Usage(errors.New("--all sends the deliveries as recorded: give no edit flags"))
+				case out.JSON():
+					return cmdutil.Usage(errors.New("--all prints a line per delivery: no -o json"))
 				}
 				if err := catch.check(); err != nil {
 					return err
 				}
-				client, err := conn.start(c, env, out)
+				client, err := conn.Start(c, env, out)
 				if err != nil {
 					return err
 				}
 				return catchUp(c.Context(), client, args[0], catch, stdout)
 			}
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -104,8 +105,8 @@ sends only the rest.`,
 			if n := len(d.Attempts); n > 0 {
 				r.Attempt = &d.Attempts[n-1]
 			}
-			if out.json() {
-				if err := writeJSON(stdout, r); err != nil {
+			if out.JSON() {
+				if err := cmdutil.WriteJSON(stdout, r); err != nil {
 					return err
 				}
 			} else {
@@ -119,8 +120,8 @@ sends only the rest.`,
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&ef.method, "method", "", "send with this method instead")
 	fs.StringVar(&ef.path, "path", "", "send to this path (and query) instead, starting with /")
@@ -158,7 +159,7 @@ func (f editFlags) edit() (map[string]any, error) {
 	for _, h := range f.set {
 		name, value, ok := strings.Cut(h, "=")
 		if !ok || name == "" {
-			return nil, usage(fmt.Errorf("--set-header %q: want NAME=VALUE", h))
+			return nil, cmdutil.Usage(fmt.Errorf("--set-header %q: want NAME=VALUE", h))
 		}
 		set = append(set, map[string]any{"name": name, "value": value})
 	}
@@ -177,7 +178,7 @@ func (f editFlags) edit() (map[string]any, error) {
 			} else {
 				file, err := os.Open(name)
 				if err != nil {
-					return nil, usage(fmt.Errorf("--body: %w", err))
+					return nil, cmdutil.Usage(fmt.Errorf("--body: %w", err))
 				}
 				defer file.Close()
 				r = file
@@ -187,7 +188,7 @@ func (f editFlags) edit() (map[string]any, error) {
 				return nil, fmt.Errorf("--body: %w", err)
 			}
 			if len(b) > maxEditBody {
-				return nil, usage(fmt.Errorf("--body %s: over %d MiB", f.body, maxEditBody>>20))
+				return nil, cmdutil.Usage(fmt.Errorf("--body %s: over %d MiB", f.body, maxEditBody>>20))
 			}
 		}
 		e["bodyBase64"] = base64.StdEncoding.EncodeToString(b)

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -32,14 +31,14 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		// (a usage error, exit 2) instead of cobra's untyped error.
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
+				return cmdutil.Usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetVersionTemplate("relay {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.Usage(err) })
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -66,31 +65,6 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 	)
 	groupCommands(root)
 	return root.ExecuteContext(ctx)
-}
-
-// bindEnv fills every flag the user did not set from RELAY_<FLAG_NAME>.
-func bindEnv(fs *pflag.FlagSet, env func(string) string) error {
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || err != nil {
-			return
-		}
-		name := "RELAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := env(name); v != "" {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, e)
-			}
-		}
-	})
-	return err
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 // groupCommands sorts the commands of relay --help under headings, as gh

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/forwarded"
@@ -42,13 +43,13 @@ func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comm
 			"  relay serve --public-url https://relay.example.com --console-url https://console.example.org --trusted-proxies 127.0.0.1/32   # behind a TLS proxy, the console on its own site (docs/deploy.md)",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd.Flags(), env); err != nil {
+			if err := cmdutil.BindEnv(cmd.Flags(), env); err != nil {
 				return err
 			}
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			log, err := newLogger(stderr, cfg.LogLevel)
+			log, err := cmdutil.NewLogger(stderr, cfg.LogLevel)
 			if err != nil {
 				return err
 			}
@@ -147,7 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// HTTP/2 (over TLS only): MaxHeaderBytes above bounds a stream's
-		// headers, IdleTimeout an idle connection; these bound the rest.
+		// headers, IdleTimeout an idle cmdutil.Connection; these bound the rest.
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams:          http2MaxStreams,
 			MaxReadFrameSize:              1 << 20,

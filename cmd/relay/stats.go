@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // statsBucketJSON is a bucket of `relay stats -o json`, as the API gives it.
@@ -42,8 +44,8 @@ type statsJSON struct {
 const statsBucketFields = `start deliveries status2xx status3xx status4xx status5xx pending filtered refused answers p50Ms p95Ms offlineSeconds`
 
 func statsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var rng string
 	cmd := &cobra.Command{
 		Use:   "stats ADDRESS",
@@ -51,21 +53,21 @@ func statsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 		Example: `  relay stats my-endpoint
   relay stats my-endpoint --range week
   relay stats k3x9q2 -o json | jq .totals.status5xx`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			want := strings.ToUpper(rng)
 			switch want {
 			case "HOUR", "DAY", "WEEK":
 			default:
-				return usage(fmt.Errorf("--range %q: want hour, day or week", rng))
+				return cmdutil.Usage(fmt.Errorf("--range %q: want hour, day or week", rng))
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			client := conn.client(conn.token)
+			client := conn.Client(conn.Token)
 			kind, id, err := resolveAddress(c.Context(), client, args[0])
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)
@@ -84,15 +86,15 @@ func statsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 			}
 			st := got.Stats
 			st.Address, st.Kind = id, kind
-			if out.json() {
-				return writeJSON(stdout, st)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, st)
 			}
 			printStats(stdout, st)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&rng, "range", "hour", "the window: hour, day or week (60 buckets each)")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -19,8 +20,8 @@ import (
 const maxTailSeen = 10000
 
 func tailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:   "tail ADDRESS",
 		Short: "Print an Endpoint's or inspector's deliveries live, as they arrive",
@@ -30,20 +31,20 @@ or name, or an inspector's id. A dropped connection is resumed with backoff
 from the last delivery seen, so none is missed.`,
 		Example: `  relay tail stripe
   relay tail ep-abc123 -o json | jq -r .path`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
-			if err := conn.resolve(c.Flags(), env); err != nil {
+			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
 			ctx := c.Context()
-			client := conn.client(conn.token)
+			client := conn.Client(conn.Token)
 			var address string
 			seen := map[string]string{} // delivery id → what was printed of it
 			var since *string
-			err := untilReachable(ctx, stderr, func() (err error) {
+			err := cmdutil.UntilReachable(ctx, stderr, func() (err error) {
 				var kind string
 				kind, address, err = resolveAddress(ctx, client, args[0])
 				if err != nil {
@@ -59,7 +60,7 @@ from the last delivery seen, so none is missed.`,
 				return err
 			}
 			q := `subscription($a: ID!, $s: String){ deliveries(address: $a, since: $s){ ` + deliveryRowFields + ` } }`
-			bo := newBackoff()
+			bo := cmdutil.NewBackoff()
 			fmt.Fprintf(stderr, "tailing %s (Ctrl-C to stop)\n", address)
 			for {
 				started := time.Now()
@@ -80,8 +81,8 @@ from the last delivery seen, so none is missed.`,
 						clear(seen) // a row seen again at worst prints twice
 					}
 					seen[row.ID] = key
-					if out.json() {
-						return writeJSONLine(stdout, row)
+					if out.JSON() {
+						return cmdutil.WriteJSONLine(stdout, row)
 					}
 					at := row.ReceivedAt
 					if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
@@ -120,8 +121,8 @@ from the last delivery seen, so none is missed.`,
 			}
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 

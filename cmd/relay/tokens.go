@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 )
 
@@ -38,7 +39,7 @@ func tokensCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 		Example: `  relay tokens list
   relay tokens create ci --expires-in 90d
   relay tokens revoke 0190c1d2-...`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(tokensListCommand(env, stdout), tokensCreateCommand(env, stdout), tokensRevokeCommand(env, stdout))
@@ -46,17 +47,17 @@ func tokensCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 }
 
 func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your tokens that are not revoked; * marks the one this machine uses",
 		Example: `  relay tokens list
   relay tokens list -o json`,
-		Args: noArgs,
+		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -64,8 +65,8 @@ func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command
 			if err != nil {
 				return err
 			}
-			if out.json() {
-				return writeJSON(stdout, list)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, list)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "\tID\tNAME\tCREATED\tLAST USED\tEXPIRES")
@@ -74,38 +75,38 @@ func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command
 				if t.Current {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, t.ID, t.Name, localTime(t.CreatedAt), localTimeOr(t.LastUsedAt, "never"), localTimeOr(t.ExpiresAt, "never"))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, t.ID, t.Name, cmdutil.LocalTime(t.CreatedAt), cmdutil.LocalTimeOr(t.LastUsedAt, "never"), cmdutil.LocalTimeOr(t.ExpiresAt, "never"))
 			}
 			return tw.Flush()
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 
 func tokensCreateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	var expiresIn string
 	cmd := &cobra.Command{
 		Use:   "create NAME [--expires-in 90d]",
 		Short: "Create a token and print it (shown once; the relay keeps only its hash)",
 		Example: `  relay tokens create ci --expires-in 90d
   relay tokens create laptop -o json | jq -r .secret`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := domain.ValidateTokenName(args[0]); err != nil {
-				return usage(fmt.Errorf("token name %q: %w", args[0], err))
+				return cmdutil.Usage(fmt.Errorf("token name %q: %w", args[0], err))
 			}
 			vars := map[string]any{"name": args[0]}
 			if c.Flags().Changed("expires-in") {
 				if _, err := domain.ParseTokenLifetime(expiresIn); err != nil {
-					return usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
+					return cmdutil.Usage(fmt.Errorf("--expires-in %q: %w", expiresIn, err))
 				}
 				vars["expiresIn"] = expiresIn
 			}
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
@@ -114,45 +115,45 @@ func tokensCreateCommand(env func(string) string, stdout io.Writer) *cobra.Comma
 			if err := client.Do(c.Context(), q, vars, &res); err != nil {
 				return fmt.Errorf("create token: %w", err)
 			}
-			if out.json() {
-				return writeJSON(stdout, res.CreateToken)
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, res.CreateToken)
 			}
 			t := res.CreateToken.Token
-			fmt.Fprintf(stdout, "token %s (%s), expires %s\n%s\n", t.Name, t.ID, localTimeOr(t.ExpiresAt, "never"), res.CreateToken.Secret)
+			fmt.Fprintf(stdout, "token %s (%s), expires %s\n%s\n", t.Name, t.ID, cmdutil.LocalTimeOr(t.ExpiresAt, "never"), res.CreateToken.Secret)
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&expiresIn, "expires-in", "", "lifetime such as 30d, 12h or 90m (1m to 3650d); default: never expires")
 	return cmd
 }
 
 func tokensRevokeCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn connection
-	var out output
+	var conn cmdutil.Connection
+	var out cmdutil.Output
 	cmd := &cobra.Command{
 		Use:     "revoke ID",
 		Short:   "Revoke a token: it stops working at once, and agents using it are disconnected",
 		Example: `  relay tokens revoke 0190c1d2-...`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
+		Args:    cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.start(c, env, out)
+			client, err := conn.Start(c, env, out)
 			if err != nil {
 				return err
 			}
 			if err := revokeToken(c.Context(), client, args[0]); err != nil {
 				return fmt.Errorf("revoke token %s: %w", args[0], err)
 			}
-			if out.json() {
-				return writeJSON(stdout, map[string]any{"id": args[0], "revoked": true})
+			if out.JSON() {
+				return cmdutil.WriteJSON(stdout, map[string]any{"id": args[0], "revoked": true})
 			}
 			fmt.Fprintf(stdout, "token %s revoked\n", args[0])
 			return nil
 		},
 	}
-	conn.flags(cmd.Flags())
-	out.flags(cmd.Flags())
+	conn.Flags(cmd.Flags())
+	out.Flags(cmd.Flags())
 	return cmd
 }
 

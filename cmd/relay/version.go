@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 // Set at release with -ldflags "-X main.version=... -X main.commit=... -X main.date=..."
@@ -82,7 +84,7 @@ func versionCommand(stdout io.Writer) *cobra.Command {
 		Use:     "version",
 		Short:   "Print the version and commit this binary was built from",
 		Example: `  relay version`,
-		Args:    noArgs,
+		Args:    cmdutil.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintln(stdout, "relay "+versionText())
 			return err

@@ -1,4 +1,4 @@
-package main
+package cmdutil
 
 import "testing"
 
@@ -19,12 +19,12 @@ func TestNormalServer(t *testing.T) {
 		{"http://", ""},
 		{"::", ""},
 	} {
-		got, err := normalServer(tt.in)
+		got, err := NormalServer(tt.in)
 		if got != tt.want || (tt.want == "") != (err != nil) {
-			t.Errorf("normalServer(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			t.Errorf("NormalServer(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
-		if err != nil && exitCode(err) != exitRefused {
-			t.Errorf("normalServer(%q): exit code %d, want %d", tt.in, exitCode(err), exitRefused)
+		if err != nil && ExitCode(err) != ExitRefused {
+			t.Errorf("NormalServer(%q): exit code %d, want %d", tt.in, ExitCode(err), ExitRefused)
 		}
 	}
 }

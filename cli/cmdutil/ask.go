@@ -1,4 +1,4 @@
-package main
+package cmdutil
 
 import (
 	"fmt"
@@ -12,11 +12,11 @@ import (
 // maxAnswer bounds what a yes/no answer reads from the terminal.
 const maxAnswer = 256
 
-// ask puts a yes/no question on the terminal and reports a yes (Enter is
+// Ask puts a yes/no question on the terminal and reports a yes (Enter is
 // yes). Without a terminal on stdin nothing is asked and the answer is no:
 // a script says what it wants with a flag.
-func ask(stdin io.Reader, w io.Writer, question string) bool {
-	if !canAsk(stdin) {
+func Ask(stdin io.Reader, w io.Writer, question string) bool {
+	if !CanAsk(stdin) {
 		return false
 	}
 	fmt.Fprintf(w, "%s [Y/n] ", question)
@@ -37,10 +37,10 @@ func ask(stdin io.Reader, w io.Writer, question string) bool {
 	return false
 }
 
-// canAsk reports whether r is a terminal someone types answers into. A
+// CanAsk reports whether r is a terminal someone types answers into. A
 // character device is not enough (isTerminal's test): /dev/null is one,
 // and a script's standard input often is it.
-func canAsk(r io.Reader) bool {
+func CanAsk(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false

@@ -1,4 +1,4 @@
-package main
+package cmdutil
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	"github.com/relayhq/relay/apiclient"
 )
 
-// transient reports whether err is network trouble or a failure the relay
+// Transient reports whether err is network trouble or a failure the relay
 // may not repeat (unavailable, rate limited): what the long-running
 // commands retry. Refusals, usage errors and a --server that is no relay
 // are not.
-func transient(err error) bool {
+func Transient(err error) bool {
 	var ae *apiclient.Error
 	if errors.As(err, &ae) {
 		return !ae.Refusal()
@@ -26,21 +26,21 @@ func transient(err error) bool {
 	return errors.As(err, &ue)
 }
 
-// newBackoff is the long-running commands' backoff: 0.5 s doubling to
+// NewBackoff is the long-running commands' backoff: 0.5 s doubling to
 // 10 s, with jitter, as the agent's.
-func newBackoff() *backoff.ExponentialBackOff {
+func NewBackoff() *backoff.ExponentialBackOff {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 500*time.Millisecond, 10*time.Second
 	return bo
 }
 
-// untilReachable runs op until it succeeds, fails for good, or ctx ends,
+// UntilReachable runs op until it succeeds, fails for good, or ctx ends,
 // retrying transient failures with backoff and saying so on w.
-func untilReachable(ctx context.Context, w io.Writer, op func() error) error {
-	bo := newBackoff()
+func UntilReachable(ctx context.Context, w io.Writer, op func() error) error {
+	bo := NewBackoff()
 	for {
 		err := op()
-		if err == nil || !transient(err) {
+		if err == nil || !Transient(err) {
 			return err
 		}
 		delay := bo.NextBackOff()

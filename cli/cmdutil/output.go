@@ -1,0 +1,65 @@
+package cmdutil
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Output is the -o/--output flag of a command that prints data: text for
+// people, json for scripts (one stable shape per command, docs/cli.md).
+type Output struct{ Format string }
+
+func (o *Output) Flags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.Format, "output", "o", "text", "output format: text or json")
+}
+
+func (o *Output) Check() error {
+	switch o.Format {
+	case "text", "json":
+		return nil
+	}
+	return Usage(fmt.Errorf("--output %q: want text or json", o.Format))
+}
+
+func (o *Output) JSON() bool { return o.Format == "json" }
+
+// WriteJSON prints v as indented JSON.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// WriteJSONLine prints v as one line of JSON (streams: tail, listen).
+func WriteJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// LocalTimeLayout is how text output shows a time: to the second, in the
+// machine's time zone (JSON output keeps the API's RFC 3339 in UTC).
+const LocalTimeLayout = "2006-01-02 15:04:05"
+
+// LocalTime turns an API time (RFC 3339) into LocalTimeLayout; anything
+// else is printed as it came.
+func LocalTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.Local().Format(LocalTimeLayout)
+}
+
+// LocalTimeOr is localTime of *s, or none when s is nil.
+func LocalTimeOr(s *string, none string) string {
+	if s == nil {
+		return none
+	}
+	return LocalTime(*s)
+}
