@@ -224,7 +224,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.Var(duration.NewFlag(&c.TLSReloadInterval, 5*time.Second), "tls-reload-interval", "how often the certificate files are checked for a change")
 	_ = fs.MarkHidden("tls-reload-interval")
-	fs.Var(duration.NewFlag(&c.TLSHandshakeTimeout, 10*time.Second), "tls-handshake-timeout", "a cmdutil.Connection's first byte and TLS handshake must arrive within this")
+	fs.Var(duration.NewFlag(&c.TLSHandshakeTimeout, 10*time.Second), "tls-handshake-timeout", "a connection's first byte and TLS handshake must arrive within this")
 	fs.StringVar(&c.HTTPListen, "http-listen", "", "also serve plain HTTP here (with --tls-cert): addresses answer 503 wrong protocol, the console redirects to https")
 	fs.StringVar(&c.PublicURL, "public-url", "", "scheme, domain and port of the public URLs, e.g. https://relay.example.com behind a TLS proxy (default: from --domain, --listen and --tls-cert)")
 	fs.StringVar(&c.ConsoleURL, "console-url", "", "the console's own URL, on another registrable domain than --domain (https://console.example.com): the console and /graphql for browsers are served there, the bare domain keeps the API for tokens and sends browsers there; without a port it takes the public URLs' (docs/deploy.md)")

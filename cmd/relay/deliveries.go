@@ -13,11 +13,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/curl"
+	"github.com/relayhq/relay/deliveryjson"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/termtext"
 )
@@ -84,94 +85,26 @@ func eventText(p *providerJSON, duplicates int) string {
 	return s
 }
 
-// headerJSON is a header with its exact bytes when they are not UTF-8.
-type headerJSON struct {
-	Name        string  `json:"name"`
-	Value       string  `json:"value"`
-	ValueBase64 *string `json:"valueBase64"`
-}
-
-// attemptJSON is one try to reach the local target.
-type attemptJSON struct {
-	ID         string  `json:"id"`
-	Status     *int    `json:"status"`
-	StartedAt  string  `json:"startedAt"`
-	DurationMs *int    `json:"durationMs"`
-	Error      *string `json:"error"`
-	Retry      bool    `json:"retry"`
-	Late       bool    `json:"late"` // answered after the relay answered the sender itself
-	// Edit is what an edited retry changed before sending; null when sent
-	// as recorded.
-	Edit *editJSON `json:"edit"`
-	// Signature is the verdict of the agent's provider signature check
-	// (relay listen --verify); null when none was made.
-	Signature *string `json:"signature"`
-	// Role is PRIMARY (what the sender got, or would have) or COPY (a copy
-	// given to another listener, AgentID).
-	Role    string  `json:"role"`
-	AgentID *string `json:"agentId"`
-	// Fidelity compares the agent's receipt of what it handed the local
-	// process with what the relay sent (docs/evidence.md).
-	Fidelity fidelityJSON `json:"fidelity"`
-}
-
-// fidelityJSON is an attempt's fidelity: IDENTICAL, DIFFERENT (naming
-// the parts: REQUEST_LINE, HEADERS, BODY) or NOT_REPORTED.
-type fidelityJSON struct {
-	Status      string   `json:"status"`
-	Differences []string `json:"differences"`
-}
-
-// String is the fidelity as `deliveries show` prints it.
-func (f fidelityJSON) String() string {
-	switch f.Status {
-	case "IDENTICAL":
-		return "identical"
-	case "DIFFERENT":
-		parts := make([]string, len(f.Differences))
-		for i, p := range f.Differences {
-			parts[i] = strings.ToLower(strings.ReplaceAll(p, "_", " "))
-		}
-		return "different: " + strings.Join(parts, ", ")
-	case "NOT_REPORTED", "":
-		return "not reported"
-	}
-	return termtext.Safe(f.Status, false)
-}
-
-// editJSON is an attempt's edit as the API answers it.
-type editJSON struct {
-	Method       *string      `json:"method"`
-	Path         *string      `json:"path"`
-	SetHeaders   []headerJSON `json:"setHeaders"`
-	UnsetHeaders []string     `json:"unsetHeaders"`
-	Body         *string      `json:"body"`
-	BodyBase64   *string      `json:"bodyBase64"`
-}
-
-// attemptFields is what the client commands read of an attempt.
-const attemptFields = `id status startedAt durationMs error retry late signature fidelity{ status differences } role agentId edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
-
 // deliveryJSON is `deliveries show -o json`: the recorded request, its
 // attempts, the address's public URL and the curl command replaying it.
 type deliveryJSON struct {
-	ID             string        `json:"id"`
-	Address        string        `json:"address"`
-	URL            string        `json:"url"`
-	Method         string        `json:"method"`
-	Path           string        `json:"path"`
-	PathBase64     *string       `json:"pathBase64"`
-	Headers        []headerJSON  `json:"headers"`
-	BodyBase64     string        `json:"bodyBase64"`
-	BodySize       int           `json:"bodySize"`
-	Complete       bool          `json:"complete"`
-	BodyUnread     bool          `json:"bodyUnread"`  // refused (413) before its end
-	StoredBytes    int           `json:"storedBytes"` // bytes of the body stored
-	ReceivedAt     string        `json:"receivedAt"`
-	ResponseStatus *int          `json:"responseStatus"`
-	Attempts       []attemptJSON `json:"attempts"`
-	Provider       *providerJSON `json:"provider"`
-	Duplicates     int           `json:"duplicates"`
+	ID             string                 `json:"id"`
+	Address        string                 `json:"address"`
+	URL            string                 `json:"url"`
+	Method         string                 `json:"method"`
+	Path           string                 `json:"path"`
+	PathBase64     *string                `json:"pathBase64"`
+	Headers        []deliveryjson.Header  `json:"headers"`
+	BodyBase64     string                 `json:"bodyBase64"`
+	BodySize       int                    `json:"bodySize"`
+	Complete       bool                   `json:"complete"`
+	BodyUnread     bool                   `json:"bodyUnread"`  // refused (413) before its end
+	StoredBytes    int                    `json:"storedBytes"` // bytes of the body stored
+	ReceivedAt     string                 `json:"receivedAt"`
+	ResponseStatus *int                   `json:"responseStatus"`
+	Attempts       []deliveryjson.Attempt `json:"attempts"`
+	Provider       *providerJSON          `json:"provider"`
+	Duplicates     int                    `json:"duplicates"`
 	// Why says in one sentence why the sender got responseStatus
 	// (`deliveries explain` prints the facts behind it).
 	Why string `json:"why"`
@@ -181,7 +114,7 @@ type deliveryJSON struct {
 	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + attemptFields + ` } provider{ name eventType deliveryId } duplicates`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + deliveryjson.AttemptFields + ` } provider{ name eventType deliveryId } duplicates`
 
 func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -567,20 +500,20 @@ func showDelivery(ctx context.Context, client *apiclient.Client, id string) (del
 	d := res.Delivery.deliveryJSON
 	d.Why = res.Delivery.APIWhy.Summary
 	if d.Headers == nil {
-		d.Headers = []headerJSON{}
+		d.Headers = []deliveryjson.Header{}
 	}
 	if d.Attempts == nil {
-		d.Attempts = []attemptJSON{}
+		d.Attempts = []deliveryjson.Attempt{}
 	}
 	url, err := addressURL(ctx, client, d.Address)
 	if err != nil {
 		return deliveryJSON{}, fmt.Errorf("show delivery: address %s: %w", d.Address, err)
 	}
 	d.URL = url
-	path := exactText(d.Path, d.PathBase64)
-	headers := make([]curlHeader, 0, len(d.Headers))
+	path := deliveryjson.ExactText(d.Path, d.PathBase64)
+	headers := make([]curl.Header, 0, len(d.Headers))
 	for _, h := range d.Headers {
-		headers = append(headers, curlHeader{name: h.Name, value: exactText(h.Value, h.ValueBase64)})
+		headers = append(headers, curl.Header{Name: h.Name, Value: deliveryjson.ExactText(h.Value, h.ValueBase64)})
 	}
 	d.StoredBytes = base64.StdEncoding.DecodedLen(len(d.BodyBase64)) - strings.Count(d.BodyBase64, "=")
 	if !d.Complete {
@@ -589,28 +522,13 @@ func showDelivery(ctx context.Context, client *apiclient.Client, id string) (del
 		d.CurlWithheld = "the body is " + storedText(d) + ": a replay would not send the request as it arrived"
 		return d, nil
 	}
-	d.Curl = curlCommand(d.Method, url, path, headers, d.BodyBase64, d.BodySize)
+	d.Curl = curl.Command(d.Method, url, path, headers, d.BodyBase64, d.BodySize)
 	return d, nil
 }
 
 // storedText says how much of an incomplete body is stored, and why.
 func storedText(d deliveryJSON) string {
-	sizes := fmt.Sprintf("stored %s of %s (incomplete", humanize.IBytes(uint64(d.StoredBytes)), humanize.IBytes(uint64(d.BodySize)))
-	if d.BodyUnread {
-		return sizes + ": refused over the relay's --max-body, read no further)"
-	}
-	return sizes + ")"
-}
-
-// exactText is text, or the bytes of raw when the API sent them.
-func exactText(text string, raw *string) string {
-	if raw == nil {
-		return text
-	}
-	if b, err := base64.StdEncoding.DecodeString(*raw); err == nil {
-		return string(b)
-	}
-	return text
+	return deliveryjson.StoredText(d.StoredBytes, d.BodySize, d.BodyUnread)
 }
 
 func printDelivery(w io.Writer, d deliveryJSON, body bool) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/cli/replay"
 )
 
 // TestEveryDurationFlagTakesDays: every duration flag of every command
@@ -16,7 +18,7 @@ func TestEveryDurationFlagTakesDays(t *testing.T) {
 	var out bytes.Buffer
 	root := &cobra.Command{Use: "relay"}
 	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
-		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replayCommand(&out),
+		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
 		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serveCommand(nil, &out, &out), eventsCommand(nil, &out, &out),
 		accountsCommand(nil, &out, &out), versionCommand(&out))
 	seen := 0

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/bundle"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/deliveryjson"
 	"github.com/relayhq/relay/domain/duration"
+	"github.com/relayhq/relay/har"
 )
 
 // Bounds of an export. The ids of the chosen deliveries are held in memory
@@ -36,67 +37,6 @@ const (
 	// batch the relay refuses as too large is read again one by one.
 	exportBatch = 8
 )
-
-// exportDelivery is a delivery as exports read it: the request with its
-// exact bytes, what the sender was answered, and the attempts.
-type exportDelivery struct {
-	ID                 string        `json:"id"`
-	Address            string        `json:"address"`
-	Method             string        `json:"method"`
-	Path               string        `json:"path"`
-	PathBase64         *string       `json:"pathBase64"`
-	HTTPVersion        string        `json:"httpVersion"`
-	Headers            []headerJSON  `json:"headers"`
-	DroppedHeaders     int           `json:"droppedHeaders"`
-	BodyBase64         string        `json:"bodyBase64"`
-	BodySize           int           `json:"bodySize"`
-	Complete           bool          `json:"complete"`
-	BodyUnread         bool          `json:"bodyUnread"`
-	ReceivedAt         string        `json:"receivedAt"`
-	ResponseStatus     *int          `json:"responseStatus"`
-	ResponseHeaders    []headerJSON  `json:"responseHeaders"`
-	ResponseBodyBase64 *string       `json:"responseBodyBase64"`
-	Attempts           []attemptJSON `json:"attempts"`
-}
-
-const exportFields = `id address method path pathBase64 httpVersion headers{ name value valueBase64 } droppedHeaders bodyBase64 bodySize complete bodyUnread receivedAt responseStatus responseHeaders{ name value valueBase64 } responseBodyBase64 attempts{ id status startedAt durationMs error retry late }`
-
-// body is the stored body's bytes.
-func (d exportDelivery) body() []byte {
-	b, _ := base64.StdEncoding.DecodeString(d.BodyBase64)
-	return b
-}
-
-// target is the raw request target's exact bytes.
-func (d exportDelivery) target() string { return exactText(d.Path, d.PathBase64) }
-
-// incompleteText says what of the request is not stored, or "".
-func (d exportDelivery) incompleteText() string {
-	var parts []string
-	if !d.Complete {
-		dj := deliveryJSON{BodySize: d.BodySize, BodyUnread: d.BodyUnread, StoredBytes: len(d.body())}
-		parts = append(parts, "body "+storedText(dj))
-	}
-	if d.DroppedHeaders > 0 {
-		parts = append(parts, fmt.Sprintf("%d header values over the relay's header limits not stored", d.DroppedHeaders))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// exportWriter writes one export format, entry by entry.
-type exportWriter interface {
-	begin(meta exportMeta) error
-	entry(d exportDelivery) error
-	end() error
-}
-
-// exportMeta describes an export as a whole.
-type exportMeta struct {
-	Address    string
-	URL        string // the address's public URL
-	ExportedAt time.Time
-	Filter     string // the filters given, for the reader
-}
 
 func deliveriesExportCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
@@ -123,12 +63,12 @@ See docs/exports.md.`,
 			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
-			var w func(io.Writer) exportWriter
+			var w func(io.Writer) deliveryjson.Writer
 			switch format {
 			case "har":
-				w = func(out io.Writer) exportWriter { return &harWriter{w: out} }
+				w = func(out io.Writer) deliveryjson.Writer { return har.NewWriter(out) }
 			case "bundle":
-				w = func(out io.Writer) exportWriter { return &bundleWriter{w: out} }
+				w = func(out io.Writer) deliveryjson.Writer { return bundle.NewWriter(out) }
 			default:
 				return cmdutil.Usage(fmt.Errorf("--format %q: want har or bundle", format))
 			}
@@ -184,7 +124,7 @@ func describeFilter(status, since string, limit int) string {
 // exportDeliveries finds the deliveries, then writes them oldest first.
 // The file is written under a temporary name and renamed once complete, so
 // a failed export leaves no file that looks whole.
-func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string, f exportFilter, outPath string, stdout, stderr io.Writer, newWriter func(io.Writer) exportWriter) error {
+func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string, f exportFilter, outPath string, stdout, stderr io.Writer, newWriter func(io.Writer) deliveryjson.Writer) error {
 	kind, id, err := resolveAddress(ctx, client, ref)
 	if err != nil {
 		return err
@@ -206,23 +146,23 @@ func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string,
 	}
 	defer abort()
 	w := newWriter(out)
-	if err := w.begin(exportMeta{Address: id, URL: url, ExportedAt: time.Now().UTC(), Filter: f.describe}); err != nil {
+	if err := w.Begin(deliveryjson.Meta{Address: id, URL: url, ExportedAt: time.Now().UTC(), Filter: f.describe, Version: versionText()}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	written, incomplete := 0, 0
-	err = fetchDeliveries(ctx, client, ids, func(d exportDelivery) error {
+	err = fetchDeliveries(ctx, client, ids, func(d deliveryjson.Export) error {
 		written++
-		if d.incompleteText() != "" {
+		if d.IncompleteText() != "" {
 			incomplete++
 		}
-		return w.entry(d)
+		return w.Entry(d)
 	}, func(id string) {
 		fmt.Fprintf(stderr, "note: delivery %s is gone (removed since the export began); left out\n", id)
 	})
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if err := w.end(); err != nil {
+	if err := w.End(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	if err := commit(); err != nil {
@@ -299,12 +239,12 @@ func exportIDs(ctx context.Context, client *apiclient.Client, kind, id string, f
 // delivery the relay no longer has is passed to gone. A batch the relay
 // refuses as too large for one answer (a few large captured responses)
 // is read again one delivery at a time.
-func fetchDeliveries(ctx context.Context, client *apiclient.Client, ids []string, fn func(exportDelivery) error, gone func(id string)) error {
+func fetchDeliveries(ctx context.Context, client *apiclient.Client, ids []string, fn func(deliveryjson.Export) error, gone func(id string)) error {
 	for start := 0; start < len(ids); start += exportBatch {
 		batch := ids[start:min(start+exportBatch, len(ids))]
 		got, err := fetchBatch(ctx, client, batch)
 		if tooLarge(err) && len(batch) > 1 {
-			got = make([]*exportDelivery, 0, len(batch))
+			got = make([]*deliveryjson.Export, 0, len(batch))
 			for _, id := range batch {
 				one, err := fetchBatch(ctx, client, []string{id})
 				if err != nil {
@@ -339,7 +279,7 @@ func tooLarge(err error) bool {
 // delivery(id) field each, sharing a fragment (so the document stays far
 // under the API's token and field limits). A nil entry is a delivery the
 // relay does not have.
-func fetchBatch(ctx context.Context, client *apiclient.Client, ids []string) ([]*exportDelivery, error) {
+func fetchBatch(ctx context.Context, client *apiclient.Client, ids []string) ([]*deliveryjson.Export, error) {
 	var q strings.Builder
 	vars := make(map[string]any, len(ids))
 	q.WriteString("query(")
@@ -354,12 +294,12 @@ func fetchBatch(ctx context.Context, client *apiclient.Client, ids []string) ([]
 	for i := range ids {
 		fmt.Fprintf(&q, " d%d: delivery(id: $i%d){ ...D }", i, i)
 	}
-	q.WriteString(" } fragment D on Delivery { " + exportFields + " }")
-	var res map[string]*exportDelivery
+	q.WriteString(" } fragment D on Delivery { " + deliveryjson.ExportFields + " }")
+	var res map[string]*deliveryjson.Export
 	if err := client.Do(ctx, q.String(), vars, &res); err != nil {
 		return nil, err
 	}
-	out := make([]*exportDelivery, len(ids))
+	out := make([]*deliveryjson.Export, len(ids))
 	for i := range ids {
 		out[i] = res["d"+strconv.Itoa(i)]
 	}
@@ -400,32 +340,3 @@ func openExportOut(path string, stdout io.Writer) (w io.Writer, commit func() er
 	}
 	return bw, commit, abort, nil
 }
-
-// bundleWriter writes a replay bundle (bundle.go): the header line, then
-// one line per delivery.
-type bundleWriter struct {
-	w   io.Writer
-	enc *json.Encoder
-}
-
-func (b *bundleWriter) begin(m exportMeta) error {
-	b.enc = json.NewEncoder(b.w)
-	b.enc.SetEscapeHTML(false)
-	return b.enc.Encode(bundleHeader{RelayBundle: bundleVersion, Address: m.Address, URL: m.URL,
-		ExportedAt: m.ExportedAt.Format(time.RFC3339Nano), Creator: "relay " + versionText()})
-}
-
-func (b *bundleWriter) entry(d exportDelivery) error {
-	body := d.BodyBase64
-	size := int64(d.BodySize)
-	complete := d.Complete
-	l := bundleLine{ID: d.ID, ReceivedAt: d.ReceivedAt, Method: d.Method, Path: d.Path, PathBase64: d.PathBase64,
-		HTTPVersion: d.HTTPVersion, Headers: make([]bundleField, 0, len(d.Headers)), DroppedHeaders: d.DroppedHeaders,
-		BodyBase64: &body, BodySize: &size, Complete: &complete, ResponseStatus: d.ResponseStatus}
-	for _, h := range d.Headers {
-		l.Headers = append(l.Headers, textOrBase64(h.Name, exactText(h.Value, h.ValueBase64)))
-	}
-	return b.enc.Encode(l)
-}
-
-func (b *bundleWriter) end() error { return nil }

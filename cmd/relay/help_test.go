@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/cli/replay"
 )
 
 // TestEveryCommandHasHelp: every command of relay --help has a short
@@ -19,7 +21,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	// A fresh tree: run above consumed its own.
 	root := &cobra.Command{Use: "relay"}
 	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
-		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replayCommand(&out),
+		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
 		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serveCommand(nil, &out, &out), eventsCommand(nil, &out, &out),
 		accountsCommand(nil, &out, &out), versionCommand(&out))
 	var walk func(c *cobra.Command)

@@ -39,7 +39,7 @@ http://localhost:3000/api puts /api in front of every recorded path, and
 https://localhost:8443 talks TLS (--insecure for a self-signed certificate).
 
 ENDPOINT names or ids select the Endpoints to serve, all over one
-cmdutil.Connection. With none, listen creates (the first time) or reuses an
+connection. With none, listen creates (the first time) or reuses an
 Endpoint named after the current folder. A name no Endpoint has is
 created with --create, or after asking on a terminal. Each is set to
 PROXY mode with TARGET, unless other listeners already serve it and

@@ -11,15 +11,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/deliveryjson"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
 // retryJSON is `relay retry -o json`: the new attempt and every attempt.
 type retryJSON struct {
-	DeliveryID     string        `json:"deliveryId"`
-	ResponseStatus *int          `json:"responseStatus"`
-	Attempt        *attemptJSON  `json:"attempt"` // the new one
-	Attempts       []attemptJSON `json:"attempts"`
+	DeliveryID     string                 `json:"deliveryId"`
+	ResponseStatus *int                   `json:"responseStatus"`
+	Attempt        *deliveryjson.Attempt  `json:"attempt"` // the new one
+	Attempts       []deliveryjson.Attempt `json:"attempts"`
 }
 
 // errNot2xx is a retry whose new attempt was not answered 2xx (exit 1).
@@ -82,12 +83,12 @@ sends only the rest.`,
 			if err != nil {
 				return err
 			}
-			const q = `mutation($id: ID!, $edit: RequestEditInput){ retryDelivery(id: $id, edit: $edit){ id responseStatus attempts{ ` + attemptFields + ` } } }`
+			const q = `mutation($id: ID!, $edit: RequestEditInput){ retryDelivery(id: $id, edit: $edit){ id responseStatus attempts{ ` + deliveryjson.AttemptFields + ` } } }`
 			var res struct {
 				RetryDelivery struct {
 					ID             string
 					ResponseStatus *int
-					Attempts       []attemptJSON
+					Attempts       []deliveryjson.Attempt
 				}
 			}
 			vars := map[string]any{"id": args[0]}
@@ -100,7 +101,7 @@ sends only the rest.`,
 			d := res.RetryDelivery
 			r := retryJSON{DeliveryID: d.ID, ResponseStatus: d.ResponseStatus, Attempts: d.Attempts}
 			if r.Attempts == nil {
-				r.Attempts = []attemptJSON{}
+				r.Attempts = []deliveryjson.Attempt{}
 			}
 			if n := len(d.Attempts); n > 0 {
 				r.Attempt = &d.Attempts[n-1]
@@ -200,7 +201,7 @@ func (f editFlags) edit() (map[string]any, error) {
 }
 
 // describeEdit is an attempt's edit in a few words, "" for none.
-func describeEdit(e *editJSON) string {
+func describeEdit(e *deliveryjson.Edit) string {
 	if e == nil {
 		return ""
 	}

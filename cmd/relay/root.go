@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/replay"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -58,7 +59,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		tailCommand(env, stdout, stderr),
 		openCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
-		replayCommand(stdout),
+		replay.Command(stdout),
 		loginCommand(env, stdin, stdout, stderr),
 		logoutCommand(env, stdout, stderr),
 		versionCommand(stdout),

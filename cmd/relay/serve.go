@@ -148,7 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// HTTP/2 (over TLS only): MaxHeaderBytes above bounds a stream's
-		// headers, IdleTimeout an idle cmdutil.Connection; these bound the rest.
+		// headers, IdleTimeout an idle connection; these bound the rest.
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams:          http2MaxStreams,
 			MaxReadFrameSize:              1 << 20,

@@ -1,4 +1,4 @@
-package main
+package curl
 
 import (
 	"os/exec"
@@ -9,14 +9,14 @@ import (
 func TestCurlCommand(t *testing.T) {
 	tests := []struct {
 		name, method, path string
-		headers            []curlHeader
+		headers            []Header
 		body               string
 		size               int
 		want, notWant      []string
 	}{
 		{
 			name: "body and repeated headers", method: "POST", path: "/hook?x=1",
-			headers: []curlHeader{{"Host", "a.localhost"}, {"X-Sig", "1"}, {"X-Sig", "2"}, {"Content-Length", "3"}, {"Content-Type", "text/plain"}},
+			headers: []Header{{"Host", "a.localhost"}, {"X-Sig", "1"}, {"X-Sig", "2"}, {"Content-Length", "3"}, {"Content-Type", "text/plain"}},
 			body:    "YWJj", size: 3,
 			want: []string{
 				"printf '%s' 'YWJj' | base64 -d | curl",
@@ -32,11 +32,11 @@ func TestCurlCommand(t *testing.T) {
 			notWant: []string{"base64", "--data-binary", "Expect"},
 		},
 		{name: "head", method: "HEAD", path: "/", want: []string{"--head"}, notWant: []string{"-X"}},
-		{name: "empty value", method: "GET", path: "/", headers: []curlHeader{{"X-Empty", ""}}, want: []string{"-H 'X-Empty;'"}},
-		{name: "quote in value", method: "GET", path: "/", headers: []curlHeader{{"X-Q", "it's $(rm -rf /)"}}, want: []string{`-H 'X-Q: it'\''s $(rm -rf /)'`}},
+		{name: "empty value", method: "GET", path: "/", headers: []Header{{"X-Empty", ""}}, want: []string{"-H 'X-Empty;'"}},
+		{name: "quote in value", method: "GET", path: "/", headers: []Header{{"X-Q", "it's $(rm -rf /)"}}, want: []string{`-H 'X-Q: it'\''s $(rm -rf /)'`}},
 	}
 	for _, tt := range tests {
-		got := curlCommand(tt.method, "http://a.localhost:8080/", tt.path, tt.headers, tt.body, tt.size)
+		got := Command(tt.method, "http://a.localhost:8080/", tt.path, tt.headers, tt.body, tt.size)
 		for _, w := range tt.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: %s\nlacks %q", tt.name, got, w)

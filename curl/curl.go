@@ -1,4 +1,6 @@
-package main
+// Package curl writes the curl command that replays a recorded request
+// byte for byte (`relay deliveries show`, the console's Copy as curl).
+package curl
 
 import (
 	"regexp"
@@ -13,22 +15,22 @@ var (
 	urlGlob    = regexp.MustCompile(`[\[\]{}]`)
 )
 
-// curlHeader is a header with its exact value bytes.
-type curlHeader struct{ name, value string }
+// Header is a header with its exact value bytes.
+type Header struct{ Name, Value string }
 
-// curlCommand is a POSIX sh command that replays a recorded request byte
+// Command is a POSIX sh command that replays a recorded request byte
 // for byte to baseURL (the address's public URL): method, raw path, every
 // header in order with repeats, and the body. It is the console's Copy as
 // curl (console/web/assets/curl.js): the sender's bytes reach the shell
 // only inside single quotes and curl only as data; the body is piped as
 // base64 through base64 -d into --data-binary @-, so curl reads no file
 // (a body "@.env" would upload a local file) and a NUL survives.
-func curlCommand(method, baseURL, path string, headers []curlHeader, bodyBase64 string, bodySize int) string {
+func Command(method, baseURL, path string, headers []Header, bodyBase64 string, bodySize int) string {
 	url := strings.TrimRight(baseURL, "/") + path
 	parts := []string{"curl"}
 	names := map[string]bool{}
 	for _, h := range headers {
-		names[strings.ToLower(h.name)] = true
+		names[strings.ToLower(h.Name)] = true
 	}
 	hasBody := bodySize > 0 || bodyBase64 != ""
 	if method == "HEAD" {
@@ -44,14 +46,14 @@ func curlCommand(method, baseURL, path string, headers []curlHeader, bodyBase64 
 	}
 	parts = append(parts, shellQuote(url))
 	for _, h := range headers {
-		switch strings.ToLower(h.name) {
+		switch strings.ToLower(h.Name) {
 		case "host", "content-length":
 			continue // curl computes them from the URL and the body
 		}
-		if h.value == "" {
-			parts = append(parts, "-H", shellQuote(h.name+";"))
+		if h.Value == "" {
+			parts = append(parts, "-H", shellQuote(h.Name+";"))
 		} else {
-			parts = append(parts, "-H", shellQuote(h.name+": "+h.value))
+			parts = append(parts, "-H", shellQuote(h.Name+": "+h.Value))
 		}
 	}
 	for _, name := range []string{"User-Agent", "Accept"} {

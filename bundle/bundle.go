@@ -1,12 +1,11 @@
-package main
-
-// A replay bundle (docs/exports.md) is JSON lines: a header line
+// Package bundle is the replay bundle (docs/exports.md): JSON lines: a header line
 // {"relay_bundle":1,...}, then one line per delivery, oldest first, with
 // the recorded request's exact bytes. `relay deliveries export --format
 // bundle` writes it; `relay replay` reads it without a relay. This file is
 // the format: its lines, the reader with its limits, and the validation
 // that keeps a hand-edited or hostile bundle from making replay write
 // anything but one well-formed HTTP/1.1 request per line.
+package bundle
 
 import (
 	"bufio"
@@ -24,16 +23,16 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// bundleVersion is the relay_bundle value this program writes and reads.
-const bundleVersion = 1
+// Version is the relay_bundle value this program writes and reads.
+const Version = 1
 
-// maxBundleLine bounds one line of a bundle, and so what replay holds in
+// MaxLine bounds one line of a bundle, and so what replay holds in
 // memory per request: a stored body of 24 MiB in base64 with its headers
 // fits (the relay stores 256 KiB by default, --capture-cap).
-const maxBundleLine = 32 << 20
+const MaxLine = 32 << 20
 
-// bundleHeader is the first line of a bundle.
-type bundleHeader struct {
+// Header is the first line of a bundle.
+type Header struct {
 	RelayBundle int    `json:"relay_bundle"`
 	Address     string `json:"address"`
 	URL         string `json:"url"`
@@ -41,43 +40,43 @@ type bundleHeader struct {
 	Creator     string `json:"creator"`
 }
 
-// bundleField is a header of a bundle line: the value as text when it is
+// Field is a header of a bundle line: the value as text when it is
 // valid UTF-8, else its bytes in valueBase64 (exactly one of the two).
-type bundleField struct {
+type Field struct {
 	Name        string  `json:"name"`
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 *string `json:"valueBase64,omitempty"`
 }
 
-// bundleLine is one delivery of a bundle as written; pointers tell a
+// Line is one delivery of a bundle as written; pointers tell a
 // missing field from a zero one when reading.
-type bundleLine struct {
-	ID             string        `json:"id"`
-	ReceivedAt     string        `json:"receivedAt"`
-	Method         string        `json:"method"`
-	Path           string        `json:"path"`
-	PathBase64     *string       `json:"pathBase64,omitempty"`
-	HTTPVersion    string        `json:"httpVersion,omitempty"`
-	Headers        []bundleField `json:"headers"`
-	DroppedHeaders int           `json:"droppedHeaders,omitempty"`
-	BodyBase64     *string       `json:"bodyBase64"`
-	BodySize       *int64        `json:"bodySize"`
-	Complete       *bool         `json:"complete"`
-	ResponseStatus *int          `json:"responseStatus,omitempty"`
+type Line struct {
+	ID             string  `json:"id"`
+	ReceivedAt     string  `json:"receivedAt"`
+	Method         string  `json:"method"`
+	Path           string  `json:"path"`
+	PathBase64     *string `json:"pathBase64,omitempty"`
+	HTTPVersion    string  `json:"httpVersion,omitempty"`
+	Headers        []Field `json:"headers"`
+	DroppedHeaders int     `json:"droppedHeaders,omitempty"`
+	BodyBase64     *string `json:"bodyBase64"`
+	BodySize       *int64  `json:"bodySize"`
+	Complete       *bool   `json:"complete"`
+	ResponseStatus *int    `json:"responseStatus,omitempty"`
 }
 
-// textOrBase64 is a bundleField for the exact bytes of value.
-func textOrBase64(name, value string) bundleField {
+// textOrBase64 is a Field for the exact bytes of value.
+func textOrBase64(name, value string) Field {
 	if utf8.ValidString(value) {
-		return bundleField{Name: name, Value: &value}
+		return Field{Name: name, Value: &value}
 	}
 	b := base64.StdEncoding.EncodeToString([]byte(value))
-	return bundleField{Name: name, ValueBase64: &b}
+	return Field{Name: name, ValueBase64: &b}
 }
 
-// bundleRequest is a bundle line read and checked: exact bytes, ready to
+// Request is a bundle line read and checked: exact bytes, ready to
 // be written as an HTTP/1.1 request.
-type bundleRequest struct {
+type Request struct {
 	ID, ReceivedAt string
 	Method         string
 	Target         string // the raw request target: path and query
@@ -92,10 +91,10 @@ type bundleRequest struct {
 	addLength bool // recorded with no framing header (HTTP/2) but a body
 }
 
-// skipReason says why replay does not send r, or "" when it does: a body
+// SkipReason says why replay does not send r, or "" when it does: a body
 // or headers stored in part are not the request the sender made, and a
 // provider's signature over them would not verify.
-func (r bundleRequest) skipReason() string {
+func (r Request) SkipReason() string {
 	switch {
 	case !r.Complete:
 		return fmt.Sprintf("body stored in part (%d of %d bytes)", len(r.Body), r.BodySize)
@@ -110,43 +109,43 @@ func (r bundleRequest) skipReason() string {
 // header with control bytes, a name with separators), so that a hostile
 // line cannot smuggle a second request into what replay writes, and
 // framing that does not match the body.
-func parseBundleLine(line []byte) (bundleRequest, error) {
-	var l bundleLine
+func ParseLine(line []byte) (Request, error) {
+	var l Line
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&l); err != nil {
-		return bundleRequest{}, fmt.Errorf("not a JSON object: %w", err)
+		return Request{}, fmt.Errorf("not a JSON object: %w", err)
 	}
 	if dec.More() {
-		return bundleRequest{}, errors.New("more than one JSON value")
+		return Request{}, errors.New("more than one JSON value")
 	}
 	switch {
 	case l.ID == "":
-		return bundleRequest{}, errors.New("no id")
+		return Request{}, errors.New("no id")
 	case l.BodyBase64 == nil:
-		return bundleRequest{}, errors.New("no bodyBase64")
+		return Request{}, errors.New("no bodyBase64")
 	case l.Complete == nil:
-		return bundleRequest{}, errors.New("no complete")
+		return Request{}, errors.New("no complete")
 	case l.DroppedHeaders < 0:
-		return bundleRequest{}, errors.New("droppedHeaders is negative")
+		return Request{}, errors.New("droppedHeaders is negative")
 	}
 	if !domain.IsToken(l.Method) {
-		return bundleRequest{}, fmt.Errorf("method %q is not an HTTP method", l.Method)
+		return Request{}, fmt.Errorf("method %q is not an HTTP method", l.Method)
 	}
-	r := bundleRequest{ID: l.ID, ReceivedAt: l.ReceivedAt, Method: l.Method, Target: l.Path,
+	r := Request{ID: l.ID, ReceivedAt: l.ReceivedAt, Method: l.Method, Target: l.Path,
 		Complete: *l.Complete, DroppedHeaders: l.DroppedHeaders}
 	if l.PathBase64 != nil {
 		b, err := base64.StdEncoding.DecodeString(*l.PathBase64)
 		if err != nil {
-			return bundleRequest{}, fmt.Errorf("pathBase64: %w", err)
+			return Request{}, fmt.Errorf("pathBase64: %w", err)
 		}
 		r.Target = string(b)
 	}
 	if err := checkTarget(r.Target); err != nil {
-		return bundleRequest{}, err
+		return Request{}, err
 	}
 	body, err := base64.StdEncoding.DecodeString(*l.BodyBase64)
 	if err != nil {
-		return bundleRequest{}, fmt.Errorf("bodyBase64: %w", err)
+		return Request{}, fmt.Errorf("bodyBase64: %w", err)
 	}
 	r.Body = body
 	r.BodySize = int64(len(body))
@@ -154,24 +153,24 @@ func parseBundleLine(line []byte) (bundleRequest, error) {
 		r.BodySize = *l.BodySize
 	}
 	if r.BodySize < int64(len(body)) || (r.Complete && r.BodySize != int64(len(body))) {
-		return bundleRequest{}, fmt.Errorf("bodySize %d does not fit a body of %d bytes (complete: %v)", r.BodySize, len(body), r.Complete)
+		return Request{}, fmt.Errorf("bodySize %d does not fit a body of %d bytes (complete: %v)", r.BodySize, len(body), r.Complete)
 	}
 	var lengths, codings []string
 	for i, h := range l.Headers {
 		name, value, err := h.bytes()
 		if err != nil {
-			return bundleRequest{}, fmt.Errorf("header %d: %w", i+1, err)
+			return Request{}, fmt.Errorf("header %d: %w", i+1, err)
 		}
 		switch strings.ToLower(name) {
 		case "host":
 			if r.hasHost {
-				return bundleRequest{}, errors.New("more than one Host header")
+				return Request{}, errors.New("more than one Host header")
 			}
 			r.hasHost = true
 		case "content-length":
 			if len(lengths) > 0 {
 				// A server keeps one (they must agree), so none was recorded.
-				return bundleRequest{}, errors.New("more than one Content-Length header")
+				return Request{}, errors.New("more than one Content-Length header")
 			}
 			lengths = append(lengths, value)
 		case "transfer-encoding":
@@ -179,18 +178,18 @@ func parseBundleLine(line []byte) (bundleRequest, error) {
 		}
 		r.Headers = append(r.Headers, [2]string{name, value})
 	}
-	if r.skipReason() != "" {
+	if r.SkipReason() != "" {
 		// Not sent, so its framing need not match the stored part.
 		return r, nil
 	}
 	if err := r.frame(lengths, codings); err != nil {
-		return bundleRequest{}, err
+		return Request{}, err
 	}
 	return r, nil
 }
 
 // bytes is the header's name and its value's exact bytes.
-func (h bundleField) bytes() (name, value string, err error) {
+func (h Field) bytes() (name, value string, err error) {
 	if !domain.IsToken(h.Name) {
 		return "", "", fmt.Errorf("name %q is not a header name", h.Name)
 	}
@@ -219,7 +218,7 @@ func (h bundleField) bytes() (name, value string, err error) {
 // Transfer-Encoding must be chunked, and a request may not have both
 // (a server and a proxy could read them differently). A body recorded
 // with neither (HTTP/2 needs no Content-Length) gets one.
-func (r *bundleRequest) frame(lengths, codings []string) error {
+func (r *Request) frame(lengths, codings []string) error {
 	switch {
 	case len(lengths) > 0 && len(codings) > 0:
 		return errors.New("both Content-Length and Transfer-Encoding")
@@ -269,12 +268,12 @@ func checkFieldValue(v string) error {
 	return nil
 }
 
-// writeRequest writes r as one HTTP/1.1 request for host (the --to URL's
+// WriteRequest writes r as one HTTP/1.1 request for host (the --to URL's
 // authority; the line's own Host header when it has one): the request
 // line with the recorded target, the recorded headers in order with
 // repeats and nothing else but the framing a body recorded without any
 // needs, then the body. prefix goes before the target (--to's path).
-func (r bundleRequest) writeRequest(w io.Writer, host, prefix string) error {
+func (r Request) WriteRequest(w io.Writer, host, prefix string) error {
 	// bufio.Writer keeps its first error for Flush, which returns it.
 	bw := bufio.NewWriter(w)
 	target := r.Target
@@ -309,30 +308,30 @@ func (r bundleRequest) writeRequest(w io.Writer, host, prefix string) error {
 	return bw.Flush()
 }
 
-// bundleReader reads a bundle line by line, each line at most
-// maxBundleLine bytes, so memory stays bounded whatever the file holds.
-type bundleReader struct {
+// Reader reads a bundle line by line, each line at most
+// MaxLine bytes, so memory stays bounded whatever the file holds.
+type Reader struct {
 	r      *bufio.Reader
 	line   int // the number of the line last read
 	buf    []byte
-	Header bundleHeader
+	Header Header
 }
 
-// bundleLineError is a bundle line that cannot be read, by its number.
-type bundleLineError struct {
+// LineError is a bundle line that cannot be read, by its number.
+type LineError struct {
 	Line int
 	Err  error
 }
 
-func (e *bundleLineError) Error() string { return fmt.Sprintf("bundle line %d: %v", e.Line, e.Err) }
-func (e *bundleLineError) Unwrap() error { return e.Err }
+func (e *LineError) Error() string { return fmt.Sprintf("bundle line %d: %v", e.Line, e.Err) }
+func (e *LineError) Unwrap() error { return e.Err }
 
 // newBundleReader reads and checks the header line.
-func newBundleReader(r io.Reader) (*bundleReader, error) {
-	b := &bundleReader{r: bufio.NewReaderSize(r, 64<<10)}
+func NewReader(r io.Reader) (*Reader, error) {
+	b := &Reader{r: bufio.NewReaderSize(r, 64<<10)}
 	line, err := b.readLine()
 	if errors.Is(err, io.EOF) {
-		return nil, &bundleLineError{Line: 1, Err: errors.New("the file is empty: not a relay bundle")}
+		return nil, &LineError{Line: 1, Err: errors.New("the file is empty: not a relay bundle")}
 	}
 	if err != nil {
 		return nil, err
@@ -341,38 +340,38 @@ func newBundleReader(r io.Reader) (*bundleReader, error) {
 		RelayBundle *int `json:"relay_bundle"`
 	}
 	if json.Unmarshal(line, &head) != nil || head.RelayBundle == nil {
-		return nil, &bundleLineError{Line: 1, Err: errors.New(`not a relay bundle (the first line has no "relay_bundle")`)}
+		return nil, &LineError{Line: 1, Err: errors.New(`not a relay bundle (the first line has no "relay_bundle")`)}
 	}
-	if *head.RelayBundle != bundleVersion {
-		return nil, &bundleLineError{Line: 1, Err: fmt.Errorf("bundle version %d; this relay reads version %d", *head.RelayBundle, bundleVersion)}
+	if *head.RelayBundle != Version {
+		return nil, &LineError{Line: 1, Err: fmt.Errorf("bundle version %d; this relay reads version %d", *head.RelayBundle, Version)}
 	}
 	if err := json.Unmarshal(line, &b.Header); err != nil {
-		return nil, &bundleLineError{Line: 1, Err: err}
+		return nil, &LineError{Line: 1, Err: err}
 	}
 	return b, nil
 }
 
-// next reads the next delivery; io.EOF after the last.
-func (b *bundleReader) next() (bundleRequest, error) {
+// Next reads the next delivery; io.EOF after the last.
+func (b *Reader) Next() (Request, error) {
 	line, err := b.readLine()
 	if err != nil {
-		return bundleRequest{}, err
+		return Request{}, err
 	}
-	req, err := parseBundleLine(line)
+	req, err := ParseLine(line)
 	if err != nil {
-		return bundleRequest{}, &bundleLineError{Line: b.line, Err: err}
+		return Request{}, &LineError{Line: b.line, Err: err}
 	}
 	return req, nil
 }
 
 // readLine reads one line without its newline, refusing an empty line and
-// one longer than maxBundleLine (the rest of it is not read).
-func (b *bundleReader) readLine() ([]byte, error) {
+// one longer than MaxLine (the rest of it is not read).
+func (b *Reader) readLine() ([]byte, error) {
 	b.buf = b.buf[:0]
 	for {
 		chunk, err := b.r.ReadSlice('\n')
-		if len(b.buf)+len(chunk) > maxBundleLine+1 {
-			return nil, &bundleLineError{Line: b.line + 1, Err: fmt.Errorf("longer than %d MiB", maxBundleLine>>20)}
+		if len(b.buf)+len(chunk) > MaxLine+1 {
+			return nil, &LineError{Line: b.line + 1, Err: fmt.Errorf("longer than %d MiB", MaxLine>>20)}
 		}
 		b.buf = append(b.buf, chunk...)
 		switch {
@@ -386,7 +385,7 @@ func (b *bundleReader) readLine() ([]byte, error) {
 		b.line++
 		line := bytes.TrimSuffix(bytes.TrimSuffix(b.buf, []byte("\n")), []byte("\r"))
 		if len(bytes.TrimSpace(line)) == 0 {
-			return nil, &bundleLineError{Line: b.line, Err: errors.New("empty line")}
+			return nil, &LineError{Line: b.line, Err: errors.New("empty line")}
 		}
 		return line, nil
 	}

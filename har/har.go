@@ -1,8 +1,8 @@
-package main
-
-// HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/) as `relay
-// deliveries export` writes it; docs/exports.md maps every field. The
-// document is written entry by entry: only one delivery is held at a time.
+// Package har writes HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/)
+// as `relay deliveries export` writes it; docs/exports.md maps every field.
+// The document is written entry by entry: only one delivery is held at a
+// time.
+package har
 
 import (
 	"encoding/base64"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relayhq/relay/deliveryjson"
 )
 
 type harNameValue struct {
@@ -106,8 +108,8 @@ type harRelay struct {
 	BodyUnread     bool    `json:"bodyUnread"`
 	DroppedHeaders int     `json:"droppedHeaders"`
 	// Incomplete says what is not stored; absent when all of it is.
-	Incomplete string        `json:"incomplete,omitempty"`
-	Attempts   []attemptJSON `json:"attempts"`
+	Incomplete string                 `json:"incomplete,omitempty"`
+	Attempts   []deliveryjson.Attempt `json:"attempts"`
 }
 
 type harEntry struct {
@@ -121,15 +123,18 @@ type harEntry struct {
 	Relay           harRelay    `json:"_relay"`
 }
 
-// harWriter streams a HAR document: the log's head, the entries as they
+// Writer streams a HAR document: the log's head, the entries as they
 // come, then the closing brackets.
-type harWriter struct {
+type Writer struct {
 	w       io.Writer
 	baseURL string
 	n       int
 }
 
-func (h *harWriter) begin(m exportMeta) error {
+// NewWriter is a Writer to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+func (h *Writer) Begin(m deliveryjson.Meta) error {
 	h.baseURL = strings.TrimRight(m.URL, "/")
 	head := struct {
 		Version string `json:"version"`
@@ -145,7 +150,7 @@ func (h *harWriter) begin(m exportMeta) error {
 			Filter     string `json:"filter"`
 		} `json:"_relay"`
 	}{Version: "1.2", Comment: fmt.Sprintf("Deliveries of %s (%s), oldest first: %s", m.Address, m.URL, m.Filter)}
-	head.Creator.Name, head.Creator.Version = "relay", versionText()
+	head.Creator.Name, head.Creator.Version = "relay", m.Version
 	head.Relay.Address, head.Relay.URL, head.Relay.ExportedAt, head.Relay.Filter = m.Address, m.URL, m.ExportedAt.Format(time.RFC3339Nano), m.Filter
 	b, err := marshalJSON(head)
 	if err != nil {
@@ -157,7 +162,7 @@ func (h *harWriter) begin(m exportMeta) error {
 	return err
 }
 
-func (h *harWriter) entry(d exportDelivery) error {
+func (h *Writer) Entry(d deliveryjson.Export) error {
 	b, err := marshalJSON(harEntryOf(d, h.baseURL))
 	if err != nil {
 		return fmt.Errorf("delivery %s: %w", d.ID, err)
@@ -171,7 +176,7 @@ func (h *harWriter) entry(d exportDelivery) error {
 	return err
 }
 
-func (h *harWriter) end() error {
+func (h *Writer) End() error {
 	_, err := io.WriteString(h.w, "\n]}}\n")
 	return err
 }
@@ -188,9 +193,9 @@ func marshalJSON(v any) ([]byte, error) {
 }
 
 // harEntryOf maps a delivery to a HAR entry (docs/exports.md).
-func harEntryOf(d exportDelivery, baseURL string) harEntry {
-	body := d.body()
-	target := d.target()
+func harEntryOf(d deliveryjson.Export, baseURL string) harEntry {
+	body := d.Body()
+	target := d.Target()
 	e := harEntry{
 		StartedDateTime: d.ReceivedAt,
 		Request: harRequest{
@@ -201,10 +206,10 @@ func harEntryOf(d exportDelivery, baseURL string) harEntry {
 		Timings: harTimings{Blocked: -1, DNS: -1, Connect: -1, SSL: -1},
 		Relay: harRelay{DeliveryID: d.ID, Address: d.Address, Path: d.Path, PathBase64: d.PathBase64,
 			Complete: d.Complete, BodySize: d.BodySize, StoredBytes: len(body), BodyUnread: d.BodyUnread,
-			DroppedHeaders: d.DroppedHeaders, Incomplete: d.incompleteText(), Attempts: d.Attempts},
+			DroppedHeaders: d.DroppedHeaders, Incomplete: d.IncompleteText(), Attempts: d.Attempts},
 	}
 	if e.Relay.Attempts == nil {
-		e.Relay.Attempts = []attemptJSON{}
+		e.Relay.Attempts = []deliveryjson.Attempt{}
 	}
 	for _, h := range d.Headers {
 		if strings.EqualFold(h.Name, "Cookie") {
@@ -240,7 +245,7 @@ func harEntryOf(d exportDelivery, baseURL string) harEntry {
 // harResponseOf is the answer the relay recorded for d: for a retried
 // delivery the latest attempt's (so says its comment), and status 0, as
 // browsers write a request with no answer, when none is recorded yet.
-func harResponseOf(d exportDelivery) harResponse {
+func harResponseOf(d deliveryjson.Export) harResponse {
 	r := harResponse{HTTPVersion: d.HTTPVersion, Cookies: []harCookie{}, Headers: harHeaders(d.ResponseHeaders),
 		HeadersSize: -1, BodySize: -1, RedirectURL: headerValue(d.ResponseHeaders, "Location")}
 	r.Content.MimeType = headerValue(d.ResponseHeaders, "Content-Type")
@@ -286,7 +291,7 @@ func textOrEncoded(b []byte) (text, encoding string) {
 	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
-func harHeaders(hs []headerJSON) []harHeader {
+func harHeaders(hs []deliveryjson.Header) []harHeader {
 	out := make([]harHeader, 0, len(hs))
 	for _, h := range hs {
 		out = append(out, harHeader(h))
@@ -295,7 +300,7 @@ func harHeaders(hs []headerJSON) []harHeader {
 }
 
 // headerValue is the first value of a header, or "".
-func headerValue(hs []headerJSON, name string) string {
+func headerValue(hs []deliveryjson.Header, name string) string {
 	for _, h := range hs {
 		if strings.EqualFold(h.Name, name) {
 			return h.Value

@@ -1,9 +1,12 @@
-package main
+package har
 
 import (
+	"encoding/base64"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relayhq/relay/deliveryjson"
 )
 
 // TestHARQueryString: parameters in order with repeats, decoded as a form
@@ -35,20 +38,20 @@ func TestHARResponse(t *testing.T) {
 	bytesOf := func(s string) *string { e := b64(s); return &e }
 	tests := []struct {
 		name     string
-		d        exportDelivery
+		d        deliveryjson.Export
 		status   int
 		text     string
 		encoding string
 		bodySize int
 		comment  string // in the response's or its content's comment; "" for none
 	}{
-		{name: "no answer yet", d: exportDelivery{}, status: 0, bodySize: -1, comment: "no answer recorded yet"},
-		{name: "the relay's 204", d: exportDelivery{ResponseStatus: status(204)}, status: 204, bodySize: 0},
-		{name: "an answer not captured", d: exportDelivery{ResponseStatus: status(503)}, status: 503, bodySize: -1, comment: "body not recorded"},
-		{name: "a text answer", d: exportDelivery{ResponseStatus: status(200), ResponseBodyBase64: bytesOf("ok")}, status: 200, text: "ok", bodySize: 2},
-		{name: "a binary answer", d: exportDelivery{ResponseStatus: status(200), ResponseBodyBase64: bytesOf("\xff\x00")}, status: 200, text: "/wA=", encoding: "base64", bodySize: 2},
-		{name: "after a retry", d: exportDelivery{ResponseStatus: status(200), ResponseBodyBase64: bytesOf(""),
-			Attempts: []attemptJSON{{Status: status(502)}, {Status: status(200), Retry: true}}}, status: 200, bodySize: 0, comment: "latest attempt (a retry)"},
+		{name: "no answer yet", d: deliveryjson.Export{}, status: 0, bodySize: -1, comment: "no answer recorded yet"},
+		{name: "the relay's 204", d: deliveryjson.Export{ResponseStatus: status(204)}, status: 204, bodySize: 0},
+		{name: "an answer not captured", d: deliveryjson.Export{ResponseStatus: status(503)}, status: 503, bodySize: -1, comment: "body not recorded"},
+		{name: "a text answer", d: deliveryjson.Export{ResponseStatus: status(200), ResponseBodyBase64: bytesOf("ok")}, status: 200, text: "ok", bodySize: 2},
+		{name: "a binary answer", d: deliveryjson.Export{ResponseStatus: status(200), ResponseBodyBase64: bytesOf("\xff\x00")}, status: 200, text: "/wA=", encoding: "base64", bodySize: 2},
+		{name: "after a retry", d: deliveryjson.Export{ResponseStatus: status(200), ResponseBodyBase64: bytesOf(""),
+			Attempts: []deliveryjson.Attempt{{Status: status(502)}, {Status: status(200), Retry: true}}}, status: 200, bodySize: 0, comment: "latest attempt (a retry)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,3 +67,5 @@ func TestHARResponse(t *testing.T) {
 		})
 	}
 }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

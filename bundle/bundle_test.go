@@ -1,4 +1,4 @@
-package main
+package bundle
 
 import (
 	"bufio"
@@ -18,15 +18,15 @@ const testBundleHead = `{"relay_bundle":1,"address":"abc","url":"http://abc.loca
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 // readBundle reads every request of a bundle, stopping at the first error.
-func readBundle(t *testing.T, text string) ([]bundleRequest, error) {
+func readBundle(t *testing.T, text string) ([]Request, error) {
 	t.Helper()
-	br, err := newBundleReader(strings.NewReader(text))
+	br, err := NewReader(strings.NewReader(text))
 	if err != nil {
 		return nil, err
 	}
-	var out []bundleRequest
+	var out []Request
 	for {
-		r, err := br.next()
+		r, err := br.Next()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
@@ -82,7 +82,7 @@ func TestBundleReader(t *testing.T) {
 		{name: "a coding other than chunked", lines: []string{`{"id":"d","method":"POST","path":"/","headers":[{"name":"Transfer-Encoding","value":"gzip"}],"bodyBase64":"","complete":true}`}, err: "only chunked"},
 		{name: "two Hosts", lines: []string{`{"id":"d","method":"GET","path":"/","headers":[{"name":"Host","value":"a"},{"name":"Host","value":"b"}],"bodyBase64":"","complete":true}`}, err: "more than one Host"},
 		{name: "bodySize below the stored body", lines: []string{`{"id":"d","method":"POST","path":"/","headers":[],"bodyBase64":"` + b64("abc") + `","bodySize":1,"complete":false}`}, err: "bodySize 1 does not fit"},
-		{name: "a line over the limit", lines: []string{good, `{"id":"` + strings.Repeat("x", maxBundleLine) + `"}`}, want: 1, err: "bundle line 3: longer than 32 MiB"},
+		{name: "a line over the limit", lines: []string{good, `{"id":"` + strings.Repeat("x", MaxLine) + `"}`}, want: 1, err: "bundle line 3: longer than 32 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestBundleRequestExactBytes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := parseBundleLine([]byte(tt.line))
+			r, err := ParseLine([]byte(tt.line))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +161,7 @@ func TestBundleRequestExactBytes(t *testing.T) {
 				prefix = "/api"
 			}
 			var b bytes.Buffer
-			if err := r.writeRequest(&b, "localhost:3000", prefix); err != nil {
+			if err := r.WriteRequest(&b, "localhost:3000", prefix); err != nil {
 				t.Fatal(err)
 			}
 			if b.String() != tt.want {
@@ -187,8 +187,8 @@ func FuzzParseBundleLine(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		r, err := parseBundleLine(line)
-		if err != nil || r.skipReason() != "" {
+		r, err := ParseLine(line)
+		if err != nil || r.SkipReason() != "" {
 			return
 		}
 		for _, h := range r.Headers {
@@ -199,7 +199,7 @@ func FuzzParseBundleLine(f *testing.F) {
 			}
 		}
 		var wire bytes.Buffer
-		if err := r.writeRequest(&wire, "replay.test", ""); err != nil {
+		if err := r.WriteRequest(&wire, "replay.test", ""); err != nil {
 			t.Fatal(err)
 		}
 		rd := bufio.NewReader(bytes.NewReader(wire.Bytes()))
