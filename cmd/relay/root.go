@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/replay"
 )
 
@@ -47,7 +48,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 	root.AddCommand(
 		serveCommand(env, stdout, stderr),
 		agentCommand(env, stdout, stderr),
-		eventsCommand(env, stdout, stderr),
+		events.Command(env, stdout, stderr),
 		accountsCommand(env, stdout, stderr),
 		listenCommand(env, stdin, stdout, stderr),
 		endpointsCommand(env, stdout),

@@ -1,4 +1,6 @@
-package main
+// package events is `relay events`: the operator's commands on the event
+// log and its evidence (package evidence) — export, verify, rebuild, prove.
+package events
 
 import (
 	"context"
@@ -21,7 +23,9 @@ import (
 	"github.com/relayhq/relay/logexport"
 )
 
-func eventsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+// Command is `relay events`: export, verify and rebuild from the event log,
+// and prove or check one delivery's record (docs/evidence.md).
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, eventstoreURL string
 	cmd := &cobra.Command{
 		Use:   "events",
