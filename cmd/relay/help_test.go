@@ -10,6 +10,7 @@ import (
 
 	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/replay"
+	"github.com/relayhq/relay/cli/serve"
 )
 
 // TestEveryCommandHasHelp: every command of relay --help has a short
@@ -23,7 +24,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	root := &cobra.Command{Use: "relay"}
 	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
 		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
-		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serveCommand(nil, &out, &out), events.Command(nil, &out, &out),
+		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
 		accountsCommand(nil, &out, &out), versionCommand(&out))
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/replay"
+	"github.com/relayhq/relay/cli/serve"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -46,7 +47,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(
-		serveCommand(env, stdout, stderr),
+		serve.Command(env, stdout, stderr),
 		agentCommand(env, stdout, stderr),
 		events.Command(env, stdout, stderr),
 		accountsCommand(env, stdout, stderr),

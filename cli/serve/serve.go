@@ -1,4 +1,6 @@
-package main
+// Package serve is `relay serve`: its flags (config.go), their checks
+// (validate.go), and the wiring of the relay's servers (package app).
+package serve
 
 import (
 	"context"
@@ -32,7 +34,8 @@ import (
 // next request on a kept-alive one).
 const headerTimeout = 30 * time.Second
 
-func serveCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+// Command is `relay serve`: the relay itself.
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfg serveConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
