@@ -131,3 +131,12 @@ func NormalServer(s string) (string, error) {
 	}
 	return s, nil
 }
+
+// ConsolePage is a console page's URL: the whole URL the relay gave when
+// its console has a host of its own, else path on the server's URL.
+func ConsolePage(server, path string, whole *string) string {
+	if whole != nil && *whole != "" {
+		return *whole
+	}
+	return strings.TrimRight(server, "/") + path
+}

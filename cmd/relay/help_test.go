@@ -8,9 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/cli/accounts"
 	"github.com/relayhq/relay/cli/events"
+	"github.com/relayhq/relay/cli/login"
+	"github.com/relayhq/relay/cli/members"
 	"github.com/relayhq/relay/cli/replay"
 	"github.com/relayhq/relay/cli/serve"
+	"github.com/relayhq/relay/cli/tokens"
 )
 
 // TestEveryCommandHasHelp: every command of relay --help has a short
@@ -24,8 +28,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	root := &cobra.Command{Use: "relay"}
 	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
 		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
-		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
-		accountsCommand(nil, &out, &out), versionCommand(&out))
+		login.Command(nil, nil, &out, &out), login.LogoutCommand(nil, &out, &out), tokens.Command(nil, &out), members.Command(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
+		accounts.Command(nil, &out, &out), versionCommand(&out))
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, sub := range c.Commands() {

@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/internal/signatures"
@@ -104,8 +105,8 @@ code 2.`,
 			}
 			ctx := c.Context()
 			client, err := conn.LoggedIn(c.Flags(), env)
-			if notLoggedIn(err) {
-				client, err = firstLogin(ctx, &conn, signup, env, stdin, stderr)
+			if login.NotLoggedIn(err) {
+				client, err = login.FirstLogin(ctx, &conn, signup, env, stdin, stderr)
 			}
 			if err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/login"
 )
 
 // openJSON is `relay open -o json`.
@@ -57,7 +58,7 @@ the address bar. The link holds the token: do not share it. Without a login
 			}
 			link := strings.TrimRight(conn.Server, "/") + page
 			if conn.Token != "" {
-				if _, _, err := checkToken(c.Context(), conn.Client(conn.Token)); err != nil {
+				if _, _, err := login.CheckToken(c.Context(), conn.Client(conn.Token)); err != nil {
 					return err
 				}
 				link += "#token=" + url.QueryEscape(conn.Token)

@@ -7,10 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/cli/accounts"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/events"
+	"github.com/relayhq/relay/cli/login"
+	"github.com/relayhq/relay/cli/members"
 	"github.com/relayhq/relay/cli/replay"
 	"github.com/relayhq/relay/cli/serve"
+	"github.com/relayhq/relay/cli/tokens"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -50,11 +54,11 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		serve.Command(env, stdout, stderr),
 		agentCommand(env, stdout, stderr),
 		events.Command(env, stdout, stderr),
-		accountsCommand(env, stdout, stderr),
+		accounts.Command(env, stdout, stderr),
 		listenCommand(env, stdin, stdout, stderr),
 		endpointsCommand(env, stdout),
-		tokensCommand(env, stdout),
-		membersCommand(env, stdout),
+		tokens.Command(env, stdout),
+		members.Command(env, stdout),
 		inspectorCommand(env, stdout),
 		statsCommand(env, stdout),
 		deliveriesCommand(env, stdout, stderr),
@@ -62,8 +66,8 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		openCommand(env, stdout, stderr),
 		retryCommand(env, stdout),
 		replay.Command(stdout),
-		loginCommand(env, stdin, stdout, stderr),
-		logoutCommand(env, stdout, stderr),
+		login.Command(env, stdin, stdout, stderr),
+		login.LogoutCommand(env, stdout, stderr),
 		versionCommand(stdout),
 	)
 	groupCommands(root)

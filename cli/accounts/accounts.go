@@ -1,4 +1,4 @@
-package main
+package accounts
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-func accountsCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
 	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites; set their quotas and read their usage (the operator)",
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice`}
@@ -125,7 +125,7 @@ relay login --server URL --signup NAME --invite CODE.`,
 				return fmt.Errorf("create invite: %w", err)
 			}
 			inv := res.CreateInvite
-			link := consolePage(conn.Server, inv.Path, inv.URL)
+			link := cmdutil.ConsolePage(conn.Server, inv.Path, inv.URL)
 			if out.JSON() {
 				return cmdutil.WriteJSON(stdout, inviteJSON{Code: inv.Code, URL: link, ExpiresAt: inv.ExpiresAt})
 			}

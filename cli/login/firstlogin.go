@@ -1,4 +1,4 @@
-package main
+package login
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 	"github.com/relayhq/relay/clientconfig"
 )
 
-// firstLogin logs in a command that found no token (relay listen), so the
+// FirstLogin logs in a command that found no token (relay listen), so the
 // first webhook needs no separate `relay login`: --signup NAME creates an
 // account; on a terminal it offers to sign up (a relay on this machine
 // that allows it) or to log in through the browser (the device flow);
 // elsewhere it says how. The token is stored as `relay login` stores it,
 // unless a login for another relay is stored: that one is kept, and this
 // token serves this run only.
-func firstLogin(ctx context.Context, conn *cmdutil.Connection, signup string, env func(string) string, stdin io.Reader, stderr io.Writer) (*apiclient.Client, error) {
+func FirstLogin(ctx context.Context, conn *cmdutil.Connection, signup string, env func(string) string, stdin io.Reader, stderr io.Writer) (*apiclient.Client, error) {
 	stored, path, err := clientconfig.Load()
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func firstLogin(ctx context.Context, conn *cmdutil.Connection, signup string, en
 		return nil, cmdutil.Usage(fmt.Errorf("not logged in to %s: run `relay login --server %s` (approve in the browser), "+
 			"or add --signup NAME to create an account on a relay that allows sign-up (or pass --token, or set RELAY_TOKEN)", conn.Server, conn.Server))
 	}
-	_, me, err := checkToken(ctx, conn.Client(token))
+	_, me, err := CheckToken(ctx, conn.Client(token))
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", conn.Server, err)
 	}
@@ -90,6 +90,6 @@ func localServer(server string) bool {
 	return host == "localhost" || strings.HasSuffix(host, ".localhost") || (ip != nil && ip.IsLoopback())
 }
 
-// notLoggedIn reports whether err is the refusal of a command that has
+// NotLoggedIn reports whether err is the refusal of a command that has
 // no token.
-func notLoggedIn(err error) bool { return errors.Is(err, cmdutil.ErrNotLoggedIn) }
+func NotLoggedIn(err error) bool { return errors.Is(err, cmdutil.ErrNotLoggedIn) }

@@ -1,4 +1,4 @@
-package main
+package tokens
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type createdTokenJSON struct {
 
 const tokenFields = `id name createdAt lastUsedAt expiresAt current`
 
-func tokensCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "tokens",
 		Aliases: []string{"token"},
@@ -169,8 +169,8 @@ func revokeToken(ctx context.Context, client *apiclient.Client, id string) error
 	return client.Do(ctx, `mutation($id: ID!){ revokeToken(id: $id) }`, map[string]any{"id": id}, nil)
 }
 
-// revokeCurrentToken revokes the token client uses, and returns its name.
-func revokeCurrentToken(ctx context.Context, client *apiclient.Client) (string, error) {
+// RevokeCurrent revokes the token client uses, and returns its name.
+func RevokeCurrent(ctx context.Context, client *apiclient.Client) (string, error) {
 	list, err := listTokens(ctx, client)
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package main
+package members
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type memberInviteJSON struct {
 	ExpiresAt string `json:"expiresAt"`
 }
 
-func membersCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "members",
 		Aliases: []string{"member"},
@@ -120,7 +120,7 @@ func membersInviteCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			if err := client.Do(c.Context(), q, vars, &res); err != nil {
 				return fmt.Errorf("invite: %w", err)
 			}
-			inv := memberInviteJSON{URL: consolePage(client.Server, res.CreateMemberInvite.Path, res.CreateMemberInvite.URL),
+			inv := memberInviteJSON{URL: cmdutil.ConsolePage(client.Server, res.CreateMemberInvite.Path, res.CreateMemberInvite.URL),
 				Role: res.CreateMemberInvite.Role, ExpiresAt: res.CreateMemberInvite.ExpiresAt}
 			if out.JSON() {
 				return cmdutil.WriteJSON(stdout, inv)

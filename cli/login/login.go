@@ -1,4 +1,4 @@
-package main
+package login
 
 import (
 	"context"
@@ -15,10 +15,11 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/tokens"
 	"github.com/relayhq/relay/clientconfig"
 )
 
-func loginCommand(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+func Command(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
 	var signup, invite string
@@ -100,7 +101,7 @@ relay tokens revoke ID stops it).`,
 					return cmdutil.Usage(errors.New("no token: pass --token T, set RELAY_TOKEN, pipe it on standard input, or use --signup NAME"))
 				}
 			}
-			n, me, err := checkToken(ctx, conn.Client(conn.Token))
+			n, me, err := CheckToken(ctx, conn.Client(conn.Token))
 			if err != nil {
 				return fmt.Errorf("login to %s: %w", conn.Server, err)
 			}
@@ -135,7 +136,7 @@ func keepStoredLogin(ctx context.Context, conn cmdutil.Connection, stored client
 	if force || stored.Token == "" || strings.TrimRight(stored.Server, "/") != strings.TrimRight(conn.Server, "/") {
 		return nil
 	}
-	n, me, err := checkToken(ctx, conn.Client(stored.Token))
+	n, me, err := CheckToken(ctx, conn.Client(stored.Token))
 	var apiErr *apiclient.Error
 	if errors.As(err, &apiErr) && apiErr.Code == "UNAUTHENTICATED" {
 		return nil
@@ -148,7 +149,7 @@ func keepStoredLogin(ctx context.Context, conn cmdutil.Connection, stored client
 		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.Server, who, what))
 }
 
-func logoutCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func LogoutCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var local bool
 	cmd := &cobra.Command{
@@ -178,7 +179,7 @@ removed (the token would stay valid on the relay): try again, or pass
 			var revoked string
 			if !local {
 				conn.Server = stored.Server
-				name, err := revokeCurrentToken(c.Context(), conn.Client(stored.Token))
+				name, err := tokens.RevokeCurrent(c.Context(), conn.Client(stored.Token))
 				var apiErr *apiclient.Error
 				switch {
 				case errors.As(err, &apiErr) && apiErr.Code == "UNAUTHENTICATED":
@@ -228,7 +229,7 @@ func deviceLogin(ctx context.Context, client *apiclient.Client, server string, s
 		return "", fmt.Errorf("ask for a device code: %w", err)
 	}
 	dc := code.RequestDeviceCode
-	page := consolePage(server, dc.VerificationPath, dc.VerificationURL)
+	page := cmdutil.ConsolePage(server, dc.VerificationPath, dc.VerificationURL)
 	fmt.Fprintf(stderr, "To log in, open %s?code=%s in a browser where you are signed in to the relay,\n", page, url.QueryEscape(dc.UserCode))
 	fmt.Fprintf(stderr, "check that it shows the code %s, and approve it (this machine: %s).\n", dc.UserCode, name)
 	fmt.Fprintf(stderr, "Waiting for approval (the code expires in %d minutes; Ctrl-C to stop)...\n", max(1, dc.ExpiresIn/60))
@@ -299,9 +300,9 @@ type accountJSON struct {
 	Name string `json:"name"`
 }
 
-// checkToken asks for something only a valid token may read, so a login
+// CheckToken asks for something only a valid token may read, so a login
 // never stores a token the relay refuses.
-func checkToken(ctx context.Context, client *apiclient.Client) (endpoints int, account accountJSON, err error) {
+func CheckToken(ctx context.Context, client *apiclient.Client) (endpoints int, account accountJSON, err error) {
 	const q = `{ me{ id name } endpoints{ id } }`
 	var out struct {
 		Me        *accountJSON
@@ -327,13 +328,4 @@ func readToken(stdin io.Reader) (string, error) {
 		return t, nil
 	}
 	return "", cmdutil.Usage(errors.New("no token on standard input"))
-}
-
-// consolePage is a console page's URL: the whole URL the relay gave when
-// its console has a host of its own, else path on the server's URL.
-func consolePage(server, path string, whole *string) string {
-	if whole != nil && *whole != "" {
-		return *whole
-	}
-	return strings.TrimRight(server, "/") + path
 }
