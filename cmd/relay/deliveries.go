@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/curl"
 	"github.com/relayhq/relay/deliveryjson"
 	"github.com/relayhq/relay/domain/duration"
@@ -408,7 +409,7 @@ func notFound(ref string) error {
 // field: "endpoint" or "inspector".
 func resolveAddress(ctx context.Context, client *apiclient.Client, ref string) (kind, id string, err error) {
 	if client.Token != "" {
-		ep, err := findEndpoint(ctx, client, ref)
+		ep, err := endpoints.Find(ctx, client, ref)
 		if err == nil {
 			return "endpoint", ep.ID, nil
 		}

@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/accounts"
+	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/events"
+	"github.com/relayhq/relay/cli/inspector"
 	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/cli/members"
 	"github.com/relayhq/relay/cli/replay"
@@ -26,8 +28,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	// A fresh tree: run above consumed its own.
 	root := &cobra.Command{Use: "relay"}
-	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
-		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
+	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpoints.Command(nil, &out),
+		inspector.Command(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
 		login.Command(nil, nil, &out, &out), login.LogoutCommand(nil, &out, &out), tokens.Command(nil, &out), members.Command(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
 		accounts.Command(nil, &out, &out), versionCommand(&out))
 	var walk func(c *cobra.Command)

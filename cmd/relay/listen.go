@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
@@ -111,7 +112,7 @@ code 2.`,
 			if err != nil {
 				return err
 			}
-			var eps []endpointJSON
+			var eps []endpoints.Endpoint
 			err = cmdutil.UntilReachable(ctx, stderr, func() (err error) {
 				eps, err = listenEndpoints(ctx, client, args[1:], target.Host, primary, func(name string) bool {
 					return create || cmdutil.Ask(stdin, stderr, fmt.Sprintf("No Endpoint is named %q. Create it, forwarding to %s?", name, args[0]))
@@ -184,11 +185,11 @@ func listenFilters(texts []string, events string) ([]domain.Filter, error) {
 }
 
 // createEndpoint makes an Endpoint named name in PROXY mode to host.
-func createEndpoint(ctx context.Context, client *apiclient.Client, name, host string) (endpointJSON, error) {
-	var res struct{ CreateEndpoint endpointJSON }
+func createEndpoint(ctx context.Context, client *apiclient.Client, name, host string) (endpoints.Endpoint, error) {
+	var res struct{ CreateEndpoint endpoints.Endpoint }
 	in := map[string]any{"name": name, "mode": "PROXY", "target": host}
-	if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
-		return endpointJSON{}, fmt.Errorf("create endpoint %q: %w", name, err)
+	if err := client.Do(ctx, `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpoints.Fields+` } }`, map[string]any{"in": in}, &res); err != nil {
+		return endpoints.Endpoint{}, fmt.Errorf("create endpoint %q: %w", name, err)
 	}
 	return res.CreateEndpoint, nil
 }
@@ -200,12 +201,12 @@ func createEndpoint(ctx context.Context, client *apiclient.Client, name, host st
 // copies, and a copy listener changes nothing of the Endpoint (its mode
 // and stored target belong to the primary or to the Endpoint's settings;
 // a copy's target is its own session's).
-func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string, primary bool, create func(name string) bool) ([]endpointJSON, error) {
-	all, err := listEndpoints(ctx, client)
+func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []string, host string, primary bool, create func(name string) bool) ([]endpoints.Endpoint, error) {
+	all, err := endpoints.List(ctx, client)
 	if err != nil {
 		return nil, err
 	}
-	var chosen []endpointJSON
+	var chosen []endpoints.Endpoint
 	if len(refs) == 0 {
 		name := folderName()
 		for _, e := range all {
@@ -219,11 +220,11 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 			if err != nil {
 				return nil, err
 			}
-			return []endpointJSON{e}, nil
+			return []endpoints.Endpoint{e}, nil
 		}
 	}
 	for _, ref := range refs {
-		e, err := pickEndpoint(all, ref)
+		e, err := endpoints.Pick(all, ref)
 		var apiErr *apiclient.Error
 		if errors.As(err, &apiErr) && apiErr.Code == "NOT_FOUND" {
 			if !create(ref) {
@@ -247,9 +248,9 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 		if e.AgentCount > 0 && !primary {
 			continue // it will receive copies
 		}
-		var res struct{ UpdateEndpoint endpointJSON }
+		var res struct{ UpdateEndpoint endpoints.Endpoint }
 		in := map[string]any{"mode": "PROXY", "target": host}
-		if err := client.Do(ctx, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+endpointFields+` } }`, map[string]any{"id": e.ID, "in": in}, &res); err != nil {
+		if err := client.Do(ctx, `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+endpoints.Fields+` } }`, map[string]any{"id": e.ID, "in": in}, &res); err != nil {
 			return nil, fmt.Errorf("set endpoint %s to PROXY mode: %w", e.ID, err)
 		}
 		chosen[i] = res.UpdateEndpoint
@@ -271,7 +272,7 @@ type targetKeeper struct {
 	stored map[string]string // Endpoint ID → its stored target, as last read or set
 }
 
-func newTargetKeeper(ctx context.Context, o agentcli.Observer, client *apiclient.Client, eps []endpointJSON, host string, status io.Writer) *targetKeeper {
+func newTargetKeeper(ctx context.Context, o agentcli.Observer, client *apiclient.Client, eps []endpoints.Endpoint, host string, status io.Writer) *targetKeeper {
 	k := &targetKeeper{Observer: o, ctx: ctx, client: client, host: host, status: status, stored: map[string]string{}}
 	for _, e := range eps {
 		if e.Target != nil {
@@ -315,26 +316,6 @@ func folderName() string {
 		return "relay-listen"
 	}
 	return name
-}
-
-// pickEndpoint finds an Endpoint by id, else by name, among eps.
-func pickEndpoint(eps []endpointJSON, ref string) (endpointJSON, error) {
-	var byName []endpointJSON
-	for _, e := range eps {
-		if e.ID == ref {
-			return e, nil
-		}
-		if e.Name == ref {
-			byName = append(byName, e)
-		}
-	}
-	switch len(byName) {
-	case 1:
-		return byName[0], nil
-	case 0:
-		return endpointJSON{}, &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token (see relay endpoints list)", ref), Code: "NOT_FOUND"}
-	}
-	return endpointJSON{}, cmdutil.Usage(fmt.Errorf("%d endpoints are named %q: give the id (see relay endpoints list)", len(byName), ref))
 }
 
 // jsonObserver prints the agent's events as JSON lines (listen and agent
@@ -423,7 +404,7 @@ func signatureCheck(scheme, secretFile string, env func(string) string) (func([]
 	}
 	secret := env("RELAY_VERIFY_SECRET")
 	if secretFile != "" {
-		s, err := readSecretFile("--verify-secret-file", secretFile)
+		s, err := endpoints.ReadSecretFile("--verify-secret-file", secretFile)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,9 @@ import (
 
 	"github.com/relayhq/relay/cli/accounts"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/events"
+	"github.com/relayhq/relay/cli/inspector"
 	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/cli/members"
 	"github.com/relayhq/relay/cli/replay"
@@ -56,10 +58,10 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		events.Command(env, stdout, stderr),
 		accounts.Command(env, stdout, stderr),
 		listenCommand(env, stdin, stdout, stderr),
-		endpointsCommand(env, stdout),
+		endpoints.Command(env, stdout),
 		tokens.Command(env, stdout),
 		members.Command(env, stdout),
-		inspectorCommand(env, stdout),
+		inspector.Command(env, stdout),
 		statsCommand(env, stdout),
 		deliveriesCommand(env, stdout, stderr),
 		tailCommand(env, stdout, stderr),

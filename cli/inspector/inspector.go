@@ -1,4 +1,4 @@
-package main
+package inspector
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/endpoints"
 )
 
 // inspectorJSON is an inspector as `relay inspector create -o json` prints it.
@@ -21,13 +22,13 @@ type inspectorJSON struct {
 // inspectorAnswerJSON is an inspector as `relay inspector answer -o json`
 // prints it.
 type inspectorAnswerJSON struct {
-	ID         string          `json:"id"`
-	URL        string          `json:"url"`
-	Answer     *answerJSON     `json:"answer"`
-	Handshakes *handshakesJSON `json:"handshakes"`
+	ID         string                    `json:"id"`
+	URL        string                    `json:"url"`
+	Answer     *endpoints.AnswerJSON     `json:"answer"`
+	Handshakes *endpoints.HandshakesJSON `json:"handshakes"`
 }
 
-func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspector",
 		Short: "Create a guest inspector: a temporary URL that records what it receives",
@@ -81,7 +82,7 @@ func inspectorCommand(env func(string) string, stdout io.Writer) *cobra.Command 
 func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
-	var ans answerFlags
+	var ans endpoints.AnswerFlags
 	cmd := &cobra.Command{
 		Use:   "answer INSPECTOR",
 		Short: "Show or set what an inspector answers, and the handshakes it answers itself (no account needed)",
@@ -98,7 +99,7 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return err
 			}
 			in := map[string]any{}
-			if err := ans.input(c, in); err != nil {
+			if err := ans.Input(c, in); err != nil {
 				return err
 			}
 			vars := map[string]any{"id": args[0], "answer": in["answer"], "handshakes": in["handshakes"]}
@@ -106,7 +107,7 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				SetInspectorAnswer *inspectorAnswerJSON
 				Inspector          *inspectorAnswerJSON
 			}
-			fields := `{ id url ` + answerFields + ` }`
+			fields := `{ id url ` + endpoints.AnswerFields + ` }`
 			var err error
 			if len(in) == 0 {
 				err = conn.Client("").Do(c.Context(), `query($id: ID!){ inspector(id: $id)`+fields+` }`, map[string]any{"id": args[0]}, &res)
@@ -128,12 +129,12 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return cmdutil.WriteJSON(stdout, got)
 			}
 			fmt.Fprintf(stdout, "inspector:   %s\nurl:         %s\n", got.ID, got.URL)
-			printAnswers(stdout, got.Answer, got.Handshakes)
+			endpoints.PrintAnswers(stdout, got.Answer, got.Handshakes)
 			return nil
 		},
 	}
 	conn.Flags(cmd.Flags())
 	out.Flags(cmd.Flags())
-	ans.flags(cmd, false)
+	ans.Flags(cmd, false)
 	return cmd
 }

@@ -1,8 +1,7 @@
-package main
+package endpoints
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,15 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
-	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/domain/duration"
 )
 
-// endpointJSON is an Endpoint as the commands print it with -o json.
-type endpointJSON struct {
+// Endpoint is an Endpoint as the commands print it with -o json.
+type Endpoint struct {
 	ID              string  `json:"id"`
 	Name            string  `json:"name"`
 	URL             string  `json:"url"`
@@ -30,8 +26,8 @@ type endpointJSON struct {
 	CreatedAt       string  `json:"createdAt"`
 	// Answer is what it answers in LOG mode; Handshakes the providers'
 	// verification requests it answers itself (secrets masked).
-	Answer     *answerJSON     `json:"answer"`
-	Handshakes *handshakesJSON `json:"handshakes"`
+	Answer     *AnswerJSON     `json:"answer"`
+	Handshakes *HandshakesJSON `json:"handshakes"`
 	// Filters are the Endpoint's filters in their text form (relay
 	// endpoints update --filter).
 	Filters []filterJSON `json:"filters"`
@@ -64,10 +60,10 @@ type filterJSON struct {
 	Text string `json:"text"`
 }
 
-const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
-	retention{ window seconds isDefault max deletedBefore } ` + answerFields
+const Fields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
+	retention{ window seconds isDefault max deletedBefore } ` + AnswerFields
 
-func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "endpoints",
 		Aliases: []string{"endpoint"},
@@ -104,7 +100,7 @@ func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.C
 			if err != nil {
 				return err
 			}
-			ep, err := findEndpoint(c.Context(), client, args[0])
+			ep, err := Find(c.Context(), client, args[0])
 			if err != nil {
 				return err
 			}
@@ -158,7 +154,7 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			if err != nil {
 				return err
 			}
-			eps, err := listEndpoints(c.Context(), client)
+			eps, err := List(c.Context(), client)
 			if err != nil {
 				return err
 			}
@@ -183,226 +179,7 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 	return cmd
 }
 
-// endpointSettings are the flags of create and update.
-type endpointSettings struct {
-	name, mode, target string
-	capture, noFilters bool
-	filters            []string
-	retention          string
-}
-
-func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
-	fs := cmd.Flags()
-	if withName {
-		fs.StringVar(&s.name, "name", "", "new name")
-	}
-	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent) or LOG (record and answer 204); default PROXY with --target, else LOG")
-	fs.StringVar(&s.target, "target", "", "local target for PROXY mode: PORT, localhost:PORT or 127.0.0.1:PORT")
-	fs.BoolVar(&s.capture, "response-capture", false, "store the local responses' bodies")
-	fs.StringArrayVar(&s.filters, "filter", nil, "forward only deliveries that match (repeatable, all must match; replaces the Endpoint's filters): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B; others are recorded and answered as LOG")
-	if withName {
-		fs.BoolVar(&s.noFilters, "no-filters", false, "remove the Endpoint's filters: forward every delivery")
-	}
-	fs.StringVar(&s.retention, "retention", "", "how long it keeps its deliveries (30d, 12h, 90m), within the relay's bounds; default: the relay's window (relay serve --retention)")
-}
-
-// input is the CreateEndpointInput/UpdateEndpointInput of the flags set.
-func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
-	fs := cmd.Flags()
-	in := map[string]any{}
-	if fs.Changed("name") {
-		in["name"] = s.name
-	}
-	if fs.Changed("target") {
-		t, err := endpointTarget(s.target)
-		if err != nil {
-			return nil, err
-		}
-		in["target"] = t
-	}
-	if fs.Changed("mode") {
-		m := strings.ToUpper(s.mode)
-		if m != "PROXY" && m != "LOG" {
-			return nil, cmdutil.Usage(fmt.Errorf("--mode %q: want PROXY or LOG", s.mode))
-		}
-		in["mode"] = m
-	}
-	if fs.Changed("response-capture") {
-		in["responseCapture"] = s.capture
-	}
-	if fs.Changed("filter") && s.noFilters {
-		return nil, cmdutil.Usage(errors.New("--filter and --no-filters exclude each other"))
-	}
-	if fs.Changed("filter") {
-		parsed, err := domain.ParseFilters(s.filters)
-		if err != nil {
-			return nil, cmdutil.Usage(fmt.Errorf("--filter: %w", err))
-		}
-		in["filters"] = agentcli.FilterInputs(parsed)
-	}
-	if s.noFilters {
-		in["filters"] = []any{}
-	}
-	if fs.Changed("retention") {
-		// Checked here for its form; the relay checks its bounds.
-		if r := strings.TrimSpace(s.retention); r != "default" {
-			if strings.HasPrefix(r, "-") {
-				return nil, cmdutil.Usage(fmt.Errorf("--retention %q: must be positive", s.retention))
-			}
-			d, err := duration.Parse(r)
-			if err != nil {
-				return nil, cmdutil.Usage(fmt.Errorf("--retention: %w", err))
-			}
-			if d <= 0 {
-				return nil, cmdutil.Usage(fmt.Errorf("--retention %q: must be positive", s.retention))
-			}
-		}
-		in["retention"] = strings.TrimSpace(s.retention)
-	}
-	return in, nil
-}
-
-// endpointTarget reads a target as the relay stores it: a port alone is
-// localhost:PORT.
-func endpointTarget(s string) (string, error) {
-	if !strings.Contains(s, ":") {
-		s = "localhost:" + s
-	}
-	if err := domain.ValidateTarget(s); err != nil {
-		return "", cmdutil.Usage(fmt.Errorf("--target: %w", err))
-	}
-	return s, nil
-}
-
-func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn cmdutil.Connection
-	var out cmdutil.Output
-	var s endpointSettings
-	var ans answerFlags
-	cmd := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create an Endpoint and print its public URL",
-		Example: `  relay endpoints create stripe --target 3000
-  relay endpoints create audit-log --mode LOG`,
-		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.Start(c, env, out)
-			if err != nil {
-				return err
-			}
-			in, err := s.input(c)
-			if err != nil {
-				return err
-			}
-			if err := ans.input(c, in); err != nil {
-				return err
-			}
-			in["name"] = args[0]
-			if _, ok := in["mode"]; !ok {
-				in["mode"] = "LOG"
-				if _, ok := in["target"]; ok {
-					in["mode"] = "PROXY"
-				}
-			}
-			var res struct{ CreateEndpoint endpointJSON }
-			if err := client.Do(c.Context(), `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+endpointFields+` } }`, map[string]any{"in": in}, &res); err != nil {
-				return fmt.Errorf("create endpoint: %w", err)
-			}
-			return printEndpoint(stdout, out, "created", res.CreateEndpoint)
-		},
-	}
-	conn.Flags(cmd.Flags())
-	out.Flags(cmd.Flags())
-	s.flags(cmd, false)
-	ans.flags(cmd, true)
-	return cmd
-}
-
-func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn cmdutil.Connection
-	var out cmdutil.Output
-	var s endpointSettings
-	var ans answerFlags
-	cmd := &cobra.Command{
-		Use:   "update ENDPOINT",
-		Short: "Change an Endpoint's name, mode, target, response capture, own answer or handshakes",
-		Example: `  relay endpoints update stripe --mode PROXY --target 3000
-  relay endpoints update ep-abc123 --name github
-  relay endpoints update audit --answer-status 200 --answer-header Content-Type=application/json --answer-body @ok.json
-  relay endpoints update zoom --handshake zoom --zoom-secret-file zoom.secret
-  relay endpoints update meta --handshake meta --meta-verify-token "$TOKEN"
-  relay endpoints update slack --handshake slack --handshakes-in-proxy RELAY`,
-		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.Start(c, env, out)
-			if err != nil {
-				return err
-			}
-			in, err := s.input(c)
-			if err != nil {
-				return err
-			}
-			if err := ans.input(c, in); err != nil {
-				return err
-			}
-			if len(in) == 0 {
-				return cmdutil.Usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag or --handshake"))
-			}
-			ep, err := findEndpoint(c.Context(), client, args[0])
-			if err != nil {
-				return err
-			}
-			var res struct{ UpdateEndpoint endpointJSON }
-			if err := client.Do(c.Context(), `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+endpointFields+` } }`, map[string]any{"id": ep.ID, "in": in}, &res); err != nil {
-				return fmt.Errorf("update endpoint: %w", err)
-			}
-			return printEndpoint(stdout, out, "updated", res.UpdateEndpoint)
-		},
-	}
-	conn.Flags(cmd.Flags())
-	out.Flags(cmd.Flags())
-	s.flags(cmd, true)
-	ans.flags(cmd, true)
-	return cmd
-}
-
-func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Command {
-	var conn cmdutil.Connection
-	var out cmdutil.Output
-	cmd := &cobra.Command{
-		Use:     "delete ENDPOINT",
-		Aliases: []string{"rm"},
-		Short:   "Delete an Endpoint (its public URL stops answering)",
-		Example: `  relay endpoints delete stripe`,
-		Args:    cmdutil.UsageArgs(cobra.ExactArgs(1)),
-		RunE: func(c *cobra.Command, args []string) error {
-			client, err := conn.Start(c, env, out)
-			if err != nil {
-				return err
-			}
-			ep, err := findEndpoint(c.Context(), client, args[0])
-			if err != nil {
-				return err
-			}
-			if err := client.Do(c.Context(), `mutation($id: ID!){ deleteEndpoint(id: $id) }`, map[string]any{"id": ep.ID}, nil); err != nil {
-				return fmt.Errorf("delete endpoint: %w", err)
-			}
-			if out.JSON() {
-				return cmdutil.WriteJSON(stdout, struct {
-					ID      string `json:"id"`
-					Deleted bool   `json:"deleted"`
-				}{ep.ID, true})
-			}
-			fmt.Fprintf(stdout, "deleted endpoint %s (%s)\n", ep.ID, ep.Name)
-			return nil
-		},
-	}
-	conn.Flags(cmd.Flags())
-	out.Flags(cmd.Flags())
-	return cmd
-}
-
-func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e endpointJSON) error {
+func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e Endpoint) error {
 	if out.JSON() {
 		return cmdutil.WriteJSON(w, e)
 	}
@@ -433,25 +210,25 @@ func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e endpointJSON)
 	return nil
 }
 
-func listEndpoints(ctx context.Context, client *apiclient.Client) ([]endpointJSON, error) {
-	var res struct{ Endpoints []endpointJSON }
-	if err := client.Do(ctx, `{ endpoints{ `+endpointFields+` } }`, nil, &res); err != nil {
+func List(ctx context.Context, client *apiclient.Client) ([]Endpoint, error) {
+	var res struct{ Endpoints []Endpoint }
+	if err := client.Do(ctx, `{ endpoints{ `+Fields+` } }`, nil, &res); err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
 	if res.Endpoints == nil {
-		res.Endpoints = []endpointJSON{}
+		res.Endpoints = []Endpoint{}
 	}
 	return res.Endpoints, nil
 }
 
-// findEndpoint finds one of the account's Endpoints by id, else by name;
+// Find finds one of the account's Endpoints by id, else by name;
 // none is NOT_FOUND (exit 2), a name several share is a usage error.
-func findEndpoint(ctx context.Context, client *apiclient.Client, ref string) (endpointJSON, error) {
-	eps, err := listEndpoints(ctx, client)
+func Find(ctx context.Context, client *apiclient.Client, ref string) (Endpoint, error) {
+	eps, err := List(ctx, client)
 	if err != nil {
-		return endpointJSON{}, err
+		return Endpoint{}, err
 	}
-	return pickEndpoint(eps, ref)
+	return Pick(eps, ref)
 }
 
 // listenerJSON is a session listening on an Endpoint, as `relay endpoints
@@ -469,7 +246,7 @@ type listenerJSON struct {
 
 // endpointShowJSON is `relay endpoints show -o json`.
 type endpointShowJSON struct {
-	endpointJSON
+	Endpoint
 	Listeners []listenerJSON `json:"listeners"`
 }
 
@@ -490,14 +267,14 @@ senders) and which receive copies, with their filters.`,
 			if err != nil {
 				return err
 			}
-			e, err := findEndpoint(c.Context(), client, args[0])
+			e, err := Find(c.Context(), client, args[0])
 			if err != nil {
 				return err
 			}
 			var res struct {
 				Endpoint *endpointShowJSON
 			}
-			q := `query($id: ID!){ endpoint(id: $id){ ` + endpointFields + ` listeners{ agentId target primary connectedAt node filters{ text } } } }`
+			q := `query($id: ID!){ endpoint(id: $id){ ` + Fields + ` listeners{ agentId target primary connectedAt node filters{ text } } } }`
 			if err := client.Do(c.Context(), q, map[string]any{"id": e.ID}, &res); err != nil {
 				return fmt.Errorf("show endpoint %s: %w", e.ID, err)
 			}
@@ -511,10 +288,10 @@ senders) and which receive copies, with their filters.`,
 			if out.JSON() {
 				return cmdutil.WriteJSON(stdout, show)
 			}
-			if err := printEndpoint(stdout, out, "", show.endpointJSON); err != nil {
+			if err := printEndpoint(stdout, out, "", show.Endpoint); err != nil {
 				return err
 			}
-			printAnswers(stdout, show.Answer, show.Handshakes)
+			PrintAnswers(stdout, show.Answer, show.Handshakes)
 			if len(show.Listeners) == 0 {
 				fmt.Fprintln(stdout, "no listeners: start one with `relay listen PORT "+show.Name+"`")
 				return nil
@@ -542,4 +319,24 @@ senders) and which receive copies, with their filters.`,
 	conn.Flags(cmd.Flags())
 	out.Flags(cmd.Flags())
 	return cmd
+}
+
+// Pick finds an Endpoint by id, else by name, among eps.
+func Pick(eps []Endpoint, ref string) (Endpoint, error) {
+	var byName []Endpoint
+	for _, e := range eps {
+		if e.ID == ref {
+			return e, nil
+		}
+		if e.Name == ref {
+			byName = append(byName, e)
+		}
+	}
+	switch len(byName) {
+	case 1:
+		return byName[0], nil
+	case 0:
+		return Endpoint{}, &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token (see relay endpoints list)", ref), Code: "NOT_FOUND"}
+	}
+	return Endpoint{}, cmdutil.Usage(fmt.Errorf("%d endpoints are named %q: give the id (see relay endpoints list)", len(byName), ref))
 }

@@ -1,4 +1,4 @@
-package main
+package endpoints
 
 import (
 	"encoding/base64"
@@ -13,10 +13,10 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 )
 
-// answerJSON and handshakesJSON are an address's own answer and handshakes
+// AnswerJSON and HandshakesJSON are an address's own answer and handshakes
 // as the commands print them with -o json (secrets masked by the relay).
 type (
-	answerJSON struct {
+	AnswerJSON struct {
 		Status  int                `json:"status"`
 		Headers []answerHeaderJSON `json:"headers"`
 		Body    string             `json:"body"`
@@ -25,7 +25,7 @@ type (
 		Name  string `json:"name"`
 		Value string `json:"value"`
 	}
-	handshakesJSON struct {
+	HandshakesJSON struct {
 		Enabled            []string `json:"enabled"`
 		MetaVerifyTokenSet bool     `json:"metaVerifyTokenSet"`
 		ZoomSecretSet      bool     `json:"zoomSecretSet"`
@@ -33,14 +33,14 @@ type (
 	}
 )
 
-const answerFields = `answer{ status headers{ name value } body } handshakes{ enabled metaVerifyTokenSet zoomSecretSet inProxy }`
+const AnswerFields = `answer{ status headers{ name value } body } handshakes{ enabled metaVerifyTokenSet zoomSecretSet inProxy }`
 
 // maxAnswerFile bounds what --answer-body @FILE reads; the relay itself
 // refuses a body over 64 KiB with the reason.
 const maxAnswerFile = 1 << 20
 
-// answerFlags set an address's own answer and handshakes.
-type answerFlags struct {
+// AnswerFlags set an address's own answer and handshakes.
+type AnswerFlags struct {
 	status     int
 	headers    []string
 	body       string
@@ -51,7 +51,7 @@ type answerFlags struct {
 	inProxy    string
 }
 
-func (f *answerFlags) flags(cmd *cobra.Command, proxy bool) {
+func (f *AnswerFlags) Flags(cmd *cobra.Command, proxy bool) {
 	fs := cmd.Flags()
 	fs.IntVar(&f.status, "answer-status", 0, "status it answers (200 to 599; 204 with no header and body is the default again); 200 when only --answer-header or --answer-body is given")
 	fs.StringArrayVar(&f.headers, "answer-header", nil, "header it answers, NAME=VALUE (repeatable)")
@@ -66,8 +66,8 @@ func (f *answerFlags) flags(cmd *cobra.Command, proxy bool) {
 	}
 }
 
-// input adds the flags given to in, as AnswerInput and HandshakesInput.
-func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
+// Input adds the flags given to in, as AnswerInput and HandshakesInput.
+func (f *AnswerFlags) Input(cmd *cobra.Command, in map[string]any) error {
 	fs := cmd.Flags()
 	if fs.Changed("answer-status") || fs.Changed("answer-header") || fs.Changed("answer-body") {
 		a := map[string]any{"status": 200}
@@ -112,14 +112,14 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 		h["metaVerifyToken"] = f.metaToken
 	}
 	if fs.Changed("meta-verify-token-file") {
-		s, err := readSecretFile("--meta-verify-token-file", f.metaFile)
+		s, err := ReadSecretFile("--meta-verify-token-file", f.metaFile)
 		if err != nil {
 			return err
 		}
 		h["metaVerifyToken"] = s
 	}
 	if fs.Changed("zoom-secret-file") {
-		s, err := readSecretFile("--zoom-secret-file", f.zoomFile)
+		s, err := ReadSecretFile("--zoom-secret-file", f.zoomFile)
 		if err != nil {
 			return err
 		}
@@ -142,10 +142,10 @@ func (f *answerFlags) input(cmd *cobra.Command, in map[string]any) error {
 // secret of at most 256 bytes and says so.
 const maxSecretFile = 4 << 10
 
-// readSecretFile reads a secret from a file (not the command line, which
+// ReadSecretFile reads a secret from a file (not the command line, which
 // other users see in the process list), without its final newline and
 // surrounding space. Errors name the flag and file, never the content.
-func readSecretFile(flag, path string) (string, error) {
+func ReadSecretFile(flag, path string) (string, error) {
 	file, err := os.Open(path)
 	if err != nil {
 		return "", cmdutil.Usage(fmt.Errorf("%s: %w", flag, err))
@@ -186,7 +186,7 @@ func readAnswerBody(v string) ([]byte, error) {
 }
 
 // describeAnswer is one line naming what an address answers by itself.
-func describeAnswer(a *answerJSON, h *handshakesJSON) string {
+func describeAnswer(a *AnswerJSON, h *HandshakesJSON) string {
 	if a == nil {
 		return "-"
 	}
@@ -203,9 +203,9 @@ func describeAnswer(a *answerJSON, h *handshakesJSON) string {
 	return s
 }
 
-// printAnswers writes the answer and handshakes of an address, as
+// PrintAnswers writes the answer and handshakes of an address, as
 // `endpoints show` and `inspector answer` print them.
-func printAnswers(w io.Writer, a *answerJSON, h *handshakesJSON) {
+func PrintAnswers(w io.Writer, a *AnswerJSON, h *HandshakesJSON) {
 	if a != nil {
 		fmt.Fprintf(w, "answer:      %d\n", a.Status)
 		for _, hd := range a.Headers {
