@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/cli/accounts"
+	"github.com/relayhq/relay/cli/deliveries"
 	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/inspector"
@@ -17,6 +18,7 @@ import (
 	"github.com/relayhq/relay/cli/replay"
 	"github.com/relayhq/relay/cli/serve"
 	"github.com/relayhq/relay/cli/tokens"
+	"github.com/relayhq/relay/cli/version"
 )
 
 // TestEveryDurationFlagTakesDays: every duration flag of every command
@@ -26,9 +28,9 @@ func TestEveryDurationFlagTakesDays(t *testing.T) {
 	var out bytes.Buffer
 	root := &cobra.Command{Use: "relay"}
 	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpoints.Command(nil, &out),
-		inspector.Command(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replay.Command(&out),
+		inspector.Command(nil, &out), deliveries.Command(nil, &out, &out), deliveries.TailCommand(nil, &out, &out), deliveries.RetryCommand(nil, &out), replay.Command(&out),
 		login.Command(nil, nil, &out, &out), login.LogoutCommand(nil, &out, &out), tokens.Command(nil, &out), members.Command(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
-		accounts.Command(nil, &out, &out), versionCommand(&out))
+		accounts.Command(nil, &out, &out), version.Command(&out))
 	seen := 0
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -50,7 +52,7 @@ func TestEveryDurationFlagTakesDays(t *testing.T) {
 		t.Errorf("found %d duration flags; the walk missed the commands", seen)
 	}
 	for _, tc := range []struct{ flag, value string }{{"since", "1d"}, {"since", "36h"}} {
-		if _, err := timeFlag(tc.value, time.Now()); err != nil {
+		if _, err := deliveries.TimeFlag(tc.value, time.Now()); err != nil {
 			t.Errorf("--%s %s: %v", tc.flag, tc.value, err)
 		}
 	}

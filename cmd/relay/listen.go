@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/deliveries"
 	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/domain"
@@ -141,11 +142,11 @@ code 2.`,
 			// The stored target follows the primary: a listener that
 			// becomes it (the primary left) sets its own.
 			o.Observer = newTargetKeeper(ctx, o.Observer, client, eps, target.Host, stderr)
-			co := &catchUpObserver{Observer: o.Observer, ctx: ctx, client: client, run: catchUpFlag, out: stderr}
+			names := make([]string, 0, len(eps))
 			for _, e := range eps {
-				co.eps = append(co.eps, e.Name)
+				names = append(names, e.Name)
 			}
-			o.Observer = co
+			o.Observer = deliveries.NewCatchUpObserver(ctx, o.Observer, client, names, catchUpFlag, stderr)
 			return agentcli.Serve(ctx, o)
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/deliveries"
 	"github.com/relayhq/relay/cli/login"
 )
 
@@ -48,7 +49,7 @@ the address bar. The link holds the token: do not share it. Without a login
 			}
 			page := "/"
 			if len(args) == 1 {
-				kind, id, err := resolveAddress(c.Context(), conn.Client(conn.Token), args[0])
+				kind, id, err := deliveries.ResolveAddress(c.Context(), conn.Client(conn.Token), args[0])
 				if err != nil {
 					return err
 				}

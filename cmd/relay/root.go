@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayhq/relay/cli/accounts"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/deliveries"
 	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/inspector"
@@ -17,6 +18,7 @@ import (
 	"github.com/relayhq/relay/cli/replay"
 	"github.com/relayhq/relay/cli/serve"
 	"github.com/relayhq/relay/cli/tokens"
+	"github.com/relayhq/relay/cli/version"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -33,7 +35,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
   relay listen 3000
   relay deliveries list my-app --status 5xx
   relay retry 01a208a2-aff8-775f-a025-ad928fea45ad`,
-		Version:       versionText(),
+		Version:       version.Text(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// With Args and RunE set, an unknown command reaches this check
@@ -63,14 +65,14 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		members.Command(env, stdout),
 		inspector.Command(env, stdout),
 		statsCommand(env, stdout),
-		deliveriesCommand(env, stdout, stderr),
-		tailCommand(env, stdout, stderr),
+		deliveries.Command(env, stdout, stderr),
+		deliveries.TailCommand(env, stdout, stderr),
 		openCommand(env, stdout, stderr),
-		retryCommand(env, stdout),
+		deliveries.RetryCommand(env, stdout),
 		replay.Command(stdout),
 		login.Command(env, stdin, stdout, stderr),
 		login.LogoutCommand(env, stdout, stderr),
-		versionCommand(stdout),
+		version.Command(stdout),
 	)
 	groupCommands(root)
 	return root.ExecuteContext(ctx)

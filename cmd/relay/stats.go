@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/deliveries"
 )
 
 // statsBucketJSON is a bucket of `relay stats -o json`, as the API gives it.
@@ -68,7 +69,7 @@ func statsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			client := conn.Client(conn.Token)
-			kind, id, err := resolveAddress(c.Context(), client, args[0])
+			kind, id, err := deliveries.ResolveAddress(c.Context(), client, args[0])
 			if err != nil {
 				return fmt.Errorf("stats: %w", err)
 			}
@@ -82,7 +83,7 @@ func statsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 			}
 			got := res[kind]
 			if got == nil {
-				return fmt.Errorf("stats: %w", notFound(args[0]))
+				return fmt.Errorf("stats: %w", deliveries.NotFound(args[0]))
 			}
 			st := got.Stats
 			st.Address, st.Kind = id, kind

@@ -1,4 +1,4 @@
-package main
+package deliveries
 
 import (
 	"fmt"
@@ -65,7 +65,7 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 			}
 			d := list.Delivery
 			if d == nil {
-				return notFound(args[0])
+				return NotFound(args[0])
 			}
 			n := len(d.Attempts)
 			a, b := strconv.Itoa(n-1), strconv.Itoa(n)
@@ -115,7 +115,7 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 				return fmt.Errorf("diff: %w", err)
 			}
 			if res.Delivery == nil {
-				return notFound(args[0])
+				return NotFound(args[0])
 			}
 			cmp := res.Delivery.Compare
 			r := diffJSON{DeliveryID: d.ID, A: a, B: b, Request: toChanges(cmp.Request), Response: toChanges(cmp.Response), Note: cmdutil.Deref(cmp.Note, "")}

@@ -1,4 +1,4 @@
-package main
+package deliveries
 
 import (
 	"context"
@@ -117,7 +117,7 @@ type deliveryJSON struct {
 
 const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + deliveryjson.AttemptFields + ` } provider{ name eventType deliveryId } duplicates`
 
-func deliveriesCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "deliveries",
 		Aliases: []string{"delivery"},
@@ -287,7 +287,7 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 		if t.value == "" {
 			continue
 		}
-		at, err := timeFlag(t.value, now)
+		at, err := TimeFlag(t.value, now)
 		if err != nil {
 			return nil, cmdutil.Usage(fmt.Errorf("%s %q: %w", t.flag, t.value, err))
 		}
@@ -327,8 +327,8 @@ func (f listFlags) filter(now time.Time) (map[string]any, error) {
 	return out, nil
 }
 
-// timeFlag reads a duration before now (1h) or a time (RFC 3339).
-func timeFlag(v string, now time.Time) (time.Time, error) {
+// TimeFlag reads a duration before now (1h) or a time (RFC 3339).
+func TimeFlag(v string, now time.Time) (time.Time, error) {
 	if d, err := duration.Parse(v); err == nil {
 		if d <= 0 {
 			return time.Time{}, errors.New("want a positive duration")
@@ -350,7 +350,7 @@ const maxListPages = 20
 // relay, until limit rows. searched is true when it stopped at
 // maxListPages with history left to search.
 func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, limit int, filter map[string]any) (rows []deliveryRow, searched bool, err error) {
-	kind, id, err := resolveAddress(ctx, client, ref)
+	kind, id, err := ResolveAddress(ctx, client, ref)
 	if err != nil {
 		return nil, false, err
 	}
@@ -379,7 +379,7 @@ func listDeliveries(ctx context.Context, client *apiclient.Client, ref string, l
 		}
 		a := res[kind]
 		if a == nil {
-			return nil, false, notFound(ref)
+			return nil, false, NotFound(ref)
 		}
 		for _, d := range a.Deliveries.Nodes {
 			if len(rows) < limit {
@@ -400,14 +400,14 @@ func noDelivery(id string) error {
 	return &apiclient.Error{Message: fmt.Sprintf("no delivery %q (for this token)", id), Code: "NOT_FOUND"}
 }
 
-func notFound(ref string) error {
+func NotFound(ref string) error {
 	return &apiclient.Error{Message: fmt.Sprintf("no endpoint or inspector %q (for this token)", ref), Code: "NOT_FOUND"}
 }
 
-// resolveAddress finds what ADDRESS names: one of the account's Endpoints
+// ResolveAddress finds what ADDRESS names: one of the account's Endpoints
 // (by id or name, when logged in), else an inspector. kind is the query
 // field: "endpoint" or "inspector".
-func resolveAddress(ctx context.Context, client *apiclient.Client, ref string) (kind, id string, err error) {
+func ResolveAddress(ctx context.Context, client *apiclient.Client, ref string) (kind, id string, err error) {
 	if client.Token != "" {
 		ep, err := endpoints.Find(ctx, client, ref)
 		if err == nil {
@@ -423,7 +423,7 @@ func resolveAddress(ctx context.Context, client *apiclient.Client, ref string) (
 		return "", "", err
 	}
 	if res.Inspector == nil {
-		return "", "", notFound(ref)
+		return "", "", NotFound(ref)
 	}
 	return "inspector", res.Inspector.ID, nil
 }
@@ -442,7 +442,7 @@ func addressURL(ctx context.Context, client *apiclient.Client, id string) (strin
 		return "", err
 	}
 	if ep.Endpoint == nil {
-		return "", notFound(id)
+		return "", NotFound(id)
 	}
 	return ep.Endpoint.URL, nil
 }

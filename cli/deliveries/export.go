@@ -1,4 +1,4 @@
-package main
+package deliveries
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/bundle"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/version"
 	"github.com/relayhq/relay/deliveryjson"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/har"
@@ -125,7 +126,7 @@ func describeFilter(status, since string, limit int) string {
 // The file is written under a temporary name and renamed once complete, so
 // a failed export leaves no file that looks whole.
 func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string, f exportFilter, outPath string, stdout, stderr io.Writer, newWriter func(io.Writer) deliveryjson.Writer) error {
-	kind, id, err := resolveAddress(ctx, client, ref)
+	kind, id, err := ResolveAddress(ctx, client, ref)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string,
 	}
 	defer abort()
 	w := newWriter(out)
-	if err := w.Begin(deliveryjson.Meta{Address: id, URL: url, ExportedAt: time.Now().UTC(), Filter: f.describe, Version: versionText()}); err != nil {
+	if err := w.Begin(deliveryjson.Meta{Address: id, URL: url, ExportedAt: time.Now().UTC(), Filter: f.describe, Version: version.Text()}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	written, incomplete := 0, 0
@@ -206,7 +207,7 @@ func exportIDs(ctx context.Context, client *apiclient.Client, kind, id string, f
 		}
 		a := res[kind]
 		if a == nil {
-			return nil, false, notFound(id)
+			return nil, false, NotFound(id)
 		}
 		done := false
 		for _, d := range a.Deliveries.Nodes {

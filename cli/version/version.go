@@ -1,4 +1,6 @@
-package main
+// package version is what `relay --version` and `relay version` print:
+// the release stamps, else what the Go toolchain recorded in the binary.
+package version
 
 import (
 	"fmt"
@@ -12,20 +14,20 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 )
 
-// Set at release with -ldflags "-X main.version=... -X main.commit=... -X main.date=..."
-// (scripts/npm-pack). Empty in a plain go build, which falls back to what
-// the Go toolchain recorded in the binary.
+// Set at release with -ldflags "-X github.com/relayhq/relay/cli/version.version=…"
+// and .commit, .date alike (scripts/lib/dist.sh). Empty in a plain go build,
+// which falls back to what the Go toolchain recorded in the binary.
 var (
 	version string
 	commit  string
 	date    string
 )
 
-// versionText is what `relay --version` prints after the program's name,
+// Text is what `relay --version` prints after the program's name,
 // e.g. "0.3.0 (commit abc1234, built 2026-11-23)". Without release stamps
 // it reports the module version and VCS revision the toolchain embedded,
 // so a build from a modified tree says so.
-func versionText() string {
+func Text() string {
 	info, _ := debug.ReadBuildInfo()
 	return formatVersion(version, commit, date, info)
 }
@@ -79,14 +81,15 @@ func formatVersion(version, commit, date string, info *debug.BuildInfo) string {
 	return fmt.Sprintf("%s (commit %s, built %s)", version, commit, date)
 }
 
-func versionCommand(stdout io.Writer) *cobra.Command {
+// Command is `relay version`.
+func Command(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version and commit this binary was built from",
 		Example: `  relay version`,
 		Args:    cmdutil.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(stdout, "relay "+versionText())
+			_, err := fmt.Fprintln(stdout, "relay "+Text())
 			return err
 		},
 	}

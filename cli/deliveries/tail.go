@@ -1,4 +1,4 @@
-package main
+package deliveries
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // change once.
 const maxTailSeen = 10000
 
-func tailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func TailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
 	cmd := &cobra.Command{
@@ -46,7 +46,7 @@ from the last delivery seen, so none is missed.`,
 			var since *string
 			err := cmdutil.UntilReachable(ctx, stderr, func() (err error) {
 				var kind string
-				kind, address, err = resolveAddress(ctx, client, args[0])
+				kind, address, err = ResolveAddress(ctx, client, args[0])
 				if err != nil {
 					return err
 				}

@@ -1,4 +1,4 @@
-package main
+package deliveries
 
 import (
 	"context"
@@ -142,6 +142,12 @@ type catchUpObserver struct {
 	run    bool     // --catch-up
 	out    io.Writer
 	once   sync.Once
+}
+
+// NewCatchUpObserver wraps o for listen on the Endpoints named eps; run
+// is --catch-up.
+func NewCatchUpObserver(ctx context.Context, o agentcli.Observer, client *apiclient.Client, eps []string, run bool, out io.Writer) agentcli.Observer {
+	return &catchUpObserver{Observer: o, ctx: ctx, client: client, eps: eps, run: run, out: out}
 }
 
 // Role passes the agent's role on to the observer it wraps, if it hears it.
