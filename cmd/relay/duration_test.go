@@ -9,10 +9,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/cli/accounts"
+	"github.com/relayhq/relay/cli/agent"
 	"github.com/relayhq/relay/cli/deliveries"
 	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/inspector"
+	"github.com/relayhq/relay/cli/listen"
 	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/cli/members"
 	"github.com/relayhq/relay/cli/replay"
@@ -27,7 +29,7 @@ import (
 func TestEveryDurationFlagTakesDays(t *testing.T) {
 	var out bytes.Buffer
 	root := &cobra.Command{Use: "relay"}
-	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpoints.Command(nil, &out),
+	root.AddCommand(listen.Command(nil, nil, &out, &out), agent.Command(nil, &out, &out), endpoints.Command(nil, &out),
 		inspector.Command(nil, &out), deliveries.Command(nil, &out, &out), deliveries.TailCommand(nil, &out, &out), deliveries.RetryCommand(nil, &out), replay.Command(&out),
 		login.Command(nil, nil, &out, &out), login.LogoutCommand(nil, &out, &out), tokens.Command(nil, &out), members.Command(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
 		accounts.Command(nil, &out, &out), version.Command(&out))

@@ -8,15 +8,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/accounts"
+	"github.com/relayhq/relay/cli/agent"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/deliveries"
 	"github.com/relayhq/relay/cli/endpoints"
 	"github.com/relayhq/relay/cli/events"
 	"github.com/relayhq/relay/cli/inspector"
+	"github.com/relayhq/relay/cli/listen"
 	"github.com/relayhq/relay/cli/login"
 	"github.com/relayhq/relay/cli/members"
+	"github.com/relayhq/relay/cli/open"
 	"github.com/relayhq/relay/cli/replay"
 	"github.com/relayhq/relay/cli/serve"
+	"github.com/relayhq/relay/cli/stats"
 	"github.com/relayhq/relay/cli/tokens"
 	"github.com/relayhq/relay/cli/version"
 )
@@ -56,18 +60,18 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 	root.SetErr(stderr)
 	root.AddCommand(
 		serve.Command(env, stdout, stderr),
-		agentCommand(env, stdout, stderr),
+		agent.Command(env, stdout, stderr),
 		events.Command(env, stdout, stderr),
 		accounts.Command(env, stdout, stderr),
-		listenCommand(env, stdin, stdout, stderr),
+		listen.Command(env, stdin, stdout, stderr),
 		endpoints.Command(env, stdout),
 		tokens.Command(env, stdout),
 		members.Command(env, stdout),
 		inspector.Command(env, stdout),
-		statsCommand(env, stdout),
+		stats.Command(env, stdout),
 		deliveries.Command(env, stdout, stderr),
 		deliveries.TailCommand(env, stdout, stderr),
-		openCommand(env, stdout, stderr),
+		open.Command(env, stdout, stderr),
 		deliveries.RetryCommand(env, stdout),
 		replay.Command(stdout),
 		login.Command(env, stdin, stdout, stderr),

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 // agentCommand is `relay agent`: agentcli with its flags, the stored
 // login, and a text observer.
-func agentCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var cl agentcli.CommandLine
 	var out cmdutil.Output
@@ -57,7 +57,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			}
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: cmdutil.Colourful(stdout, env)}
 			if out.JSON() {
-				o.Observer = &jsonObserver{out: stdout, status: stderr}
+				o.Observer = NewJSONObserver(stdout, stderr)
 			}
 			return agentcli.Serve(c.Context(), o)
 		},

@@ -1,4 +1,4 @@
-package main
+package stats
 
 import (
 	"fmt"
@@ -44,7 +44,7 @@ type statsJSON struct {
 
 const statsBucketFields = `start deliveries status2xx status3xx status4xx status5xx pending filtered refused answers p50Ms p95Ms offlineSeconds`
 
-func statsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
 	var rng string

@@ -1,4 +1,4 @@
-package main
+package open
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ type openJSON struct {
 	SignedIn bool   `json:"signedIn"` // the link carries the stored token
 }
 
-func openCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
 	var browser bool
