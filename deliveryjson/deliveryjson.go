@@ -1,4 +1,4 @@
-// package deliveryjson holds deliveries as the relay's API answers them
+// Package deliveryjson holds deliveries as the relay's API answers them
 // to the command line: the JSON shapes and GraphQL field lists the
 // commands read, and the delivery an export writes (HAR, replay bundle)
 // with the writer interface both formats implement.

@@ -37,6 +37,7 @@ type Target struct {
 	Insecure                       bool // with https: accept any certificate
 }
 
+// ParseTarget reads --to: http(s)://host[:port][/prefix].
 func ParseTarget(s string) (Target, error) {
 	bad := func(why string) error {
 		return inputError(fmt.Errorf("--to %q: %s; give the URL of the server to send to, such as http://localhost:3000", s, why))

@@ -1,3 +1,5 @@
+// Package accounts is `relay accounts`: the operator's invites, quotas and
+// usage of the relay's accounts.
 package accounts
 
 import (
@@ -15,6 +17,7 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
+// Command is `relay accounts`.
 func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
 	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites; set their quotas and read their usage (the operator)",

@@ -1,3 +1,5 @@
+// Package agent is `relay agent`: a local process connected to an Endpoint
+// (package agentcli), and the JSON lines both it and listen print.
 package agent
 
 import (

@@ -1,3 +1,6 @@
+// Package cmdutil is what every client command shares: the connection to
+// a relay (--server, --token, --ca-file), -o text|json, exit codes, the
+// terminal prompts and the backoff of the long-running commands.
 package cmdutil
 
 import (

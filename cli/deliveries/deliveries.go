@@ -1,3 +1,5 @@
+// Package deliveries is `relay deliveries` (list, show, explain, diff,
+// export), and `relay retry` and `relay tail`, which act on deliveries too.
 package deliveries
 
 import (
@@ -81,6 +83,7 @@ func eventText(p *providerJSON, duplicates int) string {
 	return s
 }
 
+// Command is `relay deliveries`.
 func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "deliveries",

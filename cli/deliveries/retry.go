@@ -26,6 +26,7 @@ type retryJSON struct {
 // errNot2xx is a retry whose new attempt was not answered 2xx (exit 1).
 var errNot2xx = errors.New("retry: the new attempt was not answered 2xx")
 
+// RetryCommand is `relay retry`.
 func RetryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output

@@ -19,6 +19,7 @@ import (
 // change once.
 const maxTailSeen = 10000
 
+// TailCommand is `relay tail`.
 func TailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output

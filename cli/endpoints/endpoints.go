@@ -1,3 +1,5 @@
+// Package endpoints is `relay endpoints`, and the Endpoint look-ups and
+// answer flags other commands use (listen, inspector, deliveries).
 package endpoints
 
 import (
@@ -63,6 +65,7 @@ type filterJSON struct {
 const Fields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
 	retention{ window seconds isDefault max deletedBefore } ` + AnswerFields
 
+// Command is `relay endpoints`.
 func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "endpoints",
@@ -210,6 +213,7 @@ func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e Endpoint) err
 	return nil
 }
 
+// List is the account's Endpoints.
 func List(ctx context.Context, client *apiclient.Client) ([]Endpoint, error) {
 	var res struct{ Endpoints []Endpoint }
 	if err := client.Do(ctx, `{ endpoints{ `+Fields+` } }`, nil, &res); err != nil {

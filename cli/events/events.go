@@ -1,4 +1,4 @@
-// package events is `relay events`: the operator's commands on the event
+// Package events is `relay events`: the operator's commands on the event
 // log and its evidence (package evidence) — export, verify, rebuild, prove.
 package events
 

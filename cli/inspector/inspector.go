@@ -1,3 +1,5 @@
+// Package inspector is `relay inspector`: a throwaway address that records
+// and answers without an account.
 package inspector
 
 import (
@@ -28,6 +30,7 @@ type inspectorAnswerJSON struct {
 	Handshakes *endpoints.HandshakesJSON `json:"handshakes"`
 }
 
+// Command is `relay inspector`.
 func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspector",

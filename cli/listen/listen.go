@@ -1,3 +1,5 @@
+// Package listen is `relay listen`: the everyday command that gives a local
+// server public URLs, logging in first when needed.
 package listen
 
 import (
@@ -26,6 +28,7 @@ import (
 	"github.com/relayhq/relay/internal/signatures"
 )
 
+// Command is `relay listen`.
 func Command(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output

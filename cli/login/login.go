@@ -1,3 +1,5 @@
+// Package login is `relay login` and `relay logout`, and the first login
+// listen runs for a new user (firstlogin.go).
 package login
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/relayhq/relay/clientconfig"
 )
 
+// Command is `relay login`.
 func Command(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
@@ -149,6 +152,7 @@ func keepStoredLogin(ctx context.Context, conn cmdutil.Connection, stored client
 		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.Server, who, what))
 }
 
+// LogoutCommand is `relay logout`.
 func LogoutCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var local bool

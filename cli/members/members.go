@@ -1,3 +1,4 @@
+// Package members is `relay members`: an account's members and invites.
 package members
 
 import (
@@ -30,6 +31,7 @@ type memberInviteJSON struct {
 	ExpiresAt string `json:"expiresAt"`
 }
 
+// Command is `relay members`.
 func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "members",

@@ -1,3 +1,4 @@
+// Package open is `relay open`: a console link that signs the console in.
 package open
 
 import (
@@ -22,6 +23,7 @@ type openJSON struct {
 	SignedIn bool   `json:"signedIn"` // the link carries the stored token
 }
 
+// Command is `relay open`.
 func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output

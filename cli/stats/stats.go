@@ -1,3 +1,4 @@
+// Package stats is `relay stats`: an address's deliveries counted over time.
 package stats
 
 import (
@@ -44,6 +45,7 @@ type statsJSON struct {
 
 const statsBucketFields = `start deliveries status2xx status3xx status4xx status5xx pending filtered refused answers p50Ms p95Ms offlineSeconds`
 
+// Command is `relay stats`.
 func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output

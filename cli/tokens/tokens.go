@@ -1,3 +1,4 @@
+// Package tokens is `relay tokens`: an account's tokens, one per device.
 package tokens
 
 import (
@@ -31,6 +32,7 @@ type createdTokenJSON struct {
 
 const tokenFields = `id name createdAt lastUsedAt expiresAt current`
 
+// Command is `relay tokens`.
 func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "tokens",

@@ -1,4 +1,4 @@
-// package version is what `relay --version` and `relay version` print:
+// Package version is what `relay --version` and `relay version` print:
 // the release stamps, else what the Go toolchain recorded in the binary.
 package version
 
