@@ -8,19 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/relayhq/relay/cli/accounts"
-	"github.com/relayhq/relay/cli/agent"
 	"github.com/relayhq/relay/cli/deliveries"
-	"github.com/relayhq/relay/cli/endpoints"
-	"github.com/relayhq/relay/cli/events"
-	"github.com/relayhq/relay/cli/inspector"
-	"github.com/relayhq/relay/cli/listen"
-	"github.com/relayhq/relay/cli/login"
-	"github.com/relayhq/relay/cli/members"
-	"github.com/relayhq/relay/cli/replay"
-	"github.com/relayhq/relay/cli/serve"
-	"github.com/relayhq/relay/cli/tokens"
-	"github.com/relayhq/relay/cli/version"
 )
 
 // TestEveryDurationFlagTakesDays: every duration flag of every command
@@ -29,10 +17,7 @@ import (
 func TestEveryDurationFlagTakesDays(t *testing.T) {
 	var out bytes.Buffer
 	root := &cobra.Command{Use: "relay"}
-	root.AddCommand(listen.Command(nil, nil, &out, &out), agent.Command(nil, &out, &out), endpoints.Command(nil, &out),
-		inspector.Command(nil, &out), deliveries.Command(nil, &out, &out), deliveries.TailCommand(nil, &out, &out), deliveries.RetryCommand(nil, &out), replay.Command(&out),
-		login.Command(nil, nil, &out, &out), login.LogoutCommand(nil, &out, &out), tokens.Command(nil, &out), members.Command(nil, &out), serve.Command(nil, &out, &out), events.Command(nil, &out, &out),
-		accounts.Command(nil, &out, &out), version.Command(&out))
+	root.AddCommand(commands(nil, nil, &out, &out)...)
 	seen := 0
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -26,7 +26,7 @@ import (
 )
 
 // run builds the command tree and executes it; main only wires signals.
-// Its error maps to the exit code through exitCode.
+// Its error maps to the exit code through cmdutil.ExitCode.
 func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:   "relay",
@@ -58,7 +58,15 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(
+	root.AddCommand(commands(env, stdin, stdout, stderr)...)
+	groupCommands(root)
+	return root.ExecuteContext(ctx)
+}
+
+// commands is every command of relay; groupCommands puts them under the
+// headings of relay --help.
+func commands(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) []*cobra.Command {
+	return []*cobra.Command{
 		serve.Command(env, stdout, stderr),
 		agent.Command(env, stdout, stderr),
 		events.Command(env, stdout, stderr),
@@ -77,9 +85,7 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		login.Command(env, stdin, stdout, stderr),
 		login.LogoutCommand(env, stdout, stderr),
 		version.Command(stdout),
-	)
-	groupCommands(root)
-	return root.ExecuteContext(ctx)
+	}
 }
 
 // groupCommands sorts the commands of relay --help under headings, as gh
