@@ -104,7 +104,7 @@ func (r Request) SkipReason() string {
 	return ""
 }
 
-// parseBundleLine reads one delivery line. It refuses what no HTTP/1.1
+// ParseLine reads one delivery line. It refuses what no HTTP/1.1
 // server could have recorded (a method that is no token, a target or a
 // header with control bytes, a name with separators), so that a hostile
 // line cannot smuggle a second request into what replay writes, and
@@ -326,7 +326,7 @@ type LineError struct {
 func (e *LineError) Error() string { return fmt.Sprintf("bundle line %d: %v", e.Line, e.Err) }
 func (e *LineError) Unwrap() error { return e.Err }
 
-// newBundleReader reads and checks the header line.
+// NewReader reads and checks the header line.
 func NewReader(r io.Reader) (*Reader, error) {
 	b := &Reader{r: bufio.NewReaderSize(r, 64<<10)}
 	line, err := b.readLine()

@@ -52,7 +52,7 @@ func bundleError(path string, err error) error {
 // answer. The request is written by hand, not by net/http's client, which
 // would sort the headers, add User-Agent and Accept-Encoding, compute
 // Content-Length itself, and write the target again from a parsed URL:
-// replay sends the recorded bytes and nothing else (writeRequest).
+// replay sends the recorded bytes and nothing else (bundle.Request.WriteRequest).
 func (p Replayer) send(ctx context.Context, r bundle.Request) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()

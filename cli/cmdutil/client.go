@@ -31,6 +31,7 @@ type Connection struct {
 	TLS           *tls.Config // from CAFile; nil: the system's roots
 }
 
+// Flags adds --server, --token and --ca-file to fs.
 func (c *Connection) Flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Server, "server", DefaultServer, "the relay's URL (else RELAY_SERVER, else the one stored by relay login)")
 	fs.StringVar(&c.Token, "token", "", "API token (else RELAY_TOKEN, else the one stored by relay login for this server)")

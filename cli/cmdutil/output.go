@@ -13,10 +13,12 @@ import (
 // people, json for scripts (one stable shape per command, docs/cli.md).
 type Output struct{ Format string }
 
+// Flags adds -o/--output to fs.
 func (o *Output) Flags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Format, "output", "o", "text", "output format: text or json")
 }
 
+// Check refuses a format other than text or json (a usage error).
 func (o *Output) Check() error {
 	switch o.Format {
 	case "text", "json":
@@ -25,6 +27,7 @@ func (o *Output) Check() error {
 	return Usage(fmt.Errorf("--output %q: want text or json", o.Format))
 }
 
+// JSON reports whether -o json was asked for.
 func (o *Output) JSON() bool { return o.Format == "json" }
 
 // WriteJSON prints v as indented JSON.
@@ -56,7 +59,7 @@ func LocalTime(s string) string {
 	return t.Local().Format(LocalTimeLayout)
 }
 
-// LocalTimeOr is localTime of *s, or none when s is nil.
+// LocalTimeOr is LocalTime of *s, or none when s is nil.
 func LocalTimeOr(s *string, none string) string {
 	if s == nil {
 		return none
