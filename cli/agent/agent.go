@@ -40,10 +40,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
   RELAY_TOKEN=<token> relay agent --server https://relay.example.com --endpoint hwnmnoikuriuxmqp --target 8080`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			if conn.TokenFlag {

@@ -91,7 +91,17 @@ func (c *Connection) Start(cmd *cobra.Command, env func(string) string, out Outp
 	return c.LoggedIn(cmd.Flags(), env)
 }
 
-// LoggedIn is resolve for commands that need a token.
+// StartTokenOptional opens a client command that works without a token
+// too (inspectors, the public address of a delivery): it checks -o, then
+// resolves the server and the token if there is one.
+func (c *Connection) StartTokenOptional(cmd *cobra.Command, env func(string) string, out Output) error {
+	if err := out.Check(); err != nil {
+		return err
+	}
+	return c.Resolve(cmd.Flags(), env)
+}
+
+// LoggedIn is Resolve for commands that need a token.
 func (c *Connection) LoggedIn(fs *pflag.FlagSet, env func(string) string) (*apiclient.Client, error) {
 	if err := c.Resolve(fs, env); err != nil {
 		return nil, err

@@ -58,10 +58,7 @@ answer, each attempt and its outcome, the agent sessions that decided it).`,
   relay deliveries explain 0193a7c2-... -o json | jq -r .summary`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			x, err := explainDelivery(c.Context(), conn.Client(conn.Token), args[0])

@@ -60,10 +60,7 @@ func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Com
   relay deliveries show 0193a7c2-... -o json | jq -r .curl | sh`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			client := conn.Client(conn.Token)

@@ -34,10 +34,7 @@ from the last delivery seen, so none is missed.`,
   relay tail ep-abc123 -o json | jq -r .path`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			ctx := c.Context()

@@ -52,10 +52,7 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
   relay inspector create --smee   # a smee.io-compatible URL for WEBHOOK_PROXY_URL`,
 		Args: cmdutil.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			var res struct{ CreateInspector inspectorJSON }
@@ -95,10 +92,7 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
   relay inspector answer k3x9q2 --answer-status 204 --handshake none`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			in := map[string]any{}

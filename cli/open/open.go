@@ -43,10 +43,7 @@ the address bar. The link holds the token: do not share it. Without a login
   xdg-open "$(relay open my-app)"`,
 		Args: cmdutil.UsageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := out.Check(); err != nil {
-				return err
-			}
-			if err := conn.Resolve(c.Flags(), env); err != nil {
+			if err := conn.StartTokenOptional(c, env, out); err != nil {
 				return err
 			}
 			page := "/"
