@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -65,4 +66,18 @@ func LocalTimeOr(s *string, none string) string {
 		return none
 	}
 	return LocalTime(*s)
+}
+
+// WriteList prints list as JSON with -o json, else as a table: header,
+// then line(item) for each item, columns separated by tabs.
+func WriteList[T any](w io.Writer, out Output, list []T, header string, line func(T) string) error {
+	if out.JSON() {
+		return WriteJSON(w, list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, item := range list {
+		fmt.Fprintln(tw, line(item))
+	}
+	return tw.Flush()
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -66,19 +65,13 @@ func membersListCommand(env func(string) string, stdout io.Writer) *cobra.Comman
 			if err != nil {
 				return err
 			}
-			if out.JSON() {
-				return cmdutil.WriteJSON(stdout, list)
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\tID\tLOGIN\tROLE\tJOINED")
-			for _, m := range list {
+			return cmdutil.WriteList(stdout, out, list, "\tID\tLOGIN\tROLE\tJOINED", func(m memberJSON) string {
 				mark := ""
 				if m.You {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, m.ID, m.Login, strings.ToLower(m.Role), cmdutil.LocalTime(m.JoinedAt))
-			}
-			return tw.Flush()
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", mark, m.ID, m.Login, strings.ToLower(m.Role), cmdutil.LocalTime(m.JoinedAt))
+			})
 		},
 	}
 	conn.Flags(cmd.Flags())

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -67,19 +66,13 @@ func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command
 			if err != nil {
 				return err
 			}
-			if out.JSON() {
-				return cmdutil.WriteJSON(stdout, list)
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\tID\tNAME\tCREATED\tLAST USED\tEXPIRES")
-			for _, t := range list {
+			return cmdutil.WriteList(stdout, out, list, "\tID\tNAME\tCREATED\tLAST USED\tEXPIRES", func(t tokenJSON) string {
 				mark := ""
 				if t.Current {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, t.ID, t.Name, cmdutil.LocalTime(t.CreatedAt), cmdutil.LocalTimeOr(t.LastUsedAt, "never"), cmdutil.LocalTimeOr(t.ExpiresAt, "never"))
-			}
-			return tw.Flush()
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", mark, t.ID, t.Name, cmdutil.LocalTime(t.CreatedAt), cmdutil.LocalTimeOr(t.LastUsedAt, "never"), cmdutil.LocalTimeOr(t.ExpiresAt, "never"))
+			})
 		},
 	}
 	conn.Flags(cmd.Flags())
