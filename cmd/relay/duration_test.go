@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/cli/deliveries"
 )
 
 // TestEveryDurationFlagTakesDays: every duration flag of every command
@@ -15,10 +17,7 @@ import (
 func TestEveryDurationFlagTakesDays(t *testing.T) {
 	var out bytes.Buffer
 	root := &cobra.Command{Use: "relay"}
-	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
-		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replayCommand(&out),
-		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serveCommand(nil, &out, &out), eventsCommand(nil, &out, &out),
-		accountsCommand(nil, &out, &out), versionCommand(&out))
+	root.AddCommand(commands(nil, nil, &out, &out)...)
 	seen := 0
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -40,7 +39,7 @@ func TestEveryDurationFlagTakesDays(t *testing.T) {
 		t.Errorf("found %d duration flags; the walk missed the commands", seen)
 	}
 	for _, tc := range []struct{ flag, value string }{{"since", "1d"}, {"since", "36h"}} {
-		if _, err := timeFlag(tc.value, time.Now()); err != nil {
+		if _, err := deliveries.TimeFlag(tc.value, time.Now()); err != nil {
 			t.Errorf("--%s %s: %v", tc.flag, tc.value, err)
 		}
 	}

@@ -18,10 +18,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	// A fresh tree: run above consumed its own.
 	root := &cobra.Command{Use: "relay"}
-	root.AddCommand(listenCommand(nil, nil, &out, &out), agentCommand(nil, &out, &out), endpointsCommand(nil, &out),
-		inspectorCommand(nil, &out), deliveriesCommand(nil, &out, &out), tailCommand(nil, &out, &out), retryCommand(nil, &out), replayCommand(&out),
-		loginCommand(nil, nil, &out, &out), logoutCommand(nil, &out, &out), tokensCommand(nil, &out), membersCommand(nil, &out), serveCommand(nil, &out, &out), eventsCommand(nil, &out, &out),
-		accountsCommand(nil, &out, &out), versionCommand(&out))
+	root.AddCommand(commands(nil, nil, &out, &out)...)
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, sub := range c.Commands() {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/relayhq/relay/cli/cmdutil"
 )
 
 func main() {
@@ -19,5 +21,5 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "relay:", err)
 	}
-	os.Exit(exitCode(err))
+	os.Exit(cmdutil.ExitCode(err))
 }

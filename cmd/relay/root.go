@@ -4,15 +4,29 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/cli/accounts"
+	"github.com/relayhq/relay/cli/agent"
+	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/deliveries"
+	"github.com/relayhq/relay/cli/endpoints"
+	"github.com/relayhq/relay/cli/events"
+	"github.com/relayhq/relay/cli/inspector"
+	"github.com/relayhq/relay/cli/listen"
+	"github.com/relayhq/relay/cli/login"
+	"github.com/relayhq/relay/cli/members"
+	"github.com/relayhq/relay/cli/open"
+	"github.com/relayhq/relay/cli/replay"
+	"github.com/relayhq/relay/cli/serve"
+	"github.com/relayhq/relay/cli/stats"
+	"github.com/relayhq/relay/cli/tokens"
+	"github.com/relayhq/relay/cli/version"
 )
 
 // run builds the command tree and executes it; main only wires signals.
-// Its error maps to the exit code through exitCode.
+// Its error maps to the exit code through cmdutil.ExitCode.
 func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:   "relay",
@@ -25,72 +39,53 @@ relay listen PORT gives your local server a public URL for webhooks.`,
   relay listen 3000
   relay deliveries list my-app --status 5xx
   relay retry 01a208a2-aff8-775f-a025-ad928fea45ad`,
-		Version:       versionText(),
+		Version:       version.Text(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// With Args and RunE set, an unknown command reaches this check
 		// (a usage error, exit 2) instead of cobra's untyped error.
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
+				return cmdutil.Usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetVersionTemplate("relay {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.Usage(err) })
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(
-		serveCommand(env, stdout, stderr),
-		agentCommand(env, stdout, stderr),
-		eventsCommand(env, stdout, stderr),
-		accountsCommand(env, stdout, stderr),
-		listenCommand(env, stdin, stdout, stderr),
-		endpointsCommand(env, stdout),
-		tokensCommand(env, stdout),
-		membersCommand(env, stdout),
-		inspectorCommand(env, stdout),
-		statsCommand(env, stdout),
-		deliveriesCommand(env, stdout, stderr),
-		tailCommand(env, stdout, stderr),
-		openCommand(env, stdout, stderr),
-		retryCommand(env, stdout),
-		replayCommand(stdout),
-		loginCommand(env, stdin, stdout, stderr),
-		logoutCommand(env, stdout, stderr),
-		versionCommand(stdout),
-	)
+	root.AddCommand(commands(env, stdin, stdout, stderr)...)
 	groupCommands(root)
 	return root.ExecuteContext(ctx)
 }
 
-// bindEnv fills every flag the user did not set from RELAY_<FLAG_NAME>.
-func bindEnv(fs *pflag.FlagSet, env func(string) string) error {
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || err != nil {
-			return
-		}
-		name := "RELAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := env(name); v != "" {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, e)
-			}
-		}
-	})
-	return err
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+// commands is every command of relay; groupCommands puts them under the
+// headings of relay --help.
+func commands(env func(string) string, stdin io.Reader, stdout, stderr io.Writer) []*cobra.Command {
+	return []*cobra.Command{
+		serve.Command(env, stdout, stderr),
+		agent.Command(env, stdout, stderr),
+		events.Command(env, stdout, stderr),
+		accounts.Command(env, stdout, stderr),
+		listen.Command(env, stdin, stdout, stderr),
+		endpoints.Command(env, stdout),
+		tokens.Command(env, stdout),
+		members.Command(env, stdout),
+		inspector.Command(env, stdout),
+		stats.Command(env, stdout),
+		deliveries.Command(env, stdout, stderr),
+		deliveries.TailCommand(env, stdout, stderr),
+		open.Command(env, stdout, stderr),
+		deliveries.RetryCommand(env, stdout),
+		replay.Command(stdout),
+		login.Command(env, stdin, stdout, stderr),
+		login.LogoutCommand(env, stdout, stderr),
+		version.Command(stdout),
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 // groupCommands sorts the commands of relay --help under headings, as gh

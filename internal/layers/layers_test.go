@@ -13,6 +13,7 @@ const module = "github.com/relayhq/relay"
 func TestDependenciesPointInward(t *testing.T) {
 	storage := []string{module + "/projections", "modernc.org/sqlite"}
 	bus := []string{module + "/tunnel/nodebus", "github.com/nats-io", "github.com/ThreeDotsLabs/watermill"}
+	commandLine := []string{module + "/cli", "github.com/spf13/cobra"}
 	tests := []struct {
 		pkg    string
 		banned func(dep string) bool
@@ -33,6 +34,13 @@ func TestDependenciesPointInward(t *testing.T) {
 		// single node's tunnel build without NATS or Watermill.
 		{pkg: "graph", banned: within(bus), why: "only the node bus (tunnel/nodebus) speaks NATS"},
 		{pkg: "tunnel", banned: within(bus), why: "only the node bus (tunnel/nodebus) speaks NATS"},
+		// The export formats and offline replay are libraries the
+		// commands in cli/ use, not the other way round.
+		{pkg: "har", banned: within(commandLine), why: "a format knows no command line"},
+		{pkg: "bundle", banned: within(commandLine), why: "a format knows no command line"},
+		{pkg: "replay", banned: within(commandLine), why: "offline replay knows no command line"},
+		{pkg: "curl", banned: within(commandLine), why: "the curl command knows no command line of ours"},
+		{pkg: "deliveryjson", banned: within(commandLine), why: "the API's shapes know no command line"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -70,12 +70,13 @@ exe() { case $1 in win32-*) echo relay.exe ;; *) echo relay ;; esac; }
 
 # build_binaries writes $OUT/bin/<platform>/relay[.exe] for every platform.
 build_binaries() {
-  local p
+  # The release stamps live in package cli/version (relay --version).
+  local p stamp=github.com/relayhq/relay/cli/version
   for p in $PLATFORMS; do
     echo "== go build $p ($VERSION, commit $COMMIT)" >&2
     mkdir -p "$OUT/bin/$p"
     (cd "$ROOT" && CGO_ENABLED=0 GOOS=$(goos "$p") GOARCH=$(goarch "$p") go build -trimpath \
-      -ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT -X main.date=$BUILT" \
+      -ldflags "-s -w -X $stamp.version=$VERSION -X $stamp.commit=$COMMIT -X $stamp.date=$BUILT" \
       -o "$OUT/bin/$p/$(exe "$p")" ./cmd/relay)
   done
 }

@@ -1,0 +1,49 @@
+package cmdutil
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+)
+
+// maxAnswer bounds what a yes/no answer reads from the terminal.
+const maxAnswer = 256
+
+// Ask puts a yes/no question on the terminal and reports a yes (Enter is
+// yes). Without a terminal on stdin nothing is asked and the answer is no:
+// a script says what it wants with a flag.
+func Ask(stdin io.Reader, w io.Writer, question string) bool {
+	if !CanAsk(stdin) {
+		return false
+	}
+	fmt.Fprintf(w, "%s [Y/n] ", question)
+	// One byte at a time: what follows the line stays unread.
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < maxAnswer {
+		n, err := stdin.Read(b)
+		if n == 0 || err != nil || b[0] == '\n' {
+			break
+		}
+		line = append(line, b[0])
+	}
+	switch strings.ToLower(strings.TrimSpace(string(line))) {
+	case "", "y", "yes":
+		return true
+	}
+	return false
+}
+
+// CanAsk reports whether r is a terminal someone types answers into. A
+// character device is not enough (isTerminal's test): /dev/null is one,
+// and a script's standard input often is it.
+func CanAsk(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}

@@ -1,0 +1,308 @@
+package events
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/domain/duration"
+	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/logexport"
+)
+
+// logSource reads a chained log as an evidence.Source.
+type logSource struct{ l logexport.Chained }
+
+func (s logSource) Chain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error) {
+	return s.l.ReadChain(ctx, after, limit)
+}
+
+func (s logSource) Events(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
+	return s.l.ReadStored(ctx, after, limit)
+}
+
+// verifyChain checks the chain and the checkpoints and prints what it
+// found; it returns an error when something is wrong.
+func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options, w io.Writer) error {
+	r, err := evidence.Verify(ctx, src, opts)
+	if err != nil {
+		return err
+	}
+	if r.Head == 0 && r.Events > 0 {
+		return errors.New("verify: this log has no hash chain (it was exported from a log that keeps none, or by an older relay)")
+	}
+	if err := printProblems(r, w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %s",
+		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, checkpointsText(r.Checkpoints))
+	printTail(r, len(opts.Kept), w)
+	return nil
+}
+
+// verifyStreams is verifyChain for a log with a chain per stream
+// (JetStream).
+func verifyStreams(ctx context.Context, src evidence.MessageSource, opts evidence.Options, w io.Writer) error {
+	r, err := evidence.VerifyStreams(ctx, src, opts)
+	if err != nil {
+		return err
+	}
+	if r.Head == 0 && r.Events > 0 {
+		return errors.New("verify: this log has no hash chain (its events were written by an older relay)")
+	}
+	if err := printProblems(r, w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ok: %d events of %d streams chained, each stream to its head, up to position %d; %d removed by %d stream deletions; %s",
+		r.Events, r.Streams, r.Head, r.Removed, r.Deletions, checkpointsText(r.Checkpoints))
+	if r.Unchained > 0 {
+		fmt.Fprintf(w, " (%d messages older than the chain)", r.Unchained)
+	}
+	printTail(r, len(opts.Kept), w)
+	return nil
+}
+
+func checkpointsText(n int64) string {
+	if n == 0 {
+		return "no checkpoint"
+	}
+	return fmt.Sprintf("%d checkpoints", n)
+}
+
+// printProblems prints what Verify found, and an error when it found
+// anything.
+func printProblems(r evidence.Report, w io.Writer) error {
+	for _, p := range r.Problems {
+		where := fmt.Sprintf("position %d", p.Position)
+		if p.Stream != "" {
+			where += " stream " + p.Stream
+		}
+		if p.ID != "" {
+			where += " id " + p.ID
+		}
+		fmt.Fprintf(w, "problem: %s: %s: %s\n", where, p.Kind, p.Detail)
+	}
+	if !r.OK() {
+		first := r.Problems[0]
+		return fmt.Errorf("verify: %d problems; the first at position %d: %s", len(r.Problems), first.Position, first.Kind)
+	}
+	return nil
+}
+
+// printTail ends the "ok" line and prints the decisions and the checkpoint
+// to keep. kept is how many checkpoints kept from earlier were checked.
+func printTail(r evidence.Report, kept int, w io.Writer) {
+	if r.Unsigned > 0 {
+		fmt.Fprintf(w, " (%d signatures not checked: no public key; give --pubkey)", r.Unsigned)
+	}
+	fmt.Fprintln(w)
+	if r.Checkpoints == 0 && kept == 0 {
+		// A hash chain proves each event follows the one before, never
+		// that nothing came after: only a signed checkpoint kept outside
+		// the log pins its end.
+		fmt.Fprintln(w, "end unproven: the log holds no signed checkpoint and none kept from earlier was given (--checkpoint), "+
+			"so events cut from its end, or a log rewritten whole, would pass; the relay signs one every --checkpoint-interval when the log moved")
+	}
+	// What decided the deletions: retention's own events.
+	for _, d := range r.Decisions {
+		if d.Endpoint != "" {
+			fmt.Fprintf(w, "retention decision at position %d (%s): endpoint %s, window %s, received before %s, %d deliveries deleted\n",
+				d.Position, d.Type, d.Endpoint, duration.Format(time.Duration(d.RetentionMs)*time.Millisecond), d.Cutoff, d.Deliveries)
+			continue
+		}
+		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)
+	}
+	if more := r.DecisionsTotal - int64(len(r.Decisions)); more > 0 {
+		fmt.Fprintf(w, "and %d more retention decisions\n", more)
+	}
+	if r.Last != nil {
+		b, _ := json.Marshal(r.Last)
+		fmt.Fprintf(w, "last checkpoint (keep it; verify --checkpoint checks a later log against it): %s\n", b)
+	}
+}
+
+// publicKey is --pubkey, or the public half of the data folder's key.
+func publicKey(flag, data string) (ed25519.PublicKey, error) {
+	if flag != "" {
+		return evidence.ParsePublicKey(flag)
+	}
+	if data == "" {
+		return nil, nil
+	}
+	b, err := readSmallFile(filepath.Join(data, "checkpoint.key"), maxKeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := evidence.ParseKey(b)
+	if err != nil {
+		return nil, err
+	}
+	return key.Public().(ed25519.PublicKey), nil
+}
+
+// maxKeyFile bounds a checkpoint key file: the relay writes one PEM block
+// of an Ed25519 key in PKCS #8, 119 bytes.
+const maxKeyFile = 64 << 10
+
+// maxCheckpointFile bounds --checkpoint @FILE: one checkpoint a
+// verification printed is under 400 bytes, so a few thousand kept ones.
+const maxCheckpointFile = 1 << 20
+
+// readSmallFile reads a file the command line names, refusing one over max
+// bytes (a *evidence.LimitError) without reading more than max+1.
+func readSmallFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, &evidence.LimitError{File: path, What: "the file", Limit: max}
+	}
+	return b, nil
+}
+
+// keptCheckpoints reads --checkpoint values: a checkpoint's JSON, or
+// @FILE holding one per line (at most maxCheckpointFile bytes).
+func keptCheckpoints(values []string) ([]evidence.Checkpoint, error) {
+	var out []evidence.Checkpoint
+	for _, v := range values {
+		text := v
+		if name, ok := strings.CutPrefix(v, "@"); ok {
+			b, err := readSmallFile(name, maxCheckpointFile)
+			if err != nil {
+				return nil, fmt.Errorf("--checkpoint: %w", err)
+			}
+			text = string(b)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			var c evidence.Checkpoint
+			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Link == "" && c.Chain != evidence.HeadsChain {
+				if len(line) > 200 {
+					line = line[:200] + "…"
+				}
+				return nil, fmt.Errorf("--checkpoint %q: want the JSON a verification printed", line)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// verifyProofFile checks a proof file with a public key and prints what it
+// proves. A file over the limits of a proof (evidence.MaxProofBytes, its
+// events and path) is refused, exit 2, before it is decoded.
+func verifyProofFile(path, pubkey string, w io.Writer) error {
+	if pubkey == "" {
+		return cmdutil.Usage(errors.New("--proof needs --pubkey: the relay's public key, from relay events pubkey"))
+	}
+	key, err := evidence.ParsePublicKey(pubkey)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	p, sp, err := evidence.ReadProof(path)
+	switch {
+	case evidence.IsLimit(err):
+		return cmdutil.Usage(fmt.Errorf("--proof %w", err))
+	case errors.Is(err, os.ErrNotExist):
+		return cmdutil.Usage(fmt.Errorf("--proof: %w", err))
+	case err != nil:
+		return fmt.Errorf("--proof %w", err)
+	case sp != nil:
+		return verifyStreamProof(*sp, key, w)
+	}
+	if err := evidence.VerifyProof(*p, key); err != nil {
+		return fmt.Errorf("verify --proof: %w", err)
+	}
+	fmt.Fprintf(w, "ok: %d events of %s are in the log the relay signed at position %d (a tree of %d leaves, root %s)\n",
+		len(p.Events), p.Events[0].Stream, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
+	for _, e := range p.Events {
+		var md domain.Metadata
+		_ = json.Unmarshal(e.Metadata, &md)
+		fmt.Fprintf(w, "  position %d  %s  %s\n", e.Position, md.OccurredAt, e.Type)
+	}
+	return nil
+}
+
+// verifyStreamProof checks a proof of one stream of a log with a chain per
+// stream and prints what it proves.
+func verifyStreamProof(p evidence.StreamProof, key ed25519.PublicKey, w io.Writer) error {
+	if err := evidence.VerifyStreamProof(p, key); err != nil {
+		return fmt.Errorf("verify --proof: %w", err)
+	}
+	fmt.Fprintf(w, "ok: %d events of %s, revisions %d to %d, are its chain up to its head in the log the relay signed at position %d (%d stream heads, root %s)\n",
+		len(p.Events), p.Stream, p.Events[0].Revision, p.Events[len(p.Events)-1].Revision, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
+	for _, e := range p.Events {
+		var md domain.Metadata
+		_ = json.Unmarshal(e.Metadata, &md)
+		fmt.Fprintf(w, "  position %d  %s  %s\n", e.Position, md.OccurredAt, e.Type)
+	}
+	return nil
+}
+
+// downloadExport saves a running relay's /log/export in a temporary file
+// (the verifier reads it twice over, and a log may not fit in memory) and
+// returns its name.
+func downloadExport(ctx context.Context, server, adminToken string, stderr io.Writer) (string, error) {
+	if adminToken == "" {
+		return "", cmdutil.Usage(errors.New("--server needs the relay's --admin-token (--admin-token or RELAY_ADMIN_TOKEN)"))
+	}
+	base, err := cmdutil.NormalServer(server)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/log/export", nil)
+	if err != nil {
+		return "", cmdutil.Usage(fmt.Errorf("--server: %w", err))
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	// No overall timeout: the log is as long as it is. The answer must
+	// start in time.
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("download the log: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return "", cmdutil.Usage(fmt.Errorf("%s refused the admin token", base))
+	case http.StatusNotFound:
+		return "", fmt.Errorf("%s serves no log export (it runs without --admin-token, or is older)", base)
+	default:
+		return "", fmt.Errorf("download the log: %s answered %s", base, resp.Status)
+	}
+	f, err := os.CreateTemp("", "relay-log-*.jsonl")
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("download the log (after %d bytes): %w", n, err)
+	}
+	fmt.Fprintf(stderr, "downloaded the log of %s (%d bytes)\n", base, n)
+	return f.Name(), nil
+}

@@ -1,0 +1,306 @@
+// Package serve is `relay serve`: its flags (config.go), their checks
+// (validate.go), and the wiring of the relay's servers (package app).
+package serve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/connguard"
+	"github.com/relayhq/relay/internal/forwarded"
+	"github.com/relayhq/relay/internal/tlslisten"
+)
+
+// headerTimeout bounds the request line and headers of each request,
+// counted from the first byte the server waits for (a new connection or the
+// next request on a kept-alive one).
+const headerTimeout = 30 * time.Second
+
+// Command is `relay serve`: the relay itself.
+func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var cfg serveConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the relay: public addresses, the console and the GraphQL API",
+		Example: "  relay serve\n  relay serve --listen 0.0.0.0:8080 --domain relay.example.com --data /var/lib/relay\n" +
+			"  RELAY_INSPECTOR_TTL=1h relay serve\n" +
+			"  relay serve --listen 0.0.0.0:443 --http-listen 0.0.0.0:80 --domain relay.example.com --tls-cert fullchain.pem --tls-key privkey.pem\n" +
+			"  relay serve --public-url https://relay.example.com --console-url https://console.example.org --trusted-proxies 127.0.0.1/32   # behind a TLS proxy, the console on its own site (docs/deploy.md)",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cmdutil.BindEnv(cmd.Flags(), env); err != nil {
+				return err
+			}
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			log, err := cmdutil.NewLogger(stderr, cfg.LogLevel)
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, log, stdout)
+		},
+	}
+	cfg.flags(cmd.Flags())
+	return cmd
+}
+
+func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
+	if os.Getenv("GOGC") == "" {
+		// The heap is small (bodies live in SQLite, not in memory), so a
+		// higher GC target costs a few MiB and saves CPU on every request.
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit.byteSize > 0 {
+		// With the high GC target above, a flood of large answers (history
+		// rows to many subscriptions) leaves several times the live heap as
+		// garbage; the soft limit makes the GC collect it sooner instead.
+		debug.SetMemoryLimit(int64(cfg.MemoryLimit.byteSize))
+	}
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if cfg.Trace != "" {
+		f, err := os.Create(cfg.Trace)
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer func() { trace.Stop(); f.Close() }()
+	}
+	// The lock first: a second relay on the same folder is told who holds
+	// it, whatever port it asks for.
+	lock, err := app.LockData(cfg.Data)
+	if err != nil {
+		return err
+	}
+	// The certificate before any port: one that does not cover the domain
+	// is refused before anything starts.
+	var certs *tlslisten.Certs
+	if cfg.TLSCert != "" {
+		if certs, err = tlslisten.Load(cfg.TLSCert, cfg.TLSKey, cfg.Domain, log); err != nil {
+			_ = lock.Release()
+			return err
+		}
+		if cfg.console != nil {
+			if err := certs.Current().Leaf.VerifyHostname(cfg.console.Hostname()); err != nil {
+				_ = lock.Release()
+				return fmt.Errorf("TLS certificate %s does not name the console host %s (--console-url): %w", cfg.TLSCert, cfg.console.Hostname(), err)
+			}
+		}
+	}
+	ln, err := listen(cfg)
+	if err != nil {
+		_ = lock.Release()
+		return err
+	}
+	urls := cfg.publicURLs(ln.Addr().(*net.TCPAddr).Port, certs != nil)
+	a, err := app.New(ctx, cfg.appConfig(lock, urls, log))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() { // after the drain below: attempts still open answer 503
+		if err := a.Close(); err != nil {
+			log.Error("close", "error", err)
+		}
+	}()
+
+	// The sender as a trusted proxy names it, and r.TLS for TLS
+	// connections net/http reads as plain ones (see tlslisten.MarkTLS).
+	resolver := forwarded.Resolver{Trusted: cfg.trusted, TLS: certs != nil, Scheme: urls.scheme}
+	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
+	srv := &http.Server{
+		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, a.Handler())),
+		ConnContext:                  tlslisten.ConnContext,
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            headerTimeout,
+		// No deadline for a whole request or response: a large upload or
+		// a forward may take long while making progress. BodyProgress and
+		// the listener's write deadline end one that stalls instead.
+		ReadTimeout:    0,
+		WriteTimeout:   0,
+		IdleTimeout:    cfg.IdleTimeout,
+		MaxHeaderBytes: int(cfg.MaxHeaderBytes),
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// HTTP/2 (over TLS only): MaxHeaderBytes above bounds a stream's
+		// headers, IdleTimeout an idle connection; these bound the rest.
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          http2MaxStreams,
+			MaxReadFrameSize:              1 << 20,
+			MaxReceiveBufferPerConnection: 4 << 20,
+			MaxReceiveBufferPerStream:     1 << 20,
+			SendPingTimeout:               cfg.IdleTimeout,
+			PingTimeout:                   15 * time.Second,
+			WriteByteTimeout:              cfg.BodyTimeout,
+		},
+	}
+
+	srv.RegisterOnShutdown(a.StopStreams)
+
+	// Targets net/http would refuse for their percent-encoding ("/%zz") are
+	// deliveries too: see ingress.TolerateTargets.
+	served := make(chan error, 1)
+	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
+	guarded.OnRefuse = a.Metrics().ConnectionRefused
+	// A trusted proxy carries many senders' connections: it is not held
+	// to one client's cap (it enforces its own).
+	guarded.Unlimited = cfg.trusted.ContainsHost
+	var sorted net.Listener = guarded
+	if certs != nil {
+		// Each connection is sorted into TLS and plain after the
+		// per-IP cap, so pending handshakes count against it too.
+		sorted = tlslisten.NewListener(guarded, certs.Config(), cfg.TLSHandshakeTimeout, log)
+		reload := make(chan os.Signal, 1)
+		signal.Notify(reload, syscall.SIGHUP)
+		defer signal.Stop(reload)
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go certs.Watch(wctx, cfg.TLSReloadInterval, reload)
+	}
+	tolerant := ingress.TolerateTargets(srv, sorted)
+	go func() { served <- srv.Serve(tolerant) }()
+	fmt.Fprintf(stdout, "relay listening on %s\n  console:   %s\n  graphql:   %s/graphql\n  addresses: %s\n  data:      %s\n",
+		ln.Addr(), urls.console(), urls.console(), urls.address("<id>"), cfg.Data)
+	log.Info("relay started", "listen", cfg.Listen, "http_listen", cfg.HTTPListen, "tls", certs != nil,
+		"public_url", urls.bare(), "console_url", urls.console(), "domain", cfg.Domain, "data", cfg.Data)
+	warnDeployment(log, cfg, urls)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Drain: stop accepting, let in-flight deliveries finish their appends.
+	log.Info("shutting down: draining in-flight requests", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// warnDeployment logs, once at start, what in the configuration leaves
+// accounts open to attack.
+func warnDeployment(log *slog.Logger, cfg serveConfig, urls publicURLs) {
+	if cfg.sharedSiteRisk(urls) {
+		log.Warn("the console shares its site with the addresses over plain HTTP: a page at any address (an Endpoint's local answer) "+
+			"can set a session cookie for "+cfg.Domain+" and sign a signed-out visitor's console in as someone else (cookie tossing); "+
+			"serve the console on its own domain with --console-url, and over HTTPS (docs/deploy.md)",
+			"domain", cfg.Domain, "console_url", urls.console())
+	}
+	if cfg.SignInRate.Off() {
+		log.Warn("--signin-rate off: password sign-ins, sign-ups and member joins are not rate-limited; passwords may be guessed as fast as the relay answers")
+	}
+}
+
+// http2MaxStreams bounds the requests one HTTP/2 connection carries at
+// once (Go's default, made explicit).
+const http2MaxStreams = 250
+
+// listen opens --listen, and --http-listen beside it as one listener
+// (both share the server and its per-IP cap).
+func listen(cfg serveConfig) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.HTTPListen == "" {
+		return ln, nil
+	}
+	plain, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--http-listen: %w", err)
+	}
+	return tlslisten.Merge(ln, plain), nil
+}
+
+// publicURLs builds the URLs users see.
+type publicURLs struct {
+	scheme string
+	domain string
+	port   int // 0: the scheme's default
+	// consoleSite is --console-url without its path, with the public
+	// URLs' port when it names none; "" when the console is on the bare
+	// domain.
+	consoleSite string
+}
+
+// publicURLs is what --public-url says, or else https with TLS and http
+// without, the domain, and --public-port or the port listened on.
+func (c *serveConfig) publicURLs(listenPort int, tls bool) publicURLs {
+	var u publicURLs
+	if p := c.publicURL; p != nil {
+		port, _ := strconv.Atoi(p.Port())
+		u = publicURLs{scheme: p.Scheme, domain: c.Domain, port: port}
+	} else {
+		u = publicURLs{scheme: "http", domain: c.Domain, port: c.PublicPort}
+		if tls {
+			u.scheme = "https"
+		}
+		if u.port == 0 {
+			u.port = listenPort
+		}
+	}
+	if cu := c.console; cu != nil {
+		port, _ := strconv.Atoi(cu.Port())
+		if port == 0 {
+			port = u.port
+		}
+		site := publicURLs{scheme: cu.Scheme, domain: strings.ToLower(cu.Hostname()), port: port}
+		if strings.Contains(site.domain, ":") { // an IPv6 literal
+			site.domain = "[" + site.domain + "]"
+		}
+		u.consoleSite = site.bare()
+	}
+	return u
+}
+
+// console is the console's URL: its own host's, or the bare domain's.
+func (u publicURLs) console() string {
+	if u.consoleSite != "" {
+		return u.consoleSite
+	}
+	return u.bare()
+}
+
+func (u publicURLs) host(prefix string) string {
+	h := prefix + u.domain
+	if u.port != 0 && u.port != 80 && u.port != 443 {
+		h += ":" + strconv.Itoa(u.port)
+	}
+	return h
+}
+
+func (u publicURLs) bare() string             { return u.scheme + "://" + u.host("") }
+func (u publicURLs) address(id string) string { return u.scheme + "://" + u.host(id+".") + "/" }
