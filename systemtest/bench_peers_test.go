@@ -4,29 +4,37 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
-// BenchmarkPeers compares three ways of reaching the same local handler
-// from a sender with calling it directly, in one run: frp (an http proxy:
-// frps → frpc), chisel (a reverse TCP port forward: chisel server → chisel
-// client) and the relay's PROXY Endpoint (relay → agent, as BenchmarkProxy).
-// The two tunnels record nothing; the relay records every request. Each
-// reports its rate as a share of the direct one and the CPU its server and
-// client processes spend per 1000 requests.
+// BenchmarkPeers compares four ways of reaching the same local handler from
+// a sender with calling it directly, in one run: frp (an http proxy: frps →
+// frpc), chisel (a reverse TCP port forward: chisel server → chisel client),
+// the relay's PROXY Endpoint (relay → agent, as BenchmarkProxy) and the
+// relay's guest inspector (which records each request and answers 204
+// itself, as BenchmarkInspectorIngest; the handler is not called). The two
+// tunnels record nothing; the relay records every request. Each path runs at
+// concurrency 1, 16 and 64 right after the handler called directly (the
+// same b.N requests to each), and reports its rate as a share of the direct
+// one, its latency, and the CPU its own processes spend per 1000 requests.
+// At the end it prints all of them as one Markdown table (peersTable).
 //
 // frps, frpc and chisel are taken from RELAY_PEERS_BIN; scripts/bench-peers
 // builds pinned versions of them and runs this benchmark:
 //
-//	N=5000 scripts/bench-peers
+//	N=2000 scripts/bench-peers
 func BenchmarkPeers(b *testing.B) {
 	dir := os.Getenv("RELAY_PEERS_BIN")
 	if dir == "" {
@@ -36,29 +44,113 @@ func BenchmarkPeers(b *testing.B) {
 	local := benchServer(b, http.StatusOK, benchLocalAnswer)
 	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
 
-	b.Run("frp", func(b *testing.B) {
-		frp := benchStartFRP(b, frps, frpc, local)
-		benchCompare(b, direct, frp, "frp/direct", benchP50Overhead)
-	})
-	b.Run("chisel", func(b *testing.B) {
-		chisel := benchStartChisel(b, chiselBin, local)
-		benchCompare(b, direct, chisel, "chisel/direct", benchP50Overhead)
-	})
-	b.Run("relay-proxy", func(b *testing.B) {
-		proxy := benchStartProxy(b, local)
-		benchCompare(b, direct, proxy, "proxy/direct", benchP50Overhead)
-	})
+	paths := []struct {
+		name, label string
+		start       func(b *testing.B) benchTarget
+	}{
+		{"frp", "frp " + benchPeerVersion(b, frps) + ", http proxy (frps + frpc)",
+			func(b *testing.B) benchTarget { return benchStartFRP(b, frps, frpc, local) }},
+		{"chisel", "chisel " + benchPeerVersion(b, chiselBin) + ", reverse TCP forward (server + client)",
+			func(b *testing.B) benchTarget { return benchStartChisel(b, chiselBin, local) }},
+		{"relay-proxy", "relay PROXY Endpoint (relay + agent)",
+			func(b *testing.B) benchTarget { return benchStartProxy(b, local) }},
+		{"relay-inspector", "relay guest inspector, answers 204 itself (relay)",
+			func(b *testing.B) benchTarget { return benchStartInspector(b, "inspector") }},
+	}
+	var table peersTable
+	for _, p := range paths {
+		ok := b.Run(p.name, func(b *testing.B) {
+			t := p.start(b)
+			for _, c := range benchLevels {
+				b.Run(fmt.Sprintf("c=%d", c), benchPair(c, direct, t, t.name+"/direct", func(b *testing.B, base, got benchRun) {
+					benchP50Overhead(b, base, got)
+					table.set(p.label, c, base, got) // the last call, with b.N requests, stays
+				}))
+			}
+		})
+		if !ok {
+			b.Fatalf("%s failed: no table", p.name)
+		}
+	}
+	table.print(os.Stdout)
 }
 
-// benchPeerBin is the path of the program name in dir; the benchmark is
-// skipped when it is not there.
+// peersRow is one path at one concurrency in the table of BenchmarkPeers.
+type peersRow struct {
+	label     string
+	c         int
+	base, got benchRun
+}
+
+// peersTable collects the rows of BenchmarkPeers, in the order measured.
+type peersTable struct{ rows []peersRow }
+
+// set records the runs of label at concurrency c, replacing earlier ones.
+func (t *peersTable) set(label string, c int, base, got benchRun) {
+	for i, r := range t.rows {
+		if r.label == label && r.c == c {
+			t.rows[i].base, t.rows[i].got = base, got
+			return
+		}
+	}
+	t.rows = append(t.rows, peersRow{label: label, c: c, base: base, got: got})
+}
+
+// print writes the table in Markdown, grouped by concurrency. CPU is the
+// utime + stime of the path's own processes (not the load generator's),
+// total and then each process in the order the label names them;
+// others-cpu is the rest of the machine's busy time during the path's load.
+func (t *peersTable) print(w io.Writer) {
+	rows := slices.Clone(t.rows)
+	slices.SortStableFunc(rows, func(a, b peersRow) int { return a.c - b.c })
+	fmt.Fprintln(w, "| c | path | req/s | direct req/s | × direct | p50 ms | p99 ms | p50 over direct ms | CPU-s per 1 000 req | others-cpu % |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		n := float64(r.got.res.Requests)
+		var total time.Duration
+		var each []string
+		for _, d := range r.got.cpu.PerPID[1:] { // [0] is this process: the load generator
+			total += d
+			each = append(each, fmt.Sprintf("%.3f", d.Seconds()*1000/n))
+		}
+		cpu := fmt.Sprintf("%.3f", total.Seconds()*1000/n)
+		if len(each) > 1 {
+			cpu += " (" + strings.Join(each, " + ") + ")"
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %s | %.1f |\n",
+			r.c, r.label, thousands(r.got.res.RPS()), thousands(r.base.res.RPS()), r.got.res.RPS()/r.base.res.RPS(),
+			ms(r.got.res.P50), ms(r.got.res.P99), ms(r.got.res.P50-r.base.res.P50), cpu, othersPct(r.got.cpu))
+	}
+}
+
+// thousands is v rounded, with a space between groups of three digits.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+// benchPeerBin is the path of the program name in dir; the benchmark fails
+// when it is not there (scripts/bench-peers builds it).
 func benchPeerBin(b *testing.B, dir, name string) string {
 	b.Helper()
 	path := filepath.Join(dir, name)
 	if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		b.Skipf("no %s program in RELAY_PEERS_BIN=%s: scripts/bench-peers builds it", name, dir)
+		b.Fatalf("no %s program in RELAY_PEERS_BIN=%s: scripts/bench-peers builds it", name, dir)
 	}
 	return path
+}
+
+// benchPeerVersion is the version a peer program reports with --version.
+func benchPeerVersion(b *testing.B, bin string) string {
+	b.Helper()
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		b.Fatalf("%s --version: %v", bin, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // benchStartPeer runs a tunnel program until the benchmark ends, with no
