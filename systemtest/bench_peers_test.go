@@ -34,7 +34,7 @@ import (
 // frps, frpc and chisel are taken from RELAY_PEERS_BIN; scripts/bench-peers
 // builds pinned versions of them and runs this benchmark:
 //
-//	N=2000 scripts/bench-peers
+//	N=5000 scripts/bench-peers
 func BenchmarkPeers(b *testing.B) {
 	dir := os.Getenv("RELAY_PEERS_BIN")
 	if dir == "" {
