@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -29,12 +30,13 @@ import (
 // concurrency 1, 16 and 64 right after the handler called directly (the
 // same b.N requests to each), and reports its rate as a share of the direct
 // one, its latency, and the CPU its own processes spend per 1000 requests.
-// At the end it prints all of them as one Markdown table (peersTable).
+// At the end it prints all of them as one Markdown table (peersTable); with
+// -count, each figure is the median of that many loads.
 //
 // frps, frpc and chisel are taken from RELAY_PEERS_BIN; scripts/bench-peers
 // builds pinned versions of them and runs this benchmark:
 //
-//	N=5000 scripts/bench-peers
+//	N=2000 RUNS=3 scripts/bench-peers
 func BenchmarkPeers(b *testing.B) {
 	dir := os.Getenv("RELAY_PEERS_BIN")
 	if dir == "" {
@@ -64,7 +66,7 @@ func BenchmarkPeers(b *testing.B) {
 			for _, c := range benchLevels {
 				b.Run(fmt.Sprintf("c=%d", c), benchPair(c, direct, t, t.name+"/direct", func(b *testing.B, base, got benchRun) {
 					benchP50Overhead(b, base, got)
-					table.set(p.label, c, base, got) // the last call, with b.N requests, stays
+					table.add(p.label, c, base, got)
 				}))
 			}
 		})
@@ -75,51 +77,129 @@ func BenchmarkPeers(b *testing.B) {
 	table.print(os.Stdout)
 }
 
-// peersRow is one path at one concurrency in the table of BenchmarkPeers.
+// peersRow is one path at one concurrency in the table of BenchmarkPeers,
+// with the figures of each load of it.
 type peersRow struct {
-	label     string
-	c         int
-	base, got benchRun
+	label string
+	c     int
+	loads []peersLoad
+}
+
+// peersLoad is the figures of one load of a path and of the direct load
+// right before it. p50, p99 and over (the p50 added to direct) are in ms;
+// cpu is CPU-s per 1000 requests of each of the path's processes; others
+// is others-cpu %.
+type peersLoad struct {
+	n                                          int
+	rps, direct, ratio, p50, p99, over, others float64
+	cpu                                        []float64
 }
 
 // peersTable collects the rows of BenchmarkPeers, in the order measured.
 type peersTable struct{ rows []peersRow }
 
-// set records the runs of label at concurrency c, replacing earlier ones.
-func (t *peersTable) set(label string, c int, base, got benchRun) {
-	for i, r := range t.rows {
-		if r.label == label && r.c == c {
-			t.rows[i].base, t.rows[i].got = base, got
+// add records one load of label at concurrency c after base.
+func (t *peersTable) add(label string, c int, base, got benchRun) {
+	n := got.res.Requests
+	l := peersLoad{
+		n:   n,
+		rps: got.res.RPS(), direct: base.res.RPS(), ratio: got.res.RPS() / base.res.RPS(),
+		p50: ms(got.res.P50), p99: ms(got.res.P99), over: ms(got.res.P50 - base.res.P50),
+		others: othersPct(got.cpu),
+	}
+	for _, d := range got.cpu.PerPID[1:] { // [0] is this process: the load generator
+		l.cpu = append(l.cpu, d.Seconds()*1000/float64(n))
+	}
+	for i := range t.rows {
+		if t.rows[i].label == label && t.rows[i].c == c {
+			t.rows[i].loads = append(t.rows[i].loads, l)
 			return
 		}
 	}
-	t.rows = append(t.rows, peersRow{label: label, c: c, base: base, got: got})
+	t.rows = append(t.rows, peersRow{label: label, c: c, loads: []peersLoad{l}})
 }
 
-// print writes the table in Markdown, grouped by concurrency. CPU is the
-// utime + stime of the path's own processes (not the load generator's),
-// total and then each process in the order the label names them;
-// others-cpu is the rest of the machine's busy time during the path's load.
-func (t *peersTable) print(w io.Writer) {
+// figures is the row's figures: those of its one load of b.N requests, or
+// with -count each the median over its loads. The framework's first call,
+// with b.N = 1, only probes: the loads with fewer requests than the
+// largest are left out.
+func (r peersRow) figures() (peersLoad, int) {
+	n := 0
+	for _, l := range r.loads {
+		n = max(n, l.n)
+	}
+	var loads []peersLoad
+	for _, l := range r.loads {
+		if l.n == n {
+			loads = append(loads, l)
+		}
+	}
+	med := func(f func(peersLoad) float64) float64 {
+		v := make([]float64, len(loads))
+		for i, l := range loads {
+			v[i] = f(l)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m := peersLoad{
+		n:      n,
+		rps:    med(func(l peersLoad) float64 { return l.rps }),
+		direct: med(func(l peersLoad) float64 { return l.direct }),
+		ratio:  med(func(l peersLoad) float64 { return l.ratio }),
+		p50:    med(func(l peersLoad) float64 { return l.p50 }),
+		p99:    med(func(l peersLoad) float64 { return l.p99 }),
+		over:   med(func(l peersLoad) float64 { return l.over }),
+		others: med(func(l peersLoad) float64 { return l.others }),
+		cpu:    make([]float64, len(loads[0].cpu)),
+	}
+	for j := range m.cpu {
+		m.cpu[j] = med(func(l peersLoad) float64 { return l.cpu[j] })
+	}
+	return m, len(loads)
+}
+
+// print writes the table in Markdown under a title line, grouped by
+// concurrency. CPU is the utime + stime of the path's own processes (not
+// the load generator's): their total, then each in the order the label
+// names them. others-cpu is the rest of the machine's busy time during the
+// path's load, in % of all cores.
+func (t peersTable) print(w io.Writer) {
 	rows := slices.Clone(t.rows)
 	slices.SortStableFunc(rows, func(a, b peersRow) int { return a.c - b.c })
-	fmt.Fprintln(w, "| c | path | req/s | direct req/s | × direct | p50 ms | p99 ms | p50 over direct ms | CPU-s per 1 000 req | others-cpu % |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var lines []string
+	loads := map[int]bool{}
 	for _, r := range rows {
-		n := float64(r.got.res.Requests)
-		var total time.Duration
+		f, k := r.figures()
+		loads[k] = true
+		var total float64
 		var each []string
-		for _, d := range r.got.cpu.PerPID[1:] { // [0] is this process: the load generator
-			total += d
-			each = append(each, fmt.Sprintf("%.3f", d.Seconds()*1000/n))
+		for _, v := range f.cpu {
+			total += v
+			each = append(each, fmt.Sprintf("%.3f", v))
 		}
-		cpu := fmt.Sprintf("%.3f", total.Seconds()*1000/n)
+		cpu := fmt.Sprintf("%.3f", total)
 		if len(each) > 1 {
 			cpu += " (" + strings.Join(each, " + ") + ")"
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %s | %.1f |\n",
-			r.c, r.label, thousands(r.got.res.RPS()), thousands(r.base.res.RPS()), r.got.res.RPS()/r.base.res.RPS(),
-			ms(r.got.res.P50), ms(r.got.res.P99), ms(r.got.res.P50-r.base.res.P50), cpu, othersPct(r.got.cpu))
+		lines = append(lines, fmt.Sprintf("| %d | %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %s | %.1f |",
+			r.c, r.label, thousands(f.rps), thousands(f.direct), f.ratio, f.p50, f.p99, f.over, cpu, f.others))
+	}
+	switch counts := slices.Sorted(maps.Keys(loads)); {
+	case len(counts) == 1 && counts[0] == 1:
+		fmt.Fprintln(w, "peers table: one load of each path at each concurrency")
+	case len(counts) == 1:
+		fmt.Fprintf(w, "peers table: each figure the median of %d loads of that path at that concurrency, one after the other\n", counts[0])
+	default:
+		fmt.Fprintf(w, "peers table: each figure the median of the loads of that path at that concurrency (%v loads)\n", counts)
+	}
+	fmt.Fprintln(w, "| c | path | req/s | direct req/s | × direct | p50 ms | p99 ms | p50 over direct ms | CPU-s per 1 000 req | others-cpu % |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
 }
 
