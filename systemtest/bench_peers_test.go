@@ -357,3 +357,51 @@ func benchStartChisel(b *testing.B, chisel, local string) benchTarget {
 	benchWaitAnswered(b, t, server, client)
 	return t
 }
+
+// TestPeersTable checks the figures BenchmarkPeers prints: the framework's
+// probe load (fewer requests) is left out, each figure is the median of the
+// loads left, and the rows come grouped by concurrency.
+func TestPeersTable(t *testing.T) {
+	run := func(n int, rps, direct float64, p50 time.Duration, relayCPU, agentCPU time.Duration) (benchRun, benchRun) {
+		base := benchRun{res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / direct * float64(time.Second)), P50: time.Millisecond}}
+		got := benchRun{
+			res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / rps * float64(time.Second)), P50: p50, P99: 2 * p50},
+			cpu: harness.CPUUsage{Wall: time.Second, PerPID: []time.Duration{0, relayCPU, agentCPU}},
+		}
+		return base, got
+	}
+	var table peersTable
+	for _, l := range []struct {
+		c, n        int
+		rps, direct float64
+		p50         time.Duration
+	}{
+		{16, 1, 1, 1000, 50 * time.Millisecond}, // the probe: left out
+		{16, 1000, 300, 1000, 4 * time.Millisecond},
+		{16, 1000, 100, 1000, 2 * time.Millisecond},
+		{16, 1000, 200, 1000, 3 * time.Millisecond},
+		{1, 1000, 1500, 3000, 2 * time.Millisecond},
+	} {
+		base, got := run(l.n, l.rps, l.direct, l.p50, 500*time.Millisecond, 200*time.Millisecond)
+		table.add("relay PROXY Endpoint (relay + agent)", l.c, base, got)
+	}
+	var out bytes.Buffer
+	table.print(&out)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"peers table: each figure the median of the loads of that path at that concurrency ([1 3] loads)",
+		"| 1 | relay PROXY Endpoint (relay + agent) | 1 500 | 3 000 | 0.500 | 2.00 | 4.00 | 1.00 | 0.700 (0.500 + 0.200) | 0.0 |",
+		"| 16 | relay PROXY Endpoint (relay + agent) | 200 | 1 000 | 0.200 | 3.00 | 6.00 | 2.00 | 0.700 (0.500 + 0.200) | 0.0 |",
+	}
+	if len(lines) != 5 || lines[0] != want[0] || lines[3] != want[1] || lines[4] != want[2] {
+		t.Errorf("table:\n%s\nwant rows:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {999.6, "1 000"}, {12345, "12 345"}, {1234567, "1 234 567"}} {
+		if got := thousands(c.v); got != c.want {
+			t.Errorf("thousands(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
