@@ -4,29 +4,39 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
-// BenchmarkPeers compares three ways of reaching the same local handler
-// from a sender with calling it directly, in one run: frp (an http proxy:
-// frps → frpc), chisel (a reverse TCP port forward: chisel server → chisel
-// client) and the relay's PROXY Endpoint (relay → agent, as BenchmarkProxy).
-// The two tunnels record nothing; the relay records every request. Each
-// reports its rate as a share of the direct one and the CPU its server and
-// client processes spend per 1000 requests.
+// BenchmarkPeers compares four ways of reaching the same local handler from
+// a sender with calling it directly, in one run: frp (an http proxy: frps →
+// frpc), chisel (a reverse TCP port forward: chisel server → chisel client),
+// the relay's PROXY Endpoint (relay → agent, as BenchmarkProxy) and the
+// relay's guest inspector (which records each request and answers 204
+// itself, as BenchmarkInspectorIngest; the handler is not called). The two
+// tunnels record nothing; the relay records every request. Each path runs at
+// concurrency 1, 16 and 64 right after the handler called directly (the
+// same b.N requests to each), and reports its rate as a share of the direct
+// one, its latency, and the CPU its own processes spend per 1000 requests.
+// At the end it prints all of them as one Markdown table (peersTable); with
+// -count, each figure is the median of that many loads.
 //
 // frps, frpc and chisel are taken from RELAY_PEERS_BIN; scripts/bench-peers
 // builds pinned versions of them and runs this benchmark:
 //
-//	N=5000 scripts/bench-peers
+//	N=2000 RUNS=3 scripts/bench-peers
 func BenchmarkPeers(b *testing.B) {
 	dir := os.Getenv("RELAY_PEERS_BIN")
 	if dir == "" {
@@ -36,29 +46,191 @@ func BenchmarkPeers(b *testing.B) {
 	local := benchServer(b, http.StatusOK, benchLocalAnswer)
 	direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
 
-	b.Run("frp", func(b *testing.B) {
-		frp := benchStartFRP(b, frps, frpc, local)
-		benchCompare(b, direct, frp, "frp/direct", benchP50Overhead)
-	})
-	b.Run("chisel", func(b *testing.B) {
-		chisel := benchStartChisel(b, chiselBin, local)
-		benchCompare(b, direct, chisel, "chisel/direct", benchP50Overhead)
-	})
-	b.Run("relay-proxy", func(b *testing.B) {
-		proxy := benchStartProxy(b, local)
-		benchCompare(b, direct, proxy, "proxy/direct", benchP50Overhead)
-	})
+	paths := []struct {
+		name, label string
+		start       func(b *testing.B) benchTarget
+	}{
+		{"frp", "frp " + benchPeerVersion(b, frps) + ", http proxy (frps + frpc)",
+			func(b *testing.B) benchTarget { return benchStartFRP(b, frps, frpc, local) }},
+		{"chisel", "chisel " + benchPeerVersion(b, chiselBin) + ", reverse TCP forward (server + client)",
+			func(b *testing.B) benchTarget { return benchStartChisel(b, chiselBin, local) }},
+		{"relay-proxy", "relay PROXY Endpoint (relay + agent)",
+			func(b *testing.B) benchTarget { return benchStartProxy(b, local) }},
+		{"relay-inspector", "relay guest inspector, answers 204 itself (relay)",
+			func(b *testing.B) benchTarget { return benchStartInspector(b, "inspector") }},
+	}
+	var table peersTable
+	for _, p := range paths {
+		ok := b.Run(p.name, func(b *testing.B) {
+			t := p.start(b)
+			for _, c := range benchLevels {
+				b.Run(fmt.Sprintf("c=%d", c), benchPair(c, direct, t, t.name+"/direct", func(b *testing.B, base, got benchRun) {
+					benchP50Overhead(b, base, got)
+					table.add(p.label, c, base, got)
+				}))
+			}
+		})
+		if !ok {
+			b.Fatalf("%s failed: no table", p.name)
+		}
+	}
+	table.print(os.Stdout)
 }
 
-// benchPeerBin is the path of the program name in dir; the benchmark is
-// skipped when it is not there.
+// peersRow is one path at one concurrency in the table of BenchmarkPeers,
+// with the figures of each load of it.
+type peersRow struct {
+	label string
+	c     int
+	loads []peersLoad
+}
+
+// peersLoad is the figures of one load of a path and of the direct load
+// right before it. p50, p99 and over (the p50 added to direct) are in ms;
+// cpu is CPU-s per 1000 requests of each of the path's processes; others
+// is others-cpu %.
+type peersLoad struct {
+	n                                          int
+	rps, direct, ratio, p50, p99, over, others float64
+	cpu                                        []float64
+}
+
+// peersTable collects the rows of BenchmarkPeers, in the order measured.
+type peersTable struct{ rows []peersRow }
+
+// add records one load of label at concurrency c after base.
+func (t *peersTable) add(label string, c int, base, got benchRun) {
+	n := got.res.Requests
+	l := peersLoad{
+		n:   n,
+		rps: got.res.RPS(), direct: base.res.RPS(), ratio: got.res.RPS() / base.res.RPS(),
+		p50: ms(got.res.P50), p99: ms(got.res.P99), over: ms(got.res.P50 - base.res.P50),
+		others: othersPct(got.cpu),
+	}
+	for _, d := range got.cpu.PerPID[1:] { // [0] is this process: the load generator
+		l.cpu = append(l.cpu, d.Seconds()*1000/float64(n))
+	}
+	for i := range t.rows {
+		if t.rows[i].label == label && t.rows[i].c == c {
+			t.rows[i].loads = append(t.rows[i].loads, l)
+			return
+		}
+	}
+	t.rows = append(t.rows, peersRow{label: label, c: c, loads: []peersLoad{l}})
+}
+
+// figures is the row's figures: those of its one load of b.N requests, or
+// with -count each the median over its loads. The framework's first call,
+// with b.N = 1, only probes: the loads with fewer requests than the
+// largest are left out.
+func (r peersRow) figures() (peersLoad, int) {
+	n := 0
+	for _, l := range r.loads {
+		n = max(n, l.n)
+	}
+	var loads []peersLoad
+	for _, l := range r.loads {
+		if l.n == n {
+			loads = append(loads, l)
+		}
+	}
+	med := func(f func(peersLoad) float64) float64 {
+		v := make([]float64, len(loads))
+		for i, l := range loads {
+			v[i] = f(l)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m := peersLoad{
+		n:      n,
+		rps:    med(func(l peersLoad) float64 { return l.rps }),
+		direct: med(func(l peersLoad) float64 { return l.direct }),
+		ratio:  med(func(l peersLoad) float64 { return l.ratio }),
+		p50:    med(func(l peersLoad) float64 { return l.p50 }),
+		p99:    med(func(l peersLoad) float64 { return l.p99 }),
+		over:   med(func(l peersLoad) float64 { return l.over }),
+		others: med(func(l peersLoad) float64 { return l.others }),
+		cpu:    make([]float64, len(loads[0].cpu)),
+	}
+	for j := range m.cpu {
+		m.cpu[j] = med(func(l peersLoad) float64 { return l.cpu[j] })
+	}
+	return m, len(loads)
+}
+
+// print writes the table in Markdown under a title line, grouped by
+// concurrency. CPU is the utime + stime of the path's own processes (not
+// the load generator's): their total, then each in the order the label
+// names them. others-cpu is the rest of the machine's busy time during the
+// path's load, in % of all cores.
+func (t peersTable) print(w io.Writer) {
+	rows := slices.Clone(t.rows)
+	slices.SortStableFunc(rows, func(a, b peersRow) int { return a.c - b.c })
+	var lines []string
+	loads := map[int]bool{}
+	for _, r := range rows {
+		f, k := r.figures()
+		loads[k] = true
+		var total float64
+		var each []string
+		for _, v := range f.cpu {
+			total += v
+			each = append(each, fmt.Sprintf("%.3f", v))
+		}
+		cpu := fmt.Sprintf("%.3f", total)
+		if len(each) > 1 {
+			cpu += " (" + strings.Join(each, " + ") + ")"
+		}
+		lines = append(lines, fmt.Sprintf("| %d | %s | %s | %s | %.3f | %.2f | %.2f | %.2f | %s | %.1f |",
+			r.c, r.label, thousands(f.rps), thousands(f.direct), f.ratio, f.p50, f.p99, f.over, cpu, f.others))
+	}
+	switch counts := slices.Sorted(maps.Keys(loads)); {
+	case len(counts) == 1 && counts[0] == 1:
+		fmt.Fprintln(w, "peers table: one load of each path at each concurrency")
+	case len(counts) == 1:
+		fmt.Fprintf(w, "peers table: each figure the median of %d loads of that path at that concurrency, one after the other\n", counts[0])
+	default:
+		fmt.Fprintf(w, "peers table: each figure the median of the loads of that path at that concurrency (%v loads)\n", counts)
+	}
+	fmt.Fprintln(w, "| c | path | req/s | direct req/s | × direct | p50 ms | p99 ms | p50 over direct ms | CPU-s per 1 000 req | others-cpu % |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// thousands is v rounded, with a space between groups of three digits.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
+// benchPeerBin is the path of the program name in dir; the benchmark fails
+// when it is not there (scripts/bench-peers builds it).
 func benchPeerBin(b *testing.B, dir, name string) string {
 	b.Helper()
 	path := filepath.Join(dir, name)
 	if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		b.Skipf("no %s program in RELAY_PEERS_BIN=%s: scripts/bench-peers builds it", name, dir)
+		b.Fatalf("no %s program in RELAY_PEERS_BIN=%s: scripts/bench-peers builds it", name, dir)
 	}
 	return path
+}
+
+// benchPeerVersion is the version a peer program reports with --version.
+func benchPeerVersion(b *testing.B, bin string) string {
+	b.Helper()
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		b.Fatalf("%s --version: %v", bin, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // benchStartPeer runs a tunnel program until the benchmark ends, with no
@@ -184,4 +356,52 @@ func benchStartChisel(b *testing.B, chisel, local string) benchTarget {
 	}
 	benchWaitAnswered(b, t, server, client)
 	return t
+}
+
+// TestPeersTable checks the figures BenchmarkPeers prints: the framework's
+// probe load (fewer requests) is left out, each figure is the median of the
+// loads left, and the rows come grouped by concurrency.
+func TestPeersTable(t *testing.T) {
+	run := func(n int, rps, direct float64, p50 time.Duration, relayCPU, agentCPU time.Duration) (benchRun, benchRun) {
+		base := benchRun{res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / direct * float64(time.Second)), P50: time.Millisecond}}
+		got := benchRun{
+			res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / rps * float64(time.Second)), P50: p50, P99: 2 * p50},
+			cpu: harness.CPUUsage{Wall: time.Second, PerPID: []time.Duration{0, relayCPU, agentCPU}},
+		}
+		return base, got
+	}
+	var table peersTable
+	for _, l := range []struct {
+		c, n        int
+		rps, direct float64
+		p50         time.Duration
+	}{
+		{16, 1, 1, 1000, 50 * time.Millisecond}, // the probe: left out
+		{16, 1000, 300, 1000, 4 * time.Millisecond},
+		{16, 1000, 100, 1000, 2 * time.Millisecond},
+		{16, 1000, 200, 1000, 3 * time.Millisecond},
+		{1, 1000, 1500, 3000, 2 * time.Millisecond},
+	} {
+		base, got := run(l.n, l.rps, l.direct, l.p50, 500*time.Millisecond, 200*time.Millisecond)
+		table.add("relay PROXY Endpoint (relay + agent)", l.c, base, got)
+	}
+	var out bytes.Buffer
+	table.print(&out)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"peers table: each figure the median of the loads of that path at that concurrency ([1 3] loads)",
+		"| 1 | relay PROXY Endpoint (relay + agent) | 1 500 | 3 000 | 0.500 | 2.00 | 4.00 | 1.00 | 0.700 (0.500 + 0.200) | 0.0 |",
+		"| 16 | relay PROXY Endpoint (relay + agent) | 200 | 1 000 | 0.200 | 3.00 | 6.00 | 2.00 | 0.700 (0.500 + 0.200) | 0.0 |",
+	}
+	if len(lines) != 5 || lines[0] != want[0] || lines[3] != want[1] || lines[4] != want[2] {
+		t.Errorf("table:\n%s\nwant rows:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {999.6, "1 000"}, {12345, "12 345"}, {1234567, "1 234 567"}} {
+		if got := thousands(c.v); got != c.want {
+			t.Errorf("thousands(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
 }

@@ -188,34 +188,49 @@ func reportCPU(b *testing.B, t benchTarget, r benchRun) {
 			b.ReportMetric(float64(r.written[i])/1024/float64(r.res.Requests), p.name+"-disk-KiB/req")
 		}
 	}
-	b.ReportMetric(100*r.cpu.Others().Seconds()/(r.cpu.Wall.Seconds()*float64(runtime.NumCPU())), "others-cpu-%")
+	b.ReportMetric(othersPct(r.cpu), "others-cpu-%")
+}
+
+// othersPct is the machine's busy time outside the measured processes (and
+// this one) during a measurement, in % of all cores.
+func othersPct(u harness.CPUUsage) float64 {
+	return 100 * u.Others().Seconds() / (u.Wall.Seconds() * float64(runtime.NumCPU()))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// benchLevels are the concurrencies the paired benchmarks load at.
+var benchLevels = []int{1, 16, 64}
 
 // benchCompare runs base and got at concurrency 1, 16 and 64 (each op is one
 // request to each) and reports both latencies, got's rate as a share of
 // base's under the name ratio, got's CPU, and whatever extra adds.
 func benchCompare(b *testing.B, base, got benchTarget, ratio string, extra func(b *testing.B, base, got benchRun)) {
 	b.Helper()
-	for _, c := range []int{1, 16, 64} {
-		warmed := false
-		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-			if !warmed {
-				warm(b, c, base, got)
-				warmed = true
-			}
-			baseRun := measure(b, base, b.N, c)
-			gotRun := measure(b, got, b.N, c)
-			reportLatency(b, base.name, baseRun)
-			reportLatency(b, got.name, gotRun)
-			b.ReportMetric(gotRun.res.RPS()/baseRun.res.RPS(), ratio)
-			if extra != nil {
-				extra(b, baseRun, gotRun)
-			}
-			reportCPU(b, got, gotRun)
-			b.ReportMetric(0, "ns/op") // the op is two loads; its time means nothing
-		})
+	for _, c := range benchLevels {
+		b.Run(fmt.Sprintf("c=%d", c), benchPair(c, base, got, ratio, extra))
+	}
+}
+
+// benchPair is the sub-benchmark of benchCompare at concurrency c: it warms
+// both targets once, then loads base and got with b.N requests each.
+func benchPair(c int, base, got benchTarget, ratio string, extra func(b *testing.B, base, got benchRun)) func(b *testing.B) {
+	warmed := false // the framework calls the function with b.N = 1 first
+	return func(b *testing.B) {
+		if !warmed {
+			warm(b, c, base, got)
+			warmed = true
+		}
+		baseRun := measure(b, base, b.N, c)
+		gotRun := measure(b, got, b.N, c)
+		reportLatency(b, base.name, baseRun)
+		reportLatency(b, got.name, gotRun)
+		b.ReportMetric(gotRun.res.RPS()/baseRun.res.RPS(), ratio)
+		if extra != nil {
+			extra(b, baseRun, gotRun)
+		}
+		reportCPU(b, got, gotRun)
+		b.ReportMetric(0, "ns/op") // the op is two loads; its time means nothing
 	}
 }
 
@@ -228,15 +243,22 @@ func benchCompare(b *testing.B, base, got benchTarget, ratio string, extra func(
 //	go test -run '^$' -bench 'InspectorIngest$' -benchtime 20000x -timeout 30m ./systemtest
 func BenchmarkInspectorIngest(b *testing.B) {
 	bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
+	benchCompare(b, bare, benchStartInspector(b, "relay"), "relay/bare", nil)
+}
+
+// benchStartInspector starts a relay with one guest inspector and returns
+// the target named name that sends the load to it (answered 204 by the
+// relay, which records every request).
+func benchStartInspector(b *testing.B, name string) benchTarget {
+	b.Helper()
 	r := harness.Start(b, "", profArgs()...)
 	keepLog(b, r)
 	var out struct{ CreateInspector struct{ ID string } }
 	r.MustGraphQL(b, "", `mutation{ createInspector{ id } }`, nil, &out)
-	relay := benchTarget{
-		name: "relay", addr: "127.0.0.1:" + strconv.Itoa(r.Port), host: r.AddressHost(out.CreateInspector.ID),
+	return benchTarget{
+		name: name, addr: "127.0.0.1:" + strconv.Itoa(r.Port), host: r.AddressHost(out.CreateInspector.ID),
 		want: http.StatusNoContent, procs: []benchProc{{"relay", r.PID()}},
 	}
-	benchCompare(b, bare, relay, "relay/bare", nil)
 }
 
 // BenchmarkInspectorIngestTLS compares inspector ingest through two real
