@@ -261,6 +261,8 @@ func (s *Server) serve(c echo.Context) error {
 		s.serveRecord(ctx, w, r, route, s.wrongProtocol(address))
 	case route.Mode == domain.ModeProxy:
 		s.serveProxy(ctx, w, r, route)
+	case route.Mode == domain.ModeQueue:
+		s.serveQueue(ctx, w, r, route)
 	default:
 		s.serveRecord(ctx, w, r, route, answerNoContent)
 	}

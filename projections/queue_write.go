@@ -1,0 +1,118 @@
+package projections
+
+import (
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// queueSchemaSQL is the queue view: the queued deliveries of QUEUE
+// Endpoints not yet delivered, with their schedule (docs/queue.md). A
+// delivered one leaves it; a dead one stays until redriven or removed.
+const queueSchemaSQL = `
+CREATE TABLE IF NOT EXISTS queue (
+	delivery_id TEXT PRIMARY KEY,
+	endpoint_id TEXT    NOT NULL,
+	account_id  TEXT    NOT NULL,
+	seq         INTEGER NOT NULL, -- the receipt's position: the queue's order
+	since       INTEGER NOT NULL, -- receipt or latest redrive: its age runs from here
+	state       TEXT    NOT NULL, -- queued | inflight | dead
+	next_at     INTEGER NOT NULL,
+	tries       INTEGER NOT NULL DEFAULT 0,
+	failures    INTEGER NOT NULL DEFAULT 0,
+	attempt_id  TEXT    NOT NULL DEFAULT '',
+	inflight_at INTEGER NOT NULL DEFAULT 0,
+	duplicate   INTEGER NOT NULL DEFAULT 0,
+	reason      TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS queue_due ON queue (state, next_at);
+CREATE INDEX IF NOT EXISTS queue_endpoint ON queue (endpoint_id, state, seq);
+CREATE INDEX IF NOT EXISTS queue_account ON queue (account_id, state, seq);
+`
+
+const (
+	qQueueInsert = `INSERT OR IGNORE INTO queue (delivery_id, endpoint_id, account_id, seq, since, state, next_at)
+		VALUES (?, ?, ?, ?, ?, 'queued', ?)`
+	qQueueAttempt = `UPDATE queue SET state = 'inflight', tries = tries + 1, attempt_id = ?, inflight_at = ?, duplicate = 0
+		WHERE delivery_id = ? AND state != 'dead'`
+	// An attempt a crash or a lost node left open goes back to the queue,
+	// due at once, and the next attempt is marked a possible duplicate.
+	qQueueOrphaned = `UPDATE queue SET state = 'queued', next_at = ?, attempt_id = '', duplicate = 1, reason = ?
+		WHERE delivery_id = ? AND attempt_id = ? AND state = 'inflight'`
+	qQueueRetry = `UPDATE queue SET state = 'queued', next_at = ?, failures = ?, reason = ?, attempt_id = ''
+		WHERE delivery_id = ? AND state != 'dead'`
+	qQueueDead      = `UPDATE queue SET state = 'dead', failures = ?, reason = ?, attempt_id = '' WHERE delivery_id = ?`
+	qQueueDelivered = `DELETE FROM queue WHERE delivery_id = ?`
+	qQueueRequeued  = `UPDATE queue SET state = 'queued', next_at = ?, since = ?, failures = 0, reason = '', duplicate = 0
+		WHERE delivery_id = ? AND state = 'dead'`
+	qQueueEndpointGone = `DELETE FROM queue WHERE endpoint_id = ?`
+)
+
+// queueWriter keeps the queue view. It runs after the history.
+type queueWriter struct{}
+
+func (queueWriter) flush(*txn) error { return nil }
+func (queueWriter) committed()       {}
+
+func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	switch p := payload.(type) {
+	case receivedRow:
+		if !p.Queued || p.AddressKind != domain.AddressEndpoint {
+			return 0, false, nil
+		}
+		n, err = t.exec(qQueueInsert, p.DeliveryID, p.Address, p.AccountID, t.pos(), t.at(), t.at())
+	case domain.ForwardRequested:
+		if !p.Queued {
+			return 0, false, nil
+		}
+		n, err = t.exec(qQueueAttempt, p.AttemptID, t.at(), p.DeliveryID)
+	case domain.ForwardFailed:
+		if p.Error != domain.FailureRestarted && p.Error != domain.FailureNodeLostBeforeAnswer {
+			return 0, false, nil
+		}
+		n, err = t.exec(qQueueOrphaned, t.at(), p.Error, p.DeliveryID, p.AttemptID)
+	case domain.DeliveryRetryScheduled:
+		next, perr := time.Parse(time.RFC3339Nano, p.NextAt)
+		if perr != nil {
+			next = t.event.Metadata.OccurredAt
+		}
+		n, err = t.exec(qQueueRetry, next.UnixNano(), p.Failures, p.Reason, p.DeliveryID)
+	case domain.DeliveryDead:
+		n, err = t.exec(qQueueDead, p.Failures, p.Reason, p.DeliveryID)
+	case domain.DeliveryDelivered:
+		n, err = t.exec(qQueueDelivered, p.DeliveryID)
+	case domain.DeliveryRequeued:
+		n, err = t.exec(qQueueRequeued, t.at(), t.at(), p.DeliveryID)
+	case domain.EndpointDeleted:
+		n, err = t.exec(qQueueEndpointGone, p.EndpointID)
+	case domain.StreamDeleted:
+		kind, id, _ := domain.ParseStream(p.Stream)
+		if kind != domain.StreamDelivery {
+			return 0, false, nil
+		}
+		n, err = t.exec(qQueueDelivered, id)
+	default:
+		return 0, false, nil
+	}
+	return n, n > 0, err
+}
+
+// queueColumns are what scanQueue reads, in order.
+const queueColumns = `delivery_id, endpoint_id, account_id, seq, since, state, next_at, tries, failures, attempt_id, inflight_at, duplicate, reason`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanQueue(r rowScanner) (readmodel.QueueEntry, error) {
+	var e readmodel.QueueEntry
+	var since, next, inflight int64
+	var dup int
+	err := r.Scan(&e.DeliveryID, &e.EndpointID, &e.AccountID, &e.Seq, &since, &e.State, &next, &e.Tries, &e.Failures,
+		&e.AttemptID, &inflight, &dup, &e.Reason)
+	e.Since, e.NextAt = time.Unix(0, since).UTC(), time.Unix(0, next).UTC()
+	if inflight != 0 {
+		e.InFlightAt = time.Unix(0, inflight).UTC()
+	}
+	e.Duplicate = dup != 0
+	return e, err
+}
