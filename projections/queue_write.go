@@ -36,7 +36,7 @@ const (
 		VALUES (?, ?, ?, ?, ?, 'queued', ?)`
 	qQueueAttempt = `UPDATE queue SET state = 'inflight', tries = tries + 1, attempt_id = ?, inflight_at = ?, duplicate = 0
 		WHERE delivery_id = ? AND state != 'dead'`
-	// An attempt a crash or a lost node left open goes back to the queue,
+	// An attempt a crash, a shutdown or a lost node left open goes back to the queue,
 	// due at once, and the next attempt is marked a possible duplicate.
 	qQueueOrphaned = `UPDATE queue SET state = 'queued', next_at = ?, attempt_id = '', duplicate = 1, reason = ?
 		WHERE delivery_id = ? AND attempt_id = ? AND state = 'inflight'`
@@ -68,7 +68,7 @@ func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error)
 		}
 		n, err = t.exec(qQueueAttempt, p.AttemptID, t.at(), p.DeliveryID)
 	case domain.ForwardFailed:
-		if p.Error != domain.FailureRestarted && p.Error != domain.FailureNodeLostBeforeAnswer {
+		if p.Error != domain.FailureRestarted && p.Error != domain.FailureNodeLostBeforeAnswer && p.Error != domain.FailureShuttingDown {
 			return 0, false, nil
 		}
 		n, err = t.exec(qQueueOrphaned, t.at(), p.Error, p.DeliveryID, p.AttemptID)
