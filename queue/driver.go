@@ -167,7 +167,9 @@ func (d *Driver) Tick(ctx context.Context) error {
 		}
 		p := st.policy
 		if age := time.Duration(p.MaxAgeMs) * time.Millisecond; now.Sub(e.Since) > age {
-			d.start(ctx, e, st, func(ctx context.Context) { d.dead(ctx, e, "", e.Failures, fmt.Sprintf("dead: older than %s before delivery", age)) })
+			d.start(ctx, e, st, func(ctx context.Context) {
+				d.dead(ctx, e, "", e.Failures, fmt.Sprintf("dead: older than %s before delivery", age))
+			})
 			continue
 		}
 		if p.Ordering == domain.OrderStrict {
