@@ -222,6 +222,12 @@ listed when it matches all of them.`,
 			if err := out.check(); err != nil {
 				return err
 			}
+			if queueStates[f.status] {
+				if err := conn.resolve(c.Flags(), env); err != nil {
+					return err
+				}
+				return listQueued(c.Context(), conn.client(conn.token), args[0], f.status, limit, out, stdout)
+			}
 			filter, err := f.filter(time.Now())
 			if err != nil {
 				return err
@@ -261,7 +267,7 @@ listed when it matches all of them.`,
 	conn.flags(cmd.Flags())
 	out.flags(cmd.Flags())
 	fs := cmd.Flags()
-	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending")
+	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending; queued, inflight or dead: a QUEUE Endpoint's queue")
 	fs.StringVar(&f.method, "method", "", "sent with this method (POST)")
 	fs.StringVar(&f.path, "path", "", "whose request target starts with this (/webhooks)")
 	fs.StringVar(&f.since, "since", "", "received within this long (1h, 30m, 1d) or since this time (RFC 3339)")

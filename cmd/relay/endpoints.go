@@ -36,6 +36,8 @@ type endpointJSON struct {
 	Filters []filterJSON `json:"filters"`
 	// Retention says how long it keeps its deliveries.
 	Retention *retentionJSON `json:"retention"`
+	// Queue is a QUEUE Endpoint's queue and policy (null in other modes).
+	Queue *endpointQueueJSON `json:"queue"`
 }
 
 // retentionJSON is an Endpoint's retention window as the commands print it.
@@ -64,7 +66,7 @@ type filterJSON struct {
 }
 
 const endpointFields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
-	retention{ window seconds isDefault max deletedBefore } ` + answerFields
+	retention{ window seconds isDefault max deletedBefore } ` + endpointQueueFields + ` ` + answerFields
 
 func endpointsCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
@@ -195,7 +197,7 @@ func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
 	if withName {
 		fs.StringVar(&s.name, "name", "", "new name")
 	}
-	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent) or LOG (record and answer 204); default PROXY with --target, else LOG")
+	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent), LOG (record and answer 204) or QUEUE (answer 202 at once, forward later with retries); default PROXY with --target, else LOG")
 	fs.StringVar(&s.target, "target", "", "local target for PROXY mode: PORT, localhost:PORT or 127.0.0.1:PORT")
 	fs.BoolVar(&s.capture, "response-capture", false, "store the local responses' bodies")
 	fs.StringArrayVar(&s.filters, "filter", nil, "forward only deliveries that match (repeatable, all must match; replaces the Endpoint's filters): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B; others are recorded and answered as LOG")
@@ -221,8 +223,8 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	}
 	if fs.Changed("mode") {
 		m := strings.ToUpper(s.mode)
-		if m != "PROXY" && m != "LOG" {
-			return nil, usage(fmt.Errorf("--mode %q: want PROXY or LOG", s.mode))
+		if m != "PROXY" && m != "LOG" && m != "QUEUE" {
+			return nil, usage(fmt.Errorf("--mode %q: want PROXY, LOG or QUEUE", s.mode))
 		}
 		in["mode"] = m
 	}
@@ -278,6 +280,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var out output
 	var s endpointSettings
 	var ans answerFlags
+	var qf queueFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an Endpoint and print its public URL",
@@ -294,6 +297,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return err
 			}
 			if err := ans.input(c, in); err != nil {
+				return err
+			}
+			if err := qf.input(c, in); err != nil {
 				return err
 			}
 			in["name"] = args[0]
@@ -314,6 +320,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	out.flags(cmd.Flags())
 	s.flags(cmd, false)
 	ans.flags(cmd, true)
+	qf.flags(cmd)
 	return cmd
 }
 
@@ -322,6 +329,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var out output
 	var s endpointSettings
 	var ans answerFlags
+	var qf queueFlags
 	cmd := &cobra.Command{
 		Use:   "update ENDPOINT",
 		Short: "Change an Endpoint's name, mode, target, response capture, own answer or handshakes",
@@ -344,8 +352,11 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			if err := ans.input(c, in); err != nil {
 				return err
 			}
+			if err := qf.input(c, in); err != nil {
+				return err
+			}
 			if len(in) == 0 {
-				return usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag or --handshake"))
+				return usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag, --handshake or a queue flag"))
 			}
 			ep, err := findEndpoint(c.Context(), client, args[0])
 			if err != nil {
@@ -362,6 +373,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	out.flags(cmd.Flags())
 	s.flags(cmd, true)
 	ans.flags(cmd, true)
+	qf.flags(cmd)
 	return cmd
 }
 
@@ -415,6 +427,7 @@ func printEndpoint(w io.Writer, out output, verb string, e endpointJSON) error {
 		fmt.Fprintf(w, " → %s", *e.Target)
 	}
 	fmt.Fprintf(w, "\n%s\n", e.URL)
+	printEndpointQueue(w, e.Queue)
 	if r := e.Retention; r != nil {
 		fmt.Fprintf(w, "keeps deliveries %s", describeRetention(r))
 		if r.DeletedBefore != nil {
