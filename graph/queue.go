@@ -80,7 +80,12 @@ func (r *Resolver) deliveryQueue(ctx context.Context, obj *model.Delivery) (*mod
 }
 
 func toDeliveryQueue(e readmodel.QueueEntry) *model.DeliveryQueue {
-	m := &model.DeliveryQueue{State: e.State, Tries: e.Tries, Failures: e.Failures, Reason: e.Reason, PossibleDuplicate: e.Duplicate}
+	m := &model.DeliveryQueue{State: e.State, Tries: e.Tries, Failures: e.Failures, Reason: e.Reason, PossibleDuplicate: e.Duplicate,
+		PossibleDuplicates: e.Duplicates}
+	if e.Status != 0 {
+		s := e.Status
+		m.DeliveredStatus = &s
+	}
 	if e.State == readmodel.QueueQueued {
 		t := e.NextAt
 		m.NextAt = &t
@@ -96,9 +101,9 @@ func (r *Resolver) queuedDeliveries(ctx context.Context, endpoint string, state 
 	}
 	st := deref(state)
 	switch st {
-	case "", readmodel.QueueQueued, readmodel.QueueInFlight, readmodel.QueueDead:
+	case "", readmodel.QueueQueued, readmodel.QueueInFlight, readmodel.QueueDead, readmodel.QueueDone:
 	default:
-		return nil, &domain.InvalidInputError{Field: "state", Reason: fmt.Sprintf("%q is not queued, inflight or dead", st)}
+		return nil, &domain.InvalidInputError{Field: "state", Reason: fmt.Sprintf("%q is not queued, inflight, dead or delivered", st)}
 	}
 	n := 50
 	if first != nil {

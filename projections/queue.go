@@ -35,8 +35,8 @@ func (v *Runner) QueueHead(ctx context.Context, endpointID string) (readmodel.Qu
 	return rows[0], true, nil
 }
 
-// QueueEntry is a delivery's place in its queue; domain.ErrNotFound when
-// it has none (delivered, or never queued).
+// QueueEntry is a delivery's place in its queue (also once delivered);
+// domain.ErrNotFound when it was never queued.
 func (v *Runner) QueueEntry(ctx context.Context, deliveryID string) (readmodel.QueueEntry, error) {
 	e, err := scanQueue(v.r.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM queue WHERE delivery_id = ?`, deliveryID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -48,13 +48,13 @@ func (v *Runner) QueueEntry(ctx context.Context, deliveryID string) (readmodel.Q
 	return e, nil
 }
 
-// QueueList returns an account's queued deliveries in state (any state
-// when ""), of one Endpoint when endpointID is set, oldest first, at most
+// QueueList returns an account's queued deliveries in state (queued, in
+// flight or dead when ""), of one Endpoint when endpointID is set, oldest first, at most
 // limit.
 func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state string, limit int) ([]readmodel.QueueEntry, error) {
 	limit = min(max(limit, 1), MaxQueueBatch)
 	return v.queueRows(ctx, `SELECT `+queueColumns+` FROM queue
-		WHERE account_id = ? AND (? = '' OR endpoint_id = ?) AND (? = '' OR state = ?)
+		WHERE account_id = ? AND (? = '' OR endpoint_id = ?) AND (state = ? OR (? = '' AND state != 'delivered'))
 		ORDER BY seq LIMIT ?`, accountID, endpointID, endpointID, state, state, limit)
 }
 

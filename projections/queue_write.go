@@ -8,8 +8,9 @@ import (
 )
 
 // queueSchemaSQL is the queue view: the queued deliveries of QUEUE
-// Endpoints not yet delivered, with their schedule (docs/queue.md). A
-// delivered one leaves it; a dead one stays until redriven or removed.
+// Endpoints with their schedule (docs/queue.md). A delivered one stays,
+// as what its queue did (tries, possible duplicates), until its stream
+// is deleted.
 const queueSchemaSQL = `
 CREATE TABLE IF NOT EXISTS queue (
 	delivery_id TEXT PRIMARY KEY,
@@ -17,14 +18,17 @@ CREATE TABLE IF NOT EXISTS queue (
 	account_id  TEXT    NOT NULL,
 	seq         INTEGER NOT NULL, -- the receipt's position: the queue's order
 	since       INTEGER NOT NULL, -- receipt or latest redrive: its age runs from here
-	state       TEXT    NOT NULL, -- queued | inflight | dead
+	state       TEXT    NOT NULL, -- queued | inflight | dead | delivered
 	next_at     INTEGER NOT NULL,
 	tries       INTEGER NOT NULL DEFAULT 0,
 	failures    INTEGER NOT NULL DEFAULT 0,
 	attempt_id  TEXT    NOT NULL DEFAULT '',
 	inflight_at INTEGER NOT NULL DEFAULT 0,
 	duplicate   INTEGER NOT NULL DEFAULT 0,
-	reason      TEXT    NOT NULL DEFAULT ''
+	reason      TEXT    NOT NULL DEFAULT '',
+	-- duplicates counts the attempts sent as possible duplicates.
+	duplicates  INTEGER NOT NULL DEFAULT 0,
+	status      INTEGER NOT NULL DEFAULT 0 -- the local answer that delivered it
 );
 CREATE INDEX IF NOT EXISTS queue_due ON queue (state, next_at);
 CREATE INDEX IF NOT EXISTS queue_endpoint ON queue (endpoint_id, state, seq);
@@ -34,16 +38,17 @@ CREATE INDEX IF NOT EXISTS queue_account ON queue (account_id, state, seq);
 const (
 	qQueueInsert = `INSERT OR IGNORE INTO queue (delivery_id, endpoint_id, account_id, seq, since, state, next_at)
 		VALUES (?, ?, ?, ?, ?, 'queued', ?)`
-	qQueueAttempt = `UPDATE queue SET state = 'inflight', tries = tries + 1, attempt_id = ?, inflight_at = ?, duplicate = 0
-		WHERE delivery_id = ? AND state != 'dead'`
+	qQueueAttempt = `UPDATE queue SET state = 'inflight', tries = tries + 1, attempt_id = ?, inflight_at = ?, duplicate = 0,
+		duplicates = duplicates + ? WHERE delivery_id = ? AND state IN ('queued', 'inflight')`
 	// An attempt a crash, a shutdown or a lost node left open goes back to the queue,
 	// due at once, and the next attempt is marked a possible duplicate.
 	qQueueOrphaned = `UPDATE queue SET state = 'queued', next_at = ?, attempt_id = '', duplicate = 1, reason = ?
 		WHERE delivery_id = ? AND attempt_id = ? AND state = 'inflight'`
 	qQueueRetry = `UPDATE queue SET state = 'queued', next_at = ?, failures = ?, reason = ?, attempt_id = ''
-		WHERE delivery_id = ? AND state != 'dead'`
+		WHERE delivery_id = ? AND state IN ('queued', 'inflight')`
 	qQueueDead      = `UPDATE queue SET state = 'dead', failures = ?, reason = ?, attempt_id = '' WHERE delivery_id = ?`
-	qQueueDelivered = `DELETE FROM queue WHERE delivery_id = ?`
+	qQueueDelivered = `UPDATE queue SET state = 'delivered', status = ?, attempt_id = '', reason = '' WHERE delivery_id = ?`
+	qQueueDropped   = `DELETE FROM queue WHERE delivery_id = ?`
 	qQueueRequeued  = `UPDATE queue SET state = 'queued', next_at = ?, since = ?, failures = 0, reason = '', duplicate = 0
 		WHERE delivery_id = ? AND state = 'dead'`
 	qQueueEndpointGone = `DELETE FROM queue WHERE endpoint_id = ?`
@@ -66,7 +71,11 @@ func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error)
 		if !p.Queued {
 			return 0, false, nil
 		}
-		n, err = t.exec(qQueueAttempt, p.AttemptID, t.at(), p.DeliveryID)
+		dup := 0
+		if p.PossibleDuplicate {
+			dup = 1
+		}
+		n, err = t.exec(qQueueAttempt, p.AttemptID, t.at(), dup, p.DeliveryID)
 	case domain.ForwardFailed:
 		if p.Error != domain.FailureRestarted && p.Error != domain.FailureNodeLostBeforeAnswer && p.Error != domain.FailureShuttingDown {
 			return 0, false, nil
@@ -81,7 +90,7 @@ func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error)
 	case domain.DeliveryDead:
 		n, err = t.exec(qQueueDead, p.Failures, p.Reason, p.DeliveryID)
 	case domain.DeliveryDelivered:
-		n, err = t.exec(qQueueDelivered, p.DeliveryID)
+		n, err = t.exec(qQueueDelivered, p.Status, p.DeliveryID)
 	case domain.DeliveryRequeued:
 		n, err = t.exec(qQueueRequeued, t.at(), t.at(), p.DeliveryID)
 	case domain.EndpointDeleted:
@@ -91,7 +100,7 @@ func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error)
 		if kind != domain.StreamDelivery {
 			return 0, false, nil
 		}
-		n, err = t.exec(qQueueDelivered, id)
+		n, err = t.exec(qQueueDropped, id)
 	default:
 		return 0, false, nil
 	}
@@ -99,7 +108,7 @@ func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error)
 }
 
 // queueColumns are what scanQueue reads, in order.
-const queueColumns = `delivery_id, endpoint_id, account_id, seq, since, state, next_at, tries, failures, attempt_id, inflight_at, duplicate, reason`
+const queueColumns = `delivery_id, endpoint_id, account_id, seq, since, state, next_at, tries, failures, attempt_id, inflight_at, duplicate, reason, duplicates, status`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -108,7 +117,7 @@ func scanQueue(r rowScanner) (readmodel.QueueEntry, error) {
 	var since, next, inflight int64
 	var dup int
 	err := r.Scan(&e.DeliveryID, &e.EndpointID, &e.AccountID, &e.Seq, &since, &e.State, &next, &e.Tries, &e.Failures,
-		&e.AttemptID, &inflight, &dup, &e.Reason)
+		&e.AttemptID, &inflight, &dup, &e.Reason, &e.Duplicates, &e.Status)
 	e.Since, e.NextAt = time.Unix(0, since).UTC(), time.Unix(0, next).UTC()
 	if inflight != 0 {
 		e.InFlightAt = time.Unix(0, inflight).UTC()

@@ -7,6 +7,7 @@ const (
 	QueueQueued   = "queued"   // waiting for its time or a listener
 	QueueInFlight = "inflight" // an attempt is out
 	QueueDead     = "dead"     // given up: attempts or age ran out
+	QueueDone     = "delivered"
 )
 
 // QueueEntry is a QUEUE Endpoint's delivery not yet delivered.
@@ -26,6 +27,10 @@ type QueueEntry struct {
 	// time (an earlier one was left open by a crash or a lost node).
 	Duplicate bool
 	Reason    string // the latest failure, or why it is dead
+	// Duplicates counts the attempts sent as possible duplicates; Status
+	// is the local answer that delivered it (0 before).
+	Duplicates int
+	Status     int
 }
 
 // QueueCounts are an Endpoint's queue by state.

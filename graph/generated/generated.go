@@ -170,12 +170,14 @@ type ComplexityRoot struct {
 	}
 
 	DeliveryQueue struct {
-		Failures          func(childComplexity int) int
-		NextAt            func(childComplexity int) int
-		PossibleDuplicate func(childComplexity int) int
-		Reason            func(childComplexity int) int
-		State             func(childComplexity int) int
-		Tries             func(childComplexity int) int
+		DeliveredStatus    func(childComplexity int) int
+		Failures           func(childComplexity int) int
+		NextAt             func(childComplexity int) int
+		PossibleDuplicate  func(childComplexity int) int
+		PossibleDuplicates func(childComplexity int) int
+		Reason             func(childComplexity int) int
+		State              func(childComplexity int) int
+		Tries              func(childComplexity int) int
 	}
 
 	DeviceAuthorization struct {
@@ -1186,6 +1188,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.DeliveryEdge.Node(childComplexity), true
 
+	case "DeliveryQueue.deliveredStatus":
+		if e.ComplexityRoot.DeliveryQueue.DeliveredStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.DeliveredStatus(childComplexity), true
 	case "DeliveryQueue.failures":
 		if e.ComplexityRoot.DeliveryQueue.Failures == nil {
 			break
@@ -1204,6 +1212,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeliveryQueue.PossibleDuplicate(childComplexity), true
+	case "DeliveryQueue.possibleDuplicates":
+		if e.ComplexityRoot.DeliveryQueue.PossibleDuplicates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.PossibleDuplicates(childComplexity), true
 	case "DeliveryQueue.reason":
 		if e.ComplexityRoot.DeliveryQueue.Reason == nil {
 			break
@@ -3042,9 +3056,9 @@ type EndpointQueue {
   dead: Int!
 }
 
-"Where a queued delivery stands; null on a delivery that is delivered or was never queued."
+"Where a queued delivery stands, or how it was delivered."
 type DeliveryQueue {
-  "queued, inflight or dead."
+  "queued, inflight, dead or delivered."
   state: String!
   "Attempts sent."
   tries: Int!
@@ -3056,6 +3070,10 @@ type DeliveryQueue {
   reason: String!
   "The next attempt may reach the local process a second time: an earlier one was left open by a crash or a lost node."
   possibleDuplicate: Boolean!
+  "Attempts sent after an earlier one was left open: the local process may have got the delivery more than once (it carries the same Relay-Delivery-Id)."
+  possibleDuplicates: Int!
+  "The local answer that delivered it; null before."
+  deliveredStatus: Int
 }
 
 "A delivery in a QUEUE Endpoint's queue."
@@ -3275,7 +3293,7 @@ type Delivery {
   "The local response body's exact bytes, base64, when the Endpoint captured one; else null."
   responseBodyBase64: String
   attempts: [Attempt!]!
-  "Where it stands in its QUEUE Endpoint's queue; null when delivered or never queued."
+  "Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued."
   queue: DeliveryQueue
   "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
   cursor: String!
@@ -4499,6 +4517,10 @@ func (ec *executionContext) childFields_DeliveryQueue(ctx context.Context, field
 		return ec.fieldContext_DeliveryQueue_reason(ctx, field)
 	case "possibleDuplicate":
 		return ec.fieldContext_DeliveryQueue_possibleDuplicate(ctx, field)
+	case "possibleDuplicates":
+		return ec.fieldContext_DeliveryQueue_possibleDuplicates(ctx, field)
+	case "deliveredStatus":
+		return ec.fieldContext_DeliveryQueue_deliveredStatus(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeliveryQueue", field.Name)
 }
@@ -8637,6 +8659,52 @@ func (ec *executionContext) _DeliveryQueue_possibleDuplicate(ctx context.Context
 }
 func (ec *executionContext) fieldContext_DeliveryQueue_possibleDuplicate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_possibleDuplicates(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_possibleDuplicates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PossibleDuplicates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_possibleDuplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_deliveredStatus(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_deliveredStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveredStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_deliveredStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _DeviceAuthorization_clientName(ctx context.Context, field graphql.CollectedField, obj *model.DeviceAuthorization) (ret graphql.Marshaler) {
@@ -18127,6 +18195,13 @@ func (ec *executionContext) _DeliveryQueue(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "possibleDuplicates":
+			out.Values[i] = ec._DeliveryQueue_possibleDuplicates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveredStatus":
+			out.Values[i] = ec._DeliveryQueue_deliveredStatus(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

@@ -250,7 +250,7 @@ type Delivery struct {
 	// The local response body's exact bytes, base64, when the Endpoint captured one; else null.
 	ResponseBodyBase64 *string    `json:"responseBodyBase64,omitempty"`
 	Attempts           []*Attempt `json:"attempts"`
-	// Where it stands in its QUEUE Endpoint's queue; null when delivered or never queued.
+	// Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued.
 	Queue *DeliveryQueue `json:"queue,omitempty"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
 	Cursor string `json:"cursor"`
@@ -343,9 +343,9 @@ type DeliveryFilter struct {
 	ProviderDeliveryID *string `json:"providerDeliveryId,omitempty"`
 }
 
-// Where a queued delivery stands; null on a delivery that is delivered or was never queued.
+// Where a queued delivery stands, or how it was delivered.
 type DeliveryQueue struct {
-	// queued, inflight or dead.
+	// queued, inflight, dead or delivered.
 	State string `json:"state"`
 	// Attempts sent.
 	Tries int `json:"tries"`
@@ -357,6 +357,10 @@ type DeliveryQueue struct {
 	Reason string `json:"reason"`
 	// The next attempt may reach the local process a second time: an earlier one was left open by a crash or a lost node.
 	PossibleDuplicate bool `json:"possibleDuplicate"`
+	// Attempts sent after an earlier one was left open: the local process may have got the delivery more than once (it carries the same Relay-Delivery-Id).
+	PossibleDuplicates int `json:"possibleDuplicates"`
+	// The local answer that delivered it; null before.
+	DeliveredStatus *int `json:"deliveredStatus,omitempty"`
 }
 
 // A device code waiting for the signed-in user's decision.
