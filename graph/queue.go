@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
+	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -179,4 +180,23 @@ func queueDuration(field string, in *string) (*time.Duration, error) {
 		return nil, &domain.InvalidInputError{Field: "queue." + field, Reason: "must be a duration such as 500ms, 1s, 5m or 1d"}
 	}
 	return &d, nil
+}
+
+// explainDelivery explains a delivery, with where it stands in its queue
+// when it was queued.
+func (r *Resolver) explainDelivery(ctx context.Context, obj *model.Delivery) (explain.Explanation, error) {
+	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	if err != nil {
+		return x, err
+	}
+	if qv, ok := r.Views.(queueViews); ok {
+		e, err := qv.QueueEntry(ctx, obj.ID)
+		switch {
+		case err == nil:
+			explain.Queue(&x, e)
+		case !errors.Is(err, domain.ErrNotFound):
+			return x, err
+		}
+	}
+	return x, nil
 }

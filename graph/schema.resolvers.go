@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 )
@@ -43,7 +42,7 @@ func (r *deliveryResolver) Queue(ctx context.Context, obj *model.Delivery) (*mod
 
 // Explanation is the resolver for the explanation field.
 func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery) (string, error) {
-	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	x, err := r.explainDelivery(ctx, obj)
 	if err != nil {
 		return "", err
 	}
@@ -52,7 +51,7 @@ func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery)
 
 // Why is the resolver for the why field.
 func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error) {
-	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	x, err := r.explainDelivery(ctx, obj)
 	if err != nil {
 		return nil, err
 	}

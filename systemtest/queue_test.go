@@ -222,7 +222,7 @@ func TestQueueRetriesWithBackoff(t *testing.T) {
 		t.Fatalf("delivery stream:\n%s\nwant\n%s", strings.Join(types, " "), want)
 	}
 	shown, code := h.run(t, "", "deliveries", "explain", ids[0])
-	if code != 0 || !regexp.MustCompile(`attempt 1 failed 500, next at \d\d:\d\d:\d\d`).MatchString(shown) || !strings.Contains(shown, "delivered on attempt 3") {
+	if code != 0 || !strings.Contains(shown, "queue: delivered on attempt 3 (200)") {
 		t.Fatalf("deliveries explain: exit %d\n%s", code, shown)
 	}
 }
@@ -291,6 +291,27 @@ func TestQueueDeadAndRedrive(t *testing.T) {
 	harness.Eventually(t, 30*time.Second, "the redriven deliveries delivered", func() bool { return local.delivered() == 3 })
 	if out, code := h.run(t, "", "retry", "--dead", "fragile"); code != 2 {
 		t.Fatalf("retry --dead without --all: exit %d, want 2\n%s", code, out)
+	}
+
+	// A failure with its next attempt an hour away: the list, the API and
+	// the explanation say which attempt failed, how, and when the next is.
+	mu.Lock()
+	status = 500
+	mu.Unlock()
+	if out, code := h.run(t, "", "endpoints", "update", "fragile", "--backoff-base", "1h", "--backoff-cap", "2h", "--max-attempts", "3"); code != 0 ||
+		!strings.Contains(out, "retries 5xx,timeout from 1h to 2h, 3 attempts") {
+		t.Fatalf("endpoints update: exit %d\n%s", code, out)
+	}
+	time.Sleep(1100 * time.Millisecond) // the driver reads an Endpoint's settings again after a second
+	slow := sendQueued(t, r, ep.ID, 1, "/slow")[0]
+	nextAt := regexp.MustCompile(`attempt 1 failed 500, next at \d\d:\d\d:\d\d`)
+	harness.Eventually(t, 30*time.Second, "the failed attempt listed with its next time", func() bool {
+		listed, _ = h.run(t, "", "deliveries", "list", "fragile", "--status", "queued")
+		return nextAt.MatchString(listed)
+	})
+	shown, code := h.run(t, "", "deliveries", "explain", slow)
+	if code != 0 || !regexp.MustCompile(`queue: attempt 1 failed 500, next at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d`).MatchString(shown) {
+		t.Fatalf("deliveries explain: exit %d\n%s", code, shown)
 	}
 }
 
