@@ -53,6 +53,9 @@ type Delivery struct {
 	complete  bool
 	answered  bool
 	pending   map[string]bool // attempt IDs that have no outcome yet
+	// settled: a queued delivery delivered or dead (and not redriven
+	// since); the queue sends it no more attempts.
+	settled bool
 }
 
 // ReceiveDelivery records a request that reached address.
@@ -132,6 +135,10 @@ func (d *Delivery) apply(e Event) {
 		delete(d.pending, e.AttemptID)
 	case ForwardFailed:
 		delete(d.pending, e.AttemptID)
+	case DeliveryDelivered, DeliveryDead:
+		d.settled = true
+	case DeliveryRequeued:
+		d.settled = false
 	}
 }
 

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,6 +14,10 @@ import (
 // connected listener, retrying by the Endpoint's QueuePolicy
 // (docs/queue.md).
 const ModeQueue EndpointMode = "QUEUE"
+
+// ErrQueueSettled refuses an attempt of a queued delivery already
+// delivered or dead: a driver read the queue before the decision.
+var ErrQueueSettled = errors.New("queued delivery already delivered or dead")
 
 // ReasonQueued is the reason of a QUEUE Endpoint's answer at receipt:
 // the delivery is recorded and will be forwarded later.
@@ -259,6 +264,8 @@ func (d *Delivery) RequestQueuedAttempt(attemptID, endpointID string, duplicate 
 		return ErrRetryNotProxy
 	case !d.complete:
 		return ErrPayloadIncomplete
+	case d.settled:
+		return ErrQueueSettled
 	}
 	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Retry: true, Queued: true, PossibleDuplicate: duplicate})
 	return nil

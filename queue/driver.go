@@ -69,8 +69,11 @@ type Driver struct {
 	log  *slog.Logger
 	wake chan struct{}
 
-	mu        sync.Mutex
-	inflight  map[string]bool // deliveries with an attempt out from this driver
+	mu       sync.Mutex
+	inflight map[string]bool // deliveries with an attempt out from this driver
+	// settled holds when this driver last finished work on a delivery: a
+	// read of the view from before then may show it as it was before.
+	settled   map[string]time.Time
 	endpoints map[string]*endpointState
 	wg        sync.WaitGroup
 }
@@ -108,7 +111,7 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]bool{}, endpoints: map[string]*endpointState{}}
+	return &Driver{cfg: cfg, log: log, wake: make(chan struct{}, 1), inflight: map[string]bool{}, settled: map[string]time.Time{}, endpoints: map[string]*endpointState{}}
 }
 
 // Run drives the queues until ctx ends, then waits for the attempts out.
@@ -145,14 +148,16 @@ func (d *Driver) Wake() {
 // allow.
 func (d *Driver) Tick(ctx context.Context) error {
 	now := d.cfg.Recorder.Now()
+	read := time.Now()
 	due, err := d.cfg.Views.DueQueue(ctx, now, now.Add(-d.cfg.OrphanAfter), d.cfg.Batch)
 	if err != nil {
 		return err
 	}
+	d.forget(read.Add(-time.Minute))
 	heads := map[string]string{} // strict Endpoints: the delivery that may go
 	blocked := map[string]bool{} // Endpoints at a bound for this tick
 	for _, e := range due {
-		if blocked[e.EndpointID] || d.busy(e.DeliveryID) {
+		if blocked[e.EndpointID] || d.busy(e.DeliveryID, read) {
 			continue
 		}
 		st, err := d.endpoint(ctx, e.EndpointID, e.AccountID, now)
@@ -208,10 +213,24 @@ func (d *Driver) Tick(ctx context.Context) error {
 	return nil
 }
 
-func (d *Driver) busy(deliveryID string) bool {
+// busy tells a delivery this driver works on, or finished work on after
+// read (the view read then may not show it).
+func (d *Driver) busy(deliveryID string, read time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.inflight[deliveryID]
+	return d.inflight[deliveryID] || !d.settled[deliveryID].Before(read)
+}
+
+// forget drops what busy needs no more: work finished before the oldest
+// read still in use.
+func (d *Driver) forget(before time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, at := range d.settled {
+		if at.Before(before) {
+			delete(d.settled, id)
+		}
+	}
 }
 
 func (d *Driver) inFlight(st *endpointState) int {
@@ -233,6 +252,7 @@ func (d *Driver) start(ctx context.Context, e readmodel.QueueEntry, st *endpoint
 		work(ctx)
 		d.mu.Lock()
 		delete(d.inflight, e.DeliveryID)
+		d.settled[e.DeliveryID] = time.Now()
 		st.inflight--
 		d.mu.Unlock()
 		d.Wake()
@@ -288,6 +308,8 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		Timeout: d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})
 	switch {
+	case errors.Is(err, domain.ErrQueueSettled):
+		return // a stale read of the view: the log says it is settled
 	case errors.Is(err, domain.ErrPayloadIncomplete) || errors.Is(err, domain.ErrRetryNotProxy):
 		d.dead(ctx, e, "", e.Failures, "dead: cannot be forwarded: "+err.Error())
 		return

@@ -324,7 +324,7 @@ func TestQueueSurvivesKill(t *testing.T) {
 	r := harness.Start(t, "", loadFlags...)
 	h, acct := loggedInHome(t, r)
 	local := newQueueTarget(t, always(200))
-	local.delay = 2 * time.Millisecond
+	local.delay = 20 * time.Millisecond // so the kill finds requests at the local process
 	out, code := h.run(t, "", "endpoints", "create", "backlog", "--mode", "queue", "--rate", "200", "-o", "json")
 	if code != 0 {
 		t.Fatalf("endpoints create: exit %d\n%s", code, out)
@@ -357,12 +357,14 @@ func TestQueueSurvivesKill(t *testing.T) {
 	for _, s := range local.all() {
 		counts[s.ID]++
 	}
+	twice := 0
 	for _, ids := range all {
 		for _, id := range ids {
 			if counts[id] == 0 {
 				t.Fatalf("delivery %s never reached the local process", id)
 			}
 			if counts[id] > 1 {
+				twice++
 				q := deliveryQueue(t, r, acct.Token, id)
 				if q == nil || q.PossibleDuplicates == 0 {
 					t.Errorf("delivery %s reached the local process %d times but its queue says %+v: not marked a possible duplicate", id, counts[id], q)
@@ -370,5 +372,8 @@ func TestQueueSurvivesKill(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d delivered before the kill; %d requests in all for %d deliveries", before, len(local.all()), n)
+	if twice == 0 {
+		t.Fatalf("no delivery reached the local process twice: the kill found no attempt open, and the test shows nothing of duplicates")
+	}
+	t.Logf("%d delivered before the kill; %d requests in all for %d deliveries, %d sent again marked possible duplicates", before, len(local.all()), n, twice)
 }
