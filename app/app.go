@@ -306,7 +306,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg.Logger = log
 	deps := ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
-		Feed: a.views.History,
+		Feed: a.views.History, QueueDepth: a.views.QueueDepth,
 	}
 	if cfg.ConsoleURL != "" {
 		// The console on its own site: the bare domain shares a site with

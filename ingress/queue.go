@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/connguard"
@@ -69,6 +71,13 @@ func (s *Server) serveQueue(ctx context.Context, w http.ResponseWriter, r *http.
 		s.recordAnswer(ctx, w, id, route, req, a)
 		return
 	}
+	if depth, full := s.queueFull(ctx, route.ID); full {
+		s.recordAnswer(ctx, w, id, route, req, answer{
+			status: http.StatusServiceUnavailable, reason: fmt.Sprintf("queue: backlog full (%d deliveries)", depth),
+			body: noAgentBody("the Endpoint's queue is full; retry later"), retryAfter: 60,
+		})
+		return
+	}
 	a := queueAnswer(route, id)
 	err = s.deps.Recorder.ReceiveQueued(ctx, receipt(id, route, req), a.status, a.reason)
 	var broken *record.InvariantError
@@ -94,4 +103,56 @@ func queueAnswer(route Route, id string) answer {
 	}
 	return answer{status: domain.DefaultQueueAnswer, reason: domain.ReasonQueued, own: true,
 		headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}}, body: domain.QueueAnswerBody(id) + "\n"}
+}
+
+// DefaultMaxQueueBacklog is Config.MaxQueueBacklog's default.
+const DefaultMaxQueueBacklog = 100_000
+
+// backlogTTL is how long a QUEUE Endpoint's counted backlog is trusted: one
+// count of the view per Endpoint per second, however many senders.
+const backlogTTL = time.Second
+
+// backlogCache keeps each QUEUE Endpoint's latest backlog count.
+type backlogCache struct {
+	mu     sync.Mutex
+	counts map[string]backlogCount
+}
+
+type backlogCount struct {
+	n  int
+	at time.Time
+}
+
+// queueFull tells whether the Endpoint's backlog is at its bound. The
+// count is up to a second old, so a burst may pass the bound by what
+// arrives in that second; a count that fails lets the delivery in (the
+// account's storage quota still bounds it).
+func (s *Server) queueFull(ctx context.Context, endpointID string) (int, bool) {
+	if s.deps.QueueDepth == nil {
+		return 0, false
+	}
+	now := time.Now()
+	c := &s.backlogs
+	c.mu.Lock()
+	got, ok := c.counts[endpointID]
+	c.mu.Unlock()
+	if !ok || now.Sub(got.at) > backlogTTL {
+		n, err := s.deps.QueueDepth(ctx, endpointID)
+		if err != nil {
+			s.log.WarnContext(ctx, "ingress: count queue backlog", "address", endpointID, "error", err)
+			return 0, false
+		}
+		got = backlogCount{n: n, at: now}
+		c.mu.Lock()
+		if c.counts == nil || len(c.counts) > 100_000 {
+			c.counts = map[string]backlogCount{}
+		}
+		c.counts[endpointID] = got
+		c.mu.Unlock()
+	}
+	max := s.cfg.MaxQueueBacklog
+	if max <= 0 {
+		max = DefaultMaxQueueBacklog
+	}
+	return got.n, got.n >= max
 }

@@ -100,3 +100,14 @@ func (v *Runner) queueRows(ctx context.Context, query string, args ...any) ([]re
 	}
 	return out, rows.Err()
 }
+
+// QueueDepth counts an Endpoint's deliveries still to deliver (queued or
+// in flight), for the backlog bound.
+func (v *Runner) QueueDepth(ctx context.Context, endpointID string) (int, error) {
+	var n int
+	err := v.r.QueryRowContext(ctx, `SELECT count(*) FROM queue WHERE endpoint_id = ? AND state IN ('queued', 'inflight')`, endpointID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count queue of %s: %w", endpointID, err)
+	}
+	return n, nil
+}

@@ -137,7 +137,8 @@ type queuedJSON struct {
 	} `json:"queue"`
 }
 
-// listQueued prints an Endpoint's queue in one state.
+// listQueued prints an Endpoint's queue in one state, at most 500 (what one
+// operation's cost allows).
 func listQueued(ctx context.Context, client *apiclient.Client, endpoint, state string, limit int, out output, stdout io.Writer) error {
 	ep, err := findEndpoint(ctx, client, endpoint)
 	if err != nil {
@@ -146,7 +147,7 @@ func listQueued(ctx context.Context, client *apiclient.Client, endpoint, state s
 	var res struct{ QueuedDeliveries []queuedJSON }
 	const q = `query($ep: ID!, $state: String, $first: Int){ queuedDeliveries(endpoint: $ep, state: $state, first: $first){
 		delivery{ id method path receivedAt } queue{ state tries failures nextAt reason possibleDuplicate } } }`
-	if err := client.Do(ctx, q, map[string]any{"ep": ep.ID, "state": state, "first": min(limit, 1000)}, &res); err != nil {
+	if err := client.Do(ctx, q, map[string]any{"ep": ep.ID, "state": state, "first": min(limit, 500)}, &res); err != nil {
 		return fmt.Errorf("list queue: %w", err)
 	}
 	if out.json() {
