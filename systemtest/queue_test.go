@@ -377,3 +377,40 @@ func TestQueueSurvivesKill(t *testing.T) {
 	}
 	t.Logf("%d delivered before the kill; %d requests in all for %d deliveries, %d sent again marked possible duplicates", before, len(local.all()), n, twice)
 }
+
+// TestQueueBounds: past --queue-backlog a QUEUE Endpoint's sender gets 503
+// with Retry-After (recorded with the reason); a body past the capture cap
+// cannot be kept whole to forward later and is refused 413.
+func TestQueueBounds(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", append(loadFlags, "--queue-backlog", "5", "--capture-cap", "1024")...)
+	acct := signUpTenant(t, r, "bounds")
+	ep := createEndpointFor(t, r, acct.Token, map[string]any{"name": "small", "mode": "QUEUE"})
+	sendQueued(t, r, ep.ID, 5, "/fill")
+	var refused harness.Response
+	accepted := 5
+	harness.Eventually(t, 15*time.Second, "a sender refused with the backlog full", func() bool {
+		refused = send(t, r, ep.ID, "POST", "/more", nil, []byte(`{}`))
+		if refused.Status == 202 {
+			accepted++
+		}
+		return refused.Status == 503
+	})
+	if refused.Header.Get("Retry-After") == "" || !strings.Contains(string(refused.Body), "queue is full") {
+		t.Fatalf("refusal %d %v %q, want 503 with Retry-After naming the full queue", refused.Status, refused.Header, refused.Body)
+	}
+	if again := send(t, r, ep.ID, "POST", "/more", nil, []byte(`{}`)); again.Status != 503 {
+		t.Fatalf("the next sender got %d with the backlog full, want 503", again.Status)
+	}
+	var out struct {
+		Endpoint struct{ Queue struct{ Queued int } }
+	}
+	r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ queue{ queued } } }`, map[string]any{"id": ep.ID}, &out)
+	if out.Endpoint.Queue.Queued != accepted {
+		t.Fatalf("queue holds %d, want the %d accepted", out.Endpoint.Queue.Queued, accepted)
+	}
+	big := send(t, r, ep.ID, "POST", "/big", nil, []byte(strings.Repeat("x", 2048)))
+	if big.Status != 413 {
+		t.Fatalf("a body past the capture cap got %d, want 413", big.Status)
+	}
+}
