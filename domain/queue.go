@@ -19,6 +19,10 @@ const ModeQueue EndpointMode = "QUEUE"
 // delivered or dead: a driver read the queue before the decision.
 var ErrQueueSettled = errors.New("queued delivery already delivered or dead")
 
+// ErrAttemptPending refuses a queued delivery's attempt while another is
+// out, unless it is sent as a possible duplicate.
+var ErrAttemptPending = errors.New("queued delivery has an attempt out")
+
 // ReasonQueued is the reason of a QUEUE Endpoint's answer at receipt:
 // the delivery is recorded and will be forwarded later.
 const ReasonQueued = "queued"
@@ -266,6 +270,11 @@ func (d *Delivery) RequestQueuedAttempt(attemptID, endpointID string, duplicate 
 		return ErrPayloadIncomplete
 	case d.settled:
 		return ErrQueueSettled
+	case len(d.pending) > 0 && !duplicate:
+		// Another driver's attempt is out (two nodes leading for a
+		// moment): only an attempt sent on purpose as a duplicate may
+		// overlap one.
+		return ErrAttemptPending
 	}
 	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Retry: true, Queued: true, PossibleDuplicate: duplicate})
 	return nil

@@ -27,6 +27,8 @@ type Views interface {
 type Recorder interface {
 	RequestQueued(ctx context.Context, deliveryID string, t record.QueuedTarget) (domain.ForwardCommand, error)
 	RecordQueueDecision(ctx context.Context, deliveryID string, ev domain.Event) (uint64, error)
+	RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error)
+	RecordedOutcome(ctx context.Context, deliveryID, attemptID string) (domain.ForwardOutcome, error)
 	Now() time.Time
 }
 
@@ -303,13 +305,21 @@ func (st *endpointState) usable(accountID string) *endpointState {
 func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpointState, duplicate bool) {
 	set := st.ep.Settings()
 	p := st.policy
+	if e.State == readmodel.QueueInFlight && e.AttemptID != "" {
+		// Left in flight by a driver that went before deciding: when its
+		// outcome is in the log, decide from it rather than send again.
+		if out, err := d.cfg.Recorder.RecordedOutcome(ctx, e.DeliveryID, e.AttemptID); err == nil {
+			d.settle(ctx, e, p, e.AttemptID, out)
+			return
+		}
+	}
 	cmd, err := d.cfg.Recorder.RequestQueued(ctx, e.DeliveryID, record.QueuedTarget{
 		AccountID: e.AccountID, EndpointID: e.EndpointID, CaptureResponse: set.ResponseCapture,
 		Timeout: d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})
 	switch {
-	case errors.Is(err, domain.ErrQueueSettled):
-		return // a stale read of the view: the log says it is settled
+	case errors.Is(err, domain.ErrQueueSettled) || errors.Is(err, domain.ErrAttemptPending):
+		return // a stale read of the view, or another driver's attempt: the log decides
 	case errors.Is(err, domain.ErrPayloadIncomplete) || errors.Is(err, domain.ErrRetryNotProxy):
 		d.dead(ctx, e, "", e.Failures, "dead: cannot be forwarded: "+err.Error())
 		return
@@ -327,8 +337,19 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		return
 	}
 	if err != nil {
-		out = domain.ForwardOutcome{Status: 504, Error: err.Error()}
+		// No outcome came back: record one, so the attempt does not stay
+		// open in the log (an outcome the tunnel did record wins; then
+		// this raises nothing).
+		out = domain.ForwardOutcome{Status: 504, Error: domain.ReasonNoOutcome + err.Error()}
+		if _, rerr := d.cfg.Recorder.RecordOutcome(ctx, cmd, out); rerr != nil {
+			d.log.WarnContext(ctx, "queue: record outcome", "delivery_id", e.DeliveryID, "error", rerr)
+		}
 	}
+	d.settle(ctx, e, p, cmd.AttemptID, out)
+}
+
+// settle records what follows an attempt's outcome by the policy.
+func (d *Driver) settle(ctx context.Context, e readmodel.QueueEntry, p domain.QueuePolicy, attemptID string, out domain.ForwardOutcome) {
 	class := domain.OutcomeClass(out)
 	now := d.cfg.Recorder.Now()
 	switch {
@@ -336,22 +357,22 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		// The listener went between the check and the send: wait again,
 		// spending no attempt.
 		next := now.Add(time.Duration(p.BackoffBaseMs) * time.Millisecond)
-		d.decide(ctx, e.DeliveryID, domain.DeliveryRetryScheduled{DeliveryID: e.DeliveryID, AttemptID: cmd.AttemptID,
+		d.decide(ctx, e.DeliveryID, domain.DeliveryRetryScheduled{DeliveryID: e.DeliveryID, AttemptID: attemptID,
 			Failures: e.Failures, NextAt: next.UTC().Format(time.RFC3339Nano), Reason: describe(out) + " (not counted: waiting for a listener)"})
 	case !p.Counts(class):
-		d.decide(ctx, e.DeliveryID, domain.DeliveryDelivered{DeliveryID: e.DeliveryID, AttemptID: cmd.AttemptID, Status: out.Status})
+		d.decide(ctx, e.DeliveryID, domain.DeliveryDelivered{DeliveryID: e.DeliveryID, AttemptID: attemptID, Status: out.Status})
 	default:
 		failures := e.Failures + 1
 		if failures >= p.MaxAttempts {
-			d.dead(ctx, e, cmd.AttemptID, failures, fmt.Sprintf("dead after %d attempts: last %s", failures, describe(out)))
+			d.dead(ctx, e, attemptID, failures, fmt.Sprintf("dead after %d attempts: last %s", failures, describe(out)))
 			return
 		}
 		next := now.Add(Delay(p, failures))
 		if age := time.Duration(p.MaxAgeMs) * time.Millisecond; next.Sub(e.Since) > age {
-			d.dead(ctx, e, cmd.AttemptID, failures, fmt.Sprintf("dead after %d attempts: the next would be past the age limit %s; last %s", failures, age, describe(out)))
+			d.dead(ctx, e, attemptID, failures, fmt.Sprintf("dead after %d attempts: the next would be past the age limit %s; last %s", failures, age, describe(out)))
 			return
 		}
-		d.decide(ctx, e.DeliveryID, domain.DeliveryRetryScheduled{DeliveryID: e.DeliveryID, AttemptID: cmd.AttemptID,
+		d.decide(ctx, e.DeliveryID, domain.DeliveryRetryScheduled{DeliveryID: e.DeliveryID, AttemptID: attemptID,
 			Failures: failures, NextAt: next.UTC().Format(time.RFC3339Nano), Reason: describe(out)})
 	}
 }
