@@ -896,7 +896,7 @@ export function historyPage(root, { kind, id, navigate }) {
 
   function retryReason() {
     const d = state.detail;
-    if (!isEndpoint || !state.info || state.info.mode !== 'PROXY') return 'Retry needs Log and Proxy mode';
+    if (!isEndpoint || !state.info || (state.info.mode !== 'PROXY' && state.info.mode !== 'QUEUE')) return 'Retry needs Log and Proxy or Queue mode';
     if (!state.info.agentConnected) return 'No agent connected';
     if (d && !d.complete) return 'Payload incomplete';
     return '';
