@@ -37,7 +37,7 @@ type endpointJSON struct {
 	// Retention says how long it keeps its deliveries.
 	Retention *retentionJSON `json:"retention"`
 	// Queue is a QUEUE Endpoint's queue and policy (null in other modes).
-	Queue *endpointQueueJSON `json:"queue"`
+	Queue *endpointQueueJSON `json:"queue,omitempty"`
 }
 
 // retentionJSON is an Endpoint's retention window as the commands print it.
