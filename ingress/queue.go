@@ -61,13 +61,14 @@ func (s *Server) serveQueue(ctx context.Context, w http.ResponseWriter, r *http.
 		s.recordAnswer(ctx, w, id, route, req, a)
 		return
 	}
-	// The Endpoint's own filters apply as in PROXY mode: a delivery they
-	// refuse is recorded and answered, never queued. The listeners'
-	// filters apply when it is forwarded.
-	fr := &domain.FilterRequest{Method: req.Method, Target: req.Target, Headers: received, Body: full}
-	if ok, why := domain.Match(route.Filters, fr); !ok {
+	// Filters apply as in PROXY mode: a delivery the Endpoint's filters
+	// refuse, or that no connected listener's filters take, is recorded
+	// and answered as a LOG Endpoint answers, never queued. With no
+	// listener connected it is queued; the listeners' filters apply again
+	// when it is sent.
+	if why, filtered := s.filtered(route, req, received, full); filtered {
 		a := configuredAnswer(route)
-		a.reason = domain.ReasonFiltered + "the Endpoint's filters: " + why
+		a.reason = domain.ReasonFiltered + why
 		s.recordAnswer(ctx, w, id, route, req, a)
 		return
 	}

@@ -414,3 +414,55 @@ func TestQueueBounds(t *testing.T) {
 		t.Fatalf("a body past the capture cap got %d, want 413", big.Status)
 	}
 }
+
+// TestQueueFiltersAndCopies: filters apply as in PROXY mode: a delivery
+// the Endpoint's filters refuse, or that no connected listener's filters
+// take, is answered as a LOG Endpoint answers and never queued; one they
+// take is queued, delivered to the primary listener, and a copy goes to
+// the other listener.
+func TestQueueFiltersAndCopies(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", loadFlags...)
+	h, acct := loggedInHome(t, r)
+	primary := newQueueTarget(t, always(200))
+	copyTo := newQueueTarget(t, always(200))
+	out, code := h.run(t, "", "endpoints", "create", "picky", "--mode", "queue", "--filter", "method=POST", "-o", "json")
+	if code != 0 {
+		t.Fatalf("endpoints create: exit %d\n%s", code, out)
+	}
+	var ep endpointInfo
+	if err := json.Unmarshal([]byte(out), &ep); err != nil {
+		t.Fatal(err)
+	}
+	la := h.startIn(t, t.TempDir(), "listen", primary.port, "picky", "--filter", "path=/keep/*")
+	waitOutput(t, la, regexp.MustCompile(`QUEUE mode`))
+	lb := h.startIn(t, t.TempDir(), "listen", copyTo.port, "picky", "--filter", "path=/keep/*")
+	waitOutput(t, lb, regexp.MustCompile(`receives copies`))
+
+	if resp := send(t, r, ep.ID, "GET", "/keep/0", nil, nil); resp.Status != 204 {
+		t.Fatalf("a GET the Endpoint's filter refuses: %d, want 204 as LOG answers", resp.Status)
+	}
+	if resp := send(t, r, ep.ID, "POST", "/drop", nil, []byte(`{}`)); resp.Status != 204 {
+		t.Fatalf("a POST no listener takes: %d, want 204 as LOG answers", resp.Status)
+	}
+	id := sendQueued(t, r, ep.ID, 1, "/keep")[0]
+	harness.Eventually(t, 30*time.Second, "the primary and the copy listener to get it", func() bool {
+		return primary.delivered() == 1 && copyTo.delivered() == 1
+	})
+	harness.Eventually(t, 10*time.Second, "the delivery marked delivered", func() bool {
+		q := deliveryQueue(t, r, acct.Token, id)
+		return q != nil && q.State == "delivered"
+	})
+	for _, s := range append(primary.all(), copyTo.all()...) {
+		if s.Path != "/keep/0" || s.ID != id {
+			t.Fatalf("a local process got %s %s, want only %s /keep/0", s.ID, s.Path, id)
+		}
+	}
+	var list struct {
+		Endpoint struct{ Queue struct{ Queued, InFlight, Dead int } }
+	}
+	r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ queue{ queued inFlight dead } } }`, map[string]any{"id": ep.ID}, &list)
+	if q := list.Endpoint.Queue; q.Queued+q.InFlight+q.Dead != 0 {
+		t.Fatalf("queue %+v after the only queued delivery was delivered: a filtered one was queued", q)
+	}
+}
