@@ -383,7 +383,7 @@ func TestQueueSurvivesKill(t *testing.T) {
 // cannot be kept whole to forward later and is refused 413.
 func TestQueueBounds(t *testing.T) {
 	t.Parallel()
-	r := harness.Start(t, "", append(loadFlags, "--queue-backlog", "5", "--capture-cap", "1024")...)
+	r := harness.Start(t, "", append(loadFlags, "--queue-backlog", "5", "--capture-cap", "1024", "--max-headers", "10")...)
 	acct := signUpTenant(t, r, "bounds")
 	ep := createEndpointFor(t, r, acct.Token, map[string]any{"name": "small", "mode": "QUEUE"})
 	sendQueued(t, r, ep.ID, 5, "/fill")
@@ -412,6 +412,13 @@ func TestQueueBounds(t *testing.T) {
 	big := send(t, r, ep.ID, "POST", "/big", nil, []byte(strings.Repeat("x", 2048)))
 	if big.Status != 413 {
 		t.Fatalf("a body past the capture cap got %d, want 413", big.Status)
+	}
+	var many [][2]string
+	for i := range 12 {
+		many = append(many, [2]string{fmt.Sprintf("X-H%d", i), "v"})
+	}
+	if resp := send(t, r, ep.ID, "POST", "/headers", many, []byte(`{}`)); resp.Status != 431 {
+		t.Fatalf("headers past --max-headers got %d, want 431", resp.Status)
 	}
 }
 
