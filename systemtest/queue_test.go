@@ -466,7 +466,9 @@ func TestQueueFiltersAndCopies(t *testing.T) {
 		}
 	}
 	var list struct {
-		Endpoint struct{ Queue struct{ Queued, InFlight, Dead int } }
+		Endpoint struct {
+			Queue struct{ Queued, InFlight, Dead int }
+		}
 	}
 	r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ queue{ queued inFlight dead } } }`, map[string]any{"id": ep.ID}, &list)
 	if q := list.Endpoint.Queue; q.Queued+q.InFlight+q.Dead != 0 {
