@@ -47,6 +47,8 @@ const (
 	TypeLogCheckpointed       = "log.checkpointed.v1"
 	TypeInspectorAnswerSet    = "inspector.answer_set.v1"
 	TypeAccountQuotaSet       = "account.quota_set.v1"
+	// The queue's events (delivery.retry_scheduled.v1, delivery.dead.v1,
+	// delivery.delivered.v1, delivery.requeued.v1) are in queue.go.
 	// TypeStreamDeleted is written by the event store itself, never by an
 	// aggregate: the tombstone DeleteStream leaves in place of a stream's
 	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
