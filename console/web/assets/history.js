@@ -224,6 +224,15 @@ export function historyPage(root, { kind, id, navigate }) {
       r.deletedBefore ? [' Deleted those received before ', h('time', { datetime: r.deletedBefore }, formatFullTime(r.deletedBefore)), '.'] : null);
   }
 
+  // queueLine says where a QUEUE Endpoint's queue stands and how it sends.
+  function queueLine(q) {
+    if (!q) return null;
+    const p = q.policy;
+    return h('p', { class: 'muted small', 'data-testid': 'queue' },
+      `Queue: ${q.queued} queued, ${q.inFlight} in flight, ${q.dead} dead. Answers senders at once; sends ${p.ordering === 'STRICT' ? 'one at a time in order' : `up to ${p.maxInFlight} at once`}, ${p.ratePerSecond}/s, ${p.maxAttempts} attempts, retries from ${p.backoffBase} to ${p.backoffCap}.`,
+      q.dead ? [' Put the dead back: ', h('code', {}, `relay retry --all --dead ${state.info.name}`)] : null);
+  }
+
   function renderHead() {
     const info = state.info;
     if (!isEndpoint) {
@@ -261,6 +270,7 @@ export function historyPage(root, { kind, id, navigate }) {
       agentCommandLine(),
       refusedLine(info.refusedRequests),
       retentionLine(info.retention),
+      queueLine(info.queue),
       settingsPanel());
   }
 
