@@ -409,6 +409,14 @@ func TestQueueBounds(t *testing.T) {
 	if out.Endpoint.Queue.Queued != accepted {
 		t.Fatalf("queue holds %d, want the %d accepted", out.Endpoint.Queue.Queued, accepted)
 	}
+	// Another account sees nothing of the queue and cannot redrive it.
+	other := signUpTenant(t, r, "other")
+	if code := r.ErrorCode(t, other.Token, `mutation($ep: ID!){ redriveDead(endpoint: $ep) }`, map[string]any{"ep": ep.ID}); code != "NOT_FOUND" {
+		t.Errorf("another account's redriveDead: %q, want NOT_FOUND", code)
+	}
+	if code := r.ErrorCode(t, other.Token, `query($ep: ID!){ queuedDeliveries(endpoint: $ep){ delivery{ id } } }`, map[string]any{"ep": ep.ID}); code != "NOT_FOUND" {
+		t.Errorf("another account's queuedDeliveries: %q, want NOT_FOUND", code)
+	}
 	big := send(t, r, ep.ID, "POST", "/big", nil, []byte(strings.Repeat("x", 2048)))
 	if big.Status != 413 {
 		t.Fatalf("a body past the capture cap got %d, want 413", big.Status)
