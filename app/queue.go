@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/queue"
@@ -16,7 +17,11 @@ import (
 func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	var leader func() bool
 	if a.cluster != nil {
-		leader = a.cluster.leases.Leader
+		// A node that has just started has not heard the others yet and
+		// takes itself for the leader: it drives no queue before one lease
+		// has passed, by when it has heard every live node.
+		leases, started := a.cluster.leases, time.Now()
+		leader = func() bool { return time.Since(started) > leases.Lease() && leases.Leader() }
 	}
 	timeout := cfg.Ingress.ForwardTimeout
 	d := queue.New(queue.Config{

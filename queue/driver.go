@@ -121,6 +121,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	defer d.wg.Wait()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	leading := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,7 +129,12 @@ func (d *Driver) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-d.wake:
 		}
-		if d.cfg.Leader == nil || d.cfg.Leader() {
+		leads := d.cfg.Leader == nil || d.cfg.Leader()
+		if leads != leading && d.cfg.Leader != nil {
+			leading = leads
+			d.log.InfoContext(ctx, "queue: this node drives the queues", "driving", leads)
+		}
+		if leads {
 			if err := d.Tick(ctx); err != nil && ctx.Err() == nil {
 				d.log.WarnContext(ctx, "queue: read due deliveries", "error", err)
 			}

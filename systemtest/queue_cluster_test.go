@@ -2,6 +2,7 @@ package systemtest
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,13 @@ func TestQueueAcrossNodes(t *testing.T) {
 		return m[len(m)-1][1]
 	}
 	if first, last := drivenBy(ids[0]), drivenBy(ids[n-1]); first != "a" || last != "b" {
+		for name, r := range map[string]*harness.Relay{"a": a, "b": b, "c": c} {
+			for _, line := range strings.Split(r.Output(), "\n") {
+				if strings.Contains(line, "drives the queues") {
+					t.Logf("%s: %s", name, line)
+				}
+			}
+		}
 		t.Fatalf("the first delivery was sent by node %s and the last by node %s, want a (the leader) then b (the next leader)", first, last)
 	}
 	counts := map[string]int{}
