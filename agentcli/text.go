@@ -61,7 +61,9 @@ func (o *TextObserver) State(e StateEvent) {
 			// The name is what relay tail, retry and the console take.
 			label := fmt.Sprintf("endpoint %s (%s): ", ep.Name, ep.ID)
 			fmt.Fprintf(o.Status, "%spublic URL %s → %s\n", label, o.paint(ansiBold, ep.URL), ep.Target)
-			if ep.Mode != "PROXY" {
+			if ep.Mode == "QUEUE" {
+				fmt.Fprintf(o.Status, "endpoint %s is in QUEUE mode: the relay answers senders at once and sends its queue here, oldest first, with a Relay-Delivery-Id header\n", ep.ID)
+			} else if ep.Mode != "PROXY" {
 				fmt.Fprintf(o.Status, "endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", ep.ID, ep.Mode)
 			}
 			if ep.OtherAgents > 0 {

@@ -88,6 +88,9 @@ type Config struct {
 	// window are looked for (the windows are Commands.Retention's); 0:
 	// never.
 	EndpointRetentionSweep time.Duration
+	// QueuePoll is how often an idle queue driver reads the queue view
+	// (docs/queue.md); 0: 100 ms.
+	QueuePoll time.Duration
 	// CheckpointInterval is how often the log's chain is signed (the embedded
 	// log's head, or every stream's head on JetStream; package evidence): 0
 	// never. CheckpointKey is the signing key's file;
@@ -303,7 +306,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg.Logger = log
 	deps := ingress.Deps{
 		Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
-		Feed: a.views.History,
+		Feed: a.views.History, QueueDepth: a.views.QueueDepth,
 	}
 	if cfg.ConsoleURL != "" {
 		// The console on its own site: the bare domain shares a site with
@@ -338,7 +341,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 5), 2
+	a.stopBg, a.bgDone, a.bgCount = stopBg, make(chan struct{}, 6), 2
 	if cp != nil {
 		a.bgCount++
 		go func() { cp.run(bgCtx, cfg.CheckpointInterval); a.bgDone <- struct{}{} }()
@@ -352,6 +355,8 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_ = a.svc.RunRetention(bgCtx, cfg.RetentionSweep, cfg.InspectorRetention)
 		a.bgDone <- struct{}{}
 	}()
+	a.bgCount++
+	go func() { a.runQueue(bgCtx, cfg, log); a.bgDone <- struct{}{} }()
 	if cfg.EndpointRetentionSweep > 0 {
 		// On several nodes one sweeps at a time (the first live one by
 		// name, as the reaper); the decision's expected revision refuses a

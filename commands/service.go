@@ -460,6 +460,8 @@ type EndpointPatch struct {
 	Handshakes *HandshakesPatch
 	// Retention replaces the Endpoint's own window (0: the relay's default).
 	Retention *time.Duration
+	// Queue changes the fields of the queue policy it sets.
+	Queue *QueuePatch
 }
 
 // HandshakesPatch holds the handshake settings to change; nil leaves a
@@ -533,6 +535,9 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, by, id string, 
 				return err
 			}
 			set.Retention = *p.Retention
+		}
+		if set.Queue, err = p.Queue.Apply(set.Queue); err != nil {
+			return err
 		}
 		if err := ep.Reconfigure(by, set); err != nil {
 			return err

@@ -16,7 +16,7 @@ import (
 // delivery.
 const (
 	qMe            = `{ me{ id name } }`
-	endpointFields = `id name url mode target agentConnected agentCount filters{ text } answer{ status } handshakes{ enabled }`
+	endpointFields = `id name url mode target agentConnected agentCount filters{ text } answer{ status } handshakes{ enabled } queue{ queued inFlight dead }`
 	qEndpoints     = `{ endpoints{ ` + endpointFields + ` } }`
 	qCreate        = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ ` + endpointFields + ` } }`
 
@@ -62,6 +62,12 @@ type Endpoint struct {
 	Handshakes *struct {
 		Enabled []string `json:"enabled"`
 	} `json:"handshakes"`
+	// Queue is a QUEUE Endpoint's depth (null in the other modes).
+	Queue *struct {
+		Queued   int `json:"queued"`
+		InFlight int `json:"inFlight"`
+		Dead     int `json:"dead"`
+	} `json:"queue"`
 
 	LocalTarget string `json:"localTarget"` // what this agent forwards to
 	Serving     bool   `json:"serving"`     // this agent's switch is on

@@ -10,7 +10,7 @@ import "fmt"
 //     stored as far as it arrived and is not complete, whatever its size.
 //  3. An attempt is answered at most once: a response or a failure for an
 //     attempt that is not pending raises no event.
-//  4. A retry needs an Endpoint in PROXY mode, a connected agent and a
+//  4. A retry needs an Endpoint in PROXY or QUEUE mode, a connected agent and a
 //     complete payload (the whole body and every header stored), checked in
 //     that order.
 //  5. DroppedHeaders is never negative.
@@ -53,6 +53,9 @@ type Delivery struct {
 	complete  bool
 	answered  bool
 	pending   map[string]bool // attempt IDs that have no outcome yet
+	// settled: a queued delivery delivered or dead (and not redriven
+	// since); the queue sends it no more attempts.
+	settled bool
 }
 
 // ReceiveDelivery records a request that reached address.
@@ -132,6 +135,10 @@ func (d *Delivery) apply(e Event) {
 		delete(d.pending, e.AttemptID)
 	case ForwardFailed:
 		delete(d.pending, e.AttemptID)
+	case DeliveryDelivered, DeliveryDead:
+		d.settled = true
+	case DeliveryRequeued:
+		d.settled = false
 	}
 }
 
@@ -213,7 +220,7 @@ type EndpointStatus struct {
 // changed by edit when it is not nil (the recorded request stays as it was).
 func (d *Delivery) RequestRetry(attemptID, accountID string, ep EndpointStatus, edit *RequestEdit) error {
 	switch {
-	case d.kind != AddressEndpoint || ep.Mode != ModeProxy:
+	case d.kind != AddressEndpoint || (ep.Mode != ModeProxy && ep.Mode != ModeQueue):
 		return ErrRetryNotProxy
 	case !ep.AgentConnected:
 		return ErrAgentNotConnected

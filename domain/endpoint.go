@@ -38,6 +38,9 @@ type EndpointSettings struct {
 	// Retention is how long the Endpoint keeps deliveries; 0: the relay's
 	// default window.
 	Retention time.Duration
+	// Queue is a QUEUE Endpoint's forwarding and retry policy (nil: the
+	// defaults, domain.DefaultQueuePolicy).
+	Queue *QueuePolicy
 }
 
 // Validate checks the settings' invariants.
@@ -48,8 +51,11 @@ func (s EndpointSettings) Validate() error {
 	if len(s.Name) > 200 {
 		return &InvalidInputError{Field: "name", Reason: "at most 200 characters"}
 	}
-	if s.Mode != ModeLog && s.Mode != ModeProxy {
-		return &InvalidInputError{Field: "mode", Reason: "must be LOG or PROXY"}
+	if s.Mode != ModeLog && s.Mode != ModeProxy && s.Mode != ModeQueue {
+		return &InvalidInputError{Field: "mode", Reason: "must be LOG, PROXY or QUEUE"}
+	}
+	if err := s.Queue.Validate(); err != nil {
+		return err
 	}
 	if s.Retention < 0 {
 		return &InvalidInputError{Field: "retention", Reason: "must be positive"}
@@ -123,7 +129,7 @@ func NewEndpoint(id, accountID, by string, s EndpointSettings) (*Endpoint, error
 	}
 	e := &Endpoint{aggregate: newAggregate()}
 	e.raise(EndpointCreated{EndpointID: id, AccountID: accountID, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters), RetentionMs: s.Retention.Milliseconds(), By: by})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: nilIfNone(s.Filters), RetentionMs: s.Retention.Milliseconds(), Queue: s.Queue, By: by})
 	return e, nil
 }
 
@@ -144,10 +150,10 @@ func (e *Endpoint) apply(ev Event) {
 	case EndpointCreated:
 		e.id, e.accountID = ev.EndpointID, ev.AccountID
 		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
-			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters), Retention: msDuration(ev.RetentionMs)}
+			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters), Retention: msDuration(ev.RetentionMs), Queue: ev.Queue}
 	case EndpointReconfigured:
 		e.settings = EndpointSettings{Name: ev.Name, Mode: ev.Mode, Target: ev.Target, ResponseCapture: ev.ResponseCapture,
-			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters), Retention: msDuration(ev.RetentionMs)}
+			Answer: ev.Answer, Handshakes: ev.Handshakes, Filters: nilIfNone(ev.Filters), Retention: msDuration(ev.RetentionMs), Queue: ev.Queue}
 	case EndpointDeleted:
 		e.deleted = true
 	case EndpointRetained:
@@ -184,7 +190,7 @@ func (e *Endpoint) Reconfigure(by string, s EndpointSettings) error {
 		return nil
 	}
 	e.raise(EndpointReconfigured{EndpointID: e.id, Name: s.Name, Mode: s.Mode, Target: s.Target, ResponseCapture: s.ResponseCapture,
-		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters, RetentionMs: s.Retention.Milliseconds(), By: by})
+		Answer: s.Answer, Handshakes: s.Handshakes, Filters: s.Filters, RetentionMs: s.Retention.Milliseconds(), Queue: s.Queue, By: by})
 	return nil
 }
 

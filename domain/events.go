@@ -47,6 +47,8 @@ const (
 	TypeLogCheckpointed       = "log.checkpointed.v1"
 	TypeInspectorAnswerSet    = "inspector.answer_set.v1"
 	TypeAccountQuotaSet       = "account.quota_set.v1"
+	// The queue's events (delivery.retry_scheduled.v1, delivery.dead.v1,
+	// delivery.delivered.v1, delivery.requeued.v1) are in queue.go.
 	// TypeStreamDeleted is written by the event store itself, never by an
 	// aggregate: the tombstone DeleteStream leaves in place of a stream's
 	// events (EventStoreDB's "$streamDeleted"). The "$" marks it as the
@@ -304,6 +306,9 @@ type EndpointCreated struct {
 	// milliseconds; 0 (and older events, which have none): the relay's
 	// default window (added without a version change).
 	RetentionMs int64 `json:"retention_ms,omitempty"`
+	// Queue is a QUEUE Endpoint's policy (nil: the defaults). Added
+	// without a version change.
+	Queue *QueuePolicy `json:"queue,omitempty"`
 	// By is the member who made the change (added without a version
 	// change: "" in older events, and for a token without a member).
 	By string `json:"by,omitempty"`
@@ -327,6 +332,9 @@ type EndpointReconfigured struct {
 	// milliseconds; 0 (and older events, which have none): the relay's
 	// default window (added without a version change).
 	RetentionMs int64 `json:"retention_ms,omitempty"`
+	// Queue is a QUEUE Endpoint's policy (nil: the defaults). Added
+	// without a version change.
+	Queue *QueuePolicy `json:"queue,omitempty"`
 	// By is the member who made the change (added without a version
 	// change: "" in older events, and for a token without a member).
 	By string `json:"by,omitempty"`
@@ -433,6 +441,9 @@ type DeliveryReceived struct {
 	// always the socket's peer.
 	Scheme string `json:"scheme,omitempty"`
 	Peer   string `json:"peer,omitempty"`
+	// Queued: a QUEUE Endpoint's delivery, answered at receipt and
+	// forwarded later (docs/queue.md). Added without a version change.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // ReceiptAnswer is what the sender was answered at receipt.
@@ -465,6 +476,12 @@ type ForwardRequested struct {
 	// sender. Added without a version change.
 	Copy    bool   `json:"copy,omitempty"`
 	AgentID string `json:"agent_id,omitempty"`
+	// Queued marks an attempt of a queued delivery; PossibleDuplicate one
+	// sent again after an earlier attempt was left open by a crash or a
+	// lost node (the local process may have seen it). Added without a
+	// version change.
+	Queued            bool `json:"queued,omitempty"`
+	PossibleDuplicate bool `json:"possible_duplicate,omitempty"`
 }
 
 // ForwardResponded records the local target's answer to an attempt.

@@ -262,6 +262,9 @@ func toPatch(in model.UpdateEndpointInput) (commands.EndpointPatch, error) {
 	if p.Retention, err = retentionOf(in.Retention); err != nil {
 		return p, err
 	}
+	if p.Queue, err = queuePatch(in.Queue); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 

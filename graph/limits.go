@@ -194,6 +194,17 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Attempt.Edit = fixed(1)
 	// So is a delivery's provider.
 	c.Delivery.Provider = fixed(1)
+	// A delivery's place in its queue is one indexed row of the queue
+	// view, whatever it selects.
+	c.Delivery.Queue = fixed(1)
+	c.Query.QueuedDeliveries = func(child int, _ string, _ *string, first *int) int {
+		n := 50
+		if first != nil && *first > 0 {
+			n = min(*first, 1000)
+		}
+		return add(1, mul(n, child))
+	}
+	c.Mutation.RedriveDead = func(child int, _ string) int { return write(child) }
 	c.Delivery.Explanation = fixed(explanationCost)
 	// A comparison reads the delivery's payload and its attempts'
 	// responses (two payload reads, each body at most the capture cap),

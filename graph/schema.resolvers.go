@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/explain"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 )
@@ -36,9 +35,14 @@ func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([
 	return r.attemptsWithResponses(ctx, obj)
 }
 
+// Queue is the resolver for the queue field.
+func (r *deliveryResolver) Queue(ctx context.Context, obj *model.Delivery) (*model.DeliveryQueue, error) {
+	return r.deliveryQueue(ctx, obj)
+}
+
 // Explanation is the resolver for the explanation field.
 func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery) (string, error) {
-	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	x, err := r.explainDelivery(ctx, obj)
 	if err != nil {
 		return "", err
 	}
@@ -47,7 +51,7 @@ func (r *deliveryResolver) Explanation(ctx context.Context, obj *model.Delivery)
 
 // Why is the resolver for the why field.
 func (r *deliveryResolver) Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error) {
-	x, err := explain.Delivery(ctx, obj.Row, r.Views)
+	x, err := r.explainDelivery(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +75,11 @@ func (r *endpointResolver) Deliveries(ctx context.Context, obj *model.Endpoint, 
 		return nil, err
 	}
 	return toConnection(page), nil
+}
+
+// Queue is the resolver for the queue field.
+func (r *endpointResolver) Queue(ctx context.Context, obj *model.Endpoint) (*model.EndpointQueue, error) {
+	return r.endpointQueue(ctx, obj)
 }
 
 // Stats is the resolver for the stats field.
@@ -231,9 +240,18 @@ func (r *mutationResolver) CreateEndpoint(ctx context.Context, input model.Creat
 	if err != nil {
 		return nil, err
 	}
+	qp, err := queuePatch(input.Queue)
+	if err != nil {
+		return nil, err
+	}
+	queue, err := qp.Apply(nil)
+	if err != nil {
+		return nil, err
+	}
 	ep, err := r.Service.CreateEndpoint(ctx, acc.ID, tok.MemberID, domain.EndpointSettings{
 		Name: input.Name, Mode: domain.EndpointMode(input.Mode), Target: deref(input.Target), ResponseCapture: deref(input.ResponseCapture),
 		Answer: answer, Handshakes: fromHandshakesInput(input.Handshakes).Settings(), Filters: filters, Retention: deref(retention),
+		Queue: queue,
 	})
 	if err != nil {
 		return nil, err
@@ -330,6 +348,15 @@ func (r *mutationResolver) RetryDelivery(ctx context.Context, id string, edit *m
 	return toDelivery(d), nil
 }
 
+// RedriveDead is the resolver for the redriveDead field.
+func (r *mutationResolver) RedriveDead(ctx context.Context, endpoint string) (int, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint)
+}
+
 // CompleteForward is the resolver for the completeForward field.
 func (r *mutationResolver) CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error) {
 	return r.completeForward(ctx, input)
@@ -411,6 +438,11 @@ func (r *queryResolver) Endpoint(ctx context.Context, id string) (*model.Endpoin
 		return nil, err
 	}
 	return r.toEndpoint(ep), nil
+}
+
+// QueuedDeliveries is the resolver for the queuedDeliveries field.
+func (r *queryResolver) QueuedDeliveries(ctx context.Context, endpoint string, state *string, first *int) ([]*model.QueuedDelivery, error) {
+	return r.queuedDeliveries(ctx, endpoint, state, first)
 }
 
 // Delivery is the resolver for the delivery field.

@@ -63,6 +63,8 @@ type Recorder interface {
 	Now() time.Time
 	NewID() string
 	ReceiveAnswered(ctx context.Context, rc record.Receipt, status int, reason string) error
+	// ReceiveQueued records a QUEUE Endpoint's delivery with its answer.
+	ReceiveQueued(ctx context.Context, rc record.Receipt, status int, reason string) error
 	ReceiveForward(ctx context.Context, rc record.Receipt, fw record.Forward) (domain.ForwardCommand, record.Queued, error)
 	RecordLateAnswer(ctx context.Context, deliveryID string, status int, reason string) error
 	ExpireIfIdle(ctx context.Context, inspectorID string, lastActivity time.Time) (bool, error)

@@ -72,6 +72,10 @@ type Config struct {
 	// MaxStreams bounds the smee streams open on the whole relay (see
 	// smee.go for the other bounds); default DefaultMaxStreams.
 	MaxStreams int
+	// MaxQueueBacklog bounds the deliveries a QUEUE Endpoint holds not yet
+	// delivered nor dead (queue.go); beyond, 503 with Retry-After. Default
+	// DefaultMaxQueueBacklog.
+	MaxQueueBacklog int
 }
 
 // Deps are the components the server talks to. Recorder and Resolver are
@@ -91,6 +95,9 @@ type Deps struct {
 	// Feed serves smee-compatible addresses' streams (smee.go); nil
 	// answers a stream request 503.
 	Feed Feed
+	// QueueDepth counts a QUEUE Endpoint's deliveries still to deliver;
+	// nil: the backlog is not bounded.
+	QueueDepth func(ctx context.Context, endpointID string) (int, error)
 }
 
 // Server answers requests to public addresses. It is safe for concurrent use.
@@ -112,6 +119,7 @@ type Server struct {
 
 	accountLimits *ratelimit.Keyed // buckets at each account's own rate
 	quotaRefused  quotaRefusals
+	backlogs      backlogCache
 }
 
 // New builds the server; it starts nothing.
@@ -261,6 +269,8 @@ func (s *Server) serve(c echo.Context) error {
 		s.serveRecord(ctx, w, r, route, s.wrongProtocol(address))
 	case route.Mode == domain.ModeProxy:
 		s.serveProxy(ctx, w, r, route)
+	case route.Mode == domain.ModeQueue:
+		s.serveQueue(ctx, w, r, route)
 	default:
 		s.serveRecord(ctx, w, r, route, answerNoContent)
 	}

@@ -39,7 +39,7 @@ func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) 
 	// The history runs first: the others follow what it tells of deliveries
 	// (txn.moved). The accounts run last: they index each event under the
 	// account owning its stream, which the others' rows name.
-	writers := []modelWriter{v.History.writer(), v.Addresses.writer(), v.Accounts.writer()}
+	writers := []modelWriter{v.History.writer(), queueWriter{}, v.Addresses.writer(), v.Accounts.writer()}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("apply batch after %d: %w", from, err)

@@ -47,6 +47,8 @@ type receivedRow struct {
 	Peer   string `json:"peer"`
 	// Provider is kept in the row: history is searched and grouped by it.
 	Provider *domain.Provider `json:"provider"`
+	// Queued: a QUEUE Endpoint's delivery (the queue view).
+	Queued bool `json:"queued"`
 
 	Headers  jsonKind `json:"headers"`  // left in the log
 	Body     jsonKind `json:"body"`     // left in the log

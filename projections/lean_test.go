@@ -29,7 +29,7 @@ func leanTypes() []leanType {
 				domain.DeliveryReceived{DeliveryID: "d-9", Address: "ep-9", AddressKind: domain.AddressEndpoint, AccountID: "acct-9",
 					Method: "PATCH", Target: "/p?q=%20", Host: "ep-9.localhost", Proto: "HTTP/2.0", RemoteAddr: "[::1]:1",
 					Scheme: "https", Peer: "127.0.0.1:9", Headers: headers, Body: []byte("\x00\x01body"), BodySize: 1 << 20, Complete: true,
-					Answer: &domain.ReceiptAnswer{Status: 204, Reason: "logged"}},
+					Answer: &domain.ReceiptAnswer{Status: 204, Reason: "logged"}, Queued: true},
 				domain.DeliveryReceived{DeliveryID: "d-8", Address: "insp-8", AddressKind: domain.AddressInspector, Method: "GET",
 					Target: "/", Host: "insp-8.localhost", Proto: "HTTP/1.0", RemoteAddr: "127.0.0.1:2"},
 				domain.DeliveryReceived{DeliveryID: "d-7", Address: "ep-7", AddressKind: domain.AddressEndpoint, Method: "POST",

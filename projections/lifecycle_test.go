@@ -84,6 +84,15 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			})
 	}
 	steps = append(steps,
+		func() (uint64, error) { // a queued delivery whose first attempt failed (the queue view)
+			qid := "queued-" + n
+			return w.save(ctx, domain.DeliveryStream(qid), domain.NoStream(), tick(),
+				domain.DeliveryReceived{DeliveryID: qid, Address: ep, AddressKind: domain.AddressEndpoint, AccountID: acct, Method: "POST", Target: "/q",
+					Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}}, Body: []byte(`{"q":1}`), BodySize: 7, Complete: true, Answer: &domain.ReceiptAnswer{Status: 202, Reason: domain.ReasonQueued}, Queued: true},
+				domain.ForwardRequested{DeliveryID: qid, AttemptID: "qa1", EndpointID: ep, Retry: true, Queued: true},
+				domain.ForwardFailed{DeliveryID: qid, AttemptID: "qa1", Status: 503, Error: "no agent connected"},
+				domain.DeliveryRetryScheduled{DeliveryID: qid, AttemptID: "qa1", Failures: 1, NextAt: at.Add(time.Minute).Format(time.RFC3339Nano), Reason: "503"})
+		},
 		func() (uint64, error) {
 			return w.onEndpoint(ctx, ep, tick(), func(e *domain.Endpoint) error {
 				s := proxy
@@ -212,7 +221,7 @@ func TestRebuildYieldsTheSameViews(t *testing.T) {
 			uncaptured++
 		}
 	}
-	if len(liveHistory) != 36 || bodies != 36 || responses == 0 || uncaptured == 0 {
+	if len(liveHistory) != 40 || bodies != 40 || responses == 0 || uncaptured == 0 {
 		t.Fatalf("%d deliveries, %d with headers and body, %d with a captured response, %d with an uncaptured one: the stories do not cover them",
 			len(liveHistory), bodies, responses, uncaptured)
 	}

@@ -33,13 +33,14 @@ import (
 // (deliveries.stats_class); version 16 whether an inspector is
 // smee-compatible, and an Endpoint's smee key hash; version 17 each
 // account's stored bytes, deliveries (also by the hour) and quota override;
-// version 18 an account's API cost budget override (api_cost_quota).
-const schemaVersion = 18
+// version 18 an account's API cost budget override (api_cost_quota);
+// version 19 the queue of QUEUE Endpoints (queue, docs/queue.md).
+const schemaVersion = 19
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
 	"checkpoint", "inspectors", "accounts", "account_hours", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
-	"agent_sessions", "deliveries", "attempts", "account_events", "stats_minutes", "stats_horizon",
+	"agent_sessions", "deliveries", "attempts", "account_events", "stats_minutes", "stats_horizon", "queue",
 }
 
 // retiredTables were owned by older schema versions; dropping a view drops
@@ -372,7 +373,7 @@ func migrate(ctx context.Context, db *sql.DB) (reset bool, err error) {
 }
 
 func createViews(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+	if _, err := tx.ExecContext(ctx, schemaSQL+queueSchemaSQL); err != nil {
 		return fmt.Errorf("create views: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {

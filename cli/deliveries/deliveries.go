@@ -124,6 +124,12 @@ listed when it matches all of them.`,
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if queueStates[f.status] {
+				if err := conn.Resolve(c.Flags(), env); err != nil {
+					return err
+				}
+				return listQueued(c.Context(), conn.Client(conn.Token), args[0], f.status, limit, out, stdout)
+			}
 			filter, err := f.filter(time.Now())
 			if err != nil {
 				return err
@@ -163,7 +169,7 @@ listed when it matches all of them.`,
 	conn.Flags(cmd.Flags())
 	out.Flags(cmd.Flags())
 	fs := cmd.Flags()
-	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending")
+	fs.StringVar(&f.status, "status", "", "answered with this status or class (502, 5xx), or pending; queued, inflight or dead: a QUEUE Endpoint's queue")
 	fs.StringVar(&f.method, "method", "", "sent with this method (POST)")
 	fs.StringVar(&f.path, "path", "", "whose request target starts with this (/webhooks)")
 	fs.StringVar(&f.since, "since", "", "received within this long (1h, 30m, 1d) or since this time (RFC 3339)")

@@ -31,10 +31,10 @@ func RetryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var out cmdutil.Output
 	var ef editFlags
-	var all, refusedOffline bool
+	var all, refusedOffline, dead bool
 	catch := defaultCatchUp
 	cmd := &cobra.Command{
-		Use:   "retry DELIVERY_ID | --all --refused-offline ENDPOINT",
+		Use:   "retry DELIVERY_ID | --all --refused-offline ENDPOINT | --all --dead ENDPOINT",
 		Short: "Replay a stored delivery to its Endpoint's local target, as recorded or edited",
 		Long: `Replay a stored delivery to its Endpoint's local target (through the
 connected agent) and print the new attempt. Exits 1 when the new attempt was
@@ -55,12 +55,23 @@ sends only the rest.`,
   relay retry 0193a7c2-... -o json | jq .attempt.status
   relay retry 0193a7c2-... --set-header X-Debug=1 --unset-header Stripe-Signature
   relay retry 0193a7c2-... --body @fixed.json --path /webhooks/v2
-  relay retry --all --refused-offline stripe`,
+  relay retry --all --refused-offline stripe
+  relay retry --all --dead orders`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			edit, err := ef.edit()
 			if err != nil {
 				return err
+			}
+			if dead {
+				if !all || refusedOffline || edit != nil {
+					return cmdutil.Usage(errDeadWithAll)
+				}
+				client, err := conn.Start(c, env, out)
+				if err != nil {
+					return err
+				}
+				return redriveDead(c.Context(), client, args[0], stdout)
 			}
 			if all || refusedOffline {
 				switch {
@@ -131,6 +142,7 @@ sends only the rest.`,
 	fs.StringArrayVar(&ef.unset, "unset-header", nil, "remove every value of a header (repeatable)")
 	fs.StringVar(&ef.body, "body", "", "send this body instead: text, @FILE, or @- for standard input")
 	fs.BoolVar(&all, "all", false, "retry every delivery of ENDPOINT that matches the filter (--refused-offline)")
+	fs.BoolVar(&dead, "dead", false, "with --all: put a QUEUE Endpoint's dead deliveries back in its queue (docs/queue.md)")
 	fs.BoolVar(&refusedOffline, "refused-offline", false, "with --all: the deliveries answered 503 because no agent was connected")
 	fs.IntVar(&catch.concurrency, "concurrency", catch.concurrency, "with --all: retries at once")
 	fs.Float64Var(&catch.perSecond, "rate", catch.perSecond, "with --all: retries started per second")

@@ -27,7 +27,7 @@ func (s *endpointSettings) flags(cmd *cobra.Command, withName bool) {
 	if withName {
 		fs.StringVar(&s.name, "name", "", "new name")
 	}
-	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent) or LOG (record and answer 204); default PROXY with --target, else LOG")
+	fs.StringVar(&s.mode, "mode", "", "PROXY (forward through an agent), LOG (record and answer 204) or QUEUE (answer 202 at once, forward later with retries); default PROXY with --target, else LOG")
 	fs.StringVar(&s.target, "target", "", "local target for PROXY mode: PORT, localhost:PORT or 127.0.0.1:PORT")
 	fs.BoolVar(&s.capture, "response-capture", false, "store the local responses' bodies")
 	fs.StringArrayVar(&s.filters, "filter", nil, "forward only deliveries that match (repeatable, all must match; replaces the Endpoint's filters): method=POST, path=/hooks/*, header:NAME=A,B, json:PATH=A,B, event=A,B; others are recorded and answered as LOG")
@@ -53,8 +53,8 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 	}
 	if fs.Changed("mode") {
 		m := strings.ToUpper(s.mode)
-		if m != "PROXY" && m != "LOG" {
-			return nil, cmdutil.Usage(fmt.Errorf("--mode %q: want PROXY or LOG", s.mode))
+		if m != "PROXY" && m != "LOG" && m != "QUEUE" {
+			return nil, cmdutil.Usage(fmt.Errorf("--mode %q: want PROXY, LOG or QUEUE", s.mode))
 		}
 		in["mode"] = m
 	}
@@ -110,6 +110,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var out cmdutil.Output
 	var s endpointSettings
 	var ans AnswerFlags
+	var qf queueFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an Endpoint and print its public URL",
@@ -126,6 +127,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return err
 			}
 			if err := ans.Input(c, in); err != nil {
+				return err
+			}
+			if err := qf.input(c, in); err != nil {
 				return err
 			}
 			in["name"] = args[0]
@@ -146,6 +150,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	out.Flags(cmd.Flags())
 	s.flags(cmd, false)
 	ans.Flags(cmd, true)
+	qf.flags(cmd)
 	return cmd
 }
 
@@ -154,6 +159,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var out cmdutil.Output
 	var s endpointSettings
 	var ans AnswerFlags
+	var qf queueFlags
 	cmd := &cobra.Command{
 		Use:   "update ENDPOINT",
 		Short: "Change an Endpoint's name, mode, target, response capture, own answer or handshakes",
@@ -176,8 +182,11 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			if err := ans.Input(c, in); err != nil {
 				return err
 			}
+			if err := qf.input(c, in); err != nil {
+				return err
+			}
 			if len(in) == 0 {
-				return cmdutil.Usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag or --handshake"))
+				return cmdutil.Usage(errors.New("nothing to change: give --name, --mode, --target, --response-capture, an --answer-… flag, --handshake or a queue flag"))
 			}
 			ep, err := Find(c.Context(), client, args[0])
 			if err != nil {
@@ -194,6 +203,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	out.Flags(cmd.Flags())
 	s.flags(cmd, true)
 	ans.Flags(cmd, true)
+	qf.flags(cmd)
 	return cmd
 }
 

@@ -35,6 +35,8 @@ type Endpoint struct {
 	Filters []filterJSON `json:"filters"`
 	// Retention says how long it keeps its deliveries.
 	Retention *retentionJSON `json:"retention"`
+	// Queue is a QUEUE Endpoint's queue and policy (null in other modes).
+	Queue *queueJSON `json:"queue,omitempty"`
 }
 
 // retentionJSON is an Endpoint's retention window as the commands print it.
@@ -63,7 +65,7 @@ type filterJSON struct {
 }
 
 const Fields = `id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
-	retention{ window seconds isDefault max deletedBefore } ` + AnswerFields
+	retention{ window seconds isDefault max deletedBefore } ` + queueFields + ` ` + AnswerFields
 
 // Command is `relay endpoints`.
 func Command(env func(string) string, stdout io.Writer) *cobra.Command {
@@ -196,6 +198,7 @@ func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e Endpoint) err
 		fmt.Fprintf(w, " → %s", *e.Target)
 	}
 	fmt.Fprintf(w, "\n%s\n", e.URL)
+	printQueue(w, e.Queue)
 	if r := e.Retention; r != nil {
 		fmt.Fprintf(w, "keeps deliveries %s", describeRetention(r))
 		if r.DeletedBefore != nil {

@@ -247,8 +247,8 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 		chosen = append(chosen, e)
 	}
 	for i, e := range chosen {
-		if e.Mode == "PROXY" && e.Target != nil && *e.Target == host {
-			continue
+		if e.Mode == "PROXY" && e.Target != nil && *e.Target == host || e.Mode == "QUEUE" {
+			continue // a QUEUE Endpoint's queue drains through listeners; it stays a queue
 		}
 		if e.AgentCount > 0 && !primary {
 			continue // it will receive copies

@@ -78,6 +78,7 @@ type serveConfig struct {
 	CaptureCap     byteSize
 	MaxBody        byteSize
 	ForwardTimeout time.Duration
+	QueueBacklog   int
 	Signup         signupFlag
 	AdminToken     string
 	LogLevel       string
@@ -168,6 +169,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.CaptureCap, "capture-cap", "bytes of each request body stored; larger bodies are marked incomplete")
 	fs.Var(&c.MaxBody, "max-body", "largest body forwarded in proxy mode (413 beyond); at most 16MiB, which bounds the log's largest event")
 	fs.Var(duration.NewFlag(&c.ForwardTimeout, 30*time.Second), "forward-timeout", "how long a forward may take before the sender gets 504")
+	fs.IntVar(&c.QueueBacklog, "queue-backlog", ingress.DefaultMaxQueueBacklog, "deliveries a QUEUE Endpoint holds not yet delivered (503 beyond; docs/queue.md), 1 to 10000000")
 	c.Signup = signupFlag(domain.SignupOpen)
 	fs.Var(&c.Signup, "signup", "who may sign up: open (anyone), invite (with an invite an account or the operator made: createInvite, relay accounts invite) or closed (the operator: relay accounts create); true and false mean open and closed")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "token that reads the whole event log through the events query (operators and auditors)")
@@ -289,7 +291,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		},
 		Ingress: ingress.Config{
 			Domain: c.Domain, CaptureCap: int64(c.CaptureCap), MaxBody: int64(c.MaxBody), ProxyBodyBudget: int64(c.ProxyBodies),
-			ForwardTimeout: c.ForwardTimeout, MaxHeaders: c.MaxHeaders, MaxHeaderBytes: int64(c.MaxHeaderBytes),
+			ForwardTimeout: c.ForwardTimeout, MaxQueueBacklog: c.QueueBacklog, MaxHeaders: c.MaxHeaders, MaxHeaderBytes: int64(c.MaxHeaderBytes),
 			AddressRate: c.AddressRate, RefusalInterval: c.RefusalInterval, InspectorQuota: int64(c.InspectorQuota.byteSize),
 			RequireHTTPS: urls.scheme == "https", PublicURL: urls.address, ConsoleURL: urls.bare(),
 		},

@@ -25,6 +25,8 @@ func (c *serveConfig) validate() error {
 	switch {
 	case c.InspectorTTL <= 0:
 		return fmt.Errorf("--inspector-ttl must be positive")
+	case c.QueueBacklog < 1 || c.QueueBacklog > 10_000_000:
+		return fmt.Errorf("--queue-backlog %d: must be from 1 to 10000000", c.QueueBacklog)
 	case c.ForwardTimeout <= 0:
 		return fmt.Errorf("--forward-timeout must be positive")
 	case c.ViewsWait <= 0:

@@ -73,6 +73,7 @@ declare namespace Desktop {
     filters: Array<{ text: string }> | null;
     answer: { status: number } | null;
     handshakes: { enabled: string[] | null } | null;
+    queue: { queued: number; inFlight: number; dead: number } | null;
     localTarget: string;
     serving: boolean;
   }

@@ -204,6 +204,8 @@ declare namespace GQL {
      * default (--retention).
      */
     retention?: string | null;
+    /** The queue policy of QUEUE mode (docs/queue.md); absent fields keep their value (at creation: the defaults). */
+    queue?: QueuePolicyInput | null;
   }
 
   interface CreateTokenPayload {
@@ -264,6 +266,8 @@ declare namespace GQL {
     /** The local response body's exact bytes, base64, when the Endpoint captured one; else null. */
     responseBodyBase64: string | null;
     attempts: Array<Attempt>;
+    /** Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued. */
+    queue: DeliveryQueue | null;
     /** This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription. */
     cursor: string;
     /** The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none. */
@@ -366,6 +370,26 @@ declare namespace GQL {
     providerDeliveryId?: string | null;
   }
 
+  /** Where a queued delivery stands, or how it was delivered. */
+  interface DeliveryQueue {
+    /** queued, inflight, dead or delivered. */
+    state: string;
+    /** Attempts sent. */
+    tries: number;
+    /** Attempts that failed by the policy. */
+    failures: number;
+    /** When the next attempt is due (state queued). */
+    nextAt: string | null;
+    /** The latest failure, or why it is dead. */
+    reason: string;
+    /** The next attempt may reach the local process a second time: an earlier one was left open by a crash or a lost node. */
+    possibleDuplicate: boolean;
+    /** Attempts sent after an earlier one was left open: the local process may have got the delivery more than once (it carries the same Relay-Delivery-Id). */
+    possibleDuplicates: number;
+    /** The local answer that delivered it; null before. */
+    deliveredStatus: number | null;
+  }
+
   /** A device code waiting for the signed-in user's decision. */
   interface DeviceAuthorization {
     /** The name the device gave (its hostname): the name of the token it will receive. */
@@ -434,6 +458,8 @@ declare namespace GQL {
     handshakes: Handshakes;
     /** How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md). */
     retention: Retention;
+    /** Its queue and queue policy in QUEUE mode; null in the other modes. */
+    queue: EndpointQueue | null;
     /**
      * What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
      * minutes) ending with the current minute: deliveries by the status class the sender
@@ -443,7 +469,15 @@ declare namespace GQL {
     stats: Stats;
   }
 
-  type EndpointMode = 'LOG' | 'PROXY';
+  type EndpointMode = 'LOG' | 'PROXY' | 'QUEUE';
+
+  /** A QUEUE Endpoint's queue: its policy and its deliveries by state. */
+  interface EndpointQueue {
+    policy: QueuePolicy;
+    queued: number;
+    inFlight: number;
+    dead: number;
+  }
 
   /** An event of the log, for auditors. */
   interface Event {
@@ -832,6 +866,11 @@ declare namespace GQL {
      * header, a body over the relay's --max-body) is INVALID_INPUT naming the field.
      */
     retryDelivery: Delivery;
+    /**
+     * Puts a QUEUE Endpoint's dead deliveries back in its queue, due now with their
+     * failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
+     */
+    redriveDead: number;
     /** The agent's answer to a forward request. */
     completeForward: boolean;
   }
@@ -879,6 +918,11 @@ declare namespace GQL {
     deviceAuthorization: DeviceAuthorization;
     endpoints: Array<Endpoint>;
     endpoint: Endpoint | null;
+    /**
+     * The deliveries in a QUEUE Endpoint's queue, oldest first: state queued, inflight or dead
+     * (absent: all); first is 50 when absent, at most 1000.
+     */
+    queuedDeliveries: Array<QueuedDelivery>;
     delivery: Delivery | null;
     /**
      * The log, in order, for auditors. after is an event position. `first` is 50 when
@@ -886,6 +930,49 @@ declare namespace GQL {
      * reads its own events, owners only (FORBIDDEN for a member: they hold password hashes).
      */
     events: EventConnection;
+  }
+
+  /** How a QUEUE Endpoint sends its deliveries: many at once, or one at a time in receipt order. */
+  type QueueOrdering = 'UNORDERED' | 'STRICT';
+
+  /** A QUEUE Endpoint's forwarding and retry policy, with the relay's defaults filled in (docs/queue.md). */
+  interface QueuePolicy {
+    maxInFlight: number;
+    ratePerSecond: number;
+    ordering: QueueOrdering;
+    /** The outcomes that count as a failed attempt: no-listener, 5xx, timeout, 4xx. */
+    retryOn: Array<string>;
+    /** The first retry's delay, as 1s or 500ms; each next one doubles, with jitter, up to backoffCap. */
+    backoffBase: string;
+    backoffCap: string;
+    maxAttempts: number;
+    /** How long after its receipt (or redrive) a delivery may still be attempted. */
+    maxAge: string;
+  }
+
+  /** Changes to a queue policy; absent fields keep their value. Out of bounds: INVALID_INPUT naming the field. */
+  interface QueuePolicyInput {
+    /** 1 to 100. */
+    maxInFlight?: number | null;
+    /** 1 to 1000. */
+    ratePerSecond?: number | null;
+    ordering?: QueueOrdering | null;
+    /** Any of no-listener, 5xx, timeout, 4xx; [] retries nothing. */
+    retryOn?: Array<string> | null;
+    /** A duration from 100ms to 24h, as 1s. */
+    backoffBase?: string | null;
+    /** A duration not below backoffBase, at most 24h. */
+    backoffCap?: string | null;
+    /** 1 to 100. */
+    maxAttempts?: number | null;
+    /** A duration from 1m to 30d. */
+    maxAge?: string | null;
+  }
+
+  /** A delivery in a QUEUE Endpoint's queue. */
+  interface QueuedDelivery {
+    delivery: Delivery;
+    queue: DeliveryQueue;
   }
 
   interface QuotaRefusals {
@@ -1090,5 +1177,7 @@ declare namespace GQL {
      * (--retention). Shortening it deletes the older deliveries at the next sweep.
      */
     retention?: string | null;
+    /** The queue policy of QUEUE mode (docs/queue.md); absent fields keep their value (at creation: the defaults). */
+    queue?: QueuePolicyInput | null;
   }
 }

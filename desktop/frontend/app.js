@@ -325,6 +325,9 @@ function routingLines(e) {
   const filters = (e.filters || []).map((f) => f.text);
   return [
     e.mode === 'LOG' ? h('p', { class: 'muted small', 'data-testid': 'log-answer' }, `LOG mode: the relay records and answers ${status} itself; nothing is forwarded.`) : null,
+    e.mode === 'QUEUE' && e.queue ? h('p', { class: 'muted small', 'data-testid': 'queue-depth', 'data-queued': String(e.queue.queued), 'data-dead': String(e.queue.dead) },
+      `QUEUE mode: the relay answers senders at once and sends them here, oldest first. ${e.queue.queued} queued, ${e.queue.inFlight} in flight, ${e.queue.dead} dead`
+      + (e.queue.dead ? ` (relay retry --all --dead ${e.name})` : '') + '.') : null,
     shakes.length ? h('p', { class: 'muted small', 'data-testid': 'handshakes' }, `Handshakes the relay answers: ${shakes.map((s) => s.toLowerCase()).join(', ')}.`) : null,
     filters.length ? h('p', { class: 'muted small', 'data-testid': 'filters' },
       'Forwards only deliveries matching ', h('code', {}, filters.join(' ')), `; others are recorded and answered ${status}.`) : null,

@@ -145,6 +145,7 @@ type ComplexityRoot struct {
 		Path               func(childComplexity int) int
 		PathBase64         func(childComplexity int) int
 		Provider           func(childComplexity int) int
+		Queue              func(childComplexity int) int
 		ReceivedAt         func(childComplexity int) int
 		RedactedQuery      func(childComplexity int) int
 		RemoteAddress      func(childComplexity int) int
@@ -166,6 +167,17 @@ type ComplexityRoot struct {
 	DeliveryEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	DeliveryQueue struct {
+		DeliveredStatus    func(childComplexity int) int
+		Failures           func(childComplexity int) int
+		NextAt             func(childComplexity int) int
+		PossibleDuplicate  func(childComplexity int) int
+		PossibleDuplicates func(childComplexity int) int
+		Reason             func(childComplexity int) int
+		State              func(childComplexity int) int
+		Tries              func(childComplexity int) int
 	}
 
 	DeviceAuthorization struct {
@@ -201,6 +213,7 @@ type ComplexityRoot struct {
 		Listeners       func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Name            func(childComplexity int) int
+		Queue           func(childComplexity int) int
 		RefusedRequests func(childComplexity int) int
 		ResponseCapture func(childComplexity int) int
 		Retention       func(childComplexity int) int
@@ -208,6 +221,13 @@ type ComplexityRoot struct {
 		Stats           func(childComplexity int, rangeArg *model.StatsRange) int
 		Target          func(childComplexity int) int
 		URL             func(childComplexity int) int
+	}
+
+	EndpointQueue struct {
+		Dead     func(childComplexity int) int
+		InFlight func(childComplexity int) int
+		Policy   func(childComplexity int) int
+		Queued   func(childComplexity int) int
 	}
 
 	Event struct {
@@ -358,6 +378,7 @@ type ComplexityRoot struct {
 		IssueSmeeKey       func(childComplexity int, endpointID string) int
 		JoinAccount        func(childComplexity int, code string, login string, password string) int
 		PollDeviceCode     func(childComplexity int, deviceCode string) int
+		RedriveDead        func(childComplexity int, endpoint string) int
 		RemoveMember       func(childComplexity int, id string) int
 		RequestDeviceCode  func(childComplexity int, clientName string) int
 		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
@@ -394,8 +415,25 @@ type ComplexityRoot struct {
 		Inspector           func(childComplexity int, id string) int
 		Me                  func(childComplexity int) int
 		MemberInvite        func(childComplexity int, code string) int
+		QueuedDeliveries    func(childComplexity int, endpoint string, state *string, first *int) int
 		SignupMode          func(childComplexity int) int
 		Tokens              func(childComplexity int) int
+	}
+
+	QueuePolicy struct {
+		BackoffBase   func(childComplexity int) int
+		BackoffCap    func(childComplexity int) int
+		MaxAge        func(childComplexity int) int
+		MaxAttempts   func(childComplexity int) int
+		MaxInFlight   func(childComplexity int) int
+		Ordering      func(childComplexity int) int
+		RatePerSecond func(childComplexity int) int
+		RetryOn       func(childComplexity int) int
+	}
+
+	QueuedDelivery struct {
+		Delivery func(childComplexity int) int
+		Queue    func(childComplexity int) int
 	}
 
 	QuotaRefusals struct {
@@ -498,6 +536,7 @@ type AccountResolver interface {
 }
 type DeliveryResolver interface {
 	Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error)
+	Queue(ctx context.Context, obj *model.Delivery) (*model.DeliveryQueue, error)
 
 	Explanation(ctx context.Context, obj *model.Delivery) (string, error)
 	Why(ctx context.Context, obj *model.Delivery) (*model.Explanation, error)
@@ -509,6 +548,7 @@ type EndpointResolver interface {
 
 	Deliveries(ctx context.Context, obj *model.Endpoint, first *int, after *string, filter *model.DeliveryFilter) (*model.DeliveryConnection, error)
 
+	Queue(ctx context.Context, obj *model.Endpoint) (*model.EndpointQueue, error)
 	Stats(ctx context.Context, obj *model.Endpoint, rangeArg *model.StatsRange) (*model.Stats, error)
 }
 type InspectorResolver interface {
@@ -544,6 +584,7 @@ type MutationResolver interface {
 	RevokeSmeeKey(ctx context.Context, endpointID string) (*model.Endpoint, error)
 	SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error)
 	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
+	RedriveDead(ctx context.Context, endpoint string) (int, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
 }
 type QueryResolver interface {
@@ -556,6 +597,7 @@ type QueryResolver interface {
 	DeviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
 	Endpoints(ctx context.Context) ([]*model.Endpoint, error)
 	Endpoint(ctx context.Context, id string) (*model.Endpoint, error)
+	QueuedDeliveries(ctx context.Context, endpoint string, state *string, first *int) ([]*model.QueuedDelivery, error)
 	Delivery(ctx context.Context, id string) (*model.Delivery, error)
 	Events(ctx context.Context, after *string, first *int) (*model.EventConnection, error)
 }
@@ -1047,6 +1089,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Provider(childComplexity), true
+	case "Delivery.queue":
+		if e.ComplexityRoot.Delivery.Queue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.Queue(childComplexity), true
 	case "Delivery.receivedAt":
 		if e.ComplexityRoot.Delivery.ReceivedAt == nil {
 			break
@@ -1139,6 +1187,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeliveryEdge.Node(childComplexity), true
+
+	case "DeliveryQueue.deliveredStatus":
+		if e.ComplexityRoot.DeliveryQueue.DeliveredStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.DeliveredStatus(childComplexity), true
+	case "DeliveryQueue.failures":
+		if e.ComplexityRoot.DeliveryQueue.Failures == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.Failures(childComplexity), true
+	case "DeliveryQueue.nextAt":
+		if e.ComplexityRoot.DeliveryQueue.NextAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.NextAt(childComplexity), true
+	case "DeliveryQueue.possibleDuplicate":
+		if e.ComplexityRoot.DeliveryQueue.PossibleDuplicate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.PossibleDuplicate(childComplexity), true
+	case "DeliveryQueue.possibleDuplicates":
+		if e.ComplexityRoot.DeliveryQueue.PossibleDuplicates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.PossibleDuplicates(childComplexity), true
+	case "DeliveryQueue.reason":
+		if e.ComplexityRoot.DeliveryQueue.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.Reason(childComplexity), true
+	case "DeliveryQueue.state":
+		if e.ComplexityRoot.DeliveryQueue.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.State(childComplexity), true
+	case "DeliveryQueue.tries":
+		if e.ComplexityRoot.DeliveryQueue.Tries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.Tries(childComplexity), true
 
 	case "DeviceAuthorization.clientName":
 		if e.ComplexityRoot.DeviceAuthorization.ClientName == nil {
@@ -1286,6 +1383,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Name(childComplexity), true
+	case "Endpoint.queue":
+		if e.ComplexityRoot.Endpoint.Queue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Queue(childComplexity), true
 	case "Endpoint.refusedRequests":
 		if e.ComplexityRoot.Endpoint.RefusedRequests == nil {
 			break
@@ -1333,6 +1436,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.URL(childComplexity), true
+
+	case "EndpointQueue.dead":
+		if e.ComplexityRoot.EndpointQueue.Dead == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EndpointQueue.Dead(childComplexity), true
+	case "EndpointQueue.inFlight":
+		if e.ComplexityRoot.EndpointQueue.InFlight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EndpointQueue.InFlight(childComplexity), true
+	case "EndpointQueue.policy":
+		if e.ComplexityRoot.EndpointQueue.Policy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EndpointQueue.Policy(childComplexity), true
+	case "EndpointQueue.queued":
+		if e.ComplexityRoot.EndpointQueue.Queued == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EndpointQueue.Queued(childComplexity), true
 
 	case "Event.causationId":
 		if e.ComplexityRoot.Event.CausationID == nil {
@@ -2029,6 +2157,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.PollDeviceCode(childComplexity, args["deviceCode"].(string)), true
+	case "Mutation.redriveDead":
+		if e.ComplexityRoot.Mutation.RedriveDead == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_redriveDead_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RedriveDead(childComplexity, args["endpoint"].(string)), true
 	case "Mutation.removeMember":
 		if e.ComplexityRoot.Mutation.RemoveMember == nil {
 			break
@@ -2290,6 +2429,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.MemberInvite(childComplexity, args["code"].(string)), true
+	case "Query.queuedDeliveries":
+		if e.ComplexityRoot.Query.QueuedDeliveries == nil {
+			break
+		}
+
+		args, err := ec.field_Query_queuedDeliveries_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.QueuedDeliveries(childComplexity, args["endpoint"].(string), args["state"].(*string), args["first"].(*int)), true
 	case "Query.signupMode":
 		if e.ComplexityRoot.Query.SignupMode == nil {
 			break
@@ -2302,6 +2452,68 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tokens(childComplexity), true
+
+	case "QueuePolicy.backoffBase":
+		if e.ComplexityRoot.QueuePolicy.BackoffBase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.BackoffBase(childComplexity), true
+	case "QueuePolicy.backoffCap":
+		if e.ComplexityRoot.QueuePolicy.BackoffCap == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.BackoffCap(childComplexity), true
+	case "QueuePolicy.maxAge":
+		if e.ComplexityRoot.QueuePolicy.MaxAge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.MaxAge(childComplexity), true
+	case "QueuePolicy.maxAttempts":
+		if e.ComplexityRoot.QueuePolicy.MaxAttempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.MaxAttempts(childComplexity), true
+	case "QueuePolicy.maxInFlight":
+		if e.ComplexityRoot.QueuePolicy.MaxInFlight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.MaxInFlight(childComplexity), true
+	case "QueuePolicy.ordering":
+		if e.ComplexityRoot.QueuePolicy.Ordering == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.Ordering(childComplexity), true
+	case "QueuePolicy.ratePerSecond":
+		if e.ComplexityRoot.QueuePolicy.RatePerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.RatePerSecond(childComplexity), true
+	case "QueuePolicy.retryOn":
+		if e.ComplexityRoot.QueuePolicy.RetryOn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuePolicy.RetryOn(childComplexity), true
+
+	case "QueuedDelivery.delivery":
+		if e.ComplexityRoot.QueuedDelivery.Delivery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuedDelivery.Delivery(childComplexity), true
+	case "QueuedDelivery.queue":
+		if e.ComplexityRoot.QueuedDelivery.Queue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuedDelivery.Queue(childComplexity), true
 
 	case "QuotaRefusals.count":
 		if e.ComplexityRoot.QuotaRefusals.Count == nil {
@@ -2671,6 +2883,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputFilterInput,
 		ec.unmarshalInputHandshakesInput,
 		ec.unmarshalInputHeaderInput,
+		ec.unmarshalInputQueuePolicyInput,
 		ec.unmarshalInputRequestEditInput,
 		ec.unmarshalInputUpdateEndpointInput,
 	)
@@ -2785,6 +2998,88 @@ enum EndpointMode {
   LOG
   "Record, forward through a connected agent, pass the local answer back unchanged."
   PROXY
+  """
+  Record, answer the sender at once (the Endpoint's answer, else 202 with
+  {"queued":true,"delivery":ID}), forward later through a connected listener,
+  retrying by the Endpoint's queue policy (docs/queue.md).
+  """
+  QUEUE
+}
+
+"How a QUEUE Endpoint sends its deliveries: many at once, or one at a time in receipt order."
+enum QueueOrdering {
+  "Up to maxInFlight at once (the default)."
+  UNORDERED
+  "One at a time in receipt order; a failing delivery blocks the ones after it."
+  STRICT
+}
+
+"A QUEUE Endpoint's forwarding and retry policy, with the relay's defaults filled in (docs/queue.md)."
+type QueuePolicy {
+  maxInFlight: Int!
+  ratePerSecond: Int!
+  ordering: QueueOrdering!
+  "The outcomes that count as a failed attempt: no-listener, 5xx, timeout, 4xx."
+  retryOn: [String!]!
+  "The first retry's delay, as 1s or 500ms; each next one doubles, with jitter, up to backoffCap."
+  backoffBase: String!
+  backoffCap: String!
+  maxAttempts: Int!
+  "How long after its receipt (or redrive) a delivery may still be attempted."
+  maxAge: String!
+}
+
+"Changes to a queue policy; absent fields keep their value. Out of bounds: INVALID_INPUT naming the field."
+input QueuePolicyInput {
+  "1 to 100."
+  maxInFlight: Int
+  "1 to 1000."
+  ratePerSecond: Int
+  ordering: QueueOrdering
+  "Any of no-listener, 5xx, timeout, 4xx; [] retries nothing."
+  retryOn: [String!]
+  "A duration from 100ms to 24h, as 1s."
+  backoffBase: String
+  "A duration not below backoffBase, at most 24h."
+  backoffCap: String
+  "1 to 100."
+  maxAttempts: Int
+  "A duration from 1m to 30d."
+  maxAge: String
+}
+
+"A QUEUE Endpoint's queue: its policy and its deliveries by state."
+type EndpointQueue {
+  policy: QueuePolicy!
+  queued: Int!
+  inFlight: Int!
+  dead: Int!
+}
+
+"Where a queued delivery stands, or how it was delivered."
+type DeliveryQueue {
+  "queued, inflight, dead or delivered."
+  state: String!
+  "Attempts sent."
+  tries: Int!
+  "Attempts that failed by the policy."
+  failures: Int!
+  "When the next attempt is due (state queued)."
+  nextAt: Time
+  "The latest failure, or why it is dead."
+  reason: String!
+  "The next attempt may reach the local process a second time: an earlier one was left open by a crash or a lost node."
+  possibleDuplicate: Boolean!
+  "Attempts sent after an earlier one was left open: the local process may have got the delivery more than once (it carries the same Relay-Delivery-Id)."
+  possibleDuplicates: Int!
+  "The local answer that delivered it; null before."
+  deliveredStatus: Int
+}
+
+"A delivery in a QUEUE Endpoint's queue."
+type QueuedDelivery {
+  delivery: Delivery!
+  queue: DeliveryQueue!
 }
 
 type Header {
@@ -2998,6 +3293,8 @@ type Delivery {
   "The local response body's exact bytes, base64, when the Endpoint captured one; else null."
   responseBodyBase64: String
   attempts: [Attempt!]!
+  "Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued."
+  queue: DeliveryQueue
   "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
   cursor: String!
   "The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none."
@@ -3279,6 +3576,8 @@ type Endpoint {
   handshakes: Handshakes!
   "How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md)."
   retention: Retention!
+  "Its queue and queue policy in QUEUE mode; null in the other modes."
+  queue: EndpointQueue
   """
   What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
   minutes) ending with the current minute: deliveries by the status class the sender
@@ -3664,6 +3963,8 @@ input CreateEndpointInput {
   default (--retention).
   """
   retention: String
+  "The queue policy of QUEUE mode (docs/queue.md); absent fields keep their value (at creation: the defaults)."
+  queue: QueuePolicyInput
 }
 
 input UpdateEndpointInput {
@@ -3689,6 +3990,8 @@ input UpdateEndpointInput {
   (--retention). Shortening it deletes the older deliveries at the next sweep.
   """
   retention: String
+  "The queue policy of QUEUE mode (docs/queue.md); absent fields keep their value (at creation: the defaults)."
+  queue: QueuePolicyInput
 }
 
 type Query {
@@ -3719,6 +4022,11 @@ type Query {
   deviceAuthorization(userCode: String!): DeviceAuthorization!
   endpoints: [Endpoint!]!
   endpoint(id: ID!): Endpoint
+  """
+  The deliveries in a QUEUE Endpoint's queue, oldest first: state queued, inflight or dead
+  (absent: all); first is 50 when absent, at most 1000.
+  """
+  queuedDeliveries(endpoint: ID!, state: String, first: Int): [QueuedDelivery!]!
   delivery(id: ID!): Delivery
   """
   The log, in order, for auditors. after is an event position. ` + "`" + `first` + "`" + ` is 50 when
@@ -3849,6 +4157,11 @@ type Mutation {
   header, a body over the relay's --max-body) is INVALID_INPUT naming the field.
   """
   retryDelivery(id: ID!, edit: RequestEditInput): Delivery!
+  """
+  Puts a QUEUE Endpoint's dead deliveries back in its queue, due now with their
+  failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
+  """
+  redriveDead(endpoint: ID!): Int!
   "The agent's answer to a forward request."
   completeForward(input: CompleteForwardInput!): Boolean!
 }
@@ -4146,6 +4459,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
+	case "queue":
+		return ec.fieldContext_Delivery_queue(ctx, field)
 	case "cursor":
 		return ec.fieldContext_Delivery_cursor(ctx, field)
 	case "provider":
@@ -4186,6 +4501,28 @@ func (ec *executionContext) childFields_DeliveryEdge(ctx context.Context, field 
 		return ec.fieldContext_DeliveryEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeliveryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_DeliveryQueue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "state":
+		return ec.fieldContext_DeliveryQueue_state(ctx, field)
+	case "tries":
+		return ec.fieldContext_DeliveryQueue_tries(ctx, field)
+	case "failures":
+		return ec.fieldContext_DeliveryQueue_failures(ctx, field)
+	case "nextAt":
+		return ec.fieldContext_DeliveryQueue_nextAt(ctx, field)
+	case "reason":
+		return ec.fieldContext_DeliveryQueue_reason(ctx, field)
+	case "possibleDuplicate":
+		return ec.fieldContext_DeliveryQueue_possibleDuplicate(ctx, field)
+	case "possibleDuplicates":
+		return ec.fieldContext_DeliveryQueue_possibleDuplicates(ctx, field)
+	case "deliveredStatus":
+		return ec.fieldContext_DeliveryQueue_deliveredStatus(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DeliveryQueue", field.Name)
 }
 
 func (ec *executionContext) childFields_DeviceAuthorization(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4266,10 +4603,26 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_handshakes(ctx, field)
 	case "retention":
 		return ec.fieldContext_Endpoint_retention(ctx, field)
+	case "queue":
+		return ec.fieldContext_Endpoint_queue(ctx, field)
 	case "stats":
 		return ec.fieldContext_Endpoint_stats(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_EndpointQueue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "policy":
+		return ec.fieldContext_EndpointQueue_policy(ctx, field)
+	case "queued":
+		return ec.fieldContext_EndpointQueue_queued(ctx, field)
+	case "inFlight":
+		return ec.fieldContext_EndpointQueue_inFlight(ctx, field)
+	case "dead":
+		return ec.fieldContext_EndpointQueue_dead(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EndpointQueue", field.Name)
 }
 
 func (ec *executionContext) childFields_Event(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4556,6 +4909,38 @@ func (ec *executionContext) childFields_Provider(ctx context.Context, field grap
 		return ec.fieldContext_Provider_deliveryId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Provider", field.Name)
+}
+
+func (ec *executionContext) childFields_QueuePolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "maxInFlight":
+		return ec.fieldContext_QueuePolicy_maxInFlight(ctx, field)
+	case "ratePerSecond":
+		return ec.fieldContext_QueuePolicy_ratePerSecond(ctx, field)
+	case "ordering":
+		return ec.fieldContext_QueuePolicy_ordering(ctx, field)
+	case "retryOn":
+		return ec.fieldContext_QueuePolicy_retryOn(ctx, field)
+	case "backoffBase":
+		return ec.fieldContext_QueuePolicy_backoffBase(ctx, field)
+	case "backoffCap":
+		return ec.fieldContext_QueuePolicy_backoffCap(ctx, field)
+	case "maxAttempts":
+		return ec.fieldContext_QueuePolicy_maxAttempts(ctx, field)
+	case "maxAge":
+		return ec.fieldContext_QueuePolicy_maxAge(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QueuePolicy", field.Name)
+}
+
+func (ec *executionContext) childFields_QueuedDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "delivery":
+		return ec.fieldContext_QueuedDelivery_delivery(ctx, field)
+	case "queue":
+		return ec.fieldContext_QueuedDelivery_queue(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QueuedDelivery", field.Name)
 }
 
 func (ec *executionContext) childFields_QuotaRefusals(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5228,6 +5613,20 @@ func (ec *executionContext) field_Mutation_pollDeviceCode_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_redriveDead_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpoint",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpoint"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_removeMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5625,6 +6024,36 @@ func (ec *executionContext) field_Query_memberInvite_args(ctx context.Context, r
 		return nil, err
 	}
 	args["code"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_queuedDeliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpoint",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpoint"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "state",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["state"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
 	return args, nil
 }
 
@@ -7688,6 +8117,38 @@ func (ec *executionContext) fieldContext_Delivery_attempts(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Delivery_queue(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_queue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Delivery().Queue(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeliveryQueue) graphql.Marshaler {
+			return ec.marshalODeliveryQueue2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryQueue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_queue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeliveryQueue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Delivery_cursor(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8060,6 +8521,190 @@ func (ec *executionContext) fieldContext_DeliveryEdge_node(_ context.Context, fi
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _DeliveryQueue_state(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_tries(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_tries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_tries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_failures(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_failures(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Failures, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_failures(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_nextAt(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_nextAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_nextAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_reason(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_possibleDuplicate(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_possibleDuplicate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PossibleDuplicate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_possibleDuplicate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_possibleDuplicates(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_possibleDuplicates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PossibleDuplicates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_possibleDuplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_deliveredStatus(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_deliveredStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveredStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_deliveredStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _DeviceAuthorization_clientName(ctx context.Context, field graphql.CollectedField, obj *model.DeviceAuthorization) (ret graphql.Marshaler) {
@@ -8804,6 +9449,38 @@ func (ec *executionContext) fieldContext_Endpoint_retention(_ context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Endpoint_queue(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_queue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Endpoint().Queue(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.EndpointQueue) graphql.Marshaler {
+			return ec.marshalOEndpointQueue2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpointQueue(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_queue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Endpoint",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EndpointQueue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Endpoint_stats(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8846,6 +9523,107 @@ func (ec *executionContext) fieldContext_Endpoint_stats(ctx context.Context, fie
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _EndpointQueue_policy(ctx context.Context, field graphql.CollectedField, obj *model.EndpointQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EndpointQueue_policy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.QueuePolicy) graphql.Marshaler {
+			return ec.marshalNQueuePolicy2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuePolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EndpointQueue_policy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EndpointQueue",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QueuePolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EndpointQueue_queued(ctx context.Context, field graphql.CollectedField, obj *model.EndpointQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EndpointQueue_queued(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Queued, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EndpointQueue_queued(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EndpointQueue", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _EndpointQueue_inFlight(ctx context.Context, field graphql.CollectedField, obj *model.EndpointQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EndpointQueue_inFlight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InFlight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EndpointQueue_inFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EndpointQueue", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _EndpointQueue_dead(ctx context.Context, field graphql.CollectedField, obj *model.EndpointQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EndpointQueue_dead(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Dead, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EndpointQueue_dead(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EndpointQueue", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _Event_id(ctx context.Context, field graphql.CollectedField, obj *model.Event) (ret graphql.Marshaler) {
@@ -12088,6 +12866,50 @@ func (ec *executionContext) fieldContext_Mutation_retryDelivery(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_redriveDead(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_redriveDead(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RedriveDead(ctx, fc.Args["endpoint"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_redriveDead(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_redriveDead_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_completeForward(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12586,6 +13408,50 @@ func (ec *executionContext) fieldContext_Query_endpoint(ctx context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_queuedDeliveries(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_queuedDeliveries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().QueuedDeliveries(ctx, fc.Args["endpoint"].(string), fc.Args["state"].(*string), fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.QueuedDelivery) graphql.Marshaler {
+			return ec.marshalNQueuedDelivery2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuedDeliveryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_queuedDeliveries(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QueuedDelivery(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_queuedDeliveries_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_delivery(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12745,6 +13611,254 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields___Schema(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueuePolicy_maxInFlight(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_maxInFlight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxInFlight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_maxInFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_ratePerSecond(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_ratePerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RatePerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_ratePerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_ordering(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_ordering(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Ordering, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.QueueOrdering) graphql.Marshaler {
+			return ec.marshalNQueueOrdering2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueueOrdering(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_ordering(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type QueueOrdering does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_retryOn(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_retryOn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RetryOn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_retryOn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_backoffBase(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_backoffBase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BackoffBase, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_backoffBase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_backoffCap(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_backoffCap(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BackoffCap, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_backoffCap(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_maxAttempts(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_maxAttempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxAttempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_maxAttempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _QueuePolicy_maxAge(ctx context.Context, field graphql.CollectedField, obj *model.QueuePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuePolicy_maxAge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxAge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuePolicy_maxAge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuePolicy", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _QueuedDelivery_delivery(ctx context.Context, field graphql.CollectedField, obj *model.QueuedDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuedDelivery_delivery(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Delivery, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Delivery) graphql.Marshaler {
+			return ec.marshalNDelivery2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDelivery(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuedDelivery_delivery(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueuedDelivery",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Delivery(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueuedDelivery_queue(ctx context.Context, field graphql.CollectedField, obj *model.QueuedDelivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuedDelivery_queue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Queue, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DeliveryQueue) graphql.Marshaler {
+			return ec.marshalNDeliveryQueue2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryQueue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuedDelivery_queue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueuedDelivery",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeliveryQueue(ctx, field)
 		},
 	}
 	return fc, nil
@@ -15327,7 +16441,7 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes", "retention"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes", "retention", "queue"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -15397,6 +16511,13 @@ func (ec *executionContext) unmarshalInputCreateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.Retention = data
+		case "queue":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("queue"))
+			data, err := ec.unmarshalOQueuePolicyInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuePolicyInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Queue = data
 		}
 	}
 	return it, nil
@@ -15727,6 +16848,85 @@ func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj a
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputQueuePolicyInput(ctx context.Context, obj any) (model.QueuePolicyInput, error) {
+	var it model.QueuePolicyInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"maxInFlight", "ratePerSecond", "ordering", "retryOn", "backoffBase", "backoffCap", "maxAttempts", "maxAge"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "maxInFlight":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxInFlight"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxInFlight = data
+		case "ratePerSecond":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ratePerSecond"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RatePerSecond = data
+		case "ordering":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ordering"))
+			data, err := ec.unmarshalOQueueOrdering2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueueOrdering(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Ordering = data
+		case "retryOn":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retryOn"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RetryOn = data
+		case "backoffBase":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("backoffBase"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BackoffBase = data
+		case "backoffCap":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("backoffCap"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BackoffCap = data
+		case "maxAttempts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAttempts"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAttempts = data
+		case "maxAge":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxAge"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxAge = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputRequestEditInput(ctx context.Context, obj any) (model.RequestEditInput, error) {
 	var it model.RequestEditInput
 	if obj == nil {
@@ -15803,7 +17003,7 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes", "retention"}
+	fieldsInOrder := [...]string{"name", "mode", "target", "responseCapture", "filters", "filterTexts", "answer", "handshakes", "retention", "queue"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -15873,6 +17073,13 @@ func (ec *executionContext) unmarshalInputUpdateEndpointInput(ctx context.Contex
 				return it, err
 			}
 			it.Retention = data
+		case "queue":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("queue"))
+			data, err := ec.unmarshalOQueuePolicyInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuePolicyInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Queue = data
 		}
 	}
 	return it, nil
@@ -16674,6 +17881,39 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "queue":
+			field := field
+
+			innerFunc := func(ctx context.Context, _ *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_queue(ctx, field, obj)
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "cursor":
 			out.Values[i] = ec._Delivery_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -16894,6 +18134,74 @@ func (ec *executionContext) _DeliveryEdge(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var deliveryQueueImplementors = []string{"DeliveryQueue"}
+
+func (ec *executionContext) _DeliveryQueue(ctx context.Context, sel ast.SelectionSet, obj *model.DeliveryQueue) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, deliveryQueueImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DeliveryQueue")
+		case "state":
+			out.Values[i] = ec._DeliveryQueue_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tries":
+			out.Values[i] = ec._DeliveryQueue_tries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failures":
+			out.Values[i] = ec._DeliveryQueue_failures(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextAt":
+			out.Values[i] = ec._DeliveryQueue_nextAt(ctx, field, obj)
+		case "reason":
+			out.Values[i] = ec._DeliveryQueue_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "possibleDuplicate":
+			out.Values[i] = ec._DeliveryQueue_possibleDuplicate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "possibleDuplicates":
+			out.Values[i] = ec._DeliveryQueue_possibleDuplicates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveredStatus":
+			out.Values[i] = ec._DeliveryQueue_deliveredStatus(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -17231,6 +18539,39 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "queue":
+			field := field
+
+			innerFunc := func(ctx context.Context, _ *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Endpoint_queue(ctx, field, obj)
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "stats":
 			field := field
 
@@ -17267,6 +18608,60 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var endpointQueueImplementors = []string{"EndpointQueue"}
+
+func (ec *executionContext) _EndpointQueue(ctx context.Context, sel ast.SelectionSet, obj *model.EndpointQueue) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, endpointQueueImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EndpointQueue")
+		case "policy":
+			out.Values[i] = ec._EndpointQueue_policy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "queued":
+			out.Values[i] = ec._EndpointQueue_queued(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inFlight":
+			out.Values[i] = ec._EndpointQueue_inFlight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dead":
+			out.Values[i] = ec._EndpointQueue_dead(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18488,6 +19883,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "redriveDead":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_redriveDead(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "completeForward":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_completeForward(ctx, field)
@@ -18810,6 +20212,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "queuedDeliveries":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_queuedDeliveries(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "delivery":
 			field := field
 
@@ -18859,6 +20283,124 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___schema(ctx, field)
 			})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var queuePolicyImplementors = []string{"QueuePolicy"}
+
+func (ec *executionContext) _QueuePolicy(ctx context.Context, sel ast.SelectionSet, obj *model.QueuePolicy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, queuePolicyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QueuePolicy")
+		case "maxInFlight":
+			out.Values[i] = ec._QueuePolicy_maxInFlight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ratePerSecond":
+			out.Values[i] = ec._QueuePolicy_ratePerSecond(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ordering":
+			out.Values[i] = ec._QueuePolicy_ordering(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retryOn":
+			out.Values[i] = ec._QueuePolicy_retryOn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "backoffBase":
+			out.Values[i] = ec._QueuePolicy_backoffBase(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "backoffCap":
+			out.Values[i] = ec._QueuePolicy_backoffCap(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxAttempts":
+			out.Values[i] = ec._QueuePolicy_maxAttempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxAge":
+			out.Values[i] = ec._QueuePolicy_maxAge(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var queuedDeliveryImplementors = []string{"QueuedDelivery"}
+
+func (ec *executionContext) _QueuedDelivery(ctx context.Context, sel ast.SelectionSet, obj *model.QueuedDelivery) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, queuedDeliveryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QueuedDelivery")
+		case "delivery":
+			out.Values[i] = ec._QueuedDelivery_delivery(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "queue":
+			out.Values[i] = ec._QueuedDelivery_queue(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -20101,6 +21643,16 @@ func (ec *executionContext) marshalNDeliveryEdge2ᚖgithubᚗcomᚋrelayhqᚋrel
 	return ec._DeliveryEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNDeliveryQueue2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryQueue(ctx context.Context, sel ast.SelectionSet, v *model.DeliveryQueue) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._DeliveryQueue(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNDeviceAuthorization2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeviceAuthorization(ctx context.Context, sel ast.SelectionSet, v model.DeviceAuthorization) graphql.Marshaler {
 	return ec._DeviceAuthorization(ctx, sel, &v)
 }
@@ -20661,6 +22213,52 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 	return ec._PageInfo(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNQueueOrdering2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueueOrdering(ctx context.Context, v any) (model.QueueOrdering, error) {
+	var res model.QueueOrdering
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNQueueOrdering2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueueOrdering(ctx context.Context, sel ast.SelectionSet, v model.QueueOrdering) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNQueuePolicy2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuePolicy(ctx context.Context, sel ast.SelectionSet, v *model.QueuePolicy) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._QueuePolicy(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNQueuedDelivery2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuedDeliveryᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.QueuedDelivery) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNQueuedDelivery2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuedDelivery(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNQueuedDelivery2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuedDelivery(ctx context.Context, sel ast.SelectionSet, v *model.QueuedDelivery) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._QueuedDelivery(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNQuotaRefusals2ᚕᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQuotaRefusalsᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.QuotaRefusals) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -21110,6 +22708,13 @@ func (ec *executionContext) unmarshalODeliveryFilter2ᚖgithubᚗcomᚋrelayhq�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalODeliveryQueue2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐDeliveryQueue(ctx context.Context, sel ast.SelectionSet, v *model.DeliveryQueue) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._DeliveryQueue(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOEndpoint2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpoint(ctx context.Context, sel ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -21131,6 +22736,13 @@ func (ec *executionContext) marshalOEndpointMode2ᚖgithubᚗcomᚋrelayhqᚋrel
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOEndpointQueue2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐEndpointQueue(ctx context.Context, sel ast.SelectionSet, v *model.EndpointQueue) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._EndpointQueue(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOFidelityReceiptInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐFidelityReceiptInput(ctx context.Context, v any) (*model.FidelityReceiptInput, error) {
@@ -21309,6 +22921,30 @@ func (ec *executionContext) marshalOProvider2ᚖgithubᚗcomᚋrelayhqᚋrelay�
 		return graphql.Null
 	}
 	return ec._Provider(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOQueueOrdering2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueueOrdering(ctx context.Context, v any) (*model.QueueOrdering, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.QueueOrdering)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOQueueOrdering2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueueOrdering(ctx context.Context, sel ast.SelectionSet, v *model.QueueOrdering) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOQueuePolicyInput2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐQueuePolicyInput(ctx context.Context, v any) (*model.QueuePolicyInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputQueuePolicyInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalORequestEdit2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRequestEdit(ctx context.Context, sel ast.SelectionSet, v *model.RequestEdit) graphql.Marshaler {

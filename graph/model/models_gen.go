@@ -194,6 +194,8 @@ type CreateEndpointInput struct {
 	// --max-retention (beyond: INVALID_INPUT naming the bound); absent or "default": the relay's
 	// default (--retention).
 	Retention *string `json:"retention,omitempty"`
+	// The queue policy of QUEUE mode (docs/queue.md); absent fields keep their value (at creation: the defaults).
+	Queue *QueuePolicyInput `json:"queue,omitempty"`
 }
 
 type CreateTokenPayload struct {
@@ -248,6 +250,8 @@ type Delivery struct {
 	// The local response body's exact bytes, base64, when the Endpoint captured one; else null.
 	ResponseBodyBase64 *string    `json:"responseBodyBase64,omitempty"`
 	Attempts           []*Attempt `json:"attempts"`
+	// Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued.
+	Queue *DeliveryQueue `json:"queue,omitempty"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
 	Cursor string `json:"cursor"`
 	// The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none.
@@ -339,6 +343,26 @@ type DeliveryFilter struct {
 	ProviderDeliveryID *string `json:"providerDeliveryId,omitempty"`
 }
 
+// Where a queued delivery stands, or how it was delivered.
+type DeliveryQueue struct {
+	// queued, inflight, dead or delivered.
+	State string `json:"state"`
+	// Attempts sent.
+	Tries int `json:"tries"`
+	// Attempts that failed by the policy.
+	Failures int `json:"failures"`
+	// When the next attempt is due (state queued).
+	NextAt *time.Time `json:"nextAt,omitempty"`
+	// The latest failure, or why it is dead.
+	Reason string `json:"reason"`
+	// The next attempt may reach the local process a second time: an earlier one was left open by a crash or a lost node.
+	PossibleDuplicate bool `json:"possibleDuplicate"`
+	// Attempts sent after an earlier one was left open: the local process may have got the delivery more than once (it carries the same Relay-Delivery-Id).
+	PossibleDuplicates int `json:"possibleDuplicates"`
+	// The local answer that delivered it; null before.
+	DeliveredStatus *int `json:"deliveredStatus,omitempty"`
+}
+
 // A device code waiting for the signed-in user's decision.
 type DeviceAuthorization struct {
 	// The name the device gave (its hostname): the name of the token it will receive.
@@ -403,11 +427,21 @@ type Endpoint struct {
 	Handshakes *Handshakes `json:"handshakes"`
 	// How long it keeps its deliveries: older ones are deleted from the log and the history (docs/retention.md).
 	Retention *Retention `json:"retention"`
+	// Its queue and queue policy in QUEUE mode; null in the other modes.
+	Queue *EndpointQueue `json:"queue,omitempty"`
 	// What it received over the last hour, day or week, in 60 buckets (of 1, 24 or 168
 	// minutes) ending with the current minute: deliveries by the status class the sender
 	// got, filtered and refused requests, the local answer time and time with no listener.
 	// Read from a per-minute rollup, so it costs the same however long the history is.
 	Stats *Stats `json:"stats"`
+}
+
+// A QUEUE Endpoint's queue: its policy and its deliveries by state.
+type EndpointQueue struct {
+	Policy   *QueuePolicy `json:"policy"`
+	Queued   int          `json:"queued"`
+	InFlight int          `json:"inFlight"`
+	Dead     int          `json:"dead"`
 }
 
 // An event of the log, for auditors.
@@ -661,6 +695,46 @@ type Provider struct {
 type Query struct {
 }
 
+// A QUEUE Endpoint's forwarding and retry policy, with the relay's defaults filled in (docs/queue.md).
+type QueuePolicy struct {
+	MaxInFlight   int           `json:"maxInFlight"`
+	RatePerSecond int           `json:"ratePerSecond"`
+	Ordering      QueueOrdering `json:"ordering"`
+	// The outcomes that count as a failed attempt: no-listener, 5xx, timeout, 4xx.
+	RetryOn []string `json:"retryOn"`
+	// The first retry's delay, as 1s or 500ms; each next one doubles, with jitter, up to backoffCap.
+	BackoffBase string `json:"backoffBase"`
+	BackoffCap  string `json:"backoffCap"`
+	MaxAttempts int    `json:"maxAttempts"`
+	// How long after its receipt (or redrive) a delivery may still be attempted.
+	MaxAge string `json:"maxAge"`
+}
+
+// Changes to a queue policy; absent fields keep their value. Out of bounds: INVALID_INPUT naming the field.
+type QueuePolicyInput struct {
+	// 1 to 100.
+	MaxInFlight *int `json:"maxInFlight,omitempty"`
+	// 1 to 1000.
+	RatePerSecond *int           `json:"ratePerSecond,omitempty"`
+	Ordering      *QueueOrdering `json:"ordering,omitempty"`
+	// Any of no-listener, 5xx, timeout, 4xx; [] retries nothing.
+	RetryOn []string `json:"retryOn,omitempty"`
+	// A duration from 100ms to 24h, as 1s.
+	BackoffBase *string `json:"backoffBase,omitempty"`
+	// A duration not below backoffBase, at most 24h.
+	BackoffCap *string `json:"backoffCap,omitempty"`
+	// 1 to 100.
+	MaxAttempts *int `json:"maxAttempts,omitempty"`
+	// A duration from 1m to 30d.
+	MaxAge *string `json:"maxAge,omitempty"`
+}
+
+// A delivery in a QUEUE Endpoint's queue.
+type QueuedDelivery struct {
+	Delivery *Delivery      `json:"delivery"`
+	Queue    *DeliveryQueue `json:"queue"`
+}
+
 type QuotaRefusals struct {
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
@@ -825,6 +899,8 @@ type UpdateEndpointInput struct {
 	// --max-retention (beyond: INVALID_INPUT naming the bound); "default": the relay's default
 	// (--retention). Shortening it deletes the older deliveries at the next sweep.
 	Retention *string `json:"retention,omitempty"`
+	// The queue policy of QUEUE mode (docs/queue.md); absent fields keep their value (at creation: the defaults).
+	Queue *QueuePolicyInput `json:"queue,omitempty"`
 }
 
 type AttemptRole string
@@ -889,16 +965,21 @@ const (
 	EndpointModeLog EndpointMode = "LOG"
 	// Record, forward through a connected agent, pass the local answer back unchanged.
 	EndpointModeProxy EndpointMode = "PROXY"
+	// Record, answer the sender at once (the Endpoint's answer, else 202 with
+	// {"queued":true,"delivery":ID}), forward later through a connected listener,
+	// retrying by the Endpoint's queue policy (docs/queue.md).
+	EndpointModeQueue EndpointMode = "QUEUE"
 )
 
 var AllEndpointMode = []EndpointMode{
 	EndpointModeLog,
 	EndpointModeProxy,
+	EndpointModeQueue,
 }
 
 func (e EndpointMode) IsValid() bool {
 	switch e {
-	case EndpointModeLog, EndpointModeProxy:
+	case EndpointModeLog, EndpointModeProxy, EndpointModeQueue:
 		return true
 	}
 	return false
@@ -1303,6 +1384,64 @@ func (e *MemberRole) UnmarshalJSON(b []byte) error {
 }
 
 func (e MemberRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// How a QUEUE Endpoint sends its deliveries: many at once, or one at a time in receipt order.
+type QueueOrdering string
+
+const (
+	// Up to maxInFlight at once (the default).
+	QueueOrderingUnordered QueueOrdering = "UNORDERED"
+	// One at a time in receipt order; a failing delivery blocks the ones after it.
+	QueueOrderingStrict QueueOrdering = "STRICT"
+)
+
+var AllQueueOrdering = []QueueOrdering{
+	QueueOrderingUnordered,
+	QueueOrderingStrict,
+}
+
+func (e QueueOrdering) IsValid() bool {
+	switch e {
+	case QueueOrderingUnordered, QueueOrderingStrict:
+		return true
+	}
+	return false
+}
+
+func (e QueueOrdering) String() string {
+	return string(e)
+}
+
+func (e *QueueOrdering) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = QueueOrdering(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid QueueOrdering", str)
+	}
+	return nil
+}
+
+func (e QueueOrdering) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *QueueOrdering) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e QueueOrdering) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -98,7 +98,9 @@ export const SET_INSPECTOR_ANSWER = `mutation SetInspectorAnswer($id: ID!, $answ
   setInspectorAnswer(id: $id, answer: $answer, handshakes: $handshakes) { id url createdAt expiresAt expired refusedRequests smee ${ANSWER_FIELDS} }
 }`;
 
-export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} ${LISTENER_FIELDS} } }`;
+/** QUEUE_FIELDS are a QUEUE Endpoint's queue as its page shows it (null in other modes). */
+export const QUEUE_FIELDS = 'queue { queued inFlight dead policy { ordering maxInFlight ratePerSecond maxAttempts backoffBase backoffCap } }';
+export const ENDPOINT = `query Endpoint($id: ID!) { endpoint(id: $id) { ${ENDPOINT_FIELDS} ${LISTENER_FIELDS} ${QUEUE_FIELDS} } }`;
 
 export const AGENT_STATUS = `query AgentStatus($id: ID!) {
   endpoint(id: $id) { id agentConnected agentCount mode target ${LISTENER_FIELDS} }

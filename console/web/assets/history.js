@@ -262,6 +262,16 @@ export function historyPage(root, { kind, id, navigate }) {
       r.deletedBefore ? [' Deleted those received before ', h('time', { datetime: r.deletedBefore }, formatFullTime(r.deletedBefore)), '.'] : null);
   }
 
+  // queueLine says where a QUEUE Endpoint's queue stands and how it sends.
+  /** @param {GQL.EndpointQueue | null | undefined} q */
+  function queueLine(q) {
+    if (!q) return null;
+    const p = q.policy;
+    return h('p', { class: 'muted small', 'data-testid': 'queue' },
+      `Queue: ${q.queued} queued, ${q.inFlight} in flight, ${q.dead} dead. Answers senders at once; sends ${p.ordering === 'STRICT' ? 'one at a time in order' : `up to ${p.maxInFlight} at once`}, ${p.ratePerSecond}/s, ${p.maxAttempts} attempts, retries from ${p.backoffBase} to ${p.backoffCap}.`,
+      q.dead ? [' Put the dead back: ', h('code', {}, `relay retry --all --dead ${state.info.name}`)] : null);
+  }
+
   function renderHead() {
     const info = state.info;
     if (!isEndpoint) {
@@ -299,6 +309,7 @@ export function historyPage(root, { kind, id, navigate }) {
       agentCommandLine(),
       refusedLine(info.refusedRequests),
       retentionLine(info.retention),
+      queueLine(info.queue),
       settingsPanel());
   }
 
@@ -980,7 +991,7 @@ export function historyPage(root, { kind, id, navigate }) {
 
   function retryReason() {
     const d = state.detail;
-    if (!isEndpoint || !state.info || state.info.mode !== 'PROXY') return 'Retry needs Log and Proxy mode';
+    if (!isEndpoint || !state.info || (state.info.mode !== 'PROXY' && state.info.mode !== 'QUEUE')) return 'Retry needs Log and Proxy or Queue mode';
     if (!state.info.agentConnected) return 'No agent connected';
     if (d && !d.complete) return 'Payload incomplete';
     return '';

@@ -13,7 +13,7 @@ const RECENT_KEY = 'relay.recentInspectors';
  * MODE_LABELS are the names people see for EndpointMode values.
  * @type {Record<GQL.EndpointMode, string>}
  */
-export const MODE_LABELS = { LOG: 'Log', PROXY: 'Log and Proxy' };
+export const MODE_LABELS = { LOG: 'Log', PROXY: 'Log and Proxy', QUEUE: 'Queue' };
 
 /**
  * rememberInspector keeps the last few inspectors this browser opened.
@@ -280,7 +280,7 @@ export function endpointFields(initial) {
   const max = initial.retention ? ` (at most ${initial.retention.max})` : '';
   const element = h('div', { class: 'grid-fields' },
     field('Name', name),
-    field('Mode', mode, 'Log answers 204; Log and Proxy forwards through your agent.'),
+    field('Mode', mode, 'Log answers 204; Log and Proxy forwards through your agent; Queue answers 202 at once and delivers through your agent later, with retries.'),
     field('Local target', target, 'Where the agent forwards: 127.0.0.1:<port>.'),
     field('Keep deliveries', retention, `How long deliveries are kept, such as 7d or 12h${max}; empty: the relay's default. Older ones are deleted.`),
     captureField);

@@ -1,0 +1,42 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/queue"
+)
+
+// runQueue drives the QUEUE Endpoints' queues until ctx ends. On several
+// nodes only the leader drives them (as the retention sweep), so each
+// delivery's schedule has one driver; when the leader goes, the next
+// leader finds the schedule in the views (docs/queue.md).
+func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
+	var leader func() bool
+	if a.cluster != nil {
+		// A node that has just started has not heard the others yet and
+		// takes itself for the leader: it drives no queue before one lease
+		// has passed, by when it has heard every live node.
+		leases, started := a.cluster.leases, time.Now()
+		leader = func() bool { return time.Since(started) > leases.Lease() && leases.Leader() }
+	}
+	timeout := cfg.Ingress.ForwardTimeout
+	d := queue.New(queue.Config{
+		Views: a.views, Recorder: a.rec, Forwarder: a.hub, Leader: leader, Logger: log,
+		ForwardTimeout: timeout, Poll: cfg.QueuePoll,
+		Endpoints: func(ctx context.Context, id string) (*domain.Endpoint, error) {
+			_, events, err := domain.LoadStream(ctx, a.store, a.codec, domain.EndpointStream(id))
+			if errors.Is(err, domain.ErrStreamNotFound) {
+				return nil, domain.ErrNotFound
+			}
+			if err != nil {
+				return nil, err
+			}
+			return domain.LoadEndpoint(events), nil
+		},
+	})
+	_ = d.Run(ctx)
+}

@@ -1,0 +1,115 @@
+package deliveries
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relayhq/relay/apiclient"
+	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/cli/endpoints"
+	"github.com/relayhq/relay/internal/termtext"
+)
+
+// queueStates are the --status values deliveries list reads from the queue.
+var queueStates = map[string]bool{"queued": true, "inflight": true, "dead": true}
+
+// queuedJSON is a line of deliveries list --status queued|inflight|dead.
+type queuedJSON struct {
+	Delivery struct {
+		ID         string `json:"id"`
+		Method     string `json:"method"`
+		Path       string `json:"path"`
+		ReceivedAt string `json:"receivedAt"`
+	} `json:"delivery"`
+	Queue struct {
+		State             string  `json:"state"`
+		Tries             int     `json:"tries"`
+		Failures          int     `json:"failures"`
+		NextAt            *string `json:"nextAt"`
+		Reason            string  `json:"reason"`
+		PossibleDuplicate bool    `json:"possibleDuplicate"`
+	} `json:"queue"`
+}
+
+// listQueued prints an Endpoint's queue in one state, at most 500 (what one
+// operation's cost allows).
+func listQueued(ctx context.Context, client *apiclient.Client, endpoint, state string, limit int, out cmdutil.Output, stdout io.Writer) error {
+	ep, err := endpoints.Find(ctx, client, endpoint)
+	if err != nil {
+		return err
+	}
+	var res struct{ QueuedDeliveries []queuedJSON }
+	const q = `query($ep: ID!, $state: String, $first: Int){ queuedDeliveries(endpoint: $ep, state: $state, first: $first){
+		delivery{ id method path receivedAt } queue{ state tries failures nextAt reason possibleDuplicate } } }`
+	if err := client.Do(ctx, q, map[string]any{"ep": ep.ID, "state": state, "first": min(limit, 500)}, &res); err != nil {
+		return fmt.Errorf("list queue: %w", err)
+	}
+	if out.JSON() {
+		if res.QueuedDeliveries == nil {
+			res.QueuedDeliveries = []queuedJSON{}
+		}
+		return cmdutil.WriteJSON(stdout, res.QueuedDeliveries)
+	}
+	if len(res.QueuedDeliveries) == 0 {
+		fmt.Fprintf(stdout, "no %s deliveries\n", state)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATE\tID\tWHY")
+	for _, d := range res.QueuedDeliveries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cmdutil.LocalTime(d.Delivery.ReceivedAt), d.Delivery.Method, termtext.Safe(d.Delivery.Path, false),
+			d.Queue.State, d.Delivery.ID, termtext.Safe(queueWhy(d), false))
+	}
+	return tw.Flush()
+}
+
+// queueWhy says where a queued delivery stands: "attempt 3 failed 503,
+// next at 12:04:10", "dead after 8 attempts: …".
+func queueWhy(d queuedJSON) string {
+	q := d.Queue
+	var s string
+	switch {
+	case q.State == "dead":
+		s = q.Reason
+	case q.State == "inflight":
+		s = fmt.Sprintf("attempt %d out", q.Tries)
+	case q.Failures > 0 && q.NextAt != nil:
+		s = fmt.Sprintf("attempt %d failed %s, next at %s", q.Tries, q.Reason, clock(*q.NextAt))
+	case q.NextAt != nil && q.Reason != "":
+		s = fmt.Sprintf("%s; next at %s", q.Reason, clock(*q.NextAt))
+	default:
+		s = "waiting for a listener"
+	}
+	if q.PossibleDuplicate {
+		s += " (next attempt a possible duplicate)"
+	}
+	return s
+}
+
+func clock(rfc string) string {
+	t, err := time.Parse(time.RFC3339Nano, rfc)
+	if err != nil {
+		return rfc
+	}
+	return t.Local().Format("15:04:05")
+}
+
+// redriveDead puts an Endpoint's dead deliveries back in its queue.
+func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string, stdout io.Writer) error {
+	ep, err := endpoints.Find(ctx, client, endpoint)
+	if err != nil {
+		return err
+	}
+	var res struct{ RedriveDead int }
+	if err := client.Do(ctx, `mutation($ep: ID!){ redriveDead(endpoint: $ep) }`, map[string]any{"ep": ep.ID}, &res); err != nil {
+		return fmt.Errorf("redrive: %w", err)
+	}
+	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", res.RedriveDead, ep.Name)
+	return nil
+}
+
+var errDeadWithAll = errors.New("--dead goes with --all: relay retry --all --dead ENDPOINT")

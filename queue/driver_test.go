@@ -1,0 +1,214 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+	"github.com/relayhq/relay/record"
+)
+
+// fakeQueue is the queue view, the recorder and the forwarder at once:
+// what the driver records changes what it reads next, as the views do.
+type fakeQueue struct {
+	mu       sync.Mutex
+	entries  map[string]*readmodel.QueueEntry
+	attempts int
+	answer   func(id string, try int) int // the local status of the try-th attempt
+	hold     time.Duration                // how long the local process takes
+
+	out, maxOut int
+	started     []time.Time
+	delivered   []string // in the order the local process answered 2xx
+}
+
+func newFakeQueue(n int, answer func(string, int) int) *fakeQueue {
+	q := &fakeQueue{entries: map[string]*readmodel.QueueEntry{}, answer: answer}
+	for i := range n {
+		id := fmt.Sprintf("d%03d", i)
+		q.entries[id] = &readmodel.QueueEntry{DeliveryID: id, EndpointID: "ep", AccountID: "acc", Seq: int64(i),
+			Since: time.Now(), State: readmodel.QueueQueued, NextAt: time.Now()}
+	}
+	return q
+}
+
+func (q *fakeQueue) DueQueue(_ context.Context, now, orphan time.Time, limit int) ([]readmodel.QueueEntry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []readmodel.QueueEntry
+	for _, e := range q.entries {
+		if e.State == readmodel.QueueQueued && !e.NextAt.After(now) {
+			out = append(out, *e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out[:min(len(out), limit)], nil
+}
+
+func (q *fakeQueue) QueueHead(_ context.Context, endpointID string) (readmodel.QueueEntry, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var head *readmodel.QueueEntry
+	for _, e := range q.entries {
+		if (e.State == readmodel.QueueQueued || e.State == readmodel.QueueInFlight) && (head == nil || e.Seq < head.Seq) {
+			head = e
+		}
+	}
+	if head == nil {
+		return readmodel.QueueEntry{}, false, nil
+	}
+	return *head, true, nil
+}
+
+func (q *fakeQueue) WaitFor(context.Context, uint64) error { return nil }
+func (q *fakeQueue) Now() time.Time                        { return time.Now() }
+func (q *fakeQueue) Connected(string) int                  { return 1 }
+
+func (q *fakeQueue) RequestQueued(_ context.Context, id string, t record.QueuedTarget) (domain.ForwardCommand, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.entries[id]
+	e.State, e.Tries = readmodel.QueueInFlight, e.Tries+1
+	q.attempts++
+	return domain.ForwardCommand{DeliveryID: id, AttemptID: fmt.Sprintf("%s-%d", id, e.Tries), EndpointID: t.EndpointID}, nil
+}
+
+func (q *fakeQueue) Forward(_ context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	q.mu.Lock()
+	q.out++
+	q.maxOut = max(q.maxOut, q.out)
+	q.started = append(q.started, time.Now())
+	try := q.entries[cmd.DeliveryID].Tries
+	q.mu.Unlock()
+	time.Sleep(q.hold)
+	status := q.answer(cmd.DeliveryID, try)
+	q.mu.Lock()
+	q.out--
+	if status < 300 {
+		q.delivered = append(q.delivered, cmd.DeliveryID)
+	}
+	q.mu.Unlock()
+	return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: status}, nil
+}
+
+func (q *fakeQueue) RecordQueueDecision(_ context.Context, id string, ev domain.Event) (uint64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.entries[id]
+	switch ev := ev.(type) {
+	case domain.DeliveryDelivered:
+		e.State = readmodel.QueueDone
+	case domain.DeliveryDead:
+		e.State, e.Failures, e.Reason = readmodel.QueueDead, ev.Failures, ev.Reason
+	case domain.DeliveryRetryScheduled:
+		next, _ := time.Parse(time.RFC3339Nano, ev.NextAt)
+		e.State, e.Failures, e.NextAt, e.Reason = readmodel.QueueQueued, ev.Failures, next, ev.Reason
+	}
+	return 1, nil
+}
+
+func (q *fakeQueue) RecordOutcome(context.Context, domain.ForwardCommand, domain.ForwardOutcome) (uint64, error) {
+	return 0, nil
+}
+
+func (q *fakeQueue) RecordedOutcome(context.Context, string, string) (domain.ForwardOutcome, error) {
+	return domain.ForwardOutcome{}, domain.ErrNotFound
+}
+
+func (q *fakeQueue) count(state string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, e := range q.entries {
+		if e.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+// run drives q with policy p until cond holds.
+func run(t *testing.T, q *fakeQueue, p domain.QueuePolicy, cond func() bool) {
+	t.Helper()
+	ep, err := domain.NewEndpoint("abcdefghijklmnop", "acc", "", domain.EndpointSettings{Name: "q", Mode: domain.ModeQueue, Queue: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: 5 * time.Millisecond,
+		Endpoints: func(context.Context, string) (*domain.Endpoint, error) { return ep, nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up: %d delivered, %d dead, %d attempts", q.count(readmodel.QueueDone), q.count(readmodel.QueueDead), q.attempts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestInFlightBound(t *testing.T) {
+	q := newFakeQueue(40, func(string, int) int { return 200 })
+	q.hold = 10 * time.Millisecond
+	run(t, q, domain.QueuePolicy{MaxInFlight: 3, RatePerSecond: 1000}, func() bool { return q.count(readmodel.QueueDone) == 40 })
+	if q.maxOut > 3 || q.maxOut < 2 {
+		t.Fatalf("%d attempts out at once, want at most 3 (and more than one: unordered)", q.maxOut)
+	}
+	if q.attempts != 40 {
+		t.Fatalf("%d attempts for 40 deliveries answered 200", q.attempts)
+	}
+}
+
+func TestStrictOrderBlocksOnTheHead(t *testing.T) {
+	// The head fails twice: nothing behind it goes before it is delivered.
+	q := newFakeQueue(10, func(id string, try int) int {
+		if id == "d000" && try <= 2 {
+			return 503
+		}
+		return 200
+	})
+	run(t, q, domain.QueuePolicy{Ordering: domain.OrderStrict, MaxInFlight: 10, RatePerSecond: 1000, BackoffBaseMs: 100},
+		func() bool { return q.count(readmodel.QueueDone) == 10 })
+	want := []string{"d000", "d001", "d002", "d003", "d004", "d005", "d006", "d007", "d008", "d009"}
+	if !slices.Equal(q.delivered, want) || q.maxOut != 1 {
+		t.Fatalf("delivered %v with %d at once, want %v one at a time", q.delivered, q.maxOut, want)
+	}
+	if q.attempts != 12 {
+		t.Fatalf("%d attempts, want 12 (the head three times)", q.attempts)
+	}
+}
+
+func TestRateBound(t *testing.T) {
+	q := newFakeQueue(30, func(string, int) int { return 200 })
+	run(t, q, domain.QueuePolicy{MaxInFlight: 100, RatePerSecond: 10}, func() bool { return q.count(readmodel.QueueDone) >= 6 })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	// 10 a second in bursts of 1: the k-th attempt starts at least
+	// (k-1)/10 s after the first (a slow machine only spreads them more).
+	for k, at := range q.started {
+		if min := time.Duration(k-1) * 100 * time.Millisecond; k > 0 && at.Sub(q.started[0]) < min-10*time.Millisecond {
+			t.Fatalf("attempt %d started %s after the first, want at least %s at 10/s", k+1, at.Sub(q.started[0]), min)
+		}
+	}
+}
+
+func TestDeadAfterMaxAttempts(t *testing.T) {
+	q := newFakeQueue(3, func(string, int) int { return 500 })
+	run(t, q, domain.QueuePolicy{MaxAttempts: 2, BackoffBaseMs: 100, RatePerSecond: 1000}, func() bool { return q.count(readmodel.QueueDead) == 3 })
+	for _, e := range q.entries {
+		if e.Failures != 2 || e.Reason != "dead after 2 attempts: last 500" {
+			t.Fatalf("%s: %d failures, reason %q", e.DeliveryID, e.Failures, e.Reason)
+		}
+	}
+	if q.attempts != 6 {
+		t.Fatalf("%d attempts, want 2 each", q.attempts)
+	}
+}
