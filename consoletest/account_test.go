@@ -50,7 +50,7 @@ func TestSignInSettingsAndDelete(t *testing.T) {
 	p.waitLive()
 	send(t, id, http.MethodPost, "/logged", nil, []byte("x"))
 	p.openRow("/logged")
-	if reason := p.text(`[data-testid=retry-reason]`); reason != "Retry needs Log and Proxy mode" {
+	if reason := p.text(`[data-testid=retry-reason]`); reason != "Retry needs Log and Proxy or Queue mode" {
 		t.Errorf("retry reason in LOG mode = %q", reason)
 	}
 

@@ -83,7 +83,7 @@ func TestInspectorLiveHistory(t *testing.T) {
 	if sender := p.text(`[data-testid=remote-address]`); !strings.HasPrefix(sender, "127.0.0.1:") {
 		t.Errorf("sender shown as %q, want the test's 127.0.0.1:port", sender)
 	}
-	if reason := p.text(`[data-testid=retry-reason]`); reason != "Retry needs Log and Proxy mode" {
+	if reason := p.text(`[data-testid=retry-reason]`); reason != "Retry needs Log and Proxy or Queue mode" {
 		t.Errorf("retry reason on an inspector = %q", reason)
 	}
 	if why := p.text(`[data-testid=why-summary]`); !strings.HasPrefix(why, "Answered 204 by the relay at ") ||
