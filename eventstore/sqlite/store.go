@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -61,6 +62,7 @@ type Store struct {
 	checkpointerDone chan struct{}
 
 	chain    chainHead     // the newest chain row; the writer's only
+	inline   atomic.Pointer[Inline]
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
@@ -185,6 +187,12 @@ func dsn(path string, readOnly bool) string {
 		return d
 	}
 	pragmas := url.Values{"_pragma": {"wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)}}
+	// The writer begins DEFERRED: it is the log's only writer, so taking
+	// the write lock at its first write loses nothing, and an attached
+	// inline projection's file (SetInline) is locked only by a batch that
+	// writes to it, not by every batch (BEGIN IMMEDIATE locks every
+	// attached file).
+	d = strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
 	return d + "&" + pragmas.Encode()
 }
 

@@ -220,8 +220,22 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if last == 0 {
 		return 0, nil
 	}
+	// A batch that deletes a stream is left to the projection's own
+	// catch-up (its next batch reads the tombstone back).
+	var done func(bool)
+	if p := s.inline.Load(); p != nil && !deleted(batch, replies) {
+		if done, err = s.applyInline(ctx, tx, *p, committed(batch, replies)); err != nil {
+			return 0, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
+		if done != nil {
+			done(false)
+		}
 		return 0, fmt.Errorf("commit group: %w", err)
+	}
+	if done != nil {
+		done(true)
 	}
 	s.chain = head
 	s.commits.Add(1)

@@ -1,0 +1,87 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/sqlite"
+)
+
+// inlineAdapter is app's adapter (app/inline.go), repeated here.
+type inlineAdapter struct{ *Inline }
+
+func (a inlineAdapter) Apply(ctx context.Context, tx *sql.Tx, b sqlite.InlineBatch) (func(bool), error) {
+	return a.Inline.Apply(ctx, tx, b.After, b.Events, b.Read)
+}
+
+// attachInline makes the env's log apply e.views in its own commits.
+func (e *env) attachInline() {
+	e.t.Helper()
+	if err := e.store.(*sqlite.Store).SetInline(e.ctx, inlineAdapter{e.views.Inline()}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestInlineViewsCommitWithTheLog: with Run stopped, the views still reach
+// every append's position by the time the append returns, so they were
+// written in the log's own commit; views the log got ahead of before the
+// projection was attached catch up in the next commit; and the views so
+// written equal views built from the log by Run.
+func TestInlineViewsCommitWithTheLog(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp-inline", time.Hour, t0))
+	e.sync(e.views)
+	e.stop() // from here on only the log's writer writes the views
+
+	behind := e.must(e.receive(e.ctx, "before-attach", "insp-inline", domain.AddressInspector, "", request("/a", "x"), t0))
+	if e.views.Position() >= behind {
+		t.Fatalf("views at %d before the projection was attached, log at %d", e.views.Position(), behind)
+	}
+	e.attachInline()
+	for _, id := range []string{"d1", "d2", "d3"} {
+		pos := e.must(e.receive(e.ctx, id, "insp-inline", domain.AddressInspector, "", request("/"+id, "body"), t0))
+		if got := e.views.Position(); got != pos {
+			t.Fatalf("views at %d once the append of %s at %d returned", got, id, pos)
+		}
+		if d := e.delivery(id); d.Position != pos {
+			t.Errorf("delivery %s at %d, want %d", id, d.Position, pos)
+		}
+	}
+	if d := e.delivery("before-attach"); d.Position != behind {
+		t.Errorf("missed delivery at %d, want %d", d.Position, behind)
+	}
+
+	e.stories(4) // concurrent appends: batches of several
+	e.sync(e.views)
+	live := dump(t, e.views)
+	fresh := e.open("fresh.db", Options{})
+	e.run(fresh)
+	e.sync(fresh)
+	compareDumps(t, "views built by Run", dump(t, fresh), live)
+	compareHistories(t, "views built by Run", histories(t, fresh), histories(t, e.views))
+}
+
+// TestInlineFailureKeepsTheAppend: a projection that fails takes back its
+// own writes only; the append commits and the views stay behind for Run.
+func TestInlineFailureKeepsTheAppend(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.must(e.newInspector(e.ctx, "insp-inline", time.Hour, t0))
+	e.sync(e.views)
+	e.stop()
+	e.attachInline()
+	before := e.views.Position()
+	if _, err := e.views.w.ExecContext(e.ctx, "DROP TABLE deliveries"); err != nil {
+		t.Fatal(err)
+	}
+	pos := e.must(e.receive(e.ctx, "d1", "insp-inline", domain.AddressInspector, "", request("/", ""), t0))
+	if got := e.views.Position(); got != before {
+		t.Errorf("views moved to %d after a failed inline batch, want %d", got, before)
+	}
+	evs, err := e.store.ReadAll(e.ctx, pos-1, 1)
+	if err != nil || len(evs) != 1 || evs[0].Position != pos {
+		t.Fatalf("the append at %d is not in the log: %v %v", pos, evs, err)
+	}
+}
