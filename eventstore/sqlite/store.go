@@ -61,7 +61,7 @@ type Store struct {
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
 
-	chain    chainHead     // the newest chain row; the writer's only
+	chain    chainHead // the newest chain row; the writer's only
 	inline   atomic.Pointer[Inline]
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
