@@ -187,11 +187,10 @@ func dsn(path string, readOnly bool) string {
 		return d
 	}
 	pragmas := url.Values{"_pragma": {"wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)}}
-	// The writer begins DEFERRED: it is the log's only writer, so taking
-	// the write lock at its first write loses nothing, and an attached
-	// inline projection's file (SetInline) is locked only by a batch that
-	// writes to it, not by every batch (BEGIN IMMEDIATE locks every
-	// attached file).
+	// The writer begins DEFERRED, so that an attached inline projection's
+	// file (SetInline) is locked only by a batch that writes to it, not by
+	// every batch (BEGIN IMMEDIATE locks every attached file). The batch
+	// takes the log's own write lock first thing (runBatch).
 	d = strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
 	return d + "&" + pragmas.Encode()
 }
