@@ -25,5 +25,9 @@ func attachInline(ctx context.Context, store domain.EventStore, views *projectio
 	if !ok {
 		return nil
 	}
-	return s.SetInline(ctx, inlineViews{views.Inline()})
+	return s.SetInline(ctx, inlineViews{views.Inline(inlineMinEvents)})
 }
+
+// inlineMinEvents: batches smaller than this are left to the views' own
+// runner (see projections.Runner.Inline; measured in docs/projections.md).
+const inlineMinEvents = 8

@@ -37,14 +37,21 @@ const inlineCheckpointEvery = 500 * time.Millisecond
 // reads what the views missed from the log and applies it first.
 type Inline struct {
 	v       *Runner
+	min     int // see Inline's minEvents
 	stmts   stmtCache // prepared on the log's writer connection
 	commits atomic.Uint64
 }
 
 // Inline returns the runner's inline projection, to hand to the embedded
 // log's SetInline once. Call it after Open, before Run.
-func (v *Runner) Inline() *Inline {
-	v.inline = &Inline{v: v}
+//
+// A batch of fewer than minEvents events is left to Run: each commit rewrites every page it touches, in
+// the views' WAL too, so applying one delivery per commit (an idle relay,
+// one sender) costs more than Run's lingering batches, and lengthens the
+// writer's critical section on the sender's path; the next larger batch
+// catches up whatever Run has not applied yet.
+func (v *Runner) Inline(minEvents int) *Inline {
+	v.inline = &Inline{v: v, min: minEvents}
 	return v.inline
 }
 
@@ -85,6 +92,10 @@ func (in *Inline) Apply(ctx context.Context, tx *sql.Tx, after uint64, events []
 	default:
 	}
 	pos := v.Position()
+	if len(events) < in.min {
+		v.writeMu.Unlock() // a small batch: Run's lingering batches cost less
+		return nil, nil
+	}
 	if pos > after {
 		v.writeMu.Unlock() // views ahead of the log: Reconcile's business
 		return nil, nil

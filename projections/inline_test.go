@@ -20,7 +20,7 @@ func (a inlineAdapter) Apply(ctx context.Context, tx *sql.Tx, b sqlite.InlineBat
 // attachInline makes the env's log apply e.views in its own commits.
 func (e *env) attachInline() {
 	e.t.Helper()
-	if err := e.store.(*sqlite.Store).SetInline(e.ctx, inlineAdapter{e.views.Inline()}); err != nil {
+	if err := e.store.(*sqlite.Store).SetInline(e.ctx, inlineAdapter{e.views.Inline(0)}); err != nil {
 		e.t.Fatal(err)
 	}
 }
