@@ -37,7 +37,7 @@ const inlineCheckpointEvery = 500 * time.Millisecond
 // reads what the views missed from the log and applies it first.
 type Inline struct {
 	v       *Runner
-	min     int // see Inline's minEvents
+	min     int       // see Inline's minEvents
 	stmts   stmtCache // prepared on the log's writer connection
 	commits atomic.Uint64
 }

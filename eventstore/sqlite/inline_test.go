@@ -100,3 +100,39 @@ func TestInlineSeesEachBatch(t *testing.T) {
 		t.Fatalf("the failed projection's table is there: %d %v", n, err)
 	}
 }
+
+// TestHeldAppendCommitsWithTheNext: an append queued with a commit hold
+// waits for the next append and commits in its transaction; alone, it
+// still commits once its hold is up.
+func TestHeldAppendCommitsWithTheNext(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	before := s.commits.Load()
+	wait, err := s.QueueAppend(domain.WithCommitHold(ctx, time.Minute), "d-1", domain.NoStream(), event("receipt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Append(ctx, "d-1", domain.Exact(0), event("outcome"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Position+1 != first.Position {
+		t.Errorf("held append at %d, the next at %d", held.Position, first.Position)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for a held append and the next, want 1", n)
+	}
+
+	before = s.commits.Load()
+	if _, err := s.Append(domain.WithCommitHold(ctx, time.Millisecond), "d-2", domain.NoStream(), event("alone")); err != nil {
+		t.Fatalf("held append alone: %v", err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for a held append alone, want 1", n)
+	}
+}

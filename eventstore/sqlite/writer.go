@@ -27,6 +27,9 @@ type appendRequest struct {
 	// deleteStream makes the request a DeleteStream: rows is then empty and
 	// the writer fills in the tombstone (see applyDelete).
 	deleteStream bool
+	// hold: the caller asked for the append to wait up to this long for
+	// company before it commits (domain.WithCommitHold).
+	hold time.Duration
 }
 
 // row is an event encoded for storage, prepared by the caller's goroutine so
@@ -35,6 +38,7 @@ type row struct {
 	id, typ        string
 	data, metadata []byte
 	md             domain.Metadata // metadata as a read decodes it, for the tail
+	payload        domain.Event    // for the inline projection only (EventData.Payload)
 }
 
 type appendReply struct {
@@ -75,9 +79,9 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		data := append([]byte{}, e.Data...)
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
-		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m}
+		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m, payload: e.Payload}
 	}
-	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1)}
+	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
 	if err := s.enqueue(ctx, req); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
@@ -113,22 +117,61 @@ func (s *Store) runWriter(ctx context.Context) {
 	defer close(s.writerDone)
 	batch := make([]*appendRequest, 0, s.maxBatch)
 	for req := range s.reqs {
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < s.maxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = s.fill(append(batch[:0], req))
+		batch = s.holdFor(batch)
 		s.commitBatch(ctx, batch)
 		clear(batch) // let answered requests be collected
 	}
+}
+
+// holdFor waits, when every append of the batch asked to be held
+// (domain.WithCommitHold), up to the shortest hold for another append, and
+// takes it into the batch: as soon as one that asked for no hold comes (a
+// proxied delivery's outcome), every append waiting then joins and the batch
+// commits; else the batch commits alone when the hold is up.
+func (s *Store) holdFor(batch []*appendRequest) []*appendRequest {
+	hold := time.Duration(0)
+	for _, r := range batch {
+		if r.hold <= 0 {
+			return batch
+		}
+		if hold == 0 || r.hold < hold {
+			hold = r.hold
+		}
+	}
+	timer := time.NewTimer(hold)
+	defer timer.Stop()
+	for len(batch) < s.maxBatch {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+			if r.hold <= 0 {
+				return s.fill(batch)
+			}
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+// fill adds every append waiting now to the batch, up to maxBatch.
+func (s *Store) fill(batch []*appendRequest) []*appendRequest {
+	for len(batch) < s.maxBatch {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // commitBatch runs a batch in one transaction and answers every caller.
@@ -153,7 +196,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 			// from the database until the tail fills again.
 			s.tail.reset()
 		} else {
-			s.tail.add(committed(batch, replies))
+			s.tail.add(committed(batch, replies, false))
 		}
 		s.published(last)
 	}
@@ -164,11 +207,14 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 		slog.Duration("took", time.Since(start)), slog.Any("error", err))
 }
 
-// committed lists the events a committed batch wrote, in position order.
+// committed lists the events a committed batch wrote, in position order,
+// with their payloads when withPayload (only for the inline projection,
+// during the commit: the tail outlives the call, and a payload may share
+// the caller's buffers).
 // The rows of one append have consecutive positions and revisions ending at
 // its result; appends that wrote nothing (refused, or retries of stored
 // events) are left out through their wrote flag.
-func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedEvent {
+func committed(batch []*appendRequest, replies []appendReply, withPayload bool) []domain.RecordedEvent {
 	var out []domain.RecordedEvent
 	for i, r := range batch {
 		rep := replies[i]
@@ -178,8 +224,12 @@ func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedE
 		n := uint64(len(r.rows))
 		for j, row := range r.rows {
 			back := n - 1 - uint64(j)
+			var payload domain.Event
+			if withPayload {
+				payload = row.payload
+			}
 			out = append(out, domain.RecordedEvent{
-				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md},
+				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md, Payload: payload},
 				Stream:    r.stream,
 				Revision:  rep.res.NextRevision - back,
 				Position:  rep.res.Position - back,
@@ -230,7 +280,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	// catch-up (its next batch reads the tombstone back).
 	var done func(bool)
 	if p := s.inline.Load(); p != nil && !deleted(batch, replies) {
-		if done, err = s.applyInline(ctx, tx, *p, committed(batch, replies)); err != nil {
+		if done, err = s.applyInline(ctx, tx, *p, committed(batch, replies, true)); err != nil {
 			return 0, err
 		}
 	}
