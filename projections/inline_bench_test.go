@@ -25,20 +25,17 @@ import (
 // views' catching up after the last append included.
 func BenchmarkLogAndViews(b *testing.B) {
 	for _, c := range []int{1, 16, 64} {
-		for _, inline := range []int{-2, -1, 0, 8} {
-			name := fmt.Sprintf("c=%d/async", c)
-			if inline == -2 {
-				name = fmt.Sprintf("c=%d/log-only", c)
-			}
-			if inline >= 0 {
-				name = fmt.Sprintf("c=%d/inline-min-%d", c, inline)
-			}
-			b.Run(name, func(b *testing.B) { benchLogAndViews(b, c, inline) })
+		for _, m := range []struct {
+			name   string
+			inline int  // -2: no views, -1: Run only, else Inline's minEvents
+			hold   bool // the receipt is held for its outcome (ReceiptHold)
+		}{{"log-only", -2, false}, {"async", -1, false}, {"inline-min-0", 0, false}, {"inline-min-8", 8, false}, {"inline-min-8+hold", 8, true}} {
+			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.inline, m.hold) })
 		}
 	}
 }
 
-func benchLogAndViews(b *testing.B, c int, inline int) {
+func benchLogAndViews(b *testing.B, c int, inline int, hold bool) {
 	ctx := b.Context()
 	dir := b.TempDir()
 	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{})
@@ -81,15 +78,24 @@ func benchLogAndViews(b *testing.B, c int, inline int) {
 	deliver := func(id string) error {
 		stream := domain.DeliveryStream(id)
 		at := time.Now()
-		first, err := store.Append(ctx, stream, domain.NoStream(), encode(at,
+		rctx := ctx
+		if hold {
+			rctx = domain.WithCommitHold(ctx, 2*time.Millisecond) // record.ReceiptHold
+		}
+		// Queued, and the outcome appended at once, as ingress and the
+		// tunnel do (here with an agent that answers at once).
+		wait, err := store.QueueAppend(rctx, stream, domain.NoStream(), encode(at,
 			domain.DeliveryReceived{DeliveryID: id, Address: "ep-1", AddressKind: domain.AddressEndpoint, AccountID: "acct-1",
 				Method: "POST", Target: "/hook", Headers: benchHeaders, Body: body, BodySize: int64(len(body)), Complete: true},
 			domain.ForwardRequested{DeliveryID: id, AttemptID: id + "-a1", EndpointID: "ep-1"})...)
 		if err != nil {
 			return err
 		}
-		_, err = store.Append(ctx, stream, domain.Exact(first.NextRevision), encode(at,
+		_, err = store.Append(ctx, stream, domain.Exact(1), encode(at,
 			domain.ForwardResponded{DeliveryID: id, AttemptID: id + "-a1", Status: 200, Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 1})...)
+		if _, werr := wait(); werr != nil {
+			return werr
+		}
 		return err
 	}
 	cpu := func() time.Duration {
