@@ -124,22 +124,18 @@ func (s *Store) runWriter(ctx context.Context) {
 	}
 }
 
-// holdFor waits, when every append of the batch asked to be held
-// (domain.WithCommitHold), up to the shortest hold for another append, and
-// takes it into the batch: as soon as one that asked for no hold comes (a
+// holdFor waits, when the batch is one append that asked to be held
+// (domain.WithCommitHold), up to its hold for another append, and takes it
+// into the batch: as soon as one that asked for no hold comes (a
 // proxied delivery's outcome), every append waiting then joins and the batch
 // commits; else the batch commits alone when the hold is up.
 func (s *Store) holdFor(batch []*appendRequest) []*appendRequest {
-	hold := time.Duration(0)
-	for _, r := range batch {
-		if r.hold <= 0 {
-			return batch
-		}
-		if hold == 0 || r.hold < hold {
-			hold = r.hold
-		}
+	// Only a lone append is held: several waiting at once mean load, and
+	// then the next commit comes soon anyway.
+	if len(batch) != 1 || batch[0].hold <= 0 {
+		return batch
 	}
-	timer := time.NewTimer(hold)
+	timer := time.NewTimer(batch[0].hold)
 	defer timer.Stop()
 	for len(batch) < s.maxBatch {
 		select {
