@@ -147,7 +147,13 @@ func (in *Inline) checkpoint() {
 		}
 		if n := in.commits.Load(); n != done {
 			done = n
-			if _, err := in.v.w.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+			_, err := in.v.w.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+			select {
+			case <-in.v.closed: // closed meanwhile: nothing to report
+				return
+			default:
+			}
+			if err != nil {
 				in.v.log.Warn("views wal checkpoint failed", "error", err)
 			}
 		}

@@ -63,6 +63,17 @@ func TestInlineViewsCommitWithTheLog(t *testing.T) {
 	e.sync(fresh)
 	compareDumps(t, "views built by Run", dump(t, fresh), live)
 	compareHistories(t, "views built by Run", histories(t, fresh), histories(t, e.views))
+
+	// A rebuild while attached ends with the same views, and the log's
+	// writer takes the next batch again.
+	if err := e.views.Rebuild(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareDumps(t, "rebuilt while attached", live, dump(t, e.views))
+	pos := e.must(e.receive(e.ctx, "after-rebuild", "insp-inline", domain.AddressInspector, "", request("/", ""), t0))
+	if got := e.views.Position(); got != pos {
+		t.Errorf("views at %d once the append after the rebuild at %d returned", got, pos)
+	}
 }
 
 // TestInlineFailureKeepsTheAppend: a projection that fails takes back its
