@@ -72,18 +72,7 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case domain.DeliveryAnswered:
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, &p, nil, false))
 	case domain.ForwardRequested:
-		var edit any // NULL: sent as recorded
-		if p.Edit != nil {
-			b, err := json.Marshal(p.Edit)
-			if err != nil {
-				return 0, true, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
-			}
-			edit = string(b)
-		}
-		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
-			return 0, true, err
-		}
-		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+		n, err = w.requested(t, p)
 	case respondedRow:
 		// fresh: the outcome is new to the attempts table, not one applied
 		// again (see attemptOutcomeConflict), so its time is counted once.
@@ -130,6 +119,22 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	return n, true, err
 }
 
+// requested records an attempt's request.
+func (w *historyWriter) requested(t *txn, p domain.ForwardRequested) (int64, error) {
+	var edit any // NULL: sent as recorded
+	if p.Edit != nil {
+		b, err := json.Marshal(p.Edit)
+		if err != nil {
+			return 0, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
+		}
+		edit = string(b)
+	}
+	if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
+		return 0, err
+	}
+	return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+}
+
 func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	ref := w.ref(t, p.DeliveryID)
 	var answered any // the status answered at receipt, as a DeliveryAnswered right after would record it
@@ -160,6 +165,12 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true}
 	w.known[p.DeliveryID] = k
 	w.touched(t, k, p.DeliveryID, true)
+	if p.Forward != nil {
+		// As the ForwardRequested that older logs have right after it.
+		if _, err := w.requested(t, p.Forward.Requested(p.DeliveryID)); err != nil {
+			return 0, err
+		}
+	}
 	return n, nil
 }
 

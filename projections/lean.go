@@ -47,6 +47,8 @@ type receivedRow struct {
 	Peer   string `json:"peer"`
 	// Provider is kept in the row: history is searched and grouped by it.
 	Provider *domain.Provider `json:"provider"`
+	// Forward is the first attempt, when requested at receipt.
+	Forward *domain.ReceiptForward `json:"forward"`
 
 	Headers  jsonKind `json:"headers"`  // left in the log
 	Body     jsonKind `json:"body"`     // left in the log
@@ -145,7 +147,7 @@ func leanPayload(e domain.Event) any {
 		return receivedRow{DeliveryID: p.DeliveryID, Address: p.Address, AddressKind: p.AddressKind, AccountID: p.AccountID,
 			Method: p.Method, Target: p.Target, Host: p.Host, Proto: p.Proto, RemoteAddr: p.RemoteAddr,
 			BodySize: p.BodySize, Complete: p.Complete, DroppedHeaders: p.DroppedHeaders, Answer: p.Answer,
-			BodyUnread: p.BodyUnread, Scheme: p.Scheme, Peer: p.Peer, Provider: p.Provider}
+			BodyUnread: p.BodyUnread, Scheme: p.Scheme, Peer: p.Peer, Provider: p.Provider, Forward: p.Forward}
 	case domain.ForwardResponded:
 		return respondedRow{DeliveryID: p.DeliveryID, AttemptID: p.AttemptID, AgentID: p.AgentID, Status: p.Status,
 			BodySize: p.BodySize, Captured: p.Captured, DurationMs: p.DurationMs, Signature: p.Signature,
