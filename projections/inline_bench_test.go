@@ -21,7 +21,8 @@ import (
 // with its forward request, then the outcome, as ingress and the tunnel
 // do) to the embedded log, and the views follow either by subscription
 // (async: Run, its own transaction in views.db) or inside the log's
-// commits (inline, for batches of at least min events). cpu-µs/delivery is the whole process's CPU time, the
+// commits (inline, for batches of at least min events), with the receipt
+// and the request as two events (older logs) or one (now). cpu-µs/delivery is the whole process's CPU time, the
 // views' catching up after the last append included.
 func BenchmarkLogAndViews(b *testing.B) {
 	for _, c := range []int{1, 16, 64} {
@@ -29,13 +30,18 @@ func BenchmarkLogAndViews(b *testing.B) {
 			name   string
 			inline int  // -2: no views, -1: Run only, else Inline's minEvents
 			hold   bool // the receipt is held for its outcome (ReceiptHold)
-		}{{"log-only", -2, false}, {"async", -1, false}, {"inline-min-0", 0, false}, {"inline-min-8", 8, false}, {"inline-min-8+hold", 8, true}} {
-			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.inline, m.hold) })
+			one    bool // the receipt carries the request (one event, as recorded now)
+		}{
+			{"log-only", -2, false, false}, {"async", -1, false, false}, {"inline-min-0", 0, false, false},
+			{"inline-min-8", 8, false, false}, {"inline-min-8+hold", 8, true, false},
+			{"log-only/one-receipt-event", -2, false, true}, {"inline-min-8/one-receipt-event", 8, false, true},
+		} {
+			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.inline, m.hold, m.one) })
 		}
 	}
 }
 
-func benchLogAndViews(b *testing.B, c int, inline int, hold bool) {
+func benchLogAndViews(b *testing.B, c int, inline int, hold, one bool) {
 	ctx := b.Context()
 	dir := b.TempDir()
 	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{})
@@ -84,14 +90,18 @@ func benchLogAndViews(b *testing.B, c int, inline int, hold bool) {
 		}
 		// Queued, and the outcome appended at once, as ingress and the
 		// tunnel do (here with an agent that answers at once).
-		wait, err := store.QueueAppend(rctx, stream, domain.NoStream(), encode(at,
-			domain.DeliveryReceived{DeliveryID: id, Address: "ep-1", AddressKind: domain.AddressEndpoint, AccountID: "acct-1",
-				Method: "POST", Target: "/hook", Headers: benchHeaders, Body: body, BodySize: int64(len(body)), Complete: true},
-			domain.ForwardRequested{DeliveryID: id, AttemptID: id + "-a1", EndpointID: "ep-1"})...)
+		received := domain.DeliveryReceived{DeliveryID: id, Address: "ep-1", AddressKind: domain.AddressEndpoint, AccountID: "acct-1",
+			Method: "POST", Target: "/hook", Headers: benchHeaders, Body: body, BodySize: int64(len(body)), Complete: true}
+		receipt := []domain.Event{received, domain.ForwardRequested{DeliveryID: id, AttemptID: id + "-a1", EndpointID: "ep-1"}}
+		if one {
+			received.Forward = &domain.ReceiptForward{AttemptID: id + "-a1", EndpointID: "ep-1"}
+			receipt = []domain.Event{received}
+		}
+		wait, err := store.QueueAppend(rctx, stream, domain.NoStream(), encode(at, receipt...)...)
 		if err != nil {
 			return err
 		}
-		_, err = store.Append(ctx, stream, domain.Exact(1), encode(at,
+		_, err = store.Append(ctx, stream, domain.Exact(uint64(len(receipt)-1)), encode(at,
 			domain.ForwardResponded{DeliveryID: id, AttemptID: id + "-a1", Status: 200, Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 1})...)
 		if _, werr := wait(); werr != nil {
 			return werr
