@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -183,4 +184,40 @@ func TestReceiptWithItsRequestReadsAsTwoEvents(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("receipt with its request read as\n%+v\nthe older two events as\n%+v", b, a)
 	}
+}
+
+// TestReceiptWithItsRequestInlineEqualsRebuild: applied in the log's
+// commit from their payloads, both shapes give the views a rebuild from
+// the stored bytes gives.
+func TestReceiptWithItsRequestInlineEqualsRebuild(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.stop()
+	e.attachInline()
+	for i, merged := range []bool{false, true, true} {
+		id := fmt.Sprintf("d-%d", i)
+		d, err := domain.ReceiveDelivery(id, "ep-1", domain.AddressEndpoint, "acct-1", request("/hook", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if merged {
+			err = d.RequestForwardAtReceipt("a-1", "ep-1")
+		} else {
+			err = d.RequestForward("a-1", "ep-1", false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := e.must(e.save(e.ctx, domain.DeliveryStream(id), d.Expected(), t0, d.Changes()...))
+		if i < 2 {
+			e.must(e.save(e.ctx, domain.DeliveryStream(id), domain.Any(), t0,
+				domain.ForwardResponded{DeliveryID: id, AttemptID: "a-1", Status: 200, DurationMs: 1}))
+		} else if got := e.views.Position(); got != pos {
+			t.Fatalf("views at %d, the append at %d", got, pos)
+		}
+	}
+	fresh := e.open("fresh.db", Options{})
+	e.run(fresh)
+	e.sync(fresh)
+	compareDumps(t, "rebuilt from the stored events", dump(t, fresh), dump(t, e.views))
+	compareHistories(t, "rebuilt from the stored events", histories(t, fresh), histories(t, e.views))
 }

@@ -42,7 +42,7 @@ func (r *Recorder) ReceiveAnswered(ctx context.Context, rc Receipt, status int, 
 }
 
 // ReceiptHold is how long the log may hold a proxied delivery's receipt,
-// while nothing else waits, for its outcome to commit with it: one commit
+// when it is alone in the log's queue, for its outcome to commit with it: one commit
 // and fsync per delivery instead of two when the agent answers within it.
 // The sender is still answered only once both are durable; live history
 // shows a pending delivery at most this much later.
