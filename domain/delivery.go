@@ -127,6 +127,9 @@ func (d *Delivery) apply(e Event) {
 		d.complete = e.Complete && e.DroppedHeaders == 0
 		d.answered = e.Answer != nil
 		d.pending = map[string]bool{}
+		if e.Forward != nil {
+			d.pending[e.Forward.AttemptID] = true
+		}
 	case DeliveryAnswered:
 		d.answered = true
 	case ForwardRequested:
@@ -175,6 +178,33 @@ func (d *Delivery) RequestForward(attemptID, endpointID string, retry bool) erro
 	}
 	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Retry: retry})
 	return nil
+}
+
+// RequestForwardAtReceipt starts the first attempt of a delivery not yet
+// recorded: its DeliveryReceived carries the request (Forward), so the
+// receipt and the request are one event. For a delivery already recorded
+// it is RequestForward.
+func (d *Delivery) RequestForwardAtReceipt(attemptID, endpointID string) error {
+	if attemptID == "" {
+		return &InvalidInputError{Field: "attempt id", Reason: "empty"}
+	}
+	r, ok := d.receipt()
+	if !ok || r.Answer != nil {
+		return d.RequestForward(attemptID, endpointID, false)
+	}
+	r.Forward = &ReceiptForward{AttemptID: attemptID, EndpointID: endpointID}
+	d.changes[0] = r
+	d.pending[attemptID] = true
+	return nil
+}
+
+// receipt is the DeliveryReceived of a delivery whose only change is it.
+func (d *Delivery) receipt() (DeliveryReceived, bool) {
+	if d.version >= 0 || len(d.changes) != 1 {
+		return DeliveryReceived{}, false
+	}
+	r, ok := d.changes[0].(DeliveryReceived)
+	return r, ok && r.Forward == nil
 }
 
 // RequestCopy starts a copy of the delivery given to agentID, a session

@@ -444,6 +444,25 @@ type DeliveryReceived struct {
 	// Queued: a QUEUE Endpoint's delivery, answered at receipt and
 	// forwarded later (docs/queue.md). Added without a version change.
 	Queued bool `json:"queued,omitempty"`
+	// Forward is the delivery's first attempt when it was requested as the
+	// delivery was received (a PROXY Endpoint's): one event then records
+	// both, where logs written before have a ForwardRequested right after.
+	// Added without a version change.
+	Forward *ReceiptForward `json:"forward,omitempty"`
+}
+
+// ReceiptForward is the first attempt a DeliveryReceived requests: what a
+// ForwardRequested right after it would have said (ForwardRequested).
+type ReceiptForward struct {
+	AttemptID  string `json:"attempt_id"`
+	EndpointID string `json:"endpoint_id"`
+	// Node names the relay node whose sender waits for the attempt.
+	Node string `json:"node,omitempty"`
+}
+
+// Requested is the ForwardRequested the receipt's first attempt stands for.
+func (f ReceiptForward) Requested(deliveryID string) ForwardRequested {
+	return ForwardRequested{DeliveryID: deliveryID, AttemptID: f.AttemptID, EndpointID: f.EndpointID, Node: f.Node}
 }
 
 // ReceiptAnswer is what the sender was answered at receipt.

@@ -14,6 +14,12 @@ type EventData struct {
 	Type     string   // versioned type name, e.g. "delivery.received.v1"
 	Data     []byte   // JSON payload
 	Metadata Metadata // envelope fields
+	// Payload is the event Data encodes, as Codec.Encode had it. It is
+	// never stored nor read back: the embedded log hands it to the views it
+	// applies in its own commit, so they need not decode what was just
+	// encoded. Nil where the encoder did not set it; readers of the log
+	// never get it.
+	Payload Event
 }
 
 // Metadata is the envelope every event carries besides its payload.
@@ -164,4 +170,23 @@ type Subscription interface {
 	// of them in order, or returns ctx's error, or ErrSubscriptionClosed.
 	Recv(ctx context.Context) ([]RecordedEvent, error)
 	Close() error
+}
+
+type commitHoldKey struct{}
+
+// WithCommitHold asks a store that group-commits (the embedded log) to hold
+// an append queued with ctx for up to d before committing it alone, while
+// nothing else waits, so that an append expected right after it (a proxied
+// delivery's outcome, when the agent answers fast) commits in the same
+// transaction: one commit and one fsync instead of two. The append is still
+// durable before its wait returns; only when it lands changes. Stores
+// without group commit ignore it.
+func WithCommitHold(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, commitHoldKey{}, d)
+}
+
+// CommitHold is the hold WithCommitHold put in ctx, 0 for none.
+func CommitHold(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(commitHoldKey{}).(time.Duration)
+	return d
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -14,15 +15,7 @@ import (
 // models' readers and wakes WaitFor. The caller holds writeMu.
 func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) error {
 	from := v.Position()
-	last, lastID := from, ""
-	var todo []domain.RecordedEvent
-	for _, e := range events {
-		if e.Position <= last {
-			continue // at or below the checkpoint: already applied
-		}
-		todo = append(todo, e)
-		last, lastID = e.Position, e.ID
-	}
+	todo, last := above(events, from)
 	if len(todo) == 0 {
 		return nil
 	}
@@ -31,42 +24,75 @@ func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) 
 		return fmt.Errorf("begin batch after %d: %w", from, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	writers, err := v.applyIn(ctx, tx, &v.stmts, todo)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
+	}
+	v.committed(writers, last)
+	return nil
+}
+
+// above returns the events after the checkpoint from, and the last one's
+// position.
+func above(events []domain.RecordedEvent, from uint64) ([]domain.RecordedEvent, uint64) {
+	last := from
+	var todo []domain.RecordedEvent
+	for _, e := range events {
+		if e.Position <= last {
+			continue // at or below the checkpoint: already applied
+		}
+		todo = append(todo, e)
+		last = e.Position
+	}
+	return todo, last
+}
+
+// committed tells the models' readers of a committed batch, then moves the
+// position: readers hear of the batch before WaitFor does, so one that
+// waited for this position finds no cached address older than it.
+func (v *Runner) committed(writers []modelWriter, last uint64) {
+	for _, w := range writers {
+		w.committed()
+	}
+	v.setPosition(last)
+}
+
+// applyIn applies todo (events above the checkpoint, in order) to every
+// read model's writer inside tx, with statements from stmts, and stores
+// the checkpoint there. The caller commits and then calls committed.
+func (v *Runner) applyIn(ctx context.Context, tx *sql.Tx, stmts *stmtCache, todo []domain.RecordedEvent) ([]modelWriter, error) {
+	from := todo[0].Position
 	// Statements run without ctx's cancellation: the driver would arm a
 	// watcher goroutine per statement. The transaction still rolls back when
 	// ctx ends (database/sql watches it once per transaction), and ctx is
 	// checked between events.
-	t := &txn{ctx: context.WithoutCancel(ctx), tx: tx, stmts: &v.stmts, txStmts: map[string]*sql.Stmt{}}
+	t := &txn{ctx: context.WithoutCancel(ctx), tx: tx, stmts: stmts, txStmts: map[string]*sql.Stmt{}}
 	// The history runs first: the others follow what it tells of deliveries
 	// (txn.moved). The accounts run last: they index each event under the
 	// account owning its stream, which the others' rows name.
 	writers := []modelWriter{v.History.writer(), queueWriter{}, v.Addresses.writer(), v.Accounts.writer()}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("apply batch after %d: %w", from, err)
+			return nil, fmt.Errorf("apply batch from %d: %w", from, err)
 		}
 		t.event, t.moved = e, nil
 		if err := v.applyEvent(t, writers); err != nil {
-			return fmt.Errorf("apply %s at position %d: %w", e.Type, e.Position, err)
+			return nil, fmt.Errorf("apply %s at position %d: %w", e.Type, e.Position, err)
 		}
 	}
 	for _, w := range writers {
 		if err := w.flush(t); err != nil {
-			return fmt.Errorf("apply batch after %d: %w", from, err)
+			return nil, fmt.Errorf("apply batch from %d: %w", from, err)
 		}
 	}
-	if _, err := t.exec(qCheckpoint, int64(last), lastID); err != nil {
-		return fmt.Errorf("store checkpoint %d: %w", last, err)
+	lastEv := todo[len(todo)-1]
+	if _, err := t.exec(qCheckpoint, int64(lastEv.Position), lastEv.ID); err != nil {
+		return nil, fmt.Errorf("store checkpoint %d: %w", lastEv.Position, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
-	}
-	// Readers hear of the batch before WaitFor does: one that waited for
-	// this position must not find a cached address older than it.
-	for _, w := range writers {
-		w.committed()
-	}
-	v.setPosition(last)
-	return nil
+	return writers, nil
 }
 
 // applyEvent decodes the current event and gives it to every writer. An
@@ -106,6 +132,11 @@ func (v *Runner) applyEvent(t *txn, writers []modelWriter) error {
 // decode returns the payload of an event: the lean rows of the events that
 // carry headers and bodies (see lean.go), the codec's payload otherwise.
 func (v *Runner) decode(e domain.RecordedEvent) (any, error) {
+	// A payload given as a pointer is not the value type the writers
+	// switch on: decode it as a reader would.
+	if e.Payload != nil && e.Payload.EventType() == e.Type && reflect.TypeOf(e.Payload).Kind() != reflect.Pointer {
+		return leanPayload(e.Payload), nil
+	}
 	switch e.Type {
 	case domain.TypeDeliveryReceived:
 		return decodeReceived(e.Data)

@@ -127,6 +127,13 @@ func (v *Runner) follow(ctx context.Context, progress func()) error {
 		if err != nil {
 			return fmt.Errorf("projections: receive after %d: %w", v.Position(), err)
 		}
+		if len(events) > 0 && events[len(events)-1].Position <= v.Position() {
+			// Applied already (the log's writer applies the views inline):
+			// taking writeMu would only keep it from doing so next time.
+			v.recovered(ctx)
+			progress()
+			continue
+		}
 		v.writeMu.Lock()
 		err = v.applyBatch(ctx, events)
 		v.writeMu.Unlock()

@@ -50,6 +50,9 @@ type knownDelivery struct {
 	fresh, deferred bool
 	response        *logRef // latest ForwardResponded of the batch, or nil
 	dropped         bool    // its stream was deleted later in the batch: nothing to update
+	// counted is the row as the batch's last update of it returned it,
+	// for the rollup; nil while an update is deferred.
+	counted *statsRow
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -69,18 +72,7 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case domain.DeliveryAnswered:
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, &p, nil, false))
 	case domain.ForwardRequested:
-		var edit any // NULL: sent as recorded
-		if p.Edit != nil {
-			b, err := json.Marshal(p.Edit)
-			if err != nil {
-				return 0, true, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
-			}
-			edit = string(b)
-		}
-		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
-			return 0, true, err
-		}
-		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+		n, err = w.requested(t, p)
 	case respondedRow:
 		// fresh: the outcome is new to the attempts table, not one applied
 		// again (see attemptOutcomeConflict), so its time is counted once.
@@ -127,6 +119,22 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	return n, true, err
 }
 
+// requested records an attempt's request.
+func (w *historyWriter) requested(t *txn, p domain.ForwardRequested) (int64, error) {
+	var edit any // NULL: sent as recorded
+	if p.Edit != nil {
+		b, err := json.Marshal(p.Edit)
+		if err != nil {
+			return 0, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
+		}
+		edit = string(b)
+	}
+	if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
+		return 0, err
+	}
+	return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+}
+
 func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	ref := w.ref(t, p.DeliveryID)
 	var answered any // the status answered at receipt, as a DeliveryAnswered right after would record it
@@ -157,6 +165,12 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true}
 	w.known[p.DeliveryID] = k
 	w.touched(t, k, p.DeliveryID, true)
+	if p.Forward != nil {
+		// As the ForwardRequested that older logs have right after it.
+		if _, err := w.requested(t, p.Forward.Requested(p.DeliveryID)); err != nil {
+			return 0, err
+		}
+	}
 	return n, nil
 }
 
@@ -259,6 +273,7 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 		if !k.dirty {
 			k.dirty = true
 			k.deferred = true
+			k.counted = nil
 			w.pending = append(w.pending, k)
 		}
 		k.pos = t.pos()
@@ -280,17 +295,15 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 	if err != nil {
 		return false, err
 	}
-	var (
-		dpos    int64
-		address string
-	)
-	if err := row.Scan(&dpos, &address); errors.Is(err, sql.ErrNoRows) {
+	var dpos int64
+	counted := &statsRow{}
+	if err := counted.scan(row, &dpos); errors.Is(err, sql.ErrNoRows) {
 		return false, nil // not cached: a later DeliveryReceived may create it
 	} else if err != nil {
 		return false, fmt.Errorf("update delivery %s: %w", id, err)
 	}
 	// Its attempts are not known here: flush looks them up.
-	k := &knownDelivery{dpos: dpos, address: address, outcomes: true}
+	k := &knownDelivery{dpos: dpos, address: counted.address, outcomes: true, counted: counted}
 	w.known[id] = k
 	w.touched(t, k, id, false)
 	return true, nil
@@ -311,7 +324,7 @@ func (w *historyWriter) flush(t *txn) error {
 			continue
 		}
 		var (
-			n   int64
+			row *sql.Row
 			err error
 		)
 		if k.outcomes {
@@ -319,17 +332,21 @@ func (w *historyWriter) flush(t *txn) error {
 			if k.response != nil {
 				rRev, rStream = k.response.revision, k.response.stream
 			}
-			n, err = t.exec(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos, k.answeredWhy, k.answeredAt)
+			row, err = t.queryRow(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos, k.answeredWhy, k.answeredAt)
 		} else {
-			n, err = t.exec(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos, k.answeredWhy, k.answeredAt)
+			row, err = t.queryRow(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos, k.answeredWhy, k.answeredAt)
 		}
-		if err == nil && n != 1 {
-			err = fmt.Errorf("updated %d rows, want 1", n)
+		counted := &statsRow{}
+		if err == nil {
+			err = counted.scan(row)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errors.New("updated no row, want 1")
 		}
 		if err != nil {
 			return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
 		}
-		k.dirty = false
+		k.dirty, k.counted = false, counted
 	}
 	w.pending = nil
 	// Every delivery the batch changed is counted in the rollup under its
@@ -339,7 +356,7 @@ func (w *historyWriter) flush(t *txn) error {
 		if k.fresh && !k.deferred {
 			continue
 		}
-		if err := w.stats.counted(t, k.dpos); err != nil {
+		if err := w.stats.counted(t, k.dpos, k.counted); err != nil {
 			return err
 		}
 	}

@@ -67,6 +67,10 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 			ok = flatObject(&s, &p.Answer)
 		case "provider":
 			ok = flatObject(&s, &p.Provider)
+		case "forward":
+			ok = flatObject(&s, &p.Forward)
+		case "queued":
+			ok = s.bool(&p.Queued)
 		case "headers":
 			p.Headers, ok = s.skipArray()
 		case "body":

@@ -119,8 +119,11 @@ const (
 	// qDeliveryUpdateByID finds the delivery by its id, for the first event
 	// of a delivery the batch does not know yet; qDeliveryUpdate takes its
 	// position (?2), which the batch knows from then on.
-	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, address`
-	qDeliveryUpdate     = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE position = ?2`
+	//
+	// Each returns what the rollup counts the delivery by (statsReturning),
+	// so that flush need not read the row again (statsWriter.counted).
+	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, ` + statsReturning
+	qDeliveryUpdate     = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE position = ?2 RETURNING ` + statsReturning
 	// qDeliveryUpdateNoOutcome is qDeliveryUpdate for a delivery that has no
 	// attempt with an outcome (one the batch created and gave none), so
 	// neither the attempts lookup nor a response can change it.
@@ -130,7 +133,7 @@ const (
 			answered_reason = COALESCE(?5, answered_reason),
 			answered_at = COALESCE(?6, answered_at),
 			response_status = COALESCE(?3, answered_status)
-		WHERE position = ?2`
+		WHERE position = ?2 RETURNING ` + statsReturning
 
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At

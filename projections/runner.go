@@ -96,6 +96,9 @@ type Runner struct {
 
 	linger time.Duration // see DefaultLinger
 	hurry  chan struct{} // a WaitFor is waiting: stop lingering
+
+	path   string  // the views file, absolute
+	inline *Inline // set by Inline: the log's writer applies batches too
 }
 
 // Open opens (or creates) the views file at path, checks its integrity and
@@ -201,7 +204,7 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	}
 	v := &Runner{
 		store: store, codec: opts.Codec, log: opts.Logger,
-		w: w, advanced: make(chan struct{}), closed: make(chan struct{}),
+		w: w, path: abs, advanced: make(chan struct{}), closed: make(chan struct{}),
 		linger: linger, hurry: make(chan struct{}, 1),
 	}
 	if opts.SearchLogBytes <= 0 {
@@ -297,6 +300,9 @@ func (v *Runner) Close() error {
 		v.writeMu.Lock()
 		defer v.writeMu.Unlock()
 		v.stmts.close()
+		if v.inline != nil {
+			v.inline.stmts.close()
+		}
 		err = errors.Join(v.rs.close(), v.r.Close(), v.sr.Close(), v.w.Close())
 	})
 	if err != nil {

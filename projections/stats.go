@@ -104,11 +104,12 @@ var (
 		return "DELETE FROM stats_minutes WHERE address = ? AND minute = ? AND " +
 			strings.Join(statsCounters(), " = 0 AND ") + " = 0"
 	}()
-	qStatsPrune        = `DELETE FROM stats_minutes WHERE minute < ?`
-	qStatsHorizon      = `SELECT at FROM stats_horizon WHERE id = 1`
-	qStatsHorizonSet   = `UPDATE stats_horizon SET at = ? WHERE id = 1`
-	qStatsClassSet     = `UPDATE deliveries SET stats_class = ? WHERE position = ?`
-	qStatsDelivery     = `SELECT address, received_at, response_status, stats_class, answered_reason FROM deliveries WHERE position = ?`
+	qStatsPrune      = `DELETE FROM stats_minutes WHERE minute < ?`
+	qStatsHorizon    = `SELECT at FROM stats_horizon WHERE id = 1`
+	qStatsHorizonSet = `UPDATE stats_horizon SET at = ? WHERE id = 1`
+	qStatsClassSet   = `UPDATE deliveries SET stats_class = ? WHERE position = ?`
+	qStatsDelivery   = `SELECT ` + statsReturning + ` FROM deliveries WHERE position = ?`
+
 	qStatsDeliveryByID = `SELECT position, address, received_at, stats_class, answered_reason FROM deliveries WHERE id = ?`
 	qStatsAnswers      = `SELECT outcome_at, duration_ms FROM attempts WHERE delivery_position = ?
 		AND copy = 0 AND error = '' AND status IS NOT NULL AND duration_ms IS NOT NULL AND outcome_at IS NOT NULL`
@@ -230,20 +231,21 @@ func (s *statsWriter) receipt(address string, at, class int64, reason string) {
 // now: the first time it adds it to its minute, later it moves it from the
 // class it was counted under. Run at flush, once per delivery the batch
 // touched, after its row is final for the batch.
-func (s *statsWriter) counted(t *txn, dpos int64) error {
-	row, err := t.queryRow(qStatsDelivery, dpos)
-	if err != nil {
-		return err
+//
+// cur is the row as its last update in the batch returned it, or nil: it
+// is then read.
+func (s *statsWriter) counted(t *txn, dpos int64, cur *statsRow) error {
+	if cur == nil {
+		row, err := t.queryRow(qStatsDelivery, dpos)
+		if err != nil {
+			return err
+		}
+		cur = &statsRow{}
+		if err := cur.scan(row, nil); err != nil {
+			return fmt.Errorf("read delivery at %d for stats: %w", dpos, err)
+		}
 	}
-	var (
-		address     string
-		received    int64
-		status, was sql.NullInt64
-		reason      string
-	)
-	if err := row.Scan(&address, &received, &status, &was, &reason); err != nil {
-		return fmt.Errorf("read delivery at %d for stats: %w", dpos, err)
-	}
+	address, received, status, was, reason := cur.address, cur.received, cur.status, cur.was, cur.reason
 	class := statusClass(status)
 	if was.Valid && was.Int64 == class {
 		return nil
@@ -519,4 +521,21 @@ func (v *History) offline(ctx context.Context, endpointID string, st *readmodel.
 	}
 	st.Totals.OfflineSeconds = &total
 	return nil
+}
+
+// statsReturning are the columns a delivery is counted by, as
+// statsRow.scan reads them.
+const statsReturning = `address, received_at, response_status, stats_class, answered_reason`
+
+// statsRow is what the rollup counts a delivery by (statsReturning).
+type statsRow struct {
+	address     string
+	received    int64
+	status, was sql.NullInt64 // its status now, and the class it was counted under
+	reason      string
+}
+
+// scan reads the statsReturning columns, after the columns in first.
+func (r *statsRow) scan(row *sql.Row, first ...any) error {
+	return row.Scan(append(first, &r.address, &r.received, &r.status, &r.was, &r.reason)...)
 }

@@ -150,6 +150,13 @@ func (r *Recorder) stamp(events []domain.Event) []domain.Event {
 		case domain.ForwardRequested:
 			e.Node = r.node
 			events[i] = e
+		case domain.DeliveryReceived:
+			if e.Forward != nil {
+				f := *e.Forward // a copy: the caller's event is not changed
+				f.Node = r.node
+				e.Forward = &f
+				events[i] = e
+			}
 		}
 	}
 	return events

@@ -47,6 +47,7 @@ func benchProxy(b *testing.B, agentArgs ...string) {
 func benchStartProxy(b *testing.B, local string, agentArgs ...string) benchTarget {
 	b.Helper()
 	r := harness.Start(b, "", profArgs()...)
+	keepLog(b, r)
 	token, endpointID := benchProxyEndpoint(b, r, local)
 	agent := r.StartAgentVia(b, "http://127.0.0.1:"+strconv.Itoa(r.Port), token, endpointID, local, agentArgs...)
 	b.Cleanup(func() {

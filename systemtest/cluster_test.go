@@ -547,6 +547,9 @@ func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswe
 		Status     int
 		Error      string
 		Copy       bool
+		Forward    *struct { // the first attempt, requested at receipt
+			AttemptID string `json:"attempt_id"`
+		}
 	}
 	byPath := map[string]string{}   // path → delivery
 	attempts := map[string]string{} // attempt → delivery
@@ -559,6 +562,9 @@ func checkClusterLog(t *testing.T, store string, loads map[string][]clusterAnswe
 		switch e.Type {
 		case "delivery.received.v1":
 			byPath[ev.Target] = ev.DeliveryID
+			if ev.Forward != nil {
+				attempts[ev.Forward.AttemptID] = ev.DeliveryID
+			}
 		case "forward.requested.v1":
 			attempts[ev.AttemptID] = ev.DeliveryID
 			// Copies given to the other agent's session never answer
@@ -626,15 +632,21 @@ func unsettled(t *testing.T, store, prefix string) []string {
 		DeliveryID string `json:"delivery_id"`
 		AttemptID  string `json:"attempt_id"`
 		Target     string
+		Forward    *struct { // the first attempt, requested at receipt
+			AttemptID string `json:"attempt_id"`
+		}
 	}
 	mine := map[string]bool{} // deliveries sent to prefix
 	open := map[string]bool{} // their attempts without an outcome
 	for _, e := range exportLogFrom(t, "--eventstore", store) {
-		ev.DeliveryID, ev.AttemptID, ev.Target = "", "", ""
+		ev.DeliveryID, ev.AttemptID, ev.Target, ev.Forward = "", "", "", nil
 		_ = json.Unmarshal(e.Data, &ev)
 		switch e.Type {
 		case "delivery.received.v1":
 			mine[ev.DeliveryID] = strings.HasPrefix(ev.Target, prefix)
+			if ev.Forward != nil && mine[ev.DeliveryID] {
+				open[ev.Forward.AttemptID] = true
+			}
 		case "forward.requested.v1":
 			if mine[ev.DeliveryID] {
 				open[ev.AttemptID] = true

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -60,7 +61,8 @@ type Store struct {
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
 
-	chain    chainHead     // the newest chain row; the writer's only
+	chain    chainHead // the newest chain row; the writer's only
+	inline   atomic.Pointer[Inline]
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
@@ -185,6 +187,11 @@ func dsn(path string, readOnly bool) string {
 		return d
 	}
 	pragmas := url.Values{"_pragma": {"wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)}}
+	// The writer begins DEFERRED, so that an attached inline projection's
+	// file (SetInline) is locked only by a batch that writes to it, not by
+	// every batch (BEGIN IMMEDIATE locks every attached file). The batch
+	// takes the log's own write lock first thing (runBatch).
+	d = strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
 	return d + "&" + pragmas.Encode()
 }
 

@@ -27,6 +27,9 @@ type appendRequest struct {
 	// deleteStream makes the request a DeleteStream: rows is then empty and
 	// the writer fills in the tombstone (see applyDelete).
 	deleteStream bool
+	// hold: the caller asked for the append to wait up to this long for
+	// company before it commits (domain.WithCommitHold).
+	hold time.Duration
 }
 
 // row is an event encoded for storage, prepared by the caller's goroutine so
@@ -35,6 +38,7 @@ type row struct {
 	id, typ        string
 	data, metadata []byte
 	md             domain.Metadata // metadata as a read decodes it, for the tail
+	payload        domain.Event    // for the inline projection only (EventData.Payload)
 }
 
 type appendReply struct {
@@ -75,9 +79,9 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		data := append([]byte{}, e.Data...)
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
-		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m}
+		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m, payload: e.Payload}
 	}
-	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1)}
+	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
 	if err := s.enqueue(ctx, req); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
@@ -113,22 +117,57 @@ func (s *Store) runWriter(ctx context.Context) {
 	defer close(s.writerDone)
 	batch := make([]*appendRequest, 0, s.maxBatch)
 	for req := range s.reqs {
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < s.maxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = s.fill(append(batch[:0], req))
+		batch = s.holdFor(batch)
 		s.commitBatch(ctx, batch)
 		clear(batch) // let answered requests be collected
 	}
+}
+
+// holdFor waits, when the batch is one append that asked to be held
+// (domain.WithCommitHold), up to its hold for another append, and takes it
+// into the batch: as soon as one that asked for no hold comes (a
+// proxied delivery's outcome), every append waiting then joins and the batch
+// commits; else the batch commits alone when the hold is up.
+func (s *Store) holdFor(batch []*appendRequest) []*appendRequest {
+	// Only a lone append is held: several waiting at once mean load, and
+	// then the next commit comes soon anyway.
+	if len(batch) != 1 || batch[0].hold <= 0 {
+		return batch
+	}
+	timer := time.NewTimer(batch[0].hold)
+	defer timer.Stop()
+	for len(batch) < s.maxBatch {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+			if r.hold <= 0 {
+				return s.fill(batch)
+			}
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+// fill adds every append waiting now to the batch, up to maxBatch.
+func (s *Store) fill(batch []*appendRequest) []*appendRequest {
+	for len(batch) < s.maxBatch {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // commitBatch runs a batch in one transaction and answers every caller.
@@ -153,7 +192,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 			// from the database until the tail fills again.
 			s.tail.reset()
 		} else {
-			s.tail.add(committed(batch, replies))
+			s.tail.add(committed(batch, replies, false))
 		}
 		s.published(last)
 	}
@@ -164,11 +203,14 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 		slog.Duration("took", time.Since(start)), slog.Any("error", err))
 }
 
-// committed lists the events a committed batch wrote, in position order.
+// committed lists the events a committed batch wrote, in position order,
+// with their payloads when withPayload (only for the inline projection,
+// during the commit: the tail outlives the call, and a payload may share
+// the caller's buffers).
 // The rows of one append have consecutive positions and revisions ending at
 // its result; appends that wrote nothing (refused, or retries of stored
 // events) are left out through their wrote flag.
-func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedEvent {
+func committed(batch []*appendRequest, replies []appendReply, withPayload bool) []domain.RecordedEvent {
 	var out []domain.RecordedEvent
 	for i, r := range batch {
 		rep := replies[i]
@@ -178,8 +220,12 @@ func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedE
 		n := uint64(len(r.rows))
 		for j, row := range r.rows {
 			back := n - 1 - uint64(j)
+			var payload domain.Event
+			if withPayload {
+				payload = row.payload
+			}
 			out = append(out, domain.RecordedEvent{
-				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md},
+				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md, Payload: payload},
 				Stream:    r.stream,
 				Revision:  rep.res.NextRevision - back,
 				Position:  rep.res.Position - back,
@@ -199,6 +245,12 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	}
 	defer tx.Rollback() // a no-op once committed
 	st := s.stmts.in(ctx, tx)
+	// Take the log's write lock before anything reads (see dsn): a read
+	// transaction that later needs the lock gets SQLITE_BUSY at once when a
+	// checkpoint holds it, where a first write waits for it.
+	if _, err := st.lock.ExecContext(ctx); err != nil {
+		return 0, fmt.Errorf("begin group commit: %w", err)
+	}
 	var last uint64
 	head := s.chain
 	st.chain = &head
@@ -220,8 +272,22 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if last == 0 {
 		return 0, nil
 	}
+	// A batch that deletes a stream is left to the projection's own
+	// catch-up (its next batch reads the tombstone back).
+	var done func(bool)
+	if p := s.inline.Load(); p != nil && !deleted(batch, replies) {
+		if done, err = s.applyInline(ctx, tx, *p, committed(batch, replies, true)); err != nil {
+			return 0, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
+		if done != nil {
+			done(false)
+		}
 		return 0, fmt.Errorf("commit group: %w", err)
+	}
+	if done != nil {
+		done(true)
 	}
 	s.chain = head
 	s.commits.Add(1)
@@ -464,6 +530,7 @@ func insertChained(ctx context.Context, st writeStmts, r row, stream string, sto
 // them to each batch's transaction costs nothing.
 type writeStmts struct {
 	lookupID, head, insert         *sql.Stmt
+	lock                           *sql.Stmt // writes nothing, takes the write lock
 	savepoint, rollbackTo, release *sql.Stmt
 	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
 	keepLinks                      *sql.Stmt // DeleteStream only
@@ -482,6 +549,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.deleteRows, `DELETE FROM events WHERE stream = ? AND position <> ?`},
 		{&st.settle, `UPDATE events SET revision = 0 WHERE position = ?`},
 		{&st.insert, `INSERT INTO events (position, id, stream, revision, type, data, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.lock, `DELETE FROM events WHERE 0`},
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
 		{&st.release, `RELEASE append_one`},
@@ -494,6 +562,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 	return writeStmts{
 		lookupID:   tx.StmtContext(ctx, st.lookupID),
+		lock:       tx.StmtContext(ctx, st.lock),
 		head:       tx.StmtContext(ctx, st.head),
 		insert:     tx.StmtContext(ctx, st.insert),
 		savepoint:  tx.StmtContext(ctx, st.savepoint),
@@ -507,6 +576,6 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 }
 
 func (st writeStmts) close() error {
-	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
+	return closeStmts(st.lookupID, st.lock, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
 		st.streamSize, st.deleteRows, st.settle, st.keepLinks)
 }

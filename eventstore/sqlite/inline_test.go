@@ -1,0 +1,138 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/sqlitedsn"
+)
+
+// TestAppendWaitsForTheWriteLock: the writer's transactions begin DEFERRED
+// (so an inline projection's file is not locked by every batch); an append
+// that reads the stream head first must still wait for a write lock held
+// elsewhere (a RESTART checkpoint holds it) instead of failing with
+// SQLITE_BUSY on its first insert.
+func TestAppendWaitsForTheWriteLock(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	defer s.Close()
+	first, err := s.Append(ctx, "s-1", domain.NoStream(), event("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", sqlitedsn.Build(path, false, sqlitedsn.Full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.BeginTx(ctx, nil) // IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Append(ctx, "s-1", domain.Exact(first.NextRevision), event("b"))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the append reaches the lock
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("append while another connection held the write lock: %v", err)
+	}
+}
+
+// recordingInline is an inline projection that keeps what it was given.
+type recordingInline struct {
+	batches []InlineBatch
+	fail    bool
+}
+
+func (r *recordingInline) Attach(ctx context.Context, db *sql.DB) error { return nil }
+
+func (r *recordingInline) Apply(ctx context.Context, tx *sql.Tx, b InlineBatch) (func(bool), error) {
+	if r.fail {
+		// A write of its own that must be taken back.
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE inline_marker (x)`); err != nil {
+			return nil, err
+		}
+		return nil, context.Canceled
+	}
+	r.batches = append(r.batches, b)
+	return func(bool) {}, nil
+}
+
+// TestInlineSeesEachBatch: the projection gets every batch's events with
+// the log's position before it, and a failing one leaves the log's commit
+// whole and its own writes undone.
+func TestInlineSeesEachBatch(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	p := &recordingInline{}
+	if err := s.SetInline(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Append(ctx, "s-1", domain.NoStream(), event("a"), event("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.batches) != 1 || p.batches[0].After != 0 || len(p.batches[0].Events) != 2 || p.batches[0].Events[1].Position != a.Position {
+		t.Fatalf("batches = %+v", p.batches)
+	}
+	p.fail = true
+	b, err := s.Append(ctx, "s-2", domain.NoStream(), event("c"))
+	if err != nil {
+		t.Fatalf("append with a failing projection: %v", err)
+	}
+	evs, err := s.ReadAll(ctx, a.Position, 10)
+	if err != nil || len(evs) != 1 || evs[0].Position != b.Position {
+		t.Fatalf("log after the failed projection: %v %v", evs, err)
+	}
+	var n int
+	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'inline_marker'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the failed projection's table is there: %d %v", n, err)
+	}
+}
+
+// TestHeldAppendCommitsWithTheNext: an append queued with a commit hold
+// waits for the next append and commits in its transaction; alone, it
+// still commits once its hold is up.
+func TestHeldAppendCommitsWithTheNext(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	before := s.commits.Load()
+	wait, err := s.QueueAppend(domain.WithCommitHold(ctx, time.Minute), "d-1", domain.NoStream(), event("receipt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Append(ctx, "d-1", domain.Exact(0), event("outcome"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Position+1 != first.Position {
+		t.Errorf("held append at %d, the next at %d", held.Position, first.Position)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for a held append and the next, want 1", n)
+	}
+
+	before = s.commits.Load()
+	if _, err := s.Append(domain.WithCommitHold(ctx, time.Millisecond), "d-2", domain.NoStream(), event("alone")); err != nil {
+		t.Fatalf("held append alone: %v", err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for a held append alone, want 1", n)
+	}
+}
