@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -67,7 +66,7 @@ func (in *Inline) Attach(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `PRAGMA views.synchronous = NORMAL`); err != nil {
 		return fmt.Errorf("attach views: %w", err)
 	}
-	if err := in.stmts.prepare(ctx, db, slices.Concat(writeQueries, statsWriteQueries)); err != nil {
+	if err := in.stmts.prepare(ctx, db, allWriteQueries()); err != nil {
 		return fmt.Errorf("attach views: %w", err)
 	}
 	go in.checkpoint()

@@ -1,5 +1,7 @@
 package projections
 
+import "slices"
+
 // The writer's statements, prepared once at Open (see stmtCache). Every
 // statement Run executes is listed in writeQueries.
 const (
@@ -192,4 +194,10 @@ var writeQueries = []string{
 	qAgentConnected, qAgentDisconnected,
 	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
+}
+
+// allWriteQueries are the statements of every read model's writer, prepared
+// once per connection that writes the views (Run's and, inline, the log's).
+func allWriteQueries() []string {
+	return slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
 }

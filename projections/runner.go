@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -283,7 +282,7 @@ func (v *Runner) openWriter(ctx context.Context, path string) error {
 		return fmt.Errorf("open projections %s: read checkpoint: %w", path, err)
 	}
 	v.pos = uint64(pos)
-	if err := v.stmts.prepare(ctx, v.w, slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)); err != nil {
+	if err := v.stmts.prepare(ctx, v.w, allWriteQueries()); err != nil {
 		return fmt.Errorf("open projections %s: %w", path, err)
 	}
 	return nil
