@@ -1,12 +1,16 @@
 package consoletest
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // The create form makes a QUEUE Endpoint; its page says where its queue
-// stands and how it sends.
+// stands and how it sends; a delivery's attempts say the queue sent them.
 func TestQueueEndpointPage(t *testing.T) {
 	token := signUp(t, "Queues")
 	p := newPage(t, 1280, 800)
@@ -23,5 +27,20 @@ func TestQueueEndpointPage(t *testing.T) {
 	}
 	if got := p.text(`.title-row .badge`); got != "Queue" {
 		t.Fatalf("mode badge = %q, want Queue", got)
+	}
+
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	t.Cleanup(local.Close)
+	id := strings.TrimPrefix(eval[string](p, `location.pathname`), "/e/")
+	harness.StartWith(t, harness.Command{Env: []string{"RELAY_TOKEN=" + token}},
+		"listen", strings.TrimPrefix(local.URL, "http://"), id, "--server", srv.BareURL())
+	p.waitFor("the agent indicator on", `document.querySelector('[data-testid=agent-status] .agent-badge.on')`)
+	if status, _ := send(t, id, http.MethodPost, "/orders/1", http.Header{"Content-Type": {"application/json"}}, []byte(`{"order":1}`)); status != http.StatusAccepted {
+		t.Fatalf("queued delivery answered %d, want 202", status)
+	}
+	p.openRow("/orders/1")
+	p.waitFor("the queued attempt's 200", `[...document.querySelectorAll('.detail [data-testid=attempt-status]')].map(e => e.textContent).join() === '200'`)
+	if got := p.text(`.detail [data-testid=attempt-kind]`); !strings.HasPrefix(got, "From the queue") || strings.Contains(got, "duplicate") {
+		t.Errorf("attempt kind = %q, want From the queue", got)
 	}
 }

@@ -44,6 +44,11 @@ type Attempt struct {
 	// Fidelity compares the agent's receipt of what it handed the local
 	// process with what the relay sent (docs/evidence.md).
 	Fidelity Fidelity `json:"fidelity"`
+	// Queued: sent by a QUEUE Endpoint's queue, not a user's retry;
+	// PossibleDuplicate: sent again after an earlier attempt was left open,
+	// so the local process may have had the delivery already.
+	Queued            bool `json:"queued"`
+	PossibleDuplicate bool `json:"possibleDuplicate"`
 }
 
 // Fidelity is an attempt's fidelity: IDENTICAL, DIFFERENT (naming
@@ -81,7 +86,7 @@ type Edit struct {
 }
 
 // AttemptFields is what the client commands read of an attempt.
-const AttemptFields = `id status startedAt durationMs error retry late signature fidelity{ status differences } role agentId edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
+const AttemptFields = `id status startedAt durationMs error retry late signature fidelity{ status differences } role agentId queued possibleDuplicate edit{ method path setHeaders{ name value valueBase64 } unsetHeaders body bodyBase64 }`
 
 // ExactText is text, or the bytes of raw when the API sent them.
 func ExactText(text string, raw *string) string {

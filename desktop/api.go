@@ -21,7 +21,7 @@ const (
 	qCreate        = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ ` + endpointFields + ` } }`
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late signature fidelity { status differences }
+  attempts { id status startedAt durationMs error retry late queued possibleDuplicate signature fidelity { status differences }
     edit { method path unsetHeaders setHeaders { name value } bodyBase64 }
     response { status headers { name value } bodyBase64 captured } }
   provider { name eventType deliveryId } duplicates

@@ -439,10 +439,19 @@ func (x *explainer) noAgent(i int) string {
 		lead, node, FormatTime(s.ConnectedAt), FormatTime(s.DisconnectedAt), orUnknown(s.Reason))
 }
 
-// attemptName names attempt i: "attempt 2, a retry".
+// attemptName names attempt i: "attempt 2, a retry", "attempt 3, from the
+// queue". A QUEUE Endpoint's attempts are recorded as retries too; the
+// queue sent them, not a user. Why one is a possible duplicate is told
+// once, in its request's fact (attemptFacts).
 func (x *explainer) attemptName(i int) string {
 	if a := x.d.Attempts[i]; a.Copy {
 		return fmt.Sprintf("attempt %d, a copy for agent %s", i+1, a.AgentID)
+	}
+	if a := x.d.Attempts[i]; a.Queued && a.PossibleDuplicate {
+		return fmt.Sprintf("attempt %d, from the queue, a possible duplicate", i+1)
+	}
+	if x.d.Attempts[i].Queued {
+		return fmt.Sprintf("attempt %d, from the queue", i+1)
 	}
 	if a := x.d.Attempts[i]; a.Retry && a.Edit != nil {
 		return fmt.Sprintf("attempt %d, an edited retry", i+1)
@@ -451,6 +460,33 @@ func (x *explainer) attemptName(i int) string {
 		return fmt.Sprintf("attempt %d, a retry", i+1)
 	}
 	return fmt.Sprintf("attempt %d", i+1)
+}
+
+// leftOpen says which attempt before i was left open, and by what, so
+// that attempt i was sent again not knowing whether the local process had
+// seen the delivery: "attempt 3 was left open when the relay stopped".
+func (x *explainer) leftOpen(i int) string {
+	for j := i - 1; j >= 0; j-- {
+		a := x.d.Attempts[j]
+		if a.Copy {
+			continue
+		}
+		by := ""
+		switch {
+		case a.Status == nil:
+			by = " without an outcome"
+		case a.Error == domain.FailureRestarted:
+			by = " when the relay stopped"
+		case a.Error == domain.FailureShuttingDown:
+			by = " when the relay shut down"
+		case a.Error == domain.FailureNodeLostBeforeAnswer:
+			by = " when its relay node was lost"
+		default:
+			continue
+		}
+		return fmt.Sprintf("attempt %d was left open%s", j+1, by)
+	}
+	return "an earlier attempt was left open"
 }
 
 // carried names attempt i and the agent that carried it: "attempt 2, a
@@ -537,6 +573,9 @@ func (x *explainer) attemptFacts(i int) []Fact {
 		req += " on node " + a.Node + "; no sender waited for it"
 	case i != x.original:
 		req += "; no sender waited for it"
+	}
+	if a.Queued && a.PossibleDuplicate {
+		req += "; " + x.leftOpen(i) + ", so your local process may have had this delivery already"
 	}
 	if a.Status == nil {
 		return []Fact{{At: a.StartedAt, Text: req + "; no outcome yet."}}

@@ -389,3 +389,74 @@ func TestHint(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptNames: each attempt is named by what sent it. A QUEUE
+// Endpoint's attempts are recorded as retries, yet the queue sent them and
+// the explanation says so; one sent again after an attempt was left open
+// says it may be a duplicate and which attempt was left open by what; a
+// user's retry stays a retry.
+func TestAttemptNames(t *testing.T) {
+	queued := func(id string, s int, status *int, err string) readmodel.Attempt {
+		a := readmodel.Attempt{ID: id, Status: status, StartedAt: at(s), Error: err, Retry: true, Queued: true}
+		if status != nil {
+			a.DurationMs, a.OutcomeAt = int64p(1000), at(s+1)
+		}
+		return a
+	}
+	dup := func(a readmodel.Attempt) readmodel.Attempt { a.PossibleDuplicate = true; return a }
+	tests := []struct {
+		name     string
+		attempts []readmodel.Attempt
+		want     []string // each in the facts
+		not      []string // none in the text
+	}{
+		{name: "queued attempts", attempts: []readmodel.Attempt{
+			queued("q1", 1, intp(503), domain.FailureNoAgent), queued("q2", 3, intp(200), "")},
+			want: []string{"Forward requested (attempt 1, from the queue)", "Forward requested (attempt 2, from the queue)"},
+			not:  []string{"a retry", "duplicate"}},
+		{name: "a possible duplicate after a restart", attempts: []readmodel.Attempt{
+			queued("q1", 1, intp(503), domain.FailureNoAgent), queued("q2", 3, intp(502), domain.FailureRestarted),
+			dup(queued("q3", 5, intp(200), ""))},
+			want: []string{"Forward requested (attempt 2, from the queue)",
+				"Forward requested (attempt 3, from the queue, a possible duplicate); no sender waited for it; attempt 2 was left open when the relay stopped, so your local process may have had this delivery already.",
+				"(attempt 3, from the queue, a possible duplicate, 1000 ms)"},
+			not: []string{"a retry"}},
+		{name: "a possible duplicate after a shutdown", attempts: []readmodel.Attempt{
+			queued("q1", 1, intp(502), domain.FailureShuttingDown), dup(queued("q2", 3, intp(200), ""))},
+			want: []string{"(attempt 2, from the queue, a possible duplicate); no sender waited for it; attempt 1 was left open when the relay shut down,"}},
+		{name: "a possible duplicate after a lost node", attempts: []readmodel.Attempt{
+			queued("q1", 1, intp(502), domain.FailureNodeLostBeforeAnswer), dup(queued("q2", 3, intp(200), ""))},
+			want: []string{"(attempt 2, from the queue, a possible duplicate); no sender waited for it; attempt 1 was left open when its relay node was lost,"}},
+		{name: "a possible duplicate of an attempt still open", attempts: []readmodel.Attempt{
+			queued("q1", 1, nil, ""), dup(queued("q2", 3, intp(200), ""))},
+			want: []string{"(attempt 2, from the queue, a possible duplicate); no sender waited for it; attempt 1 was left open without an outcome,"}},
+		{name: "a possible duplicate whose open attempt is not known", attempts: []readmodel.Attempt{
+			dup(queued("q1", 1, intp(200), ""))},
+			want: []string{"(attempt 1, from the queue, a possible duplicate); no sender waited for it; an earlier attempt was left open,"}},
+		{name: "a user's retry", attempts: []readmodel.Attempt{
+			{ID: "a1", Status: intp(500), StartedAt: at(1), DurationMs: int64p(1), OutcomeAt: at(2)},
+			{ID: "a2", Status: intp(200), StartedAt: at(3), DurationMs: int64p(1), OutcomeAt: at(4), Retry: true}},
+			want: []string{"Forward requested (attempt 1)", "Forward requested (attempt 2, a retry)"},
+			not:  []string{"from the queue", "duplicate"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			last := tc.attempts[len(tc.attempts)-1].Status
+			x, err := explain.Delivery(t.Context(), endpointDelivery(last, &readmodel.RelayAnswer{Status: 202, Reason: domain.ReasonQueued, At: t0}, tc.attempts...), sessions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := x.Text()
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("missing %q in:\n%s", w, text)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(text, n) {
+					t.Errorf("%q in:\n%s", n, text)
+				}
+			}
+		})
+	}
+}

@@ -97,7 +97,8 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 	}
 	for _, a := range d.Attempts {
 		at := &model.Attempt{ID: a.ID, Status: a.Status, StartedAt: a.StartedAt, Retry: a.Retry, Late: a.Late, Edit: toEdit(a.Edit),
-			Signature: optional(a.Signature), Fidelity: toFidelity(a.Fidelity), AgentID: optional(a.AgentID), Role: model.AttemptRolePrimary}
+			Signature: optional(a.Signature), Fidelity: toFidelity(a.Fidelity), AgentID: optional(a.AgentID), Role: model.AttemptRolePrimary,
+			Queued: a.Queued, PossibleDuplicate: a.PossibleDuplicate}
 		if a.Copy {
 			at.Role = model.AttemptRoleCopy
 		}

@@ -221,7 +221,7 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 // The last column tells a late attempt: one with an outcome, requested
 // before the relay answered the sender itself (its DeliveryAnswered).
 const attemptColumns = `delivery_position, attempt_id, status, started_at, duration_ms, error, retry, edit,
-	agent_id, node, outcome_at, signature, fidelity, copy,
+	agent_id, node, outcome_at, signature, fidelity, copy, queued, possible_duplicate,
 	outcome_position IS NOT NULL AND COALESCE(position < (SELECT answered_position FROM deliveries
 		WHERE deliveries.position = attempts.delivery_position), 0)`
 
@@ -250,7 +250,7 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			fidelity  sql.NullString
 		)
 		if err := rows.Scan(&dpos, &a.ID, &status, &started, &durationM, &a.Error, &a.Retry, &edit,
-			&a.AgentID, &a.Node, &outcomeAt, &signature, &fidelity, &a.Copy, &a.Late); err != nil {
+			&a.AgentID, &a.Node, &outcomeAt, &signature, &fidelity, &a.Copy, &a.Queued, &a.PossibleDuplicate, &a.Late); err != nil {
 			return fmt.Errorf("read attempts: %w", err)
 		}
 		if edit.Valid {

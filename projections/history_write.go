@@ -129,7 +129,8 @@ func (w *historyWriter) requested(t *txn, p domain.ForwardRequested) (int64, err
 		}
 		edit = string(b)
 	}
-	if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID); err != nil {
+	if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID,
+		p.Queued, p.PossibleDuplicate); err != nil {
 		return 0, err
 	}
 	return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))

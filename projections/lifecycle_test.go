@@ -93,6 +93,15 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 				domain.ForwardFailed{DeliveryID: qid, AttemptID: "qa1", Status: 503, Error: "no agent connected"},
 				domain.DeliveryRetryScheduled{DeliveryID: qid, AttemptID: "qa1", Failures: 1, NextAt: at.Add(time.Minute).Format(time.RFC3339Nano), Reason: "503"})
 		},
+		func() (uint64, error) { // its next attempt left open by a crash, the one after sent as a possible duplicate
+			qid := "queued-" + n
+			return w.save(ctx, domain.DeliveryStream(qid), domain.StreamExists(), tick(),
+				domain.ForwardRequested{DeliveryID: qid, AttemptID: "qa2", EndpointID: ep, Retry: true, Queued: true},
+				domain.ForwardFailed{DeliveryID: qid, AttemptID: "qa2", Status: 502, Error: domain.FailureRestarted},
+				domain.ForwardRequested{DeliveryID: qid, AttemptID: "qa3", EndpointID: ep, Retry: true, Queued: true, PossibleDuplicate: true},
+				domain.ForwardResponded{DeliveryID: qid, AttemptID: "qa3", Status: 200, DurationMs: 2},
+				domain.DeliveryDelivered{DeliveryID: qid, AttemptID: "qa3", Status: 200})
+		},
 		func() (uint64, error) {
 			return w.onEndpoint(ctx, ep, tick(), func(e *domain.Endpoint) error {
 				s := proxy
@@ -224,6 +233,22 @@ func TestRebuildYieldsTheSameViews(t *testing.T) {
 	if len(liveHistory) != 40 || bodies != 40 || responses == 0 || uncaptured == 0 {
 		t.Fatalf("%d deliveries, %d with headers and body, %d with a captured response, %d with an uncaptured one: the stories do not cover them",
 			len(liveHistory), bodies, responses, uncaptured)
+	}
+
+	// A queued attempt and a possible duplicate keep what they were.
+	var queued, duplicates int
+	for _, d := range liveHistory {
+		for _, a := range d.Attempts {
+			if a.Queued {
+				queued++
+			}
+			if a.PossibleDuplicate {
+				duplicates++
+			}
+		}
+	}
+	if queued != 4*3 || duplicates != 4 {
+		t.Errorf("%d queued attempts, %d possible duplicates; want 12 and 4", queued, duplicates)
 	}
 
 	fresh := e.open("fresh.db", Options{})

@@ -140,11 +140,14 @@ const (
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
 	// variants take the delivery's position (?2) instead of its id.
-	// ?8 marks a copy, ?9 the session it was given to.
-	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id)
-		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7, ?8, ?9 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
-	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ` + attemptRequestedConflict
+	// ?8 marks a copy, ?9 the session it was given to, ?10 an attempt from
+	// a QUEUE Endpoint's queue, ?11 one sent as a possible duplicate.
+	qAttemptRequested = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id,
+			queued, possible_duplicate)
+		SELECT ?1, position, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 FROM deliveries WHERE id = ?2 ` + attemptRequestedConflict
+	qAttemptRequestedAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id,
+			queued, possible_duplicate)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ` + attemptRequestedConflict
 	// An outcome whose ForwardRequested is missing still creates the attempt,
 	// started at the outcome, so what the sender was answered is never lost.
 	// ?4 is the outcome's time, ?8 the agent session it names, ?9 its
@@ -173,9 +176,10 @@ const (
 			response_stream = CASE WHEN ?4 IS NULL THEN response_stream ELSE ?5 END,
 			response_revision = COALESCE(?4, response_revision)`
 	// An outcome that came first made the attempt; its request still
-	// brings the edit it sent.
-	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET edit = COALESCE(excluded.edit, edit)`
-	attemptOutcomeConflict   = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
+	// brings the edit it sent and whether it came from the queue.
+	attemptRequestedConflict = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET edit = COALESCE(excluded.edit, edit),
+			queued = excluded.queued, possible_duplicate = excluded.possible_duplicate`
+	attemptOutcomeConflict = `ON CONFLICT (delivery_position, attempt_id) DO UPDATE SET status = excluded.status,
 			duration_ms = excluded.duration_ms, error = excluded.error,
 			outcome_position = excluded.outcome_position, agent_id = excluded.agent_id,
 			outcome_at = excluded.outcome_at, signature = excluded.signature,

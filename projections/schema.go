@@ -34,8 +34,10 @@ import (
 // smee-compatible, and an Endpoint's smee key hash; version 17 each
 // account's stored bytes, deliveries (also by the hour) and quota override;
 // version 18 an account's API cost budget override (api_cost_quota);
-// version 19 the queue of QUEUE Endpoints (queue, docs/queue.md).
-const schemaVersion = 19
+// version 19 the queue of QUEUE Endpoints (queue, docs/queue.md); version
+// 20 whether each attempt came from the queue and was sent as a possible
+// duplicate (attempts.queued, attempts.possible_duplicate).
+const schemaVersion = 20
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -329,6 +331,10 @@ CREATE TABLE IF NOT EXISTS attempts (
 	-- copy: given to a session that is not the primary (agent_id names
 	-- it); a copy never decides what the sender was answered.
 	copy              INTEGER NOT NULL DEFAULT 0,
+	-- queued: sent by a QUEUE Endpoint's queue; possible_duplicate: sent
+	-- again after an earlier attempt was left open (docs/queue.md).
+	queued            INTEGER NOT NULL DEFAULT 0,
+	possible_duplicate INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;

@@ -87,6 +87,12 @@ type Attempt struct {
 	// Copy: a copy given to a session that is not the primary (AgentID);
 	// what the sender got is never a copy's outcome.
 	Copy bool
+	// Queued: sent by a QUEUE Endpoint's queue (docs/queue.md), not asked
+	// for by a user; PossibleDuplicate: sent again after an earlier attempt
+	// was left open by a crash, a shutdown or a lost node, so the local
+	// process may have seen the delivery already.
+	Queued            bool
+	PossibleDuplicate bool
 	// Fidelity compares the agent's receipt of what it handed to the local
 	// process with what the relay sent; nil when the agent reported none.
 	Fidelity *Fidelity

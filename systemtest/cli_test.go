@@ -324,8 +324,10 @@ type (
 			Status      string   `json:"status"`
 			Differences []string `json:"differences"`
 		} `json:"fidelity"`
-		Role    string  `json:"role"`
-		AgentID *string `json:"agentId"`
+		Role              string  `json:"role"`
+		AgentID           *string `json:"agentId"`
+		Queued            bool    `json:"queued"`
+		PossibleDuplicate bool    `json:"possibleDuplicate"`
 	}
 	jsonDelivery struct {
 		ID             string        `json:"id"`

@@ -225,6 +225,44 @@ func TestQueueRetriesWithBackoff(t *testing.T) {
 	if code != 0 || !strings.Contains(shown, "queue: delivered on attempt 3 (200)") {
 		t.Fatalf("deliveries explain: exit %d\n%s", code, shown)
 	}
+	// The queue sent each attempt, and they say so: no user asked for a retry.
+	for _, want := range []string{"Forward requested (attempt 1, from the queue)", "Forward requested (attempt 3, from the queue)",
+		" ms (attempt 2, from the queue), reported by agent"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("deliveries explain lacks %q:\n%s", want, shown)
+		}
+	}
+	if strings.Contains(shown, "a retry") || strings.Contains(shown, "duplicate") {
+		t.Errorf("deliveries explain names a queued attempt a retry or a duplicate:\n%s", shown)
+	}
+	shown, code = h.run(t, "", "deliveries", "show", ids[0])
+	if code != 0 || strings.Count(shown, "(from the queue)") != 3 || strings.Contains(shown, "duplicate") {
+		t.Errorf("deliveries show: exit %d, want each of 3 attempts from the queue\n%s", code, shown)
+	}
+}
+
+// queuedAttempts is what the API says of each attempt of a delivery: its
+// error and whether the queue sent it as a possible duplicate.
+func queuedAttempts(t *testing.T, r *harness.Relay, token, id string) []struct {
+	Error             *string
+	Queued            bool
+	PossibleDuplicate bool
+} {
+	t.Helper()
+	var out struct {
+		Delivery *struct {
+			Attempts []struct {
+				Error             *string
+				Queued            bool
+				PossibleDuplicate bool
+			}
+		}
+	}
+	r.MustGraphQL(t, token, `query($id: ID!){ delivery(id: $id){ attempts{ error queued possibleDuplicate } } }`, map[string]any{"id": id}, &out)
+	if out.Delivery == nil {
+		t.Fatalf("delivery %s not found", id)
+	}
+	return out.Delivery.Attempts
 }
 
 // TestQueueDeadAndRedrive: deliveries that fail past the policy's attempts
@@ -369,6 +407,9 @@ func TestQueueSurvivesKill(t *testing.T) {
 				if q == nil || q.PossibleDuplicates == 0 {
 					t.Errorf("delivery %s reached the local process %d times but its queue says %+v: not marked a possible duplicate", id, counts[id], q)
 				}
+				if twice == 1 {
+					checkDuplicateLabelled(t, h, r, acct.Token, id)
+				}
 			}
 		}
 	}
@@ -376,6 +417,40 @@ func TestQueueSurvivesKill(t *testing.T) {
 		t.Fatalf("no delivery reached the local process twice: the kill found no attempt open, and the test shows nothing of duplicates")
 	}
 	t.Logf("%d delivered before the kill; %d requests in all for %d deliveries, %d sent again marked possible duplicates", before, len(local.all()), n, twice)
+}
+
+// checkDuplicateLabelled: a delivery the queue sent again after the kill
+// left an attempt open has, among its attempts, the one left open (failed
+// at the restart) and, after it, one marked a possible duplicate; the API,
+// `deliveries show` and `deliveries explain` say which.
+func checkDuplicateLabelled(t *testing.T, h cliHome, r *harness.Relay, token, id string) {
+	t.Helper()
+	attempts := queuedAttempts(t, r, token, id)
+	open, dup := -1, -1
+	for i, a := range attempts {
+		if !a.Queued {
+			t.Errorf("delivery %s: attempt %d not marked queued: %+v", id, i+1, attempts)
+		}
+		if a.Error != nil && *a.Error == "relay restarted before the local answer" && open < 0 {
+			open = i
+		}
+		if a.PossibleDuplicate && dup < 0 {
+			dup = i
+		}
+	}
+	if open < 0 || dup <= open {
+		t.Fatalf("delivery %s: attempts %+v, want one left open by the kill and a possible duplicate after it", id, attempts)
+	}
+	shown, code := h.run(t, "", "deliveries", "show", id)
+	if code != 0 || !strings.Contains(shown, fmt.Sprintf("  %d: ", dup+1)) ||
+		!strings.Contains(shown, "(from the queue, a possible duplicate: an earlier attempt was left open)") {
+		t.Errorf("deliveries show: exit %d, want attempt %d labelled a possible duplicate\n%s", code, dup+1, shown)
+	}
+	shown, code = h.run(t, "", "deliveries", "explain", id)
+	want := fmt.Sprintf("Forward requested (attempt %d, from the queue, a possible duplicate)", dup+1)
+	if code != 0 || !strings.Contains(shown, want) || !strings.Contains(shown, fmt.Sprintf("attempt %d was left open when the relay stopped", open+1)) {
+		t.Errorf("deliveries explain: exit %d, want %q and why\n%s", code, want, shown)
+	}
 }
 
 // TestQueueBounds: past --queue-backlog a QUEUE Endpoint's sender gets 503

@@ -124,7 +124,7 @@ sends only the rest.`,
 				}
 			} else {
 				for i, a := range d.Attempts {
-					fmt.Fprintf(stdout, "attempt %d: %s%s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error), describeEdit(a.Edit))
+					fmt.Fprintf(stdout, "attempt %d: %s%s%s\n", i+1, describeAttempt(a.Status, a.DurationMs, a.Error), queueLabel(a), describeEdit(a.Edit))
 				}
 			}
 			if a := r.Attempt; a == nil || a.Status == nil || *a.Status < 200 || *a.Status > 299 {

@@ -170,6 +170,7 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			if a.Late {
 				line += " (late: the sender had already been answered by the relay)"
 			}
+			line += queueLabel(a)
 			if a.Role == "COPY" {
 				line += " (copy for listener " + termtext.Safe(cmdutil.Deref(a.AgentID, "?"), false) + ")"
 			}
@@ -194,4 +195,17 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 	default:
 		fmt.Fprintf(w, "\nreplay with:\n%s\n", d.Curl)
 	}
+}
+
+// queueLabel says that the queue sent an attempt of a QUEUE Endpoint (its
+// attempts are retries to the API, but no user asked for them), and that
+// it may be a duplicate when it was sent again after one was left open.
+func queueLabel(a deliveryjson.Attempt) string {
+	switch {
+	case a.Queued && a.PossibleDuplicate:
+		return " (from the queue, a possible duplicate: an earlier attempt was left open)"
+	case a.Queued:
+		return " (from the queue)"
+	}
+	return ""
 }

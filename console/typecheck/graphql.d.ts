@@ -129,6 +129,17 @@ declare namespace GQL {
      * another session listening on the Endpoint (see Endpoint.listeners), which never answers the sender.
      */
     role: AttemptRole;
+    /**
+     * True when a QUEUE Endpoint's queue sent this attempt (docs/queue.md) rather than a user
+     * asking for a retry; such an attempt also has retry true.
+     */
+    queued: boolean;
+    /**
+     * True when this queued attempt was sent again after an earlier attempt was left open (the
+     * relay crashed, shut down or lost a node before the local answer): the local process may
+     * have seen the delivery already.
+     */
+    possibleDuplicate: boolean;
   }
 
   /** What differs between two attempts of a delivery (Delivery.compare). */

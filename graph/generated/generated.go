@@ -83,19 +83,21 @@ type ComplexityRoot struct {
 	}
 
 	Attempt struct {
-		AgentID    func(childComplexity int) int
-		DurationMs func(childComplexity int) int
-		Edit       func(childComplexity int) int
-		Error      func(childComplexity int) int
-		Fidelity   func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Late       func(childComplexity int) int
-		Response   func(childComplexity int) int
-		Retry      func(childComplexity int) int
-		Role       func(childComplexity int) int
-		Signature  func(childComplexity int) int
-		StartedAt  func(childComplexity int) int
-		Status     func(childComplexity int) int
+		AgentID           func(childComplexity int) int
+		DurationMs        func(childComplexity int) int
+		Edit              func(childComplexity int) int
+		Error             func(childComplexity int) int
+		Fidelity          func(childComplexity int) int
+		ID                func(childComplexity int) int
+		Late              func(childComplexity int) int
+		PossibleDuplicate func(childComplexity int) int
+		Queued            func(childComplexity int) int
+		Response          func(childComplexity int) int
+		Retry             func(childComplexity int) int
+		Role              func(childComplexity int) int
+		Signature         func(childComplexity int) int
+		StartedAt         func(childComplexity int) int
+		Status            func(childComplexity int) int
 	}
 
 	AttemptComparison struct {
@@ -839,6 +841,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Attempt.Late(childComplexity), true
+	case "Attempt.possibleDuplicate":
+		if e.ComplexityRoot.Attempt.PossibleDuplicate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.PossibleDuplicate(childComplexity), true
+	case "Attempt.queued":
+		if e.ComplexityRoot.Attempt.Queued == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attempt.Queued(childComplexity), true
 	case "Attempt.response":
 		if e.ComplexityRoot.Attempt.Response == nil {
 			break
@@ -3129,6 +3143,17 @@ type Attempt {
   another session listening on the Endpoint (see Endpoint.listeners), which never answers the sender.
   """
   role: AttemptRole!
+  """
+  True when a QUEUE Endpoint's queue sent this attempt (docs/queue.md) rather than a user
+  asking for a retry; such an attempt also has retry true.
+  """
+  queued: Boolean!
+  """
+  True when this queued attempt was sent again after an earlier attempt was left open (the
+  relay crashed, shut down or lost a node before the local answer): the local process may
+  have seen the delivery already.
+  """
+  possibleDuplicate: Boolean!
 }
 
 enum AttemptRole {
@@ -4357,6 +4382,10 @@ func (ec *executionContext) childFields_Attempt(ctx context.Context, field graph
 		return ec.fieldContext_Attempt_agentId(ctx, field)
 	case "role":
 		return ec.fieldContext_Attempt_role(ctx, field)
+	case "queued":
+		return ec.fieldContext_Attempt_queued(ctx, field)
+	case "possibleDuplicate":
+		return ec.fieldContext_Attempt_possibleDuplicate(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Attempt", field.Name)
 }
@@ -7215,6 +7244,52 @@ func (ec *executionContext) _Attempt_role(ctx context.Context, field graphql.Col
 }
 func (ec *executionContext) fieldContext_Attempt_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type AttemptRole does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_queued(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_queued(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Queued, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_queued(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Attempt_possibleDuplicate(ctx context.Context, field graphql.CollectedField, obj *model.Attempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attempt_possibleDuplicate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PossibleDuplicate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attempt_possibleDuplicate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attempt", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _AttemptComparison_request(ctx context.Context, field graphql.CollectedField, obj *model.AttemptComparison) (ret graphql.Marshaler) {
@@ -17530,6 +17605,16 @@ func (ec *executionContext) _Attempt(ctx context.Context, sel ast.SelectionSet, 
 			out.Values[i] = ec._Attempt_agentId(ctx, field, obj)
 		case "role":
 			out.Values[i] = ec._Attempt_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "queued":
+			out.Values[i] = ec._Attempt_queued(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "possibleDuplicate":
+			out.Values[i] = ec._Attempt_possibleDuplicate(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -123,6 +123,13 @@ type Attempt struct {
 	// PRIMARY: the attempt whose outcome the sender got (or would have); COPY: a copy given to
 	// another session listening on the Endpoint (see Endpoint.listeners), which never answers the sender.
 	Role AttemptRole `json:"role"`
+	// True when a QUEUE Endpoint's queue sent this attempt (docs/queue.md) rather than a user
+	// asking for a retry; such an attempt also has retry true.
+	Queued bool `json:"queued"`
+	// True when this queued attempt was sent again after an earlier attempt was left open (the
+	// relay crashed, shut down or lost a node before the local answer): the local process may
+	// have seen the delivery already.
+	PossibleDuplicate bool `json:"possibleDuplicate"`
 }
 
 // What differs between two attempts of a delivery (Delivery.compare).

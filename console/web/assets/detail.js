@@ -358,7 +358,12 @@ function attemptsTable(attempts, newAttemptId) {
       h('td', { 'data-testid': 'attempt-status' }, statusBadge(a.status)),
       h('td', {}, a.durationMs === null || a.durationMs === undefined ? '—' : `${a.durationMs} ms`),
       h('td', { class: 'error-cell' }, a.error || '—'),
-      h('td', {}, a.retry ? 'Retry' : 'First',
+      h('td', { 'data-testid': 'attempt-kind' }, attemptKind(a),
+        a.possibleDuplicate ? h('span', {
+          class: 'badge badge-warn',
+          'data-testid': 'attempt-duplicate',
+          title: 'Sent again after an earlier attempt was left open (the relay stopped or lost a node before the local answer): your local process may have had this delivery already',
+        }, ' possible duplicate') : null,
         a.late ? h('span', { class: 'badge badge-warn', 'data-testid': 'attempt-late', title: 'The local process answered after the relay had answered the sender itself' }, ' late') : null,
         a.edit ? h('span', { class: 'badge', 'data-testid': 'attempt-edited', title: editText(a.edit) }, ' edited') : null,
         a.signature ? h('span', {
@@ -367,6 +372,16 @@ function attemptsTable(attempts, newAttemptId) {
           title: 'Checked by the agent on the developer\'s machine (relay listen --verify)',
         }, ` signature ${a.signature}`) : null,
         fidelityBadge(a.fidelity)))))));
+}
+
+/** attemptKind says what sent an attempt: the queue of a QUEUE Endpoint
+ * (its attempts are retries to the API, but no user asked for them), a
+ * user's retry, or the first forward.
+ * @param {GQL.Attempt} a
+ */
+function attemptKind(a) {
+  if (a.queued) return 'From the queue';
+  return a.retry ? 'Retry' : 'First';
 }
 
 /** fidelityBadge shows what the agent's receipt says it handed the local
