@@ -108,18 +108,10 @@ func (r *Recorder) RequestRetry(ctx context.Context, deliveryID string, t RetryT
 	stream := domain.DeliveryStream(deliveryID)
 	var cmd domain.ForwardCommand
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
-		_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
-		if errors.Is(err, domain.ErrStreamNotFound) {
-			return domain.ErrNotFound
-		}
+		received, d, err := r.loadDelivery(ctx, deliveryID)
 		if err != nil {
 			return err
 		}
-		received, ok := events[0].(domain.DeliveryReceived)
-		if !ok {
-			return fmt.Errorf("retry %s: stream does not start with its request", deliveryID)
-		}
-		d := domain.LoadDelivery(events)
 		attemptID := r.newID()
 		if err := d.RequestRetry(attemptID, t.AccountID, t.Endpoint, t.Edit); err != nil {
 			return err
@@ -236,4 +228,21 @@ func (r *Recorder) loadAttempt(ctx context.Context, stream, attemptID string) (*
 		}
 	}
 	return domain.LoadDelivery(events), causation, nil
+}
+
+// loadDelivery reads a delivery's stream once for a new attempt: its
+// request and its aggregate. A missing stream is domain.ErrNotFound.
+func (r *Recorder) loadDelivery(ctx context.Context, deliveryID string) (domain.DeliveryReceived, *domain.Delivery, error) {
+	_, events, err := domain.LoadStream(ctx, r.store, r.codec, domain.DeliveryStream(deliveryID))
+	if errors.Is(err, domain.ErrStreamNotFound) {
+		return domain.DeliveryReceived{}, nil, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.DeliveryReceived{}, nil, err
+	}
+	received, ok := events[0].(domain.DeliveryReceived)
+	if !ok {
+		return domain.DeliveryReceived{}, nil, fmt.Errorf("delivery %s: stream does not start with its request", deliveryID)
+	}
+	return received, domain.LoadDelivery(events), nil
 }

@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -55,18 +54,10 @@ func (r *Recorder) RequestQueued(ctx context.Context, deliveryID string, t Queue
 	stream := domain.DeliveryStream(deliveryID)
 	var cmd domain.ForwardCommand
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
-		_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
-		if errors.Is(err, domain.ErrStreamNotFound) {
-			return domain.ErrNotFound
-		}
+		received, d, err := r.loadDelivery(ctx, deliveryID)
 		if err != nil {
 			return err
 		}
-		received, ok := events[0].(domain.DeliveryReceived)
-		if !ok {
-			return fmt.Errorf("queued attempt %s: stream does not start with its request", deliveryID)
-		}
-		d := domain.LoadDelivery(events)
 		attemptID := r.newID()
 		if err := d.RequestQueuedAttempt(attemptID, t.EndpointID, t.Duplicate); err != nil {
 			return err
