@@ -163,6 +163,11 @@ func (d *Driver) Tick(ctx context.Context) error {
 	}
 	d.forget(read.Add(-time.Minute))
 	heads := map[string]string{} // strict Endpoints: the delivery that may go
+	// An Endpoint's attempts of one tick are recorded one after the other,
+	// in receipt order, so they reach the local process oldest first even
+	// when several are in flight (goroutines started together run in no
+	// set order).
+	turns := map[string]<-chan struct{}{}
 	blocked := map[string]bool{} // Endpoints at a bound for this tick
 	for _, e := range due {
 		if blocked[e.EndpointID] || d.busy(e.DeliveryID, read) {
@@ -216,7 +221,9 @@ func (d *Driver) Tick(ctx context.Context) error {
 			continue
 		}
 		duplicate := e.Duplicate || e.State == readmodel.QueueInFlight
-		d.start(ctx, e, st, func(ctx context.Context) { d.attempt(ctx, e, st, duplicate) })
+		after, mine := turns[e.EndpointID], make(chan struct{})
+		turns[e.EndpointID] = mine
+		d.start(ctx, e, st, func(ctx context.Context) { d.attempt(ctx, e, st, duplicate, turn{after: after, done: mine}) })
 	}
 	return nil
 }
@@ -308,9 +315,30 @@ func (st *endpointState) usable(accountID string) *endpointState {
 }
 
 // attempt sends one attempt and records what follows it.
-func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpointState, duplicate bool) {
+// turn orders the attempts an Endpoint starts in one tick: an attempt
+// waits for after (nil: the first) before it records itself and sends,
+// and closes done once it has.
+type turn struct {
+	after <-chan struct{}
+	done  chan struct{}
+}
+
+func (t turn) wait(ctx context.Context) {
+	if t.after == nil {
+		return
+	}
+	select {
+	case <-t.after:
+	case <-ctx.Done():
+	}
+}
+
+func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpointState, duplicate bool, t turn) {
 	set := st.ep.Settings()
 	p := st.policy
+	t.wait(ctx)
+	sent := sync.OnceFunc(func() { close(t.done) })
+	defer sent()
 	if e.State == readmodel.QueueInFlight && e.AttemptID != "" {
 		// Left in flight by a driver that went before deciding: when its
 		// outcome is in the log, decide from it rather than send again.
@@ -335,6 +363,9 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		}
 		return // due again at the next read
 	}
+	// The next attempt of this tick records itself now, which takes a commit:
+	// this one's forward is on its way first.
+	sent()
 	out, err := d.forward(ctx, cmd)
 	if ctx.Err() != nil {
 		// Shutting down: the Hub records the attempt failed as it closes,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,10 +23,12 @@ type fakeQueue struct {
 	attempts int
 	answer   func(id string, try int) int // the local status of the try-th attempt
 	hold     time.Duration                // how long the local process takes
+	commit   time.Duration                // how long recording an attempt takes
 
 	out, maxOut int
 	started     []time.Time
 	delivered   []string // in the order the local process answered 2xx
+	forwarded   []string // in the order the attempts were sent
 }
 
 func newFakeQueue(n int, answer func(string, int) int) *fakeQueue {
@@ -71,6 +74,7 @@ func (q *fakeQueue) Now() time.Time                        { return time.Now() }
 func (q *fakeQueue) Connected(string) int                  { return 1 }
 
 func (q *fakeQueue) RequestQueued(_ context.Context, id string, t record.QueuedTarget) (domain.ForwardCommand, error) {
+	time.Sleep(q.commit)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e := q.entries[id]
@@ -84,6 +88,7 @@ func (q *fakeQueue) Forward(_ context.Context, cmd domain.ForwardCommand) (domai
 	q.out++
 	q.maxOut = max(q.maxOut, q.out)
 	q.started = append(q.started, time.Now())
+	q.forwarded = append(q.forwarded, cmd.DeliveryID)
 	try := q.entries[cmd.DeliveryID].Tries
 	q.mu.Unlock()
 	time.Sleep(q.hold)
@@ -212,3 +217,17 @@ func TestDeadAfterMaxAttempts(t *testing.T) {
 		t.Fatalf("%d attempts, want 2 each", q.attempts)
 	}
 }
+
+// TestUnorderedSendsOldestFirst: several attempts in flight at once still
+// leave in receipt order (goroutines started together would run in any).
+func TestUnorderedSendsOldestFirst(t *testing.T) {
+	q := newFakeQueue(20, func(string, int) int { return 200 })
+	q.hold, q.commit = 20*time.Millisecond, time.Millisecond
+	run(t, q, domain.QueuePolicy{MaxInFlight: 20, RatePerSecond: 1000}, func() bool { return q.count(readmodel.QueueDone) == 20 })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !slices.IsSortedFunc(q.forwarded, strings.Compare) || q.maxOut < 2 {
+		t.Fatalf("sent %v with %d at once, want receipt order with several in flight", q.forwarded, q.maxOut)
+	}
+}
+
