@@ -230,4 +230,3 @@ func TestUnorderedSendsOldestFirst(t *testing.T) {
 		t.Fatalf("sent %v with %d at once, want receipt order with several in flight", q.forwarded, q.maxOut)
 	}
 }
-
