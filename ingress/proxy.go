@@ -22,38 +22,19 @@ var errNoForwarder = errors.New("no forwarder configured")
 // Forwarder and passes the local process's answer back unchanged.
 func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
 	id := s.deps.NewDeliveryID()
-	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, s.cfg.MaxBody, s.bodies)
+	c, ok := s.captureToForward(ctx, w, r, route, id, s.cfg.MaxBody, forwardRefusals{
+		tooLarge: func(e *BodyTooLargeError) (string, string) {
+			return e.Error(), fmt.Sprintf("Request body larger than %d bytes\n", e.Max)
+		},
+		busy: "relay busy: the request bodies it is already forwarding hold its memory budget; retry later",
+	})
 	// The body is held (by the forward command, the tunnel and the agent's
 	// message) until the answer is back; then its memory returns.
-	defer s.bodies.release(budgetKey(sender(r)), reserved)
-	received := req.Headers
-	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
-	var tooLarge *BodyTooLargeError
-	switch {
-	case errors.Is(err, ErrUnsupportedTarget):
-		s.refuseTarget(ctx, w, r, route, err)
-		return
-	case errors.As(err, &tooLarge):
-		s.recordAnswer(ctx, w, id, route, req, answer{
-			status: http.StatusRequestEntityTooLarge,
-			reason: tooLarge.Error(),
-			body:   fmt.Sprintf("Request body larger than %d bytes\n", tooLarge.Max),
-		})
-		connguard.Linger(w, r.Body)
-		return
-	case errors.Is(err, ErrBodyBudget):
-		s.recordAnswer(ctx, w, id, route, req, answer{
-			status:     http.StatusServiceUnavailable,
-			reason:     domain.ReasonBodyBudget,
-			body:       noAgentBody("relay busy: the request bodies it is already forwarding hold its memory budget; retry later"),
-			retryAfter: 1,
-		})
-		connguard.Linger(w, r.Body)
-		return
-	case err != nil:
-		s.recordAnswer(ctx, w, id, route, req, unreadableBody(err))
+	defer s.bodies.release(budgetKey(sender(r)), c.reserved)
+	if !ok {
 		return
 	}
+	req, full, received := c.req, c.full, c.received
 
 	if route.Handshakes.RelayInProxy() {
 		if a, ok := s.handshake(route, &req, full); ok {
@@ -154,4 +135,53 @@ func (s *Server) recordLateAnswer(ctx context.Context, deliveryID, address strin
 	if err := s.deps.Recorder.RecordLateAnswer(ctx, deliveryID, status, reason); err != nil {
 		s.log.ErrorContext(ctx, "ingress: record answer", "delivery_id", deliveryID, "address", address, "status", status, "error", err)
 	}
+}
+
+// captured is a request captured whole to be forwarded: req with its
+// headers limited for storage, the full body, the headers as received
+// (all forwarded), and the bytes reserved of the body budget.
+type captured struct {
+	req      domain.CapturedRequest
+	full     []byte
+	received []domain.Header
+	reserved int64
+}
+
+// forwardRefusals are the words of a mode's refusals: a body past its
+// bound (the recorded reason and the sender's text) and a full body budget.
+type forwardRefusals struct {
+	tooLarge func(*BodyTooLargeError) (reason, body string)
+	busy     string
+}
+
+// captureToForward captures a request a PROXY or QUEUE Endpoint forwards,
+// its body held to maxBody. A request that cannot be (a target it cannot
+// record, a body too large or past the budget, one it cannot read) is
+// recorded with its answer, the sender answered, and ok is false. The
+// caller releases c.reserved either way.
+func (s *Server) captureToForward(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, id string, maxBody int64, words forwardRefusals) (c captured, ok bool) {
+	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, maxBody, s.bodies)
+	received := req.Headers
+	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
+	c = captured{req: req, full: full, received: received, reserved: reserved}
+	var tooLarge *BodyTooLargeError
+	switch {
+	case errors.Is(err, ErrUnsupportedTarget):
+		s.refuseTarget(ctx, w, r, route, err)
+	case errors.As(err, &tooLarge):
+		reason, body := words.tooLarge(tooLarge)
+		s.recordAnswer(ctx, w, id, route, req, answer{status: http.StatusRequestEntityTooLarge, reason: reason, body: body})
+		connguard.Linger(w, r.Body)
+	case errors.Is(err, ErrBodyBudget):
+		s.recordAnswer(ctx, w, id, route, req, answer{
+			status: http.StatusServiceUnavailable, reason: domain.ReasonBodyBudget,
+			body: noAgentBody(words.busy), retryAfter: 1,
+		})
+		connguard.Linger(w, r.Body)
+	case err != nil:
+		s.recordAnswer(ctx, w, id, route, req, unreadableBody(err))
+	default:
+		return c, true
+	}
+	return c, false
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/record"
 )
 
@@ -21,34 +20,18 @@ import (
 // sender is refused (413, 431) and the refusal recorded.
 func (s *Server) serveQueue(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route) {
 	id := s.deps.NewDeliveryID()
-	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, s.cfg.CaptureCap, s.bodies)
-	defer s.bodies.release(budgetKey(sender(r)), reserved)
-	received := req.Headers
-	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
-	var tooLarge *BodyTooLargeError
-	switch {
-	case errors.Is(err, ErrUnsupportedTarget):
-		s.refuseTarget(ctx, w, r, route, err)
+	c, ok := s.captureToForward(ctx, w, r, route, id, s.cfg.CaptureCap, forwardRefusals{
+		tooLarge: func(e *BodyTooLargeError) (string, string) {
+			return "queue: " + e.Error(), fmt.Sprintf("Request body larger than %d bytes, the most a QUEUE Endpoint keeps to forward later\n", e.Max)
+		},
+		busy: "relay busy; retry later",
+	})
+	defer s.bodies.release(budgetKey(sender(r)), c.reserved)
+	if !ok {
 		return
-	case errors.As(err, &tooLarge):
-		s.recordAnswer(ctx, w, id, route, req, answer{
-			status: http.StatusRequestEntityTooLarge,
-			reason: "queue: " + tooLarge.Error(),
-			body:   fmt.Sprintf("Request body larger than %d bytes, the most a QUEUE Endpoint keeps to forward later\n", tooLarge.Max),
-		})
-		connguard.Linger(w, r.Body)
-		return
-	case errors.Is(err, ErrBodyBudget):
-		s.recordAnswer(ctx, w, id, route, req, answer{
-			status: http.StatusServiceUnavailable, reason: domain.ReasonBodyBudget,
-			body: noAgentBody("relay busy; retry later"), retryAfter: 1,
-		})
-		connguard.Linger(w, r.Body)
-		return
-	case err != nil:
-		s.recordAnswer(ctx, w, id, route, req, unreadableBody(err))
-		return
-	case req.DroppedHeaders > 0:
+	}
+	req, full, received := c.req, c.full, c.received
+	if req.DroppedHeaders > 0 {
 		s.recordAnswer(ctx, w, id, route, req, answer{
 			status: http.StatusRequestHeaderFieldsTooLarge,
 			reason: "queue: headers past the relay's limits cannot be queued",
@@ -80,7 +63,7 @@ func (s *Server) serveQueue(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	a := queueAnswer(route, id)
-	err = s.deps.Recorder.ReceiveQueued(ctx, receipt(id, route, req), a.status, a.reason)
+	err := s.deps.Recorder.ReceiveQueued(ctx, receipt(id, route, req), a.status, a.reason)
 	var broken *record.InvariantError
 	switch {
 	case errors.As(err, &broken):
