@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestMarshalMatchesEncodingJSON: the codec's marshal skips encoding/json's
@@ -38,5 +39,50 @@ func checkMarshal(t *testing.T, text string, body []byte, extra ...Header) {
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
 			t.Fatalf("%T with %q:\n got %s (%v)\nwant %s (%v)", e, text, got, gerr, want, werr)
 		}
+	}
+}
+
+// TestHeaderJSONMatchesEncodingJSON: Header writes valid UTF-8 by hand;
+// its bytes must be exactly json.Marshal's, HTML and control characters,
+// U+2028 and U+2029 included, and text that is not UTF-8 keeps the
+// encoding/json path (with its base64 sibling).
+func TestHeaderJSONMatchesEncodingJSON(t *testing.T) {
+	all := make([]byte, 0, 128)
+	for c := range 128 {
+		all = append(all, byte(c))
+	}
+	for _, s := range []string{"", "plain", "a<b>&c", "\"quoted\" \\ back", "\x00\x01\x08\x0c\n\r\t\x1f\x7f",
+		"\u2028\u2029", "émoji 🙂 中文", "caf\xe9", "\xff", string(all), "t=1492774577,v1=5257a869e7ecebeda32aff"} {
+		checkHeaderJSON(t, Header{Name: "X-Test", Value: s})
+		checkHeaderJSON(t, Header{Name: s, Value: "v"})
+	}
+}
+
+// FuzzHeaderJSONMatchesEncodingJSON is the same with any name and value.
+func FuzzHeaderJSONMatchesEncodingJSON(f *testing.F) {
+	f.Add("X-A", "a<b>\u2028\x00")
+	f.Add("X-B", "caf\xe9")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		checkHeaderJSON(t, Header{Name: name, Value: value})
+	})
+}
+
+func checkHeaderJSON(t *testing.T, h Header) {
+	t.Helper()
+	want, err := json.Marshal(struct {
+		headerJSON
+		ValueB64 []byte `json:"value_b64,omitempty"`
+	}{headerJSON(h), func() []byte {
+		if utf8.ValidString(h.Value) {
+			return nil
+		}
+		return []byte(h.Value)
+	}()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.MarshalJSON()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("header %q: %q\n got %s (%v)\nwant %s", h.Name, h.Value, got, err, want)
 	}
 }

@@ -162,6 +162,11 @@ func (w *accountsWriter) owner(t *txn) (string, error) {
 			w.owners[stream] = m.accountID // the delivery's own stream: spare the lookup
 		}
 	}
+	if o := t.owned; o != nil {
+		if kind, id, _ := domain.ParseStream(stream); kind == domain.StreamDelivery && id == o.deliveryID {
+			w.owners[stream] = o.accountID // the history's update returned it
+		}
+	}
 	owner, ok := w.owners[stream]
 	if !ok {
 		var err error

@@ -78,7 +78,7 @@ func (v *Runner) applyIn(ctx context.Context, tx *sql.Tx, stmts *stmtCache, todo
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("apply batch from %d: %w", from, err)
 		}
-		t.event, t.moved = e, nil
+		t.event, t.moved, t.owned = e, nil, nil
 		if err := v.applyEvent(t, writers); err != nil {
 			return nil, fmt.Errorf("apply %s at position %d: %w", e.Type, e.Position, err)
 		}

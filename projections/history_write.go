@@ -121,19 +121,25 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 
 // requested records an attempt's request.
 func (w *historyWriter) requested(t *txn, p domain.ForwardRequested) (int64, error) {
+	if err := w.insertRequest(t, p); err != nil {
+		return 0, err
+	}
+	return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+}
+
+// insertRequest inserts the attempt of a request.
+func (w *historyWriter) insertRequest(t *txn, p domain.ForwardRequested) error {
 	var edit any // NULL: sent as recorded
 	if p.Edit != nil {
 		b, err := json.Marshal(p.Edit)
 		if err != nil {
-			return 0, fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
+			return fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
 		}
 		edit = string(b)
 	}
-	if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID,
-		p.Queued, p.PossibleDuplicate); err != nil {
-		return 0, err
-	}
-	return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, false))
+	_, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID,
+		p.Queued, p.PossibleDuplicate)
+	return err
 }
 
 func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
@@ -167,8 +173,10 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	w.known[p.DeliveryID] = k
 	w.touched(t, k, p.DeliveryID, true)
 	if p.Forward != nil {
-		// As the ForwardRequested that older logs have right after it.
-		if _, err := w.requested(t, p.Forward.Requested(p.DeliveryID)); err != nil {
+		// As the ForwardRequested that older logs have right after it, but
+		// without its update of the row: at the receipt's own position, with
+		// no outcome and no new answer, that update would change nothing.
+		if err := w.insertRequest(t, p.Forward.Requested(p.DeliveryID)); err != nil {
 			return 0, err
 		}
 	}
@@ -296,13 +304,17 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 	if err != nil {
 		return false, err
 	}
-	var dpos int64
+	var (
+		dpos    int64
+		account string
+	)
 	counted := &statsRow{}
-	if err := counted.scan(row, &dpos); errors.Is(err, sql.ErrNoRows) {
+	if err := counted.scan(row, &dpos, &account); errors.Is(err, sql.ErrNoRows) {
 		return false, nil // not cached: a later DeliveryReceived may create it
 	} else if err != nil {
 		return false, fmt.Errorf("update delivery %s: %w", id, err)
 	}
+	t.owned = &deliveryOwner{deliveryID: id, accountID: account}
 	// Its attempts are not known here: flush looks them up.
 	k := &knownDelivery{dpos: dpos, address: counted.address, outcomes: true, counted: counted}
 	w.known[id] = k

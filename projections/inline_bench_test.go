@@ -22,7 +22,9 @@ import (
 // do) to the embedded log, and the views follow either by subscription
 // (async: Run, its own transaction in views.db) or inside the log's
 // commits (inline, for batches of at least min events), with the receipt
-// and the request as two events (older logs) or one (now). cpu-µs/delivery is the whole process's CPU time, the
+// and the request as two events (older logs) or one (now), the outcome
+// appended at once or (split) once the receipt has committed, so that it
+// lands in a later batch as an agent's answer does. cpu-µs/delivery is the whole process's CPU time, the
 // views' catching up after the last append included.
 func BenchmarkLogAndViews(b *testing.B) {
 	for _, c := range []int{1, 16, 64} {
@@ -31,17 +33,19 @@ func BenchmarkLogAndViews(b *testing.B) {
 			inline int  // -2: no views, -1: Run only, else Inline's minEvents
 			hold   bool // the receipt is held for its outcome (ReceiptHold)
 			one    bool // the receipt carries the request (one event, as recorded now)
+			split  bool // the outcome is appended once the receipt has committed, as an agent's answer is
 		}{
-			{"log-only", -2, false, false}, {"async", -1, false, false}, {"inline-min-0", 0, false, false},
-			{"inline-min-8", 8, false, false}, {"inline-min-8+hold", 8, true, false},
-			{"log-only/one-receipt-event", -2, false, true}, {"inline-min-8/one-receipt-event", 8, false, true},
+			{"log-only", -2, false, false, false}, {"async", -1, false, false, false}, {"inline-min-0", 0, false, false, false},
+			{"inline-min-8", 8, false, false, false}, {"inline-min-8+hold", 8, true, false, false},
+			{"log-only/one-receipt-event", -2, false, true, false}, {"inline-min-8/one-receipt-event", 8, false, true, false},
+			{"inline-min-8/one-receipt-event/split", 8, false, true, true},
 		} {
-			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.inline, m.hold, m.one) })
+			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.inline, m.hold, m.one, m.split) })
 		}
 	}
 }
 
-func benchLogAndViews(b *testing.B, c int, inline int, hold, one bool) {
+func benchLogAndViews(b *testing.B, c int, inline int, hold, one, split bool) {
 	ctx := b.Context()
 	dir := b.TempDir()
 	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{})
@@ -100,6 +104,11 @@ func benchLogAndViews(b *testing.B, c int, inline int, hold, one bool) {
 		wait, err := store.QueueAppend(rctx, stream, domain.NoStream(), encode(at, receipt...)...)
 		if err != nil {
 			return err
+		}
+		if split {
+			if _, err := wait(); err != nil {
+				return err
+			}
 		}
 		_, err = store.Append(ctx, stream, domain.Exact(uint64(len(receipt)-1)), encode(at,
 			domain.ForwardResponded{DeliveryID: id, AttemptID: id + "-a1", Status: 200, Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 1})...)

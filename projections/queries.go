@@ -123,8 +123,9 @@ const (
 	// position (?2), which the batch knows from then on.
 	//
 	// Each returns what the rollup counts the delivery by (statsReturning),
-	// so that flush need not read the row again (statsWriter.counted).
-	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, ` + statsReturning
+	// so that flush need not read the row again (statsWriter.counted); the
+	// one by id also its owner, for account_events (txn.owned).
+	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, account_id, ` + statsReturning
 	qDeliveryUpdate     = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE position = ?2 RETURNING ` + statsReturning
 	// qDeliveryUpdateNoOutcome is qDeliveryUpdate for a delivery that has no
 	// attempt with an outcome (one the batch created and gave none), so

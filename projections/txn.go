@@ -40,6 +40,17 @@ type txn struct {
 	// history knows deliveries, and the addresses (activity, stored bytes)
 	// and accounts (who owns a stream) follow from it. Reset per event.
 	moved *deliveryMove
+	// owned is set by the history writer when it read the account owning
+	// the delivery the current event changed (an update by id returns it),
+	// so the accounts writer need not look the owner up again. Reset per
+	// event.
+	owned *deliveryOwner
+}
+
+// deliveryOwner is the account owning a delivery ("" for none).
+type deliveryOwner struct {
+	deliveryID string
+	accountID  string
 }
 
 // deliveryMove is a delivery added to or dropped from an address.

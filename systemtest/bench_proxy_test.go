@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +50,9 @@ func benchStartProxy(b *testing.B, local string, agentArgs ...string) benchTarge
 	r := harness.Start(b, "", profArgs()...)
 	keepLog(b, r)
 	token, endpointID := benchProxyEndpoint(b, r, local)
+	if p := os.Getenv("RELAY_BENCH_AGENT_CPUPROFILE"); p != "" {
+		agentArgs = append(append([]string(nil), agentArgs...), "--cpuprofile", p)
+	}
 	agent := r.StartAgentVia(b, "http://127.0.0.1:"+strconv.Itoa(r.Port), token, endpointID, local, agentArgs...)
 	b.Cleanup(func() {
 		if b.Failed() {

@@ -5,6 +5,8 @@ package agent
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,7 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var cl agentcli.CommandLine
 	var out cmdutil.Output
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use: "agent --endpoint ID[=TARGET]...",
 		// IDs, not names: the agent needs no API call before it connects.
@@ -54,6 +57,16 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: cmdutil.Colourful(stdout, env)}
 			if out.JSON() {
 				o.Observer = NewJSONObserver(stdout, stderr)
@@ -64,5 +77,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	conn.Flags(cmd.Flags())
 	cl.AddFlags(cmd.Flags())
 	out.Flags(cmd.Flags())
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
 }
