@@ -1,0 +1,123 @@
+package systemtest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relayhq/relay/systemtest/harness"
+)
+
+// TestDataFolderOfAnEarlierRelay opens a data folder written by an earlier
+// release (commit 1681afb, testdata/release-1681afb: a PROXY Endpoint with
+// three proxied deliveries, one retried, in the two-event receipt shape,
+// and an inspector with two) and finds the same history: the same
+// deliveries, requests, answers and attempts. Its views (an older schema)
+// are rebuilt at start; its log verifies.
+func TestDataFolderOfAnEarlierRelay(t *testing.T) {
+	src := filepath.Join("testdata", "release-1681afb")
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(src, "data"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"secrets.key", "checkpoint.key"} {
+		if err := os.Chmod(filepath.Join(dir, key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+
+	r := harness.Start(t, dir)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("RELAY_SERVER", "http://127.0.0.1:"+strconv.Itoa(r.Port))
+	t.Setenv("RELAY_TOKEN", read("token"))
+	cli := func(args ...string) string {
+		t.Helper()
+		out, code := harness.RunCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("relay %v: exit %d\n%s\nrelay's output:\n%s", args, code, out, r.Output())
+		}
+		return out
+	}
+
+	// The lists, as the earlier relay printed them.
+	type row struct {
+		ID             string `json:"id"`
+		Method         string `json:"method"`
+		Path           string `json:"path"`
+		ReceivedAt     string `json:"receivedAt"`
+		ResponseStatus *int   `json:"responseStatus"`
+		BodySize       int64  `json:"bodySize"`
+		Attempts       int    `json:"attempts"`
+	}
+	for _, c := range []struct{ address, expected string }{
+		{read("endpoint"), "expected-pay.json"},
+		{read("inspector"), "expected-inspector.json"},
+	} {
+		var want, got []row
+		if err := json.Unmarshal([]byte(read(c.expected)), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(cli("deliveries", "list", c.address, "-o", "json")), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 || !jsonEqual(t, got, want) {
+			t.Errorf("deliveries of %s:\n got %+v\nwant %+v", c.address, got, want)
+		}
+	}
+
+	// One delivery in detail: the request byte for byte and both attempts.
+	type attempt struct {
+		Status *int `json:"status"`
+		Retry  bool `json:"retry"`
+	}
+	type shown struct {
+		ID             string            `json:"id"`
+		Method         string            `json:"method"`
+		Path           string            `json:"path"`
+		Headers        []json.RawMessage `json:"headers"`
+		BodyBase64     string            `json:"bodyBase64"`
+		ResponseStatus *int              `json:"responseStatus"`
+		Attempts       []attempt         `json:"attempts"`
+	}
+	var want, got shown
+	if err := json.Unmarshal([]byte(read("expected-show.json")), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(cli("deliveries", "show", read("failed"), "-o", "json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Attempts) != 2 || !jsonEqual(t, got, want) {
+		t.Errorf("the retried delivery:\n got %+v\nwant %+v", got, want)
+	}
+
+	r.Stop(t)
+	if out, code := harness.RunCLI(t, "events", "verify", "--data", dir); code != 0 {
+		t.Errorf("relay events verify on the earlier relay's log: exit %d\n%s", code, out)
+	}
+}
+
+// jsonEqual compares a and b by their JSON.
+func jsonEqual(t *testing.T, a, b any) bool {
+	t.Helper()
+	x, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(x) == string(y)
+}
