@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/internal/natstest"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -311,8 +312,11 @@ func TestCluster(t *testing.T) {
 	// may place a relay's ordered consumer, which feeds its views, on it,
 	// and the client finds that out only by missed heartbeats.
 	for name, r := range map[string]*harness.Relay{"a": a, "c": c} {
-		harness.Eventually(t, 100*time.Second, "history of "+name+" equal to the rebuilt one", func() bool {
-			return clusterHistory(t, r, token, ep.ID) == want
+		testwait.CheckFor(t, 100*time.Second, 25*time.Millisecond, func() error {
+			if got := clusterHistory(t, r, token, ep.ID); got != want {
+				return fmt.Errorf("history of %s differs from the rebuilt one: %s", name, firstDifference(got, want))
+			}
+			return nil
 		})
 	}
 	t.Logf("views: D started and caught up with the log in %s; A's and C's equal its history %s after the NATS kill",
@@ -749,4 +753,16 @@ func TestReadAfterPosition(t *testing.T) {
 	if !errors.As(err, &closed) || closed.Code != 4403 {
 		t.Fatalf("connection_init beyond the views: %v, want close 4403", err)
 	}
+}
+
+// firstDifference shows where got and want part: up to 200 bytes of each
+// from a little before the first byte they differ in.
+func firstDifference(got, want string) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	from := max(0, i-60)
+	return fmt.Sprintf("at byte %d (of %d and %d):\n got …%s…\nwant …%s…", i, len(got), len(want),
+		got[from:min(len(got), from+200)], want[from:min(len(want), from+200)])
 }
