@@ -558,3 +558,47 @@ func TestQueueFiltersAndCopies(t *testing.T) {
 		t.Fatalf("queue %+v after the only queued delivery was delivered: a filtered one was queued", q)
 	}
 }
+
+// TestQueuePageAndRedriveBounds exceeds the per-call bounds of an
+// Endpoint's queue: 1 001 dead deliveries are listed 1 000 at most per
+// page however many are asked for, one redriveDead puts back at most
+// 1 000, and relay retry --all --dead says so.
+func TestQueuePageAndRedriveBounds(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", loadFlags...)
+	h, acct := loggedInHome(t, r)
+	// No listener counts as a failure and one failure is death: every
+	// delivery dies at its first check.
+	out, code := h.run(t, "", "endpoints", "create", "dying", "--mode", "queue", "--retry-on", "no-listener",
+		"--max-attempts", "1", "--rate", "1000", "--max-in-flight", "100", "-o", "json")
+	if code != 0 {
+		t.Fatalf("endpoints create exited %d:\n%s", code, out)
+	}
+	var ep struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &ep); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1001
+	sendQueued(t, r, ep.ID, n, "/d")
+	dead := func() int {
+		var q struct {
+			Endpoint struct{ Queue struct{ Dead int } }
+		}
+		r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ queue{ dead } } }`, map[string]any{"id": ep.ID}, &q)
+		return q.Endpoint.Queue.Dead
+	}
+	harness.Eventually(t, 90*time.Second, "all dead", func() bool { return dead() == n })
+
+	var page struct {
+		QueuedDeliveries []struct{ Delivery struct{ ID string } }
+	}
+	r.MustGraphQL(t, acct.Token, `query($ep: ID!){ queuedDeliveries(endpoint: $ep, state: "dead", first: 5000){ delivery{ id } } }`,
+		map[string]any{"ep": ep.ID}, &page)
+	if len(page.QueuedDeliveries) != 1000 {
+		t.Errorf("a page asked for 5000 holds %d, want the bound 1000", len(page.QueuedDeliveries))
+	}
+	if out, code := h.run(t, "", "retry", "--all", "--dead", "dying"); code != 0 || !strings.Contains(out, "1000 dead deliveries of dying back in its queue") ||
+		!strings.Contains(out, "run it again") {
+		t.Fatalf("retry --all --dead exited %d, want 1000 put back and the rest named:\n%s", code, out)
+	}
+}

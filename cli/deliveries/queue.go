@@ -104,33 +104,20 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 	if err != nil {
 		return err
 	}
-	// The relay puts back at most redrivePerCall per call (the API's
-	// documented bound): call again while a call was full. A call that is
-	// not full took every dead delivery, so one that dies again meanwhile
-	// is not put back twice.
-	total := 0
-	for range maxRedriveCalls {
-		var res struct{ RedriveDead int }
-		if err := client.Do(ctx, `mutation($ep: ID!){ redriveDead(endpoint: $ep) }`, map[string]any{"ep": ep.ID}, &res); err != nil {
-			if total > 0 {
-				fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue before the error\n", total, ep.Name)
-			}
-			return fmt.Errorf("redrive: %w", err)
-		}
-		total += res.RedriveDead
-		if res.RedriveDead < redrivePerCall {
-			break
-		}
+	var res struct{ RedriveDead int }
+	if err := client.Do(ctx, `mutation($ep: ID!){ redriveDead(endpoint: $ep) }`, map[string]any{"ep": ep.ID}, &res); err != nil {
+		return fmt.Errorf("redrive: %w", err)
 	}
-	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", total, ep.Name)
+	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", res.RedriveDead, ep.Name)
+	if res.RedriveDead >= redrivePerCall {
+		// Not called again here: a delivery put back may die again before
+		// a second call, which would then put it back twice.
+		fmt.Fprintf(stdout, "that is the most one run puts back: once they are sent, run it again for the rest\n")
+	}
 	return nil
 }
 
-// redrivePerCall is the most one redriveDead call puts back (schema.graphqls);
-// maxRedriveCalls bounds the calls of one relay retry --all --dead.
-const (
-	redrivePerCall  = 1000
-	maxRedriveCalls = 100
-)
+// redrivePerCall is the most one redriveDead call puts back (schema.graphqls).
+const redrivePerCall = 1000
 
 var errDeadWithAll = errors.New("--dead goes with --all: relay retry --all --dead ENDPOINT")
