@@ -222,7 +222,9 @@ func TestDeadAfterMaxAttempts(t *testing.T) {
 // leave in receipt order (goroutines started together would run in any).
 func TestUnorderedSendsOldestFirst(t *testing.T) {
 	q := newFakeQueue(20, func(string, int) int { return 200 })
-	q.hold, q.commit = 20*time.Millisecond, time.Millisecond
+	// A commit well past a goroutine's start, even on a loaded machine:
+	// what orders the sends is one attempt's commit between two of them.
+	q.hold, q.commit = 50*time.Millisecond, 10*time.Millisecond
 	run(t, q, domain.QueuePolicy{MaxInFlight: 20, RatePerSecond: 1000}, func() bool { return q.count(readmodel.QueueDone) == 20 })
 	q.mu.Lock()
 	defer q.mu.Unlock()

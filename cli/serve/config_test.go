@@ -48,6 +48,8 @@ func TestServeConfig(t *testing.T) {
 		{name: "capture cap above max body", args: []string{"--capture-cap", "2MiB", "--max-body", "1MiB"}, wantErr: "--capture-cap"},
 		{name: "non-positive inspector ttl", env: map[string]string{"RELAY_INSPECTOR_TTL": "0s"}, wantErr: "--inspector-ttl"},
 		{name: "non-positive forward timeout", args: []string{"--forward-timeout", "-1s"}, wantErr: "--forward-timeout"},
+		{name: "no queue backlog", args: []string{"--queue-backlog", "0"}, wantErr: "--queue-backlog"},
+		{name: "queue backlog past its bound", env: map[string]string{"RELAY_QUEUE_BACKLOG": "10000001"}, wantErr: "--queue-backlog"},
 		{name: "websocket bounds", args: []string{"--max-ws-message", "64KiB", "--max-ws-subscriptions", "5"}, env: map[string]string{"RELAY_MAX_WS_PER_IP": "2"},
 			check: func(c serveConfig) bool {
 				return c.MaxWSMessage == 64<<10 && c.MaxWSSubscriptions == 5 && c.MaxWSPerIP == 2
