@@ -15,6 +15,7 @@ import (
 	"github.com/relayhq/relay/console"
 	"github.com/relayhq/relay/console/graphiql"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/connguard"
@@ -201,7 +202,11 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("node id: %w", err)
 	}
 	codec := domain.NewCodec()
-	views, err := projections.Open(ctx, viewsPath, store, projections.Options{Logger: log, Codec: codec})
+	viewsOpts := projections.Options{Logger: log, Codec: codec}
+	if jetstream.IsURL(cfg.EventStore) {
+		viewsOpts.StallAfter = projections.NATSStallAfter
+	}
+	views, err := projections.Open(ctx, viewsPath, store, viewsOpts)
 	if err != nil {
 		store.Close()
 		_ = lock.Release()

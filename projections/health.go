@@ -2,10 +2,12 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -123,7 +125,7 @@ func (v *Runner) follow(ctx context.Context, progress func()) error {
 				return ctx.Err()
 			}
 		}
-		events, err := sub.Recv(ctx)
+		events, err := v.recv(ctx, sub)
 		if err != nil {
 			return fmt.Errorf("projections: receive after %d: %w", v.Position(), err)
 		}
@@ -142,6 +144,37 @@ func (v *Runner) follow(ctx context.Context, progress func()) error {
 		}
 		v.recovered(ctx)
 		progress()
+	}
+}
+
+// errStalled ends a subscription that delivers nothing while the log holds
+// events past the views.
+var errStalled = errors.New("the subscription delivers nothing while the log holds more")
+
+// recv is sub.Recv, except that with a stallAfter it gives up with
+// errStalled when nothing arrives for that long while the log's last
+// position is past the views' (see Options.StallAfter); Run then
+// subscribes anew. An idle log only costs a look at its last position
+// every stallAfter.
+func (v *Runner) recv(ctx context.Context, sub domain.Subscription) ([]domain.RecordedEvent, error) {
+	if v.stallAfter <= 0 {
+		return sub.Recv(ctx)
+	}
+	for {
+		wait, cancel := context.WithTimeout(ctx, v.stallAfter)
+		events, err := sub.Recv(wait)
+		timedOut := err != nil && ctx.Err() == nil && wait.Err() != nil
+		cancel()
+		if !timedOut {
+			return events, err
+		}
+		look, cancel := context.WithTimeout(ctx, v.stallAfter)
+		last, err := v.store.LastPosition(look)
+		cancel()
+		// A log that cannot be read now is the subscription's to report.
+		if pos := v.Position(); err == nil && last > pos {
+			return nil, fmt.Errorf("%w: nothing for %s, views at %d, log at %d", errStalled, v.stallAfter, pos, last)
+		}
 	}
 }
 

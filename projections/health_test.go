@@ -254,3 +254,83 @@ func TestOpenReplacesADamagedFile(t *testing.T) {
 		})
 	}
 }
+
+// quietStore is the real store whose current subscription goes quiet on
+// demand: it delivers nothing more and reports nothing, as a NATS consumer
+// on a killed server does until the cluster notices.
+type quietStore struct {
+	domain.EventStore
+	mu   sync.Mutex
+	last *quietSub
+	subs atomic.Int32
+}
+
+func (q *quietStore) SubscribeAll(ctx context.Context, after uint64) (domain.Subscription, error) {
+	sub, err := q.EventStore.SubscribeAll(ctx, after)
+	if err != nil {
+		return nil, err
+	}
+	s := &quietSub{Subscription: sub}
+	q.mu.Lock()
+	q.last = s
+	q.mu.Unlock()
+	q.subs.Add(1)
+	return s, nil
+}
+
+// silence makes the current subscription quiet.
+func (q *quietStore) silence() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.last.quiet.Store(true)
+}
+
+type quietSub struct {
+	domain.Subscription
+	quiet atomic.Bool
+}
+
+func (s *quietSub) Recv(ctx context.Context) ([]domain.RecordedEvent, error) {
+	if !s.quiet.Load() {
+		evs, err := s.Subscription.Recv(ctx)
+		if !s.quiet.Load() {
+			return evs, err
+		}
+		// Gone quiet while waiting: what came is lost with the consumer.
+	}
+	<-ctx.Done()
+	return nil, fmt.Errorf("receive events: %w", ctx.Err())
+}
+
+// TestRunLeavesAQuietSubscription: with StallAfter, a subscription that
+// delivers nothing while the log holds more is given up and Run
+// subscribes anew, so the views catch up; an idle log keeps its one
+// subscription.
+func TestRunLeavesAQuietSubscription(t *testing.T) {
+	e := newEnv(t, Options{})
+	quiet := &quietStore{EventStore: e.store}
+	const stallAfter = 50 * time.Millisecond
+	v, err := Open(e.ctx, filepath.Join(e.dir, "quiet.db"), quiet, Options{StallAfter: stallAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v.Close() })
+	e.run(v)
+	e.waitFor(v, e.do(e.newInspector(e.ctx, "before", time.Hour, t0)))
+
+	// Idle: nothing past the views, so the subscription is kept.
+	time.Sleep(5 * stallAfter) // idle time the check must let pass, not synchronisation
+	if n := quiet.subs.Load(); n != 1 {
+		t.Fatalf("%d subscriptions while the log was idle, want 1", n)
+	}
+
+	quiet.silence()
+	pos := e.do(e.newInspector(e.ctx, "after", time.Hour, t0))
+	e.waitFor(v, pos)
+	if _, err := v.Inspector(e.ctx, "after"); err != nil {
+		t.Errorf("the event appended while the subscription was quiet: %v", err)
+	}
+	if n := quiet.subs.Load(); n != 2 {
+		t.Errorf("%d subscriptions, want 2 (the quiet one left once)", n)
+	}
+}

@@ -48,7 +48,19 @@ type Options struct {
 	// from the log to match headers and bodies; 0 means
 	// DefaultSearchLogRate, a negative value no bound.
 	SearchLogRate int64
+	// StallAfter, when positive, is how long Run's subscription may
+	// deliver nothing while the log holds events past the views before Run
+	// subscribes anew (see NATSStallAfter); 0 trusts the subscription.
+	StallAfter time.Duration
 }
+
+// NATSStallAfter is StallAfter for a log on NATS JetStream. A consumer
+// placed on a server that was killed, or on one whose copy of the log
+// stopped advancing, can go quiet without an error for as long as the
+// cluster takes to notice (the client's heartbeats and resets took 21 s
+// after a SIGKILL under load); a new subscription is a new consumer,
+// placed anew.
+const NATSStallAfter = 5 * time.Second
 
 // DefaultLinger lets events gather for a moment between two batches under
 // continuous load, like a group commit: one transaction then applies more of
@@ -93,8 +105,9 @@ type Runner struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	linger time.Duration // see DefaultLinger
-	hurry  chan struct{} // a WaitFor is waiting: stop lingering
+	linger     time.Duration // see DefaultLinger
+	stallAfter time.Duration // see Options.StallAfter
+	hurry      chan struct{} // a WaitFor is waiting: stop lingering
 
 	path   string  // the views file, absolute
 	inline *Inline // set by Inline: the log's writer applies batches too
@@ -204,7 +217,7 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	v := &Runner{
 		store: store, codec: opts.Codec, log: opts.Logger,
 		w: w, path: abs, advanced: make(chan struct{}), closed: make(chan struct{}),
-		linger: linger, hurry: make(chan struct{}, 1),
+		linger: linger, hurry: make(chan struct{}, 1), stallAfter: opts.StallAfter,
 	}
 	if opts.SearchLogBytes <= 0 {
 		opts.SearchLogBytes = DefaultSearchLogBytes
