@@ -3,6 +3,7 @@ package agentcli
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -165,13 +166,20 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	b.WriteString(o.paint(ansiDim, e.Time.Format("15:04:05")))
 	b.WriteByte(' ')
 	if name, ok := o.names[e.EndpointID]; ok {
-		fmt.Fprintf(&b, "[%s] ", name)
+		b.WriteString("[" + name + "] ")
 	}
-	fmt.Fprintf(&b, "%s %s → %s", e.Method, termtext.Safe(e.Path, false), o.paint(statusColour(e.Status, e.Error), fmt.Sprint(e.Status)))
+	// Written piece by piece, not with fmt: this runs for every forward.
+	b.WriteString(e.Method)
+	b.WriteByte(' ')
+	b.WriteString(termtext.Safe(e.Path, false))
+	b.WriteString(" → ")
+	b.WriteString(o.paint(statusColour(e.Status, e.Error), strconv.Itoa(e.Status)))
 	if e.Error != "" {
 		b.WriteString(" " + e.Error)
 	} else {
-		fmt.Fprintf(&b, " (%d ms)", e.Duration.Milliseconds())
+		b.WriteString(" (")
+		b.WriteString(strconv.FormatInt(e.Duration.Milliseconds(), 10))
+		b.WriteString(" ms)")
 	}
 	if e.Copy {
 		b.WriteString("  copy: not sent to the sender")
