@@ -177,7 +177,8 @@ func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Req
 	if len(req.Body) > 0 {
 		body = bytes.NewReader(req.Body)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, method, f.target.Scheme+"://"+f.target.Host+"/", body)
+	// The URL is replaced by u at once: "/" is only the cheapest to parse.
+	hreq, err := http.NewRequestWithContext(ctx, method, "/", body)
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}

@@ -50,6 +50,43 @@ type session struct {
 
 	announce  func() // tells the Observer the agent is connected, once
 	announced sync.Once
+
+	// idle hands a forward to a worker waiting for one (see run).
+	idle chan func()
+}
+
+// workerIdle is how long a worker goroutine waits for another forward
+// before it ends.
+const workerIdle = 5 * time.Second
+
+// run runs a forward on a worker goroutine that is waiting for one, or on
+// a new worker. A new goroutine grows its stack to the depth of a forward
+// (net/http's client under it) by copying it several times; a worker kept
+// from an earlier forward has that stack already. Every forward still
+// starts at once: none waits for a busy worker.
+func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
+	select {
+	case s.idle <- f:
+		return
+	default:
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		idle := time.NewTimer(workerIdle)
+		defer idle.Stop()
+		for {
+			f()
+			idle.Reset(workerIdle)
+			select {
+			case f = <-s.idle:
+			case <-idle.C:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 }
 
 // served is an Endpoint of the session with its resolved target.
@@ -97,7 +134,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
 	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}, binary: binary,
-		receipts: binary && proto == agentwire.Subprotocol}
+		receipts: binary && proto == agentwire.Subprotocol, idle: make(chan func())}
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -308,11 +345,9 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 				return err
 			}
 			req, reqErr := fr.local()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			s.run(ctx, wg, func() {
 				s.handle(ctx, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
-			}()
+			})
 		default:
 			return fmt.Errorf("unexpected message %q", m.Type)
 		}
@@ -368,11 +403,7 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, frame []b
 		w := work{attemptID: f.AttemptID, deliveryID: f.DeliveryID, method: f.Method, path: f.Target,
 			req: localRequest{Method: f.Method, Path: f.Target, Headers: f.Headers, Body: f.Body,
 				Origin: origin{Host: f.Host, Scheme: f.Scheme, Sender: f.RemoteAddr}}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.handle(ctx, sv, w)
-		}()
+		s.run(ctx, wg, func() { s.handle(ctx, sv, w) })
 	case agentwire.KindDone:
 		d, err := agentwire.DecodeDone(frame)
 		if err != nil {

@@ -3,6 +3,7 @@ package agentcli
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +14,10 @@ import (
 
 // TextObserver prints the agent's events as lines of text: the connection
 // state on Status, one line per forward on Out (time, Endpoint when there
-// are several, method, path, status, duration, delivery id).
+// are several, method, path, status, duration, delivery id). Forward lines
+// that follow one another within lineDelay are written together, so a busy
+// agent does not spend a write per forward; a status line is written after
+// every forward line before it.
 type TextObserver struct {
 	Out, Status  io.Writer
 	Color        bool // ANSI colours, for a terminal
@@ -22,6 +26,62 @@ type TextObserver struct {
 
 	mu    sync.Mutex
 	names map[string]string // Endpoint ID → name, with several Endpoints
+
+	// Forward lines that follow one another closely are written together:
+	// one write (a syscall on a terminal or pipe) per lineDelay instead of
+	// one per forward. A line after a quiet spell is written at once.
+	pending   []byte    // lines not yet written to Out
+	lastWrite time.Time // when lines were last written to Out
+	scheduled bool      // a flush of pending is due
+}
+
+// lineDelay is the longest a forward line waits to be written with the
+// next ones: too short to see, long enough to gather the lines of a busy
+// agent into one write.
+const lineDelay = 25 * time.Millisecond
+
+// maxPending bounds the bytes of lines waiting for lineDelay; more are
+// written at once.
+const maxPending = 64 << 10
+
+// emit writes a forward line to Out, or keeps it for the flush due within
+// lineDelay when lines were written less than lineDelay ago. o.mu is held.
+func (o *TextObserver) emit(line string) {
+	now := time.Now()
+	if !o.scheduled && now.Sub(o.lastWrite) >= lineDelay {
+		io.WriteString(o.Out, line)
+		o.lastWrite = now
+		return
+	}
+	o.pending = append(o.pending, line...)
+	if len(o.pending) >= maxPending {
+		o.flushLocked()
+		return
+	}
+	if !o.scheduled {
+		o.scheduled = true
+		time.AfterFunc(lineDelay-now.Sub(o.lastWrite), o.flushDue)
+	}
+}
+
+// flushDue writes the lines kept by emit.
+func (o *TextObserver) flushDue() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.scheduled = false
+	o.flushLocked()
+}
+
+// flushLocked writes the lines kept by emit, before anything else is
+// written (a status line comes after the forward lines before it). o.mu
+// is held.
+func (o *TextObserver) flushLocked() {
+	if len(o.pending) == 0 {
+		return
+	}
+	o.Out.Write(o.pending)
+	o.pending = o.pending[:0]
+	o.lastWrite = time.Now()
 }
 
 // ANSI colours.
@@ -45,6 +105,7 @@ func (o *TextObserver) paint(code, s string) string {
 func (o *TextObserver) State(e StateEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.flushLocked() // every forward line before the agent stops or reconnects
 	switch e.State {
 	case Connected:
 		o.names = nil
@@ -82,6 +143,7 @@ func (o *TextObserver) State(e StateEvent) {
 func (o *TextObserver) Role(e RoleEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.flushLocked()
 	what := "receives copies: another listener's answers go to the senders"
 	if e.Primary {
 		what = "primary: this agent's answers go to the senders"
@@ -104,13 +166,20 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	b.WriteString(o.paint(ansiDim, e.Time.Format("15:04:05")))
 	b.WriteByte(' ')
 	if name, ok := o.names[e.EndpointID]; ok {
-		fmt.Fprintf(&b, "[%s] ", name)
+		b.WriteString("[" + name + "] ")
 	}
-	fmt.Fprintf(&b, "%s %s → %s", e.Method, termtext.Safe(e.Path, false), o.paint(statusColour(e.Status, e.Error), fmt.Sprint(e.Status)))
+	// Written piece by piece, not with fmt: this runs for every forward.
+	b.WriteString(e.Method)
+	b.WriteByte(' ')
+	b.WriteString(termtext.Safe(e.Path, false))
+	b.WriteString(" → ")
+	b.WriteString(o.paint(statusColour(e.Status, e.Error), strconv.Itoa(e.Status)))
 	if e.Error != "" {
 		b.WriteString(" " + e.Error)
 	} else {
-		fmt.Fprintf(&b, " (%d ms)", e.Duration.Milliseconds())
+		b.WriteString(" (")
+		b.WriteString(strconv.FormatInt(e.Duration.Milliseconds(), 10))
+		b.WriteString(" ms)")
 	}
 	if e.Copy {
 		b.WriteString("  copy: not sent to the sender")
@@ -134,8 +203,9 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 			fmt.Fprintf(&b, "    (%d bytes, not UTF-8)\n", len(e.RequestBody))
 		}
 	}
-	io.WriteString(o.Out, b.String())
+	o.emit(b.String())
 	if e.ReportError != "" {
+		o.flushLocked()
 		fmt.Fprintf(o.Status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
 	}
 }

@@ -2,7 +2,9 @@ package agentcli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,5 +68,72 @@ func TestTextObserverMarksCopies(t *testing.T) {
 		if out.String() != want {
 			t.Errorf("copy %v: %q, want %q", copied, out.String(), want)
 		}
+	}
+}
+
+// countingWriter counts the writes it takes.
+type countingWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes++
+	return w.buf.Write(p)
+}
+
+func (w *countingWriter) state() (string, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String(), w.writes
+}
+
+// TestTextObserverGathersLines: forward lines in quick succession reach
+// Out in order and in fewer writes than lines; the first is written at
+// once, the rest within lineDelay, and a status line comes after every
+// forward line before it.
+func TestTextObserverGathersLines(t *testing.T) {
+	var out countingWriter
+	o := &TextObserver{Out: &out, Status: &out}
+	e := ForwardEvent{Time: time.Date(2026, 11, 23, 13, 40, 9, 0, time.UTC), Method: "POST", Status: 200}
+	const n = 100
+	var want strings.Builder
+	for i := range n {
+		e.Path = fmt.Sprintf("/hook/%d", i)
+		e.DeliveryID = fmt.Sprintf("d-%d", i)
+		o.Forwarded(e)
+		fmt.Fprintf(&want, "13:40:09 POST /hook/%d → 200 (0 ms)  delivery d-%d\n", i, i)
+		if i == 0 {
+			if got, _ := out.state(); got != want.String() {
+				t.Fatalf("first line not written at once: %q", got)
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, writes := out.state()
+		if got == want.String() {
+			if writes >= n {
+				t.Errorf("%d lines took %d writes", n, writes)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lines never all written: %q", got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	e.Path = "/last"
+	e.DeliveryID = "d-last"
+	o.Forwarded(e)
+	o.Forwarded(e) // kept for a flush
+	o.State(StateEvent{State: Stopped})
+	got, _ := out.state()
+	if tail := "13:40:09 POST /last → 200 (0 ms)  delivery d-last\n13:40:09 POST /last → 200 (0 ms)  delivery d-last\nagent stopped\n"; !strings.HasSuffix(got, tail) {
+		t.Errorf("output ends %q, want %q", got[max(0, len(got)-200):], tail)
 	}
 }

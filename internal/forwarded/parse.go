@@ -163,17 +163,23 @@ func isTokenChar(c byte) bool {
 // String formats e as a forwarded-element, quoting values that need it
 // (IPv6 nodes, ports).
 func (e Element) String() string {
-	var parts []string
+	var b strings.Builder
 	add := func(name, v string) {
-		if v != "" {
-			parts = append(parts, name+"="+quoteIfNeeded(v))
+		if v == "" {
+			return
 		}
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(quoteIfNeeded(v))
 	}
 	add("for", e.For)
 	add("by", e.By)
 	add("host", e.Host)
 	add("proto", e.Proto)
-	return strings.Join(parts, ";")
+	return b.String()
 }
 
 func quoteIfNeeded(v string) string {
