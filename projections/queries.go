@@ -157,6 +157,16 @@ const (
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+	// A held attempt (history_held.go) is inserted once, whole.
+	qAttemptHeld = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id,
+			queued, possible_duplicate, status, duration_ms, error, outcome_position, outcome_at, signature, fidelity)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// A delivery the batch created gets its final columns, computed in Go
+	// (heldDelivery), by its position.
+	qDeliveryHeld = `UPDATE deliveries SET updated_position = ?1, answered_status = ?2, answered_position = ?3,
+			answered_reason = ?4, answered_at = ?5, response_status = ?6, response_stream = ?7, response_revision = ?8,
+			stats_class = ?9
+		WHERE position = ?10`
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11) ` + attemptOutcomeConflict
@@ -197,7 +207,7 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
+	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qAttemptHeld, qDeliveryHeld,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
