@@ -252,7 +252,8 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		k.dropped = true // flush must not update the row, watchers need not hear
 		delete(w.known, id)
 	}
-	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored, at: at}
+	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored, at: at,
+		from: pos, to: last}
 	return 1, nil
 }
 

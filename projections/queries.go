@@ -1,6 +1,9 @@
 package projections
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The writer's statements, prepared once at Open (see stmtCache). Every
 // statement Run executes is listed in writeQueries.
@@ -10,8 +13,6 @@ const (
 	// Who owns a stream, for account_events (see batch.indexStream).
 	qEndpointOwner = `SELECT account_id FROM endpoints WHERE id = ?`
 	qDeliveryOwner = `SELECT account_id FROM deliveries WHERE id = ?`
-	qAccountEvent  = `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`
 
 	// Before its first request, an inspector's idle time runs from creation.
 	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position, smee)
@@ -198,8 +199,22 @@ const (
 		WHERE outcome_position IS NOT excluded.outcome_position`
 )
 
+// accountEventChunks are the row counts of the account_events inserts,
+// largest first: a batch's rows go in as few statements as they make up.
+var accountEventChunks = []int{32, 8, 1}
+
+// qAccountEvents inserts n account_events rows, by n in accountEventChunks.
+var qAccountEvents = func() map[int]string {
+	out := map[int]string{}
+	for _, n := range accountEventChunks {
+		out[n] = `INSERT INTO account_events (account_id, position, stream, revision) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + ` ON CONFLICT DO NOTHING`
+	}
+	return out
+}()
+
 var writeQueries = []string{
-	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
+	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
 	qAccountStored, qAccountQuota, qAccountHour, qAccountHourGone,
@@ -214,5 +229,9 @@ var writeQueries = []string{
 // allWriteQueries are the statements of every read model's writer, prepared
 // once per connection that writes the views (Run's and, inline, the log's).
 func allWriteQueries() []string {
-	return slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
+	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
+	for _, n := range accountEventChunks {
+		out = append(out, qAccountEvents[n])
+	}
+	return out
 }
