@@ -260,13 +260,7 @@ func (w *accountsWriter) flush(t *txn) error {
 	rows := w.events
 	w.events = nil
 	for len(rows) > 0 {
-		n := accountEventChunks[0]
-		for _, c := range accountEventChunks {
-			if c <= len(rows) {
-				n = c
-				break
-			}
-		}
+		n := chunk(len(rows))
 		args := make([]any, 0, 4*n)
 		for _, e := range rows[:n] {
 			args = append(args, e.account, e.position, e.stream, e.revision)

@@ -2,6 +2,8 @@ package projections
 
 import (
 	"fmt"
+
+	"github.com/relayhq/relay/domain"
 )
 
 // A delivery the batch created has no attempts in the table yet, and every
@@ -14,9 +16,62 @@ import (
 // the row for the rollup, and a second update of its rollup class: five
 // statements where three do (docs/benchmarks.md).
 
+// prepare finds which receipts of the batch (the first events of delivery
+// streams) have no row yet, a few statements for the whole batch: those
+// rows are inserted whole at flush. A receipt that finds a row changes
+// nothing (the views applying the log again); it is left to the insert at
+// receipt, which finds the row as before.
+//
+// Only a receipt the batch holds more events of its stream for is looked
+// up: one received alone (an inspector's, answered at receipt) gains
+// nothing from waiting and is inserted at receipt, with no lookup.
+func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
+	events := make(map[string]int, len(todo)) // by stream
+	for _, e := range todo {
+		events[e.Stream]++
+	}
+	var ids []any
+	for _, e := range todo {
+		if e.Type != domain.TypeDeliveryReceived || e.Revision != 0 || events[e.Stream] < 2 {
+			continue
+		}
+		if kind, id, _ := domain.ParseStream(e.Stream); kind == domain.StreamDelivery && !w.unseen[id] {
+			ids = append(ids, id)
+			w.unseen[id] = true
+		}
+	}
+	for len(ids) > 0 {
+		n := chunk(len(ids))
+		st, err := t.stmt(qDeliveriesExisting[n])
+		if err != nil {
+			return err
+		}
+		rows, err := st.QueryContext(t.ctx, ids[:n]...)
+		if err != nil {
+			return fmt.Errorf("find the batch's deliveries: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("find the batch's deliveries: %w", err)
+			}
+			delete(w.unseen, id)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("find the batch's deliveries: %w", err)
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
 // heldDelivery is what flush owes a delivery the batch created.
 type heldDelivery struct {
-	// As inserted at receipt: what the sender was answered then, if
+	// row is the receipt's columns (qDeliveryHeldNew) when its insert is
+	// held too, nil once inserted.
+	row []any
+	// As at receipt: what the sender was answered then, if
 	// anything (status, reason, time), its receipt time and the class
 	// the rollup counted it under.
 	answered   any
@@ -48,8 +103,8 @@ type heldAttempt struct {
 	fidelity           any
 }
 
-func newHeldDelivery(answered any, reason string, answeredAt any, received, class int64) *heldDelivery {
-	return &heldDelivery{answered: answered, reason: reason, answeredAt: answeredAt, received: received, class: class,
+func newHeldDelivery(row []any, answered any, reason string, answeredAt any, received, class int64) *heldDelivery {
+	return &heldDelivery{row: row, answered: answered, reason: reason, answeredAt: answeredAt, received: received, class: class,
 		attempts: map[string]*heldAttempt{}}
 }
 
@@ -110,11 +165,11 @@ func (h *heldDelivery) responseStatus(answeredPos int64, answered any) any {
 	return answered
 }
 
-// flushHeld inserts k's held attempts and, when the batch changed the row
-// since its receipt, writes its final columns and moves it in the rollup
-// to the class its status has now (as statsWriter.counted would). k is
-// then an ordinary known delivery whose row and attempts are in the
-// tables.
+// flushHeld inserts k's held attempts, and its row with its final columns
+// when its insert was held too, else sets them when the batch changed them
+// since its receipt; it moves the delivery in the rollup to the class its
+// status has now (as statsWriter.counted would). k is then an ordinary
+// known delivery whose row and attempts are in the tables.
 func (w *historyWriter) flushHeld(t *txn, k *knownDelivery) error {
 	h := k.held
 	k.held = nil
@@ -125,8 +180,8 @@ func (w *historyWriter) flushHeld(t *txn, k *knownDelivery) error {
 			return fmt.Errorf("record attempt %s of delivery at %d: %w", a.attemptID, k.dpos, err)
 		}
 	}
-	if !k.dirty {
-		return nil // changed by no event after its receipt: as inserted
+	if !k.dirty && h.row == nil {
+		return nil // inserted, and changed by no event since
 	}
 	answered, reason, at := h.answered, h.reason, h.answeredAt
 	var answeredPos int64
@@ -142,8 +197,22 @@ func (w *historyWriter) flushHeld(t *txn, k *knownDelivery) error {
 	if k.response != nil {
 		rRev, rStream = k.response.revision, k.response.stream
 	}
+	updated := k.dpos
+	if k.dirty {
+		updated = k.pos
+	}
 	class := w.stats.moved(k.address, h.received, h.class, status)
-	if _, err := t.exec(qDeliveryHeld, k.pos, answered, nullIfZero(answeredPos), reason, at, status, rStream, rRev, class, k.dpos); err != nil {
+	cols := []any{updated, answered, nullIfZero(answeredPos), reason, at, status, rStream, rRev, class}
+	if h.row != nil {
+		n, err := t.exec(qDeliveryHeldNew, append(h.row, cols...)...)
+		if err != nil {
+			return fmt.Errorf("record delivery at %d: %w", k.dpos, err)
+		}
+		if n == 0 {
+			// prepare found no row and the batch made none but this.
+			return fmt.Errorf("record delivery at %d: its row exists already", k.dpos)
+		}
+	} else if _, err := t.exec(qDeliveryHeld, append(cols, k.dpos)...); err != nil {
 		return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
 	}
 	// Counted in the rollup now: flush need not count it again.

@@ -23,11 +23,14 @@ type historyWriter struct {
 	known   map[string]*knownDelivery
 	pending []*knownDelivery
 	held    []*knownDelivery // the deliveries it created, in order (see history_held.go)
-	stats   *statsWriter     // the per-minute rollup, see stats.go
+	// unseen are the deliveries whose receipt the batch holds and that
+	// have no row before it (see prepare).
+	unseen map[string]bool
+	stats  *statsWriter // the per-minute rollup, see stats.go
 }
 
 func (v *History) writer() *historyWriter {
-	return &historyWriter{h: v, known: map[string]*knownDelivery{}, stats: newStatsWriter()}
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}, unseen: map[string]bool{}, stats: newStatsWriter()}
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -177,12 +180,26 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	if p.Answer != nil {
 		class = statusClass(sql.NullInt64{Int64: int64(p.Answer.Status), Valid: true})
 	}
-	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
+	// The row's columns that no later event changes, in qDeliveryHeldNew's
+	// order.
+	row := []any{t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		answered, size, reason, provider, event, providerID, class)
-	if err != nil || n == 0 {
-		return n, err
+		size, provider, event, providerID}
+	var n int64 = 1
+	if !w.unseen[p.DeliveryID] || ref.stream != nil {
+		// A row may be there (the views applying the log again, or a
+		// receipt that is not its stream's first event): the insert finds
+		// it and changes nothing.
+		var err error
+		n, err = t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
+			p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
+			answered, size, reason, provider, event, providerID, class)
+		if err != nil || n == 0 {
+			return n, err
+		}
+		row = nil // inserted
 	}
+	delete(w.unseen, p.DeliveryID) // a second receipt finds the first's row
 	w.stats.receipt(p.Address, t.at(), class, reason)
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
 		accountID: p.AccountID, bytes: size, at: t.at(), added: true}
@@ -193,7 +210,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 		answeredAt = t.at()
 	}
 	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true,
-		held: newHeldDelivery(answered, reason, answeredAt, t.at(), class)}
+		held: newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)}
 	w.known[p.DeliveryID] = k
 	w.held = append(w.held, k)
 	w.touched(t, k, p.DeliveryID, true)

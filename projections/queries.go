@@ -168,6 +168,15 @@ const (
 			answered_reason = ?4, answered_at = ?5, response_status = ?6, response_stream = ?7, response_revision = ?8,
 			stats_class = ?9
 		WHERE position = ?10`
+	// qDeliveryHeldNew inserts a delivery the batch created, whole: its
+	// receipt's columns, then qDeliveryHeld's.
+	qDeliveryHeldNew = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
+			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
+			stored_bytes, provider, provider_event, provider_delivery_id,
+			updated_position, answered_status, answered_position, answered_reason, answered_at,
+			response_status, response_stream, response_revision, stats_class)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11) ` + attemptOutcomeConflict
@@ -199,14 +208,35 @@ const (
 		WHERE outcome_position IS NOT excluded.outcome_position`
 )
 
-// accountEventChunks are the row counts of the account_events inserts,
-// largest first: a batch's rows go in as few statements as they make up.
-var accountEventChunks = []int{32, 8, 1}
+// chunks are the row counts of the statements that take a batch's rows
+// several at a time, largest first: a batch's rows go in as few
+// statements as they make up.
+var chunks = []int{32, 8, 1}
 
-// qAccountEvents inserts n account_events rows, by n in accountEventChunks.
+// chunk is the largest of chunks that n rows fill.
+func chunk(n int) int {
+	for _, c := range chunks {
+		if c <= n {
+			return c
+		}
+	}
+	return 1
+}
+
+// qDeliveriesExisting finds which of n delivery ids have a row, by n in
+// chunks.
+var qDeliveriesExisting = func() map[int]string {
+	out := map[int]string{}
+	for _, n := range chunks {
+		out[n] = `SELECT id FROM deliveries WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+	}
+	return out
+}()
+
+// qAccountEvents inserts n account_events rows, by n in chunks.
 var qAccountEvents = func() map[int]string {
 	out := map[int]string{}
-	for _, n := range accountEventChunks {
+	for _, n := range chunks {
 		out[n] = `INSERT INTO account_events (account_id, position, stream, revision) VALUES ` +
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + ` ON CONFLICT DO NOTHING`
 	}
@@ -222,7 +252,7 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qAttemptHeld, qDeliveryHeld,
+	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qAttemptHeld, qDeliveryHeld, qDeliveryHeldNew,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
@@ -230,8 +260,8 @@ var writeQueries = []string{
 // once per connection that writes the views (Run's and, inline, the log's).
 func allWriteQueries() []string {
 	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
-	for _, n := range accountEventChunks {
-		out = append(out, qAccountEvents[n])
+	for _, n := range chunks {
+		out = append(out, qAccountEvents[n], qDeliveriesExisting[n])
 	}
 	return out
 }
