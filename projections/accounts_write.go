@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -22,7 +23,18 @@ type accountsWriter struct {
 	// quotas are the accounts whose quota the batch set, dropped from the
 	// quota cache once committed.
 	quotas []string
+	// events are the batch's account_events rows, inserted by flush a
+	// chunk per statement (see qAccountEvents).
+	events []accountEvent
 	v      *Accounts
+}
+
+// accountEvent is an account_events row.
+type accountEvent struct {
+	account  string
+	position int64
+	stream   string
+	revision int64
 }
 
 func (v *Accounts) writer() *accountsWriter {
@@ -135,6 +147,9 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 	if err != nil {
 		return n, handled, err
 	}
+	if p, ok := payload.(domain.StreamDeleted); ok {
+		w.dropped(t, p.Stream)
+	}
 	if err := w.index(t); err != nil {
 		return n, handled, fmt.Errorf("index %s at position %d: %w", t.event.Stream, t.event.Position, err)
 	}
@@ -149,8 +164,24 @@ func (w *accountsWriter) index(t *txn) error {
 	if err != nil || owner == "" {
 		return err
 	}
-	_, err = t.exec(qAccountEvent, owner, t.pos(), t.event.Stream, int64(t.event.Revision))
-	return err
+	w.events = append(w.events, accountEvent{owner, t.pos(), t.event.Stream, int64(t.event.Revision)})
+	return nil
+}
+
+// dropped takes the rows of a delivery stream the history just deleted
+// (qAccountEventsDropped) off the batch's rows not inserted yet, as that
+// delete would have taken them had they been.
+func (w *accountsWriter) dropped(t *txn, stream string) {
+	m := t.moved
+	if m == nil || m.added || m.accountID == "" || domain.DeliveryStream(m.deliveryID) != stream {
+		return // the history deleted no rows
+	}
+	// Its row is gone: later events of the stream (its tombstone) have no
+	// owner, as a lookup now finds, and a rebuild never sees the rest.
+	w.owners[stream] = ""
+	w.events = slices.DeleteFunc(w.events, func(e accountEvent) bool {
+		return e.account == m.accountID && e.stream == stream && e.position >= m.from && e.position <= m.to
+	})
 }
 
 // owner is the account owning the current event's stream ("" for none),
@@ -222,7 +253,25 @@ func (w *accountsWriter) activity(t *txn, accountID, by, subject, detail string)
 	return err
 }
 
-func (w *accountsWriter) flush(*txn) error { return nil }
+// flush inserts the batch's account_events rows, as many per statement as
+// the largest prepared chunk holds: a statement costs more than a row, and
+// a proxied delivery has two rows.
+func (w *accountsWriter) flush(t *txn) error {
+	rows := w.events
+	w.events = nil
+	for len(rows) > 0 {
+		n := chunk(len(rows))
+		args := make([]any, 0, 4*n)
+		for _, e := range rows[:n] {
+			args = append(args, e.account, e.position, e.stream, e.revision)
+		}
+		if _, err := t.exec(qAccountEvents[n], args...); err != nil {
+			return fmt.Errorf("index %d events: %w", n, err)
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
 
 func (w *accountsWriter) committed() {
 	if len(w.revoked) > 0 {

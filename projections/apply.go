@@ -73,7 +73,11 @@ func (v *Runner) applyIn(ctx context.Context, tx *sql.Tx, stmts *stmtCache, todo
 	// The history runs first: the others follow what it tells of deliveries
 	// (txn.moved). The accounts run last: they index each event under the
 	// account owning its stream, which the others' rows name.
-	writers := []modelWriter{v.History.writer(), queueWriter{}, v.Addresses.writer(), v.Accounts.writer()}
+	history := v.History.writer()
+	writers := []modelWriter{history, queueWriter{}, v.Addresses.writer(), v.Accounts.writer()}
+	if err := history.prepare(t, todo); err != nil {
+		return nil, fmt.Errorf("apply batch from %d: %w", from, err)
+	}
 	for _, e := range todo {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("apply batch from %d: %w", from, err)

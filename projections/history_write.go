@@ -22,11 +22,15 @@ type historyWriter struct {
 	h       *History
 	known   map[string]*knownDelivery
 	pending []*knownDelivery
-	stats   *statsWriter // the per-minute rollup, see stats.go
+	held    []*knownDelivery // the deliveries it created, in order (see history_held.go)
+	// unseen are the deliveries whose receipt the batch holds and that
+	// have no row before it (see prepare).
+	unseen map[string]bool
+	stats  *statsWriter // the per-minute rollup, see stats.go
 }
 
 func (v *History) writer() *historyWriter {
-	return &historyWriter{h: v, known: map[string]*knownDelivery{}, stats: newStatsWriter()}
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}, unseen: map[string]bool{}, stats: newStatsWriter()}
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -53,6 +57,9 @@ type knownDelivery struct {
 	// counted is the row as the batch's last update of it returned it,
 	// for the rollup; nil while an update is deferred.
 	counted *statsRow
+	// held: the batch created it, and its attempts and final columns wait
+	// in memory for flush (history_held.go); nil once written.
+	held *heldDelivery
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -78,8 +85,8 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 		// again (see attemptOutcomeConflict), so its time is counted once.
 		// Not :=, which would shadow the err this case's update returns in.
 		var fresh bool
-		fresh, err = w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, "", p.AgentID, nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
+		fresh, err = w.insertOutcome(t, p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, "", p.AgentID,
+			nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
 		if err != nil {
 			return 0, true, err
 		}
@@ -97,8 +104,7 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 			w.stats.latency(k.address, t.at(), p.DurationMs)
 		}
 	case domain.ForwardFailed:
-		if _, err := w.insertAttempt(t, p.DeliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-			p.AttemptID, t.at(), p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
+		if _, err := w.insertOutcome(t, p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
@@ -137,9 +143,25 @@ func (w *historyWriter) insertRequest(t *txn, p domain.ForwardRequested) error {
 		}
 		edit = string(b)
 	}
+	if k, ok := w.known[p.DeliveryID]; ok && k.held != nil {
+		k.held.requested(t.pos(), p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID, p.Queued, p.PossibleDuplicate)
+		return nil
+	}
 	_, err := w.insertAttempt(t, p.DeliveryID, qAttemptRequested, qAttemptRequestedAt, p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID,
 		p.Queued, p.PossibleDuplicate)
 	return err
+}
+
+// insertOutcome records an attempt's outcome (held in memory for a
+// delivery the batch created); changed is false when it was recorded
+// already.
+func (w *historyWriter) insertOutcome(t *txn, deliveryID, attemptID string, status int, durationMs int64, errText, agentID string,
+	signature, fidelity any, copy bool) (changed bool, err error) {
+	if k, ok := w.known[deliveryID]; ok && k.held != nil {
+		return k.held.outcome(t.pos(), attemptID, t.at(), status, durationMs, errText, agentID, signature, fidelity, copy), nil
+	}
+	return w.insertAttempt(t, deliveryID, qAttemptOutcome, qAttemptOutcomeAt,
+		attemptID, t.at(), status, durationMs, errText, agentID, signature, fidelity, copy)
 }
 
 func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
@@ -158,19 +180,39 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	if p.Answer != nil {
 		class = statusClass(sql.NullInt64{Int64: int64(p.Answer.Status), Valid: true})
 	}
-	n, err := t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
+	// The row's columns that no later event changes, in qDeliveryHeldNew's
+	// order.
+	row := []any{t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-		answered, size, reason, provider, event, providerID, class)
-	if err != nil || n == 0 {
-		return n, err
+		size, provider, event, providerID}
+	var n int64 = 1
+	if !w.unseen[p.DeliveryID] || ref.stream != nil {
+		// A row may be there (the views applying the log again, or a
+		// receipt that is not its stream's first event): the insert finds
+		// it and changes nothing.
+		var err error
+		n, err = t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
+			p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
+			answered, size, reason, provider, event, providerID, class)
+		if err != nil || n == 0 {
+			return n, err
+		}
+		row = nil // inserted
 	}
+	delete(w.unseen, p.DeliveryID) // a second receipt finds the first's row
 	w.stats.receipt(p.Address, t.at(), class, reason)
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
 		accountID: p.AccountID, bytes: size, at: t.at(), added: true}
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
-	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true}
+	var answeredAt any
+	if answered != nil {
+		answeredAt = t.at()
+	}
+	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true,
+		held: newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)}
 	w.known[p.DeliveryID] = k
+	w.held = append(w.held, k)
 	w.touched(t, k, p.DeliveryID, true)
 	if p.Forward != nil {
 		// As the ForwardRequested that older logs have right after it, but
@@ -190,6 +232,12 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	streamKind, id, _ := domain.ParseStream(p.Stream)
 	if streamKind != domain.StreamDelivery {
 		return 0, nil // only delivery streams have rows of their own
+	}
+	if k, ok := w.known[id]; ok && k.held != nil {
+		// Its row and attempts are read and deleted below: write them first.
+		if err := w.flushHeld(t, k); err != nil {
+			return 0, err
+		}
 	}
 	if err := w.stats.dropped(t, id); err != nil {
 		return 0, err
@@ -221,7 +269,8 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 		k.dropped = true // flush must not update the row, watchers need not hear
 		delete(w.known, id)
 	}
-	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored, at: at}
+	t.moved = &deliveryMove{deliveryID: id, address: address, kind: domain.AddressKind(kind), accountID: accountID, bytes: stored, at: at,
+		from: pos, to: last}
 	return 1, nil
 }
 
@@ -332,8 +381,16 @@ func (w *historyWriter) updated(ok bool, err error) (int64, error) {
 
 // flush applies the deferred delivery updates.
 func (w *historyWriter) flush(t *txn) error {
+	for _, k := range w.held {
+		if k.held == nil || k.dropped {
+			continue
+		}
+		if err := w.flushHeld(t, k); err != nil {
+			return err
+		}
+	}
 	for _, k := range w.pending {
-		if k.dropped {
+		if k.dropped || !k.dirty {
 			continue
 		}
 		var (

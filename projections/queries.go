@@ -1,6 +1,9 @@
 package projections
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The writer's statements, prepared once at Open (see stmtCache). Every
 // statement Run executes is listed in writeQueries.
@@ -10,8 +13,6 @@ const (
 	// Who owns a stream, for account_events (see batch.indexStream).
 	qEndpointOwner = `SELECT account_id FROM endpoints WHERE id = ?`
 	qDeliveryOwner = `SELECT account_id FROM deliveries WHERE id = ?`
-	qAccountEvent  = `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`
 
 	// Before its first request, an inspector's idle time runs from creation.
 	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position, smee)
@@ -157,6 +158,25 @@ const (
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
+	// A held attempt (history_held.go) is inserted once, whole.
+	qAttemptHeld = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id,
+			queued, possible_duplicate, status, duration_ms, error, outcome_position, outcome_at, signature, fidelity)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// A delivery the batch created gets its final columns, computed in Go
+	// (heldDelivery), by its position.
+	qDeliveryHeld = `UPDATE deliveries SET updated_position = ?1, answered_status = ?2, answered_position = ?3,
+			answered_reason = ?4, answered_at = ?5, response_status = ?6, response_stream = ?7, response_revision = ?8,
+			stats_class = ?9
+		WHERE position = ?10`
+	// qDeliveryHeldNew inserts a delivery the batch created, whole: its
+	// receipt's columns, then qDeliveryHeld's.
+	qDeliveryHeldNew = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
+			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
+			stored_bytes, provider, provider_event, provider_delivery_id,
+			updated_position, answered_status, answered_position, answered_reason, answered_at,
+			response_status, response_stream, response_revision, stats_class)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11) ` + attemptOutcomeConflict
@@ -188,8 +208,43 @@ const (
 		WHERE outcome_position IS NOT excluded.outcome_position`
 )
 
+// chunks are the row counts of the statements that take a batch's rows
+// several at a time, largest first: a batch's rows go in as few
+// statements as they make up.
+var chunks = []int{32, 8, 1}
+
+// chunk is the largest of chunks that n rows fill.
+func chunk(n int) int {
+	for _, c := range chunks {
+		if c <= n {
+			return c
+		}
+	}
+	return 1
+}
+
+// qDeliveriesExisting finds which of n delivery ids have a row, by n in
+// chunks.
+var qDeliveriesExisting = func() map[int]string {
+	out := map[int]string{}
+	for _, n := range chunks {
+		out[n] = `SELECT id FROM deliveries WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+	}
+	return out
+}()
+
+// qAccountEvents inserts n account_events rows, by n in chunks.
+var qAccountEvents = func() map[int]string {
+	out := map[int]string{}
+	for _, n := range chunks {
+		out[n] = `INSERT INTO account_events (account_id, position, stream, revision) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + ` ON CONFLICT DO NOTHING`
+	}
+	return out
+}()
+
 var writeQueries = []string{
-	qCheckpoint, qEndpointOwner, qDeliveryOwner, qAccountEvent,
+	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
 	qAccountStored, qAccountQuota, qAccountHour, qAccountHourGone,
@@ -197,12 +252,16 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome,
+	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qAttemptHeld, qDeliveryHeld, qDeliveryHeldNew,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
 // allWriteQueries are the statements of every read model's writer, prepared
 // once per connection that writes the views (Run's and, inline, the log's).
 func allWriteQueries() []string {
-	return slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
+	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
+	for _, n := range chunks {
+		out = append(out, qAccountEvents[n], qDeliveriesExisting[n])
+	}
+	return out
 }

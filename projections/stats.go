@@ -255,16 +255,44 @@ func (s *statsWriter) counted(t *txn, dpos int64, cur *statsRow) error {
 		if strings.HasPrefix(reason, domain.ReasonFiltered) {
 			s.add(address, received, sFiltered, 1)
 		}
-	} else if was.Int64 > 0 {
-		s.add(address, received, sClass0+int(was.Int64), -1)
-	}
-	if class > 0 {
-		s.add(address, received, sClass0+int(class), 1)
+		if class > 0 {
+			s.add(address, received, sClass0+int(class), 1)
+		}
+	} else {
+		s.move(address, received, was.Int64, class)
 	}
 	if _, err := t.exec(qStatsClassSet, class, dpos); err != nil {
 		return fmt.Errorf("set stats class of delivery at %d: %w", dpos, err)
 	}
 	return nil
+}
+
+// moved moves a counted delivery of address received at received from the
+// class was to the class of status, which it returns for its row.
+func (s *statsWriter) moved(address string, received, was int64, status any) int64 {
+	var st sql.NullInt64
+	switch v := status.(type) {
+	case int:
+		st = sql.NullInt64{Int64: int64(v), Valid: true}
+	case int64:
+		st = sql.NullInt64{Int64: v, Valid: true}
+	}
+	class := statusClass(st)
+	s.move(address, received, was, class)
+	return class
+}
+
+// move moves a counted delivery from the class was to class (0: none).
+func (s *statsWriter) move(address string, received, was, class int64) {
+	if was == class {
+		return
+	}
+	if was > 0 {
+		s.add(address, received, sClass0+int(was), -1)
+	}
+	if class > 0 {
+		s.add(address, received, sClass0+int(class), 1)
+	}
 }
 
 // dropped takes a delivery about to be deleted off the rollup: what it was

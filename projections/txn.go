@@ -62,6 +62,9 @@ type deliveryMove struct {
 	bytes      int64 // the bytes it stores in the log
 	at         int64 // when it was received, Unix nanoseconds
 	added      bool  // false: dropped
+	// For a dropped delivery: its account_events rows from position from
+	// to position to were deleted (qAccountEventsDropped).
+	from, to int64
 }
 
 func (t *txn) stmt(query string) (*sql.Stmt, error) {
