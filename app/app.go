@@ -220,11 +220,6 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, logDamaged(dir, err)
 	}
-	if err := attachInline(ctx, logAsIs, views); err != nil {
-		a.runDone <- nil
-		a.Close()
-		return nil, err
-	}
 	go func() { a.runDone <- views.Run(runCtx) }()
 	last, err := store.LastPosition(ctx)
 	if err == nil {

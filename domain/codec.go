@@ -97,10 +97,9 @@ func (c *Codec) Encode(id string, e Event, at time.Time, tr Trace) (EventData, e
 		return EventData{}, fmt.Errorf("encode %s: %w", e.EventType(), err)
 	}
 	return EventData{
-		ID:      id,
-		Type:    e.EventType(),
-		Data:    b,
-		Payload: e,
+		ID:   id,
+		Type: e.EventType(),
+		Data: b,
 		Metadata: Metadata{
 			SchemaVersion: 1,
 			OccurredAt:    at.UTC(),

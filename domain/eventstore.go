@@ -14,12 +14,6 @@ type EventData struct {
 	Type     string   // versioned type name, e.g. "delivery.received.v1"
 	Data     []byte   // JSON payload
 	Metadata Metadata // envelope fields
-	// Payload is the event Data encodes, as Codec.Encode had it. It is
-	// never stored nor read back: the embedded log hands it to the views it
-	// applies in its own commit, so they need not decode what was just
-	// encoded. Nil where the encoder did not set it; readers of the log
-	// never get it.
-	Payload Event
 }
 
 // Metadata is the envelope every event carries besides its payload.

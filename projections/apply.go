@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -136,11 +135,6 @@ func (v *Runner) applyEvent(t *txn, writers []modelWriter) error {
 // decode returns the payload of an event: the lean rows of the events that
 // carry headers and bodies (see lean.go), the codec's payload otherwise.
 func (v *Runner) decode(e domain.RecordedEvent) (any, error) {
-	// A payload given as a pointer is not the value type the writers
-	// switch on: decode it as a reader would.
-	if e.Payload != nil && e.Payload.EventType() == e.Type && reflect.TypeOf(e.Payload).Kind() != reflect.Pointer {
-		return leanPayload(e.Payload), nil
-	}
 	switch e.Type {
 	case domain.TypeDeliveryReceived:
 		return decodeReceived(e.Data)

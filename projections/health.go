@@ -130,8 +130,8 @@ func (v *Runner) follow(ctx context.Context, progress func()) error {
 			return fmt.Errorf("projections: receive after %d: %w", v.Position(), err)
 		}
 		if len(events) > 0 && events[len(events)-1].Position <= v.Position() {
-			// Applied already (the log's writer applies the views inline):
-			// taking writeMu would only keep it from doing so next time.
+			// Applied already (a rebuild got there first): nothing to
+			// take writeMu for.
 			v.recovered(ctx)
 			progress()
 			continue

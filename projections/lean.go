@@ -138,22 +138,3 @@ func decodeResponded(data []byte) (respondedRow, error) {
 	}
 	return p, nil
 }
-
-// leanPayload is what decode returns for an event appended in this
-// process, from the payload it was encoded from (EventData.Payload): the
-// lean rows for the two events that carry headers and bodies, the payload
-// itself otherwise. A test holds it to decoding the stored bytes.
-func leanPayload(e domain.Event) any {
-	switch p := e.(type) {
-	case domain.DeliveryReceived:
-		return receivedRow{DeliveryID: p.DeliveryID, Address: p.Address, AddressKind: p.AddressKind, AccountID: p.AccountID,
-			Method: p.Method, Target: p.Target, Host: p.Host, Proto: p.Proto, RemoteAddr: p.RemoteAddr,
-			BodySize: p.BodySize, Complete: p.Complete, DroppedHeaders: p.DroppedHeaders, Answer: p.Answer,
-			BodyUnread: p.BodyUnread, Scheme: p.Scheme, Peer: p.Peer, Provider: p.Provider, Queued: p.Queued, Forward: p.Forward}
-	case domain.ForwardResponded:
-		return respondedRow{DeliveryID: p.DeliveryID, AttemptID: p.AttemptID, AgentID: p.AgentID, Status: p.Status,
-			BodySize: p.BodySize, Captured: p.Captured, DurationMs: p.DurationMs, Signature: p.Signature,
-			Fidelity: p.Fidelity, Copy: p.Copy, DroppedHeaders: p.DroppedHeaders}
-	}
-	return e
-}

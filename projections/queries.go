@@ -257,7 +257,7 @@ var writeQueries = []string{
 }
 
 // allWriteQueries are the statements of every read model's writer, prepared
-// once per connection that writes the views (Run's and, inline, the log's).
+// once on the connection that writes the views.
 func allWriteQueries() []string {
 	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
 	for _, n := range chunks {

@@ -109,8 +109,7 @@ type Runner struct {
 	stallAfter time.Duration // see Options.StallAfter
 	hurry      chan struct{} // a WaitFor is waiting: stop lingering
 
-	path   string  // the views file, absolute
-	inline *Inline // set by Inline: the log's writer applies batches too
+	path string // the views file, absolute
 }
 
 // Open opens (or creates) the views file at path, checks its integrity and
@@ -312,9 +311,6 @@ func (v *Runner) Close() error {
 		v.writeMu.Lock()
 		defer v.writeMu.Unlock()
 		v.stmts.close()
-		if v.inline != nil {
-			v.inline.stmts.close()
-		}
 		err = errors.Join(v.rs.close(), v.r.Close(), v.sr.Close(), v.w.Close())
 	})
 	if err != nil {

@@ -61,8 +61,7 @@ type Store struct {
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
 
-	chain    chainHead // the newest chain row; the writer's only
-	inline   atomic.Pointer[Inline]
+	chain    chainHead     // the newest chain row; the writer's only
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
@@ -187,10 +186,8 @@ func dsn(path string, readOnly bool) string {
 		return d
 	}
 	pragmas := url.Values{"_pragma": {"wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)}}
-	// The writer begins DEFERRED, so that an attached inline projection's
-	// file (SetInline) is locked only by a batch that writes to it, not by
-	// every batch (BEGIN IMMEDIATE locks every attached file). The batch
-	// takes the log's own write lock first thing (runBatch).
+	// The writer begins DEFERRED and takes the log's write lock first thing
+	// (runBatch), where a busy lock is waited for like any other.
 	d = strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
 	return d + "&" + pragmas.Encode()
 }

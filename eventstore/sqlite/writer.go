@@ -38,7 +38,6 @@ type row struct {
 	id, typ        string
 	data, metadata []byte
 	md             domain.Metadata // metadata as a read decodes it, for the tail
-	payload        domain.Event    // for the inline projection only (EventData.Payload)
 }
 
 type appendReply struct {
@@ -79,7 +78,7 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		data := append([]byte{}, e.Data...)
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
-		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m, payload: e.Payload}
+		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m}
 	}
 	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
 	if err := s.enqueue(ctx, req); err != nil {
@@ -192,7 +191,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 			// from the database until the tail fills again.
 			s.tail.reset()
 		} else {
-			s.tail.add(committed(batch, replies, false))
+			s.tail.add(committed(batch, replies))
 		}
 		s.published(last)
 	}
@@ -203,14 +202,11 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 		slog.Duration("took", time.Since(start)), slog.Any("error", err))
 }
 
-// committed lists the events a committed batch wrote, in position order,
-// with their payloads when withPayload (only for the inline projection,
-// during the commit: the tail outlives the call, and a payload may share
-// the caller's buffers).
+// committed lists the events a committed batch wrote, in position order.
 // The rows of one append have consecutive positions and revisions ending at
 // its result; appends that wrote nothing (refused, or retries of stored
 // events) are left out through their wrote flag.
-func committed(batch []*appendRequest, replies []appendReply, withPayload bool) []domain.RecordedEvent {
+func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedEvent {
 	var out []domain.RecordedEvent
 	for i, r := range batch {
 		rep := replies[i]
@@ -220,12 +216,8 @@ func committed(batch []*appendRequest, replies []appendReply, withPayload bool) 
 		n := uint64(len(r.rows))
 		for j, row := range r.rows {
 			back := n - 1 - uint64(j)
-			var payload domain.Event
-			if withPayload {
-				payload = row.payload
-			}
 			out = append(out, domain.RecordedEvent{
-				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md, Payload: payload},
+				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md},
 				Stream:    r.stream,
 				Revision:  rep.res.NextRevision - back,
 				Position:  rep.res.Position - back,
@@ -272,22 +264,8 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if last == 0 {
 		return 0, nil
 	}
-	// A batch that deletes a stream is left to the projection's own
-	// catch-up (its next batch reads the tombstone back).
-	var done func(bool)
-	if p := s.inline.Load(); p != nil && !deleted(batch, replies) {
-		if done, err = s.applyInline(ctx, tx, *p, committed(batch, replies, true)); err != nil {
-			return 0, err
-		}
-	}
 	if err := tx.Commit(); err != nil {
-		if done != nil {
-			done(false)
-		}
 		return 0, fmt.Errorf("commit group: %w", err)
-	}
-	if done != nil {
-		done(true)
 	}
 	s.chain = head
 	s.commits.Add(1)

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -11,11 +10,10 @@ import (
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
-// TestAppendWaitsForTheWriteLock: the writer's transactions begin DEFERRED
-// (so an inline projection's file is not locked by every batch); an append
-// that reads the stream head first must still wait for a write lock held
-// elsewhere (a RESTART checkpoint holds it) instead of failing with
-// SQLITE_BUSY on its first insert.
+// TestAppendWaitsForTheWriteLock: the writer's transactions begin
+// DEFERRED; an append that reads the stream head first must still wait for
+// a write lock held elsewhere (a RESTART checkpoint holds it) instead of
+// failing with SQLITE_BUSY on its first insert.
 func TestAppendWaitsForTheWriteLock(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "events.db")
@@ -45,59 +43,6 @@ func TestAppendWaitsForTheWriteLock(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("append while another connection held the write lock: %v", err)
-	}
-}
-
-// recordingInline is an inline projection that keeps what it was given.
-type recordingInline struct {
-	batches []InlineBatch
-	fail    bool
-}
-
-func (r *recordingInline) Attach(ctx context.Context, db *sql.DB) error { return nil }
-
-func (r *recordingInline) Apply(ctx context.Context, tx *sql.Tx, b InlineBatch) (func(bool), error) {
-	if r.fail {
-		// A write of its own that must be taken back.
-		if _, err := tx.ExecContext(ctx, `CREATE TABLE inline_marker (x)`); err != nil {
-			return nil, err
-		}
-		return nil, context.Canceled
-	}
-	r.batches = append(r.batches, b)
-	return func(bool) {}, nil
-}
-
-// TestInlineSeesEachBatch: the projection gets every batch's events with
-// the log's position before it, and a failing one leaves the log's commit
-// whole and its own writes undone.
-func TestInlineSeesEachBatch(t *testing.T) {
-	ctx := t.Context()
-	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
-	defer s.Close()
-	p := &recordingInline{}
-	if err := s.SetInline(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	a, err := s.Append(ctx, "s-1", domain.NoStream(), event("a"), event("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.batches) != 1 || p.batches[0].After != 0 || len(p.batches[0].Events) != 2 || p.batches[0].Events[1].Position != a.Position {
-		t.Fatalf("batches = %+v", p.batches)
-	}
-	p.fail = true
-	b, err := s.Append(ctx, "s-2", domain.NoStream(), event("c"))
-	if err != nil {
-		t.Fatalf("append with a failing projection: %v", err)
-	}
-	evs, err := s.ReadAll(ctx, a.Position, 10)
-	if err != nil || len(evs) != 1 || evs[0].Position != b.Position {
-		t.Fatalf("log after the failed projection: %v %v", evs, err)
-	}
-	var n int
-	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'inline_marker'`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("the failed projection's table is there: %d %v", n, err)
 	}
 }
 

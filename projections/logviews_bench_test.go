@@ -19,33 +19,34 @@ import (
 // BenchmarkLogAndViews measures the log and the views together, as the
 // relay runs them: c senders each append proxied deliveries (the receipt
 // with its forward request, then the outcome, as ingress and the tunnel
-// do) to the embedded log, and the views follow either by subscription
-// (async: Run, its own transaction in views.db) or inside the log's
-// commits (inline, for batches of at least min events), with the receipt
-// and the request as two events (older logs) or one (now), the outcome
-// appended at once or (split) once the receipt has committed, so that it
-// lands in a later batch as an agent's answer does. cpu-µs/delivery is the whole process's CPU time, the
-// views' catching up after the last append included.
+// do) to the embedded log, and the views follow by subscription (Run, its
+// own lingering transactions in views.db) or not at all (log-only: the
+// log's own cost), with the receipt and the request as two events (older
+// logs) or one (now), held for its outcome or not (ReceiptHold), the
+// outcome appended at once or (split) once the receipt has committed, so
+// that it lands in a later batch. cpu-µs/delivery is the whole process's
+// CPU time, the views' catching up after the last append included.
 func BenchmarkLogAndViews(b *testing.B) {
 	for _, c := range []int{1, 16, 64} {
 		for _, m := range []struct {
-			name   string
-			inline int  // -2: no views, -1: Run only, else Inline's minEvents
-			hold   bool // the receipt is held for its outcome (ReceiptHold)
-			one    bool // the receipt carries the request (one event, as recorded now)
-			split  bool // the outcome is appended once the receipt has committed, as an agent's answer is
+			name  string
+			views bool // false: the log alone
+			hold  bool // the receipt is held for its outcome (ReceiptHold)
+			one   bool // the receipt carries the request (one event, as recorded now)
+			split bool // the outcome is appended once the receipt has committed, as an agent's answer is
 		}{
-			{"log-only", -2, false, false, false}, {"async", -1, false, false, false}, {"inline-min-0", 0, false, false, false},
-			{"inline-min-8", 8, false, false, false}, {"inline-min-8+hold", 8, true, false, false},
-			{"log-only/one-receipt-event", -2, false, true, false}, {"inline-min-8/one-receipt-event", 8, false, true, false},
-			{"inline-min-8/one-receipt-event/split", 8, false, true, true},
+			{"log-only", false, false, false, false}, {"views", true, false, false, false},
+			{"views+hold", true, true, false, false},
+			{"log-only/one-receipt-event", false, false, true, false}, {"views/one-receipt-event", true, false, true, false},
+			{"views+hold/one-receipt-event", true, true, true, false},
+			{"views/one-receipt-event/split", true, false, true, true},
 		} {
-			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.inline, m.hold, m.one, m.split) })
+			b.Run(fmt.Sprintf("c=%d/%s", c, m.name), func(b *testing.B) { benchLogAndViews(b, c, m.views, m.hold, m.one, m.split) })
 		}
 	}
 }
 
-func benchLogAndViews(b *testing.B, c int, inline int, hold, one, split bool) {
+func benchLogAndViews(b *testing.B, c int, views, hold, one, split bool) {
 	ctx := b.Context()
 	dir := b.TempDir()
 	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{})
@@ -58,14 +59,9 @@ func benchLogAndViews(b *testing.B, c int, inline int, hold, one, split bool) {
 		b.Fatal(err)
 	}
 	defer v.Close()
-	if inline >= 0 {
-		if err := store.SetInline(ctx, inlineAdapter{v.Inline(inline)}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
-	if inline == -2 { // no views: the log's own cost
+	if !views { // the log's own cost
 		ran <- nil
 	} else {
 		go func() { ran <- v.Run(runCtx) }()
@@ -144,7 +140,7 @@ func benchLogAndViews(b *testing.B, c int, inline int, hold, one, split bool) {
 	}
 	close(next)
 	wg.Wait()
-	if last, _ := store.LastPosition(ctx); inline != -2 {
+	if last, _ := store.LastPosition(ctx); views {
 		if err := v.WaitFor(ctx, last); err != nil {
 			b.Fatal(err)
 		}

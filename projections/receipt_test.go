@@ -1,0 +1,81 @@
+package projections
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// TestReceiptWithItsRequestReadsAsTwoEvents: a delivery whose receipt
+// carries its first attempt's request (as the recorder appends a proxied
+// delivery now) reads exactly as one recorded the older way, a receipt and
+// a ForwardRequested, with the same outcome.
+func TestReceiptWithItsRequestReadsAsTwoEvents(t *testing.T) {
+	e := newEnv(t, Options{})
+	received := func(id string) domain.DeliveryReceived {
+		return domain.DeliveryReceived{DeliveryID: id, Address: "ep-1", AddressKind: domain.AddressEndpoint, AccountID: "acct-1",
+			Method: "POST", Target: "/hook", Host: "ep-1.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+			Headers: []domain.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("hi"), BodySize: 2, Complete: true}
+	}
+	outcome := func(id string) domain.ForwardResponded {
+		return domain.ForwardResponded{DeliveryID: id, AttemptID: "a-1", AgentID: "ag", Status: 201, BodySize: 0, DurationMs: 3}
+	}
+	old, merged := received("old"), received("new")
+	merged.Forward = &domain.ReceiptForward{AttemptID: "a-1", EndpointID: "ep-1", Node: "n1"}
+	e.must(e.save(e.ctx, domain.DeliveryStream("old"), domain.NoStream(), t0, old,
+		domain.ForwardRequested{DeliveryID: "old", AttemptID: "a-1", EndpointID: "ep-1", Node: "n1"}))
+	e.do(e.save(e.ctx, domain.DeliveryStream("new"), domain.NoStream(), t0, merged))
+	open, err := e.views.OpenAttempts(e.ctx)
+	if err != nil || len(open) != 2 || open[0].AttemptID != open[1].AttemptID || open[0].Node != open[1].Node {
+		t.Fatalf("open attempts = %+v, %v: want both pending attempts alike", open, err)
+	}
+	e.must(e.save(e.ctx, domain.DeliveryStream("new"), domain.Any(), t0, outcome("new")))
+	e.do(e.save(e.ctx, domain.DeliveryStream("old"), domain.Any(), t0, outcome("old")))
+
+	a, b := e.delivery("old"), e.delivery("new")
+	for _, d := range []*readmodel.Delivery{&a, &b} {
+		d.ID, d.Position, d.UpdatedPosition, d.Cursor = "", 0, 0, ""
+	}
+	if len(a.Attempts) != 1 || a.ResponseStatus == nil || *a.ResponseStatus != 201 {
+		t.Fatalf("older shape read as %+v", a)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("receipt with its request read as\n%+v\nthe older two events as\n%+v", b, a)
+	}
+}
+
+// TestReceiptWithItsRequestEqualsRebuild: a receipt with its request and
+// the older two events give the views that a rebuild of the log gives.
+func TestReceiptWithItsRequestEqualsRebuild(t *testing.T) {
+	e := newEnv(t, Options{})
+	for i, merged := range []bool{false, true, true} {
+		id := fmt.Sprintf("d-%d", i)
+		d, err := domain.ReceiveDelivery(id, "ep-1", domain.AddressEndpoint, "acct-1", request("/hook", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if merged {
+			err = d.RequestForwardAtReceipt("a-1", "ep-1")
+		} else {
+			err = d.RequestForward("a-1", "ep-1", false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := e.must(e.save(e.ctx, domain.DeliveryStream(id), d.Expected(), t0, d.Changes()...))
+		if i < 2 {
+			e.must(e.save(e.ctx, domain.DeliveryStream(id), domain.Any(), t0,
+				domain.ForwardResponded{DeliveryID: id, AttemptID: "a-1", Status: 200, DurationMs: 1}))
+		}
+		_ = pos
+	}
+	e.sync(e.views)
+	fresh := e.open("fresh.db", Options{})
+	e.run(fresh)
+	e.sync(fresh)
+	compareDumps(t, "rebuilt from the stored events", dump(t, fresh), dump(t, e.views))
+	compareHistories(t, "rebuilt from the stored events", histories(t, fresh), histories(t, e.views))
+}
