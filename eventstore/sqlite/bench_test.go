@@ -36,13 +36,25 @@ func BenchmarkAppend(b *testing.B) {
 	for _, shape := range shapes {
 		for _, appenders := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/appenders=%d", shape.name, appenders), func(b *testing.B) {
-				benchmarkAppend(b, appenders, shape.events, shape.size)
+				benchmarkAppend(b, appenders, shape.events, shape.size, false)
 			})
 		}
 	}
 }
 
-func benchmarkAppend(b *testing.B, appenders, perAppend, size int) {
+// BenchmarkAppendNext measures appends with an expected revision, as a
+// delivery's outcome follows its request: each op appends one ~1 KiB event
+// to its own stream delivery-<n> with NoStream, then, once that returned,
+// another with Exact(0), for which the writer needs the stream's head.
+func BenchmarkAppendNext(b *testing.B) {
+	for _, appenders := range []int{1, 16} {
+		b.Run(fmt.Sprintf("1x1KiB/appenders=%d", appenders), func(b *testing.B) {
+			benchmarkAppend(b, appenders, 1, 1000, true)
+		})
+	}
+}
+
+func benchmarkAppend(b *testing.B, appenders, perAppend, size int, next bool) {
 	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "events.db"), Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +70,7 @@ func benchmarkAppend(b *testing.B, appenders, perAppend, size int) {
 		}
 	}
 	latencies := make([]time.Duration, b.N)
-	var next atomic.Int64
+	var counter atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
 
@@ -72,7 +84,7 @@ func benchmarkAppend(b *testing.B, appenders, perAppend, size int) {
 			defer wg.Done()
 			evs := make([]domain.EventData, perAppend)
 			for {
-				n := int(next.Add(1)) - 1
+				n := int(counter.Add(1)) - 1
 				if n >= b.N {
 					return
 				}
@@ -80,9 +92,19 @@ func benchmarkAppend(b *testing.B, appenders, perAppend, size int) {
 					evs[j] = domain.EventData{ID: ids[n][j], Type: "delivery.received.v1", Data: payload, Metadata: meta}
 				}
 				t0 := time.Now()
-				if _, err := s.Append(b.Context(), fmt.Sprintf("delivery-%d", n), domain.NoStream(), evs...); err != nil {
+				stream := fmt.Sprintf("delivery-%d", n)
+				if _, err := s.Append(b.Context(), stream, domain.NoStream(), evs...); err != nil {
 					failed.Store(err)
 					return
+				}
+				if next {
+					for j := range evs {
+						evs[j] = domain.EventData{ID: uuid.NewString(), Type: "delivery.outcome.v1", Data: payload, Metadata: meta}
+					}
+					if _, err := s.Append(b.Context(), stream, domain.Exact(uint64(perAppend-1)), evs...); err != nil {
+						failed.Store(err)
+						return
+					}
 				}
 				latencies[n] = time.Since(t0)
 			}

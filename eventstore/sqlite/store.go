@@ -61,7 +61,9 @@ type Store struct {
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
 
-	chain    chainHead // the newest chain row; the writer's only
+	chain    chainHead       // the newest chain row; the writer's only
+	heads    *headCache      // committed stream heads; the writer's only
+	pending  map[string]head // the heads of the batch in progress
 	inline   atomic.Pointer[Inline]
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
@@ -100,6 +102,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		checkpointerDone: make(chan struct{}),
 		notify:           make(chan struct{}),
 		done:             make(chan struct{}),
+		heads:            newHeadCache(),
+		pending:          make(map[string]head),
 	}
 	if err := s.open(ctx, abs); err != nil {
 		_ = s.closeDBs()

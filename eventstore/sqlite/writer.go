@@ -252,8 +252,10 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 		return 0, fmt.Errorf("begin group commit: %w", err)
 	}
 	var last uint64
-	head := s.chain
-	st.chain = &head
+	chain := s.chain
+	st.chain = &chain
+	clear(s.pending)
+	st.heads = &batchHeads{cache: s.heads, pending: s.pending}
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
@@ -267,6 +269,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 		replies[i] = rep
 		if wrote {
 			last = rep.res.Position
+			st.heads.pending[r.stream] = head{rev: rep.res.NextRevision, deleted: r.deleteStream}
 		}
 	}
 	if last == 0 {
@@ -289,7 +292,8 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if done != nil {
 		done(true)
 	}
-	s.chain = head
+	s.chain = chain
+	s.heads.commit(s.pending)
 	s.commits.Add(1)
 	return last, nil
 }
@@ -338,7 +342,7 @@ func fastInsert(ctx context.Context, st writeStmts, r *appendRequest) (res domai
 	// checks the condition.
 	next := uint64(0)
 	if !r.expected.IsNoStream() {
-		head, exists, deleted, err := streamHead(ctx, st, r.stream)
+		head, exists, deleted, err := streamHead(ctx, st, r.stream, false)
 		if err != nil {
 			// Not a refused row: the transaction may be gone (see isConstraint).
 			return domain.AppendResult{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
@@ -378,7 +382,7 @@ func applyChecked(ctx context.Context, st writeStmts, r *appendRequest) (rep app
 		}
 	}
 
-	head, exists, deleted, err := streamHead(ctx, st, r.stream)
+	head, exists, deleted, err := streamHead(ctx, st, r.stream, true)
 	if err != nil {
 		return appendReply{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
 	}
@@ -482,8 +486,14 @@ func duplicateError(r *appendRequest, places []place) error {
 }
 
 // streamHead returns the last revision of stream, whether it has events and
-// whether it was deleted (its only event is then its tombstone).
-func streamHead(ctx context.Context, st writeStmts, stream string) (rev uint64, exists, deleted bool, err error) {
+// whether it was deleted (its only event is then its tombstone). It answers
+// from the writer's heads (heads.go) unless fresh, when it reads the log.
+func streamHead(ctx context.Context, st writeStmts, stream string, fresh bool) (rev uint64, exists, deleted bool, err error) {
+	if !fresh {
+		if h, ok := st.heads.get(stream); ok {
+			return h.rev, true, h.deleted, nil
+		}
+	}
 	var (
 		r   int64
 		typ string
@@ -495,7 +505,9 @@ func streamHead(ctx context.Context, st writeStmts, stream string) (rev uint64, 
 	case err != nil:
 		return 0, false, false, fmt.Errorf("read head of %s: %w", stream, err)
 	}
-	return uint64(r), true, typ == domain.TypeStreamDeleted, nil
+	h := head{rev: uint64(r), deleted: typ == domain.TypeStreamDeleted}
+	st.heads.pending[stream] = h
+	return h.rev, true, h.deleted, nil
 }
 
 func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, rows []row) (domain.AppendResult, error) {
@@ -538,6 +550,8 @@ type writeStmts struct {
 	// is one past it, and its link follows from it. Only an insert that
 	// succeeded moves it.
 	chain *chainHead
+	// heads are the stream heads the batch sees (heads.go).
+	heads *batchHeads
 }
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
