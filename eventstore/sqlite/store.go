@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
@@ -64,6 +65,9 @@ type Store struct {
 	chain    chainHead       // the newest chain row; the writer's only
 	heads    *headCache      // committed stream heads; the writer's only
 	pending  map[string]head // the heads of the batch in progress
+	leaves   []evidence.Hash // the batch's leaves (reused); the writer's only
+	treeMu   sync.Mutex
+	tree     *chainTree // the chain's Merkle tree, nil until ChainTree is first called
 	inline   atomic.Pointer[Inline]
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions

@@ -254,6 +254,8 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	var last uint64
 	chain := s.chain
 	st.chain = &chain
+	leaves := s.leaves[:0]
+	st.leaves = &leaves
 	clear(s.pending)
 	st.heads = &batchHeads{cache: s.heads, pending: s.pending}
 	for i, r := range batch {
@@ -292,7 +294,9 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if done != nil {
 		done(true)
 	}
+	s.growTree(s.chain.position, leaves, chain)
 	s.chain = chain
+	s.leaves = leaves[:0]
 	s.heads.commit(s.pending)
 	s.commits.Add(1)
 	return last, nil
@@ -427,13 +431,14 @@ func insertAtomically(ctx context.Context, st writeStmts, stream string, next ui
 	if _, err := st.savepoint.ExecContext(ctx); err != nil {
 		return domain.AppendResult{}, fmt.Errorf("savepoint: %w", err)
 	}
-	head := *st.chain
+	head, leaves := *st.chain, len(*st.leaves)
 	res, err := insertRows(ctx, st, stream, next, rows)
 	if err != nil {
 		if _, rbErr := st.rollbackTo.ExecContext(ctx); rbErr != nil {
 			return domain.AppendResult{}, fmt.Errorf("roll back append to %s: %w (after %v)", stream, rbErr, err)
 		}
-		*st.chain = head // the rows and their places are taken back
+		// The rows and their places are taken back.
+		*st.chain, *st.leaves = head, (*st.leaves)[:leaves]
 	}
 	if _, relErr := st.release.ExecContext(ctx); relErr != nil {
 		return domain.AppendResult{}, fmt.Errorf("release savepoint: %w", relErr)
@@ -535,6 +540,7 @@ func insertChained(ctx context.Context, st writeStmts, r row, stream string, sto
 		return 0, fmt.Errorf("insert event %s: %w", r.id, err)
 	}
 	*st.chain = chainHead{position: pos, link: link}
+	*st.leaves = append(*st.leaves, leaf)
 	return pos, nil
 }
 
@@ -550,6 +556,9 @@ type writeStmts struct {
 	// is one past it, and its link follows from it. Only an insert that
 	// succeeded moves it.
 	chain *chainHead
+	// leaves are the leaves of the events the batch inserted, from the
+	// position after the chain head it started from (for ChainTree).
+	leaves *[]evidence.Hash
 	// heads are the stream heads the batch sees (heads.go).
 	heads *batchHeads
 }
