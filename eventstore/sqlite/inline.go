@@ -59,7 +59,7 @@ func (s *Store) SetInline(ctx context.Context, p Inline) error {
 // applyInline offers the batch's events to the inline projection, under a
 // savepoint so that a failure takes back only the projection's writes.
 func (s *Store) applyInline(ctx context.Context, tx *sql.Tx, p Inline, events []domain.RecordedEvent) (func(bool), error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT inline_projection`); err != nil {
+	if _, err := tx.StmtContext(ctx, s.stmts.inlineSavepoint).ExecContext(ctx); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	before := s.last.Load()
@@ -84,12 +84,12 @@ func (s *Store) applyInline(ctx context.Context, tx *sql.Tx, p Inline, events []
 	done, err := p.Apply(ctx, tx, InlineBatch{After: before, Events: events, Read: read})
 	if err != nil {
 		s.log.Warn("inline projection failed: the log commits without it", slog.Any("error", err))
-		if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO inline_projection`); rbErr != nil {
+		if _, rbErr := tx.StmtContext(ctx, s.stmts.inlineRollbackTo).ExecContext(ctx); rbErr != nil {
 			return nil, fmt.Errorf("roll back inline projection: %w (after %v)", rbErr, err)
 		}
 		done = nil
 	}
-	if _, err := tx.ExecContext(ctx, `RELEASE inline_projection`); err != nil {
+	if _, err := tx.StmtContext(ctx, s.stmts.inlineRelease).ExecContext(ctx); err != nil {
 		if done != nil {
 			done(false)
 		}

@@ -552,6 +552,9 @@ type writeStmts struct {
 	savepoint, rollbackTo, release *sql.Stmt
 	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
 	keepLinks                      *sql.Stmt // DeleteStream only
+	// The inline projection's savepoint (applyInline), prepared: every
+	// batch runs two of them.
+	inlineSavepoint, inlineRollbackTo, inlineRelease *sql.Stmt
 	// chain is the batch's chain head: the position the next event takes
 	// is one past it, and its link follows from it. Only an insert that
 	// succeeded moves it.
@@ -576,6 +579,9 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
 		{&st.release, `RELEASE append_one`},
+		{&st.inlineSavepoint, `SAVEPOINT inline_projection`},
+		{&st.inlineRollbackTo, `ROLLBACK TO inline_projection`},
+		{&st.inlineRelease, `RELEASE inline_projection`},
 		{&st.keepLinks, `INSERT INTO removed_links (position, stream, leaf, link)
 			SELECT position, stream, leaf, link FROM events WHERE stream = ? AND position <> ? AND link IS NOT NULL`},
 	})
@@ -595,10 +601,12 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 		deleteRows: tx.StmtContext(ctx, st.deleteRows),
 		settle:     tx.StmtContext(ctx, st.settle),
 		keepLinks:  tx.StmtContext(ctx, st.keepLinks),
+		// The inline projection's are bound by applyInline, which
+		// runs only when one is attached.
 	}
 }
 
 func (st writeStmts) close() error {
 	return closeStmts(st.lookupID, st.lock, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
-		st.streamSize, st.deleteRows, st.settle, st.keepLinks)
+		st.streamSize, st.deleteRows, st.settle, st.keepLinks, st.inlineSavepoint, st.inlineRollbackTo, st.inlineRelease)
 }
