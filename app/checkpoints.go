@@ -24,6 +24,12 @@ type chained interface {
 	ReadChain(ctx context.Context, after uint64, limit int) ([]evidence.ChainLink, error)
 }
 
+// treeLog is a chained log that keeps the Merkle tree over its chain as it
+// writes (the embedded one): a checkpoint then reads no links back.
+type treeLog interface {
+	ChainTree(ctx context.Context) (evidence.Head, error)
+}
+
 // headsLog is a log that keeps a chain per stream (JetStream): its
 // checkpoints sign every stream's head.
 type headsLog interface {
@@ -55,14 +61,11 @@ func (c *checkpointer) checkpoint(ctx context.Context) (uint64, error) {
 	if c.heads != nil {
 		return c.checkpointHeads(ctx)
 	}
-	pos, link, err := c.log.ChainHead(ctx)
-	if err != nil || pos == 0 || pos == c.ownAt {
+	h, err := c.head(ctx)
+	if err != nil || h.Position == 0 || h.Position == c.ownAt {
 		return 0, err
 	}
-	if err := c.grow(ctx, pos); err != nil {
-		return 0, err
-	}
-	h := evidence.Head{Position: pos, Link: link, TreeSize: c.tree.Size(), Root: c.tree.Root()}
+	pos, link := h.Position, h.Link
 	e := domain.LogCheckpointed{
 		Position: pos, Link: link.String(), TreeSize: h.TreeSize, Root: h.Root.String(),
 		PublicKey: evidence.FormatPublicKey(c.key.Public().(ed25519.PublicKey)),
@@ -101,6 +104,22 @@ func (c *checkpointer) checkpointHeads(ctx context.Context) (uint64, error) {
 	}
 	c.ownAt = res.Position
 	return pos, nil
+}
+
+// head is the chain's head and the tree over its leaves: the log's own
+// when it keeps one, else grown from the links written since the last call.
+func (c *checkpointer) head(ctx context.Context) (evidence.Head, error) {
+	if t, ok := c.log.(treeLog); ok {
+		return t.ChainTree(ctx)
+	}
+	pos, link, err := c.log.ChainHead(ctx)
+	if err != nil || pos == 0 || pos == c.ownAt {
+		return evidence.Head{Position: pos}, err
+	}
+	if err := c.grow(ctx, pos); err != nil {
+		return evidence.Head{}, err
+	}
+	return evidence.Head{Position: pos, Link: link, TreeSize: c.tree.Size(), Root: c.tree.Root()}, nil
 }
 
 // grow adds the chain's leaves up to position to the tree.
@@ -147,6 +166,14 @@ func (a *App) checkpointer(cfg Config, log *slog.Logger) (*checkpointer, error) 
 
 // run checkpoints every interval until ctx ends, and once more as it ends.
 func (c *checkpointer) run(ctx context.Context, every time.Duration) {
+	// A log that keeps the tree builds it from its chain on the first call
+	// and keeps it from then on: now, while the log is as short as it
+	// will ever be in this run, rather than at the first checkpoint.
+	if t, ok := c.log.(treeLog); ok {
+		if _, err := t.ChainTree(ctx); err != nil && ctx.Err() == nil {
+			c.l.Warn("read the log's chain", "error", err)
+		}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -192,3 +192,88 @@ func (s *Store) CheckRevisions(ctx context.Context, limit int) (int64, []string,
 	}
 	return streams, problems, rows.Err()
 }
+
+// chainTree is the Merkle tree over the chain's leaves up to at, whose
+// link is link. Once ChainTree has built it, the writer adds each
+// committed batch's leaves to it, so a checkpoint signs the tree without
+// reading back every link written since the last one.
+type chainTree struct {
+	tree evidence.Tree
+	at   uint64
+	link evidence.Hash
+}
+
+func (t *chainTree) head() evidence.Head {
+	return evidence.Head{Position: t.at, Link: t.link, TreeSize: t.tree.Size(), Root: t.tree.Root()}
+}
+
+// readFrom adds every link the log holds after t.at.
+func (t *chainTree) readFrom(ctx context.Context, s *Store) error {
+	for {
+		links, err := s.ReadChain(ctx, t.at, 1000)
+		if err != nil || len(links) == 0 {
+			return err
+		}
+		for _, l := range links {
+			t.tree.Add(l.Leaf)
+			t.at, t.link = l.Position, l.Link
+		}
+	}
+}
+
+// ChainTree returns the chain's head with the Merkle tree over its leaves
+// (evidence.Head), what a checkpoint signs. The first call reads the whole
+// chain; the writer keeps the tree from then on.
+func (s *Store) ChainTree(ctx context.Context) (evidence.Head, error) {
+	s.treeMu.Lock()
+	if s.tree != nil {
+		h := s.tree.head()
+		s.treeMu.Unlock()
+		return h, nil
+	}
+	s.treeMu.Unlock()
+	// Read the chain without holding the writer back, then, holding it,
+	// what it committed meanwhile: from then on it adds every batch.
+	var t chainTree
+	if err := t.readFrom(ctx, s); err != nil {
+		return evidence.Head{}, err
+	}
+	s.treeMu.Lock()
+	defer s.treeMu.Unlock()
+	if s.tree != nil { // another call built it meanwhile
+		return s.tree.head(), nil
+	}
+	if err := t.readFrom(ctx, s); err != nil {
+		return evidence.Head{}, err
+	}
+	s.tree = &t
+	return t.head(), nil
+}
+
+// growTree adds a committed batch's leaves, the first at position after+1,
+// to the tree if ChainTree built it. ChainTree may have read some of them
+// already; a batch that does not follow the tree (which the writer never
+// commits) drops it, and the next ChainTree reads it again.
+func (s *Store) growTree(after uint64, leaves []evidence.Hash, head chainHead) {
+	s.treeMu.Lock()
+	defer s.treeMu.Unlock()
+	t := s.tree
+	if t == nil {
+		return
+	}
+	for i, leaf := range leaves {
+		pos := after + 1 + uint64(i)
+		if pos <= t.at {
+			continue
+		}
+		if pos != t.at+1 {
+			s.tree = nil
+			return
+		}
+		t.tree.Add(leaf)
+		t.at = pos
+	}
+	if t.at == head.position {
+		t.link = head.link
+	}
+}

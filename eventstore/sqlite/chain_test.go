@@ -175,3 +175,87 @@ func TestCheckRevisions(t *testing.T) {
 		t.Fatalf("problems %q, err %v", problems, err)
 	}
 }
+
+// treeFromLinks builds the head ChainTree should return from the links the
+// log holds.
+func treeFromLinks(t *testing.T, s *Store) evidence.Head {
+	t.Helper()
+	var tree evidence.Tree
+	var h evidence.Head
+	for {
+		links, err := s.ReadChain(t.Context(), h.Position, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(links) == 0 {
+			break
+		}
+		for _, l := range links {
+			tree.Add(l.Leaf)
+			h.Position, h.Link = l.Position, l.Link
+		}
+	}
+	h.TreeSize, h.Root = tree.Size(), tree.Root()
+	return h
+}
+
+// TestChainTreeFollowsTheLog checks the tree the writer keeps against one
+// built from the links read back, through concurrent batches, an append
+// refused halfway (its savepoint takes its leaves back), a deleted stream
+// and a reopening.
+func TestChainTreeFollowsTheLog(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	check := func(when string) {
+		t.Helper()
+		got, err := s.ChainTree(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := treeFromLinks(t, s); got != want {
+			t.Fatalf("%s: ChainTree = %+v, want %+v", when, got, want)
+		}
+		pos, link, err := s.ChainHead(ctx)
+		if err != nil || pos != got.Position || link != got.Link {
+			t.Fatalf("%s: ChainHead = %d %s %v, ChainTree's head %d %s", when, pos, link, err, got.Position, got.Link)
+		}
+	}
+	check("empty log")
+	appendN(t, s, "delivery-a", 3)
+	check("first appends")
+
+	taken := event("taken")
+	if _, err := s.Append(ctx, "delivery-b", domain.NoStream(), taken); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			// Every fourth append fails at its second event, after its
+			// first was inserted.
+			evs := []domain.EventData{event("one"), event("two")}
+			if i%4 == 0 {
+				evs[1] = taken
+			}
+			_, _ = s.Append(ctx, fmt.Sprintf("delivery-c%d", i), domain.NoStream(), evs...)
+		})
+	}
+	wg.Wait()
+	check("concurrent batches")
+	if _, err := s.DeleteStream(ctx, "delivery-a", domain.Any()); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, "delivery-d", 2)
+	check("after a deleted stream")
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, Options{})
+	defer s.Close()
+	appendN(t, s, "delivery-e", 2)
+	check("reopened")
+	appendN(t, s, "delivery-f", 2)
+	check("reopened, later appends")
+}

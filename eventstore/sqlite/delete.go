@@ -46,7 +46,7 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, expected domain
 // inserted at the highest revision and moved to revision 0 once the other
 // rows are gone, where it keeps NoStream appends refused by the index.
 func applyDelete(ctx context.Context, st writeStmts, r *appendRequest) (rep appendReply, wrote bool, fatal error) {
-	head, exists, deleted, err := streamHead(ctx, st, r.stream)
+	head, exists, deleted, err := streamHead(ctx, st, r.stream, true)
 	if err != nil {
 		return appendReply{}, false, fmt.Errorf("delete stream %s: %w", r.stream, err)
 	}

@@ -33,6 +33,9 @@
 // look the IDs and the stream head up, to answer an idempotent retry, a
 // duplicate ID or a wrong expected revision exactly as a check made first
 // would.
+// The optimistic insert takes the stream's head from memory (heads.go: the
+// writer is the only writer, so it keeps the heads it committed); the
+// careful path reads it from the log.
 //
 // Commits never checkpoint the WAL (wal_autocheckpoint=0 on the writer): a
 // background checkpointer on its own connection copies it into the database

@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
@@ -61,7 +62,12 @@ type Store struct {
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
 
-	chain    chainHead     // the newest chain row; the writer's only
+	chain    chainHead       // the newest chain row; the writer's only
+	heads    *headCache      // committed stream heads; the writer's only
+	pending  map[string]head // the heads of the batch in progress
+	leaves   []evidence.Hash // the batch's leaves (reused); the writer's only
+	treeMu   sync.Mutex
+	tree     *chainTree    // the chain's Merkle tree, nil until ChainTree is first called
 	last     atomic.Uint64 // newest committed position
 	tail     tail          // the newest committed events, for live subscriptions
 	commits  atomic.Uint64 // transactions committed: appends/commits is the batching achieved
@@ -99,6 +105,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		checkpointerDone: make(chan struct{}),
 		notify:           make(chan struct{}),
 		done:             make(chan struct{}),
+		heads:            newHeadCache(),
+		pending:          make(map[string]head),
 	}
 	if err := s.open(ctx, abs); err != nil {
 		_ = s.closeDBs()

@@ -244,8 +244,12 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 		return 0, fmt.Errorf("begin group commit: %w", err)
 	}
 	var last uint64
-	head := s.chain
-	st.chain = &head
+	chain := s.chain
+	st.chain = &chain
+	leaves := s.leaves[:0]
+	st.leaves = &leaves
+	clear(s.pending)
+	st.heads = &batchHeads{cache: s.heads, pending: s.pending}
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
@@ -259,6 +263,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 		replies[i] = rep
 		if wrote {
 			last = rep.res.Position
+			st.heads.pending[r.stream] = head{rev: rep.res.NextRevision, deleted: r.deleteStream}
 		}
 	}
 	if last == 0 {
@@ -267,7 +272,10 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest, replies []
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit group: %w", err)
 	}
-	s.chain = head
+	s.growTree(s.chain.position, leaves, chain)
+	s.chain = chain
+	s.leaves = leaves[:0]
+	s.heads.commit(s.pending)
 	s.commits.Add(1)
 	return last, nil
 }
@@ -316,7 +324,7 @@ func fastInsert(ctx context.Context, st writeStmts, r *appendRequest) (res domai
 	// checks the condition.
 	next := uint64(0)
 	if !r.expected.IsNoStream() {
-		head, exists, deleted, err := streamHead(ctx, st, r.stream)
+		head, exists, deleted, err := streamHead(ctx, st, r.stream, false)
 		if err != nil {
 			// Not a refused row: the transaction may be gone (see isConstraint).
 			return domain.AppendResult{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
@@ -356,7 +364,7 @@ func applyChecked(ctx context.Context, st writeStmts, r *appendRequest) (rep app
 		}
 	}
 
-	head, exists, deleted, err := streamHead(ctx, st, r.stream)
+	head, exists, deleted, err := streamHead(ctx, st, r.stream, true)
 	if err != nil {
 		return appendReply{}, false, fmt.Errorf("append to %s: %w", r.stream, err)
 	}
@@ -401,13 +409,14 @@ func insertAtomically(ctx context.Context, st writeStmts, stream string, next ui
 	if _, err := st.savepoint.ExecContext(ctx); err != nil {
 		return domain.AppendResult{}, fmt.Errorf("savepoint: %w", err)
 	}
-	head := *st.chain
+	head, leaves := *st.chain, len(*st.leaves)
 	res, err := insertRows(ctx, st, stream, next, rows)
 	if err != nil {
 		if _, rbErr := st.rollbackTo.ExecContext(ctx); rbErr != nil {
 			return domain.AppendResult{}, fmt.Errorf("roll back append to %s: %w (after %v)", stream, rbErr, err)
 		}
-		*st.chain = head // the rows and their places are taken back
+		// The rows and their places are taken back.
+		*st.chain, *st.leaves = head, (*st.leaves)[:leaves]
 	}
 	if _, relErr := st.release.ExecContext(ctx); relErr != nil {
 		return domain.AppendResult{}, fmt.Errorf("release savepoint: %w", relErr)
@@ -460,8 +469,14 @@ func duplicateError(r *appendRequest, places []place) error {
 }
 
 // streamHead returns the last revision of stream, whether it has events and
-// whether it was deleted (its only event is then its tombstone).
-func streamHead(ctx context.Context, st writeStmts, stream string) (rev uint64, exists, deleted bool, err error) {
+// whether it was deleted (its only event is then its tombstone). It answers
+// from the writer's heads (heads.go) unless fresh, when it reads the log.
+func streamHead(ctx context.Context, st writeStmts, stream string, fresh bool) (rev uint64, exists, deleted bool, err error) {
+	if !fresh {
+		if h, ok := st.heads.get(stream); ok {
+			return h.rev, true, h.deleted, nil
+		}
+	}
 	var (
 		r   int64
 		typ string
@@ -473,7 +488,9 @@ func streamHead(ctx context.Context, st writeStmts, stream string) (rev uint64, 
 	case err != nil:
 		return 0, false, false, fmt.Errorf("read head of %s: %w", stream, err)
 	}
-	return uint64(r), true, typ == domain.TypeStreamDeleted, nil
+	h := head{rev: uint64(r), deleted: typ == domain.TypeStreamDeleted}
+	st.heads.pending[stream] = h
+	return h.rev, true, h.deleted, nil
 }
 
 func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, rows []row) (domain.AppendResult, error) {
@@ -501,6 +518,7 @@ func insertChained(ctx context.Context, st writeStmts, r row, stream string, sto
 		return 0, fmt.Errorf("insert event %s: %w", r.id, err)
 	}
 	*st.chain = chainHead{position: pos, link: link}
+	*st.leaves = append(*st.leaves, leaf)
 	return pos, nil
 }
 
@@ -516,6 +534,11 @@ type writeStmts struct {
 	// is one past it, and its link follows from it. Only an insert that
 	// succeeded moves it.
 	chain *chainHead
+	// leaves are the leaves of the events the batch inserted, from the
+	// position after the chain head it started from (for ChainTree).
+	leaves *[]evidence.Hash
+	// heads are the stream heads the batch sees (heads.go).
+	heads *batchHeads
 }
 
 func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
