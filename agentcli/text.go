@@ -79,7 +79,7 @@ func (o *TextObserver) flushLocked() {
 	if len(o.pending) == 0 {
 		return
 	}
-	o.Out.Write(o.pending)
+	_, _ = o.Out.Write(o.pending) // the terminal: a failed write has nowhere to be told
 	o.pending = o.pending[:0]
 	o.lastWrite = time.Now()
 }
