@@ -129,6 +129,15 @@ func decodeReceivedJSON(data []byte) (receivedRow, error) {
 }
 
 func decodeResponded(data []byte) (respondedRow, error) {
+	if p, ok := fastResponded(data); ok {
+		return p, nil
+	}
+	return decodeRespondedJSON(data)
+}
+
+// decodeRespondedJSON is decodeResponded through encoding/json, for every
+// payload fastResponded leaves to it.
+func decodeRespondedJSON(data []byte) (respondedRow, error) {
 	var p respondedRow
 	if err := json.Unmarshal(data, &p); err != nil {
 		return respondedRow{}, fmt.Errorf("decode %s: %w", domain.TypeForwardResponded, err)

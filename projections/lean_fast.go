@@ -91,6 +91,70 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 	}
 }
 
+// fastResponded decodes a ForwardResponded the way decodeRespondedJSON
+// does, for the compact JSON the codec writes, skipping the answer's headers
+// and body (kept in the log, not in the views) in one pass; ok is false for
+// anything but the plain case, which decodeRespondedJSON then decodes, as
+// for fastReceived.
+func fastResponded(data []byte) (p respondedRow, ok bool) {
+	s := scanner{b: data}
+	if !s.byte('{') {
+		return respondedRow{}, false
+	}
+	if s.byte('}') {
+		return p, s.end()
+	}
+	for {
+		key, ok := s.key()
+		if !ok {
+			return respondedRow{}, false
+		}
+		var n int64
+		switch key {
+		case "delivery_id":
+			ok = s.str(&p.DeliveryID)
+		case "attempt_id":
+			ok = s.str(&p.AttemptID)
+		case "agent_id":
+			ok = s.str(&p.AgentID)
+		case "signature":
+			ok = s.str(&p.Signature)
+		case "status":
+			ok = s.int(&n) && n >= -1<<31 && n <= 1<<31
+			p.Status = int(n)
+		case "body_size":
+			ok = s.int(&p.BodySize)
+		case "duration_ms":
+			ok = s.int(&p.DurationMs)
+		case "dropped_headers":
+			ok = s.int(&n) && n >= 0 && n <= 1<<31
+			p.DroppedHeaders = int(n)
+		case "captured":
+			ok = s.bool(&p.Captured)
+		case "copy":
+			ok = s.bool(&p.Copy)
+		case "fidelity":
+			ok = nestedObject(&s, &p.Fidelity)
+		case "headers":
+			p.Headers, ok = s.skipArray()
+		case "body":
+			p.Body, ok = s.skipPlainString()
+		default:
+			ok = false // unknown fields take the general path
+		}
+		if !ok {
+			return respondedRow{}, false
+		}
+		if s.byte(',') {
+			continue
+		}
+		if s.byte('}') {
+			return p, s.end()
+		}
+		return respondedRow{}, false
+	}
+}
+
 // scanner reads compact JSON from b; every method reports false, without
 // guarantees about its position, when the input is not the plain case.
 type scanner struct {
@@ -230,6 +294,26 @@ func flatObject[T any](s *scanner, dst **T) bool {
 	return true
 }
 
+// nestedObject reads an object (or null) that may hold objects into *dst
+// with encoding/json, as a fidelity receipt is; its end is found as
+// skipComposite finds it.
+func nestedObject[T any](s *scanner, dst **T) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	raw, ok := s.skipComposite('{')
+	if !ok {
+		return false
+	}
+	var v T
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	*dst = &v
+	return true
+}
+
 // skipPlainString skips a string value (or null) without escapes or control
 // bytes: the base64 text of a body.
 func (s *scanner) skipPlainString() (jsonKind, bool) {
@@ -247,8 +331,17 @@ func (s *scanner) skipArray() (jsonKind, bool) {
 	if s.null() {
 		return 'n', true
 	}
-	if !s.byte('[') {
+	if _, ok := s.skipComposite('['); !ok {
 		return 0, false
+	}
+	return '[', true
+}
+
+// skipComposite skips an array or object opening with open, with strings
+// and nesting accounted for, checks it with json.Valid and returns it.
+func (s *scanner) skipComposite(open byte) ([]byte, bool) {
+	if !s.byte(open) {
+		return nil, false
 	}
 	start, depth := s.i-1, 1
 	for s.i < len(s.b) && depth > 0 {
@@ -269,7 +362,7 @@ func (s *scanner) skipArray() (jsonKind, bool) {
 		s.i++
 	}
 	if depth != 0 || s.i > len(s.b) || !json.Valid(s.b[start:s.i]) {
-		return 0, false
+		return nil, false
 	}
-	return '[', true
+	return s.b[start:s.i], true
 }

@@ -311,3 +311,79 @@ func FuzzFastReceived(f *testing.F) {
 		checkFastReceived(t, []byte(payload))
 	})
 }
+
+// fastRespondedCases are payloads fastResponded must either decode exactly
+// as encoding/json does or leave to it.
+var fastRespondedCases = []string{
+	`{"delivery_id":"d1","attempt_id":"a1","agent_id":"g","status":200,"headers":[{"name":"X","value":"a\u0026b"}],"body":"AAEC/w==","body_size":4,"captured":true,"duration_ms":3,"signature":"stripe valid","fidelity":{"agent":{"request_line":"x","headers":"y","body":"z"},"relay":{"request_line":"x","headers":"y","body":"w"}},"copy":true,"dropped_headers":2}`,
+	`{"delivery_id":"d1","attempt_id":"a1","status":502,"headers":null,"body_size":0,"captured":false,"duration_ms":0}`,
+	`{"delivery_id":"d1","fidelity":null}`,
+	`{"delivery_id":"d1","fidelity":{"agent":{"body":"}"}}}`,
+	`{"delivery_id":"d1","fidelity":{"agent":1}}`,
+	`{"delivery_id":"d1","fidelity":{"agent":{}}`,
+	`{"status":2147483648}`,
+	`{"status":-1}`,
+	`{"status":1.5}`,
+	`{"status":"200"}`,
+	`{"dropped_headers":-1}`,
+	`{"copy":1}`,
+	`{"headers":[1,}`,
+	`{"body":"a\nb"}`,
+	`{"body":{}}`,
+	`{"x":1}`,
+	`{ "status":200}`,
+	`{"status":200}x`,
+	`{}`,
+}
+
+func TestFastRespondedAgreesWithJSON(t *testing.T) {
+	took := 0
+	for _, payload := range append(append([]string{}, fastRespondedCases...), malformed...) {
+		if checkFastResponded(t, []byte(payload)) {
+			took++
+		}
+	}
+	if took < 5 {
+		t.Errorf("the fast path decoded only %d of the cases: it is not being exercised", took)
+	}
+	// What the tunnel records takes the fast path.
+	ev := domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a1", AgentID: "g", Status: 201,
+		Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}}, Body: []byte(`{"ok":true}`),
+		BodySize: 11, Captured: true, DurationMs: 7, Signature: "stripe valid",
+		Fidelity: &domain.Fidelity{Agent: domain.FidelityDigests{Body: "a"}, Relay: domain.FidelityDigests{Body: "a"}}, Copy: true}
+	data, err := domain.NewCodec().Encode("00000000-0000-4000-8000-000000000009", ev, time.Unix(0, 0), domain.Trace{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !checkFastResponded(t, data.Data) {
+		t.Errorf("the codec's own payload did not take the fast path: %s", data.Data)
+	}
+}
+
+// checkFastResponded reports whether fastResponded decoded payload, failing
+// the test if it decoded it differently from decodeRespondedJSON.
+func checkFastResponded(t *testing.T, payload []byte) bool {
+	t.Helper()
+	fast, ok := fastResponded(payload)
+	if !ok {
+		return false
+	}
+	slow, err := decodeRespondedJSON(payload)
+	if err != nil {
+		t.Errorf("fast path accepted %s, encoding/json refuses it: %v", payload, err)
+		return true
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Errorf("%s:\nfast %+v\nslow %+v", payload, fast, slow)
+	}
+	return true
+}
+
+func FuzzFastResponded(f *testing.F) {
+	for _, p := range append(append([]string{}, fastRespondedCases...), malformed...) {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, payload string) {
+		checkFastResponded(t, []byte(payload))
+	})
+}
