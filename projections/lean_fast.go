@@ -134,7 +134,7 @@ func fastResponded(data []byte) (p respondedRow, ok bool) {
 		case "copy":
 			ok = s.bool(&p.Copy)
 		case "fidelity":
-			ok = nestedObject(&s, &p.Fidelity)
+			ok = s.fidelity(&p.Fidelity)
 		case "headers":
 			p.Headers, ok = s.skipArray()
 		case "body":
@@ -294,24 +294,66 @@ func flatObject[T any](s *scanner, dst **T) bool {
 	return true
 }
 
-// nestedObject reads an object (or null) that may hold objects into *dst
-// with encoding/json, as a fidelity receipt is; its end is found as
-// skipComposite finds it.
-func nestedObject[T any](s *scanner, dst **T) bool {
+// fidelity reads a fidelity receipt (or null): two objects of three
+// digests. Through encoding/json it was most of a ForwardResponded's
+// decoding. A key seen twice decodes into the same value, as
+// encoding/json does.
+func (s *scanner) fidelity(dst **domain.Fidelity) bool {
 	if s.null() {
 		*dst = nil
 		return true
 	}
-	raw, ok := s.skipComposite('{')
-	if !ok {
+	var f domain.Fidelity
+	if *dst != nil {
+		f = **dst // a second "fidelity" decodes into the first
+	}
+	ok := s.object(func(key string) bool {
+		switch key {
+		case "agent":
+			return s.digests(&f.Agent)
+		case "relay":
+			return s.digests(&f.Relay)
+		}
+		return false
+	})
+	if ok {
+		*dst = &f
+	}
+	return ok
+}
+
+func (s *scanner) digests(d *domain.FidelityDigests) bool {
+	return s.object(func(key string) bool {
+		switch key {
+		case "request_line":
+			return s.str(&d.RequestLine)
+		case "headers":
+			return s.str(&d.Headers)
+		case "body":
+			return s.str(&d.Body)
+		}
+		return false
+	})
+}
+
+// object reads an object whose values field reads, key by key.
+func (s *scanner) object(field func(key string) bool) bool {
+	if !s.byte('{') {
 		return false
 	}
-	var v T
-	if json.Unmarshal(raw, &v) != nil {
-		return false
+	if s.byte('}') {
+		return true
 	}
-	*dst = &v
-	return true
+	for {
+		key, ok := s.key()
+		if !ok || !field(key) {
+			return false
+		}
+		if s.byte(',') {
+			continue
+		}
+		return s.byte('}')
+	}
 }
 
 // skipPlainString skips a string value (or null) without escapes or control
@@ -331,17 +373,8 @@ func (s *scanner) skipArray() (jsonKind, bool) {
 	if s.null() {
 		return 'n', true
 	}
-	if _, ok := s.skipComposite('['); !ok {
+	if !s.byte('[') {
 		return 0, false
-	}
-	return '[', true
-}
-
-// skipComposite skips an array or object opening with open, with strings
-// and nesting accounted for, checks it with json.Valid and returns it.
-func (s *scanner) skipComposite(open byte) ([]byte, bool) {
-	if !s.byte(open) {
-		return nil, false
 	}
 	start, depth := s.i-1, 1
 	for s.i < len(s.b) && depth > 0 {
@@ -362,7 +395,7 @@ func (s *scanner) skipComposite(open byte) ([]byte, bool) {
 		s.i++
 	}
 	if depth != 0 || s.i > len(s.b) || !json.Valid(s.b[start:s.i]) {
-		return nil, false
+		return 0, false
 	}
-	return s.b[start:s.i], true
+	return '[', true
 }
