@@ -257,18 +257,13 @@ func (w *accountsWriter) activity(t *txn, accountID, by, subject, detail string)
 // the largest prepared chunk holds: a statement costs more than a row, and
 // a proxied delivery has two rows.
 func (w *accountsWriter) flush(t *txn) error {
-	rows := w.events
+	rows := make([][]any, len(w.events))
+	for i, e := range w.events {
+		rows[i] = []any{e.account, e.position, e.stream, e.revision}
+	}
 	w.events = nil
-	for len(rows) > 0 {
-		n := chunk(len(rows))
-		args := make([]any, 0, 4*n)
-		for _, e := range rows[:n] {
-			args = append(args, e.account, e.position, e.stream, e.revision)
-		}
-		if _, err := t.exec(qAccountEvents[n], args...); err != nil {
-			return fmt.Errorf("index %d events: %w", n, err)
-		}
-		rows = rows[n:]
+	if _, err := execChunks(t, qAccountEvents, rows); err != nil {
+		return fmt.Errorf("index %d events: %w", len(rows), err)
 	}
 	return nil
 }

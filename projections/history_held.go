@@ -165,24 +165,53 @@ func (h *heldDelivery) responseStatus(answeredPos int64, answered any) any {
 	return answered
 }
 
-// flushHeld inserts k's held attempts, and its row with its final columns
-// when its insert was held too, else sets them when the batch changed them
-// since its receipt; it moves the delivery in the rollup to the class its
-// status has now (as statsWriter.counted would). k is then an ordinary
+// flushHeld writes the held deliveries ks: their attempts, and their rows
+// with their final columns when their inserts were held too (else it sets
+// those columns when the batch changed them since the receipt), moving each
+// in the rollup to the class its status has now (as statsWriter.counted
+// would). The rows of all of them go in as few multi-row inserts as they
+// make up (a statement costs more than a row). Each is then an ordinary
 // known delivery whose row and attempts are in the tables.
-func (w *historyWriter) flushHeld(t *txn, k *knownDelivery) error {
-	h := k.held
-	k.held = nil
-	for _, a := range h.order {
-		if _, err := t.exec(qAttemptHeld, a.position, k.dpos, a.attemptID, a.retry, a.startedAt, a.node, a.edit, a.copy,
-			a.agentID, a.queued, a.possibleDuplicate, a.status, a.durationMs, a.errText, nullIfZero(a.outcomePos),
-			a.outcomeAt, a.signature, a.fidelity); err != nil {
-			return fmt.Errorf("record attempt %s of delivery at %d: %w", a.attemptID, k.dpos, err)
+func (w *historyWriter) flushHeld(t *txn, ks []*knownDelivery) error {
+	var attempts, rows [][]any
+	for _, k := range ks {
+		h := k.held
+		k.held = nil
+		for _, a := range h.order {
+			attempts = append(attempts, []any{a.position, k.dpos, a.attemptID, a.retry, a.startedAt, a.node, a.edit, a.copy,
+				a.agentID, a.queued, a.possibleDuplicate, a.status, a.durationMs, a.errText, nullIfZero(a.outcomePos),
+				a.outcomeAt, a.signature, a.fidelity})
 		}
+		if !k.dirty && h.row == nil {
+			continue // inserted, and changed by no event since
+		}
+		cols := w.heldColumns(k, h)
+		if h.row != nil {
+			rows = append(rows, append(h.row, cols...))
+		} else if _, err := t.exec(qDeliveryHeld, append(cols, k.dpos)...); err != nil {
+			return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
+		}
+		// Counted in the rollup now: flush need not count it again.
+		k.dirty, k.deferred = false, false
 	}
-	if !k.dirty && h.row == nil {
-		return nil // inserted, and changed by no event since
+	if _, err := execChunks(t, qAttemptsHeld, attempts); err != nil {
+		return fmt.Errorf("record attempts: %w", err)
 	}
+	n, err := execChunks(t, qDeliveriesHeld, rows)
+	if err != nil {
+		return fmt.Errorf("record deliveries: %w", err)
+	}
+	if n != int64(len(rows)) {
+		// prepare found no row for them and the batch made none but these.
+		return fmt.Errorf("record deliveries: %d of %d rows exist already", int64(len(rows))-n, len(rows))
+	}
+	return nil
+}
+
+// heldColumns are the final columns of k, a held delivery (qDeliveryHeld's
+// order): what the sender was answered, its latest response and the
+// rollup class, into which it is moved.
+func (w *historyWriter) heldColumns(k *knownDelivery, h *heldDelivery) []any {
 	answered, reason, at := h.answered, h.reason, h.answeredAt
 	var answeredPos int64
 	if k.answered != nil {
@@ -202,22 +231,7 @@ func (w *historyWriter) flushHeld(t *txn, k *knownDelivery) error {
 		updated = k.pos
 	}
 	class := w.stats.moved(k.address, h.received, h.class, status)
-	cols := []any{updated, answered, nullIfZero(answeredPos), reason, at, status, rStream, rRev, class}
-	if h.row != nil {
-		n, err := t.exec(qDeliveryHeldNew, append(h.row, cols...)...)
-		if err != nil {
-			return fmt.Errorf("record delivery at %d: %w", k.dpos, err)
-		}
-		if n == 0 {
-			// prepare found no row and the batch made none but this.
-			return fmt.Errorf("record delivery at %d: its row exists already", k.dpos)
-		}
-	} else if _, err := t.exec(qDeliveryHeld, append(cols, k.dpos)...); err != nil {
-		return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
-	}
-	// Counted in the rollup now: flush need not count it again.
-	k.dirty, k.deferred = false, false
-	return nil
+	return []any{updated, answered, nullIfZero(answeredPos), reason, at, status, rStream, rRev, class}
 }
 
 // nullIfZero is n, or NULL when it is 0.

@@ -235,7 +235,7 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	}
 	if k, ok := w.known[id]; ok && k.held != nil {
 		// Its row and attempts are read and deleted below: write them first.
-		if err := w.flushHeld(t, k); err != nil {
+		if err := w.flushHeld(t, []*knownDelivery{k}); err != nil {
 			return 0, err
 		}
 	}
@@ -381,13 +381,14 @@ func (w *historyWriter) updated(ok bool, err error) (int64, error) {
 
 // flush applies the deferred delivery updates.
 func (w *historyWriter) flush(t *txn) error {
+	held := make([]*knownDelivery, 0, len(w.held))
 	for _, k := range w.held {
-		if k.held == nil || k.dropped {
-			continue
+		if k.held != nil && !k.dropped {
+			held = append(held, k)
 		}
-		if err := w.flushHeld(t, k); err != nil {
-			return err
-		}
+	}
+	if err := w.flushHeld(t, held); err != nil {
+		return err
 	}
 	for _, k := range w.pending {
 		if k.dropped || !k.dirty {

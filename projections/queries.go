@@ -158,25 +158,12 @@ const (
 	qAttemptOutcome = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		SELECT ?1, position, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11 FROM deliveries WHERE id = ?2 ` + attemptOutcomeConflict
-	// A held attempt (history_held.go) is inserted once, whole.
-	qAttemptHeld = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id,
-			queued, possible_duplicate, status, duration_ms, error, outcome_position, outcome_at, signature, fidelity)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// A delivery the batch created gets its final columns, computed in Go
 	// (heldDelivery), by its position.
 	qDeliveryHeld = `UPDATE deliveries SET updated_position = ?1, answered_status = ?2, answered_position = ?3,
 			answered_reason = ?4, answered_at = ?5, response_status = ?6, response_stream = ?7, response_revision = ?8,
 			stats_class = ?9
 		WHERE position = ?10`
-	// qDeliveryHeldNew inserts a delivery the batch created, whole: its
-	// receipt's columns, then qDeliveryHeld's.
-	qDeliveryHeldNew = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
-			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
-			stored_bytes, provider, provider_event, provider_delivery_id,
-			updated_position, answered_status, answered_position, answered_reason, answered_at,
-			response_status, response_stream, response_revision, stats_class)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`
 	qAttemptOutcomeAt = `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at,
 			status, duration_ms, error, outcome_position, agent_id, outcome_at, signature, fidelity, copy)
 		VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?1, ?8, ?4, ?9, ?10, ?11) ` + attemptOutcomeConflict
@@ -223,25 +210,67 @@ func chunk(n int) int {
 	return 1
 }
 
+// execChunks runs rows through the statements queries holds for each size
+// in chunks, the largest first, and returns the rows they changed.
+func execChunks(t *txn, queries map[int]string, rows [][]any) (int64, error) {
+	var changed int64
+	for len(rows) > 0 {
+		n := chunk(len(rows))
+		args := make([]any, 0, n*len(rows[0]))
+		for _, r := range rows[:n] {
+			args = append(args, r...)
+		}
+		c, err := t.exec(queries[n], args...)
+		if err != nil {
+			return changed, err
+		}
+		changed += c
+		rows = rows[n:]
+	}
+	return changed, nil
+}
+
 // qDeliveriesExisting finds which of n delivery ids have a row, by n in
 // chunks.
-var qDeliveriesExisting = func() map[int]string {
-	out := map[int]string{}
-	for _, n := range chunks {
-		out[n] = `SELECT id FROM deliveries WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
-	}
-	return out
-}()
+var qDeliveriesExisting = byChunk(func(n int) string {
+	return `SELECT id FROM deliveries WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+})
 
 // qAccountEvents inserts n account_events rows, by n in chunks.
-var qAccountEvents = func() map[int]string {
+var qAccountEvents = byChunk(func(n int) string {
+	return multiRow(`INSERT INTO account_events (account_id, position, stream, revision)`, 4, n, ` ON CONFLICT DO NOTHING`)
+})
+
+// multiRow is an insert of n rows of cols, each "?", then tail.
+func multiRow(head string, cols, n int, tail string) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	return head + " VALUES " + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + tail
+}
+
+// byChunk is query(n) for each size in chunks.
+func byChunk(query func(n int) string) map[int]string {
 	out := map[int]string{}
 	for _, n := range chunks {
-		out[n] = `INSERT INTO account_events (account_id, position, stream, revision) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ") + ` ON CONFLICT DO NOTHING`
+		out[n] = query(n)
 	}
 	return out
-}()
+}
+
+// qAttemptsHeld inserts n held attempts (history_held.go), whole.
+var qAttemptsHeld = byChunk(func(n int) string {
+	return multiRow(`INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, node, edit, copy, agent_id,
+			queued, possible_duplicate, status, duration_ms, error, outcome_position, outcome_at, signature, fidelity)`, 18, n, "")
+})
+
+// qDeliveriesHeld inserts n deliveries the batch created, whole: their
+// receipts' columns, then qDeliveryHeld's.
+var qDeliveriesHeld = byChunk(func(n int) string {
+	return multiRow(`INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
+			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
+			stored_bytes, provider, provider_event, provider_delivery_id,
+			updated_position, answered_status, answered_position, answered_reason, answered_at,
+			response_status, response_stream, response_revision, stats_class)`, 28, n, ` ON CONFLICT (id) DO NOTHING`)
+})
 
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
@@ -252,7 +281,7 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qAttemptHeld, qDeliveryHeld, qDeliveryHeldNew,
+	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qDeliveryHeld,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
@@ -261,7 +290,7 @@ var writeQueries = []string{
 func allWriteQueries() []string {
 	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
 	for _, n := range chunks {
-		out = append(out, qAccountEvents[n], qDeliveriesExisting[n])
+		out = append(out, qAccountEvents[n], qDeliveriesExisting[n], qAttemptsHeld[n], qDeliveriesHeld[n])
 	}
 	return out
 }
