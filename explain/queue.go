@@ -11,28 +11,13 @@ import (
 // queue (docs/queue.md): one fact, read from the queue view, after the
 // others. The attempts themselves are already facts of x.
 func Queue(x *Explanation, e readmodel.QueueEntry) {
-	var f Fact
-	switch e.State {
-	case readmodel.QueueDone:
-		f = Fact{At: e.InFlightAt, Text: fmt.Sprintf("queue: delivered on attempt %d (%d)", e.Tries, e.Status)}
-	case readmodel.QueueDead:
-		f = Fact{At: e.InFlightAt, Text: "queue: " + e.Reason}
-	case readmodel.QueueInFlight:
-		f = Fact{At: e.InFlightAt, Text: fmt.Sprintf("queue: attempt %d sent, waiting for its outcome", e.Tries)}
-	case readmodel.QueueQueued:
-		switch {
-		case e.Failures > 0:
-			f = Fact{At: e.InFlightAt, Text: fmt.Sprintf("queue: attempt %d failed %s, next at %s", e.Tries, e.Reason, FormatTime(e.NextAt))}
-		case e.Tries > 0 && e.Reason != "":
-			f = Fact{At: e.InFlightAt, Text: fmt.Sprintf("queue: attempt %d: %s; next at %s", e.Tries, e.Reason, FormatTime(e.NextAt))}
-		default:
-			f = Fact{At: e.Since, Text: "queue: queued, waiting for a listener"}
-		}
-	default:
+	text := QueueStatus(e)
+	if text == "" {
 		return
 	}
-	if e.Duplicates > 0 {
-		f.Text += fmt.Sprintf("; %d attempt(s) sent again after one was left open (possible duplicates, same Relay-Delivery-Id)", e.Duplicates)
+	f := Fact{At: e.InFlightAt, Text: "queue: " + text}
+	if e.State == readmodel.QueueQueued && e.Failures == 0 && (e.Tries == 0 || e.Reason == "") {
+		f.At = e.Since // waiting since it was queued
 	}
 	if f.At.IsZero() {
 		f.At = e.Since
@@ -41,6 +26,40 @@ func Queue(x *Explanation, e readmodel.QueueEntry) {
 		f.At = lastAt(x) // facts stay in time order
 	}
 	x.Facts = append(x.Facts, f)
+}
+
+// QueueStatus says where a queued delivery stands, in one sentence ("attempt
+// 1 failed 503, next at …", "dead after 5 attempts: last 503"): the queue
+// fact of its explanation, and what the API (DeliveryQueue.status) gives
+// the command line and the console to show. "" for a state it does not know.
+func QueueStatus(e readmodel.QueueEntry) string {
+	var s string
+	switch e.State {
+	case readmodel.QueueDone:
+		s = fmt.Sprintf("delivered on attempt %d (%d)", e.Tries, e.Status)
+	case readmodel.QueueDead:
+		s = e.Reason
+	case readmodel.QueueInFlight:
+		s = fmt.Sprintf("attempt %d sent, waiting for its outcome", e.Tries)
+	case readmodel.QueueQueued:
+		switch {
+		case e.Failures > 0:
+			s = fmt.Sprintf("attempt %d failed %s, next at %s", e.Tries, e.Reason, FormatTime(e.NextAt))
+		case e.Tries > 0 && e.Reason != "":
+			s = fmt.Sprintf("attempt %d: %s; next at %s", e.Tries, e.Reason, FormatTime(e.NextAt))
+		default:
+			s = "queued, waiting for a listener"
+		}
+	default:
+		return ""
+	}
+	if e.Duplicate && e.State == readmodel.QueueQueued {
+		s += "; the next attempt may be a duplicate (an earlier one was left open)"
+	}
+	if e.Duplicates > 0 {
+		s += fmt.Sprintf("; %d attempt(s) sent again after one was left open (possible duplicates, same Relay-Delivery-Id)", e.Duplicates)
+	}
+	return s
 }
 
 func lastAt(x *Explanation) time.Time {

@@ -81,8 +81,8 @@ func (r *Resolver) deliveryQueue(ctx context.Context, obj *model.Delivery) (*mod
 }
 
 func toDeliveryQueue(e readmodel.QueueEntry) *model.DeliveryQueue {
-	m := &model.DeliveryQueue{State: e.State, Tries: e.Tries, Failures: e.Failures, Reason: e.Reason, PossibleDuplicate: e.Duplicate,
-		PossibleDuplicates: e.Duplicates}
+	m := &model.DeliveryQueue{State: e.State, Status: explain.QueueStatus(e), Tries: e.Tries, Failures: e.Failures, Reason: e.Reason,
+		PossibleDuplicate: e.Duplicate, PossibleDuplicates: e.Duplicates}
 	if e.Status != 0 {
 		s := e.Status
 		m.DeliveredStatus = &s

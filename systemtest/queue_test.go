@@ -342,7 +342,7 @@ func TestQueueDeadAndRedrive(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond) // the driver reads an Endpoint's settings again after a second
 	slow := sendQueued(t, r, ep.ID, 1, "/slow")[0]
-	nextAt := regexp.MustCompile(`attempt 1 failed 500, next at \d\d:\d\d:\d\d`)
+	nextAt := regexp.MustCompile(`attempt 1 failed 500, next at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d`)
 	harness.Eventually(t, 30*time.Second, "the failed attempt listed with its next time", func() bool {
 		listed, _ = h.run(t, "", "deliveries", "list", "fragile", "--status", "queued")
 		return nextAt.MatchString(listed)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
@@ -27,6 +26,7 @@ type queuedJSON struct {
 	} `json:"delivery"`
 	Queue struct {
 		State             string  `json:"state"`
+		Status            string  `json:"status"`
 		Tries             int     `json:"tries"`
 		Failures          int     `json:"failures"`
 		NextAt            *string `json:"nextAt"`
@@ -44,7 +44,7 @@ func listQueued(ctx context.Context, client *apiclient.Client, endpoint, state s
 	}
 	var res struct{ QueuedDeliveries []queuedJSON }
 	const q = `query($ep: ID!, $state: String, $first: Int){ queuedDeliveries(endpoint: $ep, state: $state, first: $first){
-		delivery{ id method path receivedAt } queue{ state tries failures nextAt reason possibleDuplicate } } }`
+		delivery{ id method path receivedAt } queue{ state status tries failures nextAt reason possibleDuplicate } } }`
 	if err := client.Do(ctx, q, map[string]any{"ep": ep.ID, "state": state, "first": min(limit, 500)}, &res); err != nil {
 		return fmt.Errorf("list queue: %w", err)
 	}
@@ -62,40 +62,9 @@ func listQueued(ctx context.Context, client *apiclient.Client, endpoint, state s
 	fmt.Fprintln(tw, "RECEIVED\tMETHOD\tPATH\tSTATE\tID\tWHY")
 	for _, d := range res.QueuedDeliveries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cmdutil.LocalTime(d.Delivery.ReceivedAt), d.Delivery.Method, termtext.Safe(d.Delivery.Path, false),
-			d.Queue.State, d.Delivery.ID, termtext.Safe(queueWhy(d), false))
+			d.Queue.State, d.Delivery.ID, termtext.Safe(d.Queue.Status, false))
 	}
 	return tw.Flush()
-}
-
-// queueWhy says where a queued delivery stands: "attempt 3 failed 503,
-// next at 12:04:10", "dead after 8 attempts: …".
-func queueWhy(d queuedJSON) string {
-	q := d.Queue
-	var s string
-	switch {
-	case q.State == "dead":
-		s = q.Reason
-	case q.State == "inflight":
-		s = fmt.Sprintf("attempt %d out", q.Tries)
-	case q.Failures > 0 && q.NextAt != nil:
-		s = fmt.Sprintf("attempt %d failed %s, next at %s", q.Tries, q.Reason, clock(*q.NextAt))
-	case q.NextAt != nil && q.Reason != "":
-		s = fmt.Sprintf("%s; next at %s", q.Reason, clock(*q.NextAt))
-	default:
-		s = "waiting for a listener"
-	}
-	if q.PossibleDuplicate {
-		s += " (next attempt a possible duplicate)"
-	}
-	return s
-}
-
-func clock(rfc string) string {
-	t, err := time.Parse(time.RFC3339Nano, rfc)
-	if err != nil {
-		return rfc
-	}
-	return t.Local().Format("15:04:05")
 }
 
 // redriveDead puts an Endpoint's dead deliveries back in its queue.

@@ -385,6 +385,8 @@ declare namespace GQL {
   interface DeliveryQueue {
     /** queued, inflight, dead or delivered. */
     state: string;
+    /** Where it stands, in one sentence, as its explanation says it: attempt 1 failed 503, next at 2026-01-02T03:04:05.000Z. */
+    status: string;
     /** Attempts sent. */
     tries: number;
     /** Attempts that failed by the policy. */

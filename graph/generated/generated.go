@@ -179,6 +179,7 @@ type ComplexityRoot struct {
 		PossibleDuplicates func(childComplexity int) int
 		Reason             func(childComplexity int) int
 		State              func(childComplexity int) int
+		Status             func(childComplexity int) int
 		Tries              func(childComplexity int) int
 	}
 
@@ -1244,6 +1245,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeliveryQueue.State(childComplexity), true
+	case "DeliveryQueue.status":
+		if e.ComplexityRoot.DeliveryQueue.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DeliveryQueue.Status(childComplexity), true
 	case "DeliveryQueue.tries":
 		if e.ComplexityRoot.DeliveryQueue.Tries == nil {
 			break
@@ -3074,6 +3081,8 @@ type EndpointQueue {
 type DeliveryQueue {
   "queued, inflight, dead or delivered."
   state: String!
+  "Where it stands, in one sentence, as its explanation says it: attempt 1 failed 503, next at 2026-01-02T03:04:05.000Z."
+  status: String!
   "Attempts sent."
   tries: Int!
   "Attempts that failed by the policy."
@@ -4536,6 +4545,8 @@ func (ec *executionContext) childFields_DeliveryQueue(ctx context.Context, field
 	switch field.Name {
 	case "state":
 		return ec.fieldContext_DeliveryQueue_state(ctx, field)
+	case "status":
+		return ec.fieldContext_DeliveryQueue_status(ctx, field)
 	case "tries":
 		return ec.fieldContext_DeliveryQueue_tries(ctx, field)
 	case "failures":
@@ -8618,6 +8629,29 @@ func (ec *executionContext) _DeliveryQueue_state(ctx context.Context, field grap
 	)
 }
 func (ec *executionContext) fieldContext_DeliveryQueue_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _DeliveryQueue_status(ctx context.Context, field graphql.CollectedField, obj *model.DeliveryQueue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DeliveryQueue_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DeliveryQueue_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DeliveryQueue", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -18255,6 +18289,11 @@ func (ec *executionContext) _DeliveryQueue(ctx context.Context, sel ast.Selectio
 			out.Values[i] = graphql.MarshalString("DeliveryQueue")
 		case "state":
 			out.Values[i] = ec._DeliveryQueue_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._DeliveryQueue_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -354,6 +354,8 @@ type DeliveryFilter struct {
 type DeliveryQueue struct {
 	// queued, inflight, dead or delivered.
 	State string `json:"state"`
+	// Where it stands, in one sentence, as its explanation says it: attempt 1 failed 503, next at 2026-01-02T03:04:05.000Z.
+	Status string `json:"status"`
 	// Attempts sent.
 	Tries int `json:"tries"`
 	// Attempts that failed by the policy.
