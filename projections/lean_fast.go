@@ -17,78 +17,58 @@ import (
 // control characters or escapes inside the body): decodeReceived then
 // decodes it, so every payload gets exactly the result (or the error) that
 // decodeReceived gives it. A test and a fuzz test hold the two together.
-func fastReceived(data []byte) (p receivedRow, ok bool) {
-	s := scanner{b: data}
-	if !s.byte('{') {
-		return receivedRow{}, false
+func fastReceived(data []byte) (receivedRow, bool) { return whole(data, fastReceivedField) }
+
+func fastReceivedField(s *scanner, p *receivedRow, key string) (ok bool) {
+	switch key {
+	case "delivery_id":
+		ok = s.str(&p.DeliveryID)
+	case "address":
+		ok = s.str(&p.Address)
+	case "address_kind":
+		var k string
+		ok = s.str(&k)
+		p.AddressKind = domain.AddressKind(k)
+	case "account_id":
+		ok = s.str(&p.AccountID)
+	case "method":
+		ok = s.str(&p.Method)
+	case "target":
+		ok = s.str(&p.Target)
+	case "host":
+		ok = s.str(&p.Host)
+	case "proto":
+		ok = s.str(&p.Proto)
+	case "remote_addr":
+		ok = s.str(&p.RemoteAddr)
+	case "scheme":
+		ok = s.str(&p.Scheme)
+	case "peer":
+		ok = s.str(&p.Peer)
+	case "body_size":
+		ok = s.int(&p.BodySize)
+	case "complete":
+		ok = s.bool(&p.Complete)
+	case "dropped_headers":
+		var n int64
+		ok = s.int(&n) && n >= 0 && n <= 1<<31
+		p.DroppedHeaders = int(n)
+	case "answer":
+		ok = flatObject(s, &p.Answer)
+	case "provider":
+		ok = flatObject(s, &p.Provider)
+	case "forward":
+		ok = flatObject(s, &p.Forward)
+	case "queued":
+		ok = s.bool(&p.Queued)
+	case "headers":
+		p.Headers, ok = s.skipArray()
+	case "body":
+		p.Body, ok = s.skipPlainString()
+	default:
+		ok = false // unknown fields take the general path
 	}
-	if s.byte('}') {
-		return p, s.end()
-	}
-	for {
-		key, ok := s.key()
-		if !ok {
-			return receivedRow{}, false
-		}
-		switch key {
-		case "delivery_id":
-			ok = s.str(&p.DeliveryID)
-		case "address":
-			ok = s.str(&p.Address)
-		case "address_kind":
-			var k string
-			ok = s.str(&k)
-			p.AddressKind = domain.AddressKind(k)
-		case "account_id":
-			ok = s.str(&p.AccountID)
-		case "method":
-			ok = s.str(&p.Method)
-		case "target":
-			ok = s.str(&p.Target)
-		case "host":
-			ok = s.str(&p.Host)
-		case "proto":
-			ok = s.str(&p.Proto)
-		case "remote_addr":
-			ok = s.str(&p.RemoteAddr)
-		case "scheme":
-			ok = s.str(&p.Scheme)
-		case "peer":
-			ok = s.str(&p.Peer)
-		case "body_size":
-			ok = s.int(&p.BodySize)
-		case "complete":
-			ok = s.bool(&p.Complete)
-		case "dropped_headers":
-			var n int64
-			ok = s.int(&n) && n >= 0 && n <= 1<<31
-			p.DroppedHeaders = int(n)
-		case "answer":
-			ok = flatObject(&s, &p.Answer)
-		case "provider":
-			ok = flatObject(&s, &p.Provider)
-		case "forward":
-			ok = flatObject(&s, &p.Forward)
-		case "queued":
-			ok = s.bool(&p.Queued)
-		case "headers":
-			p.Headers, ok = s.skipArray()
-		case "body":
-			p.Body, ok = s.skipPlainString()
-		default:
-			ok = false // unknown fields take the general path
-		}
-		if !ok {
-			return receivedRow{}, false
-		}
-		if s.byte(',') {
-			continue
-		}
-		if s.byte('}') {
-			return p, s.end()
-		}
-		return receivedRow{}, false
-	}
+	return ok
 }
 
 // fastResponded decodes a ForwardResponded the way decodeRespondedJSON
@@ -96,63 +76,54 @@ func fastReceived(data []byte) (p receivedRow, ok bool) {
 // and body (kept in the log, not in the views) in one pass; ok is false for
 // anything but the plain case, which decodeRespondedJSON then decodes, as
 // for fastReceived.
-func fastResponded(data []byte) (p respondedRow, ok bool) {
+func fastResponded(data []byte) (respondedRow, bool) { return whole(data, fastRespondedField) }
+
+func fastRespondedField(s *scanner, p *respondedRow, key string) (ok bool) {
+	var n int64
+	switch key {
+	case "delivery_id":
+		ok = s.str(&p.DeliveryID)
+	case "attempt_id":
+		ok = s.str(&p.AttemptID)
+	case "agent_id":
+		ok = s.str(&p.AgentID)
+	case "signature":
+		ok = s.str(&p.Signature)
+	case "status":
+		ok = s.int(&n) && n >= -1<<31 && n <= 1<<31
+		p.Status = int(n)
+	case "body_size":
+		ok = s.int(&p.BodySize)
+	case "duration_ms":
+		ok = s.int(&p.DurationMs)
+	case "dropped_headers":
+		ok = s.int(&n) && n >= 0 && n <= 1<<31
+		p.DroppedHeaders = int(n)
+	case "captured":
+		ok = s.bool(&p.Captured)
+	case "copy":
+		ok = s.bool(&p.Copy)
+	case "fidelity":
+		ok = s.fidelity(&p.Fidelity)
+	case "headers":
+		p.Headers, ok = s.skipArray()
+	case "body":
+		p.Body, ok = s.skipPlainString()
+	default:
+		ok = false // unknown fields take the general path
+	}
+	return ok
+}
+
+// whole reads data as one object, each of its fields by field, and nothing
+// after it; ok is false for anything else.
+func whole[T any](data []byte, field func(s *scanner, p *T, key string) bool) (p T, ok bool) {
 	s := scanner{b: data}
-	if !s.byte('{') {
-		return respondedRow{}, false
+	if !s.object(func(key string) bool { return field(&s, &p, key) }) || !s.end() {
+		var zero T
+		return zero, false
 	}
-	if s.byte('}') {
-		return p, s.end()
-	}
-	for {
-		key, ok := s.key()
-		if !ok {
-			return respondedRow{}, false
-		}
-		var n int64
-		switch key {
-		case "delivery_id":
-			ok = s.str(&p.DeliveryID)
-		case "attempt_id":
-			ok = s.str(&p.AttemptID)
-		case "agent_id":
-			ok = s.str(&p.AgentID)
-		case "signature":
-			ok = s.str(&p.Signature)
-		case "status":
-			ok = s.int(&n) && n >= -1<<31 && n <= 1<<31
-			p.Status = int(n)
-		case "body_size":
-			ok = s.int(&p.BodySize)
-		case "duration_ms":
-			ok = s.int(&p.DurationMs)
-		case "dropped_headers":
-			ok = s.int(&n) && n >= 0 && n <= 1<<31
-			p.DroppedHeaders = int(n)
-		case "captured":
-			ok = s.bool(&p.Captured)
-		case "copy":
-			ok = s.bool(&p.Copy)
-		case "fidelity":
-			ok = s.fidelity(&p.Fidelity)
-		case "headers":
-			p.Headers, ok = s.skipArray()
-		case "body":
-			p.Body, ok = s.skipPlainString()
-		default:
-			ok = false // unknown fields take the general path
-		}
-		if !ok {
-			return respondedRow{}, false
-		}
-		if s.byte(',') {
-			continue
-		}
-		if s.byte('}') {
-			return p, s.end()
-		}
-		return respondedRow{}, false
-	}
+	return p, true
 }
 
 // scanner reads compact JSON from b; every method reports false, without

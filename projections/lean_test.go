@@ -288,17 +288,24 @@ func TestFastReceivedAgreesWithJSON(t *testing.T) {
 // the test if it decoded it differently from decodeReceivedJSON.
 func checkFastReceived(t *testing.T, payload []byte) bool {
 	t.Helper()
-	fast, ok := fastReceived(payload)
+	return checkFast(t, payload, fastReceived, decodeReceivedJSON)
+}
+
+// checkFast reports whether fast decoded payload, failing the test if it
+// decoded it differently from slow, the encoding/json path.
+func checkFast[T any](t *testing.T, payload []byte, fast func([]byte) (T, bool), slow func([]byte) (T, error)) bool {
+	t.Helper()
+	got, ok := fast(payload)
 	if !ok {
 		return false
 	}
-	slow, err := decodeReceivedJSON(payload)
+	want, err := slow(payload)
 	if err != nil {
 		t.Errorf("fast path accepted %s, encoding/json refuses it: %v", payload, err)
 		return true
 	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Errorf("%s:\nfast %+v\nslow %+v", payload, fast, slow)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\nfast %+v\nslow %+v", payload, got, want)
 	}
 	return true
 }
@@ -367,19 +374,7 @@ func TestFastRespondedAgreesWithJSON(t *testing.T) {
 // the test if it decoded it differently from decodeRespondedJSON.
 func checkFastResponded(t *testing.T, payload []byte) bool {
 	t.Helper()
-	fast, ok := fastResponded(payload)
-	if !ok {
-		return false
-	}
-	slow, err := decodeRespondedJSON(payload)
-	if err != nil {
-		t.Errorf("fast path accepted %s, encoding/json refuses it: %v", payload, err)
-		return true
-	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Errorf("%s:\nfast %+v\nslow %+v", payload, fast, slow)
-	}
-	return true
+	return checkFast(t, payload, fastResponded, decodeRespondedJSON)
 }
 
 func FuzzFastResponded(f *testing.F) {
