@@ -8,13 +8,14 @@ import (
 
 // A delivery the batch created has no attempts in the table yet, and every
 // later event of it in the batch is known here: its attempts are held in
-// memory and inserted once, whole, at flush, and its row's final columns
-// are computed here and written by one update by position. Without this, a
-// proxied delivery whose receipt and answer share a batch (the common case
-// under load) cost two attempt writes (the request, then its outcome as an
-// upsert), an update whose subquery read the attempts back and returned
-// the row for the rollup, and a second update of its rollup class: five
-// statements where three do (docs/benchmarks.md).
+// memory, its row's final columns are computed here, and the row and its
+// attempts are inserted once, whole, at flush, many to a statement. Without
+// this, a proxied delivery whose receipt and answer share a batch (the
+// common case under load) cost its insert, two attempt writes (the
+// request, then its outcome as an upsert), an update whose subquery read
+// the attempts back and returned the row for the rollup, and a second
+// update of its rollup class: five statements of its own
+// (docs/projections.md).
 
 // prepare finds which receipts of the batch (the first events of delivery
 // streams) have no row yet, a few statements for the whole batch: those
