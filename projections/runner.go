@@ -69,7 +69,7 @@ const NATSStallAfter = 5 * time.Second
 // the first event after a pause is applied at once. Runner lag the log by
 // this much more under load, which no reader notices, and WaitFor (what
 // read-your-writes callers use) cuts the wait short.
-const DefaultLinger = 10 * time.Millisecond
+const DefaultLinger = 2 * time.Millisecond
 
 // Runner keeps the read models (History, Addresses, Accounts) in their own
 // SQLite file: it opens and migrates the file, applies each batch of events
