@@ -69,7 +69,7 @@ func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
 
 // heldDelivery is what flush owes a delivery the batch created.
 type heldDelivery struct {
-	// row is the receipt's columns (qDeliveryHeldNew) when its insert is
+	// row is the receipt's columns (qDeliveriesHeld) when its insert is
 	// held too, nil once inserted.
 	row []any
 	// As at receipt: what the sender was answered then, if

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -180,37 +181,33 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	if p.Answer != nil {
 		class = statusClass(sql.NullInt64{Int64: int64(p.Answer.Status), Valid: true})
 	}
-	// The row's columns that no later event changes, in qDeliveryHeldNew's
+	// The row's columns that no later event changes, in qDeliveriesHeld's
 	// order.
 	row := []any{t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
 		size, provider, event, providerID}
-	var n int64 = 1
+	var answeredAt any
+	if answered != nil {
+		answeredAt = t.at()
+	}
+	h := newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)
+	// A row created just now has no attempts: until an outcome arrives in
+	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
+	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true, held: h}
 	if !w.unseen[p.DeliveryID] || ref.stream != nil {
 		// A row may be there (the views applying the log again, or a
-		// receipt that is not its stream's first event): the insert finds
-		// it and changes nothing.
-		var err error
-		n, err = t.exec(qDeliveryReceived, t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
-			p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
-			answered, size, reason, provider, event, providerID, class)
+		// receipt that is not its stream's first event): inserted now, as
+		// at receipt, the insert finds it and changes nothing.
+		n, err := t.exec(qDeliveriesHeld[1], slices.Concat(row, w.heldColumns(k, h))...)
 		if err != nil || n == 0 {
 			return n, err
 		}
-		row = nil // inserted
+		h.row = nil // inserted
 	}
 	delete(w.unseen, p.DeliveryID) // a second receipt finds the first's row
 	w.stats.receipt(p.Address, t.at(), class, reason)
 	t.moved = &deliveryMove{deliveryID: p.DeliveryID, address: p.Address, kind: p.AddressKind,
 		accountID: p.AccountID, bytes: size, at: t.at(), added: true}
-	// A row created just now has no attempts: until an outcome arrives in
-	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
-	var answeredAt any
-	if answered != nil {
-		answeredAt = t.at()
-	}
-	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true,
-		held: newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)}
 	w.known[p.DeliveryID] = k
 	w.held = append(w.held, k)
 	w.touched(t, k, p.DeliveryID, true)
@@ -222,7 +219,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 			return 0, err
 		}
 	}
-	return n, nil
+	return 1, nil
 }
 
 // streamDeleted drops the row of a deleted delivery stream and its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/eventstore/sqlite"
 )
 
 // BenchmarkLogAndViews measures the log and the views together, as the
@@ -48,17 +46,8 @@ func BenchmarkLogAndViews(b *testing.B) {
 
 func benchLogAndViews(b *testing.B, c int, views, hold, one, split bool) {
 	ctx := b.Context()
-	dir := b.TempDir()
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "events.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	v, err := Open(ctx, filepath.Join(dir, "views.db"), store, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer v.Close()
+	s := newSynth(b, nil)
+	store, v := s.store, s.open("views.db")
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	if !views { // the log's own cost

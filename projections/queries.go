@@ -96,16 +96,6 @@ const (
 	qAgentDisconnected = `UPDATE agent_sessions SET open = 0, disconnected_at = ?, reason = ?
 		WHERE agent_id = ? AND endpoint_id = ?`
 
-	// A new delivery has no attempts: what the sender was answered is the
-	// answer given at receipt (?16, for the reason ?18), if any.
-	qDeliveryReceived = `INSERT INTO deliveries (position, id, address, kind, account_id, method, target,
-			host, proto, remote_addr, body_size, complete, received_at, stream, revision,
-			answered_status, response_status, updated_position, stored_bytes, answered_reason, answered_at,
-			provider, provider_event, provider_delivery_id, stats_class)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?1, ?17, ?18,
-			CASE WHEN ?16 IS NULL THEN NULL ELSE ?13 END, ?19, ?20, ?21, ?22)
-		ON CONFLICT (id) DO NOTHING`
-
 	// The delivery updates mark a delivery as changed by the event at ?1 and
 	// set what the sender was answered: the status of the latest attempt
 	// that has an outcome and was requested after the latest
@@ -281,7 +271,7 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryReceived, qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qDeliveryHeld,
+	qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qDeliveryHeld,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
