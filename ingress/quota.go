@@ -77,8 +77,9 @@ func (s *Server) QuotaRefusalTotals() map[string]int64 {
 // deliveries per second across its Endpoints. It reports whether the
 // request may go on; when not, it has answered (507 Insufficient Storage,
 // or 429 with Retry-After) and counted the refusal, and nothing is
-// recorded. Like the inspector quota, the views count what is applied, so
-// requests in flight may pass the storage quota by their size.
+// recorded. Like the inspector quota, stored bytes count from each receipt's
+// commit (projections' unapplied ledger), so only requests in flight may
+// pass the storage quota, by their size.
 func (s *Server) limitAccount(w http.ResponseWriter, route Route) bool {
 	if route.Kind != domain.AddressEndpoint || route.AccountID == "" {
 		return true

@@ -19,6 +19,9 @@ type Accounts struct {
 	rs *readStmts // the runner's hot reads
 	// quotas caches AccountQuota's rows (quotacache.go).
 	quotas *quotaCache
+	// unapplied adds the account's deliveries the views have not applied
+	// yet to its stored bytes.
+	unapplied *unapplied
 
 	// revoked are the channels WatchToken handed out, by token id; a
 	// committed TokenRevoked closes them.
@@ -366,14 +369,14 @@ func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, err
 // memory when it can (quotacache.go), else one prepared point read.
 func (v *Accounts) AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
 	u, gen, ok := v.quotas.get(id)
-	if ok {
-		return u, nil
+	if !ok {
+		var err error
+		if u, err = v.readQuota(ctx, id); err != nil {
+			return readmodel.AccountUsage{}, err
+		}
+		v.quotas.put(id, u, gen)
 	}
-	u, err := v.readQuota(ctx, id)
-	if err != nil {
-		return readmodel.AccountUsage{}, err
-	}
-	v.quotas.put(id, u, gen)
+	u.StoredBytes += v.unapplied.ofAccount(id)
 	return u, nil
 }
 

@@ -26,6 +26,9 @@ type Addresses struct {
 	listeners listenersCache
 	// quotas is the Accounts' cache of AccountQuota, which deliveries move.
 	quotas *quotaCache
+	// unapplied adds an inspector's deliveries the views have not applied
+	// yet to its stored bytes.
+	unapplied *unapplied
 }
 
 // Inspector returns a guest inspector.
@@ -62,15 +65,16 @@ func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspect
 // addrcache.go) and is otherwise one prepared statement (see qAddress).
 func (v *Addresses) Address(ctx context.Context, id string) (readmodel.Address, error) {
 	cached, gen, ok := v.cache.get(id)
-	if ok {
-		return cached, nil
+	if !ok {
+		a, err := v.readAddress(ctx, id)
+		if err != nil {
+			return readmodel.Address{}, err
+		}
+		v.cache.put(id, a, gen)
+		cached = a
 	}
-	a, err := v.readAddress(ctx, id)
-	if err != nil {
-		return readmodel.Address{}, err
-	}
-	v.cache.put(id, a, gen)
-	return a, nil
+	cached.StoredBytes += v.unapplied.ofAddress(id)
+	return cached, nil
 }
 
 func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Address, error) {

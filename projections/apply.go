@@ -27,6 +27,7 @@ func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) 
 	if err != nil {
 		return err
 	}
+	v.unapplied.applying(last)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}

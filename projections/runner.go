@@ -68,8 +68,9 @@ const NATSStallAfter = 5 * time.Second
 // commit get the cores before the views do. An idle relay is not slowed:
 // the first event after a pause is applied at once. Runner lag the log by
 // this much more under load, which no reader notices, and WaitFor (what
-// read-your-writes callers use) cuts the wait short.
-const DefaultLinger = 2 * time.Millisecond
+// read-your-writes callers use) cuts the wait short. The storage quotas
+// do not wait for it: they count a receipt from its commit (unapplied.go).
+const DefaultLinger = 10 * time.Millisecond
 
 // Runner keeps the read models (History, Addresses, Accounts) in their own
 // SQLite file: it opens and migrates the file, applies each batch of events
@@ -106,6 +107,9 @@ type Runner struct {
 	closeOnce sync.Once
 
 	linger     time.Duration // see DefaultLinger
+	// unapplied counts recorded deliveries the views have not applied yet
+	// for the storage quotas (unapplied.go).
+	unapplied unapplied
 	stallAfter time.Duration // see Options.StallAfter
 	hurry      chan struct{} // a WaitFor is waiting: stop lingering
 
@@ -232,8 +236,8 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 		searchBytes: opts.SearchLogBytes, searchPace: pace}
 	v.History.hub.init()
 	quotas := &quotaCache{}
-	v.Addresses = &Addresses{rs: &v.rs, quotas: quotas}
-	v.Accounts = &Accounts{rs: &v.rs, quotas: quotas}
+	v.Addresses = &Addresses{rs: &v.rs, quotas: quotas, unapplied: &v.unapplied}
+	v.Accounts = &Accounts{rs: &v.rs, quotas: quotas, unapplied: &v.unapplied}
 	if err := v.openWriter(ctx, path); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -412,6 +416,7 @@ func (v *Runner) reset(ctx context.Context) error {
 	v.Addresses.cache.clear()
 	v.Addresses.listeners.clear()
 	v.Accounts.quotas.clear()
+	v.unapplied.reset()
 	v.setPosition(0)
 	return nil
 }

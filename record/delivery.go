@@ -34,7 +34,7 @@ func (r *Recorder) ReceiveAnswered(ctx context.Context, rc Receipt, status int, 
 	if err != nil {
 		return &InvariantError{Err: err}
 	}
-	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, d.Changes())
+	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, d.Changes(), &rc)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (
 	changes := d.Changes()
 	// Held briefly so that a fast outcome commits with it (ReceiptHold).
 	ctx = domain.WithCommitHold(ctx, ReceiptHold)
-	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes)
+	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes, &rc)
 	if err != nil {
 		return domain.ForwardCommand{}, Queued{}, err
 	}

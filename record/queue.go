@@ -29,7 +29,7 @@ func (r *Recorder) ReceiveQueued(ctx context.Context, rc Receipt, status int, re
 	}
 	ev.Queued = true
 	changes[0] = ev
-	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes)
+	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes, &rc)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,16 @@ type Config struct {
 	// Node names the relay node recording, in the agent sessions it
 	// starts (domain.AgentConnected.Node); empty for a single process.
 	Node string
+	// Usage, when set, is told of every delivery's receipt once it is
+	// durable, so the storage quotas count it before the views apply it.
+	Usage Usage
+}
+
+// Usage learns of deliveries recorded: the address and account a receipt
+// belongs to, the bytes its event stores in the log, and its position
+// there (0 when the store cannot tell).
+type Usage interface {
+	Recorded(address, accountID string, bytes int64, position uint64)
 }
 
 // Recorder appends the events the aggregates decide. It is safe for
@@ -39,13 +49,14 @@ type Recorder struct {
 	newID func() string
 	log   *slog.Logger
 	node  string
+	usage Usage
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
 	listeners listenerStates
 }
 
 // New wires a Recorder.
 func New(cfg Config) *Recorder {
-	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node}
+	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage}
 	if r.codec == nil {
 		r.codec = domain.NewCodec()
 	}
@@ -105,8 +116,9 @@ type Queued struct {
 // queue starts an append like Record and returns without waiting for it
 // when the store can queue appends (domain.AppendQueuer): the append is
 // then in the store's commit order. With any other store it is durable on
-// return. The append does not end with ctx (see writeTimeout).
-func (r *Recorder) queue(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event) (Queued, error) {
+// return. The append does not end with ctx (see writeTimeout). rc is the
+// receipt the append records, if it does (see recorded).
+func (r *Recorder) queue(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event, rc *Receipt) (Queued, error) {
 	data, _, err := r.codec.EncodeAll(nil, r.newID, r.stamp(events), r.now(), tr)
 	if err != nil {
 		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
@@ -116,9 +128,11 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 	q, ok := r.store.(domain.AppendQueuer)
 	if !ok {
 		defer cancel()
-		if _, err := r.store.Append(ctx, stream, expected, data...); err != nil {
+		res, err := r.store.Append(ctx, stream, expected, data...)
+		if err != nil {
 			return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
 		}
+		r.recorded(rc, data, res)
 		return Queued{LastID: lastID, Wait: func() error { return nil }}, nil
 	}
 	queued, err := q.QueueAppend(ctx, stream, expected, data...)
@@ -129,11 +143,22 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 	// queued already remembers its outcome, so waiting twice is harmless.
 	return Queued{LastID: lastID, Wait: func() error {
 		defer cancel()
-		if _, err := queued(); err != nil {
+		res, err := queued()
+		if err != nil {
 			return fmt.Errorf("append to %s: %w", stream, err)
 		}
+		r.recorded(rc, data, res)
 		return nil
 	}}, nil
+}
+
+// recorded tells Usage of a durable receipt: the first event of its append
+// (the bytes the views count), at the append's last position, which is the
+// receipt's own when, as on every path today, it was appended alone.
+func (r *Recorder) recorded(rc *Receipt, data []domain.EventData, res domain.AppendResult) {
+	if r.usage != nil && rc != nil && len(data) > 0 {
+		r.usage.Recorded(rc.Address, rc.AccountID, int64(len(data[0].Data)), res.Position)
+	}
 }
 
 // stamp names this node in the events that belong to one: an agent session

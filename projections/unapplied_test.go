@@ -1,0 +1,80 @@
+package projections
+
+import (
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// TestQuotasCountWhatTheViewsHaveNotApplied: a receipt the recorder
+// reports counts against its account's and its inspector's stored bytes at
+// once, while the views still linger before applying it, and only once
+// after they have.
+func TestQuotasCountWhatTheViewsHaveNotApplied(t *testing.T) {
+	// The views linger an hour between batches: only a WaitFor applies.
+	e := newEnv(t, Options{Linger: time.Hour})
+	e.do(e.signUp(e.ctx, "acc-a", "A", "tok-a", "secret-a", t0))
+	e.do(e.newEndpoint(e.ctx, "ep-a", "acc-a", domain.EndpointSettings{Name: "one", Mode: domain.ModeLog}, t0))
+	e.do(e.newInspector(e.ctx, "insp", time.Hour, t0))
+	e.do(e.receive(e.ctx, "a-0", "ep-a", domain.AddressEndpoint, "acc-a", request("/0", "zero"), t0))
+	before, err := e.views.AccountQuota(e.ctx, "acc-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspBefore, err := e.views.Address(e.ctx, "insp")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	size := func(id string) int64 {
+		t.Helper()
+		evs, err := e.store.ReadStream(e.ctx, domain.DeliveryStream(id), 0, 1)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("read %s: %v", id, err)
+		}
+		return int64(len(evs[0].Data))
+	}
+	posA := e.must(e.receive(e.ctx, "a-1", "ep-a", domain.AddressEndpoint, "acc-a", request("/1", "first"), t0))
+	e.views.Recorded("ep-a", "acc-a", size("a-1"), posA)
+	posI := e.must(e.receive(e.ctx, "i-1", "insp", domain.AddressInspector, "", request("/i", "inspector"), t0))
+	e.views.Recorded("insp", "", size("i-1"), posI)
+	if e.views.Position() >= posA {
+		t.Fatalf("the views applied position %d already: the test needs them behind", posA)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		u, err := e.views.AccountQuota(e.ctx, "acc-a")
+		if err != nil || u.StoredBytes != before.StoredBytes+size("a-1") {
+			t.Fatalf("%s: account stored bytes %d (%v), want %d", when, u.StoredBytes, err, before.StoredBytes+size("a-1"))
+		}
+		a, err := e.views.Address(e.ctx, "insp")
+		if err != nil || a.StoredBytes != inspBefore.StoredBytes+size("i-1") {
+			t.Fatalf("%s: inspector stored bytes %d (%v), want %d", when, a.StoredBytes, err, inspBefore.StoredBytes+size("i-1"))
+		}
+	}
+	check("before the views applied them")
+	e.waitFor(e.views, posI)
+	check("after the views applied them")
+	// Reported again after the views applied it (a slow recorder): ignored.
+	e.views.Recorded("ep-a", "acc-a", size("a-1"), posA)
+	check("reported again after")
+}
+
+// TestUnappliedIsBounded: with the views stalled, the ledger keeps at most
+// maxUnapplied deliveries, forgetting the oldest, and its sums stay those
+// of what it keeps.
+func TestUnappliedIsBounded(t *testing.T) {
+	var u unapplied
+	for i := range maxUnapplied + 100 {
+		u.Recorded("ep", "acc", 10, uint64(i+1))
+	}
+	if len(u.entries) != maxUnapplied || u.ofAccount("acc") != 10*maxUnapplied || u.ofAddress("ep") != 10*maxUnapplied {
+		t.Fatalf("%d entries, account %d, address %d; want %d entries of 10 bytes", len(u.entries), u.ofAccount("acc"), u.ofAddress("ep"), maxUnapplied)
+	}
+	u.applying(maxUnapplied + 100)
+	if len(u.entries) != 0 || len(u.accounts) != 0 || len(u.address) != 0 {
+		t.Fatalf("after the views applied everything: %d entries, %d accounts, %d addresses", len(u.entries), len(u.accounts), len(u.address))
+	}
+}
