@@ -106,10 +106,10 @@ type Runner struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	linger     time.Duration // see DefaultLinger
+	linger time.Duration // see DefaultLinger
 	// unapplied counts recorded deliveries the views have not applied yet
 	// for the storage quotas (unapplied.go).
-	unapplied unapplied
+	unapplied  unapplied
 	stallAfter time.Duration // see Options.StallAfter
 	hurry      chan struct{} // a WaitFor is waiting: stop lingering
 
