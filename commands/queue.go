@@ -89,41 +89,55 @@ func (p *QueuePatch) Apply(q *domain.QueuePolicy) (*domain.QueuePolicy, error) {
 
 // queueViews is what the queue's commands read of the views.
 type queueViews interface {
-	QueueList(ctx context.Context, accountID, endpointID, state string, limit int) ([]readmodel.QueueEntry, error)
+	QueueList(ctx context.Context, accountID, endpointID, state string, after uint64, limit int) ([]readmodel.QueueEntry, error)
 }
 
-// maxRedrive bounds the dead deliveries one redrive puts back.
-const maxRedrive = 1000
+// MaxRedrive bounds the dead deliveries one redrive puts back.
+const MaxRedrive = 1000
 
-// RedriveDead puts an Endpoint's dead deliveries back in its queue, due
-// now with their failures forgotten (relay retry --all --dead), at most
-// 1000 per call; it returns how many.
-func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID string) (int, error) {
+// Redriven is what one RedriveDead call put back: how many, and the
+// queue position (the receipt's log position) of the last one, from which
+// the next call goes on. More may be dead past it when Count is MaxRedrive.
+type Redriven struct {
+	Count int
+	Last  uint64
+}
+
+// RedriveDead puts an Endpoint's dead deliveries received after the queue
+// position after (0: from the oldest) back in its queue, due now with their
+// failures forgotten (relay retry --all --dead), at most 1000 per call, in
+// the order received. A caller going through them all passes each call's
+// Last to the next: a delivery put back that dies again before then is not
+// put back twice.
+func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID string, after uint64) (Redriven, error) {
 	if _, err := s.loadEndpoint(ctx, accountID, endpointID); err != nil {
-		return 0, err
+		return Redriven{}, err
 	}
 	qv, ok := s.views.(queueViews)
 	if !ok {
-		return 0, fmt.Errorf("%w: the views keep no queue", domain.ErrUnavailable)
+		return Redriven{}, fmt.Errorf("%w: the views keep no queue", domain.ErrUnavailable)
 	}
-	dead, err := qv.QueueList(ctx, accountID, endpointID, readmodel.QueueDead, maxRedrive)
+	dead, err := qv.QueueList(ctx, accountID, endpointID, readmodel.QueueDead, after, MaxRedrive)
 	if err != nil {
-		return 0, err
+		return Redriven{}, err
 	}
+	out := Redriven{Last: after}
 	var last uint64
 	for _, e := range dead {
 		pos, err := s.rec.RecordQueueDecision(ctx, e.DeliveryID, domain.DeliveryRequeued{DeliveryID: e.DeliveryID, AccountID: accountID, By: by})
 		if err != nil {
-			return 0, fmt.Errorf("redrive %s: %w", e.DeliveryID, err)
+			return out, fmt.Errorf("redrive %s: %w", e.DeliveryID, err)
 		}
 		last = max(last, pos)
+		out.Count++
+		out.Last = max(out.Last, uint64(e.Seq))
 	}
 	if last > 0 {
 		if err := s.waitForViews(ctx, last); err != nil {
-			return 0, err
+			return out, err
 		}
 	}
-	return len(dead), nil
+	return out, nil
 }
 
 // EndpointQueuePolicy is an Endpoint's queue policy with the defaults

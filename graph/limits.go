@@ -205,6 +205,7 @@ func costs(Limits) generated.ComplexityRoot {
 		return add(1, mul(n, child))
 	}
 	c.Mutation.RedriveDead = func(child int, _ string) int { return write(child) }
+	c.Mutation.RedriveDeadPage = func(child int, _ string, _ *string) int { return write(child) }
 	c.Delivery.Explanation = fixed(explanationCost)
 	// A comparison reads the delivery's payload and its attempts'
 	// responses (two payload reads, each body at most the capture cap),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 type queueViews interface {
 	QueueEntry(ctx context.Context, deliveryID string) (readmodel.QueueEntry, error)
 	QueueCounts(ctx context.Context, endpointID string) (readmodel.QueueCounts, error)
-	QueueList(ctx context.Context, accountID, endpointID, state string, limit int) ([]readmodel.QueueEntry, error)
+	QueueList(ctx context.Context, accountID, endpointID, state string, after uint64, limit int) ([]readmodel.QueueEntry, error)
 }
 
 func (r *Resolver) queueViews() (queueViews, error) {
@@ -119,7 +120,7 @@ func (r *Resolver) queuedDeliveries(ctx context.Context, endpoint string, state 
 	if err != nil {
 		return nil, err
 	}
-	entries, err := qv.QueueList(ctx, ep.AccountID, ep.ID, st, n)
+	entries, err := qv.QueueList(ctx, ep.AccountID, ep.ID, st, 0, n)
 	if err != nil {
 		return nil, err
 	}
@@ -199,4 +200,37 @@ func (r *Resolver) explainDelivery(ctx context.Context, obj *model.Delivery) (ex
 		}
 	}
 	return x, nil
+}
+
+// redriveDeadPage puts back one page of an Endpoint's dead deliveries.
+func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string, after *string) (*model.RedrivePage, error) {
+	acc, tok, err := r.credential(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from, err := redriveCursor(after)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, from)
+	if err != nil {
+		return nil, err
+	}
+	return &model.RedrivePage{Redriven: res.Count, EndCursor: strconv.FormatUint(res.Last, 10), HasNextPage: res.Count >= commands.MaxRedrive}, nil
+}
+
+// redriveCursor reads redriveDeadPage's after: a queue position it
+// returned as endCursor (none: from the oldest).
+func redriveCursor(after *string) (uint64, error) {
+	if after == nil || *after == "" {
+		return 0, nil
+	}
+	if len(*after) > 20 {
+		return 0, &domain.InvalidInputError{Field: "after", Reason: "is not a cursor redriveDeadPage returned"}
+	}
+	n, err := strconv.ParseUint(*after, 10, 64)
+	if err != nil {
+		return 0, &domain.InvalidInputError{Field: "after", Reason: "is not a cursor redriveDeadPage returned"}
+	}
+	return n, nil
 }

@@ -354,7 +354,13 @@ func (r *mutationResolver) RedriveDead(ctx context.Context, endpoint string) (in
 	if err != nil {
 		return 0, err
 	}
-	return r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint)
+	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, 0)
+	return res.Count, err
+}
+
+// RedriveDeadPage is the resolver for the redriveDeadPage field.
+func (r *mutationResolver) RedriveDeadPage(ctx context.Context, endpoint string, after *string) (*model.RedrivePage, error) {
+	return r.redriveDeadPage(ctx, endpoint, after)
 }
 
 // CompleteForward is the resolver for the completeForward field.

@@ -49,13 +49,14 @@ func (v *Runner) QueueEntry(ctx context.Context, deliveryID string) (readmodel.Q
 }
 
 // QueueList returns an account's queued deliveries in state (queued, in
-// flight or dead when ""), of one Endpoint when endpointID is set, oldest first, at most
-// limit.
-func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state string, limit int) ([]readmodel.QueueEntry, error) {
+// flight or dead when ""), of one Endpoint when endpointID is set, oldest
+// first from the first one received after the position after (0: from the
+// start), at most limit.
+func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state string, after uint64, limit int) ([]readmodel.QueueEntry, error) {
 	limit = min(max(limit, 1), MaxQueueBatch)
 	return v.queueRows(ctx, `SELECT `+queueColumns+` FROM queue
-		WHERE account_id = ? AND (? = '' OR endpoint_id = ?) AND (state = ? OR (? = '' AND state != 'delivered'))
-		ORDER BY seq LIMIT ?`, accountID, endpointID, endpointID, state, state, limit)
+		WHERE account_id = ? AND (? = '' OR endpoint_id = ?) AND (state = ? OR (? = '' AND state != 'delivered')) AND seq > ?
+		ORDER BY seq LIMIT ?`, accountID, endpointID, endpointID, state, state, int64(after), limit)
 }
 
 // QueueCounts counts an Endpoint's queue by state.

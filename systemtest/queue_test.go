@@ -602,3 +602,46 @@ func TestQueuePageAndRedriveBounds(t *testing.T) {
 		t.Fatalf("retry --all --dead exited %d, want 1000 put back and the rest named:\n%s", code, out)
 	}
 }
+
+// TestRedriveMoreThanOnePage: one `relay retry --all --dead` puts back
+// every dead delivery of an Endpoint, more than one call's 1 000, each
+// once: a delivery put back that dies again while later pages are put
+// back is not put back a second time.
+func TestRedriveMoreThanOnePage(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", loadFlags...)
+	h, acct := loggedInHome(t, r)
+	local := newQueueTarget(t, func(string, int) int { return 503 })
+	out, code := h.run(t, "", "endpoints", "create", "many", "--mode", "queue", "--max-attempts", "1",
+		"--rate", "1000", "--max-in-flight", "100", "-o", "json")
+	if code != 0 {
+		t.Fatalf("endpoints create: exit %d\n%s", code, out)
+	}
+	var ep endpointInfo
+	if err := json.Unmarshal([]byte(out), &ep); err != nil {
+		t.Fatal(err)
+	}
+	h.startIn(t, t.TempDir(), "listen", local.port, "many")
+	waitAgent(t, r, acct.Token, ep.ID, true)
+	const n = 1003
+	sendQueued(t, r, ep.ID, n, "/many")
+	dead := func() int {
+		var res struct{ Endpoint struct{ Queue struct{ Dead int } } }
+		r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ queue { dead } } }`, map[string]any{"id": ep.ID}, &res)
+		return res.Endpoint.Queue.Dead
+	}
+	harness.Eventually(t, 60*time.Second, "every delivery dead after its one attempt", func() bool { return dead() == n })
+	// The local process keeps failing, so deliveries put back by the
+	// first page die again while the second is put back.
+	if out, code := h.run(t, "", "retry", "--all", "--dead", "many"); code != 0 || !strings.Contains(out, fmt.Sprintf("%d dead deliveries of many back in its queue", n)) {
+		t.Fatalf("retry --all --dead: exit %d\n%s", code, out)
+	}
+	harness.Eventually(t, 60*time.Second, "every delivery dead again after one more attempt", func() bool { return dead() == n && len(local.all()) >= 2*n })
+	if got := len(local.all()); got != 2*n {
+		t.Fatalf("the local process got %d requests, want %d: each delivery once, then once more after its one redrive", got, 2*n)
+	}
+	// A cursor the API did not give is refused.
+	if code := r.ErrorCode(t, acct.Token, `mutation($ep: ID!){ redriveDeadPage(endpoint: $ep, after: "x"){ redriven } }`, map[string]any{"ep": ep.ID}); code != "INVALID_INPUT" {
+		t.Fatalf("redriveDeadPage with a bad cursor: %q, want INVALID_INPUT", code)
+	}
+}

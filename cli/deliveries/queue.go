@@ -67,26 +67,51 @@ func listQueued(ctx context.Context, client *apiclient.Client, endpoint, state s
 	return tw.Flush()
 }
 
-// redriveDead puts an Endpoint's dead deliveries back in its queue.
+// redriveDead puts an Endpoint's dead deliveries back in its queue, a
+// page of at most redrivePerCall at a time, each page going on after the
+// one before: a delivery put back that dies again meanwhile is not put back
+// twice. At most maxRedrivePages pages (the largest backlog an Endpoint may
+// have).
 func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string, stdout io.Writer) error {
 	ep, err := endpoints.Find(ctx, client, endpoint)
 	if err != nil {
 		return err
 	}
-	var res struct{ RedriveDead int }
-	if err := client.Do(ctx, `mutation($ep: ID!){ redriveDead(endpoint: $ep) }`, map[string]any{"ep": ep.ID}, &res); err != nil {
-		return fmt.Errorf("redrive: %w", err)
+	total := 0
+	var after *string
+	for range maxRedrivePages {
+		var res struct {
+			RedriveDeadPage struct {
+				Redriven    int
+				EndCursor   string
+				HasNextPage bool
+			}
+		}
+		if err := client.Do(ctx, `mutation($ep: ID!, $after: String){ redriveDeadPage(endpoint: $ep, after: $after){ redriven endCursor hasNextPage } }`,
+			map[string]any{"ep": ep.ID, "after": after}, &res); err != nil {
+			if total > 0 {
+				fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue before this failed\n", total, ep.Name)
+			}
+			return fmt.Errorf("redrive: %w", err)
+		}
+		page := res.RedriveDeadPage
+		total += page.Redriven
+		if !page.HasNextPage {
+			break
+		}
+		cursor := page.EndCursor
+		after = &cursor
 	}
-	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", res.RedriveDead, ep.Name)
-	if res.RedriveDead >= redrivePerCall {
-		// Not called again here: a delivery put back may die again before
-		// a second call, which would then put it back twice.
-		fmt.Fprintf(stdout, "that is the most one run puts back: once they are sent, run it again for the rest\n")
-	}
+	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", total, ep.Name)
 	return nil
 }
 
-// redrivePerCall is the most one redriveDead call puts back (schema.graphqls).
-const redrivePerCall = 1000
+// redrivePerCall is the most one redriveDeadPage call puts back
+// (schema.graphqls); maxRedrivePages bounds the calls of one run to the
+// largest queue backlog (--queue-backlog at most 10 000 000).
+const (
+	redrivePerCall  = 1000
+	maxRedrivePages = 10_000_000 / redrivePerCall
+)
 
 var errDeadWithAll = errors.New("--dead goes with --all: relay retry --all --dead ENDPOINT")

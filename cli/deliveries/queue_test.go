@@ -13,30 +13,39 @@ import (
 	"github.com/relayhq/relay/apiclient"
 )
 
-// TestRedriveDeadSaysWhenBounded: one call puts back at most 1 000 dead
-// deliveries; a full answer tells the user to run it again, and the
-// command calls once (a second call could put back again what died again).
-func TestRedriveDeadSaysWhenBounded(t *testing.T) {
+// TestRedriveDeadGoesPageByPage: the command puts back page after page,
+// each call going on after the cursor the one before returned, until a
+// page says there is no more, and prints the total.
+func TestRedriveDeadGoesPageByPage(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		answer int
-		again  bool
+		name  string
+		pages []int // what each call puts back; a full page (1000) means more may follow
 	}{
-		{"none", 0, false},
-		{"some", 3, false},
-		{"the bound", 1000, true},
+		{"none", []int{0}},
+		{"some", []int{3}},
+		{"exactly one page", []int{1000, 0}},
+		{"three pages", []int{1000, 1000, 7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
+			var afters []any
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
-				var req struct{ Query string }
+				var req struct {
+					Query     string
+					Variables map[string]any
+				}
 				if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 					t.Error(err)
 				}
-				if strings.Contains(req.Query, "redriveDead") {
-					calls++
-					fmt.Fprintf(w, `{"data":{"redriveDead":%d}}`, tc.answer)
+				if strings.Contains(req.Query, "redriveDeadPage") {
+					i := len(afters)
+					afters = append(afters, req.Variables["after"])
+					if i >= len(tc.pages) {
+						t.Errorf("call %d after the last page", i+1)
+						fmt.Fprint(w, `{"data":{"redriveDeadPage":{"redriven":0,"endCursor":"0","hasNextPage":false}}}`)
+						return
+					}
+					fmt.Fprintf(w, `{"data":{"redriveDeadPage":{"redriven":%d,"endCursor":"c%d","hasNextPage":%v}}}`, tc.pages[i], i+1, tc.pages[i] == redrivePerCall)
 					return
 				}
 				fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
@@ -46,9 +55,24 @@ func TestRedriveDeadSaysWhenBounded(t *testing.T) {
 			if err := redriveDead(context.Background(), apiclient.New(srv.URL, "t"), "orders", &out); err != nil {
 				t.Fatal(err)
 			}
-			first := fmt.Sprintf("%d dead deliveries of orders back in its queue\n", tc.answer)
-			if calls != 1 || !strings.HasPrefix(out.String(), first) || strings.Contains(out.String(), "run it again") != tc.again {
-				t.Fatalf("%d calls printing %q, want one call printing %q (run it again: %v)", calls, out.String(), first, tc.again)
+			total := 0
+			for _, n := range tc.pages {
+				total += n
+			}
+			if want := fmt.Sprintf("%d dead deliveries of orders back in its queue\n", total); out.String() != want {
+				t.Fatalf("printed %q, want %q", out.String(), want)
+			}
+			if len(afters) != len(tc.pages) {
+				t.Fatalf("%d calls, want %d", len(afters), len(tc.pages))
+			}
+			for i, a := range afters {
+				want := any(nil)
+				if i > 0 {
+					want = fmt.Sprintf("c%d", i)
+				}
+				if a != want {
+					t.Fatalf("call %d went on after %v, want %v", i+1, a, want)
+				}
 			}
 		})
 	}

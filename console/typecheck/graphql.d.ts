@@ -884,6 +884,14 @@ declare namespace GQL {
      * failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
      */
     redriveDead: number;
+    /**
+     * As redriveDead, from the first dead delivery received after the cursor `after`
+     * (none: the oldest), in the order received, at most 1000 per call. To put back
+     * more than 1000, pass each page's endCursor to the next call while hasNextPage:
+     * a delivery put back that dies again in the meantime is not put back twice.
+     * A cursor that is not one this field returned is INVALID_INPUT naming `after`.
+     */
+    redriveDeadPage: RedrivePage;
     /** The agent's answer to a forward request. */
     completeForward: boolean;
   }
@@ -991,6 +999,16 @@ declare namespace GQL {
   interface QuotaRefusals {
     reason: string;
     count: number;
+  }
+
+  /** One call of redriveDeadPage. */
+  interface RedrivePage {
+    /** How many dead deliveries this call put back in the queue. */
+    redriven: number;
+    /** Where the next call goes on: pass it as `after`. */
+    endCursor: string;
+    /** Whether more may be dead past endCursor: this call put back the most one call does. */
+    hasNextPage: boolean;
   }
 
   /** What an edited retry changed in the recorded request. The recorded request itself is never changed. */

@@ -382,6 +382,7 @@ type ComplexityRoot struct {
 		JoinAccount        func(childComplexity int, code string, login string, password string) int
 		PollDeviceCode     func(childComplexity int, deviceCode string) int
 		RedriveDead        func(childComplexity int, endpoint string) int
+		RedriveDeadPage    func(childComplexity int, endpoint string, after *string) int
 		RemoveMember       func(childComplexity int, id string) int
 		RequestDeviceCode  func(childComplexity int, clientName string) int
 		RetryDelivery      func(childComplexity int, id string, edit *model.RequestEditInput) int
@@ -442,6 +443,12 @@ type ComplexityRoot struct {
 	QuotaRefusals struct {
 		Count  func(childComplexity int) int
 		Reason func(childComplexity int) int
+	}
+
+	RedrivePage struct {
+		EndCursor   func(childComplexity int) int
+		HasNextPage func(childComplexity int) int
+		Redriven    func(childComplexity int) int
 	}
 
 	RequestEdit struct {
@@ -588,6 +595,7 @@ type MutationResolver interface {
 	SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error)
 	RetryDelivery(ctx context.Context, id string, edit *model.RequestEditInput) (*model.Delivery, error)
 	RedriveDead(ctx context.Context, endpoint string) (int, error)
+	RedriveDeadPage(ctx context.Context, endpoint string, after *string) (*model.RedrivePage, error)
 	CompleteForward(ctx context.Context, input model.CompleteForwardInput) (bool, error)
 }
 type QueryResolver interface {
@@ -2189,6 +2197,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RedriveDead(childComplexity, args["endpoint"].(string)), true
+	case "Mutation.redriveDeadPage":
+		if e.ComplexityRoot.Mutation.RedriveDeadPage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_redriveDeadPage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RedriveDeadPage(childComplexity, args["endpoint"].(string), args["after"].(*string)), true
 	case "Mutation.removeMember":
 		if e.ComplexityRoot.Mutation.RemoveMember == nil {
 			break
@@ -2548,6 +2567,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.QuotaRefusals.Reason(childComplexity), true
+
+	case "RedrivePage.endCursor":
+		if e.ComplexityRoot.RedrivePage.EndCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RedrivePage.EndCursor(childComplexity), true
+	case "RedrivePage.hasNextPage":
+		if e.ComplexityRoot.RedrivePage.HasNextPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RedrivePage.HasNextPage(childComplexity), true
+	case "RedrivePage.redriven":
+		if e.ComplexityRoot.RedrivePage.Redriven == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RedrivePage.Redriven(childComplexity), true
 
 	case "RequestEdit.body":
 		if e.ComplexityRoot.RequestEdit.Body == nil {
@@ -4196,6 +4234,14 @@ type Mutation {
   failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
   """
   redriveDead(endpoint: ID!): Int!
+  """
+  As redriveDead, from the first dead delivery received after the cursor ` + "`" + `after` + "`" + `
+  (none: the oldest), in the order received, at most 1000 per call. To put back
+  more than 1000, pass each page's endCursor to the next call while hasNextPage:
+  a delivery put back that dies again in the meantime is not put back twice.
+  A cursor that is not one this field returned is INVALID_INPUT naming ` + "`" + `after` + "`" + `.
+  """
+  redriveDeadPage(endpoint: ID!, after: String): RedrivePage!
   "The agent's answer to a forward request."
   completeForward(input: CompleteForwardInput!): Boolean!
 }
@@ -4274,6 +4320,16 @@ type StatsBucket {
   p95Ms: Int
   "Seconds with no agent connected since the Endpoint was created; null for an inspector."
   offlineSeconds: Int
+}
+
+"One call of redriveDeadPage."
+type RedrivePage {
+  "How many dead deliveries this call put back in the queue."
+  redriven: Int!
+  "Where the next call goes on: pass it as ` + "`" + `after` + "`" + `."
+  endCursor: String!
+  "Whether more may be dead past endCursor: this call put back the most one call does."
+  hasNextPage: Boolean!
 }
 `, BuiltIn: false},
 }
@@ -4993,6 +5049,18 @@ func (ec *executionContext) childFields_QuotaRefusals(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type QuotaRefusals", field.Name)
 }
 
+func (ec *executionContext) childFields_RedrivePage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "redriven":
+		return ec.fieldContext_RedrivePage_redriven(ctx, field)
+	case "endCursor":
+		return ec.fieldContext_RedrivePage_endCursor(ctx, field)
+	case "hasNextPage":
+		return ec.fieldContext_RedrivePage_hasNextPage(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RedrivePage", field.Name)
+}
+
 func (ec *executionContext) childFields_RequestEdit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "method":
@@ -5650,6 +5718,28 @@ func (ec *executionContext) field_Mutation_pollDeviceCode_args(ctx context.Conte
 		return nil, err
 	}
 	args["deviceCode"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_redriveDeadPage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "endpoint",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endpoint"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -13019,6 +13109,50 @@ func (ec *executionContext) fieldContext_Mutation_redriveDead(ctx context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_redriveDeadPage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_redriveDeadPage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RedriveDeadPage(ctx, fc.Args["endpoint"].(string), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RedrivePage) graphql.Marshaler {
+			return ec.marshalNRedrivePage2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRedrivePage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_redriveDeadPage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RedrivePage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_redriveDeadPage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_completeForward(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14017,6 +14151,75 @@ func (ec *executionContext) _QuotaRefusals_count(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_QuotaRefusals_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("QuotaRefusals", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RedrivePage_redriven(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RedrivePage_redriven(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Redriven, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RedrivePage_redriven(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RedrivePage_endCursor(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RedrivePage_endCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndCursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RedrivePage_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RedrivePage_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RedrivePage_hasNextPage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HasNextPage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RedrivePage_hasNextPage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _RequestEdit_method(ctx context.Context, field graphql.CollectedField, obj *model.RequestEdit) (ret graphql.Marshaler) {
@@ -20014,6 +20217,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "redriveDeadPage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_redriveDeadPage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "completeForward":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_completeForward(ctx, field)
@@ -20566,6 +20776,55 @@ func (ec *executionContext) _QuotaRefusals(ctx context.Context, sel ast.Selectio
 			}
 		case "count":
 			out.Values[i] = ec._QuotaRefusals_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferred), math.MaxInt32)))
+
+	for label, dfs := range deferred {
+		ec.ProcessDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var redrivePageImplementors = []string{"RedrivePage"}
+
+func (ec *executionContext) _RedrivePage(ctx context.Context, sel ast.SelectionSet, obj *model.RedrivePage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, redrivePageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RedrivePage")
+		case "redriven":
+			out.Values[i] = ec._RedrivePage_redriven(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endCursor":
+			out.Values[i] = ec._RedrivePage_endCursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "hasNextPage":
+			out.Values[i] = ec._RedrivePage_hasNextPage(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -22407,6 +22666,20 @@ func (ec *executionContext) marshalNQuotaRefusals2ᚖgithubᚗcomᚋrelayhqᚋre
 		return graphql.Null
 	}
 	return ec._QuotaRefusals(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRedrivePage2githubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRedrivePage(ctx context.Context, sel ast.SelectionSet, v model.RedrivePage) graphql.Marshaler {
+	return ec._RedrivePage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRedrivePage2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRedrivePage(ctx context.Context, sel ast.SelectionSet, v *model.RedrivePage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RedrivePage(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRetention2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐRetention(ctx context.Context, sel ast.SelectionSet, v *model.Retention) graphql.Marshaler {

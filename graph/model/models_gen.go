@@ -749,6 +749,16 @@ type QuotaRefusals struct {
 	Count  int    `json:"count"`
 }
 
+// One call of redriveDeadPage.
+type RedrivePage struct {
+	// How many dead deliveries this call put back in the queue.
+	Redriven int `json:"redriven"`
+	// Where the next call goes on: pass it as `after`.
+	EndCursor string `json:"endCursor"`
+	// Whether more may be dead past endCursor: this call put back the most one call does.
+	HasNextPage bool `json:"hasNextPage"`
+}
+
 // What an edited retry changed in the recorded request. The recorded request itself is never changed.
 type RequestEdit struct {
 	Method *string `json:"method,omitempty"`
