@@ -626,7 +626,9 @@ func TestRedriveMoreThanOnePage(t *testing.T) {
 	const n = 1003
 	sendQueued(t, r, ep.ID, n, "/many")
 	dead := func() int {
-		var res struct{ Endpoint struct{ Queue struct{ Dead int } } }
+		var res struct {
+			Endpoint struct{ Queue struct{ Dead int } }
+		}
 		r.MustGraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ queue { dead } } }`, map[string]any{"id": ep.ID}, &res)
 		return res.Endpoint.Queue.Dead
 	}
