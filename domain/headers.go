@@ -21,15 +21,7 @@ var hopByHop = map[string]bool{
 // header named in Connection. Repeats and their order are kept.
 func StripHopByHop(headers []Header) []Header {
 	named := map[string]bool{}
-	for _, h := range headers {
-		if textproto.CanonicalMIMEHeaderKey(h.Name) == "Connection" {
-			for _, f := range strings.Split(h.Value, ",") {
-				if f = strings.TrimSpace(f); f != "" {
-					named[textproto.CanonicalMIMEHeaderKey(f)] = true
-				}
-			}
-		}
-	}
+	addConnectionNames(named, headers)
 	out := make([]Header, 0, len(headers))
 	for _, h := range headers {
 		k := textproto.CanonicalMIMEHeaderKey(h.Name)
@@ -39,4 +31,21 @@ func StripHopByHop(headers []Header) []Header {
 		out = append(out, h)
 	}
 	return out
+}
+
+// addConnectionNames adds to named the canonical names the Connection
+// fields of headers list.
+func addConnectionNames(named map[string]bool, headers []Header) {
+	for _, h := range headers {
+		if textproto.CanonicalMIMEHeaderKey(h.Name) != "Connection" {
+			continue
+		}
+		for list := h.Value; list != ""; {
+			var f string
+			f, list, _ = strings.Cut(list, ",")
+			if f = strings.TrimSpace(f); f != "" {
+				named[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
 }
