@@ -20,17 +20,23 @@ var hopByHop = map[string]bool{
 // StripHopByHop returns headers without hop-by-hop fields, including any
 // header named in Connection. Repeats and their order are kept.
 func StripHopByHop(headers []Header) []Header {
+	return AppendEndToEnd(make([]Header, 0, len(headers)), headers)
+}
+
+// AppendEndToEnd appends to dst the fields of headers StripHopByHop keeps.
+// dst may be headers[:0], to filter in place: fields only move towards
+// the front.
+func AppendEndToEnd(dst, headers []Header) []Header {
 	named := map[string]bool{}
 	addConnectionNames(named, headers)
-	out := make([]Header, 0, len(headers))
 	for _, h := range headers {
 		k := textproto.CanonicalMIMEHeaderKey(h.Name)
 		if hopByHop[k] || named[k] {
 			continue
 		}
-		out = append(out, h)
+		dst = append(dst, h)
 	}
-	return out
+	return dst
 }
 
 // addConnectionNames adds to named the canonical names the Connection
