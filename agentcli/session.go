@@ -1,6 +1,7 @@
 package agentcli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,10 @@ type session struct {
 
 	// idle hands a forward to a worker waiting for one (see run).
 	idle chan func()
+
+	// rbuf is the buffer read reads messages into, reused by the next
+	// read; only the reading goroutine touches it.
+	rbuf []byte
 }
 
 // workerIdle is how long a worker goroutine waits for another forward
@@ -396,6 +401,9 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, frame []b
 		if err != nil {
 			return err
 		}
+		// The frame is the read buffer, which the next message reuses;
+		// the strings are copies already.
+		f.Body = bytes.Clone(f.Body)
 		sv, ok := s.served[f.Operation]
 		if !ok {
 			return fmt.Errorf("forward request for unknown subscription %q", f.Operation)
@@ -461,11 +469,14 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 	if !s.receipts {
 		rep.Receipt = nil
 	}
-	s.opsMu.Lock()
-	s.nextOp++
-	id := "complete-" + strconv.Itoa(s.nextOp)
+	var id string
 	if s.binary {
 		id = binaryOpID(attemptID)
+	}
+	s.opsMu.Lock()
+	if !s.binary {
+		s.nextOp++
+		id = "complete-" + strconv.Itoa(s.nextOp)
 	}
 	done := make(chan error, 1)
 	s.ops[id] = done
@@ -477,7 +488,15 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 	}()
 
 	if s.binary {
-		if err := s.writeBinary(agentwire.AppendComplete(make([]byte, 0, 128+len(rep.Body)), rep)); err != nil {
+		buf := frameBuffers.Get().(*[]byte)
+		frame := agentwire.AppendComplete((*buf)[:0], rep)
+		err := s.writeBinary(frame)
+		if cap(frame) <= maxPooledFrame {
+			// The socket has written the frame or copied it: reusable.
+			*buf = frame
+			frameBuffers.Put(buf)
+		}
+		if err != nil {
 			return err
 		}
 	} else if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": toCompleteInput(rep)}); err != nil {
@@ -494,6 +513,13 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 		return fmt.Errorf("no answer to completeForward within %s", s.a.readTimeout)
 	}
 }
+
+// frameBuffers are buffers for complete frames, reused across forwards.
+var frameBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledFrame bounds the frame buffers kept for reuse: a frame with a
+// large body is built in a buffer of its own.
+const maxPooledFrame = 64 << 10
 
 // finishOp hands the result of a completeForward to its waiter.
 func (s *session) finishOp(m wsMessage) {
@@ -591,10 +617,12 @@ func (s *session) writeClose(code int, text string) {
 }
 
 // read returns the next message; silence past readTimeout is an error.
+// A binary frame is in the session's read buffer, which the next read
+// reuses: the caller copies out what it keeps.
 func (s *session) read() (wsMessage, error) {
 	s.conn.SetReadDeadline(time.Now().Add(s.a.readTimeout))
 	var m wsMessage
-	typ, data, err := s.conn.ReadMessage()
+	typ, data, err := s.readMessage()
 	if err != nil {
 		return m, err
 	}
@@ -612,6 +640,40 @@ func (s *session) read() (wsMessage, error) {
 		return m, fmt.Errorf("decode message: %w", err)
 	}
 	return m, nil
+}
+
+// maxReadBuffer bounds the read buffer a session keeps between messages:
+// a larger message is read into a buffer of its own.
+const maxReadBuffer = 64 << 10
+
+// readMessage is the websocket.Conn's ReadMessage, reading into s.rbuf
+// instead of a new buffer per message.
+func (s *session) readMessage() (int, []byte, error) {
+	typ, r, err := s.conn.NextReader()
+	if err != nil {
+		return typ, nil, err
+	}
+	b := s.rbuf[:0]
+	if cap(b) > maxReadBuffer {
+		b = nil
+	}
+	if b == nil {
+		b = make([]byte, 0, 4<<10)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append grow the buffer
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			s.rbuf = b
+			return typ, b, nil
+		}
+		if err != nil {
+			return typ, nil, err
+		}
+	}
 }
 
 // readErr explains why a session ended: refusal close codes become a
