@@ -90,17 +90,12 @@ func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
 func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	var conn *headConn
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		conn, _ = info.Conn.(*headConn)
-	}})
+	var trace connTrace
+	trace.trace.GotConn = trace.gotConn
+	ctx = httptrace.WithClientTrace(ctx, &trace.trace)
 	hreq, err := f.newRequest(ctx, req)
-	var dot *DotSegmentError
-	switch {
-	case errors.As(err, &dot):
-		return localResult{Status: http.StatusBadRequest, Err: err, Failure: dot.Failure()}
-	case err != nil:
-		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
+	if err != nil {
+		return f.requestFailure(err)
 	}
 	receipt := f.receipt(hreq, req.Body)
 	resp, err := f.client.Do(hreq)
@@ -119,12 +114,30 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return localResult{Status: 502, Err: errors.New(failure), Failure: failure}
 	}
 	headers := responseHeaders(resp)
-	if _, kept := resp.Header["Connection"]; resp.Close && !kept && conn != nil {
+	if _, kept := resp.Header["Connection"]; resp.Close && !kept && trace.conn != nil {
 		// net/http dropped a "Connection: close" field; the names it
 		// listed besides close are hop-by-hop too.
-		headers = dropNames(headers, conn.connectionNames())
+		headers = dropNames(headers, trace.conn.connectionNames())
 	}
 	return localResult{Status: resp.StatusCode, Headers: headers, Body: body, Receipt: receipt}
+}
+
+// connTrace learns which connection the HTTP client sent a request on:
+// the trace and what it learns in one allocation.
+type connTrace struct {
+	trace httptrace.ClientTrace
+	conn  *headConn
+}
+
+func (t *connTrace) gotConn(info httptrace.GotConnInfo) { t.conn, _ = info.Conn.(*headConn) }
+
+// requestFailure is the result of a request that could not be built.
+func (f *forwarder) requestFailure(err error) localResult {
+	var dot *DotSegmentError
+	if errors.As(err, &dot) {
+		return localResult{Status: http.StatusBadRequest, Err: err, Failure: dot.Failure()}
+	}
+	return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
 }
 
 // receipt digests the request as built for the HTTP client, not as the

@@ -76,7 +76,9 @@ func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
 	default:
 	}
 	wg.Add(1)
-	go func() {
+	// f is the worker's argument, not captured: a captured f would live
+	// on the heap for every forward, also those handed to an idle worker.
+	go func(f func()) {
 		defer wg.Done()
 		idle := time.NewTimer(workerIdle)
 		defer idle.Stop()
@@ -91,7 +93,7 @@ func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
 				return
 			}
 		}
-	}()
+	}(f)
 }
 
 // served is an Endpoint of the session with its resolved target.
@@ -621,14 +623,13 @@ func (s *session) writeClose(code int, text string) {
 // reuses: the caller copies out what it keeps.
 func (s *session) read() (wsMessage, error) {
 	s.conn.SetReadDeadline(time.Now().Add(s.a.readTimeout))
-	var m wsMessage
 	typ, data, err := s.readMessage()
 	if err != nil {
-		return m, err
+		return wsMessage{}, err
 	}
 	if typ == websocket.BinaryMessage {
 		if !s.binary {
-			return m, errors.New("binary message on a graphql-transport-ws socket")
+			return wsMessage{}, errors.New("binary message on a graphql-transport-ws socket")
 		}
 		return wsMessage{Type: binaryFrame, frame: data}, nil
 	}
@@ -636,6 +637,8 @@ func (s *session) read() (wsMessage, error) {
 	if json.Unmarshal(data, &f) == nil && f.Type == gqlws.Next {
 		return wsMessage{ID: f.ID, Type: f.Type, next: &f.Payload}, nil
 	}
+	// Declared here, not above: decoding into it puts it on the heap.
+	var m wsMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("decode message: %w", err)
 	}
