@@ -334,7 +334,7 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case gqlws.Pong, gqlws.ConnectionAck:
 			// Any message already moved the read deadline.
 		case binaryFrame:
-			if err := s.binaryFrame(ctx, wg, m.frame); err != nil {
+			if err := s.binaryFrame(ctx, wg, m); err != nil {
 				return err
 			}
 		case gqlws.Next, gqlws.Error, gqlws.Complete:
@@ -396,16 +396,19 @@ type work struct {
 
 // binaryFrame acts on a binary frame: a forward request to run, or the
 // relay's Done for a Complete.
-func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, frame []byte) error {
+func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessage) error {
+	frame := m.frame
 	switch agentwire.Kind(frame) {
 	case agentwire.KindForward:
 		f, err := agentwire.DecodeForward(frame)
 		if err != nil {
 			return err
 		}
-		// The frame is the read buffer, which the next message reuses;
-		// the strings are copies already.
-		f.Body = bytes.Clone(f.Body)
+		if m.reused {
+			// The next message overwrites the frame; the strings are
+			// copies already.
+			f.Body = bytes.Clone(f.Body)
+		}
 		sv, ok := s.served[f.Operation]
 		if !ok {
 			return fmt.Errorf("forward request for unknown subscription %q", f.Operation)
@@ -619,8 +622,8 @@ func (s *session) writeClose(code int, text string) {
 }
 
 // read returns the next message; silence past readTimeout is an error.
-// A binary frame is in the session's read buffer, which the next read
-// reuses: the caller copies out what it keeps.
+// A binary frame may be in the session's read buffer (reused), which the
+// next read overwrites: the caller then copies out what it keeps.
 func (s *session) read() (wsMessage, error) {
 	s.conn.SetReadDeadline(time.Now().Add(s.a.readTimeout))
 	typ, data, err := s.readMessage()
@@ -631,7 +634,7 @@ func (s *session) read() (wsMessage, error) {
 		if !s.binary {
 			return wsMessage{}, errors.New("binary message on a graphql-transport-ws socket")
 		}
-		return wsMessage{Type: binaryFrame, frame: data}, nil
+		return wsMessage{Type: binaryFrame, frame: data, reused: s.rbuf != nil}, nil
 	}
 	var f nextFrame
 	if json.Unmarshal(data, &f) == nil && f.Type == gqlws.Next {
@@ -650,16 +653,15 @@ func (s *session) read() (wsMessage, error) {
 const maxReadBuffer = 64 << 10
 
 // readMessage is the websocket.Conn's ReadMessage, reading into s.rbuf
-// instead of a new buffer per message.
+// instead of a new buffer per message. A message larger than
+// maxReadBuffer is left to the caller alone: s.rbuf is then nil.
 func (s *session) readMessage() (int, []byte, error) {
 	typ, r, err := s.conn.NextReader()
 	if err != nil {
 		return typ, nil, err
 	}
 	b := s.rbuf[:0]
-	if cap(b) > maxReadBuffer {
-		b = nil
-	}
+	s.rbuf = nil
 	if b == nil {
 		b = make([]byte, 0, 4<<10)
 	}
@@ -670,7 +672,9 @@ func (s *session) readMessage() (int, []byte, error) {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
-			s.rbuf = b
+			if cap(b) <= maxReadBuffer {
+				s.rbuf = b
+			}
 			return typ, b, nil
 		}
 		if err != nil {
