@@ -43,6 +43,7 @@ type session struct {
 
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
+	dones  map[string]chan error // attempt ID → the relay's Done of its Complete frame
 	nextOp int
 
 	roleMu   sync.Mutex
@@ -140,7 +141,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		conn.Close()
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
-	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}, binary: binary,
+	s := &session{a: a, conn: conn, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
 		receipts: binary && proto == agentwire.Subprotocol, idle: make(chan func())}
 
 	sctx, cancel := context.WithCancel(ctx)
@@ -430,15 +431,12 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessa
 		default:
 			result = fmt.Errorf("relay refused the answer: %s (%s)", d.Message, d.Code)
 		}
-		s.finish(binaryOpID(d.AttemptID), result)
+		s.finishIn(s.dones, d.AttemptID, result)
 	default:
 		return fmt.Errorf("unexpected binary frame of kind %q", agentwire.Kind(frame))
 	}
 	return nil
 }
-
-// binaryOpID names the wait for the Done of an attempt's Complete.
-func binaryOpID(attemptID string) string { return "done-" + attemptID }
 
 // handle forwards one request to the local target, reports the answer
 // and tells the observer.
@@ -474,9 +472,9 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 	if !s.receipts {
 		rep.Receipt = nil
 	}
-	var id string
+	waits, id := s.ops, attemptID
 	if s.binary {
-		id = binaryOpID(attemptID)
+		waits = s.dones
 	}
 	s.opsMu.Lock()
 	if !s.binary {
@@ -484,11 +482,11 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 		id = "complete-" + strconv.Itoa(s.nextOp)
 	}
 	done := make(chan error, 1)
-	s.ops[id] = done
+	waits[id] = done
 	s.opsMu.Unlock()
 	defer func() {
 		s.opsMu.Lock()
-		delete(s.ops, id)
+		delete(waits, id)
 		s.opsMu.Unlock()
 	}()
 
@@ -552,10 +550,13 @@ func (s *session) finishOp(m wsMessage) {
 // finish hands the result of the operation id to its waiter, if any: a
 // completeForward's complete after its next, or a report given up on, has
 // none.
-func (s *session) finish(id string, result error) {
+func (s *session) finish(id string, result error) { s.finishIn(s.ops, id, result) }
+
+// finishIn is finish for the waits of ops or dones.
+func (s *session) finishIn(waits map[string]chan error, id string, result error) {
 	s.opsMu.Lock()
-	done, ok := s.ops[id]
-	delete(s.ops, id)
+	done, ok := waits[id]
+	delete(waits, id)
 	s.opsMu.Unlock()
 	if ok {
 		done <- result
