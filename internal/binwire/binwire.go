@@ -96,7 +96,8 @@ func (r *Reader) Int() int64 {
 }
 
 // Bytes shares the message's memory instead of copying a body: callers
-// decode a fresh buffer once and never write to it.
+// decode a fresh buffer once and never write to it, or copy out what they
+// keep before they reuse the buffer.
 func (r *Reader) Bytes() []byte {
 	n := r.Uint()
 	if r.err != nil {
