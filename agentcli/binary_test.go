@@ -112,3 +112,80 @@ func hasReply(hs []domain.Header) bool {
 	}
 	return false
 }
+
+// TestAgentBinaryBodiesOutliveTheReadBuffer: the agent reads every frame
+// into one buffer it reuses, so a forward still in flight when the next
+// frames arrive must have its own copy of its body; the observer is handed
+// it once the relay has answered the report. Forwards of small and large
+// bodies (past the buffer the agent keeps) each reach the local handler
+// and the observer byte for byte, though later frames were read while
+// their reports waited.
+func TestAgentBinaryBodiesOutliveTheReadBuffer(t *testing.T) {
+	target, local := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	srv := newWSServerOf(t, agentwire.Subprotocol)
+	obs := &recordingObserver{forwards: make(chan ForwardEvent, 4)}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = Serve(ctx, Options{Server: srv.url, Token: "t", Observer: obs, Endpoints: []Route{{EndpointID: "ep-1", Target: target}}})
+	}()
+	p := srv.accept(t)
+	p.handshake("t", "ep-1")
+	paths := []string{"/first", "/large", "/second", "/third"}
+	bodies := map[string][]byte{
+		"/first":  bytes.Repeat([]byte{'a'}, 100),
+		"/large":  bytes.Repeat([]byte{'b', 0, 0xff}, maxReadBuffer),
+		"/second": bytes.Repeat([]byte{'c'}, 100),
+		"/third":  bytes.Repeat([]byte{'d'}, 3000),
+	}
+	for _, path := range paths {
+		frame := agentwire.AppendForward(nil, agentwire.Forward{Operation: subscriptionID(0), AttemptID: path, Method: "POST",
+			Target: path, Body: bodies[path]})
+		if err := p.conn.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, local); !bytes.Equal(got.body, bodies[path]) {
+			t.Errorf("%s: the local handler got %d bytes, not the %d sent", path, len(got.body), len(bodies[path]))
+		}
+		if c := readComplete(t, p); c.AttemptID != path || c.Status != 204 {
+			t.Fatalf("complete frame %+v, want %s 204", c, path)
+		}
+	}
+	// Every report is answered only now: each forward's body has stayed
+	// in the agent while the frames after it were read.
+	for _, path := range paths {
+		if err := p.conn.WriteMessage(websocket.BinaryMessage, agentwire.AppendDone(nil, agentwire.Done{AttemptID: path})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range paths {
+		select {
+		case ev := <-obs.forwards:
+			if !bytes.Equal(ev.RequestBody, bodies[ev.AttemptID]) {
+				t.Errorf("%s: the observer got a body of %d bytes starting %q, not the one sent", ev.AttemptID, len(ev.RequestBody), ev.RequestBody[:min(8, len(ev.RequestBody))])
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the observer heard no forward")
+		}
+	}
+}
+
+// readComplete reads the agent's next complete frame, skipping its pings.
+func readComplete(t *testing.T, p *wsPeer) agentwire.Complete {
+	t.Helper()
+	for {
+		_ = p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		typ, data, err := p.conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ == websocket.TextMessage { // the agent's pings
+			continue
+		}
+		c, err := agentwire.DecodeComplete(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -91,17 +90,12 @@ func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
 func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	var conn *headConn
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		conn, _ = info.Conn.(*headConn)
-	}})
+	var trace connTrace
+	trace.trace.GotConn = trace.gotConn
+	ctx = httptrace.WithClientTrace(ctx, &trace.trace)
 	hreq, err := f.newRequest(ctx, req)
-	var dot *DotSegmentError
-	switch {
-	case errors.As(err, &dot):
-		return localResult{Status: http.StatusBadRequest, Err: err, Failure: dot.Failure()}
-	case err != nil:
-		return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
+	if err != nil {
+		return f.requestFailure(err)
 	}
 	receipt := f.receipt(hreq, req.Body)
 	resp, err := f.client.Do(hreq)
@@ -111,7 +105,7 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return res
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	body, err := readBody(resp.Body, resp.ContentLength)
 	if err != nil {
 		return f.failure(ctx, err)
 	}
@@ -120,12 +114,30 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return localResult{Status: 502, Err: errors.New(failure), Failure: failure}
 	}
 	headers := responseHeaders(resp)
-	if _, kept := resp.Header["Connection"]; resp.Close && !kept && conn != nil {
+	if _, kept := resp.Header["Connection"]; resp.Close && !kept && trace.conn != nil {
 		// net/http dropped a "Connection: close" field; the names it
 		// listed besides close are hop-by-hop too.
-		headers = dropNames(headers, conn.connectionNames())
+		headers = dropNames(headers, trace.conn.connectionNames())
 	}
 	return localResult{Status: resp.StatusCode, Headers: headers, Body: body, Receipt: receipt}
+}
+
+// connTrace learns which connection the HTTP client sent a request on:
+// the trace and what it learns in one allocation.
+type connTrace struct {
+	trace httptrace.ClientTrace
+	conn  *headConn
+}
+
+func (t *connTrace) gotConn(info httptrace.GotConnInfo) { t.conn, _ = info.Conn.(*headConn) }
+
+// requestFailure is the result of a request that could not be built.
+func (f *forwarder) requestFailure(err error) localResult {
+	var dot *DotSegmentError
+	if errors.As(err, &dot) {
+		return localResult{Status: http.StatusBadRequest, Err: err, Failure: dot.Failure()}
+	}
+	return localResult{Status: 502, Err: err, Failure: "the request could not be sent to the local target " + f.target.Host}
 }
 
 // receipt digests the request as built for the HTTP client, not as the
@@ -138,7 +150,9 @@ func (f *forwarder) receipt(hreq *http.Request, body []byte) *domain.FidelityDig
 	if target != "*" {
 		target = strings.TrimPrefix(target, f.target.Prefix)
 	}
-	headers := make([]domain.Header, 0, len(hreq.Header))
+	// On the stack for a typical request: DigestRequest keeps nothing.
+	var small [32]domain.Header
+	headers := small[:0]
 	for name, values := range hreq.Header {
 		for _, v := range values {
 			headers = append(headers, domain.Header{Name: name, Value: v})
@@ -146,6 +160,33 @@ func (f *forwarder) receipt(hreq *http.Request, body []byte) *domain.FidelityDig
 	}
 	d := domain.DigestRequest(hreq.Method, target, headers, body)
 	return &d
+}
+
+// readBody reads a local answer's body, up to one byte past
+// maxResponseBody (the caller refuses that), into one buffer sized from
+// its Content-Length when it gave one.
+func readBody(r io.Reader, contentLength int64) ([]byte, error) {
+	size := int64(512)
+	if contentLength >= 0 {
+		// A HEAD answer's length has no body behind it, and a target may
+		// claim more than it sends: larger bodies grow the buffer.
+		size = min(contentLength, 64<<10) + 1 // room for the EOF read
+	}
+	b := make([]byte, 0, size)
+	lr := io.LimitedReader{R: r, N: maxResponseBody + 1}
+	for {
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append grow the buffer
+		}
+	}
 }
 
 // dropNames returns headers without those named in names.
@@ -185,22 +226,49 @@ func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Req
 	hreq.URL = u
 	hreq.Host = f.target.Host
 	hreq.ContentLength = int64(len(req.Body))
-	for _, h := range domain.StripHopByHop(req.Headers) {
-		switch http.CanonicalHeaderKey(h.Name) {
+	var small [32]domain.Header
+	fields := domain.AppendEndToEnd(small[:0], req.Headers)
+	// The map is sized for the fields and the ones the agent adds, and
+	// their values share one array (see fieldValues).
+	hreq.Header = make(http.Header, len(fields)+forwardedFields+1)
+	vals := make(fieldValues, 0, len(fields)+forwardedFields+1)
+	for _, h := range fields {
+		k := http.CanonicalHeaderKey(h.Name)
+		switch k {
 		case "Host", "Content-Length":
 			continue // set from the target and the body
 		}
-		hreq.Header.Add(h.Name, h.Value)
+		if prev, ok := hreq.Header[k]; ok {
+			hreq.Header[k] = append(prev, h.Value)
+			continue
+		}
+		hreq.Header[k] = vals.one(h.Value)
 	}
-	addForwardedHeaders(hreq.Header, req.Origin)
+	addForwardedHeaders(hreq.Header, req.Origin, &vals)
 	if f.preserveHost && req.Origin.Host != "" {
 		hreq.Host = req.Origin.Host
 	}
 	if _, ok := hreq.Header["User-Agent"]; !ok {
 		// An empty value keeps Go from adding its own User-Agent.
-		hreq.Header["User-Agent"] = []string{""}
+		hreq.Header["User-Agent"] = vals.one("")
 	}
 	return hreq, nil
+}
+
+// fieldValues hands out one-value slices of a single array, so that the
+// values of a request's header map cost one allocation, not one a field.
+// Each slice's capacity is its length: appending a second value to a field
+// copies it out and cannot overwrite the next field's.
+type fieldValues []string
+
+// one returns []string{v}, from the array while it has room.
+func (f *fieldValues) one(v string) []string {
+	if f == nil || len(*f) == cap(*f) {
+		return []string{v}
+	}
+	*f = append(*f, v)
+	n := len(*f)
+	return (*f)[n-1 : n : n]
 }
 
 // localURL is the target plus the raw path (after the target's prefix),
@@ -243,18 +311,20 @@ func localURL(target Target, raw string) (*url.URL, error) {
 // responseHeaders lists the local response headers without hop-by-hop
 // fields, repeats kept in order, names sorted for a stable report.
 func responseHeaders(resp *http.Response) []domain.Header {
-	names := make([]string, 0, len(resp.Header))
-	for name := range resp.Header {
+	var small [32]string
+	names, fields := small[:0], 0
+	for name, values := range resp.Header {
 		names = append(names, name)
+		fields += len(values)
 	}
-	sort.Strings(names)
-	var out []domain.Header
+	slices.Sort(names)
+	out := make([]domain.Header, 0, fields)
 	for _, name := range names {
 		for _, v := range resp.Header[name] {
 			out = append(out, domain.Header{Name: name, Value: v})
 		}
 	}
-	return domain.StripHopByHop(out)
+	return domain.AppendEndToEnd(out[:0], out)
 }
 
 // failure says why the target gave no answer: a stable text that names the

@@ -32,12 +32,12 @@ type origin struct {
 // Forwarded (RFC 7239). A field the relay did not record is left out.
 // These headers exist only on the way to the local process: the recorded
 // delivery has the headers as they arrived.
-func addForwardedHeaders(h http.Header, o origin) {
+func addForwardedHeaders(h http.Header, o origin, vals *fieldValues) {
 	if o.Host != "" {
-		h.Set("X-Forwarded-Host", o.Host)
+		h["X-Forwarded-Host"] = vals.one(o.Host)
 	}
 	if o.Scheme != "" {
-		h.Set("X-Forwarded-Proto", o.Scheme)
+		h["X-Forwarded-Proto"] = vals.one(o.Scheme)
 	}
 	var node string
 	if o.Sender != "" {
@@ -45,23 +45,26 @@ func addForwardedHeaders(h http.Header, o origin) {
 		ip := strings.Trim(node, "[]")
 		// A trusted proxy in front of the relay already named the sender
 		// last; naming it twice would read as one more hop.
-		if chain := forwarded.List(h.Values("X-Forwarded-For")); len(chain) == 0 || chain[len(chain)-1] != ip {
-			appendValue(h, "X-Forwarded-For", ip)
+		if chain := forwarded.List(h["X-Forwarded-For"]); len(chain) == 0 || chain[len(chain)-1] != ip {
+			appendValue(h, "X-Forwarded-For", ip, vals)
 		}
 	}
 	if e := (forwarded.Element{For: node, Host: o.Host, Proto: o.Scheme}); e != (forwarded.Element{}) {
-		appendValue(h, "Forwarded", e.String())
+		appendValue(h, "Forwarded", e.String(), vals)
 	}
 }
 
-// appendValue adds v to the comma-separated list in h's field name, as
-// proxies do (one field line, so readers that take only the first line
-// see the whole list).
-func appendValue(h http.Header, name, v string) {
-	if prev := h.Values(name); len(prev) > 0 {
+// forwardedFields is how many fields addForwardedHeaders may set.
+const forwardedFields = 4
+
+// appendValue adds v to the comma-separated list in h's field name (a
+// canonical key), as proxies do (one field line, so readers that take only
+// the first line see the whole list).
+func appendValue(h http.Header, name, v string, vals *fieldValues) {
+	if prev := h[name]; len(prev) > 0 {
 		v = strings.Join(prev, ", ") + ", " + v
 	}
-	h.Set(name, v)
+	h[name] = vals.one(v)
 }
 
 // tlsHint says what to do about a certificate the agent does not trust.

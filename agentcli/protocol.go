@@ -39,6 +39,9 @@ type wsMessage struct {
 	next *nextPayload
 	// frame is a received binary frame (Type binaryFrame).
 	frame []byte
+	// reused: frame is the session's read buffer, which the next read
+	// overwrites (see session.read).
+	reused bool
 }
 
 // binaryFrame is the Type of a wsMessage that holds an agentwire frame.

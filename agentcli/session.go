@@ -1,6 +1,7 @@
 package agentcli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,7 @@ type session struct {
 
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
+	dones  map[string]chan error // attempt ID → the relay's Done of its Complete frame
 	nextOp int
 
 	roleMu   sync.Mutex
@@ -53,6 +55,10 @@ type session struct {
 
 	// idle hands a forward to a worker waiting for one (see run).
 	idle chan func()
+
+	// rbuf is the buffer read reads messages into, reused by the next
+	// read; only the reading goroutine touches it.
+	rbuf []byte
 }
 
 // workerIdle is how long a worker goroutine waits for another forward
@@ -71,7 +77,9 @@ func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
 	default:
 	}
 	wg.Add(1)
-	go func() {
+	// f is the worker's argument, not captured: a captured f would live
+	// on the heap for every forward, also those handed to an idle worker.
+	go func(f func()) {
 		defer wg.Done()
 		idle := time.NewTimer(workerIdle)
 		defer idle.Stop()
@@ -86,7 +94,7 @@ func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
 				return
 			}
 		}
-	}()
+	}(f)
 }
 
 // served is an Endpoint of the session with its resolved target.
@@ -133,7 +141,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		conn.Close()
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
-	s := &session{a: a, conn: conn, ops: map[string]chan error{}, served: map[string]*served{}, binary: binary,
+	s := &session{a: a, conn: conn, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
 		receipts: binary && proto == agentwire.Subprotocol, idle: make(chan func())}
 
 	sctx, cancel := context.WithCancel(ctx)
@@ -327,7 +335,7 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case gqlws.Pong, gqlws.ConnectionAck:
 			// Any message already moved the read deadline.
 		case binaryFrame:
-			if err := s.binaryFrame(ctx, wg, m.frame); err != nil {
+			if err := s.binaryFrame(ctx, wg, m); err != nil {
 				return err
 			}
 		case gqlws.Next, gqlws.Error, gqlws.Complete:
@@ -389,12 +397,18 @@ type work struct {
 
 // binaryFrame acts on a binary frame: a forward request to run, or the
 // relay's Done for a Complete.
-func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, frame []byte) error {
+func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessage) error {
+	frame := m.frame
 	switch agentwire.Kind(frame) {
 	case agentwire.KindForward:
 		f, err := agentwire.DecodeForward(frame)
 		if err != nil {
 			return err
+		}
+		if m.reused {
+			// The next message overwrites the frame; the strings are
+			// copies already.
+			f.Body = bytes.Clone(f.Body)
 		}
 		sv, ok := s.served[f.Operation]
 		if !ok {
@@ -417,15 +431,12 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, frame []b
 		default:
 			result = fmt.Errorf("relay refused the answer: %s (%s)", d.Message, d.Code)
 		}
-		s.finish(binaryOpID(d.AttemptID), result)
+		s.finishIn(s.dones, d.AttemptID, result)
 	default:
 		return fmt.Errorf("unexpected binary frame of kind %q", agentwire.Kind(frame))
 	}
 	return nil
 }
-
-// binaryOpID names the wait for the Done of an attempt's Complete.
-func binaryOpID(attemptID string) string { return "done-" + attemptID }
 
 // handle forwards one request to the local target, reports the answer
 // and tells the observer.
@@ -461,23 +472,34 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 	if !s.receipts {
 		rep.Receipt = nil
 	}
-	s.opsMu.Lock()
-	s.nextOp++
-	id := "complete-" + strconv.Itoa(s.nextOp)
+	waits, id := s.ops, attemptID
 	if s.binary {
-		id = binaryOpID(attemptID)
+		waits = s.dones
+	}
+	s.opsMu.Lock()
+	if !s.binary {
+		s.nextOp++
+		id = "complete-" + strconv.Itoa(s.nextOp)
 	}
 	done := make(chan error, 1)
-	s.ops[id] = done
+	waits[id] = done
 	s.opsMu.Unlock()
 	defer func() {
 		s.opsMu.Lock()
-		delete(s.ops, id)
+		delete(waits, id)
 		s.opsMu.Unlock()
 	}()
 
 	if s.binary {
-		if err := s.writeBinary(agentwire.AppendComplete(make([]byte, 0, 128+len(rep.Body)), rep)); err != nil {
+		buf := frameBuffers.Get().(*[]byte)
+		frame := agentwire.AppendComplete((*buf)[:0], rep)
+		err := s.writeBinary(frame)
+		if cap(frame) <= maxPooledFrame {
+			// The socket has written the frame or copied it: reusable.
+			*buf = frame
+			frameBuffers.Put(buf)
+		}
+		if err != nil {
 			return err
 		}
 	} else if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": toCompleteInput(rep)}); err != nil {
@@ -494,6 +516,13 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 		return fmt.Errorf("no answer to completeForward within %s", s.a.readTimeout)
 	}
 }
+
+// frameBuffers are buffers for complete frames, reused across forwards.
+var frameBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledFrame bounds the frame buffers kept for reuse: a frame with a
+// large body is built in a buffer of its own.
+const maxPooledFrame = 64 << 10
 
 // finishOp hands the result of a completeForward to its waiter.
 func (s *session) finishOp(m wsMessage) {
@@ -521,10 +550,13 @@ func (s *session) finishOp(m wsMessage) {
 // finish hands the result of the operation id to its waiter, if any: a
 // completeForward's complete after its next, or a report given up on, has
 // none.
-func (s *session) finish(id string, result error) {
+func (s *session) finish(id string, result error) { s.finishIn(s.ops, id, result) }
+
+// finishIn is finish for the waits of ops or dones.
+func (s *session) finishIn(waits map[string]chan error, id string, result error) {
 	s.opsMu.Lock()
-	done, ok := s.ops[id]
-	delete(s.ops, id)
+	done, ok := waits[id]
+	delete(waits, id)
 	s.opsMu.Unlock()
 	if ok {
 		done <- result
@@ -591,27 +623,65 @@ func (s *session) writeClose(code int, text string) {
 }
 
 // read returns the next message; silence past readTimeout is an error.
+// A binary frame may be in the session's read buffer (reused), which the
+// next read overwrites: the caller then copies out what it keeps.
 func (s *session) read() (wsMessage, error) {
 	s.conn.SetReadDeadline(time.Now().Add(s.a.readTimeout))
-	var m wsMessage
-	typ, data, err := s.conn.ReadMessage()
+	typ, data, err := s.readMessage()
 	if err != nil {
-		return m, err
+		return wsMessage{}, err
 	}
 	if typ == websocket.BinaryMessage {
 		if !s.binary {
-			return m, errors.New("binary message on a graphql-transport-ws socket")
+			return wsMessage{}, errors.New("binary message on a graphql-transport-ws socket")
 		}
-		return wsMessage{Type: binaryFrame, frame: data}, nil
+		return wsMessage{Type: binaryFrame, frame: data, reused: s.rbuf != nil}, nil
 	}
 	var f nextFrame
 	if json.Unmarshal(data, &f) == nil && f.Type == gqlws.Next {
 		return wsMessage{ID: f.ID, Type: f.Type, next: &f.Payload}, nil
 	}
+	// Declared here, not above: decoding into it puts it on the heap.
+	var m wsMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("decode message: %w", err)
 	}
 	return m, nil
+}
+
+// maxReadBuffer bounds the read buffer a session keeps between messages:
+// a larger message is read into a buffer of its own.
+const maxReadBuffer = 64 << 10
+
+// readMessage is the websocket.Conn's ReadMessage, reading into s.rbuf
+// instead of a new buffer per message. A message larger than
+// maxReadBuffer is left to the caller alone: s.rbuf is then nil.
+func (s *session) readMessage() (int, []byte, error) {
+	typ, r, err := s.conn.NextReader()
+	if err != nil {
+		return typ, nil, err
+	}
+	b := s.rbuf[:0]
+	s.rbuf = nil
+	if b == nil {
+		b = make([]byte, 0, 4<<10)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append grow the buffer
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			if cap(b) <= maxReadBuffer {
+				s.rbuf = b
+			}
+			return typ, b, nil
+		}
+		if err != nil {
+			return typ, nil, err
+		}
+	}
 }
 
 // readErr explains why a session ended: refusal close codes become a

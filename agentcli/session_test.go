@@ -31,7 +31,7 @@ type wsServer struct {
 
 // wsPeer is the server's side of one agent connection.
 type wsPeer struct {
-	t    *testing.T
+	t    testing.TB
 	conn *websocket.Conn
 	done chan struct{}     // closed to end the server handler
 	init map[string]string // the connection_init payload, once handshaken
@@ -43,7 +43,7 @@ func newWSServer(t *testing.T) *wsServer {
 }
 
 // newWSServerOf is newWSServer offering the given subprotocols, in order.
-func newWSServerOf(t *testing.T, protocols ...string) *wsServer {
+func newWSServerOf(t testing.TB, protocols ...string) *wsServer {
 	t.Helper()
 	s := &wsServer{conns: make(chan *wsPeer, 8)}
 	up := websocket.Upgrader{Subprotocols: protocols}
@@ -77,7 +77,7 @@ func newWSServerOf(t *testing.T, protocols ...string) *wsServer {
 	return s
 }
 
-func (s *wsServer) accept(t *testing.T) *wsPeer {
+func (s *wsServer) accept(t testing.TB) *wsPeer {
 	t.Helper()
 	select {
 	case p := <-s.conns:

@@ -33,6 +33,9 @@ type TextObserver struct {
 	pending   []byte    // lines not yet written to Out
 	lastWrite time.Time // when lines were last written to Out
 	scheduled bool      // a flush of pending is due
+
+	line  []byte   // the buffer Forwarded builds a line in, kept for the next
+	stamp [32]byte // room for a time or a status before they are painted
 }
 
 // lineDelay is the longest a forward line waits to be written with the
@@ -46,10 +49,10 @@ const maxPending = 64 << 10
 
 // emit writes a forward line to Out, or keeps it for the flush due within
 // lineDelay when lines were written less than lineDelay ago. o.mu is held.
-func (o *TextObserver) emit(line string) {
+func (o *TextObserver) emit(line []byte) {
 	now := time.Now()
 	if !o.scheduled && now.Sub(o.lastWrite) >= lineDelay {
-		io.WriteString(o.Out, line)
+		_, _ = o.Out.Write(line) // the terminal: a failed write has nowhere to be told
 		o.lastWrite = now
 		return
 	}
@@ -162,52 +165,68 @@ func (o *TextObserver) Role(e RoleEvent) {
 func (o *TextObserver) Forwarded(e ForwardEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var b strings.Builder
-	b.WriteString(o.paint(ansiDim, e.Time.Format("15:04:05")))
-	b.WriteByte(' ')
+	// Appended piece by piece to a buffer kept between lines, not with fmt:
+	// this runs for every forward.
+	b := o.line[:0]
+	b = o.appendPainted(b, ansiDim, e.Time.AppendFormat(o.stamp[:0], "15:04:05"))
+	b = append(b, ' ')
 	if name, ok := o.names[e.EndpointID]; ok {
-		b.WriteString("[" + name + "] ")
+		b = append(append(append(b, '['), name...), "] "...)
 	}
-	// Written piece by piece, not with fmt: this runs for every forward.
-	b.WriteString(e.Method)
-	b.WriteByte(' ')
-	b.WriteString(termtext.Safe(e.Path, false))
-	b.WriteString(" → ")
-	b.WriteString(o.paint(statusColour(e.Status, e.Error), strconv.Itoa(e.Status)))
+	b = append(b, e.Method...)
+	b = append(b, ' ')
+	b = append(b, termtext.Safe(e.Path, false)...)
+	b = append(b, " → "...)
+	b = o.appendPainted(b, statusColour(e.Status, e.Error), strconv.AppendInt(o.stamp[:0], int64(e.Status), 10))
 	if e.Error != "" {
-		b.WriteString(" " + e.Error)
+		b = append(append(b, ' '), e.Error...)
 	} else {
-		b.WriteString(" (")
-		b.WriteString(strconv.FormatInt(e.Duration.Milliseconds(), 10))
-		b.WriteString(" ms)")
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, e.Duration.Milliseconds(), 10)
+		b = append(b, " ms)"...)
 	}
 	if e.Copy {
-		b.WriteString("  copy: not sent to the sender")
+		b = append(b, "  copy: not sent to the sender"...)
 	}
 	if e.DeliveryID != "" {
-		b.WriteString("  delivery " + e.DeliveryID)
+		b = append(append(b, "  delivery "...), e.DeliveryID...)
 	}
 	if e.Signature != "" {
-		b.WriteString("  signature " + e.Signature)
+		b = append(append(b, "  signature "...), e.Signature...)
 	}
-	b.WriteByte('\n')
+	b = append(b, '\n')
 	if o.PrintHeaders {
 		for _, h := range e.RequestHeaders {
-			fmt.Fprintf(&b, "    %s: %s\n", termtext.Safe(h.Name, false), termtext.Safe(h.Value, false))
+			b = fmt.Appendf(b, "    %s: %s\n", termtext.Safe(h.Name, false), termtext.Safe(h.Value, false))
 		}
 	}
 	if o.PrintBody && len(e.RequestBody) > 0 {
 		if utf8.Valid(e.RequestBody) {
-			fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(termtext.Safe(string(e.RequestBody), true), "\n", "\n    "))
+			b = fmt.Appendf(b, "    %s\n", strings.ReplaceAll(termtext.Safe(string(e.RequestBody), true), "\n", "\n    "))
 		} else {
-			fmt.Fprintf(&b, "    (%d bytes, not UTF-8)\n", len(e.RequestBody))
+			b = fmt.Appendf(b, "    (%d bytes, not UTF-8)\n", len(e.RequestBody))
 		}
 	}
-	o.emit(b.String())
+	o.emit(b)
+	if cap(b) <= maxLine {
+		o.line = b
+	}
 	if e.ReportError != "" {
 		o.flushLocked()
 		fmt.Fprintf(o.Status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
 	}
+}
+
+// maxLine bounds the buffer Forwarded keeps for the next line: a line with
+// a large body printed is built in one of its own.
+const maxLine = 4 << 10
+
+// appendPainted appends s to b, in colour code when o.Color.
+func (o *TextObserver) appendPainted(b []byte, code string, s []byte) []byte {
+	if !o.Color {
+		return append(b, s...)
+	}
+	return append(append(append(b, code...), s...), ansiReset...)
 }
 
 func statusColour(status int, errText string) string {

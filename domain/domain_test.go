@@ -3,6 +3,7 @@ package domain_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +263,10 @@ func TestStripHopByHop(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("got %v, want %v", got, want)
 		}
+	}
+	// Filtered in place, the result is the same.
+	if inPlace := domain.AppendEndToEnd(in[:0], in); !slices.Equal(inPlace, want) {
+		t.Fatalf("in place: got %v, want %v", inPlace, want)
 	}
 }
 

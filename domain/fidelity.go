@@ -1,12 +1,14 @@
 package domain
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/textproto"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // A fidelity receipt is an agent's account of the request it handed to the
@@ -61,18 +63,24 @@ func (f Fidelity) Differences() []string {
 	return out
 }
 
-// DigestRequest computes the digests of a request's canonical parts.
+// DigestRequest computes the digests of a request's canonical parts. It
+// runs for every forward on both sides (the relay's record, the agent's
+// receipt): the canonical forms are written into one buffer, on the stack
+// for a typical request, and the three digests share one string.
 func DigestRequest(method, target string, headers []Header, body []byte) FidelityDigests {
-	return FidelityDigests{
-		RequestLine: digest(CanonicalRequestLine(method, target)),
-		Headers:     digest(CanonicalHeaders(headers)),
-		Body:        digest(body),
-	}
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var buf [1024]byte
+	b := append(append(append(buf[:0], method...), ' '), target...)
+	line := sha256.Sum256(b)
+	b = appendCanonicalHeaders(b[:0], headers)
+	fields := sha256.Sum256(b)
+	content := sha256.Sum256(body)
+	const n = 2 * sha256.Size
+	var hexed [3 * n]byte
+	hex.Encode(hexed[:n], line[:])
+	hex.Encode(hexed[n:2*n], fields[:])
+	hex.Encode(hexed[2*n:], content[:])
+	all := string(hexed[:])
+	return FidelityDigests{RequestLine: all[:n], Headers: all[n : 2*n], Body: all[2*n:]}
 }
 
 // CanonicalRequestLine is the request line as a fidelity receipt digests
@@ -89,20 +97,76 @@ func CanonicalRequestLine(method, target string) []byte {
 // between names; neither carries meaning in HTTP, the order of one name's
 // values does and is kept.
 func CanonicalHeaders(headers []Header) []byte {
-	kept := FidelityHeaders(headers)
-	lines := make([]Header, len(kept))
-	for i, h := range kept {
-		lines[i] = Header{Name: strings.ToLower(h.Name), Value: h.Value}
+	return appendCanonicalHeaders([]byte{}, headers)
+}
+
+// appendCanonicalHeaders appends CanonicalHeaders(headers) to dst. It
+// sorts the indexes of the kept fields and lowers names as it writes them,
+// so a typical request's block costs no allocation besides dst's.
+func appendCanonicalHeaders(dst []byte, headers []Header) []byte {
+	named := map[string]bool{}
+	addConnectionNames(named, headers)
+	var small [32]int
+	kept := small[:0]
+	for i, h := range headers {
+		k := textproto.CanonicalMIMEHeaderKey(h.Name)
+		if hopByHop[k] || named[k] || fidelityExcluded[k] || (k == "User-Agent" && h.Value == "") {
+			continue
+		}
+		kept = append(kept, i)
 	}
-	slices.SortStableFunc(lines, func(a, b Header) int { return strings.Compare(a.Name, b.Name) })
-	var b strings.Builder
-	for _, h := range lines {
-		b.WriteString(h.Name)
-		b.WriteString(": ")
-		b.WriteString(h.Value)
-		b.WriteByte('\n')
+	slices.SortStableFunc(kept, func(a, b int) int { return compareLower(headers[a].Name, headers[b].Name) })
+	for _, i := range kept {
+		dst = appendLower(dst, headers[i].Name)
+		dst = append(dst, ": "...)
+		dst = append(dst, headers[i].Value...)
+		dst = append(dst, '\n')
 	}
-	return []byte(b.String())
+	return dst
+}
+
+// compareLower is strings.Compare of a and b in lower case (strings.ToLower),
+// without building them when both are ASCII, as field names are.
+func compareLower(a, b string) int {
+	if !isASCII(a) || !isASCII(b) {
+		return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+	}
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if x, y := lowerASCII(a[i]), lowerASCII(b[i]); x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// appendLower appends strings.ToLower(s) to dst.
+func appendLower(dst []byte, s string) []byte {
+	if !isASCII(s) {
+		return append(dst, strings.ToLower(s)...)
+	}
+	for i := 0; i < len(s); i++ {
+		dst = append(dst, lowerASCII(s[i]))
+	}
+	return dst
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // FidelityHeaders returns headers without the fields a fidelity receipt

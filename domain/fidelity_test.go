@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,4 +155,67 @@ func BenchmarkDigestRequest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// referenceCanonicalHeaders is the canonical header block as the
+// documentation states it, written plainly: DigestRequest must digest
+// exactly these bytes, however it builds them.
+func referenceCanonicalHeaders(headers []domain.Header) string {
+	var lines []domain.Header
+	for _, h := range domain.FidelityHeaders(headers) {
+		lines = append(lines, domain.Header{Name: strings.ToLower(h.Name), Value: h.Value})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].Name < lines[j].Name })
+	var b strings.Builder
+	for _, h := range lines {
+		b.WriteString(h.Name + ": " + h.Value + "\n")
+	}
+	return b.String()
+}
+
+// TestDigestRequestMatchesReference: the digests are those of the plainly
+// built canonical forms for awkward inputs too: names in mixed and
+// non-ASCII case, fields named by Connection, more fields than a typical
+// request, a block past the stack buffer.
+func TestDigestRequestMatchesReference(t *testing.T) {
+	many := make([]domain.Header, 0, 80)
+	for i := range 80 {
+		many = append(many, domain.Header{Name: "X-F" + strconv.Itoa(79-i), Value: strings.Repeat("v", i)})
+	}
+	for _, tt := range []struct {
+		name    string
+		headers []domain.Header
+	}{
+		{"none", nil},
+		{"mixed case, repeats", []domain.Header{{Name: "x-b", Value: "1"}, {Name: "X-A", Value: "2"}, {Name: "X-B", Value: "3"}, {Name: "x-a", Value: "4"}}},
+		{"connection names", []domain.Header{{Name: "connection", Value: " x-hop ,, Keep-Alive,"}, {Name: "X-HOP", Value: "1"}, {Name: "X-Kept", Value: "2"}, {Name: "keep-alive", Value: "5"}}},
+		{"non-ASCII names", []domain.Header{{Name: "Ä-B", Value: "1"}, {Name: "ä-a", Value: "2"}, {Name: "\xff", Value: "3"}, {Name: "A", Value: "4"}, {Name: "É", Value: "5"}}},
+		{"invalid names kept as they are", []domain.Header{{Name: "x y", Value: "1"}, {Name: "HOST", Value: "h"}, {Name: "user-agent", Value: ""}, {Name: "User-Agent", Value: "ua"}}},
+		{"prefixes sort first", []domain.Header{{Name: "X-Ab", Value: "1"}, {Name: "x-a", Value: "2"}, {Name: "X-A-", Value: "3"}}},
+		{"many fields, a long block", many},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := []byte(tt.name)
+			got := domain.DigestRequest("POST", "/p?q", tt.headers, body)
+			want := domain.FidelityDigests{RequestLine: sha("POST /p?q"), Headers: sha(referenceCanonicalHeaders(tt.headers)), Body: sha(tt.name)}
+			if got != want {
+				t.Errorf("DigestRequest = %+v, want %+v", got, want)
+			}
+			if c := string(domain.CanonicalHeaders(tt.headers)); c != referenceCanonicalHeaders(tt.headers) {
+				t.Errorf("CanonicalHeaders = %q, want %q", c, referenceCanonicalHeaders(tt.headers))
+			}
+		})
+	}
+}
+
+// FuzzCanonicalHeaders: any header list gives the documented block.
+func FuzzCanonicalHeaders(f *testing.F) {
+	f.Add("X-A", "1", "x-a", "2", "connection", "x-a")
+	f.Add("Ä", "1", "a", "2", "Host", "h")
+	f.Fuzz(func(t *testing.T, n1, v1, n2, v2, n3, v3 string) {
+		headers := []domain.Header{{Name: n1, Value: v1}, {Name: n2, Value: v2}, {Name: n3, Value: v3}}
+		if got, want := string(domain.CanonicalHeaders(headers)), referenceCanonicalHeaders(headers); got != want {
+			t.Fatalf("CanonicalHeaders(%q) = %q, want %q", headers, got, want)
+		}
+	})
 }

@@ -20,23 +20,38 @@ var hopByHop = map[string]bool{
 // StripHopByHop returns headers without hop-by-hop fields, including any
 // header named in Connection. Repeats and their order are kept.
 func StripHopByHop(headers []Header) []Header {
+	return AppendEndToEnd(make([]Header, 0, len(headers)), headers)
+}
+
+// AppendEndToEnd appends to dst the fields of headers StripHopByHop keeps.
+// dst may be headers[:0], to filter in place: fields only move towards
+// the front.
+func AppendEndToEnd(dst, headers []Header) []Header {
 	named := map[string]bool{}
-	for _, h := range headers {
-		if textproto.CanonicalMIMEHeaderKey(h.Name) == "Connection" {
-			for _, f := range strings.Split(h.Value, ",") {
-				if f = strings.TrimSpace(f); f != "" {
-					named[textproto.CanonicalMIMEHeaderKey(f)] = true
-				}
-			}
-		}
-	}
-	out := make([]Header, 0, len(headers))
+	addConnectionNames(named, headers)
 	for _, h := range headers {
 		k := textproto.CanonicalMIMEHeaderKey(h.Name)
 		if hopByHop[k] || named[k] {
 			continue
 		}
-		out = append(out, h)
+		dst = append(dst, h)
 	}
-	return out
+	return dst
+}
+
+// addConnectionNames adds to named the canonical names the Connection
+// fields of headers list.
+func addConnectionNames(named map[string]bool, headers []Header) {
+	for _, h := range headers {
+		if textproto.CanonicalMIMEHeaderKey(h.Name) != "Connection" {
+			continue
+		}
+		for list := h.Value; list != ""; {
+			var f string
+			f, list, _ = strings.Cut(list, ",")
+			if f = strings.TrimSpace(f); f != "" {
+				named[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
 }

@@ -128,3 +128,21 @@ func TestCompleteReceiptIsOptional(t *testing.T) {
 		t.Fatalf("an older agent's frame: %+v, %v", got, err)
 	}
 }
+
+// TestDecodeForwardAllocates: a forward frame's strings share one
+// allocation, so decoding one costs that and the header list, however many
+// headers it has; the body is not copied.
+func TestDecodeForwardAllocates(t *testing.T) {
+	f := Forward{Operation: "forward-0", AttemptID: "att-1", DeliveryID: "del-1", Method: "POST", Target: "/hook?x=1",
+		Body: bytes.Repeat([]byte("b"), 1024), Host: "ep.relay.test", Scheme: "https", RemoteAddr: "192.0.2.1:5"}
+	for i := range 12 {
+		f.Headers = append(f.Headers, domain.Header{Name: "X-Field-" + string(rune('a'+i)), Value: "value"})
+	}
+	frame := AppendForward(nil, f)
+	if got, err := DecodeForward(frame); err != nil || !reflect.DeepEqual(got, f) {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = DecodeForward(frame) }); n > 2 {
+		t.Errorf("decoding a forward frame allocates %v times, want 2 at most", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -58,6 +59,9 @@ func (w *Writer) Headers(h []domain.Header) {
 type Reader struct {
 	b   []byte
 	err error
+	// strs, once Strings was called, holds the bytes of every string
+	// read, which share its memory.
+	strs strings.Builder
 }
 
 // NewReader reads b.
@@ -92,7 +96,8 @@ func (r *Reader) Int() int64 {
 }
 
 // Bytes shares the message's memory instead of copying a body: callers
-// decode a fresh buffer once and never write to it.
+// decode a fresh buffer once and never write to it, or copy out what they
+// keep before they reuse the buffer.
 func (r *Reader) Bytes() []byte {
 	n := r.Uint()
 	if r.err != nil {
@@ -107,7 +112,28 @@ func (r *Reader) Bytes() []byte {
 	return p
 }
 
-func (r *Reader) Str() string { return string(r.Bytes()) }
+// Str copies a string out of the message: on its own, or into the memory
+// Strings set aside.
+func (r *Reader) Str() string {
+	p := r.Bytes()
+	if r.strs.Cap() == 0 || len(p) == 0 {
+		return string(p)
+	}
+	// The builder only appends: the strings it returned stay as they
+	// are, and keep its earlier memory alive if it has to grow.
+	start := r.strs.Len()
+	r.strs.Write(p)
+	return r.strs.String()[start:]
+}
+
+// Strings makes the strings read from now on share one allocation of n
+// bytes (or more when they need it) instead of one each: for a message
+// of many small strings read once, whose strings are kept together.
+func (r *Reader) Strings(n int) {
+	if n > 0 {
+		r.strs.Grow(min(n, len(r.b)))
+	}
+}
 
 func (r *Reader) Bool() bool {
 	if r.err != nil {

@@ -164,37 +164,34 @@ func isTokenChar(c byte) bool {
 // (IPv6 nodes, ports).
 func (e Element) String() string {
 	var b strings.Builder
-	add := func(name, v string) {
-		if v == "" {
-			return
+	// Sized for the usual element, none quoted, so it is built in one
+	// allocation: the agent writes one per forward.
+	b.Grow(len("for=;by=;host=;proto=") + len(e.For) + len(e.By) + len(e.Host) + len(e.Proto) + 8)
+	for _, p := range [...]struct{ name, v string }{{"for", e.For}, {"by", e.By}, {"host", e.Host}, {"proto", e.Proto}} {
+		if p.v == "" {
+			continue
 		}
 		if b.Len() > 0 {
 			b.WriteByte(';')
 		}
-		b.WriteString(name)
+		b.WriteString(p.name)
 		b.WriteByte('=')
-		b.WriteString(quoteIfNeeded(v))
+		writeQuotedIfNeeded(&b, p.v)
 	}
-	add("for", e.For)
-	add("by", e.By)
-	add("host", e.Host)
-	add("proto", e.Proto)
 	return b.String()
 }
 
-func quoteIfNeeded(v string) string {
-	for i := 0; i < len(v); i++ {
-		if !isTokenChar(v[i]) {
-			return quote(v)
-		}
+// writeQuotedIfNeeded writes v as it is when it is a token, else as an
+// HTTP quoted-string: '"' and '\\' escaped, other bytes as they are.
+func writeQuotedIfNeeded(b *strings.Builder, v string) {
+	token := true
+	for i := 0; i < len(v) && token; i++ {
+		token = isTokenChar(v[i])
 	}
-	return v
-}
-
-// quote writes v as an HTTP quoted-string: '"' and '\\' escaped, other
-// bytes as they are.
-func quote(v string) string {
-	var b strings.Builder
+	if token {
+		b.WriteString(v)
+		return
+	}
 	b.WriteByte('"')
 	for i := 0; i < len(v); i++ {
 		if v[i] == '"' || v[i] == '\\' {
@@ -203,7 +200,6 @@ func quote(v string) string {
 		b.WriteByte(v[i])
 	}
 	b.WriteByte('"')
-	return b.String()
 }
 
 // Node formats an address as a Forwarded node (RFC 7239 §6): IPv6 in

@@ -14,6 +14,9 @@ import (
 // headers and body are anyone's bytes. Tabs stay, and newlines when
 // keepNewlines.
 func Safe(s string, keepNewlines bool) string {
+	if plain(s, keepNewlines) {
+		return s // the usual path: nothing to escape, nothing to copy
+	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {
@@ -32,3 +35,15 @@ func Safe(s string, keepNewlines bool) string {
 
 // HasControl reports whether s holds a character Safe would escape.
 func HasControl(s string) bool { return Safe(s, true) != s }
+
+// plain reports whether s is printable ASCII, tabs and newlines when
+// keepNewlines: text Safe returns as it is.
+func plain(s string, keepNewlines bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 0x20 || c > 0x7e) && c != '\t' && (c != '\n' || !keepNewlines) {
+			return false
+		}
+	}
+	return true
+}

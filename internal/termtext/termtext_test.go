@@ -18,3 +18,24 @@ func FuzzSafe(f *testing.F) {
 		}
 	})
 }
+
+// TestSafeKeepsPlainText: text with nothing to escape comes back as it is,
+// and text with something does not.
+func TestSafeKeepsPlainText(t *testing.T) {
+	for _, tt := range []struct {
+		in, want     string
+		keepNewlines bool
+	}{
+		{"/webhooks/stripe?x=1&y=%20", "/webhooks/stripe?x=1&y=%20", false},
+		{"a\tb\nc", "a\tb\nc", true},
+		{"a\nb", `a\x0ab`, false},
+		{"\x1b[31m", `\x1b[31m`, true},
+		{"\x7f", `\x7f`, true},
+		{"caf\xc3\xa9", "café", false},
+		{"\xff", "\uFFFD", false},
+	} {
+		if got := Safe(tt.in, tt.keepNewlines); got != tt.want {
+			t.Errorf("Safe(%q, %v) = %q, want %q", tt.in, tt.keepNewlines, got, tt.want)
+		}
+	}
+}
