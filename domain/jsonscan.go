@@ -73,11 +73,7 @@ func LookupJSON(body []byte, paths ...[]string) ([]JSONValue, error) {
 		all |= 1 << i
 		s.index[i] = make([]int, len(p))
 		for d, seg := range p {
-			n, err := strconv.Atoi(seg)
-			if err != nil || n < 0 {
-				n = -1
-			}
-			s.index[i][d] = n
+			s.index[i][d] = segmentIndex(seg)
 		}
 	}
 	s.space()
@@ -98,6 +94,20 @@ func LookupJSON(body []byte, paths ...[]string) ([]JSONValue, error) {
 		}
 	}
 	return out, nil
+}
+
+// segmentIndex is the array index a path segment names, -1 for a name.
+// Names are not given to strconv.Atoi, whose error for each would cost
+// two allocations per segment on every delivery (DetectProvider).
+func segmentIndex(seg string) int {
+	if seg == "" || (seg[0] < '0' || seg[0] > '9') && seg[0] != '+' && seg[0] != '-' {
+		return -1
+	}
+	n, err := strconv.Atoi(seg)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // jsonSpan is where a path's value lies in the body; kind is its first
