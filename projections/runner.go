@@ -271,9 +271,16 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 
 // dsn: synchronous=NORMAL is enough: the views can always be rebuilt from
 // the log, and the checkpoint commits with the rows it describes, so a lost
-// tail after a power cut is simply applied again.
+// tail after a power cut is simply applied again. The writer keeps its
+// temporary files in memory: a batch's multi-row inserts and upserts keep
+// a statement journal (a copy of each page they change, to undo the
+// statement alone), which past 64 KiB SQLite spills to a temporary file,
+// a write system call per page.
 func dsn(path string, readOnly bool) string {
-	return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal)
+	if readOnly {
+		return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal)
+	}
+	return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal, "temp_store(MEMORY)")
 }
 
 func (v *Runner) openWriter(ctx context.Context, path string) error {
