@@ -18,12 +18,22 @@ import (
 // request, then the agent's ForwardResponded, to the Endpoints of one
 // account, with time-ordered UUIDs (v7) for ids, as the relay makes them. Each op is one
 // batch of perBatch deliveries, whose receipts and answers share the batch
-// (the held path, docs/projections.md); the history grows with b.N.
+// (the held path, docs/projections.md), or (split) with the answers in
+// a batch of their own, as when the agent answers after the receipt's
+// batch was applied; the history grows with b.N.
 // cpu-ns/delivery is the applying thread's CPU time alone, steadier than
 // the wall time on a shared machine.
 func BenchmarkApplyProxied(b *testing.B) {
-	for _, perBatch := range []int{16, 64} {
-		b.Run(fmt.Sprintf("batch=%d", perBatch), func(b *testing.B) {
+	for _, bc := range []struct {
+		perBatch int
+		split    bool // the answers come in the next batch
+	}{{16, false}, {64, false}, {16, true}} {
+		perBatch := bc.perBatch
+		name := fmt.Sprintf("batch=%d", perBatch)
+		if bc.split {
+			name += "/split"
+		}
+		b.Run(name, func(b *testing.B) {
 			const endpoints = 4
 			s := newSynth(b, bytes.Repeat([]byte("x"), 1024))
 			v := s.open("views.db")
@@ -57,11 +67,17 @@ func BenchmarkApplyProxied(b *testing.B) {
 					s.queue(e.Stream, domain.ForwardResponded{DeliveryID: id, AttemptID: p.Forward.AttemptID, Status: 200,
 						Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 3, AgentID: "agent-1"})
 				}
-				batch = append(batch, s.take()...)
+				answers := s.take()
+				if !bc.split {
+					batch, answers = append(batch, answers...), nil
+				}
 				b.StartTimer()
 				runtime.LockOSThread()
 				before := threadCPU(b)
 				applyTB(b, v, batch)
+				if answers != nil {
+					applyTB(b, v, answers)
+				}
 				cpu += threadCPU(b) - before
 				runtime.UnlockOSThread()
 				deliveries += perBatch

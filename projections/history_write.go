@@ -31,7 +31,7 @@ type historyWriter struct {
 }
 
 func (v *History) writer() *historyWriter {
-	return &historyWriter{h: v, known: map[string]*knownDelivery{}, unseen: map[string]bool{}, stats: newStatsWriter()}
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}, unseen: map[string]bool{}, stats: newStatsWriter(v.horizon)}
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -434,6 +434,9 @@ func (w *historyWriter) flush(t *txn) error {
 // committed tells watchers what the batch changed, by address, each
 // address's changes in position order.
 func (w *historyWriter) committed() {
+	if w.stats.loaded {
+		w.h.horizon = statsHorizon{at: w.stats.stored, known: true}
+	}
 	out := map[string][]readmodel.Change{}
 	for _, k := range w.known {
 		out[k.address] = append(out[k.address], k.change)

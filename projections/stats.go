@@ -142,7 +142,11 @@ type statsWriter struct {
 	order   []statsKey
 }
 
-func newStatsWriter() *statsWriter { return &statsWriter{deltas: map[statsKey]statsDelta{}} }
+// newStatsWriter starts from the horizon the last committed batch stored,
+// when known: it is read from the table otherwise.
+func newStatsWriter(h statsHorizon) *statsWriter {
+	return &statsWriter{deltas: map[statsKey]statsDelta{}, loaded: h.known, horizon: h.at, stored: h.at}
+}
 
 func unixMinute(nanos int64) int64 { return nanos / int64(time.Minute) }
 
