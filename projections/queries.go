@@ -280,7 +280,7 @@ var writeQueries = []string{
 func allWriteQueries() []string {
 	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
 	for _, n := range chunks {
-		out = append(out, qAccountEvents[n], qDeliveriesExisting[n], qAttemptsHeld[n], qDeliveriesHeld[n])
+		out = append(out, qAccountEvents[n], qDeliveriesExisting[n], qAttemptsHeld[n], qDeliveriesHeld[n], qStatsClassesSet[n])
 	}
 	return out
 }
