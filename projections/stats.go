@@ -253,7 +253,7 @@ func (s *statsWriter) counted(t *txn, dpos int64, cur *statsRow) error {
 			return err
 		}
 		cur = &statsRow{}
-		if err := cur.scan(row, nil); err != nil {
+		if err := cur.scan(row); err != nil {
 			return fmt.Errorf("read delivery at %d for stats: %w", dpos, err)
 		}
 	}
