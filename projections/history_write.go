@@ -196,7 +196,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	}
 	h := newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)
 	// A row created just now has no attempts: until an outcome arrives in
-	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
+	// this batch, flush need not look for one (see qDeliveriesUpdateNoOutcome).
 	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true, held: h}
 	if !w.unseen[p.DeliveryID] || ref.stream != nil {
 		// A row may be there (the views applying the log again, or a
@@ -258,6 +258,11 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	} else if err != nil {
 		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
 	}
+	if k, ok := w.known[id]; ok && k.dirty && k.pos > last {
+		// Its update waits for flush: the row does not say yet that the
+		// batch's events changed it, and their account_events rows go too.
+		last = k.pos
+	}
 	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
 		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
 	}
@@ -313,7 +318,7 @@ func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, ar
 // DeliveryAnswered (its status, reason and time) when answered is not nil
 // and a latest response when response is not nil, and recomputes what the
 // sender was answered
-// (see qDeliveryUpdate); outcome tells that the event gave an attempt an
+// (see deliveryUpdateSet); outcome tells that the event gave an attempt an
 // outcome. ok is false when the delivery is unknown.
 //
 // A delivery the batch already knows is not updated now but once, by flush,

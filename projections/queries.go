@@ -111,18 +111,14 @@ const (
 	// reason and time.
 	//
 	// qDeliveryUpdateByID finds the delivery by its id, for the first event
-	// of a delivery the batch does not know yet; qDeliveryUpdate takes its
-	// position (?2), which the batch knows from then on.
+	// of a delivery the batch does not know yet; from then on the batch
+	// knows its position (?2) and flush updates it by that, with others
+	// (qDeliveriesUpdate).
 	//
 	// Each returns what the rollup counts the delivery by (statsReturning),
 	// so that flush need not read the row again (statsWriter.counted); the
 	// one by id also its owner, for account_events (txn.owned).
 	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, account_id, ` + statsReturning
-	qDeliveryUpdate     = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE position = ?2 RETURNING ` + statsReturning
-	// qDeliveryUpdateNoOutcome is qDeliveryUpdate for a delivery that has no
-	// attempt with an outcome (one the batch created and gave none), so
-	// neither the attempts lookup nor a response can change it.
-	qDeliveryUpdateNoOutcome = `UPDATE deliveries SET ` + deliveryUpdateNoOutcomeSet + ` WHERE position = ?2 RETURNING ` + statsReturning
 
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
@@ -234,10 +230,13 @@ var qDeliveriesKnown = byChunk(func(n int) string {
 		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
 })
 
-// qDeliveriesUpdate and qDeliveriesUpdateNoOutcome are qDeliveryUpdate and
-// qDeliveryUpdateNoOutcome for n deliveries at once, by n in chunks: each
-// row of arguments is the single statement's, in its order; each returns
-// the position with what the rollup counts a delivery by.
+// qDeliveriesUpdate updates n deliveries the batch knows by position, by n
+// in chunks: each row of arguments is deliveryUpdateSet's ?1 to ?8, ?2 the
+// position. qDeliveriesUpdateNoOutcome is the same with
+// deliveryUpdateNoOutcomeSet, for deliveries that have no attempt with an
+// outcome (ones the batch created and gave none), so neither the attempts
+// lookup nor a response can change them. Each returns the position with
+// what the rollup counts a delivery by.
 var (
 	qDeliveriesUpdate = byChunk(func(n int) string {
 		return updateFromValues(deliveryUpdateSet, 8, n)
@@ -303,7 +302,7 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qDeliveryHeld,
+	qDeliveryUpdateByID, qDeliveryHeld,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
