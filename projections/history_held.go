@@ -23,17 +23,14 @@ import (
 // nothing (the views applying the log again); it is left to the insert at
 // receipt, which finds the row as before.
 //
-// Only a receipt the batch holds more events of its stream for is looked
-// up: one received alone (an inspector's, answered at receipt) gains
-// nothing from waiting and is inserted at receipt, with no lookup.
+// A receipt received alone (an inspector's, answered at receipt; a proxied
+// one whose answer comes in a later batch) is held too: one lookup per 32
+// of them and their rows in a few multi-row inserts cost less than an
+// insert each.
 func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
-	events := make(map[string]int, len(todo)) // by stream
-	for _, e := range todo {
-		events[e.Stream]++
-	}
 	var ids []any
 	for _, e := range todo {
-		if e.Type != domain.TypeDeliveryReceived || e.Revision != 0 || events[e.Stream] < 2 {
+		if e.Type != domain.TypeDeliveryReceived || e.Revision != 0 {
 			continue
 		}
 		if kind, id, _ := domain.ParseStream(e.Stream); kind == domain.StreamDelivery && !w.unseen[id] {
@@ -41,7 +38,7 @@ func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
 			w.unseen[id] = true
 		}
 	}
-	if err := w.prefetch(t, todo, events); err != nil {
+	if err := w.prefetch(t, todo); err != nil {
 		return err
 	}
 	for len(ids) > 0 {
@@ -77,9 +74,9 @@ func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
 // are written by position, where each would otherwise be updated by id at
 // once. A delivery not found (deleted, or received later in the batch)
 // takes the path by id as before.
-func (w *historyWriter) prefetch(t *txn, todo []domain.RecordedEvent, events map[string]int) error {
+func (w *historyWriter) prefetch(t *txn, todo []domain.RecordedEvent) error {
 	var ids []any
-	seen := make(map[string]bool, len(events))
+	seen := make(map[string]bool, len(todo))
 	for _, e := range todo {
 		if seen[e.Stream] {
 			continue
