@@ -93,7 +93,8 @@ func retrySeconds(d time.Duration) int {
 
 // overQuota reports whether an inspector's stored bytes reached its quota;
 // then it has answered 429, and the request is not recorded. The views
-// count what is applied, so requests in flight may pass it by their size.
+// count what is applied and the ledger what is not yet (projections), so
+// only requests in flight may pass it, by their size.
 func (s *Server) overQuota(w http.ResponseWriter, route Route) bool {
 	if s.cfg.InspectorQuota <= 0 || route.StoredBytes < s.cfg.InspectorQuota {
 		return false

@@ -73,7 +73,9 @@ func (v *Addresses) Address(ctx context.Context, id string) (readmodel.Address, 
 		v.cache.put(id, a, gen)
 		cached = a
 	}
-	cached.StoredBytes += v.unapplied.ofAddress(id)
+	if cached.Kind == domain.AddressInspector {
+		cached.StoredBytes += v.unapplied.ofAddress(id) // an Endpoint counts in its account
+	}
 	return cached, nil
 }
 

@@ -202,6 +202,7 @@ func BenchmarkApplyInspectorDeliveries(b *testing.B) {
 			}
 			applyTB(b, v, s.take())
 			deliveries := 0
+			var cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				for i := range perBatch {
@@ -209,10 +210,15 @@ func BenchmarkApplyInspectorDeliveries(b *testing.B) {
 				}
 				batch := s.take()
 				b.StartTimer()
+				runtime.LockOSThread()
+				before := threadCPU(b)
 				applyTB(b, v, batch)
+				cpu += threadCPU(b) - before
+				runtime.UnlockOSThread()
 				deliveries += perBatch
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(deliveries), "ns/delivery")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(deliveries), "cpu-ns/delivery")
 			b.ReportMetric(float64(deliveries)/b.Elapsed().Seconds(), "deliveries/s")
 		})
 	}

@@ -32,6 +32,16 @@ type History struct {
 	// Options.SearchLogRate).
 	searchPace *rate.Limiter
 	hub        hub
+	// horizon is stats_horizon as the last committed batch left it, so a
+	// batch need not read it (only the writer, under writeMu, uses it).
+	horizon statsHorizon
+}
+
+// statsHorizon is a copy of stats_horizon.at; known is false until a batch
+// has read or written it.
+type statsHorizon struct {
+	at    int64
+	known bool
 }
 
 // deliveryFrom selects deliveries (d) with the references to the events

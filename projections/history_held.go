@@ -23,23 +23,23 @@ import (
 // nothing (the views applying the log again); it is left to the insert at
 // receipt, which finds the row as before.
 //
-// Only a receipt the batch holds more events of its stream for is looked
-// up: one received alone (an inspector's, answered at receipt) gains
-// nothing from waiting and is inserted at receipt, with no lookup.
+// A receipt received alone (an inspector's, answered at receipt; a proxied
+// one whose answer comes in a later batch) is held too: one lookup per 32
+// of them and their rows in a few multi-row inserts cost less than an
+// insert each.
 func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
-	events := make(map[string]int, len(todo)) // by stream
-	for _, e := range todo {
-		events[e.Stream]++
-	}
 	var ids []any
 	for _, e := range todo {
-		if e.Type != domain.TypeDeliveryReceived || e.Revision != 0 || events[e.Stream] < 2 {
+		if e.Type != domain.TypeDeliveryReceived || e.Revision != 0 {
 			continue
 		}
 		if kind, id, _ := domain.ParseStream(e.Stream); kind == domain.StreamDelivery && !w.unseen[id] {
 			ids = append(ids, id)
 			w.unseen[id] = true
 		}
+	}
+	if err := w.prefetch(t, todo); err != nil {
+		return err
 	}
 	for len(ids) > 0 {
 		n := chunk(len(ids))
@@ -61,6 +61,56 @@ func (w *historyWriter) prepare(t *txn, todo []domain.RecordedEvent) error {
 		}
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("find the batch's deliveries: %w", err)
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// prefetch makes known the deliveries the batch has events of but not
+// their receipts (an agent's answer in a later batch than its receipt),
+// a statement per 32 of them: their updates are then deferred to flush
+// and made there many to a statement (flushUpdates), and their attempts
+// are written by position, where each would otherwise be updated by id at
+// once. A delivery not found (deleted, or received later in the batch)
+// takes the path by id as before.
+func (w *historyWriter) prefetch(t *txn, todo []domain.RecordedEvent) error {
+	var ids []any
+	seen := make(map[string]bool, len(todo))
+	for _, e := range todo {
+		if seen[e.Stream] {
+			continue
+		}
+		seen[e.Stream] = true
+		if e.Type == domain.TypeDeliveryReceived && e.Revision == 0 {
+			continue // the batch creates it, or finds it at receipt (see prepare)
+		}
+		if kind, id, _ := domain.ParseStream(e.Stream); kind == domain.StreamDelivery {
+			ids = append(ids, id)
+		}
+	}
+	for len(ids) > 0 {
+		n := chunk(len(ids))
+		st, err := t.stmt(qDeliveriesKnown[n])
+		if err != nil {
+			return err
+		}
+		rows, err := st.QueryContext(t.ctx, ids[:n]...)
+		if err != nil {
+			return fmt.Errorf("find the batch's earlier deliveries: %w", err)
+		}
+		for rows.Next() {
+			k := &knownDelivery{outcomes: true}
+			var id string
+			if err := rows.Scan(&id, &k.dpos, &k.address, &k.account); err != nil {
+				rows.Close()
+				return fmt.Errorf("find the batch's earlier deliveries: %w", err)
+			}
+			k.prefetched = true
+			w.known[id] = k
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("find the batch's earlier deliveries: %w", err)
 		}
 		ids = ids[n:]
 	}

@@ -90,6 +90,14 @@ func TestHeldDeliveriesEqualEventByEvent(t *testing.T) {
 	}
 	compareDumps(t, "one batch", want, dump(t, whole))
 	compareHistories(t, "one batch", histories(t, split), histories(t, whole))
+	// Cut in two: the later events of a delivery received in the first
+	// batch update a row that was there before theirs (prefetch).
+	for cut := 1; cut < 24; cut += 2 {
+		two := s.open(fmt.Sprintf("cut-%d.db", cut))
+		applyTB(t, two, events[:cut])
+		applyTB(t, two, events[cut:])
+		compareDumps(t, fmt.Sprintf("cut after %d events", cut), want, dump(t, two))
+	}
 	for id, status := range map[string]string{"proxied": "201", "copy": "204", "late": "202", "first": "500", "logged": "404", "open": "nil"} {
 		d, err := whole.Delivery(t.Context(), id)
 		if err != nil || status != statusOrNil(d.ResponseStatus) {
@@ -103,4 +111,60 @@ func statusOrNil(p *int) string {
 		return "nil"
 	}
 	return fmt.Sprint(*p)
+}
+
+// TestPrefetchedDeliveriesEqualEventByEvent applies receipts in one batch
+// and their later events (answers, the relay's own answer, retries,
+// failures, a deletion) in the next, as when an agent answers after the
+// receipt's batch: the second batch reads its deliveries in one statement
+// and updates them many to a statement (prefetch, flushUpdates). Every
+// table must equal an event-by-event apply.
+func TestPrefetchedDeliveriesEqualEventByEvent(t *testing.T) {
+	s := newSynth(t, []byte(`{"a":1}`))
+	const n = 41 // every chunk size (32 + 8 + 1)
+	id := func(i int) string { return fmt.Sprintf("p-%02d", i) }
+	for i := range n {
+		s.queue(domain.DeliveryStream(id(i)), domain.DeliveryReceived{DeliveryID: id(i), Address: fmt.Sprintf("ep-%d", i%3),
+			AddressKind: domain.AddressEndpoint, AccountID: "acct-1", Method: "POST", Target: "/hook", Body: s.body,
+			BodySize: int64(len(s.body)), Complete: true, Forward: &domain.ReceiptForward{AttemptID: "a1", EndpointID: "ep-1"}})
+	}
+	events := s.take()
+	receipts := len(events)
+	for i := range n {
+		stream := domain.DeliveryStream(id(i))
+		switch i % 5 {
+		case 0:
+			s.queue(stream, domain.ForwardResponded{DeliveryID: id(i), AttemptID: "a1", Status: 200, DurationMs: 3})
+		case 1:
+			s.queue(stream, domain.DeliveryAnswered{DeliveryID: id(i), Status: 504, Reason: "timeout"},
+				domain.ForwardResponded{DeliveryID: id(i), AttemptID: "a1", Status: 201, DurationMs: 40})
+		case 2:
+			s.queue(stream, domain.ForwardFailed{DeliveryID: id(i), AttemptID: "a1", Status: 502, Error: "refused"},
+				domain.ForwardRequested{DeliveryID: id(i), AttemptID: "a2", Retry: true},
+				domain.ForwardResponded{DeliveryID: id(i), AttemptID: "a2", Status: 204, DurationMs: 7})
+		case 3:
+			s.queue(stream, domain.ForwardRequested{DeliveryID: id(i), AttemptID: "c1", Copy: true, AgentID: "ag2"},
+				domain.ForwardResponded{DeliveryID: id(i), AttemptID: "c1", Status: 500, Copy: true, AgentID: "ag2"})
+		case 4:
+			s.queue(stream, domain.DeliveryAnswered{DeliveryID: id(i), Status: 202, Reason: "queued"})
+		}
+	}
+	events = append(events, s.take()...)
+	if _, err := s.store.DeleteStream(t.Context(), domain.DeliveryStream(id(0)), domain.Any()); err != nil {
+		t.Fatal(err)
+	}
+	events = append(events, s.take()...)
+
+	two, split := s.open("two.db"), s.open("split.db")
+	applyTB(t, two, events[:receipts])
+	applyTB(t, two, events[receipts:])
+	for i := range events {
+		applyTB(t, split, events[i:i+1])
+	}
+	want := dump(t, split)
+	if len(want["deliveries"]) != n-1 {
+		t.Fatalf("split views hold %d deliveries, want %d", len(want["deliveries"]), n-1)
+	}
+	compareDumps(t, "two batches", want, dump(t, two))
+	compareHistories(t, "two batches", histories(t, split), histories(t, two))
 }

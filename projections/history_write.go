@@ -31,7 +31,7 @@ type historyWriter struct {
 }
 
 func (v *History) writer() *historyWriter {
-	return &historyWriter{h: v, known: map[string]*knownDelivery{}, unseen: map[string]bool{}, stats: newStatsWriter()}
+	return &historyWriter{h: v, known: map[string]*knownDelivery{}, unseen: map[string]bool{}, stats: newStatsWriter(v.horizon)}
 }
 
 // knownDelivery is a delivery row the batch created or changed, with the
@@ -61,6 +61,10 @@ type knownDelivery struct {
 	// held: the batch created it, and its attempts and final columns wait
 	// in memory for flush (history_held.go); nil once written.
 	held *heldDelivery
+	// prefetched: its row was there before the batch and read by prepare
+	// (see prefetch), account with it.
+	prefetched bool
+	account    string
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -192,7 +196,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	}
 	h := newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)
 	// A row created just now has no attempts: until an outcome arrives in
-	// this batch, flush need not look for one (see qDeliveryUpdateNoOutcome).
+	// this batch, flush need not look for one (see qDeliveriesUpdateNoOutcome).
 	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true, held: h}
 	if !w.unseen[p.DeliveryID] || ref.stream != nil {
 		// A row may be there (the views applying the log again, or a
@@ -254,6 +258,11 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	} else if err != nil {
 		return 0, fmt.Errorf("drop delivery %s: %w", id, err)
 	}
+	if k, ok := w.known[id]; ok && k.dirty && k.pos > last {
+		// Its update waits for flush: the row does not say yet that the
+		// batch's events changed it, and their account_events rows go too.
+		last = k.pos
+	}
 	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
 		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
 	}
@@ -309,7 +318,7 @@ func (w *historyWriter) insertAttempt(t *txn, deliveryID, byID, byPos string, ar
 // DeliveryAnswered (its status, reason and time) when answered is not nil
 // and a latest response when response is not nil, and recomputes what the
 // sender was answered
-// (see qDeliveryUpdate); outcome tells that the event gave an attempt an
+// (see deliveryUpdateSet); outcome tells that the event gave an attempt an
 // outcome. ok is false when the delivery is unknown.
 //
 // A delivery the batch already knows is not updated now but once, by flush,
@@ -339,6 +348,9 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 			k.response = response
 		}
 		k.outcomes = k.outcomes || outcome
+		if k.prefetched {
+			t.owned = &deliveryOwner{deliveryID: id, accountID: k.account}
+		}
 		w.touched(t, k, id, false)
 		return true, nil
 	}
@@ -387,42 +399,15 @@ func (w *historyWriter) flush(t *txn) error {
 	if err := w.flushHeld(t, held); err != nil {
 		return err
 	}
-	for _, k := range w.pending {
-		if k.dropped || !k.dirty {
-			continue
-		}
-		var (
-			row *sql.Row
-			err error
-		)
-		if k.outcomes {
-			var rRev, rStream any
-			if k.response != nil {
-				rRev, rStream = k.response.revision, k.response.stream
-			}
-			row, err = t.queryRow(qDeliveryUpdate, k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos, k.answeredWhy, k.answeredAt)
-		} else {
-			row, err = t.queryRow(qDeliveryUpdateNoOutcome, k.pos, k.dpos, k.answered, k.answeredPos, k.answeredWhy, k.answeredAt)
-		}
-		counted := &statsRow{}
-		if err == nil {
-			err = counted.scan(row)
-		}
-		if errors.Is(err, sql.ErrNoRows) {
-			err = errors.New("updated no row, want 1")
-		}
-		if err != nil {
-			return fmt.Errorf("update delivery at %d: %w", k.dpos, err)
-		}
-		k.dirty, k.counted = false, counted
+	if err := w.flushUpdates(t); err != nil {
+		return err
 	}
-	w.pending = nil
 	// Every delivery the batch changed is counted in the rollup under its
 	// final status of the batch; one it created and left alone was counted
 	// as it was created.
 	for _, k := range w.known {
-		if k.fresh && !k.deferred {
-			continue
+		if (k.fresh || k.prefetched) && !k.deferred {
+			continue // counted as created, or not changed by the batch
 		}
 		if err := w.stats.counted(t, k.dpos, k.counted); err != nil {
 			return err
@@ -431,11 +416,89 @@ func (w *historyWriter) flush(t *txn) error {
 	return w.stats.flush(t)
 }
 
+// flushUpdates makes the deferred delivery updates, many to a statement
+// (qDeliveriesUpdate), and keeps what each returned for the rollup.
+func (w *historyWriter) flushUpdates(t *txn) error {
+	var withOutcomes, without [][]any
+	byPos := make(map[int64]*knownDelivery, len(w.pending))
+	for _, k := range w.pending {
+		if k.dropped || !k.dirty {
+			continue
+		}
+		byPos[k.dpos] = k
+		if k.outcomes {
+			var rRev, rStream any
+			if k.response != nil {
+				rRev, rStream = k.response.revision, k.response.stream
+			}
+			withOutcomes = append(withOutcomes, []any{k.pos, k.dpos, k.answered, rRev, rStream, k.answeredPos, k.answeredWhy, k.answeredAt})
+		} else {
+			without = append(without, []any{k.pos, k.dpos, k.answered, k.answeredPos, k.answeredWhy, k.answeredAt})
+		}
+	}
+	w.pending = nil
+	for _, u := range []struct {
+		queries map[int]string
+		rows    [][]any
+	}{{qDeliveriesUpdate, withOutcomes}, {qDeliveriesUpdateNoOutcome, without}} {
+		for rows := u.rows; len(rows) > 0; {
+			n := chunk(len(rows))
+			if err := w.updateChunk(t, u.queries[n], rows[:n], byPos); err != nil {
+				return err
+			}
+			rows = rows[n:]
+		}
+	}
+	for pos, k := range byPos {
+		if k.dirty {
+			return fmt.Errorf("update delivery at %d: updated no row, want 1", pos)
+		}
+	}
+	return nil
+}
+
+// updateChunk runs one statement of flushUpdates over rows.
+func (w *historyWriter) updateChunk(t *txn, query string, rows [][]any, byPos map[int64]*knownDelivery) error {
+	st, err := t.stmt(query)
+	if err != nil {
+		return err
+	}
+	args := make([]any, 0, len(rows)*len(rows[0]))
+	for _, r := range rows {
+		args = append(args, r...)
+	}
+	res, err := st.QueryContext(t.ctx, args...)
+	if err != nil {
+		return fmt.Errorf("update %d deliveries: %w", len(rows), err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var pos int64
+		counted := &statsRow{}
+		if err := res.Scan(&pos, &counted.address, &counted.received, &counted.status, &counted.was, &counted.reason); err != nil {
+			return fmt.Errorf("update %d deliveries: %w", len(rows), err)
+		}
+		if k, ok := byPos[pos]; ok {
+			k.dirty, k.counted = false, counted
+		}
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("update %d deliveries: %w", len(rows), err)
+	}
+	return res.Close()
+}
+
 // committed tells watchers what the batch changed, by address, each
 // address's changes in position order.
 func (w *historyWriter) committed() {
+	if w.stats.loaded {
+		w.h.horizon = statsHorizon{at: w.stats.stored, known: true}
+	}
 	out := map[string][]readmodel.Change{}
 	for _, k := range w.known {
+		if k.change.DeliveryID == "" {
+			continue // prefetched, and changed by none of the batch's events
+		}
 		out[k.address] = append(out[k.address], k.change)
 	}
 	for _, cs := range out {

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -110,24 +111,14 @@ const (
 	// reason and time.
 	//
 	// qDeliveryUpdateByID finds the delivery by its id, for the first event
-	// of a delivery the batch does not know yet; qDeliveryUpdate takes its
-	// position (?2), which the batch knows from then on.
+	// of a delivery the batch does not know yet; from then on the batch
+	// knows its position (?2) and flush updates it by that, with others
+	// (qDeliveriesUpdate).
 	//
 	// Each returns what the rollup counts the delivery by (statsReturning),
 	// so that flush need not read the row again (statsWriter.counted); the
 	// one by id also its owner, for account_events (txn.owned).
 	qDeliveryUpdateByID = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE id = ?2 RETURNING position, account_id, ` + statsReturning
-	qDeliveryUpdate     = `UPDATE deliveries SET ` + deliveryUpdateSet + ` WHERE position = ?2 RETURNING ` + statsReturning
-	// qDeliveryUpdateNoOutcome is qDeliveryUpdate for a delivery that has no
-	// attempt with an outcome (one the batch created and gave none), so
-	// neither the attempts lookup nor a response can change it.
-	qDeliveryUpdateNoOutcome = `UPDATE deliveries SET updated_position = ?1,
-			answered_status = COALESCE(?3, answered_status),
-			answered_position = COALESCE(?4, answered_position),
-			answered_reason = COALESCE(?5, answered_reason),
-			answered_at = COALESCE(?6, answered_at),
-			response_status = COALESCE(?3, answered_status)
-		WHERE position = ?2 RETURNING ` + statsReturning
 
 	// An attempt's rowid is its ForwardRequested position: attempts list in
 	// time (log) order, and it starts when it was requested. The ...At
@@ -160,6 +151,12 @@ const (
 )
 
 const (
+	deliveryUpdateNoOutcomeSet = `updated_position = ?1,
+			answered_status = COALESCE(?3, answered_status),
+			answered_position = COALESCE(?4, answered_position),
+			answered_reason = COALESCE(?5, answered_reason),
+			answered_at = COALESCE(?6, answered_at),
+			response_status = COALESCE(?3, answered_status)`
 	deliveryUpdateSet = `updated_position = ?1,
 			answered_status = COALESCE(?3, answered_status),
 			answered_position = COALESCE(?6, answered_position),
@@ -226,6 +223,40 @@ var qDeliveriesExisting = byChunk(func(n int) string {
 	return `SELECT id FROM deliveries WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
 })
 
+// qDeliveriesKnown reads what the batch needs of n deliveries by id, by n
+// in chunks (historyWriter.prefetch).
+var qDeliveriesKnown = byChunk(func(n int) string {
+	return `SELECT id, position, address, account_id FROM deliveries WHERE id IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `)`
+})
+
+// qDeliveriesUpdate updates n deliveries the batch knows by position, by n
+// in chunks: each row of arguments is deliveryUpdateSet's ?1 to ?8, ?2 the
+// position. qDeliveriesUpdateNoOutcome is the same with
+// deliveryUpdateNoOutcomeSet, for deliveries that have no attempt with an
+// outcome (ones the batch created and gave none), so neither the attempts
+// lookup nor a response can change them. Each returns the position with
+// what the rollup counts a delivery by.
+var (
+	qDeliveriesUpdate = byChunk(func(n int) string {
+		return updateFromValues(deliveryUpdateSet, 8, n)
+	})
+	qDeliveriesUpdateNoOutcome = byChunk(func(n int) string {
+		return updateFromValues(deliveryUpdateNoOutcomeSet, 6, n)
+	})
+)
+
+// updateFromValues is an update of deliveries with set, whose ?1 to ?cols
+// become the columns of n rows of values, the row at position ?2.
+func updateFromValues(set string, cols, n int) string {
+	for i := cols; i >= 1; i-- { // ?10 before ?1, were there ten
+		set = strings.ReplaceAll(set, fmt.Sprintf("?%d", i), fmt.Sprintf("v.column%d", i))
+	}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	return `UPDATE deliveries SET ` + set + ` FROM (VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") +
+		`) AS v WHERE deliveries.position = v.column2 RETURNING position, ` + statsReturning
+}
+
 // qAccountEvents inserts n account_events rows, by n in chunks.
 var qAccountEvents = byChunk(func(n int) string {
 	return multiRow(`INSERT INTO account_events (account_id, position, stream, revision)`, 4, n, ` ON CONFLICT DO NOTHING`)
@@ -271,7 +302,7 @@ var writeQueries = []string{
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,
-	qDeliveryUpdateByID, qDeliveryUpdate, qDeliveryUpdateNoOutcome, qDeliveryHeld,
+	qDeliveryUpdateByID, qDeliveryHeld,
 	qAttemptRequested, qAttemptRequestedAt, qAttemptOutcome, qAttemptOutcomeAt,
 }
 
@@ -280,7 +311,8 @@ var writeQueries = []string{
 func allWriteQueries() []string {
 	out := slices.Concat(writeQueries, statsWriteQueries, queueWriteQueries)
 	for _, n := range chunks {
-		out = append(out, qAccountEvents[n], qDeliveriesExisting[n], qAttemptsHeld[n], qDeliveriesHeld[n])
+		out = append(out, qAccountEvents[n], qDeliveriesExisting[n], qAttemptsHeld[n], qDeliveriesHeld[n], qStatsClassesSet[n],
+			qDeliveriesKnown[n], qDeliveriesUpdate[n], qDeliveriesUpdateNoOutcome[n])
 	}
 	return out
 }

@@ -275,9 +275,16 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 
 // dsn: synchronous=NORMAL is enough: the views can always be rebuilt from
 // the log, and the checkpoint commits with the rows it describes, so a lost
-// tail after a power cut is simply applied again.
+// tail after a power cut is simply applied again. The writer keeps its
+// temporary files in memory: some of a batch's statements keep a statement
+// journal (a copy of each page they change, to undo that statement alone),
+// which past 64 KiB SQLite spills to a temporary file, a write system call
+// per page.
 func dsn(path string, readOnly bool) string {
-	return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal)
+	if readOnly {
+		return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal)
+	}
+	return sqlitedsn.Build(path, readOnly, sqlitedsn.Normal, "temp_store(MEMORY)")
 }
 
 func (v *Runner) openWriter(ctx context.Context, path string) error {
@@ -417,6 +424,7 @@ func (v *Runner) reset(ctx context.Context) error {
 	v.Addresses.listeners.clear()
 	v.Accounts.quotas.clear()
 	v.unapplied.reset()
+	v.History.horizon = statsHorizon{}
 	v.setPosition(0)
 	return nil
 }

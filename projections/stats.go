@@ -107,8 +107,13 @@ var (
 	qStatsPrune      = `DELETE FROM stats_minutes WHERE minute < ?`
 	qStatsHorizon    = `SELECT at FROM stats_horizon WHERE id = 1`
 	qStatsHorizonSet = `UPDATE stats_horizon SET at = ? WHERE id = 1`
-	qStatsClassSet   = `UPDATE deliveries SET stats_class = ? WHERE position = ?`
-	qStatsDelivery   = `SELECT ` + statsReturning + ` FROM deliveries WHERE position = ?`
+	// qStatsClassesSet sets the class of n deliveries, given as (position,
+	// class) pairs, by n in chunks: one statement for a batch's deliveries.
+	qStatsClassesSet = byChunk(func(n int) string {
+		return `UPDATE deliveries SET stats_class = v.column2 FROM (VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + `) AS v WHERE deliveries.position = v.column1`
+	})
+	qStatsDelivery = `SELECT ` + statsReturning + ` FROM deliveries WHERE position = ?`
 
 	qStatsDeliveryByID = `SELECT position, address, received_at, stats_class, answered_reason FROM deliveries WHERE id = ?`
 	qStatsAnswers      = `SELECT outcome_at, duration_ms FROM attempts WHERE delivery_position = ?
@@ -121,7 +126,7 @@ var (
 )
 
 var statsWriteQueries = []string{qStatsRefusedNew, qStatsUpsert, qStatsDropEmpty, qStatsPrune, qStatsHorizon, qStatsHorizonSet,
-	qStatsClassSet, qStatsDelivery, qStatsDeliveryByID, qStatsAnswers}
+	qStatsDelivery, qStatsDeliveryByID, qStatsAnswers}
 
 // statsKey is one address's minute.
 type statsKey struct {
@@ -140,9 +145,16 @@ type statsWriter struct {
 	stored  int64 // horizon as stats_horizon holds it
 	deltas  map[statsKey]statsDelta
 	order   []statsKey
+	// classes are the (position, class) pairs counted sets, written by
+	// flush many to a statement (qStatsClassesSet).
+	classes [][]any
 }
 
-func newStatsWriter() *statsWriter { return &statsWriter{deltas: map[statsKey]statsDelta{}} }
+// newStatsWriter starts from the horizon the last committed batch stored,
+// when known: it is read from the table otherwise.
+func newStatsWriter(h statsHorizon) *statsWriter {
+	return &statsWriter{deltas: map[statsKey]statsDelta{}, loaded: h.known, horizon: h.at, stored: h.at}
+}
 
 func unixMinute(nanos int64) int64 { return nanos / int64(time.Minute) }
 
@@ -241,7 +253,7 @@ func (s *statsWriter) counted(t *txn, dpos int64, cur *statsRow) error {
 			return err
 		}
 		cur = &statsRow{}
-		if err := cur.scan(row, nil); err != nil {
+		if err := cur.scan(row); err != nil {
 			return fmt.Errorf("read delivery at %d for stats: %w", dpos, err)
 		}
 	}
@@ -261,9 +273,7 @@ func (s *statsWriter) counted(t *txn, dpos int64, cur *statsRow) error {
 	} else {
 		s.move(address, received, was.Int64, class)
 	}
-	if _, err := t.exec(qStatsClassSet, class, dpos); err != nil {
-		return fmt.Errorf("set stats class of delivery at %d: %w", dpos, err)
-	}
+	s.classes = append(s.classes, []any{dpos, class})
 	return nil
 }
 
@@ -347,6 +357,10 @@ func (s *statsWriter) dropped(t *txn, id string) error {
 // minutes are kept depends only on the newest event time, so a rebuild,
 // which splits the log into other batches, ends with the same rows.
 func (s *statsWriter) flush(t *txn) error {
+	if _, err := execChunks(t, qStatsClassesSet, s.classes); err != nil {
+		return fmt.Errorf("set the stats class of %d deliveries: %w", len(s.classes), err)
+	}
+	s.classes = nil
 	if !s.loaded {
 		return nil // the batch applied nothing
 	}

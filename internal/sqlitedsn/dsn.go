@@ -17,12 +17,16 @@ const (
 // given) with the pragmas every connection gets: WAL so readers never block
 // the writer, the given synchronous level, and a busy timeout for the rare
 // moment a checkpoint holds a lock. Writers begin IMMEDIATE so a transaction
-// never has to upgrade its lock halfway; readers are query-only.
-func Build(path string, readOnly bool, sync Sync) string {
+// never has to upgrade its lock halfway; readers are query-only. pragmas
+// are more of them, each as the _pragma parameter takes it ("name(value)").
+func Build(path string, readOnly bool, sync Sync, pragmas ...string) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+string(sync)+")")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {

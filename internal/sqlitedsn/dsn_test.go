@@ -67,3 +67,24 @@ func checkPragmas(t *testing.T, db *sql.DB, want map[string]string) {
 		}
 	}
 }
+
+// TestBuildAddsPragmas checks that the extra pragmas reach the connection.
+func TestBuildAddsPragmas(t *testing.T) {
+	for _, tt := range []struct {
+		pragmas []string
+		want    string // PRAGMA temp_store: 0 default, 2 memory
+	}{{nil, "0"}, {[]string{"temp_store(MEMORY)"}, "2"}} {
+		db, err := sql.Open("sqlite", Build(filepath.Join(t.TempDir(), "p.db"), false, Normal, tt.pragmas...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := db.QueryRowContext(t.Context(), "PRAGMA temp_store").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if got != tt.want {
+			t.Errorf("pragmas %q: temp_store = %s, want %s", tt.pragmas, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package projections
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// BenchmarkApplyProxied measures the views applying proxied deliveries as
+// the relay records them now: a DeliveryReceived carrying its forward
+// request, then the agent's ForwardResponded, to the Endpoints of one
+// account, with time-ordered UUIDs (v7) for ids, as the relay makes them. Each op is one
+// batch of perBatch deliveries, whose receipts and answers share the batch
+// (the held path, docs/projections.md), or (split) with the answers in
+// a batch of their own, as when the agent answers after the receipt's
+// batch was applied; the history grows with b.N.
+// cpu-ns/delivery is the applying thread's CPU time alone, steadier than
+// the wall time on a shared machine.
+func BenchmarkApplyProxied(b *testing.B) {
+	for _, bc := range []struct {
+		perBatch int
+		split    bool // the answers come in the next batch
+	}{{16, false}, {64, false}, {16, true}} {
+		perBatch := bc.perBatch
+		name := fmt.Sprintf("batch=%d", perBatch)
+		if bc.split {
+			name += "/split"
+		}
+		b.Run(name, func(b *testing.B) {
+			const endpoints = 4
+			s := newSynth(b, bytes.Repeat([]byte("x"), 1024))
+			v := s.open("views.db")
+			s.queue(domain.AccountStream("acct-1"), domain.AccountCreated{AccountID: "acct-1", Name: "a"})
+			for i := range endpoints {
+				id := fmt.Sprintf("ep-%d", i)
+				s.queue(domain.EndpointStream(id), domain.EndpointCreated{EndpointID: id, AccountID: "acct-1", Name: id,
+					Mode: domain.ModeProxy, ResponseCapture: true})
+			}
+			applyTB(b, v, s.take())
+			deliveries := 0
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				for i := range perBatch {
+					id := uuid.Must(uuid.NewV7()).String()
+					stream := domain.DeliveryStream(id)
+					address := fmt.Sprintf("ep-%d", i%endpoints)
+					s.queue(stream, domain.DeliveryReceived{DeliveryID: id, Address: address, AddressKind: domain.AddressEndpoint,
+						AccountID: "acct-1", Method: "POST", Target: "/hook", Host: "relay.example", Proto: "HTTP/1.1",
+						RemoteAddr: "127.0.0.1:40000", Headers: benchHeaders, Body: s.body, BodySize: int64(len(s.body)), Complete: true,
+						Forward: &domain.ReceiptForward{AttemptID: uuid.Must(uuid.NewV7()).String(), EndpointID: address, Node: "node-1"}})
+				}
+				batch := s.take()
+				for _, e := range batch {
+					_, id, _ := domain.ParseStream(e.Stream)
+					p, err := decodeReceived(e.Data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s.queue(e.Stream, domain.ForwardResponded{DeliveryID: id, AttemptID: p.Forward.AttemptID, Status: 200,
+						Body: []byte("ok"), BodySize: 2, Captured: true, DurationMs: 3, AgentID: "agent-1"})
+				}
+				answers := s.take()
+				if !bc.split {
+					batch, answers = append(batch, answers...), nil
+				}
+				b.StartTimer()
+				runtime.LockOSThread()
+				before := threadCPU(b)
+				applyTB(b, v, batch)
+				if answers != nil {
+					applyTB(b, v, answers)
+				}
+				cpu += threadCPU(b) - before
+				runtime.UnlockOSThread()
+				deliveries += perBatch
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(deliveries), "ns/delivery")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(deliveries), "cpu-ns/delivery")
+		})
+	}
+}
+
+// threadCPU is the CPU time of the calling thread (the caller locks its
+// goroutine to it): the views' work without the other goroutines'.
+func threadCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
