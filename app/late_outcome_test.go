@@ -170,7 +170,7 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 }
 
 // gql posts one GraphQL operation to the relay at base (the bare domain).
-func gql(t *testing.T, base, token, query string, vars map[string]any, out any) {
+func gql(t testing.TB, base, token, query string, vars map[string]any, out any) {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {

@@ -149,6 +149,12 @@ func (c *Codec) Decode(typ string, data []byte) (Event, error) {
 // fields, already compact and escaped) meant scanning the whole encoded
 // body again — most of the cost of recording a delivery's event.
 func marshal(e Event) ([]byte, error) {
+	switch e := e.(type) {
+	case DeliveryReceived:
+		return appendReceived(make([]byte, 0, receivedSize(e)), e), nil
+	case ForwardResponded:
+		return appendResponded(make([]byte, 0, respondedSize(e)), e), nil
+	}
 	if m, ok := e.(json.Marshaler); ok {
 		return m.MarshalJSON()
 	}

@@ -50,6 +50,21 @@ func BenchmarkEncodeDelivery(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "bytes/event")
 	})
+	b.Run("responded", func(b *testing.B) {
+		fr := domain.ForwardResponded{DeliveryID: d.DeliveryID, AttemptID: "019ac4f1-7d3e-7c1a-9e0b-3f4a5b6c7d8e", AgentID: "conn-1/ep-1",
+			Status: 200, Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Date", Value: "Sat, 28 Nov 2026 21:00:00 GMT"},
+				{Name: "Content-Length", Value: "16"}}, BodySize: 16, DurationMs: 3,
+			Fidelity: &domain.Fidelity{Agent: domain.DigestRequest(d.Method, d.Target, d.Headers, d.Body), Relay: domain.DigestRequest(d.Method, d.Target, d.Headers, d.Body)}}
+		var n int
+		for b.Loop() {
+			e, err := codec.Encode("0f6c1e0c-8b4e-4a43-9a53-6f4c2ad3e8a2", fr, at, domain.Trace{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n = len(e.Data)
+		}
+		b.ReportMetric(float64(n), "bytes/event")
+	})
 	b.Run("json-decode", func(b *testing.B) {
 		e, _ := codec.Encode("0f6c1e0c-8b4e-4a43-9a53-6f4c2ad3e8a1", d, at, domain.Trace{})
 		for b.Loop() {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -65,19 +66,20 @@ func LookupJSON(body []byte, paths ...[]string) ([]JSONValue, error) {
 		return nil, errJSONPaths
 	}
 	s := jsonScanner{b: body, paths: paths, spans: make([]jsonSpan, len(paths)), index: make([][]int, len(paths))}
+	segments := 0
+	for _, p := range paths {
+		segments += len(p)
+	}
+	flat := make([]int, segments) // the paths' indexes share one array
 	var all uint64
 	for i, p := range paths {
 		if len(p) == 0 {
 			continue // names nothing
 		}
 		all |= 1 << i
-		s.index[i] = make([]int, len(p))
+		s.index[i], flat = flat[:len(p):len(p)], flat[len(p):]
 		for d, seg := range p {
-			n, err := strconv.Atoi(seg)
-			if err != nil || n < 0 {
-				n = -1
-			}
-			s.index[i][d] = n
+			s.index[i][d] = segmentIndex(seg)
 		}
 	}
 	s.space()
@@ -92,12 +94,36 @@ func LookupJSON(body []byte, paths ...[]string) ([]JSONValue, error) {
 	for i, sp := range s.spans {
 		switch sp.kind {
 		case '"':
-			out[i] = JSONValue{Text: string(appendUnquoted(nil, body[sp.start+1:sp.end-1])), Found: true, String: true}
+			out[i] = JSONValue{Text: unquote(body[sp.start+1 : sp.end-1]), Found: true, String: true}
 		case '0', 't', 'f', 'n':
 			out[i] = JSONValue{Text: string(body[sp.start:sp.end]), Found: true}
 		}
 	}
 	return out, nil
+}
+
+// unquote is a scanned string's text: raw as it is when it has no escape
+// and is valid UTF-8 (appendUnquoted would copy it byte for byte), one
+// allocation when it is plain.
+func unquote(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw)
+	}
+	return string(appendUnquoted(make([]byte, 0, len(raw)), raw))
+}
+
+// segmentIndex is the array index a path segment names, -1 for a name.
+// Names are not given to strconv.Atoi, whose error for each would cost
+// two allocations per segment on every delivery (DetectProvider).
+func segmentIndex(seg string) int {
+	if seg == "" || (seg[0] < '0' || seg[0] > '9') && seg[0] != '+' && seg[0] != '-' {
+		return -1
+	}
+	n, err := strconv.Atoi(seg)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // jsonSpan is where a path's value lies in the body; kind is its first

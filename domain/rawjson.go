@@ -57,15 +57,11 @@ func (h *Header) UnmarshalJSON(b []byte) error {
 // receivedJSON is DeliveryReceived's stored form without its methods.
 type receivedJSON DeliveryReceived
 
-// MarshalJSON implements json.Marshaler.
+// MarshalJSON implements json.Marshaler: the fields as encoding/json
+// writes receivedJSON, and a target that is not UTF-8 again as target_b64
+// (see eventjson.go).
 func (e DeliveryReceived) MarshalJSON() ([]byte, error) {
-	if utf8.ValidString(e.Target) {
-		return json.Marshal(receivedJSON(e))
-	}
-	return json.Marshal(struct {
-		receivedJSON
-		TargetB64 []byte `json:"target_b64"`
-	}{receivedJSON(e), []byte(e.Target)})
+	return appendReceived(make([]byte, 0, receivedSize(e)), e), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.

@@ -133,8 +133,20 @@ func writeText(w http.ResponseWriter, status int, body string) {
 func writeOutcome(w http.ResponseWriter, method string, o domain.ForwardOutcome) {
 	h := w.Header()
 	clear(h)
-	for _, hd := range domain.StripHopByHop(o.Headers) {
-		h.Add(hd.Name, hd.Value)
+	// The fields are filtered on the stack (up to 32) and their values
+	// share one array, with room for Content-Length: one allocation for
+	// the answer's header values instead of one per field.
+	var kept [32]domain.Header
+	fields := domain.AppendEndToEnd(kept[:0], o.Headers)
+	values := make([]string, 0, len(fields)+1)
+	for _, hd := range fields {
+		k := http.CanonicalHeaderKey(hd.Name)
+		if vs := h[k]; len(vs) > 0 {
+			h[k] = append(vs, hd.Value) // a repeated field: a copy of its own
+			continue
+		}
+		values = append(values, hd.Value)
+		h[k] = values[len(values)-1 : len(values) : len(values)]
 	}
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil // a nil value stops net/http from sniffing one
@@ -146,7 +158,8 @@ func writeOutcome(w http.ResponseWriter, method string, o domain.ForwardOutcome)
 	// describes the representation and passes as sent.
 	bodyless := method == http.MethodHead || o.Status == http.StatusNoContent || o.Status == http.StatusNotModified
 	if !bodyless {
-		h.Set("Content-Length", strconv.Itoa(len(o.Body)))
+		values = append(values, strconv.Itoa(len(o.Body)))
+		h["Content-Length"] = values[len(values)-1 : len(values) : len(values)]
 	}
 	w.WriteHeader(o.Status)
 	if !bodyless {

@@ -3,6 +3,7 @@ package ingress
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -39,11 +40,22 @@ func ParseHost(host, domainName string) (address string, bare bool, ok bool) {
 }
 
 // isIPHost reports whether host is an IP literal with an optional port.
+// Every request asks (twice), so a name allocates nothing: SplitHostPort
+// is asked only when there is a port and ParseAddr only when it could be
+// an IP (their errors would allocate); netip.ParseAddr with no zone is
+// net.ParseIP without the copy.
 func isIPHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+	if strings.IndexByte(host, ':') >= 0 {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
 	}
-	return net.ParseIP(strings.Trim(host, "[]")) != nil
+	host = strings.Trim(host, "[]")
+	if !strings.Contains(host, ":") && strings.ContainsFunc(host, func(r rune) bool { return (r < '0' || r > '9') && r != '.' }) {
+		return false // a name: not IPv6, and IPv4 is digits and dots
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Zone() == ""
 }
 
 // stripPort removes ":port" from host. Bracketed IPv6 literals and hosts

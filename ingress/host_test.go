@@ -1,6 +1,8 @@
 package ingress
 
 import (
+	"net"
+	"strings"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -103,4 +105,25 @@ func asciiUpper(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// TestIsIPHostAsNetParseIP: isIPHost, which allocates nothing, tells IP
+// literals exactly as net.SplitHostPort and net.ParseIP did.
+func TestIsIPHostAsNetParseIP(t *testing.T) {
+	old := func(host string) bool {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		return net.ParseIP(strings.Trim(host, "[]")) != nil
+	}
+	for _, host := range []string{"", "1.2.3.4", "1.2.3.4:80", "1.2.3.4:", "01.2.3.4", "1.2.3", "256.1.1.1", "[::1]", "[::1]:8080", "::1",
+		"::ffff:1.2.3.4", "[::ffff:1.2.3.4]:1", "fe80::1%eth0", "[fe80::1%eth0]:80", "abc.localhost", "abc.localhost:8080",
+		"localhost", ":80", "[", "]", "[1.2.3.4]", "1.2.3.4.", "a:b:c", "[::1]x", "1.2.3.4%x"} {
+		if got, want := isIPHost(host), old(host); got != want {
+			t.Errorf("isIPHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { isIPHost("abc.localhost:8080"); isIPHost("abc.localhost") }); n != 0 {
+		t.Errorf("isIPHost allocates %v times, want none", n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -241,8 +242,10 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	if pl.local == nil && pl.remote == nil {
 		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, false, nil
 	}
-	h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
-		"endpoint_id", cmd.EndpointID, "agent_id", pl.agentID(), "copies", len(pl.copies))
+	if h.logger.Enabled(ctx, slog.LevelDebug) { // its arguments would allocate for nothing
+		h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
+			"endpoint_id", cmd.EndpointID, "agent_id", pl.agentID(), "copies", len(pl.copies))
+	}
 
 	if pl.remote != nil {
 		// The primary is another node's: it records the outcome before it

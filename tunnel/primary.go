@@ -1,8 +1,9 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -84,7 +85,7 @@ func (h *Hub) members(endpointID, accountID string, remote []RemoteSession) []me
 		}
 		out = append(out, member{remote: r, pos: r.Position, asked: r.Asked})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].pos < out[j].pos })
+	slices.SortStableFunc(out, func(a, b member) int { return cmp.Compare(a.pos, b.pos) })
 	return out
 }
 

@@ -48,6 +48,7 @@ func (c *conn) enqueue(ctx context.Context, m outgoing) error {
 			return nil
 		}
 		room := c.room
+		c.roomWaited = true
 		c.qmu.Unlock()
 		if timeout == nil {
 			t := time.NewTimer(c.t.cfg.WriteTimeout)
@@ -98,8 +99,10 @@ func (c *conn) writeLoop() {
 				c.qmu.Lock()
 				if !c.closed {
 					c.queued -= int64(len(m.b))
-					close(c.room)
-					c.room = make(chan struct{})
+					if c.roomWaited { // not a new channel per message
+						close(c.room)
+						c.room, c.roomWaited = make(chan struct{}), false
+					}
 				}
 				c.qmu.Unlock()
 				if !ok {
@@ -187,6 +190,7 @@ func AwaitRoom(ctx context.Context) (Turn, error) {
 	for {
 		c.qmu.Lock()
 		closed, full, room := c.closed, c.queued >= c.t.cfg.SendQueueBytes, c.room
+		c.roomWaited = c.roomWaited || full
 		c.qmu.Unlock()
 		switch {
 		case closed:

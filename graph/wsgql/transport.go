@@ -218,9 +218,11 @@ type conn struct {
 	qmu    sync.Mutex
 	queue  []outgoing
 	queued int64
-	room   chan struct{} // closed and replaced whenever queued bytes shrink
-	wake   chan struct{} // capacity 1: "the queue is not empty"
-	closed bool
+	room   chan struct{} // closed and replaced when queued bytes shrink while roomWaited
+	// roomWaited: a sender took room to wait on it (the queue was full).
+	roomWaited bool
+	wake       chan struct{} // capacity 1: "the queue is not empty"
+	closed     bool
 
 	done      chan struct{} // closed by shut
 	closeOnce sync.Once

@@ -267,3 +267,26 @@ func TestEncode(t *testing.T) {
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestSenderWaitingForRoomIsWoken: with a queue that holds one result,
+// every send waits for the writer to make room; a client that reads gets
+// them all: a sender the writer did not wake would wait out WriteTimeout
+// and close the socket (the writer wakes the senders that wait, though it
+// makes no new channel per message otherwise).
+func TestSenderWaitingForRoomIsWoken(t *testing.T) {
+	f := &flood{}
+	url, _ := serve(t, f.server(Config{KeepAlive: time.Minute, WriteTimeout: 5 * time.Second, SendQueueBytes: 1}))
+	c := dial(t, url)
+	if err := c.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": "subscription{ flood }"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		var m message
+		if err := c.ReadJSON(&m); err != nil || m.Type != gqlws.Next {
+			t.Fatalf("result %d: %v %+v", i, err, m.Type)
+		}
+		if i%50 == 0 {
+			time.Sleep(20 * time.Millisecond) // the queue fills and senders wait
+		}
+	}
+}

@@ -152,9 +152,12 @@ func AppendComplete(dst []byte, c Complete) []byte {
 	return w.B
 }
 
-// DecodeComplete reads a Complete frame; Body shares frame's memory.
+// DecodeComplete reads a Complete frame; Body shares frame's memory and
+// the strings (id, headers, error, verdict, receipt) share one copy of
+// theirs, as in DecodeForward.
 func DecodeComplete(frame []byte) (Complete, error) {
 	r := binwire.NewReader(frame)
+	r.Strings(len(frame) - completeBodySize(frame))
 	r.Expect(KindComplete)
 	c := Complete{AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(), Body: r.Bytes(),
 		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int()}
@@ -168,6 +171,20 @@ func DecodeComplete(frame []byte) (Complete, error) {
 		return Complete{}, err
 	}
 	return c, nil
+}
+
+// completeBodySize is the size of a Complete frame's body, 0 when the
+// frame does not decode that far.
+func completeBodySize(frame []byte) int {
+	r := binwire.NewReader(frame)
+	r.Expect(KindComplete)
+	r.Bytes() // attempt
+	r.Int()   // status
+	for n := r.Uint(); n > 0 && r.More(); n-- {
+		r.Bytes()
+		r.Bytes()
+	}
+	return len(r.Bytes())
 }
 
 // Done answers a Complete: Code is empty when the relay took the answer,

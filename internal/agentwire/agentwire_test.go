@@ -146,3 +146,21 @@ func TestDecodeForwardAllocates(t *testing.T) {
 		t.Errorf("decoding a forward frame allocates %v times, want 2 at most", n)
 	}
 }
+
+// TestDecodeCompleteAllocates: a complete frame's strings share one
+// allocation too: decoding one costs that, the header list and the
+// receipt, however many headers it has; the body is not copied.
+func TestDecodeCompleteAllocates(t *testing.T) {
+	c := Complete{AttemptID: "att-1", Status: 200, Body: bytes.Repeat([]byte("b"), 1024), Error: "", Failure: "", DurationMs: 3,
+		Signature: "stripe valid", Receipt: &domain.FidelityDigests{RequestLine: "sha256:aa", Headers: "sha256:bb", Body: "sha256:cc"}}
+	for i := range 12 {
+		c.Headers = append(c.Headers, domain.Header{Name: "X-Field-" + string(rune('a'+i)), Value: "value"})
+	}
+	frame := AppendComplete(nil, c)
+	if got, err := DecodeComplete(frame); err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = DecodeComplete(frame) }); n > 3 {
+		t.Errorf("decoding a complete frame allocates %v times, want 3 at most", n)
+	}
+}
