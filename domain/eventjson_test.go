@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -148,5 +149,53 @@ func checkRespondedJSON(t *testing.T, i int, e ForwardResponded) {
 	got, err := marshal(e)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("responded %d:\n got %s (%v)\nwant %s", i, got, err, want)
+	}
+}
+
+// TestEventJSONCoversEveryField fills every field of the two hand-written
+// events, however deep, and compares with encoding/json: a field added to
+// either struct but not to its encoder fails here.
+func TestEventJSONCoversEveryField(t *testing.T) {
+	var received DeliveryReceived
+	fillEveryField(reflect.ValueOf(&received).Elem())
+	checkReceivedJSON(t, 0, received)
+	var responded ForwardResponded
+	fillEveryField(reflect.ValueOf(&responded).Elem())
+	checkRespondedJSON(t, 0, responded)
+}
+
+// fillEveryField sets v and everything under it to a value that is not
+// its zero: one element in a slice or map, a pointer to a filled value.
+func fillEveryField(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillEveryField(v.Field(i))
+			}
+		}
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillEveryField(v.Elem())
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fillEveryField(v.Index(0))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillEveryField(k)
+		fillEveryField(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.String:
+		v.SetString("f<" + v.Type().Name() + ">")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1.5)
 	}
 }
