@@ -35,7 +35,7 @@ func BenchmarkProxiedDelivery(b *testing.B) {
 		RetentionSweep: time.Hour, InspectorRetention: time.Hour,
 		Commands:  commands.Config{SignupOpen: true},
 		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		b.Fatal(err)
