@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,13 +69,45 @@ func ValidateID(id string) error {
 // EncodeMetadata is the stored form of Metadata: JSON with OccurredAt in UTC
 // and nanoseconds (RFC 3339), so the instant survives exactly and reads back
 // the same whatever zone the writer ran in.
+//
+// It is written by hand, byte for byte as json.Marshal wrote it (one
+// append per event was 2 % of the relay's CPU through reflection); what the
+// fast path does not handle (a year outside 0–9999, an ID json would
+// escape) still goes through json.Marshal.
 func EncodeMetadata(m domain.Metadata) ([]byte, error) {
 	m.OccurredAt = m.OccurredAt.UTC()
+	if y := m.OccurredAt.Year(); y >= 0 && y <= 9999 && plainJSON(m.CorrelationID) && plainJSON(m.CausationID) {
+		b := make([]byte, 0, 112+len(m.CorrelationID)+len(m.CausationID))
+		b = append(b, `{"schema_version":`...)
+		b = strconv.AppendInt(b, int64(m.SchemaVersion), 10)
+		b = append(b, `,"occurred_at":"`...)
+		b = m.OccurredAt.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+		if m.CorrelationID != "" {
+			b = append(append(append(b, `,"correlation_id":"`...), m.CorrelationID...), '"')
+		}
+		if m.CausationID != "" {
+			b = append(append(append(b, `,"causation_id":"`...), m.CausationID...), '"')
+		}
+		return append(b, '}'), nil
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
 	return b, nil
+}
+
+// plainJSON tells a string json.Marshal writes as it is: printable ASCII
+// without quotes, backslashes or the characters it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeMetadata reverses EncodeMetadata. Empty input is the zero Metadata, so

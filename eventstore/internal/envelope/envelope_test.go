@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -94,5 +96,53 @@ func TestDecodeMetadataEmptyAndBroken(t *testing.T) {
 	}
 	if _, err := DecodeMetadata([]byte("{")); err == nil {
 		t.Fatal("DecodeMetadata accepted broken JSON")
+	}
+}
+
+// TestEncodeMetadataMatchesJSON: the hand-written metadata is byte for
+// byte what json.Marshal wrote, which the evidence chain and the logs
+// written before depend on.
+func TestEncodeMetadataMatchesJSON(t *testing.T) {
+	at := time.Date(2026, 11, 28, 22, 30, 1, 123456789, time.FixedZone("X", 3600))
+	for _, m := range []domain.Metadata{
+		{},
+		{SchemaVersion: 1, OccurredAt: at},
+		{SchemaVersion: 3, OccurredAt: at.Truncate(time.Second), CorrelationID: "0f6c1e0c-8b4e-4a43-9a53-6f4c2ad3e8a1", CausationID: "c"},
+		{SchemaVersion: -2, OccurredAt: at.Truncate(time.Millisecond), CausationID: "x"},
+		{SchemaVersion: 1, OccurredAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{SchemaVersion: 1, OccurredAt: time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC)},
+		{SchemaVersion: 1, OccurredAt: at, CorrelationID: `<a href="x">&</a>`, CausationID: "tab\there"},
+		{SchemaVersion: 1, OccurredAt: at, CorrelationID: "caf\xe9", CausationID: "\u2028 del\x7f"},
+	} {
+		checkMetadataJSON(t, m)
+	}
+}
+
+func FuzzEncodeMetadataMatchesJSON(f *testing.F) {
+	f.Add(1, int64(1764369001123456789), "0f6c1e0c-8b4e-4a43-9a53-6f4c2ad3e8a1", "")
+	f.Add(-1, int64(-62135596800000000), `"<&>"`, "\xff")
+	f.Fuzz(func(t *testing.T, version int, nanos int64, correlation, causation string) {
+		checkMetadataJSON(t, domain.Metadata{SchemaVersion: version, OccurredAt: time.Unix(0, nanos), CorrelationID: correlation, CausationID: causation})
+	})
+}
+
+func checkMetadataJSON(t *testing.T, m domain.Metadata) {
+	t.Helper()
+	u := m
+	u.OccurredAt = u.OccurredAt.UTC()
+	want, wantErr := json.Marshal(u)
+	got, err := EncodeMetadata(m)
+	if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+		t.Fatalf("metadata %+v:\n got %s (%v)\nwant %s (%v)", m, got, err, want, wantErr)
+	}
+}
+
+func BenchmarkEncodeMetadata(b *testing.B) {
+	m := domain.Metadata{SchemaVersion: 1, OccurredAt: time.Now(), CorrelationID: goodID, CausationID: goodID}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EncodeMetadata(m); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
