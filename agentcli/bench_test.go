@@ -9,13 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/agentwire"
-	"github.com/relayhq/relay/internal/gqlws"
 )
 
 // BenchmarkAgentForward is one proxied delivery on the binary data path,
@@ -68,33 +66,12 @@ func BenchmarkAgentForward(b *testing.B) {
 		if err := p.conn.WriteMessage(websocket.BinaryMessage, agentwire.AppendForward(nil, fwd)); err != nil {
 			b.Fatal(err)
 		}
-		c := benchComplete(b, p)
+		c := readComplete(b, p)
 		if c.AttemptID != fwd.AttemptID || c.Status != http.StatusOK || !bytes.Equal(c.Body, answer) || c.Receipt == nil {
 			b.Fatalf("complete frame %+v, want %s 200 %s with a receipt", c, fwd.AttemptID, answer)
 		}
 		if err := p.conn.WriteMessage(websocket.BinaryMessage, agentwire.AppendDone(nil, agentwire.Done{AttemptID: c.AttemptID})); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// benchComplete reads the agent's next complete frame, answering its pings.
-func benchComplete(b *testing.B, p *wsPeer) agentwire.Complete {
-	b.Helper()
-	for {
-		_ = p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		typ, data, err := p.conn.ReadMessage()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if typ == websocket.TextMessage { // the agent's pings
-			p.send(wsMessage{Type: gqlws.Pong})
-			continue
-		}
-		c, err := agentwire.DecodeComplete(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c
 	}
 }

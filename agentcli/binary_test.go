@@ -170,8 +170,8 @@ func TestAgentBinaryBodiesOutliveTheReadBuffer(t *testing.T) {
 	}
 }
 
-// readComplete reads the agent's next complete frame, skipping its pings.
-func readComplete(t *testing.T, p *wsPeer) agentwire.Complete {
+// readComplete reads the agent's next complete frame, answering its pings.
+func readComplete(t testing.TB, p *wsPeer) agentwire.Complete {
 	t.Helper()
 	for {
 		_ = p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -180,6 +180,7 @@ func readComplete(t *testing.T, p *wsPeer) agentwire.Complete {
 			t.Fatal(err)
 		}
 		if typ == websocket.TextMessage { // the agent's pings
+			p.send(wsMessage{Type: gqlws.Pong})
 			continue
 		}
 		c, err := agentwire.DecodeComplete(data)
