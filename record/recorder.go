@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -140,8 +141,9 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 		cancel()
 		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
-	// queued already remembers its outcome, so waiting twice is harmless.
-	return Queued{LastID: lastID, Wait: func() error {
+	// Waited for once: a second Wait returns the same outcome, and Usage
+	// hears of the receipt once.
+	return Queued{LastID: lastID, Wait: sync.OnceValue(func() error {
 		defer cancel()
 		res, err := queued()
 		if err != nil {
@@ -149,7 +151,7 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 		}
 		r.recorded(rc, data, res)
 		return nil
-	}}, nil
+	})}, nil
 }
 
 // recorded tells Usage of a durable receipt: the first event of its append
