@@ -18,25 +18,25 @@ import (
 // appendReceived appends e's JSON to b.
 func appendReceived(b []byte, e DeliveryReceived) []byte {
 	b = append(b, `{"delivery_id":`...)
-	b = appendJSONString(b, e.DeliveryID)
+	b = AppendJSONString(b, e.DeliveryID)
 	b = append(b, `,"address":`...)
-	b = appendJSONString(b, e.Address)
+	b = AppendJSONString(b, e.Address)
 	b = append(b, `,"address_kind":`...)
-	b = appendJSONString(b, string(e.AddressKind))
+	b = AppendJSONString(b, string(e.AddressKind))
 	if e.AccountID != "" {
 		b = append(b, `,"account_id":`...)
-		b = appendJSONString(b, e.AccountID)
+		b = AppendJSONString(b, e.AccountID)
 	}
 	b = append(b, `,"method":`...)
-	b = appendJSONString(b, e.Method)
+	b = AppendJSONString(b, e.Method)
 	b = append(b, `,"target":`...)
-	b = appendJSONString(b, e.Target)
+	b = AppendJSONString(b, e.Target)
 	b = append(b, `,"host":`...)
-	b = appendJSONString(b, e.Host)
+	b = AppendJSONString(b, e.Host)
 	b = append(b, `,"proto":`...)
-	b = appendJSONString(b, e.Proto)
+	b = AppendJSONString(b, e.Proto)
 	b = append(b, `,"remote_addr":`...)
-	b = appendJSONString(b, e.RemoteAddr)
+	b = AppendJSONString(b, e.RemoteAddr)
 	b = append(b, `,"headers":`...)
 	b = appendHeaders(b, e.Headers)
 	b = append(b, `,"body":`...)
@@ -55,7 +55,7 @@ func appendReceived(b []byte, e DeliveryReceived) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, q)
+			b = AppendJSONString(b, q)
 		}
 		b = append(b, ']')
 	}
@@ -71,42 +71,42 @@ func appendReceived(b []byte, e DeliveryReceived) []byte {
 		b = strconv.AppendInt(b, int64(a.Status), 10)
 		if a.Reason != "" {
 			b = append(b, `,"reason":`...)
-			b = appendJSONString(b, a.Reason)
+			b = AppendJSONString(b, a.Reason)
 		}
 		b = append(b, '}')
 	}
 	if p := e.Provider; p != nil {
 		b = append(b, `,"provider":{"name":`...)
-		b = appendJSONString(b, p.Name)
+		b = AppendJSONString(b, p.Name)
 		if p.EventType != "" {
 			b = append(b, `,"event_type":`...)
-			b = appendJSONString(b, p.EventType)
+			b = AppendJSONString(b, p.EventType)
 		}
 		if p.DeliveryID != "" {
 			b = append(b, `,"delivery_id":`...)
-			b = appendJSONString(b, p.DeliveryID)
+			b = AppendJSONString(b, p.DeliveryID)
 		}
 		b = append(b, '}')
 	}
 	if e.Scheme != "" {
 		b = append(b, `,"scheme":`...)
-		b = appendJSONString(b, e.Scheme)
+		b = AppendJSONString(b, e.Scheme)
 	}
 	if e.Peer != "" {
 		b = append(b, `,"peer":`...)
-		b = appendJSONString(b, e.Peer)
+		b = AppendJSONString(b, e.Peer)
 	}
 	if e.Queued {
 		b = append(b, `,"queued":true`...)
 	}
 	if f := e.Forward; f != nil {
 		b = append(b, `,"forward":{"attempt_id":`...)
-		b = appendJSONString(b, f.AttemptID)
+		b = AppendJSONString(b, f.AttemptID)
 		b = append(b, `,"endpoint_id":`...)
-		b = appendJSONString(b, f.EndpointID)
+		b = AppendJSONString(b, f.EndpointID)
 		if f.Node != "" {
 			b = append(b, `,"node":`...)
-			b = appendJSONString(b, f.Node)
+			b = AppendJSONString(b, f.Node)
 		}
 		b = append(b, '}')
 	}
@@ -140,12 +140,12 @@ func receivedSize(e DeliveryReceived) int {
 // appendResponded appends e's JSON to b.
 func appendResponded(b []byte, e ForwardResponded) []byte {
 	b = append(b, `{"delivery_id":`...)
-	b = appendJSONString(b, e.DeliveryID)
+	b = AppendJSONString(b, e.DeliveryID)
 	b = append(b, `,"attempt_id":`...)
-	b = appendJSONString(b, e.AttemptID)
+	b = AppendJSONString(b, e.AttemptID)
 	if e.AgentID != "" {
 		b = append(b, `,"agent_id":`...)
-		b = appendJSONString(b, e.AgentID)
+		b = AppendJSONString(b, e.AgentID)
 	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
@@ -163,7 +163,7 @@ func appendResponded(b []byte, e ForwardResponded) []byte {
 	b = strconv.AppendInt(b, e.DurationMs, 10)
 	if e.Signature != "" {
 		b = append(b, `,"signature":`...)
-		b = appendJSONString(b, e.Signature)
+		b = AppendJSONString(b, e.Signature)
 	}
 	if f := e.Fidelity; f != nil {
 		b = append(b, `,"fidelity":{"agent":`...)
@@ -195,11 +195,11 @@ func respondedSize(e ForwardResponded) int {
 
 func appendDigests(b []byte, d FidelityDigests) []byte {
 	b = append(b, `{"request_line":`...)
-	b = appendJSONString(b, d.RequestLine)
+	b = AppendJSONString(b, d.RequestLine)
 	b = append(b, `,"headers":`...)
-	b = appendJSONString(b, d.Headers)
+	b = AppendJSONString(b, d.Headers)
 	b = append(b, `,"body":`...)
-	b = appendJSONString(b, d.Body)
+	b = AppendJSONString(b, d.Body)
 	return append(b, '}')
 }
 
@@ -239,9 +239,9 @@ func appendHeader(b []byte, h Header) []byte {
 		return b
 	}
 	b = append(b, `{"name":`...)
-	b = appendJSONString(b, h.Name)
+	b = AppendJSONString(b, h.Name)
 	b = append(b, `,"value":`...)
-	b = appendJSONString(b, h.Value)
+	b = AppendJSONString(b, h.Value)
 	return append(b, '}')
 }
 

@@ -13,10 +13,11 @@ var jsonPlain = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// appendJSONString appends s as encoding/json writes a valid UTF-8
-// string (HTML characters escaped, as json.Marshal does), without its
-// reflection and without a pass over a Marshaler's output.
-func appendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s as json.Marshal writes a string (HTML
+// characters escaped, invalid UTF-8 replaced), without its reflection and
+// without a pass over a Marshaler's output. The log's hand-written
+// encodings (the two hot events, the metadata envelope) all use it.
+func AppendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0

@@ -24,9 +24,9 @@ func (h Header) MarshalJSON() ([]byte, error) {
 	if utf8.ValidString(h.Value) && utf8.ValidString(h.Name) {
 		b := make([]byte, 0, len(h.Name)+len(h.Value)+22)
 		b = append(b, `{"name":`...)
-		b = appendJSONString(b, h.Name)
+		b = AppendJSONString(b, h.Name)
 		b = append(b, `,"value":`...)
-		b = appendJSONString(b, h.Value)
+		b = AppendJSONString(b, h.Value)
 		return append(b, '}'), nil
 	}
 	if utf8.ValidString(h.Value) {
