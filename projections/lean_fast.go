@@ -50,9 +50,7 @@ func fastReceivedField(s *scanner, p *receivedRow, key string) (ok bool) {
 	case "complete":
 		ok = s.bool(&p.Complete)
 	case "dropped_headers":
-		var n int64
-		ok = s.int(&n) && n >= 0 && n <= 1<<31
-		p.DroppedHeaders = int(n)
+		ok = s.int32(&p.DroppedHeaders, 0)
 	case "answer":
 		ok = flatObject(s, &p.Answer)
 	case "provider":
@@ -79,7 +77,6 @@ func fastReceivedField(s *scanner, p *receivedRow, key string) (ok bool) {
 func fastResponded(data []byte) (respondedRow, bool) { return whole(data, fastRespondedField) }
 
 func fastRespondedField(s *scanner, p *respondedRow, key string) (ok bool) {
-	var n int64
 	switch key {
 	case "delivery_id":
 		ok = s.str(&p.DeliveryID)
@@ -90,15 +87,13 @@ func fastRespondedField(s *scanner, p *respondedRow, key string) (ok bool) {
 	case "signature":
 		ok = s.str(&p.Signature)
 	case "status":
-		ok = s.int(&n) && n >= -1<<31 && n <= 1<<31
-		p.Status = int(n)
+		ok = s.int32(&p.Status, -1<<31)
 	case "body_size":
 		ok = s.int(&p.BodySize)
 	case "duration_ms":
 		ok = s.int(&p.DurationMs)
 	case "dropped_headers":
-		ok = s.int(&n) && n >= 0 && n <= 1<<31
-		p.DroppedHeaders = int(n)
+		ok = s.int32(&p.DroppedHeaders, 0)
 	case "captured":
 		ok = s.bool(&p.Captured)
 	case "copy":
@@ -217,6 +212,17 @@ func (s *scanner) bool(dst *bool) bool {
 	default:
 		return false
 	}
+	return true
+}
+
+// int32 reads an int field from min to 1<<31; anything else takes the
+// general path.
+func (s *scanner) int32(dst *int, min int64) bool {
+	var n int64
+	if !s.int(&n) || n < min || n > 1<<31 {
+		return false
+	}
+	*dst = int(n)
 	return true
 }
 
