@@ -15,7 +15,9 @@ const maxUnapplied = 1 << 16
 // moment its receipt is durable rather than from the views' next batch.
 // Without it, every request in the views' linger passes a full quota.
 type unapplied struct {
-	mu       sync.Mutex
+	// mu is read on every request to an Endpoint or inspector (ofAccount,
+	// ofAddress) and written once per receipt and per batch.
+	mu       sync.RWMutex
 	upTo     uint64 // the views' batch being committed or last committed
 	entries  []unappliedEntry
 	address  map[string]int64
@@ -92,14 +94,14 @@ func (u *unapplied) reset() {
 }
 
 func (u *unapplied) ofAddress(id string) int64 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+	u.mu.RLock()
+	defer u.mu.RUnlock()
 	return u.address[id]
 }
 
 func (u *unapplied) ofAccount(id string) int64 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+	u.mu.RLock()
+	defer u.mu.RUnlock()
 	return u.accounts[id]
 }
 
