@@ -49,7 +49,9 @@ type localResult struct {
 type forwarder struct {
 	target  Target
 	timeout time.Duration
-	client  *http.Client
+	// transport sends the local request as it is: no http.Client in
+	// between, so no redirect is looked at, let alone followed (see do).
+	transport *http.Transport
 	// preserveHost sends the public host as Host (--host-header preserve).
 	preserveHost bool
 }
@@ -65,19 +67,11 @@ func newForwarder(target Target, timeout time.Duration, insecure bool) *forwarde
 		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &forwarder{
-		target:  target,
-		timeout: timeout,
-		client: &http.Client{
-			Transport: transport,
-			// The sender gets the local 3xx as it is, like any other answer.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
+	return &forwarder{target: target, timeout: timeout, transport: transport}
 }
 
 // close drops idle connections to the target.
-func (f *forwarder) close() { f.client.CloseIdleConnections() }
+func (f *forwarder) close() { f.transport.CloseIdleConnections() }
 
 // forward sends req to the local target and reads its answer.
 func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
@@ -98,7 +92,11 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return f.requestFailure(err)
 	}
 	receipt := f.receipt(hreq, req.Body)
-	resp, err := f.client.Do(hreq)
+	// The Transport, not an http.Client: the sender gets the local 3xx as
+	// it is, like any other answer, also one whose Location does not parse
+	// (an http.Client parses it before any CheckRedirect, and fails). The
+	// Transport closes the request body; ctx bounds the whole exchange.
+	resp, err := f.transport.RoundTrip(hreq)
 	if err != nil {
 		res := f.failure(ctx, err)
 		res.Receipt = receipt
@@ -343,6 +341,11 @@ func (f *forwarder) failure(ctx context.Context, err error) localResult {
 		text = "the local target " + f.target.Host + " closed the connection"
 	default:
 		text = "no valid HTTP answer from the local target " + f.target.Host
+		var rec tls.RecordHeaderError
+		if errors.As(err, &rec) && string(rec.RecordHeader[:]) == "HTTP/" {
+			// What http.Client says of it: the target speaks plain HTTP.
+			err = http.ErrSchemeMismatch
+		}
 	}
 	return localResult{Status: status, Err: fmt.Errorf("%s: %w", text, unwrapURLError(err)), Failure: text}
 }

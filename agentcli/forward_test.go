@@ -229,6 +229,60 @@ func TestForwardDoesNotFollowRedirects(t *testing.T) {
 	}
 }
 
+// TestForwardPassesUnparseableRedirects: a 3xx whose Location no URL
+// parser accepts is still the local answer, and goes back as it is (an
+// http.Client fails on it before any redirect policy is asked).
+func TestForwardPassesUnparseableRedirects(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		location string
+	}{
+		{http.StatusFound, "http://[::1"},
+		{http.StatusMovedPermanently, "/a%zz"},
+		{http.StatusTemporaryRedirect, "http://exa mple.test/"},
+		{http.StatusSeeOther, ":no-scheme"},
+	} {
+		t.Run(tc.location, func(t *testing.T) {
+			target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Location"] = []string{tc.location}
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, "moved")
+			})
+			f := newForwarder(httpTarget(target), 5*time.Second, false)
+			defer f.close()
+			res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/start", Body: []byte("x")})
+			if res.Err != nil {
+				t.Fatalf("forward: %v (%s)", res.Err, res.Failure)
+			}
+			if res.Status != tc.status || string(res.Body) != "moved" {
+				t.Errorf("got %d %q, want %d %q", res.Status, res.Body, tc.status, "moved")
+			}
+			var location []string
+			for _, h := range res.Headers {
+				if h.Name == "Location" {
+					location = append(location, h.Value)
+				}
+			}
+			if !slices.Equal(location, []string{tc.location}) {
+				t.Errorf("Location = %q, want [%q]", location, tc.location)
+			}
+			next(t, requests)
+		})
+	}
+}
+
+// TestForwardHTTPSTargetSpeakingHTTP: an https target that answers in
+// plain HTTP is named so in the attempt's error.
+func TestForwardHTTPSTargetSpeakingHTTP(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	f := newForwarder(Target{Scheme: "https", Host: target}, 5*time.Second, true)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/"})
+	if res.Status != 502 || res.Err == nil || !strings.Contains(res.Err.Error(), http.ErrSchemeMismatch.Error()) {
+		t.Errorf("got %d %v, want 502 and %q", res.Status, res.Err, http.ErrSchemeMismatch)
+	}
+}
+
 func TestForwardNothingListening(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -23,12 +23,12 @@ func goroutineID() string {
 func TestSessionRunReusesWorkers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	s := &session{idle: make(chan func())}
+	s := &session{idle: make(chan func(*worker))}
 
 	ids := map[string]bool{}
 	for range 50 {
 		done := make(chan string)
-		s.run(ctx, &wg, func() { done <- goroutineID() })
+		s.run(ctx, &wg, func(*worker) { done <- goroutineID() })
 		ids[<-done] = true
 		time.Sleep(time.Millisecond) // the worker is back waiting
 	}
@@ -40,7 +40,7 @@ func TestSessionRunReusesWorkers(t *testing.T) {
 	started := make(chan struct{}, n)
 	release := make(chan struct{})
 	for range n {
-		s.run(ctx, &wg, func() {
+		s.run(ctx, &wg, func(*worker) {
 			started <- struct{}{}
 			<-release
 		})
