@@ -496,17 +496,7 @@ func (s *session) complete(ctx context.Context, wk *worker, attemptID string, re
 	done := wk.done
 	waits[id] = done
 	s.opsMu.Unlock()
-	defer func() {
-		s.opsMu.Lock()
-		delete(waits, id)
-		// An answer that came after this wait gave up: the channel
-		// serves the worker's next forward, which must not read it.
-		select {
-		case <-done:
-		default:
-		}
-		s.opsMu.Unlock()
-	}()
+	defer s.forget(waits, id, done)
 
 	if s.binary {
 		buf := frameBuffers.Get().(*[]byte)
@@ -584,6 +574,19 @@ func (s *session) finishIn(waits map[string]chan error, id string, result error)
 	if done, ok := waits[id]; ok {
 		delete(waits, id)
 		done <- result
+	}
+}
+
+// forget ends the wait for id on done. An answer that came after the
+// waiter gave up is dropped: done serves the worker's next forward, which
+// must not read it.
+func (s *session) forget(waits map[string]chan error, id string, done chan error) {
+	s.opsMu.Lock()
+	defer s.opsMu.Unlock()
+	delete(waits, id)
+	select {
+	case <-done:
+	default:
 	}
 }
 
