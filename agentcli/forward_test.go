@@ -96,6 +96,40 @@ func TestForwardRefusesNonOriginTargets(t *testing.T) {
 	}
 }
 
+// TestForwardMethods: a method that is an HTTP token reaches the local
+// target as it is; any other is refused before a request is sent, as
+// http.NewRequest refuses it.
+func TestForwardMethods(t *testing.T) {
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
+	defer f.close()
+	for _, tc := range []struct {
+		method, want string // want "" for refused
+	}{
+		{"", "GET"}, {"POST", "POST"}, {"PROPFIND", "PROPFIND"}, {"x-custom!", "x-custom!"},
+		{"G ET", ""}, {"GET\r\n", ""}, {"caf\u00e9", ""}, {"(GET)", ""}, {"GET\x00", ""},
+	} {
+		res := f.forward(t.Context(), localRequest{Method: tc.method, Path: "/m", Body: []byte("b")})
+		if tc.want == "" {
+			if res.Status != 502 || res.Err == nil || !strings.Contains(res.Err.Error(), "invalid method") {
+				t.Errorf("method %q: got %d %v, want 502 and an invalid method", tc.method, res.Status, res.Err)
+			}
+			continue
+		}
+		if res.Err != nil || res.Status != 204 {
+			t.Fatalf("method %q: got %d %v", tc.method, res.Status, res.Err)
+		}
+		if got := next(t, requests); got.method != tc.want || string(got.body) != "b" {
+			t.Errorf("method %q: local target got %s %q, want %s %q", tc.method, got.method, got.body, tc.want, "b")
+		}
+	}
+	select {
+	case s := <-requests:
+		t.Errorf("a refused method reached the local target: %s", s.method)
+	default:
+	}
+}
+
 func TestForwardHeadersAndBody(t *testing.T) {
 	body := make([]byte, 256*3)
 	for i := range body {
@@ -460,5 +494,42 @@ func TestForwardReceipt(t *testing.T) {
 				t.Errorf("the local process got %+v, the receipt says %+v\nheaders: %q", local, *res.Receipt, domain.CanonicalHeaders(received))
 			}
 		})
+	}
+}
+
+// TestForwardRequestRewinds: the request the agent builds gives its body
+// again through GetBody after it was read, as the Transport needs to
+// resend a request a closing keep-alive connection lost; its length is
+// the body's.
+func TestForwardRequestRewinds(t *testing.T) {
+	f := newForwarder(httpTarget("127.0.0.1:1"), time.Second, false)
+	for _, body := range []string{"", "x", `{"k":"v"}`} {
+		hreq, err := f.newRequest(t.Context(), localRequest{Method: "POST", Path: "/h", Body: []byte(body)}, new(outgoing))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hreq.ContentLength != int64(len(body)) {
+			t.Errorf("%q: ContentLength %d", body, hreq.ContentLength)
+		}
+		first, _ := io.ReadAll(hreq.Body)
+		if string(first) != body {
+			t.Errorf("%q: body read %q", body, first)
+		}
+		if body == "" {
+			if hreq.Body != http.NoBody || hreq.GetBody != nil {
+				t.Errorf("empty body: Body %T GetBody set %v, want http.NoBody and none", hreq.Body, hreq.GetBody != nil)
+			}
+			continue
+		}
+		for range 2 {
+			rc, err := hreq.GetBody()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := io.ReadAll(rc)
+			if string(again) != body {
+				t.Errorf("%q: GetBody gave %q", body, again)
+			}
+		}
 	}
 }
