@@ -533,3 +533,20 @@ func TestForwardRequestRewinds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidMethod: the agent refuses exactly the methods
+// http.NewRequest refuses (it builds the request itself).
+func FuzzValidMethod(f *testing.F) {
+	for _, m := range []string{"GET", "POST", "x-custom!", "G ET", "GET\r\n", "caf\u00e9", "(GET)", "\xff", "M\x00"} {
+		f.Add(m)
+	}
+	f.Fuzz(func(t *testing.T, m string) {
+		if m == "" {
+			return // both send GET
+		}
+		_, err := http.NewRequest(m, "http://127.0.0.1/", nil)
+		if got, want := validMethod(m), err == nil; got != want {
+			t.Errorf("validMethod(%q) = %v, http.NewRequest accepts it: %v", m, got, want)
+		}
+	})
+}
