@@ -127,16 +127,10 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 // its header map, so that they cost one allocation, not one each.
 type outgoing struct {
 	url     url.URL
-	body    requestBody
+	body    bytes.Reader
 	trace   connTrace
 	receipt domain.FidelityDigests
 }
-
-// requestBody is a request body that is its own io.Closer, where
-// bytes.Reader needs an io.NopCloser around it.
-type requestBody struct{ bytes.Reader }
-
-func (*requestBody) Close() error { return nil }
 
 // connTrace learns which connection the HTTP client sent a request on:
 // the trace and what it learns in one allocation.
@@ -247,14 +241,16 @@ func (f *forwarder) newRequest(ctx context.Context, req localRequest, out *outgo
 		Body:       http.NoBody,
 	}).WithContext(ctx)
 	if len(req.Body) > 0 {
+		// io.NopCloser of a *bytes.Reader, as http.NewRequest makes it:
+		// the Transport knows that body is in memory and writes it with
+		// the head in one write; of a reader it does not know it sends
+		// the head first, and the body in a second write.
 		body := req.Body
 		out.body.Reset(body)
-		hreq.Body = &out.body
+		hreq.Body = io.NopCloser(&out.body)
 		hreq.ContentLength = int64(len(body))
 		hreq.GetBody = func() (io.ReadCloser, error) {
-			r := new(requestBody)
-			r.Reset(body)
-			return r, nil
+			return io.NopCloser(bytes.NewReader(body)), nil
 		}
 	}
 	var small [32]domain.Header

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,4 +550,50 @@ func FuzzValidMethod(f *testing.F) {
 			t.Errorf("validMethod(%q) = %v, http.NewRequest accepts it: %v", m, got, want)
 		}
 	})
+}
+
+// writeCounter counts the writes on a connection.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestForwardWritesRequestInOneWrite: a request with a body of a few KiB
+// leaves the agent in one write, head and body together (one syscall, one
+// TCP segment on loopback), as http.NewRequest's requests do: the
+// Transport flushes the head on its own for a body it does not know to be
+// in memory.
+func TestForwardWritesRequestInOneWrite(t *testing.T) {
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
+	defer f.close()
+	var writes atomic.Int32
+	dial := f.transport.DialContext
+	f.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	for _, size := range []int{0, 1, 1 << 10, 3 << 10} {
+		writes.Store(0)
+		body := bytes.Repeat([]byte("b"), size)
+		res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/one", Body: body,
+			Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}}})
+		if res.Err != nil || res.Status != 204 {
+			t.Fatalf("%d bytes: got %d %v", size, res.Status, res.Err)
+		}
+		if got := next(t, requests); len(got.body) != size {
+			t.Errorf("%d bytes: the local target got %d", size, len(got.body))
+		}
+		if n := writes.Load(); n != 1 {
+			t.Errorf("%d bytes: the request took %d writes, want 1", size, n)
+		}
+	}
 }
