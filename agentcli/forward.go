@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/relayhq/relay/domain"
 )
 
@@ -49,7 +51,9 @@ type localResult struct {
 type forwarder struct {
 	target  Target
 	timeout time.Duration
-	client  *http.Client
+	// transport sends the local request as it is: no http.Client in
+	// between, so no redirect is looked at, let alone followed (see do).
+	transport *http.Transport
 	// preserveHost sends the public host as Host (--host-header preserve).
 	preserveHost bool
 }
@@ -65,19 +69,11 @@ func newForwarder(target Target, timeout time.Duration, insecure bool) *forwarde
 		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &forwarder{
-		target:  target,
-		timeout: timeout,
-		client: &http.Client{
-			Transport: transport,
-			// The sender gets the local 3xx as it is, like any other answer.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
+	return &forwarder{target: target, timeout: timeout, transport: transport}
 }
 
 // close drops idle connections to the target.
-func (f *forwarder) close() { f.client.CloseIdleConnections() }
+func (f *forwarder) close() { f.transport.CloseIdleConnections() }
 
 // forward sends req to the local target and reads its answer.
 func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
@@ -90,15 +86,20 @@ func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
 func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	var trace connTrace
+	out := new(outgoing)
+	trace := &out.trace
 	trace.trace.GotConn = trace.gotConn
 	ctx = httptrace.WithClientTrace(ctx, &trace.trace)
-	hreq, err := f.newRequest(ctx, req)
+	hreq, err := f.newRequest(ctx, req, out)
 	if err != nil {
 		return f.requestFailure(err)
 	}
-	receipt := f.receipt(hreq, req.Body)
-	resp, err := f.client.Do(hreq)
+	receipt := f.receipt(hreq, req.Body, &out.receipt)
+	// The Transport, not an http.Client: the sender gets the local 3xx as
+	// it is, like any other answer, also one whose Location does not parse
+	// (an http.Client parses it before any CheckRedirect, and fails). The
+	// Transport closes the request body; ctx bounds the whole exchange.
+	resp, err := f.transport.RoundTrip(hreq)
 	if err != nil {
 		res := f.failure(ctx, err)
 		res.Receipt = receipt
@@ -120,6 +121,15 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		headers = dropNames(headers, trace.conn.connectionNames())
 	}
 	return localResult{Status: resp.StatusCode, Headers: headers, Body: body, Receipt: receipt}
+}
+
+// outgoing holds what a local request needs besides the http.Request and
+// its header map, so that they cost one allocation, not one each.
+type outgoing struct {
+	url     url.URL
+	body    bytes.Reader
+	trace   connTrace
+	receipt domain.FidelityDigests
 }
 
 // connTrace learns which connection the HTTP client sent a request on:
@@ -145,7 +155,7 @@ func (f *forwarder) requestFailure(err error) localResult {
 // target without the agent's own prefix, the header fields it holds (a
 // map: the canonical form's order does not depend on theirs) and the body
 // bytes it reads.
-func (f *forwarder) receipt(hreq *http.Request, body []byte) *domain.FidelityDigests {
+func (f *forwarder) receipt(hreq *http.Request, body []byte, d *domain.FidelityDigests) *domain.FidelityDigests {
 	target := hreq.URL.RequestURI()
 	if target != "*" {
 		target = strings.TrimPrefix(target, f.target.Prefix)
@@ -158,8 +168,8 @@ func (f *forwarder) receipt(hreq *http.Request, body []byte) *domain.FidelityDig
 			headers = append(headers, domain.Header{Name: name, Value: v})
 		}
 	}
-	d := domain.DigestRequest(hreq.Method, target, headers, body)
-	return &d
+	*d = domain.DigestRequest(hreq.Method, target, headers, body)
+	return d
 }
 
 // readBody reads a local answer's body, up to one byte past
@@ -204,28 +214,45 @@ func dropNames(headers []domain.Header, names []string) []domain.Header {
 }
 
 // newRequest builds the local request from the agent's own target and the
-// recorded request. The server never chooses the host.
-func (f *forwarder) newRequest(ctx context.Context, req localRequest) (*http.Request, error) {
-	u, err := localURL(f.target, req.Path)
-	if err != nil {
+// recorded request, in out. The server never chooses the host.
+//
+// It is what http.NewRequestWithContext would build, without parsing a
+// URL it would replace and with the body in out: the method checked, the
+// body with its length and a GetBody (the Transport rewinds a body with it
+// to retry a request that a closing keep-alive connection lost).
+func (f *forwarder) newRequest(ctx context.Context, req localRequest, out *outgoing) (*http.Request, error) {
+	if err := fillURL(&out.url, f.target, req.Path); err != nil {
 		return nil, err
 	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	var body io.Reader = http.NoBody
+	if !validMethod(method) {
+		return nil, fmt.Errorf("build request: net/http: invalid method %q", method)
+	}
+	hreq := (&http.Request{
+		Method:     method,
+		URL:        &out.url,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Host:       f.target.Host,
+		Body:       http.NoBody,
+	}).WithContext(ctx)
 	if len(req.Body) > 0 {
-		body = bytes.NewReader(req.Body)
+		// io.NopCloser of a *bytes.Reader, as http.NewRequest makes it:
+		// the Transport knows that body is in memory and writes it with
+		// the head in one write; of a reader it does not know it sends
+		// the head first, and the body in a second write.
+		body := req.Body
+		out.body.Reset(body)
+		hreq.Body = io.NopCloser(&out.body)
+		hreq.ContentLength = int64(len(body))
+		hreq.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(body)), nil
+		}
 	}
-	// The URL is replaced by u at once: "/" is only the cheapest to parse.
-	hreq, err := http.NewRequestWithContext(ctx, method, "/", body)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	hreq.URL = u
-	hreq.Host = f.target.Host
-	hreq.ContentLength = int64(len(req.Body))
 	var small [32]domain.Header
 	fields := domain.AppendEndToEnd(small[:0], req.Headers)
 	// The map is sized for the fields and the ones the agent adds, and
@@ -277,36 +304,49 @@ func (f *fieldValues) one(v string) []string {
 // turn into an absolute URL); such paths go through Path and RawPath,
 // which keep double slashes.
 func localURL(target Target, raw string) (*url.URL, error) {
+	u := new(url.URL)
+	if err := fillURL(u, target, raw); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// fillURL is localURL into u.
+func fillURL(u *url.URL, target Target, raw string) error {
 	if raw == "" || (raw[0] != '/' && raw != "*") {
-		return nil, fmt.Errorf("invalid request target %q", raw)
+		return fmt.Errorf("invalid request target %q", raw)
 	}
 	if strings.ContainsAny(raw, " \t\r\n") || strings.ContainsRune(raw, 0x7f) {
-		return nil, fmt.Errorf("invalid request target %q", raw)
+		return fmt.Errorf("invalid request target %q", raw)
 	}
 	if raw != "*" && target.Prefix != "" {
 		// Without a prefix the local server gets the path as sent and
 		// resolves it as it would any other request; with one, a
 		// dot-segment could take it out of the prefix.
 		if hasDotSegment(raw) {
-			return nil, &DotSegmentError{Path: raw, Target: target}
+			return &DotSegmentError{Path: raw, Target: target}
 		}
 		raw = target.Prefix + raw
 	}
-	u := &url.URL{Scheme: target.Scheme, Host: target.Host}
+	*u = url.URL{Scheme: target.Scheme, Host: target.Host}
 	path, query, hasQuery := strings.Cut(raw, "?")
 	u.RawQuery = query
 	u.ForceQuery = hasQuery && query == ""
 	if !strings.HasPrefix(path, "//") {
 		u.Opaque = path
-		return u, nil
+		return nil
 	}
 	p, err := url.PathUnescape(path)
 	if err != nil {
-		return nil, fmt.Errorf("invalid request target %q: %w", raw, err)
+		return fmt.Errorf("invalid request target %q: %w", raw, err)
 	}
 	u.Path, u.RawPath = p, path
-	return u, nil
+	return nil
 }
+
+// validMethod is net/http's check of a request method: a token, as a
+// field name is.
+func validMethod(m string) bool { return httpguts.ValidHeaderFieldName(m) }
 
 // responseHeaders lists the local response headers without hop-by-hop
 // fields, repeats kept in order, names sorted for a stable report.
@@ -343,6 +383,11 @@ func (f *forwarder) failure(ctx context.Context, err error) localResult {
 		text = "the local target " + f.target.Host + " closed the connection"
 	default:
 		text = "no valid HTTP answer from the local target " + f.target.Host
+		var rec tls.RecordHeaderError
+		if errors.As(err, &rec) && string(rec.RecordHeader[:]) == "HTTP/" {
+			// What http.Client says of it: the target speaks plain HTTP.
+			err = http.ErrSchemeMismatch
+		}
 	}
 	return localResult{Status: status, Err: fmt.Errorf("%s: %w", text, unwrapURLError(err)), Failure: text}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +94,40 @@ func TestForwardRefusesNonOriginTargets(t *testing.T) {
 		if res.Err == nil || res.Status != 502 {
 			t.Errorf("path %q: got status %d err %v, want a 502 error", path, res.Status, res.Err)
 		}
+	}
+}
+
+// TestForwardMethods: a method that is an HTTP token reaches the local
+// target as it is; any other is refused before a request is sent, as
+// http.NewRequest refuses it.
+func TestForwardMethods(t *testing.T) {
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
+	defer f.close()
+	for _, tc := range []struct {
+		method, want string // want "" for refused
+	}{
+		{"", "GET"}, {"POST", "POST"}, {"PROPFIND", "PROPFIND"}, {"x-custom!", "x-custom!"},
+		{"G ET", ""}, {"GET\r\n", ""}, {"caf\u00e9", ""}, {"(GET)", ""}, {"GET\x00", ""},
+	} {
+		res := f.forward(t.Context(), localRequest{Method: tc.method, Path: "/m", Body: []byte("b")})
+		if tc.want == "" {
+			if res.Status != 502 || res.Err == nil || !strings.Contains(res.Err.Error(), "invalid method") {
+				t.Errorf("method %q: got %d %v, want 502 and an invalid method", tc.method, res.Status, res.Err)
+			}
+			continue
+		}
+		if res.Err != nil || res.Status != 204 {
+			t.Fatalf("method %q: got %d %v", tc.method, res.Status, res.Err)
+		}
+		if got := next(t, requests); got.method != tc.want || string(got.body) != "b" {
+			t.Errorf("method %q: local target got %s %q, want %s %q", tc.method, got.method, got.body, tc.want, "b")
+		}
+	}
+	select {
+	case s := <-requests:
+		t.Errorf("a refused method reached the local target: %s", s.method)
+	default:
 	}
 }
 
@@ -226,6 +261,60 @@ func TestForwardDoesNotFollowRedirects(t *testing.T) {
 	case s := <-requests:
 		t.Errorf("redirect was followed to %s", s.requestURI)
 	default:
+	}
+}
+
+// TestForwardPassesUnparseableRedirects: a 3xx whose Location no URL
+// parser accepts is still the local answer, and goes back as it is (an
+// http.Client fails on it before any redirect policy is asked).
+func TestForwardPassesUnparseableRedirects(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		location string
+	}{
+		{http.StatusFound, "http://[::1"},
+		{http.StatusMovedPermanently, "/a%zz"},
+		{http.StatusTemporaryRedirect, "http://exa mple.test/"},
+		{http.StatusSeeOther, ":no-scheme"},
+	} {
+		t.Run(tc.location, func(t *testing.T) {
+			target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Location"] = []string{tc.location}
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, "moved")
+			})
+			f := newForwarder(httpTarget(target), 5*time.Second, false)
+			defer f.close()
+			res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/start", Body: []byte("x")})
+			if res.Err != nil {
+				t.Fatalf("forward: %v (%s)", res.Err, res.Failure)
+			}
+			if res.Status != tc.status || string(res.Body) != "moved" {
+				t.Errorf("got %d %q, want %d %q", res.Status, res.Body, tc.status, "moved")
+			}
+			var location []string
+			for _, h := range res.Headers {
+				if h.Name == "Location" {
+					location = append(location, h.Value)
+				}
+			}
+			if !slices.Equal(location, []string{tc.location}) {
+				t.Errorf("Location = %q, want [%q]", location, tc.location)
+			}
+			next(t, requests)
+		})
+	}
+}
+
+// TestForwardHTTPSTargetSpeakingHTTP: an https target that answers in
+// plain HTTP is named so in the attempt's error.
+func TestForwardHTTPSTargetSpeakingHTTP(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	f := newForwarder(Target{Scheme: "https", Host: target}, 5*time.Second, true)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/"})
+	if res.Status != 502 || res.Err == nil || !strings.Contains(res.Err.Error(), http.ErrSchemeMismatch.Error()) {
+		t.Errorf("got %d %v, want 502 and %q", res.Status, res.Err, http.ErrSchemeMismatch)
 	}
 }
 
@@ -406,5 +495,105 @@ func TestForwardReceipt(t *testing.T) {
 				t.Errorf("the local process got %+v, the receipt says %+v\nheaders: %q", local, *res.Receipt, domain.CanonicalHeaders(received))
 			}
 		})
+	}
+}
+
+// TestForwardRequestRewinds: the request the agent builds gives its body
+// again through GetBody after it was read, as the Transport needs to
+// resend a request a closing keep-alive connection lost; its length is
+// the body's.
+func TestForwardRequestRewinds(t *testing.T) {
+	f := newForwarder(httpTarget("127.0.0.1:1"), time.Second, false)
+	for _, body := range []string{"", "x", `{"k":"v"}`} {
+		hreq, err := f.newRequest(t.Context(), localRequest{Method: "POST", Path: "/h", Body: []byte(body)}, new(outgoing))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hreq.ContentLength != int64(len(body)) {
+			t.Errorf("%q: ContentLength %d", body, hreq.ContentLength)
+		}
+		first, _ := io.ReadAll(hreq.Body)
+		if string(first) != body {
+			t.Errorf("%q: body read %q", body, first)
+		}
+		if body == "" {
+			if hreq.Body != http.NoBody || hreq.GetBody != nil {
+				t.Errorf("empty body: Body %T GetBody set %v, want http.NoBody and none", hreq.Body, hreq.GetBody != nil)
+			}
+			continue
+		}
+		for range 2 {
+			rc, err := hreq.GetBody()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := io.ReadAll(rc)
+			if string(again) != body {
+				t.Errorf("%q: GetBody gave %q", body, again)
+			}
+		}
+	}
+}
+
+// FuzzValidMethod: the agent refuses exactly the methods
+// http.NewRequest refuses (it builds the request itself).
+func FuzzValidMethod(f *testing.F) {
+	for _, m := range []string{"GET", "POST", "x-custom!", "G ET", "GET\r\n", "caf\u00e9", "(GET)", "\xff", "M\x00"} {
+		f.Add(m)
+	}
+	f.Fuzz(func(t *testing.T, m string) {
+		if m == "" {
+			return // both send GET
+		}
+		_, err := http.NewRequest(m, "http://127.0.0.1/", nil)
+		if got, want := validMethod(m), err == nil; got != want {
+			t.Errorf("validMethod(%q) = %v, http.NewRequest accepts it: %v", m, got, want)
+		}
+	})
+}
+
+// writeCounter counts the writes on a connection.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestForwardWritesRequestInOneWrite: a request with a body of a few KiB
+// leaves the agent in one write, head and body together (one syscall, one
+// TCP segment on loopback), as http.NewRequest's requests do: the
+// Transport flushes the head on its own for a body it does not know to be
+// in memory.
+func TestForwardWritesRequestInOneWrite(t *testing.T) {
+	target, requests := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
+	defer f.close()
+	var writes atomic.Int32
+	dial := f.transport.DialContext
+	f.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	for _, size := range []int{0, 1, 1 << 10, 3 << 10} {
+		writes.Store(0)
+		body := bytes.Repeat([]byte("b"), size)
+		res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/one", Body: body,
+			Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}}})
+		if res.Err != nil || res.Status != 204 {
+			t.Fatalf("%d bytes: got %d %v", size, res.Status, res.Err)
+		}
+		if got := next(t, requests); len(got.body) != size {
+			t.Errorf("%d bytes: the local target got %d", size, len(got.body))
+		}
+		if n := writes.Load(); n != 1 {
+			t.Errorf("%d bytes: the request took %d writes, want 1", size, n)
+		}
 	}
 }

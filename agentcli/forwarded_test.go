@@ -69,7 +69,7 @@ func TestHostHeader(t *testing.T) {
 	}{{false, "127.0.0.1:3000"}, {true, "ep1.relay.example.com"}} {
 		f := newForwarder(Target{Scheme: "http", Host: "127.0.0.1:3000"}, time.Second, false)
 		f.preserveHost = tt.preserve
-		hreq, err := f.newRequest(t.Context(), req)
+		hreq, err := f.newRequest(t.Context(), req, new(outgoing))
 		if err != nil {
 			t.Fatal(err)
 		}

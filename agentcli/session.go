@@ -54,7 +54,7 @@ type session struct {
 	announced sync.Once
 
 	// idle hands a forward to a worker waiting for one (see run).
-	idle chan func()
+	idle chan func(*worker)
 
 	// rbuf is the buffer read reads messages into, reused by the next
 	// read; only the reading goroutine touches it.
@@ -70,7 +70,7 @@ const workerIdle = 5 * time.Second
 // (net/http's client under it) by copying it several times; a worker kept
 // from an earlier forward has that stack already. Every forward still
 // starts at once: none waits for a busy worker.
-func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
+func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func(*worker)) {
 	select {
 	case s.idle <- f:
 		return
@@ -79,12 +79,13 @@ func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
 	wg.Add(1)
 	// f is the worker's argument, not captured: a captured f would live
 	// on the heap for every forward, also those handed to an idle worker.
-	go func(f func()) {
+	go func(f func(*worker)) {
 		defer wg.Done()
 		idle := time.NewTimer(workerIdle)
 		defer idle.Stop()
+		w := &worker{done: make(chan error, 1)}
 		for {
-			f()
+			f(w)
 			idle.Reset(workerIdle)
 			select {
 			case f = <-s.idle:
@@ -95,6 +96,16 @@ func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func()) {
 			}
 		}
 	}(f)
+}
+
+// worker is what a worker goroutine keeps from one forward to the next,
+// so that a forward does not allocate it again.
+type worker struct {
+	// wait bounds complete's wait for the relay's answer; nil until the
+	// first, stopped between forwards.
+	wait *time.Timer
+	// done receives the relay's answer to complete (see finishIn).
+	done chan error
 }
 
 // served is an Endpoint of the session with its resolved target.
@@ -142,7 +153,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
 	s := &session{a: a, conn: conn, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
-		receipts: binary && proto == agentwire.Subprotocol, idle: make(chan func())}
+		receipts: binary && proto == agentwire.Subprotocol, idle: make(chan func(*worker))}
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -353,8 +364,8 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 				return err
 			}
 			req, reqErr := fr.local()
-			s.run(ctx, wg, func() {
-				s.handle(ctx, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
+			s.run(ctx, wg, func(wk *worker) {
+				s.handle(ctx, wk, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
 			})
 		default:
 			return fmt.Errorf("unexpected message %q", m.Type)
@@ -417,7 +428,7 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessa
 		w := work{attemptID: f.AttemptID, deliveryID: f.DeliveryID, method: f.Method, path: f.Target,
 			req: localRequest{Method: f.Method, Path: f.Target, Headers: f.Headers, Body: f.Body,
 				Origin: origin{Host: f.Host, Scheme: f.Scheme, Sender: f.RemoteAddr}}}
-		s.run(ctx, wg, func() { s.handle(ctx, sv, w) })
+		s.run(ctx, wg, func(wk *worker) { s.handle(ctx, wk, sv, w) })
 	case agentwire.KindDone:
 		d, err := agentwire.DecodeDone(frame)
 		if err != nil {
@@ -440,7 +451,7 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessa
 
 // handle forwards one request to the local target, reports the answer
 // and tells the observer.
-func (s *session) handle(ctx context.Context, sv *served, w work) {
+func (s *session) handle(ctx context.Context, wk *worker, sv *served, w work) {
 	ev := ForwardEvent{Time: time.Now(), EndpointID: sv.info.ID, DeliveryID: w.deliveryID, AttemptID: w.attemptID, Method: w.method, Path: w.path,
 		Copy: s.receivesCopies(sv)}
 	var res localResult
@@ -460,14 +471,15 @@ func (s *session) handle(ctx context.Context, sv *served, w work) {
 	if res.Err != nil {
 		ev.Error = res.Err.Error()
 	}
-	if err := s.complete(ctx, w.attemptID, res); err != nil && ctx.Err() == nil {
+	if err := s.complete(ctx, wk, w.attemptID, res); err != nil && ctx.Err() == nil {
 		ev.ReportError = err.Error()
 	}
 	s.a.obs.Forwarded(ev)
 }
 
-// complete sends completeForward over the socket and waits for its result.
-func (s *session) complete(ctx context.Context, attemptID string, res localResult) error {
+// complete sends completeForward over the socket and waits for its result,
+// with wk's channel and timer.
+func (s *session) complete(ctx context.Context, wk *worker, attemptID string, res localResult) error {
 	rep := report(attemptID, res)
 	if !s.receipts {
 		rep.Receipt = nil
@@ -481,14 +493,10 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 		s.nextOp++
 		id = "complete-" + strconv.Itoa(s.nextOp)
 	}
-	done := make(chan error, 1)
+	done := wk.done
 	waits[id] = done
 	s.opsMu.Unlock()
-	defer func() {
-		s.opsMu.Lock()
-		delete(waits, id)
-		s.opsMu.Unlock()
-	}()
+	defer s.forget(waits, id, done)
 
 	if s.binary {
 		buf := frameBuffers.Get().(*[]byte)
@@ -505,14 +513,18 @@ func (s *session) complete(ctx context.Context, attemptID string, res localResul
 	} else if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": toCompleteInput(rep)}); err != nil {
 		return err
 	}
-	t := time.NewTimer(s.a.readTimeout)
-	defer t.Stop()
+	if wk.wait == nil {
+		wk.wait = time.NewTimer(s.a.readTimeout)
+	} else {
+		wk.wait.Reset(s.a.readTimeout)
+	}
+	defer wk.wait.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-wk.wait.C:
 		return fmt.Errorf("no answer to completeForward within %s", s.a.readTimeout)
 	}
 }
@@ -552,14 +564,29 @@ func (s *session) finishOp(m wsMessage) {
 // none.
 func (s *session) finish(id string, result error) { s.finishIn(s.ops, id, result) }
 
-// finishIn is finish for the waits of ops or dones.
+// finishIn is finish for the waits of ops or dones. It sends under the
+// lock, so that a waiter that gave up can drain its channel (a worker's,
+// reused) knowing that no answer is still on its way; the channel has room
+// for the one answer, and the entry is gone after it.
 func (s *session) finishIn(waits map[string]chan error, id string, result error) {
 	s.opsMu.Lock()
-	done, ok := waits[id]
-	delete(waits, id)
-	s.opsMu.Unlock()
-	if ok {
+	defer s.opsMu.Unlock()
+	if done, ok := waits[id]; ok {
+		delete(waits, id)
 		done <- result
+	}
+}
+
+// forget ends the wait for id on done. An answer that came after the
+// waiter gave up is dropped: done serves the worker's next forward, which
+// must not read it.
+func (s *session) forget(waits map[string]chan error, id string, done chan error) {
+	s.opsMu.Lock()
+	defer s.opsMu.Unlock()
+	delete(waits, id)
+	select {
+	case <-done:
+	default:
 	}
 }
 

@@ -235,6 +235,56 @@ func TestProxyPassesAnswersAndStripsHopByHop(t *testing.T) {
 	}
 }
 
+// TestProxyPassesRedirectsUnchanged: a local 3xx reaches the sender as
+// the local handler wrote it, Location and body included, whether or not
+// its Location parses as a URL; the agent follows none.
+func TestProxyPassesRedirectsUnchanged(t *testing.T) {
+	t.Parallel()
+	var got requestLog
+	p := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.add(r, nil)
+		code, location, _ := strings.Cut(strings.TrimPrefix(r.URL.RawQuery, "to="), ":")
+		status, _ := strconv.Atoi(code)
+		w.Header()["Location"] = []string{location}
+		w.Header().Set("X-Local", "redirect")
+		w.WriteHeader(status)
+		fmt.Fprint(w, "moved to "+location)
+	}), true)
+
+	for _, tc := range []struct {
+		status   int
+		location string
+	}{
+		{302, "/elsewhere"},
+		{302, "http://[::1"},
+		{301, "/a%zz"},
+		{307, "http://127.0.0.1:1/gone"},
+	} {
+		target := "/r?to=" + strconv.Itoa(tc.status) + ":" + tc.location
+		before := len(got.all())
+		resp := p.send(t, "POST", target, nil, []byte("x"))
+		if resp.Status != tc.status || string(resp.Body) != "moved to "+tc.location {
+			t.Errorf("%s: sender got %d %q, want %d %q", tc.location, resp.Status, resp.Body, tc.status, "moved to "+tc.location)
+		}
+		if v := resp.Header.Values("Location"); !slices.Equal(v, []string{tc.location}) {
+			t.Errorf("%s: sender got Location %q", tc.location, v)
+		}
+		if v := resp.Header.Get("X-Local"); v != "redirect" {
+			t.Errorf("%s: sender got X-Local %q", tc.location, v)
+		}
+		if n := len(got.all()) - before; n != 1 {
+			t.Errorf("%s: the local handler got %d requests, want 1 (no redirect followed)", tc.location, n)
+		}
+		d := deliveryAt(t, p.r, p.acct.Token, p.ep.ID, target)
+		if d.ResponseStatus == nil || *d.ResponseStatus != tc.status {
+			t.Errorf("%s: recorded responseStatus %s, want %d", tc.location, intp(d.ResponseStatus), tc.status)
+		}
+		if v := values(d.ResponseHeaders, "Location"); !slices.Equal(v, []string{tc.location}) {
+			t.Errorf("%s: recorded Location %q", tc.location, v)
+		}
+	}
+}
+
 // TestProxyKeepsRawTargets: the local handler sees the request target
 // byte for byte; /x and /x/ are different routes.
 func TestProxyKeepsRawTargets(t *testing.T) {

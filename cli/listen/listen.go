@@ -151,6 +151,7 @@ code 2.`,
 				names = append(names, e.Name)
 			}
 			o.Observer = deliveries.NewCatchUpObserver(ctx, o.Observer, client, names, catchUpFlag, stderr)
+			agent.SetGCTarget(env)
 			return agentcli.Serve(ctx, o)
 		},
 	}
