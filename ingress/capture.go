@@ -6,7 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -202,7 +202,7 @@ func trailers(t http.Header) []domain.Header {
 	for name := range t {
 		names = append(names, name)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var out []domain.Header
 	for _, name := range names {
 		for _, v := range t[name] {
@@ -238,29 +238,32 @@ func requestTarget(uri string) (string, error) {
 // net/http moves Transfer-Encoding out of the header map; it is put back so
 // the record shows how the body was framed.
 func captureHeaders(r *http.Request) []domain.Header {
-	names := make([]string, 0, len(r.Header)+1)
+	// The fields are sorted on the stack when they are few (most
+	// requests), with their values: no second lookup of each name.
+	var onStack [32]headerField
+	fields := onStack[:0]
 	count := 0
 	for name, values := range r.Header {
-		names = append(names, name)
+		fields = append(fields, headerField{name, values})
 		count += len(values)
 	}
-	_, hasTE := r.Header["Transfer-Encoding"]
-	if len(r.TransferEncoding) > 0 && !hasTE {
-		names = append(names, "Transfer-Encoding")
+	if _, hasTE := r.Header["Transfer-Encoding"]; len(r.TransferEncoding) > 0 && !hasTE {
+		fields = append(fields, headerField{"Transfer-Encoding", r.TransferEncoding})
 		count += len(r.TransferEncoding)
 	}
-	sort.Strings(names)
+	slices.SortFunc(fields, func(a, b headerField) int { return strings.Compare(a.name, b.name) })
 	out := make([]domain.Header, 0, count)
-	for _, name := range names {
-		values := r.Header[name]
-		if name == "Transfer-Encoding" && !hasTE {
-			values = r.TransferEncoding
-		}
-		for _, v := range values {
-			out = append(out, domain.Header{Name: name, Value: v})
+	for _, f := range fields {
+		for _, v := range f.values {
+			out = append(out, domain.Header{Name: f.name, Value: v})
 		}
 	}
 	return out
+}
+
+type headerField struct {
+	name   string
+	values []string
 }
 
 // limitHeaders returns the leading headers of all that fit maxCount values

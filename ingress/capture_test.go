@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -510,5 +511,90 @@ func FuzzReadStored(f *testing.F) {
 			err = io.ErrUnexpectedEOF
 		}
 		checkReadStored(t, body, sizes, err, int64(keep), max(declared, -1))
+	})
+}
+
+// captureHeadersBefore is captureHeaders as it was written first (names
+// sorted with sort.Strings, each looked up again): the reference the
+// faster one must equal.
+func captureHeadersBefore(r *http.Request) []domain.Header {
+	names := make([]string, 0, len(r.Header)+1)
+	count := 0
+	for name, values := range r.Header {
+		names = append(names, name)
+		count += len(values)
+	}
+	_, hasTE := r.Header["Transfer-Encoding"]
+	if len(r.TransferEncoding) > 0 && !hasTE {
+		names = append(names, "Transfer-Encoding")
+		count += len(r.TransferEncoding)
+	}
+	sort.Strings(names)
+	out := make([]domain.Header, 0, count)
+	for _, name := range names {
+		values := r.Header[name]
+		if name == "Transfer-Encoding" && !hasTE {
+			values = r.TransferEncoding
+		}
+		for _, v := range values {
+			out = append(out, domain.Header{Name: name, Value: v})
+		}
+	}
+	return out
+}
+
+func checkCaptureHeaders(t *testing.T, r *http.Request) {
+	t.Helper()
+	got, want := captureHeaders(r), captureHeadersBefore(r)
+	if !reflect.DeepEqual(got, want) || got == nil {
+		t.Fatalf("captureHeaders = %q, want %q", got, want)
+	}
+}
+
+func TestCaptureHeadersAsBefore(t *testing.T) {
+	many := http.Header{}
+	for i := range 100 { // past the fields sorted on the stack
+		many.Add(fmt.Sprintf("X-H-%03d", 99-i), strconv.Itoa(i))
+		many.Add(fmt.Sprintf("X-H-%03d", 99-i), "again")
+	}
+	tests := []struct {
+		name string
+		r    *http.Request
+	}{
+		{"none", &http.Request{Header: http.Header{}}},
+		{"nil header", &http.Request{}},
+		{"repeats", &http.Request{Header: http.Header{"B": {"2", "1"}, "A": {"x"}, "a": {"lower"}}}},
+		{"empty value", &http.Request{Header: http.Header{"X-Empty": {""}, "X-No-Values": {}}}},
+		{"chunked", &http.Request{Header: http.Header{"Content-Type": {"text/plain"}}, TransferEncoding: []string{"chunked"}}},
+		{"chunked and a header of it", &http.Request{Header: http.Header{"Transfer-Encoding": {"gzip"}}, TransferEncoding: []string{"chunked"}}},
+		{"many", &http.Request{Header: many}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { checkCaptureHeaders(t, tt.r) })
+	}
+}
+
+func FuzzCaptureHeaders(f *testing.F) {
+	f.Add("X-A: 1\nX-A: 2\nContent-Type: text/plain\nx-b: 3", true)
+	f.Add("Transfer-Encoding: gzip\nA: b", false)
+	f.Add("", true)
+	f.Fuzz(func(t *testing.T, lines string, chunked bool) {
+		var raw strings.Builder
+		raw.WriteString("POST /hook HTTP/1.1\r\nHost: abc.localhost\r\n")
+		for line := range strings.SplitSeq(lines, "\n") {
+			if line != "" {
+				raw.WriteString(line + "\r\n")
+			}
+		}
+		if chunked {
+			raw.WriteString("Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+		} else {
+			raw.WriteString("Content-Length: 0\r\n\r\n")
+		}
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw.String())))
+		if err != nil {
+			return
+		}
+		checkCaptureHeaders(t, r)
 	})
 }
