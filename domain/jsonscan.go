@@ -318,12 +318,30 @@ func (s *jsonScanner) array(depth int, active uint64) error {
 	}
 }
 
+// plainStringByte marks the bytes a JSON string holds as they are (the
+// switch in str's default case): printable ASCII but the quote and the
+// backslash.
+var plainStringByte = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str skips a string (s.i at its opening quote) and tells whether its
 // text differs from its raw bytes once decoded: an escape, or a byte that
 // is not ASCII (invalid UTF-8 decodes to U+FFFD).
 func (s *jsonScanner) str() (escaped bool, err error) {
 	s.i++ // "
 	for s.i < len(s.b) {
+		// Most of a string is plain bytes: they are skipped in a loop of
+		// one table look-up each; the switch sees the rest.
+		for s.i < len(s.b) && plainStringByte[s.b[s.i]] {
+			s.i++
+		}
+		if s.i == len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
