@@ -126,14 +126,14 @@ func (d *Delivery) apply(e Event) {
 		d.id, d.address, d.kind, d.accountID = e.DeliveryID, e.Address, e.AddressKind, e.AccountID
 		d.complete = e.Complete && e.DroppedHeaders == 0
 		d.answered = e.Answer != nil
-		d.pending = map[string]bool{}
+		d.pending = nil // made by the first attempt: most deliveries have none
 		if e.Forward != nil {
-			d.pending[e.Forward.AttemptID] = true
+			d.addPending(e.Forward.AttemptID)
 		}
 	case DeliveryAnswered:
 		d.answered = true
 	case ForwardRequested:
-		d.pending[e.AttemptID] = true
+		d.addPending(e.AttemptID)
 	case ForwardResponded:
 		delete(d.pending, e.AttemptID)
 	case ForwardFailed:
@@ -194,8 +194,15 @@ func (d *Delivery) RequestForwardAtReceipt(attemptID, endpointID string) error {
 	}
 	r.Forward = &ReceiptForward{AttemptID: attemptID, EndpointID: endpointID}
 	d.changes[0] = r
-	d.pending[attemptID] = true
+	d.addPending(attemptID)
 	return nil
+}
+
+func (d *Delivery) addPending(attemptID string) {
+	if d.pending == nil {
+		d.pending = map[string]bool{}
+	}
+	d.pending[attemptID] = true
 }
 
 // receipt is the DeliveryReceived of a delivery whose only change is it.

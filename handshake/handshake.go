@@ -119,11 +119,12 @@ func Detect(req Request) (domain.Handshake, bool) {
 }
 
 // parseQuery reads the query of a raw target; a malformed pair is skipped
-// (url.ParseQuery keeps the others).
+// (url.ParseQuery keeps the others). A target without a query (most
+// deliveries) has nil Values, which read as empty without an allocation.
 func parseQuery(target string) url.Values {
 	_, raw, ok := strings.Cut(target, "?")
 	if !ok {
-		return url.Values{}
+		return nil
 	}
 	q, _ := url.ParseQuery(raw) // the pairs that parse are kept
 	return q

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -110,7 +110,7 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	} else {
 		// The buffer is Body itself: no copy, and never nil (an empty
 		// body is recorded as empty, not as absent).
-		stored, err = io.ReadAll(io.LimitReader(limited, keep))
+		stored, err = readStored(limited, keep, r.ContentLength)
 		n = int64(len(stored))
 		if err == nil {
 			var rest int64
@@ -136,6 +136,40 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	// Trailer fields are known once the body was read to its end.
 	req.Trailers = trailers(r.Trailer)
 	return req, full, reserved, nil
+}
+
+// firstRead bounds the buffer readStored allocates before any byte has
+// arrived: a sender's Content-Length is only its claim, so a sender that
+// declares a large body and sends nothing holds no more than this (net/http
+// holds as much per connection for its own reads). Webhook bodies of up to
+// 4 KiB are read into one buffer of their size.
+const firstRead = 4 << 10
+
+// readStored reads up to keep bytes of body, as
+// io.ReadAll(io.LimitReader(body, keep)) does, into a buffer sized from
+// the declared length (-1: unknown): one allocation, not three, for a
+// small body, and fewer reads. The buffer grows as bytes arrive, never
+// past keep; it is never nil.
+func readStored(body io.Reader, keep, declared int64) ([]byte, error) {
+	size := int64(512) // io.ReadAll's first buffer
+	if declared >= 0 {
+		size = min(declared, firstRead) + 1 // room to read the end without growing
+	}
+	b := make([]byte, 0, min(size, keep, firstRead))
+	for int64(len(b)) < keep {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grows as append does
+		}
+		n, err := body.Read(b[len(b):min(int64(cap(b)), keep)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // budgetKey is the client's share of the body budget: its IP, without
@@ -168,7 +202,7 @@ func trailers(t http.Header) []domain.Header {
 	for name := range t {
 		names = append(names, name)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var out []domain.Header
 	for _, name := range names {
 		for _, v := range t[name] {
@@ -204,29 +238,32 @@ func requestTarget(uri string) (string, error) {
 // net/http moves Transfer-Encoding out of the header map; it is put back so
 // the record shows how the body was framed.
 func captureHeaders(r *http.Request) []domain.Header {
-	names := make([]string, 0, len(r.Header)+1)
+	// The fields are sorted on the stack when they are few (most
+	// requests), with their values: no second lookup of each name.
+	var onStack [32]headerField
+	fields := onStack[:0]
 	count := 0
 	for name, values := range r.Header {
-		names = append(names, name)
+		fields = append(fields, headerField{name, values})
 		count += len(values)
 	}
-	_, hasTE := r.Header["Transfer-Encoding"]
-	if len(r.TransferEncoding) > 0 && !hasTE {
-		names = append(names, "Transfer-Encoding")
+	if _, hasTE := r.Header["Transfer-Encoding"]; len(r.TransferEncoding) > 0 && !hasTE {
+		fields = append(fields, headerField{"Transfer-Encoding", r.TransferEncoding})
 		count += len(r.TransferEncoding)
 	}
-	sort.Strings(names)
+	slices.SortFunc(fields, func(a, b headerField) int { return strings.Compare(a.name, b.name) })
 	out := make([]domain.Header, 0, count)
-	for _, name := range names {
-		values := r.Header[name]
-		if name == "Transfer-Encoding" && !hasTE {
-			values = r.TransferEncoding
-		}
-		for _, v := range values {
-			out = append(out, domain.Header{Name: name, Value: v})
+	for _, f := range fields {
+		for _, v := range f.values {
+			out = append(out, domain.Header{Name: f.name, Value: v})
 		}
 	}
 	return out
+}
+
+type headerField struct {
+	name   string
+	values []string
 }
 
 // limitHeaders returns the leading headers of all that fit maxCount values

@@ -38,17 +38,23 @@ func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http
 // must not depend on the sender still waiting.
 func (s *Server) recordAnswer(ctx context.Context, w http.ResponseWriter, id string, route Route, req domain.CapturedRequest, ans answer) {
 	err := s.deps.Recorder.ReceiveAnswered(ctx, receipt(id, route, req), ans.status, ans.reason)
-	var broken *record.InvariantError
-	switch {
-	case errors.As(err, &broken):
-		s.invariantBroken(ctx, w, id, route.ID, req.Method, broken.Err)
-		return
-	case err != nil:
-		s.storeUnavailable(ctx, w, id, route.ID, req.Method, err)
+	if err != nil {
+		s.notRecorded(ctx, w, id, route.ID, req.Method, err)
 		return
 	}
 	ans.write(w)
 	s.logDelivery(ctx, id, route.ID, req.Method, ans.status)
+}
+
+// notRecorded answers a delivery whose record failed. A function of its
+// own: the target of errors.As lives on the heap, and only failures need it.
+func (s *Server) notRecorded(ctx context.Context, w http.ResponseWriter, id, address, method string, err error) {
+	var broken *record.InvariantError
+	if errors.As(err, &broken) {
+		s.invariantBroken(ctx, w, id, address, method, broken.Err)
+		return
+	}
+	s.storeUnavailable(ctx, w, id, address, method, err)
 }
 
 func receipt(id string, route Route, req domain.CapturedRequest) record.Receipt {

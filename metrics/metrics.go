@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,23 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
 	refused  prometheus.Counter
+
+	// The series of each area and code, found once: WithLabelValues hashes
+	// its labels on every call, and a status code's label is a new string.
+	areas   cache[string, prometheus.Gauge]
+	answers cache[answerKey, answerSeries]
+}
+
+type answerKey struct {
+	area string
+	code int
+}
+
+// answerSeries are the series one answer counts in: its count, and its
+// latency (nil for 101: see Instrument).
+type answerSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // New registers the relay's instruments and the Go runtime's.
@@ -139,18 +158,65 @@ func (m *Metrics) Instrument(next http.Handler, area func(*http.Request) string)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		a := area(r)
-		inFlight := m.inFlight.WithLabelValues(a)
+		inFlight := m.areas.get(a, func() prometheus.Gauge { return m.inFlight.WithLabelValues(a) })
 		inFlight.Inc()
 		defer inFlight.Dec()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.requests.WithLabelValues(a, strconv.Itoa(rec.code)).Inc()
-		if rec.code != http.StatusSwitchingProtocols {
-			// A WebSocket returns when the session ends, hours later: its
-			// length is not a request latency.
-			m.duration.WithLabelValues(a).Observe(time.Since(start).Seconds())
+		series := m.answers.get(answerKey{a, rec.code}, func() answerSeries {
+			s := answerSeries{requests: m.requests.WithLabelValues(a, strconv.Itoa(rec.code))}
+			if rec.code != http.StatusSwitchingProtocols {
+				// A WebSocket returns when the session ends, hours later:
+				// its length is not a request latency.
+				s.duration = m.duration.WithLabelValues(a)
+			}
+			return s
+		})
+		series.requests.Inc()
+		if series.duration != nil {
+			series.duration.Observe(time.Since(start).Seconds())
 		}
 	})
+}
+
+// cache maps the few keys a handler meets (areas, status codes: at most
+// a few thousand) to their series. It is read without a lock: a new key
+// replaces the whole map, under mu.
+type cache[K comparable, V any] struct {
+	m  atomic.Pointer[map[K]V]
+	mu sync.Mutex
+}
+
+// get returns k's value, made by add the first time k is asked for.
+func (c *cache[K, V]) get(k K, add func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := make(map[K]V, len(mapOrNil(old))+1)
+	for key, v := range mapOrNil(old) {
+		next[key] = v
+	}
+	v := add()
+	next[k] = v
+	c.m.Store(&next)
+	return v
+}
+
+func mapOrNil[K comparable, V any](m *map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	return *m
 }
 
 type statusRecorder struct {

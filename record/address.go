@@ -25,10 +25,7 @@ func (r *Recorder) ExpireIfIdle(ctx context.Context, inspectorID string, lastAct
 	if len(insp.Changes()) == 0 {
 		return true, nil // expiry was already in the stream
 	}
-	q, err := r.queue(ctx, stream, insp.Expected(), domain.Trace{}, insp.Changes(), nil)
-	if err == nil {
-		err = q.Wait()
-	}
+	err = r.appendNow(ctx, stream, insp.Expected(), domain.Trace{}, insp.Changes(), nil)
 	if errors.Is(err, domain.ErrWrongExpectedRevision) {
 		return true, nil // a concurrent request recorded the expiry first
 	}
@@ -93,9 +90,5 @@ func (r *Recorder) RetainEndpoint(ctx context.Context, endpointID string, window
 func (r *Recorder) RecordRefusals(ctx context.Context, address string, kind domain.AddressKind, n int64, from, to time.Time) error {
 	e := domain.AddressRateLimited{Address: address, AddressKind: kind, Refused: n,
 		From: from.UTC().Format(time.RFC3339Nano), To: to.UTC().Format(time.RFC3339Nano)}
-	q, err := r.queue(ctx, domain.RefusalsStream(address), domain.Any(), domain.Trace{}, []domain.Event{e}, nil)
-	if err != nil {
-		return err
-	}
-	return q.Wait()
+	return r.appendNow(ctx, domain.RefusalsStream(address), domain.Any(), domain.Trace{}, []domain.Event{e}, nil)
 }

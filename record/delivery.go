@@ -34,11 +34,7 @@ func (r *Recorder) ReceiveAnswered(ctx context.Context, rc Receipt, status int, 
 	if err != nil {
 		return &InvariantError{Err: err}
 	}
-	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, d.Changes(), &rc)
-	if err != nil {
-		return err
-	}
-	return q.Wait()
+	return r.appendNow(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, d.Changes(), &rc)
 }
 
 // ReceiptHold is how long the log may hold a proxied delivery's receipt,

@@ -29,11 +29,7 @@ func (r *Recorder) ReceiveQueued(ctx context.Context, rc Receipt, status int, re
 	}
 	ev.Queued = true
 	changes[0] = ev
-	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes, &rc)
-	if err != nil {
-		return err
-	}
-	return q.Wait()
+	return r.appendNow(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes, &rc)
 }
 
 // QueuedTarget is what an attempt of a queued delivery needs to know.

@@ -154,6 +154,32 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 	})}, nil
 }
 
+// appendNow is queue followed at once by Wait, without the Queued that
+// lets a caller wait later (a closure and a sync.OnceValue per append): the
+// append is durable, or has failed, on return.
+func (r *Recorder) appendNow(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event, rc *Receipt) error {
+	data, _, err := r.codec.EncodeAll(nil, r.newID, r.stamp(events), r.now(), tr)
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", stream, err)
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	var res domain.AppendResult
+	if q, ok := r.store.(domain.AppendQueuer); ok {
+		var wait func() (domain.AppendResult, error)
+		if wait, err = q.QueueAppend(ctx, stream, expected, data...); err == nil {
+			res, err = wait()
+		}
+	} else {
+		res, err = r.store.Append(ctx, stream, expected, data...)
+	}
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", stream, err)
+	}
+	r.recorded(rc, data, res)
+	return nil
+}
+
 // recorded tells Usage of a durable receipt: the first event of its append
 // (the bytes the views count), at the append's last position, which is the
 // receipt's own when, as on every path today, it was appended alone.

@@ -139,3 +139,49 @@ func TestSteadyBodyPasses(t *testing.T) {
 		t.Fatalf("handler read %q, want 48 bytes and no error", got)
 	}
 }
+
+// deadlineWriter records the read deadlines set through it.
+type deadlineWriter struct {
+	http.ResponseWriter
+	set []time.Time
+}
+
+func (d *deadlineWriter) SetReadDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
+
+// wrapped hides its writer's methods but unwraps to it, as a middleware's
+// writer does.
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestBodyProgressFindsTheConnection: the deadline is set through writers
+// that unwrap (as http.ResponseController finds it), and a writer that
+// cannot set one leaves the body as it is.
+func TestBodyProgressFindsTheConnection(t *testing.T) {
+	var seen io.ReadCloser
+	h := BodyProgress(time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Body
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	request := func() *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, "/", strings.NewReader("body"))
+		return r
+	}
+
+	dw := &deadlineWriter{}
+	r := request()
+	h.ServeHTTP(wrapped{wrapped{dw}}, r)
+	if _, ok := seen.(*progressBody); !ok || len(dw.set) < 2 || dw.set[0].IsZero() || !dw.set[len(dw.set)-1].IsZero() {
+		t.Errorf("through two wrappers: body %T, deadlines %v; want a progressBody, a deadline set, then lifted", seen, dw.set)
+	}
+
+	r = request()
+	body := r.Body
+	h.ServeHTTP(wrapped{nil}, r)
+	if seen != body {
+		t.Errorf("a writer without deadlines: the handler read a %T, want the request's own body", seen)
+	}
+}

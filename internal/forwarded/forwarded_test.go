@@ -1,12 +1,15 @@
 package forwarded
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -234,5 +237,43 @@ func TestHandlerSetsRemoteAddr(t *testing.T) {
 		if seen != want {
 			t.Errorf("from %s: saw %q, want %q", remote, seen, want)
 		}
+	}
+}
+
+// TestHandlerContext: the Client is found through contexts derived from
+// the request's, which keep its values and its cancellation.
+func TestHandlerContext(t *testing.T) {
+	type key struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "outer"))
+	var ctx context.Context
+	h := Handler(Resolver{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx = r.Context()
+	}))
+	r := httptest.NewRequest("GET", "http://localhost/", nil).WithContext(parent)
+	r.RemoteAddr = "192.0.2.1:5000"
+	h.ServeHTTP(httptest.NewRecorder(), r)
+
+	child, stop := context.WithCancel(context.WithValue(ctx, key{}, "inner"))
+	defer stop()
+	want := Client{Addr: "192.0.2.1:5000", Proto: "http"}
+	for name, c := range map[string]context.Context{"request": ctx, "derived": child, "detached": context.WithoutCancel(ctx)} {
+		if got, ok := FromContext(c); !ok || got != want {
+			t.Errorf("%s: FromContext = %+v, %v; want %+v", name, got, ok, want)
+		}
+	}
+	if _, ok := FromContext(parent); ok {
+		t.Error("FromContext found a Client in a context Handler did not make")
+	}
+	if ctx.Value(key{}) != "outer" || child.Value(key{}) != "inner" {
+		t.Errorf("values: %v, %v; want outer, inner", ctx.Value(key{}), child.Value(key{}))
+	}
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelling the request's context did not reach a context derived from it")
+	}
+	if !errors.Is(child.Err(), context.Canceled) {
+		t.Errorf("child.Err() = %v", child.Err())
 	}
 }

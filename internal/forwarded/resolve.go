@@ -149,10 +149,29 @@ func (rv Resolver) sender(chain []string) (string, bool) {
 
 type ctxKey struct{}
 
+// clientCtx carries a request's Client. It is context.WithValue in one
+// allocation instead of two: the Client is not boxed in an interface, and
+// Value hands out the context itself, a pointer. Every other key, the
+// context package's own among them, is its parent's.
+type clientCtx struct {
+	context.Context
+	c Client
+}
+
+func (x *clientCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return x
+	}
+	return x.Context.Value(key)
+}
+
 // FromContext is the Client Handler resolved for a request.
 func FromContext(ctx context.Context) (Client, bool) {
-	c, ok := ctx.Value(ctxKey{}).(Client)
-	return c, ok
+	x, ok := ctx.Value(ctxKey{}).(*clientCtx)
+	if !ok {
+		return Client{}, false
+	}
+	return x.c, true
 }
 
 // Handler resolves each request's Client, keeps it in the context, and
@@ -162,7 +181,7 @@ func FromContext(ctx context.Context) (Client, bool) {
 func Handler(rv Resolver, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := rv.Resolve(r)
-		ctx := context.WithValue(r.Context(), ctxKey{}, c)
+		ctx := &clientCtx{Context: r.Context(), c: c}
 		if c.Peer != "" && c.Addr != r.RemoteAddr {
 			r2 := r.WithContext(ctx)
 			if _, _, err := net.SplitHostPort(c.Addr); err == nil {
