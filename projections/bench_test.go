@@ -210,11 +210,7 @@ func BenchmarkApplyInspectorDeliveries(b *testing.B) {
 				}
 				batch := s.take()
 				b.StartTimer()
-				runtime.LockOSThread()
-				before := threadCPU(b)
-				applyTB(b, v, batch)
-				cpu += threadCPU(b) - before
-				runtime.UnlockOSThread()
+				cpu += applyOnThread(b, v, batch)
 				deliveries += perBatch
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(deliveries), "ns/delivery")
