@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -189,15 +188,13 @@ func (s *Store) closeDBs() error {
 // writer does not checkpoint after its commits (wal_autocheckpoint=0): the
 // checkpointer does, so no commit waits for a checkpoint.
 func dsn(path string, readOnly bool) string {
-	d := sqlitedsn.Build(path, readOnly, sqlitedsn.Full)
 	if readOnly {
-		return d
+		return sqlitedsn.Build(path, true, sqlitedsn.Full)
 	}
-	pragmas := url.Values{"_pragma": {"wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)}}
+	d := sqlitedsn.Build(path, false, sqlitedsn.Full, "wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	// The writer begins DEFERRED and takes the log's write lock first thing
 	// (runBatch), where a busy lock is waited for like any other.
-	d = strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
-	return d + "&" + pragmas.Encode()
+	return strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
 }
 
 // LastPosition returns the position of the newest committed event, 0 when
