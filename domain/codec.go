@@ -145,15 +145,13 @@ func (c *Codec) Decode(typ string, data []byte) (Event, error) {
 
 // marshal is json.Marshal(e) without its second pass over a Marshaler's
 // output: json.Marshal compacts and HTML-escapes what MarshalJSON returns,
-// which for a DeliveryReceived (whose MarshalJSON is json.Marshal of its
-// fields, already compact and escaped) meant scanning the whole encoded
-// body again — most of the cost of recording a delivery's event.
+// which for a DeliveryReceived (whose MarshalJSON writes it by hand,
+// already compact and escaped) meant scanning the whole encoded body
+// again — most of the cost of recording a delivery's event. A
+// ForwardResponded, which has no MarshalJSON, is written by hand here.
 func marshal(e Event) ([]byte, error) {
-	switch e := e.(type) {
-	case DeliveryReceived:
-		return appendReceived(make([]byte, 0, receivedSize(e)), e), nil
-	case ForwardResponded:
-		return appendResponded(make([]byte, 0, respondedSize(e)), e), nil
+	if r, ok := e.(ForwardResponded); ok {
+		return appendResponded(make([]byte, 0, respondedSize(r)), r), nil
 	}
 	if m, ok := e.(json.Marshaler); ok {
 		return m.MarshalJSON()

@@ -229,19 +229,18 @@ func headersSize(hs []Header) int {
 	return n
 }
 
-// appendHeader appends h as Header.MarshalJSON writes it.
+// appendHeader appends h as json.Marshal wrote it: name and value as
+// strings (text that is not UTF-8 with U+FFFD, as json.Marshal does), and
+// a value that is not UTF-8 again, exactly, as value_b64.
 func appendHeader(b []byte, h Header) []byte {
-	if !utf8.ValidString(h.Value) || !utf8.ValidString(h.Name) {
-		j, err := h.MarshalJSON()
-		if err == nil { // it cannot fail: strings and bytes always encode
-			b = append(b, j...)
-		}
-		return b
-	}
 	b = append(b, `{"name":`...)
 	b = AppendJSONString(b, h.Name)
 	b = append(b, `,"value":`...)
 	b = AppendJSONString(b, h.Value)
+	if !utf8.ValidString(h.Value) {
+		b = append(b, `,"value_b64":`...)
+		b = appendJSONBytes(b, []byte(h.Value))
+	}
 	return append(b, '}')
 }
 
