@@ -89,27 +89,27 @@ func (p *QueuePatch) Apply(q *domain.QueuePolicy) (*domain.QueuePolicy, error) {
 
 // queueViews is what the queue's commands read of the views.
 type queueViews interface {
-	QueueList(ctx context.Context, accountID, endpointID, state string, after uint64, limit int) ([]readmodel.QueueEntry, error)
+	QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error)
 }
 
 // MaxRedrive bounds the dead deliveries one redrive puts back.
 const MaxRedrive = 1000
 
-// Redriven is what one RedriveDead call put back: how many, and the
-// queue position (the receipt's log position) of the last one, from which
-// the next call goes on. More may be dead past it when Count is MaxRedrive.
+// Redriven is what one RedriveDead call put back: how many, the cursor
+// from which the next call goes on, and whether more may be dead past it.
 type Redriven struct {
-	Count int
-	Last  uint64
+	Count     int
+	EndCursor string
+	More      bool
 }
 
-// RedriveDead puts an Endpoint's dead deliveries received after the queue
-// position after (0: from the oldest) back in its queue, due now with their
-// failures forgotten (relay retry --all --dead), at most 1000 per call, in
-// the order received. A caller going through them all passes each call's
-// Last to the next: a delivery put back that dies again before then is not
-// put back twice.
-func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID string, after uint64) (Redriven, error) {
+// RedriveDead puts an Endpoint's dead deliveries received after the cursor
+// after ("": from the oldest) back in its queue, due now with their
+// failures forgotten (relay retry --all --dead), at most MaxRedrive per
+// call, in the order received. A caller going through them all passes
+// each call's EndCursor to the next: a delivery put back that dies again
+// before then is not put back twice.
+func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, after string) (Redriven, error) {
 	if _, err := s.loadEndpoint(ctx, accountID, endpointID); err != nil {
 		return Redriven{}, err
 	}
@@ -117,11 +117,11 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID str
 	if !ok {
 		return Redriven{}, fmt.Errorf("%w: the views keep no queue", domain.ErrUnavailable)
 	}
-	dead, err := qv.QueueList(ctx, accountID, endpointID, readmodel.QueueDead, after, MaxRedrive)
+	dead, end, err := qv.QueueList(ctx, accountID, endpointID, readmodel.QueueDead, after, MaxRedrive)
 	if err != nil {
 		return Redriven{}, err
 	}
-	out := Redriven{Last: after}
+	out := Redriven{EndCursor: end, More: len(dead) == MaxRedrive}
 	var last uint64
 	for _, e := range dead {
 		pos, err := s.rec.RecordQueueDecision(ctx, e.DeliveryID, domain.DeliveryRequeued{DeliveryID: e.DeliveryID, AccountID: accountID, By: by})
@@ -130,7 +130,6 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID str
 		}
 		last = max(last, pos)
 		out.Count++
-		out.Last = max(out.Last, uint64(e.Seq))
 	}
 	if last > 0 {
 		if err := s.waitForViews(ctx, last); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 type queueViews interface {
 	QueueEntry(ctx context.Context, deliveryID string) (readmodel.QueueEntry, error)
 	QueueCounts(ctx context.Context, endpointID string) (readmodel.QueueCounts, error)
-	QueueList(ctx context.Context, accountID, endpointID, state string, after uint64, limit int) ([]readmodel.QueueEntry, error)
+	QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error)
 }
 
 func (r *Resolver) queueViews() (queueViews, error) {
@@ -120,7 +119,7 @@ func (r *Resolver) queuedDeliveries(ctx context.Context, endpoint string, state 
 	if err != nil {
 		return nil, err
 	}
-	entries, err := qv.QueueList(ctx, ep.AccountID, ep.ID, st, 0, n)
+	entries, _, err := qv.QueueList(ctx, ep.AccountID, ep.ID, st, "", n)
 	if err != nil {
 		return nil, err
 	}
@@ -208,29 +207,13 @@ func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string,
 	if err != nil {
 		return nil, err
 	}
-	from, err := redriveCursor(after)
-	if err != nil {
-		return nil, err
+	from := ""
+	if after != nil {
+		from = *after
 	}
 	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, from)
 	if err != nil {
 		return nil, err
 	}
-	return &model.RedrivePage{Redriven: res.Count, EndCursor: strconv.FormatUint(res.Last, 10), HasNextPage: res.Count >= commands.MaxRedrive}, nil
-}
-
-// redriveCursor reads redriveDeadPage's after: a queue position it
-// returned as endCursor (none: from the oldest).
-func redriveCursor(after *string) (uint64, error) {
-	if after == nil || *after == "" {
-		return 0, nil
-	}
-	if len(*after) > 20 {
-		return 0, &domain.InvalidInputError{Field: "after", Reason: "is not a cursor redriveDeadPage returned"}
-	}
-	n, err := strconv.ParseUint(*after, 10, 64)
-	if err != nil {
-		return 0, &domain.InvalidInputError{Field: "after", Reason: "is not a cursor redriveDeadPage returned"}
-	}
-	return n, nil
+	return &model.RedrivePage{Redriven: res.Count, EndCursor: res.EndCursor, HasNextPage: res.More}, nil
 }

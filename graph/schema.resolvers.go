@@ -354,7 +354,7 @@ func (r *mutationResolver) RedriveDead(ctx context.Context, endpoint string) (in
 	if err != nil {
 		return 0, err
 	}
-	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, 0)
+	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, "")
 	return res.Count, err
 }
 

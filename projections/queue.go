@@ -50,13 +50,36 @@ func (v *Runner) QueueEntry(ctx context.Context, deliveryID string) (readmodel.Q
 
 // QueueList returns an account's queued deliveries in state (queued, in
 // flight or dead when ""), of one Endpoint when endpointID is set, oldest
-// first from the first one received after the position after (0: from the
-// start), at most limit.
-func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state string, after uint64, limit int) ([]readmodel.QueueEntry, error) {
+// first from the first one after the cursor after ("": from the oldest),
+// at most limit, and the cursor of the page's end (after itself when the
+// page is empty). The cursor is the one the delivery pages use (a receipt's
+// log position, which is the queue's seq); another is INVALID_INPUT on
+// after. The query names only the filters that are set, so it seeks on
+// queue_endpoint or queue_account instead of scanning the account's rows.
+func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error) {
 	limit = min(max(limit, 1), MaxQueueBatch)
-	return v.queueRows(ctx, `SELECT `+queueColumns+` FROM queue
-		WHERE account_id = ? AND (? = '' OR endpoint_id = ?) AND (state = ? OR (? = '' AND state != 'delivered')) AND seq > ?
-		ORDER BY seq LIMIT ?`, accountID, endpointID, endpointID, state, state, int64(after), limit)
+	var from uint64
+	if after != "" {
+		pos, err := decodeCursor("after", after)
+		if err != nil {
+			return nil, "", err
+		}
+		from = pos
+	}
+	query, args := `SELECT `+queueColumns+` FROM queue WHERE account_id = ?`, []any{accountID}
+	if endpointID != "" {
+		query, args = query+` AND endpoint_id = ?`, append(args, endpointID)
+	}
+	if state != "" {
+		query, args = query+` AND state = ?`, append(args, state)
+	} else {
+		query += ` AND state != 'delivered'`
+	}
+	entries, err := v.queueRows(ctx, query+` AND seq > ? ORDER BY seq LIMIT ?`, append(args, int64(from), limit)...)
+	if err != nil || len(entries) == 0 {
+		return entries, after, err
+	}
+	return entries, encodeCursor(uint64(entries[len(entries)-1].Seq)), nil
 }
 
 // QueueCounts counts an Endpoint's queue by state.

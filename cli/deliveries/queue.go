@@ -77,7 +77,7 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 	if err != nil {
 		return err
 	}
-	total := 0
+	total, more := 0, false
 	var after *string
 	for range maxRedrivePages {
 		var res struct {
@@ -96,13 +96,16 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 		}
 		page := res.RedriveDeadPage
 		total += page.Redriven
-		if !page.HasNextPage {
+		if more = page.HasNextPage; !more {
 			break
 		}
 		cursor := page.EndCursor
 		after = &cursor
 	}
 	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", total, ep.Name)
+	if more {
+		fmt.Fprintf(stdout, "more may be dead: run it again to go on\n")
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,5 +76,30 @@ func TestRedriveDeadGoesPageByPage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedriveDeadSaysWhenItStops: a run that reaches its page bound while
+// the relay still says there is more says so rather than end as if done.
+func TestRedriveDeadSaysWhenItStops(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "redriveDeadPage") {
+			calls++
+			fmt.Fprintf(w, `{"data":{"redriveDeadPage":{"redriven":1,"endCursor":"c%d","hasNextPage":true}}}`, calls)
+			return
+		}
+		fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := redriveDead(context.Background(), apiclient.New(srv.URL, "t"), "orders", &out); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d dead deliveries of orders back in its queue\nmore may be dead: run it again to go on\n", maxRedrivePages)
+	if calls != maxRedrivePages || out.String() != want {
+		t.Fatalf("%d calls, printed %q; want %d calls and %q", calls, out.String(), maxRedrivePages, want)
 	}
 }
