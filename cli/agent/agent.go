@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
@@ -68,7 +67,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 				}
 				defer func() { pprof.StopCPUProfile(); f.Close() }()
 			}
-			SetGCTarget(env)
+			cmdutil.SetGC(env, MemoryLimit)
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: cmdutil.Colourful(stdout, env)}
 			if out.JSON() {
 				o.Observer = NewJSONObserver(stdout, stderr)
@@ -84,24 +83,6 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	return cmd
 }
 
-// gcPercent and memoryLimit are the agent's GC target and soft memory
-// limit when GOGC and GOMEMLIMIT leave them to it.
-const (
-	gcPercent   = 400
-	memoryLimit = 512 << 20
-)
-
-// SetGCTarget gives the agent process (relay agent, relay listen) the GC
-// target relay serve has, unless GOGC or GOMEMLIMIT say otherwise: its
-// live heap is a few MiB (forwards in flight), so collecting at 5× instead
-// of 2× of it costs a few MiB and saves the CPU of most collections on
-// every forward (docs/benchmarks.md). The soft limit makes the GC collect
-// sooner again when large bodies in flight would let the heap grow past it.
-func SetGCTarget(env func(string) string) {
-	if env("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-	if env("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
-	}
-}
+// MemoryLimit is the agent's soft memory limit (relay agent, relay listen),
+// unless GOMEMLIMIT is set (cmdutil.SetGC).
+const MemoryLimit = 512 << 20

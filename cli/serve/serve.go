@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -64,17 +63,10 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 }
 
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
-	if os.Getenv("GOGC") == "" {
-		// The heap is small (bodies live in SQLite, not in memory), so a
-		// higher GC target costs a few MiB and saves CPU on every request.
-		debug.SetGCPercent(400)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit.byteSize > 0 {
-		// With the high GC target above, a flood of large answers (history
-		// rows to many subscriptions) leaves several times the live heap as
-		// garbage; the soft limit makes the GC collect it sooner instead.
-		debug.SetMemoryLimit(int64(cfg.MemoryLimit.byteSize))
-	}
+	// The heap is small (bodies live in SQLite, not in memory); the soft
+	// limit keeps a flood of large answers (history rows to many
+	// subscriptions) from leaving several times the live heap as garbage.
+	cmdutil.SetGC(os.Getenv, int64(cfg.MemoryLimit.byteSize))
 	if cfg.CPUProfile != "" {
 		f, err := os.Create(cfg.CPUProfile)
 		if err != nil {

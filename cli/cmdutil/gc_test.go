@@ -1,4 +1,4 @@
-package agent
+package cmdutil
 
 import (
 	"math"
@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestSetGCTarget: the agent raises the GC target and sets a soft memory
-// limit only where GOGC and GOMEMLIMIT leave them to it.
-func TestSetGCTarget(t *testing.T) {
+// TestSetGC: the GC target and the soft memory limit are set only where
+// GOGC and GOMEMLIMIT leave them to the relay, and a limit of 0 (off)
+// sets none.
+func TestSetGC(t *testing.T) {
 	percent, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
 	t.Cleanup(func() {
 		debug.SetGCPercent(percent)
@@ -17,18 +18,20 @@ func TestSetGCTarget(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		env         map[string]string
+		limit       int64
 		wantPercent int
 		wantLimit   int64
 	}{
-		{"neither set", nil, gcPercent, memoryLimit},
-		{"GOGC set", map[string]string{"GOGC": "100"}, 100, memoryLimit},
-		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, gcPercent, math.MaxInt64},
-		{"both set", map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"}, 100, math.MaxInt64},
+		{"neither set", nil, 512 << 20, GCPercent, 512 << 20},
+		{"GOGC set", map[string]string{"GOGC": "100"}, 512 << 20, 100, 512 << 20},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, 512 << 20, GCPercent, math.MaxInt64},
+		{"both set", map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"}, 512 << 20, 100, math.MaxInt64},
+		{"limit off", nil, 0, GCPercent, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetGCPercent(100)
 			debug.SetMemoryLimit(math.MaxInt64)
-			SetGCTarget(func(k string) string { return tc.env[k] })
+			SetGC(func(k string) string { return tc.env[k] }, tc.limit)
 			if got := debug.SetGCPercent(100); got != tc.wantPercent {
 				t.Errorf("GC percent %d, want %d", got, tc.wantPercent)
 			}
