@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/bodyread"
 )
 
 // maxResponseBody bounds the local response the agent reports.
@@ -106,7 +107,9 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return res
 	}
 	defer resp.Body.Close()
-	body, err := readBody(resp.Body, resp.ContentLength)
+	// Up to one byte past maxResponseBody (refused below); the claimed
+	// length sizes the first buffer only up to bodyread.FirstRead.
+	body, err := bodyread.Read(resp.Body, maxResponseBody+1, resp.ContentLength)
 	if err != nil {
 		return f.failure(ctx, err)
 	}
@@ -170,33 +173,6 @@ func (f *forwarder) receipt(hreq *http.Request, body []byte, d *domain.FidelityD
 	}
 	*d = domain.DigestRequest(hreq.Method, target, headers, body)
 	return d
-}
-
-// readBody reads a local answer's body, up to one byte past
-// maxResponseBody (the caller refuses that), into one buffer sized from
-// its Content-Length when it gave one.
-func readBody(r io.Reader, contentLength int64) ([]byte, error) {
-	size := int64(512)
-	if contentLength >= 0 {
-		// A HEAD answer's length has no body behind it, and a target may
-		// claim more than it sends: larger bodies grow the buffer.
-		size = min(contentLength, 64<<10) + 1 // room for the EOF read
-	}
-	b := make([]byte, 0, size)
-	lr := io.LimitedReader{R: r, N: maxResponseBody + 1}
-	for {
-		n, err := lr.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // let append grow the buffer
-		}
-	}
 }
 
 // dropNames returns headers without those named in names.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/bodyread"
 	"github.com/relayhq/relay/internal/forwarded"
 )
 
@@ -110,7 +111,7 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	} else {
 		// The buffer is Body itself: no copy, and never nil (an empty
 		// body is recorded as empty, not as absent).
-		stored, err = readStored(limited, keep, r.ContentLength)
+		stored, err = bodyread.Read(limited, keep, r.ContentLength)
 		n = int64(len(stored))
 		if err == nil {
 			var rest int64
@@ -136,40 +137,6 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	// Trailer fields are known once the body was read to its end.
 	req.Trailers = trailers(r.Trailer)
 	return req, full, reserved, nil
-}
-
-// firstRead bounds the buffer readStored allocates before any byte has
-// arrived: a sender's Content-Length is only its claim, so a sender that
-// declares a large body and sends nothing holds no more than this (net/http
-// holds as much per connection for its own reads). Webhook bodies of up to
-// 4 KiB are read into one buffer of their size.
-const firstRead = 4 << 10
-
-// readStored reads up to keep bytes of body, as
-// io.ReadAll(io.LimitReader(body, keep)) does, into a buffer sized from
-// the declared length (-1: unknown): one allocation, not three, for a
-// small body, and fewer reads. The buffer grows as bytes arrive, never
-// past keep; it is never nil.
-func readStored(body io.Reader, keep, declared int64) ([]byte, error) {
-	size := int64(512) // io.ReadAll's first buffer
-	if declared >= 0 {
-		size = min(declared, firstRead) + 1 // room to read the end without growing
-	}
-	b := make([]byte, 0, min(size, keep, firstRead))
-	for int64(len(b)) < keep {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grows as append does
-		}
-		n, err := body.Read(b[len(b):min(int64(cap(b)), keep)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-	return b, nil
 }
 
 // budgetKey is the client's share of the body budget: its IP, without
