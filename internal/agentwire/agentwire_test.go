@@ -164,3 +164,40 @@ func TestDecodeCompleteAllocates(t *testing.T) {
 		t.Errorf("decoding a complete frame allocates %v times, want 3 at most", n)
 	}
 }
+
+// TestBodySizes: the sizes DecodeForward and DecodeComplete leave out of
+// the one allocation their strings share are the frames' bodies, for
+// every shape of frame (no headers, many, an empty body, the optional
+// tail of a Complete, or none), and 0 for a frame that is not one.
+func TestBodySizes(t *testing.T) {
+	receipt := domain.DigestRequest("POST", "/hook", nil, []byte("x"))
+	many := make([]domain.Header, 40)
+	for i := range many {
+		many[i] = domain.Header{Name: "X-H", Value: "v"}
+	}
+	for _, body := range [][]byte{nil, {}, []byte("b"), bytes.Repeat([]byte("b"), 70000)} {
+		for _, headers := range [][]domain.Header{nil, {{Name: "A", Value: "1"}}, many} {
+			f := Forward{Operation: "o", AttemptID: "a", DeliveryID: "d", Method: "POST", Target: "/t", Headers: headers, Body: body,
+				Host: "h", Scheme: "https", RemoteAddr: "192.0.2.1:5"}
+			if got := forwardBodySize(AppendForward(nil, f)); got != len(body) {
+				t.Errorf("forward with %d headers: body size %d, want %d", len(headers), got, len(body))
+			}
+			for _, c := range []Complete{
+				{AttemptID: "a", Status: 200, Headers: headers, Body: body},
+				{AttemptID: "a", Status: 200, Headers: headers, Body: body, Signature: "stripe valid"},
+				{AttemptID: "a", Status: 200, Headers: headers, Body: body, Signature: "stripe valid", Receipt: &receipt},
+				{AttemptID: "a", Headers: headers, Body: body, Error: "refused", Failure: "down", DurationMs: 9},
+			} {
+				if got := completeBodySize(AppendComplete(nil, c)); got != len(body) {
+					t.Errorf("complete with %d headers, signature %q, receipt %v: body size %d, want %d",
+						len(headers), c.Signature, c.Receipt != nil, got, len(body))
+				}
+			}
+		}
+	}
+	for _, frame := range [][]byte{nil, {KindForward}, AppendDone(nil, Done{AttemptID: "a"})} {
+		if forwardBodySize(frame) != 0 || completeBodySize(frame) != 0 {
+			t.Errorf("frame %q: body sizes %d, %d; want 0", frame, forwardBodySize(frame), completeBodySize(frame))
+		}
+	}
+}
