@@ -120,22 +120,19 @@ type Queued struct {
 // return. The append does not end with ctx (see writeTimeout). rc is the
 // receipt the append records, if it does (see recorded).
 func (r *Recorder) queue(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event, rc *Receipt) (Queued, error) {
-	data, _, err := r.codec.EncodeAll(nil, r.newID, r.stamp(events), r.now(), tr)
+	data, err := r.encode(stream, tr, events)
 	if err != nil {
-		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
+		return Queued{}, err
 	}
 	lastID := data[len(data)-1].ID
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	q, ok := r.store.(domain.AppendQueuer)
 	if !ok {
-		defer cancel()
-		res, err := r.store.Append(ctx, stream, expected, data...)
-		if err != nil {
-			return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
+		if err := r.appendData(ctx, stream, expected, data, rc); err != nil {
+			return Queued{}, err
 		}
-		r.recorded(rc, data, res)
 		return Queued{LastID: lastID, Wait: func() error { return nil }}, nil
 	}
+	ctx, cancel := detached(ctx)
 	queued, err := q.QueueAppend(ctx, stream, expected, data...)
 	if err != nil {
 		cancel()
@@ -158,21 +155,28 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 // lets a caller wait later (a closure and a sync.OnceValue per append): the
 // append is durable, or has failed, on return.
 func (r *Recorder) appendNow(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event, rc *Receipt) error {
+	data, err := r.encode(stream, tr, events)
+	if err != nil {
+		return err
+	}
+	return r.appendData(ctx, stream, expected, data, rc)
+}
+
+// encode stamps and encodes an append's events.
+func (r *Recorder) encode(stream string, tr domain.Trace, events []domain.Event) ([]domain.EventData, error) {
 	data, _, err := r.codec.EncodeAll(nil, r.newID, r.stamp(events), r.now(), tr)
 	if err != nil {
-		return fmt.Errorf("append to %s: %w", stream, err)
+		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
+	return data, nil
+}
+
+// appendData appends encoded events and waits until they are durable,
+// bounded by writeTimeout rather than ctx, and tells Usage of rc.
+func (r *Recorder) appendData(ctx context.Context, stream string, expected domain.ExpectedRevision, data []domain.EventData, rc *Receipt) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	var res domain.AppendResult
-	if q, ok := r.store.(domain.AppendQueuer); ok {
-		var wait func() (domain.AppendResult, error)
-		if wait, err = q.QueueAppend(ctx, stream, expected, data...); err == nil {
-			res, err = wait()
-		}
-	} else {
-		res, err = r.store.Append(ctx, stream, expected, data...)
-	}
+	res, err := r.store.Append(ctx, stream, expected, data...)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", stream, err)
 	}
