@@ -53,7 +53,7 @@ func TestAddForwardedHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := tt.sent.Clone()
-			addForwardedHeaders(h, tt.o, nil)
+			addForwardedHeaders(h, tt.o, new(fieldValues))
 			if !reflect.DeepEqual(h, tt.want) {
 				t.Errorf("headers =\n%v\nwant\n%v", h, tt.want)
 			}
