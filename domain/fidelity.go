@@ -104,17 +104,8 @@ func CanonicalHeaders(headers []Header) []byte {
 // sorts the indexes of the kept fields and lowers names as it writes them,
 // so a typical request's block costs no allocation besides dst's.
 func appendCanonicalHeaders(dst []byte, headers []Header) []byte {
-	named := map[string]bool{}
-	addConnectionNames(named, headers)
 	var small [32]int
-	kept := small[:0]
-	for i, h := range headers {
-		k := textproto.CanonicalMIMEHeaderKey(h.Name)
-		if hopByHop[k] || named[k] || fidelityExcluded[k] || (k == "User-Agent" && h.Value == "") {
-			continue
-		}
-		kept = append(kept, i)
-	}
+	kept := fidelityKept(small[:0], headers)
 	slices.SortStableFunc(kept, func(a, b int) int { return compareLower(headers[a].Name, headers[b].Name) })
 	for _, i := range kept {
 		dst = appendLower(dst, headers[i].Name)
@@ -178,15 +169,27 @@ func isASCII(s string) bool {
 // User-Agent with an empty value, which the agent sets only so its HTTP
 // client sends none of its own.
 func FidelityHeaders(headers []Header) []Header {
-	out := make([]Header, 0, len(headers))
-	for _, h := range StripHopByHop(headers) {
-		k := textproto.CanonicalMIMEHeaderKey(h.Name)
-		if fidelityExcluded[k] || (k == "User-Agent" && h.Value == "") {
-			continue
-		}
-		out = append(out, h)
+	kept := fidelityKept(nil, headers)
+	out := make([]Header, 0, len(kept))
+	for _, i := range kept {
+		out = append(out, headers[i])
 	}
 	return out
+}
+
+// fidelityKept appends to dst the indexes of the fields of headers that
+// FidelityHeaders keeps, in order.
+func fidelityKept(dst []int, headers []Header) []int {
+	named := map[string]bool{}
+	addConnectionNames(named, headers)
+	for i, h := range headers {
+		k := textproto.CanonicalMIMEHeaderKey(h.Name)
+		if hopByHop[k] || named[k] || fidelityExcluded[k] || (k == "User-Agent" && h.Value == "") {
+			continue
+		}
+		dst = append(dst, i)
+	}
+	return dst
 }
 
 // fidelityExcluded are the fields besides hop-by-hop ones that

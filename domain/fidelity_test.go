@@ -219,3 +219,14 @@ func FuzzCanonicalHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestDigestRequestAllocates: a typical request's digests cost the one
+// string they share; the canonical forms stay in DigestRequest's buffer.
+func TestDigestRequestAllocates(t *testing.T) {
+	headers := []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Connection", Value: "X-Hop"},
+		{Name: "X-Hop", Value: "1"}, {Name: "Stripe-Signature", Value: "t=1,v1=abc"}, {Name: "User-Agent", Value: "Stripe/1.0"}}
+	body := []byte(strings.Repeat("x", 1024))
+	if n := testing.AllocsPerRun(100, func() { _ = domain.DigestRequest("POST", "/hook", headers, body) }); n > 1 {
+		t.Errorf("DigestRequest allocates %v times, want 1", n)
+	}
+}
