@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +276,31 @@ func TestHandlerContext(t *testing.T) {
 	}
 	if !errors.Is(child.Err(), context.Canceled) {
 		t.Errorf("child.Err() = %v", child.Err())
+	}
+}
+
+// TestHandlerContextCostsNoGoroutine: a context derived from the request's
+// finds the parent's cancellation through it (Value hands the context
+// package its own keys), so it costs no goroutine of its own: a context
+// type that hid them would cost one per derived context until cancelled.
+func TestHandlerContextCostsNoGoroutine(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ctx context.Context
+	h := Handler(Resolver{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ctx = r.Context() }))
+	r := httptest.NewRequest("GET", "http://localhost/", nil).WithContext(parent)
+	r.RemoteAddr = "192.0.2.1:5000"
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	before := runtime.NumGoroutine()
+	stops := make([]context.CancelFunc, 100)
+	for i := range stops {
+		_, stops[i] = context.WithCancel(ctx)
+	}
+	grew := runtime.NumGoroutine() - before
+	for _, stop := range stops {
+		stop()
+	}
+	if grew > 10 { // other tests' goroutines may come and go; 100 would be one each
+		t.Errorf("100 contexts derived from the request's started %d goroutines", grew)
 	}
 }
