@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	_ "modernc.org/sqlite"
 
 	"github.com/relayhq/relay/evidence"
@@ -27,8 +28,12 @@ func evidenceLog(t *testing.T) (dir, kept, pubkey string) {
 	dir = t.TempDir()
 	r := harness.Start(t, dir, "--checkpoint-interval", "200ms")
 	id, _ := createInspector(t, r)
+	// /a is small and stored as it came; /b and /c are large enough for
+	// the log to store them compressed.
+	lines := ""
 	for _, p := range []string{"/a", "/b", "/c"} {
-		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: p, Host: r.AddressHost(id), Body: []byte(`{"amount":1000,"p":"` + p + `"}`)})
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: p, Host: r.AddressHost(id), Body: []byte(`{"amount":1000,"p":"` + p + `"` + lines + `}`)})
+		lines = `,"lines":[` + strings.Repeat(`{"amount":1200,"currency":"usd"},`, 40) + `{}]`
 	}
 	harness.Eventually(t, 10*time.Second, "three rows", func() bool { return len(history(t, r, id, 10)) == 3 })
 	// A checkpoint covers the deliveries within the interval; the live
@@ -113,6 +118,9 @@ func TestTamperedLogIsNamed(t *testing.T) {
 	second := position(t, dir, "type = 'delivery.received.v1' AND position > "+itoa(received))
 	last := position(t, dir, "position = (SELECT MAX(position) FROM events)")
 	forged := forgedCheckpoint(t, dir)
+	if storedAs(t, dir, received) != 0 || storedAs(t, dir, second) != 1 {
+		t.Fatalf("the first delivery is stored as %d and the second as %d: want one as given (0) and one compressed (1)", storedAs(t, dir, received), storedAs(t, dir, second))
+	}
 
 	for _, tt := range []struct {
 		name  string
@@ -122,7 +130,9 @@ func TestTamperedLogIsNamed(t *testing.T) {
 		at    int64  // position named first
 	}{
 		{"one body byte", []string{editBody(t, dir, received)}, nil, "data changed", received},
-		{"a status", []string{"UPDATE events SET data = replace(data, '\"status\":204', '\"status\":200') WHERE position = " + itoa(second)}, nil, "data changed", second},
+		{"a status in compressed data", []string{editData(t, dir, second, func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"status":204`), []byte(`"status":200`), 1)
+		})}, nil, "data changed", second},
 		{"an event deleted", []string{"DELETE FROM events WHERE position = " + itoa(received)}, nil, "event missing", received},
 		// The link kept as retention keeps it, but no deletion of the stream recorded.
 		{"an event deleted, its link kept", []string{"INSERT INTO removed_links SELECT position, stream, leaf, link FROM events WHERE position = " + itoa(received), "DELETE FROM events WHERE position = " + itoa(received)}, nil, "event missing", received},
@@ -219,8 +229,8 @@ func swap(a, b int64) []string {
 	return []string{
 		"CREATE TEMP TABLE s AS SELECT * FROM events WHERE position IN (" + A + "," + B + ")",
 		"UPDATE events SET id = id || '-x', revision = revision + 1000000 WHERE position IN (" + A + "," + B + ")",
-		"UPDATE events SET (id, stream, revision, type, data, metadata) = (SELECT id, stream, revision, type, data, metadata FROM s WHERE position = " + B + ") WHERE position = " + A,
-		"UPDATE events SET (id, stream, revision, type, data, metadata) = (SELECT id, stream, revision, type, data, metadata FROM s WHERE position = " + A + ") WHERE position = " + B,
+		"UPDATE events SET (id, stream, revision, type, data, enc, metadata) = (SELECT id, stream, revision, type, data, enc, metadata FROM s WHERE position = " + B + ") WHERE position = " + A,
+		"UPDATE events SET (id, stream, revision, type, data, enc, metadata) = (SELECT id, stream, revision, type, data, enc, metadata FROM s WHERE position = " + A + ") WHERE position = " + B,
 	}
 }
 
@@ -280,16 +290,56 @@ func flipBody(s string) string {
 // at position pos.
 func editBody(t *testing.T, dir string, pos int64) string {
 	t.Helper()
+	return editData(t, dir, pos, func(b []byte) []byte { return []byte(flipBody(string(b))) })
+}
+
+// editData is the statement that stores edit's change to the data of the
+// event at position pos, kept as the row keeps it (raw, or compressed as
+// the log compresses: enc 1 is s2).
+func editData(t *testing.T, dir string, pos int64, edit func([]byte) []byte) string {
+	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var data []byte
-	if err := db.QueryRow("SELECT data FROM events WHERE position = ?", pos).Scan(&data); err != nil {
+	var (
+		stored []byte
+		enc    int
+	)
+	if err := db.QueryRow("SELECT data, enc FROM events WHERE position = ?", pos).Scan(&stored, &enc); err != nil {
 		t.Fatal(err)
 	}
-	return "UPDATE events SET data = X'" + hexOf([]byte(flipBody(string(data)))) + "' WHERE position = " + itoa(pos)
+	data := stored
+	if enc == 1 {
+		if data, err = s2.Decode(nil, stored); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edited := edit(bytes.Clone(data))
+	if bytes.Equal(edited, data) {
+		t.Fatalf("the edit changes nothing in the event at %d: %s", pos, data)
+	}
+	if enc == 1 {
+		edited = s2.Encode(nil, edited)
+	}
+	return "UPDATE events SET data = X'" + hexOf(edited) + "' WHERE position = " + itoa(pos)
+}
+
+// storedAs is how the log stores the data of the event at position pos
+// (its enc column: 0 as given, 1 compressed).
+func storedAs(t *testing.T, dir string, pos int64) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var enc int
+	if err := db.QueryRow("SELECT enc FROM events WHERE position = ?", pos).Scan(&enc); err != nil {
+		t.Fatal(err)
+	}
+	return enc
 }
 
 func hexOf(b []byte) string {

@@ -1,6 +1,8 @@
 package systemtest
 
 import (
+	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -102,9 +104,40 @@ func TestDataFolderOfAnEarlierRelay(t *testing.T) {
 		t.Errorf("the retried delivery:\n got %+v\nwant %+v", got, want)
 	}
 
+	// A delivery recorded now lands in the same log, stored compressed
+	// (the earlier relay's rows are kept as they are), and shows as sent.
+	body := []byte(`{"type":"invoice.paid","lines":[` + strings.Repeat(`{"amount":1200,"currency":"usd"},`, 60) + `{}]}`)
+	r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/after-upgrade", Host: r.AddressHost(read("inspector")), Body: body})
+	var listed []row
+	if err := json.Unmarshal([]byte(cli("deliveries", "list", read("inspector"), "-o", "json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	var newest shown
+	if len(listed) == 0 || listed[0].Path != "/after-upgrade" {
+		t.Fatalf("the new delivery is not listed first: %+v", listed)
+	}
+	if err := json.Unmarshal([]byte(cli("deliveries", "show", listed[0].ID, "-o", "json")), &newest); err != nil {
+		t.Fatal(err)
+	}
+	if newest.BodyBase64 != base64.StdEncoding.EncodeToString(body) {
+		t.Errorf("the new delivery's body: %q", newest.BodyBase64)
+	}
+
 	r.Stop(t)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old, compressed int
+	if err := db.QueryRow(`SELECT COUNT(*) FILTER (WHERE enc = 0 AND position <= 24), COUNT(*) FILTER (WHERE enc = 1) FROM events`).Scan(&old, &compressed); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if old != 24 || compressed == 0 {
+		t.Errorf("%d of the earlier relay's 24 events as they were, %d compressed since: want 24 and at least 1", old, compressed)
+	}
 	if out, code := harness.RunCLI(t, "events", "verify", "--data", dir); code != 0 {
-		t.Errorf("relay events verify on the earlier relay's log: exit %d\n%s", code, out)
+		t.Errorf("relay events verify on the earlier relay's log and what came after: exit %d\n%s", code, out)
 	}
 }
 

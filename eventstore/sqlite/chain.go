@@ -78,7 +78,7 @@ func extendChain(ctx context.Context, tx *sql.Tx, head chainHead) (chainHead, er
 }
 
 // storedColumns selects events as stored, for queryStored.
-const storedColumns = `SELECT position, id, stream, revision, type, data, metadata FROM events`
+const storedColumns = `SELECT position, id, stream, revision, type, data, enc, metadata FROM events`
 
 // queryStored runs a storedColumns query through q; what names it in
 // errors.
@@ -95,10 +95,17 @@ func queryStored(ctx context.Context, q interface {
 		var (
 			e        evidence.Event
 			pos, rev int64
+			stored   []byte
+			enc      int64
 		)
-		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &e.Metadata); err != nil {
+		if err := rows.Scan(&pos, &e.ID, &e.Stream, &rev, &e.Type, &stored, &enc, &e.Metadata); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
+		data, err := decodeData(stored, enc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: event at position %d: %w", what, pos, err)
+		}
+		e.Data = data
 		e.Position, e.Revision = uint64(pos), uint64(rev)
 		out = append(out, e)
 	}
@@ -140,7 +147,8 @@ func (s *Store) ReadChain(ctx context.Context, after uint64, limit int) ([]evide
 }
 
 // ReadStored returns up to limit events after position as stored (their
-// data and metadata bytes), in position order.
+// data and metadata bytes, the data as it was given however the row keeps
+// it), in position order.
 func (s *Store) ReadStored(ctx context.Context, after uint64, limit int) ([]evidence.Event, error) {
 	return queryStored(ctx, s.readDB, fmt.Sprintf("read events after %d", after),
 		storedColumns+` WHERE position > ? ORDER BY position LIMIT ?`, int64(after), limit)

@@ -10,7 +10,7 @@ import (
 	"github.com/relayhq/relay/eventstore/internal/envelope"
 )
 
-const eventColumns = `position, id, stream, revision, type, data, metadata`
+const eventColumns = `position, id, stream, revision, type, data, enc, metadata`
 
 // ReadStream returns up to max events of stream from revision from on, in
 // revision order. A stream without events is domain.ErrStreamNotFound; a
@@ -109,11 +109,18 @@ func scanEvent(rows *sql.Rows) (domain.RecordedEvent, error) {
 	var (
 		e             domain.RecordedEvent
 		position, rev int64
+		stored        []byte
+		enc           int64
 		metadata      []byte
 	)
-	if err := rows.Scan(&position, &e.ID, &e.Stream, &rev, &e.Type, &e.Data, &metadata); err != nil {
+	if err := rows.Scan(&position, &e.ID, &e.Stream, &rev, &e.Type, &stored, &enc, &metadata); err != nil {
 		return domain.RecordedEvent{}, fmt.Errorf("scan event: %w", err)
 	}
+	data, err := decodeData(stored, enc)
+	if err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("event %s at position %d: %w", e.ID, position, err)
+	}
+	e.Data = data
 	md, err := envelope.DecodeMetadata(metadata)
 	if err != nil {
 		return domain.RecordedEvent{}, fmt.Errorf("event %s at position %d: %w", e.ID, position, err)

@@ -13,7 +13,10 @@ import (
 // Version 3 adds the chain (chain.go): leaf and link in every row, and
 // removed_links; a log of version 2 is chained once, as it stands, when it
 // is migrated.
-const schemaVersion = 3
+// Version 4 adds enc (compress.go): how a row stores its data. Rows of an
+// older log are raw, which is enc's default, so migrating adds the column
+// and rewrites nothing.
+const schemaVersion = 4
 
 // The events table is the whole log. position is the rowid, so it is
 // assigned max+1 on insert: a refused append rolls its rows back, and
@@ -30,6 +33,7 @@ CREATE TABLE IF NOT EXISTS events (
 	revision INTEGER NOT NULL,
 	type     TEXT    NOT NULL,
 	data     BLOB    NOT NULL,
+	enc      INTEGER NOT NULL DEFAULT 0,
 	metadata BLOB    NOT NULL,
 	leaf     BLOB,
 	link     BLOB,
@@ -64,6 +68,15 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if chained == 0 {
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE events ADD COLUMN leaf BLOB; ALTER TABLE events ADD COLUMN link BLOB`); err != nil {
 			return fmt.Errorf("add the chain's columns: %w", err)
+		}
+	}
+	var encoded int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'enc'`).Scan(&encoded); err != nil {
+		return fmt.Errorf("read the events table's columns: %w", err)
+	}
+	if encoded == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE events ADD COLUMN enc INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("add the data's encoding: %w", err)
 		}
 	}
 	head, err := readChainHead(ctx, tx)

@@ -2,13 +2,14 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -237,7 +238,7 @@ func newRequest(t *testing.T, ctx context.Context, stream string) *appendRequest
 	}
 	return &appendRequest{
 		ctx: ctx, stream: stream, expected: domain.NoStream(),
-		rows:  []row{{id: uuid.NewString(), typ: "t", data: []byte("{}"), metadata: md}},
+		rows:  []row{newRow(uuid.NewString(), "t", []byte("{}"), md, domain.Metadata{})},
 		reply: make(chan appendReply, 1),
 	}
 }
@@ -431,7 +432,10 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 	s := openAt(t, path, Options{})
 	defer s.Close()
 	before := fileSize(t, path)
-	big := domain.EventData{Type: "test.v1", Data: []byte(fmt.Sprintf("%q", strings.Repeat("x", 64<<10)))}
+	// Random bytes in base64: data compression cannot shrink it.
+	random := make([]byte, 48<<10)
+	_, _ = rand.Read(random)
+	big := domain.EventData{Type: "test.v1", Data: []byte(fmt.Sprintf("%q", base64.StdEncoding.EncodeToString(random)))}
 	for i := range 8 {
 		big.ID = uuid.NewString()
 		if _, err := s.Append(ctx, fmt.Sprintf("delivery-%d", i), domain.NoStream(), big); err != nil {

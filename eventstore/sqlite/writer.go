@@ -38,6 +38,15 @@ type row struct {
 	id, typ        string
 	data, metadata []byte
 	md             domain.Metadata // metadata as a read decodes it, for the tail
+	// stored and enc are data as the row stores it (compress.go),
+	// compressed on the caller's goroutine.
+	stored []byte
+	enc    int64
+}
+
+func newRow(id, typ string, data, metadata []byte, md domain.Metadata) row {
+	stored, enc := encodeData(data)
+	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, stored: stored, enc: enc}
 }
 
 type appendReply struct {
@@ -78,7 +87,7 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		data := append([]byte{}, e.Data...)
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
-		rows[i] = row{id: e.ID, typ: e.Type, data: data, metadata: md, md: m}
+		rows[i] = newRow(e.ID, e.Type, data, md, m)
 	}
 	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
 	if err := s.enqueue(ctx, req); err != nil {
@@ -516,7 +525,7 @@ func insertChained(ctx context.Context, st writeStmts, r row, stream string, sto
 	pos := st.chain.position + 1
 	leaf := evidence.Leaf(evidence.Event{Position: pos, ID: r.id, Stream: stream, Revision: rev, Type: r.typ, Data: r.data, Metadata: r.metadata})
 	link := evidence.Link(st.chain.link, leaf)
-	if _, err := st.insert.ExecContext(ctx, int64(pos), r.id, stream, int64(stored), r.typ, r.data, r.metadata, leaf[:], link[:]); err != nil {
+	if _, err := st.insert.ExecContext(ctx, int64(pos), r.id, stream, int64(stored), r.typ, r.stored, r.enc, r.metadata, leaf[:], link[:]); err != nil {
 		return 0, fmt.Errorf("insert event %s: %w", r.id, err)
 	}
 	*st.chain = chainHead{position: pos, link: link}
@@ -551,7 +560,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.streamSize, `SELECT COUNT(*), COALESCE(MAX(revision), -1), COALESCE(MAX(position), 0) FROM events WHERE stream = ?`},
 		{&st.deleteRows, `DELETE FROM events WHERE stream = ? AND position <> ?`},
 		{&st.settle, `UPDATE events SET revision = 0 WHERE position = ?`},
-		{&st.insert, `INSERT INTO events (position, id, stream, revision, type, data, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insert, `INSERT INTO events (position, id, stream, revision, type, data, enc, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.lock, `DELETE FROM events WHERE 0`},
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},

@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"fmt"
+
+	"github.com/klauspost/compress/s2"
+
+	"github.com/relayhq/relay/internal/sqlitedsn"
+)
+
+// An event's data is stored compressed (the s2 block format) when that
+// makes it smaller by an eighth or more: a delivery's receipt (headers and
+// a base64 body in JSON) shrinks to about 40 %, so several share a page of
+// the log instead of one filling it, and a commit writes fewer pages
+// (docs/event-store.md). The enc column says how a row's data is stored;
+// rows written before it existed are raw. The chain hashes the data as
+// given, never as stored, so compression changes no leaf or link.
+const (
+	encRaw = 0 // data as given
+	encS2  = 1 // s2.Encode of the data
+)
+
+// compressMin and compressMax bound the data worth compressing: below
+// compressMin a row is too small to gain a page; above compressMax the
+// compressed copy held while the append waits for the writer would double
+// a large body's memory, and such a body spans pages of its own anyway.
+const (
+	compressMin = 256
+	compressMax = 1 << 20
+)
+
+// encodeData returns data as it is stored and how.
+func encodeData(data []byte) (stored []byte, enc int64) {
+	if len(data) < compressMin || len(data) > compressMax {
+		return data, encRaw
+	}
+	c := s2.Encode(nil, data)
+	if len(c) > len(data)-len(data)/8 {
+		return data, encRaw
+	}
+	return c, encS2
+}
+
+// decodeData returns the data a row stores. A value that does not decode,
+// or claims to decode to more than compressMax (nothing larger is ever
+// compressed), is damage to the file (sqlitedsn.ErrDamagedValue): a claim is
+// refused before anything is allocated for it.
+func decodeData(stored []byte, enc int64) ([]byte, error) {
+	switch enc {
+	case encRaw:
+		return stored, nil
+	case encS2:
+		n, err := s2.DecodedLen(stored)
+		if err != nil {
+			return nil, fmt.Errorf("%w: compressed data: %v", sqlitedsn.ErrDamagedValue, err)
+		}
+		if n > compressMax {
+			return nil, fmt.Errorf("%w: compressed data claims %d bytes, more than is ever compressed", sqlitedsn.ErrDamagedValue, n)
+		}
+		out, err := s2.Decode(make([]byte, n), stored)
+		if err != nil {
+			return nil, fmt.Errorf("%w: compressed data: %v", sqlitedsn.ErrDamagedValue, err)
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("%w: data stored as %d, which this build does not know", sqlitedsn.ErrDamagedValue, enc)
+	}
+}
