@@ -97,9 +97,10 @@ func (c *Codec) Encode(id string, e Event, at time.Time, tr Trace) (EventData, e
 		return EventData{}, fmt.Errorf("encode %s: %w", e.EventType(), err)
 	}
 	return EventData{
-		ID:   id,
-		Type: e.EventType(),
-		Data: b,
+		ID:      id,
+		Type:    e.EventType(),
+		Data:    b,
+		Payload: e,
 		Metadata: Metadata{
 			SchemaVersion: 1,
 			OccurredAt:    at.UTC(),

@@ -14,6 +14,12 @@ type EventData struct {
 	Type     string   // versioned type name, e.g. "delivery.received.v1"
 	Data     []byte   // JSON payload
 	Metadata Metadata // envelope fields
+	// Payload is the event Data was encoded from, when Codec.Encode made it
+	// in this process; nil for an event read back. No store keeps it: the
+	// embedded log hands it, with Data, to subscribers in the same process
+	// (its tail of recent commits), so they need not decode what was just
+	// encoded. It must not be modified.
+	Payload Event
 }
 
 // Metadata is the envelope every event carries besides its payload.

@@ -136,10 +136,19 @@ func (v *Runner) applyEvent(t *txn, writers []modelWriter) error {
 // decode returns the payload of an event: the lean rows of the events that
 // carry headers and bodies (see lean.go), the codec's payload otherwise.
 func (v *Runner) decode(e domain.RecordedEvent) (any, error) {
+	// An event the writer in this process has just committed comes with
+	// the payload it was encoded from (domain.EventData.Payload): the two
+	// delivery events take their rows from it instead of decoding.
 	switch e.Type {
 	case domain.TypeDeliveryReceived:
+		if p, ok := e.Payload.(domain.DeliveryReceived); ok {
+			return receivedRowOf(p), nil
+		}
 		return decodeReceived(e.Data)
 	case domain.TypeForwardResponded:
+		if p, ok := e.Payload.(domain.ForwardResponded); ok {
+			return respondedRowOf(p), nil
+		}
 		return decodeResponded(e.Data)
 	}
 	return v.codec.Decode(e.Type, e.Data)

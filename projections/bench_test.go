@@ -27,6 +27,10 @@ type synth struct {
 	at    time.Time
 	last  uint64                                // position of the last event taken
 	waits []func() (domain.AppendResult, error) // queued appends
+	// live: take receives the events by subscription, as Run does (from the
+	// log's tail, with the payloads they were encoded from), instead of
+	// reading them back (decoded by the views).
+	live bool
 }
 
 // newSynth opens an empty store in a temp dir; it is closed at cleanup,
@@ -84,13 +88,32 @@ func (s *synth) queue(stream string, events ...domain.Event) {
 // the last take, in position order.
 func (s *synth) take() []domain.RecordedEvent {
 	s.tb.Helper()
+	var end uint64
 	for _, wait := range s.waits {
-		if _, err := wait(); err != nil {
+		res, err := wait()
+		if err != nil {
 			s.tb.Fatal(err)
 		}
+		end = max(end, res.Position)
 	}
 	s.waits = nil
 	var out []domain.RecordedEvent
+	if s.live {
+		sub, err := s.store.SubscribeAll(s.tb.Context(), s.last)
+		if err != nil {
+			s.tb.Fatal(err)
+		}
+		defer sub.Close()
+		for s.last < end {
+			evs, err := sub.Recv(s.tb.Context())
+			if err != nil {
+				s.tb.Fatal(err)
+			}
+			out = append(out, evs...)
+			s.last = evs[len(evs)-1].Position
+		}
+		return out
+	}
 	for {
 		evs, err := s.store.ReadAll(s.tb.Context(), s.last, 1000)
 		if err != nil {
@@ -186,15 +209,18 @@ func BenchmarkApply(b *testing.B) {
 // 64 deliveries (1 KiB bodies, six headers) spread over 8 inspectors, read
 // back from a real SQLite log. "pairs" records each as DeliveryReceived and
 // DeliveryAnswered, "answered-at-receipt" as one DeliveryReceived carrying
-// the answer.
+// the answer; "/live" receives them as Run does, by subscription from the
+// log's tail, with the payloads they were encoded from.
 func BenchmarkApplyInspectorDeliveries(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		oneEvent bool
-	}{{"pairs", false}, {"answered-at-receipt", true}} {
+		live     bool
+	}{{"pairs", false, false}, {"answered-at-receipt", true, false}, {"answered-at-receipt/live", true, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			const perBatch, inspectors = 64, 8
 			s := newSynth(b, bytes.Repeat([]byte(`{"k":"v"}`), 1024/9+1)[:1024])
+			s.live = bc.live
 			v := s.open("views.db")
 			for i := range inspectors {
 				id := fmt.Sprintf("insp-%d", i)

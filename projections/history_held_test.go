@@ -58,6 +58,23 @@ func TestHeldDeliveriesEqualEventByEvent(t *testing.T) {
 		// Received, never answered in the batch.
 		"open": {receipt("open", nil, &domain.ReceiptForward{AttemptID: "a1", EndpointID: "ep-1"})},
 	}
+	// The same events as Run receives them: by subscription, from the log's
+	// tail, with the payloads they were encoded from.
+	live, err := s.store.SubscribeAll(t.Context(), s.last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	var received []domain.RecordedEvent
+	receive := func(until uint64) {
+		for len(received) == 0 || received[len(received)-1].Position < until {
+			evs, err := live.Recv(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			received = append(received, evs...)
+		}
+	}
 	for _, evs := range cases {
 		id := evs[0].(domain.DeliveryReceived).DeliveryID
 		for _, ev := range evs {
@@ -74,10 +91,21 @@ func TestHeldDeliveriesEqualEventByEvent(t *testing.T) {
 	// Read before the deletion, as a batch that holds the delivery and its
 	// tombstone is (the deletion removes the stream's events from the log).
 	events := s.take()
+	receive(s.last)
 	if _, err := s.store.DeleteStream(t.Context(), domain.DeliveryStream("gone"), domain.Any()); err != nil {
 		t.Fatal(err)
 	}
 	events = append(events, s.take()...)
+	receive(s.last)
+	payloads := 0
+	for _, e := range received {
+		if e.Payload != nil {
+			payloads++
+		}
+	}
+	if len(received) != len(events) || payloads < len(events)-1 {
+		t.Fatalf("received %d events, %d with their payloads; want the %d read back, all but the tombstone with payloads", len(received), payloads, len(events))
+	}
 
 	whole, split := s.open("whole.db"), s.open("split.db")
 	applyTB(t, whole, events)
@@ -89,6 +117,9 @@ func TestHeldDeliveriesEqualEventByEvent(t *testing.T) {
 		t.Fatalf("split views hold %d deliveries and %d attempts, want %d and %d", len(want["deliveries"]), len(want["attempts"]), len(cases)+41, 8+41)
 	}
 	compareDumps(t, "one batch", want, dump(t, whole))
+	fromPayloads := s.open("payloads.db")
+	applyTB(t, fromPayloads, received)
+	compareDumps(t, "from payloads", want, dump(t, fromPayloads))
 	compareHistories(t, "one batch", histories(t, split), histories(t, whole))
 	// Cut in two: the later events of a delivery received in the first
 	// batch update a row that was there before theirs (prefetch).

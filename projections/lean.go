@@ -99,6 +99,27 @@ func (k jsonKind) is(want byte) bool { return k == 0 || k == 'n' || byte(k) == w
 
 var errLeanKind = errors.New("headers must be an array and body a base64 string")
 
+// receivedRowOf is decodeReceived of what the codec encodes p to, read
+// from p itself (TestRowsOfPayloadsAgreeWithDecoding).
+func receivedRowOf(p domain.DeliveryReceived) receivedRow {
+	return receivedRow{
+		DeliveryID: p.DeliveryID, Address: p.Address, AddressKind: p.AddressKind, AccountID: p.AccountID,
+		Method: p.Method, Target: p.Target, Host: p.Host, Proto: p.Proto, RemoteAddr: p.RemoteAddr,
+		BodySize: p.BodySize, Complete: p.Complete, DroppedHeaders: p.DroppedHeaders,
+		Answer: p.Answer, BodyUnread: p.BodyUnread, Scheme: p.Scheme, Peer: p.Peer,
+		Provider: p.Provider, Queued: p.Queued, Forward: p.Forward,
+	}
+}
+
+// respondedRowOf is decodeResponded of what the codec encodes p to.
+func respondedRowOf(p domain.ForwardResponded) respondedRow {
+	return respondedRow{
+		DeliveryID: p.DeliveryID, AttemptID: p.AttemptID, AgentID: p.AgentID, Status: p.Status,
+		BodySize: p.BodySize, Captured: p.Captured, DurationMs: p.DurationMs, Signature: p.Signature,
+		Fidelity: p.Fidelity, Copy: p.Copy, DroppedHeaders: p.DroppedHeaders,
+	}
+}
+
 func decodeReceived(data []byte) (receivedRow, error) {
 	if p, ok := fastReceived(data); ok {
 		return p, nil

@@ -35,7 +35,8 @@ func leanTypes() []leanType {
 					Forward: &domain.ReceiptForward{AttemptID: "a-8", EndpointID: "ep-8", Node: "n-8"}},
 				domain.DeliveryReceived{DeliveryID: "d-7", Address: "ep-7", AddressKind: domain.AddressEndpoint, Method: "POST",
 					Target: "/caf\xe9", Host: "ep-7.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:3",
-					Body: []byte("abc"), BodySize: 4, BodyUnread: true, Trailers: headers},
+					Body: []byte("abc"), BodySize: 4, BodyUnread: true, Trailers: headers, DroppedHeaders: 2,
+					Provider: &domain.Provider{Name: "stripe", EventType: "invoice.paid", DeliveryID: "evt_7"}},
 			},
 		},
 		{
@@ -384,4 +385,52 @@ func FuzzFastResponded(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload string) {
 		checkFastResponded(t, []byte(payload))
 	})
+}
+
+// TestRowsOfPayloadsAgreeWithDecoding: the rows the views take from a
+// payload the writer hands them (receivedRowOf, respondedRowOf) are the
+// rows they would decode from its encoding, every field but the kinds of
+// what stays in the log; and every field of each row is set by some sample,
+// so a field added to a row and not to its ...Of fails here.
+func TestRowsOfPayloadsAgreeWithDecoding(t *testing.T) {
+	codec := domain.NewCodec()
+	for _, lt := range leanTypes() {
+		set := map[string]bool{}
+		for _, sample := range lt.samples {
+			data, err := codec.Encode("id", sample, time.Now(), domain.Trace{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded := reflect.ValueOf(mustDecode(t, lt, data.Data))
+			var of any
+			switch p := sample.(type) {
+			case domain.DeliveryReceived:
+				of = receivedRowOf(p)
+			case domain.ForwardResponded:
+				of = respondedRowOf(p)
+			default:
+				t.Fatalf("no row for %T", sample)
+			}
+			got := reflect.ValueOf(of)
+			for i := range got.NumField() {
+				name := got.Type().Field(i).Name
+				if _, left := leftInLog[name]; left {
+					continue
+				}
+				if !reflect.DeepEqual(got.Field(i).Interface(), decoded.Field(i).Interface()) {
+					t.Errorf("%s %s: %#v from the payload, %#v decoded", lt.typ, name, got.Field(i).Interface(), decoded.Field(i).Interface())
+				}
+				if !got.Field(i).IsZero() {
+					set[name] = true
+				}
+			}
+		}
+		row := reflect.TypeOf(mustDecode(t, lt, []byte(`{}`)))
+		for i := range row.NumField() {
+			name := row.Field(i).Name
+			if _, left := leftInLog[name]; !left && !set[name] {
+				t.Errorf("%s: no sample sets %s", lt.typ, name)
+			}
+		}
+	}
 }

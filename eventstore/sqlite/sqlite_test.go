@@ -696,3 +696,40 @@ func TestTailAfter(t *testing.T) {
 		t.Error("positions before the gap are still served")
 	}
 }
+
+// TestTailHandsOnPayloads: a subscriber fed from the tail gets the payload
+// the event was encoded from (domain.EventData.Payload); a read from the
+// database has none, and the stored data is the same either way.
+func TestTailHandsOnPayloads(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	codec := domain.NewCodec()
+	given := domain.InspectorCreated{InspectorID: "insp-1", IdleTTLMs: 1000}
+	e, err := codec.Encode(uuid.NewString(), given, time.Now(), domain.Trace{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.SubscribeAll(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := s.Append(ctx, domain.InspectorStream("insp-1"), domain.NoStream(), e); err != nil {
+		t.Fatal(err)
+	}
+	live, err := sub.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 1 || live[0].Payload != domain.Event(given) {
+		t.Fatalf("live: %+v, want the payload %+v", live, given)
+	}
+	read, err := s.ReadAll(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 1 || read[0].Payload != nil || string(read[0].Data) != string(live[0].Data) {
+		t.Fatalf("read back: %+v", read)
+	}
+}

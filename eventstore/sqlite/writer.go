@@ -38,6 +38,7 @@ type row struct {
 	id, typ        string
 	data, metadata []byte
 	md             domain.Metadata // metadata as a read decodes it, for the tail
+	payload        domain.Event    // the event as given, for the tail (domain.EventData.Payload)
 	// stored and enc are data as the row stores it (compress.go),
 	// compressed on the caller's goroutine.
 	stored []byte
@@ -88,6 +89,7 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
 		rows[i] = newRow(e.ID, e.Type, data, md, m)
+		rows[i].payload = e.Payload
 	}
 	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
 	if err := s.enqueue(ctx, req); err != nil {
@@ -228,7 +230,7 @@ func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedE
 		for j, row := range r.rows {
 			back := n - 1 - uint64(j)
 			out = append(out, domain.RecordedEvent{
-				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md},
+				EventData: domain.EventData{ID: row.id, Type: row.typ, Data: row.data, Metadata: row.md, Payload: row.payload},
 				Stream:    r.stream,
 				Revision:  rep.res.NextRevision - back,
 				Position:  rep.res.Position - back,
