@@ -733,3 +733,24 @@ func TestTailHandsOnPayloads(t *testing.T) {
 		t.Fatalf("read back: %+v", read)
 	}
 }
+
+// TestTailCountsPayloads: an event that carries its payload counts its data
+// twice toward the tail's bound in bytes, so the bound holds with the
+// payloads in memory: the tail keeps half as many such events.
+func TestTailCountsPayloads(t *testing.T) {
+	data := make([]byte, 8<<10)
+	fill := func(payload domain.Event) int {
+		var tl tail
+		for i := range 4 * tailMaxEvents {
+			tl.add([]domain.RecordedEvent{{Position: uint64(i + 1), EventData: domain.EventData{ID: "e", Type: "t", Data: data, Payload: payload}}})
+			if tl.bytes > 2*tailMaxBytes+2*len(data)+256 {
+				t.Fatalf("tail holds %d bytes after %d events, over its bound", tl.bytes, i+1)
+			}
+		}
+		return len(tl.events)
+	}
+	without, with := fill(nil), fill(domain.InspectorCreated{InspectorID: "i"})
+	if with >= without || with == 0 {
+		t.Errorf("the tail keeps %d events with payloads and %d without: want fewer with", with, without)
+	}
+}

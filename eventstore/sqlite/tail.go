@@ -23,7 +23,7 @@ const (
 type tail struct {
 	mu     sync.RWMutex
 	events []domain.RecordedEvent // contiguous positions, oldest first
-	bytes  int                    // Data and Metadata sizes, roughly, of events
+	bytes  int                    // eventSize of events
 }
 
 // add appends a committed batch. The writer calls it in commit order; a batch
@@ -73,8 +73,15 @@ func (t *tail) after(pos uint64, max int) (evs []domain.RecordedEvent, ok bool) 
 	return append([]domain.RecordedEvent(nil), t.events[i:j]...), true
 }
 
+// eventSize is what an event holds in memory, roughly. Its payload
+// (domain.EventData.Payload: a body as bytes, the same body in base64 in
+// Data) is counted as Data again.
 func eventSize(e domain.RecordedEvent) int {
-	return len(e.Data) + len(e.ID) + len(e.Type) + len(e.Stream) + 64
+	n := len(e.Data) + len(e.ID) + len(e.Type) + len(e.Stream) + 64
+	if e.Payload != nil {
+		n += len(e.Data)
+	}
+	return n
 }
 
 // reset forgets every event held, after a commit deleted some of them.
