@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -144,13 +145,17 @@ func TestDamagedDataIsRefused(t *testing.T) {
 		{"unknown encoding", []byte("{}"), 7},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var err error
-			allocs := testing.AllocsPerRun(1, func() { _, err = decodeData(c.stored, c.enc) })
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := decodeData(c.stored, c.enc)
+			runtime.ReadMemStats(&after)
 			if !errors.Is(err, sqlitedsn.ErrDamagedValue) || !sqlitedsn.Damaged(err) {
 				t.Fatalf("decodeData: %v, want damage", err)
 			}
-			if c.name == "claims 4 GiB" && allocs > 4 {
-				t.Errorf("%v allocations for a value that claims 4 GiB", allocs)
+			// What the claim asks for is never allocated (the race
+			// detector and the error text take a few KiB).
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+				t.Errorf("%d bytes allocated to refuse the value", grew)
 			}
 		})
 	}
