@@ -10,9 +10,11 @@ import (
 // writer under full load, small enough not to matter to the process's memory.
 // The tail keeps at least this much and, between trims, up to twice as much:
 // trimming only once the limit is doubled copies each event at most once.
+// tailMaxBytes counts an event's payload as much again as its data
+// (eventSize), so it holds as many events as 1 MiB did before payloads.
 const (
 	tailMaxEvents = 256
-	tailMaxBytes  = 1 << 20
+	tailMaxBytes  = 2 << 20
 )
 
 // tail holds the most recently committed events in memory, in position
