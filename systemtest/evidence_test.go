@@ -78,13 +78,21 @@ func copyData(t *testing.T, from string) string {
 	return to
 }
 
-// tamper runs SQL statements on the log of a data folder.
-func tamper(t *testing.T, dir string, stmts ...string) {
+// openLog opens the log of a stopped relay's data folder for a test's own
+// SQL; the caller closes it.
+func openLog(t *testing.T, dir string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// tamper runs SQL statements on the log of a data folder.
+func tamper(t *testing.T, dir string, stmts ...string) {
+	t.Helper()
+	db := openLog(t, dir)
 	defer db.Close()
 	for _, s := range stmts {
 		if _, err := db.Exec(s); err != nil {
@@ -96,10 +104,7 @@ func tamper(t *testing.T, dir string, stmts ...string) {
 // position is the position of the first event matching where.
 func position(t *testing.T, dir, where string) int64 {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openLog(t, dir)
 	defer db.Close()
 	var p int64
 	if err := db.QueryRow("SELECT position FROM events WHERE " + where + " ORDER BY position LIMIT 1").Scan(&p); err != nil {
@@ -238,10 +243,7 @@ func swap(a, b int64) []string {
 // the relay's writer would chain it: only the signature can tell.
 func forgedCheckpoint(t *testing.T, dir string) []string {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openLog(t, dir)
 	defer db.Close()
 	var (
 		pos, rev int64
@@ -298,10 +300,7 @@ func editBody(t *testing.T, dir string, pos int64) string {
 // the log compresses: enc 1 is s2).
 func editData(t *testing.T, dir string, pos int64, edit func([]byte) []byte) string {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openLog(t, dir)
 	defer db.Close()
 	var (
 		stored []byte
@@ -312,6 +311,7 @@ func editData(t *testing.T, dir string, pos int64, edit func([]byte) []byte) str
 	}
 	data := stored
 	if enc == 1 {
+		var err error
 		if data, err = s2.Decode(nil, stored); err != nil {
 			t.Fatal(err)
 		}
@@ -330,10 +330,7 @@ func editData(t *testing.T, dir string, pos int64, edit func([]byte) []byte) str
 // (its enc column: 0 as given, 1 compressed).
 func storedAs(t *testing.T, dir string, pos int64) int {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openLog(t, dir)
 	defer db.Close()
 	var enc int
 	if err := db.QueryRow("SELECT enc FROM events WHERE position = ?", pos).Scan(&enc); err != nil {
