@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/s2"
@@ -209,4 +210,120 @@ func FuzzDecodeData(f *testing.F) {
 			t.Fatalf("round trip: %v, equal %v", err, bytes.Equal(back, b))
 		}
 	})
+}
+
+// stripeEvent is a webhook as Stripe sends one: varied keys, ids and
+// values, unlike receiptLike's repeated lines.
+const stripeEvent = `{
+  "id": "evt_1QJx8cL7fH2kP9mZq3Rt4Vw1",
+  "object": "event",
+  "api_version": "2024-06-20",
+  "created": 1732792451,
+  "data": {
+    "object": {
+      "id": "in_1QJx7yL7fH2kP9mZxC1bN8sA",
+      "object": "invoice",
+      "account_country": "US",
+      "account_name": "Acme Analytics, Inc.",
+      "amount_due": 4900,
+      "amount_paid": 4900,
+      "amount_remaining": 0,
+      "attempt_count": 1,
+      "attempted": true,
+      "billing_reason": "subscription_cycle",
+      "charge": "ch_3QJx80L7fH2kP9mZ0kQe5JvR",
+      "collection_method": "charge_automatically",
+      "created": 1732788851,
+      "currency": "usd",
+      "customer": "cus_R2fLm9QyT0aZ3x",
+      "customer_email": "jordan.rivera@example.org",
+      "customer_name": "Jordan Rivera",
+      "hosted_invoice_url": "https://invoice.stripe.com/i/acct_1N3xZ9L7fH2kP9mZ/test_YWNjdF8xTjN4WjlMN2ZIMmtQOW1aLF9SMmZMbTlReVQwYVozeA0200Xk3mQ2P",
+      "invoice_pdf": "https://pay.stripe.com/invoice/acct_1N3xZ9L7fH2kP9mZ/test_YWNjdF8xTjN4WjlMN2ZIMmtQOW1aLF9SMmZMbTlReVQwYVozeA0200Xk3mQ2P/pdf?s=ap",
+      "lines": {
+        "object": "list",
+        "data": [
+          {
+            "id": "il_1QJx7yL7fH2kP9mZq8V2bT0e",
+            "object": "line_item",
+            "amount": 4900,
+            "currency": "usd",
+            "description": "1 × Pro plan (at $49.00 / month)",
+            "period": {"end": 1735467251, "start": 1732788851},
+            "plan": {"id": "price_1N3yA2L7fH2kP9mZtY6uI0oP", "object": "plan", "active": true, "amount": 4900, "interval": "month", "product": "prod_O1yA9kLm3Qw8Zx"},
+            "quantity": 1,
+            "subscription": "sub_1N3yB7L7fH2kP9mZpL4kJ9hG",
+            "type": "subscription"
+          }
+        ],
+        "has_more": false,
+        "total_count": 1,
+        "url": "/v1/invoices/in_1QJx7yL7fH2kP9mZxC1bN8sA/lines"
+      },
+      "livemode": false,
+      "number": "A1B2C3D4-0012",
+      "paid": true,
+      "payment_intent": "pi_3QJx80L7fH2kP9mZ0yUe7KqW",
+      "period_end": 1732788851,
+      "period_start": 1730196851,
+      "status": "paid",
+      "subscription": "sub_1N3yB7L7fH2kP9mZpL4kJ9hG",
+      "subtotal": 4900,
+      "tax": null,
+      "total": 4900
+    }
+  },
+  "livemode": false,
+  "pending_webhooks": 1,
+  "request": {"id": null, "idempotency_key": null},
+  "type": "invoice.paid"
+}`
+
+// stripeReceipt is the receipt of stripeEvent sent to an inspector, as the
+// codec encodes it.
+func stripeReceipt(tb testing.TB) []byte {
+	tb.Helper()
+	body := []byte(stripeEvent)
+	ev := domain.DeliveryReceived{DeliveryID: "0193780c-5b1e-7c2a-9f3e-2a1b4c5d6e7f", Address: "k3j5h2g7f9d1s4a6", AddressKind: domain.AddressInspector,
+		Method: "POST", Target: "/", Host: "k3j5h2g7f9d1s4a6.relay.example.com", Proto: "HTTP/1.1", RemoteAddr: "54.187.174.169:44312",
+		Headers: []domain.Header{{Name: "Accept", Value: "*/*; q=0.5, application/xml"}, {Name: "Cache-Control", Value: "no-cache"},
+			{Name: "Content-Length", Value: "2418"}, {Name: "Content-Type", Value: "application/json; charset=utf-8"},
+			{Name: "Stripe-Signature", Value: "t=1732792452,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd,v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39"},
+			{Name: "User-Agent", Value: "Stripe/1.0 (+https://stripe.com/docs/webhooks)"}},
+		Body: body, BodySize: int64(len(body)), Complete: true, Answer: &domain.ReceiptAnswer{Status: 204}}
+	d, err := domain.NewCodec().Encode("0193780c-5b1e-7c2a-9f3e-2a1b4c5d6e80", ev, time.Unix(1732792452, 0), domain.Trace{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d.Data
+}
+
+// BenchmarkEncodeData is what storing an event's data costs the appending
+// goroutine, what reading it back costs, and how much is stored: a
+// receipt of repeated lines and a Stripe event's receipt.
+func BenchmarkEncodeData(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{{"repeated", receiptLike(1024)}, {"stripe", stripeReceipt(b)}} {
+		stored, enc := encodeData(c.data)
+		if enc != encS2 {
+			b.Fatalf("%s: not compressed", c.name)
+		}
+		b.Run(c.name+"/encode", func(b *testing.B) {
+			b.SetBytes(int64(len(c.data)))
+			for b.Loop() {
+				encodeData(c.data)
+			}
+			b.ReportMetric(float64(len(stored))/float64(len(c.data)), "stored/given")
+		})
+		b.Run(c.name+"/decode", func(b *testing.B) {
+			b.SetBytes(int64(len(c.data)))
+			for b.Loop() {
+				if _, err := decodeData(stored, enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
