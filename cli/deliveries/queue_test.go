@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,30 @@ import (
 
 	"github.com/relayhq/relay/apiclient"
 )
+
+// fakeQueueRelay answers the endpoints query with one QUEUE Endpoint,
+// "orders", and each redriveDeadPage call with page(the call's "after"
+// variable), the JSON of its result.
+func fakeQueueRelay(t *testing.T, page func(after any) string) *apiclient.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		var req struct {
+			Query     string
+			Variables map[string]any
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		if strings.Contains(req.Query, "redriveDeadPage") {
+			fmt.Fprintf(w, `{"data":{"redriveDeadPage":%s}}`, page(req.Variables["after"]))
+			return
+		}
+		fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return apiclient.New(srv.URL, "t")
+}
 
 // TestRedriveDeadGoesPageByPage: the command puts back page after page,
 // each call going on after the cursor the one before returned, until a
@@ -29,31 +52,17 @@ func TestRedriveDeadGoesPageByPage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var afters []any
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				var req struct {
-					Query     string
-					Variables map[string]any
+			client := fakeQueueRelay(t, func(after any) string {
+				i := len(afters)
+				afters = append(afters, after)
+				if i >= len(tc.pages) {
+					t.Errorf("call %d after the last page", i+1)
+					return `{"redriven":0,"endCursor":"0","hasNextPage":false}`
 				}
-				if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-					t.Error(err)
-				}
-				if strings.Contains(req.Query, "redriveDeadPage") {
-					i := len(afters)
-					afters = append(afters, req.Variables["after"])
-					if i >= len(tc.pages) {
-						t.Errorf("call %d after the last page", i+1)
-						fmt.Fprint(w, `{"data":{"redriveDeadPage":{"redriven":0,"endCursor":"0","hasNextPage":false}}}`)
-						return
-					}
-					fmt.Fprintf(w, `{"data":{"redriveDeadPage":{"redriven":%d,"endCursor":"c%d","hasNextPage":%v}}}`, tc.pages[i], i+1, tc.pages[i] == redrivePerCall)
-					return
-				}
-				fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
-			}))
-			defer srv.Close()
+				return fmt.Sprintf(`{"redriven":%d,"endCursor":"c%d","hasNextPage":%v}`, tc.pages[i], i+1, tc.pages[i] == redrivePerCall)
+			})
 			var out bytes.Buffer
-			if err := redriveDead(context.Background(), apiclient.New(srv.URL, "t"), "orders", &out); err != nil {
+			if err := redriveDead(context.Background(), client, "orders", &out); err != nil {
 				t.Fatal(err)
 			}
 			total := 0
@@ -83,19 +92,12 @@ func TestRedriveDeadGoesPageByPage(t *testing.T) {
 // the relay still says there is more says so rather than end as if done.
 func TestRedriveDeadSaysWhenItStops(t *testing.T) {
 	calls := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		body, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(body), "redriveDeadPage") {
-			calls++
-			fmt.Fprintf(w, `{"data":{"redriveDeadPage":{"redriven":1,"endCursor":"c%d","hasNextPage":true}}}`, calls)
-			return
-		}
-		fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
-	}))
-	defer srv.Close()
+	client := fakeQueueRelay(t, func(any) string {
+		calls++
+		return fmt.Sprintf(`{"redriven":1,"endCursor":"c%d","hasNextPage":true}`, calls)
+	})
 	var out bytes.Buffer
-	if err := redriveDead(context.Background(), apiclient.New(srv.URL, "t"), "orders", &out); err != nil {
+	if err := redriveDead(context.Background(), client, "orders", &out); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("%d dead deliveries of orders back in its queue\nmore may be dead: run it again to go on\n", maxRedrivePages)

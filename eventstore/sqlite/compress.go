@@ -9,10 +9,10 @@ import (
 )
 
 // An event's data is stored compressed (the s2 block format) when that
-// makes it smaller by an eighth or more: a delivery's receipt (headers and
-// a base64 body in JSON) shrinks to about 40 %, so several share a page of
-// the log instead of one filling it, and a commit writes fewer pages
-// (docs/event-store.md). The enc column says how a row's data is stored;
+// makes it smaller by an eighth or more: the log grows less, and receipts
+// that shrink under half a page share pages, so a commit writes fewer
+// (docs/event-store.md; BenchmarkEncodeData: a Stripe event's receipt
+// shrinks to 69 %, one of repeated lines to 20 %). The enc column says how a row's data is stored;
 // rows written before it existed are raw. The chain hashes the data as
 // given, never as stored, so compression changes no leaf or link.
 const (

@@ -95,7 +95,7 @@ func tombstoneRow(tomb domain.StreamDeleted, now time.Time) (row, error) {
 	if err != nil {
 		return row{}, fmt.Errorf("encode tombstone: %w", err)
 	}
-	return newRow(e.ID, e.Type, e.Data, enc, e.Metadata), nil
+	return newRow(e.ID, e.Type, e.Data, enc, e.Metadata, nil), nil
 }
 
 // deleted reports whether a committed batch deleted a stream.

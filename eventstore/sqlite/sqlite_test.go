@@ -238,7 +238,7 @@ func newRequest(t *testing.T, ctx context.Context, stream string) *appendRequest
 	}
 	return &appendRequest{
 		ctx: ctx, stream: stream, expected: domain.NoStream(),
-		rows:  []row{newRow(uuid.NewString(), "t", []byte("{}"), md, domain.Metadata{})},
+		rows:  []row{newRow(uuid.NewString(), "t", []byte("{}"), md, domain.Metadata{}, nil)},
 		reply: make(chan appendReply, 1),
 	}
 }

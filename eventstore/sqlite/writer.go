@@ -45,9 +45,10 @@ type row struct {
 	enc    int64
 }
 
-func newRow(id, typ string, data, metadata []byte, md domain.Metadata) row {
+// newRow prepares an event for the writer: data compressed as stored.
+func newRow(id, typ string, data, metadata []byte, md domain.Metadata, payload domain.Event) row {
 	stored, enc := encodeData(data)
-	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, stored: stored, enc: enc}
+	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, payload: payload, stored: stored, enc: enc}
 }
 
 type appendReply struct {
@@ -88,8 +89,7 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		data := append([]byte{}, e.Data...)
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
-		rows[i] = newRow(e.ID, e.Type, data, md, m)
-		rows[i].payload = e.Payload
+		rows[i] = newRow(e.ID, e.Type, data, md, m, e.Payload)
 	}
 	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
 	if err := s.enqueue(ctx, req); err != nil {
