@@ -1,7 +1,9 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -79,5 +81,28 @@ func TestHeldAppendCommitsWithTheNext(t *testing.T) {
 	}
 	if n := s.commits.Load() - before; n != 1 {
 		t.Errorf("%d commits for a held append alone, want 1", n)
+	}
+}
+
+// TestRefusedHeldAppendIsAnsweredAtOnce: a held append is inserted before
+// it waits for company, so one that is refused is answered then, not once
+// its hold is up.
+func TestRefusedHeldAppendIsAnsweredAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // well short of the hold
+	defer cancel()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	wait, err := s.QueueAppend(domain.WithCommitHold(ctx, time.Hour), "d-1", domain.Exact(4), event("receipt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wait()
+	var wrong *domain.WrongExpectedRevisionError
+	if !errors.As(err, &wrong) {
+		t.Fatalf("held append at a revision the stream does not have: %v, want a wrong expected revision", err)
+	}
+	// The writer is free again: the next append commits.
+	if _, err := s.Append(ctx, "d-1", domain.NoStream(), event("receipt")); err != nil {
+		t.Fatal(err)
 	}
 }
