@@ -127,11 +127,21 @@ func (c *targetConn) Read(p []byte) (int, error) {
 	}
 	expect := c.expect
 	c.expect = false
+	if expect { // a new request: the last one's rewrite is no longer this one's
+		c.rewritten, c.original = "", ""
+	}
 	c.mu.Unlock()
 	if !expect {
 		return c.Conn.Read(p)
 	}
-	buf, err := c.readLine()
+	// A sender sends its request line, and most often the whole request,
+	// at once: it is read straight into p, and a whole line without a '%'
+	// (nothing to mend) is handed on as it is, in one read.
+	n, err := c.Conn.Read(p)
+	if end := bytes.IndexByte(p[:n], '\n'); end >= 0 && bytes.IndexByte(p[:end], '%') < 0 {
+		return n, err
+	}
+	buf, err := c.readLine(append(make([]byte, 0, max(512, n)), p[:n]...), err)
 	fixed, rewritten, original := fixRequestLine(buf)
 	c.mu.Lock()
 	c.rewritten, c.original = rewritten, original
@@ -140,25 +150,26 @@ func (c *targetConn) Read(p []byte) (int, error) {
 	return c.Read(p)
 }
 
-// readLine reads until the end of the first line, maxRequestLine bytes or
-// an error. Once the first bytes arrived, the rest of the line must come
-// within lineTimeout (the server sets its header timeout only after them).
-func (c *targetConn) readLine() ([]byte, error) {
-	buf := make([]byte, 0, 512)
+// readLine reads on from buf (the first read's bytes, err its error) until
+// the end of the first line, maxRequestLine bytes or an error. Once the
+// first bytes arrived, the rest of the line must come within lineTimeout
+// (the server sets its header timeout only after them).
+func (c *targetConn) readLine(buf []byte, err error) ([]byte, error) {
 	started := false
 	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := c.Conn.Read(buf[len(buf):min(cap(buf), maxRequestLine)])
-		buf = buf[:len(buf)+n]
-		if n > 0 && !started && c.lineTimeout > 0 {
+		if len(buf) > 0 && !started && c.lineTimeout > 0 {
 			started = true
 			_ = c.Conn.SetReadDeadline(time.Now().Add(c.lineTimeout))
 		}
 		if err != nil || bytes.IndexByte(buf, '\n') >= 0 || len(buf) >= maxRequestLine {
 			return buf, err
 		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		var n int
+		n, err = c.Conn.Read(buf[len(buf):min(cap(buf), maxRequestLine)])
+		buf = buf[:len(buf)+n]
 	}
 }
 

@@ -13,9 +13,9 @@ import (
 )
 
 // TestTolerateTargetsOnOneConnection: on one keep-alive connection, a
-// target with invalid percent-encoding reaches the handler as sent, a valid
-// "%25" stays "%25", and a body that looks like such a request line is not
-// touched.
+// target with invalid percent-encoding reaches the handler as sent (also
+// when its body is read first), a valid "%25" stays "%25", and a body that
+// looks like such a request line is not touched.
 func TestTolerateTargetsOnOneConnection(t *testing.T) {
 	type seen struct{ target, body string }
 	got := make(chan seen, 8)
@@ -40,6 +40,7 @@ func TestTolerateTargetsOnOneConnection(t *testing.T) {
 	trap := "GET /%zz HTTP/1.1\r\n"
 	for _, tc := range []struct{ target, body string }{
 		{"/%zz?q=%zz", ""},
+		{"/%zz", strings.Repeat("b", 8<<10)}, // read past the first buffer before the target is asked for
 		{"/%25zz", trap},
 		{"/a%2", ""},
 		{"//x/%G0/%41", ""},
@@ -55,7 +56,7 @@ func TestTolerateTargetsOnOneConnection(t *testing.T) {
 			t.Fatalf("%s: answered %d", tc.target, resp.StatusCode)
 		}
 		if s := <-got; s.target != tc.target || s.body != tc.body {
-			t.Errorf("handler saw %q body %q, want %q body %q", s.target, s.body, tc.target, tc.body)
+			t.Errorf("handler saw %q with a body of %d bytes, want %q with %d (same: %t)", s.target, len(s.body), tc.target, len(tc.body), s.body == tc.body)
 		}
 	}
 }
@@ -91,4 +92,71 @@ func FuzzFixRequestLine(f *testing.F) {
 			t.Fatalf("line %q does not carry the rewrite %q", fixed, rewritten)
 		}
 	})
+}
+
+// countingConn counts the reads of the connection below.
+type countingConn struct {
+	net.Conn
+	reads int
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	c.reads++
+	return c.Conn.Read(p)
+}
+
+// TestRequestLineReads: a request sent at once whose line has nothing to
+// mend reaches net/http in one read of the connection, as it arrived; a line
+// that comes in pieces, or needs mending, is read whole first, and what
+// net/http gets is the same either way.
+func TestRequestLineReads(t *testing.T) {
+	body := strings.Repeat("b", 1024) // a webhook's: the request is longer than its line
+	request := func(target string) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: 1024\r\n\r\n" + body
+	}
+	for _, tc := range []struct {
+		name      string
+		parts     []string
+		want      string
+		firstRead string // what the first Read returns, when it is the whole request
+	}{
+		{"at once", []string{request("/plain")}, request("/plain"), request("/plain")},
+		{"in pieces", []string{"POST /pl", "ain HTTP/1.1\r\nHost: a.localhost\r\n", "Content-Length: 1024\r\n\r\n" + body}, request("/plain"), ""},
+		{"stray percent at once", []string{request("/%zz")}, request("/%25zz"), request("/%25zz")},
+		{"stray percent in pieces", []string{"POST /%z", "z HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: 1024\r\n\r\n" + body}, request("/%25zz"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer server.Close()
+			go func() {
+				for _, p := range tc.parts {
+					if _, err := client.Write([]byte(p)); err != nil {
+						return
+					}
+				}
+				client.Close()
+			}()
+			below := &countingConn{Conn: server}
+			c := &targetConn{Conn: below, expect: true, lineTimeout: 5 * time.Second}
+			buf := make([]byte, 4096)
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(buf[:n])
+			if tc.firstRead != "" {
+				if got != tc.firstRead || below.reads != 1 {
+					t.Fatalf("first Read gave %d bytes after %d reads of the connection, want the whole request (%d bytes, same: %t) after 1",
+						n, below.reads, len(tc.firstRead), got == tc.firstRead)
+				}
+			}
+			rest, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got += string(rest); got != tc.want {
+				t.Errorf("read %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
