@@ -94,6 +94,9 @@ func (c *conn) writeLoop() {
 				m := c.queue[0]
 				c.queue[0] = outgoing{}
 				c.queue = c.queue[1:]
+				// More queued behind it: hold this one's frame for the
+				// write of the last (cork.go).
+				c.cork.cork(len(c.queue) > 0)
 				c.qmu.Unlock()
 				ok := c.write(m.typ, m.b)
 				c.qmu.Lock()
@@ -108,6 +111,13 @@ func (c *conn) writeLoop() {
 				if !ok {
 					return
 				}
+			}
+			// The loop can end with frames held (the socket closed while
+			// more were queued): send them.
+			if err := c.cork.flush(); err != nil {
+				c.t.cfg.Logger.Debug("websocket write", "error", err)
+				c.shut()
+				return
 			}
 		}
 	}

@@ -147,13 +147,14 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		return
 	}
 	defer t.clients.release(key)
-	ws, err := t.upgrader.Upgrade(w, r, nil)
+	cw := &corkingWriter{ResponseWriter: w}
+	ws, err := t.upgrader.Upgrade(cw, r, nil)
 	if err != nil {
 		return // the upgrader has answered
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	c := &conn{
-		t: t, ws: ws, exec: exec, headers: r.Header, ctx: ctx, cancel: cancel,
+		t: t, ws: ws, cork: cw.conn, exec: exec, headers: r.Header, ctx: ctx, cancel: cancel,
 		ops:     map[string]*operation{},
 		wake:    make(chan struct{}, 1),
 		room:    make(chan struct{}),
@@ -201,6 +202,7 @@ func (c *clientCounter) release(key string) {
 type conn struct {
 	t       *Transport
 	ws      *websocket.Conn
+	cork    *corkConn // below ws: the writer sends what it finds queued in one write
 	exec    graphql.GraphExecutor
 	headers http.Header
 	ctx     context.Context // the socket's; InitFunc's once acknowledged
