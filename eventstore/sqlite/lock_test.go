@@ -10,6 +10,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/sqlitedsn"
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 // TestAppendWaitsForTheWriteLock: the writer's transactions begin
@@ -104,5 +105,48 @@ func TestRefusedHeldAppendIsAnsweredAtOnce(t *testing.T) {
 	// The writer is free again: the next append commits.
 	if _, err := s.Append(ctx, "d-1", domain.NoStream(), event("receipt")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeldAppendIsInsertedBeforeItWaits: while a held append waits for
+// company, its rows are already in the writer's open transaction (the
+// log's write lock is taken: another writer is refused at once), so the
+// company's commit has only its own insert left; both then commit
+// together.
+func TestHeldAppendIsInsertedBeforeItWaits(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{})
+	defer s.Close()
+	before := s.commits.Load()
+	wait, err := s.QueueAppend(domain.WithCommitHold(ctx, time.Minute), "d-1", domain.NoStream(), event("receipt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", sqlitedsn.Build(path, false, sqlitedsn.Full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	if _, err := other.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil { // refused at once, not waited for
+		t.Fatal(err)
+	}
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		tx, err := other.BeginTx(ctx, nil) // IMMEDIATE: asks for the write lock
+		if err != nil {
+			return nil // busy: the held append's transaction has it
+		}
+		_ = tx.Rollback()
+		return errors.New("the log's write lock is free while an append is held")
+	})
+	if _, err := s.Append(ctx, "d-1", domain.Exact(0), event("outcome")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for a held append and its company, want 1", n)
 	}
 }
