@@ -386,8 +386,9 @@ func keepLog(b *testing.B, r *harness.Relay) {
 	}
 }
 
-// profArgs passes RELAY_BENCH_CPUPROFILE and RELAY_BENCH_TRACE on to the
-// relay's hidden --cpuprofile and --trace flags, and turns on debug logs
+// profArgs passes RELAY_BENCH_CPUPROFILE, RELAY_BENCH_TRACE and
+// RELAY_BENCH_MEMPROFILE on to the relay's hidden --cpuprofile, --trace and
+// --memprofile flags, and turns on debug logs
 // for RELAY_BENCH_LOG. Benchmarks load one address on purpose: the address
 // rate and the inspector quota are lifted (loadFlags).
 func profArgs() []string {
@@ -400,6 +401,9 @@ func profArgs() []string {
 	}
 	if p := os.Getenv("RELAY_BENCH_TRACE"); p != "" {
 		args = append(args, "--trace", p)
+	}
+	if p := os.Getenv("RELAY_BENCH_MEMPROFILE"); p != "" {
+		args = append(args, "--memprofile", p)
 	}
 	return args
 }

@@ -93,6 +93,7 @@ type serveConfig struct {
 	MaxHeaderBytes byteSize
 	CPUProfile     string
 	Trace          string
+	MemProfile     string
 	MaxAPIBody     byteSize
 	MaxAPIAnswer   byteSize
 	ProxyBodies    byteSize
@@ -180,6 +181,8 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("cpuprofile")
 	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
 	_ = fs.MarkHidden("trace")
+	fs.StringVar(&c.MemProfile, "memprofile", "", "write what the whole run allocated, by place, to this file at exit (for performance work)")
+	_ = fs.MarkHidden("memprofile")
 	fs.Var(duration.NewFlag(&c.IdleTimeout, 60*time.Second), "idle-timeout", "an idle keep-alive connection is closed after this long")
 	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")

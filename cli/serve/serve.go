@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -76,6 +77,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if cfg.MemProfile != "" {
+		// Every allocation is sampled: a profile of one run tells counts
+		// per request, not a sample of them.
+		runtime.MemProfileRate = 1
+		defer func() {
+			if err := writeAllocs(cfg.MemProfile); err != nil {
+				log.Warn("memory profile", slog.Any("error", err))
+			}
+		}()
 	}
 	if cfg.Trace != "" {
 		f, err := os.Create(cfg.Trace)
@@ -296,3 +307,16 @@ func (u publicURLs) host(prefix string) string {
 
 func (u publicURLs) bare() string             { return u.scheme + "://" + u.host("") }
 func (u publicURLs) address(id string) string { return u.scheme + "://" + u.host(id+".") + "/" }
+
+// writeAllocs writes the allocations of the whole run to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
