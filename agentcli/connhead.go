@@ -3,7 +3,6 @@ package agentcli
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"net"
 	"net/textproto"
 	"strings"
@@ -15,30 +14,21 @@ import (
 const maxHeadCapture = 16 << 10
 
 // headConn keeps the first bytes the local target sends after each request
-// on a connection. net/http's client deletes a response's whole Connection
+// on a connection. net/http's ReadResponse deletes a response's whole Connection
 // field when it says "close" (it handles that itself), and with it the
 // names of other hop-by-hop headers listed there ("Connection: close,
 // X-Hop"); without them the agent would pass X-Hop on. The kept bytes hold
 // the response head, from which connectionNames reads the field back.
 //
-// The HTTP/1.1 client writes a request, then reads its response; it never
-// pipelines. So the first Write after bytes were read starts a new request
-// and the capture starts over.
+// The local client (localclient.go) writes a request, then reads its
+// response; it never pipelines. So the first Write after bytes were read
+// starts a new request and the capture starts over. Over https it sits
+// above TLS, so it keeps the response head in clear.
 type headConn struct {
 	net.Conn
 	mu   sync.Mutex
 	head []byte
 	read bool // bytes were read since the capture started over
-}
-
-func dialHeadConn(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &headConn{Conn: c}, nil
-	}
 }
 
 func newDialer() *net.Dialer {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -52,9 +51,9 @@ type localResult struct {
 type forwarder struct {
 	target  Target
 	timeout time.Duration
-	// transport sends the local request as it is: no http.Client in
+	// client sends the local request as it is: no http.Client in
 	// between, so no redirect is looked at, let alone followed (see do).
-	transport *http.Transport
+	client *localClient
 	// preserveHost sends the public host as Host (--host-header preserve).
 	preserveHost bool
 }
@@ -62,19 +61,11 @@ type forwarder struct {
 // newForwarder sends to target; insecure accepts any certificate of an
 // https target (a self-signed local one).
 func newForwarder(target Target, timeout time.Duration, insecure bool) *forwarder {
-	transport := &http.Transport{
-		Proxy:               nil, // the target is local; a proxy from the environment must not see it
-		DialContext:         dialHeadConn(newDialer()),
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: insecure}, //nolint:gosec // only with --insecure, for loopback targets
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 256, // one local host, many concurrent deliveries: reuse, never churn
-		IdleConnTimeout:     90 * time.Second,
-	}
-	return &forwarder{target: target, timeout: timeout, transport: transport}
+	return &forwarder{target: target, timeout: timeout, client: newLocalClient(target, insecure)}
 }
 
 // close drops idle connections to the target.
-func (f *forwarder) close() { f.transport.CloseIdleConnections() }
+func (f *forwarder) close() { f.client.closeIdle() }
 
 // forward sends req to the local target and reads its answer.
 func (f *forwarder) forward(ctx context.Context, req localRequest) localResult {
@@ -88,28 +79,28 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	out := new(outgoing)
-	trace := &out.trace
-	trace.trace.GotConn = trace.gotConn
-	ctx = httptrace.WithClientTrace(ctx, &trace.trace)
 	hreq, err := f.newRequest(ctx, req, out)
 	if err != nil {
 		return f.requestFailure(err)
 	}
 	receipt := f.receipt(hreq, req.Body, &out.receipt)
-	// The Transport, not an http.Client: the sender gets the local 3xx as
-	// it is, like any other answer, also one whose Location does not parse
-	// (an http.Client parses it before any CheckRedirect, and fails). The
-	// Transport closes the request body; ctx bounds the whole exchange.
-	resp, err := f.transport.RoundTrip(hreq)
+	// Sent as it is, not through an http.Client: the sender gets the local
+	// 3xx as it is, like any other answer, also one whose Location does
+	// not parse (an http.Client parses it before any CheckRedirect, and
+	// fails). ctx bounds the whole exchange.
+	resp, conn, err := f.client.roundTrip(hreq)
 	if err != nil {
 		res := f.failure(ctx, err)
 		res.Receipt = receipt
 		return res
 	}
-	defer resp.Body.Close()
 	// Up to one byte past maxResponseBody (refused below); the claimed
 	// length sizes the first buffer only up to bodyread.FirstRead.
 	body, err := bodyread.Read(resp.Body, maxResponseBody+1, resp.ContentLength)
+	// Released (and closed unless the body was read to its end) before
+	// the body is closed, which would otherwise read the rest of it.
+	f.client.release(conn, resp, err == nil && len(body) <= maxResponseBody)
+	resp.Body.Close()
 	if err != nil {
 		return f.failure(ctx, err)
 	}
@@ -118,10 +109,10 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 		return localResult{Status: 502, Err: errors.New(failure), Failure: failure}
 	}
 	headers := responseHeaders(resp)
-	if _, kept := resp.Header["Connection"]; resp.Close && !kept && trace.conn != nil {
+	if _, kept := resp.Header["Connection"]; resp.Close && !kept {
 		// net/http dropped a "Connection: close" field; the names it
 		// listed besides close are hop-by-hop too.
-		headers = dropNames(headers, trace.conn.connectionNames())
+		headers = dropNames(headers, conn.head.connectionNames())
 	}
 	return localResult{Status: resp.StatusCode, Headers: headers, Body: body, Receipt: receipt}
 }
@@ -131,19 +122,8 @@ func (f *forwarder) do(ctx context.Context, req localRequest) localResult {
 type outgoing struct {
 	url     url.URL
 	body    bytes.Reader
-	trace   connTrace
 	receipt domain.FidelityDigests
 }
-
-// connTrace learns which connection the HTTP client sent a request on.
-// It lives in outgoing, so the trace and what it learns cost no
-// allocation of their own (the method value set as GotConn still does).
-type connTrace struct {
-	trace httptrace.ClientTrace
-	conn  *headConn
-}
-
-func (t *connTrace) gotConn(info httptrace.GotConnInfo) { t.conn, _ = info.Conn.(*headConn) }
 
 // requestFailure is the result of a request that could not be built.
 func (f *forwarder) requestFailure(err error) localResult {

@@ -385,7 +385,7 @@ func FuzzWireHeaders(f *testing.F) {
 // deletes before the agent sees it; a keep-alive answer on the same
 // connection first shows the capture starts over with each request.
 func TestForwardDropsHeadersNamedWithClose(t *testing.T) {
-	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/close" {
 			w.Header().Set("Connection", "close, X-Hop")
 		} else {
@@ -396,21 +396,30 @@ func TestForwardDropsHeadersNamedWithClose(t *testing.T) {
 		w.Header().Set("X-Kept", "yes")
 		io.WriteString(w, "ok")
 	})
-	f := newForwarder(httpTarget(target), 5*time.Second, false)
-	defer f.close()
-	for _, path := range []string{"/keep", "/close"} {
-		res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
-		if res.Err != nil {
-			t.Fatal(res.Err)
+	// Over https too: the capture sits above TLS.
+	for _, scheme := range []string{"http", "https"} {
+		srv := httptest.NewServer(handler)
+		if scheme == "https" {
+			srv.Close()
+			srv = httptest.NewTLSServer(handler)
 		}
-		got := map[string]string{}
-		for _, h := range res.Headers {
-			got[h.Name] = h.Value
+		f := newForwarder(Target{Scheme: scheme, Host: srv.Listener.Addr().String()}, 5*time.Second, true)
+		for _, path := range []string{"/keep", "/close"} {
+			res := f.forward(t.Context(), localRequest{Method: "GET", Path: path})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			got := map[string]string{}
+			for _, h := range res.Headers {
+				got[h.Name] = h.Value
+			}
+			wantHop := map[string]string{"/keep": "secret", "/close": ""}[path]
+			if got["X-Hop"] != wantHop || got["X-Kept"] != "yes" || got["X-Other"] != "" || got["Connection"] != "" {
+				t.Errorf("%s %s: headers %v, want X-Hop %q, X-Kept and no Connection or X-Other", scheme, path, got, wantHop)
+			}
 		}
-		wantHop := map[string]string{"/keep": "secret", "/close": ""}[path]
-		if got["X-Hop"] != wantHop || got["X-Kept"] != "yes" || got["X-Other"] != "" || got["Connection"] != "" {
-			t.Errorf("%s: headers %v, want X-Hop %q, X-Kept and no Connection or X-Other", path, got, wantHop)
-		}
+		f.close()
+		srv.Close()
 	}
 }
 
@@ -550,8 +559,8 @@ func TestForwardWritesRequestInOneWrite(t *testing.T) {
 	f := newForwarder(httpTarget(target), 5*time.Second, false)
 	defer f.close()
 	var writes atomic.Int32
-	dial := f.transport.DialContext
-	f.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := f.client.dial
+	f.client.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,262 @@
+package agentcli
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The local client's limits: idle connections it keeps to the target, how
+// long one may stay idle, its buffers (net/http's defaults), and the
+// interim (1xx) answers it skips before the final one (net/http's bound).
+const (
+	maxIdleLocal  = 256
+	idleLocal     = 90 * time.Second
+	localBufSize  = 4 << 10
+	max1xxAnswers = 5
+)
+
+// localClient is the agent's HTTP/1.1 client for its one local target. It
+// writes a request and reads the answer on the goroutine that forwards it:
+// net/http's Transport hands every exchange to two goroutines of its own
+// (one writes, one reads), and waking them cost the agent a fifth of its
+// CPU per forward (docs/benchmarks.md). The bytes are net/http's all the
+// same: Request.Write writes the request as the Transport does, and
+// ReadResponse reads the answer.
+//
+// Like the Transport it keeps idle connections, drops one the target
+// closed while it sat idle (see alive) and sends a request again on a new
+// connection only when the Transport would: nothing of it could be sent,
+// or it is replayable and the reused connection closed before answering.
+type localClient struct {
+	target Target
+	tls    *tls.Config // nil for an http target
+	// dial opens a TCP connection (a field: tests count writes on it).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	mu   sync.Mutex
+	idle []*localConn // most recently used last
+}
+
+func newLocalClient(target Target, insecure bool) *localClient {
+	c := &localClient{target: target, dial: newDialer().DialContext}
+	if target.Scheme == "https" {
+		host, _, err := net.SplitHostPort(target.Host)
+		if err != nil {
+			host = target.Host
+		}
+		c.tls = &tls.Config{ServerName: host, InsecureSkipVerify: insecure} //nolint:gosec // only with --insecure, for loopback targets
+	}
+	return c
+}
+
+// localConn is one connection to the target with its buffers.
+type localConn struct {
+	raw    net.Conn  // the TCP connection, for alive
+	head   *headConn // what the exchange reads and writes, over TLS for https
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	idleAt time.Time
+	sent   bool // bytes of the exchange in progress were written
+	// stop disarms the cancellation of the exchange in progress; false
+	// when the exchange's context ended first.
+	stop func() bool
+}
+
+// roundTrip sends req and reads the head of the final answer. The caller
+// reads the body and then hands the connection back with release.
+func (c *localClient) roundTrip(req *http.Request) (*http.Response, *localConn, error) {
+	if err := validFields(req.Header); err != nil {
+		return nil, nil, err
+	}
+	ctx := req.Context()
+	for retried := false; ; retried = true {
+		lc, reused, err := c.conn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, sent, err := lc.exchange(ctx, req)
+		if err == nil {
+			return resp, lc, nil
+		}
+		lc.close()
+		if retried || !reused || ctx.Err() != nil || !again(req, sent) {
+			return nil, nil, err
+		}
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, nil, err
+			}
+			req.Body = body
+		}
+	}
+}
+
+// again is whether a request that failed on a reused connection goes out
+// again on a new one, by net/http's Transport's rule: when none of it
+// could be sent, or when the request is replayable (a method without side
+// effects or an idempotency key) and the connection closed before any
+// answer came.
+func again(req *http.Request, sent bool) bool {
+	if !sent {
+		return true
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
+// validFields refuses what net/http's Transport refuses: a field name that
+// is not a token, or a value with a control character.
+func validFields(h http.Header) error {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("net/http: invalid header field name %q", k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("net/http: invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
+// conn takes the most recently used idle connection that is still open,
+// or dials a new one; reused says which.
+func (c *localClient) conn(ctx context.Context) (lc *localConn, reused bool, err error) {
+	now := time.Now()
+	for {
+		c.mu.Lock()
+		n := len(c.idle)
+		if n == 0 {
+			c.mu.Unlock()
+			break
+		}
+		lc = c.idle[n-1]
+		c.idle[n-1] = nil
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		if now.Sub(lc.idleAt) < idleLocal && alive(lc.raw, now.Sub(lc.idleAt)) {
+			return lc, true, nil
+		}
+		lc.close()
+	}
+	lc, err = c.open(ctx)
+	return lc, false, err
+}
+
+// open dials the target, with the TLS handshake for https.
+func (c *localClient) open(ctx context.Context) (*localConn, error) {
+	raw, err := c.dial(ctx, "tcp", c.target.Host)
+	if err != nil {
+		return nil, err
+	}
+	conn := raw
+	if c.tls != nil {
+		tc := tls.Client(raw, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	lc := &localConn{raw: raw, head: &headConn{Conn: conn}}
+	lc.br = bufio.NewReaderSize(lc.head, localBufSize)
+	lc.bw = bufio.NewWriterSize(sentWriter{lc}, localBufSize)
+	return lc, nil
+}
+
+// sentWriter notes that bytes of the exchange were written.
+type sentWriter struct{ lc *localConn }
+
+func (w sentWriter) Write(p []byte) (int, error) {
+	n, err := w.lc.head.Write(p)
+	if n > 0 {
+		w.lc.sent = true
+	}
+	return n, err
+}
+
+// exchange writes req and reads up to the final answer's head, skipping
+// interim answers as the Transport does. sent is whether any of req may
+// have reached the target. The exchange is cut off when ctx ends: the
+// connection's deadline is set in the past, and the caller's read or
+// write fails at once.
+func (lc *localConn) exchange(ctx context.Context, req *http.Request) (resp *http.Response, sent bool, err error) {
+	lc.sent = false
+	lc.stop = context.AfterFunc(ctx, func() { _ = lc.head.SetDeadline(time.Unix(1, 0)) })
+	err = req.Write(lc.bw)
+	if err == nil {
+		err = lc.bw.Flush()
+	}
+	if err != nil {
+		return nil, lc.sent, err
+	}
+	for n := 0; ; n++ {
+		resp, err := http.ReadResponse(lc.br, req)
+		if err != nil {
+			return nil, true, err
+		}
+		code := resp.StatusCode
+		if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
+			return resp, true, nil
+		}
+		if n == max1xxAnswers {
+			return nil, true, errors.New("net/http: too many 1xx informational responses")
+		}
+	}
+}
+
+// release hands lc back after its answer's body was read: to the idle
+// connections when reusable (the body read to its end, nothing more sent,
+// neither side asked to close, the exchange not cut off), else it closes.
+func (c *localClient) release(lc *localConn, resp *http.Response, reusable bool) {
+	cut := !lc.stop()
+	if !reusable || cut || resp.Close || resp.Request.Close || resp.StatusCode == http.StatusSwitchingProtocols ||
+		lc.br.Buffered() > 0 {
+		lc.close()
+		return
+	}
+	lc.idleAt = time.Now()
+	c.mu.Lock()
+	if len(c.idle) >= maxIdleLocal {
+		c.mu.Unlock()
+		lc.close()
+		return
+	}
+	c.idle = append(c.idle, lc)
+	c.mu.Unlock()
+}
+
+// closeIdle closes the idle connections.
+func (c *localClient) closeIdle() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = nil
+	c.mu.Unlock()
+	for _, lc := range idle {
+		lc.close()
+	}
+}
+
+// close closes the connection; a cut-off exchange's deadline goes with it.
+func (lc *localConn) close() {
+	if lc.stop != nil {
+		lc.stop()
+	}
+	_ = lc.head.Close()
+}

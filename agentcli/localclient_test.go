@@ -1,0 +1,261 @@
+package agentcli
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingServer is an HTTP server answering 200 "ok" that counts the
+// connections it accepts; idle is its keep-alive idle timeout (0: none).
+func countingServer(t *testing.T, idle time.Duration, tls bool) (srv *httptest.Server, conns *atomic.Int32) {
+	t.Helper()
+	conns = new(atomic.Int32)
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	srv.Config.IdleTimeout = idle
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, conns
+}
+
+func forwardOK(t *testing.T, f *forwarder, method string) {
+	t.Helper()
+	res := f.forward(t.Context(), localRequest{Method: method, Path: "/hook", Body: []byte(`{"n":1}`)})
+	if res.Err != nil || res.Status != 200 || string(res.Body) != "ok" {
+		t.Fatalf("%s: got %d %q %v, want 200 ok", method, res.Status, res.Body, res.Err)
+	}
+}
+
+// TestLocalClientKeepsConnections: forwards one after the other share one
+// connection, over http and over https.
+func TestLocalClientKeepsConnections(t *testing.T) {
+	for _, scheme := range []string{"http", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			srv, conns := countingServer(t, 0, scheme == "https")
+			f := newForwarder(Target{Scheme: scheme, Host: srv.Listener.Addr().String()}, 5*time.Second, true)
+			defer f.close()
+			for range 5 {
+				forwardOK(t, f, "POST")
+			}
+			if n := conns.Load(); n != 1 {
+				t.Errorf("5 forwards took %d connections, want 1", n)
+			}
+		})
+	}
+}
+
+// TestLocalClientChecksCertificates: without --insecure an https target's
+// self-signed certificate is refused.
+func TestLocalClientChecksCertificates(t *testing.T) {
+	srv, _ := countingServer(t, 0, true)
+	f := newForwarder(Target{Scheme: "https", Host: srv.Listener.Addr().String()}, 5*time.Second, false)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/"})
+	if res.Status != 502 || res.Err == nil || !strings.Contains(res.Err.Error(), "certificate") {
+		t.Errorf("got %d %v, want 502 and a certificate error", res.Status, res.Err)
+	}
+}
+
+// TestLocalClientDropsConnectionsClosedWhileIdle: a local server that
+// closes idle connections (as Node.js does after 5 s) does not cost a
+// webhook: the next POST, which is not sent twice, goes on a new
+// connection instead of failing on the closed one.
+func TestLocalClientDropsConnectionsClosedWhileIdle(t *testing.T) {
+	srv, conns := countingServer(t, 20*time.Millisecond, false)
+	f := newForwarder(httpTarget(srv.Listener.Addr().String()), 5*time.Second, false)
+	defer f.close()
+	for i := range 3 {
+		forwardOK(t, f, "POST")
+		if i < 2 {
+			time.Sleep(150 * time.Millisecond) // the server closes the idle connection
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("3 forwards took %d connections, want 3", n)
+	}
+}
+
+// rawServer answers every request on a connection with answer, as bytes.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = req.Body.Read(make([]byte, 1<<10))
+					if _, err := c.Write([]byte(answer)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestLocalClientInterimAnswers: interim answers (100 Continue, 103 Early
+// Hints) are skipped up to net/http's bound, and the final one is
+// passed on.
+func TestLocalClientInterimAnswers(t *testing.T) {
+	final := "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
+	interim := "HTTP/1.1 103 Early Hints\r\nLink: </app.css>\r\n\r\n"
+	for _, tt := range []struct {
+		name   string
+		answer string
+		status int
+	}{
+		{"continue", "HTTP/1.1 100 Continue\r\n\r\n" + final, 201},
+		{"five", strings.Repeat(interim, 5) + final, 201},
+		{"six", strings.Repeat(interim, 6) + final, 502},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newForwarder(httpTarget(rawServer(t, tt.answer)), 5*time.Second, false)
+			defer f.close()
+			for range 2 { // the second on the same connection
+				res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/", Body: []byte("x")})
+				if res.Status != tt.status {
+					t.Fatalf("got %d %v, want %d", res.Status, res.Err, tt.status)
+				}
+				if tt.status == 201 && string(res.Body) != "ok" {
+					t.Fatalf("body %q, want ok", res.Body)
+				}
+			}
+		})
+	}
+}
+
+// TestLocalClientClosesRatherThanDrains: an answer past the size bound is
+// refused without reading the rest of it: the connection is closed, so a
+// target that keeps sending does not keep the forward.
+func TestLocalClientClosesRatherThanDrains(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1073741824")
+		_, _ = w.Write(make([]byte, maxResponseBody+1<<20))
+		<-r.Context().Done() // never finishes the 1 GiB it announced
+	})
+	f := newForwarder(httpTarget(target), time.Minute, false)
+	defer f.close()
+	done := make(chan localResult, 1)
+	go func() { done <- f.forward(t.Context(), localRequest{Method: "GET", Path: "/big"}) }()
+	select {
+	case res := <-done:
+		if res.Err == nil || !strings.Contains(res.Err.Error(), "larger than 10 MiB") {
+			t.Fatalf("error = %v, want a size error", res.Err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the forward is still reading an answer past its bound")
+	}
+}
+
+// TestLocalClientOnCallersGoroutine: the exchange runs on the goroutine
+// that forwards: while the local target thinks, that goroutine waits for
+// the answer itself, and no goroutine of net/http's Transport exists.
+func TestLocalClientOnCallersGoroutine(t *testing.T) {
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		inHandler <- struct{}{}
+		<-release
+	})
+	f := newForwarder(httpTarget(target), 10*time.Second, false)
+	defer f.close()
+	done := make(chan localResult, 1)
+	go func() { done <- f.forward(t.Context(), localRequest{Method: "POST", Path: "/", Body: []byte("x")}) }()
+	<-inHandler
+	time.Sleep(20 * time.Millisecond) // the forwarding goroutine reaches its read
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	close(release)
+	if res := <-done; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var waiting bool
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if strings.Contains(g, "net/http.(*persistConn)") {
+			t.Errorf("a goroutine of net/http's Transport:\n%s", g)
+		}
+		if strings.Contains(g, "(*forwarder).forward") && strings.Contains(g, "http.ReadResponse") {
+			waiting = true
+		}
+	}
+	if !waiting {
+		t.Errorf("no forwarding goroutine reads the answer itself:\n%s", stacks)
+	}
+}
+
+// TestAgain: a request that failed on a reused connection goes out again
+// exactly when net/http's Transport would send it again.
+func TestAgain(t *testing.T) {
+	for _, tt := range []struct {
+		method string
+		header http.Header
+		sent   bool
+		want   bool
+	}{
+		{"POST", nil, false, true},
+		{"POST", nil, true, false},
+		{"POST", http.Header{"Idempotency-Key": {"k"}}, true, true},
+		{"POST", http.Header{"X-Idempotency-Key": {"k"}}, true, true},
+		{"GET", nil, true, true},
+		{"HEAD", nil, true, true},
+		{"OPTIONS", nil, true, true},
+		{"TRACE", nil, true, true},
+		{"PUT", nil, true, false},
+		{"DELETE", nil, true, false},
+		{"PATCH", nil, false, true},
+	} {
+		req := &http.Request{Method: tt.method, Header: tt.header}
+		if got := again(req, tt.sent); got != tt.want {
+			t.Errorf("%s %v sent=%v: again = %v, want %v", tt.method, tt.header, tt.sent, got, tt.want)
+		}
+	}
+}
+
+// TestLocalClientRefusesWhatTheTransportRefuses: a field value with a
+// control character is refused before anything is sent.
+func TestLocalClientRefusesWhatTheTransportRefuses(t *testing.T) {
+	srv, conns := countingServer(t, 0, false)
+	c := newLocalClient(httpTarget(srv.Listener.Addr().String()), false)
+	for _, h := range []http.Header{{"X-Bad": {"a\r\nInjected: 1"}}, {"Bad Name": {"v"}}} {
+		req, _ := http.NewRequest("POST", srv.URL+"/", bytes.NewReader(nil))
+		req.Header = h
+		if _, _, err := c.roundTrip(req); err == nil || !strings.Contains(err.Error(), "invalid header field") {
+			t.Errorf("%v: err = %v, want an invalid header field", h, err)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("%d connections opened, want none", n)
+	}
+}
