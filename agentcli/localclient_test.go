@@ -259,3 +259,50 @@ func TestLocalClientRefusesWhatTheTransportRefuses(t *testing.T) {
 		t.Errorf("%d connections opened, want none", n)
 	}
 }
+
+// TestLocalClientKeepsAtMost256Idle: past maxIdleLocal idle connections,
+// a released one is closed instead of kept.
+func TestLocalClientKeepsAtMost256Idle(t *testing.T) {
+	c := newLocalClient(httpTarget("127.0.0.1:1"), false)
+	var closed []net.Conn
+	for range maxIdleLocal + 10 {
+		mine, theirs := net.Pipe()
+		defer theirs.Close()
+		lc := &localConn{raw: mine, head: &headConn{Conn: mine}, stop: func() bool { return true }}
+		lc.br = bufio.NewReader(lc.head)
+		c.release(lc, &http.Response{StatusCode: 200, Request: &http.Request{}}, true)
+		closed = append(closed, theirs)
+	}
+	if n := len(c.idle); n != maxIdleLocal {
+		t.Errorf("%d idle connections kept, want %d", n, maxIdleLocal)
+	}
+	// The last ones released were closed: their other ends read EOF.
+	for _, theirs := range closed[maxIdleLocal:] {
+		if _, err := theirs.Read(make([]byte, 1)); err == nil {
+			t.Error("a connection past the bound is still open")
+		}
+	}
+	c.closeIdle()
+	if _, err := closed[0].Read(make([]byte, 1)); err == nil {
+		t.Error("closeIdle left an idle connection open")
+	}
+}
+
+// TestLocalClientHeadCaptureBound: of an answer of 64 KiB the connection
+// keeps at most maxHeadCapture bytes for the Connection field's names.
+func TestLocalClientHeadCaptureBound(t *testing.T) {
+	target, _ := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(bytes.Repeat([]byte("a"), 64<<10))
+	})
+	f := newForwarder(httpTarget(target), 5*time.Second, false)
+	defer f.close()
+	if res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/"}); res.Err != nil || len(res.Body) != 64<<10 {
+		t.Fatalf("got %d bytes, %v", len(res.Body), res.Err)
+	}
+	if len(f.client.idle) != 1 {
+		t.Fatalf("%d idle connections, want 1", len(f.client.idle))
+	}
+	if n := len(f.client.idle[0].head.head); n == 0 || n > maxHeadCapture {
+		t.Errorf("kept %d bytes of the answer, want 1 to %d", n, maxHeadCapture)
+	}
+}
