@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/relayhq/relay/internal/agentwire"
 	"github.com/relayhq/relay/internal/gqlws"
+	"github.com/relayhq/relay/internal/workers"
 	"io"
 	"net"
 	"net/http"
@@ -53,8 +54,10 @@ type session struct {
 	announce  func() // tells the Observer the agent is connected, once
 	announced sync.Once
 
-	// idle hands a forward to a worker waiting for one (see run).
-	idle chan func(*worker)
+	// workers run the forwards, each on a goroutine kept from an earlier
+	// forward when one is idle: its stack is grown to the depth of a
+	// forward (the local HTTP exchange under it) already.
+	workers *workers.Pool[*worker]
 
 	// rbuf is the buffer read reads messages into, reused by the next
 	// read; only the reading goroutine touches it.
@@ -64,39 +67,6 @@ type session struct {
 // workerIdle is how long a worker goroutine waits for another forward
 // before it ends.
 const workerIdle = 5 * time.Second
-
-// run runs a forward on a worker goroutine that is waiting for one, or on
-// a new worker. A new goroutine grows its stack to the depth of a forward
-// (net/http's client under it) by copying it several times; a worker kept
-// from an earlier forward has that stack already. Every forward still
-// starts at once: none waits for a busy worker.
-func (s *session) run(ctx context.Context, wg *sync.WaitGroup, f func(*worker)) {
-	select {
-	case s.idle <- f:
-		return
-	default:
-	}
-	wg.Add(1)
-	// f is the worker's argument, not captured: a captured f would live
-	// on the heap for every forward, also those handed to an idle worker.
-	go func(f func(*worker)) {
-		defer wg.Done()
-		idle := time.NewTimer(workerIdle)
-		defer idle.Stop()
-		w := &worker{done: make(chan error, 1)}
-		for {
-			f(w)
-			idle.Reset(workerIdle)
-			select {
-			case f = <-s.idle:
-			case <-idle.C:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}(f)
-}
 
 // worker is what a worker goroutine keeps from one forward to the next,
 // so that a forward does not allocate it again.
@@ -153,13 +123,15 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
 	s := &session{a: a, conn: conn, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
-		receipts: binary && proto == agentwire.Subprotocol, idle: make(chan func(*worker))}
+		receipts: binary && proto == agentwire.Subprotocol}
 
 	sctx, cancel := context.WithCancel(ctx)
+	s.workers = workers.New(workerIdle, sctx.Done(), func() *worker { return &worker{done: make(chan error, 1)} })
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait() // in-flight forwards are cut short with the session
+		s.workers.Wait()
 	}()
 	wg.Add(1)
 	go func() {
@@ -364,7 +336,7 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 				return err
 			}
 			req, reqErr := fr.local()
-			s.run(ctx, wg, func(wk *worker) {
+			s.workers.Go(func(wk *worker) {
 				s.handle(ctx, wk, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
 			})
 		default:
@@ -428,7 +400,7 @@ func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessa
 		w := work{attemptID: f.AttemptID, deliveryID: f.DeliveryID, method: f.Method, path: f.Target,
 			req: localRequest{Method: f.Method, Path: f.Target, Headers: f.Headers, Body: f.Body,
 				Origin: origin{Host: f.Host, Scheme: f.Scheme, Sender: f.RemoteAddr}}}
-		s.run(ctx, wg, func(wk *worker) { s.handle(ctx, wk, sv, w) })
+		s.workers.Go(func(wk *worker) { s.handle(ctx, wk, sv, w) })
 	case agentwire.KindDone:
 		d, err := agentwire.DecodeDone(frame)
 		if err != nil {

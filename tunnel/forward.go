@@ -34,7 +34,9 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	}
 	start := time.Now()
 	done := make(chan result, 1)
-	h.serving.Go(func() {
+	h.serving.Add(1)
+	h.attempts.Go(func(struct{}) {
+		defer h.serving.Done()
 		out, err := h.serve(h.life, cmd)
 		done <- result{out, err}
 	})
