@@ -15,14 +15,20 @@ import (
 )
 
 // The local client's limits: idle connections it keeps to the target, how
-// long one may stay idle, its buffers (net/http's defaults), and the
-// interim (1xx) answers it skips before the final one (net/http's bound).
+// long one may stay idle, its buffers (net/http's defaults), the interim
+// (1xx) answers it skips before the final one (net/http's bound), and the
+// bytes it reads for an answer's head (net/http's Transport allowed 10
+// MiB; no webhook answer has a head of 1 MiB).
 const (
 	maxIdleLocal  = 256
 	idleLocal     = 90 * time.Second
 	localBufSize  = 4 << 10
 	max1xxAnswers = 5
+	maxLocalHead  = 1 << 20
 )
+
+// errHeadTooLarge is the error of an answer whose head is past maxLocalHead.
+var errHeadTooLarge = fmt.Errorf("the answer's head is larger than %d KiB", maxLocalHead>>10)
 
 // localClient is the agent's HTTP/1.1 client for its one local target. It
 // writes a request and reads the answer on the goroutine that forwards it:
@@ -66,6 +72,9 @@ type localConn struct {
 	bw     *bufio.Writer
 	idleAt time.Time
 	sent   bool // bytes of the exchange in progress were written
+	// headLeft is how many more bytes br may read for the answer's head;
+	// -1 while the body is read (bodyread bounds it).
+	headLeft int64
 	// stop disarms the cancellation of the exchange in progress; false
 	// when the exchange's context ended first.
 	stop func() bool
@@ -174,10 +183,29 @@ func (c *localClient) open(ctx context.Context) (*localConn, error) {
 		}
 		conn = tc
 	}
-	lc := &localConn{raw: raw, head: &headConn{Conn: conn}}
-	lc.br = bufio.NewReaderSize(lc.head, localBufSize)
+	lc := &localConn{raw: raw, head: &headConn{Conn: conn}, headLeft: -1}
+	lc.br = bufio.NewReaderSize(headReader{lc}, localBufSize)
 	lc.bw = bufio.NewWriterSize(sentWriter{lc}, localBufSize)
 	return lc, nil
+}
+
+// headReader is what a connection's bufio.Reader reads from: the
+// connection, up to headLeft bytes while an answer's head is read.
+type headReader struct{ lc *localConn }
+
+func (r headReader) Read(p []byte) (int, error) {
+	lc := r.lc
+	if lc.headLeft == 0 {
+		return 0, errHeadTooLarge
+	}
+	if lc.headLeft > 0 && int64(len(p)) > lc.headLeft {
+		p = p[:lc.headLeft]
+	}
+	n, err := lc.head.Read(p)
+	if lc.headLeft > 0 {
+		lc.headLeft -= int64(n)
+	}
+	return n, err
 }
 
 // sentWriter notes that bytes of the exchange were written.
@@ -206,6 +234,7 @@ func (lc *localConn) exchange(ctx context.Context, req *http.Request) (resp *htt
 	if err != nil {
 		return nil, lc.sent, err
 	}
+	lc.headLeft = maxLocalHead
 	for n := 0; ; n++ {
 		resp, err := http.ReadResponse(lc.br, req)
 		if err != nil {
@@ -213,6 +242,7 @@ func (lc *localConn) exchange(ctx context.Context, req *http.Request) (resp *htt
 		}
 		code := resp.StatusCode
 		if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
+			lc.headLeft = -1
 			return resp, true, nil
 		}
 		if n == max1xxAnswers {

@@ -306,3 +306,23 @@ func TestLocalClientHeadCaptureBound(t *testing.T) {
 		t.Errorf("kept %d bytes of the answer, want 1 to %d", n, maxHeadCapture)
 	}
 }
+
+// TestLocalClientBoundsTheHead: an answer whose head goes on past
+// maxLocalHead is refused without reading more of it.
+func TestLocalClientBoundsTheHead(t *testing.T) {
+	line := "X-Padding: " + strings.Repeat("p", 1000) + "\r\n"
+	big := "HTTP/1.1 200 OK\r\n" + strings.Repeat(line, 2*maxLocalHead/len(line)) + "Content-Length: 2\r\n\r\nok"
+	f := newForwarder(httpTarget(rawServer(t, big)), 5*time.Second, false)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "GET", Path: "/"})
+	if res.Status != 502 || res.Err == nil || !strings.Contains(res.Err.Error(), "head is larger than 1024 KiB") {
+		t.Fatalf("got %d %v, want 502 and the head's bound", res.Status, res.Err)
+	}
+	// Just under the bound is an answer like any other.
+	small := "HTTP/1.1 200 OK\r\n" + strings.Repeat(line, maxLocalHead/len(line)/2) + "Content-Length: 2\r\n\r\nok"
+	f2 := newForwarder(httpTarget(rawServer(t, small)), 5*time.Second, false)
+	defer f2.close()
+	if res := f2.forward(t.Context(), localRequest{Method: "GET", Path: "/"}); res.Status != 200 || string(res.Body) != "ok" {
+		t.Fatalf("got %d %q %v, want 200 ok", res.Status, res.Body, res.Err)
+	}
+}
