@@ -57,6 +57,13 @@ func (c *headConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// gotBytes is whether bytes were read since the last request was written.
+func (c *headConn) gotBytes() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read
+}
+
 // connectionNames returns the header names listed in the Connection
 // fields of the final response head read since the last request, or nil
 // when that head is not (entirely) among the kept bytes.

@@ -96,8 +96,9 @@ func (c *localClient) roundTrip(req *http.Request) (*http.Response, *localConn, 
 		if err == nil {
 			return resp, lc, nil
 		}
+		answered := lc.head.gotBytes()
 		lc.close()
-		if retried || !reused || ctx.Err() != nil || !again(req, sent) {
+		if retried || !reused || ctx.Err() != nil || !again(req, sent, answered) {
 			return nil, nil, err
 		}
 		if req.GetBody != nil {
@@ -114,10 +115,13 @@ func (c *localClient) roundTrip(req *http.Request) (*http.Response, *localConn, 
 // again on a new one, by net/http's Transport's rule: when none of it
 // could be sent, or when the request is replayable (a method without side
 // effects or an idempotency key) and the connection closed before any
-// answer came.
-func again(req *http.Request, sent bool) bool {
-	if !sent {
+// byte of an answer came.
+func again(req *http.Request, sent, answered bool) bool {
+	switch {
+	case !sent:
 		return true
+	case answered:
+		return false
 	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:

@@ -219,26 +219,28 @@ func TestLocalClientOnCallersGoroutine(t *testing.T) {
 // exactly when net/http's Transport would send it again.
 func TestAgain(t *testing.T) {
 	for _, tt := range []struct {
-		method string
-		header http.Header
-		sent   bool
-		want   bool
+		method   string
+		header   http.Header
+		sent     bool
+		answered bool
+		want     bool
 	}{
-		{"POST", nil, false, true},
-		{"POST", nil, true, false},
-		{"POST", http.Header{"Idempotency-Key": {"k"}}, true, true},
-		{"POST", http.Header{"X-Idempotency-Key": {"k"}}, true, true},
-		{"GET", nil, true, true},
-		{"HEAD", nil, true, true},
-		{"OPTIONS", nil, true, true},
-		{"TRACE", nil, true, true},
-		{"PUT", nil, true, false},
-		{"DELETE", nil, true, false},
-		{"PATCH", nil, false, true},
+		{"POST", nil, false, false, true},
+		{"POST", nil, true, false, false},
+		{"POST", http.Header{"Idempotency-Key": {"k"}}, true, false, true},
+		{"POST", http.Header{"X-Idempotency-Key": {"k"}}, true, false, true},
+		{"GET", nil, true, false, true},
+		{"GET", nil, true, true, false}, // part of an answer came: not sent again
+		{"HEAD", nil, true, false, true},
+		{"OPTIONS", nil, true, false, true},
+		{"TRACE", nil, true, false, true},
+		{"PUT", nil, true, false, false},
+		{"DELETE", nil, true, false, false},
+		{"PATCH", nil, false, false, true},
 	} {
 		req := &http.Request{Method: tt.method, Header: tt.header}
-		if got := again(req, tt.sent); got != tt.want {
-			t.Errorf("%s %v sent=%v: again = %v, want %v", tt.method, tt.header, tt.sent, got, tt.want)
+		if got := again(req, tt.sent, tt.answered); got != tt.want {
+			t.Errorf("%s %v sent=%v answered=%v: again = %v, want %v", tt.method, tt.header, tt.sent, tt.answered, got, tt.want)
 		}
 	}
 }
@@ -324,5 +326,61 @@ func TestLocalClientBoundsTheHead(t *testing.T) {
 	defer f2.close()
 	if res := f2.forward(t.Context(), localRequest{Method: "GET", Path: "/"}); res.Status != 200 || string(res.Body) != "ok" {
 		t.Fatalf("got %d %q %v, want 200 ok", res.Status, res.Body, res.Err)
+	}
+}
+
+// TestLocalClientSendsAgainLikeTheTransport: a kept connection that the
+// target closes after reading the next request, without a byte of answer
+// (the race of a keep-alive timeout): a GET goes out again on a new
+// connection, a POST does not (the target may have acted on it).
+func TestLocalClientSendsAgainLikeTheTransport(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = req.Body.Read(make([]byte, 1<<10))
+					if n == 1 {
+						return // the second request on a connection: closed unanswered
+					}
+					if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	for _, tt := range []struct {
+		method string
+		status int
+		conns  int32
+	}{{"GET", 200, 2}, {"POST", 502, 1}} {
+		conns.Store(0)
+		f := newForwarder(httpTarget(l.Addr().String()), 5*time.Second, false)
+		forwardOK(t, f, tt.method)
+		res := f.forward(t.Context(), localRequest{Method: tt.method, Path: "/hook", Body: []byte(`{"n":1}`)})
+		if res.Status != tt.status {
+			t.Errorf("%s on a connection closed unanswered: %d %v, want %d", tt.method, res.Status, res.Err, tt.status)
+		}
+		if n := conns.Load(); n != tt.conns {
+			t.Errorf("%s: %d connections, want %d", tt.method, n, tt.conns)
+		}
+		f.close()
 	}
 }
