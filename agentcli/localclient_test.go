@@ -93,8 +93,9 @@ func TestLocalClientDropsConnectionsClosedWhileIdle(t *testing.T) {
 	}
 }
 
-// rawServer answers every request on a connection with answer, as bytes.
-func rawServer(t *testing.T, answer string) string {
+// serveConns listens on 127.0.0.1 and runs handle on each connection,
+// counting them in conns; it returns the address.
+func serveConns(t *testing.T, conns *atomic.Int32, handle func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -107,23 +108,31 @@ func rawServer(t *testing.T, answer string) string {
 			if err != nil {
 				return
 			}
+			conns.Add(1)
 			go func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = req.Body.Read(make([]byte, 1<<10))
-					if _, err := c.Write([]byte(answer)); err != nil {
-						return
-					}
-				}
+				handle(c, bufio.NewReader(c))
 			}()
 		}
 	}()
 	return l.Addr().String()
+}
+
+// rawServer answers every request on a connection with answer, as bytes.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	return serveConns(t, new(atomic.Int32), func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = req.Body.Read(make([]byte, 1<<10))
+			if _, err := c.Write([]byte(answer)); err != nil {
+				return
+			}
+		}
+	})
 }
 
 // TestLocalClientInterimAnswers: interim answers (100 Continue, 103 Early
@@ -334,45 +343,29 @@ func TestLocalClientBoundsTheHead(t *testing.T) {
 // (the race of a keep-alive timeout): a GET goes out again on a new
 // connection, a POST does not (the target may have acted on it).
 func TestLocalClientSendsAgainLikeTheTransport(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
 	var conns atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
+	addr := serveConns(t, &conns, func(c net.Conn, br *bufio.Reader) {
+		for n := 0; ; n++ {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			conns.Add(1)
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for n := 0; ; n++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = req.Body.Read(make([]byte, 1<<10))
-					if n == 1 {
-						return // the second request on a connection: closed unanswered
-					}
-					if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")); err != nil {
-						return
-					}
-				}
-			}()
+			_, _ = req.Body.Read(make([]byte, 1<<10))
+			if n == 1 {
+				return // the second request on a connection: closed unanswered
+			}
+			if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")); err != nil {
+				return
+			}
 		}
-	}()
+	})
 	for _, tt := range []struct {
 		method string
 		status int
 		conns  int32
 	}{{"GET", 200, 2}, {"POST", 502, 1}} {
 		conns.Store(0)
-		f := newForwarder(httpTarget(l.Addr().String()), 5*time.Second, false)
+		f := newForwarder(httpTarget(addr), 5*time.Second, false)
 		forwardOK(t, f, tt.method)
 		res := f.forward(t.Context(), localRequest{Method: tt.method, Path: "/hook", Body: []byte(`{"n":1}`)})
 		if res.Status != tt.status {
