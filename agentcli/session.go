@@ -130,8 +130,8 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
-		wg.Wait() // in-flight forwards are cut short with the session
-		s.workers.Wait()
+		wg.Wait()
+		s.workers.Wait() // in-flight forwards are cut short with the session
 	}()
 	wg.Add(1)
 	go func() {
@@ -205,7 +205,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	} else {
 		s.announce()
 	}
-	return true, s.readErr(ctx, s.readLoop(sctx, &wg))
+	return true, s.readErr(ctx, s.readLoop(sctx))
 }
 
 // handshake sends connection_init with the token and the local target
@@ -304,7 +304,7 @@ var notFound = func() gqlError {
 }()
 
 // readLoop dispatches server messages until the connection fails.
-func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
+func (s *session) readLoop(ctx context.Context) error {
 	for {
 		m, err := s.read()
 		if err != nil {
@@ -318,7 +318,7 @@ func (s *session) readLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case gqlws.Pong, gqlws.ConnectionAck:
 			// Any message already moved the read deadline.
 		case binaryFrame:
-			if err := s.binaryFrame(ctx, wg, m); err != nil {
+			if err := s.binaryFrame(ctx, m); err != nil {
 				return err
 			}
 		case gqlws.Next, gqlws.Error, gqlws.Complete:
@@ -380,7 +380,7 @@ type work struct {
 
 // binaryFrame acts on a binary frame: a forward request to run, or the
 // relay's Done for a Complete.
-func (s *session) binaryFrame(ctx context.Context, wg *sync.WaitGroup, m wsMessage) error {
+func (s *session) binaryFrame(ctx context.Context, m wsMessage) error {
 	frame := m.frame
 	switch agentwire.Kind(frame) {
 	case agentwire.KindForward:
