@@ -223,9 +223,8 @@ func (w sentWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// exchange writes req and reads up to the final answer's head, skipping
-// interim answers as the Transport does. sent is whether any of req may
-// have reached the target. The exchange is cut off when ctx ends: the
+// exchange writes req and reads up to the final answer's head (answer).
+// sent is whether any of req may have reached the target. The exchange is cut off when ctx ends: the
 // connection's deadline is set in the past, and the caller's read or
 // write fails at once.
 func (lc *localConn) exchange(ctx context.Context, req *http.Request) (resp *http.Response, sent bool, err error) {
@@ -236,21 +235,40 @@ func (lc *localConn) exchange(ctx context.Context, req *http.Request) (resp *htt
 		err = lc.bw.Flush()
 	}
 	if err != nil {
-		return nil, lc.sent, err
+		if !lc.sent {
+			return nil, false, err
+		}
+		// The target may have answered before it stopped reading (a 413
+		// for a body past its own limit): that answer is what it said,
+		// and it is passed on. The connection is not used again: the
+		// request was not written whole.
+		resp, rerr := lc.answer(req)
+		if rerr != nil {
+			return nil, true, err
+		}
+		resp.Close = true
+		return resp, true, nil
 	}
+	resp, err = lc.answer(req)
+	return resp, true, err
+}
+
+// answer reads up to the final answer's head, skipping interim answers as
+// the Transport does.
+func (lc *localConn) answer(req *http.Request) (*http.Response, error) {
 	lc.headLeft = maxLocalHead
 	for n := 0; ; n++ {
 		resp, err := http.ReadResponse(lc.br, req)
 		if err != nil {
-			return nil, true, err
+			return nil, err
 		}
 		code := resp.StatusCode
 		if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 			lc.headLeft = -1
-			return resp, true, nil
+			return resp, nil
 		}
 		if n == max1xxAnswers {
-			return nil, true, errors.New("net/http: too many 1xx informational responses")
+			return nil, errors.New("net/http: too many 1xx informational responses")
 		}
 	}
 }

@@ -377,3 +377,24 @@ func TestLocalClientSendsAgainLikeTheTransport(t *testing.T) {
 		f.close()
 	}
 }
+
+// TestLocalClientEarlyAnswer: a local process that answers before it has
+// read the body (a 413 for a body past its own limit) and closes has its
+// answer passed on, though the rest of the body could not be written. (The
+// agent on net/http's Transport answered this 502, "closed the
+// connection".)
+func TestLocalClientEarlyAnswer(t *testing.T) {
+	var conns atomic.Int32
+	addr := serveConns(t, &conns, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		_, _ = c.Write([]byte("HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large"))
+	})
+	f := newForwarder(httpTarget(addr), 10*time.Second, false)
+	defer f.close()
+	res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/upload", Body: make([]byte, 8<<20)})
+	if res.Status != 413 || string(res.Body) != "too large" {
+		t.Fatalf("got %d %q %v, want the local 413", res.Status, res.Body, res.Err)
+	}
+}
