@@ -3,6 +3,7 @@ package agentcli
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/domain"
 )
 
 // countingServer is an HTTP server answering 200 "ok" that counts the
@@ -396,5 +399,86 @@ func TestLocalClientEarlyAnswer(t *testing.T) {
 	res := f.forward(t.Context(), localRequest{Method: "POST", Path: "/upload", Body: make([]byte, 8<<20)})
 	if res.Status != 413 || string(res.Body) != "too large" {
 		t.Fatalf("got %d %q %v, want the local 413", res.Status, res.Body, res.Err)
+	}
+}
+
+// TestLocalClientWritesWhatTheTransportWrites: for the requests the agent
+// builds, the bytes its client writes are the bytes net/http's Transport
+// (as the agent configured it before) writes for the same request.
+func TestLocalClientWritesWhatTheTransportWrites(t *testing.T) {
+	// The server keeps the bytes it read for each request.
+	rawc := make(chan []byte, 1)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for {
+					var seen bytes.Buffer
+					br := bufio.NewReader(io.TeeReader(c, &seen))
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, req.Body); err != nil {
+						return
+					}
+					rawc <- seen.Bytes()[:len(seen.Bytes())-br.Buffered()]
+					if _, err := c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	target := httpTarget(l.Addr().String())
+	f := newForwarder(target, 5*time.Second, false)
+	defer f.close()
+	transport := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 256}
+	defer transport.CloseIdleConnections()
+	origin := origin{Host: "relay.example", Scheme: "https", Sender: "203.0.113.7:5555"}
+	for _, req := range []localRequest{
+		{Method: "POST", Path: "/webhooks/stripe?x=1&x=2", Body: []byte(`{"id":"evt_1"}`), Origin: origin, Headers: []domain.Header{
+			{Name: "Stripe-Signature", Value: "t=1,v1=abc"}, {Name: "x-multi", Value: "one"}, {Name: "X-Multi", Value: "two"},
+			{Name: "Content-Type", Value: "application/json"}, {Name: "User-Agent", Value: "Stripe/1.0"}}},
+		{Method: "GET", Path: "//a//b?", Origin: origin},
+		{Method: "PUT", Path: "/a%2Fb%20c", Body: bytes.Repeat([]byte("b"), 5000), Origin: origin,
+			Headers: []domain.Header{{Name: "Expect", Value: "100-continue"}, {Name: "Content-Encoding", Value: "gzip"}}},
+		{Method: "DELETE", Path: "/x", Origin: origin, Headers: []domain.Header{{Name: "Idempotency-Key", Value: "k1"}}},
+		{Method: "POST", Path: "/empty", Origin: origin},
+	} {
+		var wire [2][]byte
+		for i, send := range []func(*http.Request) (*http.Response, error){
+			transport.RoundTrip,
+			func(hreq *http.Request) (*http.Response, error) {
+				resp, lc, err := f.client.roundTrip(hreq)
+				if err == nil {
+					f.client.release(lc, resp, true)
+				}
+				return resp, err
+			},
+		} {
+			hreq, err := f.newRequest(t.Context(), req, new(outgoing))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := send(hreq)
+			if err != nil {
+				t.Fatalf("%s %s: %v", req.Method, req.Path, err)
+			}
+			resp.Body.Close()
+			wire[i] = <-rawc
+		}
+		if !bytes.Equal(wire[0], wire[1]) {
+			t.Errorf("%s %s: the Transport wrote\n%q\nthe client wrote\n%q", req.Method, req.Path, wire[0], wire[1])
+		}
 	}
 }
