@@ -98,7 +98,7 @@ func TestLocalClientDropsConnectionsClosedWhileIdle(t *testing.T) {
 
 // serveConns listens on 127.0.0.1 and runs handle on each connection,
 // counting them in conns; it returns the address.
-func serveConns(t *testing.T, conns *atomic.Int32, handle func(c net.Conn, br *bufio.Reader)) string {
+func serveConns(t *testing.T, conns *atomic.Int32, handle func(c net.Conn)) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,7 +114,7 @@ func serveConns(t *testing.T, conns *atomic.Int32, handle func(c net.Conn, br *b
 			conns.Add(1)
 			go func() {
 				defer c.Close()
-				handle(c, bufio.NewReader(c))
+				handle(c)
 			}()
 		}
 	}()
@@ -124,7 +124,8 @@ func serveConns(t *testing.T, conns *atomic.Int32, handle func(c net.Conn, br *b
 // rawServer answers every request on a connection with answer, as bytes.
 func rawServer(t *testing.T, answer string) string {
 	t.Helper()
-	return serveConns(t, new(atomic.Int32), func(c net.Conn, br *bufio.Reader) {
+	return serveConns(t, new(atomic.Int32), func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
 			req, err := http.ReadRequest(br)
 			if err != nil {
@@ -347,7 +348,8 @@ func TestLocalClientBoundsTheHead(t *testing.T) {
 // connection, a POST does not (the target may have acted on it).
 func TestLocalClientSendsAgainLikeTheTransport(t *testing.T) {
 	var conns atomic.Int32
-	addr := serveConns(t, &conns, func(c net.Conn, br *bufio.Reader) {
+	addr := serveConns(t, &conns, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for n := 0; ; n++ {
 			req, err := http.ReadRequest(br)
 			if err != nil {
@@ -387,9 +389,8 @@ func TestLocalClientSendsAgainLikeTheTransport(t *testing.T) {
 // agent on net/http's Transport answered this 502, "closed the
 // connection".)
 func TestLocalClientEarlyAnswer(t *testing.T) {
-	var conns atomic.Int32
-	addr := serveConns(t, &conns, func(c net.Conn, br *bufio.Reader) {
-		if _, err := http.ReadRequest(br); err != nil {
+	addr := serveConns(t, new(atomic.Int32), func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
 		_, _ = c.Write([]byte("HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large"))
@@ -408,38 +409,25 @@ func TestLocalClientEarlyAnswer(t *testing.T) {
 func TestLocalClientWritesWhatTheTransportWrites(t *testing.T) {
 	// The server keeps the bytes it read for each request.
 	rawc := make(chan []byte, 1)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
+	addr := serveConns(t, new(atomic.Int32), func(c net.Conn) {
+		var seen bytes.Buffer
+		br := bufio.NewReader(io.TeeReader(c, &seen))
 		for {
-			c, err := l.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				for {
-					var seen bytes.Buffer
-					br := bufio.NewReader(io.TeeReader(c, &seen))
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if _, err := io.Copy(io.Discard, req.Body); err != nil {
-						return
-					}
-					rawc <- seen.Bytes()[:len(seen.Bytes())-br.Buffered()]
-					if _, err := c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := io.Copy(io.Discard, req.Body); err != nil {
+				return
+			}
+			rawc <- bytes.Clone(seen.Bytes()[:seen.Len()-br.Buffered()])
+			seen.Next(seen.Len() - br.Buffered())
+			if _, err := c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")); err != nil {
+				return
+			}
 		}
-	}()
-	target := httpTarget(l.Addr().String())
+	})
+	target := httpTarget(addr)
 	f := newForwarder(target, 5*time.Second, false)
 	defer f.close()
 	transport := &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 256}
