@@ -26,11 +26,7 @@ func TestAppendWaitsForTheWriteLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sql.Open("sqlite", sqlitedsn.Build(path, false, sqlitedsn.Full))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := otherWriter(t, path)
 	tx, err := other.BeginTx(ctx, nil) // IMMEDIATE: holds the write lock
 	if err != nil {
 		t.Fatal(err)
@@ -123,11 +119,7 @@ func TestHeldAppendIsInsertedBeforeItWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sql.Open("sqlite", sqlitedsn.Build(path, false, sqlitedsn.Full))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := otherWriter(t, path)
 	other.SetMaxOpenConns(1)
 	if _, err := other.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil { // refused at once, not waited for
 		t.Fatal(err)
@@ -149,4 +141,16 @@ func TestHeldAppendIsInsertedBeforeItWaits(t *testing.T) {
 	if n := s.commits.Load() - before; n != 1 {
 		t.Errorf("%d commits for a held append and its company, want 1", n)
 	}
+}
+
+// otherWriter opens the log at path as a second writer would, beside the
+// store's own connections; its transactions begin IMMEDIATE.
+func otherWriter(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", sqlitedsn.Build(path, false, sqlitedsn.Full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
