@@ -127,7 +127,7 @@ func (d *Delivery) apply(e Event) {
 		d.complete = e.Complete && e.DroppedHeaders == 0
 		d.answered = e.Answer != nil
 		d.pending = nil // made by the first attempt: most deliveries have none
-		if e.Forward != nil {
+		if e.Forward != nil && e.Forward.Responded == nil {
 			d.addPending(e.Forward.AttemptID)
 		}
 	case DeliveryAnswered:
@@ -196,6 +196,28 @@ func (d *Delivery) RequestForwardAtReceipt(attemptID, endpointID string) error {
 	d.changes[0] = r
 	d.addPending(attemptID)
 	return nil
+}
+
+// RespondAtReceipt records r, the answer to the attempt a receipt not yet
+// appended requests (RequestForwardAtReceipt), in that receipt: one event
+// then records the receipt, its request and the answer. It reports false,
+// changing nothing, when d is anything else (then RecordResponse records r
+// as an event of its own).
+func (d *Delivery) RespondAtReceipt(r ForwardResponded) bool {
+	if d.version >= 0 || len(d.changes) != 1 {
+		return false
+	}
+	rc, ok := d.changes[0].(DeliveryReceived)
+	if !ok || rc.Forward == nil || rc.Forward.Responded != nil || rc.Forward.AttemptID != r.AttemptID || r.Copy {
+		return false
+	}
+	f := *rc.Forward // a copy: the caller's receipt is not changed
+	r.DeliveryID = d.id
+	f.Responded = &r
+	rc.Forward = &f
+	d.changes[0] = rc
+	delete(d.pending, r.AttemptID)
+	return true
 }
 
 func (d *Delivery) addPending(attemptID string) {

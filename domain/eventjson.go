@@ -108,6 +108,10 @@ func appendReceived(b []byte, e DeliveryReceived) []byte {
 			b = append(b, `,"node":`...)
 			b = AppendJSONString(b, f.Node)
 		}
+		if f.Responded != nil {
+			b = append(b, `,"responded":`...)
+			b = appendResponded(b, *f.Responded)
+		}
 		b = append(b, '}')
 	}
 	if !utf8.ValidString(e.Target) {
@@ -130,6 +134,9 @@ func receivedSize(e DeliveryReceived) int {
 	}
 	if f := e.Forward; f != nil {
 		n += len(f.AttemptID) + len(f.EndpointID) + len(f.Node) + 64
+		if f.Responded != nil {
+			n += respondedSize(*f.Responded)
+		}
 	}
 	if a := e.Answer; a != nil {
 		n += len(a.Reason) + 40

@@ -458,11 +458,35 @@ type ReceiptForward struct {
 	EndpointID string `json:"endpoint_id"`
 	// Node names the relay node whose sender waits for the attempt.
 	Node string `json:"node,omitempty"`
+	// Responded is the attempt's answer when it came before the receipt was
+	// appended (record.ReceiptHold): one event then records the receipt, the
+	// request and the answer, where otherwise a ForwardResponded follows.
+	// Its DeliveryID and AttemptID are the receipt's and Forward's. Added
+	// without a version change: older events have none.
+	Responded *ForwardResponded `json:"responded,omitempty"`
 }
 
 // Requested is the ForwardRequested the receipt's first attempt stands for.
 func (f ReceiptForward) Requested(deliveryID string) ForwardRequested {
 	return ForwardRequested{DeliveryID: deliveryID, AttemptID: f.AttemptID, EndpointID: f.EndpointID, Node: f.Node}
+}
+
+// Expand returns the events e stands for, in the order a log written
+// without them in one event holds them: the receipt alone, the
+// ForwardRequested of its Forward, then Forward.Responded. Readers that
+// replay a stream event by event read both shapes alike through it.
+func (e DeliveryReceived) Expand() []Event {
+	f := e.Forward
+	if f == nil {
+		return []Event{e}
+	}
+	r := e
+	r.Forward = nil
+	out := []Event{r, f.Requested(e.DeliveryID)}
+	if f.Responded != nil {
+		out = append(out, *f.Responded)
+	}
+	return out
 }
 
 // ReceiptAnswer is what the sender was answered at receipt.

@@ -162,6 +162,10 @@ type EventStore interface {
 // still answered only once every append of the delivery has returned.
 type AppendQueuer interface {
 	QueueAppend(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (wait func() (AppendResult, error), err error)
+	// Accepting reports why an append queued now would be refused at once
+	// (the store is closed), nil when it would be taken. A caller that
+	// appends a little later (record.ReceiptHold) asks first.
+	Accepting() error
 }
 
 // Subscription is a stream of events in position order.

@@ -24,6 +24,8 @@ func (instantStore) Append(context.Context, string, domain.ExpectedRevision, ...
 	return domain.AppendResult{NextRevision: 0, Position: 1}, nil
 }
 
+func (instantStore) Accepting() error { return nil }
+
 func (s instantStore) QueueAppend(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (func() (domain.AppendResult, error), error) {
 	return func() (domain.AppendResult, error) { return s.Append(ctx, stream, expected, events...) }, nil
 }

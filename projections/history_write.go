@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
@@ -86,30 +87,9 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case domain.ForwardRequested:
 		n, err = w.requested(t, p)
 	case respondedRow:
-		// fresh: the outcome is new to the attempts table, not one applied
-		// again (see attemptOutcomeConflict), so its time is counted once.
-		// Not :=, which would shadow the err this case's update returns in.
-		var fresh bool
-		fresh, err = w.insertOutcome(t, p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, "", p.AgentID,
-			nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
-		if err != nil {
-			return 0, true, err
-		}
-		if p.Copy {
-			// A copy's answer is not the delivery's response.
-			n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
-			break
-		}
-		ref := w.ref(t, p.DeliveryID)
-		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
-		// The local answer's time goes into the rollup of the delivery's
-		// address (known to the batch once updated, unless the delivery is
-		// unknown).
-		if k, ok := w.known[p.DeliveryID]; ok && err == nil && fresh {
-			w.stats.latency(k.address, t.at(), p.DurationMs)
-		}
+		n, err = w.responded(t, p, t.at())
 	case domain.ForwardFailed:
-		if _, err := w.insertOutcome(t, p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
+		if _, err := w.insertOutcome(t, t.at(), p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
 			return 0, true, err
 		}
 		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
@@ -128,6 +108,32 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 		return 0, false, nil
 	}
 	return n, true, err
+}
+
+// responded records an attempt's local answer, recorded at at (Unix
+// nanoseconds): a ForwardResponded, or the answer a receipt records (at
+// the receipt's position).
+func (w *historyWriter) responded(t *txn, p respondedRow, at int64) (int64, error) {
+	// fresh: the outcome is new to the attempts table, not one applied
+	// again (see attemptOutcomeConflict), so its time is counted once.
+	fresh, err := w.insertOutcome(t, at, p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, "", p.AgentID,
+		nullIfEmpty(p.Signature), fidelityColumn(p.Fidelity), p.Copy)
+	if err != nil {
+		return 0, err
+	}
+	if p.Copy {
+		// A copy's answer is not the delivery's response.
+		return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
+	}
+	ref := w.ref(t, p.DeliveryID)
+	n, err := w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
+	// The local answer's time goes into the rollup of the delivery's
+	// address (known to the batch once updated, unless the delivery is
+	// unknown).
+	if k, ok := w.known[p.DeliveryID]; ok && err == nil && fresh {
+		w.stats.latency(k.address, at, p.DurationMs)
+	}
+	return n, err
 }
 
 // requested records an attempt's request.
@@ -157,16 +163,16 @@ func (w *historyWriter) insertRequest(t *txn, p domain.ForwardRequested) error {
 	return err
 }
 
-// insertOutcome records an attempt's outcome (held in memory for a
-// delivery the batch created); changed is false when it was recorded
-// already.
-func (w *historyWriter) insertOutcome(t *txn, deliveryID, attemptID string, status int, durationMs int64, errText, agentID string,
+// insertOutcome records an attempt's outcome, recorded at at (Unix
+// nanoseconds; held in memory for a delivery the batch created); changed
+// is false when it was recorded already.
+func (w *historyWriter) insertOutcome(t *txn, at int64, deliveryID, attemptID string, status int, durationMs int64, errText, agentID string,
 	signature, fidelity any, copy bool) (changed bool, err error) {
 	if k, ok := w.known[deliveryID]; ok && k.held != nil {
-		return k.held.outcome(t.pos(), attemptID, t.at(), status, durationMs, errText, agentID, signature, fidelity, copy), nil
+		return k.held.outcome(t.pos(), attemptID, at, status, durationMs, errText, agentID, signature, fidelity, copy), nil
 	}
 	return w.insertAttempt(t, deliveryID, qAttemptOutcome, qAttemptOutcomeAt,
-		attemptID, t.at(), status, durationMs, errText, agentID, signature, fidelity, copy)
+		attemptID, at, status, durationMs, errText, agentID, signature, fidelity, copy)
 }
 
 func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
@@ -219,8 +225,15 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 		// As the ForwardRequested that older logs have right after it, but
 		// without its update of the row: at the receipt's own position, with
 		// no outcome and no new answer, that update would change nothing.
-		if err := w.insertRequest(t, p.Forward.Requested(p.DeliveryID)); err != nil {
+		if err := w.insertRequest(t, p.Forward.requested(p.DeliveryID)); err != nil {
 			return 0, err
+		}
+		if r := p.Forward.Responded; r != nil {
+			// As the ForwardResponded that would otherwise follow, at the
+			// receipt's position, recorded when the answer came.
+			if _, err := w.responded(t, *r, t.at()+r.DurationMs*int64(time.Millisecond)); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return 1, nil

@@ -50,13 +50,29 @@ type receivedRow struct {
 	// Queued: a QUEUE Endpoint's delivery (the queue view).
 	Queued bool `json:"queued"`
 	// Forward is the first attempt, when requested at receipt.
-	Forward *domain.ReceiptForward `json:"forward"`
+	Forward *forwardRow `json:"forward"`
 
 	Headers  jsonKind `json:"headers"`  // left in the log
 	Body     jsonKind `json:"body"`     // left in the log
 	Trailers jsonKind `json:"trailers"` // left in the log
 	// RedactedQuery is read back from the log with the headers.
 	RedactedQuery jsonKind `json:"redacted_query"`
+}
+
+// forwardRow is what the views keep of a receipt's Forward
+// (domain.ReceiptForward).
+type forwardRow struct {
+	AttemptID  string `json:"attempt_id"`
+	EndpointID string `json:"endpoint_id"`
+	Node       string `json:"node"`
+	// Responded is the attempt's answer when the receipt records it.
+	Responded *respondedRow `json:"responded"`
+}
+
+// requested is the ForwardRequested the receipt's first attempt stands for
+// (domain.ReceiptForward.Requested).
+func (f forwardRow) requested(deliveryID string) domain.ForwardRequested {
+	return domain.ForwardRequested{DeliveryID: deliveryID, AttemptID: f.AttemptID, EndpointID: f.EndpointID, Node: f.Node}
 }
 
 // respondedRow is what the views keep of a ForwardResponded.
@@ -107,8 +123,21 @@ func receivedRowOf(p domain.DeliveryReceived) receivedRow {
 		Method: p.Method, Target: p.Target, Host: p.Host, Proto: p.Proto, RemoteAddr: p.RemoteAddr,
 		BodySize: p.BodySize, Complete: p.Complete, DroppedHeaders: p.DroppedHeaders,
 		Answer: p.Answer, BodyUnread: p.BodyUnread, Scheme: p.Scheme, Peer: p.Peer,
-		Provider: p.Provider, Queued: p.Queued, Forward: p.Forward,
+		Provider: p.Provider, Queued: p.Queued, Forward: forwardRowOf(p.Forward),
 	}
+}
+
+// forwardRowOf is what decodeReceived reads of f as the codec encodes it.
+func forwardRowOf(f *domain.ReceiptForward) *forwardRow {
+	if f == nil {
+		return nil
+	}
+	row := &forwardRow{AttemptID: f.AttemptID, EndpointID: f.EndpointID, Node: f.Node}
+	if f.Responded != nil {
+		r := respondedRowOf(*f.Responded)
+		row.Responded = &r
+	}
+	return row
 }
 
 // respondedRowOf is decodeResponded of what the codec encodes p to.
@@ -144,6 +173,9 @@ func decodeReceivedJSON(data []byte) (receivedRow, error) {
 		p.Target = string(v.TargetB64)
 	}
 	if !p.Headers.is('[') || !p.Body.is('"') || !p.Trailers.is('[') {
+		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, errLeanKind)
+	}
+	if f := p.Forward; f != nil && f.Responded != nil && (!f.Responded.Headers.is('[') || !f.Responded.Body.is('"')) {
 		return receivedRow{}, fmt.Errorf("decode %s: %w", domain.TypeDeliveryReceived, errLeanKind)
 	}
 	return p, nil

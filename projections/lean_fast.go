@@ -56,7 +56,7 @@ func fastReceivedField(s *scanner, p *receivedRow, key string) (ok bool) {
 	case "provider":
 		ok = flatObject(s, &p.Provider)
 	case "forward":
-		ok = flatObject(s, &p.Forward)
+		ok = s.forward(&p.Forward)
 	case "queued":
 		ok = s.bool(&p.Queued)
 	case "headers":
@@ -268,6 +268,50 @@ func flatObject[T any](s *scanner, dst **T) bool {
 		return false
 	}
 	*dst, s.i = &v, s.i+n+1
+	return true
+}
+
+// forward reads a receipt's forward (or null), with the answer it may
+// record. A key seen twice decodes into the same value, as encoding/json
+// does.
+func (s *scanner) forward(dst **forwardRow) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	var f forwardRow
+	if *dst != nil {
+		f = **dst
+	}
+	ok := s.object(func(key string) bool {
+		switch key {
+		case "attempt_id":
+			return s.str(&f.AttemptID)
+		case "endpoint_id":
+			return s.str(&f.EndpointID)
+		case "node":
+			return s.str(&f.Node)
+		case "responded":
+			if s.null() {
+				f.Responded = nil
+				return true
+			}
+			var r respondedRow
+			if f.Responded != nil {
+				r = *f.Responded
+			}
+			if !s.object(func(key string) bool { return fastRespondedField(s, &r, key) }) {
+				return false
+			}
+			f.Responded = &r
+			return true
+		}
+		return false
+	})
+	if !ok {
+		return false
+	}
+	*dst = &f
 	return true
 }
 

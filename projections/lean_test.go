@@ -37,6 +37,12 @@ func leanTypes() []leanType {
 					Target: "/caf\xe9", Host: "ep-7.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:3",
 					Body: []byte("abc"), BodySize: 4, BodyUnread: true, Trailers: headers, DroppedHeaders: 2,
 					Provider: &domain.Provider{Name: "stripe", EventType: "invoice.paid", DeliveryID: "evt_7"}},
+				domain.DeliveryReceived{DeliveryID: "d-6", Address: "ep-6", AddressKind: domain.AddressEndpoint, Method: "POST",
+					Target: "/hook", Host: "ep-6.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:4", Headers: headers, Body: []byte("{}"), BodySize: 2, Complete: true,
+					Forward: &domain.ReceiptForward{AttemptID: "a-6", EndpointID: "ep-6", Responded: &domain.ForwardResponded{
+						DeliveryID: "d-6", AttemptID: "a-6", AgentID: "ag-6", Status: 201, Headers: headers, Body: []byte("made"), BodySize: 4,
+						Captured: true, DurationMs: 7, Signature: "github valid", DroppedHeaders: 1,
+						Fidelity: &domain.Fidelity{Agent: domain.DigestRequest("POST", "/hook", nil, []byte("{}")), Relay: domain.DigestRequest("POST", "/hook", nil, []byte("{}"))}}}},
 			},
 		},
 		{
@@ -123,6 +129,18 @@ func compareLean(t *testing.T, lean, full reflect.Value, seen map[string]bool) {
 				t.Errorf("%s: lean saw JSON kind %q, codec decoded %v", name, got, ff.Interface())
 			}
 			if !ff.IsNil() {
+				seen[name] = true
+			}
+			continue
+		}
+		if lf.Kind() == reflect.Pointer && ff.Kind() == reflect.Pointer && lf.Type() != ff.Type() &&
+			lf.Type().Elem().Kind() == reflect.Struct {
+			// A lean struct of its own (a receipt's forward and the answer
+			// it may record): field by field, as the payload's.
+			if lf.IsNil() != ff.IsNil() {
+				t.Errorf("%s: lean %#v, codec %#v", name, lf.Interface(), ff.Interface())
+			} else if !lf.IsNil() {
+				compareLean(t, lf.Elem(), ff.Elem(), seen)
 				seen[name] = true
 			}
 			continue
@@ -417,7 +435,7 @@ func TestRowsOfPayloadsAgreeWithDecoding(t *testing.T) {
 				if _, left := leftInLog[name]; left {
 					continue
 				}
-				if !reflect.DeepEqual(got.Field(i).Interface(), decoded.Field(i).Interface()) {
+				if !reflect.DeepEqual(withoutKinds(got.Field(i).Interface()), withoutKinds(decoded.Field(i).Interface())) {
 					t.Errorf("%s %s: %#v from the payload, %#v decoded", lt.typ, name, got.Field(i).Interface(), decoded.Field(i).Interface())
 				}
 				if !got.Field(i).IsZero() {
@@ -433,4 +451,17 @@ func TestRowsOfPayloadsAgreeWithDecoding(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withoutKinds is v with the JSON kinds of the answer a receipt's forward
+// records cleared: like the payload's own, they are left in the log.
+func withoutKinds(v any) any {
+	f, ok := v.(*forwardRow)
+	if !ok || f == nil || f.Responded == nil {
+		return v
+	}
+	c, r := *f, *f.Responded
+	r.Headers, r.Body = 0, 0
+	c.Responded = &r
+	return &c
 }

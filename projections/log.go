@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,12 +77,17 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 	if r.response == nil {
 		return nil
 	}
-	if r.response.stream != r.request.stream {
-		read = nil
+	var resp domain.Event = received
+	if *r.response != r.request { // else the receipt records the response (record.ReceiptHold)
+		if r.response.stream != r.request.stream {
+			read = nil
+		}
+		if resp, err = v.loggedEvent(ctx, read, *r.response); err != nil {
+			return fmt.Errorf("read response at %s: %w", *r.response, err)
+		}
 	}
-	resp, err := v.loggedEvent(ctx, read, *r.response)
-	if err != nil {
-		return fmt.Errorf("read response at %s: %w", *r.response, err)
+	if dr, ok := resp.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.Responded != nil {
+		resp = *dr.Forward.Responded
 	}
 	responded, ok := resp.(domain.ForwardResponded)
 	if !ok || responded.DeliveryID != d.ID {
@@ -176,12 +182,18 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string) (map[
 	out := map[string]readmodel.AttemptResponse{}
 	for i := len(events) - 1; i >= 0 && len(out) < maxAttemptResponses; i-- {
 		e := events[i]
-		if e.Type != domain.TypeForwardResponded && e.Type != domain.TypeForwardFailed {
+		// A receipt may record its first attempt's answer
+		// (record.ReceiptHold); the text is there whenever it does.
+		inReceipt := e.Type == domain.TypeDeliveryReceived && bytes.Contains(e.Data, []byte(`"responded":`))
+		if e.Type != domain.TypeForwardResponded && e.Type != domain.TypeForwardFailed && !inReceipt {
 			continue
 		}
 		ev, err := v.codec.Decode(e.Type, e.Data)
 		if err != nil {
 			return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
+		}
+		if dr, ok := ev.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.Responded != nil {
+			ev = *dr.Forward.Responded
 		}
 		switch p := ev.(type) {
 		case domain.ForwardResponded:

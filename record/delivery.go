@@ -37,20 +37,15 @@ func (r *Recorder) ReceiveAnswered(ctx context.Context, rc Receipt, status int, 
 	return r.appendNow(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, d.Changes(), &rc)
 }
 
-// ReceiptHold is how long the log may hold a proxied delivery's receipt,
-// when it is alone in the log's queue, for its outcome to commit with it: one commit
-// and fsync per delivery instead of two when the agent answers within it.
-// The sender is still answered only once both are durable; live history
-// shows a pending delivery at most this much later.
-const ReceiptHold = 2 * time.Millisecond
-
 // ReceiveForward records a delivery to a PROXY Endpoint and its first
 // attempt (one delivery.received.v1 whose forward field requests it; logs
 // written before hold a forward.requested.v1 right after it) and
-// returns the attempt's command. The append may still be on its way to
-// disk (see Recorder.queue): the command can be sent at once, and
-// Queued.Wait tells whether the record landed, which must be known before
-// the sender is answered.
+// returns the attempt's command, which can be sent at once. With a store
+// that queues appends (domain.AppendQueuer) the receipt is not appended
+// yet: it waits up to ReceiptHold for the attempt's answer, which
+// RecordOutcome then records in it. Queued.Wait tells whether the record
+// landed (appending it first if it is still held), which must be known
+// before the sender is answered.
 func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (domain.ForwardCommand, Queued, error) {
 	d, err := domain.ReceiveDelivery(rc.DeliveryID, rc.Address, rc.Kind, rc.AccountID, rc.Request)
 	if err != nil {
@@ -60,16 +55,22 @@ func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (
 	if err := d.RequestForwardAtReceipt(attemptID, rc.Address); err != nil {
 		return domain.ForwardCommand{}, Queued{}, fmt.Errorf("request forward: %w", err)
 	}
+	fw.DeliveryID, fw.AttemptID, fw.EndpointID, fw.AccountID = rc.DeliveryID, attemptID, rc.Address, rc.AccountID
+	stream, tr := domain.DeliveryStream(rc.DeliveryID), domain.Trace{CorrelationID: rc.DeliveryID}
 	// The last event appended requests this attempt; on a new stream its
 	// revision is known before the append returns.
 	changes := d.Changes()
-	// Held briefly so that a fast outcome commits with it (ReceiptHold).
-	ctx = domain.WithCommitHold(ctx, ReceiptHold)
-	q, err := r.queue(ctx, domain.DeliveryStream(rc.DeliveryID), domain.NoStream(), domain.Trace{CorrelationID: rc.DeliveryID}, changes, &rc)
+	if q, ok := r.store.(domain.AppendQueuer); ok && len(changes) == 1 {
+		if err := q.Accepting(); err != nil {
+			return domain.ForwardCommand{}, Queued{}, fmt.Errorf("append to %s: %w", stream, err)
+		}
+		h := r.holdReceipt(stream, tr, d, rc)
+		return NewForward(fw, h.id, 0), Queued{LastID: h.id, Wait: h.wait}, nil
+	}
+	q, err := r.queue(ctx, stream, domain.NoStream(), tr, changes, &rc)
 	if err != nil {
 		return domain.ForwardCommand{}, Queued{}, err
 	}
-	fw.DeliveryID, fw.AttemptID, fw.EndpointID, fw.AccountID = rc.DeliveryID, attemptID, rc.Address, rc.AccountID
 	return NewForward(fw, q.LastID, uint64(len(changes)-1)), q, nil
 }
 
@@ -159,6 +160,21 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		fidelity = &domain.Fidelity{Agent: *out.Receipt,
 			Relay: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)}
 	}
+	if h := r.takeHeld(cmd.AttemptID); h != nil {
+		// The receipt waits for this answer (ReceiptHold): recorded in it,
+		// one append records both. A failure, or an answer the hold did not
+		// wait for, follows the receipt as an event of its own.
+		if !out.Failed() && !cmd.Copy {
+			pos, ok, err := h.merge(responded(cmd, out, fidelity))
+			if ok {
+				if err != nil {
+					return 0, fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+				}
+				return pos, nil
+			}
+		}
+		h.flush() // queued before the outcome's append, which the log keeps in order
+	}
 	err := conflict.Retry(ctx, outcomeTries, func(try int) error {
 		var d *domain.Delivery
 		var causation string
@@ -177,17 +193,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 				Error: storedText(out.Error), DurationMs: out.DurationMs,
 			})
 		} else {
-			headers, dropped := storedHeaders(out.Headers)
-			fr := domain.ForwardResponded{
-				AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
-				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
-				Signature: out.Signature, DroppedHeaders: dropped,
-			}
-			if cmd.CaptureResponse {
-				fr.Body = out.Body
-			}
-			fr.Fidelity = fidelity
-			d.RecordResponse(fr)
+			d.RecordResponse(responded(cmd, out, fidelity))
 		}
 		changes := d.Changes()
 		if len(changes) == 0 {
@@ -205,6 +211,21 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		return 0, fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
 	}
 	return position, nil
+}
+
+// responded is the ForwardResponded that records out, the local answer to
+// cmd, with the fidelity check beside it.
+func responded(cmd domain.ForwardCommand, out domain.ForwardOutcome, fidelity *domain.Fidelity) domain.ForwardResponded {
+	headers, dropped := storedHeaders(out.Headers)
+	fr := domain.ForwardResponded{
+		DeliveryID: cmd.DeliveryID, AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
+		BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
+		Signature: out.Signature, DroppedHeaders: dropped, Fidelity: fidelity,
+	}
+	if cmd.CaptureResponse {
+		fr.Body = out.Body
+	}
+	return fr
 }
 
 // loadAttempt rebuilds a delivery from its stream and returns the ID of

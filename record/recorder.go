@@ -53,6 +53,10 @@ type Recorder struct {
 	usage Usage
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
 	listeners listenerStates
+	// held are the receipts waiting for their first attempt's answer, by
+	// attempt (ReceiptHold).
+	heldMu sync.Mutex
+	held   map[string]*heldReceipt
 }
 
 // New wires a Recorder.
@@ -125,30 +129,43 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 		return Queued{}, err
 	}
 	lastID := data[len(data)-1].ID
-	q, ok := r.store.(domain.AppendQueuer)
-	if !ok {
+	if _, ok := r.store.(domain.AppendQueuer); !ok {
 		if err := r.appendData(ctx, stream, expected, data, rc); err != nil {
 			return Queued{}, err
 		}
 		return Queued{LastID: lastID, Wait: func() error { return nil }}, nil
 	}
-	ctx, cancel := detached(ctx)
-	queued, err := q.QueueAppend(ctx, stream, expected, data...)
+	wait, err := r.queueData(ctx, stream, expected, data, rc)
 	if err != nil {
-		cancel()
 		return Queued{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
 	// Waited for once: a second Wait returns the same outcome, and Usage
 	// hears of the receipt once.
 	return Queued{LastID: lastID, Wait: sync.OnceValue(func() error {
+		_, err := wait()
+		return err
+	})}, nil
+}
+
+// queueData queues an append of encoded events to a store that can
+// (domain.AppendQueuer) and returns the wait for it, which tells Usage of
+// rc once it is durable. Wait for it once.
+func (r *Recorder) queueData(ctx context.Context, stream string, expected domain.ExpectedRevision, data []domain.EventData, rc *Receipt) (func() (domain.AppendResult, error), error) {
+	ctx, cancel := detached(ctx)
+	queued, err := r.store.(domain.AppendQueuer).QueueAppend(ctx, stream, expected, data...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return func() (domain.AppendResult, error) {
 		defer cancel()
 		res, err := queued()
 		if err != nil {
-			return fmt.Errorf("append to %s: %w", stream, err)
+			return res, fmt.Errorf("append to %s: %w", stream, err)
 		}
 		r.recorded(rc, data, res)
-		return nil
-	})}, nil
+		return res, nil
+	}, nil
 }
 
 // appendNow is queue followed at once by Wait, without the Queued that

@@ -35,6 +35,9 @@ func (r *Recorder) RecordedOutcome(ctx context.Context, deliveryID, attemptID st
 		return domain.ForwardOutcome{}, fmt.Errorf("read outcome of attempt %s: %w", attemptID, err)
 	}
 	for i, e := range events {
+		if dr, ok := e.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.Responded != nil {
+			e = *dr.Forward.Responded // recorded in the receipt (ReceiptHold)
+		}
 		switch e := e.(type) {
 		case domain.ForwardResponded:
 			if e.AttemptID == attemptID {

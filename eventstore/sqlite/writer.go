@@ -105,6 +105,17 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 	}), nil
 }
 
+// Accepting implements domain.AppendQueuer: ErrClosed once Close has
+// begun.
+func (s *Store) Accepting() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 func (s *Store) enqueue(ctx context.Context, req *appendRequest) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
