@@ -75,6 +75,16 @@ func eventJSONCases() ([]DeliveryReceived, []ForwardResponded) {
 			e.DeliveryID, e.Host, e.Method = "id\xc3", "h\u2028", "M\""
 		}),
 		with(func(e *DeliveryReceived) { e.DroppedHeaders = -1 }),
+		with(func(e *DeliveryReceived) {
+			e.Forward = &ReceiptForward{AttemptID: "att", EndpointID: "ep-1", Node: "n ", Responded: &ForwardResponded{
+				DeliveryID: e.DeliveryID, AttemptID: "att", AgentID: "ag<1>", Status: 299, Headers: odd, Body: binary, BodySize: 256,
+				Captured: true, DurationMs: 7, Signature: "stripe valid", DroppedHeaders: 2, Copy: false,
+				Fidelity: &Fidelity{Agent: DigestRequest("POST", "/x", odd, binary), Relay: DigestRequest("POST", "/x", nil, nil)},
+			}}
+		}),
+		with(func(e *DeliveryReceived) {
+			e.Forward = &ReceiptForward{AttemptID: "att", Responded: &ForwardResponded{Headers: nil, Body: nil}}
+		}),
 	}
 	resp := ForwardResponded{DeliveryID: "d", AttemptID: "a", Status: 200,
 		Headers: []Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok\n"), BodySize: 3, Captured: true, DurationMs: 12}

@@ -175,22 +175,3 @@ type Subscription interface {
 	Recv(ctx context.Context) ([]RecordedEvent, error)
 	Close() error
 }
-
-type commitHoldKey struct{}
-
-// WithCommitHold asks a store that group-commits (the embedded log) to hold
-// an append queued with ctx for up to d before committing it alone, while
-// nothing else waits, so that an append expected right after it (a proxied
-// delivery's outcome, when the agent answers fast) commits in the same
-// transaction: one commit and one fsync instead of two. The append is still
-// durable before its wait returns; only when it lands changes. Stores
-// without group commit ignore it.
-func WithCommitHold(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, commitHoldKey{}, d)
-}
-
-// CommitHold is the hold WithCommitHold put in ctx, 0 for none.
-func CommitHold(ctx context.Context) time.Duration {
-	d, _ := ctx.Value(commitHoldKey{}).(time.Duration)
-	return d
-}

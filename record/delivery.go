@@ -160,6 +160,10 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		fidelity = &domain.Fidelity{Agent: *out.Receipt,
 			Relay: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)}
 	}
+	// The fast path below assumes the request event records no outcome; a
+	// receipt may record its first attempt's (ReceiptHold), so without the
+	// held receipt in hand a first attempt reads its stream.
+	fast := cmd.RequestEventID != "" && cmd.RequestRevision > 0
 	if h := r.takeHeld(cmd.AttemptID); h != nil {
 		// The receipt waits for this answer (ReceiptHold): recorded in it,
 		// one append records both. A failure, or an answer the hold did not
@@ -174,12 +178,15 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 			}
 		}
 		h.flush() // queued before the outcome's append, which the log keeps in order
+		fast = cmd.RequestEventID != ""
+	} else if _, queues := r.store.(domain.AppendQueuer); !queues {
+		fast = cmd.RequestEventID != "" // no receipt is held with such a store
 	}
 	err := conflict.Retry(ctx, outcomeTries, func(try int) error {
 		var d *domain.Delivery
 		var causation string
 		var err error
-		if try == 1 && cmd.RequestEventID != "" {
+		if try == 1 && fast {
 			// Fast path: the outcome goes right after the request; if
 			// anything came in between, the append is refused and the next
 			// try replays the stream.

@@ -22,6 +22,9 @@ const ReceiptHold = 25 * time.Millisecond
 // ReceiptHold). Exactly one of three things appends it, whichever comes
 // first: the answer (merge, one event), the hold's end (flush, the receipt
 // alone) or someone who must know it is durable (wait, which flushes it).
+// The recorder keeps it by attempt until the attempt's outcome is recorded
+// or the sender's side has waited for it, so that RecordOutcome knows
+// whether the receipt records the answer.
 type heldReceipt struct {
 	r      *Recorder
 	stream string
@@ -69,7 +72,6 @@ func (r *Recorder) takeHeld(attemptID string) *heldReceipt {
 // receipt's ID and time; the caller holds h.mu and h is not settled.
 func (h *heldReceipt) queue(events []domain.Event) {
 	h.timer.Stop()
-	h.r.takeHeld(h.attemptID())
 	data, _, err := h.r.codec.EncodeAll([]string{h.id}, h.r.newID, h.r.stamp(events), h.at, h.tr)
 	if err == nil {
 		var wait func() (domain.AppendResult, error)
@@ -98,8 +100,13 @@ func (h *heldReceipt) flush() func() error {
 }
 
 // wait returns once the receipt is durable (or its append failed),
-// appending it alone first if nothing has yet.
-func (h *heldReceipt) wait() error { return h.flush()() }
+// appending it alone first if nothing has yet. The sender's side waits for
+// it once its attempt is over, whatever became of the attempt, so the
+// recorder forgets h here (or in RecordOutcome, if that comes first).
+func (h *heldReceipt) wait() error {
+	h.r.takeHeld(h.attemptID())
+	return h.flush()()
+}
 
 // merge appends the receipt with fr recorded in it and waits for it,
 // returning its position; ok is false, and nothing is appended, when the

@@ -27,9 +27,6 @@ type appendRequest struct {
 	// deleteStream makes the request a DeleteStream: rows is then empty and
 	// the writer fills in the tombstone (see applyDelete).
 	deleteStream bool
-	// hold: the caller asked for the append to wait up to this long for
-	// company before it commits (domain.WithCommitHold).
-	hold time.Duration
 }
 
 // row is an event encoded for storage, prepared by the caller's goroutine so
@@ -91,7 +88,7 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
 		rows[i] = newRow(e.ID, e.Type, data, md, m, e.Payload)
 	}
-	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1), hold: domain.CommitHold(ctx)}
+	req := &appendRequest{ctx: ctx, stream: stream, expected: expected, rows: rows, reply: make(chan appendReply, 1)}
 	if err := s.enqueue(ctx, req); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", stream, err)
 	}
@@ -138,41 +135,10 @@ func (s *Store) runWriter(ctx context.Context) {
 	defer close(s.writerDone)
 	batch := make([]*appendRequest, 0, s.maxBatch)
 	for req := range s.reqs {
-		batch = s.commitBatch(ctx, s.fill(append(batch[:0], req)))
+		batch = s.fill(append(batch[:0], req))
+		s.commitBatch(ctx, batch)
 		clear(batch) // let answered requests be collected
 	}
-}
-
-// holdFor waits, when the batch is one append that asked to be held
-// (domain.WithCommitHold), up to its hold for another append, and takes it
-// into the batch: as soon as one that asked for no hold comes (a
-// proxied delivery's outcome), every append waiting then joins and the batch
-// commits; else the batch commits alone when the hold is up. runBatch
-// calls it with the held append already inserted, so only the newcomers'
-// inserts and the commit are left for the time after they come.
-func (s *Store) holdFor(batch []*appendRequest) []*appendRequest {
-	// Only a lone append is held: several waiting at once mean load, and
-	// then the next commit comes soon anyway.
-	if len(batch) != 1 || batch[0].hold <= 0 {
-		return batch
-	}
-	timer := time.NewTimer(batch[0].hold)
-	defer timer.Stop()
-	for len(batch) < s.maxBatch {
-		select {
-		case r, ok := <-s.reqs:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, r)
-			if r.hold <= 0 {
-				return s.fill(batch)
-			}
-		case <-timer.C:
-			return batch
-		}
-	}
-	return batch
 }
 
 // fill adds every append waiting now to the batch, up to maxBatch.
@@ -193,11 +159,10 @@ func (s *Store) fill(batch []*appendRequest) []*appendRequest {
 
 // commitBatch runs a batch in one transaction and answers every caller.
 // Each append is checked against what the batch has written so far, so a
-// refused append fails alone and the others still commit. It returns the
-// batch as committed: a held append's company joins it (holdFor).
-func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) []*appendRequest {
+// refused append fails alone and the others still commit.
+func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) {
 	start := time.Now()
-	batch, replies, last, err := s.runBatch(ctx, batch)
+	replies, last, err := s.runBatch(ctx, batch)
 	if err != nil {
 		// Nothing in the batch is durable: every append that had not been
 		// refused on its own fails with the transaction's error.
@@ -224,7 +189,6 @@ func (s *Store) commitBatch(ctx context.Context, batch []*appendRequest) []*appe
 		s.log.Debug("group commit", slog.Int("appends", len(batch)), slog.Uint64("position", s.last.Load()),
 			slog.Duration("took", time.Since(start)), slog.Any("error", err))
 	}
-	return batch
 }
 
 // committed lists the events a committed batch wrote, in position order.
@@ -252,15 +216,14 @@ func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedE
 	return out
 }
 
-// runBatch applies the batch inside one transaction and returns it (with
-// the company a held append waited for, see holdFor), a reply for each of
-// its appends, and the highest position written (0 when nothing was
-// written, in which case there is no commit and no fsync).
-func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]*appendRequest, []appendReply, uint64, error) {
+// runBatch applies the batch inside one transaction and returns a reply
+// for each of its appends and the highest position written (0 when nothing
+// was written, in which case there is no commit and no fsync).
+func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]appendReply, uint64, error) {
 	replies := make([]appendReply, len(batch))
 	tx, err := s.writeDB.BeginTx(ctx, nil)
 	if err != nil {
-		return batch, replies, 0, fmt.Errorf("begin group commit: %w", err)
+		return replies, 0, fmt.Errorf("begin group commit: %w", err)
 	}
 	defer tx.Rollback() // a no-op once committed
 	st := s.stmts.in(ctx, tx)
@@ -268,7 +231,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]*append
 	// transaction that later needs the lock gets SQLITE_BUSY at once when a
 	// checkpoint holds it, where a first write waits for it.
 	if _, err := st.lock.ExecContext(ctx); err != nil {
-		return batch, replies, 0, fmt.Errorf("begin group commit: %w", err)
+		return replies, 0, fmt.Errorf("begin group commit: %w", err)
 	}
 	var last uint64
 	chain := s.chain
@@ -277,51 +240,34 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]*append
 	st.leaves = &leaves
 	clear(s.pending)
 	st.heads = &batchHeads{cache: s.heads, pending: s.pending}
-	applyFrom := func(from int) error {
-		for i := from; i < len(batch); i++ {
-			r := batch[i]
-			if err := r.ctx.Err(); err != nil {
-				replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
-				continue
-			}
-			rep, wrote, err := s.apply(ctx, st, r)
-			if err != nil {
-				return err
-			}
-			rep.wrote = wrote
-			replies[i] = rep
-			if wrote {
-				last = rep.res.Position
-				st.heads.pending[r.stream] = head{rev: rep.res.NextRevision, deleted: r.deleteStream}
-			}
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			replies[i].err = fmt.Errorf("append to %s: %w", r.stream, err)
+			continue
 		}
-		return nil
-	}
-	if err := applyFrom(0); err != nil {
-		return batch, replies, 0, err
-	}
-	// A held append is in the transaction already while it waits: what
-	// is left once its company comes is their inserts and the commit. One
-	// that was refused is answered at once.
-	if n := len(batch); n == 1 && replies[0].wrote {
-		batch = s.holdFor(batch)
-		replies = append(replies, make([]appendReply, len(batch)-n)...)
-		if err := applyFrom(n); err != nil {
-			return batch, replies, 0, err
+		rep, wrote, err := s.apply(ctx, st, r)
+		if err != nil {
+			return replies, 0, err
+		}
+		rep.wrote = wrote
+		replies[i] = rep
+		if wrote {
+			last = rep.res.Position
+			st.heads.pending[r.stream] = head{rev: rep.res.NextRevision, deleted: r.deleteStream}
 		}
 	}
 	if last == 0 {
-		return batch, replies, 0, nil
+		return replies, 0, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return batch, replies, 0, fmt.Errorf("commit group: %w", err)
+		return replies, 0, fmt.Errorf("commit group: %w", err)
 	}
 	s.growTree(s.chain.position, leaves, chain)
 	s.chain = chain
 	s.leaves = leaves[:0]
 	s.heads.commit(s.pending)
 	s.commits.Add(1)
-	return batch, replies, last, nil
+	return replies, last, nil
 }
 
 // place is where an event ID is already stored.
