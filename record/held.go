@@ -50,7 +50,9 @@ func (r *Recorder) holdReceipt(stream string, tr domain.Trace, d *domain.Deliver
 	}
 	r.held[h.attemptID()] = h
 	r.heldMu.Unlock()
+	h.mu.Lock() // the timer's flush reads h.timer under h.mu
 	h.timer = time.AfterFunc(ReceiptHold, func() { _ = h.flush() })
+	h.mu.Unlock()
 	return h
 }
 
