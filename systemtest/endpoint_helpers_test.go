@@ -329,3 +329,30 @@ func strp(p *string) string {
 	}
 	return strconv.Quote(*p)
 }
+
+// answerEvent is the data of the recorded local answer among a delivery
+// stream's events: inside the receipt (`forward.responded`, when the agent
+// answered within the receipt's hold) or a forward.responded.v1 of its own.
+// inReceipt tells which; ok is false when there is none.
+func answerEvent(t *testing.T, events []logEvent) (data json.RawMessage, inReceipt, ok bool) {
+	t.Helper()
+	for _, e := range events {
+		switch e.Type {
+		case "forward.responded.v1":
+			return json.RawMessage(e.Data), false, true
+		case "delivery.received.v1":
+			var r struct {
+				Forward *struct {
+					Responded json.RawMessage `json:"responded"`
+				} `json:"forward"`
+			}
+			if err := json.Unmarshal([]byte(e.Data), &r); err != nil {
+				t.Fatalf("receipt %s: %v", e.Data, err)
+			}
+			if r.Forward != nil && len(r.Forward.Responded) > 0 {
+				return r.Forward.Responded, true, true
+			}
+		}
+	}
+	return nil, false, false
+}

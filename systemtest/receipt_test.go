@@ -114,12 +114,16 @@ func TestFidelityReceiptOfListen(t *testing.T) {
 		DeliveryID string `json:"delivery_id"`
 		Fidelity   struct{ Agent, Relay map[string]string }
 	}
+	var stream []logEvent
 	for _, e := range logEvents(t, r, acct.Token) {
-		if e.Type == domain.TypeForwardResponded {
-			if err := json.Unmarshal([]byte(e.Data), &recorded); err != nil {
-				t.Fatal(err)
-			}
+		if e.Stream == domain.DeliveryStream(d.ID) {
+			stream = append(stream, e)
 		}
+	}
+	if answer, _, ok := answerEvent(t, stream); !ok {
+		t.Fatalf("no recorded answer among %+v", stream)
+	} else if err := json.Unmarshal(answer, &recorded); err != nil {
+		t.Fatal(err)
 	}
 	if recorded.DeliveryID != d.ID || !reflect.DeepEqual(recorded.Fidelity.Agent, want) || !reflect.DeepEqual(recorded.Fidelity.Relay, want) {
 		t.Fatalf("recorded fidelity %+v of %s, want both sides %v", recorded.Fidelity, recorded.DeliveryID, want)
