@@ -73,12 +73,7 @@ func TestReceiptWithItsRequestEqualsRebuild(t *testing.T) {
 		}
 		_ = pos
 	}
-	e.sync(e.views)
-	fresh := e.open("fresh.db", Options{})
-	e.run(fresh)
-	e.sync(fresh)
-	compareDumps(t, "rebuilt from the stored events", dump(t, fresh), dump(t, e.views))
-	compareHistories(t, "rebuilt from the stored events", histories(t, fresh), histories(t, e.views))
+	sameAsRebuilt(t, e)
 }
 
 // TestReceiptWithItsAnswerReadsAsThreeEvents: a delivery whose receipt
@@ -128,12 +123,7 @@ func TestReceiptWithItsAnswerReadsAsThreeEvents(t *testing.T) {
 		}
 	}
 
-	e.sync(e.views)
-	fresh := e.open("fresh.db", Options{})
-	e.run(fresh)
-	e.sync(fresh)
-	compareDumps(t, "rebuilt from the stored events", dump(t, fresh), dump(t, e.views))
-	compareHistories(t, "rebuilt from the stored events", histories(t, fresh), histories(t, e.views))
+	sameAsRebuilt(t, e)
 }
 
 // TestFastReceivedReadsTheAnswerInTheReceipt: a receipt that records its
@@ -160,4 +150,15 @@ func TestFastReceivedReadsTheAnswerInTheReceipt(t *testing.T) {
 	if !reflect.DeepEqual(fast, slow) || fast.Forward == nil || fast.Forward.Responded == nil || fast.Forward.Responded.Status != 200 {
 		t.Errorf("fast %+v, encoding/json %+v", fast.Forward, slow.Forward)
 	}
+}
+
+// sameAsRebuilt checks that e's views equal views built afresh from its log.
+func sameAsRebuilt(t *testing.T, e *env) {
+	t.Helper()
+	e.sync(e.views)
+	fresh := e.open("fresh.db", Options{})
+	e.run(fresh)
+	e.sync(fresh)
+	compareDumps(t, "rebuilt from the stored events", dump(t, fresh), dump(t, e.views))
+	compareHistories(t, "rebuilt from the stored events", histories(t, fresh), histories(t, e.views))
 }

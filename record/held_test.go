@@ -2,12 +2,14 @@ package record_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
 )
 
@@ -100,16 +102,12 @@ func TestReceiptOutlivingItsHoldComesFirst(t *testing.T) {
 		want   []string
 	}{
 		{"slow answer", func(t *testing.T, store domain.EventStore, id string, _ record.Queued) {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				if recs, err := store.ReadStream(t.Context(), domain.DeliveryStream(id), 0, 1); err == nil && len(recs) == 1 {
-					return
+			testwait.CheckFor(t, 10*time.Second, record.ReceiptHold/5, func() error {
+				if recs, err := store.ReadStream(t.Context(), domain.DeliveryStream(id), 0, 1); err != nil || len(recs) != 1 {
+					return fmt.Errorf("the held receipt is not appended alone: %d events, %v", len(recs), err)
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("the held receipt was never appended alone")
-				}
-				time.Sleep(record.ReceiptHold / 5)
-			}
+				return nil
+			})
 		}, ok200, []string{domain.TypeDeliveryReceived, domain.TypeForwardResponded}},
 		{"waited for first", func(t *testing.T, _ domain.EventStore, _ string, q record.Queued) {
 			if err := q.Wait(); err != nil {
