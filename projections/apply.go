@@ -27,7 +27,6 @@ func (v *Runner) applyBatch(ctx context.Context, events []domain.RecordedEvent) 
 	if err != nil {
 		return err
 	}
-	v.unapplied.applying(last)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit batch %d..%d: %w", todo[0].Position, last, err)
 	}
@@ -52,11 +51,14 @@ func above(events []domain.RecordedEvent, from uint64) ([]domain.RecordedEvent, 
 
 // committed tells the models' readers of a committed batch, then moves the
 // position: readers hear of the batch before WaitFor does, so one that
-// waited for this position finds no cached address older than it.
+// waited for this position finds no cached address older than it. The
+// quotas' ledger of receipts not yet applied lets go of the batch's only
+// once the caches count them (see unapplied.applied).
 func (v *Runner) committed(writers []modelWriter, last uint64) {
 	for _, w := range writers {
 		w.committed()
 	}
+	v.unapplied.applied(last)
 	v.setPosition(last)
 }
 

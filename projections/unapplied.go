@@ -53,11 +53,13 @@ func (u *unapplied) Recorded(address, accountID string, bytes int64, position ui
 	}
 }
 
-// applying drops every delivery at or below last: the views are about to
-// commit the batch that counts them. It runs before that commit, so a
-// delivery is never counted twice; in the moment between the two it is
-// counted by neither, as every delivery was before this ledger.
-func (u *unapplied) applying(last uint64) {
+// applied drops every delivery at or below last: the views have committed
+// the batch that counts them, and their caches count them now. It runs
+// after both, so a delivery is never counted by neither (which let a
+// request through a full quota while the views' commit was under way); in
+// the moment between the caches' update and this it is counted twice, and a
+// quota errs towards refusing.
+func (u *unapplied) applied(last uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.upTo = max(u.upTo, last)

@@ -73,7 +73,7 @@ func TestUnappliedIsBounded(t *testing.T) {
 	if len(u.entries) != maxUnapplied || u.ofAccount("acc") != 10*maxUnapplied || u.ofAddress("ep") != 10*maxUnapplied {
 		t.Fatalf("%d entries, account %d, address %d; want %d entries of 10 bytes", len(u.entries), u.ofAccount("acc"), u.ofAddress("ep"), maxUnapplied)
 	}
-	u.applying(maxUnapplied + 100)
+	u.applied(maxUnapplied + 100)
 	if len(u.entries) != 0 || len(u.accounts) != 0 || len(u.address) != 0 {
 		t.Fatalf("after the views applied everything: %d entries, %d accounts, %d addresses", len(u.entries), len(u.accounts), len(u.address))
 	}
