@@ -368,6 +368,10 @@ func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, err
 // what ingress reads on every delivery to one of its Endpoints, from
 // memory when it can (quotacache.go), else one prepared point read.
 func (v *Accounts) AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error) {
+	// The ledger first: a receipt it no longer holds is one the views have
+	// committed and cached already (unapplied.applied), so the read below
+	// counts it; read the other way round, it could be counted by neither.
+	pending := v.unapplied.ofAccount(id)
 	u, gen, ok := v.quotas.get(id)
 	if !ok {
 		var err error
@@ -376,7 +380,7 @@ func (v *Accounts) AccountQuota(ctx context.Context, id string) (readmodel.Accou
 		}
 		v.quotas.put(id, u, gen)
 	}
-	u.StoredBytes += v.unapplied.ofAccount(id)
+	u.StoredBytes += pending
 	return u, nil
 }
 

@@ -64,6 +64,7 @@ func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspect
 // every public request, so it is served from memory when it can (see
 // addrcache.go) and is otherwise one prepared statement (see qAddress).
 func (v *Addresses) Address(ctx context.Context, id string) (readmodel.Address, error) {
+	pending := v.unapplied.ofAddress(id) // first, as in AccountQuota
 	cached, gen, ok := v.cache.get(id)
 	if !ok {
 		a, err := v.readAddress(ctx, id)
@@ -74,7 +75,7 @@ func (v *Addresses) Address(ctx context.Context, id string) (readmodel.Address, 
 		cached = a
 	}
 	if cached.Kind == domain.AddressInspector {
-		cached.StoredBytes += v.unapplied.ofAddress(id) // an Endpoint counts in its account
+		cached.StoredBytes += pending // an Endpoint counts in its account
 	}
 	return cached, nil
 }

@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,5 +78,68 @@ func TestUnappliedIsBounded(t *testing.T) {
 	u.applied(maxUnapplied + 100)
 	if len(u.entries) != 0 || len(u.accounts) != 0 || len(u.address) != 0 {
 		t.Fatalf("after the views applied everything: %d entries, %d accounts, %d addresses", len(u.entries), len(u.accounts), len(u.address))
+	}
+}
+
+// TestQuotaNeverCountsLessThanRecorded: while the views apply batch after
+// batch, an account's stored bytes as the quotas read them never fall
+// below what the recorder has reported: a receipt is counted by the
+// ledger until the views' caches count it, never by neither (as it was
+// while a batch's commit was under way, when the ledger let go of it
+// before the commit).
+func TestQuotaNeverCountsLessThanRecorded(t *testing.T) {
+	e := newEnv(t, Options{Linger: time.Millisecond})
+	e.do(e.signUp(e.ctx, "acc-a", "A", "tok-a", "secret-a", t0))
+	e.do(e.newEndpoint(e.ctx, "ep-a", "acc-a", domain.EndpointSettings{Name: "one", Mode: domain.ModeLog}, t0))
+	base, err := e.views.AccountQuota(e.ctx, "acc-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported atomic.Int64 // bytes the recorder has reported so far
+	done, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 300 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("d-%d", i)
+			pos, err := e.receive(e.ctx, id, "ep-a", domain.AddressEndpoint, "acc-a", request("/"+id, "body"), t0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			evs, err := e.store.ReadStream(e.ctx, domain.DeliveryStream(id), 0, 1)
+			if err != nil || len(evs) != 1 {
+				t.Errorf("read %s: %v", id, err)
+				return
+			}
+			e.views.Recorded("ep-a", "acc-a", int64(len(evs[0].Data)), pos)
+			reported.Add(int64(len(evs[0].Data)))
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if reads < 100 {
+				t.Fatalf("only %d reads beside the batches", reads)
+			}
+			return
+		default:
+		}
+		floor := base.StoredBytes + reported.Load()
+		u, err := e.views.AccountQuota(e.ctx, "acc-a")
+		if err == nil && u.StoredBytes < floor {
+			err = fmt.Errorf("read %d: stored bytes %d, less than the %d recorded", reads, u.StoredBytes, floor)
+		}
+		if err != nil {
+			close(stop)
+			<-done
+			t.Fatal(err)
+		}
+		reads++
 	}
 }
