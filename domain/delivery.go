@@ -123,13 +123,16 @@ func (d *Delivery) raise(e Event) { d.apply(e); d.changes = append(d.changes, e)
 func (d *Delivery) apply(e Event) {
 	switch e := e.(type) {
 	case DeliveryReceived:
+		if e.Forward != nil { // its request, and maybe the answer, in one event
+			for _, x := range Expand(e) {
+				d.apply(x)
+			}
+			return
+		}
 		d.id, d.address, d.kind, d.accountID = e.DeliveryID, e.Address, e.AddressKind, e.AccountID
 		d.complete = e.Complete && e.DroppedHeaders == 0
 		d.answered = e.Answer != nil
 		d.pending = nil // made by the first attempt: most deliveries have none
-		if e.Forward != nil && e.Forward.Responded == nil {
-			d.addPending(e.Forward.AttemptID)
-		}
 	case DeliveryAnswered:
 		d.answered = true
 	case ForwardRequested:

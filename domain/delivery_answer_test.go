@@ -40,7 +40,7 @@ func TestReceiptWithItsAnswer(t *testing.T) {
 	want.DeliveryID = "d1"
 	plain := r
 	plain.Forward = nil
-	if got := r.Expand(); !reflect.DeepEqual(got, []Event{plain, ForwardRequested{DeliveryID: "d1", AttemptID: "a1", EndpointID: "ep"}, want}) {
+	if got := Expand(r); !reflect.DeepEqual(got, []Event{plain, ForwardRequested{DeliveryID: "d1", AttemptID: "a1", EndpointID: "ep"}, want}) {
 		t.Errorf("expanded to %+v", got)
 	}
 

@@ -472,17 +472,18 @@ func (f ReceiptForward) Requested(deliveryID string) ForwardRequested {
 }
 
 // Expand returns the events e stands for, in the order a log written
-// without them in one event holds them: the receipt alone, the
-// ForwardRequested of its Forward, then Forward.Responded. Readers that
-// replay a stream event by event read both shapes alike through it.
-func (e DeliveryReceived) Expand() []Event {
-	f := e.Forward
-	if f == nil {
+// without them in one event holds them: a DeliveryReceived with a Forward
+// is the receipt alone, the ForwardRequested of its Forward, then
+// Forward.Responded; any other event is itself. Readers that go through a
+// stream event by event read every shape alike through it.
+func Expand(e Event) []Event {
+	r, ok := e.(DeliveryReceived)
+	if !ok || r.Forward == nil {
 		return []Event{e}
 	}
-	r := e
+	f := r.Forward
 	r.Forward = nil
-	out := []Event{r, f.Requested(e.DeliveryID)}
+	out := []Event{r, f.Requested(r.DeliveryID)}
 	if f.Responded != nil {
 		out = append(out, *f.Responded)
 	}

@@ -86,11 +86,14 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 			return fmt.Errorf("read response at %s: %w", *r.response, err)
 		}
 	}
-	if dr, ok := resp.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.Responded != nil {
-		resp = *dr.Forward.Responded
+	var responded domain.ForwardResponded
+	found := false
+	for _, e := range domain.Expand(resp) { // a receipt may record it
+		if a, is := e.(domain.ForwardResponded); is {
+			responded, found = a, true
+		}
 	}
-	responded, ok := resp.(domain.ForwardResponded)
-	if !ok || responded.DeliveryID != d.ID {
+	if !found || responded.DeliveryID != d.ID {
 		return fmt.Errorf("read response at %s: not a ForwardResponded of %s", *r.response, d.ID)
 	}
 	d.ResponseHeaders = orEmpty(responded.Headers)
@@ -192,21 +195,20 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string) (map[
 		if err != nil {
 			return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
 		}
-		if dr, ok := ev.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.Responded != nil {
-			ev = *dr.Forward.Responded
-		}
-		switch p := ev.(type) {
-		case domain.ForwardResponded:
-			r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers)}
-			if p.Captured {
-				r.Body, r.Captured = p.Body, true
-				if r.Body == nil {
-					r.Body = []byte{}
+		for _, ev := range domain.Expand(ev) {
+			switch p := ev.(type) {
+			case domain.ForwardResponded:
+				r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers)}
+				if p.Captured {
+					r.Body, r.Captured = p.Body, true
+					if r.Body == nil {
+						r.Body = []byte{}
+					}
 				}
+				out[p.AttemptID] = r
+			case domain.ForwardFailed:
+				out[p.AttemptID] = readmodel.AttemptResponse{Status: p.Status, Headers: []domain.Header{}, Error: p.Error}
 			}
-			out[p.AttemptID] = r
-		case domain.ForwardFailed:
-			out[p.AttemptID] = readmodel.AttemptResponse{Status: p.Status, Headers: []domain.Header{}, Error: p.Error}
 		}
 	}
 	return out, nil

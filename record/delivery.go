@@ -64,7 +64,7 @@ func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (
 		if err := q.Accepting(); err != nil {
 			return domain.ForwardCommand{}, Queued{}, fmt.Errorf("append to %s: %w", stream, err)
 		}
-		h := r.holdReceipt(stream, tr, d, rc)
+		h := r.holdReceipt(stream, attemptID, tr, d, rc)
 		return NewForward(fw, h.id, 0), Queued{LastID: h.id, Wait: h.wait}, nil
 	}
 	q, err := r.queue(ctx, stream, domain.NoStream(), tr, changes, &rc)
@@ -160,11 +160,8 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		fidelity = &domain.Fidelity{Agent: *out.Receipt,
 			Relay: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)}
 	}
-	// The fast path below assumes the request event records no outcome; a
-	// receipt may record its first attempt's (ReceiptHold), so without the
-	// held receipt in hand a first attempt reads its stream.
-	fast := cmd.RequestEventID != "" && cmd.RequestRevision > 0
-	if h := r.takeHeld(cmd.AttemptID); h != nil {
+	h := r.takeHeld(cmd.AttemptID)
+	if h != nil {
 		// The receipt waits for this answer (ReceiptHold): recorded in it,
 		// one append records both. A failure, or an answer the hold did not
 		// wait for, follows the receipt as an event of its own.
@@ -178,10 +175,12 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 			}
 		}
 		h.flush() // queued before the outcome's append, which the log keeps in order
-		fast = cmd.RequestEventID != ""
-	} else if _, queues := r.store.(domain.AppendQueuer); !queues {
-		fast = cmd.RequestEventID != "" // no receipt is held with such a store
 	}
+	// The fast path below assumes the request event records no outcome. A
+	// first attempt's is its receipt, which may record one (ReceiptHold),
+	// unless it was just appended without (h) or the store holds none.
+	_, holds := r.store.(domain.AppendQueuer)
+	fast := cmd.RequestEventID != "" && (cmd.RequestRevision > 0 || h != nil || !holds)
 	err := conflict.Retry(ctx, outcomeTries, func(try int) error {
 		var d *domain.Delivery
 		var causation string

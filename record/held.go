@@ -26,14 +26,15 @@ const ReceiptHold = 25 * time.Millisecond
 // or the sender's side has waited for it, so that RecordOutcome knows
 // whether the receipt records the answer.
 type heldReceipt struct {
-	r      *Recorder
-	stream string
-	tr     domain.Trace
-	id     string    // the receipt's event ID, known to the forward command
-	at     time.Time // when it was received: the event's time however it is appended
-	rc     Receipt
-	d      *domain.Delivery // the delivery whose one change is the receipt
-	timer  *time.Timer
+	r       *Recorder
+	stream  string
+	tr      domain.Trace
+	id      string    // the receipt's event ID, known to the forward command
+	attempt string    // the attempt the receipt requests, by which the recorder keeps it
+	at      time.Time // when it was received: the event's time however it is appended
+	rc      Receipt
+	d       *domain.Delivery // the delivery whose one change is the receipt
+	timer   *time.Timer
 
 	mu      sync.Mutex
 	settled func() error // set once appended: waits for that append, once
@@ -42,23 +43,18 @@ type heldReceipt struct {
 
 // holdReceipt keeps d's receipt for its answer and returns it; the hold
 // ends by itself after ReceiptHold.
-func (r *Recorder) holdReceipt(stream string, tr domain.Trace, d *domain.Delivery, rc Receipt) *heldReceipt {
-	h := &heldReceipt{r: r, stream: stream, tr: tr, id: r.newID(), at: r.now(), rc: rc, d: d}
+func (r *Recorder) holdReceipt(stream, attempt string, tr domain.Trace, d *domain.Delivery, rc Receipt) *heldReceipt {
+	h := &heldReceipt{r: r, stream: stream, attempt: attempt, tr: tr, id: r.newID(), at: r.now(), rc: rc, d: d}
 	r.heldMu.Lock()
 	if r.held == nil {
 		r.held = map[string]*heldReceipt{}
 	}
-	r.held[h.attemptID()] = h
+	r.held[attempt] = h
 	r.heldMu.Unlock()
 	h.mu.Lock() // the timer's flush reads h.timer under h.mu
 	h.timer = time.AfterFunc(ReceiptHold, func() { _ = h.flush() })
 	h.mu.Unlock()
 	return h
-}
-
-func (h *heldReceipt) attemptID() string {
-	rc, _ := h.d.Changes()[0].(domain.DeliveryReceived)
-	return rc.Forward.AttemptID
 }
 
 // takeHeld returns the receipt held for attemptID, if any, and forgets it.
@@ -106,7 +102,7 @@ func (h *heldReceipt) flush() func() error {
 // it once its attempt is over, whatever became of the attempt, so the
 // recorder forgets h here (or in RecordOutcome, if that comes first).
 func (h *heldReceipt) wait() error {
-	h.r.takeHeld(h.attemptID())
+	h.r.takeHeld(h.attempt)
 	return h.flush()()
 }
 

@@ -85,6 +85,9 @@ func TestAnswerWithinTheHoldIsRecordedInTheReceipt(t *testing.T) {
 	if n := len(streamOf(t, store, "d1")); n != 1 {
 		t.Errorf("stream has %d events after a second outcome", n)
 	}
+	if n := record.HeldReceipts(rec); n != 0 {
+		t.Errorf("the recorder still keeps %d receipts", n)
+	}
 }
 
 // TestReceiptOutlivingItsHoldComesFirst: an answer slower than the hold
@@ -144,6 +147,9 @@ func TestReceiptOutlivingItsHoldComesFirst(t *testing.T) {
 			if r := streamOf(t, store, id)[0].(domain.DeliveryReceived); r.Forward == nil || r.Forward.Responded != nil {
 				t.Errorf("receipt %+v: want its request without an answer", r.Forward)
 			}
+			if n := record.HeldReceipts(rec); n != 0 {
+				t.Errorf("the recorder still keeps %d receipts", n)
+			}
 		})
 	}
 }
@@ -159,5 +165,33 @@ func TestClosedStoreRefusesBeforeTheForward(t *testing.T) {
 		Request: domain.CapturedRequest{Method: "POST", Target: "/", Proto: "HTTP/1.1"}}, record.Forward{})
 	if err == nil || errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("receive on a closed log: %v, want its refusal", err)
+	}
+}
+
+// TestHeldReceiptsEndWithTheirForwards: however a forward ends (answered,
+// failed, or given up by the sender's side with no outcome), once the
+// sender's side has waited for its record the recorder keeps nothing of
+// it, so 1 000 forwards leave no receipt held.
+func TestHeldReceiptsEndWithTheirForwards(t *testing.T) {
+	rec, _ := newQueueingRecorder(t)
+	for i := range 1000 {
+		cmd, q := receiveForTest(t, rec, fmt.Sprintf("d-%d", i))
+		switch i % 3 {
+		case 0: // answered
+			if _, err := rec.RecordOutcome(t.Context(), cmd, domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200}); err != nil {
+				t.Fatal(err)
+			}
+		case 1: // failed
+			if _, err := rec.RecordOutcome(t.Context(), cmd, domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}); err != nil {
+				t.Fatal(err)
+			}
+		case 2: // the sender's side gave up: no outcome is recorded here
+		}
+		if err := q.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := record.HeldReceipts(rec); n != 0 {
+		t.Fatalf("%d receipts still held after 1 000 forwards ended", n)
 	}
 }

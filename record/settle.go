@@ -34,20 +34,19 @@ func (r *Recorder) RecordedOutcome(ctx context.Context, deliveryID, attemptID st
 	if err != nil {
 		return domain.ForwardOutcome{}, fmt.Errorf("read outcome of attempt %s: %w", attemptID, err)
 	}
-	for i, e := range events {
-		if dr, ok := e.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.Responded != nil {
-			e = *dr.Forward.Responded // recorded in the receipt (ReceiptHold)
-		}
-		switch e := e.(type) {
-		case domain.ForwardResponded:
-			if e.AttemptID == attemptID {
-				return domain.ForwardOutcome{AttemptID: attemptID, Status: e.Status, Headers: e.Headers, Body: e.Body,
-					DurationMs: e.DurationMs, AgentID: e.AgentID, Position: recs[i].Position}, nil
-			}
-		case domain.ForwardFailed:
-			if e.AttemptID == attemptID {
-				return domain.ForwardOutcome{AttemptID: attemptID, Status: e.Status, Error: e.Error,
-					DurationMs: e.DurationMs, AgentID: e.AgentID, Position: recs[i].Position}, nil
+	for i, stored := range events {
+		for _, e := range domain.Expand(stored) { // a receipt may record the answer (ReceiptHold)
+			switch e := e.(type) {
+			case domain.ForwardResponded:
+				if e.AttemptID == attemptID {
+					return domain.ForwardOutcome{AttemptID: attemptID, Status: e.Status, Headers: e.Headers, Body: e.Body,
+						DurationMs: e.DurationMs, AgentID: e.AgentID, Position: recs[i].Position}, nil
+				}
+			case domain.ForwardFailed:
+				if e.AttemptID == attemptID {
+					return domain.ForwardOutcome{AttemptID: attemptID, Status: e.Status, Error: e.Error,
+						DurationMs: e.DurationMs, AgentID: e.AgentID, Position: recs[i].Position}, nil
+				}
 			}
 		}
 	}
