@@ -121,6 +121,9 @@ type Usage struct {
 // QuotaViews is what the quota commands read of the views.
 type QuotaViews interface {
 	AccountUsage(ctx context.Context, id string, since time.Time) (readmodel.AccountUsage, error)
+	// TopUsage lists up to n accounts, most stored bytes first, and the
+	// totals over every account.
+	TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsage, readmodel.AccountUsage, error)
 }
 
 // SetAccountQuota records the operator's override of an account's quota
@@ -180,7 +183,38 @@ func (s *Service) SetAccountQuota(ctx context.Context, accountID string, storage
 }
 
 // AccountUsage reads an account's usage with its limits in force.
+// The figures agree with the quota: they are read once the views have
+// applied what the log holds, since a quota that refused a request a
+// moment ago counted receipts the views may not have applied yet.
 func (s *Service) AccountUsage(ctx context.Context, views QuotaViews, accountID string) (Usage, error) {
+	if err := s.readCurrent(ctx); err != nil {
+		return Usage{}, err
+	}
+	return s.usage(ctx, views, accountID)
+}
+
+// TopUsage reads the usage of up to n accounts, most stored bytes first,
+// as AccountUsage reads one.
+func (s *Service) TopUsage(ctx context.Context, views QuotaViews, n int) ([]Usage, error) {
+	if err := s.readCurrent(ctx); err != nil {
+		return nil, err
+	}
+	top, _, err := views.TopUsage(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Usage, 0, len(top))
+	for _, row := range top {
+		u, err := s.usage(ctx, views, row.AccountID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func (s *Service) usage(ctx context.Context, views QuotaViews, accountID string) (Usage, error) {
 	u, err := views.AccountUsage(ctx, accountID, s.now().Add(-UsageWindow))
 	if err != nil {
 		return Usage{}, err

@@ -112,12 +112,31 @@ func (s *Service) append(ctx context.Context, stream string, expected domain.Exp
 // waitForViews waits, up to cfg.ViewsWait, until the views reflect
 // position (read-your-writes); beyond, domain.ErrUnavailable.
 func (s *Service) waitForViews(ctx context.Context, position uint64) error {
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.ViewsWait)
-	defer cancel()
-	err := s.views.WaitFor(wctx, position)
+	err := s.viewsAt(ctx, position)
 	if err == nil {
 		noteWrite(ctx, position)
 	}
+	return err
+}
+
+// readCurrent waits, as waitForViews does, until the views have applied
+// everything the log held when it was called. A read that must agree with
+// a decision taken at the log's commit calls it first: the storage quota
+// counts a receipt from its commit, the views a moment later.
+func (s *Service) readCurrent(ctx context.Context) error {
+	last, err := s.store.LastPosition(ctx)
+	if err != nil {
+		return fmt.Errorf("read last position: %w", err)
+	}
+	return s.viewsAt(ctx, last)
+}
+
+// viewsAt waits, up to cfg.ViewsWait, until the views reflect position;
+// beyond, domain.ErrUnavailable.
+func (s *Service) viewsAt(ctx context.Context, position uint64) error {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ViewsWait)
+	defer cancel()
+	err := s.views.WaitFor(wctx, position)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		h := s.views.Health()
 		return fmt.Errorf("%w: views at %d, waited %s for %d (last failure: %v)", domain.ErrUnavailable, h.Position, s.cfg.ViewsWait, position, h.Err)

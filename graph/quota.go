@@ -23,7 +23,6 @@ type QuotaViews interface {
 	// AccountQuota is an account's quota override, read (from memory,
 	// mostly) on every operation for its API cost budget.
 	AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
-	TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsage, readmodel.AccountUsage, error)
 }
 
 func (r *Resolver) usageOf(ctx context.Context, accountID string) (*model.AccountUsage, error) {
@@ -106,17 +105,13 @@ func (r *queryResolver) accountsUsage(ctx context.Context, account *string, firs
 		}
 		n = *first
 	}
-	top, _, err := r.Quotas.TopUsage(ctx, n)
+	top, err := r.Service.TopUsage(ctx, r.Quotas, n)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*model.AccountUsage, 0, len(top))
-	for _, row := range top {
-		u, err := r.usageOf(ctx, row.AccountID)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, u)
+	for _, u := range top {
+		out = append(out, r.usageModel(u))
 	}
 	return out, nil
 }

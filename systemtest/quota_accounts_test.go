@@ -306,3 +306,36 @@ func TestAccountQuotaOnTwoNodes(t *testing.T) {
 		t.Fatalf("usage on B %+v: want A's %d deliveries and B's own one refusal", u, onA.Deliveries)
 	}
 }
+
+// TestUsageCountsWhatWasJustRecorded: an account's usage, read right after
+// a delivery was answered, counts it. The storage quota counts a receipt
+// from the log's commit; a usage figure read from the views a moment
+// before they apply it would disagree with the quota that just decided.
+func TestUsageCountsWhatWasJustRecorded(t *testing.T) {
+	t.Parallel()
+	r := harness.Start(t, "", "--admin-token", quotaAdmin)
+	acc := signUpTenant(t, r, "Counted")
+	ep := logEndpoint(t, r, acc.Token, "counted")
+	body := []byte(strings.Repeat("y", 512))
+	var me struct {
+		Me struct {
+			Usage struct{ StoredBytes, Deliveries int64 }
+		}
+	}
+	var stored int64
+	for i := 1; i <= 20; i++ {
+		if resp := send(t, r, ep, "POST", "/n", nil, body); resp.Status != 204 {
+			t.Fatalf("delivery %d: %d %q", i, resp.Status, resp.Body)
+		}
+		r.MustGraphQL(t, acc.Token, `{ me { usage { storedBytes deliveries } } }`, nil, &me)
+		if me.Me.Usage.Deliveries != int64(i) || me.Me.Usage.StoredBytes <= stored {
+			t.Fatalf("usage right after delivery %d: %+v (before it: %d bytes)", i, me.Me.Usage, stored)
+		}
+		stored = me.Me.Usage.StoredBytes
+	}
+	// The operator's list reads the same.
+	out, code := harness.RunCLI(t, "accounts", "usage", "--server", r.BareURL(), "--admin-token", quotaAdmin, "-o", "json")
+	if code != 0 || !strings.Contains(out, acc.ID) || !strings.Contains(out, strconv.FormatInt(stored, 10)) {
+		t.Fatalf("relay accounts usage exited %d, want %s with %d bytes:\n%s", code, acc.ID, stored, out)
+	}
+}
