@@ -19,25 +19,34 @@ import (
 //	go test -run '^$' -bench Floor -benchtime 20000x -timeout 30m ./systemtest
 func BenchmarkFloor(b *testing.B) {
 	bin := harness.BinaryOf(b, "./systemtest/floorserver")
-
-	b.Run("inspector", func(b *testing.B) {
-		bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
-		srv := harness.StartProcess(b, bin, "-mode", "inspector", "-data", b.TempDir())
-		floor := benchTarget{name: "floor", addr: floorAddr(b, srv), host: "floor.test", want: http.StatusNoContent,
-			procs: []benchProc{{"floor", srv.PID()}}}
-		benchCompare(b, bare, floor, "floor/bare", nil)
-	})
-	b.Run("proxy", func(b *testing.B) {
-		local := benchServer(b, http.StatusOK, benchLocalAnswer)
-		direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
-		srv := harness.StartProcess(b, bin, "-mode", "proxy", "-data", b.TempDir())
-		addr := floorAddr(b, srv)
-		agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
-		floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
-			procs: []benchProc{{"floor", srv.PID()}, {"floor-agent", agent.PID()}}}
-		benchCheckProxied(b, floor)
-		benchCompare(b, direct, floor, "floor/direct", nil)
-	})
+	// "least" stores one row without indexes and a history row; "relay"
+	// stores what the relay's design must (floorserver/storage.go): the
+	// log's schema with its unique IDs, stream order and chain, and the
+	// history's indexes.
+	for _, storage := range []string{"least", "relay"} {
+		suffix := ""
+		if storage != "least" {
+			suffix = "-" + storage + "-storage"
+		}
+		b.Run("inspector"+suffix, func(b *testing.B) {
+			bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
+			srv := harness.StartProcess(b, bin, "-mode", "inspector", "-storage", storage, "-data", b.TempDir())
+			floor := benchTarget{name: "floor", addr: floorAddr(b, srv), host: "floor.test", want: http.StatusNoContent,
+				procs: []benchProc{{"floor", srv.PID()}}}
+			benchCompare(b, bare, floor, "floor/bare", nil)
+		})
+		b.Run("proxy"+suffix, func(b *testing.B) {
+			local := benchServer(b, http.StatusOK, benchLocalAnswer)
+			direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
+			srv := harness.StartProcess(b, bin, "-mode", "proxy", "-storage", storage, "-data", b.TempDir())
+			addr := floorAddr(b, srv)
+			agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
+			floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
+				procs: []benchProc{{"floor", srv.PID()}, {"floor-agent", agent.PID()}}}
+			benchCheckProxied(b, floor)
+			benchCompare(b, direct, floor, "floor/direct", nil)
+		})
+	}
 }
 
 // floorAddr is the address a floorserver prints as its first line.

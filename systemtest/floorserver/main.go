@@ -14,6 +14,7 @@
 // above. docs/benchmarks.md has the figures.
 //
 //	floorserver -mode inspector -data DIR      # prints its address, answers 204
+//	floorserver -mode inspector -storage relay -data DIR  # stores what the relay must (storage.go)
 //	floorserver -mode proxy -data DIR          # agents dial ws://ADDR/agent
 //	floorserver -mode agent -relay ADDR -target HOST:PORT
 package main
@@ -45,6 +46,7 @@ func main() {
 	data := flag.String("data", "", "folder for the log and the view (inspector, proxy)")
 	relay := flag.String("relay", "", "host:port of a proxy-mode floorserver (agent)")
 	target := flag.String("target", "", "host:port of the local handler (agent)")
+	storage := flag.String("storage", "least", "least, or relay: the relay's log and history indexes (storage.go)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -55,13 +57,20 @@ func main() {
 		}
 		return
 	}
-	if err := serve(ctx, *mode, *data); err != nil {
+	if err := serve(ctx, *mode, *data, *storage == "relay"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func serve(ctx context.Context, mode, data string) error {
-	lg, err := openLog(ctx, data)
+func serve(ctx context.Context, mode, data string, relayStorage bool) error {
+	if data == "" {
+		return fmt.Errorf("-data is required")
+	}
+	open := openLog
+	if relayStorage {
+		open = openRelayLog
+	}
+	lg, err := open(ctx, data)
 	if err != nil {
 		return err
 	}
@@ -74,6 +83,7 @@ func serve(ctx context.Context, mode, data string) error {
 			if err != nil {
 				return err
 			}
+			rec.status = 204 // answered at receipt
 			if err := <-lg.append(rec); err != nil {
 				return err
 			}
@@ -81,6 +91,7 @@ func serve(ctx context.Context, mode, data string) error {
 		})
 	case "proxy":
 		t := newTunnel()
+		t.oneRecord = relayStorage
 		e.GET("/agent", t.accept)
 		e.Any("/*", func(c echo.Context) error { return t.proxy(c, lg) })
 	default:
@@ -107,7 +118,16 @@ type record struct {
 	kind, address  string
 	method, target string
 	headers, body  []byte
+	status         int
 	done           chan error
+	// With -storage relay (storage.go): the event's ID, stream, revision
+	// and time, its position once the writer has placed it, and its size
+	// as stored.
+	id, stream string
+	rev        int
+	at         int64
+	pos        uint64
+	stored     int
 }
 
 // capture reads what the relay would record of a request: method, raw
@@ -136,12 +156,10 @@ func capture(c echo.Context) (*record, error) {
 type eventLog struct {
 	queue chan *record
 	view  chan []*record
+	named bool // each record is given a delivery's ID and stream (storage.go)
 }
 
 func openLog(ctx context.Context, dir string) (*eventLog, error) {
-	if dir == "" {
-		return nil, fmt.Errorf("-data is required")
-	}
 	logDB, err := openDB(ctx, filepath.Join(dir, "log.db"), sqlitedsn.Full,
 		`CREATE TABLE IF NOT EXISTS events(position INTEGER PRIMARY KEY, kind TEXT, address TEXT, method TEXT, target TEXT, headers BLOB, body BLOB)`)
 	if err != nil {
@@ -154,7 +172,9 @@ func openLog(ctx context.Context, dir string) (*eventLog, error) {
 		return nil, err
 	}
 	l := &eventLog{queue: make(chan *record, 4096), view: make(chan []*record, 64)}
-	go l.write(ctx, logDB, `INSERT INTO events(kind, address, method, target, headers, body) VALUES(?, ?, ?, ?, ?, ?)`)
+	go l.write(ctx, logDB, `INSERT INTO events(kind, address, method, target, headers, body) VALUES(?, ?, ?, ?, ?, ?)`, func(r *record) []any {
+		return []any{r.kind, r.address, r.method, r.target, r.headers, r.body}
+	})
 	go l.project(ctx, viewDB, `INSERT INTO history(kind, address, method, target, size) VALUES(?, ?, ?, ?, ?)`)
 	return l, nil
 }
@@ -174,15 +194,19 @@ func openDB(ctx context.Context, path string, sync sqlitedsn.Sync, schema string
 // append queues r and returns where its commit's result arrives.
 func (l *eventLog) append(r *record) <-chan error {
 	r.done = make(chan error, 1)
+	if l.named {
+		newDelivery(r)
+	}
 	l.queue <- r
 	return r.done
 }
 
-func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string) {
+func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string, row func(*record) []any) {
 	stmt, err := db.PrepareContext(ctx, insert)
 	if err != nil {
 		log.Fatal(err)
 	}
+	var last uint64 // a fresh log; positions are given in order
 	for {
 		var batch []*record
 		select {
@@ -200,9 +224,11 @@ func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string) {
 				break more
 			}
 		}
-		err := inTx(ctx, db, stmt, batch, func(r *record) []any {
-			return []any{r.kind, r.address, r.method, r.target, r.headers, r.body}
-		})
+		for _, r := range batch {
+			last++
+			r.pos = last
+		}
+		err := inTx(ctx, db, stmt, batch, row)
 		for _, r := range batch {
 			r.done <- err
 		}

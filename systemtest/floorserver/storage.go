@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/s2"
+
+	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/internal/sqlitedsn"
+)
+
+// With -storage relay the floor stores what the relay's design must store
+// of a delivery, and nothing else: the log's row with the relay's schema
+// (a unique event ID, a unique stream revision, the data as JSON with the
+// body in base64, s2-compressed, the chain's leaf and link), and a history
+// row with the indexes the relay's deliveries view keeps (by ID, by
+// address and position, by address and time, by provider ID) and the
+// account's event index. It still leaves out everything else the relay does
+// (envelopes, idempotency checks, header order, quotas, stats, GraphQL on
+// the agent's socket, metrics), so its rate bounds from above what the
+// relay can reach with its storage on this machine.
+
+const relayLogSchema = `
+CREATE TABLE IF NOT EXISTS events (
+	position INTEGER PRIMARY KEY,
+	id       TEXT    NOT NULL UNIQUE,
+	stream   TEXT    NOT NULL,
+	revision INTEGER NOT NULL,
+	type     TEXT    NOT NULL,
+	data     BLOB    NOT NULL,
+	enc      INTEGER NOT NULL DEFAULT 0,
+	metadata BLOB    NOT NULL,
+	leaf     BLOB,
+	link     BLOB,
+	UNIQUE (stream, revision)
+)`
+
+const relayViewSchema = `
+CREATE TABLE IF NOT EXISTS history (
+	position      INTEGER PRIMARY KEY,
+	id            TEXT NOT NULL UNIQUE,
+	address       TEXT NOT NULL,
+	account_id    TEXT NOT NULL,
+	method        TEXT NOT NULL,
+	target        TEXT NOT NULL,
+	body_size     INTEGER NOT NULL,
+	received_at   INTEGER NOT NULL,
+	status        INTEGER,
+	stream        TEXT NOT NULL,
+	stored_bytes  INTEGER NOT NULL,
+	provider_delivery_id TEXT
+);
+CREATE INDEX IF NOT EXISTS history_by_address ON history (address, position);
+CREATE INDEX IF NOT EXISTS history_by_received ON history (address, received_at);
+CREATE INDEX IF NOT EXISTS history_by_provider_id ON history (address, provider_delivery_id)
+	WHERE provider_delivery_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS account_events (
+	account_id TEXT    NOT NULL,
+	position   INTEGER NOT NULL,
+	stream     TEXT    NOT NULL,
+	revision   INTEGER NOT NULL,
+	PRIMARY KEY (account_id, position)
+) WITHOUT ROWID`
+
+// relayLog keeps the chain's head for the writer.
+type relayLog struct {
+	link evidence.Hash
+}
+
+func openRelayLog(ctx context.Context, dir string) (*eventLog, error) {
+	logDB, err := openDB(ctx, filepath.Join(dir, "log.db"), sqlitedsn.Full, relayLogSchema)
+	if err != nil {
+		return nil, err
+	}
+	viewDB, err := openDB(ctx, filepath.Join(dir, "view.db"), sqlitedsn.Normal, relayViewSchema)
+	if err != nil {
+		return nil, err
+	}
+	l := &eventLog{queue: make(chan *record, 4096), view: make(chan []*record, 64), named: true}
+	rl := &relayLog{}
+	go l.write(ctx, logDB, `INSERT INTO events (position, id, stream, revision, type, data, enc, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, rl.row)
+	go l.projectRelay(ctx, viewDB)
+	return l, nil
+}
+
+// row encodes r as the relay's log stores an event and chains it.
+func (rl *relayLog) row(r *record) []any {
+	data := r.encode()
+	enc := 0
+	if len(data) >= 256 {
+		if c := s2.Encode(nil, data); len(c) < len(data)-len(data)/8 {
+			data, enc = c, 1
+		}
+	}
+	meta := []byte(`{"correlation_id":"` + r.stream + `","causation_id":"` + r.id + `"}`)
+	leaf := evidence.Leaf(evidence.Event{Position: r.pos, ID: r.id, Stream: r.stream, Revision: uint64(r.rev), Type: r.kind, Data: data, Metadata: meta})
+	rl.link = evidence.Link(rl.link, leaf)
+	link := rl.link
+	r.stored = len(data)
+	return []any{int64(r.pos), r.id, r.stream, r.rev, r.kind, data, enc, meta, leaf[:], link[:]}
+}
+
+// encode is the event's data: JSON with the headers and the body in base64,
+// as the relay's receipt carries them.
+func (r *record) encode() []byte {
+	b := make([]byte, 0, 256+len(r.headers)+base64.StdEncoding.EncodedLen(len(r.body)))
+	b = append(b, `{"method":`...)
+	b = strconv.AppendQuote(b, r.method)
+	b = append(b, `,"target":`...)
+	b = strconv.AppendQuote(b, r.target)
+	b = append(b, `,"headers":`...)
+	b = strconv.AppendQuote(b, string(r.headers))
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(r.status), 10)
+	b = append(b, `,"received_at":`...)
+	b = strconv.AppendInt(b, r.at, 10)
+	b = append(b, `,"body":"`...)
+	b = base64.StdEncoding.AppendEncode(b, r.body)
+	return append(b, `"}`...)
+}
+
+func (l *eventLog) projectRelay(ctx context.Context, db *sql.DB) {
+	history, err := db.PrepareContext(ctx, `INSERT INTO history (position, id, address, account_id, method, target, body_size, received_at, status, stream, stored_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		panic(err)
+	}
+	index, err := db.PrepareContext(ctx, `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		panic(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case batch := <-l.view:
+			if err := l.applyRelay(ctx, db, history, index, batch); err != nil {
+				panic(err)
+			}
+		}
+	}
+}
+
+func (l *eventLog) applyRelay(ctx context.Context, db *sql.DB, history, index *sql.Stmt, batch []*record) error {
+	ctx = context.WithoutCancel(ctx)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	h, ix := tx.StmtContext(ctx, history), tx.StmtContext(ctx, index)
+	for _, r := range batch {
+		if _, err := h.ExecContext(ctx, int64(r.pos), r.id, r.address, "account", r.method, r.target, len(r.body), r.at, r.status, r.stream, r.stored); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		if _, err := ix.ExecContext(ctx, "account", int64(r.pos), r.stream, r.rev); err != nil {
+			return fmt.Errorf("account index: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// newDelivery names a delivery as the relay does: a time-ordered ID and
+// its stream.
+func newDelivery(r *record) {
+	id := uuid.Must(uuid.NewV7()).String()
+	r.id, r.stream, r.at = id, "delivery-"+id, time.Now().UnixNano()
+}
