@@ -119,6 +119,7 @@ type record struct {
 	method, target string
 	headers, body  []byte
 	status         int
+	answer         []byte // the answer's body, recorded with the request (-storage relay, proxy)
 	done           chan error
 	// With -storage relay (storage.go): the event's ID, stream, revision
 	// and time, its position once the writer has placed it, and its size

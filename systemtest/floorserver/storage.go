@@ -110,7 +110,7 @@ func (rl *relayLog) row(r *record) []any {
 // encode is the event's data: JSON with the headers and the body in base64,
 // as the relay's receipt carries them.
 func (r *record) encode() []byte {
-	b := make([]byte, 0, 256+len(r.headers)+base64.StdEncoding.EncodedLen(len(r.body)))
+	b := make([]byte, 0, 256+len(r.headers)+base64.StdEncoding.EncodedLen(len(r.body)+len(r.answer)))
 	b = append(b, `{"method":`...)
 	b = strconv.AppendQuote(b, r.method)
 	b = append(b, `,"target":`...)
@@ -123,6 +123,10 @@ func (r *record) encode() []byte {
 	b = strconv.AppendInt(b, r.at, 10)
 	b = append(b, `,"body":"`...)
 	b = base64.StdEncoding.AppendEncode(b, r.body)
+	if r.answer != nil {
+		b = append(b, `","response_body":"`...)
+		b = base64.StdEncoding.AppendEncode(b, r.answer)
+	}
 	return append(b, `"}`...)
 }
 

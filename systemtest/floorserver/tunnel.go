@@ -123,7 +123,7 @@ func (t *tunnel) proxy(c echo.Context, lg *eventLog) error {
 	}
 	status, body := int(binary.BigEndian.Uint16(reply)), reply[2:]
 	if t.oneRecord {
-		req.status = status
+		req.status, req.answer = status, body
 		if err := <-lg.append(req); err != nil {
 			return err
 		}
