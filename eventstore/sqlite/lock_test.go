@@ -10,19 +10,24 @@ import (
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
-// TestAppendWaitsForTheWriteLock: the writer's transactions begin
-// DEFERRED; an append that reads the stream head first must still wait for
-// a write lock held elsewhere (a RESTART checkpoint holds it) instead of
-// failing with SQLITE_BUSY on its first insert.
+// TestAppendWaitsForTheWriteLock: an append that reads the stream head
+// first must wait for a write lock held elsewhere (a RESTART checkpoint
+// holds it) instead of failing with SQLITE_BUSY: the writer's transactions
+// begin IMMEDIATE, and wait for the lock there.
 func TestAppendWaitsForTheWriteLock(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "events.db")
 	s := openAt(t, path, Options{})
-	defer s.Close()
 	first, err := s.Append(ctx, "s-1", domain.NoStream(), event("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Opened again, the writer knows no stream head: the append reads it.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, Options{})
+	defer s.Close()
 	other := otherWriter(t, path)
 	tx, err := other.BeginTx(ctx, nil) // IMMEDIATE: holds the write lock
 	if err != nil {

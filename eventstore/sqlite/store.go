@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -191,10 +190,11 @@ func dsn(path string, readOnly bool) string {
 	if readOnly {
 		return sqlitedsn.Build(path, true, sqlitedsn.Full)
 	}
-	d := sqlitedsn.Build(path, false, sqlitedsn.Full, "wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
-	// The writer begins DEFERRED and takes the log's write lock first thing
-	// (runBatch), where a busy lock is waited for like any other.
-	return strings.Replace(d, "_txlock=immediate", "_txlock=deferred", 1)
+	// The writer's transactions begin IMMEDIATE: they take the log's write
+	// lock before anything reads, waiting (busy_timeout) while a RESTART
+	// checkpoint holds it, where a read that later needed it would fail
+	// with SQLITE_BUSY at once.
+	return sqlitedsn.Build(path, false, sqlitedsn.Full, "wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 }
 
 // LastPosition returns the position of the newest committed event, 0 when

@@ -227,12 +227,6 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]appendR
 	}
 	defer tx.Rollback() // a no-op once committed
 	st := s.stmts.in(ctx, tx)
-	// Take the log's write lock before anything reads (see dsn): a read
-	// transaction that later needs the lock gets SQLITE_BUSY at once when a
-	// checkpoint holds it, where a first write waits for it.
-	if _, err := st.lock.ExecContext(ctx); err != nil {
-		return replies, 0, fmt.Errorf("begin group commit: %w", err)
-	}
 	var last uint64
 	chain := s.chain
 	st.chain = &chain
@@ -516,7 +510,6 @@ func insertChained(ctx context.Context, st writeStmts, r row, stream string, sto
 // them to each batch's transaction costs nothing.
 type writeStmts struct {
 	lookupID, head, insert         *sql.Stmt
-	lock                           *sql.Stmt // writes nothing, takes the write lock
 	savepoint, rollbackTo, release *sql.Stmt
 	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
 	keepLinks                      *sql.Stmt // DeleteStream only
@@ -540,7 +533,6 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 		{&st.deleteRows, `DELETE FROM events WHERE stream = ? AND position <> ?`},
 		{&st.settle, `UPDATE events SET revision = 0 WHERE position = ?`},
 		{&st.insert, `INSERT INTO events (position, id, stream, revision, type, data, enc, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.lock, `DELETE FROM events WHERE 0`},
 		{&st.savepoint, `SAVEPOINT append_one`},
 		{&st.rollbackTo, `ROLLBACK TO append_one`},
 		{&st.release, `RELEASE append_one`},
@@ -553,7 +545,6 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 	return writeStmts{
 		lookupID:   tx.StmtContext(ctx, st.lookupID),
-		lock:       tx.StmtContext(ctx, st.lock),
 		head:       tx.StmtContext(ctx, st.head),
 		insert:     tx.StmtContext(ctx, st.insert),
 		savepoint:  tx.StmtContext(ctx, st.savepoint),
@@ -567,6 +558,6 @@ func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
 }
 
 func (st writeStmts) close() error {
-	return closeStmts(st.lookupID, st.lock, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
+	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
 		st.streamSize, st.deleteRows, st.settle, st.keepLinks)
 }

@@ -19,9 +19,10 @@ import (
 // With -storage relay the floor stores what the relay's design must store
 // of a delivery, and nothing else: the log's row with the relay's schema
 // (a unique event ID, a unique stream revision, the data as JSON with the
-// body in base64, s2-compressed, the chain's leaf and link), and a history
-// row with the indexes the relay's deliveries view keeps (by ID, by
-// address and position, by address and time, by provider ID) and the
+// body in base64 and, proxied, the answer's body too, s2-compressed, the
+// chain's leaf and link), and a history row with the indexes the relay's
+// deliveries view keeps (by ID, by address and position, by address and
+// time, by provider ID), a proxied delivery's attempt row and the
 // account's event index. It still leaves out everything else the relay does
 // (envelopes, idempotency checks, header order, quotas, stats, GraphQL on
 // the agent's socket, metrics), so its rate bounds from above what the
@@ -61,6 +62,15 @@ CREATE INDEX IF NOT EXISTS history_by_address ON history (address, position);
 CREATE INDEX IF NOT EXISTS history_by_received ON history (address, received_at);
 CREATE INDEX IF NOT EXISTS history_by_provider_id ON history (address, provider_delivery_id)
 	WHERE provider_delivery_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS attempts (
+	position          INTEGER PRIMARY KEY,
+	delivery_position INTEGER NOT NULL,
+	attempt_id        TEXT NOT NULL,
+	started_at        INTEGER NOT NULL,
+	status            INTEGER,
+	outcome_position  INTEGER,
+	UNIQUE (delivery_position, attempt_id)
+);
 CREATE TABLE IF NOT EXISTS account_events (
 	account_id TEXT    NOT NULL,
 	position   INTEGER NOT NULL,
@@ -139,32 +149,41 @@ func (l *eventLog) projectRelay(ctx context.Context, db *sql.DB) {
 	if err != nil {
 		panic(err)
 	}
+	attempt, err := db.PrepareContext(ctx, `INSERT INTO attempts (position, delivery_position, attempt_id, started_at, status, outcome_position) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		panic(err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case batch := <-l.view:
-			if err := l.applyRelay(ctx, db, history, index, batch); err != nil {
+			if err := l.applyRelay(ctx, db, history, index, attempt, batch); err != nil {
 				panic(err)
 			}
 		}
 	}
 }
 
-func (l *eventLog) applyRelay(ctx context.Context, db *sql.DB, history, index *sql.Stmt, batch []*record) error {
+func (l *eventLog) applyRelay(ctx context.Context, db *sql.DB, history, index, attempt *sql.Stmt, batch []*record) error {
 	ctx = context.WithoutCancel(ctx)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	h, ix := tx.StmtContext(ctx, history), tx.StmtContext(ctx, index)
+	h, ix, at := tx.StmtContext(ctx, history), tx.StmtContext(ctx, index), tx.StmtContext(ctx, attempt)
 	for _, r := range batch {
 		if _, err := h.ExecContext(ctx, int64(r.pos), r.id, r.address, "account", r.method, r.target, len(r.body), r.at, r.status, r.stream, r.stored); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
 		if _, err := ix.ExecContext(ctx, "account", int64(r.pos), r.stream, r.rev); err != nil {
 			return fmt.Errorf("account index: %w", err)
+		}
+		if r.answer != nil { // a proxied delivery and its one attempt
+			if _, err := at.ExecContext(ctx, int64(r.pos), int64(r.pos), r.id, r.at, r.status, int64(r.pos)); err != nil {
+				return fmt.Errorf("attempt: %w", err)
+			}
 		}
 	}
 	return tx.Commit()
