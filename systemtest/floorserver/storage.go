@@ -28,6 +28,9 @@ import (
 // the agent's socket, metrics), so its rate bounds from above what the
 // relay can reach with its storage on this machine.
 
+// relayLogSchema is the relay's log table (eventstore/sqlite/schema.go);
+// relayViewSchema keeps the indexes of the relay's deliveries, attempts and
+// account_events views (projections/schema.go) with fewer columns.
 const relayLogSchema = `
 CREATE TABLE IF NOT EXISTS events (
 	position INTEGER PRIMARY KEY,
