@@ -286,7 +286,7 @@ func TestCloseCommitsQueuedAppends(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	s := openAt(t, path, Options{})
-	if _, err := s.writeDB.ExecContext(t.Context(), `PRAGMA user_version = 99`); err != nil {
+	if _, err := s.writeConn.ExecContext(t.Context(), `PRAGMA user_version = 99`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -332,23 +332,28 @@ func TestRetryResult(t *testing.T) {
 // TestPragmas checks the settings durability and concurrency rest on: WAL,
 // an fsync per commit (synchronous=FULL is 2), no checkpoint inside a
 // commit, and query-only readers.
+// querier is the writer's connection or the read pool.
+type querier interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
 func TestPragmas(t *testing.T) {
 	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
 	defer s.Close()
 	ctx := t.Context()
 	tests := []struct {
 		name   string
-		db     func() *sql.DB
+		db     func() querier
 		pragma string
 		want   string
 	}{
-		{"writer journal", func() *sql.DB { return s.writeDB }, "journal_mode", "wal"},
-		{"writer sync", func() *sql.DB { return s.writeDB }, "synchronous", "2"},
-		{"writer busy timeout", func() *sql.DB { return s.writeDB }, "busy_timeout", "10000"},
-		{"writer leaves checkpoints to the checkpointer", func() *sql.DB { return s.writeDB }, "wal_autocheckpoint", "0"},
-		{"reader journal", func() *sql.DB { return s.readDB }, "journal_mode", "wal"},
-		{"reader query only", func() *sql.DB { return s.readDB }, "query_only", "1"},
-		{"reader busy timeout", func() *sql.DB { return s.readDB }, "busy_timeout", "10000"},
+		{"writer journal", func() querier { return s.writeConn }, "journal_mode", "wal"},
+		{"writer sync", func() querier { return s.writeConn }, "synchronous", "2"},
+		{"writer busy timeout", func() querier { return s.writeConn }, "busy_timeout", "10000"},
+		{"writer leaves checkpoints to the checkpointer", func() querier { return s.writeConn }, "wal_autocheckpoint", "0"},
+		{"reader journal", func() querier { return s.readDB }, "journal_mode", "wal"},
+		{"reader query only", func() querier { return s.readDB }, "query_only", "1"},
+		{"reader busy timeout", func() querier { return s.readDB }, "busy_timeout", "10000"},
 	}
 	for _, tt := range tests {
 		var got string

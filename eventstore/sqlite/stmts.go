@@ -13,9 +13,14 @@ type stmtSpec struct {
 	query string
 }
 
+// preparer is a *sql.DB or a *sql.Conn.
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
 // prepareAll prepares every statement on db. On error it closes the ones
 // already prepared, so the caller has nothing to clean up.
-func prepareAll(ctx context.Context, db *sql.DB, specs []stmtSpec) error {
+func prepareAll(ctx context.Context, db preparer, specs []stmtSpec) error {
 	for i, sp := range specs {
 		stmt, err := db.PrepareContext(ctx, sp.query)
 		if err != nil {

@@ -43,7 +43,12 @@ type Options struct {
 type Store struct {
 	log     *slog.Logger
 	writeDB *sql.DB // exactly one connection, owned by the writer goroutine
-	readDB  *sql.DB // query-only connections
+	// writeConn is that connection, held for the store's life: the writer
+	// begins and commits its batches with statements prepared on it, not
+	// through database/sql's Tx, which would start a goroutine, wrap every
+	// statement again and prepare BEGIN and COMMIT anew for each batch.
+	writeConn *sql.Conn
+	readDB    *sql.DB // query-only connections
 	// checkpointDB is the background checkpointer's one connection.
 	checkpointDB *sql.DB
 	stmts        writeStmts
@@ -132,7 +137,10 @@ func (s *Store) open(ctx context.Context, path string) error {
 	if err := migrate(ctx, s.writeDB); err != nil {
 		return err
 	}
-	if s.stmts, err = prepareWriteStmts(ctx, s.writeDB); err != nil {
+	if s.writeConn, err = s.writeDB.Conn(ctx); err != nil {
+		return fmt.Errorf("take the writer's connection: %w", err)
+	}
+	if s.stmts, err = prepareWriteStmts(ctx, s.writeConn); err != nil {
 		return err
 	}
 
@@ -156,7 +164,7 @@ func (s *Store) open(ctx context.Context, path string) error {
 		return fmt.Errorf("read last position: %w", err)
 	}
 	s.last.Store(uint64(last))
-	if s.chain, err = readChainHead(ctx, s.writeDB); err != nil {
+	if s.chain, err = readChainHead(ctx, s.writeConn); err != nil {
 		return err
 	}
 	return nil
@@ -175,6 +183,9 @@ func oneConn(db *sql.DB) {
 func (s *Store) closeDBs() error {
 	var errs []error
 	errs = append(errs, s.stmts.close(), s.reads.close())
+	if s.writeConn != nil {
+		errs = append(errs, s.writeConn.Close())
+	}
 	for _, db := range []*sql.DB{s.readDB, s.checkpointDB, s.writeDB} {
 		if db != nil {
 			errs = append(errs, db.Close())

@@ -221,12 +221,18 @@ func committed(batch []*appendRequest, replies []appendReply) []domain.RecordedE
 // was written, in which case there is no commit and no fsync).
 func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]appendReply, uint64, error) {
 	replies := make([]appendReply, len(batch))
-	tx, err := s.writeDB.BeginTx(ctx, nil)
-	if err != nil {
+	st := s.stmts
+	if _, err := st.begin.ExecContext(ctx); err != nil {
 		return replies, 0, fmt.Errorf("begin group commit: %w", err)
 	}
-	defer tx.Rollback() // a no-op once committed
-	st := s.stmts.in(ctx, tx)
+	committed := false
+	defer func() {
+		if !committed {
+			// After a failed COMMIT, SQLite may have rolled back already:
+			// "no transaction is active" is then the expected answer.
+			_, _ = st.rollback.ExecContext(ctx)
+		}
+	}()
 	var last uint64
 	chain := s.chain
 	st.chain = &chain
@@ -253,9 +259,10 @@ func (s *Store) runBatch(ctx context.Context, batch []*appendRequest) ([]appendR
 	if last == 0 {
 		return replies, 0, nil
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := st.commit.ExecContext(ctx); err != nil {
 		return replies, 0, fmt.Errorf("commit group: %w", err)
 	}
+	committed = true
 	s.growTree(s.chain.position, leaves, chain)
 	s.chain = chain
 	s.leaves = leaves[:0]
@@ -506,9 +513,10 @@ func insertChained(ctx context.Context, st writeStmts, r row, stream string, sto
 	return pos, nil
 }
 
-// writeStmts are prepared once on the writer's only connection, so binding
-// them to each batch's transaction costs nothing.
+// writeStmts are prepared once on the writer's only connection
+// (Store.writeConn), where every batch's transaction runs.
 type writeStmts struct {
+	begin, commit, rollback        *sql.Stmt // BEGIN IMMEDIATE (see dsn), COMMIT, ROLLBACK
 	lookupID, head, insert         *sql.Stmt
 	savepoint, rollbackTo, release *sql.Stmt
 	streamSize, deleteRows, settle *sql.Stmt // DeleteStream only
@@ -524,9 +532,12 @@ type writeStmts struct {
 	heads *batchHeads
 }
 
-func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
+func prepareWriteStmts(ctx context.Context, conn *sql.Conn) (writeStmts, error) {
 	var st writeStmts
-	err := prepareAll(ctx, db, []stmtSpec{
+	err := prepareAll(ctx, conn, []stmtSpec{
+		{&st.begin, `BEGIN IMMEDIATE`},
+		{&st.commit, `COMMIT`},
+		{&st.rollback, `ROLLBACK`},
 		{&st.lookupID, `SELECT stream, revision, position FROM events WHERE id = ?`},
 		{&st.head, `SELECT revision, type FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
 		{&st.streamSize, `SELECT COUNT(*), COALESCE(MAX(revision), -1), COALESCE(MAX(position), 0) FROM events WHERE stream = ?`},
@@ -542,22 +553,7 @@ func prepareWriteStmts(ctx context.Context, db *sql.DB) (writeStmts, error) {
 	return st, err
 }
 
-func (st writeStmts) in(ctx context.Context, tx *sql.Tx) writeStmts {
-	return writeStmts{
-		lookupID:   tx.StmtContext(ctx, st.lookupID),
-		head:       tx.StmtContext(ctx, st.head),
-		insert:     tx.StmtContext(ctx, st.insert),
-		savepoint:  tx.StmtContext(ctx, st.savepoint),
-		rollbackTo: tx.StmtContext(ctx, st.rollbackTo),
-		release:    tx.StmtContext(ctx, st.release),
-		streamSize: tx.StmtContext(ctx, st.streamSize),
-		deleteRows: tx.StmtContext(ctx, st.deleteRows),
-		settle:     tx.StmtContext(ctx, st.settle),
-		keepLinks:  tx.StmtContext(ctx, st.keepLinks),
-	}
-}
-
 func (st writeStmts) close() error {
-	return closeStmts(st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
+	return closeStmts(st.begin, st.commit, st.rollback, st.lookupID, st.head, st.insert, st.savepoint, st.rollbackTo, st.release,
 		st.streamSize, st.deleteRows, st.settle, st.keepLinks)
 }
