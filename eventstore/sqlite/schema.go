@@ -24,8 +24,10 @@ const schemaVersion = 4
 // positions only grow and are never reused; they run 1, 2, 3, … without
 // gaps except where a deleted stream's events were.
 // UNIQUE(stream, revision) is also the index every stream read and head
-// lookup uses; UNIQUE(id) is the index idempotency checks use.
-const schema = `
+// lookup uses; UNIQUE(id) is the index idempotency checks use. It is
+// exported for the floor benchmark (systemtest/floorserver), which stores
+// rows as this log does.
+const EventsSchema = `
 CREATE TABLE IF NOT EXISTS events (
 	position INTEGER PRIMARY KEY,
 	id       TEXT    NOT NULL UNIQUE,
@@ -57,7 +59,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema+chainSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, EventsSchema+chainSchema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
 	// A table of an older version has no leaf and link yet.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/s2"
 
+	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
@@ -28,23 +29,10 @@ import (
 // the agent's socket, metrics), so its rate bounds from above what the
 // relay can reach with its storage on this machine.
 
-// relayLogSchema is the relay's log table (eventstore/sqlite/schema.go);
-// relayViewSchema keeps the indexes of the relay's deliveries, attempts and
-// account_events views (projections/schema.go) with fewer columns.
-const relayLogSchema = `
-CREATE TABLE IF NOT EXISTS events (
-	position INTEGER PRIMARY KEY,
-	id       TEXT    NOT NULL UNIQUE,
-	stream   TEXT    NOT NULL,
-	revision INTEGER NOT NULL,
-	type     TEXT    NOT NULL,
-	data     BLOB    NOT NULL,
-	enc      INTEGER NOT NULL DEFAULT 0,
-	metadata BLOB    NOT NULL,
-	leaf     BLOB,
-	link     BLOB,
-	UNIQUE (stream, revision)
-)`
+// relayLogSchema is the relay's log table itself; relayViewSchema keeps
+// the indexes of the relay's deliveries, attempts and account_events views
+// (projections/schema.go) with fewer columns.
+const relayLogSchema = sqlite.EventsSchema
 
 const relayViewSchema = `
 CREATE TABLE IF NOT EXISTS history (
