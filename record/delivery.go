@@ -60,8 +60,8 @@ func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (
 	// The last event appended requests this attempt; on a new stream its
 	// revision is known before the append returns.
 	changes := d.Changes()
-	if q, ok := r.store.(domain.AppendQueuer); ok && len(changes) == 1 {
-		if err := q.Accepting(); err != nil {
+	if r.queuer != nil && len(changes) == 1 {
+		if err := r.queuer.Accepting(); err != nil {
 			return domain.ForwardCommand{}, Queued{}, fmt.Errorf("append to %s: %w", stream, err)
 		}
 		h := r.holdReceipt(stream, attemptID, tr, d, rc)
@@ -179,8 +179,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 	// The fast path below assumes the request event records no outcome. A
 	// first attempt's is its receipt, which may record one (ReceiptHold),
 	// unless it was just appended without (h) or the store holds none.
-	_, holds := r.store.(domain.AppendQueuer)
-	fast := cmd.RequestEventID != "" && (cmd.RequestRevision > 0 || h != nil || !holds)
+	fast := cmd.RequestEventID != "" && (cmd.RequestRevision > 0 || h != nil || r.queuer == nil)
 	err := conflict.Retry(ctx, outcomeTries, func(try int) error {
 		var d *domain.Delivery
 		var causation string

@@ -45,12 +45,15 @@ type Usage interface {
 // concurrent use.
 type Recorder struct {
 	store domain.EventStore
-	codec *domain.Codec
-	now   func() time.Time
-	newID func() string
-	log   *slog.Logger
-	node  string
-	usage Usage
+	// queuer is store when it queues appends (domain.AppendQueuer), else
+	// nil: the one answer to whether appends are queued, and receipts held.
+	queuer domain.AppendQueuer
+	codec  *domain.Codec
+	now    func() time.Time
+	newID  func() string
+	log    *slog.Logger
+	node   string
+	usage  Usage
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
 	listeners listenerStates
 	// held are the receipts waiting for their first attempt's answer, by
@@ -62,6 +65,7 @@ type Recorder struct {
 // New wires a Recorder.
 func New(cfg Config) *Recorder {
 	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage}
+	r.queuer, _ = cfg.Store.(domain.AppendQueuer)
 	if r.codec == nil {
 		r.codec = domain.NewCodec()
 	}
@@ -129,7 +133,7 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 		return Queued{}, err
 	}
 	lastID := data[len(data)-1].ID
-	if _, ok := r.store.(domain.AppendQueuer); !ok {
+	if r.queuer == nil {
 		if err := r.appendData(ctx, stream, expected, data, rc); err != nil {
 			return Queued{}, err
 		}
@@ -152,7 +156,7 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 // rc once it is durable. Wait for it once.
 func (r *Recorder) queueData(ctx context.Context, stream string, expected domain.ExpectedRevision, data []domain.EventData, rc *Receipt) (func() (domain.AppendResult, error), error) {
 	ctx, cancel := detached(ctx)
-	queued, err := r.store.(domain.AppendQueuer).QueueAppend(ctx, stream, expected, data...)
+	queued, err := r.queuer.QueueAppend(ctx, stream, expected, data...)
 	if err != nil {
 		cancel()
 		return nil, err
