@@ -72,7 +72,7 @@ type forwardRow struct {
 // requested is the ForwardRequested the receipt's first attempt stands for
 // (domain.ReceiptForward.Requested).
 func (f forwardRow) requested(deliveryID string) domain.ForwardRequested {
-	return domain.ForwardRequested{DeliveryID: deliveryID, AttemptID: f.AttemptID, EndpointID: f.EndpointID, Node: f.Node}
+	return domain.ReceiptForward{AttemptID: f.AttemptID, EndpointID: f.EndpointID, Node: f.Node}.Requested(deliveryID)
 }
 
 // respondedRow is what the views keep of a ForwardResponded.
