@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"fmt"
+	"log"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -134,15 +135,15 @@ func (r *record) encode() []byte {
 func (l *eventLog) projectRelay(ctx context.Context, db *sql.DB) {
 	history, err := db.PrepareContext(ctx, `INSERT INTO history (position, id, address, account_id, method, target, body_size, received_at, status, stream, stored_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	index, err := db.PrepareContext(ctx, `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)`)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	attempt, err := db.PrepareContext(ctx, `INSERT INTO attempts (position, delivery_position, attempt_id, started_at, status, outcome_position) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	for {
 		select {
@@ -150,7 +151,7 @@ func (l *eventLog) projectRelay(ctx context.Context, db *sql.DB) {
 			return
 		case batch := <-l.view:
 			if err := l.applyRelay(ctx, db, history, index, attempt, batch); err != nil {
-				panic(err)
+				log.Fatal(err)
 			}
 		}
 	}
