@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -135,9 +136,14 @@ func TestQueueAnswersAtOnceThenDrainsInOrder(t *testing.T) {
 	if got := len(local.all()); got != 0 {
 		t.Fatalf("the local process got %d requests with no listener", got)
 	}
-	if out, code := h.run(t, "", "deliveries", "list", "orders", "--status", "queued", "--limit", "1000"); code != 0 || strings.Count(out, "waiting for a listener") != n {
-		t.Fatalf("deliveries list --status queued: exit %d, want %d waiting\n%s", code, n, out)
-	}
+	// The history follows the log within the views' linger: the last 202
+	// may come a moment before its row.
+	testwait.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if out, code := h.run(t, "", "deliveries", "list", "orders", "--status", "queued", "--limit", "1000"); code != 0 || strings.Count(out, "waiting for a listener") != n {
+			return fmt.Errorf("deliveries list --status queued: exit %d, want %d waiting\n%s", code, n, out)
+		}
+		return nil
+	})
 
 	listen := h.startIn(t, t.TempDir(), "listen", local.port, "orders")
 	waitOutput(t, listen, regexp.MustCompile(`QUEUE mode`))
