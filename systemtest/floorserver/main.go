@@ -172,11 +172,19 @@ func openLog(ctx context.Context, dir string) (*eventLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	stmt, err := viewDB.PrepareContext(ctx, `INSERT INTO history(kind, address, method, target, size) VALUES(?, ?, ?, ?, ?)`)
+	if err != nil {
+		return nil, err
+	}
 	l := &eventLog{queue: make(chan *record, 4096), view: make(chan []*record, 64)}
 	go l.write(ctx, logDB, `INSERT INTO events(kind, address, method, target, headers, body) VALUES(?, ?, ?, ?, ?, ?)`, func(r *record) []any {
 		return []any{r.kind, r.address, r.method, r.target, r.headers, r.body}
 	})
-	go l.project(ctx, viewDB, `INSERT INTO history(kind, address, method, target, size) VALUES(?, ?, ?, ?, ?)`)
+	go l.project(ctx, func(batch []*record) error {
+		return inTx(ctx, viewDB, stmt, batch, func(r *record) []any {
+			return []any{r.kind, r.address, r.method, r.target, len(r.body)}
+		})
+	})
 	return l, nil
 }
 
@@ -239,19 +247,14 @@ func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string, row fun
 	}
 }
 
-func (l *eventLog) project(ctx context.Context, db *sql.DB, insert string) {
-	stmt, err := db.PrepareContext(ctx, insert)
-	if err != nil {
-		log.Fatal(err)
-	}
+// project applies each committed batch to the view with apply.
+func (l *eventLog) project(ctx context.Context, apply func([]*record) error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case batch := <-l.view:
-			if err := inTx(ctx, db, stmt, batch, func(r *record) []any {
-				return []any{r.kind, r.address, r.method, r.target, len(r.body)}
-			}); err != nil {
+			if err := apply(batch); err != nil {
 				log.Fatal(err)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"fmt"
-	"log"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -85,10 +84,16 @@ func openRelayLog(ctx context.Context, dir string) (*eventLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	history, index, attempt, err := prepareRelayView(ctx, viewDB)
+	if err != nil {
+		return nil, err
+	}
 	l := &eventLog{queue: make(chan *record, 4096), view: make(chan []*record, 64), named: true}
 	rl := &relayLog{}
 	go l.write(ctx, logDB, `INSERT INTO events (position, id, stream, revision, type, data, enc, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, rl.row)
-	go l.projectRelay(ctx, viewDB)
+	go l.project(ctx, func(batch []*record) error {
+		return applyRelay(ctx, viewDB, history, index, attempt, batch)
+	})
 	return l, nil
 }
 
@@ -132,32 +137,24 @@ func (r *record) encode() []byte {
 	return append(b, `"}`...)
 }
 
-func (l *eventLog) projectRelay(ctx context.Context, db *sql.DB) {
-	history, err := db.PrepareContext(ctx, `INSERT INTO history (position, id, address, account_id, method, target, body_size, received_at, status, stream, stored_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		log.Fatal(err)
-	}
-	index, err := db.PrepareContext(ctx, `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)`)
-	if err != nil {
-		log.Fatal(err)
-	}
-	attempt, err := db.PrepareContext(ctx, `INSERT INTO attempts (position, delivery_position, attempt_id, started_at, status, outcome_position) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		log.Fatal(err)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case batch := <-l.view:
-			if err := l.applyRelay(ctx, db, history, index, attempt, batch); err != nil {
-				log.Fatal(err)
-			}
+// prepareRelayView prepares the view's three inserts.
+func prepareRelayView(ctx context.Context, db *sql.DB) (history, index, attempt *sql.Stmt, err error) {
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&history, `INSERT INTO history (position, id, address, account_id, method, target, body_size, received_at, status, stream, stored_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&index, `INSERT INTO account_events (account_id, position, stream, revision) VALUES (?, ?, ?, ?)`},
+		{&attempt, `INSERT INTO attempts (position, delivery_position, attempt_id, started_at, status, outcome_position) VALUES (?, ?, ?, ?, ?, ?)`},
+	} {
+		if *p.dst, err = db.PrepareContext(ctx, p.query); err != nil {
+			return nil, nil, nil, fmt.Errorf("prepare %q: %w", p.query, err)
 		}
 	}
+	return history, index, attempt, nil
 }
 
-func (l *eventLog) applyRelay(ctx context.Context, db *sql.DB, history, index, attempt *sql.Stmt, batch []*record) error {
+func applyRelay(ctx context.Context, db *sql.DB, history, index, attempt *sql.Stmt, batch []*record) error {
 	ctx = context.WithoutCancel(ctx)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
