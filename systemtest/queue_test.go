@@ -24,7 +24,11 @@ type queueTarget struct {
 	tries  map[string]int
 	answer func(id string, n int) int
 	delay  time.Duration
-	port   string
+	// gate, when set, holds each request until it is closed; held counts
+	// the requests it holds.
+	gate chan struct{}
+	held int
+	port string
 }
 
 type queueSeen struct {
@@ -43,13 +47,41 @@ func newQueueTarget(t *testing.T, answer func(id string, n int) int) *queueTarge
 		q.tries[id]++
 		status := q.answer(id, q.tries[id])
 		q.seen = append(q.seen, queueSeen{ID: id, Path: r.RequestURI, At: time.Now(), Status: status})
-		delay := q.delay
+		delay, gate := q.delay, q.gate
+		if gate != nil {
+			q.held++
+		}
 		q.mu.Unlock()
 		time.Sleep(delay)
+		if gate != nil {
+			<-gate
+		}
 		w.WriteHeader(status)
 	}))
 	_, q.port, _ = strings.Cut(target, ":")
 	return q
+}
+
+// hold makes the local process keep the requests that arrive from now on
+// unanswered; it returns what lets them go.
+func (q *queueTarget) hold() (release func()) {
+	gate := make(chan struct{})
+	q.mu.Lock()
+	q.gate, q.held = gate, 0
+	q.mu.Unlock()
+	return sync.OnceFunc(func() {
+		q.mu.Lock()
+		q.gate = nil
+		q.mu.Unlock()
+		close(gate)
+	})
+}
+
+// holding counts the requests the local process holds unanswered.
+func (q *queueTarget) holding() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held
 }
 
 func (q *queueTarget) all() []queueSeen {
@@ -368,7 +400,7 @@ func TestQueueSurvivesKill(t *testing.T) {
 	r := harness.Start(t, "", loadFlags...)
 	h, acct := loggedInHome(t, r)
 	local := newQueueTarget(t, always(200))
-	local.delay = 20 * time.Millisecond // so the kill finds requests at the local process
+	local.delay = 20 * time.Millisecond
 	out, code := h.run(t, "", "endpoints", "create", "backlog", "--mode", "queue", "--rate", "200", "-o", "json")
 	if code != 0 {
 		t.Fatalf("endpoints create: exit %d\n%s", code, out)
@@ -389,7 +421,15 @@ func TestQueueSurvivesKill(t *testing.T) {
 	wg.Wait()
 	listen := h.startIn(t, t.TempDir(), "listen", local.port, "backlog")
 	harness.Eventually(t, 60*time.Second, "a part of the backlog delivered", func() bool { return local.delivered() >= n/4 })
+	// The kill must find an attempt open: one the log holds as sent (the
+	// queue records an attempt before it sends it) whose answer is not in.
+	// The local process holds what arrives until the relay is killed; left
+	// to timing, a loaded machine could kill it between attempts.
+	release := local.hold()
+	defer release()
+	harness.Eventually(t, 30*time.Second, "a request held at the local process", func() bool { return local.holding() > 0 })
 	r.Kill(t)
+	release()
 	before := local.delivered()
 	r.RestartSamePort(t)
 	harness.Eventually(t, 120*time.Second, "the whole backlog delivered after the restart", func() bool { return local.delivered() == n })
