@@ -2,6 +2,7 @@ package systemtest
 
 import (
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func BenchmarkFloor(b *testing.B) {
 		}
 		b.Run("inspector"+suffix, func(b *testing.B) {
 			bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
-			srv := harness.StartProcess(b, bin, "-mode", "inspector", "-storage", storage, "-data", b.TempDir())
+			srv := harness.StartProcess(b, bin, floorArgs("-mode", "inspector", "-storage", storage, "-data", b.TempDir())...)
 			floor := benchTarget{name: "floor", addr: floorAddr(b, srv), host: "floor.test", want: http.StatusNoContent,
 				procs: []benchProc{{"floor", srv.PID()}}}
 			benchCompare(b, bare, floor, "floor/bare", nil)
@@ -38,7 +39,7 @@ func BenchmarkFloor(b *testing.B) {
 		b.Run("proxy"+suffix, func(b *testing.B) {
 			local := benchServer(b, http.StatusOK, benchLocalAnswer)
 			direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
-			srv := harness.StartProcess(b, bin, "-mode", "proxy", "-storage", storage, "-data", b.TempDir())
+			srv := harness.StartProcess(b, bin, floorArgs("-mode", "proxy", "-storage", storage, "-data", b.TempDir())...)
 			addr := floorAddr(b, srv)
 			agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
 			floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
@@ -47,6 +48,16 @@ func BenchmarkFloor(b *testing.B) {
 			benchCompare(b, direct, floor, "floor/direct", nil)
 		})
 	}
+}
+
+// floorArgs adds -cpuprofile when RELAY_BENCH_CPUPROFILE names a file, as
+// the relay's benchmarks do (run one sub-benchmark at a time: each server
+// writes the same file).
+func floorArgs(args ...string) []string {
+	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
+		args = append(args, "-cpuprofile", p)
+	}
+	return args
 }
 
 // floorAddr is the address a floorserver prints as its first line.

@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/labstack/echo/v4"
@@ -47,6 +49,7 @@ func main() {
 	relay := flag.String("relay", "", "host:port of a proxy-mode floorserver (agent)")
 	target := flag.String("target", "", "host:port of the local handler (agent)")
 	storage := flag.String("storage", "least", "least, or relay: the relay's log and history indexes (storage.go)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server's life to this file")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,9 +60,26 @@ func main() {
 		}
 		return
 	}
-	if err := serve(ctx, *mode, *data, *storage == "relay"); err != nil {
+	if err := profiled(*cpuprofile, func() error { return serve(ctx, *mode, *data, *storage == "relay") }); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// profiled runs fn, under a CPU profile written to path when path is set.
+func profiled(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	err = fn()
+	pprof.StopCPUProfile()
+	return errors.Join(err, f.Close())
 }
 
 func serve(ctx context.Context, mode, data string, relayStorage bool) error {
