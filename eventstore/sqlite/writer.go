@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -40,12 +41,18 @@ type row struct {
 	// compressed on the caller's goroutine.
 	stored []byte
 	enc    int64
+	// dataHash and mdHash are the digests of data and metadata the event's
+	// chain leaf takes, hashed on the caller's goroutine too: the writer,
+	// the one goroutine every append waits for, only adds the position.
+	dataHash, mdHash evidence.Hash
 }
 
-// newRow prepares an event for the writer: data compressed as stored.
+// newRow prepares an event for the writer: data compressed as stored, and
+// what of its leaf does not depend on where it goes.
 func newRow(id, typ string, data, metadata []byte, md domain.Metadata, payload domain.Event) row {
 	stored, enc := encodeData(data)
-	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, payload: payload, stored: stored, enc: enc}
+	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, payload: payload, stored: stored, enc: enc,
+		dataHash: sha256.Sum256(data), mdHash: sha256.Sum256(metadata)}
 }
 
 type appendReply struct {
@@ -503,7 +510,7 @@ func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, 
 // and moves the head.
 func insertChained(ctx context.Context, st writeStmts, r row, stream string, stored, rev uint64) (uint64, error) {
 	pos := st.chain.position + 1
-	leaf := evidence.Leaf(evidence.Event{Position: pos, ID: r.id, Stream: stream, Revision: rev, Type: r.typ, Data: r.data, Metadata: r.metadata})
+	leaf := evidence.LeafOf(pos, evidence.Digest{ID: r.id, Stream: stream, Revision: rev, Type: r.typ, Data: r.dataHash, Metadata: r.mdHash})
 	link := evidence.Link(st.chain.link, leaf)
 	if _, err := st.insert.ExecContext(ctx, int64(pos), r.id, stream, int64(stored), r.typ, r.stored, r.enc, r.metadata, leaf[:], link[:]); err != nil {
 		return 0, fmt.Errorf("insert event %s: %w", r.id, err)
