@@ -51,7 +51,7 @@ type Event struct {
 //
 // where u64 is 8 bytes big-endian and str is a u32 big-endian length and the
 // bytes.
-func Leaf(e Event) Hash { return LeafOf(e.Position, digestOf(e)) }
+func Leaf(e Event) Hash { return LeafOf(e.Position, DigestOf(e)) }
 
 // Digest is an event without its position, its data and metadata hashed.
 type Digest struct {
@@ -60,7 +60,9 @@ type Digest struct {
 	Data, Metadata   Hash
 }
 
-func digestOf(e Event) Digest {
+// DigestOf is e without its position: what its leaf is made of, wherever
+// it goes.
+func DigestOf(e Event) Digest {
 	return Digest{ID: e.ID, Stream: e.Stream, Type: e.Type, Revision: e.Revision,
 		Data: sha256.Sum256(e.Data), Metadata: sha256.Sum256(e.Metadata)}
 }

@@ -308,7 +308,7 @@ func (v *verifier) link(l ChainLink, e *Event) {
 // hashes to the other's leaf at the other's position), else keeps the
 // changed one for finish.
 func (v *verifier) mismatch(l ChainLink, e *Event, _ Hash) {
-	d := digestOf(*e)
+	d := DigestOf(*e)
 	for i, m := range v.pending {
 		if LeafOf(m.pos, d) == m.leaf && LeafOf(e.Position, m.digest) == l.Leaf {
 			v.pending = append(v.pending[:i], v.pending[i+1:]...)

@@ -329,14 +329,14 @@ func TestRetryResult(t *testing.T) {
 	}
 }
 
-// TestPragmas checks the settings durability and concurrency rest on: WAL,
-// an fsync per commit (synchronous=FULL is 2), no checkpoint inside a
-// commit, and query-only readers.
 // querier is the writer's connection or the read pool.
 type querier interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
+// TestPragmas checks the settings durability and concurrency rest on: WAL,
+// an fsync per commit (synchronous=FULL is 2), no checkpoint inside a
+// commit, and query-only readers.
 func TestPragmas(t *testing.T) {
 	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
 	defer s.Close()

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -41,10 +40,10 @@ type row struct {
 	// compressed on the caller's goroutine.
 	stored []byte
 	enc    int64
-	// dataHash and mdHash are the digests of data and metadata the event's
-	// chain leaf takes, hashed on the caller's goroutine too: the writer,
-	// the one goroutine every append waits for, only adds the position.
-	dataHash, mdHash evidence.Hash
+	// digest is what the event's chain leaf is made of but its stream,
+	// revision and position, hashed on the caller's goroutine too: the
+	// writer, the one goroutine every append waits for, adds those.
+	digest evidence.Digest
 }
 
 // newRow prepares an event for the writer: data compressed as stored, and
@@ -52,7 +51,7 @@ type row struct {
 func newRow(id, typ string, data, metadata []byte, md domain.Metadata, payload domain.Event) row {
 	stored, enc := encodeData(data)
 	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, payload: payload, stored: stored, enc: enc,
-		dataHash: sha256.Sum256(data), mdHash: sha256.Sum256(metadata)}
+		digest: evidence.DigestOf(evidence.Event{ID: id, Type: typ, Data: data, Metadata: metadata})}
 }
 
 type appendReply struct {
@@ -510,7 +509,9 @@ func insertRows(ctx context.Context, st writeStmts, stream string, next uint64, 
 // and moves the head.
 func insertChained(ctx context.Context, st writeStmts, r row, stream string, stored, rev uint64) (uint64, error) {
 	pos := st.chain.position + 1
-	leaf := evidence.LeafOf(pos, evidence.Digest{ID: r.id, Stream: stream, Revision: rev, Type: r.typ, Data: r.dataHash, Metadata: r.mdHash})
+	d := r.digest
+	d.Stream, d.Revision = stream, rev
+	leaf := evidence.LeafOf(pos, d)
 	link := evidence.Link(st.chain.link, leaf)
 	if _, err := st.insert.ExecContext(ctx, int64(pos), r.id, stream, int64(stored), r.typ, r.stored, r.enc, r.metadata, leaf[:], link[:]); err != nil {
 		return 0, fmt.Errorf("insert event %s: %w", r.id, err)
