@@ -52,6 +52,9 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server's life to this file")
 	flag.Parse()
 
+	if *storage != "least" && *storage != "relay" {
+		log.Fatalf("-storage %q: want least or relay", *storage)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *mode == "agent" {
