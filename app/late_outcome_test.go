@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,50 +57,7 @@ func (s *stallingStore) Append(ctx context.Context, stream string, expected doma
 // its attempt's, marked late.
 func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 	stall := &stallingStore{release: make(chan struct{}), stalled: make(chan struct{})}
-	a, err := app.New(t.Context(), app.Config{
-		Data:           t.TempDir(),
-		Ingress:        ingress.Config{ForwardTimeout: 200 * time.Millisecond},
-		RetentionSweep: time.Hour, InspectorRetention: time.Hour,
-		Commands:  commands.Config{SignupOpen: true},
-		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		WrapStore: func(s domain.EventStore) domain.EventStore { stall.EventStore = s; return stall },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(srv.Close)
-	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(local.Close)
-
-	var up struct{ SignUp struct{ Token string } }
-	gql(t, srv.URL, "", `mutation{ signUp(name: "late"){ token } }`, nil, &up)
-	token := up.SignUp.Token
-	target := strings.TrimPrefix(local.URL, "http://")
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	gql(t, srv.URL, token, `mutation($t: String!){ createEndpoint(input: {name: "late", mode: PROXY, target: $t}){ id } }`,
-		map[string]any{"t": target}, &ep)
-	id := ep.CreateEndpoint.ID
-
-	ctx, cancel := context.WithCancel(t.Context())
-	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- agentcli.Serve(ctx, agentcli.Options{Server: srv.URL, Token: token,
-			Endpoints: []agentcli.Route{{EndpointID: id, Target: target}}})
-	}()
-	t.Cleanup(func() { cancel(); <-agentDone })
-	testwait.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		var out struct{ Endpoint struct{ AgentConnected bool } }
-		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": id}, &out)
-		if !out.Endpoint.AgentConnected {
-			return fmt.Errorf("agent not connected yet")
-		}
-		return nil
-	})
+	srv, token, id := proxyWithAgent(t, func(s domain.EventStore) domain.EventStore { stall.EventStore = s; return stall })
 
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", strings.NewReader("{}"))
 	if err != nil {
@@ -167,6 +126,125 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 			t.Errorf("explanation\n%s\ndoes not say %q", d.Explanation, want)
 		}
 	}
+}
+
+// refusingStore refuses the first append that carries a
+// forward.responded.v1, as a store that stayed away past the outcome's
+// bound does.
+type refusingStore struct {
+	domain.EventStore
+	refused atomic.Bool
+}
+
+func (s *refusingStore) Append(ctx context.Context, stream string, expected domain.ExpectedRevision, events ...domain.EventData) (domain.AppendResult, error) {
+	for _, e := range events {
+		if e.Type == domain.TypeForwardResponded && s.refused.CompareAndSwap(false, true) {
+			return domain.AppendResult{}, errors.New("JetStream system temporarily unavailable")
+		}
+	}
+	return s.EventStore.Append(ctx, stream, expected, events...)
+}
+
+// TestRefusedOutcomeIsAnsweredStoreUnavailable: the local process answers
+// 200, but the log refuses that outcome. The sender is told 503 "store
+// unavailable" (retry later), neither the 200 the log does not hold nor a
+// 504 saying no answer came; that answer is recorded, and explained.
+func TestRefusedOutcomeIsAnsweredStoreUnavailable(t *testing.T) {
+	refusing := &refusingStore{}
+	srv, token, id := proxyWithAgent(t, func(s domain.EventStore) domain.EventStore { refusing.EventStore = s; return refusing })
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = id + ".localhost"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !refusing.refused.Load() {
+		t.Fatal("no append of the outcome was refused")
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "No agent for client\nstore unavailable\n" {
+		t.Fatalf("the sender got %d %q, want 503 store unavailable", resp.StatusCode, body)
+	}
+	testwait.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		var out struct {
+			Endpoint struct {
+				Deliveries struct {
+					Nodes []struct {
+						ResponseStatus *int
+						Explanation    string
+					}
+				}
+			}
+		}
+		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus explanation } } } }`,
+			map[string]any{"id": id}, &out)
+		n := out.Endpoint.Deliveries.Nodes
+		if len(n) != 1 || n[0].ResponseStatus == nil || *n[0].ResponseStatus != http.StatusServiceUnavailable {
+			return fmt.Errorf("the relay's 503 is not in the history yet: %+v", n)
+		}
+		for _, want := range []string{"Answered 503 by the relay", "store unavailable", "did not take its outcome", "JetStream system temporarily unavailable"} {
+			if !strings.Contains(n[0].Explanation, want) {
+				return fmt.Errorf("explanation\n%s\ndoes not say %q", n[0].Explanation, want)
+			}
+		}
+		return nil
+	})
+}
+
+// proxyWithAgent starts a relay on a store wrap wraps, with a PROXY Endpoint
+// whose agent (in process) forwards to a local process answering 200 "ok".
+func proxyWithAgent(t *testing.T, wrap func(domain.EventStore) domain.EventStore) (srv *httptest.Server, token, id string) {
+	t.Helper()
+	a, err := app.New(t.Context(), app.Config{
+		Data:           t.TempDir(),
+		Ingress:        ingress.Config{ForwardTimeout: 200 * time.Millisecond},
+		RetentionSweep: time.Hour, InspectorRetention: time.Hour,
+		Commands:  commands.Config{SignupOpen: true},
+		PublicURL: func(id string) string { return "http://" + id + ".localhost/" },
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		WrapStore: wrap,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	srv = httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(local.Close)
+
+	var up struct{ SignUp struct{ Token string } }
+	gql(t, srv.URL, "", `mutation{ signUp(name: "late"){ token } }`, nil, &up)
+	token = up.SignUp.Token
+	target := strings.TrimPrefix(local.URL, "http://")
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	gql(t, srv.URL, token, `mutation($t: String!){ createEndpoint(input: {name: "late", mode: PROXY, target: $t}){ id } }`,
+		map[string]any{"t": target}, &ep)
+	id = ep.CreateEndpoint.ID
+
+	ctx, cancel := context.WithCancel(t.Context())
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agentcli.Serve(ctx, agentcli.Options{Server: srv.URL, Token: token,
+			Endpoints: []agentcli.Route{{EndpointID: id, Target: target}}})
+	}()
+	t.Cleanup(func() { cancel(); <-agentDone })
+	testwait.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var out struct{ Endpoint struct{ AgentConnected bool } }
+		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": id}, &out)
+		if !out.Endpoint.AgentConnected {
+			return fmt.Errorf("agent not connected yet")
+		}
+		return nil
+	})
+	return srv, token, id
 }
 
 // gql posts one GraphQL operation to the relay at base (the bare domain).

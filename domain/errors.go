@@ -24,6 +24,10 @@ var (
 	// ErrUnavailable: the relay cannot serve the request now (its views are
 	// behind the log); the caller may try again later.
 	ErrUnavailable = errors.New("temporarily unavailable")
+	// ErrOutcomeNotRecorded: an attempt ran (the local target may have
+	// answered) but the store did not take its outcome; the sender must
+	// not be told that answer, nor that none came.
+	ErrOutcomeNotRecorded = errors.New("the attempt's outcome could not be recorded")
 	// ErrStreamDeleted is a read of, or an append to, a deleted stream
 	// (EventStoreDB's StreamDeleted). It matches ErrStreamNotFound too: a
 	// deleted stream has no events to read.

@@ -27,6 +27,11 @@ const (
 	// ReasonNoOutcome + the error: no outcome of the attempt reached the
 	// sender's request in time, answered 504 later (DeliveryAnswered).
 	ReasonNoOutcome = "no outcome from the tunnel: "
+	// ReasonOutcomeNotRecorded + the error: the attempt ran (the local target
+	// may have answered) but the log did not take its outcome; the sender
+	// was answered 503 "store unavailable" (DeliveryAnswered, recorded if
+	// the log takes it by then).
+	ReasonOutcomeNotRecorded = "outcome not recorded: "
 	// ReasonConfiguredAnswer: the address answered its configured answer
 	// (an Endpoint's or inspector's answer setting), at receipt.
 	ReasonConfiguredAnswer = "configured answer"

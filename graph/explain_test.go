@@ -121,6 +121,10 @@ func TestExplanationOfEveryRelayAnswer(t *testing.T) {
 			return []domain.Event{received(id, nil), requested(id),
 				domain.DeliveryAnswered{DeliveryID: id, Status: 504, Reason: domain.ReasonNoOutcome + "forward: timeout"}}
 		}, []string{"Answered 504 by the relay", "no outcome of the forward", "attempt 1"}},
+		{"outcome not recorded", 503, func(id string) []domain.Event {
+			return []domain.Event{received(id, nil), requested(id),
+				domain.DeliveryAnswered{DeliveryID: id, Status: 503, Reason: domain.ReasonOutcomeNotRecorded + "append: JetStream unavailable"}}
+		}, []string{"Answered 503 by the relay", "(store unavailable)", "did not take its outcome (append: JetStream unavailable)", "attempt 1"}},
 		{"no agent", 503, func(id string) []domain.Event {
 			return []domain.Event{received(id, nil), requested(id), failed(id, 503, domain.FailureNoAgent, "")}
 		}, []string{"no agent was connected", "last agent session on node node-b", "(relay restarted)"}},

@@ -101,6 +101,15 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, method stri
 		return http.StatusServiceUnavailable
 	}
 	switch {
+	case errors.Is(err, domain.ErrOutcomeNotRecorded):
+		// The local target may have answered, but the store did not take
+		// the outcome: the sender is told the relay could not record it
+		// (503, retry later), never given an answer the log does not hold
+		// nor told that none came. That answer is recorded if the store
+		// takes it now.
+		s.recordLateAnswer(ctx, cmd.DeliveryID, route.ID, http.StatusServiceUnavailable, domain.ReasonOutcomeNotRecorded+err.Error())
+		writeNoAgent(w, "store unavailable")
+		return http.StatusServiceUnavailable
 	case err != nil:
 		reason := domain.ReasonNoOutcome + err.Error()
 		s.recordLateAnswer(ctx, cmd.DeliveryID, route.ID, http.StatusGatewayTimeout, reason)

@@ -769,6 +769,7 @@ func TestProxyFailures(t *testing.T) {
 		wantStatus int
 		wantBody   string // prefix
 		wantEvents []string
+		wantReason string // of the relay's own answer, when recorded
 	}{
 		{
 			name:       "no agent",
@@ -793,6 +794,18 @@ func TestProxyFailures(t *testing.T) {
 			setup:      func(t *testing.T, f *httpForwarder) { f.err = errors.New("request timed out") },
 			wantStatus: http.StatusGatewayTimeout, wantBody: "Gateway Timeout: no answer from the local target within 100ms",
 			wantEvents: []string{domain.TypeDeliveryReceived, domain.TypeDeliveryAnswered},
+			wantReason: "request timed out",
+		},
+		{
+			// The local target answered; the store (here or on the node
+			// that ran the attempt) did not take the outcome.
+			name: "outcome not recorded",
+			setup: func(t *testing.T, f *httpForwarder) {
+				f.err = fmt.Errorf("%w: append: JetStream unavailable", domain.ErrOutcomeNotRecorded)
+			},
+			wantStatus: http.StatusServiceUnavailable, wantBody: "No agent for client\nstore unavailable\n",
+			wantEvents: []string{domain.TypeDeliveryReceived, domain.TypeDeliveryAnswered},
+			wantReason: "JetStream unavailable",
 		},
 	}
 	for _, tt := range tests {
@@ -808,8 +821,8 @@ func TestProxyFailures(t *testing.T) {
 			if got := eventTypes(events); !reflect.DeepEqual(got, tt.wantEvents) {
 				t.Errorf("stream = %v, want %v", got, tt.wantEvents)
 			}
-			if a, ok := events[len(events)-1].(domain.DeliveryAnswered); ok && (a.Status != http.StatusGatewayTimeout || !strings.Contains(a.Reason, "request timed out")) {
-				t.Errorf("answer recorded as %+v", a)
+			if a, ok := events[len(events)-1].(domain.DeliveryAnswered); ok && (a.Status != tt.wantStatus || !strings.Contains(a.Reason, tt.wantReason)) {
+				t.Errorf("answer recorded as %+v, want %d …%s…", a, tt.wantStatus, tt.wantReason)
 			}
 		})
 	}

@@ -508,8 +508,13 @@ func TestForwardOfUnrecordedDeliveryFails(t *testing.T) {
 	cmd := domain.ForwardCommand{DeliveryID: "ghost", AttemptID: "ghost-1", EndpointID: "ep", AccountID: "acc", Method: "GET", Target: "/"}
 	// An attempt whose delivery the log does not hold cannot be recorded:
 	// an error, not an outcome (across nodes, a *ReplyError: nodebus).
-	if _, err := e.hub.Forward(t.Context(), cmd); !errors.Is(err, domain.ErrStreamNotFound) || !strings.Contains(err.Error(), "ghost-1") {
+	_, err := e.hub.Forward(t.Context(), cmd)
+	if !errors.Is(err, domain.ErrStreamNotFound) || !strings.Contains(err.Error(), "ghost-1") {
 		t.Fatalf("forward = %v, want the delivery's stream not found, naming the attempt", err)
+	}
+	// The sender's side tells it from an attempt that got no answer.
+	if !errors.Is(err, domain.ErrOutcomeNotRecorded) {
+		t.Errorf("forward = %v, want it marked as an outcome not recorded", err)
 	}
 }
 

@@ -38,9 +38,19 @@ func (e *TimeoutError) Is(target error) bool { return target == context.Deadline
 type ReplyError struct {
 	AttemptID string
 	Reason    string
+	// NotRecorded: the attempt ran but the other node's store did not take
+	// its outcome (errors.Is(err, domain.ErrOutcomeNotRecorded)).
+	NotRecorded bool
 }
 
 func (e *ReplyError) Error() string { return fmt.Sprintf("forward %s: %s", e.AttemptID, e.Reason) }
+
+func (e *ReplyError) Unwrap() error {
+	if e.NotRecorded {
+		return domain.ErrOutcomeNotRecorded
+	}
+	return nil
+}
 
 // NodeLostError is a forward whose node's lease lapsed before it replied:
 // the node is gone with the attempt, and the caller decides its outcome.

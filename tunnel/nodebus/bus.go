@@ -226,6 +226,22 @@ type reply struct {
 	lost    bool   // never sent: the node's lease lapsed (Client.NodeLost)
 }
 
+// failureNotRecorded is an error reply's outcome failure text when the
+// attempt ran but its outcome could not be recorded. It rides in a field
+// every version of the reply carries, so nodes of other versions still
+// read the reply (as an error they cannot tell apart).
+const failureNotRecorded = "outcome not recorded"
+
+// errorReply is the reply to a command the Hub could not carry out or
+// record.
+func errorReply(attemptID string, err error) reply {
+	r := reply{Outcome: domain.ForwardOutcome{AttemptID: attemptID}, Error: err.Error()}
+	if errors.Is(err, domain.ErrOutcomeNotRecorded) {
+		r.Outcome.Failure = failureNotRecorded
+	}
+	return r
+}
+
 // publishReply sends r to the Client that sent the command msg.
 func (b *Bus) publishReply(msg *message.Message, r reply) error {
 	replyTo := msg.Metadata.Get(replyToKey)
@@ -266,12 +282,11 @@ func (b *Bus) replyOnError(h message.HandlerFunc) message.HandlerFunc {
 		}
 		correlationID := middleware.MessageCorrelationID(msg)
 		b.logger.Error("forward command failed", "attempt_id", correlationID, "error", err)
-		text := err.Error()
 		var p middleware.RecoveredPanicError
 		if errors.As(err, &p) {
-			text = fmt.Sprintf("panic: %v", p.V) // the stack trace is in the log, not in the reply
+			err = fmt.Errorf("panic: %v", p.V) // the stack trace is in the log, not in the reply
 		}
-		if err := b.publishReply(msg, reply{Outcome: domain.ForwardOutcome{AttemptID: correlationID}, Error: text}); err != nil {
+		if err := b.publishReply(msg, errorReply(correlationID, err)); err != nil {
 			b.logger.Error("forward command failed and its caller could not be told", "attempt_id", correlationID, "error", err)
 		}
 		return nil, nil

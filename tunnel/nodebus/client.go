@@ -132,7 +132,8 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 				return domain.ForwardOutcome{}, &tunnel.NodeLostError{AttemptID: cmd.AttemptID, Node: node}
 			}
 			if r.Error != "" {
-				return domain.ForwardOutcome{}, &tunnel.ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error}
+				return domain.ForwardOutcome{}, &tunnel.ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error,
+					NotRecorded: r.Outcome.Failure == failureNotRecorded}
 			}
 			return r.Outcome, nil
 		case <-acked:

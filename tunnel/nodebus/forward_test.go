@@ -158,7 +158,7 @@ func TestLostOrDoubledCommandsRunOnce(t *testing.T) {
 }
 
 // An attempt whose delivery the log does not hold cannot be recorded: the
-// other node answers a *ReplyError, not an outcome.
+// other node answers a *ReplyError, not an outcome, marked as such.
 func TestForwardOfUnrecordedDeliveryFails(t *testing.T) {
 	e := newEnv(t)
 	cmd := domain.ForwardCommand{DeliveryID: "ghost", AttemptID: "ghost-1", EndpointID: "ep", AccountID: "acc", Method: "GET", Target: "/"}
@@ -166,5 +166,10 @@ func TestForwardOfUnrecordedDeliveryFails(t *testing.T) {
 	var re *tunnel.ReplyError
 	if !errors.As(err, &re) || re.AttemptID != "ghost-1" {
 		t.Fatalf("forward = %v, want a *ReplyError for ghost-1", err)
+	}
+	// The mark crosses the bus: the sending node answers its sender that
+	// the outcome could not be recorded.
+	if !errors.Is(err, domain.ErrOutcomeNotRecorded) {
+		t.Errorf("forward = %v, want it marked as an outcome not recorded", err)
 	}
 }

@@ -25,7 +25,7 @@ func Serve(bus *Bus, hub *tunnel.Hub) {
 		answer := func(out domain.ForwardOutcome, err error) {
 			r := reply{Outcome: out}
 			if err != nil {
-				r = reply{Outcome: domain.ForwardOutcome{AttemptID: cmd.AttemptID}, Error: err.Error()}
+				r = errorReply(cmd.AttemptID, err)
 			}
 			if err := bus.publishReply(msg, r); err != nil {
 				bus.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
