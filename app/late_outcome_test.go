@@ -59,18 +59,8 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 	stall := &stallingStore{release: make(chan struct{}), stalled: make(chan struct{})}
 	srv, token, id := proxyWithAgent(t, func(s domain.EventStore) domain.EventStore { stall.EventStore = s; return stall })
 
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = id + ".localhost"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusGatewayTimeout {
-		t.Fatalf("the sender got %d, want 504 while the outcome's append stalls", resp.StatusCode)
+	if status, _ := sendHook(t, srv, id); status != http.StatusGatewayTimeout {
+		t.Fatalf("the sender got %d, want 504 while the outcome's append stalls", status)
 	}
 	select {
 	case <-stall.stalled:
@@ -79,34 +69,14 @@ func TestLateOutcomeKeepsTheSendersAnswer(t *testing.T) {
 	}
 	close(stall.release)
 
-	type attempt struct {
-		Status *int
-		Late   bool
-	}
-	var d struct {
-		ResponseStatus *int
-		Attempts       []attempt
-		Explanation    string
-	}
+	var d historyRow
 	testwait.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
-		var out struct {
-			Endpoint struct {
-				Deliveries struct {
-					Nodes []struct {
-						ResponseStatus *int
-						Attempts       []attempt
-						Explanation    string
-					}
-				}
-			}
-		}
-		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus attempts{ status late } explanation } } } }`,
-			map[string]any{"id": id}, &out)
-		if n := out.Endpoint.Deliveries.Nodes; len(n) == 1 && len(n[0].Attempts) == 1 && n[0].Attempts[0].Status != nil {
-			d.ResponseStatus, d.Attempts, d.Explanation = n[0].ResponseStatus, n[0].Attempts, n[0].Explanation
+		n := history(t, srv, token, id)
+		if len(n) == 1 && len(n[0].Attempts) == 1 && n[0].Attempts[0].Status != nil {
+			d = n[0]
 			return nil
 		}
-		return fmt.Errorf("the late outcome is not in the history yet: %+v", out.Endpoint.Deliveries.Nodes)
+		return fmt.Errorf("the late outcome is not in the history yet: %+v", n)
 	})
 	if d.ResponseStatus == nil || *d.ResponseStatus != http.StatusGatewayTimeout {
 		got := "null"
@@ -153,37 +123,15 @@ func TestRefusedOutcomeIsAnsweredStoreUnavailable(t *testing.T) {
 	refusing := &refusingStore{}
 	srv, token, id := proxyWithAgent(t, func(s domain.EventStore) domain.EventStore { refusing.EventStore = s; return refusing })
 
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = id + ".localhost"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	status, body := sendHook(t, srv, id)
 	if !refusing.refused.Load() {
 		t.Fatal("no append of the outcome was refused")
 	}
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "No agent for client\nstore unavailable\n" {
-		t.Fatalf("the sender got %d %q, want 503 store unavailable", resp.StatusCode, body)
+	if status != http.StatusServiceUnavailable || body != "No agent for client\nstore unavailable\n" {
+		t.Fatalf("the sender got %d %q, want 503 store unavailable", status, body)
 	}
 	testwait.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
-		var out struct {
-			Endpoint struct {
-				Deliveries struct {
-					Nodes []struct {
-						ResponseStatus *int
-						Explanation    string
-					}
-				}
-			}
-		}
-		gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus explanation } } } }`,
-			map[string]any{"id": id}, &out)
-		n := out.Endpoint.Deliveries.Nodes
+		n := history(t, srv, token, id)
 		if len(n) != 1 || n[0].ResponseStatus == nil || *n[0].ResponseStatus != http.StatusServiceUnavailable {
 			return fmt.Errorf("the relay's 503 is not in the history yet: %+v", n)
 		}
@@ -245,6 +193,48 @@ func proxyWithAgent(t *testing.T, wrap func(domain.EventStore) domain.EventStore
 		return nil
 	})
 	return srv, token, id
+}
+
+// sendHook posts "{}" to /hook on the Endpoint id, as its sender would,
+// and returns what the sender got.
+func sendHook(t *testing.T, srv *httptest.Server, id string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = id + ".localhost"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// historyRow is what these tests read of a delivery in the history.
+type historyRow struct {
+	ResponseStatus *int
+	Attempts       []struct {
+		Status *int
+		Late   bool
+	}
+	Explanation string
+}
+
+// history reads the Endpoint id's deliveries.
+func history(t *testing.T, srv *httptest.Server, token, id string) []historyRow {
+	t.Helper()
+	var out struct {
+		Endpoint struct{ Deliveries struct{ Nodes []historyRow } }
+	}
+	gql(t, srv.URL, token, `query($id: ID!){ endpoint(id: $id){ deliveries{ nodes{ responseStatus attempts{ status late } explanation } } } }`,
+		map[string]any{"id": id}, &out)
+	return out.Endpoint.Deliveries.Nodes
 }
 
 // gql posts one GraphQL operation to the relay at base (the bare domain).
