@@ -523,6 +523,24 @@ func readString(t *testing.T, path string) string {
 	return string(b)
 }
 
+// waitNewest waits until the inspector id's history shows path as its
+// newest delivery: the views apply the log in order, so every delivery
+// answered before it is there too.
+func waitNewest(t *testing.T, r *harness.Relay, id, path string) {
+	t.Helper()
+	var newest string
+	harness.Eventually(t, 15*time.Second, "the history to show "+path+" as the newest delivery", func() bool {
+		var out struct {
+			Inspector struct{ Deliveries struct{ Nodes []struct{ Path string } } }
+		}
+		r.MustGraphQL(t, "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 1){ nodes{ path } } } }`, map[string]any{"id": id}, &out)
+		if n := out.Inspector.Deliveries.Nodes; len(n) == 1 {
+			newest = n[0].Path
+		}
+		return newest == path
+	})
+}
+
 // TestExportPagesThroughHistory: an export without an account reads an
 // inspector's history past a page of ids (100) and in many batches, and
 // writes the newest --limit deliveries oldest first. With API answers
@@ -567,6 +585,9 @@ func TestExportPagesThroughHistory(t *testing.T) {
 				t.Fatalf("request %d: %d", i, resp.Status)
 			}
 		}
+		// The history follows the log a few milliseconds behind the
+		// senders' answers: the export reads it once it holds the last.
+		waitNewest(t, r, id, "/n/"+strconv.Itoa(sent-1))
 		for i, l := range export(t, id, limit, limit) {
 			n := sent - limit + i
 			if d := decode(t, i, l); d.Path != "/n/"+strconv.Itoa(n) || d.BodyBase64 != base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) {
@@ -584,6 +605,7 @@ func TestExportPagesThroughHistory(t *testing.T) {
 				t.Fatalf("request %d: %d", i, resp.Status)
 			}
 		}
+		waitNewest(t, r, id, "/big/"+strconv.Itoa(sent-1))
 		// Eight 200 KiB bodies are more than the 1 MiB answer.
 		res := r.GraphQL(t, "", `query($a: ID!){ inspector(id: $a){ deliveries(first: 8){ nodes{ bodyBase64 } } } }`, map[string]any{"a": id})
 		if len(res.Errors) == 0 || res.Errors[0].Code() != "ANSWER_TOO_LARGE" {
