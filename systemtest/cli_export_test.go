@@ -531,7 +531,9 @@ func waitNewest(t *testing.T, r *harness.Relay, id, path string) {
 	var newest string
 	harness.Eventually(t, 15*time.Second, "the history to show "+path+" as the newest delivery", func() bool {
 		var out struct {
-			Inspector struct{ Deliveries struct{ Nodes []struct{ Path string } } }
+			Inspector struct {
+				Deliveries struct{ Nodes []struct{ Path string } }
+			}
 		}
 		r.MustGraphQL(t, "", `query($id: ID!){ inspector(id: $id){ deliveries(first: 1){ nodes{ path } } } }`, map[string]any{"id": id}, &out)
 		if n := out.Inspector.Deliveries.Nodes; len(n) == 1 {
