@@ -356,15 +356,14 @@ func (x *explainer) relayAnswer(r readmodel.RelayAnswer) string {
 		return text + "."
 	case strings.HasPrefix(r.Reason, domain.ReasonOutcomeNotRecorded):
 		text := head + " (store unavailable): the forward ran"
-		if i := x.lastBefore(r.At); i >= 0 {
+		i := x.lastBefore(r.At)
+		if i >= 0 {
 			text += fmt.Sprintf(" (attempt %d, requested at %s)", i+1, FormatTime(x.d.Attempts[i].StartedAt))
 		}
 		text += fmt.Sprintf(", but the log did not take its outcome (%s), so the sender was told to retry rather than given an answer the log does not hold",
 			strings.TrimPrefix(r.Reason, domain.ReasonOutcomeNotRecorded))
-		if i := x.lastBefore(r.At); i >= 0 {
-			if a := x.d.Attempts[i]; a.Status != nil {
-				text += fmt.Sprintf("; the outcome, %d, reached the log after all", *a.Status)
-			}
+		if i >= 0 && x.d.Attempts[i].Status != nil {
+			text += fmt.Sprintf("; the outcome, %d, reached the log after all", *x.d.Attempts[i].Status)
 		}
 		return text + "."
 	default:

@@ -80,7 +80,9 @@ func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (
 func (r *Recorder) RecordLateAnswer(ctx context.Context, deliveryID string, status int, reason string) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	e := domain.DeliveryAnswered{DeliveryID: deliveryID, Status: status, Reason: reason}
+	// The reason quotes an error (a store's, another node's): bounded as
+	// every error text the log keeps.
+	e := domain.DeliveryAnswered{DeliveryID: deliveryID, Status: status, Reason: storedText(reason)}
 	_, err := r.Record(ctx, domain.DeliveryStream(deliveryID), domain.Any(), domain.Trace{CorrelationID: deliveryID}, e)
 	return err
 }

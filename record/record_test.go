@@ -10,6 +10,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/record"
 )
 
@@ -194,5 +195,38 @@ func TestReconcilePrimaryFoldsWhatOthersAppended(t *testing.T) {
 	}
 	if strings.Join(changes, " ") != "s1/ep s2/ep s1/ep" {
 		t.Errorf("primary changes recorded %q, want s1 s2 s1 once each", changes)
+	}
+}
+
+// The relay's own late answer quotes an error (a store's, another node's):
+// the log keeps it bounded as every error text it keeps, however long.
+func TestLateAnswerReasonIsBounded(t *testing.T) {
+	rec, store := newRecorder(t)
+	ctx := t.Context()
+	req := domain.CapturedRequest{Method: "POST", Target: "/", Host: "ep.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Complete: true}
+	_, queued, err := rec.ReceiveForward(ctx, record.Receipt{DeliveryID: "d1", Address: "ep", Kind: domain.AddressEndpoint, AccountID: "acc", Request: req},
+		record.Forward{Method: req.Method, Target: req.Target, Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if err := queued.Wait(); err != nil {
+		t.Fatalf("record receipt: %v", err)
+	}
+	reason := domain.ReasonOutcomeNotRecorded + strings.Repeat("x", 10<<20)
+	if err := rec.RecordLateAnswer(ctx, "d1", 503, reason); err != nil {
+		t.Fatalf("record late answer: %v", err)
+	}
+	recs, err := store.EventStore.ReadStream(ctx, domain.DeliveryStream("d1"), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recs[len(recs)-1]
+	ev, err := domain.NewCodec().Decode(last.Type, last.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := ev.(domain.DeliveryAnswered)
+	if !ok || a.Status != 503 || !strings.HasPrefix(a.Reason, domain.ReasonOutcomeNotRecorded) || len(a.Reason) > evidence.MaxEventText+len("…") {
+		t.Fatalf("last event %s: the answer's reason is %d bytes, want it bounded", last.Type, len(a.Reason))
 	}
 }

@@ -400,7 +400,7 @@ func TestQueueSurvivesKill(t *testing.T) {
 	r := harness.Start(t, "", loadFlags...)
 	h, acct := loggedInHome(t, r)
 	local := newQueueTarget(t, always(200))
-	local.delay = 20 * time.Millisecond
+	local.delay = 20 * time.Millisecond // so the backlog is still draining when the hold below begins
 	out, code := h.run(t, "", "endpoints", "create", "backlog", "--mode", "queue", "--rate", "200", "-o", "json")
 	if code != 0 {
 		t.Fatalf("endpoints create: exit %d\n%s", code, out)

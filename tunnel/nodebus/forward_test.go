@@ -54,6 +54,26 @@ func TestForwardToALostNodeIsSettledHere(t *testing.T) {
 	t.Cleanup(front.Close)
 
 	cmd := e.receive(t, "ep", "acc")
+	out, err := forwardToLost(t, front, cmd)
+	if err != nil || out.Status != 503 || !strings.HasPrefix(out.Error, tunnel.NodeLost) || out.Position == 0 {
+		t.Fatalf("forward to a lost node = %+v, %v; want a recorded 503 %q", out, err, tunnel.NodeLost)
+	}
+	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+		t.Errorf("last event %+v", ev)
+	}
+
+	// A settlement the log does not take is an outcome not recorded: the
+	// sender is told the relay could not record it, not that no answer came.
+	ghost := domain.ForwardCommand{DeliveryID: "ghost", AttemptID: "ghost-1", EndpointID: "ep", AccountID: "acc", Method: "GET", Target: "/"}
+	if _, err := forwardToLost(t, front, ghost); !errors.Is(err, domain.ErrOutcomeNotRecorded) {
+		t.Errorf("forward to a lost node, its settlement refused = %v, want an outcome not recorded", err)
+	}
+}
+
+// forwardToLost forwards cmd through front to node "gone", declares that
+// node lost once the forward waits for it, and returns what the forward got.
+func forwardToLost(t *testing.T, front *tunnel.Hub, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+	t.Helper()
 	type result struct {
 		out domain.ForwardOutcome
 		err error
@@ -70,12 +90,7 @@ func TestForwardToALostNodeIsSettledHere(t *testing.T) {
 		return nil
 	})
 	r := <-done
-	if r.err != nil || r.out.Status != 503 || !strings.HasPrefix(r.out.Error, tunnel.NodeLost) || r.out.Position == 0 {
-		t.Fatalf("forward to a lost node = %+v, %v; want a recorded 503 %q", r.out, r.err, tunnel.NodeLost)
-	}
-	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
-		t.Errorf("last event %+v", ev)
-	}
+	return r.out, r.err
 }
 
 // lossyBus is the bus's Pub/Sub with commands lost or doubled on the way,
