@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/internal/testwait"
 	"reflect"
 	"runtime"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 func TestForwardWithoutAgent(t *testing.T) {
@@ -515,6 +515,38 @@ func TestForwardOfUnrecordedDeliveryFails(t *testing.T) {
 	// The sender's side tells it from an attempt that got no answer.
 	if !errors.Is(err, domain.ErrOutcomeNotRecorded) {
 		t.Errorf("forward = %v, want it marked as an outcome not recorded", err)
+	}
+}
+
+// A command another node sends again after its attempt is done is answered
+// from the log; when the log cannot settle it either, the answer is marked
+// as an outcome not recorded, as the first one was.
+func TestCommandReceivedAgainWhoseOutcomeIsRefused(t *testing.T) {
+	e := newEnv(t)
+	cmd := domain.ForwardCommand{DeliveryID: "ghost", AttemptID: "ghost-1", EndpointID: "ep", AccountID: "acc", Method: "GET", Target: "/"}
+	answers := make(chan error, 2)
+	answer := func(_ domain.ForwardOutcome, err error) { answers <- err }
+	e.hub.Receive(cmd, func() {}, answer)
+	if err := <-answers; !errors.Is(err, domain.ErrOutcomeNotRecorded) {
+		t.Fatalf("first answer = %v, want an outcome not recorded", err)
+	}
+	// Sent again while the first run is still finishing, it is only
+	// acknowledged; once that run is done, it is answered from the log.
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		acked := false
+		e.hub.Receive(cmd, func() { acked = true }, answer)
+		if acked {
+			return errors.New("the first run is not done yet")
+		}
+		return nil
+	})
+	select {
+	case err := <-answers:
+		if !errors.Is(err, domain.ErrOutcomeNotRecorded) || !errors.Is(err, domain.ErrStreamNotFound) {
+			t.Errorf("answer to the command sent again = %v, want the log's refusal marked as an outcome not recorded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command sent again was not answered")
 	}
 }
 
