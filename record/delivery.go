@@ -171,7 +171,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 			pos, ok, err := h.merge(responded(cmd, out, fidelity))
 			if ok {
 				if err != nil {
-					return 0, fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+					return 0, notRecorded(cmd.AttemptID, err)
 				}
 				return pos, nil
 			}
@@ -215,9 +215,16 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("record attempt %s: %w", cmd.AttemptID, err)
+		return 0, notRecorded(cmd.AttemptID, err)
 	}
 	return position, nil
+}
+
+// notRecorded is RecordOutcome's error: marked, so that whoever waits for
+// the attempt (the sender's request, here or across the bus) tells an
+// outcome the store did not take from an attempt that got no answer.
+func notRecorded(attemptID string, err error) error {
+	return fmt.Errorf("record attempt %s: %w: %w", attemptID, domain.ErrOutcomeNotRecorded, err)
 }
 
 // responded is the ForwardResponded that records out, the local answer to

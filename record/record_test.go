@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -228,5 +229,22 @@ func TestLateAnswerReasonIsBounded(t *testing.T) {
 	a, ok := ev.(domain.DeliveryAnswered)
 	if !ok || a.Status != 503 || !strings.HasPrefix(a.Reason, domain.ReasonOutcomeNotRecorded) || len(a.Reason) > evidence.MaxEventText+len("…") {
 		t.Fatalf("last event %s: the answer's reason is %d bytes, want it bounded", last.Type, len(a.Reason))
+	}
+}
+
+// An outcome the store does not take comes back marked, from recording and
+// from settling alike, so that whoever waits for the attempt tells it from
+// an attempt that got no answer.
+func TestOutcomeNotRecordedIsMarked(t *testing.T) {
+	rec, _ := newRecorder(t)
+	cmd := record.NewForward(record.Forward{DeliveryID: "ghost", AttemptID: "ghost-1", Method: "GET", Target: "/"}, "", 0)
+	out := domain.ForwardOutcome{AttemptID: "ghost-1", Status: 200}
+	_, err := rec.RecordOutcome(t.Context(), cmd, out)
+	if !errors.Is(err, domain.ErrOutcomeNotRecorded) || !errors.Is(err, domain.ErrStreamNotFound) {
+		t.Errorf("RecordOutcome of an unknown delivery = %v, want the store's refusal marked as an outcome not recorded", err)
+	}
+	_, err = rec.SettleOutcome(t.Context(), cmd, out)
+	if !errors.Is(err, domain.ErrOutcomeNotRecorded) || !errors.Is(err, domain.ErrStreamNotFound) {
+		t.Errorf("SettleOutcome of an unknown delivery = %v, want the store's refusal marked as an outcome not recorded", err)
 	}
 }

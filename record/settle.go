@@ -24,7 +24,13 @@ func (r *Recorder) SettleOutcome(ctx context.Context, cmd domain.ForwardCommand,
 	}
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	return r.RecordedOutcome(ctx, cmd.DeliveryID, cmd.AttemptID)
+	settled, err := r.RecordedOutcome(ctx, cmd.DeliveryID, cmd.AttemptID)
+	if err != nil {
+		// Recorded by another, but not read back: as unknown to the
+		// sender as an outcome not recorded.
+		return domain.ForwardOutcome{}, fmt.Errorf("%w: %w", domain.ErrOutcomeNotRecorded, err)
+	}
+	return settled, nil
 }
 
 // RecordedOutcome reads back an attempt's recorded outcome. The body is

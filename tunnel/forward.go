@@ -89,18 +89,8 @@ func (h *Hub) forwardRemote(ctx context.Context, node string, cmd domain.Forward
 	h.logger.Warn("forward sent to another node settled here", "attempt_id", cmd.AttemptID, "node", node, "reason", reason, "error", err)
 	fallback := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: reason + " (" + node + ")",
 		DurationMs: time.Since(start).Milliseconds()}
-	settled, err := h.rec.SettleOutcome(ctx, cmd, fallback)
-	return settled, notRecorded(err)
-}
-
-// notRecorded marks err, a failure to record an attempt's outcome, so that
-// the sender's side (here or across the bus) tells it apart from an
-// attempt that got no answer.
-func notRecorded(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %w", domain.ErrOutcomeNotRecorded, err)
+	// An error here is marked domain.ErrOutcomeNotRecorded by the recorder.
+	return h.rec.SettleOutcome(ctx, cmd, fallback)
 }
 
 // NodeLost settles the attempts this node sent to node and still waits
@@ -195,8 +185,7 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 	// (the fallback is recorded only if, against expectation, none is).
 	h.serving.Go(func() {
 		fallback := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: NodeLost + " (" + h.node + ")"}
-		out, err := h.rec.SettleOutcome(h.life, cmd, fallback)
-		answer(out, notRecorded(err))
+		answer(h.rec.SettleOutcome(h.life, cmd, fallback))
 	})
 	return true
 }
@@ -229,7 +218,7 @@ func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.Forw
 		return out, nil
 	}
 	if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
-		return domain.ForwardOutcome{}, notRecorded(err)
+		return domain.ForwardOutcome{}, err // marked domain.ErrOutcomeNotRecorded
 	}
 	return out, nil
 }
