@@ -103,13 +103,15 @@ func pushFrames(ctx context.Context, opID string, send func(context.Context, []b
 }
 
 // completeFrame takes an agent's Complete frame, as completeForward takes
-// its input, and answers with a Done frame. Only a frame that does not
-// decode is an error (the socket closes with 4400).
-func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, error) {
+// its input, and answers with a Done frame; the outcome goes to the waiting
+// sender once the Done frame is queued (the returned func). Only a frame
+// that does not decode is an error (the socket closes with 4400).
+func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, func(), error) {
 	c, err := agentwire.DecodeComplete(frame)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var deliver func()
 	done := agentwire.Done{AttemptID: c.AttemptID}
 	out := domain.ForwardOutcome{AttemptID: c.AttemptID, Status: c.Status, Headers: c.Headers, Body: c.Body,
 		Error: c.Error, Failure: c.Failure, DurationMs: c.DurationMs, Signature: c.Signature, Receipt: c.Receipt}
@@ -118,7 +120,7 @@ func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, err
 		err = out.Receipt.Check("receipt")
 	}
 	if err == nil {
-		err = r.complete(ctx, out, c.Status != 0)
+		deliver, err = r.claim(ctx, out, c.Status != 0)
 	}
 	if err != nil {
 		done.Code, done.Message = Code(err), err.Error()
@@ -127,21 +129,21 @@ func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, err
 			done.Code, done.Message = "INTERNAL", "internal error"
 		}
 	}
-	return agentwire.AppendDone(nil, done), nil
+	return agentwire.AppendDone(nil, done), deliver, nil
 }
 
-// complete hands an agent's report of one attempt to the tunnel; the
-// attempt must be pending for the signed-in account. withStatus tells that
-// the report gives a status.
-func (r *Resolver) complete(ctx context.Context, out domain.ForwardOutcome, withStatus bool) error {
+// claim hands an agent's report of one attempt to the tunnel and returns
+// what delivers it (tunnel.Hub.Claim); the attempt must be pending for the
+// signed-in account. withStatus tells that the report gives a status.
+func (r *Resolver) claim(ctx context.Context, out domain.ForwardOutcome, withStatus bool) (func(), error) {
 	acc, err := r.account(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !withStatus && out.Error == "" {
-		return &domain.InvalidInputError{Field: "status", Reason: "give a status or an error"}
+		return nil, &domain.InvalidInputError{Field: "status", Reason: "give a status or an error"}
 	}
-	return r.Hub.Complete(ctx, acc.ID, connectionID(ctx), out)
+	return r.Hub.Claim(ctx, acc.ID, connectionID(ctx), out)
 }
 
 // completeForward hands the agent's report of one attempt to the tunnel;
@@ -154,9 +156,11 @@ func (r *Resolver) completeForward(ctx context.Context, input model.CompleteForw
 	if err != nil {
 		return false, err
 	}
-	if err := r.complete(ctx, out, input.Status != nil); err != nil {
+	deliver, err := r.claim(ctx, out, input.Status != nil)
+	if err != nil {
 		return false, err
 	}
+	deliver()
 	return true, nil
 }
 

@@ -3,11 +3,12 @@
 // Ingress and retry forward through one seam, Hub.Forward(ctx, cmd). When
 // this process holds a session of the command's Endpoint, the Hub serves it
 // directly: it picks the primary session (the others that match get
-// copies), gives it the work, and waits for the agent's answer (Hub.Complete),
-// the command's timeout, or the session's end. It then records
-// ForwardResponded or ForwardFailed (through its Recorder) and only after
-// that durable append returns the outcome, so no caller ever sees an
-// outcome the log does not hold. Nothing is encoded on this path.
+// copies), gives it the work, and waits for the agent's answer
+// (Hub.Complete or Hub.Claim), the command's timeout, or the session's
+// end. It then records ForwardResponded or ForwardFailed (through its
+// Recorder) and only after that durable append returns the outcome, so no
+// caller ever sees an outcome the log does not hold. Nothing is encoded on
+// this path.
 //
 // Commands cross the node boundary only through Remote (package
 // tunnel/nodebus carries them on NATS core; this package imports neither

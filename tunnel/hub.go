@@ -310,11 +310,27 @@ func (h *Hub) Node() string { return h.node }
 // connection, for the log; the attempt must be pending for accountID, so an
 // agent of another account cannot answer (or learn of) foreign work.
 func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) error {
+	deliver, err := h.Claim(ctx, accountID, agentID, out)
+	if err != nil {
+		return err
+	}
+	deliver()
+	return nil
+}
+
+// Claim is Complete in two steps: it takes the attempt off the pending
+// ones and returns deliver, which hands its outcome to the attempt's
+// waiting forward. A caller with an answer of its own to queue (the Done
+// frame to the agent) queues it first: the goroutine deliver wakes runs
+// next, and anything queued after it waits behind the whole delivery.
+// deliver must be called, and soon: the forward (even past its timeout)
+// waits for it.
+func (h *Hub) Claim(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, ok := h.pending[out.AttemptID]
 	if !ok || p.accountID != accountID {
-		return fmt.Errorf("complete attempt %s: %w", out.AttemptID, domain.ErrNotFound)
+		return nil, fmt.Errorf("complete attempt %s: %w", out.AttemptID, domain.ErrNotFound)
 	}
 	// A connection's sessions are named <connection>/<endpoint>.
 	if conn, _, _ := strings.Cut(p.session.info.AgentID, "/"); agentID != conn && agentID != p.session.info.AgentID {
@@ -324,8 +340,8 @@ func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domai
 	delete(h.pending, out.AttemptID)
 	out.AttemptID = p.attemptID
 	out.AgentID = p.session.info.AgentID
-	p.result <- normalize(out, p.session.info.Target)
-	return nil
+	res := normalize(out, p.session.info.Target)
+	return func() { p.result <- res }, nil
 }
 
 // maxFailureLen bounds the failure text an agent reports for the sender.

@@ -715,3 +715,37 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimDeliversOnlyWhenAsked: Claim takes the attempt at once (a second
+// report of it is refused), and the waiting Forward gets the outcome only
+// when deliver runs, so the caller can queue its own answer first.
+func TestClaimDeliversOnlyWhenAsked(t *testing.T) {
+	e := newEnv(t)
+	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
+	cmd := e.receive(t, "ep", "acc")
+	res := make(chan domain.ForwardOutcome, 1)
+	go func() {
+		out, err := e.hub.Forward(context.Background(), cmd)
+		if err != nil {
+			t.Errorf("forward: %v", err)
+		}
+		res <- out
+	}()
+	recv(t, got)
+	deliver, err := e.hub.Claim(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 202})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if err := e.hub.Complete(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 500}); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("complete of a claimed attempt = %v, want ErrNotFound", err)
+	}
+	select {
+	case out := <-res:
+		t.Fatalf("forward returned %+v before deliver", out)
+	case <-time.After(50 * time.Millisecond):
+	}
+	deliver()
+	if out := <-res; out.Status != 202 {
+		t.Errorf("outcome %+v, want the claimed 202", out)
+	}
+}

@@ -20,9 +20,10 @@ type BinaryConfig struct {
 	Older []string
 	// Handle answers a binary frame a client sent after connection_ack,
 	// in the context InitFunc returned; a non-nil reply is queued as a
-	// binary frame. An error closes the socket with 4400: the client
-	// speaks the subprotocol wrongly.
-	Handle func(ctx context.Context, frame []byte) (reply []byte, err error)
+	// binary frame, and then, when not nil, runs right after (before, if
+	// the queue has no room now). An error closes the socket with 4400:
+	// the client speaks the subprotocol wrongly.
+	Handle func(ctx context.Context, frame []byte) (reply []byte, then func(), err error)
 }
 
 // handleBinary acts on one binary frame; false ends the socket.
@@ -34,14 +35,29 @@ func (c *conn) handleBinary(frame []byte) bool {
 	if c.t.cfg.Binary.Handle == nil {
 		return c.badRequest("binary frames are not expected")
 	}
-	reply, err := c.t.cfg.Binary.Handle(c.ctx, frame)
+	reply, then, err := c.t.cfg.Binary.Handle(c.ctx, frame)
 	if err != nil {
 		return c.badRequest(err.Error())
 	}
-	if reply != nil {
-		return c.enqueue(c.ctx, outgoing{typ: websocket.BinaryMessage, b: reply}) == nil
+	if reply == nil {
+		if then != nil {
+			then()
+		}
+		return true
 	}
-	return true
+	// The reply is queued before then runs: then wakes a goroutine that
+	// would otherwise run first and leave the reply (and the writer's
+	// wake-up) behind it. Only when the queue has no room now does then go
+	// first, so that nothing waits on a slow client.
+	m := outgoing{typ: websocket.BinaryMessage, b: reply}
+	room, err := c.tryQueue(m)
+	if then != nil {
+		then()
+	}
+	if err == nil && room != nil {
+		err = c.enqueue(c.ctx, m)
+	}
+	return err == nil
 }
 
 // BinaryOperation is, for an operation running on a socket that agreed on

@@ -29,27 +29,12 @@ type outgoing struct {
 
 // enqueue queues a message, waiting for room as send says.
 func (c *conn) enqueue(ctx context.Context, m outgoing) error {
-	b := m.b
 	var timeout <-chan time.Time
 	for {
-		c.qmu.Lock()
-		if c.closed {
-			c.qmu.Unlock()
-			return errClosed
+		room, err := c.tryQueue(m)
+		if room == nil || err != nil {
+			return err
 		}
-		if c.queued == 0 || c.queued+int64(len(b)) <= c.t.cfg.SendQueueBytes {
-			c.queue = append(c.queue, m)
-			c.queued += int64(len(b))
-			c.qmu.Unlock()
-			select {
-			case c.wake <- struct{}{}:
-			default:
-			}
-			return nil
-		}
-		room := c.room
-		c.roomWaited = true
-		c.qmu.Unlock()
 		if timeout == nil {
 			t := time.NewTimer(c.t.cfg.WriteTimeout)
 			defer t.Stop()
@@ -64,6 +49,30 @@ func (c *conn) enqueue(ctx context.Context, m outgoing) error {
 			return errClosed
 		}
 	}
+}
+
+// tryQueue queues a message if the queue has room for it now; if not, it
+// returns the channel closed when room is made.
+func (c *conn) tryQueue(m outgoing) (room <-chan struct{}, err error) {
+	c.qmu.Lock()
+	if c.closed {
+		c.qmu.Unlock()
+		return nil, errClosed
+	}
+	if c.queued == 0 || c.queued+int64(len(m.b)) <= c.t.cfg.SendQueueBytes {
+		c.queue = append(c.queue, m)
+		c.queued += int64(len(m.b))
+		c.qmu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		return nil, nil
+	}
+	room = c.room
+	c.roomWaited = true
+	c.qmu.Unlock()
+	return room, nil
 }
 
 // writeLoop writes queued messages and pings until the socket closes. A

@@ -290,3 +290,50 @@ func TestSenderWaitingForRoomIsWoken(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryReplyIsQueuedBeforeThen: a binary frame's reply is queued
+// before the handler's then runs (then wakes whoever waits on the frame,
+// and the reply must not wait behind it). then here waits until the client
+// has the reply: were it run first, the reply would never come.
+func TestBinaryReplyIsQueuedBeforeThen(t *testing.T) {
+	got := make(chan []byte, 1)
+	thenDone := make(chan bool, 1)
+	f := &flood{}
+	url, _ := serve(t, f.server(Config{
+		KeepAlive: time.Hour, WriteTimeout: 5 * time.Second,
+		Binary: BinaryConfig{Subprotocol: "test-binary", Handle: func(_ context.Context, frame []byte) ([]byte, func(), error) {
+			return append([]byte("re:"), frame...), func() {
+				select {
+				case <-got:
+					thenDone <- true
+				case <-time.After(5 * time.Second):
+					thenDone <- false
+				}
+			}, nil
+		}},
+	}))
+	d := websocket.Dialer{Subprotocols: []string{"test-binary"}}
+	c, _, err := d.Dial(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
+		t.Fatal(err)
+	}
+	var ack message
+	if err := c.ReadJSON(&ack); err != nil || ack.Type != gqlws.ConnectionAck {
+		t.Fatalf("ack: %v %+v", err, ack)
+	}
+	if err := c.WriteMessage(websocket.BinaryMessage, []byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	typ, reply, err := c.ReadMessage()
+	if err != nil || typ != websocket.BinaryMessage || string(reply) != "re:frame" {
+		t.Fatalf("reply: %d %q %v", typ, reply, err)
+	}
+	got <- reply
+	if !<-thenDone {
+		t.Fatal("then ran before the reply was queued")
+	}
+}
