@@ -53,6 +53,9 @@ func benchStartProxy(b *testing.B, local string, agentArgs ...string) benchTarge
 	if p := os.Getenv("RELAY_BENCH_AGENT_CPUPROFILE"); p != "" {
 		agentArgs = append(append([]string(nil), agentArgs...), "--cpuprofile", p)
 	}
+	if p := os.Getenv("RELAY_BENCH_AGENT_TRACE"); p != "" {
+		agentArgs = append(append([]string(nil), agentArgs...), "--trace", p)
+	}
 	agent := r.StartAgentVia(b, "http://127.0.0.1:"+strconv.Itoa(r.Port), token, endpointID, local, agentArgs...)
 	b.Cleanup(func() {
 		if b.Failed() {

@@ -5,8 +5,6 @@ package agent
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +18,7 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
 	var cl agentcli.CommandLine
 	var out cmdutil.Output
-	var cpuProfile string
+	var cpuProfile, tracePath string
 	cmd := &cobra.Command{
 		Use: "agent --endpoint ID[=TARGET]...",
 		// IDs, not names: the agent needs no API call before it connects.
@@ -57,15 +55,10 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if err != nil {
 				return err
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			stop, err := cmdutil.StartProfiles(cpuProfile, tracePath)
+			defer stop()
+			if err != nil {
+				return err
 			}
 			cmdutil.SetGC(env, MemoryLimit)
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: cmdutil.Colourful(stdout, env)}
@@ -80,6 +73,8 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
 	_ = cmd.Flags().MarkHidden("cpuprofile")
+	cmd.Flags().StringVar(&tracePath, "trace", "", "write an execution trace of the whole run to this file (for latency work)")
+	_ = cmd.Flags().MarkHidden("trace")
 	return cmd
 }
 

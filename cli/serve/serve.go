@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,15 +67,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	// limit keeps a flood of large answers (history rows to many
 	// subscriptions) from leaving several times the live heap as garbage.
 	cmdutil.SetGC(os.Getenv, int64(cfg.MemoryLimit.byteSize))
-	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stop, err := cmdutil.StartProfiles(cfg.CPUProfile, cfg.Trace)
+	defer stop()
+	if err != nil {
+		return err
 	}
 	if cfg.MemProfile != "" {
 		// Every allocation is sampled: a profile of one run tells counts
@@ -87,16 +81,6 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 				log.Warn("memory profile", slog.Any("error", err))
 			}
 		}()
-	}
-	if cfg.Trace != "" {
-		f, err := os.Create(cfg.Trace)
-		if err != nil {
-			return fmt.Errorf("trace: %w", err)
-		}
-		if err := trace.Start(f); err != nil {
-			return fmt.Errorf("trace: %w", err)
-		}
-		defer func() { trace.Stop(); f.Close() }()
 	}
 	// The lock first: a second relay on the same folder is told who holds
 	// it, whatever port it asks for.
