@@ -160,7 +160,9 @@ func (r *Resolver) completeForward(ctx context.Context, input model.CompleteForw
 	if err != nil {
 		return false, err
 	}
-	deliver()
+	if deliver != nil {
+		deliver()
+	}
 	return true, nil
 }
 

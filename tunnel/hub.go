@@ -314,17 +314,21 @@ func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domai
 	if err != nil {
 		return err
 	}
-	deliver()
+	if deliver != nil {
+		deliver()
+	}
 	return nil
 }
 
 // Claim is Complete in two steps: it takes the attempt off the pending
-// ones and returns deliver, which hands its outcome to the attempt's
-// waiting forward. A caller with an answer of its own to queue (the Done
-// frame to the agent) queues it first: the goroutine deliver wakes runs
-// next, and anything queued after it waits behind the whole delivery.
-// deliver must be called, and soon: the forward (even past its timeout)
-// waits for it.
+// ones and, when it was the only one, returns deliver, which hands its
+// outcome to the attempt's waiting forward. A caller with an answer of its
+// own to queue (the Done frame to the agent) queues it first: the
+// goroutine deliver wakes runs next, and a goroutine woken before it (the
+// socket's writer) would run first. deliver must be called, and soon: the
+// forward (even past its timeout) waits for it. While other attempts are
+// pending, Claim delivers at once and returns nil: then the socket's
+// writer carries their frames too, and goes first.
 func (h *Hub) Claim(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -341,6 +345,10 @@ func (h *Hub) Claim(ctx context.Context, accountID, agentID string, out domain.F
 	out.AttemptID = p.attemptID
 	out.AgentID = p.session.info.AgentID
 	res := normalize(out, p.session.info.Target)
+	if len(h.pending) > 0 {
+		p.result <- res
+		return nil, nil
+	}
 	return func() { p.result <- res }, nil
 }
 

@@ -733,8 +733,8 @@ func TestClaimDeliversOnlyWhenAsked(t *testing.T) {
 	}()
 	recv(t, got)
 	deliver, err := e.hub.Claim(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 202})
-	if err != nil {
-		t.Fatalf("claim: %v", err)
+	if err != nil || deliver == nil {
+		t.Fatalf("claim of the only attempt pending: deliver %v, %v", deliver != nil, err)
 	}
 	if err := e.hub.Complete(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 500}); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("complete of a claimed attempt = %v, want ErrNotFound", err)
@@ -747,5 +747,39 @@ func TestClaimDeliversOnlyWhenAsked(t *testing.T) {
 	deliver()
 	if out := <-res; out.Status != 202 {
 		t.Errorf("outcome %+v, want the claimed 202", out)
+	}
+}
+
+// TestClaimWithOthersPendingDeliversAtOnce: while other attempts wait, Claim
+// hands the outcome over itself and leaves the caller nothing to deliver.
+func TestClaimWithOthersPendingDeliversAtOnce(t *testing.T) {
+	e := newEnv(t)
+	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
+	var cmds []domain.ForwardCommand
+	res := make(chan domain.ForwardOutcome, 2)
+	for range 2 {
+		cmd := e.receive(t, "ep", "acc")
+		cmds = append(cmds, cmd)
+		go func() {
+			out, err := e.hub.Forward(context.Background(), cmd)
+			if err != nil {
+				t.Errorf("forward: %v", err)
+			}
+			res <- out
+		}()
+		recv(t, got)
+	}
+	deliver, err := e.hub.Claim(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmds[0].AttemptID, Status: 203})
+	if err != nil || deliver != nil {
+		t.Fatalf("claim with another attempt pending: deliver %v, %v; want it delivered at once", deliver != nil, err)
+	}
+	if out := <-res; out.Status != 203 {
+		t.Errorf("outcome %+v, want the claimed 203", out)
+	}
+	if err := e.hub.Complete(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmds[1].AttemptID, Status: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-res; out.Status != 204 {
+		t.Errorf("outcome %+v, want 204", out)
 	}
 }

@@ -12,8 +12,8 @@ import (
 type Sessions interface {
 	Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardCommand, error)
 	Complete(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) error
-	// Claim is Complete with the hand-over left to the caller (see
-	// Hub.Claim).
+	// Claim is Complete with the hand-over left to the caller when it
+	// returns one (see Hub.Claim).
 	Claim(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) (deliver func(), err error)
 	Connected(endpointID string) int
 	// Listeners lists the sessions of an Endpoint on every live node.
