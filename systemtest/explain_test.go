@@ -203,6 +203,16 @@ func TestExplainTheRelaysOwnAnswers(t *testing.T) {
 			t.Fatalf("no agent: answered %d", resp.Status)
 		}
 		d = deliveryAt(t, r, acct.Token, ep.ID, "/gone")
+		// The session's end is appended as the socket closes, beside the
+		// request that found no agent: until the log holds it, the
+		// explanation says the log shows the session as not yet ended.
+		harness.Eventually(t, 15*time.Second, "the log to hold the session's end", func() bool {
+			var out struct {
+				Delivery struct{ Why struct{ Summary string } }
+			}
+			r.MustGraphQL(t, acct.Token, `query($id: ID!){ delivery(id: $id){ why{ summary } } }`, map[string]any{"id": d.ID}, &out)
+			return strings.Contains(out.Delivery.Why.Summary, "(agent disconnected)")
+		})
 		explained(t, r, acct.Token, d.ID, 503, []string{"Answered 503 by the relay", "no agent was connected to the Endpoint; its last agent session on node ",
 			"(agent disconnected)"}, []string{"ended: agent disconnected."})
 	})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/systemtest/harness"
 )
@@ -39,7 +40,11 @@ func TestDataFolderOfAnEarlierRelay(t *testing.T) {
 		return strings.TrimSpace(string(b))
 	}
 
-	r := harness.Start(t, dir)
+	// The folder's inspector expired a day after it was written; its
+	// deliveries would go a week later (--inspector-retention), the
+	// Endpoint's after a month (--retention). Kept here, so that the test
+	// does not depend on the folder's age.
+	r := harness.Start(t, dir, "--inspector-retention", "876000h", "--retention", "876000h")
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", "")
 	t.Setenv("RELAY_SERVER", "http://127.0.0.1:"+strconv.Itoa(r.Port))
@@ -106,16 +111,27 @@ func TestDataFolderOfAnEarlierRelay(t *testing.T) {
 
 	// A delivery recorded now lands in the same log, stored compressed
 	// (the earlier relay's rows are kept as they are), and shows as sent.
+	// It goes to the Endpoint (no agent: answered 503 and recorded): the
+	// inspector has expired since the folder was written.
+	var ep struct{ ID string }
+	if err := json.Unmarshal([]byte(cli("endpoints", "show", read("endpoint"), "-o", "json")), &ep); err != nil || ep.ID == "" {
+		t.Fatalf("endpoints show %s: %+v, %v", read("endpoint"), ep, err)
+	}
 	body := []byte(`{"type":"invoice.paid","lines":[` + strings.Repeat(`{"amount":1200,"currency":"usd"},`, 60) + `{}]}`)
-	r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/after-upgrade", Host: r.AddressHost(read("inspector")), Body: body})
+	if resp := r.SendRaw(t, harness.RawRequest{Method: "POST", Target: "/after-upgrade", Host: r.AddressHost(ep.ID), Body: body}); resp.Status != 503 {
+		t.Fatalf("a delivery to the Endpoint with no agent: answered %d %q, want 503", resp.Status, resp.Body)
+	}
+	// The sender's answer does not wait for the views: the list shows the
+	// delivery once they have applied it.
 	var listed []row
-	if err := json.Unmarshal([]byte(cli("deliveries", "list", read("inspector"), "-o", "json")), &listed); err != nil {
-		t.Fatal(err)
-	}
+	harness.Eventually(t, 15*time.Second, "the new delivery to be listed first", func() bool {
+		listed = nil
+		if err := json.Unmarshal([]byte(cli("deliveries", "list", read("endpoint"), "-o", "json")), &listed); err != nil {
+			t.Fatal(err)
+		}
+		return len(listed) > 0 && listed[0].Path == "/after-upgrade"
+	})
 	var newest shown
-	if len(listed) == 0 || listed[0].Path != "/after-upgrade" {
-		t.Fatalf("the new delivery is not listed first: %+v", listed)
-	}
 	if err := json.Unmarshal([]byte(cli("deliveries", "show", listed[0].ID, "-o", "json")), &newest); err != nil {
 		t.Fatal(err)
 	}
