@@ -203,3 +203,18 @@ func recv(tb testing.TB, ch <-chan domain.ForwardCommand) domain.ForwardCommand 
 		return domain.ForwardCommand{}
 	}
 }
+
+// forwardInBackground forwards cmd on a goroutine of its own and hands its
+// outcome over; an error fails the test.
+func (e *env) forwardInBackground(t *testing.T, cmd domain.ForwardCommand) <-chan domain.ForwardOutcome {
+	t.Helper()
+	res := make(chan domain.ForwardOutcome, 1)
+	go func() {
+		out, err := e.hub.Forward(context.Background(), cmd)
+		if err != nil {
+			t.Errorf("forward %s: %v", cmd.AttemptID, err)
+		}
+		res <- out
+	}()
+	return res
+}

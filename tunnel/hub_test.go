@@ -454,14 +454,7 @@ func TestCompleteFromAnotherAccount(t *testing.T) {
 	// An agent of another account on the same Endpoint ID never gets its work.
 	foreign, _ := e.agent(t, SessionInfo{AgentID: "theirs", EndpointID: "ep", AccountID: "other"}, never)
 	cmd := e.receive(t, "ep", "acc")
-	res := make(chan domain.ForwardOutcome, 1)
-	go func() {
-		out, err := e.hub.Forward(context.Background(), cmd)
-		if err != nil {
-			t.Errorf("forward: %v", err)
-		}
-		res <- out
-	}()
+	res := e.forwardInBackground(t, cmd)
 	recv(t, got)
 	err := e.hub.Complete(t.Context(), "other", "theirs", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200})
 	if !errors.Is(err, domain.ErrNotFound) {
@@ -723,14 +716,7 @@ func TestClaimDeliversOnlyWhenAsked(t *testing.T) {
 	e := newEnv(t)
 	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
 	cmd := e.receive(t, "ep", "acc")
-	res := make(chan domain.ForwardOutcome, 1)
-	go func() {
-		out, err := e.hub.Forward(context.Background(), cmd)
-		if err != nil {
-			t.Errorf("forward: %v", err)
-		}
-		res <- out
-	}()
+	res := e.forwardInBackground(t, cmd)
 	recv(t, got)
 	deliver, err := e.hub.Claim(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 202})
 	if err != nil || deliver == nil {
@@ -756,30 +742,24 @@ func TestClaimWithOthersPendingDeliversAtOnce(t *testing.T) {
 	e := newEnv(t)
 	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
 	var cmds []domain.ForwardCommand
-	res := make(chan domain.ForwardOutcome, 2)
+	var res []<-chan domain.ForwardOutcome
 	for range 2 {
 		cmd := e.receive(t, "ep", "acc")
 		cmds = append(cmds, cmd)
-		go func() {
-			out, err := e.hub.Forward(context.Background(), cmd)
-			if err != nil {
-				t.Errorf("forward: %v", err)
-			}
-			res <- out
-		}()
+		res = append(res, e.forwardInBackground(t, cmd))
 		recv(t, got)
 	}
 	deliver, err := e.hub.Claim(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmds[0].AttemptID, Status: 203})
 	if err != nil || deliver != nil {
 		t.Fatalf("claim with another attempt pending: deliver %v, %v; want it delivered at once", deliver != nil, err)
 	}
-	if out := <-res; out.Status != 203 {
+	if out := <-res[0]; out.Status != 203 {
 		t.Errorf("outcome %+v, want the claimed 203", out)
 	}
 	if err := e.hub.Complete(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmds[1].AttemptID, Status: 204}); err != nil {
 		t.Fatal(err)
 	}
-	if out := <-res; out.Status != 204 {
+	if out := <-res[1]; out.Status != 204 {
 		t.Errorf("outcome %+v, want 204", out)
 	}
 }

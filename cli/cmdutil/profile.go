@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -17,27 +18,26 @@ func StartProfiles(cpuProfile, tracePath string) (stop func(), err error) {
 			stops[i]()
 		}
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
+	for _, p := range []struct {
+		path, what string
+		start      func(io.Writer) error
+		end        func()
+	}{
+		{cpuProfile, "cpu profile", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{tracePath, "trace", trace.Start, trace.Stop},
+	} {
+		if p.path == "" {
+			continue
+		}
+		f, err := os.Create(p.path)
 		if err != nil {
-			return stop, fmt.Errorf("cpu profile: %w", err)
+			return stop, fmt.Errorf("%s: %w", p.what, err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := p.start(f); err != nil {
 			f.Close()
-			return stop, fmt.Errorf("cpu profile: %w", err)
+			return stop, fmt.Errorf("%s: %w", p.what, err)
 		}
-		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
-	}
-	if tracePath != "" {
-		f, err := os.Create(tracePath)
-		if err != nil {
-			return stop, fmt.Errorf("trace: %w", err)
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return stop, fmt.Errorf("trace: %w", err)
-		}
-		stops = append(stops, func() { trace.Stop(); f.Close() })
+		stops = append(stops, func() { p.end(); f.Close() })
 	}
 	return stop, nil
 }
