@@ -160,9 +160,7 @@ func (r *Resolver) completeForward(ctx context.Context, input model.CompleteForw
 	if err != nil {
 		return false, err
 	}
-	if deliver != nil {
-		deliver()
-	}
+	deliver()
 	return true, nil
 }
 

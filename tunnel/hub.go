@@ -314,21 +314,19 @@ func (h *Hub) Complete(ctx context.Context, accountID, agentID string, out domai
 	if err != nil {
 		return err
 	}
-	if deliver != nil {
-		deliver()
-	}
+	deliver()
 	return nil
 }
 
 // Claim is Complete in two steps: it takes the attempt off the pending
-// ones and, when it was the only one, returns deliver, which hands its
-// outcome to the attempt's waiting forward. A caller with an answer of its
-// own to queue (the Done frame to the agent) queues it first: the
-// goroutine deliver wakes runs next, and a goroutine woken before it (the
-// socket's writer) would run first. deliver must be called, and soon: the
-// forward (even past its timeout) waits for it. While other attempts are
-// pending, Claim delivers at once and returns nil: then the socket's
-// writer carries their frames too, and goes first.
+// ones and returns deliver, which hands its outcome to the attempt's
+// waiting forward. A caller with an answer of its own to queue (the Done
+// frame to the agent) queues it first, then calls deliver: the goroutine
+// deliver wakes runs next, and one woken after it (the socket's writer)
+// would run first. deliver must be called, and soon: the forward (even
+// past its timeout) waits for it. While other attempts are pending, Claim
+// hands the outcome over itself and deliver does nothing: the socket's
+// writer then carries their frames too, and goes first.
 func (h *Hub) Claim(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -347,10 +345,13 @@ func (h *Hub) Claim(ctx context.Context, accountID, agentID string, out domain.F
 	res := normalize(out, p.session.info.Target)
 	if len(h.pending) > 0 {
 		p.result <- res
-		return nil, nil
+		return delivered, nil
 	}
 	return func() { p.result <- res }, nil
 }
+
+// delivered is Claim's deliver for an outcome already handed over.
+func delivered() {}
 
 // maxFailureLen bounds the failure text an agent reports for the sender.
 const maxFailureLen = 200

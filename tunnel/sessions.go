@@ -7,13 +7,10 @@ import (
 )
 
 // Sessions is what the tunnel offers the API that agents connect through:
-// attach a session and receive its work, report an attempt's outcome, count
-// an Endpoint's sessions. *Hub implements it.
+// attach a session and receive its work, report an attempt's outcome
+// (Claim, then deliver), count an Endpoint's sessions. *Hub implements it.
 type Sessions interface {
 	Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardCommand, error)
-	Complete(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) error
-	// Claim is Complete with the hand-over left to the caller when it
-	// returns one (see Hub.Claim).
 	Claim(ctx context.Context, accountID, agentID string, out domain.ForwardOutcome) (deliver func(), err error)
 	Connected(endpointID string) int
 	// Listeners lists the sessions of an Endpoint on every live node.

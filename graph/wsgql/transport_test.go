@@ -67,7 +67,13 @@ func serve(t *testing.T, h http.Handler) (url string, active *atomic.Int64) {
 
 func dial(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{gqlws.Subprotocol}}
+	return dialAs(t, url, gqlws.Subprotocol)
+}
+
+// dialAs dials offering subprotocol and waits for connection_ack.
+func dialAs(t *testing.T, url, subprotocol string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{subprotocol}}
 	c, _, err := d.Dial(url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -312,19 +318,7 @@ func TestBinaryReplyIsQueuedBeforeThen(t *testing.T) {
 			}, nil
 		}},
 	}))
-	d := websocket.Dialer{Subprotocols: []string{"test-binary"}}
-	c, _, err := d.Dial(url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
-		t.Fatal(err)
-	}
-	var ack message
-	if err := c.ReadJSON(&ack); err != nil || ack.Type != gqlws.ConnectionAck {
-		t.Fatalf("ack: %v %+v", err, ack)
-	}
+	c := dialAs(t, url, "test-binary")
 	if err := c.WriteMessage(websocket.BinaryMessage, []byte("frame")); err != nil {
 		t.Fatal(err)
 	}
@@ -335,5 +329,42 @@ func TestBinaryReplyIsQueuedBeforeThen(t *testing.T) {
 	got <- reply
 	if !<-thenDone {
 		t.Fatal("then ran before the reply was queued")
+	}
+}
+
+// TestBinaryThenRunsFirstWhenTheQueueIsFull: a client that reads nothing
+// fills the send queue; a binary frame's then still runs at once, not
+// after its reply has waited for room (up to WriteTimeout, here 30 s).
+func TestBinaryThenRunsFirstWhenTheQueueIsFull(t *testing.T) {
+	thenRan := make(chan struct{}, 1)
+	f := &flood{}
+	url, _ := serve(t, f.server(Config{
+		KeepAlive: time.Hour, WriteTimeout: 30 * time.Second, SendQueueBytes: 1,
+		Binary: BinaryConfig{Subprotocol: "test-binary", Handle: func(context.Context, []byte) ([]byte, func(), error) {
+			return []byte("reply"), func() { thenRan <- struct{}{} }, nil
+		}},
+	}))
+	c := dialAs(t, url, "test-binary")
+	if err := c.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": "subscription{ flood }"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The queue is full once the flood stops producing: the kernel's
+	// buffers hold what the client does not read.
+	last := int64(-1)
+	testwait.CheckFor(t, 20*time.Second, 200*time.Millisecond, func() error {
+		n := f.produced.Load()
+		if n == 0 || n != last {
+			last = n
+			return errors.New("the flood still produces")
+		}
+		return nil
+	})
+	if err := c.WriteMessage(websocket.BinaryMessage, []byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-thenRan:
+	case <-time.After(10 * time.Second):
+		t.Fatal("then waited for room in the send queue")
 	}
 }
