@@ -60,7 +60,7 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 			if err != nil {
 				return err
 			}
-			cmdutil.SetGC(env, MemoryLimit)
+			SetRuntime(env)
 			o.Observer = &agentcli.TextObserver{Out: stdout, Status: stderr, Color: cmdutil.Colourful(stdout, env)}
 			if out.JSON() {
 				o.Observer = NewJSONObserver(stdout, stderr)
@@ -81,3 +81,11 @@ token or an unknown Endpoint ends the command with exit code 2.`,
 // MemoryLimit is the agent's soft memory limit (relay agent, relay listen),
 // unless GOMEMLIMIT is set (cmdutil.SetGC).
 const MemoryLimit = 512 << 20
+
+// SetRuntime sets the Go runtime as the agent runs (relay agent, relay
+// listen): its GC target and memory limit, and one P (cmdutil.OneProc),
+// each unless its environment variable is set.
+func SetRuntime(env func(string) string) {
+	cmdutil.SetGC(env, MemoryLimit)
+	cmdutil.OneProc(env)
+}

@@ -151,7 +151,7 @@ code 2.`,
 				names = append(names, e.Name)
 			}
 			o.Observer = deliveries.NewCatchUpObserver(ctx, o.Observer, client, names, catchUpFlag, stderr)
-			cmdutil.SetGC(env, agent.MemoryLimit)
+			agent.SetRuntime(env)
 			return agentcli.Serve(ctx, o)
 		},
 	}
