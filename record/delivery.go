@@ -149,8 +149,6 @@ const outcomeTries = 5
 // position (0 when none was raised). The append is made even when ctx has
 // ended: the attempt would otherwise stay pending in the log forever.
 func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
-	ctx, cancel := detached(ctx)
-	defer cancel()
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var ids []string // kept across tries so a repeated append stays idempotent
 	var position uint64
@@ -178,6 +176,10 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		}
 		h.flush() // queued before the outcome's append, which the log keeps in order
 	}
+	// Detached only here: the merge above queues with a bound of its own
+	// (held.go), and most outcomes take it.
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	// The fast path below assumes the request event records no outcome. A
 	// first attempt's is its receipt, which may record one (ReceiptHold),
 	// unless it was just appended without (h) or the store holds none.
