@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 
@@ -58,6 +59,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *mode == "agent" {
+		if os.Getenv("GOMAXPROCS") == "" {
+			runtime.GOMAXPROCS(1) // as relay agent runs (cmdutil.OneProc)
+		}
 		if err := runAgent(ctx, *relay, *target); err != nil {
 			log.Fatal(err)
 		}
