@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"github.com/relayhq/relay/internal/agentwire"
+	"github.com/relayhq/relay/internal/cork"
 	"github.com/relayhq/relay/internal/gqlws"
 	"github.com/relayhq/relay/internal/workers"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,16 @@ type session struct {
 	served map[string]*served // subscription ID → the Endpoint it serves
 
 	writeMu sync.Mutex // gorilla allows one writer at a time
+
+	// Complete frames waiting for the socket (sendComplete), owned by the
+	// queue until written, and the socket below conn, corked while a
+	// batch of them is written.
+	cork    *cork.Conn
+	queueMu sync.Mutex
+	queue   []*[]byte
+	spare   []*[]byte // an emptied batch's array, for the queue to reuse
+	leading bool      // a worker is about to write the queue
+	sendErr error     // the first failed write; the socket is then closing
 
 	// binary: the relay agreed on agentwire's subprotocol, so forwards
 	// arrive and answers leave as binary frames (see internal/agentwire).
@@ -92,11 +104,21 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 	if a.opts.PlainGraphQL {
 		protocols = []string{gqlws.Subprotocol}
 	}
+	var corked *cork.Conn
 	dialer := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: a.readTimeout,
 		Subprotocols:     protocols,
 		TLSClientConfig:  a.tls,
+		// The socket to the relay (or its proxy), below any TLS.
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := newDialer().DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			corked = cork.New(c)
+			return corked, nil
+		},
 	}
 	conn, resp, err := dialer.DialContext(ctx, a.wsURL, nil)
 	if err != nil {
@@ -122,7 +144,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		conn.Close()
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
-	s := &session{a: a, conn: conn, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
+	s := &session{a: a, conn: conn, cork: corked, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
 		receipts: binary && proto == agentwire.Subprotocol}
 
 	sctx, cancel := context.WithCancel(ctx)
@@ -472,14 +494,8 @@ func (s *session) complete(ctx context.Context, wk *worker, attemptID string, re
 
 	if s.binary {
 		buf := frameBuffers.Get().(*[]byte)
-		frame := agentwire.AppendComplete((*buf)[:0], rep)
-		err := s.writeBinary(frame)
-		if cap(frame) <= maxPooledFrame {
-			// The socket has written the frame or copied it: reusable.
-			*buf = frame
-			frameBuffers.Put(buf)
-		}
-		if err != nil {
+		*buf = agentwire.AppendComplete((*buf)[:0], rep)
+		if err := s.sendComplete(buf); err != nil {
 			return err
 		}
 	} else if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": toCompleteInput(rep)}); err != nil {
@@ -605,11 +621,66 @@ func (s *session) writeFrame(typ string, frame any) error {
 	return nil
 }
 
-func (s *session) writeBinary(frame []byte) error {
+// sendComplete queues a Complete frame for the socket, which then owns
+// buf. The worker that finds no other about to write becomes the one that
+// does: it first lets the other workers whose answers are ready run, so
+// that one write carries all their frames (under load, answers finish
+// together). The others return at once; a failed write ends the session,
+// and with it their wait for the relay's Done.
+func (s *session) sendComplete(buf *[]byte) error {
+	s.queueMu.Lock()
+	if err := s.sendErr; err != nil {
+		s.queueMu.Unlock()
+		return err
+	}
+	s.queue = append(s.queue, buf)
+	lead := !s.leading
+	s.leading = true
+	s.queueMu.Unlock()
+	if !lead {
+		return nil
+	}
+	runtime.Gosched()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	s.queueMu.Lock()
+	batch := s.queue
+	s.queue, s.spare = s.spare, nil // never the array batch is in
+	s.leading = false
+	s.queueMu.Unlock()
+
+	err := s.writeBatch(batch)
+	for i, b := range batch {
+		if cap(*b) <= maxPooledFrame { // written: reusable
+			frameBuffers.Put(b)
+		}
+		batch[i] = nil
+	}
+	s.queueMu.Lock()
+	s.spare = batch[:0]
+	if err != nil && s.sendErr == nil {
+		s.sendErr = err
+	}
+	s.queueMu.Unlock()
+	return err
+}
+
+// writeBatch writes frames, all but the last held by the cork so that the
+// last write carries them all. Called with writeMu held.
+func (s *session) writeBatch(frames []*[]byte) error {
 	s.conn.SetWriteDeadline(time.Now().Add(s.a.writeTimeout))
-	if err := s.conn.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+	var err error
+	for i, f := range frames {
+		s.cork.Cork(i < len(frames)-1)
+		if err = s.conn.WriteMessage(websocket.BinaryMessage, *f); err != nil {
+			break
+		}
+	}
+	// Uncorked whatever happened: a close frame may follow.
+	if ferr := s.cork.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
 		return fmt.Errorf("write complete frame: %w", err)
 	}
 	return nil

@@ -104,8 +104,8 @@ func (c *conn) writeLoop() {
 				c.queue[0] = outgoing{}
 				c.queue = c.queue[1:]
 				// More queued behind it: hold this one's frame for the
-				// write of the last (cork.go).
-				c.cork.cork(len(c.queue) > 0)
+				// write of the last (internal/cork).
+				c.cork.Cork(len(c.queue) > 0)
 				c.qmu.Unlock()
 				ok := c.write(m.typ, m.b)
 				c.qmu.Lock()
@@ -123,7 +123,7 @@ func (c *conn) writeLoop() {
 			}
 			// The loop can end with frames held (the socket closed while
 			// more were queued): send them.
-			if err := c.cork.flush(); err != nil {
+			if err := c.cork.Flush(); err != nil {
 				c.t.cfg.Logger.Debug("websocket write", "error", err)
 				c.shut()
 				return

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/internal/cork"
 )
 
 // The WebSocket close codes this transport uses besides the protocol's
@@ -202,7 +203,7 @@ func (c *clientCounter) release(key string) {
 type conn struct {
 	t       *Transport
 	ws      *websocket.Conn
-	cork    *corkConn // below ws: the writer sends what it finds queued in one write
+	cork    *cork.Conn // below ws: the writer sends what it finds queued in one write
 	exec    graphql.GraphExecutor
 	headers http.Header
 	ctx     context.Context // the socket's; InitFunc's once acknowledged

@@ -38,67 +38,6 @@ func (c *writesConn) count() int {
 	return len(c.writes)
 }
 
-// TestCorkConn: frames written while corked reach the socket in one write
-// with the first frame written uncorked (or at flush); a control frame is
-// never held; a frame past corkMax sends what is held first, then itself.
-func TestCorkConn(t *testing.T) {
-	data := func(s string) []byte { return append([]byte{0x82}, s...) }   // FIN, binary
-	pong := func(s string) []byte { return append([]byte{0x8a}, s...) }   // FIN, pong
-	close_ := func(s string) []byte { return append([]byte{0x88}, s...) } // FIN, close
-	big := data(string(bytes.Repeat([]byte("x"), corkMax)))
-	for _, tc := range []struct {
-		name  string
-		steps func(c *corkConn)
-		want  [][]byte
-	}{
-		{"uncorked frames go one by one", func(c *corkConn) {
-			c.Write(data("a"))
-			c.Write(data("b"))
-		}, [][]byte{data("a"), data("b")}},
-		{"corked frames go with the next uncorked one", func(c *corkConn) {
-			c.cork(true)
-			c.Write(data("a"))
-			c.Write(data("b"))
-			c.cork(false)
-			c.Write(data("c"))
-		}, [][]byte{append(append(data("a"), data("b")...), data("c")...)}},
-		{"flush sends what is held", func(c *corkConn) {
-			c.cork(true)
-			c.Write(data("a"))
-			if err := c.flush(); err != nil {
-				t.Fatal(err)
-			}
-			c.Write(data("b"))
-		}, [][]byte{data("a"), data("b")}},
-		{"a control frame is never held", func(c *corkConn) {
-			c.cork(true)
-			c.Write(data("a"))
-			c.Write(pong("p"))
-			c.Write(close_("bye"))
-		}, [][]byte{append(data("a"), pong("p")...), close_("bye")}},
-		{"a frame past the bound goes after what is held", func(c *corkConn) {
-			c.cork(true)
-			c.Write(data("a"))
-			c.Write(big)
-		}, [][]byte{data("a"), big}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			below := &writesConn{}
-			c := &corkConn{Conn: below}
-			tc.steps(c)
-			if len(below.writes) != len(tc.want) {
-				t.Fatalf("%d writes reached the socket, want %d", len(below.writes), len(tc.want))
-			}
-			for i := range tc.want {
-				if !bytes.Equal(below.writes[i], tc.want[i]) {
-					t.Errorf("write %d: %d bytes %q…, want %d bytes %q…", i, len(below.writes[i]), below.writes[i][:min(8, len(below.writes[i]))],
-						len(tc.want[i]), tc.want[i][:min(8, len(tc.want[i]))])
-				}
-			}
-		})
-	}
-}
-
 // hijackPipe is a ResponseWriter whose connection is one end of a pipe:
 // gorilla's upgrader takes it as it takes a server's.
 type hijackPipe struct {
