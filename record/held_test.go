@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -193,5 +194,44 @@ func TestHeldReceiptsEndWithTheirForwards(t *testing.T) {
 	}
 	if n := record.HeldReceipts(rec); n != 0 {
 		t.Fatalf("%d receipts still held after 1 000 forwards ended", n)
+	}
+}
+
+// TestOutcomeRecordedAfterItsContextEnded: the sender's context may have
+// ended (it hung up, the relay is stopping) by the time its answer is
+// recorded; the outcome is recorded all the same, merged into the held
+// receipt or, for a failure, as an event of its own.
+func TestOutcomeRecordedAfterItsContextEnded(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		out    func(domain.ForwardCommand) domain.ForwardOutcome
+		events int
+	}{
+		{"answered within the hold", func(c domain.ForwardCommand) domain.ForwardOutcome {
+			return domain.ForwardOutcome{AttemptID: c.AttemptID, Status: 200}
+		}, 1},
+		{"failed", func(c domain.ForwardCommand) domain.ForwardOutcome {
+			return domain.ForwardOutcome{AttemptID: c.AttemptID, Status: 503, Error: domain.FailureNoAgent}
+		}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, store := newQueueingRecorder(t)
+			cmd, q := receiveForTest(t, rec, "d1")
+			ended, cancel := context.WithCancel(t.Context())
+			cancel()
+			if pos, err := rec.RecordOutcome(ended, cmd, tt.out(cmd)); err != nil || pos == 0 {
+				t.Fatalf("record outcome on an ended context: %d, %v", pos, err)
+			}
+			if err := q.Wait(); err != nil {
+				t.Fatalf("wait for the receipt: %v", err)
+			}
+			if events := streamOf(t, store, "d1"); len(events) != tt.events {
+				t.Fatalf("stream = %+v, want %d events", events, tt.events)
+			}
+			got, err := rec.RecordedOutcome(t.Context(), "d1", cmd.AttemptID)
+			if err != nil || got.Status != tt.out(cmd).Status {
+				t.Errorf("recorded outcome %+v, %v", got, err)
+			}
+		})
 	}
 }

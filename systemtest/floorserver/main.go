@@ -31,13 +31,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"syscall"
 
 	"github.com/labstack/echo/v4"
 	_ "modernc.org/sqlite"
 
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
@@ -59,9 +59,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *mode == "agent" {
-		if os.Getenv("GOMAXPROCS") == "" {
-			runtime.GOMAXPROCS(1) // as relay agent runs (cmdutil.OneProc)
-		}
+		cmdutil.OneProc(os.Getenv) // as relay agent runs
 		if err := runAgent(ctx, *relay, *target); err != nil {
 			log.Fatal(err)
 		}
