@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,8 +200,21 @@ func othersPct(u harness.CPUUsage) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// benchLevels are the concurrencies the paired benchmarks load at.
-var benchLevels = []int{1, 16, 64}
+// benchLevels are the concurrencies the paired benchmarks load at: 1, 16
+// and 64, or the comma-separated list in RELAY_BENCH_LEVELS (to look at the
+// levels between them).
+var benchLevels = func() []int {
+	var levels []int
+	for _, f := range strings.Split(os.Getenv("RELAY_BENCH_LEVELS"), ",") {
+		if c, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && c > 0 {
+			levels = append(levels, c)
+		}
+	}
+	if len(levels) == 0 {
+		return []int{1, 16, 64}
+	}
+	return levels
+}()
 
 // benchCompare runs base and got at concurrency 1, 16 and 64 (each op is one
 // request to each) and reports both latencies, got's rate as a share of
