@@ -18,6 +18,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/internal/envelope"
 	"github.com/relayhq/relay/eventstore/storetest"
+	"github.com/relayhq/relay/internal/groupcommit"
 	"github.com/relayhq/relay/internal/testwait"
 )
 
@@ -425,6 +426,83 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	}
 	if last, _ := s.LastPosition(ctx); last != 64 {
 		t.Fatalf("LastPosition = %d, want 64", last)
+	}
+}
+
+// TestWriterLingersInCompany checks that once a commit has carried several
+// appends, the writer waits for more before the next commit instead of
+// committing each as it comes (groupcommit.Linger). The appends after the
+// first batch come one at a time, each once the writer holds the one
+// before: without the wait each would take a commit of its own.
+func TestWriterLingersInCompany(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	// Long enough that company, not time, ends the wait: the first batch
+	// carries Company appends or one more, so the wait ends at twice that
+	// or after this.
+	s := openAt(t, path, Options{Linger: time.Second})
+	defer s.Close()
+
+	blocker, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	lock, err := blocker.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	var reqs []*appendRequest
+	send := func() {
+		t.Helper()
+		r := newRequest(t, ctx, fmt.Sprintf("delivery-%d", len(reqs)))
+		reqs = append(reqs, r)
+		if err := s.enqueue(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+			if len(s.reqs) != 0 {
+				return errors.New("still waiting for the writer to take the append")
+			}
+			return nil
+		})
+	}
+	// The lock holds the writer back while groupcommit.Company more appends
+	// queue behind the first: they commit together (with the first, or
+	// right after it).
+	send()
+	for range groupcommit.Company {
+		reqs = append(reqs, newRequest(t, ctx, fmt.Sprintf("delivery-%d", len(reqs))))
+		if err := s.enqueue(ctx, reqs[len(reqs)-1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reqs {
+		if rep := <-r.reply; rep.err != nil {
+			t.Fatalf("append %d: %v", i, rep.err)
+		}
+	}
+	before := s.commits.Load()
+
+	// In company now: twice as many, one at a time, share one commit.
+	first := len(reqs)
+	for range 2 * groupcommit.Company {
+		send()
+	}
+	for i, r := range reqs[first:] {
+		if rep := <-r.reply; rep.err != nil {
+			t.Fatalf("append %d: %v", first+i, rep.err)
+		}
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Fatalf("%d appends made one at a time took %d commits, want 1", 2*groupcommit.Company, got)
 	}
 }
 

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/internal/groupcommit"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
@@ -35,6 +37,10 @@ type Options struct {
 	// MaxBatch caps how many waiting appends share one transaction (and one
 	// fsync); 0 means DefaultMaxBatch.
 	MaxBatch int
+	// Linger is how long the writer may wait for more appends before a
+	// commit while many senders append at once (groupcommit.Linger); 0
+	// means groupcommit.DefaultWait, less than 0 never waits.
+	Linger time.Duration
 }
 
 // Store is the embedded event log: one SQLite file in WAL mode, written by a
@@ -54,6 +60,9 @@ type Store struct {
 	stmts        writeStmts
 	reads        readStmts
 	maxBatch     int
+	// linger is the writer's wait for company before a commit; only the
+	// writer goroutine uses it.
+	linger groupcommit.Linger[*appendRequest]
 
 	// mu guards closed; Append holds it for reading while it queues, so Close
 	// cannot close reqs under a sender.
@@ -96,6 +105,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
+	if opts.Linger == 0 {
+		opts.Linger = groupcommit.DefaultWait
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
@@ -103,6 +115,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{
 		log:              opts.Logger,
 		maxBatch:         opts.MaxBatch,
+		linger:           groupcommit.Linger[*appendRequest]{Wait: opts.Linger},
 		reqs:             make(chan *appendRequest, opts.MaxBatch),
 		writerDone:       make(chan struct{}),
 		checkpointerDone: make(chan struct{}),

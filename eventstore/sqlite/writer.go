@@ -134,14 +134,17 @@ func (s *Store) enqueue(ctx context.Context, req *appendRequest) error {
 }
 
 // runWriter is the only goroutine that writes. Each turn it takes every
-// append waiting at that moment (up to maxBatch) and commits them in one
-// transaction, so concurrent appends share one fsync. It returns once Close
-// has closed the queue and everything queued before is answered.
+// append waiting at that moment (up to maxBatch), and, while many senders
+// append at once, those that come in the next moments (groupcommit.Linger),
+// and commits them in one transaction, so concurrent appends share one
+// fsync. It returns once Close has closed the queue and everything queued
+// before is answered.
 func (s *Store) runWriter(ctx context.Context) {
 	defer close(s.writerDone)
 	batch := make([]*appendRequest, 0, s.maxBatch)
 	for req := range s.reqs {
 		batch = s.fill(append(batch[:0], req))
+		batch = s.linger.Gather(s.reqs, batch, s.maxBatch)
 		s.commitBatch(ctx, batch)
 		clear(batch) // let answered requests be collected
 	}

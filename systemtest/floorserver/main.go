@@ -38,6 +38,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/internal/groupcommit"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
@@ -241,6 +242,9 @@ func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string, row fun
 		log.Fatal(err)
 	}
 	var last uint64 // a fresh log; positions are given in order
+	// The relay's log waits for company before a commit under many
+	// senders; the floor's does the same (groupcommit).
+	linger := groupcommit.Linger[*record]{Wait: groupcommit.DefaultWait}
 	for {
 		var batch []*record
 		select {
@@ -258,6 +262,7 @@ func (l *eventLog) write(ctx context.Context, db *sql.DB, insert string, row fun
 				break more
 			}
 		}
+		batch = linger.Gather(l.queue, batch, 512)
 		for _, r := range batch {
 			last++
 			r.pos = last
