@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -430,17 +431,14 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 }
 
 // TestWriterLingersInCompany checks that once a commit has carried several
-// appends, the writer waits for more before the next commit instead of
-// committing each as it comes (groupcommit.Linger). The appends after the
-// first batch come one at a time, each once the writer holds the one
-// before: without the wait each would take a commit of its own.
+// appends, the writer lets the goroutines that are ready to run append
+// before it commits the next, instead of committing the first that comes
+// (groupcommit.Linger). On one P those goroutines run only when the writer
+// yields: without the wait the first append would commit alone.
 func TestWriterLingersInCompany(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "events.db")
-	// Long enough that company, not time, ends the wait: the first batch
-	// carries Company appends or one more, so the wait ends at twice that
-	// or after this.
-	s := openAt(t, path, Options{Linger: time.Second})
+	s := openAt(t, path, Options{Linger: time.Hour}) // ended by company, not by time
 	defer s.Close()
 
 	blocker, err := sql.Open("sqlite", dsn(path, false))
@@ -456,53 +454,45 @@ func TestWriterLingersInCompany(t *testing.T) {
 	if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		t.Fatal(err)
 	}
-	var reqs []*appendRequest
-	send := func() {
+	request := func(i int) *appendRequest { return newRequest(t, ctx, fmt.Sprintf("delivery-%d", i)) }
+	wait := func(reqs []*appendRequest) {
 		t.Helper()
-		r := newRequest(t, ctx, fmt.Sprintf("delivery-%d", len(reqs)))
-		reqs = append(reqs, r)
-		if err := s.enqueue(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-		testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-			if len(s.reqs) != 0 {
-				return errors.New("still waiting for the writer to take the append")
+		for i, r := range reqs {
+			if rep := <-r.reply; rep.err != nil {
+				t.Fatalf("append %d: %v", i, rep.err)
 			}
-			return nil
-		})
+		}
 	}
 	// The lock holds the writer back while groupcommit.Company more appends
 	// queue behind the first: they commit together (with the first, or
-	// right after it).
-	send()
-	for range groupcommit.Company {
-		reqs = append(reqs, newRequest(t, ctx, fmt.Sprintf("delivery-%d", len(reqs))))
-		if err := s.enqueue(ctx, reqs[len(reqs)-1]); err != nil {
+	// right after it), and the writer is in company.
+	var first []*appendRequest
+	for i := range 1 + groupcommit.Company {
+		first = append(first, request(i))
+		if err := s.enqueue(ctx, first[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range reqs {
-		if rep := <-r.reply; rep.err != nil {
-			t.Fatalf("append %d: %v", i, rep.err)
-		}
-	}
+	wait(first)
 	before := s.commits.Load()
 
-	// In company now: twice as many, one at a time, share one commit.
-	first := len(reqs)
-	for range 2 * groupcommit.Company {
-		send()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	next := make([]*appendRequest, 2*groupcommit.Company)
+	for i := range next {
+		next[i] = request(len(first) + i)
 	}
-	for i, r := range reqs[first:] {
-		if rep := <-r.reply; rep.err != nil {
-			t.Fatalf("append %d: %v", first+i, rep.err)
-		}
+	for _, r := range next[1:] { // ready to run, not yet run
+		go func() { _ = s.enqueue(ctx, r) }()
 	}
+	if err := s.enqueue(ctx, next[0]); err != nil {
+		t.Fatal(err)
+	}
+	wait(next)
 	if got := s.commits.Load() - before; got != 1 {
-		t.Fatalf("%d appends made one at a time took %d commits, want 1", 2*groupcommit.Company, got)
+		t.Fatalf("%d appends took %d commits, want 1", len(next), got)
 	}
 }
 

@@ -1,95 +1,81 @@
 package groupcommit
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
 
-// batchOf is a batch of n appends, numbered from first.
-func batchOf(first, n int) []int {
-	b := make([]int, n)
-	for i := range b {
-		b[i] = first + i
-	}
-	return b
-}
+// batchOf is a batch of n appends.
+func batchOf(n int) []int { return make([]int, n) }
 
-// commit runs one Gather of a batch of n and returns its size. Waits that
-// would never end (time.Hour) fail the test by its timeout, not by a clock.
-func commit(t *testing.T, l *Linger[int], ch chan int, n int) int {
+// onOneProc runs the test on one P, so that goroutines it starts run only
+// when it yields: whether Gather yielded is then what they sent.
+func onOneProc(t *testing.T) {
 	t.Helper()
-	return len(l.Gather(ch, batchOf(0, n), 256))
+	prev := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 }
 
-func TestLingerWaitsOnlyInCompany(t *testing.T) {
+// senders starts n goroutines that each append one value to ch: ready to
+// run, not yet run.
+func senders(ch chan<- int, n int) {
+	for i := range n {
+		go func() { ch <- i }()
+	}
+}
+
+func TestLingerGathersWhatOthersAppendWhileInCompany(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		wait     time.Duration
-		prev     int // the previous commit's size
-		queued   int // appends that arrive during the wait
-		batch    int // what the writer took before it
-		want     int
-		max      int
-		skipNext bool
+		name  string
+		wait  time.Duration
+		prev  int // the previous commit's size
+		ready int // goroutines ready to append
+		batch int // what the writer took before it
+		max   int
+		want  int
 	}{
-		{"alone: no wait", time.Hour, 1, 0, 1, 1, 256, false},
-		{"few senders: no wait", time.Hour, Company - 1, 0, 1, 1, 256, false},
-		{"turned off", 0, 64, 0, 1, 1, 256, false},
-		{"in company: gathers up to twice the last commit", time.Hour, Company, 10, 1, 2 * Company, 256, false},
-		{"never past max", time.Hour, 64, 10, 1, 5, 5, false},
-		{"already twice the last commit", time.Hour, Company, 3, 2 * Company, 2 * Company, 256, false},
-		{"nothing came: backs off", time.Millisecond, Company, 0, 1, 1, 256, true},
-		{"something came: keeps waiting", time.Millisecond, Company, 1, 1, 2, 256, false},
+		{"alone: no wait", time.Hour, 1, 3, 1, 256, 1},
+		{"few senders: no wait", time.Hour, Company - 1, 3, 1, 256, 1},
+		{"turned off", 0, 64, 3, 1, 256, 1},
+		{"in company: takes what the others append", time.Hour, Company, 3, 1, 256, 4},
+		{"up to twice the last commit", time.Hour, Company, 10, 1, 256, 2 * Company},
+		{"never past max", time.Hour, 64, 10, 1, 5, 5},
+		{"already twice the last commit", time.Hour, Company, 3, 2 * Company, 256, 2 * Company},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			onOneProc(t)
 			l := &Linger[int]{Wait: tc.wait}
 			ch := make(chan int, 64)
-			l.Gather(ch, batchOf(0, tc.prev), 256) // the previous commit (nothing queued yet)
-			for i := range tc.queued {
-				ch <- 100 + i
-			}
-			got := l.Gather(ch, batchOf(0, tc.batch), tc.max)
+			l.Gather(ch, batchOf(tc.prev), 256) // the previous commit
+			senders(ch, tc.ready)
+			got := l.Gather(ch, batchOf(tc.batch), tc.max)
 			if len(got) != tc.want {
 				t.Fatalf("gathered %d appends, want %d", len(got), tc.want)
-			}
-			if (l.skip > 0) != tc.skipNext {
-				t.Fatalf("backing off for %d commits, want backing off %v", l.skip, tc.skipNext)
 			}
 		})
 	}
 }
 
-func TestLingerBacksOffAfterAWaitForNothing(t *testing.T) {
-	l := &Linger[int]{Wait: time.Millisecond}
-	ch := make(chan int, 64)
-	commit(t, l, ch, Company) // company
-	if got := commit(t, l, ch, Company); got != Company {
-		t.Fatalf("gathered %d, want %d: nothing was sent", got, Company)
-	}
-	// Every sender may already be in the batch: the next Backoff commits
-	// do not wait, however long Wait is.
-	l.Wait = time.Hour
-	for i := range Backoff {
-		if got := commit(t, l, ch, Company); got != Company {
-			t.Fatalf("commit %d after the empty wait gathered %d, want %d", i, got, Company)
-		}
-	}
-	// Then it waits again, and gathers what comes.
-	for i := range Company {
-		ch <- i
-	}
-	if got := commit(t, l, ch, Company); got != 2*Company {
-		t.Fatalf("after backing off gathered %d, want %d", got, 2*Company)
+// With nothing else ready to run, waiting would gather nothing: Gather
+// returns at once, however long Wait is (it would otherwise hold the test
+// for an hour).
+func TestLingerDoesNotWaitWhenNothingElseRuns(t *testing.T) {
+	l := &Linger[int]{Wait: time.Hour}
+	ch := make(chan int, 8)
+	l.Gather(ch, batchOf(Company), 256)
+	if got := l.Gather(ch, batchOf(1), 256); len(got) != 1 {
+		t.Fatalf("gathered %d, want 1", len(got))
 	}
 }
 
 func TestLingerEndsWhenTheQueueCloses(t *testing.T) {
+	onOneProc(t)
 	l := &Linger[int]{Wait: time.Hour}
 	ch := make(chan int, 8)
-	commit(t, l, ch, Company)
-	ch <- 1
-	close(ch)
-	if got := commit(t, l, ch, 1); got != 2 {
-		t.Fatalf("gathered %d before the close, want 2", got)
+	l.Gather(ch, batchOf(Company), 256)
+	go func() { ch <- 1; close(ch) }()
+	if got := l.Gather(ch, batchOf(1), 256); len(got) != 2 {
+		t.Fatalf("gathered %d before the close, want 2", len(got))
 	}
 }
