@@ -371,6 +371,32 @@ func TestPragmas(t *testing.T) {
 	}
 }
 
+// holdWriteLock takes the log's write lock on a connection of its own, so
+// that the writer stalls on its next commit, until release.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	ctx := t.Context()
+	blocker, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = blocker.Close() })
+	lock, err := blocker.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Close() })
+	if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestGroupCommitSharesOneTransaction holds SQLite's write lock from another
 // connection so the writer stalls on its first append, queues 63 more, then
 // releases the lock: all 64 must commit in at most two transactions.
@@ -380,19 +406,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	s := openAt(t, path, Options{MaxBatch: 256})
 	defer s.Close()
 
-	blocker, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close()
-	lock, err := blocker.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, path)
 
 	request := func(i int) *appendRequest { return newRequest(t, ctx, fmt.Sprintf("delivery-%d", i)) }
 	reqs := []*appendRequest{request(0)}
@@ -414,9 +428,7 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 			t.Fatalf("queue append %d: %v", i, err)
 		}
 	}
-	if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	for i, r := range reqs {
 		if rep := <-r.reply; rep.err != nil {
 			t.Fatalf("append %d: %v", i, rep.err)
@@ -441,19 +453,7 @@ func TestWriterLingersInCompany(t *testing.T) {
 	s := openAt(t, path, Options{Linger: time.Hour}) // ended by company, not by time
 	defer s.Close()
 
-	blocker, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close()
-	lock, err := blocker.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
+	release := holdWriteLock(t, path)
 	request := func(i int) *appendRequest { return newRequest(t, ctx, fmt.Sprintf("delivery-%d", i)) }
 	wait := func(reqs []*appendRequest) {
 		t.Helper()
@@ -473,9 +473,7 @@ func TestWriterLingersInCompany(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := lock.ExecContext(ctx, `ROLLBACK`); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	wait(first)
 	before := s.commits.Load()
 
