@@ -445,15 +445,14 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 // TestWriterLingersInCompany checks that once a commit has carried several
 // appends, the writer lets the goroutines that are ready to run append
 // before it commits the next, instead of committing the first that comes
-// (groupcommit.Linger). On one P those goroutines run only when the writer
-// yields: without the wait the first append would commit alone.
+// (groupcommit.Linger). The test runs on one P, where other goroutines run
+// only when the running one blocks or yields: without the wait the first
+// append would commit alone.
 func TestWriterLingersInCompany(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "events.db")
-	s := openAt(t, path, Options{Linger: time.Hour}) // ended by company, not by time
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{Linger: time.Hour}) // ended by company, not by time
 	defer s.Close()
-
-	release := holdWriteLock(t, path)
 	request := func(i int) *appendRequest { return newRequest(t, ctx, fmt.Sprintf("delivery-%d", i)) }
 	wait := func(reqs []*appendRequest) {
 		t.Helper()
@@ -463,21 +462,21 @@ func TestWriterLingersInCompany(t *testing.T) {
 			}
 		}
 	}
-	// The lock holds the writer back while groupcommit.Company more appends
-	// queue behind the first: they commit together (with the first, or
-	// right after it), and the writer is in company.
-	var first []*appendRequest
-	for i := range 1 + groupcommit.Company {
-		first = append(first, request(i))
+	// The writer runs only once this goroutine waits: these commit together,
+	// and the writer is in company.
+	first := make([]*appendRequest, groupcommit.Company)
+	for i := range first {
+		first[i] = request(i)
 		if err := s.enqueue(ctx, first[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	release()
 	wait(first)
 	before := s.commits.Load()
+	if before != 1 {
+		t.Fatalf("%d appends queued together took %d commits, want 1", len(first), before)
+	}
 
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	next := make([]*appendRequest, 2*groupcommit.Company)
 	for i := range next {
 		next[i] = request(len(first) + i)
