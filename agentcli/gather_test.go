@@ -6,26 +6,15 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/internal/cork"
+	"github.com/relayhq/relay/internal/cork/corktest"
 	"github.com/relayhq/relay/internal/testwait"
 )
-
-// countingConn counts the writes that reach the socket.
-type countingConn struct {
-	net.Conn
-	writes atomic.Int64
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(p)
-}
 
 // TestCompleteFramesQueuedTogetherGoInOneWrite: Complete frames queued
 // while a write is under way reach the socket in one write, each a binary
@@ -33,7 +22,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // first do not wait for the socket.
 func TestCompleteFramesQueuedTogetherGoInOneWrite(t *testing.T) {
 	srv := newWSServerOf(t, "test")
-	var below *countingConn
+	var below *corktest.Writes
 	var corked *cork.Conn
 	d := websocket.Dialer{Subprotocols: []string{"test"},
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -41,7 +30,7 @@ func TestCompleteFramesQueuedTogetherGoInOneWrite(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			below = &countingConn{Conn: c}
+			below = &corktest.Writes{Conn: c}
 			corked = cork.New(below)
 			return corked, nil
 		}}
@@ -78,10 +67,10 @@ func TestCompleteFramesQueuedTogetherGoInOneWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := below.writes.Load()
+	before := below.Count()
 	s.writeMu.Unlock()
 	first.Wait()
-	if n := below.writes.Load() - before; n != 1 {
+	if n := below.Count() - before; n != 1 {
 		t.Errorf("%d frames queued together took %d writes, want 1", len(sent), n)
 	}
 	_ = peer.conn.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -204,17 +204,24 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // and 64, or the comma-separated list in RELAY_BENCH_LEVELS (to look at the
 // levels between them).
 var benchLevels = func() []int {
-	var levels []int
-	for _, f := range strings.Split(os.Getenv("RELAY_BENCH_LEVELS"), ",") {
-		if c, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && c > 0 {
-			levels = append(levels, c)
-		}
-	}
-	if len(levels) == 0 {
+	list := os.Getenv("RELAY_BENCH_LEVELS")
+	if list == "" {
 		return []int{1, 16, 64}
+	}
+	var levels []int
+	for _, f := range strings.Split(list, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 || c > benchMaxLevel {
+			panic(fmt.Sprintf("RELAY_BENCH_LEVELS=%q: want concurrencies from 1 to %d, comma-separated", list, benchMaxLevel))
+		}
+		levels = append(levels, c)
 	}
 	return levels
 }()
+
+// benchMaxLevel bounds RELAY_BENCH_LEVELS: each level opens as many
+// keep-alive connections to the relay and to the bare server.
+const benchMaxLevel = 1024
 
 // benchCompare runs base and got at concurrency 1, 16 and 64 (each op is one
 // request to each) and reports both latencies, got's rate as a share of

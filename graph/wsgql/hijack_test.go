@@ -2,41 +2,17 @@ package wsgql
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/internal/cork/corktest"
 )
-
-// writesConn records each write that reaches the socket, and passes it
-// on to the connection below when there is one.
-type writesConn struct {
-	net.Conn
-	mu     sync.Mutex
-	writes [][]byte
-}
-
-func (c *writesConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	c.writes = append(c.writes, bytes.Clone(p))
-	c.mu.Unlock()
-	if c.Conn == nil {
-		return len(p), nil
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *writesConn) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.writes)
-}
 
 // hijackPipe is a ResponseWriter whose connection is one end of a pipe:
 // gorilla's upgrader takes it as it takes a server's.
@@ -54,7 +30,7 @@ func (h *hijackPipe) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // client reads as sent.
 func TestWriterSendsQueuedMessagesInOneWrite(t *testing.T) {
 	client, server := net.Pipe()
-	below := &writesConn{Conn: server}
+	below := &corktest.Writes{Conn: server}
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Connection", "Upgrade")
 	r.Header.Set("Upgrade", "websocket")
@@ -80,7 +56,7 @@ func TestWriterSendsQueuedMessagesInOneWrite(t *testing.T) {
 		c.queue = append(c.queue, outgoing{typ: websocket.BinaryMessage, b: []byte(m)})
 		c.queued += int64(len(m))
 	}
-	before := below.count()
+	before := below.Count()
 	c.wake <- struct{}{}
 	go c.writeLoop()
 	defer close(c.done)
@@ -100,7 +76,7 @@ func TestWriterSendsQueuedMessagesInOneWrite(t *testing.T) {
 			t.Fatalf("frame %#x %q, want a binary frame %q", head[0], got, want)
 		}
 	}
-	if n := below.count() - before; n != 1 {
+	if n := below.Count() - before; n != 1 {
 		t.Errorf("%d messages queued together took %d writes, want 1", len(sent), n)
 	}
 }

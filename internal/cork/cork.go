@@ -28,7 +28,7 @@ type Conn struct {
 	held   []byte
 }
 
-// New returns c, corked when asked.
+// New wraps c, uncorked: its writes go straight through until Cork(true).
 func New(c net.Conn) *Conn { return &Conn{Conn: c} }
 
 // Cork holds the writes that follow (on) or lets them, and anything held,

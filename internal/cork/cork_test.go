@@ -2,20 +2,10 @@ package cork
 
 import (
 	"bytes"
-	"net"
 	"testing"
+
+	"github.com/relayhq/relay/internal/cork/corktest"
 )
-
-// writesConn records each write that reaches the socket.
-type writesConn struct {
-	net.Conn
-	writes [][]byte
-}
-
-func (c *writesConn) Write(p []byte) (int, error) {
-	c.writes = append(c.writes, bytes.Clone(p))
-	return len(p), nil
-}
 
 // TestConn: frames written while corked reach the socket in one write
 // with the first frame written uncorked (or at flush); a control frame is
@@ -62,15 +52,16 @@ func TestConn(t *testing.T) {
 		}, [][]byte{data("a"), big}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			below := &writesConn{}
+			below := &corktest.Writes{}
 			c := New(below)
 			tc.steps(c)
-			if len(below.writes) != len(tc.want) {
-				t.Fatalf("%d writes reached the socket, want %d", len(below.writes), len(tc.want))
+			writes := below.All()
+			if len(writes) != len(tc.want) {
+				t.Fatalf("%d writes reached the socket, want %d", len(writes), len(tc.want))
 			}
 			for i := range tc.want {
-				if !bytes.Equal(below.writes[i], tc.want[i]) {
-					t.Errorf("write %d: %d bytes %q…, want %d bytes %q…", i, len(below.writes[i]), below.writes[i][:min(8, len(below.writes[i]))],
+				if !bytes.Equal(writes[i], tc.want[i]) {
+					t.Errorf("write %d: %d bytes %q…, want %d bytes %q…", i, len(writes[i]), writes[i][:min(8, len(writes[i]))],
 						len(tc.want[i]), tc.want[i][:min(8, len(tc.want[i]))])
 				}
 			}

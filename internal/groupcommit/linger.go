@@ -58,9 +58,8 @@ func (l *Linger[T]) gather(ch <-chan T, batch []T, limit, prev int) []T {
 		return batch
 	}
 	start := time.Now()
-	idle := 0
+	yielded, idle := start, 0
 	for len(batch) < limit {
-		yielded := time.Now()
 		runtime.Gosched()
 		had := len(batch)
 		for more := true; more && len(batch) < limit; {
@@ -86,6 +85,7 @@ func (l *Linger[T]) gather(ch <-chan T, batch []T, limit, prev int) []T {
 		if now.Sub(start) >= l.Wait {
 			return batch
 		}
+		yielded = now
 	}
 	return batch
 }
