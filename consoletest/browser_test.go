@@ -2,6 +2,7 @@ package consoletest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -148,9 +150,30 @@ func (p *page) waitFor(what, expr string) {
 }
 
 // click clicks the first element matching a CSS selector, with the mouse.
+// The console re-renders as events arrive, so the node the query found can
+// be replaced before the mouse reaches it; the browser then answers that it
+// cannot find the node, before any mouse event is sent. The click queries
+// again then, a bounded number of times.
 func (p *page) click(css string) {
 	p.t.Helper()
-	p.do(chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible))
+	const tries = 20
+	for try := 1; ; try++ {
+		err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible))
+		if err == nil {
+			return
+		}
+		if !nodeGone(err) || try == tries {
+			p.t.Fatalf("browser: clicking %s (try %d): %v", css, try, err)
+		}
+	}
+}
+
+// nodeGone reports whether the browser refused an action because the node
+// it was given is no longer in the document.
+func nodeGone(err error) bool {
+	var e *cdproto.Error
+	return errors.As(err, &e) && e.Code == -32000 &&
+		(strings.Contains(e.Message, "Could not find node") || strings.Contains(e.Message, "No node with given id"))
 }
 
 // key sends key presses to the focused element.
@@ -247,5 +270,26 @@ func (p *page) assertLabelled() {
 		.map(el => el.outerHTML)`)
 	for _, html := range unlabelled {
 		p.t.Errorf("form control without a label: %s", html)
+	}
+}
+
+// TestNodeGoneIsWhatTheBrowserAnswers: click retries only on the answer the
+// browser gives when a node it was handed has left the document, so that
+// answer must be the one nodeGone recognises.
+func TestNodeGoneIsWhatTheBrowserAnswers(t *testing.T) {
+	p := newPage(t, 800, 600)
+	p.open("/")
+	p.do(chromedp.Evaluate[chromedp.Void](`document.body.insertAdjacentHTML('beforeend', '<button id=stale>x</button>')`))
+	nodes, err := chromedp.Run(p.ctx, chromedp.Nodes(chromedp.CSS(`#stale`), chromedp.NodeVisible))
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("finding the button: %v (%d nodes)", err, len(nodes))
+	}
+	p.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('stale').remove()`))
+	err = chromedp.Do(p.ctx, chromedp.MouseClickNode(nodes[0]))
+	if err == nil || !nodeGone(err) {
+		t.Fatalf("clicking a removed node answered %v, want what nodeGone recognises", err)
+	}
+	if nodeGone(fmt.Errorf("another failure")) {
+		t.Fatal("nodeGone recognises any error")
 	}
 }
