@@ -73,7 +73,9 @@ type Recorder interface {
 
 // Forwarder takes one attempt of a delivery to an Endpoint's local target
 // and waits for its outcome. It records the attempt's result
-// (ForwardResponded or ForwardFailed) itself.
+// (ForwardResponded or ForwardFailed) itself. It returns within the
+// command's timeout and a grace for recording (tunnel.RecordGrace), with an
+// error if no outcome came by then, or sooner when ctx ends.
 type Forwarder interface {
 	Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error)
 }

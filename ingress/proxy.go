@@ -5,16 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/record"
 )
-
-// forwardGrace is how much longer than the forward timeout ingress waits
-// for the tunnel, which itself answers 504 at the forward timeout.
-const forwardGrace = 5 * time.Second
 
 var errNoForwarder = errors.New("no forwarder configured")
 
@@ -129,8 +124,7 @@ func (s *Server) runForward(ctx context.Context, cmd domain.ForwardCommand) (dom
 	if s.deps.Forwarder == nil {
 		return domain.ForwardOutcome{}, errNoForwarder
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout+forwardGrace)
-	defer cancel()
+	// The Forwarder bounds its own wait (cmd.Timeout and a grace).
 	o, err := s.deps.Forwarder.Forward(ctx, cmd)
 	if err != nil {
 		return o, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)

@@ -11,14 +11,20 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
+// RecordGrace is how much longer than an attempt's timeout Forward waits
+// for its outcome to be recorded: the attempt itself ends at its timeout
+// (504), and recording it may wait on the store.
+const RecordGrace = 5 * time.Second
+
 // Forward runs one attempt on a session this process holds and returns
 // its outcome once recorded: the seam ingress and retry forward through.
 // Nothing is encoded and no bus is crossed. A failed attempt (502, 503,
 // 504) is an outcome, not an error; errors mean the outcome is unknown to
-// the caller: ctx ended (*TimeoutError on its deadline), or the Hub could
-// not carry out or record the forward. The attempt does not end with ctx:
-// like one sent over the bus, it runs until its outcome (bounded by the
-// command's timeout) or the Hub's Close, and is recorded.
+// the caller: no outcome was recorded within the command's timeout and
+// RecordGrace, or ctx ended (*TimeoutError for either deadline), or the Hub
+// could not carry out or record the forward. The attempt does not end with
+// ctx: like one sent over the bus, it runs until its outcome (bounded by
+// the command's timeout) or the Hub's Close, and is recorded.
 func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	if cmd.AttemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
@@ -33,6 +39,14 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 		err error
 	}
 	start := time.Now()
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	// A timer, not a context with a deadline: the caller's context would
+	// take a child, and its lock, for every attempt.
+	wait := time.NewTimer(timeout + RecordGrace)
+	defer wait.Stop()
 	done := make(chan result, 1)
 	h.serving.Add(1)
 	h.attempts.Go(func(struct{}) {
@@ -43,6 +57,8 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	select {
 	case r := <-done:
 		return r.out, r.err
+	case <-wait.C:
+		return domain.ForwardOutcome{}, &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)}
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return domain.ForwardOutcome{}, &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)}
@@ -260,20 +276,28 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 		return out, true, err
 	}
 	s, p := pl.local, pl.pending
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	s.send(wctx, cmd) // if this fails, the outcome is decided by detach or below
+	// A timer, not a context with a deadline: ctx is the hub's life, which
+	// every attempt shares, and a child context of it would take its lock
+	// twice per attempt.
+	expired := time.NewTimer(timeout)
+	defer expired.Stop()
+	// A send that fails otherwise leaves the outcome to detach or below.
+	timedOut := s.send(ctx, expired.C, cmd)
 	h.copies(ctx, pl.copies, cmd, timeout, recorded)
-	select {
-	case out = <-p.result:
-	case <-wctx.Done():
-		fallback := domain.ForwardOutcome{Status: 504, Error: domain.FailureTimeout + timeout.String(),
-			Failure: "the local target " + s.info.Target + " did not answer within " + timeout.String()}
-		if ctx.Err() != nil {
-			fallback = domain.ForwardOutcome{Status: 503, Error: domain.FailureShuttingDown}
+	if !timedOut {
+		select {
+		case out = <-p.result:
+		case <-expired.C:
+			timedOut = true
+		case <-ctx.Done():
+			out = h.resolve(p, domain.ForwardOutcome{AttemptID: cmd.AttemptID, AgentID: s.info.AgentID,
+				Status: 503, Error: domain.FailureShuttingDown})
 		}
-		fallback.AttemptID, fallback.AgentID = cmd.AttemptID, s.info.AgentID
-		out = h.resolve(p, fallback)
+	}
+	if timedOut {
+		out = h.resolve(p, domain.ForwardOutcome{AttemptID: cmd.AttemptID, AgentID: s.info.AgentID,
+			Status: 504, Error: domain.FailureTimeout + timeout.String(),
+			Failure: "the local target " + s.info.Target + " did not answer within " + timeout.String()})
 	}
 	if out.DurationMs <= 0 {
 		out.DurationMs = time.Since(started).Milliseconds()

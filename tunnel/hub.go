@@ -269,8 +269,9 @@ func (h *Hub) recordDisconnect(ctx context.Context, s SessionInfo, reason string
 	}
 }
 
-// send hands cmd to the agent unless the session ends or ctx does first.
-func (s *session) send(ctx context.Context, cmd domain.ForwardCommand) bool {
+// send hands cmd to the agent unless the session ends, ctx does or
+// expired fires first; timedOut reports the last (its value is taken).
+func (s *session) send(ctx context.Context, expired <-chan time.Time, cmd domain.ForwardCommand) (timedOut bool) {
 	s.sendMu.RLock()
 	defer s.sendMu.RUnlock()
 	if s.closed {
@@ -278,12 +279,12 @@ func (s *session) send(ctx context.Context, cmd domain.ForwardCommand) bool {
 	}
 	select {
 	case s.work <- cmd:
-		return true
 	case <-s.done:
-		return false
 	case <-ctx.Done():
-		return false
+	case <-expired:
+		return true
 	}
+	return false
 }
 
 // Connected counts the live sessions of an Endpoint: those this process

@@ -155,6 +155,40 @@ func TestForwardTimeout(t *testing.T) {
 	}
 }
 
+// An agent that reads nothing fills its session's queue; a forward that
+// finds it full waits for room no longer than its timeout, and is then
+// answered as any unanswered forward is.
+func TestForwardTimeoutWhileTheQueueIsFull(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := e.hub.Attach(ctx, SessionInfo{AgentID: "stuck", EndpointID: "ep", AccountID: "acc"}); err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	outs := make(chan domain.ForwardOutcome, sessionQueue+1)
+	for range sessionQueue + 1 { // one more than the queue holds
+		cmd := e.receive(t, "ep", "acc")
+		cmd.Timeout = 200 * time.Millisecond
+		go func() {
+			out, err := e.hub.Forward(t.Context(), cmd)
+			if err != nil {
+				t.Errorf("forward: %v", err)
+			}
+			outs <- out
+		}()
+	}
+	for range sessionQueue + 1 {
+		select {
+		case out := <-outs:
+			if out.Status != 504 || out.AgentID != "stuck" {
+				t.Errorf("outcome %+v, want 504 from the stuck agent", out)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a forward waiting for room in the queue outlived its timeout")
+		}
+	}
+}
+
 func TestAgentDetachMidFlight(t *testing.T) {
 	e := newEnv(t)
 	got, stop := e.agent(t, SessionInfo{AgentID: "leaving", EndpointID: "ep", AccountID: "acc"}, never)
