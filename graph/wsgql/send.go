@@ -21,10 +21,13 @@ func (c *conn) send(ctx context.Context, m message) error {
 	return c.enqueue(ctx, outgoing{typ: websocket.TextMessage, b: b})
 }
 
-// outgoing is a queued message and its WebSocket message type.
+// outgoing is a queued message and its WebSocket message type. A lazy one
+// does not wake the writer: it goes out with the next message that does, or
+// when BinaryConfig.ReplyDelay has passed.
 type outgoing struct {
-	typ int
-	b   []byte
+	typ  int
+	b    []byte
+	lazy bool
 }
 
 // enqueue queues a message, waiting for room as send says.
@@ -62,17 +65,42 @@ func (c *conn) tryQueue(m outgoing) (room <-chan struct{}, err error) {
 	if c.queued == 0 || c.queued+int64(len(m.b)) <= c.t.cfg.SendQueueBytes {
 		c.queue = append(c.queue, m)
 		c.queued += int64(len(m.b))
-		c.qmu.Unlock()
-		select {
-		case c.wake <- struct{}{}:
-		default:
+		if m.lazy {
+			if !c.lazyArmed {
+				c.lazyArmed = true
+				if c.lazyTimer == nil {
+					c.lazyTimer = time.AfterFunc(c.t.cfg.Binary.ReplyDelay, c.lazyDue)
+				} else {
+					c.lazyTimer.Reset(c.t.cfg.Binary.ReplyDelay)
+				}
+			}
+			c.qmu.Unlock()
+			return nil, nil
 		}
+		c.qmu.Unlock()
+		c.wakeWriter()
 		return nil, nil
 	}
 	room = c.room
 	c.roomWaited = true
 	c.qmu.Unlock()
 	return room, nil
+}
+
+// wakeWriter tells the writer the queue is not empty.
+func (c *conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// lazyDue wakes the writer for lazy messages that waited ReplyDelay.
+func (c *conn) lazyDue() {
+	c.qmu.Lock()
+	c.lazyArmed = false
+	c.qmu.Unlock()
+	c.wakeWriter()
 }
 
 // writeLoop writes queued messages and pings until the socket closes. A
@@ -97,6 +125,11 @@ func (c *conn) writeLoop() {
 			for {
 				c.qmu.Lock()
 				if c.closed || len(c.queue) == 0 {
+					if c.lazyArmed && c.lazyTimer.Stop() {
+						// What the timer was set for has gone out. (A
+						// timer that fired clears lazyArmed itself.)
+						c.lazyArmed = false
+					}
 					c.qmu.Unlock()
 					break
 				}

@@ -226,6 +226,10 @@ type conn struct {
 	roomWaited bool
 	wake       chan struct{} // capacity 1: "the queue is not empty"
 	closed     bool
+	// lazyTimer wakes the writer for lazy messages (outgoing.lazy) no
+	// other message took along; lazyArmed: it is set for some.
+	lazyTimer *time.Timer
+	lazyArmed bool
 
 	done      chan struct{} // closed by shut
 	closeOnce sync.Once
