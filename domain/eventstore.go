@@ -126,7 +126,9 @@ type EventStore interface {
 	// Append writes events to stream atomically if expected matches, and
 	// returns once they are durable. Appending events whose IDs are already
 	// in the stream at that place succeeds again without writing (retries
-	// are safe); a WrongExpectedRevisionError reports a conflict.
+	// are safe); a WrongExpectedRevisionError reports a conflict. The
+	// store may keep the events' Data and hand it to subscribers: the
+	// caller must not change it once Append (or QueueAppend) is called.
 	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
 	// ReadStream returns up to max events of stream from revision from on.
 	// A stream with no events returns ErrStreamNotFound.

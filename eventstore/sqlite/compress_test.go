@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,6 +129,42 @@ func TestDataStoredCompressed(t *testing.T) {
 	}
 }
 
+// TestCompressedBuffersReusedOnlyAfterCommit: the buffers compressed data
+// is held in go back for reuse once their batch is committed; appends from
+// many goroutines, each compressing into a buffer another append used
+// before, still read back exactly as given.
+func TestCompressedBuffersReusedOnlyAfterCommit(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	const senders, each = 8, 40
+	data := func(g, i int) []byte { // each its own bytes
+		return append(receiptLike(600+37*g+i), fmt.Sprintf(" %d-%d", g, i)...)
+	}
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			for i := range each {
+				e := domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: data(g, i)}
+				if _, err := s.Append(ctx, fmt.Sprintf("delivery-%d-%d", g, i), domain.NoStream(), e); err != nil {
+					t.Errorf("append: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for g := range senders {
+		for i := range each {
+			evs, err := s.ReadStream(ctx, fmt.Sprintf("delivery-%d-%d", g, i), 0, 1)
+			if err != nil || len(evs) != 1 {
+				t.Fatalf("read %d-%d: %v (%d events)", g, i, err, len(evs))
+			}
+			if !bytes.Equal(evs[0].Data, data(g, i)) {
+				t.Fatalf("event %d-%d reads back other bytes than were appended", g, i)
+			}
+		}
+	}
+}
+
 // TestDamagedDataIsRefused: a stored value that cannot be what the writer
 // wrote is damage to the log, refused without allocating what it claims.
 func TestDamagedDataIsRefused(t *testing.T) {
@@ -204,7 +241,7 @@ func FuzzDecodeData(f *testing.F) {
 		if err == nil && len(out) > compressMax {
 			t.Fatalf("decoded %d bytes", len(out))
 		}
-		stored, enc := encodeData(b)
+		stored, enc, _ := encodeData(b)
 		back, err := decodeData(stored, enc)
 		if err != nil || !bytes.Equal(back, b) {
 			t.Fatalf("round trip: %v, equal %v", err, bytes.Equal(back, b))
@@ -306,14 +343,15 @@ func BenchmarkEncodeData(b *testing.B) {
 		name string
 		data []byte
 	}{{"repeated", receiptLike(1024)}, {"stripe", stripeReceipt(b)}} {
-		stored, enc := encodeData(c.data)
+		stored, enc, _ := encodeData(c.data)
 		if enc != encS2 {
 			b.Fatalf("%s: not compressed", c.name)
 		}
 		b.Run(c.name+"/encode", func(b *testing.B) {
 			b.SetBytes(int64(len(c.data)))
 			for b.Loop() {
-				encodeData(c.data)
+				_, _, buf := encodeData(c.data)
+				releaseBuffer(buf)
 			}
 			b.ReportMetric(float64(len(stored))/float64(len(c.data)), "stored/given")
 		})

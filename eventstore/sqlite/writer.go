@@ -40,6 +40,7 @@ type row struct {
 	// compressed on the caller's goroutine.
 	stored []byte
 	enc    int64
+	buf    *[]byte // holds stored when it is compressed: released after the commit
 	// digest is what the event's chain leaf is made of but its stream,
 	// revision and position, hashed on the caller's goroutine too: the
 	// writer, the one goroutine every append waits for, adds those.
@@ -49,8 +50,8 @@ type row struct {
 // newRow prepares an event for the writer: data compressed as stored, and
 // what of its leaf does not depend on where it goes.
 func newRow(id, typ string, data, metadata []byte, md domain.Metadata, payload domain.Event) row {
-	stored, enc := encodeData(data)
-	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, payload: payload, stored: stored, enc: enc,
+	stored, enc, buf := encodeData(data)
+	return row{id: id, typ: typ, data: data, metadata: metadata, md: md, payload: payload, stored: stored, enc: enc, buf: buf,
 		digest: evidence.DigestOf(evidence.Event{ID: id, Type: typ, Data: data, Metadata: metadata})}
 }
 
@@ -87,9 +88,13 @@ func (s *Store) QueueAppend(ctx context.Context, stream string, expected domain.
 		if err != nil {
 			return nil, fmt.Errorf("append to %s: event %s: %w", stream, e.ID, err)
 		}
-		// A copy: the tail keeps it after Append returns, and hands it to
-		// subscribers. The column is NOT NULL; nil and empty read back alike.
-		data := append([]byte{}, e.Data...)
+		// Kept by the tail after Append returns, and handed to subscribers:
+		// the caller does not change it (domain.EventStore). The column is
+		// NOT NULL; nil and empty read back alike.
+		data := e.Data
+		if data == nil {
+			data = []byte{}
+		}
 		m := e.Metadata
 		m.OccurredAt = m.OccurredAt.UTC() // as stored and read back
 		rows[i] = newRow(e.ID, e.Type, data, md, m, e.Payload)
@@ -146,7 +151,20 @@ func (s *Store) runWriter(ctx context.Context) {
 		batch = s.fill(append(batch[:0], req))
 		batch = s.linger.Gather(s.reqs, batch, s.maxBatch)
 		s.commitBatch(ctx, batch)
+		releaseRows(batch)
 		clear(batch) // let answered requests be collected
+	}
+}
+
+// releaseRows puts back the compressed copies of a committed (or refused)
+// batch's rows: SQLite copied them when it bound them, and nothing else
+// reads them.
+func releaseRows(batch []*appendRequest) {
+	for _, req := range batch {
+		for i := range req.rows {
+			releaseBuffer(req.rows[i].buf)
+			req.rows[i].buf, req.rows[i].stored = nil, nil
+		}
 	}
 }
 
