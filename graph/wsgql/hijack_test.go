@@ -50,6 +50,10 @@ func pipeSocket(t *testing.T, cfg Config) (*conn, *corktest.Writes, *bufio.Reade
 		t.Fatal(err)
 	}
 	c := &conn{t: New(cfg), ws: ws, cork: cw.conn, wake: make(chan struct{}, 1), room: make(chan struct{}), done: make(chan struct{})}
+	// A frame that never comes fails the read, not the whole run.
+	if err := client.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	return c, below, bufio.NewReader(client)
 }
 
