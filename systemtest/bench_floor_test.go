@@ -1,8 +1,10 @@
 package systemtest
 
 import (
+	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,22 +33,58 @@ func BenchmarkFloor(b *testing.B) {
 		}
 		b.Run("inspector"+suffix, func(b *testing.B) {
 			bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusNoContent, nil), host: "bare.test", want: http.StatusNoContent}
-			srv := harness.StartProcess(b, bin, floorArgs("-mode", "inspector", "-storage", storage, "-data", b.TempDir())...)
-			floor := benchTarget{name: "floor", addr: floorAddr(b, srv), host: "floor.test", want: http.StatusNoContent,
-				procs: []benchProc{{"floor", srv.PID()}}}
-			benchCompare(b, bare, floor, "floor/bare", nil)
+			benchCompare(b, bare, benchStartFloor(b, bin, "inspector", storage, ""), "floor/bare", nil)
 		})
 		b.Run("proxy"+suffix, func(b *testing.B) {
 			local := benchServer(b, http.StatusOK, benchLocalAnswer)
 			direct := benchTarget{name: "direct", addr: local, host: local, want: http.StatusOK}
-			srv := harness.StartProcess(b, bin, floorArgs("-mode", "proxy", "-storage", storage, "-data", b.TempDir())...)
-			addr := floorAddr(b, srv)
-			agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
-			floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
-				procs: []benchProc{{"floor", srv.PID()}, {"floor-agent", agent.PID()}}}
-			benchCheckProxied(b, floor)
-			benchCompare(b, direct, floor, "floor/direct", nil)
+			floor := benchStartFloor(b, bin, "proxy", storage, local)
+			benchCompare(b, direct, floor, "floor/direct", func(b *testing.B, _, _ benchRun) { floorStages(b, floor.addr) })
 		})
+	}
+}
+
+// benchStartFloor starts floorserver (bin) in mode "inspector" or "proxy"
+// with storage "least" or "relay"; in proxy mode with its agent, which
+// forwards to local, and checks that a request comes back from local.
+func benchStartFloor(b *testing.B, bin, mode, storage, local string) benchTarget {
+	b.Helper()
+	srv := harness.StartProcess(b, bin, floorArgs("-mode", mode, "-storage", storage, "-data", b.TempDir())...)
+	addr := floorAddr(b, srv)
+	if mode == "inspector" {
+		return benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusNoContent,
+			procs: []benchProc{{"floor", srv.PID()}}}
+	}
+	agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
+	floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
+		procs: []benchProc{{"floor", srv.PID()}, {"floor-agent", agent.PID()}}}
+	benchCheckProxied(b, floor)
+	return floor
+}
+
+// floorStages reports the medians of the floor's two waits per proxied
+// request since the last call (floorserver/stages.go): the agent's hop and
+// the durable commit of its answer.
+func floorStages(b *testing.B, addr string) {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/floor/stages")
+	if err != nil {
+		b.Fatalf("floor stages: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("floor stages: %d %q %v", resp.StatusCode, body, err)
+	}
+	for line := range strings.Lines(string(body)) {
+		name, value, _ := strings.Cut(strings.TrimSpace(line), " ")
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			b.Fatalf("floor stages: %q: %v", line, err)
+		}
+		if name != "n" {
+			b.ReportMetric(v, "floor-"+name)
+		}
 	}
 }
 

@@ -59,6 +59,22 @@ func BenchmarkPeers(b *testing.B) {
 		{"relay-inspector", "relay guest inspector, answers 204 itself (relay)",
 			func(b *testing.B) benchTarget { return benchStartInspector(b, "inspector") }},
 	}
+	// The two floors (BenchmarkFloor) in the same run, so that each target
+	// is read beside what the least program on the relay's stack reaches in
+	// the same minutes.
+	floor := harness.BinaryOf(b, "./systemtest/floorserver")
+	for _, mode := range []struct{ name, label string }{{"proxy", "proxy (server + agent)"}, {"inspector", "answers 204 itself (server)"}} {
+		for _, st := range []struct{ storage, key, label string }{
+			{"least", "", "least floor"},
+			{"relay", "-relay-storage", "floor with the relay's storage"},
+		} {
+			paths = append(paths, struct {
+				name, label string
+				start       func(b *testing.B) benchTarget
+			}{"floor-" + mode.name + st.key, st.label + ", " + mode.label,
+				func(b *testing.B) benchTarget { return benchStartFloor(b, floor, mode.name, st.storage, local) }})
+		}
+	}
 	var table peersTable
 	for _, p := range paths {
 		ok := b.Run(p.name, func(b *testing.B) {
@@ -66,7 +82,7 @@ func BenchmarkPeers(b *testing.B) {
 			for _, c := range benchLevels {
 				b.Run(fmt.Sprintf("c=%d", c), benchPair(c, direct, t, t.name+"/direct", func(b *testing.B, base, got benchRun) {
 					benchP50Overhead(b, base, got)
-					table.add(p.label, c, base, got)
+					table.add(p.name, p.label, c, base, got)
 				}))
 			}
 		})
@@ -75,11 +91,14 @@ func BenchmarkPeers(b *testing.B) {
 		}
 	}
 	table.print(os.Stdout)
+	fmt.Println()
+	table.printTargets(os.Stdout)
 }
 
 // peersRow is one path at one concurrency in the table of BenchmarkPeers,
 // with the figures of each load of it.
 type peersRow struct {
+	key   string // the path's name: relay-proxy, floor-proxy, …
 	label string
 	c     int
 	loads []peersLoad
@@ -98,8 +117,9 @@ type peersLoad struct {
 // peersTable collects the rows of BenchmarkPeers, in the order measured.
 type peersTable struct{ rows []peersRow }
 
-// add records one load of label at concurrency c after base.
-func (t *peersTable) add(label string, c int, base, got benchRun) {
+// add records one load of the path key (described by label) at
+// concurrency c after base.
+func (t *peersTable) add(key, label string, c int, base, got benchRun) {
 	n := got.res.Requests
 	l := peersLoad{
 		n:   n,
@@ -111,12 +131,12 @@ func (t *peersTable) add(label string, c int, base, got benchRun) {
 		l.cpu = append(l.cpu, d.Seconds()*1000/float64(n))
 	}
 	for i := range t.rows {
-		if t.rows[i].label == label && t.rows[i].c == c {
+		if t.rows[i].key == key && t.rows[i].c == c {
 			t.rows[i].loads = append(t.rows[i].loads, l)
 			return
 		}
 	}
-	t.rows = append(t.rows, peersRow{label: label, c: c, loads: []peersLoad{l}})
+	t.rows = append(t.rows, peersRow{key: key, label: label, c: c, loads: []peersLoad{l}})
 }
 
 // figures is the row's figures: those of its one load of b.N requests, or
@@ -200,6 +220,90 @@ func (t peersTable) print(w io.Writer) {
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
+	}
+}
+
+// peersTargets are the relay's speed targets (docs/benchmarks.md), each a
+// figure of one of its paths at one concurrency, read beside the same
+// figure of the two floors in the same run.
+var peersTargets = []struct {
+	what        string
+	c           int
+	relay, path string // the relay's path; the floors' is "floor-"+path
+	figure      func(peersLoad) float64
+	atMost      bool // the figure must be at most limit, else at least
+	limit       float64
+}{
+	{"PROXY × direct, 16 senders (≥ 0.12)", 16, "relay-proxy", "proxy", peersRatio, false, 0.12},
+	{"PROXY × direct, 64 senders (≥ 0.15)", 64, "relay-proxy", "proxy", peersRatio, false, 0.15},
+	{"PROXY CPU-s per 1 000, server + agent, 16 senders (≤ 0.25)", 16, "relay-proxy", "proxy", peersCPU, true, 0.25},
+	{"PROXY CPU-s per 1 000, server + agent, 64 senders (≤ 0.25)", 64, "relay-proxy", "proxy", peersCPU, true, 0.25},
+	{"PROXY p50 over direct, one sender (≤ 0.6 ms)", 1, "relay-proxy", "proxy", func(l peersLoad) float64 { return l.over }, true, 0.6},
+	{"inspector × direct, 16 senders (≥ 0.30)", 16, "relay-inspector", "inspector", peersRatio, false, 0.30},
+	{"inspector × direct, 64 senders (≥ 0.45)", 64, "relay-inspector", "inspector", peersRatio, false, 0.45},
+}
+
+func peersRatio(l peersLoad) float64 { return l.ratio }
+
+func peersCPU(l peersLoad) float64 {
+	var total float64
+	for _, v := range l.cpu {
+		total += v
+	}
+	return total
+}
+
+// printTargets writes, for each target whose relay row was measured, the
+// relay's figure, the least floor's and that of the floor with the relay's
+// storage, and whether the relay met it or which floors do not.
+func (t peersTable) printTargets(w io.Writer) {
+	figure := func(key string, c int, f func(peersLoad) float64) (float64, bool) {
+		for _, r := range t.rows {
+			if r.key == key && r.c == c {
+				l, _ := r.figures()
+				return f(l), true
+			}
+		}
+		return 0, false
+	}
+	fmt.Fprintln(w, "targets: the relay beside both floors, the same figures as the table")
+	fmt.Fprintln(w, "| target | relay | least floor | floor with the relay's storage | met? |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
+	for _, g := range peersTargets {
+		relay, ok := figure(g.relay, g.c, g.figure)
+		if !ok {
+			continue
+		}
+		meets := func(v float64) bool {
+			if g.atMost {
+				return v <= g.limit
+			}
+			return v >= g.limit
+		}
+		cell := func(key string) (string, bool, bool) {
+			v, ok := figure(key, g.c, g.figure)
+			if !ok {
+				return "–", false, false
+			}
+			return fmt.Sprintf("%.3f", v), true, meets(v)
+		}
+		least, haveLeast, leastMeets := cell("floor-" + g.path)
+		storage, haveStorage, storageMeets := cell("floor-" + g.path + "-relay-storage")
+		verdict := "yes"
+		switch {
+		case meets(relay):
+		case !haveLeast || !haveStorage:
+			verdict = "no"
+		case !leastMeets && !storageMeets:
+			verdict = "no; beyond both floors"
+		case !storageMeets:
+			verdict = "no; beyond the floor with the relay's storage"
+		case !leastMeets:
+			verdict = "no; beyond the least floor"
+		default:
+			verdict = "no; both floors meet it"
+		}
+		fmt.Fprintf(w, "| %s | %.3f | %s | %s | %s |\n", g.what, relay, least, storage, verdict)
 	}
 }
 
@@ -383,7 +487,7 @@ func TestPeersTable(t *testing.T) {
 		{1, 1000, 1500, 3000, 2 * time.Millisecond},
 	} {
 		base, got := run(l.n, l.rps, l.direct, l.p50, 500*time.Millisecond, 200*time.Millisecond)
-		table.add("relay PROXY Endpoint (relay + agent)", l.c, base, got)
+		table.add("relay-proxy", "relay PROXY Endpoint (relay + agent)", l.c, base, got)
 	}
 	var out bytes.Buffer
 	table.print(&out)
@@ -403,5 +507,50 @@ func TestPeersTable(t *testing.T) {
 		if got := thousands(c.v); got != c.want {
 			t.Errorf("thousands(%v) = %q, want %q", c.v, got, c.want)
 		}
+	}
+}
+
+// TestPeersTargets checks the verdicts BenchmarkPeers prints for the
+// targets: met by the relay, or missed with what the floors reach in the
+// same run; a target whose relay row was not measured is left out.
+func TestPeersTargets(t *testing.T) {
+	load := func(rps float64, over time.Duration, cpu ...time.Duration) (benchRun, benchRun) {
+		n := 1000
+		base := benchRun{res: harness.LoadResult{Requests: n, Elapsed: time.Second, P50: time.Millisecond}}
+		got := benchRun{
+			res: harness.LoadResult{Requests: n, Elapsed: time.Duration(float64(n) / rps * float64(time.Second)), P50: time.Millisecond + over},
+			cpu: harness.CPUUsage{Wall: time.Second, PerPID: append([]time.Duration{0}, cpu...)},
+		}
+		return base, got
+	}
+	var table peersTable
+	add := func(key string, c int, rps float64, over time.Duration, cpu ...time.Duration) {
+		base, got := load(rps, over, cpu...)
+		table.add(key, key, c, base, got)
+	}
+	// 16 senders: the relay misses 0.12× where both floors reach it, and
+	// the CPU target where only the least floor does.
+	add("relay-proxy", 16, 100, 0, 200*time.Millisecond, 60*time.Millisecond)
+	add("floor-proxy", 16, 150, 0, 130*time.Millisecond, 60*time.Millisecond)
+	add("floor-proxy-relay-storage", 16, 130, 0, 200*time.Millisecond, 60*time.Millisecond)
+	// One sender: the relay meets the p50 target.
+	add("relay-proxy", 1, 100, 500*time.Microsecond, 500*time.Millisecond)
+	add("floor-proxy", 1, 100, 400*time.Microsecond, 500*time.Millisecond)
+	add("floor-proxy-relay-storage", 1, 100, 400*time.Microsecond, 500*time.Millisecond)
+	// The inspector at 64 senders misses 0.45× as both floors do.
+	add("relay-inspector", 64, 400, 0, 100*time.Millisecond)
+	add("floor-inspector", 64, 440, 0, 50*time.Millisecond)
+	add("floor-inspector-relay-storage", 64, 300, 0, 80*time.Millisecond)
+	var out bytes.Buffer
+	table.printTargets(&out)
+	want := []string{
+		"| PROXY × direct, 16 senders (≥ 0.12) | 0.100 | 0.150 | 0.130 | no; both floors meet it |",
+		"| PROXY CPU-s per 1 000, server + agent, 16 senders (≤ 0.25) | 0.260 | 0.190 | 0.260 | no; beyond the floor with the relay's storage |",
+		"| PROXY p50 over direct, one sender (≤ 0.6 ms) | 0.500 | 0.400 | 0.400 | yes |",
+		"| inspector × direct, 64 senders (≥ 0.45) | 0.400 | 0.440 | 0.300 | no; beyond both floors |",
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if got := lines[3:]; !slices.Equal(got, want) {
+		t.Errorf("targets:\n%s\nwant rows:\n%s", out.String(), strings.Join(want, "\n"))
 	}
 }

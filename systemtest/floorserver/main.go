@@ -119,6 +119,7 @@ func serve(ctx context.Context, mode, data string, relayStorage bool) error {
 		t := newTunnel()
 		t.oneRecord = relayStorage
 		e.GET("/agent", t.accept)
+		e.GET("/floor/stages", t.stages.serve)
 		e.Any("/*", func(c echo.Context) error { return t.proxy(c, lg) })
 	default:
 		return fmt.Errorf("unknown mode %q", mode)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/labstack/echo/v4"
@@ -44,6 +45,7 @@ type tunnel struct {
 	// is in (as the relay records a receipt whose answer came within its
 	// hold), instead of twice.
 	oneRecord bool
+	stages    stages
 }
 
 func newTunnel() *tunnel {
@@ -106,6 +108,7 @@ func (t *tunnel) proxy(c echo.Context, lg *eventLog) error {
 	t.mu.Lock()
 	t.waiting[id] = answer
 	t.mu.Unlock()
+	sent := time.Now()
 	t.writeMu.Lock()
 	err = t.conn.WriteMessage(websocket.BinaryMessage, frame)
 	t.writeMu.Unlock()
@@ -121,18 +124,20 @@ func (t *tunnel) proxy(c echo.Context, lg *eventLog) error {
 	if len(reply) < 2 {
 		return errors.New("malformed answer")
 	}
+	answered := time.Now()
 	status, body := int(binary.BigEndian.Uint16(reply)), reply[2:]
 	if t.oneRecord {
 		req.status, req.answer = status, body
 		if err := <-lg.append(req); err != nil {
 			return err
 		}
-		return c.Blob(status, "application/json", body)
+	} else {
+		responded := lg.append(&record{kind: "responded", address: req.address, target: req.target, body: body})
+		if err := errors.Join(<-received, <-responded); err != nil {
+			return err
+		}
 	}
-	responded := lg.append(&record{kind: "responded", address: req.address, target: req.target, body: body})
-	if err := errors.Join(<-received, <-responded); err != nil {
-		return err
-	}
+	t.stages.add(answered.Sub(sent), time.Since(answered))
 	return c.Blob(status, "application/json", body)
 }
 
