@@ -195,13 +195,11 @@ func (t peersTable) print(w io.Writer) {
 	for _, r := range rows {
 		f, k := r.figures()
 		loads[k] = true
-		var total float64
 		var each []string
 		for _, v := range f.cpu {
-			total += v
 			each = append(each, fmt.Sprintf("%.3f", v))
 		}
-		cpu := fmt.Sprintf("%.3f", total)
+		cpu := fmt.Sprintf("%.3f", peersCPU(f))
 		if len(each) > 1 {
 			cpu += " (" + strings.Join(each, " + ") + ")"
 		}
@@ -285,7 +283,7 @@ func (t peersTable) printTargets(w io.Writer) {
 			if !ok {
 				return "–", false, false
 			}
-			return fmt.Sprintf("%.3f", v), true, meets(v)
+			return peersFigure(v, g.limit), true, meets(v)
 		}
 		least, haveLeast, leastMeets := cell("floor-" + g.path)
 		storage, haveStorage, storageMeets := cell("floor-" + g.path + "-relay-storage")
@@ -303,8 +301,19 @@ func (t peersTable) printTargets(w io.Writer) {
 		default:
 			verdict = "no; both floors meet it"
 		}
-		fmt.Fprintf(w, "| %s | %.3f | %s | %s | %s |\n", g.what, relay, least, storage, verdict)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", g.what, peersFigure(relay, g.limit), least, storage, verdict)
 	}
+}
+
+// peersFigure is v to three decimals, or four when three would show it
+// equal to limit without being so (0.4497 against 0.45): the table must
+// not print a figure that looks met beside a verdict that says it is not.
+func peersFigure(v, limit float64) string {
+	f := fmt.Sprintf("%.3f", v)
+	if v != limit && f == fmt.Sprintf("%.3f", limit) {
+		return fmt.Sprintf("%.4f", v)
+	}
+	return f
 }
 
 // thousands is v rounded, with a space between groups of three digits.
@@ -537,9 +546,10 @@ func TestPeersTargets(t *testing.T) {
 	add("relay-proxy", 1, 100, 500*time.Microsecond, 500*time.Millisecond)
 	add("floor-proxy", 1, 100, 400*time.Microsecond, 500*time.Millisecond)
 	add("floor-proxy-relay-storage", 1, 100, 400*time.Microsecond, 500*time.Millisecond)
-	// The inspector at 64 senders misses 0.45× as both floors do.
+	// The inspector at 64 senders misses 0.45× as both floors do, the
+	// least floor by less than three decimals show.
 	add("relay-inspector", 64, 400, 0, 100*time.Millisecond)
-	add("floor-inspector", 64, 440, 0, 50*time.Millisecond)
+	add("floor-inspector", 64, 449.7, 0, 50*time.Millisecond)
 	add("floor-inspector-relay-storage", 64, 300, 0, 80*time.Millisecond)
 	var out bytes.Buffer
 	table.printTargets(&out)
@@ -547,7 +557,7 @@ func TestPeersTargets(t *testing.T) {
 		"| PROXY × direct, 16 senders (≥ 0.12) | 0.100 | 0.150 | 0.130 | no; both floors meet it |",
 		"| PROXY CPU-s per 1 000, server + agent, 16 senders (≤ 0.25) | 0.260 | 0.190 | 0.260 | no; beyond the floor with the relay's storage |",
 		"| PROXY p50 over direct, one sender (≤ 0.6 ms) | 0.500 | 0.400 | 0.400 | yes |",
-		"| inspector × direct, 64 senders (≥ 0.45) | 0.400 | 0.440 | 0.300 | no; beyond both floors |",
+		"| inspector × direct, 64 senders (≥ 0.45) | 0.400 | 0.4497 | 0.300 | no; beyond both floors |",
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if got := lines[3:]; !slices.Equal(got, want) {

@@ -457,8 +457,14 @@ func TestWriterLingersInCompany(t *testing.T) {
 	wait := func(reqs []*appendRequest) {
 		t.Helper()
 		for i, r := range reqs {
-			if rep := <-r.reply; rep.err != nil {
-				t.Fatalf("append %d: %v", i, rep.err)
+			select {
+			case rep := <-r.reply:
+				if rep.err != nil {
+					t.Fatalf("append %d: %v", i, rep.err)
+				}
+			case <-time.After(10 * time.Second):
+				// Linger is an hour: a writer that kept waiting fails here.
+				t.Fatalf("append %d not answered after 10 s", i)
 			}
 		}
 	}

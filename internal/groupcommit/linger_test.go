@@ -17,6 +17,22 @@ func onOneProc(t *testing.T) {
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 }
 
+// gather is l.Gather, failing t if it has not returned in 10 s: the tests
+// give Gather an hour's wait, so that only company, not the clock, ends it,
+// and a Gather that kept waiting would otherwise hang the run.
+func gather(t *testing.T, l *Linger[int], ch <-chan int, batch []int, max int) []int {
+	t.Helper()
+	got := make(chan []int, 1)
+	go func() { got <- l.Gather(ch, batch, max) }()
+	select {
+	case b := <-got:
+		return b
+	case <-time.After(10 * time.Second):
+		t.Fatal("Gather still waiting after 10 s")
+		return nil
+	}
+}
+
 // senders starts n goroutines that each append one value to ch: ready to
 // run, not yet run.
 func senders(ch chan<- int, n int) {
@@ -49,7 +65,7 @@ func TestLingerGathersWhatOthersAppendWhileInCompany(t *testing.T) {
 			ch := make(chan int, 64)
 			l.Gather(ch, batchOf(tc.prev), 256) // the previous commit
 			senders(ch, tc.ready)
-			got := l.Gather(ch, batchOf(tc.batch), tc.max)
+			got := gather(t, l, ch, batchOf(tc.batch), tc.max)
 			if len(got) != tc.want {
 				t.Fatalf("gathered %d appends, want %d", len(got), tc.want)
 			}
@@ -58,13 +74,12 @@ func TestLingerGathersWhatOthersAppendWhileInCompany(t *testing.T) {
 }
 
 // With nothing else ready to run, waiting would gather nothing: Gather
-// returns at once, however long Wait is (it would otherwise hold the test
-// for an hour).
+// returns at once, however long Wait is.
 func TestLingerDoesNotWaitWhenNothingElseRuns(t *testing.T) {
 	l := &Linger[int]{Wait: time.Hour}
 	ch := make(chan int, 8)
 	l.Gather(ch, batchOf(Company), 256)
-	if got := l.Gather(ch, batchOf(1), 256); len(got) != 1 {
+	if got := gather(t, l, ch, batchOf(1), 256); len(got) != 1 {
 		t.Fatalf("gathered %d, want 1", len(got))
 	}
 }
@@ -75,7 +90,7 @@ func TestLingerEndsWhenTheQueueCloses(t *testing.T) {
 	ch := make(chan int, 8)
 	l.Gather(ch, batchOf(Company), 256)
 	go func() { ch <- 1; close(ch) }()
-	if got := l.Gather(ch, batchOf(1), 256); len(got) != 2 {
+	if got := gather(t, l, ch, batchOf(1), 256); len(got) != 2 {
 		t.Fatalf("gathered %d before the close, want 2", len(got))
 	}
 }

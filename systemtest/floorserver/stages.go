@@ -13,7 +13,8 @@ import (
 // server's own can shorten: the agent's hop (the frame written to the
 // agent until its answer is read back: the agent, its HTTP call to the
 // local handler, and the socket both ways) and the durable commit (the
-// answer's record queued until the log has synced it). Together with the
+// answer's record queued until the log has synced it, and with -storage
+// least the request's record too, which is mostly synced by then). Together with the
 // HTTP exchange they are the floor of one sender's latency.
 // GET /floor/stages answers their medians since the last such request.
 type stages struct {

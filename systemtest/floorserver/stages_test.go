@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -32,5 +33,12 @@ func TestStagesAnswerMediansAndStartOver(t *testing.T) {
 	}
 	if got, want := read(), "n 0\nagent-hop-p50-ms 0.0000\ncommit-p50-ms 0.0000\n"; got != want {
 		t.Errorf("second read:\n%s\nwant:\n%s", got, want)
+	}
+	// Past maxStageSamples between two reads, more waits are not kept.
+	for range maxStageSamples + 10 {
+		s.add(time.Millisecond, time.Millisecond)
+	}
+	if got, want := read(), fmt.Sprintf("n %d\nagent-hop-p50-ms 1.0000\ncommit-p50-ms 1.0000\n", maxStageSamples); got != want {
+		t.Errorf("read past the bound:\n%s\nwant:\n%s", got, want)
 	}
 }
