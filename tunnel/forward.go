@@ -45,7 +45,7 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 	}
 	// A timer, not a context with a deadline: the caller's context would
 	// take a child, and its lock, for every attempt.
-	wait := time.NewTimer(timeout + RecordGrace)
+	wait := time.NewTimer(timeout + h.recordGrace)
 	defer wait.Stop()
 	done := make(chan result, 1)
 	h.serving.Add(1)

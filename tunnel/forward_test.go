@@ -61,3 +61,46 @@ func TestHubCloseFailsAttemptsInFlight(t *testing.T) {
 		t.Errorf("last event %+v", ev)
 	}
 }
+
+// stuckRecorder holds every outcome's recording until release is closed,
+// as a store that stopped answering would.
+type stuckRecorder struct {
+	Recorder
+	release chan struct{}
+}
+
+func (r stuckRecorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
+	<-r.release
+	return r.Recorder.RecordOutcome(ctx, cmd, out)
+}
+
+// Forward bounds its own wait, whatever its caller's context: ingress
+// hands it the sender's request context without a deadline of its own. An
+// outcome that is not recorded within the attempt's timeout and the grace
+// for recording ends the wait with a *TimeoutError.
+func TestForwardBoundsItsWaitForTheRecord(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	e.hub = NewHub(HubConfig{Recorder: stuckRecorder{Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), release: release}})
+	t.Cleanup(e.hub.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the recording
+	e.hub.recordGrace = 50 * time.Millisecond
+	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	cmd := e.receive(t, "ep", "acc")
+	cmd.Timeout = 50 * time.Millisecond
+
+	errs := make(chan error, 1)
+	go func() {
+		_, err := e.hub.Forward(context.Background(), cmd)
+		errs <- err
+	}()
+	select {
+	case err := <-errs:
+		var te *TimeoutError
+		if !errors.As(err, &te) || te.AttemptID != cmd.AttemptID {
+			t.Fatalf("forward whose outcome is never recorded = %v, want *TimeoutError for %s", err, cmd.AttemptID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Forward still waiting for an unrecorded outcome after 10 s")
+	}
+}

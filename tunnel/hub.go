@@ -99,6 +99,8 @@ type Hub struct {
 	// attempts runs Forward's attempts on goroutines kept from earlier
 	// ones, whose stacks are grown to the depth of an attempt already.
 	attempts *workers.Pool[struct{}]
+	// recordGrace is RecordGrace; tests shorten it.
+	recordGrace time.Duration
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
@@ -161,6 +163,8 @@ func NewHub(cfg HubConfig) *Hub {
 		attempts:   workers.New(attemptIdle, life.Done(), func() struct{} { return struct{}{} }),
 		pending:    map[string]*pendingWork{},
 		received:   map[string]*receivedCommand{},
+
+		recordGrace: RecordGrace,
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)

@@ -50,7 +50,7 @@ func BenchmarkFsync(b *testing.B) {
 			}
 			buf := bytes.Repeat([]byte("x"), page)
 			latencies := make([]time.Duration, 0, b.N)
-			cpuBefore := processCPU(b)
+			cpuBefore := cpuTime()
 			i := 0
 			for b.Loop() {
 				if bc.paced {
@@ -72,20 +72,10 @@ func BenchmarkFsync(b *testing.B) {
 				}
 				latencies = append(latencies, time.Since(start))
 			}
-			b.ReportMetric(float64((processCPU(b)-cpuBefore).Microseconds())/float64(i), "cpu-µs/op")
+			b.ReportMetric(float64((cpuTime()-cpuBefore).Microseconds())/float64(i), "cpu-µs/op")
 			slices.Sort(latencies)
 			b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(latencies[len(latencies)*9/10].Microseconds()), "p90-µs")
 		})
 	}
-}
-
-// processCPU is the user and system CPU time the process has used.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
