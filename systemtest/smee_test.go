@@ -620,9 +620,12 @@ func TestSmeeStreamsBounded(t *testing.T) {
 	if grew := mid - base; grew > 64<<10 {
 		t.Errorf("peak RSS grew by %d KiB while 100 streams read, want under 64 MiB", grew)
 	}
-	// The stalled client's backlog held in memory would be ≥ 37 MiB.
-	if grew := peak - mid; grew > 16<<10 {
-		t.Errorf("peak RSS grew by %d KiB while the stalled client was sent %d deliveries, want under 16 MiB", grew, more)
+	// The stalled client's backlog held in memory would be ≥ 37 MiB. What
+	// grows without it is garbage of 128 KiB bodies the collector has not
+	// taken yet (the GC target is 400 %): 5–14 MiB when the test runs alone,
+	// past 17 MiB beside the rest of the suite, so the bound sits between.
+	if grew := peak - mid; grew > 24<<10 {
+		t.Errorf("peak RSS grew by %d KiB while the stalled client was sent %d deliveries, want under 24 MiB", grew, more)
 	}
 	harness.Eventually(t, 10*time.Second, "every delivery in the history", func() bool {
 		return countDeliveries(t, r, id) == deliveries+more
