@@ -14,7 +14,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash"
 )
 
 // Hash is a SHA-256.
@@ -88,13 +87,6 @@ func LeafOf(position uint64, d Digest) Hash {
 func appendStr(b []byte, s string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 	return append(b, s...)
-}
-
-func writeStr(h hash.Hash, s string) {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
 }
 
 // Link chains a leaf to the link of the event before it in the chain

@@ -42,3 +42,20 @@ func BenchmarkLeafOf(b *testing.B) {
 		_ = LeafOf(uint64(b.N), d)
 	}
 }
+
+func TestStreamAndHeadLeavesKeepTheirFormat(t *testing.T) {
+	e := Event{ID: "01a22a20-9b67-7d9b-b589-9fa55640d455", Stream: "delivery-01a22a20-9b67-7d9b-b589-9fa55640d455",
+		Type: "delivery.received.v1", Revision: 3, Data: []byte("data"), Metadata: []byte("{}")}
+	for _, tt := range []struct {
+		name      string
+		got, want string
+	}{
+		{"stream leaf", StreamLeaf(e).String(), "c046a9d56acf57a8b7846f462fa5f69619fc97c130d0d3b9e56d6e44e48b15e4"},
+		{"head leaf", HeadLeaf(e.Stream, Hash{5: 1}).String(), "15887332aa3b4649eeaa87867702315e3829bdbf432171613c2f51f915f583bb"},
+		{"head leaf of a stream longer than the buffer", HeadLeaf(string(make([]byte, 300)), Hash{5: 1}).String(), "de080078892b329fd8ec7f974acdde85d23694b0fb9c9a90c32e6a588127bf93"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, tt.got, tt.want)
+		}
+	}
+}

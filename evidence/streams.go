@@ -29,20 +29,16 @@ const HeadsChain = "stream-heads-v1"
 // Unlike Leaf it leaves the position out: a node learns the position only
 // when the log has stored the event.
 func StreamLeaf(e Event) Hash {
-	h := sha256.New()
-	h.Write([]byte("relay-stream-event-v1"))
-	writeStr(h, e.ID)
-	writeStr(h, e.Stream)
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], e.Revision)
-	h.Write(n[:])
-	writeStr(h, e.Type)
 	d, m := sha256.Sum256(e.Data), sha256.Sum256(e.Metadata)
-	h.Write(d[:])
-	h.Write(m[:])
-	var out Hash
-	h.Sum(out[:0])
-	return out
+	var buf [256]byte // as in LeafOf
+	b := append(buf[:0], "relay-stream-event-v1"...)
+	b = appendStr(b, e.ID)
+	b = appendStr(b, e.Stream)
+	b = binary.BigEndian.AppendUint64(b, e.Revision)
+	b = appendStr(b, e.Type)
+	b = append(b, d[:]...)
+	b = append(b, m[:]...)
+	return sha256.Sum256(b)
 }
 
 // ChainEvents returns the leaves and links of events appended to a stream
@@ -161,13 +157,11 @@ func (m Message) head() Hash {
 // HeadLeaf is one stream's leaf in a checkpoint's tree:
 // SHA-256("relay-head-v1" || str(stream) || link).
 func HeadLeaf(stream string, link Hash) Hash {
-	h := sha256.New()
-	h.Write([]byte("relay-head-v1"))
-	writeStr(h, stream)
-	h.Write(link[:])
-	var out Hash
-	h.Sum(out[:0])
-	return out
+	var buf [128]byte
+	b := append(buf[:0], "relay-head-v1"...)
+	b = appendStr(b, stream)
+	b = append(b, link[:]...)
+	return sha256.Sum256(b)
 }
 
 // Heads is every stream's head link at a position of the log.
