@@ -91,10 +91,11 @@ func pushFrames(ctx context.Context, opID string, send func(context.Context, []b
 			if !ok {
 				return
 			}
-			frame := agentwire.AppendForward(make([]byte, 0, 256+len(c.Body)), agentwire.Forward{
+			f := agentwire.Forward{
 				Operation: opID, AttemptID: c.AttemptID, DeliveryID: c.DeliveryID, Method: c.Method, Target: c.Target,
 				Headers: c.Headers, Body: c.Body, Host: c.Host, Scheme: c.Scheme, RemoteAddr: c.RemoteAddr,
-			})
+			}
+			frame := agentwire.AppendForward(make([]byte, 0, agentwire.ForwardSize(f)), f)
 			if send(ctx, frame) != nil {
 				return
 			}

@@ -57,6 +57,22 @@ type Forward struct {
 	RemoteAddr string
 }
 
+// ForwardSize is at most what f's frame takes: a buffer of that capacity
+// holds it without growing (a frame carries the request's headers, which a
+// guess beside the body's length missed, so the frame grew once and was
+// copied on most requests).
+func ForwardSize(f Forward) int {
+	const varint = 10 // the most a length or count takes
+	n := 1 + varint + len(f.Headers)*2*varint
+	for _, s := range [...]string{f.Operation, f.AttemptID, f.DeliveryID, f.Method, f.Target, f.Host, f.Scheme, f.RemoteAddr} {
+		n += varint + len(s)
+	}
+	for _, h := range f.Headers {
+		n += len(h.Name) + len(h.Value)
+	}
+	return n + varint + len(f.Body)
+}
+
 // AppendForward appends f's frame to dst.
 func AppendForward(dst []byte, f Forward) []byte {
 	w := binwire.Writer{B: dst}
