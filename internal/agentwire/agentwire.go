@@ -57,20 +57,16 @@ type Forward struct {
 	RemoteAddr string
 }
 
-// ForwardSize is at most what f's frame takes: a buffer of that capacity
-// holds it without growing (a frame carries the request's headers, which a
-// guess beside the body's length missed, so the frame grew once and was
-// copied on most requests).
+// ForwardSize is the length of f's frame, so that a buffer made for it
+// holds the frame without growing (a guess beside the body's length missed
+// the request's headers, and the frame grew and was copied on most
+// forwards).
 func ForwardSize(f Forward) int {
-	const varint = 10 // the most a length or count takes
-	n := 1 + varint + len(f.Headers)*2*varint
+	n := 1 + binwire.HeadersLen(f.Headers) + binwire.StrLen(len(f.Body))
 	for _, s := range [...]string{f.Operation, f.AttemptID, f.DeliveryID, f.Method, f.Target, f.Host, f.Scheme, f.RemoteAddr} {
-		n += varint + len(s)
+		n += binwire.StrLen(len(s))
 	}
-	for _, h := range f.Headers {
-		n += len(h.Name) + len(h.Value)
-	}
-	return n + varint + len(f.Body)
+	return n
 }
 
 // AppendForward appends f's frame to dst.

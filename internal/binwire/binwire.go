@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/relayhq/relay/domain"
@@ -52,6 +53,21 @@ func (w *Writer) Headers(h []domain.Header) {
 		w.Str(x.Name)
 		w.Str(x.Value)
 	}
+}
+
+// UvarintLen is the length of what Uint appends for x.
+func UvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// StrLen is the length of what Str or Bytes appends for n bytes.
+func StrLen(n int) int { return UvarintLen(uint64(n)) + n }
+
+// HeadersLen is the length of what Headers appends for h.
+func HeadersLen(h []domain.Header) int {
+	n := UvarintLen(uint64(len(h)))
+	for _, x := range h {
+		n += StrLen(len(x.Name)) + StrLen(len(x.Value))
+	}
+	return n
 }
 
 // Reader reads what Writer wrote; the first error sticks and every later
