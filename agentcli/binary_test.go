@@ -18,11 +18,14 @@ import (
 // TestAgentBinaryDataPath: against a relay that offers agentwire's
 // subprotocol the agent agrees on it, runs a binary forward frame against
 // its target byte for byte, reports the answer in a binary complete frame,
-// and tells the observer what the relay's Done said. With PlainGraphQL it
-// offers graphql-transport-ws only (TestAgentProtocol covers that path).
-// Its answer carries a fidelity receipt of what it handed the target only
-// when the relay agreed on the subprotocol with receipts: a relay that
-// speaks only relay-agent.v1 would refuse the longer frame.
+// and tells the observer what the relay's Done said: on the subprotocols
+// that acknowledge every answer it tells of the forward once the Done
+// comes; on the newest at once, and of a refusal after, in an event of its
+// own naming the same request. With PlainGraphQL it offers
+// graphql-transport-ws only (TestAgentProtocol covers that path). Its
+// answer carries a fidelity receipt of what it handed the target only when
+// the relay agreed on a subprotocol with receipts: a relay that speaks only
+// relay-agent.v1 would refuse the longer frame.
 func TestAgentBinaryDataPath(t *testing.T) {
 	reqBody := []byte{0, 1, 0xff}
 	target, local := recordingServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -35,8 +38,8 @@ func TestAgentBinaryDataPath(t *testing.T) {
 		offer      string // the relay's binary subprotocol
 		plain      bool
 		wantBinary bool
-	}{{"binary", agentwire.Subprotocol, false, true}, {"older relay", agentwire.SubprotocolV1, false, true},
-		{"plain GraphQL", agentwire.Subprotocol, true, false}} {
+	}{{"binary", agentwire.Subprotocol, false, true}, {"relay of v2", agentwire.SubprotocolV2, false, true},
+		{"relay of v1", agentwire.SubprotocolV1, false, true}, {"plain GraphQL", agentwire.Subprotocol, true, false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newWSServerOf(t, tt.offer, gqlws.Subprotocol)
 			obs := &recordingObserver{forwards: make(chan ForwardEvent, 4)}
@@ -84,21 +87,36 @@ func TestAgentBinaryDataPath(t *testing.T) {
 			}
 			receipt := domain.DigestRequest("PUT", "/a//b?c=%zz", []domain.Header{{Name: "X-Sig", Value: "s"}}, reqBody)
 			switch {
-			case tt.offer == agentwire.SubprotocolV1 && c.Receipt != nil:
+			case !agentwire.CarriesReceipts(tt.offer) && c.Receipt != nil:
 				t.Errorf("a receipt %+v sent on %s", *c.Receipt, tt.offer)
-			case tt.offer == agentwire.Subprotocol && (c.Receipt == nil || *c.Receipt != receipt):
+			case agentwire.CarriesReceipts(tt.offer) && (c.Receipt == nil || *c.Receipt != receipt):
 				t.Errorf("receipt %v, want %+v", c.Receipt, receipt)
+			}
+			heard := func() ForwardEvent {
+				t.Helper()
+				select {
+				case ev := <-obs.forwards:
+					return ev
+				case <-time.After(10 * time.Second):
+					t.Fatal("the observer heard no forward")
+					return ForwardEvent{}
+				}
+			}
+			if !agentwire.Acknowledges(tt.offer) {
+				// Told at once: no Done comes for an answer taken.
+				if ev := heard(); ev.AttemptID != "att-1" || ev.Status != 202 || ev.ReportError != "" || ev.ReportOnly || !bytes.Equal(ev.RequestBody, reqBody) {
+					t.Errorf("observer heard %+v, want att-1 202 told before any Done", ev)
+				}
 			}
 			if err := p.conn.WriteMessage(websocket.BinaryMessage, agentwire.AppendDone(nil, agentwire.Done{AttemptID: "att-1", Code: "NOT_FOUND", Message: "gone"})); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case ev := <-obs.forwards:
-				if ev.AttemptID != "att-1" || ev.Status != 202 || ev.Path != "/a//b?c=%zz" || ev.ReportError != errAttemptGone.Error() {
-					t.Errorf("observer heard %+v, want att-1 202 reported as gone", ev)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the observer heard no forward")
+			ev := heard()
+			if ev.AttemptID != "att-1" || ev.Status != 202 || ev.Method != "PUT" || ev.Path != "/a//b?c=%zz" || ev.ReportError != errAttemptGone.Error() {
+				t.Errorf("observer heard %+v, want att-1 202 reported as gone", ev)
+			}
+			if want := !agentwire.Acknowledges(tt.offer); ev.ReportOnly != want || (want && ev.RequestBody != nil) {
+				t.Errorf("observer heard ReportOnly %v with %d body bytes, want ReportOnly %v (and no body with it)", ev.ReportOnly, len(ev.RequestBody), want)
 			}
 		})
 	}
@@ -122,7 +140,9 @@ func hasReply(hs []domain.Header) bool {
 // their reports waited.
 func TestAgentBinaryBodiesOutliveTheReadBuffer(t *testing.T) {
 	target, local := recordingServer(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
-	srv := newWSServerOf(t, agentwire.Subprotocol)
+	// The relay of v2 acknowledges every report, so each forward's body
+	// stays in the agent until the Done comes.
+	srv := newWSServerOf(t, agentwire.SubprotocolV2)
 	obs := &recordingObserver{forwards: make(chan ForwardEvent, 4)}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

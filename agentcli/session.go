@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,11 +49,17 @@ type session struct {
 	// binary: the relay agreed on agentwire's subprotocol, so forwards
 	// arrive and answers leave as binary frames (see internal/agentwire).
 	binary bool
-	// receipts: the relay agreed on the subprotocol whose answers carry
-	// fidelity receipts (agentwire.Subprotocol), so it records them. On
-	// an older subprotocol or plain GraphQL the agent sends none, which an
-	// older relay would refuse.
+	// receipts: the relay agreed on a subprotocol whose answers carry
+	// fidelity receipts (agentwire.CarriesReceipts), so it records them.
+	// On an older subprotocol or plain GraphQL the agent sends none, which
+	// an older relay would refuse.
 	receipts bool
+	// acks: the relay answers every Complete frame with a Done frame
+	// (agentwire.Acknowledges), and each worker waits for its own. On the
+	// newest subprotocol only a refusal comes, after the worker has moved
+	// on: sent remembers what it refuses (see refused).
+	acks bool
+	sent sentAnswers
 
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
@@ -100,7 +107,7 @@ type served struct {
 // serve runs one connection until it drops or ctx ends. acked reports
 // whether the server accepted the connection_init.
 func (a *agent) serve(ctx context.Context) (acked bool, err error) {
-	protocols := []string{agentwire.Subprotocol, agentwire.SubprotocolV1, gqlws.Subprotocol}
+	protocols := append(slices.Clone(agentwire.Subprotocols), gqlws.Subprotocol)
 	if a.opts.PlainGraphQL {
 		protocols = []string{gqlws.Subprotocol}
 	}
@@ -139,13 +146,13 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
 	proto := conn.Subprotocol()
-	binary := (proto == agentwire.Subprotocol || proto == agentwire.SubprotocolV1) && !a.opts.PlainGraphQL
+	binary := slices.Contains(agentwire.Subprotocols, proto) && !a.opts.PlainGraphQL
 	if conn.Subprotocol() != gqlws.Subprotocol && !binary {
 		conn.Close()
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
 	s := &session{a: a, conn: conn, cork: corked, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
-		receipts: binary && proto == agentwire.Subprotocol}
+		receipts: binary && agentwire.CarriesReceipts(proto), acks: binary && agentwire.Acknowledges(proto)}
 
 	sctx, cancel := context.WithCancel(ctx)
 	s.workers = workers.New(workerIdle, sctx.Done(), func() *worker { return &worker{done: make(chan error, 1)} })
@@ -436,7 +443,11 @@ func (s *session) binaryFrame(ctx context.Context, m wsMessage) error {
 		default:
 			result = fmt.Errorf("relay refused the answer: %s (%s)", d.Message, d.Code)
 		}
-		s.finishIn(s.dones, d.AttemptID, result)
+		if s.acks {
+			s.finishIn(s.dones, d.AttemptID, result)
+		} else if result != nil {
+			s.refused(d.AttemptID, result)
+		}
 	default:
 		return fmt.Errorf("unexpected binary frame of kind %q", agentwire.Kind(frame))
 	}
@@ -465,6 +476,9 @@ func (s *session) handle(ctx context.Context, wk *worker, sv *served, w work) {
 	if res.Err != nil {
 		ev.Error = res.Err.Error()
 	}
+	if s.binary && !s.acks {
+		s.sent.add(ev) // before the Complete goes: a refusal may come at once
+	}
 	if err := s.complete(ctx, wk, w.attemptID, res); err != nil && ctx.Err() == nil {
 		ev.ReportError = err.Error()
 	}
@@ -472,11 +486,17 @@ func (s *session) handle(ctx context.Context, wk *worker, sv *served, w work) {
 }
 
 // complete sends completeForward over the socket and waits for its result,
-// with wk's channel and timer.
+// with wk's channel and timer; on a subprotocol that answers only refusals
+// it returns once the Complete frame is written (refused reports those).
 func (s *session) complete(ctx context.Context, wk *worker, attemptID string, res localResult) error {
 	rep := report(attemptID, res)
 	if !s.receipts {
 		rep.Receipt = nil
+	}
+	if s.binary && !s.acks {
+		buf := frameBuffers.Get().(*[]byte)
+		*buf = agentwire.AppendComplete((*buf)[:0], rep)
+		return s.sendComplete(buf)
 	}
 	waits, id := s.ops, attemptID
 	if s.binary {

@@ -165,6 +165,10 @@ func (o *TextObserver) Role(e RoleEvent) {
 func (o *TextObserver) Forwarded(e ForwardEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if e.ReportOnly { // the forward's own line went out already
+		o.reportLocked(e)
+		return
+	}
 	// Appended piece by piece to a buffer kept between lines, not with fmt:
 	// this runs for every forward.
 	b := o.line[:0]
@@ -212,9 +216,15 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 		o.line = b
 	}
 	if e.ReportError != "" {
-		o.flushLocked()
-		fmt.Fprintf(o.Status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
+		o.reportLocked(e)
 	}
+}
+
+// reportLocked prints on Status why e's answer was not reported to the
+// relay. The path is the sender's, so it is printed as the line's is.
+func (o *TextObserver) reportLocked(e ForwardEvent) {
+	o.flushLocked()
+	fmt.Fprintf(o.Status, "%s %s: %s\n", termtext.Safe(e.Method, false), termtext.Safe(e.Path, false), termtext.Safe(e.ReportError, false))
 }
 
 // maxLine bounds the buffer Forwarded keeps for the next line: a line with

@@ -54,6 +54,25 @@ func TestTextObserverPrintsRequests(t *testing.T) {
 
 // TestTextObserverMarksCopies: a request received as a copy says so on its
 // line; the primary's does not.
+// TestTextObserverReportsRefusals: an answer the relay refused is told on
+// the status stream, the sender's path made safe for a terminal; an event
+// that only reports it (ReportOnly) prints no second line for the forward.
+func TestTextObserverReportsRefusals(t *testing.T) {
+	e := ForwardEvent{Time: time.Date(2026, 11, 23, 13, 40, 9, 0, time.UTC), DeliveryID: "d-1", Method: "POST", Path: "/hook\x1b[2J",
+		Status: 200, Duration: 3 * time.Millisecond, ReportError: "gone"}
+	for _, only := range []bool{false, true} {
+		var out, status bytes.Buffer
+		e.ReportOnly = only
+		(&TextObserver{Out: &out, Status: &status}).Forwarded(e)
+		if got, want := status.String(), "POST /hook\\x1b[2J: gone\n"; got != want {
+			t.Errorf("ReportOnly %v: status %q, want %q", only, got, want)
+		}
+		if line := out.String(); only != (line == "") {
+			t.Errorf("ReportOnly %v: output %q", only, line)
+		}
+	}
+}
+
 func TestTextObserverMarksCopies(t *testing.T) {
 	e := ForwardEvent{Time: time.Date(2026, 11, 23, 13, 40, 9, 0, time.UTC), DeliveryID: "d-1", Method: "POST", Path: "/hook",
 		Status: 500, Duration: 3 * time.Millisecond}

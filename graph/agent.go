@@ -104,10 +104,12 @@ func pushFrames(ctx context.Context, opID string, send func(context.Context, []b
 }
 
 // completeFrame takes an agent's Complete frame, as completeForward takes
-// its input, and answers with a Done frame; the outcome goes to the waiting
-// sender once the Done frame is queued (the returned func). Only a frame
-// that does not decode is an error (the socket closes with 4400).
-func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, func(), error) {
+// its input, and answers with a Done frame: always on the subprotocols
+// that acknowledge every Complete (agentwire.Acknowledges), else only when
+// it refuses the answer. The outcome goes to the waiting sender once the
+// Done frame, if any, is queued (the returned func). Only a frame that does
+// not decode is an error (the socket closes with 4400).
+func (r *Resolver) completeFrame(ctx context.Context, proto string, frame []byte) ([]byte, func(), error) {
 	c, err := agentwire.DecodeComplete(frame)
 	if err != nil {
 		return nil, nil, err
@@ -129,6 +131,9 @@ func (r *Resolver) completeFrame(ctx context.Context, frame []byte) ([]byte, fun
 			r.Logger.ErrorContext(ctx, "complete forward", "attempt_id", c.AttemptID, "error", err)
 			done.Code, done.Message = "INTERNAL", "internal error"
 		}
+	}
+	if done.Code == "" && !agentwire.Acknowledges(proto) {
+		return nil, deliver, nil
 	}
 	return agentwire.AppendDone(nil, done), deliver, nil
 }

@@ -25,7 +25,9 @@ import (
 
 // doneDelay is how long a Done frame may wait to go out with the next
 // frame to its agent (wsgql.BinaryConfig.ReplyDelay). Nothing on a sender's
-// path waits for it: the agent's worker does, to log the answer as taken.
+// path waits for it: on the subprotocols that acknowledge every Complete the
+// agent's worker does, to log the answer as taken; on the newest only a
+// refusal is sent, and the agent waits for none.
 const doneDelay = 2 * time.Millisecond
 
 // ServerOptions tune the GraphQL endpoint.
@@ -81,7 +83,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		Logger:      r.Logger,
 		// Agents that offer it get their forwards and send their answers
 		// as binary frames; everything else on the socket stays GraphQL.
-		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Older: []string{agentwire.SubprotocolV1}, Handle: r.completeFrame,
+		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Older: agentwire.Subprotocols[1:], Handle: r.completeFrame,
 			// A Done frame acknowledges a Complete; no sender waits for it.
 			ReplyDelay: doneDelay},
 		InitFunc: func(ctx context.Context, p map[string]any) (context.Context, error) {

@@ -26,14 +26,20 @@ type binaryAgent struct {
 // with token unless it is "".
 func dialBinary(t *testing.T, r *harness.Relay, token string) *binaryAgent {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{agentwire.Subprotocol, gqlws.Subprotocol}, HandshakeTimeout: 10 * time.Second}
+	return dialBinaryAs(t, r, token, agentwire.Subprotocol)
+}
+
+// dialBinaryAs is dialBinary offering the binary subprotocol proto.
+func dialBinaryAs(t *testing.T, r *harness.Relay, token, proto string) *binaryAgent {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{proto, gqlws.Subprotocol}, HandshakeTimeout: 10 * time.Second}
 	conn, _, err := d.Dial("ws://127.0.0.1:"+strconv.Itoa(r.Port)+"/graphql", http.Header{"Host": {"localhost:" + strconv.Itoa(r.Port)}})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if conn.Subprotocol() != agentwire.Subprotocol {
-		t.Fatalf("agreed on %q, want %q", conn.Subprotocol(), agentwire.Subprotocol)
+	if conn.Subprotocol() != proto {
+		t.Fatalf("agreed on %q, want %q", conn.Subprotocol(), proto)
 	}
 	a := &binaryAgent{t: t, conn: conn}
 	if token != "" {
@@ -108,19 +114,50 @@ func (a *binaryAgent) done() agentwire.Done {
 // and answers them with binary frames; the relay passes the answer to the
 // sender. Another account cannot complete the attempt, a report without a
 // status or an error is refused, and frames sent out of turn or malformed
-// close the socket with the protocol's codes.
+// close the socket with the protocol's codes. The relay answers a report
+// it takes with a Done frame on relay-agent.v2 and v1, and with nothing on
+// relay-agent.v3: there the next frame after it is the refusal of the same
+// report sent again.
 func TestAgentBinaryDataPath(t *testing.T) {
 	t.Parallel()
 	r := harness.Start(t, "")
 	a := signUpTenant(t, r, "a")
 	b := signUpTenant(t, r, "b")
-	ep := proxyEndpoint(t, r, a.Token, "127.0.0.1:9", false)
+	for _, proto := range agentwire.Subprotocols {
+		t.Run(proto, func(t *testing.T) {
+			ep := createEndpointFor(t, r, a.Token, map[string]any{"name": "binary " + proto, "mode": "PROXY", "target": "127.0.0.1:9"})
+			agent := dialBinaryAs(t, r, a.Token, proto)
+			agent.json(map[string]any{"id": "forward-0", "type": gqlws.Subscribe,
+				"payload": map[string]any{"query": forwardRequestsSubscription, "variables": map[string]any{"e": ep.ID}}})
+			waitAgent(t, r, a.Token, ep.ID, true)
+			completeBinary(t, r, ep, agent, dialBinaryAs(t, r, b.Token, proto), proto)
+		})
+	}
+	for _, tt := range []struct {
+		name  string
+		token string
+		frame []byte
+		code  int
+	}{
+		{"before connection_init", "", agentwire.AppendComplete(nil, agentwire.Complete{AttemptID: "x", Status: 200}), gqlws.CloseUnauthorized},
+		{"malformed", a.Token, []byte{agentwire.KindComplete, 0xff}, gqlws.CloseBadRequest},
+		{"a forward frame from the client", a.Token, agentwire.AppendForward(nil, agentwire.Forward{AttemptID: "x"}), gqlws.CloseBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := dialBinary(t, r, tt.token)
+			s.binary(tt.frame)
+			if code := s.closedWith(); code != tt.code {
+				t.Errorf("closed with %d, want %d", code, tt.code)
+			}
+		})
+	}
+}
 
-	agent := dialBinary(t, r, a.Token)
-	agent.json(map[string]any{"id": "forward-0", "type": gqlws.Subscribe,
-		"payload": map[string]any{"query": forwardRequestsSubscription, "variables": map[string]any{"e": ep.ID}}})
-	waitAgent(t, r, a.Token, ep.ID, true)
-
+// completeBinary sends a delivery to ep, takes its forward on agent's
+// socket and answers it: first from other (another account's socket),
+// then without a status, then properly, then again.
+func completeBinary(t *testing.T, r *harness.Relay, ep endpointInfo, agent, other *binaryAgent, proto string) {
+	t.Helper()
 	body := []byte{'{', 0, 0xff, '}'}
 	answered := make(chan harness.Response, 1)
 	go func() {
@@ -146,7 +183,6 @@ func TestAgentBinaryDataPath(t *testing.T) {
 		t.Errorf("forward headers %q lack X-Sig exactly as sent", f.Headers)
 	}
 
-	other := dialBinary(t, r, b.Token)
 	other.binary(agentwire.AppendComplete(nil, agentwire.Complete{AttemptID: f.AttemptID, Status: 200}))
 	if d := other.done(); d.Code != "NOT_FOUND" || d.AttemptID != f.AttemptID {
 		t.Errorf("another account's complete: %+v, want NOT_FOUND for %s", d, f.AttemptID)
@@ -155,10 +191,13 @@ func TestAgentBinaryDataPath(t *testing.T) {
 	if d := agent.done(); d.Code != "INVALID_INPUT" {
 		t.Errorf("complete with neither status nor error: %+v, want INVALID_INPUT", d)
 	}
-	agent.binary(agentwire.AppendComplete(nil, agentwire.Complete{AttemptID: f.AttemptID, Status: 201,
-		Headers: []domain.Header{{Name: "X-From", Value: "agent"}}, Body: []byte{0, 1, 0xff}, DurationMs: 3}))
-	if d := agent.done(); d.Code != "" {
-		t.Errorf("complete: %+v, want taken", d)
+	taken := agentwire.AppendComplete(nil, agentwire.Complete{AttemptID: f.AttemptID, Status: 201,
+		Headers: []domain.Header{{Name: "X-From", Value: "agent"}}, Body: []byte{0, 1, 0xff}, DurationMs: 3})
+	agent.binary(taken)
+	if agentwire.Acknowledges(proto) {
+		if d := agent.done(); d.Code != "" {
+			t.Errorf("complete: %+v, want taken", d)
+		}
 	}
 	select {
 	case resp := <-answered:
@@ -168,24 +207,11 @@ func TestAgentBinaryDataPath(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the sender got no answer")
 	}
-
-	for _, tt := range []struct {
-		name  string
-		token string
-		frame []byte
-		code  int
-	}{
-		{"before connection_init", "", agentwire.AppendComplete(nil, agentwire.Complete{AttemptID: "x", Status: 200}), gqlws.CloseUnauthorized},
-		{"malformed", a.Token, []byte{agentwire.KindComplete, 0xff}, gqlws.CloseBadRequest},
-		{"a forward frame from the client", a.Token, agentwire.AppendForward(nil, agentwire.Forward{AttemptID: "x"}), gqlws.CloseBadRequest},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			s := dialBinary(t, r, tt.token)
-			s.binary(tt.frame)
-			if code := s.closedWith(); code != tt.code {
-				t.Errorf("closed with %d, want %d", code, tt.code)
-			}
-		})
+	// The same report again is refused; on v3 that refusal is the first
+	// frame after the report taken, which therefore got none.
+	agent.binary(taken)
+	if d := agent.done(); d.Code != "NOT_FOUND" || d.AttemptID != f.AttemptID {
+		t.Errorf("the report sent again: %+v, want NOT_FOUND for %s", d, f.AttemptID)
 	}
 }
 

@@ -150,7 +150,9 @@ func TestSecondAgentIsToldAndCounted(t *testing.T) {
 }
 
 // TestLateLocalAnswerAfter504: an answer that comes after the relay
-// answered 504 is reported as such, not as an unknown Endpoint.
+// answered 504 is reported as such, naming the request, not as an unknown
+// Endpoint. (The agent speaks relay-agent.v3, where the relay sends that
+// refusal after the agent has printed the forward.)
 func TestLateLocalAnswerAfter504(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -165,7 +167,7 @@ func TestLateLocalAnswerAfter504(t *testing.T) {
 		t.Fatalf("status %d, want 504", resp.Status)
 	}
 	harness.Eventually(t, 15*time.Second, "the agent to report the late answer", func() bool {
-		return strings.Contains(p.agent.Output(), "no longer waits")
+		return strings.Contains(p.agent.Output(), "POST /slow: the relay no longer waits")
 	})
 	if out := p.agent.Output(); strings.Contains(out, "check --endpoint") || strings.Contains(out, "not found") {
 		t.Errorf("a late answer reads as an unknown Endpoint:\n%s", out)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 // jsonObserver prints the agent's events as JSON lines (listen and agent
@@ -73,12 +74,22 @@ func (o *jsonObserver) Role(e agentcli.RoleEvent) {
 func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if e.ReportOnly { // the forward's own line went out already
+		o.report(e)
+		return
+	}
 	ms := e.Duration.Milliseconds()
 	_ = cmdutil.WriteJSONLine(o.out, listenEventJSON{Event: "forward", Time: e.Time.UTC(), EndpointID: e.EndpointID, DeliveryID: e.DeliveryID,
 		AttemptID: e.AttemptID, Method: e.Method, Path: e.Path, Status: e.Status, DurationMs: &ms, Error: e.Error, Copy: e.Copy, Signature: e.Signature})
 	if e.ReportError != "" {
-		fmt.Fprintf(o.status, "%s %s: %s\n", e.Method, e.Path, e.ReportError)
+		o.report(e)
 	}
+}
+
+// report prints on status why e's answer was not reported to the relay,
+// the sender's path made safe for a terminal.
+func (o *jsonObserver) report(e agentcli.ForwardEvent) {
+	fmt.Fprintf(o.status, "%s %s: %s\n", termtext.Safe(e.Method, false), termtext.Safe(e.Path, false), termtext.Safe(e.ReportError, false))
 }
 
 // NewJSONObserver prints the agent's events on out as JSON lines, and

@@ -20,11 +20,13 @@ type BinaryConfig struct {
 	// clients, newest first; Handle tells their frames apart.
 	Older []string
 	// Handle answers a binary frame a client sent after connection_ack,
-	// in the context InitFunc returned; a non-nil reply is queued as a
+	// in the context InitFunc returned, on a socket that agreed on the
+	// subprotocol proto (Subprotocol or one of Older, whose frames and
+	// replies may differ); a non-nil reply is queued as a
 	// binary frame, and then, when not nil, runs right after (before, if
 	// the queue has no room now). An error closes the socket with 4400:
 	// the client speaks the subprotocol wrongly.
-	Handle func(ctx context.Context, frame []byte) (reply []byte, then func(), err error)
+	Handle func(ctx context.Context, proto string, frame []byte) (reply []byte, then func(), err error)
 	// ReplyDelay is how long a reply may wait to go out with the next
 	// message the socket sends, so that one write carries both; zero
 	// sends each at once. A reply nobody waits for on the sending side
@@ -42,7 +44,7 @@ func (c *conn) handleBinary(frame []byte) bool {
 	if c.t.cfg.Binary.Handle == nil {
 		return c.badRequest("binary frames are not expected")
 	}
-	reply, then, err := c.t.cfg.Binary.Handle(c.ctx, frame)
+	reply, then, err := c.t.cfg.Binary.Handle(c.ctx, c.proto, frame)
 	if err != nil {
 		return c.badRequest(err.Error())
 	}

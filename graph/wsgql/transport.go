@@ -209,9 +209,10 @@ type conn struct {
 	ctx     context.Context // the socket's; InitFunc's once acknowledged
 	cancel  context.CancelFunc
 
-	binary      bool // the socket agreed on Config.Binary.Subprotocol
-	initialised bool // reader only
-	refused     int  // reader only: operations refused for the cap
+	binary      bool   // the socket agreed on Config.Binary.Subprotocol or one of Older
+	proto       string // the subprotocol agreed on
+	initialised bool   // reader only
+	refused     int    // reader only: operations refused for the cap
 	acked       atomic.Bool
 
 	mu  sync.Mutex
@@ -267,6 +268,7 @@ func (c *conn) serve() {
 		c.cancel()
 	}()
 	proto := c.ws.Subprotocol()
+	c.proto = proto
 	c.binary = c.t.cfg.Binary.Subprotocol != "" && (proto == c.t.cfg.Binary.Subprotocol || slices.Contains(c.t.cfg.Binary.Older, proto))
 	if c.ws.Subprotocol() != gqlws.Subprotocol && !c.binary {
 		c.closeWith(gqlws.CloseBadSubprotocol, "Subprotocol not acceptable")

@@ -307,7 +307,7 @@ func TestBinaryReplyIsQueuedBeforeThen(t *testing.T) {
 	f := &flood{}
 	url, _ := serve(t, f.server(Config{
 		KeepAlive: time.Hour, WriteTimeout: 5 * time.Second,
-		Binary: BinaryConfig{Subprotocol: "test-binary", Handle: func(_ context.Context, frame []byte) ([]byte, func(), error) {
+		Binary: BinaryConfig{Subprotocol: "test-binary", Handle: func(_ context.Context, _ string, frame []byte) ([]byte, func(), error) {
 			return append([]byte("re:"), frame...), func() {
 				select {
 				case <-got:
@@ -332,6 +332,30 @@ func TestBinaryReplyIsQueuedBeforeThen(t *testing.T) {
 	}
 }
 
+// TestBinaryHandleGetsTheAgreedSubprotocol: Handle is told which version
+// a socket agreed on, so that it can answer each version's frames as that
+// version says.
+func TestBinaryHandleGetsTheAgreedSubprotocol(t *testing.T) {
+	f := &flood{}
+	url, _ := serve(t, f.server(Config{
+		KeepAlive: time.Hour, WriteTimeout: 5 * time.Second,
+		Binary: BinaryConfig{Subprotocol: "test-binary.v2", Older: []string{"test-binary.v1"},
+			Handle: func(_ context.Context, proto string, frame []byte) ([]byte, func(), error) {
+				return []byte(proto + ":" + string(frame)), nil, nil
+			}},
+	}))
+	for _, proto := range []string{"test-binary.v2", "test-binary.v1"} {
+		c := dialAs(t, url, proto)
+		if err := c.WriteMessage(websocket.BinaryMessage, []byte("frame")); err != nil {
+			t.Fatal(err)
+		}
+		typ, reply, err := c.ReadMessage()
+		if err != nil || typ != websocket.BinaryMessage || string(reply) != proto+":frame" {
+			t.Fatalf("%s: reply %d %q %v", proto, typ, reply, err)
+		}
+	}
+}
+
 // TestBinaryThenRunsFirstWhenTheQueueIsFull: a client that reads nothing
 // fills the send queue; a binary frame's then still runs at once, not
 // after its reply has waited for room (up to WriteTimeout, here 30 s).
@@ -340,7 +364,7 @@ func TestBinaryThenRunsFirstWhenTheQueueIsFull(t *testing.T) {
 	f := &flood{}
 	url, _ := serve(t, f.server(Config{
 		KeepAlive: time.Hour, WriteTimeout: 30 * time.Second, SendQueueBytes: 1,
-		Binary: BinaryConfig{Subprotocol: "test-binary", Handle: func(context.Context, []byte) ([]byte, func(), error) {
+		Binary: BinaryConfig{Subprotocol: "test-binary", Handle: func(context.Context, string, []byte) ([]byte, func(), error) {
 			return []byte("reply"), func() { thenRan <- struct{}{} }, nil
 		}},
 	}))

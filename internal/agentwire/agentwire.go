@@ -5,7 +5,7 @@
 // GraphQL client does; only the hot path changes: each forward request
 // arrives as one binary Forward frame instead of a GraphQL result, and the
 // agent answers with a binary Complete frame instead of a completeForward
-// mutation, which the relay acknowledges with a Done frame. Bodies travel
+// mutation; the relay answers a Complete it refuses with a Done frame. Bodies travel
 // as bytes, not base64 in JSON, and nothing is parsed or executed as
 // GraphQL per request. A relay that does not offer Subprotocol speaks
 // plain graphql-transport-ws, and so does every third-party client.
@@ -19,14 +19,37 @@ import (
 	"github.com/relayhq/relay/internal/binwire"
 )
 
-// Subprotocol is the WebSocket subprotocol an agent offers first. Its
-// Complete frames may carry a fidelity receipt; SubprotocolV1, which the
-// relay still speaks and an agent offers next, is the same without them,
-// so an agent sends receipts only to a relay that records them.
+// Subprotocol is the WebSocket subprotocol an agent offers first; the
+// relay speaks the older ones too, and an agent offers them next, newest
+// first. The three differ in two things only:
+//
+//   - relay-agent.v1: Complete frames carry no fidelity receipt, and the
+//     relay answers each with a Done frame;
+//   - relay-agent.v2: Complete frames may carry a fidelity receipt, and the
+//     relay answers each with a Done frame;
+//   - relay-agent.v3 (Subprotocol): as v2, but the relay sends a Done frame
+//     only for a Complete it refuses. An answer taken needs no reply: the
+//     agent does not wait for one, and neither side spends a frame on it.
+//
+// So an agent sends receipts only to a relay that records them, and waits
+// for a Done frame only from a relay that sends one for every Complete.
 const (
-	Subprotocol   = "relay-agent.v2"
+	Subprotocol   = "relay-agent.v3"
+	SubprotocolV2 = "relay-agent.v2"
 	SubprotocolV1 = "relay-agent.v1"
 )
+
+// Subprotocols are the binary subprotocols, newest first: what an agent
+// offers before graphql-transport-ws.
+var Subprotocols = []string{Subprotocol, SubprotocolV2, SubprotocolV1}
+
+// Acknowledges tells whether a relay that agreed on proto answers every
+// Complete frame with a Done frame (v1, v2), not only those it refuses.
+func Acknowledges(proto string) bool { return proto == SubprotocolV2 || proto == SubprotocolV1 }
+
+// CarriesReceipts tells whether Complete frames on proto may end with a
+// fidelity receipt.
+func CarriesReceipts(proto string) bool { return proto == Subprotocol || proto == SubprotocolV2 }
 
 // Frame kinds.
 const (
@@ -199,8 +222,8 @@ func completeBodySize(frame []byte) int {
 	return len(r.Bytes())
 }
 
-// Done answers a Complete: Code is empty when the relay took the answer,
-// else the API's error code (NOT_FOUND: the relay no longer waits for the
+// Done answers a Complete: Code is empty when the relay took the answer
+// (sent on v1 and v2 only), else the API's error code (NOT_FOUND: the relay no longer waits for the
 // attempt; BAD_USER_INPUT: the report was invalid) with Message.
 type Done struct {
 	AttemptID string
