@@ -175,7 +175,8 @@ type ForwardEvent struct {
 	// answers a Complete only to refuse it, after the worker has told the
 	// Observer of the forward; the fields besides ReportError are that
 	// event's, without the request's headers and body (or only AttemptID,
-	// and Path naming it, when the refusal came too late to be matched).
+	// with Method "answer" and Path "of attempt <ID>", when the refusal
+	// came too late to be matched).
 	ReportOnly bool
 	// The request as sent to the local target (after the path prefix).
 	RequestHeaders []Header

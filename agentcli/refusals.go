@@ -52,7 +52,7 @@ func (r *sentAnswers) take(id string) (ForwardEvent, bool) {
 func (s *session) refused(id string, why error) {
 	ev, ok := s.sent.take(id)
 	if !ok {
-		ev = ForwardEvent{Path: "attempt " + id, AttemptID: id}
+		ev = ForwardEvent{Method: "answer", Path: "of attempt " + id, AttemptID: id}
 	}
 	ev.ReportError, ev.ReportOnly = why.Error(), true
 	s.a.obs.Forwarded(ev)

@@ -47,7 +47,7 @@ func TestRefusalOfAnAnswerForgotten(t *testing.T) {
 	s := &session{a: &agent{obs: obs}}
 	s.refused("att-9", errAttemptGone)
 	ev := <-obs.forwards
-	if !ev.ReportOnly || ev.AttemptID != "att-9" || ev.Path != "attempt att-9" || ev.ReportError != errAttemptGone.Error() {
+	if !ev.ReportOnly || ev.AttemptID != "att-9" || ev.Method != "answer" || ev.Path != "of attempt att-9" || ev.ReportError != errAttemptGone.Error() {
 		t.Errorf("told %+v", ev)
 	}
 }

@@ -84,7 +84,8 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		// Agents that offer it get their forwards and send their answers
 		// as binary frames; everything else on the socket stays GraphQL.
 		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Older: agentwire.Subprotocols[1:], Handle: r.completeFrame,
-			// A Done frame acknowledges a Complete; no sender waits for it.
+			// A Done frame answers a Complete (on relay-agent.v3 only one
+			// refused); no sender waits for it.
 			ReplyDelay: doneDelay},
 		InitFunc: func(ctx context.Context, p map[string]any) (context.Context, error) {
 			if err := initPosition(ctx, r.Service, p); err != nil {
