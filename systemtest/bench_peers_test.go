@@ -30,8 +30,13 @@ import (
 // concurrency 1, 16 and 64 right after the handler called directly (the
 // same b.N requests to each), and reports its rate as a share of the direct
 // one, its latency, and the CPU its own processes spend per 1000 requests.
-// At the end it prints all of them as one Markdown table (peersTable); with
-// -count, each figure is the median of that many loads.
+// At the end it prints all of them as one Markdown table (peersTable).
+//
+// RELAY_PEERS_ROUNDS (default 1) runs every path that many times, in rounds
+// over all paths (frp, chisel, …, the floors, then frp again), each figure
+// then the median of that many loads: a slow minute of a shared machine
+// falls on all paths alike, not on the one path whose loads it meets. Each
+// path's processes start in the first round and serve all its rounds.
 //
 // frps, frpc and chisel are taken from RELAY_PEERS_BIN; scripts/bench-peers
 // builds pinned versions of them and runs this benchmark:
@@ -75,19 +80,34 @@ func BenchmarkPeers(b *testing.B) {
 				func(b *testing.B) benchTarget { return benchStartFloor(b, floor, mode.name, st.storage, local) }})
 		}
 	}
-	var table peersTable
-	for _, p := range paths {
-		ok := b.Run(p.name, func(b *testing.B) {
-			t := p.start(b)
-			for _, c := range benchLevels {
-				b.Run(fmt.Sprintf("c=%d", c), benchPair(c, direct, t, t.name+"/direct", func(b *testing.B, base, got benchRun) {
-					benchP50Overhead(b, base, got)
-					table.add(p.name, p.label, c, base, got)
-				}))
+	rounds := 1
+	if s := os.Getenv("RELAY_PEERS_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("RELAY_PEERS_ROUNDS=%q: want a positive number of rounds", s)
+		}
+		rounds = n
+	}
+	table := peersTable{rounds: rounds}
+	started := make([]*benchTarget, len(paths))
+	for range rounds {
+		for i, p := range paths {
+			if started[i] == nil {
+				t := p.start(b) // stopped when the whole benchmark ends
+				started[i] = &t
 			}
-		})
-		if !ok {
-			b.Fatalf("%s failed: no table", p.name)
+			t := *started[i]
+			ok := b.Run(p.name, func(b *testing.B) {
+				for _, c := range benchLevels {
+					b.Run(fmt.Sprintf("c=%d", c), benchPair(c, direct, t, t.name+"/direct", func(b *testing.B, base, got benchRun) {
+						benchP50Overhead(b, base, got)
+						table.add(p.name, p.label, c, base, got)
+					}))
+				}
+			})
+			if !ok {
+				b.Fatalf("%s failed: no table", p.name)
+			}
 		}
 	}
 	table.print(os.Stdout)
@@ -115,7 +135,10 @@ type peersLoad struct {
 }
 
 // peersTable collects the rows of BenchmarkPeers, in the order measured.
-type peersTable struct{ rows []peersRow }
+type peersTable struct {
+	rows   []peersRow
+	rounds int // RELAY_PEERS_ROUNDS: the loads of a path were one per round
+}
 
 // add records one load of the path key (described by label) at
 // concurrency c after base.
@@ -140,7 +163,7 @@ func (t *peersTable) add(key, label string, c int, base, got benchRun) {
 }
 
 // figures is the row's figures: those of its one load of b.N requests, or
-// with -count each the median over its loads. The framework's first call,
+// with rounds (or -count) each the median over its loads. The framework's first call,
 // with b.N = 1, only probes: the loads with fewer requests than the
 // largest are left out.
 func (r peersRow) figures() (peersLoad, int) {
@@ -210,7 +233,11 @@ func (t peersTable) print(w io.Writer) {
 	case len(counts) == 1 && counts[0] == 1:
 		fmt.Fprintln(w, "peers table: one load of each path at each concurrency")
 	case len(counts) == 1:
-		fmt.Fprintf(w, "peers table: each figure the median of %d loads of that path at that concurrency, one after the other\n", counts[0])
+		how := "one after the other"
+		if t.rounds > 1 {
+			how = "one in each round over all paths"
+		}
+		fmt.Fprintf(w, "peers table: each figure the median of %d loads of that path at that concurrency, %s\n", counts[0], how)
 	default:
 		fmt.Fprintf(w, "peers table: each figure the median of the loads of that path at that concurrency (%v loads)\n", counts)
 	}
