@@ -54,12 +54,13 @@ type session struct {
 	// On an older subprotocol or plain GraphQL the agent sends none, which
 	// an older relay would refuse.
 	receipts bool
-	// acks: the relay answers every Complete frame with a Done frame
-	// (agentwire.Acknowledges), and each worker waits for its own. On the
-	// newest subprotocol only a refusal comes, after the worker has moved
-	// on: sent remembers what it refuses (see refused).
-	acks bool
-	sent sentAnswers
+	// unacked: binary, on a subprotocol whose relay answers a Complete
+	// frame only to refuse it (agentwire.Acknowledges is false). A worker
+	// then waits for no Done frame; a refusal comes after it has moved on,
+	// and sent remembers what it refuses (see refused). Otherwise each
+	// worker waits for the Done frame of its own Complete.
+	unacked bool
+	sent    sentAnswers
 
 	opsMu  sync.Mutex
 	ops    map[string]chan error // completeForward operation ID → its result
@@ -152,7 +153,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		return false, fmt.Errorf("connect to %s: server does not speak %s", a.wsURL, gqlws.Subprotocol)
 	}
 	s := &session{a: a, conn: conn, cork: corked, ops: map[string]chan error{}, dones: map[string]chan error{}, served: map[string]*served{}, binary: binary,
-		receipts: binary && agentwire.CarriesReceipts(proto), acks: binary && agentwire.Acknowledges(proto)}
+		receipts: binary && agentwire.CarriesReceipts(proto), unacked: binary && !agentwire.Acknowledges(proto)}
 
 	sctx, cancel := context.WithCancel(ctx)
 	s.workers = workers.New(workerIdle, sctx.Done(), func() *worker { return &worker{done: make(chan error, 1)} })
@@ -443,7 +444,7 @@ func (s *session) binaryFrame(ctx context.Context, m wsMessage) error {
 		default:
 			result = fmt.Errorf("relay refused the answer: %s (%s)", d.Message, d.Code)
 		}
-		if s.acks {
+		if !s.unacked {
 			s.finishIn(s.dones, d.AttemptID, result)
 		} else if result != nil {
 			s.refused(d.AttemptID, result)
@@ -476,7 +477,7 @@ func (s *session) handle(ctx context.Context, wk *worker, sv *served, w work) {
 	if res.Err != nil {
 		ev.Error = res.Err.Error()
 	}
-	if s.binary && !s.acks {
+	if s.unacked {
 		s.sent.add(ev) // before the Complete goes: a refusal may come at once
 	}
 	if err := s.complete(ctx, wk, w.attemptID, res); err != nil && ctx.Err() == nil {
@@ -493,10 +494,8 @@ func (s *session) complete(ctx context.Context, wk *worker, attemptID string, re
 	if !s.receipts {
 		rep.Receipt = nil
 	}
-	if s.binary && !s.acks {
-		buf := frameBuffers.Get().(*[]byte)
-		*buf = agentwire.AppendComplete((*buf)[:0], rep)
-		return s.sendComplete(buf)
+	if s.unacked {
+		return s.sendCompleteOf(rep)
 	}
 	waits, id := s.ops, attemptID
 	if s.binary {
@@ -513,9 +512,7 @@ func (s *session) complete(ctx context.Context, wk *worker, attemptID string, re
 	defer s.forget(waits, id, done)
 
 	if s.binary {
-		buf := frameBuffers.Get().(*[]byte)
-		*buf = agentwire.AppendComplete((*buf)[:0], rep)
-		if err := s.sendComplete(buf); err != nil {
+		if err := s.sendCompleteOf(rep); err != nil {
 			return err
 		}
 	} else if err := s.subscribe(id, completeForwardMutation, map[string]any{"input": toCompleteInput(rep)}); err != nil {
@@ -639,6 +636,14 @@ func (s *session) writeFrame(typ string, frame any) error {
 		return fmt.Errorf("write %s: %w", typ, err)
 	}
 	return nil
+}
+
+// sendCompleteOf encodes rep's Complete frame in a pooled buffer and
+// sends it (sendComplete).
+func (s *session) sendCompleteOf(rep agentwire.Complete) error {
+	buf := frameBuffers.Get().(*[]byte)
+	*buf = agentwire.AppendComplete((*buf)[:0], rep)
+	return s.sendComplete(buf)
 }
 
 // sendComplete queues a Complete frame for the socket, which then owns

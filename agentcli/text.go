@@ -220,11 +220,17 @@ func (o *TextObserver) Forwarded(e ForwardEvent) {
 	}
 }
 
-// reportLocked prints on Status why e's answer was not reported to the
-// relay. The path is the sender's, so it is printed as the line's is.
+// reportLocked prints e's ReportLine on Status.
 func (o *TextObserver) reportLocked(e ForwardEvent) {
 	o.flushLocked()
-	fmt.Fprintf(o.Status, "%s %s: %s\n", termtext.Safe(e.Method, false), termtext.Safe(e.Path, false), termtext.Safe(e.ReportError, false))
+	fmt.Fprintln(o.Status, e.ReportLine())
+}
+
+// ReportLine is the line that tells why e's answer was not reported to
+// the relay: method, path, the reason. The path is the sender's, so it is
+// made safe for a terminal as the forward's own line is.
+func (e ForwardEvent) ReportLine() string {
+	return termtext.Safe(e.Method, false) + " " + termtext.Safe(e.Path, false) + ": " + termtext.Safe(e.ReportError, false)
 }
 
 // maxLine bounds the buffer Forwarded keeps for the next line: a line with

@@ -8,7 +8,6 @@ import (
 
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/cli/cmdutil"
-	"github.com/relayhq/relay/internal/termtext"
 )
 
 // jsonObserver prints the agent's events as JSON lines (listen and agent
@@ -86,10 +85,9 @@ func (o *jsonObserver) Forwarded(e agentcli.ForwardEvent) {
 	}
 }
 
-// report prints on status why e's answer was not reported to the relay,
-// the sender's path made safe for a terminal.
+// report prints on status why e's answer was not reported to the relay.
 func (o *jsonObserver) report(e agentcli.ForwardEvent) {
-	fmt.Fprintf(o.status, "%s %s: %s\n", termtext.Safe(e.Method, false), termtext.Safe(e.Path, false), termtext.Safe(e.ReportError, false))
+	fmt.Fprintln(o.status, e.ReportLine())
 }
 
 // NewJSONObserver prints the agent's events on out as JSON lines, and

@@ -5,9 +5,10 @@
 // GraphQL client does; only the hot path changes: each forward request
 // arrives as one binary Forward frame instead of a GraphQL result, and the
 // agent answers with a binary Complete frame instead of a completeForward
-// mutation; the relay answers a Complete it refuses with a Done frame. Bodies travel
-// as bytes, not base64 in JSON, and nothing is parsed or executed as
-// GraphQL per request. A relay that does not offer Subprotocol speaks
+// mutation; the relay answers a Complete it refuses with a Done frame (on
+// the older subprotocols, every Complete). Bodies travel as bytes, not
+// base64 in JSON, and nothing is parsed or executed as GraphQL per
+// request. A relay that does not offer Subprotocol speaks
 // plain graphql-transport-ws, and so does every third-party client.
 //
 // Every frame starts with its kind; the fields follow in binwire's
@@ -223,8 +224,9 @@ func completeBodySize(frame []byte) int {
 }
 
 // Done answers a Complete: Code is empty when the relay took the answer
-// (sent on v1 and v2 only), else the API's error code (NOT_FOUND: the relay no longer waits for the
-// attempt; BAD_USER_INPUT: the report was invalid) with Message.
+// (sent on v1 and v2 only), else the API's error code (NOT_FOUND: the
+// relay no longer waits for the attempt; INVALID_INPUT: the report was
+// invalid) with Message.
 type Done struct {
 	AttemptID string
 	Code      string
