@@ -24,7 +24,7 @@ func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, targ
 // AgentDisconnected records the end of an agent's session, even when ctx
 // has ended (the session's end is usually why).
 func (r *Recorder) AgentDisconnected(ctx context.Context, endpointID, agentID, reason string) error {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	ev := domain.AgentDisconnected{EndpointID: endpointID, AgentID: agentID, Reason: reason}
 	if _, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev); err != nil {

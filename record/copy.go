@@ -15,7 +15,7 @@ import (
 // ForwardFailed, both marked as a copy. Nothing waits on a copy, so it is
 // recorded after the primary's outcome, never in its way.
 func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error) {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var ids []string // kept across tries so a repeated append stays idempotent
@@ -73,7 +73,7 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 // shows open are folded once and kept (listenerStates), so each decision
 // reads only the events appended since the last one this process read.
 func (r *Recorder) ReconcilePrimary(ctx context.Context, endpointID string) (domain.PrimaryChanged, bool, error) {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	stream := domain.AgentStream(endpointID)
 	var change domain.PrimaryChanged

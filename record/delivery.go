@@ -78,7 +78,7 @@ func (r *Recorder) ReceiveForward(ctx context.Context, rc Receipt, fw Forward) (
 // the delivery was recorded (no outcome from the tunnel). The tunnel may
 // append to the stream concurrently, so any revision is fine.
 func (r *Recorder) RecordLateAnswer(ctx context.Context, deliveryID string, status int, reason string) error {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	// The reason quotes an error (a store's, another node's): bounded as
 	// every error text the log keeps.
@@ -178,7 +178,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 	}
 	// Detached only here: the merge above queues with a bound of its own
 	// (held.go), and most outcomes take it.
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	// The fast path below assumes the request event records no outcome. A
 	// first attempt's is its receipt, which may record one (ReceiptHold),

@@ -85,7 +85,7 @@ func (r *Recorder) RequestQueued(ctx context.Context, deliveryID string, t Queue
 // (retry scheduled, dead, delivered) or a redrive, and returns its log
 // position. It is made even when ctx has ended: the decision was taken.
 func (r *Recorder) RecordQueueDecision(ctx context.Context, deliveryID string, ev domain.Event) (uint64, error) {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	res, err := r.Record(ctx, domain.DeliveryStream(deliveryID), domain.Any(), domain.Trace{CorrelationID: deliveryID}, ev)
 	if err != nil {

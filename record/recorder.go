@@ -14,11 +14,10 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// WriteTimeout bounds an append made after its caller's context ended (a
+// writeTimeout bounds an append made after its caller's context ended (a
 // sender who hung up, a session's end, a forward cut short by shutdown):
-// once decided, the event must still land. It is also the longest a
-// forward waits for its outcome's record (tunnel.Hub.Forward).
-const WriteTimeout = 10 * time.Second
+// once decided, the event must still land.
+const writeTimeout = 10 * time.Second
 
 // Config holds the Recorder's dependencies; only Store is required.
 type Config struct {
@@ -33,8 +32,6 @@ type Config struct {
 	// Usage, when set, is told of every delivery's receipt once it is
 	// durable, so the storage quotas count it before the views apply it.
 	Usage Usage
-	// WriteTimeout is WriteTimeout when zero; tests shorten it.
-	WriteTimeout time.Duration
 }
 
 // Usage learns of deliveries recorded: the address and account a receipt
@@ -57,8 +54,6 @@ type Recorder struct {
 	log    *slog.Logger
 	node   string
 	usage  Usage
-	// writeTimeout is Config.WriteTimeout.
-	writeTimeout time.Duration
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
 	listeners listenerStates
 	// held are the receipts waiting for their first attempt's answer, by
@@ -69,8 +64,7 @@ type Recorder struct {
 
 // New wires a Recorder.
 func New(cfg Config) *Recorder {
-	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage,
-		writeTimeout: cfg.WriteTimeout}
+	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage}
 	r.queuer, _ = cfg.Store.(domain.AppendQueuer)
 	if r.codec == nil {
 		r.codec = domain.NewCodec()
@@ -84,16 +78,8 @@ func New(cfg Config) *Recorder {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	if r.writeTimeout <= 0 {
-		r.writeTimeout = WriteTimeout
-	}
 	return r
 }
-
-// QueuesAppends reports whether the store queues appends to a writer of
-// its own (domain.AppendQueuer), which goes on with an append whoever
-// stops waiting for it.
-func (r *Recorder) QueuesAppends() bool { return r.queuer != nil }
 
 // Now is the Recorder's clock, for decisions that compare with the times
 // it records.
@@ -139,7 +125,7 @@ type Queued struct {
 // queue starts an append like Record and returns without waiting for it
 // when the store can queue appends (domain.AppendQueuer): the append is
 // then in the store's commit order. With any other store it is durable on
-// return. The append does not end with ctx (see WriteTimeout). rc is the
+// return. The append does not end with ctx (see writeTimeout). rc is the
 // receipt the append records, if it does (see recorded).
 func (r *Recorder) queue(ctx context.Context, stream string, expected domain.ExpectedRevision, tr domain.Trace, events []domain.Event, rc *Receipt) (Queued, error) {
 	data, err := r.encode(stream, tr, events)
@@ -169,7 +155,7 @@ func (r *Recorder) queue(ctx context.Context, stream string, expected domain.Exp
 // (domain.AppendQueuer) and returns the wait for it, which tells Usage of
 // rc once it is durable. Wait for it once.
 func (r *Recorder) queueData(ctx context.Context, stream string, expected domain.ExpectedRevision, data []domain.EventData, rc *Receipt) (func() (domain.AppendResult, error), error) {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	queued, err := r.queuer.QueueAppend(ctx, stream, expected, data...)
 	if err != nil {
 		cancel()
@@ -207,9 +193,9 @@ func (r *Recorder) encode(stream string, tr domain.Trace, events []domain.Event)
 }
 
 // appendData appends encoded events and waits until they are durable,
-// bounded by WriteTimeout rather than ctx, and tells Usage of rc.
+// bounded by writeTimeout rather than ctx, and tells Usage of rc.
 func (r *Recorder) appendData(ctx context.Context, stream string, expected domain.ExpectedRevision, data []domain.EventData, rc *Receipt) error {
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	res, err := r.store.Append(ctx, stream, expected, data...)
 	if err != nil {
@@ -264,8 +250,8 @@ func (r *Recorder) Delete(ctx context.Context, stream string, expected domain.Ex
 }
 
 // detached bounds a write that must outlive its caller's context.
-func (r *Recorder) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), r.writeTimeout)
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
 var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

@@ -22,7 +22,7 @@ func (r *Recorder) SettleOutcome(ctx context.Context, cmd domain.ForwardCommand,
 		out.Position = pos
 		return out, nil
 	}
-	ctx, cancel := r.detached(ctx)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	settled, err := r.RecordedOutcome(ctx, cmd.DeliveryID, cmd.AttemptID)
 	if err != nil {

@@ -12,30 +12,19 @@ import (
 )
 
 // RecordGrace is how much longer than an attempt's timeout Forward waits
-// for its outcome to be recorded when the store appends on the caller's
-// call (JetStream, EventStoreDB): the attempt itself ends at its timeout
-// (504), and recording it may wait on the store. With the embedded log the
-// recorder's own bound on a write applies (record.WriteTimeout), the one
-// the sender already waits on for its delivery's receipt.
+// for its outcome to be recorded: the attempt itself ends at its timeout
+// (504), and recording it may wait on the store.
 const RecordGrace = 5 * time.Second
 
 // Forward runs one attempt on a session this process holds and returns
 // its outcome once recorded: the seam ingress and retry forward through.
 // Nothing is encoded and no bus is crossed. A failed attempt (502, 503,
 // 504) is an outcome, not an error; errors mean the outcome is unknown to
-// the caller: ctx ended first, or no outcome was recorded within the
-// command's timeout and RecordGrace (*TimeoutError for either deadline),
-// or the Hub could not carry out or record the forward (an outcome the
-// store did not take is marked domain.ErrOutcomeNotRecorded). Forward
-// bounds its own wait whatever ctx is.
-//
-// The attempt does not end with ctx: like one sent over the bus, it runs
-// until its outcome (bounded by the command's timeout) or the Hub's Close,
-// and is recorded. With the embedded log it runs on the caller's
-// goroutine, recording included (handing it to another goroutine and
-// waiting there took two more wake-ups per forward); if ctx ends while
-// the agent still has it, the rest goes on in a goroutine of its own and
-// Forward returns at once.
+// the caller: no outcome was recorded within the command's timeout and
+// RecordGrace, or ctx ended (*TimeoutError for either deadline), or the Hub
+// could not carry out or record the forward. The attempt does not end with
+// ctx: like one sent over the bus, it runs until its outcome (bounded by
+// the command's timeout) or the Hub's Close, and is recorded.
 func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	if cmd.AttemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
@@ -45,28 +34,6 @@ func (h *Hub) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.Fo
 			return h.forwardRemote(ctx, node, cmd)
 		}
 	}
-	if !h.rec.QueuesAppends() {
-		return h.forwardAside(ctx, cmd)
-	}
-	start := time.Now()
-	h.serving.Add(1)
-	out, err, rest := h.serve(h.life, cmd, ctx.Done())
-	if rest == nil {
-		h.serving.Done()
-		return out, err
-	}
-	go func() {
-		defer h.serving.Done()
-		rest()
-	}()
-	return domain.ForwardOutcome{}, callerLeft(ctx, cmd.AttemptID, start)
-}
-
-// forwardAside is Forward for a store that appends on the caller's call:
-// the attempt runs on a goroutine of its own, so that its caller waits at
-// most the attempt's timeout and RecordGrace, however long the store
-// takes to record the outcome.
-func (h *Hub) forwardAside(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	type result struct {
 		out domain.ForwardOutcome
 		err error
@@ -76,11 +43,15 @@ func (h *Hub) forwardAside(ctx context.Context, cmd domain.ForwardCommand) (doma
 	if timeout <= 0 {
 		timeout = DefaultForwardTimeout
 	}
+	// A timer, not a context with a deadline: the caller's context would
+	// take a child, and its lock, for every attempt.
 	wait := time.NewTimer(timeout + h.recordGrace)
 	defer wait.Stop()
 	done := make(chan result, 1)
-	h.serving.Go(func() {
-		out, err, _ := h.serve(h.life, cmd, nil)
+	h.serving.Add(1)
+	h.attempts.Go(func(struct{}) {
+		defer h.serving.Done()
+		out, err := h.serve(h.life, cmd)
 		done <- result{out, err}
 	})
 	select {
@@ -89,16 +60,11 @@ func (h *Hub) forwardAside(ctx context.Context, cmd domain.ForwardCommand) (doma
 	case <-wait.C:
 		return domain.ForwardOutcome{}, &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)}
 	case <-ctx.Done():
-		return domain.ForwardOutcome{}, callerLeft(ctx, cmd.AttemptID, start)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return domain.ForwardOutcome{}, &TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)}
+		}
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, ctx.Err())
 	}
-}
-
-// callerLeft is Forward's error for a caller whose ctx ended first.
-func callerLeft(ctx context.Context, attemptID string, start time.Time) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &TimeoutError{AttemptID: attemptID, Waited: time.Since(start)}
-	}
-	return fmt.Errorf("forward %s: %w", attemptID, ctx.Err())
 }
 
 // elsewhere names the node that holds the Endpoint's sessions when this
@@ -175,7 +141,7 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 				answer(domain.ForwardOutcome{AttemptID: cmd.AttemptID}, fmt.Errorf("panic: %v", v))
 			}
 		}()
-		out, err, _ := h.serve(h.life, cmd, nil)
+		out, err := h.serve(h.life, cmd)
 		if err != nil {
 			h.logger.Error("forward command failed", "attempt_id", cmd.AttemptID, "error", err)
 		} else if cmd.Copy {
@@ -254,48 +220,19 @@ func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome) {
 // recorded after it, never before: the primary's outcome goes right after
 // its request, and the sender waits for nothing else. A copy another node
 // sent here (cmd.Copy) is only run: its sender records it.
-//
-// left is the caller's leaving (nil: it waits to the end). When it comes
-// while a session of this process has the attempt, serve returns rest
-// instead of an outcome: the rest of the attempt, which the caller runs
-// without waiting for it.
-func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand, left <-chan struct{}) (out domain.ForwardOutcome, err error, rest func()) {
+func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	if cmd.Copy {
-		return h.serveCopy(ctx, cmd), nil, nil
+		return h.serveCopy(ctx, cmd), nil
 	}
 	recorded := make(chan struct{})
-	out, elsewhere, a, err := h.forward(ctx, cmd, recorded)
-	if err == nil && a.p != nil {
-		var ok bool
-		if out, ok = h.await(ctx, &a, left); !ok {
-			return domain.ForwardOutcome{}, nil, h.restOf(ctx, cmd, a, recorded)
-		}
-	}
-	if err != nil || elsewhere {
-		close(recorded)
-		return out, err, nil
-	}
-	out, err = h.record(ctx, cmd, out, recorded)
-	return out, err, nil
-}
-
-// restOf is the rest of attempt a once its caller has left: its outcome,
-// awaited and recorded. A function of its own so that what it keeps is
-// moved to the heap only for a caller that left.
-func (h *Hub) restOf(ctx context.Context, cmd domain.ForwardCommand, a inFlight, recorded chan struct{}) func() {
-	return func() {
-		out, _ := h.await(ctx, &a, nil)
-		if _, err := h.record(ctx, cmd, out, recorded); err != nil {
-			h.logger.Error("forward outcome not recorded", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID, "error", err)
-		}
-	}
-}
-
-// record records the outcome of an attempt this process served and then
-// closes recorded, which its copies wait for.
-func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome, recorded chan struct{}) (domain.ForwardOutcome, error) {
 	defer close(recorded)
-	var err error
+	out, elsewhere, err := h.forward(ctx, cmd, recorded)
+	if err != nil {
+		return domain.ForwardOutcome{}, err
+	}
+	if elsewhere {
+		return out, nil
+	}
 	if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
 		return domain.ForwardOutcome{}, err // marked domain.ErrOutcomeNotRecorded
 	}
@@ -303,13 +240,11 @@ func (h *Hub) record(ctx context.Context, cmd domain.ForwardCommand, out domain.
 }
 
 // forward gives cmd to the primary session of its Endpoint (of those whose
-// filters match, on every node the Roster shows) and a copy to every other
-// matching session. recorded closes once the primary's outcome is
-// recorded. When the primary is a session of this process, forward returns
-// the attempt in flight (a.p set), whose outcome await waits for;
-// otherwise the outcome. elsewhere reports an outcome already recorded:
-// another node's session answered it (or this node settled it).
-func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <-chan struct{}) (out domain.ForwardOutcome, elsewhere bool, a inFlight, err error) {
+// filters match, on every node the Roster shows), a copy to every other
+// matching session, and waits for the primary's outcome. recorded closes
+// once that outcome is recorded. elsewhere reports an outcome already
+// recorded: another node's session answered it (or this node settled it).
+func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <-chan struct{}) (out domain.ForwardOutcome, elsewhere bool, err error) {
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = DefaultForwardTimeout
@@ -321,10 +256,10 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	}
 	pl, err := h.dispatch(cmd, remote)
 	if err != nil {
-		return domain.ForwardOutcome{}, false, inFlight{}, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
+		return domain.ForwardOutcome{}, false, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
 	if pl.local == nil && pl.remote == nil {
-		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, false, inFlight{}, nil
+		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNoAgent}, false, nil
 	}
 	if h.logger.Enabled(ctx, slog.LevelDebug) { // its arguments would allocate for nothing
 		h.logger.Debug("forward dispatched", "delivery_id", cmd.DeliveryID, "attempt_id", cmd.AttemptID,
@@ -338,56 +273,36 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 		named := cmd
 		named.Agent = pl.remote.AgentID
 		out, err := h.forwardRemote(ctx, pl.remote.Node, named)
-		return out, true, inFlight{}, err
+		return out, true, err
 	}
+	s, p := pl.local, pl.pending
 	// A timer, not a context with a deadline: ctx is the hub's life, which
 	// every attempt shares, and a child context of it would take its lock
 	// twice per attempt.
-	a = inFlight{attemptID: cmd.AttemptID, s: pl.local, p: pl.pending, timeout: timeout, started: started, expired: time.NewTimer(timeout)}
-	// A send that fails otherwise leaves the outcome to detach or await.
-	a.timedOut = a.s.send(ctx, a.expired.C, cmd)
+	expired := time.NewTimer(timeout)
+	defer expired.Stop()
+	// A send that fails otherwise leaves the outcome to detach or below.
+	timedOut := s.send(ctx, expired.C, cmd)
 	h.copies(ctx, pl.copies, cmd, timeout, recorded)
-	return domain.ForwardOutcome{}, false, a, nil
-}
-
-// inFlight is an attempt a session of this process has: its outcome comes
-// from the agent (p.result), the attempt's timeout (expired), a detach or
-// the Hub's Close.
-type inFlight struct {
-	attemptID string
-	s         *session
-	p         *pendingWork
-	timeout   time.Duration
-	started   time.Time
-	expired   *time.Timer
-	timedOut  bool // the attempt's timeout came while it was being sent
-}
-
-// await waits for a's outcome; ok is false when left closes first (nil:
-// never), and a is still in flight then.
-func (h *Hub) await(ctx context.Context, a *inFlight, left <-chan struct{}) (out domain.ForwardOutcome, ok bool) {
-	if !a.timedOut {
+	if !timedOut {
 		select {
-		case out = <-a.p.result:
-		case <-a.expired.C:
-			a.timedOut = true
+		case out = <-p.result:
+		case <-expired.C:
+			timedOut = true
 		case <-ctx.Done():
-			out = h.resolve(a.p, domain.ForwardOutcome{AttemptID: a.attemptID, AgentID: a.s.info.AgentID,
+			out = h.resolve(p, domain.ForwardOutcome{AttemptID: cmd.AttemptID, AgentID: s.info.AgentID,
 				Status: 503, Error: domain.FailureShuttingDown})
-		case <-left:
-			return domain.ForwardOutcome{}, false
 		}
 	}
-	a.expired.Stop()
-	if a.timedOut {
-		out = h.resolve(a.p, domain.ForwardOutcome{AttemptID: a.attemptID, AgentID: a.s.info.AgentID,
-			Status: 504, Error: domain.FailureTimeout + a.timeout.String(),
-			Failure: "the local target " + a.s.info.Target + " did not answer within " + a.timeout.String()})
+	if timedOut {
+		out = h.resolve(p, domain.ForwardOutcome{AttemptID: cmd.AttemptID, AgentID: s.info.AgentID,
+			Status: 504, Error: domain.FailureTimeout + timeout.String(),
+			Failure: "the local target " + s.info.Target + " did not answer within " + timeout.String()})
 	}
 	if out.DurationMs <= 0 {
-		out.DurationMs = time.Since(a.started).Milliseconds()
+		out.DurationMs = time.Since(started).Milliseconds()
 	}
-	return out, true
+	return out, false, nil
 }
 
 // copies gives a copy of cmd to each of ms, here or on its node.

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/workers"
 )
 
 // Recorder records what the Hub learns (record.Recorder): attempts'
@@ -34,10 +35,6 @@ type Recorder interface {
 	RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error)
 	// NewID names a copy's attempt.
 	NewID() string
-	// QueuesAppends reports whether appends go to a writer that goes on
-	// without whoever waits for them (the embedded log): Hub.Forward then
-	// records on its caller's goroutine.
-	QueuesAppends() bool
 }
 
 // HubConfig holds the Hub's dependencies; Recorder is required.
@@ -99,6 +96,9 @@ type Hub struct {
 	life     context.Context // ends with Close: attempts in flight answer 503
 	stop     context.CancelFunc
 	serving  sync.WaitGroup // attempts in flight through Forward
+	// attempts runs Forward's attempts on goroutines kept from earlier
+	// ones, whose stacks are grown to the depth of an attempt already.
+	attempts *workers.Pool[struct{}]
 	// recordGrace is RecordGrace; tests shorten it.
 	recordGrace time.Duration
 
@@ -143,6 +143,10 @@ type pendingWork struct {
 	result    chan domain.ForwardOutcome // capacity 1
 }
 
+// attemptIdle is how long a goroutine that ran an attempt waits for the
+// next one before it ends.
+const attemptIdle = 5 * time.Second
+
 // DefaultNode names the node of a Hub whose config names none.
 const DefaultNode = "local"
 
@@ -156,6 +160,7 @@ func NewHub(cfg HubConfig) *Hub {
 		node: cfg.Node, remote: cfg.Remote, locate: cfg.Locate, others: cfg.Elsewhere, rosterOf: cfg.Roster,
 		byEndpoint: map[string][]*session{},
 		byAgent:    map[string]*session{},
+		attempts:   workers.New(attemptIdle, life.Done(), func() struct{} { return struct{}{} }),
 		pending:    map[string]*pendingWork{},
 		received:   map[string]*receivedCommand{},
 
@@ -176,6 +181,7 @@ func NewHub(cfg HubConfig) *Hub {
 func (h *Hub) Close() {
 	h.stop()
 	h.serving.Wait()
+	h.attempts.Wait()
 }
 
 // Attach starts a session: it records AgentConnected and returns the
