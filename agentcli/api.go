@@ -170,13 +170,14 @@ type ForwardEvent struct {
 	// ReportError is set when the answer could not be reported to the
 	// relay (it no longer waited, or the connection dropped).
 	ReportError string
-	// ReportOnly: this event only tells ReportError, for a forward an
-	// earlier event told of. On the newest binary subprotocol the relay
-	// answers a Complete only to refuse it, after the worker has told the
-	// Observer of the forward; the fields besides ReportError are that
-	// event's, without the request's headers and body (or only AttemptID,
-	// with Method "answer" and Path "of attempt <ID>", when the refusal
-	// came too late to be matched).
+	// ReportOnly: this event only tells ReportError, for a forward another
+	// event tells of. On the newest binary subprotocol the relay answers a
+	// Complete only to refuse it, and the agent's reader tells of the
+	// refusal as it reads it: usually after the worker has told of the
+	// forward, but either may come first. The fields besides ReportError
+	// are that event's, without the request's headers and body (or only
+	// AttemptID, with Method "answer" and Path "of attempt <ID>", when the
+	// refusal came too late to be matched).
 	ReportOnly bool
 	// The request as sent to the local target (after the path prefix).
 	RequestHeaders []Header

@@ -3,8 +3,11 @@ package agentcli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,4 +212,34 @@ func readComplete(t testing.TB, p *wsPeer) agentwire.Complete {
 		}
 		return c
 	}
+}
+
+// TestAgentBoundsWhatItReads: a message from the relay larger than
+// MaxRelayMessage closes the socket (1009, message too big) instead of
+// being read whole, and the agent dials again.
+func TestAgentBoundsWhatItReads(t *testing.T) {
+	srv := newWSServerOf(t, agentwire.Subprotocol)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = Serve(ctx, Options{Server: srv.url, Token: "t", Observer: &recordingObserver{forwards: make(chan ForwardEvent, 4)},
+			Endpoints: []Route{{EndpointID: "ep-1", Target: "127.0.0.1:1"}}})
+	}()
+	p := srv.accept(t)
+	p.handshake("t", "ep-1")
+	// A Done frame whose message alone is past the bound. The agent may
+	// close the socket before the write ends (a reset, here).
+	huge := agentwire.AppendDone(nil, agentwire.Done{AttemptID: "att-1", Code: "NOT_FOUND", Message: strings.Repeat("x", MaxRelayMessage)})
+	_ = p.conn.WriteMessage(websocket.BinaryMessage, huge)
+	_ = p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := p.conn.ReadMessage(); err != nil {
+			if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("the agent's socket ended with %v, want close 1009 (message too big) or a reset", err)
+			}
+			break
+		}
+	}
+	// Had it read the frame whole, it would have kept the socket.
+	srv.accept(t) // dialled again
 }

@@ -9,8 +9,8 @@ const maxSentAnswers = 1024
 
 // sentAnswers remembers the forwards whose answers went to a relay that
 // replies only to refuse one (agentwire.Acknowledges is false), so that a
-// refusal, which comes after the worker has told the Observer of the
-// forward, can name the request. It holds the last maxSentAnswers, the
+// refusal, which the reader takes apart from the worker that told the
+// Observer of the forward, can name the request. It holds the last maxSentAnswers, the
 // request's headers and body left out: memory stays bounded whatever the
 // relay answers, and a refusal of an answer already forgotten is reported
 // by its attempt ID alone.
@@ -48,7 +48,8 @@ func (r *sentAnswers) take(id string) (ForwardEvent, bool) {
 }
 
 // refused tells the Observer that the relay refused the answer of attempt
-// id: an event of its own, after the one that told of the forward.
+// id: an event of its own beside the one that tells of the forward
+// (usually after it; ForwardEvent.ReportOnly).
 func (s *session) refused(id string, why error) {
 	ev, ok := s.sent.take(id)
 	if !ok {

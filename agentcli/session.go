@@ -105,6 +105,15 @@ type served struct {
 	fwd    *forwarder
 }
 
+// MaxRelayMessage bounds a message the agent reads from the relay: the
+// largest the relay sends is a forward of a body of at most 16 MiB (its
+// --max-body bound) with the request's headers, as binary or, on plain
+// GraphQL, with the body in base64 (about 21.4 MiB) and the headers
+// escaped in JSON. Past it the socket closes (1009) and the agent dials
+// again, instead of holding whatever a relay, or whoever answers at its
+// address, sends.
+const MaxRelayMessage = 32 << 20
+
 // serve runs one connection until it drops or ctx ends. acked reports
 // whether the server accepted the connection_init.
 func (a *agent) serve(ctx context.Context) (acked bool, err error) {
@@ -146,6 +155,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		}
 		return false, fmt.Errorf("connect to %s: %w", a.wsURL, err)
 	}
+	conn.SetReadLimit(MaxRelayMessage)
 	proto := conn.Subprotocol()
 	binary := slices.Contains(agentwire.Subprotocols, proto) && !a.opts.PlainGraphQL
 	if conn.Subprotocol() != gqlws.Subprotocol && !binary {
