@@ -27,6 +27,13 @@ const MaxChanges = 100
 // size.
 const maxLines = 1000
 
+// MaxStructured bounds the bodies compared field by field or line by
+// line: the default capture cap, what a recorded body holds. Larger ones
+// (an edit's body may reach --max-body, a captured response more) are
+// compared by size, so that decoding and walking a comparison's two bodies
+// takes a bounded time and memory whatever they hold.
+const MaxStructured = 256 << 10
+
 // Change is one difference: where, and the value on each side (nil:
 // absent on that side).
 type Change struct {
@@ -165,47 +172,83 @@ func Headers(a, b []domain.Header) []Change {
 }
 
 // Bodies compares two bodies: field by field when both are JSON, line
-// by line when both are text, by size otherwise.
+// by line when both are text, by size otherwise or when either is over
+// MaxStructured.
 func Bodies(a, b []byte) []Change {
 	if bytes.Equal(a, b) {
 		return nil
 	}
+	sizes := func(where string) []Change {
+		sa, sb := fmt.Sprintf("%d bytes", len(a)), fmt.Sprintf("%d bytes", len(b))
+		return []Change{{where, &sa, &sb}}
+	}
+	if len(a) > MaxStructured || len(b) > MaxStructured {
+		return sizes(fmt.Sprintf("body (over %d KiB, compared by size)", MaxStructured>>10))
+	}
 	var ja, jb any
 	if json.Unmarshal(a, &ja) == nil && json.Unmarshal(b, &jb) == nil {
-		var out []Change
-		diffValues("body $", ja, jb, &out)
-		if len(out) == 0 { // the same JSON, written differently
-			sa, sb := fmt.Sprintf("%d bytes", len(a)), fmt.Sprintf("%d bytes", len(b))
-			out = append(out, Change{"body (the same JSON, formatted differently)", &sa, &sb})
+		var d differ
+		d.values("body $", ja, jb)
+		if len(d.out) == 0 { // the same JSON, written differently
+			return sizes("body (the same JSON, formatted differently)")
 		}
-		return capChanges(out)
+		return d.capped()
 	}
 	if utf8.Valid(a) && utf8.Valid(b) {
+		// Counted before split: a text of many short lines is compared by
+		// size without a string per line.
+		la, lb := bytes.Count(a, []byte("\n"))+1, bytes.Count(b, []byte("\n"))+1
+		if la > maxLines || lb > maxLines {
+			sa, sb := fmt.Sprintf("%d lines", la), fmt.Sprintf("%d lines", lb)
+			return []Change{{"body (text, differs)", &sa, &sb}}
+		}
 		return capChanges(diffLines(strings.Split(string(a), "\n"), strings.Split(string(b), "\n")))
 	}
-	sa, sb := fmt.Sprintf("%d bytes", len(a)), fmt.Sprintf("%d bytes", len(b))
-	return []Change{{"body (binary, differs)", &sa, &sb}}
+	return sizes("body (binary, differs)")
 }
 
-// diffValues lists the paths where two JSON values differ.
-func diffValues(path string, a, b any, out *[]Change) {
-	if len(*out) > MaxChanges {
+// differ lists the paths where two JSON values differ: the first
+// MaxChanges with their values, the rest only counted, so that a body of
+// many small differences builds no text for the ones not shown.
+type differ struct {
+	out  []Change
+	more int
+}
+
+// full is true once MaxChanges are listed: past it no path or text is
+// built, differences are only counted.
+func (d *differ) full() bool { return len(d.out) >= MaxChanges }
+
+func (d *differ) add(path string, a, b any, inA, inB bool) {
+	if d.full() {
+		d.more++
 		return
 	}
+	c := Change{Where: path}
+	if inA {
+		c.A = jsonText(a)
+	}
+	if inB {
+		c.B = jsonText(b)
+	}
+	d.out = append(d.out, c)
+}
+
+func (d *differ) values(path string, a, b any) {
 	ma, okA := a.(map[string]any)
 	mb, okB := b.(map[string]any)
 	if okA && okB {
 		for _, k := range sortedKeys(ma, mb) {
 			x, inA := ma[k]
 			y, inB := mb[k]
-			p := path + "." + k
-			switch {
-			case inA && inB:
-				diffValues(p, x, y, out)
-			case inA:
-				*out = append(*out, Change{p, jsonText(x), nil})
-			default:
-				*out = append(*out, Change{p, nil, jsonText(y)})
+			var p string
+			if !d.full() {
+				p = path + "." + k
+			}
+			if inA && inB {
+				d.values(p, x, y)
+			} else {
+				d.add(p, x, y, inA, inB)
 			}
 		}
 		return
@@ -213,22 +256,49 @@ func diffValues(path string, a, b any, out *[]Change) {
 	la, okA := a.([]any)
 	lb, okB := b.([]any)
 	if okA && okB {
-		for i := 0; i < max(len(la), len(lb)); i++ {
-			p := fmt.Sprintf("%s[%d]", path, i)
+		for i := range max(len(la), len(lb)) {
+			var p string
+			if !d.full() {
+				p = fmt.Sprintf("%s[%d]", path, i)
+			}
 			switch {
 			case i < len(la) && i < len(lb):
-				diffValues(p, la[i], lb[i], out)
+				d.values(p, la[i], lb[i])
 			case i < len(la):
-				*out = append(*out, Change{p, jsonText(la[i]), nil})
+				d.add(p, la[i], nil, true, false)
 			default:
-				*out = append(*out, Change{p, nil, jsonText(lb[i])})
+				d.add(p, nil, lb[i], false, true)
 			}
 		}
 		return
 	}
-	if x, y := jsonText(a), jsonText(b); *x != *y {
-		*out = append(*out, Change{path, x, y})
+	if !sameLeaf(a, b) {
+		d.add(path, a, b, true, true)
 	}
+}
+
+// sameLeaf tells whether two decoded JSON values, not both objects or
+// both arrays, are equal: an object or array against anything else never
+// is; scalars (nil, bool, float64, string) compare as values.
+func sameLeaf(a, b any) bool {
+	switch a.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	switch b.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return a == b
+}
+
+// capped is the changes listed, and one more that counts the rest.
+func (d *differ) capped() []Change {
+	if d.more == 0 {
+		return d.out
+	}
+	more := fmt.Sprintf("%d more differences", d.more)
+	return append(d.out, Change{Where: "…", A: &more})
 }
 
 // sortedKeys is the keys of a and b together, sorted.

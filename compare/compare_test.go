@@ -2,6 +2,7 @@ package compare_test
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -130,4 +131,60 @@ func texts(cs []compare.Change) []string {
 		out = append(out, text(c))
 	}
 	return out
+}
+
+// TestBodiesBoundedWork: what a comparison allocates is bounded by its
+// bodies' size (each at most MaxStructured compared by field or line),
+// however many differences they hold: past MaxChanges the rest are
+// counted, not written out; a text of many lines is counted before it is
+// split; a larger body is compared by size.
+func TestBodiesBoundedWork(t *testing.T) {
+	array := "[" + strings.Repeat("0,", compare.MaxStructured/2-2) + "0]" // 131 071 elements, within MaxStructured
+	object := "{" + strings.Repeat(`"k":0,`, 1) + `"z":0}`
+	var keys strings.Builder
+	keys.WriteString("{")
+	for i := range 20_000 {
+		fmt.Fprintf(&keys, `"%d":0,`, i)
+	}
+	keys.WriteString(`"end":0}`)
+	for _, tt := range []struct {
+		name     string
+		a, b     string
+		last     string
+		maxBytes uint64
+	}{
+		{"array against an empty one", array, "[]", "…: 130971 more differences → (none)", 12 << 20},
+		{"array against another", array, strings.ReplaceAll(array, "0", "1"), "…: 130971 more differences → (none)", 24 << 20},
+		{"many keys", keys.String(), object, "…: 19903 more differences → (none)", 12 << 20},
+		{"many lines", strings.Repeat("\n", compare.MaxStructured), "x", "body (text, differs): 262145 lines → 1 lines", 1 << 20},
+		{"over the bound", strings.Repeat("a", compare.MaxStructured+1), "b", "body (over 256 KiB, compared by size): 262145 bytes → 1 bytes", 1 << 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := []byte(tt.a), []byte(tt.b)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			got := compare.Bodies(a, b)
+			runtime.ReadMemStats(&after)
+			if last := text(got[len(got)-1]); last != tt.last {
+				t.Errorf("last change %q, want %q", last, tt.last)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > tt.maxBytes {
+				t.Errorf("allocated %d KiB comparing %d and %d bytes, want at most %d KiB", n>>10, len(a), len(b), tt.maxBytes>>10)
+			} else {
+				t.Logf("allocated %d KiB, %d changes", n>>10, len(got))
+			}
+		})
+	}
+}
+
+// BenchmarkBodiesLargest: the most a comparison of two bodies costs,
+// two JSON arrays of MaxStructured that differ in every element.
+func BenchmarkBodiesLargest(b *testing.B) {
+	a := []byte("[" + strings.Repeat("0,", compare.MaxStructured/2-2) + "0]")
+	c := []byte(strings.ReplaceAll(string(a), "0", "1"))
+	b.ReportAllocs()
+	for b.Loop() {
+		compare.Bodies(a, c)
+	}
 }

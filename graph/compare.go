@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/relayhq/relay/compare"
 	"github.com/relayhq/relay/domain"
@@ -48,7 +49,15 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 	if err != nil {
 		return nil, err
 	}
+	// Decoding and walking two bodies of up to compare.MaxStructured
+	// takes up to tens of milliseconds of a core and ~25 MiB at its
+	// peak: comparisons run at most half the cores at once, as searches do,
+	// so a flood of them leaves ingress and ordinary reads the other half.
+	if err := r.compares.acquire(ctx); err != nil {
+		return nil, err
+	}
 	res := compare.Sides(sa, sb)
+	r.compares.release()
 	out := &model.AttemptComparison{Request: toChanges(res.Request), Response: toChanges(res.Response),
 		ResponseCompared: res.ResponseCompared, Note: optional(res.Note)}
 	// The changes quote the bodies: the answer's budget counts them.
@@ -66,6 +75,25 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 	}
 	return out, answersize.Charge(ctx, n)
 }
+
+// compareGate holds a slot per comparison running: at most
+// DefaultGlobalSearches (half the cores) at once.
+type compareGate struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+func (g *compareGate) acquire(ctx context.Context) error {
+	g.once.Do(func() { g.slots = make(chan struct{}, DefaultGlobalSearches()) })
+	select {
+	case g.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *compareGate) release() { <-g.slots }
 
 // attemptIndex is the index of the attempt ref names (its number from 1,
 // or its id), -1 for none.

@@ -79,6 +79,12 @@ const (
 	// default budget (about 9 000) and refuse a dozen aliased pages of
 	// bodies, a page of 100 with every field, or a few hundred aliases.
 	payloadCost = 20
+	// compareCost is what a comparison (Delivery.compare) weighs: two
+	// payload reads, and decoding and walking two JSON bodies of up to
+	// 256 KiB (about 70 ms of a core and 23 MiB allocated at worst, where a
+	// payload read is well under a millisecond). With the default budget,
+	// at most nine per operation.
+	compareCost = 1000
 	// mutationCost is what each mutation field weighs on top of what it
 	// selects: every one is a write to the log (or waits for an agent).
 	mutationCost = 1000
@@ -208,9 +214,10 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.RedriveDeadPage = func(child int, _ string, _ *string) int { return write(child) }
 	c.Delivery.Explanation = fixed(explanationCost)
 	// A comparison reads the delivery's payload and its attempts'
-	// responses (two payload reads, each body at most the capture cap),
-	// whatever its changes select.
-	c.Delivery.Compare = func(int, string, string) int { return 2 * payloadCost }
+	// responses, then decodes and walks two bodies of up to
+	// compare.MaxStructured: up to tens of milliseconds of a core, whatever
+	// its changes select.
+	c.Delivery.Compare = func(int, string, string) int { return compareCost }
 	stats := func(child int, _ *model.StatsRange) int { return add(statsCost, child) }
 	c.Endpoint.Stats = stats
 	c.Inspector.Stats = stats

@@ -147,8 +147,8 @@ func TestPageCost(t *testing.T) {
 	if got := c.Delivery.BodyBase64(0); got != payloadCost {
 		t.Errorf("bodyBase64 = %d, want %d", got, payloadCost)
 	}
-	if got := c.Delivery.Compare(1000, "1", "2"); got != 2*payloadCost {
-		t.Errorf("compare = %d, want two payload reads, %d", got, 2*payloadCost)
+	if got := c.Delivery.Compare(1000, "1", "2"); got != compareCost {
+		t.Errorf("compare = %d, want %d", got, compareCost)
 	}
 	for _, tt := range []struct {
 		first *int

@@ -63,6 +63,7 @@ type Resolver struct {
 	signIn     signInLimits
 	apiCost    apiCostGate
 	searches   searchGate
+	compares   compareGate
 }
 
 func (r *Resolver) now() time.Time {
