@@ -64,6 +64,39 @@ type Error struct {
 	Server string
 }
 
+// wireError is a GraphQL error as a server sends it. Its extensions stay
+// raw until err reads them: a server's answer of up to maxAnswer never
+// becomes a tree of generic values.
+type wireError struct {
+	Message    string
+	Extensions map[string]json.RawMessage
+}
+
+// maxExtension bounds an extension's value that err decodes: the relay's
+// are a code, a field's name and a number of seconds.
+const maxExtension = 1 << 10
+
+// err is the error e tells of, with its extensions of at most
+// maxExtension bytes each (others are left out).
+func (e wireError) err() *Error {
+	out := &Error{Message: e.Message}
+	for name, raw := range e.Extensions {
+		if len(raw) > maxExtension {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		if out.Extensions == nil {
+			out.Extensions = map[string]any{}
+		}
+		out.Extensions[name] = v
+	}
+	out.Code, _ = out.Extensions["code"].(string)
+	return out
+}
+
 func (e *Error) Error() string {
 	if e.Code == "UNAUTHENTICATED" && e.Server != "" {
 		return fmt.Sprintf("token refused by %s: %s; run `relay login --server %s` (UNAUTHENTICATED)", e.Server, e.Message, e.Server)
@@ -130,17 +163,15 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	}
 	var res struct {
 		Data   json.RawMessage
-		Errors []struct {
-			Message    string
-			Extensions map[string]any
-		}
+		Errors []wireError
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&res); err != nil {
 		return notRelay("not a GraphQL response: " + err.Error())
 	}
 	if len(res.Errors) > 0 {
-		code, _ := res.Errors[0].Extensions["code"].(string)
-		return &Error{Message: res.Errors[0].Message, Code: code, Extensions: res.Errors[0].Extensions, Server: c.Server}
+		e := res.Errors[0].err()
+		e.Server = c.Server
+		return e
 	}
 	if len(res.Data) == 0 || bytes.Equal(res.Data, []byte("null")) {
 		return notRelay("no data and no errors")

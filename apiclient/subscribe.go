@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/relayhq/relay/internal/gqlws"
+	"github.com/relayhq/relay/internal/termtext"
 	"net"
 	"net/http"
 	"net/url"
@@ -67,6 +68,8 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 		return fmt.Errorf("connect to %s: %w", ws, err)
 	}
 	defer conn.Close()
+	// One message is one result: bounded as Do bounds an answer.
+	conn.SetReadLimit(maxAnswer)
 	var writeMu sync.Mutex
 	write := func(v any) error {
 		writeMu.Lock()
@@ -131,31 +134,23 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 		case gqlws.Next:
 			var res struct {
 				Data   json.RawMessage
-				Errors []struct {
-					Message    string
-					Extensions map[string]any
-				}
+				Errors []wireError
 			}
 			if err := json.Unmarshal(m.Payload, &res); err != nil {
 				return fmt.Errorf("decode subscription result: %w", err)
 			}
 			if len(res.Errors) > 0 {
-				code, _ := res.Errors[0].Extensions["code"].(string)
-				return &Error{Message: res.Errors[0].Message, Code: code, Extensions: res.Errors[0].Extensions}
+				return res.Errors[0].err()
 			}
 			if err := next(res.Data); err != nil {
 				return err
 			}
 		case gqlws.Error:
-			var errs []struct {
-				Message    string
-				Extensions map[string]any
-			}
+			var errs []wireError
 			if json.Unmarshal(m.Payload, &errs) != nil || len(errs) == 0 {
-				return fmt.Errorf("subscription error: %s", m.Payload)
+				return fmt.Errorf("subscription error: %s", termtext.Safe(string(m.Payload[:min(len(m.Payload), 200)]), false))
 			}
-			code, _ := errs[0].Extensions["code"].(string)
-			return &Error{Message: errs[0].Message, Code: code, Extensions: errs[0].Extensions}
+			return errs[0].err()
 		case gqlws.Complete:
 			return nil
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/tokens"
 	"github.com/relayhq/relay/clientconfig"
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 // Command is `relay login`.
@@ -233,7 +234,10 @@ func deviceLogin(ctx context.Context, client *apiclient.Client, server string, s
 		return "", fmt.Errorf("ask for a device code: %w", err)
 	}
 	dc := code.RequestDeviceCode
-	page := cmdutil.ConsolePage(server, dc.VerificationPath, dc.VerificationURL)
+	// The code and the page are the server's text, printed on the user's
+	// terminal: no escape sequences get through.
+	dc.UserCode = termtext.Safe(dc.UserCode, false)
+	page := termtext.Safe(cmdutil.ConsolePage(server, dc.VerificationPath, dc.VerificationURL), false)
 	fmt.Fprintf(stderr, "To log in, open %s?code=%s in a browser where you are signed in to the relay,\n", page, url.QueryEscape(dc.UserCode))
 	fmt.Fprintf(stderr, "check that it shows the code %s, and approve it (this machine: %s).\n", dc.UserCode, name)
 	fmt.Fprintf(stderr, "Waiting for approval (the code expires in %d minutes; Ctrl-C to stop)...\n", max(1, dc.ExpiresIn/60))

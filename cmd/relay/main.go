@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 func main() {
@@ -19,7 +20,9 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "relay:", err)
+		// An error may quote a server's message: printed without the
+		// control characters that would drive the terminal.
+		fmt.Fprintln(os.Stderr, "relay:", termtext.Safe(err.Error(), true))
 	}
 	os.Exit(cmdutil.ExitCode(err))
 }
