@@ -2,8 +2,8 @@ package graph
 
 import (
 	"context"
+	"github.com/relayhq/relay/internal/clientkey"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -68,17 +68,7 @@ func WithToken(next http.Handler) http.Handler {
 // clientAddress is the key the anonymous rate limit counts by: the peer's
 // IP, or its /64 for IPv6, since one IPv6 client commonly holds a whole
 // /64 and could otherwise pick a fresh address for every request.
-func clientAddress(remoteAddr string) string {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return remoteAddr
-	}
-	ip := ap.Addr().Unmap()
-	if ip.Is6() {
-		return netip.PrefixFrom(ip, 64).Masked().String()
-	}
-	return ip.String()
-}
+func clientAddress(remoteAddr string) string { return clientkey.Of(remoteAddr) }
 
 // limitAnonymous takes one of the client address's anonymous mutations
 // (--anonymous-rate), or refuses with a RateLimitedError.

@@ -3,8 +3,8 @@ package ingress
 import (
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/clientkey"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -139,14 +139,9 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	return req, full, reserved, nil
 }
 
-// budgetKey is the client's share of the body budget: its IP, without
-// the port (one client, many connections).
-func budgetKey(c forwarded.Client) string {
-	if host, _, err := net.SplitHostPort(c.Addr); err == nil {
-		return host
-	}
-	return c.Addr
-}
+// budgetKey is the client's share of the body budget: its IP, or its /64
+// for IPv6 (one client, many connections and addresses).
+func budgetKey(c forwarded.Client) string { return clientkey.Of(c.Addr) }
 
 // sender is who sent r: as forwarded.Handler resolved it, or the socket's
 // peer and the connection's protocol when no resolver ran.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relayhq/relay/internal/clientkey"
 	"mime"
 	"net/http"
 	"net/url"
@@ -28,6 +29,12 @@ const (
 	// MaxStreamsPerAddress is how many smee streams one address serves at
 	// once; one more is answered 429.
 	MaxStreamsPerAddress = 128
+	// MaxStreamsPerClient is how many smee streams one client (its IP, or
+	// its /64: clientkey) holds open at once, over any number of
+	// connections: an HTTP/2 connection carries many streams, so the
+	// per-address connection cap does not bound them. As many as one
+	// address serves, so 32 clients at least share the relay's streams.
+	MaxStreamsPerClient = 128
 	// DefaultMaxStreams bounds the smee streams of the whole relay.
 	DefaultMaxStreams = 4096
 	// StreamPingInterval is how often an idle stream gets a comment line,
@@ -91,37 +98,44 @@ func wantsStream(r *http.Request) bool {
 	return false
 }
 
-// streamSlots counts open streams per address and in all.
+// streamSlots counts open streams per address, per client and in all.
 type streamSlots struct {
-	mu     sync.Mutex
-	byAddr map[string]int
-	total  int
-	max    int
+	mu       sync.Mutex
+	byAddr   map[string]int
+	byClient map[string]int
+	total    int
+	max      int
 }
 
-func (s *streamSlots) acquire(address string) (ok bool, why string) {
+func (s *streamSlots) acquire(address, client string) (ok bool, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.byAddr[address] >= MaxStreamsPerAddress:
 		return false, fmt.Sprintf("%d streams are open on this address", MaxStreamsPerAddress)
+	case s.byClient[client] >= MaxStreamsPerClient:
+		return false, fmt.Sprintf("%d streams are open from your address", MaxStreamsPerClient)
 	case s.total >= s.max:
 		return false, "the relay serves as many streams as it may"
 	}
 	if s.byAddr == nil {
-		s.byAddr = map[string]int{}
+		s.byAddr, s.byClient = map[string]int{}, map[string]int{}
 	}
 	s.byAddr[address]++
+	s.byClient[client]++
 	s.total++
 	return true, ""
 }
 
-func (s *streamSlots) release(address string) {
+func (s *streamSlots) release(address, client string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total--
 	if s.byAddr[address]--; s.byAddr[address] <= 0 {
 		delete(s.byAddr, address)
+	}
+	if s.byClient[client]--; s.byClient[client] <= 0 {
+		delete(s.byClient, client)
 	}
 }
 
@@ -139,12 +153,13 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeNoAgent(w, "streams unavailable")
 		return
 	}
-	ok, why := s.streams.acquire(route.ID)
+	client := clientkey.Of(sender(r).Addr)
+	ok, why := s.streams.acquire(route.ID, client)
 	if !ok {
 		writeText(w, http.StatusTooManyRequests, "Too Many Requests: "+why+"\n")
 		return
 	}
-	defer s.streams.release(route.ID)
+	defer s.streams.release(route.ID, client)
 
 	// Watch before reading the replay: a delivery lands in one or both,
 	// never in neither; last drops the repeats.

@@ -3,6 +3,7 @@ package ingress
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -148,31 +149,43 @@ func FuzzSmeeEvent(f *testing.F) {
 }
 
 // TestStreamSlots: streams are refused beyond MaxStreamsPerAddress on one
-// address and beyond the relay-wide maximum, and released slots are free
-// again.
+// address, beyond MaxStreamsPerClient from one client over any addresses,
+// and beyond the relay-wide maximum, and released slots are free again.
 func TestStreamSlots(t *testing.T) {
-	s := streamSlots{max: MaxStreamsPerAddress + 2}
+	s := streamSlots{max: MaxStreamsPerAddress + 2 + MaxStreamsPerClient}
 	for i := range MaxStreamsPerAddress {
-		if ok, why := s.acquire("a"); !ok {
+		if ok, why := s.acquire("a", fmt.Sprint("client-", i)); !ok {
 			t.Fatalf("stream %d on a refused: %s", i, why)
 		}
 	}
-	if ok, _ := s.acquire("a"); ok {
+	if ok, _ := s.acquire("a", "another"); ok {
 		t.Fatalf("stream %d on one address admitted", MaxStreamsPerAddress+1)
 	}
+	for i := range MaxStreamsPerClient {
+		if ok, why := s.acquire(fmt.Sprint("e", i), "one"); !ok {
+			t.Fatalf("stream %d of one client refused: %s", i, why)
+		}
+	}
+	if ok, why := s.acquire("e-next", "one"); ok || !strings.Contains(why, "from your address") {
+		t.Fatalf("stream %d of one client over many addresses: %v %q", MaxStreamsPerClient+1, ok, why)
+	}
+	s.release("e0", "one")
+	if ok, why := s.acquire("e-next", "one"); !ok {
+		t.Fatalf("a client's released slot stays taken: %s", why)
+	}
 	for _, addr := range []string{"b", "c"} {
-		if ok, why := s.acquire(addr); !ok {
+		if ok, why := s.acquire(addr, addr); !ok {
 			t.Fatalf("stream on %s refused: %s", addr, why)
 		}
 	}
-	if ok, why := s.acquire("d"); ok || !strings.Contains(why, "relay") {
+	if ok, why := s.acquire("d", "d"); ok || !strings.Contains(why, "relay") {
 		t.Fatalf("stream beyond the relay-wide maximum: %v %q", ok, why)
 	}
-	s.release("a")
-	if ok, why := s.acquire("d"); !ok {
+	s.release("a", "client-0")
+	if ok, why := s.acquire("d", "d"); !ok {
 		t.Fatalf("a released slot stays taken: %s", why)
 	}
-	if s.byAddr["a"] != MaxStreamsPerAddress-1 || s.total != MaxStreamsPerAddress+2 {
-		t.Fatalf("counts %v total %d", s.byAddr, s.total)
+	if s.byAddr["a"] != MaxStreamsPerAddress-1 || s.total != s.max || s.byClient["client-0"] != 0 || s.byClient["one"] != MaxStreamsPerClient {
+		t.Fatalf("counts %v %v total %d", s.byAddr, s.byClient, s.total)
 	}
 }

@@ -3,6 +3,7 @@ package wsgql
 import (
 	"context"
 	"errors"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/internal/gqlws"
 	"io"
 	"log/slog"
@@ -166,13 +167,7 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 }
 
 // peerIP is the IP of the request's TCP peer.
-func peerIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func peerIP(r *http.Request) string { return clientkey.Of(r.RemoteAddr) }
 
 // clientCounter counts open sockets per client.
 type clientCounter struct {

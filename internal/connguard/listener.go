@@ -1,6 +1,7 @@
 package connguard
 
 import (
+	"github.com/relayhq/relay/internal/clientkey"
 	"io"
 	"net"
 	"strconv"
@@ -131,18 +132,9 @@ func (l *Listener) refuse(c net.Conn) {
 	}()
 }
 
-// clientIP is the address a connection counts against: the peer's IP
-// without its port.
-func clientIP(a net.Addr) string {
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
-}
+// clientIP is the client a connection counts against: the peer's IP,
+// or its /64 for IPv6 (clientkey).
+func clientIP(a net.Addr) string { return clientkey.OfAddr(a) }
 
 // conn releases its address's slot once, on the first Close, and pushes its
 // write deadline forward before every write.

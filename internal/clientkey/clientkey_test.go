@@ -1,0 +1,35 @@
+package clientkey
+
+import (
+	"net"
+	"testing"
+)
+
+// TestOf: an IPv4 client is its address, an IPv6 client its /64 (every
+// address of one /64 the same key), a mapped IPv4 address its IPv4 form;
+// ports and zones never count.
+func TestOf(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"192.0.2.7:4711", "192.0.2.7"},
+		{"192.0.2.7", "192.0.2.7"},
+		{"[2001:db8:1:2::1]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff:ffff:ffff:ffff]:1", "2001:db8:1:2::/64"},
+		{"2001:db8:1:3::9", "2001:db8:1:3::/64"},
+		{"[::ffff:192.0.2.7]:80", "192.0.2.7"},
+		{"[fe80::1%eth0]:80", "fe80::/64"},
+		{"pipe", "pipe"},
+		{"", ""},
+	} {
+		if got := Of(tt.in); got != tt.want {
+			t.Errorf("Of(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	a := &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::3e8"), Port: 9}
+	b := &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1"), Port: 10}
+	if OfAddr(a) != OfAddr(b) || OfAddr(a) != "2001:db8:1:2::/64" {
+		t.Errorf("OfAddr: %q and %q, want both 2001:db8:1:2::/64", OfAddr(a), OfAddr(b))
+	}
+	if got := OfAddr(&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 1}); got != "127.0.0.1" {
+		t.Errorf("OfAddr(127.0.0.1:1) = %q", got)
+	}
+}
