@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/relayhq/relay/internal/agentwire"
 )
 
 // The local client's limits: idle connections it keeps to the target, how
@@ -24,7 +26,9 @@ const (
 	idleLocal     = 90 * time.Second
 	localBufSize  = 4 << 10
 	max1xxAnswers = 5
-	maxLocalHead  = 1 << 20
+	// maxLocalHead is the relay's bound on an answer's head: what fits
+	// in it never passes the relay's bounds on an answer's headers.
+	maxLocalHead = agentwire.MaxAnswerHead
 )
 
 // errHeadTooLarge is the error of an answer whose head is past maxLocalHead.

@@ -180,6 +180,9 @@ func toForwardRequest(c domain.ForwardCommand) *model.ForwardRequest {
 
 // toOutcome reads the agent's report of one forward.
 func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
+	if err := checkAnswerHeaders(in.Headers); err != nil {
+		return domain.ForwardOutcome{}, err
+	}
 	headers, err := fromHeaderInputs(in.Headers)
 	if err != nil {
 		return domain.ForwardOutcome{}, err
@@ -211,6 +214,35 @@ func toOutcome(in model.CompleteForwardInput) (domain.ForwardOutcome, error) {
 		out.Status = *in.Status // with error set too: the agent's own 504
 	}
 	return out, nil
+}
+
+// checkAnswerHeaders holds an answer's headers to the bounds a C frame's
+// are held to (agentwire.MaxAnswerHeaders, MaxAnswerHeaderBytes, names not
+// empty), before they are copied; a value in base64, which replaces the
+// text one, counts at its decoded length.
+func checkAnswerHeaders(hs []*model.HeaderInput) error {
+	if len(hs) > agentwire.MaxAnswerHeaders {
+		return &domain.InvalidInputError{Field: "headers", Reason: fmt.Sprintf("at most %d headers", agentwire.MaxAnswerHeaders)}
+	}
+	size := 0
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		if h.Name == "" {
+			return &domain.InvalidInputError{Field: "headers.name", Reason: "must not be empty"}
+		}
+		size += len(h.Name)
+		if h.ValueBase64 != nil {
+			size += base64.StdEncoding.DecodedLen(len(*h.ValueBase64))
+		} else {
+			size += len(h.Value)
+		}
+		if size > agentwire.MaxAnswerHeaderBytes {
+			return &domain.InvalidInputError{Field: "headers", Reason: fmt.Sprintf("at most %d bytes of names and values", agentwire.MaxAnswerHeaderBytes)}
+		}
+	}
+	return nil
 }
 
 // maxSignatureVerdict bounds the signature verdict an agent reports: a

@@ -59,6 +59,34 @@ const (
 	KindDone     byte = 'D' // relay → agent: whether the relay took a Complete
 )
 
+// MaxAnswerHead is the most of a local answer's head the agent reads: the
+// status line, the fields and the blank line, interim (1xx) answers
+// included. Past it the agent answers 502 itself (agentcli's local client)
+// and sends none of that head.
+const MaxAnswerHead = 1 << 20
+
+// MaxAnswerHeaders bounds the headers of an answer the relay takes from an
+// agent (a C frame, a completeForward), and MaxAnswerHeaderBytes their
+// names and values together; an answer past either is refused. Neither
+// takes anything from the real agent: the shortest field line Go's
+// http.ReadResponse reads is three bytes ("a:\n", bare LF accepted), so a
+// head of MaxAnswerHead bytes holds fewer than MaxAnswerHead/3 fields, and
+// their names and values are part of the head. Without the bound a frame
+// of empty headers, two bytes each on the wire and 32 in a domain.Header,
+// made the relay allocate 16 times the frame before it looked at the
+// attempt; at the bound the list is at most 349 525 × 32 bytes ≈ 10.7 MiB,
+// less than the frame a token socket may already send (about 14 MiB).
+const (
+	MaxAnswerHeaders     = MaxAnswerHead / 3
+	MaxAnswerHeaderBytes = MaxAnswerHead
+)
+
+// forwardHeaders and forwardHeaderBytes bound a forward's headers only by
+// the largest message binwire reads: the relay bounded them when the
+// sender's request came in (--max-header-bytes), and the agent reads no
+// message from it past agentcli.MaxRelayMessage.
+const forwardHeaders, forwardHeaderBytes = binwire.MaxLen, binwire.MaxLen
+
 // Kind is the kind of a frame, 0 for an empty one.
 func Kind(frame []byte) byte {
 	if len(frame) == 0 {
@@ -119,7 +147,7 @@ func DecodeForward(frame []byte) (Forward, error) {
 	r.Expect(KindForward)
 	f := Forward{
 		Operation: r.Str(), AttemptID: r.Str(), DeliveryID: r.Str(), Method: r.Str(), Target: r.Str(),
-		Headers: r.Headers(), Body: r.Bytes(), Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(),
+		Headers: r.Headers(forwardHeaders, forwardHeaderBytes), Body: r.Bytes(), Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(),
 	}
 	if err := r.End("forward frame"); err != nil {
 		return Forward{}, err
@@ -190,12 +218,14 @@ func AppendComplete(dst []byte, c Complete) []byte {
 
 // DecodeComplete reads a Complete frame; Body shares frame's memory and
 // the strings (id, headers, error, verdict, receipt) share one copy of
-// theirs, as in DecodeForward.
+// theirs, as in DecodeForward. A frame of more than MaxAnswerHeaders
+// headers, of more than MaxAnswerHeaderBytes of names and values, or with
+// a header without a name does not decode.
 func DecodeComplete(frame []byte) (Complete, error) {
 	r := binwire.NewReader(frame)
 	r.Strings(len(frame) - completeBodySize(frame))
 	r.Expect(KindComplete)
-	c := Complete{AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(), Body: r.Bytes(),
+	c := Complete{AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(MaxAnswerHeaders, MaxAnswerHeaderBytes), Body: r.Bytes(),
 		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int()}
 	if r.More() {
 		c.Signature = r.Str()

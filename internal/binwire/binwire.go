@@ -83,7 +83,10 @@ type Reader struct {
 // NewReader reads b.
 func NewReader(b []byte) *Reader { return &Reader{b: b} }
 
-func (r *Reader) fail() { r.err, r.b = ErrMalformed, nil }
+func (r *Reader) fail() { r.failWith(ErrMalformed) }
+
+// failWith fails the read with err, which wraps ErrMalformed.
+func (r *Reader) failWith(err error) { r.err, r.b = err, nil }
 
 func (r *Reader) Uint() uint64 {
 	if r.err != nil {
@@ -164,18 +167,41 @@ func (r *Reader) Bool() bool {
 	return v
 }
 
-func (r *Reader) Headers() []domain.Header {
+// Headers reads a header list of at most max headers whose names and
+// values take at most maxBytes together. A longer list, or a header with
+// an empty name (an HTTP field name never is), fails the read, before the
+// list is allocated when the count is past max: a decoder gets no more
+// headers than its caller can take, whatever the message's length allows
+// (an empty header is two bytes on the wire and 32 in a domain.Header).
+func (r *Reader) Headers(max, maxBytes int) []domain.Header {
 	n := r.Uint()
 	if r.err != nil {
 		return nil
 	}
-	if n > uint64(len(r.b))/2 { // each header takes at least two bytes
+	if n > uint64(max) {
+		r.failWith(fmt.Errorf("%w: %d headers, more than %d", ErrMalformed, n, max))
+		return nil
+	}
+	if n > uint64(len(r.b))/3 { // a name of a byte or more, and two lengths
 		r.fail()
 		return nil
 	}
 	h := make([]domain.Header, 0, n)
+	size := 0
 	for range n {
-		h = append(h, domain.Header{Name: r.Str(), Value: r.Str()})
+		name, value := r.Str(), r.Str()
+		if r.err != nil {
+			return nil
+		}
+		if name == "" {
+			r.failWith(fmt.Errorf("%w: a header without a name", ErrMalformed))
+			return nil
+		}
+		if size += len(name) + len(value); size > maxBytes {
+			r.failWith(fmt.Errorf("%w: headers past %d bytes", ErrMalformed, maxBytes))
+			return nil
+		}
+		h = append(h, domain.Header{Name: name, Value: value})
 	}
 	return h
 }

@@ -2,6 +2,7 @@ package binwire
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 
@@ -33,5 +34,47 @@ func TestLensAreWhatWriterAppends(t *testing.T) {
 		if HeadersLen(h) != len(w.B) {
 			t.Errorf("HeadersLen of %d headers = %d, want %d", n, HeadersLen(h), len(w.B))
 		}
+	}
+}
+
+// TestHeadersLimit: Headers reads a list at its bounds, and refuses one
+// header more, a byte of names and values more, or a header without a
+// name, as a malformed message.
+func TestHeadersLimit(t *testing.T) {
+	list := func(names ...string) []byte {
+		var w Writer
+		h := make([]domain.Header, len(names))
+		for i, n := range names {
+			h[i] = domain.Header{Name: n, Value: "vv"}
+		}
+		w.Headers(h)
+		return w.B
+	}
+	for _, tt := range []struct {
+		name          string
+		msg           []byte
+		max, maxBytes int
+		ok            bool
+	}{
+		{"none", list(), 0, 0, true},
+		{"at the count", list("a", "b", "c"), 3, 100, true},
+		{"past the count", list("a", "b", "c", "d"), 3, 100, false},
+		{"none allowed", list("a"), 0, 100, false},
+		{"at the bytes", list("a", "bb"), 3, 7, true},
+		{"past the bytes", list("a", "bb"), 3, 6, false},
+		{"an empty name", list("a", "", "c"), 3, 100, false},
+		{"a count past the message", []byte{0x7f, 1, 'a', 0}, 1000, 100, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewReader(tt.msg)
+			h := r.Headers(tt.max, tt.maxBytes)
+			err := r.End("headers")
+			if tt.ok && (err != nil || HeadersLen(h) != len(tt.msg)) {
+				t.Fatalf("Headers(%d, %d) = %q, %v; want the list", tt.max, tt.maxBytes, h, err)
+			}
+			if !tt.ok && (!errors.Is(err, ErrMalformed) || h != nil) {
+				t.Fatalf("Headers(%d, %d) = %q, %v; want ErrMalformed", tt.max, tt.maxBytes, h, err)
+			}
+		})
 	}
 }

@@ -19,6 +19,13 @@ const (
 	wireReplyV3   = 3 // 1 had no log position, 2 no failure text
 )
 
+// busHeaders and busHeaderBytes bound a header list read from the bus only
+// by the largest message binwire reads: the bus is between the relay's own
+// nodes, and every list on it was bounded where it came in (a sender's
+// request by --max-header-bytes, an agent's answer by
+// agentwire.MaxAnswerHeaders and MaxAnswerHeaderBytes).
+const busHeaders, busHeaderBytes = binwire.MaxLen, binwire.MaxLen
+
 // errWire is a bus message that does not decode.
 var errWire = binwire.ErrMalformed
 
@@ -51,7 +58,7 @@ func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 	r.Expect(wireCommandV3)
 	c := domain.ForwardCommand{
 		DeliveryID: r.Str(), AttemptID: r.Str(), EndpointID: r.Str(), AccountID: r.Str(),
-		Method: r.Str(), Target: r.Str(), Headers: r.Headers(), Body: r.Bytes(),
+		Method: r.Str(), Target: r.Str(), Headers: r.Headers(busHeaders, busHeaderBytes), Body: r.Bytes(),
 		Timeout: time.Duration(r.Int()), CaptureResponse: r.Bool(), CorrelationID: r.Str(),
 		RequestEventID: r.Str(), RequestRevision: r.Uint(),
 		Host: r.Str(), Scheme: r.Str(), RemoteAddr: r.Str(), Agent: r.Str(), Copy: r.Bool(),
@@ -83,7 +90,7 @@ func decodeReply(b []byte) (reply, error) {
 	r := binwire.NewReader(b)
 	r.Expect(wireReplyV3)
 	rep := reply{Outcome: domain.ForwardOutcome{
-		AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(), Body: r.Bytes(),
+		AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(busHeaders, busHeaderBytes), Body: r.Bytes(),
 		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int(), AgentID: r.Str(), Position: r.Uint(),
 	}}
 	rep.Error = r.Str()
