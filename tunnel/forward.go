@@ -344,8 +344,9 @@ func copyOf(cmd domain.ForwardCommand, attemptID, agentID string) domain.Forward
 }
 
 // offerCopy registers cp as pending on c and offers it without waiting;
-// a full queue decides it at once as dropped. false: the attempt ID is
-// pending already (a copy sent here twice).
+// a full queue, or no room for its bytes in the copies' budget (c's, its
+// account's, the relay's), decides it at once as dropped. false: the
+// attempt ID is pending already (a copy sent here twice).
 func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, bool) {
 	p := &pendingWork{attemptID: cp.AttemptID, accountID: cp.AccountID, session: c, result: make(chan domain.ForwardOutcome, 1)}
 	h.mu.Lock()
@@ -355,7 +356,12 @@ func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, boo
 	}
 	h.pending[cp.AttemptID] = p
 	h.mu.Unlock()
-	if !c.offer(cp) {
+	offered := h.copyBytes.take(c.info, cp)
+	if offered && !c.offer(cp) {
+		offered = false
+		h.copyBytes.give(c.info.AgentID, cp.AttemptID)
+	}
+	if !offered {
 		h.mu.Lock()
 		if h.pending[cp.AttemptID] == p {
 			delete(h.pending, cp.AttemptID)
