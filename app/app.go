@@ -248,7 +248,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		a.cluster, a.hub = link, link.hub
 	} else {
-		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node})
+		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, CopyBudget: cfg.Ingress.ProxyBodyBudget})
 	}
 	a.closeHub = true
 	if !cfg.NoSweeps {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Filters decide which deliveries a listener is given. One filter names a
@@ -195,6 +197,116 @@ type FilterRequest struct {
 	scans    int                  // passes over the body so far
 	provided bool
 	event    string
+	// headers holds the values of each header name (by foldKey), built
+	// in one pass over Headers at the first header filter: a filter then
+	// costs a lookup per value it lists, whatever the request's headers.
+	headers map[string]*headerLines
+}
+
+// headerLines is the values a request gives one header name, in order,
+// and the set of them once one filter has looked them up.
+type headerLines struct {
+	values []string
+	set    map[string]struct{}
+	text   *string // the values joined for a filter's why, once needed
+}
+
+// setFrom is how many lines of one name are looked up through a set
+// rather than compared with each value a filter lists.
+const setFrom = 4
+
+// has reports whether any line is one of want: at most len(want) lookups
+// in a set built once per request, or for a few lines, at most
+// setFrom×len(want) comparisons.
+func (h *headerLines) has(want []string) bool {
+	if len(h.values) <= setFrom {
+		for _, g := range h.values {
+			if slices.Contains(want, g) {
+				return true
+			}
+		}
+		return false
+	}
+	if h.set == nil {
+		h.set = make(map[string]struct{}, len(h.values))
+		for _, g := range h.values {
+			h.set[g] = struct{}{}
+		}
+	}
+	for _, v := range want {
+		if _, ok := h.set[v]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// headerLines is the lines of header name in r (no lines: nil). Names
+// match as strings.EqualFold matches them.
+func (r *FilterRequest) headerLines(name string) *headerLines {
+	if r.headers == nil {
+		r.headers = make(map[string]*headerLines)
+		for _, h := range r.Headers {
+			k := foldKey(h.Name)
+			hl := r.headers[k]
+			if hl == nil {
+				hl = &headerLines{}
+				r.headers[k] = hl
+			}
+			hl.values = append(hl.values, h.Value)
+		}
+	}
+	return r.headers[foldKey(name)]
+}
+
+// foldKey is the same for two strings exactly when strings.EqualFold
+// holds for them: each rune replaced by the least rune of its case-folding
+// orbit (for ASCII, the upper case).
+func foldKey(s string) string {
+	ascii, lower := true, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+		lower = lower || ('a' <= c && c <= 'z')
+	}
+	switch {
+	case ascii && !lower:
+		return s
+	case ascii:
+		return strings.ToUpper(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, c := range s { // an invalid byte is utf8.RuneError, as EqualFold reads it
+		least := c
+		for f := unicode.SimpleFold(c); f != c; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+// joined is the lines joined with commas, for a filter's why: empty when
+// longer than bound allows (it is not built then).
+func (h *headerLines) joined() string {
+	if h.text == nil {
+		n := len(h.values) - 1
+		for _, g := range h.values {
+			if n += len(g); n > maxProviderField {
+				break
+			}
+		}
+		t := ""
+		if n <= maxProviderField {
+			t = bound(strings.Join(h.values, ","))
+		}
+		h.text = &t
+	}
+	return *h.text
 }
 
 // jsonField is one JSON path's lookup: its value, or why the body was not
@@ -245,11 +357,17 @@ func (f Filter) match(r *FilterRequest) (bool, string) {
 		}
 		got = []string{path}
 	case FilterHeader:
-		for _, h := range r.Headers {
-			if strings.EqualFold(h.Name, f.Name) {
-				got = append(got, h.Value)
-			}
+		// One lookup per listed value in the set of the name's lines
+		// (built once per request), not a comparison of every line with
+		// every value: a request's headers cost each filter nothing more.
+		hl := r.headerLines(f.Name)
+		if hl == nil {
+			break
 		}
+		if hl.has(f.Values) {
+			return true, ""
+		}
+		return false, label + "=" + hl.joined() + " not in [" + strings.Join(f.Values, ",") + "]"
 	case FilterJSON:
 		v, err := r.jsonField(f.Name)
 		switch {

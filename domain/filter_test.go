@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -134,4 +135,44 @@ func FuzzParseFilter(f *testing.F) {
 		Match([]Filter{fl}, NewFilterRequest(ForwardCommand{Method: "POST", Target: "/a/b", Body: body,
 			Headers: []Header{{Name: "X-A", Value: "1"}}}))
 	})
+}
+
+// TestHeaderFilterMatchesNamesAsEqualFold: a header filter finds the lines
+// of its name however the name is cased, as strings.EqualFold compares
+// names (the Kelvin sign folds to k, the long s to s), any line matching.
+func TestHeaderFilterMatchesNamesAsEqualFold(t *testing.T) {
+	names := []string{"x-key", "X-KEY", "X-Key", "X-\u212Aey", "x-\u212aEY", "X-Kez", "X-Ke", "\u017F", "s", "S", "\u0131", "i", "I", "\xff", "\xfe", "\u00e9", "\u00c9"}
+	for _, a := range names {
+		for _, b := range names {
+			if got, want := foldKey(a) == foldKey(b), strings.EqualFold(a, b); got != want {
+				t.Errorf("foldKey(%q) == foldKey(%q) is %v, EqualFold %v", a, b, got, want)
+			}
+		}
+	}
+	var hs []Header
+	for i := range 100 {
+		hs = append(hs, Header{Name: "X-Event", Value: fmt.Sprint("v", i)})
+	}
+	hs = append(hs, Header{Name: "x-\u212Aind", Value: "push"})
+	for _, c := range []struct {
+		filter string
+		ok     bool
+		why    string
+	}{
+		{"header:X-EVENT=v99", true, ""},
+		{"header:x-event=v7,zz", true, ""},
+		{"header:X-Event=zz", false, "header X-Event= not in [zz]"}, // the lines are too long to show
+		{"header:X-Kind=push", true, ""},
+		{"header:X-Kind=pull", false, "header X-Kind=push not in [pull]"},
+		{"header:X-None=a", false, "header X-None absent, wanted [a]"},
+	} {
+		f, err := ParseFilter(c.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, why := Match([]Filter{f}, &FilterRequest{Headers: hs})
+		if ok != c.ok || why != c.why {
+			t.Errorf("%s: %v %q, want %v %q", c.filter, ok, why, c.ok, c.why)
+		}
+	}
 }

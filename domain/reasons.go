@@ -60,7 +60,9 @@ const (
 	HandshakeZoomName      = "Zoom URL validation"
 )
 
-// FailureCopyDropped: the copy's session had no room for it in its queue;
+// FailureCopyDropped: the copy's session had no room for it in its queue,
+// or the copies in flight (its session's, its account's, the relay's) had
+// no room for its bytes;
 // it was not sent (503, never the sender's answer).
 const FailureCopyDropped = "copy dropped: listener busy"
 

@@ -53,8 +53,16 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, p
 		return nil, err
 	}
 	out := make(chan *model.ForwardRequest)
+	// A copy's bytes are counted against the copies' budget until its
+	// frame is written: then the tunnel is told.
+	written := func(c domain.ForwardCommand) func() {
+		if !c.Copy {
+			return nil
+		}
+		return func() { r.Hub.Written(agentID, c.AttemptID) }
+	}
 	if opID, send, ok := wsgql.BinaryOperation(ctx); ok {
-		go pushFrames(ctx, opID, send, cmds, out)
+		go pushFrames(ctx, opID, send, cmds, out, written)
 		return out, nil
 	}
 	go func() {
@@ -67,9 +75,16 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, p
 				if !ok {
 					return
 				}
+				// On the GraphQL path a copy is counted until its result
+				// is handed on; the socket's queue bounds it from there.
 				select {
 				case out <- toForwardRequest(c):
 				case <-ctx.Done():
+				}
+				if w := written(c); w != nil {
+					w()
+				}
+				if ctx.Err() != nil {
 					return
 				}
 			}
@@ -81,7 +96,9 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, p
 // pushFrames sends an agent's forward requests as agentwire frames on a
 // socket that agreed on its subprotocol; the GraphQL results stay empty
 // and end (closing out) with the session, as they would on the GraphQL path.
-func pushFrames(ctx context.Context, opID string, send func(context.Context, []byte) error, cmds <-chan domain.ForwardCommand, out chan<- *model.ForwardRequest) {
+// written(c), when not nil, runs once c's frame is written or dropped.
+func pushFrames(ctx context.Context, opID string, send func(context.Context, []byte, func()) error, cmds <-chan domain.ForwardCommand,
+	out chan<- *model.ForwardRequest, written func(domain.ForwardCommand) func()) {
 	defer close(out)
 	for {
 		select {
@@ -96,7 +113,7 @@ func pushFrames(ctx context.Context, opID string, send func(context.Context, []b
 				Headers: c.Headers, Body: c.Body, Host: c.Host, Scheme: c.Scheme, RemoteAddr: c.RemoteAddr,
 			}
 			frame := agentwire.AppendForward(make([]byte, 0, agentwire.ForwardSize(f)), f)
-			if send(ctx, frame) != nil {
+			if send(ctx, frame, written(c)) != nil {
 				return
 			}
 		}

@@ -344,8 +344,9 @@ func copyOf(cmd domain.ForwardCommand, attemptID, agentID string) domain.Forward
 }
 
 // offerCopy registers cp as pending on c and offers it without waiting;
-// a full queue decides it at once as dropped. false: the attempt ID is
-// pending already (a copy sent here twice).
+// a full queue, or no room for its bytes in the copies' budget (c's, its
+// account's, the relay's), decides it at once as dropped. false: the
+// attempt ID is pending already (a copy sent here twice).
 func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, bool) {
 	p := &pendingWork{attemptID: cp.AttemptID, accountID: cp.AccountID, session: c, result: make(chan domain.ForwardOutcome, 1)}
 	h.mu.Lock()
@@ -355,7 +356,12 @@ func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, boo
 	}
 	h.pending[cp.AttemptID] = p
 	h.mu.Unlock()
-	if !c.offer(cp) {
+	offered := h.copyBytes.take(c.info, cp)
+	if offered && !c.offer(cp) {
+		offered = false
+		h.copyBytes.give(c.info.AgentID, cp.AttemptID)
+	}
+	if !offered {
 		h.mu.Lock()
 		if h.pending[cp.AttemptID] == p {
 			delete(h.pending, cp.AttemptID)
@@ -485,33 +491,52 @@ func (p plan) agentID() string {
 // dispatch picks the session of the command's Endpoint that answers it
 // (the primary rule applied to the sessions of the command's account,
 // here and in remote, whose filters match) and, when it is here, registers
-// the attempt as pending on it, in one step so that a detach cannot miss
-// it; the other matching sessions get copies. A command another node sent
-// for one session (cmd.Agent) goes to it alone: that node gives the
-// copies; if the session has just ended, the rule picks among this
-// process's. No session: none is connected, or none matches.
+// the attempt as pending on it; the other matching sessions get copies. A
+// command another node sent for one session (cmd.Agent) goes to it alone:
+// that node gives the copies; if the session has just ended, the rule
+// picks among this process's. No session: none is connected, or none
+// matches.
+//
+// The filters are matched with h.mu released, as Admits matches them: the
+// lock is every account's (forwards, answers, attaches), and one
+// account's filters against one request are its own work. The attempt is
+// then registered under the lock among the matching sessions still
+// attached, so that a detach cannot miss it: one that ended meanwhile is
+// left out, and the rule picks among the rest.
 func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan, error) {
+	h.mu.Lock()
+	if _, busy := h.pending[cmd.AttemptID]; busy {
+		h.mu.Unlock()
+		return plan{}, errAttemptInFlight
+	}
+	if s, ok := h.byAgent[cmd.Agent]; ok && s.info.EndpointID == cmd.EndpointID && s.info.AccountID == cmd.AccountID {
+		defer h.mu.Unlock()
+		return plan{local: s, pending: h.addPending(cmd, s)}, nil
+	}
+	ms := h.members(cmd.EndpointID, cmd.AccountID, remote)
+	h.mu.Unlock()
+
+	eligible := matching(ms, cmd)
+
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, busy := h.pending[cmd.AttemptID]; busy {
 		return plan{}, errAttemptInFlight
 	}
-	var eligible []member
-	if s, ok := h.byAgent[cmd.Agent]; ok && s.info.EndpointID == cmd.EndpointID && s.info.AccountID == cmd.AccountID {
-		eligible = []member{{local: s, pos: s.pos, asked: s.info.Primary}}
-	} else {
-		eligible = matching(h.members(cmd.EndpointID, cmd.AccountID, remote), cmd)
+	live := eligible[:0]
+	for _, m := range eligible {
+		if m.local == nil || h.byAgent[m.local.info.AgentID] == m.local {
+			live = append(live, m)
+		}
 	}
-	i := primaryOf(eligible)
+	i := primaryOf(live)
 	if i < 0 {
 		return plan{}, nil
 	}
 	var pl plan
-	if m := eligible[i]; m.local != nil {
+	if m := live[i]; m.local != nil {
 		pl.local = m.local
-		pl.pending = &pendingWork{attemptID: cmd.AttemptID, accountID: cmd.AccountID, session: m.local,
-			result: make(chan domain.ForwardOutcome, 1)}
-		h.pending[cmd.AttemptID] = pl.pending
+		pl.pending = h.addPending(cmd, m.local)
 	} else {
 		r := m.remote
 		pl.remote = &r
@@ -519,12 +544,20 @@ func (h *Hub) dispatch(cmd domain.ForwardCommand, remote []RemoteSession) (plan,
 	if cmd.Agent != "" {
 		return pl, nil
 	}
-	for j, c := range eligible {
+	for j, c := range live {
 		if j != i {
 			pl.copies = append(pl.copies, c)
 		}
 	}
 	return pl, nil
+}
+
+// addPending registers cmd's attempt as pending on s. h.mu held.
+func (h *Hub) addPending(cmd domain.ForwardCommand, s *session) *pendingWork {
+	p := &pendingWork{attemptID: cmd.AttemptID, accountID: cmd.AccountID, session: s,
+		result: make(chan domain.ForwardOutcome, 1)}
+	h.pending[cmd.AttemptID] = p
+	return p
 }
 
 // matching keeps the members whose filters match cmd. Every member's JSON

@@ -59,6 +59,9 @@ type HubConfig struct {
 	// session. Nil: only this process's sessions (Locate routes a delivery
 	// to another node when this one holds none).
 	Roster func(endpointID string) []RemoteSession
+	// CopyBudget is the bytes all copies in flight may hold at once (a
+	// quarter per account); zero: DefaultCopyBudget.
+	CopyBudget int64
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -101,6 +104,9 @@ type Hub struct {
 	attempts *workers.Pool[struct{}]
 	// recordGrace is RecordGrace; tests shorten it.
 	recordGrace time.Duration
+	// copyBytes counts what copies in flight hold, until their frames
+	// are written (Written) or their session ends.
+	copyBytes *copyBudget
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
@@ -165,6 +171,7 @@ func NewHub(cfg HubConfig) *Hub {
 		received:   map[string]*receivedCommand{},
 
 		recordGrace: RecordGrace,
+		copyBytes:   newCopyBudget(cfg.CopyBudget),
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -264,6 +271,10 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 	s.closed = true
 	close(s.work)
 	s.sendMu.Unlock()
+	// No copy is offered to it now: its copies are no longer counted
+	// (what its socket, if still open, has not written is within the
+	// socket's send queue).
+	h.copyBytes.giveAll(s.info.AgentID)
 	h.logger.Info("agent detached", "endpoint_id", s.info.EndpointID, "agent_id", s.info.AgentID)
 }
 

@@ -15,6 +15,10 @@ type Sessions interface {
 	Connected(endpointID string) int
 	// Listeners lists the sessions of an Endpoint on every live node.
 	Listeners(endpointID string) []Listener
+	// Written tells that a session's frame of an attempt was written to
+	// the agent's socket, or dropped with it: a copy's bytes are no
+	// longer held.
+	Written(agentID, attemptID string)
 }
 
 var _ Sessions = (*Hub)(nil)

@@ -72,16 +72,22 @@ func (c *conn) handleBinary(frame []byte) bool {
 // BinaryOperation is, for an operation running on a socket that agreed on
 // the binary subprotocol, the operation's id and a function that queues a
 // binary frame on the socket (waiting for room as every message does; a
-// queue that stays full closes the socket with 1008). ok is false for an
+// queue that stays full closes the socket with 1008). written, when not
+// nil, runs once the frame is written, or dropped: not queued (send's
+// error) or still queued when the socket closes. ok is false for an
 // operation elsewhere (HTTP, a plain graphql-transport-ws socket): it then
 // sends its results as GraphQL.
-func BinaryOperation(ctx context.Context) (id string, send func(ctx context.Context, frame []byte) error, ok bool) {
+func BinaryOperation(ctx context.Context) (id string, send func(ctx context.Context, frame []byte, written func()) error, ok bool) {
 	c, isConn := ctx.Value(connKey{}).(*conn)
 	op, isOp := ctx.Value(opKey{}).(*operation)
 	if !isConn || !isOp || !c.binary {
 		return "", nil, false
 	}
-	return op.id, func(ctx context.Context, frame []byte) error {
-		return c.enqueue(ctx, outgoing{typ: websocket.BinaryMessage, b: frame})
+	return op.id, func(ctx context.Context, frame []byte, written func()) error {
+		err := c.enqueue(ctx, outgoing{typ: websocket.BinaryMessage, b: frame, written: written})
+		if err != nil && written != nil {
+			written()
+		}
+		return err
 	}, true
 }

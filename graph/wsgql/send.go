@@ -28,6 +28,9 @@ type outgoing struct {
 	typ  int
 	b    []byte
 	lazy bool
+	// written, when not nil, runs once the message is written, or
+	// dropped with the socket.
+	written func()
 }
 
 // enqueue queues a message, waiting for room as send says.
@@ -141,6 +144,9 @@ func (c *conn) writeLoop() {
 				c.cork.Cork(len(c.queue) > 0)
 				c.qmu.Unlock()
 				ok := c.write(m.typ, m.b)
+				if m.written != nil {
+					m.written()
+				}
 				c.qmu.Lock()
 				if !c.closed {
 					c.queued -= int64(len(m.b))

@@ -329,14 +329,21 @@ func (c *conn) closeWith(code int, reason string) {
 // shut stops the writer and every operation; it does not touch the TCP
 // connection, which hangUp closes once the reader is done.
 func (c *conn) shut() {
+	var dropped []outgoing
 	c.qmu.Lock()
 	if !c.closed {
 		c.closed = true
+		dropped = c.queue
 		c.queue, c.queued = nil, 0
 		close(c.done)
 		close(c.room)
 	}
 	c.qmu.Unlock()
+	for _, m := range dropped {
+		if m.written != nil {
+			m.written()
+		}
+	}
 	c.cancel()
 	// Unblock a reader waiting on a silent client.
 	_ = c.ws.SetReadDeadline(time.Now().Add(closeGrace))
