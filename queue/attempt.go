@@ -52,7 +52,7 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 	switch {
 	case errors.Is(err, domain.ErrQueueSettled) || errors.Is(err, domain.ErrAttemptPending):
 		return // a stale read of the view, or another driver's attempt: the log decides
-	case errors.Is(err, domain.ErrPayloadIncomplete) || errors.Is(err, domain.ErrRetryNotProxy):
+	case errors.Is(err, domain.ErrPayloadIncomplete) || errors.Is(err, domain.ErrRetryNotProxy) || errors.Is(err, domain.ErrAttemptLimit):
 		d.dead(ctx, e, "", e.Failures, "dead: cannot be forwarded: "+err.Error())
 		return
 	case err != nil:
