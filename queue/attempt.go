@@ -46,8 +46,9 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		}
 	}
 	cmd, err := d.cfg.Recorder.RequestQueued(ctx, e.DeliveryID, record.QueuedTarget{
-		AccountID: e.AccountID, EndpointID: e.EndpointID, CaptureResponse: set.ResponseCapture,
-		Timeout: d.cfg.ForwardTimeout, Duplicate: duplicate,
+		AccountID: e.AccountID, EndpointID: e.EndpointID,
+		CaptureResponse: set.ResponseCapture && (d.cfg.MayStore == nil || d.cfg.MayStore(ctx, e.AccountID)),
+		Timeout:         d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})
 	switch {
 	case errors.Is(err, domain.ErrQueueSettled) || errors.Is(err, domain.ErrAttemptPending):
