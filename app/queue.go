@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/queue"
 )
@@ -27,6 +28,10 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	d := queue.New(queue.Config{
 		Views: a.views, Recorder: a.rec, Forwarder: a.hub, Leader: leader, Logger: log,
 		ForwardTimeout: timeout, Poll: cfg.QueuePoll,
+		MayStore: func(ctx context.Context, accountID string) bool {
+			over, _, _, err := commands.OverStorage(ctx, a.views, cfg.Commands.Quotas, accountID)
+			return err != nil || !over // unreadable: the attempt is not held up
+		},
 		Endpoints: func(ctx context.Context, id string) (*domain.Endpoint, error) {
 			_, events, err := domain.LoadStream(ctx, a.store, a.codec, domain.EndpointStream(id))
 			if errors.Is(err, domain.ErrStreamNotFound) {

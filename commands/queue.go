@@ -113,6 +113,11 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, af
 	if _, err := s.loadEndpoint(ctx, accountID, endpointID); err != nil {
 		return Redriven{}, err
 	}
+	// Each delivery put back is attempted again, and stores its answers:
+	// not for an account at its quota.
+	if err := s.checkStorage(ctx, accountID); err != nil {
+		return Redriven{}, err
+	}
 	qv, ok := s.views.(queueViews)
 	if !ok {
 		return Redriven{}, fmt.Errorf("%w: the views keep no queue", domain.ErrUnavailable)

@@ -240,3 +240,41 @@ func (s *Service) checkEndpointCap(ctx context.Context, accountID string) error 
 	}
 	return nil
 }
+
+// storageViews reads an account's stored bytes and quota override as
+// ingress does (the views plus the receipts they have not applied yet).
+type storageViews interface {
+	AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
+}
+
+// checkStorage refuses what would store more for an account whose stored
+// bytes have reached its storage quota (domain.StorageQuotaError), as
+// ingress answers 507 to a new delivery. Views that keep no usage check
+// nothing.
+func (s *Service) checkStorage(ctx context.Context, accountID string) error {
+	sv, ok := s.views.(storageViews)
+	if !ok {
+		return nil
+	}
+	over, quota, stored, err := OverStorage(ctx, sv, s.cfg.Quotas, accountID)
+	if err != nil {
+		return err
+	}
+	if over {
+		return &domain.StorageQuotaError{Quota: quota, Stored: stored}
+	}
+	return nil
+}
+
+// OverStorage tells whether an account's stored bytes have reached its
+// storage quota (never when it has none), with the quota and the bytes.
+func OverStorage(ctx context.Context, views interface {
+	AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
+}, d QuotaDefaults, accountID string) (over bool, quota, stored int64, err error) {
+	u, err := views.AccountQuota(ctx, accountID)
+	if err != nil {
+		return false, 0, 0, fmt.Errorf("quota of account %s: %w", accountID, err)
+	}
+	quota, _ = EffectiveQuota(d, u.StorageQuota, u.RateQuota)
+	return quota > 0 && u.StoredBytes >= quota, quota, u.StoredBytes, nil
+}

@@ -633,6 +633,10 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	if err != nil {
 		return readmodel.Delivery{}, err
 	}
+	// An attempt stores its answer: not for an account at its quota.
+	if err := s.checkStorage(ctx, accountID); err != nil {
+		return readmodel.Delivery{}, err
+	}
 	set := ep.Settings()
 	// The attempt is recorded without waiting for the views: nothing reads
 	// them before the outcome, which is waited for below.

@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Delivery invariants:
 //  1. A delivery is received once, at a known address, with a method and a
@@ -14,6 +17,35 @@ import "fmt"
 //     complete payload (the whole body and every header stored), checked in
 //     that order.
 //  5. DroppedHeaders is never negative.
+//  6. A delivery has at most MaxDeliveryAttempts attempts (copies given to
+//     other sessions apart): a retry or a queued attempt past them is
+//     refused.
+
+// MaxDeliveryAttempts bounds the attempts of one delivery: its first, its
+// retries and its queued attempts. Twice the most a queue policy allows per
+// run (MaxQueueAttempts), so a queued delivery that died after a full run
+// may be redriven for a second one; a person retrying by hand stops long
+// before. Every reader of a delivery (its history, explanations, evidence,
+// comparisons) reads its whole stream, which this bounds.
+const MaxDeliveryAttempts = 2 * MaxQueueAttempts
+
+// ErrAttemptLimit matches the refusal of an attempt past
+// MaxDeliveryAttempts (AttemptLimitError).
+var ErrAttemptLimit = errors.New("delivery has had the most attempts a delivery may have")
+
+// AttemptLimitError refuses an attempt of a delivery that has had
+// MaxDeliveryAttempts. It is invalid input to whoever asked for it.
+type AttemptLimitError struct{ Attempts int }
+
+func (e *AttemptLimitError) Error() string {
+	return fmt.Sprintf("this delivery has had %d attempts, the most one delivery may have (%d); no more are made", e.Attempts, MaxDeliveryAttempts)
+}
+
+// Is makes errors.Is(err, ErrAttemptLimit) and errors.Is(err,
+// ErrInvalidInput) true.
+func (e *AttemptLimitError) Is(target error) bool {
+	return target == ErrAttemptLimit || target == ErrInvalidInput
+}
 
 // CapturedRequest is a request exactly as the sender sent it.
 type CapturedRequest struct {
@@ -56,6 +88,8 @@ type Delivery struct {
 	// settled: a queued delivery delivered or dead (and not redriven
 	// since); the queue sends it no more attempts.
 	settled bool
+	// attempts counts its attempts, copies apart (MaxDeliveryAttempts).
+	attempts int
 }
 
 // ReceiveDelivery records a request that reached address.
@@ -111,12 +145,36 @@ func receive(id, address string, kind AddressKind, accountID string, req Capture
 // LoadDelivery rebuilds a delivery from its stream.
 func LoadDelivery(events []Event) *Delivery {
 	d := &Delivery{aggregate: newAggregate()}
+	d.Fold(events)
+	return d
+}
+
+// Fold applies the events that follow the ones d was loaded from, in
+// revision order, as LoadDelivery would have. Of a ForwardResponded it
+// needs the attempt ID only: a caller may leave its headers and body out.
+func (d *Delivery) Fold(events []Event) {
 	for _, e := range events {
 		d.apply(e)
 		d.loaded()
 	}
-	return d
 }
+
+// Clone returns a copy of a delivery loaded from the store (its changes
+// are not copied) that can be folded further or changed alone.
+func (d *Delivery) Clone() *Delivery {
+	c := *d
+	c.changes = nil
+	if d.pending != nil {
+		c.pending = make(map[string]bool, len(d.pending))
+		for id := range d.pending {
+			c.pending[id] = true
+		}
+	}
+	return &c
+}
+
+// Attempts counts the delivery's attempts, copies apart.
+func (d *Delivery) Attempts() int { return d.attempts }
 
 func (d *Delivery) raise(e Event) { d.apply(e); d.changes = append(d.changes, e) }
 
@@ -137,6 +195,9 @@ func (d *Delivery) apply(e Event) {
 		d.answered = true
 	case ForwardRequested:
 		d.addPending(e.AttemptID)
+		if !e.Copy {
+			d.attempts++
+		}
 	case ForwardResponded:
 		delete(d.pending, e.AttemptID)
 	case ForwardFailed:
@@ -288,6 +349,8 @@ func (d *Delivery) RequestRetry(attemptID, accountID string, ep EndpointStatus, 
 		return ErrAgentNotConnected
 	case !d.complete:
 		return ErrPayloadIncomplete
+	case d.attempts >= MaxDeliveryAttempts:
+		return &AttemptLimitError{Attempts: d.attempts}
 	}
 	d.raise(RetryRequested{DeliveryID: d.id, AttemptID: attemptID, AccountID: accountID})
 	if edit != nil && edit.Empty() {

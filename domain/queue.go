@@ -275,6 +275,8 @@ func (d *Delivery) RequestQueuedAttempt(attemptID, endpointID string, duplicate 
 		// moment): only an attempt sent on purpose as a duplicate may
 		// overlap one.
 		return ErrAttemptPending
+	case d.attempts >= MaxDeliveryAttempts:
+		return &AttemptLimitError{Attempts: d.attempts}
 	}
 	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Retry: true, Queued: true, PossibleDuplicate: duplicate})
 	return nil

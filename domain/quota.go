@@ -1,5 +1,10 @@
 package domain
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Quota invariants (the operator's override of an account's limits):
 //  1. StorageBytes is -1 (the relay's default), 0 (unlimited) or positive.
 //  2. Only an existing account has a quota.
@@ -28,3 +33,20 @@ func (a *Account) SetQuota(storage int64, rate, apiCost string) error {
 
 // Quota is the account's override; ok is false when none was ever set.
 func (a *Account) Quota() (q AccountQuotaSet, ok bool) { return a.quota, a.quotaSet }
+
+// ErrStorageQuota matches the refusal of something that would store more
+// for an account whose storage quota is used up (StorageQuotaError).
+var ErrStorageQuota = errors.New("the account's storage quota is used up")
+
+// StorageQuotaError refuses a request that would store more (a retry, a
+// redrive) for an account at its storage quota: Quota and Stored are the
+// quota and the bytes its deliveries take.
+type StorageQuotaError struct{ Quota, Stored int64 }
+
+func (e *StorageQuotaError) Error() string {
+	return fmt.Sprintf("this account's storage quota (%d bytes) is used up (its deliveries take %d bytes): nothing more is recorded until its operator raises it or deliveries are deleted",
+		e.Quota, e.Stored)
+}
+
+// Is makes errors.Is(err, ErrStorageQuota) true.
+func (e *StorageQuotaError) Is(target error) bool { return target == ErrStorageQuota }

@@ -29,6 +29,9 @@ var codes = []struct {
 	{domain.ErrRetryNotProxy, "RETRY_NOT_PROXY"},
 	{domain.ErrAgentNotConnected, "AGENT_NOT_CONNECTED"},
 	{domain.ErrPayloadIncomplete, "PAYLOAD_INCOMPLETE"},
+	// The account's storage quota is used up (ingress answers 507): a
+	// retry or a redrive would store more.
+	{domain.ErrStorageQuota, "QUOTA_EXCEEDED"},
 	// The polling outcomes of device login (RFC 8628 §3.5).
 	{domain.ErrAuthorizationPending, "AUTHORIZATION_PENDING"},
 	{domain.ErrSlowDown, "SLOW_DOWN"},

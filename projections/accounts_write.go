@@ -173,7 +173,7 @@ func (w *accountsWriter) index(t *txn) error {
 // delete would have taken them had they been.
 func (w *accountsWriter) dropped(t *txn, stream string) {
 	m := t.moved
-	if m == nil || m.added || m.accountID == "" || domain.DeliveryStream(m.deliveryID) != stream {
+	if m == nil || m.added || m.grew || m.accountID == "" || domain.DeliveryStream(m.deliveryID) != stream {
 		return // the history deleted no rows
 	}
 	// Its row is gone: later events of the stream (its tombstone) have no

@@ -138,8 +138,26 @@ func (w *addressesWriter) follow(t *txn, m *deliveryMove) {
 		w.noteActivity(t, m.kind, m.address)
 	}
 	d := m.bytes
-	if !m.added {
+	if !m.added && !m.grew {
 		d = -d
+	}
+	if m.grew {
+		// An attempt's answer: bytes, but neither a delivery nor activity.
+		if m.kind == domain.AddressEndpoint && m.accountID != "" {
+			am, ok := w.accounts[m.accountID]
+			if !ok {
+				w.accountOrder = append(w.accountOrder, m.accountID)
+			}
+			am.bytes += d
+			w.accounts[m.accountID] = am
+		}
+		if m.kind == domain.AddressInspector {
+			if _, ok := w.stored[m.address]; !ok {
+				w.storedOrder = append(w.storedOrder, m.address)
+			}
+			w.stored[m.address] += d
+		}
+		return
 	}
 	if m.kind == domain.AddressEndpoint && m.accountID != "" {
 		am, ok := w.accounts[m.accountID]

@@ -107,6 +107,7 @@ func (w *historyWriter) prefetch(t *txn, todo []domain.RecordedEvent) error {
 				return fmt.Errorf("find the batch's earlier deliveries: %w", err)
 			}
 			k.prefetched = true
+			k.kind = kindOfAccount(k.account)
 			w.known[id] = k
 		}
 		if err := rows.Close(); err != nil {

@@ -66,6 +66,8 @@ type knownDelivery struct {
 	// (see prefetch), account with it.
 	prefetched bool
 	account    string
+	// kind is its address's kind, when known (grew).
+	kind domain.AddressKind
 }
 
 // logRef locates an event in the log as the deliveries row stores it:
@@ -87,7 +89,10 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 	case domain.ForwardRequested:
 		n, err = w.requested(t, p)
 	case respondedRow:
-		n, err = w.responded(t, p, t.at())
+		// An answer of its own in the log: its bytes (headers and a
+		// captured body) count toward the delivery's stored bytes, as a
+		// receipt's answer recorded in the receipt does.
+		n, err = w.responded(t, p, t.at(), int64(len(t.event.Data)))
 	case domain.ForwardFailed:
 		if _, err := w.insertOutcome(t, t.at(), p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, p.Error, p.AgentID, nil, nil, p.Copy); err != nil {
 			return 0, true, err
@@ -113,7 +118,10 @@ func (w *historyWriter) apply(t *txn, payload any) (n int64, handled bool, err e
 // responded records an attempt's local answer, recorded at at (Unix
 // nanoseconds): a ForwardResponded, or the answer a receipt records (at
 // the receipt's position).
-func (w *historyWriter) responded(t *txn, p respondedRow, at int64) (int64, error) {
+//
+// stored is the bytes the answer adds to the log beside the delivery's
+// receipt (0 when the receipt records it, which counts them already).
+func (w *historyWriter) responded(t *txn, p respondedRow, at, stored int64) (int64, error) {
 	// fresh: the outcome is new to the attempts table, not one applied
 	// again (see attemptOutcomeConflict), so its time is counted once.
 	fresh, err := w.insertOutcome(t, at, p.DeliveryID, p.AttemptID, p.Status, p.DurationMs, "", p.AgentID,
@@ -121,12 +129,20 @@ func (w *historyWriter) responded(t *txn, p respondedRow, at int64) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	var n int64
 	if p.Copy {
 		// A copy's answer is not the delivery's response.
-		return w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, nil, true))
+	} else {
+		ref := w.ref(t, p.DeliveryID)
+		n, err = w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
 	}
-	ref := w.ref(t, p.DeliveryID)
-	n, err := w.updated(w.updateDelivery(t, p.DeliveryID, nil, &ref, true))
+	if err == nil && fresh && stored > 0 && n > 0 {
+		err = w.grew(t, p.DeliveryID, stored)
+	}
+	if p.Copy {
+		return n, err
+	}
 	// The local answer's time goes into the rollup of the delivery's
 	// address (known to the batch once updated, unless the delivery is
 	// unknown).
@@ -203,7 +219,7 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	h := newHeldDelivery(row, answered, reason, answeredAt, t.at(), class)
 	// A row created just now has no attempts: until an outcome arrives in
 	// this batch, flush need not look for one (see qDeliveriesUpdateNoOutcome).
-	k := &knownDelivery{dpos: t.pos(), address: p.Address, fresh: true, held: h}
+	k := &knownDelivery{dpos: t.pos(), address: p.Address, kind: p.AddressKind, account: p.AccountID, fresh: true, held: h}
 	if !w.unseen[p.DeliveryID] || ref.stream != nil {
 		// A row may be there (the views applying the log again, or a
 		// receipt that is not its stream's first event): inserted now, as
@@ -231,13 +247,34 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 		if r := p.Forward.Responded; r != nil {
 			// As the ForwardResponded that would otherwise follow, at the
 			// receipt's position, recorded when the answer came.
-			if _, err := w.responded(t, *r, t.at()+r.DurationMs*int64(time.Millisecond)); err != nil {
+			if _, err := w.responded(t, *r, t.at()+r.DurationMs*int64(time.Millisecond), 0); err != nil {
 				return 0, err
 			}
 		}
 	}
 	return 1, nil
 }
+
+// grew adds bytes an attempt stored in the log (its answer) to a known
+// delivery's stored bytes, and tells the addresses (txn.moved) so that its
+// account's (or inspector's) stored bytes grow alike; deleting the delivery
+// takes the row's stored bytes off again, answers included.
+func (w *historyWriter) grew(t *txn, id string, bytes int64) error {
+	k, ok := w.known[id]
+	if !ok {
+		return nil
+	}
+	if h := k.held; h != nil && h.row != nil {
+		h.row[heldStoredColumn] = h.row[heldStoredColumn].(int64) + bytes // inserted at flush
+	} else if _, err := t.exec(qDeliveryGrew, bytes, id); err != nil {
+		return fmt.Errorf("count the answer of delivery %s: %w", id, err)
+	}
+	t.moved = &deliveryMove{deliveryID: id, address: k.address, kind: k.kind, accountID: k.account, bytes: bytes, grew: true}
+	return nil
+}
+
+// heldStoredColumn is the stored bytes' place in a held row (qDeliveriesHeld).
+const heldStoredColumn = 15
 
 // streamDeleted drops the row of a deleted delivery stream and its
 // attempts. On a rebuild the stream's events are gone from the log, the
@@ -387,7 +424,7 @@ func (w *historyWriter) updateDelivery(t *txn, id string, answered *domain.Deliv
 	}
 	t.owned = &deliveryOwner{deliveryID: id, accountID: account}
 	// Its attempts are not known here: flush looks them up.
-	k := &knownDelivery{dpos: dpos, address: counted.address, outcomes: true, counted: counted}
+	k := &knownDelivery{dpos: dpos, address: counted.address, outcomes: true, counted: counted, account: account, kind: kindOfAccount(account)}
 	w.known[id] = k
 	w.touched(t, k, id, false)
 	return true, nil
@@ -536,4 +573,13 @@ func fidelityColumn(f *domain.Fidelity) any {
 		return nil
 	}
 	return strings.Join(f.Differences(), ",")
+}
+
+// kindOfAccount is the kind of address a delivery owned by account went
+// to: only Endpoints have an owner.
+func kindOfAccount(account string) domain.AddressKind {
+	if account != "" {
+		return domain.AddressEndpoint
+	}
+	return domain.AddressInspector
 }

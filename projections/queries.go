@@ -45,6 +45,7 @@ const (
 
 	// An account's stored bytes and deliveries change by deltas, like an
 	// inspector's stored bytes.
+	qDeliveryGrew  = `UPDATE deliveries SET stored_bytes = stored_bytes + ? WHERE id = ?`
 	qAccountStored = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
 	qAccountQuota  = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2, api_cost_quota = ?4 WHERE id = ?3`
 	qAccountHour   = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
@@ -297,7 +298,7 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
-	qAccountStored, qAccountQuota, qAccountHour, qAccountHourGone,
+	qAccountStored, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,

@@ -36,8 +36,10 @@ import (
 // version 18 an account's API cost budget override (api_cost_quota);
 // version 19 the queue of QUEUE Endpoints (queue, docs/queue.md); version
 // 20 whether each attempt came from the queue and was sent as a possible
-// duplicate (attempts.queued, attempts.possible_duplicate).
-const schemaVersion = 20
+// duplicate (attempts.queued, attempts.possible_duplicate); version 21
+// counts the answers attempts stored (forward.responded.v1) in each
+// delivery's stored bytes, and so in its account's and inspector's.
+const schemaVersion = 21
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -283,7 +285,9 @@ CREATE TABLE IF NOT EXISTS deliveries (
 	response_revision INTEGER,
 	updated_position  INTEGER NOT NULL,
 	-- stored_bytes is the size of the DeliveryReceived payload in the log
-	-- (headers and body as stored), what an inspector's quota counts.
+	-- (headers and body as stored) plus those of its attempts' answers
+	-- (forward.responded.v1: headers and a captured body), what the
+	-- storage quotas count.
 	stored_bytes      INTEGER NOT NULL DEFAULT 0,
 	-- The webhook provider recognised at receipt (domain.DetectProvider),
 	-- its event type and its own id of the delivery; a provider that sends

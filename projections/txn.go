@@ -61,7 +61,10 @@ type deliveryMove struct {
 	accountID  string
 	bytes      int64 // the bytes it stores in the log
 	at         int64 // when it was received, Unix nanoseconds
-	added      bool  // false: dropped
+	added      bool  // false: dropped (unless grew)
+	// grew: bytes an attempt stored were added to a delivery the address
+	// has already (its answer); no delivery added or dropped.
+	grew bool
 	// For a dropped delivery: its account_events rows from position from
 	// to position to were deleted (qAccountEventsDropped).
 	from, to int64

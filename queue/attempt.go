@@ -46,13 +46,14 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		}
 	}
 	cmd, err := d.cfg.Recorder.RequestQueued(ctx, e.DeliveryID, record.QueuedTarget{
-		AccountID: e.AccountID, EndpointID: e.EndpointID, CaptureResponse: set.ResponseCapture,
-		Timeout: d.cfg.ForwardTimeout, Duplicate: duplicate,
+		AccountID: e.AccountID, EndpointID: e.EndpointID,
+		CaptureResponse: set.ResponseCapture && (d.cfg.MayStore == nil || d.cfg.MayStore(ctx, e.AccountID)),
+		Timeout:         d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})
 	switch {
 	case errors.Is(err, domain.ErrQueueSettled) || errors.Is(err, domain.ErrAttemptPending):
 		return // a stale read of the view, or another driver's attempt: the log decides
-	case errors.Is(err, domain.ErrPayloadIncomplete) || errors.Is(err, domain.ErrRetryNotProxy):
+	case errors.Is(err, domain.ErrPayloadIncomplete) || errors.Is(err, domain.ErrRetryNotProxy) || errors.Is(err, domain.ErrAttemptLimit):
 		d.dead(ctx, e, "", e.Failures, "dead: cannot be forwarded: "+err.Error())
 		return
 	case err != nil:

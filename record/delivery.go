@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -193,7 +192,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 			// anything came in between, the append is refused and the next
 			// try replays the stream.
 			d, causation = domain.ResumeAttempt(cmd.DeliveryID, cmd.AttemptID, cmd.RequestRevision), cmd.RequestEventID
-		} else if d, causation, err = r.loadAttempt(ctx, stream, cmd.AttemptID); err != nil {
+		} else if d, causation, err = r.loadAttempt(ctx, cmd.DeliveryID, cmd.AttemptID); err != nil {
 			return err
 		}
 		if out.Failed() {
@@ -242,40 +241,4 @@ func responded(cmd domain.ForwardCommand, out domain.ForwardOutcome, fidelity *d
 		fr.Body = out.Body
 	}
 	return fr
-}
-
-// loadAttempt rebuilds a delivery from its stream and returns the ID of
-// the event that requested attemptID (the outcome's causation).
-func (r *Recorder) loadAttempt(ctx context.Context, stream, attemptID string) (*domain.Delivery, string, error) {
-	recs, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
-	if err != nil {
-		return nil, "", err
-	}
-	var causation string
-	for i, e := range events {
-		if fr, ok := e.(domain.ForwardRequested); ok && fr.AttemptID == attemptID {
-			causation = recs[i].ID
-		}
-		if dr, ok := e.(domain.DeliveryReceived); ok && dr.Forward != nil && dr.Forward.AttemptID == attemptID {
-			causation = recs[i].ID // requested at receipt
-		}
-	}
-	return domain.LoadDelivery(events), causation, nil
-}
-
-// loadDelivery reads a delivery's stream once for a new attempt: its
-// request and its aggregate. A missing stream is domain.ErrNotFound.
-func (r *Recorder) loadDelivery(ctx context.Context, deliveryID string) (domain.DeliveryReceived, *domain.Delivery, error) {
-	_, events, err := domain.LoadStream(ctx, r.store, r.codec, domain.DeliveryStream(deliveryID))
-	if errors.Is(err, domain.ErrStreamNotFound) {
-		return domain.DeliveryReceived{}, nil, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.DeliveryReceived{}, nil, err
-	}
-	received, ok := events[0].(domain.DeliveryReceived)
-	if !ok {
-		return domain.DeliveryReceived{}, nil, fmt.Errorf("delivery %s: stream does not start with its request", deliveryID)
-	}
-	return received, domain.LoadDelivery(events), nil
 }

@@ -56,6 +56,9 @@ type Recorder struct {
 	usage  Usage
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
 	listeners listenerStates
+	// deliveries keeps each delivery's state folded for its next attempt
+	// (loadDelivery).
+	deliveries deliveryStates
 	// held are the receipts waiting for their first attempt's answer, by
 	// attempt (ReceiptHold).
 	heldMu sync.Mutex
