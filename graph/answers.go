@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/internal/jsoncount"
 )
 
 // Defaults of the answer bounds (answersize): one answer may hold 32 MiB
@@ -104,6 +105,12 @@ func (jsonPOST) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExe
 		writeAnswer(w, exec.DispatchError(ctx, gqlerror.List{gqlerror.Errorf("could not read request body")}))
 		return
 	}
+	// The variables and extensions are decoded generically, at about twenty
+	// times their JSON: count the body's values first.
+	if _, over := jsoncount.Values(body, MaxValues); over {
+		tooManyValues(w)
+		return
+	}
 	params := &graphql.RawParams{}
 	if err := decodeJSON(bytes.NewReader(body), params); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
@@ -133,6 +140,14 @@ func (jsonGET) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExec
 		Headers:       r.Header,
 	}
 	params.ReadTime.Start = graphql.Now()
+	values := 0
+	for _, name := range []string{"variables", "extensions"} {
+		n, over := jsoncount.Values([]byte(query.Get(name)), MaxValues-values)
+		if values += n; over {
+			tooManyValues(w)
+			return
+		}
+	}
 	for name, into := range map[string]any{"variables": &params.Variables, "extensions": &params.Extensions} {
 		if v := query.Get(name); v != "" {
 			if err := decodeJSON(strings.NewReader(v), into); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -107,6 +108,24 @@ const (
 	// payload field.
 	explanationCost = 3
 )
+
+// MaxValues bounds the JSON values (objects, arrays, strings, numbers,
+// literals, at any depth) of one request's variables and extensions: a POST
+// body, a GET's variables and extensions together, a WebSocket subscribe's
+// payload. They are counted before anything decodes them, since a generic
+// decode takes about twenty times their JSON (a map for every empty
+// object): 14 MiB of empty objects in a completeForward took 299 MiB. The
+// largest legitimate variables are an agent's completeForward, 3 or 4
+// values per header: 10 000 values pass an answer of 2 400 headers, where
+// real ones have tens (the binary data path, agentwire, has its own bound).
+const MaxValues = wsgql.DefaultMaxValues
+
+// tooManyValues is the refusal of a request over MaxValues: 413,
+// REQUEST_TOO_LARGE, as a body over --max-api-body.
+func tooManyValues(w http.ResponseWriter) {
+	err := fmt.Errorf("%w: the variables and extensions of a request may hold at most %d JSON values", ErrRequestTooLarge, MaxValues)
+	writeErrors(w, http.StatusRequestEntityTooLarge, &gqlerror.Error{Message: err.Error(), Extensions: map[string]any{"code": "REQUEST_TOO_LARGE"}})
+}
 
 // Sentinels of the refusals the limits make; the error presenter gives
 // them their extensions.code.

@@ -74,6 +74,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		KeepAlive:           opts.KeepAlive,
 		MaxMessage:          opts.MaxWSMessage,
 		MessageLimit:        func(ctx context.Context) int64 { return agentMessageLimit(ctx, opts) },
+		MaxValues:           MaxValues,
 		MaxSubscriptions:    opts.MaxWSSubscriptions,
 		MaxSocketsPerClient: opts.MaxWSPerIP,
 		// Tokens travel in connection_init; a session cookie counts only

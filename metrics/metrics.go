@@ -18,11 +18,12 @@ import (
 
 // Metrics holds the registry and the instruments.
 type Metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	inFlight *prometheus.GaugeVec
-	refused  prometheus.Counter
+	reg             *prometheus.Registry
+	requests        *prometheus.CounterVec
+	duration        *prometheus.HistogramVec
+	inFlight        *prometheus.GaugeVec
+	refused         prometheus.Counter
+	refusedRequests prometheus.Counter
 
 	// The series of each area and code, found once: WithLabelValues hashes
 	// its labels on every call, and a status code's label is a new string.
@@ -63,8 +64,12 @@ func New() *Metrics {
 			Name: "relay_http_connections_refused_total",
 			Help: "Connections answered 429 and closed because their client address held --max-conns-per-ip already.",
 		}),
+		refusedRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_http_requests_refused_total",
+			Help: "Requests answered 429 because their client address had --max-requests-per-ip in flight already (over all its connections).",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused,
+	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused, m.refusedRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -146,6 +151,10 @@ func (m *Metrics) Quotas(refusals func() map[string]int64, stored func(context.C
 
 // ConnectionRefused counts one connection refused over the per-address cap.
 func (m *Metrics) ConnectionRefused() { m.refused.Inc() }
+
+// RequestRefused counts one request refused over the per-address cap of
+// requests in flight.
+func (m *Metrics) RequestRefused() { m.refusedRequests.Inc() }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

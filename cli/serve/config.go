@@ -70,37 +70,38 @@ var (
 
 // serveConfig is everything `relay serve` is told.
 type serveConfig struct {
-	Listen         string
-	Domain         string
-	Data           string
-	EventStore     string
-	InspectorTTL   time.Duration
-	CaptureCap     byteSize
-	MaxBody        byteSize
-	ForwardTimeout time.Duration
-	QueueBacklog   int
-	Signup         signupFlag
-	AdminToken     string
-	LogLevel       string
-	PublicPort     int
-	ShutdownGrace  time.Duration
-	KeepAlive      time.Duration
-	ViewsWait      time.Duration
-	IdleTimeout    time.Duration
-	BodyTimeout    time.Duration
-	MaxConnsPerIP  int
-	MaxHeaders     int
-	MaxHeaderBytes byteSize
-	CPUProfile     string
-	Trace          string
-	MemProfile     string
-	MaxAPIBody     byteSize
-	MaxAPIAnswer   byteSize
-	ProxyBodies    byteSize
-	APIAnswers     byteSize
-	MaxQueryCost   int
-	MaxQueryFields int
-	MaxQueryTokens int
+	Listen           string
+	Domain           string
+	Data             string
+	EventStore       string
+	InspectorTTL     time.Duration
+	CaptureCap       byteSize
+	MaxBody          byteSize
+	ForwardTimeout   time.Duration
+	QueueBacklog     int
+	Signup           signupFlag
+	AdminToken       string
+	LogLevel         string
+	PublicPort       int
+	ShutdownGrace    time.Duration
+	KeepAlive        time.Duration
+	ViewsWait        time.Duration
+	IdleTimeout      time.Duration
+	BodyTimeout      time.Duration
+	MaxConnsPerIP    int
+	MaxRequestsPerIP int
+	MaxHeaders       int
+	MaxHeaderBytes   byteSize
+	CPUProfile       string
+	Trace            string
+	MemProfile       string
+	MaxAPIBody       byteSize
+	MaxAPIAnswer     byteSize
+	ProxyBodies      byteSize
+	APIAnswers       byteSize
+	MaxQueryCost     int
+	MaxQueryFields   int
+	MaxQueryTokens   int
 
 	AnonymousRate      ratelimit.Rate
 	SignInRate         ratelimit.Rate
@@ -186,6 +187,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.IdleTimeout, 60*time.Second), "idle-timeout", "an idle keep-alive connection is closed after this long")
 	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
+	fs.IntVar(&c.MaxRequestsPerIP, "max-requests-per-ip", 256, "requests one client address may have in flight over all its connections (an HTTP/2 connection carries up to 250), streams and WebSockets included while open; more are answered 429 with Retry-After (0: no cap)")
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery; at most 1MiB")
 	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")

@@ -83,17 +83,18 @@ func TestServeConfig(t *testing.T) {
 			check: func(c serveConfig) bool { return c.MemoryLimit.byteSize == 0 }},
 		{name: "connection limits default", check: func(c serveConfig) bool {
 			return c.IdleTimeout == time.Minute && c.BodyTimeout == 30*time.Second && c.MaxConnsPerIP == 256 &&
-				c.MaxHeaders == 200 && c.MaxHeaderBytes == 64<<10
+				c.MaxRequestsPerIP == 256 && c.MaxHeaders == 200 && c.MaxHeaderBytes == 64<<10
 		}},
 		{name: "connection limits from env", env: map[string]string{"RELAY_IDLE_TIMEOUT": "2s", "RELAY_BODY_TIMEOUT": "3s",
-			"RELAY_MAX_CONNS_PER_IP": "8", "RELAY_MAX_HEADERS": "10", "RELAY_MAX_HEADER_BYTES": "8KiB"},
+			"RELAY_MAX_CONNS_PER_IP": "8", "RELAY_MAX_REQUESTS_PER_IP": "12", "RELAY_MAX_HEADERS": "10", "RELAY_MAX_HEADER_BYTES": "8KiB"},
 			check: func(c serveConfig) bool {
 				return c.IdleTimeout == 2*time.Second && c.BodyTimeout == 3*time.Second && c.MaxConnsPerIP == 8 &&
-					c.MaxHeaders == 10 && c.MaxHeaderBytes == 8<<10
+					c.MaxRequestsPerIP == 12 && c.MaxHeaders == 10 && c.MaxHeaderBytes == 8<<10
 			}},
 		{name: "non-positive idle timeout", args: []string{"--idle-timeout", "0s"}, wantErr: "--idle-timeout"},
 		{name: "non-positive body timeout", env: map[string]string{"RELAY_BODY_TIMEOUT": "-1s"}, wantErr: "--body-timeout"},
 		{name: "no connections per ip", args: []string{"--max-conns-per-ip", "0"}, wantErr: "--max-conns-per-ip"},
+		{name: "negative requests per ip", args: []string{"--max-requests-per-ip", "-1"}, wantErr: "--max-requests-per-ip"},
 		{name: "no headers", args: []string{"--max-headers", "0"}, wantErr: "--max-headers"},
 		{name: "header bytes too small", args: []string{"--max-header-bytes", "100B"}, wantErr: "--max-header-bytes"},
 		{name: "api limits default", check: func(c serveConfig) bool {

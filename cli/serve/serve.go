@@ -123,9 +123,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	// The sender as a trusted proxy names it, and r.TLS for TLS
 	// connections net/http reads as plain ones (see tlslisten.MarkTLS).
 	resolver := forwarded.Resolver{Trusted: cfg.trusted, TLS: certs != nil, Scheme: urls.scheme}
+	// Requests in flight per client, over all its connections: counted
+	// under forwarded.Handler, so a sender behind a trusted proxy counts on
+	// its own, and the proxy's own requests (which name no sender) not at
+	// all, as its connections are not.
+	inFlight := &connguard.InFlight{Max: cfg.MaxRequestsPerIP, Unlimited: cfg.trusted.ContainsHost, OnRefuse: a.Metrics().RequestRefused}
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	srv := &http.Server{
-		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, a.Handler())),
+		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, inFlight.Handler(a.Handler()))),
 		ConnContext:                  tlslisten.ConnContext,
 		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout:            headerTimeout,

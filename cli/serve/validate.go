@@ -51,6 +51,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--body-timeout must be positive")
 	case c.MaxConnsPerIP < 1:
 		return fmt.Errorf("--max-conns-per-ip must be at least 1")
+	case c.MaxRequestsPerIP < 0:
+		return fmt.Errorf("--max-requests-per-ip must be 0 (no cap) or more")
 	case c.AccountEndpoints < 0:
 		return fmt.Errorf("--account-endpoints must be 0 (no limit) or more")
 	case c.MaxHeaders < 1:

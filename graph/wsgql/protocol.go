@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/internal/jsoncount"
 )
 
 // message is one frame in either direction.
@@ -36,11 +37,17 @@ type frame struct {
 	id        string
 	payload   json.RawMessage
 	subscribe subscribePayload // for subscribe
+	// tooManyValues: the subscribe payload holds more JSON values than the
+	// transport decodes (Config.MaxValues); it was not decoded.
+	tooManyValues bool
 }
 
 // parse reads and checks a client message as the protocol describes it;
-// an error is the reason for closing the socket with 4400.
-func parse(data []byte) (frame, error) {
+// an error is the reason for closing the socket with 4400. A subscribe
+// payload of more than maxValues JSON values is counted, not decoded: a
+// generic decode of variables costs about twenty times their JSON (a map
+// for every empty object), so the count comes first.
+func parse(data []byte, maxValues int) (frame, error) {
 	var in incoming
 	if err := json.Unmarshal(data, &in); err != nil {
 		return frame{}, errors.New("not a JSON object")
@@ -59,7 +66,14 @@ func parse(data []byte) (frame, error) {
 		if f.id, ok = operationID(in.ID); !ok {
 			return frame{}, errors.New("subscribe needs a non-empty string id")
 		}
-		if !isObject(in.Payload) || decodeNumbers(in.Payload, &f.subscribe) != nil || f.subscribe.Query == nil {
+		if !isObject(in.Payload) {
+			return frame{}, errors.New("subscribe payload must be an object with a query string")
+		}
+		if _, over := jsoncount.Values(in.Payload, maxValues); over {
+			f.tooManyValues = true
+			return f, nil
+		}
+		if decodeNumbers(in.Payload, &f.subscribe) != nil || f.subscribe.Query == nil {
 			return frame{}, errors.New("subscribe payload must be an object with a query string")
 		}
 	case gqlws.Complete:
@@ -77,7 +91,7 @@ func parse(data []byte) (frame, error) {
 // handle acts on one client message; false ends the socket.
 func (c *conn) handle(data []byte) bool {
 	start := graphql.Now()
-	f, err := parse(data)
+	f, err := parse(data, c.t.cfg.MaxValues)
 	if err != nil {
 		return c.badRequest(err.Error())
 	}
@@ -87,7 +101,7 @@ func (c *conn) handle(data []byte) bool {
 	case gqlws.Ping:
 		_ = c.send(c.ctx, message{Type: gqlws.Pong, Payload: f.payload})
 	case gqlws.Subscribe:
-		return c.onSubscribe(f.id, f.subscribe, start)
+		return c.onSubscribe(f, start)
 	case gqlws.Complete:
 		c.onComplete(f.id)
 	}
@@ -106,6 +120,9 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 		return false
 	}
 	c.initialised = true
+	if _, over := jsoncount.Values(raw, c.t.cfg.MaxValues); over {
+		return c.badRequest("connection_init payload holds more than " + strconv.Itoa(c.t.cfg.MaxValues) + " JSON values")
+	}
 	var payload map[string]any
 	if len(raw) > 0 && json.Unmarshal(raw, &payload) != nil {
 		return c.badRequest("connection_init payload must be an object")
@@ -131,7 +148,8 @@ func (c *conn) onInit(raw json.RawMessage) bool {
 }
 
 // onSubscribe starts an operation, or refuses it.
-func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool {
+func (c *conn) onSubscribe(f frame, start time.Time) bool {
+	id, p := f.id, f.subscribe
 	if !c.acked.Load() {
 		c.closeWith(gqlws.CloseUnauthorized, "Unauthorized")
 		return false
@@ -141,6 +159,16 @@ func (c *conn) onSubscribe(id string, p subscribePayload, start time.Time) bool 
 		c.mu.Unlock()
 		c.closeWith(gqlws.CloseSubscriberExists, "Subscriber for "+id+" already exists")
 		return false
+	}
+	if f.tooManyValues {
+		c.mu.Unlock()
+		// Refused like an operation over the API's other limits: an error
+		// for its id, and the socket stays (an agent's other forwards go on).
+		c.sendErrors(c.ctx, id, gqlerror.List{{
+			Message:    fmt.Sprintf("request too large: an operation's variables and extensions may hold at most %d JSON values", c.t.cfg.MaxValues),
+			Extensions: map[string]any{"code": "REQUEST_TOO_LARGE"},
+		}})
+		return true
 	}
 	if len(c.ops) >= c.t.cfg.MaxSubscriptions {
 		c.mu.Unlock()

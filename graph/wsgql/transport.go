@@ -35,6 +35,10 @@ const (
 	DefaultMaxSocketsPerClient = 32
 	DefaultKeepAlive           = 5 * time.Second
 	DefaultSendQueueBytes      = 4 << 20
+	// DefaultMaxValues bounds the JSON values of a subscribe payload (its
+	// variables and extensions) and of a connection_init payload: see
+	// Config.MaxValues.
+	DefaultMaxValues = 10_000
 )
 
 // closeGrace is how long a closing socket waits for the client to read the
@@ -53,6 +57,13 @@ type Config struct {
 	// context InitFunc returned (an agent may need to send larger answers
 	// than an anonymous client); it never lowers MaxMessage.
 	MessageLimit func(ctx context.Context) int64
+	// MaxValues bounds the JSON values (objects, arrays, strings, numbers,
+	// literals, at any depth) of a subscribe payload, counted before it is
+	// decoded: decoded generically, variables take about twenty times their
+	// JSON. An operation over it is refused with an error for its id
+	// (REQUEST_TOO_LARGE), a connection_init payload over it closes with
+	// 4400.
+	MaxValues int
 	// MaxSubscriptions bounds the operations running on one socket.
 	MaxSubscriptions int
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
@@ -95,6 +106,9 @@ var _ graphql.Transport = (*Transport)(nil)
 func New(cfg Config) *Transport {
 	if cfg.MaxMessage <= 0 {
 		cfg.MaxMessage = DefaultMaxMessage
+	}
+	if cfg.MaxValues <= 0 {
+		cfg.MaxValues = DefaultMaxValues
 	}
 	if cfg.MaxSubscriptions <= 0 {
 		cfg.MaxSubscriptions = DefaultMaxSubscriptions

@@ -7,6 +7,7 @@ import (
 	"github.com/relayhq/relay/internal/gqlws"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -212,7 +213,7 @@ func TestParse(t *testing.T) {
 		{in: `[1]`, wantErr: "not a JSON object"},
 	}
 	for _, tt := range tests {
-		f, err := parse([]byte(tt.in))
+		f, err := parse([]byte(tt.in), DefaultMaxValues)
 		switch {
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 			t.Errorf("parse(%s) = %v, want error with %q", tt.in, err, tt.wantErr)
@@ -229,13 +230,13 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fr, err := parse(data)
+		fr, err := parse(data, DefaultMaxValues)
 		if err != nil {
 			return
 		}
 		switch fr.typ {
 		case gqlws.Subscribe:
-			if fr.id == "" || fr.subscribe.Query == nil {
+			if fr.id == "" || (fr.subscribe.Query == nil && !fr.tooManyValues) {
 				t.Fatalf("accepted subscribe without id or query: %s", data)
 			}
 		case gqlws.Complete:
@@ -390,5 +391,76 @@ func TestBinaryThenRunsFirstWhenTheQueueIsFull(t *testing.T) {
 	case <-thenRan:
 	case <-time.After(10 * time.Second):
 		t.Fatal("then waited for room in the send queue")
+	}
+}
+
+// emptyObjects is a subscribe message whose variables are n empty header
+// objects: two bytes of JSON each, a map each once decoded generically.
+func emptyObjects(id string, n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"type":"subscribe","id":"` + id + `","payload":{"query":"{ name }","variables":{"input":{"headers":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("{}")
+	}
+	b.WriteString(`]}}}}`)
+	return []byte(b.String())
+}
+
+// TestSubscribeValuesCountedBeforeDecode: a subscribe of 14 MiB of empty
+// objects (what an agent's socket takes) is refused before its variables
+// are decoded, with little more than the message itself allocated; before,
+// the decode took about twenty times the message.
+func TestSubscribeValuesCountedBeforeDecode(t *testing.T) {
+	msg := emptyObjects("1", 14<<20/3)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f, err := parse(msg, DefaultMaxValues)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("parse of a %d-byte subscribe: %.1f MiB allocated", len(msg), float64(allocated)/(1<<20))
+	if !f.tooManyValues || f.subscribe.Variables != nil {
+		t.Fatalf("the variables were decoded: tooManyValues %v, %d variables", f.tooManyValues, len(f.subscribe.Variables))
+	}
+	// The payload is copied once (json.RawMessage); nothing more.
+	if allocated > 2*uint64(len(msg)) {
+		t.Fatalf("parse allocated %d bytes for a %d-byte message", allocated, len(msg))
+	}
+	// At the bound the payload is decoded: the payload, its query, the
+	// variables, input and the array are 5 values beside the headers.
+	if f, err := parse(emptyObjects("1", DefaultMaxValues-5), DefaultMaxValues); err != nil || f.tooManyValues || f.subscribe.Query == nil {
+		t.Fatalf("at the bound: %+v, %v", f.tooManyValues, err)
+	}
+	if f, err := parse(emptyObjects("1", DefaultMaxValues-4), DefaultMaxValues); err != nil || !f.tooManyValues {
+		t.Fatalf("one past the bound: %v, %v", f.tooManyValues, err)
+	}
+}
+
+// TestSubscribeOverTheValuesBound: the operation is refused with an error
+// for its id, and the socket goes on serving the next one.
+func TestSubscribeOverTheValuesBound(t *testing.T) {
+	url, _ := serve(t, (&flood{}).server(Config{MaxMessage: 1 << 20, MaxValues: 1000}))
+	c := dial(t, url)
+	if err := c.WriteMessage(websocket.TextMessage, emptyObjects("big", 1000)); err != nil {
+		t.Fatal(err)
+	}
+	var m message
+	if err := c.ReadJSON(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Type != gqlws.Error || m.ID != "big" || !strings.Contains(string(m.Payload), `"code":"REQUEST_TOO_LARGE"`) {
+		t.Fatalf("got %s %s %s; want an error for big with REQUEST_TOO_LARGE", m.Type, m.ID, m.Payload)
+	}
+	if err := c.WriteMessage(websocket.TextMessage, emptyObjects("small", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadJSON(&m); err != nil || m.Type != gqlws.Next || m.ID != "small" {
+		t.Fatalf("the next operation: %v %s %s %s", err, m.Type, m.ID, m.Payload)
 	}
 }

@@ -1,8 +1,9 @@
 // Package clientkey names the client a per-client limit counts against:
 // its IP, or its /64 for IPv6, since one IPv6 client commonly holds a
 // whole /64 and could otherwise pick a fresh address for every connection
-// or request. Every per-client bound of the relay (connections, the body
-// budget's share, smee streams, WebSocket sockets, anonymous rates) counts
+// or request. Every per-client bound of the relay (connections, requests in
+// flight, the body budget's share, smee streams, WebSocket sockets,
+// anonymous rates) counts
 // by this one key.
 package clientkey
 
