@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
@@ -70,7 +69,7 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 // stream again and finds nothing left to change.
 //
 // The stream holds every session the Endpoint ever had; the sessions it
-// shows open are folded once and kept (listenerStates), so each decision
+// shows open are folded once and kept (foldedStates), so each decision
 // reads only the events appended since the last one this process read.
 func (r *Recorder) ReconcilePrimary(ctx context.Context, endpointID string) (domain.PrimaryChanged, bool, error) {
 	ctx, cancel := detached(ctx)
@@ -79,7 +78,10 @@ func (r *Recorder) ReconcilePrimary(ctx context.Context, endpointID string) (dom
 	var change domain.PrimaryChanged
 	var changed bool
 	err := conflict.Retry(ctx, outcomeTries, func(int) error {
-		st := r.listeners.get(endpointID)
+		st, ok := r.listeners.get(endpointID)
+		if !ok {
+			st = listenerState{l: domain.LoadListeners(nil)}
+		}
 		recs, events, err := domain.LoadStreamFrom(ctx, r.store, r.codec, stream, st.next)
 		if err != nil {
 			r.listeners.drop(endpointID)
@@ -107,13 +109,6 @@ func (r *Recorder) ReconcilePrimary(ctx context.Context, endpointID string) (dom
 // keeps: one entry holds an Endpoint's open sessions, a few hundred bytes.
 const maxListenerStates = 10_000
 
-// listenerStates keeps, per Endpoint, its agent stream's sessions folded up
-// to a revision, so that ReconcilePrimary reads only what follows.
-type listenerStates struct {
-	mu sync.Mutex
-	m  map[string]listenerState
-}
-
 // listenerState is an agent stream folded up to revision next-1 (nothing
 // folded when next is 0).
 type listenerState struct {
@@ -121,40 +116,8 @@ type listenerState struct {
 	next uint64
 }
 
-// get returns a copy of the Endpoint's state to fold on, or an empty one.
-func (c *listenerStates) get(endpointID string) listenerState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[endpointID]; ok {
-		return listenerState{l: st.l.Clone(), next: st.next}
-	}
-	return listenerState{l: domain.LoadListeners(nil)}
-}
+func (st listenerState) nextRevision() uint64 { return st.next }
 
-// put keeps st unless a state folded further is kept already (two
-// decisions for one Endpoint may run at once).
-func (c *listenerStates) put(endpointID string, st listenerState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.m[endpointID]; ok && old.next >= st.next {
-		return
-	}
-	if c.m == nil {
-		c.m = map[string]listenerState{}
-	}
-	if _, ok := c.m[endpointID]; !ok && len(c.m) >= maxListenerStates {
-		for id := range c.m { // any one: it is read again from the log when needed
-			delete(c.m, id)
-			break
-		}
-	}
-	c.m[endpointID] = listenerState{l: st.l.Clone(), next: st.next}
-}
-
-// drop forgets the Endpoint's state (after a failed read: a stream deleted
-// or unreadable is read again from its start).
-func (c *listenerStates) drop(endpointID string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, endpointID)
+func (st listenerState) clone() listenerState {
+	return listenerState{l: st.l.Clone(), next: st.next}
 }

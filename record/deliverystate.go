@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/relayhq/relay/domain"
 )
@@ -17,7 +16,7 @@ import (
 // whose captured response bodies it does not need. So the request is read
 // on its own, the rest is decoded without the responses' headers and bodies
 // (leanEvent), a few events at a time, and the state folded so far is kept
-// per delivery (deliveryStates): the next attempt of the same delivery
+// per delivery (foldedStates): the next attempt of the same delivery
 // reads only what was appended since. A retry then costs the same whatever
 // the delivery's history, and holds at most one page of it at a time.
 
@@ -66,7 +65,7 @@ func (r *Recorder) foldDelivery(ctx context.Context, deliveryID string) (domain.
 	// state is kept (one read for a delivery with few attempts): a stream
 	// deleted since the state was kept answers here (its tombstone is at
 	// revision 0).
-	st := r.deliveries.get(deliveryID)
+	st, _ := r.deliveries.get(deliveryID)
 	n := 1
 	if st.d == nil {
 		n = deliveryPage
@@ -137,13 +136,6 @@ func (r *Recorder) leanEvent(rec domain.RecordedEvent) (domain.Event, error) {
 	return domain.ForwardResponded{DeliveryID: v.DeliveryID, AttemptID: v.AttemptID, Copy: v.Copy}, nil
 }
 
-// deliveryStates keeps, per delivery, its state folded up to a revision,
-// so that its next attempt reads only what follows.
-type deliveryStates struct {
-	mu sync.Mutex
-	m  map[string]deliveryState
-}
-
 // deliveryState is a delivery folded up to revision next-1 (nothing when
 // d is nil).
 type deliveryState struct {
@@ -173,6 +165,8 @@ func (st *deliveryState) fold(id string, e domain.Event) {
 	}
 }
 
+func (st deliveryState) nextRevision() uint64 { return st.next }
+
 // clone copies st to fold on or keep.
 func (st deliveryState) clone() deliveryState {
 	c := deliveryState{d: st.d.Clone(), next: st.next}
@@ -183,41 +177,4 @@ func (st deliveryState) clone() deliveryState {
 		}
 	}
 	return c
-}
-
-// get returns a copy of the delivery's state to fold on, or an empty one.
-func (c *deliveryStates) get(id string) deliveryState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[id]; ok {
-		return st.clone()
-	}
-	return deliveryState{}
-}
-
-// put keeps st unless a state folded further is kept already (two
-// attempts of one delivery may load it at once).
-func (c *deliveryStates) put(id string, st deliveryState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.m[id]; ok && old.next >= st.next {
-		return
-	}
-	if c.m == nil {
-		c.m = map[string]deliveryState{}
-	}
-	if _, ok := c.m[id]; !ok && len(c.m) >= maxDeliveryStates {
-		for k := range c.m { // any one: it is read again from the log when needed
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[id] = st.clone()
-}
-
-// drop forgets a delivery's state (its stream deleted or unreadable).
-func (c *deliveryStates) drop(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, id)
 }

@@ -55,10 +55,10 @@ type Recorder struct {
 	node   string
 	usage  Usage
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
-	listeners listenerStates
+	listeners foldedStates[listenerState]
 	// deliveries keeps each delivery's state folded for its next attempt
 	// (loadDelivery).
-	deliveries deliveryStates
+	deliveries foldedStates[deliveryState]
 	// held are the receipts waiting for their first attempt's answer, by
 	// attempt (ReceiptHold).
 	heldMu sync.Mutex
@@ -67,7 +67,8 @@ type Recorder struct {
 
 // New wires a Recorder.
 func New(cfg Config) *Recorder {
-	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage}
+	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage,
+		listeners: foldedStates[listenerState]{max: maxListenerStates}, deliveries: foldedStates[deliveryState]{max: maxDeliveryStates}}
 	r.queuer, _ = cfg.Store.(domain.AppendQueuer)
 	if r.codec == nil {
 		r.codec = domain.NewCodec()
