@@ -26,7 +26,7 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	timeout := cfg.Ingress.ForwardTimeout
 	d := queue.New(queue.Config{
 		Views: a.views, Recorder: a.rec, Forwarder: a.hub, Leader: leader, Logger: log,
-		ForwardTimeout: timeout, Poll: cfg.QueuePoll,
+		ForwardTimeout: timeout, Poll: cfg.QueuePoll, Bodies: a.bodies,
 		Endpoints: func(ctx context.Context, id string) (*domain.Endpoint, error) {
 			_, events, err := domain.LoadStream(ctx, a.store, a.codec, domain.EndpointStream(id))
 			if errors.Is(err, domain.ErrStreamNotFound) {
