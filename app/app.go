@@ -127,12 +127,15 @@ type App struct {
 	// stopStreams ends the open smee streams (ingress.Server.StopStreams).
 	stopStreams func()
 
-	lock     *datalock.Lock
-	store    domain.EventStore
-	views    *projections.Runner
-	codec    *domain.Codec
-	rec      *record.Recorder // the one writer of the log
-	hub      *tunnel.Hub
+	lock  *datalock.Lock
+	store domain.EventStore
+	views *projections.Runner
+	codec *domain.Codec
+	rec   *record.Recorder // the one writer of the log
+	hub   *tunnel.Hub
+	// bodies is the memory forwarded bodies hold: PROXY bodies and the
+	// queue's attempts (--proxy-body-budget).
+	bodies   *ingress.BodyBudget
 	svc      *commands.Service
 	metrics  *metrics.Metrics
 	handler  http.Handler
@@ -309,8 +312,10 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bare := routes(gql, console.Handler())
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
+	// PROXY bodies and the queue's attempts share one body budget.
+	a.bodies = ingress.NewBodyBudget(inCfg.ProxyBodyBudget, inCfg.MaxBody)
 	deps := ingress.Deps{
-		Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
+		Bodies: a.bodies, Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
 		Feed: a.views.History, QueueDepth: a.views.QueueDepth,
 	}
 	if cfg.ConsoleURL != "" {

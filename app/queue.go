@@ -27,7 +27,7 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	timeout := cfg.Ingress.ForwardTimeout
 	d := queue.New(queue.Config{
 		Views: a.views, Recorder: a.rec, Forwarder: a.hub, Leader: leader, Logger: log,
-		ForwardTimeout: timeout, Poll: cfg.QueuePoll,
+		ForwardTimeout: timeout, Poll: cfg.QueuePoll, Bodies: a.bodies,
 		MayStore: func(ctx context.Context, accountID string) bool {
 			over, _, _, err := commands.OverStorage(ctx, a.views, cfg.Commands.Quotas, accountID)
 			return err != nil || !over // unreadable: the attempt is not held up

@@ -14,15 +14,18 @@ const DefaultProxyBodyBudget = 256 << 20
 // in flight hold the whole budget.
 var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body budget")
 
-// bodyBudget is the memory that proxied bodies, which are held whole until
-// the local answer comes back, may take all together. Without it, every
-// sender could hold --max-body, and a hundred of them a gigabyte.
+// BodyBudget is the memory that forwarded bodies, which are held whole
+// until the local answer comes back, may take all together: PROXY bodies
+// as they arrive, and the queue's attempts (queue.Driver) while they are
+// out. Without it, every sender could hold --max-body, and a hundred of
+// them a gigabyte. The composition root makes one and gives it to both.
 //
-// One client (address) may hold at most a quarter of it: bodies are
-// admitted by their declared length, and one that declares 10 MiB and
-// trickles holds its share for as long as the body timeout allows, so a
-// single client must not be able to take the whole budget from everyone.
-type bodyBudget struct {
+// One key (a client address, or an account's queue) may hold at most a
+// quarter of it: bodies are admitted by their declared length, and one that
+// declares 10 MiB and trickles holds its share for as long as the body
+// timeout allows, so a single client must not be able to take the whole
+// budget from everyone.
+type BodyBudget struct {
 	total, perClient int64
 
 	mu       sync.Mutex
@@ -30,13 +33,26 @@ type bodyBudget struct {
 	byClient map[string]int64
 }
 
-func newBodyBudget(total, maxBody int64) *bodyBudget {
-	return &bodyBudget{total: total, perClient: max(total/4, maxBody+1), byClient: map[string]int64{}}
+// NewBodyBudget makes the budget of total bytes (DefaultProxyBodyBudget
+// when 0) in which each key may hold a quarter, and at least one body of
+// maxBody (DefaultMaxBody when 0).
+func NewBodyBudget(total, maxBody int64) *BodyBudget {
+	if total <= 0 {
+		total = DefaultProxyBodyBudget
+	}
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBody
+	}
+	return newBodyBudget(total, maxBody)
 }
 
-// reserve takes n bytes of the budget for client, or nothing and false
+func newBodyBudget(total, maxBody int64) *BodyBudget {
+	return &BodyBudget{total: total, perClient: max(total/4, maxBody+1), byClient: map[string]int64{}}
+}
+
+// Reserve takes n bytes of the budget for client, or nothing and false
 // when they are not there (in all, or in the client's share).
-func (b *bodyBudget) reserve(client string, n int64) bool {
+func (b *BodyBudget) Reserve(client string, n int64) bool {
 	if b == nil {
 		return true
 	}
@@ -50,7 +66,8 @@ func (b *bodyBudget) reserve(client string, n int64) bool {
 	return true
 }
 
-func (b *bodyBudget) release(client string, n int64) {
+// Release gives back n bytes client reserved.
+func (b *BodyBudget) Release(client string, n int64) {
 	if b == nil || n <= 0 {
 		return
 	}
@@ -62,8 +79,12 @@ func (b *bodyBudget) release(client string, n int64) {
 	}
 }
 
-// InUse is the bytes proxied bodies hold now (for tests and metrics).
-func (b *bodyBudget) InUse() int64 {
+// Share is the most one key may hold at once: a quarter of the budget (at
+// least one body of --max-body), never more than the whole.
+func (b *BodyBudget) Share() int64 { return min(b.perClient, b.total) }
+
+// InUse is the bytes forwarded bodies hold now (for tests and metrics).
+func (b *BodyBudget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
@@ -78,7 +99,7 @@ func (b *bodyBudget) InUse() int64 {
 // reserved first. It returns the bytes read, the bytes reserved (the
 // caller releases them once done with the body) and ErrBodyBudget when
 // the budget could not hold the body.
-func readBudgeted(r io.Reader, budget *bodyBudget, client string, most, declared int64) (buf []byte, reserved int64, err error) {
+func readBudgeted(r io.Reader, budget *BodyBudget, client string, most, declared int64) (buf []byte, reserved int64, err error) {
 	const first = 32 << 10
 	reserved = min(int64(first), most)
 	if declared > 0 {
@@ -86,7 +107,7 @@ func readBudgeted(r io.Reader, budget *bodyBudget, client string, most, declared
 		// still be seen to be (most is maxBody+1 for the same reason).
 		reserved = min(declared+1, most)
 	}
-	if !budget.reserve(client, reserved) {
+	if !budget.Reserve(client, reserved) {
 		return nil, 0, ErrBodyBudget
 	}
 	buf = make([]byte, 0, min(int64(first), reserved))
@@ -97,7 +118,7 @@ func readBudgeted(r io.Reader, budget *bodyBudget, client string, most, declared
 			}
 			size := min(2*int64(cap(buf)), most)
 			if size > reserved {
-				if !budget.reserve(client, size-reserved) {
+				if !budget.Reserve(client, size-reserved) {
 					return buf, reserved, ErrBodyBudget
 				}
 				reserved = size

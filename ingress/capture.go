@@ -53,7 +53,7 @@ func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedReq
 // it returns the bytes reserved, which the caller releases once the body
 // is no longer held, and ErrBodyBudget (with the part read so far
 // recorded as for a body too large) when the budget ran out.
-func captureProxied(r *http.Request, captureCap, maxBody int64, budget *bodyBudget) (domain.CapturedRequest, []byte, int64, error) {
+func captureProxied(r *http.Request, captureCap, maxBody int64, budget *BodyBudget) (domain.CapturedRequest, []byte, int64, error) {
 	return capture(r, captureCap, maxBody, true, budget)
 }
 
@@ -67,7 +67,7 @@ func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedR
 	return req, err
 }
 
-func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *bodyBudget) (domain.CapturedRequest, []byte, int64, error) {
+func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *BodyBudget) (domain.CapturedRequest, []byte, int64, error) {
 	target, err := requestTarget(originalTarget(r))
 	if err != nil {
 		return domain.CapturedRequest{}, nil, 0, err

@@ -369,7 +369,7 @@ func TestCaptureProxiedBudget(t *testing.T) {
 			if got := b.InUse(); got != reserved || reserved > tt.budget {
 				t.Errorf("in use %d, reserved %d, budget %d", got, reserved, tt.budget)
 			}
-			b.release(budgetKey(sender(readRequest(t, tt.raw))), reserved)
+			b.Release(budgetKey(sender(readRequest(t, tt.raw))), reserved)
 			if b.InUse() != 0 {
 				t.Errorf("after release, %d in use", b.InUse())
 			}
@@ -397,23 +397,23 @@ func TestCaptureProxiedBudget(t *testing.T) {
 func TestBodyBudgetShares(t *testing.T) {
 	b := newBodyBudget(100, 10)
 	for i := range 2 {
-		if !b.reserve("198.51.100.1", 11) {
+		if !b.Reserve("198.51.100.1", 11) {
 			t.Fatalf("reservation %d of the first client refused", i+1)
 		}
 	}
-	if b.reserve("198.51.100.1", 11) {
+	if b.Reserve("198.51.100.1", 11) {
 		t.Error("the first client took more than its quarter")
 	}
 	for i := range 6 {
-		if !b.reserve("198.51.100."+strconv.Itoa(2+i%3), 11) {
+		if !b.Reserve("198.51.100."+strconv.Itoa(2+i%3), 11) {
 			t.Fatalf("other clients refused at %d with %d in use", i+1, b.InUse())
 		}
 	}
-	if b.reserve("198.51.100.9", 13) { // 88 in use
+	if b.Reserve("198.51.100.9", 13) { // 88 in use
 		t.Error("the budget gave more than its total")
 	}
-	b.release("198.51.100.1", 22)
-	if !b.reserve("198.51.100.9", 13) {
+	b.Release("198.51.100.1", 22)
+	if !b.Reserve("198.51.100.9", 13) {
 		t.Error("a release did not make room")
 	}
 }

@@ -25,7 +25,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	})
 	// The body is held (by the forward command, the tunnel and the agent's
 	// message) until the answer is back; then its memory returns.
-	defer s.bodies.release(budgetKey(sender(r)), c.reserved)
+	defer s.bodies.Release(budgetKey(sender(r)), c.reserved)
 	if !ok {
 		return
 	}

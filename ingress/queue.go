@@ -26,7 +26,7 @@ func (s *Server) serveQueue(ctx context.Context, w http.ResponseWriter, r *http.
 		},
 		busy: "relay busy; retry later",
 	})
-	defer s.bodies.release(budgetKey(sender(r)), c.reserved)
+	defer s.bodies.Release(budgetKey(sender(r)), c.reserved)
 	if !ok {
 		return
 	}

@@ -98,6 +98,10 @@ type Deps struct {
 	// QueueDepth counts a QUEUE Endpoint's deliveries still to deliver;
 	// nil: the backlog is not bounded.
 	QueueDepth func(ctx context.Context, endpointID string) (int, error)
+	// Bodies is the budget the forwarded bodies share (the queue's attempts
+	// take from the same one); nil: one of Config.ProxyBodyBudget of its
+	// own.
+	Bodies *BodyBudget
 }
 
 // Server answers requests to public addresses. It is safe for concurrent use.
@@ -107,7 +111,7 @@ type Server struct {
 	log  *slog.Logger
 	echo *echo.Echo
 
-	bodies        *bodyBudget
+	bodies        *BodyBudget
 	addressLimits *ratelimit.Keyed // nil without an address rate
 	consoleName   string           // host name of Config.ConsoleSite; "" when none
 	refused       refusals
@@ -157,7 +161,10 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody), addressLimits: newAddressLimits(cfg.AddressRate),
+	if deps.Bodies == nil {
+		deps.Bodies = newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody)
+	}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, bodies: deps.Bodies, addressLimits: newAddressLimits(cfg.AddressRate),
 		accountLimits: newAccountLimits()}
 	if u, err := url.Parse(cfg.ConsoleSite); err == nil && cfg.ConsoleSite != "" {
 		s.consoleName = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")

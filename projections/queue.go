@@ -1,10 +1,12 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -14,14 +16,106 @@ import (
 // MaxQueueBatch bounds the entries one read of the queue returns.
 const MaxQueueBatch = 1000
 
-// DueQueue returns up to limit queued deliveries due at now, and those in
-// flight since before orphanBefore (an attempt whose outcome, or the
-// decision after it, never came), oldest receipt first.
-func (v *Runner) DueQueue(ctx context.Context, now, orphanBefore time.Time, limit int) ([]readmodel.QueueEntry, error) {
+// MaxDueEndpoints bounds the Endpoints one walk of the queue visits.
+const MaxDueEndpoints = 1000
+
+// DueEndpoints walks the Endpoints with queued deliveries in ID order, from
+// the first after after ("": from the first), at most limit of them, and
+// returns those with a delivery due at now, and apart those with an attempt
+// in flight since before orphanBefore (one whose outcome, or the decision
+// after it, never came; at most limit of them). last is the last Endpoint
+// walked, "" when the walk reached the end: the next walk goes on from
+// there, so every Endpoint with due deliveries has its turn however many
+// deliveries the others have due. Each step of the walk is one seek on
+// queue_due: the walk reads no delivery, only Endpoints.
+func (v *Runner) DueEndpoints(ctx context.Context, now, orphanBefore time.Time, after string, limit int) (due, orphaned []string, last string, err error) {
+	limit = min(max(limit, 1), MaxDueEndpoints)
+	rows, err := v.r.QueryContext(ctx, `WITH RECURSIVE walk(id) AS (
+			SELECT (SELECT endpoint_id FROM queue WHERE state = 'queued' AND endpoint_id > ?1 ORDER BY endpoint_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT endpoint_id FROM queue WHERE state = 'queued' AND endpoint_id > walk.id ORDER BY endpoint_id LIMIT 1)
+			FROM walk WHERE walk.id IS NOT NULL
+			LIMIT ?2)
+		SELECT id, EXISTS (SELECT 1 FROM queue WHERE state = 'queued' AND endpoint_id = walk.id AND next_at <= ?3)
+		FROM walk WHERE id IS NOT NULL`, after, limit, now.UnixNano())
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("walk queue: %w", err)
+	}
+	defer rows.Close()
+	walked := 0
+	for rows.Next() {
+		var id string
+		var isDue bool
+		if err := rows.Scan(&id, &isDue); err != nil {
+			return nil, nil, "", fmt.Errorf("walk queue: %w", err)
+		}
+		walked, last = walked+1, id
+		if isDue {
+			due = append(due, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, "", fmt.Errorf("walk queue: %w", err)
+	}
+	if walked < limit {
+		last = ""
+	}
+	// Attempts left open are few (at most each Endpoint's maxInFlight):
+	// their Endpoints come every walk.
+	orphans, err := v.r.QueryContext(ctx, `SELECT DISTINCT endpoint_id FROM queue WHERE state = 'inflight' AND inflight_at < ? LIMIT ?`,
+		orphanBefore.UnixNano(), limit)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("read queue orphans: %w", err)
+	}
+	defer orphans.Close()
+	for orphans.Next() {
+		var id string
+		if err := orphans.Scan(&id); err != nil {
+			return nil, nil, "", fmt.Errorf("read queue orphans: %w", err)
+		}
+		if !slices.Contains(due, id) {
+			orphaned = append(orphaned, id)
+		}
+	}
+	return due, orphaned, last, orphans.Err()
+}
+
+// DueOf returns up to limit of an Endpoint's deliveries due at now (queued,
+// next_at passed) or left in flight since before orphanBefore, oldest
+// receipt first from the first after the receipt position afterSeq, each
+// with the size of its request as stored (what an attempt holds while it
+// is out).
+func (v *Runner) DueOf(ctx context.Context, endpointID string, now, orphanBefore time.Time, afterSeq int64, limit int) ([]readmodel.QueueEntry, error) {
 	limit = min(max(limit, 1), MaxQueueBatch)
-	return v.queueRows(ctx, `SELECT `+queueColumns+` FROM queue
-		WHERE (state = 'queued' AND next_at <= ?) OR (state = 'inflight' AND inflight_at < ?)
-		ORDER BY seq LIMIT ?`, now.UnixNano(), orphanBefore.UnixNano(), limit)
+	// Both halves read queue_endpoint in receipt order and stop at limit.
+	rows, err := v.r.QueryContext(ctx, `SELECT * FROM (
+			SELECT `+queueColumnsOf("q")+`, COALESCE(d.stored_bytes, 0) FROM queue q INDEXED BY queue_endpoint
+				LEFT JOIN deliveries d ON d.position = q.seq
+			WHERE q.endpoint_id = ?1 AND q.state = 'queued' AND q.seq > ?4 AND q.next_at <= ?2 ORDER BY q.seq LIMIT ?5)
+		UNION ALL SELECT * FROM (
+			SELECT `+queueColumnsOf("q")+`, COALESCE(d.stored_bytes, 0) FROM queue q INDEXED BY queue_endpoint
+				LEFT JOIN deliveries d ON d.position = q.seq
+			WHERE q.endpoint_id = ?1 AND q.state = 'inflight' AND q.seq > ?4 AND q.inflight_at < ?3 ORDER BY q.seq LIMIT ?5)`,
+		endpointID, now.UnixNano(), orphanBefore.UnixNano(), afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read due queue of %s: %w", endpointID, err)
+	}
+	defer rows.Close()
+	var out []readmodel.QueueEntry
+	for rows.Next() {
+		var size int64
+		e, err := scanQueue(rows, &size)
+		if err != nil {
+			return nil, fmt.Errorf("read due queue of %s: %w", endpointID, err)
+		}
+		e.Bytes = size
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read due queue of %s: %w", endpointID, err)
+	}
+	slices.SortFunc(out, func(a, b readmodel.QueueEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out[:min(len(out), limit)], nil
 }
 
 // QueueHead is an Endpoint's oldest delivery still to deliver (queued or

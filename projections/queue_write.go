@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"strings"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -34,7 +35,11 @@ CREATE TABLE IF NOT EXISTS queue (
 	-- batch retried) changes nothing.
 	pos         INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS queue_due ON queue (state, next_at);
+-- queue_due finds the Endpoints with queued deliveries one seek each,
+-- and whether one is due (an older file's queue_due on (state, next_at)
+-- is replaced).
+DROP INDEX IF EXISTS queue_due;
+CREATE INDEX IF NOT EXISTS queue_due_endpoint ON queue (state, endpoint_id, next_at);
 CREATE INDEX IF NOT EXISTS queue_endpoint ON queue (endpoint_id, state, seq);
 CREATE INDEX IF NOT EXISTS queue_account ON queue (account_id, state, seq);
 `
@@ -121,12 +126,18 @@ const queueColumns = `delivery_id, endpoint_id, account_id, seq, since, state, n
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanQueue(r rowScanner) (readmodel.QueueEntry, error) {
+// queueColumnsOf are queueColumns of the table named as.
+func queueColumnsOf(as string) string {
+	return as + "." + strings.ReplaceAll(queueColumns, ", ", ", "+as+".")
+}
+
+// scanQueue scans queueColumns, then more (columns after them).
+func scanQueue(r rowScanner, more ...any) (readmodel.QueueEntry, error) {
 	var e readmodel.QueueEntry
 	var since, next, inflight int64
 	var dup int
-	err := r.Scan(&e.DeliveryID, &e.EndpointID, &e.AccountID, &e.Seq, &since, &e.State, &next, &e.Tries, &e.Failures,
-		&e.AttemptID, &inflight, &dup, &e.Reason, &e.Duplicates, &e.Status)
+	err := r.Scan(append([]any{&e.DeliveryID, &e.EndpointID, &e.AccountID, &e.Seq, &since, &e.State, &next, &e.Tries, &e.Failures,
+		&e.AttemptID, &inflight, &dup, &e.Reason, &e.Duplicates, &e.Status}, more...)...)
 	e.Since, e.NextAt = time.Unix(0, since).UTC(), time.Unix(0, next).UTC()
 	if inflight != 0 {
 		e.InFlightAt = time.Unix(0, inflight).UTC()

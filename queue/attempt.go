@@ -31,7 +31,11 @@ func (t turn) wait(ctx context.Context) {
 	}
 }
 
-func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpointState, duplicate bool, t turn) {
+// attempt sends one attempt and records what follows it. release gives
+// back the attempt's share of the body budget: once the Hub is done with
+// the request, or at once when none is sent.
+func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpointState, duplicate bool, t turn, release func()) {
+	defer release()
 	set := st.ep.Settings()
 	p := st.policy
 	t.wait(ctx)
@@ -65,7 +69,8 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 	// The next attempt of this tick records itself now, which takes a commit:
 	// this one's forward is on its way first.
 	sent()
-	out, err := d.forward(ctx, cmd)
+	out, err := d.forward(ctx, cmd, release)
+	cmd.Body = nil // sent: the rest of the attempt needs no body
 	if ctx.Err() != nil {
 		// Shutting down: the Hub records the attempt failed as it closes,
 		// which puts the delivery back in the queue, marked a possible
@@ -115,8 +120,8 @@ func (d *Driver) settle(ctx context.Context, e readmodel.QueueEntry, p domain.Qu
 
 // forward sends cmd and returns when its outcome is in or ctx ends (the
 // Hub's attempt does not end with ctx: it ends at its timeout or the Hub's
-// close).
-func (d *Driver) forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
+// close), and calls release when the Hub is done with it.
+func (d *Driver) forward(ctx context.Context, cmd domain.ForwardCommand, release func()) (domain.ForwardOutcome, error) {
 	type result struct {
 		out domain.ForwardOutcome
 		err error
@@ -126,6 +131,7 @@ func (d *Driver) forward(ctx context.Context, cmd domain.ForwardCommand) (domain
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.ForwardTimeout+5*time.Second)
 		defer cancel()
 		out, err := d.cfg.Forwarder.Forward(fctx, cmd)
+		release()
 		done <- result{out, err}
 	}()
 	select {

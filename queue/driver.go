@@ -17,9 +17,27 @@ import (
 
 // Views is what the driver reads of the queue view.
 type Views interface {
-	DueQueue(ctx context.Context, now, orphanBefore time.Time, limit int) ([]readmodel.QueueEntry, error)
+	// DueEndpoints walks at most limit Endpoints with queued deliveries
+	// from the first after after, and returns those with one due, those
+	// with an attempt left open since before orphanBefore, and the last
+	// Endpoint walked ("" at the end of the walk).
+	DueEndpoints(ctx context.Context, now, orphanBefore time.Time, after string, limit int) (due, orphaned []string, last string, err error)
+	// DueOf returns up to limit of an Endpoint's due deliveries after the
+	// receipt position afterSeq, oldest first, with their sizes.
+	DueOf(ctx context.Context, endpointID string, now, orphanBefore time.Time, afterSeq int64, limit int) ([]readmodel.QueueEntry, error)
 	QueueHead(ctx context.Context, endpointID string) (readmodel.QueueEntry, bool, error)
 	WaitFor(ctx context.Context, position uint64) error
+}
+
+// Bodies is the memory budget the forwarded bodies share
+// (ingress.BodyBudget): an attempt holds its request's size of it, under
+// its account's key, from before it is recorded until the Hub is done
+// with it.
+type Bodies interface {
+	Reserve(key string, n int64) bool
+	Release(key string, n int64)
+	// Share is the most one key may hold at once.
+	Share() int64
 }
 
 // Recorder records the attempts and the decisions.
@@ -52,8 +70,20 @@ type Config struct {
 	Leader func() bool
 	// Poll is how often an idle driver reads the view; default 100 ms.
 	Poll time.Duration
-	// Batch bounds the due deliveries one read returns; default 256.
+	// Batch bounds the due deliveries one tick reads, over all Endpoints;
+	// default 256.
 	Batch int
+	// Round bounds the Endpoints one tick walks to find those with due
+	// deliveries; the next tick goes on after the last one served.
+	// Default 256.
+	Round int
+	// Bodies is the budget an attempt's request is held within while it is
+	// out; nil: none (tests).
+	Bodies Bodies
+	// AttemptBytes is what an attempt is taken to hold when the view no
+	// longer knows its request's size; default 320 KiB (the default
+	// capture cap and header bytes).
+	AttemptBytes int64
 	// ForwardTimeout is how long the local process may take; default 30 s.
 	ForwardTimeout time.Duration
 	// OrphanAfter is how long an attempt may stay in flight without a
@@ -81,6 +111,9 @@ type Driver struct {
 	settled   map[string]time.Time
 	endpoints map[string]*endpointState
 	wg        sync.WaitGroup
+	// cursor is where the next tick's walk of the Endpoints starts: after
+	// the last one served (only Tick uses it).
+	cursor string
 }
 
 // endpointState is the driver's knowledge of one Endpoint: its settings
@@ -92,6 +125,10 @@ type endpointState struct {
 	inflight int
 	limiter  *rate.Limiter
 	rate     int
+	// probeAfter is when an Endpoint that cannot send now (no listener,
+	// out of rate, no longer in QUEUE mode) next reads its oldest due
+	// delivery, to give it up once past its age.
+	probeAfter time.Time
 }
 
 // settingsTTL is how long the driver trusts an Endpoint's settings read
@@ -105,6 +142,12 @@ func New(cfg Config) *Driver {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 256
+	}
+	if cfg.Round <= 0 {
+		cfg.Round = 256
+	}
+	if cfg.AttemptBytes <= 0 {
+		cfg.AttemptBytes = 320 << 10
 	}
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = 30 * time.Second
@@ -156,79 +199,163 @@ func (d *Driver) Wake() {
 }
 
 // Tick reads the due deliveries once and starts the attempts the bounds
-// allow.
+// allow. It reads Endpoint by Endpoint, in turn, and of each only what it
+// can take now (its free in-flight slots and rate, or its oldest due
+// delivery to check its age), so one Endpoint's due deliveries, however
+// many and whatever holds them, never keep another's from being read.
 func (d *Driver) Tick(ctx context.Context) error {
 	now := d.cfg.Recorder.Now()
 	read := time.Now()
-	due, err := d.cfg.Views.DueQueue(ctx, now, now.Add(-d.cfg.OrphanAfter), d.cfg.Batch)
+	orphanBefore := now.Add(-d.cfg.OrphanAfter)
+	due, orphaned, last, err := d.cfg.Views.DueEndpoints(ctx, now, orphanBefore, d.cursor, d.cfg.Round)
 	if err != nil {
 		return err
 	}
 	d.forget(read.Add(-time.Minute))
-	heads := map[string]string{} // strict Endpoints: the delivery that may go
-	// An Endpoint's attempts of one tick are recorded one after the other,
-	// in receipt order, so they reach the local process oldest first even
-	// when several are in flight (goroutines started together run in no
-	// set order).
-	turns := map[string]<-chan struct{}{}
-	blocked := map[string]bool{} // Endpoints at a bound for this tick
-	for _, e := range due {
-		if blocked[e.EndpointID] || d.busy(e.DeliveryID, read) {
-			continue
-		}
-		st, err := d.endpoint(ctx, e.EndpointID, e.AccountID, now)
-		if err != nil {
-			d.log.WarnContext(ctx, "queue: read endpoint", "endpoint_id", e.EndpointID, "error", err)
-			blocked[e.EndpointID] = true
-			continue
-		}
-		if st == nil {
-			blocked[e.EndpointID] = true // deleted, or no longer in QUEUE mode: its queue waits
-			continue
-		}
-		p := st.policy
-		if age := time.Duration(p.MaxAgeMs) * time.Millisecond; now.Sub(e.Since) > age {
-			d.start(ctx, e, st, func(ctx context.Context) {
-				d.dead(ctx, e, "", e.Failures, fmt.Sprintf("dead: older than %s before delivery", age))
-			})
-			continue
-		}
-		if p.Ordering == domain.OrderStrict {
-			head, ok := heads[e.EndpointID]
-			if !ok {
-				h, found, err := d.cfg.Views.QueueHead(ctx, e.EndpointID)
-				if err != nil {
-					return err
-				}
-				head = ""
-				if found {
-					head = h.DeliveryID
-				}
-				heads[e.EndpointID] = head
+	rows := d.cfg.Batch
+	next := last
+	for i, id := range append(due, orphaned...) {
+		if rows <= 0 {
+			if i < len(due) && i > 0 {
+				next = due[i-1] // the rest of the walk goes first next tick
 			}
-			if head != e.DeliveryID || d.inFlight(st) > 0 {
-				blocked[e.EndpointID] = true
+			break
+		}
+		n, err := d.serve(ctx, id, now, orphanBefore, read, rows)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			d.log.WarnContext(ctx, "queue: read an Endpoint's due deliveries", "endpoint_id", id, "error", err)
+		}
+		rows -= n
+	}
+	d.cursor = next
+	return nil
+}
+
+// serve starts what one Endpoint's due deliveries allow now, reading at
+// most rows of them, and returns how many it read.
+func (d *Driver) serve(ctx context.Context, id string, now, orphanBefore, read time.Time, rows int) (int, error) {
+	st, err := d.endpoint(ctx, id, now)
+	if err != nil {
+		d.log.WarnContext(ctx, "queue: read endpoint", "endpoint_id", id, "error", err)
+		return 0, nil
+	}
+	if st == nil {
+		return 0, nil // deleted: the view drops its queue
+	}
+	p := st.policy
+	age := time.Duration(p.MaxAgeMs) * time.Millisecond
+	slots := p.MaxInFlight - d.inFlight(st)
+	if slots <= 0 {
+		return 0, nil
+	}
+	// An Endpoint no longer in QUEUE mode keeps its queue unsent until it
+	// is switched back; its deliveries still age out.
+	queueing := st.usable()
+	sendable := queueing && (d.cfg.Forwarder.Connected(id) > 0 || p.Counts(domain.FailNoListener))
+	n := slots
+	if tokens := st.limiter.TokensAt(time.Now()); sendable && tokens >= 1 {
+		n = min(n, int(tokens))
+		if p.Ordering == domain.OrderStrict {
+			n = 1 // only the head may go
+		}
+	} else {
+		// Nothing can be sent now: only an age limit passed changes
+		// something, and the oldest due delivery tells it.
+		if read.Before(st.probeAfter) {
+			return 0, nil
+		}
+		sendable, n = false, 1
+	}
+	used, after := 0, int64(-1)
+	// turnAfter orders the attempts this tick starts: recorded one after the
+	// other, in receipt order, so they reach the local process oldest first
+	// even when several are in flight (goroutines started together run in
+	// no set order).
+	var turnAfter <-chan struct{}
+	for n = min(n, rows); n > 0; n = min(slots, rows-used) {
+		batch, err := d.cfg.Views.DueOf(ctx, id, now, orphanBefore, after, n)
+		if err != nil {
+			return used, err
+		}
+		used += len(batch)
+		for _, e := range batch {
+			after = e.Seq
+			if d.busy(e.DeliveryID, read) {
+				continue // this driver works on it, or the view does not show its end yet
+			}
+			if !st.ep.OwnedBy(e.AccountID) {
+				return used, nil // deleted: the view drops its queue
+			}
+			if now.Sub(e.Since) > age {
+				why := fmt.Sprintf("dead: older than %s before delivery", age)
+				if !queueing {
+					why += " (the Endpoint is no longer in QUEUE mode)"
+				}
+				d.start(ctx, e, st, func(ctx context.Context) { d.dead(ctx, e, "", e.Failures, why) })
+				slots--
 				continue
 			}
+			if !sendable {
+				d.mu.Lock()
+				st.probeAfter = read.Add(min(settingsTTL, e.Since.Add(age).Sub(now)))
+				d.mu.Unlock()
+				return used, nil
+			}
+			if p.Ordering == domain.OrderStrict {
+				h, found, err := d.cfg.Views.QueueHead(ctx, id)
+				if err != nil {
+					return used, err
+				}
+				if !found || h.DeliveryID != e.DeliveryID || d.inFlight(st) > 0 {
+					return used, nil
+				}
+			}
+			if d.inFlight(st) >= p.MaxInFlight {
+				return used, nil
+			}
+			release, ok := d.reserve(e)
+			if !ok {
+				return used, nil // the body budget is full: the delivery waits, spending no attempt
+			}
+			if !st.limiter.Allow() {
+				release()
+				return used, nil
+			}
+			duplicate := e.Duplicate || e.State == readmodel.QueueInFlight
+			mine := make(chan struct{})
+			t := turn{after: turnAfter, done: mine}
+			turnAfter = mine
+			d.start(ctx, e, st, func(ctx context.Context) { d.attempt(ctx, e, st, duplicate, t, release) })
+			slots--
 		}
-		if d.inFlight(st) >= p.MaxInFlight {
-			blocked[e.EndpointID] = true
-			continue
+		if len(batch) < n || sendable {
+			return used, nil
 		}
-		if d.cfg.Forwarder.Connected(e.EndpointID) == 0 && !p.Counts(domain.FailNoListener) {
-			blocked[e.EndpointID] = true // waits for a listener, spending no attempt
-			continue
-		}
-		if !st.limiter.Allow() {
-			blocked[e.EndpointID] = true
-			continue
-		}
-		duplicate := e.Duplicate || e.State == readmodel.QueueInFlight
-		after, mine := turns[e.EndpointID], make(chan struct{})
-		turns[e.EndpointID] = mine
-		d.start(ctx, e, st, func(ctx context.Context) { d.attempt(ctx, e, st, duplicate, turn{after: after, done: mine}) })
+		// Every delivery read was past its age: the next ones may be too.
 	}
-	return nil
+	return used, nil
+}
+
+// reserve takes what an attempt of e holds of the body budget (its
+// request's size, within one key's share) under its account's key, and
+// returns what gives it back (once, however often called).
+func (d *Driver) reserve(e readmodel.QueueEntry) (release func(), ok bool) {
+	b := d.cfg.Bodies
+	if b == nil {
+		return func() {}, true
+	}
+	key, n := "queue "+e.AccountID, e.Bytes
+	if n <= 0 {
+		n = d.cfg.AttemptBytes
+	}
+	n = min(n, b.Share())
+	if !b.Reserve(key, n) {
+		return nil, false
+	}
+	return sync.OnceFunc(func() { b.Release(key, n) }), true
 }
 
 // busy tells a delivery this driver works on, or finished work on after
@@ -278,13 +405,13 @@ func (d *Driver) start(ctx context.Context, e readmodel.QueueEntry, st *endpoint
 }
 
 // endpoint returns the Endpoint's state, its settings read from the log at
-// most settingsTTL ago; nil when it is not a QUEUE Endpoint of accountID.
-func (d *Driver) endpoint(ctx context.Context, id, accountID string, now time.Time) (*endpointState, error) {
+// most settingsTTL ago; nil when it is not there.
+func (d *Driver) endpoint(ctx context.Context, id string, now time.Time) (*endpointState, error) {
 	d.mu.Lock()
 	st, ok := d.endpoints[id]
 	d.mu.Unlock()
 	if ok && now.Sub(st.loadedAt) < settingsTTL {
-		return st.usable(accountID), nil
+		return st.found(), nil
 	}
 	ep, err := d.cfg.Endpoints(ctx, id)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -307,14 +434,16 @@ func (d *Driver) endpoint(ctx context.Context, id, accountID string, now time.Ti
 			st.limiter = rate.NewLimiter(rate.Limit(st.rate), max(1, st.rate/10))
 		}
 	}
-	return st.usable(accountID), nil
+	return st.found(), nil
 }
 
-func (st *endpointState) usable(accountID string) *endpointState {
-	if st.ep == nil || !st.ep.OwnedBy(accountID) || st.ep.Settings().Mode != domain.ModeQueue {
+func (st *endpointState) found() *endpointState {
+	if st.ep == nil {
 		return nil
 	}
 	return st
 }
 
-// attempt sends one attempt and records what follows it.
+// usable tells an Endpoint in QUEUE mode: its queue is sent (a deleted
+// one owns no delivery, see serve).
+func (st *endpointState) usable() bool { return st.ep.Settings().Mode == domain.ModeQueue }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +27,9 @@ type fakeQueue struct {
 	commit   time.Duration                // how long recording an attempt takes
 
 	out, maxOut int
+	reads       int // reads of an Endpoint's due deliveries
+	rowsRead    int // the deliveries they returned
+	mostAsked   int // the largest limit one of them asked for
 	started     []time.Time
 	delivered   []string // in the order the local process answered 2xx
 	forwarded   []string // in the order the attempts were sent
@@ -41,17 +45,51 @@ func newFakeQueue(n int, answer func(string, int) int) *fakeQueue {
 	return q
 }
 
-func (q *fakeQueue) DueQueue(_ context.Context, now, orphan time.Time, limit int) ([]readmodel.QueueEntry, error) {
+// due tells a delivery the view reads as due at now.
+func due(e *readmodel.QueueEntry, now, orphan time.Time) bool {
+	return e.State == readmodel.QueueQueued && !e.NextAt.After(now) ||
+		e.State == readmodel.QueueInFlight && !e.InFlightAt.IsZero() && e.InFlightAt.Before(orphan)
+}
+
+func (q *fakeQueue) DueEndpoints(_ context.Context, now, orphan time.Time, after string, limit int) (dueIDs, orphaned []string, last string, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	queued, isDue := map[string]bool{}, map[string]bool{}
+	for _, e := range q.entries {
+		if e.State == readmodel.QueueQueued && e.EndpointID > after {
+			queued[e.EndpointID] = true
+			if due(e, now, orphan) {
+				isDue[e.EndpointID] = true
+			}
+		}
+	}
+	ids := slices.Sorted(maps.Keys(queued))
+	if len(ids) >= limit {
+		ids, last = ids[:limit], ids[limit-1]
+	}
+	for _, id := range ids {
+		if isDue[id] {
+			dueIDs = append(dueIDs, id)
+		}
+	}
+	return dueIDs, nil, last, nil
+}
+
+func (q *fakeQueue) DueOf(_ context.Context, endpointID string, now, orphan time.Time, afterSeq int64, limit int) ([]readmodel.QueueEntry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.reads++
 	var out []readmodel.QueueEntry
 	for _, e := range q.entries {
-		if e.State == readmodel.QueueQueued && !e.NextAt.After(now) {
+		if e.EndpointID == endpointID && e.Seq > afterSeq && due(e, now, orphan) {
 			out = append(out, *e)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out[:min(len(out), limit)], nil
+	out = out[:min(len(out), limit)]
+	q.rowsRead += len(out)
+	q.mostAsked = max(q.mostAsked, limit)
+	return out, nil
 }
 
 func (q *fakeQueue) QueueHead(_ context.Context, endpointID string) (readmodel.QueueEntry, bool, error) {
@@ -59,7 +97,7 @@ func (q *fakeQueue) QueueHead(_ context.Context, endpointID string) (readmodel.Q
 	defer q.mu.Unlock()
 	var head *readmodel.QueueEntry
 	for _, e := range q.entries {
-		if (e.State == readmodel.QueueQueued || e.State == readmodel.QueueInFlight) && (head == nil || e.Seq < head.Seq) {
+		if e.EndpointID == endpointID && (e.State == readmodel.QueueQueued || e.State == readmodel.QueueInFlight) && (head == nil || e.Seq < head.Seq) {
 			head = e
 		}
 	}
@@ -230,5 +268,76 @@ func TestUnorderedSendsOldestFirst(t *testing.T) {
 	defer q.mu.Unlock()
 	if !slices.IsSortedFunc(q.forwarded, strings.Compare) || q.maxOut < 2 {
 		t.Fatalf("sent %v with %d at once, want receipt order with several in flight", q.forwarded, q.maxOut)
+	}
+}
+
+// budget is a body budget of total bytes with no share per key.
+type budget struct {
+	mu          sync.Mutex
+	total, used int64
+	most        int64 // the most ever held
+	refused     int
+}
+
+func (b *budget) Reserve(_ string, n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.total {
+		b.refused++
+		return false
+	}
+	b.used += n
+	b.most = max(b.most, b.used)
+	return true
+}
+
+func (b *budget) Release(_ string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+}
+
+func (b *budget) Share() int64 { return b.total }
+
+// TestAttemptsHoldTheirBodiesWithinTheBudget: 20 deliveries of 100 bytes
+// each, maxInFlight 20, a local process that takes 50 ms, a body budget of
+// 300 bytes: at most three attempts are out at once, each holding its
+// request's size until the Hub is done with it; the others wait for a
+// later tick and spend no attempt, and all are delivered once.
+func TestAttemptsHoldTheirBodiesWithinTheBudget(t *testing.T) {
+	q := newFakeQueue(20, func(string, int) int { return 200 })
+	for _, e := range q.entries {
+		e.Bytes = 100
+	}
+	q.hold = 50 * time.Millisecond
+	b := &budget{total: 300}
+	ep, err := domain.NewEndpoint("abcdefghijklmnop", "acc", "", domain.EndpointSettings{Name: "q", Mode: domain.ModeQueue,
+		Queue: &domain.QueuePolicy{MaxInFlight: 20, RatePerSecond: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: 5 * time.Millisecond, Bodies: b,
+		Endpoints: func(context.Context, string) (*domain.Endpoint, error) { return ep, nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for q.count(readmodel.QueueDone) < 20 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := len(q.delivered); n != 20 || q.attempts != 20 {
+		t.Fatalf("%d delivered in %d attempts, want 20 in 20", n, q.attempts)
+	}
+	if q.maxOut > 3 || b.most > 300 || b.used != 0 {
+		t.Fatalf("%d attempts out at once holding at most %d bytes (%d still held), want at most 3 within 300, none held after", q.maxOut, b.most, b.used)
+	}
+	if b.refused == 0 {
+		t.Fatal("the budget never refused an attempt: the test did not reach its bound")
 	}
 }

@@ -31,6 +31,10 @@ type QueueEntry struct {
 	// is the local answer that delivered it (0 before).
 	Duplicates int
 	Status     int
+	// Bytes is the size of its request as stored (headers and body), what
+	// an attempt holds while it is out; read only with the due deliveries
+	// (0 when the history no longer has it).
+	Bytes int64
 }
 
 // QueueCounts are an Endpoint's queue by state.
