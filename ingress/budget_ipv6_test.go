@@ -16,12 +16,12 @@ func TestBodyBudgetShareOfAnIPv6Client(t *testing.T) {
 	taken := int64(0)
 	for i := range 64 { // 64 bodies of 4 MiB (each within --max-body), from one /64
 		key := budgetKey(forwarded.Client{Addr: fmt.Sprintf("[2001:db8:1:2::%x]:40000", i%8+1)})
-		if b.reserve(key, 4<<20) {
+		if b.Reserve(key, 4<<20) {
 			taken += 4 << 20
 		}
 	}
 	other := budgetKey(forwarded.Client{Addr: "198.51.100.7:50000"})
-	if !b.reserve(other, 1<<20) {
+	if !b.Reserve(other, 1<<20) {
 		t.Errorf("one /64 holds %d MiB of the %d MiB budget; another client's 1 MiB body is refused", taken>>20, int64(DefaultProxyBodyBudget)>>20)
 	}
 }
