@@ -97,7 +97,7 @@ type Config struct {
 type Transport struct {
 	cfg      Config
 	upgrader websocket.Upgrader
-	clients  *clientCounter
+	clients  *clientkey.Counter
 }
 
 var _ graphql.Transport = (*Transport)(nil)
@@ -147,7 +147,7 @@ func New(cfg Config) *Transport {
 			ReadBufferSize:  16 << 10,
 			WriteBufferSize: 16 << 10,
 		},
-		clients: &clientCounter{n: map[string]int{}},
+		clients: &clientkey.Counter{},
 	}
 }
 
@@ -157,12 +157,12 @@ func (t *Transport) Supports(r *http.Request) bool { return websocket.IsWebSocke
 // Do serves one socket until it closes.
 func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	key := t.cfg.ClientKey(r)
-	if !t.clients.acquire(key, t.cfg.MaxSocketsPerClient) {
+	if !t.clients.Take(key, t.cfg.MaxSocketsPerClient) {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "too many WebSocket connections from this address", http.StatusTooManyRequests)
 		return
 	}
-	defer t.clients.release(key)
+	defer t.clients.Release(key)
 	cw := &corkingWriter{ResponseWriter: w}
 	ws, err := t.upgrader.Upgrade(cw, r, nil)
 	if err != nil {
@@ -182,30 +182,6 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 
 // peerIP is the IP of the request's TCP peer.
 func peerIP(r *http.Request) string { return clientkey.Of(r.RemoteAddr) }
-
-// clientCounter counts open sockets per client.
-type clientCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *clientCounter) acquire(key string, max int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n[key] >= max {
-		return false
-	}
-	c.n[key]++
-	return true
-}
-
-func (c *clientCounter) release(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n[key]--; c.n[key] <= 0 {
-		delete(c.n, key)
-	}
-}
 
 // conn is one socket: the reader runs in serve, the writer in its own
 // goroutine, each operation in one more.

@@ -33,3 +33,28 @@ func TestOf(t *testing.T) {
 		t.Errorf("OfAddr(127.0.0.1:1) = %q", got)
 	}
 }
+
+// TestCounter: a key takes up to its cap, a release makes room again, and
+// a key that holds nothing is forgotten.
+func TestCounter(t *testing.T) {
+	var c Counter
+	for i := range 3 {
+		if !c.Take("a", 3) {
+			t.Fatalf("take %d of 3 refused", i+1)
+		}
+	}
+	if c.Take("a", 3) || !c.Take("b", 3) {
+		t.Fatal("a fourth take of a admitted, or b's first refused")
+	}
+	c.Release("a")
+	if c.Held("a") != 2 || !c.Take("a", 3) {
+		t.Fatalf("after a release: a holds %d", c.Held("a"))
+	}
+	for range 3 {
+		c.Release("a")
+	}
+	c.Release("b")
+	if c.Clients() != 0 {
+		t.Fatalf("%d clients left holding nothing", c.Clients())
+	}
+}

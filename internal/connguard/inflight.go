@@ -3,7 +3,6 @@ package connguard
 import (
 	"net"
 	"net/http"
-	"sync"
 
 	"github.com/relayhq/relay/internal/clientkey"
 )
@@ -29,8 +28,7 @@ type InFlight struct {
 	// OnRefuse, when set, is called for every request refused (a metric).
 	OnRefuse func()
 
-	mu sync.Mutex
-	n  map[string]int
+	n clientkey.Counter
 }
 
 // inFlightRefusal is the body of a refused request.
@@ -50,7 +48,7 @@ func (f *InFlight) Handler(next http.Handler) http.Handler {
 			}
 		}
 		key := clientkey.Of(r.RemoteAddr)
-		if !f.take(key) {
+		if !f.n.Take(key, f.Max) {
 			if f.OnRefuse != nil {
 				f.OnRefuse()
 			}
@@ -62,37 +60,10 @@ func (f *InFlight) Handler(next http.Handler) http.Handler {
 			_, _ = w.Write([]byte(inFlightRefusal))
 			return
 		}
-		defer f.release(key)
+		defer f.n.Release(key)
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (f *InFlight) take(key string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == nil {
-		f.n = map[string]int{}
-	}
-	if f.n[key] >= f.Max {
-		return false
-	}
-	f.n[key]++
-	return true
-}
-
-func (f *InFlight) release(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n[key] <= 1 {
-		delete(f.n, key)
-		return
-	}
-	f.n[key]--
-}
-
 // Clients reports how many clients have requests in flight (for tests).
-func (f *InFlight) Clients() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.n)
-}
+func (f *InFlight) Clients() int { return f.n.Clients() }

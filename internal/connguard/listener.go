@@ -3,6 +3,7 @@ package connguard
 import (
 	"github.com/relayhq/relay/internal/clientkey"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -48,8 +49,7 @@ type Listener struct {
 	maxPerIP     int
 	writeTimeout time.Duration
 
-	mu       sync.Mutex
-	open     map[string]int
+	open     clientkey.Counter
 	refusing chan struct{}
 }
 
@@ -59,7 +59,7 @@ type Listener struct {
 func NewListener(ln net.Listener, maxPerIP int, writeTimeout time.Duration) *Listener {
 	return &Listener{
 		Listener: ln, maxPerIP: maxPerIP, writeTimeout: writeTimeout,
-		open: map[string]int{}, refusing: make(chan struct{}, maxRefusing),
+		refusing: make(chan struct{}, maxRefusing),
 	}
 }
 
@@ -84,30 +84,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // Open is how many accepted connections ip holds now.
 func (l *Listener) Open(ip string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open[ip]
+	return l.open.Held(ip)
 }
 
 func (l *Listener) take(ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.open[ip] >= l.maxPerIP && (l.Unlimited == nil || !l.Unlimited(ip)) {
-		return false
+	if l.Unlimited != nil && l.Unlimited(ip) {
+		return l.open.Take(ip, math.MaxInt)
 	}
-	l.open[ip]++
-	return true
+	return l.open.Take(ip, l.maxPerIP)
 }
 
-func (l *Listener) release(ip string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.open[ip] <= 1 {
-		delete(l.open, ip)
-		return
-	}
-	l.open[ip]--
-}
+func (l *Listener) release(ip string) { l.open.Release(ip) }
 
 // refuse answers c 429 and closes it without blocking Accept.
 func (l *Listener) refuse(c net.Conn) {
