@@ -54,9 +54,10 @@ func TestVariablesValuesBounded(t *testing.T) {
 	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), `"code":"REQUEST_TOO_LARGE"`) {
 		t.Fatalf("1 MiB of empty objects: %d %.200s", rec.Code, rec.Body)
 	}
-	// Reading the body takes a few times its size; a generic decode of its
-	// variables took about twenty.
-	if allocated > 8*uint64(len(body)) {
+	// Reading the body takes a few times its size (4.3 MiB measured, 8.5
+	// under the race detector beside other tests' goroutines); a generic
+	// decode of its variables took 51 MiB.
+	if allocated > 16*uint64(len(body)) {
 		t.Fatalf("refusing a %d-byte body allocated %d bytes", len(body), allocated)
 	}
 
