@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Filters decide which deliveries a listener is given. One filter names a
@@ -241,8 +239,8 @@ func (h *headerLines) has(want []string) bool {
 	return false
 }
 
-// headerLines is the lines of header name in r (no lines: nil). Names
-// match as strings.EqualFold matches them.
+// headerLines is the lines of header name in r (no lines: nil), names
+// compared without regard to case.
 func (r *FilterRequest) headerLines(name string) *headerLines {
 	if r.headers == nil {
 		r.headers = make(map[string]*headerLines)
@@ -259,36 +257,11 @@ func (r *FilterRequest) headerLines(name string) *headerLines {
 	return r.headers[foldKey(name)]
 }
 
-// foldKey is the same for two strings exactly when strings.EqualFold
-// holds for them: each rune replaced by the least rune of its case-folding
-// orbit (for ASCII, the upper case).
-func foldKey(s string) string {
-	ascii, lower := true, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-		lower = lower || ('a' <= c && c <= 'z')
-	}
-	switch {
-	case ascii && !lower:
-		return s
-	case ascii:
-		return strings.ToUpper(s)
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, c := range s { // an invalid byte is utf8.RuneError, as EqualFold reads it
-		least := c
-		for f := unicode.SimpleFold(c); f != c; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		b.WriteRune(least)
-	}
-	return b.String()
-}
+// foldKey is a header name as the filters compare it: without regard to
+// case. Header names are HTTP tokens (ASCII: net/http refuses others, and
+// ValidateFilters refuses a filter's), for which lower case is what
+// strings.EqualFold compares.
+func foldKey(s string) string { return strings.ToLower(s) }
 
 // joined is the lines joined with commas, for a filter's why: empty when
 // longer than bound allows (it is not built then).
