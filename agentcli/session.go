@@ -6,10 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/internal/agentwire"
-	"github.com/relayhq/relay/internal/cork"
-	"github.com/relayhq/relay/internal/gqlws"
-	"github.com/relayhq/relay/internal/workers"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +17,11 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/internal/agentwire"
+	"github.com/relayhq/relay/internal/cork"
+	"github.com/relayhq/relay/internal/gqlws"
+	"github.com/relayhq/relay/internal/workers"
 )
 
 // Operation IDs: the i-th Endpoint's forwardRequests subscription and

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/internal/gqlws"
-	"github.com/relayhq/relay/internal/termtext"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +13,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/internal/gqlws"
+	"github.com/relayhq/relay/internal/termtext"
 )
 
 // Subscription timing: the client pings, and a socket silent for longer

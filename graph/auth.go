@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"github.com/relayhq/relay/internal/clientkey"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -45,7 +45,7 @@ type authMemo struct {
 // a WebSocket connection's operations inherit both.
 func WithToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := context.WithValue(r.Context(), clientKey, clientAddress(r.RemoteAddr))
+		ctx := context.WithValue(r.Context(), clientKey, clientkey.Of(r.RemoteAddr))
 		_, noCookies := ctx.Value(noCookiesKey).(string)
 		if !websocket.IsWebSocketUpgrade(r) {
 			ctx = context.WithValue(ctx, authMemoKey, &authMemo{})
@@ -64,11 +64,6 @@ func WithToken(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
-
-// clientAddress is the key the anonymous rate limit counts by: the peer's
-// IP, or its /64 for IPv6, since one IPv6 client commonly holds a whole
-// /64 and could otherwise pick a fresh address for every request.
-func clientAddress(remoteAddr string) string { return clientkey.Of(remoteAddr) }
 
 // limitAnonymous takes one of the client address's anonymous mutations
 // (--anonymous-rate), or refuses with a RateLimitedError.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/clientkey"
 )
 
 // NewSmeeChannel serves smee.io's "new channel" route (GET or HEAD /new on
@@ -23,7 +24,7 @@ func (r *Resolver) NewSmeeChannel() http.Handler {
 			http.Error(w, "Method Not Allowed: GET or HEAD /new opens a smee-compatible inspector", http.StatusMethodNotAllowed)
 			return
 		}
-		ctx := context.WithValue(req.Context(), clientKey, clientAddress(req.RemoteAddr))
+		ctx := context.WithValue(req.Context(), clientKey, clientkey.Of(req.RemoteAddr))
 		var limited *RateLimitedError
 		err := r.limitAnonymous(ctx)
 		if errors.As(err, &limited) {

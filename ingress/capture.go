@@ -3,7 +3,6 @@ package ingress
 import (
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/internal/clientkey"
 	"io"
 	"net/http"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/bodyread"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/internal/forwarded"
 )
 

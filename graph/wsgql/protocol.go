@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/relayhq/relay/internal/gqlws"
 	"strconv"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/internal/gqlws"
 	"github.com/relayhq/relay/internal/jsoncount"
 )
 

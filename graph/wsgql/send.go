@@ -3,10 +3,11 @@ package wsgql
 import (
 	"context"
 	"encoding/json"
-	"github.com/relayhq/relay/internal/gqlws"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/internal/gqlws"
 )
 
 // send queues a message for the writer. While the queue holds

@@ -3,8 +3,6 @@ package wsgql
 import (
 	"context"
 	"errors"
-	"github.com/relayhq/relay/internal/clientkey"
-	"github.com/relayhq/relay/internal/gqlws"
 	"io"
 	"log/slog"
 	"net"
@@ -18,7 +16,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/internal/cork"
+	"github.com/relayhq/relay/internal/gqlws"
 )
 
 // The WebSocket close codes this transport uses besides the protocol's
@@ -68,7 +68,8 @@ type Config struct {
 	MaxSubscriptions int
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
 	MaxSocketsPerClient int
-	// ClientKey names the client of a request (default: the peer's IP).
+	// ClientKey names the client of a request (default: clientkey.Of the
+	// peer's address: its IP, or its /64 for IPv6).
 	ClientKey func(*http.Request) string
 	// KeepAlive is how often the server pings. A client that sends nothing
 	// for twice as long is dropped, and twice as long is also the time a
@@ -117,7 +118,7 @@ func New(cfg Config) *Transport {
 		cfg.MaxSocketsPerClient = DefaultMaxSocketsPerClient
 	}
 	if cfg.ClientKey == nil {
-		cfg.ClientKey = peerIP
+		cfg.ClientKey = func(r *http.Request) string { return clientkey.Of(r.RemoteAddr) }
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
@@ -179,9 +180,6 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	}
 	c.serve()
 }
-
-// peerIP is the IP of the request's TCP peer.
-func peerIP(r *http.Request) string { return clientkey.Of(r.RemoteAddr) }
 
 // conn is one socket: the reader runs in serve, the writer in its own
 // goroutine, each operation in one more.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/relayhq/relay/internal/gqlws"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -20,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/relayhq/relay/internal/gqlws"
 	"github.com/relayhq/relay/internal/testwait"
 )
 

@@ -18,6 +18,7 @@ func TestOf(t *testing.T) {
 		{"[::ffff:192.0.2.7]:80", "192.0.2.7"},
 		{"[fe80::1%eth0]:80", "fe80::/64"},
 		{"pipe", "pipe"},
+		{"not an address", "not an address"},
 		{"", ""},
 	} {
 		if got := Of(tt.in); got != tt.want {

@@ -1,13 +1,14 @@
 package connguard
 
 import (
-	"github.com/relayhq/relay/internal/clientkey"
 	"io"
 	"math"
 	"net"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/relayhq/relay/internal/clientkey"
 )
 
 const (
@@ -70,7 +71,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := clientIP(c.RemoteAddr())
+		ip := clientkey.OfAddr(c.RemoteAddr())
 		if !l.take(ip) {
 			if l.OnRefuse != nil {
 				l.OnRefuse()
@@ -118,10 +119,6 @@ func (l *Listener) refuse(c net.Conn) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 	}()
 }
-
-// clientIP is the client a connection counts against: the peer's IP,
-// or its /64 for IPv6 (clientkey).
-func clientIP(a net.Addr) string { return clientkey.OfAddr(a) }
 
 // conn releases its address's slot once, on the first Close, and pushes its
 // write deadline forward before every write.
