@@ -133,8 +133,8 @@ type App struct {
 	codec *domain.Codec
 	rec   *record.Recorder // the one writer of the log
 	hub   *tunnel.Hub
-	// bodies is the memory forwarded bodies hold: PROXY bodies and the
-	// queue's attempts (--proxy-body-budget).
+	// bodies is the memory forwarded bodies hold: PROXY bodies, the
+	// queue's attempts and copies to other listeners (--proxy-body-budget).
 	bodies   *ingress.BodyBudget
 	svc      *commands.Service
 	metrics  *metrics.Metrics
@@ -242,6 +242,9 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 
 // wire builds the components over the core and starts the background work.
 func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
+	// PROXY bodies, the queue's attempts and copies to other listeners
+	// share one body budget.
+	a.bodies = ingress.NewBodyBudget(cfg.Ingress.ProxyBodyBudget, cfg.Ingress.MaxBody)
 	// One process holds every agent session, so forwards go straight to
 	// the Hub (Hub.Forward); the bus carries them only between nodes.
 	if len(cfg.Bus) > 0 {
@@ -251,7 +254,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		a.cluster, a.hub = link, link.hub
 	} else {
-		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, CopyBudget: cfg.Ingress.ProxyBodyBudget})
+		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, Bodies: a.bodies})
 	}
 	a.closeHub = true
 	if !cfg.NoSweeps {
@@ -312,8 +315,6 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bare := routes(gql, console.Handler())
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
-	// PROXY bodies and the queue's attempts share one body budget.
-	a.bodies = ingress.NewBodyBudget(inCfg.ProxyBodyBudget, inCfg.MaxBody)
 	deps := ingress.Deps{
 		Bodies: a.bodies, Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
 		Feed: a.views.History, QueueDepth: a.views.QueueDepth,

@@ -53,7 +53,7 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, p
 		return nil, err
 	}
 	out := make(chan *model.ForwardRequest)
-	// A copy's bytes are counted against the copies' budget until its
+	// A copy's bytes are counted against the body budget until its
 	// frame is written: then the tunnel is told.
 	written := func(c domain.ForwardCommand) func() {
 		if !c.Copy {

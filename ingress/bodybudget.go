@@ -16,11 +16,12 @@ var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body b
 
 // BodyBudget is the memory that forwarded bodies, which are held whole
 // until the local answer comes back, may take all together: PROXY bodies
-// as they arrive, and the queue's attempts (queue.Driver) while they are
-// out. Without it, every sender could hold --max-body, and a hundred of
+// as they arrive, the queue's attempts (queue.Driver) while they are out,
+// and copies to other listeners until their frames are written
+// (tunnel.Hub). Without it, every sender could hold --max-body, and a hundred of
 // them a gigabyte. The composition root makes one and gives it to both.
 //
-// One key (a client address, or an account's queue) may hold at most a
+// One key (a client address, an account's queue or its copies) may hold at most a
 // quarter of it: bodies are admitted by their declared length, and one that
 // declares 10 MiB and trickles holds its share for as long as the body
 // timeout allows, so a single client must not be able to take the whole

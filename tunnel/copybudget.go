@@ -9,30 +9,34 @@ import (
 // What copies to listeners other than the primary may hold. A copy's
 // bytes are held from the moment it is offered to its session until its
 // frame is written to the agent's socket or dropped with it (Written, or
-// the session's end), however long the agent takes to read: they are
-// counted outside the senders' body budget, which the primary's answer
-// releases, so they have bounds of their own. A copy beyond any of them is
-// dropped (domain.FailureCopyDropped), as one that finds its session's
-// queue full is.
-const (
-	// DefaultCopyBudget is the bytes all copies in flight may hold at
-	// once when HubConfig.CopyBudget is zero. One account may hold a
-	// quarter of it, or one copy of any size when it holds none.
-	DefaultCopyBudget = 256 << 20
-	// SessionCopyBytes is what one session's copies in flight may hold,
-	// or one copy of any size when it holds none: a listener that does
-	// not read its socket holds one copy, not a queue of them.
-	SessionCopyBytes = 4 << 20
-)
+// the session's end), however long the agent takes to read: the sender's
+// reservation ends with the primary's answer, so a copy takes its own from
+// the same body budget (HubConfig.Bodies) under its account's key. A copy
+// beyond the budget, or beyond its session's bound, is dropped
+// (domain.FailureCopyDropped), as one that finds its session's queue full
+// is.
 
-// copyBudget counts the bytes of copies in flight, per session, per
-// account and in all.
+// SessionCopyBytes is what one session's copies in flight may hold, or
+// one copy of any size when it holds none: a listener that does not read
+// its socket holds one copy, not a queue of them.
+const SessionCopyBytes = 4 << 20
+
+// Bodies is the memory budget forwarded bodies share (ingress.BodyBudget,
+// --proxy-body-budget): PROXY bodies, the queue's attempts and copies.
+type Bodies interface {
+	Reserve(key string, n int64) bool
+	Release(key string, n int64)
+	// Share is the most one key may hold at once.
+	Share() int64
+}
+
+// copyBudget counts the bytes of copies in flight per session, and takes
+// them from the body budget per account.
 type copyBudget struct {
-	total, perAccount int64
+	bodies Bodies // nil: copies are bounded per session only
 
 	mu        sync.Mutex
-	used      int64
-	byAccount map[string]int64
+	held      int64
 	bySession map[string]*sessionCopies // by agent ID
 }
 
@@ -43,12 +47,12 @@ type sessionCopies struct {
 	attempts  map[string]int64 // attempt ID → bytes
 }
 
-func newCopyBudget(total int64) *copyBudget {
-	if total <= 0 {
-		total = DefaultCopyBudget
-	}
-	return &copyBudget{total: total, perAccount: total / 4, byAccount: map[string]int64{}, bySession: map[string]*sessionCopies{}}
+func newCopyBudget(bodies Bodies) *copyBudget {
+	return &copyBudget{bodies: bodies, bySession: map[string]*sessionCopies{}}
 }
+
+// copyKey is an account's copies' key in the body budget.
+func copyKey(accountID string) string { return "copies " + accountID }
 
 // copySize is about the bytes a copy's frame takes: its body, headers and
 // request target.
@@ -60,17 +64,21 @@ func copySize(cmd domain.ForwardCommand) int64 {
 	return n
 }
 
-// take counts cp's bytes against session s, its account and the whole, or
-// nothing and false when any of them has no room.
+// take counts cp's bytes against session s and the body budget, or
+// nothing and false when either has no room. A copy is counted at most at
+// one key's share, so that an account that holds none may always have one.
 func (b *copyBudget) take(s SessionInfo, cp domain.ForwardCommand) bool {
 	n := copySize(cp)
+	if b.bodies != nil {
+		n = min(n, b.bodies.Share())
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	sc, inAccount := b.bySession[s.AgentID], b.byAccount[s.AccountID]
-	switch {
-	case b.used+n > b.total,
-		inAccount > 0 && inAccount+n > b.perAccount,
-		sc != nil && sc.held > 0 && sc.held+n > SessionCopyBytes:
+	sc := b.bySession[s.AgentID]
+	if sc != nil && sc.held > 0 && sc.held+n > SessionCopyBytes {
+		return false
+	}
+	if b.bodies != nil && !b.bodies.Reserve(copyKey(s.AccountID), n) {
 		return false
 	}
 	if sc == nil {
@@ -79,8 +87,7 @@ func (b *copyBudget) take(s SessionInfo, cp domain.ForwardCommand) bool {
 	}
 	sc.attempts[cp.AttemptID] = n
 	sc.held += n
-	b.byAccount[s.AccountID] += n
-	b.used += n
+	b.held += n
 	return true
 }
 
@@ -115,19 +122,19 @@ func (b *copyBudget) giveAll(agentID string) {
 	}
 }
 
-// release takes n bytes off accountID's and the whole's counts. b.mu held.
+// release gives n bytes of accountID's copies back. b.mu held.
 func (b *copyBudget) release(accountID string, n int64) {
-	b.used -= n
-	if b.byAccount[accountID] -= n; b.byAccount[accountID] <= 0 {
-		delete(b.byAccount, accountID)
+	b.held -= n
+	if b.bodies != nil {
+		b.bodies.Release(copyKey(accountID), n)
 	}
 }
 
-// held is the bytes copies in flight hold now, in all (for tests).
-func (b *copyBudget) held() int64 {
+// inFlight is the bytes copies in flight hold now, in all (for tests).
+func (b *copyBudget) inFlight() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.held
 }
 
 // Written tells that the frame of attempt attemptID was written to the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/testwait"
 )
 
@@ -18,7 +19,7 @@ import (
 // and the session's end give the bytes back.
 func TestCopiesHoldAtMostTheirBudget(t *testing.T) {
 	e := newEnv(t)
-	e.hub.copyBytes = newCopyBudget(16 << 20) // 4 MiB per account
+	e.hub.copyBytes = newCopyBudget(ingress.NewBodyBudget(16<<20, 1)) // 4 MiB per account
 	big := bytes.Repeat([]byte("x"), 3<<20)
 	e.agent(t, SessionInfo{AgentID: "a-primary", EndpointID: "ep-a", AccountID: "acc-a"}, okAnswer)
 	e.agent(t, SessionInfo{AgentID: "b-primary", EndpointID: "ep-b", AccountID: "acc-b"}, okAnswer)
@@ -45,11 +46,11 @@ func TestCopiesHoldAtMostTheirBudget(t *testing.T) {
 	for range 5 {
 		forward("ep-a", "acc-a")
 	}
-	if held := e.hub.copyBytes.held(); held == 0 || held > one {
+	if held := e.hub.copyBytes.inFlight(); held == 0 || held > one {
 		t.Fatalf("5 copies to 3 silent sessions of one account hold %d bytes, want one copy (%d at most)", held, one)
 	}
 	forward("ep-b", "acc-b")
-	if held := e.hub.copyBytes.held(); held <= one || held > 2*one {
+	if held := e.hub.copyBytes.inFlight(); held <= one || held > 2*one {
 		t.Fatalf("another account's copy: %d bytes held in all, want two copies", held)
 	}
 	// The copy a silent session of A holds is written: its bytes are back.
@@ -64,12 +65,12 @@ func TestCopiesHoldAtMostTheirBudget(t *testing.T) {
 	if got.AttemptID == "" {
 		t.Fatal("no silent session of A was given a copy")
 	}
-	if held := e.hub.copyBytes.held(); held == 0 || held > one {
+	if held := e.hub.copyBytes.inFlight(); held == 0 || held > one {
 		t.Fatalf("after A's copy was written %d bytes held, want B's copy only", held)
 	}
 	bEnd() // B's silent session ends: its copy is no longer held
 	testwait.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if held := e.hub.copyBytes.held(); held != 0 {
+		if held := e.hub.copyBytes.inFlight(); held != 0 {
 			return fmt.Errorf("%d bytes held after the session ended", held)
 		}
 		return nil

@@ -344,7 +344,7 @@ func copyOf(cmd domain.ForwardCommand, attemptID, agentID string) domain.Forward
 }
 
 // offerCopy registers cp as pending on c and offers it without waiting;
-// a full queue, or no room for its bytes in the copies' budget (c's, its
+// a full queue, or no room for its bytes in the body budget (c's, its
 // account's, the relay's), decides it at once as dropped. false: the
 // attempt ID is pending already (a copy sent here twice).
 func (h *Hub) offerCopy(c *session, cp domain.ForwardCommand) (*pendingWork, bool) {

@@ -59,9 +59,10 @@ type HubConfig struct {
 	// session. Nil: only this process's sessions (Locate routes a delivery
 	// to another node when this one holds none).
 	Roster func(endpointID string) []RemoteSession
-	// CopyBudget is the bytes all copies in flight may hold at once (a
-	// quarter per account); zero: DefaultCopyBudget.
-	CopyBudget int64
+	// Bodies is the body budget copies to listeners other than the primary
+	// take from while they are in flight, under their account's key (one
+	// key's share at most); nil: copies are bounded per session only.
+	Bodies Bodies
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -171,7 +172,7 @@ func NewHub(cfg HubConfig) *Hub {
 		received:   map[string]*receivedCommand{},
 
 		recordGrace: RecordGrace,
-		copyBytes:   newCopyBudget(cfg.CopyBudget),
+		copyBytes:   newCopyBudget(cfg.Bodies),
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
