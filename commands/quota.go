@@ -268,9 +268,7 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 
 // OverStorage tells whether an account's stored bytes have reached its
 // storage quota (never when it has none), with the quota and the bytes.
-func OverStorage(ctx context.Context, views interface {
-	AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
-}, d QuotaDefaults, accountID string) (over bool, quota, stored int64, err error) {
+func OverStorage(ctx context.Context, views storageViews, d QuotaDefaults, accountID string) (over bool, quota, stored int64, err error) {
 	u, err := views.AccountQuota(ctx, accountID)
 	if err != nil {
 		return false, 0, 0, fmt.Errorf("quota of account %s: %w", accountID, err)

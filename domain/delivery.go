@@ -173,9 +173,6 @@ func (d *Delivery) Clone() *Delivery {
 	return &c
 }
 
-// Attempts counts the delivery's attempts, copies apart.
-func (d *Delivery) Attempts() int { return d.attempts }
-
 func (d *Delivery) raise(e Event) { d.apply(e); d.changes = append(d.changes, e) }
 
 func (d *Delivery) apply(e Event) {

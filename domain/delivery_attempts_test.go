@@ -30,8 +30,8 @@ func TestDeliveryAttemptsBounded(t *testing.T) {
 		events = append(events, d.Changes()...)
 		d = LoadDelivery(events)
 	}
-	if d.Attempts() != MaxDeliveryAttempts {
-		t.Fatalf("%d attempts counted, want %d (copies apart)", d.Attempts(), MaxDeliveryAttempts)
+	if d.attempts != MaxDeliveryAttempts {
+		t.Fatalf("%d attempts counted, want %d (copies apart)", d.attempts, MaxDeliveryAttempts)
 	}
 	err = d.RequestRetry("one-more", "acc", ep, nil)
 	if !errors.Is(err, ErrAttemptLimit) || !errors.Is(err, ErrInvalidInput) {
