@@ -208,7 +208,8 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 		class = statusClass(sql.NullInt64{Int64: int64(p.Answer.Status), Valid: true})
 	}
 	// The row's columns that no later event changes, in qDeliveriesHeld's
-	// order.
+	// order; size (the stored bytes) is at heldStoredColumn, which an
+	// attempt's answer in the same batch adds to (grew).
 	row := []any{t.pos(), p.DeliveryID, p.Address, string(p.AddressKind), p.AccountID,
 		p.Method, p.Target, p.Host, p.Proto, p.RemoteAddr, p.BodySize, p.Complete, t.at(), ref.stream, ref.revision,
 		size, provider, event, providerID}
@@ -255,6 +256,10 @@ func (w *historyWriter) deliveryReceived(t *txn, p receivedRow) (int64, error) {
 	return 1, nil
 }
 
+// heldStoredColumn is the place of the stored bytes (size) in the row
+// deliveryReceived builds.
+const heldStoredColumn = 15
+
 // grew adds bytes an attempt stored in the log (its answer) to a known
 // delivery's stored bytes, and tells the addresses (txn.moved) so that its
 // account's (or inspector's) stored bytes grow alike; deleting the delivery
@@ -272,9 +277,6 @@ func (w *historyWriter) grew(t *txn, id string, bytes int64) error {
 	t.moved = &deliveryMove{deliveryID: id, address: k.address, kind: k.kind, accountID: k.account, bytes: bytes, grew: true}
 	return nil
 }
-
-// heldStoredColumn is the stored bytes' place in a held row (qDeliveriesHeld).
-const heldStoredColumn = 15
 
 // streamDeleted drops the row of a deleted delivery stream and its
 // attempts. On a rebuild the stream's events are gone from the log, the
