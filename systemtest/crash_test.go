@@ -3,6 +3,8 @@ package systemtest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,4 +104,119 @@ func loadThenStop(t *testing.T, r *harness.Relay, stop func()) {
 	if missing > 0 {
 		t.Fatalf("%d answered deliveries lost", missing)
 	}
+}
+
+// TestProxiedAnswersSurviveSIGKILL kills the server in the middle of a
+// concurrent load on a PROXY Endpoint: every sender that got the local
+// process's answer must find that delivery in the history after a restart,
+// with the same status and body recorded, because the delivery and its
+// answer are one durable commit before the sender is answered.
+func TestProxiedAnswersSurviveSIGKILL(t *testing.T) {
+	local := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, "answer to "+req.URL.Path)
+	})
+	rig := startProxyRig(t, local, true, append(loadFlags, "--account-rate", "off", "--account-api-cost", "off",
+		"--max-query-cost", "100000000")...)
+	r := rig.r
+	host := r.AddressHost(rig.ep.ID)
+
+	// Two kills: an answer given before its commit is lost only if the kill
+	// falls in that window, so each kill is another chance to see one.
+	answered := map[string]string{} // path: the body the sender got
+	for round := range 2 {
+		if round > 0 {
+			r.Restart(t)
+		}
+		loadThenKill(t, r, host, round, answered)
+	}
+	r.Restart(t)
+	type row struct {
+		Path           string
+		ResponseStatus *int
+		ResponseBody   *string
+	}
+	got := map[string]row{}
+	var after any
+	for {
+		var out struct {
+			Endpoint struct {
+				Deliveries struct {
+					Nodes    []row
+					PageInfo struct {
+						HasNextPage bool
+						EndCursor   *string
+					}
+				}
+			}
+		}
+		r.MustGraphQL(t, rig.acct.Token, `query($id: ID!, $after: String){ endpoint(id: $id){ deliveries(first: 100, after: $after){
+			nodes{ path responseStatus responseBody } pageInfo{ hasNextPage endCursor } } } }`, map[string]any{"id": rig.ep.ID, "after": after}, &out)
+		for _, d := range out.Endpoint.Deliveries.Nodes {
+			got[d.Path] = d
+		}
+		p := out.Endpoint.Deliveries.PageInfo
+		if !p.HasNextPage || p.EndCursor == nil {
+			break
+		}
+		after = *p.EndCursor
+	}
+	lost := 0
+	for path, body := range answered {
+		d, ok := got[path]
+		if ok && d.ResponseStatus != nil && *d.ResponseStatus == 201 && d.ResponseBody != nil && *d.ResponseBody == body {
+			continue
+		}
+		lost++
+		if lost <= 5 {
+			t.Errorf("answered 201 %q, after the restart: found %v, %+v", body, ok, d)
+		}
+	}
+	t.Logf("answered before the kills: %d; history after the last restart: %d rows (with those the relay answered itself while the agent reconnected)", len(answered), len(got))
+	if lost > 0 {
+		t.Fatalf("%d answered deliveries lost or without their answer", lost)
+	}
+}
+
+// loadThenKill sends a concurrent load to host until 300 requests more are
+// answered 201, kills the server, and adds each answered path with the
+// body its sender got to answered.
+func loadThenKill(t *testing.T, r *harness.Relay, host string, round int, answered map[string]string) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		count atomic.Int64
+		wg    sync.WaitGroup
+		quit  = make(chan struct{})
+	)
+	const workers, maxPerWorker = 16, 2000
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < maxPerWorker; i++ {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				path := fmt.Sprintf("/load/%d/%d/%d", round, w, i)
+				resp, err := r.TrySendRaw(harness.RawRequest{Method: "POST", Target: path, Host: host, Body: []byte(`{"n":1}`)})
+				if err != nil {
+					return // the server is gone
+				}
+				if resp.Status == 201 {
+					mu.Lock()
+					answered[path] = string(resp.Body)
+					mu.Unlock()
+					count.Add(1)
+				}
+			}
+		}(w)
+	}
+	harness.Eventually(t, 60*time.Second, "300 answered requests", func() bool { return count.Load() >= 300 })
+	r.Kill(t)
+	close(quit)
+	wg.Wait()
 }
