@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/jsoncount"
 )
 
 // Version is the relay_bundle value this program writes and reads.
@@ -30,6 +31,20 @@ const Version = 1
 // memory per request: a stored body of 24 MiB in base64 with its headers
 // fits (the relay stores 256 KiB by default, --capture-cap).
 const MaxLine = 32 << 20
+
+// MaxLineValues bounds the JSON values of one delivery line (objects,
+// arrays, strings, numbers, literals), counted before the line is decoded
+// (jsoncount): decoded, a value costs far more than its text (an empty
+// header object, 3 bytes of the line, about 190 bytes), so a line of
+// MaxLine of them would take about 2 GiB. A header is three values (the
+// object, its name and its value), and a line holds at most
+// maxStoredHeaders of them, with a few values besides.
+const MaxLineValues = 3*maxStoredHeaders + 64
+
+// maxStoredHeaders is the most header fields a delivery holds: a request's
+// header block is at most 1 MiB (the ceiling of --max-header-bytes) plus
+// net/http's 4 KiB of slack, and the shortest field line is "a:\n".
+const maxStoredHeaders = (1<<20 + 4<<10) / 3
 
 // Header is the first line of a bundle.
 type Header struct {
@@ -110,6 +125,9 @@ func (r Request) SkipReason() string {
 // line cannot smuggle a second request into what replay writes, and
 // framing that does not match the body.
 func ParseLine(line []byte) (Request, error) {
+	if _, over := jsoncount.Values(line, MaxLineValues); over {
+		return Request{}, fmt.Errorf("more than %d JSON values (%d headers at most), refused before decoding", MaxLineValues, maxStoredHeaders)
+	}
 	var l Line
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&l); err != nil {

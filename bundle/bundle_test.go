@@ -8,9 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relayhq/relay/internal/jsoncount"
 )
 
 const testBundleHead = `{"relay_bundle":1,"address":"abc","url":"http://abc.localhost:8080/","exportedAt":"2026-01-02T03:04:05Z","creator":"relay test"}`
@@ -171,7 +174,8 @@ func TestBundleRequestExactBytes(t *testing.T) {
 	}
 }
 
-// FuzzParseBundleLine: whatever a line holds, it is refused, or it is
+// FuzzParseBundleLine: whatever a line holds, reading it allocates within a
+// bound of its bytes and JSON values, and it is refused, or it is
 // written as exactly one HTTP/1.1 request that a server reads back with the
 // line's method, target, headers and body, and nothing after it (no
 // request smuggled in through a field).
@@ -187,7 +191,18 @@ func FuzzParseBundleLine(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		r, err := ParseLine(line)
+		var (
+			r   Request
+			err error
+		)
+		n := allocated(func() { r, err = ParseLine(line) })
+		// A line costs what its text and its values do, no more (an empty
+		// object decoded is about 190 bytes); past MaxLineValues nothing
+		// is decoded.
+		values, _ := jsoncount.Values(line, -1)
+		if limit := uint64(8*len(line)+256*min(values, MaxLineValues)) + 64<<10; n > limit {
+			t.Fatalf("a line of %d bytes and %d JSON values allocated %d bytes, over %d", len(line), values, n, limit)
+		}
 		if err != nil || r.SkipReason() != "" {
 			return
 		}
@@ -248,4 +263,90 @@ func FuzzParseBundleLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// allocated is what f allocates on the heap, in bytes.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// lineOf is a delivery line whose headers array repeats unit up to n bytes.
+func lineOf(unit string, n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"id":"d","method":"GET","path":"/","bodyBase64":"","complete":true,"headers":[`)
+	for b.Len() < n {
+		b.WriteString(unit)
+		b.WriteByte(',')
+	}
+	b.WriteString(`{"name":"a","value":""}]}`)
+	return b.Bytes()
+}
+
+// TestLineValuesBounded: a line's JSON values are counted before it is
+// decoded. Decoded, an empty header object (3 bytes of the line) takes
+// about 190 bytes, so a line of them cost some 60 times its size, and a
+// line of MaxLine about 2 GiB. A line over MaxLineValues is refused having
+// allocated next to nothing; one just under it, and the line the relay
+// could write with the most headers, are decoded within 192 MiB.
+func TestLineValuesBounded(t *testing.T) {
+	hostile := lineOf(`{}`, 4<<20)
+	var err error
+	n := allocated(func() { _, err = ParseLine(hostile) })
+	t.Logf("a %d MiB line of empty headers: %v, %d MiB allocated", len(hostile)>>20, err, n>>20)
+	if err == nil || !strings.Contains(err.Error(), "JSON values") {
+		t.Errorf("a line of %d empty headers: %v, want a refusal naming its JSON values", len(hostile)/3, err)
+	}
+	if n > 1<<20 {
+		t.Errorf("refusing a %d MiB line allocated %d MiB", len(hostile)>>20, n>>20)
+	}
+
+	// Just under the bound, the same line is decoded (and refused for its
+	// headers without names): the most a line can cost.
+	under := lineOf(`{}`, 3*(MaxLineValues-16))
+	n = allocated(func() { _, err = ParseLine(under) })
+	t.Logf("a line of %d empty headers: %v, %d MiB allocated", len(under)/3, err, n>>20)
+	if err == nil || !strings.Contains(err.Error(), "not a header name") {
+		t.Errorf("a line just under the bound: %v, want it decoded and refused for its empty names", err)
+	}
+	if n > 192<<20 {
+		t.Errorf("a line of %d empty headers allocated %d MiB", len(under)/3, n>>20)
+	}
+
+	// The most headers a delivery holds, each as short as it may be.
+	var b bytes.Buffer
+	b.WriteString(`{"id":"d","method":"GET","path":"/","bodyBase64":"","complete":true,"headers":[`)
+	for i := range maxStoredHeaders {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"name":"a","value":""}`)
+	}
+	b.WriteString(`]}`)
+	var r Request
+	n = allocated(func() { r, err = ParseLine(b.Bytes()) })
+	t.Logf("a line of %d headers (%d MiB): %v, %d MiB allocated", len(r.Headers), b.Len()>>20, err, n>>20)
+	if err != nil || len(r.Headers) != maxStoredHeaders {
+		t.Fatalf("the line with the most headers: %d headers, %v", len(r.Headers), err)
+	}
+	if n > 192<<20 {
+		t.Errorf("reading %d headers allocated %d MiB", len(r.Headers), n>>20)
+	}
+
+	// Unknown fields are skipped, not decoded, in the first line as in the
+	// others: they take nothing.
+	head := []byte(`{"relay_bundle":1,"more":[` + strings.Repeat(`{},`, 4<<20/3) + `{}]}` + "\n")
+	n = allocated(func() { _, err = NewReader(bytes.NewReader(head)) })
+	t.Logf("a %d MiB first line of unknown values: %v, %d MiB allocated", len(head)>>20, err, n>>20)
+	if err != nil {
+		t.Errorf("a first line with an unknown field: %v", err)
+	}
+	// The line itself is read into a buffer that grows to hold it (a
+	// quarter at a time once large: about five times the line in all).
+	if n > 6*uint64(len(head)) {
+		t.Errorf("a first line of %d MiB allocated %d MiB", len(head)>>20, n>>20)
+	}
 }

@@ -32,6 +32,9 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, p
 	if err != nil {
 		return nil, err
 	}
+	if err := r.limitSessions(ctx, ep.AccountID); err != nil {
+		return nil, err
+	}
 	// A session is named after its connection and Endpoint: unique per
 	// subscription, and the sessions of one connection share a prefix.
 	agentID := connectionID(ctx)

@@ -39,6 +39,9 @@ type Resolver struct {
 	// InviteRate bounds the sign-up invites one account makes; zero:
 	// DefaultInviteRate.
 	InviteRate ratelimit.Rate
+	// SessionRate bounds the agent sessions one account starts (and four
+	// times as many per client address); zero: DefaultSessionRate.
+	SessionRate ratelimit.Rate
 	// NoSignInLimit turns the sign-in limits off (--signin-rate off).
 	NoSignInLimit bool
 	// ConsoleURL is the console's own URL (--console-url), which the links
@@ -63,6 +66,7 @@ type Resolver struct {
 	signIn     signInLimits
 	apiCost    apiCostGate
 	searches   searchGate
+	sessions   sessionGate
 	compares   compareGate
 }
 

@@ -245,6 +245,8 @@ CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoin
 -- An explanation of a 503 "no agent connected" names the Endpoint's session
 -- that started last before it.
 CREATE INDEX IF NOT EXISTS agent_sessions_by_start ON agent_sessions (endpoint_id, connected_at);
+-- Stats read the sessions open now and those that ended in their range.
+CREATE INDEX IF NOT EXISTS agent_sessions_by_end ON agent_sessions (endpoint_id, disconnected_at);
 
 -- Headers and bodies are not copied here: the row refers to the events that
 -- hold them, read back from the log when a delivery is read. The request is

@@ -1,10 +1,12 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,8 +33,9 @@ var statsHistBuckets = len(statsLatencyBoundsMs) + 1
 const statsKeepMinutes = 7*24*60 + 60
 
 // statsMaxSessions bounds the agent sessions one read looks at to tell
-// time with no listener connected; past it the rest of the range counts
-// as offline, which a reconnect storm of that size is close enough to.
+// time with no listener connected: the open ones first, then those that
+// ended earliest in the range; past it the rest of the range counts as
+// offline, which a reconnect storm of that size is close enough to.
 const statsMaxSessions = 5000
 
 var statsSchemaSQL = `
@@ -518,32 +521,40 @@ func percentile(hist []int64, n int64, p int64) *int64 {
 }
 
 // offline sets each bucket's time with no agent session of the Endpoint
-// connected, from its sessions that overlap the range (at most
-// statsMaxSessions), counting only from since and up to now.
+// connected, from the sessions open now and those that ended in the range
+// (at most statsMaxSessions, the open ones first), counting only from
+// since and up to now.
 func (v *History) offline(ctx context.Context, endpointID string, st *readmodel.Stats, now, since time.Time) error {
 	from, to := st.From.UnixNano(), st.To.UnixNano()
-	rows, err := v.r.QueryContext(ctx, `SELECT connected_at, COALESCE(disconnected_at, ?3) FROM agent_sessions
-		WHERE endpoint_id = ?1 AND connected_at < ?3 AND (disconnected_at IS NULL OR disconnected_at > ?2)
-		ORDER BY connected_at LIMIT ?4`, endpointID, from, to, statsMaxSessions)
-	if err != nil {
-		return fmt.Errorf("sessions of %s for stats: %w", endpointID, err)
-	}
-	defer rows.Close()
 	type span struct{ a, b int64 }
-	var online []span // merged, in order
-	for rows.Next() {
-		var s span
-		if err := rows.Scan(&s.a, &s.b); err != nil {
+	var sessions []span
+	for _, q := range statsSessionQueries {
+		rows, err := v.r.QueryContext(ctx, q, endpointID, from, to, statsMaxSessions-len(sessions))
+		if err != nil {
 			return fmt.Errorf("sessions of %s for stats: %w", endpointID, err)
 		}
+		for rows.Next() {
+			var s span
+			if err := rows.Scan(&s.a, &s.b); err != nil {
+				rows.Close()
+				return fmt.Errorf("sessions of %s for stats: %w", endpointID, err)
+			}
+			sessions = append(sessions, s)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("sessions of %s for stats: %w", endpointID, err)
+		}
+	}
+	slices.SortFunc(sessions, func(x, y span) int { return cmp.Compare(x.a, y.a) })
+	var online []span // merged, in order
+	for _, s := range sessions {
 		if n := len(online); n > 0 && s.a <= online[n-1].b {
 			online[n-1].b = max(online[n-1].b, s.b)
 			continue
 		}
 		online = append(online, s)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sessions of %s for stats: %w", endpointID, err)
 	}
 	width := st.BucketWidth.Nanoseconds()
 	var total int64
@@ -563,6 +574,22 @@ func (v *History) offline(ctx context.Context, endpointID string, st *readmodel.
 	}
 	st.Totals.OfflineSeconds = &total
 	return nil
+}
+
+// statsSessionQueries read the sessions that overlap a range (?2, ?3) of
+// an Endpoint (?1), at most ?4: those open now, then those that ended in
+// the range, earliest end first. Each walks an index range of the rows it
+// keeps (agent_sessions_by_end, named: without statistics the planner took
+// the index by start for the open ones), so a read follows the sessions of
+// its range, never the Endpoint's whole history, which the views keep for
+// good: reading them by their start walked every session that ended
+// before the range (200 000 of them: 46 ms of CPU a read), and past
+// statsMaxSessions a storm of short sessions hid the one still open.
+var statsSessionQueries = []string{
+	`SELECT connected_at, ?3 FROM agent_sessions INDEXED BY agent_sessions_by_end
+		WHERE endpoint_id = ?1 AND disconnected_at IS NULL AND connected_at < ?3 LIMIT ?4`,
+	`SELECT connected_at, disconnected_at FROM agent_sessions INDEXED BY agent_sessions_by_end
+		WHERE endpoint_id = ?1 AND disconnected_at > ?2 AND connected_at < ?3 ORDER BY disconnected_at LIMIT ?4`,
 }
 
 // statsReturning are the columns a delivery is counted by, as

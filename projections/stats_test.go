@@ -2,6 +2,8 @@ package projections
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,103 @@ func msOf(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// TestStatsOfflineReadsTheRangeOnly: the time with no listener is read
+// from the sessions open now and those that ended in the range, never from
+// the Endpoint's older history (each session stays in the views for good:
+// 200 000 that ended before the week made a week's read walk all of them),
+// and a storm of short sessions past statsMaxSessions does not hide the
+// session still open (the first sessions to start were read, and the open
+// one, started after the storm, was not).
+func TestStatsOfflineReadsTheRangeOnly(t *testing.T) {
+	s := newSynth(t, []byte("{}"))
+	v := s.open("views.db")
+	ctx := t.Context()
+	now := time.Date(2026, 3, 8, 12, 0, 30, 0, time.UTC)
+	day := int64(24 * time.Hour)
+	n := now.UnixNano()
+	tx, err := v.w.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, disconnected_at, open, position)
+		VALUES (?, 'ep', '127.0.0.1:9', ?, ?, ?, ?)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := 0
+	add := func(from int64, to *int64) {
+		pos++
+		open := 0
+		if to == nil {
+			open = 1
+		}
+		if _, err := ins.ExecContext(ctx, fmt.Sprint("s", pos), from, to, open, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := func(at int64) *int64 { return &at }
+	// Sessions of two months ago, a millisecond each.
+	const old = 200_000
+	for i := range int64(old) {
+		at := n - 60*day + i*int64(time.Second)
+		add(at, ended(at+int64(time.Millisecond)))
+	}
+	// Listening from ten days ago to three days ago, then a storm of empty
+	// sessions, then listening again from a day ago until now.
+	add(n-10*day, ended(n-3*day))
+	storm := statsMaxSessions + 1000
+	for i := range int64(storm) {
+		at := n - 3*day + (i+1)*int64(time.Second)
+		add(at, ended(at))
+	}
+	add(n-day, nil)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	week := func() readmodel.Stats {
+		st, err := v.Stats(ctx, "ep", readmodel.StatsWeek, now, true, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := week()
+	// Offline from three days ago to a day ago, and nothing else.
+	if got := st.Totals.OfflineSeconds; got == nil || *got != 2*24*3600 {
+		t.Errorf("offline %v s over the week, want %d (two days)", msOf(got), 2*24*3600)
+	}
+
+	// Read the sessions of the range, not the history: each statement's
+	// plan searches an index by the end of the sessions (or for the open
+	// ones), none scans or walks the Endpoint's sessions by their start.
+	for _, q := range statsSessionQueries {
+		rows, err := v.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "ep", st.From.UnixNano(), st.To.UnixNano(), statsMaxSessions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := fmt.Sprint(plan)
+		if !strings.Contains(text, "agent_sessions_by_end (endpoint_id=? AND disconnected_at") || strings.Contains(text, "SCAN") {
+			t.Errorf("the sessions of a range are read with %q: a walk of every session the Endpoint had", text)
+		}
+	}
+
+	// Measured, not asserted: the CPU of a week's read with that history.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c := threadCPU(t)
+	week()
+	t.Logf("a week's stats of an Endpoint with %d sessions before it and %d in it: %v of CPU", old, storm+2, threadCPU(t)-c)
 }

@@ -101,9 +101,9 @@ func (p Replayer) Run(ctx context.Context, path string, only []string) error {
 
 	// Requests run concurrently, their results are printed in order: each
 	// gets a channel, queued in bundle order; the queue's bound and the
-	// semaphore bound what is in flight.
+	// semaphore bound what is in flight. A request waiting to be printed
+	// holds its result only, not its body.
 	type pending struct {
-		req    bundle.Request
 		result chan Result
 	}
 	queue := make(chan pending, p.Concurrency)
@@ -137,7 +137,7 @@ func (p Replayer) Run(ctx context.Context, path string, only []string) error {
 		if !selected(r) {
 			return nil
 		}
-		pd := pending{req: r, result: make(chan Result, 1)}
+		pd := pending{result: make(chan Result, 1)}
 		if why := r.SkipReason(); why != "" {
 			pd.result <- result(r, 0, nil, why)
 			queue <- pd

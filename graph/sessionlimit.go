@@ -1,0 +1,70 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/relayhq/relay/ratelimit"
+)
+
+// Every agent session (a forwardRequests subscription: relay agent, relay
+// listen, the desktop) is written to the log twice, its start with its
+// filters' text (up to 8 KiB) and its end, often with a change of primary
+// beside each, and kept in the views' sessions: for as long as the log,
+// whatever the retention and outside any storage quota. A socket that
+// started and ended sessions in a loop wrote about 5.7 MB of log a second.
+// So the sessions started are rated, per node:
+//   - per account, DefaultSessionRate: its burst lets a listener start a
+//     session on each of the account's Endpoints (--account-endpoints,
+//     1 000) at once, and reconnects are backed off by the agent;
+//   - per client address, four times that (as sign-ins are), since
+//     accounts cost a sign-up each: several developers behind one address
+//     each have their own account's rate, a loop over fresh accounts meets
+//     the address's.
+//
+// Beyond either the subscription is refused RATE_LIMITED with
+// retryAfterSeconds, nothing is recorded, and the agent tries again after
+// its backoff.
+
+// DefaultSessionRate is how many agent sessions one account starts (see
+// Resolver.SessionRate); a client address starts four times as many.
+var DefaultSessionRate = ratelimit.Rate{N: 60, Per: time.Minute, Burst: 1000}
+
+// maxSessionKeys bounds the buckets of each of the session rates.
+const maxSessionKeys = 100_000
+
+// sessionGate holds the session rates' buckets, made on first use.
+type sessionGate struct {
+	once                sync.Once
+	rate                ratelimit.Rate
+	byAccount, byClient *ratelimit.Keyed
+}
+
+// limitSessions takes one session start from the account's bucket, then
+// from the client address's, or refuses with a RateLimitedError saying
+// which. An account's refusal takes nothing from its address, so a
+// looping agent leaves its neighbours' sessions alone.
+func (r *Resolver) limitSessions(ctx context.Context, accountID string) error {
+	g := &r.sessions
+	g.once.Do(func() {
+		g.rate = r.SessionRate
+		if g.rate.Off() {
+			g.rate = DefaultSessionRate
+		}
+		g.byAccount = ratelimit.NewKeyed(g.rate, maxSessionKeys)
+		g.byClient = ratelimit.NewKeyed(ratelimit.Rate{N: 4 * g.rate.N, Per: g.rate.Per, Burst: 4 * g.rate.Burst}, maxSessionKeys)
+	})
+	now := time.Now()
+	if ok, retry := g.byAccount.Allow(accountID, now); !ok {
+		return &RateLimitedError{RetryAfter: retry,
+			Reason: fmt.Sprintf("this account started agent sessions as fast as it may (%s)", g.rate)}
+	}
+	client, _ := ctx.Value(clientKey).(string)
+	if ok, retry := g.byClient.Allow(client, now); !ok {
+		return &RateLimitedError{RetryAfter: retry,
+			Reason: fmt.Sprintf("agent sessions were started from your address as fast as they may (4 × %s)", g.rate)}
+	}
+	return nil
+}
