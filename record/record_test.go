@@ -15,15 +15,21 @@ import (
 	"github.com/relayhq/relay/record"
 )
 
-// countingStore counts the reads of streams.
+// countingStore counts the reads of streams, and the events and bytes
+// they returned.
 type countingStore struct {
 	domain.EventStore
-	reads atomic.Int64
+	reads, events, bytes atomic.Int64
 }
 
 func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
 	s.reads.Add(1)
-	return s.EventStore.ReadStream(ctx, stream, from, max)
+	recs, err := s.EventStore.ReadStream(ctx, stream, from, max)
+	s.events.Add(int64(len(recs)))
+	for _, r := range recs {
+		s.bytes.Add(int64(len(r.Data)))
+	}
+	return recs, err
 }
 
 func newRecorder(t *testing.T) (*record.Recorder, *countingStore) {
