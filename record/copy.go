@@ -12,7 +12,8 @@ import (
 // the primary (cmd.AttemptID is the copy's own attempt) with its outcome,
 // in one append: the copy's ForwardRequested and its ForwardResponded or
 // ForwardFailed, both marked as a copy. Nothing waits on a copy, so it is
-// recorded after the primary's outcome, never in its way.
+// recorded after the primary's outcome, never in its way. Its answer
+// keeps its body only while the account may store more (withinQuota).
 //
 // A delivery holds its copies and their answers, as many as its listeners
 // times its attempts: the copy reads the request and the events appended
@@ -22,6 +23,12 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	stream := domain.DeliveryStream(cmd.DeliveryID)
+	var answer domain.ForwardResponded
+	if !out.Failed() {
+		answer = responded(cmd, out, nil)
+		answer.AgentID, answer.Copy = agentID, true
+		answer = r.withinQuota(ctx, cmd, answer)
+	}
 	var ids []string // kept across tries so a repeated append stays idempotent
 	var position uint64
 	err := conflict.Retry(ctx, outcomeTries, func(int) error {
@@ -40,14 +47,7 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 			d.RecordFailure(domain.ForwardFailed{AttemptID: cmd.AttemptID, AgentID: agentID, Status: out.Status,
 				Error: storedText(out.Error), DurationMs: out.DurationMs, Copy: true})
 		} else {
-			headers, dropped := storedHeaders(out.Headers)
-			fr := domain.ForwardResponded{AttemptID: cmd.AttemptID, AgentID: agentID, Status: out.Status, Headers: headers,
-				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
-				Signature: out.Signature, Copy: true, DroppedHeaders: dropped}
-			if cmd.CaptureResponse {
-				fr.Body = out.Body
-			}
-			d.RecordResponse(fr)
+			d.RecordResponse(answer)
 		}
 		var res domain.AppendResult
 		res, ids, err = r.appendIDs(ctx, ids, stream, d.Expected(), domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: first.ID}, d.Changes())

@@ -34,13 +34,20 @@ func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint
 
 func newRecorder(t *testing.T) (*record.Recorder, *countingStore) {
 	t.Helper()
+	return newRecorderWith(t, record.Config{})
+}
+
+// newRecorderWith is newRecorder with cfg's other settings.
+func newRecorderWith(t *testing.T, cfg record.Config) (*record.Recorder, *countingStore) {
+	t.Helper()
 	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	counting := &countingStore{EventStore: store}
-	return record.New(record.Config{Store: counting}), counting
+	cfg.Store = counting
+	return record.New(cfg), counting
 }
 
 // A retry's command names its forward.requested event, so its outcome is

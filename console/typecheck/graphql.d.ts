@@ -164,6 +164,13 @@ declare namespace GQL {
     bodyBase64: string | null;
     /** Whether the body was captured (the Endpoint's responseCapture). */
     captured: boolean;
+    /**
+     * Why the body was not stored although the Endpoint captures responses:
+     * `storage quota exceeded` (the account's stored bytes had reached its storage
+     * quota when the answer was recorded). Null when it was stored, or when the
+     * Endpoint does not capture responses.
+     */
+    notCaptured: string | null;
   }
 
   type AttemptRole = 'PRIMARY' | 'COPY';
@@ -276,6 +283,8 @@ declare namespace GQL {
     responseBody: string | null;
     /** The local response body's exact bytes, base64, when the Endpoint captured one; else null. */
     responseBodyBase64: string | null;
+    /** Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null. */
+    responseNotCaptured: string | null;
     attempts: Array<Attempt>;
     /** Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued. */
     queue: DeliveryQueue | null;

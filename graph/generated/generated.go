@@ -108,11 +108,12 @@ type ComplexityRoot struct {
 	}
 
 	AttemptResponse struct {
-		Body       func(childComplexity int) int
-		BodyBase64 func(childComplexity int) int
-		Captured   func(childComplexity int) int
-		Headers    func(childComplexity int) int
-		Status     func(childComplexity int) int
+		Body        func(childComplexity int) int
+		BodyBase64  func(childComplexity int) int
+		Captured    func(childComplexity int) int
+		Headers     func(childComplexity int) int
+		NotCaptured func(childComplexity int) int
+		Status      func(childComplexity int) int
 	}
 
 	Change struct {
@@ -127,36 +128,37 @@ type ComplexityRoot struct {
 	}
 
 	Delivery struct {
-		Address            func(childComplexity int) int
-		Attempts           func(childComplexity int) int
-		Body               func(childComplexity int) int
-		BodyBase64         func(childComplexity int) int
-		BodySize           func(childComplexity int) int
-		BodyUnread         func(childComplexity int) int
-		Compare            func(childComplexity int, a string, b string) int
-		Complete           func(childComplexity int) int
-		Cursor             func(childComplexity int) int
-		DroppedHeaders     func(childComplexity int) int
-		Duplicates         func(childComplexity int) int
-		Explanation        func(childComplexity int) int
-		HTTPVersion        func(childComplexity int) int
-		Headers            func(childComplexity int) int
-		Hint               func(childComplexity int) int
-		ID                 func(childComplexity int) int
-		Method             func(childComplexity int) int
-		Path               func(childComplexity int) int
-		PathBase64         func(childComplexity int) int
-		Provider           func(childComplexity int) int
-		Queue              func(childComplexity int) int
-		ReceivedAt         func(childComplexity int) int
-		RedactedQuery      func(childComplexity int) int
-		RemoteAddress      func(childComplexity int) int
-		ResponseBody       func(childComplexity int) int
-		ResponseBodyBase64 func(childComplexity int) int
-		ResponseHeaders    func(childComplexity int) int
-		ResponseStatus     func(childComplexity int) int
-		Trailers           func(childComplexity int) int
-		Why                func(childComplexity int) int
+		Address             func(childComplexity int) int
+		Attempts            func(childComplexity int) int
+		Body                func(childComplexity int) int
+		BodyBase64          func(childComplexity int) int
+		BodySize            func(childComplexity int) int
+		BodyUnread          func(childComplexity int) int
+		Compare             func(childComplexity int, a string, b string) int
+		Complete            func(childComplexity int) int
+		Cursor              func(childComplexity int) int
+		DroppedHeaders      func(childComplexity int) int
+		Duplicates          func(childComplexity int) int
+		Explanation         func(childComplexity int) int
+		HTTPVersion         func(childComplexity int) int
+		Headers             func(childComplexity int) int
+		Hint                func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		Method              func(childComplexity int) int
+		Path                func(childComplexity int) int
+		PathBase64          func(childComplexity int) int
+		Provider            func(childComplexity int) int
+		Queue               func(childComplexity int) int
+		ReceivedAt          func(childComplexity int) int
+		RedactedQuery       func(childComplexity int) int
+		RemoteAddress       func(childComplexity int) int
+		ResponseBody        func(childComplexity int) int
+		ResponseBodyBase64  func(childComplexity int) int
+		ResponseHeaders     func(childComplexity int) int
+		ResponseNotCaptured func(childComplexity int) int
+		ResponseStatus      func(childComplexity int) int
+		Trailers            func(childComplexity int) int
+		Why                 func(childComplexity int) int
 	}
 
 	DeliveryConnection struct {
@@ -948,6 +950,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AttemptResponse.Headers(childComplexity), true
+	case "AttemptResponse.notCaptured":
+		if e.ComplexityRoot.AttemptResponse.NotCaptured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.NotCaptured(childComplexity), true
 	case "AttemptResponse.status":
 		if e.ComplexityRoot.AttemptResponse.Status == nil {
 			break
@@ -1154,6 +1162,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ResponseHeaders(childComplexity), true
+	case "Delivery.responseNotCaptured":
+		if e.ComplexityRoot.Delivery.ResponseNotCaptured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.ResponseNotCaptured(childComplexity), true
 	case "Delivery.responseStatus":
 		if e.ComplexityRoot.Delivery.ResponseStatus == nil {
 			break
@@ -3296,6 +3310,13 @@ type AttemptResponse {
   bodyBase64: String
   "Whether the body was captured (the Endpoint's responseCapture)."
   captured: Boolean!
+  """
+  Why the body was not stored although the Endpoint captures responses:
+  ` + "`" + `storage quota exceeded` + "`" + ` (the account's stored bytes had reached its storage
+  quota when the answer was recorded). Null when it was stored, or when the
+  Endpoint does not capture responses.
+  """
+  notCaptured: String
 }
 
 "What an edited retry changed in the recorded request. The recorded request itself is never changed."
@@ -3364,6 +3385,8 @@ type Delivery {
   responseBody: String
   "The local response body's exact bytes, base64, when the Endpoint captured one; else null."
   responseBodyBase64: String
+  "Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null."
+  responseNotCaptured: String
   attempts: [Attempt!]!
   "Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued."
   queue: DeliveryQueue
@@ -4481,6 +4504,8 @@ func (ec *executionContext) childFields_AttemptResponse(ctx context.Context, fie
 		return ec.fieldContext_AttemptResponse_bodyBase64(ctx, field)
 	case "captured":
 		return ec.fieldContext_AttemptResponse_captured(ctx, field)
+	case "notCaptured":
+		return ec.fieldContext_AttemptResponse_notCaptured(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AttemptResponse", field.Name)
 }
@@ -4551,6 +4576,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseBody(ctx, field)
 	case "responseBodyBase64":
 		return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
+	case "responseNotCaptured":
+		return ec.fieldContext_Delivery_responseNotCaptured(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
 	case "queue":
@@ -7627,6 +7654,29 @@ func (ec *executionContext) fieldContext_AttemptResponse_captured(_ context.Cont
 	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
+func (ec *executionContext) _AttemptResponse_notCaptured(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_notCaptured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotCaptured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_notCaptured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Change_where(ctx context.Context, field graphql.CollectedField, obj *model.Change) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8258,6 +8308,29 @@ func (ec *executionContext) _Delivery_responseBodyBase64(ctx context.Context, fi
 	)
 }
 func (ec *executionContext) fieldContext_Delivery_responseBodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_responseNotCaptured(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_responseNotCaptured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseNotCaptured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_responseNotCaptured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -17959,6 +18032,8 @@ func (ec *executionContext) _AttemptResponse(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "notCaptured":
+			out.Values[i] = ec._AttemptResponse_notCaptured(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18167,6 +18242,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._Delivery_responseBody(ctx, field, obj)
 		case "responseBodyBase64":
 			out.Values[i] = ec._Delivery_responseBodyBase64(ctx, field, obj)
+		case "responseNotCaptured":
+			out.Values[i] = ec._Delivery_responseNotCaptured(ctx, field, obj)
 		case "attempts":
 			field := field
 
