@@ -450,6 +450,7 @@ type ComplexityRoot struct {
 	RedrivePage struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
+		LeftDead    func(childComplexity int) int
 		Redriven    func(childComplexity int) int
 	}
 
@@ -2594,6 +2595,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RedrivePage.HasNextPage(childComplexity), true
+	case "RedrivePage.leftDead":
+		if e.ComplexityRoot.RedrivePage.LeftDead == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RedrivePage.LeftDead(childComplexity), true
 	case "RedrivePage.redriven":
 		if e.ComplexityRoot.RedrivePage.Redriven == nil {
 			break
@@ -4255,6 +4262,9 @@ type Mutation {
   """
   Puts a QUEUE Endpoint's dead deliveries back in its queue, due now with their
   failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
+  A delivery that has had 200 attempts, the most one delivery may have, stays dead
+  (retryDelivery refuses it too); when every dead delivery of the Endpoint has, the
+  call is INVALID_INPUT saying so.
   """
   redriveDead(endpoint: ID!): Int!
   """
@@ -4263,6 +4273,9 @@ type Mutation {
   more than 1000, pass each page's endCursor to the next call while hasNextPage:
   a delivery put back that dies again in the meantime is not put back twice.
   A cursor that is not one this field returned is INVALID_INPUT naming ` + "`" + `after` + "`" + `.
+  Deliveries that have had 200 attempts stay dead and are counted in leftDead; from
+  the oldest (no ` + "`" + `after` + "`" + `), when every dead delivery of the Endpoint has, the call is
+  INVALID_INPUT as redriveDead is.
   """
   redriveDeadPage(endpoint: ID!, after: String): RedrivePage!
   "The agent's answer to a forward request."
@@ -4349,6 +4362,8 @@ type StatsBucket {
 type RedrivePage {
   "How many dead deliveries this call put back in the queue."
   redriven: Int!
+  "How many it left dead: each has had 200 attempts, the most one delivery may have."
+  leftDead: Int!
   "Where the next call goes on: pass it as ` + "`" + `after` + "`" + `."
   endCursor: String!
   "Whether more may be dead past endCursor: this call put back the most one call does."
@@ -5080,6 +5095,8 @@ func (ec *executionContext) childFields_RedrivePage(ctx context.Context, field g
 	switch field.Name {
 	case "redriven":
 		return ec.fieldContext_RedrivePage_redriven(ctx, field)
+	case "leftDead":
+		return ec.fieldContext_RedrivePage_leftDead(ctx, field)
 	case "endCursor":
 		return ec.fieldContext_RedrivePage_endCursor(ctx, field)
 	case "hasNextPage":
@@ -14249,6 +14266,29 @@ func (ec *executionContext) fieldContext_RedrivePage_redriven(_ context.Context,
 	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _RedrivePage_leftDead(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RedrivePage_leftDead(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeftDead, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RedrivePage_leftDead(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
 func (ec *executionContext) _RedrivePage_endCursor(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -20892,6 +20932,11 @@ func (ec *executionContext) _RedrivePage(ctx context.Context, sel ast.SelectionS
 			out.Values[i] = graphql.MarshalString("RedrivePage")
 		case "redriven":
 			out.Values[i] = ec._RedrivePage_redriven(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leftDead":
+			out.Values[i] = ec._RedrivePage_leftDead(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
