@@ -216,7 +216,8 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node, Usage: views})
+	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node, Usage: views,
+		MayStore: mayStore(views, cfg.Commands.Quotas)})
 	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil

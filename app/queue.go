@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/queue"
 )
 
@@ -28,10 +29,6 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	d := queue.New(queue.Config{
 		Views: a.views, Recorder: a.rec, Forwarder: a.hub, Leader: leader, Logger: log,
 		ForwardTimeout: timeout, Poll: cfg.QueuePoll, Bodies: a.bodies,
-		MayStore: func(ctx context.Context, accountID string) bool {
-			over, _, _, err := commands.OverStorage(ctx, a.views, cfg.Commands.Quotas, accountID)
-			return err != nil || !over // unreadable: the attempt is not held up
-		},
 		Endpoints: func(ctx context.Context, id string) (*domain.Endpoint, error) {
 			_, events, err := domain.LoadStream(ctx, a.store, a.codec, domain.EndpointStream(id))
 			if errors.Is(err, domain.ErrStreamNotFound) {
@@ -44,4 +41,14 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 		},
 	})
 	_ = d.Run(ctx)
+}
+
+// mayStore tells whether an account's stored bytes are below its storage
+// quota: the one decision behind recording the answers of retries, queued
+// attempts and copies without their bodies (record.Config.MayStore).
+func mayStore(views *projections.Runner, quotas commands.QuotaDefaults) func(ctx context.Context, accountID string) bool {
+	return func(ctx context.Context, accountID string) bool {
+		over, _, _, err := commands.OverStorage(ctx, views, quotas, accountID)
+		return err != nil || !over // unreadable: the answer is not held up
+	}
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,10 +96,12 @@ type queueViews interface {
 // MaxRedrive bounds the dead deliveries one redrive puts back.
 const MaxRedrive = 1000
 
-// Redriven is what one RedriveDead call put back: how many, the cursor
-// from which the next call goes on, and whether more may be dead past it.
+// Redriven is what one RedriveDead call put back: how many, how many it
+// left dead (each has had domain.MaxDeliveryAttempts), the cursor from
+// which the next call goes on, and whether more may be dead past it.
 type Redriven struct {
 	Count     int
+	LeftDead  int
 	EndCursor string
 	More      bool
 }
@@ -108,7 +111,10 @@ type Redriven struct {
 // failures forgotten (relay retry --all --dead), at most MaxRedrive per
 // call, in the order received. A caller going through them all passes
 // each call's EndCursor to the next: a delivery put back that dies again
-// before then is not put back twice.
+// before then is not put back twice. A delivery that has had
+// domain.MaxDeliveryAttempts stays dead (LeftDead): from the oldest, when
+// every dead delivery of the Endpoint has, the call is refused
+// (domain.RedriveLimitError), as a retry of one is.
 func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, after string) (Redriven, error) {
 	if _, err := s.loadEndpoint(ctx, accountID, endpointID); err != nil {
 		return Redriven{}, err
@@ -129,7 +135,11 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, af
 	out := Redriven{EndCursor: end, More: len(dead) == MaxRedrive}
 	var last uint64
 	for _, e := range dead {
-		pos, err := s.rec.RecordQueueDecision(ctx, e.DeliveryID, domain.DeliveryRequeued{DeliveryID: e.DeliveryID, AccountID: accountID, By: by})
+		pos, err := s.rec.Requeue(ctx, e.DeliveryID, accountID, by)
+		if errors.Is(err, domain.ErrAttemptLimit) {
+			out.LeftDead++ // its next attempt could only make it dead again
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("redrive %s: %w", e.DeliveryID, err)
 		}
@@ -140,6 +150,9 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, af
 		if err := s.waitForViews(ctx, last); err != nil {
 			return out, err
 		}
+	}
+	if after == "" && !out.More && out.Count == 0 && out.LeftDead > 0 {
+		return out, &domain.RedriveLimitError{Deliveries: out.LeftDead}
 	}
 	return out, nil
 }

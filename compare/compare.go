@@ -65,6 +65,9 @@ type Response struct {
 	Headers  []domain.Header
 	Body     []byte
 	Captured bool
+	// NotCaptured says why Body is not stored although the Endpoint
+	// captures responses (domain.ForwardResponded.NotCaptured).
+	NotCaptured string
 }
 
 // Side is one side of a comparison: the request as recorded (Response
@@ -88,6 +91,9 @@ type Result struct {
 const (
 	NoteNoResponse  = "a side has no response (the request as recorded, or an attempt still waiting): only the requests are compared"
 	NoteNotCaptured = "response bodies are compared only when the Endpoint captures them (relay endpoints update ENDPOINT --response-capture)"
+	// NoteNotStored + the reason (domain.NotCapturedStorageQuota): a
+	// side's body was not stored although the Endpoint captures them.
+	NoteNotStored = "response bodies are not compared: a body was not stored: "
 )
 
 // Sides compares two sides: the requests always, the responses when both
@@ -99,7 +105,12 @@ func Sides(a, b Side) Result {
 		r.Note = NoteNoResponse
 	default:
 		r.Response, r.ResponseCompared = responses(*a.Response, *b.Response), true
-		if !a.Response.Captured || !b.Response.Captured {
+		switch {
+		case a.Response.NotCaptured != "":
+			r.Note = NoteNotStored + a.Response.NotCaptured
+		case b.Response.NotCaptured != "":
+			r.Note = NoteNotStored + b.Response.NotCaptured
+		case !a.Response.Captured || !b.Response.Captured:
 			r.Note = NoteNotCaptured
 		}
 	}

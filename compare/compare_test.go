@@ -84,6 +84,7 @@ func TestSides(t *testing.T) {
 	ok := &compare.Response{Status: 200, Body: []byte("ok"), Captured: true}
 	failed := &compare.Response{Status: 500, Body: []byte("boom"), Captured: true}
 	uncaptured := &compare.Response{Status: 500}
+	notStored := &compare.Response{Status: 200, NotCaptured: domain.NotCapturedStorageQuota}
 	for _, tt := range []struct {
 		name     string
 		a, b     compare.Side
@@ -97,6 +98,8 @@ func TestSides(t *testing.T) {
 			[]string{"status: 500 → 200", "body line 1: boom → ok"}, ""},
 		{"a body not captured", compare.Side{Request: recorded, Response: uncaptured}, compare.Side{Request: recorded, Response: ok},
 			nil, []string{"status: 500 → 200"}, compare.NoteNotCaptured},
+		{"a body not stored over the quota", compare.Side{Request: recorded, Response: ok}, compare.Side{Request: recorded, Response: notStored},
+			nil, nil, "response bodies are not compared: a body was not stored: storage quota exceeded"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := compare.Sides(tt.a, tt.b)

@@ -25,7 +25,7 @@ const (
     edit { method path unsetHeaders setHeaders { name value } bodyBase64 }
     response { status headers { name value } bodyBase64 captured } }
   provider { name eventType deliveryId } duplicates
-  headers { name value } body bodyBase64 responseHeaders { name value } responseBody
+  headers { name value } body bodyBase64 responseHeaders { name value } responseBody responseNotCaptured
   why { status summary facts { at text } }`
 	qDelivery = `query($id: ID!){ delivery(id: $id){ ` + deliveryFields + ` } }`
 	qRetry    = `mutation($id: ID!, $edit: RequestEditInput){ retryDelivery(id: $id, edit: $edit){ ` + deliveryFields + ` } }`

@@ -19,7 +19,7 @@ import (
 //  5. DroppedHeaders is never negative.
 //  6. A delivery has at most MaxDeliveryAttempts attempts (copies given to
 //     other sessions apart): a retry or a queued attempt past them is
-//     refused.
+//     refused, and so is a redrive of a delivery that has had them.
 
 // MaxDeliveryAttempts bounds the attempts of one delivery: its first, its
 // retries and its queued attempts. Twice the most a queue policy allows per
@@ -44,6 +44,25 @@ func (e *AttemptLimitError) Error() string {
 // Is makes errors.Is(err, ErrAttemptLimit) and errors.Is(err,
 // ErrInvalidInput) true.
 func (e *AttemptLimitError) Is(target error) bool {
+	return target == ErrAttemptLimit || target == ErrInvalidInput
+}
+
+// RedriveLimitError refuses a redrive of an Endpoint whose dead deliveries
+// have each had MaxDeliveryAttempts: none is put back, as a retry of any
+// of them is refused. It is invalid input to whoever asked for it.
+type RedriveLimitError struct{ Deliveries int }
+
+func (e *RedriveLimitError) Error() string {
+	if e.Deliveries == 1 {
+		return fmt.Sprintf("nothing put back: the dead delivery has had %d attempts, the most one delivery may have; it stays dead", MaxDeliveryAttempts)
+	}
+	return fmt.Sprintf("nothing put back: the %d dead deliveries have each had %d attempts, the most one delivery may have; they stay dead",
+		e.Deliveries, MaxDeliveryAttempts)
+}
+
+// Is makes errors.Is(err, ErrAttemptLimit) and errors.Is(err,
+// ErrInvalidInput) true.
+func (e *RedriveLimitError) Is(target error) bool {
 	return target == ErrAttemptLimit || target == ErrInvalidInput
 }
 

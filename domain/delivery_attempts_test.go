@@ -7,8 +7,9 @@ import (
 )
 
 // TestDeliveryAttemptsBounded: a delivery has at most MaxDeliveryAttempts
-// attempts (copies apart); a retry or a queued attempt past them is
-// refused as invalid input, matching ErrAttemptLimit, and raises nothing.
+// attempts (copies apart); a retry, a queued attempt or a redrive past
+// them is refused as invalid input, matching ErrAttemptLimit, and raises
+// nothing.
 func TestDeliveryAttemptsBounded(t *testing.T) {
 	d, err := ReceiveDelivery("d", "ep", AddressEndpoint, "acc", CapturedRequest{Method: "POST", Target: "/", Complete: true})
 	if err != nil {
@@ -39,6 +40,9 @@ func TestDeliveryAttemptsBounded(t *testing.T) {
 	}
 	if err := d.RequestQueuedAttempt("queued", "ep", false); !errors.Is(err, ErrAttemptLimit) {
 		t.Fatalf("queued attempt past the bound: %v, want ErrAttemptLimit", err)
+	}
+	if err := d.Requeue("acc", "mem-1"); !errors.Is(err, ErrAttemptLimit) || !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("redrive at the bound: %v, want ErrAttemptLimit and ErrInvalidInput", err)
 	}
 	if len(d.Changes()) != 0 {
 		t.Fatalf("refused attempts raised %v", d.Changes())

@@ -186,13 +186,17 @@ func appendResponded(b []byte, e ForwardResponded) []byte {
 		b = append(b, `,"dropped_headers":`...)
 		b = strconv.AppendInt(b, int64(e.DroppedHeaders), 10)
 	}
+	if e.NotCaptured != "" {
+		b = append(b, `,"not_captured":`...)
+		b = AppendJSONString(b, e.NotCaptured)
+	}
 	return append(b, '}')
 }
 
 // respondedSize is about the size of e's JSON, enough for one allocation.
 func respondedSize(e ForwardResponded) int {
 	n := 200 + base64.StdEncoding.EncodedLen(len(e.Body)) + headersSize(e.Headers) +
-		len(e.DeliveryID) + len(e.AttemptID) + len(e.AgentID) + len(e.Signature)
+		len(e.DeliveryID) + len(e.AttemptID) + len(e.AgentID) + len(e.Signature) + len(e.NotCaptured)
 	if f := e.Fidelity; f != nil {
 		n += 120 + len(f.Agent.RequestLine) + len(f.Agent.Headers) + len(f.Agent.Body) +
 			len(f.Relay.RequestLine) + len(f.Relay.Headers) + len(f.Relay.Body)

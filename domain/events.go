@@ -557,6 +557,11 @@ type ForwardResponded struct {
 	// a request's). Added without a version change: older events have
 	// none, and zero is what they mean.
 	DroppedHeaders int `json:"dropped_headers,omitempty"`
+	// NotCaptured says why Body is not stored although the Endpoint
+	// captures responses (NotCapturedStorageQuota); "" when it is stored or
+	// the Endpoint does not capture them. Added without a version change:
+	// older events have none.
+	NotCaptured string `json:"not_captured,omitempty"`
 }
 
 // ForwardFailed records an attempt that got no answer from the local target.

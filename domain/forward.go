@@ -38,6 +38,11 @@ type ForwardCommand struct {
 	Copy  bool   `json:"copy,omitempty"`
 }
 
+// FirstAttempt reports whether c is the attempt a delivery's receipt
+// requests (its request event is the receipt, at revision 0), the one its
+// sender waits for: not a retry, a queued attempt or a copy.
+func (c ForwardCommand) FirstAttempt() bool { return !c.Copy && c.RequestRevision == 0 }
+
 // ForwardOutcome is how an attempt ended: the local answer (Error empty), or
 // the status the relay answers itself (502, 503, 504) with the reason.
 type ForwardOutcome struct {

@@ -257,6 +257,17 @@ func (DeliveryDead) EventType() string           { return TypeDeliveryDead }
 func (DeliveryDelivered) EventType() string      { return TypeDeliveryDelivered }
 func (DeliveryRequeued) EventType() string       { return TypeDeliveryRequeued }
 
+// Requeue puts a dead delivery back in its queue (DeliveryRequeued), for
+// accountID's member by. One that has had MaxDeliveryAttempts is refused,
+// as a retry of it is: its next attempt could only make it dead again.
+func (d *Delivery) Requeue(accountID, by string) error {
+	if d.attempts >= MaxDeliveryAttempts {
+		return &AttemptLimitError{Attempts: d.attempts}
+	}
+	d.raise(DeliveryRequeued{DeliveryID: d.id, AccountID: accountID, By: by})
+	return nil
+}
+
 // RequestQueuedAttempt starts an attempt of a queued delivery; duplicate
 // says an earlier attempt may have reached the local process without its
 // outcome being recorded.

@@ -37,7 +37,7 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 		at := row.Attempts[i]
 		s := compare.Side{Request: recorded.Edited(at.Edit)}
 		if resp, ok := got[at.ID]; ok {
-			s.Response = &compare.Response{Status: resp.Status, Headers: resp.Headers, Body: resp.Body, Captured: resp.Captured}
+			s.Response = &compare.Response{Status: resp.Status, Headers: resp.Headers, Body: resp.Body, Captured: resp.Captured, NotCaptured: resp.NotCaptured}
 		}
 		return s, nil
 	}

@@ -80,6 +80,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
 		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d, Hint: optional(explain.Hint(d)),
+		ResponseNotCaptured: optional(d.ResponseNotCaptured),
 	}
 	if p := d.Provider; p != nil {
 		m.Provider = &model.Provider{Name: p.Name, EventType: optional(p.EventType), DeliveryID: optional(p.DeliveryID)}

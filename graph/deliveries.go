@@ -196,7 +196,7 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 		if !ok {
 			continue
 		}
-		m := &model.AttemptResponse{Status: resp.Status, Headers: toHeaders(resp.Headers), Captured: resp.Captured}
+		m := &model.AttemptResponse{Status: resp.Status, Headers: toHeaders(resp.Headers), Captured: resp.Captured, NotCaptured: optional(resp.NotCaptured)}
 		if resp.Captured {
 			m.Body = text(resp.Body)
 			b := base64.StdEncoding.EncodeToString(resp.Body)

@@ -215,5 +215,5 @@ func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string,
 	if err != nil {
 		return nil, err
 	}
-	return &model.RedrivePage{Redriven: res.Count, EndCursor: res.EndCursor, HasNextPage: res.More}, nil
+	return &model.RedrivePage{Redriven: res.Count, LeftDead: res.LeftDead, EndCursor: res.EndCursor, HasNextPage: res.More}, nil
 }

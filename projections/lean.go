@@ -94,6 +94,9 @@ type respondedRow struct {
 
 	Headers jsonKind `json:"headers"` // left in the log
 	Body    jsonKind `json:"body"`    // left in the log
+	// NotCaptured is left in the log: the history reads it back with the
+	// answer's headers.
+	NotCaptured jsonKind `json:"not_captured"`
 }
 
 // jsonKind records the first byte of a JSON value without decoding it: '"'

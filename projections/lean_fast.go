@@ -104,6 +104,8 @@ func fastRespondedField(s *scanner, p *respondedRow, key string) (ok bool) {
 		p.Headers, ok = s.skipArray()
 	case "body":
 		p.Body, ok = s.skipPlainString()
+	case "not_captured":
+		p.NotCaptured, ok = s.skipPlainString()
 	default:
 		ok = false // unknown fields take the general path
 	}

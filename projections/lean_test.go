@@ -53,6 +53,8 @@ func leanTypes() []leanType {
 					Body: []byte("teapot"), BodySize: 6, Captured: true, DurationMs: 99, DroppedHeaders: 3,
 					Fidelity: &domain.Fidelity{Agent: domain.DigestRequest("POST", "/x", nil, []byte("a")), Relay: domain.DigestRequest("POST", "/x", nil, []byte("b"))}},
 				domain.ForwardResponded{DeliveryID: "d-8", AttemptID: "a-8", Status: 204, BodySize: 0, DurationMs: 0, Copy: true},
+				domain.ForwardResponded{DeliveryID: "d-7", AttemptID: "a-7", Status: 200, Headers: headers, BodySize: 204800, DurationMs: 2, Copy: true,
+					NotCaptured: domain.NotCapturedStorageQuota},
 			},
 		},
 	}
@@ -60,7 +62,7 @@ func leanTypes() []leanType {
 
 // leftInLog are the payload fields the views read back from the log
 // instead of keeping; the lean structs only check their JSON kind.
-var leftInLog = map[string]byte{"Headers": '[', "Body": '"', "Trailers": '[', "RedactedQuery": '['}
+var leftInLog = map[string]byte{"Headers": '[', "Body": '"', "Trailers": '[', "RedactedQuery": '[', "NotCaptured": '"'}
 
 // TestLeanDecodeAgreesWithCodec decodes the golden payloads of domain and a
 // few encoded ones both ways: every field of a lean struct must equal the
@@ -123,12 +125,14 @@ func compareLean(t *testing.T, lean, full reflect.Value, seen map[string]bool) {
 			continue
 		}
 		if kind, ok := leftInLog[name]; ok {
-			// The kind is recorded exactly when the codec found a value.
+			// The kind is recorded exactly when the codec found a value (a
+			// nil list, an empty string: none).
 			got := byte(lf.Interface().(jsonKind))
-			if ff.IsNil() != (got == 0 || got == 'n') || (!ff.IsNil() && got != kind) {
+			absent := ff.IsZero()
+			if absent != (got == 0 || got == 'n') || (!absent && got != kind) {
 				t.Errorf("%s: lean saw JSON kind %q, codec decoded %v", name, got, ff.Interface())
 			}
-			if !ff.IsNil() {
+			if !absent {
 				seen[name] = true
 			}
 			continue

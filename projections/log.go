@@ -96,7 +96,7 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 	if !found || responded.DeliveryID != d.ID {
 		return fmt.Errorf("read response at %s: not a ForwardResponded of %s", *r.response, d.ID)
 	}
-	d.ResponseHeaders = orEmpty(responded.Headers)
+	d.ResponseHeaders, d.ResponseNotCaptured = orEmpty(responded.Headers), responded.NotCaptured
 	if responded.Captured { // an uncaptured body reads as nil, a captured empty one as empty
 		d.ResponseBody = responded.Body
 		if d.ResponseBody == nil {
@@ -198,7 +198,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string) (map[
 		for _, ev := range domain.Expand(ev) {
 			switch p := ev.(type) {
 			case domain.ForwardResponded:
-				r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers)}
+				r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers), NotCaptured: p.NotCaptured}
 				if p.Captured {
 					r.Body, r.Captured = p.Body, true
 					if r.Body == nil {

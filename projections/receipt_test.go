@@ -162,3 +162,30 @@ func sameAsRebuilt(t *testing.T, e *env) {
 	compareDumps(t, "rebuilt from the stored events", dump(t, fresh), dump(t, e.views))
 	compareHistories(t, "rebuilt from the stored events", histories(t, fresh), histories(t, e.views))
 }
+
+// TestAnswerNotStoredSaysWhy: an answer recorded without its body because
+// of the storage quota reads back with its reason, as the delivery's
+// latest response and as its attempt's; a stored one reads with none.
+func TestAnswerNotStoredSaysWhy(t *testing.T) {
+	e := newEnv(t, Options{})
+	received := domain.DeliveryReceived{DeliveryID: "d1", Address: "ep-1", AddressKind: domain.AddressEndpoint, AccountID: "acct-1",
+		Method: "POST", Target: "/hook", Host: "ep-1.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+		Headers: []domain.Header{}, Body: []byte("hi"), BodySize: 2, Complete: true,
+		Forward: &domain.ReceiptForward{AttemptID: "a-1", EndpointID: "ep-1"}}
+	e.do(e.save(e.ctx, domain.DeliveryStream("d1"), domain.NoStream(), t0, received,
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a-1", Status: 200, Headers: []domain.Header{}, Body: []byte("kept"), BodySize: 4, Captured: true, DurationMs: 1},
+		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "a-2", EndpointID: "ep-1", Retry: true, Queued: true},
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "a-2", Status: 200, Headers: []domain.Header{}, BodySize: 204800, DurationMs: 1,
+			NotCaptured: domain.NotCapturedStorageQuota}))
+	d := e.delivery("d1")
+	if d.ResponseBody != nil || d.ResponseNotCaptured != domain.NotCapturedStorageQuota {
+		t.Errorf("latest response: body %q, not captured %q; want none, %q", d.ResponseBody, d.ResponseNotCaptured, domain.NotCapturedStorageQuota)
+	}
+	got, err := e.views.History.AttemptResponses(e.ctx, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1, a2 := got["a-1"], got["a-2"]; !a1.Captured || a1.NotCaptured != "" || a2.Captured || a2.NotCaptured != domain.NotCapturedStorageQuota {
+		t.Errorf("attempts' responses: a-1 %+v, a-2 %+v", a1, a2)
+	}
+}

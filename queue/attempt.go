@@ -51,7 +51,9 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 	}
 	cmd, err := d.cfg.Recorder.RequestQueued(ctx, e.DeliveryID, record.QueuedTarget{
 		AccountID: e.AccountID, EndpointID: e.EndpointID,
-		CaptureResponse: set.ResponseCapture && (d.cfg.MayStore == nil || d.cfg.MayStore(ctx, e.AccountID)),
+		// An account at its storage quota: the Recorder records the answer
+		// without its body (record.Config.MayStore).
+		CaptureResponse: set.ResponseCapture,
 		Timeout:         d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})
 	switch {

@@ -92,10 +92,6 @@ type Config struct {
 	// default ForwardTimeout + 15 s.
 	OrphanAfter time.Duration
 	Logger      *slog.Logger
-	// MayStore tells whether an account may store more (false: it is at
-	// its storage quota); an attempt for one that may not records its
-	// answer without the body (not captured). nil: always.
-	MayStore func(ctx context.Context, accountID string) bool
 }
 
 // Driver drives every QUEUE Endpoint's queue of this relay.

@@ -150,6 +150,9 @@ type Delivery struct {
 	ResponseHeaders []domain.Header // from the latest ForwardResponded
 	ResponseBody    []byte          // nil when not captured
 	Attempts        []Attempt       // in time order
+	// ResponseNotCaptured says why ResponseBody is nil although the
+	// Endpoint captures responses (domain.ForwardResponded.NotCaptured).
+	ResponseNotCaptured string
 
 	// Provider is the webhook provider recognised at receipt, nil for
 	// none; Duplicates counts the address's other deliveries with the
@@ -407,4 +410,7 @@ type AttemptResponse struct {
 	Body     []byte
 	Captured bool
 	Error    string
+	// NotCaptured says why Body is not stored although the Endpoint
+	// captures responses (domain.ForwardResponded.NotCaptured).
+	NotCaptured string
 }

@@ -12,19 +12,31 @@ import (
 // the primary (cmd.AttemptID is the copy's own attempt) with its outcome,
 // in one append: the copy's ForwardRequested and its ForwardResponded or
 // ForwardFailed, both marked as a copy. Nothing waits on a copy, so it is
-// recorded after the primary's outcome, never in its way.
+// recorded after the primary's outcome, never in its way. Its answer
+// keeps its body only while the account may store more (withinQuota).
+//
+// A delivery holds its copies and their answers, as many as its listeners
+// times its attempts: the copy reads the request and the events appended
+// since the state it folded last, answers without their bodies
+// (foldDelivery), as a retry does, never the whole stream.
 func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error) {
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	stream := domain.DeliveryStream(cmd.DeliveryID)
+	var answer domain.ForwardResponded
+	if !out.Failed() {
+		answer = responded(cmd, out, nil)
+		answer.AgentID, answer.Copy = agentID, true
+		answer = r.withinQuota(ctx, cmd, answer)
+	}
 	var ids []string // kept across tries so a repeated append stays idempotent
 	var position uint64
 	err := conflict.Retry(ctx, outcomeTries, func(int) error {
-		recs, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
+		first, _, st, err := r.foldDelivery(ctx, cmd.DeliveryID)
 		if err != nil {
 			return err
 		}
-		d := domain.LoadDelivery(events)
+		d := st.d
 		if d.Pending(cmd.AttemptID) {
 			return nil // recorded by an earlier try whose answer was lost
 		}
@@ -35,21 +47,10 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 			d.RecordFailure(domain.ForwardFailed{AttemptID: cmd.AttemptID, AgentID: agentID, Status: out.Status,
 				Error: storedText(out.Error), DurationMs: out.DurationMs, Copy: true})
 		} else {
-			headers, dropped := storedHeaders(out.Headers)
-			fr := domain.ForwardResponded{AttemptID: cmd.AttemptID, AgentID: agentID, Status: out.Status, Headers: headers,
-				BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
-				Signature: out.Signature, Copy: true, DroppedHeaders: dropped}
-			if cmd.CaptureResponse {
-				fr.Body = out.Body
-			}
-			d.RecordResponse(fr)
-		}
-		causation := ""
-		if len(recs) > 0 {
-			causation = recs[0].ID
+			d.RecordResponse(answer)
 		}
 		var res domain.AppendResult
-		res, ids, err = r.appendIDs(ctx, ids, stream, d.Expected(), domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: causation}, d.Changes())
+		res, ids, err = r.appendIDs(ctx, ids, stream, d.Expected(), domain.Trace{CorrelationID: cmd.CorrelationID, CausationID: first.ID}, d.Changes())
 		position = res.Position
 		return err
 	})

@@ -179,6 +179,10 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 	// (held.go), and most outcomes take it.
 	ctx, cancel := detached(ctx)
 	defer cancel()
+	var answer domain.ForwardResponded
+	if !out.Failed() {
+		answer = r.withinQuota(ctx, cmd, responded(cmd, out, fidelity))
+	}
 	// The fast path below assumes the request event records no outcome. A
 	// first attempt's is its receipt, which may record one (ReceiptHold),
 	// unless it was just appended without (h) or the store holds none.
@@ -201,7 +205,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 				Error: storedText(out.Error), DurationMs: out.DurationMs,
 			})
 		} else {
-			d.RecordResponse(responded(cmd, out, fidelity))
+			d.RecordResponse(answer)
 		}
 		changes := d.Changes()
 		if len(changes) == 0 {
@@ -240,5 +244,19 @@ func responded(cmd domain.ForwardCommand, out domain.ForwardOutcome, fidelity *d
 	if cmd.CaptureResponse {
 		fr.Body = out.Body
 	}
+	return fr
+}
+
+// withinQuota is fr, the answer to cmd, as the log may take it: without
+// its body, saying why, when cmd's account may store no more
+// (Config.MayStore). Retries, queued attempts and copies are checked when
+// their answer is recorded, which may be long after they were sent. A
+// delivery's first attempt is not: its receipt was admitted under the
+// quota a moment before, and its sender waits.
+func (r *Recorder) withinQuota(ctx context.Context, cmd domain.ForwardCommand, fr domain.ForwardResponded) domain.ForwardResponded {
+	if !fr.Captured || r.mayStore == nil || cmd.FirstAttempt() || r.mayStore(ctx, cmd.AccountID) {
+		return fr
+	}
+	fr.Body, fr.Captured, fr.NotCaptured = nil, false, domain.NotCapturedStorageQuota
 	return fr
 }

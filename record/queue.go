@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -92,6 +93,31 @@ func (r *Recorder) RecordQueueDecision(ctx context.Context, deliveryID string, e
 		return 0, err
 	}
 	return res.Position, nil
+}
+
+// Requeue puts a dead delivery back in its queue (redriveDead) and
+// returns the log position of its DeliveryRequeued, unless it has had
+// domain.MaxDeliveryAttempts (domain.AttemptLimitError): the count is the
+// log's, folded as for a retry, not a view's.
+func (r *Recorder) Requeue(ctx context.Context, deliveryID, accountID, by string) (uint64, error) {
+	stream := domain.DeliveryStream(deliveryID)
+	var position uint64
+	err := conflict.Retry(ctx, conflictTries, func(int) error {
+		_, d, err := r.loadDelivery(ctx, deliveryID)
+		if err != nil {
+			return err
+		}
+		if err := d.Requeue(accountID, by); err != nil {
+			return err
+		}
+		res, err := r.Record(ctx, stream, d.Expected(), domain.Trace{CorrelationID: deliveryID}, d.Changes()...)
+		position = res.Position
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("requeue %s: %w", deliveryID, err)
+	}
+	return position, nil
 }
 
 func equalFold(a, b string) bool {

@@ -15,18 +15,30 @@ import (
 	"github.com/relayhq/relay/record"
 )
 
-// countingStore counts the reads of streams.
+// countingStore counts the reads of streams, and the events and bytes
+// they returned.
 type countingStore struct {
 	domain.EventStore
-	reads atomic.Int64
+	reads, events, bytes atomic.Int64
 }
 
 func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
 	s.reads.Add(1)
-	return s.EventStore.ReadStream(ctx, stream, from, max)
+	recs, err := s.EventStore.ReadStream(ctx, stream, from, max)
+	s.events.Add(int64(len(recs)))
+	for _, r := range recs {
+		s.bytes.Add(int64(len(r.Data)))
+	}
+	return recs, err
 }
 
 func newRecorder(t *testing.T) (*record.Recorder, *countingStore) {
+	t.Helper()
+	return newRecorderWith(t, record.Config{})
+}
+
+// newRecorderWith is newRecorder with cfg's other settings.
+func newRecorderWith(t *testing.T, cfg record.Config) (*record.Recorder, *countingStore) {
 	t.Helper()
 	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "events.db"), sqlite.Options{})
 	if err != nil {
@@ -34,7 +46,8 @@ func newRecorder(t *testing.T) (*record.Recorder, *countingStore) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	counting := &countingStore{EventStore: store}
-	return record.New(record.Config{Store: counting}), counting
+	cfg.Store = counting
+	return record.New(cfg), counting
 }
 
 // A retry's command names its forward.requested event, so its outcome is

@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/endpoints"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -77,17 +78,18 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 	if err != nil {
 		return err
 	}
-	total, more := 0, false
+	total, leftDead, more := 0, 0, false
 	var after *string
 	for range maxRedrivePages {
 		var res struct {
 			RedriveDeadPage struct {
 				Redriven    int
+				LeftDead    int
 				EndCursor   string
 				HasNextPage bool
 			}
 		}
-		if err := client.Do(ctx, `mutation($ep: ID!, $after: String){ redriveDeadPage(endpoint: $ep, after: $after){ redriven endCursor hasNextPage } }`,
+		if err := client.Do(ctx, `mutation($ep: ID!, $after: String){ redriveDeadPage(endpoint: $ep, after: $after){ redriven leftDead endCursor hasNextPage } }`,
 			map[string]any{"ep": ep.ID, "after": after}, &res); err != nil {
 			if total > 0 {
 				fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue before this failed\n", total, ep.Name)
@@ -96,6 +98,7 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 		}
 		page := res.RedriveDeadPage
 		total += page.Redriven
+		leftDead += page.LeftDead
 		if more = page.HasNextPage; !more {
 			break
 		}
@@ -103,6 +106,9 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 		after = &cursor
 	}
 	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", total, ep.Name)
+	if leftDead > 0 {
+		fmt.Fprintf(stdout, "%d left dead: each has had %d attempts, the most one delivery may have\n", leftDead, domain.MaxDeliveryAttempts)
+	}
 	if more {
 		fmt.Fprintf(stdout, "more may be dead: run it again to go on\n")
 	}

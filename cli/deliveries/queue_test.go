@@ -105,3 +105,26 @@ func TestRedriveDeadSaysWhenItStops(t *testing.T) {
 		t.Fatalf("%d calls, printed %q; want %d calls and %q", calls, out.String(), maxRedrivePages, want)
 	}
 }
+
+// TestRedriveDeadSaysWhatItLeftDead: deliveries a page left dead (each has
+// had the most attempts one delivery may have) are added up over the pages
+// and said after the total.
+func TestRedriveDeadSaysWhatItLeftDead(t *testing.T) {
+	pages := []string{
+		`{"redriven":998,"leftDead":2,"endCursor":"c1","hasNextPage":true}`,
+		`{"redriven":4,"leftDead":1,"endCursor":"c2","hasNextPage":false}`,
+	}
+	calls := 0
+	client := fakeQueueRelay(t, func(any) string {
+		calls++
+		return pages[min(calls, len(pages))-1]
+	})
+	var out bytes.Buffer
+	if err := redriveDead(context.Background(), client, "orders", &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "1002 dead deliveries of orders back in its queue\n3 left dead: each has had 200 attempts, the most one delivery may have\n"
+	if calls != 2 || out.String() != want {
+		t.Fatalf("%d calls, printed %q; want 2 calls and %q", calls, out.String(), want)
+	}
+}

@@ -37,6 +37,9 @@ type deliveryJSON struct {
 	Attempts       []deliveryjson.Attempt `json:"attempts"`
 	Provider       *providerJSON          `json:"provider"`
 	Duplicates     int                    `json:"duplicates"`
+	// ResponseNotCaptured says why the latest answer's body is not stored
+	// although the Endpoint captures responses.
+	ResponseNotCaptured *string `json:"responseNotCaptured"`
 	// Why says in one sentence why the sender got responseStatus
 	// (`deliveries explain` prints the facts behind it).
 	Why string `json:"why"`
@@ -46,7 +49,7 @@ type deliveryJSON struct {
 	CurlWithheld string `json:"curlWithheld,omitempty"`
 }
 
-const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus attempts{ ` + deliveryjson.AttemptFields + ` } provider{ name eventType deliveryId } duplicates`
+const deliveryFields = `id address method path pathBase64 headers{ name value valueBase64 } bodyBase64 bodySize complete bodyUnread receivedAt responseStatus responseNotCaptured attempts{ ` + deliveryjson.AttemptFields + ` } provider{ name eventType deliveryId } duplicates`
 
 func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var conn cmdutil.Connection
@@ -180,6 +183,9 @@ func printDelivery(w io.Writer, d deliveryJSON, body bool) {
 			line += "  fidelity " + a.Fidelity.String()
 			fmt.Fprintf(w, "  %d: %s%s\n", i+1, line, describeEdit(a.Edit))
 		}
+	}
+	if d.ResponseNotCaptured != nil {
+		fmt.Fprintf(w, "\nresponse body not stored: %s\n", termtext.Safe(*d.ResponseNotCaptured, false))
 	}
 	switch {
 	case d.CurlWithheld != "":

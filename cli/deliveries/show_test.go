@@ -41,3 +41,23 @@ func TestShowLabelsQueuedAttempts(t *testing.T) {
 		}
 	}
 }
+
+// TestShowSaysWhyTheResponseBodyIsNotStored: a latest answer recorded
+// without its body because of the storage quota is said so, with the
+// reason; one whose body is stored (or not captured at all) says nothing.
+func TestShowSaysWhyTheResponseBodyIsNotStored(t *testing.T) {
+	s200 := 200
+	why := "storage quota exceeded"
+	for _, tc := range []struct {
+		reason *string
+		want   bool
+	}{{&why, true}, {nil, false}} {
+		d := deliveryJSON{ID: "d-1", Address: "orders", Method: "POST", Path: "/", ReceivedAt: "2026-03-04T05:06:07Z", Complete: true,
+			ResponseStatus: &s200, ResponseNotCaptured: tc.reason, Attempts: []deliveryjson.Attempt{{Status: &s200, Retry: true, Queued: true}}}
+		var b strings.Builder
+		printDelivery(&b, d, false)
+		if got := strings.Contains(b.String(), "\nresponse body not stored: storage quota exceeded\n"); got != tc.want {
+			t.Errorf("reason %v: says it %v, want %v\n%s", tc.reason, got, tc.want, b.String())
+		}
+	}
+}

@@ -164,6 +164,13 @@ declare namespace GQL {
     bodyBase64: string | null;
     /** Whether the body was captured (the Endpoint's responseCapture). */
     captured: boolean;
+    /**
+     * Why the body was not stored although the Endpoint captures responses:
+     * `storage quota exceeded` (the account's stored bytes had reached its storage
+     * quota when the answer was recorded). Null when it was stored, or when the
+     * Endpoint does not capture responses.
+     */
+    notCaptured: string | null;
   }
 
   type AttemptRole = 'PRIMARY' | 'COPY';
@@ -276,6 +283,8 @@ declare namespace GQL {
     responseBody: string | null;
     /** The local response body's exact bytes, base64, when the Endpoint captured one; else null. */
     responseBodyBase64: string | null;
+    /** Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null. */
+    responseNotCaptured: string | null;
     attempts: Array<Attempt>;
     /** Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued. */
     queue: DeliveryQueue | null;
@@ -882,6 +891,9 @@ declare namespace GQL {
     /**
      * Puts a QUEUE Endpoint's dead deliveries back in its queue, due now with their
      * failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
+     * A delivery that has had 200 attempts, the most one delivery may have, stays dead
+     * (retryDelivery refuses it too); when every dead delivery of the Endpoint has, the
+     * call is INVALID_INPUT saying so.
      */
     redriveDead: number;
     /**
@@ -890,6 +902,9 @@ declare namespace GQL {
      * more than 1000, pass each page's endCursor to the next call while hasNextPage:
      * a delivery put back that dies again in the meantime is not put back twice.
      * A cursor that is not one this field returned is INVALID_INPUT naming `after`.
+     * Deliveries that have had 200 attempts stay dead and are counted in leftDead; from
+     * the oldest (no `after`), when every dead delivery of the Endpoint has, the call is
+     * INVALID_INPUT as redriveDead is.
      */
     redriveDeadPage: RedrivePage;
     /** The agent's answer to a forward request. */
@@ -1005,6 +1020,8 @@ declare namespace GQL {
   interface RedrivePage {
     /** How many dead deliveries this call put back in the queue. */
     redriven: number;
+    /** How many it left dead: each has had 200 attempts, the most one delivery may have. */
+    leftDead: number;
     /** Where the next call goes on: pass it as `after`. */
     endCursor: string;
     /** Whether more may be dead past endCursor: this call put back the most one call does. */

@@ -108,11 +108,12 @@ type ComplexityRoot struct {
 	}
 
 	AttemptResponse struct {
-		Body       func(childComplexity int) int
-		BodyBase64 func(childComplexity int) int
-		Captured   func(childComplexity int) int
-		Headers    func(childComplexity int) int
-		Status     func(childComplexity int) int
+		Body        func(childComplexity int) int
+		BodyBase64  func(childComplexity int) int
+		Captured    func(childComplexity int) int
+		Headers     func(childComplexity int) int
+		NotCaptured func(childComplexity int) int
+		Status      func(childComplexity int) int
 	}
 
 	Change struct {
@@ -127,36 +128,37 @@ type ComplexityRoot struct {
 	}
 
 	Delivery struct {
-		Address            func(childComplexity int) int
-		Attempts           func(childComplexity int) int
-		Body               func(childComplexity int) int
-		BodyBase64         func(childComplexity int) int
-		BodySize           func(childComplexity int) int
-		BodyUnread         func(childComplexity int) int
-		Compare            func(childComplexity int, a string, b string) int
-		Complete           func(childComplexity int) int
-		Cursor             func(childComplexity int) int
-		DroppedHeaders     func(childComplexity int) int
-		Duplicates         func(childComplexity int) int
-		Explanation        func(childComplexity int) int
-		HTTPVersion        func(childComplexity int) int
-		Headers            func(childComplexity int) int
-		Hint               func(childComplexity int) int
-		ID                 func(childComplexity int) int
-		Method             func(childComplexity int) int
-		Path               func(childComplexity int) int
-		PathBase64         func(childComplexity int) int
-		Provider           func(childComplexity int) int
-		Queue              func(childComplexity int) int
-		ReceivedAt         func(childComplexity int) int
-		RedactedQuery      func(childComplexity int) int
-		RemoteAddress      func(childComplexity int) int
-		ResponseBody       func(childComplexity int) int
-		ResponseBodyBase64 func(childComplexity int) int
-		ResponseHeaders    func(childComplexity int) int
-		ResponseStatus     func(childComplexity int) int
-		Trailers           func(childComplexity int) int
-		Why                func(childComplexity int) int
+		Address             func(childComplexity int) int
+		Attempts            func(childComplexity int) int
+		Body                func(childComplexity int) int
+		BodyBase64          func(childComplexity int) int
+		BodySize            func(childComplexity int) int
+		BodyUnread          func(childComplexity int) int
+		Compare             func(childComplexity int, a string, b string) int
+		Complete            func(childComplexity int) int
+		Cursor              func(childComplexity int) int
+		DroppedHeaders      func(childComplexity int) int
+		Duplicates          func(childComplexity int) int
+		Explanation         func(childComplexity int) int
+		HTTPVersion         func(childComplexity int) int
+		Headers             func(childComplexity int) int
+		Hint                func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		Method              func(childComplexity int) int
+		Path                func(childComplexity int) int
+		PathBase64          func(childComplexity int) int
+		Provider            func(childComplexity int) int
+		Queue               func(childComplexity int) int
+		ReceivedAt          func(childComplexity int) int
+		RedactedQuery       func(childComplexity int) int
+		RemoteAddress       func(childComplexity int) int
+		ResponseBody        func(childComplexity int) int
+		ResponseBodyBase64  func(childComplexity int) int
+		ResponseHeaders     func(childComplexity int) int
+		ResponseNotCaptured func(childComplexity int) int
+		ResponseStatus      func(childComplexity int) int
+		Trailers            func(childComplexity int) int
+		Why                 func(childComplexity int) int
 	}
 
 	DeliveryConnection struct {
@@ -448,6 +450,7 @@ type ComplexityRoot struct {
 	RedrivePage struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
+		LeftDead    func(childComplexity int) int
 		Redriven    func(childComplexity int) int
 	}
 
@@ -948,6 +951,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AttemptResponse.Headers(childComplexity), true
+	case "AttemptResponse.notCaptured":
+		if e.ComplexityRoot.AttemptResponse.NotCaptured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AttemptResponse.NotCaptured(childComplexity), true
 	case "AttemptResponse.status":
 		if e.ComplexityRoot.AttemptResponse.Status == nil {
 			break
@@ -1154,6 +1163,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.ResponseHeaders(childComplexity), true
+	case "Delivery.responseNotCaptured":
+		if e.ComplexityRoot.Delivery.ResponseNotCaptured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Delivery.ResponseNotCaptured(childComplexity), true
 	case "Delivery.responseStatus":
 		if e.ComplexityRoot.Delivery.ResponseStatus == nil {
 			break
@@ -2580,6 +2595,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RedrivePage.HasNextPage(childComplexity), true
+	case "RedrivePage.leftDead":
+		if e.ComplexityRoot.RedrivePage.LeftDead == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RedrivePage.LeftDead(childComplexity), true
 	case "RedrivePage.redriven":
 		if e.ComplexityRoot.RedrivePage.Redriven == nil {
 			break
@@ -3296,6 +3317,13 @@ type AttemptResponse {
   bodyBase64: String
   "Whether the body was captured (the Endpoint's responseCapture)."
   captured: Boolean!
+  """
+  Why the body was not stored although the Endpoint captures responses:
+  ` + "`" + `storage quota exceeded` + "`" + ` (the account's stored bytes had reached its storage
+  quota when the answer was recorded). Null when it was stored, or when the
+  Endpoint does not capture responses.
+  """
+  notCaptured: String
 }
 
 "What an edited retry changed in the recorded request. The recorded request itself is never changed."
@@ -3364,6 +3392,8 @@ type Delivery {
   responseBody: String
   "The local response body's exact bytes, base64, when the Endpoint captured one; else null."
   responseBodyBase64: String
+  "Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null."
+  responseNotCaptured: String
   attempts: [Attempt!]!
   "Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued."
   queue: DeliveryQueue
@@ -4232,6 +4262,9 @@ type Mutation {
   """
   Puts a QUEUE Endpoint's dead deliveries back in its queue, due now with their
   failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
+  A delivery that has had 200 attempts, the most one delivery may have, stays dead
+  (retryDelivery refuses it too); when every dead delivery of the Endpoint has, the
+  call is INVALID_INPUT saying so.
   """
   redriveDead(endpoint: ID!): Int!
   """
@@ -4240,6 +4273,9 @@ type Mutation {
   more than 1000, pass each page's endCursor to the next call while hasNextPage:
   a delivery put back that dies again in the meantime is not put back twice.
   A cursor that is not one this field returned is INVALID_INPUT naming ` + "`" + `after` + "`" + `.
+  Deliveries that have had 200 attempts stay dead and are counted in leftDead; from
+  the oldest (no ` + "`" + `after` + "`" + `), when every dead delivery of the Endpoint has, the call is
+  INVALID_INPUT as redriveDead is.
   """
   redriveDeadPage(endpoint: ID!, after: String): RedrivePage!
   "The agent's answer to a forward request."
@@ -4326,6 +4362,8 @@ type StatsBucket {
 type RedrivePage {
   "How many dead deliveries this call put back in the queue."
   redriven: Int!
+  "How many it left dead: each has had 200 attempts, the most one delivery may have."
+  leftDead: Int!
   "Where the next call goes on: pass it as ` + "`" + `after` + "`" + `."
   endCursor: String!
   "Whether more may be dead past endCursor: this call put back the most one call does."
@@ -4481,6 +4519,8 @@ func (ec *executionContext) childFields_AttemptResponse(ctx context.Context, fie
 		return ec.fieldContext_AttemptResponse_bodyBase64(ctx, field)
 	case "captured":
 		return ec.fieldContext_AttemptResponse_captured(ctx, field)
+	case "notCaptured":
+		return ec.fieldContext_AttemptResponse_notCaptured(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AttemptResponse", field.Name)
 }
@@ -4551,6 +4591,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseBody(ctx, field)
 	case "responseBodyBase64":
 		return ec.fieldContext_Delivery_responseBodyBase64(ctx, field)
+	case "responseNotCaptured":
+		return ec.fieldContext_Delivery_responseNotCaptured(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
 	case "queue":
@@ -5053,6 +5095,8 @@ func (ec *executionContext) childFields_RedrivePage(ctx context.Context, field g
 	switch field.Name {
 	case "redriven":
 		return ec.fieldContext_RedrivePage_redriven(ctx, field)
+	case "leftDead":
+		return ec.fieldContext_RedrivePage_leftDead(ctx, field)
 	case "endCursor":
 		return ec.fieldContext_RedrivePage_endCursor(ctx, field)
 	case "hasNextPage":
@@ -7627,6 +7671,29 @@ func (ec *executionContext) fieldContext_AttemptResponse_captured(_ context.Cont
 	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
+func (ec *executionContext) _AttemptResponse_notCaptured(ctx context.Context, field graphql.CollectedField, obj *model.AttemptResponse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AttemptResponse_notCaptured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotCaptured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AttemptResponse_notCaptured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AttemptResponse", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _Change_where(ctx context.Context, field graphql.CollectedField, obj *model.Change) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8258,6 +8325,29 @@ func (ec *executionContext) _Delivery_responseBodyBase64(ctx context.Context, fi
 	)
 }
 func (ec *executionContext) fieldContext_Delivery_responseBodyBase64(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Delivery_responseNotCaptured(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_responseNotCaptured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseNotCaptured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_responseNotCaptured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Delivery", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -14176,6 +14266,29 @@ func (ec *executionContext) fieldContext_RedrivePage_redriven(_ context.Context,
 	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _RedrivePage_leftDead(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RedrivePage_leftDead(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LeftDead, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RedrivePage_leftDead(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RedrivePage", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
 func (ec *executionContext) _RedrivePage_endCursor(ctx context.Context, field graphql.CollectedField, obj *model.RedrivePage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17959,6 +18072,8 @@ func (ec *executionContext) _AttemptResponse(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "notCaptured":
+			out.Values[i] = ec._AttemptResponse_notCaptured(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18167,6 +18282,8 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._Delivery_responseBody(ctx, field, obj)
 		case "responseBodyBase64":
 			out.Values[i] = ec._Delivery_responseBodyBase64(ctx, field, obj)
+		case "responseNotCaptured":
+			out.Values[i] = ec._Delivery_responseNotCaptured(ctx, field, obj)
 		case "attempts":
 			field := field
 
@@ -20815,6 +20932,11 @@ func (ec *executionContext) _RedrivePage(ctx context.Context, sel ast.SelectionS
 			out.Values[i] = graphql.MarshalString("RedrivePage")
 		case "redriven":
 			out.Values[i] = ec._RedrivePage_redriven(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leftDead":
+			out.Values[i] = ec._RedrivePage_leftDead(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -154,6 +154,11 @@ type AttemptResponse struct {
 	BodyBase64 *string `json:"bodyBase64,omitempty"`
 	// Whether the body was captured (the Endpoint's responseCapture).
 	Captured bool `json:"captured"`
+	// Why the body was not stored although the Endpoint captures responses:
+	// `storage quota exceeded` (the account's stored bytes had reached its storage
+	// quota when the answer was recorded). Null when it was stored, or when the
+	// Endpoint does not capture responses.
+	NotCaptured *string `json:"notCaptured,omitempty"`
 }
 
 // One difference: where, and the value on each side (null: absent on that side).
@@ -255,8 +260,10 @@ type Delivery struct {
 	// The local response body, when the Endpoint captures responses: as text when it is valid UTF-8, else in base64 (use responseBodyBase64 to tell).
 	ResponseBody *string `json:"responseBody,omitempty"`
 	// The local response body's exact bytes, base64, when the Endpoint captured one; else null.
-	ResponseBodyBase64 *string    `json:"responseBodyBase64,omitempty"`
-	Attempts           []*Attempt `json:"attempts"`
+	ResponseBodyBase64 *string `json:"responseBodyBase64,omitempty"`
+	// Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null.
+	ResponseNotCaptured *string    `json:"responseNotCaptured,omitempty"`
+	Attempts            []*Attempt `json:"attempts"`
 	// Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued.
 	Queue *DeliveryQueue `json:"queue,omitempty"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
@@ -753,6 +760,8 @@ type QuotaRefusals struct {
 type RedrivePage struct {
 	// How many dead deliveries this call put back in the queue.
 	Redriven int `json:"redriven"`
+	// How many it left dead: each has had 200 attempts, the most one delivery may have.
+	LeftDead int `json:"leftDead"`
 	// Where the next call goes on: pass it as `after`.
 	EndCursor string `json:"endCursor"`
 	// Whether more may be dead past endCursor: this call put back the most one call does.

@@ -14,7 +14,7 @@ export const DETAIL_FIELDS = `
   headers { name value }
   body bodyBase64 bodyUnread remoteAddress
   responseHeaders { name value }
-  responseBody
+  responseBody responseNotCaptured
   why { status summary facts { at text } }
 `;
 

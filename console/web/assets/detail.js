@@ -91,8 +91,19 @@ export function renderDetail(d, opts) {
       headersTable(d.responseHeaders, 'Response headers'),
       h('h4', {}, 'Body'),
       d.responseBody === null || d.responseBody === undefined
-        ? h('p', { class: 'muted' }, 'No response body captured.')
+        ? notCapturedLine(d.responseNotCaptured)
         : bodyView(d.responseBody, null, headerValue(d.responseHeaders, 'content-type'), d.responseBody === '')));
+}
+
+/**
+ * notCapturedLine says that the response body is not shown, and why when
+ * the relay did not store it although the Endpoint captures responses
+ * (the account's storage quota was used up).
+ * @param {string | null | undefined} why
+ */
+function notCapturedLine(why) {
+  if (!why) return h('p', { class: 'muted' }, 'No response body captured.');
+  return h('p', { class: 'muted', 'data-testid': 'response-not-captured' }, `Body not stored: ${why}.`);
 }
 
 /**
