@@ -135,11 +135,12 @@ func (r *Resolver) admitSearch(ctx context.Context) (release func(), err error) 
 }
 
 // searchKey is who a search counts against: the signed-in account, else
-// the anonymous client's address.
+// the anonymous client's address, as clientkey.Of makes it (so the rate's
+// buckets group it by network; an account's key is no address).
 func (r *Resolver) searchKey(ctx context.Context) string {
 	if acc, _, err := r.credential(ctx); err == nil {
 		return "account:" + acc.ID
 	}
 	client, _ := ctx.Value(clientKey).(string)
-	return "client:" + client
+	return client
 }
