@@ -139,3 +139,67 @@ func TestSearchWorkIsBoundedByTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// fillRedeliveries writes n deliveries of address straight into a views
+// file, from position base on, all with the provider delivery id pid: a
+// sender repeating one id.
+func fillRedeliveries(tb testing.TB, path, address string, base int64, n int, pid string) {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Begin()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	st, err := tx.Prepare(`INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
+		remote_addr, body_size, complete, received_at, response_status, revision, updated_position, provider, provider_delivery_id)
+		VALUES (?, ?, ?, 'endpoint', 'acct-1', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 200, 0, ?, 'github', ?)`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		pos := base + int64(i)
+		if _, err := st.Exec(pos, fmt.Sprintf("%s-%d", address, i), address, t0.Add(time.Duration(i)*time.Second).UnixNano(), pos, pid); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestRedeliveriesAreCountedWithinABound: a row's duplicates (the other
+// deliveries of its address with its provider delivery id) are counted up
+// to MaxCountedDuplicates, so a page of 100 rows whose sender repeated one
+// id 20 000 times reads about as many pages of the views as one repeated
+// 2 000 times, and says so in Delivery.duplicates.
+func TestRedeliveriesAreCountedWithinABound(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.sync(e.views)
+	path := filepath.Join(e.dir, "views.db")
+	fillRedeliveries(t, path, "ep-2k", 1_000_000_000, 2_000, "same-2k")
+	fillRedeliveries(t, path, "ep-20k", 2_000_000_000, 20_000, "same-20k")
+	read := map[string]int{}
+	for _, address := range []string{"ep-2k", "ep-20k"} {
+		read[address] = pagesRead(t, e.views, path, func(ctx context.Context) error {
+			p, err := e.views.SearchDeliveries(ctx, address, 100, "", readmodel.DeliveryFilter{Method: "POST"}, false)
+			if err == nil && (len(p.Items) != 100 || p.Items[0].Duplicates != MaxCountedDuplicates) {
+				err = fmt.Errorf("%s: %d rows, the first with %d duplicates, want 100 with %d", address, len(p.Items), p.Items[0].Duplicates, MaxCountedDuplicates)
+			}
+			return err
+		})
+	}
+	t.Logf("a page of 100 rows whose id was sent 2 000 times read %d pages, 20 000 times %d", read["ep-2k"], read["ep-20k"])
+	if read["ep-20k"] > 2*read["ep-2k"] {
+		t.Errorf("a page of 100 rows whose id was sent 20 000 times read %d pages of the views, 2 000 times %d: the work grows with the redeliveries",
+			read["ep-20k"], read["ep-2k"])
+	}
+	page, err := e.views.DeliverySummaries(t.Context(), "ep-20k", 10, "")
+	if err != nil || len(page.Items) != 10 || page.Items[9].Duplicates != MaxCountedDuplicates {
+		t.Fatalf("a page of history: %+v, %v; want 10 rows of %d duplicates", page.Items, err, MaxCountedDuplicates)
+	}
+}
