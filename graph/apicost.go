@@ -76,8 +76,10 @@ func (r *Resolver) apiCostBudget(ctx context.Context) (string, ratelimit.Rate) {
 		}
 	}
 	if acc == "" {
+		// The address as clientkey.Of makes it, so the buckets group it by
+		// network (ratelimit.Keyed); an account's key is no address.
 		client, _ := ctx.Value(clientKey).(string)
-		return "client:" + client, r.APICost
+		return client, r.APICost
 	}
 	if r.Quotas == nil {
 		return "account:" + acc, r.APICost

@@ -33,14 +33,14 @@ func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, str
 // the deliveries that match.
 func (r *Resolver) history(ctx context.Context, address string, first int, after string, filter *model.DeliveryFilter) (readmodel.Page, error) {
 	if filter != nil {
+		// Every filtered page walks the views on the search pool, and some
+		// read the log too: each is admitted for its caller (searchlimit.go).
 		f := toFilter(filter)
-		if f.NeedsLog() {
-			release, err := r.admitSearch(ctx)
-			if err != nil {
-				return readmodel.Page{}, err
-			}
-			defer release()
+		release, err := r.admitSearch(ctx, f.NeedsLog())
+		if err != nil {
+			return readmodel.Page{}, err
 		}
+		defer release()
 		payload := wantsPayload(ctx)
 		p, err := r.Views.SearchDeliveries(ctx, address, first, after, f, payload)
 		if err != nil || !payload {

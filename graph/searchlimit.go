@@ -9,23 +9,30 @@ import (
 	"github.com/relayhq/relay/ratelimit"
 )
 
-// A search that matches headers or bodies reads events from the log (up to
+// Every filtered page of history is a search: its candidates are read
+// from the views' search pool (projections.searchConns connections for all
+// accounts), walking up to 100 000 deliveries of the address. One that
+// matches headers or bodies then reads events from the log (up to
 // projections.DefaultSearchLogBytes a page): seconds of CPU and tens of MiB
-// per page where any other read costs milliseconds. So such searches are
+// per page where any other read costs milliseconds. So searches are
 // admitted by key (the signed-in account, else the anonymous client's
 // address, as the anonymous rate limit counts it):
-//   - at most SearchLimits.PerKey of a key at once (DefaultSearchesPerKey),
-//   - at most SearchLimits.Rate of a key a minute (DefaultSearchRate),
-//   - at most SearchLimits.Global of all keys at once (DefaultGlobalSearches:
-//     half the cores), a few more waiting for a turn (maxSearchWaiters).
+//   - at most SearchLimits.PerKey of a key at once, running or waiting, of
+//     each kind: pages the views answer alone, and pages that read the log.
+//     However many pages a key asks for at once, it has at most that many
+//     of each kind on the search pool, running or waiting for a connection:
+//     another account's page waits behind those only, each one walk at most;
+//   - of those that read the log, at most SearchLimits.Rate of a key a
+//     minute (DefaultSearchRate), and at most SearchLimits.Global of all
+//     keys at once (DefaultGlobalSearches: half the cores), a few more
+//     waiting for a turn (maxSearchWaiters).
 //
-// Beyond each: RATE_LIMITED with retryAfterSeconds. Searches the views
-// answer alone (method, path, status, time…) are not limited here: they
-// read no log, and run on the views' search pool.
+// Beyond each: RATE_LIMITED with retryAfterSeconds.
 const (
-	// DefaultSearchesPerKey is how many log-reading searches one account
-	// (or anonymous address) may have running or waiting at once: the
-	// console's Load more and a CLI --grep run one at a time.
+	// DefaultSearchesPerKey is how many filtered pages of each kind (the
+	// views' alone, reading the log) one account (or anonymous address) may
+	// have running or waiting at once: the console's Load more and a CLI
+	// --grep ask for one page at a time.
 	DefaultSearchesPerKey = 2
 	// maxSearchWaiters bounds the admitted searches waiting for a global
 	// turn; past it one is refused rather than queued.
@@ -57,15 +64,23 @@ type SearchLimits struct {
 	Rate   ratelimit.Rate
 }
 
-// searchGate admits log-reading searches (see SearchLimits).
+// searchGate admits filtered pages (see SearchLimits).
 type searchGate struct {
 	once    sync.Once
 	perKey  int
-	slots   chan struct{} // a token per running search, Global at most
+	slots   chan struct{} // a token per running log search, Global at most
 	rate    *ratelimit.Keyed
 	mu      sync.Mutex
-	held    map[string]int // per key: admitted searches, waiting or running
-	waiting int            // admitted searches waiting for a slot
+	held    map[searchPlace]int // admitted searches, waiting or running
+	waiting int                 // admitted log searches waiting for a slot
+}
+
+// searchPlace is what a search counts against: its key's searches of one
+// kind. A page the views answer alone has places of its own, so that a
+// key's slow searches of bodies do not refuse its filter on a status.
+type searchPlace struct {
+	key      string
+	readsLog bool
 }
 
 func (g *searchGate) init(l SearchLimits) {
@@ -82,47 +97,50 @@ func (g *searchGate) init(l SearchLimits) {
 		g.perKey = l.PerKey
 		g.slots = make(chan struct{}, l.Global)
 		g.rate = ratelimit.NewKeyed(l.Rate, maxSearchKeys)
-		g.held = map[string]int{}
+		g.held = map[searchPlace]int{}
 	})
 }
 
-// admitSearch admits a search that reads the log for the request's key,
-// waiting for a global turn if need be, or refuses it with a
-// RateLimitedError. release ends it.
-func (r *Resolver) admitSearch(ctx context.Context) (release func(), err error) {
+// admitSearch admits a filtered page for the request's key, or refuses it
+// with a RateLimitedError; release ends it. A page that reads the log
+// (readsLog) also takes a token of the key's rate and waits for a global
+// turn.
+func (r *Resolver) admitSearch(ctx context.Context, readsLog bool) (release func(), err error) {
 	g := &r.searches
 	g.init(r.SearchLimits)
-	key := r.searchKey(ctx)
+	place := searchPlace{key: r.searchKey(ctx), readsLog: readsLog}
 	g.mu.Lock()
 	switch {
-	case g.held[key] >= g.perKey:
+	case g.held[place] >= g.perKey && !readsLog:
+		g.mu.Unlock()
+		return nil, &RateLimitedError{RetryAfter: searchBusyRetry, Reason: "too many filtered pages of history at once"}
+	case g.held[place] >= g.perKey:
 		g.mu.Unlock()
 		return nil, &RateLimitedError{RetryAfter: searchBusyRetry, Reason: "too many searches of headers or bodies at once"}
+	case !readsLog:
+		// Its turn is a connection of the views' search pool, which it
+		// waits for there.
+		g.held[place]++
+		g.mu.Unlock()
+		return func() { g.leave(place) }, nil
 	case g.waiting >= maxSearchWaiters:
 		g.mu.Unlock()
 		return nil, &RateLimitedError{RetryAfter: searchBusyRetry, Reason: "the relay is busy with searches of headers or bodies"}
 	}
-	if ok, retry := g.rate.Allow(key, time.Now()); !ok {
+	if ok, retry := g.rate.Allow(place.key, time.Now()); !ok {
 		g.mu.Unlock()
 		return nil, &RateLimitedError{RetryAfter: retry, Reason: "too many searches of headers or bodies this minute"}
 	}
-	g.held[key]++
+	g.held[place]++
 	g.waiting++
 	g.mu.Unlock()
-	done := func(waited bool) {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if waited {
-			g.waiting--
-		}
-		if g.held[key]--; g.held[key] <= 0 {
-			delete(g.held, key)
-		}
-	}
 	select {
 	case g.slots <- struct{}{}:
 	case <-ctx.Done():
-		done(true)
+		g.mu.Lock()
+		g.waiting--
+		g.mu.Unlock()
+		g.leave(place)
 		return nil, ctx.Err()
 	}
 	g.mu.Lock()
@@ -130,16 +148,26 @@ func (r *Resolver) admitSearch(ctx context.Context) (release func(), err error) 
 	g.mu.Unlock()
 	return func() {
 		<-g.slots
-		done(false)
+		g.leave(place)
 	}, nil
 }
 
+// leave gives back an admitted search's place.
+func (g *searchGate) leave(place searchPlace) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held[place]--; g.held[place] <= 0 {
+		delete(g.held, place)
+	}
+}
+
 // searchKey is who a search counts against: the signed-in account, else
-// the anonymous client's address.
+// the anonymous client's address, as clientkey.Of makes it (so the rate's
+// buckets group it by network; an account's key is no address).
 func (r *Resolver) searchKey(ctx context.Context) string {
 	if acc, _, err := r.credential(ctx); err == nil {
 		return "account:" + acc.ID
 	}
 	client, _ := ctx.Value(clientKey).(string)
-	return "client:" + client
+	return client
 }

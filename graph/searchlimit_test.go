@@ -1,11 +1,14 @@
 package graph_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/relayhq/relay/internal/testwait"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/secrets"
 	"github.com/relayhq/relay/tunnel"
@@ -77,6 +81,13 @@ func newSearchEnv(t *testing.T, limits graph.SearchLimits) *searchEnv {
 // newSearchEnvWith is newSearchEnv with the views opened with opts.
 func newSearchEnvWith(t *testing.T, limits graph.SearchLimits, opts projections.Options) *searchEnv {
 	t.Helper()
+	return newSearchEnvViews(t, limits, opts, nil)
+}
+
+// newSearchEnvViews is newSearchEnvWith whose API reads the views through
+// wrap's (when not nil).
+func newSearchEnvViews(t *testing.T, limits graph.SearchLimits, opts projections.Options, wrap func(*projections.Runner) graph.Views) *searchEnv {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
@@ -103,8 +114,12 @@ func newSearchEnvWith(t *testing.T, limits graph.SearchLimits, opts projections.
 	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true, Secrets: keys},
 		reads, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
+	var read graph.Views = views
+	if wrap != nil {
+		read = wrap(views)
+	}
 	res := &graph.Resolver{
-		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
+		Service: svc, Views: read, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
 		PublicURL:    func(id string) string { return "http://" + id + ".localhost/" },
 		SearchLimits: limits,
 	}
@@ -148,6 +163,44 @@ func (e *searchEnv) search(query, id string, f map[string]any, opts ...client.Op
 	if err != nil {
 		return searchReply{err: err}
 	}
+	return readSearch(id, resp.Data, resp.Errors)
+}
+
+// searchOver is search sent by a client of the server at url with the
+// bearer token tok.
+func searchOver(url, query, id string, f map[string]any, tok string) searchReply {
+	body, err := json.Marshal(map[string]any{"query": query, "variables": map[string]any{"id": id, "f": f}})
+	if err != nil {
+		return searchReply{err: err}
+	}
+	req, err := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		return searchReply{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return searchReply{err: err}
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data   json.RawMessage
+		Errors json.RawMessage
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return searchReply{err: fmt.Errorf("status %d: %w", resp.StatusCode, err)}
+	}
+	return readSearch(id, out.Data, out.Errors)
+}
+
+// readSearch sorts out the answer (data and errors) to a search of
+// address id.
+func readSearch(id string, data any, errors json.RawMessage) searchReply {
+	resp := struct {
+		Data   any
+		Errors json.RawMessage
+	}{data, errors}
 	if len(resp.Errors) > 0 && string(resp.Errors) != "null" {
 		var errs []struct {
 			Extensions struct {
@@ -255,7 +308,8 @@ func TestSearchesOfBodiesAreLimitedPerAccount(t *testing.T) {
 	if r := e.search(endpointSearch, epB, nil, bearerOpt(tokB)); r.err != nil || len(r.ids) != 1 {
 		t.Fatalf("the other account's page: %+v", r)
 	}
-	// A search the views answer alone reads no log and is not limited.
+	// A page the views answer alone has places of its own: the busy
+	// searches of bodies do not refuse it.
 	if r := e.search(endpointSearch, epA, map[string]any{"method": "POST"}, bearerOpt(tokA)); r.err != nil || len(r.ids) != 1 {
 		t.Fatalf("a search of the views by the busy account: %+v", r)
 	}
@@ -267,6 +321,122 @@ func TestSearchesOfBodiesAreLimitedPerAccount(t *testing.T) {
 	}
 	if r := e.search(endpointSearch, epA, bodySearch, bearerOpt(tokA)); r.err != nil || len(r.ids) != 1 {
 		t.Fatalf("a search after the others ended: %+v", r)
+	}
+}
+
+// doorViews are the real views, except that the filtered pages of the
+// addresses in hold wait at the views' door (before they take a views
+// connection) until release is closed, each announcing itself on entered.
+// inside counts each address's filtered pages between the door and their
+// answer: those running or waiting for the views' search pool.
+type doorViews struct {
+	*projections.Runner
+	mu      sync.Mutex
+	hold    map[string]bool
+	inside  map[string]int
+	met     map[string]int // per address: the others' pages inside when its last came in
+	entered chan string
+	release chan struct{}
+}
+
+func newDoorViews() *doorViews {
+	return &doorViews{hold: map[string]bool{}, inside: map[string]int{}, met: map[string]int{},
+		entered: make(chan string, 64), release: make(chan struct{})}
+}
+
+func (d *doorViews) SearchDeliveries(ctx context.Context, address string, first int, after string, f readmodel.DeliveryFilter, payload bool) (readmodel.Page, error) {
+	d.mu.Lock()
+	held := d.hold[address]
+	others := 0
+	for a, n := range d.inside {
+		if a != address {
+			others += n
+		}
+	}
+	d.met[address] = others
+	d.inside[address]++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.inside[address]--
+		d.mu.Unlock()
+	}()
+	if held {
+		d.entered <- address
+		select {
+		case <-d.release:
+		case <-ctx.Done():
+			return readmodel.Page{}, ctx.Err()
+		}
+	}
+	return d.Runner.SearchDeliveries(ctx, address, first, after, f, payload)
+}
+
+// othersMet is how many filtered pages of other addresses were inside the
+// views when address's last one came in.
+func (d *doorViews) othersMet(address string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.met[address]
+}
+
+// TestPagesFilteredByTheViewsAreLimitedPerAccount: a page filtered by what
+// the views hold (method, status, path…) reads no log, but walks up to
+// 100 000 deliveries on the views' search pool, which every account's
+// filtered pages share. An account asking for 16 such pages at once over
+// a real server gets DefaultSearchesPerKey of them into the views (held
+// there by the test, as a long walk would hold them) and RATE_LIMITED for
+// the rest, while another account's filtered page goes in behind no more
+// than those and answers; once they end, the first may ask again.
+func TestPagesFilteredByTheViewsAreLimitedPerAccount(t *testing.T) {
+	door := newDoorViews()
+	e := newSearchEnvViews(t, graph.SearchLimits{Global: 8}, projections.Options{}, func(v *projections.Runner) graph.Views {
+		door.Runner = v
+		return door
+	})
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	tokA, epA, _ := e.endpointOf(t, "ann")
+	tokB, epB, dB := e.endpointOf(t, "bob")
+	door.hold[epA] = true
+
+	const asked = 16
+	walk := map[string]any{"method": "DELETE"} // matches nothing: walks the whole window
+	replies := make(chan searchReply, asked)
+	for range asked {
+		go func() { replies <- searchOver(srv.URL, endpointSearch, epA, walk, tokA) }()
+	}
+	// Each of ann's pages is either inside the views or answered (refused).
+	in := 0
+	var refused []searchReply
+	for in+len(refused) < asked {
+		select {
+		case <-door.entered:
+			in++
+		case r := <-replies:
+			refused = append(refused, r)
+		case <-time.After(20 * time.Second): // a hang fails instead
+			t.Fatalf("after 20 s, %d of ann's pages inside the views and %d answered, of %d", in, len(refused), asked)
+		}
+	}
+	if r := searchOver(srv.URL, endpointSearch, epB, map[string]any{"method": "POST"}, tokB); r.err != nil || len(r.ids) != 1 || r.ids[0] != dB {
+		t.Fatalf("bob's filtered page: %+v", r)
+	}
+	if met := door.othersMet(epB); in > graph.DefaultSearchesPerKey || met > graph.DefaultSearchesPerKey || len(refused) != asked-in {
+		t.Errorf("%d of ann's %d filtered pages went into the views at once (%d refused); bob's page came in behind %d of them, want at most %d",
+			in, asked, len(refused), met, graph.DefaultSearchesPerKey)
+	}
+	for _, r := range refused {
+		wantLimited(t, "a filtered page past the account's limit", r)
+	}
+	close(door.release)
+	for range in {
+		if r := <-replies; r.err != nil || len(r.ids) != 0 {
+			t.Fatalf("one of ann's pages let in: %+v", r)
+		}
+	}
+	if r := searchOver(srv.URL, endpointSearch, epA, map[string]any{"method": "POST"}, tokA); r.err != nil || len(r.ids) != 1 {
+		t.Fatalf("ann's page after the others ended: %+v", r)
 	}
 }
 

@@ -344,6 +344,12 @@ CREATE TABLE IF NOT EXISTS attempts (
 	UNIQUE (delivery_position, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;
+-- A filtered page tests each delivery it examines against its attempts
+-- (attemptStatus: any attempt's status; refusedOffline: the latest
+-- attempt's outcome): one seek each through these, where walking its
+-- attempts made the page's work grow with them (up to 200 a delivery).
+CREATE INDEX IF NOT EXISTS attempts_by_status ON attempts (delivery_position, status);
+CREATE INDEX IF NOT EXISTS attempts_outcomes ON attempts (delivery_position, position) WHERE outcome_position IS NOT NULL;
 
 -- Every event of a stream an account owns (its account, its Endpoints and
 -- their agents, their deliveries), so the events query pages through an

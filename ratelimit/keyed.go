@@ -5,44 +5,72 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/relayhq/relay/internal/clientkey"
 )
 
-// Keyed holds a token bucket per key. Its map never holds more than max
-// buckets: a bucket left alone long enough to refill completely is the same
-// as a new one, so it is dropped whenever the map is full (losing nothing);
-// if the map is still full, keys without a bucket share one overflow bucket
-// of the same rate, which stays conservative under a flood of keys instead
-// of letting each new key start with a full burst. It is safe for
-// concurrent use.
+// Keyed holds a token bucket per key, in a map of at most max buckets,
+// and is safe for concurrent use.
+//
+// A bucket as full as a new one is dropped when room is needed (losing
+// nothing), however recently its key asked: a key keeps its bucket only by
+// spending tokens, not by asking and being refused.
+//
+// Keys of client addresses (clientkey.Of) are grouped by network
+// (clientkey.Network: a /24, an IPv6 /48): one network's keys hold at most
+// 1/networkShare of the map, and a key that finds no room (its network at
+// its share, or the map full) shares its network's overflow bucket. So a
+// flood of keys from one network (a /48 holds 65 536 /64s) starves that
+// network only, and filling the map takes networkShare networks. Keys of
+// no network (accounts, public addresses), and networks past max, share
+// one last overflow bucket. Every overflow bucket has the rate NewKeyed was
+// given and stays conservative under a flood of keys, instead of letting
+// each new key start with a full burst.
 type Keyed struct {
 	limit rate.Limit
 	burst int
 	max   int
+	share int           // buckets the keys of one network may hold
 	idle  time.Duration // time a bucket takes to refill from empty
+	every time.Duration // the least time between two sweeps
 
 	mu        sync.Mutex
 	buckets   map[string]*bucket
+	held      map[string]int           // per network: buckets its keys hold
+	shared    map[string]*rate.Limiter // per network: its overflow bucket
 	overflow  *rate.Limiter
 	lastSweep time.Time
 }
 
+// networkShare: one network's keys hold at most 1/networkShare of a map
+// (1 562 of 100 000). A site's clients rarely number more; an attacker
+// needs networkShare networks to fill the map.
+const networkShare = 64
+
 type bucket struct {
-	lim  *rate.Limiter
-	last time.Time     // latest Allow for the key
-	idle time.Duration // its own refill time when AllowRate set its rate; 0: k.idle
+	lim     *rate.Limiter
+	network string // clientkey.Network of its key
 }
 
-// NewKeyed returns buckets of rate r holding at most max keys.
-func NewKeyed(r Rate, max int) *Keyed {
-	if max < 1 {
-		max = 1
+// NewKeyed returns buckets of rate r holding at most size keys.
+func NewKeyed(r Rate, size int) *Keyed {
+	size = max(size, 1)
+	// A sweep scans the map: at most once a token's time (a bucket that
+	// spent one is full again by then), and once a second.
+	every := time.Second
+	if l := r.Limit(); l > 0 && l != rate.Inf {
+		every = max(every, time.Duration(float64(time.Second)/float64(l)))
 	}
 	return &Keyed{
 		limit:    r.Limit(),
 		burst:    r.Burst,
-		max:      max,
+		max:      size,
+		share:    max(1, size/networkShare),
 		idle:     r.RefillTime(),
+		every:    every,
 		buckets:  make(map[string]*bucket),
+		held:     make(map[string]int),
+		shared:   make(map[string]*rate.Limiter),
 		overflow: rate.NewLimiter(r.Limit(), r.Burst),
 	}
 }
@@ -66,8 +94,8 @@ func (k *Keyed) Allow(key string, now time.Time) (ok bool, retryAfter time.Durat
 
 // AllowRate is Allow with key's own rate r (an account's quota, which
 // the operator may change at any time): a key's bucket takes r's rate and
-// burst whenever they differ from what it had. Keys beyond max share the
-// overflow bucket at the rate NewKeyed was given.
+// burst whenever they differ from what it had. Keys without a bucket of
+// their own share an overflow bucket at the rate NewKeyed was given.
 func (k *Keyed) AllowRate(key string, r Rate, now time.Time) (ok bool, retryAfter time.Duration) {
 	if r.Off() {
 		return true, 0
@@ -120,51 +148,80 @@ func (k *Keyed) Len() int {
 // The caller holds mu.
 func (k *Keyed) rated(key string, r Rate, now time.Time) *rate.Limiter {
 	lim := k.limiter(key, now)
-	if b, own := k.buckets[key]; own {
+	if _, own := k.buckets[key]; own {
 		if lim.Limit() != r.Limit() {
 			lim.SetLimitAt(now, r.Limit())
 		}
 		if lim.Burst() != r.Burst {
 			lim.SetBurstAt(now, r.Burst)
 		}
-		b.idle = r.RefillTime()
 	}
 	return lim
 }
 
-// limiter returns key's bucket, making one when the map has room. The
+// limiter returns key's bucket, making one when the map and its
+// network's share have room, else the overflow bucket it shares. The
 // caller holds mu.
 func (k *Keyed) limiter(key string, now time.Time) *rate.Limiter {
 	if b, ok := k.buckets[key]; ok {
-		b.last = now
 		return b.lim
 	}
-	if len(k.buckets) >= k.max {
+	network := clientkey.Network(key)
+	room := func() bool {
+		return len(k.buckets) < k.max && (network == "" || k.held[network] < k.share)
+	}
+	if !room() {
 		k.sweep(now)
 	}
-	if len(k.buckets) >= k.max {
+	if room() {
+		b := &bucket{lim: rate.NewLimiter(k.limit, k.burst), network: network}
+		k.buckets[key] = b
+		if network != "" {
+			k.held[network]++
+		}
+		return b.lim
+	}
+	if network == "" {
 		return k.overflow
 	}
-	b := &bucket{lim: rate.NewLimiter(k.limit, k.burst), last: now}
-	k.buckets[key] = b
-	return b.lim
+	if lim, ok := k.shared[network]; ok {
+		return lim
+	}
+	if len(k.shared) >= k.max {
+		return k.overflow
+	}
+	lim := rate.NewLimiter(k.limit, k.burst)
+	k.shared[network] = lim
+	return lim
 }
 
-// sweep drops the buckets idle long enough to be full again. It runs at
-// most once per refill time, so a full map of busy keys does not make
-// every new key pay for a scan.
+// sweep drops the buckets as full as new ones. It runs at most once per
+// k.every, so a full map of busy keys does not make every new key pay for
+// a scan.
 func (k *Keyed) sweep(now time.Time) {
-	if !k.lastSweep.IsZero() && now.Sub(k.lastSweep) < k.idle {
+	if !k.lastSweep.IsZero() && now.Sub(k.lastSweep) < k.every {
 		return
 	}
 	k.lastSweep = now
 	for key, b := range k.buckets {
-		idle := k.idle
-		if b.idle > 0 {
-			idle = b.idle
+		if !full(b.lim, now) {
+			continue
 		}
-		if now.Sub(b.last) >= idle {
-			delete(k.buckets, key)
+		delete(k.buckets, key)
+		if b.network != "" {
+			if k.held[b.network]--; k.held[b.network] <= 0 {
+				delete(k.held, b.network)
+			}
 		}
 	}
+	for network, lim := range k.shared {
+		if full(lim, now) {
+			delete(k.shared, network)
+		}
+	}
+}
+
+// full reports whether lim holds its whole burst at now: a new bucket.
+func full(lim *rate.Limiter, now time.Time) bool {
+	return lim.TokensAt(now) >= float64(lim.Burst())
 }

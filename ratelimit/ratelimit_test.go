@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/internal/clientkey"
 )
 
 func TestParse(t *testing.T) {
@@ -179,5 +181,111 @@ func TestKeyedAllowN(t *testing.T) {
 	low := Rate{N: 60, Per: time.Minute, Burst: 10}
 	if ok, retry := k.AllowN("b", low, 11, now.Add(time.Hour)); ok || retry != 10*time.Second {
 		t.Errorf("AllowN over the lowered burst = %v, %v; want refused, 10s", ok, retry)
+	}
+}
+
+// anonymousRate is --anonymous-rate's default; anonymousClients the size
+// of the relay's map of anonymous clients.
+var anonymousRate = Rate{N: 30, Per: time.Hour, Burst: 10}
+
+const anonymousClients = 100_000
+
+// drain asks for key until it is refused, and says how many passed.
+func drain(k *Keyed, key string, now time.Time) int {
+	n := 0
+	for ; n < 1000; n++ {
+		if ok, _ := k.Allow(key, now); !ok {
+			break
+		}
+	}
+	return n
+}
+
+// TestKeyedFloodOfOneNetworkStarvesOnlyIt: an attacker holding two IPv6
+// /48s asks as 100 001 clients (/64s), keeps asking every ten minutes and
+// drains whatever bucket its newest clients share. Clients of other
+// networks arriving meanwhile still get their burst; a new client of the
+// attacker's networks does not.
+func TestKeyedFloodOfOneNetworkStarvesOnlyIt(t *testing.T) {
+	k := NewKeyed(anonymousRate, anonymousClients)
+	attacker := make([]string, anonymousClients+1)
+	for i := range attacker {
+		attacker[i] = clientkey.Of(fmt.Sprintf("2001:db8:%x:%x::1", i>>16, i&0xffff))
+	}
+	start := time.Unix(1000, 0)
+	var refused, asked int
+	for step := range 7 { // an hour
+		now := start.Add(time.Duration(step) * 10 * time.Minute)
+		for _, key := range attacker {
+			k.Allow(key, now)
+		}
+		drain(k, clientkey.Of(fmt.Sprintf("2001:db8:1:%x::1", 0xf000+step)), now)
+		for _, victim := range []string{
+			clientkey.Of(fmt.Sprintf("2001:db8:ffff:%x::1", step)), // another /48
+			clientkey.Of(fmt.Sprintf("198.51.100.%d", 10+step)),    // IPv4
+			clientkey.Of(fmt.Sprintf("2a02:c7f:%x::1", step)),      // another ISP's /48
+		} {
+			asked++
+			if ok, _ := k.Allow(victim, now); !ok {
+				refused++
+			}
+		}
+		if n := k.Len(); n > anonymousClients {
+			t.Fatalf("step %d: the map holds %d buckets, bound %d", step, n, anonymousClients)
+		}
+	}
+	if refused > 0 {
+		t.Errorf("%d of %d new clients of other networks refused their first request (the map held %d buckets)", refused, asked, k.Len())
+	}
+	now := start.Add(time.Hour)
+	if ok, _ := k.Allow(clientkey.Of("2001:db8:1:fffe::1"), now); ok {
+		t.Error("a new client of the attacker's /48 was given a bucket its network had drained")
+	}
+}
+
+// TestKeyedFullMapLeavesOtherNetworksTheirBurst: an attacker with enough
+// networks to fill the map (100 /48s of 1 000 clients each) and draining
+// every bucket it can reach does not take a first request from a client
+// of another network.
+func TestKeyedFullMapLeavesOtherNetworksTheirBurst(t *testing.T) {
+	k := NewKeyed(anonymousRate, anonymousClients)
+	now := time.Unix(1000, 0)
+	for n := range 100 {
+		for c := range 1000 {
+			k.Allow(clientkey.Of(fmt.Sprintf("2001:db8:%x:%x::1", n, c)), now)
+		}
+	}
+	for n := range 100 {
+		drain(k, clientkey.Of(fmt.Sprintf("2001:db8:%x:ffff::1", n)), now)
+	}
+	drain(k, "not a client address", now)
+	if k.Len() != anonymousClients {
+		t.Fatalf("the map holds %d buckets, want it full (%d)", k.Len(), anonymousClients)
+	}
+	for _, victim := range []string{clientkey.Of("2001:db8:ffff:1::1"), clientkey.Of("198.51.100.7")} {
+		if n := drain(k, victim, now); n != anonymousRate.Burst {
+			t.Errorf("%s passed %d requests, want its burst of %d", victim, n, anonymousRate.Burst)
+		}
+	}
+}
+
+// TestKeyedBucketsFullAgainMakeRoom: a key that spends a token now and
+// then keeps no bucket once it is full again (as a new one would be),
+// however recently it asked: 100 keys asking every five minutes at
+// 1/min, burst 10, leave room for a newcomer four minutes after they
+// asked, though the overflow bucket was just drained.
+func TestKeyedBucketsFullAgainMakeRoom(t *testing.T) {
+	k := NewKeyed(Rate{N: 1, Per: time.Minute, Burst: 10}, 100)
+	start := time.Unix(1000, 0)
+	for step := range 3 {
+		asked := start.Add(time.Duration(step) * 5 * time.Minute)
+		for i := range 100 {
+			k.Allow(fmt.Sprint("account-", i), asked)
+		}
+		later := asked.Add(4 * time.Minute)
+		drain(k, fmt.Sprint("drainer-", step), later)
+		if ok, _ := k.Allow(fmt.Sprint("newcomer-", step), later); !ok {
+			t.Fatalf("step %d: a newcomer refused while every bucket was full again", step)
+		}
 	}
 }

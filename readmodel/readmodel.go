@@ -156,7 +156,8 @@ type Delivery struct {
 
 	// Provider is the webhook provider recognised at receipt, nil for
 	// none; Duplicates counts the address's other deliveries with the
-	// same provider id (the provider sent it again).
+	// same provider id (the provider sent it again), up to a bound
+	// (projections.MaxCountedDuplicates).
 	Provider   *domain.Provider
 	Duplicates int
 

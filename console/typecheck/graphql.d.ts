@@ -294,7 +294,8 @@ declare namespace GQL {
     provider: Provider | null;
     /**
      * How many other deliveries of this address carry the same provider delivery id: the provider
-     * sent it again. List them with the filter `{providerDeliveryId: provider.deliveryId}`.
+     * sent it again. Counted up to 1000. List them with the filter
+     * `{providerDeliveryId: provider.deliveryId}`.
      */
     duplicates: number;
     /**

@@ -271,7 +271,8 @@ type Delivery struct {
 	// The webhook provider recognised from the request (GitHub, Stripe, Shopify, Slack, Svix, Standard Webhooks); null for none.
 	Provider *Provider `json:"provider,omitempty"`
 	// How many other deliveries of this address carry the same provider delivery id: the provider
-	// sent it again. List them with the filter `{providerDeliveryId: provider.deliveryId}`.
+	// sent it again. Counted up to 1000. List them with the filter
+	// `{providerDeliveryId: provider.deliveryId}`.
 	Duplicates int `json:"duplicates"`
 	// Why the sender got responseStatus, in words: one sentence that names what
 	// decided it and when (`why.summary`), then one line per fact of the log that

@@ -44,3 +44,22 @@ func ofIP(ip netip.Addr) string {
 	}
 	return ip.String()
 }
+
+// Network is the network a client key (as Of makes it) belongs to: the
+// /24 of an IPv4 address, the /48 of an IPv6 /64, the most one site
+// commonly holds. Per-client maps bound what one network's keys may take
+// of them, since a /48 is 65 536 keys. A key that is not a client
+// address's has no network: "".
+func Network(key string) string {
+	if p, err := netip.ParsePrefix(key); err == nil && p.Addr().Is6() && p.Bits() >= 48 {
+		return netip.PrefixFrom(p.Addr(), 48).Masked().String()
+	}
+	if ip, err := netip.ParseAddr(key); err == nil {
+		ip = ip.Unmap().WithZone("")
+		if ip.Is4() {
+			return netip.PrefixFrom(ip, 24).Masked().String()
+		}
+		return netip.PrefixFrom(ip, 48).Masked().String()
+	}
+	return ""
+}

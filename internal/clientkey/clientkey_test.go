@@ -35,6 +35,26 @@ func TestOf(t *testing.T) {
 	}
 }
 
+// TestNetwork: a client key's network is its /24 (IPv4) or /48 (IPv6);
+// a key that is no client address's has none.
+func TestNetwork(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{Of("192.0.2.7:4711"), "192.0.2.0/24"},
+		{Of("[2001:db8:1:2::1]:443"), "2001:db8:1::/48"},
+		{Of("[2001:db8:1:ffff::9]:443"), "2001:db8:1::/48"},
+		{Of("[::ffff:192.0.2.7]:80"), "192.0.2.0/24"},
+		{"2001:db8:1:2::5", "2001:db8:1::/48"},
+		{"2001:db8::/32", ""},
+		{"account:01a2", ""},
+		{"a1b2c3d4e5f6", ""},
+		{"", ""},
+	} {
+		if got := Network(tt.in); got != tt.want {
+			t.Errorf("Network(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 // TestCounter: a key takes up to its cap, a release makes room again, and
 // a key that holds nothing is forgotten.
 func TestCounter(t *testing.T) {
