@@ -279,16 +279,18 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cfg.Commands.Secrets = keys
 	}
 	a.svc = commands.New(cfg.Commands, a.store, a.rec, a.views, a.hub, a.hub, log)
-	var anonymous *ratelimit.Keyed
-	if !cfg.AnonymousRate.Off() {
-		anonymous = ratelimit.NewKeyed(cfg.AnonymousRate, maxAnonymousClients)
+	var anonymous, anonymousNetworks *ratelimit.Keyed
+	if r := cfg.AnonymousRate; !r.Off() {
+		anonymous = ratelimit.NewKeyed(r, maxAnonymousClients)
+		anonymousNetworks = ratelimit.NewKeyed(ratelimit.Rate{N: graph.AnonymousNetworkShare * r.N, Per: r.Per,
+			Burst: graph.AnonymousNetworkShare * r.Burst}, maxAnonymousClients)
 	}
 	api := cfg.API
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
 	var in *ingress.Server // made below; the API reads its quota refusals
 	resolver := &graph.Resolver{
 		Service: a.svc, Views: a.views, Log: a.store, Hub: a.hub, PublicURL: cfg.PublicURL, Logger: log, AdminToken: cfg.AdminToken, Now: time.Now,
-		Anonymous: anonymous, SignInRate: cfg.SignInRate, NoSignInLimit: cfg.NoSignInLimit, ConsoleURL: cfg.ConsoleURL,
+		Anonymous: anonymous, AnonymousNetworks: anonymousNetworks, SignInRate: cfg.SignInRate, NoSignInLimit: cfg.NoSignInLimit, ConsoleURL: cfg.ConsoleURL,
 		Quotas: a.views.Accounts, QuotaRefusals: func(id string) map[string]int64 { return in.QuotaRefusals(id) },
 		APICost: cfg.Commands.Quotas.APICost,
 	}

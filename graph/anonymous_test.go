@@ -64,3 +64,54 @@ func TestAnonymousFloodOfOneNetworkLeavesOthersTheirInspectors(t *testing.T) {
 		t.Errorf("a new client of the flooding /48: %v, want RATE_LIMITED", err)
 	}
 }
+
+// TestAnonymousMutationsBoundedPerNetwork: the clients of one network (an
+// IPv6 /48, an IPv4 /24) create at most AnonymousNetworkShare times what
+// one client may, however many addresses they hold; one address's
+// refusals take nothing from its network, and other networks are not
+// touched.
+func TestAnonymousMutationsBoundedPerNetwork(t *testing.T) {
+	perClient := ratelimit.Rate{N: 1, Per: time.Hour, Burst: 1}
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		r.Anonymous = ratelimit.NewKeyed(perClient, 100_000)
+		r.AnonymousNetworks = ratelimit.NewKeyed(ratelimit.Rate{N: graph.AnonymousNetworkShare * perClient.N, Per: perClient.Per,
+			Burst: graph.AnonymousNetworkShare * perClient.Burst}, 100_000)
+	})
+	const create = `mutation { createInspector { id } }`
+	post := func(ip string) bool {
+		t.Helper()
+		var out struct{ CreateInspector struct{ ID string } }
+		err := e.c.Post(create, &out, fromIP(ip))
+		if err != nil && !rateLimited(err) {
+			t.Fatalf("%s: %v", ip, err)
+		}
+		return err == nil
+	}
+	// One address asking again and again spends only its own bucket.
+	for range 50 {
+		post("2001:db8:7:1::1")
+	}
+	created := 0
+	for i := range 200 {
+		if post(fmt.Sprintf("2001:db8:7:%x::1", i+2)) {
+			created++
+		}
+	}
+	if want := graph.AnonymousNetworkShare - 1; created != want {
+		t.Errorf("200 more clients of one /48 created %d inspectors, want %d (its network's burst less the first client's one)", created, want)
+	}
+	v4 := 0
+	for i := range 40 {
+		if post(fmt.Sprintf("198.51.100.%d", i+1)) {
+			v4++
+		}
+	}
+	if v4 != graph.AnonymousNetworkShare {
+		t.Errorf("40 clients of one /24 created %d inspectors, want %d", v4, graph.AnonymousNetworkShare)
+	}
+	for _, guest := range []string{"2001:db8:9:1::1", "203.0.113.9"} {
+		if !post(guest) {
+			t.Errorf("a guest of another network (%s) was refused", guest)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -65,15 +66,30 @@ func WithToken(next http.Handler) http.Handler {
 	})
 }
 
+// AnonymousNetworkShare is how many times the rate of anonymous
+// mutations one client address has (--anonymous-rate) its network has in
+// all (Resolver.AnonymousNetworks): room for a team or a classroom behind
+// one /24, and a bound on a /48's 65 536 addresses.
+const AnonymousNetworkShare = 10
+
 // limitAnonymous takes one of the client address's anonymous mutations
-// (--anonymous-rate), or refuses with a RateLimitedError.
+// (--anonymous-rate), then one of its network's, or refuses with a
+// RateLimitedError. The address's bucket is asked first, so that the
+// refusals of one address take nothing from its neighbours.
 func (r *Resolver) limitAnonymous(ctx context.Context) error {
 	if r.Anonymous == nil {
 		return nil
 	}
 	client, _ := ctx.Value(clientKey).(string)
-	if ok, retry := r.Anonymous.Allow(client, time.Now()); !ok {
+	now := time.Now()
+	if ok, retry := r.Anonymous.Allow(client, now); !ok {
 		return &RateLimitedError{RetryAfter: retry}
+	}
+	if network := clientkey.Network(client); r.AnonymousNetworks != nil && network != "" {
+		if ok, retry := r.AnonymousNetworks.Allow(network, now); !ok {
+			return &RateLimitedError{RetryAfter: retry,
+				Reason: fmt.Sprintf("anonymous use from your network (%s) is at its limit, %d times an address's", network, AnonymousNetworkShare)}
+		}
 	}
 	return nil
 }

@@ -33,6 +33,11 @@ type Resolver struct {
 	// Anonymous limits the mutations anyone may call without a token
 	// (createInspector, signUp) per client address; nil: no limit.
 	Anonymous *ratelimit.Keyed
+	// AnonymousNetworks limits the same mutations per client network (an
+	// IPv4 /24, an IPv6 /48: clientkey.Network), at AnonymousNetworkShare
+	// times Anonymous's rate and burst, since one /48 is 65 536 client
+	// addresses; nil: no limit.
+	AnonymousNetworks *ratelimit.Keyed
 	// SignInRate bounds sign-in attempts per login (and four times as many
 	// per client address); zero: DefaultSignInRate (see NoSignInLimit).
 	SignInRate ratelimit.Rate

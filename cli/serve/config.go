@@ -205,7 +205,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.ViewsWait, commands.DefaultViewsWait), "views-wait",
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
 	fs.Var(&c.SignInRate, "signin-rate", "password sign-in attempts per login from addresses that never signed in to it (four times as many per client address, which also bounds sign-ups and joins), as N/UNIT,burst=B, or off (no limit; warned at start); beyond: RATE_LIMITED")
-	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address, as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
+	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address (ten times as many per /24 or IPv6 /48), as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
