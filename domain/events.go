@@ -564,6 +564,13 @@ type ForwardResponded struct {
 	NotCaptured string `json:"not_captured,omitempty"`
 }
 
+// NotCapturedStorageQuota is why an answer's body is not stored
+// (ForwardResponded.NotCaptured) when the account's stored bytes had
+// reached its storage quota (--account-storage) as the answer was
+// recorded. It says what became of a body, not why a delivery has its
+// status, so it is not among the reasons explanations tell (reasons.go).
+const NotCapturedStorageQuota = "storage quota exceeded"
+
 // ForwardFailed records an attempt that got no answer from the local target.
 type ForwardFailed struct {
 	DeliveryID string `json:"delivery_id"`

@@ -66,14 +66,6 @@ const (
 // it was not sent (503, never the sender's answer).
 const FailureCopyDropped = "copy dropped: listener busy"
 
-// Why an answer's body is not stored although its Endpoint captures
-// responses (ForwardResponded.NotCaptured).
-const (
-	// NotCapturedStorageQuota: the account's stored bytes had reached its
-	// storage quota (--account-storage) when the answer was recorded.
-	NotCapturedStorageQuota = "storage quota exceeded"
-)
-
 // Failures of an attempt the relay decided (ForwardFailed.Error); any other
 // error is the agent's report of its local target.
 const (

@@ -11,7 +11,7 @@ import (
 // views keep everything else (see Views.DeliverySummary).
 var payloadFields = map[string]bool{
 	"headers": true, "droppedHeaders": true, "body": true, "bodyBase64": true, "responseHeaders": true, "responseBody": true,
-	"responseBodyBase64": true, "trailers": true, "bodyUnread": true, "redactedQuery": true,
+	"responseBodyBase64": true, "responseNotCaptured": true, "trailers": true, "bodyUnread": true, "redactedQuery": true,
 	// compare compares the recorded request, read from the log.
 	"compare": true,
 }

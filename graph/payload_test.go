@@ -20,6 +20,7 @@ func TestSelectsPayload(t *testing.T) {
 		{"headers in an inline fragment", `query($id: ID!){ inspector(id: $id){ deliveries { edges { node { ... on Delivery { headers { name } } } } } } }`, true},
 		{"response body in a named fragment", `query($id: ID!){ delivery(id: $id){ ...D } } fragment D on Delivery { id responseBody }`, true},
 		{"response body bytes", `query($id: ID!){ delivery(id: $id){ id httpVersion responseBodyBase64 } }`, true},
+		{"why the response body is not stored", `query($id: ID!){ delivery(id: $id){ id responseNotCaptured } }`, true},
 		{"http version alone", `query($id: ID!){ delivery(id: $id){ id httpVersion } }`, false},
 		{"fragment without payload", `query($id: ID!){ delivery(id: $id){ ...D } } fragment D on Delivery { id method }`, false},
 		{"live rows", `subscription($a: ID!){ deliveries(address: $a){ id path responseStatus } }`, false},
