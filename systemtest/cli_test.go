@@ -347,9 +347,12 @@ type (
 		Attempts       []jsonAttempt `json:"attempts"`
 		Provider       *jsonProvider `json:"provider"`
 		Duplicates     int           `json:"duplicates"`
-		Why            string        `json:"why"`
-		Curl           string        `json:"curl"`
-		CurlWithheld   string        `json:"curlWithheld"`
+		// ResponseNotCaptured is null unless the account was at its
+		// storage quota when the latest answer was recorded.
+		ResponseNotCaptured *string `json:"responseNotCaptured"`
+		Why                 string  `json:"why"`
+		Curl                string  `json:"curl"`
+		CurlWithheld        string  `json:"curlWithheld"`
 	}
 	jsonRetry struct {
 		DeliveryID     string        `json:"deliveryId"`
