@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,7 +111,8 @@ func loadThenStop(t *testing.T, r *harness.Relay, stop func()) {
 // concurrent load on a PROXY Endpoint: every sender that got the local
 // process's answer must find that delivery in the history after a restart,
 // with the same status and body recorded, because the delivery and its
-// answer are one durable commit before the sender is answered.
+// answer are one durable commit before the sender is answered; and the
+// log the kills left behind verifies.
 func TestProxiedAnswersSurviveSIGKILL(t *testing.T) {
 	local := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -176,6 +178,11 @@ func TestProxiedAnswersSurviveSIGKILL(t *testing.T) {
 	t.Logf("answered before the kills: %d; history after the last restart: %d rows (with those the relay answered itself while the agent reconnected)", len(answered), len(got))
 	if lost > 0 {
 		t.Fatalf("%d answered deliveries lost or without their answer", lost)
+	}
+	// The log the kills left behind verifies: its chain is whole.
+	r.Stop(t)
+	if out, code := harness.RunCLI(t, "events", "verify", "--data", r.Data); code != 0 || !strings.Contains(out, "ok: ") {
+		t.Fatalf("verify after the kills: exit %d\n%s", code, out)
 	}
 }
 
