@@ -46,45 +46,8 @@ var loadFlags = []string{"--address-rate", "off", "--inspector-quota", "off"}
 func loadThenStop(t *testing.T, r *harness.Relay, stop func()) {
 	t.Helper()
 	id, _ := createInspector(t, r)
-	host := r.AddressHost(id)
-
-	var (
-		mu       sync.Mutex
-		answered = map[string]bool{}
-		count    atomic.Int64
-		wg       sync.WaitGroup
-		quit     = make(chan struct{})
-	)
-	const workers, maxPerWorker = 16, 2000
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; i < maxPerWorker; i++ {
-				select {
-				case <-quit:
-					return
-				default:
-				}
-				path := fmt.Sprintf("/load/%d/%d", w, i)
-				resp, err := r.TrySendRaw(harness.RawRequest{Method: "POST", Target: path, Host: host, Body: []byte(`{"n":1}`)})
-				if err != nil {
-					return // the server is gone
-				}
-				if resp.Status == 204 {
-					mu.Lock()
-					answered[path] = true
-					mu.Unlock()
-					count.Add(1)
-				}
-			}
-		}(w)
-	}
-	// Kill once the load is well under way.
-	harness.Eventually(t, 60*time.Second, "300 answered requests", func() bool { return count.Load() >= 300 })
-	stop()
-	close(quit)
-	wg.Wait()
+	answered := map[string]string{}
+	loadUntilStopped(t, r, r.AddressHost(id), "/load", 204, answered, stop)
 
 	r.Restart(t)
 	// After the restart the views catch up with the log before serving.
@@ -131,7 +94,7 @@ func TestProxiedAnswersSurviveSIGKILL(t *testing.T) {
 		if round > 0 {
 			r.Restart(t)
 		}
-		loadThenKill(t, r, host, round, answered)
+		loadUntilStopped(t, r, host, fmt.Sprintf("/load/%d", round), 201, answered, func() { r.Kill(t) })
 	}
 	r.Restart(t)
 	type row struct {
@@ -186,10 +149,10 @@ func TestProxiedAnswersSurviveSIGKILL(t *testing.T) {
 	}
 }
 
-// loadThenKill sends a concurrent load to host until 300 requests more are
-// answered 201, kills the server, and adds each answered path with the
-// body its sender got to answered.
-func loadThenKill(t *testing.T, r *harness.Relay, host string, round int, answered map[string]string) {
+// loadUntilStopped sends a concurrent load of POSTs to host, at paths
+// under prefix, until 300 more are answered want, then calls stop, and
+// adds each path answered want, with the body its sender got, to answered.
+func loadUntilStopped(t *testing.T, r *harness.Relay, host, prefix string, want int, answered map[string]string, stop func()) {
 	t.Helper()
 	var (
 		mu    sync.Mutex
@@ -208,12 +171,12 @@ func loadThenKill(t *testing.T, r *harness.Relay, host string, round int, answer
 					return
 				default:
 				}
-				path := fmt.Sprintf("/load/%d/%d/%d", round, w, i)
+				path := fmt.Sprintf("%s/%d/%d", prefix, w, i)
 				resp, err := r.TrySendRaw(harness.RawRequest{Method: "POST", Target: path, Host: host, Body: []byte(`{"n":1}`)})
 				if err != nil {
 					return // the server is gone
 				}
-				if resp.Status == 201 {
+				if resp.Status == want {
 					mu.Lock()
 					answered[path] = string(resp.Body)
 					mu.Unlock()
@@ -223,7 +186,7 @@ func loadThenKill(t *testing.T, r *harness.Relay, host string, round int, answer
 		}(w)
 	}
 	harness.Eventually(t, 60*time.Second, "300 answered requests", func() bool { return count.Load() >= 300 })
-	r.Kill(t)
+	stop()
 	close(quit)
 	wg.Wait()
 }
