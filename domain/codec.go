@@ -53,6 +53,7 @@ func NewCodec() *Codec {
 		TypeAgentConnected:         decoderFor[AgentConnected](),
 		TypeAgentDisconnected:      decoderFor[AgentDisconnected](),
 		TypePrimaryChanged:         decoderFor[PrimaryChanged](),
+		TypeListenersSnapshot:      decoderFor[ListenersSnapshot](),
 		TypeDeliveryReceived:       decoderFor[DeliveryReceived](),
 		TypeDeliveryAnswered:       decoderFor[DeliveryAnswered](),
 		TypeForwardRequested:       decoderFor[ForwardRequested](),

@@ -51,6 +51,7 @@ func samples() []domain.Event {
 		domain.AgentConnected{EndpointID: "ep1", AgentID: "ag-1", Target: "127.0.0.1:3000", Node: "n1"},
 		domain.AgentDisconnected{EndpointID: "ep1", AgentID: "ag-1", Reason: "connection lost"},
 		domain.PrimaryChanged{EndpointID: "ep1", AgentID: "ag-2", Previous: "ag-1", Reason: domain.PrimaryLeft},
+		domain.ListenersSnapshot{EndpointID: "ep1", Open: []domain.ListenerSession{{AgentID: "ag-2"}, {AgentID: "ag-3", Asked: true}}, Primary: "ag-3"},
 		domain.DeliveryReceived{DeliveryID: "d1", Address: "ep1", AddressKind: domain.AddressEndpoint, AccountID: "acc-1", Method: "POST",
 			Target: "/a%2Fb?x=1&x=2", Host: "ep1.localhost:8080", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5000",
 			Headers: status, Body: []byte{0, 1, 2, 0xff}, BodySize: 10, Complete: false, DroppedHeaders: 3, RedactedQuery: []string{"hub.verify_token"},

@@ -29,6 +29,7 @@
 //	agent.connected.v1      AgentConnected       an agent session started serving an Endpoint
 //	agent.disconnected.v1   AgentDisconnected    that session ended
 //	listener.primary_changed.v1 PrimaryChanged   another session of the Endpoint answers senders
+//	listener.snapshot.v1    ListenersSnapshot    the Endpoint's open sessions and primary, as its agent stream folds them so far
 //	delivery.received.v1    DeliveryReceived     a request reached a known address (with forward: and its first attempt began)
 //	delivery.answered.v1    DeliveryAnswered     the sender got this status
 //	forward.requested.v1    ForwardRequested     an attempt to reach the local target began

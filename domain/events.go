@@ -35,6 +35,7 @@ const (
 	TypeAgentConnected        = "agent.connected.v1"
 	TypeAgentDisconnected     = "agent.disconnected.v1"
 	TypePrimaryChanged        = "listener.primary_changed.v1"
+	TypeListenersSnapshot     = "listener.snapshot.v1"
 	TypeDeliveryReceived      = "delivery.received.v1"
 	TypeDeliveryAnswered      = "delivery.answered.v1"
 	TypeForwardRequested      = "forward.requested.v1"
@@ -384,6 +385,19 @@ type PrimaryChanged struct {
 	Reason     string `json:"reason"`
 }
 
+// ListenersSnapshot is an Endpoint's agent stream folded up to the event
+// before it (Listeners): the sessions open, in the order they connected,
+// and the primary last recorded (PrimaryChanged.AgentID, "" for none). It is
+// appended at the stream's revision when a decision finds many events since
+// the last one (Listeners.Snapshot), so that a node with nothing folded
+// reads the stream from the newest snapshot on, not the Endpoint's whole
+// history of sessions. Folding it replaces what was folded before.
+type ListenersSnapshot struct {
+	EndpointID string            `json:"endpoint_id"`
+	Open       []ListenerSession `json:"open,omitempty"`
+	Primary    string            `json:"primary,omitempty"`
+}
+
 // AgentDisconnected records the end of an agent session.
 type AgentDisconnected struct {
 	EndpointID string `json:"endpoint_id"`
@@ -686,6 +700,7 @@ func (EndpointSmeeKeySet) EventType() string    { return TypeEndpointSmeeKeySet 
 func (AgentConnected) EventType() string        { return TypeAgentConnected }
 func (AgentDisconnected) EventType() string     { return TypeAgentDisconnected }
 func (PrimaryChanged) EventType() string        { return TypePrimaryChanged }
+func (ListenersSnapshot) EventType() string     { return TypeListenersSnapshot }
 func (DeliveryReceived) EventType() string      { return TypeDeliveryReceived }
 func (DeliveryAnswered) EventType() string      { return TypeDeliveryAnswered }
 func (ForwardRequested) EventType() string      { return TypeForwardRequested }

@@ -133,6 +133,12 @@ type EventStore interface {
 	// ReadStream returns up to max events of stream from revision from on.
 	// A stream with no events returns ErrStreamNotFound.
 	ReadStream(ctx context.Context, stream string, from uint64, max int) ([]RecordedEvent, error)
+	// LastEvent returns the newest event of stream in one read, whatever
+	// the stream's length: a reader that needs only its end (the newest
+	// snapshot of a long stream, a proof's checkpoint) starts there. A
+	// stream with no events returns ErrStreamNotFound, a deleted one
+	// ErrStreamDeleted.
+	LastEvent(ctx context.Context, stream string) (RecordedEvent, error)
 	// ReadAll returns up to max events with positions greater than after,
 	// in position order.
 	ReadAll(ctx context.Context, after uint64, max int) ([]RecordedEvent, error)

@@ -32,9 +32,21 @@ func PrimaryIndex(n int, asked func(i int) bool) int {
 // ListenerSession is a live session of an Endpoint as its agent stream
 // tells it.
 type ListenerSession struct {
-	AgentID string
-	Asked   bool // started with --primary
+	AgentID string `json:"agent_id"`
+	Asked   bool   `json:"asked,omitempty"` // started with --primary
 }
+
+// SnapshotAfter is how many events, plus one per open session, may follow
+// an agent stream's newest snapshot (or its start) before a decision
+// appends another: a node with nothing folded reads about that many. A
+// snapshot holds a session in fewer bytes than any event between two takes,
+// so snapshots take less of the log than the events between them.
+const SnapshotAfter = 256
+
+// MaxSnapshotSessions bounds the open sessions one snapshot holds (about
+// 80 bytes each: some 330 KB, within every store's largest append). An
+// Endpoint with more open at once gets no new snapshot until fewer are.
+const MaxSnapshotSessions = 4096
 
 // Listeners is an Endpoint's agent stream folded: the sessions still
 // open, in the order they connected, and the primary last recorded.
@@ -44,9 +56,13 @@ type ListenerSession struct {
 //     the one last recorded, so the stream never holds the same change
 //     twice (appended at the stream's expected revision: a change raised
 //     by two nodes at once is recorded by one).
+//  2. A ListenersSnapshot is what the events before it fold to: it is
+//     taken from the folded state and appended at the revision that state
+//     reflects, so folding from it and folding the whole stream agree.
 type Listeners struct {
 	open     []ListenerSession
 	recorded string // agent ID of the last PrimaryChanged, "" for none
+	since    int    // events folded after the last snapshot, or from the stream's start
 }
 
 // LoadListeners folds an agent stream's events.
@@ -65,11 +81,16 @@ func (l *Listeners) Fold(events []Event) {
 
 // Clone is a copy that folds on by itself.
 func (l *Listeners) Clone() *Listeners {
-	return &Listeners{open: append([]ListenerSession(nil), l.open...), recorded: l.recorded}
+	return &Listeners{open: append([]ListenerSession(nil), l.open...), recorded: l.recorded, since: l.since}
 }
 
 func (l *Listeners) apply(e Event) {
+	l.since++
 	switch e := e.(type) {
+	case ListenersSnapshot:
+		l.open = append([]ListenerSession(nil), e.Open...)
+		l.recorded = e.Primary
+		l.since = 0
 	case AgentConnected:
 		l.drop(e.AgentID)
 		l.open = append(l.open, ListenerSession{AgentID: e.AgentID, Asked: e.Primary})
@@ -99,6 +120,19 @@ func (l *Listeners) Primary() string {
 		return ""
 	}
 	return l.open[i].AgentID
+}
+
+// Snapshot returns the ListenersSnapshot of endpointID to append after the
+// events folded, when more than SnapshotAfter events plus one per open
+// session followed the last one, and false when none is due (or the
+// sessions open are more than MaxSnapshotSessions). Appended at the revision
+// the fold reflects, it lets the next reader with nothing folded start
+// there.
+func (l *Listeners) Snapshot(endpointID string) (ListenersSnapshot, bool) {
+	if l.since <= SnapshotAfter+len(l.open) || len(l.open) > MaxSnapshotSessions {
+		return ListenersSnapshot{}, false
+	}
+	return ListenersSnapshot{EndpointID: endpointID, Open: l.Open(), Primary: l.recorded}, true
 }
 
 // Decide returns the PrimaryChanged to record for endpointID when the

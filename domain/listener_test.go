@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -74,5 +75,60 @@ func TestListenersDecide(t *testing.T) {
 				t.Fatalf("Decide = %+v, %v; want %+v, %v", got, ok, tt.want, tt.change)
 			}
 		})
+	}
+}
+
+// TestListenersSnapshot: a snapshot is due once more than SnapshotAfter
+// events plus one per open session follow the last one; folding from it
+// decides as folding everything before it does, then and afterwards.
+func TestListenersSnapshot(t *testing.T) {
+	const ep = "e1"
+	conn := func(id string, asked bool) domain.Event {
+		return domain.AgentConnected{EndpointID: ep, AgentID: id, Primary: asked}
+	}
+	gone := func(id string) domain.Event { return domain.AgentDisconnected{EndpointID: ep, AgentID: id} }
+	// noise changes nothing: the end of a session never started.
+	noise := func(n int) []domain.Event {
+		out := make([]domain.Event, n)
+		for i := range out {
+			out[i] = gone("never")
+		}
+		return out
+	}
+	history := []domain.Event{conn("a", false), conn("b", true), domain.PrimaryChanged{EndpointID: ep, AgentID: "b", Reason: domain.PrimaryAsked},
+		conn("c", false), gone("b")} // b left: a is due to take over
+	whole := domain.LoadListeners(history)
+	whole.Fold(noise(domain.SnapshotAfter + 2 - len(history)))
+	if _, due := whole.Snapshot(ep); due {
+		t.Fatalf("a snapshot is due after %d events with 2 sessions open", domain.SnapshotAfter+2)
+	}
+	whole.Fold(noise(1))
+	snap, due := whole.Snapshot(ep)
+	want := domain.ListenersSnapshot{EndpointID: ep, Open: []domain.ListenerSession{{AgentID: "a"}, {AgentID: "c"}}, Primary: "b"}
+	if !due || fmt.Sprint(snap) != fmt.Sprint(want) {
+		t.Fatalf("Snapshot = %+v, %v; want %+v", snap, due, want)
+	}
+	from := domain.LoadListeners([]domain.Event{snap})
+	whole.Fold([]domain.Event{snap})
+	for _, next := range [][]domain.Event{nil, {domain.PrimaryChanged{EndpointID: ep, AgentID: "a", Previous: "b", Reason: domain.PrimaryLeft}}, {conn("d", true)}, {gone("a"), gone("d")}} {
+		whole.Fold(next)
+		from.Fold(next)
+		c1, ok1 := whole.Decide(ep)
+		c2, ok2 := from.Decide(ep)
+		if c1 != c2 || ok1 != ok2 || fmt.Sprint(whole.Open()) != fmt.Sprint(from.Open()) {
+			t.Fatalf("after %v: the whole stream decides %+v (%v) with %v open, the snapshot %+v (%v) with %v", next, c1, ok1, whole.Open(), c2, ok2, from.Open())
+		}
+		if _, due := from.Snapshot(ep); due {
+			t.Fatal("a snapshot is due right after one")
+		}
+	}
+
+	crowd := domain.LoadListeners(nil)
+	for i := range domain.MaxSnapshotSessions + 1 {
+		crowd.Fold([]domain.Event{conn(fmt.Sprint(i), false)})
+	}
+	crowd.Fold(noise(2 * (domain.SnapshotAfter + domain.MaxSnapshotSessions)))
+	if _, due := crowd.Snapshot(ep); due {
+		t.Errorf("a snapshot of %d open sessions, more than %d", domain.MaxSnapshotSessions+1, domain.MaxSnapshotSessions)
 	}
 }

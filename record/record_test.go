@@ -32,6 +32,16 @@ func (s *countingStore) ReadStream(ctx context.Context, stream string, from uint
 	return recs, err
 }
 
+func (s *countingStore) LastEvent(ctx context.Context, stream string) (domain.RecordedEvent, error) {
+	s.reads.Add(1)
+	e, err := s.EventStore.LastEvent(ctx, stream)
+	if err == nil {
+		s.events.Add(1)
+		s.bytes.Add(int64(len(e.Data)))
+	}
+	return e, err
+}
+
 func newRecorder(t *testing.T) (*record.Recorder, *countingStore) {
 	t.Helper()
 	return newRecorderWith(t, record.Config{})

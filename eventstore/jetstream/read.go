@@ -112,8 +112,7 @@ func (s *Store) nextOn(ctx context.Context, subj string, seq uint64) (*stored, e
 // scan calls fn with the messages of subj in order, from the one that holds
 // revision from up to the head h, until fn returns false. The head is often
 // the only message needed and costs no read; older ones are read one
-// request each, from the stream's start, since no index maps a revision to
-// its sequence.
+// request each, from the one seek finds.
 func (s *Store) scan(ctx context.Context, subj string, from uint64, h head, last *stored, fn func(*stored) bool) error {
 	if !h.exists || from > h.last {
 		return nil
@@ -122,7 +121,11 @@ func (s *Store) scan(ctx context.Context, subj string, from uint64, h head, last
 		fn(last)
 		return nil
 	}
-	for seq := uint64(1); seq <= h.seq; {
+	seq, err := s.seek(ctx, subj, from, h)
+	if err != nil {
+		return err
+	}
+	for seq <= h.seq {
 		m, err := s.nextOn(ctx, subj, seq)
 		if err != nil {
 			return err
@@ -136,6 +139,36 @@ func (s *Store) scan(ctx context.Context, subj string, from uint64, h head, last
 		seq = m.seq + 1
 	}
 	return nil
+}
+
+// seek returns a sequence from which the first message of subj is the one
+// that holds revision from (h.first > from: an older message than the
+// head). No index maps a revision to its sequence, but a subject's
+// revisions rise with its messages' sequences, so it searches the
+// sequences by halves: about one request per bit of the log's last
+// sequence, where reading forward from the start would cost one request
+// per message of the stream before from, however long its history.
+func (s *Store) seek(ctx context.Context, subj string, from uint64, h head) (uint64, error) {
+	if from == 0 {
+		return 1, nil
+	}
+	// The sequence sought is in [lo, hi]: the first message at or after hi
+	// ends at or after from (the head does), those before lo lead to
+	// messages that end before it.
+	lo, hi := uint64(1), h.seq
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		m, err := s.nextOn(ctx, subj, mid)
+		if err != nil {
+			return 0, err
+		}
+		if m == nil || m.head().last >= from {
+			hi = mid
+		} else {
+			lo = m.seq + 1 // every sequence up to m's leads to m
+		}
+	}
+	return lo, nil
 }
 
 // messageAt returns the message of subj whose first event has revision rev,

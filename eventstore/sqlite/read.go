@@ -39,6 +39,27 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	return evs, nil
 }
 
+// LastEvent returns the newest event of stream: one step down the
+// (stream, revision) index, whatever the stream's length. A stream without
+// events is domain.ErrStreamNotFound, a deleted one domain.ErrStreamDeleted.
+func (s *Store) LastEvent(ctx context.Context, stream string) (domain.RecordedEvent, error) {
+	if err := s.checkRead(1); err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("read the last event of %s: %w", stream, err)
+	}
+	evs, err := query(ctx, s.reads.last, 1, stream)
+	switch {
+	case err != nil:
+	case len(evs) == 0:
+		err = domain.ErrStreamNotFound
+	case evs[0].Type == domain.TypeStreamDeleted:
+		err = domain.ErrStreamDeleted
+	}
+	if err != nil {
+		return domain.RecordedEvent{}, fmt.Errorf("read the last event of %s: %w", stream, err)
+	}
+	return evs[0], nil
+}
+
 // ReadAll returns up to max events with positions greater than after, in
 // position order.
 func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
@@ -132,13 +153,14 @@ func scanEvent(rows *sql.Rows) (domain.RecordedEvent, error) {
 // readStmts are prepared on the read pool; database/sql prepares each one
 // once per connection and reuses it, so reads skip SQL parsing.
 type readStmts struct {
-	stream, exists, all *sql.Stmt
+	stream, last, exists, all *sql.Stmt
 }
 
 func prepareReadStmts(ctx context.Context, db *sql.DB) (readStmts, error) {
 	var st readStmts
 	err := prepareAll(ctx, db, []stmtSpec{
 		{&st.stream, `SELECT ` + eventColumns + ` FROM events WHERE stream = ? AND revision >= ? ORDER BY revision LIMIT ?`},
+		{&st.last, `SELECT ` + eventColumns + ` FROM events WHERE stream = ? ORDER BY revision DESC LIMIT 1`},
 		{&st.exists, `SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)`},
 		{&st.all, `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`},
 	})
@@ -146,5 +168,5 @@ func prepareReadStmts(ctx context.Context, db *sql.DB) (readStmts, error) {
 }
 
 func (st readStmts) close() error {
-	return closeStmts(st.stream, st.exists, st.all)
+	return closeStmts(st.stream, st.last, st.exists, st.all)
 }

@@ -97,6 +97,8 @@ func (s *suite) testDeleteRefuses(t *testing.T) {
 	}
 	_, err := store.DeleteStream(ctx, a, domain.Any())
 	wantDeleted(t, "second DeleteStream", err)
+	_, err = store.LastEvent(ctx, a)
+	wantDeleted(t, "LastEvent of the deleted stream", err)
 }
 
 // testDeleteConflict: a condition that does not match deletes nothing.

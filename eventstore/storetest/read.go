@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
@@ -10,6 +11,8 @@ import (
 func (s *suite) testRead(t *testing.T) {
 	t.Run("StreamNotFound", s.testStreamNotFound)
 	t.Run("ReadStream", s.testReadStream)
+	t.Run("ReadStreamFromAnyRevision", s.testReadStreamFromAnyRevision)
+	t.Run("LastEvent", s.testLastEvent)
 	t.Run("ReadAll", s.testReadAll)
 }
 
@@ -65,6 +68,62 @@ func (s *suite) testReadStream(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testReadStreamFromAnyRevision: a read from any revision of a stream of
+// many appends, of one and of several events, with other streams' appends
+// between them, starts at that revision (a reader that folded the events
+// before it, or found a snapshot there, reads on from it).
+func (s *suite) testReadStreamFromAnyRevision(t *testing.T) {
+	store := s.open(t)
+	ctx := testContext(t)
+	stream, other := newStream("read-many"), newStream("read-many-other")
+	var events []domain.EventData
+	for i := range 40 {
+		batch := newEvents(1+2*(i%3/2), fmt.Sprintf("e%d", i)) // 1, 1, 3 events, ...
+		mustAppend(t, ctx, store, stream, domain.Any(), batch...)
+		events = append(events, batch...)
+		mustAppend(t, ctx, store, other, domain.Any(), newEvent(fmt.Sprintf("o%d", i)))
+	}
+	for from := range len(events) + 2 {
+		got := mustReadStream(t, ctx, store, stream, uint64(from), 4)
+		want := events[min(from, len(events)):min(from+4, len(events))]
+		checkEvents(t, fmt.Sprintf("ReadStream from %d", from), got, want)
+		for i, e := range got {
+			if e.Revision != uint64(from+i) {
+				t.Fatalf("ReadStream from %d: event %d at revision %d", from, i, e.Revision)
+			}
+		}
+	}
+}
+
+// testLastEvent: LastEvent is the stream's newest event, as ReadStream
+// returns it, after appends of one and of several events.
+func (s *suite) testLastEvent(t *testing.T) {
+	store := s.open(t)
+	ctx := testContext(t)
+	stream, other := newStream("last"), newStream("last-other")
+	if _, err := store.LastEvent(ctx, stream); !errors.Is(err, domain.ErrStreamNotFound) {
+		t.Fatalf("LastEvent(missing) = %v, want ErrStreamNotFound", err)
+	}
+	appends := [][]domain.EventData{newEvents(1, "a"), newEvents(3, "b"), newEvents(1, "c")}
+	n := 0
+	for _, batch := range appends {
+		mustAppend(t, ctx, store, stream, domain.Any(), batch...)
+		mustAppend(t, ctx, store, other, domain.Any(), newEvent("other"))
+		n += len(batch)
+		got, err := store.LastEvent(ctx, stream)
+		if err != nil {
+			t.Fatalf("LastEvent after %d events: %v", n, err)
+		}
+		checkEvents(t, "LastEvent", []domain.RecordedEvent{got}, batch[len(batch)-1:])
+		read := mustReadStream(t, ctx, store, stream, uint64(n-1), 1)
+		if got.Stream != stream || got.Revision != uint64(n-1) ||
+			(s.f.Guarantees.StreamReadPositions && got.Position != read[0].Position) {
+			t.Fatalf("LastEvent after %d events: %s@%d at %d; ReadStream has %s@%d at %d",
+				n, got.Stream, got.Revision, got.Position, read[0].Stream, read[0].Revision, read[0].Position)
+		}
 	}
 }
 
