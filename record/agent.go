@@ -12,7 +12,13 @@ import (
 // AgentConnected records the start of an agent's session, held by this
 // Recorder's node: whether it asked to be primary and its filters' text. It
 // returns the log position of the start: the primary rule orders sessions by it.
+// It waits for the start even when ctx ends meanwhile (a client that
+// subscribes and completes at once): an append the log takes cannot be
+// taken back, and a caller told of ctx's end instead would never record
+// the session's end, leaving it open in the log for good.
 func (r *Recorder) AgentConnected(ctx context.Context, endpointID, agentID, target string, primary bool, filters []string) (uint64, error) {
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	ev := domain.AgentConnected{EndpointID: endpointID, AgentID: agentID, Target: target, Primary: primary, Filters: filters}
 	res, err := r.Record(ctx, domain.AgentStream(endpointID), domain.Any(), domain.Trace{}, ev)
 	if err != nil {

@@ -221,6 +221,12 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 		h.mu.Lock()
 		delete(h.byAgent, s.AgentID)
 		h.mu.Unlock()
+		// The start may be in the log although its append failed (a
+		// commit that outlasted the write bound): its end closes it, and
+		// folds to nothing if it is not.
+		if endErr := h.rec.AgentDisconnected(ctx, s.EndpointID, s.AgentID, "session start not confirmed: "+err.Error()); endErr != nil {
+			h.logger.Warn("record the end of a session whose start failed", "endpoint_id", s.EndpointID, "agent_id", s.AgentID, "error", endErr)
+		}
 		return nil, fmt.Errorf("attach agent %s: %w", s.AgentID, err)
 	}
 	sess.pos = pos
