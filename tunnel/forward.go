@@ -391,7 +391,13 @@ func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, tim
 	return out
 }
 
+// recordCopy records a copy's outcome, one copy of a delivery at a time:
+// its copies all wait for the primary's outcome, and each is appended at
+// the delivery stream's next revision, so recorded together they refused
+// one another's appends until their tries ran out (8 to 16 of 40
+// listeners' answers reached the log).
 func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
+	defer h.copyRecords.lock(cp.DeliveryID)()
 	if _, err := h.rec.RecordCopy(h.life, cp, agentID, out); err != nil {
 		h.logger.Error("record copy", "delivery_id", cp.DeliveryID, "attempt_id", cp.AttemptID, "agent_id", agentID, "error", err)
 	}

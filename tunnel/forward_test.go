@@ -3,10 +3,12 @@ package tunnel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
 )
 
@@ -103,4 +105,38 @@ func TestForwardBoundsItsWaitForTheRecord(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Forward still waiting for an unrecorded outcome after 10 s")
 	}
+}
+
+// Every listener's copy of a delivery is recorded. The copies all wait for
+// the primary's outcome and are then recorded together, each append to the
+// delivery's stream at its next revision: recorded at once, they refused
+// one another's appends until their tries ran out, and 8 of 40 listeners'
+// answers reached the log.
+func TestEveryCopyOfADeliveryIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	const listeners = 40
+	for i := range listeners {
+		e.agent(t, SessionInfo{AgentID: fmt.Sprintf("l%d", i), EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	}
+	cmd := e.receive(t, "ep", "acc")
+	if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
+		t.Fatalf("forward = %+v, %v", out, err)
+	}
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		answered := map[string]bool{}
+		for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+			if a, ok := e.decode(t, r).(domain.ForwardResponded); ok {
+				answered[a.AgentID] = true
+			}
+		}
+		if len(answered) != listeners {
+			return fmt.Errorf("%d listeners' answers recorded, want %d", len(answered), listeners)
+		}
+		e.hub.copyRecords.mu.Lock()
+		defer e.hub.copyRecords.mu.Unlock()
+		if n := len(e.hub.copyRecords.held); n != 0 {
+			return fmt.Errorf("%d deliveries' locks kept once their copies are recorded", n)
+		}
+		return nil
+	})
 }

@@ -108,6 +108,8 @@ type Hub struct {
 	// copyBytes counts what copies in flight hold, until their frames
 	// are written (Written) or their session ends.
 	copyBytes *copyBudget
+	// copyRecords orders the recording of each delivery's copies.
+	copyRecords keyedLocks
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
