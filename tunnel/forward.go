@@ -130,7 +130,13 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 		return
 	}
 	ack()
-	attemptID, isCopy := cmd.AttemptID, cmd.Copy
+	attemptID, isCopy, account := cmd.AttemptID, cmd.Copy, cmd.AccountID
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	// Nobody asks for this command again past the sender's wait.
+	asked := time.Now().Add(timeout + h.replyGrace)
 	run := func(ctx context.Context) (domain.ForwardOutcome, error) { return h.serve(ctx, cmd) }
 	if isCopy {
 		// Offered now, without waiting: what waits for its outcome keeps
@@ -141,7 +147,7 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 	}
 	h.serving.Go(func() {
 		var kept *domain.ForwardOutcome
-		defer func() { h.markReceivedDone(attemptID, kept) }()
+		defer func() { h.markReceivedDone(attemptID, kept, account, asked) }()
 		// A panic still becomes an answer, so the sender does not wait
 		// for nothing.
 		defer func() {
@@ -177,6 +183,7 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 		if now.Sub(h.receivedPruned) > receivedFor/10 {
 			for id, r := range h.received {
 				if now.Sub(r.at) > receivedFor {
+					h.unkeep(r)
 					delete(h.received, id)
 				}
 			}
@@ -198,8 +205,9 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 		return true
 	}
 	if cmd.Copy {
-		// A copy's outcome is recorded by its sender: answer the one kept.
-		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: NodeLost + " (" + h.node + ")", AgentID: cmd.Agent}
+		// A copy's outcome is recorded by its sender: answer the one kept,
+		// or say it was not.
+		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureCopyAnswerLost, AgentID: cmd.Agent}
 		if kept != nil {
 			out = *kept
 		}
@@ -215,11 +223,20 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 	return true
 }
 
-func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome) {
+// markReceivedDone marks an attempt another node sent here as done, with
+// out the answer of a copy (of account), to keep within KeptCopyAnswers
+// until the time past which nobody asks for it again.
+func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome, account string, until time.Time) {
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r, ok := h.received[attemptID]; ok {
-		r.done, r.at, r.out = true, time.Now(), out
+	r, ok := h.received[attemptID]
+	if !ok {
+		return
+	}
+	r.done, r.at = true, now
+	if out != nil {
+		h.keep(attemptID, r, *out, account, until, now)
 	}
 }
 

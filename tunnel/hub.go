@@ -120,6 +120,9 @@ type Hub struct {
 	// server died under it) is acknowledged or answered, never run twice.
 	received       map[string]*receivedCommand
 	receivedPruned time.Time
+	kept           keptAnswers // the copies' answers received holds
+	// replyGrace is ReplyGrace; tests shorten it.
+	replyGrace time.Duration
 }
 
 // receivedCommand is an attempt another node sent here.
@@ -127,8 +130,11 @@ type receivedCommand struct {
 	done bool      // its outcome is recorded and was sent back
 	at   time.Time // when it was received, or done
 	// out is a copy's outcome, kept to answer the command again: a copy's
-	// outcome is recorded by the node that sent it, not here.
-	out *domain.ForwardOutcome
+	// outcome is recorded by the node that sent it, not here. Within
+	// KeptCopyAnswers: kept bytes of account's.
+	out     *domain.ForwardOutcome
+	kept    int64
+	account string
 }
 
 // session is one attached agent.
@@ -174,6 +180,7 @@ func NewHub(cfg HubConfig) *Hub {
 		received:   map[string]*receivedCommand{},
 
 		recordGrace: RecordGrace,
+		replyGrace:  ReplyGrace,
 		copyBytes:   newCopyBudget(cfg.Bodies),
 	}
 	if h.logger == nil {

@@ -24,6 +24,11 @@ type Remote interface {
 // DefaultForwardTimeout bounds a forward whose command carries no timeout.
 const DefaultForwardTimeout = 30 * time.Second
 
+// ReplyGrace is how long past a command's own timeout the node that sent
+// it to another waits for the reply: the other node answers 504 at the
+// timeout, then records the outcome.
+const ReplyGrace = 10 * time.Second
+
 // TimeoutError reports a forward whose reply did not arrive in time.
 type TimeoutError struct {
 	AttemptID string

@@ -18,7 +18,7 @@ import (
 
 // replyGrace is how long past the command's own timeout a Client waits for
 // the reply: the Hub answers 504 at the timeout, then records the outcome.
-const replyGrace = 10 * time.Second
+const replyGrace = tunnel.ReplyGrace
 
 var clientSeq atomic.Int64
 
