@@ -91,6 +91,11 @@ const (
 	// FailureNodeUnreachable + " (<node>)": the forward could not be sent
 	// to the node holding the agent's session (503).
 	FailureNodeUnreachable = "relay node unreachable"
+	// FailureNodeBodyBudget + " (<node>)": the node holding the agent's
+	// session, which the forward was sent to, held its whole body budget
+	// (--proxy-body-budget), or the account's share of it, in requests;
+	// the forward was not given to the agent (503).
+	FailureNodeBodyBudget = "relay node busy: body budget"
 	// FailureRestarted: the relay process that waited for the local answer
 	// ended; its next start closed the attempt (503).
 	FailureRestarted = "relay restarted before the local answer"

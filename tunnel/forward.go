@@ -137,13 +137,15 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 	}
 	// Nobody asks for this command again past the sender's wait.
 	asked := time.Now().Add(timeout + h.replyGrace)
-	run := func(ctx context.Context) (domain.ForwardOutcome, error) { return h.serve(ctx, cmd) }
+	var run func(ctx context.Context) (domain.ForwardOutcome, error)
 	if isCopy {
 		// Offered now, without waiting: what waits for its outcome keeps
 		// nothing of the request, whose bytes are held while counted
 		// (until its frame is written), not as long as its answer takes.
 		await := h.serveCopy(cmd)
 		run = func(ctx context.Context) (domain.ForwardOutcome, error) { return await(ctx), nil }
+	} else {
+		run = h.held(cmd)
 	}
 	h.serving.Go(func() {
 		var kept *domain.ForwardOutcome
@@ -165,6 +167,43 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 		answer(out, err)
 	})
 }
+
+// held returns what runs cmd, a command another node sent here for an
+// attempt whose outcome this node records. Its request is held here until
+// then, as the node its sender reached holds it: so it is counted in this
+// node's body budget too, under its account's key (at most one key's
+// share), and the requests of every other node together hold at most this
+// node's budget, one account's at most a share of it. Before, a node
+// holding a listener that did not read held the requests every other node
+// had sent it, each node's budget over: 32 forwards of 1 MiB from one node
+// held 32 MiB. A request with no room is not given to the agent: its
+// attempt is recorded 503 domain.FailureNodeBodyBudget, which its sender
+// gets, as a sender whose request finds no room where it arrives gets 503.
+func (h *Hub) held(cmd domain.ForwardCommand) func(ctx context.Context) (domain.ForwardOutcome, error) {
+	if h.bodies == nil {
+		return func(ctx context.Context) (domain.ForwardOutcome, error) { return h.serve(ctx, cmd) }
+	}
+	key, n := forwardsKey(cmd.AccountID), min(copySize(cmd), h.bodies.Share())
+	if h.bodies.Reserve(key, n) {
+		return func(ctx context.Context) (domain.ForwardOutcome, error) {
+			defer h.bodies.Release(key, n)
+			return h.serve(ctx, cmd)
+		}
+	}
+	return func(ctx context.Context) (domain.ForwardOutcome, error) {
+		h.logger.Warn("forward from another node refused: body budget", "attempt_id", cmd.AttemptID, "account_id", cmd.AccountID, "bytes", n)
+		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNodeBodyBudget + " (" + h.node + ")"}
+		var err error
+		if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
+			return domain.ForwardOutcome{}, err // marked domain.ErrOutcomeNotRecorded
+		}
+		return out, nil
+	}
+}
+
+// forwardsKey is the key in the body budget of an account's requests
+// other nodes sent here.
+func forwardsKey(accountID string) string { return "forwards " + accountID }
 
 // receivedFor is how long an attempt sent here is remembered, so that the
 // same command sent again is recognised: well past any forward timeout.

@@ -61,7 +61,10 @@ type HubConfig struct {
 	Roster func(endpointID string) []RemoteSession
 	// Bodies is the body budget copies to listeners other than the primary
 	// take from while they are in flight, under their account's key (one
-	// key's share at most); nil: copies are bounded per session only.
+	// key's share at most), and so do the requests other nodes send here
+	// while their attempts run; nil: copies are bounded per session only,
+	// and requests from other nodes by the budgets of the nodes that sent
+	// them.
 	Bodies Bodies
 }
 
@@ -108,6 +111,8 @@ type Hub struct {
 	// copyBytes counts what copies in flight hold, until their frames
 	// are written (Written) or their session ends.
 	copyBytes *copyBudget
+	// bodies is HubConfig.Bodies.
+	bodies Bodies
 	// copyRecords orders the recording of each delivery's copies.
 	copyRecords keyedLocks
 
@@ -182,6 +187,7 @@ func NewHub(cfg HubConfig) *Hub {
 		recordGrace: RecordGrace,
 		replyGrace:  ReplyGrace,
 		copyBytes:   newCopyBudget(cfg.Bodies),
+		bodies:      cfg.Bodies,
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)

@@ -228,3 +228,89 @@ func TestCopiesToAnotherNodeAreHeldOnlyWhileCounted(t *testing.T) {
 		t.Errorf("copies read and unanswered hold %d MiB, want nothing of their requests (%d MiB)", held>>20, deliveries)
 	}
 }
+
+// ackCount counts the acknowledgements published on the bus.
+type ackCount struct {
+	pubSub
+	acks atomic.Int32
+}
+
+func (a *ackCount) Publish(topic string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		if m.Metadata.Get(ackKey) != "" {
+			a.acks.Add(1)
+		}
+	}
+	return a.pubSub.Publish(topic, msgs...)
+}
+
+// A forward another node sends here holds its request here until its
+// outcome is recorded, as the node the sender reached holds it: it is
+// counted in this node's body budget too, under its account's key, so
+// that the requests of every other node together hold this one's budget
+// at most. 32 forwards of 1 MiB for a listener that does not read, sent
+// from another node, held 32 MiB here beyond any budget; now the
+// account's share, the others answered 503 and recorded.
+func TestForwardsFromOtherNodesHoldThisNodesBudget(t *testing.T) {
+	budget := ingress.NewBodyBudget(16<<20, 1) // 4 MiB per key
+	c := newClusterOn(t, newEnvWith(t, budget))
+	acked := &ackCount{pubSub: c.bus.pubsub}
+	c.bus.pubsub = acked
+	// b1 never reads: its queue fills, then forwards wait to be queued.
+	ctx, stop := context.WithCancel(context.Background())
+	c.nodes["b1"] = tunnel.DefaultNode
+	if _, err := c.hub.Attach(ctx, tunnel.SessionInfo{AgentID: "b1", EndpointID: "ep", AccountID: "acc"}); err != nil {
+		t.Fatal(err)
+	}
+
+	const forwards = 32
+	body := bytes.Repeat([]byte("x"), 1<<20) // one body for all: what is held per forward is the other node's
+	before := heapInUse()
+	type result struct {
+		cmd domain.ForwardCommand
+		out domain.ForwardOutcome
+		err error
+	}
+	results := make(chan result, forwards)
+	for range forwards {
+		cmd := c.receive(t, "ep", "acc")
+		cmd.Body, cmd.Timeout = body, time.Hour
+		go func() {
+			out, err := c.front.Forward(context.Background(), cmd)
+			results <- result{cmd, out, err}
+		}()
+	}
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := acked.acks.Load(); n < forwards {
+			return fmt.Errorf("%d forwards acknowledged of %d", n, forwards)
+		}
+		return nil
+	})
+	held := heapInUse() - before
+	t.Logf("%d forwards of 1 MiB from another node to a listener that does not read: %d MiB held here", forwards, held>>20)
+	if held > forwards<<20/3 {
+		t.Errorf("forwards from another node hold %d MiB here, want at most the account's share of the budget (%d MiB)", held>>20, budget.Share()>>20)
+	}
+	stop() // b1 leaves: the forwards still waiting end
+	refused := 0
+	for range forwards {
+		r := <-results
+		if r.err != nil || r.out.Status != 503 {
+			t.Errorf("forward %s: %+v, %v; want a 503", r.cmd.AttemptID, r.out, r.err)
+			continue
+		}
+		if r.out.Error == domain.FailureNodeBodyBudget+" ("+tunnel.DefaultNode+")" {
+			refused++
+		}
+		// Each attempt has the one outcome its sender got.
+		if _, ev := c.last(t, domain.DeliveryStream(r.cmd.DeliveryID)); ev.(domain.ForwardFailed).Error != r.out.Error {
+			t.Errorf("forward %s: recorded %+v, the sender got %q", r.cmd.AttemptID, ev, r.out.Error)
+		}
+	}
+	if share := int(budget.Share() >> 20); refused < forwards-share {
+		t.Errorf("%d forwards refused for the budget, want all but the %d the account's share holds", refused, share)
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Errorf("the budget holds %d bytes once every forward ended", n)
+	}
+}
