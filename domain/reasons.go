@@ -66,6 +66,12 @@ const (
 // it was not sent (503, never the sender's answer).
 const FailureCopyDropped = "copy dropped: listener busy"
 
+// FailureCopyAnswerLost: a copy ran on another relay node, whose reply
+// with the listener's answer was lost on the bus; asked again, that node
+// no longer held the answer (it keeps a bounded amount of them,
+// tunnel.KeptCopyAnswers) (503, never the sender's answer).
+const FailureCopyAnswerLost = "copy's answer lost between relay nodes"
+
 // Failures of an attempt the relay decided (ForwardFailed.Error); any other
 // error is the agent's report of its local target.
 const (
@@ -85,6 +91,11 @@ const (
 	// FailureNodeUnreachable + " (<node>)": the forward could not be sent
 	// to the node holding the agent's session (503).
 	FailureNodeUnreachable = "relay node unreachable"
+	// FailureNodeBodyBudget + " (<node>)": the node holding the agent's
+	// session, which the forward was sent to, held its whole body budget
+	// (--proxy-body-budget), or the account's share of it, in requests;
+	// the forward was not given to the agent (503).
+	FailureNodeBodyBudget = "relay node busy: body budget"
 	// FailureRestarted: the relay process that waited for the local answer
 	// ended; its next start closed the attempt (503).
 	FailureRestarted = "relay restarted before the local answer"

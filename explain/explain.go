@@ -417,6 +417,9 @@ func (x *explainer) attemptSummary(i int) string {
 	case strings.HasPrefix(e, domain.FailureNodeLost):
 		return fmt.Sprintf("%s: relay node %s, which held the agent's session, stopped answering (its lease lapsed) before the local answer to %s.",
 			head, nodeOf(e, domain.FailureNodeLost), which)
+	case strings.HasPrefix(e, domain.FailureNodeBodyBudget):
+		return fmt.Sprintf("%s (relay busy): relay node %s, which held the agent's session, was already holding the requests of its whole --proxy-body-budget, or the account's share of it, so %s was not given to the agent.",
+			head, nodeOf(e, domain.FailureNodeBodyBudget), which)
 	case strings.HasPrefix(e, domain.FailureNodeUnreachable):
 		return fmt.Sprintf("%s: %s could not be sent to relay node %s, which held the Endpoint's agent session.",
 			head, which, nodeOf(e, domain.FailureNodeUnreachable))

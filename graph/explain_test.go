@@ -143,6 +143,9 @@ func TestExplanationOfEveryRelayAnswer(t *testing.T) {
 		{"node unreachable", 503, func(id string) []domain.Event {
 			return []domain.Event{received(id, nil), requested(id), failed(id, 503, domain.FailureNodeUnreachable+" (node-c)", "")}
 		}, []string{"could not be sent to relay node node-c"}},
+		{"node out of body budget", 503, func(id string) []domain.Event {
+			return []domain.Event{received(id, nil), requested(id), failed(id, 503, domain.FailureNodeBodyBudget+" (node-c)", "")}
+		}, []string{"(relay busy)", "relay node node-c, which held the agent's session", "--proxy-body-budget"}},
 		{"relay restarted", 503, func(id string) []domain.Event {
 			return []domain.Event{received(id, nil), requested(id), failed(id, 503, domain.FailureRestarted, "")}
 		}, []string{"the relay stopped while attempt 1 waited"}},

@@ -76,3 +76,54 @@ func TestCopiesHoldAtMostTheirBudget(t *testing.T) {
 		return nil
 	})
 }
+
+// A copy's request is held while counted, until its frame is written, and
+// no longer: a listener that reads its copies and never answers left each
+// delivery's body held until its copy's timeout, past the budget's count
+// (32 deliveries of 1 MiB: 32 MiB).
+func TestWrittenCopiesHoldNothingOfTheirRequest(t *testing.T) {
+	e := newEnv(t)
+	e.hub.copyBytes = newCopyBudget(ingress.NewBodyBudget(64<<20, 1))
+	answering := func(id string, primary bool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		work, err := e.hub.Attach(ctx, SessionInfo{AgentID: id, EndpointID: "ep", AccountID: "acc", Primary: primary})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for cmd := range work {
+				if primary {
+					_ = e.hub.Complete(context.Background(), "acc", id, domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200})
+				} else {
+					e.hub.Written(id, cmd.AttemptID) // read, never answered
+				}
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	answering("reader", false)
+	answering("primary", true)
+
+	const deliveries = 32
+	before := heapInUse()
+	for range deliveries {
+		cmd := e.receive(t, "ep", "acc")
+		cmd.Body, cmd.Timeout = bytes.Repeat([]byte("x"), 1<<20), time.Hour
+		if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
+			t.Fatalf("forward: %+v, %v", out, err)
+		}
+	}
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := e.hub.copyBytes.inFlight(); n != 0 {
+			return fmt.Errorf("%d bytes of copies not written yet", n)
+		}
+		return nil
+	})
+	held := heapInUse() - before
+	t.Logf("%d copies of 1 MiB written and unanswered hold %d MiB", deliveries, held>>20)
+	if held > deliveries<<20/4 {
+		t.Errorf("copies written and unanswered hold %d MiB, want nothing of their requests", held>>20)
+	}
+}

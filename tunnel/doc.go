@@ -34,6 +34,7 @@
 //	503 "relay shutting down"                       the Hub closed mid-flight
 //	503 "relay node lost (<node>)"                  the node serving it lost its lease
 //	503 "relay node unreachable (<node>)"           the command could not be sent to it
+//	503 "relay node busy: body budget (<node>)"     no room for its request in that node's body budget
 //	504 "local target did not answer within <t>"    no answer before the command's timeout
 //	502 <the agent's error text>                    the agent could not reach its target
 //

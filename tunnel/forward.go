@@ -90,7 +90,7 @@ const (
 // that answered after all), and the sender gets the one that stands.
 func (h *Hub) forwardRemote(ctx context.Context, node string, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	start := time.Now()
-	out, err := h.remote.ForwardTo(ctx, node, cmd)
+	out, err := h.remote.ForwardTo(ctx, node, cmd, nil)
 	var lost *NodeLostError
 	var unsent *PublishError
 	reason := ""
@@ -130,26 +130,80 @@ func (h *Hub) Receive(cmd domain.ForwardCommand, ack func(), answer func(domain.
 		return
 	}
 	ack()
+	attemptID, isCopy, account := cmd.AttemptID, cmd.Copy, cmd.AccountID
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultForwardTimeout
+	}
+	// Nobody asks for this command again past the sender's wait.
+	asked := time.Now().Add(timeout + h.replyGrace)
+	var run func(ctx context.Context) (domain.ForwardOutcome, error)
+	if isCopy {
+		// Offered now, without waiting: what waits for its outcome keeps
+		// nothing of the request, whose bytes are held while counted
+		// (until its frame is written), not as long as its answer takes.
+		await := h.serveCopy(cmd)
+		run = func(ctx context.Context) (domain.ForwardOutcome, error) { return await(ctx), nil }
+	} else {
+		run = h.held(cmd)
+	}
 	h.serving.Go(func() {
 		var kept *domain.ForwardOutcome
-		defer func() { h.markReceivedDone(cmd.AttemptID, kept) }()
+		defer func() { h.markReceivedDone(attemptID, kept, account, asked) }()
 		// A panic still becomes an answer, so the sender does not wait
 		// for nothing.
 		defer func() {
 			if v := recover(); v != nil {
-				h.logger.Error("forward command panicked", "attempt_id", cmd.AttemptID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				answer(domain.ForwardOutcome{AttemptID: cmd.AttemptID}, fmt.Errorf("panic: %v", v))
+				h.logger.Error("forward command panicked", "attempt_id", attemptID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				answer(domain.ForwardOutcome{AttemptID: attemptID}, fmt.Errorf("panic: %v", v))
 			}
 		}()
-		out, err := h.serve(h.life, cmd)
+		out, err := run(h.life)
 		if err != nil {
-			h.logger.Error("forward command failed", "attempt_id", cmd.AttemptID, "error", err)
-		} else if cmd.Copy {
+			h.logger.Error("forward command failed", "attempt_id", attemptID, "error", err)
+		} else if isCopy {
 			kept = &out
 		}
 		answer(out, err)
 	})
 }
+
+// held returns what runs cmd, a command another node sent here for an
+// attempt whose outcome this node records. Its request is held here until
+// then, as the node its sender reached holds it: so it is counted in this
+// node's body budget too, under its account's key (at most one key's
+// share), and the requests of every other node together hold at most this
+// node's budget, one account's at most a share of it. Before, a node
+// holding a listener that did not read held the requests every other node
+// had sent it, each node's budget over: 32 forwards of 1 MiB from one node
+// held 32 MiB. A request with no room is not given to the agent: its
+// attempt is recorded 503 domain.FailureNodeBodyBudget, which its sender
+// gets, as a sender whose request finds no room where it arrives gets 503.
+func (h *Hub) held(cmd domain.ForwardCommand) func(ctx context.Context) (domain.ForwardOutcome, error) {
+	if h.bodies == nil {
+		return func(ctx context.Context) (domain.ForwardOutcome, error) { return h.serve(ctx, cmd) }
+	}
+	key, n := forwardsKey(cmd.AccountID), min(copySize(cmd), h.bodies.Share())
+	if h.bodies.Reserve(key, n) {
+		return func(ctx context.Context) (domain.ForwardOutcome, error) {
+			defer h.bodies.Release(key, n)
+			return h.serve(ctx, cmd)
+		}
+	}
+	return func(ctx context.Context) (domain.ForwardOutcome, error) {
+		h.logger.Warn("forward from another node refused: body budget", "attempt_id", cmd.AttemptID, "account_id", cmd.AccountID, "bytes", n)
+		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureNodeBodyBudget + " (" + h.node + ")"}
+		var err error
+		if out.Position, err = h.rec.RecordOutcome(ctx, cmd, out); err != nil {
+			return domain.ForwardOutcome{}, err // marked domain.ErrOutcomeNotRecorded
+		}
+		return out, nil
+	}
+}
+
+// forwardsKey is the key in the body budget of an account's requests
+// other nodes sent here.
+func forwardsKey(accountID string) string { return "forwards " + accountID }
 
 // receivedFor is how long an attempt sent here is remembered, so that the
 // same command sent again is recognised: well past any forward timeout.
@@ -168,6 +222,7 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 		if now.Sub(h.receivedPruned) > receivedFor/10 {
 			for id, r := range h.received {
 				if now.Sub(r.at) > receivedFor {
+					h.unkeep(r)
 					delete(h.received, id)
 				}
 			}
@@ -189,8 +244,9 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 		return true
 	}
 	if cmd.Copy {
-		// A copy's outcome is recorded by its sender: answer the one kept.
-		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: NodeLost + " (" + h.node + ")", AgentID: cmd.Agent}
+		// A copy's outcome is recorded by its sender: answer the one kept,
+		// or say it was not.
+		out := domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureCopyAnswerLost, AgentID: cmd.Agent}
 		if kept != nil {
 			out = *kept
 		}
@@ -206,11 +262,20 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 	return true
 }
 
-func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome) {
+// markReceivedDone marks an attempt another node sent here as done, with
+// out the answer of a copy (of account), to keep within KeptCopyAnswers
+// until the time past which nobody asks for it again.
+func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome, account string, until time.Time) {
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r, ok := h.received[attemptID]; ok {
-		r.done, r.at, r.out = true, time.Now(), out
+	r, ok := h.received[attemptID]
+	if !ok {
+		return
+	}
+	r.done, r.at = true, now
+	if out != nil {
+		h.keep(attemptID, r, *out, account, until, now)
 	}
 }
 
@@ -222,7 +287,7 @@ func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome) {
 // sent here (cmd.Copy) is only run: its sender records it.
 func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
 	if cmd.Copy {
-		return h.serveCopy(ctx, cmd), nil
+		return h.serveCopy(cmd)(ctx), nil
 	}
 	recorded := make(chan struct{})
 	defer close(recorded)
@@ -318,7 +383,9 @@ func (h *Hub) copies(ctx context.Context, ms []member, cmd domain.ForwardCommand
 
 // copyTo gives a copy of cmd, as an attempt of its own, to session c
 // without waiting: a full queue drops the copy. Its outcome (the agent's,
-// a timeout, or the drop) is recorded once the primary's is.
+// a timeout, or the drop) is recorded once the primary's is. What waits
+// for it keeps nothing of the request: its bytes are held while counted
+// (until its frame is written), not as long as its answer takes.
 func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
 	cp := copyOf(cmd, h.rec.NewID(), c.info.AgentID)
 	started := time.Now()
@@ -326,11 +393,19 @@ func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand,
 	if !ok {
 		return
 	}
+	rec := unsent(cp)
 	h.serving.Go(func() {
 		out := h.awaitCopy(ctx, p, c.info.AgentID, timeout, started)
 		<-recorded
-		h.recordCopy(cp, c.info.AgentID, out)
+		h.recordCopy(rec, c.info.AgentID, out)
 	})
+}
+
+// unsent is cmd without its request's headers and body: what recording a
+// copy's outcome needs of it.
+func unsent(cmd domain.ForwardCommand) domain.ForwardCommand {
+	cmd.Headers, cmd.Body = nil, nil
+	return cmd
 }
 
 // copyOf is cmd as a copy for agentID: an attempt of its own, named
@@ -391,7 +466,13 @@ func (h *Hub) awaitCopy(ctx context.Context, p *pendingWork, agentID string, tim
 	return out
 }
 
+// recordCopy records a copy's outcome, one copy of a delivery at a time:
+// its copies all wait for the primary's outcome, and each is appended at
+// the delivery stream's next revision, so recorded together they refused
+// one another's appends until their tries ran out (8 to 16 of 40
+// listeners' answers reached the log).
 func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.ForwardOutcome) {
+	defer h.copyRecords.lock(cp.DeliveryID)()
 	if _, err := h.rec.RecordCopy(h.life, cp, agentID, out); err != nil {
 		h.logger.Error("record copy", "delivery_id", cp.DeliveryID, "attempt_id", cp.AttemptID, "agent_id", agentID, "error", err)
 	}
@@ -401,15 +482,39 @@ func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.Fo
 // waiting; the node runs it and replies with the outcome, which this node
 // records once the primary's is (it alone knows when that is). A node that
 // cannot be reached or is lost makes the copy a 503.
+//
+// Until r's node acknowledges it, the copy is held here: an encoded
+// command of its own, sent again until heard. So it takes from the
+// copies' budget (r's share, its account's, the relay's) as a copy for a
+// session here does, until acknowledged; past the budget it is dropped,
+// as one that finds no room here is. Without that, one delivery to an
+// Endpoint with 64 listeners on another node encoded and held 64 copies of
+// its body.
 func (h *Hub) copyRemote(r RemoteSession, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
 	cp := copyOf(cmd, h.rec.NewID(), r.AgentID)
+	rec := unsent(cp)
 	started := time.Now()
+	if !h.copyBytes.take(SessionInfo{AgentID: r.AgentID, AccountID: cp.AccountID}, cp) {
+		h.serving.Go(func() {
+			out := domain.ForwardOutcome{AttemptID: rec.AttemptID, Status: 503, Error: domain.FailureCopyDropped, AgentID: r.AgentID,
+				DurationMs: time.Since(started).Milliseconds()}
+			<-recorded
+			h.recordCopy(rec, r.AgentID, out)
+		})
+		return
+	}
+	taken := func() { h.copyBytes.give(r.AgentID, rec.AttemptID) }
+	// The goroutine takes the request from send and keeps no reference to
+	// it once ForwardTo has encoded it.
+	send := make(chan domain.ForwardCommand, 1)
+	send <- cp
 	h.serving.Go(func() {
 		var out domain.ForwardOutcome
 		err := errors.New("no bus to other relay nodes")
 		if h.remote != nil {
-			out, err = h.remote.ForwardTo(h.life, r.Node, cp)
+			out, err = h.remote.ForwardTo(h.life, r.Node, <-send, taken)
 		}
+		taken() // unacknowledged, its reply came or it failed
 		if err != nil {
 			var lost *NodeLostError
 			var timedOut *TimeoutError
@@ -421,37 +526,41 @@ func (h *Hub) copyRemote(r RemoteSession, cmd domain.ForwardCommand, timeout tim
 			default:
 				out = domain.ForwardOutcome{Status: 503, Error: NodeUnreachable + " (" + r.Node + ")"}
 			}
-			h.logger.Warn("copy sent to another node failed", "attempt_id", cp.AttemptID, "node", r.Node, "error", err)
+			h.logger.Warn("copy sent to another node failed", "attempt_id", rec.AttemptID, "node", r.Node, "error", err)
 		}
-		out.AttemptID, out.AgentID, out.Position = cp.AttemptID, r.AgentID, 0
+		out.AttemptID, out.AgentID, out.Position = rec.AttemptID, r.AgentID, 0
 		if out.DurationMs <= 0 {
 			out.DurationMs = time.Since(started).Milliseconds()
 		}
 		<-recorded
-		h.recordCopy(cp, r.AgentID, out)
+		h.recordCopy(rec, r.AgentID, out)
 	})
 }
 
-// serveCopy runs a copy another node sent for the session cmd.Agent of
-// this process and returns its outcome, unrecorded: the sending node
-// records it after the primary's.
-func (h *Hub) serveCopy(ctx context.Context, cmd domain.ForwardCommand) domain.ForwardOutcome {
+// serveCopy offers a copy another node sent for the session cmd.Agent of
+// this process, without waiting, and returns what waits for its outcome,
+// unrecorded: the sending node records it after the primary's.
+func (h *Hub) serveCopy(cmd domain.ForwardCommand) (await func(ctx context.Context) domain.ForwardOutcome) {
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = DefaultForwardTimeout
 	}
+	attemptID, agentID := cmd.AttemptID, cmd.Agent
+	now := func(out domain.ForwardOutcome) func(context.Context) domain.ForwardOutcome {
+		return func(context.Context) domain.ForwardOutcome { return out }
+	}
 	h.mu.Lock()
-	c, ok := h.byAgent[cmd.Agent]
+	c, ok := h.byAgent[agentID]
 	h.mu.Unlock()
 	if !ok || c.info.EndpointID != cmd.EndpointID || c.info.AccountID != cmd.AccountID {
-		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: domain.FailureAgentDisconnected, AgentID: cmd.Agent}
+		return now(domain.ForwardOutcome{AttemptID: attemptID, Status: 503, Error: domain.FailureAgentDisconnected, AgentID: agentID})
 	}
 	started := time.Now()
 	p, ok := h.offerCopy(c, cmd)
 	if !ok {
-		return domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 503, Error: errAttemptInFlight.Error(), AgentID: cmd.Agent}
+		return now(domain.ForwardOutcome{AttemptID: attemptID, Status: 503, Error: errAttemptInFlight.Error(), AgentID: agentID})
 	}
-	return h.awaitCopy(ctx, p, c.info.AgentID, timeout, started)
+	return func(ctx context.Context) domain.ForwardOutcome { return h.awaitCopy(ctx, p, agentID, timeout, started) }
 }
 
 // offer hands cmd to the agent if its queue has room, without waiting.

@@ -1,12 +1,15 @@
 package tunnel
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
 )
 
@@ -102,5 +105,128 @@ func TestForwardBoundsItsWaitForTheRecord(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Forward still waiting for an unrecorded outcome after 10 s")
+	}
+}
+
+// Every listener's copy of a delivery is recorded. The copies all wait for
+// the primary's outcome and are then recorded together, each append to the
+// delivery's stream at its next revision: recorded at once, they refused
+// one another's appends until their tries ran out, and 8 of 40 listeners'
+// answers reached the log.
+func TestEveryCopyOfADeliveryIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	const listeners = 40
+	for i := range listeners {
+		e.agent(t, SessionInfo{AgentID: fmt.Sprintf("l%d", i), EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	}
+	cmd := e.receive(t, "ep", "acc")
+	if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
+		t.Fatalf("forward = %+v, %v", out, err)
+	}
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		answered := map[string]bool{}
+		for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+			if a, ok := e.decode(t, r).(domain.ForwardResponded); ok {
+				answered[a.AgentID] = true
+			}
+		}
+		if len(answered) != listeners {
+			return fmt.Errorf("%d listeners' answers recorded, want %d", len(answered), listeners)
+		}
+		e.hub.copyRecords.mu.Lock()
+		defer e.hub.copyRecords.mu.Unlock()
+		if n := len(e.hub.copyRecords.held); n != 0 {
+			return fmt.Errorf("%d deliveries' locks kept once their copies are recorded", n)
+		}
+		return nil
+	})
+}
+
+// A copy another node sent here is answered again with the answer kept
+// for it when its sender asks again (it heard neither the acknowledgement
+// nor the reply). Those answers are kept within KeptCopyAnswers, a quarter
+// of it per account, and only while the sender may ask: 32 answers of 1
+// MiB were kept whole, five minutes. One not kept is answered again as
+// lost, never as another answer.
+func TestKeptCopyAnswersAreBounded(t *testing.T) {
+	e := newEnv(t)
+	answerWith := func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+		return domain.ForwardOutcome{Status: 200, Body: bytes.Repeat([]byte("y"), 1<<20)}, true
+	}
+	e.agent(t, SessionInfo{AgentID: "b1", EndpointID: "ep", AccountID: "acc"}, answerWith)
+	e.agent(t, SessionInfo{AgentID: "o1", EndpointID: "ep-o", AccountID: "other"}, answerWith)
+	copyFor := func(i int) domain.ForwardCommand {
+		return domain.ForwardCommand{DeliveryID: "d", AttemptID: fmt.Sprintf("copy-%d", i), EndpointID: "ep", AccountID: "acc",
+			Method: "POST", Target: "/", Timeout: 10 * time.Second, Agent: "b1", Copy: true}
+	}
+	receive := func(cmd domain.ForwardCommand) domain.ForwardOutcome {
+		got := make(chan domain.ForwardOutcome, 1)
+		e.hub.Receive(cmd, func() {}, func(out domain.ForwardOutcome, err error) {
+			if err != nil {
+				t.Errorf("copy %s: %v", cmd.AttemptID, err)
+			}
+			got <- out
+		})
+		return <-got
+	}
+	const copies = 32
+	before := heapInUse()
+	for i := range copies {
+		if out := receive(copyFor(i)); out.Status != 200 || len(out.Body) != 1<<20 {
+			t.Fatalf("copy %d answered %d with %d bytes", i, out.Status, len(out.Body))
+		}
+	}
+	kept := func() (n int64, done int) {
+		e.hub.mu.Lock()
+		defer e.hub.mu.Unlock()
+		for _, r := range e.hub.received {
+			if r.done {
+				done++
+			}
+			if r.out != nil {
+				n += int64(len(r.out.Body))
+			}
+		}
+		return n, done
+	}
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if _, done := kept(); done != copies {
+			return fmt.Errorf("%d copies done of %d", done, copies)
+		}
+		return nil
+	})
+	n, _ := kept()
+	t.Logf("%d copies' answers of 1 MiB: %d MiB kept, the heap %d MiB larger", copies, n>>20, (heapInUse()-before)>>20)
+	if n > KeptCopyAnswers/4 {
+		t.Errorf("%d MiB of one account's copies' answers kept, want at most a quarter of %d MiB", n>>20, KeptCopyAnswers>>20)
+	}
+
+	// Asked again, the first copy is answered what its listener answered,
+	// the last, whose answer was not kept, as lost.
+	if out := receive(copyFor(0)); out.Status != 200 || len(out.Body) != 1<<20 {
+		t.Errorf("the first copy asked again: %d with %d bytes, want its answer", out.Status, len(out.Body))
+	}
+	if out := receive(copyFor(copies - 1)); out.Status != 503 || out.Error != domain.FailureCopyAnswerLost || len(out.Body) != 0 {
+		t.Errorf("the last copy asked again: %+v, want 503 %q", out.Status, domain.FailureCopyAnswerLost)
+	}
+	// Another account's answers are kept beside them.
+	other := copyFor(copies)
+	other.EndpointID, other.AccountID, other.Agent = "ep-o", "other", "o1"
+	receive(other)
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if _, done := kept(); done != copies+1 {
+			return fmt.Errorf("%d copies done of %d", done, copies+1)
+		}
+		return nil
+	})
+	if again := receive(other); again.Status != 200 || len(again.Body) != 1<<20 {
+		t.Errorf("another account's copy asked again: %d with %d bytes, want its answer", again.Status, len(again.Body))
+	}
+	// Past the senders' wait, nothing is kept.
+	e.hub.mu.Lock()
+	e.hub.letGoKept(time.Now().Add(10*time.Second + ReplyGrace + time.Second))
+	e.hub.mu.Unlock()
+	if n, _ := kept(); n != 0 || e.hub.kept.total != 0 || len(e.hub.kept.byAccount) != 0 {
+		t.Errorf("past the senders' wait %d bytes kept (%d counted, %d accounts)", n, e.hub.kept.total, len(e.hub.kept.byAccount))
 	}
 }

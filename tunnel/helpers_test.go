@@ -218,3 +218,11 @@ func (e *env) forwardInBackground(t *testing.T, cmd domain.ForwardCommand) <-cha
 	}()
 	return res
 }
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}

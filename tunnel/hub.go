@@ -61,7 +61,10 @@ type HubConfig struct {
 	Roster func(endpointID string) []RemoteSession
 	// Bodies is the body budget copies to listeners other than the primary
 	// take from while they are in flight, under their account's key (one
-	// key's share at most); nil: copies are bounded per session only.
+	// key's share at most), and so do the requests other nodes send here
+	// while their attempts run; nil: copies are bounded per session only,
+	// and requests from other nodes by the budgets of the nodes that sent
+	// them.
 	Bodies Bodies
 }
 
@@ -108,6 +111,10 @@ type Hub struct {
 	// copyBytes counts what copies in flight hold, until their frames
 	// are written (Written) or their session ends.
 	copyBytes *copyBudget
+	// bodies is HubConfig.Bodies.
+	bodies Bodies
+	// copyRecords orders the recording of each delivery's copies.
+	copyRecords keyedLocks
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
@@ -118,6 +125,9 @@ type Hub struct {
 	// server died under it) is acknowledged or answered, never run twice.
 	received       map[string]*receivedCommand
 	receivedPruned time.Time
+	kept           keptAnswers // the copies' answers received holds
+	// replyGrace is ReplyGrace; tests shorten it.
+	replyGrace time.Duration
 }
 
 // receivedCommand is an attempt another node sent here.
@@ -125,8 +135,11 @@ type receivedCommand struct {
 	done bool      // its outcome is recorded and was sent back
 	at   time.Time // when it was received, or done
 	// out is a copy's outcome, kept to answer the command again: a copy's
-	// outcome is recorded by the node that sent it, not here.
-	out *domain.ForwardOutcome
+	// outcome is recorded by the node that sent it, not here. Within
+	// KeptCopyAnswers: kept bytes of account's.
+	out     *domain.ForwardOutcome
+	kept    int64
+	account string
 }
 
 // session is one attached agent.
@@ -172,7 +185,9 @@ func NewHub(cfg HubConfig) *Hub {
 		received:   map[string]*receivedCommand{},
 
 		recordGrace: RecordGrace,
+		replyGrace:  ReplyGrace,
 		copyBytes:   newCopyBudget(cfg.Bodies),
+		bodies:      cfg.Bodies,
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)

@@ -12,14 +12,22 @@ import (
 // NATS): ForwardTo runs an attempt on the Hub of node and returns its
 // recorded outcome; NodeLost ends the forwards waiting on a node whose
 // lease lapsed. Errors are *NodeLostError, *PublishError, *TimeoutError or
-// *ReplyError.
+// *ReplyError. ForwardTo calls taken, when not nil, once node has
+// acknowledged the command: from then on ForwardTo holds nothing of its
+// request (it is sent again only until acknowledged), and the other node
+// counts it.
 type Remote interface {
-	ForwardTo(ctx context.Context, node string, cmd domain.ForwardCommand) (domain.ForwardOutcome, error)
+	ForwardTo(ctx context.Context, node string, cmd domain.ForwardCommand, taken func()) (domain.ForwardOutcome, error)
 	NodeLost(node string) int
 }
 
 // DefaultForwardTimeout bounds a forward whose command carries no timeout.
 const DefaultForwardTimeout = 30 * time.Second
+
+// ReplyGrace is how long past a command's own timeout the node that sent
+// it to another waits for the reply: the other node answers 504 at the
+// timeout, then records the outcome.
+const ReplyGrace = 10 * time.Second
 
 // TimeoutError reports a forward whose reply did not arrive in time.
 type TimeoutError struct {

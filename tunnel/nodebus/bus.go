@@ -242,31 +242,39 @@ func errorReply(attemptID string, err error) reply {
 	return r
 }
 
-// publishReply sends r to the Client that sent the command msg.
-func (b *Bus) publishReply(msg *message.Message, r reply) error {
-	replyTo := msg.Metadata.Get(replyToKey)
-	if replyTo == "" {
-		return fmt.Errorf("command %s names no reply topic", msg.UUID)
+// replyAddr is where the reply to a command goes: the sending Client's
+// topic and the command's correlation ID.
+type replyAddr struct {
+	topic, correlationID string
+}
+
+func replyAddress(msg *message.Message) replyAddr {
+	return replyAddr{topic: msg.Metadata.Get(replyToKey), correlationID: middleware.MessageCorrelationID(msg)}
+}
+
+// publishReply sends r to the Client that sent the command.
+func (b *Bus) publishReply(to replyAddr, r reply) error {
+	if to.topic == "" {
+		return fmt.Errorf("command %s names no reply topic", to.correlationID)
 	}
 	out := message.NewMessage(watermill.NewUUID(), encodeReply(r))
-	middleware.SetCorrelationID(middleware.MessageCorrelationID(msg), out)
-	if err := b.pubsub.Publish(replyTo, out); err != nil {
-		return fmt.Errorf("publish reply to %s: %w", replyTo, err)
+	middleware.SetCorrelationID(to.correlationID, out)
+	if err := b.pubsub.Publish(to.topic, out); err != nil {
+		return fmt.Errorf("publish reply to %s: %w", to.topic, err)
 	}
 	return nil
 }
 
-// publishAck tells the Client that sent the command msg that it arrived.
-func (b *Bus) publishAck(msg *message.Message) error {
-	replyTo := msg.Metadata.Get(replyToKey)
-	if replyTo == "" {
-		return fmt.Errorf("command %s names no reply topic", msg.UUID)
+// publishAck tells the Client that sent the command that it arrived.
+func (b *Bus) publishAck(to replyAddr) error {
+	if to.topic == "" {
+		return fmt.Errorf("command %s names no reply topic", to.correlationID)
 	}
 	out := message.NewMessage(watermill.NewUUID(), nil)
-	middleware.SetCorrelationID(middleware.MessageCorrelationID(msg), out)
+	middleware.SetCorrelationID(to.correlationID, out)
 	out.Metadata.Set(ackKey, "1")
-	if err := b.pubsub.Publish(replyTo, out); err != nil {
-		return fmt.Errorf("publish acknowledgement to %s: %w", replyTo, err)
+	if err := b.pubsub.Publish(to.topic, out); err != nil {
+		return fmt.Errorf("publish acknowledgement to %s: %w", to.topic, err)
 	}
 	return nil
 }
@@ -286,7 +294,7 @@ func (b *Bus) replyOnError(h message.HandlerFunc) message.HandlerFunc {
 		if errors.As(err, &p) {
 			err = fmt.Errorf("panic: %v", p.V) // the stack trace is in the log, not in the reply
 		}
-		if err := b.publishReply(msg, errorReply(correlationID, err)); err != nil {
+		if err := b.publishReply(replyAddress(msg), errorReply(correlationID, err)); err != nil {
 			b.logger.Error("forward command failed and its caller could not be told", "attempt_id", correlationID, "error", err)
 		}
 		return nil, nil

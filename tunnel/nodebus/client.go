@@ -18,7 +18,7 @@ import (
 
 // replyGrace is how long past the command's own timeout a Client waits for
 // the reply: the Hub answers 504 at the timeout, then records the outcome.
-const replyGrace = 10 * time.Second
+const replyGrace = tunnel.ReplyGrace
 
 var clientSeq atomic.Int64
 
@@ -61,7 +61,7 @@ func NewClient(bus *Bus) *Client {
 
 // Forward is ForwardTo the tunnel.DefaultNode.
 func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
-	return c.ForwardTo(ctx, tunnel.DefaultNode, cmd)
+	return c.ForwardTo(ctx, tunnel.DefaultNode, cmd, nil)
 }
 
 // ForwardTo runs one attempt on the Hub of node and returns its outcome
@@ -69,39 +69,45 @@ func (c *Client) Forward(ctx context.Context, cmd domain.ForwardCommand) (domain
 // A failed attempt (502, 503, 504) is an outcome, not an error; errors mean
 // the outcome is unknown: ctx ended (*tunnel.TimeoutError on its deadline), no reply
 // came in time (*tunnel.TimeoutError), or the Hub failed (*tunnel.ReplyError).
-func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardCommand) (domain.ForwardOutcome, error) {
-	if cmd.AttemptID == "" {
+// The encoded command is kept only until node acknowledges it (then taken
+// is called, when not nil): past that it is never sent again, and what
+// waits for the reply holds nothing of the request.
+func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardCommand, taken func()) (domain.ForwardOutcome, error) {
+	attemptID := cmd.AttemptID
+	if attemptID == "" {
 		return domain.ForwardOutcome{}, &domain.InvalidInputError{Field: "attempt id", Reason: "empty"}
 	}
-	payload := encodeCommand(cmd)
-	ch := make(chan reply, 1)
-	acked := make(chan struct{})
-	c.mu.Lock()
-	if _, dup := c.waiters[cmd.AttemptID]; dup {
-		c.mu.Unlock()
-		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: attempt already in flight", cmd.AttemptID)
-	}
-	c.waiters[cmd.AttemptID] = waiter{ch: ch, acked: acked, once: &sync.Once{}, node: node}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.waiters, cmd.AttemptID)
-		c.mu.Unlock()
-	}()
-
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = tunnel.DefaultForwardTimeout
 	}
+	// Past this, cmd is not used (no closure below holds it): its request
+	// lives on in payload alone, which is let go once acknowledged.
+	payload := encodeCommand(cmd)
+	ch := make(chan reply, 1)
+	acked := make(chan struct{})
+	c.mu.Lock()
+	if _, dup := c.waiters[attemptID]; dup {
+		c.mu.Unlock()
+		return domain.ForwardOutcome{}, fmt.Errorf("forward %s: attempt already in flight", attemptID)
+	}
+	c.waiters[attemptID] = waiter{ch: ch, acked: acked, once: &sync.Once{}, node: node}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, attemptID)
+		c.mu.Unlock()
+	}()
+
 	start := time.Now()
 	wait := time.NewTimer(timeout + replyGrace)
 	defer wait.Stop()
-	timedOut := func() error { return &tunnel.TimeoutError{AttemptID: cmd.AttemptID, Waited: time.Since(start)} }
+	timedOut := func() error { return &tunnel.TimeoutError{AttemptID: attemptID, Waited: time.Since(start)} }
 	ctxErr := func() error {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return timedOut()
 		}
-		return fmt.Errorf("forward %s: %w", cmd.AttemptID, ctx.Err())
+		return fmt.Errorf("forward %s: %w", attemptID, ctx.Err())
 	}
 
 	// GoChannel drops messages nobody subscribed to yet.
@@ -114,12 +120,12 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 	}
 	send := func() error {
 		msg := message.NewMessage(watermill.NewUUID(), payload)
-		middleware.SetCorrelationID(cmd.AttemptID, msg)
+		middleware.SetCorrelationID(attemptID, msg)
 		msg.Metadata.Set(replyToKey, c.replyTo)
 		return c.bus.pubsub.Publish(commandsTopic(node), msg)
 	}
 	if err := send(); err != nil {
-		return domain.ForwardOutcome{}, &tunnel.PublishError{AttemptID: cmd.AttemptID, Err: err}
+		return domain.ForwardOutcome{}, &tunnel.PublishError{AttemptID: attemptID, Err: err}
 	}
 
 	interval := ackWait
@@ -129,21 +135,29 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 		select {
 		case r := <-ch:
 			if r.lost {
-				return domain.ForwardOutcome{}, &tunnel.NodeLostError{AttemptID: cmd.AttemptID, Node: node}
+				return domain.ForwardOutcome{}, &tunnel.NodeLostError{AttemptID: attemptID, Node: node}
 			}
 			if r.Error != "" {
-				return domain.ForwardOutcome{}, &tunnel.ReplyError{AttemptID: cmd.AttemptID, Reason: r.Error,
+				return domain.ForwardOutcome{}, &tunnel.ReplyError{AttemptID: attemptID, Reason: r.Error,
 					NotRecorded: r.Outcome.Failure == failureNotRecorded}
 			}
 			return r.Outcome, nil
 		case <-acked:
 			resend.Stop()
 			acked = nil // heard: no more resends, wait for the outcome
+			// The other node holds the command now (and counts it).
+			payload = nil
+			if taken != nil {
+				taken()
+			}
 		case <-resend.C:
+			if payload == nil {
+				continue // the timer fired as the acknowledgement came
+			}
 			// Unheard: lost on the way, or the node is slow to say so;
 			// sending again is safe either way.
 			if err := send(); err != nil {
-				return domain.ForwardOutcome{}, &tunnel.PublishError{AttemptID: cmd.AttemptID, Err: err}
+				return domain.ForwardOutcome{}, &tunnel.PublishError{AttemptID: attemptID, Err: err}
 			}
 			interval = min(2*interval, ackWaitMost)
 			resend.Reset(interval)

@@ -30,6 +30,12 @@ type env struct {
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
+	return newEnvWith(tb, nil)
+}
+
+// newEnvWith is newEnv whose Hub counts the requests it holds in bodies.
+func newEnvWith(tb testing.TB, bodies tunnel.Bodies) *env {
+	tb.Helper()
 	store, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "relay.db"), sqlite.Options{})
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
@@ -41,7 +47,7 @@ func newEnv(tb testing.TB) *env {
 		tb.Fatalf("new bus: %v", err)
 	}
 	e := &env{store: store, codec: domain.NewCodec(), bus: bus}
-	e.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger})
+	e.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger, Bodies: bodies})
 	Serve(bus, e.hub)
 	e.client = NewClient(bus)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -25,7 +25,13 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{env: newEnv(t), nodes: map[string]string{}}
+	return newClusterOn(t, newEnv(t))
+}
+
+// newClusterOn is newCluster whose back node is e.
+func newClusterOn(t *testing.T, e *env) *cluster {
+	t.Helper()
+	c := &cluster{env: e, nodes: map[string]string{}}
 	logger := slog.New(slog.DiscardHandler)
 	c.front = tunnel.NewHub(tunnel.HubConfig{
 		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",

@@ -17,18 +17,22 @@ func Serve(bus *Bus, hub *tunnel.Hub) {
 		if err != nil {
 			return nil, err
 		}
+		// ack and answer hold where to reply, not msg: its payload is
+		// the request, which the Hub holds only as long as it counts it.
+		to := replyAddress(msg)
+		attemptID := cmd.AttemptID
 		ack := func() {
-			if err := bus.publishAck(msg); err != nil {
-				bus.logger.Warn("forward acknowledgement lost", "attempt_id", cmd.AttemptID, "error", err)
+			if err := bus.publishAck(to); err != nil {
+				bus.logger.Warn("forward acknowledgement lost", "attempt_id", attemptID, "error", err)
 			}
 		}
 		answer := func(out domain.ForwardOutcome, err error) {
 			r := reply{Outcome: out}
 			if err != nil {
-				r = errorReply(cmd.AttemptID, err)
+				r = errorReply(attemptID, err)
 			}
-			if err := bus.publishReply(msg, r); err != nil {
-				bus.logger.Error("forward reply lost", "attempt_id", cmd.AttemptID, "error", err)
+			if err := bus.publishReply(to, r); err != nil {
+				bus.logger.Error("forward reply lost", "attempt_id", attemptID, "error", err)
 			}
 		}
 		hub.Receive(cmd, ack, answer)
