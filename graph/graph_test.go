@@ -49,6 +49,13 @@ func newEnvClock(t *testing.T, now func() time.Time) *env { t.Helper(); return n
 // newEnvWith is newEnvClock with the resolver changed by tune (if not nil).
 func newEnvWith(t *testing.T, now func() time.Time, tune func(*graph.Resolver)) *env {
 	t.Helper()
+	return newEnvConfig(t, now, tune, nil)
+}
+
+// newEnvConfig is newEnvWith with the commands' configuration changed by
+// config (if not nil).
+func newEnvConfig(t *testing.T, now func() time.Time, tune func(*graph.Resolver), config func(*commands.Config)) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
@@ -70,8 +77,11 @@ func newEnvWith(t *testing.T, now func() time.Time, tune func(*graph.Resolver)) 
 		t.Fatal(err)
 	}
 	reads := &streamReads{EventStore: store}
-	svc := commands.New(commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true, Secrets: keys},
-		reads, rec, views, hub, hub, log)
+	cfg := commands.Config{InspectorTTL: time.Hour, ForwardTimeout: time.Second, SignupOpen: true, Secrets: keys}
+	if config != nil {
+		config(&cfg)
+	}
+	svc := commands.New(cfg, reads, rec, views, hub, hub, log)
 	counted := &countingLog{EventStore: store}
 	res := &graph.Resolver{
 		Service: svc, Views: views, Log: counted, Hub: hub, Logger: log, AdminToken: adminToken,
