@@ -327,13 +327,19 @@ func (r Request) WriteRequest(w io.Writer, host, prefix string) error {
 }
 
 // Reader reads a bundle line by line, each line at most
-// MaxLine bytes, so memory stays bounded whatever the file holds.
+// MaxLine bytes, so memory stays bounded whatever the file holds: the
+// reader keeps at most twice its longest line (readLine).
 type Reader struct {
 	r      *bufio.Reader
-	line   int // the number of the line last read
-	buf    []byte
+	line   int      // the number of the line last read
+	blocks [][]byte // a long line's parts as read, kept for the next long line
+	buf    []byte   // the line last read, whole
 	Header Header
 }
+
+// readBuffer is the size of the reader's buffer, and of each block a
+// longer line is gathered in.
+const readBuffer = 64 << 10
 
 // LineError is a bundle line that cannot be read, by its number.
 type LineError struct {
@@ -346,7 +352,7 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 // NewReader reads and checks the header line.
 func NewReader(r io.Reader) (*Reader, error) {
-	b := &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+	b := &Reader{r: bufio.NewReaderSize(r, readBuffer)}
 	line, err := b.readLine()
 	if errors.Is(err, io.EOF) {
 		return nil, &LineError{Line: 1, Err: errors.New("the file is empty: not a relay bundle")}
@@ -383,23 +389,42 @@ func (b *Reader) Next() (Request, error) {
 }
 
 // readLine reads one line without its newline, refusing an empty line and
-// one longer than MaxLine (the rest of it is not read).
+// one longer than MaxLine (the rest of it is not read). A line longer than
+// the read buffer is gathered in blocks of that size, then copied once
+// into a buffer of its own length: a buffer grown by append on the way
+// allocates about five times a long line. Both are kept for the next
+// line, so reading takes at most twice the longest line, allocated once.
 func (b *Reader) readLine() ([]byte, error) {
-	b.buf = b.buf[:0]
+	n, parts := 0, 0 // the bytes and blocks of the line gathered so far
 	for {
 		chunk, err := b.r.ReadSlice('\n')
-		if len(b.buf)+len(chunk) > MaxLine+1 {
+		if n+len(chunk) > MaxLine+1 {
 			return nil, &LineError{Line: b.line + 1, Err: fmt.Errorf("longer than %d MiB", MaxLine>>20)}
 		}
-		b.buf = append(b.buf, chunk...)
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
+			// chunk is bufio's buffer, which the next read overwrites.
+			if parts == len(b.blocks) {
+				b.blocks = append(b.blocks, make([]byte, 0, readBuffer))
+			}
+			b.blocks[parts] = append(b.blocks[parts][:0], chunk...)
+			parts++
+			n += len(chunk)
 			continue
-		case errors.Is(err, io.EOF) && len(b.buf) == 0:
+		case errors.Is(err, io.EOF) && n+len(chunk) == 0:
 			return nil, io.EOF
 		case err != nil && !errors.Is(err, io.EOF):
 			return nil, fmt.Errorf("read bundle line %d: %w", b.line+1, err)
 		}
+		if size := n + len(chunk); cap(b.buf) < size {
+			b.buf = nil // the shorter line's buffer is not needed for the copy
+			b.buf = make([]byte, 0, size)
+		}
+		b.buf = b.buf[:0]
+		for _, part := range b.blocks[:parts] {
+			b.buf = append(b.buf, part...)
+		}
+		b.buf = append(b.buf, chunk...)
 		b.line++
 		line := bytes.TrimSuffix(bytes.TrimSuffix(b.buf, []byte("\n")), []byte("\r"))
 		if len(bytes.TrimSpace(line)) == 0 {

@@ -344,9 +344,42 @@ func TestLineValuesBounded(t *testing.T) {
 	if err != nil {
 		t.Errorf("a first line with an unknown field: %v", err)
 	}
-	// The line itself is read into a buffer that grows to hold it (a
-	// quarter at a time once large: about five times the line in all).
-	if n > 6*uint64(len(head)) {
+	// The line itself is read in blocks and copied once into a buffer of
+	// its size (TestReadLineAllocatesItsSize): twice the line.
+	if n > 2*uint64(len(head))+256<<10 {
 		t.Errorf("a first line of %d MiB allocated %d MiB", len(head)>>20, n>>20)
+	}
+}
+
+// TestReadLineAllocatesItsSize: a line is read through blocks the reader
+// keeps and copied once into a buffer of the line's size, which the next
+// line reuses. A buffer grown by append while reading took about five
+// times a large line (19 MiB for a 4 MiB line), so reading lines at
+// MaxLine allocated 160 MiB or more.
+func TestReadLineAllocatesItsSize(t *testing.T) {
+	line := bytes.Repeat([]byte("a"), 4<<20)
+	file := append(append(append([]byte(testBundleHead), '\n'), line...), '\n')
+	file = append(append(file, line...), '\n')
+	br, err := NewReader(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	first := allocated(func() { got, err = br.readLine() })
+	if err != nil || !bytes.Equal(got, line) {
+		t.Fatalf("the first line read back %d bytes, %v", len(got), err)
+	}
+	second := allocated(func() { got, err = br.readLine() })
+	if err != nil || !bytes.Equal(got, line) {
+		t.Fatalf("the second line read back %d bytes, %v", len(got), err)
+	}
+	t.Logf("a %d MiB line: %.1f MiB allocated reading it, %.1f MiB reading another as long",
+		len(line)>>20, float64(first)/(1<<20), float64(second)/(1<<20))
+	// The blocks and the line's own buffer, and a little besides.
+	if limit := 2*uint64(len(line)) + 256<<10; first > limit {
+		t.Errorf("reading a %d MiB line allocated %d KiB, want at most %d KiB", len(line)>>20, first>>10, limit>>10)
+	}
+	if second > 256<<10 {
+		t.Errorf("reading a second %d MiB line allocated %d KiB, want its buffers reused", len(line)>>20, second>>10)
 	}
 }
