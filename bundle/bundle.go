@@ -106,6 +106,18 @@ type Request struct {
 	addLength bool // recorded with no framing header (HTTP/2) but a body
 }
 
+// Size is about the memory r holds once read: its bytes, and 48 more a
+// header for its slot and the rounding of small allocations (a header of
+// a few bytes takes about that much). Replay counts it against the bytes
+// it may have in flight.
+func (r Request) Size() int64 {
+	n := int64(len(r.ID) + len(r.ReceivedAt) + len(r.Method) + len(r.Target) + len(r.Body))
+	for _, h := range r.Headers {
+		n += int64(len(h[0]) + len(h[1]) + 48)
+	}
+	return n
+}
+
 // SkipReason says why replay does not send r, or "" when it does: a body
 // or headers stored in part are not the request the sender made, and a
 // provider's signature over them would not verify.

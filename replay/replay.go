@@ -13,11 +13,22 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/relayhq/relay/bundle"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
+// MaxConcurrency is the most requests --concurrency lets be in flight.
 const MaxConcurrency = 64
+
+// DefaultInFlightBytes bounds what the requests being sent hold together
+// (bundle.Request.Size) when Replayer.InFlightBytes is 0. A request holds
+// its decoded body until its answer comes, and a bundle line may be
+// bundle.MaxLine long, so --concurrency alone would let a bundle of 64
+// such lines hold about 1.5 GiB: with the budget, small requests go
+// --concurrency at once and large ones two or three at a time.
+const DefaultInFlightBytes = 64 << 20
 
 // Result is one line of `relay replay -o json`.
 type Result struct {
@@ -73,6 +84,12 @@ type Replayer struct {
 	Concurrency int
 	JSON        bool
 	Stdout      io.Writer
+	// InFlightBytes bounds the bytes of the requests being sent at once
+	// (DefaultInFlightBytes when 0); a request larger than the whole
+	// budget is sent alone.
+	InFlightBytes int64
+
+	onBudgetWait func() // for tests: the replay waits for the budget
 }
 
 // Run checks the whole bundle first, so a malformed line stops the replay
@@ -100,14 +117,19 @@ func (p Replayer) Run(ctx context.Context, path string, only []string) error {
 	}
 
 	// Requests run concurrently, their results are printed in order: each
-	// gets a channel, queued in bundle order; the queue's bound and the
-	// semaphore bound what is in flight. A request waiting to be printed
-	// holds its result only, not its body.
+	// gets a channel, queued in bundle order; the queue's bound and slots
+	// bound the requests in flight, and inFlight their bytes. A request
+	// waiting to be printed holds its result only, not its body.
 	type pending struct {
 		result chan Result
 	}
 	queue := make(chan pending, p.Concurrency)
 	slots := make(chan struct{}, p.Concurrency)
+	budget := p.InFlightBytes
+	if budget <= 0 {
+		budget = DefaultInFlightBytes
+	}
+	inFlight := semaphore.NewWeighted(budget)
 	var sent, skipped, failed int
 	var firstFailure string
 	printed := make(chan error, 1)
@@ -156,9 +178,22 @@ func (p Replayer) Run(ctx context.Context, path string, only []string) error {
 			return ctx.Err()
 		case slots <- struct{}{}:
 		}
+		// Only this goroutine acquires, so requests still start in
+		// recorded order: a large one waits until those before it leave
+		// room, and the ones after it wait behind it.
+		n := min(r.Size(), budget)
+		if !inFlight.TryAcquire(n) {
+			if p.onBudgetWait != nil {
+				p.onBudgetWait()
+			}
+			if err := inFlight.Acquire(ctx, n); err != nil {
+				return fmt.Errorf("replay: %w", err)
+			}
+		}
 		queue <- pd
 		go func() {
 			defer func() { <-slots }()
+			defer inFlight.Release(n)
 			status, err := p.send(ctx, r)
 			pd.result <- result(r, status, err, "")
 		}()
