@@ -60,7 +60,7 @@ server refused the connection, closed it, or timed out).`,
 	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&to, "to", "", "the server to send to: http(s)://host[:port][/prefix]")
 	cmd.Flags().StringArrayVar(&only, "only", nil, "send only this delivery id (repeatable)")
-	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "requests in flight at once (lines are still printed in recorded order)")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "requests in flight at once, 64 MiB of them at most (lines are still printed in recorded order)")
 	cmd.Flags().Var(duration.NewFlag(&delay, 0), "delay", "wait this long before each request after the first")
 	cmd.Flags().Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "bound on each request: connect, send, and the answer's headers")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "with an https --to: accept any certificate (a local server's self-signed one)")
