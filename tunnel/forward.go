@@ -395,7 +395,8 @@ func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand,
 	}
 	rec := unsent(cp)
 	h.serving.Go(func() {
-		out := h.awaitCopy(ctx, p, c.info.AgentID, timeout, started)
+		out, release := h.holdAnswer(rec.AccountID, rec.CaptureResponse, h.awaitCopy(ctx, p, c.info.AgentID, timeout, started))
+		defer release()
 		<-recorded
 		h.recordCopy(rec, c.info.AgentID, out)
 	})
@@ -532,6 +533,8 @@ func (h *Hub) copyRemote(r RemoteSession, cmd domain.ForwardCommand, timeout tim
 		if out.DurationMs <= 0 {
 			out.DurationMs = time.Since(started).Milliseconds()
 		}
+		out, release := h.holdAnswer(rec.AccountID, rec.CaptureResponse, out)
+		defer release()
 		<-recorded
 		h.recordCopy(rec, r.AgentID, out)
 	})
