@@ -186,3 +186,7 @@ func (h *Hub) holdAnswer(accountID string, capture bool, out domain.ForwardOutco
 	h.logger.Warn("copy's answer held without its body: body budget", "attempt_id", out.AttemptID, "account_id", accountID, "bytes", n)
 	return out, done
 }
+
+// CopyAnswersWaiting is how many copies' answers this node holds, back
+// from their listeners (here or on other nodes) and not yet recorded.
+func (h *Hub) CopyAnswersWaiting() int64 { return h.answersWaiting.Load() }
