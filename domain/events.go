@@ -585,6 +585,14 @@ type ForwardResponded struct {
 // status, so it is not among the reasons explanations tell (reasons.go).
 const NotCapturedStorageQuota = "storage quota exceeded"
 
+// NotCapturedBodyBudget is why a copy's answer is recorded without its
+// body (ForwardResponded.NotCaptured): it came back while the copy waited
+// for the primary's outcome to be recorded, and the body budget
+// (--proxy-body-budget, the account's share) had no room to hold it
+// meanwhile. Like NotCapturedStorageQuota it says what became of a body,
+// not why a delivery has its status.
+const NotCapturedBodyBudget = "body budget full while the primary's answer was awaited"
+
 // ForwardFailed records an attempt that got no answer from the local target.
 type ForwardFailed struct {
 	DeliveryID string `json:"delivery_id"`

@@ -67,6 +67,14 @@ type ForwardOutcome struct {
 	// once recorded; 0 when it raised no event (already recorded). Readers
 	// of the views wait for it, not for the end of the whole log.
 	Position uint64 `json:"-"`
+	// NotCaptured says why the relay let go of Body before recording the
+	// outcome (NotCapturedBodyBudget), BodySize then being the size the
+	// agent answered and DroppedHeaders the header values let go of too;
+	// "" with BodySize 0 when Body is whole. Set where the outcome waits
+	// to be recorded, never sent between nodes.
+	NotCaptured    string `json:"-"`
+	BodySize       int64  `json:"-"`
+	DroppedHeaders int    `json:"-"`
 }
 
 // Failed reports whether the local target gave no answer.

@@ -238,11 +238,14 @@ func responded(cmd domain.ForwardCommand, out domain.ForwardOutcome, fidelity *d
 	headers, dropped := storedHeaders(out.Headers)
 	fr := domain.ForwardResponded{
 		DeliveryID: cmd.DeliveryID, AttemptID: cmd.AttemptID, AgentID: out.AgentID, Status: out.Status, Headers: headers,
-		BodySize: int64(len(out.Body)), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
-		Signature: out.Signature, DroppedHeaders: dropped, Fidelity: fidelity,
+		BodySize: max(int64(len(out.Body)), out.BodySize), Captured: cmd.CaptureResponse, DurationMs: out.DurationMs,
+		Signature: out.Signature, DroppedHeaders: dropped + out.DroppedHeaders, Fidelity: fidelity,
 	}
 	if cmd.CaptureResponse {
 		fr.Body = out.Body
+		if out.NotCaptured != "" { // the relay let go of it before recording
+			fr.Body, fr.Captured, fr.NotCaptured = nil, false, out.NotCaptured
+		}
 	}
 	return fr
 }

@@ -143,3 +143,50 @@ func (b *copyBudget) inFlight() int64 {
 func (h *Hub) Written(agentID, attemptID string) {
 	h.copyBytes.give(agentID, attemptID)
 }
+
+// uncountedAnswerHeaders is what a copy's answer with no room in the body
+// budget keeps of its headers, uncounted, while it waits to be recorded:
+// its leading headers within this many bytes of names and values.
+const uncountedAnswerHeaders = 4 << 10
+
+// holdAnswer counts out, a copy's answer (of accountID; to be recorded
+// with its body when capture is set), in the body budget under the
+// account's copies key, and returns it with what gives the bytes back
+// once it is recorded. A copy's outcome waits for the primary's (up to
+// --forward-timeout) and for its delivery's other copies to be recorded:
+// before, every copy's answer (its body up to --max-body) waited so,
+// counted nowhere, and one delivery to 24 listeners answering 1 MiB
+// while its primary was silent held 24 MiB. An answer with no room is
+// returned without its body (its size kept, NotCapturedBodyBudget) and
+// with its leading headers only; a body the log would not store is let
+// go of at once.
+func (h *Hub) holdAnswer(accountID string, capture bool, out domain.ForwardOutcome) (domain.ForwardOutcome, func()) {
+	h.answersWaiting.Add(1)
+	done := func() { h.answersWaiting.Add(-1) }
+	if !capture && out.Body != nil {
+		out.BodySize, out.Body = int64(len(out.Body)), nil
+	}
+	if h.bodies == nil || out.Failed() {
+		return out, done
+	}
+	key, n := copyKey(accountID), min(answerSize(out), h.bodies.Share())
+	if h.bodies.Reserve(key, n) {
+		return out, func() { h.bodies.Release(key, n); done() }
+	}
+	if out.Body != nil {
+		out.BodySize, out.Body, out.NotCaptured = int64(len(out.Body)), nil, domain.NotCapturedBodyBudget
+	}
+	size := 0
+	for i, hd := range out.Headers {
+		if size += len(hd.Name) + len(hd.Value); size > uncountedAnswerHeaders {
+			out.Headers, out.DroppedHeaders = out.Headers[:i:i], len(out.Headers)-i
+			break
+		}
+	}
+	h.logger.Warn("copy's answer held without its body: body budget", "attempt_id", out.AttemptID, "account_id", accountID, "bytes", n)
+	return out, done
+}
+
+// CopyAnswersWaiting is how many copies' answers this node holds, back
+// from their listeners (here or on other nodes) and not yet recorded.
+func (h *Hub) CopyAnswersWaiting() int64 { return h.answersWaiting.Load() }

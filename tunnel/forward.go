@@ -383,9 +383,10 @@ func (h *Hub) copies(ctx context.Context, ms []member, cmd domain.ForwardCommand
 
 // copyTo gives a copy of cmd, as an attempt of its own, to session c
 // without waiting: a full queue drops the copy. Its outcome (the agent's,
-// a timeout, or the drop) is recorded once the primary's is. What waits
-// for it keeps nothing of the request: its bytes are held while counted
-// (until its frame is written), not as long as its answer takes.
+// a timeout, or the drop) is recorded once the primary's is, its answer
+// held meanwhile only as counted (holdAnswer). What waits for it keeps
+// nothing of the request: its bytes are held while counted (until its
+// frame is written), not as long as its answer takes.
 func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
 	cp := copyOf(cmd, h.rec.NewID(), c.info.AgentID)
 	started := time.Now()
@@ -395,7 +396,8 @@ func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand,
 	}
 	rec := unsent(cp)
 	h.serving.Go(func() {
-		out := h.awaitCopy(ctx, p, c.info.AgentID, timeout, started)
+		out, release := h.holdAnswer(rec.AccountID, rec.CaptureResponse, h.awaitCopy(ctx, p, c.info.AgentID, timeout, started))
+		defer release()
 		<-recorded
 		h.recordCopy(rec, c.info.AgentID, out)
 	})
@@ -480,7 +482,8 @@ func (h *Hub) recordCopy(cp domain.ForwardCommand, agentID string, out domain.Fo
 
 // copyRemote sends a copy of cmd to session r on its node, without
 // waiting; the node runs it and replies with the outcome, which this node
-// records once the primary's is (it alone knows when that is). A node that
+// records once the primary's is (it alone knows when that is), holding the
+// answer meanwhile only as counted (holdAnswer). A node that
 // cannot be reached or is lost makes the copy a 503.
 //
 // Until r's node acknowledges it, the copy is held here: an encoded
@@ -532,6 +535,8 @@ func (h *Hub) copyRemote(r RemoteSession, cmd domain.ForwardCommand, timeout tim
 		if out.DurationMs <= 0 {
 			out.DurationMs = time.Since(started).Milliseconds()
 		}
+		out, release := h.holdAnswer(rec.AccountID, rec.CaptureResponse, out)
+		defer release()
 		<-recorded
 		h.recordCopy(rec, r.AgentID, out)
 	})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -115,6 +116,8 @@ type Hub struct {
 	bodies Bodies
 	// copyRecords orders the recording of each delivery's copies.
 	copyRecords keyedLocks
+	// answersWaiting is the copies' answers back and not yet recorded.
+	answersWaiting atomic.Int64
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order

@@ -156,8 +156,10 @@ type AttemptResponse struct {
 	Captured bool `json:"captured"`
 	// Why the body was not stored although the Endpoint captures responses:
 	// `storage quota exceeded` (the account's stored bytes had reached its storage
-	// quota when the answer was recorded). Null when it was stored, or when the
-	// Endpoint does not capture responses.
+	// quota when the answer was recorded), or, for a copy, `body budget full while
+	// the primary's answer was awaited` (the relay's body budget had no room to hold
+	// it until it was recorded). Null when it was stored, or when the Endpoint does
+	// not capture responses.
 	NotCaptured *string `json:"notCaptured,omitempty"`
 }
 

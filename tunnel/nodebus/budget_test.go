@@ -314,3 +314,92 @@ func TestForwardsFromOtherNodesHoldThisNodesBudget(t *testing.T) {
 		t.Errorf("the budget holds %d bytes once every forward ended", n)
 	}
 }
+
+// The answers of copies run on another node come back to the node that
+// sent them, which records them after the primary's outcome: while the
+// primary is silent they are held there only as counted in its body
+// budget (their account's share), the rest without their bodies, and
+// every copy is recorded. 32 listeners on the other node answering 1 MiB
+// held 32 MiB on the sending node.
+func TestCopiesAnswersFromAnotherNodeAreCounted(t *testing.T) {
+	c := newCluster(t)
+	budget := ingress.NewBodyBudget(16<<20, 1) // 4 MiB per key
+	logger := slog.New(slog.DiscardHandler)
+	c.front = tunnel.NewHub(tunnel.HubConfig{
+		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",
+		Remote: NewClient(c.bus), Roster: c.roster, Bodies: budget,
+	})
+	t.Cleanup(c.front.Close)
+	const copies, size = 32, 1 << 20
+	release := make(chan struct{})
+	c.nodes["f1"] = "front"
+	agentOn(t, c.front, tunnel.SessionInfo{AgentID: "f1", EndpointID: "ep", AccountID: "acc", Primary: true},
+		func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+			<-release // silent until the copies' answers are measured
+			return domain.ForwardOutcome{Status: 200, Body: []byte("f1")}, true
+		})
+	for i := range copies {
+		id := fmt.Sprintf("b%d", i)
+		c.nodes[id] = tunnel.DefaultNode
+		agentOn(t, c.hub, tunnel.SessionInfo{AgentID: id, EndpointID: "ep", AccountID: "acc"},
+			func(domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+				return domain.ForwardOutcome{Status: 200, Body: bytes.Repeat([]byte("y"), size)}, true
+			})
+	}
+	cmd := c.receive(t, "ep", "acc")
+	cmd.CaptureResponse, cmd.Timeout = true, time.Hour
+	before := heapInUse()
+	res := make(chan domain.ForwardOutcome, 1)
+	go func() {
+		out, err := c.front.Forward(context.Background(), cmd)
+		if err != nil {
+			t.Errorf("forward: %v", err)
+		}
+		res <- out
+	}()
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if n := c.front.CopyAnswersWaiting(); n != copies {
+			return fmt.Errorf("%d copies' answers back, want %d", n, copies)
+		}
+		return nil
+	})
+	held := heapInUse() - before
+	t.Logf("%d copies on another node answering %d KiB while the primary is silent: the heap %d MiB larger", copies, size>>10, held>>20)
+	// The node that ran them keeps some to answer again (KeptCopyAnswers).
+	if limit := budget.Share() + tunnel.KeptCopyAnswers/4 + 4<<20; held > limit {
+		t.Errorf("copies' answers waiting for the primary hold %d MiB, want at most the sending node's share (%d MiB) and those kept on the other (%d MiB)",
+			held>>20, budget.Share()>>20, tunnel.KeptCopyAnswers/4>>20)
+	}
+	close(release)
+	if out := <-res; string(out.Body) != "f1" {
+		t.Fatalf("forward answered %d %q, want f1's answer", out.Status, out.Body)
+	}
+	var captured, notCaptured int
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		captured, notCaptured = 0, 0
+		for _, r := range c.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+			a, ok := c.decode(t, r).(domain.ForwardResponded)
+			if !ok || !a.Copy {
+				continue
+			}
+			switch {
+			case a.BodySize != size:
+				return fmt.Errorf("copy %s recorded with a body of %d bytes, want %d", a.AttemptID, a.BodySize, size)
+			case a.Captured && len(a.Body) == size:
+				captured++
+			case !a.Captured && a.Body == nil && a.NotCaptured == domain.NotCapturedBodyBudget:
+				notCaptured++
+			default:
+				return fmt.Errorf("copy %s recorded captured=%v with %d bytes, not captured %q", a.AttemptID, a.Captured, len(a.Body), a.NotCaptured)
+			}
+		}
+		if captured+notCaptured != copies {
+			return fmt.Errorf("%d copies recorded, want %d", captured+notCaptured, copies)
+		}
+		return nil
+	})
+	t.Logf("%d copies recorded with their answer's body, %d without", captured, notCaptured)
+	if captured == 0 || notCaptured == 0 {
+		t.Errorf("%d copies' bodies recorded, %d not: want those within the share recorded, the rest not", captured, notCaptured)
+	}
+}
