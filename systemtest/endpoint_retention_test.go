@@ -218,8 +218,11 @@ func TestEndpointRetentionAcrossNodes(t *testing.T) {
 	b := harness.Start(t, "", flags("b")...)
 	acct := signUpTenant(t, a, "nodes")
 	ep := createEndpointFor(t, a, acct.Token, map[string]any{"name": "short", "mode": "LOG", "retention": "1s"})
-	harness.Eventually(t, 10*time.Second, "node b to know the Endpoint", func() bool {
-		return endpointByID(t, b, acct.Token, ep.ID) != nil
+	// Node b learns the account's token and its Endpoint from the shared
+	// log: until then it answers UNAUTHENTICATED, then null.
+	harness.Eventually(t, 10*time.Second, "node b to know the token and the Endpoint", func() bool {
+		res := b.GraphQL(t, acct.Token, `query($id: ID!){ endpoint(id: $id){ id } }`, map[string]any{"id": ep.ID})
+		return len(res.Errors) == 0 && strings.Contains(string(res.Data), ep.ID)
 	})
 	for i, r := range []*harness.Relay{a, b, a, b, a, b} {
 		if resp := send(t, r, ep.ID, "POST", "/d"+strconv.Itoa(i), nil, []byte("x")); resp.Status != 204 {
