@@ -68,8 +68,8 @@ const FailureCopyDropped = "copy dropped: listener busy"
 
 // FailureCopyAnswerLost: a copy ran on another relay node, whose reply
 // with the listener's answer was lost on the bus; asked again, that node
-// no longer held the answer (it keeps a bounded amount of them,
-// tunnel.KeptCopyAnswers) (503, never the sender's answer).
+// no longer held the answer (it keeps them only as its body budget has
+// room) (503, never the sender's answer).
 const FailureCopyAnswerLost = "copy's answer lost between relay nodes"
 
 // Failures of an attempt the relay decided (ForwardFailed.Error); any other

@@ -263,8 +263,8 @@ func (h *Hub) receivedAgain(cmd domain.ForwardCommand, ack func(), answer func(d
 }
 
 // markReceivedDone marks an attempt another node sent here as done, with
-// out the answer of a copy (of account), to keep within KeptCopyAnswers
-// until the time past which nobody asks for it again.
+// out the answer of a copy (of account), to keep within the body budget
+// (keptanswers.go) until the time past which nobody asks for it again.
 func (h *Hub) markReceivedDone(attemptID string, out *domain.ForwardOutcome, account string, until time.Time) {
 	now := time.Now()
 	h.mu.Lock()

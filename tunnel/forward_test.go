@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
 )
@@ -144,12 +145,14 @@ func TestEveryCopyOfADeliveryIsRecorded(t *testing.T) {
 
 // A copy another node sent here is answered again with the answer kept
 // for it when its sender asks again (it heard neither the acknowledgement
-// nor the reply). Those answers are kept within KeptCopyAnswers, a quarter
-// of it per account, and only while the sender may ask: 32 answers of 1
-// MiB were kept whole, five minutes. One not kept is answered again as
-// lost, never as another answer.
+// nor the reply). Those answers are kept as counted in the body budget,
+// within their account's share, and only while the sender may ask: 32
+// answers of 1 MiB were kept whole, five minutes. One not kept is answered
+// again as lost, never as another answer.
 func TestKeptCopyAnswersAreBounded(t *testing.T) {
 	e := newEnv(t)
+	budget := ingress.NewBodyBudget(16<<20, 1) // 4 MiB per key
+	e.hub.bodies, e.hub.copyBytes = budget, newCopyBudget(budget)
 	answerWith := func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
 		return domain.ForwardOutcome{Status: 200, Body: bytes.Repeat([]byte("y"), 1<<20)}, true
 	}
@@ -197,8 +200,8 @@ func TestKeptCopyAnswersAreBounded(t *testing.T) {
 	})
 	n, _ := kept()
 	t.Logf("%d copies' answers of 1 MiB: %d MiB kept, the heap %d MiB larger", copies, n>>20, (heapInUse()-before)>>20)
-	if n > KeptCopyAnswers/4 {
-		t.Errorf("%d MiB of one account's copies' answers kept, want at most a quarter of %d MiB", n>>20, KeptCopyAnswers>>20)
+	if n > budget.Share() {
+		t.Errorf("%d MiB of one account's copies' answers kept, want at most its share of the body budget, %d MiB", n>>20, budget.Share()>>20)
 	}
 
 	// Asked again, the first copy is answered what its listener answered,
@@ -223,10 +226,12 @@ func TestKeptCopyAnswersAreBounded(t *testing.T) {
 		t.Errorf("another account's copy asked again: %d with %d bytes, want its answer", again.Status, len(again.Body))
 	}
 	// Past the senders' wait, nothing is kept.
+	keptBytes, _ := kept()
+	inUse := budget.InUse()
 	e.hub.mu.Lock()
 	e.hub.letGoKept(time.Now().Add(10*time.Second + ReplyGrace + time.Second))
 	e.hub.mu.Unlock()
-	if n, _ := kept(); n != 0 || e.hub.kept.total != 0 || len(e.hub.kept.byAccount) != 0 {
-		t.Errorf("past the senders' wait %d bytes kept (%d counted, %d accounts)", n, e.hub.kept.total, len(e.hub.kept.byAccount))
+	if n, _ := kept(); n != 0 || budget.InUse() > inUse-keptBytes {
+		t.Errorf("past the senders' wait %d bytes kept; the budget holds %d bytes, want at most %d", n, budget.InUse(), inUse-keptBytes)
 	}
 }

@@ -138,8 +138,8 @@ type receivedCommand struct {
 	done bool      // its outcome is recorded and was sent back
 	at   time.Time // when it was received, or done
 	// out is a copy's outcome, kept to answer the command again: a copy's
-	// outcome is recorded by the node that sent it, not here. Within
-	// KeptCopyAnswers: kept bytes of account's.
+	// outcome is recorded by the node that sent it, not here. It holds
+	// kept bytes of the body budget under account's copies key.
 	out     *domain.ForwardOutcome
 	kept    int64
 	account string

@@ -6,26 +6,24 @@ import (
 	"github.com/relayhq/relay/domain"
 )
 
-// KeptCopyAnswers bounds, in bytes of headers and body, the answers of
-// copies other nodes sent here that a node keeps to answer such a command
-// again; one account's at most a quarter, or one answer of any size when
-// it keeps none. The sending node records a copy's outcome, and asks
+// The answers of copies other nodes sent here are kept to answer such a
+// command again: the sending node records a copy's outcome, and asks
 // again only when it heard neither the command's acknowledgement nor its
 // reply (a NATS server died under them), and only while it still waits:
 // the command's timeout and ReplyGrace. So an answer is kept that long at
-// most, and one past the bound is not kept: asked again, the node answers
-// 503 domain.FailureCopyAnswerLost. Before, every copy's answer (its body
-// up to --max-body) was kept five minutes, uncounted: 32 answers of 1 MiB
-// held 32 MiB on the node that ran them (TestKeptCopyAnswersAreBounded).
-const KeptCopyAnswers = 16 << 20
+// most, and only as counted in the body budget (HubConfig.Bodies) under
+// its account's copies key, as a copy's request and its answer waiting to
+// be recorded are: one that finds no room is not kept, and asked again
+// the node answers 503 domain.FailureCopyAnswerLost. Before, every copy's
+// answer (its body up to --max-body) was kept five minutes, uncounted: 32
+// answers of 1 MiB held 32 MiB on the node that ran them
+// (TestKeptCopyAnswersAreBounded).
 
-// keptAnswers counts the copies' answers kept (receivedCommand.out).
+// keptAnswers orders the copies' answers kept (receivedCommand.out), each
+// with the time past which nobody asks for it again. They are let go of
+// from the front: one of a long timeout there holds back those behind it,
+// within the budget.
 type keptAnswers struct {
-	total     int64
-	byAccount map[string]int64
-	// order holds them in the order kept, each with the time past which
-	// nobody asks for it again. Let go of from the front: one of a long
-	// timeout there holds back those behind it, within the bound.
 	order []keptAnswer
 }
 
@@ -44,23 +42,16 @@ func answerSize(out domain.ForwardOutcome) int64 {
 }
 
 // keep makes out the answer kept for the copy r (attempt id, of account),
-// asked for again at most until then, when the kept answers have room for
+// asked for again at most until then, when the body budget has room for
 // it. h.mu held.
 func (h *Hub) keep(id string, r *receivedCommand, out domain.ForwardOutcome, account string, until, now time.Time) {
 	h.letGoKept(now)
-	k := &h.kept
 	n := answerSize(out)
-	held := k.byAccount[account]
-	if k.total+n > KeptCopyAnswers || (held > 0 && held+n > KeptCopyAnswers/4) {
+	if h.bodies != nil && (n > h.bodies.Share() || !h.bodies.Reserve(copyKey(account), n)) {
 		return
 	}
-	if k.byAccount == nil {
-		k.byAccount = map[string]int64{}
-	}
-	k.total += n
-	k.byAccount[account] += n
 	r.out, r.kept, r.account = &out, n, account
-	k.order = append(k.order, keptAnswer{attemptID: id, until: until})
+	h.kept.order = append(h.kept.order, keptAnswer{attemptID: id, until: until})
 }
 
 // letGoKept lets go of the kept answers nobody asks for any more, from
@@ -81,10 +72,8 @@ func (h *Hub) unkeep(r *receivedCommand) {
 	if r.out == nil {
 		return
 	}
-	k := &h.kept
-	k.total -= r.kept
-	if k.byAccount[r.account] -= r.kept; k.byAccount[r.account] <= 0 {
-		delete(k.byAccount, r.account)
+	if h.bodies != nil {
+		h.bodies.Release(copyKey(r.account), r.kept)
 	}
 	r.out, r.kept, r.account = nil, 0, ""
 }
