@@ -111,6 +111,10 @@ type Config struct {
 	// Node names this node (agent sessions and attempts record it); empty:
 	// the name kept in the data folder, generated on first start.
 	Node string
+	// Sessions caps the agent sessions open at once, per Endpoint and
+	// per account (--max-endpoint-sessions, --max-account-sessions).
+	Sessions tunnel.SessionCaps
+
 	// NodeLease is how long a node may go unheard on the bus before the
 	// others settle its forwards and close its agent sessions; default
 	// cluster.DefaultLease.
@@ -255,7 +259,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		a.cluster, a.hub = link, link.hub
 	} else {
-		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, Bodies: a.bodies})
+		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, Bodies: a.bodies, Sessions: cfg.Sessions})
 	}
 	a.closeHub = true
 	if !cfg.NoSweeps {

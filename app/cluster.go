@@ -68,7 +68,7 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 	c.hub = tunnel.NewHub(tunnel.HubConfig{
 		Recorder: a.rec, Logger: log, Node: a.node,
 		Remote: nodebus.NewClient(bus), Elsewhere: c.elsewhere, Roster: c.roster,
-		Bodies: a.bodies,
+		Bodies: a.bodies, Sessions: cfg.Sessions,
 	})
 	nodebus.Serve(bus, c.hub)
 	leases.OnLapse(func(node string) {

@@ -48,6 +48,13 @@ const SnapshotAfter = 256
 // Endpoint with more open at once gets no new snapshot until fewer are.
 const MaxSnapshotSessions = 4096
 
+// MaxEndpointSessions is the most agent sessions an Endpoint may be
+// configured to hold open at once (relay serve --max-endpoint-sessions is
+// at most this): well below MaxSnapshotSessions, so a snapshot can always
+// be taken, and the number of open sessions the views read for the
+// primary rule across nodes.
+const MaxEndpointSessions = 256
+
 // Listeners is an Endpoint's agent stream folded: the sessions still
 // open, in the order they connected, and the primary last recorded.
 //

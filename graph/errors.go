@@ -15,6 +15,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/tunnel"
 )
 
 // codes maps domain sentinels to the machine-readable extensions.code.
@@ -79,6 +80,11 @@ func Code(err error) string {
 	var limited *RateLimitedError
 	if errors.As(err, &limited) {
 		return "RATE_LIMITED"
+	}
+	// An agent session past the open sessions' caps (tunnel/sessioncaps.go).
+	var sessions *tunnel.TooManySessionsError
+	if errors.As(err, &sessions) {
+		return "TOO_MANY_SESSIONS"
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {

@@ -56,6 +56,12 @@ func newEnvWith(t *testing.T, now func() time.Time, tune func(*graph.Resolver)) 
 // config (if not nil).
 func newEnvConfig(t *testing.T, now func() time.Time, tune func(*graph.Resolver), config func(*commands.Config)) *env {
 	t.Helper()
+	return newEnvHub(t, now, tune, config, tunnel.SessionCaps{})
+}
+
+// newEnvHub is newEnvConfig with the tunnel's session caps set.
+func newEnvHub(t *testing.T, now func() time.Time, tune func(*graph.Resolver), config func(*commands.Config), caps tunnel.SessionCaps) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
@@ -71,7 +77,7 @@ func newEnvConfig(t *testing.T, now func() time.Time, tune func(*graph.Resolver)
 	viewsDone := make(chan struct{})
 	go func() { _ = views.Run(ctx); close(viewsDone) }()
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Now: now})
-	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log})
+	hub := tunnel.NewHub(tunnel.HubConfig{Recorder: rec, Logger: log, Sessions: caps})
 	keys, _, err := secrets.Generate()
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,8 @@ import (
 //
 // Beyond either the subscription is refused RATE_LIMITED with
 // retryAfterSeconds, nothing is recorded, and the agent tries again after
-// its backoff.
+// its backoff. How many stay open is capped by the tunnel
+// (tunnel/sessioncaps.go: TOO_MANY_SESSIONS).
 
 // DefaultSessionRate is how many agent sessions one account starts (see
 // Resolver.SessionRate); a client address starts four times as many.

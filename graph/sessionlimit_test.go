@@ -18,6 +18,7 @@ import (
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/tunnel"
 )
 
 // agentSocket is an agent's graphql-transport-ws socket whose messages are
@@ -94,6 +95,18 @@ func sessionStarts(t *testing.T, store domain.EventStore, endpointID string) (st
 // the code of the error the subscription was refused with.
 func listenOnce(t *testing.T, s *agentSocket, store domain.EventStore, id, endpointID string) string {
 	t.Helper()
+	if refused, _ := startSession(t, s, store, id, endpointID); refused != "" {
+		return refused
+	}
+	endSession(t, s, store, id, endpointID)
+	return ""
+}
+
+// startSession starts a forwardRequests subscription on the socket: it
+// returns once the session's start is in the log, or with the code and
+// message of the error the subscription was refused with.
+func startSession(t *testing.T, s *agentSocket, store domain.EventStore, id, endpointID string) (code, message string) {
+	t.Helper()
 	before, _ := sessionStarts(t, store, endpointID)
 	err := s.c.WriteJSON(map[string]any{"id": id, "type": "subscribe", "payload": map[string]any{
 		"query":     `subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`,
@@ -101,7 +114,6 @@ func listenOnce(t *testing.T, s *agentSocket, store domain.EventStore, id, endpo
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := ""
 	testwait.CheckFor(t, 10*time.Second, 2*time.Millisecond, func() error {
 		select {
 		case m, ok := <-s.msgs:
@@ -110,6 +122,7 @@ func listenOnce(t *testing.T, s *agentSocket, store domain.EventStore, id, endpo
 			}
 			var p struct {
 				Errors []struct {
+					Message    string
 					Extensions struct {
 						Code              string
 						RetryAfterSeconds int
@@ -117,8 +130,8 @@ func listenOnce(t *testing.T, s *agentSocket, store domain.EventStore, id, endpo
 				}
 			}
 			if m.ID == id && m.Type == "next" && json.Unmarshal(m.Payload, &p) == nil && len(p.Errors) > 0 {
-				refused = p.Errors[0].Extensions.Code
-				if refused == "RATE_LIMITED" && p.Errors[0].Extensions.RetryAfterSeconds < 1 {
+				code, message = p.Errors[0].Extensions.Code, p.Errors[0].Message
+				if code == "RATE_LIMITED" && p.Errors[0].Extensions.RetryAfterSeconds < 1 {
 					t.Errorf("refusal without retryAfterSeconds: %s", m.Payload)
 				}
 				return nil
@@ -130,19 +143,23 @@ func listenOnce(t *testing.T, s *agentSocket, store domain.EventStore, id, endpo
 		}
 		return errors.New("neither attached nor refused yet")
 	})
-	if refused != "" {
-		return refused
-	}
+	return code, message
+}
+
+// endSession ends the subscription id on the socket and returns once its
+// end is in the log.
+func endSession(t *testing.T, s *agentSocket, store domain.EventStore, id, endpointID string) {
+	t.Helper()
+	_, before := sessionStarts(t, store, endpointID)
 	if err := s.c.WriteJSON(map[string]any{"id": id, "type": "complete"}); err != nil {
 		t.Fatal(err)
 	}
 	testwait.CheckFor(t, 10*time.Second, 2*time.Millisecond, func() error {
-		if starts, ends := sessionStarts(t, store, endpointID); ends < starts {
-			return fmt.Errorf("%d sessions started, %d ended", starts, ends)
+		if _, ends := sessionStarts(t, store, endpointID); ends <= before {
+			return fmt.Errorf("%d sessions ended, want more", ends)
 		}
 		return nil
 	})
-	return ""
 }
 
 // TestAgentSessionsAreRated: every forwardRequests subscription is a
@@ -212,5 +229,92 @@ func TestAgentSessionsAreRated(t *testing.T) {
 	// Another address is not affected.
 	if code := listenOnce(t, dialAgent(t, srv.URL, a, "127.0.0.2"), e.store, "1", last); code != "" {
 		t.Errorf("the same account from another address: %q, want its session", code)
+	}
+}
+
+// TestOpenAgentSessionsAreCapped: the session rate bounds how fast
+// sessions start, not how many stay open, and each open one is walked by
+// every delivery of its Endpoint. Past the Endpoint's cap, and past the
+// account's, a forwardRequests subscription is refused TOO_MANY_SESSIONS,
+// saying which cap and its flag, and nothing is recorded; a session that
+// ends frees its place; another account is not affected.
+func TestOpenAgentSessionsAreCapped(t *testing.T) {
+	const perEndpoint, perAccount = 3, 5
+	e := newEnvHub(t, nil, nil, nil, tunnel.SessionCaps{PerEndpoint: perEndpoint, PerAccount: perAccount})
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	signUp := func(name string, endpoints int) (auth string, ids []string) {
+		var su struct{ SignUp struct{ Token string } }
+		e.c.MustPost(`mutation { signUp(name: "`+name+`") { token } }`, &su)
+		auth = "Bearer " + su.SignUp.Token
+		for range endpoints {
+			var ep struct{ CreateEndpoint struct{ ID string } }
+			e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
+				client.AddHeader("Authorization", auth))
+			ids = append(ids, ep.CreateEndpoint.ID)
+		}
+		return auth, ids
+	}
+	// One socket per session: the sessions of one socket are named after
+	// it and its Endpoint, one each.
+	start := func(auth, endpointID string) (*agentSocket, string, string) {
+		t.Helper()
+		s := dialAgent(t, srv.URL, auth, "127.0.0.1")
+		code, msg := startSession(t, s, e.store, "1", endpointID)
+		return s, code, msg
+	}
+	auth, eps := signUp("crowd", 3)
+
+	// The Endpoint's cap.
+	var open []*agentSocket
+	for i := range perEndpoint {
+		s, code, _ := start(auth, eps[0])
+		if code != "" {
+			t.Fatalf("session %d of %d refused %s", i+1, perEndpoint, code)
+		}
+		open = append(open, s)
+	}
+	tried := 2 * perEndpoint
+	for range tried - perEndpoint {
+		_, code, msg := start(auth, eps[0])
+		if code != "TOO_MANY_SESSIONS" || !strings.Contains(msg, "--max-endpoint-sessions") {
+			t.Errorf("a session past the Endpoint's cap: %s %q, want TOO_MANY_SESSIONS naming --max-endpoint-sessions", code, msg)
+		}
+	}
+	starts, _ := sessionStarts(t, e.store, eps[0])
+	t.Logf("%d sessions tried on one Endpoint, %d recorded", tried, starts)
+	if starts != perEndpoint {
+		t.Errorf("%d sessions of the Endpoint recorded, want %d", starts, perEndpoint)
+	}
+	// A session that ends frees its place.
+	endSession(t, open[0], e.store, "1", eps[0])
+	s, code, _ := start(auth, eps[0])
+	if code != "" {
+		t.Fatalf("a session after one ended: %s, want it attached", code)
+	}
+	open[0] = s
+
+	// The account's cap: two more on a second Endpoint make five.
+	for range perAccount - perEndpoint {
+		if _, code, _ := start(auth, eps[1]); code != "" {
+			t.Fatalf("a session within the account's cap refused %s", code)
+		}
+	}
+	_, code, msg := start(auth, eps[2])
+	if code != "TOO_MANY_SESSIONS" || !strings.Contains(msg, "--max-account-sessions") {
+		t.Errorf("a session past the account's cap: %s %q, want TOO_MANY_SESSIONS naming --max-account-sessions", code, msg)
+	}
+	if n, _ := sessionStarts(t, e.store, eps[2]); n != 0 {
+		t.Errorf("%d sessions recorded past the account's cap", n)
+	}
+	endSession(t, open[1], e.store, "1", eps[0])
+	if _, code, _ := start(auth, eps[2]); code != "" {
+		t.Errorf("a session after one of the account's ended: %s, want it attached", code)
+	}
+
+	// Another account keeps its own places.
+	other, theirs := signUp("neighbour", 1)
+	if _, code, _ := start(other, theirs[0]); code != "" {
+		t.Errorf("another account's session: %s, want it attached", code)
 	}
 }

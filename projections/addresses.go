@@ -269,9 +269,9 @@ func (v *Addresses) AgentNodes(ctx context.Context, endpointID string) ([]readmo
 }
 
 // maxListenersRead bounds the open sessions of one Endpoint OpenListeners
-// reads: far more than anyone listens with, so a runaway client cannot make
-// every delivery read without bound.
-const maxListenersRead = 256
+// reads: the most an Endpoint may hold open (the tunnel's cap is at most
+// this), so a runaway client cannot make every delivery read without bound.
+const maxListenersRead = domain.MaxEndpointSessions
 
 // OpenListeners lists an Endpoint's open agent sessions on every node, in
 // the order the log holds their starts, with whether each asked to be

@@ -67,6 +67,8 @@ type HubConfig struct {
 	// and requests from other nodes by the budgets of the nodes that sent
 	// them.
 	Bodies Bodies
+	// Sessions caps the agent sessions open at once (sessioncaps.go).
+	Sessions SessionCaps
 }
 
 // SessionInfo describes an agent connection serving one Endpoint.
@@ -118,10 +120,13 @@ type Hub struct {
 	copyRecords keyedLocks
 	// answersWaiting is the copies' answers back and not yet recorded.
 	answersWaiting atomic.Int64
+	// caps is HubConfig.Sessions with its defaults.
+	caps SessionCaps
 
 	mu         sync.Mutex
 	byEndpoint map[string][]*session // live sessions in attach order
 	byAgent    map[string]*session
+	open       openCount               // sessions reserved or live, against caps
 	pending    map[string]*pendingWork // attempt ID → work awaiting its outcome
 	// received holds the attempts other nodes sent here, recently: a
 	// command sent again (its sender heard no acknowledgement: a NATS
@@ -191,6 +196,7 @@ func NewHub(cfg HubConfig) *Hub {
 		replyGrace:  ReplyGrace,
 		copyBytes:   newCopyBudget(cfg.Bodies),
 		bodies:      cfg.Bodies,
+		caps:        cfg.Sessions.withDefaults(),
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -225,12 +231,21 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 		return nil, err
 	}
 	sess := &session{info: s, at: time.Now(), work: make(chan domain.ForwardCommand, sessionQueue), done: make(chan struct{})}
-	// Reserve the agent ID first so two Attach calls cannot both record a
-	// connection; the session takes work only once its start is recorded.
+	elsewhere := 0
+	if h.others != nil {
+		elsewhere = h.others(s.EndpointID) // a read of the views: not under mu
+	}
+	// Reserve the agent ID and a place under the caps first so two Attach
+	// calls cannot both record a connection; the session takes work only
+	// once its start is recorded.
 	h.mu.Lock()
 	if _, dup := h.byAgent[s.AgentID]; dup {
 		h.mu.Unlock()
 		return nil, fmt.Errorf("attach agent %s: already attached", s.AgentID)
+	}
+	if err := h.open.reserve(h.caps, s, elsewhere); err != nil {
+		h.mu.Unlock()
+		return nil, err
 	}
 	h.byAgent[s.AgentID] = sess
 	h.mu.Unlock()
@@ -238,6 +253,7 @@ func (h *Hub) Attach(ctx context.Context, s SessionInfo) (<-chan domain.ForwardC
 	if err != nil {
 		h.mu.Lock()
 		delete(h.byAgent, s.AgentID)
+		h.open.release(s)
 		h.mu.Unlock()
 		// The start may be in the log although its append failed (a
 		// commit that outlasted the write bound): its end closes it, and
@@ -266,6 +282,7 @@ func (h *Hub) detach(ctx context.Context, s *session) {
 	failed := domain.ForwardOutcome{Status: 503, Error: domain.FailureAgentDisconnected, AgentID: s.info.AgentID}
 	h.mu.Lock()
 	delete(h.byAgent, s.info.AgentID)
+	h.open.release(s.info)
 	list := h.byEndpoint[s.info.EndpointID]
 	for i, x := range list {
 		if x == s {

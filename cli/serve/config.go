@@ -20,6 +20,7 @@ import (
 	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/internal/forwarded"
 	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/tunnel"
 )
 
 // byteSize is a flag that accepts sizes such as "256KiB" or "10MiB".
@@ -126,6 +127,8 @@ type serveConfig struct {
 	MaxWSMessage       byteSize
 	MaxWSSubscriptions int
 	MaxWSPerIP         int
+	// Open agent sessions (see docs/security.md, "Agent sessions").
+	MaxEndpointSessions, MaxAccountSessions int
 	// MemoryLimit is the Go heap's soft limit (see serve).
 	MemoryLimit sizeOrOff
 
@@ -201,6 +204,10 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MaxWSMessage, "max-ws-message", "largest WebSocket message a client may send (closed 1009 beyond); an authenticated socket may also send an agent's answer of --max-body")
 	fs.IntVar(&c.MaxWSSubscriptions, "max-ws-subscriptions", 100, "operations one WebSocket may run at once (TOO_MANY_SUBSCRIPTIONS beyond)")
 	fs.IntVar(&c.MaxWSPerIP, "max-ws-per-ip", 32, "open WebSockets per client IP (HTTP 429 beyond)")
+	fs.IntVar(&c.MaxEndpointSessions, "max-endpoint-sessions", tunnel.DefaultMaxEndpointSessions,
+		fmt.Sprintf("agent sessions one Endpoint may have open at once, across nodes (1 to %d); beyond: forwardRequests is TOO_MANY_SESSIONS", domain.MaxEndpointSessions))
+	fs.IntVar(&c.MaxAccountSessions, "max-account-sessions", tunnel.DefaultMaxAccountSessions,
+		"agent sessions one account may have open at once on each node; beyond: forwardRequests is TOO_MANY_SESSIONS")
 	fs.Var(&c.MemoryLimit, "memory-limit", "soft limit of the Go heap: garbage is collected sooner as the relay nears it, or off; GOMEMLIMIT, when set, wins")
 	fs.Var(duration.NewFlag(&c.ViewsWait, commands.DefaultViewsWait), "views-wait",
 		"how long a mutation waits for the views to show its change before failing with UNAVAILABLE; views behind the log and still for longer make /readyz answer 503")
@@ -285,6 +292,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
 			Retention: c.retentionLimits(),
 			Quotas:    commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate, APICost: c.AccountAPICost}, MaxEndpoints: c.AccountEndpoints},
+		Sessions: tunnel.SessionCaps{PerEndpoint: c.MaxEndpointSessions, PerAccount: c.MaxAccountSessions},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
 			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,

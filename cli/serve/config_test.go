@@ -59,6 +59,14 @@ func TestServeConfig(t *testing.T) {
 		}},
 		{name: "no subscriptions", args: []string{"--max-ws-subscriptions", "0"}, wantErr: "--max-ws-subscriptions"},
 		{name: "no sockets per ip", env: map[string]string{"RELAY_MAX_WS_PER_IP": "0"}, wantErr: "--max-ws-per-ip"},
+		{name: "session caps", args: []string{"--max-endpoint-sessions", "8"}, env: map[string]string{"RELAY_MAX_ACCOUNT_SESSIONS": "20"},
+			check: func(c serveConfig) bool {
+				caps := c.appConfig(nil, publicURLs{}, nil).Sessions
+				return caps.PerEndpoint == 8 && caps.PerAccount == 20
+			}},
+		{name: "session cap defaults", check: func(c serveConfig) bool { return c.MaxEndpointSessions == 64 && c.MaxAccountSessions == 256 }},
+		{name: "endpoint sessions past a snapshot's", args: []string{"--max-endpoint-sessions", "257"}, wantErr: "--max-endpoint-sessions"},
+		{name: "no account sessions", args: []string{"--max-account-sessions", "0"}, wantErr: "--max-account-sessions"},
 		{name: "non-positive keepalive", args: []string{"--keepalive", "0s"}, wantErr: "--keepalive"},
 		{name: "empty domain", args: []string{"--domain", ""}, wantErr: "--domain"},
 		{name: "console on its own site", args: []string{"--domain", "relay.example.net", "--console-url", "https://console.example.com"},

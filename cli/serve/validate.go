@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/relayhq/relay/cluster"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/evidence"
@@ -43,6 +44,12 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-ws-subscriptions must be at least 1")
 	case c.MaxWSPerIP < 1:
 		return fmt.Errorf("--max-ws-per-ip must be at least 1")
+	case c.MaxEndpointSessions < 1 || c.MaxEndpointSessions > domain.MaxEndpointSessions:
+		// Above it an Endpoint's open sessions no longer fit the views'
+		// read of its listeners.
+		return fmt.Errorf("--max-endpoint-sessions must be between 1 and %d", domain.MaxEndpointSessions)
+	case c.MaxAccountSessions < 1:
+		return fmt.Errorf("--max-account-sessions must be at least 1")
 	case c.Domain == "":
 		return fmt.Errorf("--domain must not be empty")
 	case c.IdleTimeout <= 0:
