@@ -46,7 +46,10 @@ func (r *Resolver) visibleDelivery(ctx context.Context, id string) (readmodel.De
 // canWatch checks that the caller may follow an address's history: any
 // inspector's, or an Endpoint of the signed-in account that is not deleted
 // (another account's reads as not found, as in ownedEndpoint). The Address
-// row already carries the owner, so no second read is needed.
+// row already carries the owner, so no second read is needed. Without a
+// signed-in account an Endpoint's address is not found too, as an unknown
+// one is (visibleDelivery does the same): the API confirms no Endpoint id
+// to a stranger, although its public URL answers senders.
 func (r *Resolver) canWatch(ctx context.Context, address string) error {
 	a, err := r.Views.Address(ctx, address)
 	if err != nil {
@@ -56,13 +59,10 @@ func (r *Resolver) canWatch(ctx context.Context, address string) error {
 		return nil
 	}
 	acc, err := r.account(ctx)
-	if err != nil {
-		return err
-	}
-	if a.Deleted || a.AccountID != acc.ID {
+	if errors.Is(err, domain.ErrUnauthenticated) || (err == nil && (a.Deleted || a.AccountID != acc.ID)) {
 		return domain.ErrNotFound
 	}
-	return nil
+	return err
 }
 
 // isAdmin reports whether the request carries the operator's admin token

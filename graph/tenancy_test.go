@@ -34,7 +34,9 @@ import (
 // values, then with unknown ones of the same form, and the two answers
 // must read alike, hold nothing of A's, and change nothing of A's.
 // Owner-only and operator-only fields are called by A's own member (and
-// owner) and refused. A field added to the schema without a row, or an
+// owner) and refused. A caller without a token makes the probes too: it is
+// refused UNAUTHENTICATED, alike for A's values and unknown ones, unless
+// anyone may call the field. A field added to the schema without a row, or an
 // argument without a probe, fails TestSchemaTenancy/table.
 
 // access is who may call a field.
@@ -90,6 +92,11 @@ type probe struct {
 	// nudge, for a subscription expected to answer: a delivery of B's is
 	// recorded once it is started, and its messages are read until that one.
 	nudge bool
+	// anonymous is the want when no token is given: "" takes the field's
+	// (UNAUTHENTICATED unless anyone may call it, then want). A probe
+	// with anonymousOnly is made by the caller without a token alone.
+	anonymous     string
+	anonymousOnly bool
 }
 
 // rule is a field's row: who may call it and its probes.
@@ -289,25 +296,41 @@ func tenancyTable() map[string]rule {
 		}},
 
 		// Mutations.
-		"Mutation.createInspector": {access: anyone},
+		"Mutation.createInspector": {access: anyone, probes: []probe{
+			{query: `mutation { createInspector { id url } }`, anonymousOnly: true},
+		}},
 		"Mutation.signUp": {access: anyone, capability: map[string]string{
 			"invite": "a sign-up invite is made to be handed to a stranger and creates a new account: it names nothing an account holds",
+		}, probes: []probe{
+			{query: `mutation { signUp(name: "Delta") { account { id name } token } }`, anonymousOnly: true},
 		}},
 		"Mutation.createInvite": {access: owner, probes: []probe{
 			{query: `mutation { createInvite { code } }`, as: asAmy, want: "FORBIDDEN"},
+			{query: `mutation { createInvite { code } }`, anonymousOnly: true},
 		}},
 		"Mutation.signUpWithPassword": {access: anyone, capability: map[string]string{
 			"invite": "as signUp's invite",
+		}, probes: []probe{
+			{query: `mutation { signUpWithPassword(name: "Echo", login: "echo@echo.test", password: "echo's long password") { account { id } member { id } } }`,
+				anonymousOnly: true},
 		}},
-		"Mutation.signIn":         {access: anyone},
-		"Mutation.signOut":        {access: anyone},
-		"Mutation.changePassword": {access: member},
+		"Mutation.signIn": {access: anyone, probes: []probe{
+			// A's login with a wrong password: refused, nothing of A's.
+			{query: `mutation { signIn(login: "ann@alpha.test", password: "not ann's password at all") { account { id } member { id } } }`,
+				want: refused, anonymousOnly: true},
+		}},
+		"Mutation.signOut": {access: anyone},
+		"Mutation.changePassword": {access: member, probes: []probe{
+			{query: `mutation { changePassword(currentPassword: "ann's long password", newPassword: "a new long password") }`, anonymousOnly: true},
+		}},
 		"Mutation.setUpSignIn": {access: owner, probes: []probe{
 			{query: `mutation { setUpSignIn(login: "amy-again@alpha.test", password: "amy's other long password") { member { id } } }`,
 				as: asAmy, want: "FORBIDDEN"},
+			{query: `mutation { setUpSignIn(login: "nobody@delta.test", password: "a long password of nobody") { member { id } } }`, anonymousOnly: true},
 		}},
 		"Mutation.createMemberInvite": {access: owner, probes: []probe{
 			{query: `mutation { createMemberInvite(role: OWNER) { code } }`, as: asAmy, want: "FORBIDDEN"},
+			{query: `mutation { createMemberInvite(role: OWNER) { code } }`, anonymousOnly: true},
 		}},
 		"Mutation.joinAccount": {access: anyone, probes: []probe{
 			{arg: "code", query: `mutation($v: String!) { joinAccount(code: $v, login: "bert-joins@bravo.test", password: "bert's long password") { account { id } member { id } } }`,
@@ -327,6 +350,7 @@ func tenancyTable() map[string]rule {
 				values: func(w *world) []string { return w.annMembers() }, as: asAmy, want: "FORBIDDEN"},
 		}},
 		"Mutation.createAccount": {access: operator, probes: []probe{
+			{query: `mutation { createAccount(name: "Alpha Two") { token } }`, anonymousOnly: true},
 			{query: `mutation { createAccount(name: "Alpha Two") { token } }`, as: asAmy, want: "UNAUTHENTICATED"},
 			{query: `mutation { createAccount(name: "Alpha Two") { token } }`, as: asAnn, want: "UNAUTHENTICATED"},
 		}},
@@ -338,14 +362,18 @@ func tenancyTable() map[string]rule {
 			{arg: "account", query: `mutation($v: ID!) { setAccountQuota(account: $v, storage: "off") { accountId } }`,
 				values: aAccount, as: asAnn, want: "UNAUTHENTICATED"},
 		}},
-		"Mutation.createToken": {access: member},
+		"Mutation.createToken": {access: member, probes: []probe{
+			{query: `mutation { createToken(name: "ci") { token { id } } }`, anonymousOnly: true},
+		}},
 		"Mutation.revokeToken": {access: member, probes: []probe{
 			{arg: "id", query: `mutation($v: ID!) { revokeToken(id: $v) }`, values: aTokens, want: "NOT_FOUND"},
 			// Another member's token reads as unknown to a member too.
 			{arg: "id", query: `mutation($v: ID!) { revokeToken(id: $v) }`,
 				values: func(w *world) []string { return []string{w.a.apiTokenID, w.a.annSession, w.a.deviceTokenID} }, as: asAmy, want: "NOT_FOUND"},
 		}},
-		"Mutation.requestDeviceCode": {access: anyone},
+		"Mutation.requestDeviceCode": {access: anyone, probes: []probe{
+			{query: `mutation { requestDeviceCode(clientName: "a laptop") { userCode } }`, anonymousOnly: true},
+		}},
 		"Mutation.pollDeviceCode": {access: anyone, probes: []probe{
 			{arg: "deviceCode", query: `mutation($v: String!) { pollDeviceCode(deviceCode: $v) { token account { id name } } }`,
 				values: of(func(w *world) string { return w.a.deviceCode }), want: refused, match: noLeak},
@@ -358,7 +386,9 @@ func tenancyTable() map[string]rule {
 			{arg: "userCode", query: `mutation($v: String!) { denyDevice(userCode: $v) { clientName status } }`,
 				values: of(func(w *world) string { return w.a.userCode }), want: "INVALID_INPUT", match: sameCode},
 		}},
-		"Mutation.createEndpoint": {access: member},
+		"Mutation.createEndpoint": {access: member, probes: []probe{
+			{query: `mutation { createEndpoint(input: {name: "nobody's", mode: LOG}) { id } }`, anonymousOnly: true},
+		}},
 		"Mutation.updateEndpoint": {access: member, probes: []probe{
 			{arg: "id", query: `mutation($v: ID!) { updateEndpoint(id: $v, input: {name: "bravo's now", mode: PROXY, target: "127.0.0.1:9", responseCapture: true}) { id name } }`,
 				values: aEndpoints, want: "NOT_FOUND"},
@@ -461,6 +491,15 @@ func TestSchemaTenancy(t *testing.T) {
 	})
 	w.unchanged(t, "after the other accounts' calls", beforeLog, before)
 
+	// Without a token: a field anyone may call answers as the table says,
+	// any other is refused UNAUTHENTICATED, the same for A's values as
+	// for unknown ones.
+	beforeLog = w.lastPosition()
+	t.Run("no token", func(t *testing.T) {
+		calls += w.run(t, table, []caller{{name: "no token", foreign: true}}, func(p probe) bool { return p.as == nil })
+	})
+	w.unchanged(t, "after the calls without a token", beforeLog, before)
+
 	beforeLog = w.lastPosition()
 	t.Run("a member", func(t *testing.T) {
 		calls += w.run(t, table, nil, func(p probe) bool { return p.as != nil })
@@ -514,6 +553,9 @@ func checkTable(t *testing.T, s *ast.Schema, table map[string]rule) {
 					t.Errorf("%s(%s) names an object: probe it with another account's value, or say why it is a capability", key, a)
 				}
 			}
+			if root && len(f.Arguments) > 0 && !slices.ContainsFunc(r.probes, func(p probe) bool { return p.as == nil && p.vars == nil }) {
+				t.Errorf("%s takes arguments: give it a probe the caller without a token makes (no vars, no as; anonymousOnly if only it should)", key)
+			}
 			for a := range r.capability {
 				if !slices.Contains(args, a) {
 					t.Errorf("%s: capability %q is no reference argument of the field", key, a)
@@ -555,8 +597,8 @@ func sortedTypes(s *ast.Schema) []string {
 
 // caller is who makes a probe's calls.
 type caller struct {
-	name, tok string
-	foreign   bool // of another account than A (its answers may hold nothing of A's)
+	name, tok string // tok "": no token at all
+	foreign   bool   // of another account than A (its answers may hold nothing of A's)
 	// own is true for the caller whose objects the probes' vars and holds
 	// name (B's owner); another foreign caller makes only the probes
 	// without vars, and does not look for B's objects in its answers.
@@ -591,7 +633,13 @@ func (w *world) run(t *testing.T, table map[string]rule, callers []caller, pick 
 					continue
 				}
 				for _, c := range callers {
-					if c.own || p.vars == nil {
+					switch {
+					case p.anonymousOnly && c.tok != "":
+					case c.tok == "" && p.vars == nil:
+						q := p
+						q.want = anonymousWant(table[key], p)
+						calls += w.probe(t, name+" as "+c.name, q, c)
+					case c.tok != "" && (c.own || p.vars == nil):
 						calls += w.probe(t, name+" as "+c.name, p, c)
 					}
 				}
@@ -599,6 +647,19 @@ func (w *world) run(t *testing.T, table map[string]rule, callers []caller, pick 
 		})
 	}
 	return calls
+}
+
+// anonymousWant is what a probe of a field of rule r must get without a
+// token: its own anonymous want, else its want when anyone may call the
+// field, else UNAUTHENTICATED, whatever the value.
+func anonymousWant(r rule, p probe) string {
+	switch {
+	case p.anonymous != "":
+		return p.anonymous
+	case r.access == anyone:
+		return p.want
+	}
+	return "UNAUTHENTICATED"
 }
 
 // probe makes one probe's calls as c and checks their answers.
@@ -804,7 +865,11 @@ func postAs(url, tok, query string, vars map[string]any, peer string) (int, []by
 // message up to the one that carries it is the answer.
 func (w *world) subscribe(t *testing.T, tok, query string, vars map[string]any, nudge bool) answer {
 	t.Helper()
-	s := dialAgent(t, w.url, "Bearer "+tok, "127.0.0.1")
+	auth := ""
+	if tok != "" {
+		auth = "Bearer " + tok
+	}
+	s := dialAgent(t, w.url, auth, "127.0.0.1")
 	defer s.c.Close()
 	if err := s.c.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query, "variables": vars}}); err != nil {
 		t.Fatal(err)
