@@ -10,6 +10,7 @@ import (
 	"net/textproto"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +69,9 @@ func TestBundleReader(t *testing.T) {
 		{name: "no id", lines: []string{`{"method":"GET","path":"/","headers":[],"bodyBase64":"","complete":true}`}, err: "bundle line 2: no id"},
 		{name: "no body", lines: []string{`{"id":"d","method":"GET","path":"/","headers":[],"complete":true}`}, err: "no bodyBase64"},
 		{name: "no complete", lines: []string{`{"id":"d","method":"GET","path":"/","headers":[],"bodyBase64":""}`}, err: "no complete"},
+		{name: "body base64 with JSON escapes", lines: []string{`{"id":"d","method":"POST","path":"/","headers":[],"bodyBase64":"\/\/\/\u002f","bodySize":3,"complete":true}`}, want: 1},
+		{name: "body null", lines: []string{`{"id":"d","method":"GET","path":"/","headers":[],"bodyBase64":null,"complete":true}`}, err: "no bodyBase64"},
+		{name: "body not a string", lines: []string{`{"id":"d","method":"GET","path":"/","headers":[],"bodyBase64":12,"complete":true}`}, err: "bodyBase64: not a string"},
 		{name: "body not base64", lines: []string{`{"id":"d","method":"GET","path":"/","headers":[],"bodyBase64":"%%%","complete":true}`}, err: "bodyBase64"},
 		{name: "method with a space", lines: []string{`{"id":"d","method":"GET /x","path":"/","headers":[],"bodyBase64":"","complete":true}`}, err: `method "GET /x" is not an HTTP method`},
 		{name: "request smuggled into the path", lines: []string{`{"id":"d","method":"GET","path":"/ HTTP/1.1\r\nHost: x\r\n\r\nGET /admin","headers":[],"bodyBase64":"","complete":true}`}, err: "which no request target may"},
@@ -381,5 +385,29 @@ func TestReadLineAllocatesItsSize(t *testing.T) {
 	}
 	if second > 256<<10 {
 		t.Errorf("reading a second %d MiB line allocated %d KiB, want its buffers reused", len(line)>>20, second>>10)
+	}
+}
+
+// TestParseLineAllocatesNearItsBody: a line's body is decoded from its
+// base64 straight into one buffer of the body's size. Through
+// json.Decoder (which buffers the whole line again) into a string, then
+// decoded, a line of MaxLine took about 3.7 times its size (120 MiB).
+func TestParseLineAllocatesNearItsBody(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), (MaxLine/4*3-64<<10)/16)
+	line := []byte(`{"id":"d","receivedAt":"2026-01-01T00:00:00Z","method":"POST","path":"/hook",` +
+		`"headers":[{"name":"Content-Type","value":"application/json"}],` +
+		`"bodyBase64":"` + base64.StdEncoding.EncodeToString(body) + `","bodySize":` + strconv.Itoa(len(body)) + `,"complete":true}`)
+	var (
+		r   Request
+		err error
+	)
+	n := allocated(func() { r, err = ParseLine(line) })
+	t.Logf("a %.1f MiB line with a %.1f MiB body: %.1f MiB allocated", float64(len(line))/(1<<20), float64(len(body))/(1<<20), float64(n)/(1<<20))
+	if err != nil || !bytes.Equal(r.Body, body) {
+		t.Fatalf("the line read back a body of %d bytes, %v", len(r.Body), err)
+	}
+	// The body's buffer, and a little besides.
+	if limit := uint64(len(body)) + 256<<10; n > limit {
+		t.Errorf("parsing a %d MiB line allocated %d KiB, want at most %d KiB (its body and 256 KiB)", len(line)>>20, n>>10, limit>>10)
 	}
 }

@@ -36,11 +36,15 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		// Every filtered page walks the views on the search pool, and some
 		// read the log too: each is admitted for its caller (searchlimit.go).
 		f := toFilter(filter)
-		release, err := r.admitSearch(ctx, f.NeedsLog())
+		key := r.searchKey(ctx)
+		release, err := r.admitSearch(ctx, key, f.NeedsLog())
 		if err != nil {
 			return readmodel.Page{}, err
 		}
 		defer release()
+		// The views share their search pool by the same key, so that no
+		// one account or address holds all of it.
+		ctx := readmodel.WithSearcher(ctx, key)
 		payload := wantsPayload(ctx)
 		p, err := r.Views.SearchDeliveries(ctx, address, first, after, f, payload)
 		if err != nil || !payload {

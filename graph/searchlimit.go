@@ -20,8 +20,10 @@ import (
 //   - at most SearchLimits.PerKey of a key at once, running or waiting, of
 //     each kind: pages the views answer alone, and pages that read the log.
 //     However many pages a key asks for at once, it has at most that many
-//     of each kind on the search pool, running or waiting for a connection:
-//     another account's page waits behind those only, each one walk at most;
+//     of each kind on the search pool, running or waiting for a connection,
+//     and the views let it hold at most all but one of the pool's
+//     connections (history names the key with readmodel.WithSearcher):
+//     another account's page never waits behind that key's walks;
 //   - of those that read the log, at most SearchLimits.Rate of a key a
 //     minute (DefaultSearchRate), and at most SearchLimits.Global of all
 //     keys at once (DefaultGlobalSearches: half the cores), a few more
@@ -101,14 +103,14 @@ func (g *searchGate) init(l SearchLimits) {
 	})
 }
 
-// admitSearch admits a filtered page for the request's key, or refuses it
+// admitSearch admits a filtered page for key (searchKey), or refuses it
 // with a RateLimitedError; release ends it. A page that reads the log
 // (readsLog) also takes a token of the key's rate and waits for a global
 // turn.
-func (r *Resolver) admitSearch(ctx context.Context, readsLog bool) (release func(), err error) {
+func (r *Resolver) admitSearch(ctx context.Context, key string, readsLog bool) (release func(), err error) {
 	g := &r.searches
 	g.init(r.SearchLimits)
-	place := searchPlace{key: r.searchKey(ctx), readsLog: readsLog}
+	place := searchPlace{key: key, readsLog: readsLog}
 	g.mu.Lock()
 	switch {
 	case g.held[place] >= g.perKey && !readsLog:

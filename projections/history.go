@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -25,6 +26,8 @@ type History struct {
 	store   domain.EventStore
 	codec   *domain.Codec
 	backlog int // see Options.WatchBacklog
+	// srShares is each searcher's share of sr (see searchTx).
+	srShares clientkey.Shares
 	// searchBytes bounds the log a filtered page reads (see
 	// Options.SearchLogBytes).
 	searchBytes int64

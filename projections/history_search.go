@@ -40,8 +40,14 @@ const DefaultSearchLogRate = 32 << 20
 // searchConns is the size of the views' pool for searches, apart from the
 // readers of everything else: a search's queries walk up to searchWindow
 // rows, and a page of history, an account or an Endpoint must never wait
-// behind them.
-const searchConns = 2
+// behind them. One searcher (readmodel.WithSearcher) holds at most
+// searchShare of them at once, its other queries waiting for its own to
+// end: another searcher's page always finds a connection no one searcher
+// holds, and waits behind at most the one walk of each other searcher.
+const (
+	searchConns = 2
+	searchShare = searchConns - 1
+)
 
 // noAgentError is the error an attempt records when no agent was
 // connected to take it (the tunnel's forward).
@@ -124,11 +130,11 @@ func (v *History) SearchDeliveries(ctx context.Context, address string, first in
 // that match what the views hold of f. The connection is released when it
 // returns.
 func (v *History) searchCandidates(ctx context.Context, address string, before int64, f readmodel.DeliveryFilter, limit int) ([]readmodel.Delivery, []deliveryRefs, int64, error) {
-	tx, err := v.sr.BeginTx(ctx, nil)
+	tx, done, err := v.searchTx(ctx)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	defer tx.Rollback() //nolint:errcheck // read-only
+	defer done()
 	var floor int64
 	err = tx.QueryRowContext(ctx, `SELECT position FROM deliveries WHERE address = ? AND position < ?
 		ORDER BY position DESC LIMIT 1 OFFSET ?`, address, before, searchWindow-1).Scan(&floor)
@@ -156,12 +162,30 @@ func (v *History) searchCandidates(ctx context.Context, address string, before i
 // searchAttempts reads the attempts of a page's matches in a short read
 // transaction of their own on the search pool.
 func (v *History) searchAttempts(ctx context.Context, items []readmodel.Delivery) error {
-	tx, err := v.sr.BeginTx(ctx, nil)
+	tx, done, err := v.searchTx(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback() //nolint:errcheck // read-only
+	defer done()
 	return attachAttemptsOf(ctx, tx, items)
+}
+
+// searchTx begins a read transaction on the search pool within the
+// searcher's share of it (see searchConns); done ends both.
+func (v *History) searchTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	release, err := v.srShares.Take(ctx, readmodel.SearcherOf(ctx), searchShare)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wait for the searcher's share of the search pool: %w", err)
+	}
+	tx, err = v.sr.BeginTx(ctx, nil)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return tx, func() {
+		_ = tx.Rollback() // read-only
+		release()
+	}, nil
 }
 
 // checkFilter refuses what cannot match anything as asked.

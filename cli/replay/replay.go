@@ -22,6 +22,7 @@ func Command(stdout io.Writer) *cobra.Command {
 	var concurrency int
 	var delay, timeout time.Duration
 	var insecure bool
+	inFlight := cmdutil.ByteSize(offline.DefaultInFlightBytes)
 	cmd := &cobra.Command{
 		Use:   "replay BUNDLE --to URL",
 		Short: "Send the requests of a replay bundle again, byte for byte, to a server",
@@ -36,7 +37,8 @@ part are skipped and said so. Exits 1 when a request got no answer (the
 server refused the connection, closed it, or timed out).`,
 		Example: `  relay replay stripe.bundle --to http://localhost:3000
   relay replay stripe.bundle --to http://localhost:3000/api --only 01a208a2-... --only 01a208a3-...
-  relay replay stripe.bundle --to https://staging.example.com --concurrency 4 --delay 100ms`,
+  relay replay stripe.bundle --to https://staging.example.com --concurrency 4 --delay 100ms
+  relay replay big.bundle --to http://localhost:3000 --concurrency 8 --max-in-flight 256MiB`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {
@@ -53,14 +55,16 @@ server refused the connection, closed it, or timed out).`,
 			if delay < 0 || timeout <= 0 {
 				return cmdutil.Usage(errors.New("--delay must not be negative and --timeout must be positive"))
 			}
-			r := offline.Replayer{Target: target, Timeout: timeout, Delay: delay, Concurrency: concurrency, JSON: out.JSON(), Stdout: stdout}
+			r := offline.Replayer{Target: target, Timeout: timeout, Delay: delay, Concurrency: concurrency, JSON: out.JSON(), Stdout: stdout,
+				InFlightBytes: int64(inFlight)}
 			return r.Run(c.Context(), args[0], only)
 		},
 	}
 	out.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&to, "to", "", "the server to send to: http(s)://host[:port][/prefix]")
 	cmd.Flags().StringArrayVar(&only, "only", nil, "send only this delivery id (repeatable)")
-	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "requests in flight at once, 64 MiB of them at most (lines are still printed in recorded order)")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "requests in flight at once, --max-in-flight of them at most (lines are still printed in recorded order)")
+	cmd.Flags().Var(&inFlight, "max-in-flight", "bytes the requests in flight may hold together (their decoded bodies and headers); a larger request is sent alone")
 	cmd.Flags().Var(duration.NewFlag(&delay, 0), "delay", "wait this long before each request after the first")
 	cmd.Flags().Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "bound on each request: connect, send, and the answer's headers")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "with an https --to: accept any certificate (a local server's self-signed one)")

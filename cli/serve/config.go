@@ -2,15 +2,14 @@ package serve
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
@@ -23,22 +22,8 @@ import (
 	"github.com/relayhq/relay/tunnel"
 )
 
-// byteSize is a flag that accepts sizes such as "256KiB" or "10MiB".
-type byteSize int64
-
-func (b *byteSize) String() string { return humanize.IBytes(uint64(*b)) }
-func (b *byteSize) Type() string   { return "size" }
-func (b *byteSize) Set(s string) error {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return fmt.Errorf("not a size (try 256KiB or 10MiB): %w", err)
-	}
-	if n == 0 || n > 1<<40 {
-		return fmt.Errorf("size %s out of range", s)
-	}
-	*b = byteSize(n)
-	return nil
-}
+// byteSize is the commands' size flag (cmdutil.ByteSize).
+type byteSize = cmdutil.ByteSize
 
 // sizeOrOff is a size flag that also takes "off" (no limit, stored as 0).
 type sizeOrOff struct{ byteSize }
