@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ const (
 	commandsTopicPrefix = "tunnel.forward.commands."
 	repliesTopicPrefix  = "tunnel.forward.replies."
 	replyToKey          = "reply_to"
+	// replyWireKey names the newest reply version the command's Client
+	// reads (wire.go); a command without it is from a node that reads
+	// version 3 only.
+	replyWireKey = "reply_wire"
 	// ackKey marks a reply that only acknowledges a command (no payload):
 	// the command arrived and runs; the outcome follows.
 	ackKey = "ack"
@@ -243,13 +248,18 @@ func errorReply(attemptID string, err error) reply {
 }
 
 // replyAddr is where the reply to a command goes: the sending Client's
-// topic and the command's correlation ID.
+// topic and the command's correlation ID, and the reply version it reads.
 type replyAddr struct {
 	topic, correlationID string
+	version              byte
 }
 
 func replyAddress(msg *message.Message) replyAddr {
-	return replyAddr{topic: msg.Metadata.Get(replyToKey), correlationID: middleware.MessageCorrelationID(msg)}
+	to := replyAddr{topic: msg.Metadata.Get(replyToKey), correlationID: middleware.MessageCorrelationID(msg), version: wireReplyV3}
+	if msg.Metadata.Get(replyWireKey) == strconv.Itoa(wireReplyV4) {
+		to.version = wireReplyV4
+	}
+	return to
 }
 
 // publishReply sends r to the Client that sent the command.
@@ -257,7 +267,7 @@ func (b *Bus) publishReply(to replyAddr, r reply) error {
 	if to.topic == "" {
 		return fmt.Errorf("command %s names no reply topic", to.correlationID)
 	}
-	out := message.NewMessage(watermill.NewUUID(), encodeReply(r))
+	out := message.NewMessage(watermill.NewUUID(), encodeReply(r, to.version))
 	middleware.SetCorrelationID(to.correlationID, out)
 	if err := b.pubsub.Publish(to.topic, out); err != nil {
 		return fmt.Errorf("publish reply to %s: %w", to.topic, err)
