@@ -12,6 +12,7 @@ import (
 
 	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
@@ -50,7 +51,11 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 	if lease <= 0 {
 		lease = cluster.DefaultLease
 	}
-	bus, err := nodebus.NewNATSBus(log, cfg.Bus, "relay "+a.node)
+	budget := cfg.Ingress.ProxyBodyBudget
+	if budget <= 0 {
+		budget = ingress.DefaultProxyBodyBudget
+	}
+	bus, err := nodebus.NewNATSBus(log, cfg.Bus, "relay "+a.node, nodebus.PendingBytes(budget))
 	if err != nil {
 		return nil, err
 	}

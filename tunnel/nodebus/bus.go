@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ const (
 	commandsTopicPrefix = "tunnel.forward.commands."
 	repliesTopicPrefix  = "tunnel.forward.replies."
 	replyToKey          = "reply_to"
+	// replyWireKey names the newest reply version the command's Client
+	// reads (wire.go); a command without it is from a node that reads
+	// version 3 only.
+	replyWireKey = "reply_wire"
 	// ackKey marks a reply that only acknowledges a command (no payload):
 	// the command arrived and runs; the outcome follows.
 	ackKey = "ack"
@@ -69,12 +74,21 @@ const natsConnectTimeout = 10 * time.Second
 // disabled: a forward is delivered at most once, never redelivered (it
 // would reach the local target twice), and nothing is stored. servers are
 // the cluster's seed URLs; name names this node's connection to the
-// servers' monitoring. The connection reconnects for as long as the
-// process runs.
-func NewNATSBus(logger *slog.Logger, servers []string, name string) (*Bus, error) {
+// servers' monitoring; each subscription holds up to pendingBytes its
+// handler has not taken yet (PendingBytes), beyond which NATS drops
+// messages, logged as the subscription being full. The connection
+// reconnects for as long as the process runs.
+func NewNATSBus(logger *slog.Logger, servers []string, name string, pendingBytes int64) (*Bus, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if pendingBytes <= 0 {
+		return nil, fmt.Errorf("new bus: pending bytes %d, want more than 0", pendingBytes)
+	}
 	conn, err := nats.Connect(strings.Join(servers, ","),
 		nats.Name(name), nats.Timeout(natsConnectTimeout),
-		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(false))
+		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(false),
+		nats.ErrorHandler(slowConsumerLogger(logger)))
 	if err != nil {
 		return nil, fmt.Errorf("connect bus to %s: %w", strings.Join(servers, ","), err)
 	}
@@ -87,26 +101,18 @@ func NewNATSBus(logger *slog.Logger, servers []string, name string) (*Bus, error
 		conn.Close()
 		return nil, fmt.Errorf("new bus publisher: %w", err)
 	}
-	sub, err := wmnats.NewSubscriberWithNatsConn(conn, wmnats.SubscriberSubscriptionConfig{
-		Unmarshaler: &wmnats.NATSMarshaler{}, SubjectCalculator: wmnats.DefaultSubjectCalculator,
-		JetStream: wmnats.JetStreamConfig{Disabled: true}, CloseTimeout: 5 * time.Second,
-	}, wlog)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("new bus subscriber: %w", err)
-	}
-	return newBus(logger, natsPubSub{pub, sub}, conn)
+	return newBus(logger, natsPubSub{pub, newNATSSubscriber(conn, pendingBytes)}, conn)
 }
 
 // natsPubSub joins the NATS publisher and subscriber, which share one
 // connection: closing the subscriber drains it, then the publisher closes it.
 type natsPubSub struct {
 	*wmnats.Publisher
-	*wmnats.Subscriber
+	*natsSubscriber
 }
 
 func (p natsPubSub) Close() error {
-	return errors.Join(p.Subscriber.Close(), p.Publisher.Close())
+	return errors.Join(p.natsSubscriber.Close(), p.Publisher.Close())
 }
 
 // Conn is the NATS connection of a bus built by NewNATSBus (nil otherwise),
@@ -243,13 +249,18 @@ func errorReply(attemptID string, err error) reply {
 }
 
 // replyAddr is where the reply to a command goes: the sending Client's
-// topic and the command's correlation ID.
+// topic and the command's correlation ID, and the reply version it reads.
 type replyAddr struct {
 	topic, correlationID string
+	version              byte
 }
 
 func replyAddress(msg *message.Message) replyAddr {
-	return replyAddr{topic: msg.Metadata.Get(replyToKey), correlationID: middleware.MessageCorrelationID(msg)}
+	to := replyAddr{topic: msg.Metadata.Get(replyToKey), correlationID: middleware.MessageCorrelationID(msg), version: wireReplyV3}
+	if msg.Metadata.Get(replyWireKey) == strconv.Itoa(wireReplyV4) {
+		to.version = wireReplyV4
+	}
+	return to
 }
 
 // publishReply sends r to the Client that sent the command.
@@ -257,7 +268,7 @@ func (b *Bus) publishReply(to replyAddr, r reply) error {
 	if to.topic == "" {
 		return fmt.Errorf("command %s names no reply topic", to.correlationID)
 	}
-	out := message.NewMessage(watermill.NewUUID(), encodeReply(r))
+	out := message.NewMessage(watermill.NewUUID(), encodeReply(r, to.version))
 	middleware.SetCorrelationID(to.correlationID, out)
 	if err := b.pubsub.Publish(to.topic, out); err != nil {
 		return fmt.Errorf("publish reply to %s: %w", to.topic, err)

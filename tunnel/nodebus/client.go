@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,9 @@ import (
 const replyGrace = tunnel.ReplyGrace
 
 var clientSeq atomic.Int64
+
+// replyWire is what a Client's commands announce it reads (replyWireKey).
+var replyWire = strconv.Itoa(wireReplyV4)
 
 // Client sends forward commands to another node's Hub over the Bus and
 // waits for their replies, which come on its own topic.
@@ -122,6 +126,7 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 		msg := message.NewMessage(watermill.NewUUID(), payload)
 		middleware.SetCorrelationID(attemptID, msg)
 		msg.Metadata.Set(replyToKey, c.replyTo)
+		msg.Metadata.Set(replyWireKey, replyWire)
 		return c.bus.pubsub.Publish(commandsTopic(node), msg)
 	}
 	if err := send(); err != nil {

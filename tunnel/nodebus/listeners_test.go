@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/testwait"
@@ -252,4 +257,108 @@ func TestCopyToALostNodeIsRecordedFailed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// copyAnswerOf is the ForwardResponded recording agentID's copy of a
+// delivery.
+func (c *cluster) copyAnswerOf(t *testing.T, deliveryID, agentID string) (domain.ForwardResponded, bool) {
+	t.Helper()
+	for _, r := range c.events(t, domain.DeliveryStream(deliveryID)) {
+		if ev, ok := c.decode(t, r).(domain.ForwardResponded); ok && ev.Copy && ev.AgentID == agentID {
+			return ev, true
+		}
+	}
+	return domain.ForwardResponded{}, false
+}
+
+// A copy answered on another node records the agent's signature verdict
+// and fidelity as the same copy answered on the node the delivery reached
+// does: the reply over the bus carries the verdict and the receipt. (A
+// copy records no fidelity on either: its request's digests are not kept.)
+func TestCopyOnAnotherNodeKeepsSignatureAndReceipt(t *testing.T) {
+	recorded := map[string]domain.ForwardResponded{}
+	for _, node := range []string{"front", tunnel.DefaultNode} {
+		c := newCluster(t)
+		c.listen(t, "front", tunnel.SessionInfo{AgentID: "f1"}) // the primary: the first
+		c.nodes["c1"] = node
+		hub := c.front
+		if node != "front" {
+			hub = c.hub
+		}
+		agentOn(t, hub, tunnel.SessionInfo{AgentID: "c1", EndpointID: "ep", AccountID: "acc"}, func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+			receipt := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)
+			return domain.ForwardOutcome{Status: 200, Headers: []domain.Header{}, Body: []byte("c1"), DurationMs: 1,
+				Signature: "github valid", Receipt: &receipt}, true
+		})
+		cmd := c.receive(t, "ep", "acc")
+		if out, err := c.front.Forward(t.Context(), cmd); err != nil || string(out.Body) != "f1" {
+			t.Fatalf("copy on %s: forward = %+v, %v; want f1's answer", node, out, err)
+		}
+		testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+			ev, ok := c.copyAnswerOf(t, cmd.DeliveryID, "c1")
+			if !ok {
+				return errors.New("c1's copy is not recorded yet")
+			}
+			recorded[node] = ev
+			return nil
+		})
+	}
+	one, two := recorded["front"], recorded[tunnel.DefaultNode]
+	if one.Signature != "github valid" {
+		t.Errorf("copy on the node the delivery reached: signature %q, want %q", one.Signature, "github valid")
+	}
+	if two.Signature != one.Signature || fmt.Sprint(two.Fidelity) != fmt.Sprint(one.Fidelity) {
+		t.Errorf("copy on another node: signature %q, fidelity %v; on one node %q, %v", two.Signature, two.Fidelity, one.Signature, one.Fidelity)
+	}
+}
+
+// During a rolling upgrade a node reading replies of version 3 only (its
+// commands announce nothing) gets them in version 3, which its decoder
+// reads; a node announcing version 4 gets the signature and receipt.
+func TestReplyVersionFollowsTheCommandsAnnouncement(t *testing.T) {
+	e := newEnv(t)
+	receipt := domain.FidelityDigests{RequestLine: strings.Repeat("1", 64), Headers: strings.Repeat("2", 64), Body: strings.Repeat("3", 64)}
+	e.agent(t, tunnel.SessionInfo{AgentID: "c1", EndpointID: "ep", AccountID: "acc"}, func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+		return domain.ForwardOutcome{Status: 200, Headers: []domain.Header{}, Body: []byte("c1"), AgentID: "c1", Signature: "github valid", Receipt: &receipt}, true
+	})
+	replies, err := e.bus.pubsub.Subscribe(t.Context(), repliesTopicPrefix+"old-and-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, announce := range []string{"", replyWire} {
+		cp := domain.ForwardCommand{DeliveryID: "d", AttemptID: fmt.Sprintf("copy-%d", seq.Add(1)), EndpointID: "ep", AccountID: "acc",
+			Method: "POST", Target: "/", Headers: []domain.Header{}, Body: []byte("{}"), Timeout: 10 * time.Second, Agent: "c1", Copy: true}
+		msg := message.NewMessage(watermill.NewUUID(), encodeCommand(cp))
+		middleware.SetCorrelationID(cp.AttemptID, msg)
+		msg.Metadata.Set(replyToKey, repliesTopicPrefix+"old-and-new")
+		if announce != "" {
+			msg.Metadata.Set(replyWireKey, announce)
+		}
+		if err := e.bus.pubsub.Publish(commandsTopic(tunnel.DefaultNode), msg); err != nil {
+			t.Fatal(err)
+		}
+		var payload []byte
+		for payload == nil {
+			select {
+			case m := <-replies:
+				m.Ack()
+				if m.Metadata.Get(ackKey) == "" {
+					payload = m.Payload
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("announcing %q: no reply", announce)
+			}
+		}
+		if announce == "" {
+			r, err := decodeReplyV3(payload)
+			if err != nil || r.Outcome.Status != 200 || string(r.Outcome.Body) != "c1" {
+				t.Errorf("reply to a node of version 3, read by its decoder: %+v, %v", r, err)
+			}
+			continue
+		}
+		r, err := decodeReply(payload)
+		if err != nil || r.Outcome.Signature != "github valid" || r.Outcome.Receipt == nil || *r.Outcome.Receipt != receipt {
+			t.Errorf("reply to a node announcing %s: %+v, %v; want the signature and receipt", announce, r, err)
+		}
+	}
 }

@@ -2,13 +2,22 @@ package nodebus
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/natstest"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
 )
@@ -17,7 +26,7 @@ import (
 // names where the sessions of any Endpoint are.
 func natsNode(t *testing.T, url, node string, store domain.EventStore, locate string) *env {
 	t.Helper()
-	bus, err := NewNATSBus(nil, []string{url}, "test "+node)
+	bus, err := NewNATSBus(nil, []string{url}, "test "+node, PendingBytes(ingress.DefaultProxyBodyBudget))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,4 +135,83 @@ func TestNATSBusCommandTooLarge(t *testing.T) {
 		t.Errorf("the agent got the command %s", c.AttemptID)
 	default:
 	}
+}
+
+// A burst of commands the body budget admits (every account its quarter,
+// the whole budget in all) fits in the subscription of a node whose
+// handler is stalled: none is dropped, and the next body is refused by
+// the budget, before it reaches NATS. nats.go's default pending limit
+// (64 MiB) dropped the part of such a burst past it.
+func TestNATSBusKeepsABurstTheBudgetAdmits(t *testing.T) {
+	const budget, body = 72 << 20, 1020 << 10 // a 1 MiB message carries the body and its command
+	url := natstest.Start(t).URL()
+	newBus := func(name string) *Bus {
+		t.Helper()
+		bus, err := NewNATSBus(nil, []string{url}, name, PendingBytes(budget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bus.Close() })
+		return bus
+	}
+	back, front := newBus("back"), newBus("front")
+
+	release := make(chan struct{})
+	var got atomic.Int64
+	back.addHandler("stalled", commandsTopic("back"), "", func(*message.Message) ([]*message.Message, error) {
+		<-release // the first holds up every other in the subscription
+		got.Add(1)
+		return nil, nil
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- back.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-back.Running()
+
+	bodies := ingress.NewBodyBudget(budget, body)
+	cmd := domain.ForwardCommand{AttemptID: "a", Method: "POST", Target: "/", Headers: []domain.Header{{Name: "Content-Type", Value: "application/json"}},
+		Body: make([]byte, body), Timeout: 10 * time.Second}
+	payload := encodeCommand(cmd)
+	sent := 0
+	for i := 0; ; i++ {
+		if !bodies.Reserve(fmt.Sprintf("acc-%d", i%8), body) {
+			break // the budget refuses it: it never reaches NATS
+		}
+		msg := message.NewMessage(watermill.NewUUID(), payload)
+		msg.Metadata.Set(replyToKey, "nobody")
+		if err := front.pubsub.Publish(commandsTopic("back"), msg); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+	}
+	if sent*body <= 64<<20 {
+		t.Fatalf("the burst is %d bytes, within nats.go's default pending limit: it shows nothing", sent*body)
+	}
+	// A marker after the burst, on the same connection: once back reads
+	// it, it has read (kept or dropped) every command before it.
+	marker := make(chan struct{})
+	sub, err := back.Conn().Subscribe("test.marker", func(*nats.Msg) { close(marker) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := back.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := front.Conn().Publish("test.marker", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-marker
+	close(release)
+	testwait.CheckFor(t, 30*time.Second, 5*time.Millisecond, func() error {
+		if n := got.Load(); n != int64(sent) {
+			return fmt.Errorf("the handler took %d of %d commands", n, sent)
+		}
+		return nil
+	})
+	if d := back.pubsub.(natsPubSub).dropped(); d != 0 {
+		t.Errorf("%d commands dropped", d)
+	}
+	t.Logf("burst of %d commands, %d MiB, admitted by a %d MiB budget", sent, sent*body>>20, budget>>20)
 }

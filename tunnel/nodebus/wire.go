@@ -13,10 +13,17 @@ import (
 // request, several percent of the relay's CPU. The first byte is a format
 // version, so a node of another version is refused rather than misread
 // (several nodes may share a distributed Pub/Sub).
+//
+// A reply of version 4 adds the agent's signature verdict and fidelity
+// receipt. A node of version 3 refuses it, so a reply is written in
+// version 4 only to a Client whose command announced it reads it
+// (replyWireKey); nodes of either version run side by side during a
+// rolling upgrade, and a node of version 3 still gets what it reads.
 
 const (
 	wireCommandV3 = 3 // 1 had no host, scheme and sender address, 2 no session named
 	wireReplyV3   = 3 // 1 had no log position, 2 no failure text
+	wireReplyV4   = 4 // 3 had no signature verdict and receipt
 )
 
 // busHeaders and busHeaderBytes bound a header list read from the bus only
@@ -69,10 +76,12 @@ func decodeCommand(b []byte) (domain.ForwardCommand, error) {
 	return c, nil
 }
 
-func encodeReply(rep reply) []byte {
+// encodeReply writes rep in version (wireReplyV3 or wireReplyV4); version 3
+// leaves out the signature verdict and the receipt.
+func encodeReply(rep reply, version byte) []byte {
 	o := rep.Outcome
 	w := binwire.Writer{B: make([]byte, 0, 128+len(o.Body))}
-	w.Byte(wireReplyV3)
+	w.Byte(version)
 	w.Str(o.AttemptID)
 	w.Int(int64(o.Status))
 	w.Headers(o.Headers)
@@ -83,17 +92,37 @@ func encodeReply(rep reply) []byte {
 	w.Str(o.AgentID)
 	w.Uint(o.Position)
 	w.Str(rep.Error)
+	if version >= wireReplyV4 {
+		w.Str(o.Signature)
+		w.Bool(o.Receipt != nil)
+		if o.Receipt != nil {
+			w.Str(o.Receipt.RequestLine)
+			w.Str(o.Receipt.Headers)
+			w.Str(o.Receipt.Body)
+		}
+	}
 	return w.B
 }
 
+// decodeReply reads a reply of version 3 or 4.
 func decodeReply(b []byte) (reply, error) {
 	r := binwire.NewReader(b)
-	r.Expect(wireReplyV3)
+	version := byte(wireReplyV3)
+	if len(b) > 0 && b[0] == wireReplyV4 {
+		version = wireReplyV4
+	}
+	r.Expect(version)
 	rep := reply{Outcome: domain.ForwardOutcome{
 		AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(busHeaders, busHeaderBytes), Body: r.Bytes(),
 		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int(), AgentID: r.Str(), Position: r.Uint(),
 	}}
 	rep.Error = r.Str()
+	if version >= wireReplyV4 {
+		rep.Outcome.Signature = r.Str()
+		if r.Bool() {
+			rep.Outcome.Receipt = &domain.FidelityDigests{RequestLine: r.Str(), Headers: r.Str(), Body: r.Str()}
+		}
+	}
 	if err := r.End("forward reply"); err != nil {
 		return reply{}, err
 	}

@@ -3,10 +3,12 @@ package nodebus
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/binwire"
 )
 
 func wireCommands() []domain.ForwardCommand {
@@ -32,7 +34,33 @@ func wireReplies() []reply {
 			Error:   "nothing listening on 127.0.0.1:3000 (dial tcp 127.0.0.1:3000: connect: connection refused)",
 			Failure: "nothing listening on 127.0.0.1:3000", DurationMs: 1}},
 		{Outcome: domain.ForwardOutcome{AttemptID: "a3", Headers: []domain.Header{}, Body: []byte{}}, Error: "record attempt a3: disk full"},
+		{Outcome: domain.ForwardOutcome{AttemptID: "a4", Status: 200, Headers: []domain.Header{}, Body: []byte("ok"), DurationMs: 3, AgentID: "ag2",
+			Signature: "stripe expired timestamp (signed 12m0s from now)",
+			Receipt:   &domain.FidelityDigests{RequestLine: strings.Repeat("a", 64), Headers: strings.Repeat("b", 64), Body: strings.Repeat("c", 64)}}},
+		{Outcome: domain.ForwardOutcome{AttemptID: "a5", Status: 204, Headers: []domain.Header{}, Body: []byte{}, Signature: "github valid"}},
 	}
+}
+
+// withoutV4 is r as a reply of version 3 carries it.
+func withoutV4(r reply) reply {
+	r.Outcome.Signature, r.Outcome.Receipt = "", nil
+	return r
+}
+
+// decodeReplyV3 is decodeReply as nodes of reply version 3 have it,
+// kept unchanged to show what they read.
+func decodeReplyV3(b []byte) (reply, error) {
+	r := binwire.NewReader(b)
+	r.Expect(wireReplyV3)
+	rep := reply{Outcome: domain.ForwardOutcome{
+		AttemptID: r.Str(), Status: int(r.Int()), Headers: r.Headers(busHeaders, busHeaderBytes), Body: r.Bytes(),
+		Error: r.Str(), Failure: r.Str(), DurationMs: r.Int(), AgentID: r.Str(), Position: r.Uint(),
+	}}
+	rep.Error = r.Str()
+	if err := r.End("forward reply"); err != nil {
+		return reply{}, err
+	}
+	return rep, nil
 }
 
 func TestWireRoundTrip(t *testing.T) {
@@ -43,9 +71,17 @@ func TestWireRoundTrip(t *testing.T) {
 		}
 	}
 	for _, r := range wireReplies() {
-		got, err := decodeReply(encodeReply(r))
+		got, err := decodeReply(encodeReply(r, wireReplyV4))
 		if err != nil || !reflect.DeepEqual(got, r) {
 			t.Errorf("reply %s: got %+v, %v\nwant %+v", r.Outcome.AttemptID, got, err, r)
+		}
+		// Version 3, written for an older node and by one, reads as it
+		// always did, by the older node's decoder and by this one.
+		v3 := encodeReply(r, wireReplyV3)
+		for name, decode := range map[string]func([]byte) (reply, error){"v3 decoder": decodeReplyV3, "decoder": decodeReply} {
+			if got, err := decode(v3); err != nil || !reflect.DeepEqual(got, withoutV4(r)) {
+				t.Errorf("reply %s in version 3, %s: got %+v, %v\nwant %+v", r.Outcome.AttemptID, name, got, err, withoutV4(r))
+			}
 		}
 	}
 }
@@ -83,7 +119,8 @@ func FuzzWireDecode(f *testing.F) {
 		f.Add(encodeCommand(c))
 	}
 	for _, r := range wireReplies() {
-		f.Add(encodeReply(r))
+		f.Add(encodeReply(r, wireReplyV3))
+		f.Add(encodeReply(r, wireReplyV4))
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -93,7 +130,7 @@ func FuzzWireDecode(f *testing.F) {
 			}
 		}
 		if r, err := decodeReply(b); err == nil {
-			if again, err := decodeReply(encodeReply(r)); err != nil || !reflect.DeepEqual(again, r) {
+			if again, err := decodeReply(encodeReply(r, b[0])); err != nil || !reflect.DeepEqual(again, r) {
 				t.Errorf("reply %+v came back as %+v, %v", r, again, err)
 			}
 		}
