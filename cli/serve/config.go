@@ -2,6 +2,7 @@ package serve
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"time"
