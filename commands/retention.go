@@ -151,11 +151,19 @@ func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (En
 	if err := s.catchUp(ctx); err != nil {
 		return res, err
 	}
-	candidates, err := s.views.RetentionCandidates(ctx, now, limits, sweepEndpoints)
+	s.retainMu.Lock()
+	after := s.retainedAfter
+	s.retainMu.Unlock()
+	candidates, err := s.views.RetentionCandidates(ctx, now, limits, after, sweepEndpoints)
 	if err != nil {
 		return res, err
 	}
 	for _, c := range candidates {
+		// Passed even if its decision fails, so one Endpoint that cannot
+		// be decided does not stop the others' at every sweep.
+		s.retainMu.Lock()
+		s.retainedAfter = c.ID
+		s.retainMu.Unlock()
 		position, err := s.rec.RetainEndpoint(ctx, c.ID, c.Window, now, c.LastActivityAt, c.Deliveries)
 		if err != nil {
 			return res, fmt.Errorf("retention of endpoint %s: %w", c.ID, err)

@@ -72,8 +72,11 @@ const notWaiting = `(d.answered_status IS NOT NULL OR d.response_status IS NOT N
 // RetentionCandidates lists up to limit Endpoints that hold deliveries
 // received longer ago than their window at now and not waiting on a
 // forward, with the window applied (limits.Window of their own), how many
-// such deliveries they hold and their newest delivery's time.
-func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, limit int) ([]readmodel.RetentionCandidate, error) {
+// such deliveries they hold and their newest delivery's time. They come
+// in id order from the first id after after, wrapping around, so sweeps
+// that each pass the last id they decided go through every such Endpoint
+// however many sort before it.
+func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, after string, limit int) ([]readmodel.RetentionCandidate, error) {
 	rows, err := v.r.QueryContext(ctx, `WITH w AS (
 			SELECT id, last_activity_at,
 				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
@@ -81,8 +84,8 @@ func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits
 		c AS MATERIALIZED (SELECT w.id, w.last_activity_at, w.ms,
 				(SELECT COUNT(*) FROM deliveries d WHERE d.address = w.id AND d.received_at < ?3 - w.ms * 1000000 AND `+notWaiting+`) AS n
 			FROM w)
-		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id LIMIT ?4`,
-		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit)
+		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id <= ?5, id LIMIT ?4`,
+		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit, after)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints past retention: %w", err)
 	}

@@ -1,0 +1,4 @@
+package commands
+
+// SweepEndpoints is how many Endpoints one retention sweep decides on.
+const SweepEndpoints = sweepEndpoints
