@@ -150,3 +150,38 @@ func TestEndpointRetentionReachesEveryAccount(t *testing.T) {
 			sweeps, decided, len(flood), commands.SweepEndpoints, err)
 	}
 }
+
+// TestEndpointRetentionDeletesEveryEndpointsInTurn: an Endpoint with more
+// deliveries past its window than a sweep deletes does not hold another
+// Endpoint's deletions until its own are done: each page of deletions goes
+// on after the Endpoint the page before ended with, so with two Endpoints
+// holding old deliveries, each has a page within two.
+func TestEndpointRetentionDeletesEveryEndpointsInTurn(t *testing.T) {
+	commands.SmallEndpointSweeps(t, 1, 10)
+	cfg := defaultConfig()
+	cfg.Retention = domain.RetentionLimits{Default: time.Hour, Min: time.Second, Max: 2 * time.Hour}
+	e := newEnv(t, cfg)
+	set := domain.EndpointSettings{Name: "hooks", Mode: domain.ModeLog, Retention: time.Minute}
+	busy, _ := e.account(t, "busy")
+	other, _ := e.account(t, "other")
+	// Created first, so it comes first in the views' own order.
+	big := e.endpoint(t, busy.ID, set)
+	small := e.endpoint(t, other.ID, set)
+	at := time.Now().UTC()
+	for range 35 {
+		e.endpointDeliveryAt(t, big.ID, busy.ID, at, false)
+	}
+	old := e.endpointDeliveryAt(t, small.ID, other.ID, at, false)
+	now := at.Add(5 * time.Minute)
+	deleted := 0
+	for range 2 {
+		res, err := e.svc.SweepEndpointRetention(ctx(t), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += res.Deleted
+	}
+	if _, err := e.store.ReadStream(ctx(t), domain.DeliveryStream(old), 0, 1); !errors.Is(err, domain.ErrStreamDeleted) {
+		t.Fatalf("after 2 sweeps of one page of 10 (%d deleted), the other account's old delivery: %v, want deleted", deleted, err)
+	}
+}

@@ -87,6 +87,10 @@ type Service struct {
 	// take every sweep's decisions.
 	retainMu      sync.Mutex
 	retainedAfter string
+	// deletedAfter is the Endpoint whose deliveries the last page of
+	// deletions ended with: the next page goes on after it, so one
+	// Endpoint's backlog does not hold the others' deletions.
+	deletedAfter string
 }
 
 // New wires a Service. store is read from; rec records its decisions.

@@ -51,5 +51,5 @@ type Views interface {
 	PurgedDeliveries(ctx context.Context, limit int) ([]string, error)
 	// RetentionCandidates and RetainedDeliveries feed the Endpoints' one.
 	RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, after string, limit int) ([]readmodel.RetentionCandidate, error)
-	RetainedDeliveries(ctx context.Context, limit int) ([]string, error)
+	RetainedDeliveries(ctx context.Context, after string, limit int) (ids []string, last string, err error)
 }

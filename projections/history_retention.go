@@ -108,30 +108,47 @@ func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits
 	return out, nil
 }
 
+// retainedDeliveriesQueries list the deliveries past their Endpoint's
+// cutoff from the Endpoint after ?1, then from the first one up to it.
+// CROSS JOIN keeps the Endpoints outside, walked by their id (so the order
+// needs no sort): each one's deliveries below its cutoff are a range of
+// deliveries_by_received, the newer ones are never read.
+var retainedDeliveriesQueries = [2]string{retainedDeliveriesQuery("e.id > ?1"), retainedDeliveriesQuery("e.id <= ?1")}
+
+func retainedDeliveriesQuery(from string) string {
+	return `SELECT d.id, e.id FROM endpoints e CROSS JOIN deliveries d
+		WHERE e.retained_to > 0 AND ` + from + ` AND d.address = e.id AND d.received_at < e.retained_to AND ` + notWaiting + `
+		ORDER BY e.id LIMIT ?2`
+}
+
 // RetainedDeliveries lists up to limit deliveries that a retention
 // decision of their Endpoint removed and that still have rows: their
 // streams are still to be deleted (or their tombstones not yet applied).
-func (v *History) RetainedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	// CROSS JOIN keeps the Endpoints outside: each one's deliveries below
-	// its cutoff are a range of deliveries_by_received, the newer ones are
-	// never read.
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM endpoints e CROSS JOIN deliveries d
-		WHERE e.retained_to > 0 AND d.address = e.id AND d.received_at < e.retained_to AND `+notWaiting+`
-		LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+// They come Endpoint by Endpoint in id order from the first Endpoint after
+// after, wrapping around; last is the Endpoint of the last one, where the
+// next page goes on, so one Endpoint's backlog cannot hold the others'.
+func (v *History) RetainedDeliveries(ctx context.Context, after string, limit int) (ids []string, last string, err error) {
+	for _, q := range retainedDeliveriesQueries {
+		if len(ids) == limit {
+			break
 		}
-		out = append(out, id)
+		rows, err := v.r.QueryContext(ctx, q, after, limit-len(ids))
+		if err != nil {
+			return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id, &last); err != nil {
+				rows.Close()
+				return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
-	}
-	return out, nil
+	return ids, last, nil
 }
