@@ -2,11 +2,13 @@ package commands_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // endpointDeliveryAt records a delivery to an Endpoint at time at: answered
@@ -95,5 +97,91 @@ func TestSweepEndpointRetention(t *testing.T) {
 	}
 	if res, err := e.svc.SweepEndpointRetention(ctx(t), now); err != nil || res != (commands.EndpointSweepResult{}) {
 		t.Fatalf("second sweep: %+v, %v; want nothing", res, err)
+	}
+}
+
+// TestEndpointRetentionReachesEveryAccount: one account whose Endpoints
+// each have an old delivery at every sweep fill the decisions a sweep
+// makes; another account's Endpoint is still decided, and its old
+// delivery deleted, within as many sweeps as it takes to go through every
+// Endpoint holding old deliveries once.
+func TestEndpointRetentionReachesEveryAccount(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Retention = domain.RetentionLimits{Default: time.Hour, Min: time.Second, Max: 2 * time.Hour}
+	e := newEnv(t, cfg)
+	set := func(name string) domain.EndpointSettings {
+		return domain.EndpointSettings{Name: name, Mode: domain.ModeLog, Retention: time.Minute}
+	}
+	other, _ := e.account(t, "other")
+	// An Endpoint of the other account in the upper half of the ids, so a
+	// full sweep's worth of the first account's sort before it.
+	var victim readmodel.Endpoint
+	for i := 0; victim.ID == "" || victim.ID < "n"; i++ {
+		victim = e.endpoint(t, other.ID, set(fmt.Sprintf("v%d", i)))
+	}
+	busy, _ := e.account(t, "busy")
+	var flood []string
+	for below := 0; below < commands.SweepEndpoints; {
+		ep := e.endpoint(t, busy.ID, set(fmt.Sprintf("f%d", len(flood))))
+		flood = append(flood, ep.ID)
+		if ep.ID < victim.ID {
+			below++
+		}
+	}
+
+	at := time.Now().UTC()
+	old := e.endpointDeliveryAt(t, victim.ID, other.ID, at, false)
+	// Every Endpoint holding old deliveries is decided once within this
+	// many sweeps, however the ids sort.
+	sweeps := (len(flood) + 1 + commands.SweepEndpoints - 1) / commands.SweepEndpoints
+	decided := 0
+	for k := range sweeps {
+		for _, id := range flood {
+			e.endpointDeliveryAt(t, id, busy.ID, at.Add(time.Duration(k)*2*time.Minute), false)
+		}
+		res, err := e.svc.SweepEndpointRetention(ctx(t), at.Add(time.Duration(k+1)*2*time.Minute))
+		if err != nil {
+			t.Fatalf("sweep %d: %v", k, err)
+		}
+		decided += res.Decided
+	}
+	if _, err := e.store.ReadStream(ctx(t), domain.DeliveryStream(old), 0, 1); !errors.Is(err, domain.ErrStreamDeleted) {
+		t.Fatalf("after %d sweeps (%d decisions, %d Endpoints of one account with old deliveries, %d of them sorting before the other account's): the other account's old delivery: %v, want deleted",
+			sweeps, decided, len(flood), commands.SweepEndpoints, err)
+	}
+}
+
+// TestEndpointRetentionDeletesEveryEndpointsInTurn: an Endpoint with more
+// deliveries past its window than a sweep deletes does not hold another
+// Endpoint's deletions until its own are done: each page of deletions goes
+// on after the Endpoint the page before ended with, so with two Endpoints
+// holding old deliveries, each has a page within two.
+func TestEndpointRetentionDeletesEveryEndpointsInTurn(t *testing.T) {
+	commands.SmallEndpointSweeps(t, 1, 10)
+	cfg := defaultConfig()
+	cfg.Retention = domain.RetentionLimits{Default: time.Hour, Min: time.Second, Max: 2 * time.Hour}
+	e := newEnv(t, cfg)
+	set := domain.EndpointSettings{Name: "hooks", Mode: domain.ModeLog, Retention: time.Minute}
+	busy, _ := e.account(t, "busy")
+	other, _ := e.account(t, "other")
+	// Created first, so it comes first in the views' own order.
+	big := e.endpoint(t, busy.ID, set)
+	small := e.endpoint(t, other.ID, set)
+	at := time.Now().UTC()
+	for range 35 {
+		e.endpointDeliveryAt(t, big.ID, busy.ID, at, false)
+	}
+	old := e.endpointDeliveryAt(t, small.ID, other.ID, at, false)
+	now := at.Add(5 * time.Minute)
+	deleted := 0
+	for range 2 {
+		res, err := e.svc.SweepEndpointRetention(ctx(t), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += res.Deleted
+	}
+	if _, err := e.store.ReadStream(ctx(t), domain.DeliveryStream(old), 0, 1); !errors.Is(err, domain.ErrStreamDeleted) {
+		t.Fatalf("after 2 sweeps of one page of 10 (%d deleted), the other account's old delivery: %v, want deleted", deleted, err)
 	}
 }

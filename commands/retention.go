@@ -123,9 +123,12 @@ func (s *Service) RunRetention(ctx context.Context, interval, retention time.Dur
 // inspectors' (500 000 streams a sweep): an Endpoint records at its address
 // rate (50/s by default) however long the sweep interval, so a sweep must
 // delete far more than that rate times the interval (10 min at most).
-const (
-	sweepEndpoints     = 100  // retention decisions per sweep
-	sweepEndpointPages = 1000 // pages of sweepStreams deleted per sweep
+const sweepEndpoints = 100 // retention decisions per sweep
+
+// Pages of an Endpoints' sweep; variables so a test can make a sweep small.
+var (
+	sweepEndpointPages   = 1000         // pages deleted per sweep
+	sweepEndpointStreams = sweepStreams // delivery streams per page
 )
 
 // EndpointSweepResult tells what one sweep of Endpoints' retention did.
@@ -151,11 +154,19 @@ func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (En
 	if err := s.catchUp(ctx); err != nil {
 		return res, err
 	}
-	candidates, err := s.views.RetentionCandidates(ctx, now, limits, sweepEndpoints)
+	s.retainMu.Lock()
+	after := s.retainedAfter
+	s.retainMu.Unlock()
+	candidates, err := s.views.RetentionCandidates(ctx, now, limits, after, sweepEndpoints)
 	if err != nil {
 		return res, err
 	}
 	for _, c := range candidates {
+		// Passed even if its decision fails, so one Endpoint that cannot
+		// be decided does not stop the others' at every sweep.
+		s.retainMu.Lock()
+		s.retainedAfter = c.ID
+		s.retainMu.Unlock()
 		position, err := s.rec.RetainEndpoint(ctx, c.ID, c.Window, now, c.LastActivityAt, c.Deliveries)
 		if err != nil {
 			return res, fmt.Errorf("retention of endpoint %s: %w", c.ID, err)
@@ -169,10 +180,16 @@ func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (En
 		}
 	}
 	for range sweepEndpointPages {
-		ids, err := s.views.RetainedDeliveries(ctx, sweepStreams)
+		s.retainMu.Lock()
+		after := s.deletedAfter
+		s.retainMu.Unlock()
+		ids, last, err := s.views.RetainedDeliveries(ctx, after, sweepEndpointStreams)
 		if err != nil || len(ids) == 0 {
 			return res, err
 		}
+		s.retainMu.Lock()
+		s.deletedAfter = last
+		s.retainMu.Unlock()
 		n, err := s.deleteDeliveries(ctx, ids)
 		res.Deleted += n
 		if err != nil {

@@ -82,6 +82,15 @@ type Service struct {
 	// RFC 8628's slow_down.
 	pollMu sync.Mutex
 	polls  map[string]time.Time
+	// retainedAfter is the last Endpoint a retention sweep decided on: the
+	// next sweep goes on after it, so the Endpoints sorting first cannot
+	// take every sweep's decisions.
+	retainMu      sync.Mutex
+	retainedAfter string
+	// deletedAfter is the Endpoint whose deliveries the last page of
+	// deletions ended with: the next page goes on after it, so one
+	// Endpoint's backlog does not hold the others' deletions.
+	deletedAfter string
 }
 
 // New wires a Service. store is read from; rec records its decisions.

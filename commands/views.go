@@ -50,6 +50,6 @@ type Views interface {
 	PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]readmodel.PurgeCandidate, error)
 	PurgedDeliveries(ctx context.Context, limit int) ([]string, error)
 	// RetentionCandidates and RetainedDeliveries feed the Endpoints' one.
-	RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, limit int) ([]readmodel.RetentionCandidate, error)
-	RetainedDeliveries(ctx context.Context, limit int) ([]string, error)
+	RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, after string, limit int) ([]readmodel.RetentionCandidate, error)
+	RetainedDeliveries(ctx context.Context, after string, limit int) (ids []string, last string, err error)
 }

@@ -19,7 +19,8 @@ import (
 //  5. DroppedHeaders is never negative.
 //  6. A delivery has at most MaxDeliveryAttempts attempts (copies given to
 //     other sessions apart): a retry or a queued attempt past them is
-//     refused, and so is a redrive of a delivery that has had them.
+//     refused, and so is a redrive of a delivery that has had them, or
+//     that has been redriven MaxDeliveryRedrives times.
 
 // MaxDeliveryAttempts bounds the attempts of one delivery: its first, its
 // retries and its queued attempts. Twice the most a queue policy allows per
@@ -29,15 +30,27 @@ import (
 // comparisons) reads its whole stream, which this bounds.
 const MaxDeliveryAttempts = 2 * MaxQueueAttempts
 
+// MaxDeliveryRedrives bounds how often one delivery is put back in its
+// queue. A delivery that dies of its age spends no attempt, and a redrive
+// restarts its age: without this bound a redrive every maxAge (1 min at
+// least) grew its stream by two events each time, for as long as the
+// account went on, past any storage quota (which counts what was
+// received and answered, not these decisions).
+const MaxDeliveryRedrives = MaxQueueAttempts
+
 // ErrAttemptLimit matches the refusal of an attempt past
 // MaxDeliveryAttempts (AttemptLimitError).
 var ErrAttemptLimit = errors.New("delivery has had the most attempts a delivery may have")
 
 // AttemptLimitError refuses an attempt of a delivery that has had
-// MaxDeliveryAttempts. It is invalid input to whoever asked for it.
-type AttemptLimitError struct{ Attempts int }
+// MaxDeliveryAttempts, or a redrive of one redriven MaxDeliveryRedrives
+// times (Redrives set). It is invalid input to whoever asked for it.
+type AttemptLimitError struct{ Attempts, Redrives int }
 
 func (e *AttemptLimitError) Error() string {
+	if e.Redrives > 0 {
+		return fmt.Sprintf("this delivery has been put back in its queue %d times, the most one delivery may be (%d); it stays dead", e.Redrives, MaxDeliveryRedrives)
+	}
 	return fmt.Sprintf("this delivery has had %d attempts, the most one delivery may have (%d); no more are made", e.Attempts, MaxDeliveryAttempts)
 }
 
@@ -48,16 +61,17 @@ func (e *AttemptLimitError) Is(target error) bool {
 }
 
 // RedriveLimitError refuses a redrive of an Endpoint whose dead deliveries
-// have each had MaxDeliveryAttempts: none is put back, as a retry of any
-// of them is refused. It is invalid input to whoever asked for it.
+// have each had MaxDeliveryAttempts or MaxDeliveryRedrives: none is put
+// back. It is invalid input to whoever asked for it.
 type RedriveLimitError struct{ Deliveries int }
 
 func (e *RedriveLimitError) Error() string {
 	if e.Deliveries == 1 {
-		return fmt.Sprintf("nothing put back: the dead delivery has had %d attempts, the most one delivery may have; it stays dead", MaxDeliveryAttempts)
+		return fmt.Sprintf("nothing put back: the dead delivery has had %d attempts or %d redrives, the most one delivery may have; it stays dead",
+			MaxDeliveryAttempts, MaxDeliveryRedrives)
 	}
-	return fmt.Sprintf("nothing put back: the %d dead deliveries have each had %d attempts, the most one delivery may have; they stay dead",
-		e.Deliveries, MaxDeliveryAttempts)
+	return fmt.Sprintf("nothing put back: the %d dead deliveries have each had %d attempts or %d redrives, the most one delivery may have; they stay dead",
+		e.Deliveries, MaxDeliveryAttempts, MaxDeliveryRedrives)
 }
 
 // Is makes errors.Is(err, ErrAttemptLimit) and errors.Is(err,
@@ -109,6 +123,8 @@ type Delivery struct {
 	settled bool
 	// attempts counts its attempts, copies apart (MaxDeliveryAttempts).
 	attempts int
+	// redrives counts the times it was put back (MaxDeliveryRedrives).
+	redrives int
 }
 
 // ReceiveDelivery records a request that reached address.
@@ -222,6 +238,7 @@ func (d *Delivery) apply(e Event) {
 		d.settled = true
 	case DeliveryRequeued:
 		d.settled = false
+		d.redrives++
 	}
 }
 

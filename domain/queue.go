@@ -259,10 +259,14 @@ func (DeliveryRequeued) EventType() string       { return TypeDeliveryRequeued }
 
 // Requeue puts a dead delivery back in its queue (DeliveryRequeued), for
 // accountID's member by. One that has had MaxDeliveryAttempts is refused,
-// as a retry of it is: its next attempt could only make it dead again.
+// as a retry of it is: its next attempt could only make it dead again; so
+// is one put back MaxDeliveryRedrives times, which bounds its stream.
 func (d *Delivery) Requeue(accountID, by string) error {
-	if d.attempts >= MaxDeliveryAttempts {
+	switch {
+	case d.attempts >= MaxDeliveryAttempts:
 		return &AttemptLimitError{Attempts: d.attempts}
+	case d.redrives >= MaxDeliveryRedrives:
+		return &AttemptLimitError{Attempts: d.attempts, Redrives: d.redrives}
 	}
 	d.raise(DeliveryRequeued{DeliveryID: d.id, AccountID: accountID, By: by})
 	return nil

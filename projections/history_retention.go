@@ -72,8 +72,11 @@ const notWaiting = `(d.answered_status IS NOT NULL OR d.response_status IS NOT N
 // RetentionCandidates lists up to limit Endpoints that hold deliveries
 // received longer ago than their window at now and not waiting on a
 // forward, with the window applied (limits.Window of their own), how many
-// such deliveries they hold and their newest delivery's time.
-func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, limit int) ([]readmodel.RetentionCandidate, error) {
+// such deliveries they hold and their newest delivery's time. They come
+// in id order from the first id after after, wrapping around, so sweeps
+// that each pass the last id they decided go through every such Endpoint
+// however many sort before it.
+func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, after string, limit int) ([]readmodel.RetentionCandidate, error) {
 	rows, err := v.r.QueryContext(ctx, `WITH w AS (
 			SELECT id, last_activity_at,
 				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
@@ -81,8 +84,8 @@ func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits
 		c AS MATERIALIZED (SELECT w.id, w.last_activity_at, w.ms,
 				(SELECT COUNT(*) FROM deliveries d WHERE d.address = w.id AND d.received_at < ?3 - w.ms * 1000000 AND `+notWaiting+`) AS n
 			FROM w)
-		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id LIMIT ?4`,
-		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit)
+		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id <= ?5, id LIMIT ?4`,
+		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit, after)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints past retention: %w", err)
 	}
@@ -105,30 +108,47 @@ func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits
 	return out, nil
 }
 
+// retainedDeliveriesQueries list the deliveries past their Endpoint's
+// cutoff from the Endpoint after ?1, then from the first one up to it.
+// CROSS JOIN keeps the Endpoints outside, walked by their id (so the order
+// needs no sort): each one's deliveries below its cutoff are a range of
+// deliveries_by_received, the newer ones are never read.
+var retainedDeliveriesQueries = [2]string{retainedDeliveriesQuery("e.id > ?1"), retainedDeliveriesQuery("e.id <= ?1")}
+
+func retainedDeliveriesQuery(from string) string {
+	return `SELECT d.id, e.id FROM endpoints e CROSS JOIN deliveries d
+		WHERE e.retained_to > 0 AND ` + from + ` AND d.address = e.id AND d.received_at < e.retained_to AND ` + notWaiting + `
+		ORDER BY e.id LIMIT ?2`
+}
+
 // RetainedDeliveries lists up to limit deliveries that a retention
 // decision of their Endpoint removed and that still have rows: their
 // streams are still to be deleted (or their tombstones not yet applied).
-func (v *History) RetainedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	// CROSS JOIN keeps the Endpoints outside: each one's deliveries below
-	// its cutoff are a range of deliveries_by_received, the newer ones are
-	// never read.
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM endpoints e CROSS JOIN deliveries d
-		WHERE e.retained_to > 0 AND d.address = e.id AND d.received_at < e.retained_to AND `+notWaiting+`
-		LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+// They come Endpoint by Endpoint in id order from the first Endpoint after
+// after, wrapping around; last is the Endpoint of the last one, where the
+// next page goes on, so one Endpoint's backlog cannot hold the others'.
+func (v *History) RetainedDeliveries(ctx context.Context, after string, limit int) (ids []string, last string, err error) {
+	for _, q := range retainedDeliveriesQueries {
+		if len(ids) == limit {
+			break
 		}
-		out = append(out, id)
+		rows, err := v.r.QueryContext(ctx, q, after, limit-len(ids))
+		if err != nil {
+			return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id, &last); err != nil {
+				rows.Close()
+				return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
-	}
-	return out, nil
+	return ids, last, nil
 }

@@ -107,7 +107,8 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 	}
 	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", total, ep.Name)
 	if leftDead > 0 {
-		fmt.Fprintf(stdout, "%d left dead: each has had %d attempts, the most one delivery may have\n", leftDead, domain.MaxDeliveryAttempts)
+		fmt.Fprintf(stdout, "%d left dead: each has had %d attempts or %d redrives, the most one delivery may have\n",
+			leftDead, domain.MaxDeliveryAttempts, domain.MaxDeliveryRedrives)
 	}
 	if more {
 		fmt.Fprintf(stdout, "more may be dead: run it again to go on\n")

@@ -4265,9 +4265,9 @@ type Mutation {
   """
   Puts a QUEUE Endpoint's dead deliveries back in its queue, due now with their
   failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
-  A delivery that has had 200 attempts, the most one delivery may have, stays dead
-  (retryDelivery refuses it too); when every dead delivery of the Endpoint has, the
-  call is INVALID_INPUT saying so.
+  A delivery that has had 200 attempts (retryDelivery refuses it too) or has been put
+  back 100 times, the most one delivery may have, stays dead; when every dead delivery
+  of the Endpoint has, the call is INVALID_INPUT saying so.
   """
   redriveDead(endpoint: ID!): Int!
   """
@@ -4276,7 +4276,7 @@ type Mutation {
   more than 1000, pass each page's endCursor to the next call while hasNextPage:
   a delivery put back that dies again in the meantime is not put back twice.
   A cursor that is not one this field returned is INVALID_INPUT naming ` + "`" + `after` + "`" + `.
-  Deliveries that have had 200 attempts stay dead and are counted in leftDead; from
+  Deliveries that have had 200 attempts or 100 redrives stay dead and are counted in leftDead; from
   the oldest (no ` + "`" + `after` + "`" + `), when every dead delivery of the Endpoint has, the call is
   INVALID_INPUT as redriveDead is.
   """
@@ -4365,7 +4365,7 @@ type StatsBucket {
 type RedrivePage {
   "How many dead deliveries this call put back in the queue."
   redriven: Int!
-  "How many it left dead: each has had 200 attempts, the most one delivery may have."
+  "How many it left dead: each has had 200 attempts or 100 redrives, the most one delivery may have."
   leftDead: Int!
   "Where the next call goes on: pass it as ` + "`" + `after` + "`" + `."
   endCursor: String!

@@ -763,7 +763,7 @@ type QuotaRefusals struct {
 type RedrivePage struct {
 	// How many dead deliveries this call put back in the queue.
 	Redriven int `json:"redriven"`
-	// How many it left dead: each has had 200 attempts, the most one delivery may have.
+	// How many it left dead: each has had 200 attempts or 100 redrives, the most one delivery may have.
 	LeftDead int `json:"leftDead"`
 	// Where the next call goes on: pass it as `after`.
 	EndCursor string `json:"endCursor"`
