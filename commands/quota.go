@@ -275,12 +275,11 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 // ingress answers 507 to a delivery. Reads, deletions and quota changes
 // never ask: retention must still be able to free space.
 func (s *Service) checkDisk(level diskreserve.Level) error {
-	st := s.cfg.Disk.State()
-	if st.Level < level {
+	if s.cfg.Disk.State().Level < level {
 		return nil
 	}
 	s.cfg.Disk.Refused(diskreserve.RefusedAPI)
-	return &domain.DiskReserveError{Free: st.Free, Reserve: st.Reserve}
+	return domain.ErrDiskReserve
 }
 
 // OverStorage tells whether an account's stored bytes have reached its

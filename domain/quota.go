@@ -51,19 +51,8 @@ func (e *StorageQuotaError) Error() string {
 // Is makes errors.Is(err, ErrStorageQuota) true.
 func (e *StorageQuotaError) Is(target error) bool { return target == ErrStorageQuota }
 
-// ErrDiskReserve matches the refusal of something that would grow the
-// disk while the relay's free disk is below its reserve (DiskReserveError).
-var ErrDiskReserve = errors.New("the relay's disk is nearly full")
-
-// DiskReserveError refuses a sign-up, an inspector, an Endpoint, a retry or
-// a redrive while the free disk (Free bytes) is below the relay's reserve
-// (Reserve bytes; new work is refused below twice that).
-type DiskReserveError struct{ Free, Reserve uint64 }
-
-func (e *DiskReserveError) Error() string {
-	return fmt.Sprintf("the relay's disk is nearly full (%d bytes free, its reserve is %d bytes): nothing that would store more is accepted until space is freed; try again later",
-		e.Free, e.Reserve)
-}
-
-// Is makes errors.Is(err, ErrDiskReserve) true.
-func (e *DiskReserveError) Is(target error) bool { return target == ErrDiskReserve }
+// ErrDiskReserve refuses a sign-up, an inspector, an Endpoint, a retry or
+// a redrive while the relay's free disk is below its reserve (twice it for
+// new work). The figures are the operator's (log, metrics), not the
+// caller's: they would tell a stranger how much more fills the disk.
+var ErrDiskReserve = errors.New("the relay's disk is nearly full: nothing that would store more is accepted until space is freed; try again later")

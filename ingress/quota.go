@@ -112,19 +112,18 @@ func (s *Server) limitAccount(w http.ResponseWriter, route Route) bool {
 // recorded. The reserve reads the disk at most once a second, whatever the
 // rate of requests.
 func (s *Server) withinDiskReserve(w http.ResponseWriter, route Route) bool {
-	st := s.deps.Disk.State()
 	refuseAt := diskreserve.Full
 	if route.Kind == domain.AddressInspector {
 		refuseAt = diskreserve.Low
 	}
-	if st.Level < refuseAt {
+	if s.deps.Disk.State().Level < refuseAt {
 		return true
 	}
 	s.deps.Disk.Refused(diskreserve.RefusedDelivery)
 	w.Header().Set("Retry-After", "60")
-	writeText(w, http.StatusInsufficientStorage, fmt.Sprintf(
-		"Insufficient Storage: the relay's disk is nearly full (%s free, reserve %s); nothing was recorded, try again later\n",
-		humanize.IBytes(st.Free), humanize.IBytes(st.Reserve)))
+	// The figures are the operator's (log, metrics): they would tell a
+	// sender how much more fills the disk.
+	writeText(w, http.StatusInsufficientStorage, "Insufficient Storage: the relay's disk is nearly full; nothing was recorded, try again later\n")
 	return false
 }
 
