@@ -224,9 +224,14 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	space := cfg.DiskSpace
+	if space == nil {
+		space = diskreserve.Statfs{Dir: dir}
+	}
+	disk := diskreserve.New(diskreserve.Config{Source: space, Limit: cfg.MinFreeDisk, Logger: log, Dir: dir})
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node, Usage: views,
-		MayStore: mayStore(views, cfg.Commands.Quotas)})
-	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
+		WhyNotStored: whyNotStored(views, cfg.Commands.Quotas, disk)})
+	a := &App{disk: disk, lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil
 		a.Close()
@@ -266,11 +271,6 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, Bodies: a.bodies})
 	}
 	a.closeHub = true
-	space := cfg.DiskSpace
-	if space == nil {
-		space = diskreserve.Statfs{Dir: cfg.Data}
-	}
-	a.disk = diskreserve.New(diskreserve.Config{Source: space, Limit: cfg.MinFreeDisk, Logger: log, Dir: cfg.Data})
 	cfg.Commands.Disk = a.disk
 	if !cfg.NoSweeps {
 		// A node closes only what it left open itself (and what a log

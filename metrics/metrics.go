@@ -154,7 +154,8 @@ func (m *Metrics) Quotas(refusals func() map[string]int64, stored func(context.C
 // DiskReserve reports the free disk under the data folder, the reserve
 // (--min-free-disk) and its level (0 clear, 1 new work refused, 2
 // deliveries refused too), and what the reserve refused, by what (delivery:
-// 507 answers; api: sign-ups, inspectors, Endpoints, retries, redrives).
+// 507 answers; api: sign-ups, inspectors, Endpoints, retries, redrives;
+// answer: answers recorded without their bodies).
 // Scrapes read the reserve's last reading: no statfs of their own.
 func (m *Metrics) DiskReserve(state func() diskreserve.State, refusals func() map[string]int64) {
 	m.reg.MustRegister(
@@ -177,10 +178,10 @@ func (m *Metrics) DiskReserve(state func() diskreserve.State, refusals func() ma
 			Help: "0: at least twice the reserve free; 1: sign-ups, new inspectors and Endpoints and inspectors' deliveries refused; 2: every delivery refused too.",
 		}, func() float64 { return float64(state().Level) }),
 	)
-	for _, what := range []string{diskreserve.RefusedDelivery, diskreserve.RefusedAPI} {
+	for _, what := range diskreserve.Kinds() {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "relay_disk_reserve_refusals_total",
-			Help:        "What this node refused because the free disk was below the reserve: delivery (answered 507) or api (INSUFFICIENT_STORAGE).",
+			Help:        "What this node refused because the free disk was below the reserve: delivery (answered 507), api (INSUFFICIENT_STORAGE) or answer (an attempt's answer recorded without its body).",
 			ConstLabels: prometheus.Labels{"what": what},
 		}, func() float64 { return float64(refusals()[what]) }))
 	}

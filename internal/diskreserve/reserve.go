@@ -113,7 +113,11 @@ type State struct {
 const (
 	RefusedDelivery = "delivery" // a delivery answered 507
 	RefusedAPI      = "api"      // a sign-up, inspector, Endpoint, retry or redrive
+	RefusedAnswer   = "answer"   // an attempt's answer recorded without its body
 )
+
+// refusalKinds are the kinds counted, in the order of Reserve.refusals.
+var refusalKinds = [...]string{RefusedDelivery, RefusedAPI, RefusedAnswer}
 
 // Config configures a Reserve.
 type Config struct {
@@ -134,7 +138,7 @@ type Reserve struct {
 	// the last reading meanwhile.
 	mu       sync.Mutex
 	warned   bool // the Source's error was logged
-	refusals [2]atomic.Int64
+	refusals [len(refusalKinds)]atomic.Int64
 }
 
 type reading struct {
@@ -228,26 +232,31 @@ func (r *Reserve) logLevel(s State, first bool) {
 	}
 }
 
-// Refused counts one refusal of what (RefusedDelivery, RefusedAPI).
+// Refused counts one refusal of what (RefusedDelivery, RefusedAPI,
+// RefusedAnswer).
 func (r *Reserve) Refused(what string) {
 	if r == nil {
 		return
 	}
-	r.refusals[index(what)].Add(1)
+	for i, k := range refusalKinds {
+		if k == what {
+			r.refusals[i].Add(1)
+		}
+	}
 }
 
 // Refusals are the refusals counted since the start, by what.
 func (r *Reserve) Refusals() map[string]int64 {
-	out := map[string]int64{RefusedDelivery: 0, RefusedAPI: 0}
-	if r != nil {
-		out[RefusedDelivery], out[RefusedAPI] = r.refusals[0].Load(), r.refusals[1].Load()
+	out := make(map[string]int64, len(refusalKinds))
+	for i, k := range refusalKinds {
+		if r != nil {
+			out[k] = r.refusals[i].Load()
+		} else {
+			out[k] = 0
+		}
 	}
 	return out
 }
 
-func index(what string) int {
-	if what == RefusedDelivery {
-		return 0
-	}
-	return 1
-}
+// Kinds are the kinds of refusal counted, for the metrics' labels.
+func Kinds() []string { return refusalKinds[:] }

@@ -1,8 +1,11 @@
 package diskreserve
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,6 +168,34 @@ func TestParseLimit(t *testing.T) {
 	for _, l := range []Limit{{Bytes: 1 << 30}, {Percent: 0.5}, {}} {
 		if again, _ := ParseLimit(l.String()); again != l {
 			t.Errorf("%+v printed as %q reads back as %+v", l, l.String(), again)
+		}
+	}
+}
+
+// TestReserveLogsEachChangeOfLevel: the operator gets one line per change
+// (warn when new work is refused, error when deliveries are, info when
+// the room is back), not one per reading.
+func TestReserveLogsEachChangeOfLevel(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	src := newFake(10<<30, 100<<30)
+	r := New(Config{Source: src, Limit: Limit{Bytes: 1 << 30}, Logger: log, Dir: "/data"})
+	for _, free := range []uint64{10 << 30, 1536 << 20, 1536 << 20, 512 << 20, 512 << 20, 10 << 30} {
+		src.free.Store(free)
+		r.Check()
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		"level=WARN msg=\"free disk below twice the reserve",
+		"level=ERROR msg=\"free disk below the reserve",
+		"level=INFO msg=\"free disk above twice the reserve again",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) || !strings.Contains(lines[i], "dir=/data") || !strings.Contains(lines[i], "reserve_bytes=1073741824") {
+			t.Errorf("line %d: %s\nwant %s with the folder and the reserve", i, lines[i], w)
 		}
 	}
 }
