@@ -20,6 +20,7 @@ import (
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/datalock"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/internal/sqlitedsn"
 	"github.com/relayhq/relay/logexport"
 	"github.com/relayhq/relay/metrics"
@@ -120,6 +121,12 @@ type Config struct {
 	// cluster.DefaultLease.
 	NodeLease time.Duration
 
+	// MinFreeDisk is the relay-wide reserve of free disk under Data
+	// (package diskreserve); the zero Limit: none. DiskSpace reads the free
+	// space; nil: statfs on Data.
+	MinFreeDisk diskreserve.Limit
+	DiskSpace   diskreserve.Source
+
 	// WrapStore, when set, wraps the opened log before anything uses it:
 	// the seam through which tests inject faults (a stalled append) into
 	// the one write path. Nil in production.
@@ -140,6 +147,7 @@ type App struct {
 	// bodies is the memory forwarded bodies hold: PROXY bodies, the
 	// queue's attempts and copies to other listeners (--proxy-body-budget).
 	bodies   *ingress.BodyBudget
+	disk     *diskreserve.Reserve // nil: no reserve
 	svc      *commands.Service
 	metrics  *metrics.Metrics
 	handler  http.Handler
@@ -220,9 +228,14 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("open views: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	space := cfg.DiskSpace
+	if space == nil {
+		space = diskreserve.Statfs{Dir: dir}
+	}
+	disk := diskreserve.New(diskreserve.Config{Source: space, Limit: cfg.MinFreeDisk, Logger: log, Dir: dir})
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node, Usage: views,
-		MayStore: mayStore(views, cfg.Commands.Quotas)})
-	a := &App{lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
+		WhyNotStored: whyNotStored(views, cfg.Commands.Quotas, disk)})
+	a := &App{disk: disk, lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil
 		a.Close()
@@ -262,6 +275,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		a.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: a.rec, Logger: log, Node: a.node, Bodies: a.bodies, Sessions: cfg.Sessions})
 	}
 	a.closeHub = true
+	cfg.Commands.Disk = a.disk
 	if !cfg.NoSweeps {
 		// A node closes only what it left open itself (and what a log
 		// older than node names holds): the other nodes' sessions and
@@ -324,7 +338,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inCfg.Logger = log
 	deps := ingress.Deps{
 		Bodies: a.bodies, Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas}, Forwarder: a.hub, Bare: bare,
-		Feed: a.views.History, QueueDepth: a.views.QueueDepth,
+		Feed: a.views.History, QueueDepth: a.views.QueueDepth, Disk: a.disk,
 	}
 	if cfg.ConsoleURL != "" {
 		// The console on its own site: the bare domain shares a site with
@@ -342,6 +356,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_, total, err := a.views.TopUsage(ctx, 0)
 		return total.StoredBytes, err
 	})
+	a.metrics.DiskReserve(a.disk.State, a.disk.Refusals)
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare || in.IsConsole(r) {
 			return "api"
@@ -432,6 +447,9 @@ func (a *App) Codec() *domain.Codec { return a.codec }
 
 // Hub holds the agent sessions.
 func (a *App) Hub() *tunnel.Hub { return a.hub }
+
+// DiskReserve is the relay's reserve of free disk; nil when it has none.
+func (a *App) DiskReserve() *diskreserve.Reserve { return a.disk }
 
 // Node is this node's name.
 func (a *App) Node() string { return a.node }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/projections"
 	"github.com/relayhq/relay/queue"
 )
@@ -43,12 +44,20 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	_ = d.Run(ctx)
 }
 
-// mayStore tells whether an account's stored bytes are below its storage
-// quota: the one decision behind recording the answers of retries, queued
-// attempts and copies without their bodies (record.Config.MayStore).
-func mayStore(views *projections.Runner, quotas commands.QuotaDefaults) func(ctx context.Context, accountID string) bool {
-	return func(ctx context.Context, accountID string) bool {
+// whyNotStored tells why an account may store no more: the relay's disk
+// below its reserve, or the account's stored bytes at its storage quota;
+// the one decision behind recording the answers of retries, queued
+// attempts and copies without their bodies (record.Config.WhyNotStored).
+func whyNotStored(views *projections.Runner, quotas commands.QuotaDefaults, disk *diskreserve.Reserve) func(ctx context.Context, accountID string) string {
+	return func(ctx context.Context, accountID string) string {
+		if disk.State().Level >= diskreserve.Full {
+			disk.Refused(diskreserve.RefusedAnswer)
+			return domain.NotCapturedDiskReserve
+		}
 		over, _, _, err := commands.OverStorage(ctx, views, quotas, accountID)
-		return err != nil || !over // unreadable: the answer is not held up
+		if err == nil && over { // unreadable: the answer is not held up
+			return domain.NotCapturedStorageQuota
+		}
+		return ""
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -149,6 +150,9 @@ func (s *Service) session(ctx context.Context, accountID, memberID, token string
 // SignUpWithPassword creates an account with its first owner, who signs
 // in at once. Sign-up modes apply as to SignUp.
 func (s *Service) SignUpWithPassword(ctx context.Context, name, login, password, invite string) (Session, error) {
+	if err := s.checkDisk(diskreserve.Low); err != nil {
+		return Session{}, err
+	}
 	mode := s.signupMode()
 	switch {
 	case mode == domain.SignupClosed:

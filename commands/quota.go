@@ -10,6 +10,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -252,6 +253,9 @@ type storageViews interface {
 // ingress answers 507 to a new delivery. Views that keep no usage check
 // nothing.
 func (s *Service) checkStorage(ctx context.Context, accountID string) error {
+	if err := s.checkDisk(diskreserve.Full); err != nil {
+		return err
+	}
 	sv, ok := s.views.(storageViews)
 	if !ok {
 		return nil
@@ -264,6 +268,18 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 		return &domain.StorageQuotaError{Quota: quota, Stored: stored}
 	}
 	return nil
+}
+
+// checkDisk refuses what grows the disk once the relay's free disk is at
+// level (diskreserve.Low for new and anonymous work, Full for the rest), as
+// ingress answers 507 to a delivery. Reads, deletions and quota changes
+// never ask: retention must still be able to free space.
+func (s *Service) checkDisk(level diskreserve.Level) error {
+	if s.cfg.Disk.State().Level < level {
+		return nil
+	}
+	s.cfg.Disk.Refused(diskreserve.RefusedAPI)
+	return domain.ErrDiskReserve
 }
 
 // OverStorage tells whether an account's stored bytes have reached its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/conflict"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/secrets"
@@ -55,6 +56,10 @@ type Config struct {
 	// MaxEndpoints bounds the Endpoints (not deleted) of one account; 0:
 	// no limit.
 	MaxEndpoints int
+	// Disk is the relay's reserve of free disk: below twice it sign-ups,
+	// inspectors and Endpoints are refused, below it retries and redrives
+	// too (domain.DiskReserveError). Nil: no reserve.
+	Disk *diskreserve.Reserve
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -174,6 +179,9 @@ func (s *Service) CreateInspector(ctx context.Context) (readmodel.Inspector, err
 // CreateInspectorWith opens a guest inspector with options (a
 // smee-compatible one, docs/smee.md).
 func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOptions) (readmodel.Inspector, error) {
+	if err := s.checkDisk(diskreserve.Low); err != nil {
+		return readmodel.Inspector{}, err
+	}
 	id := NewAddressID()
 	in, err := domain.NewInspectorWith(id, s.cfg.InspectorTTL, o)
 	if err != nil {
@@ -236,6 +244,9 @@ func (s *Service) SignupMode() domain.SignupMode { return s.signupMode() }
 // stored. On a relay whose sign-up is by invite, invite is the code of an
 // unused invite, which it spends; an open relay ignores it.
 func (s *Service) SignUp(ctx context.Context, name, invite string) (readmodel.Account, string, error) {
+	if err := s.checkDisk(diskreserve.Low); err != nil {
+		return readmodel.Account{}, "", err
+	}
 	switch s.signupMode() {
 	case domain.SignupOpen:
 		return s.CreateAccount(ctx, name)
@@ -453,6 +464,9 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 
 // CreateEndpoint opens an Endpoint for the account.
 func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
+	if err := s.checkDisk(diskreserve.Low); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	if err := s.checkEndpointCap(ctx, accountID); err != nil {
 		return readmodel.Endpoint{}, err
 	}

@@ -585,6 +585,10 @@ type ForwardResponded struct {
 // status, so it is not among the reasons explanations tell (reasons.go).
 const NotCapturedStorageQuota = "storage quota exceeded"
 
+// NotCapturedDiskReserve is why an answer's body is not stored while the
+// relay's free disk is below its reserve (--min-free-disk).
+const NotCapturedDiskReserve = "relay disk nearly full"
+
 // NotCapturedBodyBudget is why a copy's answer is recorded without its
 // body (ForwardResponded.NotCaptured): it came back while the copy waited
 // for the primary's outcome to be recorded, and the body budget

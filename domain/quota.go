@@ -50,3 +50,9 @@ func (e *StorageQuotaError) Error() string {
 
 // Is makes errors.Is(err, ErrStorageQuota) true.
 func (e *StorageQuotaError) Is(target error) bool { return target == ErrStorageQuota }
+
+// ErrDiskReserve refuses a sign-up, an inspector, an Endpoint, a retry or
+// a redrive while the relay's free disk is below its reserve (twice it for
+// new work). The figures are the operator's (log, metrics), not the
+// caller's: they would tell a stranger how much more fills the disk.
+var ErrDiskReserve = errors.New("the relay's disk is nearly full: nothing that would store more is accepted until space is freed; try again later")

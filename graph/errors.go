@@ -33,6 +33,9 @@ var codes = []struct {
 	// The account's storage quota is used up (ingress answers 507): a
 	// retry or a redrive would store more.
 	{domain.ErrStorageQuota, "QUOTA_EXCEEDED"},
+	// The relay's free disk is below its reserve (--min-free-disk): new
+	// work, retries and redrives wait until space is freed.
+	{domain.ErrDiskReserve, "INSUFFICIENT_STORAGE"},
 	// The polling outcomes of device login (RFC 8628 §3.5).
 	{domain.ErrAuthorizationPending, "AUTHORIZATION_PENDING"},
 	{domain.ErrSlowDown, "SLOW_DOWN"},

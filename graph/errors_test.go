@@ -28,6 +28,7 @@ func TestErrorPresenter(t *testing.T) {
 		{"retry not proxy", wrap(domain.ErrRetryNotProxy), "RETRY_NOT_PROXY", "retry delivery d-1: " + domain.ErrRetryNotProxy.Error(), "", true},
 		{"agent not connected", wrap(domain.ErrAgentNotConnected), "AGENT_NOT_CONNECTED", "retry delivery d-1: " + domain.ErrAgentNotConnected.Error(), "", true},
 		{"payload incomplete", wrap(domain.ErrPayloadIncomplete), "PAYLOAD_INCOMPLETE", "retry delivery d-1: " + domain.ErrPayloadIncomplete.Error(), "", true},
+		{"disk reserve", wrap(domain.ErrDiskReserve), "INSUFFICIENT_STORAGE", "retry delivery d-1: " + domain.ErrDiskReserve.Error(), "", true},
 		{"conflict hides the stream", wrap(&domain.WrongExpectedRevisionError{Stream: "endpoint-ep-secret", Expected: domain.Exact(3), Actual: 4, Exists: true}), "CONFLICT", "changed concurrently by another request; try again", "", true},
 		{"rate limited", wrap(&RateLimitedError{RetryAfter: 5500 * time.Millisecond}), "RATE_LIMITED", "retry delivery d-1: too many requests from this address; retry in 6 s", "", true},
 		{"anything else is internal", errors.New("disk on fire at /var/lib/relay"), "INTERNAL", "internal error", "", true},

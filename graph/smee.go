@@ -33,6 +33,10 @@ func (r *Resolver) NewSmeeChannel() http.Handler {
 			return
 		}
 		in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: true})
+		if errors.Is(err, domain.ErrDiskReserve) {
+			http.Error(w, "Insufficient Storage: "+err.Error(), http.StatusInsufficientStorage)
+			return
+		}
 		if err != nil {
 			r.Logger.ErrorContext(ctx, "smee: open a channel", "error", err)
 			http.Error(w, "Service Unavailable: the inspector could not be opened", http.StatusServiceUnavailable)

@@ -10,6 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -102,6 +103,27 @@ func (s *Server) limitAccount(w http.ResponseWriter, route Route) bool {
 	w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
 	writeText(w, http.StatusTooManyRequests, fmt.Sprintf(
 		"Too Many Requests: this account's rate (%s across its Endpoints) is exceeded; nothing was recorded\n", route.AccountRate))
+	return false
+}
+
+// withinDiskReserve refuses a delivery while the relay's free disk is
+// below its reserve (an Endpoint's) or below twice it (a guest
+// inspector's, anonymous work goes first): it answers 507 and nothing is
+// recorded. The reserve reads the disk at most once a second, whatever the
+// rate of requests.
+func (s *Server) withinDiskReserve(w http.ResponseWriter, route Route) bool {
+	refuseAt := diskreserve.Full
+	if route.Kind == domain.AddressInspector {
+		refuseAt = diskreserve.Low
+	}
+	if s.deps.Disk.State().Level < refuseAt {
+		return true
+	}
+	s.deps.Disk.Refused(diskreserve.RefusedDelivery)
+	w.Header().Set("Retry-After", "60")
+	// The figures are the operator's (log, metrics): they would tell a
+	// sender how much more fills the disk.
+	writeText(w, http.StatusInsufficientStorage, "Insufficient Storage: the relay's disk is nearly full; nothing was recorded, try again later\n")
 	return false
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/handshake"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -102,6 +103,9 @@ type Deps struct {
 	// take from the same one); nil: one of Config.ProxyBodyBudget of its
 	// own.
 	Bodies *BodyBudget
+	// Disk is the relay's reserve of free disk (withinDiskReserve); nil:
+	// none.
+	Disk *diskreserve.Reserve
 }
 
 // Server answers requests to public addresses. It is safe for concurrent use.
@@ -264,6 +268,9 @@ func (s *Server) serve(c echo.Context) error {
 		return nil
 	}
 	if !route.Deleted && !s.limitAccount(w, route) {
+		return nil
+	}
+	if !route.Deleted && !s.withinDiskReserve(w, route) {
 		return nil
 	}
 

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/relayhq/relay/internal/diskreserve"
 )
 
 // Metrics holds the registry and the instruments.
@@ -147,6 +149,42 @@ func (m *Metrics) Quotas(refusals func() map[string]int64, stored func(context.C
 		}
 		return float64(n)
 	}))
+}
+
+// DiskReserve reports the free disk under the data folder, the reserve
+// (--min-free-disk) and its level (0 clear, 1 new work refused, 2
+// deliveries refused too), and what the reserve refused, by what (delivery:
+// 507 answers; api: sign-ups, inspectors, Endpoints, retries, redrives;
+// answer: answers recorded without their bodies).
+// Scrapes read the reserve's last reading: no statfs of their own.
+func (m *Metrics) DiskReserve(state func() diskreserve.State, refusals func() map[string]int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_disk_free_bytes",
+			Help: "Bytes the relay may still write on the data folder's file system (-1 when they cannot be read).",
+		}, func() float64 {
+			s := state()
+			if s.Err != nil {
+				return -1
+			}
+			return float64(s.Free)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_disk_reserve_bytes",
+			Help: "The reserve of free disk (--min-free-disk): below twice it new work is refused, below it every delivery.",
+		}, func() float64 { return float64(state().Reserve) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_disk_reserve_level",
+			Help: "0: at least twice the reserve free; 1: sign-ups, new inspectors and Endpoints and inspectors' deliveries refused; 2: every delivery refused too.",
+		}, func() float64 { return float64(state().Level) }),
+	)
+	for _, what := range diskreserve.Kinds() {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "relay_disk_reserve_refusals_total",
+			Help:        "What this node refused because the free disk was below the reserve: delivery (answered 507), api (INSUFFICIENT_STORAGE) or answer (an attempt's answer recorded without its body).",
+			ConstLabels: prometheus.Labels{"what": what},
+		}, func() float64 { return float64(refusals()[what]) }))
+	}
 }
 
 // ConnectionRefused counts one connection refused over the per-address cap.

@@ -52,7 +52,7 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 	cmd, err := d.cfg.Recorder.RequestQueued(ctx, e.DeliveryID, record.QueuedTarget{
 		AccountID: e.AccountID, EndpointID: e.EndpointID,
 		// An account at its storage quota: the Recorder records the answer
-		// without its body (record.Config.MayStore).
+		// without its body (record.Config.WhyNotStored).
 		CaptureResponse: set.ResponseCapture,
 		Timeout:         d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})

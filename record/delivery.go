@@ -252,14 +252,16 @@ func responded(cmd domain.ForwardCommand, out domain.ForwardOutcome, fidelity *d
 
 // withinQuota is fr, the answer to cmd, as the log may take it: without
 // its body, saying why, when cmd's account may store no more
-// (Config.MayStore). Retries, queued attempts and copies are checked when
+// (Config.WhyNotStored). Retries, queued attempts and copies are checked when
 // their answer is recorded, which may be long after they were sent. A
 // delivery's first attempt is not: its receipt was admitted under the
 // quota a moment before, and its sender waits.
 func (r *Recorder) withinQuota(ctx context.Context, cmd domain.ForwardCommand, fr domain.ForwardResponded) domain.ForwardResponded {
-	if !fr.Captured || r.mayStore == nil || cmd.FirstAttempt() || r.mayStore(ctx, cmd.AccountID) {
+	if !fr.Captured || r.whyNotStored == nil || cmd.FirstAttempt() {
 		return fr
 	}
-	fr.Body, fr.Captured, fr.NotCaptured = nil, false, domain.NotCapturedStorageQuota
+	if why := r.whyNotStored(ctx, cmd.AccountID); why != "" {
+		fr.Body, fr.Captured, fr.NotCaptured = nil, false, why
+	}
 	return fr
 }

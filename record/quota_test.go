@@ -12,7 +12,7 @@ import (
 )
 
 // TestAnswersOverTheQuotaKeepNoBody: while an account may store no more
-// (record.Config.MayStore), the answers to its retries, queued attempts
+// (record.Config.WhyNotStored), the answers to its retries, queued attempts
 // and copies are recorded without their bodies, saying why; under the
 // quota they keep them. A delivery's first attempt keeps its answer (its
 // receipt was admitted under the quota), and an Endpoint that does not
@@ -20,12 +20,15 @@ import (
 func TestAnswersOverTheQuotaKeepNoBody(t *testing.T) {
 	var over atomic.Bool
 	var asked atomic.Int64
-	rec, store := newRecorderWith(t, record.Config{MayStore: func(_ context.Context, accountID string) bool {
+	rec, store := newRecorderWith(t, record.Config{WhyNotStored: func(_ context.Context, accountID string) string {
 		asked.Add(1)
 		if accountID != "acc" {
 			t.Errorf("asked about account %q", accountID)
 		}
-		return !over.Load()
+		if over.Load() {
+			return domain.NotCapturedStorageQuota
+		}
+		return ""
 	}})
 	ctx := t.Context()
 	body := bytes.Repeat([]byte("b"), 4<<10)

@@ -32,12 +32,13 @@ type Config struct {
 	// Usage, when set, is told of every delivery's receipt once it is
 	// durable, so the storage quotas count it before the views apply it.
 	Usage Usage
-	// MayStore tells whether an account may store more (false: its stored
-	// bytes have reached its storage quota). The answer to a retry, a
-	// queued attempt or a copy of an account that may not is recorded
-	// without its body, saying why (ForwardResponded.NotCaptured). Nil:
-	// every account may.
-	MayStore func(ctx context.Context, accountID string) bool
+	// WhyNotStored tells why an account may store no more: its storage
+	// quota is used up (domain.NotCapturedStorageQuota), the relay's disk
+	// is below its reserve (domain.NotCapturedDiskReserve); "" when it
+	// may. The answer to a retry, a queued attempt or a copy of an account
+	// that may not is recorded without its body, saying why
+	// (ForwardResponded.NotCaptured). Nil: every account may.
+	WhyNotStored func(ctx context.Context, accountID string) string
 }
 
 // Usage learns of deliveries recorded: the address and account a receipt
@@ -60,8 +61,8 @@ type Recorder struct {
 	log    *slog.Logger
 	node   string
 	usage  Usage
-	// mayStore is Config.MayStore (withinQuota).
-	mayStore func(ctx context.Context, accountID string) bool
+	// whyNotStored is Config.WhyNotStored (withinQuota).
+	whyNotStored func(ctx context.Context, accountID string) string
 	// listeners keeps each Endpoint's agent sessions folded (ReconcilePrimary).
 	listeners foldedStates[listenerState]
 	// deliveries keeps each delivery's state folded for its next attempt
@@ -75,7 +76,7 @@ type Recorder struct {
 
 // New wires a Recorder.
 func New(cfg Config) *Recorder {
-	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage, mayStore: cfg.MayStore,
+	r := &Recorder{store: cfg.Store, codec: cfg.Codec, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger, node: cfg.Node, usage: cfg.Usage, whyNotStored: cfg.WhyNotStored,
 		listeners: foldedStates[listenerState]{max: maxListenerStates}, deliveries: foldedStates[deliveryState]{max: maxDeliveryStates}}
 	r.queuer, _ = cfg.Store.(domain.AppendQueuer)
 	if r.codec == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/datalock"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/internal/forwarded"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
@@ -96,6 +97,7 @@ type serveConfig struct {
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
 	AccountStorage     sizeOrOff
+	MinFreeDisk        diskLimit
 	AccountRate        ratelimit.Rate
 	AccountAPICost     ratelimit.Rate
 	AccountEndpoints   int
@@ -152,6 +154,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.InspectorQuota = sizeOrOff{64 << 20}
 	c.MaxWSMessage = 1 << 20
 	c.MemoryLimit = sizeOrOff{defaultMemoryLimit}
+	c.MinFreeDisk = diskLimit(diskreserve.DefaultLimit)
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -203,6 +206,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
+	fs.Var(&c.MinFreeDisk, "min-free-disk", "free disk the relay keeps under --data, as a size (1GiB), a percentage of the file system (5%) or off: below twice it sign-ups, new inspectors and Endpoints and inspectors' deliveries are refused, below it every delivery (507), retry and redrive; reads, deletions and retention go on")
 	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
 	fs.Var(&c.AccountAPICost, "account-api-cost", "GraphQL cost points (as --max-query-cost counts them) one account's operations may spend, per node, as N/UNIT,burst=B or off; beyond: RATE_LIMITED with retryAfterSeconds (per account: relay accounts set-quota --api-cost)")
 	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT")
@@ -299,7 +303,22 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		EndpointRetentionSweep: c.endpointRetentionSweep(),
 		CheckpointInterval:     c.CheckpointInterval, CheckpointKey: c.CheckpointKey, SecretsKey: c.SecretsKey,
 		Bus: c.busServers(), Node: c.NodeID, NodeLease: c.NodeLease,
+		MinFreeDisk: diskreserve.Limit(c.MinFreeDisk),
 	}
+}
+
+// diskLimit is --min-free-disk: a size, a percentage or off.
+type diskLimit diskreserve.Limit
+
+func (d *diskLimit) String() string { return diskreserve.Limit(*d).String() }
+func (d *diskLimit) Type() string   { return "size|percent" }
+func (d *diskLimit) Set(s string) error {
+	l, err := diskreserve.ParseLimit(s)
+	if err != nil {
+		return err
+	}
+	*d = diskLimit(l)
+	return nil
 }
 
 // signupFlag is --signup: open, invite or closed, or the boolean it was.

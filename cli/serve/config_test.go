@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/internal/diskreserve"
 )
 
 // TestServeConfig parses serve's flags and environment the way the serve
@@ -130,6 +131,12 @@ func TestServeConfig(t *testing.T) {
 		{name: "quota off", args: []string{"--inspector-quota", "off"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 0 }},
 		{name: "quota from env", env: map[string]string{"RELAY_INSPECTOR_QUOTA": "1MiB"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 1<<20 }},
 		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},
+		{name: "disk reserve default", check: func(c serveConfig) bool { return c.MinFreeDisk == diskLimit{Bytes: 1 << 30} }},
+		{name: "disk reserve as a percentage from env", env: map[string]string{"RELAY_MIN_FREE_DISK": "5%"},
+			check: func(c serveConfig) bool { return c.MinFreeDisk == diskLimit{Percent: 5} }},
+		{name: "disk reserve off", args: []string{"--min-free-disk", "off"}, check: func(c serveConfig) bool { return diskreserve.Limit(c.MinFreeDisk).Off() }},
+		{name: "disk reserve over half the disk", args: []string{"--min-free-disk", "60%"}, wantErr: "at most 50"},
+		{name: "disk reserve not a size", args: []string{"--min-free-disk", "lots"}, wantErr: "--min-free-disk"},
 		{name: "non-positive retention", env: map[string]string{"RELAY_INSPECTOR_RETENTION": "0s"}, wantErr: "--inspector-retention"},
 		{name: "endpoint retention defaults", check: func(c serveConfig) bool {
 			l := c.retentionLimits()
