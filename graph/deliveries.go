@@ -3,6 +3,8 @@ package graph
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -79,6 +81,7 @@ func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
 // neither.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
 	read := r.deliveryReader(ctx)
+	payload := wantsPayload(ctx)
 	changes, stop := r.Views.Watch(address)
 	var replay []string
 	if since != nil {
@@ -94,7 +97,11 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 		defer close(out)
 		defer stop()
 		for _, id := range replay {
-			if !r.sendDelivery(ctx, out, read, id) {
+			replayed := func(ctx context.Context) (*model.Delivery, error) {
+				d, err := read(ctx, id)
+				return toDelivery(d), err
+			}
+			if !r.sendDelivery(ctx, out, id, replayed) {
 				return
 			}
 		}
@@ -106,7 +113,8 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 				if !ok {
 					return
 				}
-				if !r.sendDelivery(ctx, out, read, ch.DeliveryID) {
+				live := func(ctx context.Context) (*model.Delivery, error) { return r.liveRow(ctx, ch, payload) }
+				if !r.sendDelivery(ctx, out, ch.DeliveryID, live) {
 					return
 				}
 			}
@@ -115,19 +123,59 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	return out, nil
 }
 
-// sendDelivery reads a delivery and sends it on out; it returns false when
-// the subscription ended. A delivery that cannot be read is logged and
-// skipped: the next change of it sends it again.
+// liveRowLoadTimeout bounds a row's load that subscriptions share: it runs
+// apart from the subscription that started it, which may end meanwhile.
+const liveRowLoadTimeout = 30 * time.Second
+
+// liveRowKey names a delivery as a change left it: every subscription
+// told of that change gets the same row (read once it was announced, so
+// it holds the change), with or without what only the log holds.
+type liveRowKey struct {
+	id       string
+	position uint64
+	payload  bool
+}
+
+// liveRow is the row a change of a delivery left, read once for every
+// subscription of its address told of it (Resolver.liveRows), not once
+// per subscription: one client's many subscriptions of an address would
+// otherwise turn each request into as many reads of the views' few
+// connections and of the log, and as many copies of its body.
+func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload bool) (*model.Delivery, error) {
+	m, err := r.liveRows.Get(ctx, liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload}, func() (*model.Delivery, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveRowLoadTimeout)
+		defer cancel()
+		read := r.Views.DeliverySummary
+		if payload {
+			read = r.Views.Delivery
+		}
+		d, err := read(lctx, ch.DeliveryID)
+		if err != nil {
+			return nil, fmt.Errorf("read live row: %w", err)
+		}
+		return toDelivery(d), nil
+	})
+	if err != nil || !payload {
+		return m, err
+	}
+	// Each subscription's answer is charged for the payload it sends,
+	// shared or not.
+	return m, chargePayloads(ctx, m.Row)
+}
+
+// sendDelivery loads a delivery's row and sends it on out; it returns
+// false when the subscription ended. A delivery that cannot be read is
+// logged and skipped: the next change of it sends it again.
 //
 // It loads a row only when the socket has room for it and only one row per
 // socket at a time until that row is queued (wsgql.AwaitRoom): rows to a
 // client that stops reading hold one row, not one per subscription.
-func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (readmodel.Delivery, error), id string) bool {
+func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, id string, load func(context.Context) (*model.Delivery, error)) bool {
 	turn, err := wsgql.AwaitRoom(ctx)
 	if err != nil {
 		return false
 	}
-	d, err := read(ctx, id)
+	m, err := load(ctx)
 	if err != nil {
 		turn.Release()
 		if ctx.Err() != nil {
@@ -141,7 +189,7 @@ func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery,
 	// for room would be held otherwise.
 	turn.HandOn()
 	select {
-	case out <- toDelivery(d):
+	case out <- m:
 		return true
 	case <-ctx.Done():
 		return false

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/handshake"
+	"github.com/relayhq/relay/internal/flight"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -117,8 +118,8 @@ type Server struct {
 	refused       refusals
 
 	streams     streamSlots
-	events      eventCache    // encoded smee events the streams share
-	streamsDone chan struct{} // closed by StopStreams
+	events      flight.Cache[string, smeeEncoded] // encoded smee events the streams share
+	streamsDone chan struct{}                     // closed by StopStreams
 	stopStreams sync.Once
 
 	accountLimits *ratelimit.Keyed // buckets at each account's own rate

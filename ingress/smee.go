@@ -262,18 +262,19 @@ func (s *Server) replaySmee(ctx context.Context, sw *streamWriter, address, last
 // The event is shared with the other streams (eventCache). A delivery
 // that cannot be read or encoded is logged and skipped.
 func (s *Server) sendSmee(ctx context.Context, sw *streamWriter, id string, after uint64) (uint64, error) {
-	pos, ev, err := s.events.get(ctx, id, func() (uint64, []byte, error) {
+	e, err := s.events.Get(ctx, id, func() (smeeEncoded, error) {
 		// Not the stream's context: the load is shared, and one stream
 		// that goes away must not fail it for the others.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamWriteTimeout)
 		defer cancel()
 		d, err := s.deps.Feed.Delivery(lctx, id)
 		if err != nil {
-			return 0, nil, fmt.Errorf("read delivery: %w", err)
+			return smeeEncoded{}, fmt.Errorf("read delivery: %w", err)
 		}
 		ev, err := smeeEvent(d, s.maxStreamEvent())
-		return d.Position, ev, err
+		return smeeEncoded{pos: d.Position, ev: ev}, err
 	})
+	pos, ev := e.pos, e.ev
 	switch {
 	case ctx.Err() != nil:
 		return 0, ctx.Err()
@@ -284,6 +285,14 @@ func (s *Server) sendSmee(ctx context.Context, sw *streamWriter, id string, afte
 		return 0, nil
 	}
 	return pos, sw.write(ev)
+}
+
+// smeeEncoded is a delivery's event as the streams share it (Server.events:
+// every stream of an address sends the same delivery at about the same
+// time, so it is read and encoded once, not once per stream).
+type smeeEncoded struct {
+	pos uint64
+	ev  []byte
 }
 
 // maxStreamEvent is the most one event may carry: the stored body and
@@ -436,66 +445,4 @@ func (sw *streamWriter) write(p []byte) error {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil
-}
-
-// smeeEventCacheSize is how many encoded events the streams share: every
-// stream of an address sends the same delivery at about the same time, so
-// the delivery is read and encoded once, not once per stream.
-const smeeEventCacheSize = 8
-
-// eventCache holds the latest encoded events by delivery id. A stream
-// that asks for one being loaded waits for that load instead of starting
-// its own.
-type eventCache struct {
-	mu      sync.Mutex
-	entries map[string]*cachedEvent
-	order   []string // oldest first; at most smeeEventCacheSize
-}
-
-type cachedEvent struct {
-	ready chan struct{} // closed when pos, ev and err are set
-	pos   uint64
-	ev    []byte
-	err   error
-}
-
-// get returns the delivery's position and event, loading it with load
-// unless it is cached or being loaded. A failed load is not kept.
-func (c *eventCache) get(ctx context.Context, id string, load func() (uint64, []byte, error)) (uint64, []byte, error) {
-	c.mu.Lock()
-	e, ok := c.entries[id]
-	if !ok {
-		if c.entries == nil {
-			c.entries = map[string]*cachedEvent{}
-		}
-		e = &cachedEvent{ready: make(chan struct{})}
-		c.entries[id] = e
-		c.order = append(c.order, id)
-		if len(c.order) > smeeEventCacheSize {
-			delete(c.entries, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	c.mu.Unlock()
-	if !ok {
-		e.pos, e.ev, e.err = load()
-		close(e.ready)
-		if e.err != nil {
-			c.forget(id, e)
-		}
-	}
-	select {
-	case <-e.ready:
-		return e.pos, e.ev, e.err
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
-	}
-}
-
-func (c *eventCache) forget(id string, e *cachedEvent) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries[id] == e {
-		delete(c.entries, id)
-	}
 }
