@@ -85,7 +85,17 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	changes, stop := r.Views.Watch(address)
 	var replay []string
 	if since != nil {
+		// The index walk takes the socket's turn, as row loads do: a
+		// client that subscribes a hundred times at once gets its walks
+		// one after another instead of queuing a hundred on the views'
+		// few connections ahead of every other reader.
+		turn, err := wsgql.AwaitRoom(ctx)
+		if err != nil {
+			stop()
+			return nil, err
+		}
 		ids, err := r.Views.ChangedSince(ctx, address, *since)
+		turn.Release()
 		if err != nil {
 			stop()
 			return nil, err

@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/internal/testwait"
 )
 
@@ -35,12 +37,16 @@ func (r *rowCounts) of(id string) int {
 }
 
 // liveSockets opens sockets × perSocket deliveries subscriptions of
-// address selecting fields (which must include id), and counts the rows
-// they receive.
-func liveSockets(t *testing.T, url, address, fields string, sockets, perSocket int) *rowCounts {
+// address selecting fields (which must include id), with since when it
+// is not nil, and counts the rows they receive.
+func liveSockets(t *testing.T, url, address string, since *string, fields string, sockets, perSocket int) *rowCounts {
 	t.Helper()
 	rows := &rowCounts{n: map[string]int{}}
-	query := `subscription($a: ID!) { deliveries(address: $a) { ` + fields + ` } }`
+	query := `subscription($a: ID!, $s: String) { deliveries(address: $a, since: $s) { ` + fields + ` } }`
+	vars := map[string]any{"a": address}
+	if since != nil {
+		vars["s"] = *since
+	}
 	for range sockets {
 		d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
 		c, _, err := d.Dial("ws"+strings.TrimPrefix(url, "http")+"/", nil)
@@ -57,7 +63,7 @@ func liveSockets(t *testing.T, url, address, fields string, sockets, perSocket i
 		}
 		for i := range perSocket {
 			msg := map[string]any{"id": fmt.Sprint(i), "type": "subscribe",
-				"payload": map[string]any{"query": query, "variables": map[string]any{"a": address}}}
+				"payload": map[string]any{"query": query, "variables": vars}}
 			if err := c.WriteJSON(msg); err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +106,7 @@ func TestLiveRowsAreReadOncePerChange(t *testing.T) {
 
 	const sockets, perSocket = 4, 25
 	const subs = sockets * perSocket
-	rows := liveSockets(t, srv.URL, address, "id body headers { name value }", sockets, perSocket)
+	rows := liveSockets(t, srv.URL, address, nil, "id body headers { name value }", sockets, perSocket)
 
 	// The subscriptions register on their own goroutines: deliveries are
 	// sent until one reaches every subscription; only the next is counted.
@@ -133,5 +139,62 @@ func TestLiveRowsAreReadOncePerChange(t *testing.T) {
 	t.Logf("one delivery to %d subscriptions: its request read from the log %d times", subs, n)
 	if n != 1 {
 		t.Errorf("one delivery to %d subscriptions read its request from the log %d times, want once", subs, n)
+	}
+}
+
+// heldReplays is the views with each replay's index walk (ChangedSince)
+// held open a moment, counting how many run at once.
+type heldReplays struct {
+	graph.Views
+	mu            sync.Mutex
+	running, most int
+	calls         int
+}
+
+func (h *heldReplays) ChangedSince(ctx context.Context, address, since string) ([]string, error) {
+	h.mu.Lock()
+	h.running++
+	h.calls++
+	h.most = max(h.most, h.running)
+	h.mu.Unlock()
+	defer func() { h.mu.Lock(); h.running--; h.mu.Unlock() }()
+	// Long enough for the other subscribes to arrive if they may; the
+	// test counts, it does not time.
+	time.Sleep(10 * time.Millisecond)
+	return h.Views.ChangedSince(ctx, address, since)
+}
+
+// TestReplaysOfASocketWalkOneAtATime: a client that sends 100 subscribes
+// with since at once on one socket gets its replays' index walks run one
+// after another, not 100 at once queued on the views' four connections
+// ahead of every other reader's.
+func TestReplaysOfASocketWalkOneAtATime(t *testing.T) {
+	var held *heldReplays
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { held = &heldReplays{Views: r.Views}; r.Views = held })
+	var created struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &created)
+	address := created.CreateInspector.ID
+	for range 3 {
+		e.receive(t, commands.NewDeliveryID(), address, domain.AddressInspector, "", true)
+	}
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+
+	const subs = 100
+	since := ""
+	liveSockets(t, srv.URL, address, &since, "id", 1, subs)
+	testwait.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		held.mu.Lock()
+		defer held.mu.Unlock()
+		if held.calls < subs {
+			return fmt.Errorf("%d of %d replays walked", held.calls, subs)
+		}
+		return nil
+	})
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	t.Logf("%d subscribes with since on one socket: at most %d replay walks at once", subs, held.most)
+	if held.most != 1 {
+		t.Errorf("%d subscribes with since on one socket ran %d replay walks at once, want 1", subs, held.most)
 	}
 }
