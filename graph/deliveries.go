@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"time"
 
@@ -123,6 +124,13 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 				if !ok {
 					return
 				}
+				if ch.Behind {
+					// The views dropped this watch: it fell behind their
+					// changes (projections.History.Watch). Say so, so
+					// the client subscribes again with since.
+					wsgql.EndWith(ctx, r.presentError(ctx, ErrFellBehind))
+					return
+				}
 				live := func(ctx context.Context) (*model.Delivery, error) { return r.liveRow(ctx, ch, payload) }
 				if !r.sendDelivery(ctx, out, ch.DeliveryID, live) {
 					return
@@ -132,6 +140,11 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	}()
 	return out, nil
 }
+
+// ErrFellBehind ends a deliveries subscription whose watch the views
+// dropped: it was too far behind the address's changes, or behind while
+// the relay's live subscriptions held their memory budget.
+var ErrFellBehind = errors.New("this live subscription fell behind the address's changes and was ended; subscribe again with since (the cursor of the newest row you have) to catch up")
 
 // liveRowLoadTimeout bounds a row's load that subscriptions share: it runs
 // apart from the subscription that started it, which may end meanwhile.

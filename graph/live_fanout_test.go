@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -15,12 +16,28 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/internal/testwait"
+	"github.com/relayhq/relay/readmodel"
 )
 
-// rowCounts counts the rows subscriptions received, by delivery id.
+// rowCounts counts the rows subscriptions received, by delivery id, and
+// the errors that ended them, by code.
 type rowCounts struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu   sync.Mutex
+	n    map[string]int
+	errs map[string]int
+}
+
+func (r *rowCounts) addErr(code string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs[code]++
+}
+
+// errors is how many subscriptions ended with an error of code.
+func (r *rowCounts) errors(code string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.errs[code]
 }
 
 func (r *rowCounts) add(id string) {
@@ -41,7 +58,7 @@ func (r *rowCounts) of(id string) int {
 // is not nil, and counts the rows they receive.
 func liveSockets(t *testing.T, url, address string, since *string, fields string, sockets, perSocket int) *rowCounts {
 	t.Helper()
-	rows := &rowCounts{n: map[string]int{}}
+	rows := &rowCounts{n: map[string]int{}, errs: map[string]int{}}
 	query := `subscription($a: ID!, $s: String) { deliveries(address: $a, since: $s) { ` + fields + ` } }`
 	vars := map[string]any{"a": address}
 	if since != nil {
@@ -72,16 +89,33 @@ func liveSockets(t *testing.T, url, address string, since *string, fields string
 			for {
 				var m struct {
 					Type    string
-					Payload struct {
-						Data struct{ Deliveries struct{ ID string } }
-					}
+					Payload json.RawMessage
 				}
 				if c.ReadJSON(&m) != nil {
 					return
 				}
+				// A refusal comes as a next with errors (gqlgen's), an
+				// ended subscription as an error message.
+				type gqlErrors []struct{ Extensions struct{ Code string } }
 				switch m.Type {
 				case "next":
-					rows.add(m.Payload.Data.Deliveries.ID)
+					var p struct {
+						Data   *struct{ Deliveries struct{ ID string } }
+						Errors gqlErrors
+					}
+					_ = json.Unmarshal(m.Payload, &p)
+					for _, e := range p.Errors {
+						rows.addErr(e.Extensions.Code)
+					}
+					if p.Data != nil {
+						rows.add(p.Data.Deliveries.ID)
+					}
+				case "error":
+					var errs gqlErrors
+					_ = json.Unmarshal(m.Payload, &errs)
+					for _, e := range errs {
+						rows.addErr(e.Extensions.Code)
+					}
 				case "ping":
 					_ = c.WriteJSON(map[string]string{"type": "pong"})
 				}
@@ -197,4 +231,39 @@ func TestReplaysOfASocketWalkOneAtATime(t *testing.T) {
 	if held.most != 1 {
 		t.Errorf("%d subscribes with since on one socket ran %d replay walks at once, want 1", subs, held.most)
 	}
+}
+
+// newInspectorID creates an inspector and returns its id.
+func newInspectorID(t *testing.T, e *env) string {
+	t.Helper()
+	var created struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &created)
+	return created.CreateInspector.ID
+}
+
+// behindViews is the views whose every watch is dropped as behind at once.
+type behindViews struct{ graph.Views }
+
+func (behindViews) Watch(string) (<-chan readmodel.Change, func()) {
+	ch := make(chan readmodel.Change, 1)
+	ch <- readmodel.Change{Behind: true}
+	close(ch)
+	return ch, func() {}
+}
+
+// TestFellBehindEndsWithAnError: a subscription whose watch the views
+// dropped for falling behind ends with FELL_BEHIND, not a plain complete,
+// so the client knows to subscribe again with since.
+func TestFellBehindEndsWithAnError(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.Views = behindViews{r.Views} })
+	address := newInspectorID(t, e)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	rows := liveSockets(t, srv.URL, address, nil, "id", 1, 1)
+	testwait.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if rows.errors("FELL_BEHIND") != 1 {
+			return fmt.Errorf("no FELL_BEHIND error yet")
+		}
+		return nil
+	})
 }

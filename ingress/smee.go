@@ -198,7 +198,7 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 				return
 			}
 		case ch, ok := <-changes:
-			if !ok {
+			if !ok || ch.Behind {
 				// The feed dropped this watcher (it fell behind) or the
 				// views closed: end the stream, and the client's
 				// reconnect with Last-Event-ID catches up.
