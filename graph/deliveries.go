@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -81,9 +82,17 @@ func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
 // change lands in the replay, in the live stream or in both, never in
 // neither.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
+	if !r.watching.acquire(address) {
+		return nil, &RateLimitedError{RetryAfter: watchRetryAfter,
+			Reason: fmt.Sprintf("%d live subscriptions of this address are open", MaxWatchersPerAddress)}
+	}
 	read := r.deliveryReader(ctx)
 	payload := wantsPayload(ctx)
-	changes, stop := r.Views.Watch(address)
+	changes, stopWatch := r.Views.Watch(address)
+	stop := func() {
+		stopWatch()
+		r.watching.release(address)
+	}
 	var replay []string
 	if since != nil {
 		// The index walk takes the socket's turn, as row loads do: a
@@ -141,10 +150,46 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	return out, nil
 }
 
+// MaxWatchersPerAddress is how many deliveries subscriptions one address
+// serves at once, over every client, as many as its smee streams
+// (ingress.MaxStreamsPerAddress): one more is refused RATE_LIMITED.
+const MaxWatchersPerAddress = 128
+
+// watchRetryAfter is what a subscription refused for its address's cap is
+// told to wait: the console's longest reconnect step.
+const watchRetryAfter = 15 * time.Second
+
 // ErrFellBehind ends a deliveries subscription whose watch the views
 // dropped: it was too far behind the address's changes, or behind while
 // the relay's live subscriptions held their memory budget.
 var ErrFellBehind = errors.New("this live subscription fell behind the address's changes and was ended; subscribe again with since (the cursor of the newest row you have) to catch up")
+
+// watchSlots counts the deliveries subscriptions of each address.
+type watchSlots struct {
+	mu     sync.Mutex
+	byAddr map[string]int
+}
+
+func (s *watchSlots) acquire(address string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byAddr[address] >= MaxWatchersPerAddress {
+		return false
+	}
+	if s.byAddr == nil {
+		s.byAddr = map[string]int{}
+	}
+	s.byAddr[address]++
+	return true
+}
+
+func (s *watchSlots) release(address string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byAddr[address]--; s.byAddr[address] <= 0 {
+		delete(s.byAddr, address)
+	}
+}
 
 // liveRowLoadTimeout bounds a row's load that subscriptions share: it runs
 // apart from the subscription that started it, which may end meanwhile.

@@ -233,6 +233,47 @@ func TestReplaysOfASocketWalkOneAtATime(t *testing.T) {
 	}
 }
 
+// TestDeliveriesSubscriptionsPerAddress: an address serves at most
+// MaxWatchersPerAddress deliveries subscriptions at once, as many as its
+// smee streams; one more is refused RATE_LIMITED, and another address is
+// still served.
+func TestDeliveriesSubscriptionsPerAddress(t *testing.T) {
+	e := newEnv(t)
+	address, other := newInspectorID(t, e), newInspectorID(t, e)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+
+	const want = graph.MaxWatchersPerAddress
+	const asked = want + 22 // over two sockets: 100 operations each
+	rows := liveSockets(t, srv.URL, address, nil, "id", 2, asked/2)
+	otherRows := liveSockets(t, srv.URL, other, nil, "id", 1, 1)
+
+	// Subscriptions register on their own goroutines: deliveries are sent
+	// until every subscription either got one or was refused.
+	var last string
+	testwait.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if last != "" && rows.of(last)+rows.errors("RATE_LIMITED") >= asked {
+			return nil
+		}
+		last = commands.NewDeliveryID()
+		e.receive(t, last, address, domain.AddressInspector, "", true)
+		return fmt.Errorf("not every subscription got a row or was refused yet")
+	})
+	got, refused := rows.of(last), rows.errors("RATE_LIMITED")
+	t.Logf("%d subscriptions of one address: %d live, %d refused", asked, got, refused)
+	if got != want || refused != asked-want {
+		t.Errorf("%d subscriptions of one address: %d live and %d refused, want %d and %d", asked, got, refused, want, asked-want)
+	}
+	id := commands.NewDeliveryID()
+	e.receive(t, id, other, domain.AddressInspector, "", true)
+	testwait.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if otherRows.of(id) != 1 {
+			return fmt.Errorf("another address's subscription got no row")
+		}
+		return nil
+	})
+}
+
 // newInspectorID creates an inspector and returns its id.
 func newInspectorID(t *testing.T, e *env) string {
 	t.Helper()

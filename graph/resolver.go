@@ -77,6 +77,8 @@ type Resolver struct {
 	compares   compareGate
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
+	// watching counts the deliveries subscriptions of each address.
+	watching watchSlots
 }
 
 func (r *Resolver) now() time.Time {
