@@ -18,6 +18,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/clientkey"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -48,10 +49,21 @@ const (
 	// missed deliveries first, up to these; the rest stay in the history.
 	ReplayMaxEvents = 100
 	ReplayMaxBytes  = 8 << 20
+	// replayWaitComment tells a stream whose replay waits for admission
+	// (DefaultReplayRate) why nothing comes yet; it repeats as its ping.
+	replayWaitComment = ": replay waits: this client reconnected too often\n\n"
 	// streamEventSlack is what an event may take besides the stored body
 	// and headers: field names, query, timestamp, id.
 	streamEventSlack = 16 << 10
 )
+
+// DefaultReplayRate admits replays after Last-Event-ID per client (its IP,
+// or its /64, grouped by network as every per-client rate): each reads up
+// to ReplayMaxEvents deliveries from the log, so a client that reconnects
+// in a loop costs at most 16 replays at once and then one a second, however
+// many streams it holds. A replay not admitted waits, its stream open,
+// until it is: a client that reconnects honestly misses nothing.
+var DefaultReplayRate = ratelimit.Rate{N: 60, Per: time.Minute, Burst: 16}
 
 // Feed is what smee streams read: the live feed of an address's history
 // (projections.History, the same one the deliveries subscription reads).
@@ -178,6 +190,10 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 
 	var last uint64 // position of the newest delivery sent
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if err := s.admitReplay(ctx, sw, client); err != nil {
+			s.log.DebugContext(ctx, "smee stream ended waiting for its replay", "address", route.ID, "error", err)
+			return
+		}
 		var err error
 		if last, err = s.replaySmee(ctx, sw, route.ID, id); err != nil {
 			s.log.DebugContext(ctx, "smee stream ended in replay", "address", route.ID, "error", err)
@@ -230,6 +246,32 @@ func (s *Server) streamAllowed(ctx context.Context, opened Route) bool {
 	}
 	now, err := s.deps.Resolver.Resolve(ctx, opened.ID)
 	return err == nil && !now.Deleted && now.SmeeKeyHash == opened.SmeeKeyHash
+}
+
+// admitReplay waits until client may replay what it missed (ReplayRate),
+// writing a comment to the stream while it waits: the comment says why
+// nothing comes, and keeps proxies from closing the stream as idle. Live
+// deliveries wait in the stream's watch meanwhile, so none is missed.
+func (s *Server) admitReplay(ctx context.Context, sw *streamWriter, client string) error {
+	for {
+		ok, retry := s.replays.Allow(client, time.Now())
+		if ok {
+			return nil
+		}
+		if err := sw.write([]byte(replayWaitComment)); err != nil {
+			return err
+		}
+		t := time.NewTimer(min(retry, StreamPingInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-s.streamsDone:
+			t.Stop()
+			return errors.New("streams stopped")
+		case <-t.C:
+		}
+	}
 }
 
 // replaySmee sends what a reconnecting client missed after the delivery
