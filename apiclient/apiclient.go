@@ -109,11 +109,12 @@ func (e *Error) Error() string {
 
 // Refusal reports whether the relay refused the request as asked (bad
 // token, unknown id, invalid input) rather than failing to carry it out
-// (unavailable, rate limited, a concurrent change, an internal error),
+// (unavailable, rate limited, a concurrent change, an internal error, a
+// live subscription that fell behind and may subscribe again),
 // which a later try may change.
 func (e *Error) Refusal() bool {
 	switch e.Code {
-	case "", "INTERNAL", "UNAVAILABLE", "RATE_LIMITED", "CONFLICT":
+	case "", "INTERNAL", "UNAVAILABLE", "RATE_LIMITED", "CONFLICT", "FELL_BEHIND":
 		return false
 	}
 	return true

@@ -3,6 +3,10 @@ package graph
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -82,11 +86,30 @@ func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
 // change lands in the replay, in the live stream or in both, never in
 // neither.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
+	if !r.watching.acquire(address) {
+		return nil, &RateLimitedError{RetryAfter: watchRetryAfter,
+			Reason: fmt.Sprintf("%d live subscriptions of this address are open", MaxWatchersPerAddress)}
+	}
 	read := r.deliveryReader(ctx)
-	changes, stop := r.Views.Watch(address)
+	payload := wantsPayload(ctx)
+	changes, stopWatch := r.Views.Watch(address)
+	stop := func() {
+		stopWatch()
+		r.watching.release(address)
+	}
 	var replay []string
 	if since != nil {
+		// The index walk takes the socket's turn, as row loads do: a
+		// client that subscribes a hundred times at once gets its walks
+		// one after another instead of queuing a hundred on the views'
+		// few connections ahead of every other reader.
+		turn, err := wsgql.AwaitRoom(ctx)
+		if err != nil {
+			stop()
+			return nil, err
+		}
 		ids, err := r.Views.ChangedSince(ctx, address, *since)
+		turn.Release()
 		if err != nil {
 			stop()
 			return nil, err
@@ -98,7 +121,11 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 		defer close(out)
 		defer stop()
 		for _, id := range replay {
-			if !r.sendDelivery(ctx, out, read, id) {
+			replayed := func(ctx context.Context) (*model.Delivery, error) {
+				d, err := read(ctx, id)
+				return toDelivery(d), err
+			}
+			if !r.sendDelivery(ctx, out, id, replayed) {
 				return
 			}
 		}
@@ -110,7 +137,15 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 				if !ok {
 					return
 				}
-				if !r.sendDelivery(ctx, out, read, ch.DeliveryID) {
+				if ch.Behind {
+					// The views dropped this watch: it fell behind their
+					// changes (projections.History.Watch). Say so, so
+					// the client subscribes again with since.
+					wsgql.EndWith(ctx, r.presentError(ctx, ErrFellBehind))
+					return
+				}
+				live := func(ctx context.Context) (*model.Delivery, error) { return r.liveRow(ctx, ch, payload) }
+				if !r.sendDelivery(ctx, out, ch.DeliveryID, live) {
 					return
 				}
 			}
@@ -119,19 +154,100 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	return out, nil
 }
 
-// sendDelivery reads a delivery and sends it on out; it returns false when
-// the subscription ended. A delivery that cannot be read is logged and
-// skipped: the next change of it sends it again.
+// MaxWatchersPerAddress is how many deliveries subscriptions one address
+// serves at once, over every client, as many as its smee streams
+// (ingress.MaxStreamsPerAddress): one more is refused RATE_LIMITED.
+const MaxWatchersPerAddress = 128
+
+// watchRetryAfter is what a subscription refused for its address's cap is
+// told to wait: the console's longest reconnect step.
+const watchRetryAfter = 15 * time.Second
+
+// ErrFellBehind ends a deliveries subscription whose watch the views
+// dropped: it was too far behind the address's changes, or behind while
+// the relay's live subscriptions held their memory budget.
+var ErrFellBehind = errors.New("this live subscription fell behind the address's changes and was ended; subscribe again with since (the cursor of the newest row you have) to catch up")
+
+// watchSlots counts the deliveries subscriptions of each address.
+type watchSlots struct {
+	mu     sync.Mutex
+	byAddr map[string]int
+}
+
+func (s *watchSlots) acquire(address string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byAddr[address] >= MaxWatchersPerAddress {
+		return false
+	}
+	if s.byAddr == nil {
+		s.byAddr = map[string]int{}
+	}
+	s.byAddr[address]++
+	return true
+}
+
+func (s *watchSlots) release(address string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byAddr[address]--; s.byAddr[address] <= 0 {
+		delete(s.byAddr, address)
+	}
+}
+
+// liveRowLoadTimeout bounds a row's load that subscriptions share: it runs
+// apart from the subscription that started it, which may end meanwhile.
+const liveRowLoadTimeout = 30 * time.Second
+
+// liveRowKey names a delivery as a change left it: every subscription
+// told of that change gets the same row (read once it was announced, so
+// it holds the change), with or without what only the log holds.
+type liveRowKey struct {
+	id       string
+	position uint64
+	payload  bool
+}
+
+// liveRow is the row a change of a delivery left, read once for every
+// subscription of its address told of it (Resolver.liveRows), not once
+// per subscription: one client's many subscriptions of an address would
+// otherwise turn each request into as many reads of the views' few
+// connections and of the log, and as many copies of its body.
+func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload bool) (*model.Delivery, error) {
+	m, err := r.liveRows.Get(ctx, liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload}, func() (*model.Delivery, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveRowLoadTimeout)
+		defer cancel()
+		read := r.Views.DeliverySummary
+		if payload {
+			read = r.Views.Delivery
+		}
+		d, err := read(lctx, ch.DeliveryID)
+		if err != nil {
+			return nil, fmt.Errorf("read live row: %w", err)
+		}
+		return toDelivery(d), nil
+	})
+	if err != nil || !payload {
+		return m, err
+	}
+	// Each subscription's answer is charged for the payload it sends,
+	// shared or not.
+	return m, chargePayloads(ctx, m.Row)
+}
+
+// sendDelivery loads a delivery's row and sends it on out; it returns
+// false when the subscription ended. A delivery that cannot be read is
+// logged and skipped: the next change of it sends it again.
 //
 // It loads a row only when the socket has room for it and only one row per
 // socket at a time until that row is queued (wsgql.AwaitRoom): rows to a
 // client that stops reading hold one row, not one per subscription.
-func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, read func(context.Context, string) (readmodel.Delivery, error), id string) bool {
+func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery, id string, load func(context.Context) (*model.Delivery, error)) bool {
 	turn, err := wsgql.AwaitRoom(ctx)
 	if err != nil {
 		return false
 	}
-	d, err := read(ctx, id)
+	m, err := load(ctx)
 	if err != nil {
 		turn.Release()
 		if ctx.Err() != nil {
@@ -145,7 +261,7 @@ func (r *Resolver) sendDelivery(ctx context.Context, out chan<- *model.Delivery,
 	// for room would be held otherwise.
 	turn.HandOn()
 	select {
-	case out <- toDelivery(d):
+	case out <- m:
 		return true
 	case <-ctx.Done():
 		return false

@@ -49,6 +49,9 @@ var codes = []struct {
 	{domain.ErrUnavailable, "UNAVAILABLE"},
 	// The API's own limits (limits.go).
 	{ErrQueryTooComplex, codeQueryTooComplex},
+	// A live subscription the relay dropped (deliveries.go): subscribing
+	// again with since catches up.
+	{ErrFellBehind, "FELL_BEHIND"},
 	{ErrRequestTooLarge, "REQUEST_TOO_LARGE"},
 	{answersize.ErrTooLarge, "ANSWER_TOO_LARGE"},
 	// Answers in progress hold the process's answer budget: like the
@@ -95,6 +98,12 @@ func Code(err error) string {
 		}
 	}
 	return ""
+}
+
+// presentError is err as the API presents it, for an error sent outside
+// gqlgen's own path (wsgql.EndWith).
+func (r *Resolver) presentError(ctx context.Context, err error) *gqlerror.Error {
+	return errorPresenter(r.Logger)(ctx, err)
 }
 
 // errorPresenter translates errors once, at the edge: refusals get their

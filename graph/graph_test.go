@@ -39,6 +39,9 @@ type env struct {
 	views *projections.Runner
 	log   *countingLog // what the API read from the log
 	reads *streamReads // the streams the commands read
+	// viewsReads is the streams the views read from the log (a row's
+	// headers and bodies).
+	viewsReads *streamReads
 }
 
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvClock(t, nil) }
@@ -70,7 +73,8 @@ func newEnvHub(t *testing.T, now func() time.Time, tune func(*graph.Resolver), c
 		t.Fatal(err)
 	}
 	codec := domain.NewCodec()
-	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), store, projections.Options{Codec: codec})
+	viewsReads := &streamReads{EventStore: store}
+	views, err := projections.Open(ctx, filepath.Join(dir, "views.db"), viewsReads, projections.Options{Codec: codec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +108,7 @@ func newEnvHub(t *testing.T, now func() time.Time, tune func(*graph.Resolver), c
 		_ = views.Close()
 		_ = store.Close()
 	})
-	return &env{c: client.New(h), h: h, store: store, views: views, log: counted, reads: reads}
+	return &env{c: client.New(h), h: h, store: store, views: views, log: counted, reads: reads, viewsReads: viewsReads}
 }
 
 func code(err error) string {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/internal/flight"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
 )
@@ -73,6 +75,10 @@ type Resolver struct {
 	searches   searchGate
 	sessions   sessionGate
 	compares   compareGate
+	// liveRows are the rows the deliveries subscriptions share (liveRow).
+	liveRows flight.Cache[liveRowKey, *model.Delivery]
+	// watching counts the deliveries subscriptions of each address.
+	watching watchSlots
 }
 
 func (r *Resolver) now() time.Time {

@@ -15,6 +15,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/handshake"
 	"github.com/relayhq/relay/internal/diskreserve"
+	"github.com/relayhq/relay/internal/flight"
 	"github.com/relayhq/relay/ratelimit"
 )
 
@@ -73,6 +74,9 @@ type Config struct {
 	// MaxStreams bounds the smee streams open on the whole relay (see
 	// smee.go for the other bounds); default DefaultMaxStreams.
 	MaxStreams int
+	// ReplayRate admits the replays of smee streams that reconnect with
+	// Last-Event-ID, per client (smee.go); zero: DefaultReplayRate.
+	ReplayRate ratelimit.Rate
 	// MaxQueueBacklog bounds the deliveries a QUEUE Endpoint holds not yet
 	// delivered nor dead (queue.go); beyond, 503 with Retry-After. Default
 	// DefaultMaxQueueBacklog.
@@ -121,9 +125,10 @@ type Server struct {
 	refused       refusals
 
 	streams     streamSlots
-	events      eventCache    // encoded smee events the streams share
-	streamsDone chan struct{} // closed by StopStreams
+	events      flight.Cache[string, smeeEncoded] // encoded smee events the streams share
+	streamsDone chan struct{}                     // closed by StopStreams
 	stopStreams sync.Once
+	replays     *ratelimit.Keyed // per client: replays after Last-Event-ID
 
 	accountLimits *ratelimit.Keyed // buckets at each account's own rate
 	quotaRefused  quotaRefusals
@@ -165,6 +170,9 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
+	if cfg.ReplayRate.Off() {
+		cfg.ReplayRate = DefaultReplayRate
+	}
 	if deps.Bodies == nil {
 		deps.Bodies = newBodyBudget(cfg.ProxyBodyBudget, cfg.MaxBody)
 	}
@@ -174,6 +182,7 @@ func New(cfg Config, deps Deps) *Server {
 		s.consoleName = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	}
 	s.streams.max = cfg.MaxStreams
+	s.replays = ratelimit.NewKeyed(cfg.ReplayRate, maxLimitedAddresses)
 	s.streamsDone = make(chan struct{})
 
 	e := echo.New()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/clientkey"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -48,10 +49,21 @@ const (
 	// missed deliveries first, up to these; the rest stay in the history.
 	ReplayMaxEvents = 100
 	ReplayMaxBytes  = 8 << 20
+	// replayWaitComment tells a stream whose replay waits for admission
+	// (DefaultReplayRate) why nothing comes yet; it repeats as its ping.
+	replayWaitComment = ": replay waits: this client reconnected too often\n\n"
 	// streamEventSlack is what an event may take besides the stored body
 	// and headers: field names, query, timestamp, id.
 	streamEventSlack = 16 << 10
 )
+
+// DefaultReplayRate admits replays after Last-Event-ID per client (its IP,
+// or its /64, grouped by network as every per-client rate): each reads up
+// to ReplayMaxEvents deliveries from the log, so a client that reconnects
+// in a loop costs at most 16 replays at once and then one a second, however
+// many streams it holds. A replay not admitted waits, its stream open,
+// until it is: a client that reconnects honestly misses nothing.
+var DefaultReplayRate = ratelimit.Rate{N: 60, Per: time.Minute, Burst: 16}
 
 // Feed is what smee streams read: the live feed of an address's history
 // (projections.History, the same one the deliveries subscription reads).
@@ -178,6 +190,10 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 
 	var last uint64 // position of the newest delivery sent
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if err := s.admitReplay(ctx, sw, client); err != nil {
+			s.log.DebugContext(ctx, "smee stream ended waiting for its replay", "address", route.ID, "error", err)
+			return
+		}
 		var err error
 		if last, err = s.replaySmee(ctx, sw, route.ID, id); err != nil {
 			s.log.DebugContext(ctx, "smee stream ended in replay", "address", route.ID, "error", err)
@@ -198,7 +214,7 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 				return
 			}
 		case ch, ok := <-changes:
-			if !ok {
+			if !ok || ch.Behind {
 				// The feed dropped this watcher (it fell behind) or the
 				// views closed: end the stream, and the client's
 				// reconnect with Last-Event-ID catches up.
@@ -232,6 +248,32 @@ func (s *Server) streamAllowed(ctx context.Context, opened Route) bool {
 	return err == nil && !now.Deleted && now.SmeeKeyHash == opened.SmeeKeyHash
 }
 
+// admitReplay waits until client may replay what it missed (ReplayRate),
+// writing a comment to the stream while it waits: the comment says why
+// nothing comes, and keeps proxies from closing the stream as idle. Live
+// deliveries wait in the stream's watch meanwhile, so none is missed.
+func (s *Server) admitReplay(ctx context.Context, sw *streamWriter, client string) error {
+	for {
+		ok, retry := s.replays.Allow(client, time.Now())
+		if ok {
+			return nil
+		}
+		if err := sw.write([]byte(replayWaitComment)); err != nil {
+			return err
+		}
+		t := time.NewTimer(min(retry, StreamPingInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-s.streamsDone:
+			t.Stop()
+			return errors.New("streams stopped")
+		case <-t.C:
+		}
+	}
+}
+
 // replaySmee sends what a reconnecting client missed after the delivery
 // whose cursor is lastID, within ReplayMaxEvents and ReplayMaxBytes. An id
 // that is not a cursor replays nothing. It returns the newest position sent.
@@ -262,18 +304,19 @@ func (s *Server) replaySmee(ctx context.Context, sw *streamWriter, address, last
 // The event is shared with the other streams (eventCache). A delivery
 // that cannot be read or encoded is logged and skipped.
 func (s *Server) sendSmee(ctx context.Context, sw *streamWriter, id string, after uint64) (uint64, error) {
-	pos, ev, err := s.events.get(ctx, id, func() (uint64, []byte, error) {
+	e, err := s.events.Get(ctx, id, func() (smeeEncoded, error) {
 		// Not the stream's context: the load is shared, and one stream
 		// that goes away must not fail it for the others.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamWriteTimeout)
 		defer cancel()
 		d, err := s.deps.Feed.Delivery(lctx, id)
 		if err != nil {
-			return 0, nil, fmt.Errorf("read delivery: %w", err)
+			return smeeEncoded{}, fmt.Errorf("read delivery: %w", err)
 		}
 		ev, err := smeeEvent(d, s.maxStreamEvent())
-		return d.Position, ev, err
+		return smeeEncoded{pos: d.Position, ev: ev}, err
 	})
+	pos, ev := e.pos, e.ev
 	switch {
 	case ctx.Err() != nil:
 		return 0, ctx.Err()
@@ -284,6 +327,14 @@ func (s *Server) sendSmee(ctx context.Context, sw *streamWriter, id string, afte
 		return 0, nil
 	}
 	return pos, sw.write(ev)
+}
+
+// smeeEncoded is a delivery's event as the streams share it (Server.events:
+// every stream of an address sends the same delivery at about the same
+// time, so it is read and encoded once, not once per stream).
+type smeeEncoded struct {
+	pos uint64
+	ev  []byte
 }
 
 // maxStreamEvent is the most one event may carry: the stored body and
@@ -436,66 +487,4 @@ func (sw *streamWriter) write(p []byte) error {
 		return fmt.Errorf("flush event: %w", err)
 	}
 	return nil
-}
-
-// smeeEventCacheSize is how many encoded events the streams share: every
-// stream of an address sends the same delivery at about the same time, so
-// the delivery is read and encoded once, not once per stream.
-const smeeEventCacheSize = 8
-
-// eventCache holds the latest encoded events by delivery id. A stream
-// that asks for one being loaded waits for that load instead of starting
-// its own.
-type eventCache struct {
-	mu      sync.Mutex
-	entries map[string]*cachedEvent
-	order   []string // oldest first; at most smeeEventCacheSize
-}
-
-type cachedEvent struct {
-	ready chan struct{} // closed when pos, ev and err are set
-	pos   uint64
-	ev    []byte
-	err   error
-}
-
-// get returns the delivery's position and event, loading it with load
-// unless it is cached or being loaded. A failed load is not kept.
-func (c *eventCache) get(ctx context.Context, id string, load func() (uint64, []byte, error)) (uint64, []byte, error) {
-	c.mu.Lock()
-	e, ok := c.entries[id]
-	if !ok {
-		if c.entries == nil {
-			c.entries = map[string]*cachedEvent{}
-		}
-		e = &cachedEvent{ready: make(chan struct{})}
-		c.entries[id] = e
-		c.order = append(c.order, id)
-		if len(c.order) > smeeEventCacheSize {
-			delete(c.entries, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	c.mu.Unlock()
-	if !ok {
-		e.pos, e.ev, e.err = load()
-		close(e.ready)
-		if e.err != nil {
-			c.forget(id, e)
-		}
-	}
-	select {
-	case <-e.ready:
-		return e.pos, e.ev, e.err
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
-	}
-}
-
-func (c *eventCache) forget(id string, e *cachedEvent) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries[id] == e {
-		delete(c.entries, id)
-	}
 }

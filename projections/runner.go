@@ -27,16 +27,26 @@ var ErrClosed = errors.New("projections closed")
 // rebuildBatch is how many events Rebuild reads and applies per transaction.
 const rebuildBatch = 1000
 
-// defaultWatchBacklog bounds a watcher's queue, see Watch.
-const defaultWatchBacklog = 10000
+// defaultWatchBacklog bounds a watcher's queue, see Watch: twice the most
+// changes of one address a batch (rebuildBatch events) can give.
+const defaultWatchBacklog = 2 * rebuildBatch
+
+// DefaultWatchBudget bounds the change notes all watchers hold queued, see
+// Watch: 262 144 notes of about 32 bytes (8 MiB, at most twice that with
+// the queues' spare capacity).
+const DefaultWatchBudget = 1 << 18
 
 // Options configures Open.
 type Options struct {
 	Logger *slog.Logger  // nil discards logs
 	Codec  *domain.Codec // nil uses domain.NewCodec()
 	// WatchBacklog is how many undelivered changes a watcher may have queued
-	// before it is dropped (its channel closed); 0 means 10000.
+	// before it is dropped (its channel closed); 0 means 2000.
 	WatchBacklog int
+	// WatchBudget is how many undelivered changes all watchers together
+	// may have queued; past it, a watcher that is behind is dropped (see
+	// Watch). 0 means DefaultWatchBudget.
+	WatchBudget int
 	// Linger is how long Run waits after applying a batch before it takes
 	// the next one; 0 means DefaultLinger, a negative value no wait. See
 	// DefaultLinger.
@@ -200,6 +210,9 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	if opts.WatchBacklog <= 0 {
 		opts.WatchBacklog = defaultWatchBacklog
 	}
+	if opts.WatchBudget <= 0 {
+		opts.WatchBudget = DefaultWatchBudget
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open projections %s: %w", path, err)
@@ -234,7 +247,7 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	}
 	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog,
 		searchBytes: opts.SearchLogBytes, searchPace: pace}
-	v.History.hub.init()
+	v.History.hub.init(opts.WatchBudget)
 	quotas := &quotaCache{}
 	v.Addresses = &Addresses{rs: &v.rs, quotas: quotas, unapplied: &v.unapplied}
 	v.Accounts = &Accounts{rs: &v.rs, quotas: quotas, unapplied: &v.unapplied}

@@ -80,12 +80,16 @@ func TestWatchDropsAWatcherThatFallsBehind(t *testing.T) {
 	for i := range 10 {
 		e.do(e.receive(e.ctx, fmt.Sprintf("d-%d", i), "insp-a", domain.AddressInspector, "", request("/", ""), t0))
 	}
-	received := 0
+	received, behind := 0, 0
 	timeout := time.After(waitTimeout)
 	for open := true; open; {
+		var c readmodel.Change
 		select {
-		case _, open = <-changes:
-			if open {
+		case c, open = <-changes:
+			switch {
+			case open && c.Behind:
+				behind++
+			case open:
 				received++
 			}
 		case <-timeout:
@@ -94,6 +98,9 @@ func TestWatchDropsAWatcherThatFallsBehind(t *testing.T) {
 	}
 	if received > 3 {
 		t.Errorf("received %d changes from a dropped watcher, want at most the backlog", received)
+	}
+	if behind != 1 {
+		t.Errorf("a dropped watcher's channel said it fell behind %d times, want once before closing", behind)
 	}
 	if n := e.views.hub.count(); n != 0 {
 		t.Errorf("%d watchers registered, want 0", n)

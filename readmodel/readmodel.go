@@ -320,10 +320,15 @@ type NodeSessions struct {
 
 // Change tells a watcher that a delivery of its address was created (New) or
 // updated by a committed batch; Position is the latest event that touched it.
+//
+// Behind, with no delivery, is the last note of a watcher that fell too far
+// behind and was dropped (see projections.History.Watch): what changed
+// since must be read again, and watched anew.
 type Change struct {
 	DeliveryID string
 	Position   uint64
 	New        bool
+	Behind     bool
 }
 
 // Health is what the views' runner reports about itself.

@@ -615,7 +615,7 @@ func TestSmeeStreamsBounded(t *testing.T) {
 	t.Logf("relay peak RSS: %d KiB with 101 streams open, %d KiB after %d deliveries to 100 readers, %d KiB after %d more to a stalled client",
 		base, mid, deliveries, peak, more)
 	// The streams share one encoded event per delivery (ingress'
-	// eventCache) and each holds at most one: 100 streams holding their
+	// events, a flight.Cache) and each holds at most one: 100 streams holding their
 	// own copies of what they were sent would take 250 MiB.
 	if grew := mid - base; grew > 64<<10 {
 		t.Errorf("peak RSS grew by %d KiB while 100 streams read, want under 64 MiB", grew)

@@ -273,9 +273,31 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 			return
 		}
 	}
-	if !c.isStopped(op) {
+	c.mu.Lock()
+	stopped, endErr := op.stopped, op.endErr
+	c.mu.Unlock()
+	switch {
+	case stopped:
+	case endErr != nil:
+		c.sendErrors(ctx, id, gqlerror.List{endErr})
+	default:
 		_ = c.send(ctx, message{ID: id, Type: gqlws.Complete})
 	}
+}
+
+// EndWith makes the subscription running under ctx end with err (an
+// error message for its id) instead of complete once its resolver closes
+// its channel: the way to tell a client why the relay ended its stream.
+// Outside this transport it does nothing.
+func EndWith(ctx context.Context, err *gqlerror.Error) {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	op, isOp := ctx.Value(opKey{}).(*operation)
+	if !ok || !isOp {
+		return
+	}
+	c.mu.Lock()
+	op.endErr = err
+	c.mu.Unlock()
 }
 
 // encodeResult encodes a result without HTML escaping: JSON does not

@@ -14,6 +14,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/internal/clientkey"
@@ -232,6 +233,9 @@ type operation struct {
 	// turn: the operation holds the socket's AwaitRoom turn for an item it
 	// handed on; it passes once that item's message is queued.
 	turn bool
+	// endErr, set by EndWith, is sent as the operation's error instead of
+	// complete when its results end.
+	endErr *gqlerror.Error
 }
 
 var errClosed = errors.New("websocket closed")
