@@ -36,6 +36,13 @@ type ForwardCommand struct {
 	// applies the rule to its own sessions.
 	Agent string `json:"agent,omitempty"`
 	Copy  bool   `json:"copy,omitempty"`
+	// Sent is the relay's digests of the request (DigestRequest), taken
+	// once when a delivery's copies are given: a copy lets go of its
+	// headers and body before its outcome is recorded and keeps these
+	// instead (one value shared by the delivery's copies). nil: digest the
+	// request when the outcome is recorded. Never sent between nodes: the
+	// copy's outcome is recorded by the node that gave it.
+	Sent *FidelityDigests `json:"-"`
 }
 
 // FirstAttempt reports whether c is the attempt a delivery's receipt

@@ -13,7 +13,9 @@ import (
 // in one append: the copy's ForwardRequested and its ForwardResponded or
 // ForwardFailed, both marked as a copy. Nothing waits on a copy, so it is
 // recorded after the primary's outcome, never in its way. Its answer
-// keeps its body only while the account may store more (withinQuota).
+// keeps its body only while the account may store more (withinQuota),
+// and its fidelity receipt as the primary's does, beside the digests the
+// copy kept of its request (cmd.Sent).
 //
 // A delivery holds its copies and their answers, as many as its listeners
 // times its attempts: the copy reads the request and the events appended
@@ -25,7 +27,7 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var answer domain.ForwardResponded
 	if !out.Failed() {
-		answer = responded(cmd, out, nil)
+		answer = responded(cmd, out, fidelityOf(cmd, out))
 		answer.AgentID, answer.Copy = agentID, true
 		answer = r.withinQuota(ctx, cmd, answer)
 	}

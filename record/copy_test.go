@@ -67,3 +67,43 @@ func TestCopyReadsOnlyWhatFollows(t *testing.T) {
 		t.Fatalf("%d copies recorded, want 100", copies)
 	}
 }
+
+// A copy records its agent's receipt beside the digests it kept of its
+// request (cmd.Sent); one that kept none records no fidelity rather than
+// digests of the request it let go of, which would name every part as
+// changed.
+func TestCopyRecordsTheDigestsItKept(t *testing.T) {
+	rec, store := newRecorder(t)
+	ctx := t.Context()
+	first, queued := receiveForTest(t, rec, "d1")
+	if err := queued.Wait(); err != nil {
+		t.Fatalf("record receipt: %v", err)
+	}
+	sent := domain.DigestRequest(first.Method, first.Target, first.Headers, first.Body)
+	receipt := sent
+	for _, tc := range []struct {
+		attempt string
+		sent    *domain.FidelityDigests
+	}{
+		{"kept", &sent},
+		{"none", nil},
+	} {
+		cp := copyOf(first, tc.attempt, "agent-2")
+		cp.Headers, cp.Body, cp.Sent = nil, nil, tc.sent // as the tunnel keeps it
+		if _, err := rec.RecordCopy(ctx, cp, "agent-2", domain.ForwardOutcome{AttemptID: cp.AttemptID, Status: 200, DurationMs: 1, Receipt: &receipt}); err != nil {
+			t.Fatalf("copy %s: %v", tc.attempt, err)
+		}
+	}
+	got := map[string]*domain.Fidelity{}
+	for _, e := range streamOf(t, store, "d1") {
+		if fr, ok := e.(domain.ForwardResponded); ok && fr.Copy {
+			got[fr.AttemptID] = fr.Fidelity
+		}
+	}
+	if f := got["kept"]; f == nil || *f != (domain.Fidelity{Agent: receipt, Relay: sent}) || len(f.Differences()) != 0 {
+		t.Errorf("copy that kept its digests recorded fidelity %+v, want its receipt beside them", f)
+	}
+	if f, ok := got["none"]; !ok || f != nil {
+		t.Errorf("copy that kept no digests recorded fidelity %+v (recorded: %v), want none", f, ok)
+	}
+}

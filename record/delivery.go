@@ -151,14 +151,7 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 	stream := domain.DeliveryStream(cmd.DeliveryID)
 	var ids []string // kept across tries so a repeated append stays idempotent
 	var position uint64
-	var fidelity *domain.Fidelity
-	if out.Receipt != nil && !out.Failed() {
-		// Beside the agent's receipt, the digests of what the relay sent
-		// it: the recorded request in full (or as a retry edited it), not
-		// only the part the log stores.
-		fidelity = &domain.Fidelity{Agent: *out.Receipt,
-			Relay: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)}
-	}
+	fidelity := fidelityOf(cmd, out)
 	h := r.takeHeld(cmd.AttemptID)
 	if h != nil {
 		// The receipt waits for this answer (ReceiptHold): recorded in it,
@@ -230,6 +223,25 @@ func (r *Recorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand,
 // outcome the store did not take from an attempt that got no answer.
 func notRecorded(attemptID string, err error) error {
 	return fmt.Errorf("record attempt %s: %w: %w", attemptID, domain.ErrOutcomeNotRecorded, err)
+}
+
+// fidelityOf is the fidelity receipt the attempt cmd records of out: the
+// agent's receipt beside the relay's digests of what it sent it, the
+// request in full (or as a retry edited it), not only the part the log
+// stores; those taken when it was sent (cmd.Sent) when there are. nil when
+// the agent reported none, or for a copy that kept none: its headers and
+// body are let go of, and digests of what is left would tell of a request
+// that was never sent.
+func fidelityOf(cmd domain.ForwardCommand, out domain.ForwardOutcome) *domain.Fidelity {
+	switch {
+	case out.Receipt == nil || out.Failed():
+		return nil
+	case cmd.Sent != nil:
+		return &domain.Fidelity{Agent: *out.Receipt, Relay: *cmd.Sent}
+	case cmd.Copy:
+		return nil
+	}
+	return &domain.Fidelity{Agent: *out.Receipt, Relay: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)}
 }
 
 // responded is the ForwardResponded that records out, the local answer to

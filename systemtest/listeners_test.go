@@ -48,16 +48,17 @@ func endpointListeners(t *testing.T, r *harness.Relay, token, id string) []apiLi
 type apiRoles struct {
 	ResponseStatus *int
 	Attempts       []struct {
-		Status  *int
-		Role    string
-		AgentID *string
+		Status   *int
+		Role     string
+		AgentID  *string
+		Fidelity struct{ Status string }
 	}
 }
 
 func deliveryRoles(t *testing.T, r *harness.Relay, token, id string) apiRoles {
 	t.Helper()
 	var out struct{ Delivery apiRoles }
-	r.MustGraphQL(t, token, `query($id: ID!){ delivery(id: $id){ responseStatus attempts{ status role agentId } } }`, map[string]any{"id": id}, &out)
+	r.MustGraphQL(t, token, `query($id: ID!){ delivery(id: $id){ responseStatus attempts{ status role agentId fidelity{ status } } } }`, map[string]any{"id": id}, &out)
 	return out.Delivery
 }
 
@@ -106,8 +107,14 @@ func TestTwoListenersPrimaryAndCopy(t *testing.T) {
 		*d.Attempts[0].AgentID == *d.Attempts[1].AgentID {
 		t.Errorf("delivery %+v: want responseStatus 200, a PRIMARY 200 and a COPY 500 of another agent", d)
 	}
-	if out, code := h.run(t, "", "deliveries", "show", id); code != 0 || !strings.Contains(out, "(copy for listener ") {
-		t.Errorf("deliveries show: exit %d\n%s", code, out)
+	// Both listeners' agents report what they handed their local process,
+	// and the copy's receipt is recorded beside the relay's digests as the
+	// primary's is.
+	if d.Attempts[0].Fidelity.Status != "IDENTICAL" || d.Attempts[1].Fidelity.Status != "IDENTICAL" {
+		t.Errorf("fidelity of the primary %q and of the copy %q, want IDENTICAL both", d.Attempts[0].Fidelity.Status, d.Attempts[1].Fidelity.Status)
+	}
+	if out, code := h.run(t, "", "deliveries", "show", id); code != 0 || !regexp.MustCompile(`\(copy for listener \S+\)  fidelity identical`).MatchString(out) {
+		t.Errorf("deliveries show: exit %d, want the copy's fidelity identical\n%s", code, out)
 	}
 
 	ls := endpointListeners(t, r, acct.Token, ep.ID)

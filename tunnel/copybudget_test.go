@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/testwait"
+	"github.com/relayhq/relay/record"
 )
 
 // TestCopiesHoldAtMostTheirBudget: copies to listeners that do not read
@@ -125,5 +128,71 @@ func TestWrittenCopiesHoldNothingOfTheirRequest(t *testing.T) {
 	t.Logf("%d copies of 1 MiB written and unanswered hold %d MiB", deliveries, held>>20)
 	if held > deliveries<<20/4 {
 		t.Errorf("copies written and unanswered hold %d MiB, want nothing of their requests", held>>20)
+	}
+}
+
+// spyRecorder keeps the commands whose outcomes and copies it records.
+type spyRecorder struct {
+	Recorder
+	mu       sync.Mutex
+	outcomes []domain.ForwardCommand
+	copies   []domain.ForwardCommand
+}
+
+func (r *spyRecorder) RecordOutcome(ctx context.Context, cmd domain.ForwardCommand, out domain.ForwardOutcome) (uint64, error) {
+	r.mu.Lock()
+	r.outcomes = append(r.outcomes, cmd)
+	r.mu.Unlock()
+	return r.Recorder.RecordOutcome(ctx, cmd, out)
+}
+
+func (r *spyRecorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error) {
+	r.mu.Lock()
+	r.copies = append(r.copies, cmd)
+	r.mu.Unlock()
+	return r.Recorder.RecordCopy(ctx, cmd, agentID, out)
+}
+
+// A copy waits to be recorded with the digests of its request and nothing
+// else of it: no headers, no body, and one digests value for all copies of
+// a delivery, which the primary's outcome is recorded with too (digested
+// once). So what a copy keeps for its fidelity is a pointer, whatever the
+// request's size.
+func TestCopiesKeepOnlyTheDigestsOfTheirRequest(t *testing.T) {
+	e := newEnv(t)
+	spy := &spyRecorder{Recorder: record.New(record.Config{Store: e.store, Codec: e.codec})}
+	e.hub = NewHub(HubConfig{Recorder: spy})
+	t.Cleanup(e.hub.Close)
+	const copies = 3
+	e.agent(t, SessionInfo{AgentID: "primary", EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	for i := range copies {
+		e.agent(t, SessionInfo{AgentID: fmt.Sprintf("copy-%d", i), EndpointID: "ep", AccountID: "acc"}, okAnswer)
+	}
+	cmd := e.receive(t, "ep", "acc")
+	cmd.Body = bytes.Repeat([]byte("x"), 1<<20)
+	if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.AgentID != "primary" {
+		t.Fatalf("forward: %+v, %v", out, err)
+	}
+	var outcomes, recorded []domain.ForwardCommand
+	testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		spy.mu.Lock()
+		defer spy.mu.Unlock()
+		if len(spy.copies) < copies {
+			return fmt.Errorf("%d copies recorded, want %d", len(spy.copies), copies)
+		}
+		outcomes, recorded = slices.Clone(spy.outcomes), slices.Clone(spy.copies)
+		return nil
+	})
+	sent := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)
+	if len(outcomes) != 1 || outcomes[0].Sent == nil || *outcomes[0].Sent != sent {
+		t.Fatalf("primary recorded with %+v, want the request's digests", outcomes)
+	}
+	for _, cp := range recorded {
+		if cp.Headers != nil || cp.Body != nil {
+			t.Errorf("copy %s recorded holding %d headers and %d bytes of body, want none", cp.AttemptID, len(cp.Headers), len(cp.Body))
+		}
+		if cp.Sent != outcomes[0].Sent {
+			t.Errorf("copy %s keeps digests %p, want the delivery's one value %p", cp.AttemptID, cp.Sent, outcomes[0].Sent)
+		}
 	}
 }

@@ -291,7 +291,7 @@ func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.Forw
 	}
 	recorded := make(chan struct{})
 	defer close(recorded)
-	out, elsewhere, err := h.forward(ctx, cmd, recorded)
+	out, elsewhere, err := h.forward(ctx, &cmd, recorded)
 	if err != nil {
 		return domain.ForwardOutcome{}, err
 	}
@@ -309,7 +309,9 @@ func (h *Hub) serve(ctx context.Context, cmd domain.ForwardCommand) (domain.Forw
 // matching session, and waits for the primary's outcome. recorded closes
 // once that outcome is recorded. elsewhere reports an outcome already
 // recorded: another node's session answered it (or this node settled it).
-func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <-chan struct{}) (out domain.ForwardOutcome, elsewhere bool, err error) {
+// With copies, cmd.Sent is set to the digests of the request they keep,
+// which the primary's outcome is recorded with too.
+func (h *Hub) forward(ctx context.Context, cmd *domain.ForwardCommand, recorded <-chan struct{}) (out domain.ForwardOutcome, elsewhere bool, err error) {
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = DefaultForwardTimeout
@@ -319,7 +321,7 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	if cmd.Agent == "" {
 		remote = h.roster(cmd.EndpointID)
 	}
-	pl, err := h.dispatch(cmd, remote)
+	pl, err := h.dispatch(*cmd, remote)
 	if err != nil {
 		return domain.ForwardOutcome{}, false, fmt.Errorf("forward %s: %w", cmd.AttemptID, err)
 	}
@@ -334,8 +336,8 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	if pl.remote != nil {
 		// The primary is another node's: it records the outcome before it
 		// replies. The copies go first: they wait for nothing.
-		h.copies(ctx, pl.copies, cmd, timeout, recorded)
-		named := cmd
+		h.copies(ctx, pl.copies, *cmd, timeout, recorded)
+		named := *cmd
 		named.Agent = pl.remote.AgentID
 		out, err := h.forwardRemote(ctx, pl.remote.Node, named)
 		return out, true, err
@@ -347,8 +349,8 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	expired := time.NewTimer(timeout)
 	defer expired.Stop()
 	// A send that fails otherwise leaves the outcome to detach or below.
-	timedOut := s.send(ctx, expired.C, cmd)
-	h.copies(ctx, pl.copies, cmd, timeout, recorded)
+	timedOut := s.send(ctx, expired.C, *cmd)
+	cmd.Sent = h.copies(ctx, pl.copies, *cmd, timeout, recorded)
 	if !timedOut {
 		select {
 		case out = <-p.result:
@@ -370,8 +372,20 @@ func (h *Hub) forward(ctx context.Context, cmd domain.ForwardCommand, recorded <
 	return out, false, nil
 }
 
-// copies gives a copy of cmd to each of ms, here or on its node.
-func (h *Hub) copies(ctx context.Context, ms []member, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) {
+// copies gives a copy of cmd to each of ms, here or on its node, and
+// returns the digests of cmd's request they keep (nil without copies).
+//
+// Every copy is sent cmd's request as it is (no listener's setting
+// changes it on the relay; its agent adds its own target and X-Forwarded-*,
+// which the digests leave out), so it is digested once for the delivery:
+// each copy lets go of the request's headers and body when its frame is
+// written and keeps only a pointer to these digests until it is recorded.
+func (h *Hub) copies(ctx context.Context, ms []member, cmd domain.ForwardCommand, timeout time.Duration, recorded <-chan struct{}) *domain.FidelityDigests {
+	if len(ms) == 0 {
+		return nil
+	}
+	sent := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)
+	cmd.Sent = &sent
 	for _, c := range ms {
 		if c.local != nil {
 			h.copyTo(ctx, c.local, cmd, timeout, recorded)
@@ -379,6 +393,7 @@ func (h *Hub) copies(ctx context.Context, ms []member, cmd domain.ForwardCommand
 			h.copyRemote(c.remote, cmd, timeout, recorded)
 		}
 	}
+	return &sent
 }
 
 // copyTo gives a copy of cmd, as an attempt of its own, to session c
@@ -404,7 +419,7 @@ func (h *Hub) copyTo(ctx context.Context, c *session, cmd domain.ForwardCommand,
 }
 
 // unsent is cmd without its request's headers and body: what recording a
-// copy's outcome needs of it.
+// copy's outcome needs of it, with the digests of that request (cmd.Sent).
 func unsent(cmd domain.ForwardCommand) domain.ForwardCommand {
 	cmd.Headers, cmd.Body = nil, nil
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,8 +274,7 @@ func (c *cluster) copyAnswerOf(t *testing.T, deliveryID, agentID string) (domain
 
 // A copy answered on another node records the agent's signature verdict
 // and fidelity as the same copy answered on the node the delivery reached
-// does: the reply over the bus carries the verdict and the receipt. (A
-// copy records no fidelity on either: its request's digests are not kept.)
+// does: the reply over the bus carries the verdict and the receipt.
 func TestCopyOnAnotherNodeKeepsSignatureAndReceipt(t *testing.T) {
 	recorded := map[string]domain.ForwardResponded{}
 	for _, node := range []string{"front", tunnel.DefaultNode} {
@@ -307,8 +307,70 @@ func TestCopyOnAnotherNodeKeepsSignatureAndReceipt(t *testing.T) {
 	if one.Signature != "github valid" {
 		t.Errorf("copy on the node the delivery reached: signature %q, want %q", one.Signature, "github valid")
 	}
-	if two.Signature != one.Signature || fmt.Sprint(two.Fidelity) != fmt.Sprint(one.Fidelity) {
+	// Two deliveries of two bodies: their digests differ, their verdicts
+	// may not (TestCopiesRecordTheirFidelity compares the digests).
+	if one.Fidelity == nil || two.Fidelity == nil || two.Signature != one.Signature ||
+		fmt.Sprint(two.Fidelity.Differences()) != fmt.Sprint(one.Fidelity.Differences()) {
 		t.Errorf("copy on another node: signature %q, fidelity %v; on one node %q, %v", two.Signature, two.Fidelity, one.Signature, one.Fidelity)
+	}
+}
+
+// A copy's attempt records a fidelity receipt as the primary's does: the
+// relay's digests of the request it forwarded (the primary's, the same
+// request) beside the copy's agent's receipt, for a copy run on the node
+// the delivery reached and for one run on another node. The copy's agent
+// here reports a body other than the one it was sent, so the receipt
+// recorded must be its own and the relay's digests the request's.
+func TestCopiesRecordTheirFidelity(t *testing.T) {
+	for _, node := range []string{"front", tunnel.DefaultNode} {
+		t.Run(node, func(t *testing.T) {
+			c := newCluster(t)
+			c.nodes["f1"] = "front"
+			agentOn(t, c.front, tunnel.SessionInfo{AgentID: "f1", EndpointID: "ep", AccountID: "acc"}, func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+				receipt := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)
+				return domain.ForwardOutcome{Status: 200, Headers: []domain.Header{}, Body: []byte("f1"), DurationMs: 1, Receipt: &receipt}, true
+			})
+			hub := c.front
+			if node != "front" {
+				hub = c.hub
+			}
+			c.nodes["c1"] = node
+			altered := func(body []byte) []byte { return append(slices.Clip(body), '!') }
+			agentOn(t, hub, tunnel.SessionInfo{AgentID: "c1", EndpointID: "ep", AccountID: "acc"}, func(cmd domain.ForwardCommand) (domain.ForwardOutcome, bool) {
+				receipt := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, altered(cmd.Body))
+				return domain.ForwardOutcome{Status: 200, Headers: []domain.Header{}, Body: []byte("c1"), DurationMs: 1, Receipt: &receipt}, true
+			})
+			cmd := c.receive(t, "ep", "acc")
+			if out, err := c.front.Forward(t.Context(), cmd); err != nil || string(out.Body) != "f1" {
+				t.Fatalf("forward = %+v, %v; want f1's answer", out, err)
+			}
+			var copied domain.ForwardResponded
+			testwait.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+				ev, ok := c.copyAnswerOf(t, cmd.DeliveryID, "c1")
+				if !ok {
+					return errors.New("c1's copy is not recorded yet")
+				}
+				copied = ev
+				return nil
+			})
+			var primary *domain.Fidelity
+			for _, r := range c.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+				if ev, ok := c.decode(t, r).(domain.ForwardResponded); ok && !ev.Copy {
+					primary = ev.Fidelity
+				}
+			}
+			sent := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, cmd.Body)
+			if primary == nil || primary.Relay != sent {
+				t.Fatalf("primary's fidelity %+v, want the relay's digests %+v", primary, sent)
+			}
+			want := domain.Fidelity{Agent: domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, altered(cmd.Body)), Relay: primary.Relay}
+			if copied.Fidelity == nil || *copied.Fidelity != want {
+				t.Fatalf("copy's fidelity %+v, want %+v", copied.Fidelity, want)
+			}
+			if d := copied.Fidelity.Differences(); fmt.Sprint(d) != "[body]" {
+				t.Errorf("copy's fidelity differs in %v, want [body]", d)
+			}
+		})
 	}
 }
 
