@@ -4,7 +4,7 @@
 /** Fields a history row needs; the detail pane fetches the rest on demand. */
 export const ROW_FIELDS = `
   id cursor address method path bodySize complete receivedAt responseStatus
-  attempts { id status startedAt durationMs error retry late queued possibleDuplicate signature fidelity { status differences } edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
+  attempts { id status startedAt durationMs error retry late queued role possibleDuplicate signature fidelity { status differences } edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
   provider { name eventType deliveryId } duplicates hint
 `;
 

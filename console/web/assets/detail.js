@@ -387,11 +387,13 @@ function attemptsTable(attempts, newAttemptId) {
 
 /** attemptKind says what sent an attempt: the queue of a QUEUE Endpoint
  * (its attempts are retries to the API, but no user asked for them), a
- * user's retry, or the first forward.
+ * copy given to another listener of the Endpoint, a user's retry, or the
+ * first forward.
  * @param {GQL.Attempt} a
  */
 function attemptKind(a) {
   if (a.queued) return 'From the queue';
+  if (a.role === 'COPY') return 'Copy';
   return a.retry ? 'Retry' : 'First';
 }
 
