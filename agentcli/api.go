@@ -134,6 +134,10 @@ type StateEvent struct {
 	Endpoints []EndpointInfo
 	Reason    string    // Reconnecting, Refused: why
 	NextTry   time.Time // Reconnecting: when the agent dials again
+	// HeldOff, with Reconnecting: the relay refused the session for now
+	// (too many open, or started too fast) rather than the connection
+	// dropping; Reason says which and what to do.
+	HeldOff bool
 }
 
 // EndpointInfo is a served Endpoint as the relay describes it on connect.
@@ -196,6 +200,19 @@ func (e *RefusedError) Error() string { return e.reason }
 
 // ExitCode is 2, the relay command's code for a refusal.
 func (e *RefusedError) ExitCode() int { return 2 }
+
+// heldOffError is the relay refusing a session for now: past a cap of open
+// sessions (TOO_MANY_SESSIONS: one frees when another listener ends) or
+// past the rate of session starts (RATE_LIMITED, with the relay's
+// retryAfterSeconds). Dialling again soon is refused again, so the agent
+// waits longer than after a drop (agent.heldOffDelay).
+type heldOffError struct {
+	reason     string
+	full       bool          // wait from heldOffBase up to heldOffCap
+	retryAfter time.Duration // wait at least this long
+}
+
+func (e *heldOffError) Error() string { return e.reason }
 
 // OptionsError is an Options value Serve cannot use.
 type OptionsError struct{ err error }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/relayhq/relay/domain"
@@ -77,6 +78,8 @@ type gqlError struct {
 	Message    string `json:"message"`
 	Extensions struct {
 		Code string `json:"code"`
+		// RetryAfterSeconds comes with RATE_LIMITED.
+		RetryAfterSeconds int `json:"retryAfterSeconds"`
 	} `json:"extensions"`
 }
 
@@ -228,7 +231,8 @@ type receiptInput struct {
 
 // gqlErrorsErr turns GraphQL errors of the agent's connection (the
 // Endpoint query and the forwardRequests subscription) into an error;
-// UNAUTHENTICATED and NOT_FOUND become a *RefusedError with a hint.
+// UNAUTHENTICATED and NOT_FOUND become a *RefusedError with a hint,
+// TOO_MANY_SESSIONS and RATE_LIMITED a *heldOffError.
 func gqlErrorsErr(errs []gqlError, endpoint string) error {
 	for _, e := range errs {
 		switch e.Extensions.Code {
@@ -236,6 +240,12 @@ func gqlErrorsErr(errs []gqlError, endpoint string) error {
 			return &RefusedError{reason: fmt.Sprintf("not authenticated: %s (check --token)", e.Message)}
 		case "NOT_FOUND":
 			return &RefusedError{reason: fmt.Sprintf("endpoint %q not found for this token: %s (check --endpoint)", endpoint, e.Message)}
+		case "TOO_MANY_SESSIONS":
+			// The relay's words name the cap and say to end a listener;
+			// the agent adds where to see them.
+			return &heldOffError{full: true, reason: fmt.Sprintf("%s (TOO_MANY_SESSIONS; `relay endpoints show %s` lists the Endpoint's listeners)", e.Message, endpoint)}
+		case "RATE_LIMITED":
+			return &heldOffError{reason: e.Message + " (RATE_LIMITED)", retryAfter: time.Duration(e.Extensions.RetryAfterSeconds) * time.Second}
 		}
 	}
 	return plainGQLErr(errs)

@@ -106,8 +106,12 @@ func (a *agent) run(ctx context.Context) error {
 			return &RefusedError{reason: reason}
 		}
 		delay := a.backoff(failures)
+		var held *heldOffError
+		if errors.As(err, &held) {
+			delay = a.heldOffDelay(held, failures)
+		}
 		failures++
-		a.obs.State(StateEvent{State: Reconnecting, Server: a.wsURL, Reason: err.Error(), NextTry: time.Now().Add(delay)})
+		a.obs.State(StateEvent{State: Reconnecting, Server: a.wsURL, Reason: err.Error(), NextTry: time.Now().Add(delay), HeldOff: held != nil})
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -122,10 +126,38 @@ func (a *agent) run(ctx context.Context) error {
 // backoff is exponential with jitter: a random delay in [d/2, d), where d
 // doubles with each failure up to the cap.
 func (a *agent) backoff(failures int) time.Duration {
-	d := a.backoffBase
-	for i := 0; i < failures && d < a.backoffCap; i++ {
+	return jittered(a.backoffBase, a.backoffCap, failures)
+}
+
+// A session refused for being one too many waits from heldOffBase,
+// doubling up to heldOffCap (jittered as backoff is): its place frees only
+// when another listener ends, and every try costs the relay a connection,
+// an Endpoint query and one of the account's session starts (60 a
+// minute). At the cap a refused agent tries about once a minute, so even
+// dozens of them leave the account's rate to its working listeners.
+const (
+	heldOffBase = 10 * time.Second
+	heldOffCap  = time.Minute
+)
+
+// heldOffDelay is the wait after the relay refused a session for now: for
+// TOO_MANY_SESSIONS the long backoff above; for RATE_LIMITED at least the
+// relay's retryAfter, plus up to a quarter more so that agents refused
+// together do not come back together.
+func (a *agent) heldOffDelay(e *heldOffError, failures int) time.Duration {
+	if e.full {
+		return jittered(heldOffBase, heldOffCap, failures)
+	}
+	return max(a.backoff(failures), e.retryAfter+rand.N(e.retryAfter/4+1))
+}
+
+// jittered is a random delay in [d/2, d), where d is base doubled with
+// each failure up to limit.
+func jittered(base, limit time.Duration, failures int) time.Duration {
+	d := base
+	for i := 0; i < failures && d < limit; i++ {
 		d *= 2
 	}
-	d = min(d, a.backoffCap)
+	d = min(d, limit)
 	return d/2 + rand.N(d/2+1)
 }

@@ -135,6 +135,10 @@ func (o *TextObserver) State(e StateEvent) {
 			}
 		}
 	case Reconnecting:
+		if e.HeldOff {
+			fmt.Fprintf(o.Status, "not connected: the relay refused this listener for now: %s; trying again in %s\n", e.Reason, time.Until(e.NextTry).Round(100*time.Millisecond))
+			break
+		}
 		fmt.Fprintf(o.Status, "disconnected: %s; reconnecting in %s\n", e.Reason, time.Until(e.NextTry).Round(100*time.Millisecond))
 	case Stopped:
 		fmt.Fprintln(o.Status, "agent stopped")

@@ -55,4 +55,5 @@ func (e *StorageQuotaError) Is(target error) bool { return target == ErrStorageQ
 // a redrive while the relay's free disk is below its reserve (twice it for
 // new work). The figures are the operator's (log, metrics), not the
 // caller's: they would tell a stranger how much more fills the disk.
-var ErrDiskReserve = errors.New("the relay's disk is nearly full: nothing that would store more is accepted until space is freed; try again later")
+var ErrDiskReserve = errors.New("the relay's disk is nearly full: nothing that would store more is accepted until space is freed; try again later " +
+	"(for the relay's operator: its log and its relay_disk_* metrics give the free space and the reserve, which relay serve --min-free-disk sets)")

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +54,30 @@ func TestErrorPresenter(t *testing.T) {
 				t.Errorf("field = %v (%v), want %q", field, ok, tt.field)
 			}
 		})
+	}
+}
+
+// TestEveryCodeInTheREADME: the README's list of refusal codes names every
+// code the error presenter gives, once.
+func TestEveryCodeInTheREADME(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(readme), "Refusals carry `extensions.code`:")
+	if !ok {
+		t.Fatal("the README has no list of refusal codes")
+	}
+	list, _, _ = strings.Cut(list, "\n\n")
+	want := []string{"RATE_LIMITED", "TOO_MANY_SESSIONS", "INTERNAL"}
+	for _, c := range codes {
+		if !slices.Contains(want, c.code) {
+			want = append(want, c.code)
+		}
+	}
+	for _, code := range want {
+		if n := strings.Count(list, "`"+code+"`"); n != 1 {
+			t.Errorf("the README's list names `%s` %d times, want once", code, n)
+		}
 	}
 }

@@ -774,11 +774,15 @@ declare namespace GQL {
     /**
      * No account needed. createInspector and signUp are limited per client address
      * (--anonymous-rate): beyond it they fail with RATE_LIMITED and
-     * extensions.retryAfterSeconds.
+     * extensions.retryAfterSeconds. Both are INSUFFICIENT_STORAGE while the relay's free disk is
+     * below twice its reserve (relay serve --min-free-disk).
      * With smee true the inspector is smee-compatible (see Inspector.smee).
      */
     createInspector: Inspector;
-    /** On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on invite otherwise). */
+    /**
+     * On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on
+     * invite otherwise). INSUFFICIENT_STORAGE as createInspector.
+     */
     signUp: SignUpPayload;
     /**
      * A one-time invite to sign up, by a signed-in account or the operator (--admin-token). expiresIn:
@@ -788,7 +792,8 @@ declare namespace GQL {
     /**
      * Creates an account with its first OWNER member, who is signed in: the answer sets the
      * session cookie. login: 1 to 100 characters, unique on the relay without regard to case;
-     * password: 10 to 256 bytes. Limited per client address like signUp; sign-up modes apply.
+     * password: 10 to 256 bytes. Limited per client address like signUp; sign-up modes apply;
+     * INSUFFICIENT_STORAGE as signUp.
      */
     signUpWithPassword: SessionPayload;
     /**
@@ -865,6 +870,10 @@ declare namespace GQL {
     approveDevice: DeviceAuthorization;
     /** Refuses the device a user code names; its next poll is ACCESS_DENIED. */
     denyDevice: DeviceAuthorization;
+    /**
+     * INSUFFICIENT_STORAGE while the relay's free disk is below twice its reserve (relay serve
+     * --min-free-disk); past the account's Endpoints (--account-endpoints), INVALID_INPUT.
+     */
     createEndpoint: Endpoint;
     updateEndpoint: Endpoint;
     deleteEndpoint: boolean;
@@ -888,7 +897,9 @@ declare namespace GQL {
      * Replays a stored delivery; returns once the new attempt finished or failed. With `edit`,
      * sends a changed copy: the attempt records exactly what was changed, and the recorded
      * request stays as it was. A bad edit (an invalid method, path or header name, a framing
-     * header, a body over the relay's --max-body) is INVALID_INPUT naming the field.
+     * header, a body over the relay's --max-body) is INVALID_INPUT naming the field. An account
+     * at its storage quota is QUOTA_EXCEEDED, and any while the relay's free disk is below its
+     * reserve (relay serve --min-free-disk) INSUFFICIENT_STORAGE: nothing is sent.
      */
     retryDelivery: Delivery;
     /**
@@ -896,7 +907,8 @@ declare namespace GQL {
      * failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
      * A delivery that has had 200 attempts (retryDelivery refuses it too) or has been put
      * back 100 times, the most one delivery may have, stays dead; when every dead delivery
-     * of the Endpoint has, the call is INVALID_INPUT saying so.
+     * of the Endpoint has, the call is INVALID_INPUT saying so. QUOTA_EXCEEDED and
+     * INSUFFICIENT_STORAGE as retryDelivery, nothing put back.
      */
     redriveDead: number;
     /**
@@ -907,7 +919,7 @@ declare namespace GQL {
      * A cursor that is not one this field returned is INVALID_INPUT naming `after`.
      * Deliveries that have had 200 attempts or 100 redrives stay dead and are counted in leftDead; from
      * the oldest (no `after`), when every dead delivery of the Endpoint has, the call is
-     * INVALID_INPUT as redriveDead is.
+     * INVALID_INPUT as redriveDead is; QUOTA_EXCEEDED and INSUFFICIENT_STORAGE as redriveDead.
      */
     redriveDeadPage: RedrivePage;
     /** The agent's answer to a forward request. */
@@ -1181,7 +1193,10 @@ declare namespace GQL {
      * the connection_init's agentTarget, else the Endpoint's target.
      * `primary` asks to answer the senders (the newest session asking is the primary; see
      * Listener). `filters` choose the deliveries this session is given (all must match);
-     * an invalid one is INVALID_INPUT naming it.
+     * an invalid one is INVALID_INPUT naming it. Sessions started are rated per account and per
+     * client address (RATE_LIMITED with retryAfterSeconds beyond); open at once they are capped
+     * per Endpoint (relay serve --max-endpoint-sessions) and per account (--max-account-sessions):
+     * beyond, TOO_MANY_SESSIONS, the message naming the cap; ending another session frees a place.
      */
     forwardRequests: ForwardRequest;
   }

@@ -4145,11 +4145,15 @@ type Mutation {
   """
   No account needed. createInspector and signUp are limited per client address
   (--anonymous-rate): beyond it they fail with RATE_LIMITED and
-  extensions.retryAfterSeconds.
+  extensions.retryAfterSeconds. Both are INSUFFICIENT_STORAGE while the relay's free disk is
+  below twice its reserve (relay serve --min-free-disk).
   With smee true the inspector is smee-compatible (see Inspector.smee).
   """
   createInspector(smee: Boolean): Inspector!
-  "On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on invite otherwise)."
+  """
+  On an INVITE relay, invite is the code of an unused invite, which it spends (INVALID_INPUT on
+  invite otherwise). INSUFFICIENT_STORAGE as createInspector.
+  """
   signUp(name: String!, invite: String): SignUpPayload!
   """
   A one-time invite to sign up, by a signed-in account or the operator (--admin-token). expiresIn:
@@ -4159,7 +4163,8 @@ type Mutation {
   """
   Creates an account with its first OWNER member, who is signed in: the answer sets the
   session cookie. login: 1 to 100 characters, unique on the relay without regard to case;
-  password: 10 to 256 bytes. Limited per client address like signUp; sign-up modes apply.
+  password: 10 to 256 bytes. Limited per client address like signUp; sign-up modes apply;
+  INSUFFICIENT_STORAGE as signUp.
   """
   signUpWithPassword(name: String!, login: String!, password: String!, invite: String): SessionPayload!
   """
@@ -4236,6 +4241,10 @@ type Mutation {
   approveDevice(userCode: String!): DeviceAuthorization!
   "Refuses the device a user code names; its next poll is ACCESS_DENIED."
   denyDevice(userCode: String!): DeviceAuthorization!
+  """
+  INSUFFICIENT_STORAGE while the relay's free disk is below twice its reserve (relay serve
+  --min-free-disk); past the account's Endpoints (--account-endpoints), INVALID_INPUT.
+  """
   createEndpoint(input: CreateEndpointInput!): Endpoint!
   updateEndpoint(id: ID!, input: UpdateEndpointInput!): Endpoint!
   deleteEndpoint(id: ID!): Boolean!
@@ -4259,7 +4268,9 @@ type Mutation {
   Replays a stored delivery; returns once the new attempt finished or failed. With ` + "`" + `edit` + "`" + `,
   sends a changed copy: the attempt records exactly what was changed, and the recorded
   request stays as it was. A bad edit (an invalid method, path or header name, a framing
-  header, a body over the relay's --max-body) is INVALID_INPUT naming the field.
+  header, a body over the relay's --max-body) is INVALID_INPUT naming the field. An account
+  at its storage quota is QUOTA_EXCEEDED, and any while the relay's free disk is below its
+  reserve (relay serve --min-free-disk) INSUFFICIENT_STORAGE: nothing is sent.
   """
   retryDelivery(id: ID!, edit: RequestEditInput): Delivery!
   """
@@ -4267,7 +4278,8 @@ type Mutation {
   failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
   A delivery that has had 200 attempts (retryDelivery refuses it too) or has been put
   back 100 times, the most one delivery may have, stays dead; when every dead delivery
-  of the Endpoint has, the call is INVALID_INPUT saying so.
+  of the Endpoint has, the call is INVALID_INPUT saying so. QUOTA_EXCEEDED and
+  INSUFFICIENT_STORAGE as retryDelivery, nothing put back.
   """
   redriveDead(endpoint: ID!): Int!
   """
@@ -4278,7 +4290,7 @@ type Mutation {
   A cursor that is not one this field returned is INVALID_INPUT naming ` + "`" + `after` + "`" + `.
   Deliveries that have had 200 attempts or 100 redrives stay dead and are counted in leftDead; from
   the oldest (no ` + "`" + `after` + "`" + `), when every dead delivery of the Endpoint has, the call is
-  INVALID_INPUT as redriveDead is.
+  INVALID_INPUT as redriveDead is; QUOTA_EXCEEDED and INSUFFICIENT_STORAGE as redriveDead.
   """
   redriveDeadPage(endpoint: ID!, after: String): RedrivePage!
   "The agent's answer to a forward request."
@@ -4304,7 +4316,10 @@ type Subscription {
   the connection_init's agentTarget, else the Endpoint's target.
   ` + "`" + `primary` + "`" + ` asks to answer the senders (the newest session asking is the primary; see
   Listener). ` + "`" + `filters` + "`" + ` choose the deliveries this session is given (all must match);
-  an invalid one is INVALID_INPUT naming it.
+  an invalid one is INVALID_INPUT naming it. Sessions started are rated per account and per
+  client address (RATE_LIMITED with retryAfterSeconds beyond); open at once they are capped
+  per Endpoint (relay serve --max-endpoint-sessions) and per account (--max-account-sessions):
+  beyond, TOO_MANY_SESSIONS, the message naming the cap; ending another session frees a place.
   """
   forwardRequests(endpointId: ID!, target: String, primary: Boolean, filters: [FilterInput!]): ForwardRequest!
 }

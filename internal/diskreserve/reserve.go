@@ -218,13 +218,20 @@ func (r *Reserve) read() *reading {
 	return next
 }
 
+// logLevel tells a change of level, with the figures in bytes and as a
+// person reads them: on a small disk the default reserve (1 GiB) refuses
+// sign-ups from the start, and this line is where the operator learns why
+// and what to change.
 func (r *Reserve) logLevel(s State, first bool) {
-	attrs := []any{"dir", r.cfg.Dir, "free_bytes", s.Free, "reserve_bytes", s.Reserve}
+	attrs := []any{"dir", r.cfg.Dir, "free", humanize.IBytes(s.Free), "reserve", humanize.IBytes(s.Reserve),
+		"free_bytes", s.Free, "reserve_bytes", s.Reserve}
 	switch s.Level {
 	case Full:
-		r.cfg.Logger.Error("free disk below the reserve (--min-free-disk): refusing every delivery (507), retry, sign-up, new inspector and Endpoint until retention or the operator frees space", attrs...)
+		r.cfg.Logger.Error("free disk below the reserve (--min-free-disk): refusing every delivery (507), retry, sign-up, new inspector and Endpoint "+
+			"until retention or the operator frees space; a smaller --min-free-disk (a size, a percentage such as 5%, or off) leaves the relay more of this disk", attrs...)
 	case Low:
-		r.cfg.Logger.Warn("free disk below twice the reserve (--min-free-disk): refusing sign-ups, new inspectors and Endpoints and guest inspectors' deliveries", attrs...)
+		r.cfg.Logger.Warn("free disk below twice the reserve (--min-free-disk): refusing sign-ups, new inspectors and Endpoints (INSUFFICIENT_STORAGE) and guest inspectors' deliveries (507) "+
+			"until twice the reserve is free; free space, or set a smaller --min-free-disk (a size, a percentage such as 5%, or off)", attrs...)
 	default:
 		if !first {
 			r.cfg.Logger.Info("free disk above twice the reserve again: accepting all work", attrs...)
