@@ -4267,7 +4267,9 @@ type Mutation {
   failures forgotten (relay retry --all --dead), at most 1000 per call; returns how many.
   A delivery that has had 200 attempts (retryDelivery refuses it too) or has been put
   back 100 times, the most one delivery may have, stays dead; when every dead delivery
-  of the Endpoint has, the call is INVALID_INPUT saying so.
+  of the Endpoint has, the call is INVALID_INPUT saying so. An account's redriveDead and
+  redriveDeadPage calls are admitted together at a burst of 10, then 6 a minute:
+  RATE_LIMITED with extensions.retryAfterSeconds beyond.
   """
   redriveDead(endpoint: ID!): Int!
   """
