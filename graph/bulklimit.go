@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -36,7 +35,7 @@ type bulkGate struct {
 
 // limitBulk takes one bulk mutation from the account's bucket, or refuses
 // with a RateLimitedError.
-func (r *Resolver) limitBulk(_ context.Context, accountID string) error {
+func (r *Resolver) limitBulk(accountID string) error {
 	g := &r.bulk
 	g.once.Do(func() {
 		g.rate = r.BulkRate

@@ -207,7 +207,7 @@ func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string,
 	if err != nil {
 		return nil, err
 	}
-	if err := r.limitBulk(ctx, acc.ID); err != nil {
+	if err := r.limitBulk(acc.ID); err != nil {
 		return nil, err
 	}
 	from := ""
