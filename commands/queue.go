@@ -140,6 +140,9 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, af
 			out.LeftDead++ // its next attempt could only make it dead again
 			continue
 		}
+		if errors.Is(err, domain.ErrNotDead) {
+			continue // put back by a redrive the views had not shown yet
+		}
 		if err != nil {
 			return out, fmt.Errorf("redrive %s: %w", e.DeliveryID, err)
 		}

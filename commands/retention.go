@@ -167,7 +167,7 @@ func (s *Service) SweepEndpointRetention(ctx context.Context, now time.Time) (En
 		s.retainMu.Lock()
 		s.retainedAfter = c.ID
 		s.retainMu.Unlock()
-		position, err := s.rec.RetainEndpoint(ctx, c.ID, c.Window, now, c.LastActivityAt, c.Deliveries)
+		position, err := s.rec.RetainEndpoint(ctx, c.ID, c.Window, now, c.LastActivityAt, c.Deliveries, c.DeliveriesAtLeast)
 		if err != nil {
 			return res, fmt.Errorf("retention of endpoint %s: %w", c.ID, err)
 		}

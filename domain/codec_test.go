@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -212,5 +213,27 @@ func TestCodecGoldenFiles(t *testing.T) {
 func TestCodecRejectsUnknownTypes(t *testing.T) {
 	if _, err := domain.NewCodec().Decode("nope.v1", []byte("{}")); err == nil {
 		t.Fatal("unknown type decoded")
+	}
+}
+
+// TestRetainedCountAtLeast: a retention decision whose count stopped at
+// its bound carries deliveries_at_least; one written before the bound,
+// without it, decodes as an exact count.
+func TestRetainedCountAtLeast(t *testing.T) {
+	codec := domain.NewCodec()
+	old := `{"endpoint_id":"e7","retention_ms":604800000,"cutoff":"2026-11-14T10:00:00Z","last_activity_at":"2026-11-21T09:59:00Z","deliveries":12}`
+	e, err := codec.Decode(domain.TypeEndpointRetained, []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.(domain.EndpointRetained); r.Deliveries != 12 || r.DeliveriesAtLeast {
+		t.Fatalf("decoded %+v, want an exact count of 12", r)
+	}
+	data, err := json.Marshal(domain.EndpointRetained{EndpointID: "e7", Deliveries: 1000, DeliveriesAtLeast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"deliveries":1000,"deliveries_at_least":true`) {
+		t.Fatalf("encoded %s", data)
 	}
 }

@@ -21,6 +21,7 @@ import (
 //     other sessions apart): a retry or a queued attempt past them is
 //     refused, and so is a redrive of a delivery that has had them, or
 //     that has been redriven MaxDeliveryRedrives times.
+//  7. Only a dead delivery is put back in its queue (Requeue).
 
 // MaxDeliveryAttempts bounds the attempts of one delivery: its first, its
 // retries and its queued attempts. Twice the most a queue policy allows per
@@ -121,6 +122,9 @@ type Delivery struct {
 	// settled: a queued delivery delivered or dead (and not redriven
 	// since); the queue sends it no more attempts.
 	settled bool
+	// dead: its latest queue decision gave it up (DeliveryDead), and no
+	// redrive put it back since; only such a delivery may be requeued.
+	dead bool
 	// attempts counts its attempts, copies apart (MaxDeliveryAttempts).
 	attempts int
 	// redrives counts the times it was put back (MaxDeliveryRedrives).
@@ -234,10 +238,12 @@ func (d *Delivery) apply(e Event) {
 		delete(d.pending, e.AttemptID)
 	case ForwardFailed:
 		delete(d.pending, e.AttemptID)
-	case DeliveryDelivered, DeliveryDead:
+	case DeliveryDelivered:
 		d.settled = true
+	case DeliveryDead:
+		d.settled, d.dead = true, true
 	case DeliveryRequeued:
-		d.settled = false
+		d.settled, d.dead = false, false
 		d.redrives++
 	}
 }

@@ -41,10 +41,60 @@ func TestDeliveryAttemptsBounded(t *testing.T) {
 	if err := d.RequestQueuedAttempt("queued", "ep", false); !errors.Is(err, ErrAttemptLimit) {
 		t.Fatalf("queued attempt past the bound: %v, want ErrAttemptLimit", err)
 	}
-	if err := d.Requeue("acc", "mem-1"); !errors.Is(err, ErrAttemptLimit) || !errors.Is(err, ErrInvalidInput) {
+	if err := LoadDelivery(append(events, DeliveryDead{DeliveryID: "d"})).Requeue("acc", "mem-1"); !errors.Is(err, ErrAttemptLimit) || !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("redrive at the bound: %v, want ErrAttemptLimit and ErrInvalidInput", err)
 	}
 	if len(d.Changes()) != 0 {
 		t.Fatalf("refused attempts raised %v", d.Changes())
+	}
+}
+
+// TestRequeueOnlyADeadDelivery: only a dead delivery goes back in its
+// queue. One never queued, one queued and not yet settled, one delivered
+// and one already put back are refused (ErrNotDead, invalid input) and
+// raise nothing, whatever a view listed as dead a moment before; a dead
+// one is put back once.
+func TestRequeueOnlyADeadDelivery(t *testing.T) {
+	received := func(t *testing.T, queued bool) []Event {
+		t.Helper()
+		d, err := ReceiveAndAnswer("d", "ep", AddressEndpoint, "acc", CapturedRequest{Method: "POST", Target: "/", Complete: true}, 202, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := d.Changes()
+		r := evs[0].(DeliveryReceived)
+		r.Queued = queued
+		evs[0] = r
+		return evs
+	}
+	dead := DeliveryDead{DeliveryID: "d", Failures: 1, Reason: "dead after 1 attempts"}
+	requeued := DeliveryRequeued{DeliveryID: "d", AccountID: "acc"}
+	for _, c := range []struct {
+		name   string
+		queued bool
+		then   []Event
+		want   error
+	}{
+		{"never queued", false, nil, ErrNotDead},
+		{"queued", true, nil, ErrNotDead},
+		{"queued and failed once", true, []Event{DeliveryRetryScheduled{DeliveryID: "d", Failures: 1, NextAt: "2026-01-01T00:00:00Z"}}, ErrNotDead},
+		{"delivered", true, []Event{DeliveryDelivered{DeliveryID: "d", AttemptID: "a", Status: 200}}, ErrNotDead},
+		{"put back already", true, []Event{dead, requeued}, ErrNotDead},
+		{"dead", true, []Event{dead}, nil},
+		{"dead again after a redrive", true, []Event{dead, requeued, dead}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := LoadDelivery(append(received(t, c.queued), c.then...))
+			err := d.Requeue("acc", "mem-1")
+			if c.want == nil {
+				if err != nil || len(d.Changes()) != 1 {
+					t.Fatalf("Requeue = %v raising %v, want one DeliveryRequeued", err, d.Changes())
+				}
+				return
+			}
+			if !errors.Is(err, c.want) || !errors.Is(err, ErrInvalidInput) || len(d.Changes()) != 0 {
+				t.Fatalf("Requeue = %v raising %v, want %v (invalid input) and nothing raised", err, d.Changes(), c.want)
+			}
+		})
 	}
 }

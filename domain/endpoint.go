@@ -198,11 +198,12 @@ func (e *Endpoint) Reconfigure(by string, s EndpointSettings) error {
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 // Retain decides to remove the deliveries received before now minus
-// window: deliveries is how many delivery streams the removal deletes and
-// lastActivity the newest delivery's time (what the views keep of it). It
+// window: deliveries is how many delivery streams the removal deletes (at
+// least that many when atLeast: the caller's count stopped at its bound)
+// and lastActivity the newest delivery's time (what the views keep of it). It
 // reports whether it decided; a cutoff not after the latest decision's, no
 // deliveries, or a deleted Endpoint raise no event.
-func (e *Endpoint) Retain(window time.Duration, now, lastActivity time.Time, deliveries int64) (bool, error) {
+func (e *Endpoint) Retain(window time.Duration, now, lastActivity time.Time, deliveries int64, atLeast bool) (bool, error) {
 	if window <= 0 {
 		return false, &InvalidInputError{Field: "retention", Reason: "must be positive"}
 	}
@@ -211,7 +212,7 @@ func (e *Endpoint) Retain(window time.Duration, now, lastActivity time.Time, del
 		return false, nil
 	}
 	e.raise(EndpointRetained{EndpointID: e.id, RetentionMs: window.Milliseconds(), Cutoff: cutoff.Format(time.RFC3339Nano),
-		LastActivityAt: lastActivity.UTC().Format(time.RFC3339Nano), Deliveries: deliveries})
+		LastActivityAt: lastActivity.UTC().Format(time.RFC3339Nano), Deliveries: deliveries, DeliveriesAtLeast: atLeast})
 	return true, nil
 }
 

@@ -640,6 +640,10 @@ type EndpointRetained struct {
 	Cutoff         string `json:"cutoff"`           // RFC 3339, nanoseconds: deliveries received before it go
 	LastActivityAt string `json:"last_activity_at"` // RFC 3339, nanoseconds: the newest delivery at the decision
 	Deliveries     int64  `json:"deliveries"`       // delivery streams to delete
+	// DeliveriesAtLeast: the count stopped at Deliveries, its bound, and
+	// more go; the exact number is the tombstones that follow. Absent in
+	// decisions before the bound, whose count was exact.
+	DeliveriesAtLeast bool `json:"deliveries_at_least,omitempty"`
 }
 
 // AddressRateLimited counts requests to an address that its rate limit

@@ -19,6 +19,11 @@ const ModeQueue EndpointMode = "QUEUE"
 // delivered or dead: a driver read the queue before the decision.
 var ErrQueueSettled = errors.New("queued delivery already delivered or dead")
 
+// ErrNotDead refuses a redrive of a delivery that is not dead: never
+// queued, still queued, delivered, or put back already (a view read a
+// moment before a concurrent redrive). It is invalid input.
+var ErrNotDead = fmt.Errorf("delivery is not dead: %w", ErrInvalidInput)
+
 // ErrAttemptPending refuses a queued delivery's attempt while another is
 // out, unless it is sent as a possible duplicate.
 var ErrAttemptPending = errors.New("queued delivery has an attempt out")
@@ -258,11 +263,15 @@ func (DeliveryDelivered) EventType() string      { return TypeDeliveryDelivered 
 func (DeliveryRequeued) EventType() string       { return TypeDeliveryRequeued }
 
 // Requeue puts a dead delivery back in its queue (DeliveryRequeued), for
-// accountID's member by. One that has had MaxDeliveryAttempts is refused,
-// as a retry of it is: its next attempt could only make it dead again; so
-// is one put back MaxDeliveryRedrives times, which bounds its stream.
+// accountID's member by. One that is not dead is refused (ErrNotDead): the
+// views that listed it may be a moment behind a redrive that put it back.
+// One that has had MaxDeliveryAttempts is refused, as a retry of it is:
+// its next attempt could only make it dead again; so is one put back
+// MaxDeliveryRedrives times, which bounds its stream.
 func (d *Delivery) Requeue(accountID, by string) error {
 	switch {
+	case !d.dead:
+		return ErrNotDead
 	case d.attempts >= MaxDeliveryAttempts:
 		return &AttemptLimitError{Attempts: d.attempts}
 	case d.redrives >= MaxDeliveryRedrives:

@@ -74,16 +74,18 @@ func TestEndpointRetain(t *testing.T) {
 		name       string
 		now        time.Time
 		deliveries int64
+		atLeast    bool
 		decided    bool
 	}{
-		{"nothing to remove", now, 0, false},
-		{"first decision", now, 3, true},
-		{"same cutoff again", now, 3, false},
-		{"earlier cutoff", now.Add(-time.Second), 1, false},
-		{"later cutoff", now.Add(time.Second), 1, true},
+		{"nothing to remove", now, 0, false, false},
+		{"first decision", now, 3, false, true},
+		{"same cutoff again", now, 3, false, false},
+		{"earlier cutoff", now.Add(-time.Second), 1, false, false},
+		{"later cutoff", now.Add(time.Second), 1, false, true},
+		{"a count that stopped at its bound", now.Add(2 * time.Second), 1000, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			decided, err := e.Retain(time.Hour, tc.now, tc.now.Add(-time.Minute), tc.deliveries)
+			decided, err := e.Retain(time.Hour, tc.now, tc.now.Add(-time.Minute), tc.deliveries, tc.atLeast)
 			if err != nil || decided != tc.decided {
 				t.Fatalf("Retain = %v, %v; want %v", decided, err, tc.decided)
 			}
@@ -95,14 +97,14 @@ func TestEndpointRetain(t *testing.T) {
 				return
 			}
 			r, ok := changes[len(changes)-1].(domain.EndpointRetained)
-			if !ok || r.Cutoff != tc.now.Add(-time.Hour).Format(time.RFC3339Nano) || r.RetentionMs != 3600000 || r.Deliveries != tc.deliveries {
+			if !ok || r.Cutoff != tc.now.Add(-time.Hour).Format(time.RFC3339Nano) || r.RetentionMs != 3600000 || r.Deliveries != tc.deliveries || r.DeliveriesAtLeast != tc.atLeast {
 				t.Fatalf("raised %+v", changes)
 			}
 			history = append(history, changes...)
 			e = domain.LoadEndpoint(history)
 		})
 	}
-	if _, err := e.Retain(0, now, now, 1); err == nil {
+	if _, err := e.Retain(0, now, now, 1, false); err == nil {
 		t.Fatal("a zero window was accepted")
 	}
 	if _, err := domain.NewEndpoint("e2", "a1", "", domain.EndpointSettings{Name: "n", Mode: domain.ModeLog, Retention: -time.Second}); err == nil {

@@ -110,6 +110,9 @@ type Decision struct {
 	RetentionMs int64  `json:"retention_ms,omitempty"`
 	Cutoff      string `json:"cutoff,omitempty"`
 	Deliveries  int64  `json:"deliveries"`
+	// AtLeast: the decision counted its deliveries up to a bound, and more
+	// went (endpoint.retained.v1's deliveries_at_least).
+	AtLeast bool `json:"deliveries_at_least,omitempty"`
 }
 
 // maxDecisions bounds the decisions a report lists.

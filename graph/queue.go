@@ -207,6 +207,9 @@ func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string,
 	if err != nil {
 		return nil, err
 	}
+	if err := r.limitBulk(acc.ID); err != nil {
+		return nil, err
+	}
 	from := ""
 	if after != nil {
 		from = *after

@@ -49,6 +49,10 @@ type Resolver struct {
 	// SessionRate bounds the agent sessions one account starts (and four
 	// times as many per client address); zero: DefaultSessionRate.
 	SessionRate ratelimit.Rate
+	// BulkRate admits the calls of one account's bulk mutations, those
+	// that append up to commands.MaxRedrive events each (redriveDead,
+	// redriveDeadPage); zero: DefaultBulkRate.
+	BulkRate ratelimit.Rate
 	// NoSignInLimit turns the sign-in limits off (--signin-rate off).
 	NoSignInLimit bool
 	// ConsoleURL is the console's own URL (--console-url), which the links
@@ -74,6 +78,7 @@ type Resolver struct {
 	apiCost    apiCostGate
 	searches   searchGate
 	sessions   sessionGate
+	bulk       bulkGate
 	compares   compareGate
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]

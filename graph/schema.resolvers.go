@@ -354,6 +354,9 @@ func (r *mutationResolver) RedriveDead(ctx context.Context, endpoint string) (in
 	if err != nil {
 		return 0, err
 	}
+	if err := r.limitBulk(acc.ID); err != nil {
+		return 0, err
+	}
 	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, "")
 	return res.Count, err
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/projections"
+	"github.com/relayhq/relay/ratelimit"
 )
 
 // The schema-driven tenancy test. Every root field of the schema, and
@@ -956,8 +957,12 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	// Forwards wait long enough for A's retry to stay open while the
 	// probes run.
-	e := newEnvConfig(t, nil, func(r *graph.Resolver) { r.Quotas = r.Views.(*projections.Runner).Accounts },
-		func(c *commands.Config) { c.ForwardTimeout = 5 * time.Minute })
+	// The probes call the redrives hundreds of times as one account: the
+	// bulk rate (TestBulkMutationsAreRatedPerAccount) is out of the way.
+	e := newEnvConfig(t, nil, func(r *graph.Resolver) {
+		r.Quotas = r.Views.(*projections.Runner).Accounts
+		r.BulkRate = ratelimit.Rate{N: 1_000_000, Per: time.Second, Burst: 1_000_000}
+	}, func(c *commands.Config) { c.ForwardTimeout = 5 * time.Minute })
 	srv := httptest.NewServer(peerHandler(e.h))
 	t.Cleanup(srv.Close)
 	w := &world{t: t, e: e, url: srv.URL}

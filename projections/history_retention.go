@@ -69,41 +69,69 @@ func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, er
 const notWaiting = `(d.answered_status IS NOT NULL OR d.response_status IS NOT NULL)
 	AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_position = d.position AND a.outcome_position IS NULL)`
 
+// MaxCountedRetained bounds the count of an Endpoint's deliveries past its
+// window that a retention decision records: a sweep reads at most this
+// many of each Endpoint it decides, however large a backlog a lowered
+// window left.
+const MaxCountedRetained = 1000
+
+// retentionCandidatesQueries list the Endpoints holding deliveries past
+// their window, from the Endpoint after ?5, then from the first one up to
+// it, walked by id (no sort). An Endpoint is taken on one probe of
+// deliveries_by_received, and only those taken are counted, each up to
+// ?6 rows: a sweep never counts a whole backlog, nor the Endpoints it
+// does not decide.
+var retentionCandidatesQueries = [2]string{retentionCandidatesQuery("id > ?5"), retentionCandidatesQuery("id <= ?5")}
+
+func retentionCandidatesQuery(from string) string {
+	old := `FROM deliveries d WHERE d.address = e.id AND d.received_at < ?3 - e.ms * 1000000 AND ` + notWaiting
+	return `SELECT e.id, e.last_activity_at, e.ms, (SELECT COUNT(*) FROM (SELECT 1 ` + old + ` LIMIT ?6))
+		FROM (SELECT id, last_activity_at,
+				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
+			FROM endpoints WHERE ` + from + `) e
+		WHERE EXISTS (SELECT 1 ` + old + `)
+		ORDER BY e.id LIMIT ?4`
+}
+
 // RetentionCandidates lists up to limit Endpoints that hold deliveries
 // received longer ago than their window at now and not waiting on a
 // forward, with the window applied (limits.Window of their own), how many
-// such deliveries they hold and their newest delivery's time. They come
-// in id order from the first id after after, wrapping around, so sweeps
-// that each pass the last id they decided go through every such Endpoint
-// however many sort before it.
+// such deliveries they hold (up to MaxCountedRetained, DeliveriesAtLeast
+// past it) and their newest delivery's time. They come in id order from
+// the first id after after, wrapping around, so sweeps that each pass the
+// last id they decided go through every such Endpoint however many sort
+// before it.
 func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, after string, limit int) ([]readmodel.RetentionCandidate, error) {
-	rows, err := v.r.QueryContext(ctx, `WITH w AS (
-			SELECT id, last_activity_at,
-				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
-			FROM endpoints),
-		c AS MATERIALIZED (SELECT w.id, w.last_activity_at, w.ms,
-				(SELECT COUNT(*) FROM deliveries d WHERE d.address = w.id AND d.received_at < ?3 - w.ms * 1000000 AND `+notWaiting+`) AS n
-			FROM w)
-		SELECT id, last_activity_at, ms, n FROM c WHERE n > 0 ORDER BY id <= ?5, id LIMIT ?4`,
-		limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(), limit, after)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints past retention: %w", err)
-	}
-	defer rows.Close()
 	var out []readmodel.RetentionCandidate
-	for rows.Next() {
-		var (
-			c        readmodel.RetentionCandidate
-			last, ms int64
-		)
-		if err := rows.Scan(&c.ID, &last, &ms, &c.Deliveries); err != nil {
+	for _, q := range retentionCandidatesQueries {
+		if len(out) == limit {
+			break
+		}
+		rows, err := v.r.QueryContext(ctx, q, limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(),
+			limit-len(out), after, MaxCountedRetained+1)
+		if err != nil {
 			return nil, fmt.Errorf("list endpoints past retention: %w", err)
 		}
-		c.LastActivityAt, c.Window = fromNanos(last), time.Duration(ms)*time.Millisecond
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list endpoints past retention: %w", err)
+		for rows.Next() {
+			var (
+				c        readmodel.RetentionCandidate
+				last, ms int64
+			)
+			if err := rows.Scan(&c.ID, &last, &ms, &c.Deliveries); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("list endpoints past retention: %w", err)
+			}
+			c.LastActivityAt, c.Window = fromNanos(last), time.Duration(ms)*time.Millisecond
+			if c.Deliveries > MaxCountedRetained {
+				c.Deliveries, c.DeliveriesAtLeast = MaxCountedRetained, true
+			}
+			out = append(out, c)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints past retention: %w", err)
+		}
 	}
 	return out, nil
 }

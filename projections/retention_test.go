@@ -1,12 +1,17 @@
 package projections
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // TestPurgeDropsRowsAndRebuildsEqual: a purge decision and the tombstones of
@@ -133,5 +138,56 @@ func TestRetainedDeliveriesWalkEndpointsInOrder(t *testing.T) {
 		if strings.Contains(text, "TEMP B-TREE") || !strings.Contains(text, "deliveries_by_received (address=? AND received_at<?)") {
 			t.Errorf("retained deliveries are listed with %q: want a walk of the Endpoints by id and one index range each", text)
 		}
+	}
+}
+
+// fillOldEndpoint writes an Endpoint row and n of its deliveries straight
+// into a views file, all answered and received from t0 on, one a second.
+func fillOldEndpoint(tb testing.TB, path, id string, base int64, n int) {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO endpoints (id, account_id, name, mode, target, response_capture, created_at, last_activity_at, position, updated_position)
+		VALUES (?, 'acct-1', ?, 'LOG', '', 0, ?, ?, ?, ?)`, id, id, t0.UnixNano(), t0.UnixNano(), base-1, base-1); err != nil {
+		tb.Fatal(err)
+	}
+	fillRedeliveries(tb, path, id, base, n, id)
+}
+
+// TestRetentionCandidatesCountWithinABound: a sweep's choice of Endpoints
+// counts each one's old deliveries only up to MaxCountedRetained, saying
+// when there are more, so an Endpoint whose window was lowered on a large
+// history costs a sweep about as many pages of the views as a small one.
+func TestRetentionCandidatesCountWithinABound(t *testing.T) {
+	limits := domain.RetentionLimits{Default: time.Hour, Max: time.Hour, Min: time.Hour}
+	now := t0.Add(30 * 24 * time.Hour)
+	read := map[int]int{}
+	for _, n := range []int{2_000, 200_000} {
+		e := newEnv(t, Options{})
+		e.sync(e.views)
+		path := filepath.Join(e.dir, "views.db")
+		fillOldEndpoint(t, path, "ep-old", 1_000_000_000, n)
+		fillOldEndpoint(t, path, "ep-few", 2_000_000_000, 3)
+		var got []readmodel.RetentionCandidate
+		read[n] = pagesReadOn(t, &e.views.History.r, path, func(ctx context.Context) error {
+			var err error
+			got, err = e.views.RetentionCandidates(ctx, now, limits, "", 100)
+			return err
+		})
+		want := []readmodel.RetentionCandidate{
+			{ID: "ep-few", LastActivityAt: t0, Window: time.Hour, Deliveries: 3},
+			{ID: "ep-old", LastActivityAt: t0, Window: time.Hour, Deliveries: MaxCountedRetained, DeliveriesAtLeast: true},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%d old deliveries: candidates %+v, want %+v", n, got, want)
+		}
+	}
+	t.Logf("a sweep's choice of Endpoints read %d pages of the views beside 2 000 old deliveries, %d beside 200 000", read[2_000], read[200_000])
+	if read[200_000] > 2*read[2_000] {
+		t.Errorf("a sweep's choice read %d pages of the views beside 200 000 old deliveries, %d beside 2 000: the work grows with the backlog",
+			read[200_000], read[2_000])
 	}
 }

@@ -64,6 +64,13 @@ func fillWithAttempts(tb testing.TB, path, address string, base int64, n, attemp
 // on the machine's speed or load.
 func pagesRead(t *testing.T, v *Runner, path string, search func(ctx context.Context) error) int {
 	t.Helper()
+	return pagesReadOn(t, &v.History.sr, path, search)
+}
+
+// pagesReadOn is pagesRead for the views' pool at pool (the search pool,
+// the readers).
+func pagesReadOn(t *testing.T, pool **sql.DB, path string, search func(ctx context.Context) error) int {
+	t.Helper()
 	one, err := sql.Open("sqlite", dsn(path, true))
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +102,10 @@ func pagesRead(t *testing.T, v *Runner, path string, search func(ctx context.Con
 	if err := conn.Close(); err != nil { // back to the pool, for the search
 		t.Fatal(err)
 	}
-	saved := v.History.sr
-	v.History.sr = one
+	saved := *pool
+	*pool = one
 	err = search(ctx)
-	v.History.sr = saved
+	*pool = saved
 	if err != nil {
 		t.Fatal(err)
 	}

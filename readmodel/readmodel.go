@@ -373,6 +373,9 @@ type RetentionCandidate struct {
 	LastActivityAt time.Time
 	Window         time.Duration // the window applied
 	Deliveries     int64         // deliveries past it, none waiting on a forward
+	// DeliveriesAtLeast: Deliveries is where the count stopped (its
+	// bound), and there are more.
+	DeliveriesAtLeast bool
 }
 
 // DeliveryFilter narrows an address's history: a delivery is listed when

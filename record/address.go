@@ -65,7 +65,7 @@ func (r *Recorder) PurgeIfRetained(ctx context.Context, inspectorID string, last
 // nothing is recorded, so a decision is made once however many nodes
 // sweep. It returns the decision's log position, 0 when nothing was
 // recorded.
-func (r *Recorder) RetainEndpoint(ctx context.Context, endpointID string, window time.Duration, now, lastActivity time.Time, deliveries int64) (uint64, error) {
+func (r *Recorder) RetainEndpoint(ctx context.Context, endpointID string, window time.Duration, now, lastActivity time.Time, deliveries int64, atLeast bool) (uint64, error) {
 	stream := domain.EndpointStream(endpointID)
 	_, events, err := domain.LoadStream(ctx, r.store, r.codec, stream)
 	if errors.Is(err, domain.ErrStreamNotFound) {
@@ -75,7 +75,7 @@ func (r *Recorder) RetainEndpoint(ctx context.Context, endpointID string, window
 		return 0, err
 	}
 	ep := domain.LoadEndpoint(events)
-	if decided, err := ep.Retain(window, now, lastActivity, deliveries); err != nil || !decided {
+	if decided, err := ep.Retain(window, now, lastActivity, deliveries, atLeast); err != nil || !decided {
 		return 0, err
 	}
 	res, err := r.Record(ctx, stream, ep.Expected(), domain.Trace{CorrelationID: endpointID}, ep.Changes()...)

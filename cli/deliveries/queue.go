@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
@@ -89,8 +90,18 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 				HasNextPage bool
 			}
 		}
-		if err := client.Do(ctx, `mutation($ep: ID!, $after: String){ redriveDeadPage(endpoint: $ep, after: $after){ redriven leftDead endCursor hasNextPage } }`,
-			map[string]any{"ep": ep.ID, "after": after}, &res); err != nil {
+		err := client.Do(ctx, `mutation($ep: ID!, $after: String){ redriveDeadPage(endpoint: $ep, after: $after){ redriven leftDead endCursor hasNextPage } }`,
+			map[string]any{"ep": ep.ID, "after": after}, &res)
+		if wait, ok := rateLimited(err); ok {
+			// The relay admits an account's redrives at its bulk rate:
+			// the same page is asked again once it says.
+			fmt.Fprintf(stdout, "%d back so far; the relay admits redrives at its rate: going on in %s\n", total, wait)
+			if err := waitFor(ctx, wait); err != nil {
+				return fmt.Errorf("redrive: %w", err)
+			}
+			continue
+		}
+		if err != nil {
 			if total > 0 {
 				fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue before this failed\n", total, ep.Name)
 			}
@@ -114,6 +125,29 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 		fmt.Fprintf(stdout, "more may be dead: run it again to go on\n")
 	}
 	return nil
+}
+
+// rateLimited reports whether err is the relay's RATE_LIMITED refusal,
+// and how long it asks to wait (at least a second).
+func rateLimited(err error) (time.Duration, bool) {
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Code != "RATE_LIMITED" {
+		return 0, false
+	}
+	secs, _ := ae.Extensions["retryAfterSeconds"].(float64)
+	return time.Duration(max(secs, 1)) * time.Second, true
+}
+
+// waitFor waits d or until ctx ends; a variable so a test need not wait.
+var waitFor = func(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // redrivePerCall is the most one redriveDeadPage call puts back

@@ -7,15 +7,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relayhq/relay/apiclient"
 )
 
 // fakeQueueRelay answers the endpoints query with one QUEUE Endpoint,
 // "orders", and each redriveDeadPage call with page(the call's "after"
-// variable), the JSON of its result.
+// variable), the JSON of its result (or of a whole answer with errors).
 func fakeQueueRelay(t *testing.T, page func(after any) string) *apiclient.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +30,12 @@ func fakeQueueRelay(t *testing.T, page func(after any) string) *apiclient.Client
 			t.Error(err)
 		}
 		if strings.Contains(req.Query, "redriveDeadPage") {
-			fmt.Fprintf(w, `{"data":{"redriveDeadPage":%s}}`, page(req.Variables["after"]))
+			res := page(req.Variables["after"])
+			if strings.HasPrefix(res, `{"errors"`) {
+				fmt.Fprint(w, res) // a refusal, whole
+				return
+			}
+			fmt.Fprintf(w, `{"data":{"redriveDeadPage":%s}}`, res)
 			return
 		}
 		fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
@@ -126,5 +133,34 @@ func TestRedriveDeadSaysWhatItLeftDead(t *testing.T) {
 	want := "1002 dead deliveries of orders back in its queue\n3 left dead: each has had 200 attempts or 100 redrives, the most one delivery may have\n"
 	if calls != 2 || out.String() != want {
 		t.Fatalf("%d calls, printed %q; want 2 calls and %q", calls, out.String(), want)
+	}
+}
+
+// TestRedriveDeadWaitsWhenRateLimited: the relay admits an account's
+// redrives at its bulk rate; a page refused RATE_LIMITED is asked again,
+// from the same cursor, after the retryAfterSeconds the relay gave.
+func TestRedriveDeadWaitsWhenRateLimited(t *testing.T) {
+	var waits []time.Duration
+	saved := waitFor
+	waitFor = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	t.Cleanup(func() { waitFor = saved })
+	var afters []any
+	client := fakeQueueRelay(t, func(after any) string {
+		afters = append(afters, after)
+		switch len(afters) {
+		case 1:
+			return `{"redriven":1000,"endCursor":"c1","hasNextPage":true}`
+		case 2:
+			return `{"errors":[{"message":"this account made bulk changes as fast as it may","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":7}}]}`
+		}
+		return `{"redriven":5,"endCursor":"c2","hasNextPage":false}`
+	})
+	var out bytes.Buffer
+	if err := redriveDead(context.Background(), client, "orders", &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "1000 back so far; the relay admits redrives at its rate: going on in 7s\n1005 dead deliveries of orders back in its queue\n"
+	if out.String() != want || !reflect.DeepEqual(waits, []time.Duration{7 * time.Second}) || !reflect.DeepEqual(afters, []any{nil, "c1", "c1"}) {
+		t.Fatalf("printed %q, waited %v, calls after %v; want %q, [7s], [<nil> c1 c1]", out.String(), waits, afters, want)
 	}
 }

@@ -116,8 +116,12 @@ func printTail(r evidence.Report, kept int, w io.Writer) {
 	// What decided the deletions: retention's own events.
 	for _, d := range r.Decisions {
 		if d.Endpoint != "" {
-			fmt.Fprintf(w, "retention decision at position %d (%s): endpoint %s, window %s, received before %s, %d deliveries deleted\n",
-				d.Position, d.Type, d.Endpoint, duration.Format(time.Duration(d.RetentionMs)*time.Millisecond), d.Cutoff, d.Deliveries)
+			count := fmt.Sprint(d.Deliveries)
+			if d.AtLeast {
+				count = "at least " + count
+			}
+			fmt.Fprintf(w, "retention decision at position %d (%s): endpoint %s, window %s, received before %s, %s deliveries deleted\n",
+				d.Position, d.Type, d.Endpoint, duration.Format(time.Duration(d.RetentionMs)*time.Millisecond), d.Cutoff, count)
 			continue
 		}
 		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)

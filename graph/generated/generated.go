@@ -4279,7 +4279,9 @@ type Mutation {
   A delivery that has had 200 attempts (retryDelivery refuses it too) or has been put
   back 100 times, the most one delivery may have, stays dead; when every dead delivery
   of the Endpoint has, the call is INVALID_INPUT saying so. QUOTA_EXCEEDED and
-  INSUFFICIENT_STORAGE as retryDelivery, nothing put back.
+  INSUFFICIENT_STORAGE as retryDelivery, nothing put back. An account's redriveDead and
+  redriveDeadPage calls are admitted together at a burst of 10, then 6 a minute:
+  RATE_LIMITED with extensions.retryAfterSeconds beyond.
   """
   redriveDead(endpoint: ID!): Int!
   """
@@ -4290,7 +4292,7 @@ type Mutation {
   A cursor that is not one this field returned is INVALID_INPUT naming ` + "`" + `after` + "`" + `.
   Deliveries that have had 200 attempts or 100 redrives stay dead and are counted in leftDead; from
   the oldest (no ` + "`" + `after` + "`" + `), when every dead delivery of the Endpoint has, the call is
-  INVALID_INPUT as redriveDead is; QUOTA_EXCEEDED and INSUFFICIENT_STORAGE as redriveDead.
+  INVALID_INPUT as redriveDead is; QUOTA_EXCEEDED, INSUFFICIENT_STORAGE and RATE_LIMITED as redriveDead.
   """
   redriveDeadPage(endpoint: ID!, after: String): RedrivePage!
   "The agent's answer to a forward request."

@@ -1,0 +1,223 @@
+package commands_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+)
+
+// appendMany appends n delivery streams of accountID's Endpoint received
+// at at, each made by events(id), 16 at a time (so the writer's group
+// commit shares their fsyncs), and waits until the views show them.
+func (e *env) appendMany(t *testing.T, n int, events func(id string) []domain.Event) {
+	t.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		last uint64
+		errs []error
+		next = make(chan int)
+	)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				id := commands.NewDeliveryID()
+				data, _, err := e.codec.EncodeAll(nil, commands.NewEventID, events(id), time.Now(), domain.Trace{CorrelationID: id})
+				if err == nil {
+					var res domain.AppendResult
+					if res, err = e.store.Append(context.Background(), domain.DeliveryStream(id), domain.NoStream(), data...); err == nil {
+						mu.Lock()
+						last = max(last, res.Position)
+						mu.Unlock()
+						continue
+					}
+				}
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("append %d deliveries: %d failed, the first: %v", n, len(errs), errs[0])
+	}
+	if err := e.views.WaitFor(ctx(t), last); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// othersAppends records deliveries of another account's Endpoint one after
+// another, as its senders would, until stop is closed, and returns the
+// positions they were committed at, in order.
+func (e *env) othersAppends(t *testing.T, endpointID, accountID string, stop <-chan struct{}) func() []uint64 {
+	t.Helper()
+	done := make(chan []uint64, 1)
+	go func() {
+		var out []uint64
+		for {
+			select {
+			case <-stop:
+				done <- out
+				return
+			default:
+			}
+			id := commands.NewDeliveryID()
+			d, err := domain.ReceiveAndAnswer(id, endpointID, domain.AddressEndpoint, accountID, request("/other", webhookBody, len(webhookBody)), 204, "")
+			if err != nil {
+				t.Error(err)
+				done <- out
+				return
+			}
+			data, _, err := e.codec.EncodeAll(nil, commands.NewEventID, d.Changes(), time.Now(), domain.Trace{CorrelationID: id})
+			if err == nil {
+				var res domain.AppendResult
+				if res, err = e.store.Append(context.Background(), domain.DeliveryStream(id), domain.NoStream(), data...); err == nil {
+					out = append(out, res.Position)
+					continue
+				}
+			}
+			t.Error(err)
+			done <- out
+			return
+		}
+	}()
+	return func() []uint64 { return <-done }
+}
+
+// waitedBehind counts, for each of the other account's appends after its
+// first, the events of kind typ committed between it and the one before:
+// those it waited behind (each was queued as the one before returned). It
+// returns the most and the mean, over the appends made while such events
+// were being committed.
+func waitedBehind(t *testing.T, e *env, others []uint64, typ string) (most int, mean float64, appends int) {
+	t.Helper()
+	var theirs []uint64
+	for _, ev := range e.allEvents(t) {
+		if ev.Type == typ {
+			theirs = append(theirs, ev.Position)
+		}
+	}
+	if len(theirs) == 0 {
+		t.Fatalf("no %s in the log", typ)
+	}
+	total := 0
+	for i := 1; i < len(others); i++ {
+		if others[i] < theirs[0] || others[i-1] > theirs[len(theirs)-1] {
+			continue // before or after the bulk work
+		}
+		lo := sort.Search(len(theirs), func(k int) bool { return theirs[k] > others[i-1] })
+		hi := sort.Search(len(theirs), func(k int) bool { return theirs[k] > others[i] })
+		n := hi - lo
+		most, total, appends = max(most, n), total+n, appends+1
+	}
+	if appends > 0 {
+		mean = float64(total) / float64(appends)
+	}
+	return most, mean, appends
+}
+
+// TestRedriveSharesTheWriterWithOthers measures what one account's redrive
+// of 1 000 dead deliveries costs another account's deliveries recorded
+// meanwhile: the redrive appends one delivery after another, so each of
+// the other's appends waits behind at most a few of them, never behind the
+// whole call. What bounds the calls themselves is the bulk rate (graph's
+// TestBulkMutationsAreRatedPerAccount).
+func TestRedriveSharesTheWriterWithOthers(t *testing.T) {
+	e := newEnv(t, defaultConfig())
+	ada, _ := e.account(t, "Ada")
+	ep := e.endpoint(t, ada.ID, domain.EndpointSettings{Name: "orders", Mode: domain.ModeQueue, Target: "127.0.0.1:3000"})
+	bob, _ := e.account(t, "Bob")
+	other := e.endpoint(t, bob.ID, domain.EndpointSettings{Name: "other", Mode: domain.ModeLog})
+	e.appendMany(t, commands.MaxRedrive, func(id string) []domain.Event {
+		d, err := domain.ReceiveAndAnswer(id, ep.ID, domain.AddressEndpoint, ada.ID, request("/q", webhookBody, len(webhookBody)), 202, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes := d.Changes()
+		r := changes[0].(domain.DeliveryReceived)
+		r.Queued = true
+		return []domain.Event{r, domain.DeliveryDead{DeliveryID: id, Failures: 3, Reason: "dead after 3 attempts"}}
+	})
+
+	stop := make(chan struct{})
+	others := e.othersAppends(t, other.ID, bob.ID, stop)
+	res, err := e.svc.RedriveDead(ctx(t), ada.ID, "", ep.ID, "")
+	close(stop)
+	positions := others()
+	if err != nil || res.Count != commands.MaxRedrive {
+		t.Fatalf("redrive: %+v, %v", res, err)
+	}
+	most, mean, n := waitedBehind(t, e, positions, domain.TypeDeliveryRequeued)
+	t.Logf("during a redrive of %d, %d deliveries of another account were recorded: each waited behind at most %d of its appends (%.2f on average)",
+		res.Count, n, most, mean)
+	// One at a time they are about one each (a busy machine's scheduling
+	// adds a few); a redrive that held the writer would pass hundreds.
+	if n == 0 || most >= commands.MaxRedrive/10 {
+		t.Errorf("during a redrive of %d the other account recorded %d deliveries, one waiting behind %d of its appends; want some, each behind fewer than %d",
+			res.Count, n, most, commands.MaxRedrive/10)
+	}
+}
+
+// TestRetentionSweepSharesTheWriterWithOthers measures what a retention
+// sweep deleting 10 000 delivery streams costs another account's
+// deliveries recorded meanwhile: the sweep has 8 deletions in flight at
+// once on the writer's queue, so each of the other's appends waits behind
+// at most a batch of them, never behind a page or the sweep.
+func TestRetentionSweepSharesTheWriterWithOthers(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Retention = domain.RetentionLimits{Default: time.Hour, Min: time.Second, Max: time.Hour}
+	e := newEnv(t, cfg)
+	ada, _ := e.account(t, "Ada")
+	ep := e.endpoint(t, ada.ID, domain.EndpointSettings{Name: "old", Mode: domain.ModeLog})
+	bob, _ := e.account(t, "Bob")
+	other := e.endpoint(t, bob.ID, domain.EndpointSettings{Name: "other", Mode: domain.ModeLog})
+	const streams = 10_000
+	e.appendMany(t, streams, func(id string) []domain.Event {
+		d, err := domain.ReceiveAndAnswer(id, ep.ID, domain.AddressEndpoint, ada.ID, request("/old", webhookBody, len(webhookBody)), 204, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Changes()
+	})
+
+	stop := make(chan struct{})
+	others := e.othersAppends(t, other.ID, bob.ID, stop)
+	deleted := 0
+	for deleted < streams {
+		res, err := e.svc.SweepEndpointRetention(ctx(t), time.Now().Add(2*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Deleted == 0 {
+			break
+		}
+		deleted += res.Deleted
+	}
+	close(stop)
+	positions := others()
+	if deleted != streams {
+		t.Fatalf("the sweeps deleted %d streams, want %d", deleted, streams)
+	}
+	most, mean, n := waitedBehind(t, e, positions, domain.TypeStreamDeleted)
+	t.Logf("during a sweep deleting %d streams, %d deliveries of another account were recorded: each waited behind at most %d deletions (%.2f on average)",
+		deleted, n, most, mean)
+	// Eight in flight make a batch of about eight (a busy machine's
+	// scheduling adds a few batches); a page committed at once would pass
+	// its 500.
+	if n == 0 || most >= 100 {
+		t.Errorf("during a sweep deleting %d streams the other account recorded %d deliveries, one waiting behind %d deletions; want some, each behind fewer than 100",
+			deleted, n, most)
+	}
+}
