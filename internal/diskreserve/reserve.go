@@ -204,18 +204,39 @@ func (r *Reserve) read() *reading {
 	} else {
 		reserve := r.cfg.Limit.of(sp.Total)
 		next.Free, next.Reserve = sp.Free, reserve
-		switch {
-		case sp.Free < reserve:
-			next.Level = Full
-		case sp.Free < 2*reserve:
-			next.Level = Low
-		}
+		next.Level = levelOf(sp.Free, reserve, r.state.Load())
 	}
 	prev := r.state.Swap(next)
 	if prev == nil || prev.Level != next.Level {
 		r.logLevel(next.State, prev == nil)
 	}
 	return next
+}
+
+// levelOf is the level free bytes give against reserve. A level is left
+// for a better one only once free clears its threshold by a sixteenth of
+// the reserve: a disk hovering at a threshold (writes and retention's
+// deletions taking turns) would otherwise change level, and log it, at
+// every read.
+func levelOf(free, reserve uint64, prev *reading) Level {
+	level := Clear
+	switch {
+	case free < reserve:
+		level = Full
+	case free < 2*reserve:
+		level = Low
+	}
+	if prev == nil || prev.Err != nil || level >= prev.Level {
+		return level
+	}
+	margin := reserve / 16
+	switch {
+	case prev.Level == Full && free < reserve+margin:
+		return Full
+	case free < 2*reserve+margin:
+		return Low
+	}
+	return level
 }
 
 // logLevel tells a change of level, with the figures in bytes and as a

@@ -199,3 +199,36 @@ func TestReserveLogsEachChangeOfLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveLeavesALevelPastAMargin: free space hovering at a threshold
+// changes the level once, not at every read; it is left for a better one
+// only a sixteenth of the reserve past its threshold.
+func TestReserveLeavesALevelPastAMargin(t *testing.T) {
+	const gib = 1 << 30
+	var buf bytes.Buffer
+	src := newFake(10*gib, 100*gib)
+	r := New(Config{Source: src, Limit: Limit{Bytes: gib}, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	steps := []struct {
+		free uint64
+		want Level
+	}{
+		{2*gib - 1, Low},
+		{2*gib + 1, Low}, // back above twice the reserve, within the margin
+		{2*gib - 1, Low},
+		{2*gib + gib/16, Clear},
+		{gib - 1, Full},
+		{gib + 1, Full},
+		{gib + gib/16 - 1, Full},
+		{gib + gib/16, Low},
+		{gib - 1, Full}, // worse at once
+	}
+	for i, s := range steps {
+		src.free.Store(s.free)
+		if got := r.Check().Level; got != s.want {
+			t.Errorf("step %d, %d free: level %s, want %s", i, s.free, got, s.want)
+		}
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 5 {
+		t.Errorf("%d log lines, want 5 (one per change):\n%s", n, buf.String())
+	}
+}
