@@ -40,15 +40,11 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		// Every filtered page walks the views on the search pool, and some
 		// read the log too: each is admitted for its caller (searchlimit.go).
 		f := toFilter(filter)
-		key := r.searchKey(ctx)
-		release, err := r.admitSearch(ctx, key, f.NeedsLog())
+		release, err := r.admitSearch(ctx, r.callerKey(ctx), f.NeedsLog())
 		if err != nil {
 			return readmodel.Page{}, err
 		}
 		defer release()
-		// The views share their search pool by the same key, so that no
-		// one account or address holds all of it.
-		ctx := readmodel.WithSearcher(ctx, key)
 		payload := wantsPayload(ctx)
 		p, err := r.Views.SearchDeliveries(ctx, address, first, after, f, payload)
 		if err != nil || !payload {
@@ -215,7 +211,10 @@ type liveRowKey struct {
 // connections and of the log, and as many copies of its body.
 func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload bool) (*model.Delivery, error) {
 	m, err := r.liveRows.Get(ctx, liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload}, func() (*model.Delivery, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveRowLoadTimeout)
+		// The relay's own read, not the subscriber's: every subscription
+		// of the address waits for it, so it takes no one's share of the
+		// views' readers.
+		lctx, cancel := context.WithTimeout(readmodel.WithReader(context.WithoutCancel(ctx), ""), liveRowLoadTimeout)
 		defer cancel()
 		read := r.Views.DeliverySummary
 		if payload {

@@ -1,0 +1,39 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/relayhq/relay/readmodel"
+)
+
+// withReader names every operation's caller to the views before it runs
+// (readmodel.WithReader), over HTTP and on a socket alike: each of its
+// reads then counts against the caller's share of the views' connections
+// (projections.readerShare), so that one account or network asking for
+// many reads at once queues them behind its own, not ahead of everyone's.
+func (r *Resolver) withReader(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	return next(readmodel.WithReader(ctx, readmodel.ReaderKey(r.callerKey(ctx))))
+}
+
+// callerKey is who an operation counts against: the signed-in account
+// ("account:" + its id), else the client's address as clientkey.Of makes
+// it. A refused token counts as no token; a socket is authenticated once,
+// at connection_init.
+func (r *Resolver) callerKey(ctx context.Context) string {
+	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
+		return "account:" + acc.ID
+	}
+	if _, isHTTP := ctx.Value(authMemoKey).(*authMemo); isHTTP {
+		if tok, _ := ctx.Value(tokenKey).(string); tok != "" {
+			// Not r.credential: a refused token is counted (FailedAuthRate)
+			// when a resolver reads it, not here too.
+			if acc, _, err := r.authenticate(ctx, tok); err == nil {
+				return "account:" + acc.ID
+			}
+		}
+	}
+	client, _ := ctx.Value(clientKey).(string)
+	return client
+}
