@@ -82,6 +82,11 @@ func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
 // change lands in the replay, in the live stream or in both, never in
 // neither.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
+	if since != nil {
+		if err := r.admitReplay(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if !r.watching.acquire(address) {
 		return nil, &RateLimitedError{RetryAfter: watchRetryAfter,
 			Reason: fmt.Sprintf("%d live subscriptions of this address are open", MaxWatchersPerAddress)}

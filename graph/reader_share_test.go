@@ -16,7 +16,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/internal/testwait"
+	"github.com/relayhq/relay/ratelimit"
 )
 
 // TestOneClientHoldsPartOfTheReaders: one anonymous client keeps the views
@@ -29,7 +31,10 @@ import (
 // Without the share the client alone filled the pool and its reads and
 // the account's queued there together.
 func TestOneClientHoldsPartOfTheReaders(t *testing.T) {
-	e := newEnv(t)
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		// Not the replay rate under test here: the sockets replay freely.
+		r.ReplayRate = ratelimit.Rate{N: 1 << 20, Per: time.Second, Burst: 1 << 20}
+	})
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
 	var in struct{ CreateInspector struct{ ID string } }
@@ -178,4 +183,94 @@ func dialWS(t *testing.T, url string, payload map[string]any) *websocket.Conn {
 		t.Fatalf("connection_init: %v %+v", err, ack)
 	}
 	return c
+}
+
+// TestDeliveriesReplaysAreAdmittedPerClient: a client that subscribes to
+// an address's deliveries with since again and again is replayed its rows
+// only as often as the replay rate admits (here a burst of 4 that does not
+// refill within the test); past it each subscription is refused
+// RATE_LIMITED with a retryAfterSeconds, without replaying a row. A
+// subscription without since replays nothing and is not counted, and
+// another account's replay is admitted. Before, each of the 10 replayed.
+func TestDeliveriesReplaysAreAdmittedPerClient(t *testing.T) {
+	const burst, tries = 4, 10
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.ReplayRate = ratelimit.Rate{N: 1, Per: time.Hour, Burst: burst} })
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	var in struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &in)
+	inspector := in.CreateInspector.ID
+	const rows = 3
+	for i := range rows {
+		e.receive(t, fmt.Sprintf("d-%d", i), inspector, domain.AddressInspector, "", true)
+	}
+	var su struct{ SignUp struct{ Token string } }
+	e.c.MustPost(`mutation { signUp(name: "bea") { token } }`, &su)
+
+	// subscribe starts a subscription on ws and reads until it replayed
+	// its rows (nil) or was refused (the refusal's code and retry).
+	subscribe := func(ws *websocket.Conn, id string, since any) (code string, retry float64) {
+		t.Helper()
+		if err := ws.WriteJSON(map[string]any{"id": id, "type": "subscribe", "payload": map[string]any{
+			"query":     `subscription($a: ID!, $s: String){ deliveries(address: $a, since: $s){ id } }`,
+			"variables": map[string]any{"a": inspector, "s": since}}}); err != nil {
+			t.Fatal(err)
+		}
+		if since == nil {
+			return "", 0 // nothing to replay: the subscription waits for live rows
+		}
+		for got := 0; got < rows; {
+			var m struct {
+				Type, ID string
+				Payload  json.RawMessage
+			}
+			if err := ws.ReadJSON(&m); err != nil {
+				t.Fatal(err)
+			}
+			var answer struct {
+				Errors []struct {
+					Extensions struct {
+						Code              string
+						RetryAfterSeconds float64
+					}
+				}
+			}
+			switch {
+			case m.ID != id:
+			case m.Type == "next" && json.Unmarshal(m.Payload, &answer) == nil && len(answer.Errors) > 0:
+				// A refused subscription answers its error, then completes.
+				return answer.Errors[0].Extensions.Code, answer.Errors[0].Extensions.RetryAfterSeconds
+			case m.Type == "next":
+				got++
+			default:
+				t.Fatalf("subscription %s: %s %s", id, m.Type, m.Payload)
+			}
+		}
+		if err := ws.WriteJSON(map[string]any{"id": id, "type": "complete"}); err != nil {
+			t.Fatal(err)
+		}
+		return "", 0
+	}
+
+	ws := dialWS(t, srv.URL, map[string]any{})
+	replayed, refused := 0, 0
+	for i := range tries {
+		switch code, retry := subscribe(ws, strconv.Itoa(i), ""); {
+		case code == "":
+			replayed++
+		case code == "RATE_LIMITED" && retry > 0:
+			refused++
+		default:
+			t.Fatalf("subscription %d refused %s, retryAfterSeconds %v", i, code, retry)
+		}
+	}
+	t.Logf("%d subscriptions with since from one client: %d replayed, %d refused", tries, replayed, refused)
+	if replayed != burst || refused != tries-burst {
+		t.Errorf("%d of %d subscriptions with since replayed, %d refused; want %d replayed", replayed, tries, refused, burst)
+	}
+	subscribe(ws, "live", nil)
+	other := dialWS(t, srv.URL, map[string]any{"Authorization": "Bearer " + su.SignUp.Token})
+	if code, _ := subscribe(other, "1", ""); code != "" {
+		t.Errorf("another account's replay refused %s", code)
+	}
 }
