@@ -76,3 +76,65 @@ func TestOneReaderHoldsPartOfTheReaders(t *testing.T) {
 		t.Errorf("%d of ann's reads wait for ann's share, want %d", n, reads-readerShare)
 	}
 }
+
+// BenchmarkReaderShare measures what a reader's share adds to a read: the
+// same reads as the relay's own (no reader: the ingress's look-up, the
+// queue driver) and as a reader's (an API caller's, taking and giving
+// back a turn of its share). Compare with BenchmarkAddress and
+// BenchmarkReads, which read as the relay.
+func BenchmarkReaderShare(b *testing.B) {
+	s := newSynth(b, []byte("{}"))
+	v := s.open("views.db")
+	s.queue(domain.EndpointStream("ep-0"), domain.EndpointCreated{EndpointID: "ep-0", AccountID: "acct-1",
+		Name: "hooks", Mode: domain.ModeProxy, Target: "http://127.0.0.1:9/", ResponseCapture: true})
+	applyTB(b, v, s.batch(256))
+	for _, as := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"relay", b.Context()},
+		{"reader", readmodel.WithReader(b.Context(), "account:acct-1")},
+	} {
+		ctx := as.ctx
+		// The share alone: what every read of the reader pool adds.
+		b.Run("share/"+as.name, func(b *testing.B) {
+			for b.Loop() {
+				release, err := v.r.take(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if release != nil {
+					release()
+				}
+			}
+		})
+		b.Run("Address/"+as.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Address(ctx, "ep-0"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("DeliverySummary/"+as.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.DeliverySummary(ctx, "d-00000100"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("DeliverySummaries/"+as.name, func(b *testing.B) {
+			for b.Loop() {
+				if p, err := v.DeliverySummaries(ctx, "ep-0", 20, ""); err != nil || len(p.Items) != 20 {
+					b.Fatal(len(p.Items), err)
+				}
+			}
+		})
+		b.Run("Endpoints/"+as.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Endpoints(ctx, "acct-1"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

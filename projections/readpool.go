@@ -75,19 +75,22 @@ func (r *readRows) done() {
 	}
 }
 
-func (p *readPool) QueryContext(ctx context.Context, query string, args ...any) (readRows, error) {
+// QueryContext is sql.DB.QueryContext within the reader's share. The rows
+// are a pointer: the scan helpers take them as an interface, which a value
+// would be copied into once per row.
+func (p *readPool) QueryContext(ctx context.Context, query string, args ...any) (*readRows, error) {
 	release, err := p.take(ctx)
 	if err != nil {
-		return readRows{}, err
+		return nil, err
 	}
 	rows, err := p.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		if release != nil {
 			release()
 		}
-		return readRows{}, err
+		return nil, err
 	}
-	return readRows{Rows: rows, release: release}, nil
+	return &readRows{Rows: rows, release: release}, nil
 }
 
 // readRow is a row that gives its share back once scanned.
