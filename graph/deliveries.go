@@ -40,15 +40,11 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		// Every filtered page walks the views on the search pool, and some
 		// read the log too: each is admitted for its caller (searchlimit.go).
 		f := toFilter(filter)
-		key := r.searchKey(ctx)
-		release, err := r.admitSearch(ctx, key, f.NeedsLog())
+		release, err := r.admitSearch(ctx, r.callerKey(ctx), f.NeedsLog())
 		if err != nil {
 			return readmodel.Page{}, err
 		}
 		defer release()
-		// The views share their search pool by the same key, so that no
-		// one account or address holds all of it.
-		ctx := readmodel.WithSearcher(ctx, key)
 		payload := wantsPayload(ctx)
 		p, err := r.Views.SearchDeliveries(ctx, address, first, after, f, payload)
 		if err != nil || !payload {
@@ -86,6 +82,11 @@ func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
 // change lands in the replay, in the live stream or in both, never in
 // neither.
 func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *string) (<-chan *model.Delivery, error) {
+	if since != nil {
+		if err := r.admitReplay(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if !r.watching.acquire(address) {
 		return nil, &RateLimitedError{RetryAfter: watchRetryAfter,
 			Reason: fmt.Sprintf("%d live subscriptions of this address are open", MaxWatchersPerAddress)}
@@ -215,7 +216,10 @@ type liveRowKey struct {
 // connections and of the log, and as many copies of its body.
 func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload bool) (*model.Delivery, error) {
 	m, err := r.liveRows.Get(ctx, liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload}, func() (*model.Delivery, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveRowLoadTimeout)
+		// The relay's own read, not the subscriber's: every subscription
+		// of the address waits for it, so it takes no one's share of the
+		// views' readers.
+		lctx, cancel := context.WithTimeout(readmodel.WithReader(context.WithoutCancel(ctx), ""), liveRowLoadTimeout)
 		defer cancel()
 		read := r.Views.DeliverySummary
 		if payload {

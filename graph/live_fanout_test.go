@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/internal/testwait"
+	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -204,7 +205,14 @@ func (h *heldReplays) ChangedSince(ctx context.Context, address, since string) (
 // ahead of every other reader's.
 func TestReplaysOfASocketWalkOneAtATime(t *testing.T) {
 	var held *heldReplays
-	e := newEnvWith(t, nil, func(r *graph.Resolver) { held = &heldReplays{Views: r.Views}; r.Views = held })
+	const subs = 100
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		held = &heldReplays{Views: r.Views}
+		r.Views = held
+		// Every replay admitted: the client's replay rate has a test of its
+		// own (TestDeliveriesReplaysAreAdmittedPerClient).
+		r.ReplayRate = ratelimit.Rate{N: subs, Per: time.Minute, Burst: subs}
+	})
 	var created struct{ CreateInspector struct{ ID string } }
 	e.c.MustPost(`mutation { createInspector { id } }`, &created)
 	address := created.CreateInspector.ID
@@ -214,7 +222,6 @@ func TestReplaysOfASocketWalkOneAtATime(t *testing.T) {
 	srv := httptest.NewServer(e.h)
 	t.Cleanup(srv.Close)
 
-	const subs = 100
 	since := ""
 	liveSockets(t, srv.URL, address, &since, "id", 1, subs)
 	testwait.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {

@@ -61,6 +61,10 @@ type Resolver struct {
 	// SearchLimits bound the searches that read headers and bodies from
 	// the log, per account (or anonymous address) and in all (searchlimit.go).
 	SearchLimits SearchLimits
+	// ReplayRate admits the replays of deliveries subscriptions with since,
+	// per account or client address (readers.go); zero: smee's
+	// ingress.DefaultReplayRate.
+	ReplayRate ratelimit.Rate
 	// Now is the clock that decides whether an idle inspector has expired;
 	// time.Now when nil.
 	Now func() time.Time
@@ -80,6 +84,7 @@ type Resolver struct {
 	sessions   sessionGate
 	bulk       bulkGate
 	compares   compareGate
+	replays    replayGate
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.

@@ -22,7 +22,7 @@ import (
 //     However many pages a key asks for at once, it has at most that many
 //     of each kind on the search pool, running or waiting for a connection,
 //     and the views let it hold at most all but one of the pool's
-//     connections (history names the key with readmodel.WithSearcher):
+//     connections (history names the key with readmodel.WithReader):
 //     another account's page never waits behind that key's walks;
 //   - of those that read the log, at most SearchLimits.Rate of a key a
 //     minute (DefaultSearchRate), and at most SearchLimits.Global of all
@@ -161,15 +161,4 @@ func (g *searchGate) leave(place searchPlace) {
 	if g.held[place]--; g.held[place] <= 0 {
 		delete(g.held, place)
 	}
-}
-
-// searchKey is who a search counts against: the signed-in account, else
-// the anonymous client's address, as clientkey.Of makes it (so the rate's
-// buckets group it by network; an account's key is no address).
-func (r *Resolver) searchKey(ctx context.Context) string {
-	if acc, _, err := r.credential(ctx); err == nil {
-		return "account:" + acc.ID
-	}
-	client, _ := ctx.Value(clientKey).(string)
-	return client
 }

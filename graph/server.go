@@ -110,6 +110,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newSizedCache(100, maxDoc, apqCacheBytes, func(_ string, q string) int { return len(q) })})
 	srv.Use(&costLimit{limits: limits, charge: r.chargeAPICost})
+	srv.AroundOperations(r.withReader)
 	srv.AroundFields(countAnswer)
 	present := errorPresenter(r.Logger)
 	srv.SetErrorPresenter(present)

@@ -194,8 +194,12 @@ func (s *Server) serveSmee(ctx context.Context, w http.ResponseWriter, r *http.R
 			s.log.DebugContext(ctx, "smee stream ended waiting for its replay", "address", route.ID, "error", err)
 			return
 		}
+		// The replay's reads are the client's: they count against its
+		// share of the views' readers, as its API reads do. Live events
+		// below are the relay's own reads, shared by every stream.
+		rctx := readmodel.WithReader(ctx, readmodel.ReaderKey(client))
 		var err error
-		if last, err = s.replaySmee(ctx, sw, route.ID, id); err != nil {
+		if last, err = s.replaySmee(rctx, sw, route.ID, id); err != nil {
 			s.log.DebugContext(ctx, "smee stream ended in replay", "address", route.ID, "error", err)
 			return
 		}

@@ -15,7 +15,7 @@ import (
 // Accounts is the read model of accounts, their API tokens and the index
 // of the events of the streams each account owns (account_events).
 type Accounts struct {
-	r  *sql.DB    // the runner's reader pool
+	r  *readPool  // the runner's reader pool
 	rs *readStmts // the runner's hot reads
 	// quotas caches AccountQuota's rows (quotacache.go).
 	quotas *quotaCache
@@ -63,7 +63,7 @@ func (v *Accounts) TokenByHash(ctx context.Context, hash string) (readmodel.Acco
 		a       readmodel.Account
 		created int64
 	)
-	tok, err := scanToken(v.rs.token.QueryRowContext(qctx, hash), &a.ID, &a.Name, &created)
+	tok, err := scanToken(v.r.pointRow(ctx, qctx, v.rs.token, hash), &a.ID, &a.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Account{}, readmodel.Token{}, fmt.Errorf("token: %w", domain.ErrNotFound) // never echo a credential
 	}
@@ -191,7 +191,7 @@ func (v *Accounts) OpenInvites(ctx context.Context, createdBy string, now time.T
 	return n, fromNanos(first.Int64), nil
 }
 
-func scanAccount(row *sql.Row) (readmodel.Account, error) {
+func scanAccount(row interface{ Scan(...any) error }) (readmodel.Account, error) {
 	var (
 		a       readmodel.Account
 		created int64
@@ -389,7 +389,7 @@ func (v *Accounts) readQuota(ctx context.Context, id string) (readmodel.AccountU
 	if err != nil {
 		return readmodel.AccountUsage{}, fmt.Errorf("read quota of account %q: %w", id, err)
 	}
-	u, err := scanUsage(v.rs.accountQuota.QueryRowContext(qctx, id))
+	u, err := scanUsage(v.r.pointRow(ctx, qctx, v.rs.accountQuota, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.AccountUsage{}, notFound("account", id)
 	}

@@ -19,7 +19,7 @@ import (
 // rows it read in a cache the runner updates after each commit
 // (addrcache.go).
 type Addresses struct {
-	r     *sql.DB    // the runner's reader pool
+	r     *readPool  // the runner's reader pool
 	rs    *readStmts // the runner's hot reads
 	cache addressCache
 	// listeners keeps OpenListeners' rows (listenerscache.go).
@@ -42,7 +42,7 @@ func (v *Addresses) Inspector(ctx context.Context, id string) (readmodel.Inspect
 	if err != nil {
 		return readmodel.Inspector{}, fmt.Errorf("read inspector %q: %w", id, err)
 	}
-	err = v.rs.inspector.QueryRowContext(qctx, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
+	err = v.r.pointRow(ctx, qctx, v.rs.inspector, id).Scan(&i.ID, &created, &last, &ttlMs, &i.Expired,
 		&i.Purged, &i.StoredBytes, &i.Refused, &answers, &i.Smee)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Inspector{}, notFound("inspector", id)
@@ -93,7 +93,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 	if err != nil {
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
-	err = v.rs.address.QueryRowContext(qctx, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
+	err = v.r.pointRow(ctx, qctx, v.rs.address, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
 		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee, &a.SmeeKeyHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
@@ -207,7 +207,7 @@ func (v *Addresses) Endpoint(ctx context.Context, id string) (readmodel.Endpoint
 	if err != nil {
 		return readmodel.Endpoint{}, fmt.Errorf("read endpoint %q: %w", id, err)
 	}
-	e, err := scanEndpoint(v.rs.endpoint.QueryRowContext(qctx, id))
+	e, err := scanEndpoint(v.r.pointRow(ctx, qctx, v.rs.endpoint, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Endpoint{}, notFound("endpoint", id)
 	}

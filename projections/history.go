@@ -20,7 +20,7 @@ import (
 // and the watch hub that tells live subscribers what a batch changed. The
 // runner writes its tables; History only reads them.
 type History struct {
-	r       *sql.DB    // the runner's reader pool
+	r       *readPool  // the runner's reader pool
 	sr      *sql.DB    // the runner's search pool (see searchConns)
 	rs      *readStmts // the runner's hot reads
 	store   domain.EventStore

@@ -40,7 +40,7 @@ const DefaultSearchLogRate = 32 << 20
 // searchConns is the size of the views' pool for searches, apart from the
 // readers of everything else: a search's queries walk up to searchWindow
 // rows, and a page of history, an account or an Endpoint must never wait
-// behind them. One searcher (readmodel.WithSearcher) holds at most
+// behind them. One searcher (readmodel.WithReader) holds at most
 // searchShare of them at once, its other queries waiting for its own to
 // end: another searcher's page always finds a connection no one searcher
 // holds, and waits behind at most the one walk of each other searcher.
@@ -173,7 +173,7 @@ func (v *History) searchAttempts(ctx context.Context, items []readmodel.Delivery
 // searchTx begins a read transaction on the search pool within the
 // searcher's share of it (see searchConns); done ends both.
 func (v *History) searchTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
-	release, err := v.srShares.Take(ctx, readmodel.SearcherOf(ctx), searchShare)
+	release, err := v.srShares.Take(ctx, readmodel.ReaderOf(ctx), searchShare)
 	if err != nil {
 		return nil, nil, fmt.Errorf("wait for the searcher's share of the search pool: %w", err)
 	}

@@ -98,7 +98,7 @@ type Runner struct {
 	log   *slog.Logger
 
 	w  *sql.DB   // the writer: one connection, used only under writeMu
-	r  *sql.DB   // readers: a small pool that never writes
+	r  *readPool // readers: a small pool that never writes (readpool.go)
 	sr *sql.DB   // searches' readers, apart from r (see searchConns)
 	rs readStmts // hot reads, prepared on r
 
@@ -262,10 +262,10 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 		_ = w.Close()
 		return nil, fmt.Errorf("open projections readers %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
-	r.SetMaxIdleConns(4)
-	v.r = r
-	v.History.r, v.Addresses.r, v.Accounts.r = r, r, r
+	r.SetMaxOpenConns(readerConns)
+	r.SetMaxIdleConns(readerConns)
+	v.r = &readPool{db: r}
+	v.History.r, v.Addresses.r, v.Accounts.r = v.r, v.r, v.r
 	if err := v.rs.prepare(ctx, r); err != nil {
 		v.stmts.close()
 		_ = r.Close()
@@ -335,7 +335,7 @@ func (v *Runner) Close() error {
 		v.writeMu.Lock()
 		defer v.writeMu.Unlock()
 		v.stmts.close()
-		err = errors.Join(v.rs.close(), v.r.Close(), v.sr.Close(), v.w.Close())
+		err = errors.Join(v.rs.close(), v.r.db.Close(), v.sr.Close(), v.w.Close())
 	})
 	if err != nil {
 		return fmt.Errorf("close projections: %w", err)

@@ -26,7 +26,7 @@ func TestOneSearcherHoldsPartOfTheSearchPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout) // a hang fails instead
 	defer cancel()
 	const ann = "account:ann"
-	annCtx := readmodel.WithSearcher(ctx, ann)
+	annCtx := readmodel.WithReader(ctx, ann)
 	const pages = searchConns + 1
 	walking := make(chan struct{}) // closed: ann's pages end their walks
 	var wg sync.WaitGroup
@@ -56,7 +56,7 @@ func TestOneSearcherHoldsPartOfTheSearchPool(t *testing.T) {
 		t.Fatalf("ann's pages hold %d of the search pool's %d connections: every other account's page waits behind them", held, searchConns)
 	}
 
-	bob := readmodel.WithSearcher(ctx, "account:bob")
+	bob := readmodel.WithReader(ctx, "account:bob")
 	p, err := v.SearchDeliveries(bob, "ep-bob", 10, "", readmodel.DeliveryFilter{Method: "POST"}, false)
 	if err != nil || len(p.Items) != 1 || p.Items[0].ID != "bob-1" {
 		t.Fatalf("bob's filtered page: %+v, %v", p, err)

@@ -440,7 +440,13 @@ func (v *History) Stats(ctx context.Context, address string, r readmodel.StatsRa
 	for i, c := range cols {
 		sums[i] = "COALESCE(SUM(" + c + "), 0)"
 	}
-	stmt, err := v.r.PrepareContext(ctx, "SELECT "+strings.Join(sums, ", ")+
+	// The buckets' sums are read on one connection, in one transaction.
+	tx, err := v.r.BeginTx(ctx, nil)
+	if err != nil {
+		return readmodel.Stats{}, fmt.Errorf("stats of %s: %w", address, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	stmt, err := tx.PrepareContext(ctx, "SELECT "+strings.Join(sums, ", ")+
 		" FROM stats_minutes NOT INDEXED WHERE address = ?1 AND minute >= ?2 AND minute < ?3")
 	if err != nil {
 		return readmodel.Stats{}, fmt.Errorf("stats of %s: %w", address, err)
@@ -462,6 +468,8 @@ func (v *History) Stats(ctx context.Context, address string, r readmodel.StatsRa
 		bk.Filtered, bk.Refused = vals[sFiltered], vals[sRefused]
 		copy(hists[b], vals[sHist0:])
 	}
+	// Ended before offline reads: a read never holds two connections.
+	_ = tx.Rollback()
 	total := make([]int64, statsHistBuckets)
 	for i := range st.Buckets {
 		bk := &st.Buckets[i]

@@ -1,0 +1,74 @@
+package graph
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/ratelimit"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// withReader names every operation's caller to the views before it runs
+// (readmodel.WithReader), over HTTP and on a socket alike: each of its
+// reads then counts against the caller's share of the views' connections
+// (projections.readerShare), so that one account or network asking for
+// many reads at once queues them behind its own, not ahead of everyone's.
+func (r *Resolver) withReader(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	return next(readmodel.WithReader(ctx, readmodel.ReaderKey(r.callerKey(ctx))))
+}
+
+// callerKey is who an operation counts against: the signed-in account
+// ("account:" + its id), else the client's address as clientkey.Of makes
+// it. A refused token counts as no token; a socket is authenticated once,
+// at connection_init.
+func (r *Resolver) callerKey(ctx context.Context) string {
+	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
+		return "account:" + acc.ID
+	}
+	if _, isHTTP := ctx.Value(authMemoKey).(*authMemo); isHTTP {
+		if tok, _ := ctx.Value(tokenKey).(string); tok != "" {
+			// Not r.credential: a refused token is counted (FailedAuthRate)
+			// when a resolver reads it, not here too.
+			if acc, _, err := r.authenticate(ctx, tok); err == nil {
+				return "account:" + acc.ID
+			}
+		}
+	}
+	client, _ := ctx.Value(clientKey).(string)
+	return client
+}
+
+// maxReplayKeys bounds the per-caller buckets of the replay rate.
+const maxReplayKeys = 100_000
+
+// replayGate holds the buckets of the deliveries subscription's replays,
+// made on first use.
+type replayGate struct {
+	once    sync.Once
+	buckets *ratelimit.Keyed
+}
+
+// admitReplay takes one of the caller's replays of a deliveries
+// subscription with since (Resolver.ReplayRate, by default smee's
+// ingress.DefaultReplayRate), or refuses it with a RateLimitedError. A
+// replay reads up to projections.ReplayWindow rows: a client that
+// subscribes again and again in a loop gets a burst of replays, then one a
+// second. The console and relay tail subscribe again after a RATE_LIMITED
+// with backoff, from the same cursor, so nothing is missed.
+func (r *Resolver) admitReplay(ctx context.Context) error {
+	r.replays.once.Do(func() {
+		rate := r.ReplayRate
+		if rate.Off() {
+			rate = ingress.DefaultReplayRate
+		}
+		r.replays.buckets = ratelimit.NewKeyed(rate, maxReplayKeys)
+	})
+	if ok, retry := r.replays.buckets.Allow(r.callerKey(ctx), time.Now()); !ok {
+		return &RateLimitedError{RetryAfter: retry, Reason: "this client subscribed with since too often; subscribe again later from the same cursor"}
+	}
+	return nil
+}
