@@ -172,7 +172,7 @@ func TestRetentionCandidatesCountWithinABound(t *testing.T) {
 		fillOldEndpoint(t, path, "ep-old", 1_000_000_000, n)
 		fillOldEndpoint(t, path, "ep-few", 2_000_000_000, 3)
 		var got []readmodel.RetentionCandidate
-		read[n] = pagesReadOn(t, &e.views.History.r, path, func(ctx context.Context) error {
+		read[n] = pagesReadOn(t, &e.views.History.r.db, path, func(ctx context.Context) error {
 			var err error
 			got, err = e.views.RetentionCandidates(ctx, now, limits, "", 100)
 			return err
