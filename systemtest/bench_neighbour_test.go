@@ -30,7 +30,9 @@ const (
 )
 
 func BenchmarkNoisyNeighbour(b *testing.B) {
-	r := harness.Start(b, "", "--log-level", "error", "--admin-token", quotaAdmin, "--address-rate", "off")
+	// No address or account rate: the noisy account is held by its
+	// storage quota alone.
+	r := harness.Start(b, "", "--log-level", "error", "--admin-token", quotaAdmin, "--address-rate", "off", "--account-rate", "off")
 	noisyTok := hostileGraphQL(b, r, attackerIP, "", `mutation{ signUp(name: "noisy"){ token } }`, "signUp", "token")
 	noisyEP := hostileGraphQL(b, r, attackerIP, noisyTok, `mutation{ createEndpoint(input:{name:"n", mode: LOG}){ id } }`, "createEndpoint", "id")
 	quietTok := hostileGraphQL(b, r, "127.0.0.1", "", `mutation{ signUp(name: "quiet"){ token } }`, "signUp", "token")

@@ -20,7 +20,7 @@ import (
 //	go test -run '^$' -bench 'QueueIngest$' -benchtime 20000x -timeout 30m ./systemtest
 func BenchmarkQueueIngest(b *testing.B) {
 	bare := benchTarget{name: "bare", addr: benchServer(b, http.StatusAccepted, nil), host: "bare.test", want: http.StatusAccepted}
-	r := harness.Start(b, "", append(profArgs(), "--queue-backlog", "10000000", "--account-storage", "off")...)
+	r := harness.Start(b, "", append(profArgs(), "--queue-backlog", "10000000")...)
 	keepLog(b, r)
 	var su struct{ SignUp struct{ Token string } }
 	r.MustGraphQL(b, "", `mutation{ signUp(name: "bench"){ token } }`, nil, &su)
@@ -52,7 +52,7 @@ func BenchmarkQueueDrain(b *testing.B) {
 			}))
 			b.Cleanup(srv.Close)
 			local := strings.TrimPrefix(srv.URL, "http://")
-			r := harness.Start(b, "", append(profArgs(), "--queue-backlog", "10000000", "--account-storage", "off", "--address-rate", "off")...)
+			r := harness.Start(b, "", append(profArgs(), "--queue-backlog", "10000000", "--address-rate", "off")...)
 			keepLog(b, r)
 			var su struct{ SignUp struct{ Token string } }
 			r.MustGraphQL(b, "", `mutation{ signUp(name: "bench"){ token } }`, nil, &su)

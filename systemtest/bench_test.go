@@ -411,7 +411,8 @@ func keepLog(b *testing.B, r *harness.Relay) {
 // RELAY_BENCH_MEMPROFILE on to the relay's hidden --cpuprofile, --trace and
 // --memprofile flags, and turns on debug logs
 // for RELAY_BENCH_LOG. Benchmarks load one address on purpose: the address
-// rate and the inspector quota are lifted (loadFlags).
+// rate, the inspector quota and the account's rate and storage quota are
+// lifted (loadFlags).
 func profArgs() []string {
 	args := append([]string(nil), loadFlags...)
 	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {

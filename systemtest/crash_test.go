@@ -36,9 +36,10 @@ func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
 	})
 }
 
-// loadFlags lift the per-address rate limit and the inspector quota for
-// tests that load one address on purpose.
-var loadFlags = []string{"--address-rate", "off", "--inspector-quota", "off"}
+// loadFlags lift the per-address rate limit, the inspector quota and the
+// account's rate and storage quota (on by default with open sign-up) for
+// tests and benchmarks that load one address or account on purpose.
+var loadFlags = []string{"--address-rate", "off", "--inspector-quota", "off", "--account-rate", "off", "--account-storage", "off"}
 
 // loadThenStop runs a concurrent load on an inspector, stops the server with
 // stop once the load is under way, restarts it, and checks that every
@@ -82,7 +83,7 @@ func TestProxiedAnswersSurviveSIGKILL(t *testing.T) {
 		w.WriteHeader(201)
 		_, _ = io.WriteString(w, "answer to "+req.URL.Path)
 	})
-	rig := startProxyRig(t, local, true, append(loadFlags, "--account-rate", "off", "--account-api-cost", "off",
+	rig := startProxyRig(t, local, true, append(loadFlags, "--account-api-cost", "off",
 		"--max-query-cost", "100000000")...)
 	r := rig.r
 	host := r.AddressHost(rig.ep.ID)

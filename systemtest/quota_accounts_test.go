@@ -112,9 +112,11 @@ func TestAccountStorageQuota(t *testing.T) {
 	if history != accepted {
 		t.Fatalf("the full account's history holds %d deliveries, %d were answered 204", history, accepted)
 	}
+	// The other account has the open relay's defaults (no flag given).
 	o := usageOf(t, r, other.ID)
-	if o.Deliveries != 30 || o.refused("storage") != 0 || o.StorageQuota != nil {
-		t.Fatalf("usage of the other account %+v, want 30 deliveries, no refusal, no quota", o)
+	if o.Deliveries != 30 || o.refused("storage") != 0 || o.StorageOverride || o.StorageQuota == nil || *o.StorageQuota != 1<<30 ||
+		o.Rate == nil || *o.Rate != "100/s,burst=1000" {
+		t.Fatalf("usage of the other account %+v, want 30 deliveries, no refusal, the defaults of open sign-up (1 GiB, 100/s,burst=1000)", o)
 	}
 
 	// The owner reads the same through me { usage }.
@@ -234,8 +236,8 @@ func TestAccountQuotaBadInput(t *testing.T) {
 	if e := refusal(t, r, quotaAdmin, `mutation($a: ID!){ setAccountQuota(account: $a, storage: "-1"){ accountId } }`, map[string]any{"a": acc.ID}); e.Code() != "INVALID_INPUT" {
 		t.Fatalf("setAccountQuota with a negative storage: %+v", e)
 	}
-	if u := usageOf(t, r, acc.ID); u.StorageOverride || u.StorageQuota != nil {
-		t.Fatalf("refused changes changed the quota: %+v", u)
+	if u := usageOf(t, r, acc.ID); u.StorageOverride || u.StorageQuota == nil || *u.StorageQuota != 1<<30 {
+		t.Fatalf("refused changes changed the quota (want the default 1 GiB): %+v", u)
 	}
 }
 

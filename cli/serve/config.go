@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
 
 	"github.com/relayhq/relay/app"
@@ -54,6 +55,17 @@ const defaultMemoryLimit = 160 << 20
 var (
 	defaultAnonymousRate = ratelimit.Rate{N: 30, Per: time.Hour, Burst: 10}
 	defaultAddressRate   = ratelimit.Rate{N: 50, Per: time.Second, Burst: 100}
+)
+
+// Defaults of --account-storage and --account-rate while anyone may sign
+// up (--signup open): far above what a small team stores in a retention
+// window or sends at once, low enough that a stranger's account cannot
+// take the disk or the node's ingest. With invite or closed sign-up the
+// operator vouches for every account, and both are off.
+// docs/security.md ("Accounts of strangers") gives the arithmetic.
+var (
+	defaultOpenAccountStorage int64 = 1 << 30
+	defaultOpenAccountRate          = ratelimit.Rate{N: 100, Per: time.Second, Burst: 1000}
 )
 
 // serveConfig is everything `relay serve` is told.
@@ -106,6 +118,11 @@ type serveConfig struct {
 	// MinRetention the bounds of their own (docs/retention.md).
 	Retention, MaxRetention, MinRetention time.Duration
 	maxRetentionSet                       func() bool
+	// openQuotas are AccountStorage and AccountRate when sign-up is open
+	// and neither is given (flag or RELAY_*); accountStorageSet and
+	// accountRateSet tell whether they were.
+	openQuotas                        commands.QuotaDefaults
+	accountStorageSet, accountRateSet func() bool
 	// CheckpointInterval and CheckpointKey: see app.Config.
 	CheckpointInterval time.Duration
 	CheckpointKey      string
@@ -155,6 +172,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxWSMessage = 1 << 20
 	c.MemoryLimit = sizeOrOff{defaultMemoryLimit}
 	c.MinFreeDisk = diskLimit(diskreserve.DefaultLimit)
+	c.openQuotas = commands.QuotaDefaults{Storage: defaultOpenAccountStorage, Rate: defaultOpenAccountRate}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")
 	fs.StringVar(&c.Data, "data", "./relay-data", "folder for the event log and the views")
@@ -206,8 +224,12 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
 	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
+	openDefault(fs, "account-storage", humanize.IBytes(uint64(defaultOpenAccountStorage)))
 	fs.Var(&c.MinFreeDisk, "min-free-disk", "free disk the relay keeps under --data, as a size (1GiB), a percentage of the file system (5%) or off: below twice it sign-ups, new inspectors and Endpoints and inspectors' deliveries are refused, below it every delivery (507), retry and redrive; reads, deletions and retention go on")
 	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
+	openDefault(fs, "account-rate", defaultOpenAccountRate.String())
+	c.accountStorageSet = func() bool { return fs.Changed("account-storage") }
+	c.accountRateSet = func() bool { return fs.Changed("account-rate") }
 	fs.Var(&c.AccountAPICost, "account-api-cost", "GraphQL cost points (as --max-query-cost counts them) one account's operations may spend, per node, as N/UNIT,burst=B or off; beyond: RATE_LIMITED with retryAfterSeconds (per account: relay accounts set-quota --api-cost)")
 	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT")
 	fs.Var(duration.NewFlag(&c.InspectorRetention, 7*24*time.Hour), "inspector-retention", "an expired inspector's deliveries are deleted from the log this long after it expired")
@@ -231,6 +253,26 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Bus, "bus", "", "NATS servers of the bus between relay nodes sharing one --eventstore (nats://host:4222, comma-separated cluster seeds); empty: a single node")
 	fs.StringVar(&c.NodeID, "node-id", "", "this node's name in a cluster (letters, digits, - and _); empty: one generated and kept in --data")
 	fs.Var(duration.NewFlag(&c.NodeLease, cluster.DefaultLease), "node-lease", "a node unheard on the bus for this long is taken for gone: its forwards answer 503 and its agent sessions are closed")
+}
+
+// openDefault says in --help that flag name's default depends on --signup.
+func openDefault(fs *pflag.FlagSet, name, open string) {
+	fs.Lookup(name).DefValue = open + " with --signup open, else off"
+}
+
+// settleAccountQuotas gives --account-storage and --account-rate their
+// defaults, which depend on --signup: the open relay's when anyone may
+// sign up, off otherwise. A value given (flag or RELAY_*) always wins.
+func (c *serveConfig) settleAccountQuotas() {
+	if domain.SignupMode(c.Signup) != domain.SignupOpen {
+		return
+	}
+	if c.accountStorageSet == nil || !c.accountStorageSet() {
+		c.AccountStorage = sizeOrOff{byteSize(c.openQuotas.Storage)}
+	}
+	if c.accountRateSet == nil || !c.accountRateSet() {
+		c.AccountRate = c.openQuotas.Rate
+	}
 }
 
 // Endpoint retention defaults: a month, as the longer plans of hosted

@@ -128,6 +128,34 @@ func TestServeConfig(t *testing.T) {
 			}},
 		{name: "bad rate", args: []string{"--address-rate", "fast"}, wantErr: "N/UNIT"},
 		{name: "bad rate in env", env: map[string]string{"RELAY_ANONYMOUS_RATE": "5/week"}, wantErr: "RELAY_ANONYMOUS_RATE"},
+		{name: "open sign-up limits accounts", check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 1<<30 && q.Rate.String() == "100/s,burst=1000"
+		}},
+		{name: "invite leaves accounts unlimited", args: []string{"--signup", "invite"}, check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 0 && q.Rate.Off()
+		}},
+		{name: "closed from env leaves accounts unlimited", env: map[string]string{"RELAY_SIGNUP": "closed"}, check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 0 && q.Rate.Off()
+		}},
+		{name: "off wins over open sign-up's defaults", args: []string{"--account-storage", "off", "--account-rate", "off"}, check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 0 && q.Rate.Off()
+		}},
+		{name: "off from env wins too", env: map[string]string{"RELAY_ACCOUNT_STORAGE": "off", "RELAY_ACCOUNT_RATE": "off"}, check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 0 && q.Rate.Off()
+		}},
+		{name: "one quota given, the other open sign-up's", args: []string{"--account-rate", "10/s"}, check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 1<<30 && q.Rate.String() == "10/s,burst=10"
+		}},
+		{name: "quota given with invite", args: []string{"--signup", "invite", "--account-storage", "5GiB"}, check: func(c serveConfig) bool {
+			q := c.appConfig(nil, publicURLs{}, nil).Commands.Quotas
+			return q.Storage == 5<<30 && q.Rate.Off()
+		}},
 		{name: "quota off", args: []string{"--inspector-quota", "off"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 0 }},
 		{name: "quota from env", env: map[string]string{"RELAY_INSPECTOR_QUOTA": "1MiB"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 1<<20 }},
 		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},

@@ -18,10 +18,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/app"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/forwarded"
@@ -184,6 +186,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	log.Info("relay started", "listen", cfg.Listen, "http_listen", cfg.HTTPListen, "tls", certs != nil,
 		"public_url", urls.bare(), "console_url", urls.console(), "domain", cfg.Domain, "data", cfg.Data)
 	warnDeployment(log, cfg, urls)
+	logAccountQuotas(ctx, log, cfg, a)
 
 	select {
 	case err := <-served:
@@ -214,6 +217,42 @@ func warnDeployment(log *slog.Logger, cfg serveConfig, urls publicURLs) {
 		log.Warn("--signin-rate off: password sign-ins, sign-ups and member joins are not rate-limited; passwords may be guessed as fast as the relay answers")
 	}
 }
+
+// logAccountQuotas logs, once at start, the accounts' quotas in force and
+// whether they were given or are --signup's defaults, and warns of the
+// accounts already past the default storage quota: their deliveries are
+// refused 507 until the operator raises it.
+func logAccountQuotas(ctx context.Context, log *slog.Logger, cfg serveConfig, a *app.App) {
+	from := func(set func() bool) string {
+		if set != nil && set() {
+			return "given"
+		}
+		return "default with --signup " + string(cfg.Signup)
+	}
+	log.Info("account quotas", "signup", string(cfg.Signup),
+		"account_storage", cfg.AccountStorage.String(), "account_storage_from", from(cfg.accountStorageSet),
+		"account_rate", cfg.AccountRate.String(), "account_rate_from", from(cfg.accountRateSet),
+		"account_api_cost", cfg.AccountAPICost.String(), "account_endpoints", cfg.AccountEndpoints)
+	if cfg.AccountStorage.byteSize == 0 {
+		return
+	}
+	top, err := a.Service().TopUsage(ctx, a.Views().Accounts, startUsageRows)
+	if err != nil {
+		log.Warn("account quotas: read the accounts' usage", "error", err)
+		return
+	}
+	for _, u := range top {
+		if u.StorageQuota == domain.QuotaDefault && u.StoredBytes >= u.Storage {
+			log.Warn("account past the default storage quota: its Endpoints answer 507 until retention deletes enough or its quota is raised "+
+				"(relay accounts set-quota ACCOUNT --storage SIZE|off, or --account-storage)",
+				"account_id", u.AccountID, "stored", humanize.IBytes(uint64(u.StoredBytes)), "account_storage", cfg.AccountStorage.String())
+		}
+	}
+}
+
+// startUsageRows is how many accounts, most stored bytes first, the start
+// looks at for logAccountQuotas' warning.
+const startUsageRows = 20
 
 // http2MaxStreams bounds the requests one HTTP/2 connection carries at
 // once (Go's default, made explicit).

@@ -23,6 +23,7 @@ import (
 )
 
 func (c *serveConfig) validate() error {
+	c.settleAccountQuotas()
 	switch {
 	case c.InspectorTTL <= 0:
 		return fmt.Errorf("--inspector-ttl must be positive")
