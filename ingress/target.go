@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayhq/relay/internal/connguard"
 )
 
 // Request targets with invalid percent-encoding ("/%zz", "/a%2") are refused
@@ -32,6 +36,32 @@ import (
 // maxRequestLine bounds the request line the wrapper holds to rewrite it;
 // longer lines pass unchanged (net/http refuses them if they are invalid).
 const maxRequestLine = 16 << 10
+
+// MaxHeaderLines bounds the header lines of an HTTP/1.x request, counted as
+// they arrive, before net/http parses them. MaxHeaderBytes alone bounds
+// the bytes, not what net/http builds of them: each line becomes a string
+// slot in the header map (and an entry of the capture's list), so 64 KiB of
+// "a:\r\n" lines (16 000 of them) took about 0.9 MiB of heap, and of
+// distinct names 1.3 MiB, for as long as the request lived (a body that
+// trickles, a forward waiting for its answer), 20 times the bytes. Beyond
+// it the request is answered 431 and its connection closed. HTTP/2 needs
+// no count: its header list size (MaxHeaderBytes) counts 32 bytes more per
+// field.
+const MaxHeaderLines = 1000
+
+// headerLinesRefusal is the answer to a request over MaxHeaderLines.
+var headerLinesRefusal = func() string {
+	body := "Request Header Fields Too Large: more than " + strconv.Itoa(MaxHeaderLines) + " header lines\n"
+	return "HTTP/1.1 431 Request Header Fields Too Large\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}()
+
+// errTooManyHeaderLines ends the read of a request over MaxHeaderLines. It
+// reaches net/http as a read error, which it answers with nothing: the
+// refusal is already written.
+var errTooManyHeaderLines = errors.New("more than " + strconv.Itoa(MaxHeaderLines) + " header lines")
 
 // TolerateTargets returns ln wrapped so that srv's handlers see requests
 // whose target has invalid percent-encoding, and installs the ConnState
@@ -90,6 +120,48 @@ type targetConn struct {
 	pendErr   error  // the error that ended the line, after pending
 	rewritten string // the target as the handler sees it, "" when unchanged
 	original  string // the target as sent
+
+	lines   lineCount // the header block being read; only the reader touches it
+	refused error     // set once the request is refused: every read returns it
+}
+
+// lineCount follows the header block of the request being read, from its
+// request line to the empty line that ends it.
+type lineCount struct {
+	scanning bool
+	lines    int  // complete lines so far, the request line included
+	lineLen  int  // bytes of the current line so far
+	last     byte // the current line's last byte so far
+}
+
+// tooMany counts the lines in b, the next bytes read, and reports whether
+// the block has more than MaxHeaderLines header lines. The bytes after the
+// block (the body) are not looked at.
+func (lc *lineCount) tooMany(b []byte) bool {
+	for lc.scanning && len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			lc.lineLen += len(b)
+			lc.last = b[len(b)-1]
+			return false
+		}
+		if i > 0 {
+			lc.last = b[i-1]
+		}
+		empty := lc.lineLen+i == 0 || lc.lineLen+i == 1 && lc.last == '\r'
+		lc.lineLen = 0
+		b = b[i+1:]
+		switch {
+		case empty && lc.lines > 0:
+			lc.scanning = false // the block's end
+		case !empty:
+			lc.lines++
+			if lc.lines > MaxHeaderLines+1 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // CloseWrite passes net/http's half-close on to the connection below, so a
@@ -112,8 +184,22 @@ func (c *targetConn) expectRequestLine() {
 }
 
 // Read is the connection's Read, except that a request line is read whole
-// and made parseable first.
+// and made parseable first, and a request with more than MaxHeaderLines
+// header lines is answered 431 before net/http parses them.
 func (c *targetConn) Read(p []byte) (int, error) {
+	if c.refused != nil {
+		return 0, c.refused
+	}
+	n, err := c.read(p)
+	if c.lines.tooMany(p[:n]) {
+		connguard.Refuse(c.Conn, headerLinesRefusal)
+		c.refused = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errTooManyHeaderLines}
+		return 0, c.refused
+	}
+	return n, err
+}
+
+func (c *targetConn) read(p []byte) (int, error) {
 	c.mu.Lock()
 	if len(c.pending) > 0 || c.pendErr != nil {
 		n := copy(p, c.pending)
@@ -129,6 +215,7 @@ func (c *targetConn) Read(p []byte) (int, error) {
 	c.expect = false
 	if expect { // a new request: the last one's rewrite is no longer this one's
 		c.rewritten, c.original = "", ""
+		c.lines = lineCount{scanning: true}
 	}
 	c.mu.Unlock()
 	if !expect {
@@ -147,7 +234,7 @@ func (c *targetConn) Read(p []byte) (int, error) {
 	c.rewritten, c.original = rewritten, original
 	c.pending, c.pendErr = fixed, err
 	c.mu.Unlock()
-	return c.Read(p)
+	return c.read(p)
 }
 
 // readLine reads on from buf (the first read's bytes, err its error) until

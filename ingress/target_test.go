@@ -7,9 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/internal/testwait"
 )
 
 // TestTolerateTargetsOnOneConnection: on one keep-alive connection, a
@@ -159,4 +163,109 @@ func TestRequestLineReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHeaderLinesAreBounded: a request of 64 KiB of one-line headers
+// ("a:\r\n", 16 000 of them, under MaxHeaderBytes) is answered 431 before
+// net/http parses it, never reaching the handler; while 50 of them wait
+// for their bodies, the heap holds none of them. A request of exactly
+// MaxHeaderLines header lines is served.
+func TestHeaderLinesAreBounded(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.addInspector("abcdefghijklmnop", time.Hour)
+	var entered atomic.Int32
+	srv := &http.Server{ReadHeaderTimeout: time.Minute, MaxHeaderBytes: DefaultMaxHeaderBytes,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entered.Add(1)
+			e.srv.Handler().ServeHTTP(w, r)
+		})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(TolerateTargets(srv, ln))
+	t.Cleanup(func() { srv.Close() })
+
+	head := "POST /x HTTP/1.1\r\nHost: abcdefghijklmnop.localhost\r\nContent-Length: 2\r\n"
+	// Host and Content-Length are two of the lines.
+	atBound := head + strings.Repeat("X-A: b\r\n", MaxHeaderLines-2) + "\r\nok"
+	if resp, _ := rawRequest(t, ln.Addr().String(), atBound); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("%d header lines: answered %d, want 204", MaxHeaderLines, resp.StatusCode)
+	}
+	entered.Store(0)
+
+	flood := head + strings.Repeat("a:\r\n", (DefaultMaxHeaderBytes-len(head))/4) + "\r\n" + "o" // the body's second byte never comes
+	const conns = 50
+	before := heapInUse()
+	statuses := make(chan int, conns)
+	for range conns {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, flood); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			status := 0
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				status = resp.StatusCode
+			}
+			statuses <- status
+		}()
+	}
+	// Each request has either reached the handler, which waits for its
+	// body, or been answered.
+	answered, n := map[int]int{}, 0
+	testwait.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		for ; len(statuses) > 0; n++ {
+			answered[<-statuses]++
+		}
+		if n := int(entered.Load()) + n; n < conns {
+			return fmt.Errorf("%d of %d requests handled or answered", n, conns)
+		}
+		return nil
+	})
+	held := heapInUse() - before
+	t.Logf("%d requests of %d header lines: %d reached the handler, answers %v; heap grew %d KiB", conns, strings.Count(flood, "\n")-1, entered.Load(), answered, held>>10)
+	if entered.Load() != 0 || answered[http.StatusRequestHeaderFieldsTooLarge] != conns {
+		t.Errorf("%d requests reached the handler and %d were answered 431, want 0 and %d", entered.Load(), answered[http.StatusRequestHeaderFieldsTooLarge], conns)
+	}
+	// Each held request took about 0.9 MiB before the bound.
+	if held > 8<<20 {
+		t.Errorf("%d requests with bodies pending grew the heap %d MiB, want under 8 MiB", conns, held>>20)
+	}
+}
+
+// rawRequest sends request on a connection of its own and reads the answer.
+func rawRequest(t *testing.T, addr, request string) (*http.Response, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+// heapInUse is the heap in use after two collections.
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
 }

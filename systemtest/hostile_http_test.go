@@ -562,6 +562,19 @@ func TestStoredHeadersAreCapped(t *testing.T) {
 			t.Fatalf("10 KB of headers with --max-header-bytes 4KiB: %d, want 431", resp.Status)
 		}
 	})
+
+	t.Run("header lines over the count", func(t *testing.T) {
+		id, _ := createInspector(t, p.r)
+		// 1 100 one-letter lines are 6.6 KB: under the block limit with
+		// its slack, over ingress.MaxHeaderLines.
+		lines := make([][2]string, 1100)
+		for i := range lines {
+			lines[i] = [2]string{"a", "b"}
+		}
+		if resp := send(t, p.r, id, "POST", "/lines", lines, nil); resp.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("%d header lines: %d, want 431", len(lines), resp.Status)
+		}
+	})
 }
 
 // seenAll checks that the local handler's latest request (answered before

@@ -108,16 +108,24 @@ func (l *Listener) refuse(c net.Conn) {
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(refusalLinger))
-		if _, err := io.WriteString(c, refusal); err != nil {
-			return
-		}
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-		// Read until the client closes or the linger ends, a bounded amount.
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		Refuse(c, refusal)
 	}()
+}
+
+// Refuse writes answer, a whole HTTP response that ends with Connection:
+// close, on the raw connection c before any HTTP parsing, half-closes it
+// and reads what the client still sends until it closes, for at most half
+// a second and 64 KiB: closing a socket with unread input sends a reset
+// that can discard the answer. The caller closes c.
+func Refuse(c net.Conn, answer string) {
+	_ = c.SetDeadline(time.Now().Add(refusalLinger))
+	if _, err := io.WriteString(c, answer); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
 // conn releases its address's slot once, on the first Close, and pushes its
