@@ -2,7 +2,6 @@ package graph
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/relayhq/relay/commands"
@@ -23,30 +22,12 @@ import (
 // then one every 10 s, 100 appends a second at most.
 var DefaultBulkRate = ratelimit.Rate{N: 6, Per: time.Minute, Burst: 10}
 
-// maxBulkKeys bounds the accounts the bulk rate keeps a bucket for.
-const maxBulkKeys = 100_000
-
-// bulkGate holds the bulk rate's buckets, made on first use.
-type bulkGate struct {
-	once      sync.Once
-	rate      ratelimit.Rate
-	byAccount *ratelimit.Keyed
-}
-
 // limitBulk takes one bulk mutation from the account's bucket, or refuses
 // with a RateLimitedError.
 func (r *Resolver) limitBulk(accountID string) error {
-	g := &r.bulk
-	g.once.Do(func() {
-		g.rate = r.BulkRate
-		if g.rate.Off() {
-			g.rate = DefaultBulkRate
-		}
-		g.byAccount = ratelimit.NewKeyed(g.rate, maxBulkKeys)
-	})
-	if ok, retry := g.byAccount.Allow(accountID, r.now()); !ok {
+	if ok, retry := r.bulk.allow(r.BulkRate, DefaultBulkRate, 1, accountID, r.now()); !ok {
 		return &RateLimitedError{RetryAfter: retry,
-			Reason: fmt.Sprintf("this account made bulk changes (each up to %d appends) as fast as it may (%s)", commands.MaxRedrive, g.rate)}
+			Reason: fmt.Sprintf("this account made bulk changes (each up to %d appends) as fast as it may (%s)", commands.MaxRedrive, r.bulk.rate)}
 	}
 	return nil
 }

@@ -2,13 +2,11 @@ package graph
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 
 	"github.com/relayhq/relay/ingress"
-	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -42,16 +40,6 @@ func (r *Resolver) callerKey(ctx context.Context) string {
 	return client
 }
 
-// maxReplayKeys bounds the per-caller buckets of the replay rate.
-const maxReplayKeys = 100_000
-
-// replayGate holds the buckets of the deliveries subscription's replays,
-// made on first use.
-type replayGate struct {
-	once    sync.Once
-	buckets *ratelimit.Keyed
-}
-
 // admitReplay takes one of the caller's replays of a deliveries
 // subscription with since (Resolver.ReplayRate, by default smee's
 // ingress.DefaultReplayRate), or refuses it with a RateLimitedError. A
@@ -60,14 +48,7 @@ type replayGate struct {
 // second. The console and relay tail subscribe again after a RATE_LIMITED
 // with backoff, from the same cursor, so nothing is missed.
 func (r *Resolver) admitReplay(ctx context.Context) error {
-	r.replays.once.Do(func() {
-		rate := r.ReplayRate
-		if rate.Off() {
-			rate = ingress.DefaultReplayRate
-		}
-		r.replays.buckets = ratelimit.NewKeyed(rate, maxReplayKeys)
-	})
-	if ok, retry := r.replays.buckets.Allow(r.callerKey(ctx), time.Now()); !ok {
+	if ok, retry := r.replays.allow(r.ReplayRate, ingress.DefaultReplayRate, 1, r.callerKey(ctx), time.Now()); !ok {
 		return &RateLimitedError{RetryAfter: retry, Reason: "this client subscribed with since too often; subscribe again later from the same cursor"}
 	}
 	return nil

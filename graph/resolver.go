@@ -76,15 +76,15 @@ type Resolver struct {
 	deviceOnce  sync.Once
 	deviceLimit *ratelimit.Keyed
 	// failedAuth holds FailedAuthRate's buckets, made on first use.
-	failedOnce sync.Once
-	failedAuth *ratelimit.Keyed
-	signIn     signInLimits
-	apiCost    apiCostGate
-	searches   searchGate
-	sessions   sessionGate
-	bulk       bulkGate
-	compares   compareGate
-	replays    replayGate
+	failedOnce                          sync.Once
+	failedAuth                          *ratelimit.Keyed
+	signIn                              signInLimits
+	apiCost                             apiCostGate
+	searches                            searchGate
+	sessionsByAccount, sessionsByClient rateGate
+	bulk                                rateGate
+	compares                            compareGate
+	replays                             rateGate
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.

@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/relayhq/relay/ratelimit"
@@ -33,39 +32,20 @@ import (
 // Resolver.SessionRate); a client address starts four times as many.
 var DefaultSessionRate = ratelimit.Rate{N: 60, Per: time.Minute, Burst: 1000}
 
-// maxSessionKeys bounds the buckets of each of the session rates.
-const maxSessionKeys = 100_000
-
-// sessionGate holds the session rates' buckets, made on first use.
-type sessionGate struct {
-	once                sync.Once
-	rate                ratelimit.Rate
-	byAccount, byClient *ratelimit.Keyed
-}
-
 // limitSessions takes one session start from the account's bucket, then
 // from the client address's, or refuses with a RateLimitedError saying
 // which. An account's refusal takes nothing from its address, so a
 // looping agent leaves its neighbours' sessions alone.
 func (r *Resolver) limitSessions(ctx context.Context, accountID string) error {
-	g := &r.sessions
-	g.once.Do(func() {
-		g.rate = r.SessionRate
-		if g.rate.Off() {
-			g.rate = DefaultSessionRate
-		}
-		g.byAccount = ratelimit.NewKeyed(g.rate, maxSessionKeys)
-		g.byClient = ratelimit.NewKeyed(ratelimit.Rate{N: 4 * g.rate.N, Per: g.rate.Per, Burst: 4 * g.rate.Burst}, maxSessionKeys)
-	})
 	now := time.Now()
-	if ok, retry := g.byAccount.Allow(accountID, now); !ok {
+	if ok, retry := r.sessionsByAccount.allow(r.SessionRate, DefaultSessionRate, 1, accountID, now); !ok {
 		return &RateLimitedError{RetryAfter: retry,
-			Reason: fmt.Sprintf("this account started agent sessions as fast as it may (%s)", g.rate)}
+			Reason: fmt.Sprintf("this account started agent sessions as fast as it may (%s)", r.sessionsByAccount.rate)}
 	}
 	client, _ := ctx.Value(clientKey).(string)
-	if ok, retry := g.byClient.Allow(client, now); !ok {
+	if ok, retry := r.sessionsByClient.allow(r.SessionRate, DefaultSessionRate, 4, client, now); !ok {
 		return &RateLimitedError{RetryAfter: retry,
-			Reason: fmt.Sprintf("agent sessions were started from your address as fast as they may (4 × %s)", g.rate)}
+			Reason: fmt.Sprintf("agent sessions were started from your address as fast as they may (4 × %s)", r.sessionsByAccount.rate)}
 	}
 	return nil
 }
