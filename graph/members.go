@@ -299,6 +299,11 @@ func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*mo
 	if err := needJar(ctx); err != nil {
 		return nil, err
 	}
+	// It hashes a password and tells whether a login is held, as a
+	// sign-up with a login does: the same per-address budget.
+	if err := r.limitClient(ctx); err != nil {
+		return nil, err
+	}
 	s, err := r.Service.SetUpSignIn(ctx, acc.ID, login, password)
 	if err != nil {
 		return nil, err

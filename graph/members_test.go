@@ -627,3 +627,42 @@ func TestMemberInvitePreview(t *testing.T) {
 		t.Fatalf("the fourth look-up of one code: %+v, want RATE_LIMITED", a.Errors)
 	}
 }
+
+// TestSetUpSignInLimitedPerAddress: setting up sign-in hashes a password
+// and tells whether a login is held, so a token holder makes no more of
+// them from one client address than sign-ins (four times --signin-rate),
+// and an account that already has members is refused before any hash.
+func TestSetUpSignInLimitedPerAddress(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 1, Per: time.Hour, Burst: 1} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	from(t, srv, "198.51.100.1").signUp("Acme", "ann@acme.test")
+
+	const prober = "203.0.113.9"
+	b := from(t, srv, prober)
+	b.tok = e.signUp(t, "Legacy") // an account without members: setUpSignIn is open to it
+	taken, limited := 0, 0
+	for range 10 {
+		a := b.do(`mutation($l: String!, $p: String!) { setUpSignIn(login: $l, password: $p) { member { id } } }`,
+			map[string]any{"l": "ann@acme.test", "p": pw}, nil)
+		switch {
+		case a.code() == "INVALID_INPUT" && strings.Contains(a.Errors[0].Message, "not available"):
+			taken++
+		case a.code() == "RATE_LIMITED":
+			limited++
+		default:
+			t.Fatalf("set-up with a held login: %+v", a.Errors)
+		}
+	}
+	// Each "not available" answer cost an argon2id hash and told the
+	// prober that the login exists.
+	if taken != 4 || limited != 6 {
+		t.Errorf("10 set-ups from one address: %d answered that the login is held, %d refused; want 4 and 6 (4× a sign-in rate of 1)", taken, limited)
+	}
+	other := from(t, srv, "198.51.100.9")
+	other.tok = b.tok
+	if a := other.do(`mutation($p: String!) { setUpSignIn(login: "old@legacy.test", password: $p) { member { id } } }`,
+		map[string]any{"p": pw}, nil); len(a.Errors) > 0 {
+		t.Fatalf("set-up from another address: %+v", a.Errors)
+	}
+}
