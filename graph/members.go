@@ -221,6 +221,11 @@ func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password
 	if err := r.limitClient(ctx); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.SignUpWithPassword(ctx, name, login, password, deref(invite))
 	if err != nil {
 		return nil, err
@@ -236,6 +241,11 @@ func (r *Resolver) signInWithPassword(ctx context.Context, login, password strin
 	if err := r.limitSignIn(ctx, login); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.SignIn(ctx, login, password)
 	if err != nil {
 		return nil, err
@@ -281,6 +291,11 @@ func (r *Resolver) changePassword(ctx context.Context, current, next string) (bo
 	if err := r.limitLogin(ctx, m.Login, false); err != nil {
 		return false, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer release()
 	keep := ""
 	if tok.Kind == domain.TokenKindSession {
 		keep = tok.ID
@@ -304,6 +319,11 @@ func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*mo
 	if err := r.limitClient(ctx); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.SetUpSignIn(ctx, acc.ID, login, password)
 	if err != nil {
 		return nil, err
@@ -359,6 +379,11 @@ func (r *Resolver) joinAccount(ctx context.Context, code, login, password string
 	if err := r.limitSignIn(ctx, "join "+code); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.JoinAccount(ctx, code, login, password)
 	if err != nil {
 		return nil, err

@@ -666,3 +666,49 @@ func TestSetUpSignInLimitedPerAddress(t *testing.T) {
 		t.Fatalf("set-up from another address: %+v", a.Errors)
 	}
 }
+
+// TestPasswordHashesPerNetwork: wrong sign-ins for logins nobody has, from
+// 64 addresses of one /24 at once (each within its own address's budget),
+// take at most PasswordsPerNetwork of the argon2id hashing turns; the rest
+// are refused at once instead of queueing ahead of everyone's sign-ins,
+// and a member signing in from another network is not refused.
+func TestPasswordHashesPerNetwork(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	from(t, srv, "198.51.100.1").signUp("Acme", "ann@acme.test")
+
+	const flood = 64
+	start := make(chan struct{})
+	codes := make(chan string, flood)
+	for i := range flood {
+		go func() {
+			b := from(t, srv, fmt.Sprintf("203.0.113.%d", i+1))
+			<-start
+			a := b.do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { id } } }`,
+				map[string]any{"l": fmt.Sprintf("nobody%d@acme.test", i), "p": "a wrong password"}, nil)
+			codes <- a.code()
+		}()
+	}
+	close(start)
+	hashed, limited := 0, 0
+	for range flood {
+		switch c := <-codes; c {
+		case "UNAUTHENTICATED":
+			hashed++
+		case "RATE_LIMITED":
+			limited++
+		default:
+			t.Fatalf("a wrong sign-in: code %q", c)
+		}
+	}
+	// Requests that overlap a hash (tens of milliseconds) are refused: a
+	// few may start after earlier ones ended, never all of them.
+	if hashed > flood/4 || hashed+limited != flood {
+		t.Errorf("%d wrong sign-ins at once from one /24: %d hashed, %d refused; want at most %d hashed", flood, hashed, limited, flood/4)
+	}
+	if a := from(t, srv, "198.51.100.1").do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { id } } }`,
+		map[string]any{"l": "ann@acme.test", "p": pw}, nil); len(a.Errors) > 0 {
+		t.Fatalf("the member from another network: %+v", a.Errors)
+	}
+}
