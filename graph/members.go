@@ -350,6 +350,9 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 			return nil, err
 		}
 	}
+	if err := r.limitInviteRate(acc.ID, memberInviteKind, time.Now()); err != nil {
+		return nil, err
+	}
 	rl := roleOf(role)
 	code, expires, err := r.Service.InviteMember(ctx, acc.ID, tok.MemberID, rl, lifetime)
 	if err != nil {

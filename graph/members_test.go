@@ -712,3 +712,32 @@ func TestPasswordHashesPerNetwork(t *testing.T) {
 		t.Fatalf("the member from another network: %+v", a.Errors)
 	}
 }
+
+// TestMemberInvitesRated: every member invite is appended to the account's
+// stream, which each of the account's commands reads whole, so an owner
+// makes them no faster than the invite rate, in a budget apart from the
+// sign-up invites'.
+func TestMemberInvitesRated(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.InviteRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	owner := from(t, srv, "198.51.100.1")
+	owner.signUp("Acme", "ann@acme.test")
+	made, limited := 0, 0
+	for range 10 {
+		switch a := owner.do(`mutation { createMemberInvite { code } }`, nil, nil); a.code() {
+		case "":
+			made++
+		case "RATE_LIMITED":
+			limited++
+		default:
+			t.Fatalf("a member invite: %+v", a.Errors)
+		}
+	}
+	if made != 3 || limited != 7 {
+		t.Errorf("10 member invites at a rate of 3/h: %d made, %d refused; want 3 and 7", made, limited)
+	}
+	if a := owner.do(`mutation { createInvite { code } }`, nil, nil); len(a.Errors) > 0 {
+		t.Errorf("a sign-up invite after the member invites: %+v", a.Errors)
+	}
+}
