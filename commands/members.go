@@ -224,16 +224,16 @@ func (s *Service) SignIn(ctx context.Context, login, password string) (Session, 
 // SetUpSignIn gives an account without members (made before them, or by
 // `relay login --signup`) its first owner, who signs in at once.
 func (s *Service) SetUpSignIn(ctx context.Context, accountID, login, password string) (Session, error) {
-	owner, err := s.newMember(ctx, login, password)
-	if err != nil {
-		return Session{}, err
-	}
 	a, err := s.loadAccount(ctx, accountID)
 	if err != nil {
 		return Session{}, err
 	}
-	if a.HasMembers() { // before the login is claimed for nothing
-		return Session{}, a.SetUpOwner(owner, domain.SessionToken{})
+	if a.HasMembers() { // before a password is hashed and the login claimed for nothing
+		return Session{}, a.SetUpOwner(domain.NewMember{}, domain.SessionToken{})
+	}
+	owner, err := s.newMember(ctx, login, password)
+	if err != nil {
+		return Session{}, err
 	}
 	if err := s.claimLogin(ctx, accountID, owner.ID, login); err != nil {
 		return Session{}, err

@@ -221,6 +221,11 @@ func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password
 	if err := r.limitClient(ctx); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.SignUpWithPassword(ctx, name, login, password, deref(invite))
 	if err != nil {
 		return nil, err
@@ -236,6 +241,11 @@ func (r *Resolver) signInWithPassword(ctx context.Context, login, password strin
 	if err := r.limitSignIn(ctx, login); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.SignIn(ctx, login, password)
 	if err != nil {
 		return nil, err
@@ -281,6 +291,11 @@ func (r *Resolver) changePassword(ctx context.Context, current, next string) (bo
 	if err := r.limitLogin(ctx, m.Login, false); err != nil {
 		return false, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer release()
 	keep := ""
 	if tok.Kind == domain.TokenKindSession {
 		keep = tok.ID
@@ -299,6 +314,16 @@ func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*mo
 	if err := needJar(ctx); err != nil {
 		return nil, err
 	}
+	// It hashes a password and tells whether a login is held, as a
+	// sign-up with a login does: the same per-address budget.
+	if err := r.limitClient(ctx); err != nil {
+		return nil, err
+	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.SetUpSignIn(ctx, acc.ID, login, password)
 	if err != nil {
 		return nil, err
@@ -324,6 +349,9 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.limitInviteRate(acc.ID, memberInviteKind, time.Now()); err != nil {
+		return nil, err
 	}
 	rl := roleOf(role)
 	code, expires, err := r.Service.InviteMember(ctx, acc.ID, tok.MemberID, rl, lifetime)
@@ -354,6 +382,11 @@ func (r *Resolver) joinAccount(ctx context.Context, code, login, password string
 	if err := r.limitSignIn(ctx, "join "+code); err != nil {
 		return nil, err
 	}
+	release, err := r.admitPassword(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := r.Service.JoinAccount(ctx, code, login, password)
 	if err != nil {
 		return nil, err

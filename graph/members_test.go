@@ -627,3 +627,117 @@ func TestMemberInvitePreview(t *testing.T) {
 		t.Fatalf("the fourth look-up of one code: %+v, want RATE_LIMITED", a.Errors)
 	}
 }
+
+// TestSetUpSignInLimitedPerAddress: setting up sign-in hashes a password
+// and tells whether a login is held, so a token holder makes no more of
+// them from one client address than sign-ins (four times --signin-rate),
+// and an account that already has members is refused before any hash.
+func TestSetUpSignInLimitedPerAddress(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.SignInRate = ratelimit.Rate{N: 1, Per: time.Hour, Burst: 1} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	from(t, srv, "198.51.100.1").signUp("Acme", "ann@acme.test")
+
+	const prober = "203.0.113.9"
+	b := from(t, srv, prober)
+	b.tok = e.signUp(t, "Legacy") // an account without members: setUpSignIn is open to it
+	taken, limited := 0, 0
+	for range 10 {
+		a := b.do(`mutation($l: String!, $p: String!) { setUpSignIn(login: $l, password: $p) { member { id } } }`,
+			map[string]any{"l": "ann@acme.test", "p": pw}, nil)
+		switch {
+		case a.code() == "INVALID_INPUT" && strings.Contains(a.Errors[0].Message, "not available"):
+			taken++
+		case a.code() == "RATE_LIMITED":
+			limited++
+		default:
+			t.Fatalf("set-up with a held login: %+v", a.Errors)
+		}
+	}
+	// Each "not available" answer cost an argon2id hash and told the
+	// prober that the login exists.
+	if taken != 4 || limited != 6 {
+		t.Errorf("10 set-ups from one address: %d answered that the login is held, %d refused; want 4 and 6 (4× a sign-in rate of 1)", taken, limited)
+	}
+	other := from(t, srv, "198.51.100.9")
+	other.tok = b.tok
+	if a := other.do(`mutation($p: String!) { setUpSignIn(login: "old@legacy.test", password: $p) { member { id } } }`,
+		map[string]any{"p": pw}, nil); len(a.Errors) > 0 {
+		t.Fatalf("set-up from another address: %+v", a.Errors)
+	}
+}
+
+// TestPasswordHashesPerNetwork: wrong sign-ins for logins nobody has, from
+// 64 addresses of one /24 at once (each within its own address's budget),
+// take at most PasswordsPerNetwork of the argon2id hashing turns; the rest
+// are refused at once instead of queueing ahead of everyone's sign-ins,
+// and a member signing in from another network is not refused.
+func TestPasswordHashesPerNetwork(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	from(t, srv, "198.51.100.1").signUp("Acme", "ann@acme.test")
+
+	const flood = 64
+	start := make(chan struct{})
+	codes := make(chan string, flood)
+	for i := range flood {
+		go func() {
+			b := from(t, srv, fmt.Sprintf("203.0.113.%d", i+1))
+			<-start
+			a := b.do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { id } } }`,
+				map[string]any{"l": fmt.Sprintf("nobody%d@acme.test", i), "p": "a wrong password"}, nil)
+			codes <- a.code()
+		}()
+	}
+	close(start)
+	hashed, limited := 0, 0
+	for range flood {
+		switch c := <-codes; c {
+		case "UNAUTHENTICATED":
+			hashed++
+		case "RATE_LIMITED":
+			limited++
+		default:
+			t.Fatalf("a wrong sign-in: code %q", c)
+		}
+	}
+	// Requests that overlap a hash (tens of milliseconds) are refused: a
+	// few may start after earlier ones ended, never all of them.
+	if hashed > flood/4 || hashed+limited != flood {
+		t.Errorf("%d wrong sign-ins at once from one /24: %d hashed, %d refused; want at most %d hashed", flood, hashed, limited, flood/4)
+	}
+	if a := from(t, srv, "198.51.100.1").do(`mutation($l: String!, $p: String!) { signIn(login: $l, password: $p) { member { id } } }`,
+		map[string]any{"l": "ann@acme.test", "p": pw}, nil); len(a.Errors) > 0 {
+		t.Fatalf("the member from another network: %+v", a.Errors)
+	}
+}
+
+// TestMemberInvitesRated: every member invite is appended to the account's
+// stream, which each of the account's commands reads whole, so an owner
+// makes them no faster than the invite rate, in a budget apart from the
+// sign-up invites'.
+func TestMemberInvitesRated(t *testing.T) {
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { r.InviteRate = ratelimit.Rate{N: 3, Per: time.Hour, Burst: 3} })
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	owner := from(t, srv, "198.51.100.1")
+	owner.signUp("Acme", "ann@acme.test")
+	made, limited := 0, 0
+	for range 10 {
+		switch a := owner.do(`mutation { createMemberInvite { code } }`, nil, nil); a.code() {
+		case "":
+			made++
+		case "RATE_LIMITED":
+			limited++
+		default:
+			t.Fatalf("a member invite: %+v", a.Errors)
+		}
+	}
+	if made != 3 || limited != 7 {
+		t.Errorf("10 member invites at a rate of 3/h: %d made, %d refused; want 3 and 7", made, limited)
+	}
+	if a := owner.do(`mutation { createInvite { code } }`, nil, nil); len(a.Errors) > 0 {
+		t.Errorf("a sign-up invite after the member invites: %+v", a.Errors)
+	}
+}

@@ -85,6 +85,7 @@ type Resolver struct {
 	bulk                                rateGate
 	compares                            compareGate
 	replays                             rateGate
+	passwords                           passwordGate
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.
