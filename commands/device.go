@@ -178,12 +178,18 @@ func (s *Service) pollTooSoon(id string, now time.Time) bool {
 	defer s.pollMu.Unlock()
 	last, seen := s.polls[id]
 	s.polls[id] = now
-	if len(s.polls) > 10_000 { // bound memory: forget polls of codes long expired
+	// Forget polls of codes long expired once the map has doubled since the
+	// last sweep (at least 10 000): each sweep is paid for by as many new
+	// codes, where a sweep at every poll past 10 000 live codes cost every
+	// poll a walk of them all.
+	if len(s.polls) > max(10_000, 2*s.pollsKept) {
 		for k, at := range s.polls {
 			if now.Sub(at) > domain.DeviceCodeLifetime {
 				delete(s.polls, k)
 			}
 		}
+		s.pollsKept = len(s.polls)
+		s.pollSweeps++
 	}
 	return seen && now.Sub(last) < domain.DevicePollInterval-time.Second
 }

@@ -87,6 +87,9 @@ type Service struct {
 	// RFC 8628's slow_down.
 	pollMu sync.Mutex
 	polls  map[string]time.Time
+	// pollsKept is how many polls the last sweep of polls kept; pollSweeps
+	// counts the sweeps.
+	pollsKept, pollSweeps int
 	// retainedAfter is the last Endpoint a retention sweep decided on: the
 	// next sweep goes on after it, so the Endpoints sorting first cannot
 	// take every sweep's decisions.
