@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/relayhq/relay/internal/clientkey"
 )
 
 // DefaultProxyBodyBudget is the memory all proxied bodies in flight may
@@ -25,18 +27,22 @@ var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body b
 // quarter of it: bodies are admitted by their declared length, and one that
 // declares 10 MiB and trickles holds its share for as long as the body
 // timeout allows, so a single client must not be able to take the whole
-// budget from everyone.
+// budget from everyone. A client address's network (clientkey.Network: an
+// IPv4 /24, an IPv6 /48 of 65 536 /64s) may hold at most half of it over
+// all its addresses, so one network cannot refuse every other network's
+// bodies either; keys that are no address (an account's) have no network.
 type BodyBudget struct {
-	total, perClient int64
+	total, perClient, perNetwork int64
 
-	mu       sync.Mutex
-	used     int64
-	byClient map[string]int64
+	mu        sync.Mutex
+	used      int64
+	byClient  map[string]int64
+	byNetwork map[string]int64
 }
 
 // NewBodyBudget makes the budget of total bytes (DefaultProxyBodyBudget
 // when 0) in which each key may hold a quarter, and at least one body of
-// maxBody (DefaultMaxBody when 0).
+// maxBody (DefaultMaxBody when 0), and each client network half.
 func NewBodyBudget(total, maxBody int64) *BodyBudget {
 	if total <= 0 {
 		total = DefaultProxyBodyBudget
@@ -48,22 +54,37 @@ func NewBodyBudget(total, maxBody int64) *BodyBudget {
 }
 
 func newBodyBudget(total, maxBody int64) *BodyBudget {
-	return &BodyBudget{total: total, perClient: max(total/4, maxBody+1), byClient: map[string]int64{}}
+	return &BodyBudget{
+		total: total, perClient: max(total/4, maxBody+1), perNetwork: max(total/NetworkBodyShare, maxBody+1),
+		byClient: map[string]int64{}, byNetwork: map[string]int64{},
+	}
 }
 
+// NetworkBodyShare: one client network holds at most 1/NetworkBodyShare
+// of the body budget, two client addresses' shares: an honest sender's
+// /24 still has a quarter of the budget for each of two addresses, and it
+// takes two networks, not one, to fill the budget.
+const NetworkBodyShare = 2
+
 // Reserve takes n bytes of the budget for client, or nothing and false
-// when they are not there (in all, or in the client's share).
+// when they are not there (in all, in the client's share, or in its
+// network's).
 func (b *BodyBudget) Reserve(client string, n int64) bool {
 	if b == nil {
 		return true
 	}
+	network := clientkey.Network(client)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used+n > b.total || b.byClient[client]+n > b.perClient {
+	if b.used+n > b.total || b.byClient[client]+n > b.perClient ||
+		(network != "" && b.byNetwork[network]+n > b.perNetwork) {
 		return false
 	}
 	b.used += n
 	b.byClient[client] += n
+	if network != "" {
+		b.byNetwork[network] += n
+	}
 	return true
 }
 
@@ -72,11 +93,18 @@ func (b *BodyBudget) Release(client string, n int64) {
 	if b == nil || n <= 0 {
 		return
 	}
+	network := clientkey.Network(client)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
 	if b.byClient[client] -= n; b.byClient[client] <= 0 {
 		delete(b.byClient, client)
+	}
+	if network == "" {
+		return
+	}
+	if b.byNetwork[network] -= n; b.byNetwork[network] <= 0 {
+		delete(b.byNetwork, network)
 	}
 }
 

@@ -404,8 +404,9 @@ func TestBodyBudgetShares(t *testing.T) {
 	if b.Reserve("198.51.100.1", 11) {
 		t.Error("the first client took more than its quarter")
 	}
+	others := []string{"192.0.2.2", "198.18.0.3", "203.0.113.4"} // each of its own network
 	for i := range 6 {
-		if !b.Reserve("198.51.100."+strconv.Itoa(2+i%3), 11) {
+		if !b.Reserve(others[i%3], 11) {
 			t.Fatalf("other clients refused at %d with %d in use", i+1, b.InUse())
 		}
 	}

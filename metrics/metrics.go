@@ -64,7 +64,7 @@ func New() *Metrics {
 		}, []string{"area"}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_http_connections_refused_total",
-			Help: "Connections answered 429 and closed because their client address held --max-conns-per-ip already.",
+			Help: "Connections answered and closed at accept: 429 when their client address or network held --max-conns-per-ip or --max-conns-per-network already, 503 when the relay held its descriptor-derived cap.",
 		}),
 		refusedRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_http_requests_refused_total",
@@ -187,7 +187,8 @@ func (m *Metrics) DiskReserve(state func() diskreserve.State, refusals func() ma
 	}
 }
 
-// ConnectionRefused counts one connection refused over the per-address cap.
+// ConnectionRefused counts one connection refused over a connection cap
+// (its address's, its network's or the relay's).
 func (m *Metrics) ConnectionRefused() { m.refused.Inc() }
 
 // RequestRefused counts one request refused over the per-address cap of

@@ -29,8 +29,9 @@ func TestProxiedBodiesWithinBudget(t *testing.T) {
 		senders = 60
 		size    = 10 << 20
 	)
-	// Sixty senders, as a proxy in front names them: the budget's share
-	// per client does not decide here, the whole budget does.
+	// Sixty senders, as a proxy in front names them, each in a network of
+	// its own: the budget's shares per client and per network do not
+	// decide here, the whole budget does.
 	r := harness.Start(t, t.TempDir(), "--proxy-body-budget", "64MiB", "--forward-timeout", "3s", "--trusted-proxies", "127.0.0.1")
 	stall := make(chan struct{})
 	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -53,7 +54,7 @@ func TestProxiedBodiesWithinBudget(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			status, head, text := rawPost(t, r, ep.ID, "203.0.113."+strconv.Itoa(i+1), body)
+			status, head, text := rawPost(t, r, ep.ID, "198.18."+strconv.Itoa(i+1)+".7", body)
 			mu.Lock()
 			defer mu.Unlock()
 			statuses[status]++

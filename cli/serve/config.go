@@ -18,6 +18,7 @@ import (
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/internal/forwarded"
@@ -89,6 +90,7 @@ type serveConfig struct {
 	IdleTimeout      time.Duration
 	BodyTimeout      time.Duration
 	MaxConnsPerIP    int
+	MaxConnsPerNet   int
 	MaxRequestsPerIP int
 	MaxHeaders       int
 	MaxHeaderBytes   byteSize
@@ -197,6 +199,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.IdleTimeout, 60*time.Second), "idle-timeout", "an idle keep-alive connection is closed after this long")
 	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
+	fs.IntVar(&c.MaxConnsPerNet, "max-conns-per-network", 0, fmt.Sprintf("connections one client network (IPv4 /24, IPv6 /48) may hold open over all its addresses; more are answered 429 and closed (0: %d times --max-conns-per-ip)", connguard.NetworkConns))
 	fs.IntVar(&c.MaxRequestsPerIP, "max-requests-per-ip", 256, "requests one client address may have in flight over all its connections (an HTTP/2 connection carries up to 250), streams and WebSockets included while open; more are answered 429 with Retry-After (0: no cap)")
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery; at most 1MiB")

@@ -164,6 +164,18 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	served := make(chan error, 1)
 	guarded := connguard.NewListener(ln, cfg.MaxConnsPerIP, cfg.BodyTimeout)
 	guarded.OnRefuse = a.Metrics().ConnectionRefused
+	if cfg.MaxConnsPerNet > 0 {
+		guarded.MaxPerNetwork = cfg.MaxConnsPerNet
+	}
+	// Connections past the descriptor limit would fail accept() and the
+	// relay's own file opens: refuse them 503 below it instead.
+	nofile, err := connguard.DescriptorLimit()
+	if err != nil {
+		log.Warn("no relay-wide connection cap", "error", err)
+	}
+	guarded.MaxOpen = connguard.OpenCap(nofile)
+	log.Info("connection caps", "per_ip", cfg.MaxConnsPerIP, "per_network", guarded.MaxPerNetwork,
+		"relay", guarded.MaxOpen, "descriptor_limit", nofile)
 	// A trusted proxy carries many senders' connections: it is not held
 	// to one client's cap (it enforces its own).
 	guarded.Unlimited = cfg.trusted.ContainsHost

@@ -59,6 +59,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--body-timeout must be positive")
 	case c.MaxConnsPerIP < 1:
 		return fmt.Errorf("--max-conns-per-ip must be at least 1")
+	case c.MaxConnsPerNet != 0 && c.MaxConnsPerNet < c.MaxConnsPerIP:
+		return fmt.Errorf("--max-conns-per-network (%d) must be 0 or at least --max-conns-per-ip (%d)", c.MaxConnsPerNet, c.MaxConnsPerIP)
 	case c.MaxRequestsPerIP < 0:
 		return fmt.Errorf("--max-requests-per-ip must be 0 (no cap) or more")
 	case c.AccountEndpoints < 0:

@@ -24,19 +24,35 @@ const (
 
 // refusal is the whole answer to a connection over the cap: written on the
 // raw connection, before any HTTP parsing, and followed by a close.
-var refusal = func() string {
-	body := "Too Many Requests: too many open connections from your address\n"
-	return "HTTP/1.1 429 Too Many Requests\r\n" +
+var refusal = refusalAnswer("429 Too Many Requests", "Too Many Requests: too many open connections from your address\n")
+
+// networkRefusal answers a connection over its network's cap.
+var networkRefusal = refusalAnswer("429 Too Many Requests", "Too Many Requests: too many open connections from your network\n")
+
+// fullRefusal answers a connection over the relay-wide cap: the relay,
+// not the client, is out of room, so it is a 503.
+var fullRefusal = refusalAnswer("503 Service Unavailable", "Service Unavailable: the relay holds as many connections as it can; retry later\n")
+
+func refusalAnswer(status, body string) string {
+	return "HTTP/1.1 " + status + "\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\n" +
 		"Retry-After: 1\r\n" +
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
-}()
+}
 
-// Listener caps the connections open at once from each client IP address
-// and gives every accepted connection a write deadline that moves with
-// progress. Its Accept never returns a refused connection: it answers it
-// 429 and waits for the next.
+// NetworkConns is how many times --max-conns-per-ip one client network
+// (clientkey.Network: an IPv4 /24, an IPv6 /48) may hold open over all its
+// addresses, unless MaxPerNetwork says otherwise: room for a large sender
+// that sends from a few addresses of one /24, and a bound on the 256
+// addresses of a /24 and the 65 536 /64s of a /48.
+const NetworkConns = 4
+
+// Listener caps the connections open at once from each client IP address,
+// from each client network, and in all, and gives every accepted
+// connection a write deadline that moves with progress. Its Accept never
+// returns a refused connection: it answers it 429 (or 503 when the relay
+// is full) and waits for the next.
 type Listener struct {
 	net.Listener
 	// OnRefuse, when set before the first Accept, is called for every
@@ -46,20 +62,34 @@ type Listener struct {
 	// which it is true from the cap (trusted proxies, which carry many
 	// clients' connections).
 	Unlimited func(ip string) bool
+	// MaxPerNetwork, when changed before the first Accept, is the most
+	// connections one client network may hold open; NewListener sets it
+	// to NetworkConns × maxPerIP. Addresses Unlimited exempts do not count.
+	MaxPerNetwork int
+	// MaxOpen, when set before the first Accept, is the most connections
+	// the listener holds open in all, exempt addresses' included (zero: no
+	// cap): OpenCap of the descriptor limit, so that the relay refuses
+	// connections rather than failing accept() and its own file opens.
+	MaxOpen int
 
 	maxPerIP     int
 	writeTimeout time.Duration
 
 	open     clientkey.Counter
+	networks clientkey.Counter
+	total    clientkey.Counter // under one key, totalKey
 	refusing chan struct{}
 }
+
+// totalKey is the one key of Listener.total.
+const totalKey = ""
 
 // NewListener wraps ln. maxPerIP is the most connections one IP address may
 // hold open; writeTimeout is how long one write to a client may make no
 // progress before the connection fails (zero: no limit).
 func NewListener(ln net.Listener, maxPerIP int, writeTimeout time.Duration) *Listener {
 	return &Listener{
-		Listener: ln, maxPerIP: maxPerIP, writeTimeout: writeTimeout,
+		Listener: ln, maxPerIP: maxPerIP, writeTimeout: writeTimeout, MaxPerNetwork: NetworkConns * maxPerIP,
 		refusing: make(chan struct{}, maxRefusing),
 	}
 }
@@ -72,14 +102,15 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		ip := clientkey.OfAddr(c.RemoteAddr())
-		if !l.take(ip) {
+		release, answer := l.take(ip)
+		if answer != "" {
 			if l.OnRefuse != nil {
 				l.OnRefuse()
 			}
-			l.refuse(c)
+			l.refuse(c, answer)
 			continue
 		}
-		return &conn{Conn: c, writeTimeout: l.writeTimeout, release: func() { l.release(ip) }}, nil
+		return &conn{Conn: c, writeTimeout: l.writeTimeout, release: release}, nil
 	}
 }
 
@@ -88,17 +119,40 @@ func (l *Listener) Open(ip string) int {
 	return l.open.Held(ip)
 }
 
-func (l *Listener) take(ip string) bool {
-	if l.Unlimited != nil && l.Unlimited(ip) {
-		return l.open.Take(ip, math.MaxInt)
+// take counts a connection from ip against the relay's cap, ip's and its
+// network's, and returns what gives them back, or the refusal of the first
+// cap it is over. The relay-wide cap comes first: when the relay is full,
+// no client is at fault.
+func (l *Listener) take(ip string) (release func(), answer string) {
+	maxOpen := l.MaxOpen
+	if maxOpen <= 0 {
+		maxOpen = math.MaxInt
 	}
-	return l.open.Take(ip, l.maxPerIP)
+	if !l.total.Take(totalKey, maxOpen) {
+		return nil, fullRefusal
+	}
+	if l.Unlimited != nil && l.Unlimited(ip) {
+		l.open.Take(ip, math.MaxInt)
+		return func() { l.open.Release(ip); l.total.Release(totalKey) }, ""
+	}
+	if !l.open.Take(ip, l.maxPerIP) {
+		l.total.Release(totalKey)
+		return nil, refusal
+	}
+	network := clientkey.Network(ip)
+	if network == "" {
+		return func() { l.open.Release(ip); l.total.Release(totalKey) }, ""
+	}
+	if !l.networks.Take(network, l.MaxPerNetwork) {
+		l.open.Release(ip)
+		l.total.Release(totalKey)
+		return nil, networkRefusal
+	}
+	return func() { l.networks.Release(network); l.open.Release(ip); l.total.Release(totalKey) }, ""
 }
 
-func (l *Listener) release(ip string) { l.open.Release(ip) }
-
-// refuse answers c 429 and closes it without blocking Accept.
-func (l *Listener) refuse(c net.Conn) {
+// refuse answers c with answer and closes it without blocking Accept.
+func (l *Listener) refuse(c net.Conn, answer string) {
 	select {
 	case l.refusing <- struct{}{}:
 	default:
@@ -108,7 +162,7 @@ func (l *Listener) refuse(c net.Conn) {
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
-		Refuse(c, refusal)
+		Refuse(c, answer)
 	}()
 }
 

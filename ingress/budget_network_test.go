@@ -1,0 +1,112 @@
+package ingress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
+)
+
+// dialFrom opens a connection to addr from the loopback address from,
+// closed when the test ends.
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", from, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// declareBody sends, from the address from, a PROXY request whose headers
+// declare a body of declared bytes and then only one byte of it, and
+// reports whether the relay holds it in the body budget (the budget grew by
+// its reservation, declared+1) or what it answered instead.
+func declareBody(t *testing.T, e *env, from string, declared int64) (held bool, answer string) {
+	t.Helper()
+	before := e.srv.bodies.InUse()
+	c := dialFrom(t, from, e.addr)
+	fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: ep1.localhost\r\nContent-Length: %d\r\n\r\nx", declared)
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return // held until the test closes it
+		}
+		resp.Body.Close()
+		answered <- fmt.Sprintf("%d Retry-After: %s", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}()
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		select {
+		case answer = <-answered:
+			return nil
+		default:
+		}
+		if e.srv.bodies.InUse() == before+declared+1 {
+			held = true
+			return nil
+		}
+		return fmt.Errorf("a body declared from %s neither held nor answered (%d bytes in use)", from, e.srv.bodies.InUse())
+	})
+	return held, answer
+}
+
+// TestBodyBudgetShareOfANetwork: the addresses of one /24 hold at most
+// half of the PROXY body budget over all of them, each its quarter within
+// it: five addresses that declare large bodies and trickle them fill their
+// network's half, not the whole budget, and another /24's body is
+// forwarded.
+func TestBodyBudgetShareOfANetwork(t *testing.T) {
+	const (
+		budget   = 8 << 20
+		declared = 1<<20 - 1 // reserves 1 MiB: its length and one byte
+	)
+	e := newEnv(t, Config{MaxBody: 1 << 20, ProxyBodyBudget: budget})
+	e.routes.set(Route{ID: "ep1", Kind: domain.AddressEndpoint, AccountID: "acc1", Mode: domain.ModeProxy})
+	e.fwd.set(func(f *httpForwarder) {
+		f.target = localServer(t, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "%d", len(b))
+		})
+	})
+
+	held, refused := 0, map[string]int{}
+	for host := 2; host <= 6; host++ { // 127.0.0.2–6, three bodies each
+		for range 3 {
+			ok, answer := declareBody(t, e, fmt.Sprintf("127.0.0.%d", host), declared)
+			if ok {
+				held++
+			} else {
+				refused[answer]++
+			}
+		}
+	}
+	inUse := e.srv.bodies.InUse()
+	t.Logf("127.0.0.0/24: %d bodies held (%d MiB of %d), refused %v", held, inUse>>20, budget>>20, refused)
+	if held != 4 || inUse != budget/2 || refused["503 Retry-After: 1"] != 11 {
+		t.Errorf("127.0.0.2–6 declared 15 bodies of 1 MiB: %d held (%d bytes), refused %v; want 4 (its network's half, %d bytes) and 11 refused 503",
+			held, inUse, refused, budget/2)
+	}
+
+	// Another /24: a whole body is forwarded and answered.
+	c := dialFrom(t, "127.0.1.2", e.addr)
+	fmt.Fprint(c, "POST /small HTTP/1.1\r\nHost: ep1.localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("another network's request: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "5" {
+		t.Fatalf("another network's request (127.0.1.2) with 127.0.0.0/24 at its share: %d %q, want 200 and its body forwarded", resp.StatusCode, body)
+	}
+}
