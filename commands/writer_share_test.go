@@ -59,13 +59,14 @@ func (e *env) appendMany(t *testing.T, n int, events func(id string) []domain.Ev
 }
 
 // othersAppends records deliveries of another account's Endpoint one after
-// another, as its senders would, until stop is closed, and returns the
-// positions they were committed at, in order.
-func (e *env) othersAppends(t *testing.T, endpointID, accountID string, stop <-chan struct{}) func() []uint64 {
+// another, about a millisecond apart, as its senders would, until stop is
+// closed, and returns for each the log's newest position when it was
+// queued and the position it was committed at, in order.
+func (e *env) othersAppends(t *testing.T, endpointID, accountID string, stop <-chan struct{}) func() []span {
 	t.Helper()
-	done := make(chan []uint64, 1)
+	done := make(chan []span, 1)
 	go func() {
-		var out []uint64
+		var out []span
 		for {
 			select {
 			case <-stop:
@@ -81,10 +82,18 @@ func (e *env) othersAppends(t *testing.T, endpointID, accountID string, stop <-c
 				return
 			}
 			data, _, err := e.codec.EncodeAll(nil, commands.NewEventID, d.Changes(), time.Now(), domain.Trace{CorrelationID: id})
+			var queued uint64
+			if err == nil {
+				queued, err = e.store.LastPosition(context.Background())
+			}
 			if err == nil {
 				var res domain.AppendResult
 				if res, err = e.store.Append(context.Background(), domain.DeliveryStream(id), domain.NoStream(), data...); err == nil {
-					out = append(out, res.Position)
+					out = append(out, span{queued: queued, committed: res.Position})
+					// A sender's pace, not a loop as fast as the writer:
+					// on a loaded machine that left the views minutes
+					// behind and the bulk work past its bounds.
+					time.Sleep(time.Millisecond)
 					continue
 				}
 			}
@@ -93,15 +102,18 @@ func (e *env) othersAppends(t *testing.T, endpointID, accountID string, stop <-c
 			return
 		}
 	}()
-	return func() []uint64 { return <-done }
+	return func() []span { return <-done }
 }
 
-// waitedBehind counts, for each of the other account's appends after its
-// first, the events of kind typ committed between it and the one before:
-// those it waited behind (each was queued as the one before returned). It
-// returns the most and the mean, over the appends made while such events
-// were being committed.
-func waitedBehind(t *testing.T, e *env, others []uint64, typ string) (most int, mean float64, appends int) {
+// span is one of the other account's appends: the log's newest position
+// as it was queued, and its own.
+type span struct{ queued, committed uint64 }
+
+// waitedBehind counts, for each of the other account's appends, the events
+// of kind typ committed after it was queued and before it: those it waited
+// behind. It returns the most and the mean, over the appends made while
+// such events were being committed.
+func waitedBehind(t *testing.T, e *env, others []span, typ string) (most int, mean float64, appends int) {
 	t.Helper()
 	var theirs []uint64
 	for _, ev := range e.allEvents(t) {
@@ -113,12 +125,12 @@ func waitedBehind(t *testing.T, e *env, others []uint64, typ string) (most int, 
 		t.Fatalf("no %s in the log", typ)
 	}
 	total := 0
-	for i := 1; i < len(others); i++ {
-		if others[i] < theirs[0] || others[i-1] > theirs[len(theirs)-1] {
+	for _, o := range others {
+		if o.committed < theirs[0] || o.queued > theirs[len(theirs)-1] {
 			continue // before or after the bulk work
 		}
-		lo := sort.Search(len(theirs), func(k int) bool { return theirs[k] > others[i-1] })
-		hi := sort.Search(len(theirs), func(k int) bool { return theirs[k] > others[i] })
+		lo := sort.Search(len(theirs), func(k int) bool { return theirs[k] > o.queued })
+		hi := sort.Search(len(theirs), func(k int) bool { return theirs[k] > o.committed })
 		n := hi - lo
 		most, total, appends = max(most, n), total+n, appends+1
 	}
@@ -153,7 +165,9 @@ func TestRedriveSharesTheWriterWithOthers(t *testing.T) {
 
 	stop := make(chan struct{})
 	others := e.othersAppends(t, other.ID, bob.ID, stop)
-	res, err := e.svc.RedriveDead(ctx(t), ada.ID, "", ep.ID, "")
+	redrive, cancel := context.WithTimeout(t.Context(), 4*testTimeout) // 1 000 appends one after another
+	defer cancel()
+	res, err := e.svc.RedriveDead(redrive, ada.ID, "", ep.ID, "")
 	close(stop)
 	positions := others()
 	if err != nil || res.Count != commands.MaxRedrive {
