@@ -147,7 +147,15 @@ func (k *Keyed) Len() int {
 // rated returns key's bucket with r's rate and burst (see AllowRate).
 // The caller holds mu.
 func (k *Keyed) rated(key string, r Rate, now time.Time) *rate.Limiter {
+	_, had := k.buckets[key]
 	lim := k.limiter(key, now)
+	if b, own := k.buckets[key]; own && !had && (r.Limit() != k.limit || r.Burst != k.burst) {
+		// A new bucket starts full at its own rate's burst: made at the
+		// map's and raised after, it held only the map's burst, so an
+		// account's burst of 1 000 began with 100.
+		b.lim = rate.NewLimiter(r.Limit(), r.Burst)
+		return b.lim
+	}
 	if _, own := k.buckets[key]; own {
 		if lim.Limit() != r.Limit() {
 			lim.SetLimitAt(now, r.Limit())

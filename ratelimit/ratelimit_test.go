@@ -146,6 +146,30 @@ func TestKeyedAllowRate(t *testing.T) {
 	}
 }
 
+// TestKeyedAllowRateStartsAtItsBurst: a key's new bucket holds the burst
+// of the rate given with it, above or below the map's own.
+func TestKeyedAllowRateStartsAtItsBurst(t *testing.T) {
+	k := NewKeyed(Rate{N: 100, Per: time.Second, Burst: 100}, 10)
+	now := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		key  string
+		rate Rate
+	}{
+		{"big", Rate{N: 100, Per: time.Second, Burst: 1000}},
+		{"small", Rate{N: 1, Per: time.Hour, Burst: 3}},
+	} {
+		passed := 0
+		for range 2 * tt.rate.Burst {
+			if ok, _ := k.AllowRate(tt.key, tt.rate, now); ok {
+				passed++
+			}
+		}
+		if passed != tt.rate.Burst {
+			t.Errorf("%s at %s: %d passed at once, want its burst, %d", tt.key, tt.rate, passed, tt.rate.Burst)
+		}
+	}
+}
+
 func TestKeyedAllowN(t *testing.T) {
 	r := Rate{N: 600, Per: time.Minute, Burst: 100} // 10 tokens a second
 	k := NewKeyed(r, 10)
