@@ -370,19 +370,47 @@ func (s *Service) noteUse(ctx context.Context, tok readmodel.Token, now time.Tim
 	s.used[tok.ID] = now
 	s.usedMu.Unlock()
 	e := domain.TokenUsed{AccountID: tok.AccountID, TokenID: tok.ID, At: now.UTC().Format(time.RFC3339Nano)}
-	if _, err := s.rec.Record(context.WithoutCancel(ctx), domain.AccountStream(tok.AccountID), domain.Any(),
+	// Its own stream: no decision reads a use, so the account's stream,
+	// which every command reads, holds none.
+	if _, err := s.rec.Record(context.WithoutCancel(ctx), domain.TokenUseStream(tok.AccountID), domain.Any(),
 		domain.Trace{CorrelationID: tok.AccountID}, e); err != nil {
 		s.log.WarnContext(ctx, "record token use", "account", tok.AccountID, "token_id", tok.ID, "error", err)
 	}
 }
 
-// loadAccount returns an account's aggregate.
+// loadAccount returns an account's aggregate, folded from its stream's
+// newest snapshot (domain.LoadStreamTail): every command of the account
+// reads it, so it must not read the account's whole history. When many
+// events follow that snapshot it appends another first, at the revision it
+// read; if the stream moved on meanwhile, the next command takes it. A
+// stream written before snapshots is read whole once.
 func (s *Service) loadAccount(ctx context.Context, accountID string) (*domain.Account, error) {
-	events, err := s.load(ctx, domain.AccountStream(accountID))
+	stream := domain.AccountStream(accountID)
+	recs, events, err := domain.LoadStreamTail(ctx, s.store, s.codec, stream, domain.TypeAccountSnapshot)
+	if errors.Is(err, domain.ErrStreamNotFound) {
+		return nil, domain.ErrNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
-	return domain.LoadAccount(events), nil
+	last := recs[len(recs)-1].Revision
+	a := domain.LoadAccountTail(events, last)
+	snap, due := a.Snapshot(s.now())
+	if !due {
+		return a, nil
+	}
+	_, err = s.rec.Record(ctx, stream, domain.Exact(last), domain.Trace{CorrelationID: accountID}, snap)
+	switch {
+	case err == nil:
+		return domain.LoadAccountTail([]domain.Event{snap}, last+1), nil
+	case errors.Is(err, domain.ErrWrongExpectedRevision):
+		return a, nil
+	default:
+		// The command goes on from what it read: a snapshot only saves
+		// the next command's reading.
+		s.log.WarnContext(ctx, "record account snapshot", "account", accountID, "error", err)
+		return a, nil
+	}
 }
 
 // CreateToken issues a new token of the account, named (a device, say),

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,11 @@ import (
 //  3. A token has a name of 1 to 100 characters, and an account holds at
 //     most MaxTokens unrevoked tokens.
 //  4. A revoked token never comes back.
+//  5. An AccountSnapshot is what the events before it fold to, as far as
+//     any decision reads them: taken from the folded state and appended at
+//     the revision that state reflects, so folding from it and folding the
+//     whole stream decide alike (a token revoked before it is unknown to
+//     the account, as an id it never issued; docs/accounts.md).
 
 // MaxTokens bounds the unrevoked tokens of one account: one per device is
 // a few dozen at most, and each is a row every listing reads.
@@ -38,7 +44,22 @@ type Account struct {
 	inviters    map[string]string // invite ID → the member who made it
 	quota       AccountQuotaSet   // the latest override (see quota.go)
 	quotaSet    bool
+	since       int // events folded after the last snapshot, or from the stream's start
 }
+
+// AccountSnapshotAfter is how many events, plus one per token, member and
+// invite the account holds, may follow an account stream's newest snapshot
+// (or its start) before a command appends another: a command reads about
+// that many. A snapshot holds each of those in fewer bytes than any event
+// between two takes, so snapshots take less of the log than the events
+// between them.
+const AccountSnapshotAfter = 256
+
+// MaxAccountSnapshotEntries bounds the tokens, members and invites one
+// snapshot holds (under 100 bytes each: some 400 KB, within every store's
+// largest append). An account holding more gets no new snapshot until it
+// holds fewer.
+const MaxAccountSnapshotEntries = 4096
 
 // SignUp creates an account with its first token.
 func SignUp(id, name, tokenID, tokenHash string) (*Account, error) {
@@ -55,7 +76,7 @@ func SignUp(id, name, tokenID, tokenHash string) (*Account, error) {
 	return a, nil
 }
 
-// LoadAccount rebuilds an account from its stream.
+// LoadAccount rebuilds an account from its whole stream.
 func LoadAccount(events []Event) *Account {
 	a := &Account{aggregate: newAggregate()}
 	for _, e := range events {
@@ -65,10 +86,22 @@ func LoadAccount(events []Event) *Account {
 	return a
 }
 
+// LoadAccountTail rebuilds an account from the end of its stream: events
+// start with its newest AccountSnapshot (or at the stream's start) and end
+// at revision last, the revision a command's append then expects.
+func LoadAccountTail(events []Event, last uint64) *Account {
+	a := LoadAccount(events)
+	a.version = int64(last)
+	return a
+}
+
 func (a *Account) raise(e Event) { a.apply(e); a.changes = append(a.changes, e) }
 
 func (a *Account) apply(e Event) {
+	a.since++
 	switch e := e.(type) {
+	case AccountSnapshot:
+		a.restore(e)
 	case AccountCreated:
 		a.id, a.name = e.AccountID, e.Name
 		a.tokens, a.tokenMember, a.sessions = map[string]bool{}, map[string]string{}, map[string]bool{}
@@ -103,6 +136,85 @@ func (a *Account) apply(e Event) {
 	case AccountQuotaSet:
 		a.quota, a.quotaSet = e, true
 	}
+}
+
+// restore replaces the folded state with a snapshot's.
+func (a *Account) restore(s AccountSnapshot) {
+	a.id, a.name = s.AccountID, s.Name
+	a.tokens, a.tokenMember, a.sessions = map[string]bool{}, map[string]string{}, map[string]bool{}
+	a.members, a.invites, a.inviters = map[string]*member{}, map[string]*memberInvite{}, map[string]string{}
+	a.tokenOrder = a.tokenOrder[:0]
+	for _, t := range s.Tokens {
+		a.tokens[t.ID] = true
+		a.tokenOrder = append(a.tokenOrder, t.ID)
+		a.tokenMember[t.ID] = t.MemberID
+		if t.Session {
+			a.sessions[t.ID] = true
+		}
+	}
+	for _, m := range s.Members {
+		a.members[m.ID] = &member{role: Role(m.Role)}
+	}
+	for _, v := range s.Invites {
+		at, _ := time.Parse(time.RFC3339Nano, v.ExpiresAt)
+		a.invites[v.ID] = &memberInvite{role: Role(v.Role), expiresAt: at}
+		a.inviters[v.ID] = v.By
+	}
+	a.quota, a.quotaSet = AccountQuotaSet{}, s.Quota != nil
+	if s.Quota != nil {
+		a.quota = *s.Quota
+	}
+	a.since = 0
+}
+
+// State is what the account's decisions read, as an AccountSnapshot: the
+// unrevoked tokens as issued, the current members and the invites open at
+// now, each list in a fixed order, so two folds that decide alike give
+// equal states.
+func (a *Account) State(now time.Time) AccountSnapshot {
+	s := AccountSnapshot{AccountID: a.id, Name: a.name}
+	for _, id := range a.tokenOrder {
+		if a.tokens[id] {
+			s.Tokens = append(s.Tokens, AccountTokenState{ID: id, MemberID: a.tokenMember[id], Session: a.sessions[id]})
+		}
+	}
+	for id, m := range a.members {
+		if !m.removed {
+			s.Members = append(s.Members, MemberState{ID: id, Role: string(m.role)})
+		}
+	}
+	slices.SortFunc(s.Members, func(x, y MemberState) int { return strings.Compare(x.ID, y.ID) })
+	for id, v := range a.invites {
+		// An invite expired or used is refused as an unknown one is.
+		if !v.used && now.Before(v.expiresAt) {
+			s.Invites = append(s.Invites, MemberInviteState{ID: id, Role: string(v.role), By: a.inviters[id],
+				ExpiresAt: v.expiresAt.UTC().Format(time.RFC3339Nano)})
+		}
+	}
+	slices.SortFunc(s.Invites, func(x, y MemberInviteState) int { return strings.Compare(x.ID, y.ID) })
+	if a.quotaSet {
+		q := a.quota
+		s.Quota = &q
+	}
+	return s
+}
+
+// Snapshot returns the AccountSnapshot to append after the events folded
+// (and raised), when more than AccountSnapshotAfter events plus one per
+// entry it holds followed the last one, and false when none is due (or it
+// would hold more than MaxAccountSnapshotEntries). now decides which
+// invites are still open. Appended at the revision the fold reflects, it
+// lets the next command start there.
+func (a *Account) Snapshot(now time.Time) (AccountSnapshot, bool) {
+	if a.since <= AccountSnapshotAfter {
+		return AccountSnapshot{}, false
+	}
+	s := a.State(now)
+	n := len(s.Tokens) + len(s.Members) + len(s.Invites)
+	if a.since <= AccountSnapshotAfter+n || n > MaxAccountSnapshotEntries {
+		return AccountSnapshot{}, false
+	}
+	return s, true
 }
 
 // ID and Name describe the account.

@@ -29,6 +29,7 @@ func NewCodec() *Codec {
 		TypeInspectorExpired:       decoderFor[InspectorExpired](),
 		TypeAccountCreated:         decoderFor[AccountCreated](),
 		TypeAccountQuotaSet:        decoderFor[AccountQuotaSet](),
+		TypeAccountSnapshot:        decoderFor[AccountSnapshot](),
 		TypeTokenIssued:            decoderFor[TokenIssued](),
 		TypeTokenRevoked:           decoderFor[TokenRevoked](),
 		TypeTokenUsed:              decoderFor[TokenUsed](),

@@ -15,7 +15,8 @@
 //	account.created.v1      AccountCreated       someone signed up
 //	token.issued.v1         TokenIssued          an API token was issued (hash only)
 //	token.revoked.v1        TokenRevoked         an API token stopped working
-//	token.used.v1           TokenUsed            a token was used (at most about once a minute)
+//	token.used.v1           TokenUsed            a token was used (at most about once a minute), on "tokenuse-<account id>"
+//	account.snapshot.v1     AccountSnapshot      the account's tokens, members, invites and quota, as its stream folds them so far
 //	device.code_requested.v1 DeviceCodeRequested a device asked to log in (code hashes only)
 //	device.approved.v1      DeviceApproved       a signed-in person approved its user code
 //	device.denied.v1        DeviceDenied         … or denied it
@@ -52,7 +53,9 @@
 // Streams are one per aggregate: "inspector-<id>", "endpoint-<id>",
 // "account-<id>", "delivery-<id>", "agent-<endpoint id>",
 // "refusals-<address>" for an address's rate-limit counts, "device-<id>" for
-// a device login code and "invite-<id>" for an invite to sign up.
+// a device login code, "invite-<id>" for an invite to sign up and
+// "tokenuse-<account id>" for the uses of an account's tokens, which no
+// decision reads.
 //
 // Removal is a decision in the log too: inspector.purged.v1 records it, then
 // EventStore.DeleteStream removes each delivery stream and leaves a

@@ -48,6 +48,7 @@ const (
 	TypeLogCheckpointed       = "log.checkpointed.v1"
 	TypeInspectorAnswerSet    = "inspector.answer_set.v1"
 	TypeAccountQuotaSet       = "account.quota_set.v1"
+	TypeAccountSnapshot       = "account.snapshot.v1"
 	// The queue's events (delivery.retry_scheduled.v1, delivery.dead.v1,
 	// delivery.delivered.v1, delivery.requeued.v1) are in queue.go.
 	// TypeStreamDeleted is written by the event store itself, never by an
@@ -226,7 +227,9 @@ type LoginReleased struct {
 }
 
 // TokenUsed records that a token was used, at most about once a minute per
-// token (not once per request): what "last used" shows.
+// token (not once per request): what "last used" shows. It is appended to
+// the account's token-use stream (TokenUseStream), which no decision reads;
+// logs written before hold it on the account's stream.
 type TokenUsed struct {
 	AccountID string `json:"account_id"`
 	TokenID   string `json:"token_id"`
@@ -383,6 +386,45 @@ type PrimaryChanged struct {
 	AgentID    string `json:"agent_id"`
 	Previous   string `json:"previous,omitempty"`
 	Reason     string `json:"reason"`
+}
+
+// AccountSnapshot is an account's stream folded up to the event before it
+// (Account): what the account's decisions read, and nothing they do not.
+// Tokens are the unrevoked ones in the order they were issued (the oldest
+// session is the one a new one beyond MaxSessions ends); members the
+// current ones; invites the member invites neither used nor expired when
+// it was taken; Quota the latest override, if any. It is appended when a
+// command finds many events since the last one (Account.Snapshot), so that
+// a command reads the stream from the newest snapshot on, not the account's
+// whole history. Folding it replaces what was folded before.
+type AccountSnapshot struct {
+	AccountID string              `json:"account_id"`
+	Name      string              `json:"name"`
+	Tokens    []AccountTokenState `json:"tokens,omitempty"`
+	Members   []MemberState       `json:"members,omitempty"`
+	Invites   []MemberInviteState `json:"invites,omitempty"`
+	Quota     *AccountQuotaSet    `json:"quota,omitempty"`
+}
+
+// AccountTokenState is an unrevoked token as an AccountSnapshot holds it.
+type AccountTokenState struct {
+	ID       string `json:"id"`
+	MemberID string `json:"member_id,omitempty"`
+	Session  bool   `json:"session,omitempty"`
+}
+
+// MemberState is a current member as an AccountSnapshot holds them.
+type MemberState struct {
+	ID   string `json:"id"`
+	Role string `json:"role"`
+}
+
+// MemberInviteState is an open member invite as an AccountSnapshot holds it.
+type MemberInviteState struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	By        string `json:"by,omitempty"`
+	ExpiresAt string `json:"expires_at"` // RFC 3339
 }
 
 // ListenersSnapshot is an Endpoint's agent stream folded up to the event
@@ -692,6 +734,7 @@ func (InspectorExpired) EventType() string      { return TypeInspectorExpired }
 func (InspectorAnswerSet) EventType() string    { return TypeInspectorAnswerSet }
 func (AccountCreated) EventType() string        { return TypeAccountCreated }
 func (AccountQuotaSet) EventType() string       { return TypeAccountQuotaSet }
+func (AccountSnapshot) EventType() string       { return TypeAccountSnapshot }
 func (TokenIssued) EventType() string           { return TypeTokenIssued }
 func (TokenRevoked) EventType() string          { return TypeTokenRevoked }
 func (TokenUsed) EventType() string             { return TypeTokenUsed }

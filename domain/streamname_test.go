@@ -23,6 +23,7 @@ func TestParseStream(t *testing.T) {
 		{"delivery", domain.DeliveryStream(id), domain.StreamDelivery, id, true},
 		{"agent", domain.AgentStream(id), domain.StreamAgent, id, true},
 		{"refusals", domain.RefusalsStream("abc"), domain.StreamRefusals, "abc", true},
+		{"token uses", domain.TokenUseStream(id), domain.StreamTokenUse, id, true},
 		{"empty", "", "", "", false},
 		{"no separator", "delivery", "", "", false},
 		{"empty id", domain.DeliveryStream(""), "", "", false},
@@ -53,6 +54,7 @@ func FuzzParseStream(f *testing.F) {
 		domain.StreamDelivery:  domain.DeliveryStream,
 		domain.StreamAgent:     domain.AgentStream,
 		domain.StreamRefusals:  domain.RefusalsStream,
+		domain.StreamTokenUse:  domain.TokenUseStream,
 	}
 	f.Fuzz(func(t *testing.T, stream string) {
 		kind, id, ok := domain.ParseStream(stream)

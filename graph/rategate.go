@@ -12,7 +12,7 @@ import (
 const maxGateKeys = 100_000
 
 // rateGate is a per-key rate of the Resolver (agent sessions, bulk
-// mutations, replays), made on first use from the rate the Resolver was
+// mutations, replays, tokens made and revoked), made on first use from the rate the Resolver was
 // given or, when that is off, its default: one way for each of them to
 // hold its buckets.
 type rateGate struct {

@@ -53,6 +53,9 @@ type Resolver struct {
 	// that append up to commands.MaxRedrive events each (redriveDead,
 	// redriveDeadPage); zero: DefaultBulkRate.
 	BulkRate ratelimit.Rate
+	// TokenRate admits the tokens one account makes and revokes
+	// (createToken, revokeToken: one bucket); zero: DefaultTokenRate.
+	TokenRate ratelimit.Rate
 	// NoSignInLimit turns the sign-in limits off (--signin-rate off).
 	NoSignInLimit bool
 	// ConsoleURL is the console's own URL (--console-url), which the links
@@ -83,6 +86,7 @@ type Resolver struct {
 	searches                            searchGate
 	sessionsByAccount, sessionsByClient rateGate
 	bulk                                rateGate
+	tokenChanges                        rateGate
 	compares                            compareGate
 	replays                             rateGate
 	passwords                           passwordGate

@@ -1261,7 +1261,7 @@ func (w *world) unchanged(t *testing.T, when string, from uint64, before string)
 	}
 	own := []string{w.a.apiTokenID, w.a.annSession, w.a.amySession}
 	for _, ev := range events {
-		if ev.Type == "token.used.v1" && ev.Stream == domain.AccountStream(w.a.id) &&
+		if ev.Type == "token.used.v1" && ev.Stream == domain.TokenUseStream(w.a.id) &&
 			slices.ContainsFunc(own, func(id string) bool { return strings.Contains(string(ev.Data), id) }) {
 			continue
 		}

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -105,6 +106,9 @@ func (r *Resolver) createToken(ctx context.Context, name string, expiresIn *stri
 			return nil, err
 		}
 	}
+	if err := r.limitTokenChanges(acc.ID); err != nil {
+		return nil, err
+	}
 	tok, secret, err := r.Service.CreateMemberToken(ctx, acc.ID, cur.MemberID, name, lifetime)
 	if err != nil {
 		return nil, err
@@ -118,16 +122,39 @@ func (r *Resolver) revokeToken(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	// A token the caller may not see is NOT_FOUND, like an unknown one; a
-	// revoked one is no longer listed but revoking it again is a no-op.
+	// revoked one is no longer listed, and revoking it again is a no-op
+	// (NOT_FOUND once the account's stream holds a snapshot taken after
+	// its revocation: docs/accounts.md).
 	if !slices.ContainsFunc(list, func(t readmodel.Token) bool { return t.ID == id }) {
 		if _, _, role, _ := r.caller(ctx); role != domain.RoleOwner {
 			return false, domain.ErrNotFound
 		}
 	}
+	if err := r.limitTokenChanges(acc.ID); err != nil {
+		return false, err
+	}
 	if err := r.Service.RevokeTokenBy(ctx, acc.ID, cur.MemberID, id); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// DefaultTokenRate is how many tokens one account makes and revokes (see
+// Resolver.TokenRate): each is an event of the account's stream, which
+// every command of the account reads from its newest snapshot. A burst of
+// 200 rotates all 100 tokens at once (each revoked and made again); then
+// one a minute. A loop of them grows the stream by at most 1 440 events a
+// day, and its snapshots by one a few hours.
+var DefaultTokenRate = ratelimit.Rate{N: 60, Per: time.Hour, Burst: 200}
+
+// limitTokenChanges takes one token made or revoked from the account's
+// bucket, or refuses with a RateLimitedError.
+func (r *Resolver) limitTokenChanges(accountID string) error {
+	if ok, retry := r.tokenChanges.allow(r.TokenRate, DefaultTokenRate, 1, accountID, r.now()); !ok {
+		return &RateLimitedError{RetryAfter: retry,
+			Reason: fmt.Sprintf("this account made and revoked tokens as fast as it may (%s)", r.tokenChanges.rate)}
+	}
+	return nil
 }
 
 func tokenModel(t readmodel.Token, current string) *model.Token {

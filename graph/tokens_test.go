@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/99designs/gqlgen/client"
 	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/ratelimit"
 )
 
 type tokenRow struct {
@@ -251,5 +256,103 @@ func TestRefusedTokensAreLimited(t *testing.T) {
 	}
 	if list := e.tokens(t, good); len(list) != 1 {
 		t.Fatalf("a valid token after the limit: %+v", list)
+	}
+}
+
+// TestTokenChangesAreRatedPerAccount: every token made or revoked is an
+// event of the account's stream, so createToken and revokeToken take from
+// one bucket per account (Resolver.TokenRate): past it RATE_LIMITED with
+// retryAfterSeconds and nothing appended, while another account still
+// makes tokens.
+func TestTokenChangesAreRatedPerAccount(t *testing.T) {
+	const burst = 4
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		// A rate that refills nothing while the test runs.
+		r.TokenRate = ratelimit.Rate{N: 1, Per: time.Hour, Burst: burst}
+	})
+	signUp := func(name string) client.Option {
+		t.Helper()
+		var su struct{ SignUp struct{ Token string } }
+		e.c.MustPost(`mutation($n: String!) { signUp(name: $n) { token } }`, &su, client.Var("n", name))
+		return client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
+	}
+	// call runs a mutation and returns its error's code and
+	// retryAfterSeconds ("" when it succeeded), and the token it made.
+	call := func(auth client.Option, q string, vars ...client.Option) (code string, retry float64, id string) {
+		t.Helper()
+		resp, err := e.c.RawPost(q, append(vars, auth)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Errors) > 0 {
+			var errs []struct{ Extensions map[string]any }
+			if err := json.Unmarshal(resp.Errors, &errs); err != nil {
+				t.Fatal(err)
+			}
+			code, _ = errs[0].Extensions["code"].(string)
+			retry, _ = errs[0].Extensions["retryAfterSeconds"].(float64)
+			return code, retry, ""
+		}
+		var data struct {
+			CreateToken struct{ Token struct{ ID string } }
+		}
+		raw, err := json.Marshal(resp.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &data); err != nil {
+			t.Fatal(err)
+		}
+		return "", 0, data.CreateToken.Token.ID
+	}
+	const create = `mutation { createToken(name: "loop") { token { id } } }`
+	const revoke = `mutation($id: ID!) { revokeToken(id: $id) }`
+	a := signUp("loop")
+	accountEvents := func() int {
+		t.Helper()
+		n := 0
+		for after := uint64(0); ; {
+			batch, err := e.store.ReadAll(t.Context(), after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batch) == 0 {
+				return n
+			}
+			for _, ev := range batch {
+				if kind, _, _ := domain.ParseStream(ev.Stream); kind == domain.StreamAccount {
+					n++
+				}
+			}
+			after = batch[len(batch)-1].Position
+		}
+	}
+	before := accountEvents()
+	made, refused := 0, 0
+	for i := range 3 * burst {
+		code, retry, id := call(a, create)
+		if code == "" {
+			made++
+			code, retry, _ = call(a, revoke, client.Var("id", id))
+		}
+		if code != "" {
+			if code != "RATE_LIMITED" || retry <= 0 {
+				t.Fatalf("call %d: %s (retry after %v s), want RATE_LIMITED with retryAfterSeconds", i, code, retry)
+			}
+			refused++
+		}
+	}
+	// Each token made is one event and each revoked one; the calls
+	// refused appended nothing (the first use of the token is on its own
+	// stream, apart).
+	if made != burst/2 || refused != 3*burst-made {
+		t.Errorf("of %d createToken calls (each followed by its revokeToken) %d made a token, %d calls refused; want %d made", 3*burst, made, refused, burst/2)
+	}
+	if n := accountEvents() - before; n != burst {
+		t.Errorf("the account's stream gained %d events, want %d", n, burst)
+	}
+	b := signUp("other")
+	if code, _, _ := call(b, create); code != "" {
+		t.Errorf("another account's createToken: %s", code)
 	}
 }

@@ -216,7 +216,7 @@ func streamOwner(t *txn, stream string) (string, error) {
 	kind, id, _ := domain.ParseStream(stream)
 	var query string
 	switch kind {
-	case domain.StreamAccount:
+	case domain.StreamAccount, domain.StreamTokenUse:
 		return id, nil
 	case domain.StreamEndpoint, domain.StreamAgent, domain.StreamRefusals: // agent and refusals streams are named by an Endpoint's (address's) id
 		query = qEndpointOwner

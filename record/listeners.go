@@ -92,72 +92,18 @@ func (r *Recorder) foldListeners(ctx context.Context, endpointID string) (listen
 	return st, nil
 }
 
-// listenerWindow is how many events coldListeners reads at a time, going
-// back from a stream's end: more than domain.SnapshotAfter, so that one
-// read usually holds the newest snapshot.
-const listenerWindow = 2 * domain.SnapshotAfter
-
-// coldListeners folds an agent stream from its newest snapshot: it reads
-// the stream's last event, then windows of listenerWindow events going
-// back from it until one holds a snapshot (or the stream's start), and
-// decodes only the snapshot and what follows it. Each decision that finds
-// more than domain.SnapshotAfter events (and one per open session) since
-// the newest snapshot appends another, so this reads about that many
-// whatever the stream's length; a stream written before snapshots existed
-// is read whole once, and the decision then leaves one.
+// coldListeners folds an agent stream from its newest snapshot
+// (domain.LoadStreamTail). Each decision that finds more than
+// domain.SnapshotAfter events (and one per open session) since the newest
+// snapshot appends another, so this reads about that many whatever the
+// stream's length; a stream written before snapshots existed is read whole
+// once, and the decision then leaves one.
 func (r *Recorder) coldListeners(ctx context.Context, stream string) (listenerState, error) {
-	last, err := r.store.LastEvent(ctx, stream)
+	recs, events, err := domain.LoadStreamTail(ctx, r.store, r.codec, stream, domain.TypeListenersSnapshot)
 	if err != nil {
-		return listenerState{}, fmt.Errorf("load %s: %w", stream, err)
+		return listenerState{}, err
 	}
-	// The windows read, newest first, the oldest cut at its snapshot.
-	var windows [][]domain.RecordedEvent
-	found := last.Type == domain.TypeListenersSnapshot
-	if found {
-		windows = append(windows, []domain.RecordedEvent{last})
-	}
-	for end := last.Revision + 1; !found && end > 0; {
-		from := end - min(end, listenerWindow)
-		w, err := readRange(ctx, r.store, stream, from, end)
-		if err != nil {
-			return listenerState{}, err
-		}
-		for i := len(w) - 1; i >= 0 && !found; i-- {
-			if found = w[i].Type == domain.TypeListenersSnapshot; found {
-				w = w[i:]
-			}
-		}
-		windows = append(windows, w)
-		end = from
-	}
-	l := domain.LoadListeners(nil)
-	for i := len(windows) - 1; i >= 0; i-- {
-		for _, rec := range windows[i] {
-			e, err := r.codec.Decode(rec.Type, rec.Data)
-			if err != nil {
-				return listenerState{}, fmt.Errorf("load %s revision %d: %w", stream, rec.Revision, err)
-			}
-			l.Fold([]domain.Event{e})
-		}
-	}
-	return listenerState{l: l, next: last.Revision + 1}, nil
-}
-
-// readRange reads the events of stream at revisions [from, end).
-func readRange(ctx context.Context, store domain.EventStore, stream string, from, end uint64) ([]domain.RecordedEvent, error) {
-	out := make([]domain.RecordedEvent, 0, end-from)
-	for next := from; next < end; {
-		batch, err := store.ReadStream(ctx, stream, next, int(end-next))
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", stream, err)
-		}
-		if len(batch) == 0 {
-			return nil, fmt.Errorf("load %s: no event at revision %d, before its last event at %d", stream, next, end-1)
-		}
-		out = append(out, batch...)
-		next = batch[len(batch)-1].Revision + 1
-	}
-	return out, nil
+	return listenerState{l: domain.LoadListeners(events), next: recs[len(recs)-1].Revision + 1}, nil
 }
 
 // maxListenerStates bounds the Endpoints whose folded sessions a Recorder

@@ -1,0 +1,251 @@
+package commands_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/app"
+	"github.com/relayhq/relay/cli/events"
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/natstest"
+)
+
+// accountReads counts the events read from account streams.
+type accountReads struct {
+	domain.EventStore
+	events atomic.Int64
+}
+
+func (s *accountReads) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
+	recs, err := s.EventStore.ReadStream(ctx, stream, from, max)
+	if strings.HasPrefix(stream, string(domain.StreamAccount)+"-") {
+		s.events.Add(int64(len(recs)))
+	}
+	return recs, err
+}
+
+func (s *accountReads) LastEvent(ctx context.Context, stream string) (domain.RecordedEvent, error) {
+	e, err := s.EventStore.LastEvent(ctx, stream)
+	if err == nil && strings.HasPrefix(stream, string(domain.StreamAccount)+"-") {
+		s.events.Add(1)
+	}
+	return e, err
+}
+
+// newCountingEnv is newEnv on eventStore ("" the embedded log) with the
+// account streams' reads counted; closeApp closes the relay before the
+// test's end (once, whoever calls it first).
+func newCountingEnv(t *testing.T, eventStore string) (e *env, reads *accountReads, closeApp func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	reads = &accountReads{}
+	a, err := app.New(context.Background(), app.Config{Data: dir, EventStore: eventStore, NoSweeps: true, Commands: defaultConfig(),
+		WrapStore: func(s domain.EventStore) domain.EventStore { reads.EventStore = s; return reads }})
+	if err != nil {
+		t.Fatalf("open app: %v", err)
+	}
+	closeApp = sync.OnceValue(a.Close)
+	t.Cleanup(func() {
+		if err := closeApp(); err != nil {
+			t.Errorf("close app: %v", err)
+		}
+	})
+	e = &env{dir: dir, cfg: defaultConfig(), store: a.Store(), codec: a.Codec(), views: a.Views(), hub: a.Hub(), svc: a.Service()}
+	return e, reads, closeApp
+}
+
+// accountBound is what one account command may read whatever the
+// account's age: the stream's last event, then windows of 512 events going
+// back to its newest snapshot (two at most: one follows every 256 events
+// and one per entry).
+const accountBound = 2*512 + 1
+
+// fillAccount appends events to the account's stream until it holds n,
+// batch at a time, as a busy account's history: tokens made and revoked,
+// a member invite, uses of its token recorded there as relays before
+// token-use streams did. After each batch, when command is set, a real
+// command of the account (a token made and revoked) runs, as commands do
+// between the appends of a live relay.
+func fillAccount(t *testing.T, e *env, accountID string, n, batch int, command bool) {
+	t.Helper()
+	stream := domain.AccountStream(accountID)
+	for {
+		last, err := e.store.LastEvent(ctx(t), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := int(last.Revision) + 1
+		if have >= n {
+			return
+		}
+		var evs []domain.Event
+		for i := 0; len(evs) < min(batch, n-have); i++ {
+			id := fmt.Sprintf("fill-%d-%d", have, i)
+			hash := commands.HashToken(id)
+			switch {
+			case i == 1:
+				evs = append(evs, domain.MemberInvited{AccountID: accountID, InviteID: id, CodeHash: hash, Role: "member",
+					ExpiresAt: time.Now().Add(time.Duration(1+have%3) * 24 * time.Hour).UTC().Format(time.RFC3339Nano)})
+			case i%3 == 0:
+				evs = append(evs, domain.TokenIssued{AccountID: accountID, TokenID: id, TokenHash: hash, Name: "loop"},
+					domain.TokenRevoked{AccountID: accountID, TokenID: id})
+			default:
+				evs = append(evs, domain.TokenUsed{AccountID: accountID, TokenID: id, At: time.Now().UTC().Format(time.RFC3339Nano)})
+			}
+		}
+		e.appendChanges(t, stream, domain.Any(), evs, accountID)
+		if command {
+			tok, _, err := e.svc.CreateToken(ctx(t), accountID, "between", 0)
+			if err != nil {
+				t.Fatalf("create a token after %d events: %v", have, err)
+			}
+			if err := e.svc.RevokeToken(ctx(t), accountID, tok.ID); err != nil {
+				t.Fatalf("revoke a token after %d events: %v", have, err)
+			}
+		}
+	}
+}
+
+// commandReads is how many account events one createToken and one
+// revokeToken each read.
+func commandReads(t *testing.T, e *env, reads *accountReads, accountID string) (create, revoke int64) {
+	t.Helper()
+	reads.events.Store(0)
+	tok, _, err := e.svc.CreateToken(ctx(t), accountID, "measured", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create = reads.events.Swap(0)
+	if err := e.svc.RevokeToken(ctx(t), accountID, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	return create, reads.events.Load()
+}
+
+// TestAccountCommandReadsABoundedTail: createToken and revokeToken of an
+// old, busy account read its stream from the newest snapshot, not the
+// account's whole history: as much at 50 000 events as at 2 000.
+func TestAccountCommandReadsABoundedTail(t *testing.T) {
+	e, reads, _ := newCountingEnv(t, "")
+	acc, _ := e.account(t, "busy")
+	for _, n := range []int{2_000, 50_000} {
+		fillAccount(t, e, acc.ID, n, 400, true)
+		create, revoke := commandReads(t, e, reads, acc.ID)
+		t.Logf("account stream of %d events: createToken read %d, revokeToken %d", n, create, revoke)
+		if create > accountBound || revoke > accountBound {
+			t.Errorf("account stream of %d events: createToken read %d events, revokeToken %d, want at most %d each", n, create, revoke, accountBound)
+		}
+	}
+}
+
+// checkAccountSnapshots fails unless every snapshot in the account's
+// stream holds what the events before it fold to, and at least one is
+// there; it returns the whole stream's fold.
+func checkAccountSnapshots(t *testing.T, e *env, accountID string) *domain.Account {
+	t.Helper()
+	_, evs := e.stream(t, domain.AccountStream(accountID))
+	var before []domain.Event
+	snapshots := 0
+	now := time.Now()
+	for i, ev := range evs {
+		snap, ok := ev.(domain.AccountSnapshot)
+		if !ok {
+			before = append(before, ev)
+			continue
+		}
+		snapshots++
+		// The invites filled live a day or more: open at both times.
+		if want := domain.LoadAccount(before).State(now); !reflect.DeepEqual(snap, want) {
+			t.Fatalf("snapshot at revision %d holds\n%+v\nthe events before it fold to\n%+v", i, snap, want)
+		}
+	}
+	if snapshots == 0 {
+		t.Fatalf("no snapshot in %d events", len(evs))
+	}
+	return domain.LoadAccount(before)
+}
+
+// TestAccountFoldMatchesAFullFold: on the embedded log and on JetStream,
+// the account a command folds from its stream's newest snapshot holds what
+// the whole stream folds to, and every snapshot is the fold of what
+// precedes it.
+func TestAccountFoldMatchesAFullFold(t *testing.T) {
+	for _, s := range []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"sqlite", func(*testing.T) string { return "" }},
+		{"jetstream", func(t *testing.T) string { return natstest.Start(t).URL() }},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			e, reads, _ := newCountingEnv(t, s.store(t))
+			acc, _ := e.account(t, "folded")
+			if err := e.svc.SetAccountQuota(ctx(t), acc.ID, new("5GiB"), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			for step, n := range []int{1_500, 2_200, 3_000} {
+				fillAccount(t, e, acc.ID, n, 150, true)
+				full := checkAccountSnapshots(t, e, acc.ID)
+				recs, evs, err := domain.LoadStreamTail(ctx(t), e.store, e.codec, domain.AccountStream(acc.ID), domain.TypeAccountSnapshot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				now := time.Now()
+				if got, want := domain.LoadAccountTail(evs, recs[len(recs)-1].Revision).State(now), full.State(now); !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d: the fold from the newest snapshot holds\n%+v\nthe whole stream's\n%+v", step, got, want)
+				}
+				if create, revoke := commandReads(t, e, reads, acc.ID); create > accountBound || revoke > accountBound {
+					t.Errorf("step %d: createToken read %d events, revokeToken %d", step, create, revoke)
+				}
+			}
+		})
+	}
+}
+
+// TestAccountLogWithoutSnapshotsFoldsTheSame: an account stream a relay
+// before snapshots wrote (token uses on it, no snapshot) is read whole by
+// its first command, which decides as before and leaves a snapshot; the
+// next reads only what follows it, and the log verifies.
+func TestAccountLogWithoutSnapshotsFoldsTheSame(t *testing.T) {
+	e, reads, closeApp := newCountingEnv(t, "")
+	acc, _ := e.account(t, "old")
+	fillAccount(t, e, acc.ID, 5_000, 500, false)
+	first, _ := commandReads(t, e, reads, acc.ID)
+	if first < 5_000 {
+		t.Errorf("the first command read %d events of a stream of 5 000 without snapshots", first)
+	}
+	checkAccountSnapshots(t, e, acc.ID)
+	create, revoke := commandReads(t, e, reads, acc.ID)
+	t.Logf("first command %d events, then createToken %d, revokeToken %d", first, create, revoke)
+	if create > accountBound || revoke > accountBound {
+		t.Errorf("after the first command: createToken read %d events, revokeToken %d, want at most %d", create, revoke, accountBound)
+	}
+	// A use recorded now goes to the token-use stream, not the account's.
+	_, token, err := e.svc.CreateToken(ctx(t), acc.ID, "used", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.svc.AuthenticateToken(ctx(t), token); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := e.stream(t, domain.TokenUseStream(acc.ID)); len(recs) != 1 {
+		t.Errorf("the token-use stream holds %d events after one use, want 1", len(recs))
+	}
+	if err := closeApp(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	cmd := events.Command(func(string) string { return "" }, &out, &errOut)
+	cmd.SetArgs([]string{"verify", "--data", e.dir})
+	if err := cmd.ExecuteContext(ctx(t)); err != nil || !strings.Contains(out.String(), "ok: ") {
+		t.Fatalf("relay events verify: %v\n%s%s", err, out.String(), errOut.String())
+	}
+}
