@@ -225,8 +225,10 @@ func TestRetentionSweepSharesTheWriterWithOthers(t *testing.T) {
 	}
 	close(stop)
 	positions := others()
-	if deleted != streams {
-		t.Fatalf("the sweeps deleted %d streams, want %d", deleted, streams)
+	// The other account's Endpoint has the same window: those of its
+	// deliveries recorded before a sweep's decision go too.
+	if deleted < streams {
+		t.Fatalf("the sweeps deleted %d streams, want at least %d", deleted, streams)
 	}
 	most, mean, n := waitedBehind(t, e, positions, domain.TypeStreamDeleted)
 	t.Logf("during a sweep deleting %d streams, %d deliveries of another account were recorded: each waited behind at most %d deletions (%.2f on average)",
