@@ -41,8 +41,9 @@ type ServerOptions struct {
 	// (an agent's) must still be able to return in completeForward.
 	MaxWSMessage, MaxAgentAnswer int64
 	// MaxWSSubscriptions bounds the operations of one socket, MaxWSPerIP the
-	// sockets of one client address.
-	MaxWSSubscriptions, MaxWSPerIP int
+	// sockets of one client address, MaxWSPerNetwork those of one client
+	// network (zero: clientkey.NetworkShare × MaxWSPerIP).
+	MaxWSSubscriptions, MaxWSPerIP, MaxWSPerNetwork int
 	// Playground serves GraphiQL to browsers that GET the endpoint; nil
 	// disables it.
 	Playground http.Handler
@@ -70,13 +71,14 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
 	answers := answersize.New(limits.MaxAnswer, limits.AnswerBudget)
 	srv.AddTransport(wsgql.New(wsgql.Config{
-		Answers:             answers,
-		KeepAlive:           opts.KeepAlive,
-		MaxMessage:          opts.MaxWSMessage,
-		MessageLimit:        func(ctx context.Context) int64 { return agentMessageLimit(ctx, opts) },
-		MaxValues:           MaxValues,
-		MaxSubscriptions:    opts.MaxWSSubscriptions,
-		MaxSocketsPerClient: opts.MaxWSPerIP,
+		Answers:              answers,
+		KeepAlive:            opts.KeepAlive,
+		MaxMessage:           opts.MaxWSMessage,
+		MessageLimit:         func(ctx context.Context) int64 { return agentMessageLimit(ctx, opts) },
+		MaxValues:            MaxValues,
+		MaxSubscriptions:     opts.MaxWSSubscriptions,
+		MaxSocketsPerClient:  opts.MaxWSPerIP,
+		MaxSocketsPerNetwork: opts.MaxWSPerNetwork,
 		// Tokens travel in connection_init; a session cookie counts only
 		// on a same-origin socket (cookieCredential), so a foreign origin
 		// gains nothing by opening one.

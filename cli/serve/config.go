@@ -18,7 +18,7 @@ import (
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ingress"
-	"github.com/relayhq/relay/internal/connguard"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/internal/datalock"
 	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/internal/forwarded"
@@ -71,39 +71,40 @@ var (
 
 // serveConfig is everything `relay serve` is told.
 type serveConfig struct {
-	Listen           string
-	Domain           string
-	Data             string
-	EventStore       string
-	InspectorTTL     time.Duration
-	CaptureCap       byteSize
-	MaxBody          byteSize
-	ForwardTimeout   time.Duration
-	QueueBacklog     int
-	Signup           signupFlag
-	AdminToken       string
-	LogLevel         string
-	PublicPort       int
-	ShutdownGrace    time.Duration
-	KeepAlive        time.Duration
-	ViewsWait        time.Duration
-	IdleTimeout      time.Duration
-	BodyTimeout      time.Duration
-	MaxConnsPerIP    int
-	MaxConnsPerNet   int
-	MaxRequestsPerIP int
-	MaxHeaders       int
-	MaxHeaderBytes   byteSize
-	CPUProfile       string
-	Trace            string
-	MemProfile       string
-	MaxAPIBody       byteSize
-	MaxAPIAnswer     byteSize
-	ProxyBodies      byteSize
-	APIAnswers       byteSize
-	MaxQueryCost     int
-	MaxQueryFields   int
-	MaxQueryTokens   int
+	Listen            string
+	Domain            string
+	Data              string
+	EventStore        string
+	InspectorTTL      time.Duration
+	CaptureCap        byteSize
+	MaxBody           byteSize
+	ForwardTimeout    time.Duration
+	QueueBacklog      int
+	Signup            signupFlag
+	AdminToken        string
+	LogLevel          string
+	PublicPort        int
+	ShutdownGrace     time.Duration
+	KeepAlive         time.Duration
+	ViewsWait         time.Duration
+	IdleTimeout       time.Duration
+	BodyTimeout       time.Duration
+	MaxConnsPerIP     int
+	MaxConnsPerNet    int
+	MaxRequestsPerIP  int
+	MaxRequestsPerNet int
+	MaxHeaders        int
+	MaxHeaderBytes    byteSize
+	CPUProfile        string
+	Trace             string
+	MemProfile        string
+	MaxAPIBody        byteSize
+	MaxAPIAnswer      byteSize
+	ProxyBodies       byteSize
+	APIAnswers        byteSize
+	MaxQueryCost      int
+	MaxQueryFields    int
+	MaxQueryTokens    int
 
 	AnonymousRate      ratelimit.Rate
 	SignInRate         ratelimit.Rate
@@ -134,6 +135,7 @@ type serveConfig struct {
 	MaxWSMessage       byteSize
 	MaxWSSubscriptions int
 	MaxWSPerIP         int
+	MaxWSPerNet        int
 	// Open agent sessions (see docs/security.md, "Agent sessions").
 	MaxEndpointSessions, MaxAccountSessions int
 	// MemoryLimit is the Go heap's soft limit (see serve).
@@ -199,8 +201,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.IdleTimeout, 60*time.Second), "idle-timeout", "an idle keep-alive connection is closed after this long")
 	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
-	fs.IntVar(&c.MaxConnsPerNet, "max-conns-per-network", 0, fmt.Sprintf("connections one client network (IPv4 /24, IPv6 /48) may hold open over all its addresses; more are answered 429 and closed (0: %d times --max-conns-per-ip)", connguard.NetworkConns))
+	fs.IntVar(&c.MaxConnsPerNet, "max-conns-per-network", 0, fmt.Sprintf("connections one client network (IPv4 /24, IPv6 /48) may hold open over all its addresses; more are answered 429 and closed (0: %d times --max-conns-per-ip)", clientkey.NetworkShare))
 	fs.IntVar(&c.MaxRequestsPerIP, "max-requests-per-ip", 256, "requests one client address may have in flight over all its connections (an HTTP/2 connection carries up to 250), streams and WebSockets included while open; more are answered 429 with Retry-After (0: no cap)")
+	fs.IntVar(&c.MaxRequestsPerNet, "max-requests-per-network", 0, fmt.Sprintf("requests one client network (IPv4 /24, IPv6 /48) may have in flight over all its addresses; more are answered 429 with Retry-After (0: %d times --max-requests-per-ip)", clientkey.NetworkShare))
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery; at most 1MiB")
 	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
@@ -214,6 +217,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MaxWSMessage, "max-ws-message", "largest WebSocket message a client may send (closed 1009 beyond); an authenticated socket may also send an agent's answer of --max-body")
 	fs.IntVar(&c.MaxWSSubscriptions, "max-ws-subscriptions", 100, "operations one WebSocket may run at once (TOO_MANY_SUBSCRIPTIONS beyond)")
 	fs.IntVar(&c.MaxWSPerIP, "max-ws-per-ip", 32, "open WebSockets per client IP (HTTP 429 beyond)")
+	fs.IntVar(&c.MaxWSPerNet, "max-ws-per-network", 0, fmt.Sprintf("open WebSockets per client network (IPv4 /24, IPv6 /48) over all its addresses (HTTP 429 beyond; 0: %d times --max-ws-per-ip)", clientkey.NetworkShare))
 	fs.IntVar(&c.MaxEndpointSessions, "max-endpoint-sessions", tunnel.DefaultMaxEndpointSessions,
 		fmt.Sprintf("agent sessions one Endpoint may have open at once, across nodes (1 to %d); beyond: forwardRequests is TOO_MANY_SESSIONS", domain.MaxEndpointSessions))
 	fs.IntVar(&c.MaxAccountSessions, "max-account-sessions", tunnel.DefaultMaxAccountSessions,
@@ -330,7 +334,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		Sessions: tunnel.SessionCaps{PerEndpoint: c.MaxEndpointSessions, PerAccount: c.MaxAccountSessions},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),
-			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP,
+			MaxWSSubscriptions: c.MaxWSSubscriptions, MaxWSPerIP: c.MaxWSPerIP, MaxWSPerNetwork: c.MaxWSPerNet,
 			Limits: graph.Limits{
 				MaxBody: int64(c.MaxAPIBody), MaxCost: c.MaxQueryCost, MaxFields: c.MaxQueryFields,
 				MaxTokens: c.MaxQueryTokens, CaptureCap: int64(c.CaptureCap),

@@ -60,6 +60,13 @@ func TestServeConfig(t *testing.T) {
 		}},
 		{name: "no subscriptions", args: []string{"--max-ws-subscriptions", "0"}, wantErr: "--max-ws-subscriptions"},
 		{name: "no sockets per ip", env: map[string]string{"RELAY_MAX_WS_PER_IP": "0"}, wantErr: "--max-ws-per-ip"},
+		{name: "sockets per network default", check: func(c serveConfig) bool {
+			return c.MaxWSPerNet == 0 && c.appConfig(nil, publicURLs{}, nil).API.MaxWSPerNetwork == 0
+		}},
+		{name: "sockets per network from env", env: map[string]string{"RELAY_MAX_WS_PER_NETWORK": "64"},
+			check: func(c serveConfig) bool { return c.appConfig(nil, publicURLs{}, nil).API.MaxWSPerNetwork == 64 }},
+		{name: "sockets per network below per ip", args: []string{"--max-ws-per-ip", "8", "--max-ws-per-network", "4"},
+			wantErr: "--max-ws-per-network"},
 		{name: "session caps", args: []string{"--max-endpoint-sessions", "8"}, env: map[string]string{"RELAY_MAX_ACCOUNT_SESSIONS": "20"},
 			check: func(c serveConfig) bool {
 				caps := c.appConfig(nil, publicURLs{}, nil).Sessions
@@ -109,6 +116,13 @@ func TestServeConfig(t *testing.T) {
 		{name: "connections per network below per ip", args: []string{"--max-conns-per-ip", "8", "--max-conns-per-network", "4"},
 			wantErr: "--max-conns-per-network"},
 		{name: "negative requests per ip", args: []string{"--max-requests-per-ip", "-1"}, wantErr: "--max-requests-per-ip"},
+		{name: "requests per network default", check: func(c serveConfig) bool { return c.MaxRequestsPerNet == 0 }},
+		{name: "requests per network from env", env: map[string]string{"RELAY_MAX_REQUESTS_PER_NETWORK": "2048"},
+			check: func(c serveConfig) bool { return c.MaxRequestsPerNet == 2048 }},
+		{name: "requests per network below per ip", args: []string{"--max-requests-per-ip", "8", "--max-requests-per-network", "4"},
+			wantErr: "--max-requests-per-network"},
+		{name: "requests per network without a cap per ip", args: []string{"--max-requests-per-ip", "0", "--max-requests-per-network", "512"},
+			wantErr: "--max-requests-per-network"},
 		{name: "no headers", args: []string{"--max-headers", "0"}, wantErr: "--max-headers"},
 		{name: "header bytes too small", args: []string{"--max-header-bytes", "100B"}, wantErr: "--max-header-bytes"},
 		{name: "api limits default", check: func(c serveConfig) bool {

@@ -129,7 +129,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	// under forwarded.Handler, so a sender behind a trusted proxy counts on
 	// its own, and the proxy's own requests (which name no sender) not at
 	// all, as its connections are not.
-	inFlight := &connguard.InFlight{Max: cfg.MaxRequestsPerIP, Unlimited: cfg.trusted.ContainsHost, OnRefuse: a.Metrics().RequestRefused}
+	inFlight := &connguard.InFlight{Max: cfg.MaxRequestsPerIP, MaxPerNetwork: cfg.MaxRequestsPerNet, Unlimited: cfg.trusted.ContainsHost, OnRefuse: a.Metrics().RequestRefused}
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	srv := &http.Server{
 		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, inFlight.Handler(a.Handler()))),

@@ -45,6 +45,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-ws-subscriptions must be at least 1")
 	case c.MaxWSPerIP < 1:
 		return fmt.Errorf("--max-ws-per-ip must be at least 1")
+	case c.MaxWSPerNet != 0 && c.MaxWSPerNet < c.MaxWSPerIP:
+		return fmt.Errorf("--max-ws-per-network (%d) must be 0 or at least --max-ws-per-ip (%d)", c.MaxWSPerNet, c.MaxWSPerIP)
 	case c.MaxEndpointSessions < 1 || c.MaxEndpointSessions > domain.MaxEndpointSessions:
 		// Above it an Endpoint's open sessions no longer fit the views'
 		// read of its listeners.
@@ -63,6 +65,9 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-conns-per-network (%d) must be 0 or at least --max-conns-per-ip (%d)", c.MaxConnsPerNet, c.MaxConnsPerIP)
 	case c.MaxRequestsPerIP < 0:
 		return fmt.Errorf("--max-requests-per-ip must be 0 (no cap) or more")
+	case c.MaxRequestsPerNet != 0 && (c.MaxRequestsPerIP == 0 || c.MaxRequestsPerNet < c.MaxRequestsPerIP):
+		// With no cap per client there is none per network either.
+		return fmt.Errorf("--max-requests-per-network (%d) must be 0 or at least --max-requests-per-ip (%d), which must not be 0", c.MaxRequestsPerNet, c.MaxRequestsPerIP)
 	case c.AccountEndpoints < 0:
 		return fmt.Errorf("--account-endpoints must be 0 (no limit) or more")
 	case c.MaxHeaders < 1:

@@ -12,8 +12,9 @@
 //   - each client message: Config.MaxMessage bytes (1009 beyond);
 //   - operations per socket: Config.MaxSubscriptions (an error message with
 //     extensions.code TOO_MANY_SUBSCRIPTIONS beyond; the socket stays);
-//   - sockets per client address: Config.MaxSocketsPerClient (HTTP 429
-//     before the upgrade beyond);
+//   - sockets per client address: Config.MaxSocketsPerClient, and per
+//     client network over all its addresses: Config.MaxSocketsPerNetwork
+//     (HTTP 429 before the upgrade beyond);
 //   - what waits to be written: Config.SendQueueBytes; a socket whose queue
 //     stays full for Config.WriteTimeout, or that does not take a message
 //     within it, is closed with 1008;

@@ -69,6 +69,10 @@ type Config struct {
 	MaxSubscriptions int
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
 	MaxSocketsPerClient int
+	// MaxSocketsPerNetwork bounds the open sockets of one client network
+	// (clientkey.Network of the ClientKey) over all its clients; zero is
+	// clientkey.NetworkShare × MaxSocketsPerClient.
+	MaxSocketsPerNetwork int
 	// ClientKey names the client of a request (default: clientkey.Of the
 	// peer's address: its IP, or its /64 for IPv6).
 	ClientKey func(*http.Request) string
@@ -99,7 +103,7 @@ type Config struct {
 type Transport struct {
 	cfg      Config
 	upgrader websocket.Upgrader
-	clients  *clientkey.Counter
+	clients  *clientkey.Caps
 }
 
 var _ graphql.Transport = (*Transport)(nil)
@@ -117,6 +121,9 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.MaxSocketsPerClient <= 0 {
 		cfg.MaxSocketsPerClient = DefaultMaxSocketsPerClient
+	}
+	if cfg.MaxSocketsPerNetwork <= 0 {
+		cfg.MaxSocketsPerNetwork = clientkey.NetworkShare * cfg.MaxSocketsPerClient
 	}
 	if cfg.ClientKey == nil {
 		cfg.ClientKey = func(r *http.Request) string { return clientkey.Of(r.RemoteAddr) }
@@ -149,7 +156,7 @@ func New(cfg Config) *Transport {
 			ReadBufferSize:  16 << 10,
 			WriteBufferSize: 16 << 10,
 		},
-		clients: &clientkey.Counter{},
+		clients: &clientkey.Caps{},
 	}
 }
 
@@ -159,9 +166,14 @@ func (t *Transport) Supports(r *http.Request) bool { return websocket.IsWebSocke
 // Do serves one socket until it closes.
 func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	key := t.cfg.ClientKey(r)
-	if !t.clients.Take(key, t.cfg.MaxSocketsPerClient) {
+	switch t.clients.Take(key, t.cfg.MaxSocketsPerClient, t.cfg.MaxSocketsPerNetwork) {
+	case clientkey.ClientFull:
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "too many WebSocket connections from this address", http.StatusTooManyRequests)
+		return
+	case clientkey.NetworkFull:
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many WebSocket connections from this network", http.StatusTooManyRequests)
 		return
 	}
 	defer t.clients.Release(key)

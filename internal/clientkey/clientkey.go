@@ -4,7 +4,8 @@
 // or request. Every per-client bound of the relay (connections, requests in
 // flight, the body budget's share, smee streams, WebSocket sockets,
 // anonymous rates) counts
-// by this one key.
+// by this one key; those of things held open (Caps) and the shares of
+// shared budgets also count each client's network (Network).
 package clientkey
 
 import (

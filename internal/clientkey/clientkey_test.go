@@ -79,3 +79,43 @@ func TestCounter(t *testing.T) {
 		t.Fatalf("%d clients left holding nothing", c.Clients())
 	}
 }
+
+// TestCaps: a client takes up to its cap, its network up to its own over
+// all its clients (the client's cap named first), another network takes
+// on its own, a key of no network has only its client cap, and a release
+// gives back both counts.
+func TestCaps(t *testing.T) {
+	var c Caps
+	for _, key := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.2"} {
+		if full := c.Take(key, 2, 3); full != NotFull {
+			t.Fatalf("take of %s: %v", key, full)
+		}
+	}
+	if full := c.Take("192.0.2.1", 2, 3); full != ClientFull {
+		t.Fatalf("a client at its cap: %v, want ClientFull", full)
+	}
+	if full := c.Take("192.0.2.3", 2, 3); full != NetworkFull {
+		t.Fatalf("a new client of a network at its cap: %v, want NetworkFull", full)
+	}
+	if full := c.Take("192.0.3.1", 2, 3); full != NotFull {
+		t.Fatalf("another network: %v", full)
+	}
+	for range 3 {
+		if full := c.Take("account:a", 3, 1); full != NotFull {
+			t.Fatalf("a key of no network under its client cap: %v", full)
+		}
+	}
+	if c.NetworkHeld("192.0.2.0/24") != 3 || c.Held("192.0.2.3") != 0 {
+		t.Fatalf("the /24 holds %d, 192.0.2.3 %d; want 3 and 0", c.NetworkHeld("192.0.2.0/24"), c.Held("192.0.2.3"))
+	}
+	c.Release("192.0.2.2")
+	if full := c.Take("192.0.2.3", 2, 3); full != NotFull {
+		t.Fatalf("after a release in the network: %v", full)
+	}
+	for _, key := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.3", "192.0.3.1", "account:a", "account:a", "account:a"} {
+		c.Release(key)
+	}
+	if c.Clients() != 0 || c.NetworkHeld("192.0.2.0/24") != 0 {
+		t.Fatalf("%d clients and %d in the /24 left holding nothing", c.Clients(), c.NetworkHeld("192.0.2.0/24"))
+	}
+}

@@ -1,6 +1,7 @@
 package connguard
 
 import (
+	"io"
 	"net"
 	"net/http"
 
@@ -16,11 +17,16 @@ import (
 //
 // It counts by clientkey.Of(r.RemoteAddr): mounted under forwarded.Handler,
 // which sets RemoteAddr to the sender a trusted proxy names, it counts each
-// sender behind a proxy on its own.
+// sender behind a proxy on its own. A client's network (clientkey.Network)
+// has a cap of its own over all its clients, since a /24 is 256 clients
+// and a /48 65 536.
 type InFlight struct {
 	// Max is the most requests one client may have in flight; zero or less
-	// is no cap.
+	// is no cap, for the client or its network.
 	Max int
+	// MaxPerNetwork is the most requests one client network may have in
+	// flight over all its clients; zero is clientkey.NetworkShare × Max.
+	MaxPerNetwork int
 	// Unlimited, when set, exempts the addresses for which it is true: a
 	// trusted proxy's own requests (those that name no sender), which
 	// stand for many clients.
@@ -28,17 +34,24 @@ type InFlight struct {
 	// OnRefuse, when set, is called for every request refused (a metric).
 	OnRefuse func()
 
-	n clientkey.Counter
+	n clientkey.Caps
 }
 
-// inFlightRefusal is the body of a refused request.
-const inFlightRefusal = "Too Many Requests: too many requests in flight from your address\n"
+// The bodies of a refused request, by the cap it is over.
+const (
+	inFlightRefusal        = "Too Many Requests: too many requests in flight from your address\n"
+	inFlightNetworkRefusal = "Too Many Requests: too many requests in flight from your network\n"
+)
 
 // Handler wraps next: a request whose client has Max in flight already is
 // answered 429 with Retry-After: 1, and next does not see it.
 func (f *InFlight) Handler(next http.Handler) http.Handler {
 	if f.Max <= 0 {
 		return next
+	}
+	perNetwork := f.MaxPerNetwork
+	if perNetwork <= 0 {
+		perNetwork = clientkey.NetworkShare * f.Max
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.Unlimited != nil {
@@ -48,7 +61,7 @@ func (f *InFlight) Handler(next http.Handler) http.Handler {
 			}
 		}
 		key := clientkey.Of(r.RemoteAddr)
-		if !f.n.Take(key, f.Max) {
+		if full := f.n.Take(key, f.Max, perNetwork); full != clientkey.NotFull {
 			if f.OnRefuse != nil {
 				f.OnRefuse()
 			}
@@ -57,7 +70,11 @@ func (f *InFlight) Handler(next http.Handler) http.Handler {
 			h.Set("X-Content-Type-Options", "nosniff")
 			h.Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(inFlightRefusal))
+			body := inFlightRefusal
+			if full == clientkey.NetworkFull {
+				body = inFlightNetworkRefusal
+			}
+			_, _ = io.WriteString(w, body)
 			return
 		}
 		defer f.n.Release(key)

@@ -41,13 +41,6 @@ func refusalAnswer(status, body string) string {
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
-// NetworkConns is how many times --max-conns-per-ip one client network
-// (clientkey.Network: an IPv4 /24, an IPv6 /48) may hold open over all its
-// addresses, unless MaxPerNetwork says otherwise: room for a large sender
-// that sends from a few addresses of one /24, and a bound on the 256
-// addresses of a /24 and the 65 536 /64s of a /48.
-const NetworkConns = 4
-
 // Listener caps the connections open at once from each client IP address,
 // from each client network, and in all, and gives every accepted
 // connection a write deadline that moves with progress. Its Accept never
@@ -63,8 +56,9 @@ type Listener struct {
 	// clients' connections).
 	Unlimited func(ip string) bool
 	// MaxPerNetwork, when changed before the first Accept, is the most
-	// connections one client network may hold open; NewListener sets it
-	// to NetworkConns × maxPerIP. Addresses Unlimited exempts do not count.
+	// connections one client network (clientkey.Network) may hold open;
+	// NewListener sets it to clientkey.NetworkShare × maxPerIP. Addresses
+	// Unlimited exempts do not count.
 	MaxPerNetwork int
 	// MaxOpen, when set before the first Accept, is the most connections
 	// the listener holds open in all, exempt addresses' included (zero: no
@@ -75,8 +69,7 @@ type Listener struct {
 	maxPerIP     int
 	writeTimeout time.Duration
 
-	open     clientkey.Counter
-	networks clientkey.Counter
+	open     clientkey.Caps
 	total    clientkey.Counter // under one key, totalKey
 	refusing chan struct{}
 }
@@ -89,7 +82,7 @@ const totalKey = ""
 // progress before the connection fails (zero: no limit).
 func NewListener(ln net.Listener, maxPerIP int, writeTimeout time.Duration) *Listener {
 	return &Listener{
-		Listener: ln, maxPerIP: maxPerIP, writeTimeout: writeTimeout, MaxPerNetwork: NetworkConns * maxPerIP,
+		Listener: ln, maxPerIP: maxPerIP, writeTimeout: writeTimeout, MaxPerNetwork: clientkey.NetworkShare * maxPerIP,
 		refusing: make(chan struct{}, maxRefusing),
 	}
 }
@@ -114,7 +107,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// Open is how many accepted connections ip holds now.
+// Open is how many accepted connections ip holds now (none counted for
+// an address Unlimited exempts).
 func (l *Listener) Open(ip string) int {
 	return l.open.Held(ip)
 }
@@ -132,23 +126,17 @@ func (l *Listener) take(ip string) (release func(), answer string) {
 		return nil, fullRefusal
 	}
 	if l.Unlimited != nil && l.Unlimited(ip) {
-		l.open.Take(ip, math.MaxInt)
-		return func() { l.open.Release(ip); l.total.Release(totalKey) }, ""
+		return func() { l.total.Release(totalKey) }, ""
 	}
-	if !l.open.Take(ip, l.maxPerIP) {
+	switch l.open.Take(ip, l.maxPerIP, l.MaxPerNetwork) {
+	case clientkey.ClientFull:
 		l.total.Release(totalKey)
 		return nil, refusal
-	}
-	network := clientkey.Network(ip)
-	if network == "" {
-		return func() { l.open.Release(ip); l.total.Release(totalKey) }, ""
-	}
-	if !l.networks.Take(network, l.MaxPerNetwork) {
-		l.open.Release(ip)
+	case clientkey.NetworkFull:
 		l.total.Release(totalKey)
 		return nil, networkRefusal
 	}
-	return func() { l.networks.Release(network); l.open.Release(ip); l.total.Release(totalKey) }, ""
+	return func() { l.open.Release(ip); l.total.Release(totalKey) }, ""
 }
 
 // refuse answers c with answer and closes it without blocking Accept.

@@ -60,7 +60,7 @@ func connect(t *testing.T, l *Listener, accepted <-chan net.Conn, from string) (
 }
 
 // TestListenerCapsEachNetwork: the addresses of one /24 hold at most
-// NetworkConns × the per-address cap over all of them; the next connection
+// clientkey.NetworkShare × the per-address cap over all of them; the next connection
 // from that network is refused 429 while one from another /24 is
 // accepted, and a connection closed in the network makes room in it.
 func TestListenerCapsEachNetwork(t *testing.T) {
@@ -78,7 +78,7 @@ func TestListenerCapsEachNetwork(t *testing.T) {
 			}
 		}
 	}
-	const want = 4 * perIP // NetworkConns × perIP
+	const want = 4 * perIP // clientkey.NetworkShare × perIP
 	if tally["accepted"] != want || tally["429 Too Many Requests: too many open connections from your network\n"] != 5*perIP-want {
 		t.Fatalf("127.0.0.2–6, %d connections each under a cap of %d per address: %v; want %d accepted and the rest refused for the network",
 			perIP, perIP, tally, want)
