@@ -36,6 +36,11 @@ const (
 	// per-address connection cap does not bound them. As many as one
 	// address serves, so 32 clients at least share the relay's streams.
 	MaxStreamsPerClient = 128
+	// MaxStreamsPerNetwork is how many smee streams one client network
+	// (clientkey.Network: an IPv4 /24, an IPv6 /48) holds open at once over
+	// all its clients, which would otherwise each hold
+	// MaxStreamsPerClient: 8 networks at least share the relay's streams.
+	MaxStreamsPerNetwork = clientkey.NetworkShare * MaxStreamsPerClient
 	// DefaultMaxStreams bounds the smee streams of the whole relay.
 	DefaultMaxStreams = 4096
 	// StreamPingInterval is how often an idle stream gets a comment line,
@@ -110,31 +115,36 @@ func wantsStream(r *http.Request) bool {
 	return false
 }
 
-// streamSlots counts open streams per address, per client and in all.
+// streamSlots counts open streams per address, per client and its
+// network, and in all.
 type streamSlots struct {
-	mu       sync.Mutex
-	byAddr   map[string]int
-	byClient map[string]int
-	total    int
-	max      int
+	mu      sync.Mutex
+	byAddr  map[string]int
+	clients clientkey.Caps
+	total   int
+	max     int
 }
 
 func (s *streamSlots) acquire(address, client string) (ok bool, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.byAddr[address] >= MaxStreamsPerAddress:
+	if s.byAddr[address] >= MaxStreamsPerAddress {
 		return false, fmt.Sprintf("%d streams are open on this address", MaxStreamsPerAddress)
-	case s.byClient[client] >= MaxStreamsPerClient:
+	}
+	switch s.clients.Take(client, MaxStreamsPerClient, MaxStreamsPerNetwork) {
+	case clientkey.ClientFull:
 		return false, fmt.Sprintf("%d streams are open from your address", MaxStreamsPerClient)
-	case s.total >= s.max:
+	case clientkey.NetworkFull:
+		return false, fmt.Sprintf("%d streams are open from your network (%s)", MaxStreamsPerNetwork, clientkey.Network(client))
+	}
+	if s.total >= s.max {
+		s.clients.Release(client)
 		return false, "the relay serves as many streams as it may"
 	}
 	if s.byAddr == nil {
-		s.byAddr, s.byClient = map[string]int{}, map[string]int{}
+		s.byAddr = map[string]int{}
 	}
 	s.byAddr[address]++
-	s.byClient[client]++
 	s.total++
 	return true, ""
 }
@@ -146,9 +156,7 @@ func (s *streamSlots) release(address, client string) {
 	if s.byAddr[address]--; s.byAddr[address] <= 0 {
 		delete(s.byAddr, address)
 	}
-	if s.byClient[client]--; s.byClient[client] <= 0 {
-		delete(s.byClient, client)
-	}
+	s.clients.Release(client)
 }
 
 // StopStreams ends every open smee stream (on shutdown: http.Server waits

@@ -185,7 +185,7 @@ func TestStreamSlots(t *testing.T) {
 	if ok, why := s.acquire("d", "d"); !ok {
 		t.Fatalf("a released slot stays taken: %s", why)
 	}
-	if s.byAddr["a"] != MaxStreamsPerAddress-1 || s.total != s.max || s.byClient["client-0"] != 0 || s.byClient["one"] != MaxStreamsPerClient {
-		t.Fatalf("counts %v %v total %d", s.byAddr, s.byClient, s.total)
+	if s.byAddr["a"] != MaxStreamsPerAddress-1 || s.total != s.max || s.clients.Held("client-0") != 0 || s.clients.Held("one") != MaxStreamsPerClient {
+		t.Fatalf("counts %v, one %d, total %d", s.byAddr, s.clients.Held("one"), s.total)
 	}
 }
