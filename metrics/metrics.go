@@ -68,7 +68,7 @@ func New() *Metrics {
 		}),
 		refusedRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_http_requests_refused_total",
-			Help: "Requests answered 429 because their client address had --max-requests-per-ip in flight already (over all its connections).",
+			Help: "Requests answered 429 because their client address or network had --max-requests-per-ip or --max-requests-per-network in flight already (over all its connections).",
 		}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.refused, m.refusedRequests,
