@@ -3,6 +3,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -247,5 +248,123 @@ func TestAccountLogWithoutSnapshotsFoldsTheSame(t *testing.T) {
 	cmd.SetArgs([]string{"verify", "--data", e.dir})
 	if err := cmd.ExecuteContext(ctx(t)); err != nil || !strings.Contains(out.String(), "ok: ") {
 		t.Fatalf("relay events verify: %v\n%s%s", err, out.String(), errOut.String())
+	}
+}
+
+// fullAccount appends to the account's stream what an account at every cap
+// holds: domain.MaxMembers members (the first an owner) with
+// domain.MaxSessions sessions each, and API tokens up to domain.MaxTokens
+// (its first token is one).
+func fullAccount(t *testing.T, e *env, accountID string) {
+	t.Helper()
+	const sealed = "aes256gcm:v1:0f1e2d3c4b5a6978:c2VhbGVkIGhhc2g"
+	expires := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339Nano)
+	var evs []domain.Event
+	for i := range domain.MaxMembers {
+		id, role := fmt.Sprintf("mem-%d", i), "member"
+		if i == 0 {
+			role = "owner"
+		}
+		evs = append(evs, domain.MemberJoined{AccountID: accountID, MemberID: id, Login: "login-" + id, Role: role, PasswordSealed: sealed})
+		for j := range domain.MaxSessions {
+			tok := fmt.Sprintf("s-%s-%d", id, j)
+			evs = append(evs, domain.TokenIssued{AccountID: accountID, TokenID: tok, TokenHash: commands.HashToken(tok), Name: "browser session",
+				ExpiresAt: expires, MemberID: id, Kind: domain.TokenKindSession})
+		}
+	}
+	for i := range domain.MaxTokens - 1 {
+		tok := fmt.Sprintf("t-%d", i)
+		evs = append(evs, domain.TokenIssued{AccountID: accountID, TokenID: tok, TokenHash: commands.HashToken(tok), Name: "laptop"})
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), 500)
+		e.appendChanges(t, domain.AccountStream(accountID), domain.Any(), evs[:n], accountID)
+		evs = evs[n:]
+	}
+}
+
+// wantInvalid fails unless err is INVALID_INPUT on field.
+func wantInvalid(t *testing.T, what string, err error, field string) {
+	t.Helper()
+	var bad *domain.InvalidInputError
+	if !errors.As(err, &bad) || bad.Field != field {
+		t.Errorf("%s: error %v, want invalid %s", what, err, field)
+	}
+}
+
+// TestAccountAtTheCapsReadsABoundedTail: an account at every cap refuses
+// another member invite, a join into it and another API token; it still
+// takes snapshots, and a command of it reads as much at 20 000 events as at
+// 8 000: its tail, never its history.
+func TestAccountAtTheCapsReadsABoundedTail(t *testing.T) {
+	e, reads, _ := newCountingEnv(t, "")
+	acc, _ := e.account(t, "full")
+	stream := domain.AccountStream(acc.ID)
+	fullAccount(t, e, acc.ID)
+	// An invite made before the cap held, into the now full account.
+	e.appendChanges(t, stream, domain.Any(), []domain.Event{domain.MemberInvited{AccountID: acc.ID, InviteID: "minv-old",
+		CodeHash: commands.HashToken("rjn_old"), Role: "member", By: "mem-0",
+		ExpiresAt: time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339Nano)}}, acc.ID)
+
+	_, _, err := e.svc.InviteMember(ctx(t), acc.ID, "mem-0", domain.RoleMember, 0)
+	wantInvalid(t, "createMemberInvite", err, "createMemberInvite")
+	_, err = e.svc.JoinAccount(ctx(t), "rjn_old", "newcomer", "a long enough password")
+	wantInvalid(t, "joinAccount", err, "joinAccount")
+	_, _, err = e.svc.CreateToken(ctx(t), acc.ID, "one more", 0)
+	wantInvalid(t, "createToken", err, "createToken")
+
+	// The most a command reads: the last event, then windows of 512 back
+	// to the newest snapshot, which is at most AccountSnapshotAfter events
+	// plus one per entry (the caps' and the old invite), plus a batch
+	// appended and the command's own events, behind.
+	const batch = 400
+	tail := domain.AccountSnapshotAfter + domain.MaxAccountEntries + 1 + batch + 2
+	bound := int64(1 + 512*((tail+511)/512))
+	roles := []domain.Role{domain.RoleOwner, domain.RoleMember}
+	most := int64(0)
+	for _, n := range []int{8_000, 20_000} {
+		for i := 0; ; i++ {
+			last, err := e.store.LastEvent(ctx(t), stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(last.Revision)+1 >= n {
+				break
+			}
+			var evs []domain.Event
+			for j := range batch / 2 {
+				id := fmt.Sprintf("churn-%d-%d", last.Revision, j)
+				evs = append(evs, domain.TokenIssued{AccountID: acc.ID, TokenID: id, TokenHash: commands.HashToken(id), Name: "loop"},
+					domain.TokenRevoked{AccountID: acc.ID, TokenID: id})
+			}
+			e.appendChanges(t, stream, domain.Any(), evs, acc.ID)
+			reads.events.Store(0)
+			if _, err := e.svc.ChangeMemberRole(ctx(t), acc.ID, "", "mem-1", roles[i%2]); err != nil {
+				t.Fatalf("change a role at %d events: %v", last.Revision+1, err)
+			}
+			got := reads.events.Load()
+			if got > bound {
+				t.Fatalf("at %d events a command read %d, want at most %d", last.Revision+1, got, bound)
+			}
+			most = max(most, got)
+		}
+		recs, evs, err := domain.LoadStreamTail(ctx(t), e.store, e.codec, stream, domain.TypeAccountSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, ok := evs[0].(domain.AccountSnapshot)
+		if !ok {
+			t.Fatalf("at %d events no snapshot: the stream's tail starts with %T", n, evs[0])
+		}
+		entries := len(snap.Tokens) + len(snap.Members) + len(snap.Invites)
+		reads.events.Store(0)
+		if _, err := e.svc.ChangeMemberRole(ctx(t), acc.ID, "", "mem-1", domain.RoleMember); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d events: the newest snapshot at revision %d holds %d entries (%d members); a command read %d events, at most %d so far (bound %d)",
+			recs[len(recs)-1].Revision+1, recs[0].Revision, entries, len(snap.Members), reads.events.Load(), most, bound)
+		if len(snap.Members) != domain.MaxMembers {
+			t.Errorf("the newest snapshot holds %d members, want %d", len(snap.Members), domain.MaxMembers)
+		}
 	}
 }

@@ -271,13 +271,14 @@ func (s *Service) InviteMember(ctx context.Context, accountID, by string, role d
 	random, _ := NewToken()
 	code := "rjn_" + strings.TrimPrefix(random, "rly_")
 	id := NewEventID()
-	expires := s.now().Add(lifetime)
+	now := s.now()
+	expires := now.Add(lifetime)
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
 		a, err := s.loadAccount(ctx, accountID)
 		if err != nil {
 			return err
 		}
-		if err := a.InviteMember(by, id, HashToken(code), role, expires); err != nil {
+		if err := a.InviteMember(by, id, HashToken(code), role, now, expires); err != nil {
 			return err
 		}
 		_, err = s.append(ctx, domain.AccountStream(accountID), a.Expected(), domain.Trace{CorrelationID: accountID}, a.Changes())
@@ -330,6 +331,14 @@ func (s *Service) JoinAccount(ctx context.Context, code, login, password string)
 	}
 	if inv.UsedBy != "" || !s.now().Before(inv.ExpiresAt) { // before hashing and claiming for nothing
 		return Session{}, domain.ErrBadMemberInvite()
+	}
+	// A full account too: Join decides again at the append.
+	a, err := s.loadAccount(ctx, inv.AccountID)
+	if err != nil {
+		return Session{}, fmt.Errorf("read the invite's account: %w", err)
+	}
+	if err := a.CanJoin(inv.ID, s.now()); err != nil {
+		return Session{}, err
 	}
 	m, err := s.newMember(ctx, login, password)
 	if err != nil {

@@ -57,8 +57,9 @@ const AccountSnapshotAfter = 256
 
 // MaxAccountSnapshotEntries bounds the tokens, members and invites one
 // snapshot holds (under 100 bytes each: some 400 KB, within every store's
-// largest append). An account holding more gets no new snapshot until it
-// holds fewer.
+// largest append). The caps keep every account within it
+// (MaxAccountEntries); one that grew past it before they held gets no new
+// snapshot until it holds fewer.
 const MaxAccountSnapshotEntries = 4096
 
 // SignUp creates an account with its first token.

@@ -107,7 +107,7 @@ func (h *accountHistory) command(a *domain.Account, c int) {
 		_ = a.RevokeTokenBy(member, id)
 	case 3: // an invite, some living a moment only
 		life := time.Duration(1+h.rng.IntN(3)) * time.Hour
-		_ = a.InviteMember(member, h.id("minv"), hash, domain.RoleMember, h.now.Add(life))
+		_ = a.InviteMember(member, h.id("minv"), hash, domain.RoleMember, h.now, h.now.Add(life))
 	case 4: // a join, of any invite ever made (used, expired or open)
 		inv := fmt.Sprintf("minv-%d", pick(h.n)+1)
 		_ = a.Join(inv, domain.NewMember{ID: h.id("mem"), Login: "x", PasswordSealed: sealedPassword},

@@ -3,6 +3,7 @@ package domain
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -25,6 +26,10 @@ import (
 //  8. Removing a member revokes every token they hold, in the same append.
 //  9. A member invite is used once, before it expires: the account
 //     stream's expected revision makes that hold when two nodes race.
+// 10. An account holds at most MaxMembers members and open member invites
+//     together: an invite holds a seat, so nobody is invited into a full
+//     account, and the account's state always fits one snapshot
+//     (MaxAccountEntries).
 
 // Role is what a member may do.
 type Role string
@@ -245,10 +250,44 @@ func (a *Account) requireOwner(by string) error {
 // MemberInviteLifetime is a member invite's default and longest lifetime.
 const MemberInviteLifetime = 7 * 24 * time.Hour
 
-// InviteMember opens a one-time link to join the account with role.
-func (a *Account) InviteMember(by, inviteID, codeHash string, role Role, expiresAt time.Time) error {
+// MaxMembers bounds an account's members and open member invites together
+// (invariant 10). A team sharing Endpoints is rarely more than a few dozen
+// people; 150 leaves room for a large one and keeps the account's state,
+// with each member's MaxSessions, within one snapshot (MaxAccountEntries).
+const MaxMembers = 150
+
+// MaxAccountEntries is the most tokens, members and open member invites an
+// account holds: MaxTokens API tokens, and per seat a member with their
+// MaxSessions sessions (an open invite holds a seat with none). It is
+// below MaxAccountSnapshotEntries, so every account within its caps takes
+// snapshots and its commands read a bounded tail.
+const MaxAccountEntries = MaxTokens + MaxMembers*(1+MaxSessions)
+
+// seats counts the current members and the member invites open at now.
+func (a *Account) seats(now time.Time) (members, invites int) {
+	for _, m := range a.members {
+		if !m.removed {
+			members++
+		}
+	}
+	for _, v := range a.invites {
+		if !v.used && now.Before(v.expiresAt) {
+			invites++
+		}
+	}
+	return members, invites
+}
+
+// InviteMember opens a one-time link to join the account with role, made
+// at now. A full account (invariant 10) invites nobody.
+func (a *Account) InviteMember(by, inviteID, codeHash string, role Role, now, expiresAt time.Time) error {
 	if err := a.requireOwner(by); err != nil {
 		return err
+	}
+	if members, invites := a.seats(now); members+invites >= MaxMembers {
+		return &InvalidInputError{Field: "createMemberInvite", Reason: fmt.Sprintf(
+			"this account has %d members and %d open invites, the most it may hold together is %d: remove a member, or wait for an open invite to expire",
+			members, invites, MaxMembers)}
 	}
 	if len(codeHash) != 64 {
 		return &InvalidInputError{Field: "code hash", Reason: "must be a hex SHA-256"}
@@ -268,16 +307,34 @@ var errBadMemberInvite = &InvalidInputError{Field: "code", Reason: "this invite 
 // ErrBadMemberInvite is the refusal of a member invite that cannot be used.
 func ErrBadMemberInvite() error { return errBadMemberInvite }
 
-// Join spends a member invite on a new member (invariant 9) and opens
-// their first session.
-func (a *Account) Join(inviteID string, m NewMember, session SessionToken, now time.Time) error {
+// errAccountFull refuses a join past MaxMembers: an invite made before
+// invariant 10 held, into an account already full.
+var errAccountFull = &InvalidInputError{Field: "joinAccount", Reason: fmt.Sprintf(
+	"this account has %d members, the most it may hold: ask one of its owners to remove a member first", MaxMembers)}
+
+// CanJoin refuses what Join would refuse before the new member's password
+// is hashed: an invite that cannot be used, or a full account.
+func (a *Account) CanJoin(inviteID string, now time.Time) error {
 	inv, ok := a.invites[inviteID]
 	if !ok || inv.used || !now.Before(inv.expiresAt) {
 		return errBadMemberInvite
 	}
+	if members, _ := a.seats(now); members >= MaxMembers {
+		return errAccountFull
+	}
+	return nil
+}
+
+// Join spends a member invite on a new member (invariants 9 and 10) and
+// opens their first session.
+func (a *Account) Join(inviteID string, m NewMember, session SessionToken, now time.Time) error {
+	if err := a.CanJoin(inviteID, now); err != nil {
+		return err
+	}
 	if err := m.check(); err != nil {
 		return err
 	}
+	inv := a.invites[inviteID]
 	a.raise(MemberInviteUsed{AccountID: a.id, InviteID: inviteID, MemberID: m.ID})
 	a.raise(MemberJoined{AccountID: a.id, MemberID: m.ID, Login: NormalLogin(m.Login), Role: string(inv.role), PasswordSealed: m.PasswordSealed,
 		By: a.inviters[inviteID], InviteID: inviteID})

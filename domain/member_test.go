@@ -85,7 +85,7 @@ func TestMembers(t *testing.T) {
 			when: func(a *domain.Account) error { return a.ChangeRole("mem-1", "mem-2", domain.RoleMember) }},
 		{name: "a member may not invite", given: ownerAccount(),
 			when: func(a *domain.Account) error {
-				return a.InviteMember("mem-2", "minv-3", strings.Repeat("d", 64), domain.RoleMember, t0)
+				return a.InviteMember("mem-2", "minv-3", strings.Repeat("d", 64), domain.RoleMember, t0, t0)
 			}, err: domain.ErrForbidden},
 		{name: "a used invite is refused", given: ownerAccount(),
 			when: func(a *domain.Account) error { return a.Join("minv-1", carol, session("s-3"), t0) }, field: "code"},

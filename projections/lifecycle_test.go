@@ -149,7 +149,7 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 					domain.SessionToken{ID: "ses-1-" + n, Hash: hashToken("session-" + n), ExpiresAt: at.Add(time.Hour)}); err != nil {
 					return err
 				}
-				if err := a.InviteMember("mem-1-"+n, "minv-"+n, hashToken("join-"+n), domain.RoleMember, at.Add(time.Hour)); err != nil {
+				if err := a.InviteMember("mem-1-"+n, "minv-"+n, hashToken("join-"+n), domain.RoleMember, at, at.Add(time.Hour)); err != nil {
 					return err
 				}
 				if err := a.Join("minv-"+n, domain.NewMember{ID: "mem-2-" + n, Login: "member-" + n, PasswordSealed: sealed},

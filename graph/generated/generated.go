@@ -4188,12 +4188,14 @@ type Mutation {
   setUpSignIn(login: String!, password: String!): SessionPayload!
   """
   A one-time link to join the account (owners only: FORBIDDEN for a member). role: MEMBER
-  when absent. expiresIn: such as "2d" or "12h", at most and by default 7d.
+  when absent. expiresIn: such as "2d" or "12h", at most and by default 7d. An account has
+  150 seats, each a member or an open invite: INVALID_INPUT when they are taken.
   """
   createMemberInvite(role: MemberRole, expiresIn: String): MemberInvite!
   """
   Joins the account of a member invite's code with a new login and password, signed in.
-  An unknown, expired or used code is INVALID_INPUT on code, in the same words.
+  An unknown, expired or used code is INVALID_INPUT on code, in the same words; an account
+  of 150 members is INVALID_INPUT on joinAccount.
   """
   joinAccount(code: String!, login: String!, password: String!): SessionPayload!
   """
