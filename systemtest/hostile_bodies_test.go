@@ -56,7 +56,9 @@ func TestJSONFiltersBounded(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						status := postJSON(t, r, tc.address, "203.0.113."+strconv.Itoa(c+1), body)
+						// Four networks: one network holds at most half the
+						// body budget (ingress.NetworkBodyShare).
+						status := postJSON(t, r, tc.address, "10.0."+strconv.Itoa(c+1)+".1", body)
 						mu.Lock()
 						statuses[status]++
 						mu.Unlock()
