@@ -8,10 +8,14 @@ import (
 	"github.com/relayhq/relay/readmodel"
 )
 
-// statsCost is what a stats field weighs on top of its buckets: a read of
-// up to a week of one address's per-minute rollup rows (10 080) and, for
-// an Endpoint, of its agent sessions in the range.
-const statsCost = 50
+// statsCost is what a stats field weighs on top of what it selects: it
+// reads its 60 buckets whatever it selects (up to a week of one address's
+// per-minute rollup rows, 10 080, and for an Endpoint its agent sessions
+// in the range: 14 ms of a core for a week, BenchmarkStatsWeek), so its
+// weight cannot follow the selection, or a minimal one (51 points) let
+// an operation read 80 weeks through aliases, or every Endpoint of an
+// account through endpoints. At 850, an operation holds at most 11.
+const statsCost = 850
 
 // stats reads an address's series; endpoint tells to add offline time,
 // counted from since.
