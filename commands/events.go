@@ -47,44 +47,69 @@ func (p EventPages) All(ctx context.Context, after uint64, limit int) (EventPage
 	return page(evs, limit), err
 }
 
+// MaxEventPageBytes bounds the bytes of events (their data, bodies
+// included) an account's page reads from the log: a page ends after the
+// event that passes it, and pages on from there. Every event is read whole
+// whatever the query selects, so 100 receipts of 256 KiB bodies made a page
+// of 34 MB, and an operation of eight aliased pages 276 MB.
+const MaxEventPageBytes = 4 << 20
+
+// eventRun is the most events one read of a run asks for, so a page passes
+// MaxEventPageBytes by at most that many events.
+const eventRun = 8
+
 // OfAccount is the page of up to limit events of accountID's streams after
-// position after: their places from the index, the events from the log,
-// one read per run of consecutive revisions of a stream.
+// position after: their places from the index, then the events from the
+// log, one read per run of consecutive revisions of a stream (at most
+// eventRun), the runs in the order of their first event, until
+// MaxEventPageBytes are read; the page is then the events up to the first
+// one not read.
 func (p EventPages) OfAccount(ctx context.Context, accountID string, after uint64, limit int) (EventPage, error) {
 	refs, err := p.Index.AccountEvents(ctx, accountID, after, limit+1)
 	if err != nil {
 		return EventPage{}, err
 	}
-	byPlace := map[readmodel.EventRef]domain.RecordedEvent{}
-	runs := map[string][]uint64{} // stream -> revisions wanted, ascending
-	for _, ref := range refs {
-		runs[ref.Stream] = append(runs[ref.Stream], ref.Revision)
+	type run struct{ refs []int } // indexes into refs, consecutive revisions of one stream
+	var runs []*run
+	open := map[string]*run{} // stream -> its latest run
+	for i, ref := range refs {
+		r := open[ref.Stream]
+		if r == nil || len(r.refs) == eventRun || refs[r.refs[len(r.refs)-1]].Revision+1 != ref.Revision {
+			r = &run{}
+			runs = append(runs, r)
+			open[ref.Stream] = r
+		}
+		r.refs = append(r.refs, i)
 	}
-	for stream, revs := range runs {
-		for i := 0; i < len(revs); {
-			j := i + 1
-			for j < len(revs) && revs[j] == revs[j-1]+1 {
-				j++
+	got := make([]domain.RecordedEvent, len(refs))
+	have := make([]bool, len(refs))
+	read := 0
+	for _, r := range runs {
+		if read >= MaxEventPageBytes {
+			break
+		}
+		first := refs[r.refs[0]]
+		evs, err := p.Log.ReadStream(ctx, first.Stream, first.Revision, len(r.refs))
+		if err != nil {
+			return EventPage{}, fmt.Errorf("read events of %s: %w", first.Stream, err)
+		}
+		for k, i := range r.refs {
+			if k >= len(evs) || evs[k].Position != refs[i].Position || evs[k].Revision != refs[i].Revision {
+				// The index and the log disagree: the views describe another
+				// log (checked at start, see the projections' Reconcile).
+				return EventPage{}, fmt.Errorf("read events: %s@%d at position %d is not in the log", refs[i].Stream, refs[i].Revision, refs[i].Position)
 			}
-			read, err := p.Log.ReadStream(ctx, stream, revs[i], j-i)
-			if err != nil {
-				return EventPage{}, fmt.Errorf("read events of %s: %w", stream, err)
-			}
-			for _, e := range read {
-				byPlace[readmodel.EventRef{Position: e.Position, Stream: e.Stream, Revision: e.Revision}] = e
-			}
-			i = j
+			got[i], have[i] = evs[k], true
+			read += len(evs[k].Data)
 		}
 	}
 	out := make([]domain.RecordedEvent, 0, len(refs))
-	for _, ref := range refs {
-		e, ok := byPlace[ref]
-		if !ok {
-			// The index and the log disagree: the views describe another
-			// log (checked at start, see the projections' Reconcile).
-			return EventPage{}, fmt.Errorf("read events: %s@%d at position %d is not in the log", ref.Stream, ref.Revision, ref.Position)
+	for i := range refs {
+		if !have[i] {
+			// Cut by MaxEventPageBytes: the next page starts here.
+			return EventPage{Events: out, More: true}, nil
 		}
-		out = append(out, e)
+		out = append(out, got[i])
 	}
 	return page(out, limit), nil
 }
