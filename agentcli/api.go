@@ -56,7 +56,9 @@ type Options struct {
 	Filters []domain.Filter
 	// Roles asks the relay every second whether this agent is the
 	// primary listener of each Endpoint and tells an Observer that is a
-	// RoleObserver, on connect and on every change.
+	// RoleObserver, on connect and on every change. Without it the agent
+	// still asks until the relay lists its sessions, as the Connected
+	// state waits for that.
 	Roles bool
 }
 
@@ -97,7 +99,8 @@ type State int
 const (
 	// Connecting: dialling the relay for the first time.
 	Connecting State = iota
-	// Connected: the relay accepted the token and every Endpoint; forwarding.
+	// Connected: the relay accepted the token and every Endpoint and lists
+	// this agent as their listener; forwarding.
 	Connected
 	// Reconnecting: the connection failed or dropped; Reason says why,
 	// NextTry when the agent dials again.

@@ -28,8 +28,9 @@ const attachWait = 5 * time.Second
 // i-th Endpoint's n-th query.
 const roleOpPrefix = "role-"
 
-// roleLoop asks for this agent's role on each Endpoint until ctx ends:
-// quickly until the relay lists every session, then every rolePoll.
+// roleLoop asks for this agent's role on each Endpoint: quickly until the
+// relay lists every session, then, with Options.Roles, every rolePoll
+// until ctx ends.
 func (s *session) roleLoop(ctx context.Context) {
 	wait := attachPoll
 	t := time.NewTimer(0)
@@ -39,6 +40,9 @@ func (s *session) roleLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !s.a.opts.Roles && s.allAttached() {
+			return // the Connected state was all it waited for
 		}
 		for i := range s.a.routes {
 			sv := s.served[subscriptionID(i)]
@@ -54,6 +58,32 @@ func (s *session) roleLoop(ctx context.Context) {
 		}
 		t.Reset(wait)
 	}
+}
+
+// servedBy notes that the relay serves this agent on sv's Endpoint (it
+// lists the session, or sent a forward on it) and announces the agent once
+// it does on every one: a forward can come before the role query's answer
+// says so, and its line should not come before the public URL's.
+func (s *session) servedBy(sv *served) {
+	if s.connected.Load() {
+		return // every forward after the announcement: no lock
+	}
+	s.roleMu.Lock()
+	s.markAttachedLocked(sv.index)
+	all := len(s.attached) == len(s.a.routes)
+	s.roleMu.Unlock()
+	if all {
+		s.announce()
+	}
+}
+
+// markAttachedLocked notes the i-th Endpoint's session as attached;
+// roleMu is held.
+func (s *session) markAttachedLocked(i int) {
+	if s.attached == nil {
+		s.attached = map[int]bool{}
+	}
+	s.attached[i] = true
 }
 
 func (s *session) allAttached() bool {
@@ -93,11 +123,17 @@ func (s *session) roleAnswer(m wsMessage) {
 	if !mine {
 		return // not attached yet
 	}
+	if !s.a.opts.Roles {
+		// Without Roles the role is neither told nor kept: no later
+		// answer would keep it up to date.
+		s.servedBy(sv)
+		return
+	}
 	s.roleMu.Lock()
 	if s.roles == nil {
-		s.roles, s.attached = map[int]bool{}, map[int]bool{}
+		s.roles = map[int]bool{}
 	}
-	s.attached[i] = true
+	s.markAttachedLocked(i)
 	if len(s.attached) < len(s.a.routes) {
 		// Roles are told after the connection, which waits for every
 		// session: the next answer about this one tells its role.

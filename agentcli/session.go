@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -74,6 +75,7 @@ type session struct {
 
 	announce  func() // tells the Observer the agent is connected, once
 	announced sync.Once
+	connected atomic.Bool // announce has run: forwards skip servedBy
 
 	// workers run the forwards, each on a goroutine kept from an earlier
 	// forward when one is idle: its stack is grown to the depth of a
@@ -101,6 +103,7 @@ type worker struct {
 
 // served is an Endpoint of the session with its resolved target.
 type served struct {
+	index  int // among the agent's routes
 	info   EndpointInfo
 	target Target
 	fwd    *forwarder
@@ -201,6 +204,7 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		if err != nil {
 			return false, s.readErr(ctx, err)
 		}
+		sv.index = i
 		s.served[subscriptionID(i)] = sv
 		infos = append(infos, sv.info)
 	}
@@ -217,15 +221,17 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 			return true, s.readErr(ctx, err)
 		}
 	}
-	// Announced once the relay has attached every session (asked with
-	// Roles), else once the subscriptions are sent: the public URL it
-	// prints is then served, not refused 503 by a relay still recording
-	// the session's start.
+	// Announced once the relay has attached every session (roleLoop asks
+	// it): the public URL it prints is then served, not refused 503 by a
+	// relay still recording the session's start, and a session the relay
+	// refuses (TOO_MANY_SESSIONS, RATE_LIMITED) is never said to be
+	// connected.
 	s.announce = func() {
 		s.announced.Do(func() {
 			if sctx.Err() == nil {
 				a.obs.State(StateEvent{State: Connected, Server: a.wsURL, Endpoints: infos})
 			}
+			s.connected.Store(true)
 		})
 	}
 	wg.Add(1)
@@ -233,19 +239,15 @@ func (a *agent) serve(ctx context.Context) (acked bool, err error) {
 		defer wg.Done()
 		s.pingLoop(sctx)
 	}()
-	if a.opts.Roles {
-		// A relay that never says (an older one) still gets the agent
-		// announced, later.
-		late := time.AfterFunc(attachWait, s.announce)
-		defer late.Stop()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.roleLoop(sctx)
-		}()
-	} else {
-		s.announce()
-	}
+	// A relay that never says (an older one) still gets the agent
+	// announced, later.
+	late := time.AfterFunc(attachWait, s.announce)
+	defer late.Stop()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.roleLoop(sctx)
+	}()
 	return true, s.readErr(ctx, s.readLoop(sctx))
 }
 
@@ -377,6 +379,7 @@ func (s *session) readLoop(ctx context.Context) error {
 				return err
 			}
 			req, reqErr := fr.local()
+			s.servedBy(sv)
 			s.workers.Go(func(wk *worker) {
 				s.handle(ctx, wk, sv, work{attemptID: fr.AttemptID, deliveryID: fr.DeliveryID, method: fr.Method, path: fr.Path, req: req, err: reqErr})
 			})
@@ -441,6 +444,7 @@ func (s *session) binaryFrame(ctx context.Context, m wsMessage) error {
 		w := work{attemptID: f.AttemptID, deliveryID: f.DeliveryID, method: f.Method, path: f.Target,
 			req: localRequest{Method: f.Method, Path: f.Target, Headers: f.Headers, Body: f.Body,
 				Origin: origin{Host: f.Host, Scheme: f.Scheme, Sender: f.RemoteAddr}}}
+		s.servedBy(sv)
 		s.workers.Go(func(wk *worker) { s.handle(ctx, wk, sv, w) })
 	case agentwire.KindDone:
 		d, err := agentwire.DecodeDone(frame)

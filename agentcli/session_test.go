@@ -35,6 +35,9 @@ type wsPeer struct {
 	conn *websocket.Conn
 	done chan struct{}     // closed to end the server handler
 	init map[string]string // the connection_init payload, once handshaken
+	// asksRoles: the test reads the agent's role queries itself; else
+	// recv answers each as a relay that lists the agent as primary.
+	asksRoles bool
 }
 
 func newWSServer(t *testing.T) *wsServer {
@@ -105,7 +108,8 @@ func (p *wsPeer) send(m wsMessage) {
 }
 
 // recv returns the next message from the agent, skipping (and answering)
-// the agent's own pings unless wantPing is set.
+// the agent's own pings unless wantPing is set, and its role queries
+// unless asksRoles is.
 func (p *wsPeer) recv(wantPing bool) wsMessage {
 	p.t.Helper()
 	for {
@@ -118,8 +122,23 @@ func (p *wsPeer) recv(wantPing bool) wsMessage {
 			p.send(wsMessage{Type: gqlws.Pong})
 			continue
 		}
+		if m.Type == gqlws.Subscribe && strings.HasPrefix(m.ID, roleOpPrefix) && !p.asksRoles {
+			p.answerRole(m.ID, []map[string]any{{"primary": true, "mine": true}})
+			continue
+		}
 		return m
 	}
+}
+
+// answerRole answers the role query id with the Endpoint's listeners.
+func (p *wsPeer) answerRole(id string, listeners []map[string]any) {
+	p.t.Helper()
+	data, err := json.Marshal(map[string]any{"data": map[string]any{"endpoint": map[string]any{"listeners": listeners}}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.send(wsMessage{ID: id, Type: gqlws.Next, Payload: data})
+	p.send(wsMessage{ID: id, Type: gqlws.Complete})
 }
 
 // handshake expects connection_init with the token, the subscription and

@@ -257,6 +257,18 @@ func (s *Service) SetUpSignIn(ctx context.Context, accountID, login, password st
 	return s.session(ctx, accountID, owner.ID, token, sess.ExpiresAt)
 }
 
+// CanInviteMember refuses what InviteMember would refuse of the member by
+// now, whatever the invite: someone not an owner of the account, or a full
+// account. A caller checks it before it spends anything on the invite (the
+// invite rate); InviteMember decides again at the append.
+func (s *Service) CanInviteMember(ctx context.Context, accountID, by string) error {
+	a, err := s.loadAccount(ctx, accountID)
+	if err != nil {
+		return fmt.Errorf("read the account: %w", err)
+	}
+	return a.CanInvite(by, s.now())
+}
+
 // InviteMember makes a one-time link to join the account with role,
 // valid for lifetime (at most domain.MemberInviteLifetime; 0: that long).
 // by is the inviting member ("" a token without one). The code is

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -278,16 +279,34 @@ func (a *Account) seats(now time.Time) (members, invites int) {
 	return members, invites
 }
 
-// InviteMember opens a one-time link to join the account with role, made
-// at now. A full account (invariant 10) invites nobody.
-func (a *Account) InviteMember(by, inviteID, codeHash string, role Role, now, expiresAt time.Time) error {
+// CanInvite refuses what InviteMember would refuse of the member by at
+// now, whatever the invite: someone not an owner, or a full account
+// (invariant 10).
+func (a *Account) CanInvite(by string, now time.Time) error {
 	if err := a.requireOwner(by); err != nil {
 		return err
 	}
 	if members, invites := a.seats(now); members+invites >= MaxMembers {
 		return &InvalidInputError{Field: "createMemberInvite", Reason: fmt.Sprintf(
-			"this account has %d members and %d open invites, the most it may hold together is %d: remove a member, or wait for an open invite to expire",
-			members, invites, MaxMembers)}
+			"this account has %s and %s, the most it may hold together is %d: remove a member, or wait for an open invite to expire",
+			counted(members, "member", "members"), counted(invites, "open invite", "open invites"), MaxMembers)}
+	}
+	return nil
+}
+
+// counted is n with the noun's singular or plural form.
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// InviteMember opens a one-time link to join the account with role, made
+// at now. A full account (invariant 10) invites nobody.
+func (a *Account) InviteMember(by, inviteID, codeHash string, role Role, now, expiresAt time.Time) error {
+	if err := a.CanInvite(by, now); err != nil {
+		return err
 	}
 	if len(codeHash) != 64 {
 		return &InvalidInputError{Field: "code hash", Reason: "must be a hex SHA-256"}

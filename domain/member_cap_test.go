@@ -71,7 +71,7 @@ func TestMemberCap(t *testing.T) {
 	a := domain.LoadAccount(append(membersAccount(domain.MaxMembers-1), memberInvited("minv-1", t0.Add(time.Minute))))
 	err := invite(a, "minv-2", t0)
 	wantInvalid(t, err, "createMemberInvite")
-	if want := "149 members and 1 open invites, the most it may hold together is 150"; !strings.Contains(err.Error(), want) {
+	if want := "149 members and 1 open invite, the most it may hold together is 150"; !strings.Contains(err.Error(), want) {
 		t.Errorf("refusal %q does not say %q", err, want)
 	}
 	if len(a.Changes()) != 0 {

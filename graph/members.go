@@ -350,6 +350,11 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 			return nil, err
 		}
 	}
+	// A full account is refused before the rate is taken from: a refused
+	// invite does not spend one of the hour's.
+	if err := r.Service.CanInviteMember(ctx, acc.ID, tok.MemberID); err != nil {
+		return nil, err
+	}
 	if err := r.limitInviteRate(acc.ID, memberInviteKind, time.Now()); err != nil {
 		return nil, err
 	}

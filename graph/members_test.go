@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph"
 	"github.com/relayhq/relay/ratelimit"
 )
@@ -739,5 +740,45 @@ func TestMemberInvitesRated(t *testing.T) {
 	}
 	if a := owner.do(`mutation { createInvite { code } }`, nil, nil); len(a.Errors) > 0 {
 		t.Errorf("a sign-up invite after the member invites: %+v", a.Errors)
+	}
+}
+
+// TestMemberInviteToAFullAccount: an account whose members and open invites
+// hold its 150 seats is refused another invite with INVALID_INPUT saying
+// so, in the singular where one is, and the refusal takes nothing from the
+// invite rate: with the hour's last invite left, the next one, once an open
+// invite has expired, is made.
+func TestMemberInviteToAFullAccount(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	// No refill within the test: the burst is every invite it has.
+	e := newEnvWith(t, func() time.Time { return time.Unix(0, clock.Load()) }, func(r *graph.Resolver) {
+		r.InviteRate = ratelimit.Rate{N: 1, Per: 24 * time.Hour, Burst: domain.MaxMembers}
+	})
+	srv := httptest.NewServer(peerHandler(e.h))
+	t.Cleanup(srv.Close)
+	owner := from(t, srv, "198.51.100.1")
+	owner.signUp("Acme", "ann@acme.test")
+	invite := func(expiresIn string) gqlAnswer {
+		t.Helper()
+		return owner.do(`mutation($e: String) { createMemberInvite(expiresIn: $e) { code } }`, map[string]any{"e": expiresIn}, nil)
+	}
+	if a := invite("1h"); len(a.Errors) > 0 {
+		t.Fatalf("the first invite: %+v", a.Errors)
+	}
+	for i := 2; i < domain.MaxMembers; i++ { // the owner and 149 open invites
+		if a := invite("7d"); len(a.Errors) > 0 {
+			t.Fatalf("invite %d: %+v", i, a.Errors)
+		}
+	}
+	for range 3 {
+		a := invite("7d")
+		if a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "this account has 1 member and 149 open invites, the most it may hold together is 150") {
+			t.Fatalf("an invite to a full account: %+v, want INVALID_INPUT saying it is full", a.Errors)
+		}
+	}
+	clock.Add(int64(2 * time.Hour)) // the first invite expires
+	if a := invite("7d"); len(a.Errors) > 0 {
+		t.Errorf("the hour's last invite, once a seat is free: %+v, want it made", a.Errors)
 	}
 }

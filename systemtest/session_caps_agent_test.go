@@ -13,12 +13,17 @@ import (
 var heldOffLine = regexp.MustCompile(`(?m)^not connected: the relay refused this listener for now: this Endpoint has 1 agent sessions open.*end one of its listeners.*\(TOO_MANY_SESSIONS; ` +
 	"`relay endpoints show (\\S+)` lists the Endpoint's listeners\\); trying again in (\\S+)$")
 
+// announced is what `relay listen` and `relay agent` print once connected.
+var announced = regexp.MustCompile(`(?m)^connected to |public URL `)
+
 // TestListenerPastTheSessionCap: on a relay that lets an Endpoint hold one
 // agent session (--max-endpoint-sessions 1), a second `relay listen` and a
 // `relay agent` on it say that the relay refused them for now, why, and
 // what to do (end another listener, which `relay endpoints show` lists),
-// and wait at least 5 s before trying again instead of 250–500 ms. Once
-// the first listener ends, the second takes its place on a later try.
+// and wait at least 5 s before trying again instead of 250–500 ms. Neither
+// says it is connected, nor prints the public URL, before the refusal:
+// each waits for the relay to list its session. Once the first listener
+// ends, the second takes its place on a later try.
 func TestListenerPastTheSessionCap(t *testing.T) {
 	t.Parallel()
 	r := harness.Start(t, "", "--max-endpoint-sessions", "1")
@@ -37,6 +42,9 @@ func TestListenerPastTheSessionCap(t *testing.T) {
 		}
 		if wait, err := time.ParseDuration(m[2]); err != nil || wait < 5*time.Second {
 			t.Errorf("%s tries again in %s, want at least 5s:\n%s", name, m[2], p.Output())
+		}
+		if announced.MatchString(p.Output()) {
+			t.Errorf("%s says it is connected to a relay that refused it:\n%s", name, p.Output())
 		}
 	}
 	c.Stop(t)

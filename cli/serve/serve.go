@@ -25,6 +25,7 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/forwarded"
 	"github.com/relayhq/relay/internal/tlslisten"
@@ -175,7 +176,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	guarded.MaxOpen = connguard.OpenCap(nofile)
 	log.Info("connection caps", "per_ip", cfg.MaxConnsPerIP, "per_network", guarded.MaxPerNetwork,
-		"relay", guarded.MaxOpen, "descriptor_limit", nofile)
+		"relay", guarded.MaxOpen, "descriptor_limit", nofile,
+		"requests_per_ip", cfg.MaxRequestsPerIP, "requests_per_network", clientkey.NetworkCap(cfg.MaxRequestsPerNet, cfg.MaxRequestsPerIP),
+		"ws_per_ip", cfg.MaxWSPerIP, "ws_per_network", clientkey.NetworkCap(cfg.MaxWSPerNet, cfg.MaxWSPerIP))
 	// A trusted proxy carries many senders' connections: it is not held
 	// to one client's cap (it enforces its own).
 	guarded.Unlimited = cfg.trusted.ContainsHost

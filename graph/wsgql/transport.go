@@ -122,9 +122,7 @@ func New(cfg Config) *Transport {
 	if cfg.MaxSocketsPerClient <= 0 {
 		cfg.MaxSocketsPerClient = DefaultMaxSocketsPerClient
 	}
-	if cfg.MaxSocketsPerNetwork <= 0 {
-		cfg.MaxSocketsPerNetwork = clientkey.NetworkShare * cfg.MaxSocketsPerClient
-	}
+	cfg.MaxSocketsPerNetwork = clientkey.NetworkCap(cfg.MaxSocketsPerNetwork, cfg.MaxSocketsPerClient)
 	if cfg.ClientKey == nil {
 		cfg.ClientKey = func(r *http.Request) string { return clientkey.Of(r.RemoteAddr) }
 	}

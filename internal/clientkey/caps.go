@@ -8,6 +8,15 @@ package clientkey
 // would otherwise each hold the per-client cap.
 const NetworkShare = 4
 
+// NetworkCap is the cap of one client network: perNetwork when set (above
+// zero), else NetworkShare × perClient.
+func NetworkCap(perNetwork, perClient int) int {
+	if perNetwork > 0 {
+		return perNetwork
+	}
+	return NetworkShare * perClient
+}
+
 // Full names the cap a Caps.Take found full.
 type Full int
 

@@ -49,10 +49,7 @@ func (f *InFlight) Handler(next http.Handler) http.Handler {
 	if f.Max <= 0 {
 		return next
 	}
-	perNetwork := f.MaxPerNetwork
-	if perNetwork <= 0 {
-		perNetwork = clientkey.NetworkShare * f.Max
-	}
+	perNetwork := clientkey.NetworkCap(f.MaxPerNetwork, f.Max)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.Unlimited != nil {
 			if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && f.Unlimited(host) {
