@@ -61,7 +61,7 @@ func TestAgentHeldOffBySessionRefusals(t *testing.T) {
 		want     []string
 	}{
 		{"too many sessions",
-			`[{"message":"this Endpoint has 1 agent sessions open, the most it may have (relay serve --max-endpoint-sessions); end one of its listeners and this one connects on its next try","extensions":{"code":"TOO_MANY_SESSIONS"}}]`,
+			`[{"message":"this Endpoint has 1 agent session open, the most it may have (relay serve --max-endpoint-sessions); end one of its listeners and this one connects on its next try","extensions":{"code":"TOO_MANY_SESSIONS"}}]`,
 			heldOffBase / 2, []string{"end one of its listeners", "TOO_MANY_SESSIONS", "relay endpoints show ep"}},
 		{"session rate",
 			`[{"message":"this account started agent sessions as fast as it may (60/min); retry in 40 s","extensions":{"code":"RATE_LIMITED","retryAfterSeconds":40}}]`,

@@ -44,7 +44,15 @@ func (r Rate) String() string {
 	if r.Off() {
 		return "off"
 	}
-	unit := "s"
+	// A period other than the units Parse reads (a fixed rate of the
+	// code's, a day say) is written as its duration, shortened: 24h.
+	unit := r.Per.String()
+	if strings.HasSuffix(unit, "m0s") {
+		unit = strings.TrimSuffix(unit, "0s")
+	}
+	if strings.HasSuffix(unit, "h0m") {
+		unit = strings.TrimSuffix(unit, "0m")
+	}
 	for u, d := range units {
 		if d == r.Per {
 			unit = u

@@ -313,3 +313,21 @@ func TestKeyedBucketsFullAgainMakeRoom(t *testing.T) {
 		}
 	}
 }
+
+func TestRateString(t *testing.T) {
+	for _, tt := range []struct {
+		r    Rate
+		want string
+	}{
+		{Rate{N: 50, Per: time.Second, Burst: 100}, "50/s,burst=100"},
+		{Rate{N: 6, Per: time.Minute, Burst: 10}, "6/min,burst=10"},
+		{Rate{N: 30, Per: time.Hour, Burst: 10}, "30/h,burst=10"},
+		{Rate{N: 1, Per: 24 * time.Hour, Burst: 150}, "1/24h,burst=150"},
+		{Rate{N: 1, Per: 90 * time.Second, Burst: 1}, "1/1m30s,burst=1"},
+		{Rate{}, "off"},
+	} {
+		if got := tt.r.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.r, got, tt.want)
+		}
+	}
+}

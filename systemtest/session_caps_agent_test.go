@@ -10,7 +10,7 @@ import (
 
 // heldOffLine is what `relay listen` and `relay agent` print when the
 // relay refuses their session past the open sessions' cap.
-var heldOffLine = regexp.MustCompile(`(?m)^not connected: the relay refused this listener for now: this Endpoint has 1 agent sessions open.*end one of its listeners.*\(TOO_MANY_SESSIONS; ` +
+var heldOffLine = regexp.MustCompile(`(?m)^not connected: the relay refused this listener for now: this Endpoint has 1 agent session open.*end one of its listeners.*\(TOO_MANY_SESSIONS; ` +
 	"`relay endpoints show (\\S+)` lists the Endpoint's listeners\\); trying again in (\\S+)$")
 
 // announced is what `relay listen` and `relay agent` print once connected.

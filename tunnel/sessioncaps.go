@@ -59,12 +59,16 @@ type TooManySessionsError struct {
 }
 
 func (e *TooManySessionsError) Error() string {
-	if e.Scope == "endpoint" {
-		return fmt.Sprintf("this Endpoint has %d agent sessions open, the most it may have (relay serve --max-endpoint-sessions); "+
-			"end one of its listeners and this one connects on its next try", e.Limit)
+	sessions := fmt.Sprintf("%d agent sessions", e.Limit)
+	if e.Limit == 1 {
+		sessions = "1 agent session"
 	}
-	return fmt.Sprintf("this account has %d agent sessions open on this relay node, the most it may have (relay serve --max-account-sessions); "+
-		"end one of its listeners and this one connects on its next try", e.Limit)
+	if e.Scope == "endpoint" {
+		return fmt.Sprintf("this Endpoint has %s open, the most it may have (relay serve --max-endpoint-sessions); "+
+			"end one of its listeners and this one connects on its next try", sessions)
+	}
+	return fmt.Sprintf("this account has %s open on this relay node, the most it may have (relay serve --max-account-sessions); "+
+		"end one of its listeners and this one connects on its next try", sessions)
 }
 
 // openCount is how many sessions this node holds, reserved ones included,
