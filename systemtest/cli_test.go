@@ -158,6 +158,9 @@ func TestAgentServesSeveralEndpointsOverOneConnection(t *testing.T) {
 			t.Errorf("endpoint %s counts %d agents, want 1", id, out.Endpoint.AgentCount)
 		}
 	}
+	// The agent announces its connection once the relay lists its
+	// sessions, which may be a moment after the Endpoints show them.
+	waitOutput(t, agent, regexp.MustCompile(`forwarding 2 endpoints over one connection`))
 	if out := agent.Output(); strings.Count(out, "connected to ") != 1 || !strings.Contains(out, "forwarding 2 endpoints over one connection") {
 		t.Errorf("agent output, want one connection for two endpoints:\n%s", out)
 	}
