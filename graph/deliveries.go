@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -87,7 +86,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 			return nil, err
 		}
 	}
-	if !r.watching.acquire(address) {
+	if !r.watching.Take(address, MaxWatchersPerAddress) {
 		return nil, &RateLimitedError{RetryAfter: watchRetryAfter,
 			Reason: fmt.Sprintf("%d live subscriptions of this address are open", MaxWatchersPerAddress)}
 	}
@@ -96,7 +95,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	changes, stopWatch := r.Views.Watch(address)
 	stop := func() {
 		stopWatch()
-		r.watching.release(address)
+		r.watching.Release(address)
 	}
 	var replay []string
 	if since != nil {
@@ -168,33 +167,6 @@ const watchRetryAfter = 15 * time.Second
 // dropped: it was too far behind the address's changes, or behind while
 // the relay's live subscriptions held their memory budget.
 var ErrFellBehind = errors.New("this live subscription fell behind the address's changes and was ended; subscribe again with since (the cursor of the newest row you have) to catch up")
-
-// watchSlots counts the deliveries subscriptions of each address.
-type watchSlots struct {
-	mu     sync.Mutex
-	byAddr map[string]int
-}
-
-func (s *watchSlots) acquire(address string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byAddr[address] >= MaxWatchersPerAddress {
-		return false
-	}
-	if s.byAddr == nil {
-		s.byAddr = map[string]int{}
-	}
-	s.byAddr[address]++
-	return true
-}
-
-func (s *watchSlots) release(address string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byAddr[address]--; s.byAddr[address] <= 0 {
-		delete(s.byAddr, address)
-	}
-}
 
 // liveRowLoadTimeout bounds a row's load that subscriptions share: it runs
 // apart from the subscription that started it, which may end meanwhile.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/internal/flight"
 	"github.com/relayhq/relay/ratelimit"
 	"github.com/relayhq/relay/tunnel"
@@ -93,7 +94,7 @@ type Resolver struct {
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.
-	watching watchSlots
+	watching clientkey.Counter
 }
 
 func (r *Resolver) now() time.Time {
