@@ -12,7 +12,6 @@ import (
 
 	"github.com/relayhq/relay/cluster"
 	"github.com/relayhq/relay/domain"
-	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 	"github.com/relayhq/relay/tunnel"
@@ -51,11 +50,7 @@ func joinCluster(ctx context.Context, cfg Config, a *App, log *slog.Logger) (*cl
 	if lease <= 0 {
 		lease = cluster.DefaultLease
 	}
-	budget := cfg.Ingress.ProxyBodyBudget
-	if budget <= 0 {
-		budget = ingress.DefaultProxyBodyBudget
-	}
-	bus, err := nodebus.NewNATSBus(log, cfg.Bus, "relay "+a.node, nodebus.PendingBytes(budget))
+	bus, err := nodebus.NewNATSBus(log, cfg.Bus, "relay "+a.node, nodebus.PendingBytes(a.bodies.Total()))
 	if err != nil {
 		return nil, err
 	}

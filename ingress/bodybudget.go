@@ -53,6 +53,9 @@ func NewBodyBudget(total, maxBody int64) *BodyBudget {
 	return newBodyBudget(total, maxBody)
 }
 
+// Total is the budget's size, its default applied.
+func (b *BodyBudget) Total() int64 { return b.total }
+
 func newBodyBudget(total, maxBody int64) *BodyBudget {
 	return &BodyBudget{
 		total: total, perClient: max(total/4, maxBody+1), perNetwork: max(total/NetworkBodyShare, maxBody+1),
