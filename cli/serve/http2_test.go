@@ -1,0 +1,151 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/relayhq/relay/ingress"
+)
+
+// TestHTTP2StalledAnswersAreDropped: an HTTP/2 client that gives no flow
+// control window (SETTINGS_INITIAL_WINDOW_SIZE 0) while it answers PINGs
+// holds every answer the relay writes to it, with nothing written to the
+// socket for a socket deadline to end. Each stream's answer must be reset
+// after --body-timeout without progress, its handler ended, its memory
+// (a GraphQL page of 16 bodies of 256 KiB, about 9 MiB, counted in the
+// answer budget) freed; before, 8 such answers held 74 MiB and 8 requests
+// in flight for as long as the client kept its connection, and an answer
+// small enough for net/http to buffer (the console's page) held a
+// goroutine each after its handler returned, counted in no cap.
+func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "1s")
+	var out struct{ CreateInspector struct{ ID string } }
+	r.gql(t, "", `mutation{ createInspector{ id } }`, nil, &out)
+	id := out.CreateInspector.ID
+	body := make([]byte, 256<<10)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	for range 16 {
+		if s := r.deliver(t, id, body); s != http.StatusNoContent {
+			t.Fatalf("delivery answered %d, want 204", s)
+		}
+	}
+	r.client.CloseIdleConnections()
+	page := `{"query":"{ inspector(id: \"` + id + `\"){ deliveries(first: 16){ nodes { body bodyBase64 } } } }"}`
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		streams                  int
+	}{
+		{"a GraphQL page of many MiB", http.MethodPost, "/graphql", page, 8},
+		// Small enough for net/http to buffer: it writes it after the
+		// handler returned, out of the count of requests in flight.
+		{"the console's page", http.MethodGet, "/", "", 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams := tc.streams
+			base := r.inFlight(t, "api")
+			before, goroutines := heapInUse(), runtime.NumGoroutine()
+			c := dialH2(t, r, ca, "127.0.0.2", "localhost", http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			for range streams {
+				fields := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}}
+				if tc.body == "" {
+					c.open(tc.method, "localhost:"+r.port, tc.path, fields, true)
+					continue
+				}
+				fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(tc.body))})
+				sid := c.open(tc.method, "localhost:"+r.port, tc.path, fields, false)
+				c.sendData(sid, true, []byte(tc.body))
+			}
+			var peak int64
+			waitFor(t, 30*time.Second, func() error {
+				peak = max(peak, heapInUse()-before)
+				statuses, resets, _, _ := c.counts()
+				g := runtime.NumGoroutine() - goroutines
+				if n := r.inFlight(t, "api") - base; n > 0 || resets < streams || g >= streams/2 {
+					return fmt.Errorf("%d requests still in flight, %d of %d streams reset (answers %v), %d more goroutines; heap +%d MiB, at most +%d MiB",
+						n, resets, streams, statuses, g, (heapInUse()-before)>>20, peak>>20)
+				}
+				return nil
+			})
+			held := heapInUse() - before
+			t.Logf("%d answers held by a zero window: heap at most +%d MiB, +%d MiB once reset; %d more goroutines", streams, peak>>20, held>>20, runtime.NumGoroutine()-goroutines)
+			if held > 16<<20 {
+				t.Errorf("heap +%d MiB after the streams were reset, want under 16 MiB", held>>20)
+			}
+		})
+	}
+}
+
+// TestHTTP2HeaderFieldsAreBounded: HTTP/2 requests of tiny header fields
+// (three-letter names, empty values: 35 of the header list's bytes each,
+// so 1 800 fit under --max-header-bytes) are held to the 1 000 lines an
+// HTTP/1.x request may have: answered 431 before a handler holds them.
+// Before, 50 such requests waiting for their bodies held 13 MiB of header
+// maps. A request of exactly 1 000 fields (its :authority one of them) is
+// served.
+func TestHTTP2HeaderFieldsAreBounded(t *testing.T) {
+	r, ca := startTLSServe(t)
+	var out struct{ CreateInspector struct{ ID string } }
+	r.gql(t, "", `mutation{ createInspector{ id } }`, nil, &out)
+	host := out.CreateInspector.ID + ".localhost"
+	fields := func(n int) []hpack.HeaderField {
+		f := []hpack.HeaderField{{Name: "content-length", Value: "2"}}
+		for i := range n - len(f) {
+			f = append(f, hpack.HeaderField{Name: "x" + strconv.FormatInt(int64(i), 36), Value: ""})
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name     string
+		fields   int // besides :authority
+		requests int
+		want     int
+	}{
+		{"at the bound", ingress.MaxHeaderLines - 1, 1, http.StatusNoContent},
+		{"tiny fields past it, bodies pending", 1800, 50, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialH2(t, r, ca, "127.0.0.2", host)
+			base := r.inFlight(t, "address")
+			before := heapInUse()
+			f := fields(tc.fields)
+			for range tc.requests {
+				id := c.open(http.MethodPost, host, "/x", f, false)
+				if tc.want == http.StatusNoContent {
+					c.sendData(id, true, []byte("ok"))
+				}
+			}
+			// Each request is answered, or held by a handler waiting for
+			// its body.
+			waitFor(t, 30*time.Second, func() error {
+				statuses, _, _, _ := c.counts()
+				answered := 0
+				for _, n := range statuses {
+					answered += n
+				}
+				if n := r.inFlight(t, "address") - base + answered; n < tc.requests {
+					return fmt.Errorf("%d of %d requests answered or in flight", n, tc.requests)
+				}
+				return nil
+			})
+			held := heapInUse() - before
+			statuses, _, _, _ := c.counts()
+			t.Logf("%d requests of %d header fields: answers %v, %d in flight, heap +%d KiB", tc.requests, tc.fields+1, statuses, r.inFlight(t, "address")-base, held>>10)
+			if statuses[tc.want] != tc.requests {
+				t.Errorf("answers %v, want %d × %d", statuses, tc.requests, tc.want)
+			}
+			if held > 4<<20 {
+				t.Errorf("heap +%d MiB with the requests held, want under 4 MiB", held>>20)
+			}
+		})
+	}
+}
