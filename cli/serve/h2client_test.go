@@ -66,6 +66,13 @@ type h2Client struct {
 // relay, with SNI host, and sends the preface and settings.
 func dialH2(t *testing.T, r *servedRelay, ca *harness.CA, local, host string, settings ...http2.Setting) *h2Client {
 	t.Helper()
+	return dialH2Reading(t, r, ca, local, host, true, settings...)
+}
+
+// dialH2Reading is dialH2; a client that does not read takes no frame the
+// relay sends, as a client that floods and never reads.
+func dialH2Reading(t *testing.T, r *servedRelay, ca *harness.CA, local, host string, read bool, settings ...http2.Setting) *h2Client {
+	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 10 * time.Second}
 	conn, err := tls.DialWithDialer(d, "tcp", "127.0.0.1:"+r.port, &tls.Config{RootCAs: ca.Pool, ServerName: host, NextProtos: []string{"h2"}})
 	if err != nil {
@@ -88,7 +95,9 @@ func dialH2(t *testing.T, r *servedRelay, ca *harness.CA, local, host string, se
 		t.Fatal(err)
 	}
 	c.write(func() error { return c.fr.WriteSettings(settings...) })
-	go c.read()
+	if read {
+		go c.read()
+	}
 	return c
 }
 

@@ -1,7 +1,10 @@
 package serve
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -145,6 +148,161 @@ func TestHTTP2HeaderFieldsAreBounded(t *testing.T) {
 			}
 			if held > 4<<20 {
 				t.Errorf("heap +%d MiB with the requests held, want under 4 MiB", held>>20)
+			}
+		})
+	}
+}
+
+// TestHTTP2AttacksStayBounded runs the HTTP/2 attacks net/http's own
+// limits and the relay's caps already bound, against the real server, and
+// asserts the bound: streams past MaxConcurrentStreams are refused by
+// HTTP/2 itself; one client's 500 streams trickling bodies over two
+// connections are held to --max-requests-per-ip in flight and reset after
+// --body-timeout; a rapid reset (HEADERS then RST_STREAM, 5 000 times)
+// leaves nothing running; a PING flood from a client that reads nothing is
+// cut by net/http's queue of control frames.
+func TestHTTP2AttacksStayBounded(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "2s", "--address-rate", "off")
+	var out struct{ CreateInspector struct{ ID string } }
+	r.gql(t, "", `mutation{ createInspector{ id } }`, nil, &out)
+	host := out.CreateInspector.ID + ".localhost"
+	api := "localhost:" + r.port
+	r.client.CloseIdleConnections()
+	pending := func(n int) []hpack.HeaderField {
+		return []hpack.HeaderField{{Name: "content-type", Value: "application/json"}, {Name: "content-length", Value: strconv.Itoa(n)}}
+	}
+
+	for _, tc := range []struct {
+		name   string
+		area   string
+		conns  int
+		attack func(c *h2Client)
+		// maxInFlight bounds the requests in flight while the attack
+		// holds them; streams is how many streams the relay must end
+		// (answer or reset) over all the connections.
+		maxInFlight, streams int
+	}{
+		{"300 streams on one connection, bodies pending", "api", 1, func(c *h2Client) {
+			for range 300 {
+				c.open(http.MethodPost, api, "/graphql", pending(64), false)
+			}
+		}, http2MaxStreams, 300},
+		{"2 connections of 250 streams trickling bodies", "address", 2, func(c *h2Client) {
+			for range 250 {
+				id := c.open(http.MethodPost, host, "/x", pending(1<<20), false)
+				c.sendData(id, false, []byte("a"))
+			}
+		}, 256, 500},
+		{"rapid reset, 5 000 streams", "address", 1, func(c *h2Client) {
+			for range 5000 {
+				id := c.open(http.MethodGet, host, "/x", nil, true)
+				c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeCancel) })
+			}
+		}, 256, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// /metrics counts itself in the "api" area.
+			base := r.inFlight(t, tc.area)
+			before, goroutines := heapInUse(), runtime.NumGoroutine()
+			var cs []*h2Client
+			for range tc.conns {
+				c := dialH2(t, r, ca, "127.0.0.2", host)
+				cs = append(cs, c)
+				tc.attack(c)
+			}
+			peakInFlight, peakHeap := 0, int64(0)
+			ended := func() (n int) {
+				for _, c := range cs {
+					c.mu.Lock()
+					for id := range c.statuses {
+						if c.ended[id] || c.resets[id] != 0 {
+							n++
+						}
+					}
+					for id := range c.resets {
+						if _, answered := c.statuses[id]; !answered {
+							n++
+						}
+					}
+					c.mu.Unlock()
+				}
+				return n
+			}
+			waitFor(t, 60*time.Second, func() error {
+				peakInFlight = max(peakInFlight, r.inFlight(t, tc.area)-base)
+				peakHeap = max(peakHeap, heapInUse()-before)
+				g := runtime.NumGoroutine() - goroutines
+				if n, e := r.inFlight(t, tc.area)-base, ended(); n > 0 || e < tc.streams || g > 16 {
+					return fmt.Errorf("%d in flight (at most %d), %d of %d streams ended, %d more goroutines", n, peakInFlight, e, tc.streams, g)
+				}
+				return nil
+			})
+			statuses := map[int]int{}
+			resets := 0
+			for _, c := range cs {
+				s, rs, _, _ := c.counts()
+				for k, v := range s {
+					statuses[k] += v
+				}
+				resets += rs
+			}
+			t.Logf("in flight at most %d; answers %v, %d streams reset; heap at most +%d KiB", peakInFlight, statuses, resets, peakHeap>>10)
+			if peakInFlight > tc.maxInFlight {
+				t.Errorf("%d requests in flight at once, want at most %d", peakInFlight, tc.maxInFlight)
+			}
+			if peakHeap > 32<<20 {
+				t.Errorf("heap +%d MiB during the attack, want under 32 MiB", peakHeap>>20)
+			}
+		})
+	}
+
+	t.Run("PING flood, never reading", func(t *testing.T) {
+		before := heapInUse()
+		c := dialH2Reading(t, r, ca, "127.0.0.2", host, false)
+		var err error
+		n := 0
+		for ; n < 1_000_000 && err == nil; n++ {
+			_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			err = c.fr.WritePing(false, [8]byte{1})
+		}
+		held := heapInUse() - before
+		t.Logf("%d PINGs written before %v; heap +%d KiB", n, err, held>>10)
+		if err == nil {
+			t.Errorf("the relay took %d PINGs from a client that reads none of its answers", n)
+		}
+		if held > 16<<20 {
+			t.Errorf("heap +%d MiB, want under 16 MiB", held>>20)
+		}
+	})
+}
+
+// TestCleartextHTTP2IsRefused: the relay speaks HTTP/2 only over TLS. On a
+// plain connection neither the prior-knowledge preface nor an Upgrade: h2c
+// request gets HTTP/2: each is answered in HTTP/1.1, never 101.
+func TestCleartextHTTP2IsRefused(t *testing.T) {
+	r, _ := startTLSServe(t)
+	for _, tc := range []struct{ name, request string }{
+		{"prior knowledge", http2.ClientPreface},
+		{"Upgrade: h2c", "GET / HTTP/1.1\r\nHost: localhost:" + r.port + "\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", "127.0.0.1:"+r.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no HTTP/1.1 answer: %v", err)
+			}
+			resp.Body.Close()
+			t.Logf("answered %s %s", resp.Proto, resp.Status)
+			if resp.ProtoMajor != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
+				t.Errorf("answered %s %s, want an HTTP/1.1 answer other than 101", resp.Proto, resp.Status)
 			}
 		})
 	}
