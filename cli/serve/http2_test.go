@@ -181,24 +181,25 @@ func TestHTTP2AttacksStayBounded(t *testing.T) {
 		// holds them; streams is how many streams the relay must end
 		// (answer or reset) over all the connections.
 		maxInFlight, streams int
+		refused              int // streams HTTP/2 refuses (REFUSED_STREAM)
 	}{
 		{"300 streams on one connection, bodies pending", "api", 1, func(c *h2Client) {
 			for range 300 {
 				c.open(http.MethodPost, api, "/graphql", pending(64), false)
 			}
-		}, http2MaxStreams, 300},
+		}, http2MaxStreams, 300, 300 - http2MaxStreams},
 		{"2 connections of 250 streams trickling bodies", "address", 2, func(c *h2Client) {
 			for range 250 {
 				id := c.open(http.MethodPost, host, "/x", pending(1<<20), false)
 				c.sendData(id, false, []byte("a"))
 			}
-		}, 256, 500},
+		}, 256, 500, 0},
 		{"rapid reset, 5 000 streams", "address", 1, func(c *h2Client) {
 			for range 5000 {
 				id := c.open(http.MethodGet, host, "/x", nil, true)
 				c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeCancel) })
 			}
-		}, 256, 0},
+		}, 256, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// /metrics counts itself in the "api" area.
@@ -237,16 +238,22 @@ func TestHTTP2AttacksStayBounded(t *testing.T) {
 				}
 				return nil
 			})
-			statuses := map[int]int{}
-			resets := 0
+			statuses, resets := map[int]int{}, map[http2.ErrCode]int{}
 			for _, c := range cs {
-				s, rs, _, _ := c.counts()
+				s, _, _, _ := c.counts()
 				for k, v := range s {
 					statuses[k] += v
 				}
-				resets += rs
+				c.mu.Lock()
+				for _, code := range c.resets {
+					resets[code]++
+				}
+				c.mu.Unlock()
 			}
-			t.Logf("in flight at most %d; answers %v, %d streams reset; heap at most +%d KiB", peakInFlight, statuses, resets, peakHeap>>10)
+			t.Logf("in flight at most %d; answers %v, streams reset %v; heap at most +%d KiB", peakInFlight, statuses, resets, peakHeap>>10)
+			if resets[http2.ErrCodeRefusedStream] != tc.refused {
+				t.Errorf("%d streams refused, want %d", resets[http2.ErrCodeRefusedStream], tc.refused)
+			}
 			if peakInFlight > tc.maxInFlight {
 				t.Errorf("%d requests in flight at once, want at most %d", peakInFlight, tc.maxInFlight)
 			}
