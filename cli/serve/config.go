@@ -199,7 +199,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write what the whole run allocated, by place, to this file at exit (for performance work)")
 	_ = fs.MarkHidden("memprofile")
 	fs.Var(duration.NewFlag(&c.IdleTimeout, 60*time.Second), "idle-timeout", "an idle keep-alive connection is closed after this long")
-	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection")
+	fs.Var(duration.NewFlag(&c.BodyTimeout, 30*time.Second), "body-timeout", "a request body or response that makes no progress for this long ends its connection (over HTTP/2, a response held by flow control ends its stream)")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "connections one client address may hold open; more are answered 429 and closed")
 	fs.IntVar(&c.MaxConnsPerNet, "max-conns-per-network", 0, fmt.Sprintf("connections one client network (IPv4 /24, IPv6 /48) may hold open over all its addresses; more are answered 429 and closed (0: %d times --max-conns-per-ip)", clientkey.NetworkShare))
 	fs.IntVar(&c.MaxRequestsPerIP, "max-requests-per-ip", 256, "requests one client address may have in flight over all its connections (an HTTP/2 connection carries up to 250), streams and WebSockets included while open; more are answered 429 with Retry-After (0: no cap)")

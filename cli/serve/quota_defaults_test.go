@@ -112,10 +112,18 @@ type servedRelay struct {
 	base   string // http://127.0.0.1:PORT
 	port   string
 	stderr *lockedBuffer
-	stop   func() // ends serve and waits for it
+	stop   func()       // ends serve and waits for it
+	client *http.Client // nil: http.DefaultClient
 }
 
 func (r *servedRelay) log() string { return r.stderr.String() }
+
+func (r *servedRelay) httpClient() *http.Client {
+	if r.client != nil {
+		return r.client
+	}
+	return http.DefaultClient
+}
 
 // startServe parses args as the serve command does (flags, RELAY_* left
 // empty, validate), with smallOpenQuotas as the open relay's defaults, and
@@ -186,7 +194,7 @@ func (r *servedRelay) gql(t *testing.T, token, query string, vars map[string]any
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +251,7 @@ func (r *servedRelay) deliver(t *testing.T, id string, body []byte) int {
 		t.Fatal(err)
 	}
 	req.Host = id + ".localhost:" + r.port
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,12 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	inFlight := &connguard.InFlight{Max: cfg.MaxRequestsPerIP, MaxPerNetwork: cfg.MaxRequestsPerNet, Unlimited: cfg.trusted.ContainsHost, OnRefuse: a.Metrics().RequestRefused}
 	// DisableGeneralOptionsHandler: "OPTIONS *" is a delivery like any other.
 	srv := &http.Server{
-		Handler:                      tlslisten.MarkTLS(forwarded.Handler(resolver, inFlight.Handler(a.Handler()))),
+		// HTTP/2 only (both pass HTTP/1.x through): header fields held to
+		// the HTTP/1.x line count, answers a client holds with flow control
+		// to --body-timeout of no progress, as the listener's write
+		// deadline holds HTTP/1.x answers.
+		Handler: connguard.WriteProgress(cfg.BodyTimeout, ingress.HeaderFieldCap(
+			tlslisten.MarkTLS(forwarded.Handler(resolver, inFlight.Handler(a.Handler()))))),
 		ConnContext:                  tlslisten.ConnContext,
 		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout:            headerTimeout,

@@ -1,0 +1,322 @@
+package serve
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/relayhq/relay/ingress"
+)
+
+// TestHTTP2StalledAnswersAreDropped: an HTTP/2 client that gives no flow
+// control window (SETTINGS_INITIAL_WINDOW_SIZE 0) while it answers PINGs
+// holds every answer the relay writes to it, with nothing written to the
+// socket for a socket deadline to end. Each stream's answer must be reset
+// after --body-timeout without progress, its handler ended, its memory
+// (a GraphQL page of 16 bodies of 256 KiB, about 9 MiB, counted in the
+// answer budget) freed; before, 8 such answers held 74 MiB and 8 requests
+// in flight for as long as the client kept its connection, and an answer
+// small enough for net/http to buffer (the console's page) held a
+// goroutine each after its handler returned, counted in no cap.
+func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "1s")
+	var out struct{ CreateInspector struct{ ID string } }
+	r.gql(t, "", `mutation{ createInspector{ id } }`, nil, &out)
+	id := out.CreateInspector.ID
+	body := make([]byte, 256<<10)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	for range 16 {
+		if s := r.deliver(t, id, body); s != http.StatusNoContent {
+			t.Fatalf("delivery answered %d, want 204", s)
+		}
+	}
+	r.client.CloseIdleConnections()
+	page := `{"query":"{ inspector(id: \"` + id + `\"){ deliveries(first: 16){ nodes { body bodyBase64 } } } }"}`
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		streams                  int
+	}{
+		{"a GraphQL page of many MiB", http.MethodPost, "/graphql", page, 8},
+		// Small enough for net/http to buffer: it writes it after the
+		// handler returned, out of the count of requests in flight.
+		{"the console's page", http.MethodGet, "/", "", 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams := tc.streams
+			base := r.inFlight(t, "api")
+			before, goroutines := heapInUse(), runtime.NumGoroutine()
+			c := dialH2(t, r, ca, "127.0.0.2", "localhost", http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			for range streams {
+				fields := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}}
+				if tc.body == "" {
+					c.open(tc.method, "localhost:"+r.port, tc.path, fields, true)
+					continue
+				}
+				fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(tc.body))})
+				sid := c.open(tc.method, "localhost:"+r.port, tc.path, fields, false)
+				c.sendData(sid, true, []byte(tc.body))
+			}
+			var peak int64
+			waitFor(t, 30*time.Second, func() error {
+				peak = max(peak, heapInUse()-before)
+				statuses, resets, _, _ := c.counts()
+				g := runtime.NumGoroutine() - goroutines
+				if n := r.inFlight(t, "api") - base; n > 0 || resets < streams || g >= streams/2 {
+					return fmt.Errorf("%d requests still in flight, %d of %d streams reset (answers %v), %d more goroutines; heap +%d MiB, at most +%d MiB",
+						n, resets, streams, statuses, g, (heapInUse()-before)>>20, peak>>20)
+				}
+				return nil
+			})
+			held := heapInUse() - before
+			t.Logf("%d answers held by a zero window: heap at most +%d MiB, +%d MiB once reset; %d more goroutines", streams, peak>>20, held>>20, runtime.NumGoroutine()-goroutines)
+			if held > 16<<20 {
+				t.Errorf("heap +%d MiB after the streams were reset, want under 16 MiB", held>>20)
+			}
+		})
+	}
+}
+
+// TestHTTP2HeaderFieldsAreBounded: HTTP/2 requests of tiny header fields
+// (three-letter names, empty values: 35 of the header list's bytes each,
+// so 1 800 fit under --max-header-bytes) are held to the 1 000 lines an
+// HTTP/1.x request may have: answered 431 before a handler holds them.
+// Before, 50 such requests waiting for their bodies held 13 MiB of header
+// maps. A request of exactly 1 000 fields (its :authority one of them) is
+// served.
+func TestHTTP2HeaderFieldsAreBounded(t *testing.T) {
+	r, ca := startTLSServe(t)
+	var out struct{ CreateInspector struct{ ID string } }
+	r.gql(t, "", `mutation{ createInspector{ id } }`, nil, &out)
+	host := out.CreateInspector.ID + ".localhost"
+	fields := func(n int) []hpack.HeaderField {
+		f := []hpack.HeaderField{{Name: "content-length", Value: "2"}}
+		for i := range n - len(f) {
+			f = append(f, hpack.HeaderField{Name: "x" + strconv.FormatInt(int64(i), 36), Value: ""})
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name     string
+		fields   int // besides :authority
+		requests int
+		want     int
+	}{
+		{"at the bound", ingress.MaxHeaderLines - 1, 1, http.StatusNoContent},
+		{"tiny fields past it, bodies pending", 1800, 50, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialH2(t, r, ca, "127.0.0.2", host)
+			base := r.inFlight(t, "address")
+			before := heapInUse()
+			f := fields(tc.fields)
+			for range tc.requests {
+				id := c.open(http.MethodPost, host, "/x", f, false)
+				if tc.want == http.StatusNoContent {
+					c.sendData(id, true, []byte("ok"))
+				}
+			}
+			// Each request is answered, or held by a handler waiting for
+			// its body (one whose body was sent is answered).
+			waitFor(t, 30*time.Second, func() error {
+				statuses, _, _, _ := c.counts()
+				answered := 0
+				for _, n := range statuses {
+					answered += n
+				}
+				held := r.inFlight(t, "address") - base
+				if tc.want == http.StatusNoContent {
+					held = 0
+				}
+				if n := held + answered; n < tc.requests {
+					return fmt.Errorf("%d of %d requests answered or in flight", n, tc.requests)
+				}
+				return nil
+			})
+			held := heapInUse() - before
+			statuses, _, _, _ := c.counts()
+			t.Logf("%d requests of %d header fields: answers %v, %d in flight, heap +%d KiB", tc.requests, tc.fields+1, statuses, r.inFlight(t, "address")-base, held>>10)
+			if statuses[tc.want] != tc.requests {
+				t.Errorf("answers %v, want %d × %d", statuses, tc.requests, tc.want)
+			}
+			if held > 4<<20 {
+				t.Errorf("heap +%d MiB with the requests held, want under 4 MiB", held>>20)
+			}
+		})
+	}
+}
+
+// TestHTTP2AttacksStayBounded runs the HTTP/2 attacks net/http's own
+// limits and the relay's caps already bound, against the real server, and
+// asserts the bound: streams past MaxConcurrentStreams are refused by
+// HTTP/2 itself; one client's 500 streams trickling bodies over two
+// connections are held to --max-requests-per-ip in flight and reset after
+// --body-timeout; a rapid reset (HEADERS then RST_STREAM, 5 000 times)
+// leaves nothing running; a PING flood from a client that reads nothing is
+// cut by net/http's queue of control frames.
+func TestHTTP2AttacksStayBounded(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "2s", "--address-rate", "off")
+	var out struct{ CreateInspector struct{ ID string } }
+	r.gql(t, "", `mutation{ createInspector{ id } }`, nil, &out)
+	host := out.CreateInspector.ID + ".localhost"
+	api := "localhost:" + r.port
+	r.client.CloseIdleConnections()
+	pending := func(n int) []hpack.HeaderField {
+		return []hpack.HeaderField{{Name: "content-type", Value: "application/json"}, {Name: "content-length", Value: strconv.Itoa(n)}}
+	}
+
+	for _, tc := range []struct {
+		name   string
+		area   string
+		conns  int
+		attack func(c *h2Client)
+		// maxInFlight bounds the requests in flight while the attack
+		// holds them; streams is how many streams the relay must end
+		// (answer or reset) over all the connections.
+		maxInFlight, streams int
+		refused              int // streams HTTP/2 refuses
+	}{
+		{"300 streams on one connection, bodies pending", "api", 1, func(c *h2Client) {
+			for range 300 {
+				c.open(http.MethodPost, api, "/graphql", pending(64), false)
+			}
+		}, http2MaxStreams, 300, 300 - http2MaxStreams},
+		{"2 connections of 250 streams trickling bodies", "address", 2, func(c *h2Client) {
+			for range 250 {
+				id := c.open(http.MethodPost, host, "/x", pending(1<<20), false)
+				c.sendData(id, false, []byte("a"))
+			}
+		}, 256, 500, 0},
+		{"rapid reset, 5 000 streams", "address", 1, func(c *h2Client) {
+			for range 5000 {
+				id := c.open(http.MethodGet, host, "/x", nil, true)
+				c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeCancel) })
+			}
+		}, 256, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// /metrics counts itself in the "api" area.
+			base := r.inFlight(t, tc.area)
+			before, goroutines := heapInUse(), runtime.NumGoroutine()
+			var cs []*h2Client
+			for range tc.conns {
+				c := dialH2(t, r, ca, "127.0.0.2", host)
+				cs = append(cs, c)
+				tc.attack(c)
+			}
+			peakInFlight, peakHeap := 0, int64(0)
+			ended := func() (n int) {
+				for _, c := range cs {
+					c.mu.Lock()
+					for id := range c.statuses {
+						if c.ended[id] || c.resets[id] != 0 {
+							n++
+						}
+					}
+					for id := range c.resets {
+						if _, answered := c.statuses[id]; !answered {
+							n++
+						}
+					}
+					c.mu.Unlock()
+				}
+				return n
+			}
+			waitFor(t, 60*time.Second, func() error {
+				peakInFlight = max(peakInFlight, r.inFlight(t, tc.area)-base)
+				peakHeap = max(peakHeap, heapInUse()-before)
+				g := runtime.NumGoroutine() - goroutines
+				if n, e := r.inFlight(t, tc.area)-base, ended(); n > 0 || e < tc.streams || g > 16 {
+					return fmt.Errorf("%d in flight (at most %d), %d of %d streams ended, %d more goroutines", n, peakInFlight, e, tc.streams, g)
+				}
+				return nil
+			})
+			statuses, resets := map[int]int{}, map[http2.ErrCode]int{}
+			for _, c := range cs {
+				s, _, _, _ := c.counts()
+				for k, v := range s {
+					statuses[k] += v
+				}
+				c.mu.Lock()
+				for _, code := range c.resets {
+					resets[code]++
+				}
+				c.mu.Unlock()
+			}
+			t.Logf("in flight at most %d; answers %v, streams reset %v; heap at most +%d KiB", peakInFlight, statuses, resets, peakHeap>>10)
+			// REFUSED_STREAM while the relay's SETTINGS may not have been
+			// acknowledged yet, PROTOCOL_ERROR past them.
+			if n := resets[http2.ErrCodeRefusedStream] + resets[http2.ErrCodeProtocol]; n != tc.refused {
+				t.Errorf("%d streams refused, want %d", n, tc.refused)
+			}
+			if peakInFlight > tc.maxInFlight {
+				t.Errorf("%d requests in flight at once, want at most %d", peakInFlight, tc.maxInFlight)
+			}
+			if peakHeap > 32<<20 {
+				t.Errorf("heap +%d MiB during the attack, want under 32 MiB", peakHeap>>20)
+			}
+		})
+	}
+
+	t.Run("PING flood, never reading", func(t *testing.T) {
+		before := heapInUse()
+		c := dialH2Reading(t, r, ca, "127.0.0.2", host, false)
+		var err error
+		n := 0
+		for ; n < 1_000_000 && err == nil; n++ {
+			_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			err = c.fr.WritePing(false, [8]byte{1})
+		}
+		held := heapInUse() - before
+		t.Logf("%d PINGs written before %v; heap +%d KiB", n, err, held>>10)
+		if err == nil {
+			t.Errorf("the relay took %d PINGs from a client that reads none of its answers", n)
+		}
+		if held > 16<<20 {
+			t.Errorf("heap +%d MiB, want under 16 MiB", held>>20)
+		}
+	})
+}
+
+// TestCleartextHTTP2IsRefused: the relay speaks HTTP/2 only over TLS. On a
+// plain connection neither the prior-knowledge preface nor an Upgrade: h2c
+// request gets HTTP/2: each is answered in HTTP/1.1, never 101.
+func TestCleartextHTTP2IsRefused(t *testing.T) {
+	r, _ := startTLSServe(t)
+	for _, tc := range []struct{ name, request string }{
+		{"prior knowledge", http2.ClientPreface},
+		{"Upgrade: h2c", "GET / HTTP/1.1\r\nHost: localhost:" + r.port + "\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", "127.0.0.1:"+r.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no HTTP/1.1 answer: %v", err)
+			}
+			resp.Body.Close()
+			t.Logf("answered %s %s", resp.Proto, resp.Status)
+			if resp.ProtoMajor != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
+				t.Errorf("answered %s %s, want an HTTP/1.1 answer other than 101", resp.Proto, resp.Status)
+			}
+		})
+	}
+}
