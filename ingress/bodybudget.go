@@ -58,8 +58,10 @@ type BodyBudget struct {
 }
 
 // NewBodyBudget makes the budget of total bytes (DefaultProxyBodyBudget
-// when 0) in which each key may hold a quarter, and at least one body of
-// maxBody (DefaultMaxBody when 0), and each client network half.
+// when 0) in which each key, and the bodies sent to each account's
+// Endpoints, may hold a quarter, and at least one body of maxBody
+// (DefaultMaxBody when 0), and each client network half; its last quarter
+// is kept for holders of at most a sixteenth (at least one body).
 func NewBodyBudget(total, maxBody int64) *BodyBudget {
 	if total <= 0 {
 		total = DefaultProxyBodyBudget
