@@ -31,18 +31,37 @@ var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body b
 // IPv4 /24, an IPv6 /48 of 65 536 /64s) may hold at most half of it over
 // all its addresses, so one network cannot refuse every other network's
 // bodies either; keys that are no address (an account's) have no network.
+// The bodies senders send to one account's Endpoints hold at most a
+// quarter of it over all their senders (AccountBodyShare), so that one
+// account's slow local processes cannot take it with senders from many
+// networks.
+//
+// Those shares alone let two networks, or four accounts, take the whole
+// budget. So its last quarter (ReservedBodyShare) is kept for those that
+// hold little: a body that would take the bodies in flight past three
+// quarters of the budget is admitted only when its client, network and
+// account (or its key) would each hold at most a sixteenth of the budget
+// (SmallBodyShare, at least one body of --max-body) with it. Any number of
+// large holders fill three quarters at most, and a sender that holds
+// little still finds room.
 type BodyBudget struct {
-	total, perClient, perNetwork int64
+	total, perClient, perNetwork, perAccount int64
+	// open is what may be held before the reserve (three quarters);
+	// small the most a holder may hold to take from the reserve.
+	open, small int64
 
 	mu        sync.Mutex
 	used      int64
-	byClient  map[string]int64
+	byClient  map[string]int64 // by client address or key
 	byNetwork map[string]int64
+	byAccount map[string]int64 // bodies sent to the account's Endpoints
 }
 
 // NewBodyBudget makes the budget of total bytes (DefaultProxyBodyBudget
-// when 0) in which each key may hold a quarter, and at least one body of
-// maxBody (DefaultMaxBody when 0), and each client network half.
+// when 0) in which each key, and the bodies sent to each account's
+// Endpoints, may hold a quarter, and at least one body of maxBody
+// (DefaultMaxBody when 0), and each client network half; its last quarter
+// is kept for holders of at most a sixteenth (at least one body).
 func NewBodyBudget(total, maxBody int64) *BodyBudget {
 	if total <= 0 {
 		total = DefaultProxyBodyBudget
@@ -58,8 +77,13 @@ func (b *BodyBudget) Total() int64 { return b.total }
 
 func newBodyBudget(total, maxBody int64) *BodyBudget {
 	return &BodyBudget{
-		total: total, perClient: max(total/4, maxBody+1), perNetwork: max(total/NetworkBodyShare, maxBody+1),
-		byClient: map[string]int64{}, byNetwork: map[string]int64{},
+		total:      total,
+		perClient:  max(total/4, maxBody+1),
+		perNetwork: max(total/NetworkBodyShare, maxBody+1),
+		perAccount: max(total/AccountBodyShare, maxBody+1),
+		open:       total - total/ReservedBodyShare,
+		small:      max(total/SmallBodyShare, maxBody+1),
+		byClient:   map[string]int64{}, byNetwork: map[string]int64{}, byAccount: map[string]int64{},
 	}
 }
 
@@ -69,18 +93,48 @@ func newBodyBudget(total, maxBody int64) *BodyBudget {
 // takes two networks, not one, to fill the budget.
 const NetworkBodyShare = 2
 
-// Reserve takes n bytes of the budget for client, or nothing and false
-// when they are not there (in all, in the client's share, or in its
-// network's).
-func (b *BodyBudget) Reserve(client string, n int64) bool {
+// AccountBodyShare: the bodies sent to one account's Endpoints (PROXY
+// bodies until the primary answers, QUEUE bodies until recorded) hold at
+// most 1/AccountBodyShare of the body budget over all their senders, as an
+// account's queue attempts and its copies do under their own keys.
+const AccountBodyShare = 4
+
+// ReservedBodyShare: the last 1/ReservedBodyShare of the body budget is
+// taken only by holders that each hold at most 1/SmallBodyShare of it
+// (at least one body of --max-body) with the body they ask room for.
+const (
+	ReservedBodyShare = 4
+	SmallBodyShare    = 16
+)
+
+// Reserve takes n bytes of the budget for key (a client address, or an
+// account's key: its queue, its copies), or nothing and false when they
+// are not there (in all, in the key's share, or in its network's).
+func (b *BodyBudget) Reserve(key string, n int64) bool {
+	return b.reserve(key, "", n)
+}
+
+// Release gives back n bytes key reserved.
+func (b *BodyBudget) Release(key string, n int64) {
+	b.release(key, "", n)
+}
+
+// reserve takes n bytes for a body client sent to an Endpoint of account
+// ("": a key of no account's Endpoints), or nothing and false when they
+// are not there: in all, in the shares of the client, its network or the
+// account, or, past the open part of the budget, when one of them would
+// hold more than a small share.
+func (b *BodyBudget) reserve(client, account string, n int64) bool {
 	if b == nil {
 		return true
 	}
 	network := clientkey.Network(client)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used+n > b.total || b.byClient[client]+n > b.perClient ||
-		(network != "" && b.byNetwork[network]+n > b.perNetwork) {
+	reserved := b.used+n > b.open // the body would take from the reserve
+	if b.used+n > b.total || !b.fits(b.byClient[client]+n, b.perClient, reserved) ||
+		(network != "" && !b.fits(b.byNetwork[network]+n, b.perNetwork, reserved)) ||
+		(account != "" && !b.fits(b.byAccount[account]+n, b.perAccount, reserved)) {
 		return false
 	}
 	b.used += n
@@ -88,11 +142,20 @@ func (b *BodyBudget) Reserve(client string, n int64) bool {
 	if network != "" {
 		b.byNetwork[network] += n
 	}
+	if account != "" {
+		b.byAccount[account] += n
+	}
 	return true
 }
 
-// Release gives back n bytes client reserved.
-func (b *BodyBudget) Release(client string, n int64) {
+// fits tells whether a holder may hold held bytes: within its share, and
+// within a small share when the body takes from the reserve.
+func (b *BodyBudget) fits(held, share int64, reserved bool) bool {
+	return held <= share && (!reserved || held <= b.small)
+}
+
+// release gives back n bytes reserve took for client and account.
+func (b *BodyBudget) release(client, account string, n int64) {
 	if b == nil || n <= 0 {
 		return
 	}
@@ -100,14 +163,20 @@ func (b *BodyBudget) Release(client string, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
-	if b.byClient[client] -= n; b.byClient[client] <= 0 {
-		delete(b.byClient, client)
+	giveBack(b.byClient, client, n)
+	if network != "" {
+		giveBack(b.byNetwork, network, n)
 	}
-	if network == "" {
-		return
+	if account != "" {
+		giveBack(b.byAccount, account, n)
 	}
-	if b.byNetwork[network] -= n; b.byNetwork[network] <= 0 {
-		delete(b.byNetwork, network)
+}
+
+// giveBack takes n from what key holds in held, and forgets a key that
+// holds nothing.
+func giveBack(held map[string]int64, key string, n int64) {
+	if held[key] -= n; held[key] <= 0 {
+		delete(held, key)
 	}
 }
 
@@ -123,7 +192,8 @@ func (b *BodyBudget) InUse() int64 {
 }
 
 // readBudgeted reads r to its end (r is already limited to most bytes)
-// into a buffer whose memory is first reserved from budget. A declared
+// into a buffer whose memory is first reserved from budget, for client and
+// the account whose Endpoint the body was sent to. A declared
 // length (Content-Length) is reserved whole before anything is read, so
 // that senders are admitted one by one: reserving as bytes arrive would
 // let many large bodies each take a part of the budget and none finish.
@@ -131,7 +201,7 @@ func (b *BodyBudget) InUse() int64 {
 // reserved first. It returns the bytes read, the bytes reserved (the
 // caller releases them once done with the body) and ErrBodyBudget when
 // the budget could not hold the body.
-func readBudgeted(r io.Reader, budget *BodyBudget, client string, most, declared int64) (buf []byte, reserved int64, err error) {
+func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most, declared int64) (buf []byte, reserved int64, err error) {
 	const first = 32 << 10
 	reserved = min(int64(first), most)
 	if declared > 0 {
@@ -139,7 +209,7 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client string, most, declared
 		// still be seen to be (most is maxBody+1 for the same reason).
 		reserved = min(declared+1, most)
 	}
-	if !budget.Reserve(client, reserved) {
+	if !budget.reserve(client, account, reserved) {
 		return nil, 0, ErrBodyBudget
 	}
 	buf = make([]byte, 0, min(int64(first), reserved))
@@ -150,7 +220,7 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client string, most, declared
 			}
 			size := min(2*int64(cap(buf)), most)
 			if size > reserved {
-				if !budget.Reserve(client, size-reserved) {
+				if !budget.reserve(client, account, size-reserved) {
 					return buf, reserved, ErrBodyBudget
 				}
 				reserved = size

@@ -26,15 +26,15 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 	return c
 }
 
-// declareBody sends, from the address from, a PROXY request whose headers
-// declare a body of declared bytes and then only one byte of it, and
-// reports whether the relay holds it in the body budget (the budget grew by
-// its reservation, declared+1) or what it answered instead.
-func declareBody(t *testing.T, e *env, from string, declared int64) (held bool, answer string) {
+// declareBody sends, from the address from, a PROXY request to address
+// whose headers declare a body of declared bytes and then only one byte of
+// it, and reports whether the relay holds it in the body budget (the
+// budget grew by its reservation, declared+1) or what it answered instead.
+func declareBody(t *testing.T, e *env, from, address string, declared int64) (held bool, answer string) {
 	t.Helper()
 	before := e.srv.bodies.InUse()
 	c := dialFrom(t, from, e.addr)
-	fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: ep1.localhost\r\nContent-Length: %d\r\n\r\nx", declared)
+	fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: %s.localhost\r\nContent-Length: %d\r\n\r\nx", address, declared)
 	answered := make(chan string, 1)
 	go func() {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -61,9 +61,10 @@ func declareBody(t *testing.T, e *env, from string, declared int64) (held bool, 
 
 // TestBodyBudgetShareOfANetwork: the addresses of one /24 hold at most
 // half of the PROXY body budget over all of them, each its quarter within
-// it: five addresses that declare large bodies and trickle them fill their
-// network's half, not the whole budget, and another /24's body is
-// forwarded.
+// it: five addresses that declare large bodies and trickle them, each to
+// an Endpoint of an account of its own (so that no account's share
+// decides), fill their network's half, not the whole budget, and another
+// /24's body is forwarded.
 func TestBodyBudgetShareOfANetwork(t *testing.T) {
 	const (
 		budget   = 8 << 20
@@ -80,8 +81,10 @@ func TestBodyBudgetShareOfANetwork(t *testing.T) {
 
 	held, refused := 0, map[string]int{}
 	for host := 2; host <= 6; host++ { // 127.0.0.2–6, three bodies each
+		address := fmt.Sprintf("h%d", host)
+		e.routes.set(Route{ID: address, Kind: domain.AddressEndpoint, AccountID: "acc-" + address, Mode: domain.ModeProxy})
 		for range 3 {
-			ok, answer := declareBody(t, e, fmt.Sprintf("127.0.0.%d", host), declared)
+			ok, answer := declareBody(t, e, fmt.Sprintf("127.0.0.%d", host), address, declared)
 			if ok {
 				held++
 			} else {
@@ -97,16 +100,23 @@ func TestBodyBudgetShareOfANetwork(t *testing.T) {
 	}
 
 	// Another /24: a whole body is forwarded and answered.
-	c := dialFrom(t, "127.0.1.2", e.addr)
-	fmt.Fprint(c, "POST /small HTTP/1.1\r\nHost: ep1.localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+	if status, body := postSmall(t, e, "127.0.1.2", "ep1"); status != http.StatusOK || body != "5" {
+		t.Fatalf("another network's request (127.0.1.2) with 127.0.0.0/24 at its share: %d %q, want 200 and its body forwarded", status, body)
+	}
+}
+
+// postSmall sends, from the address from, a whole 5-byte PROXY request
+// to address and returns the status and body it was answered.
+func postSmall(t *testing.T, e *env, from, address string) (status int, body string) {
+	t.Helper()
+	c := dialFrom(t, from, e.addr)
+	fmt.Fprintf(c, "POST /small HTTP/1.1\r\nHost: %s.localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello", address)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("another network's request: %v", err)
+		t.Fatalf("request from %s to %s: %v", from, address, err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || string(body) != "5" {
-		t.Fatalf("another network's request (127.0.1.2) with 127.0.0.0/24 at its share: %d %q, want 200 and its body forwarded", resp.StatusCode, body)
-	}
+	return resp.StatusCode, string(b)
 }

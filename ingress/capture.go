@@ -45,16 +45,23 @@ func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooL
 // Complete = false that can still be recorded. Any other read error is
 // returned with the part read so far.
 func Capture(r *http.Request, captureCap, maxBody int64) (req domain.CapturedRequest, full []byte, err error) {
-	req, full, _, err = capture(r, captureCap, maxBody, true, nil)
+	req, full, _, err = capture(r, captureCap, maxBody, true, nil, "")
 	return req, full, err
 }
 
-// captureProxied is Capture with the whole body's memory taken from budget:
-// it returns the bytes reserved, which the caller releases once the body
-// is no longer held, and ErrBodyBudget (with the part read so far
-// recorded as for a body too large) when the budget ran out.
-func captureProxied(r *http.Request, captureCap, maxBody int64, budget *BodyBudget) (domain.CapturedRequest, []byte, int64, error) {
-	return capture(r, captureCap, maxBody, true, budget)
+// captureProxied is Capture with the whole body's memory taken from budget,
+// for its sender and account, the Endpoint's: it returns the bytes
+// reserved, which the caller releases once the body is no longer held
+// (releaseBody), and ErrBodyBudget (with the part read so far recorded as
+// for a body too large) when the budget ran out.
+func captureProxied(r *http.Request, captureCap, maxBody int64, budget *BodyBudget, account string) (domain.CapturedRequest, []byte, int64, error) {
+	return capture(r, captureCap, maxBody, true, budget, account)
+}
+
+// releaseBody gives back the bytes captureProxied reserved for r's body
+// to an Endpoint of account.
+func releaseBody(budget *BodyBudget, r *http.Request, account string, reserved int64) {
+	budget.release(budgetKey(sender(r)), account, reserved)
 }
 
 // captureRecord is Capture for requests that are only recorded: bytes past
@@ -63,11 +70,11 @@ func captureProxied(r *http.Request, captureCap, maxBody int64, budget *BodyBudg
 // received is counted, also past maxBody (which bounds only what is
 // forwarded; the body timeout bounds how long a sender may keep sending).
 func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedRequest, error) {
-	req, _, _, err := capture(r, captureCap, maxBody, false, nil)
+	req, _, _, err := capture(r, captureCap, maxBody, false, nil, "")
 	return req, err
 }
 
-func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *BodyBudget) (domain.CapturedRequest, []byte, int64, error) {
+func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *BodyBudget, account string) (domain.CapturedRequest, []byte, int64, error) {
 	target, err := requestTarget(originalTarget(r))
 	if err != nil {
 		return domain.CapturedRequest{}, nil, 0, err
@@ -104,7 +111,7 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 		// the budget (so senders are admitted whole, one by one), but
 		// memory is allocated as bytes arrive, growing by doubling, so one
 		// that declares 10 MiB and sends a byte holds budget, not memory.
-		full, reserved, err = readBudgeted(limited, budget, budgetKey(client), maxBody+1, min(r.ContentLength, maxBody+1))
+		full, reserved, err = readBudgeted(limited, budget, budgetKey(client), account, maxBody+1, min(r.ContentLength, maxBody+1))
 		n = int64(len(full))
 		// A copy: Body shares no memory with full, which callers hand on.
 		stored = append([]byte{}, full[:min(n, keep)]...)

@@ -120,7 +120,7 @@ func TestCaptureTrailers(t *testing.T) {
 	raw := "POST /t HTTP/1.1\r\nHost: abc.localhost\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n" +
 		"3\r\nabc\r\n0\r\nX-Sum: 1\r\nX-Sum: 2\r\nX-Late: caf\xe9\r\n\r\n"
 	for _, keepFull := range []bool{true, false} {
-		req, _, _, err := capture(readRequest(t, raw), 64, 64, keepFull, nil)
+		req, _, _, err := capture(readRequest(t, raw), 64, 64, keepFull, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestCaptureBodyLimits(t *testing.T) {
 		for _, keepFull := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/keepFull=%v", tt.name, keepFull), func(t *testing.T) {
 				raw := fmt.Sprintf("PUT /b HTTP/1.1\r\nHost: a.localhost\r\nContent-Length: %d\r\n\r\n%s", len(tt.body), tt.body)
-				req, full, _, err := capture(readRequest(t, raw), tt.cap, tt.max, keepFull, nil)
+				req, full, _, err := capture(readRequest(t, raw), tt.cap, tt.max, keepFull, nil, "")
 				// Only a forwarded body stops at max; a recorded one is
 				// read and counted to its end.
 				wantTooLarge, wantSize := tt.wantTooLarge && keepFull, tt.wantSize
@@ -364,14 +364,14 @@ func TestCaptureProxiedBudget(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBodyBudget(tt.budget, 0)
-			b.perClient = tt.budget
-			req, full, reserved, err := captureProxied(readRequest(t, tt.raw), 16, 10<<20, b)
-			if got := b.InUse(); got != reserved || reserved > tt.budget {
-				t.Errorf("in use %d, reserved %d, budget %d", got, reserved, tt.budget)
+			b.perClient, b.perAccount = tt.budget, tt.budget
+			req, full, reserved, err := captureProxied(readRequest(t, tt.raw), 16, 10<<20, b, "acc1")
+			if got := b.InUse(); got != reserved || reserved > tt.budget || b.byAccount["acc1"] != reserved {
+				t.Errorf("in use %d (%d for the account), reserved %d, budget %d", got, b.byAccount["acc1"], reserved, tt.budget)
 			}
-			b.Release(budgetKey(sender(readRequest(t, tt.raw))), reserved)
-			if b.InUse() != 0 {
-				t.Errorf("after release, %d in use", b.InUse())
+			releaseBody(b, readRequest(t, tt.raw), "acc1", reserved)
+			if b.InUse() != 0 || len(b.byClient)+len(b.byNetwork)+len(b.byAccount) != 0 {
+				t.Errorf("after release, %d in use, held by %v %v %v", b.InUse(), b.byClient, b.byNetwork, b.byAccount)
 			}
 			if tt.fits {
 				if err != nil || string(full) != body {
@@ -393,29 +393,44 @@ func TestCaptureProxiedBudget(t *testing.T) {
 
 // TestBodyBudgetShares: one client holds at most a quarter of the budget,
 // so a client that declares large bodies and trickles them cannot take the
-// budget from everyone else.
+// budget from everyone else; past three quarters, only a client and
+// network that hold at most a sixteenth (here one body of 10 bytes and
+// its extra byte) are admitted, up to the whole budget.
 func TestBodyBudgetShares(t *testing.T) {
-	b := newBodyBudget(100, 10)
-	for i := range 2 {
-		if !b.Reserve("198.51.100.1", 11) {
-			t.Fatalf("reservation %d of the first client refused", i+1)
+	b := newBodyBudget(100, 10) // a quarter: 25; a network: 50; open: 75; small: 11
+	for i, tt := range []struct {
+		client  string
+		n       int64
+		release bool
+		want    bool
+	}{
+		{client: "198.51.100.1", n: 11, want: true},
+		{client: "198.51.100.1", n: 11, want: true},
+		{client: "198.51.100.1", n: 11},            // past its quarter
+		{client: "192.0.2.2", n: 11, want: true},   // each of its own network
+		{client: "192.0.2.2", n: 11, want: true},   //
+		{client: "198.18.0.3", n: 11, want: true},  //
+		{client: "198.18.0.3", n: 11, want: true},  // 66 in use
+		{client: "192.0.2.2", n: 11},               // 77: into the reserve, holding 22
+		{client: "203.0.113.4", n: 11, want: true}, // 77: holding nothing
+		{client: "203.0.113.4", n: 1},              // holding a small share
+		{client: "203.0.113.5", n: 11},             // its network holds a small share
+		{client: "198.18.5.9", n: 11, want: true},  // 88
+		{client: "233.252.0.1", n: 11, want: true}, // 99
+		{client: "233.252.1.1", n: 2},              // past the total
+		{client: "198.51.100.1", n: 22, release: true},
+		{client: "233.252.1.1", n: 2, want: true}, // a release made room
+	} {
+		if tt.release {
+			b.Release(tt.client, tt.n)
+			continue
 		}
-	}
-	if b.Reserve("198.51.100.1", 11) {
-		t.Error("the first client took more than its quarter")
-	}
-	others := []string{"192.0.2.2", "198.18.0.3", "203.0.113.4"} // each of its own network
-	for i := range 6 {
-		if !b.Reserve(others[i%3], 11) {
-			t.Fatalf("other clients refused at %d with %d in use", i+1, b.InUse())
+		if got := b.Reserve(tt.client, tt.n); got != tt.want {
+			t.Errorf("step %d: %s reserving %d with %d in use: %v, want %v", i, tt.client, tt.n, b.InUse(), got, tt.want)
 		}
-	}
-	if b.Reserve("198.51.100.9", 13) { // 88 in use
-		t.Error("the budget gave more than its total")
-	}
-	b.Release("198.51.100.1", 22)
-	if !b.Reserve("198.51.100.9", 13) {
-		t.Error("a release did not make room")
+		if b.InUse() > b.Total() {
+			t.Fatalf("step %d: %d in use of %d", i, b.InUse(), b.Total())
+		}
 	}
 }
 

@@ -25,7 +25,7 @@ func (s *Server) serveProxy(ctx context.Context, w http.ResponseWriter, r *http.
 	})
 	// The body is held (by the forward command, the tunnel and the agent's
 	// message) until the answer is back; then its memory returns.
-	defer s.bodies.Release(budgetKey(sender(r)), c.reserved)
+	defer releaseBody(s.bodies, r, route.AccountID, c.reserved)
 	if !ok {
 		return
 	}
@@ -163,7 +163,7 @@ type forwardRefusals struct {
 // recorded with its answer, the sender answered, and ok is false. The
 // caller releases c.reserved either way.
 func (s *Server) captureToForward(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, id string, maxBody int64, words forwardRefusals) (c captured, ok bool) {
-	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, maxBody, s.bodies)
+	req, full, reserved, err := captureProxied(r, s.cfg.CaptureCap, maxBody, s.bodies, route.AccountID)
 	received := req.Headers
 	req.Headers, req.DroppedHeaders = limitHeaders(received, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
 	c = captured{req: req, full: full, received: received, reserved: reserved}

@@ -26,7 +26,7 @@ func (s *Server) serveQueue(ctx context.Context, w http.ResponseWriter, r *http.
 		},
 		busy: "relay busy; retry later",
 	})
-	defer s.bodies.Release(budgetKey(sender(r)), c.reserved)
+	defer releaseBody(s.bodies, r, route.AccountID, c.reserved)
 	if !ok {
 		return
 	}

@@ -20,10 +20,10 @@ import (
 // until the local answer is back, so many large bodies at once must not
 // take the relay's memory with them. Sixty senders post 10 MB each to an
 // Endpoint whose local process reads the request and never answers: those
-// that fit the body budget are forwarded (and time out), the others are
-// answered 503 with Retry-After and the reason, every one of them is
-// recorded, and the relay's memory grows by about the budget, not by
-// sixty bodies.
+// that fit the body budget (its account's share of it) are forwarded (and
+// time out), the others are answered 503 with Retry-After and the reason,
+// every one of them is recorded, and the relay's memory grows by about
+// that share, not by sixty bodies.
 func TestProxiedBodiesWithinBudget(t *testing.T) {
 	const (
 		senders = 60
@@ -31,7 +31,8 @@ func TestProxiedBodiesWithinBudget(t *testing.T) {
 	)
 	// Sixty senders, as a proxy in front names them, each in a network of
 	// its own: the budget's shares per client and per network do not
-	// decide here, the whole budget does.
+	// decide here, the account's does (a quarter of the budget, one body:
+	// ingress.AccountBodyShare).
 	r := harness.Start(t, t.TempDir(), "--proxy-body-budget", "64MiB", "--forward-timeout", "3s", "--trusted-proxies", "127.0.0.1")
 	stall := make(chan struct{})
 	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -207,7 +207,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxHeaders, "max-headers", 200, "header values stored per delivery; the rest are still forwarded, and counted in the delivery's droppedHeaders")
 	fs.Var(&c.MaxHeaderBytes, "max-header-bytes", "largest request line and header block accepted (431 beyond), and most bytes of header names and values stored per delivery; at most 1MiB")
 	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
-	fs.Var(&c.ProxyBodies, "proxy-body-budget", "memory all proxied request bodies in flight may hold together (each is held until the local answer is back); beyond it senders get 503 with Retry-After")
+	fs.Var(&c.ProxyBodies, "proxy-body-budget", "memory all proxied request bodies in flight may hold together (each is held until the local answer is back; one client a quarter, one client network half, the bodies sent to one account's Endpoints a quarter; the last quarter only for those that hold at most a sixteenth); beyond it senders get 503 with Retry-After")
 	fs.Var(&c.MaxAPIAnswer, "max-api-answer", "largest GraphQL answer as encoded (one HTTP response or one WebSocket message); larger ones are refused with ANSWER_TOO_LARGE")
 	fs.Var(&c.APIAnswers, "api-answer-budget", "bytes all GraphQL answers being built or written at once may hold; beyond it requests are refused with UNAVAILABLE")
 	fs.IntVar(&c.MaxQueryCost, "max-query-cost", graph.DefaultMaxCost, "cost budget of one GraphQL operation (see docs/security.md); costlier ones are refused before they run")

@@ -137,8 +137,9 @@ func TestNATSBusCommandTooLarge(t *testing.T) {
 	}
 }
 
-// A burst of commands the body budget admits (every account its quarter,
-// the whole budget in all) fits in the subscription of a node whose
+// A burst of commands the body budget admits (64 accounts', each within
+// its share and its small share of the reserve, the whole budget in all)
+// fits in the subscription of a node whose
 // handler is stalled: none is dropped, and the next body is refused by
 // the budget, before it reaches NATS. nats.go's default pending limit
 // (64 MiB) dropped the part of such a burst past it.
@@ -175,7 +176,7 @@ func TestNATSBusKeepsABurstTheBudgetAdmits(t *testing.T) {
 	payload := encodeCommand(cmd)
 	sent := 0
 	for i := 0; ; i++ {
-		if !bodies.Reserve(fmt.Sprintf("acc-%d", i%8), body) {
+		if !bodies.Reserve(fmt.Sprintf("acc-%d", i%64), body) {
 			break // the budget refuses it: it never reaches NATS
 		}
 		msg := message.NewMessage(watermill.NewUUID(), payload)
