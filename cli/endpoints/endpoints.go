@@ -81,8 +81,6 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
   relay endpoints update stripe --retention 7d
   relay endpoints delete stripe
   relay endpoints smee-key github-app`,
-		Args: cmdutil.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsShowCommand(env, stdout), endpointsCreateCommand(env, stdout),
 		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout), endpointsSmeeKeyCommand(env, stdout))
