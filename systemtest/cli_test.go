@@ -557,6 +557,7 @@ func TestCLIExitCodes(t *testing.T) {
 	d := deliveryAt(t, r, acct.Token, ep.ID, "/x")
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	fresh := newCLIHome(t)
+	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 
 	tests := []struct {
 		name string
@@ -597,6 +598,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND", ""},
 		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status", ""},
 		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND", ""},
+		{"verify a folder with no log", h, []string{"events", "verify", "--data", noLog}, 2, "no event log in " + noLog, "ok:"},
+		{"rebuild a folder with no log", h, []string{"events", "rebuild", "--data", noLog}, 2, "no event log in " + noLog, "rebuilt views"},
+		{"export no folder", h, []string{"events", "export", "--data", missing}, 2, "no event log in " + missing, "unable to open database file"},
 		{"relay unreachable", h, []string{"endpoints", "list", "--server", closed, "--token", "t"}, 1, "cannot reach the relay at " + closed + " (connection refused): is `relay serve` running there?", "dial tcp"},
 	}
 	check := func(name string, home cliHome, args []string, wantCode int, want, notWant string) {
@@ -608,6 +612,12 @@ func TestCLIExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		check(tt.name, tt.home, tt.args, tt.code, tt.want, tt.notWant)
+	}
+	if _, err := os.Stat(filepath.Join(noLog, "events.db")); err == nil {
+		t.Errorf("events verify or rebuild made a log in %s", noLog)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("events export made the folder %s", missing)
 	}
 	agent.Stop(t)
 	waitAgent(t, r, acct.Token, ep.ID, false)
