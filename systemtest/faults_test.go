@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -385,6 +386,24 @@ func TestDamagedEventLogIsRefused(t *testing.T) {
 			t.Errorf("serve on a log with a bad header: exit %d\n%s", code, out)
 		}
 	})
+}
+
+// TestServeOnAnAddressInUse: relay serve on a port another program
+// listens on exits 1 saying the address is in use and which flag picks
+// another, not net's "listen tcp …: bind: …".
+func TestServeOnAnAddressInUse(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	out, code := serveRefused(t, t.TempDir(), addr)
+	if want := "--listen " + addr + ": the address is in use by another program"; code != 1 || !strings.Contains(out, want) ||
+		!strings.Contains(out, "give another port, e.g. --listen 127.0.0.1:") || strings.Contains(out, "bind:") {
+		t.Errorf("relay serve --listen %s (in use): exit %d, want 1 and %q with another port:\n%s", addr, code, want, out)
+	}
 }
 
 // TestSecondProcessOnTheDataFolderIsRefused: a second `relay serve`, `relay
