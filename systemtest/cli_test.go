@@ -585,6 +585,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"show without id", h, []string{"deliveries", "show"}, 2, "deliveries show: missing argument; usage: relay deliveries show DELIVERY_ID", "arg(s)"},
 		{"show two ids", h, []string{"deliveries", "show", "a", "b"}, 2, `deliveries show: too many arguments ("a" "b")`, "arg(s)"},
 		{"listen remote target", h, []string{"listen", "example.com:80"}, 2, "must be 127.0.0.1", ""},
+		{"endpoint target a word", h, []string{"endpoints", "create", "typo", "--target", "abc"}, 2, `--target "abc": want a port (3000), localhost:PORT or 127.0.0.1:PORT`, "port must be a number"},
+		{"listen a word", h, []string{"listen", "abc"}, 2, `listen: target "abc": want a port (3000), localhost:PORT, 127.0.0.1:PORT or a URL`, "invalid target"},
 		{"listen unknown endpoint", h, []string{"listen", "3000", "nosuch"}, 2, "NOT_FOUND", ""},
 		{"agent unknown endpoint", h, []string{"agent", "--endpoint", "nosuch=3000"}, 2, "not found", ""},
 		{"agent no endpoint", h, []string{"agent"}, 2, "missing --endpoint", ""},

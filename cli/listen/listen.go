@@ -96,7 +96,7 @@ code 2.`,
 			}
 			target, err := agentcli.ParseTarget(args[0])
 			if err != nil {
-				return cmdutil.Usage(fmt.Errorf("TARGET: %w", err))
+				return cmdutil.Usage(fmt.Errorf("listen: %w", err))
 			}
 			check, err := signatureCheck(verify, verifySecretFile, env)
 			if err != nil {
