@@ -589,6 +589,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"listen a word", h, []string{"listen", "abc"}, 2, `listen: target "abc": want a port (3000), localhost:PORT, 127.0.0.1:PORT or a URL`, "invalid target"},
 		{"listen unknown endpoint", h, []string{"listen", "3000", "nosuch"}, 2, "NOT_FOUND", ""},
 		{"agent unknown endpoint", h, []string{"agent", "--endpoint", "nosuch=3000"}, 2, "not found", ""},
+		{"agent given a name", h, []string{"agent", "--endpoint", "down=3000"}, 2, `endpoint "down" not found for this token (NOT_FOUND): --endpoint takes an Endpoint's id, as relay endpoints list shows it`, "not found: not found"},
 		{"agent no endpoint", h, []string{"agent"}, 2, "missing --endpoint", ""},
 		{"not logged in", fresh, []string{"endpoints", "list"}, 2, "no token", ""},
 		{"bad token", h, []string{"endpoints", "list", "--token", "rly_notatoken"}, 2, "UNAUTHENTICATED", ""},
