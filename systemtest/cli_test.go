@@ -598,6 +598,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND", ""},
 		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND", ""},
 		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "The sender was answered 502 by the relay at ", ""},
+		{"list a mistyped name", h, []string{"deliveries", "list", "dwn"}, 2, `no endpoint or inspector "dwn" (for this token); did you mean "down"?`, ""},
+		{"listen a mistyped name", h, []string{"listen", "3000", "donw"}, 2, `no endpoint "donw" for this token; did you mean "down"?`, ""},
 		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND", ""},
 		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status", ""},
 		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND", ""},

@@ -235,7 +235,7 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 		if errors.As(err, &apiErr) && apiErr.Code == "NOT_FOUND" {
 			if !create(ref) {
 				return nil, &apiclient.Error{Code: "NOT_FOUND", Message: fmt.Sprintf(
-					"no endpoint %q for this token: add --create to create it (or run relay endpoints create %s); relay endpoints list shows those there are", ref, ref)}
+					"no endpoint %q for this token%s; add --create to create it (or run relay endpoints create %s); relay endpoints list shows those there are", ref, endpoints.DidYouMean(all, ref), ref)}
 			}
 			if e, err = createEndpoint(ctx, client, ref, host); err != nil {
 				return nil, err
