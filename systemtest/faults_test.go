@@ -406,6 +406,55 @@ func TestServeOnAnAddressInUse(t *testing.T) {
 	}
 }
 
+// TestServeOnAFolderItMayNotWrite: relay serve on a data folder its user
+// may not write (to create, or to lock) exits 1 saying so and what to do
+// with --data. Run as root, the relay runs as nobody on root's folders.
+func TestServeOnAFolderItMayNotWrite(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "relay-unwritable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o700); _ = os.RemoveAll(dir) })
+	b, err := os.ReadFile(harness.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "relay")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existing := filepath.Join(dir, "existing")
+	if err := os.Mkdir(existing, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, data string }{
+		{"to create", filepath.Join(dir, "relay-data")},
+		{"to lock", existing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--data", tc.data)
+			cmd.Env = []string{"HOME=" + dir}
+			if os.Geteuid() == 0 {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			}
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("relay serve --data %s: %v, want it refused:\n%s", tc.data, err, out)
+			}
+			if want := "data folder " + tc.data + ": this user may not write there; give --data a folder it may write"; exit.ExitCode() != 1 || !strings.Contains(string(out), want) {
+				t.Errorf("relay serve --data %s: exit %d, want 1 and %q:\n%s", tc.data, exit.ExitCode(), want, out)
+			}
+		})
+	}
+}
+
 // TestSecondProcessOnTheDataFolderIsRefused: a second `relay serve`, `relay
 // accounts create --data` and `relay events rebuild` on a folder a relay
 // uses each exit non-zero naming the holder's PID, and the first relay's
