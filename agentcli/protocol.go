@@ -239,7 +239,9 @@ func gqlErrorsErr(errs []gqlError, endpoint string) error {
 		case "UNAUTHENTICATED":
 			return &RefusedError{reason: fmt.Sprintf("not authenticated: %s (check --token)", e.Message)}
 		case "NOT_FOUND":
-			return &RefusedError{reason: fmt.Sprintf("endpoint %q not found for this token: %s (check --endpoint)", endpoint, e.Message)}
+			// The relay's message is "not found"; what a user gets wrong
+			// is giving the Endpoint's name, which relay listen takes.
+			return &RefusedError{reason: fmt.Sprintf("endpoint %q not found for this token (NOT_FOUND): --endpoint takes an Endpoint's id, as relay endpoints list shows it (relay listen takes names)", endpoint)}
 		case "TOO_MANY_SESSIONS":
 			// The relay's words name the cap and say to end a listener;
 			// the agent adds where to see them.

@@ -401,7 +401,7 @@ func TestAgentReportsUnreachableTarget(t *testing.T) {
 		}
 		return nil
 	})
-	if strings.Contains(stderr.String(), "check --endpoint") {
+	if strings.Contains(stderr.String(), "--endpoint takes") {
 		t.Errorf("a refused completeForward reads as an unknown Endpoint: %q", stderr.String())
 	}
 }

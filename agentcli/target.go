@@ -26,6 +26,7 @@ func (t Target) String() string { return t.Scheme + "://" + t.Host + t.Prefix }
 //
 //	3000                          http://localhost:3000
 //	127.0.0.1:3000                http://127.0.0.1:3000
+//	localhost:3000/api            http://localhost:3000/api
 //	http://localhost:3000/api     recorded /hook goes to /api/hook
 //	https://localhost:8443        https; self-signed needs Options.Insecure
 //
@@ -39,13 +40,19 @@ func ParseTarget(s string) (Target, error) {
 	}
 	if isPort(s) {
 		t := Target{Scheme: "http", Host: "localhost:" + s}
-		return t, validHost(t.Host)
+		return t, validHost(s, t.Host)
 	}
+	in := s
 	if !strings.Contains(s, "://") {
-		if err := validHost(s); err != nil {
-			return Target{}, err
+		if !strings.Contains(s, "/") {
+			if err := validHost(in, s); err != nil {
+				return Target{}, err
+			}
+			return Target{Scheme: "http", Host: s}, nil
 		}
-		return Target{Scheme: "http", Host: s}, nil
+		// localhost:3000/ or localhost:3000/api, as copied from a
+		// browser's address bar without its scheme: http.
+		s = "http://" + s
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -66,7 +73,7 @@ func ParseTarget(s string) (Target, error) {
 		}
 		t.Host = net.JoinHostPort(u.Hostname(), port)
 	}
-	if err := validHost(t.Host); err != nil {
+	if err := validHost(in, t.Host); err != nil {
 		return Target{}, err
 	}
 	prefix := u.EscapedPath()
@@ -123,9 +130,12 @@ func isPort(s string) bool {
 	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == s
 }
 
-func validHost(hostport string) error {
+// validHost checks the host:port of target in, the target as the user
+// gave it; a refusal lists every form a target takes, not only the
+// host:port the relay stores.
+func validHost(in, hostport string) error {
 	if err := domain.ValidateTarget(hostport); err != nil {
-		return fmt.Errorf("target %q: %w", hostport, err)
+		return fmt.Errorf("target %q: want a port (3000), localhost:PORT, 127.0.0.1:PORT or a URL such as http://localhost:3000/api (the agent forwards only to this machine: the host must be 127.0.0.1 or localhost)", in)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@
 //     extensions.code (UNAUTHENTICATED, NOT_FOUND, INVALID_INPUT, ...) and
 //     Refusal tells a refusal (retrying as is will not help) from a failure.
 //   - *NotRelayError: what answered at Server/graphql is no relay GraphQL API.
+//   - *UnreachableError: no connection to Server (nothing listens there).
 //   - anything else: the network (wrapped *url.Error, context errors).
 package apiclient
 
@@ -19,12 +20,15 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -130,6 +134,40 @@ func (e *NotRelayError) Error() string {
 	return fmt.Sprintf("no relay GraphQL API at %s (%s answered %s, %s)", e.Server, e.URL, e.Status, e.Why)
 }
 
+// UnreachableError is a relay the client could not connect to: nothing
+// listens at Server (no relay started, a wrong port), or its name does
+// not resolve. It says so and where the relay's URL comes from, instead
+// of the HTTP client's "Post \"…/graphql\": dial tcp …".
+type UnreachableError struct {
+	Server string
+	Err    error // the dial's error, a *url.Error
+}
+
+func (e *UnreachableError) Error() string {
+	why := e.Err.Error()
+	var op *net.OpError
+	switch {
+	case errors.Is(e.Err, syscall.ECONNREFUSED):
+		why = "connection refused"
+	case errors.As(e.Err, &op):
+		why = op.Err.Error()
+	}
+	return fmt.Sprintf("cannot reach the relay at %s (%s): is `relay serve` running there? --server, RELAY_SERVER or `relay login --server URL` choose the relay", e.Server, why)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// transportError is err, the HTTP client's failure to get an answer from
+// server, as an *UnreachableError when no connection was made; a
+// cancelled context (Ctrl-C) is returned as it is.
+func transportError(server string, err error) error {
+	var op *net.OpError
+	if !errors.Is(err, context.Canceled) && errors.As(err, &op) && op.Op == "dial" {
+		return &UnreachableError{Server: server, Err: err}
+	}
+	return err
+}
+
 // GraphQLURL is server's GraphQL endpoint: server/graphql.
 func GraphQLURL(server string) string { return strings.TrimRight(server, "/") + "/graphql" }
 
@@ -153,7 +191,7 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return err
+		return transportError(c.Server, err)
 	}
 	defer resp.Body.Close()
 	notRelay := func(why string) error {

@@ -3,6 +3,7 @@ package apiclient
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,5 +63,40 @@ func TestWebSocketURL(t *testing.T) {
 		if got, err := WebSocketURL(in); err != nil || got != want {
 			t.Errorf("WebSocketURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// TestDoUnreachableRelay: a relay nothing answers for is told as such,
+// with what to check, not as the HTTP client's dial error.
+func TestDoUnreachableRelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	tests := []struct {
+		name, server string
+		want         []string
+	}{
+		{"nothing listens", closed, []string{"cannot reach the relay at " + closed + " (connection refused)", "relay serve", "--server"}},
+		{"no such host", "http://relay.invalid", []string{"cannot reach the relay at http://relay.invalid (", "--server"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := New(tt.server, "").Do(t.Context(), "{ me{ id } }", nil, nil)
+			var ue *UnreachableError
+			if !errors.As(err, &ue) {
+				t.Fatalf("Do = %v, want an *UnreachableError", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), `Post "`) || strings.Contains(err.Error(), "dial tcp") {
+				t.Errorf("error %q is the HTTP client's", err)
+			}
+		})
 	}
 }

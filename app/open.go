@@ -2,10 +2,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/esdb"
@@ -18,9 +21,23 @@ import (
 // LockData creates the data folder if needed and locks it.
 func LockData(dir string) (*datalock.Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data folder: %w", err)
+		return nil, notWritable(dir, fmt.Errorf("create data folder: %w", err))
 	}
-	return datalock.Acquire(dir)
+	l, err := datalock.Acquire(dir)
+	if err != nil {
+		return nil, notWritable(dir, err)
+	}
+	return l, nil
+}
+
+// notWritable leads err with what to do when it is the data folder this
+// user may not write (permissions, a read-only file system); other errors
+// are returned as they are.
+func notWritable(dir string, err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("data folder %s: this user may not write there; give --data a folder it may write, or run relay as its owner (%w)", dir, err)
+	}
+	return err
 }
 
 // logDamaged turns a damaged event log into a clear refusal: the log is the

@@ -557,6 +557,7 @@ func TestCLIExitCodes(t *testing.T) {
 	d := deliveryAt(t, r, acct.Token, ep.ID, "/x")
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	fresh := newCLIHome(t)
+	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 
 	tests := []struct {
 		name string
@@ -564,47 +565,80 @@ func TestCLIExitCodes(t *testing.T) {
 		args []string
 		code int
 		want string
+		// notWant is what a new user must not meet: cobra's and the HTTP
+		// client's own words.
+		notWant string
 	}{
-		{"help", h, []string{"--help"}, 0, "listen"},
-		{"help agent lists flags", h, []string{"help", "agent"}, 0, "--endpoint"},
-		{"listen --help", h, []string{"listen", "--help"}, 0, "Examples:"},
-		{"agent --help", h, []string{"agent", "--help"}, 0, "--insecure"},
-		{"endpoints list", h, []string{"endpoints", "list"}, 0, ep.ID},
-		{"completion script", h, []string{"completion", "bash"}, 0, "__start_relay"},
-		{"flags complete", h, []string{"__complete", "agent", "--"}, 0, "--endpoint"},
-		{"unknown command", h, []string{"nope"}, 2, "unknown command"},
-		{"unknown flag", h, []string{"endpoints", "list", "--nope"}, 2, "unknown flag"},
-		{"bad output", h, []string{"endpoints", "list", "-o", "yaml"}, 2, "want text or json"},
-		{"listen without target", h, []string{"listen"}, 2, "requires at least 1 arg"},
-		{"listen remote target", h, []string{"listen", "example.com:80"}, 2, "must be 127.0.0.1"},
-		{"listen unknown endpoint", h, []string{"listen", "3000", "nosuch"}, 2, "NOT_FOUND"},
-		{"agent unknown endpoint", h, []string{"agent", "--endpoint", "nosuch=3000"}, 2, "not found"},
-		{"agent no endpoint", h, []string{"agent"}, 2, "missing --endpoint"},
-		{"not logged in", fresh, []string{"endpoints", "list"}, 2, "no token"},
-		{"bad token", h, []string{"endpoints", "list", "--token", "rly_notatoken"}, 2, "UNAUTHENTICATED"},
-		{"retry answered 502", h, []string{"retry", d.ID}, 1, "attempt 2: 502"},
-		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND"},
-		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND"},
-		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND"},
-		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "The sender was answered 502 by the relay at "},
-		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND"},
-		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status"},
-		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND"},
-		{"relay unreachable", h, []string{"endpoints", "list", "--server", closed, "--token", "t"}, 1, "connection refused"},
+		{"help", h, []string{"--help"}, 0, "listen", ""},
+		{"help agent lists flags", h, []string{"help", "agent"}, 0, "--endpoint", ""},
+		{"listen --help", h, []string{"listen", "--help"}, 0, "Examples:", ""},
+		{"agent --help", h, []string{"agent", "--help"}, 0, "--insecure", ""},
+		{"endpoints list", h, []string{"endpoints", "list"}, 0, ep.ID, ""},
+		{"completion script", h, []string{"completion", "bash"}, 0, "__start_relay", ""},
+		{"flags complete", h, []string{"__complete", "agent", "--"}, 0, "--endpoint", ""},
+		{"unknown command", h, []string{"nope"}, 2, "unknown command", ""},
+		{"misspelt command", h, []string{"lisen", "3000"}, 2, `unknown command "lisen"; did you mean listen?`, ""},
+		{"misspelt subcommand", h, []string{"events", "verfy"}, 2, `events: unknown command "verfy"; did you mean verify?`, "Usage:"},
+		{"unknown flag", h, []string{"endpoints", "list", "--nope"}, 2, "endpoints list: unknown flag: --nope (relay endpoints list --help lists the flags)", ""},
+		{"bad output", h, []string{"endpoints", "list", "-o", "yaml"}, 2, "want text or json", ""},
+		{"listen without target", h, []string{"listen"}, 2, "listen: missing argument; usage: relay listen TARGET [ENDPOINT...]", "arg(s)"},
+		{"show without id", h, []string{"deliveries", "show"}, 2, "deliveries show: missing argument; usage: relay deliveries show DELIVERY_ID", "arg(s)"},
+		{"show two ids", h, []string{"deliveries", "show", "a", "b"}, 2, `deliveries show: too many arguments ("a" "b")`, "arg(s)"},
+		{"listen remote target", h, []string{"listen", "example.com:80"}, 2, "must be 127.0.0.1", ""},
+		{"endpoint target a word", h, []string{"endpoints", "create", "typo", "--target", "abc"}, 2, `--target "abc": want a port (3000), localhost:PORT or 127.0.0.1:PORT`, "port must be a number"},
+		{"listen a word", h, []string{"listen", "abc"}, 2, `listen: target "abc": want a port (3000), localhost:PORT, 127.0.0.1:PORT or a URL`, "invalid target"},
+		{"listen unknown endpoint", h, []string{"listen", "3000", "nosuch"}, 2, "NOT_FOUND", ""},
+		{"agent unknown endpoint", h, []string{"agent", "--endpoint", "nosuch=3000"}, 2, "not found", ""},
+		{"agent given a name", h, []string{"agent", "--endpoint", "down=3000"}, 2, `endpoint "down" not found for this token (NOT_FOUND): --endpoint takes an Endpoint's id, as relay endpoints list shows it`, "not found: not found"},
+		{"agent no endpoint", h, []string{"agent"}, 2, "missing --endpoint", ""},
+		{"not logged in", fresh, []string{"endpoints", "list"}, 2, "no token", ""},
+		{"bad token", h, []string{"endpoints", "list", "--token", "rly_notatoken"}, 2, "UNAUTHENTICATED", ""},
+		{"retry answered 502", h, []string{"retry", d.ID}, 1, "attempt 2: 502", ""},
+		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND", ""},
+		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND", ""},
+		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND", ""},
+		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "The sender was answered 502 by the relay at ", ""},
+		{"list a mistyped name", h, []string{"deliveries", "list", "dwn"}, 2, `no endpoint or inspector "dwn" (for this token); did you mean "down"?`, ""},
+		{"listen a mistyped name", h, []string{"listen", "3000", "donw"}, 2, `no endpoint "donw" for this token; did you mean "down"?`, ""},
+		{"list unknown address", h, []string{"deliveries", "list", unknownAddress()}, 2, "NOT_FOUND", ""},
+		{"bad status filter", h, []string{"deliveries", "list", ep.ID, "--status", "9xx"}, 2, "--status", ""},
+		{"tail unknown", h, []string{"tail", unknownAddress()}, 2, "NOT_FOUND", ""},
+		{"verify a folder with no log", h, []string{"events", "verify", "--data", noLog}, 2, "no event log in " + noLog, "ok:"},
+		{"rebuild a folder with no log", h, []string{"events", "rebuild", "--data", noLog}, 2, "no event log in " + noLog, "rebuilt views"},
+		{"export no folder", h, []string{"events", "export", "--data", missing}, 2, "no event log in " + missing, "unable to open database file"},
+		{"relay unreachable", h, []string{"endpoints", "list", "--server", closed, "--token", "t"}, 1, "cannot reach the relay at " + closed + " (connection refused): is `relay serve` running there?", "dial tcp"},
 	}
-	check := func(name string, home cliHome, args []string, wantCode int, want string) {
+	check := func(name string, home cliHome, args []string, wantCode int, want, notWant string) {
 		t.Helper()
 		out, code := home.run(t, "", args...)
-		if code != wantCode || !strings.Contains(out, want) {
-			t.Errorf("%s: relay %v exited %d, want %d and output containing %q:\n%s", name, args, code, wantCode, want, out)
+		if code != wantCode || !strings.Contains(out, want) || (notWant != "" && strings.Contains(out, notWant)) {
+			t.Errorf("%s: relay %v exited %d, want %d and output containing %q, not %q:\n%s", name, args, code, wantCode, want, notWant, out)
 		}
 	}
 	for _, tt := range tests {
-		check(tt.name, tt.home, tt.args, tt.code, tt.want)
+		check(tt.name, tt.home, tt.args, tt.code, tt.want, tt.notWant)
+	}
+	if _, err := os.Stat(filepath.Join(noLog, "events.db")); err == nil {
+		t.Errorf("events verify or rebuild made a log in %s", noLog)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("events export made the folder %s", missing)
 	}
 	agent.Stop(t)
 	waitAgent(t, r, acct.Token, ep.ID, false)
-	check("retry with no agent", h, []string{"retry", d.ID}, 2, "AGENT_NOT_CONNECTED")
+	check("retry with no agent", h, []string{"retry", d.ID}, 2, "AGENT_NOT_CONNECTED", "")
+
+	// Ctrl-C in a command that ends with it (a device login waiting for
+	// its approval): exit 1, said as such.
+	login := h.startIn(t, t.TempDir(), "login", "--server", r.BareURL(), "--device", "--force")
+	waitOutput(t, login, regexp.MustCompile(`Waiting for approval`))
+	if err := login.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 15*time.Second, "login to end on Ctrl-C", login.Exited)
+	if _, code := login.ExitCode(); code != 1 || !strings.Contains(login.Output(), "relay: interrupted") || strings.Contains(login.Output(), "context canceled") {
+		t.Errorf("login exited %d on Ctrl-C, want 1 and \"relay: interrupted\":\n%s", code, login.Output())
+	}
 }
 
 // TestLongRunningCommandsWaitForTheRelay: listen and tail retry an
@@ -616,7 +650,7 @@ func TestLongRunningCommandsWaitForTheRelay(t *testing.T) {
 	h := newCLIHome(t)
 	for _, args := range [][]string{{"listen", "3000"}, {"tail", "some-endpoint"}} {
 		p := h.startIn(t, t.TempDir(), append(args, "--server", closed, "--token", "t")...)
-		waitOutput(t, p, regexp.MustCompile(`connection refused; retrying in`))
+		waitOutput(t, p, regexp.MustCompile(`connection refused\b.*; retrying in`))
 		if err := p.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -385,6 +386,73 @@ func TestDamagedEventLogIsRefused(t *testing.T) {
 			t.Errorf("serve on a log with a bad header: exit %d\n%s", code, out)
 		}
 	})
+}
+
+// TestServeOnAnAddressInUse: relay serve on a port another program
+// listens on exits 1 saying the address is in use and which flag picks
+// another, not net's "listen tcp …: bind: …".
+func TestServeOnAnAddressInUse(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	out, code := serveRefused(t, t.TempDir(), addr)
+	if want := "--listen " + addr + ": the address is in use by another program"; code != 1 || !strings.Contains(out, want) ||
+		!strings.Contains(out, "give another port, e.g. --listen 127.0.0.1:") || strings.Contains(out, "bind:") {
+		t.Errorf("relay serve --listen %s (in use): exit %d, want 1 and %q with another port:\n%s", addr, code, want, out)
+	}
+}
+
+// TestServeOnAFolderItMayNotWrite: relay serve on a data folder its user
+// may not write (to create, or to lock) exits 1 saying so and what to do
+// with --data. Run as root, the relay runs as nobody on root's folders.
+func TestServeOnAFolderItMayNotWrite(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "relay-unwritable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o700); _ = os.RemoveAll(dir) })
+	b, err := os.ReadFile(harness.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "relay")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existing := filepath.Join(dir, "existing")
+	if err := os.Mkdir(existing, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, data string }{
+		{"to create", filepath.Join(dir, "relay-data")},
+		{"to lock", existing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--data", tc.data)
+			cmd.Env = []string{"HOME=" + dir}
+			if os.Geteuid() == 0 {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			}
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("relay serve --data %s: %v, want it refused:\n%s", tc.data, err, out)
+			}
+			if want := "data folder " + tc.data + ": this user may not write there; give --data a folder it may write"; exit.ExitCode() != 1 || !strings.Contains(string(out), want) {
+				t.Errorf("relay serve --data %s: exit %d, want 1 and %q:\n%s", tc.data, exit.ExitCode(), want, out)
+			}
+		})
+	}
 }
 
 // TestSecondProcessOnTheDataFolderIsRefused: a second `relay serve`, `relay

@@ -106,7 +106,7 @@ func TestAgentStopsOnRefusal(t *testing.T) {
 		name, token, endpoint, hint string
 	}{
 		{"bad token", "not-a-token", ep.ID, "check --token"},
-		{"unknown endpoint", acct.Token, unknownAddress(), "check --endpoint"},
+		{"unknown endpoint", acct.Token, unknownAddress(), "--endpoint takes an Endpoint's id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := r.StartAgent(t, tc.token, tc.endpoint, "127.0.0.1:9")
@@ -170,7 +170,7 @@ func TestLateLocalAnswerAfter504(t *testing.T) {
 	harness.Eventually(t, 15*time.Second, "the agent to report the late answer", func() bool {
 		return strings.Contains(p.agent.Output(), "POST /slow: the relay no longer waits")
 	})
-	if out := p.agent.Output(); strings.Contains(out, "check --endpoint") || strings.Contains(out, "not found") {
+	if out := p.agent.Output(); strings.Contains(out, "--endpoint takes") || strings.Contains(out, "not found") {
 		t.Errorf("a late answer reads as an unknown Endpoint:\n%s", out)
 	}
 }

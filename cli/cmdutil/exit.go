@@ -5,6 +5,9 @@ package cmdutil
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -53,9 +56,65 @@ func ExitCode(err error) int {
 	return ExitFailed
 }
 
-// UsageArgs makes a cobra argument check's error a usage error.
+// UsageArgs makes a cobra argument check's error a usage error that names
+// the command, says whether an argument is missing or one too many, and
+// gives the command's usage line, instead of cobra's count ("accepts 1
+// arg(s), received 0"). A check already wrapped passes through.
 func UsageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error { return Usage(check(cmd, args)) }
+	return func(cmd *cobra.Command, args []string) error {
+		err := check(cmd, args)
+		var u *UsageError
+		if err == nil || errors.As(err, &u) {
+			return err
+		}
+		problem := fmt.Sprintf("too many arguments (%s)", strings.Join(quoted(args), " "))
+		if check(cmd, append(args[:len(args):len(args)], "")) == nil {
+			problem = "missing argument"
+		}
+		return Usage(fmt.Errorf("%s%s; usage: %s (%s --help has examples)", commandName(cmd), problem, cmd.UseLine(), cmd.CommandPath()))
+	}
+}
+
+// FlagError is a command's flag error (unknown flag, missing or bad
+// value) as a usage error naming the command and where its flags are
+// listed.
+func FlagError(cmd *cobra.Command, err error) error {
+	return Usage(fmt.Errorf("%s%w (%s --help lists the flags)", commandName(cmd), err, cmd.CommandPath()))
+}
+
+// UnknownCommand is the argument check of a command that only groups
+// others (and of the program itself): a word that is none of them is a
+// usage error that names the closest ones, not cobra's help and exit 0.
+func UnknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's, which only its own error path sets
+	}
+	hint := ""
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return Usage(fmt.Errorf("%sunknown command %q%s (%s --help lists the commands)", commandName(cmd), args[0], hint, cmd.CommandPath()))
+}
+
+// commandName is cmd's path below the program's name and a colon,
+// "deliveries show: ", or "" for the program itself (which prints its own
+// name in front of every error).
+func commandName(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") + ": "
+}
+
+func quoted(args []string) []string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = strconv.Quote(a)
+	}
+	return q
 }
 
 var NoArgs = UsageArgs(cobra.NoArgs)

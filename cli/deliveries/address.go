@@ -25,8 +25,12 @@ func NotFound(ref string) error {
 // (by id or name, when logged in), else an inspector. kind is the query
 // field: "endpoint" or "inspector".
 func ResolveAddress(ctx context.Context, client *apiclient.Client, ref string) (kind, id string, err error) {
+	var eps []endpoints.Endpoint
 	if client.Token != "" {
-		ep, err := endpoints.Find(ctx, client, ref)
+		if eps, err = endpoints.List(ctx, client); err != nil {
+			return "", "", err
+		}
+		ep, err := endpoints.Pick(eps, ref)
 		if err == nil {
 			return "endpoint", ep.ID, nil
 		}
@@ -40,7 +44,8 @@ func ResolveAddress(ctx context.Context, client *apiclient.Client, ref string) (
 		return "", "", err
 	}
 	if res.Inspector == nil {
-		return "", "", NotFound(ref)
+		// A name mistyped: the Endpoints it is close to.
+		return "", "", &apiclient.Error{Message: fmt.Sprintf("no endpoint or inspector %q (for this token)%s", ref, endpoints.DidYouMean(eps, ref)), Code: "NOT_FOUND"}
 	}
 	return "inspector", res.Inspector.ID, nil
 }

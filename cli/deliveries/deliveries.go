@@ -94,8 +94,6 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
   relay deliveries explain 0193a7c2-...
   relay deliveries diff 0193a7c2-...
   relay deliveries export stripe -o stripe.har`,
-		Args: cmdutil.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(deliveriesListCommand(env, stdout), deliveriesShowCommand(env, stdout), deliveriesExplainCommand(env, stdout),
 		deliveriesDiffCommand(env, stdout), deliveriesExportCommand(env, stdout, stderr))

@@ -95,12 +95,15 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 
 // endpointTarget reads a target as the relay stores it: a port alone is
 // localhost:PORT.
-func endpointTarget(s string) (string, error) {
+func endpointTarget(in string) (string, error) {
+	s := in
 	if !strings.Contains(s, ":") {
 		s = "localhost:" + s
 	}
-	if err := domain.ValidateTarget(s); err != nil {
-		return "", cmdutil.Usage(fmt.Errorf("--target: %w", err))
+	if domain.ValidateTarget(s) != nil {
+		// The domain's reason speaks of the host:port made of in, which
+		// is not what the user typed ("abc" read as localhost:abc).
+		return "", cmdutil.Usage(fmt.Errorf("--target %q: want a port (3000), localhost:PORT or 127.0.0.1:PORT", in))
 	}
 	return s, nil
 }

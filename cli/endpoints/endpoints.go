@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -81,8 +83,6 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
   relay endpoints update stripe --retention 7d
   relay endpoints delete stripe
   relay endpoints smee-key github-app`,
-		Args: cmdutil.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(endpointsListCommand(env, stdout), endpointsShowCommand(env, stdout), endpointsCreateCommand(env, stdout),
 		endpointsUpdateCommand(env, stdout), endpointsDeleteCommand(env, stdout), endpointsSmeeKeyCommand(env, stdout))
@@ -343,7 +343,46 @@ func Pick(eps []Endpoint, ref string) (Endpoint, error) {
 	case 1:
 		return byName[0], nil
 	case 0:
-		return Endpoint{}, &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token (see relay endpoints list)", ref), Code: "NOT_FOUND"}
+		return Endpoint{}, &apiclient.Error{Message: fmt.Sprintf("no endpoint %q for this token%s (see relay endpoints list)", ref, DidYouMean(eps, ref)), Code: "NOT_FOUND"}
 	}
 	return Endpoint{}, cmdutil.Usage(fmt.Errorf("%d endpoints are named %q: give the id (see relay endpoints list)", len(byName), ref))
+}
+
+// DidYouMean names the Endpoints of eps whose name is ref mistyped (at
+// most two letters added, dropped or changed, or ref the start of it), as
+// "; did you mean \"stripe\"?" for a refusal, or "" when none is.
+func DidYouMean(eps []Endpoint, ref string) string {
+	var close []string
+	for _, e := range eps {
+		if e.Name != ref && !slices.Contains(close, strconv.Quote(e.Name)) &&
+			(editDistance(strings.ToLower(ref), strings.ToLower(e.Name)) <= 2 || strings.HasPrefix(e.Name, ref)) {
+			close = append(close, strconv.Quote(e.Name))
+		}
+	}
+	if len(close) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(close, " or ") + "?"
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes (names
+// are short: its cost is len(a)×len(b)).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

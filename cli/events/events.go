@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -174,6 +175,9 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := logExists(data, eventstoreURL); err != nil {
+				return err
+			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			start := time.Now()
 			// The views file is removed, not opened: a damaged one need not
@@ -259,11 +263,32 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 }
 
 func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.EventStore) error) error {
+	if err := logExists(data, eventstoreURL); err != nil {
+		return err
+	}
 	s, err := app.OpenStore(ctx, data, eventstoreURL, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
 	return cmdutil.JoinClose(fn(s), s.Close())
+}
+
+// logExists refuses (exit 2) a --data folder that holds no embedded log,
+// before anything opens it: opening would create an empty log there (in
+// an existing folder: verify said "ok: 0 events", rebuild rebuilt
+// nothing) or fail with SQLite's "unable to open database file (14)".
+// With --eventstore the log is elsewhere and not checked here.
+func logExists(data, eventstoreURL string) error {
+	if eventstoreURL != "" {
+		return nil
+	}
+	path := filepath.Join(data, "events.db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return cmdutil.Usage(fmt.Errorf("no event log in %s (no %s): give --data the folder relay serve keeps its data in (its --data; ./relay-data of the folder it was started in by default)", data, path))
+	} else if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	return nil
 }
 
 // verifyEvents checks what auditors rely on: positions strictly increase,

@@ -38,8 +38,6 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 		Example: `  relay inspector create
   relay deliveries list $(relay inspector create -o json | jq -r .id)
   relay inspector answer INSPECTOR --answer-status 200 --answer-body ok --handshake slack`,
-		Args: cmdutil.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	var conn cmdutil.Connection
 	var out cmdutil.Output

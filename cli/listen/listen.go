@@ -96,7 +96,7 @@ code 2.`,
 			}
 			target, err := agentcli.ParseTarget(args[0])
 			if err != nil {
-				return cmdutil.Usage(fmt.Errorf("TARGET: %w", err))
+				return cmdutil.Usage(fmt.Errorf("listen: %w", err))
 			}
 			check, err := signatureCheck(verify, verifySecretFile, env)
 			if err != nil {
@@ -235,7 +235,7 @@ func listenEndpoints(ctx context.Context, client *apiclient.Client, refs []strin
 		if errors.As(err, &apiErr) && apiErr.Code == "NOT_FOUND" {
 			if !create(ref) {
 				return nil, &apiclient.Error{Code: "NOT_FOUND", Message: fmt.Sprintf(
-					"no endpoint %q for this token: add --create to create it (or run relay endpoints create %s); relay endpoints list shows those there are", ref, ref)}
+					"no endpoint %q for this token%s; add --create to create it (or run relay endpoints create %s); relay endpoints list shows those there are", ref, endpoints.DidYouMean(all, ref), ref)}
 			}
 			if e, err = createEndpoint(ctx, client, ref, host); err != nil {
 				return nil, err

@@ -39,8 +39,6 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 		Example: `  relay members list
   relay members invite --role member
   relay members remove 0190c1d2-...`,
-		Args: cmdutil.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(membersListCommand(env, stdout), membersInviteCommand(env, stdout), membersRemoveCommand(env, stdout))
 	return cmd

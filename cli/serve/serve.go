@@ -4,6 +4,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -283,7 +284,7 @@ const http2MaxStreams = 250
 func listen(cfg serveConfig) (net.Listener, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, listenError("--listen", cfg.Listen, err)
 	}
 	if cfg.HTTPListen == "" {
 		return ln, nil
@@ -291,9 +292,34 @@ func listen(cfg serveConfig) (net.Listener, error) {
 	plain, err := net.Listen("tcp", cfg.HTTPListen)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("--http-listen: %w", err)
+		return nil, listenError("--http-listen", cfg.HTTPListen, err)
 	}
 	return tlslisten.Merge(ln, plain), nil
+}
+
+// listenError says why flag's address could not be listened on and what
+// to do, for the two causes a user meets: a port another program (often
+// a relay started before) holds, and a port below 1024 without the
+// privilege; other errors as the system gave them.
+func listenError(flag, addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s %s: the address is in use by another program (a relay started earlier?): stop it, or give another port, e.g. %s %s", flag, addr, flag, otherPort(addr))
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s %s: permission denied (a port below 1024 needs root or CAP_NET_BIND_SERVICE): give a port from 1024, e.g. %s %s, or see docs/deploy.md", flag, addr, flag, otherPort(addr))
+	}
+	return fmt.Errorf("%s %s: %w", flag, addr, err)
+}
+
+// otherPort is addr on the next port (on 8081 when addr's port is not a
+// number or is the last one), for the example of listenError.
+func otherPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n < 1024 || n >= 65535 {
+		return net.JoinHostPort(host, "8081")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
 // publicURLs builds the URLs users see.

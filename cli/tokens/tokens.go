@@ -40,8 +40,6 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 		Example: `  relay tokens list
   relay tokens create ci --expires-in 90d
   relay tokens revoke 0190c1d2-...`,
-		Args: cmdutil.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(tokensListCommand(env, stdout), tokensCreateCommand(env, stdout), tokensRevokeCommand(env, stdout))
 	return cmd

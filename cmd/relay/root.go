@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -42,25 +42,46 @@ relay listen PORT gives your local server a public URL for webhooks.`,
 		Version:       version.Text(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// With Args and RunE set, an unknown command reaches this check
-		// (a usage error, exit 2) instead of cobra's untyped error.
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return cmdutil.Usage(fmt.Errorf("unknown command %q (see relay --help)", args[0]))
-			}
-			return nil
-		},
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetVersionTemplate("relay {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.Usage(err) })
+	root.SetFlagErrorFunc(cmdutil.FlagError)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(commands(env, stdin, stdout, stderr)...)
 	groupCommands(root)
-	return root.ExecuteContext(ctx)
+	usageChecks(root)
+	err := root.ExecuteContext(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl-C (or SIGTERM) during a command that ends with it: said
+		// as such, not as the "context canceled" of the call it cut.
+		return errInterrupted
+	}
+	return err
+}
+
+// errInterrupted ends a command stopped by a signal before it finished
+// (exit 1: the operation did not complete).
+var errInterrupted = errors.New("interrupted")
+
+// usageChecks gives every command one way to refuse a command line: a
+// command that groups others (relay itself, relay events, ...) refuses a
+// word that is none of them, naming the closest, where cobra would print
+// its help and exit 0; every argument check says what is missing or too
+// many with the command's usage (cmdutil.UsageArgs).
+func usageChecks(c *cobra.Command) {
+	if c.HasSubCommands() {
+		c.Args = cmdutil.UnknownCommand
+		if !c.Runnable() {
+			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
+	} else if c.Args != nil {
+		c.Args = cmdutil.UsageArgs(c.Args)
+	}
+	for _, sub := range c.Commands() {
+		usageChecks(sub)
+	}
 }
 
 // commands is every command of relay; groupCommands puts them under the
