@@ -31,6 +31,9 @@ type Inspector struct {
 // InspectorOptions are what an inspector is opened with besides its TTL.
 type InspectorOptions struct {
 	Smee bool // smee-compatible address (InspectorCreated.Smee)
+	// Network is the client network that asked for it
+	// (InspectorCreated.Network); "" for none known.
+	Network string
 }
 
 // NewInspector opens an inspector.
@@ -47,7 +50,7 @@ func NewInspectorWith(id string, ttl time.Duration, o InspectorOptions) (*Inspec
 		return nil, &InvalidInputError{Field: "ttl", Reason: "must be positive"}
 	}
 	i := &Inspector{aggregate: newAggregate()}
-	i.raise(InspectorCreated{InspectorID: id, IdleTTLMs: ttl.Milliseconds(), Smee: o.Smee})
+	i.raise(InspectorCreated{InspectorID: id, IdleTTLMs: ttl.Milliseconds(), Smee: o.Smee, Network: o.Network})
 	return i, nil
 }
 
