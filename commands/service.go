@@ -189,6 +189,19 @@ type guestViews interface {
 	GuestStored(network string) (total, ofNetwork int64)
 }
 
+// checkGuestStorage refuses what would add to the guests' part of the log
+// once they hold the relay's storage for guests, or the inspectors created
+// from network hold its share (domain.GuestStorageError). Views that keep
+// no such sums check nothing.
+func (s *Service) checkGuestStorage(network string) error {
+	gv, ok := s.views.(guestViews)
+	if !ok {
+		return nil
+	}
+	total, ofNetwork := gv.GuestStored(network)
+	return s.cfg.GuestStorage.Check(total, ofNetwork, network)
+}
+
 // CreateInspectorWith opens a guest inspector with options (a
 // smee-compatible one, docs/smee.md; the client network asking), unless
 // the guests, or the inspectors of that network, hold the relay's storage
@@ -197,11 +210,8 @@ func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOpt
 	if err := s.checkDisk(diskreserve.Low); err != nil {
 		return readmodel.Inspector{}, err
 	}
-	if gv, ok := s.views.(guestViews); ok {
-		total, ofNetwork := gv.GuestStored(o.Network)
-		if err := s.cfg.GuestStorage.Check(total, ofNetwork, o.Network); err != nil {
-			return readmodel.Inspector{}, err
-		}
+	if err := s.checkGuestStorage(o.Network); err != nil {
+		return readmodel.Inspector{}, err
 	}
 	id := NewAddressID()
 	in, err := domain.NewInspectorWith(id, s.cfg.InspectorTTL, o)
@@ -216,7 +226,8 @@ func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOpt
 
 // SetInspectorAnswers changes a guest inspector's own answer (nil: kept;
 // a 204 with nothing else resets it) and handshakes. Whoever knows the
-// inspector's address may, as they may read it.
+// inspector's address may, as they may read it, unless the guests hold
+// the relay's storage for guests or its network its share.
 func (s *Service) SetInspectorAnswers(ctx context.Context, id string, answer *domain.Answer, hp *HandshakesPatch) (readmodel.Inspector, error) {
 	if domain.ValidateAddressID(id) != nil {
 		return readmodel.Inspector{}, domain.ErrNotFound
@@ -227,6 +238,11 @@ func (s *Service) SetInspectorAnswers(ctx context.Context, id string, answer *do
 			return err
 		}
 		in := domain.LoadInspector(events)
+		// Its stream is kept for good and counted in its stored bytes,
+		// and so in the guests' storage and its network's share.
+		if err := s.checkGuestStorage(in.Network()); err != nil {
+			return err
+		}
 		a, h := in.Answers()
 		if answer != nil {
 			a = answer

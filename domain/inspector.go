@@ -26,6 +26,7 @@ type Inspector struct {
 	purged     bool
 	answer     *Answer
 	handshakes *Handshakes
+	network    string
 }
 
 // InspectorOptions are what an inspector is opened with besides its TTL.
@@ -71,6 +72,7 @@ func (i *Inspector) apply(e Event) {
 	case InspectorCreated:
 		i.id = e.InspectorID
 		i.ttl = time.Duration(e.IdleTTLMs) * time.Millisecond
+		i.network = e.Network
 	case InspectorExpired:
 		i.expired = true
 	case InspectorAnswerSet:
@@ -82,6 +84,9 @@ func (i *Inspector) apply(e Event) {
 
 // ID is the inspector's address.
 func (i *Inspector) ID() string { return i.id }
+
+// Network is the client network that created it ("" when unknown).
+func (i *Inspector) Network() string { return i.network }
 
 // Answers are the inspector's own answer and handshakes (nil: defaults).
 func (i *Inspector) Answers() (*Answer, *Handshakes) { return i.answer, i.handshakes }

@@ -139,3 +139,44 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// TestGuestAnswersCountTowardGuestStorage: a guest inspector's own answer
+// (up to 64 KiB of body) is appended to its stream, which retention keeps
+// for good (only its deliveries go), and setInspectorAnswer takes no
+// account: an anonymous client could change it in a loop. Every event of
+// an inspector's stream now counts in its stored bytes, and so in the
+// relay's storage for guests and its network's share of it: past the
+// share setInspectorAnswer is refused QUOTA_EXCEEDED, nothing recorded.
+func TestGuestAnswersCountTowardGuestStorage(t *testing.T) {
+	const share = 128 << 10
+	const tries = 40
+	e := newEnvConfig(t, nil, nil, func(c *commands.Config) {
+		c.GuestStorage = domain.GuestStorage{Total: share * domain.GuestNetworkShares}
+	})
+	var in struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &in)
+	from, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("a", 60<<10)
+	refused := 0
+	for i := range tries {
+		var out struct{ SetInspectorAnswer struct{ ID string } }
+		err := e.c.Post(`mutation($id: ID!, $b: String) { setInspectorAnswer(id: $id, answer: {status: 200, body: $b}) { id } }`,
+			&out, client.Var("id", in.CreateInspector.ID), client.Var("b", fmt.Sprint(i)+big))
+		switch msg := errText(err); {
+		case msg == "":
+		case strings.Contains(msg, "QUOTA_EXCEEDED"):
+			refused++
+		default:
+			t.Fatalf("try %d: %s", i, msg)
+		}
+	}
+	appended := logBytesAfter(t, e.store, from)
+	t.Logf("%d answers appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED", tries, appended>>10, share>>10, refused)
+	if appended > share+96<<10 || refused == 0 {
+		t.Errorf("appended %d KiB with a share of %d KiB, %d refused; want at most one answer past the share, the rest refused",
+			appended>>10, share>>10, refused)
+	}
+}

@@ -134,7 +134,35 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 	default:
 		return 0, false, nil
 	}
+	if err == nil {
+		err = w.countInspectorStream(t)
+	}
 	return n, true, err
+}
+
+// countInspectorStream counts the current event in its inspector's stored
+// bytes when it is an event of an inspector's own stream (its creation,
+// answers, expiry, purge): retention deletes an inspector's deliveries,
+// not that stream, so its bytes stay counted, in the inspector's quota and
+// the guests' storage, for good.
+func (w *addressesWriter) countInspectorStream(t *txn) error {
+	kind, id, _ := domain.ParseStream(t.event.Stream)
+	if kind != domain.StreamInspector {
+		return nil
+	}
+	size := int64(len(t.event.Data))
+	row, err := t.queryRow(qInspectorStreamBytes, size, int64(t.event.Revision), id)
+	if err != nil {
+		return err
+	}
+	var network string
+	if err := row.Scan(&network); errors.Is(err, sql.ErrNoRows) {
+		return nil // counted already, or no such inspector
+	} else if err != nil {
+		return fmt.Errorf("count bytes of %s: %w", t.event.Stream, err)
+	}
+	w.guests[network] += size
+	return nil
 }
 
 // follow notes what a delivery added to or dropped from an address changes

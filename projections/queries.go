@@ -25,6 +25,10 @@ const (
 	// Stored bytes change by deltas, so the order of a batch's additions
 	// and removals does not matter.
 	qInspectorStored = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ? RETURNING network`
+	// qInspectorStreamBytes counts an event of the inspector's own stream
+	// in its stored bytes, once.
+	qInspectorStreamBytes = `UPDATE inspectors SET stored_bytes = stored_bytes + ?1, stream_revision = ?2
+		WHERE id = ?3 AND stream_revision < ?2 RETURNING network`
 	// A refusal count adds up; the position check makes applying it again
 	// change nothing.
 	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2
@@ -302,7 +306,7 @@ var qDeliveriesHeld = byChunk(func(n int) string {
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
-	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
+	qInspectorPurged, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
 	qAccountStored, qAccountStreamCounted, qAccountStreamCount, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,

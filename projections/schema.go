@@ -42,7 +42,8 @@ import (
 // version 22 counts every other event of an account's streams (its
 // account, token uses, Endpoints, agent sessions, refusal counts) in the
 // account's stored bytes, and the client network that created each
-// inspector (inspectors.network).
+// inspector (inspectors.network), whose own stream's bytes count in its
+// stored bytes (inspectors.stream_revision).
 const schemaVersion = 22
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -75,7 +76,8 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	ttl_ms           INTEGER NOT NULL,
 	expired          INTEGER NOT NULL DEFAULT 0,
 	position         INTEGER NOT NULL,
-	-- stored_bytes sums deliveries.stored_bytes of its deliveries (quota);
+	-- stored_bytes sums deliveries.stored_bytes of its deliveries and the
+	-- payload bytes of its own stream's events, kept for good (quota);
 	-- refused counts requests its rate limit refused; purged: retention
 	-- removed its deliveries. refused_position is the latest refusal
 	-- count added, so a count applied again is not added twice.
@@ -89,7 +91,10 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	smee             INTEGER NOT NULL DEFAULT 0,
 	-- network: the client network that created it (IPv4 /24, IPv6 /48),
 	-- '' for none known; its inspectors share a part of --guest-storage.
-	network          TEXT NOT NULL DEFAULT ''
+	network          TEXT NOT NULL DEFAULT '',
+	-- stream_revision: the last event of its own stream whose bytes
+	-- stored_bytes counts (an event applied again is not counted twice).
+	stream_revision  INTEGER NOT NULL DEFAULT -1
 );
 
 -- The retention sweep looks for rows of purged inspectors; only those are
