@@ -17,6 +17,12 @@ func ownStreamBytes(t *testing.T, e *env, accountID string, endpointIDs ...strin
 	for _, id := range endpointIDs {
 		streams = append(streams, domain.EndpointStream(id), domain.AgentStream(id), domain.RefusalsStream(id))
 	}
+	return logBytesOf(t, e, streams...)
+}
+
+// logBytesOf sums the payload bytes of the events of streams.
+func logBytesOf(t *testing.T, e *env, streams ...string) int64 {
+	t.Helper()
 	var n int64
 	for _, s := range streams {
 		evs, err := e.store.ReadStream(e.ctx, s, 0, 100_000)
