@@ -88,6 +88,10 @@ type addressResolver struct {
 		AccountQuota(ctx context.Context, id string) (readmodel.AccountUsage, error)
 	}
 	quotas commands.QuotaDefaults
+	// guests reads what guest inspectors store, in all and per network.
+	guests interface {
+		GuestStored(network string) (total, ofNetwork int64)
+	}
 }
 
 func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route, error) {
@@ -100,6 +104,10 @@ func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route,
 		Deleted: a.Deleted, Expired: a.Expired, LastActivityAt: a.LastActivityAt, ExpiresAt: a.ExpiresAt,
 		StoredBytes: a.StoredBytes, Answer: a.Answers.Answer, Handshakes: a.Answers.Handshakes, Filters: a.Filters,
 		Smee: a.Smee, SmeeKeyHash: a.SmeeKeyHash,
+	}
+	if a.Kind == domain.AddressInspector && r.guests != nil {
+		route.Network = a.Network
+		route.GuestStored, route.GuestNetworkStored = r.guests.GuestStored(a.Network)
 	}
 	if a.Kind != domain.AddressEndpoint || a.Deleted || r.accounts == nil {
 		return route, nil

@@ -256,6 +256,16 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 	if err := s.checkDisk(diskreserve.Full); err != nil {
 		return err
 	}
+	return s.CheckStorageQuota(ctx, accountID)
+}
+
+// CheckStorageQuota refuses what would append to an account's streams
+// once its stored bytes (its deliveries and every other event of its
+// streams) have reached its storage quota (domain.StorageQuotaError): an
+// agent session's start, which the API layer records through the tunnel.
+// Unlike checkStorage it does not ask the disk reserve, which lets agent
+// sessions go on. Views that keep no usage check nothing.
+func (s *Service) CheckStorageQuota(ctx context.Context, accountID string) error {
 	sv, ok := s.views.(storageViews)
 	if !ok {
 		return nil

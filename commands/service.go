@@ -53,6 +53,10 @@ type Config struct {
 	Retention domain.RetentionLimits
 	// Quotas are the relay's limits for accounts without an override.
 	Quotas QuotaDefaults
+	// GuestStorage bounds what guest inspectors store together, and per
+	// client network (relay serve --guest-storage): past it no inspector is
+	// created for that network (domain.GuestStorageError).
+	GuestStorage domain.GuestStorage
 	// MaxEndpoints bounds the Endpoints (not deleted) of one account; 0:
 	// no limit.
 	MaxEndpoints int
@@ -179,10 +183,34 @@ func (s *Service) CreateInspector(ctx context.Context) (readmodel.Inspector, err
 	return s.CreateInspectorWith(ctx, domain.InspectorOptions{})
 }
 
+// guestViews tells what guest inspectors store, in all and those made
+// from one client network (projections.Addresses.GuestStored).
+type guestViews interface {
+	GuestStored(network string) (total, ofNetwork int64)
+}
+
+// checkGuestStorage refuses what would add to the guests' part of the log
+// once they hold the relay's storage for guests, or the inspectors created
+// from network hold its share (domain.GuestStorageError). Views that keep
+// no such sums check nothing.
+func (s *Service) checkGuestStorage(network string) error {
+	gv, ok := s.views.(guestViews)
+	if !ok {
+		return nil
+	}
+	total, ofNetwork := gv.GuestStored(network)
+	return s.cfg.GuestStorage.Check(total, ofNetwork, network)
+}
+
 // CreateInspectorWith opens a guest inspector with options (a
-// smee-compatible one, docs/smee.md).
+// smee-compatible one, docs/smee.md; the client network asking), unless
+// the guests, or the inspectors of that network, hold the relay's storage
+// for guests (domain.GuestStorageError).
 func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOptions) (readmodel.Inspector, error) {
 	if err := s.checkDisk(diskreserve.Low); err != nil {
+		return readmodel.Inspector{}, err
+	}
+	if err := s.checkGuestStorage(o.Network); err != nil {
 		return readmodel.Inspector{}, err
 	}
 	id := NewAddressID()
@@ -198,7 +226,8 @@ func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOpt
 
 // SetInspectorAnswers changes a guest inspector's own answer (nil: kept;
 // a 204 with nothing else resets it) and handshakes. Whoever knows the
-// inspector's address may, as they may read it.
+// inspector's address may, as they may read it, unless the guests hold
+// the relay's storage for guests or its network its share.
 func (s *Service) SetInspectorAnswers(ctx context.Context, id string, answer *domain.Answer, hp *HandshakesPatch) (readmodel.Inspector, error) {
 	if domain.ValidateAddressID(id) != nil {
 		return readmodel.Inspector{}, domain.ErrNotFound
@@ -209,6 +238,11 @@ func (s *Service) SetInspectorAnswers(ctx context.Context, id string, answer *do
 			return err
 		}
 		in := domain.LoadInspector(events)
+		// Its stream is kept for good and counted in its stored bytes,
+		// and so in the guests' storage and its network's share.
+		if err := s.checkGuestStorage(in.Network()); err != nil {
+			return err
+		}
 		a, h := in.Answers()
 		if answer != nil {
 			a = answer
@@ -493,7 +527,8 @@ func (s *Service) loadEndpoint(ctx context.Context, accountID, id string) (*doma
 	return ep, nil
 }
 
-// CreateEndpoint opens an Endpoint for the account.
+// CreateEndpoint opens an Endpoint for the account, unless the account is
+// past its storage quota (its settings count in its stored bytes).
 func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set domain.EndpointSettings) (readmodel.Endpoint, error) {
 	if err := s.checkDisk(diskreserve.Low); err != nil {
 		return readmodel.Endpoint{}, err
@@ -512,6 +547,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set 
 	}
 	ep, err := domain.NewEndpoint(id, accountID, by, set)
 	if err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	if err := s.checkStorage(ctx, accountID); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	if _, err := s.append(ctx, domain.EndpointStream(id), ep.Expected(), domain.Trace{CorrelationID: id}, ep.Changes()); err != nil {
@@ -574,8 +612,24 @@ func (p *HandshakesPatch) apply(h *domain.Handshakes) *domain.Handshakes {
 	return &out
 }
 
-// UpdateEndpoint changes an Endpoint's settings; no change, no event.
+// onlyRetention reports whether the patch changes nothing but the
+// retention window, which an account past its storage quota may still
+// change (a shorter window frees its space).
+func (p EndpointPatch) onlyRetention() bool {
+	return p.Name == nil && p.Mode == nil && p.Target == nil && p.ResponseCapture == nil && p.Filters == nil &&
+		p.Answer == nil && p.Handshakes == nil && p.Queue == nil
+}
+
+// UpdateEndpoint changes an Endpoint's settings; no change, no event. Its
+// settings are kept in the log for good and counted in the account's
+// stored bytes: past its storage quota only a change of the retention
+// window is taken (domain.StorageQuotaError otherwise).
 func (s *Service) UpdateEndpoint(ctx context.Context, accountID, by, id string, p EndpointPatch) (readmodel.Endpoint, error) {
+	if !p.onlyRetention() {
+		if err := s.checkStorage(ctx, accountID); err != nil {
+			return readmodel.Endpoint{}, err
+		}
+	}
 	err := conflict.Retry(ctx, conflictTries, func(int) error {
 		ep, err := s.loadEndpoint(ctx, accountID, id)
 		if err != nil {

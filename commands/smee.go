@@ -33,6 +33,11 @@ func (s *Service) IssueSmeeKey(ctx context.Context, accountID, by, id string) (s
 		return "", readmodel.Endpoint{}, fmt.Errorf("smee key: %w", err)
 	}
 	key := base64.RawURLEncoding.EncodeToString(raw)
+	// The key's hash is appended to the Endpoint's stream, which counts
+	// in the account's stored bytes; revoking one is always taken.
+	if err := s.checkStorage(ctx, accountID); err != nil {
+		return "", readmodel.Endpoint{}, err
+	}
 	ep, err := s.setSmeeKey(ctx, accountID, by, id, SmeeKeyHash(key))
 	if err != nil {
 		return "", readmodel.Endpoint{}, err

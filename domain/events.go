@@ -83,6 +83,11 @@ type InspectorCreated struct {
 	// for text/event-stream opens a stream of its deliveries instead of
 	// being recorded (docs/smee.md). Absent in older events: false.
 	Smee bool `json:"smee,omitempty"`
+	// Network is the client network (IPv4 /24, IPv6 /48) that created the
+	// inspector: its inspectors together hold at most a share of the
+	// relay's storage for guests (GuestStorage). Absent in older events and
+	// when the client's address is unknown: counted in the whole only.
+	Network string `json:"network,omitempty"`
 }
 
 // InspectorExpired closes an inspector that went idle past its TTL.

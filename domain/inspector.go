@@ -26,11 +26,15 @@ type Inspector struct {
 	purged     bool
 	answer     *Answer
 	handshakes *Handshakes
+	network    string
 }
 
 // InspectorOptions are what an inspector is opened with besides its TTL.
 type InspectorOptions struct {
 	Smee bool // smee-compatible address (InspectorCreated.Smee)
+	// Network is the client network that asked for it
+	// (InspectorCreated.Network); "" for none known.
+	Network string
 }
 
 // NewInspector opens an inspector.
@@ -47,7 +51,7 @@ func NewInspectorWith(id string, ttl time.Duration, o InspectorOptions) (*Inspec
 		return nil, &InvalidInputError{Field: "ttl", Reason: "must be positive"}
 	}
 	i := &Inspector{aggregate: newAggregate()}
-	i.raise(InspectorCreated{InspectorID: id, IdleTTLMs: ttl.Milliseconds(), Smee: o.Smee})
+	i.raise(InspectorCreated{InspectorID: id, IdleTTLMs: ttl.Milliseconds(), Smee: o.Smee, Network: o.Network})
 	return i, nil
 }
 
@@ -68,6 +72,7 @@ func (i *Inspector) apply(e Event) {
 	case InspectorCreated:
 		i.id = e.InspectorID
 		i.ttl = time.Duration(e.IdleTTLMs) * time.Millisecond
+		i.network = e.Network
 	case InspectorExpired:
 		i.expired = true
 	case InspectorAnswerSet:
@@ -79,6 +84,9 @@ func (i *Inspector) apply(e Event) {
 
 // ID is the inspector's address.
 func (i *Inspector) ID() string { return i.id }
+
+// Network is the client network that created it ("" when unknown).
+func (i *Inspector) Network() string { return i.network }
 
 // Answers are the inspector's own answer and handshakes (nil: defaults).
 func (i *Inspector) Answers() (*Answer, *Handshakes) { return i.answer, i.handshakes }

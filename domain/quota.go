@@ -44,7 +44,7 @@ var ErrStorageQuota = errors.New("the account's storage quota is used up")
 type StorageQuotaError struct{ Quota, Stored int64 }
 
 func (e *StorageQuotaError) Error() string {
-	return fmt.Sprintf("this account's storage quota (%d bytes) is used up (its deliveries take %d bytes): nothing more is recorded until its operator raises it or deliveries are deleted",
+	return fmt.Sprintf("this account's storage quota (%d bytes) is used up (its deliveries, settings and agent sessions take %d bytes in the log): nothing more is recorded until its operator raises it or deliveries are deleted",
 		e.Quota, e.Stored)
 }
 
@@ -57,3 +57,56 @@ func (e *StorageQuotaError) Is(target error) bool { return target == ErrStorageQ
 // caller's: they would tell a stranger how much more fills the disk.
 var ErrDiskReserve = errors.New("the relay's disk is nearly full: nothing that would store more is accepted until space is freed; try again later " +
 	"(for the relay's operator: its log and its relay_disk_* metrics give the free space and the reserve, which relay serve --min-free-disk sets)")
+
+// GuestNetworkShares is how many client networks the relay's storage for
+// guests is at least shared by: the inspectors one network (IPv4 /24,
+// IPv6 /48) created hold at most GuestStorage.Total / GuestNetworkShares.
+const GuestNetworkShares = 16
+
+// GuestStorage is the log bytes every guest inspector's deliveries may
+// take together (relay serve --guest-storage), and a share of it per
+// client network. Guests have no account whose quota counts them: without
+// it the relay's guests together were bounded by the disk alone, and when
+// the disk reserve trips every team's deliveries are refused.
+type GuestStorage struct {
+	Total int64 // 0: no bound
+}
+
+// NetworkShare is what the inspectors of one client network may hold.
+func (g GuestStorage) NetworkShare() int64 { return g.Total / GuestNetworkShares }
+
+// Check refuses more guest storage (a new inspector, a delivery to one)
+// once the guests hold the whole (total) or the inspectors network created
+// hold its share (ofNetwork; network "" has none of its own).
+func (g GuestStorage) Check(total, ofNetwork int64, network string) error {
+	switch {
+	case g.Total <= 0:
+		return nil
+	case total >= g.Total:
+		return &GuestStorageError{Total: g.Total}
+	case network != "" && ofNetwork >= g.NetworkShare():
+		return &GuestStorageError{Total: g.Total, Network: network, Share: g.NetworkShare()}
+	}
+	return nil
+}
+
+// GuestStorageError refuses a guest inspector or a delivery to one: the
+// relay's guests together, or the inspectors of one client network, hold
+// the storage they may. Accounts' deliveries go on.
+type GuestStorageError struct {
+	Total   int64
+	Network string // "" when the whole is used up
+	Share   int64
+}
+
+func (e *GuestStorageError) Error() string {
+	if e.Network != "" {
+		return fmt.Sprintf("the guest inspectors created from your network (%s) hold their share of this relay's storage for guests (%d bytes of %d): nothing more is recorded for them until their deliveries expire; an account's Endpoints are not affected",
+			e.Network, e.Share, e.Total)
+	}
+	return fmt.Sprintf("this relay's storage for guest inspectors (%d bytes) is used up: nothing more is recorded for guests until their deliveries expire; an account's Endpoints are not affected",
+		e.Total)
+}
+
+// Is makes errors.Is(err, ErrStorageQuota) true: a quota is used up.
+func (e *GuestStorageError) Is(target error) bool { return target == ErrStorageQuota }

@@ -32,6 +32,12 @@ func (r *Resolver) attachAgent(ctx context.Context, endpointID, target string, p
 	if err != nil {
 		return nil, err
 	}
+	// A session's start and end are kept in the account's agent stream
+	// for good, counted in its stored bytes: none past its quota. Asked
+	// first, so a refusal takes nothing from the session rate.
+	if err := r.Service.CheckStorageQuota(ctx, ep.AccountID); err != nil {
+		return nil, err
+	}
 	if err := r.limitSessions(ctx, ep.AccountID); err != nil {
 		return nil, err
 	}

@@ -94,6 +94,14 @@ func (r *Resolver) limitAnonymous(ctx context.Context) error {
 	return nil
 }
 
+// clientNetwork is the network (IPv4 /24, IPv6 /48) of the client asking,
+// "" when unknown: the inspectors it creates share that network's part of
+// the relay's storage for guests (domain.GuestStorage).
+func clientNetwork(ctx context.Context) string {
+	client, _ := ctx.Value(clientKey).(string)
+	return clientkey.Network(client)
+}
+
 // bearer extracts the token of an "Authorization: Bearer <token>" value.
 func bearer(v string) (string, bool) {
 	const prefix = "bearer "

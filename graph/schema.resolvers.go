@@ -106,7 +106,7 @@ func (r *mutationResolver) CreateInspector(ctx context.Context, smee *bool) (*mo
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
-	in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: smee != nil && *smee})
+	in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: smee != nil && *smee, Network: clientNetwork(ctx)})
 	if err != nil {
 		return nil, err
 	}

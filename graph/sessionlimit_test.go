@@ -107,10 +107,17 @@ func listenOnce(t *testing.T, s *agentSocket, store domain.EventStore, id, endpo
 // message of the error the subscription was refused with.
 func startSession(t *testing.T, s *agentSocket, store domain.EventStore, id, endpointID string) (code, message string) {
 	t.Helper()
+	return startSessionWith(t, s, store, id, endpointID, nil)
+}
+
+// startSessionWith is startSession with the session's filters (FilterInput
+// values; none when nil).
+func startSessionWith(t *testing.T, s *agentSocket, store domain.EventStore, id, endpointID string, filters []map[string]any) (code, message string) {
+	t.Helper()
 	before, _ := sessionStarts(t, store, endpointID)
 	err := s.c.WriteJSON(map[string]any{"id": id, "type": "subscribe", "payload": map[string]any{
-		"query":     `subscription($id: ID!) { forwardRequests(endpointId: $id) { attemptId } }`,
-		"variables": map[string]any{"id": endpointID}}})
+		"query":     `subscription($id: ID!, $f: [FilterInput!]) { forwardRequests(endpointId: $id, filters: $f) { attemptId } }`,
+		"variables": map[string]any{"id": endpointID, "f": filters}}})
 	if err != nil {
 		t.Fatal(err)
 	}

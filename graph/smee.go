@@ -32,8 +32,8 @@ func (r *Resolver) NewSmeeChannel() http.Handler {
 			http.Error(w, "Too Many Requests: "+err.Error(), http.StatusTooManyRequests)
 			return
 		}
-		in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: true})
-		if errors.Is(err, domain.ErrDiskReserve) {
+		in, err := r.Service.CreateInspectorWith(ctx, domain.InspectorOptions{Smee: true, Network: clientNetwork(ctx)})
+		if errors.Is(err, domain.ErrDiskReserve) || errors.Is(err, domain.ErrStorageQuota) {
 			http.Error(w, "Insufficient Storage: "+err.Error(), http.StatusInsufficientStorage)
 			return
 		}

@@ -10,8 +10,9 @@ import (
 
 // serveInspector records a request to a guest inspector and answers ans
 // (204, or the wrong-protocol 503). An
-// expired inspector answers 503 and one whose storage quota is used up 429,
-// and neither records the request: an expired inspector's deliveries are
+// expired inspector answers 503, one whose storage quota is used up 429,
+// and one past the relay's storage for guests 507, and none records the
+// request: an expired inspector's deliveries are
 // on their way out of the log (retention), and recording would let a
 // sender fill the disk through an address nobody reads.
 func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
@@ -29,7 +30,7 @@ func (s *Server) serveInspector(ctx context.Context, w http.ResponseWriter, r *h
 		answerExpired.write(w)
 		return
 	}
-	if s.overQuota(w, route) {
+	if s.overQuota(w, route) || s.overGuestStorage(w, route) {
 		return
 	}
 	s.serveRecord(ctx, w, r, route, ans)

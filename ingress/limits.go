@@ -105,6 +105,21 @@ func (s *Server) overQuota(w http.ResponseWriter, route Route) bool {
 	return true
 }
 
+// overGuestStorage reports whether the relay's guest inspectors together,
+// or those the inspector's client network created, hold the storage the
+// relay gives guests (Config.GuestStorage); then it has answered 507, and
+// the request is not recorded. Accounts' Endpoints go on: one party's
+// guests cannot bring the relay to its disk reserve, which refuses them.
+func (s *Server) overGuestStorage(w http.ResponseWriter, route Route) bool {
+	err := s.cfg.GuestStorage.Check(route.GuestStored, route.GuestNetworkStored, route.Network)
+	if err == nil {
+		return false
+	}
+	w.Header().Set("Retry-After", "3600")
+	writeText(w, http.StatusInsufficientStorage, "Insufficient Storage: "+err.Error()+"\n")
+	return true
+}
+
 // RecordRefusals records, every interval until ctx ends, one
 // address.rate_limited.v1 per address whose requests the rate limit
 // refused in the interval, and the rest once more as it ends.

@@ -30,6 +30,13 @@ type Route struct {
 	// StoredBytes is what an inspector's deliveries take in the log, as
 	// far as the views have applied them (the quota counts these).
 	StoredBytes int64
+	// Network is the client network that created an inspector ("" when
+	// unknown); GuestStored is what every guest inspector's deliveries take
+	// in the log and GuestNetworkStored what those of Network's inspectors
+	// take, as far as the views have applied them (Config.GuestStorage
+	// counts these). Inspectors only.
+	Network                         string
+	GuestStored, GuestNetworkStored int64
 	// AccountStoredBytes is what the Endpoint's account's deliveries take
 	// in the log, as far as the views have applied them; AccountStorage
 	// (0: unlimited) and AccountRate (Off: none) are the account's quota in

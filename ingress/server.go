@@ -55,6 +55,11 @@ type Config struct {
 	// InspectorQuota bounds the log bytes an inspector's deliveries take
 	// (0: no quota); beyond it the sender gets 429 and nothing is recorded.
 	InspectorQuota int64
+	// GuestStorage bounds the log bytes every guest inspector's deliveries
+	// take together, and those of the inspectors one client network
+	// created (a share of it); beyond, the sender gets 507 and nothing is
+	// recorded. Endpoints are not affected.
+	GuestStorage domain.GuestStorage
 	// RequireHTTPS is set when public URLs are https: a request known to
 	// have come over plain HTTP (on the relay's own TLS port or its
 	// --http-listen, or marked so by a trusted proxy) is recorded and

@@ -26,7 +26,23 @@ type accountsWriter struct {
 	// events are the batch's account_events rows, inserted by flush a
 	// chunk per statement (see qAccountEvents).
 	events []accountEvent
-	v      *Accounts
+	// streams holds what the batch appended to each of an account's
+	// streams other than its deliveries' (its account, token uses,
+	// Endpoints, agent sessions, refusal counts): kept for good, their
+	// bytes count toward its storage quota as its deliveries do. flush
+	// counts them once per stream (account_streams) and account (stored).
+	streams     map[string]*streamBytes
+	streamOrder []string
+	stored      map[string]accountMove
+	v           *Accounts
+}
+
+// streamBytes is what a batch appended to one of an account's streams
+// past the revision the views counted before it.
+type streamBytes struct {
+	account           string
+	counted, revision int64 // -1: none
+	bytes             int64
 }
 
 // accountEvent is an account_events row.
@@ -38,7 +54,7 @@ type accountEvent struct {
 }
 
 func (v *Accounts) writer() *accountsWriter {
-	return &accountsWriter{owners: map[string]string{}, v: v}
+	return &accountsWriter{owners: map[string]string{}, streams: map[string]*streamBytes{}, stored: map[string]accountMove{}, v: v}
 }
 
 func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
@@ -165,6 +181,37 @@ func (w *accountsWriter) index(t *txn) error {
 		return err
 	}
 	w.events = append(w.events, accountEvent{owner, t.pos(), t.event.Stream, int64(t.event.Revision)})
+	if kind, _, _ := domain.ParseStream(t.event.Stream); kind != domain.StreamDelivery {
+		// A delivery's bytes are counted by the history (deliveryMove),
+		// and go with its stream; every other stream of an account is
+		// kept for good, so its bytes count for good.
+		return w.countStream(t, owner)
+	}
+	return nil
+}
+
+// countStream notes the current event's bytes for its stream's account,
+// unless the views counted its revision already (an event applied again).
+func (w *accountsWriter) countStream(t *txn, owner string) error {
+	stream := t.event.Stream
+	sb, ok := w.streams[stream]
+	if !ok {
+		sb = &streamBytes{account: owner, counted: -1}
+		row, err := t.queryRow(qAccountStreamCounted, stream)
+		if err != nil {
+			return err
+		}
+		if err := row.Scan(&sb.counted); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("bytes counted of %s: %w", stream, err)
+		}
+		sb.revision = sb.counted
+		w.streams[stream] = sb
+		w.streamOrder = append(w.streamOrder, stream)
+	}
+	if rev := int64(t.event.Revision); rev > sb.revision {
+		sb.revision = rev
+		sb.bytes += int64(len(t.event.Data))
+	}
 	return nil
 }
 
@@ -265,6 +312,28 @@ func (w *accountsWriter) flush(t *txn) error {
 	if _, err := execChunks(t, qAccountEvents, rows); err != nil {
 		return fmt.Errorf("index %d events: %w", len(rows), err)
 	}
+	var accounts []string
+	for _, stream := range w.streamOrder {
+		sb := w.streams[stream]
+		if sb.revision <= sb.counted {
+			continue
+		}
+		if _, err := t.exec(qAccountStreamCount, stream, sb.account, sb.revision, sb.bytes); err != nil {
+			return fmt.Errorf("count bytes of %s: %w", stream, err)
+		}
+		m, ok := w.stored[sb.account]
+		if !ok {
+			accounts = append(accounts, sb.account)
+		}
+		m.bytes += sb.bytes
+		w.stored[sb.account] = m
+	}
+	w.streamOrder = nil
+	for _, id := range accounts {
+		if _, err := t.exec(qAccountStored, w.stored[id].bytes, 0, id); err != nil {
+			return fmt.Errorf("store bytes of account %s's streams: %w", id, err)
+		}
+	}
 	return nil
 }
 
@@ -272,8 +341,8 @@ func (w *accountsWriter) committed() {
 	if len(w.revoked) > 0 {
 		w.v.announceRevoked(w.revoked)
 	}
-	if len(w.quotas) > 0 {
-		w.v.quotas.committed(w.quotas, nil)
+	if len(w.quotas) > 0 || len(w.stored) > 0 {
+		w.v.quotas.committed(w.quotas, w.stored)
 	}
 }
 

@@ -29,6 +29,8 @@ type Addresses struct {
 	// unapplied adds an inspector's deliveries the views have not applied
 	// yet to its stored bytes.
 	unapplied *unapplied
+	// guests sums every inspector's stored bytes, in all and per network.
+	guests guestUsage
 }
 
 // Inspector returns a guest inspector.
@@ -94,7 +96,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 		return readmodel.Address{}, fmt.Errorf("read address %q: %w", id, err)
 	}
 	err = v.r.pointRow(ctx, qctx, v.rs.address, id).Scan(&endpoint, &a.ID, &a.AccountID, &mode, &a.Target,
-		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee, &a.SmeeKeyHash)
+		&a.ResponseCapture, &a.Deleted, &a.Expired, &last, &ttlMs, &a.StoredBytes, &answers, &filters, &a.Smee, &a.SmeeKeyHash, &a.Network)
 	if errors.Is(err, sql.ErrNoRows) {
 		return readmodel.Address{}, notFound("address", id)
 	}

@@ -1,7 +1,9 @@
 package projections
 
 import (
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +30,11 @@ type addressesWriter struct {
 	storedDone  map[string]int64
 	storedOrder []string
 
+	// guests holds the change of the inspectors' stored bytes per client
+	// network that created them ("" for none), for guestUsage once the
+	// batch commits.
+	guests map[string]int64
+
 	// accounts holds the change of each account's stored bytes and
 	// deliveries, made once per account by flush.
 	accounts     map[string]accountMove
@@ -44,7 +51,7 @@ type addressesWriter struct {
 
 func (v *Addresses) writer() *addressesWriter {
 	return &addressesWriter{a: v, activity: map[addressKey]int64{}, stored: map[string]int64{},
-		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{},
+		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{}, guests: map[string]int64{},
 		hours: map[accountHour]int64{}}
 }
 
@@ -127,7 +134,35 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 	default:
 		return 0, false, nil
 	}
+	if err == nil {
+		err = w.countInspectorStream(t)
+	}
 	return n, true, err
+}
+
+// countInspectorStream counts the current event in its inspector's stored
+// bytes when it is an event of an inspector's own stream (its creation,
+// answers, expiry, purge): retention deletes an inspector's deliveries,
+// not that stream, so its bytes stay counted, in the inspector's quota and
+// the guests' storage, for good.
+func (w *addressesWriter) countInspectorStream(t *txn) error {
+	kind, id, _ := domain.ParseStream(t.event.Stream)
+	if kind != domain.StreamInspector {
+		return nil
+	}
+	size := int64(len(t.event.Data))
+	row, err := t.queryRow(qInspectorStreamBytes, size, int64(t.event.Revision), id)
+	if err != nil {
+		return err
+	}
+	var network string
+	if err := row.Scan(&network); errors.Is(err, sql.ErrNoRows) {
+		return nil // counted already, or no such inspector
+	} else if err != nil {
+		return fmt.Errorf("count bytes of %s: %w", t.event.Stream, err)
+	}
+	w.guests[network] += size
+	return nil
 }
 
 // follow notes what a delivery added to or dropped from an address changes
@@ -190,7 +225,7 @@ func (w *addressesWriter) inspectorCreated(t *txn, p domain.InspectorCreated) (i
 	if err := w.storeDeferred(t, addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
 		return 0, err
 	}
-	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos(), p.Smee)
+	return t.exec(qInspectorCreated, p.InspectorID, t.at(), p.IdleTTLMs, t.pos(), p.Smee, p.Network)
 }
 
 func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int64, error) {
@@ -325,9 +360,17 @@ func (w *addressesWriter) storeStored(t *txn, id string) error {
 		return nil
 	}
 	w.storedDone[id] += d
-	if _, err := t.exec(qInspectorStored, d, id); err != nil {
+	row, err := t.queryRow(qInspectorStored, d, id)
+	if err != nil {
 		return fmt.Errorf("store bytes of inspector %s: %w", id, err)
 	}
+	var network string
+	if err := row.Scan(&network); errors.Is(err, sql.ErrNoRows) {
+		return nil // no such inspector: nothing stored, as an update of no row
+	} else if err != nil {
+		return fmt.Errorf("store bytes of inspector %s: %w", id, err)
+	}
+	w.guests[network] += d
 	return nil
 }
 
@@ -375,6 +418,9 @@ func (w *addressesWriter) flush(t *txn) error {
 // committed updates the address and listeners caches.
 func (w *addressesWriter) committed() {
 	w.a.cache.committed(w.changed, w.activityStored, w.stored)
+	if len(w.guests) > 0 {
+		w.a.guests.moved(w.guests)
+	}
 	if len(w.accounts) > 0 {
 		w.a.quotas.committed(nil, w.accounts)
 	}

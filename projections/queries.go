@@ -16,15 +16,19 @@ const (
 	qDeliveryOwner = `SELECT account_id FROM deliveries WHERE id = ?`
 
 	// Before its first request, an inspector's idle time runs from creation.
-	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position, smee)
-		VALUES (?1, ?2, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING`
+	qInspectorCreated = `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, position, smee, network)
+		VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING`
 	qInspectorExpired = `UPDATE inspectors SET expired = 1 WHERE id = ?`
 	// A purge sets last activity to the decision's value: the deliveries
 	// that moved it are gone from the log, and a rebuild must agree.
 	qInspectorPurged = `UPDATE inspectors SET purged = 1, expired = 1, last_activity_at = ? WHERE id = ?`
 	// Stored bytes change by deltas, so the order of a batch's additions
 	// and removals does not matter.
-	qInspectorStored = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ?`
+	qInspectorStored = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ? RETURNING network`
+	// qInspectorStreamBytes counts an event of the inspector's own stream
+	// in its stored bytes, once.
+	qInspectorStreamBytes = `UPDATE inspectors SET stored_bytes = stored_bytes + ?1, stream_revision = ?2
+		WHERE id = ?3 AND stream_revision < ?2 RETURNING network`
 	// A refusal count adds up; the position check makes applying it again
 	// change nothing.
 	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2
@@ -47,8 +51,13 @@ const (
 	// inspector's stored bytes.
 	qDeliveryGrew  = `UPDATE deliveries SET stored_bytes = stored_bytes + ? WHERE id = ?`
 	qAccountStored = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
-	qAccountQuota  = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2, api_cost_quota = ?4 WHERE id = ?3`
-	qAccountHour   = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
+	// qAccountStreamCounted is the last revision of an account's stream
+	// whose bytes are counted; qAccountStreamCount counts more.
+	qAccountStreamCounted = `SELECT revision FROM account_streams WHERE stream = ?`
+	qAccountStreamCount   = `INSERT INTO account_streams (stream, account_id, revision, bytes) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (stream) DO UPDATE SET revision = ?3, bytes = bytes + ?4`
+	qAccountQuota = `UPDATE accounts SET storage_quota = ?1, rate_quota = ?2, api_cost_quota = ?4 WHERE id = ?3`
+	qAccountHour  = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
 		ON CONFLICT (account_id, hour) DO UPDATE SET deliveries = deliveries + excluded.deliveries`
 	qAccountHourGone = `DELETE FROM account_hours WHERE account_id = ?1 AND hour = ?2 AND deliveries = 0`
 	qAccountCreated  = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
@@ -297,8 +306,8 @@ var qDeliveriesHeld = byChunk(func(n int) string {
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
-	qInspectorPurged, qInspectorStored, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
-	qAccountStored, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
+	qInspectorPurged, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
+	qAccountStored, qAccountStreamCounted, qAccountStreamCount, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
 	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,

@@ -283,6 +283,10 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	sr.SetMaxOpenConns(searchConns)
 	sr.SetMaxIdleConns(searchConns)
 	v.sr, v.History.sr = sr, sr
+	if err := v.Addresses.guests.load(ctx, v.w); err != nil {
+		_ = v.Close()
+		return nil, fmt.Errorf("open projections %s: %w", path, err)
+	}
 	return v, nil
 }
 
@@ -434,6 +438,7 @@ func (v *Runner) reset(ctx context.Context) error {
 		return fmt.Errorf("commit reset: %w", err)
 	}
 	v.Addresses.cache.clear()
+	v.Addresses.guests.clear()
 	v.Addresses.listeners.clear()
 	v.Accounts.quotas.clear()
 	v.unapplied.reset()

@@ -38,13 +38,18 @@ import (
 // 20 whether each attempt came from the queue and was sent as a possible
 // duplicate (attempts.queued, attempts.possible_duplicate); version 21
 // counts the answers attempts stored (forward.responded.v1) in each
-// delivery's stored bytes, and so in its account's and inspector's.
-const schemaVersion = 21
+// delivery's stored bytes, and so in its account's and inspector's;
+// version 22 counts every other event of an account's streams (its
+// account, token uses, Endpoints, agent sessions, refusal counts) in the
+// account's stored bytes, and the client network that created each
+// inspector (inspectors.network), whose own stream's bytes count in its
+// stored bytes (inspectors.stream_revision).
+const schemaVersion = 22
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
 	"checkpoint", "inspectors", "accounts", "account_hours", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
-	"agent_sessions", "deliveries", "attempts", "account_events", "stats_minutes", "stats_horizon", "queue",
+	"agent_sessions", "deliveries", "attempts", "account_events", "account_streams", "stats_minutes", "stats_horizon", "queue",
 }
 
 // retiredTables were owned by older schema versions; dropping a view drops
@@ -71,7 +76,8 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	ttl_ms           INTEGER NOT NULL,
 	expired          INTEGER NOT NULL DEFAULT 0,
 	position         INTEGER NOT NULL,
-	-- stored_bytes sums deliveries.stored_bytes of its deliveries (quota);
+	-- stored_bytes sums deliveries.stored_bytes of its deliveries and the
+	-- payload bytes of its own stream's events, kept for good (quota);
 	-- refused counts requests its rate limit refused; purged: retention
 	-- removed its deliveries. refused_position is the latest refusal
 	-- count added, so a count applied again is not added twice.
@@ -82,7 +88,13 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	-- answers: its own answer and handshakes, JSON (answersJSON); '' for none.
 	answers          TEXT NOT NULL DEFAULT '',
 	-- smee: the address also serves smee's event stream (docs/smee.md).
-	smee             INTEGER NOT NULL DEFAULT 0
+	smee             INTEGER NOT NULL DEFAULT 0,
+	-- network: the client network that created it (IPv4 /24, IPv6 /48),
+	-- '' for none known; its inspectors share a part of --guest-storage.
+	network          TEXT NOT NULL DEFAULT '',
+	-- stream_revision: the last event of its own stream whose bytes
+	-- stored_bytes counts (an event applied again is not counted twice).
+	stream_revision  INTEGER NOT NULL DEFAULT -1
 );
 
 -- The retention sweep looks for rows of purged inspectors; only those are
@@ -90,7 +102,9 @@ CREATE TABLE IF NOT EXISTS inspectors (
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
 
 -- stored_bytes sums deliveries.stored_bytes of the account's Endpoints'
--- deliveries (its storage quota counts these); deliveries counts them.
+-- deliveries and the payload bytes of every event of its other streams
+-- (account, token uses, Endpoints, agent sessions, refusal counts), which
+-- its storage quota counts; deliveries counts the deliveries.
 -- Both go down when deliveries are deleted from the log, so the views
 -- equal a rebuild.
 -- storage_quota, rate_quota and api_cost_quota are the operator's override
@@ -360,6 +374,18 @@ CREATE TABLE IF NOT EXISTS account_events (
 	stream     TEXT    NOT NULL,
 	revision   INTEGER NOT NULL,
 	PRIMARY KEY (account_id, position)
+) WITHOUT ROWID;
+
+-- The streams an account owns besides its deliveries' (its account, token
+-- uses, Endpoints, agent sessions, refusal counts), kept for good: the
+-- payload bytes of their events counted so far in the account's
+-- stored_bytes, up to revision, so that an event applied again is not
+-- counted twice.
+CREATE TABLE IF NOT EXISTS account_streams (
+	stream     TEXT    PRIMARY KEY,
+	account_id TEXT    NOT NULL,
+	revision   INTEGER NOT NULL,
+	bytes      INTEGER NOT NULL
 ) WITHOUT ROWID;
 ` + statsSchemaSQL
 

@@ -22,10 +22,10 @@ type readStmts struct {
 // qAddress finds an inspector or an Endpoint in one statement. Both tables
 // are probed by primary key; an inspector wins should an id be both, as
 // ingress always looked inspectors up first.
-const qAddress = `SELECT 0, id, '', '', '', 0, 0, expired, last_activity_at, ttl_ms, stored_bytes, answers, '', smee, ''
+const qAddress = `SELECT 0, id, '', '', '', 0, 0, expired, last_activity_at, ttl_ms, stored_bytes, answers, '', smee, '', network
 		FROM inspectors WHERE id = ?1
 	UNION ALL
-	SELECT 1, id, account_id, mode, target, response_capture, deleted, 0, last_activity_at, 0, 0, answers, filters, 0, smee_key_hash
+	SELECT 1, id, account_id, mode, target, response_capture, deleted, 0, last_activity_at, 0, 0, answers, filters, 0, smee_key_hash, ''
 		FROM endpoints WHERE id = ?1
 	ORDER BY 1 LIMIT 1`
 

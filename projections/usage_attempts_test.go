@@ -46,8 +46,9 @@ func TestAttemptAnswersCountInStoredBytes(t *testing.T) {
 	if d1 < 3*int64(len(big)) {
 		t.Fatalf("d-1 stores %d bytes in the log, want its three answers' at least", d1)
 	}
-	if u, err := e.views.AccountQuota(e.ctx, "acc"); err != nil || u.StoredBytes != d1+d2 || u.Deliveries != 2 {
-		t.Fatalf("usage %+v, %v; want %d bytes (receipts and answers), 2 deliveries", u, err, d1+d2)
+	own := ownStreamBytes(t, e, "acc", "ep")
+	if u, err := e.views.AccountQuota(e.ctx, "acc"); err != nil || u.StoredBytes != d1+d2+own || u.Deliveries != 2 {
+		t.Fatalf("usage %+v, %v; want %d bytes (receipts and answers, and %d of its own streams), 2 deliveries", u, err, d1+d2+own, own)
 	}
 	var row int64
 	if err := e.views.w.QueryRowContext(e.ctx, "SELECT stored_bytes FROM deliveries WHERE id = ?", "d-1").Scan(&row); err != nil || row != d1 {
@@ -58,8 +59,8 @@ func TestAttemptAnswersCountInStoredBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(e.views, res.Position)
-	if u, err := e.views.AccountQuota(e.ctx, "acc"); err != nil || u.StoredBytes != d2 || u.Deliveries != 1 {
-		t.Fatalf("usage after deleting d-1 %+v, %v; want %d bytes", u, err, d2)
+	if u, err := e.views.AccountQuota(e.ctx, "acc"); err != nil || u.StoredBytes != d2+own || u.Deliveries != 1 {
+		t.Fatalf("usage after deleting d-1 %+v, %v; want %d bytes", u, err, d2+own)
 	}
 
 	usage := func(v *Runner) map[string][]string {

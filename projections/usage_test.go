@@ -1,16 +1,49 @@
 package projections
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/relayhq/relay/domain"
 )
 
+// ownStreamBytes sums the payload bytes of an account's streams other than
+// its deliveries': its account, token uses, and its Endpoints' own, agent
+// and refusals streams. They count in its stored bytes.
+func ownStreamBytes(t *testing.T, e *env, accountID string, endpointIDs ...string) int64 {
+	t.Helper()
+	streams := []string{domain.AccountStream(accountID), domain.TokenUseStream(accountID)}
+	for _, id := range endpointIDs {
+		streams = append(streams, domain.EndpointStream(id), domain.AgentStream(id), domain.RefusalsStream(id))
+	}
+	return logBytesOf(t, e, streams...)
+}
+
+// logBytesOf sums the payload bytes of the events of streams.
+func logBytesOf(t *testing.T, e *env, streams ...string) int64 {
+	t.Helper()
+	var n int64
+	for _, s := range streams {
+		evs, err := e.store.ReadStream(e.ctx, s, 0, 100_000)
+		if errors.Is(err, domain.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			n += int64(len(ev.Data))
+		}
+	}
+	return n
+}
+
 // TestAccountUsage: an account's stored bytes and deliveries follow its
-// Endpoints' deliveries (not an inspector's, not another account's), go
-// down when a delivery is deleted from the log, carry the operator's quota,
-// and equal a rebuild and a second application.
+// Endpoints' deliveries (not an inspector's, not another account's) and
+// the events of its other streams, go down when a delivery is deleted
+// from the log, carry the operator's quota, and equal a rebuild and a
+// second application.
 func TestAccountUsage(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.do(e.signUp(e.ctx, "acc-a", "A", "tok-a", "secret-a", t0))
@@ -39,11 +72,11 @@ func TestAccountUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := sizes["a-1"] + sizes["a-2"] + sizes["a-3"]; u.StoredBytes != want || u.Deliveries != 3 || u.DeliveriesWindow != 1 ||
+	if want := sizes["a-1"] + sizes["a-2"] + sizes["a-3"] + ownStreamBytes(t, e, "acc-a", "ep-a1", "ep-a2"); u.StoredBytes != want || u.Deliveries != 3 || u.DeliveriesWindow != 1 ||
 		u.StorageQuota != 5<<20 || u.RateQuota != "10/s,burst=10" || u.APICostQuota != "600/min,burst=600" {
 		t.Fatalf("usage of acc-a %+v, want %d bytes, 3 deliveries, 1 in the window, the quota set", u, want)
 	}
-	if b, err := e.views.AccountQuota(e.ctx, "acc-b"); err != nil || b.StoredBytes != sizes["b-1"] || b.Deliveries != 1 || b.StorageQuota != domain.QuotaDefault || b.RateQuota != "" {
+	if b, err := e.views.AccountQuota(e.ctx, "acc-b"); err != nil || b.StoredBytes != sizes["b-1"]+ownStreamBytes(t, e, "acc-b", "ep-b") || b.Deliveries != 1 || b.StorageQuota != domain.QuotaDefault || b.RateQuota != "" {
 		t.Fatalf("usage of acc-b %+v, %v", b, err)
 	}
 	if _, err := e.views.AccountQuota(e.ctx, "acc-none"); err == nil {
@@ -60,7 +93,7 @@ func TestAccountUsage(t *testing.T) {
 	}
 	e.waitFor(e.views, res.Position)
 	u, err = e.views.AccountQuota(e.ctx, "acc-a")
-	if err != nil || u.StoredBytes != sizes["a-1"]+sizes["a-3"] || u.Deliveries != 2 {
+	if err != nil || u.StoredBytes != sizes["a-1"]+sizes["a-3"]+ownStreamBytes(t, e, "acc-a", "ep-a1", "ep-a2") || u.Deliveries != 2 {
 		t.Fatalf("usage of acc-a after a deletion %+v, %v", u, err)
 	}
 	e.do(e.onAccount(e.ctx, "acc-a", t0, func(a *domain.Account) error { return a.SetQuota(domain.QuotaDefault, "off", "off") }))

@@ -50,6 +50,9 @@ type Address struct {
 	// SmeeKeyHash is an Endpoint's smee stream key's SHA-256, hex ("" for
 	// none): a stream request must name the key (docs/smee.md).
 	SmeeKeyHash string
+	// Network is the client network that created an inspector
+	// (domain.InspectorCreated.Network); "" for Endpoints and none known.
+	Network string
 }
 
 // Answers are an address's own answer and the handshakes it answers
@@ -210,7 +213,7 @@ type Account struct {
 type AccountUsage struct {
 	AccountID   string
 	Name        string
-	StoredBytes int64 // log bytes its Endpoints' deliveries take
+	StoredBytes int64 // log bytes its Endpoints' deliveries and its other streams take (the storage quota counts these)
 	Deliveries  int64 // its Endpoints' deliveries the log holds
 	// DeliveriesWindow counts those received since WindowStart (zero
 	// when the read did not ask for it).

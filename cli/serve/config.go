@@ -111,6 +111,7 @@ type serveConfig struct {
 	AddressRate        ratelimit.Rate
 	RefusalInterval    time.Duration
 	InspectorQuota     sizeOrOff
+	GuestStorage       sizeOrOff
 	AccountStorage     sizeOrOff
 	MinFreeDisk        diskLimit
 	AccountRate        ratelimit.Rate
@@ -173,6 +174,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.AnonymousRate, c.AddressRate = defaultAnonymousRate, defaultAddressRate
 	c.SignInRate = graph.DefaultSignInRate
 	c.InspectorQuota = sizeOrOff{64 << 20}
+	c.GuestStorage = sizeOrOff{DefaultGuestStorage}
 	c.MaxWSMessage = 1 << 20
 	c.MemoryLimit = sizeOrOff{defaultMemoryLimit}
 	c.MinFreeDisk = diskLimit(diskreserve.DefaultLimit)
@@ -229,8 +231,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.AnonymousRate, "anonymous-rate", "createInspector and signUp per client address (ten times as many per /24 or IPv6 /48), as N/UNIT,burst=B (UNIT s, min or h) or off; beyond: RATE_LIMITED")
 	fs.Var(&c.AddressRate, "address-rate", "requests per public address, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded, counted")
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
-	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries may take (headers and bodies), or off; beyond: 429, not recorded")
-	fs.Var(&c.AccountStorage, "account-storage", "log bytes the deliveries of one account's Endpoints may take together, or off; beyond: 507, not recorded (per account: relay accounts set-quota)")
+	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries and own events (its answer) may take, or off; beyond: 429, not recorded")
+	fs.Var(&c.GuestStorage, "guest-storage", "log bytes every guest inspector together may take (deliveries, answers), or off; the inspectors one client network (IPv4 /24, IPv6 /48) created hold at most a sixteenth; beyond: createInspector, /new and setInspectorAnswer refused QUOTA_EXCEEDED, deliveries to guests 507, not recorded; Endpoints go on")
+	fs.Var(&c.AccountStorage, "account-storage", "log bytes one account's streams may take together (its deliveries, settings, agent sessions, tokens), or off; beyond: 507, not recorded, new settings and agent sessions QUOTA_EXCEEDED (per account: relay accounts set-quota)")
 	openDefault(fs, "account-storage", humanize.IBytes(uint64(defaultOpenAccountStorage)))
 	fs.Var(&c.MinFreeDisk, "min-free-disk", "free disk the relay keeps under --data, as a size (1GiB), a percentage of the file system (5%) or off: below twice it sign-ups, new inspectors and Endpoints and inspectors' deliveries are refused, below it every delivery (507), retry and redrive; reads, deletions and retention go on")
 	fs.Var(&c.AccountRate, "account-rate", "deliveries per account across all its Endpoints, per node, as N/UNIT,burst=B or off; beyond: 429 with Retry-After, not recorded (per account: relay accounts set-quota)")
@@ -321,6 +324,10 @@ func (c *serveConfig) busServers() []string {
 	return servers
 }
 
+// DefaultGuestStorage is --guest-storage's default: 256 inspectors at the
+// default --inspector-quota, 1 GiB (16 of them) per client network.
+const DefaultGuestStorage = 16 << 30
+
 // appConfig is what the relay is built from, given the data folder's lock
 // and the public URLs.
 func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.Logger) app.Config {
@@ -329,8 +336,9 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
 		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
-			Retention: c.retentionLimits(),
-			Quotas:    commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate, APICost: c.AccountAPICost}, MaxEndpoints: c.AccountEndpoints},
+			Retention:    c.retentionLimits(),
+			GuestStorage: domain.GuestStorage{Total: int64(c.GuestStorage.byteSize)},
+			Quotas:       commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate, APICost: c.AccountAPICost}, MaxEndpoints: c.AccountEndpoints},
 		Sessions: tunnel.SessionCaps{PerEndpoint: c.MaxEndpointSessions, PerAccount: c.MaxAccountSessions},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),

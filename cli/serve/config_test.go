@@ -176,6 +176,9 @@ func TestServeConfig(t *testing.T) {
 			return q.Storage == 5<<30 && q.Rate.Off()
 		}},
 		{name: "quota off", args: []string{"--inspector-quota", "off"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 0 }},
+		{name: "guest storage default", check: func(c serveConfig) bool { return c.GuestStorage.byteSize == DefaultGuestStorage }},
+		{name: "guest storage set", args: []string{"--guest-storage", "64GiB"}, check: func(c serveConfig) bool { return c.GuestStorage.byteSize == 64<<30 }},
+		{name: "guest storage off", args: []string{"--guest-storage", "off"}, check: func(c serveConfig) bool { return c.GuestStorage.byteSize == 0 }},
 		{name: "quota from env", env: map[string]string{"RELAY_INSPECTOR_QUOTA": "1MiB"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 1<<20 }},
 		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},
 		{name: "disk reserve default", check: func(c serveConfig) bool { return c.MinFreeDisk == diskLimit{Bytes: 1 << 30} }},

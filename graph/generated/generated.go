@@ -3564,7 +3564,7 @@ type Inspector {
   "Moves forward with every request (idle TTL)."
   expiresAt: Time!
   expired: Boolean!
-  "Bytes its deliveries take in the log; at the relay's --inspector-quota it answers 429 and records nothing more."
+  "Bytes its deliveries and its own events (its answer) take in the log; at the relay's --inspector-quota it answers 429 and records nothing more."
   storedBytes: Int!
   "Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries."
   refusedRequests: Int!
@@ -3799,7 +3799,7 @@ API operations are RATE_LIMITED with retryAfterSeconds.
 type AccountUsage {
   accountId: ID!
   name: String!
-  "Bytes its Endpoints' deliveries take in the log (headers and bodies as stored)."
+  "Bytes its streams take in the log: its Endpoints' deliveries (headers and bodies as stored) and its settings, agent sessions, tokens and members, kept for good."
   storedBytes: Int!
   "The storage quota in bytes; null: unlimited."
   storageQuota: Int

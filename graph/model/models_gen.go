@@ -33,7 +33,7 @@ type Account struct {
 type AccountUsage struct {
 	AccountID string `json:"accountId"`
 	Name      string `json:"name"`
-	// Bytes its Endpoints' deliveries take in the log (headers and bodies as stored).
+	// Bytes its streams take in the log: its Endpoints' deliveries (headers and bodies as stored) and its settings, agent sessions, tokens and members, kept for good.
 	StoredBytes int `json:"storedBytes"`
 	// The storage quota in bytes; null: unlimited.
 	StorageQuota *int `json:"storageQuota,omitempty"`
@@ -612,7 +612,7 @@ type Inspector struct {
 	// Moves forward with every request (idle TTL).
 	ExpiresAt time.Time `json:"expiresAt"`
 	Expired   bool      `json:"expired"`
-	// Bytes its deliveries take in the log; at the relay's --inspector-quota it answers 429 and records nothing more.
+	// Bytes its deliveries and its own events (its answer) take in the log; at the relay's --inspector-quota it answers 429 and records nothing more.
 	StoredBytes int `json:"storedBytes"`
 	// Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries.
 	RefusedRequests int `json:"refusedRequests"`

@@ -1,0 +1,182 @@
+package graph_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/99designs/gqlgen/client"
+
+	"github.com/relayhq/relay/commands"
+	"github.com/relayhq/relay/domain"
+)
+
+// logBytesAfter sums the payload bytes of the events appended after
+// position from.
+func logBytesAfter(t *testing.T, store domain.EventStore, from uint64) int64 {
+	t.Helper()
+	var n int64
+	for {
+		recs, err := store.ReadAll(context.Background(), from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			return n
+		}
+		for _, r := range recs {
+			n += int64(len(r.Data))
+			from = r.Position
+		}
+	}
+}
+
+// TestAccountStreamsCountTowardStorage: an account's settings and agent
+// sessions are appended to its own streams (endpoint-, agent-, account-),
+// kept for good and counted by no quota, so a tenant could grow the log
+// without end by repeating them. Every byte appended to an account's
+// streams now counts toward its storage quota, and past it the command
+// that would append more is refused QUOTA_EXCEEDED, nothing recorded.
+// Each attack is driven against a 128 KiB quota; the bytes it appended
+// are counted from the log.
+func TestAccountStreamsCountTowardStorage(t *testing.T) {
+	const quota = 128 << 10
+	const tries = 40
+	big := strings.Repeat("a", 60<<10)
+	var filters []map[string]any
+	for i := range domain.MaxFilters {
+		filters = append(filters, map[string]any{"kind": "PATH", "values": []string{fmt.Sprintf("/%02d", i) + strings.Repeat("p", 480)}})
+	}
+	var sock *agentSocket // the agent's one socket for its sessions
+	for _, tc := range []struct {
+		name string
+		// try repeats the attack once (i is the try), and returns the
+		// GraphQL error's text ("" when it went through).
+		try func(t *testing.T, e *env, srv *httptest.Server, auth, endpointID string, i int) string
+	}{
+		{"updateEndpoint with a 60 KiB answer", func(t *testing.T, e *env, _ *httptest.Server, auth, ep string, i int) string {
+			var out struct{ UpdateEndpoint struct{ ID string } }
+			body := fmt.Sprint(i) + big
+			return errText(e.c.Post(`mutation($id: ID!, $b: String) { updateEndpoint(id: $id, input: {answer: {status: 200, body: $b}}) { id } }`,
+				&out, client.Var("id", ep), client.Var("b", body), client.AddHeader("Authorization", auth)))
+		}},
+		{"createEndpoint and deleteEndpoint with a 60 KiB answer", func(t *testing.T, e *env, _ *httptest.Server, auth, _ string, _ int) string {
+			var out struct{ CreateEndpoint struct{ ID string } }
+			if err := e.c.Post(`mutation($b: String) { createEndpoint(input: {name: "churn", mode: LOG, answer: {status: 200, body: $b}}) { id } }`,
+				&out, client.Var("b", big), client.AddHeader("Authorization", auth)); err != nil {
+				return err.Error()
+			}
+			var del struct{ DeleteEndpoint bool }
+			return errText(e.c.Post(`mutation($id: ID!) { deleteEndpoint(id: $id) }`, &del, client.Var("id", out.CreateEndpoint.ID),
+				client.AddHeader("Authorization", auth)))
+		}},
+		{"agent sessions with 16 filters", func(t *testing.T, e *env, srv *httptest.Server, auth, ep string, i int) string {
+			if i == 0 {
+				sock = dialAgent(t, srv.URL, auth, "127.0.0.1")
+			}
+			s := sock
+			id := fmt.Sprint(i)
+			if code, msg := startSessionWith(t, s, e.store, id, ep, filters); code != "" {
+				return code + ": " + msg
+			}
+			endSession(t, s, e.store, id, ep)
+			return ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvConfig(t, nil, nil, func(c *commands.Config) { c.Quotas.Storage = quota })
+			srv := httptest.NewServer(e.h)
+			defer srv.Close()
+			var su struct {
+				SignUp struct {
+					Token   string
+					Account struct{ ID string }
+				}
+			}
+			e.c.MustPost(`mutation { signUp(name: "tenant") { token account { id } } }`, &su)
+			auth := "Bearer " + su.SignUp.Token
+			var ep struct{ CreateEndpoint struct{ ID string } }
+			e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
+				client.AddHeader("Authorization", auth))
+			from, err := e.store.LastPosition(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := 0
+			for i := range tries {
+				switch msg := tc.try(t, e, srv, auth, ep.CreateEndpoint.ID, i); {
+				case msg == "":
+				case strings.Contains(msg, "QUOTA_EXCEEDED"):
+					refused++
+				default:
+					t.Fatalf("try %d: %s", i, msg)
+				}
+			}
+			appended := logBytesAfter(t, e.store, from)
+			t.Logf("%d tries appended %d KiB to the log under a %d KiB quota, %d refused QUOTA_EXCEEDED", tries, appended>>10, quota>>10, refused)
+			// What passes the quota is at most the try that reached it.
+			if appended > quota+96<<10 || refused == 0 {
+				t.Errorf("appended %d KiB with a quota of %d KiB, %d refused; want at most one try past the quota, the rest refused",
+					appended>>10, quota>>10, refused)
+			}
+			u, err := e.views.Accounts.AccountQuota(context.Background(), su.SignUp.Account.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := u.StoredBytes; got < quota {
+				t.Errorf("the account's storedBytes is %d, want at least its quota %d", got, quota)
+			}
+		})
+	}
+}
+
+// errText is err's text, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// TestGuestAnswersCountTowardGuestStorage: a guest inspector's own answer
+// (up to 64 KiB of body) is appended to its stream, which retention keeps
+// for good (only its deliveries go), and setInspectorAnswer takes no
+// account: an anonymous client could change it in a loop. Every event of
+// an inspector's stream now counts in its stored bytes, and so in the
+// relay's storage for guests and its network's share of it: past the
+// share setInspectorAnswer is refused QUOTA_EXCEEDED, nothing recorded.
+func TestGuestAnswersCountTowardGuestStorage(t *testing.T) {
+	const share = 128 << 10
+	const tries = 40
+	e := newEnvConfig(t, nil, nil, func(c *commands.Config) {
+		c.GuestStorage = domain.GuestStorage{Total: share * domain.GuestNetworkShares}
+	})
+	var in struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &in)
+	from, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("a", 60<<10)
+	refused := 0
+	for i := range tries {
+		var out struct{ SetInspectorAnswer struct{ ID string } }
+		err := e.c.Post(`mutation($id: ID!, $b: String) { setInspectorAnswer(id: $id, answer: {status: 200, body: $b}) { id } }`,
+			&out, client.Var("id", in.CreateInspector.ID), client.Var("b", fmt.Sprint(i)+big))
+		switch msg := errText(err); {
+		case msg == "":
+		case strings.Contains(msg, "QUOTA_EXCEEDED"):
+			refused++
+		default:
+			t.Fatalf("try %d: %s", i, msg)
+		}
+	}
+	appended := logBytesAfter(t, e.store, from)
+	t.Logf("%d answers appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED", tries, appended>>10, share>>10, refused)
+	if appended > share+96<<10 || refused == 0 {
+		t.Errorf("appended %d KiB with a share of %d KiB, %d refused; want at most one answer past the share, the rest refused",
+			appended>>10, share>>10, refused)
+	}
+}
