@@ -27,7 +27,7 @@ declare namespace GQL {
   interface AccountUsage {
     accountId: string;
     name: string;
-    /** Bytes its Endpoints' deliveries take in the log (headers and bodies as stored). */
+    /** Bytes its streams take in the log: its Endpoints' deliveries (headers and bodies as stored) and its settings, agent sessions, tokens and members, kept for good. */
     storedBytes: number;
     /** The storage quota in bytes; null: unlimited. */
     storageQuota: number | null;
@@ -678,7 +678,7 @@ declare namespace GQL {
     /** Moves forward with every request (idle TTL). */
     expiresAt: string;
     expired: boolean;
-    /** Bytes its deliveries take in the log; at the relay's --inspector-quota it answers 429 and records nothing more. */
+    /** Bytes its deliveries and its own events (its answer) take in the log; at the relay's --inspector-quota it answers 429 and records nothing more. */
     storedBytes: number;
     /** Requests the address's rate limit (--address-rate) refused with 429; they are not recorded as deliveries. */
     refusedRequests: number;
