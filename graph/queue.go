@@ -185,6 +185,12 @@ func queueDuration(field string, in *string) (*time.Duration, error) {
 // explainDelivery explains a delivery, with where it stands in its queue
 // when it was queued.
 func (r *Resolver) explainDelivery(ctx context.Context, obj *model.Delivery) (explain.Explanation, error) {
+	return obj.Explained.Get(func() (explain.Explanation, error) { return r.explain(ctx, obj) })
+}
+
+// explain makes a delivery row's explanation: its attempts' agent
+// sessions, and its place in its queue, read from the views.
+func (r *Resolver) explain(ctx context.Context, obj *model.Delivery) (explain.Explanation, error) {
 	x, err := explain.Delivery(ctx, obj.Row, r.Views)
 	if err != nil {
 		return x, err
