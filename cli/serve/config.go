@@ -339,6 +339,7 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 				MaxBody: int64(c.MaxAPIBody), MaxCost: c.MaxQueryCost, MaxFields: c.MaxQueryFields,
 				MaxTokens: c.MaxQueryTokens, CaptureCap: int64(c.CaptureCap),
 				MaxAnswer: int64(c.MaxAPIAnswer), AnswerBudget: int64(c.APIAnswers),
+				Endpoints: c.AccountEndpoints,
 			},
 		},
 		Ingress: ingress.Config{
