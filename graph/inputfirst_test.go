@@ -70,6 +70,16 @@ func TestRatedMutationsCheckInputFirst(t *testing.T) {
 			},
 			mutation: `mutation($n: String!) { changePassword(currentPassword: "correct horse battery", newPassword: $n) }`,
 			bad:      map[string]any{"n": "short"}, good: map[string]any{"n": "a better horse battery"}},
+		{name: "redriveDeadPage (bulk rate)",
+			setup: func(t *testing.T, e *env, _ *httptest.Server, caller *browser) map[string]any {
+				t.Helper()
+				caller.tok = e.signUp(t, "Acme")
+				var ep struct{ CreateEndpoint struct{ ID string } }
+				e.c.MustPost(`mutation { createEndpoint(input: {name: "q", mode: QUEUE}) { id } }`, &ep, bearerOpt(caller.tok))
+				return map[string]any{"e": ep.CreateEndpoint.ID}
+			},
+			mutation: `mutation($e: ID!, $a: String) { redriveDeadPage(endpoint: $e, after: $a) { redriven } }`,
+			bad:      map[string]any{"a": "not a cursor"}, good: map[string]any{"a": nil}},
 		{name: "joinAccount (sign-in rate)",
 			setup: func(t *testing.T, _ *env, srv *httptest.Server, _ *browser) map[string]any {
 				t.Helper()
@@ -85,6 +95,7 @@ func TestRatedMutationsCheckInputFirst(t *testing.T) {
 				r.Anonymous = ratelimit.NewKeyed(tight, 100)
 				r.SignInRate = tight
 				r.TokenRate = tight
+				r.BulkRate = tight
 			})
 			srv := httptest.NewServer(peerHandler(e.h))
 			t.Cleanup(srv.Close)

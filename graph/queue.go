@@ -213,12 +213,16 @@ func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string,
 	if err != nil {
 		return nil, err
 	}
+	// Input first: a malformed cursor spends none of the account's calls.
+	from := ""
+	if after != nil && *after != "" {
+		if _, err := readmodel.DecodeCursor("after", *after); err != nil {
+			return nil, err
+		}
+		from = *after
+	}
 	if err := r.limitBulk(acc.ID); err != nil {
 		return nil, err
-	}
-	from := ""
-	if after != nil {
-		from = *after
 	}
 	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, from)
 	if err != nil {
