@@ -133,10 +133,11 @@ const (
 	// session; views only, nothing from the log, so a small share of a
 	// payload field.
 	explanationCost = 3
-	// queueReadCost is what an Endpoint's queue weighs on top of what it
-	// selects: its policy read from the Endpoint's stream in the log (a
-	// payload's read) and its counts from the views.
-	queueReadCost = payloadCost + 1
+	// queueReadCost is what an Endpoint's queue weighs, whatever it
+	// selects (its fields are columns): two reads, its policy from the
+	// Endpoint's stream in the log (settings, no delivery's body) and its
+	// counts from the views.
+	queueReadCost = 2
 )
 
 // MaxValues bounds the JSON values (objects, arrays, strings, numbers,
@@ -303,7 +304,7 @@ func costs(l Limits) generated.ComplexityRoot {
 	// read more, and weigh it.
 	c.Query.Endpoints = rows(l.Endpoints)
 	c.Endpoint.Listeners = list(listenersPerList)
-	c.Endpoint.Queue = func(child int) int { return add(queueReadCost, child) }
+	c.Endpoint.Queue = fixed(queueReadCost)
 	// A token's row, and the logins of the account's members, are read
 	// once for the list.
 	c.Query.Tokens = rows(tokensPerList)
@@ -359,10 +360,11 @@ func costs(l Limits) generated.ComplexityRoot {
 // columns are the fields of rows built whole from one read of the views,
 // whatever they select: an Endpoint's settings, answer, handshakes,
 // filters, retention and agent count; a token's columns and its member's
-// login. They weigh nothing beyond their row, which the list that returns
-// it prices (rows in costs); the bytes they add are bounded as the answer
-// is built. An Endpoint's listeners, queue, history and stats read more,
-// and are priced as such.
+// login; an Endpoint's queue, counts and policy, made by its two reads.
+// They weigh nothing beyond their row, which the list that returns it
+// prices (rows in costs); the bytes they add are bounded as the answer is
+// built. An Endpoint's listeners, queue, history and stats read more, and
+// are priced as such.
 var columns = map[string]struct{}{
 	"Endpoint.id": {}, "Endpoint.name": {}, "Endpoint.url": {}, "Endpoint.smeeKey": {}, "Endpoint.mode": {},
 	"Endpoint.target": {}, "Endpoint.responseCapture": {}, "Endpoint.agentConnected": {}, "Endpoint.agentCount": {},
@@ -370,6 +372,7 @@ var columns = map[string]struct{}{
 	"Endpoint.handshakes": {}, "Endpoint.retention": {},
 	"Token.id": {}, "Token.name": {}, "Token.createdAt": {}, "Token.lastUsedAt": {}, "Token.expiresAt": {},
 	"Token.current": {}, "Token.member": {}, "Token.session": {},
+	"EndpointQueue.policy": {}, "EndpointQueue.queued": {}, "EndpointQueue.inFlight": {}, "EndpointQueue.dead": {},
 }
 
 // operationCost is what an operation weighs: its fields by costs, the

@@ -188,9 +188,13 @@ func TestListsWithinTheBudget(t *testing.T) {
 			queue { queued inFlight dead policy { ordering maxInFlight ratePerSecond maxAttempts backoffBase backoffCap } } } }`, true},
 		{"the console's tokens", `query { tokens { id name createdAt lastUsedAt expiresAt current member session } }`, true},
 		{"the console's team", `query { me { id member { id login role joinedAt you } members { id login role joinedAt you } } }`, true},
+		{"the desktop's Endpoints", `query { endpoints { id name url mode target agentConnected agentCount filters{ text } answer{ status } handshakes{ enabled } queue{ queued inFlight dead } } }`, true},
+		{"relay endpoints list", `query { endpoints { id name url mode target responseCapture agentConnected agentCount createdAt filters{ text }
+			retention{ window seconds isDefault max deletedBefore } queue{ queued inFlight dead policy{ maxInFlight ratePerSecond ordering retryOn backoffBase backoffCap maxAttempts maxAge } }
+			answer{ status headers{ name value } body bodyBase64 } handshakes{ enabled metaVerifyTokenSet zoomSecretSet inProxy } } }`, true},
+		{"four lists of Endpoints' queues", `query { a: endpoints { queue { queued } } b: endpoints { queue { queued } } c: endpoints { queue { queued } } d: endpoints { queue { queued } } }`, false},
 		{"ten lists of Endpoints", `query { a: endpoints { id } b: endpoints { id } c: endpoints { id } d: endpoints { id } e: endpoints { id }
 			f: endpoints { id } g: endpoints { id } h: endpoints { id } i: endpoints { id } j: endpoints { id } }`, false},
-		{"every Endpoint's queue", `query { endpoints { queue { queued } } }`, false},
 		{"every Endpoint's listeners", `query { endpoints { listeners { agentId } } }`, false},
 		{"every Endpoint's history", `query { endpoints { deliveries { nodes { id } } } }`, false},
 		{"four lists of tokens", `query { a: tokens { id } b: tokens { id } c: tokens { id } d: tokens { id } }`, false},
