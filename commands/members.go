@@ -277,8 +277,8 @@ func (s *Service) InviteMember(ctx context.Context, accountID, by string, role d
 	if lifetime <= 0 {
 		lifetime = domain.MemberInviteLifetime
 	}
-	if lifetime > domain.MemberInviteLifetime {
-		return "", time.Time{}, &domain.InvalidInputError{Field: "expiresIn", Reason: "an invite lasts at most 7d"}
+	if err := domain.CheckInviteLifetime(lifetime, domain.MemberInviteLifetime); err != nil {
+		return "", time.Time{}, err
 	}
 	random, _ := NewToken()
 	code := "rjn_" + strings.TrimPrefix(random, "rly_")
@@ -410,8 +410,8 @@ func (s *Service) RemoveMember(ctx context.Context, accountID, by, memberID stri
 // "" when asked with an API token). A wrong current password is refused
 // like a wrong sign-in, after the same argon2 work.
 func (s *Service) ChangePassword(ctx context.Context, accountID, memberID, current, next, keep string) error {
-	if err := domain.ValidatePassword(next); err != nil {
-		return &domain.InvalidInputError{Field: "newPassword", Reason: err.(*domain.InvalidInputError).Reason}
+	if err := domain.ValidateNewPassword(next); err != nil {
+		return err
 	}
 	if len(current) > domain.MaxPasswordBytes {
 		return errWrongCurrentPassword

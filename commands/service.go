@@ -322,8 +322,8 @@ func (s *Service) CreateInvite(ctx context.Context, createdBy string, lifetime t
 	if lifetime <= 0 {
 		lifetime = domain.InviteLifetime
 	}
-	if lifetime > domain.InviteLifetime {
-		return "", time.Time{}, &domain.InvalidInputError{Field: "expiresIn", Reason: "an invite lasts at most 7d"}
+	if err := domain.CheckInviteLifetime(lifetime, domain.InviteLifetime); err != nil {
+		return "", time.Time{}, err
 	}
 	random, _ := NewToken()
 	code := "rin_" + strings.TrimPrefix(random, "rly_")

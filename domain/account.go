@@ -62,12 +62,21 @@ const AccountSnapshotAfter = 256
 // snapshot until it holds fewer.
 const MaxAccountSnapshotEntries = 4096
 
+// ValidateAccountName checks an account's name: 1 to 100 characters once
+// trimmed.
+func ValidateAccountName(name string) error {
+	if n := strings.TrimSpace(name); n == "" || len(n) > 100 {
+		return &InvalidInputError{Field: "name", Reason: "must be 1 to 100 characters"}
+	}
+	return nil
+}
+
 // SignUp creates an account with its first token.
 func SignUp(id, name, tokenID, tokenHash string) (*Account, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
-		return nil, &InvalidInputError{Field: "name", Reason: "must be 1 to 100 characters"}
+	if err := ValidateAccountName(name); err != nil {
+		return nil, err
 	}
+	name = strings.TrimSpace(name)
 	if len(tokenHash) != 64 {
 		return nil, &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
 	}

@@ -3,6 +3,8 @@ package domain
 import (
 	"strings"
 	"time"
+
+	"github.com/relayhq/relay/domain/duration"
 )
 
 // SignupMode says who may create an account on a relay: anyone (open),
@@ -44,6 +46,26 @@ type Invite struct {
 
 // InviteLifetime is an invite's default and longest lifetime.
 const InviteLifetime = 7 * 24 * time.Hour
+
+// ParseInviteLifetime reads an invite's expiresIn (a sign-up invite's or a
+// member invite's): a duration such as 2d or 12h, at most longest (its
+// default when absent). It is the whole check of the input, so the API
+// refuses a bad one before it takes from the invite rate.
+func ParseInviteLifetime(s string, longest time.Duration) (time.Duration, error) {
+	d, err := ParseTokenLifetime(s)
+	if err != nil {
+		return 0, err
+	}
+	return d, CheckInviteLifetime(d, longest)
+}
+
+// CheckInviteLifetime refuses an invite's lifetime over longest.
+func CheckInviteLifetime(d, longest time.Duration) error {
+	if d > longest {
+		return &InvalidInputError{Field: "expiresIn", Reason: "an invite lasts at most " + duration.Format(longest)}
+	}
+	return nil
+}
 
 // CreateInvite makes an invite, by its code's hash; createdBy is the
 // inviting account's id, or "" for the operator.

@@ -72,6 +72,15 @@ func ValidatePassword(pw string) error {
 	return nil
 }
 
+// ValidateNewPassword is ValidatePassword for a password change's
+// newPassword.
+func ValidateNewPassword(pw string) error {
+	if err := ValidatePassword(pw); err != nil {
+		return &InvalidInputError{Field: "newPassword", Reason: err.(*InvalidInputError).Reason}
+	}
+	return nil
+}
+
 // NormalLogin is a login as typed, trimmed, after ValidateLogin.
 func NormalLogin(login string) string { return strings.TrimSpace(login) }
 
@@ -184,10 +193,10 @@ func (a *Account) sessionEvent(memberID string, s SessionToken) TokenIssued {
 // SignUpOwner creates an account with its first owner and that owner's
 // first session.
 func SignUpOwner(id, name string, owner NewMember, session SessionToken) (*Account, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
-		return nil, &InvalidInputError{Field: "name", Reason: "must be 1 to 100 characters"}
+	if err := ValidateAccountName(name); err != nil {
+		return nil, err
 	}
+	name = strings.TrimSpace(name)
 	if err := owner.check(); err != nil {
 		return nil, err
 	}

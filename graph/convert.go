@@ -79,7 +79,7 @@ func toDelivery(d readmodel.Delivery) *model.Delivery {
 		BodySize:   int(d.BodySize), Complete: d.Complete, ReceivedAt: d.ReceivedAt,
 		ResponseStatus: d.ResponseStatus, ResponseHeaders: toHeaders(d.ResponseHeaders),
 		Attempts: make([]*model.Attempt, 0, len(d.Attempts)), Cursor: d.Cursor,
-		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d, Hint: optional(explain.Hint(d)),
+		RemoteAddress: optional(d.RemoteAddr), Duplicates: d.Duplicates, Row: d, Explained: &model.ExplanationOnce{}, Hint: optional(explain.Hint(d)),
 		ResponseNotCaptured: optional(d.ResponseNotCaptured),
 	}
 	if p := d.Provider; p != nil {

@@ -24,6 +24,10 @@ var DeviceDecisionRate = ratelimit.Rate{N: 10, Per: time.Minute, Burst: 10}
 const maxDeviceDeciders = 100_000
 
 func (r *Resolver) requestDeviceCode(ctx context.Context, clientName string) (*model.DeviceCode, error) {
+	// Input first: a malformed name spends none of the address's rate.
+	if err := domain.ValidateClientName(clientName); err != nil {
+		return nil, err
+	}
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
@@ -137,21 +141,26 @@ const memberInviteKind = "member "
 
 func (r *Resolver) createInvite(ctx context.Context, expiresIn *string) (*model.Invite, error) {
 	createdBy := ""
-	if !r.isAdmin(ctx) {
+	admin := r.isAdmin(ctx)
+	if !admin {
 		// Owners only: an invite brings a stranger onto the relay.
 		acc, _, err := r.owner(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if err := r.limitInvites(ctx, acc.ID); err != nil {
-			return nil, err
-		}
 		createdBy = acc.ID
 	}
+	// The input is checked before the rate is taken from: a refused invite
+	// does not spend one of the hour's.
 	var lifetime time.Duration
 	if expiresIn != nil {
 		var err error
-		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {
+		if lifetime, err = domain.ParseInviteLifetime(*expiresIn, domain.InviteLifetime); err != nil {
+			return nil, err
+		}
+	}
+	if !admin {
+		if err := r.limitInvites(ctx, createdBy); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,9 @@ package graph_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/readmodel"
 )
 
 // seed appends events to stream, one second apart from start, as the
@@ -271,5 +275,105 @@ func TestExplanationSenderAndShownApart(t *testing.T) {
 	if !strings.HasPrefix(w.Summary, "The sender was answered 500 by your local process") ||
 		!strings.Contains(w.Summary, "Shown now: 200, from attempt 2, an edited retry, which the sender never saw") {
 		t.Errorf("summary %q", w.Summary)
+	}
+}
+
+// explanationReads is the real views, counting the reads an explanation
+// makes: the agent sessions its attempts name, an Endpoint's last session
+// before a 503 "no agent connected", and the delivery's queue entry.
+type explanationReads struct {
+	graph.Views
+	n atomic.Int64
+}
+
+type queueViews interface {
+	QueueEntry(ctx context.Context, deliveryID string) (readmodel.QueueEntry, error)
+	QueueCounts(ctx context.Context, endpointID string) (readmodel.QueueCounts, error)
+	QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error)
+}
+
+func (v *explanationReads) AgentSessions(ctx context.Context, ids []string) (map[string]readmodel.AgentSession, error) {
+	v.n.Add(1)
+	return v.Views.AgentSessions(ctx, ids)
+}
+
+func (v *explanationReads) LastAgentSession(ctx context.Context, endpointID string, at time.Time) (readmodel.AgentSession, bool, error) {
+	v.n.Add(1)
+	return v.Views.LastAgentSession(ctx, endpointID, at)
+}
+
+func (v *explanationReads) QueueEntry(ctx context.Context, deliveryID string) (readmodel.QueueEntry, error) {
+	v.n.Add(1)
+	return v.Views.(queueViews).QueueEntry(ctx, deliveryID)
+}
+
+func (v *explanationReads) QueueCounts(ctx context.Context, endpointID string) (readmodel.QueueCounts, error) {
+	return v.Views.(queueViews).QueueCounts(ctx, endpointID)
+}
+
+func (v *explanationReads) QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error) {
+	return v.Views.(queueViews).QueueList(ctx, accountID, endpointID, state, after, limit)
+}
+
+// TestExplanationsAreMadeOncePerRow: explanation and why are one
+// explanation in two forms, so a row that selects both, under any
+// aliases, makes it once: its reads are those of one explanation.
+func TestExplanationsAreMadeOncePerRow(t *testing.T) {
+	var counted *explanationReads
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		counted = &explanationReads{Views: r.Views}
+		r.Views = counted
+	})
+	var su struct {
+		SignUp struct {
+			Token   string
+			Account struct{ ID string }
+		}
+	}
+	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
+	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
+	epID := ep.CreateEndpoint.ID
+	const rows = 10
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for i := range rows {
+		id := fmt.Sprintf("d%02d", i)
+		e.seed(t, domain.DeliveryStream(id), base.Add(time.Duration(i)*time.Minute),
+			domain.DeliveryReceived{DeliveryID: id, Address: epID, AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID,
+				Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+				Body: []byte("{}"), BodySize: 2, Complete: true},
+			domain.ForwardRequested{DeliveryID: id, AttemptID: id + "-a1", EndpointID: epID, Node: "node-a"},
+			domain.ForwardFailed{DeliveryID: id, AttemptID: id + "-a1", Status: 503, Error: domain.FailureNoAgent, DurationMs: 12})
+	}
+	page := func(sel string) int64 {
+		t.Helper()
+		counted.n.Store(0)
+		var out struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []map[string]any }
+			}
+		}
+		e.c.MustPost(`query($id: ID!) { endpoint(id: $id) { deliveries(first: 10) { nodes { `+sel+` } } } }`, &out, auth, client.Var("id", epID))
+		if n := len(out.Endpoint.Deliveries.Nodes); n != rows {
+			t.Fatalf("a page of %d rows, want %d", n, rows)
+		}
+		return counted.n.Load()
+	}
+	one := page(`explanation`)
+	if one == 0 {
+		t.Fatal("explaining a page read nothing: the test counts no read")
+	}
+	for _, tt := range []struct{ name, sel string }{
+		{"explanation and why", `explanation why { summary }`},
+		{"aliases of both", `explanation a: explanation why { summary } b: why { status facts { text } }`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := page(tt.sel)
+			t.Logf("%d rows: %d reads for explanation alone, %d for %s", rows, one, n, tt.sel)
+			if n != one {
+				t.Errorf("a page selecting %s made %d explanation reads, want %d (one explanation a row)", tt.sel, n, one)
+			}
+		})
 	}
 }

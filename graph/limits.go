@@ -18,6 +18,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/generated"
 	"github.com/relayhq/relay/graph/model"
 	"github.com/relayhq/relay/graph/wsgql"
@@ -47,6 +48,11 @@ type Limits struct {
 	// CaptureCap is the relay's --capture-cap: how many bytes a stored
 	// body may hold, which is what a payload field weighs.
 	CaptureCap int64
+	// Endpoints is the relay's --account-endpoints: the most Endpoints
+	// one account holds, so the most rows `endpoints` returns, which is
+	// what it is priced at. Zero (a relay without that cap, too):
+	// DefaultAccountEndpoints.
+	Endpoints int
 }
 
 // Defaults of Limits.
@@ -56,6 +62,8 @@ const (
 	DefaultMaxFields  = 500
 	DefaultMaxTokens  = 1000
 	DefaultCaptureCap = 256 << 10
+	// DefaultAccountEndpoints is --account-endpoints' default.
+	DefaultAccountEndpoints = 1000
 )
 
 // Page sizes of the connections (deliveries and events): first 0 or
@@ -65,15 +73,33 @@ const (
 	MaxPageSize     = 100
 )
 
-// Estimated lengths of the lists that have no first argument; they
-// multiply what each element selects, as a page does. They price work,
-// not bytes: the bytes an answer holds are bounded as it is built
-// (answersize, --max-api-answer), so these are typical lengths, not
-// worst cases.
+// Typical lengths of the lists held in a row the operation has already
+// read (a delivery's headers and attempts): they multiply what each
+// element selects, but the row's read is the work, made once whatever
+// they hold. They price work, not bytes: the bytes an answer holds are
+// bounded as it is built (answersize, --max-api-answer).
 const (
-	headersPerList   = 8
-	attemptsPerList  = 2 // a forward and a retry: most deliveries have one attempt
-	endpointsPerList = 100
+	headersPerList  = 8
+	attemptsPerList = 2 // a forward and a retry: most deliveries have one attempt
+)
+
+// The most rows of the lists without first that read their rows, under
+// the relay's caps: each is priced at that many rows (the Endpoints of an
+// account at Limits.Endpoints).
+const (
+	// tokensPerList: an owner's list holds every token of the account, its
+	// API tokens and its members' browser sessions.
+	tokensPerList = domain.MaxTokens + domain.MaxMembers*domain.MaxSessions
+	// membersPerList: members and open invites share the seats.
+	membersPerList = domain.MaxMembers
+	// listenersPerList: an Endpoint's sessions open at once, at most
+	// (--max-endpoint-sessions is at most this).
+	listenersPerList = domain.MaxEndpointSessions
+	// usagePerList: accountsUsage's first, at most.
+	usagePerList = maxUsageFirst
+)
+
+const (
 	// payloadCost is what a payload field (a body, a response body, an
 	// event's data) weighs: reading it from the log, not its size. Twenty
 	// points let a default page with every field of Delivery pass the
@@ -107,6 +133,11 @@ const (
 	// session; views only, nothing from the log, so a small share of a
 	// payload field.
 	explanationCost = 3
+	// queueReadCost is what an Endpoint's queue weighs, whatever it
+	// selects (its fields are columns): two reads, its policy from the
+	// Endpoint's stream in the log (settings, no delivery's body) and its
+	// counts from the views.
+	queueReadCost = 2
 )
 
 // MaxValues bounds the JSON values (objects, arrays, strings, numbers,
@@ -156,6 +187,9 @@ func (l Limits) withDefaults() Limits {
 	if l.CaptureCap <= 0 {
 		l.CaptureCap = DefaultCaptureCap
 	}
+	if l.Endpoints <= 0 {
+		l.Endpoints = DefaultAccountEndpoints
+	}
 	return l
 }
 
@@ -192,9 +226,16 @@ func add(a, b int) int { return min(a+b, math.MaxInt32) }
 // costs weighs every field: 1 point for a field (gqlgen's default), a
 // payload field payloadCost, and a list as its length times what each
 // element selects.
-func costs(Limits) generated.ComplexityRoot {
+func costs(l Limits) generated.ComplexityRoot {
+	l = l.withDefaults()
 	fixed := func(w int) func(int) int { return func(int) int { return w } }
 	list := func(n int) func(int) int { return func(child int) int { return add(1, mul(n, child)) } }
+	// rows prices a list whose rows are built whole from one read of the
+	// views, whatever they select: each of its n rows weighs 1, and its
+	// columns (see columns) nothing more; what reads beyond the row
+	// weighs its reads. So the console's list of 1 000 Endpoints with all
+	// their settings costs 1 001, where a point a column made it 28 001.
+	rows := func(n int) func(int) int { return func(child int) int { return add(1, mul(n, add(1, child))) } }
 	page := func(child int, first *int) int { return add(1, mul(pageSize(first), child)) }
 	write := func(child int) int { return add(mutationCost, child) }
 
@@ -258,7 +299,25 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Inspector.Deliveries = history
 	c.Endpoint.Deliveries = history
 	c.Query.Events = func(child int, _ *string, first *int) int { return add(eventsScanCost, page(child, first)) }
-	c.Query.Endpoints = list(endpointsPerList)
+	// An Endpoint's row holds its settings, answer, handshakes, filters,
+	// retention and agent count: its listeners, queue, history and stats
+	// read more, and weigh it.
+	c.Query.Endpoints = rows(l.Endpoints)
+	c.Endpoint.Listeners = list(listenersPerList)
+	c.Endpoint.Queue = fixed(queueReadCost)
+	// A token's row, and the logins of the account's members, are read
+	// once for the list.
+	c.Query.Tokens = rows(tokensPerList)
+	c.Query.AccountsUsage = func(child int, account *string, first *int) int {
+		n := defaultUsageFirst
+		switch {
+		case account != nil:
+			n = 1
+		case first != nil && *first > 0:
+			n = min(*first, usagePerList)
+		}
+		return add(1, mul(n, child))
+	}
 
 	c.Mutation.CreateInspector = func(child int, _ *bool) int { return write(child) }
 	c.Mutation.SignUp = func(child int, _ string, _ *string) int { return write(child) }
@@ -287,7 +346,7 @@ func costs(Limits) generated.ComplexityRoot {
 	c.Mutation.CreateMemberInvite = func(child int, _ *model.MemberRole, _ *string) int { return write(child) }
 	c.Mutation.RemoveMember = func(child int, _ string) int { return write(child) }
 	c.Mutation.ChangeMemberRole = func(child int, _ string, _ model.MemberRole) int { return write(child) }
-	c.Account.Members = list(endpointsPerList)
+	c.Account.Members = list(membersPerList)
 	c.Account.Activity = func(child int, first *int) int {
 		n := 50
 		if first != nil && *first > 0 {
@@ -296,6 +355,30 @@ func costs(Limits) generated.ComplexityRoot {
 		return add(1, mul(n, child))
 	}
 	return c
+}
+
+// columns are the fields of rows built whole from one read of the views,
+// whatever they select: an Endpoint's settings, answer, handshakes,
+// filters, retention and agent count; a token's columns and its member's
+// login; an Endpoint's queue, counts and policy, made by its two reads.
+// They weigh nothing beyond their row, which the list that returns it
+// prices (rows in costs); the bytes they add are bounded as the answer is
+// built. An Endpoint's listeners, queue, history and stats read more, and
+// are priced as such.
+var columns = map[string]struct{}{
+	"Endpoint.id": {}, "Endpoint.name": {}, "Endpoint.url": {}, "Endpoint.smeeKey": {}, "Endpoint.mode": {},
+	"Endpoint.target": {}, "Endpoint.responseCapture": {}, "Endpoint.agentConnected": {}, "Endpoint.agentCount": {},
+	"Endpoint.filters": {}, "Endpoint.createdAt": {}, "Endpoint.refusedRequests": {}, "Endpoint.answer": {},
+	"Endpoint.handshakes": {}, "Endpoint.retention": {},
+	"Token.id": {}, "Token.name": {}, "Token.createdAt": {}, "Token.lastUsedAt": {}, "Token.expiresAt": {},
+	"Token.current": {}, "Token.member": {}, "Token.session": {},
+	"EndpointQueue.policy": {}, "EndpointQueue.queued": {}, "EndpointQueue.inFlight": {}, "EndpointQueue.dead": {},
+}
+
+// operationCost is what an operation weighs: its fields by costs, the
+// columns of rows by their row.
+func operationCost(ctx context.Context, es graphql.ExecutableSchema, op *ast.OperationDefinition, vars map[string]any) int {
+	return complexity.Calculate(ctx, es, op, vars, complexity.WithIgnoreFields(columns))
 }
 
 // costLimit refuses an operation with more fields than MaxFields or a
@@ -326,7 +409,7 @@ func (c *costLimit) MutateOperationContext(ctx context.Context, op *graphql.Oper
 	if n := countFields(op.Operation.SelectionSet, c.limits.MaxFields); n > c.limits.MaxFields {
 		return tooComplex(fmt.Errorf("%w: more than %d fields (aliases and fragments included)", ErrQueryTooComplex, c.limits.MaxFields))
 	}
-	cost := complexity.Calculate(ctx, c.es, op.Operation, op.Variables)
+	cost := operationCost(ctx, c.es, op.Operation, op.Variables)
 	if cost > c.limits.MaxCost {
 		return tooComplex(fmt.Errorf("%w: cost %d, budget %d (ask for fewer rows, aliases or payload fields)", ErrQueryTooComplex, cost, c.limits.MaxCost))
 	}

@@ -201,6 +201,15 @@ func needJar(ctx context.Context) error {
 	return nil
 }
 
+// checkCredentials checks a new login and password as input, before any
+// rate is taken from: a malformed one spends none of the caller's.
+func checkCredentials(login, password string) error {
+	if err := domain.ValidateLogin(login); err != nil {
+		return err
+	}
+	return domain.ValidatePassword(password)
+}
+
 // signedIn answers a sign-in: the session cookie on the HTTP answer, the
 // account and member in the body (never the token).
 func (r *Resolver) signedIn(ctx context.Context, s commands.Session) (*model.SessionPayload, error) {
@@ -213,6 +222,12 @@ func (r *Resolver) signedIn(ctx context.Context, s commands.Session) (*model.Ses
 
 func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password string, invite *string) (*model.SessionPayload, error) {
 	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	if err := domain.ValidateAccountName(name); err != nil {
+		return nil, err
+	}
+	if err := checkCredentials(login, password); err != nil {
 		return nil, err
 	}
 	if err := r.limitAnonymous(ctx); err != nil {
@@ -282,6 +297,9 @@ func (r *Resolver) changePassword(ctx context.Context, current, next string) (bo
 	if tok.MemberID == "" {
 		return false, &domain.InvalidInputError{Field: "changePassword", Reason: "this token acts for no member: set up sign-in first"}
 	}
+	if err := domain.ValidateNewPassword(next); err != nil {
+		return false, err
+	}
 	m, err := r.Views.Member(ctx, acc.ID, tok.MemberID)
 	if err != nil {
 		return false, err
@@ -314,6 +332,9 @@ func (r *Resolver) setUpSignIn(ctx context.Context, login, password string) (*mo
 	if err := needJar(ctx); err != nil {
 		return nil, err
 	}
+	if err := checkCredentials(login, password); err != nil {
+		return nil, err
+	}
 	// It hashes a password and tells whether a login is held, as a
 	// sign-up with a login does: the same per-address budget.
 	if err := r.limitClient(ctx); err != nil {
@@ -344,14 +365,14 @@ func (r *Resolver) createMemberInvite(ctx context.Context, role *model.MemberRol
 	if err != nil {
 		return nil, err
 	}
+	// The input is checked whole, and a full account refused, before the
+	// rate is taken from: a refused invite does not spend one of the hour's.
 	var lifetime time.Duration
 	if expiresIn != nil {
-		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {
+		if lifetime, err = domain.ParseInviteLifetime(*expiresIn, domain.MemberInviteLifetime); err != nil {
 			return nil, err
 		}
 	}
-	// A full account is refused before the rate is taken from: a refused
-	// invite does not spend one of the hour's.
 	if err := r.Service.CanInviteMember(ctx, acc.ID, tok.MemberID); err != nil {
 		return nil, err
 	}
@@ -381,6 +402,9 @@ func (r *Resolver) memberInvite(ctx context.Context, code string) (*model.Invite
 
 func (r *Resolver) joinAccount(ctx context.Context, code, login, password string) (*model.SessionPayload, error) {
 	if err := needJar(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkCredentials(login, password); err != nil {
 		return nil, err
 	}
 	// Codes are guessed no faster than passwords.

@@ -416,7 +416,12 @@ func TestChangePassword(t *testing.T) {
 	if a := signIn(laptop, next); len(a.Errors) > 0 {
 		t.Errorf("the new password: %+v", a.Errors)
 	}
-	// The limit counted the wrong current password and the changes.
+	// The limit counted the wrong current password and the change, not
+	// the malformed new password (refused before any rate): one guess
+	// more is the third.
+	if a := change(ann, "another guess!", "yet another passphrase"); a.code() != "INVALID_INPUT" {
+		t.Errorf("the third attempt: %+v, want INVALID_INPUT on currentPassword", a.Errors)
+	}
 	if a := change(ann, "another guess!", "yet another passphrase"); a.code() != "RATE_LIMITED" {
 		t.Errorf("a guess past the sign-in limit: %+v, want RATE_LIMITED", a.Errors)
 	}
@@ -780,5 +785,46 @@ func TestMemberInviteToAFullAccount(t *testing.T) {
 	clock.Add(int64(2 * time.Hour)) // the first invite expires
 	if a := invite("7d"); len(a.Errors) > 0 {
 		t.Errorf("the hour's last invite, once a seat is free: %+v, want it made", a.Errors)
+	}
+}
+
+// TestInviteInputCheckedBeforeTheRate: an invite whose expiresIn is past
+// the longest an invite lasts (7d) is refused INVALID_INPUT before the
+// invite rate is taken from, so refusals leave the hour's invites whole:
+// with a burst of 2, five refused invites still leave both.
+func TestInviteInputCheckedBeforeTheRate(t *testing.T) {
+	const burst = 2
+	for _, tt := range []struct{ name, mutation string }{
+		{"sign-up invite", `mutation($e: String) { createInvite(expiresIn: $e) { code } }`},
+		{"member invite", `mutation($e: String) { createMemberInvite(expiresIn: $e) { code } }`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// No refill within the test: the burst is every invite it has.
+			e := newEnvWith(t, nil, func(r *graph.Resolver) {
+				r.InviteRate = ratelimit.Rate{N: 1, Per: 24 * time.Hour, Burst: burst}
+			})
+			srv := httptest.NewServer(e.h)
+			t.Cleanup(srv.Close)
+			owner := newBrowser(t, srv)
+			owner.signUp("Acme", "ann@acme.test")
+			for i := range 5 {
+				a := owner.do(tt.mutation, map[string]any{"e": "8d"}, nil)
+				if a.code() != "INVALID_INPUT" || !strings.Contains(a.Errors[0].Message, "at most 7d") {
+					t.Errorf("invite %d of 8d: %+v, want INVALID_INPUT saying at most 7d", i+1, a.Errors)
+				}
+			}
+			made := 0
+			for range burst {
+				if a := owner.do(tt.mutation, map[string]any{"e": "7d"}, nil); len(a.Errors) == 0 {
+					made++
+				} else {
+					t.Logf("an invite of 7d: %+v", a.Errors)
+				}
+			}
+			t.Logf("%d of %d invites made after 5 refused", made, burst)
+			if made != burst {
+				t.Errorf("after 5 invites refused for their expiresIn, %d of the burst's %d invites were made, want all", made, burst)
+			}
+		})
 	}
 }

@@ -185,6 +185,12 @@ func queueDuration(field string, in *string) (*time.Duration, error) {
 // explainDelivery explains a delivery, with where it stands in its queue
 // when it was queued.
 func (r *Resolver) explainDelivery(ctx context.Context, obj *model.Delivery) (explain.Explanation, error) {
+	return obj.Explained.Get(func() (explain.Explanation, error) { return r.explain(ctx, obj) })
+}
+
+// explain makes a delivery row's explanation: its attempts' agent
+// sessions, and its place in its queue, read from the views.
+func (r *Resolver) explain(ctx context.Context, obj *model.Delivery) (explain.Explanation, error) {
 	x, err := explain.Delivery(ctx, obj.Row, r.Views)
 	if err != nil {
 		return x, err
@@ -207,12 +213,16 @@ func (r *mutationResolver) redriveDeadPage(ctx context.Context, endpoint string,
 	if err != nil {
 		return nil, err
 	}
+	// Input first: a malformed cursor spends none of the account's calls.
+	from := ""
+	if after != nil && *after != "" {
+		if _, err := readmodel.DecodeCursor("after", *after); err != nil {
+			return nil, err
+		}
+		from = *after
+	}
 	if err := r.limitBulk(acc.ID); err != nil {
 		return nil, err
-	}
-	from := ""
-	if after != nil {
-		from = *after
 	}
 	res, err := r.Service.RedriveDead(ctx, acc.ID, tok.MemberID, endpoint, from)
 	if err != nil {

@@ -115,6 +115,10 @@ func (r *mutationResolver) CreateInspector(ctx context.Context, smee *bool) (*mo
 
 // SignUp is the resolver for the signUp field.
 func (r *mutationResolver) SignUp(ctx context.Context, name string, invite *string) (*model.SignUpPayload, error) {
+	// Input first: a malformed one spends none of the address's rate.
+	if err := domain.ValidateAccountName(name); err != nil {
+		return nil, err
+	}
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
@@ -316,12 +320,18 @@ func (r *mutationResolver) RevokeSmeeKey(ctx context.Context, endpointID string)
 
 // SetInspectorAnswer is the resolver for the setInspectorAnswer field.
 func (r *mutationResolver) SetInspectorAnswer(ctx context.Context, id string, answer *model.AnswerInput, handshakes *model.HandshakesInput) (*model.Inspector, error) {
-	// Anonymous writes to the log are limited as createInspector is.
-	if err := r.limitAnonymous(ctx); err != nil {
-		return nil, err
-	}
+	// Input first: a malformed answer spends none of the address's rate.
 	a, err := fromAnswerInput(answer)
 	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		if err := a.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	// Anonymous writes to the log are limited as createInspector is.
+	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
 	in, err := r.Service.SetInspectorAnswers(ctx, id, a, fromHandshakesInput(handshakes))

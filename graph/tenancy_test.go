@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/client"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/relayhq/relay/commands"
@@ -959,10 +960,22 @@ func newWorld(t *testing.T) *world {
 	// probes run.
 	// The probes call the redrives hundreds of times as one account: the
 	// bulk rate (TestBulkMutationsAreRatedPerAccount) is out of the way.
+	// Its accounts hold a few Endpoints each, on a relay whose
+	// --account-endpoints says so: the endpoints list is priced at that
+	// many rows, so the probe of every Endpoint's listeners is within the
+	// budget (at the default 1 000 Endpoints of 256 listeners it is not).
+	const accountEndpoints = 8
+	var res *graph.Resolver
 	e := newEnvConfig(t, nil, func(r *graph.Resolver) {
 		r.Quotas = r.Views.(*projections.Runner).Accounts
 		r.BulkRate = ratelimit.Rate{N: 1_000_000, Per: time.Second, Burst: 1_000_000}
-	}, func(c *commands.Config) { c.ForwardTimeout = 5 * time.Minute })
+		res = r
+	}, func(c *commands.Config) {
+		c.ForwardTimeout = 5 * time.Minute
+		c.MaxEndpoints = accountEndpoints
+	})
+	e.h = graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{Endpoints: accountEndpoints}})
+	e.c = client.New(e.h)
 	srv := httptest.NewServer(peerHandler(e.h))
 	t.Cleanup(srv.Close)
 	w := &world{t: t, e: e, url: srv.URL}

@@ -100,6 +100,10 @@ func (r *Resolver) createToken(ctx context.Context, name string, expiresIn *stri
 	if err != nil {
 		return nil, err
 	}
+	// Input first: a malformed one spends none of the account's rate.
+	if err := domain.ValidateTokenName(name); err != nil {
+		return nil, err
+	}
 	var lifetime time.Duration
 	if expiresIn != nil {
 		if lifetime, err = domain.ParseTokenLifetime(*expiresIn); err != nil {

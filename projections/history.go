@@ -96,7 +96,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (readmodel.Delivery, deli
 	}
 	d.Kind = domain.AddressKind(kind)
 	d.Position, d.UpdatedPosition = uint64(pos), uint64(updated)
-	d.Cursor = encodeCursor(d.Position)
+	d.Cursor = readmodel.EncodeCursor(d.Position)
 	d.ReceivedAt = fromNanos(received)
 	if status.Valid {
 		s := int(status.Int64)
@@ -323,7 +323,7 @@ const ReplayWindow = 1000
 func (v *History) ChangedSince(ctx context.Context, address, since string) ([]string, error) {
 	var from uint64
 	if since != "" {
-		pos, err := decodeCursor("since", since)
+		pos, err := readmodel.DecodeCursor("since", since)
 		if err != nil {
 			return nil, err
 		}
@@ -356,7 +356,7 @@ func (v *History) ChangedSince(ctx context.Context, address, since string) ([]st
 // (a cursor) reads what it missed with it; a malformed cursor is a
 // *domain.InvalidInputError naming the field "after".
 func (v *History) CreatedAfter(ctx context.Context, address, after string, limit int) ([]string, error) {
-	from, err := decodeCursor("after", after)
+	from, err := readmodel.DecodeCursor("after", after)
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func (v *History) SearchDeliveries(ctx context.Context, address string, first in
 	case len(items) == limit && f.NeedsLog():
 		rest = items[len(items)-1].Cursor
 	case floor > 0:
-		rest = encodeCursor(uint64(floor))
+		rest = readmodel.EncodeCursor(uint64(floor))
 	}
 	if f.NeedsLog() {
 		m, err := v.matchFromLog(ctx, items, refs, f, size+1)

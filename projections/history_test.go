@@ -110,7 +110,7 @@ func TestPageBounds(t *testing.T) {
 			t.Errorf("pageBounds(%d) = %d, %v; want %d", tc.first, got, err, tc.want)
 		}
 	}
-	pos, err := decodeCursor("after", encodeCursor(42))
+	pos, err := readmodel.DecodeCursor("after", readmodel.EncodeCursor(42))
 	if err != nil || pos != 42 {
 		t.Errorf("cursor round trip = %d, %v", pos, err)
 	}
@@ -298,7 +298,7 @@ func TestDeliveryFields(t *testing.T) {
 	want := readmodel.Delivery{
 		ID: "d-1", Address: "ep-1", Kind: domain.AddressEndpoint, AccountID: "acct-1", Method: "POST",
 		Target: "//x/?q=%2F&r", Host: "x.localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:5555",
-		BodySize: 100, Complete: false, ReceivedAt: t0, Position: pos, UpdatedPosition: pos, Cursor: encodeCursor(pos),
+		BodySize: 100, Complete: false, ReceivedAt: t0, Position: pos, UpdatedPosition: pos, Cursor: readmodel.EncodeCursor(pos),
 	}
 	got := d
 	got.Headers, got.Body, got.Attempts, got.ResponseHeaders = nil, nil, nil, nil

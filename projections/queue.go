@@ -154,7 +154,7 @@ func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state, af
 	limit = min(max(limit, 1), MaxQueueBatch)
 	var from uint64
 	if after != "" {
-		pos, err := decodeCursor("after", after)
+		pos, err := readmodel.DecodeCursor("after", after)
 		if err != nil {
 			return nil, "", err
 		}
@@ -173,7 +173,7 @@ func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state, af
 	if err != nil || len(entries) == 0 {
 		return entries, after, err
 	}
-	return entries, encodeCursor(uint64(entries[len(entries)-1].Seq)), nil
+	return entries, readmodel.EncodeCursor(uint64(entries[len(entries)-1].Seq)), nil
 }
 
 // QueueCounts counts an Endpoint's queue by state.

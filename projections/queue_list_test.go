@@ -57,15 +57,15 @@ func TestQueueListPagesByCursor(t *testing.T) {
 		t.Fatalf("pages gave %v, want %v", got, want)
 	}
 
-	for _, bad := range []string{"1234", "18446744073709551615", encodeCursor(0), "ZDE6MDAx" /* d1:001 */, strings.Repeat("9", 1<<20),
-		encodeCursor(1 << 63) /* past int64 */, "c1"} {
+	for _, bad := range []string{"1234", "18446744073709551615", readmodel.EncodeCursor(0), "ZDE6MDAx" /* d1:001 */, strings.Repeat("9", 1<<20),
+		readmodel.EncodeCursor(1 << 63) /* past int64 */, "c1"} {
 		_, _, err := v.QueueList(t.Context(), "acct-1", "ep-1", readmodel.QueueDead, bad, 4)
 		var invalid *domain.InvalidInputError
 		if !errors.As(err, &invalid) || invalid.Field != "after" {
 			t.Errorf("cursor %q (%d bytes): %v, want INVALID_INPUT on after", bad[:min(len(bad), 24)], len(bad), err)
 		}
 	}
-	if _, _, err := v.QueueList(t.Context(), "acct-1", "", "", encodeCursor(uint64(1)), 4); err != nil {
+	if _, _, err := v.QueueList(t.Context(), "acct-1", "", "", readmodel.EncodeCursor(uint64(1)), 4); err != nil {
 		t.Errorf("a cursor it gave, without Endpoint or state: %v", err)
 	}
 }

@@ -3060,12 +3060,14 @@ func newExecutionContext(
 var sources = []*ast.Source{
 	{Name: "../../schema.graphqls", Input: `# The relay's GraphQL API. Names here are a contract: add freely, rename nothing.
 #
-# Every operation has a cost, checked before it runs: 1 point per field, a list
-# or page multiplies what each row selects by its length (first, clamped to 100;
-# headers count as 32, attempts as 8, endpoints as 100), a payload field (body,
-# bodyBase64, responseBody, responseBodyBase64, Event.data,
-# ForwardRequest.bodyBase64) weighs the KiB the capture cap lets it hold
-# (base64: 4/3 of it), and a mutation field or a page of events 1000 more. An
+# Every operation has a cost, checked before it runs: 1 point per field, a page
+# multiplies what each row selects by its length (first, clamped to 100), a list
+# without first by the most rows it can return (endpoints --account-endpoints,
+# tokens 3100, members 150, listeners 256; a row's headers count as 8, its
+# attempts as 2), the columns of an Endpoint or a token weigh nothing beyond
+# their row, a payload field (body, bodyBase64, responseBody, responseBodyBase64,
+# Event.data, ForwardRequest.bodyBase64) weighs 20, and a mutation field or a
+# page of events 1000 more. An
 # operation over the budget (--max-query-cost, default 10000) or with more than
 # --max-query-fields fields (aliases and fragments counted) is refused with
 # extensions.code QUERY_TOO_COMPLEX, a document of more than --max-query-tokens

@@ -297,8 +297,9 @@ type Delivery struct {
 	// `original` (or 0) for the request as recorded, or an attempt's id. The one
 	// comparison: `relay deliveries diff` and the console render it. It reads the
 	// delivery's payload and its attempts' responses (a payload read each).
-	Compare *AttemptComparison `json:"compare"`
-	Row     readmodel.Delivery `json:"-"`
+	Compare   *AttemptComparison `json:"compare"`
+	Explained *ExplanationOnce   `json:"-"`
+	Row       readmodel.Delivery `json:"-"`
 }
 
 type DeliveryConnection struct {

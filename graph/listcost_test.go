@@ -1,0 +1,122 @@
+package graph_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/99designs/gqlgen/client"
+
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/readmodel"
+)
+
+// listReads is the real views, counting the rows the lists of an account
+// read and the reads each of their rows makes.
+type listReads struct {
+	graph.Views
+	rows, reads atomic.Int64
+}
+
+func (v *listReads) Endpoints(ctx context.Context, accountID string) ([]readmodel.Endpoint, error) {
+	eps, err := v.Views.Endpoints(ctx, accountID)
+	v.rows.Add(int64(len(eps)))
+	return eps, err
+}
+
+func (v *listReads) Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error) {
+	ts, err := v.Views.Tokens(ctx, accountID)
+	v.rows.Add(int64(len(ts)))
+	return ts, err
+}
+
+func (v *listReads) QueueEntry(ctx context.Context, deliveryID string) (readmodel.QueueEntry, error) {
+	v.reads.Add(1)
+	return v.Views.(queueViews).QueueEntry(ctx, deliveryID)
+}
+
+func (v *listReads) QueueCounts(ctx context.Context, endpointID string) (readmodel.QueueCounts, error) {
+	v.reads.Add(1)
+	return v.Views.(queueViews).QueueCounts(ctx, endpointID)
+}
+
+func (v *listReads) QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error) {
+	v.reads.Add(1)
+	return v.Views.(queueViews).QueueList(ctx, accountID, endpointID, state, after, limit)
+}
+
+// TestListsChargeTheRowsTheyRead: an operation on an account's lists is
+// charged at least the work it does, counted on the real views and log:
+// a point a row of a list, a point a read (of the views or the log) for a
+// row. 99 aliases of endpoints read 150 rows each; every Endpoint's queue
+// read the Endpoint's stream from the log and its counts from the views;
+// 99 aliases of tokens read 100 rows each. Each was charged less than
+// that; now it is charged more than it reads, or refused before it reads
+// anything.
+func TestListsChargeTheRowsTheyRead(t *testing.T) {
+	var counted *listReads
+	e := newEnvWith(t, nil, func(r *graph.Resolver) {
+		counted = &listReads{Views: r.Views}
+		r.Views = counted
+	})
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	tok := e.signUp(t, "Acme")
+	auth := client.AddHeader("Authorization", "Bearer "+tok)
+	const endpoints, tokens = 150, 99 // with the sign-up's, the 100 an account may hold
+	for i := range endpoints {
+		e.c.MustPost(`mutation($n: String!) { createEndpoint(input: {name: $n, mode: QUEUE}) { id } }`,
+			&struct{ CreateEndpoint struct{ ID string } }{}, auth, client.Var("n", fmt.Sprint("ep", i)))
+	}
+	for i := range tokens {
+		e.c.MustPost(`mutation($n: String!) { createToken(name: $n) { secret } }`,
+			&struct{ CreateToken struct{ Secret string } }{}, auth, client.Var("n", fmt.Sprint("t", i)))
+	}
+	aliases := func(n int, field string) string {
+		var b strings.Builder
+		b.WriteString("{ ")
+		for i := range n {
+			fmt.Fprintf(&b, "a%d: %s ", i, field)
+		}
+		return b.String() + "}"
+	}
+	for _, tt := range []struct {
+		name, query string
+		admitted    bool // the operation is within the budget (and runs)
+	}{
+		{"the console's list of Endpoints", `{ endpoints { id name url mode target responseCapture agentConnected agentCount createdAt refusedRequests filters { text } } }`, true},
+		{"99 aliases of endpoints", aliases(99, "endpoints { id }"), false},
+		{"every Endpoint's queue", `{ endpoints { queue { queued inFlight dead } } }`, true},
+		{"four lists of every Endpoint's queue", aliases(4, "endpoints { queue { queued } }"), false},
+		{"99 aliases of tokens", aliases(99, "tokens { id }"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cost, err := graph.OperationCost(tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted.rows.Store(0)
+			counted.reads.Store(0)
+			var runErr error
+			logReads := e.reads.during(func() {
+				runErr = postGraphQL(srv.URL, tok, fmt.Sprintf(`{"query":%q}`, tt.query), nil)
+			})
+			charged := cost
+			if runErr != nil {
+				charged = 0
+			}
+			work := counted.rows.Load() + counted.reads.Load() + int64(len(logReads))
+			t.Logf("cost %d, error %v: %d rows, %d reads of the views, %d of the log: work %d", cost, runErr,
+				counted.rows.Load(), counted.reads.Load(), len(logReads), work)
+			if work > int64(charged) {
+				t.Errorf("the operation did %d points of work (rows, reads) and was charged %d", work, charged)
+			}
+			if admitted := runErr == nil; admitted != tt.admitted {
+				t.Errorf("admitted: %v (error %v), want %v", admitted, runErr, tt.admitted)
+			}
+		})
+	}
+}
