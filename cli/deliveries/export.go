@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/version"
 	"github.com/relayhq/relay/deliveryjson"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/har"
 )
@@ -170,10 +171,10 @@ func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string,
 		return err
 	}
 	if incomplete > 0 {
-		fmt.Fprintf(stderr, "note: %d of the deliveries are stored in part; they are marked incomplete (_relay.complete in HAR, complete in a bundle) and relay replay skips them\n", incomplete)
+		fmt.Fprintf(stderr, "note: %s stored in part; they are marked incomplete (_relay.complete in HAR, complete in a bundle) and relay replay skips them\n", domain.Counted(incomplete, "delivery is", "deliveries are"))
 	}
 	if outPath != "" {
-		fmt.Fprintf(stderr, "exported %d deliveries of %s to %s\n", written, id, outPath)
+		fmt.Fprintf(stderr, "exported %s of %s to %s\n", domain.Counted(written, "delivery", "deliveries"), id, outPath)
 	}
 	return nil
 }
