@@ -473,7 +473,7 @@ func TestAgentWarnsAboutOtherAgents(t *testing.T) {
 	p.send(wsMessage{Type: gqlws.ConnectionAck})
 	p.describe("ep", endpointInfo{URL: publicURL("ep"), Mode: "PROXY", AgentCount: 1})
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if !strings.Contains(stderr.String(), "note: 1 other listener(s) already serve endpoint") {
+		if !strings.Contains(stderr.String(), "note: 1 other listener already serves endpoint") {
 			return errors.New("still waiting for the warning")
 		}
 		return nil

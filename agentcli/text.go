@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -131,7 +132,7 @@ func (o *TextObserver) State(e StateEvent) {
 				fmt.Fprintf(o.Status, "endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", ep.ID, ep.Mode)
 			}
 			if ep.OtherAgents > 0 {
-				fmt.Fprintf(o.Status, "note: %d other listener(s) already serve endpoint %s; one of them answers the senders and the others receive copies (right after a reconnect the count may include this agent's previous connection)\n", ep.OtherAgents, ep.ID)
+				fmt.Fprintf(o.Status, "note: %s endpoint %s; one of them answers the senders and the others receive copies (right after a reconnect the count may include this agent's previous connection)\n", domain.Counted(ep.OtherAgents, "other listener already serves", "other listeners already serve"), ep.ID)
 			}
 		}
 	case Reconnecting:
@@ -161,7 +162,7 @@ func (o *TextObserver) Role(e RoleEvent) {
 	} else if e.Changed {
 		lead = "no longer primary on endpoint"
 	}
-	fmt.Fprintf(o.Status, "%s %s (%s): %s (%d listener(s))\n", lead, e.Name, e.EndpointID, what, e.Listeners)
+	fmt.Fprintf(o.Status, "%s %s (%s): %s (%s)\n", lead, e.Name, e.EndpointID, what, domain.Counted(e.Listeners, "listener", "listeners"))
 }
 
 // Forwarded prints one line per forward, and the request's headers and

@@ -156,3 +156,24 @@ func TestTextObserverGathersLines(t *testing.T) {
 		t.Errorf("output ends %q, want %q", got[max(0, len(got)-200):], tail)
 	}
 }
+
+// TestTextObserverCountsInWords: a count of listeners reads as English
+// (1 listener, 2 listeners), never "listener(s)".
+func TestTextObserverCountsInWords(t *testing.T) {
+	tests := []struct {
+		listeners int
+		want      string
+	}{
+		{1, "endpoint orders (ep1): primary: this agent's answers go to the senders (1 listener)\n"},
+		{2, "(2 listeners)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.listeners), func(t *testing.T) {
+			var out bytes.Buffer
+			(&TextObserver{Out: &out, Status: &out}).Role(RoleEvent{EndpointID: "ep1", Name: "orders", Primary: true, Listeners: tt.listeners})
+			if got := out.String(); !strings.HasSuffix(got, tt.want) || strings.Contains(got, "(s)") {
+				t.Errorf("Role printed %q, want it to end %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@
 //     Refusal tells a refusal (retrying as is will not help) from a failure.
 //   - *NotRelayError: what answered at Server/graphql is no relay GraphQL API.
 //   - *UnreachableError: no connection to Server (nothing listens there).
+//   - *PlainHTTPError: an https:// Server answered in plain HTTP.
 //   - anything else: the network (wrapped *url.Error, context errors).
 package apiclient
 
@@ -157,12 +158,45 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// PlainHTTPError is an https:// relay URL whose server answered the TLS
+// handshake in plain HTTP: the relay serves http:// there. It says which
+// URL to give instead of the HTTP client's "server gave HTTP response to
+// HTTPS client". Exit code 2: retrying the same URL cannot succeed.
+type PlainHTTPError struct {
+	Server string
+	Err    error
+}
+
+func (e *PlainHTTPError) Error() string {
+	return fmt.Sprintf("the relay at %s answers plain HTTP; use %s", e.Server, "http://"+strings.TrimPrefix(e.Server, "https://"))
+}
+
+func (e *PlainHTTPError) Unwrap() error { return e.Err }
+
+// ExitCode is 2, a refusal: the command line names the wrong scheme.
+func (e *PlainHTTPError) ExitCode() int { return 2 }
+
+// AnsweredPlainHTTP reports whether err is a TLS handshake that a
+// plain-HTTP server answered: net/http says so with ErrSchemeMismatch;
+// other clients (the WebSocket dialer) get crypto/tls's record error,
+// whose record starts with "HTTP/".
+func AnsweredPlainHTTP(err error) bool {
+	var rec tls.RecordHeaderError
+	return errors.Is(err, http.ErrSchemeMismatch) ||
+		(errors.As(err, &rec) && string(rec.RecordHeader[:]) == "HTTP/")
+}
+
 // transportError is err, the HTTP client's failure to get an answer from
-// server, as an *UnreachableError when no connection was made; a
+// server, as an *UnreachableError when no connection was made and as a
+// *PlainHTTPError when an https:// URL met a plain-HTTP server; a
 // cancelled context (Ctrl-C) is returned as it is.
 func transportError(server string, err error) error {
 	var op *net.OpError
-	if !errors.Is(err, context.Canceled) && errors.As(err, &op) && op.Op == "dial" {
+	switch {
+	case errors.Is(err, context.Canceled):
+	case AnsweredPlainHTTP(err):
+		return &PlainHTTPError{Server: server, Err: err}
+	case errors.As(err, &op) && op.Op == "dial":
 		return &UnreachableError{Server: server, Err: err}
 	}
 	return err

@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -96,6 +97,34 @@ func TestDoUnreachableRelay(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), `Post "`) || strings.Contains(err.Error(), "dial tcp") {
 				t.Errorf("error %q is the HTTP client's", err)
+			}
+		})
+	}
+}
+
+// TestHTTPSToAPlainRelay: an https:// URL of a relay that serves plain
+// HTTP says to use http://, on a call and on a subscription, not the
+// HTTP client's "server gave HTTP response to HTTPS client".
+func TestHTTPSToAPlainRelay(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	server := "https://" + strings.TrimPrefix(srv.URL, "http://")
+	want := "the relay at " + server + " answers plain HTTP; use " + srv.URL
+	tests := []struct {
+		name string
+		call func(c *Client) error
+	}{
+		{"call", func(c *Client) error { return c.Do(t.Context(), "{ me{ id } }", nil, nil) }},
+		{"subscription", func(c *Client) error {
+			return c.Subscribe(t.Context(), "subscription { x }", nil, func(json.RawMessage) error { return nil })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call(New(server, ""))
+			var pe *PlainHTTPError
+			if !errors.As(err, &pe) || err.Error() != want {
+				t.Fatalf("error %v (%T), want a *PlainHTTPError saying %q", err, err, want)
 			}
 		})
 	}

@@ -66,6 +66,9 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			resp.Body.Close()
 			return fmt.Errorf("connect to %s: %w (%s)", ws, err, resp.Status)
 		}
+		if AnsweredPlainHTTP(err) {
+			return &PlainHTTPError{Server: c.Server, Err: err}
+		}
 		return fmt.Errorf("connect to %s: %w", ws, err)
 	}
 	defer conn.Close()

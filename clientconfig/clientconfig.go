@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +96,26 @@ func Save(path string, c Config) error {
 }
 
 // SameServer reports whether two relay URLs name the same relay, so a
-// stored token is only ever sent to the relay it was issued by.
+// stored token is only ever sent to the relay it was issued by. The names
+// of this machine (localhost, 127.0.0.1, ::1) are one host: a login
+// stored for http://localhost:8080 serves http://127.0.0.1:8080 too.
+// Scheme, port and path must match.
 func SameServer(a, b string) bool {
-	return strings.EqualFold(strings.TrimRight(strings.TrimSpace(a), "/"), strings.TrimRight(strings.TrimSpace(b), "/"))
+	ua, errA := url.Parse(strings.TrimRight(strings.TrimSpace(a), "/"))
+	ub, errB := url.Parse(strings.TrimRight(strings.TrimSpace(b), "/"))
+	if errA != nil || errB != nil {
+		return false
+	}
+	return strings.EqualFold(ua.Scheme, ub.Scheme) && ua.Port() == ub.Port() && ua.Path == ub.Path &&
+		sameHost(ua.Hostname(), ub.Hostname())
+}
+
+// sameHost compares host names without case, a loopback name or address
+// (localhost, 127.0.0.1, ::1) being the same as any other.
+func sameHost(a, b string) bool {
+	loopback := func(h string) bool {
+		ip := net.ParseIP(h)
+		return strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+	}
+	return strings.EqualFold(a, b) || (loopback(a) && loopback(b))
 }

@@ -35,6 +35,8 @@ func TestSaveAndLoad(t *testing.T) {
 	}
 }
 
+// TestSameServer: a stored login serves the relay it was made for, under
+// any of this machine's loopback names, and no other.
 func TestSameServer(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
@@ -42,7 +44,14 @@ func TestSameServer(t *testing.T) {
 	}{
 		{"http://localhost:8080", "http://localhost:8080/", true},
 		{"HTTP://Localhost:8080", "http://localhost:8080", true},
-		{"http://localhost:8080", "http://127.0.0.1:8080", false},
+		{"http://localhost:8080", "http://127.0.0.1:8080", true},
+		{"http://localhost:8080", "http://[::1]:8080", true},
+		{"http://127.0.0.1:8080/", "http://LOCALHOST:8080", true},
+		{"http://localhost:8080", "http://127.0.0.1:8081", false},
+		{"http://localhost:8080", "https://127.0.0.1:8080", false},
+		{"http://localhost:8080", "http://relay.localhost:8080", false},
+		{"http://localhost:8080/a", "http://127.0.0.1:8080", false},
+		{"https://relay.example", "https://relay.example.org", false},
 		{"https://relay.example", "http://relay.example", false},
 	} {
 		if got := SameServer(tt.a, tt.b); got != tt.want {

@@ -95,7 +95,6 @@ func TestCreateEndpointRefusals(t *testing.T) {
 
 func TestUpdateEndpointChanges(t *testing.T) {
 	e := newEnv(t, defaultConfig())
-	acc, _ := e.account(t, "Ada")
 	for _, tc := range []struct {
 		name  string
 		patch commands.EndpointPatch
@@ -115,6 +114,8 @@ func TestUpdateEndpointChanges(t *testing.T) {
 			domain.EndpointSettings{Name: "all", Mode: domain.ModeLog, Target: "localhost:1", ResponseCapture: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// An account each: an account's Endpoint names are unique.
+			acc, _ := e.account(t, "Ada")
 			ep := e.endpoint(t, acc.ID, proxySettings)
 			before := e.lastPosition(t)
 			got, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", ep.ID, tc.patch)
@@ -251,7 +252,7 @@ func TestEndpointOfAnotherAccountIsNotFound(t *testing.T) {
 func TestDeleteEndpoint(t *testing.T) {
 	e := newEnv(t, defaultConfig())
 	acc, _ := e.account(t, "Ada")
-	kept := e.endpoint(t, acc.ID, proxySettings)
+	kept := e.endpoint(t, acc.ID, named(proxySettings, "kept"))
 	ep := e.endpoint(t, acc.ID, proxySettings)
 
 	before := e.lastPosition(t)
@@ -314,5 +315,71 @@ func TestConcurrentUpdatesAllApply(t *testing.T) {
 	_, events := e.stream(t, domain.EndpointStream(ep.ID))
 	if got := len(events) - 1; got != writers*each {
 		t.Errorf("%d EndpointReconfigured events, want %d", got, writers*each)
+	}
+}
+
+// TestEndpointNamesAreUniquePerAccount: a name an undeleted Endpoint of
+// the account holds is refused on create and on rename (INVALID_INPUT on
+// "name", naming the holder's id), and appends nothing; another account,
+// a deleted Endpoint's name and an Endpoint keeping its own name pass.
+func TestEndpointNamesAreUniquePerAccount(t *testing.T) {
+	e := newEnv(t, defaultConfig())
+	acc, _ := e.account(t, "Ada")
+	other, _ := e.account(t, "Bob")
+	orders := e.endpoint(t, acc.ID, domain.EndpointSettings{Name: "orders", Mode: domain.ModeLog})
+	gone := e.endpoint(t, acc.ID, domain.EndpointSettings{Name: "gone", Mode: domain.ModeLog})
+	if err := e.svc.DeleteEndpoint(ctx(t), acc.ID, "", gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	spare := e.endpoint(t, acc.ID, domain.EndpointSettings{Name: "spare", Mode: domain.ModeLog})
+	for _, tc := range []struct {
+		name    string
+		do      func() error
+		refused bool
+	}{
+		{"create a name in use", func() error {
+			_, err := e.svc.CreateEndpoint(ctx(t), acc.ID, "", domain.EndpointSettings{Name: "orders", Mode: domain.ModeLog})
+			return err
+		}, true},
+		{"rename to a name in use", func() error {
+			_, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", spare.ID, commands.EndpointPatch{Name: ptr("orders")})
+			return err
+		}, true},
+		{"keep its own name", func() error {
+			_, err := e.svc.UpdateEndpoint(ctx(t), acc.ID, "", orders.ID, commands.EndpointPatch{Name: ptr("orders"), Mode: ptr(domain.ModeLog)})
+			return err
+		}, false},
+		{"another account's name", func() error {
+			_, err := e.svc.CreateEndpoint(ctx(t), other.ID, "", domain.EndpointSettings{Name: "orders", Mode: domain.ModeLog})
+			return err
+		}, false},
+		{"a deleted Endpoint's name", func() error {
+			_, err := e.svc.CreateEndpoint(ctx(t), acc.ID, "", domain.EndpointSettings{Name: "gone", Mode: domain.ModeLog})
+			return err
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.lastPosition(t)
+			err := tc.do()
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var inv *domain.InvalidInputError
+			want := fmt.Sprintf("an Endpoint named %q exists (id %s)", "orders", orders.ID)
+			if !errors.As(err, &inv) || inv.Field != "name" || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want INVALID_INPUT on name saying %q", err, want)
+			}
+			e.appended(t, before, 0, tc.name)
+		})
+	}
+	list, err := e.views.Endpoints(ctx(t), acc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list); n != 3 {
+		t.Errorf("account has %d Endpoints, want 3 (orders, spare, gone again)", n)
 	}
 }

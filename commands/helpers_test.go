@@ -149,6 +149,12 @@ func (e *env) endpoint(t *testing.T, accountID string, set domain.EndpointSettin
 	return ep
 }
 
+// named is set with another name: an account's Endpoint names are unique.
+func named(set domain.EndpointSettings, name string) domain.EndpointSettings {
+	set.Name = name
+	return set
+}
+
 // request is a captured webhook: a raw target, repeated and hop-by-hop
 // headers, and a body of which only stored bytes are kept.
 func request(target string, body []byte, stored int) domain.CapturedRequest {

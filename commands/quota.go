@@ -242,6 +242,22 @@ func (s *Service) checkEndpointCap(ctx context.Context, accountID string) error 
 	return nil
 }
 
+// checkEndpointName refuses an Endpoint name that another Endpoint of the
+// account holds (not deleted), so a name names one Endpoint to every
+// command that takes one. except is the Endpoint being renamed. It reads
+// the views, as checkEndpointCap does: two Endpoints given one name at the
+// same moment (on two nodes) may both pass it.
+func (s *Service) checkEndpointName(ctx context.Context, accountID, name, except string) error {
+	id, err := s.views.EndpointNamed(ctx, accountID, name)
+	if err != nil {
+		return err
+	}
+	if id != "" && id != except {
+		return &domain.InvalidInputError{Field: "name", Reason: fmt.Sprintf("an Endpoint named %q exists (id %s): choose another name, or delete or rename that one", name, id)}
+	}
+	return nil
+}
+
 // storageViews reads an account's stored bytes and quota override as
 // ingress does (the views plus the receipts they have not applied yet).
 type storageViews interface {

@@ -34,8 +34,8 @@ func TestRetryDeliveryRefusals(t *testing.T) {
 	bob, _ := e.account(t, "Bob")
 	proxy := e.endpoint(t, ada.ID, proxySettings)
 	logEp := e.endpoint(t, ada.ID, domain.EndpointSettings{Name: "log", Mode: domain.ModeLog, Target: "127.0.0.1:3000"})
-	noAgent := e.endpoint(t, ada.ID, proxySettings)
-	gone := e.endpoint(t, ada.ID, proxySettings)
+	noAgent := e.endpoint(t, ada.ID, named(proxySettings, "no agent"))
+	gone := e.endpoint(t, ada.ID, named(proxySettings, "gone"))
 	in, err := e.svc.CreateInspector(ctx(t))
 	if err != nil {
 		t.Fatal(err)

@@ -536,6 +536,9 @@ func (s *Service) CreateEndpoint(ctx context.Context, accountID, by string, set 
 	if err := s.checkEndpointCap(ctx, accountID); err != nil {
 		return readmodel.Endpoint{}, err
 	}
+	if err := s.checkEndpointName(ctx, accountID, set.Name, ""); err != nil {
+		return readmodel.Endpoint{}, err
+	}
 	id := NewAddressID()
 	hs, err := s.sealSecrets(set.Handshakes)
 	if err != nil {
@@ -636,7 +639,10 @@ func (s *Service) UpdateEndpoint(ctx context.Context, accountID, by, id string, 
 			return err
 		}
 		set := ep.Settings()
-		if p.Name != nil {
+		if p.Name != nil && *p.Name != set.Name {
+			if err := s.checkEndpointName(ctx, accountID, *p.Name, id); err != nil {
+				return err
+			}
 			set.Name = *p.Name
 		}
 		if p.Mode != nil {

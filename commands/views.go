@@ -23,6 +23,9 @@ type Views interface {
 	Account(ctx context.Context, id string) (readmodel.Account, error)
 	// CountEndpoints counts an account's Endpoints that are not deleted.
 	CountEndpoints(ctx context.Context, accountID string) (int, error)
+	// EndpointNamed returns the id of an account's Endpoint named name
+	// that is not deleted, "" when there is none.
+	EndpointNamed(ctx context.Context, accountID, name string) (string, error)
 	AccountByTokenHash(ctx context.Context, hash string) (readmodel.Account, error)
 	// TokenByHash returns an unrevoked token (expired or not) and its account.
 	TokenByHash(ctx context.Context, hash string) (readmodel.Account, readmodel.Token, error)

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -298,17 +297,19 @@ func (a *Account) CanInvite(by string, now time.Time) error {
 	if members, invites := a.seats(now); members+invites >= MaxMembers {
 		return &InvalidInputError{Field: "createMemberInvite", Reason: fmt.Sprintf(
 			"this account has %s and %s, the most it may hold together is %d: remove a member, or wait for an open invite to expire",
-			counted(members, "member", "members"), counted(invites, "open invite", "open invites"), MaxMembers)}
+			Counted(members, "member", "members"), Counted(invites, "open invite", "open invites"), MaxMembers)}
 	}
 	return nil
 }
 
-// counted is n with the noun's singular or plural form.
-func counted(n int, one, many string) string {
+// Counted is n with the noun's singular or plural form ("1 delivery",
+// "0 deliveries"): the one way the relay's messages and the command line
+// count things.
+func Counted[N ~int | ~int64 | ~uint64](n N, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return strconv.Itoa(n) + " " + many
+	return fmt.Sprint(n) + " " + many
 }
 
 // InviteMember opens a one-time link to join the account with role, made

@@ -484,7 +484,7 @@ func TestAgentConnectedRecordsTheAgentsTarget(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var ep struct{ CreateEndpoint struct{ ID string } }
-			e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
+			e.c.MustPost(`mutation { createEndpoint(input: {name: "`+tt.name+`", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
 				client.AddHeader("Authorization", auth))
 			payload := map[string]any{"Authorization": auth}
 			if tt.sent != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,9 +255,9 @@ func TestOpenAgentSessionsAreCapped(t *testing.T) {
 		var su struct{ SignUp struct{ Token string } }
 		e.c.MustPost(`mutation { signUp(name: "`+name+`") { token } }`, &su)
 		auth = "Bearer " + su.SignUp.Token
-		for range endpoints {
+		for i := range endpoints {
 			var ep struct{ CreateEndpoint struct{ ID string } }
-			e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
+			e.c.MustPost(`mutation { createEndpoint(input: {name: "p`+strconv.Itoa(i)+`", mode: PROXY, target: "127.0.0.1:9"}) { id } }`, &ep,
 				client.AddHeader("Authorization", auth))
 			ids = append(ids, ep.CreateEndpoint.ID)
 		}

@@ -444,6 +444,21 @@ func (v *Accounts) TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsag
 	return out, total, nil
 }
 
+// EndpointNamed returns the id of an account's Endpoint named name that is
+// not deleted, "" when there is none (through endpoints_by_account: at most
+// --account-endpoints rows).
+func (v *Accounts) EndpointNamed(ctx context.Context, accountID, name string) (string, error) {
+	var id string
+	err := v.r.QueryRowContext(ctx, "SELECT id FROM endpoints WHERE account_id = ? AND deleted = 0 AND name = ? ORDER BY position LIMIT 1", accountID, name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find endpoint %q of account %q: %w", name, accountID, err)
+	}
+	return id, nil
+}
+
 // CountEndpoints counts an account's Endpoints that are not deleted
 // (through endpoints_by_account).
 func (v *Accounts) CountEndpoints(ctx context.Context, accountID string) (int, error) {

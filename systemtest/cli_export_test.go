@@ -212,7 +212,7 @@ func TestExportHARLoadsInHARTools(t *testing.T) {
 	rig := recordForExport(t)
 	file := filepath.Join(t.TempDir(), "shop.har")
 	if out, code := rig.home.run(t, "", "deliveries", "export", "shop", "-o", file); code != 0 || !strings.Contains(out, "exported 5 deliveries") ||
-		!strings.Contains(out, "1 of the deliveries are stored in part") {
+		!strings.Contains(out, "1 delivery is stored in part") {
 		t.Fatalf("deliveries export exited %d:\n%s", code, out)
 	}
 	recs := exportRecords(t, rig.r, rig.token, rig.ep.ID)

@@ -556,6 +556,8 @@ func TestCLIExitCodes(t *testing.T) {
 	send(t, r, ep.ID, "POST", "/x", nil, nil) // nothing listens on port 1: 502
 	d := deliveryAt(t, r, acct.Token, ep.ID, "/x")
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	port := strconv.Itoa(r.Port)
+	loopback := "http://127.0.0.1:" + port // the URL h logged in with
 	fresh := newCLIHome(t)
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 
@@ -607,6 +609,14 @@ func TestCLIExitCodes(t *testing.T) {
 		{"rebuild a folder with no log", h, []string{"events", "rebuild", "--data", noLog}, 2, "no event log in " + noLog, "rebuilt views"},
 		{"export no folder", h, []string{"events", "export", "--data", missing}, 2, "no event log in " + missing, "unable to open database file"},
 		{"relay unreachable", h, []string{"endpoints", "list", "--server", closed, "--token", "t"}, 1, "cannot reach the relay at " + closed + " (connection refused): is `relay serve` running there?", "dial tcp"},
+		// What a new user pastes or types after the README.
+		{"server given as the API's URL", h, []string{"endpoints", "list", "--server", loopback + "/graphql"}, 0, ep.ID, "405"},
+		{"server by another loopback name", h, []string{"endpoints", "list", "--server", "http://localhost:" + port}, 0, ep.ID, "no token"},
+		{"https to a plain relay", h, []string{"endpoints", "list", "--server", "https://127.0.0.1:" + port, "--token", "t"}, 2,
+			"the relay at https://127.0.0.1:" + port + " answers plain HTTP; use " + loopback, "server gave HTTP response"},
+		{"create a name in use", h, []string{"endpoints", "create", "down"}, 2, `an Endpoint named "down" exists (id ` + ep.ID + ")", ""},
+		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
+		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 	}
 	check := func(name string, home cliHome, args []string, wantCode int, want, notWant string) {
 		t.Helper()

@@ -15,12 +15,16 @@ import (
 
 // Transient reports whether err is network trouble or a failure the relay
 // may not repeat (unavailable, rate limited): what the long-running
-// commands retry. Refusals, usage errors and a --server that is no relay
-// are not.
+// commands retry. Refusals, usage errors, a --server that is no relay and
+// an https:// --server of a plain-HTTP relay are not.
 func Transient(err error) bool {
 	var ae *apiclient.Error
 	if errors.As(err, &ae) {
 		return !ae.Refusal()
+	}
+	var pe *apiclient.PlainHTTPError
+	if errors.As(err, &pe) {
+		return false
 	}
 	var ue *url.Error
 	return errors.As(err, &ue)

@@ -119,7 +119,10 @@ func CallGraphQL(ctx context.Context, server, token, query string, vars map[stri
 
 // NormalServer reads --server: a URL, or a host[:port] without a scheme,
 // which means http for this machine (localhost, *.localhost, 127.0.0.1,
-// ::1) and https elsewhere, as a browser's address bar would.
+// ::1) and https elsewhere, as a browser's address bar would. It is the
+// relay's base URL: the API's URL as a GraphQL user pastes it
+// (http://host:8080/graphql) names the same relay, so a trailing /graphql
+// is dropped, and so is a trailing slash.
 func NormalServer(s string) (string, error) {
 	if s == "" {
 		return s, nil
@@ -140,7 +143,7 @@ func NormalServer(s string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", Usage(fmt.Errorf("--server %q is not a relay URL: give one such as http://localhost:8080 or https://relay.example.com", s))
 	}
-	return s, nil
+	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimRight(s, "/"), "/graphql"), "/"), nil
 }
 
 // ConsolePage is a console page's URL: the whole URL the relay gave when

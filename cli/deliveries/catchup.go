@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
+	"github.com/relayhq/relay/domain"
 )
 
 // catchUpOptions bound a catch-up: how many retries run at once, how many
@@ -58,8 +59,8 @@ func catchUp(ctx context.Context, client *apiclient.Client, ref string, o catchU
 		return nil
 	}
 	slices.Reverse(rows) // oldest first
-	fmt.Fprintf(w, "catching up %d deliveries of %s refused while no agent was connected, oldest first (%d at once, %g per second)\n",
-		len(rows), ref, o.concurrency, o.perSecond)
+	fmt.Fprintf(w, "catching up %s of %s refused while no agent was connected, oldest first (%d at once, %g per second)\n",
+		domain.Counted(len(rows), "delivery", "deliveries"), ref, o.concurrency, o.perSecond)
 	var (
 		lim          = rate.NewLimiter(rate.Limit(o.perSecond), 1)
 		next, done   atomic.Int64

@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/version"
 	"github.com/relayhq/relay/deliveryjson"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/har"
 )
@@ -64,6 +65,9 @@ See docs/exports.md.`,
 			if err := conn.Resolve(c.Flags(), env); err != nil {
 				return err
 			}
+			if err := checkOutFile(out); err != nil {
+				return err
+			}
 			var w func(io.Writer) deliveryjson.Writer
 			switch format {
 			case "har":
@@ -96,11 +100,23 @@ See docs/exports.md.`,
 	}
 	conn.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&format, "format", "har", "har (HAR 1.2) or bundle (a replay bundle for relay replay)")
-	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (written whole or not at all) instead of stdout")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (written whole or not at all) instead of stdout; the format is --format's, so -o json and -o text are refused")
 	cmd.Flags().StringVar(&status, "status", "", "only deliveries answered with this status or class: 502, 5xx, 2xx")
 	cmd.Flags().StringVar(&since, "since", "", "only deliveries received within this duration: 30m, 24h, 7d")
 	cmd.Flags().IntVar(&limit, "limit", defaultExportLimit, fmt.Sprintf("at most this many deliveries, the newest that match (up to %d)", maxExportLimit))
 	return cmd
+}
+
+// checkOutFile refuses an -o that names an output format (-o json, as
+// other commands take it) rather than a file: export's -o is the file to
+// write, its format --format. A file of that name is still written as
+// ./json.
+func checkOutFile(out string) error {
+	switch out {
+	case "json", "text":
+		return cmdutil.Usage(fmt.Errorf("-o %q: deliveries export writes HAR (JSON already) or a replay bundle, chosen by --format har|bundle; its -o names the file to write (-o deliveries.har; ./%s for a file named %s)", out, out, out))
+	}
+	return nil
 }
 
 // exportFilter chooses the deliveries of an export.
@@ -170,10 +186,10 @@ func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string,
 		return err
 	}
 	if incomplete > 0 {
-		fmt.Fprintf(stderr, "note: %d of the deliveries are stored in part; they are marked incomplete (_relay.complete in HAR, complete in a bundle) and relay replay skips them\n", incomplete)
+		fmt.Fprintf(stderr, "note: %s stored in part; they are marked incomplete (_relay.complete in HAR, complete in a bundle) and relay replay skips them\n", domain.Counted(incomplete, "delivery is", "deliveries are"))
 	}
 	if outPath != "" {
-		fmt.Fprintf(stderr, "exported %d deliveries of %s to %s\n", written, id, outPath)
+		fmt.Fprintf(stderr, "exported %s of %s to %s\n", domain.Counted(written, "delivery", "deliveries"), id, outPath)
 	}
 	return nil
 }

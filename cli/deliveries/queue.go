@@ -103,7 +103,7 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 		}
 		if err != nil {
 			if total > 0 {
-				fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue before this failed\n", total, ep.Name)
+				fmt.Fprintf(stdout, "%s of %s back in its queue before this failed\n", domain.Counted(total, "dead delivery", "dead deliveries"), ep.Name)
 			}
 			return fmt.Errorf("redrive: %w", err)
 		}
@@ -116,7 +116,7 @@ func redriveDead(ctx context.Context, client *apiclient.Client, endpoint string,
 		cursor := page.EndCursor
 		after = &cursor
 	}
-	fmt.Fprintf(stdout, "%d dead deliveries of %s back in its queue\n", total, ep.Name)
+	fmt.Fprintf(stdout, "%s of %s back in its queue\n", domain.Counted(total, "dead delivery", "dead deliveries"), ep.Name)
 	if leftDead > 0 {
 		fmt.Fprintf(stdout, "%d left dead: each has had %d attempts or %d redrives, the most one delivery may have\n",
 			leftDead, domain.MaxDeliveryAttempts, domain.MaxDeliveryRedrives)

@@ -349,7 +349,7 @@ func verifyEvents(ctx context.Context, s domain.EventStore, w io.Writer) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("verify: %d problems in %d events", len(problems), n)
 	}
-	fmt.Fprintf(w, "ok: %d events in %d streams (%d deleted), last position %d\n", n, streams, deleted, last)
+	fmt.Fprintf(w, "ok: %s in %s (%d deleted), last position %d\n", domain.Counted(n, "event", "events"), domain.Counted(streams, "stream", "streams"), deleted, last)
 	return nil
 }
 

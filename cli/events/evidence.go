@@ -44,8 +44,8 @@ func verifyChain(ctx context.Context, src evidence.Source, opts evidence.Options
 	if err := printProblems(r, w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "ok: %d events chained to position %d, head %s; %d removed by %d stream deletions; %s",
-		r.Events, r.Head, r.HeadLink, r.Removed, r.Deletions, checkpointsText(r.Checkpoints))
+	fmt.Fprintf(w, "ok: %s chained to position %d, head %s; %d removed by %s; %s",
+		domain.Counted(r.Events, "event", "events"), r.Head, r.HeadLink, r.Removed, domain.Counted(r.Deletions, "stream deletion", "stream deletions"), checkpointsText(r.Checkpoints))
 	printTail(r, len(opts.Kept), w)
 	return nil
 }
@@ -63,8 +63,8 @@ func verifyStreams(ctx context.Context, src evidence.MessageSource, opts evidenc
 	if err := printProblems(r, w); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "ok: %d events of %d streams chained, each stream to its head, up to position %d; %d removed by %d stream deletions; %s",
-		r.Events, r.Streams, r.Head, r.Removed, r.Deletions, checkpointsText(r.Checkpoints))
+	fmt.Fprintf(w, "ok: %s of %s chained, each stream to its head, up to position %d; %d removed by %s; %s",
+		domain.Counted(r.Events, "event", "events"), domain.Counted(r.Streams, "stream", "streams"), r.Head, r.Removed, domain.Counted(r.Deletions, "stream deletion", "stream deletions"), checkpointsText(r.Checkpoints))
 	if r.Unchained > 0 {
 		fmt.Fprintf(w, " (%d messages older than the chain)", r.Unchained)
 	}
@@ -76,7 +76,7 @@ func checkpointsText(n int64) string {
 	if n == 0 {
 		return "no checkpoint"
 	}
-	return fmt.Sprintf("%d checkpoints", n)
+	return domain.Counted(n, "checkpoint", "checkpoints")
 }
 
 // printProblems prints what Verify found, and an error when it found
@@ -124,7 +124,7 @@ func printTail(r evidence.Report, kept int, w io.Writer) {
 				d.Position, d.Type, d.Endpoint, duration.Format(time.Duration(d.RetentionMs)*time.Millisecond), d.Cutoff, count)
 			continue
 		}
-		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %d deliveries deleted\n", d.Position, d.Type, d.Inspector, d.Deliveries)
+		fmt.Fprintf(w, "retention decision at position %d (%s): inspector %s, %s deleted\n", d.Position, d.Type, d.Inspector, domain.Counted(d.Deliveries, "delivery", "deliveries"))
 	}
 	if more := r.DecisionsTotal - int64(len(r.Decisions)); more > 0 {
 		fmt.Fprintf(w, "and %d more retention decisions\n", more)
@@ -235,8 +235,8 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 	if err := evidence.VerifyProof(*p, key); err != nil {
 		return fmt.Errorf("verify --proof: %w", err)
 	}
-	fmt.Fprintf(w, "ok: %d events of %s are in the log the relay signed at position %d (a tree of %d leaves, root %s)\n",
-		len(p.Events), p.Events[0].Stream, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
+	fmt.Fprintf(w, "ok: %s of %s are in the log the relay signed at position %d (a tree of %d leaves, root %s)\n",
+		domain.Counted(len(p.Events), "event", "events"), p.Events[0].Stream, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
 	for _, e := range p.Events {
 		var md domain.Metadata
 		_ = json.Unmarshal(e.Metadata, &md)
@@ -251,8 +251,8 @@ func verifyStreamProof(p evidence.StreamProof, key ed25519.PublicKey, w io.Write
 	if err := evidence.VerifyStreamProof(p, key); err != nil {
 		return fmt.Errorf("verify --proof: %w", err)
 	}
-	fmt.Fprintf(w, "ok: %d events of %s, revisions %d to %d, are its chain up to its head in the log the relay signed at position %d (%d stream heads, root %s)\n",
-		len(p.Events), p.Stream, p.Events[0].Revision, p.Events[len(p.Events)-1].Revision, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
+	fmt.Fprintf(w, "ok: %s of %s, revisions %d to %d, are its chain up to its head in the log the relay signed at position %d (%d stream heads, root %s)\n",
+		domain.Counted(len(p.Events), "event", "events"), p.Stream, p.Events[0].Revision, p.Events[len(p.Events)-1].Revision, p.Checkpoint.Position, p.Checkpoint.TreeSize, p.Checkpoint.Root)
 	for _, e := range p.Events {
 		var md domain.Metadata
 		_ = json.Unmarshal(e.Metadata, &md)

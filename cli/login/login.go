@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/tokens"
 	"github.com/relayhq/relay/clientconfig"
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -118,7 +119,7 @@ relay tokens revoke ID stops it).`,
 			if out.JSON() {
 				return cmdutil.WriteJSON(stdout, loginJSON{Server: conn.Server, Account: me, Endpoints: n, Config: path})
 			}
-			fmt.Fprintf(stdout, "logged in to %s as %s (%d endpoints); token stored in %s\n", conn.Server, account, n, path)
+			fmt.Fprintf(stdout, "logged in to %s as %s (%s); token stored in %s\n", conn.Server, account, domain.Counted(n, "endpoint", "endpoints"), path)
 			return nil
 		},
 	}
@@ -147,7 +148,7 @@ func keepStoredLogin(ctx context.Context, conn cmdutil.Connection, stored client
 	}
 	who := "an account"
 	if err == nil {
-		who = fmt.Sprintf("%s (%s, %d endpoints)", me.Name, me.ID, n)
+		who = fmt.Sprintf("%s (%s, %s)", me.Name, me.ID, domain.Counted(n, "endpoint", "endpoints"))
 	}
 	return cmdutil.Usage(fmt.Errorf("already logged in to %s as %s: %s would replace that login, and the relay cannot show its token again. "+
 		"Keep it and use its Endpoints, or run `relay logout` first, or pass --force to replace it", conn.Server, who, what))
@@ -240,7 +241,7 @@ func deviceLogin(ctx context.Context, client *apiclient.Client, server string, s
 	page := termtext.Safe(cmdutil.ConsolePage(server, dc.VerificationPath, dc.VerificationURL), false)
 	fmt.Fprintf(stderr, "To log in, open %s?code=%s in a browser where you are signed in to the relay,\n", page, url.QueryEscape(dc.UserCode))
 	fmt.Fprintf(stderr, "check that it shows the code %s, and approve it (this machine: %s).\n", dc.UserCode, name)
-	fmt.Fprintf(stderr, "Waiting for approval (the code expires in %d minutes; Ctrl-C to stop)...\n", max(1, dc.ExpiresIn/60))
+	fmt.Fprintf(stderr, "Waiting for approval (the code expires in %s; Ctrl-C to stop)...\n", domain.Counted(max(1, dc.ExpiresIn/60), "minute", "minutes"))
 	interval := time.Duration(max(dc.Interval, 1)) * time.Second
 	deadline := time.Now().Add(time.Duration(dc.ExpiresIn)*time.Second + interval)
 	for {
