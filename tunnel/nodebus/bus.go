@@ -14,7 +14,6 @@ import (
 	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
-	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/nats-io/nats.go"
 
 	"github.com/relayhq/relay/domain"
@@ -61,10 +60,11 @@ type pubSub interface {
 	message.Subscriber
 }
 
-// NewBus builds a bus in one process, on a GoChannel Pub/Sub (see newBus).
+// NewBus builds a bus in one process, for tests: its Pub/Sub hands each
+// topic's messages on in order, one at a time, as the bus on NATS core does
+// (memPubSub).
 func NewBus(logger *slog.Logger) (*Bus, error) {
-	wlog := watermillLogger(logger)
-	return newBus(logger, gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 256}, wlog), nil)
+	return newBus(logger, newMemPubSub(), nil)
 }
 
 // natsConnectTimeout bounds the first connection to the bus's NATS servers.

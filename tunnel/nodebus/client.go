@@ -114,7 +114,7 @@ func (c *Client) ForwardTo(ctx context.Context, node string, cmd domain.ForwardC
 		return fmt.Errorf("forward %s: %w", attemptID, ctx.Err())
 	}
 
-	// GoChannel drops messages nobody subscribed to yet.
+	// A bus drops messages nobody subscribed to yet.
 	select {
 	case <-c.bus.Running():
 	case <-ctx.Done():

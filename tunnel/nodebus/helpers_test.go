@@ -50,12 +50,19 @@ func newEnvWith(tb testing.TB, bodies tunnel.Bodies) *env {
 	e.hub = tunnel.NewHub(tunnel.HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger, Bodies: bodies})
 	Serve(bus, e.hub)
 	e.client = NewClient(bus)
+	runBus(tb, bus)
+	tb.Cleanup(e.hub.Close) // before the bus stops
+	return e
+}
+
+// runBus runs bus until the test ends, then closes it.
+func runBus(tb testing.TB, bus *Bus) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- bus.Run(ctx) }()
 	<-bus.Running()
 	tb.Cleanup(func() {
-		e.hub.Close()
 		cancel()
 		if err := <-done; err != nil {
 			tb.Errorf("bus run: %v", err)
@@ -64,7 +71,6 @@ func newEnvWith(tb testing.TB, bodies tunnel.Bodies) *env {
 			tb.Errorf("bus close: %v", err)
 		}
 	})
-	return e
 }
 
 var seq atomic.Int64
