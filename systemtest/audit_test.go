@@ -28,7 +28,7 @@ func TestAuditorCommands(t *testing.T) {
 	out, code := harness.RunCLI(t, "events", "verify", "--data", r.Data)
 	// 1 inspector.created + 3 delivery.received, each carrying its 204, and
 	// the checkpoint the relay signs as it stops
-	if code != 0 || !strings.Contains(out, "ok: 5 events chained") || !strings.Contains(out, "1 checkpoints") {
+	if code != 0 || !strings.Contains(out, "ok: 5 events chained") || !strings.Contains(out, "1 checkpoint") {
 		t.Fatalf("verify: exit %d\n%s", code, out)
 	}
 	out, code = harness.RunCLI(t, "events", "export", "--data", r.Data)

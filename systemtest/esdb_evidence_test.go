@@ -72,7 +72,7 @@ func TestEventStoreDBLogByTheCLI(t *testing.T) {
 		Chain: c.Chain, PublicKey: pubkey, Signature: c.Signature})
 
 	out, code := harness.RunCLI(t, "events", "verify", "--eventstore", url, "--data", t.TempDir(), "--pubkey", pubkey)
-	if code != 0 || !strings.Contains(out, "each stream to its head") || !strings.Contains(out, "1 checkpoints") {
+	if code != 0 || !strings.Contains(out, "each stream to its head") || !strings.Contains(out, "1 checkpoint") {
 		t.Fatalf("verify --eventstore esdb: exit %d\n%s", code, out)
 	}
 	export, code := harness.RunCLI(t, "events", "export", "--eventstore", url, "--data", t.TempDir())

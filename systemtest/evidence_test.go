@@ -45,7 +45,7 @@ func evidenceLog(t *testing.T) (dir, kept, pubkey string) {
 	})
 	r.Stop(t) // signs the head once more
 	out, code := harness.RunCLI(t, "events", "verify", "--data", dir)
-	if code != 0 || !strings.Contains(out, "ok: ") || !strings.Contains(out, "checkpoints") {
+	if code != 0 || !strings.Contains(out, "ok: ") || !strings.Contains(out, "checkpoint") {
 		t.Fatalf("verify of an untouched log: exit %d\n%s", code, out)
 	}
 	_, line, ok := strings.Cut(out, "last checkpoint (keep it; verify --checkpoint checks a later log against it): ")

@@ -147,7 +147,7 @@ func TestSecondAgentIsToldAndCounted(t *testing.T) {
 	})
 	// The agent announces itself once the relay lists its session, which
 	// may be a moment after agentCount shows it.
-	waitOutput(t, second, regexp.MustCompile(`note: 1 other listener\(s\) already serve endpoint`))
+	waitOutput(t, second, regexp.MustCompile(`note: 1 other listener already serves endpoint`))
 }
 
 // TestLateLocalAnswerAfter504: an answer that comes after the relay

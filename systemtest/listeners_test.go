@@ -80,7 +80,7 @@ func TestTwoListenersPrimaryAndCopy(t *testing.T) {
 	waitOutput(t, a, regexp.MustCompile(`(?m)^endpoint shared \(`+ep.ID+`\): primary: this agent's answers go to the senders`))
 	b := h.startIn(t, t.TempDir(), "listen", portB, "shared")
 	waitOutput(t, b, regexp.MustCompile(`(?m)^endpoint shared \(`+ep.ID+`\): receives copies`))
-	waitOutput(t, b, regexp.MustCompile(`note: 1 other listener\(s\) already serve endpoint`))
+	waitOutput(t, b, regexp.MustCompile(`note: 1 other listener already serves endpoint`))
 	// A copy listener changes nothing of the Endpoint: its stored target
 	// is still the primary's.
 	if e := endpointByID(t, r, acct.Token, ep.ID); e == nil || e.Target == nil || !strings.HasSuffix(*e.Target, ":"+portA) || e.Mode != "PROXY" {

@@ -535,7 +535,7 @@ func TestQueueBounds(t *testing.T) {
 	if code := r.ErrorCode(t, other.Token, `mutation($ep: ID!){ redriveDead(endpoint: $ep) }`, map[string]any{"ep": ep.ID}); code != "NOT_FOUND" {
 		t.Errorf("another account's redriveDead: %q, want NOT_FOUND", code)
 	}
-	if code := r.ErrorCode(t, other.Token, `mutation($ep: ID!){ redriveDeadPage(endpoint: $ep, after: "0"){ redriven } }`, map[string]any{"ep": ep.ID}); code != "NOT_FOUND" {
+	if code := r.ErrorCode(t, other.Token, `mutation($ep: ID!){ redriveDeadPage(endpoint: $ep){ redriven } }`, map[string]any{"ep": ep.ID}); code != "NOT_FOUND" {
 		t.Errorf("another account's redriveDeadPage: %q, want NOT_FOUND", code)
 	}
 	if code := r.ErrorCode(t, other.Token, `query($ep: ID!){ queuedDeliveries(endpoint: $ep){ delivery{ id } } }`, map[string]any{"ep": ep.ID}); code != "NOT_FOUND" {
