@@ -104,16 +104,7 @@ func TestAccountStreamsCountTowardStorage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refused := 0
-			for i := range tries {
-				switch msg := tc.try(t, e, srv, auth, ep.CreateEndpoint.ID, i); {
-				case msg == "":
-				case strings.Contains(msg, "QUOTA_EXCEEDED"):
-					refused++
-				default:
-					t.Fatalf("try %d: %s", i, msg)
-				}
-			}
+			refused := quotaRefusals(t, tries, func(i int) string { return tc.try(t, e, srv, auth, ep.CreateEndpoint.ID, i) })
 			appended := logBytesAfter(t, e.store, from)
 			t.Logf("%d tries appended %d KiB to the log under a %d KiB quota, %d refused QUOTA_EXCEEDED", tries, appended>>10, quota>>10, refused)
 			// What passes the quota is at most the try that reached it.
@@ -160,12 +151,27 @@ func TestGuestAnswersCountTowardGuestStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("a", 60<<10)
+	refused := quotaRefusals(t, tries, func(i int) string {
+		var out struct{ SetInspectorAnswer struct{ ID string } }
+		return errText(e.c.Post(`mutation($id: ID!, $b: String) { setInspectorAnswer(id: $id, answer: {status: 200, body: $b}) { id } }`,
+			&out, client.Var("id", in.CreateInspector.ID), client.Var("b", fmt.Sprint(i)+big)))
+	})
+	appended := logBytesAfter(t, e.store, from)
+	t.Logf("%d answers appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED", tries, appended>>10, share>>10, refused)
+	if appended > share+96<<10 || refused == 0 {
+		t.Errorf("appended %d KiB with a share of %d KiB, %d refused; want at most one answer past the share, the rest refused",
+			appended>>10, share>>10, refused)
+	}
+}
+
+// quotaRefusals makes tries calls of try, each answering "" or its error's
+// text, and counts those refused QUOTA_EXCEEDED; any other error fails the
+// test.
+func quotaRefusals(t *testing.T, tries int, try func(i int) string) int {
+	t.Helper()
 	refused := 0
 	for i := range tries {
-		var out struct{ SetInspectorAnswer struct{ ID string } }
-		err := e.c.Post(`mutation($id: ID!, $b: String) { setInspectorAnswer(id: $id, answer: {status: 200, body: $b}) { id } }`,
-			&out, client.Var("id", in.CreateInspector.ID), client.Var("b", fmt.Sprint(i)+big))
-		switch msg := errText(err); {
+		switch msg := try(i); {
 		case msg == "":
 		case strings.Contains(msg, "QUOTA_EXCEEDED"):
 			refused++
@@ -173,10 +179,5 @@ func TestGuestAnswersCountTowardGuestStorage(t *testing.T) {
 			t.Fatalf("try %d: %s", i, msg)
 		}
 	}
-	appended := logBytesAfter(t, e.store, from)
-	t.Logf("%d answers appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED", tries, appended>>10, share>>10, refused)
-	if appended > share+96<<10 || refused == 0 {
-		t.Errorf("appended %d KiB with a share of %d KiB, %d refused; want at most one answer past the share, the rest refused",
-			appended>>10, share>>10, refused)
-	}
+	return refused
 }
