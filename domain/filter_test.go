@@ -32,6 +32,7 @@ func TestParseFilter(t *testing.T) {
 		{"path=/a*/b", Filter{}, "may only end"},
 		{"header:X Y=1", Filter{}, "not a header name"},
 		{"method=" + strings.Repeat("A,", 40) + "A", Filter{}, "values, at most"},
+		{"header:X-A=" + strings.Repeat("a", MaxFilterTextSize), Filter{}, "longer than 512 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
@@ -108,6 +109,49 @@ func TestParseFiltersLimit(t *testing.T) {
 	}
 	if _, err := ParseFilters(texts); err == nil || !strings.Contains(err.Error(), "at most 16") {
 		t.Fatalf("ParseFilters of %d filters: %v", len(texts), err)
+	}
+}
+
+// TestValidateFiltersBounds: filters given as structures (the API's
+// input) are held to the bounds of their text form: 16 filters, 32 values,
+// 512 bytes each.
+func TestValidateFiltersBounds(t *testing.T) {
+	values := func(n int) []string {
+		vs := make([]string, n)
+		for i := range vs {
+			vs[i] = fmt.Sprintf("v%d", i)
+		}
+		return vs
+	}
+	filters := func(n int, f Filter) []Filter {
+		fs := make([]Filter, n)
+		for i := range fs {
+			fs[i] = f
+		}
+		return fs
+	}
+	post := Filter{Kind: FilterMethod, Values: []string{"POST"}}
+	for _, tt := range []struct {
+		name    string
+		filters []Filter
+		wantErr string // "" when valid
+	}{
+		{"16 filters", filters(16, post), ""},
+		{"17 filters", filters(17, post), "17 filters, at most 16"},
+		{"32 values", []Filter{{Kind: FilterHeader, Name: "X-A", Values: values(32)}}, ""},
+		{"33 values", []Filter{{Kind: FilterHeader, Name: "X-A", Values: values(33)}}, "33 values, at most 32"},
+		{"512 bytes", []Filter{{Kind: FilterHeader, Name: "X-A", Values: []string{strings.Repeat("a", 512-len("header:X-A="))}}}, ""},
+		{"513 bytes", []Filter{{Kind: FilterHeader, Name: "X-A", Values: []string{strings.Repeat("a", 513-len("header:X-A="))}}}, "longer than 512 bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateFilters(tt.filters)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.wantErr != "" && (err == nil || !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("ValidateFilters: %v, want an invalid input containing %q", err, tt.wantErr)
+			}
+		})
 	}
 }
 

@@ -41,6 +41,10 @@ func TestDetectProvider(t *testing.T) {
 		{"standard webhooks", hs("webhook-id", "msg_2", "webhook-signature", "v1,x"), `{"type":"invoice.paid"}`, true,
 			&domain.Provider{Name: "standard-webhooks", EventType: "invoice.paid", DeliveryID: "msg_2"}},
 		{"an id too long to be one", hs("X-GitHub-Event", "push", "X-GitHub-Delivery", strings.Repeat("x", 300)), ``, true, &domain.Provider{Name: "github", EventType: "push"}},
+		{"stripe, a body over the scan limit", hs("Stripe-Signature", "t=1"), `{"id":"evt_1","type":"charge.succeeded","pad":"` + strings.Repeat("x", 256<<10) + `"}`, true,
+			&domain.Provider{Name: "stripe"}},
+		{"stripe, nested too deep", hs("Stripe-Signature", "t=1"), `{"id":"evt_1","type":"charge.succeeded","n":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`, true,
+			&domain.Provider{Name: "stripe"}},
 		{"none", hs("Content-Type", "application/json"), `{"id":"evt_1","type":"x"}`, true, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
