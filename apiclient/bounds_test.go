@@ -125,3 +125,48 @@ func TestDoDecodesNoTreeOfAnAnswer(t *testing.T) {
 		t.Fatalf("a 60 MiB answer (within Do's 64 MiB) raised the client's heap by %d MiB", grew>>20)
 	}
 }
+
+// TestDoBoundsAnAnswer: a server (anyone answering --server URL) sends an
+// answer of 128 MiB, one JSON string that goes on. Do reads 64 MiB of it
+// (maxAnswer), then fails naming the server as no relay, and the
+// connection is dropped: the server could write at most the bound and
+// what the sockets buffer, and the client's heap grew by a few times the
+// bound, not by the answer.
+func TestDoBoundsAnAnswer(t *testing.T) {
+	const size = 128 << 20
+	var written atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data":{"a":"`))
+		chunk := []byte(strings.Repeat("a", 1<<20))
+		for range size >> 20 {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`"}}`))
+	}))
+	defer srv.Close()
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	stop := make(chan struct{})
+	peak := peakHeap(stop)
+	err := New(srv.URL, "tok").Do(context.Background(), "{ me{ id } }", nil, nil)
+	close(stop)
+	srv.Close() // waits for the handler: written is final
+	grew := int64(peak.Load()) - int64(base.HeapInuse)
+	t.Logf("answer of %d MiB: Do returned %v; the server wrote %d MiB; heap grew %d MiB", size>>20, err, written.Load()>>20, grew>>20)
+	var notRelay *NotRelayError
+	if !errors.As(err, &notRelay) {
+		t.Errorf("Do: %v, want the server named as no relay", err)
+	}
+	if w := written.Load(); w > maxAnswer+16<<20 {
+		t.Errorf("the server wrote %d MiB of one answer, want at most %d MiB and what the sockets buffer", w>>20, maxAnswer>>20)
+	}
+	if grew > 3*maxAnswer {
+		t.Errorf("one answer of %d MiB raised the client's heap by %d MiB", size>>20, grew>>20)
+	}
+}
