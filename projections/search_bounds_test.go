@@ -188,3 +188,44 @@ func TestSearchStopsAtItsByteBudget(t *testing.T) {
 		t.Fatalf("default budget: %d items, cut %v, next %v, %v", len(p.Items), p.SearchCut, p.HasNextPage, err)
 	}
 }
+
+// TestSearchesShareAPaceOfTheLog: all searches of bodies together read the
+// log at SearchLogRate, a page's budget at once. With a pace of a byte a
+// second, the first page reads its budget; each page after it reads its
+// first candidate (always read) and is refused, where it would wait far
+// longer than its caller's deadline: five pages read the burst and one
+// event each, not five budgets.
+func TestSearchesShareAPaceOfTheLog(t *testing.T) {
+	e := newEnv(t, Options{})
+	const n, pages = 20, 5
+	for i := range n {
+		e.must(e.receiveAnswered(e.ctx, fmt.Sprintf("d-%02d", i), "insp-a", domain.AddressInspector, "", request("/", strings.Repeat("a", 4<<10)), 204, t0.Add(time.Duration(i)*time.Second)))
+	}
+	e.sync(e.views)
+	ev, err := e.store.ReadStream(e.ctx, domain.DeliveryStream("d-00"), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := int64(len(ev[0].Data))
+	g := &gatedLog{}
+	v := gatedViews(e, g, Options{SearchLogBytes: 4 * event, SearchLogRate: 1})
+	g.read.Store(0)
+	refused := 0
+	for page := range pages {
+		ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+		_, err := v.SearchDeliveries(ctx, "insp-a", 10, "", readmodel.DeliveryFilter{BodyContains: "match"}, true)
+		cancel()
+		switch {
+		case page == 0 && err != nil:
+			t.Fatalf("the first page, within the burst: %v", err)
+		case err != nil:
+			refused++
+		}
+	}
+	read := g.read.Load()
+	t.Logf("%d pages read %d events of the log; %d refused", pages, read/event, refused)
+	if limit := 4*event + (pages-1)*event; read > limit || refused != pages-1 {
+		t.Fatalf("%d pages read %d bytes (%d events) of the log, %d refused; want at most %d bytes (the burst and one event a page), %d refused",
+			pages, read, read/event, refused, limit, pages-1)
+	}
+}
