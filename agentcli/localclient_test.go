@@ -303,6 +303,39 @@ func TestLocalClientKeepsAtMost256Idle(t *testing.T) {
 	}
 }
 
+// TestLocalClientDropsConnectionsIdleTooLong: a kept connection idle for
+// idleLocal (90 s) or longer is closed rather than used again, one idle
+// for less is used again; the idle time is set back rather than waited.
+func TestLocalClientDropsConnectionsIdleTooLong(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		idle  time.Duration
+		conns int32
+	}{
+		{"89 s", idleLocal - time.Second, 1},
+		{"90 s", idleLocal, 2},
+		{"91 s", idleLocal + time.Second, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, conns := countingServer(t, 0, false)
+			f := newForwarder(httpTarget(srv.Listener.Addr().String()), 5*time.Second, false)
+			defer f.close()
+			forwardOK(t, f, "POST")
+			f.client.mu.Lock()
+			if len(f.client.idle) != 1 {
+				f.client.mu.Unlock()
+				t.Fatalf("%d idle connections after a forward, want 1", len(f.client.idle))
+			}
+			f.client.idle[0].idleAt = time.Now().Add(-tt.idle)
+			f.client.mu.Unlock()
+			forwardOK(t, f, "POST")
+			if n := conns.Load(); n != tt.conns {
+				t.Errorf("after a connection idle for %s: %d connections, want %d", tt.idle, n, tt.conns)
+			}
+		})
+	}
+}
+
 // TestLocalClientHeadCaptureBound: of an answer of 64 KiB the connection
 // keeps at most maxHeadCapture bytes for the Connection field's names.
 func TestLocalClientHeadCaptureBound(t *testing.T) {
