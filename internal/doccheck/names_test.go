@@ -19,11 +19,10 @@ var defined = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z
 // or without its package, and not a pattern (a trailing *).
 var named = regexp.MustCompile(`\b((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)\b(\*)?`)
 
-// TestDocumentsNameTestsThatExist: docs/security.md and its siblings prove
-// each bound by naming the test that exceeds it, so a renamed or deleted
-// test must not leave a document pointing at nothing. benchmarks.md is a
-// journal whose dated sections name the code of their day, and is left out.
-func TestDocumentsNameTestsThatExist(t *testing.T) {
+// declaredTests is the repository's root and the tests, benchmarks and
+// fuzz targets its _test.go files declare.
+func declaredTests(t *testing.T) (string, map[string]bool) {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +53,15 @@ func TestDocumentsNameTestsThatExist(t *testing.T) {
 	if !have["TestDocumentsNameTestsThatExist"] {
 		t.Fatalf("found %d tests under %s, not this one: the walk is wrong", len(have), root)
 	}
+	return root, have
+}
+
+// TestDocumentsNameTestsThatExist: docs/security.md and its siblings prove
+// each bound by naming the test that exceeds it, so a renamed or deleted
+// test must not leave a document pointing at nothing. benchmarks.md is a
+// journal whose dated sections name the code of their day, and is left out.
+func TestDocumentsNameTestsThatExist(t *testing.T) {
+	root, have := declaredTests(t)
 
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
@@ -89,5 +97,50 @@ func TestDocumentsNameTestsThatExist(t *testing.T) {
 	}
 	if checked < 100 {
 		t.Fatalf("the documents named %d tests: the pattern is wrong", checked)
+	}
+}
+
+// backquoted matches a test or benchmark a document names in backquotes,
+// with or without its package: `TestX`, `projections.TestX`.
+var backquoted = regexp.MustCompile("`(?:[a-z][a-z0-9_]*\\.)?((?:Test|Benchmark)[A-Z][A-Za-z0-9_]*)`")
+
+// TestEveryBoundNamesATest: each row of docs/security.md's first table,
+// "Every input and its bound", points to the test that exceeds its bound,
+// so a row added without one (or whose only test is gone) fails here.
+func TestEveryBoundNamesATest(t *testing.T) {
+	root, have := declaredTests(t)
+	text, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(text), "\n## Every input and its bound\n")
+	if !ok {
+		t.Fatal(`docs/security.md has no section "Every input and its bound"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var rows []string
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			if len(rows) > 0 {
+				break // the first table ends at its first line that is no row
+			}
+			continue
+		}
+		rows = append(rows, line)
+	}
+	if len(rows) < 30 {
+		t.Fatalf("the first table has %d lines: the reading is wrong", len(rows))
+	}
+	for _, row := range rows[2:] { // the header and its separator
+		input, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " |")
+		var named []string
+		for _, m := range backquoted.FindAllStringSubmatch(row, -1) {
+			if have[m[1]] {
+				named = append(named, m[1])
+			}
+		}
+		if len(named) == 0 {
+			t.Errorf("docs/security.md: the row %q names no test that exists", input)
+		}
 	}
 }
