@@ -130,8 +130,7 @@ func TestDoDecodesNoTreeOfAnAnswer(t *testing.T) {
 // answer of 128 MiB, one JSON string that goes on. Do reads 64 MiB of it
 // (maxAnswer), then fails naming the server as no relay, and the
 // connection is dropped: the server could write at most the bound and
-// what the sockets buffer, and the client's heap grew by a few times the
-// bound, not by the answer.
+// what the sockets buffer.
 func TestDoBoundsAnAnswer(t *testing.T) {
 	const size = 128 << 20
 	var written atomic.Int64
@@ -166,7 +165,11 @@ func TestDoBoundsAnAnswer(t *testing.T) {
 	if w := written.Load(); w > maxAnswer+16<<20 {
 		t.Errorf("the server wrote %d MiB of one answer, want at most %d MiB and what the sockets buffer", w>>20, maxAnswer>>20)
 	}
-	if grew > 3*maxAnswer {
+	// The decoder's buffer holds the bound, and its earlier, smaller
+	// copies wait for the collector (longer under the race detector:
+	// 225 MiB there, 113 MiB without it); read whole, the answer raised the
+	// heap by 512 MiB.
+	if grew > 6*maxAnswer {
 		t.Errorf("one answer of %d MiB raised the client's heap by %d MiB", size>>20, grew>>20)
 	}
 }
