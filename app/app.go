@@ -358,6 +358,8 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return total.StoredBytes, err
 	})
 	a.metrics.DiskReserve(a.disk.State, a.disk.Refusals)
+	a.metrics.UnrecordedRefusals(in.RefusalsNotRecorded)
+	a.metrics.BodyBudget(a.bodies.Total(), a.bodies.InUse, ingress.BudgetShares(), a.bodies.Refusals)
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare || in.IsConsole(r) {
 			return "api"

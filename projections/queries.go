@@ -31,8 +31,10 @@ const (
 		WHERE id = ?3 AND stream_revision < ?2 RETURNING network`
 	// A refusal count adds up; the position check makes applying it again
 	// change nothing.
-	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2
-		WHERE id = ?3 AND refused_position < ?2`
+	// An inspector's refusal counts are kept for good, as its own stream
+	// is: their bytes (?4) count in its stored bytes, once per event.
+	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2, stored_bytes = stored_bytes + ?4
+		WHERE id = ?3 AND refused_position < ?2 RETURNING network`
 	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
 		WHERE id = ?3 AND refused_position < ?2`
 	// A tombstone of a delivery stream drops its row and attempts.

@@ -43,8 +43,9 @@ import (
 // account, token uses, Endpoints, agent sessions, refusal counts) in the
 // account's stored bytes, and the client network that created each
 // inspector (inspectors.network), whose own stream's bytes count in its
-// stored bytes (inspectors.stream_revision).
-const schemaVersion = 22
+// stored bytes (inspectors.stream_revision); version 23 counts an
+// inspector's refusal counts (its refusals- stream) in its stored bytes.
+const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -77,7 +78,8 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	expired          INTEGER NOT NULL DEFAULT 0,
 	position         INTEGER NOT NULL,
 	-- stored_bytes sums deliveries.stored_bytes of its deliveries and the
-	-- payload bytes of its own stream's events, kept for good (quota);
+	-- payload bytes of its own stream's events and of its refusal counts,
+	-- kept for good (quota);
 	-- refused counts requests its rate limit refused; purged: retention
 	-- removed its deliveries. refused_position is the latest refusal
 	-- count added, so a count applied again is not added twice.
