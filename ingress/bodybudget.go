@@ -129,7 +129,7 @@ func newBodyBudget(total, maxBody int64) *BodyBudget {
 		open:       total - total/ReservedBodyShare,
 		small:      max(total/SmallBodyShare, maxBody+1),
 		byClient:   map[string]int64{}, byNetwork: map[string]int64{}, byAccount: map[string]int64{},
-		refused:    map[string]int64{},
+		refused: map[string]int64{},
 	}
 }
 
