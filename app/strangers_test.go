@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +51,14 @@ func strangersRelay(t *testing.T, tune func(*app.Config)) (*httptest.Server, *ap
 // post sends body to the public address id and returns the status.
 func post(t *testing.T, srv *httptest.Server, id string, body []byte) int {
 	t.Helper()
+	status, _ := sendBody(t, srv, id, body)
+	return status
+}
+
+// sendBody sends body to the public address id and returns the status
+// and text of the answer.
+func sendBody(t *testing.T, srv *httptest.Server, id string, body []byte) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hook", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +69,11 @@ func post(t *testing.T, srv *httptest.Server, id string, body []byte) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	text, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(text)
 }
 
 // logBytesAfter sums the payload bytes of the events the log holds after
@@ -234,4 +247,80 @@ func inspectorStored(t *testing.T, srv *httptest.Server, id string) int64 {
 	var out struct{ Inspector struct{ StoredBytes int64 } }
 	gql(t, srv.URL, "", `query($id: ID!){ inspector(id: $id){ storedBytes } }`, map[string]any{"id": id}, &out)
 	return out.Inspector.StoredBytes
+}
+
+// TestOperatorsSeeGuestsAndBodyBudget: the operator had no figure of what
+// guest inspectors store together against --guest-storage, nor of what
+// that bound refused, nor of which share of the body budget refused a
+// sender. /metrics now gives the guests' stored bytes and budget, their
+// refusals by what and reason, and the body budget's refusals by share.
+func TestOperatorsSeeGuestsAndBodyBudget(t *testing.T) {
+	const share = 2 << 10
+	srv, a := strangersRelay(t, func(c *app.Config) {
+		c.Commands.GuestStorage = domain.GuestStorage{Total: share * domain.GuestNetworkShares}
+		c.Ingress.MaxBody, c.Ingress.ProxyBodyBudget = 1<<20, 4<<20
+	})
+	id, _ := guestInspector(t, srv)
+	if status := post(t, srv, id, bytes.Repeat([]byte("g"), 4<<10)); status != http.StatusNoContent {
+		t.Fatalf("the first delivery: %d, want 204", status)
+	}
+	caughtUp(t, a)
+	if status := post(t, srv, id, []byte("{}")); status != http.StatusInsufficientStorage {
+		t.Fatalf("a delivery past the network's share: %d, want 507", status)
+	}
+	if code := gqlCode(t, srv.URL, "", `mutation{ createInspector{ id } }`); code != "QUOTA_EXCEEDED" {
+		t.Fatalf("createInspector past the network's share: %q, want QUOTA_EXCEEDED", code)
+	}
+
+	// One client holds its share of the body budget with a body it
+	// trickles; its next body is refused by that share.
+	_, token := tenantEndpoint(t, srv)
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	gql(t, srv.URL, token, `mutation{ createEndpoint(input: {name: "proxy", mode: PROXY, target: "127.0.0.1:9"}){ id } }`, nil, &ep)
+	caughtUp(t, a) // the Endpoint's route is known
+	held, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	fmt.Fprintf(held, "POST /big HTTP/1.1\r\nHost: %s.localhost\r\nContent-Length: %d\r\n\r\nx", ep.CreateEndpoint.ID, 1<<20-1)
+	heldAnswer := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(held)
+		heldAnswer <- string(b)
+	}()
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		select {
+		case a := <-heldAnswer:
+			t.Fatalf("the trickled body was answered: %q", a)
+		default:
+		}
+		if n := metric(t, srv, "relay_body_budget_in_use_bytes"); n != 1<<20 {
+			return fmt.Errorf("the body budget holds %v bytes, want the trickled body's reservation", n)
+		}
+		return nil
+	})
+	if status, text := sendBody(t, srv, ep.CreateEndpoint.ID, bytes.Repeat([]byte("b"), 1<<10)); status != http.StatusServiceUnavailable ||
+		!strings.Contains(text, "full: client share") {
+		t.Fatalf("a body past the client's share: %d %q, want 503 naming the client's share", status, text)
+	}
+
+	stored := inspectorStored(t, srv, id)
+	for series, want := range map[string]float64{
+		"relay_guest_storage_bytes": share * domain.GuestNetworkShares,
+		"relay_guest_stored_bytes":  float64(stored),
+		`relay_guest_storage_refusals_total{reason="network",what="delivery"}`: 1,
+		`relay_guest_storage_refusals_total{reason="network",what="api"}`:      1,
+		`relay_guest_storage_refusals_total{reason="guests",what="delivery"}`:  0,
+		`relay_body_budget_refusals_total{share="client"}`:                     1,
+		`relay_body_budget_refusals_total{share="network"}`:                    0,
+		"relay_body_budget_bytes":                                              4 << 20,
+	} {
+		if got := metric(t, srv, series); got != want {
+			t.Errorf("%s is %v, want %v", series, got, want)
+		}
+	}
+	if !strings.Contains(get(t, srv.URL+"/metrics"), `relay_guest_storage_refusals_total{reason="guests",what="delivery"} 0`) {
+		t.Errorf("metrics lack the guests' refusals:\n%s", grepLines(get(t, srv.URL+"/metrics"), "relay_guest_"))
+	}
 }

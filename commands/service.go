@@ -83,6 +83,9 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 
+	// guestRefused counts what checkGuestStorage refused, for the metrics.
+	guestRefused domain.GuestRefusals
+
 	// used holds when this node last recorded each token's use, so that a
 	// busy token costs one TokenUsed a minute, not one per request.
 	usedMu sync.Mutex
@@ -199,8 +202,15 @@ func (s *Service) checkGuestStorage(network string) error {
 		return nil
 	}
 	total, ofNetwork := gv.GuestStored(network)
-	return s.cfg.GuestStorage.Check(total, ofNetwork, network)
+	err := s.cfg.GuestStorage.Check(total, ofNetwork, network)
+	s.guestRefused.Count(err)
+	return err
 }
+
+// GuestRefusals returns what the storage for guests refused through the
+// API on this node (createInspector, /new, setInspectorAnswer), by reason
+// (domain.GuestRefusedBudget, domain.GuestRefusedNetwork).
+func (s *Service) GuestRefusals() map[string]int64 { return s.guestRefused.Counts() }
 
 // CreateInspectorWith opens a guest inspector with options (a
 // smee-compatible one, docs/smee.md; the client network asking), unless

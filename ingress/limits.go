@@ -108,6 +108,12 @@ func (s *Server) storageFull(route Route) bool {
 		s.cfg.GuestStorage.Check(route.GuestStored, route.GuestNetworkStored, route.Network) != nil
 }
 
+// GuestRefusals returns the deliveries to guest inspectors this node
+// refused (507) because the storage for guests, or a client network's
+// share of it, was used up, by reason (domain.GuestRefusedBudget,
+// domain.GuestRefusedNetwork).
+func (s *Server) GuestRefusals() map[string]int64 { return s.guestRefused.Counts() }
+
 // RefusalsNotRecorded returns how many rate-limit refusals this node
 // counted only in memory since it started, because their address's
 // storage (its inspector's quota, the guests' storage, its account's
@@ -143,6 +149,7 @@ func (s *Server) overGuestStorage(w http.ResponseWriter, route Route) bool {
 	if err == nil {
 		return false
 	}
+	s.guestRefused.Count(err)
 	w.Header().Set("Retry-After", "3600")
 	writeText(w, http.StatusInsufficientStorage, "Insufficient Storage: "+err.Error()+"\n")
 	return true

@@ -174,6 +174,33 @@ func (m *Metrics) BodyBudget(total int64, inUse func() int64, shares []string, r
 	}
 }
 
+// Guests reports what the relay's guest inspectors store together, the
+// storage they may (--guest-storage; 0: off), and what that bound refused,
+// by what (delivery: 507 to a sender; api: createInspector, /new,
+// setInspectorAnswer) and reason (guests: the whole budget; network: one
+// client network's share). No network is a label.
+func (m *Metrics) Guests(stored func() int64, budget int64, refusals func() map[string]map[string]int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_guest_stored_bytes",
+			Help: "Log bytes every guest inspector together takes (deliveries, own events, refusal counts), as the views have applied them.",
+		}, func() float64 { return float64(stored()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_guest_storage_bytes",
+			Help: "The log bytes guest inspectors may take together (--guest-storage; 0: off); one client network's inspectors a sixteenth of it.",
+		}, func() float64 { return float64(budget) }),
+	)
+	for _, what := range []string{"delivery", "api"} {
+		for _, reason := range []string{"guests", "network"} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "relay_guest_storage_refusals_total",
+				Help:        "What the storage for guests refused on this node, by what (delivery: 507; api: createInspector, /new, setInspectorAnswer QUOTA_EXCEEDED) and reason (guests: --guest-storage used up; network: a client network's sixteenth).",
+				ConstLabels: prometheus.Labels{"what": what, "reason": reason},
+			}, func() float64 { return float64(refusals()[what][reason]) }))
+		}
+	}
+}
+
 // UnrecordedRefusals reports the requests this node refused by their
 // address's rate limit whose counts were not appended to the log, because
 // what counts the address's bytes kept for good was used up.
