@@ -53,6 +53,9 @@ type Config struct {
 	Retention domain.RetentionLimits
 	// Quotas are the relay's limits for accounts without an override.
 	Quotas QuotaDefaults
+	// MaxPendingDeviceCodes bounds the device codes waiting for a
+	// decision at once on the relay; 0: domain.MaxPendingDeviceCodes.
+	MaxPendingDeviceCodes int
 	// GuestStorage bounds what guest inspectors store together, and per
 	// client network (relay serve --guest-storage): past it no inspector is
 	// created for that network (domain.GuestStorageError).

@@ -162,6 +162,8 @@ CREATE TABLE IF NOT EXISTS device_codes (
 );
 CREATE INDEX IF NOT EXISTS device_codes_by_device ON device_codes (device_hash);
 CREATE INDEX IF NOT EXISTS device_codes_by_user ON device_codes (user_hash, created_at);
+-- The codes waiting for a decision, which requestDeviceCode counts.
+CREATE INDEX IF NOT EXISTS device_codes_pending ON device_codes (expires_at) WHERE status = 'pending';
 
 -- Invites to sign up, by their code's hash.
 CREATE TABLE IF NOT EXISTS invites (
