@@ -231,3 +231,48 @@ func TestDeviceCodesHaveARelayWideBudget(t *testing.T) {
 		t.Errorf("a device code once the others expired: %s", msg)
 	}
 }
+
+// TestLoginsAndInvitesCountTowardTheirAccount: a password sign-up claims
+// its login on a stream of its own (login-<key hash>), and a sign-up
+// invite lives on invite-<id>; both are kept for good, and neither name
+// says whose they are, so no account's storage counted them. The account
+// that claims a login, makes an invite or is made by one now counts the
+// events: every byte the sign-ups and the invite appended is in the
+// accounts' stored bytes.
+func TestLoginsAndInvitesCountTowardTheirAccount(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	from, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := newBrowser(t, srv)
+	acme := owner.signUp("Acme", "ann@acme.test")
+	var inv struct{ CreateInvite struct{ Code string } }
+	owner.must(`mutation { createInvite { code } }`, nil, &inv)
+	var su struct {
+		SignUp struct{ Account struct{ ID string } }
+	}
+	e.c.MustPost(`mutation($c: String) { signUp(name: "invited", invite: $c) { account { id } } }`, &su, client.Var("c", inv.CreateInvite.Code))
+	last, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.views.WaitFor(context.Background(), last); err != nil {
+		t.Fatal(err)
+	}
+	appended := logBytesAfter(t, e.store, from)
+	var stored int64
+	for _, id := range []string{acme.Account.ID, su.SignUp.Account.ID} {
+		u, err := e.views.Accounts.AccountQuota(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += u.StoredBytes
+	}
+	t.Logf("a password sign-up, an invite and the sign-up it made appended %d bytes; their accounts count %d", appended, stored)
+	if stored != appended {
+		t.Errorf("the accounts count %d bytes of the %d their sign-ups and invite appended, want all", stored, appended)
+	}
+}

@@ -44,7 +44,10 @@ import (
 // account's stored bytes, and the client network that created each
 // inspector (inspectors.network), whose own stream's bytes count in its
 // stored bytes (inspectors.stream_revision); version 23 counts an
-// inspector's refusal counts (its refusals- stream) in its stored bytes.
+// inspector's refusal counts (its refusals- stream) in its stored bytes,
+// indexes the device codes waiting for a decision, and counts the logins
+// an account claims and the invites it makes or is made by in its stored
+// bytes.
 const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -381,7 +384,8 @@ CREATE TABLE IF NOT EXISTS account_events (
 ) WITHOUT ROWID;
 
 -- The streams an account owns besides its deliveries' (its account, token
--- uses, Endpoints, agent sessions, refusal counts), kept for good: the
+-- uses, Endpoints, agent sessions, refusal counts, the logins it claimed,
+-- the invites it made or was made by), kept for good: the
 -- payload bytes of their events counted so far in the account's
 -- stored_bytes, up to revision, so that an event applied again is not
 -- counted twice.
@@ -391,6 +395,9 @@ CREATE TABLE IF NOT EXISTS account_streams (
 	revision   INTEGER NOT NULL,
 	bytes      INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- What an account's streams counted before the account existed (a
+-- password sign-up claims its login first), summed when it is created.
+CREATE INDEX IF NOT EXISTS account_streams_by_account ON account_streams (account_id);
 ` + statsSchemaSQL
 
 // migrate creates the schema, dropping views written by another schema
