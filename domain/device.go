@@ -48,7 +48,7 @@ const MaxPendingDeviceCodes = 1000
 type DeviceCodesFullError struct{ Max int }
 
 func (e *DeviceCodesFullError) Error() string {
-	return fmt.Sprintf("%d device logins already wait for approval on this relay, its most: try again in a few minutes, or sign in with a token (relay login --token)", e.Max)
+	return fmt.Sprintf("%d device logins already wait for approval on this relay, the most it keeps waiting: try again in a few minutes, or sign in with a token (relay login --token)", e.Max)
 }
 
 // Is makes errors.Is(err, ErrStorageQuota) true: a relay-wide budget is used up.
