@@ -358,6 +358,12 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return total.StoredBytes, err
 	})
 	a.metrics.DiskReserve(a.disk.State, a.disk.Refusals)
+	a.metrics.UnrecordedRefusals(in.RefusalsNotRecorded)
+	a.metrics.Guests(func() int64 { total, _ := a.views.Addresses.GuestStored(""); return total }, cfg.Commands.GuestStorage.Total,
+		func() map[string]map[string]int64 {
+			return map[string]map[string]int64{"delivery": in.GuestRefusals(), "api": a.svc.GuestRefusals()}
+		})
+	a.metrics.BodyBudget(a.bodies.Total(), a.bodies.InUse, ingress.BudgetShares(), a.bodies.Refusals)
 	area := func(r *http.Request) string {
 		if _, isBare, _ := ingress.ParseHost(r.Host, cfg.Ingress.Domain); isBare || in.IsConsole(r) {
 			return "api"

@@ -43,6 +43,9 @@ func newUserCode() string {
 // (RFC 8628 §3.1). Both codes are returned once; only their hashes are
 // recorded.
 func (s *Service) RequestDeviceCode(ctx context.Context, clientName string) (DeviceCode, error) {
+	if err := s.checkPendingDevices(ctx); err != nil {
+		return DeviceCode{}, err
+	}
 	random, _ := NewToken()
 	deviceCode := "rdc_" + strings.TrimPrefix(random, "rly_") // a device code is no API token: say so
 	deviceHash := HashToken(deviceCode)
@@ -57,6 +60,36 @@ func (s *Service) RequestDeviceCode(ctx context.Context, clientName string) (Dev
 		return DeviceCode{}, err
 	}
 	return DeviceCode{DeviceCode: deviceCode, UserCode: domain.DisplayUserCode(userCode), ExpiresAt: expires, Lifetime: domain.DeviceCodeLifetime, Interval: domain.DevicePollInterval}, nil
+}
+
+// pendingDevices counts the device codes waiting for a decision
+// (projections.Accounts.PendingDeviceCodes).
+type pendingDevices interface {
+	PendingDeviceCodes(ctx context.Context, now time.Time, most int) (int, error)
+}
+
+// checkPendingDevices refuses a new device code while the relay's budget
+// of codes waiting for a decision (Config.MaxPendingDeviceCodes) is full:
+// the codes are kept in the log for good and anyone may ask for one, so
+// this bounds what many networks together append, not one network's rate.
+// Codes asked for but not yet in the views may pass it, by their number.
+func (s *Service) checkPendingDevices(ctx context.Context) error {
+	pv, ok := s.views.(pendingDevices)
+	if !ok {
+		return nil
+	}
+	most := s.cfg.MaxPendingDeviceCodes
+	if most <= 0 {
+		most = domain.MaxPendingDeviceCodes
+	}
+	n, err := pv.PendingDeviceCodes(ctx, s.now(), most)
+	if err != nil {
+		return err
+	}
+	if n >= most {
+		return &domain.DeviceCodesFullError{Max: most}
+	}
+	return nil
 }
 
 // errUnknownUserCode is every user code the relay cannot act on in the

@@ -53,6 +53,9 @@ type Config struct {
 	Retention domain.RetentionLimits
 	// Quotas are the relay's limits for accounts without an override.
 	Quotas QuotaDefaults
+	// MaxPendingDeviceCodes bounds the device codes waiting for a
+	// decision at once on the relay; 0: domain.MaxPendingDeviceCodes.
+	MaxPendingDeviceCodes int
 	// GuestStorage bounds what guest inspectors store together, and per
 	// client network (relay serve --guest-storage): past it no inspector is
 	// created for that network (domain.GuestStorageError).
@@ -82,6 +85,9 @@ type Service struct {
 	presence  Presence
 	log       *slog.Logger
 	now       func() time.Time
+
+	// guestRefused counts what checkGuestStorage refused, for the metrics.
+	guestRefused domain.GuestRefusals
 
 	// used holds when this node last recorded each token's use, so that a
 	// busy token costs one TokenUsed a minute, not one per request.
@@ -199,8 +205,15 @@ func (s *Service) checkGuestStorage(network string) error {
 		return nil
 	}
 	total, ofNetwork := gv.GuestStored(network)
-	return s.cfg.GuestStorage.Check(total, ofNetwork, network)
+	err := s.cfg.GuestStorage.Check(total, ofNetwork, network)
+	s.guestRefused.Count(err)
+	return err
 }
+
+// GuestRefusals returns what the storage for guests refused through the
+// API on this node (createInspector, /new, setInspectorAnswer), by reason
+// (domain.GuestRefusedBudget, domain.GuestRefusedNetwork).
+func (s *Service) GuestRefusals() map[string]int64 { return s.guestRefused.Counts() }
 
 // CreateInspectorWith opens a guest inspector with options (a
 // smee-compatible one, docs/smee.md; the client network asking), unless

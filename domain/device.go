@@ -2,6 +2,7 @@ package domain
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -31,6 +32,27 @@ const DeviceCodeLifetime = 10 * time.Minute
 
 // DevicePollInterval is the least time between two polls of one code.
 const DevicePollInterval = 5 * time.Second
+
+// MaxPendingDeviceCodes is how many device codes may wait for a decision
+// at once on the relay (commands.Config.MaxPendingDeviceCodes when set).
+// requestDeviceCode takes no token, and its event is kept for good, so
+// clients of many networks, each within --anonymous-rate, could append
+// without end: with at most this many waiting, each for
+// DeviceCodeLifetime, the relay appends at most 6 000 an hour (~1.8 MB),
+// however many networks ask.
+const MaxPendingDeviceCodes = 1000
+
+// DeviceCodesFullError refuses a device code while the relay's budget of
+// codes waiting for a decision is full; the oldest expires within
+// DeviceCodeLifetime. It matches ErrStorageQuota (QUOTA_EXCEEDED).
+type DeviceCodesFullError struct{ Max int }
+
+func (e *DeviceCodesFullError) Error() string {
+	return fmt.Sprintf("%d device logins already wait for approval on this relay, the most it keeps waiting: try again in a few minutes, or sign in with a token (relay login --token)", e.Max)
+}
+
+// Is makes errors.Is(err, ErrStorageQuota) true: a relay-wide budget is used up.
+func (e *DeviceCodesFullError) Is(target error) bool { return target == ErrStorageQuota }
 
 // UserCodeAlphabet holds no vowels (no words) and no look-alike digits, as
 // RFC 8628 §6.1 suggests; eight of them give 20^8 ≈ 2.6·10^10 codes.

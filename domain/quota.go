@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // Quota invariants (the operator's override of an account's limits):
@@ -110,3 +111,40 @@ func (e *GuestStorageError) Error() string {
 
 // Is makes errors.Is(err, ErrStorageQuota) true: a quota is used up.
 func (e *GuestStorageError) Is(target error) bool { return target == ErrStorageQuota }
+
+// Why a guest inspector, or a delivery to one, was refused (GuestStorageError.Reason).
+const (
+	GuestRefusedBudget  = "guests"  // every guest inspector together hold GuestStorage.Total
+	GuestRefusedNetwork = "network" // the inspectors of one client network hold its share
+)
+
+// Reason is GuestRefusedNetwork when a client network's share was used
+// up, else GuestRefusedBudget.
+func (e *GuestStorageError) Reason() string {
+	if e.Network != "" {
+		return GuestRefusedNetwork
+	}
+	return GuestRefusedBudget
+}
+
+// GuestRefusals counts what the relay's storage for guests refused, by
+// reason, for the operator's metrics (no network is kept: the series stay
+// fixed however many networks are refused).
+type GuestRefusals struct{ budget, network atomic.Int64 }
+
+// Count counts err when it is a *GuestStorageError.
+func (r *GuestRefusals) Count(err error) {
+	var g *GuestStorageError
+	switch {
+	case !errors.As(err, &g):
+	case g.Reason() == GuestRefusedNetwork:
+		r.network.Add(1)
+	default:
+		r.budget.Add(1)
+	}
+}
+
+// Counts returns the refusals so far by reason.
+func (r *GuestRefusals) Counts() map[string]int64 {
+	return map[string]int64{GuestRefusedBudget: r.budget.Load(), GuestRefusedNetwork: r.network.Load()}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/99designs/gqlgen/client"
 
@@ -180,4 +182,97 @@ func quotaRefusals(t *testing.T, tries int, try func(i int) string) int {
 		}
 	}
 	return refused
+}
+
+// TestDeviceCodesHaveARelayWideBudget: requestDeviceCode takes no token,
+// and each device.code_requested.v1 is kept in the log for good, bounded
+// only by --anonymous-rate per client address and network: clients of
+// many networks together appended without end. The codes waiting for a
+// decision now have a relay-wide budget (a few here): past it
+// requestDeviceCode is QUOTA_EXCEEDED, nothing recorded, until codes
+// expire or are decided.
+func TestDeviceCodesHaveARelayWideBudget(t *testing.T) {
+	const (
+		most  = 8
+		tries = 40
+	)
+	var clock atomic.Int64
+	start := time.Now()
+	now := func() time.Time { return start.Add(time.Duration(clock.Load())) }
+	e := newEnvConfig(t, now, nil, func(c *commands.Config) { c.MaxPendingDeviceCodes = most })
+	from, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(i int) string {
+		var out struct{ RequestDeviceCode struct{ UserCode string } }
+		err := e.c.Post(`mutation($n: String!) { requestDeviceCode(clientName: $n) { userCode } }`, &out, client.Var("n", fmt.Sprintf("host-%d", i)))
+		if err == nil {
+			// The next request counts this one: the views hold it.
+			last, err := e.store.LastPosition(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.views.WaitFor(context.Background(), last); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return errText(err)
+	}
+	refused := quotaRefusals(t, tries, request)
+	appended := logBytesAfter(t, e.store, from)
+	t.Logf("%d requestDeviceCode appended %d bytes with a budget of %d codes waiting, %d refused QUOTA_EXCEEDED", tries, appended, most, refused)
+	if refused != tries-most {
+		t.Errorf("%d of %d requests refused, want all but the budget's %d", refused, tries, most)
+	}
+	// Once the codes expire, there is room again.
+	clock.Store(int64(domain.DeviceCodeLifetime + time.Second))
+	if msg := request(tries); msg != "" {
+		t.Errorf("a device code once the others expired: %s", msg)
+	}
+}
+
+// TestLoginsAndInvitesCountTowardTheirAccount: a password sign-up claims
+// its login on a stream of its own (login-<key hash>), and a sign-up
+// invite lives on invite-<id>; both are kept for good, and neither name
+// says whose they are, so no account's storage counted them. The account
+// that claims a login, makes an invite or is made by one now counts the
+// events: every byte the sign-ups and the invite appended is in the
+// accounts' stored bytes.
+func TestLoginsAndInvitesCountTowardTheirAccount(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	from, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := newBrowser(t, srv)
+	acme := owner.signUp("Acme", "ann@acme.test")
+	var inv struct{ CreateInvite struct{ Code string } }
+	owner.must(`mutation { createInvite { code } }`, nil, &inv)
+	var su struct {
+		SignUp struct{ Account struct{ ID string } }
+	}
+	e.c.MustPost(`mutation($c: String) { signUp(name: "invited", invite: $c) { account { id } } }`, &su, client.Var("c", inv.CreateInvite.Code))
+	last, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.views.WaitFor(context.Background(), last); err != nil {
+		t.Fatal(err)
+	}
+	appended := logBytesAfter(t, e.store, from)
+	var stored int64
+	for _, id := range []string{acme.Account.ID, su.SignUp.Account.ID} {
+		u, err := e.views.Accounts.AccountQuota(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += u.StoredBytes
+	}
+	t.Logf("a password sign-up, an invite and the sign-up it made appended %d bytes; their accounts count %d", appended, stored)
+	if stored != appended {
+		t.Errorf("the accounts count %d bytes of the %d their sign-ups and invite appended, want all", stored, appended)
+	}
 }

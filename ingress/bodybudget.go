@@ -13,8 +13,52 @@ import (
 const DefaultProxyBodyBudget = 256 << 20
 
 // ErrBodyBudget reports a proxied body refused because the bodies already
-// in flight hold the whole budget.
+// in flight hold the whole budget, or the share of it the body's sender,
+// network or account may take (a *BodyBudgetError says which).
 var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body budget")
+
+// The shares of the body budget a body may be refused by, as the 503's
+// text and the metrics name them (BodyBudgetError.Share).
+const (
+	ShareRelay   = "relay"   // the whole budget is held
+	ShareClient  = "client"  // the sender's address holds its quarter
+	ShareNetwork = "network" // the sender's network holds its half
+	ShareAccount = "account" // the bodies sent to the account's Endpoints hold its quarter
+	ShareReserve = "reserve" // the last quarter, kept for holders of at most a sixteenth
+)
+
+// BudgetShares lists the shares, for the metrics.
+func BudgetShares() []string {
+	return []string{ShareRelay, ShareClient, ShareNetwork, ShareAccount, ShareReserve}
+}
+
+// BodyBudgetError is a body the budget refused, with the share that was
+// full. It matches ErrBodyBudget.
+type BodyBudgetError struct{ Share string }
+
+func (e *BodyBudgetError) Error() string {
+	return ErrBodyBudget.Error() + " (" + e.Share + " share full)"
+}
+
+// Is makes errors.Is(err, ErrBodyBudget) hold.
+func (e *BodyBudgetError) Is(target error) bool { return target == ErrBodyBudget }
+
+// Why is the sender's words for the share: which holder is full, never
+// what another holds.
+func (e *BodyBudgetError) Why() string {
+	switch e.Share {
+	case ShareClient:
+		return "your client address holds its share of the relay's body budget (a quarter) with bodies still in flight"
+	case ShareNetwork:
+		return "your client network (IPv4 /24, IPv6 /48) holds its share of the relay's body budget (half) with bodies still in flight"
+	case ShareAccount:
+		return "the bodies sent to this Endpoint's account hold its share of the relay's body budget (a quarter)"
+	case ShareReserve:
+		return "the relay's body budget is three quarters full, and its last quarter is kept for senders, networks and accounts that hold at most a sixteenth of it"
+	default:
+		return "the bodies in flight hold the relay's whole body budget"
+	}
+}
 
 // BodyBudget is the memory that forwarded bodies, which are held whole
 // until the local answer comes back, may take all together: PROXY bodies
@@ -52,6 +96,7 @@ type BodyBudget struct {
 
 	mu        sync.Mutex
 	used      int64
+	refused   map[string]int64 // refusals by share, since start
 	byClient  map[string]int64 // by client address or key
 	byNetwork map[string]int64
 	byAccount map[string]int64 // bodies sent to the account's Endpoints
@@ -84,6 +129,7 @@ func newBodyBudget(total, maxBody int64) *BodyBudget {
 		open:       total - total/ReservedBodyShare,
 		small:      max(total/SmallBodyShare, maxBody+1),
 		byClient:   map[string]int64{}, byNetwork: map[string]int64{}, byAccount: map[string]int64{},
+		refused: map[string]int64{},
 	}
 }
 
@@ -125,17 +171,35 @@ func (b *BodyBudget) Release(key string, n int64) {
 // account, or, past the open part of the budget, when one of them would
 // hold more than a small share.
 func (b *BodyBudget) reserve(client, account string, n int64) bool {
+	return b.admit(client, account, n) == ""
+}
+
+// admit is reserve, naming the share that refused the body ("" when it
+// was admitted), and counting the refusal by it.
+func (b *BodyBudget) admit(client, account string, n int64) (full string) {
 	if b == nil {
-		return true
+		return ""
 	}
 	network := clientkey.Network(client)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	reserved := b.used+n > b.open // the body would take from the reserve
-	if b.used+n > b.total || !b.fits(b.byClient[client]+n, b.perClient, reserved) ||
-		(network != "" && !b.fits(b.byNetwork[network]+n, b.perNetwork, reserved)) ||
-		(account != "" && !b.fits(b.byAccount[account]+n, b.perAccount, reserved)) {
-		return false
+	switch {
+	case b.used+n > b.total:
+		full = ShareRelay
+	case b.byClient[client]+n > b.perClient:
+		full = ShareClient
+	case network != "" && b.byNetwork[network]+n > b.perNetwork:
+		full = ShareNetwork
+	case account != "" && b.byAccount[account]+n > b.perAccount:
+		full = ShareAccount
+	case reserved && (b.byClient[client]+n > b.small || network != "" && b.byNetwork[network]+n > b.small ||
+		account != "" && b.byAccount[account]+n > b.small):
+		full = ShareReserve
+	}
+	if full != "" {
+		b.refused[full]++
+		return full
 	}
 	b.used += n
 	b.byClient[client] += n
@@ -145,13 +209,25 @@ func (b *BodyBudget) reserve(client, account string, n int64) bool {
 	if account != "" {
 		b.byAccount[account] += n
 	}
-	return true
+	return ""
 }
 
-// fits tells whether a holder may hold held bytes: within its share, and
-// within a small share when the body takes from the reserve.
-func (b *BodyBudget) fits(held, share int64, reserved bool) bool {
-	return held <= share && (!reserved || held <= b.small)
+// Refusals returns the bodies the budget refused since it was made, by
+// the share that was full (BudgetShares).
+func (b *BodyBudget) Refusals() map[string]int64 {
+	out := map[string]int64{}
+	for _, share := range BudgetShares() {
+		out[share] = 0
+	}
+	if b == nil {
+		return out
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for share, n := range b.refused {
+		out[share] = n
+	}
+	return out
 }
 
 // release gives back n bytes reserve took for client and account.
@@ -199,8 +275,9 @@ func (b *BodyBudget) InUse() int64 {
 // let many large bodies each take a part of the budget and none finish.
 // Without one (chunked), the buffer grows by doubling, each growth
 // reserved first. It returns the bytes read, the bytes reserved (the
-// caller releases them once done with the body) and ErrBodyBudget when
-// the budget could not hold the body.
+// caller releases them once done with the body) and a *BodyBudgetError
+// (ErrBodyBudget) naming the full share when the budget could not hold
+// the body.
 func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most, declared int64) (buf []byte, reserved int64, err error) {
 	const first = 32 << 10
 	reserved = min(int64(first), most)
@@ -209,8 +286,8 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most,
 		// still be seen to be (most is maxBody+1 for the same reason).
 		reserved = min(declared+1, most)
 	}
-	if !budget.reserve(client, account, reserved) {
-		return nil, 0, ErrBodyBudget
+	if full := budget.admit(client, account, reserved); full != "" {
+		return nil, 0, &BodyBudgetError{Share: full}
 	}
 	buf = make([]byte, 0, min(int64(first), reserved))
 	for {
@@ -220,8 +297,8 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most,
 			}
 			size := min(2*int64(cap(buf)), most)
 			if size > reserved {
-				if !budget.reserve(client, account, size-reserved) {
-					return buf, reserved, ErrBodyBudget
+				if full := budget.admit(client, account, size-reserved); full != "" {
+					return buf, reserved, &BodyBudgetError{Share: full}
 				}
 				reserved = size
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +120,66 @@ func postSmall(t *testing.T, e *env, from, address string) (status int, body str
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, string(b)
+}
+
+// TestBodyBudgetRefusalNamesTheShare: a body the budget refuses is
+// answered 503, and its text said only that the relay was busy, whichever
+// of the shares was full: a sender could not tell its own quarter from its
+// network's half, its account's quarter, the reserve kept for small
+// holders or the whole budget, nor the operator which one refuses. The
+// third line now names the share (and nothing another holds), and the
+// budget counts its refusals by share.
+func TestBodyBudgetRefusalNamesTheShare(t *testing.T) {
+	const (
+		budget   = 8 << 20
+		declared = 1<<20 - 1 // reserves 1 MiB: its length and one byte
+	)
+	type body struct{ from, account string }
+	for _, tc := range []struct {
+		share string
+		held  []body // each holds 1 MiB
+		last  body   // refused
+		want  string // in its text
+	}{
+		{"client", []body{{"127.0.0.2", "a1"}, {"127.0.0.2", "a2"}}, body{"127.0.0.2", "a3"}, "your client address holds its share"},
+		{"network", []body{{"127.0.0.2", "a1"}, {"127.0.0.2", "a2"}, {"127.0.0.3", "a3"}, {"127.0.0.3", "a4"}}, body{"127.0.0.4", "a5"},
+			"your client network (IPv4 /24, IPv6 /48) holds its share"},
+		{"account", []body{{"127.0.1.2", "a1"}, {"127.0.2.2", "a1"}}, body{"127.0.3.2", "a1"}, "this Endpoint's account hold its share"},
+		{"reserve", []body{{"127.0.1.2", "a1"}, {"127.0.1.2", "a1"}, {"127.0.2.2", "a2"}, {"127.0.2.2", "a2"}, {"127.0.3.2", "a3"}, {"127.0.3.2", "a3"}, {"127.0.4.2", "a4"}},
+			body{"127.0.4.2", "a4"}, "its last quarter is kept for senders"},
+		{"relay", []body{{"127.0.1.2", "a1"}, {"127.0.1.2", "a1"}, {"127.0.2.2", "a2"}, {"127.0.2.2", "a2"}, {"127.0.3.2", "a3"}, {"127.0.3.2", "a3"}, {"127.0.4.2", "a4"}, {"127.0.5.2", "a5"}},
+			body{"127.0.6.2", "a6"}, "the relay's whole body budget"},
+	} {
+		t.Run(tc.share, func(t *testing.T) {
+			e := newEnv(t, Config{MaxBody: 1 << 20, ProxyBodyBudget: budget})
+			route := func(b body) string {
+				e.routes.set(Route{ID: "ep-" + b.account, Kind: domain.AddressEndpoint, AccountID: b.account, Mode: domain.ModeProxy})
+				return "ep-" + b.account
+			}
+			for i, b := range tc.held {
+				if held, answer := declareBody(t, e, b.from, route(b), declared); !held {
+					t.Fatalf("body %d from %s to %s: %s, want it held", i, b.from, b.account, answer)
+				}
+			}
+			c := dialFrom(t, tc.last.from, e.addr)
+			fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: %s.localhost\r\nContent-Length: %d\r\n\r\nx", route(tc.last), declared)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("the body past the %s share: %v", tc.share, err)
+			}
+			text, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("past the %s share: %d %q", tc.share, resp.StatusCode, text)
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(text), "full: "+tc.share+" share: ") ||
+				!strings.Contains(string(text), tc.want) {
+				t.Errorf("past the %s share: %d %q, want 503 naming the %s share (%q)", tc.share, resp.StatusCode, text, tc.share, tc.want)
+			}
+			for share, n := range e.srv.bodies.Refusals() {
+				if want := map[bool]int64{true: 1}[share == tc.share]; n != want {
+					t.Errorf("the budget counted %d refusals by the %s share, want %d", n, share, want)
+				}
+			}
+		})
+	}
 }

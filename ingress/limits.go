@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -27,11 +28,16 @@ const DefaultRefusalInterval = 10 * time.Second
 // refusals counts the requests the address rate limit refused since the
 // last append, per address. An address beyond maxLimitedAddresses is not
 // counted (the log would grow with the flood it measures); lost counts
-// are logged.
+// are logged. Nor is an address whose owner's storage is used up (an
+// inspector at its quota or past the guests' storage, an Endpoint whose
+// account is at its quota): its counts would be kept for good past the
+// bound that counts them, so they are only counted here, in full
+// (unrecorded, the metrics').
 type refusals struct {
-	mu     sync.Mutex
-	counts map[string]*refusalCount
-	lost   int64
+	mu         sync.Mutex
+	counts     map[string]*refusalCount
+	lost       int64
+	unrecorded atomic.Int64
 }
 
 type refusalCount struct {
@@ -80,11 +86,39 @@ func (s *Server) limitAddress(w http.ResponseWriter, route Route) bool {
 	if ok {
 		return true
 	}
-	s.refused.add(route.ID, route.Kind, now)
+	if s.storageFull(route) {
+		s.refused.unrecorded.Add(1)
+	} else {
+		s.refused.add(route.ID, route.Kind, now)
+	}
 	w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
 	writeText(w, http.StatusTooManyRequests, "Too Many Requests: this address's rate limit is exceeded\n")
 	return false
 }
+
+// storageFull reports whether what counts an address's bytes kept for
+// good is used up: an inspector's quota or the guests' storage (its
+// network's share), an Endpoint's account's storage quota. Its refusal
+// counts are then not appended to the log.
+func (s *Server) storageFull(route Route) bool {
+	if route.Kind == domain.AddressEndpoint {
+		return route.AccountStorage > 0 && route.AccountStoredBytes >= route.AccountStorage
+	}
+	return s.cfg.InspectorQuota > 0 && route.StoredBytes >= s.cfg.InspectorQuota ||
+		s.cfg.GuestStorage.Check(route.GuestStored, route.GuestNetworkStored, route.Network) != nil
+}
+
+// GuestRefusals returns the deliveries to guest inspectors this node
+// refused (507) because the storage for guests, or a client network's
+// share of it, was used up, by reason (domain.GuestRefusedBudget,
+// domain.GuestRefusedNetwork).
+func (s *Server) GuestRefusals() map[string]int64 { return s.guestRefused.Counts() }
+
+// RefusalsNotRecorded returns how many rate-limit refusals this node
+// counted only in memory since it started, because their address's
+// storage (its inspector's quota, the guests' storage, its account's
+// quota) was used up.
+func (s *Server) RefusalsNotRecorded() int64 { return s.refused.unrecorded.Load() }
 
 // retrySeconds rounds a wait up to whole seconds, at least 1.
 func retrySeconds(d time.Duration) int {
@@ -115,6 +149,7 @@ func (s *Server) overGuestStorage(w http.ResponseWriter, route Route) bool {
 	if err == nil {
 		return false
 	}
+	s.guestRefused.Count(err)
 	w.Header().Set("Retry-After", "3600")
 	writeText(w, http.StatusInsufficientStorage, "Insufficient Storage: "+err.Error()+"\n")
 	return true

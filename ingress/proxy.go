@@ -176,9 +176,17 @@ func (s *Server) captureToForward(ctx context.Context, w http.ResponseWriter, r 
 		s.recordAnswer(ctx, w, id, route, req, answer{status: http.StatusRequestEntityTooLarge, reason: reason, body: body})
 		connguard.Linger(w, r.Body)
 	case errors.Is(err, ErrBodyBudget):
+		// The third line names the share that was full (the sender's,
+		// its network's, the account's, the reserve's or the whole), never
+		// what another holds.
+		busy := words.busy
+		var full *BodyBudgetError
+		if errors.As(err, &full) {
+			busy += "\nfull: " + full.Share + " share: " + full.Why()
+		}
 		s.recordAnswer(ctx, w, id, route, req, answer{
 			status: http.StatusServiceUnavailable, reason: domain.ReasonBodyBudget,
-			body: noAgentBody(words.busy), retryAfter: 1,
+			body: noAgentBody(busy), retryAfter: 1,
 		})
 		connguard.Linger(w, r.Body)
 	case err != nil:

@@ -137,6 +137,7 @@ type Server struct {
 
 	accountLimits *ratelimit.Keyed // buckets at each account's own rate
 	quotaRefused  quotaRefusals
+	guestRefused  domain.GuestRefusals
 	backlogs      backlogCache
 }
 

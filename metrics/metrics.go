@@ -151,6 +151,66 @@ func (m *Metrics) Quotas(refusals func() map[string]int64, stored func(context.C
 	}))
 }
 
+// BodyBudget reports the body budget (--proxy-body-budget), what the
+// bodies in flight hold of it, and the bodies it refused (503) by the
+// share that was full: relay, client, network, account or reserve.
+func (m *Metrics) BodyBudget(total int64, inUse func() int64, shares []string, refusals func() map[string]int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_body_budget_bytes",
+			Help: "The memory forwarded bodies in flight may hold together (--proxy-body-budget).",
+		}, func() float64 { return float64(total) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_body_budget_in_use_bytes",
+			Help: "The memory forwarded bodies in flight hold now.",
+		}, func() float64 { return float64(inUse()) }),
+	)
+	for _, share := range shares {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "relay_body_budget_refusals_total",
+			Help:        "Bodies the body budget refused (503 to a sender, an attempt or copy held back), by the share that was full: relay (the whole budget), client (a sender's quarter), network (a client network's half), account (an account's quarter), reserve (the last quarter, kept for small holders).",
+			ConstLabels: prometheus.Labels{"share": share},
+		}, func() float64 { return float64(refusals()[share]) }))
+	}
+}
+
+// Guests reports what the relay's guest inspectors store together, the
+// storage they may (--guest-storage; 0: off), and what that bound refused,
+// by what (delivery: 507 to a sender; api: createInspector, /new,
+// setInspectorAnswer) and reason (guests: the whole budget; network: one
+// client network's share). No network is a label.
+func (m *Metrics) Guests(stored func() int64, budget int64, refusals func() map[string]map[string]int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_guest_stored_bytes",
+			Help: "Log bytes every guest inspector together takes (deliveries, own events, refusal counts), as the views have applied them.",
+		}, func() float64 { return float64(stored()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_guest_storage_bytes",
+			Help: "The log bytes guest inspectors may take together (--guest-storage; 0: off); one client network's inspectors a sixteenth of it.",
+		}, func() float64 { return float64(budget) }),
+	)
+	for _, what := range []string{"delivery", "api"} {
+		for _, reason := range []string{"guests", "network"} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "relay_guest_storage_refusals_total",
+				Help:        "What the storage for guests refused on this node, by what (delivery: 507; api: createInspector, /new, setInspectorAnswer QUOTA_EXCEEDED) and reason (guests: --guest-storage used up; network: a client network's sixteenth).",
+				ConstLabels: prometheus.Labels{"what": what, "reason": reason},
+			}, func() float64 { return float64(refusals()[what][reason]) }))
+		}
+	}
+}
+
+// UnrecordedRefusals reports the requests this node refused by their
+// address's rate limit whose counts were not appended to the log, because
+// what counts the address's bytes kept for good was used up.
+func (m *Metrics) UnrecordedRefusals(n func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "relay_address_refusals_unrecorded_total",
+		Help: "Requests refused by their address's rate limit (429) whose count was not added to the log, because the inspector's quota, the guests' storage or the Endpoint's account's quota was used up.",
+	}, func() float64 { return float64(n()) }))
+}
+
 // DiskReserve reports the free disk under the data folder, the reserve
 // (--min-free-disk) and its level (0 clear, 1 new work refused, 2
 // deliveries refused too), and what the reserve refused, by what (delivery:

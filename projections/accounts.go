@@ -162,6 +162,19 @@ func (v *Accounts) DeviceByHash(ctx context.Context, hash string, byUser bool) (
 	return d, nil
 }
 
+// PendingDeviceCodes counts the device codes waiting for a decision at
+// now (neither decided nor expired), up to most: one walk of an index of
+// the pending codes (device_codes_pending), at most most rows.
+func (v *Accounts) PendingDeviceCodes(ctx context.Context, now time.Time, most int) (int, error) {
+	var n int
+	err := v.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM device_codes
+		WHERE status = 'pending' AND expires_at > ? LIMIT ?)`, now.UnixNano(), most).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count pending device codes: %w", err)
+	}
+	return n, nil
+}
+
 // InviteByHash returns the id of the invite whose code has the given hex
 // SHA-256 (used or not: its stream decides).
 func (v *Accounts) InviteByHash(ctx context.Context, hash string) (string, error) {

@@ -28,7 +28,8 @@ type accountsWriter struct {
 	events []accountEvent
 	// streams holds what the batch appended to each of an account's
 	// streams other than its deliveries' (its account, token uses,
-	// Endpoints, agent sessions, refusal counts): kept for good, their
+	// Endpoints, agent sessions, refusal counts, the logins it claims or
+	// releases, the invites it makes or is made by): kept for good, their
 	// bytes count toward its storage quota as its deliveries do. flush
 	// counts them once per stream (account_streams) and account (stored).
 	streams     map[string]*streamBytes
@@ -155,10 +156,25 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		handled = true
 	case domain.InviteCreated:
 		n, err = t.exec(qInviteCreated, p.InviteID, p.CodeHash, p.CreatedBy, rfc3339Nanos(p.ExpiresAt))
+		if err == nil && p.CreatedBy != "" {
+			// Kept for good: the inviting account's storage counts it (an
+			// operator's invite is the operator's own).
+			err = w.countStream(t, p.CreatedBy)
+		}
 		handled = true
 	case domain.InviteUsed:
 		n, err = t.exec(qInviteUsed, p.AccountID, p.InviteID)
+		if err == nil {
+			err = w.countStream(t, p.AccountID) // the new account's
+		}
 		handled = true
+	case domain.LoginClaimed:
+		// A login's claim (login-<key hash>) names no account in its
+		// stream's name: the account that claims or releases it counts
+		// the event, kept for good, as it counts its own stream's.
+		err = w.countStream(t, p.AccountID)
+	case domain.LoginReleased:
+		err = w.countStream(t, p.AccountID)
 	}
 	if err != nil {
 		return n, handled, err

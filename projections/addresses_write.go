@@ -85,11 +85,12 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		w.changed = append(w.changed, p.InspectorID)
 		n, err = w.inspectorPurged(t, p)
 	case domain.AddressRateLimited:
-		query := qInspectorRefused
 		if p.AddressKind == domain.AddressEndpoint {
-			query = qEndpointRefused
+			n, err = t.exec(qEndpointRefused, p.Refused, t.pos(), p.Address)
+			break
 		}
-		n, err = t.exec(query, p.Refused, t.pos(), p.Address)
+		w.changed = append(w.changed, p.Address)
+		n, err = w.inspectorRefused(t, p)
 	case domain.EndpointCreated:
 		w.changed = append(w.changed, p.EndpointID)
 		n, err = w.endpointCreated(t, p)
@@ -163,6 +164,27 @@ func (w *addressesWriter) countInspectorStream(t *txn) error {
 	}
 	w.guests[network] += size
 	return nil
+}
+
+// inspectorRefused adds a count of an inspector's refused requests to its
+// row, and the count's bytes to its stored bytes: the refusals stream is
+// kept for good, as the inspector's own stream is, so its bytes count in
+// the inspector's quota and the guests' storage, once per event
+// (refused_position).
+func (w *addressesWriter) inspectorRefused(t *txn, p domain.AddressRateLimited) (int64, error) {
+	size := int64(len(t.event.Data))
+	row, err := t.queryRow(qInspectorRefused, p.Refused, t.pos(), p.Address, size)
+	if err != nil {
+		return 0, err
+	}
+	var network string
+	if err := row.Scan(&network); errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // counted already, or no such inspector
+	} else if err != nil {
+		return 0, fmt.Errorf("count refusals of inspector %s: %w", p.Address, err)
+	}
+	w.guests[network] += size
+	return 1, nil
 }
 
 // follow notes what a delivery added to or dropped from an address changes

@@ -31,8 +31,10 @@ const (
 		WHERE id = ?3 AND stream_revision < ?2 RETURNING network`
 	// A refusal count adds up; the position check makes applying it again
 	// change nothing.
-	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2
-		WHERE id = ?3 AND refused_position < ?2`
+	// An inspector's refusal counts are kept for good, as its own stream
+	// is: their bytes (?4) count in its stored bytes, once per event.
+	qInspectorRefused = `UPDATE inspectors SET refused = refused + ?1, refused_position = ?2, stored_bytes = stored_bytes + ?4
+		WHERE id = ?3 AND refused_position < ?2 RETURNING network`
 	qEndpointRefused = `UPDATE endpoints SET refused = refused + ?1, refused_position = ?2
 		WHERE id = ?3 AND refused_position < ?2`
 	// A tombstone of a delivery stream drops its row and attempts.
@@ -60,7 +62,10 @@ const (
 	qAccountHour  = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
 		ON CONFLICT (account_id, hour) DO UPDATE SET deliveries = deliveries + excluded.deliveries`
 	qAccountHourGone = `DELETE FROM account_hours WHERE account_id = ?1 AND hour = ?2 AND deliveries = 0`
-	qAccountCreated  = `INSERT INTO accounts (id, name, created_at, position) VALUES (?, ?, ?, ?)
+	// A new account starts with the bytes its streams counted before it
+	// existed: a password sign-up claims its login first.
+	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position, stored_bytes)
+		VALUES (?1, ?2, ?3, ?4, (SELECT COALESCE(SUM(bytes), 0) FROM account_streams WHERE account_id = ?1))
 		ON CONFLICT (id) DO NOTHING`
 	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at, member_id, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (hash) DO NOTHING`

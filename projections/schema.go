@@ -43,8 +43,12 @@ import (
 // account, token uses, Endpoints, agent sessions, refusal counts) in the
 // account's stored bytes, and the client network that created each
 // inspector (inspectors.network), whose own stream's bytes count in its
-// stored bytes (inspectors.stream_revision).
-const schemaVersion = 22
+// stored bytes (inspectors.stream_revision); version 23 counts an
+// inspector's refusal counts (its refusals- stream) in its stored bytes,
+// indexes the device codes waiting for a decision, and counts the logins
+// an account claims and the invites it makes or is made by in its stored
+// bytes.
+const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -77,7 +81,8 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	expired          INTEGER NOT NULL DEFAULT 0,
 	position         INTEGER NOT NULL,
 	-- stored_bytes sums deliveries.stored_bytes of its deliveries and the
-	-- payload bytes of its own stream's events, kept for good (quota);
+	-- payload bytes of its own stream's events and of its refusal counts,
+	-- kept for good (quota);
 	-- refused counts requests its rate limit refused; purged: retention
 	-- removed its deliveries. refused_position is the latest refusal
 	-- count added, so a count applied again is not added twice.
@@ -160,6 +165,8 @@ CREATE TABLE IF NOT EXISTS device_codes (
 );
 CREATE INDEX IF NOT EXISTS device_codes_by_device ON device_codes (device_hash);
 CREATE INDEX IF NOT EXISTS device_codes_by_user ON device_codes (user_hash, created_at);
+-- The codes waiting for a decision, which requestDeviceCode counts.
+CREATE INDEX IF NOT EXISTS device_codes_pending ON device_codes (expires_at) WHERE status = 'pending';
 
 -- Invites to sign up, by their code's hash.
 CREATE TABLE IF NOT EXISTS invites (
@@ -377,7 +384,8 @@ CREATE TABLE IF NOT EXISTS account_events (
 ) WITHOUT ROWID;
 
 -- The streams an account owns besides its deliveries' (its account, token
--- uses, Endpoints, agent sessions, refusal counts), kept for good: the
+-- uses, Endpoints, agent sessions, refusal counts, the logins it claimed,
+-- the invites it made or was made by), kept for good: the
 -- payload bytes of their events counted so far in the account's
 -- stored_bytes, up to revision, so that an event applied again is not
 -- counted twice.
@@ -387,6 +395,9 @@ CREATE TABLE IF NOT EXISTS account_streams (
 	revision   INTEGER NOT NULL,
 	bytes      INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- What an account's streams counted before the account existed (a
+-- password sign-up claims its login first), summed when it is created.
+CREATE INDEX IF NOT EXISTS account_streams_by_account ON account_streams (account_id);
 ` + statsSchemaSQL
 
 // migrate creates the schema, dropping views written by another schema
