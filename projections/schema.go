@@ -43,8 +43,10 @@ import (
 // account, token uses, Endpoints, agent sessions, refusal counts) in the
 // account's stored bytes, and the client network that created each
 // inspector (inspectors.network), whose own stream's bytes count in its
-// stored bytes (inspectors.stream_revision).
-const schemaVersion = 22
+// stored bytes (inspectors.stream_revision); version 23 how each account
+// was made and the client network that signed up (accounts.origin,
+// network).
+const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -118,7 +120,13 @@ CREATE TABLE IF NOT EXISTS accounts (
 	deliveries     INTEGER NOT NULL DEFAULT 0,
 	storage_quota  INTEGER NOT NULL DEFAULT -1,
 	rate_quota     TEXT NOT NULL DEFAULT '',
-	api_cost_quota TEXT NOT NULL DEFAULT ''
+	api_cost_quota TEXT NOT NULL DEFAULT '',
+	-- origin and network: how the account was made and the client network
+	-- that signed up (domain.AccountCreated); '' for older accounts. With
+	-- storage_quota they say whether it counts in the storage for
+	-- sign-ups (domain.InSignupStorage, networkUsage).
+	origin         TEXT NOT NULL DEFAULT '',
+	network        TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS accounts_by_stored ON accounts (stored_bytes);
 
