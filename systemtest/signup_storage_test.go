@@ -46,7 +46,9 @@ func (g guestClient) signUp(t *testing.T, name string) (acct tenant, code, messa
 // storedBytes is what the account's streams take, as its owner reads it.
 func storedBytes(t *testing.T, r *harness.Relay, token string) int64 {
 	t.Helper()
-	var me struct{ Me struct{ Usage struct{ StoredBytes int64 } } }
+	var me struct {
+		Me struct{ Usage struct{ StoredBytes int64 } }
+	}
 	r.MustGraphQL(t, token, `{ me { usage { storedBytes } } }`, nil, &me)
 	return me.Me.Usage.StoredBytes
 }
