@@ -336,9 +336,10 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bare := routes(gql, console.Handler())
 	inCfg := cfg.Ingress
 	inCfg.Logger = log
-	inCfg.GuestStorage = cfg.Commands.GuestStorage // one bound, asked by createInspector and ingress
+	inCfg.GuestStorage = cfg.Commands.GuestStorage   // one bound, asked by createInspector and ingress
+	inCfg.SignupStorage = cfg.Commands.SignupStorage // one bound, asked by signUp, settings and ingress
 	deps := ingress.Deps{
-		Bodies: a.bodies, Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas, guests: a.views.Addresses}, Forwarder: a.hub, Bare: bare,
+		Bodies: a.bodies, Recorder: a.rec, Resolver: addressResolver{views: a.views.Addresses, accounts: a.views.Accounts, quotas: cfg.Commands.Quotas, guests: a.views.Addresses, signups: a.views.Accounts}, Forwarder: a.hub, Bare: bare,
 		Feed: a.views.History, QueueDepth: a.views.QueueDepth, Disk: a.disk,
 	}
 	if cfg.ConsoleURL != "" {

@@ -92,6 +92,11 @@ type addressResolver struct {
 	guests interface {
 		GuestStored(network string) (total, ofNetwork int64)
 	}
+	// signups reads what the accounts made by open sign-up store, in all
+	// and per network.
+	signups interface {
+		SignupStored(network string) (total, ofNetwork int64)
+	}
 }
 
 func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route, error) {
@@ -118,5 +123,9 @@ func (r addressResolver) Resolve(ctx context.Context, id string) (ingress.Route,
 	}
 	route.AccountStoredBytes = u.StoredBytes
 	route.AccountStorage, route.AccountRate = commands.EffectiveQuota(r.quotas, u.StorageQuota, u.RateQuota)
+	if r.signups != nil && domain.InSignupStorage(u.Origin, u.StorageQuota) {
+		route.InSignupStorage, route.AccountNetwork = true, u.Network
+		route.SignupStored, route.SignupNetworkStored = r.signups.SignupStored(u.Network)
+	}
 	return route, nil
 }

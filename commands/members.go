@@ -148,8 +148,9 @@ func (s *Service) session(ctx context.Context, accountID, memberID, token string
 }
 
 // SignUpWithPassword creates an account with its first owner, who signs
-// in at once. Sign-up modes apply as to SignUp.
-func (s *Service) SignUpWithPassword(ctx context.Context, name, login, password, invite string) (Session, error) {
+// in at once. Sign-up modes, network and the storage for sign-ups apply
+// as to SignUp.
+func (s *Service) SignUpWithPassword(ctx context.Context, name, login, password, invite, network string) (Session, error) {
 	if err := s.checkDisk(diskreserve.Low); err != nil {
 		return Session{}, err
 	}
@@ -160,13 +161,20 @@ func (s *Service) SignUpWithPassword(ctx context.Context, name, login, password,
 	case mode == domain.SignupInvite && strings.TrimSpace(invite) == "":
 		return Session{}, &domain.InvalidInputError{Field: "invite", Reason: "sign-up on this relay is by invite: ask an account holder or the operator for one"}
 	}
+	from := domain.AccountFrom{Origin: domain.AccountOriginInvite}
+	if mode == domain.SignupOpen {
+		if err := s.checkSignupStorage(network); err != nil {
+			return Session{}, err
+		}
+		from = domain.AccountFrom{Origin: domain.AccountOriginOpen, Network: network}
+	}
 	owner, err := s.newMember(ctx, login, password)
 	if err != nil {
 		return Session{}, err
 	}
 	id := NewEventID()
 	sess, token := s.newSession()
-	a, err := domain.SignUpOwner(id, name, owner, sess)
+	a, err := domain.SignUpOwner(id, name, owner, sess, from)
 	if err != nil {
 		return Session{}, err
 	}

@@ -21,7 +21,7 @@ func TestPasswordHashesAreSealed(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Secrets = key
 	e := newEnv(t, cfg)
-	s, err := e.svc.SignUpWithPassword(ctx(t), "Team", "ann@seal.test", "ann's long password", "")
+	s, err := e.svc.SignUpWithPassword(ctx(t), "Team", "ann@seal.test", "ann's long password", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestPasswordHashesAreSealed(t *testing.T) {
 	}
 
 	keyless := newEnv(t, defaultConfig())
-	if _, err := keyless.svc.SignUpWithPassword(ctx(t), "Team", "bob@seal.test", "bob's long password", ""); !errors.Is(err, domain.ErrUnavailable) {
+	if _, err := keyless.svc.SignUpWithPassword(ctx(t), "Team", "bob@seal.test", "bob's long password", "", ""); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("sign-up without a secrets key: %v, want unavailable", err)
 	}
 	for _, ev := range keyless.allEvents(t) {

@@ -277,21 +277,27 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 
 // CheckStorageQuota refuses what would append to an account's streams
 // once its stored bytes (its deliveries and every other event of its
-// streams) have reached its storage quota (domain.StorageQuotaError): an
-// agent session's start, which the API layer records through the tunnel.
-// Unlike checkStorage it does not ask the disk reserve, which lets agent
-// sessions go on. Views that keep no usage check nothing.
+// streams) have reached its storage quota (domain.StorageQuotaError), or,
+// for an account in the relay's storage for sign-ups, once those accounts
+// or the ones its network signed up hold theirs
+// (domain.SignupStorageError): an agent session's start, which the API
+// layer records through the tunnel. Unlike checkStorage it does not ask
+// the disk reserve, which lets agent sessions go on. Views that keep no
+// usage check nothing.
 func (s *Service) CheckStorageQuota(ctx context.Context, accountID string) error {
 	sv, ok := s.views.(storageViews)
 	if !ok {
 		return nil
 	}
-	over, quota, stored, err := OverStorage(ctx, sv, s.cfg.Quotas, accountID)
+	u, err := sv.AccountQuota(ctx, accountID)
 	if err != nil {
-		return err
+		return fmt.Errorf("quota of account %s: %w", accountID, err)
 	}
-	if over {
-		return &domain.StorageQuotaError{Quota: quota, Stored: stored}
+	if quota, _ := EffectiveQuota(s.cfg.Quotas, u.StorageQuota, u.RateQuota); quota > 0 && u.StoredBytes >= quota {
+		return &domain.StorageQuotaError{Quota: quota, Stored: u.StoredBytes}
+	}
+	if domain.InSignupStorage(u.Origin, u.StorageQuota) {
+		return s.checkSignupStorage(u.Network)
 	}
 	return nil
 }

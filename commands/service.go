@@ -60,6 +60,12 @@ type Config struct {
 	// client network (relay serve --guest-storage): past it no inspector is
 	// created for that network (domain.GuestStorageError).
 	GuestStorage domain.GuestStorage
+	// SignupStorage bounds what the accounts made by open sign-up store
+	// together, and per client network that signed up (relay serve
+	// --signup-storage): past it no account is signed up from that
+	// network, and such an account's settings are refused
+	// (domain.SignupStorageError).
+	SignupStorage domain.SignupStorage
 	// MaxEndpoints bounds the Endpoints (not deleted) of one account; 0:
 	// no limit.
 	MaxEndpoints int
@@ -290,16 +296,42 @@ func (s *Service) signupMode() domain.SignupMode {
 // SignupMode says who may sign up on this relay.
 func (s *Service) SignupMode() domain.SignupMode { return s.signupMode() }
 
+// signupViews tells what the accounts made by open sign-up store, in all
+// and those one client network signed up
+// (projections.Accounts.SignupStored).
+type signupViews interface {
+	SignupStored(network string) (total, ofNetwork int64)
+}
+
+// checkSignupStorage refuses an open sign-up from network, or what would
+// add to the log for an account made by one, once those accounts hold the
+// relay's storage for sign-ups or network's share of it
+// (domain.SignupStorageError). Views that keep no such sums check nothing.
+func (s *Service) checkSignupStorage(network string) error {
+	sv, ok := s.views.(signupViews)
+	if !ok {
+		return nil
+	}
+	total, ofNetwork := sv.SignupStored(network)
+	return s.cfg.SignupStorage.Check(total, ofNetwork, network)
+}
+
 // SignUp creates an account and returns its first token, which is never
 // stored. On a relay whose sign-up is by invite, invite is the code of an
-// unused invite, which it spends; an open relay ignores it.
-func (s *Service) SignUp(ctx context.Context, name, invite string) (readmodel.Account, string, error) {
+// unused invite, which it spends; an open relay ignores it, and records
+// network, the client network asking ("" for none known), which then
+// holds a share of the relay's storage for sign-ups: refused once its
+// accounts hold it (domain.SignupStorageError).
+func (s *Service) SignUp(ctx context.Context, name, invite, network string) (readmodel.Account, string, error) {
 	if err := s.checkDisk(diskreserve.Low); err != nil {
 		return readmodel.Account{}, "", err
 	}
 	switch s.signupMode() {
 	case domain.SignupOpen:
-		return s.CreateAccount(ctx, name)
+		if err := s.checkSignupStorage(network); err != nil {
+			return readmodel.Account{}, "", err
+		}
+		return s.createAccount(ctx, name, domain.AccountFrom{Origin: domain.AccountOriginOpen, Network: network})
 	case domain.SignupInvite:
 		return s.signUpByInvite(ctx, name, invite)
 	}
@@ -314,7 +346,7 @@ func (s *Service) signUpByInvite(ctx context.Context, name, invite string) (read
 	}
 	id := NewEventID()
 	token, hash := NewToken()
-	a, err := domain.SignUp(id, name, NewEventID(), hash) // refuse a bad name before the invite is spent
+	a, err := domain.SignUp(id, name, NewEventID(), hash, domain.AccountFrom{Origin: domain.AccountOriginInvite}) // refuse a bad name before the invite is spent
 	if err != nil {
 		return readmodel.Account{}, "", err
 	}
@@ -352,11 +384,17 @@ func (s *Service) CreateInvite(ctx context.Context, createdBy string, lifetime t
 	return code, expires, nil
 }
 
-// CreateAccount creates an account whatever the sign-up setting (operators).
+// CreateAccount creates an account whatever the sign-up setting
+// (operators); it is outside the relay's storage for sign-ups.
 func (s *Service) CreateAccount(ctx context.Context, name string) (readmodel.Account, string, error) {
+	return s.createAccount(ctx, name, domain.AccountFrom{Origin: domain.AccountOriginOperator})
+}
+
+// createAccount creates an account made as from says.
+func (s *Service) createAccount(ctx context.Context, name string, from domain.AccountFrom) (readmodel.Account, string, error) {
 	id := NewEventID()
 	token, hash := NewToken()
-	a, err := domain.SignUp(id, name, NewEventID(), hash)
+	a, err := domain.SignUp(id, name, NewEventID(), hash, from)
 	if err != nil {
 		return readmodel.Account{}, "", err
 	}

@@ -74,7 +74,7 @@ func TestCreateInspectorRefusesAnInvalidTTL(t *testing.T) {
 
 func TestSignUpAndAuthenticate(t *testing.T) {
 	e := newEnv(t, defaultConfig())
-	ada, adaToken, err := e.svc.SignUp(ctx(t), "  Ada  ", "")
+	ada, adaToken, err := e.svc.SignUp(ctx(t), "  Ada  ", "", "")
 	if err != nil {
 		t.Fatalf("sign up: %v", err)
 	}
@@ -168,7 +168,7 @@ func TestSignUpRefusals(t *testing.T) {
 			cfg := defaultConfig()
 			cfg.SignupOpen = tc.open
 			e := newEnv(t, cfg)
-			_, token, err := e.svc.SignUp(ctx(t), tc.account, "")
+			_, token, err := e.svc.SignUp(ctx(t), tc.account, "", "")
 			var inv *domain.InvalidInputError
 			if !errors.As(err, &inv) || inv.Field != tc.wantField {
 				t.Fatalf("err = %v, want invalid %s", err, tc.wantField)
@@ -199,7 +199,7 @@ func TestTokensNeverReachTheLog(t *testing.T) {
 	e := newEnv(t, defaultConfig())
 	tokens := map[string]string{} // token → its hash
 	for _, name := range []string{"Ada", "Bob", "Cy"} {
-		_, token, err := e.svc.SignUp(ctx(t), name, "")
+		_, token, err := e.svc.SignUp(ctx(t), name, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ func TestSignUpByInvite(t *testing.T) {
 	e := newEnv(t, cfg)
 	inviter, _ := e.account(t, "Ada")
 	for _, code := range []string{"", "rin_nope"} {
-		_, token, err := e.svc.SignUp(ctx(t), "Bob", code)
+		_, token, err := e.svc.SignUp(ctx(t), "Bob", code, "")
 		var inv *domain.InvalidInputError
 		if !errors.As(err, &inv) || inv.Field != "invite" || token != "" {
 			t.Fatalf("sign-up with invite %q: %v, want invalid invite", code, err)
@@ -263,14 +263,14 @@ func TestSignUpByInvite(t *testing.T) {
 	if err != nil || !strings.HasPrefix(code, "rin_") || time.Until(expires) < 6*24*time.Hour {
 		t.Fatalf("CreateInvite = %q, %v, %v", code, expires, err)
 	}
-	if _, _, err := e.svc.SignUp(ctx(t), " ", code); err == nil {
+	if _, _, err := e.svc.SignUp(ctx(t), " ", code, ""); err == nil {
 		t.Fatal("a blank name signed up")
 	}
-	bob, token, err := e.svc.SignUp(ctx(t), "Bob", code)
+	bob, token, err := e.svc.SignUp(ctx(t), "Bob", code, "")
 	if err != nil || token == "" || bob.Name != "Bob" {
 		t.Fatalf("sign-up with the invite: %+v, %v", bob, err)
 	}
-	if _, _, err := e.svc.SignUp(ctx(t), "Carol", code); err == nil || !strings.Contains(err.Error(), "already used") {
+	if _, _, err := e.svc.SignUp(ctx(t), "Carol", code, ""); err == nil || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("the invite signed up a second account: %v", err)
 	}
 	if _, _, err := e.svc.CreateInvite(ctx(t), inviter.ID, 8*24*time.Hour); err == nil {

@@ -71,8 +71,9 @@ func ValidateAccountName(name string) error {
 	return nil
 }
 
-// SignUp creates an account with its first token.
-func SignUp(id, name, tokenID, tokenHash string) (*Account, error) {
+// SignUp creates an account with its first token; from says how it was
+// made (AccountCreated.Origin and Network).
+func SignUp(id, name, tokenID, tokenHash string, from AccountFrom) (*Account, error) {
 	if err := ValidateAccountName(name); err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func SignUp(id, name, tokenID, tokenHash string) (*Account, error) {
 		return nil, &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
 	}
 	a := &Account{aggregate: newAggregate()}
-	a.raise(AccountCreated{AccountID: id, Name: name})
+	a.raise(AccountCreated{AccountID: id, Name: name, Origin: from.Origin, Network: from.Network})
 	a.raise(TokenIssued{AccountID: id, TokenID: tokenID, TokenHash: tokenHash, Name: FirstTokenName})
 	return a, nil
 }

@@ -35,7 +35,7 @@ func newAccountHistory(t testing.TB, seed uint64, snapshots bool) *accountHistor
 	h := &accountHistory{t: t, rng: rand.New(rand.NewPCG(seed, 1)), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), snapshots: snapshots,
 		snapAt: map[int]time.Time{}}
 	a, err := domain.SignUpOwner("acc-1", "Ada", domain.NewMember{ID: "mem-0", Login: "ada", PasswordSealed: sealedPassword},
-		domain.SessionToken{ID: h.id("tok"), Hash: strings.Repeat("a", 64), ExpiresAt: h.now.Add(7 * 24 * time.Hour)})
+		domain.SessionToken{ID: h.id("tok"), Hash: strings.Repeat("a", 64), ExpiresAt: h.now.Add(7 * 24 * time.Hour)}, domain.AccountFrom{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,6 +108,30 @@ type InspectorAnswerSet struct {
 type AccountCreated struct {
 	AccountID string `json:"account_id"`
 	Name      string `json:"name"`
+	// Origin is how the account was made (AccountOrigin*): one made by
+	// open sign-up shares the relay's storage for sign-ups (SignupStorage)
+	// until the operator gives it a storage quota of its own. Absent in
+	// older events: counted in that storage's whole, as an open sign-up.
+	Origin string `json:"origin,omitempty"`
+	// Network is the client network (IPv4 /24, IPv6 /48) that signed up,
+	// open sign-ups only: its accounts together hold at most a share of
+	// the storage for sign-ups. Absent in older events and when the
+	// client's address is unknown: counted in the whole only.
+	Network string `json:"network,omitempty"`
+}
+
+// How an account was made (AccountCreated.Origin).
+const (
+	AccountOriginOpen     = "open"     // signUp on a relay whose sign-up is open
+	AccountOriginInvite   = "invite"   // signUp with an invite
+	AccountOriginOperator = "operator" // relay accounts create, the admin API
+)
+
+// AccountFrom is how an account is made: AccountCreated's Origin and
+// Network.
+type AccountFrom struct {
+	Origin  string
+	Network string
 }
 
 // AccountQuotaSet records the operator's quota override of an account,

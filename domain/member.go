@@ -190,8 +190,8 @@ func (a *Account) sessionEvent(memberID string, s SessionToken) TokenIssued {
 }
 
 // SignUpOwner creates an account with its first owner and that owner's
-// first session.
-func SignUpOwner(id, name string, owner NewMember, session SessionToken) (*Account, error) {
+// first session; from says how it was made, as for SignUp.
+func SignUpOwner(id, name string, owner NewMember, session SessionToken, from AccountFrom) (*Account, error) {
 	if err := ValidateAccountName(name); err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func SignUpOwner(id, name string, owner NewMember, session SessionToken) (*Accou
 		return nil, &InvalidInputError{Field: "token hash", Reason: "must be a hex SHA-256"}
 	}
 	a := &Account{aggregate: newAggregate()}
-	a.raise(AccountCreated{AccountID: id, Name: name})
+	a.raise(AccountCreated{AccountID: id, Name: name, Origin: from.Origin, Network: from.Network})
 	a.raise(MemberJoined{AccountID: id, MemberID: owner.ID, Login: NormalLogin(owner.Login), Role: string(RoleOwner), PasswordSealed: owner.PasswordSealed})
 	a.raise(a.sessionEvent(owner.ID, session))
 	return a, nil

@@ -108,7 +108,7 @@ func TestMemberCap(t *testing.T) {
 func TestAccountAtTheCapsTakesSnapshots(t *testing.T) {
 	now := t0
 	a, err := domain.SignUpOwner("acc-1", "Team", domain.NewMember{ID: "mem-0", Login: "ann", PasswordSealed: testSealed},
-		domain.SessionToken{ID: "tok-0", Hash: strings.Repeat("a", 64), ExpiresAt: now.Add(time.Hour)})
+		domain.SessionToken{ID: "tok-0", Hash: strings.Repeat("a", 64), ExpiresAt: now.Add(time.Hour)}, domain.AccountFrom{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func TestMembers(t *testing.T) {
 
 func TestSessionsAreBounded(t *testing.T) {
 	// The 21st session of the same history revokes the first.
-	b, err := domain.SignUpOwner("acc-1", "Team", domain.NewMember{ID: "mem-1", Login: "ann", PasswordSealed: testSealed}, session("s-0"))
+	b, err := domain.SignUpOwner("acc-1", "Team", domain.NewMember{ID: "mem-1", Login: "ann", PasswordSealed: testSealed}, session("s-0"), domain.AccountFrom{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,15 +80,39 @@ func (g GuestStorage) NetworkShare() int64 { return g.Total / GuestNetworkShares
 // once the guests hold the whole (total) or the inspectors network created
 // hold its share (ofNetwork; network "" has none of its own).
 func (g GuestStorage) Check(total, ofNetwork int64, network string) error {
-	switch {
-	case g.Total <= 0:
-		return nil
-	case total >= g.Total:
+	switch overShared(g.Total, total, ofNetwork, network) {
+	case sharedWhole:
 		return &GuestStorageError{Total: g.Total}
-	case network != "" && ofNetwork >= g.NetworkShare():
+	case sharedNetwork:
 		return &GuestStorageError{Total: g.Total, Network: network, Share: g.NetworkShare()}
 	}
 	return nil
+}
+
+// sharedOver says which part of a relay-wide storage budget shared by
+// client networks (GuestStorage, SignupStorage) is used up.
+type sharedOver int
+
+const (
+	sharedRoom    sharedOver = iota // room left
+	sharedWhole                     // the whole budget
+	sharedNetwork                   // the network's share of it
+)
+
+// overShared is the one rule of the budgets shared by client networks:
+// a budget of limit bytes (0: none) is used up once total reaches it, and
+// a network's share (limit / GuestNetworkShares) once what that network
+// made holds it (ofNetwork; network "" has no share of its own).
+func overShared(limit, total, ofNetwork int64, network string) sharedOver {
+	switch {
+	case limit <= 0:
+		return sharedRoom
+	case total >= limit:
+		return sharedWhole
+	case network != "" && ofNetwork >= limit/GuestNetworkShares:
+		return sharedNetwork
+	}
+	return sharedRoom
 }
 
 // GuestStorageError refuses a guest inspector or a delivery to one: the
@@ -148,3 +172,64 @@ func (r *GuestRefusals) Count(err error) {
 func (r *GuestRefusals) Counts() map[string]int64 {
 	return map[string]int64{GuestRefusedBudget: r.budget.Load(), GuestRefusedNetwork: r.network.Load()}
 }
+
+// SignupStorage is the log bytes every account made by open sign-up may
+// take together (relay serve --signup-storage), and a share of it per
+// client network that signed up, as GuestStorage is for guests. Each such
+// account also has its storage quota (--account-storage), but anyone may
+// sign up again and again: without this bound one network's sign-ups
+// together were bounded by the disk alone, and at the disk reserve every
+// team's deliveries are refused. An account the operator made, one made
+// with an invite, and one the operator gave a storage quota of its own
+// (relay accounts set-quota --storage) are outside it (InSignupStorage).
+type SignupStorage struct {
+	Total int64 // 0: no bound
+}
+
+// NetworkShare is what the accounts one client network signed up may
+// hold together.
+func (g SignupStorage) NetworkShare() int64 { return g.Total / GuestNetworkShares }
+
+// InSignupStorage reports whether an account counts in the storage for
+// sign-ups: made by open sign-up (or before accounts recorded how they
+// were made: origin "") and without a storage quota of its own
+// (storageQuota QuotaDefault).
+func InSignupStorage(origin string, storageQuota int64) bool {
+	return (origin == AccountOriginOpen || origin == "") && storageQuota == QuotaDefault
+}
+
+// Check refuses more storage for sign-ups (a new open sign-up, a delivery
+// to or a setting of such an account) once those accounts hold the whole
+// (total) or those network signed up hold its share (ofNetwork; network
+// "" has none of its own).
+func (g SignupStorage) Check(total, ofNetwork int64, network string) error {
+	switch overShared(g.Total, total, ofNetwork, network) {
+	case sharedWhole:
+		return &SignupStorageError{Total: g.Total}
+	case sharedNetwork:
+		return &SignupStorageError{Total: g.Total, Network: network, Share: g.NetworkShare()}
+	}
+	return nil
+}
+
+// SignupStorageError refuses an open sign-up, or more storage for an
+// account made by one: the relay's accounts made by open sign-up
+// together, or those of one client network, hold the storage they may.
+// Accounts the operator made, invited or raised, and guests, go on.
+type SignupStorageError struct {
+	Total   int64
+	Network string // "" when the whole is used up
+	Share   int64
+}
+
+func (e *SignupStorageError) Error() string {
+	if e.Network != "" {
+		return fmt.Sprintf("the accounts signed up from your network (%s) hold their share of this relay's storage for open sign-ups (%d bytes of %d): no account is signed up from it and nothing more is recorded for them until their deliveries are deleted or expire, or the relay's operator gives an account a storage quota of its own (relay accounts set-quota --storage)",
+			e.Network, e.Share, e.Total)
+	}
+	return fmt.Sprintf("this relay's storage for accounts made by open sign-up (%d bytes) is used up: no account is signed up and nothing more is recorded for them until their deliveries are deleted or expire, or the relay's operator gives an account a storage quota of its own (relay accounts set-quota --storage)",
+		e.Total)
+}
+
+// Is makes errors.Is(err, ErrStorageQuota) true: a quota is used up.
+func (e *SignupStorageError) Is(target error) bool { return target == ErrStorageQuota }

@@ -56,7 +56,7 @@ func FuzzParseTokenLifetime(f *testing.F) {
 
 func TestAccountTokens(t *testing.T) {
 	hash := strings.Repeat("a", 64)
-	a, err := domain.SignUp("acc-1", "Ada", "tok-1", hash)
+	a, err := domain.SignUp("acc-1", "Ada", "tok-1", hash, domain.AccountFrom{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestAccountTokens(t *testing.T) {
 }
 
 func TestAccountHoldsAtMostMaxTokens(t *testing.T) {
-	a, err := domain.SignUp("acc-1", "Ada", "tok-0", strings.Repeat("a", 64))
+	a, err := domain.SignUp("acc-1", "Ada", "tok-0", strings.Repeat("a", 64), domain.AccountFrom{})
 	if err != nil {
 		t.Fatal(err)
 	}

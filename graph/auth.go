@@ -96,7 +96,8 @@ func (r *Resolver) limitAnonymous(ctx context.Context) error {
 
 // clientNetwork is the network (IPv4 /24, IPv6 /48) of the client asking,
 // "" when unknown: the inspectors it creates share that network's part of
-// the relay's storage for guests (domain.GuestStorage).
+// the relay's storage for guests (domain.GuestStorage), the accounts it
+// signs up its part of the storage for sign-ups (domain.SignupStorage).
 func clientNetwork(ctx context.Context) string {
 	client, _ := ctx.Value(clientKey).(string)
 	return clientkey.Network(client)

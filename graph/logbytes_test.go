@@ -13,6 +13,8 @@ import (
 
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/projections"
 )
 
 // logBytesAfter sums the payload bytes of the events appended after
@@ -274,5 +276,84 @@ func TestLoginsAndInvitesCountTowardTheirAccount(t *testing.T) {
 	t.Logf("a password sign-up, an invite and the sign-up it made appended %d bytes; their accounts count %d", appended, stored)
 	if stored != appended {
 		t.Errorf("the accounts count %d bytes of the %d their sign-ups and invite appended, want all", stored, appended)
+	}
+}
+
+// TestSignUpsCountTowardSignupStorage: open sign-up gives every new
+// account the relay's storage quota, and anyone may sign up again and
+// again, so the accounts one client network signed up were bounded
+// together by the disk alone. Every account made by open sign-up now
+// counts in the relay's storage for sign-ups and its network's share of
+// it: past the share, signUp and signUpWithPassword from that network and
+// such an account's settings are refused QUOTA_EXCEEDED, nothing
+// recorded, while an account the operator made, or one it gave a storage
+// quota of its own, goes on.
+func TestSignUpsCountTowardSignupStorage(t *testing.T) {
+	const share = 128 << 10
+	const tries = 40
+	big := strings.Repeat("a", 60<<10)
+	e := newEnvConfig(t, nil, func(r *graph.Resolver) { r.Quotas = r.Views.(*projections.Runner).Accounts }, func(c *commands.Config) {
+		c.SignupStorage = domain.SignupStorage{Total: share * domain.GuestNetworkShares}
+	})
+	from, err := e.store.LastPosition(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	createBig := func(auth, name string) error {
+		var out struct{ CreateEndpoint struct{ ID string } }
+		return e.c.Post(`mutation($n: String!, $b: String) { createEndpoint(input: {name: $n, mode: LOG, answer: {status: 200, body: $b}}) { id } }`,
+			&out, client.Var("n", name), client.Var("b", big), client.AddHeader("Authorization", auth))
+	}
+	// Each try signs up an account from the same network (the test
+	// client's) and gives it an Endpoint with a 60 KiB answer.
+	var first struct{ ID, Auth string }
+	refused := quotaRefusals(t, tries, func(i int) string {
+		var out struct {
+			SignUp struct {
+				Token   string
+				Account struct{ ID string }
+			}
+		}
+		if err := e.c.Post(`mutation($n: String!) { signUp(name: $n) { token account { id } } }`, &out, client.Var("n", fmt.Sprint("walk-in ", i))); err != nil {
+			return err.Error()
+		}
+		auth := "Bearer " + out.SignUp.Token
+		if first.ID == "" {
+			first.ID, first.Auth = out.SignUp.Account.ID, auth
+		}
+		return errText(createBig(auth, "big"))
+	})
+	appended := logBytesAfter(t, e.store, from)
+	t.Logf("%d sign-ups from one network appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED",
+		tries, appended>>10, share>>10, refused)
+	if appended > share+96<<10 || refused == 0 {
+		t.Errorf("appended %d KiB with a share of %d KiB, %d refused; want at most one try past the share, the rest refused",
+			appended>>10, share>>10, refused)
+	}
+	// Both ways of signing up are refused from that network, saying why.
+	for _, tc := range []struct{ name, mutation string }{
+		{"signUp", `mutation { signUp(name: "late") { token } }`},
+		{"signUpWithPassword", `mutation { signUpWithPassword(name: "late", login: "late@example.test", password: "correct horse battery") { account { id } } }`},
+	} {
+		var out map[string]any
+		msg := errText(e.c.Post(tc.mutation, &out))
+		if !strings.Contains(msg, "QUOTA_EXCEEDED") || !strings.Contains(msg, "signed up from your network") {
+			t.Errorf("%s past the network's share: %q, want QUOTA_EXCEEDED naming the network's share", tc.name, msg)
+		}
+	}
+	// The operator's account, and a signed-up one it gives a storage
+	// quota of its own, are outside the storage for sign-ups.
+	var ops struct{ CreateAccount struct{ Token string } }
+	e.c.MustPost(`mutation { createAccount(name: "ops") { token } }`, &ops, bearerOpt(adminToken))
+	var set struct{ SetAccountQuota struct{ AccountID string } }
+	e.c.MustPost(`mutation($a: ID!) { setAccountQuota(account: $a, storage: "off") { accountId } }`, &set,
+		client.Var("a", first.ID), bearerOpt(adminToken))
+	for _, tc := range []struct{ name, auth string }{
+		{"the operator's account", "Bearer " + ops.CreateAccount.Token},
+		{"a signed-up account given its own quota", first.Auth},
+	} {
+		if err := createBig(tc.auth, "after"); err != nil {
+			t.Errorf("%s once sign-ups hold their share: %v", tc.name, err)
+		}
 	}
 }

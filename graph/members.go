@@ -241,7 +241,7 @@ func (r *Resolver) signUpWithPassword(ctx context.Context, name, login, password
 		return nil, err
 	}
 	defer release()
-	s, err := r.Service.SignUpWithPassword(ctx, name, login, password, deref(invite))
+	s, err := r.Service.SignUpWithPassword(ctx, name, login, password, deref(invite), clientNetwork(ctx))
 	if err != nil {
 		return nil, err
 	}

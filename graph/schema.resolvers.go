@@ -122,7 +122,7 @@ func (r *mutationResolver) SignUp(ctx context.Context, name string, invite *stri
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
-	acc, token, err := r.Service.SignUp(ctx, name, deref(invite))
+	acc, token, err := r.Service.SignUp(ctx, name, deref(invite), clientNetwork(ctx))
 	if err != nil {
 		return nil, err
 	}

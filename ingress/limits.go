@@ -150,9 +150,17 @@ func (s *Server) overGuestStorage(w http.ResponseWriter, route Route) bool {
 		return false
 	}
 	s.guestRefused.Count(err)
+	refuseStorage(w, err)
+	return true
+}
+
+// refuseStorage answers 507 to a request that a storage budget shared by
+// client networks refuses (domain.GuestStorageError,
+// domain.SignupStorageError), with the refusal's reason and a Retry-After
+// of an hour: space comes back as retention deletes deliveries.
+func refuseStorage(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", "3600")
 	writeText(w, http.StatusInsufficientStorage, "Insufficient Storage: "+err.Error()+"\n")
-	return true
 }
 
 // RecordRefusals records, every interval until ctx ends, one

@@ -44,6 +44,16 @@ type Route struct {
 	AccountStoredBytes int64
 	AccountStorage     int64
 	AccountRate        ratelimit.Rate
+	// InSignupStorage is set when the Endpoint's account was made by open
+	// sign-up and has no storage quota of its own
+	// (domain.InSignupStorage); then AccountNetwork is the client network
+	// that signed it up ("" when unknown), SignupStored what every such
+	// account takes in the log and SignupNetworkStored what those of
+	// AccountNetwork take, as far as the views have applied them
+	// (Config.SignupStorage counts these). Endpoints only.
+	InSignupStorage                   bool
+	AccountNetwork                    string
+	SignupStored, SignupNetworkStored int64
 	// Answer is what an inspector or a LOG Endpoint answers (nil: 204);
 	// Handshakes the providers' verification requests the address answers
 	// itself (nil: none; a PROXY Endpoint only with Handshakes.InProxy RELAY).

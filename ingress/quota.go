@@ -74,8 +74,9 @@ func (s *Server) QuotaRefusalTotals() map[string]int64 {
 	return out
 }
 
-// limitAccount applies an Endpoint's account quota: stored bytes, then
-// deliveries per second across its Endpoints. It reports whether the
+// limitAccount applies an Endpoint's account quota: stored bytes, the
+// relay's storage for sign-ups when the account is in it, then deliveries
+// per second across its Endpoints. It reports whether the
 // request may go on; when not, it has answered (507 Insufficient Storage,
 // or 429 with Retry-After) and counted the refusal, and nothing is
 // recorded. Like the inspector quota, stored bytes count from each receipt's
@@ -91,6 +92,13 @@ func (s *Server) limitAccount(w http.ResponseWriter, route Route) bool {
 			"Insufficient Storage: this account's storage quota (%s) is used up; nothing more is recorded until its operator raises it or deliveries are deleted\n",
 			humanize.IBytes(uint64(route.AccountStorage))))
 		return false
+	}
+	if route.InSignupStorage {
+		if err := s.cfg.SignupStorage.Check(route.SignupStored, route.SignupNetworkStored, route.AccountNetwork); err != nil {
+			s.quotaRefused.add(route.AccountID, RefusedStorage)
+			refuseStorage(w, err)
+			return false
+		}
 	}
 	if route.AccountRate.Off() {
 		return true

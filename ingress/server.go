@@ -60,6 +60,12 @@ type Config struct {
 	// created (a share of it); beyond, the sender gets 507 and nothing is
 	// recorded. Endpoints are not affected.
 	GuestStorage domain.GuestStorage
+	// SignupStorage bounds the log bytes every account made by open
+	// sign-up takes together (Route.InSignupStorage), and those the
+	// accounts one client network signed up take (a share of it); beyond,
+	// the sender to their Endpoints gets 507 and nothing is recorded.
+	// Other accounts and guests are not affected.
+	SignupStorage domain.SignupStorage
 	// RequireHTTPS is set when public URLs are https: a request known to
 	// have come over plain HTTP (on the relay's own TLS port or its
 	// --http-listen, or marked so by a trusted proxy) is recorded and

@@ -19,6 +19,9 @@ type Accounts struct {
 	rs *readStmts // the runner's hot reads
 	// quotas caches AccountQuota's rows (quotacache.go).
 	quotas *quotaCache
+	// signups sums the stored bytes of the accounts in the storage for
+	// sign-ups, in all and per network (domain.InSignupStorage).
+	signups *networkUsage
 	// unapplied adds the account's deliveries the views have not applied
 	// yet to its stored bytes.
 	unapplied *unapplied
@@ -369,11 +372,11 @@ func (v *Accounts) Activity(ctx context.Context, accountID string, before uint64
 }
 
 // usageColumns are an account's usage columns, read by scanUsage.
-const usageColumns = "id, name, stored_bytes, deliveries, storage_quota, rate_quota, api_cost_quota"
+const usageColumns = "id, name, stored_bytes, deliveries, storage_quota, rate_quota, api_cost_quota, origin, network"
 
 func scanUsage(row interface{ Scan(...any) error }) (readmodel.AccountUsage, error) {
 	var u readmodel.AccountUsage
-	err := row.Scan(&u.AccountID, &u.Name, &u.StoredBytes, &u.Deliveries, &u.StorageQuota, &u.RateQuota, &u.APICostQuota)
+	err := row.Scan(&u.AccountID, &u.Name, &u.StoredBytes, &u.Deliveries, &u.StorageQuota, &u.RateQuota, &u.APICostQuota, &u.Origin, &u.Network)
 	return u, err
 }
 

@@ -35,7 +35,9 @@ type accountsWriter struct {
 	streams     map[string]*streamBytes
 	streamOrder []string
 	stored      map[string]accountMove
-	v           *Accounts
+	// signups are the batch's moves of the storage for sign-ups.
+	signups signupMoves
+	v       *Accounts
 }
 
 // streamBytes is what a batch appended to one of an account's streams
@@ -55,16 +57,19 @@ type accountEvent struct {
 }
 
 func (v *Accounts) writer() *accountsWriter {
-	return &accountsWriter{owners: map[string]string{}, streams: map[string]*streamBytes{}, stored: map[string]accountMove{}, v: v}
+	return &accountsWriter{owners: map[string]string{}, streams: map[string]*streamBytes{}, stored: map[string]accountMove{}, signups: signupMoves{}, v: v}
 }
 
 func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
 	switch p := payload.(type) {
 	case domain.AccountCreated:
-		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos())
+		n, err = t.exec(qAccountCreated, p.AccountID, p.Name, t.at(), t.pos(), p.Origin, p.Network)
+		if err == nil && n > 0 {
+			err = w.storedBefore(t, p.AccountID)
+		}
 		handled = true
 	case domain.AccountQuotaSet:
-		n, err = t.exec(qAccountQuota, p.StorageBytes, p.Rate, p.AccountID, p.APICost)
+		n, err = w.quotaSet(t, p)
 		w.quotas = append(w.quotas, p.AccountID)
 		handled = true
 	case domain.TokenIssued:
@@ -186,6 +191,24 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		return n, handled, fmt.Errorf("index %s at position %d: %w", t.event.Stream, t.event.Position, err)
 	}
 	return n, handled, nil
+}
+
+// storedBefore stores in a new account the bytes its streams counted
+// before it existed (a password sign-up claims its login first), with the
+// storage for sign-ups when the account is in it.
+func (w *accountsWriter) storedBefore(t *txn, id string) error {
+	row, err := t.queryRow(qAccountStreamsBefore, id)
+	if err != nil {
+		return err
+	}
+	var bytes int64
+	if err := row.Scan(&bytes); err != nil {
+		return fmt.Errorf("bytes of account %s's streams before it: %w", id, err)
+	}
+	if bytes == 0 {
+		return nil
+	}
+	return storeAccount(t, w.signups, id, bytes, 0)
 }
 
 // index adds the current event to account_events when an account owns its
@@ -346,7 +369,7 @@ func (w *accountsWriter) flush(t *txn) error {
 	}
 	w.streamOrder = nil
 	for _, id := range accounts {
-		if _, err := t.exec(qAccountStored, w.stored[id].bytes, 0, id); err != nil {
+		if err := storeAccount(t, w.signups, id, w.stored[id].bytes, 0); err != nil {
 			return fmt.Errorf("store bytes of account %s's streams: %w", id, err)
 		}
 	}
@@ -360,6 +383,37 @@ func (w *accountsWriter) committed() {
 	if len(w.quotas) > 0 || len(w.stored) > 0 {
 		w.v.quotas.committed(w.quotas, w.stored)
 	}
+	if len(w.signups) > 0 {
+		w.v.signups.moved(w.signups)
+	}
+}
+
+// quotaSet records an account's quota override. A storage quota of its
+// own takes the account out of the storage for sign-ups, and back to the
+// relay's default puts it in again, with the bytes it holds: the batch's
+// own moves of it are stored later (flush) and count as it is then.
+func (w *accountsWriter) quotaSet(t *txn, p domain.AccountQuotaSet) (int64, error) {
+	row, err := t.queryRow(qAccountPool, p.AccountID)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		origin, network string
+		quota, stored   int64
+	)
+	if err := row.Scan(&origin, &network, &quota, &stored); errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // no such account, as an update of no row
+	} else if err != nil {
+		return 0, fmt.Errorf("read account %s: %w", p.AccountID, err)
+	}
+	was, is := domain.InSignupStorage(origin, quota), domain.InSignupStorage(origin, p.StorageBytes)
+	switch {
+	case was && !is:
+		w.signups[network] -= stored
+	case !was && is:
+		w.signups[network] += stored
+	}
+	return t.exec(qAccountQuota, p.StorageBytes, p.Rate, p.AccountID, p.APICost)
 }
 
 // rfc3339Nanos is an event's RFC 3339 time in unix nanoseconds; empty or

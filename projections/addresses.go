@@ -30,7 +30,10 @@ type Addresses struct {
 	// yet to its stored bytes.
 	unapplied *unapplied
 	// guests sums every inspector's stored bytes, in all and per network.
-	guests guestUsage
+	guests networkUsage
+	// signups is the Accounts' sum of the storage for sign-ups, which
+	// deliveries move.
+	signups *networkUsage
 }
 
 // Inspector returns a guest inspector.

@@ -31,9 +31,12 @@ type addressesWriter struct {
 	storedOrder []string
 
 	// guests holds the change of the inspectors' stored bytes per client
-	// network that created them ("" for none), for guestUsage once the
+	// network that created them ("" for none), for networkUsage once the
 	// batch commits.
 	guests map[string]int64
+	// signups holds the batch's moves of the storage for sign-ups, for
+	// the Accounts' networkUsage once the batch commits.
+	signups signupMoves
 
 	// accounts holds the change of each account's stored bytes and
 	// deliveries, made once per account by flush.
@@ -51,7 +54,7 @@ type addressesWriter struct {
 
 func (v *Addresses) writer() *addressesWriter {
 	return &addressesWriter{a: v, activity: map[addressKey]int64{}, stored: map[string]int64{},
-		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{}, guests: map[string]int64{},
+		storedDone: map[string]int64{}, activityStored: map[string]int64{}, accounts: map[string]accountMove{}, guests: map[string]int64{}, signups: signupMoves{},
 		hours: map[accountHour]int64{}}
 }
 
@@ -414,7 +417,7 @@ func (w *addressesWriter) flush(t *txn) error {
 	// order of the batch does not matter here.
 	for _, id := range w.accountOrder {
 		am := w.accounts[id]
-		if _, err := t.exec(qAccountStored, am.bytes, am.deliveries, id); err != nil {
+		if err := storeAccount(t, w.signups, id, am.bytes, am.deliveries); err != nil {
 			return fmt.Errorf("store usage of account %s: %w", id, err)
 		}
 	}
@@ -445,6 +448,9 @@ func (w *addressesWriter) committed() {
 	}
 	if len(w.accounts) > 0 {
 		w.a.quotas.committed(nil, w.accounts)
+	}
+	if len(w.signups) > 0 {
+		w.a.signups.moved(w.signups)
 	}
 	w.a.listeners.committed(w.sessions)
 }

@@ -86,7 +86,7 @@ func (w writer) expireInspector(ctx context.Context, id string, lastActivity, at
 }
 
 func (w writer) signUp(ctx context.Context, id, name, tokenID, token string, at time.Time) (uint64, error) {
-	a, err := domain.SignUp(id, name, tokenID, hashToken(token))
+	a, err := domain.SignUp(id, name, tokenID, hashToken(token), domain.AccountFrom{})
 	if err != nil {
 		return 0, err
 	}

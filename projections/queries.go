@@ -51,8 +51,14 @@ const (
 
 	// An account's stored bytes and deliveries change by deltas, like an
 	// inspector's stored bytes.
-	qDeliveryGrew  = `UPDATE deliveries SET stored_bytes = stored_bytes + ? WHERE id = ?`
-	qAccountStored = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3`
+	qDeliveryGrew = `UPDATE deliveries SET stored_bytes = stored_bytes + ? WHERE id = ?`
+	// qAccountStored returns what says whether the account is in the
+	// storage for sign-ups (storeAccount).
+	qAccountStored = `UPDATE accounts SET stored_bytes = stored_bytes + ?1, deliveries = deliveries + ?2 WHERE id = ?3
+		RETURNING origin, network, storage_quota`
+	// qAccountPool reads what a quota change moves in or out of the
+	// storage for sign-ups (accountsWriter.quotaSet).
+	qAccountPool = `SELECT origin, network, storage_quota, stored_bytes FROM accounts WHERE id = ?`
 	// qAccountStreamCounted is the last revision of an account's stream
 	// whose bytes are counted; qAccountStreamCount counts more.
 	qAccountStreamCounted = `SELECT revision FROM account_streams WHERE stream = ?`
@@ -62,12 +68,12 @@ const (
 	qAccountHour  = `INSERT INTO account_hours (account_id, hour, deliveries) VALUES (?1, ?2, ?3)
 		ON CONFLICT (account_id, hour) DO UPDATE SET deliveries = deliveries + excluded.deliveries`
 	qAccountHourGone = `DELETE FROM account_hours WHERE account_id = ?1 AND hour = ?2 AND deliveries = 0`
-	// A new account starts with the bytes its streams counted before it
-	// existed: a password sign-up claims its login first.
-	qAccountCreated = `INSERT INTO accounts (id, name, created_at, position, stored_bytes)
-		VALUES (?1, ?2, ?3, ?4, (SELECT COALESCE(SUM(bytes), 0) FROM account_streams WHERE account_id = ?1))
+	qAccountCreated  = `INSERT INTO accounts (id, name, created_at, position, origin, network) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`
-	qTokenIssued = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at, member_id, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	// The bytes an account's streams counted before it existed: a password
+	// sign-up claims its login first.
+	qAccountStreamsBefore = `SELECT COALESCE(SUM(bytes), 0) FROM account_streams WHERE account_id = ?`
+	qTokenIssued          = `INSERT INTO tokens (hash, token_id, account_id, issued_at, name, expires_at, member_id, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (hash) DO NOTHING`
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
 	qTokenUsed    = `UPDATE tokens SET last_used = MAX(last_used, ?) WHERE account_id = ? AND token_id = ?`
@@ -312,8 +318,8 @@ var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
 	qInspectorPurged, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
-	qAccountStored, qAccountStreamCounted, qAccountStreamCount, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
-	qAccountCreated, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
+	qAccountStored, qAccountPool, qAccountStreamCounted, qAccountStreamCount, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
+	qAccountCreated, qAccountStreamsBefore, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,
 	qEndpointCreated, qEndpointReconfigured, qEndpointRetained, qEndpointDeleted, qEndpointSmeeKey, qEndpointActivity,
 	qAgentConnected, qAgentDisconnected,

@@ -248,9 +248,9 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	v.History = &History{rs: &v.rs, store: store, codec: opts.Codec, backlog: opts.WatchBacklog,
 		searchBytes: opts.SearchLogBytes, searchPace: pace}
 	v.History.hub.init(opts.WatchBudget)
-	quotas := &quotaCache{}
-	v.Addresses = &Addresses{rs: &v.rs, quotas: quotas, unapplied: &v.unapplied}
-	v.Accounts = &Accounts{rs: &v.rs, quotas: quotas, unapplied: &v.unapplied}
+	quotas, signups := &quotaCache{}, &networkUsage{}
+	v.Addresses = &Addresses{rs: &v.rs, quotas: quotas, signups: signups, unapplied: &v.unapplied}
+	v.Accounts = &Accounts{rs: &v.rs, quotas: quotas, signups: signups, unapplied: &v.unapplied}
 	if err := v.openWriter(ctx, path); err != nil {
 		_ = w.Close()
 		return nil, err
@@ -283,9 +283,13 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	sr.SetMaxOpenConns(searchConns)
 	sr.SetMaxIdleConns(searchConns)
 	v.sr, v.History.sr = sr, sr
-	if err := v.Addresses.guests.load(ctx, v.w); err != nil {
+	if err := v.Addresses.guests.load(ctx, v.w, qGuestUsage); err != nil {
 		_ = v.Close()
-		return nil, fmt.Errorf("open projections %s: %w", path, err)
+		return nil, fmt.Errorf("open projections %s: guests: %w", path, err)
+	}
+	if err := v.Accounts.signups.load(ctx, v.w, qSignupUsage); err != nil {
+		_ = v.Close()
+		return nil, fmt.Errorf("open projections %s: sign-ups: %w", path, err)
 	}
 	return v, nil
 }
@@ -439,6 +443,7 @@ func (v *Runner) reset(ctx context.Context) error {
 	}
 	v.Addresses.cache.clear()
 	v.Addresses.guests.clear()
+	v.Accounts.signups.clear()
 	v.Addresses.listeners.clear()
 	v.Accounts.quotas.clear()
 	v.unapplied.reset()

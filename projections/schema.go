@@ -45,9 +45,10 @@ import (
 // inspector (inspectors.network), whose own stream's bytes count in its
 // stored bytes (inspectors.stream_revision); version 23 counts an
 // inspector's refusal counts (its refusals- stream) in its stored bytes,
-// indexes the device codes waiting for a decision, and counts the logins
-// an account claims and the invites it makes or is made by in its stored
-// bytes.
+// indexes the device codes waiting for a decision, counts the logins an
+// account claims and the invites it makes or is made by in its stored
+// bytes, and keeps how each account was made and the client network that
+// signed up (accounts.origin, network).
 const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -123,7 +124,13 @@ CREATE TABLE IF NOT EXISTS accounts (
 	deliveries     INTEGER NOT NULL DEFAULT 0,
 	storage_quota  INTEGER NOT NULL DEFAULT -1,
 	rate_quota     TEXT NOT NULL DEFAULT '',
-	api_cost_quota TEXT NOT NULL DEFAULT ''
+	api_cost_quota TEXT NOT NULL DEFAULT '',
+	-- origin and network: how the account was made and the client network
+	-- that signed up (domain.AccountCreated); '' for older accounts. With
+	-- storage_quota they say whether it counts in the storage for
+	-- sign-ups (domain.InSignupStorage, networkUsage).
+	origin         TEXT NOT NULL DEFAULT '',
+	network        TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS accounts_by_stored ON accounts (stored_bytes);
 

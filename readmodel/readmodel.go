@@ -223,6 +223,11 @@ type AccountUsage struct {
 	StorageQuota int64
 	RateQuota    string
 	APICostQuota string
+	// Origin and Network are how the account was made and the client
+	// network that signed up (domain.AccountCreated; "" for older
+	// accounts): with StorageQuota they say whether it counts in the
+	// relay's storage for sign-ups (domain.InSignupStorage).
+	Origin, Network string
 }
 
 // Token is an API token of an account, without its secret (the relay

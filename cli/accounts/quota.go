@@ -47,12 +47,16 @@ func accountsSetQuotaCommand(env func(string) string, stdout io.Writer) *cobra.C
 		Long: `Override an account's quota on the running relay (its --admin-token is
 required). --storage: a size (5GiB, 500MB), off for unlimited, or default for
 the relay's --account-storage; beyond it the account's Endpoints answer 507
-and record nothing. --rate: deliveries across all its Endpoints as
-N/UNIT[,burst=B] (UNIT s, min or h), off, or default (--account-rate); beyond
-it 429 with Retry-After. --api-cost: the GraphQL cost points (as
---max-query-cost counts them) its operations may spend, in the same form, off,
-or default (--account-api-cost); beyond it operations are RATE_LIMITED with
-retryAfterSeconds. A flag left out keeps the current value. The change
+and record nothing. A storage quota of its own (a size or off) also takes an
+account made by open sign-up out of the storage every such account shares
+(--signup-storage, a sixteenth per client network): raise a trusted account
+out of it this way; default puts it back in. Accounts made by the operator
+or with an invite are never in it. --rate: deliveries across all its
+Endpoints as N/UNIT[,burst=B] (UNIT s, min or h), off, or default
+(--account-rate); beyond it 429 with Retry-After. --api-cost: the GraphQL
+cost points (as --max-query-cost counts them) its operations may spend, in
+the same form, off, or default (--account-api-cost); beyond it operations
+are RATE_LIMITED with retryAfterSeconds. A flag left out keeps the current value. The change
 is an event in the account's stream: every node applies it.`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {

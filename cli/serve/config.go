@@ -106,12 +106,19 @@ type serveConfig struct {
 	MaxQueryFields    int
 	MaxQueryTokens    int
 
-	AnonymousRate      ratelimit.Rate
-	SignInRate         ratelimit.Rate
-	AddressRate        ratelimit.Rate
-	RefusalInterval    time.Duration
-	InspectorQuota     sizeOrOff
-	GuestStorage       sizeOrOff
+	AnonymousRate   ratelimit.Rate
+	SignInRate      ratelimit.Rate
+	AddressRate     ratelimit.Rate
+	RefusalInterval time.Duration
+	InspectorQuota  sizeOrOff
+	GuestStorage    sizeOrOff
+	// SignupStorage is --signup-storage as given (a size, a percentage of
+	// the file system under --data, or off); signupStorageSet tells
+	// whether it was, and signupStorageBytes is it in bytes, resolved at
+	// start (resolveSignupStorage).
+	SignupStorage      diskLimit
+	signupStorageSet   func() bool
+	signupStorageBytes int64
 	AccountStorage     sizeOrOff
 	MinFreeDisk        diskLimit
 	AccountRate        ratelimit.Rate
@@ -233,6 +240,9 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(duration.NewFlag(&c.RefusalInterval, 10*time.Second), "refusal-interval", "how often an address's rate-limit refusals are added to its history (one event per address)")
 	fs.Var(&c.InspectorQuota, "inspector-quota", "log bytes a guest inspector's deliveries and own events (its answer) may take, or off; beyond: 429, not recorded")
 	fs.Var(&c.GuestStorage, "guest-storage", "log bytes every guest inspector together may take (deliveries, answers), or off; the inspectors one client network (IPv4 /24, IPv6 /48) created hold at most a sixteenth; beyond: createInspector, /new and setInspectorAnswer refused QUOTA_EXCEEDED, deliveries to guests 507, not recorded; Endpoints go on")
+	fs.Var(&c.SignupStorage, "signup-storage", "log bytes every account made by open sign-up may take together, as a size (64GiB), a percentage of the file system under --data (25%) or off; the accounts one client network (IPv4 /24, IPv6 /48) signed up hold at most a sixteenth; beyond: signUp from that network refused QUOTA_EXCEEDED, deliveries to those accounts' Endpoints 507, not recorded, their new settings and agent sessions QUOTA_EXCEEDED; accounts the operator made, invited or gave their own storage quota (relay accounts set-quota --storage) and guests go on")
+	openDefault(fs, "signup-storage", defaultSignupStorage.String())
+	c.signupStorageSet = func() bool { return fs.Changed("signup-storage") }
 	fs.Var(&c.AccountStorage, "account-storage", "log bytes one account's streams may take together (its deliveries, settings, agent sessions, tokens), or off; beyond: 507, not recorded, new settings and agent sessions QUOTA_EXCEEDED (per account: relay accounts set-quota)")
 	openDefault(fs, "account-storage", humanize.IBytes(uint64(defaultOpenAccountStorage)))
 	fs.Var(&c.MinFreeDisk, "min-free-disk", "free disk the relay keeps under --data, as a size (1GiB), a percentage of the file system (5%) or off: below twice it sign-ups, new inspectors and Endpoints and inspectors' deliveries are refused, below it every delivery (507), retry and redrive; reads, deletions and retention go on")
@@ -270,12 +280,15 @@ func openDefault(fs *pflag.FlagSet, name, open string) {
 	fs.Lookup(name).DefValue = open + " with --signup open, else off"
 }
 
-// settleAccountQuotas gives --account-storage and --account-rate their
-// defaults, which depend on --signup: the open relay's when anyone may
+// settleAccountQuotas gives --account-storage, --account-rate and
+// --signup-storage their defaults, which depend on --signup: the open relay's when anyone may
 // sign up, off otherwise. A value given (flag or RELAY_*) always wins.
 func (c *serveConfig) settleAccountQuotas() {
 	if domain.SignupMode(c.Signup) != domain.SignupOpen {
 		return
+	}
+	if c.signupStorageSet == nil || !c.signupStorageSet() {
+		c.SignupStorage = diskLimit(defaultSignupStorage)
 	}
 	if c.accountStorageSet == nil || !c.accountStorageSet() {
 		c.AccountStorage = sizeOrOff{byteSize(c.openQuotas.Storage)}
@@ -328,6 +341,29 @@ func (c *serveConfig) busServers() []string {
 // default --inspector-quota, 1 GiB (16 of them) per client network.
 const DefaultGuestStorage = 16 << 30
 
+// defaultSignupStorage is --signup-storage's default with --signup open: a
+// quarter of the file system under --data (a sixteenth of that per client
+// network: on a 256 GiB disk 64 GiB, 4 GiB per network), so that sign-ups
+// can never bring the disk to its reserve, whatever its size, while the
+// operator's and invited accounts, guests and retention keep the rest.
+var defaultSignupStorage = diskreserve.Limit{Percent: 25}
+
+// resolveSignupStorage reads --signup-storage in bytes: a percentage is
+// of the file system under --data, read once at start.
+func (c *serveConfig) resolveSignupStorage() error {
+	l := diskreserve.Limit(c.SignupStorage)
+	if l.Percent <= 0 {
+		c.signupStorageBytes = int64(l.Bytes)
+		return nil
+	}
+	sp, err := diskreserve.Statfs{Dir: c.Data}.Space()
+	if err != nil {
+		return fmt.Errorf("--signup-storage %s: the size of the file system under --data: %w (give a size instead)", l, err)
+	}
+	c.signupStorageBytes = int64(l.Of(sp.Total))
+	return nil
+}
+
 // appConfig is what the relay is built from, given the data folder's lock
 // and the public URLs.
 func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.Logger) app.Config {
@@ -336,9 +372,10 @@ func (c *serveConfig) appConfig(lock *datalock.Lock, urls publicURLs, log *slog.
 		PublicURL: urls.address, AdminToken: c.AdminToken, AnonymousRate: c.AnonymousRate,
 		SignInRate: c.SignInRate, NoSignInLimit: c.SignInRate.Off(), ConsoleURL: urls.consoleSite,
 		Commands: commands.Config{InspectorTTL: c.InspectorTTL, ForwardTimeout: c.ForwardTimeout, Signup: domain.SignupMode(c.Signup), ViewsWait: c.ViewsWait,
-			Retention:    c.retentionLimits(),
-			GuestStorage: domain.GuestStorage{Total: int64(c.GuestStorage.byteSize)},
-			Quotas:       commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate, APICost: c.AccountAPICost}, MaxEndpoints: c.AccountEndpoints},
+			Retention:     c.retentionLimits(),
+			GuestStorage:  domain.GuestStorage{Total: int64(c.GuestStorage.byteSize)},
+			SignupStorage: domain.SignupStorage{Total: c.signupStorageBytes},
+			Quotas:        commands.QuotaDefaults{Storage: int64(c.AccountStorage.byteSize), Rate: c.AccountRate, APICost: c.AccountAPICost}, MaxEndpoints: c.AccountEndpoints},
 		Sessions: tunnel.SessionCaps{PerEndpoint: c.MaxEndpointSessions, PerAccount: c.MaxAccountSessions},
 		API: graph.ServerOptions{
 			KeepAlive: c.KeepAlive, MaxWSMessage: int64(c.MaxWSMessage), MaxAgentAnswer: int64(c.MaxBody),

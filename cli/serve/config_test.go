@@ -179,6 +179,25 @@ func TestServeConfig(t *testing.T) {
 		{name: "guest storage default", check: func(c serveConfig) bool { return c.GuestStorage.byteSize == DefaultGuestStorage }},
 		{name: "guest storage set", args: []string{"--guest-storage", "64GiB"}, check: func(c serveConfig) bool { return c.GuestStorage.byteSize == 64<<30 }},
 		{name: "guest storage off", args: []string{"--guest-storage", "off"}, check: func(c serveConfig) bool { return c.GuestStorage.byteSize == 0 }},
+		{name: "sign-up storage default with open sign-up, a quarter of the disk under --data", args: []string{"--data", "."}, check: func(c serveConfig) bool {
+			if c.SignupStorage != (diskLimit{Percent: 25}) || c.resolveSignupStorage() != nil {
+				return false
+			}
+			sp, err := diskreserve.Statfs{Dir: "."}.Space()
+			return err == nil && c.signupStorageBytes == int64(sp.Total/4) &&
+				c.appConfig(nil, publicURLs{}, nil).Commands.SignupStorage.Total == c.signupStorageBytes
+		}},
+		{name: "sign-up storage off with invite", args: []string{"--signup", "invite"}, check: func(c serveConfig) bool {
+			return diskreserve.Limit(c.SignupStorage).Off() && c.resolveSignupStorage() == nil &&
+				c.appConfig(nil, publicURLs{}, nil).Commands.SignupStorage.Total == 0
+		}},
+		{name: "sign-up storage as a size from env", env: map[string]string{"RELAY_SIGNUP_STORAGE": "64GiB"}, check: func(c serveConfig) bool {
+			return c.resolveSignupStorage() == nil && c.appConfig(nil, publicURLs{}, nil).Commands.SignupStorage.Total == 64<<30
+		}},
+		{name: "sign-up storage off wins over open sign-up's default", args: []string{"--signup-storage", "off"}, check: func(c serveConfig) bool {
+			return diskreserve.Limit(c.SignupStorage).Off()
+		}},
+		{name: "sign-up storage over half the disk", args: []string{"--signup-storage", "60%"}, wantErr: "at most 50"},
 		{name: "quota from env", env: map[string]string{"RELAY_INSPECTOR_QUOTA": "1MiB"}, check: func(c serveConfig) bool { return c.InspectorQuota.byteSize == 1<<20 }},
 		{name: "zero quota", args: []string{"--inspector-quota", "0"}, wantErr: "out of range"},
 		{name: "disk reserve default", check: func(c serveConfig) bool { return c.MinFreeDisk == diskLimit{Bytes: 1 << 30} }},

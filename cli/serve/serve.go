@@ -92,6 +92,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
+	if err := cfg.resolveSignupStorage(); err != nil {
+		_ = lock.Release()
+		return err
+	}
 	// The certificate before any port: one that does not cover the domain
 	// is refused before anything starts.
 	var certs *tlslisten.Certs
@@ -253,7 +257,14 @@ func logAccountQuotas(ctx context.Context, log *slog.Logger, cfg serveConfig, a 
 	log.Info("account quotas", "signup", string(cfg.Signup),
 		"account_storage", cfg.AccountStorage.String(), "account_storage_from", from(cfg.accountStorageSet),
 		"account_rate", cfg.AccountRate.String(), "account_rate_from", from(cfg.accountRateSet),
-		"account_api_cost", cfg.AccountAPICost.String(), "account_endpoints", cfg.AccountEndpoints)
+		"account_api_cost", cfg.AccountAPICost.String(), "account_endpoints", cfg.AccountEndpoints,
+		"signup_storage", cfg.SignupStorage.String(), "signup_storage_bytes", cfg.signupStorageBytes, "signup_storage_from", from(cfg.signupStorageSet))
+	if total, _ := a.Views().SignupStored(""); cfg.signupStorageBytes > 0 && total >= cfg.signupStorageBytes {
+		log.Warn("the accounts made by open sign-up (and those made before accounts recorded how) hold --signup-storage: their Endpoints answer 507 "+
+			"until retention deletes enough, the budget is raised, or the operator gives a trusted account a storage quota of its own "+
+			"(relay accounts set-quota ACCOUNT --storage SIZE|off)",
+			"stored", humanize.IBytes(uint64(total)), "signup_storage", humanize.IBytes(uint64(cfg.signupStorageBytes)))
+	}
 	if cfg.AccountStorage.byteSize == 0 {
 		return
 	}

@@ -74,8 +74,8 @@ func (l Limit) String() string {
 // Off tells whether the Limit reserves nothing.
 func (l Limit) Off() bool { return l.Bytes == 0 && l.Percent <= 0 }
 
-// of is the reserve in bytes on a file system of total bytes.
-func (l Limit) of(total uint64) uint64 {
+// Of is the Limit in bytes on a file system of total bytes.
+func (l Limit) Of(total uint64) uint64 {
 	if l.Percent > 0 {
 		return uint64(float64(total) * l.Percent / 100)
 	}
@@ -202,7 +202,7 @@ func (r *Reserve) read() *reading {
 			r.cfg.Logger.Warn("cannot read the free disk space: the disk reserve refuses nothing until it can", "dir", r.cfg.Dir, "error", err)
 		}
 	} else {
-		reserve := r.cfg.Limit.of(sp.Total)
+		reserve := r.cfg.Limit.Of(sp.Total)
 		next.Free, next.Reserve = sp.Free, reserve
 		next.Level = levelOf(sp.Free, reserve, r.state.Load())
 	}
