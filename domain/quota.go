@@ -191,11 +191,12 @@ type SignupStorage struct {
 func (g SignupStorage) NetworkShare() int64 { return g.Total / GuestNetworkShares }
 
 // InSignupStorage reports whether an account counts in the storage for
-// sign-ups: made by open sign-up (or before accounts recorded how they
-// were made: origin "") and without a storage quota of its own
-// (storageQuota QuotaDefault).
+// sign-ups: made by open sign-up and without a storage quota of its own
+// (storageQuota QuotaDefault). An account made before accounts recorded
+// how they were made (origin "") is outside it: it may be the operator's,
+// and an upgrade must not refuse a team that was served before it.
 func InSignupStorage(origin string, storageQuota int64) bool {
-	return (origin == AccountOriginOpen || origin == "") && storageQuota == QuotaDefault
+	return origin == AccountOriginOpen && storageQuota == QuotaDefault
 }
 
 // Check refuses more storage for sign-ups (a new open sign-up, a delivery

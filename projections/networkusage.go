@@ -30,7 +30,7 @@ const (
 	qGuestUsage = `SELECT network, SUM(stored_bytes) FROM inspectors GROUP BY network`
 	// The accounts in the storage for sign-ups (domain.InSignupStorage).
 	qSignupUsage = `SELECT network, SUM(stored_bytes) FROM accounts
-		WHERE origin IN ('', '` + domain.AccountOriginOpen + `') AND storage_quota = -1 GROUP BY network`
+		WHERE origin = '` + domain.AccountOriginOpen + `' AND storage_quota = -1 GROUP BY network`
 )
 
 // load sums the views' rows by query (qGuestUsage, qSignupUsage).

@@ -260,7 +260,7 @@ func logAccountQuotas(ctx context.Context, log *slog.Logger, cfg serveConfig, a 
 		"account_api_cost", cfg.AccountAPICost.String(), "account_endpoints", cfg.AccountEndpoints,
 		"signup_storage", cfg.SignupStorage.String(), "signup_storage_bytes", cfg.signupStorageBytes, "signup_storage_from", from(cfg.signupStorageSet))
 	if total, _ := a.Views().SignupStored(""); cfg.signupStorageBytes > 0 && total >= cfg.signupStorageBytes {
-		log.Warn("the accounts made by open sign-up (and those made before accounts recorded how) hold --signup-storage: their Endpoints answer 507 "+
+		log.Warn("the accounts made by open sign-up hold --signup-storage: their Endpoints answer 507 "+
 			"until retention deletes enough, the budget is raised, or the operator gives a trusted account a storage quota of its own "+
 			"(relay accounts set-quota ACCOUNT --storage SIZE|off)",
 			"stored", humanize.IBytes(uint64(total)), "signup_storage", humanize.IBytes(uint64(cfg.signupStorageBytes)))
