@@ -617,6 +617,12 @@ func TestCLIExitCodes(t *testing.T) {
 		{"create a name in use", h, []string{"endpoints", "create", "down"}, 2, `an Endpoint named "down" exists (id ` + ep.ID + ")", ""},
 		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
+		// What a user of other webhook tools types by habit.
+		{"ngrok's http", h, []string{"http", "3000"}, 2, `unknown command "http"; did you mean listen?`, ""},
+		{"Stripe CLI's --forward-to", h, []string{"listen", "--forward-to", "localhost:3000/webhooks"}, 2,
+			"listen: unknown flag: --forward-to; the local server is listen's first argument, not a flag: relay listen 3000", ""},
+		{"smee's -p", h, []string{"listen", "-p", "3000"}, 2, "the local server is listen's first argument, not a flag", ""},
+		{"target after the endpoint", h, []string{"listen", "down", "3000"}, 2, "TARGET comes first: relay listen 3000 down", ""},
 	}
 	check := func(name string, home cliHome, args []string, wantCode int, want, notWant string) {
 		t.Helper()
