@@ -135,6 +135,7 @@ func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.C
 			}
 			fmt.Fprintf(stdout, "WEBHOOK_PROXY_URL=%s\nshown once; any earlier key of endpoint %s (%s) no longer works. Revoke with: relay endpoints smee-key %s --revoke\n",
 				res.IssueSmeeKey.URL, ep.ID, ep.Name, ep.ID)
+			fmt.Fprint(stdout, cmdutil.SmeeLocalhostNote(res.IssueSmeeKey.URL))
 			return nil
 		},
 	}

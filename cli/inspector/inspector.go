@@ -66,6 +66,7 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, cmdutil.LocalTime(in.ExpiresAt), in.ID)
 			if in.Smee {
 				fmt.Fprintf(stdout, "smee-compatible: WEBHOOK_PROXY_URL=%s (smee-client, gosmee and Probot read it unchanged)\n", in.URL)
+				fmt.Fprint(stdout, cmdutil.SmeeLocalhostNote(in.URL))
 			}
 			return nil
 		},
