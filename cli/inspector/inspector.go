@@ -125,7 +125,7 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return cmdutil.WriteJSON(stdout, got)
 			}
 			fmt.Fprintf(stdout, "inspector:   %s\nurl:         %s\n", got.ID, got.URL)
-			endpoints.PrintAnswers(stdout, got.Answer, got.Handshakes)
+			endpoints.PrintAnswers(stdout, "", got.Answer, got.Handshakes)
 			return nil
 		},
 	}
