@@ -625,6 +625,9 @@ func TestCLIExitCodes(t *testing.T) {
 			"listen: unknown flag: --forward-to; the local server is listen's first argument, not a flag: relay listen 3000", ""},
 		{"smee's -p", h, []string{"listen", "-p", "3000"}, 2, "the local server is listen's first argument, not a flag", ""},
 		{"target after the endpoint", h, []string{"listen", "down", "3000"}, 2, "TARGET comes first: relay listen 3000 down", ""},
+		{"serve --port", h, []string{"serve", "--port", "8080"}, 2, "unknown flag: --port; the port is part of --listen: --listen 127.0.0.1:8080", ""},
+		{"serve --listen a bare port", h, []string{"serve", "--listen", "8080", "--data", noLog}, 2, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`, "missing port in address"},
+		{"serve a flag out of bounds", h, []string{"serve", "--queue-backlog", "0", "--data", noLog}, 2, "--queue-backlog 0: must be from 1 to 10000000", ""},
 		// smee-client and gosmee do not resolve <id>.localhost as curl does.
 		{"smee URL on a laptop relay", h, []string{"inspector", "create", "--smee"}, 0, `.localhost up in /etc/hosts and DNS, which may not know it (getaddrinfo ENOTFOUND); if so, add the line "127.0.0.1 `, ""},
 	}
