@@ -619,6 +619,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
 		{"members of an account made by --signup", h, []string{"members", "list"}, 0, `no members: this account works with tokens only; give it a first owner`, "LOGIN"},
 		{"version as JSON", h, []string{"version", "-o", "json"}, 0, `"commit": "`, "unknown shorthand flag"},
+		{"guest inspector on a relay given by --server", fresh, []string{"inspector", "create", "--server", loopback}, 0, " --server " + loopback + "\n", ""},
+		{"inspector on the stored relay", h, []string{"inspector", "create"}, 0, "see them with: relay deliveries list ", "--server"},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.
 		{"ngrok's http", h, []string{"http", "3000"}, 2, `unknown command "http"; did you mean listen?`, ""},
