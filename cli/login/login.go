@@ -290,6 +290,13 @@ func signUp(ctx context.Context, client *apiclient.Client, name, invite string) 
 		vars["invite"] = invite
 	}
 	if err := client.Do(ctx, q, vars, &out); err != nil {
+		var ae *apiclient.Error
+		if invite == "" && errors.As(err, &ae) && ae.Code == "INVALID_INPUT" && ae.Extensions["field"] == "invite" {
+			// A relay run with --signup invite: say where the invite goes.
+			hinted := *ae
+			hinted.Message += fmt.Sprintf("; with one, run relay login --server %s --signup %s --invite CODE, or open its link in the browser", client.Server, name)
+			return "", "", &hinted
+		}
 		return "", "", err
 	}
 	a := out.SignUp.Account
