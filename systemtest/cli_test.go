@@ -560,6 +560,7 @@ func TestCLIExitCodes(t *testing.T) {
 	loopback := "http://127.0.0.1:" + port // the URL h logged in with
 	fresh := newCLIHome(t)
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
+	exported := filepath.Join(t.TempDir(), "events.jsonl")
 
 	tests := []struct {
 		name string
@@ -622,6 +623,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{"guest inspector on a relay given by --server", fresh, []string{"inspector", "create", "--server", loopback}, 0, " --server " + loopback + "\n", ""},
 		{"inspector on the stored relay", h, []string{"inspector", "create"}, 0, "see them with: relay deliveries list ", "--server"},
 		{"stats in local time, as every text output", h, []string{"stats", "down"}, 0, ", 60 buckets of 1m)", "Z to "},
+		{"events export -o FILE", h, []string{"events", "export", "--data", r.Data, "-o", exported}, 0, "", "unknown shorthand flag"},
+		{"events verify the file written", h, []string{"events", "verify", exported}, 0, "ok: ", ""},
+		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.
 		{"ngrok's http", h, []string{"http", "3000"}, 2, `unknown command "http"; did you mean listen?`, ""},
