@@ -561,6 +561,10 @@ func TestCLIExitCodes(t *testing.T) {
 	fresh := newCLIHome(t)
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 	exported := filepath.Join(t.TempDir(), "events.jsonl")
+	pubFile := filepath.Join(t.TempDir(), "relay.pub") // relay events pubkey > relay.pub
+	if out, code := h.run(t, "", "events", "pubkey", "--data", r.Data); code != 0 || os.WriteFile(pubFile, []byte(out), 0o600) != nil {
+		t.Fatalf("relay events pubkey exited %d:\n%s", code, out)
+	}
 
 	tests := []struct {
 		name string
@@ -625,6 +629,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"stats in local time, as every text output", h, []string{"stats", "down"}, 0, ", 60 buckets of 1m)", "Z to "},
 		{"events export -o FILE", h, []string{"events", "export", "--data", r.Data, "-o", exported}, 0, "", "unknown shorthand flag"},
 		{"events verify the file written", h, []string{"events", "verify", exported}, 0, "ok: ", ""},
+		{"events verify --pubkey FILE", h, []string{"events", "verify", exported, "--pubkey", pubFile}, 0, "ok: ", "want ed25519"},
+		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.

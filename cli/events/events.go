@@ -149,7 +149,7 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 			})
 		},
 	}
-	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (relay events pubkey prints it); default: the data folder's")
+	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (ed25519:..., as relay events pubkey prints it) or a file holding it; default: the data folder's")
 	verify.Flags().StringVar(&server, "server", "", "a running relay's URL: verify the log it serves at /log/export")
 	verify.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	verify.Flags().StringVar(&proofFile, "proof", "", "a proof file (relay events prove) to check against --pubkey instead of a log")
