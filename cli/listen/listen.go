@@ -196,7 +196,7 @@ func targetLater(args []string) string {
 // targetFlags are the flags other webhook tools take the local server
 // from (Stripe CLI's --forward-to, smee's --target and --port, ...);
 // listen takes it as its first argument.
-var targetFlags = []string{"--forward-to", "--forward", "--target", "--port", "--to", "--url", "-p", "-t"}
+var targetFlags = []string{"--forward-to", "--forward", "--target", "--port", "--to", "-p", "-t"}
 
 // targetFlagHint is the hint for an unknown flag that names the local
 // server: "; the local server is listen's first argument: relay listen
