@@ -652,6 +652,19 @@ func TestCLIExitCodes(t *testing.T) {
 			t.Errorf("%s: relay %v exited %d, want %d and output containing %q, not %q:\n%s", name, args, code, wantCode, want, notWant, out)
 		}
 	}
+	// A script's standard input is often /dev/null, a character device
+	// but no terminal: login then wants a token, and waits for no
+	// approval in a browser nobody opens.
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	script := fresh.command("")
+	script.Stdin = devnull
+	if out, code := harness.RunWith(t, script, "login", "--server", loopback); code != 2 || !strings.Contains(out, "no token on standard input (not a terminal): pipe one in, pass --token T or set RELAY_TOKEN, create an account with --signup NAME, or approve this machine in the browser with --device") {
+		t.Errorf("login from a script exited %d, want 2 asking for a token:\n%s", code, out)
+	}
 	for _, tt := range tests {
 		check(tt.name, tt.home, tt.args, tt.code, tt.want, tt.notWant)
 	}

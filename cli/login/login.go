@@ -80,7 +80,7 @@ relay tokens revoke ID stops it).`,
 				return cmdutil.Usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
 			case device && (signup != "" || tokenFlag):
 				return cmdutil.Usage(errors.New("--device asks the console for a new token: give --device, --token or --signup, not several"))
-			case device || (signup == "" && conn.Token == "" && cmdutil.IsTerminal(stdin)):
+			case device || (signup == "" && conn.Token == "" && cmdutil.CanAsk(stdin)):
 				// The console may approve for another account than the
 				// stored login's: refused up front, as --signup is.
 				if err := keepStoredLogin(ctx, conn, stored, force, "a login approved in the console (perhaps for another account)"); err != nil {
@@ -97,7 +97,7 @@ relay tokens revoke ID stops it).`,
 					return fmt.Errorf("sign up at %s: %w", conn.Server, err)
 				}
 			default:
-				if conn.Token == "-" || (conn.Token == "" && !cmdutil.IsTerminal(stdin)) {
+				if conn.Token == "-" || (conn.Token == "" && !cmdutil.CanAsk(stdin)) {
 					if conn.Token, err = readToken(stdin); err != nil {
 						return err
 					}
@@ -343,5 +343,5 @@ func readToken(stdin io.Reader) (string, error) {
 	if t := strings.TrimSpace(line); t != "" {
 		return t, nil
 	}
-	return "", cmdutil.Usage(errors.New("no token on standard input"))
+	return "", cmdutil.Usage(errors.New("no token on standard input (not a terminal): pipe one in, pass --token T or set RELAY_TOKEN, create an account with --signup NAME, or approve this machine in the browser with --device"))
 }
