@@ -413,9 +413,13 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, err
 	}
 	var head struct {
-		RelayBundle *int `json:"relay_bundle"`
+		RelayBundle *int            `json:"relay_bundle"`
+		HARLog      json.RawMessage `json:"log"` // a HAR file: the other export's format
 	}
 	if json.Unmarshal(line, &head) != nil || head.RelayBundle == nil {
+		if head.HARLog != nil {
+			return nil, &LineError{Line: 1, Err: errors.New("a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle -o FILE")}
+		}
 		return nil, &LineError{Line: 1, Err: errors.New(`not a relay bundle (the first line has no "relay_bundle")`)}
 	}
 	if *head.RelayBundle != Version {
