@@ -561,6 +561,7 @@ func TestCLIExitCodes(t *testing.T) {
 	fresh := newCLIHome(t)
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 	exported := filepath.Join(t.TempDir(), "events.jsonl")
+	harFile := filepath.Join(t.TempDir(), "hooks.har")
 	pubFile := filepath.Join(t.TempDir(), "relay.pub") // relay events pubkey > relay.pub
 	if out, code := h.run(t, "", "events", "pubkey", "--data", r.Data); code != 0 || os.WriteFile(pubFile, []byte(out), 0o600) != nil {
 		t.Fatalf("relay events pubkey exited %d:\n%s", code, out)
@@ -632,6 +633,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"events verify --pubkey FILE", h, []string{"events", "verify", exported, "--pubkey", pubFile}, 0, "ok: ", "want ed25519"},
 		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
+		{"export HAR", h, []string{"deliveries", "export", "down", "-o", harFile}, 0, "exported 1 delivery", ""},
+		{"replay a HAR file", h, []string{"replay", harFile, "--to", closed}, 2, "a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle", ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.
 		{"ngrok's http", h, []string{"http", "3000"}, 2, `unknown command "http"; did you mean listen?`, ""},
