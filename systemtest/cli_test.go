@@ -555,6 +555,10 @@ func TestCLIExitCodes(t *testing.T) {
 	waitAgent(t, r, acct.Token, ep.ID, true)
 	send(t, r, ep.ID, "POST", "/x", nil, nil) // nothing listens on port 1: 502
 	d := deliveryAt(t, r, acct.Token, ep.ID, "/x")
+	h2, acct2 := loggedInHome(t, r) // an account of its own: h's counts stay
+	away := createEndpointFor(t, r, acct2.Token, map[string]any{"name": "away", "mode": "PROXY", "target": "127.0.0.1:1"})
+	send(t, r, away.ID, "POST", "/y", nil, nil) // no agent: 503
+	offline := deliveryAt(t, r, acct2.Token, away.ID, "/y")
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	port := strconv.Itoa(r.Port)
 	loopback := "http://127.0.0.1:" + port // the URL h logged in with
@@ -635,6 +639,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
 		{"export HAR", h, []string{"deliveries", "export", "down", "-o", harFile}, 0, "exported 1 delivery", ""},
 		{"replay a HAR file", h, []string{"replay", harFile, "--to", closed}, 2, "a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle", ""},
+		{"retry with no agent", h2, []string{"retry", offline.ID}, 2, "no agent connected; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry (AGENT_NOT_CONNECTED)", ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.
 		{"ngrok's http", h, []string{"http", "3000"}, 2, `unknown command "http"; did you mean listen?`, ""},

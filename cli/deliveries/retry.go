@@ -109,8 +109,15 @@ sends only the rest.`,
 				vars["edit"] = edit
 			}
 			if err := client.Do(c.Context(), q, vars, &res); err != nil {
-				if ae := (*apiclient.Error)(nil); errors.As(err, &ae) && ae.Code == "NOT_FOUND" {
-					err = noDelivery(args[0])
+				if ae := (*apiclient.Error)(nil); errors.As(err, &ae) {
+					switch ae.Code {
+					case "NOT_FOUND":
+						err = noDelivery(args[0])
+					case "AGENT_NOT_CONNECTED":
+						hinted := *ae
+						hinted.Message += "; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry"
+						err = &hinted
+					}
 				}
 				return fmt.Errorf("retry: %w", err)
 			}
