@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/internal/agentwire"
 	"github.com/relayhq/relay/internal/cork"
 	"github.com/relayhq/relay/internal/gqlws"
@@ -811,7 +812,7 @@ func (s *session) readErr(ctx context.Context, err error) error {
 			}
 			return &RefusedError{reason: fmt.Sprintf("%d %s (check --token and --endpoint)", ce.Code, ce.Text)}
 		}
-		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
+		return apiclient.ClosedError(ce)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -25,8 +25,9 @@ type TextObserver struct {
 	PrintHeaders bool // the request headers under each line
 	PrintBody    bool // the request body under each line
 
-	mu    sync.Mutex
-	names map[string]string // Endpoint ID → name, with several Endpoints
+	mu     sync.Mutex
+	names  map[string]string // Endpoint ID → name, with several Endpoints
+	queues map[string]bool   // the IDs of QUEUE Endpoints, whose senders the relay answers
 
 	// Forward lines that follow one another closely are written together:
 	// one write (a syscall on a terminal or pipe) per lineDelay instead of
@@ -112,7 +113,7 @@ func (o *TextObserver) State(e StateEvent) {
 	o.flushLocked() // every forward line before the agent stops or reconnects
 	switch e.State {
 	case Connected:
-		o.names = nil
+		o.names, o.queues = nil, map[string]bool{}
 		if len(e.Endpoints) > 1 {
 			o.names = map[string]string{}
 			for _, ep := range e.Endpoints {
@@ -127,6 +128,7 @@ func (o *TextObserver) State(e StateEvent) {
 			label := fmt.Sprintf("endpoint %s (%s): ", ep.Name, ep.ID)
 			fmt.Fprintf(o.Status, "%spublic URL %s → %s\n", label, o.paint(ansiBold, ep.URL), ep.Target)
 			if ep.Mode == "QUEUE" {
+				o.queues[ep.ID] = true
 				fmt.Fprintf(o.Status, "endpoint %s is in QUEUE mode: the relay answers senders at once and sends its queue here, oldest first, with a Relay-Delivery-Id header\n", ep.ID)
 			} else if ep.Mode != "PROXY" {
 				fmt.Fprintf(o.Status, "endpoint %s is in %s mode: its deliveries are recorded and answered by the relay, not forwarded; set its mode to PROXY to forward them\n", ep.ID, ep.Mode)
@@ -155,6 +157,14 @@ func (o *TextObserver) Role(e RoleEvent) {
 	what := "receives copies: another listener's answers go to the senders"
 	if e.Primary {
 		what = "primary: this agent's answers go to the senders"
+	}
+	if o.queues[e.EndpointID] {
+		// The relay answered the senders already (202); the primary's
+		// answer decides whether a queued delivery is delivered.
+		what = "receives copies: another listener's answers decide the queue's attempts"
+		if e.Primary {
+			what = "primary: this agent's answers decide the queue's attempts (the relay answered the senders)"
+		}
 	}
 	lead := "endpoint"
 	if e.Changed && e.Primary {

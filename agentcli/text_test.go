@@ -177,3 +177,26 @@ func TestTextObserverCountsInWords(t *testing.T) {
 		})
 	}
 }
+
+// TestTextObserverQueueRoles: on a QUEUE Endpoint the relay answers the
+// senders at once, so the role line says what the primary's answers do
+// there: decide the queue's attempts.
+func TestTextObserverQueueRoles(t *testing.T) {
+	tests := []struct {
+		mode, want string
+	}{
+		{"QUEUE", "endpoint orders (ep1): primary: this agent's answers decide the queue's attempts (the relay answered the senders) (1 listener)\n"},
+		{"PROXY", "endpoint orders (ep1): primary: this agent's answers go to the senders (1 listener)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			var out bytes.Buffer
+			o := &TextObserver{Out: &out, Status: &out}
+			o.State(StateEvent{State: Connected, Server: "ws://relay/graphql", Endpoints: []EndpointInfo{{ID: "ep1", Name: "orders", Mode: tt.mode, Target: "http://localhost:3000"}}})
+			o.Role(RoleEvent{EndpointID: "ep1", Name: "orders", Primary: true, Listeners: 1})
+			if got := out.String(); !strings.HasSuffix(got, tt.want) {
+				t.Errorf("Role printed %q, want it to end %q", got, tt.want)
+			}
+		})
+	}
+}

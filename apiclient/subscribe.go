@@ -175,11 +175,22 @@ func (c *Client) wsErr(ctx context.Context, err error) error {
 		case gqlws.CloseForbidden:
 			return &Error{Message: ce.Text, Code: "FORBIDDEN"}
 		}
-		return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
+		return ClosedError(ce)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("no message from server within %s", subscribeSilence)
 	}
 	return err
+}
+
+// ClosedError says why the relay's WebSocket ended: a close frame's code
+// and text, or, for a connection that ended without one (1006: the relay
+// stopped or restarted, or the network dropped it), that in words rather
+// than as "1006 unexpected EOF" alone.
+func ClosedError(ce *websocket.CloseError) error {
+	if ce.Code == websocket.CloseAbnormalClosure {
+		return fmt.Errorf("lost the connection to the relay (%d %s: the relay stopped or restarted, or the network dropped it)", ce.Code, ce.Text)
+	}
+	return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
 }

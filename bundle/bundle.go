@@ -402,6 +402,17 @@ type LineError struct {
 func (e *LineError) Error() string { return fmt.Sprintf("bundle line %d: %v", e.Line, e.Err) }
 func (e *LineError) Unwrap() error { return e.Err }
 
+// startsHAR tells whether line begins a HAR file, the other format of
+// relay deliveries export, which writes {"log":{... on its first line.
+func startsHAR(line []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(line))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	t, err := d.Token()
+	return err == nil && t == "log"
+}
+
 // NewReader reads and checks the header line.
 func NewReader(r io.Reader) (*Reader, error) {
 	b := &Reader{r: bufio.NewReaderSize(r, readBuffer)}
@@ -416,6 +427,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 		RelayBundle *int `json:"relay_bundle"`
 	}
 	if json.Unmarshal(line, &head) != nil || head.RelayBundle == nil {
+		if startsHAR(line) {
+			return nil, &LineError{Line: 1, Err: errors.New("a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle -o FILE")}
+		}
 		return nil, &LineError{Line: 1, Err: errors.New(`not a relay bundle (the first line has no "relay_bundle")`)}
 	}
 	if *head.RelayBundle != Version {

@@ -62,6 +62,7 @@ func TestBundleReader(t *testing.T) {
 		{name: "incomplete, its framing not checked", lines: []string{`{"id":"d","method":"POST","path":"/","headers":[{"name":"Content-Length","value":"999"}],"bodyBase64":"` + b64("ab") + `","bodySize":999,"complete":false}`}, want: 1},
 		{name: "empty file", head: "-", err: "bundle line 1: the file is empty"},
 		{name: "not a bundle", head: `{"entries":[]}`, err: "bundle line 1: not a relay bundle"},
+		{name: "a HAR file", head: `{"log":{"version":"1.2","creator":{"name":"relay"},"entries":[`, err: "bundle line 1: a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle -o FILE"},
 		{name: "a later version", head: `{"relay_bundle":2}`, err: "bundle line 1: bundle version 2"},
 		{name: "not JSON", lines: []string{good, "POST / HTTP/1.1"}, want: 1, err: "bundle line 3: not a JSON object"},
 		{name: "two values", lines: []string{good + " {}"}, err: "bundle line 2: more than one JSON value"},

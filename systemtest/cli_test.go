@@ -555,11 +555,21 @@ func TestCLIExitCodes(t *testing.T) {
 	waitAgent(t, r, acct.Token, ep.ID, true)
 	send(t, r, ep.ID, "POST", "/x", nil, nil) // nothing listens on port 1: 502
 	d := deliveryAt(t, r, acct.Token, ep.ID, "/x")
+	h2, acct2 := loggedInHome(t, r) // an account of its own: h's counts stay
+	away := createEndpointFor(t, r, acct2.Token, map[string]any{"name": "away", "mode": "PROXY", "target": "127.0.0.1:1"})
+	send(t, r, away.ID, "POST", "/y", nil, nil) // no agent: 503
+	offline := deliveryAt(t, r, acct2.Token, away.ID, "/y")
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	port := strconv.Itoa(r.Port)
 	loopback := "http://127.0.0.1:" + port // the URL h logged in with
 	fresh := newCLIHome(t)
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
+	exported := filepath.Join(t.TempDir(), "events.jsonl")
+	harFile := filepath.Join(t.TempDir(), "hooks.har")
+	pubFile := filepath.Join(t.TempDir(), "relay.pub") // relay events pubkey > relay.pub
+	if out, code := h.run(t, "", "events", "pubkey", "--data", r.Data); code != 0 || os.WriteFile(pubFile, []byte(out), 0o600) != nil {
+		t.Fatalf("relay events pubkey exited %d:\n%s", code, out)
+	}
 
 	tests := []struct {
 		name string
@@ -596,7 +606,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"not logged in", fresh, []string{"endpoints", "list"}, 2, "no token", ""},
 		{"bad token", h, []string{"endpoints", "list", "--token", "rly_notatoken"}, 2, "UNAUTHENTICATED", ""},
 		{"retry answered 502", h, []string{"retry", d.ID}, 1, "attempt 2: 502", ""},
-		{"retry unknown", h, []string{"retry", unknownDelivery()}, 2, "NOT_FOUND", ""},
+		{"retry unknown", h, []string{"retry", "nosuch"}, 2, `retry: refused: no delivery "nosuch" (for this token) (NOT_FOUND)`, ""},
+		{"revoke an unknown token", h, []string{"tokens", "revoke", "ci"}, 2, `no token with id "ci" in this account (relay tokens list shows the ids)`, ""},
 		{"show unknown", h, []string{"deliveries", "show", unknownDelivery()}, 2, "NOT_FOUND", ""},
 		{"explain unknown", h, []string{"deliveries", "explain", unknownDelivery()}, 2, "NOT_FOUND", ""},
 		{"explain", h, []string{"deliveries", "explain", d.ID}, 0, "The sender was answered 502 by the relay at ", ""},
@@ -616,7 +627,31 @@ func TestCLIExitCodes(t *testing.T) {
 			"the relay at https://127.0.0.1:" + port + " answers plain HTTP; use " + loopback, "server gave HTTP response"},
 		{"create a name in use", h, []string{"endpoints", "create", "down"}, 2, `an Endpoint named "down" exists (id ` + ep.ID + ")", ""},
 		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
+		{"members of an account made by --signup", h, []string{"members", "list"}, 0, `no members: this account works with tokens only; give it a first owner`, "LOGIN"},
+		{"version as JSON", h, []string{"version", "-o", "json"}, 0, `"commit": "`, "unknown shorthand flag"},
+		{"guest inspector on a relay given by --server", fresh, []string{"inspector", "create", "--server", loopback}, 0, " --server " + loopback + "\n", ""},
+		{"inspector on the stored relay", h, []string{"inspector", "create"}, 0, "see them with: relay deliveries list ", "--server"},
+		{"stats in local time, as every text output", h, []string{"stats", "down"}, 0, ", 60 buckets of 1m)", "Z to "},
+		{"events export -o FILE", h, []string{"events", "export", "--data", r.Data, "-o", exported}, 0, "", "unknown shorthand flag"},
+		{"events verify the file written", h, []string{"events", "verify", exported}, 0, "ok: ", ""},
+		{"events verify --pubkey FILE", h, []string{"events", "verify", exported, "--pubkey", pubFile}, 0, "ok: ", "want ed25519"},
+		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
+		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
+		{"export HAR", h, []string{"deliveries", "export", "down", "-o", harFile}, 0, "exported 1 delivery", ""},
+		{"replay a HAR file", h, []string{"replay", harFile, "--to", closed}, 2, "a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle", ""},
+		{"retry with no agent", h2, []string{"retry", offline.ID}, 2, "no agent connected; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry (AGENT_NOT_CONNECTED)", ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
+		// What a user of other webhook tools types by habit.
+		{"ngrok's http", h, []string{"http", "3000"}, 2, `unknown command "http"; did you mean listen?`, ""},
+		{"Stripe CLI's --forward-to", h, []string{"listen", "--forward-to", "localhost:3000/webhooks"}, 2,
+			"listen: unknown flag: --forward-to; the local server is listen's first argument, not a flag: relay listen 3000", ""},
+		{"smee's -p", h, []string{"listen", "-p", "3000"}, 2, "the local server is listen's first argument, not a flag", ""},
+		{"target after the endpoint", h, []string{"listen", "down", "3000"}, 2, "TARGET comes first: relay listen 3000 down", ""},
+		{"serve --port", h, []string{"serve", "--port", "8080"}, 2, "unknown flag: --port; the port is part of --listen: --listen 127.0.0.1:8080", ""},
+		{"serve --listen a bare port", h, []string{"serve", "--listen", "8080", "--data", noLog}, 2, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`, "missing port in address"},
+		{"serve a flag out of bounds", h, []string{"serve", "--queue-backlog", "0", "--data", noLog}, 2, "--queue-backlog 0: must be from 1 to 10000000", ""},
+		// smee-client and gosmee do not resolve <id>.localhost as curl does.
+		{"smee URL on a laptop relay", h, []string{"inspector", "create", "--smee"}, 0, `.localhost up in /etc/hosts and DNS, which may not know it (getaddrinfo ENOTFOUND); if so, add the line "127.0.0.1 `, ""},
 	}
 	check := func(name string, home cliHome, args []string, wantCode int, want, notWant string) {
 		t.Helper()
@@ -624,6 +659,19 @@ func TestCLIExitCodes(t *testing.T) {
 		if code != wantCode || !strings.Contains(out, want) || (notWant != "" && strings.Contains(out, notWant)) {
 			t.Errorf("%s: relay %v exited %d, want %d and output containing %q, not %q:\n%s", name, args, code, wantCode, want, notWant, out)
 		}
+	}
+	// A script's standard input is often /dev/null, a character device
+	// but no terminal: login then wants a token, and waits for no
+	// approval in a browser nobody opens.
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	script := fresh.command("")
+	script.Stdin = devnull
+	if out, code := harness.RunWith(t, script, "login", "--server", loopback); code != 2 || !strings.Contains(out, "no token on standard input (not a terminal): pipe one in, pass --token T or set RELAY_TOKEN, create an account with --signup NAME, or approve this machine in the browser with --device") {
+		t.Errorf("login from a script exited %d, want 2 asking for a token:\n%s", code, out)
 	}
 	for _, tt := range tests {
 		check(tt.name, tt.home, tt.args, tt.code, tt.want, tt.notWant)

@@ -42,6 +42,11 @@ func TestSignupModes(t *testing.T) {
 			t.Errorf("sign-up with invite %v: %s %q", inv, got.Code(), got.Message)
 		}
 	}
+	// The command line says where an invite goes.
+	if out, code := newCLIHome(t).run(t, "", "login", "--server", byInvite.BareURL(), "--signup", "guest"); code != 2 ||
+		!strings.Contains(out, "; with one, run relay login --server "+byInvite.BareURL()+" --signup guest --invite CODE, or open its link in the browser") {
+		t.Errorf("login --signup without an invite exited %d, want 2 and the command with --invite:\n%s", code, out)
+	}
 	out, code := harness.RunCLI(t, "accounts", "invite", "--server", byInvite.BareURL(), "--admin-token", "ops-secret", "-o", "json")
 	var inv struct {
 		Code      string `json:"code"`

@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -80,6 +81,22 @@ func (c *Connection) Resolve(fs *pflag.FlagSet, env func(string) string) error {
 		c.Token = stored.Token
 	}
 	return nil
+}
+
+// ServerHint is " --server URL" for a command line a command suggests
+// ("see them with: relay deliveries list ID") when a later command without
+// --server would reach another relay than this one (RELAY_SERVER's, else
+// the stored login's, else the default), and "" when it reaches this one.
+func (c *Connection) ServerHint(env func(string) string) string {
+	later := env("RELAY_SERVER")
+	if later == "" {
+		stored, _, _ := clientconfig.Load()
+		later = cmp.Or(stored.Server, DefaultServer)
+	}
+	if n, err := NormalServer(later); err == nil && clientconfig.SameServer(c.Server, n) {
+		return ""
+	}
+	return " --server " + c.Server
 }
 
 // Start opens every client command that needs a token: it checks -o,

@@ -1,13 +1,10 @@
 package deliveries
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -157,7 +154,7 @@ func exportDeliveries(ctx context.Context, client *apiclient.Client, ref string,
 	if truncated {
 		fmt.Fprintf(stderr, "note: looked through the newest %d deliveries only; narrow --status or --since to reach older ones\n", maxExportScanPages*100)
 	}
-	out, commit, abort, err := openExportOut(outPath, stdout)
+	out, commit, abort, err := cmdutil.ExportOut(outPath, stdout)
 	if err != nil {
 		return err
 	}
@@ -321,39 +318,4 @@ func fetchBatch(ctx context.Context, client *apiclient.Client, ids []string) ([]
 		out[i] = res["d"+strconv.Itoa(i)]
 	}
 	return out, nil
-}
-
-// openExportOut is stdout, or a temporary file next to path that commit
-// renames to path; abort removes it unless committed.
-func openExportOut(path string, stdout io.Writer) (w io.Writer, commit func() error, abort func(), err error) {
-	if path == "" || path == "-" {
-		bw := bufio.NewWriterSize(stdout, 64<<10)
-		return bw, bw.Flush, func() {}, nil
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.partial")
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("export: %w", err)
-	}
-	bw := bufio.NewWriterSize(f, 64<<10)
-	done := false
-	commit = func() error {
-		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("export: write %s: %w", path, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("export: write %s: %w", path, err)
-		}
-		if err := os.Rename(f.Name(), path); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		done = true
-		return nil
-	}
-	abort = func() {
-		if !done {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}
-	return bw, commit, abort, nil
 }

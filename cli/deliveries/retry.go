@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/deliveryjson"
 	"github.com/relayhq/relay/internal/termtext"
@@ -108,6 +109,16 @@ sends only the rest.`,
 				vars["edit"] = edit
 			}
 			if err := client.Do(c.Context(), q, vars, &res); err != nil {
+				if ae := (*apiclient.Error)(nil); errors.As(err, &ae) {
+					switch ae.Code {
+					case "NOT_FOUND":
+						err = noDelivery(args[0])
+					case "AGENT_NOT_CONNECTED":
+						hinted := *ae
+						hinted.Message += "; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry"
+						err = &hinted
+					}
+				}
 				return fmt.Errorf("retry: %w", err)
 			}
 			d := res.RetryDelivery

@@ -185,12 +185,13 @@ func readAnswerBody(v string) ([]byte, error) {
 	return b, nil
 }
 
-// describeAnswer is one line naming what an address answers by itself.
-func describeAnswer(a *AnswerJSON, h *HandshakesJSON) string {
+// describeAnswer is one line naming what an address answers by itself
+// (mode is an Endpoint's, "" for an inspector).
+func describeAnswer(mode string, a *AnswerJSON, h *HandshakesJSON) string {
 	if a == nil {
 		return "-"
 	}
-	s := fmt.Sprint(a.Status)
+	s := answerStatus(mode, a)
 	if len(a.Headers) > 0 || a.Body != "" {
 		s += fmt.Sprintf(" (%d headers, %d bytes)", len(a.Headers), len(a.Body))
 	}
@@ -203,11 +204,22 @@ func describeAnswer(a *AnswerJSON, h *HandshakesJSON) string {
 	return s
 }
 
+// answerStatus is the status an address answers by itself: a QUEUE
+// Endpoint without an answer of its own (the default, 204 with no header
+// and no body) answers 202 with {"queued":true,...}, not 204.
+func answerStatus(mode string, a *AnswerJSON) string {
+	if mode == "QUEUE" && a.Status == 204 && len(a.Headers) == 0 && a.Body == "" {
+		return "202 (queued)"
+	}
+	return fmt.Sprint(a.Status)
+}
+
 // PrintAnswers writes the answer and handshakes of an address, as
-// `endpoints show` and `inspector answer` print them.
-func PrintAnswers(w io.Writer, a *AnswerJSON, h *HandshakesJSON) {
+// `endpoints show` and `inspector answer` print them (mode is an
+// Endpoint's, "" for an inspector).
+func PrintAnswers(w io.Writer, mode string, a *AnswerJSON, h *HandshakesJSON) {
 	if a != nil {
-		fmt.Fprintf(w, "answer:      %d\n", a.Status)
+		fmt.Fprintf(w, "answer:      %s\n", answerStatus(mode, a))
 		for _, hd := range a.Headers {
 			fmt.Fprintf(w, "  %s: %s\n", hd.Name, hd.Value)
 		}

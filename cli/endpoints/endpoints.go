@@ -135,6 +135,7 @@ func endpointsSmeeKeyCommand(env func(string) string, stdout io.Writer) *cobra.C
 			}
 			fmt.Fprintf(stdout, "WEBHOOK_PROXY_URL=%s\nshown once; any earlier key of endpoint %s (%s) no longer works. Revoke with: relay endpoints smee-key %s --revoke\n",
 				res.IssueSmeeKey.URL, ep.ID, ep.Name, ep.ID)
+			fmt.Fprint(stdout, cmdutil.SmeeLocalhostNote(res.IssueSmeeKey.URL))
 			return nil
 		},
 	}
@@ -174,7 +175,7 @@ func endpointsListCommand(env func(string) string, stdout io.Writer) *cobra.Comm
 			fmt.Fprintln(tw, "ID\tNAME\tMODE\tTARGET\tAGENTS\tURL\tANSWER\tKEEPS")
 			for _, e := range eps {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ID, e.Name, e.Mode, cmdutil.Deref(e.Target, "-"), e.AgentCount, e.URL,
-					describeAnswer(e.Answer, e.Handshakes), describeRetention(e.Retention))
+					describeAnswer(e.Mode, e.Answer, e.Handshakes), describeRetention(e.Retention))
 			}
 			return tw.Flush()
 		},
@@ -298,7 +299,7 @@ senders) and which receive copies, with their filters.`,
 			if err := printEndpoint(stdout, out, "", show.Endpoint); err != nil {
 				return err
 			}
-			PrintAnswers(stdout, show.Answer, show.Handshakes)
+			PrintAnswers(stdout, show.Mode, show.Answer, show.Handshakes)
 			if len(show.Listeners) == 0 {
 				fmt.Fprintln(stdout, "no listeners: start one with `relay listen PORT "+show.Name+"`")
 				return nil

@@ -38,18 +38,32 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&eventstoreURL, "eventstore", "", "event log: nats://host:4222 (JetStream; comma-separated cluster seeds), esdb://host:2113?tls=false (EventStoreDB); empty: the embedded log under --data")
 	pre := func(c *cobra.Command, _ []string) error { return cmdutil.BindEnv(c.Flags(), env) }
 
+	var outPath string
 	export := &cobra.Command{
-		Use:     "export",
-		Short:   "Write every event, in order, as JSON lines",
-		Example: "  relay events export --data ./relay-data > events.jsonl",
+		Use:   "export",
+		Short: "Write every event, in order, as JSON lines",
+		Example: "  relay events export --data ./relay-data > events.jsonl\n" +
+			"  relay events export --data ./relay-data -o events.jsonl",
 		Args:    cobra.NoArgs,
 		PreRunE: pre,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if outPath == "json" || outPath == "text" {
+				return cmdutil.Usage(fmt.Errorf("-o %q: events export writes JSON lines; its -o names the file to write (-o events.jsonl; ./%s for a file named %s)", outPath, outPath, outPath))
+			}
 			return withStore(c.Context(), data, eventstoreURL, func(s domain.EventStore) error {
-				return logexport.Write(c.Context(), s, stdout)
+				w, commit, abort, err := cmdutil.ExportOut(outPath, stdout)
+				if err != nil {
+					return err
+				}
+				defer abort()
+				if err := logexport.Write(c.Context(), s, w); err != nil {
+					return err
+				}
+				return commit()
 			})
 		},
 	}
+	export.Flags().StringVarP(&outPath, "out", "o", "", "write to this file (written whole or not at all) instead of stdout")
 	var pubkey, proofFile, server, adminToken string
 	var kept []string
 	verify := &cobra.Command{
@@ -135,7 +149,7 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 			})
 		},
 	}
-	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (relay events pubkey prints it); default: the data folder's")
+	verify.Flags().StringVar(&pubkey, "pubkey", "", "the relay's checkpoint public key (ed25519:..., as relay events pubkey prints it) or a file holding it; default: the data folder's")
 	verify.Flags().StringVar(&server, "server", "", "a running relay's URL: verify the log it serves at /log/export")
 	verify.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	verify.Flags().StringVar(&proofFile, "proof", "", "a proof file (relay events prove) to check against --pubkey instead of a log")

@@ -138,7 +138,7 @@ func printTail(r evidence.Report, kept int, w io.Writer) {
 // publicKey is --pubkey, or the public half of the data folder's key.
 func publicKey(flag, data string) (ed25519.PublicKey, error) {
 	if flag != "" {
-		return evidence.ParsePublicKey(flag)
+		return pubkeyFlag(flag)
 	}
 	if data == "" {
 		return nil, nil
@@ -155,6 +155,23 @@ func publicKey(flag, data string) (ed25519.PublicKey, error) {
 		return nil, err
 	}
 	return key.Public().(ed25519.PublicKey), nil
+}
+
+// pubkeyFlag reads --pubkey: the key itself (ed25519:BASE64, as relay
+// events pubkey prints it) or a file holding it (relay events pubkey >
+// relay.pub).
+func pubkeyFlag(flag string) (ed25519.PublicKey, error) {
+	if strings.HasPrefix(strings.TrimSpace(flag), "ed25519:") {
+		return evidence.ParsePublicKey(flag)
+	}
+	b, err := readSmallFile(flag, maxKeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, cmdutil.Usage(fmt.Errorf("--pubkey %q: neither a key (ed25519:BASE64) nor a file holding one (relay events pubkey > relay.pub writes it)", flag))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--pubkey: %w", err)
+	}
+	return evidence.ParsePublicKey(string(b))
 }
 
 // maxKeyFile bounds a checkpoint key file: the relay writes one PEM block
@@ -217,7 +234,7 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 	if pubkey == "" {
 		return cmdutil.Usage(errors.New("--proof needs --pubkey: the relay's public key, from relay events pubkey"))
 	}
-	key, err := evidence.ParsePublicKey(pubkey)
+	key, err := pubkeyFlag(pubkey)
 	if err != nil {
 		return cmdutil.Usage(err)
 	}

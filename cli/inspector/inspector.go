@@ -63,9 +63,10 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 			if out.JSON() {
 				return cmdutil.WriteJSON(stdout, in)
 			}
-			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s\n", in.URL, in.ID, cmdutil.LocalTime(in.ExpiresAt), in.ID)
+			fmt.Fprintf(stdout, "%s\ninspector %s, expires %s unless it receives requests; see them with: relay deliveries list %s%s\n", in.URL, in.ID, cmdutil.LocalTime(in.ExpiresAt), in.ID, conn.ServerHint(env))
 			if in.Smee {
 				fmt.Fprintf(stdout, "smee-compatible: WEBHOOK_PROXY_URL=%s (smee-client, gosmee and Probot read it unchanged)\n", in.URL)
+				fmt.Fprint(stdout, cmdutil.SmeeLocalhostNote(in.URL))
 			}
 			return nil
 		},
@@ -124,7 +125,7 @@ func inspectorAnswerCommand(env func(string) string, stdout io.Writer) *cobra.Co
 				return cmdutil.WriteJSON(stdout, got)
 			}
 			fmt.Fprintf(stdout, "inspector:   %s\nurl:         %s\n", got.ID, got.URL)
-			endpoints.PrintAnswers(stdout, got.Answer, got.Handshakes)
+			endpoints.PrintAnswers(stdout, "", got.Answer, got.Handshakes)
 			return nil
 		},
 	}

@@ -90,13 +90,15 @@ code 2.`,
   relay listen 3000 --events charge.succeeded,invoice.paid
   relay listen 3000 --primary --filter 'header:X-GitHub-Event=push'`,
 		Args: cmdutil.UsageArgs(cobra.MinimumNArgs(1)),
+		// What ngrok (http), Stripe CLI and others call this command.
+		SuggestFor: []string{"http", "forward", "tunnel", "expose"},
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {
 				return err
 			}
 			target, err := agentcli.ParseTarget(args[0])
 			if err != nil {
-				return cmdutil.Usage(fmt.Errorf("listen: %w", err))
+				return cmdutil.Usage(fmt.Errorf("listen: %w%s", err, targetLater(args)))
 			}
 			check, err := signatureCheck(verify, verifySecretFile, env)
 			if err != nil {
@@ -155,6 +157,9 @@ code 2.`,
 			return agentcli.Serve(ctx, o)
 		},
 	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return cmdutil.FlagError(c, fmt.Errorf("%w%s", err, targetFlagHint(err)))
+	})
 	conn.Flags(cmd.Flags())
 	out.Flags(cmd.Flags())
 	fs := cmd.Flags()
@@ -172,6 +177,42 @@ code 2.`,
 	fs.StringVar(&events, "events", "", "forward only these provider event types, comma-separated (short for --filter event=A,B)")
 	fs.StringVar(&hostHeader, "host-header", agentcli.HostRewrite, "Host of the local request: rewrite (TARGET's) or preserve (the public host the sender called)")
 	return cmd
+}
+
+// targetLater is the hint for a command line with the TARGET after an
+// ENDPOINT (relay listen stripe 3000): "; TARGET comes first: relay listen
+// 3000 stripe", or "" when no later argument is a target.
+func targetLater(args []string) string {
+	for i, a := range args[1:] {
+		if _, err := agentcli.ParseTarget(a); err == nil {
+			rest := append([]string{a}, args[:i+1]...)
+			rest = append(rest, args[i+2:]...)
+			return "; TARGET comes first: relay listen " + strings.Join(rest, " ")
+		}
+	}
+	return ""
+}
+
+// targetFlags are the flags other webhook tools take the local server
+// from (Stripe CLI's --forward-to, smee's --target and --port, ...);
+// listen takes it as its first argument.
+var targetFlags = []string{"--forward-to", "--forward", "--target", "--port", "--to", "-p", "-t"}
+
+// targetFlagHint is the hint for an unknown flag that names the local
+// server: "; the local server is listen's first argument: relay listen
+// localhost:3000/webhooks", or "" for any other flag error.
+func targetFlagHint(err error) string {
+	msg := err.Error()
+	for _, f := range targetFlags {
+		named := msg == "unknown flag: "+f
+		if short, ok := strings.CutPrefix(f, "-"); ok && !strings.HasPrefix(short, "-") {
+			named = strings.HasPrefix(msg, "unknown shorthand flag: '"+short+"' in ")
+		}
+		if named {
+			return "; the local server is listen's first argument, not a flag: relay listen 3000, relay listen localhost:3000/webhooks"
+		}
+	}
+	return ""
 }
 
 // listenFilters parses --filter and --events (domain.ParseFilter); an

@@ -80,7 +80,7 @@ relay tokens revoke ID stops it).`,
 				return cmdutil.Usage(errors.New("--signup creates a new token: give --token or --signup, not both"))
 			case device && (signup != "" || tokenFlag):
 				return cmdutil.Usage(errors.New("--device asks the console for a new token: give --device, --token or --signup, not several"))
-			case device || (signup == "" && conn.Token == "" && cmdutil.IsTerminal(stdin)):
+			case device || (signup == "" && conn.Token == "" && cmdutil.CanAsk(stdin)):
 				// The console may approve for another account than the
 				// stored login's: refused up front, as --signup is.
 				if err := keepStoredLogin(ctx, conn, stored, force, "a login approved in the console (perhaps for another account)"); err != nil {
@@ -97,7 +97,7 @@ relay tokens revoke ID stops it).`,
 					return fmt.Errorf("sign up at %s: %w", conn.Server, err)
 				}
 			default:
-				if conn.Token == "-" || (conn.Token == "" && !cmdutil.IsTerminal(stdin)) {
+				if conn.Token == "-" || (conn.Token == "" && !cmdutil.CanAsk(stdin)) {
 					if conn.Token, err = readToken(stdin); err != nil {
 						return err
 					}
@@ -290,6 +290,13 @@ func signUp(ctx context.Context, client *apiclient.Client, name, invite string) 
 		vars["invite"] = invite
 	}
 	if err := client.Do(ctx, q, vars, &out); err != nil {
+		var ae *apiclient.Error
+		if invite == "" && errors.As(err, &ae) && ae.Code == "INVALID_INPUT" && ae.Extensions["field"] == "invite" {
+			// A relay run with --signup invite: say where the invite goes.
+			hinted := *ae
+			hinted.Message += fmt.Sprintf("; with one, run relay login --server %s --signup %s --invite CODE, or open its link in the browser", client.Server, name)
+			return "", "", &hinted
+		}
 		return "", "", err
 	}
 	a := out.SignUp.Account
@@ -336,5 +343,5 @@ func readToken(stdin io.Reader) (string, error) {
 	if t := strings.TrimSpace(line); t != "" {
 		return t, nil
 	}
-	return "", cmdutil.Usage(errors.New("no token on standard input"))
+	return "", cmdutil.Usage(errors.New("no token on standard input (not a terminal): pipe one in, pass --token T or set RELAY_TOKEN, create an account with --signup NAME, or approve this machine in the browser with --device"))
 }

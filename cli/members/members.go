@@ -63,6 +63,11 @@ func membersListCommand(env func(string) string, stdout io.Writer) *cobra.Comman
 			if err != nil {
 				return err
 			}
+			if len(list) == 0 && !out.JSON() {
+				// An account relay login --signup made: not an empty table.
+				fmt.Fprintln(stdout, `no members: this account works with tokens only; give it a first owner with a login and password in the console (Settings, "Set up sign-in"), or invite someone with relay members invite`)
+				return nil
+			}
 			return cmdutil.WriteList(stdout, out, list, "\tID\tLOGIN\tROLE\tJOINED", func(m memberJSON) string {
 				mark := ""
 				if m.You {

@@ -2,6 +2,7 @@
 package open
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -85,7 +87,13 @@ the address bar. The link holds the token: do not share it. Without a login
 	return cmd
 }
 
-// openBrowser hands link to the system's opener.
+// openerWait is how long relay open waits for the system's opener to
+// fail: xdg-open with no browser to start exits at once ("no method
+// available"); one still running by then is taken to be opening it.
+const openerWait = 5 * time.Second
+
+// openBrowser hands link to the system's opener, and says so when the
+// opener fails, as on a machine with no browser (over SSH).
 func openBrowser(link string) error {
 	var name string
 	var args []string
@@ -101,8 +109,33 @@ func openBrowser(link string) error {
 	if err != nil {
 		return errors.New("no browser opener (" + name + ") on PATH: open the printed link yourself")
 	}
-	if err := exec.Command(path, append(args, link)...).Start(); err != nil {
+	cmd := exec.Command(path, append(args, link)...)
+	var said bytes.Buffer
+	cmd.Stderr = &said
+	// A browser the opener starts may keep its stderr: its exit is what counts.
+	cmd.WaitDelay = 100 * time.Millisecond
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("open the browser: %w", err)
 	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("%s could not open a browser (exit %d%s): open the printed link yourself", name, exit.ExitCode(), lastLine(said.String(), link))
+		}
+	case <-time.After(openerWait):
+	}
 	return nil
+}
+
+// lastLine is ": " and the last line an opener wrote, or "": the link,
+// which holds the token, said as "the link".
+func lastLine(text, link string) string {
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(text, link, "the link")), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		return ": " + last
+	}
+	return ""
 }

@@ -53,7 +53,7 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 			if err := cfg.validate(); err != nil {
-				return err
+				return cmdutil.Usage(err)
 			}
 			log, err := cmdutil.NewLogger(stderr, cfg.LogLevel)
 			if err != nil {
@@ -62,6 +62,12 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 			return serve(cmd.Context(), cfg, log, stdout)
 		},
 	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if err.Error() == "unknown flag: --port" {
+			err = fmt.Errorf("%w; the port is part of --listen: --listen 127.0.0.1:8080", err)
+		}
+		return cmdutil.FlagError(c, err)
+	})
 	cfg.flags(cmd.Flags())
 	return cmd
 }

@@ -55,6 +55,10 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--max-account-sessions must be at least 1")
 	case c.Domain == "":
 		return fmt.Errorf("--domain must not be empty")
+	case !hostPort(c.Listen):
+		return fmt.Errorf("--listen %q: want host:port, such as 127.0.0.1:%s (or :%s for every interface)", c.Listen, portOf(c.Listen), portOf(c.Listen))
+	case c.HTTPListen != "" && !hostPort(c.HTTPListen):
+		return fmt.Errorf("--http-listen %q: want host:port, such as 0.0.0.0:%s", c.HTTPListen, portOf(c.HTTPListen))
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("--idle-timeout must be positive")
 	case c.BodyTimeout <= 0:
@@ -266,4 +270,20 @@ func loopbackName(name string) bool {
 		return ip.IsLoopback()
 	}
 	return name == "localhost" || strings.HasSuffix(name, ".localhost")
+}
+
+// hostPort tells whether addr is an address to listen on: host:port, the
+// host possibly empty (every interface), not a bare port or host.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port != ""
+}
+
+// portOf is the port to show in --listen's example: addr itself when it is
+// a number (a bare port), else 8080.
+func portOf(addr string) string {
+	if n, err := strconv.Atoi(addr); err == nil && n > 0 && n < 65536 {
+		return addr
+	}
+	return "8080"
 }

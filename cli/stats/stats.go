@@ -11,6 +11,7 @@ import (
 
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/cli/deliveries"
+	"github.com/relayhq/relay/domain/duration"
 )
 
 // statsBucketJSON is a bucket of `relay stats -o json`, as the API gives it.
@@ -108,7 +109,7 @@ func printStats(w io.Writer, st statsJSON) {
 	t := st.Totals
 	bucket := time.Duration(st.BucketSeconds) * time.Second
 	fmt.Fprintf(w, "%s %s, last %s (%s to %s, %d buckets of %s)\n", st.Kind, st.Address, strings.ToLower(st.Range),
-		st.From, st.To, len(st.Buckets), bucket)
+		cmdutil.LocalTime(st.From), cmdutil.LocalTime(st.To), len(st.Buckets), duration.Format(bucket))
 	fmt.Fprintf(w, "deliveries  %d  (2xx %d, 3xx %d, 4xx %d, 5xx %d, pending %d)\n",
 		t.Deliveries, t.Status2xx, t.Status3xx, t.Status4xx, t.Status5xx, t.Pending)
 	fmt.Fprintf(w, "filtered    %d\nrefused     %d\n", t.Filtered, t.Refused)

@@ -3,6 +3,7 @@ package tokens
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -136,6 +137,9 @@ func tokensRevokeCommand(env func(string) string, stdout io.Writer) *cobra.Comma
 				return err
 			}
 			if err := revokeToken(c.Context(), client, args[0]); err != nil {
+				if ae := (*apiclient.Error)(nil); errors.As(err, &ae) && ae.Code == "NOT_FOUND" {
+					err = &apiclient.Error{Message: fmt.Sprintf("no token with id %q in this account (relay tokens list shows the ids)", args[0]), Code: "NOT_FOUND"}
+				}
 				return fmt.Errorf("revoke token %s: %w", args[0], err)
 			}
 			if out.JSON() {

@@ -32,10 +32,20 @@ func Text() string {
 	return formatVersion(version, commit, date, info)
 }
 
+// Stamps is `relay version -o json`: the version, the commit ("unknown"
+// when none is known; ", modified" when built from a changed tree) and
+// the build date (null without release stamps).
+type Stamps struct {
+	Version string  `json:"version"`
+	Commit  string  `json:"commit"`
+	Date    *string `json:"date"`
+}
+
 // pseudoVersion matches a Go pseudo-version's commit: its last 12 hex digits.
 var pseudoVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(?:[0-9A-Za-z.]+\.)?[0-9]{14}-([0-9a-f]{12})(?:\+incompatible)?$`)
 
-func formatVersion(version, commit, date string, info *debug.BuildInfo) string {
+// resolve is what formatVersion prints, in parts.
+func resolve(version, commit, date string, info *debug.BuildInfo) Stamps {
 	var revision, modified string
 	if info != nil {
 		if version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
@@ -75,22 +85,42 @@ func formatVersion(version, commit, date string, info *debug.BuildInfo) string {
 	if commit == "" {
 		commit = "unknown"
 	}
-	if date == "" {
-		return fmt.Sprintf("%s (commit %s)", version, commit)
+	st := Stamps{Version: version, Commit: commit}
+	if date != "" {
+		st.Date = &date
 	}
-	return fmt.Sprintf("%s (commit %s, built %s)", version, commit, date)
+	return st
+}
+
+func formatVersion(version, commit, date string, info *debug.BuildInfo) string {
+	st := resolve(version, commit, date, info)
+	if st.Date == nil {
+		return fmt.Sprintf("%s (commit %s)", st.Version, st.Commit)
+	}
+	return fmt.Sprintf("%s (commit %s, built %s)", st.Version, st.Commit, *st.Date)
 }
 
 // Command is `relay version`.
 func Command(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print the version and commit this binary was built from",
-		Example: `  relay version`,
-		Args:    cmdutil.NoArgs,
+	var out cmdutil.Output
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit this binary was built from",
+		Example: `  relay version
+  relay version -o json`,
+		Args: cmdutil.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if err := out.Check(); err != nil {
+				return err
+			}
+			if out.JSON() {
+				info, _ := debug.ReadBuildInfo()
+				return cmdutil.WriteJSON(stdout, resolve(version, commit, date, info))
+			}
 			_, err := fmt.Fprintln(stdout, "relay "+Text())
 			return err
 		},
 	}
+	out.Flags(cmd.Flags())
+	return cmd
 }

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestEveryCommandHasHelp: every command of relay --help has a short
@@ -58,4 +62,39 @@ func TestEveryCommandIsGrouped(t *testing.T) {
 			t.Errorf("relay %s is under no heading of relay --help", name)
 		}
 	}
+}
+
+// TestREADMEConfigurationNamesEveryServeFlag: every flag of relay serve
+// has a row in the README's configuration tables, which say that every
+// flag has one.
+func TestREADMEConfigurationNamesEveryServeFlag(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, conf, ok := strings.Cut(string(b), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README.md has no ## Configuration section")
+	}
+	conf, _, _ = strings.Cut(conf, "\n## ")
+	rows := map[string]bool{}
+	for _, line := range strings.Split(conf, "\n") {
+		if cell, ok := strings.CutPrefix(line, "| "); ok {
+			cell, _, _ = strings.Cut(cell, " |")
+			for _, name := range strings.Split(cell, ", ") {
+				rows[strings.Trim(name, "`")] = true
+			}
+		}
+	}
+	root := &cobra.Command{Use: "relay"}
+	root.AddCommand(commands(func(string) string { return "" }, nil, io.Discard, io.Discard)...)
+	serve, _, err := root.Find([]string{"serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden && !rows["--"+f.Name] {
+			t.Errorf("relay serve --%s has no row in the README's configuration tables", f.Name)
+		}
+	})
 }
