@@ -635,6 +635,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"events export -o FILE", h, []string{"events", "export", "--data", r.Data, "-o", exported}, 0, "", "unknown shorthand flag"},
 		{"events verify the file written", h, []string{"events", "verify", exported}, 0, "ok: ", ""},
 		{"events verify --pubkey FILE", h, []string{"events", "verify", exported, "--pubkey", pubFile}, 0, "ok: ", "want ed25519"},
+		{"events verify a file that is not there", h, []string{"events", "verify", "nosuch.jsonl"}, 2, "no export file nosuch.jsonl: give the file relay events export wrote", ""},
 		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
 		{"export HAR", h, []string{"deliveries", "export", "down", "-o", harFile}, 0, "exported 1 delivery", ""},

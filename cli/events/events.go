@@ -257,6 +257,11 @@ newer than the last checkpoint cannot be proved until the next one (--checkpoint
 // chain per stream.
 func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.Writer) error {
 	perStream, err := evidence.IsStreamExport(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A file name mistyped is a command line to correct (exit 2), not a
+		// log found wrong (exit 1).
+		return cmdutil.Usage(fmt.Errorf("no export file %s: give the file relay events export wrote, or --data the folder relay serve keeps its data in", path))
+	}
 	if err != nil {
 		return err
 	}
