@@ -25,6 +25,9 @@ func TestSubscribeSaysTheRelayWentAway(t *testing.T) {
 	}{
 		{"dropped", func(c *websocket.Conn) { c.UnderlyingConn().Close() },
 			"lost the connection to the relay (1006 unexpected EOF: the relay stopped or restarted, or the network dropped it)"},
+		{"shutting down", func(c *websocket.Conn) {
+			_ = c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "relay shutting down"))
+		}, "the relay went away (1001 relay shutting down): it is stopping or restarting"},
 		{"closed", func(c *websocket.Conn) {
 			_ = c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "busy"))
 		}, "server closed the connection (1013 busy)"},

@@ -186,11 +186,15 @@ func (c *Client) wsErr(ctx context.Context, err error) error {
 
 // ClosedError says why the relay's WebSocket ended: a close frame's code
 // and text, or, for a connection that ended without one (1006: the relay
-// stopped or restarted, or the network dropped it), that in words rather
-// than as "1006 unexpected EOF" alone.
+// stopped or restarted, or the network dropped it) or one that went away
+// (1001: the relay is shutting down), that in words rather than as
+// "1006 unexpected EOF" alone.
 func ClosedError(ce *websocket.CloseError) error {
-	if ce.Code == websocket.CloseAbnormalClosure {
+	switch ce.Code {
+	case websocket.CloseAbnormalClosure:
 		return fmt.Errorf("lost the connection to the relay (%d %s: the relay stopped or restarted, or the network dropped it)", ce.Code, ce.Text)
+	case websocket.CloseGoingAway:
+		return fmt.Errorf("the relay went away (%d %s): it is stopping or restarting", ce.Code, ce.Text)
 	}
 	return fmt.Errorf("server closed the connection (%d %s)", ce.Code, ce.Text)
 }

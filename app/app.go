@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/graph/wsgql"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/internal/datalock"
@@ -137,6 +138,8 @@ type Config struct {
 type App struct {
 	// stopStreams ends the open smee streams (ingress.Server.StopStreams).
 	stopStreams func()
+	// sockets closes the API's WebSockets with 1001 (CloseSockets).
+	sockets *wsgql.GoAway
 
 	lock  *datalock.Lock
 	store domain.EventStore
@@ -304,6 +307,8 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 			Burst: graph.AnonymousNetworkShare * r.Burst}, maxAnonymousClients)
 	}
 	api := cfg.API
+	a.sockets = wsgql.NewGoAway()
+	api.GoAway = a.sockets
 	api.Playground = graphiql.Handler("relay GraphQL", "/graphql", "/assets/graphiql/")
 	var in *ingress.Server // made below; the API reads its quota refusals
 	resolver := &graph.Resolver{
@@ -439,6 +444,17 @@ func (a *App) StopStreams() {
 	if a.stopStreams != nil {
 		a.stopStreams()
 	}
+}
+
+// CloseSockets closes the API's WebSockets with 1001 (going away), so
+// that agents and consoles are told the relay is shutting down, and waits
+// until they have ended or ctx ends. Call it once the http.Server has
+// drained: a delivery in flight needs its agent's socket.
+func (a *App) CloseSockets(ctx context.Context) error {
+	if a.sockets == nil {
+		return nil
+	}
+	return a.sockets.Stop(ctx)
 }
 
 // Service is the commands service (for one-shot commands and tests).

@@ -49,6 +49,9 @@ type ServerOptions struct {
 	Playground http.Handler
 	// Limits bound what one request may cost; zero values take defaults.
 	Limits Limits
+	// GoAway, once stopped, closes every WebSocket with 1001 (the relay is
+	// shutting down: wsgql.GoAway).
+	GoAway *wsgql.GoAway
 }
 
 // Bounds of the document caches, in bytes of query text: a legitimate
@@ -84,6 +87,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		// gains nothing by opening one.
 		CheckOrigin: func(*http.Request) bool { return true },
 		Logger:      r.Logger,
+		GoAway:      opts.GoAway,
 		// Agents that offer it get their forwards and send their answers
 		// as binary frames; everything else on the socket stays GraphQL.
 		Binary: wsgql.BinaryConfig{Subprotocol: agentwire.Subprotocol, Older: agentwire.Subprotocols[1:], Handle: r.completeFrame,

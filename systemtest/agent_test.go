@@ -65,8 +65,9 @@ func TestAgentKilledAndRestarted(t *testing.T) {
 	}
 }
 
-// TestAgentReconnectsAfterServerRestart: the same agent process finds the
-// relay again after a clean restart and forwarding resumes.
+// TestAgentReconnectsAfterServerRestart: the same agent process is told
+// the relay went away, finds it again after a clean restart and
+// forwarding resumes.
 func TestAgentReconnectsAfterServerRestart(t *testing.T) {
 	t.Parallel()
 	p := startProxyRig(t, echoPath, false)
@@ -82,6 +83,11 @@ func TestAgentReconnectsAfterServerRestart(t *testing.T) {
 	waitAgent(t, p.r, p.acct.Token, p.ep.ID, true)
 	if !p.forwardOK(t, "/after") {
 		t.Fatalf("forwarding did not resume after the restart:\nagent:\n%s", p.agent.Output())
+	}
+	// A clean stop tells the agent the relay went away (a close frame
+	// 1001), not that its connection was lost.
+	if out := p.agent.Output(); !strings.Contains(out, "the relay went away (1001 relay shutting down)") {
+		t.Errorf("the agent was not told the relay is shutting down:\n%s", out)
 	}
 	if n := strings.Count(p.agent.Output(), "connected to "); n < 2 {
 		t.Errorf("agent reports %d connections, want a reconnect by the same process:\n%s", n, p.agent.Output())

@@ -97,6 +97,10 @@ type Config struct {
 	// beside the protocol's messages (see binary.go).
 	Binary BinaryConfig
 	Logger *slog.Logger
+	// GoAway, when set, closes every socket with 1001 once it is stopped
+	// (the relay is shutting down); nil: sockets end only as they would
+	// otherwise.
+	GoAway *GoAway
 }
 
 // Transport is a graphql.Transport for graphql-transport-ws.
@@ -175,6 +179,13 @@ func (t *Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		return
 	}
 	defer t.clients.Release(key)
+	if g := t.cfg.GoAway; g != nil {
+		if !g.join() {
+			http.Error(w, ReasonShuttingDown, http.StatusServiceUnavailable)
+			return
+		}
+		defer g.leave()
+	}
 	cw := &corkingWriter{ResponseWriter: w}
 	ws, err := t.upgrader.Upgrade(cw, r, nil)
 	if err != nil {
@@ -272,6 +283,9 @@ func (c *conn) serve() {
 		return
 	}
 	c.ws.SetReadLimit(c.t.cfg.MaxMessage)
+	if g := c.t.cfg.GoAway; g != nil {
+		c.closeWhen(g.stopping, websocket.CloseGoingAway, ReasonShuttingDown)
+	}
 	silence := 2 * c.t.cfg.KeepAlive
 	// The init deadline is not moved by pings: only connection_init counts.
 	_ = c.ws.SetReadDeadline(time.Now().Add(silence))
@@ -387,6 +401,17 @@ type closeOnKey struct{}
 // the first Close received on ch.
 func WithCloseOn(ctx context.Context, ch <-chan Close) context.Context {
 	return context.WithValue(ctx, closeOnKey{}, ch)
+}
+
+// closeWhen closes the socket with code and reason once ch closes.
+func (c *conn) closeWhen(ch <-chan struct{}, code int, reason string) {
+	go func() {
+		select {
+		case <-ch:
+			c.closeWith(code, reason)
+		case <-c.done:
+		}
+	}()
 }
 
 // closeOn closes the socket on the first Close of its context's channel.

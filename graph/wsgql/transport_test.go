@@ -464,3 +464,52 @@ func TestSubscribeOverTheValuesBound(t *testing.T) {
 		t.Fatalf("the next operation: %v %s %s %s", err, m.Type, m.ID, m.Payload)
 	}
 }
+
+// TestStoppingClosesSocketsGoingAway: when the relay shuts down, its
+// sockets end with a close frame 1001 and its reason, not dropped (1006),
+// so a client can tell a relay going away from a network that failed;
+// Stop returns once every socket has ended, and a socket asked for after
+// it is refused.
+func TestStoppingClosesSocketsGoingAway(t *testing.T) {
+	g := NewGoAway()
+	f := &flood{}
+	url, active := serve(t, f.server(Config{GoAway: g}))
+	clients := []*websocket.Conn{dial(t, url), dial(t, url), dial(t, url)}
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- g.Stop(ctx)
+	}()
+	for i, c := range clients {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var ce *websocket.CloseError
+		for {
+			_, _, err := c.ReadMessage()
+			if err == nil {
+				continue
+			}
+			if !errors.As(err, &ce) {
+				t.Fatalf("socket %d ended with %v, want a close frame", i, err)
+			}
+			break
+		}
+		if ce.Code != websocket.CloseGoingAway || ce.Text != ReasonShuttingDown {
+			t.Fatalf("socket %d closed with %d %q, want %d %q", i, ce.Code, ce.Text, websocket.CloseGoingAway, ReasonShuttingDown)
+		}
+		c.Close()
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if n := active.Load(); n != 0 {
+		t.Errorf("Stop returned with %d sockets still served", n)
+	}
+	d := websocket.Dialer{Subprotocols: []string{gqlws.Subprotocol}}
+	if c, resp, err := d.Dial(url, nil); err == nil {
+		c.Close()
+		t.Error("a socket was opened after Stop")
+	} else if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a socket asked for after Stop: %v, want 503", err)
+	}
+}
