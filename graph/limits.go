@@ -134,9 +134,8 @@ const (
 	// payload field.
 	explanationCost = 3
 	// queueReadCost is what an Endpoint's queue weighs, whatever it
-	// selects (its fields are columns): two reads, its policy from the
-	// Endpoint's stream in the log (settings, no delivery's body) and its
-	// counts from the views.
+	// selects (its fields are columns): two reads of the views, its policy
+	// from the Endpoint's row and its counts.
 	queueReadCost = 2
 )
 

@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -116,6 +117,58 @@ func TestListsChargeTheRowsTheyRead(t *testing.T) {
 			}
 			if admitted := runErr == nil; admitted != tt.admitted {
 				t.Errorf("admitted: %v (error %v), want %v", admitted, runErr, tt.admitted)
+			}
+		})
+	}
+}
+
+// TestEndpointQueuesReadTheViews: an Endpoint's queue (its policy and its
+// counts) is served from the views, so a list of an account's Endpoints
+// with their queues reads nothing from the log, however many Endpoints it
+// holds and however often each was reconfigured. Before, each row read the
+// Endpoint's whole stream from the log for its policy: a list of 40 QUEUE
+// Endpoints made 40 stream reads.
+func TestEndpointQueuesReadTheViews(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	tok := e.signUp(t, "Acme")
+	auth := client.AddHeader("Authorization", "Bearer "+tok)
+	const endpoints, changes = 40, 3
+	var last string
+	for i := range endpoints {
+		var out struct{ CreateEndpoint struct{ ID string } }
+		e.c.MustPost(`mutation($n: String!) { createEndpoint(input: {name: $n, mode: QUEUE}) { id } }`,
+			&out, auth, client.Var("n", fmt.Sprint("ep", i)))
+		last = out.CreateEndpoint.ID
+		for j := range changes {
+			e.c.MustPost(`mutation($id: ID!, $n: Int!) { updateEndpoint(id: $id, input: {queue: {maxInFlight: $n}}) { id } }`,
+				&struct{ UpdateEndpoint struct{ ID string } }{}, auth, client.Var("id", last), client.Var("n", j+1))
+		}
+	}
+	for _, tt := range []struct {
+		name, query string
+		rows        int
+	}{
+		{"every Endpoint's queue", `{ endpoints { id queue { policy { maxInFlight ratePerSecond ordering retryOn backoffBase backoffCap maxAttempts maxAge } queued inFlight dead } } }`, endpoints},
+		{"one Endpoint's queue", `{ endpoint(id: "` + last + `") { queue { policy { maxInFlight } queued } } }`, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out struct{ Data json.RawMessage }
+			var runErr error
+			logReads := e.reads.during(func() {
+				runErr = postGraphQL(srv.URL, tok, fmt.Sprintf(`{"query":%q}`, tt.query), &out)
+			})
+			body := out.Data
+			if runErr != nil {
+				t.Fatal(runErr)
+			}
+			t.Logf("%d rows: %d reads of the log", tt.rows, len(logReads))
+			if got := strings.Count(string(body), `"maxInFlight":3`); got != tt.rows {
+				t.Errorf("%d policies with the last change (maxInFlight 3), want %d: %s", got, tt.rows, body)
+			}
+			if len(logReads) != 0 {
+				t.Errorf("%d reads of the log (%v), want none: the policy is a column of the Endpoint's row", len(logReads), logReads[:min(3, len(logReads))])
 			}
 		})
 	}

@@ -30,7 +30,9 @@ func (r *Resolver) queueViews() (queueViews, error) {
 	return qv, nil
 }
 
-// endpointQueue is an Endpoint's queue, nil outside QUEUE mode.
+// endpointQueue is an Endpoint's queue, nil outside QUEUE mode: two
+// reads of the views, its row (for its policy) and its counts, never its
+// stream in the log.
 func (r *Resolver) endpointQueue(ctx context.Context, obj *model.Endpoint) (*model.EndpointQueue, error) {
 	if obj.Mode != model.EndpointModeQueue {
 		return nil, nil
@@ -39,10 +41,14 @@ func (r *Resolver) endpointQueue(ctx context.Context, obj *model.Endpoint) (*mod
 	if err != nil {
 		return nil, err
 	}
-	p, err := r.Service.EndpointQueuePolicy(ctx, acc.ID, obj.ID)
-	if err != nil {
-		return nil, err
+	ep, err := r.Views.Endpoint(ctx, obj.ID)
+	if err == nil && ep.AccountID != acc.ID {
+		err = domain.ErrNotFound
 	}
+	if err != nil {
+		return nil, fmt.Errorf("queue policy of endpoint %s: %w", obj.ID, err)
+	}
+	p := ep.Queue.Effective()
 	qv, err := r.queueViews()
 	if err != nil {
 		return nil, err

@@ -120,7 +120,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 }
 
 const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
-	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to, smee_key_hash <> ''`
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to, smee_key_hash <> '', queue`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
 	var (
@@ -131,13 +131,17 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		filters  string
 		ms       int64
 		retained int64
+		queue    string
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained, &e.SmeeKey); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained, &e.SmeeKey, &queue); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	var err error
 	if e.Filters, err = parseFilters(filters); err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	if e.Queue, err = parseQueue(queue); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	if e.Answers, err = decodeAnswers(answers); err != nil {

@@ -43,8 +43,9 @@ import (
 // account, token uses, Endpoints, agent sessions, refusal counts) in the
 // account's stored bytes, and the client network that created each
 // inspector (inspectors.network), whose own stream's bytes count in its
-// stored bytes (inspectors.stream_revision).
-const schemaVersion = 22
+// stored bytes (inspectors.stream_revision); version 23 each Endpoint's
+// queue policy (endpoints.queue), so listing queues reads no stream.
+const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -236,7 +237,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	retention_ms     INTEGER NOT NULL DEFAULT 0,
 	retained_to      INTEGER NOT NULL DEFAULT 0,
 	-- smee_key_hash: SHA-256 of its smee stream key, hex ('' for none).
-	smee_key_hash    TEXT NOT NULL DEFAULT ''
+	smee_key_hash    TEXT NOT NULL DEFAULT '',
+	-- queue: its queue policy as set, JSON ('' for the defaults).
+	queue            TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 
