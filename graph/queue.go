@@ -37,14 +37,7 @@ func (r *Resolver) endpointQueue(ctx context.Context, obj *model.Endpoint) (*mod
 	if obj.Mode != model.EndpointModeQueue {
 		return nil, nil
 	}
-	acc, err := r.account(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ep, err := r.Views.Endpoint(ctx, obj.ID)
-	if err == nil && ep.AccountID != acc.ID {
-		err = domain.ErrNotFound
-	}
+	ep, err := r.ownedEndpoint(ctx, obj.ID)
 	if err != nil {
 		return nil, fmt.Errorf("queue policy of endpoint %s: %w", obj.ID, err)
 	}

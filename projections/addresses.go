@@ -184,10 +184,26 @@ func decodeAnswers(s string) (readmodel.Answers, error) {
 	return readmodel.Answers{Answer: j.Answer, Handshakes: j.Handshakes}, nil
 }
 
-// Endpoints lists an account's Endpoints that are not deleted, oldest first.
-func (v *Addresses) Endpoints(ctx context.Context, accountID string) ([]readmodel.Endpoint, error) {
+// Endpoints lists an account's Endpoints that are not deleted, oldest
+// first: those after the Endpoint after names ("": from the first; one of
+// the account's, deleted or not, else domain.ErrNotFound), at most limit
+// of them (0: all).
+func (v *Addresses) Endpoints(ctx context.Context, accountID, after string, limit int) ([]readmodel.Endpoint, error) {
+	from := int64(-1)
+	if after != "" {
+		err := v.r.QueryRowContext(ctx, "SELECT position FROM endpoints WHERE id = ? AND account_id = ?", after, accountID).Scan(&from)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("list endpoints of account %q after %q: %w", accountID, after, domain.ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints of account %q after %q: %w", accountID, after, err)
+		}
+	}
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
 	rows, err := v.r.QueryContext(ctx, "SELECT "+endpointColumns+
-		" FROM endpoints WHERE account_id = ? AND deleted = 0 ORDER BY position", accountID)
+		" FROM endpoints WHERE account_id = ? AND deleted = 0 AND position > ? ORDER BY position LIMIT ?", accountID, from, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
 	}
