@@ -52,14 +52,15 @@ type h2Client struct {
 	hbuf bytes.Buffer
 	next uint32
 
-	mu       sync.Mutex
-	statuses map[uint32]int
-	resets   map[uint32]http2.ErrCode
-	data     map[uint32]int
-	ended    map[uint32]bool
-	goAway   bool
-	readErr  error
-	done     chan struct{}
+	mu         sync.Mutex
+	statuses   map[uint32]int
+	resets     map[uint32]http2.ErrCode
+	data       map[uint32]int
+	ended      map[uint32]bool
+	goAway     bool
+	goAwayCode http2.ErrCode
+	readErr    error
+	done       chan struct{}
 }
 
 // dialH2 opens an HTTP/2 connection from local (an address of 127/8) to the
@@ -137,7 +138,7 @@ func (c *h2Client) read() {
 		case *http2.RSTStreamFrame:
 			c.resets[f.StreamID] = f.ErrCode
 		case *http2.GoAwayFrame:
-			c.goAway = true
+			c.goAway, c.goAwayCode = true, f.ErrCode
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				go c.write(func() error { return c.fr.WritePing(true, f.Data) })

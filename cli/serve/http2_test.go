@@ -2,19 +2,26 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // TestHTTP2StalledAnswersAreDropped: an HTTP/2 client that gives no flow
@@ -26,7 +33,9 @@ import (
 // answer budget) freed; before, 8 such answers held 74 MiB and 8 requests
 // in flight for as long as the client kept its connection, and an answer
 // small enough for net/http to buffer (the console's page) held a
-// goroutine each after its handler returned, counted in no cap.
+// goroutine each after its handler returned, counted in no cap. A smee
+// stream (its ready event) and a PROXY Endpoint's answer of 1 MiB from
+// its local process are held the same way and reset the same way.
 func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 	r, ca := startTLSServe(t, "--body-timeout", "1s")
 	var out struct{ CreateInspector struct{ ID string } }
@@ -41,31 +50,46 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 			t.Fatalf("delivery answered %d, want 204", s)
 		}
 	}
-	r.client.CloseIdleConnections()
 	page := `{"query":"{ inspector(id: \"` + id + `\"){ deliveries(first: 16){ nodes { body bodyBase64 } } } }"}`
+	token, _ := r.signUp(t, "", "streams")
+	var smee struct{ IssueSmeeKey struct{ URL string } }
+	r.gql(t, token, `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, map[string]any{"id": r.endpoint(t, token)}, &smee)
+	smeeURL, err := url.Parse(smee.IssueSmeeKey.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := proxyEndpoint(t, r, ca, token, bytes.Repeat([]byte("a"), 1<<20))
+	r.client.CloseIdleConnections()
 
 	for _, tc := range []struct {
-		name, method, path, body string
-		streams                  int
+		name, host, method, path, body string
+		fields                         []hpack.HeaderField
+		area                           string
+		streams                        int
 	}{
-		{"a GraphQL page of many MiB", http.MethodPost, "/graphql", page, 8},
+		{"a GraphQL page of many MiB", "localhost", http.MethodPost, "/graphql", page, nil, "api", 8},
 		// Small enough for net/http to buffer: it writes it after the
 		// handler returned, out of the count of requests in flight.
-		{"the console's page", http.MethodGet, "/", "", 64},
+		{"the console's page", "localhost", http.MethodGet, "/", "", nil, "api", 64},
+		// Its ready event, flushed at once; no delivery comes after.
+		{"a smee stream", smeeURL.Hostname(), http.MethodGet, smeeURL.Path, "",
+			[]hpack.HeaderField{{Name: "accept", Value: "text/event-stream"}}, "address", 8},
+		{"a PROXY answer of 1 MiB", proxied + ".localhost", http.MethodPost, "/hook", "{}", nil, "address", 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			streams := tc.streams
-			base := r.inFlight(t, "api")
+			base := r.inFlight(t, tc.area)
 			before, goroutines := heapInUse(), runtime.NumGoroutine()
-			c := dialH2(t, r, ca, "127.0.0.2", "localhost", http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			c := dialH2(t, r, ca, "127.0.0.2", tc.host, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			authority := tc.host + ":" + r.port
 			for range streams {
-				fields := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}}
+				fields := append([]hpack.HeaderField{{Name: "content-type", Value: "application/json"}}, tc.fields...)
 				if tc.body == "" {
-					c.open(tc.method, "localhost:"+r.port, tc.path, fields, true)
+					c.open(tc.method, authority, tc.path, fields, true)
 					continue
 				}
 				fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(tc.body))})
-				sid := c.open(tc.method, "localhost:"+r.port, tc.path, fields, false)
+				sid := c.open(tc.method, authority, tc.path, fields, false)
 				c.sendData(sid, true, []byte(tc.body))
 			}
 			var peak int64
@@ -73,14 +97,19 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 				peak = max(peak, heapInUse()-before)
 				statuses, resets, _, _ := c.counts()
 				g := runtime.NumGoroutine() - goroutines
-				if n := r.inFlight(t, "api") - base; n > 0 || resets < streams || g >= streams/2 {
+				if n := r.inFlight(t, tc.area) - base; n > 0 || resets < streams || g >= streams/2 {
 					return fmt.Errorf("%d requests still in flight, %d of %d streams reset (answers %v), %d more goroutines; heap +%d MiB, at most +%d MiB",
 						n, resets, streams, statuses, g, (heapInUse()-before)>>20, peak>>20)
 				}
 				return nil
 			})
 			held := heapInUse() - before
-			t.Logf("%d answers held by a zero window: heap at most +%d MiB, +%d MiB once reset; %d more goroutines", streams, peak>>20, held>>20, runtime.NumGoroutine()-goroutines)
+			statuses, _, _, _ := c.counts()
+			t.Logf("%d answers %v held by a zero window: heap at most +%d MiB, +%d MiB once reset; %d more goroutines", streams, statuses, peak>>20, held>>20, runtime.NumGoroutine()-goroutines)
+			// HEADERS take no window: each stream was answered, then held.
+			if statuses[http.StatusOK] != streams {
+				t.Errorf("answers %v, want %d × 200", statuses, streams)
+			}
 			if held > 16<<20 {
 				t.Errorf("heap +%d MiB after the streams were reset, want under 16 MiB", held>>20)
 			}
@@ -319,4 +348,42 @@ func TestCleartextHTTP2IsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// proxyEndpoint makes a PROXY Endpoint of the account of token whose agent
+// (in this process, over HTTPS) forwards to a local process that answers
+// every request 200 with answer, on a connection of its own, and returns its id once the agent is
+// connected.
+func proxyEndpoint(t *testing.T, r *servedRelay, ca *harness.CA, token string, answer []byte) string {
+	t.Helper()
+	local := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = w.Write(answer)
+	}))
+	// No connection kept between forwards: the goroutines a test counts
+	// are the relay's, not the agent's idle ones or this server's.
+	local.Config.SetKeepAlivesEnabled(false)
+	local.Start()
+	t.Cleanup(local.Close)
+	target := strings.TrimPrefix(local.URL, "http://")
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	r.gql(t, token, `mutation($t: String!){ createEndpoint(input: {name: "proxied", mode: PROXY, target: $t}){ id } }`,
+		map[string]any{"t": target}, &ep)
+	id := ep.CreateEndpoint.ID
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- agentcli.Serve(ctx, agentcli.Options{Server: "https://localhost:" + r.port, Token: token, CAFile: ca.File,
+			Endpoints: []agentcli.Route{{EndpointID: id, Target: target}}})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 30*time.Second, func() error {
+		var out struct{ Endpoint struct{ AgentConnected bool } }
+		r.gql(t, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": id}, &out)
+		if !out.Endpoint.AgentConnected {
+			return fmt.Errorf("agent not connected yet")
+		}
+		return nil
+	})
+	return id
 }
