@@ -189,9 +189,9 @@ func TestHTTP2HeaderFieldsAreBounded(t *testing.T) {
 // TestHTTP2AttacksStayBounded runs the HTTP/2 attacks net/http's own
 // limits and the relay's caps already bound, against the real server, and
 // asserts the bound: streams past MaxConcurrentStreams are refused by
-// HTTP/2 itself; one client's 500 streams trickling bodies over two
-// connections are held to --max-requests-per-ip in flight and reset after
-// --body-timeout; a rapid reset (HEADERS then RST_STREAM, 5 000 times)
+// HTTP/2 itself; one client's 500 streams trickling bodies, or idle (no
+// END_STREAM, no byte of their bodies), over two connections are held to
+// --max-requests-per-ip in flight and answered after --body-timeout; a rapid reset (HEADERS then RST_STREAM, 5 000 times)
 // leaves nothing running; a PING flood from a client that reads nothing is
 // cut by net/http's queue of control frames.
 func TestHTTP2AttacksStayBounded(t *testing.T) {
@@ -225,6 +225,18 @@ func TestHTTP2AttacksStayBounded(t *testing.T) {
 			for range 250 {
 				id := c.open(http.MethodPost, host, "/x", pending(1<<20), false)
 				c.sendData(id, false, []byte("a"))
+			}
+		}, 256, 500, 0},
+		// Opened and never another frame: no END_STREAM, no byte of
+		// the body, no reset.
+		{"2 connections of 250 idle streams at an address", "address", 2, func(c *h2Client) {
+			for range 250 {
+				c.open(http.MethodPost, host, "/x", pending(1<<20), false)
+			}
+		}, 256, 500, 0},
+		{"2 connections of 250 idle streams at the API", "api", 2, func(c *h2Client) {
+			for range 250 {
+				c.open(http.MethodPost, api, "/graphql", pending(64), false)
 			}
 		}, 256, 500, 0},
 		{"rapid reset, 5 000 streams", "address", 1, func(c *h2Client) {
@@ -386,4 +398,157 @@ func proxyEndpoint(t *testing.T, r *servedRelay, ca *harness.CA, token string, a
 		return nil
 	})
 	return id
+}
+
+// TestHTTP2FloodsStayBounded runs the HTTP/2 floods of control frames and
+// header fragments against the real server, and asserts what each may
+// hold: WINDOW_UPDATEs of 1 byte by the hundred thousand keep the heap and
+// the goroutines flat and the connection serving; a window raised past
+// 2^31-1 is a connection error (GOAWAY FLOW_CONTROL_ERROR) on the
+// connection and a stream error (RST_STREAM FLOW_CONTROL_ERROR) on a
+// stream, the window never grown past it; SETTINGS from a client that
+// never reads the acknowledgements are cut by net/http's queue of control
+// frames; a header block continued in CONTINUATION frames for ever
+// (CVE-2023-45288) ends the connection within a bounded number of bytes
+// past --max-header-bytes, none of it held.
+func TestHTTP2FloodsStayBounded(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "2s")
+	host := "localhost"
+	authority := host + ":" + r.port
+	pending := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}, {Name: "content-length", Value: "64"}}
+	const maxWindow = 1<<31 - 1
+	// A header block fragment of 16 KiB: literal fields without indexing,
+	// each a new name, so every byte is decoded and none indexed.
+	var fragment []byte
+	for len(fragment) < 16<<10-128 {
+		name := "x-" + strconv.Itoa(len(fragment))
+		fragment = append(fragment, 0x00, byte(len(name)))
+		fragment = append(fragment, name...)
+		fragment = append(fragment, 100)
+		fragment = append(fragment, bytes.Repeat([]byte("v"), 100)...)
+	}
+
+	for _, tc := range []struct {
+		name string
+		read bool // the client reads what the relay sends
+		// attack floods c and returns what it wrote (frames or bytes)
+		// and the write error that stopped it (nil: it wrote them all).
+		attack func(c *h2Client) (int, error)
+		// ends: the relay must end the connection (else serve on it).
+		ends bool
+		// goAway, reset: the error code of the GOAWAY, or of the
+		// RST_STREAM on the attack's stream, the relay must send.
+		goAway, reset http2.ErrCode
+		// maxSent bounds what the relay took before it ended the
+		// connection (0: no bound).
+		maxSent int
+	}{
+		{"200 000 WINDOW_UPDATEs of one byte", true, func(c *h2Client) (int, error) {
+			sid := c.open(http.MethodPost, authority, "/graphql", pending, false)
+			for range 100_000 {
+				c.write(func() error { return c.fr.WriteWindowUpdate(0, 1) })
+				c.write(func() error { return c.fr.WriteWindowUpdate(sid, 1) })
+			}
+			return 200_000, nil
+		}, false, 0, 0, 0},
+		{"a connection window past 2^31-1", true, func(c *h2Client) (int, error) {
+			c.write(func() error { return c.fr.WriteWindowUpdate(0, maxWindow) })
+			c.write(func() error { return c.fr.WriteWindowUpdate(0, maxWindow) })
+			return 2, nil
+		}, true, http2.ErrCodeFlowControl, 0, 0},
+		{"a stream window past 2^31-1", true, func(c *h2Client) (int, error) {
+			sid := c.open(http.MethodPost, authority, "/graphql", pending, false)
+			c.write(func() error { return c.fr.WriteWindowUpdate(sid, maxWindow) })
+			c.write(func() error { return c.fr.WriteWindowUpdate(sid, maxWindow) })
+			return 2, nil
+		}, false, 0, http2.ErrCodeFlowControl, 0},
+		{"SETTINGS flood, never reading", false, func(c *h2Client) (int, error) {
+			for n := range 2_000_000 {
+				_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535}); err != nil {
+					return n, err
+				}
+			}
+			return 2_000_000, nil
+		}, true, 0, 0, 0},
+		{"CONTINUATION flood", true, func(c *h2Client) (int, error) {
+			c.wmu.Lock()
+			defer c.wmu.Unlock()
+			c.hbuf.Reset()
+			for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+				{Name: ":authority", Value: authority}, {Name: ":path", Value: "/"}} {
+				_ = c.enc.WriteField(f)
+			}
+			sid := c.next
+			c.next += 2
+			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: c.hbuf.Bytes()}); err != nil {
+				return 0, err
+			}
+			sent := 0
+			for sent < 256<<20 {
+				_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				if err := c.fr.WriteContinuation(sid, false, fragment); err != nil {
+					return sent, err
+				}
+				sent += len(fragment)
+			}
+			return sent, nil
+		}, true, 0, 0, 8 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, goroutines := heapInUse(), runtime.NumGoroutine()
+			c := dialH2Reading(t, r, ca, "127.0.0.2", host, tc.read)
+			sent, err := tc.attack(c)
+			held := heapInUse() - before
+			t.Logf("%d sent, stopped by %v; heap +%d KiB", sent, err, held>>10)
+			if held > 16<<20 {
+				t.Errorf("heap +%d MiB during the flood, want under 16 MiB", held>>20)
+			}
+			if tc.maxSent > 0 && sent > tc.maxSent {
+				t.Errorf("the relay took %d bytes of one header block, want at most %d", sent, tc.maxSent)
+			}
+			if !tc.read {
+				if err == nil {
+					t.Errorf("the relay took all %d frames from a client that reads none of its answers", sent)
+				}
+			} else if !tc.ends {
+				// The connection still serves: a request on it is answered.
+				id := c.open(http.MethodGet, authority, "/healthz", nil, true)
+				waitFor(t, 30*time.Second, func() error {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					if _, ok := c.statuses[id]; !ok {
+						return fmt.Errorf("no answer on the connection after the flood (read: %v)", c.readErr)
+					}
+					return nil
+				})
+			}
+			if tc.read {
+				waitFor(t, 30*time.Second, func() error {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					switch {
+					case tc.ends && c.readErr == nil:
+						return fmt.Errorf("the connection is still open")
+					case tc.goAway != 0 && c.goAwayCode != tc.goAway:
+						return fmt.Errorf("GOAWAY %v (sent: %v), want %v", c.goAwayCode, c.goAway, tc.goAway)
+					case tc.reset != 0 && c.resets[1] != tc.reset:
+						return fmt.Errorf("stream 1 reset %v, want %v", c.resets[1], tc.reset)
+					case !tc.ends && c.goAway:
+						return fmt.Errorf("GOAWAY %v, want the connection kept", c.goAwayCode)
+					}
+					return nil
+				})
+			}
+			// Whatever the flood made is freed: the pending bodies end by
+			// --body-timeout, the connection's goroutines with it.
+			c.conn.Close()
+			waitFor(t, 30*time.Second, func() error {
+				if g := runtime.NumGoroutine() - goroutines; g > 4 {
+					return fmt.Errorf("%d more goroutines", g)
+				}
+				return nil
+			})
+		})
+	}
 }
