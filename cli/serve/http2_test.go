@@ -407,8 +407,8 @@ func proxyEndpoint(t *testing.T, r *servedRelay, ca *harness.CA, token string, a
 // 2^31-1 is a connection error (GOAWAY FLOW_CONTROL_ERROR) on the
 // connection and a stream error (RST_STREAM FLOW_CONTROL_ERROR) on a
 // stream, the window never grown past it; SETTINGS from a client that
-// never reads the acknowledgements are cut by net/http's queue of control
-// frames; a header block continued in CONTINUATION frames for ever
+// never reads the acknowledgements stop being read once those back up (the
+// client's writes stall or fail), the heap flat; a header block continued in CONTINUATION frames for ever
 // (CVE-2023-45288) ends the connection within a bounded number of bytes
 // past --max-header-bytes, none of it held.
 func TestHTTP2FloodsStayBounded(t *testing.T) {
@@ -462,6 +462,8 @@ func TestHTTP2FloodsStayBounded(t *testing.T) {
 			c.write(func() error { return c.fr.WriteWindowUpdate(sid, maxWindow) })
 			return 2, nil
 		}, false, 0, http2.ErrCodeFlowControl, 0},
+		// Its small receive buffer fills with acknowledgements: the
+		// relay stops reading it, and its writes stall.
 		{"SETTINGS flood, never reading", false, func(c *h2Client) (int, error) {
 			for n := range 2_000_000 {
 				_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
