@@ -33,9 +33,7 @@ import (
 // answer budget) freed; before, 8 such answers held 74 MiB and 8 requests
 // in flight for as long as the client kept its connection, and an answer
 // small enough for net/http to buffer (the console's page) held a
-// goroutine each after its handler returned, counted in no cap. A smee
-// stream (its ready event) and a PROXY Endpoint's answer of 1 MiB from
-// its local process are held the same way and reset the same way.
+// goroutine each after its handler returned, counted in no cap.
 func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 	r, ca := startTLSServe(t, "--body-timeout", "1s")
 	var out struct{ CreateInspector struct{ ID string } }
@@ -50,7 +48,25 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 			t.Fatalf("delivery answered %d, want 204", s)
 		}
 	}
+	r.client.CloseIdleConnections()
 	page := `{"query":"{ inspector(id: \"` + id + `\"){ deliveries(first: 16){ nodes { body bodyBase64 } } } }"}`
+	stalledAnswers(t, r, ca, []stalledAnswer{
+		{"a GraphQL page of many MiB", "localhost", http.MethodPost, "/graphql", page, nil, "api", 8},
+		// Small enough for net/http to buffer: it writes it after the
+		// handler returned, out of the count of requests in flight.
+		{"the console's page", "localhost", http.MethodGet, "/", "", nil, "api", 64},
+	})
+}
+
+// TestHTTP2StalledStreamsAndForwardsAreDropped is
+// TestHTTP2StalledAnswersAreDropped for a smee stream (its ready event,
+// flushed at once) and a PROXY Endpoint's answer of 1 MiB from its local
+// process, through a real agent: each is held by a zero window the same
+// way and must be reset the same way. Without connguard.WriteProgress the
+// PROXY answers held 8 requests in flight for good; smee streams were
+// reset after smee's own write deadline (ingress.StreamWriteTimeout, 30 s).
+func TestHTTP2StalledStreamsAndForwardsAreDropped(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "1s")
 	token, _ := r.signUp(t, "", "streams")
 	var smee struct{ IssueSmeeKey struct{ URL string } }
 	r.gql(t, token, `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, map[string]any{"id": r.endpoint(t, token)}, &smee)
@@ -60,22 +76,28 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 	}
 	proxied := proxyEndpoint(t, r, ca, token, bytes.Repeat([]byte("a"), 1<<20))
 	r.client.CloseIdleConnections()
-
-	for _, tc := range []struct {
-		name, host, method, path, body string
-		fields                         []hpack.HeaderField
-		area                           string
-		streams                        int
-	}{
-		{"a GraphQL page of many MiB", "localhost", http.MethodPost, "/graphql", page, nil, "api", 8},
-		// Small enough for net/http to buffer: it writes it after the
-		// handler returned, out of the count of requests in flight.
-		{"the console's page", "localhost", http.MethodGet, "/", "", nil, "api", 64},
-		// Its ready event, flushed at once; no delivery comes after.
+	stalledAnswers(t, r, ca, []stalledAnswer{
 		{"a smee stream", smeeURL.Hostname(), http.MethodGet, smeeURL.Path, "",
 			[]hpack.HeaderField{{Name: "accept", Value: "text/event-stream"}}, "address", 8},
 		{"a PROXY answer of 1 MiB", proxied + ".localhost", http.MethodPost, "/hook", "{}", nil, "address", 8},
-	} {
+	})
+}
+
+// stalledAnswer is a request whose answer a client holds with a zero
+// window: streams of it sent to host, counted in area's requests in flight.
+type stalledAnswer struct {
+	name, host, method, path, body string
+	fields                         []hpack.HeaderField
+	area                           string
+	streams                        int
+}
+
+// stalledAnswers sends each case's streams over a connection that gives no
+// window, and expects each stream answered 200, then reset, its handler,
+// memory and goroutines freed.
+func stalledAnswers(t *testing.T, r *servedRelay, ca *harness.CA, cases []stalledAnswer) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			streams := tc.streams
 			base := r.inFlight(t, tc.area)
