@@ -65,22 +65,31 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 // way and must be reset the same way. Without connguard.WriteProgress the
 // PROXY answers held 8 requests in flight for good; smee streams were
 // reset after smee's own write deadline (ingress.StreamWriteTimeout, 30 s).
+// Each runs on a relay of its own: the agent's goroutines are not counted
+// with the smee streams'.
 func TestHTTP2StalledStreamsAndForwardsAreDropped(t *testing.T) {
-	r, ca := startTLSServe(t, "--body-timeout", "1s")
-	token, _ := r.signUp(t, "", "streams")
-	var smee struct{ IssueSmeeKey struct{ URL string } }
-	r.gql(t, token, `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, map[string]any{"id": r.endpoint(t, token)}, &smee)
-	smeeURL, err := url.Parse(smee.IssueSmeeKey.URL)
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"a smee stream", "a PROXY answer of 1 MiB"} {
+		t.Run(name, func(t *testing.T) {
+			r, ca := startTLSServe(t, "--body-timeout", "1s")
+			token, _ := r.signUp(t, "", "streams")
+			var tc stalledAnswer
+			if name == "a smee stream" {
+				var smee struct{ IssueSmeeKey struct{ URL string } }
+				r.gql(t, token, `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, map[string]any{"id": r.endpoint(t, token)}, &smee)
+				u, err := url.Parse(smee.IssueSmeeKey.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc = stalledAnswer{name, u.Hostname(), http.MethodGet, u.Path, "",
+					[]hpack.HeaderField{{Name: "accept", Value: "text/event-stream"}}, "address", 8}
+			} else {
+				proxied := proxyEndpoint(t, r, ca, token, bytes.Repeat([]byte("a"), 1<<20))
+				tc = stalledAnswer{name, proxied + ".localhost", http.MethodPost, "/hook", "{}", nil, "address", 8}
+			}
+			r.client.CloseIdleConnections()
+			stalledAnswers(t, r, ca, []stalledAnswer{tc})
+		})
 	}
-	proxied := proxyEndpoint(t, r, ca, token, bytes.Repeat([]byte("a"), 1<<20))
-	r.client.CloseIdleConnections()
-	stalledAnswers(t, r, ca, []stalledAnswer{
-		{"a smee stream", smeeURL.Hostname(), http.MethodGet, smeeURL.Path, "",
-			[]hpack.HeaderField{{Name: "accept", Value: "text/event-stream"}}, "address", 8},
-		{"a PROXY answer of 1 MiB", proxied + ".localhost", http.MethodPost, "/hook", "{}", nil, "address", 8},
-	})
 }
 
 // stalledAnswer is a request whose answer a client holds with a zero
