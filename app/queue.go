@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -30,16 +29,7 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 	d := queue.New(queue.Config{
 		Views: a.views, Recorder: a.rec, Forwarder: a.hub, Leader: leader, Logger: log,
 		ForwardTimeout: timeout, Poll: cfg.QueuePoll, Bodies: a.bodies,
-		Endpoints: func(ctx context.Context, id string) (*domain.Endpoint, error) {
-			_, events, err := domain.LoadStream(ctx, a.store, a.codec, domain.EndpointStream(id))
-			if errors.Is(err, domain.ErrStreamNotFound) {
-				return nil, domain.ErrNotFound
-			}
-			if err != nil {
-				return nil, err
-			}
-			return domain.LoadEndpoint(events), nil
-		},
+		Endpoints: a.views.Endpoint,
 	})
 	_ = d.Run(ctx)
 }

@@ -38,7 +38,7 @@ func TestCreateEndpoint(t *testing.T) {
 			ids = append(ids, ep.ID)
 		})
 	}
-	list, err := e.views.Endpoints(ctx(t), acc.ID)
+	list, err := e.views.Endpoints(ctx(t), acc.ID, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	if got, err := e.views.Endpoint(ctx(t), ep.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("deleted Endpoint reads %+v, %v; want ErrNotFound", got, err)
 	}
-	list, err := e.views.Endpoints(ctx(t), acc.ID)
+	list, err := e.views.Endpoints(ctx(t), acc.ID, "", 0)
 	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0], kept) {
 		t.Errorf("account lists %+v (%v), want only %s", list, err, kept.ID)
 	}
@@ -375,7 +375,7 @@ func TestEndpointNamesAreUniquePerAccount(t *testing.T) {
 			e.appended(t, before, 0, tc.name)
 		})
 	}
-	list, err := e.views.Endpoints(ctx(t), acc.ID)
+	list, err := e.views.Endpoints(ctx(t), acc.ID, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,13 +159,3 @@ func (s *Service) RedriveDead(ctx context.Context, accountID, by, endpointID, af
 	}
 	return out, nil
 }
-
-// EndpointQueuePolicy is an Endpoint's queue policy with the defaults
-// filled in, read from the log.
-func (s *Service) EndpointQueuePolicy(ctx context.Context, accountID, endpointID string) (domain.QueuePolicy, error) {
-	ep, err := s.loadEndpoint(ctx, accountID, endpointID)
-	if err != nil {
-		return domain.QueuePolicy{}, err
-	}
-	return ep.Settings().Queue.Effective(), nil
-}

@@ -49,9 +49,11 @@ type Limits struct {
 	// body may hold, which is what a payload field weighs.
 	CaptureCap int64
 	// Endpoints is the relay's --account-endpoints: the most Endpoints
-	// one account holds, so the most rows `endpoints` returns, which is
-	// what it is priced at. Zero (a relay without that cap, too):
-	// DefaultAccountEndpoints.
+	// one account holds, so the most rows `endpoints` returns without
+	// first, which is what it is priced at. Zero (a relay without that
+	// cap, too): DefaultAccountEndpoints, and the list reads no more than
+	// that: an account that holds more pages it with first and after
+	// (endpointRows).
 	Endpoints int
 }
 
@@ -134,9 +136,8 @@ const (
 	// payload field.
 	explanationCost = 3
 	// queueReadCost is what an Endpoint's queue weighs, whatever it
-	// selects (its fields are columns): two reads, its policy from the
-	// Endpoint's stream in the log (settings, no delivery's body) and its
-	// counts from the views.
+	// selects (its fields are columns): two reads of the views, its policy
+	// from the Endpoint's row and its counts.
 	queueReadCost = 2
 )
 
@@ -191,6 +192,18 @@ func (l Limits) withDefaults() Limits {
 		l.Endpoints = DefaultAccountEndpoints
 	}
 	return l
+}
+
+// endpointRows is the most rows the endpoints list reads, and what it is
+// priced at: first when given (at least 1), never more than the rows
+// Limits.Endpoints prices (max, after withDefaults). The rows an account
+// holds are bounded by --account-endpoints only when it is set and was
+// never lowered, so the list reads at most this many whatever it holds.
+func endpointRows(max int, first *int) int {
+	if first != nil && *first > 0 {
+		return min(*first, max)
+	}
+	return max
 }
 
 // pageSize is the number of rows a page of first holds at most.
@@ -302,7 +315,7 @@ func costs(l Limits) generated.ComplexityRoot {
 	// An Endpoint's row holds its settings, answer, handshakes, filters,
 	// retention and agent count: its listeners, queue, history and stats
 	// read more, and weigh it.
-	c.Query.Endpoints = rows(l.Endpoints)
+	c.Query.Endpoints = func(child int, first *int, _ *string) int { return rows(endpointRows(l.Endpoints, first))(child) }
 	c.Endpoint.Listeners = list(listenersPerList)
 	c.Endpoint.Queue = fixed(queueReadCost)
 	// A token's row, and the logins of the account's members, are read

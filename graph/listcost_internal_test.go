@@ -64,7 +64,7 @@ func mostRows(c generated.ComplexityRoot, l Limits) map[string]struct {
 		rows  int
 	}
 	return map[string]priced{
-		"Query.endpoints":        {c.Query.Endpoints, l.Endpoints},
+		"Query.endpoints":        {func(child int) int { return c.Query.Endpoints(child, most(1<<20), nil) }, l.Endpoints},
 		"Query.tokens":           {c.Query.Tokens, domain.MaxTokens + domain.MaxMembers*domain.MaxSessions},
 		"Account.members":        {c.Account.Members, domain.MaxMembers},
 		"Endpoint.listeners":     {c.Endpoint.Listeners, domain.MaxEndpointSessions},

@@ -30,19 +30,18 @@ func (r *Resolver) queueViews() (queueViews, error) {
 	return qv, nil
 }
 
-// endpointQueue is an Endpoint's queue, nil outside QUEUE mode.
+// endpointQueue is an Endpoint's queue, nil outside QUEUE mode: two
+// reads of the views, its row (for its policy) and its counts, never its
+// stream in the log.
 func (r *Resolver) endpointQueue(ctx context.Context, obj *model.Endpoint) (*model.EndpointQueue, error) {
 	if obj.Mode != model.EndpointModeQueue {
 		return nil, nil
 	}
-	acc, err := r.account(ctx)
+	ep, err := r.ownedEndpoint(ctx, obj.ID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("queue policy of endpoint %s: %w", obj.ID, err)
 	}
-	p, err := r.Service.EndpointQueuePolicy(ctx, acc.ID, obj.ID)
-	if err != nil {
-		return nil, err
-	}
+	p := ep.Queue.Effective()
 	qv, err := r.queueViews()
 	if err != nil {
 		return nil, err

@@ -91,6 +91,9 @@ type Resolver struct {
 	compares                            compareGate
 	replays                             rateGate
 	passwords                           passwordGate
+	// endpointsListed is Limits.Endpoints as NewHandler was given it: the
+	// most rows the endpoints list reads and is priced at (endpointRows).
+	endpointsListed int
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.

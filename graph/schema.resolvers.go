@@ -431,12 +431,12 @@ func (r *queryResolver) DeviceAuthorization(ctx context.Context, userCode string
 }
 
 // Endpoints is the resolver for the endpoints field.
-func (r *queryResolver) Endpoints(ctx context.Context) ([]*model.Endpoint, error) {
+func (r *queryResolver) Endpoints(ctx context.Context, first *int, after *string) ([]*model.Endpoint, error) {
 	acc, err := r.account(ctx)
 	if err != nil {
 		return nil, err
 	}
-	eps, err := r.Views.Endpoints(ctx, acc.ID)
+	eps, err := r.endpointsPage(ctx, acc.ID, first, after)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 		opts.KeepAlive = 5 * time.Second
 	}
 	limits := opts.Limits.withDefaults()
+	r.endpointsListed = limits.Endpoints
 	registerCodes.Do(func() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) })
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
 	answers := answersize.New(limits.MaxAnswer, limits.AnswerBudget)

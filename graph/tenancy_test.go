@@ -278,6 +278,8 @@ func tenancyTable() map[string]rule {
 		"Query.endpoints": {access: member, probes: []probe{
 			{query: `{ endpoints { id name url listeners { agentId } } }`,
 				holds: func(w *world) []string { return []string{w.b.logEp, w.b.queueEp} }},
+			// An Endpoint of A's pages B's list no more than an unknown id.
+			{arg: "after", query: `query($v: ID) { endpoints(first: 10, after: $v) { id name } }`, values: aEndpoints, want: "INVALID_INPUT"},
 		}},
 		"Query.endpoint": {access: member, probes: []probe{
 			{arg: "id", query: `query($v: ID!) { endpoint(id: $v) { id name deliveries { nodes { id body } } } }`, values: aEndpoints},

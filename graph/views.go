@@ -13,7 +13,10 @@ import (
 type Views interface {
 	Inspector(ctx context.Context, id string) (readmodel.Inspector, error)
 	Endpoint(ctx context.Context, id string) (readmodel.Endpoint, error)
-	Endpoints(ctx context.Context, accountID string) ([]readmodel.Endpoint, error)
+	// Endpoints lists an account's Endpoints oldest first, after the one
+	// after names ("": from the first; not one of the account's:
+	// domain.ErrNotFound), at most limit of them (0: all).
+	Endpoints(ctx context.Context, accountID, after string, limit int) ([]readmodel.Endpoint, error)
 	Address(ctx context.Context, id string) (readmodel.Address, error)
 
 	// Delivery and Deliveries read headers and bodies from the log;

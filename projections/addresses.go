@@ -123,7 +123,7 @@ func (v *Addresses) readAddress(ctx context.Context, id string) (readmodel.Addre
 }
 
 const endpointColumns = `id, account_id, name, mode, target, response_capture, created_at, deleted, refused, filters,
-	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to, smee_key_hash <> ''`
+	(SELECT COUNT(*) FROM agent_sessions s WHERE s.endpoint_id = endpoints.id AND s.open = 1), answers, retention_ms, retained_to, smee_key_hash <> '', queue`
 
 func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, error) {
 	var (
@@ -134,13 +134,17 @@ func scanEndpoint(row interface{ Scan(...any) error }) (readmodel.Endpoint, erro
 		filters  string
 		ms       int64
 		retained int64
+		queue    string
 	)
 	if err := row.Scan(&e.ID, &e.AccountID, &e.Name, &mode, &e.Target, &e.ResponseCapture,
-		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained, &e.SmeeKey); err != nil {
+		&created, &e.Deleted, &e.Refused, &filters, &e.AgentCount, &answers, &ms, &retained, &e.SmeeKey, &queue); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	var err error
 	if e.Filters, err = parseFilters(filters); err != nil {
+		return readmodel.Endpoint{}, err
+	}
+	if e.Queue, err = parseQueue(queue); err != nil {
 		return readmodel.Endpoint{}, err
 	}
 	if e.Answers, err = decodeAnswers(answers); err != nil {
@@ -183,10 +187,26 @@ func decodeAnswers(s string) (readmodel.Answers, error) {
 	return readmodel.Answers{Answer: j.Answer, Handshakes: j.Handshakes}, nil
 }
 
-// Endpoints lists an account's Endpoints that are not deleted, oldest first.
-func (v *Addresses) Endpoints(ctx context.Context, accountID string) ([]readmodel.Endpoint, error) {
+// Endpoints lists an account's Endpoints that are not deleted, oldest
+// first: those after the Endpoint after names ("": from the first; one of
+// the account's, deleted or not, else domain.ErrNotFound), at most limit
+// of them (0: all).
+func (v *Addresses) Endpoints(ctx context.Context, accountID, after string, limit int) ([]readmodel.Endpoint, error) {
+	from := int64(-1)
+	if after != "" {
+		err := v.r.QueryRowContext(ctx, "SELECT position FROM endpoints WHERE id = ? AND account_id = ?", after, accountID).Scan(&from)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("list endpoints of account %q after %q: %w", accountID, after, domain.ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints of account %q after %q: %w", accountID, after, err)
+		}
+	}
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
 	rows, err := v.r.QueryContext(ctx, "SELECT "+endpointColumns+
-		" FROM endpoints WHERE account_id = ? AND deleted = 0 ORDER BY position", accountID)
+		" FROM endpoints WHERE account_id = ? AND deleted = 0 AND position > ? ORDER BY position LIMIT ?", accountID, from, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
 	}

@@ -78,7 +78,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 
 	ids := func(account string) []string {
 		t.Helper()
-		eps, err := e.views.Endpoints(e.ctx, account)
+		eps, err := e.views.Endpoints(e.ctx, account, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestEndpointCreateReconfigureDelete(t *testing.T) {
 	if got := ids("acct-2"); !slices.Equal(got, []string{"ep-3"}) {
 		t.Errorf("acct-2 endpoints = %v", got)
 	}
-	if eps, err := e.views.Endpoints(e.ctx, "nobody"); err != nil || eps == nil || len(eps) != 0 {
+	if eps, err := e.views.Endpoints(e.ctx, "nobody", "", 0); err != nil || eps == nil || len(eps) != 0 {
 		t.Errorf("unknown account: %v, %v; want an empty non-nil list", eps, err)
 	}
 	ep2, err := e.views.Endpoint(e.ctx, "ep-2")

@@ -103,8 +103,12 @@ func (w *addressesWriter) apply(t *txn, payload any) (n int64, handled bool, err
 		if filters, err = filtersJSON(p.Filters); err != nil {
 			return 0, true, err
 		}
+		queue, qerr := queueJSON(p.Queue)
+		if qerr != nil {
+			return 0, true, qerr
+		}
 		if answers, err = encodeAnswers(p.Answer, p.Handshakes); err == nil {
-			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, filters, p.RetentionMs, p.EndpointID)
+			n, err = t.exec(qEndpointReconfigured, p.Name, string(p.Mode), p.Target, p.ResponseCapture, t.pos(), answers, filters, p.RetentionMs, queue, p.EndpointID)
 		}
 	case domain.InspectorAnswerSet:
 		w.changed = append(w.changed, p.InspectorID)
@@ -265,8 +269,12 @@ func (w *addressesWriter) endpointCreated(t *txn, p domain.EndpointCreated) (int
 	if err != nil {
 		return 0, err
 	}
+	queue, err := queueJSON(p.Queue)
+	if err != nil {
+		return 0, err
+	}
 	return t.exec(qEndpointCreated, p.EndpointID, p.AccountID, p.Name, string(p.Mode), p.Target,
-		p.ResponseCapture, t.at(), t.pos(), answers, filters, p.RetentionMs)
+		p.ResponseCapture, t.at(), t.pos(), answers, filters, p.RetentionMs, queue)
 }
 
 // endpointRetained notes an Endpoint's retention decision. Deferred
@@ -309,6 +317,31 @@ func parseFilters(s string) ([]domain.Filter, error) {
 		return nil, fmt.Errorf("decode filters: %w", err)
 	}
 	return fs, nil
+}
+
+// queueJSON is how the endpoints view keeps a queue policy: JSON, "" for
+// none (the defaults).
+func queueJSON(p *domain.QueuePolicy) (string, error) {
+	if p == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode queue policy: %w", err)
+	}
+	return string(b), nil
+}
+
+// parseQueue reads queueJSON's form back.
+func parseQueue(s string) (*domain.QueuePolicy, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var p domain.QueuePolicy
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, fmt.Errorf("decode queue policy: %w", err)
+	}
+	return &p, nil
 }
 
 // inspectorPurged marks the inspector purged. Its last activity becomes the

@@ -97,10 +97,10 @@ const (
 	qTokenName        = `SELECT name FROM tokens WHERE account_id = ? AND token_id = ?`
 
 	qEndpointCreated = `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture,
-			created_at, last_activity_at, position, updated_position, answers, filters, retention_ms)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9, ?10, ?11) ON CONFLICT (id) DO NOTHING`
+			created_at, last_activity_at, position, updated_position, answers, filters, retention_ms, queue)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (id) DO NOTHING`
 	qEndpointReconfigured = `UPDATE endpoints SET name = ?, mode = ?, target = ?, response_capture = ?,
-		updated_position = ?, answers = ?, filters = ?, retention_ms = ? WHERE id = ?`
+		updated_position = ?, answers = ?, filters = ?, retention_ms = ?, queue = ? WHERE id = ?`
 	// A retention decision keeps the newest activity it saw: a rebuild
 	// no longer has the deliveries that made it.
 	qEndpointRetained = `UPDATE endpoints SET retained_to = MAX(retained_to, ?), last_activity_at = MAX(last_activity_at, ?) WHERE id = ?`

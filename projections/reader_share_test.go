@@ -131,7 +131,7 @@ func BenchmarkReaderShare(b *testing.B) {
 		})
 		b.Run("Endpoints/"+as.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := v.Endpoints(ctx, "acct-1"); err != nil {
+				if _, err := v.Endpoints(ctx, "acct-1", "", 0); err != nil {
 					b.Fatal(err)
 				}
 			}

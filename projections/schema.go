@@ -47,8 +47,9 @@ import (
 // inspector's refusal counts (its refusals- stream) in its stored bytes,
 // indexes the device codes waiting for a decision, counts the logins an
 // account claims and the invites it makes or is made by in its stored
-// bytes, and keeps how each account was made and the client network that
-// signed up (accounts.origin, network).
+// bytes, keeps how each account was made and the client network that
+// signed up (accounts.origin, network), and each Endpoint's queue policy
+// (endpoints.queue), so listing queues reads no stream.
 const schemaVersion = 23
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -250,7 +251,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	retention_ms     INTEGER NOT NULL DEFAULT 0,
 	retained_to      INTEGER NOT NULL DEFAULT 0,
 	-- smee_key_hash: SHA-256 of its smee stream key, hex ('' for none).
-	smee_key_hash    TEXT NOT NULL DEFAULT ''
+	smee_key_hash    TEXT NOT NULL DEFAULT '',
+	-- queue: its queue policy as set, JSON ('' for the defaults).
+	queue            TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
 

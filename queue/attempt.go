@@ -36,7 +36,7 @@ func (t turn) wait(ctx context.Context) {
 // the request, or at once when none is sent.
 func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpointState, duplicate bool, t turn, release func()) {
 	defer release()
-	set := st.ep.Settings()
+	capture := st.ep.ResponseCapture
 	p := st.policy
 	t.wait(ctx)
 	sent := sync.OnceFunc(func() { close(t.done) })
@@ -53,7 +53,7 @@ func (d *Driver) attempt(ctx context.Context, e readmodel.QueueEntry, st *endpoi
 		AccountID: e.AccountID, EndpointID: e.EndpointID,
 		// An account at its storage quota: the Recorder records the answer
 		// without its body (record.Config.WhyNotStored).
-		CaptureResponse: set.ResponseCapture,
+		CaptureResponse: capture,
 		Timeout:         d.cfg.ForwardTimeout, Duplicate: duplicate,
 	})
 	switch {

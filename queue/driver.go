@@ -56,8 +56,11 @@ type Forwarder interface {
 	Connected(endpointID string) int
 }
 
-// Endpoints loads an Endpoint from the log.
-type Endpoints func(ctx context.Context, id string) (*domain.Endpoint, error)
+// Endpoints reads an Endpoint's row from the views (its owner, mode,
+// response capture and queue policy): one indexed row, however long its
+// stream in the log; domain.ErrNotFound when there is none or it is
+// deleted.
+type Endpoints func(ctx context.Context, id string) (readmodel.Endpoint, error)
 
 // Config wires a Driver.
 type Config struct {
@@ -115,7 +118,7 @@ type Driver struct {
 // endpointState is the driver's knowledge of one Endpoint: its settings
 // (read again after a second) and what it has in flight.
 type endpointState struct {
-	ep       *domain.Endpoint
+	ep       *readmodel.Endpoint // nil: not found
 	policy   domain.QueuePolicy
 	loadedAt time.Time
 	inflight int
@@ -128,7 +131,7 @@ type endpointState struct {
 }
 
 // settingsTTL is how long the driver trusts an Endpoint's settings read
-// from the log: a change applies within it.
+// from the views: a change applies within it once the views hold it.
 const settingsTTL = time.Second
 
 // New makes a Driver.
@@ -282,7 +285,7 @@ func (d *Driver) serve(ctx context.Context, id string, now, orphanBefore, read t
 			if d.busy(e.DeliveryID, read) {
 				continue // this driver works on it, or the view does not show its end yet
 			}
-			if !st.ep.OwnedBy(e.AccountID) {
+			if st.ep.AccountID != e.AccountID || st.ep.Deleted {
 				return used, nil // deleted: the view drops its queue
 			}
 			if now.Sub(e.Since) > age {
@@ -400,8 +403,8 @@ func (d *Driver) start(ctx context.Context, e readmodel.QueueEntry, st *endpoint
 	}()
 }
 
-// endpoint returns the Endpoint's state, its settings read from the log at
-// most settingsTTL ago; nil when it is not there.
+// endpoint returns the Endpoint's state, its settings read from the views
+// at most settingsTTL ago; nil when it is not there.
 func (d *Driver) endpoint(ctx context.Context, id string, now time.Time) (*endpointState, error) {
 	d.mu.Lock()
 	st, ok := d.endpoints[id]
@@ -409,12 +412,14 @@ func (d *Driver) endpoint(ctx context.Context, id string, now time.Time) (*endpo
 	if ok && now.Sub(st.loadedAt) < settingsTTL {
 		return st.found(), nil
 	}
-	ep, err := d.cfg.Endpoints(ctx, id)
-	if errors.Is(err, domain.ErrNotFound) {
-		ep, err = nil, nil
-	}
-	if err != nil {
-		return nil, err
+	row, err := d.cfg.Endpoints(ctx, id)
+	var ep *readmodel.Endpoint
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("endpoint %s: %w", id, err)
+	default:
+		ep = &row
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -424,7 +429,7 @@ func (d *Driver) endpoint(ctx context.Context, id string, now time.Time) (*endpo
 	}
 	st.ep, st.loadedAt = ep, now
 	if ep != nil {
-		st.policy = ep.Settings().Queue.Effective()
+		st.policy = ep.Queue.Effective()
 		if st.limiter == nil || st.rate != st.policy.RatePerSecond {
 			st.rate = st.policy.RatePerSecond
 			st.limiter = rate.NewLimiter(rate.Limit(st.rate), max(1, st.rate/10))
@@ -442,4 +447,4 @@ func (st *endpointState) found() *endpointState {
 
 // usable tells an Endpoint in QUEUE mode: its queue is sent (a deleted
 // one owns no delivery, see serve).
-func (st *endpointState) usable() bool { return st.ep.Settings().Mode == domain.ModeQueue }
+func (st *endpointState) usable() bool { return st.ep.Mode == domain.ModeQueue }

@@ -179,12 +179,9 @@ func (q *fakeQueue) count(state string) int {
 // run drives q with policy p until cond holds.
 func run(t *testing.T, q *fakeQueue, p domain.QueuePolicy, cond func() bool) {
 	t.Helper()
-	ep, err := domain.NewEndpoint("abcdefghijklmnop", "acc", "", domain.EndpointSettings{Name: "q", Mode: domain.ModeQueue, Queue: &p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep := readmodel.Endpoint{ID: "abcdefghijklmnop", AccountID: "acc", Name: "q", Mode: domain.ModeQueue, Queue: &p}
 	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: 5 * time.Millisecond,
-		Endpoints: func(context.Context, string) (*domain.Endpoint, error) { return ep, nil }})
+		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()
@@ -311,13 +308,10 @@ func TestAttemptsHoldTheirBodiesWithinTheBudget(t *testing.T) {
 	}
 	q.hold = 50 * time.Millisecond
 	b := &budget{total: 300}
-	ep, err := domain.NewEndpoint("abcdefghijklmnop", "acc", "", domain.EndpointSettings{Name: "q", Mode: domain.ModeQueue,
-		Queue: &domain.QueuePolicy{MaxInFlight: 20, RatePerSecond: 1000}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep := readmodel.Endpoint{ID: "abcdefghijklmnop", AccountID: "acc", Name: "q", Mode: domain.ModeQueue,
+		Queue: &domain.QueuePolicy{MaxInFlight: 20, RatePerSecond: 1000}}
 	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: 5 * time.Millisecond, Bodies: b,
-		Endpoints: func(context.Context, string) (*domain.Endpoint, error) { return ep, nil }})
+		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()

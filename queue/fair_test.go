@@ -48,24 +48,20 @@ func TestEachEndpointIsReadWhateverAnotherHasDue(t *testing.T) {
 			fq.entries["o"] = &readmodel.QueueEntry{DeliveryID: "o", EndpointID: "other", AccountID: "other", Seq: 1000,
 				Since: now, State: readmodel.QueueQueued, NextAt: now}
 			q := &listenersOf{fakeQueue: fq, connected: tc.connected}
-			eps := map[string]*domain.Endpoint{}
+			eps := map[string]readmodel.Endpoint{}
 			for _, id := range []string{"busy", "other"} {
 				p, mode := domain.QueuePolicy{}, domain.ModeQueue
 				if id == "busy" {
 					p, mode = tc.policy, tc.busyMode
 				}
-				set := domain.EndpointSettings{Name: id, Mode: mode, Queue: &p}
+				ep := readmodel.Endpoint{ID: id + "aaaaaaaaaaaaaaaaaaaa"[:16-len(id)], AccountID: id, Name: id, Mode: mode, Queue: &p}
 				if mode != domain.ModeQueue {
-					set.Queue = nil
-				}
-				ep, err := domain.NewEndpoint(id+"aaaaaaaaaaaaaaaaaaaa"[:16-len(id)], id, "", set)
-				if err != nil {
-					t.Fatal(err)
+					ep.Queue = nil
 				}
 				eps[id] = ep
 			}
 			d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: 5 * time.Millisecond,
-				Endpoints: func(_ context.Context, id string) (*domain.Endpoint, error) { return eps[id], nil }})
+				Endpoints: func(_ context.Context, id string) (readmodel.Endpoint, error) { return eps[id], nil }})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { _ = d.Run(ctx); close(done) }()
@@ -96,16 +92,12 @@ func TestEachEndpointIsReadWhateverAnotherHasDue(t *testing.T) {
 // goes, each once.
 func TestTicksReadWithinTheirBounds(t *testing.T) {
 	q := &fakeQueue{entries: map[string]*readmodel.QueueEntry{}, answer: func(string, int) int { return 200 }}
-	eps := map[string]*domain.Endpoint{}
+	eps := map[string]readmodel.Endpoint{}
 	now := time.Now()
 	for i := range 300 {
 		ep := fmt.Sprintf("e%03d", i)
-		e, err := domain.NewEndpoint(ep+"aaaaaaaaaaaa", "acc", "", domain.EndpointSettings{Name: ep, Mode: domain.ModeQueue,
-			Queue: &domain.QueuePolicy{MaxInFlight: 2, RatePerSecond: 1000}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		eps[ep] = e
+		eps[ep] = readmodel.Endpoint{ID: ep + "aaaaaaaaaaaa", AccountID: "acc", Name: ep, Mode: domain.ModeQueue,
+			Queue: &domain.QueuePolicy{MaxInFlight: 2, RatePerSecond: 1000}}
 		for j := range 3 {
 			id := fmt.Sprintf("%s-%d", ep, j)
 			q.entries[id] = &readmodel.QueueEntry{DeliveryID: id, EndpointID: ep, AccountID: "acc", Seq: int64(i*3 + j),
@@ -113,7 +105,7 @@ func TestTicksReadWithinTheirBounds(t *testing.T) {
 		}
 	}
 	d := New(Config{Views: q, Recorder: q, Forwarder: q, Batch: 100, Round: 50,
-		Endpoints: func(_ context.Context, id string) (*domain.Endpoint, error) { return eps[id], nil }})
+		Endpoints: func(_ context.Context, id string) (readmodel.Endpoint, error) { return eps[id], nil }})
 	ctx := context.Background()
 	for tick := 0; q.count(readmodel.QueueDone) < 900; tick++ {
 		if tick > 200 {

@@ -199,6 +199,9 @@ type Endpoint struct {
 	Retention  time.Duration
 	RetainedTo time.Time
 	SmeeKey    bool // a smee stream key is issued (docs/smee.md)
+	// Queue is a QUEUE Endpoint's policy as last set (nil: the defaults),
+	// so reading it costs a row of the views, not the Endpoint's stream.
+	Queue *domain.QueuePolicy
 }
 
 // Account is the read model of an account.

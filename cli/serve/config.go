@@ -251,7 +251,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.accountStorageSet = func() bool { return fs.Changed("account-storage") }
 	c.accountRateSet = func() bool { return fs.Changed("account-rate") }
 	fs.Var(&c.AccountAPICost, "account-api-cost", "GraphQL cost points (as --max-query-cost counts them) one account's operations may spend, per node, as N/UNIT,burst=B or off; beyond: RATE_LIMITED with retryAfterSeconds (per account: relay accounts set-quota --api-cost)")
-	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT. Also the rows the API prices its endpoints list at (1000 when 0)")
+	fs.IntVar(&c.AccountEndpoints, "account-endpoints", 1000, "Endpoints one account may have (deleted ones do not count), or 0 for no limit; beyond: createEndpoint is INVALID_INPUT. Also the rows the API's endpoints list is priced at and reads at most (1000 when 0: an account holding more pages it with first and after)")
 	fs.Var(duration.NewFlag(&c.InspectorRetention, 7*24*time.Hour), "inspector-retention", "an expired inspector's deliveries are deleted from the log this long after it expired")
 	fs.Var(duration.NewFlag(&c.Retention, defaultRetention), "retention", "how long an Endpoint keeps its deliveries unless it sets its own window (30d, 12h, ...); older ones are deleted from the log and the views")
 	fs.Var(duration.NewFlag(&c.MaxRetention, defaultRetention), "max-retention", "longest window an Endpoint may set (default: --retention)")

@@ -52,14 +52,15 @@ type h2Client struct {
 	hbuf bytes.Buffer
 	next uint32
 
-	mu       sync.Mutex
-	statuses map[uint32]int
-	resets   map[uint32]http2.ErrCode
-	data     map[uint32]int
-	ended    map[uint32]bool
-	goAway   bool
-	readErr  error
-	done     chan struct{}
+	mu         sync.Mutex
+	statuses   map[uint32]int
+	resets     map[uint32]http2.ErrCode
+	data       map[uint32]int
+	ended      map[uint32]bool
+	goAway     bool
+	goAwayCode http2.ErrCode
+	readErr    error
+	done       chan struct{}
 }
 
 // dialH2 opens an HTTP/2 connection from local (an address of 127/8) to the
@@ -70,15 +71,25 @@ func dialH2(t *testing.T, r *servedRelay, ca *harness.CA, local, host string, se
 }
 
 // dialH2Reading is dialH2; a client that does not read takes no frame the
-// relay sends, as a client that floods and never reads.
+// relay sends, as a client that floods and never reads, and keeps a small
+// socket receive buffer, so what the relay sends it backs up soon.
 func dialH2Reading(t *testing.T, r *servedRelay, ca *harness.CA, local, host string, read bool, settings ...http2.Setting) *h2Client {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 10 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", "127.0.0.1:"+r.port, &tls.Config{RootCAs: ca.Pool, ServerName: host, NextProtos: []string{"h2"}})
+	raw, err := d.Dial("tcp", "127.0.0.1:"+r.port)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !read {
+		if err := raw.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := tls.Client(raw, &tls.Config{RootCAs: ca.Pool, ServerName: host, NextProtos: []string{"h2"}})
 	t.Cleanup(func() { conn.Close() })
+	if err := conn.HandshakeContext(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("negotiated %q, want h2", p)
 	}
@@ -109,6 +120,14 @@ func (c *h2Client) write(f func() error) {
 	}
 }
 
+// ack answers a PING or SETTINGS: one the relay sent as it ended the
+// connection finds it closed, which is no failure of the test.
+func (c *h2Client) ack(f func() error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = f()
+}
+
 // read takes every frame the relay sends until the connection ends.
 func (c *h2Client) read() {
 	defer close(c.done)
@@ -137,14 +156,14 @@ func (c *h2Client) read() {
 		case *http2.RSTStreamFrame:
 			c.resets[f.StreamID] = f.ErrCode
 		case *http2.GoAwayFrame:
-			c.goAway = true
+			c.goAway, c.goAwayCode = true, f.ErrCode
 		case *http2.PingFrame:
 			if !f.IsAck() {
-				go c.write(func() error { return c.fr.WritePing(true, f.Data) })
+				go c.ack(func() error { return c.fr.WritePing(true, f.Data) })
 			}
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
-				go c.write(c.fr.WriteSettingsAck)
+				go c.ack(c.fr.WriteSettingsAck)
 			}
 		}
 		c.mu.Unlock()

@@ -2,19 +2,26 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/relayhq/relay/agentcli"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // TestHTTP2StalledAnswersAreDropped: an HTTP/2 client that gives no flow
@@ -43,29 +50,77 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 	}
 	r.client.CloseIdleConnections()
 	page := `{"query":"{ inspector(id: \"` + id + `\"){ deliveries(first: 16){ nodes { body bodyBase64 } } } }"}`
-
-	for _, tc := range []struct {
-		name, method, path, body string
-		streams                  int
-	}{
-		{"a GraphQL page of many MiB", http.MethodPost, "/graphql", page, 8},
+	stalledAnswers(t, r, ca, []stalledAnswer{
+		{"a GraphQL page of many MiB", "localhost", http.MethodPost, "/graphql", page, nil, "api", 8},
 		// Small enough for net/http to buffer: it writes it after the
 		// handler returned, out of the count of requests in flight.
-		{"the console's page", http.MethodGet, "/", "", 64},
-	} {
+		{"the console's page", "localhost", http.MethodGet, "/", "", nil, "api", 64},
+	})
+}
+
+// TestHTTP2StalledStreamsAndForwardsAreDropped is
+// TestHTTP2StalledAnswersAreDropped for a smee stream (its ready event,
+// flushed at once) and a PROXY Endpoint's answer of 1 MiB from its local
+// process, through a real agent: each is held by a zero window the same
+// way and must be reset the same way. Without connguard.WriteProgress the
+// PROXY answers held 8 requests in flight for good; smee streams were
+// reset after smee's own write deadline (ingress.StreamWriteTimeout, 30 s).
+// Each runs on a relay of its own: the agent's goroutines are not counted
+// with the smee streams'.
+func TestHTTP2StalledStreamsAndForwardsAreDropped(t *testing.T) {
+	for _, name := range []string{"a smee stream", "a PROXY answer of 1 MiB"} {
+		t.Run(name, func(t *testing.T) {
+			r, ca := startTLSServe(t, "--body-timeout", "1s")
+			token, _ := r.signUp(t, "", "streams")
+			var tc stalledAnswer
+			if name == "a smee stream" {
+				var smee struct{ IssueSmeeKey struct{ URL string } }
+				r.gql(t, token, `mutation($id: ID!){ issueSmeeKey(endpointId: $id){ url } }`, map[string]any{"id": r.endpoint(t, token)}, &smee)
+				u, err := url.Parse(smee.IssueSmeeKey.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc = stalledAnswer{name, u.Hostname(), http.MethodGet, u.Path, "",
+					[]hpack.HeaderField{{Name: "accept", Value: "text/event-stream"}}, "address", 8}
+			} else {
+				proxied := proxyEndpoint(t, r, ca, token, bytes.Repeat([]byte("a"), 1<<20))
+				tc = stalledAnswer{name, proxied + ".localhost", http.MethodPost, "/hook", "{}", nil, "address", 8}
+			}
+			r.client.CloseIdleConnections()
+			stalledAnswers(t, r, ca, []stalledAnswer{tc})
+		})
+	}
+}
+
+// stalledAnswer is a request whose answer a client holds with a zero
+// window: streams of it sent to host, counted in area's requests in flight.
+type stalledAnswer struct {
+	name, host, method, path, body string
+	fields                         []hpack.HeaderField
+	area                           string
+	streams                        int
+}
+
+// stalledAnswers sends each case's streams over a connection that gives no
+// window, and expects each stream answered 200, then reset, its handler,
+// memory and goroutines freed.
+func stalledAnswers(t *testing.T, r *servedRelay, ca *harness.CA, cases []stalledAnswer) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			streams := tc.streams
-			base := r.inFlight(t, "api")
+			base := r.inFlight(t, tc.area)
 			before, goroutines := heapInUse(), runtime.NumGoroutine()
-			c := dialH2(t, r, ca, "127.0.0.2", "localhost", http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			c := dialH2(t, r, ca, "127.0.0.2", tc.host, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			authority := tc.host + ":" + r.port
 			for range streams {
-				fields := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}}
+				fields := append([]hpack.HeaderField{{Name: "content-type", Value: "application/json"}}, tc.fields...)
 				if tc.body == "" {
-					c.open(tc.method, "localhost:"+r.port, tc.path, fields, true)
+					c.open(tc.method, authority, tc.path, fields, true)
 					continue
 				}
 				fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(tc.body))})
-				sid := c.open(tc.method, "localhost:"+r.port, tc.path, fields, false)
+				sid := c.open(tc.method, authority, tc.path, fields, false)
 				c.sendData(sid, true, []byte(tc.body))
 			}
 			var peak int64
@@ -73,14 +128,19 @@ func TestHTTP2StalledAnswersAreDropped(t *testing.T) {
 				peak = max(peak, heapInUse()-before)
 				statuses, resets, _, _ := c.counts()
 				g := runtime.NumGoroutine() - goroutines
-				if n := r.inFlight(t, "api") - base; n > 0 || resets < streams || g >= streams/2 {
+				if n := r.inFlight(t, tc.area) - base; n > 0 || resets < streams || g >= streams/2 {
 					return fmt.Errorf("%d requests still in flight, %d of %d streams reset (answers %v), %d more goroutines; heap +%d MiB, at most +%d MiB",
 						n, resets, streams, statuses, g, (heapInUse()-before)>>20, peak>>20)
 				}
 				return nil
 			})
 			held := heapInUse() - before
-			t.Logf("%d answers held by a zero window: heap at most +%d MiB, +%d MiB once reset; %d more goroutines", streams, peak>>20, held>>20, runtime.NumGoroutine()-goroutines)
+			statuses, _, _, _ := c.counts()
+			t.Logf("%d answers %v held by a zero window: heap at most +%d MiB, +%d MiB once reset; %d more goroutines", streams, statuses, peak>>20, held>>20, runtime.NumGoroutine()-goroutines)
+			// HEADERS take no window: each stream was answered, then held.
+			if statuses[http.StatusOK] != streams {
+				t.Errorf("answers %v, want %d × 200", statuses, streams)
+			}
 			if held > 16<<20 {
 				t.Errorf("heap +%d MiB after the streams were reset, want under 16 MiB", held>>20)
 			}
@@ -160,9 +220,9 @@ func TestHTTP2HeaderFieldsAreBounded(t *testing.T) {
 // TestHTTP2AttacksStayBounded runs the HTTP/2 attacks net/http's own
 // limits and the relay's caps already bound, against the real server, and
 // asserts the bound: streams past MaxConcurrentStreams are refused by
-// HTTP/2 itself; one client's 500 streams trickling bodies over two
-// connections are held to --max-requests-per-ip in flight and reset after
-// --body-timeout; a rapid reset (HEADERS then RST_STREAM, 5 000 times)
+// HTTP/2 itself; one client's 500 streams trickling bodies, or idle (no
+// END_STREAM, no byte of their bodies), over two connections are held to
+// --max-requests-per-ip in flight and answered after --body-timeout; a rapid reset (HEADERS then RST_STREAM, 5 000 times)
 // leaves nothing running; a PING flood from a client that reads nothing is
 // cut by net/http's queue of control frames.
 func TestHTTP2AttacksStayBounded(t *testing.T) {
@@ -196,6 +256,18 @@ func TestHTTP2AttacksStayBounded(t *testing.T) {
 			for range 250 {
 				id := c.open(http.MethodPost, host, "/x", pending(1<<20), false)
 				c.sendData(id, false, []byte("a"))
+			}
+		}, 256, 500, 0},
+		// Opened and never another frame: no END_STREAM, no byte of
+		// the body, no reset.
+		{"2 connections of 250 idle streams at an address", "address", 2, func(c *h2Client) {
+			for range 250 {
+				c.open(http.MethodPost, host, "/x", pending(1<<20), false)
+			}
+		}, 256, 500, 0},
+		{"2 connections of 250 idle streams at the API", "api", 2, func(c *h2Client) {
+			for range 250 {
+				c.open(http.MethodPost, api, "/graphql", pending(64), false)
 			}
 		}, 256, 500, 0},
 		{"rapid reset, 5 000 streams", "address", 1, func(c *h2Client) {
@@ -317,6 +389,199 @@ func TestCleartextHTTP2IsRefused(t *testing.T) {
 			if resp.ProtoMajor != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
 				t.Errorf("answered %s %s, want an HTTP/1.1 answer other than 101", resp.Proto, resp.Status)
 			}
+		})
+	}
+}
+
+// proxyEndpoint makes a PROXY Endpoint of the account of token whose agent
+// (in this process, over HTTPS) forwards to a local process that answers
+// every request 200 with answer, on a connection of its own, and returns its id once the agent is
+// connected.
+func proxyEndpoint(t *testing.T, r *servedRelay, ca *harness.CA, token string, answer []byte) string {
+	t.Helper()
+	local := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = w.Write(answer)
+	}))
+	// No connection kept between forwards: the goroutines a test counts
+	// are the relay's, not the agent's idle ones or this server's.
+	local.Config.SetKeepAlivesEnabled(false)
+	local.Start()
+	t.Cleanup(local.Close)
+	target := strings.TrimPrefix(local.URL, "http://")
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	r.gql(t, token, `mutation($t: String!){ createEndpoint(input: {name: "proxied", mode: PROXY, target: $t}){ id } }`,
+		map[string]any{"t": target}, &ep)
+	id := ep.CreateEndpoint.ID
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- agentcli.Serve(ctx, agentcli.Options{Server: "https://localhost:" + r.port, Token: token, CAFile: ca.File,
+			Endpoints: []agentcli.Route{{EndpointID: id, Target: target}}})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 30*time.Second, func() error {
+		var out struct{ Endpoint struct{ AgentConnected bool } }
+		r.gql(t, token, `query($id: ID!){ endpoint(id: $id){ agentConnected } }`, map[string]any{"id": id}, &out)
+		if !out.Endpoint.AgentConnected {
+			return fmt.Errorf("agent not connected yet")
+		}
+		return nil
+	})
+	return id
+}
+
+// TestHTTP2FloodsStayBounded runs the HTTP/2 floods of control frames and
+// header fragments against the real server, and asserts what each may
+// hold: WINDOW_UPDATEs of 1 byte by the hundred thousand keep the heap and
+// the goroutines flat and the connection serving; a window raised past
+// 2^31-1 is a connection error (GOAWAY FLOW_CONTROL_ERROR) on the
+// connection and a stream error (RST_STREAM FLOW_CONTROL_ERROR) on a
+// stream, the window never grown past it; SETTINGS from a client that
+// never reads the acknowledgements stop being read once those back up (the
+// client's writes stall or fail), the heap flat; a header block continued in CONTINUATION frames for ever
+// (CVE-2023-45288) ends the connection within a bounded number of bytes
+// past --max-header-bytes, none of it held.
+func TestHTTP2FloodsStayBounded(t *testing.T) {
+	r, ca := startTLSServe(t, "--body-timeout", "2s")
+	host := "localhost"
+	authority := host + ":" + r.port
+	pending := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}, {Name: "content-length", Value: "64"}}
+	const maxWindow = 1<<31 - 1
+	// A header block fragment of 16 KiB: literal fields without indexing,
+	// each a new name, so every byte is decoded and none indexed.
+	var fragment []byte
+	for len(fragment) < 16<<10-128 {
+		name := "x-" + strconv.Itoa(len(fragment))
+		fragment = append(fragment, 0x00, byte(len(name)))
+		fragment = append(fragment, name...)
+		fragment = append(fragment, 100)
+		fragment = append(fragment, bytes.Repeat([]byte("v"), 100)...)
+	}
+
+	for _, tc := range []struct {
+		name string
+		read bool // the client reads what the relay sends
+		// attack floods c and returns what it wrote (frames or bytes)
+		// and the write error that stopped it (nil: it wrote them all).
+		attack func(c *h2Client) (int, error)
+		// ends: the relay must end the connection (else serve on it).
+		ends bool
+		// goAway, reset: the error code of the GOAWAY, or of the
+		// RST_STREAM on the attack's stream, the relay must send.
+		goAway, reset http2.ErrCode
+		// maxSent bounds what the relay took before it ended the
+		// connection (0: no bound).
+		maxSent int
+	}{
+		{"200 000 WINDOW_UPDATEs of one byte", true, func(c *h2Client) (int, error) {
+			sid := c.open(http.MethodPost, authority, "/graphql", pending, false)
+			for range 100_000 {
+				c.write(func() error { return c.fr.WriteWindowUpdate(0, 1) })
+				c.write(func() error { return c.fr.WriteWindowUpdate(sid, 1) })
+			}
+			return 200_000, nil
+		}, false, 0, 0, 0},
+		{"a connection window past 2^31-1", true, func(c *h2Client) (int, error) {
+			c.write(func() error { return c.fr.WriteWindowUpdate(0, maxWindow) })
+			c.write(func() error { return c.fr.WriteWindowUpdate(0, maxWindow) })
+			return 2, nil
+		}, true, http2.ErrCodeFlowControl, 0, 0},
+		{"a stream window past 2^31-1", true, func(c *h2Client) (int, error) {
+			sid := c.open(http.MethodPost, authority, "/graphql", pending, false)
+			c.write(func() error { return c.fr.WriteWindowUpdate(sid, maxWindow) })
+			c.write(func() error { return c.fr.WriteWindowUpdate(sid, maxWindow) })
+			return 2, nil
+		}, false, 0, http2.ErrCodeFlowControl, 0},
+		// Its small receive buffer fills with acknowledgements: the
+		// relay stops reading it, and its writes stall.
+		{"SETTINGS flood, never reading", false, func(c *h2Client) (int, error) {
+			for n := range 2_000_000 {
+				_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535}); err != nil {
+					return n, err
+				}
+			}
+			return 2_000_000, nil
+		}, true, 0, 0, 0},
+		{"CONTINUATION flood", true, func(c *h2Client) (int, error) {
+			c.wmu.Lock()
+			defer c.wmu.Unlock()
+			c.hbuf.Reset()
+			for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+				{Name: ":authority", Value: authority}, {Name: ":path", Value: "/"}} {
+				_ = c.enc.WriteField(f)
+			}
+			sid := c.next
+			c.next += 2
+			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: c.hbuf.Bytes()}); err != nil {
+				return 0, err
+			}
+			sent := 0
+			for sent < 256<<20 {
+				_ = c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				if err := c.fr.WriteContinuation(sid, false, fragment); err != nil {
+					return sent, err
+				}
+				sent += len(fragment)
+			}
+			return sent, nil
+		}, true, 0, 0, 8 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, goroutines := heapInUse(), runtime.NumGoroutine()
+			c := dialH2Reading(t, r, ca, "127.0.0.2", host, tc.read)
+			sent, err := tc.attack(c)
+			held := heapInUse() - before
+			t.Logf("%d sent, stopped by %v; heap +%d KiB", sent, err, held>>10)
+			if held > 16<<20 {
+				t.Errorf("heap +%d MiB during the flood, want under 16 MiB", held>>20)
+			}
+			if tc.maxSent > 0 && sent > tc.maxSent {
+				t.Errorf("the relay took %d bytes of one header block, want at most %d", sent, tc.maxSent)
+			}
+			if !tc.read {
+				if err == nil {
+					t.Errorf("the relay took all %d frames from a client that reads none of its answers", sent)
+				}
+			} else if !tc.ends {
+				// The connection still serves: a request on it is answered.
+				id := c.open(http.MethodGet, authority, "/healthz", nil, true)
+				waitFor(t, 30*time.Second, func() error {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					if _, ok := c.statuses[id]; !ok {
+						return fmt.Errorf("no answer on the connection after the flood (read: %v)", c.readErr)
+					}
+					return nil
+				})
+			}
+			if tc.read {
+				waitFor(t, 30*time.Second, func() error {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					switch {
+					case tc.ends && c.readErr == nil:
+						return fmt.Errorf("the connection is still open")
+					case tc.goAway != 0 && c.goAwayCode != tc.goAway:
+						return fmt.Errorf("GOAWAY %v (sent: %v), want %v", c.goAwayCode, c.goAway, tc.goAway)
+					case tc.reset != 0 && c.resets[1] != tc.reset:
+						return fmt.Errorf("stream 1 reset %v, want %v", c.resets[1], tc.reset)
+					case !tc.ends && c.goAway:
+						return fmt.Errorf("GOAWAY %v, want the connection kept", c.goAwayCode)
+					}
+					return nil
+				})
+			}
+			// Whatever the flood made is freed: the pending bodies end by
+			// --body-timeout, the connection's goroutines with it.
+			c.conn.Close()
+			waitFor(t, 30*time.Second, func() error {
+				if g := runtime.NumGoroutine() - goroutines; g > 4 {
+					return fmt.Errorf("%d more goroutines", g)
+				}
+				return nil
+			})
 		})
 	}
 }

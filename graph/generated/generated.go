@@ -416,7 +416,7 @@ type ComplexityRoot struct {
 		Delivery            func(childComplexity int, id string) int
 		DeviceAuthorization func(childComplexity int, userCode string) int
 		Endpoint            func(childComplexity int, id string) int
-		Endpoints           func(childComplexity int) int
+		Endpoints           func(childComplexity int, first *int, after *string) int
 		Events              func(childComplexity int, after *string, first *int) int
 		Inspector           func(childComplexity int, id string) int
 		Me                  func(childComplexity int) int
@@ -609,7 +609,7 @@ type QueryResolver interface {
 	Tokens(ctx context.Context) ([]*model.Token, error)
 	SignupMode(ctx context.Context) (model.SignupMode, error)
 	DeviceAuthorization(ctx context.Context, userCode string) (*model.DeviceAuthorization, error)
-	Endpoints(ctx context.Context) ([]*model.Endpoint, error)
+	Endpoints(ctx context.Context, first *int, after *string) ([]*model.Endpoint, error)
 	Endpoint(ctx context.Context, id string) (*model.Endpoint, error)
 	QueuedDeliveries(ctx context.Context, endpoint string, state *string, first *int) ([]*model.QueuedDelivery, error)
 	Delivery(ctx context.Context, id string) (*model.Delivery, error)
@@ -2443,7 +2443,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Query.Endpoints(childComplexity), true
+		args, err := ec.field_Query_endpoints_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Endpoints(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.events":
 		if e.ComplexityRoot.Query.Events == nil {
 			break
@@ -3062,7 +3067,7 @@ var sources = []*ast.Source{
 #
 # Every operation has a cost, checked before it runs: 1 point per field, a page
 # multiplies what each row selects by its length (first, clamped to 100), a list
-# without first by the most rows it can return (endpoints --account-endpoints,
+# without first by the most rows it can return (endpoints --account-endpoints or 1000,
 # tokens 3100, members 150, listeners 256; a row's headers count as 8, its
 # attempts as 2), the columns of an Endpoint or a token weigh nothing beyond
 # their row, a payload field (body, bodyBase64, responseBody, responseBodyBase64,
@@ -4127,7 +4132,15 @@ type Query {
   approveDevice and denyDevice, to 10 a minute (RATE_LIMITED beyond).
   """
   deviceAuthorization(userCode: String!): DeviceAuthorization!
-  endpoints: [Endpoint!]!
+  """
+  The signed-in account's Endpoints, oldest first. Without first, all of them, priced as
+  many rows as the relay lets an account hold (--account-endpoints; 1000 on a relay without
+  that cap): an account holding more (no cap, or a cap lowered since) is refused INVALID_INPUT
+  and pages instead. With first, at most that many (and at most that cap), after the
+  Endpoint after names (the last id of the page before; not one of the account's:
+  INVALID_INPUT).
+  """
+  endpoints(first: Int, after: ID): [Endpoint!]!
   endpoint(id: ID!): Endpoint
   """
   The deliveries in a QUEUE Endpoint's queue, oldest first: state queued, inflight or dead
@@ -6172,6 +6185,28 @@ func (ec *executionContext) field_Query_endpoint_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_endpoints_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -13698,7 +13733,8 @@ func (ec *executionContext) _Query_endpoints(ctx context.Context, field graphql.
 			return ec.fieldContext_Query_endpoints(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Query().Endpoints(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Endpoints(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*model.Endpoint) graphql.Marshaler {
@@ -13708,7 +13744,7 @@ func (ec *executionContext) _Query_endpoints(ctx context.Context, field graphql.
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Query_endpoints(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Query_endpoints(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Query",
 		Field:      field,
@@ -13717,6 +13753,17 @@ func (ec *executionContext) fieldContext_Query_endpoints(_ context.Context, fiel
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Endpoint(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_endpoints_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
