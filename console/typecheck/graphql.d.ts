@@ -971,6 +971,14 @@ declare namespace GQL {
      * approveDevice and denyDevice, to 10 a minute (RATE_LIMITED beyond).
      */
     deviceAuthorization: DeviceAuthorization;
+    /**
+     * The signed-in account's Endpoints, oldest first. Without first, all of them, priced as
+     * many rows as the relay lets an account hold (--account-endpoints; 1000 on a relay without
+     * that cap): an account holding more (no cap, or a cap lowered since) is refused INVALID_INPUT
+     * and pages instead. With first, at most that many (and at most that cap), after the
+     * Endpoint after names (the last id of the page before; not one of the account's:
+     * INVALID_INPUT).
+     */
     endpoints: Array<Endpoint>;
     endpoint: Endpoint | null;
     /**
