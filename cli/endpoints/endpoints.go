@@ -217,16 +217,14 @@ func printEndpoint(w io.Writer, out cmdutil.Output, verb string, e Endpoint) err
 	return nil
 }
 
-// List is the account's Endpoints.
+// List is the account's Endpoints, all of them, page by page
+// (apiclient.Endpoints).
 func List(ctx context.Context, client *apiclient.Client) ([]Endpoint, error) {
-	var res struct{ Endpoints []Endpoint }
-	if err := client.Do(ctx, `{ endpoints{ `+Fields+` } }`, nil, &res); err != nil {
+	eps, err := apiclient.Endpoints(ctx, client, Fields, func(e Endpoint) string { return e.ID })
+	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	if res.Endpoints == nil {
-		res.Endpoints = []Endpoint{}
-	}
-	return res.Endpoints, nil
+	return eps, nil
 }
 
 // Find finds one of the account's Endpoints by id, else by name;

@@ -319,18 +319,19 @@ type accountJSON struct {
 // CheckToken asks for something only a valid token may read, so a login
 // never stores a token the relay refuses.
 func CheckToken(ctx context.Context, client *apiclient.Client) (endpoints int, account accountJSON, err error) {
-	const q = `{ me{ id name } endpoints{ id } }`
-	var out struct {
-		Me        *accountJSON
-		Endpoints []struct{ ID string }
-	}
-	if err := client.Do(ctx, q, nil, &out); err != nil {
+	var out struct{ Me *accountJSON }
+	if err := client.Do(ctx, `{ me{ id name } }`, nil, &out); err != nil {
 		return 0, accountJSON{}, err
 	}
 	if out.Me == nil {
 		return 0, accountJSON{}, &apiclient.Error{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
 	}
-	return len(out.Endpoints), *out.Me, nil
+	type id struct{ ID string }
+	eps, err := apiclient.Endpoints(ctx, client, "id", func(e id) string { return e.ID })
+	if err != nil {
+		return 0, accountJSON{}, fmt.Errorf("count endpoints: %w", err)
+	}
+	return len(eps), *out.Me, nil
 }
 
 // readToken reads a token from standard input: its first line, trimmed.
