@@ -1,9 +1,12 @@
 package consoletest
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/relayhq/relay/systemtest/harness"
 )
 
 // signUp creates an account through the API and returns its token.
@@ -87,5 +90,45 @@ func TestSignInSettingsAndDelete(t *testing.T) {
 	p.waitFor("the sign-in form", `document.querySelector('form[aria-labelledby=signin-title]')`)
 	if stored := eval[string](p, `localStorage.getItem('relay.token') || ''`); stored != "" {
 		t.Errorf("sign out kept the token %q", stored)
+	}
+}
+
+// TestEndpointsListPages: on a relay without a cap on an account's
+// Endpoints (--account-endpoints 0) the endpoints list refuses a list
+// without first to an account holding more than 1 000, so the home page
+// pages with first and after: an account of 1 001 Endpoints sees all of
+// them, the last one included. Before, it saw the refusal and no list.
+func TestEndpointsListPages(t *testing.T) {
+	r := harness.Start(t, "", "--account-endpoints", "0", "--anonymous-rate", "off")
+	var up struct {
+		SignUp struct{ Token string } `json:"signUp"`
+	}
+	r.MustGraphQL(t, "", `mutation { signUp(name: "Many") { token } }`, nil, &up)
+	token := up.SignUp.Token
+	const endpoints = 1001
+	var last string
+	for i := range endpoints {
+		var created struct {
+			CreateEndpoint struct{ ID string } `json:"createEndpoint"`
+		}
+		r.MustGraphQL(t, token, `mutation($n: String!) { createEndpoint(input: {name: $n, mode: LOG}) { id } }`,
+			map[string]any{"n": fmt.Sprintf("ep%04d", i)}, &created)
+		last = created.CreateEndpoint.ID
+	}
+
+	p := newPage(t, 1280, 800)
+	p.openOn(r, "/")
+	p.waitFor("the sign-in form", `document.querySelector('input[name=token]')`)
+	p.do(chromedpSetValue(`input[name=token]`, token))
+	p.click(`form[aria-labelledby=signin-title] button[type=submit]`)
+	p.waitFor("the Endpoints list or its refusal", `document.querySelector('.endpoint-list table, .endpoint-list .notice-error')`)
+	if refusal := eval[string](p, `document.querySelector('.endpoint-list .notice-error')?.textContent || ''`); refusal != "" {
+		t.Fatalf("the Endpoints list was refused: %s", refusal)
+	}
+	if rows := eval[int](p, `document.querySelectorAll('.endpoint-list table.table > tbody > tr').length`); rows != endpoints {
+		t.Errorf("the Endpoints list shows %d rows, want %d", rows, endpoints)
+	}
+	if !eval[bool](p, `!!document.querySelector('.endpoint-list a[href="/e/`+last+`"]')`) {
+		t.Errorf("the last Endpoint %s is not in the list", last)
 	}
 }

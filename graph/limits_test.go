@@ -203,7 +203,7 @@ func TestClientDocumentsWithinBudget(t *testing.T) {
 		{"console history page", `query($id: ID!, $first: Int, $after: String) { inspector(id: $id) { id deliveries(first: $first, after: $after) {
 			edges { cursor node { ` + row + ` } } pageInfo { hasNextPage endCursor } } } }`, map[string]any{"id": "i", "first": 50}},
 		{"console delivery detail", `query($id: ID!) { delivery(id: $id) { ` + row + ` headers { name value } body bodyBase64 responseHeaders { name value } responseBody } }`, map[string]any{"id": "d"}},
-		{"console endpoints", `query { endpoints { ` + endpoint + ` } }`, nil},
+		{"console endpoints", `query($first: Int, $after: ID) { endpoints(first: $first, after: $after) { ` + endpoint + ` } }`, map[string]any{"first": 1000}},
 		{"console sign up", `mutation($name: String!) { signUp(name: $name) { token account { id name } } }`, map[string]any{"name": "n"}},
 		{"console live rows", `subscription($address: ID!, $since: String) { deliveries(address: $address, since: $since) { ` + row + ` } }`, map[string]any{"address": "a"}},
 		{"agent forward requests", `subscription($e: ID!){ forwardRequests(endpointId: $e){ attemptId deliveryId method path headers{name value} bodyBase64 } }`, map[string]any{"e": "e"}},

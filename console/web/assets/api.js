@@ -78,7 +78,8 @@ export const CHANGE_MEMBER_ROLE = `mutation ChangeMemberRole($id: ID!, $role: Me
   changeMemberRole(id: $id, role: $role) { ${MEMBER_FIELDS} }
 }`;
 
-export const ENDPOINTS = `query { endpoints { ${ENDPOINT_FIELDS} } }`;
+/** A page of the account's Endpoints: first of them after the Endpoint after names (listEndpoints pages through them all). */
+export const ENDPOINTS = `query Endpoints($first: Int, $after: ID) { endpoints(first: $first, after: $after) { ${ENDPOINT_FIELDS} } }`;
 
 export const CREATE_ENDPOINT = `mutation CreateEndpoint($input: CreateEndpointInput!) {
   createEndpoint(input: $input) { ${ENDPOINT_FIELDS} }

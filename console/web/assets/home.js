@@ -9,6 +9,34 @@ import { sparkline } from './charts.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
 
+/** The first each page of the Endpoints list asks for (the relay holds a larger one to its own bound). */
+const ENDPOINTS_PAGE = 1000;
+/** The most pages one listing reads: 100 000 Endpoints at ENDPOINTS_PAGE a page. */
+const ENDPOINTS_MAX_PAGES = 100;
+
+/**
+ * listEndpoints reads all of the account's Endpoints, page by page with
+ * first and after: the relay refuses a list without first to an account
+ * holding more than it prices a list at. It reads until a page comes back
+ * empty, since the relay may answer fewer than first with more to come;
+ * after a short page it asks for as many as that page held. It stops with
+ * an error after ENDPOINTS_MAX_PAGES pages.
+ * @returns {Promise<GQL.Endpoint[]>}
+ */
+async function listEndpoints() {
+  /** @type {GQL.Endpoint[]} */
+  const all = [];
+  /** @type {{ first: number, after?: string }} */
+  let vars = { first: ENDPOINTS_PAGE };
+  for (let i = 0; i < ENDPOINTS_MAX_PAGES; i++) {
+    const page = (await request(ENDPOINTS, vars)).endpoints;
+    if (!page.length) return all;
+    all.push(...page);
+    vars = { first: page.length, after: page[page.length - 1].id };
+  }
+  throw new Error(`This account holds more Endpoints than ${ENDPOINTS_MAX_PAGES} pages list (${all.length} read): stopped.`);
+}
+
 /**
  * MODE_LABELS are the names people see for EndpointMode values.
  * @type {Record<GQL.EndpointMode, string>}
@@ -147,9 +175,8 @@ export function homePage(root, { navigate }) {
   /** @param {HTMLElement} box */
   async function loadEndpoints(box) {
     try {
-      const data = await request(ENDPOINTS);
+      const list = await listEndpoints();
       if (disposed) return;
-      const list = data.endpoints;
       if (!list.length) {
         replace(box, h('p', { class: 'empty' }, 'No Endpoints yet. Create one below.'));
         return;
