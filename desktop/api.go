@@ -17,7 +17,6 @@ import (
 const (
 	qMe            = `{ me{ id name } }`
 	endpointFields = `id name url mode target agentConnected agentCount filters{ text } answer{ status } handshakes{ enabled } queue{ queued inFlight dead }`
-	qEndpoints     = `{ endpoints{ ` + endpointFields + ` } }`
 	qCreate        = `mutation($input: CreateEndpointInput!){ createEndpoint(input: $input){ ` + endpointFields + ` } }`
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
@@ -98,12 +97,10 @@ func (a API) me(ctx context.Context) (Account, error) {
 	return *out.Me, nil
 }
 
+// endpoints is all of the account's Endpoints, page by page
+// (apiclient.Endpoints).
 func (a API) endpoints(ctx context.Context) ([]Endpoint, error) {
-	var out struct{ Endpoints []Endpoint }
-	if err := a.c.Do(ctx, qEndpoints, nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Endpoints, nil
+	return apiclient.Endpoints(ctx, a.c, endpointFields, func(e Endpoint) string { return e.ID })
 }
 
 func (a API) createEndpoint(ctx context.Context, name, target string) (Endpoint, error) {

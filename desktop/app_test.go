@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,5 +231,41 @@ func TestRefusedIsShownAndSwitchingOffRecovers(t *testing.T) {
 	app.Shutdown()
 	if s := w.last(); s.State != StateOff {
 		t.Errorf("after Shutdown: %+v, want off (session closed)", s)
+	}
+}
+
+// TestEndpointsPages: on a relay without a cap on an account's Endpoints
+// (--account-endpoints 0) the endpoints list refuses a list without first
+// to an account holding more than 1 000, so the window pages with first
+// and after: an account of 1 001 Endpoints lists all of them. Before, the
+// window showed the refusal and no Endpoint.
+func TestEndpointsPages(t *testing.T) {
+	r := harness.Start(t, "", "--account-endpoints", "0")
+	var out struct {
+		SignUp struct{ Token string }
+	}
+	r.MustGraphQL(t, "", `mutation{ signUp(name: "many"){ token } }`, nil, &out)
+	const endpoints = 1001
+	var last string
+	for i := range endpoints {
+		var created struct{ CreateEndpoint struct{ ID string } }
+		r.MustGraphQL(t, out.SignUp.Token, `mutation($n: String!){ createEndpoint(input: {name: $n, mode: LOG}){ id } }`,
+			map[string]any{"n": fmt.Sprintf("ep%04d", i)}, &created)
+		last = created.CreateEndpoint.ID
+	}
+
+	app := New(Options{Store: Store{Config: LoginFile{path: filepath.Join(t.TempDir(), "config.json")}}})
+	app.Start(t.Context(), &recorder{})
+	t.Cleanup(app.Shutdown)
+	ui := app.Bindings()
+	if _, err := ui.SignIn(r.BareURL(), out.SignUp.Token); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := ui.Endpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eps) != endpoints || eps[len(eps)-1].ID != last {
+		t.Errorf("the window lists %d Endpoints, want %d ending with %s", len(eps), endpoints, last)
 	}
 }
