@@ -78,3 +78,50 @@ func TestCLIPagesTheEndpointsList(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIPagesPastALoweredCap: a relay whose --account-endpoints was
+// lowered below what an account holds answers pages shorter than first
+// (at most the cap), with more to come: the CLI reads on until an empty
+// page, and stops after 100 pages with an error that says so. An account
+// of 101 Endpoints, its relay restarted with the cap at 10, lists all 101
+// (a page of 10 at a time); with the cap at 1 it would take 101 pages, and
+// the CLI stops and says why. Before, both were refused INVALID_INPUT.
+func TestCLIPagesPastALoweredCap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := harness.Start(t, dir, "--account-endpoints", "0")
+	acct := signUpTenant(t, r, "lowered")
+	const endpoints = 101
+	for i := range endpoints {
+		logEndpoint(t, r, acct.Token, fmt.Sprintf("ep%03d", i))
+	}
+	r.Stop(t)
+
+	for _, tt := range []struct {
+		cap    string
+		listed int    // Endpoints listed, when it exits 0
+		says   string // the error, when it exits 1
+	}{
+		{"10", endpoints, ""},
+		{"1", 0, "more Endpoints than 100 pages list (100 read)"},
+	} {
+		t.Run("cap "+tt.cap, func(t *testing.T) {
+			r := harness.Start(t, dir, "--account-endpoints", tt.cap)
+			defer r.Stop(t)
+			out, code := harness.RunCLI(t, "endpoints", "list", "-o", "json", "--server", r.BareURL(), "--token", acct.Token)
+			if tt.says != "" {
+				if code != 1 || !strings.Contains(out, tt.says) {
+					t.Fatalf("endpoints list exited %d, want 1 saying %q:\n%.500s", code, tt.says, out)
+				}
+				return
+			}
+			var eps []struct{ ID string }
+			if code != 0 {
+				t.Fatalf("endpoints list exited %d:\n%.500s", code, out)
+			}
+			if err := json.Unmarshal([]byte(out), &eps); err != nil || len(eps) != tt.listed {
+				t.Errorf("endpoints list printed %d Endpoints (%v), want %d", len(eps), err, tt.listed)
+			}
+		})
+	}
+}
