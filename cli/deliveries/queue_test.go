@@ -16,7 +16,7 @@ import (
 )
 
 // fakeQueueRelay answers the endpoints query with one QUEUE Endpoint,
-// "orders", and each redriveDeadPage call with page(the call's "after"
+// "orders" (then an empty page after it), and each redriveDeadPage call with page(the call's "after"
 // variable), the JSON of its result (or of a whole answer with errors).
 func fakeQueueRelay(t *testing.T, page func(after any) string) *apiclient.Client {
 	t.Helper()
@@ -36,6 +36,10 @@ func fakeQueueRelay(t *testing.T, page func(after any) string) *apiclient.Client
 				return
 			}
 			fmt.Fprintf(w, `{"data":{"redriveDeadPage":%s}}`, res)
+			return
+		}
+		if req.Variables["after"] != nil { // the page after "orders": the end of the list
+			fmt.Fprint(w, `{"data":{"endpoints":[]}}`)
 			return
 		}
 		fmt.Fprint(w, `{"data":{"endpoints":[{"id":"ep1","name":"orders","url":"http://x/","mode":"QUEUE"}]}}`)
