@@ -138,7 +138,7 @@ type Config struct {
 type App struct {
 	// stopStreams ends the open smee streams (ingress.Server.StopStreams).
 	stopStreams func()
-	// sockets closes the API's WebSockets with 1001 (CloseSockets).
+	// sockets closes the API's WebSockets with 1001 (Close).
 	sockets *wsgql.GoAway
 
 	lock  *datalock.Lock
@@ -446,17 +446,6 @@ func (a *App) StopStreams() {
 	}
 }
 
-// CloseSockets closes the API's WebSockets with 1001 (going away), so
-// that agents and consoles are told the relay is shutting down, and waits
-// until they have ended or ctx ends. Call it once the http.Server has
-// drained: a delivery in flight needs its agent's socket.
-func (a *App) CloseSockets(ctx context.Context) error {
-	if a.sockets == nil {
-		return nil
-	}
-	return a.sockets.Stop(ctx)
-}
-
 // Service is the commands service (for one-shot commands and tests).
 func (a *App) Service() *commands.Service { return a.svc }
 
@@ -481,8 +470,13 @@ func (a *App) Node() string { return a.node }
 // Metrics are the relay's metrics (the listener counts refusals into them).
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
 
+// closeSocketsWait bounds how long Close waits for the API's sockets to
+// end after their close frames (each within a second of its frame).
+const closeSocketsWait = 5 * time.Second
+
 // Close stops the background work, ends the agent sessions (forwards
-// still open answer 503), stops the views and closes the log and the lock.
+// still open answer 503), closes the API's WebSockets with 1001, stops
+// the views and closes the log and the lock.
 // Call it after the http.Server has drained.
 func (a *App) Close() error {
 	if a.stopBg != nil {
@@ -493,6 +487,15 @@ func (a *App) Close() error {
 	}
 	if a.closeHub {
 		a.hub.Close()
+	}
+	// The API's sockets (hijacked: http.Server.Shutdown leaves them) are
+	// told the relay goes away, 1001, once the hub has ended the agents'
+	// sessions as the relay's shutdown: a forward in flight is recorded
+	// as ended by it, not by its agent's socket closing.
+	if a.sockets != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeSocketsWait)
+		_ = a.sockets.Stop(ctx) // past the wait, the process's exit ends them
+		cancel()
 	}
 	if a.cluster != nil {
 		a.cluster.close()

@@ -221,7 +221,7 @@ func TestDeviceLoginCLI(t *testing.T) {
 	codeRe := regexp.MustCompile(`(?s)open (\S+)/device\?code=([A-Z]{4}-[A-Z]{4}).*shows the code ([A-Z]{4}-[A-Z]{4})`)
 	start := func(h cliHome) (*harness.Process, string) {
 		t.Helper()
-		p := harness.StartWith(t, h.command(""), "login", "--server", r.BareURL()) // standard input: /dev/null, no token
+		p := harness.StartWith(t, h.command(""), "login", "--server", r.BareURL(), "--device") // standard input: /dev/null, no token: the device flow asked for
 		m := waitOutput(t, p, codeRe)
 		if m[1] != r.BareURL() || m[2] != m[3] {
 			t.Fatalf("relay login printed %q", m[0])

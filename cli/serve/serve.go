@@ -228,16 +228,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	log.Info("shutting down: draining in-flight requests", "grace", cfg.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
-	drained := srv.Shutdown(sctx)
-	// The agents' and consoles' sockets (hijacked: Shutdown leaves them)
-	// are told the relay goes away once nothing in flight needs them.
-	gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer gcancel()
-	if err := a.CloseSockets(gctx); err != nil {
-		log.Warn("shutting down: sockets still open", "error", err)
-	}
-	if drained != nil {
-		return fmt.Errorf("shutdown: %w", drained)
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
 	return nil
