@@ -221,6 +221,20 @@ func (c *h2Client) counts() (statuses map[int]int, resets, ended int, goAway boo
 	return statuses, len(c.resets), len(c.ended), c.goAway
 }
 
+// answered is how many streams the relay answered (HEADERS with a status)
+// or reset.
+func (c *h2Client) answered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.statuses)
+	for id := range c.resets {
+		if _, ok := c.statuses[id]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // inFlight reads relay_http_requests_in_flight of area from /metrics, over
 // a plain HTTP/1.1 connection of its own.
 func (r *servedRelay) inFlight(t *testing.T, area string) int {
@@ -252,6 +266,14 @@ func (r *servedRelay) inFlight(t *testing.T, area string) int {
 func heapInUse() int64 {
 	runtime.GC()
 	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+// heapNow is the heap in use, garbage included, without a collection: cheap
+// enough to poll while the relay works.
+func heapNow() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
