@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/logtest"
 	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/ratelimit"
 )
@@ -74,26 +74,6 @@ func sendBody(t *testing.T, srv *httptest.Server, id string, body []byte) (int, 
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(text)
-}
-
-// logBytesAfter sums the payload bytes of the events the log holds after
-// position from.
-func logBytesAfter(t *testing.T, store domain.EventStore, from uint64) int64 {
-	t.Helper()
-	var n int64
-	for {
-		recs, err := store.ReadAll(context.Background(), from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) == 0 {
-			return n
-		}
-		for _, r := range recs {
-			n += int64(len(r.Data))
-			from = r.Position
-		}
-	}
 }
 
 // metric reads one series of /metrics (0 when it is absent).
@@ -167,7 +147,7 @@ func TestRefusalCountsStopAtTheirOwnersStorage(t *testing.T) {
 				})
 			}
 			caughtUp(t, a)
-			appended := logBytesAfter(t, a.Store(), from)
+			appended := logtest.BytesAfter(t, a.Store(), from)
 			t.Logf("%d refused requests in %d intervals appended %d bytes to the log with the address's storage used up", rounds, rounds, appended)
 			if appended != 0 {
 				t.Errorf("appended %d bytes of refusal counts past the storage that counts them, want none", appended)
@@ -207,7 +187,7 @@ func TestInspectorRefusalCountsAreStored(t *testing.T) {
 		})
 	}
 	caughtUp(t, a)
-	appended := logBytesAfter(t, a.Store(), from)
+	appended := logtest.BytesAfter(t, a.Store(), from)
 	grew := inspectorStored(t, srv, id) - before
 	t.Logf("%d refusal counts appended %d bytes; the inspector's storedBytes grew %d", rounds, appended, grew)
 	if appended == 0 || grew != appended {

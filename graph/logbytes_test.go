@@ -14,28 +14,9 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/internal/logtest"
 	"github.com/relayhq/relay/projections"
 )
-
-// logBytesAfter sums the payload bytes of the events appended after
-// position from.
-func logBytesAfter(t *testing.T, store domain.EventStore, from uint64) int64 {
-	t.Helper()
-	var n int64
-	for {
-		recs, err := store.ReadAll(context.Background(), from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) == 0 {
-			return n
-		}
-		for _, r := range recs {
-			n += int64(len(r.Data))
-			from = r.Position
-		}
-	}
-}
 
 // TestAccountStreamsCountTowardStorage: an account's settings and agent
 // sessions are appended to its own streams (endpoint-, agent-, account-),
@@ -109,7 +90,7 @@ func TestAccountStreamsCountTowardStorage(t *testing.T) {
 				t.Fatal(err)
 			}
 			refused := quotaRefusals(t, tries, func(i int) string { return tc.try(t, e, srv, auth, ep.CreateEndpoint.ID, i) })
-			appended := logBytesAfter(t, e.store, from)
+			appended := logtest.BytesAfter(t, e.store, from)
 			t.Logf("%d tries appended %d KiB to the log under a %d KiB quota, %d refused QUOTA_EXCEEDED", tries, appended>>10, quota>>10, refused)
 			// What passes the quota is at most the try that reached it.
 			if appended > quota+96<<10 || refused == 0 {
@@ -160,7 +141,7 @@ func TestGuestAnswersCountTowardGuestStorage(t *testing.T) {
 		return errText(e.c.Post(`mutation($id: ID!, $b: String) { setInspectorAnswer(id: $id, answer: {status: 200, body: $b}) { id } }`,
 			&out, client.Var("id", in.CreateInspector.ID), client.Var("b", fmt.Sprint(i)+big)))
 	})
-	appended := logBytesAfter(t, e.store, from)
+	appended := logtest.BytesAfter(t, e.store, from)
 	t.Logf("%d answers appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED", tries, appended>>10, share>>10, refused)
 	if appended > share+96<<10 || refused == 0 {
 		t.Errorf("appended %d KiB with a share of %d KiB, %d refused; want at most one answer past the share, the rest refused",
@@ -222,7 +203,7 @@ func TestDeviceCodesHaveARelayWideBudget(t *testing.T) {
 		return errText(err)
 	}
 	refused := quotaRefusals(t, tries, request)
-	appended := logBytesAfter(t, e.store, from)
+	appended := logtest.BytesAfter(t, e.store, from)
 	t.Logf("%d requestDeviceCode appended %d bytes with a budget of %d codes waiting, %d refused QUOTA_EXCEEDED", tries, appended, most, refused)
 	if refused != tries-most {
 		t.Errorf("%d of %d requests refused, want all but the budget's %d", refused, tries, most)
@@ -264,7 +245,7 @@ func TestLoginsAndInvitesCountTowardTheirAccount(t *testing.T) {
 	if err := e.views.WaitFor(context.Background(), last); err != nil {
 		t.Fatal(err)
 	}
-	appended := logBytesAfter(t, e.store, from)
+	appended := logtest.BytesAfter(t, e.store, from)
 	var stored int64
 	for _, id := range []string{acme.Account.ID, su.SignUp.Account.ID} {
 		u, err := e.views.Accounts.AccountQuota(context.Background(), id)
@@ -323,7 +304,7 @@ func TestSignUpsCountTowardSignupStorage(t *testing.T) {
 		}
 		return errText(createBig(auth, "big"))
 	})
-	appended := logBytesAfter(t, e.store, from)
+	appended := logtest.BytesAfter(t, e.store, from)
 	t.Logf("%d sign-ups from one network appended %d KiB to the log with a network's share of %d KiB, %d refused QUOTA_EXCEEDED",
 		tries, appended>>10, share>>10, refused)
 	if appended > share+96<<10 || refused == 0 {
