@@ -502,9 +502,19 @@ func TestStoppingClosesSocketsGoingAway(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	if n := active.Load(); n != 0 {
-		t.Errorf("Stop returned with %d sockets still served", n)
+	g.mu.Lock()
+	live := g.live
+	g.mu.Unlock()
+	if live != 0 {
+		t.Errorf("Stop returned with %d sockets not ended", live)
 	}
+	// The handlers return right after their sockets end.
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := active.Load(); n != 0 {
+			return errors.New("sockets still served")
+		}
+		return nil
+	})
 	d := websocket.Dialer{Subprotocols: []string{gqlws.Subprotocol}}
 	if c, resp, err := d.Dial(url, nil); err == nil {
 		c.Close()
