@@ -199,6 +199,16 @@ type FilterRequest struct {
 	// in one pass over Headers at the first header filter: a filter then
 	// costs a lookup per value it lists, whatever the request's headers.
 	headers map[string]*headerLines
+	// headerWork counts the header lines visited (indexing them, building
+	// a name's set) and the values compared or looked up by header
+	// filters, for the tests that hold them to their bounds.
+	headerWork headerWork
+}
+
+// headerWork is what header filters cost one request so far.
+type headerWork struct {
+	lines   int // header lines visited: once to index them, once more for a name's set
+	lookups int // a value compared with a line, or looked up in a name's set
 }
 
 // headerLines is the values a request gives one header name, in order,
@@ -216,11 +226,14 @@ const setFrom = 4
 // has reports whether any line is one of want: at most len(want) lookups
 // in a set built once per request, or for a few lines, at most
 // setFrom×len(want) comparisons.
-func (h *headerLines) has(want []string) bool {
+func (h *headerLines) has(want []string, work *headerWork) bool {
 	if len(h.values) <= setFrom {
 		for _, g := range h.values {
-			if slices.Contains(want, g) {
-				return true
+			for _, v := range want {
+				work.lookups++
+				if v == g {
+					return true
+				}
 			}
 		}
 		return false
@@ -230,8 +243,10 @@ func (h *headerLines) has(want []string) bool {
 		for _, g := range h.values {
 			h.set[g] = struct{}{}
 		}
+		work.lines += len(h.values)
 	}
 	for _, v := range want {
+		work.lookups++
 		if _, ok := h.set[v]; ok {
 			return true
 		}
@@ -253,6 +268,7 @@ func (r *FilterRequest) headerLines(name string) *headerLines {
 			}
 			hl.values = append(hl.values, h.Value)
 		}
+		r.headerWork.lines += len(r.Headers)
 	}
 	return r.headers[foldKey(name)]
 }
@@ -337,7 +353,7 @@ func (f Filter) match(r *FilterRequest) (bool, string) {
 		if hl == nil {
 			break
 		}
-		if hl.has(f.Values) {
+		if hl.has(f.Values, &r.headerWork) {
 			return true, ""
 		}
 		return false, label + "=" + hl.joined() + " not in [" + strings.Join(f.Values, ",") + "]"
