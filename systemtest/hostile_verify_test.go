@@ -135,3 +135,26 @@ func runMeasured(t *testing.T, args ...string) (string, int, int64) {
 	}
 	return string(out), cmd.ProcessState.ExitCode(), peak
 }
+
+// TestRetryRefusesABodyFileOverTheBound: `relay retry ID --body @FILE`
+// with a file of 64 MiB, four times what any relay takes as a body, exits
+// 2 before it calls the relay, naming the file and the bound (16 MiB), at
+// a peak RSS under maxVerifyRSS (58 MiB). Before, the bound was 64 MiB:
+// this file was refused at 181 MiB, and one of 64 MiB was read whole, its
+// base64 and JSON built, for the relay to refuse (none takes over 16 MiB).
+func TestRetryRefusesABodyFileOverTheBound(t *testing.T) {
+	t.Parallel()
+	body := hostileFile(t, t.TempDir(), "body.json", `{"a":"`, 'A', 64<<20, `"}`)
+	out, code, peak := runMeasured(t, "retry", "0193a7c2-0000-7000-8000-000000000000", "--body", "@"+body,
+		"--server", "http://127.0.0.1:1", "--token", "relay_unused")
+	t.Logf("exit %d, peak RSS %d KiB: %.300s", code, peak, out)
+	if code != 2 {
+		t.Errorf("exit %d, want 2 (refused)", code)
+	}
+	if want := "--body @" + body + ": over 16 MiB"; !strings.Contains(out, want) {
+		t.Errorf("output does not say %q:\n%.2000s", want, out)
+	}
+	if peak > maxVerifyRSS {
+		t.Errorf("peak RSS %d KiB, over %d KiB", peak, maxVerifyRSS)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/deliveryjson"
+	"github.com/relayhq/relay/evidence"
 	"github.com/relayhq/relay/internal/termtext"
 )
 
@@ -167,9 +168,11 @@ type editFlags struct {
 	set, unset         []string
 }
 
-// maxEditBody bounds a body read from a file; the relay refuses what is
-// over its own --max-body.
-const maxEditBody = 64 << 20
+// maxEditBody bounds a body read from a file (or standard input): a
+// relay refuses an edited body over its --max-body, which is at most
+// evidence.MaxEventBody (16 MiB), so reading more would only be refused
+// there, after base64 and JSON had taken three times as much here.
+const maxEditBody = evidence.MaxEventBody
 
 // edit is the RequestEditInput the flags ask for, nil for none.
 func (f editFlags) edit() (map[string]any, error) {
@@ -213,7 +216,7 @@ func (f editFlags) edit() (map[string]any, error) {
 				return nil, fmt.Errorf("--body: %w", err)
 			}
 			if len(b) > maxEditBody {
-				return nil, cmdutil.Usage(fmt.Errorf("--body %s: over %d MiB", f.body, maxEditBody>>20))
+				return nil, cmdutil.Usage(fmt.Errorf("--body %s: over %d MiB (a relay takes a body of at most its --max-body, at most %d MiB)", f.body, maxEditBody>>20, maxEditBody>>20))
 			}
 		}
 		e["bodyBase64"] = base64.StdEncoding.EncodeToString(b)
