@@ -106,6 +106,10 @@ type serveConfig struct {
 	MaxQueryFields    int
 	MaxQueryTokens    int
 
+	// headerTimeout is how long a client may take to send a request line
+	// and its headers: defaultHeaderTimeout, not a flag; tests lower it.
+	headerTimeout time.Duration
+
 	AnonymousRate   ratelimit.Rate
 	SignInRate      ratelimit.Rate
 	AddressRate     ratelimit.Rate
@@ -185,6 +189,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	c.MaxWSMessage = 1 << 20
 	c.MemoryLimit = sizeOrOff{defaultMemoryLimit}
 	c.MinFreeDisk = diskLimit(diskreserve.DefaultLimit)
+	c.headerTimeout = defaultHeaderTimeout
 	c.openQuotas = commands.QuotaDefaults{Storage: defaultOpenAccountStorage, Rate: defaultOpenAccountRate}
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.Domain, "domain", "localhost", "public domain; addresses are <id>.<domain>, the console is on the bare domain")

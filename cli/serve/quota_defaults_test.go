@@ -131,6 +131,13 @@ func (r *servedRelay) httpClient() *http.Client {
 // until the test ends.
 func startServe(t *testing.T, args ...string) *servedRelay {
 	t.Helper()
+	return startServeWith(t, nil, args...)
+}
+
+// startServeWith is startServe with what no flag sets changed by tune
+// (nil: nothing) after the flags are parsed.
+func startServeWith(t *testing.T, tune func(*serveConfig), args ...string) *servedRelay {
+	t.Helper()
 	var c serveConfig
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	c.flags(fs)
@@ -144,6 +151,9 @@ func startServe(t *testing.T, args ...string) *servedRelay {
 	}
 	if err := c.validate(); err != nil {
 		t.Fatal(err)
+	}
+	if tune != nil {
+		tune(&c)
 	}
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -32,10 +32,12 @@ import (
 	"github.com/relayhq/relay/internal/tlslisten"
 )
 
-// headerTimeout bounds the request line and headers of each request,
-// counted from the first byte the server waits for (a new connection or the
-// next request on a kept-alive one).
-const headerTimeout = 30 * time.Second
+// defaultHeaderTimeout bounds the request line and headers of each
+// request (serveConfig.headerTimeout): on a new connection counted from its
+// accept, on a kept-alive one from the next request's first byte (the
+// request line: ingress.TolerateTargets; the headers after it: net/http).
+// A client past it is cut off, and its slot of --max-conns-per-ip freed.
+const defaultHeaderTimeout = 30 * time.Second
 
 // Command is `relay serve`: the relay itself.
 func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
@@ -152,7 +154,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			tlslisten.MarkTLS(forwarded.Handler(resolver, inFlight.Handler(a.Handler()))))),
 		ConnContext:                  tlslisten.ConnContext,
 		DisableGeneralOptionsHandler: true,
-		ReadHeaderTimeout:            headerTimeout,
+		ReadHeaderTimeout:            cfg.headerTimeout,
 		// No deadline for a whole request or response: a large upload or
 		// a forward may take long while making progress. BodyProgress and
 		// the listener's write deadline end one that stalls instead.
