@@ -258,7 +258,8 @@ export function statsPanel({ kind, id, onPick }) {
  * row's stats weigh 850 points whatever they select, 1 096 with what a
  * sparkline selects (60 buckets of four fields): nine rows cost 9 865, the
  * most under the relay's default --max-query-cost of 10 000. A relay with
- * a lower budget refuses the page QUERY_TOO_COMPLEX: it is read in halves.
+ * a lower budget refuses such a page QUERY_TOO_COMPLEX: the console then
+ * asks for pages of half as many rows, down to one (sparklines.readRun).
  */
 export const SPARKLINES_PAGE = 9;
 
@@ -267,8 +268,9 @@ export const SPARKLINES_PAGE = 9;
  * each one's last hour of deliveries per minute, failures (4xx, 5xx) in
  * red, with the figures as a visually hidden table. It reads the stats of
  * the rows on screen only, once each, SPARKLINES_PAGE Endpoints a request
- * (a page of the endpoints list with first and after), so a visit costs
- * a few requests however many Endpoints the account holds, not one each.
+ * (a page of the endpoints list with first and after), one request at a
+ * time, so a visit costs a few requests however many Endpoints the
+ * account holds, not one each.
  * box(i) is the chart of list[i]; start() begins watching the boxes once
  * they are in the page.
  * @param {GQL.Endpoint[]} list the Endpoints, in the order the endpoints list gives them
@@ -287,53 +289,71 @@ export function sparklines(list) {
     read();
   }, { rootMargin: '200px 0px' });
 
-  // read asks for the due rows' stats: each run of adjacent rows in pages
-  // of SPARKLINES_PAGE, after the Endpoint before the run.
+  // size is the rows one request asks for: SPARKLINES_PAGE, less once a
+  // relay's lower budget refused a page.
+  let size = SPARKLINES_PAGE;
+  // queue holds the reads, one request at a time.
+  let queue = Promise.resolve();
+
+  // read asks for the due rows' stats, each run of adjacent rows on its own.
   function read() {
     const rows = [...due].sort((a, b) => a - b);
     due.clear();
     /** @type {number[]} */
     let run = [];
     for (const i of rows) {
-      if (run.length && (i !== run[run.length - 1] + 1 || run.length === SPARKLINES_PAGE)) {
-        readPage(run);
+      if (run.length && i !== run[run.length - 1] + 1) {
+        readRun(run);
         run = [];
       }
       run.push(i);
     }
-    if (run.length) readPage(run);
+    if (run.length) readRun(run);
   }
 
   /**
-   * readPage reads the stats of the adjacent rows of indexes and draws
-   * them. A relay that answers fewer rows than asked is asked again after
-   * the last it gave; one whose budget refuses the page gets two halves.
-   * @param {number[]} indexes
+   * readRun queues the read of adjacent rows, in pages of size. A page the
+   * relay's budget refuses (QUERY_TOO_COMPLEX) is asked again, and every
+   * page after it, with half as many rows; another refusal leaves the
+   * run's other sparklines empty: they hide nothing the Endpoint's page
+   * does not show.
+   * @param {number[]} rows
    */
-  async function readPage(indexes) {
-    let left = indexes;
-    try {
-      while (left.length && !disposed) {
-        const after = left[0] > 0 ? list[left[0] - 1].id : undefined;
-        const page = (await request(ENDPOINTS_STATS, { first: left.length, after })).endpoints;
-        if (disposed) return;
-        for (const e of page) {
-          const i = left.find((j) => list[j].id === e.id);
-          if (i !== undefined) drawSparkline(boxes[i], list[i].name, e.stats);
+  function readRun(rows) {
+    queue = queue.then(async () => {
+      for (let i = 0; i < rows.length && !disposed;) {
+        const n = Math.min(size, rows.length - i);
+        try {
+          await readPage(rows.slice(i, i + n));
+          i += n;
+        } catch (err) {
+          if (!(err instanceof GraphQLError && err.code === 'QUERY_TOO_COMPLEX' && n > 1)) return;
+          size = Math.ceil(n / 2);
         }
-        // A full page, or an empty one: the list changed since it was read.
-        if (!page.length || page.length >= left.length) return;
-        const last = left.findIndex((j) => list[j].id === page[page.length - 1].id);
-        if (last < 0) return;
-        left = left.slice(last + 1);
       }
-    } catch (err) {
-      if (!disposed && err instanceof GraphQLError && err.code === 'QUERY_TOO_COMPLEX' && left.length > 1) {
-        const half = Math.ceil(left.length / 2);
-        readPage(left.slice(0, half));
-        readPage(left.slice(half));
+    });
+  }
+
+  /**
+   * readPage reads the stats of adjacent rows and draws them. A relay that
+   * answers fewer rows than asked is asked again after the last it gave.
+   * @param {number[]} rows
+   */
+  async function readPage(rows) {
+    let left = rows;
+    while (left.length && !disposed) {
+      const after = left[0] > 0 ? list[left[0] - 1].id : undefined;
+      const page = (await request(ENDPOINTS_STATS, { first: left.length, after })).endpoints;
+      if (disposed) return;
+      for (const e of page) {
+        const i = left.find((j) => list[j].id === e.id);
+        if (i !== undefined) drawSparkline(boxes[i], list[i].name, e.stats);
       }
-      // Otherwise a missing sparkline hides nothing the Endpoint's page does not show.
+      // A full page, or an empty one: the list changed since it was read.
+      if (!page.length || page.length >= left.length) return;
+      const last = left.findIndex((j) => list[j].id === page[page.length - 1].id);
+      if (last < 0) return;
+      left = left.slice(last + 1);
     }
   }
 
