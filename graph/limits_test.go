@@ -3,6 +3,9 @@ package graph
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,6 +228,47 @@ func TestClientDocumentsWithinBudget(t *testing.T) {
 				t.Errorf("cost %d, want under half the default budget %d", cost, DefaultMaxCost)
 			}
 		})
+	}
+}
+
+// TestConsoleSparklinePagesFitTheBudget: the home page reads its
+// sparklines' stats SPARKLINES_PAGE Endpoints a request (console/web/assets
+// charts.js), with api.js ENDPOINTS_STATS: that page must pass the default
+// budget, and one row more must not, or the console asks for fewer rows
+// than a request holds. Both are read from the console's files, so a change
+// to the document, the page or the price of stats fails here.
+func TestConsoleSparklinePagesFitTheBudget(t *testing.T) {
+	read := func(name string, re *regexp.Regexp) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("..", "console", "web", "assets", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := re.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s holds no %s", name, re)
+		}
+		return string(m[1])
+	}
+	page, err := strconv.Atoi(read("charts.js", regexp.MustCompile(`export const SPARKLINES_PAGE = (\d+);`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	query := read("api.js", regexp.MustCompile("export const ENDPOINTS_STATS = `([^`]+)`;"))
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})
+	doc, errs := gqlparser.LoadQuery(es.Schema(), query)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	cost := func(first int) int {
+		return operationCost(context.Background(), es, doc.Operations[0], map[string]any{"first": first, "after": "e"})
+	}
+	t.Logf("a page of %d costs %d, of %d %d", page, cost(page), page+1, cost(page+1))
+	if c := cost(page); c > DefaultMaxCost {
+		t.Errorf("a page of %d sparklines costs %d, over the default budget %d", page, c, DefaultMaxCost)
+	}
+	if c := cost(page + 1); c <= DefaultMaxCost {
+		t.Errorf("a page of %d sparklines costs %d, within the default budget %d: SPARKLINES_PAGE could be larger", page+1, c, DefaultMaxCost)
 	}
 }
 

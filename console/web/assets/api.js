@@ -160,3 +160,11 @@ const STATS_BUCKET_FIELDS = 'start deliveries status2xx status3xx status4xx stat
 const STATS_FIELDS = `stats(range: $range) { range bucketSeconds from to totals { ${STATS_BUCKET_FIELDS} } buckets { ${STATS_BUCKET_FIELDS} } }`;
 export const ENDPOINT_STATS = `query EndpointStats($id: ID!, $range: StatsRange) { endpoint(id: $id) { id ${STATS_FIELDS} } }`;
 export const INSPECTOR_STATS = `query InspectorStats($id: ID!, $range: StatsRange) { inspector(id: $id) { id ${STATS_FIELDS} } }`;
+/**
+ * The last hour of a page of the account's Endpoints, as the home page's
+ * sparklines draw it: first of them after the Endpoint after names (charts.js
+ * sparklines asks for SPARKLINES_PAGE at a time, the most the default cost budget holds).
+ */
+export const ENDPOINTS_STATS = `query EndpointsStats($first: Int, $after: ID) {
+  endpoints(first: $first, after: $after) { id stats(range: HOUR) { totals { deliveries status4xx status5xx } buckets { start deliveries status4xx status5xx } } }
+}`;

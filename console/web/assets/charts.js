@@ -5,8 +5,8 @@
 // (Endpoint.stats, Inspector.stats); this file only draws them. Each chart
 // has the same numbers as a table for screen readers, in a details element.
 import { h, replace } from './dom.js';
-import { request, describeError } from './graphql.js';
-import { ENDPOINT_STATS, INSPECTOR_STATS } from './api.js';
+import { request, describeError, GraphQLError } from './graphql.js';
+import { ENDPOINT_STATS, ENDPOINTS_STATS, INSPECTOR_STATS } from './api.js';
 import { notice } from './ui.js';
 
 /**
@@ -254,48 +254,154 @@ export function statsPanel({ kind, id, onPick }) {
 }
 
 /**
- * sparkline is the small chart beside an Endpoint on the home page: its
- * last hour's deliveries per minute, failures (4xx, 5xx) in red, with the
- * figures as a visually hidden table.
- * @param {string} id
- * @param {string} name
+ * SPARKLINES_PAGE is how many Endpoints' sparklines one request reads. A
+ * row's stats weigh 850 points whatever they select, 1 096 with what a
+ * sparkline selects (60 buckets of four fields): nine rows cost 9 865, the
+ * most under the relay's default --max-query-cost of 10 000. A relay with
+ * a lower budget refuses such a page QUERY_TOO_COMPLEX: the console then
+ * asks for pages of half as many rows, down to one (sparklines.readRun).
  */
-export function sparkline(id, name) {
-  const box = h('div', { class: 'sparkline', 'data-testid': 'sparkline' });
-  (async () => {
-    try {
-      const data = await request(ENDPOINT_STATS, { id, range: 'HOUR' });
-      const stats = data.endpoint && data.endpoint.stats;
-      if (!stats) return;
-      const t = stats.totals;
-      const table = h('table', { class: 'sr-only' },
-        h('caption', {}, `${name}, last hour`),
-        h('tbody', {},
-          h('tr', {}, h('th', { scope: 'row' }, 'Deliveries'), h('td', {}, String(t.deliveries))),
-          h('tr', {}, h('th', { scope: 'row' }, 'Failed (4xx, 5xx)'), h('td', {}, String(t.status4xx + t.status5xx)))));
-      const U = uplot();
-      if (!U) {
-        replace(box, table);
-        return;
-      }
-      const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
-      const bars = U.paths.bars({ size: [0.9, 6] });
-      const u = new U({
-        width: 120, height: 28, legend: { show: false }, cursor: { show: false },
-        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-        axes: [{ show: false }, { show: false }],
-        series: [{},
-          { fill: '#2f9e5b', stroke: '#2f9e5b', width: 0, paths: bars, points: { show: false } },
-          { fill: '#d64545', stroke: '#d64545', width: 0, paths: bars, points: { show: false } }],
-      }, [xs, stats.buckets.map((b) => b.deliveries), stats.buckets.map((b) => b.status4xx + b.status5xx)], box);
-      u.root.setAttribute('aria-hidden', 'true');
-      box.title = `${t.deliveries} deliveries, ${t.status4xx + t.status5xx} failed in the last hour`;
-      box.append(table);
-    } catch {
-      // A missing sparkline hides nothing the Endpoint's page does not show.
+export const SPARKLINES_PAGE = 9;
+
+/**
+ * sparklines makes the small charts beside the home page's Endpoints:
+ * each one's last hour of deliveries per minute, failures (4xx, 5xx) in
+ * red, with the figures as a visually hidden table. It reads the stats of
+ * the rows on screen only, once each, SPARKLINES_PAGE Endpoints a request
+ * (a page of the endpoints list with first and after), one request at a
+ * time, so a visit costs a few requests however many Endpoints the
+ * account holds, not one each.
+ * box(i) is the chart of list[i]; start() begins watching the boxes once
+ * they are in the page.
+ * @param {GQL.Endpoint[]} list the Endpoints, in the order the endpoints list gives them
+ */
+export function sparklines(list) {
+  const boxes = list.map((_, i) => h('div', { class: 'sparkline', 'data-testid': 'sparkline', 'data-index': String(i) }));
+  /** @type {Set<number>} rows shown whose stats are still to be asked for */
+  const due = new Set();
+  let disposed = false;
+  const observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting) continue;
+      observer.unobserve(entry.target);
+      due.add(Number(/** @type {HTMLElement} */ (entry.target).dataset.index));
     }
-  })();
-  return box;
+    read();
+  }, { rootMargin: '200px 0px' });
+
+  // size is the rows one request asks for: SPARKLINES_PAGE, less once a
+  // relay's lower budget refused a page.
+  let size = SPARKLINES_PAGE;
+  // queue holds the reads, one request at a time.
+  let queue = Promise.resolve();
+
+  // read asks for the due rows' stats, each run of adjacent rows on its own.
+  function read() {
+    const rows = [...due].sort((a, b) => a - b);
+    due.clear();
+    /** @type {number[]} */
+    let run = [];
+    for (const i of rows) {
+      if (run.length && i !== run[run.length - 1] + 1) {
+        readRun(run);
+        run = [];
+      }
+      run.push(i);
+    }
+    if (run.length) readRun(run);
+  }
+
+  /**
+   * readRun queues the read of adjacent rows, in pages of size. A page the
+   * relay's budget refuses (QUERY_TOO_COMPLEX) is asked again, and every
+   * page after it, with half as many rows; another refusal leaves the
+   * run's other sparklines empty: they hide nothing the Endpoint's page
+   * does not show.
+   * @param {number[]} rows
+   */
+  function readRun(rows) {
+    queue = queue.then(async () => {
+      for (let i = 0; i < rows.length && !disposed;) {
+        const n = Math.min(size, rows.length - i);
+        try {
+          await readPage(rows.slice(i, i + n));
+          i += n;
+        } catch (err) {
+          if (!(err instanceof GraphQLError && err.code === 'QUERY_TOO_COMPLEX' && n > 1)) return;
+          size = Math.ceil(n / 2);
+        }
+      }
+    });
+  }
+
+  /**
+   * readPage reads the stats of adjacent rows and draws them. A relay that
+   * answers fewer rows than asked is asked again after the last it gave.
+   * @param {number[]} rows
+   */
+  async function readPage(rows) {
+    let left = rows;
+    while (left.length && !disposed) {
+      const after = left[0] > 0 ? list[left[0] - 1].id : undefined;
+      const page = (await request(ENDPOINTS_STATS, { first: left.length, after })).endpoints;
+      if (disposed) return;
+      for (const e of page) {
+        const i = left.find((j) => list[j].id === e.id);
+        if (i !== undefined) drawSparkline(boxes[i], list[i].name, e.stats);
+      }
+      // A full page, or an empty one: the list changed since it was read.
+      if (!page.length || page.length >= left.length) return;
+      const last = left.findIndex((j) => list[j].id === page[page.length - 1].id);
+      if (last < 0) return;
+      left = left.slice(last + 1);
+    }
+  }
+
+  return {
+    /** @param {number} i */
+    box: (i) => boxes[i],
+    start() {
+      for (const b of boxes) observer.observe(b);
+    },
+    dispose() {
+      disposed = true;
+      observer.disconnect();
+    },
+  };
+}
+
+/**
+ * drawSparkline draws an Endpoint's last hour into box: deliveries per
+ * minute, failures in red, and the figures as a visually hidden table.
+ * @param {HTMLElement} box
+ * @param {string} name
+ * @param {GQL.Stats} stats
+ */
+function drawSparkline(box, name, stats) {
+  const t = stats.totals;
+  const table = h('table', { class: 'sr-only' },
+    h('caption', {}, `${name}, last hour`),
+    h('tbody', {},
+      h('tr', {}, h('th', { scope: 'row' }, 'Deliveries'), h('td', {}, String(t.deliveries))),
+      h('tr', {}, h('th', { scope: 'row' }, 'Failed (4xx, 5xx)'), h('td', {}, String(t.status4xx + t.status5xx)))));
+  const U = uplot();
+  if (!U) {
+    replace(box, table);
+    return;
+  }
+  const xs = stats.buckets.map((b) => Date.parse(b.start) / 1000);
+  const bars = U.paths.bars({ size: [0.9, 6] });
+  const u = new U({
+    width: 120, height: 28, legend: { show: false }, cursor: { show: false },
+    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
+    axes: [{ show: false }, { show: false }],
+    series: [{},
+      { fill: '#2f9e5b', stroke: '#2f9e5b', width: 0, paths: bars, points: { show: false } },
+      { fill: '#d64545', stroke: '#d64545', width: 0, paths: bars, points: { show: false } }],
+  }, [xs, stats.buckets.map((b) => b.deliveries), stats.buckets.map((b) => b.status4xx + b.status5xx)], box);
+  u.root.setAttribute('aria-hidden', 'true');
+  box.title = `${t.deliveries} deliveries, ${t.status4xx + t.status5xx} failed in the last hour`;
+  box.append(table);
 }
 
 /** @param {number} s */

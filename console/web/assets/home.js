@@ -5,7 +5,7 @@ import { request, describeError, token } from './graphql.js';
 import { CREATE_INSPECTOR, SIGN_UP_PASSWORD, ENDPOINTS, CREATE_ENDPOINT } from './api.js';
 import { currentAccount, onSessionChange, signIn, signInWithPassword, adoptSession, sessionChecked, sessionEnded } from './session.js';
 import { copyButton, notice, runBusy, submitWith } from './ui.js';
-import { sparkline } from './charts.js';
+import { sparklines } from './charts.js';
 
 const RECENT_KEY = 'relay.recentInspectors';
 
@@ -75,6 +75,8 @@ function recentInspectors() {
  */
 export function homePage(root, { navigate }) {
   let disposed = false;
+  /** The sparklines of the Endpoints list shown, which read their stats as they come on screen. */
+  let charts = sparklines([]);
   const inspectorSection = renderInspectorCard();
   const accountSection = h('section', { class: 'card', 'aria-labelledby': 'account-title' });
   replace(root, h('div', { class: 'home' }, inspectorSection, accountSection));
@@ -181,17 +183,20 @@ export function homePage(root, { navigate }) {
         replace(box, h('p', { class: 'empty' }, 'No Endpoints yet. Create one below.'));
         return;
       }
+      charts.dispose();
+      charts = sparklines(list);
       replace(box, h('div', { class: 'table-scroll' }, h('table', { class: 'table' },
         h('caption', { class: 'sr-only' }, 'Your Endpoints'),
         h('thead', {}, h('tr', {},
           ['Name', 'Last hour', 'Mode', 'Target', 'Agent', 'Public URL'].map((c) => h('th', { scope: 'col' }, c)))),
-        h('tbody', {}, list.map((e) => h('tr', {},
+        h('tbody', {}, list.map((e, i) => h('tr', {},
           h('th', { scope: 'row' }, h('a', { href: `/e/${encodeURIComponent(e.id)}` }, e.name)),
-          h('td', {}, sparkline(e.id, e.name)),
+          h('td', {}, charts.box(i)),
           h('td', {}, h('span', { class: `badge mode-${e.mode.toLowerCase()}` }, MODE_LABELS[e.mode] || e.mode)),
           h('td', {}, e.target ? h('code', {}, e.target) : h('span', { class: 'muted' }, '—')),
           h('td', {}, agentBadge(e.agentConnected, e.agentCount)),
           h('td', { class: 'url-cell' }, h('code', {}, e.url), ' ', copyButton(e.url, 'Copy', { 'aria-label': `Copy URL of ${e.name}` }))))))));
+      charts.start();
     } catch (err) {
       if (!disposed) replace(box, notice('error', describeError(err)));
     }
@@ -218,6 +223,7 @@ export function homePage(root, { navigate }) {
   return {
     dispose() {
       disposed = true;
+      charts.dispose();
       off();
     },
   };
