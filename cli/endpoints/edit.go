@@ -115,8 +115,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var ans AnswerFlags
 	var qf queueFlags
 	cmd := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create an Endpoint and print its public URL",
+		Use:        "create NAME",
+		SuggestFor: []string{"new", "add"},
+		Short:      "Create an Endpoint and print its public URL",
 		Example: `  relay endpoints create stripe --target 3000
   relay endpoints create audit-log --mode LOG`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
