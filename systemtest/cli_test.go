@@ -658,6 +658,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"--json", h, []string{"deliveries", "show", d.ID, "--json"}, 2, "unknown flag: --json; JSON is -o json", ""},
 		{"hookdeck's --path", h, []string{"listen", "3000", "--path", "/webhooks"}, 2, "unknown flag: --path; the path goes in TARGET: relay listen localhost:3000/webhooks", ""},
 		{"Stripe CLI's --skip-verify", h, []string{"listen", "https://localhost:8443", "--skip-verify"}, 2, "a self-signed local certificate is accepted with --insecure", ""},
+		{"replay a delivery id", h, []string{"replay", d.ID}, 2, d.ID + " is a delivery id, not a bundle file: relay retry " + d.ID + " sends a stored delivery again", "--to is required"},
+		{"replay a bundle that is not there", h, []string{"replay", "nosuch.bundle", "--to", closed}, 2, "no bundle file nosuch.bundle: give the file relay deliveries export ADDRESS --format bundle -o FILE wrote", "open nosuch.bundle"},
 		{"serve --port", h, []string{"serve", "--port", "8080"}, 2, "unknown flag: --port; the port is part of --listen: --listen 127.0.0.1:8080", ""},
 		{"serve --listen a bare port", h, []string{"serve", "--listen", "8080", "--data", noLog}, 2, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`, "missing port in address"},
 		{"serve a flag out of bounds", h, []string{"serve", "--queue-backlog", "0", "--data", noLog}, 2, "--queue-backlog 0: must be from 1 to 10000000", ""},
