@@ -566,7 +566,11 @@ func TestCLIExitCodes(t *testing.T) {
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 	exported := filepath.Join(t.TempDir(), "events.jsonl")
 	harFile := filepath.Join(t.TempDir(), "hooks.har")
-	pubFile := filepath.Join(t.TempDir(), "relay.pub") // relay events pubkey > relay.pub
+	pubFile := filepath.Join(t.TempDir(), "relay.pub")              // relay events pubkey > relay.pub
+	emptyProof := filepath.Join(t.TempDir(), "delivery.proof.json") // relay events prove ID > FILE, refused before a checkpoint
+	if err := os.WriteFile(emptyProof, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := h.run(t, "", "events", "pubkey", "--data", r.Data); code != 0 || os.WriteFile(pubFile, []byte(out), 0o600) != nil {
 		t.Fatalf("relay events pubkey exited %d:\n%s", code, out)
 	}
@@ -660,6 +664,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"Stripe CLI's --skip-verify", h, []string{"listen", "https://localhost:8443", "--skip-verify"}, 2, "a self-signed local certificate is accepted with --insecure", ""},
 		{"replay a delivery id", h, []string{"replay", d.ID}, 2, d.ID + " is a delivery id, not a bundle file: relay retry " + d.ID + " sends a stored delivery again", "--to is required"},
 		{"replay a bundle that is not there", h, []string{"replay", "nosuch.bundle", "--to", closed}, 2, "no bundle file nosuch.bundle: give the file relay deliveries export ADDRESS --format bundle -o FILE wrote", "open nosuch.bundle"},
+		{"verify an empty proof", h, []string{"events", "verify", "--proof", emptyProof, "--pubkey", pubFile}, 2, " is empty: relay events prove writes a proof only once a checkpoint signs the delivery", "unexpected end of JSON input"},
 		{"serve --port", h, []string{"serve", "--port", "8080"}, 2, "unknown flag: --port; the port is part of --listen: --listen 127.0.0.1:8080", ""},
 		{"serve --listen a bare port", h, []string{"serve", "--listen", "8080", "--data", noLog}, 2, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`, "missing port in address"},
 		{"serve a flag out of bounds", h, []string{"serve", "--queue-backlog", "0", "--data", noLog}, 2, "--queue-backlog 0: must be from 1 to 10000000", ""},
