@@ -566,6 +566,8 @@ func TestCLIExitCodes(t *testing.T) {
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 	exported := filepath.Join(t.TempDir(), "events.jsonl")
 	harFile := filepath.Join(t.TempDir(), "hooks.har")
+	folder := t.TempDir()
+	noFolder := filepath.Join(folder, "nosuch", "hooks.har")
 	pubFile := filepath.Join(t.TempDir(), "relay.pub")              // relay events pubkey > relay.pub
 	emptyProof := filepath.Join(t.TempDir(), "delivery.proof.json") // relay events prove ID > FILE, refused before a checkpoint
 	if err := os.WriteFile(emptyProof, nil, 0o600); err != nil {
@@ -643,6 +645,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
 		{"export HAR", h, []string{"deliveries", "export", "down", "-o", harFile}, 0, "exported 1 delivery", ""},
+		{"export into a folder that is not there", h, []string{"deliveries", "export", "down", "-o", noFolder}, 2, "export: -o " + noFolder + ": there is no folder " + filepath.Dir(noFolder), ".partial"},
+		{"export onto a folder", h, []string{"deliveries", "export", "down", "-o", folder}, 2, "export: -o " + folder + " is a folder: name the file to write in it", ".partial"},
+		{"events export into a folder that is not there", h, []string{"events", "export", "--data", r.Data, "-o", noFolder}, 2, "there is no folder " + filepath.Dir(noFolder), ".partial"},
 		{"replay a HAR file", h, []string{"replay", harFile, "--to", closed}, 2, "a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle", ""},
 		{"retry with no agent", h2, []string{"retry", offline.ID}, 2, "no agent connected; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry (AGENT_NOT_CONNECTED)", ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
