@@ -634,6 +634,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"create a name in use", h, []string{"endpoints", "create", "down"}, 2, `an Endpoint named "down" exists (id ` + ep.ID + ")", ""},
 		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
 		{"members of an account made by --signup", h, []string{"members", "list"}, 0, `no members: this account works with tokens only; give it a first owner`, "LOGIN"},
+		{"accounts create -o json", h, []string{"accounts", "create", "--name", "ci", "--data", t.TempDir(), "-o", "json"}, 0, `"token": "rly_`, "unknown shorthand flag"},
 		{"version as JSON", h, []string{"version", "-o", "json"}, 0, `"commit": "`, "unknown shorthand flag"},
 		{"guest inspector on a relay given by --server", fresh, []string{"inspector", "create", "--server", loopback}, 0, " --server " + loopback + "\n", ""},
 		{"inspector on the stored relay", h, []string{"inspector", "create"}, 0, "see them with: relay deliveries list ", "--server"},
