@@ -50,7 +50,7 @@ while a server uses that folder.`,
 					}
 				}
 				if err := cmdutil.CallGraphQL(c.Context(), server, adminToken, q, map[string]any{"name": name}, &res); err != nil {
-					return fmt.Errorf("create account: %w", err)
+					return fmt.Errorf("create account: %w", cmdutil.AdminRefused(err))
 				}
 				a := res.CreateAccount
 				return printAccount(stdout, out, a.Account.ID, a.Account.Name, a.Token)
@@ -130,6 +130,9 @@ relay login --server URL --signup NAME --invite CODE.`,
 				}
 			}
 			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path url expiresAt } }`, vars, &res); err != nil {
+				if adminToken != "" {
+					err = cmdutil.AdminRefused(err)
+				}
 				return fmt.Errorf("create invite: %w", err)
 			}
 			inv := res.CreateInvite
