@@ -675,6 +675,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{"replay a bundle that is not there", h, []string{"replay", "nosuch.bundle", "--to", closed}, 2, "no bundle file nosuch.bundle: give the file relay deliveries export ADDRESS --format bundle -o FILE wrote", "open nosuch.bundle"},
 		{"verify an empty proof", h, []string{"events", "verify", "--proof", emptyProof, "--pubkey", pubFile}, 2, " is empty: relay events prove writes a proof only once a checkpoint signs the delivery", "unexpected end of JSON input"},
 		{"serve --port", h, []string{"serve", "--port", "8080"}, 2, "unknown flag: --port; the port is part of --listen: --listen 127.0.0.1:8080", ""},
+		{"serve given a port", h, []string{"serve", "8080"}, 2, "serve: the port is part of --listen: relay serve --listen 127.0.0.1:8080", "too many arguments"},
+		{"serve -p", h, []string{"serve", "-p", "8080"}, 2, "the port is part of --listen: --listen 127.0.0.1:8080", ""},
+		{"start the relay", h, []string{"start"}, 2, `unknown command "start"; did you mean serve?`, "stats"},
+		{"ngrok's --url", h, []string{"listen", "3000", "--url", "my-app.example.com"}, 2, "a lasting public URL is an Endpoint's: name it after TARGET, relay listen 3000 my-app", ""},
 		{"serve --listen a bare port", h, []string{"serve", "--listen", "8080", "--data", noLog}, 2, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`, "missing port in address"},
 		{"serve a flag out of bounds", h, []string{"serve", "--queue-backlog", "0", "--data", noLog}, 2, "--queue-backlog 0: must be from 1 to 10000000", ""},
 		// smee-client and gosmee do not resolve <id>.localhost as curl does.

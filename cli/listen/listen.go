@@ -208,6 +208,8 @@ func targetFlagHint(err error) string {
 		return "; the path goes in TARGET: relay listen localhost:3000/webhooks"
 	case "unknown flag: --skip-verify": // Stripe CLI's
 		return "; a self-signed local certificate is accepted with --insecure"
+	case "unknown flag: --url", "unknown flag: --domain", "unknown flag: --subdomain", "unknown flag: --name": // ngrok's, localtunnel's
+		return "; a lasting public URL is an Endpoint's: name it after TARGET, relay listen 3000 my-app (relay endpoints list shows yours)"
 	}
 	for _, f := range targetFlags {
 		named := msg == "unknown flag: "+f
