@@ -559,6 +559,7 @@ func TestCLIExitCodes(t *testing.T) {
 	away := createEndpointFor(t, r, acct2.Token, map[string]any{"name": "away", "mode": "PROXY", "target": "127.0.0.1:1"})
 	send(t, r, away.ID, "POST", "/y", nil, nil) // no agent: 503
 	offline := deliveryAt(t, r, acct2.Token, away.ID, "/y")
+	guest := storeBody(t, r, []byte("hello")) // an inspector's delivery: answered by the relay, no attempts
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	port := strconv.Itoa(r.Port)
 	loopback := "http://127.0.0.1:" + port // the URL h logged in with
@@ -592,6 +593,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{"listen --help", h, []string{"listen", "--help"}, 0, "Examples:", ""},
 		{"agent --help", h, []string{"agent", "--help"}, 0, "--insecure", ""},
 		{"endpoints list", h, []string{"endpoints", "list"}, 0, ep.ID, ""},
+		// Before "retry answered 502" gives d a second attempt.
+		{"diff of one attempt", h, []string{"deliveries", "diff", d.ID}, 2, d.ID + " has 1 attempt: nothing to compare it with yet (relay retry " + d.ID + " makes a second)", "attempt(s)"},
+		{"diff of no attempts", h, []string{"deliveries", "diff", guest, "original", "1"}, 2, guest + " has no attempts to compare: nothing was forwarded, the relay answered it itself", "from 1 to 0"},
+		{"retry an inspector's delivery", h, []string{"retry", guest}, 2, "an inspector's are sent again by the curl command relay deliveries show " + guest + " --body prints", ""},
 		{"completion script", h, []string{"completion", "bash"}, 0, "__start_relay", ""},
 		{"flags complete", h, []string{"__complete", "agent", "--"}, 0, "--endpoint", ""},
 		{"unknown command", h, []string{"nope"}, 2, "unknown command", ""},

@@ -119,6 +119,11 @@ sends only the rest.`,
 						hinted := *ae
 						hinted.Message += "; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry"
 						err = &hinted
+					case "RETRY_NOT_PROXY":
+						hinted := *ae
+						hinted.Message += " or QUEUE mode, whose deliveries go to a listener (relay endpoints update ENDPOINT --mode proxy --target PORT); " +
+							"an inspector's are sent again by the curl command relay deliveries show " + args[0] + " --body prints"
+						err = &hinted
 					}
 				}
 				return fmt.Errorf("retry: %w", err)
