@@ -658,6 +658,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"export onto a folder", h, []string{"deliveries", "export", "down", "-o", folder}, 2, "export: -o " + folder + " is a folder: name the file to write in it", ".partial"},
 		{"events export into a folder that is not there", h, []string{"events", "export", "--data", r.Data, "-o", noFolder}, 2, "there is no folder " + filepath.Dir(noFolder), ".partial"},
 		{"replay a HAR file", h, []string{"replay", harFile, "--to", closed}, 2, "a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle", ""},
+		{"events verify a HAR file", h, []string{"events", "verify", harFile}, 2, harFile + " is a HAR file, not an export of the event log: give the file relay events export wrote", "unexpected end of JSON"},
 		{"retry with no agent", h2, []string{"retry", offline.ID}, 2, "no agent connected; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry (AGENT_NOT_CONNECTED)", ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.
