@@ -636,6 +636,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"server by another loopback name", h, []string{"endpoints", "list", "--server", "http://localhost:" + port}, 0, ep.ID, "no token"},
 		{"https to a plain relay", h, []string{"endpoints", "list", "--server", "https://127.0.0.1:" + port, "--token", "t"}, 2,
 			"the relay at https://127.0.0.1:" + port + " answers plain HTTP; use " + loopback, "server gave HTTP response"},
+		{"proxy mode without a target", h, []string{"endpoints", "create", "notarget", "--mode", "proxy"}, 2, "PROXY mode needs a target such as 127.0.0.1:3000; give it with --target, such as --target 3000", ""},
 		{"create a name in use", h, []string{"endpoints", "create", "down"}, 2, `an Endpoint named "down" exists (id ` + ep.ID + ")", ""},
 		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
 		{"members of an account made by --signup", h, []string{"members", "list"}, 0, `no members: this account works with tokens only; give it a first owner`, "LOGIN"},
