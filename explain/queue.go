@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -57,7 +58,7 @@ func QueueStatus(e readmodel.QueueEntry) string {
 		s += "; the next attempt may be a duplicate (an earlier one was left open)"
 	}
 	if e.Duplicates > 0 {
-		s += fmt.Sprintf("; %d attempt(s) sent again after one was left open (possible duplicates, same Relay-Delivery-Id)", e.Duplicates)
+		s += "; " + domain.Counted(e.Duplicates, "attempt", "attempts") + " sent again after one was left open (possible duplicates, same Relay-Delivery-Id)"
 	}
 	return s
 }

@@ -27,7 +27,9 @@ func TestQueueStatus(t *testing.T) {
 		{"next a duplicate", readmodel.QueueEntry{State: readmodel.QueueQueued, Duplicate: true},
 			"queued, waiting for a listener; the next attempt may be a duplicate (an earlier one was left open)"},
 		{"sent again", readmodel.QueueEntry{State: readmodel.QueueDone, Tries: 2, Status: 200, Duplicates: 1},
-			"delivered on attempt 2 (200); 1 attempt(s) sent again after one was left open (possible duplicates, same Relay-Delivery-Id)"},
+			"delivered on attempt 2 (200); 1 attempt sent again after one was left open (possible duplicates, same Relay-Delivery-Id)"},
+		{"sent again twice", readmodel.QueueEntry{State: readmodel.QueueDone, Tries: 3, Status: 200, Duplicates: 2},
+			"delivered on attempt 3 (200); 2 attempts sent again after one was left open (possible duplicates, same Relay-Delivery-Id)"},
 		{"unknown state", readmodel.QueueEntry{State: "elsewhere"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -499,7 +499,7 @@ func TestReplayBundleSendsRecordedBytes(t *testing.T) {
 		{"nothing listening", []string{"replay", bundle, "--to", closed}, 1, "connection refused"},
 		{"a request smuggled into a line", []string{"replay", bad, "--to", "http://" + capture.addr}, 2, "bundle line 4: path"},
 		{"not a bundle", []string{"replay", notBundle, "--to", "http://" + capture.addr}, 2, "bundle line 1: not a relay bundle"},
-		{"no such file", []string{"replay", filepath.Join(t.TempDir(), "nope"), "--to", "http://" + capture.addr}, 2, "no such file"},
+		{"no such file", []string{"replay", filepath.Join(t.TempDir(), "nope"), "--to", "http://" + capture.addr}, 2, "no bundle file "},
 		{"bad --to", []string{"replay", bundle, "--to", "ftp://" + capture.addr}, 2, "--to"},
 		{"no --to", []string{"replay", bundle}, 2, "--to is required"},
 		{"unknown --only", []string{"replay", bundle, "--to", "http://" + capture.addr, "--only", "nope"}, 2, "--only nope: no such delivery"},

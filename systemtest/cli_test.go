@@ -559,6 +559,7 @@ func TestCLIExitCodes(t *testing.T) {
 	away := createEndpointFor(t, r, acct2.Token, map[string]any{"name": "away", "mode": "PROXY", "target": "127.0.0.1:1"})
 	send(t, r, away.ID, "POST", "/y", nil, nil) // no agent: 503
 	offline := deliveryAt(t, r, acct2.Token, away.ID, "/y")
+	guest := storeBody(t, r, []byte("hello")) // an inspector's delivery: answered by the relay, no attempts
 	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	port := strconv.Itoa(r.Port)
 	loopback := "http://127.0.0.1:" + port // the URL h logged in with
@@ -566,7 +567,13 @@ func TestCLIExitCodes(t *testing.T) {
 	noLog, missing := t.TempDir(), filepath.Join(t.TempDir(), "relay-data") // a folder with no log, none at all
 	exported := filepath.Join(t.TempDir(), "events.jsonl")
 	harFile := filepath.Join(t.TempDir(), "hooks.har")
-	pubFile := filepath.Join(t.TempDir(), "relay.pub") // relay events pubkey > relay.pub
+	folder := t.TempDir()
+	noFolder := filepath.Join(folder, "nosuch", "hooks.har")
+	pubFile := filepath.Join(t.TempDir(), "relay.pub")              // relay events pubkey > relay.pub
+	emptyProof := filepath.Join(t.TempDir(), "delivery.proof.json") // relay events prove ID > FILE, refused before a checkpoint
+	if err := os.WriteFile(emptyProof, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := h.run(t, "", "events", "pubkey", "--data", r.Data); code != 0 || os.WriteFile(pubFile, []byte(out), 0o600) != nil {
 		t.Fatalf("relay events pubkey exited %d:\n%s", code, out)
 	}
@@ -586,6 +593,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{"listen --help", h, []string{"listen", "--help"}, 0, "Examples:", ""},
 		{"agent --help", h, []string{"agent", "--help"}, 0, "--insecure", ""},
 		{"endpoints list", h, []string{"endpoints", "list"}, 0, ep.ID, ""},
+		// Before "retry answered 502" gives d a second attempt.
+		{"diff of one attempt", h, []string{"deliveries", "diff", d.ID}, 2, d.ID + " has 1 attempt: nothing to compare it with yet (relay retry " + d.ID + " makes a second)", "attempt(s)"},
+		{"diff of no attempts", h, []string{"deliveries", "diff", guest, "original", "1"}, 2, guest + " has no attempts to compare: nothing was forwarded, the relay answered it itself", "from 1 to 0"},
+		{"retry an inspector's delivery", h, []string{"retry", guest}, 2, "an inspector's are sent again by the curl command relay deliveries show " + guest + " --body prints", ""},
 		{"completion script", h, []string{"completion", "bash"}, 0, "__start_relay", ""},
 		{"flags complete", h, []string{"__complete", "agent", "--"}, 0, "--endpoint", ""},
 		{"unknown command", h, []string{"nope"}, 2, "unknown command", ""},
@@ -625,9 +636,14 @@ func TestCLIExitCodes(t *testing.T) {
 		{"server by another loopback name", h, []string{"endpoints", "list", "--server", "http://localhost:" + port}, 0, ep.ID, "no token"},
 		{"https to a plain relay", h, []string{"endpoints", "list", "--server", "https://127.0.0.1:" + port, "--token", "t"}, 2,
 			"the relay at https://127.0.0.1:" + port + " answers plain HTTP; use " + loopback, "server gave HTTP response"},
+		{"proxy mode without a target", h, []string{"endpoints", "create", "notarget", "--mode", "proxy"}, 2, "PROXY mode needs a target such as 127.0.0.1:3000; give it with --target, such as --target 3000", ""},
 		{"create a name in use", h, []string{"endpoints", "create", "down"}, 2, `an Endpoint named "down" exists (id ` + ep.ID + ")", ""},
 		{"export -o json", h, []string{"deliveries", "export", "down", "-o", "json"}, 2, `-o "json": deliveries export writes HAR`, "exported"},
 		{"members of an account made by --signup", h, []string{"members", "list"}, 0, `no members: this account works with tokens only; give it a first owner`, "LOGIN"},
+		{"accounts create -o json", h, []string{"accounts", "create", "--name", "ci", "--data", t.TempDir(), "-o", "json"}, 0, `"token": "rly_`, "unknown shorthand flag"},
+		{"accounts create, admin token refused", h, []string{"accounts", "create", "--name", "x", "--server", loopback, "--admin-token", "wrong"}, 2,
+			"create account: the relay at " + loopback + " refused the admin token: give the --admin-token relay serve runs with", "relay login"},
+		{"accounts usage, admin token refused", h, []string{"accounts", "usage", "--server", loopback, "--admin-token", "wrong"}, 2, "refused the admin token", "relay login"},
 		{"version as JSON", h, []string{"version", "-o", "json"}, 0, `"commit": "`, "unknown shorthand flag"},
 		{"guest inspector on a relay given by --server", fresh, []string{"inspector", "create", "--server", loopback}, 0, " --server " + loopback + "\n", ""},
 		{"inspector on the stored relay", h, []string{"inspector", "create"}, 0, "see them with: relay deliveries list ", "--server"},
@@ -639,7 +655,11 @@ func TestCLIExitCodes(t *testing.T) {
 		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
 		{"export HAR", h, []string{"deliveries", "export", "down", "-o", harFile}, 0, "exported 1 delivery", ""},
+		{"export into a folder that is not there", h, []string{"deliveries", "export", "down", "-o", noFolder}, 2, "export: -o " + noFolder + ": there is no folder " + filepath.Dir(noFolder), ".partial"},
+		{"export onto a folder", h, []string{"deliveries", "export", "down", "-o", folder}, 2, "export: -o " + folder + " is a folder: name the file to write in it", ".partial"},
+		{"events export into a folder that is not there", h, []string{"events", "export", "--data", r.Data, "-o", noFolder}, 2, "there is no folder " + filepath.Dir(noFolder), ".partial"},
 		{"replay a HAR file", h, []string{"replay", harFile, "--to", closed}, 2, "a HAR file, not a relay bundle: export a replay bundle with relay deliveries export ADDRESS --format bundle", ""},
+		{"events verify a HAR file", h, []string{"events", "verify", harFile}, 2, harFile + " is a HAR file, not an export of the event log: give the file relay events export wrote", "unexpected end of JSON"},
 		{"retry with no agent", h2, []string{"retry", offline.ID}, 2, "no agent connected; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry (AGENT_NOT_CONNECTED)", ""},
 		{"login counts in words", h, []string{"login", "--server", loopback, "--token", acct.Token}, 0, "(1 endpoint)", "endpoints)"},
 		// What a user of other webhook tools types by habit.
@@ -648,7 +668,24 @@ func TestCLIExitCodes(t *testing.T) {
 			"listen: unknown flag: --forward-to; the local server is listen's first argument, not a flag: relay listen 3000", ""},
 		{"smee's -p", h, []string{"listen", "-p", "3000"}, 2, "the local server is listen's first argument, not a flag", ""},
 		{"target after the endpoint", h, []string{"listen", "down", "3000"}, 2, "TARGET comes first: relay listen 3000 down", ""},
+		{"Stripe CLI's logs", h, []string{"logs", "tail"}, 2, `unknown command "logs"; did you mean tail?`, "login"},
+		{"Stripe CLI's resend", h, []string{"resend", d.ID}, 2, `unknown command "resend"; did you mean retry?`, ""},
+		{"ngrok's authtoken", h, []string{"authtoken", "x"}, 2, `unknown command "authtoken"; did you mean login?`, ""},
+		{"sign up as a command", h, []string{"signup", "me"}, 2, `unknown command "signup"; did you mean login?`, ""},
+		{"inspector new", h, []string{"inspector", "new"}, 2, `inspector: unknown command "new"; did you mean create?`, ""},
+		{"endpoints add", h, []string{"endpoints", "add", "x"}, 2, `endpoints: unknown command "add"; did you mean create?`, ""},
+		{"deliveries get", h, []string{"deliveries", "get", d.ID}, 2, `deliveries: unknown command "get"; did you mean show?`, ""},
+		{"--json", h, []string{"deliveries", "show", d.ID, "--json"}, 2, "unknown flag: --json; JSON is -o json", ""},
+		{"hookdeck's --path", h, []string{"listen", "3000", "--path", "/webhooks"}, 2, "unknown flag: --path; the path goes in TARGET: relay listen localhost:3000/webhooks", ""},
+		{"Stripe CLI's --skip-verify", h, []string{"listen", "https://localhost:8443", "--skip-verify"}, 2, "a self-signed local certificate is accepted with --insecure", ""},
+		{"replay a delivery id", h, []string{"replay", d.ID}, 2, d.ID + " is a delivery id, not a bundle file: relay retry " + d.ID + " sends a stored delivery again", "--to is required"},
+		{"replay a bundle that is not there", h, []string{"replay", "nosuch.bundle", "--to", closed}, 2, "no bundle file nosuch.bundle: give the file relay deliveries export ADDRESS --format bundle -o FILE wrote", "open nosuch.bundle"},
+		{"verify an empty proof", h, []string{"events", "verify", "--proof", emptyProof, "--pubkey", pubFile}, 2, " is empty: relay events prove writes a proof only once a checkpoint signs the delivery", "unexpected end of JSON input"},
 		{"serve --port", h, []string{"serve", "--port", "8080"}, 2, "unknown flag: --port; the port is part of --listen: --listen 127.0.0.1:8080", ""},
+		{"serve given a port", h, []string{"serve", "8080"}, 2, "serve: the port is part of --listen: relay serve --listen 127.0.0.1:8080", "too many arguments"},
+		{"serve -p", h, []string{"serve", "-p", "8080"}, 2, "the port is part of --listen: --listen 127.0.0.1:8080", ""},
+		{"start the relay", h, []string{"start"}, 2, `unknown command "start"; did you mean serve?`, "stats"},
+		{"ngrok's --url", h, []string{"listen", "3000", "--url", "my-app.example.com"}, 2, "a lasting public URL is an Endpoint's: name it after TARGET, relay listen 3000 my-app", ""},
 		{"serve --listen a bare port", h, []string{"serve", "--listen", "8080", "--data", noLog}, 2, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`, "missing port in address"},
 		{"serve a flag out of bounds", h, []string{"serve", "--queue-backlog", "0", "--data", noLog}, 2, "--queue-backlog 0: must be from 1 to 10000000", ""},
 		// smee-client and gosmee do not resolve <id>.localhost as curl does.

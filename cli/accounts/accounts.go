@@ -20,12 +20,14 @@ import (
 // Command is `relay accounts`.
 func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var data, name, eventstoreURL, server, adminToken string
+	var out cmdutil.Output
 	cmd := &cobra.Command{Use: "accounts", Short: "Create accounts and invites; set their quotas and read their usage (the operator)",
 		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice`}
 	create := &cobra.Command{
-		Use:     "create --name NAME [--server URL --admin-token T]",
-		Short:   "Create an account and print its API token (shown once)",
-		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice --server https://relay.example.com`,
+		Use:   "create --name NAME [--server URL --admin-token T]",
+		Short: "Create an account and print its API token (shown once)",
+		Example: `  RELAY_ADMIN_TOKEN=... relay accounts create --name alice --server https://relay.example.com
+  relay accounts create --name ci --server https://relay.example.com -o json | jq -r .token`,
 		Long: `Create an account and print its API token (shown once).
 
 With --server, the running relay creates it (its --admin-token is required).
@@ -36,20 +38,22 @@ while a server uses that folder.`,
 			if err := cmdutil.BindEnv(c.Flags(), env); err != nil {
 				return err
 			}
+			if err := out.Check(); err != nil {
+				return err
+			}
 			if server != "" {
 				const q = `mutation($name: String!){ createAccount(name: $name){ token account{ id name } } }`
-				var out struct {
+				var res struct {
 					CreateAccount struct {
 						Token   string
 						Account struct{ ID, Name string }
 					}
 				}
-				if err := cmdutil.CallGraphQL(c.Context(), server, adminToken, q, map[string]any{"name": name}, &out); err != nil {
-					return fmt.Errorf("create account: %w", err)
+				if err := cmdutil.CallGraphQL(c.Context(), server, adminToken, q, map[string]any{"name": name}, &res); err != nil {
+					return fmt.Errorf("create account: %w", cmdutil.AdminRefused(err))
 				}
-				a := out.CreateAccount
-				fmt.Fprintf(stdout, "account %s (%s)\ntoken %s\n", a.Account.ID, a.Account.Name, a.Token)
-				return nil
+				a := res.CreateAccount
+				return printAccount(stdout, out, a.Account.ID, a.Account.Name, a.Token)
 			}
 			log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			a, err := app.New(c.Context(), app.Config{
@@ -61,7 +65,7 @@ while a server uses that folder.`,
 			}
 			acc, token, err := a.Service().CreateAccount(c.Context(), name)
 			if err == nil {
-				fmt.Fprintf(stdout, "account %s (%s)\ntoken %s\n", acc.ID, acc.Name, token)
+				err = printAccount(stdout, out, acc.ID, acc.Name, token)
 			}
 			return cmdutil.JoinClose(err, a.Close())
 		},
@@ -72,6 +76,7 @@ while a server uses that folder.`,
 	create.Flags().StringVar(&server, "server", "", "URL of the running relay; empty: write to --data directly")
 	create.Flags().StringVar(&adminToken, "admin-token", "", "the running relay's --admin-token (with --server)")
 	_ = create.MarkFlagRequired("name")
+	out.Flags(create.Flags())
 	cmd.AddCommand(create, accountsInviteCommand(env, stdout), accountsSetQuotaCommand(env, stdout), accountsUsageCommand(env, stdout))
 	return cmd
 }
@@ -125,6 +130,9 @@ relay login --server URL --signup NAME --invite CODE.`,
 				}
 			}
 			if err := client.Do(c.Context(), `mutation($e: String){ createInvite(expiresIn: $e){ code path url expiresAt } }`, vars, &res); err != nil {
+				if adminToken != "" {
+					err = cmdutil.AdminRefused(err)
+				}
 				return fmt.Errorf("create invite: %w", err)
 			}
 			inv := res.CreateInvite
@@ -145,6 +153,27 @@ relay login --server URL --signup NAME --invite CODE.`,
 }
 
 // inviteJSON is `relay accounts invite -o json`.
+// createdJSON is accounts create -o json: the account as signUp answers
+// it, and its token (shown once).
+type createdJSON struct {
+	Account struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"account"`
+	Token string `json:"token"`
+}
+
+// printAccount prints a new account and its token, as text or -o json.
+func printAccount(w io.Writer, out cmdutil.Output, id, name, token string) error {
+	if out.JSON() {
+		var v createdJSON
+		v.Account.ID, v.Account.Name, v.Token = id, name, token
+		return cmdutil.WriteJSON(w, v)
+	}
+	_, err := fmt.Fprintf(w, "account %s (%s)\ntoken %s\n", id, name, token)
+	return err
+}
+
 type inviteJSON struct {
 	Code      string `json:"code"`
 	URL       string `json:"url"`

@@ -97,7 +97,7 @@ is an event in the account's stream: every node applies it.`,
 			var res struct{ SetAccountQuota usageJSON }
 			q := `mutation($a: ID!, $s: String, $r: String, $c: String){ setAccountQuota(account: $a, storage: $s, rate: $r, apiCost: $c){ ` + usageFields + ` } }`
 			if err := conn.Client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
-				return fmt.Errorf("set quota of account %s: %w", args[0], err)
+				return fmt.Errorf("set quota of account %s: %w", args[0], cmdutil.AdminRefused(err))
 			}
 			return printUsage(stdout, out, []usageJSON{res.SetAccountQuota})
 		},
@@ -149,7 +149,7 @@ its quota (counted per node since it started).`,
 			var res struct{ AccountsUsage []usageJSON }
 			q := `query($a: ID, $n: Int){ accountsUsage(account: $a, first: $n){ ` + usageFields + ` } }`
 			if err := conn.Client(adminToken).Do(c.Context(), q, vars, &res); err != nil {
-				return fmt.Errorf("read usage: %w", err)
+				return fmt.Errorf("read usage: %w", cmdutil.AdminRefused(err))
 			}
 			return printUsage(stdout, out, res.AccountsUsage)
 		},

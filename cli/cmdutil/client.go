@@ -134,6 +134,18 @@ func CallGraphQL(ctx context.Context, server, token, query string, vars map[stri
 	return apiclient.New(server, token).Do(ctx, query, vars, out)
 }
 
+// AdminRefused is err of a call made with the operator's --admin-token:
+// a token the relay refuses there is that token, which relay login does
+// not give, so the refusal names it instead of apiclient's advice to log
+// in. Other errors pass through.
+func AdminRefused(err error) error {
+	var e *apiclient.Error
+	if errors.As(err, &e) && e.Code == "UNAUTHENTICATED" && e.Server != "" {
+		return Usage(fmt.Errorf("the relay at %s refused the admin token: give the --admin-token relay serve runs with (or set RELAY_ADMIN_TOKEN); a relay started without --admin-token takes none (UNAUTHENTICATED)", e.Server))
+	}
+	return err
+}
+
 // NormalServer reads --server: a URL, or a host[:port] without a scheme,
 // which means http for this machine (localhost, *.localhost, 127.0.0.1,
 // ::1) and https elsewhere, as a browser's address bar would. It is the

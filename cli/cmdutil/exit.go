@@ -6,6 +6,7 @@ package cmdutil
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -79,7 +80,11 @@ func UsageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // value) as a usage error naming the command and where its flags are
 // listed.
 func FlagError(cmd *cobra.Command, err error) error {
-	return Usage(fmt.Errorf("%s%w (%s --help lists the flags)", commandName(cmd), err, cmd.CommandPath()))
+	hint := ""
+	if err.Error() == "unknown flag: --json" && cmd.Flags().Lookup("output") != nil {
+		hint = "; JSON is -o json" // what gh and others call --json
+	}
+	return Usage(fmt.Errorf("%s%w%s (%s --help lists the flags)", commandName(cmd), err, hint, cmd.CommandPath()))
 }
 
 // UnknownCommand is the argument check of a command that only groups
@@ -93,10 +98,28 @@ func UnknownCommand(cmd *cobra.Command, args []string) error {
 		cmd.SuggestionsMinimumDistance = 2 // cobra's, which only its own error path sets
 	}
 	hint := ""
-	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+	s := namedFor(cmd, args[0])
+	if len(s) == 0 {
+		s = cmd.SuggestionsFor(args[0])
+	}
+	if len(s) > 0 {
 		hint = "; did you mean " + strings.Join(s, " or ") + "?"
 	}
 	return Usage(fmt.Errorf("%sunknown command %q%s (%s --help lists the commands)", commandName(cmd), args[0], hint, cmd.CommandPath()))
+}
+
+// namedFor is the subcommands of cmd that list word in their SuggestFor
+// (the word other webhook tools use for them: Stripe CLI's logs for tail).
+// They are the whole hint when there are any: a command one letter
+// away in spelling ("logs" and "login") is not what such a user means.
+func namedFor(cmd *cobra.Command, word string) []string {
+	var named []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() && slices.Contains(sub.SuggestFor, strings.ToLower(word)) {
+			named = append(named, sub.Name())
+		}
+	}
+	return named
 }
 
 // commandName is cmd's path below the program's name and a colon,

@@ -2,8 +2,10 @@ package cmdutil
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -16,9 +18,21 @@ func ExportOut(path string, stdout io.Writer) (w io.Writer, commit func() error,
 		bw := bufio.NewWriterSize(stdout, 64<<10)
 		return bw, bw.Flush, func() {}, nil
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, nil, nil, Usage(fmt.Errorf("export: -o %s is a folder: name the file to write in it", path))
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.partial")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("export: %w", err)
+		// The temporary file's name is none of the user's: the error
+		// names path and its folder.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil, Usage(fmt.Errorf("export: -o %s: there is no folder %s", path, filepath.Dir(path)))
+		}
+		return nil, nil, nil, fmt.Errorf("export: write %s: %w", path, err)
 	}
 	bw := bufio.NewWriterSize(f, 64<<10)
 	done := false
@@ -30,7 +44,11 @@ func ExportOut(path string, stdout io.Writer) (w io.Writer, commit func() error,
 			return fmt.Errorf("export: write %s: %w", path, err)
 		}
 		if err := os.Rename(f.Name(), path); err != nil {
-			return fmt.Errorf("export: %w", err)
+			var le *os.LinkError
+			if errors.As(err, &le) {
+				err = le.Err
+			}
+			return fmt.Errorf("export: write %s: %w", path, err)
 		}
 		done = true
 		return nil

@@ -75,8 +75,11 @@ attempts. Response bodies are compared only when the Endpoint captures them.`,
 			case 3:
 				a, b = args[1], args[2]
 			}
-			if len(args) == 1 && n < 2 {
-				return cmdutil.Usage(fmt.Errorf("delivery %s has %d attempt(s): nothing to compare (relay retry it, or compare with: diff %s original 1)", d.ID, n, d.ID))
+			switch {
+			case n == 0:
+				return cmdutil.Usage(fmt.Errorf("delivery %s has no attempts to compare: nothing was forwarded, the relay answered it itself; relay retry %s forwards it to a listener when its Endpoint is in PROXY or QUEUE mode", d.ID, d.ID))
+			case len(args) == 1 && n == 1:
+				return cmdutil.Usage(fmt.Errorf("delivery %s has 1 attempt: nothing to compare it with yet (relay retry %s makes a second), or compare it with the request as recorded: relay deliveries diff %s original 1", d.ID, d.ID, d.ID))
 			}
 			name := func(ref string) (string, error) {
 				if ref == "original" || ref == "0" {

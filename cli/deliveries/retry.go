@@ -36,8 +36,10 @@ func RetryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	var all, refusedOffline, dead bool
 	catch := defaultCatchUp
 	cmd := &cobra.Command{
-		Use:   "retry DELIVERY_ID | --all --refused-offline ENDPOINT | --all --dead ENDPOINT",
-		Short: "Replay a stored delivery to its Endpoint's local target, as recorded or edited",
+		Use: "retry DELIVERY_ID | --all --refused-offline ENDPOINT | --all --dead ENDPOINT",
+		// Stripe CLI's events resend, other tools' redeliver.
+		SuggestFor: []string{"resend", "redeliver"},
+		Short:      "Replay a stored delivery to its Endpoint's local target, as recorded or edited",
 		Long: `Replay a stored delivery to its Endpoint's local target (through the
 connected agent) and print the new attempt. Exits 1 when the new attempt was
 not answered 2xx, 2 when the relay refuses the retry (unknown id, bad token,
@@ -117,6 +119,11 @@ sends only the rest.`,
 					case "AGENT_NOT_CONNECTED":
 						hinted := *ae
 						hinted.Message += "; a retry goes through a listener: start relay listen PORT ENDPOINT, then retry"
+						err = &hinted
+					case "RETRY_NOT_PROXY":
+						hinted := *ae
+						hinted.Message += " or QUEUE mode, whose deliveries go to a listener (relay endpoints update ENDPOINT --mode proxy --target PORT); " +
+							"an inspector's are sent again by the curl command relay deliveries show " + args[0] + " --body prints"
 						err = &hinted
 					}
 				}

@@ -56,8 +56,9 @@ func deliveriesShowCommand(env func(string) string, stdout io.Writer) *cobra.Com
 	var out cmdutil.Output
 	var body bool
 	cmd := &cobra.Command{
-		Use:   "show DELIVERY_ID",
-		Short: "Show a delivery's request, attempts, and a curl command that replays it",
+		Use:        "show DELIVERY_ID",
+		SuggestFor: []string{"get", "view"},
+		Short:      "Show a delivery's request, attempts, and a curl command that replays it",
 		Example: `  relay deliveries show 0193a7c2-...
   relay deliveries show 0193a7c2-... --body
   relay deliveries show 0193a7c2-... -o json | jq -r .curl | sh`,

@@ -24,8 +24,10 @@ func TailCommand(env func(string) string, stdout, stderr io.Writer) *cobra.Comma
 	var conn cmdutil.Connection
 	var out cmdutil.Output
 	cmd := &cobra.Command{
-		Use:   "tail ADDRESS",
-		Short: "Print an Endpoint's or inspector's deliveries live, as they arrive",
+		Use: "tail ADDRESS",
+		// Stripe CLI's logs tail, heroku logs.
+		SuggestFor: []string{"logs", "log"},
+		Short:      "Print an Endpoint's or inspector's deliveries live, as they arrive",
 		Long: `Print an Endpoint's or inspector's deliveries live, as they arrive and as
 their answers are recorded, until interrupted. ADDRESS is an Endpoint's id
 or name, or an inspector's id. A dropped connection is resumed with backoff

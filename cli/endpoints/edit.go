@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/agentcli"
+	"github.com/relayhq/relay/apiclient"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
@@ -115,8 +116,9 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	var ans AnswerFlags
 	var qf queueFlags
 	cmd := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create an Endpoint and print its public URL",
+		Use:        "create NAME",
+		SuggestFor: []string{"new", "add"},
+		Short:      "Create an Endpoint and print its public URL",
 		Example: `  relay endpoints create stripe --target 3000
   relay endpoints create audit-log --mode LOG`,
 		Args: cmdutil.UsageArgs(cobra.ExactArgs(1)),
@@ -144,7 +146,7 @@ func endpointsCreateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			}
 			var res struct{ CreateEndpoint Endpoint }
 			if err := client.Do(c.Context(), `mutation($in: CreateEndpointInput!){ createEndpoint(input: $in){ `+Fields+` } }`, map[string]any{"in": in}, &res); err != nil {
-				return fmt.Errorf("create endpoint: %w", err)
+				return fmt.Errorf("create endpoint: %w", withTargetFlag(err))
 			}
 			return printEndpoint(stdout, out, "created", res.CreateEndpoint)
 		},
@@ -197,7 +199,7 @@ func endpointsUpdateCommand(env func(string) string, stdout io.Writer) *cobra.Co
 			}
 			var res struct{ UpdateEndpoint Endpoint }
 			if err := client.Do(c.Context(), `mutation($id: ID!, $in: UpdateEndpointInput!){ updateEndpoint(id: $id, input: $in){ `+Fields+` } }`, map[string]any{"id": ep.ID, "in": in}, &res); err != nil {
-				return fmt.Errorf("update endpoint: %w", err)
+				return fmt.Errorf("update endpoint: %w", withTargetFlag(err))
 			}
 			return printEndpoint(stdout, out, "updated", res.UpdateEndpoint)
 		},
@@ -244,4 +246,17 @@ func endpointsDeleteCommand(env func(string) string, stdout io.Writer) *cobra.Co
 	conn.Flags(cmd.Flags())
 	out.Flags(cmd.Flags())
 	return cmd
+}
+
+// withTargetFlag names the flag in a refusal of the target (PROXY mode
+// with none): the API's message names the field, this command's user
+// needs the flag.
+func withTargetFlag(err error) error {
+	var ae *apiclient.Error
+	if errors.As(err, &ae) && ae.Code == "INVALID_INPUT" && ae.Extensions["field"] == "target" {
+		hinted := *ae
+		hinted.Message += "; give it with --target, such as --target 3000"
+		return &hinted
+	}
+	return err
 }

@@ -262,6 +262,10 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 		// log found wrong (exit 1).
 		return cmdutil.Usage(fmt.Errorf("no export file %s: give the file relay events export wrote, or --data the folder relay serve keeps its data in", path))
 	}
+	// So is a file of the other exports (relay deliveries export).
+	if kind := otherExport(path); kind != "" {
+		return cmdutil.Usage(fmt.Errorf("%s is %s, not an export of the event log: give the file relay events export wrote (relay events export --data DIR -o events.jsonl)", path, kind))
+	}
 	if err != nil {
 		return err
 	}
@@ -279,6 +283,28 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 	}
 	defer x.Close()
 	return verifyChain(ctx, x, opts, w)
+}
+
+// otherExport names what relay deliveries export writes when path begins
+// as one of those files does: "a HAR file" (its first key "log"), "a
+// replay bundle" (its first key "relay_bundle"); else "".
+func otherExport(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	d := json.NewDecoder(io.LimitReader(f, 4<<10))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	switch t, _ := d.Token(); t {
+	case "log":
+		return "a HAR file"
+	case "relay_bundle":
+		return "a replay bundle"
+	}
+	return ""
 }
 
 func withStore(ctx context.Context, data, eventstoreURL string, fn func(domain.EventStore) error) error {

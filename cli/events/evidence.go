@@ -238,6 +238,11 @@ func verifyProofFile(path, pubkey string, w io.Writer) error {
 	if err != nil {
 		return cmdutil.Usage(err)
 	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		// What relay events prove ... > FILE leaves when prove refused: a
+		// command line to run again later (exit 2), not a proof found wrong.
+		return cmdutil.Usage(fmt.Errorf("--proof %s is empty: relay events prove writes a proof only once a checkpoint signs the delivery (every --checkpoint-interval, and at shutdown); run it again then", path))
+	}
 	p, sp, err := evidence.ReadProof(path)
 	switch {
 	case evidence.IsLimit(err):

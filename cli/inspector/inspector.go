@@ -43,8 +43,9 @@ func Command(env func(string) string, stdout io.Writer) *cobra.Command {
 	var out cmdutil.Output
 	var smee bool
 	create := &cobra.Command{
-		Use:   "create",
-		Short: "Create an inspector (no account needed) and print its URL",
+		Use:        "create",
+		SuggestFor: []string{"new"},
+		Short:      "Create an inspector (no account needed) and print its URL",
 		Example: `  url=$(relay inspector create | head -1)
   curl -d hello "$url"
   relay inspector create --smee   # a smee.io-compatible URL for WEBHOOK_PROXY_URL`,

@@ -203,6 +203,14 @@ var targetFlags = []string{"--forward-to", "--forward", "--target", "--port", "-
 // localhost:3000/webhooks", or "" for any other flag error.
 func targetFlagHint(err error) string {
 	msg := err.Error()
+	switch msg {
+	case "unknown flag: --path": // hookdeck's and smee's path flag
+		return "; the path goes in TARGET: relay listen localhost:3000/webhooks"
+	case "unknown flag: --skip-verify": // Stripe CLI's
+		return "; a self-signed local certificate is accepted with --insecure"
+	case "unknown flag: --url", "unknown flag: --domain", "unknown flag: --subdomain", "unknown flag: --name": // ngrok's, localtunnel's
+		return "; a lasting public URL is an Endpoint's: name it after TARGET, relay listen 3000 my-app (relay endpoints list shows yours)"
+	}
 	for _, f := range targetFlags {
 		named := msg == "unknown flag: "+f
 		if short, ok := strings.CutPrefix(f, "-"); ok && !strings.HasPrefix(short, "-") {

@@ -30,8 +30,10 @@ func Command(env func(string) string, stdin io.Reader, stdout, stderr io.Writer)
 	var signup, invite string
 	var force, device bool
 	cmd := &cobra.Command{
-		Use:   "login --server URL [--token T | --token - | --signup NAME | --device]",
-		Short: "Log in to a relay: store its URL and your token for later commands",
+		Use: "login --server URL [--token T | --token - | --signup NAME | --device]",
+		// Sign-up is login --signup; ngrok's authtoken, gh's auth.
+		SuggestFor: []string{"signup", "register", "signin", "auth", "authtoken"},
+		Short:      "Log in to a relay: store its URL and your token for later commands",
 		Example: `  relay login --server https://relay.example.com          # approve in the browser
   relay login --server http://localhost:8080 --signup me
   relay login --server https://relay.example.com --token rly_...

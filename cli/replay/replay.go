@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/relayhq/relay/cli/cmdutil"
@@ -44,6 +47,9 @@ server refused the connection, closed it, or timed out).`,
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if _, err := os.Stat(args[0]); errors.Is(err, fs.ErrNotExist) {
+				return cmdutil.Usage(noBundle(args[0]))
+			}
 			target, err := offline.ParseTarget(to)
 			if err != nil {
 				return err
@@ -69,4 +75,13 @@ server refused the connection, closed it, or timed out).`,
 	cmd.Flags().Var(duration.NewFlag(&timeout, 30*time.Second), "timeout", "bound on each request: connect, send, and the answer's headers")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "with an https --to: accept any certificate (a local server's self-signed one)")
 	return cmd
+}
+
+// noBundle is the refusal of a BUNDLE that is no file. A delivery's id is
+// what a user who means relay retry types here, so that one names it.
+func noBundle(arg string) error {
+	if _, err := uuid.Parse(arg); err == nil {
+		return fmt.Errorf("replay: %s is a delivery id, not a bundle file: relay retry %s sends a stored delivery again through the listener; relay replay sends the requests of a file that relay deliveries export ADDRESS --format bundle -o FILE wrote", arg, arg)
+	}
+	return fmt.Errorf("replay: no bundle file %s: give the file relay deliveries export ADDRESS --format bundle -o FILE wrote", arg)
 }

@@ -43,13 +43,24 @@ const defaultHeaderTimeout = 30 * time.Second
 func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfg serveConfig
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the relay: public addresses, the console and the GraphQL API",
+		Use: "serve",
+		// What other servers' command lines call running one.
+		SuggestFor: []string{"start", "run", "up", "server"},
+		Short:      "Run the relay: public addresses, the console and the GraphQL API",
 		Example: "  relay serve\n  relay serve --listen 0.0.0.0:8080 --domain relay.example.com --data /var/lib/relay\n" +
 			"  RELAY_INSPECTOR_TTL=1h relay serve\n" +
 			"  relay serve --listen 0.0.0.0:443 --http-listen 0.0.0.0:80 --domain relay.example.com --tls-cert fullchain.pem --tls-key privkey.pem\n" +
 			"  relay serve --public-url https://relay.example.com --console-url https://console.example.org --trusted-proxies 127.0.0.1/32   # behind a TLS proxy, the console on its own site (docs/deploy.md)",
-		Args: cobra.NoArgs,
+		// relay serve 8080, as other servers take their port: the port is
+		// part of --listen.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if _, err := strconv.ParseUint(args[0], 10, 16); err == nil {
+					return cmdutil.Usage(fmt.Errorf("serve: the port is part of --listen: relay serve --listen 127.0.0.1:%s", args[0]))
+				}
+			}
+			return cobra.NoArgs(c, args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cmdutil.BindEnv(cmd.Flags(), env); err != nil {
 				return err
@@ -65,7 +76,7 @@ func Command(env func(string) string, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		if err.Error() == "unknown flag: --port" {
+		if msg := err.Error(); msg == "unknown flag: --port" || strings.HasPrefix(msg, "unknown shorthand flag: 'p' in ") {
 			err = fmt.Errorf("%w; the port is part of --listen: --listen 127.0.0.1:8080", err)
 		}
 		return cmdutil.FlagError(c, err)
