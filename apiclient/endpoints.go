@@ -77,7 +77,7 @@ func EndpointsIn[T any](ctx context.Context, c *Client, fields string, ids []str
 				page = (n + 1) / 2
 				continue
 			}
-			return all, fmt.Errorf("read %d Endpoints after %d: %w", n, next, err)
+			return all, fmt.Errorf("Endpoints %d to %d of %d: %w", next+1, next+n, len(ids), err)
 		}
 		if len(out.Endpoints) == 0 {
 			return all, nil
