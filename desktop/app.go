@@ -569,16 +569,27 @@ func (u *UI) Compare(id, a, b string) (json.RawMessage, error) {
 	return c, nil
 }
 
-// Stats returns an Endpoint's last hour (60 one-minute buckets and their
-// totals) for the chart on its card.
-func (u *UI) Stats(endpointID string) (json.RawMessage, error) {
+// Stats returns the last hour (60 one-minute buckets and their totals) of
+// the Endpoints endpointIDs names, in the order of the endpoints list, by
+// id, for the charts on their cards: nine a request (statsPage), one
+// request at a time. Those read before a request failed are returned, the
+// error logged; a card whose stats are missing keeps its last chart.
+func (u *UI) Stats(endpointIDs []string) (map[string]json.RawMessage, error) {
 	api, ok := u.app.api()
 	if !ok {
 		return nil, errors.New("not signed in")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// A minute for all the pages; each request is bounded by httpClient.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return api.stats(ctx, endpointID)
+	st, err := api.stats(ctx, endpointIDs)
+	if err != nil && len(st) == 0 {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if err != nil {
+		u.app.log.Warn("stats partly read", "read", len(st), "of", len(endpointIDs), "error", err)
+	}
+	return st, nil
 }
 
 // Retry sends the delivery again through the relay (retryDelivery): a new

@@ -238,23 +238,49 @@ func TestClientDocumentsWithinBudget(t *testing.T) {
 // than a request holds. Both are read from the console's files, so a change
 // to the document, the page or the price of stats fails here.
 func TestConsoleSparklinePagesFitTheBudget(t *testing.T) {
-	read := func(name string, re *regexp.Regexp) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join("..", "console", "web", "assets", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := re.FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s holds no %s", name, re)
-		}
-		return string(m[1])
-	}
-	page, err := strconv.Atoi(read("charts.js", regexp.MustCompile(`export const SPARKLINES_PAGE = (\d+);`)))
+	dir := filepath.Join("..", "console", "web", "assets")
+	page := readFrom(t, filepath.Join(dir, "charts.js"), `export const SPARKLINES_PAGE = (\d+);`)
+	query := readFrom(t, filepath.Join(dir, "api.js"), "export const ENDPOINTS_STATS = `([^`]+)`;")
+	pageFitsTheBudget(t, "sparklines", query, page)
+}
+
+// TestDesktopStatsPagesFitTheBudget: the desktop window reads its cards'
+// charts statsPage Endpoints a request (desktop/api.go), each row selecting
+// statsFields, through apiclient.EndpointsIn's document: that page must
+// pass the default budget, and one row more must not. All three are read
+// from the files, so a change to the fields, the page, the document or the
+// price of stats fails here.
+func TestDesktopStatsPagesFitTheBudget(t *testing.T) {
+	api := filepath.Join("..", "desktop", "api.go")
+	page := readFrom(t, api, `(?m)^const statsPage = (\d+)$`)
+	fields := readFrom(t, api, "(?m)^const statsFields = `([^`]+)`$")
+	doc := readFrom(t, filepath.Join("..", "apiclient", "endpoints.go"), "(?m)^const endpointsQuery = `([^`]+)`$")
+	pageFitsTheBudget(t, "cards' stats", fmt.Sprintf(doc, fields), page)
+}
+
+// readFrom returns the first submatch of pattern in the file at path.
+func readFrom(t *testing.T, path, pattern string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	query := read("api.js", regexp.MustCompile("export const ENDPOINTS_STATS = `([^`]+)`;"))
+	m := regexp.MustCompile(pattern).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s holds no %s", path, pattern)
+	}
+	return string(m[1])
+}
+
+// pageFitsTheBudget checks that query (an endpoints page with $first and
+// $after) costs at most DefaultMaxCost with first = page, and more with
+// page+1, so a client's page is the most a request holds.
+func pageFitsTheBudget(t *testing.T, what, query, page string) {
+	t.Helper()
+	n, err := strconv.Atoi(page)
+	if err != nil {
+		t.Fatal(err)
+	}
 	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: costs(Limits{}.withDefaults())})
 	doc, errs := gqlparser.LoadQuery(es.Schema(), query)
 	if errs != nil {
@@ -263,12 +289,12 @@ func TestConsoleSparklinePagesFitTheBudget(t *testing.T) {
 	cost := func(first int) int {
 		return operationCost(context.Background(), es, doc.Operations[0], map[string]any{"first": first, "after": "e"})
 	}
-	t.Logf("a page of %d costs %d, of %d %d", page, cost(page), page+1, cost(page+1))
-	if c := cost(page); c > DefaultMaxCost {
-		t.Errorf("a page of %d sparklines costs %d, over the default budget %d", page, c, DefaultMaxCost)
+	t.Logf("a page of %d %s costs %d, of %d %d", n, what, cost(n), n+1, cost(n+1))
+	if c := cost(n); c > DefaultMaxCost {
+		t.Errorf("a page of %d %s costs %d, over the default budget %d", n, what, c, DefaultMaxCost)
 	}
-	if c := cost(page + 1); c <= DefaultMaxCost {
-		t.Errorf("a page of %d sparklines costs %d, within the default budget %d: SPARKLINES_PAGE could be larger", page+1, c, DefaultMaxCost)
+	if c := cost(n + 1); c <= DefaultMaxCost {
+		t.Errorf("a page of %d %s costs %d, within the default budget %d: the page could be larger", n+1, what, c, DefaultMaxCost)
 	}
 }
 

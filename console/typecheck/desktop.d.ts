@@ -90,7 +90,7 @@ declare namespace Desktop {
     /** The relay's Delivery, as the console's detail pane reads it. */
     Delivery(id: string): Promise<GQL.Delivery>;
     Compare(id: string, a: string, b: string): Promise<GQL.AttemptComparison>;
-    Stats(endpointID: string): Promise<GQL.Stats>;
+    Stats(endpointIDs: string[]): Promise<Record<string, GQL.Stats>>;
     Retry(id: string, edit: GQL.RequestEditInput | null): Promise<GQL.Delivery>;
     SetVisible(visible: boolean): Promise<void>;
     Hide(): Promise<void>;
