@@ -40,10 +40,10 @@ func newUserCode() string {
 }
 
 // RequestDeviceCode opens a device code for a device named clientName
-// (RFC 8628 §3.1). Both codes are returned once; only their hashes are
-// recorded.
-func (s *Service) RequestDeviceCode(ctx context.Context, clientName string) (DeviceCode, error) {
-	if err := s.checkPendingDevices(ctx); err != nil {
+// asking from the client network network ("" when unknown) (RFC 8628
+// §3.1). Both codes are returned once; only their hashes are recorded.
+func (s *Service) RequestDeviceCode(ctx context.Context, clientName, network string) (DeviceCode, error) {
+	if err := s.checkPendingDevices(ctx, network); err != nil {
 		return DeviceCode{}, err
 	}
 	random, _ := NewToken()
@@ -52,7 +52,7 @@ func (s *Service) RequestDeviceCode(ctx context.Context, clientName string) (Dev
 	userCode := newUserCode()
 	id := NewEventID()
 	expires := s.now().Add(domain.DeviceCodeLifetime)
-	d, err := domain.RequestDeviceCode(id, deviceHash, HashToken(userCode), clientName, expires)
+	d, err := domain.RequestDeviceCode(id, deviceHash, HashToken(userCode), clientName, network, expires)
 	if err != nil {
 		return DeviceCode{}, err
 	}
@@ -62,18 +62,22 @@ func (s *Service) RequestDeviceCode(ctx context.Context, clientName string) (Dev
 	return DeviceCode{DeviceCode: deviceCode, UserCode: domain.DisplayUserCode(userCode), ExpiresAt: expires, Lifetime: domain.DeviceCodeLifetime, Interval: domain.DevicePollInterval}, nil
 }
 
-// pendingDevices counts the device codes waiting for a decision
-// (projections.Accounts.PendingDeviceCodes).
+// pendingDevices counts the device codes waiting for a decision, of the
+// relay and of one client network (projections.Accounts).
 type pendingDevices interface {
 	PendingDeviceCodes(ctx context.Context, now time.Time, most int) (int, error)
+	NetworkPendingDeviceCodes(ctx context.Context, network string, now time.Time, most int) (int, error)
 }
 
 // checkPendingDevices refuses a new device code while the relay's budget
-// of codes waiting for a decision (Config.MaxPendingDeviceCodes) is full:
-// the codes are kept in the log for good and anyone may ask for one, so
-// this bounds what many networks together append, not one network's rate.
+// of codes waiting for a decision (Config.MaxPendingDeviceCodes) is full,
+// or the share of it of the client network asking
+// (domain.DeviceCodeNetworkShare; network "" has none of its own): the
+// codes are kept in the log for good and anyone may ask for one, so the
+// budget bounds what many networks together append, and the share keeps
+// a few networks from holding every other's device login refused.
 // Codes asked for but not yet in the views may pass it, by their number.
-func (s *Service) checkPendingDevices(ctx context.Context) error {
+func (s *Service) checkPendingDevices(ctx context.Context, network string) error {
 	pv, ok := s.views.(pendingDevices)
 	if !ok {
 		return nil
@@ -82,12 +86,23 @@ func (s *Service) checkPendingDevices(ctx context.Context) error {
 	if most <= 0 {
 		most = domain.MaxPendingDeviceCodes
 	}
-	n, err := pv.PendingDeviceCodes(ctx, s.now(), most)
+	now := s.now()
+	n, err := pv.PendingDeviceCodes(ctx, now, most)
 	if err != nil {
 		return err
 	}
 	if n >= most {
 		return &domain.DeviceCodesFullError{Max: most}
+	}
+	if network == "" {
+		return nil
+	}
+	share := domain.DeviceCodeNetworkShare(most)
+	if n, err = pv.NetworkPendingDeviceCodes(ctx, network, now, share); err != nil {
+		return err
+	}
+	if n >= share {
+		return &domain.DeviceCodesFullError{Max: most, Network: network, Share: share}
 	}
 	return nil
 }

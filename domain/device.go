@@ -42,16 +42,32 @@ const DevicePollInterval = 5 * time.Second
 // however many networks ask.
 const MaxPendingDeviceCodes = 1000
 
+// DeviceCodeNetworkShare is how many of most device codes waiting at once
+// one client network (IPv4 /24, IPv6 /48) may hold: a sixteenth
+// (GuestNetworkShares, 62 of MaxPendingDeviceCodes), at least one. Without
+// it the clients of a few networks filled the relay's budget and kept
+// every other team's device login refused for DeviceCodeLifetime.
+func DeviceCodeNetworkShare(most int) int { return max(1, most/GuestNetworkShares) }
+
 // DeviceCodesFullError refuses a device code while the relay's budget of
-// codes waiting for a decision is full; the oldest expires within
+// codes waiting for a decision is full, or the share of it of the client
+// network asking (Network, Share); the oldest expires within
 // DeviceCodeLifetime. It matches ErrStorageQuota (QUOTA_EXCEEDED).
-type DeviceCodesFullError struct{ Max int }
+type DeviceCodesFullError struct {
+	Max     int
+	Network string // "" when the whole budget is full
+	Share   int
+}
 
 func (e *DeviceCodesFullError) Error() string {
+	if e.Network != "" {
+		return fmt.Sprintf("device logins asked for from your network (%s) already wait for approval, its share of this relay's (%d of the %d it keeps waiting): try again in a few minutes, or sign in with a token (relay login --token)",
+			e.Network, e.Share, e.Max)
+	}
 	return fmt.Sprintf("%d device logins already wait for approval on this relay, the most it keeps waiting: try again in a few minutes, or sign in with a token (relay login --token)", e.Max)
 }
 
-// Is makes errors.Is(err, ErrStorageQuota) true: a relay-wide budget is used up.
+// Is makes errors.Is(err, ErrStorageQuota) true: a budget is used up.
 func (e *DeviceCodesFullError) Is(target error) bool { return target == ErrStorageQuota }
 
 // UserCodeAlphabet holds no vowels (no words) and no look-alike digits, as
@@ -107,8 +123,10 @@ type DeviceAuthorization struct {
 	name      string
 }
 
-// RequestDeviceCode opens a device code, stored by the hashes of its two codes.
-func RequestDeviceCode(id, deviceCodeHash, userCodeHash, clientName string, expiresAt time.Time) (*DeviceAuthorization, error) {
+// RequestDeviceCode opens a device code, stored by the hashes of its two
+// codes, for a device asking from the client network network ("" when
+// unknown), whose share of the codes waiting it counts in.
+func RequestDeviceCode(id, deviceCodeHash, userCodeHash, clientName, network string, expiresAt time.Time) (*DeviceAuthorization, error) {
 	if len(deviceCodeHash) != 64 || len(userCodeHash) != 64 {
 		return nil, &InvalidInputError{Field: "code hash", Reason: "must be a hex SHA-256"}
 	}
@@ -117,7 +135,7 @@ func RequestDeviceCode(id, deviceCodeHash, userCodeHash, clientName string, expi
 	}
 	d := &DeviceAuthorization{aggregate: newAggregate()}
 	d.raise(DeviceCodeRequested{DeviceID: id, DeviceCodeHash: deviceCodeHash, UserCodeHash: userCodeHash,
-		ClientName: strings.TrimSpace(clientName), ExpiresAt: expiresAt.UTC().Format(time.RFC3339Nano)})
+		ClientName: strings.TrimSpace(clientName), ExpiresAt: expiresAt.UTC().Format(time.RFC3339Nano), Network: network})
 	return d, nil
 }
 

@@ -43,13 +43,13 @@ func TestDeviceAuthorization(t *testing.T) {
 	hash := strings.Repeat("a", 64)
 	open := func(t *testing.T) *domain.DeviceAuthorization {
 		t.Helper()
-		d, err := domain.RequestDeviceCode("dev-1", hash, hash, "laptop", now.Add(domain.DeviceCodeLifetime))
+		d, err := domain.RequestDeviceCode("dev-1", hash, hash, "laptop", "", now.Add(domain.DeviceCodeLifetime))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return domain.LoadDeviceAuthorization(d.Changes())
 	}
-	if _, err := domain.RequestDeviceCode("dev-1", hash, hash, "", now); err == nil {
+	if _, err := domain.RequestDeviceCode("dev-1", hash, hash, "", "", now); err == nil {
 		t.Error("a device without a name was accepted")
 	}
 

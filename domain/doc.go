@@ -17,7 +17,7 @@
 //	token.revoked.v1        TokenRevoked         an API token stopped working
 //	token.used.v1           TokenUsed            a token was used (at most about once a minute), on "tokenuse-<account id>"
 //	account.snapshot.v1     AccountSnapshot      the account's tokens, members, invites and quota, as its stream folds them so far
-//	device.code_requested.v1 DeviceCodeRequested a device asked to log in (code hashes only)
+//	device.code_requested.v1 DeviceCodeRequested a device asked to log in (code hashes only, and the client network that asked)
 //	device.approved.v1      DeviceApproved       a signed-in person approved its user code
 //	device.denied.v1        DeviceDenied         … or denied it
 //	device.redeemed.v1      DeviceRedeemed       the device received its token; the code is used up

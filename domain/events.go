@@ -273,6 +273,11 @@ type DeviceCodeRequested struct {
 	UserCodeHash   string `json:"user_code_hash"`   // hex SHA-256 of the normal user code
 	ClientName     string `json:"client_name"`      // the device's hostname: its token's name
 	ExpiresAt      string `json:"expires_at"`       // RFC 3339
+	// Network is the client network (IPv4 /24, IPv6 /48) that asked: its
+	// codes waiting together hold at most DeviceCodeNetworkShare of the
+	// relay's. Absent in older events and when the client's address is
+	// unknown: counted in the whole only.
+	Network string `json:"network,omitempty"`
 }
 
 // DeviceApproved records that a signed-in person let the device in;

@@ -31,7 +31,7 @@ func (r *Resolver) requestDeviceCode(ctx context.Context, clientName string) (*m
 	if err := r.limitAnonymous(ctx); err != nil {
 		return nil, err
 	}
-	d, err := r.Service.RequestDeviceCode(ctx, clientName)
+	d, err := r.Service.RequestDeviceCode(ctx, clientName, clientNetwork(ctx))
 	if err != nil {
 		return nil, err
 	}

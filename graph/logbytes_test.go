@@ -171,9 +171,9 @@ func quotaRefusals(t *testing.T, tries int, try func(i int) string) int {
 // and each device.code_requested.v1 is kept in the log for good, bounded
 // only by --anonymous-rate per client address and network: clients of
 // many networks together appended without end. The codes waiting for a
-// decision now have a relay-wide budget (a few here): past it
-// requestDeviceCode is QUOTA_EXCEEDED, nothing recorded, until codes
-// expire or are decided.
+// decision now have a relay-wide budget (a few here, each asked for from
+// a network of its own): past it requestDeviceCode is QUOTA_EXCEEDED,
+// nothing recorded, until codes expire or are decided.
 func TestDeviceCodesHaveARelayWideBudget(t *testing.T) {
 	const (
 		most  = 8
@@ -189,7 +189,9 @@ func TestDeviceCodesHaveARelayWideBudget(t *testing.T) {
 	}
 	request := func(i int) string {
 		var out struct{ RequestDeviceCode struct{ UserCode string } }
-		err := e.c.Post(`mutation($n: String!) { requestDeviceCode(clientName: $n) { userCode } }`, &out, client.Var("n", fmt.Sprintf("host-%d", i)))
+		// Each from a network of its own: no network's share is reached.
+		err := e.c.Post(`mutation($n: String!) { requestDeviceCode(clientName: $n) { userCode } }`, &out, client.Var("n", fmt.Sprintf("host-%d", i)),
+			fromIP(fmt.Sprintf("127.0.%d.1", i+1)))
 		if err == nil {
 			// The next request counts this one: the views hold it.
 			last, err := e.store.LastPosition(context.Background())
@@ -213,6 +215,62 @@ func TestDeviceCodesHaveARelayWideBudget(t *testing.T) {
 	if msg := request(tries); msg != "" {
 		t.Errorf("a device code once the others expired: %s", msg)
 	}
+}
+
+// TestDeviceCodesHaveANetworkShare: the relay-wide budget of device codes
+// waiting for a decision was one pool for every client network, so the
+// clients of a few networks, each within --anonymous-rate, could fill it
+// and keep every other team's `relay login` refused QUOTA_EXCEEDED for the
+// codes' 10 minutes. Each client network (IPv4 /24, IPv6 /48) now holds at
+// most a sixteenth of the budget (2 of 32 here): past it that network is
+// refused QUOTA_EXCEEDED naming its share, and another network still gets
+// its code.
+func TestDeviceCodesHaveANetworkShare(t *testing.T) {
+	const (
+		most  = 32
+		share = most / domain.GuestNetworkShares
+		tries = 40
+	)
+	for _, tc := range []struct {
+		name    string
+		flood   func(i int) string // the addresses of one network
+		network string             // how its refusal names it
+		other   string             // an address of another network
+	}{
+		{"IPv4 /24", func(i int) string { return fmt.Sprintf("127.0.1.%d", i+1) }, "127.0.1.0/24", "127.0.2.1"},
+		{"IPv6 /48", func(i int) string { return fmt.Sprintf("2001:db8:1:%x::1", i) }, "2001:db8:1::/48", "2001:db8:2::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvConfig(t, nil, nil, func(c *commands.Config) { c.MaxPendingDeviceCodes = most })
+			var refusal string
+			refused := quotaRefusals(t, tries, func(i int) string {
+				msg := e.requestDeviceFrom(tc.flood(i), fmt.Sprintf("host-%d", i))
+				if msg != "" {
+					refusal = msg
+				}
+				return msg
+			})
+			other := e.requestDeviceFrom(tc.other, "elsewhere")
+			t.Logf("one network was issued %d of %d device codes (budget %d, share %d); another network: %q", tries-refused, tries, most, share, other)
+			if issued := tries - refused; issued != share {
+				t.Errorf("one network was issued %d device codes, want its share %d", issued, share)
+			}
+			if !strings.Contains(refusal, tc.network) || !strings.Contains(refusal, fmt.Sprintf("%d of the %d", share, most)) {
+				t.Errorf("a refusal past the network's share does not name the network %s and its share: %q", tc.network, refusal)
+			}
+			if other != "" {
+				t.Errorf("another network's device code once the first holds its share: %s", other)
+			}
+		})
+	}
+}
+
+// requestDeviceFrom asks for a device code as the client at addr, and
+// answers "" or its error's text.
+func (e *env) requestDeviceFrom(addr, name string) string {
+	var out struct{ RequestDeviceCode struct{ UserCode string } }
+	return errText(e.c.Post(`mutation($n: String!) { requestDeviceCode(clientName: $n) { userCode } }`, &out,
+		client.Var("n", name), fromIP(addr)))
 }
 
 // TestLoginsAndInvitesCountTowardTheirAccount: a password sign-up claims

@@ -178,6 +178,19 @@ func (v *Accounts) PendingDeviceCodes(ctx context.Context, now time.Time, most i
 	return n, nil
 }
 
+// NetworkPendingDeviceCodes is PendingDeviceCodes of the codes the client
+// network asked for: one walk of device_codes_pending_by_network, at most
+// most rows.
+func (v *Accounts) NetworkPendingDeviceCodes(ctx context.Context, network string, now time.Time, most int) (int, error) {
+	var n int
+	err := v.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM device_codes
+		WHERE status = 'pending' AND network = ? AND expires_at > ? LIMIT ?)`, network, now.UnixNano(), most).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count pending device codes of network %s: %w", network, err)
+	}
+	return n, nil
+}
+
 // InviteByHash returns the id of the invite whose code has the given hex
 // SHA-256 (used or not: its stream decides).
 func (v *Accounts) InviteByHash(ctx context.Context, hash string) (string, error) {

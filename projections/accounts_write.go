@@ -148,7 +148,7 @@ func (w *accountsWriter) apply(t *txn, payload any) (n int64, handled bool, err 
 		n, err = t.exec(qTokenUsed, rfc3339Nanos(p.At), p.AccountID, p.TokenID)
 		handled = true
 	case domain.DeviceCodeRequested:
-		n, err = t.exec(qDeviceRequested, p.DeviceID, p.DeviceCodeHash, p.UserCodeHash, p.ClientName, t.at(), rfc3339Nanos(p.ExpiresAt))
+		n, err = t.exec(qDeviceRequested, p.DeviceID, p.DeviceCodeHash, p.UserCodeHash, p.ClientName, t.at(), rfc3339Nanos(p.ExpiresAt), p.Network)
 		handled = true
 	case domain.DeviceApproved:
 		n, err = t.exec(qDeviceStatus, readmodel.DeviceApproved, p.AccountID, p.DeviceID)

@@ -123,7 +123,7 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 				domain.TokenUsed{AccountID: acct, TokenID: "tok-b-" + n, At: used.Format(time.RFC3339Nano)})
 		},
 		func() (uint64, error) {
-			d, err := domain.RequestDeviceCode("dev-"+n, hashToken("device-"+n), hashToken("user-"+n), "laptop "+n, at.Add(10*time.Minute))
+			d, err := domain.RequestDeviceCode("dev-"+n, hashToken("device-"+n), hashToken("user-"+n), "laptop "+n, "198.51.100.0/24", at.Add(10*time.Minute))
 			if err != nil {
 				return 0, err
 			}

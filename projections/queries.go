@@ -78,8 +78,8 @@ const (
 	qTokenRevoked = `UPDATE tokens SET revoked = 1 WHERE account_id = ? AND token_id = ?`
 	qTokenUsed    = `UPDATE tokens SET last_used = MAX(last_used, ?) WHERE account_id = ? AND token_id = ?`
 
-	qDeviceRequested = `INSERT INTO device_codes (id, device_hash, user_hash, client_name, status, created_at, expires_at)
-		VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (id) DO NOTHING`
+	qDeviceRequested = `INSERT INTO device_codes (id, device_hash, user_hash, client_name, status, created_at, expires_at, network)
+		VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	qDeviceStatus = `UPDATE device_codes SET status = ?, account_id = ? WHERE id = ?`
 
 	qInviteCreated = `INSERT INTO invites (id, code_hash, created_by, expires_at) VALUES (?, ?, ?, ?)

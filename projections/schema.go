@@ -49,8 +49,10 @@ import (
 // account claims and the invites it makes or is made by in its stored
 // bytes, keeps how each account was made and the client network that
 // signed up (accounts.origin, network), and each Endpoint's queue policy
-// (endpoints.queue), so listing queues reads no stream.
-const schemaVersion = 23
+// (endpoints.queue), so listing queues reads no stream; version 24 the
+// client network that asked for each device code (device_codes.network),
+// whose share of the codes waiting requestDeviceCode counts.
+const schemaVersion = 24
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
@@ -169,12 +171,15 @@ CREATE TABLE IF NOT EXISTS device_codes (
 	status      TEXT NOT NULL, -- pending, approved, denied, redeemed
 	account_id  TEXT NOT NULL DEFAULT '',
 	created_at  INTEGER NOT NULL,
-	expires_at  INTEGER NOT NULL
+	expires_at  INTEGER NOT NULL,
+	network     TEXT NOT NULL DEFAULT '' -- the client network that asked; '': unknown
 );
 CREATE INDEX IF NOT EXISTS device_codes_by_device ON device_codes (device_hash);
 CREATE INDEX IF NOT EXISTS device_codes_by_user ON device_codes (user_hash, created_at);
 -- The codes waiting for a decision, which requestDeviceCode counts.
 CREATE INDEX IF NOT EXISTS device_codes_pending ON device_codes (expires_at) WHERE status = 'pending';
+-- The codes of one client network waiting, which its share counts.
+CREATE INDEX IF NOT EXISTS device_codes_pending_by_network ON device_codes (network, expires_at) WHERE status = 'pending';
 
 -- Invites to sign up, by their code's hash.
 CREATE TABLE IF NOT EXISTS invites (
