@@ -1,7 +1,7 @@
 // Package answersize bounds the bytes the API's answers hold: each answer
 // (an HTTP response, or one message of a WebSocket operation) up to a
-// per-answer limit, and all answers being built or written at once up to a
-// process-wide budget.
+// per-answer limit, and the heap all answers being built or written at once
+// take (HeapPerByte for each byte counted) up to a process-wide budget.
 //
 // A request's cost (graph/limits.go) bounds the work a query asks for, but
 // not the bytes it produces: a stored body of control characters is six
