@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -210,12 +211,75 @@ func setContentType(w http.ResponseWriter, r *http.Request) bool {
 	return ct != "application/json"
 }
 
-// writeAnswer encodes resp without HTML escaping.
+// writeAnswer writes resp as JSON without HTML escaping, keys in the order
+// gqlgen's Response declares them. Its data is JSON already (gqlgen marshals
+// it once) and is written as it is: encoding/json would copy it into a
+// buffer of its own (to compact it), a second copy of the whole answer
+// held while a slow client reads it, and keep that buffer in its pool
+// after the answer is done, counted in no budget.
 func writeAnswer(w io.Writer, resp *graphql.Response) {
-	enc := json.NewEncoder(w)
+	head, err := marshalAnswerPart(answerErrors{Errors: resp.Errors})
+	if err == nil {
+		var tail []byte
+		tail, err = marshalAnswerPart(answerRest{Label: resp.Label, Path: resp.Path, HasNext: resp.HasNext, Extensions: resp.Extensions})
+		if err == nil {
+			data := []byte(resp.Data)
+			if data == nil {
+				data = []byte("null")
+			}
+			writeAll(w, []byte("{"), head, []byte(`"data":`), data, tail, []byte("}\n"))
+			return
+		}
+	}
+	_, _ = io.WriteString(w, `{"errors":[{"message":"internal error: the answer could not be encoded"}]}`)
+}
+
+// answerErrors and answerRest are the members of a graphql.Response around
+// its data, written by writeAnswer.
+type (
+	answerErrors struct {
+		Errors gqlerror.List `json:"errors,omitempty"`
+	}
+	answerRest struct {
+		Label      string         `json:"label,omitempty"`
+		Path       ast.Path       `json:"path,omitempty"`
+		HasNext    *bool          `json:"hasNext,omitempty"`
+		Extensions map[string]any `json:"extensions,omitempty"`
+	}
+)
+
+// marshalAnswerPart encodes v, an object, without HTML escaping, as members
+// to write between an answer's braces: "" when it has none; else its
+// members followed by a comma (answerErrors, before the data) or preceded
+// by one (answerRest, after it).
+func marshalAnswerPart(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(resp); err != nil {
-		_, _ = io.WriteString(w, `{"errors":[{"message":"internal error: the answer could not be encoded"}]}`)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode the answer's %T: %w", v, err)
+	}
+	members := bytes.TrimSpace(b.Bytes())
+	members = members[1 : len(members)-1] // the object's braces
+	if len(members) == 0 {
+		return nil, nil
+	}
+	if _, errs := v.(answerErrors); errs {
+		return append(members, ','), nil
+	}
+	return append([]byte{','}, members...), nil
+}
+
+// writeAll writes each part to w in turn, stopping at the first error (the
+// client is gone; nothing more can be told it).
+func writeAll(w io.Writer, parts ...[]byte) {
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err := w.Write(p); err != nil {
+			return
+		}
 	}
 }
 

@@ -52,11 +52,18 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		return p, chargePayloads(ctx, p.Items...)
 	}
 	if wantsPayload(ctx) {
-		p, err := r.Views.Deliveries(ctx, address, first, after)
+		// The page's request bodies are counted before they are read: a
+		// page the answers' budget refuses reads nothing of the log (each
+		// such page read its bodies, megabytes, to be refused after).
+		var admitted int64
+		p, err := r.Views.DeliveriesAdmitted(ctx, address, first, after, func(rows []readmodel.Delivery) error {
+			admitted = r.storedBodies(rows)
+			return answersize.Charge(ctx, admitted)
+		})
 		if err != nil {
 			return p, err
 		}
-		return p, chargePayloads(ctx, p.Items...)
+		return p, chargePayloadsBeyond(ctx, admitted, p.Items...)
 	}
 	return r.Views.DeliverySummaries(ctx, address, first, after)
 }
@@ -65,6 +72,12 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 // budget (answersize): they are held until the answer is written, whatever
 // fields end up encoding them.
 func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
+	return chargePayloadsBeyond(ctx, 0, ds...)
+}
+
+// chargePayloadsBeyond is chargePayloads for payloads of which admitted
+// bytes were counted before they were read (storedBodies).
+func chargePayloadsBeyond(ctx context.Context, admitted int64, ds ...readmodel.Delivery) error {
 	var n int64
 	for _, d := range ds {
 		n += int64(len(d.Body) + len(d.ResponseBody))
@@ -72,7 +85,18 @@ func chargePayloads(ctx context.Context, ds ...readmodel.Delivery) error {
 			n += int64(len(h.Name) + len(h.Value))
 		}
 	}
-	return answersize.Charge(ctx, n)
+	return answersize.Charge(ctx, n-admitted)
+}
+
+// storedBodies is the most the request bodies of rows (as the views hold
+// them, without their bodies) can hold once read from the log: each is
+// stored up to the capture cap.
+func (r *Resolver) storedBodies(rows []readmodel.Delivery) int64 {
+	var n int64
+	for _, d := range rows {
+		n += min(d.BodySize, r.captureCap)
+	}
+	return n
 }
 
 // watchDeliveries streams rows of an address as they are created or updated,

@@ -94,6 +94,9 @@ type Resolver struct {
 	// endpointsListed is Limits.Endpoints as NewHandler was given it: the
 	// most rows the endpoints list reads and is priced at (endpointRows).
 	endpointsListed int
+	// captureCap is Limits.CaptureCap as NewHandler was given it: the
+	// most a stored request body holds (storedBodies).
+	captureCap int64
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.

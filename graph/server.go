@@ -71,6 +71,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	}
 	limits := opts.Limits.withDefaults()
 	r.endpointsListed = limits.Endpoints
+	r.captureCap = limits.CaptureCap
 	registerCodes.Do(func() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) })
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
 	answers := answersize.New(limits.MaxAnswer, limits.AnswerBudget)

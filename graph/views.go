@@ -19,11 +19,12 @@ type Views interface {
 	Endpoints(ctx context.Context, accountID, after string, limit int) ([]readmodel.Endpoint, error)
 	Address(ctx context.Context, id string) (readmodel.Address, error)
 
-	// Delivery and Deliveries read headers and bodies from the log;
+	// Delivery and DeliveriesAdmitted read headers and bodies from the
+	// log, a page once admit accepts its rows as the views hold them;
 	// DeliverySummary and DeliverySummaries do not (see payload.go).
 	Delivery(ctx context.Context, id string) (readmodel.Delivery, error)
 	DeliverySummary(ctx context.Context, id string) (readmodel.Delivery, error)
-	Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
+	DeliveriesAdmitted(ctx context.Context, address string, first int, after string, admit func([]readmodel.Delivery) error) (readmodel.Page, error)
 	DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
 	// AttemptResponses reads what each attempt of a delivery got back,
 	// from the log, by attempt id.

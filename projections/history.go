@@ -180,16 +180,25 @@ func (v *History) DeliveryAccount(ctx context.Context, id string) (string, error
 // last delivery already seen ("" for the newest). A negative first or a
 // malformed cursor is a *domain.InvalidInputError.
 func (v *History) Deliveries(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
-	return v.deliveries(ctx, address, first, after, true)
+	return v.deliveries(ctx, address, first, after, true, nil)
+}
+
+// DeliveriesAdmitted is Deliveries that first shows admit the page's rows
+// as the views hold them (sizes, no headers or bodies) and reads the log
+// only if it returns nil: a reader that counts what it loads against a
+// budget (the API's answers) refuses a page before its bodies are read,
+// not after. admit's error is returned as it is.
+func (v *History) DeliveriesAdmitted(ctx context.Context, address string, first int, after string, admit func([]readmodel.Delivery) error) (readmodel.Page, error) {
+	return v.deliveries(ctx, address, first, after, true, admit)
 }
 
 // DeliverySummaries is Deliveries without what only the log holds (see
 // DeliverySummary): one query, no read of the log per delivery.
 func (v *History) DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error) {
-	return v.deliveries(ctx, address, first, after, false)
+	return v.deliveries(ctx, address, first, after, false, nil)
 }
 
-func (v *History) deliveries(ctx context.Context, address string, first int, after string, payload bool) (readmodel.Page, error) {
+func (v *History) deliveries(ctx context.Context, address string, first int, after string, payload bool, admit func([]readmodel.Delivery) error) (readmodel.Page, error) {
 	size, before, err := pageBounds(first, after)
 	if err != nil {
 		return readmodel.Page{}, err
@@ -231,6 +240,11 @@ func (v *History) deliveries(ctx context.Context, address string, first int, aft
 	if !payload {
 		p.Items = items
 		return p, nil
+	}
+	if admit != nil {
+		if err := admit(items); err != nil {
+			return readmodel.Page{}, err // the caller's refusal, its message its own
+		}
 	}
 	if err := v.fillPageFromLog(ctx, items, refs); err != nil {
 		return readmodel.Page{}, fmt.Errorf("list deliveries of %q: %w", address, err)

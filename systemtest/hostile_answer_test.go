@@ -158,12 +158,12 @@ func TestAPIAnswersBoundedOverWebSocket(t *testing.T) {
 // a body the ingress already admitted (against --proxy-body-budget, up to
 // --max-body), so the answer bound does not apply to it: a 3 MiB body
 // reaches the local process through a relay whose answers are capped at
-// 1 MiB.
+// 1 MiB (3 MiB of heap for all of them).
 func TestForwardsAreNotCountedAsAnswers(t *testing.T) {
 	rig := startProxyRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
-	}), false, "--max-api-answer", "1MiB", "--api-answer-budget", "1MiB")
+	}), false, "--max-api-answer", "1MiB", "--api-answer-budget", "3MiB")
 	resp := rig.send(t, "POST", "/big", nil, bytes.Repeat([]byte("<"), 3<<20))
 	if resp.Status != http.StatusOK || string(resp.Body) != strconv.Itoa(3<<20) {
 		t.Fatalf("a 3 MiB forward through a relay with 1 MiB answers: %d %q", resp.Status, resp.Body)

@@ -223,7 +223,7 @@ func (c *serveConfig) flags(fs *pflag.FlagSet) {
 	fs.Var(&c.MaxAPIBody, "max-api-body", "largest GraphQL request body or GET query string (413 beyond)")
 	fs.Var(&c.ProxyBodies, "proxy-body-budget", "memory all proxied request bodies in flight may hold together (each is held until the local answer is back; one client a quarter, one client network half, the bodies sent to one account's Endpoints a quarter; the last quarter only for those that hold at most a sixteenth); beyond it senders get 503 with Retry-After")
 	fs.Var(&c.MaxAPIAnswer, "max-api-answer", "largest GraphQL answer as encoded (one HTTP response or one WebSocket message); larger ones are refused with ANSWER_TOO_LARGE")
-	fs.Var(&c.APIAnswers, "api-answer-budget", "bytes all GraphQL answers being built or written at once may hold; beyond it requests are refused with UNAVAILABLE")
+	fs.Var(&c.APIAnswers, "api-answer-budget", "heap all GraphQL answers being built or written at once may take, counted as 3 bytes a byte of answer (at least 3 times --max-api-answer); beyond it the fields are refused with UNAVAILABLE")
 	fs.IntVar(&c.MaxQueryCost, "max-query-cost", graph.DefaultMaxCost, "cost budget of one GraphQL operation (see docs/security.md); costlier ones are refused before they run")
 	fs.IntVar(&c.MaxQueryFields, "max-query-fields", graph.DefaultMaxFields, "most fields in one GraphQL operation, aliases and fragments expanded")
 	fs.IntVar(&c.MaxQueryTokens, "max-query-tokens", graph.DefaultMaxTokens, "most tokens in one GraphQL document")

@@ -47,6 +47,10 @@ func TestServeConfig(t *testing.T) {
 		{name: "size too large", args: []string{"--max-body", "2TiB"}, wantErr: "out of range"},
 		{name: "bad duration in env", env: map[string]string{"RELAY_KEEPALIVE": "soon"}, wantErr: "RELAY_KEEPALIVE"},
 		{name: "capture cap above max body", args: []string{"--capture-cap", "2MiB", "--max-body", "1MiB"}, wantErr: "--capture-cap"},
+		// The budget counts the heap of answers, 3 bytes a byte: under three
+		// times the largest answer, that answer could never be built.
+		{name: "answer budget under the heap of the largest answer", args: []string{"--max-api-answer", "32MiB", "--api-answer-budget", "64MiB"}, wantErr: "3 times --max-api-answer"},
+		{name: "answer budget at the heap of the largest answer", args: []string{"--max-api-answer", "32MiB", "--api-answer-budget", "96MiB"}},
 		{name: "non-positive inspector ttl", env: map[string]string{"RELAY_INSPECTOR_TTL": "0s"}, wantErr: "--inspector-ttl"},
 		{name: "non-positive forward timeout", args: []string{"--forward-timeout", "-1s"}, wantErr: "--forward-timeout"},
 		{name: "no queue backlog", args: []string{"--queue-backlog", "0"}, wantErr: "--queue-backlog"},

@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/eventstore/jetstream"
 	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/internal/forwarded"
 )
 
@@ -84,8 +85,11 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("--proxy-body-budget (%s) must be at least --max-body (%s)", c.ProxyBodies.String(), c.MaxBody.String())
 	case c.MaxAPIAnswer < 1<<20:
 		return fmt.Errorf("--max-api-answer (%s) must be at least 1MiB", c.MaxAPIAnswer.String())
-	case c.APIAnswers < c.MaxAPIAnswer:
-		return fmt.Errorf("--api-answer-budget (%s) must be at least --max-api-answer (%s)", c.APIAnswers.String(), c.MaxAPIAnswer.String())
+	case c.APIAnswers < answersize.HeapPerByte*c.MaxAPIAnswer:
+		// The budget counts the heap an answer takes, HeapPerByte a byte:
+		// less would refuse the largest answer allowed every time.
+		return fmt.Errorf("--api-answer-budget (%s) must be at least %d times --max-api-answer (%s), the heap the largest answer takes",
+			c.APIAnswers.String(), answersize.HeapPerByte, c.MaxAPIAnswer.String())
 	case c.MaxQueryCost < 2000:
 		return fmt.Errorf("--max-query-cost must be at least 2000 (one mutation costs 1000 and more)")
 	case c.MaxQueryFields < 10:

@@ -1,7 +1,7 @@
 // Package answersize bounds the bytes the API's answers hold: each answer
 // (an HTTP response, or one message of a WebSocket operation) up to a
-// per-answer limit, and all answers being built or written at once up to a
-// process-wide budget.
+// per-answer limit, and the heap all answers being built or written at once
+// take (HeapPerByte for each byte counted) up to a process-wide budget.
 //
 // A request's cost (graph/limits.go) bounds the work a query asks for, but
 // not the bytes it produces: a stored body of control characters is six
@@ -30,20 +30,35 @@ var (
 	ErrBusy = errors.New("answers in progress hold the API's memory budget")
 )
 
-// Budget is the process-wide pool of answer bytes and the per-answer limit.
+// HeapPerByte is the heap an answer takes, at its peak, for each byte its
+// meter counts, and so what each counted byte takes of the process-wide
+// budget: a budget of 256 MiB admits answers counted at 85 MiB at once.
+// An answer's bytes are held several times over while it is built: the
+// payloads read from the log, decoded; each body copied into a string and
+// encoded to base64 for its fields; the answer marshalled into a buffer
+// that grows by doubling; garbage of each step until the collector runs.
+// A page of 16 stored bodies of 256 KiB with body and bodyBase64, counted
+// at 13.4 MiB, took 30–34 MiB of heap at its peak (garbage included, at
+// GOGC=100), 2.2–2.5 bytes a byte counted; asking for its bodies in base64
+// alone, 9.3 MiB counted, took up to 25 MiB, 2.7 bytes a byte
+// (graph.TestAnswersHeapStaysWithinTheBudget).
+const HeapPerByte = 3
+
+// Budget is the process-wide pool of answer heap and the per-answer limit.
 type Budget struct {
 	perAnswer int64
 	total     int64
 	inUse     atomic.Int64
 }
 
-// New returns a budget: perAnswer bytes for one answer, total for all
-// answers at once.
+// New returns a budget: perAnswer bytes for one answer (as encoded), total
+// bytes of heap for all answers at once (HeapPerByte a byte counted).
 func New(perAnswer, total int64) *Budget {
 	return &Budget{perAnswer: perAnswer, total: total}
 }
 
-// InUse is the number of bytes held by answers now (for tests and metrics).
+// InUse is the heap answers hold now, HeapPerByte for each byte counted
+// (for tests and metrics).
 func (b *Budget) InUse() int64 { return b.inUse.Load() }
 
 // Meter counts one answer's bytes against its budget. It is safe for
@@ -56,9 +71,9 @@ type Meter struct {
 // Meter starts counting a new answer.
 func (b *Budget) Meter() *Meter { return &Meter{b: b} }
 
-// Charge counts n more bytes of the answer. It refuses (and counts
-// nothing) when the answer would pass the per-answer limit or the process
-// would pass its budget.
+// Charge counts n more bytes of the answer, HeapPerByte times n of the
+// budget. It refuses (and counts nothing) when the answer would pass the
+// per-answer limit or the process would pass its budget.
 func (m *Meter) Charge(n int64) error {
 	if m == nil || n <= 0 {
 		return nil
@@ -68,8 +83,8 @@ func (m *Meter) Charge(n int64) error {
 		return fmt.Errorf("%w: more than %s (ask for fewer rows, aliases or payload fields)",
 			ErrTooLarge, humanize.IBytes(uint64(m.b.perAnswer)))
 	}
-	if all := m.b.inUse.Add(n); all > m.b.total {
-		m.b.inUse.Add(-n)
+	if all := m.b.inUse.Add(n * HeapPerByte); all > m.b.total {
+		m.b.inUse.Add(-n * HeapPerByte)
 		m.used.Add(-n)
 		return fmt.Errorf("%w (%s); try again shortly", ErrBusy, humanize.IBytes(uint64(m.b.total)))
 	}
@@ -83,7 +98,7 @@ func (m *Meter) Release() {
 	if m == nil {
 		return
 	}
-	m.b.inUse.Add(-m.used.Swap(0))
+	m.b.inUse.Add(-m.used.Swap(0) * HeapPerByte)
 }
 
 type meterKey struct{}

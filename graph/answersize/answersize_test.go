@@ -24,9 +24,10 @@ func FuzzEncodedLen(f *testing.F) {
 }
 
 // TestMeter: an answer is refused past its own limit, answers together past
-// the budget, and Release gives every byte back.
+// the budget (HeapPerByte a byte counted), and Release gives every byte
+// back.
 func TestMeter(t *testing.T) {
-	b := New(100, 150)
+	b := New(100, 150*HeapPerByte)
 	m1, m2 := b.Meter(), b.Meter()
 	ctx := With(context.Background(), m1)
 	if err := Charge(ctx, 90); err != nil {
@@ -41,8 +42,8 @@ func TestMeter(t *testing.T) {
 	if err := m2.Charge(60); err != nil {
 		t.Errorf("within both: %v", err)
 	}
-	if b.InUse() != 150 {
-		t.Errorf("in use %d, want 150", b.InUse())
+	if b.InUse() != 150*HeapPerByte {
+		t.Errorf("in use %d, want %d", b.InUse(), 150*HeapPerByte)
 	}
 	m1.Release()
 	m2.Release()

@@ -1,0 +1,287 @@
+package graph_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
+	"github.com/relayhq/relay/internal/testwait"
+)
+
+// TestAnswersHeapStaysWithinTheBudget: --api-answer-budget bounds the heap
+// the answers in flight take, not only their encoded bytes. 24 clients ask
+// at once for a page of 8 stored bodies of 256 KiB (the default capture
+// cap) and read nothing of their answers until every one has begun, so
+// each answer admitted stays held while it is written. The heap sampled
+// while the pages were read and built must stay within twice the budget:
+// the answers' live heap within the budget, and as much again of garbage
+// between two collections (GOGC=100, set here). Every request is
+// answered, whole or refused UNAVAILABLE. Before the budget counted the
+// heap (answersize.HeapPerByte) and a page's bodies before they were read,
+// the heap grew by 171–175 MiB with a budget of 64 MiB.
+func TestAnswersHeapStaysWithinTheBudget(t *testing.T) {
+	const (
+		budget  = 64 << 20
+		clients = 24
+		rows    = 8
+	)
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	h, token, endpoint, _ := largePages(t, budget, rows)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	defer srv.Close()
+
+	for _, tc := range []struct{ name, fields string }{
+		{"body and bodyBase64", "body bodyBase64"},
+		{"bodyBase64", "bodyBase64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := json.Marshal(map[string]any{
+				"query":     fmt.Sprintf(`query($id: ID!){ endpoint(id: $id){ deliveries(first: %d){ nodes { %s } } } }`, rows, tc.fields),
+				"variables": map[string]any{"id": endpoint},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, peak, answers := stalledPages(t, srv.Listener.Addr().String(), token, q, clients)
+			whole, refused := 0, 0
+			for _, a := range answers {
+				switch {
+				case len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == rows:
+					whole++
+				case len(a.Errors) > 0 && a.Errors[0].Extensions.Code == "UNAVAILABLE":
+					refused++
+				default:
+					t.Errorf("an answer neither whole nor refused UNAVAILABLE: %d rows, errors %v", len(a.Data.Endpoint.Deliveries.Nodes), a.Errors)
+				}
+			}
+			t.Logf("%d pages at once with a budget of %d MiB: %d whole, %d refused; held %d MiB once built, peak +%d MiB",
+				clients, budget>>20, whole, refused, held>>20, peak>>20)
+			if whole == 0 {
+				t.Errorf("no page answered whole with a budget of %d MiB", budget>>20)
+			}
+			if held > budget {
+				t.Errorf("answers held %d MiB of heap while written, want at most the budget, %d MiB", held>>20, budget>>20)
+			}
+			if peak > 2*budget {
+				t.Errorf("the heap grew by %d MiB while the answers were read and built, want at most %d MiB (twice the budget)", peak>>20, 2*budget>>20)
+			}
+		})
+	}
+}
+
+// TestRefusedPagesReadNoBodies: a page of payloads is counted against the
+// answers' budget from the sizes the views hold before its bodies are read
+// from the log, so a page the budget refuses reads none of them (before,
+// it read all 16 and was refused after).
+func TestRefusedPagesReadNoBodies(t *testing.T) {
+	const rows = 16
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		reads  int
+		code   string
+	}{
+		{"refused", 4 << 20, 0, "UNAVAILABLE"},
+		{"admitted", 64 << 20, rows, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, token, endpoint, e := largePages(t, tc.budget, rows)
+			var out struct {
+				Endpoint struct {
+					Deliveries struct{ Nodes []struct{ Body string } }
+				}
+			}
+			var err error
+			reads := e.viewsReads.during(func() {
+				err = client.New(h).Post(fmt.Sprintf(`query($id: ID!){ endpoint(id: $id){ deliveries(first: %d){ nodes { body } } } }`, rows),
+					&out, client.Var("id", endpoint), client.AddHeader("Authorization", "Bearer "+token))
+			})
+			if len(reads) != tc.reads {
+				t.Errorf("the page read %d delivery streams from the log, want %d", len(reads), tc.reads)
+			}
+			if got := code(err); tc.code != "" && !strings.Contains(got, `"code":"`+tc.code+`"`) {
+				t.Errorf("the page answered %v, want %s", err, tc.code)
+			} else if tc.code == "" && (err != nil || len(out.Endpoint.Deliveries.Nodes) != rows) {
+				t.Errorf("the page answered %d rows, %v; want %d", len(out.Endpoint.Deliveries.Nodes), err, rows)
+			}
+		})
+	}
+}
+
+// largePages is an API over the real store whose answers share budget
+// bytes of heap, and an account's Endpoint holding rows deliveries of a
+// body of the default capture cap (256 KiB): the handler, the account's
+// token, the Endpoint's id and the environment.
+func largePages(t *testing.T, budget int64, rows int) (h http.Handler, token, endpoint string, e *env) {
+	t.Helper()
+	var res *graph.Resolver
+	e = newEnvWith(t, nil, func(r *graph.Resolver) { res = r })
+	h = graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{AnswerBudget: budget}})
+	var su struct {
+		SignUp struct {
+			Token   string
+			Account struct{ ID string }
+		}
+	}
+	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
+	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	e.c.MustPost(`mutation { createEndpoint(input: {name: "big", mode: LOG}) { id } }`, &ep, auth)
+	body := make([]byte, graph.DefaultCaptureCap)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	for i := range rows {
+		id := fmt.Sprintf("d-%02d", i)
+		e.seed(t, domain.DeliveryStream(id), time.Now(), domain.DeliveryReceived{DeliveryID: id, Address: ep.CreateEndpoint.ID,
+			AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID, Method: "POST", Target: "/", Host: "h",
+			Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Body: body, BodySize: int64(len(body)), Complete: true})
+	}
+	return h, su.SignUp.Token, ep.CreateEndpoint.ID, e
+}
+
+// pageAnswer is what stalledPages decodes of each answer.
+type pageAnswer struct {
+	Data struct {
+		Endpoint struct {
+			Deliveries struct{ Nodes []json.RawMessage }
+		}
+	}
+	Errors []struct {
+		Message    string
+		Extensions struct{ Code string }
+	}
+}
+
+// stalledPages posts body to the API at addr from n connections at once,
+// each reading only the head of its answer until all n have begun, and
+// returns the heap the answers held then (after one collection) and the
+// peak heap sampled while they were built, both above the heap before
+// the first request, and the answers, read whole after.
+func stalledPages(t *testing.T, addr, token string, body []byte, n int) (held, peak int64, answers []pageAnswer) {
+	t.Helper()
+	base := heapObjects(true)
+	stopSampling := make(chan struct{})
+	sampled := make(chan int64)
+	go func() {
+		most := base
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				sampled <- most
+				return
+			case <-tick.C:
+				most = max(most, heapObjects(false))
+			}
+		}
+	}()
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		begun   int
+		release = make(chan struct{})
+	)
+	answers = make([]pageAnswer, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := dialer.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			req := "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer " + token +
+				"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
+			if _, err := io.WriteString(conn, req); err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), nil)
+			mu.Lock()
+			begun++
+			mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			<-release
+			if err := json.NewDecoder(resp.Body).Decode(&answers[i]); err != nil {
+				t.Errorf("answer %d: %s: %v", i, resp.Status, err)
+			}
+		}()
+	}
+	testwait.CheckFor(t, 5*time.Minute, 20*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if begun < n {
+			return fmt.Errorf("%d of %d answers begun", begun, n)
+		}
+		return nil
+	})
+	close(stopSampling)
+	peak = <-sampled - base
+	held = heapObjects(true) - base
+	close(release)
+	wg.Wait()
+	return held, peak, answers
+}
+
+// heapObjects is the heap's objects, garbage not yet swept included;
+// after two collections when collect is set (the second empties the
+// pools' victim caches).
+func heapObjects(collect bool) int64 {
+	if collect {
+		runtime.GC()
+		runtime.GC()
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// smallSendBuffers gives every accepted connection a send buffer of 16 KiB,
+// so an answer the client does not read holds its handler in Write after
+// a few KiB instead of after the kernel's few MiB.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(16 << 10); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
+}
