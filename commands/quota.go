@@ -280,7 +280,7 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 // streams) have reached its storage quota (domain.StorageQuotaError), or,
 // for an account in the relay's storage for sign-ups, once those accounts
 // or the ones its network signed up hold theirs
-// (domain.SignupStorageError): an agent session's start, which the API
+// (domain.SharedStorageError): an agent session's start, which the API
 // layer records through the tunnel. Unlike checkStorage it does not ask
 // the disk reserve, which lets agent sessions go on. Views that keep no
 // usage check nothing.
