@@ -308,12 +308,19 @@ type signupViews interface {
 // relay's storage for sign-ups or network's share of it
 // (domain.SharedStorageError). Views that keep no such sums check nothing.
 func (s *Service) checkSignupStorage(network string) error {
-	sv, ok := s.views.(signupViews)
+	return overSignupStorage(s.views, s.cfg.SignupStorage, network)
+}
+
+// overSignupStorage is checkSignupStorage with the views and the bound
+// given, for the checks that run outside a Service (StorageRefusal). It
+// reads the views' in-memory sums, never the log.
+func overSignupStorage(views any, g domain.SignupStorage, network string) error {
+	sv, ok := views.(signupViews)
 	if !ok {
 		return nil
 	}
 	total, ofNetwork := sv.SignupStored(network)
-	return s.cfg.SignupStorage.Check(total, ofNetwork, network)
+	return g.Check(total, ofNetwork, network)
 }
 
 // SignUp creates an account and returns its first token, which is never
