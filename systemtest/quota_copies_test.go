@@ -16,6 +16,15 @@ import (
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
+// incompressible is n bytes (n even) of hex of random bytes: a local
+// answer that takes at least n/2 bytes in the log however it is
+// compressed.
+func incompressible(n int) []byte {
+	random := make([]byte, n/2)
+	_, _ = rand.Read(random)
+	return []byte(hex.EncodeToString(random))
+}
+
 // TestCopiesOverQuotaStoreNoBodies: an account's PROXY Endpoint (response
 // capture on) has two listeners. The primary answers at once; the other's
 // local process holds its answers (200 KiB each) until told. Eight
@@ -31,9 +40,7 @@ import (
 func TestCopiesOverQuotaStoreNoBodies(t *testing.T) {
 	t.Parallel()
 	const deliveries = 8
-	random := make([]byte, 100<<10)
-	_, _ = rand.Read(random)
-	answer := []byte(hex.EncodeToString(random)) // 200 KiB, not compressible below 100 KiB
+	answer := incompressible(200 << 10)
 
 	for _, tc := range []struct {
 		name  string

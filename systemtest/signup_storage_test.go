@@ -2,8 +2,6 @@ package systemtest
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -192,9 +190,7 @@ func TestSignupStorageIsBoundedRelayWide(t *testing.T) {
 func TestQueuedAnswersPastSignupStorageStoreNoBodies(t *testing.T) {
 	t.Parallel()
 	const queued = 4
-	random := make([]byte, 100<<10)
-	_, _ = rand.Read(random)
-	answer := []byte(hex.EncodeToString(random)) // 200 KiB, not compressible below 100 KiB
+	answer := incompressible(200 << 10)
 	r := harness.Start(t, "", "--admin-token", quotaAdmin, "--signup-storage", "1MiB")
 	acct := signUpTenant(t, r, "owner")
 	release := make(chan struct{})
