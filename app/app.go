@@ -237,7 +237,7 @@ func open(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	disk := diskreserve.New(diskreserve.Config{Source: space, Limit: cfg.MinFreeDisk, Logger: log, Dir: dir})
 	rec := record.New(record.Config{Store: store, Codec: codec, Logger: log, Node: node, Usage: views,
-		WhyNotStored: whyNotStored(views, cfg.Commands.Quotas, disk)})
+		WhyNotStored: whyNotStored(views, cfg.Commands.Quotas, cfg.Commands.SignupStorage, disk)})
 	a := &App{disk: disk, lock: lock, store: store, views: views, codec: codec, rec: rec, runDone: make(chan error, 1), stopRun: stop, node: node, chain: chain, logAsIs: logAsIs}
 	if err := views.Reconcile(ctx); err != nil {
 		a.runDone <- nil

@@ -20,7 +20,7 @@ func (fullDisk) Space() (diskreserve.Space, error) {
 // and counted; the views are not even asked.
 func TestAnswersBelowTheDiskReserveKeepNoBody(t *testing.T) {
 	disk := diskreserve.New(diskreserve.Config{Source: fullDisk{}, Limit: diskreserve.Limit{Bytes: 1 << 30}})
-	why := whyNotStored(nil, commands.QuotaDefaults{}, disk)(t.Context(), "acc")
+	why := whyNotStored(nil, commands.QuotaDefaults{}, domain.SignupStorage{}, disk)(t.Context(), "acc")
 	if why != domain.NotCapturedDiskReserve {
 		t.Fatalf("below the reserve: %q, want %q", why, domain.NotCapturedDiskReserve)
 	}

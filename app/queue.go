@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -35,19 +36,25 @@ func (a *App) runQueue(ctx context.Context, cfg Config, log *slog.Logger) {
 }
 
 // whyNotStored tells why an account may store no more: the relay's disk
-// below its reserve, or the account's stored bytes at its storage quota;
-// the one decision behind recording the answers of retries, queued
-// attempts and copies without their bodies (record.Config.WhyNotStored).
-func whyNotStored(views *projections.Runner, quotas commands.QuotaDefaults, disk *diskreserve.Reserve) func(ctx context.Context, accountID string) string {
+// below its reserve, the account's stored bytes at its storage quota, or
+// the relay's storage for sign-ups (its network's share) used up when the
+// account is in it (commands.StorageRefusal); the one decision behind
+// recording the answers of retries, queued attempts and copies without
+// their bodies (record.Config.WhyNotStored).
+func whyNotStored(views *projections.Runner, quotas commands.QuotaDefaults, signups domain.SignupStorage, disk *diskreserve.Reserve) func(ctx context.Context, accountID string) string {
 	return func(ctx context.Context, accountID string) string {
 		if disk.State().Level >= diskreserve.Full {
 			disk.Refused(diskreserve.RefusedAnswer)
 			return domain.NotCapturedDiskReserve
 		}
-		over, _, _, err := commands.OverStorage(ctx, views, quotas, accountID)
-		if err == nil && over { // unreadable: the answer is not held up
+		err := commands.StorageRefusal(ctx, views, quotas, signups, accountID)
+		var shared *domain.SharedStorageError
+		switch {
+		case errors.As(err, &shared):
+			return domain.NotCapturedSignupStorage
+		case errors.Is(err, domain.ErrStorageQuota):
 			return domain.NotCapturedStorageQuota
 		}
-		return ""
+		return "" // room, or unreadable: the answer is not held up
 	}
 }

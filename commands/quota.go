@@ -276,30 +276,16 @@ func (s *Service) checkStorage(ctx context.Context, accountID string) error {
 }
 
 // CheckStorageQuota refuses what would append to an account's streams
-// once its stored bytes (its deliveries and every other event of its
-// streams) have reached its storage quota (domain.StorageQuotaError), or,
-// for an account in the relay's storage for sign-ups, once those accounts
-// or the ones its network signed up hold theirs
-// (domain.SignupStorageError): an agent session's start, which the API
-// layer records through the tunnel. Unlike checkStorage it does not ask
-// the disk reserve, which lets agent sessions go on. Views that keep no
-// usage check nothing.
+// once it may store no more (StorageRefusal): an agent session's start,
+// which the API layer records through the tunnel. Unlike checkStorage it
+// does not ask the disk reserve, which lets agent sessions go on. Views
+// that keep no usage check nothing.
 func (s *Service) CheckStorageQuota(ctx context.Context, accountID string) error {
 	sv, ok := s.views.(storageViews)
 	if !ok {
 		return nil
 	}
-	u, err := sv.AccountQuota(ctx, accountID)
-	if err != nil {
-		return fmt.Errorf("quota of account %s: %w", accountID, err)
-	}
-	if quota, _ := EffectiveQuota(s.cfg.Quotas, u.StorageQuota, u.RateQuota); quota > 0 && u.StoredBytes >= quota {
-		return &domain.StorageQuotaError{Quota: quota, Stored: u.StoredBytes}
-	}
-	if domain.InSignupStorage(u.Origin, u.StorageQuota) {
-		return s.checkSignupStorage(u.Network)
-	}
-	return nil
+	return StorageRefusal(ctx, sv, s.cfg.Quotas, s.cfg.SignupStorage, accountID)
 }
 
 // checkDisk refuses what grows the disk once the relay's free disk is at
@@ -314,13 +300,26 @@ func (s *Service) checkDisk(level diskreserve.Level) error {
 	return domain.ErrDiskReserve
 }
 
-// OverStorage tells whether an account's stored bytes have reached its
-// storage quota (never when it has none), with the quota and the bytes.
-func OverStorage(ctx context.Context, views storageViews, d QuotaDefaults, accountID string) (over bool, quota, stored int64, err error) {
+// StorageRefusal is the one decision of whether an account may store
+// more: nil when it may; else its stored bytes have reached its storage
+// quota (domain.StorageQuotaError), or, for an account in the relay's
+// storage for sign-ups (domain.InSignupStorage), those accounts or the
+// ones its network signed up hold theirs (domain.SharedStorageError, the
+// sign-ups'). It reads the account's quota row as ingress does (cached)
+// and the views' in-memory sums, never the log; views that keep no such
+// sums leave the storage for sign-ups unchecked. The API refuses with it
+// (CheckStorageQuota), and the answers of retries, queued attempts and
+// copies are recorded without their bodies by it.
+func StorageRefusal(ctx context.Context, views storageViews, d QuotaDefaults, signups domain.SignupStorage, accountID string) error {
 	u, err := views.AccountQuota(ctx, accountID)
 	if err != nil {
-		return false, 0, 0, fmt.Errorf("quota of account %s: %w", accountID, err)
+		return fmt.Errorf("quota of account %s: %w", accountID, err)
 	}
-	quota, _ = EffectiveQuota(d, u.StorageQuota, u.RateQuota)
-	return quota > 0 && u.StoredBytes >= quota, quota, u.StoredBytes, nil
+	if quota, _ := EffectiveQuota(d, u.StorageQuota, u.RateQuota); quota > 0 && u.StoredBytes >= quota {
+		return &domain.StorageQuotaError{Quota: quota, Stored: u.StoredBytes}
+	}
+	if domain.InSignupStorage(u.Origin, u.StorageQuota) {
+		return overSignupStorage(views, signups, u.Network)
+	}
+	return nil
 }

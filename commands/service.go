@@ -58,13 +58,13 @@ type Config struct {
 	MaxPendingDeviceCodes int
 	// GuestStorage bounds what guest inspectors store together, and per
 	// client network (relay serve --guest-storage): past it no inspector is
-	// created for that network (domain.GuestStorageError).
+	// created for that network (domain.SharedStorageError).
 	GuestStorage domain.GuestStorage
 	// SignupStorage bounds what the accounts made by open sign-up store
 	// together, and per client network that signed up (relay serve
 	// --signup-storage): past it no account is signed up from that
 	// network, and such an account's settings are refused
-	// (domain.SignupStorageError).
+	// (domain.SharedStorageError).
 	SignupStorage domain.SignupStorage
 	// MaxEndpoints bounds the Endpoints (not deleted) of one account; 0:
 	// no limit.
@@ -203,7 +203,7 @@ type guestViews interface {
 
 // checkGuestStorage refuses what would add to the guests' part of the log
 // once they hold the relay's storage for guests, or the inspectors created
-// from network hold its share (domain.GuestStorageError). Views that keep
+// from network hold its share (domain.SharedStorageError). Views that keep
 // no such sums check nothing.
 func (s *Service) checkGuestStorage(network string) error {
 	gv, ok := s.views.(guestViews)
@@ -224,7 +224,7 @@ func (s *Service) GuestRefusals() map[string]int64 { return s.guestRefused.Count
 // CreateInspectorWith opens a guest inspector with options (a
 // smee-compatible one, docs/smee.md; the client network asking), unless
 // the guests, or the inspectors of that network, hold the relay's storage
-// for guests (domain.GuestStorageError).
+// for guests (domain.SharedStorageError).
 func (s *Service) CreateInspectorWith(ctx context.Context, o domain.InspectorOptions) (readmodel.Inspector, error) {
 	if err := s.checkDisk(diskreserve.Low); err != nil {
 		return readmodel.Inspector{}, err
@@ -306,14 +306,21 @@ type signupViews interface {
 // checkSignupStorage refuses an open sign-up from network, or what would
 // add to the log for an account made by one, once those accounts hold the
 // relay's storage for sign-ups or network's share of it
-// (domain.SignupStorageError). Views that keep no such sums check nothing.
+// (domain.SharedStorageError). Views that keep no such sums check nothing.
 func (s *Service) checkSignupStorage(network string) error {
-	sv, ok := s.views.(signupViews)
+	return overSignupStorage(s.views, s.cfg.SignupStorage, network)
+}
+
+// overSignupStorage is checkSignupStorage with the views and the bound
+// given, for the checks that run outside a Service (StorageRefusal). It
+// reads the views' in-memory sums, never the log.
+func overSignupStorage(views any, g domain.SignupStorage, network string) error {
+	sv, ok := views.(signupViews)
 	if !ok {
 		return nil
 	}
 	total, ofNetwork := sv.SignupStored(network)
-	return s.cfg.SignupStorage.Check(total, ofNetwork, network)
+	return g.Check(total, ofNetwork, network)
 }
 
 // SignUp creates an account and returns its first token, which is never
@@ -321,7 +328,7 @@ func (s *Service) checkSignupStorage(network string) error {
 // unused invite, which it spends; an open relay ignores it, and records
 // network, the client network asking ("" for none known), which then
 // holds a share of the relay's storage for sign-ups: refused once its
-// accounts hold it (domain.SignupStorageError).
+// accounts hold it (domain.SharedStorageError).
 func (s *Service) SignUp(ctx context.Context, name, invite, network string) (readmodel.Account, string, error) {
 	if err := s.checkDisk(diskreserve.Low); err != nil {
 		return readmodel.Account{}, "", err

@@ -661,6 +661,13 @@ type ForwardResponded struct {
 // status, so it is not among the reasons explanations tell (reasons.go).
 const NotCapturedStorageQuota = "storage quota exceeded"
 
+// NotCapturedSignupStorage is why an answer's body is not stored when
+// the account is in the relay's storage for sign-ups (InSignupStorage)
+// and those accounts, or the ones its client network signed up, had
+// reached their part of it (--signup-storage) as the answer was
+// recorded: the account's own quota may have room.
+const NotCapturedSignupStorage = "storage for sign-ups full"
+
 // NotCapturedDiskReserve is why an answer's body is not stored while the
 // relay's free disk is below its reserve (--min-free-disk).
 const NotCapturedDiskReserve = "relay disk nearly full"

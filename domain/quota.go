@@ -73,70 +73,79 @@ type GuestStorage struct {
 	Total int64 // 0: no bound
 }
 
-// NetworkShare is what the inspectors of one client network may hold.
-func (g GuestStorage) NetworkShare() int64 { return g.Total / GuestNetworkShares }
-
 // Check refuses more guest storage (a new inspector, a delivery to one)
 // once the guests hold the whole (total) or the inspectors network created
 // hold its share (ofNetwork; network "" has none of its own).
 func (g GuestStorage) Check(total, ofNetwork int64, network string) error {
-	switch overShared(g.Total, total, ofNetwork, network) {
-	case sharedWhole:
-		return &GuestStorageError{Total: g.Total}
-	case sharedNetwork:
-		return &GuestStorageError{Total: g.Total, Network: network, Share: g.NetworkShare()}
+	return overShared(SharedGuests, g.Total, total, ofNetwork, network)
+}
+
+// SharedStorage names a relay-wide storage budget shared by client
+// networks (SharedStorageError.Kind).
+type SharedStorage int
+
+const (
+	SharedGuests  SharedStorage = iota // guest inspectors (GuestStorage)
+	SharedSignups                      // accounts made by open sign-up (SignupStorage)
+)
+
+// sharedStorageWords are each budget's refusals, for the whole budget (of
+// Total) and for a network's share (of Network, Share and Total). Clients
+// and tests read them: they stay word for word.
+var sharedStorageWords = [...]struct{ whole, network string }{
+	SharedGuests: {
+		whole:   "this relay's storage for guest inspectors (%d bytes) is used up: nothing more is recorded for guests until their deliveries expire; an account's Endpoints are not affected",
+		network: "the guest inspectors created from your network (%s) hold their share of this relay's storage for guests (%d bytes of %d): nothing more is recorded for them until their deliveries expire; an account's Endpoints are not affected",
+	},
+	SharedSignups: {
+		whole:   "this relay's storage for accounts made by open sign-up (%d bytes) is used up: no account is signed up and nothing more is recorded for them until their deliveries are deleted or expire, or the relay's operator gives an account a storage quota of its own (relay accounts set-quota --storage)",
+		network: "the accounts signed up from your network (%s) hold their share of this relay's storage for open sign-ups (%d bytes of %d): no account is signed up from it and nothing more is recorded for them until their deliveries are deleted or expire, or the relay's operator gives an account a storage quota of its own (relay accounts set-quota --storage)",
+	},
+}
+
+// overShared is the one rule of the budgets shared by client networks:
+// kind's budget of limit bytes (0: none) is used up once total reaches
+// it, and a network's share (limit / GuestNetworkShares) once what that
+// network made holds it (ofNetwork; network "" has no share of its own).
+// It returns the refusal, nil while there is room.
+func overShared(kind SharedStorage, limit, total, ofNetwork int64, network string) error {
+	switch {
+	case limit <= 0:
+		return nil
+	case total >= limit:
+		return &SharedStorageError{Kind: kind, Total: limit}
+	case network != "" && ofNetwork >= limit/GuestNetworkShares:
+		return &SharedStorageError{Kind: kind, Total: limit, Network: network, Share: limit / GuestNetworkShares}
 	}
 	return nil
 }
 
-// sharedOver says which part of a relay-wide storage budget shared by
-// client networks (GuestStorage, SignupStorage) is used up.
-type sharedOver int
-
-const (
-	sharedRoom    sharedOver = iota // room left
-	sharedWhole                     // the whole budget
-	sharedNetwork                   // the network's share of it
-)
-
-// overShared is the one rule of the budgets shared by client networks:
-// a budget of limit bytes (0: none) is used up once total reaches it, and
-// a network's share (limit / GuestNetworkShares) once what that network
-// made holds it (ofNetwork; network "" has no share of its own).
-func overShared(limit, total, ofNetwork int64, network string) sharedOver {
-	switch {
-	case limit <= 0:
-		return sharedRoom
-	case total >= limit:
-		return sharedWhole
-	case network != "" && ofNetwork >= limit/GuestNetworkShares:
-		return sharedNetwork
-	}
-	return sharedRoom
-}
-
-// GuestStorageError refuses a guest inspector or a delivery to one: the
-// relay's guests together, or the inspectors of one client network, hold
-// the storage they may. Accounts' deliveries go on.
-type GuestStorageError struct {
+// SharedStorageError refuses what would store more in a relay-wide budget
+// shared by client networks (Kind): the guests' (a guest inspector, a
+// delivery to one; accounts' deliveries go on) or the accounts made by
+// open sign-up (an open sign-up, more storage for such an account;
+// accounts the operator made, invited or raised, and guests, go on). The
+// budget's users together, or those of one client network, hold the
+// storage they may.
+type SharedStorageError struct {
+	Kind    SharedStorage
 	Total   int64
 	Network string // "" when the whole is used up
 	Share   int64
 }
 
-func (e *GuestStorageError) Error() string {
+func (e *SharedStorageError) Error() string {
+	w := sharedStorageWords[e.Kind]
 	if e.Network != "" {
-		return fmt.Sprintf("the guest inspectors created from your network (%s) hold their share of this relay's storage for guests (%d bytes of %d): nothing more is recorded for them until their deliveries expire; an account's Endpoints are not affected",
-			e.Network, e.Share, e.Total)
+		return fmt.Sprintf(w.network, e.Network, e.Share, e.Total)
 	}
-	return fmt.Sprintf("this relay's storage for guest inspectors (%d bytes) is used up: nothing more is recorded for guests until their deliveries expire; an account's Endpoints are not affected",
-		e.Total)
+	return fmt.Sprintf(w.whole, e.Total)
 }
 
 // Is makes errors.Is(err, ErrStorageQuota) true: a quota is used up.
-func (e *GuestStorageError) Is(target error) bool { return target == ErrStorageQuota }
+func (e *SharedStorageError) Is(target error) bool { return target == ErrStorageQuota }
 
-// Why a guest inspector, or a delivery to one, was refused (GuestStorageError.Reason).
+// Why a guest inspector, or a delivery to one, was refused (SharedStorageError.Reason).
 const (
 	GuestRefusedBudget  = "guests"  // every guest inspector together hold GuestStorage.Total
 	GuestRefusedNetwork = "network" // the inspectors of one client network hold its share
@@ -144,7 +153,7 @@ const (
 
 // Reason is GuestRefusedNetwork when a client network's share was used
 // up, else GuestRefusedBudget.
-func (e *GuestStorageError) Reason() string {
+func (e *SharedStorageError) Reason() string {
 	if e.Network != "" {
 		return GuestRefusedNetwork
 	}
@@ -156,11 +165,11 @@ func (e *GuestStorageError) Reason() string {
 // fixed however many networks are refused).
 type GuestRefusals struct{ budget, network atomic.Int64 }
 
-// Count counts err when it is a *GuestStorageError.
+// Count counts err when it is a *SharedStorageError of the guests.
 func (r *GuestRefusals) Count(err error) {
-	var g *GuestStorageError
+	var g *SharedStorageError
 	switch {
-	case !errors.As(err, &g):
+	case !errors.As(err, &g) || g.Kind != SharedGuests:
 	case g.Reason() == GuestRefusedNetwork:
 		r.network.Add(1)
 	default:
@@ -186,10 +195,6 @@ type SignupStorage struct {
 	Total int64 // 0: no bound
 }
 
-// NetworkShare is what the accounts one client network signed up may
-// hold together.
-func (g SignupStorage) NetworkShare() int64 { return g.Total / GuestNetworkShares }
-
 // InSignupStorage reports whether an account counts in the storage for
 // sign-ups: made by open sign-up and without a storage quota of its own
 // (storageQuota QuotaDefault). An account made before accounts recorded
@@ -204,33 +209,5 @@ func InSignupStorage(origin string, storageQuota int64) bool {
 // (total) or those network signed up hold its share (ofNetwork; network
 // "" has none of its own).
 func (g SignupStorage) Check(total, ofNetwork int64, network string) error {
-	switch overShared(g.Total, total, ofNetwork, network) {
-	case sharedWhole:
-		return &SignupStorageError{Total: g.Total}
-	case sharedNetwork:
-		return &SignupStorageError{Total: g.Total, Network: network, Share: g.NetworkShare()}
-	}
-	return nil
+	return overShared(SharedSignups, g.Total, total, ofNetwork, network)
 }
-
-// SignupStorageError refuses an open sign-up, or more storage for an
-// account made by one: the relay's accounts made by open sign-up
-// together, or those of one client network, hold the storage they may.
-// Accounts the operator made, invited or raised, and guests, go on.
-type SignupStorageError struct {
-	Total   int64
-	Network string // "" when the whole is used up
-	Share   int64
-}
-
-func (e *SignupStorageError) Error() string {
-	if e.Network != "" {
-		return fmt.Sprintf("the accounts signed up from your network (%s) hold their share of this relay's storage for open sign-ups (%d bytes of %d): no account is signed up from it and nothing more is recorded for them until their deliveries are deleted or expire, or the relay's operator gives an account a storage quota of its own (relay accounts set-quota --storage)",
-			e.Network, e.Share, e.Total)
-	}
-	return fmt.Sprintf("this relay's storage for accounts made by open sign-up (%d bytes) is used up: no account is signed up and nothing more is recorded for them until their deliveries are deleted or expire, or the relay's operator gives an account a storage quota of its own (relay accounts set-quota --storage)",
-		e.Total)
-}
-
-// Is makes errors.Is(err, ErrStorageQuota) true: a quota is used up.
-func (e *SignupStorageError) Is(target error) bool { return target == ErrStorageQuota }

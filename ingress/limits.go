@@ -155,8 +155,8 @@ func (s *Server) overGuestStorage(w http.ResponseWriter, route Route) bool {
 }
 
 // refuseStorage answers 507 to a request that a storage budget shared by
-// client networks refuses (domain.GuestStorageError,
-// domain.SignupStorageError), with the refusal's reason and a Retry-After
+// client networks refuses (domain.SharedStorageError: the guests' or the
+// sign-ups'), with the refusal's reason and a Retry-After
 // of an hour: space comes back as retention deletes deliveries.
 func refuseStorage(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", "3600")

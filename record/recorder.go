@@ -33,9 +33,10 @@ type Config struct {
 	// durable, so the storage quotas count it before the views apply it.
 	Usage Usage
 	// WhyNotStored tells why an account may store no more: its storage
-	// quota is used up (domain.NotCapturedStorageQuota), the relay's disk
-	// is below its reserve (domain.NotCapturedDiskReserve); "" when it
-	// may. The answer to a retry, a queued attempt or a copy of an account
+	// quota is used up (domain.NotCapturedStorageQuota), so is the
+	// relay's storage for sign-ups it is in (its network's share,
+	// domain.NotCapturedSignupStorage), the relay's disk is below its
+	// reserve (domain.NotCapturedDiskReserve); "" when it may. The answer to a retry, a queued attempt or a copy of an account
 	// that may not is recorded without its body, saying why
 	// (ForwardResponded.NotCaptured). Nil: every account may.
 	WhyNotStored func(ctx context.Context, accountID string) string

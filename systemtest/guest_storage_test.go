@@ -78,6 +78,36 @@ func (g guestClient) fill(t *testing.T, id string, body []byte, tries int) (stat
 	return http.StatusNoContent, ""
 }
 
+// sharedBudget is what a run against a storage budget shared by client
+// networks (--guest-storage, --signup-storage) saw: the bytes what one
+// network made stores, those all networks' store, and how many creations
+// and deliveries the budget refused.
+type sharedBudget struct {
+	flag, made                string // the budget's flag; what a network makes ("inspectors")
+	budget, slop              int64  // the flag's bytes; what the delivery that reaches a bound may pass it by
+	oneNetwork, all           int64
+	refusedCreate, refused507 int
+}
+
+// assertSharedBudget fails unless one network stored at most its share
+// (a sixteenth), all networks at most the whole budget, each give or
+// take b.slop, and the budget refused both a creation and a delivery.
+func assertSharedBudget(t *testing.T, b sharedBudget) {
+	t.Helper()
+	share := b.budget / 16
+	t.Logf("one network's %s stored %d KiB (share %d KiB); all networks' %s stored %d KiB (%s %d KiB); %d created refused, %d deliveries 507",
+		b.made, b.oneNetwork>>10, share>>10, b.made, b.all>>10, b.flag, b.budget>>10, b.refusedCreate, b.refused507)
+	if b.oneNetwork > share+b.slop {
+		t.Errorf("one network's %s stored %d KiB, want at most its share %d KiB", b.made, b.oneNetwork>>10, share>>10)
+	}
+	if b.all > b.budget+b.slop {
+		t.Errorf("%s stored %d KiB, want at most %s %d KiB", b.made, b.all>>10, b.flag, b.budget>>10)
+	}
+	if b.refusedCreate == 0 || b.refused507 == 0 {
+		t.Errorf("%d %s refused, %d fills ended 507: want both", b.refusedCreate, b.made, b.refused507)
+	}
+}
+
 // TestGuestStorageIsBoundedRelayWide: guest inspectors have no account
 // whose quota counts them; each holds at most --inspector-quota, but a
 // client creates 30 an hour and its /24 ten times that, and any number of
@@ -136,20 +166,12 @@ func TestGuestStorageIsBoundedRelayWide(t *testing.T) {
 	for _, id := range ids {
 		stored += inspectorNow(t, r, id).StoredBytes
 	}
-	t.Logf("one network's 4 inspectors stored %d KiB (share %d KiB); %d networks' guests stored %d KiB in all (budget %d KiB); %d inspectors refused, %d fills ended 507",
-		oneNetwork>>10, budget/16>>10, networks+1, stored>>10, budget>>10, refusedCreate, refused507)
-	// What passes a bound is the delivery that reached it (one body and
-	// its headers).
-	const slop = 6 << 10
-	if oneNetwork > budget/16+slop {
-		t.Errorf("one network's inspectors stored %d KiB, want at most its share %d KiB", oneNetwork>>10, budget/16>>10)
-	}
-	if stored > budget+slop {
-		t.Errorf("guests stored %d KiB, want at most --guest-storage %d KiB", stored>>10, budget>>10)
-	}
-	if refusedCreate == 0 || refused507 == 0 {
-		t.Errorf("%d inspectors refused, %d fills ended 507: want both", refusedCreate, refused507)
-	}
+	// What passes a bound is the delivery that reached it (one body of
+	// 4 KiB and its headers).
+	assertSharedBudget(t, sharedBudget{
+		flag: "--guest-storage", made: "inspectors", budget: budget, slop: 6 << 10,
+		oneNetwork: int64(oneNetwork), all: int64(stored), refusedCreate: refusedCreate, refused507: refused507,
+	})
 	// An account's Endpoint is not a guest: it records as before.
 	acct := signUpTenant(t, r, "team")
 	ep := createEndpointFor(t, r, acct.Token, map[string]any{"name": "log", "mode": "LOG"})

@@ -1,6 +1,7 @@
 package systemtest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -15,22 +16,80 @@ import (
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
+// incompressible is n bytes (n even) of hex of random bytes: a local
+// answer that takes at least n/2 bytes in the log however it is
+// compressed.
+func incompressible(n int) []byte {
+	random := make([]byte, n/2)
+	_, _ = rand.Read(random)
+	return []byte(hex.EncodeToString(random))
+}
+
 // TestCopiesOverQuotaStoreNoBodies: an account's PROXY Endpoint (response
 // capture on) has two listeners. The primary answers at once; the other's
 // local process holds its answers (200 KiB each) until told. Eight
-// deliveries are answered by the primary, then the operator sets the
-// account's storage quota below what it stores, then the copies answer.
-// They are recorded without their bodies, saying why: the account's stored
-// bytes and the data folder grow by the answers' headers, not by 1.6 MB of
-// bodies past the quota.
+// deliveries are answered by the primary, then the account may store no
+// more, then the copies answer. They are recorded without their bodies,
+// saying why: the account's stored bytes and the data folder grow by the
+// answers' headers, not by 1.6 MB of bodies past the bound. The account
+// may store no more because the operator set its storage quota below what
+// it stores, or because it was made by open sign-up and the accounts its
+// network signed up hold their share of --signup-storage (its own quota
+// has room): before that bound was asked, those copies stored their
+// bodies.
 func TestCopiesOverQuotaStoreNoBodies(t *testing.T) {
 	t.Parallel()
 	const deliveries = 8
-	random := make([]byte, 100<<10)
-	_, _ = rand.Read(random)
-	answer := []byte(hex.EncodeToString(random)) // 200 KiB, not compressible below 100 KiB
+	answer := incompressible(200 << 10)
 
-	r := harness.Start(t, "", "--admin-token", quotaAdmin, "--forward-timeout", "2m")
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		// over makes the account unable to store more once the copies
+		// are out.
+		over func(t *testing.T, r *harness.Relay, acct tenant, ep endpointInfo)
+		want string // the copies' notCaptured
+	}{
+		{name: "the account's storage quota", want: "storage quota exceeded",
+			over: func(t *testing.T, r *harness.Relay, acct tenant, _ endpointInfo) {
+				t.Helper()
+				if out, code := harness.RunCLI(t, "accounts", "set-quota", acct.ID, "--storage", "1KiB", "--server", r.BareURL(), "--admin-token", quotaAdmin); code != 0 {
+					t.Fatalf("set-quota exited %d:\n%s", code, out)
+				}
+				if u := usageOf(t, r, acct.ID); u.StorageQuota == nil || u.StoredBytes < *u.StorageQuota {
+					t.Fatalf("usage %+v: the account is not at its quota before the copies answer", u)
+				}
+			}},
+		// A network's share is 64 KiB: the eight deliveries stay under
+		// it, a 96 KiB one takes the account past it.
+		{name: "the storage for sign-ups", flags: []string{"--signup-storage", "1MiB"}, want: "storage for sign-ups full",
+			over: func(t *testing.T, r *harness.Relay, acct tenant, ep endpointInfo) {
+				t.Helper()
+				if res := send(t, r, ep.ID, "POST", "/fill", nil, bytes.Repeat([]byte("f"), 96<<10)); res.Status != 200 {
+					t.Fatalf("the delivery that fills the network's share: %d %q", res.Status, res.Body)
+				}
+				harness.Eventually(t, 15*time.Second, "deliveries refused by the storage for sign-ups", func() bool {
+					res := send(t, r, ep.ID, "POST", "/refused", nil, []byte("x"))
+					return res.Status == http.StatusInsufficientStorage && strings.Contains(string(res.Body), "open sign-up")
+				})
+				if u := usageOf(t, r, acct.ID); u.StorageQuota != nil && u.StoredBytes >= *u.StorageQuota {
+					t.Fatalf("usage %+v: the account is at its own quota, not only the storage for sign-ups", u)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			copiesOverQuotaStoreNoBodies(t, tc.flags, deliveries, answer, tc.over, tc.want)
+		})
+	}
+}
+
+// copiesOverQuotaStoreNoBodies runs TestCopiesOverQuotaStoreNoBodies on a
+// relay started with flags: over makes the account unable to store more
+// while the copies of deliveries are out, want is what their answers'
+// notCaptured says.
+func copiesOverQuotaStoreNoBodies(t *testing.T, flags []string, deliveries int, answer []byte, over func(*testing.T, *harness.Relay, tenant, endpointInfo), want string) {
+	t.Helper()
+	r := harness.Start(t, "", append([]string{"--admin-token", quotaAdmin, "--forward-timeout", "2m"}, flags...)...)
 	acct := signUpTenant(t, r, "owner")
 	primary := localTarget(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok"))
@@ -62,15 +121,10 @@ func TestCopiesOverQuotaStoreNoBodies(t *testing.T) {
 		}
 		ids = append(ids, deliveryAt(t, r, acct.Token, ep.ID, path).ID)
 	}
-	harness.Eventually(t, 15*time.Second, "every copy at the second listener's local process", func() bool { return got.Load() == deliveries })
+	harness.Eventually(t, 15*time.Second, "every copy at the second listener's local process", func() bool { return got.Load() == int64(deliveries) })
 
-	if out, code := harness.RunCLI(t, "accounts", "set-quota", acct.ID, "--storage", "1KiB", "--server", r.BareURL(), "--admin-token", quotaAdmin); code != 0 {
-		t.Fatalf("set-quota exited %d:\n%s", code, out)
-	}
+	over(t, r, acct, ep)
 	before := usageOf(t, r, acct.ID)
-	if before.StorageQuota == nil || before.StoredBytes < *before.StorageQuota {
-		t.Fatalf("usage %+v: the account is not at its quota before the copies answer", before)
-	}
 	sizeBefore := dirSize(t, r.Data)
 
 	releaseCopies()
@@ -112,13 +166,13 @@ func TestCopiesOverQuotaStoreNoBodies(t *testing.T) {
 			captured++
 		}
 	}
-	t.Logf("%d copies of 200 KiB answered over a 1 KiB quota: %d captured; storedBytes %d -> %d, data folder %d -> %d",
+	t.Logf("%d copies of 200 KiB answered once the account may store no more: %d captured; storedBytes %d -> %d, data folder %d -> %d",
 		deliveries, captured, before.StoredBytes, after.StoredBytes, sizeBefore, sizeAfter)
-	if grew := after.StoredBytes - before.StoredBytes; captured > 0 || grew > deliveries*4<<10 {
+	if grew := after.StoredBytes - before.StoredBytes; captured > 0 || grew > int64(deliveries)*4<<10 {
 		t.Errorf("over its quota the account's copies stored %d answers with their bodies, storedBytes grew by %d", captured, grew)
 	}
 	// The log's and the views' pages for the answers' headers, not their bodies.
-	if grew := sizeAfter - sizeBefore; grew > deliveries*int64(len(answer))/2 {
+	if grew := sizeAfter - sizeBefore; grew > int64(deliveries)*int64(len(answer))/2 {
 		t.Errorf("the data folder grew by %d bytes for %d copies answered over the quota", grew, deliveries)
 	}
 
@@ -145,8 +199,8 @@ func TestCopiesOverQuotaStoreNoBodies(t *testing.T) {
 		switch {
 		case a.Response == nil:
 			t.Errorf("%s attempt without a response", a.Role)
-		case a.Role == "COPY" && (a.Response.Captured || strp(a.Response.NotCaptured) != `"storage quota exceeded"`):
-			t.Errorf("the copy's response: captured %v, notCaptured %s; want false, storage quota exceeded", a.Response.Captured, strp(a.Response.NotCaptured))
+		case a.Role == "COPY" && (a.Response.Captured || strp(a.Response.NotCaptured) != strconv.Quote(want)):
+			t.Errorf("the copy's response: captured %v, notCaptured %s; want false, %s", a.Response.Captured, strp(a.Response.NotCaptured), want)
 		case a.Role == "PRIMARY" && (!a.Response.Captured || a.Response.NotCaptured != nil):
 			t.Errorf("the primary's response (before the quota): captured %v, notCaptured %s", a.Response.Captured, strp(a.Response.NotCaptured))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,20 +145,13 @@ func TestSignupStorageIsBoundedRelayWide(t *testing.T) {
 		stuff(newGuestClient(r, fmt.Sprintf("127.0.%d.1", n+1)), fmt.Sprintf("net-%d", n+1))
 	}
 	all := stored()
-	t.Logf("one network's %d accounts stored %d KiB (share %d KiB); %d networks' sign-ups made %d accounts storing %d KiB in all (budget %d KiB); %d sign-ups refused, %d fills ended 507 for the storage for sign-ups",
-		oneNetworkAccounts, oneNetwork>>10, budget/16>>10, networks+1, len(accounts), all>>10, budget>>10, refusedSignUp, refused507)
-	// What passes a bound is the delivery that reached it (one body and
-	// its headers).
-	const slop = 10 << 10
-	if oneNetwork > budget/16+slop {
-		t.Errorf("one network's accounts stored %d KiB, want at most its share %d KiB", oneNetwork>>10, budget/16>>10)
-	}
-	if all > budget+slop {
-		t.Errorf("accounts made by open sign-up stored %d KiB, want at most --signup-storage %d KiB", all>>10, budget>>10)
-	}
-	if refusedSignUp == 0 || refused507 == 0 {
-		t.Errorf("%d sign-ups refused, %d fills ended 507: want both", refusedSignUp, refused507)
-	}
+	t.Logf("one network signed up %d accounts; %d networks' sign-ups made %d accounts", oneNetworkAccounts, networks+1, len(accounts))
+	// What passes a bound is the delivery that reached it (one body of
+	// 8 KiB and its headers).
+	assertSharedBudget(t, sharedBudget{
+		flag: "--signup-storage", made: "accounts made by open sign-up", budget: budget, slop: 10 << 10,
+		oneNetwork: oneNetwork, all: all, refusedCreate: refusedSignUp, refused507: refused507,
+	})
 
 	// An account the operator made is outside the pool: it records.
 	out, code := harness.RunCLI(t, "accounts", "create", "--name", "ops", "--server", r.BareURL(), "--admin-token", quotaAdmin)
@@ -182,4 +176,88 @@ func TestSignupStorageIsBoundedRelayWide(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "the raised account records again", func() bool {
 		return send(t, r, endpoints[0], "POST", "/raised", nil, body).Status == http.StatusNoContent
 	})
+}
+
+// TestQueuedAnswersPastSignupStorageStoreNoBodies: an account made by
+// open sign-up queues four deliveries to its QUEUE Endpoint (response
+// capture on) while its local process holds its answers, then a 96 KiB
+// one takes the accounts its network signed up past their share of
+// --signup-storage (64 KiB of 1 MiB; its own --account-storage has room):
+// its deliveries are refused 507. When the local process answers, the
+// queue still delivers the four, and their answers (200 KiB each) are
+// recorded without their bodies, saying why; before, they were stored
+// whole.
+func TestQueuedAnswersPastSignupStorageStoreNoBodies(t *testing.T) {
+	t.Parallel()
+	const queued = 4
+	answer := incompressible(200 << 10)
+	r := harness.Start(t, "", "--admin-token", quotaAdmin, "--signup-storage", "1MiB")
+	acct := signUpTenant(t, r, "owner")
+	release := make(chan struct{})
+	releaseAnswers := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAnswers)
+	target := localTarget(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+			_, _ = w.Write(answer)
+		case <-r.Context().Done(): // the agent went: the test failed before the release
+		}
+	}))
+	ep := createEndpointFor(t, r, acct.Token, map[string]any{"name": "queue", "mode": "QUEUE", "target": target, "responseCapture": true})
+	// Past the storage for sign-ups an agent session is refused: the
+	// listener connects before.
+	startAgentFor(t, r, acct.Token, ep.ID, target)
+	ids := sendQueued(t, r, ep.ID, queued, "/queued")
+	if res := send(t, r, ep.ID, "POST", "/fill", nil, bytes.Repeat([]byte("f"), 96<<10)); res.Status != http.StatusAccepted {
+		t.Fatalf("the delivery that fills the network's share: %d %q", res.Status, res.Body)
+	}
+	harness.Eventually(t, 15*time.Second, "deliveries refused by the storage for sign-ups", func() bool {
+		res := send(t, r, ep.ID, "POST", "/refused", nil, []byte("x"))
+		return res.Status == http.StatusInsufficientStorage && strings.Contains(string(res.Body), "open sign-up")
+	})
+	before := usageOf(t, r, acct.ID)
+	if before.StorageQuota != nil && before.StoredBytes >= *before.StorageQuota {
+		t.Fatalf("usage %+v: the account is at its own quota, not only the storage for sign-ups", before)
+	}
+
+	releaseAnswers()
+	harness.Eventually(t, 60*time.Second, "every queued delivery delivered", func() bool {
+		for _, id := range ids {
+			if q := deliveryQueue(t, r, acct.Token, id); q == nil || q.State != "delivered" {
+				return false
+			}
+		}
+		return true
+	})
+	after := usageOf(t, r, acct.ID)
+	captured := 0
+	for _, id := range ids {
+		var out struct {
+			Delivery struct {
+				Attempts []struct {
+					Status   *int
+					Response *struct {
+						Captured    bool
+						NotCaptured *string
+					}
+				}
+			}
+		}
+		r.MustGraphQL(t, acct.Token, `query($id: ID!){ delivery(id: $id){ attempts{ status response{ captured notCaptured } } } }`, map[string]any{"id": id}, &out)
+		for _, a := range out.Delivery.Attempts {
+			switch {
+			case a.Response == nil:
+				t.Errorf("delivery %s: an attempt (status %s) without a response", id, intp(a.Status))
+			case a.Response.Captured:
+				captured++
+			case strp(a.Response.NotCaptured) != `"storage for sign-ups full"`:
+				t.Errorf("delivery %s: notCaptured %s, want \"storage for sign-ups full\"", id, strp(a.Response.NotCaptured))
+			}
+		}
+	}
+	t.Logf("%d queued deliveries answered 200 KiB past the network's share of --signup-storage: %d answers captured; storedBytes %d -> %d",
+		queued, captured, before.StoredBytes, after.StoredBytes)
+	if grew := after.StoredBytes - before.StoredBytes; captured > 0 || grew > (queued+1)*4<<10 {
+		t.Errorf("past the storage for sign-ups the queue stored %d answers with their bodies, storedBytes grew by %d", captured, grew)
+	}
 }

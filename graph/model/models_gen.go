@@ -156,10 +156,13 @@ type AttemptResponse struct {
 	Captured bool `json:"captured"`
 	// Why the body was not stored although the Endpoint captures responses:
 	// `storage quota exceeded` (the account's stored bytes had reached its storage
-	// quota when the answer was recorded), or, for a copy, `body budget full while
-	// the primary's answer was awaited` (the relay's body budget had no room to hold
-	// it until it was recorded). Null when it was stored, or when the Endpoint does
-	// not capture responses.
+	// quota when the answer was recorded), `storage for sign-ups full` (the account,
+	// made by open sign-up, shares the relay's storage for sign-ups, and those
+	// accounts or the ones its network signed up had reached their part of it),
+	// `relay disk nearly full` (the relay's free disk was below its reserve), or, for
+	// a copy, `body budget full while the primary's answer was awaited` (the relay's
+	// body budget had no room to hold it until it was recorded). Null when it was
+	// stored, or when the Endpoint does not capture responses.
 	NotCaptured *string `json:"notCaptured,omitempty"`
 }
 
