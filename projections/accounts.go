@@ -461,11 +461,12 @@ func (v *Accounts) TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsag
 }
 
 // EndpointNamed returns the id of an account's Endpoint named name that is
-// not deleted, "" when there is none (through endpoints_by_account: at most
-// --account-endpoints rows).
+// not deleted, "" when there is none (through endpoints_live: at most
+// --account-endpoints rows, none of the deleted ones).
 func (v *Accounts) EndpointNamed(ctx context.Context, accountID, name string) (string, error) {
 	var id string
-	err := v.r.QueryRowContext(ctx, "SELECT id FROM endpoints WHERE account_id = ? AND deleted = 0 AND name = ? ORDER BY position LIMIT 1", accountID, name).Scan(&id)
+	err := v.r.QueryRowContext(ctx, "SELECT id FROM endpoints INDEXED BY endpoints_live WHERE account_id = ? AND deleted = 0 AND name = ? ORDER BY position LIMIT 1",
+		accountID, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -476,10 +477,10 @@ func (v *Accounts) EndpointNamed(ctx context.Context, accountID, name string) (s
 }
 
 // CountEndpoints counts an account's Endpoints that are not deleted
-// (through endpoints_by_account).
+// (through endpoints_live, none of the deleted ones).
 func (v *Accounts) CountEndpoints(ctx context.Context, accountID string) (int, error) {
 	var n int
-	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints WHERE account_id = ? AND deleted = 0", accountID).Scan(&n)
+	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints INDEXED BY endpoints_live WHERE account_id = ? AND deleted = 0", accountID).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count endpoints of account %q: %w", accountID, err)
 	}

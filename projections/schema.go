@@ -256,6 +256,11 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	queue            TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
+-- endpoints_live lists, counts and names an account's Endpoints that are
+-- not deleted without walking its deleted ones: a deleted Endpoint keeps
+-- its row for good, and an account may create and delete them as long as
+-- its storage quota lasts.
+CREATE INDEX IF NOT EXISTS endpoints_live ON endpoints (account_id, position) WHERE deleted = 0;
 
 CREATE TABLE IF NOT EXISTS agent_sessions (
 	agent_id        TEXT PRIMARY KEY,
