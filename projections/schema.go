@@ -159,6 +159,10 @@ CREATE TABLE IF NOT EXISTS tokens (
 	kind       TEXT NOT NULL DEFAULT ''    -- 'session' or '' (an API token)
 );
 CREATE INDEX IF NOT EXISTS tokens_by_id ON tokens (account_id, token_id);
+-- tokens_live lists an account's tokens that are not revoked, in their
+-- order, without walking its revoked ones: a revoked token keeps its row
+-- for good, and every sign-in past a member's 20 sessions revokes one.
+CREATE INDEX IF NOT EXISTS tokens_live ON tokens (account_id, issued_at, token_id) WHERE revoked = 0;
 
 -- Device codes (RFC 8628) by the hashes of their two codes.
 CREATE TABLE IF NOT EXISTS device_codes (
