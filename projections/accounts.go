@@ -77,9 +77,10 @@ func (v *Accounts) TokenByHash(ctx context.Context, hash string) (readmodel.Acco
 	return a, tok, nil
 }
 
-// Tokens lists the unrevoked tokens of an account, oldest first.
+// Tokens lists the unrevoked tokens of an account, oldest first, through
+// tokens_live: none of the revoked ones are read.
 func (v *Accounts) Tokens(ctx context.Context, accountID string) ([]readmodel.Token, error) {
-	rows, err := v.r.QueryContext(ctx, "SELECT "+tokenColumns+` FROM tokens t
+	rows, err := v.r.QueryContext(ctx, "SELECT "+tokenColumns+` FROM tokens AS t INDEXED BY tokens_live
 		WHERE t.account_id = ? AND t.revoked = 0 ORDER BY t.issued_at, t.token_id`, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens of account %q: %w", accountID, err)
@@ -474,11 +475,12 @@ func (v *Accounts) TopUsage(ctx context.Context, n int) ([]readmodel.AccountUsag
 }
 
 // EndpointNamed returns the id of an account's Endpoint named name that is
-// not deleted, "" when there is none (through endpoints_by_account: at most
-// --account-endpoints rows).
+// not deleted, "" when there is none (through endpoints_live: at most
+// --account-endpoints rows, none of the deleted ones).
 func (v *Accounts) EndpointNamed(ctx context.Context, accountID, name string) (string, error) {
 	var id string
-	err := v.r.QueryRowContext(ctx, "SELECT id FROM endpoints WHERE account_id = ? AND deleted = 0 AND name = ? ORDER BY position LIMIT 1", accountID, name).Scan(&id)
+	err := v.r.QueryRowContext(ctx, "SELECT id FROM endpoints INDEXED BY endpoints_live WHERE account_id = ? AND deleted = 0 AND name = ? ORDER BY position LIMIT 1",
+		accountID, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -489,10 +491,10 @@ func (v *Accounts) EndpointNamed(ctx context.Context, accountID, name string) (s
 }
 
 // CountEndpoints counts an account's Endpoints that are not deleted
-// (through endpoints_by_account).
+// (through endpoints_live, none of the deleted ones).
 func (v *Accounts) CountEndpoints(ctx context.Context, accountID string) (int, error) {
 	var n int
-	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints WHERE account_id = ? AND deleted = 0", accountID).Scan(&n)
+	err := v.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints INDEXED BY endpoints_live WHERE account_id = ? AND deleted = 0", accountID).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count endpoints of account %q: %w", accountID, err)
 	}

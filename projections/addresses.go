@@ -206,7 +206,7 @@ func (v *Addresses) Endpoints(ctx context.Context, accountID, after string, limi
 		limit = -1 // SQLite: no limit
 	}
 	rows, err := v.r.QueryContext(ctx, "SELECT "+endpointColumns+
-		" FROM endpoints WHERE account_id = ? AND deleted = 0 AND position > ? ORDER BY position LIMIT ?", accountID, from, limit)
+		" FROM endpoints INDEXED BY endpoints_live WHERE account_id = ? AND deleted = 0 AND position > ? ORDER BY position LIMIT ?", accountID, from, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints of account %q: %w", accountID, err)
 	}

@@ -149,7 +149,11 @@ func (v *Runner) QueueEntry(ctx context.Context, deliveryID string) (readmodel.Q
 // page is empty). The cursor is the one the delivery pages use (a receipt's
 // log position, which is the queue's seq); another is INVALID_INPUT on
 // after. The query names only the filters that are set, so it seeks on
-// queue_endpoint or queue_account instead of scanning the account's rows.
+// queue_endpoint or queue_account instead of scanning the account's rows;
+// without a state it reads each of queueStates so (at most limit rows
+// each) and keeps the oldest limit, never walking the delivered rows,
+// which stay as long as their deliveries and would grow every page with
+// the queue's history.
 func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state, after string, limit int) ([]readmodel.QueueEntry, string, error) {
 	limit = min(max(limit, 1), MaxQueueBatch)
 	var from uint64
@@ -160,25 +164,40 @@ func (v *Runner) QueueList(ctx context.Context, accountID, endpointID, state, af
 		}
 		from = pos
 	}
-	query, args := `SELECT `+queueColumns+` FROM queue WHERE account_id = ?`, []any{accountID}
-	if endpointID != "" {
-		query, args = query+` AND endpoint_id = ?`, append(args, endpointID)
-	}
+	states := queueStates
 	if state != "" {
-		query, args = query+` AND state = ?`, append(args, state)
-	} else {
-		query += ` AND state != 'delivered'`
+		states = []string{state}
 	}
-	entries, err := v.queueRows(ctx, query+` AND seq > ? ORDER BY seq LIMIT ?`, append(args, int64(from), limit)...)
-	if err != nil || len(entries) == 0 {
-		return entries, after, err
+	var entries []readmodel.QueueEntry
+	for _, st := range states {
+		query, args := `SELECT `+queueColumns+` FROM queue WHERE account_id = ?`, []any{accountID}
+		if endpointID != "" {
+			query, args = query+` AND endpoint_id = ?`, append(args, endpointID)
+		}
+		got, err := v.queueRows(ctx, query+` AND state = ? AND seq > ? ORDER BY seq LIMIT ?`, append(args, st, int64(from), limit)...)
+		if err != nil {
+			return nil, after, err
+		}
+		entries = append(entries, got...)
 	}
+	if len(entries) == 0 {
+		return entries, after, nil
+	}
+	slices.SortFunc(entries, func(a, b readmodel.QueueEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	entries = entries[:min(len(entries), limit)]
 	return entries, readmodel.EncodeCursor(uint64(entries[len(entries)-1].Seq)), nil
 }
 
-// QueueCounts counts an Endpoint's queue by state.
+// queueStates are the states of a delivery still in its queue: a list or
+// count without a state reads these, one index range each, and never the
+// delivered rows (QueueDone), which stay until their deliveries go.
+var queueStates = []string{readmodel.QueueQueued, readmodel.QueueInFlight, readmodel.QueueDead}
+
+// QueueCounts counts an Endpoint's queue by state: the deliveries still
+// in it (queueStates), through queue_endpoint, not its delivered history.
 func (v *Runner) QueueCounts(ctx context.Context, endpointID string) (readmodel.QueueCounts, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT state, count(*) FROM queue WHERE endpoint_id = ? GROUP BY state`, endpointID)
+	rows, err := v.r.QueryContext(ctx, `SELECT state, count(*) FROM queue WHERE endpoint_id = ? AND state IN (?, ?, ?) GROUP BY state`,
+		endpointID, queueStates[0], queueStates[1], queueStates[2])
 	if err != nil {
 		return readmodel.QueueCounts{}, fmt.Errorf("count queue of %s: %w", endpointID, err)
 	}

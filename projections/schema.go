@@ -161,6 +161,10 @@ CREATE TABLE IF NOT EXISTS tokens (
 	kind       TEXT NOT NULL DEFAULT ''    -- 'session' or '' (an API token)
 );
 CREATE INDEX IF NOT EXISTS tokens_by_id ON tokens (account_id, token_id);
+-- tokens_live lists an account's tokens that are not revoked, in their
+-- order, without walking its revoked ones: a revoked token keeps its row
+-- for good, and every sign-in past a member's 20 sessions revokes one.
+CREATE INDEX IF NOT EXISTS tokens_live ON tokens (account_id, issued_at, token_id) WHERE revoked = 0;
 
 -- Device codes (RFC 8628) by the hashes of their two codes.
 CREATE TABLE IF NOT EXISTS device_codes (
@@ -261,6 +265,11 @@ CREATE TABLE IF NOT EXISTS endpoints (
 	queue            TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS endpoints_by_account ON endpoints (account_id, position);
+-- endpoints_live lists, counts and names an account's Endpoints that are
+-- not deleted without walking its deleted ones: a deleted Endpoint keeps
+-- its row for good, and an account may create and delete them as long as
+-- its storage quota lasts.
+CREATE INDEX IF NOT EXISTS endpoints_live ON endpoints (account_id, position) WHERE deleted = 0;
 
 CREATE TABLE IF NOT EXISTS agent_sessions (
 	agent_id        TEXT PRIMARY KEY,
