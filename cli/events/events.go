@@ -3,6 +3,7 @@
 package events
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -262,6 +263,11 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 		// log found wrong (exit 1).
 		return cmdutil.Usage(fmt.Errorf("no export file %s: give the file relay events export wrote, or --data the folder relay serve keeps its data in", path))
 	}
+	// So is an empty file (of no bytes or only blank lines): no export has
+	// no lines, and "ok: 0 events" would pass it as a verified log.
+	if blank(path) {
+		return cmdutil.Usage(fmt.Errorf("%s is empty: an export of the event log has a line per event; relay events export --data DIR -o events.jsonl writes one", path))
+	}
 	// So is a file of the other exports (relay deliveries export).
 	if kind := otherExport(path); kind != "" {
 		return cmdutil.Usage(fmt.Errorf("%s is %s, not an export of the event log: give the file relay events export wrote (relay events export --data DIR -o events.jsonl)", path, kind))
@@ -283,6 +289,28 @@ func verifyExport(ctx context.Context, path string, opts evidence.Options, w io.
 	}
 	defer x.Close()
 	return verifyChain(ctx, x, opts, w)
+}
+
+// blank reports whether the file at path holds only white space (or
+// nothing). It reads up to the first other byte.
+func blank(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for {
+		b, err := r.ReadByte()
+		if err != nil {
+			return errors.Is(err, io.EOF)
+		}
+		switch b {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return false
+		}
+	}
 }
 
 // otherExport names what relay deliveries export writes when path begins
