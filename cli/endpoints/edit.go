@@ -66,6 +66,15 @@ func (s *endpointSettings) input(cmd *cobra.Command) (map[string]any, error) {
 		return nil, cmdutil.Usage(errors.New("--filter and --no-filters exclude each other"))
 	}
 	if fs.Changed("filter") {
+		for _, t := range s.filters {
+			if strings.TrimSpace(t) != "" {
+				continue
+			}
+			if fs.Lookup("no-filters") != nil {
+				return nil, cmdutil.Usage(fmt.Errorf("--filter %q is empty: --no-filters removes the Endpoint's filters", t))
+			}
+			return nil, cmdutil.Usage(fmt.Errorf("--filter %q is empty: give no --filter for an Endpoint that forwards every delivery", t))
+		}
 		parsed, err := domain.ParseFilters(s.filters)
 		if err != nil {
 			return nil, cmdutil.Usage(fmt.Errorf("--filter: %w", err))

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -112,6 +114,7 @@ code 2.`,
 				return cmdutil.Usage(err)
 			}
 			ctx := c.Context()
+			warnIfNothingListens(ctx, target.Host, stderr)
 			client, err := conn.LoggedIn(c.Flags(), env)
 			if login.NotLoggedIn(err) {
 				client, err = login.FirstLogin(ctx, &conn, signup, env, stdin, stderr)
@@ -226,6 +229,12 @@ func targetFlagHint(err error) string {
 // listenFilters parses --filter and --events (domain.ParseFilter); an
 // invalid one is named in the error.
 func listenFilters(texts []string, events string) ([]domain.Filter, error) {
+	for _, t := range texts {
+		if strings.TrimSpace(t) == "" {
+			// What a script passes for "no filter": it is no --filter.
+			return nil, fmt.Errorf("--filter %q is empty: to forward every delivery give no --filter (a listener has no filters but those given; an Endpoint's own are removed with relay endpoints update ENDPOINT --no-filters)", t)
+		}
+	}
 	if events != "" {
 		texts = append([]string{"event=" + events}, texts...)
 	}
@@ -237,6 +246,26 @@ func listenFilters(texts []string, events string) ([]domain.Filter, error) {
 		return nil, fmt.Errorf("--filter: %w", err)
 	}
 	return fs, nil
+}
+
+// targetProbeTimeout bounds the one connection listen tries to its target
+// as it starts.
+const targetProbeTimeout = time.Second
+
+// warnIfNothingListens tries one TCP connection to host and, when it is
+// refused, says on w that deliveries will be answered 502 until something
+// listens there. listen goes on either way: people start it before their
+// app. A connection that neither opens nor is refused in time says nothing.
+func warnIfNothingListens(ctx context.Context, host string, w io.Writer) {
+	d := net.Dialer{Timeout: targetProbeTimeout}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err == nil {
+		conn.Close()
+		return
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		fmt.Fprintf(w, "nothing is listening on %s yet: deliveries will be answered 502 until it is\n", host)
+	}
 }
 
 // createEndpoint makes an Endpoint named name in PROXY mode to host.
