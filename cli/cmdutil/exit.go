@@ -81,8 +81,11 @@ func UsageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // listed.
 func FlagError(cmd *cobra.Command, err error) error {
 	hint := ""
-	if err.Error() == "unknown flag: --json" && cmd.Flags().Lookup("output") != nil {
+	switch {
+	case err.Error() == "unknown flag: --json" && cmd.Flags().Lookup("output") != nil:
 		hint = "; JSON is -o json" // what gh and others call --json
+	case !cmd.HasParent() && strings.HasPrefix(err.Error(), "unknown shorthand flag: 'V'"):
+		hint = "; the version is relay version (or -v)" // what other tools call -V
 	}
 	return Usage(fmt.Errorf("%s%w%s (%s --help lists the flags)", commandName(cmd), err, hint, cmd.CommandPath()))
 }
@@ -99,6 +102,9 @@ func UnknownCommand(cmd *cobra.Command, args []string) error {
 	}
 	hint := ""
 	s := namedFor(cmd, args[0])
+	if len(s) == 0 {
+		s = namedElsewhere(cmd.Root(), args[0])
+	}
 	if len(s) == 0 {
 		s = cmd.SuggestionsFor(args[0])
 	}
@@ -118,6 +124,24 @@ func namedFor(cmd *cobra.Command, word string) []string {
 		if sub.IsAvailableCommand() && slices.Contains(sub.SuggestFor, strings.ToLower(word)) {
 			named = append(named, sub.Name())
 		}
+	}
+	return named
+}
+
+// namedElsewhere is the full paths ("relay retry", "relay tokens list") of
+// the commands anywhere under root that list word in their SuggestFor: a
+// word typed under one group (events resend) may name a command of another
+// (retry).
+func namedElsewhere(root *cobra.Command, word string) []string {
+	var named []string
+	for _, sub := range root.Commands() {
+		if !sub.IsAvailableCommand() {
+			continue
+		}
+		if slices.Contains(sub.SuggestFor, strings.ToLower(word)) {
+			named = append(named, sub.CommandPath())
+		}
+		named = append(named, namedElsewhere(sub, word)...)
 	}
 	return named
 }

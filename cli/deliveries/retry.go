@@ -37,8 +37,9 @@ func RetryCommand(env func(string) string, stdout io.Writer) *cobra.Command {
 	catch := defaultCatchUp
 	cmd := &cobra.Command{
 		Use: "retry DELIVERY_ID | --all --refused-offline ENDPOINT | --all --dead ENDPOINT",
-		// Stripe CLI's events resend, other tools' redeliver.
-		SuggestFor: []string{"resend", "redeliver"},
+		// Stripe CLI's events resend, other tools' redeliver and replay
+		// (relay deliveries replay; relay replay is the bundle's).
+		SuggestFor: []string{"resend", "redeliver", "replay"},
 		Short:      "Replay a stored delivery to its Endpoint's local target, as recorded or edited",
 		Long: `Replay a stored delivery to its Endpoint's local target (through the
 connected agent) and print the new attempt. Exits 1 when the new attempt was
