@@ -574,6 +574,10 @@ func TestCLIExitCodes(t *testing.T) {
 	if err := os.WriteFile(emptyProof, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	emptyExport, blankExport := filepath.Join(t.TempDir(), "empty.jsonl"), filepath.Join(t.TempDir(), "blank.jsonl")
+	if os.WriteFile(emptyExport, nil, 0o600) != nil || os.WriteFile(blankExport, []byte("\n\n  \r\n"), 0o600) != nil {
+		t.Fatal("write the empty exports")
+	}
 	if out, code := h.run(t, "", "events", "pubkey", "--data", r.Data); code != 0 || os.WriteFile(pubFile, []byte(out), 0o600) != nil {
 		t.Fatalf("relay events pubkey exited %d:\n%s", code, out)
 	}
@@ -651,6 +655,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"events export -o FILE", h, []string{"events", "export", "--data", r.Data, "-o", exported}, 0, "", "unknown shorthand flag"},
 		{"events verify the file written", h, []string{"events", "verify", exported}, 0, "ok: ", ""},
 		{"events verify --pubkey FILE", h, []string{"events", "verify", exported, "--pubkey", pubFile}, 0, "ok: ", "want ed25519"},
+		{"events verify an empty file", h, []string{"events", "verify", emptyExport}, 2, emptyExport + " is empty: an export of the event log has a line per event; relay events export --data DIR -o events.jsonl writes one", "ok:"},
+		{"events verify a file of blank lines", h, []string{"events", "verify", blankExport}, 2, blankExport + " is empty", "ok:"},
 		{"events verify a file that is not there", h, []string{"events", "verify", "nosuch.jsonl"}, 2, "no export file nosuch.jsonl: give the file relay events export wrote", ""},
 		{"events verify --pubkey no file", h, []string{"events", "verify", exported, "--pubkey", "nosuch.pub"}, 2, `--pubkey "nosuch.pub": neither a key (ed25519:BASE64) nor a file holding one`, ""},
 		{"events export -o json", h, []string{"events", "export", "--data", r.Data, "-o", "json"}, 2, `-o "json": events export writes JSON lines; its -o names the file to write`, ""},
@@ -675,6 +681,12 @@ func TestCLIExitCodes(t *testing.T) {
 		{"inspector new", h, []string{"inspector", "new"}, 2, `inspector: unknown command "new"; did you mean create?`, ""},
 		{"endpoints add", h, []string{"endpoints", "add", "x"}, 2, `endpoints: unknown command "add"; did you mean create?`, ""},
 		{"deliveries get", h, []string{"deliveries", "get", d.ID}, 2, `deliveries: unknown command "get"; did you mean show?`, ""},
+		{"whoami", h, []string{"whoami"}, 2, `unknown command "whoami"; did you mean relay tokens list?`, ""},
+		{"-V", h, []string{"-V"}, 2, "unknown shorthand flag: 'V' in -V; the version is relay version (or -v)", ""},
+		{"Stripe CLI's events resend", h, []string{"events", "resend", d.ID}, 2, `events: unknown command "resend"; did you mean relay retry?`, ""},
+		{"deliveries replay", h, []string{"deliveries", "replay", d.ID}, 2, `deliveries: unknown command "replay"; did you mean relay retry?`, ""},
+		{"listen an empty filter", h, []string{"listen", "3000", "--filter", ""}, 2, `--filter "" is empty: to forward every delivery give no --filter`, "no '='"},
+		{"endpoints update an empty filter", h, []string{"endpoints", "update", "down", "--filter", ""}, 2, `--filter "" is empty: --no-filters removes the Endpoint's filters`, "no '='"},
 		{"--json", h, []string{"deliveries", "show", d.ID, "--json"}, 2, "unknown flag: --json; JSON is -o json", ""},
 		{"hookdeck's --path", h, []string{"listen", "3000", "--path", "/webhooks"}, 2, "unknown flag: --path; the path goes in TARGET: relay listen localhost:3000/webhooks", ""},
 		{"Stripe CLI's --skip-verify", h, []string{"listen", "https://localhost:8443", "--skip-verify"}, 2, "a self-signed local certificate is accepted with --insecure", ""},

@@ -59,7 +59,11 @@ func RunWith(t testing.TB, c Command, args ...string) (output string, exitCode i
 func StartWith(t testing.TB, c Command, args ...string) *Process {
 	t.Helper()
 	cmd := c.cmd(t, context.Background(), args)
-	cmd.Stdin = nil
+	if _, ok := c.Stdin.(*os.File); !ok {
+		// Only a file (a terminal's end) is kept: a process started here
+		// reads no other input.
+		cmd.Stdin = nil
+	}
 	p := &Process{name: filepath.Base(cmd.Path), out: &syncBuffer{}, done: make(chan struct{}), cmd: cmd}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
