@@ -211,6 +211,10 @@ CREATE TABLE IF NOT EXISTS members (
 );
 CREATE INDEX IF NOT EXISTS members_by_login ON members (login_key) WHERE removed = 0;
 CREATE INDEX IF NOT EXISTS members_by_account ON members (account_id, joined_at);
+-- members_live lists an account's current members, in their order,
+-- without walking its removed ones: a removed member keeps its row for
+-- good, and an owner may invite and remove members without end.
+CREATE INDEX IF NOT EXISTS members_live ON members (account_id, joined_at, member_id) WHERE removed = 0;
 
 -- One-time links to join an account, by their code's hash.
 CREATE TABLE IF NOT EXISTS member_invites (
