@@ -291,6 +291,10 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 	filters         TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoint_id, open);
+-- agent_sessions_open lists the sessions open now, in their order, without
+-- walking those that ended: an ended session keeps its row for good, and
+-- every agent's connection (relay listen, the desktop) leaves one.
+CREATE INDEX IF NOT EXISTS agent_sessions_open ON agent_sessions (position) WHERE open = 1;
 -- An explanation of a 503 "no agent connected" names the Endpoint's session
 -- that started last before it.
 CREATE INDEX IF NOT EXISTS agent_sessions_by_start ON agent_sessions (endpoint_id, connected_at);
