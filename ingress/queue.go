@@ -108,6 +108,7 @@ const backlogCountsShared = 1024
 type backlogCache struct {
 	mu     sync.Mutex
 	counts map[string]backlogCount
+	resets int // times counts was emptied, so a count kept from before is not taken for one after
 	shared flight.Cache[backlogKey, int]
 }
 
@@ -117,11 +118,13 @@ type backlogCount struct {
 }
 
 // backlogKey names one count: the Endpoint's, replacing the count made at
-// at (zero when there was none), so the deliveries that found the same
-// count expired share the next.
+// at (zero when there was none since counts was last emptied, resets), so
+// the deliveries that found the same count expired share the next, and
+// none takes a count made before for the next.
 type backlogKey struct {
 	endpointID string
 	at         time.Time
+	resets     int
 }
 
 // queueFull tells whether the Endpoint's backlog is at its bound. The
@@ -137,11 +140,12 @@ func (s *Server) queueFull(ctx context.Context, endpointID string) (int, bool) {
 	c := &s.backlogs
 	c.mu.Lock()
 	got, ok := c.counts[endpointID]
+	resets := c.resets
 	c.mu.Unlock()
 	if !ok || now.Sub(got.at) > backlogTTL {
 		// The count runs in the first caller for all of them, so it does
 		// not end with that caller's request.
-		n, err := c.shared.Get(ctx, backlogKey{endpointID: endpointID, at: got.at}, func() (int, error) {
+		n, err := c.shared.Get(ctx, backlogKey{endpointID: endpointID, at: got.at, resets: resets}, func() (int, error) {
 			n, err := s.deps.QueueDepth(context.WithoutCancel(ctx), endpointID)
 			if err != nil {
 				return 0, fmt.Errorf("count queue backlog of %q: %w", endpointID, err)
@@ -149,6 +153,7 @@ func (s *Server) queueFull(ctx context.Context, endpointID string) (int, bool) {
 			c.mu.Lock()
 			if c.counts == nil || len(c.counts) > 100_000 {
 				c.counts = map[string]backlogCount{}
+				c.resets++
 			}
 			c.counts[endpointID] = backlogCount{n: n, at: now}
 			c.mu.Unlock()

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,5 +58,32 @@ func TestBacklogCountIsSharedAfterExpiry(t *testing.T) {
 				t.Errorf("%d concurrent checks ran %d counts of the backlog, want 1", tc.callers, got)
 			}
 		})
+	}
+}
+
+// TestBacklogCountAfterTheCacheIsEmptied: once the cache of counts is
+// emptied (past 100 000 Endpoints), an Endpoint's next check counts its
+// backlog again rather than take the count shared before: a stale count
+// would let its backlog grow past the bound.
+func TestBacklogCountAfterTheCacheIsEmptied(t *testing.T) {
+	depth := map[string]int{"ep": 3}
+	var counts int
+	s := New(Config{MaxQueueBacklog: 10}, Deps{QueueDepth: func(ctx context.Context, endpointID string) (int, error) {
+		counts++
+		return depth[endpointID], nil
+	}})
+	if n, full := s.queueFull(t.Context(), "ep"); n != 3 || full {
+		t.Fatalf("queueFull = %d, %v; want 3, false", n, full)
+	}
+	s.backlogs.mu.Lock()
+	for i := range 100_001 {
+		s.backlogs.counts[fmt.Sprintf("other-%d", i)] = backlogCount{at: time.Now()}
+	}
+	delete(s.backlogs.counts, "ep")
+	s.backlogs.mu.Unlock()
+	s.queueFull(t.Context(), "one-more") // empties the cache
+	depth["ep"] = 12
+	if n, full := s.queueFull(t.Context(), "ep"); n != 12 || !full {
+		t.Errorf("after the cache was emptied queueFull = %d, %v; want 12, true (counts made: %d)", n, full, counts)
 	}
 }
