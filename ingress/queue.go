@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/flight"
 	"github.com/relayhq/relay/record"
 )
 
@@ -96,10 +97,19 @@ const DefaultMaxQueueBacklog = 100_000
 // count of the view per Endpoint per second, however many senders.
 const backlogTTL = time.Second
 
-// backlogCache keeps each QUEUE Endpoint's latest backlog count.
+// backlogCountsShared is how many counts in progress, or just made, the
+// backlog cache keeps to share among the deliveries that find the same
+// count expired at once.
+const backlogCountsShared = 1024
+
+// backlogCache keeps each QUEUE Endpoint's latest backlog count, and
+// shares a count among the deliveries that find it expired together: one
+// count per Endpoint per expiry, however many arrive at that moment.
 type backlogCache struct {
 	mu     sync.Mutex
 	counts map[string]backlogCount
+	resets int // times counts was emptied, so a count kept from before is not taken for one after
+	shared flight.Cache[backlogKey, int]
 }
 
 type backlogCount struct {
@@ -107,9 +117,20 @@ type backlogCount struct {
 	at time.Time
 }
 
+// backlogKey names one count: the Endpoint's, replacing the count made at
+// at (zero when there was none since counts was last emptied, resets), so
+// the deliveries that found the same count expired share the next, and
+// none takes a count made before for the next.
+type backlogKey struct {
+	endpointID string
+	at         time.Time
+	resets     int
+}
+
 // queueFull tells whether the Endpoint's backlog is at its bound. The
 // count is up to a second old, so a burst may pass the bound by what
-// arrives in that second; a count that fails lets the delivery in (the
+// arrives in that second; the deliveries that find it expired together
+// wait for one count; a count that fails lets the delivery in (the
 // account's storage quota still bounds it).
 func (s *Server) queueFull(ctx context.Context, endpointID string) (int, bool) {
 	if s.deps.QueueDepth == nil {
@@ -119,20 +140,30 @@ func (s *Server) queueFull(ctx context.Context, endpointID string) (int, bool) {
 	c := &s.backlogs
 	c.mu.Lock()
 	got, ok := c.counts[endpointID]
+	resets := c.resets
 	c.mu.Unlock()
 	if !ok || now.Sub(got.at) > backlogTTL {
-		n, err := s.deps.QueueDepth(ctx, endpointID)
+		// The count runs in the first caller for all of them, so it does
+		// not end with that caller's request.
+		n, err := c.shared.Get(ctx, backlogKey{endpointID: endpointID, at: got.at, resets: resets}, func() (int, error) {
+			n, err := s.deps.QueueDepth(context.WithoutCancel(ctx), endpointID)
+			if err != nil {
+				return 0, fmt.Errorf("count queue backlog of %q: %w", endpointID, err)
+			}
+			c.mu.Lock()
+			if c.counts == nil || len(c.counts) > 100_000 {
+				c.counts = map[string]backlogCount{}
+				c.resets++
+			}
+			c.counts[endpointID] = backlogCount{n: n, at: now}
+			c.mu.Unlock()
+			return n, nil
+		})
 		if err != nil {
 			s.log.WarnContext(ctx, "ingress: count queue backlog", "address", endpointID, "error", err)
 			return 0, false
 		}
-		got = backlogCount{n: n, at: now}
-		c.mu.Lock()
-		if c.counts == nil || len(c.counts) > 100_000 {
-			c.counts = map[string]backlogCount{}
-		}
-		c.counts[endpointID] = got
-		c.mu.Unlock()
+		got.n = n
 	}
 	max := s.cfg.MaxQueueBacklog
 	if max <= 0 {

@@ -193,6 +193,7 @@ func New(cfg Config, deps Deps) *Server {
 	if u, err := url.Parse(cfg.ConsoleSite); err == nil && cfg.ConsoleSite != "" {
 		s.consoleName = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	}
+	s.backlogs.shared.Size = backlogCountsShared
 	s.streams.max = cfg.MaxStreams
 	s.replays = ratelimit.NewKeyed(cfg.ReplayRate, maxLimitedAddresses)
 	s.streamsDone = make(chan struct{})

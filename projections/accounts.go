@@ -321,9 +321,10 @@ func (v *Accounts) Member(ctx context.Context, accountID, memberID string) (read
 	return m, nil
 }
 
-// Members lists the account's current members, oldest first.
+// Members lists the account's current members, oldest first, through
+// members_live: none of the removed ones are read.
 func (v *Accounts) Members(ctx context.Context, accountID string) ([]readmodel.Member, error) {
-	rows, err := v.r.QueryContext(ctx, "SELECT "+memberColumns+" FROM members WHERE account_id = ? AND removed = 0 ORDER BY joined_at, member_id", accountID)
+	rows, err := v.r.QueryContext(ctx, "SELECT "+memberColumns+" FROM members INDEXED BY members_live WHERE account_id = ? AND removed = 0 ORDER BY joined_at, member_id", accountID)
 	if err != nil {
 		return nil, fmt.Errorf("list members of account %q: %w", accountID, err)
 	}

@@ -211,6 +211,10 @@ CREATE TABLE IF NOT EXISTS members (
 );
 CREATE INDEX IF NOT EXISTS members_by_login ON members (login_key) WHERE removed = 0;
 CREATE INDEX IF NOT EXISTS members_by_account ON members (account_id, joined_at);
+-- members_live lists an account's current members, in their order,
+-- without walking its removed ones: a removed member keeps its row for
+-- good, and an owner may invite and remove members without end.
+CREATE INDEX IF NOT EXISTS members_live ON members (account_id, joined_at, member_id) WHERE removed = 0;
 
 -- One-time links to join an account, by their code's hash.
 CREATE TABLE IF NOT EXISTS member_invites (
@@ -287,6 +291,10 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
 	filters         TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_by_endpoint ON agent_sessions (endpoint_id, open);
+-- agent_sessions_open lists the sessions open now, in their order, without
+-- walking those that ended: an ended session keeps its row for good, and
+-- every agent's connection (relay listen, the desktop) leaves one.
+CREATE INDEX IF NOT EXISTS agent_sessions_open ON agent_sessions (position) WHERE open = 1;
 -- An explanation of a 503 "no agent connected" names the Endpoint's session
 -- that started last before it.
 CREATE INDEX IF NOT EXISTS agent_sessions_by_start ON agent_sessions (endpoint_id, connected_at);
