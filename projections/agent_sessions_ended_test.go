@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -13,34 +12,15 @@ import (
 // connections leave, without replaying as many through the log.
 func fillAgentSessions(tb testing.TB, path, endpoint string, base int64, n int, open bool) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, disconnected_at, open, position, node)
-		VALUES (?, ?, 'http://127.0.0.1:3000', ?, ?, ?, ?, 'node-a')`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
+	insertRows(tb, path, `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, disconnected_at, open, position, node)
+		VALUES (?, ?, 'http://127.0.0.1:3000', ?, ?, ?, ?, 'node-a')`, n, func(i int) []any {
 		pos := base + int64(i)
 		var ended any = pos + 1
 		if open {
 			ended = nil
 		}
-		if _, err := st.Exec(fmt.Sprintf("%s-%v-%d", endpoint, open, i), endpoint, pos, ended, open, pos); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{fmt.Sprintf("%s-%v-%d", endpoint, open, i), endpoint, pos, ended, open, pos}
+	})
 }
 
 // TestEndedAgentSessionsAreNotRead: the open agent sessions, which a

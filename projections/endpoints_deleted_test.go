@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -13,30 +12,11 @@ import (
 // deletes leave, without replaying as many through the log.
 func fillEndpoints(tb testing.TB, path, account string, base int64, n int, deleted bool) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT INTO endpoints (id, account_id, name, mode, target, response_capture, created_at, last_activity_at, deleted, position, updated_position)
-		VALUES (?, ?, ?, 'LOG', '', 0, 0, 0, ?, ?, ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
+	insertRows(tb, path, `INSERT INTO endpoints (id, account_id, name, mode, target, response_capture, created_at, last_activity_at, deleted, position, updated_position)
+		VALUES (?, ?, ?, 'LOG', '', 0, 0, 0, ?, ?, ?)`, n, func(i int) []any {
 		pos := base + int64(i)
-		if _, err := st.Exec(fmt.Sprintf("%s-%v-%d", account, deleted, i), account, fmt.Sprintf("hook-%d", i), deleted, pos, pos); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{fmt.Sprintf("%s-%v-%d", account, deleted, i), account, fmt.Sprintf("hook-%d", i), deleted, pos, pos}
+	})
 }
 
 // TestDeletedEndpointsAreNotRead: an account's list of Endpoints, their

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -13,30 +12,11 @@ import (
 // removals leave, without replaying as many through the log.
 func fillMembers(tb testing.TB, path, account string, base int64, n int, removed bool) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT INTO members (member_id, account_id, login, login_key, role, password_hash, joined_at, removed)
-		VALUES (?, ?, ?, ?, 'MEMBER', 'hash', ?, ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
+	insertRows(tb, path, `INSERT INTO members (member_id, account_id, login, login_key, role, password_hash, joined_at, removed)
+		VALUES (?, ?, ?, ?, 'MEMBER', 'hash', ?, ?)`, n, func(i int) []any {
 		id := fmt.Sprintf("%s-%v-%d", account, removed, i)
-		if _, err := st.Exec(id, account, id, id, base+int64(i), removed); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{id, account, id, id, base + int64(i), removed}
+	})
 }
 
 // TestRemovedMembersAreNotRead: an account's list of members (the API's

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -15,30 +14,11 @@ import (
 // leaves without replaying as many deliveries through the log.
 func fillQueue(tb testing.TB, path, endpoint string, base int64, n int, state string) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT INTO queue (delivery_id, endpoint_id, account_id, seq, since, state, next_at, pos)
-		VALUES (?, ?, ?, ?, 0, ?, 0, ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
+	insertRows(tb, path, `INSERT INTO queue (delivery_id, endpoint_id, account_id, seq, since, state, next_at, pos)
+		VALUES (?, ?, ?, ?, 0, ?, 0, ?)`, n, func(i int) []any {
 		pos := base + int64(i)
-		if _, err := st.Exec(fmt.Sprintf("%s-%s-%d", endpoint, state, i), endpoint, "acct-"+endpoint, pos, state, pos); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{fmt.Sprintf("%s-%s-%d", endpoint, state, i), endpoint, "acct-" + endpoint, pos, state, pos}
+	})
 }
 
 // TestQueueReadsSkipTheDeliveredHistory: an Endpoint's queue counts and

@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -14,29 +13,10 @@ import (
 // leave, without replaying as many through the log.
 func fillTokens(tb testing.TB, path, account string, base int64, n int, revoked bool) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT INTO tokens (hash, token_id, account_id, revoked, issued_at, name, kind) VALUES (?, ?, ?, ?, ?, 'laptop', 'session')`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
+	insertRows(tb, path, `INSERT INTO tokens (hash, token_id, account_id, revoked, issued_at, name, kind) VALUES (?, ?, ?, ?, ?, 'laptop', 'session')`, n, func(i int) []any {
 		id := fmt.Sprintf("%s-%v-%d", account, revoked, i)
-		if _, err := st.Exec("hash-"+id, id, account, revoked, base+int64(i)); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{"hash-" + id, id, account, revoked, base + int64(i)}
+	})
 }
 
 // TestRevokedTokensAreNotRead: an account's list of tokens (the API's
