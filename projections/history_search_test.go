@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -245,23 +244,9 @@ func TestSearchExaminesABoundedWindow(t *testing.T) {
 // second, method and status from shape.
 func fillDeliveries(tb testing.TB, path, address string, n int, shape func(i int) (string, int)) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	st, err := tx.Prepare(`INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
+	insertRows(tb, path, `INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
 		remote_addr, body_size, complete, received_at, response_status, revision, updated_position)
-		VALUES (?, ?, ?, 'endpoint', 'acct-1', ?, ?, 'h', 'HTTP/1.1', '127.0.0.1:1', 10, ?, ?, ?, 0, ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	base := int64(1_000_000_000)
-	for i := range n {
+		VALUES (?, ?, ?, 'endpoint', 'acct-1', ?, ?, 'h', 'HTTP/1.1', '127.0.0.1:1', 10, ?, ?, ?, 0, ?)`, n, func(i int) []any {
 		method, status := shape(i)
 		target := "/stripe"
 		if i%10 == 0 {
@@ -271,15 +256,10 @@ func fillDeliveries(tb testing.TB, path, address string, n int, shape func(i int
 		if i%1000 == 999 {
 			complete = 0
 		}
-		pos := base + int64(i)
-		if _, err := st.Exec(pos, fmt.Sprintf("fill-%d", i), address, method, target, complete,
-			t0.Add(time.Duration(i)*time.Second).UnixNano(), status, pos); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		pos := int64(1_000_000_000) + int64(i)
+		return []any{pos, fmt.Sprintf("fill-%d", i), address, method, target, complete,
+			t0.Add(time.Duration(i) * time.Second).UnixNano(), status, pos}
+	})
 }
 
 // BenchmarkSearchDeliveries: one filtered page (first: 50) of an address
