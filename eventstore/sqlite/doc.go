@@ -45,8 +45,11 @@
 // Commits never checkpoint the WAL (wal_autocheckpoint=0 on the writer): a
 // background checkpointer on its own connection copies it into the database
 // file with PASSIVE checkpoints, which block neither the writer nor the
-// readers, and restarts it with a short blocking checkpoint only when a
-// long run of commits has let it grow past restartFrames pages.
+// readers. Once it has copied startOverFrames pages, the writer copies the
+// few frames committed meanwhile between two batches, and its next commit
+// writes the WAL from its beginning again, in place, rather than extending
+// the file; a short blocking RESTART checkpoint is left for a WAL that
+// readers kept growing past restartFrames pages.
 //
 // A single writer also makes subscriptions simple and exact. Positions are
 // assigned in commit order, one per event, so they strictly increase (the

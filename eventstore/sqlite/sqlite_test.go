@@ -331,11 +331,6 @@ func TestRetryResult(t *testing.T) {
 	}
 }
 
-// querier is the writer's connection or the read pool.
-type querier interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}
-
 // TestPragmas checks the settings durability and concurrency rest on: WAL,
 // an fsync per commit (synchronous=FULL is 2), no checkpoint inside a
 // commit, and query-only readers.

@@ -41,6 +41,9 @@ type Options struct {
 	// commit while many senders append at once (groupcommit.Linger); 0
 	// means groupcommit.DefaultWait, less than 0 never waits.
 	Linger time.Duration
+	// CheckpointEvery is how often the background checkpointer may copy the
+	// WAL into the database file; 0 means checkpointEvery (500 ms).
+	CheckpointEvery time.Duration
 }
 
 // Store is the embedded event log: one SQLite file in WAL mode, written by a
@@ -73,6 +76,12 @@ type Store struct {
 
 	stopCheckpointer context.CancelFunc
 	checkpointerDone chan struct{}
+	checkpointEvery  time.Duration
+	// startOver is the checkpointer's request that the writer copy the rest
+	// of a long WAL and start it over (finishCheckpoint); startedOver
+	// counts the times the writer copied all of it.
+	startOver   atomic.Bool
+	startedOver atomic.Uint64
 
 	chain    chainHead       // the newest chain row; the writer's only
 	heads    *headCache      // committed stream heads; the writer's only
@@ -108,6 +117,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Linger == 0 {
 		opts.Linger = groupcommit.DefaultWait
 	}
+	if opts.CheckpointEvery <= 0 {
+		opts.CheckpointEvery = checkpointEvery
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
@@ -119,6 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		reqs:             make(chan *appendRequest, opts.MaxBatch),
 		writerDone:       make(chan struct{}),
 		checkpointerDone: make(chan struct{}),
+		checkpointEvery:  opts.CheckpointEvery,
 		notify:           make(chan struct{}),
 		done:             make(chan struct{}),
 		heads:            newHeadCache(),

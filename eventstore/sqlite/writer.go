@@ -153,6 +153,7 @@ func (s *Store) runWriter(ctx context.Context) {
 		s.commitBatch(ctx, batch)
 		releaseRows(batch)
 		clear(batch) // let answered requests be collected
+		s.finishCheckpoint(ctx)
 	}
 }
 
