@@ -110,15 +110,16 @@ func (s *Store) finishCheckpoint(ctx context.Context) {
 	if !s.startOver.Swap(false) {
 		return
 	}
+	start := time.Now()
 	frames, copied, err := walCheckpoint(ctx, s.writeConn, "PASSIVE")
 	if err != nil {
 		s.log.Warn("wal checkpoint before starting the WAL over failed", slog.Any("error", err))
 		return
 	}
-	if frames == copied {
+	if frames > 0 && frames == copied { // a busy checkpoint reports -1 for both
 		s.startedOver.Add(1)
 	}
-	s.log.Debug("wal copied for the writer to start it over", slog.Int64("frames", frames), slog.Int64("copied", copied))
+	s.log.Debug("wal copied for the writer to start it over", slog.Int64("frames", frames), slog.Int64("copied", copied), slog.Duration("took", time.Since(start)))
 }
 
 // querier is a connection or a pool: the checkpointer's, the writer's.
