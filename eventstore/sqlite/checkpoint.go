@@ -116,10 +116,12 @@ func (s *Store) finishCheckpoint(ctx context.Context) {
 		s.log.Warn("wal checkpoint before starting the WAL over failed", slog.Any("error", err))
 		return
 	}
-	if frames > 0 && frames == copied { // a busy checkpoint reports -1 for both
-		s.startedOver.Add(1)
+	if frames <= 0 || frames != copied { // a busy checkpoint reports -1 for both
+		s.log.Debug("wal copied in part: readers or the checkpointer hold the rest", slog.Int64("frames", frames), slog.Int64("copied", copied), slog.Duration("took", time.Since(start)))
+		return
 	}
-	s.log.Debug("wal copied for the writer to start it over", slog.Int64("frames", frames), slog.Int64("copied", copied), slog.Duration("took", time.Since(start)))
+	s.startedOver.Add(1)
+	s.log.Debug("wal copied: the writer starts it over", slog.Int64("frames", frames), slog.Duration("took", time.Since(start)))
 }
 
 // querier is a connection or a pool: the checkpointer's, the writer's.
