@@ -115,7 +115,7 @@ func lookUp(ctx context.Context, client *apiclient.Client) (whoamiJSON, error) {
 	if err != nil {
 		return whoamiJSON{}, err
 	}
-	if res.Me == nil { // as relay login reads it; the relay refuses tokens first
+	if res.Me == nil { // not seen: tokens is refused first; read as relay login reads it
 		return whoamiJSON{}, &apiclient.Error{Message: "the relay does not know this token", Code: "UNAUTHENTICATED", Server: client.Server}
 	}
 	who := whoamiJSON{Account: &res.Me.accountJSON, Member: res.Me.Member}
@@ -132,12 +132,11 @@ func lookUp(ctx context.Context, client *apiclient.Client) (whoamiJSON, error) {
 func printWhoami(w io.Writer, who whoamiJSON) error {
 	safe := func(s string) string { return termtext.Safe(s, false) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "relay:\t%s (%s)\n", who.Server, found(who.ServerFrom))
+	fmt.Fprintf(tw, "relay:\t%s, %s\n", who.Server, found(who.ServerFrom))
 	token := "the relay's admin token (relay serve --admin-token)"
-	switch {
-	case who.Admin:
-		fmt.Fprintf(tw, "account:\tnone: the admin token acts for no account; relay accounts and relay events verify --server take it as --admin-token\n")
-	default:
+	if who.Admin {
+		fmt.Fprintln(tw, "account:\tnone: the admin token acts for no account; relay accounts and relay events verify --server take it as --admin-token")
+	} else {
 		fmt.Fprintf(tw, "account:\t%s (%s)\n", safe(who.Account.Name), who.Account.ID)
 		if m := who.Member; m != nil {
 			fmt.Fprintf(tw, "member:\t%s (%s)\n", safe(m.Login), strings.ToLower(m.Role))
@@ -147,7 +146,7 @@ func printWhoami(w io.Writer, who whoamiJSON) error {
 			token = fmt.Sprintf("%s (%s)", safe(*who.Token.Name), *who.Token.ID)
 		}
 	}
-	fmt.Fprintf(tw, "token:\t%s (%s)\n", token, found(who.Token.From))
+	fmt.Fprintf(tw, "token:\t%s, %s\n", token, found(who.Token.From))
 	return tw.Flush()
 }
 
