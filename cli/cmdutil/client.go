@@ -30,6 +30,11 @@ type Connection struct {
 	TokenFlag     bool // the token was given on the command line
 	CAFile        string
 	TLS           *tls.Config // from CAFile; nil: the system's roots
+	// ServerFrom and TokenFrom say where Resolve found Server and Token
+	// (relay whoami prints them): "--server"/"--token", "RELAY_SERVER"/
+	// "RELAY_TOKEN", the path of the config file relay login wrote, or
+	// (the server only) "default"; TokenFrom is "" when there is no token.
+	ServerFrom, TokenFrom string
 }
 
 // Flags adds --server, --token and --ca-file to fs.
@@ -57,8 +62,25 @@ func (c *Connection) Client(token string) *apiclient.Client {
 // only with the stored server.
 func (c *Connection) Resolve(fs *pflag.FlagSet, env func(string) string) error {
 	c.TokenFlag = fs.Changed("token")
+	serverFlag := fs.Changed("server")
 	if err := BindEnv(fs, env); err != nil {
 		return Usage(err)
+	}
+	switch {
+	case serverFlag:
+		c.ServerFrom = "--server"
+	case fs.Changed("server"):
+		c.ServerFrom = "RELAY_SERVER"
+	default:
+		c.ServerFrom = "default"
+	}
+	switch {
+	case c.Token == "":
+		c.TokenFrom = ""
+	case c.TokenFlag:
+		c.TokenFrom = "--token"
+	default:
+		c.TokenFrom = "RELAY_TOKEN"
 	}
 	if err := c.LoadTLS(); err != nil {
 		return err
@@ -70,15 +92,15 @@ func (c *Connection) Resolve(fs *pflag.FlagSet, env func(string) string) error {
 	if fs.Changed("server") && fs.Changed("token") {
 		return nil
 	}
-	stored, _, err := clientconfig.Load()
+	stored, path, err := clientconfig.Load()
 	if err != nil {
 		return err
 	}
 	if !fs.Changed("server") && stored.Server != "" {
-		c.Server = stored.Server
+		c.Server, c.ServerFrom = stored.Server, path
 	}
 	if !fs.Changed("token") && stored.Token != "" && clientconfig.SameServer(c.Server, stored.Server) {
-		c.Token = stored.Token
+		c.Token, c.TokenFrom = stored.Token, path
 	}
 	return nil
 }

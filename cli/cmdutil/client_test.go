@@ -1,6 +1,12 @@
 package cmdutil
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/relayhq/relay/clientconfig"
+)
 
 // TestNormalServer: --server takes a URL, or a host without a scheme (http
 // on this machine, https elsewhere); anything else is a usage error that
@@ -31,6 +37,54 @@ func TestNormalServer(t *testing.T) {
 		}
 		if err != nil && ExitCode(err) != ExitRefused {
 			t.Errorf("NormalServer(%q): exit code %d, want %d", tt.in, ExitCode(err), ExitRefused)
+		}
+	}
+}
+
+// TestResolveSaysWhereItFound: Resolve records where the server and the
+// token came from (relay whoami prints it): a flag, the environment, the
+// stored login (its file's path) or, for the server, the default; a stored
+// token of another server is not used and names no source.
+func TestResolveSaysWhereItFound(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	path, err := clientconfig.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stored = "http://localhost:9090"
+	for _, tt := range []struct {
+		name               string
+		stored             clientconfig.Config
+		args               []string
+		env                map[string]string
+		server, serverFrom string
+		token, tokenFrom   string
+	}{
+		{"nothing", clientconfig.Config{}, nil, nil, DefaultServer, "default", "", ""},
+		{"the stored login", clientconfig.Config{Server: stored, Token: "rly_s"}, nil, nil, stored, path, "rly_s", path},
+		{"flags", clientconfig.Config{Server: stored, Token: "rly_s"}, []string{"--server", "http://127.0.0.1:1", "--token", "rly_f"}, nil, "http://127.0.0.1:1", "--server", "rly_f", "--token"},
+		{"environment", clientconfig.Config{Server: stored, Token: "rly_s"}, nil, map[string]string{"RELAY_SERVER": "http://127.0.0.1:2", "RELAY_TOKEN": "rly_e"}, "http://127.0.0.1:2", "RELAY_SERVER", "rly_e", "RELAY_TOKEN"},
+		{"flag over environment", clientconfig.Config{}, []string{"--token", "rly_f"}, map[string]string{"RELAY_TOKEN": "rly_e"}, DefaultServer, "default", "rly_f", "--token"},
+		{"--server of the stored login", clientconfig.Config{Server: stored, Token: "rly_s"}, []string{"--server", "http://127.0.0.1:9090"}, nil, "http://127.0.0.1:9090", "--server", "rly_s", path},
+		{"RELAY_TOKEN over the stored login", clientconfig.Config{Server: stored, Token: "rly_s"}, nil, map[string]string{"RELAY_TOKEN": "rly_e"}, stored, path, "rly_e", "RELAY_TOKEN"},
+		{"another server than the stored login's", clientconfig.Config{Server: stored, Token: "rly_s"}, nil, map[string]string{"RELAY_SERVER": "http://127.0.0.1:3"}, "http://127.0.0.1:3", "RELAY_SERVER", "", ""},
+	} {
+		if err := clientconfig.Save(path, tt.stored); err != nil {
+			t.Fatal(err)
+		}
+		var c Connection
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		c.Flags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Resolve(fs, func(k string) string { return tt.env[k] }); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if c.Server != tt.server || c.ServerFrom != tt.serverFrom || c.Token != tt.token || c.TokenFrom != tt.tokenFrom {
+			t.Errorf("%s: server %q from %q, token %q from %q; want %q from %q, %q from %q", tt.name,
+				c.Server, c.ServerFrom, c.Token, c.TokenFrom, tt.server, tt.serverFrom, tt.token, tt.tokenFrom)
 		}
 	}
 }

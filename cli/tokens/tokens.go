@@ -52,10 +52,7 @@ func tokensListCommand(env func(string) string, stdout io.Writer) *cobra.Command
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		// No command only prints who this machine is logged in as: the
-		// token it uses, marked here, is the nearest (relay whoami).
-		SuggestFor: []string{"whoami"},
-		Short:      "List your tokens that are not revoked; * marks the one this machine uses",
+		Short:   "List your tokens that are not revoked; * marks the one this machine uses",
 		Example: `  relay tokens list
   relay tokens list -o json`,
 		Args: cmdutil.NoArgs,

@@ -23,6 +23,7 @@ import (
 	"github.com/relayhq/relay/cli/stats"
 	"github.com/relayhq/relay/cli/tokens"
 	"github.com/relayhq/relay/cli/version"
+	"github.com/relayhq/relay/cli/whoami"
 )
 
 // run builds the command tree and executes it; main only wires signals.
@@ -105,6 +106,7 @@ func commands(env func(string) string, stdin io.Reader, stdout, stderr io.Writer
 		replay.Command(stdout),
 		login.Command(env, stdin, stdout, stderr),
 		login.LogoutCommand(env, stdout, stderr),
+		whoami.Command(env, stdout),
 		version.Command(stdout),
 	}
 }
@@ -116,7 +118,7 @@ func groupCommands(root *cobra.Command) {
 		id, title string
 		names     []string
 	}{
-		{"start", "Getting started:", []string{"login", "logout", "listen", "open"}},
+		{"start", "Getting started:", []string{"login", "logout", "whoami", "listen", "open"}},
 		{"data", "Endpoints and deliveries:", []string{"endpoints", "inspector", "deliveries", "stats", "tail", "retry", "replay"}},
 		{"team", "Your account and team:", []string{"tokens", "members"}},
 		{"run", "Running a relay:", []string{"serve", "agent", "accounts", "events"}},
