@@ -137,13 +137,13 @@ func printWhoami(w io.Writer, who whoamiJSON) error {
 	if who.Admin {
 		fmt.Fprintln(tw, "account:\tnone: the admin token acts for no account; relay accounts and relay events verify --server take it as --admin-token")
 	} else {
-		fmt.Fprintf(tw, "account:\t%s (%s)\n", safe(who.Account.Name), who.Account.ID)
+		fmt.Fprintf(tw, "account:\t%s (%s)\n", safe(who.Account.Name), safe(who.Account.ID))
 		if m := who.Member; m != nil {
 			fmt.Fprintf(tw, "member:\t%s (%s)\n", safe(m.Login), strings.ToLower(m.Role))
 		}
 		token = "not listed by the relay"
 		if who.Token.ID != nil {
-			token = fmt.Sprintf("%s (%s)", safe(*who.Token.Name), *who.Token.ID)
+			token = fmt.Sprintf("%s (%s)", safe(*who.Token.Name), safe(*who.Token.ID))
 		}
 	}
 	fmt.Fprintf(tw, "token:\t%s, %s\n", token, found(who.Token.From))
