@@ -139,7 +139,7 @@ func printWhoami(w io.Writer, who whoamiJSON) error {
 	} else {
 		fmt.Fprintf(tw, "account:\t%s (%s)\n", safe(who.Account.Name), safe(who.Account.ID))
 		if m := who.Member; m != nil {
-			fmt.Fprintf(tw, "member:\t%s (%s)\n", safe(m.Login), strings.ToLower(m.Role))
+			fmt.Fprintf(tw, "member:\t%s (%s)\n", safe(m.Login), safe(strings.ToLower(m.Role)))
 		}
 		token = "not listed by the relay"
 		if who.Token.ID != nil {
