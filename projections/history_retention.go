@@ -10,11 +10,12 @@ import (
 )
 
 // PurgeCandidates lists up to limit inspectors idle past their TTL plus
-// retention at now, oldest activity first.
+// retention at now, oldest activity first. It reads inspectors_live: none
+// of the purged ones, which keep their rows for good.
 func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]readmodel.PurgeCandidate, error) {
 	rows, err := v.r.QueryContext(ctx, `SELECT i.id, i.last_activity_at, i.ttl_ms,
 			(SELECT COUNT(*) FROM deliveries d WHERE d.address = i.id)
-		FROM inspectors i
+		FROM inspectors i INDEXED BY inspectors_live
 		WHERE i.purged = 0 AND i.last_activity_at + i.ttl_ms * 1000000 + ?1 <= ?2
 		ORDER BY i.last_activity_at LIMIT ?3`, retention.Nanoseconds(), now.UnixNano(), limit)
 	if err != nil {

@@ -109,6 +109,11 @@ CREATE TABLE IF NOT EXISTS inspectors (
 -- The retention sweep looks for rows of purged inspectors; only those are
 -- in this index.
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
+-- inspectors_live lists the inspectors retention has not purged, by last
+-- activity, for the sweep that looks for those past their retention: a
+-- purged inspector keeps its row for good (its address is never handed
+-- out again), and any stranger can create inspectors.
+CREATE INDEX IF NOT EXISTS inspectors_live ON inspectors (last_activity_at) WHERE purged = 0;
 
 -- stored_bytes sums deliveries.stored_bytes of the account's Endpoints'
 -- deliveries and the payload bytes of every event of its other streams
