@@ -42,10 +42,14 @@ func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention 
 
 // PurgedDeliveries lists up to limit deliveries of purged inspectors that
 // still have rows: their streams are still to be deleted (or their
-// tombstones not yet applied).
+// tombstones not yet applied). It walks guests' deliveries in their order
+// (deliveries_of_inspectors, CROSS JOIN keeping them outside), so it reads
+// neither the purged inspectors, whose rows stay for good, nor Endpoints'
+// deliveries: what guests hold now, which --guest-storage bounds.
 func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM inspectors i JOIN deliveries d ON d.address = i.id
-		WHERE i.purged = 1 ORDER BY d.position LIMIT ?`, limit)
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM deliveries d INDEXED BY deliveries_of_inspectors
+		CROSS JOIN inspectors i
+		WHERE d.kind = 'inspector' AND i.id = d.address AND i.purged = 1 ORDER BY d.position LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries of purged inspectors: %w", err)
 	}
