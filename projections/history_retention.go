@@ -109,10 +109,10 @@ const retentionWindowMs = `MIN(CASE WHEN e.retention_ms > 0 THEN e.retention_ms 
 // retentionCandidatesQuery lists the addresses that hold deliveries from
 // the one after ?4, at most ?6 (addressWalk), each with, when it is an
 // Endpoint, its last activity, its window (retentionWindowMs) and the
-// count of its deliveries received before ?3 less its window, up to ?5 rows (0: none, or not an
-// Endpoint). Rows come in id order without a sort, and each is counted
-// only when read: a sweep never counts a whole backlog, nor the Endpoints
-// past those it decides.
+// count of its deliveries received before ?3 less its window, up to ?5
+// rows (0: none, or not an Endpoint). Rows come in id order without a
+// sort, and each is counted only when read: a sweep never counts a whole
+// backlog, nor the Endpoints past those it decides.
 var retentionCandidatesQuery = addressWalk("?4", "?6") + `
 	SELECT w.id, IFNULL(e.last_activity_at, 0), IFNULL(` + retentionWindowMs + `, 0),
 		CASE WHEN e.id IS NULL THEN 0 ELSE (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries d
