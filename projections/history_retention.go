@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -10,11 +11,12 @@ import (
 )
 
 // PurgeCandidates lists up to limit inspectors idle past their TTL plus
-// retention at now, oldest activity first.
+// retention at now, oldest activity first. It reads inspectors_live: none
+// of the purged ones, which keep their rows for good.
 func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention time.Duration, limit int) ([]readmodel.PurgeCandidate, error) {
 	rows, err := v.r.QueryContext(ctx, `SELECT i.id, i.last_activity_at, i.ttl_ms,
 			(SELECT COUNT(*) FROM deliveries d WHERE d.address = i.id)
-		FROM inspectors i
+		FROM inspectors i INDEXED BY inspectors_live
 		WHERE i.purged = 0 AND i.last_activity_at + i.ttl_ms * 1000000 + ?1 <= ?2
 		ORDER BY i.last_activity_at LIMIT ?3`, retention.Nanoseconds(), now.UnixNano(), limit)
 	if err != nil {
@@ -41,10 +43,14 @@ func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention 
 
 // PurgedDeliveries lists up to limit deliveries of purged inspectors that
 // still have rows: their streams are still to be deleted (or their
-// tombstones not yet applied).
+// tombstones not yet applied). It walks guests' deliveries in their order
+// (deliveries_of_inspectors, CROSS JOIN keeping them outside), so it reads
+// neither the purged inspectors, whose rows stay for good, nor Endpoints'
+// deliveries: what guests hold now, which --guest-storage bounds.
 func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM inspectors i JOIN deliveries d ON d.address = i.id
-		WHERE i.purged = 1 ORDER BY d.position LIMIT ?`, limit)
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM deliveries d INDEXED BY deliveries_of_inspectors
+		CROSS JOIN inspectors i
+		WHERE d.kind = 'inspector' AND i.id = d.address AND i.purged = 1 ORDER BY d.position LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries of purged inspectors: %w", err)
 	}
@@ -75,23 +81,44 @@ const notWaiting = `(d.answered_status IS NOT NULL OR d.response_status IS NOT N
 // window left.
 const MaxCountedRetained = 1000
 
-// retentionCandidatesQueries list the Endpoints holding deliveries past
-// their window, from the Endpoint after ?5, then from the first one up to
-// it, walked by id (no sort). An Endpoint is taken on one probe of
-// deliveries_by_received, and only those taken are counted, each up to
-// ?6 rows: a sweep never counts a whole backlog, nor the Endpoints it
-// does not decide.
-var retentionCandidatesQueries = [2]string{retentionCandidatesQuery("id > ?5"), retentionCandidatesQuery("id <= ?5")}
+// retentionWalk is how many addresses one query of a walk of the
+// addresses that hold deliveries steps over (see addressWalk); a variable
+// so a test can make the queries small.
+var retentionWalk = 1000
 
-func retentionCandidatesQuery(from string) string {
-	old := `FROM deliveries d WHERE d.address = e.id AND d.received_at < ?3 - e.ms * 1000000 AND ` + notWaiting
-	return `SELECT e.id, e.last_activity_at, e.ms, (SELECT COUNT(*) FROM (SELECT 1 ` + old + ` LIMIT ?6))
-		FROM (SELECT id, last_activity_at,
-				MIN(CASE WHEN retention_ms > 0 THEN retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END) AS ms
-			FROM endpoints WHERE ` + from + `) e
-		WHERE EXISTS (SELECT 1 ` + old + `)
-		ORDER BY e.id LIMIT ?4`
+// addressWalk is a CTE "walk(id)" of the addresses that hold deliveries,
+// in id order from the first after the parameter after, at most the
+// parameter limit of them: one seek of deliveries_by_received each, so
+// the Endpoints' retention reads neither each address's deliveries nor the
+// Endpoints that hold none. A deleted Endpoint keeps its row for good once
+// retention has emptied it, and an account may create and delete them as
+// long as its storage quota lasts.
+func addressWalk(after, limit string) string {
+	return `WITH RECURSIVE walk(id) AS (
+			SELECT (SELECT address FROM deliveries WHERE address > ` + after + ` ORDER BY address LIMIT 1)
+			UNION ALL
+			SELECT (SELECT address FROM deliveries WHERE address > walk.id ORDER BY address LIMIT 1)
+			FROM walk WHERE walk.id IS NOT NULL
+			LIMIT ` + limit + `)`
 }
+
+// retentionWindowMs is an Endpoint e's window in milliseconds: its own or
+// the default ?1, never beyond the maximum ?2.
+const retentionWindowMs = `MIN(CASE WHEN e.retention_ms > 0 THEN e.retention_ms ELSE ?1 END, CASE WHEN ?2 > 0 THEN ?2 ELSE 9223372036854 END)`
+
+// retentionCandidatesQuery lists the addresses that hold deliveries from
+// the one after ?4, at most ?6 (addressWalk), each with, when it is an
+// Endpoint, its last activity, its window (retentionWindowMs) and the
+// count of its deliveries received before ?3 less its window, up to ?5
+// rows (0: none, or not an Endpoint). Rows come in id order without a
+// sort, and each is counted only when read: a sweep never counts a whole
+// backlog, nor the Endpoints past those it decides.
+var retentionCandidatesQuery = addressWalk("?4", "?6") + `
+	SELECT w.id, IFNULL(e.last_activity_at, 0), IFNULL(` + retentionWindowMs + `, 0),
+		CASE WHEN e.id IS NULL THEN 0 ELSE (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries d
+			WHERE d.address = e.id AND d.received_at < ?3 - ` + retentionWindowMs + ` * 1000000 AND ` + notWaiting + ` LIMIT ?5)) END
+	FROM walk w LEFT JOIN endpoints e ON e.id = w.id
+	WHERE w.id IS NOT NULL`
 
 // RetentionCandidates lists up to limit Endpoints that hold deliveries
 // received longer ago than their window at now and not waiting on a
@@ -100,54 +127,87 @@ func retentionCandidatesQuery(from string) string {
 // past it) and their newest delivery's time. They come in id order from
 // the first id after after, wrapping around, so sweeps that each pass the
 // last id they decided go through every such Endpoint however many sort
-// before it.
+// before it. It walks the addresses that hold deliveries (addressWalk),
+// none of the Endpoints that hold none.
 func (v *History) RetentionCandidates(ctx context.Context, now time.Time, limits domain.RetentionLimits, after string, limit int) ([]readmodel.RetentionCandidate, error) {
 	var out []readmodel.RetentionCandidate
-	for _, q := range retentionCandidatesQueries {
-		if len(out) == limit {
-			break
-		}
-		rows, err := v.r.QueryContext(ctx, q, limits.Default.Milliseconds(), limits.Max.Milliseconds(), now.UnixNano(),
-			limit-len(out), after, MaxCountedRetained+1)
+	err := walkAddresses(after, func(from string, wrapped bool) (string, bool, error) {
+		rows, err := v.r.QueryContext(ctx, retentionCandidatesQuery, limits.Default.Milliseconds(), limits.Max.Milliseconds(),
+			now.UnixNano(), from, MaxCountedRetained+1, retentionWalk)
 		if err != nil {
-			return nil, fmt.Errorf("list endpoints past retention: %w", err)
+			return "", false, err
 		}
-		for rows.Next() {
+		defer rows.Close()
+		walked, last := 0, ""
+		for len(out) < limit && rows.Next() {
 			var (
-				c        readmodel.RetentionCandidate
-				last, ms int64
+				c      readmodel.RetentionCandidate
+				at, ms int64
+				id     string
 			)
-			if err := rows.Scan(&c.ID, &last, &ms, &c.Deliveries); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("list endpoints past retention: %w", err)
+			if err := rows.Scan(&id, &at, &ms, &c.Deliveries); err != nil {
+				return "", false, err
 			}
-			c.LastActivityAt, c.Window = fromNanos(last), time.Duration(ms)*time.Millisecond
+			if wrapped && id > after {
+				return "", true, nil // back where the walk began
+			}
+			walked, last = walked+1, id
+			if c.Deliveries == 0 {
+				continue
+			}
+			c.ID, c.LastActivityAt, c.Window = id, fromNanos(at), time.Duration(ms)*time.Millisecond
 			if c.Deliveries > MaxCountedRetained {
 				c.Deliveries, c.DeliveriesAtLeast = MaxCountedRetained, true
 			}
 			out = append(out, c)
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("list endpoints past retention: %w", err)
+		if err := rows.Err(); err != nil {
+			return "", false, err
 		}
+		return last, len(out) == limit || (walked < retentionWalk && wrapped), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints past retention: %w", err)
 	}
 	return out, nil
 }
 
-// retainedDeliveriesQueries list the deliveries past their Endpoint's
-// cutoff from the Endpoint after ?1, then from the first one up to it.
-// CROSS JOIN keeps the Endpoints outside, walked by their id (so the order
-// needs no sort): each one's deliveries below its cutoff are a range of
-// deliveries_by_received, the newer ones are never read.
-var retainedDeliveriesQueries = [2]string{retainedDeliveriesQuery("e.id > ?1"), retainedDeliveriesQuery("e.id <= ?1")}
-
-func retainedDeliveriesQuery(from string) string {
-	return `SELECT d.id, e.id FROM endpoints e CROSS JOIN deliveries d
-		WHERE e.retained_to > 0 AND ` + from + ` AND d.address = e.id AND d.received_at < e.retained_to AND ` + notWaiting + `
-		ORDER BY e.id LIMIT ?2`
+// walkAddresses runs page over the addresses that hold deliveries from the
+// one after after to the end, then from the first one up to after: page
+// reads one query's worth from the address after from (wrapped: in the
+// second part) and returns the last address it read ("" for none: the end
+// of that part) and whether the walk is done.
+func walkAddresses(after string, page func(from string, wrapped bool) (last string, done bool, err error)) error {
+	from, wrapped := after, false
+	for {
+		last, done, err := page(from, wrapped)
+		if err != nil || done {
+			return err
+		}
+		if last == "" {
+			// The end of this part: go on from the first address, unless
+			// the walk began there.
+			if wrapped || after == "" {
+				return nil
+			}
+			from, wrapped = "", true
+			continue
+		}
+		from = last
+	}
 }
+
+// retainedDeliveriesQuery lists the addresses that hold deliveries from
+// the one after ?1, at most ?2 (addressWalk), each with, when it is an
+// Endpoint with a retention decision, its deliveries received before the
+// decision's cutoff (NULL for none). LEFT JOIN keeps the walk outside, so
+// the rows need no sort, and each Endpoint's deliveries below its cutoff
+// are a range of deliveries_by_received: the newer ones are never read.
+var retainedDeliveriesQuery = addressWalk("?1", "?2") + `
+	SELECT w.id, d.id FROM walk w
+		LEFT JOIN endpoints e ON e.id = w.id AND e.retained_to > 0
+		LEFT JOIN deliveries d ON d.address = e.id AND d.received_at < e.retained_to AND ` + notWaiting + `
+	WHERE w.id IS NOT NULL`
 
 // RetainedDeliveries lists up to limit deliveries that a retention
 // decision of their Endpoint removed and that still have rows: their
@@ -155,28 +215,41 @@ func retainedDeliveriesQuery(from string) string {
 // They come Endpoint by Endpoint in id order from the first Endpoint after
 // after, wrapping around; last is the Endpoint of the last one, where the
 // next page goes on, so one Endpoint's backlog cannot hold the others'.
+// It walks the addresses that hold deliveries (addressWalk), none of the
+// Endpoints that hold none.
 func (v *History) RetainedDeliveries(ctx context.Context, after string, limit int) (ids []string, last string, err error) {
-	for _, q := range retainedDeliveriesQueries {
-		if len(ids) == limit {
-			break
-		}
-		rows, err := v.r.QueryContext(ctx, q, after, limit-len(ids))
+	err = walkAddresses(after, func(from string, wrapped bool) (string, bool, error) {
+		rows, err := v.r.QueryContext(ctx, retainedDeliveriesQuery, from, retentionWalk)
 		if err != nil {
-			return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+			return "", false, err
 		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id, &last); err != nil {
-				rows.Close()
-				return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		defer rows.Close()
+		walked, walkedTo := 0, ""
+		for len(ids) < limit && rows.Next() {
+			var (
+				address string
+				id      sql.NullString
+			)
+			if err := rows.Scan(&address, &id); err != nil {
+				return "", false, err
 			}
-			ids = append(ids, id)
+			if wrapped && address > after {
+				return "", true, nil // back where the walk began
+			}
+			if address != walkedTo {
+				walked, walkedTo = walked+1, address
+			}
+			if id.Valid {
+				ids, last = append(ids, id.String), address
+			}
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
+		if err := rows.Err(); err != nil {
+			return "", false, err
 		}
+		return walkedTo, len(ids) == limit || (walked < retentionWalk && wrapped), nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list deliveries past their endpoint's retention: %w", err)
 	}
 	return ids, last, nil
 }

@@ -109,6 +109,11 @@ CREATE TABLE IF NOT EXISTS inspectors (
 -- The retention sweep looks for rows of purged inspectors; only those are
 -- in this index.
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
+-- inspectors_live lists the inspectors retention has not purged, by last
+-- activity, for the sweep that looks for those past their retention: a
+-- purged inspector keeps its row for good (its address is never handed
+-- out again), and any stranger can create inspectors.
+CREATE INDEX IF NOT EXISTS inspectors_live ON inspectors (last_activity_at) WHERE purged = 0;
 
 -- stored_bytes sums deliveries.stored_bytes of the account's Endpoints'
 -- deliveries and the payload bytes of every event of its other streams
@@ -358,6 +363,11 @@ CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, positio
 -- Retention finds an Endpoint's deliveries received before its cutoff
 -- without reading the newer ones.
 CREATE INDEX IF NOT EXISTS deliveries_by_received ON deliveries (address, received_at);
+-- deliveries_of_inspectors lists guests' deliveries in their order, for
+-- the retention sweep that deletes those of purged inspectors: it walks
+-- neither the purged inspectors (their rows stay for good, and their
+-- deliveries go) nor the deliveries Endpoints keep for their window.
+CREATE INDEX IF NOT EXISTS deliveries_of_inspectors ON deliveries (position) WHERE kind = 'inspector';
 CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
 	WHERE provider_delivery_id IS NOT NULL;
 

@@ -1,0 +1,97 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// fillInspectors writes n guest inspectors straight into a views file,
+// purged or live, idle since t0 with a TTL of an hour, positions from base
+// on: the rows guests' createInspector calls leave (a purged one keeps its
+// row for good), without replaying as many through the log.
+func fillInspectors(tb testing.TB, path, prefix string, base int64, n int, purged bool) {
+	tb.Helper()
+	insertRows(tb, path, `INSERT INTO inspectors (id, created_at, last_activity_at, ttl_ms, expired, position, purged)
+		VALUES (?, ?, ?, 3600000, ?, ?, ?)`, n, func(i int) []any {
+		pos := base + int64(i)
+		at := t0.Add(time.Duration(i) * time.Second).UnixNano()
+		return []any{fmt.Sprintf("%s-%d", prefix, i), at, at, purged, pos, purged}
+	})
+}
+
+// fillInspectorDeliveries writes n deliveries of inspector address
+// straight into a views file, positions from base on.
+func fillInspectorDeliveries(tb testing.TB, path, address string, base int64, n int) {
+	tb.Helper()
+	insertRows(tb, path, `INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
+		remote_addr, body_size, complete, received_at, answered_status, revision, updated_position)
+		VALUES (?, ?, ?, 'inspector', '', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 204, 0, ?)`, n, func(i int) []any {
+		pos := base + int64(i)
+		return []any{pos, fmt.Sprintf("%s-d%d", address, i), address, t0.UnixNano(), pos}
+	})
+}
+
+// TestPurgedInspectorsAreNotRead: the retention sweep's reads of the
+// inspectors (PurgeCandidates, the live ones idle past their TTL and
+// retention; PurgedDeliveries, the deliveries purged ones still hold)
+// walk neither the purged inspectors, whose rows stay for good so their
+// addresses are never handed out again, and which any stranger can pile
+// up with createInspector, nor the deliveries of Endpoints, which their
+// accounts keep for their window: with 20 000 of each they read about as
+// many pages of the views as with 2 000, and answer the same.
+func TestPurgedInspectorsAreNotRead(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.sync(e.views)
+	path := filepath.Join(e.dir, "views.db")
+	// Three live inspectors idle past their TTL, one with deliveries; one
+	// purged whose deliveries are still to be deleted.
+	fillInspectors(t, path, "live", 1_000_000_000, 3, false)
+	fillInspectorDeliveries(t, path, "live-0", 1_000_000_100, 5)
+	fillInspectors(t, path, "purging", 1_000_000_200, 1, true)
+	fillInspectorDeliveries(t, path, "purging-0", 1_000_000_300, 4)
+	now := t0.Add(48 * time.Hour)
+	reads := []struct {
+		name string
+		read func(ctx context.Context) error
+	}{
+		{"candidates", func(ctx context.Context) error {
+			c, err := e.views.PurgeCandidates(ctx, now, time.Hour, 100)
+			if err == nil && (len(c) != 3 || c[0].ID != "live-0" || c[0].Deliveries != 5) {
+				err = fmt.Errorf("listed %+v, want the 3 live inspectors, live-0 with 5 deliveries", c)
+			}
+			return err
+		}},
+		{"deliveries", func(ctx context.Context) error {
+			ids, err := e.views.PurgedDeliveries(ctx, 500)
+			if err == nil && len(ids) != 4 {
+				err = fmt.Errorf("listed %d deliveries of purged inspectors, want 4", len(ids))
+			}
+			return err
+		}},
+	}
+	read := map[string]map[int]int{}
+	for _, step := range []struct {
+		purged int // in all, after this step
+		add    int
+	}{{purged: 2_000, add: 2_000}, {purged: 20_000, add: 18_000}} {
+		fillInspectors(t, path, fmt.Sprintf("purged-%d", step.purged), int64(step.purged)*10, step.add, true)
+		fillWithAttempts(t, path, fmt.Sprintf("ep-%d", step.purged), int64(step.purged)*10+5_000_000_000, step.add, 0)
+		for _, r := range reads {
+			if read[r.name] == nil {
+				read[r.name] = map[int]int{}
+			}
+			read[r.name][step.purged] = pagesReadOn(t, &e.views.r.db, path, r.read)
+		}
+	}
+	for _, r := range reads {
+		n := read[r.name]
+		t.Logf("%s: %d pages with 2 000 purged inspectors and Endpoint deliveries, %d with 20 000", r.name, n[2_000], n[20_000])
+		if n[20_000] > 2*n[2_000] {
+			t.Errorf("%s read %d pages of the views with 20 000 purged inspectors and Endpoint deliveries, %d with 2 000: the work grows with them",
+				r.name, n[20_000], n[2_000])
+		}
+	}
+}
