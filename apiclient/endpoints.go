@@ -48,8 +48,9 @@ func Endpoints[T any](ctx context.Context, c *Client, fields string, id func(T) 
 }
 
 // EndpointsIn reads fields of the Endpoints ids names (each must hold id;
-// id reads it back), which are the account's Endpoints in the order the
-// endpoints list gives them, or a run of them: page rows a request, one
+// id reads it back), which are a run of the account's Endpoints in the
+// order the endpoints list gives them, listed right after the Endpoint
+// after (empty: the run begins the list): page rows a request, one
 // request at a time, with first and after, so len(ids) rows take
 // ceil(len(ids)/page) requests rather than one each. For fields the relay
 // prices per row (stats), page is the most its budget holds: a page it
@@ -58,7 +59,7 @@ func Endpoints[T any](ctx context.Context, c *Client, fields string, id func(T) 
 // again after the last it gave. It stops, with the rows read, when the
 // list no longer holds what ids names (an empty page, or a row after
 // ids' last), and returns them with the error of a page that fails.
-func EndpointsIn[T any](ctx context.Context, c *Client, fields string, ids []string, page int, id func(T) string) ([]T, error) {
+func EndpointsIn[T any](ctx context.Context, c *Client, fields, after string, ids []string, page int, id func(T) string) ([]T, error) {
 	q := fmt.Sprintf(endpointsQuery, fields)
 	all := []T{}
 	page = max(page, 1)
@@ -69,6 +70,8 @@ func EndpointsIn[T any](ctx context.Context, c *Client, fields string, ids []str
 		vars := map[string]any{"first": n}
 		if next > 0 {
 			vars["after"] = ids[next-1]
+		} else if after != "" {
+			vars["after"] = after
 		}
 		var out struct{ Endpoints []T }
 		if err := c.Do(ctx, q, vars, &out); err != nil {

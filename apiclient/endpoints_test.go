@@ -66,23 +66,29 @@ func ids(from, to int) []string {
 // TestEndpointsInPages: EndpointsIn reads len(ids) rows in
 // ceil(len(ids)/page) requests, halves its page after QUERY_TOO_COMPLEX,
 // follows a relay that answers fewer rows than asked, and ends, with what
-// it read, when the list no longer holds what ids names.
+// it read, when the list no longer holds what ids names. A run from the
+// middle of the list (the desktop's cards on screen) is read from the
+// Endpoint before it: ten of sixty, after the fiftieth, read the list's
+// first nine instead (one request, none of the ten); now the ten in two.
 func TestEndpointsInPages(t *testing.T) {
 	tests := []struct {
 		name         string
 		list         endpointsList
+		after        string   // the Endpoint listed before run
+		run          []string // the ids asked for; nil: ids(0, 30)
 		wantRows     int
 		wantRequests int
 		wantErr      bool
 	}{
-		{"whole pages", endpointsList{ids: ids(0, 30)}, 30, 4, false},
-		{"a relay that answers four rows at most", endpointsList{ids: ids(0, 30), cap: 4}, 30, 8, false},
+		{"whole pages", endpointsList{ids: ids(0, 30)}, "", nil, 30, 4, false},
+		{"a relay that answers four rows at most", endpointsList{ids: ids(0, 30), cap: 4}, "", nil, 30, 8, false},
 		// 9 and 5 are refused, then ten pages of 3.
-		{"a budget of three rows", endpointsList{ids: ids(0, 30), budget: 3}, 30, 12, false},
-		{"an Endpoint deleted since", endpointsList{ids: slices.Delete(ids(0, 30), 5, 6)}, 29, 4, false},
+		{"a budget of three rows", endpointsList{ids: ids(0, 30), budget: 3}, "", nil, 30, 12, false},
+		{"an Endpoint deleted since", endpointsList{ids: slices.Delete(ids(0, 30), 5, 6)}, "", nil, 29, 4, false},
 		// 9, 9, then 7 of 9 and an empty page after the last.
-		{"the list ends early", endpointsList{ids: ids(0, 25)}, 25, 4, false},
-		{"the third page fails", endpointsList{ids: ids(0, 30), fail: 3}, 18, 3, true},
+		{"the list ends early", endpointsList{ids: ids(0, 25)}, "", nil, 25, 4, false},
+		{"the third page fails", endpointsList{ids: ids(0, 30), fail: 3}, "", nil, 18, 3, true},
+		{"a run from the middle", endpointsList{ids: ids(0, 60)}, "e49", ids(50, 60), 10, 2, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +97,11 @@ func TestEndpointsInPages(t *testing.T) {
 			type row struct {
 				ID string `json:"id"`
 			}
-			rows, err := EndpointsIn(t.Context(), New(srv.URL, ""), "id", ids(0, 30), 9, func(r row) string { return r.ID })
+			run := tt.run
+			if run == nil {
+				run = ids(0, 30)
+			}
+			rows, err := EndpointsIn(t.Context(), New(srv.URL, ""), "id", tt.after, run, 9, func(r row) string { return r.ID })
 			if (err != nil) != tt.wantErr {
 				t.Errorf("err = %v, want an error: %v", err, tt.wantErr)
 			}
@@ -100,8 +110,8 @@ func TestEndpointsInPages(t *testing.T) {
 			}
 			seen := map[string]bool{}
 			for _, r := range rows {
-				if seen[r.ID] || !slices.Contains(tt.list.ids, r.ID) {
-					t.Errorf("row %s read twice or not in the list", r.ID)
+				if seen[r.ID] || !slices.Contains(tt.list.ids, r.ID) || !slices.Contains(run, r.ID) {
+					t.Errorf("row %s read twice, not in the list or not asked for", r.ID)
 				}
 				seen[r.ID] = true
 			}

@@ -157,16 +157,17 @@ const statsFields = `id stats(range: HOUR){ bucketSeconds
 // (apiclient.EndpointsIn).
 const statsPage = 9
 
-// stats reads the last hour of the Endpoints ids names (the endpoints
-// list, in its order, as the window shows it) for the charts on their
-// cards, statsPage Endpoints a request, one request at a time. It returns
-// each one's stats by id, those read before a page failed with its error.
-func (a API) stats(ctx context.Context, ids []string) (map[string]json.RawMessage, error) {
+// stats reads the last hour of the Endpoints ids names (a run of the
+// endpoints list, in its order, listed right after the Endpoint after;
+// empty: the run begins the list) for the charts on their cards,
+// statsPage Endpoints a request, one request at a time. It returns each
+// one's stats by id, those read before a page failed with its error.
+func (a API) stats(ctx context.Context, after string, ids []string) (map[string]json.RawMessage, error) {
 	type row struct {
 		ID    string          `json:"id"`
 		Stats json.RawMessage `json:"stats"`
 	}
-	rows, err := apiclient.EndpointsIn(ctx, a.c, statsFields, ids, statsPage, func(r row) string { return r.ID })
+	rows, err := apiclient.EndpointsIn(ctx, a.c, statsFields, after, ids, statsPage, func(r row) string { return r.ID })
 	out := make(map[string]json.RawMessage, len(rows))
 	for _, r := range rows {
 		out[r.ID] = r.Stats

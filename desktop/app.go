@@ -60,6 +60,7 @@ type App struct {
 	conn     ConnState
 	rows     []Row
 	roles    map[string]bool // Endpoint ID → this app is its primary listener
+	listed   []string        // the Endpoints' ids in the order Endpoints last listed them
 	notices  []Notice
 	hidden   bool
 	quitting bool
@@ -427,6 +428,7 @@ func (u *UI) SignIn(server, token string) (Status, error) {
 	a.creds, a.where, a.account, a.signErr = Credentials{Server: server, Token: token}, where, acct, ""
 	clear(a.on)
 	clear(a.targets)
+	a.listed = nil
 	a.mu.Unlock()
 	a.routes.remove()
 	return a.status(), nil
@@ -441,6 +443,7 @@ func (u *UI) SignOut() (Status, error) {
 	a.creds.Token, a.where, a.account = "", Nowhere, Account{}
 	clear(a.on)
 	clear(a.targets)
+	a.listed = nil
 	a.mu.Unlock()
 	a.routes.remove()
 	a.connState(ConnState{State: StateOff, Since: time.Now()})
@@ -462,7 +465,9 @@ func (u *UI) Endpoints() ([]Endpoint, error) {
 	}
 	a.mu.Lock()
 	a.signErr = "" // the relay answers again
+	a.listed = a.listed[:0]
 	for i := range eps {
+		a.listed = append(a.listed, eps[i].ID)
 		e := &eps[i]
 		e.LocalTarget = a.targets[e.ID]
 		if e.LocalTarget == "" {
@@ -570,26 +575,72 @@ func (u *UI) Compare(id, a, b string) (json.RawMessage, error) {
 }
 
 // Stats returns the last hour (60 one-minute buckets and their totals) of
-// the Endpoints endpointIDs names, in the order of the endpoints list, by
-// id, for the charts on their cards: nine a request (statsPage), one
-// request at a time. Those read before a request failed are returned, the
-// error logged; a card whose stats are missing keeps its last chart.
+// the Endpoints endpointIDs names, by id, for the charts on their cards:
+// the window names the cards on screen, never the whole list. They are
+// read as runs of neighbours in the list Endpoints last returned (each
+// from the Endpoint listed before it), nine a request (statsPage), one
+// request at a time; an id that list does not hold is not read. Those
+// read before a request failed are returned, the error logged; a card
+// whose stats are missing keeps its last chart.
 func (u *UI) Stats(endpointIDs []string) (map[string]json.RawMessage, error) {
 	api, ok := u.app.api()
 	if !ok {
 		return nil, errors.New("not signed in")
 	}
+	u.app.mu.Lock()
+	runs := statsRuns(u.app.listed, endpointIDs)
+	u.app.mu.Unlock()
 	// A minute for all the pages; each request is bounded by httpClient.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := api.stats(ctx, endpointIDs)
-	if err != nil && len(st) == 0 {
+	out := map[string]json.RawMessage{}
+	var err error
+	for _, run := range runs {
+		var st map[string]json.RawMessage
+		st, err = api.stats(ctx, run.after, run.ids)
+		maps.Copy(out, st)
+		if err != nil {
+			break
+		}
+	}
+	if err != nil && len(out) == 0 {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	if err != nil {
-		u.app.log.Warn("stats partly read", "read", len(st), "of", len(endpointIDs), "error", err)
+		u.app.log.Warn("stats partly read", "read", len(out), "of", len(endpointIDs), "error", err)
 	}
-	return st, nil
+	return out, nil
+}
+
+// statsRun is a run of neighbours in the endpoints list: ids, listed
+// right after the Endpoint after (empty: ids begin the list).
+type statsRun struct {
+	after string
+	ids   []string
+}
+
+// statsRuns splits ids into runs of neighbours in listed, in its order;
+// ids listed does not hold are left out.
+func statsRuns(listed, ids []string) []statsRun {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var runs []statsRun
+	for i, id := range listed {
+		if !want[id] {
+			continue
+		}
+		if i == 0 || len(runs) == 0 || !want[listed[i-1]] {
+			after := ""
+			if i > 0 {
+				after = listed[i-1]
+			}
+			runs = append(runs, statsRun{after: after})
+		}
+		runs[len(runs)-1].ids = append(runs[len(runs)-1].ids, id)
+	}
+	return runs
 }
 
 // Retry sends the delivery again through the relay (retryDelivery): a new

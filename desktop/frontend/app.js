@@ -205,22 +205,46 @@ async function refreshEndpoints() {
     state.endpointError = describe(err);
   }
   renderEndpoints();
-  loadStats();
+  loadStats(true);
 }
 
-// loadStats reads the Endpoints' last hour in one call: the Go side reads
-// them nine Endpoints a request, one request at a time (the relay prices a
-// stats read; one request each would spend an account's API budget).
-async function loadStats() {
-  const eps = state.endpoints.slice();
-  if (!eps.length) return;
-  const got = await ui().Stats(eps.map((e) => e.id)).catch(() => null);
+// onScreen holds the ids of the Endpoint cards in the window's view, as
+// cardObserver sees them: only their stats are read. A card scrolled into
+// view without stats is read then; the rows never shown are never read.
+/** @type {Set<string>} */
+const onScreen = new Set();
+const cardObserver = new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    const id = /** @type {HTMLElement} */ (entry.target).dataset.endpointId || '';
+    if (entry.isIntersecting) onScreen.add(id);
+    else onScreen.delete(id);
+  }
+  loadStats(false);
+});
+
+// statsQueue holds the stats reads, one at a time.
+let statsQueue = Promise.resolve();
+
+// loadStats reads the last hour of the cards on screen: all of them on a
+// refresh, else those not read yet (cards scrolled into view). The Go side
+// reads them nine Endpoints a request, one request at a time (the relay
+// prices a stats read: one request each, or the stats of every listed
+// Endpoint, would spend the account's API budget).
+/** @param {boolean} refresh */
+function loadStats(refresh) {
+  statsQueue = statsQueue.then(() => readStats(refresh)).catch((err) => console.error('stats:', err));
+}
+
+/** @param {boolean} refresh */
+async function readStats(refresh) {
+  const due = state.endpoints.filter((e) => onScreen.has(e.id) && (refresh || !state.stats[e.id]));
+  if (!due.length) return;
+  const got = await ui().Stats(due.map((e) => e.id)).catch(() => null);
   if (!got) return;
   let changed = false;
-  for (const e of eps) {
+  for (const e of due) {
     if (!got[e.id]) continue;
-    const before = JSON.stringify(state.stats[e.id]);
-    if (before !== JSON.stringify(got[e.id])) changed = true;
+    if (JSON.stringify(state.stats[e.id]) !== JSON.stringify(got[e.id])) changed = true;
     state.stats[e.id] = got[e.id];
   }
   if (changed) renderEndpoints();
@@ -232,7 +256,13 @@ async function loadStats() {
 /** @param {Desktop.Endpoint} e */
 function statsChart(e) {
   const st = state.stats[e.id];
-  if (!st) return null;
+  // A card keeps the chart's room until its stats are read, so reading
+  // them moves no other card in or out of view.
+  if (!st) {
+    return h('figure', { class: 'card-stats', 'data-testid': 'card-stats-unread' },
+      h('div', { class: 'card-chart', 'aria-hidden': 'true' }),
+      h('figcaption', { class: 'muted small' }, 'Last hour: …'));
+  }
   const t = st.totals;
   const failed = t.status4xx + t.status5xx;
   const latency = t.p50Ms == null ? '' : `, p50 ≤ ${t.p50Ms} ms, p95 ≤ ${t.p95Ms} ms`;
@@ -277,10 +307,12 @@ function renderEndpoints() {
   if (typing) return;
   for (const c of cardCharts) c.destroy();
   cardCharts = [];
+  cardObserver.disconnect();
   replace(list,
     state.endpointError ? notice('error', state.endpointError) : null,
     state.endpoints.length === 0 && !state.endpointError ? h('p', { class: 'muted' }, 'No Endpoint yet: create one above.') : null,
     state.endpoints.map(endpointCard));
+  for (const card of list.querySelectorAll('.endpoint-card')) cardObserver.observe(card);
 }
 
 /** @param {Desktop.Endpoint} e */
