@@ -43,14 +43,18 @@ func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention 
 
 // PurgedDeliveries lists up to limit deliveries of purged inspectors that
 // still have rows: their streams are still to be deleted (or their
-// tombstones not yet applied). It walks guests' deliveries in their order
-// (deliveries_of_inspectors, CROSS JOIN keeping them outside), so it reads
-// neither the purged inspectors, whose rows stay for good, nor Endpoints'
-// deliveries: what guests hold now, which --guest-storage bounds.
+// tombstones not yet applied). It walks the addresses that hold deliveries
+// (addressWalk: one seek each) and reads the deliveries of the purged ones
+// among them, so it reads neither the purged inspectors already emptied,
+// whose rows stay for good and which any stranger can pile up, nor the
+// deliveries of the addresses that are not purged: what it walks is bounded
+// by the addresses the storage quotas let hold deliveries, and no index is
+// kept on the deliveries for it.
 func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM deliveries d INDEXED BY deliveries_of_inspectors
-		CROSS JOIN inspectors i
-		WHERE d.kind = 'inspector' AND i.id = d.address AND i.purged = 1 ORDER BY d.position LIMIT ?`, limit)
+	rows, err := v.r.QueryContext(ctx, addressWalk("''", "-1")+`
+		SELECT d.id FROM walk w CROSS JOIN inspectors i CROSS JOIN deliveries d INDEXED BY deliveries_by_address
+		WHERE w.id IS NOT NULL AND i.id = w.id AND i.purged = 1 AND d.address = w.id
+		LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries of purged inspectors: %w", err)
 	}

@@ -363,11 +363,6 @@ CREATE INDEX IF NOT EXISTS deliveries_by_address ON deliveries (address, positio
 -- Retention finds an Endpoint's deliveries received before its cutoff
 -- without reading the newer ones.
 CREATE INDEX IF NOT EXISTS deliveries_by_received ON deliveries (address, received_at);
--- deliveries_of_inspectors lists guests' deliveries in their order, for
--- the retention sweep that deletes those of purged inspectors: it walks
--- neither the purged inspectors (their rows stay for good, and their
--- deliveries go) nor the deliveries Endpoints keep for their window.
-CREATE INDEX IF NOT EXISTS deliveries_of_inspectors ON deliveries (position) WHERE kind = 'inspector';
 CREATE INDEX IF NOT EXISTS deliveries_by_provider_id ON deliveries (address, provider_delivery_id)
 	WHERE provider_delivery_id IS NOT NULL;
 
