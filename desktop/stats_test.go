@@ -46,21 +46,8 @@ func TestStatsPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := harness.Start(t, "", tt.flags...)
-			var out struct {
-				SignUp struct{ Token string }
-			}
-			r.MustGraphQL(t, "", `mutation{ signUp(name: "stats"){ token } }`, nil, &out)
-			token := out.SignUp.Token
-			var ids []string
-			for i := range endpoints {
-				var created struct{ CreateEndpoint struct{ ID, URL string } }
-				r.MustGraphQL(t, token, `mutation($n: String!){ createEndpoint(input: {name: $n, mode: LOG}){ id url } }`,
-					map[string]any{"n": fmt.Sprintf("ep%02d", i)}, &created)
-				ids = append(ids, created.CreateEndpoint.ID)
-				if i == 20 { // a delivery on the third page shows whose stats a card gets
-					sendWebhook(t, r, created.CreateEndpoint.URL)
-				}
-			}
+			// A delivery on the third page shows whose stats a card gets.
+			token, ids := signUpWithEndpoints(t, r, "stats", endpoints, func(i int) bool { return i == 20 })
 			harness.Eventually(t, 15*time.Second, "the delivery in the stats", func() bool {
 				var got struct {
 					Endpoint struct {
@@ -118,21 +105,7 @@ func TestStatsPages(t *testing.T) {
 func testWindowReadsCardsOnScreen(t *testing.T) {
 	const endpoints = 60
 	r := harness.Start(t, "")
-	var out struct {
-		SignUp struct{ Token string }
-	}
-	r.MustGraphQL(t, "", `mutation{ signUp(name: "screen"){ token } }`, nil, &out)
-	token := out.SignUp.Token
-	var ids []string
-	for i := range endpoints {
-		var created struct{ CreateEndpoint struct{ ID, URL string } }
-		r.MustGraphQL(t, token, `mutation($n: String!){ createEndpoint(input: {name: $n, mode: LOG}){ id url } }`,
-			map[string]any{"n": fmt.Sprintf("ep%02d", i)}, &created)
-		ids = append(ids, created.CreateEndpoint.ID)
-		if i == 3 || i == 58 {
-			sendWebhook(t, r, created.CreateEndpoint.URL)
-		}
-	}
+	token, ids := signUpWithEndpoints(t, r, "screen", endpoints, func(i int) bool { return i == 3 || i == 58 })
 	for _, i := range []int{3, 58} {
 		harness.Eventually(t, 15*time.Second, "the delivery in the stats", func() bool {
 			var got struct {
@@ -377,4 +350,28 @@ func TestStatsRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signUpWithEndpoints signs up an account named name on r and creates n
+// LOG Endpoints ep00, ep01, … in it, sending one webhook to each Endpoint i
+// for which delivered(i) holds; it returns the account's token and the
+// Endpoints' ids in the order created.
+func signUpWithEndpoints(t *testing.T, r *harness.Relay, name string, n int, delivered func(i int) bool) (string, []string) {
+	t.Helper()
+	var out struct {
+		SignUp struct{ Token string }
+	}
+	r.MustGraphQL(t, "", `mutation($n: String!){ signUp(name: $n){ token } }`, map[string]any{"n": name}, &out)
+	token := out.SignUp.Token
+	ids := make([]string, 0, n)
+	for i := range n {
+		var created struct{ CreateEndpoint struct{ ID, URL string } }
+		r.MustGraphQL(t, token, `mutation($n: String!){ createEndpoint(input: {name: $n, mode: LOG}){ id url } }`,
+			map[string]any{"n": fmt.Sprintf("ep%02d", i)}, &created)
+		ids = append(ids, created.CreateEndpoint.ID)
+		if delivered(i) {
+			sendWebhook(t, r, created.CreateEndpoint.URL)
+		}
+	}
+	return token, ids
 }
