@@ -26,8 +26,9 @@ const checkpointEvery = 500 * time.Millisecond
 // has copied a WAL this long, the writer, between two batches, copies the
 // few frames committed since (a PASSIVE checkpoint on its own connection,
 // which waits for no reader) and its next commit writes from the WAL's
-// beginning. The WAL file then stays about this long and is written in
-// place.
+// beginning. The WAL file then stays about this long (or as long as what
+// is committed between two checkpoints, when that is more) and is written
+// in place.
 const startOverFrames = 1024
 
 // restartFrames is the WAL length (in pages) past which the checkpointer
