@@ -48,25 +48,7 @@ func TestStatsPages(t *testing.T) {
 			r := harness.Start(t, "", tt.flags...)
 			// A delivery on the third page shows whose stats a card gets.
 			token, ids := signUpWithEndpoints(t, r, "stats", endpoints, func(i int) bool { return i == 20 })
-			harness.Eventually(t, 15*time.Second, "the delivery in the stats", func() bool {
-				var got struct {
-					Endpoint struct {
-						Stats struct{ Totals struct{ Deliveries int } }
-					}
-				}
-				r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ stats(range: HOUR){ totals{ deliveries } } } }`,
-					map[string]any{"id": ids[20]}, &got)
-				return got.Endpoint.Stats.Totals.Deliveries == 1
-			})
-
-			proxy, log := statsCounter(t, r)
-			app := New(Options{Store: Store{Config: LoginFile{path: filepath.Join(t.TempDir(), "config.json")}}})
-			app.Start(t.Context(), &recorder{})
-			t.Cleanup(app.Shutdown)
-			ui := app.Bindings()
-			if _, err := ui.SignIn(proxy, token); err != nil {
-				t.Fatal(err)
-			}
+			ui, log := signedInThroughCounter(t, r, token)
 			stats := windowStats(t, ui, ids)
 			_, reads, _, _ := log.since(0)
 			t.Logf("%d Endpoints' stats read with %d requests", endpoints, reads)
@@ -106,27 +88,7 @@ func testWindowReadsCardsOnScreen(t *testing.T) {
 	const endpoints = 60
 	r := harness.Start(t, "")
 	token, ids := signUpWithEndpoints(t, r, "screen", endpoints, func(i int) bool { return i == 3 || i == 58 })
-	for _, i := range []int{3, 58} {
-		harness.Eventually(t, 15*time.Second, "the delivery in the stats", func() bool {
-			var got struct {
-				Endpoint struct {
-					Stats struct{ Totals struct{ Deliveries int } }
-				}
-			}
-			r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ stats(range: HOUR){ totals{ deliveries } } } }`,
-				map[string]any{"id": ids[i]}, &got)
-			return got.Endpoint.Stats.Totals.Deliveries == 1
-		})
-	}
-
-	proxy, log := statsCounter(t, r)
-	app := New(Options{Store: Store{Config: LoginFile{path: filepath.Join(t.TempDir(), "config.json")}}})
-	app.Start(t.Context(), &recorder{})
-	t.Cleanup(app.Shutdown)
-	ui := app.Bindings()
-	if _, err := ui.SignIn(proxy, token); err != nil {
-		t.Fatal(err)
-	}
+	ui, log := signedInThroughCounter(t, r, token)
 	w := openWindow(t, ui, 1280, 2400)
 	w.waitFor("the cards", `document.querySelectorAll('.endpoint-card').length === `+fmt.Sprint(endpoints))
 
@@ -354,7 +316,8 @@ func TestStatsRuns(t *testing.T) {
 
 // signUpWithEndpoints signs up an account named name on r and creates n
 // LOG Endpoints ep00, ep01, … in it, sending one webhook to each Endpoint i
-// for which delivered(i) holds; it returns the account's token and the
+// for which delivered(i) holds and waiting until its stats count it; it
+// returns the account's token and the
 // Endpoints' ids in the order created.
 func signUpWithEndpoints(t *testing.T, r *harness.Relay, name string, n int, delivered func(i int) bool) (string, []string) {
 	t.Helper()
@@ -371,7 +334,33 @@ func signUpWithEndpoints(t *testing.T, r *harness.Relay, name string, n int, del
 		ids = append(ids, created.CreateEndpoint.ID)
 		if delivered(i) {
 			sendWebhook(t, r, created.CreateEndpoint.URL)
+			harness.Eventually(t, 15*time.Second, "the delivery in the stats", func() bool {
+				var got struct {
+					Endpoint struct {
+						Stats struct{ Totals struct{ Deliveries int } }
+					}
+				}
+				r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ stats(range: HOUR){ totals{ deliveries } } } }`,
+					map[string]any{"id": created.CreateEndpoint.ID}, &got)
+				return got.Endpoint.Stats.Totals.Deliveries == 1
+			})
 		}
 	}
 	return token, ids
+}
+
+// signedInThroughCounter starts the desktop app signed in to r with token
+// through statsCounter's proxy, and returns its bindings and the proxy's
+// log of the stats requests.
+func signedInThroughCounter(t *testing.T, r *harness.Relay, token string) (*UI, *relayLog) {
+	t.Helper()
+	proxy, log := statsCounter(t, r)
+	app := New(Options{Store: Store{Config: LoginFile{path: filepath.Join(t.TempDir(), "config.json")}}})
+	app.Start(t.Context(), &recorder{})
+	t.Cleanup(app.Shutdown)
+	ui := app.Bindings()
+	if _, err := ui.SignIn(proxy, token); err != nil {
+		t.Fatal(err)
+	}
+	return ui, log
 }

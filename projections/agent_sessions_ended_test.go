@@ -33,23 +33,13 @@ func TestEndedAgentSessionsAreNotRead(t *testing.T) {
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")
 	fillAgentSessions(t, path, "ep-open", 1_000_000_000, 3, true)
-	read := map[int]int{}
-	for _, tc := range []struct {
-		ended int // in all, after this step
-		add   int
-	}{{ended: 2_000, add: 2_000}, {ended: 20_000, add: 18_000}} {
-		fillAgentSessions(t, path, fmt.Sprintf("ep-%d", tc.ended), int64(tc.ended)*10, tc.add, false)
-		read[tc.ended] = pagesReadOn(t, &e.views.r.db, path, func(ctx context.Context) error {
-			open, err := e.views.OpenAgentSessions(ctx)
-			if err == nil && len(open) != 3 {
-				err = fmt.Errorf("listed %d open sessions, want 3", len(open))
-			}
-			return err
-		})
-	}
-	t.Logf("open agent sessions: %d pages with 2 000 ended, %d with 20 000", read[2_000], read[20_000])
-	if read[20_000] > 2*read[2_000] {
-		t.Errorf("the open agent sessions read %d pages of the views with 20 000 ended, %d with 2 000: the work grows with the ended sessions",
-			read[20_000], read[2_000])
-	}
+	readsDoNotGrow(t, e, path, "ended sessions", func(total, added int) {
+		fillAgentSessions(t, path, fmt.Sprintf("ep-%d", total), int64(total)*10, added, false)
+	}, namedRead{"open agent sessions", func(ctx context.Context) error {
+		open, err := e.views.OpenAgentSessions(ctx)
+		if err == nil && len(open) != 3 {
+			err = fmt.Errorf("listed %d open sessions, want 3", len(open))
+		}
+		return err
+	}})
 }

@@ -45,10 +45,7 @@ func TestEmptiedEndpointsAreNotReadByRetention(t *testing.T) {
 	})
 	limits := domain.RetentionLimits{Default: time.Hour, Max: time.Hour, Min: time.Hour}
 	now := t0.Add(30 * 24 * time.Hour)
-	reads := []struct {
-		name string
-		read func(ctx context.Context) error
-	}{
+	reads := []namedRead{
 		{"candidates", func(ctx context.Context) error {
 			c, err := e.views.RetentionCandidates(ctx, now, limits, "", 100)
 			if err == nil && (len(c) != 2 || c[0].ID != "ep-cut" || c[1].ID != "ep-old" || c[1].Deliveries != 5) {
@@ -64,27 +61,9 @@ func TestEmptiedEndpointsAreNotReadByRetention(t *testing.T) {
 			return err
 		}},
 	}
-	read := map[string]map[int]int{}
-	for _, step := range []struct {
-		emptied int // in all, after this step
-		add     int
-	}{{emptied: 2_000, add: 2_000}, {emptied: 20_000, add: 18_000}} {
-		fillEmptiedEndpoints(t, path, fmt.Sprintf("ep-gone-%d", step.emptied), int64(step.emptied)*10, step.add)
-		for _, r := range reads {
-			if read[r.name] == nil {
-				read[r.name] = map[int]int{}
-			}
-			read[r.name][step.emptied] = pagesReadOn(t, &e.views.r.db, path, r.read)
-		}
-	}
-	for _, r := range reads {
-		n := read[r.name]
-		t.Logf("%s: %d pages with 2 000 emptied Endpoints, %d with 20 000", r.name, n[2_000], n[20_000])
-		if n[20_000] > 2*n[2_000] {
-			t.Errorf("%s read %d pages of the views with 20 000 emptied Endpoints, %d with 2 000: the work grows with them",
-				r.name, n[20_000], n[2_000])
-		}
-	}
+	readsDoNotGrow(t, e, path, "emptied Endpoints", func(total, added int) {
+		fillEmptiedEndpoints(t, path, fmt.Sprintf("ep-gone-%d", total), int64(total)*10, added)
+	}, reads...)
 }
 
 // TestRetentionWalksEveryAddressInTurn: the Endpoints' retention reads,

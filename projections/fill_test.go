@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"context"
 	"database/sql"
 	"testing"
 )
@@ -32,5 +33,39 @@ func insertRows(tb testing.TB, path, insert string, n int, row func(i int) []any
 	}
 	if err := tx.Commit(); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// namedRead is one read a growth test counts pages of; it returns an
+// error when the read answers wrong.
+type namedRead struct {
+	name string
+	read func(ctx context.Context) error
+}
+
+// readsDoNotGrow fills the views file at path with rows that stay for good
+// in two steps, 2 000 and then 20 000 in all (fill(total, added)), counts
+// the pages of the views each read takes after each step, and fails a
+// read that takes more than twice as many with 20 000 as with 2 000: its
+// work grows with those rows. rows names them in the messages.
+func readsDoNotGrow(t *testing.T, e *env, path, rows string, fill func(total, added int), reads ...namedRead) {
+	t.Helper()
+	read := map[string]map[int]int{}
+	for _, step := range []struct{ total, added int }{{2_000, 2_000}, {20_000, 18_000}} {
+		fill(step.total, step.added)
+		for _, r := range reads {
+			if read[r.name] == nil {
+				read[r.name] = map[int]int{}
+			}
+			read[r.name][step.total] = pagesReadOn(t, &e.views.r.db, path, r.read)
+		}
+	}
+	for _, r := range reads {
+		n := read[r.name]
+		t.Logf("%s: %d pages with 2 000 %s, %d with 20 000", r.name, n[2_000], rows, n[20_000])
+		if n[20_000] > 2*n[2_000] {
+			t.Errorf("%s read %d pages of the views with 20 000 %s, %d with 2 000: the work grows with them",
+				r.name, n[20_000], rows, n[2_000])
+		}
 	}
 }

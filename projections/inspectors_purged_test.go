@@ -53,10 +53,7 @@ func TestPurgedInspectorsAreNotRead(t *testing.T) {
 	fillInspectors(t, path, "purging", 1_000_000_200, 1, true)
 	fillInspectorDeliveries(t, path, "purging-0", 1_000_000_300, 4)
 	now := t0.Add(48 * time.Hour)
-	reads := []struct {
-		name string
-		read func(ctx context.Context) error
-	}{
+	reads := []namedRead{
 		{"candidates", func(ctx context.Context) error {
 			c, err := e.views.PurgeCandidates(ctx, now, time.Hour, 100)
 			if err == nil && (len(c) != 3 || c[0].ID != "live-0" || c[0].Deliveries != 5) {
@@ -72,26 +69,8 @@ func TestPurgedInspectorsAreNotRead(t *testing.T) {
 			return err
 		}},
 	}
-	read := map[string]map[int]int{}
-	for _, step := range []struct {
-		purged int // in all, after this step
-		add    int
-	}{{purged: 2_000, add: 2_000}, {purged: 20_000, add: 18_000}} {
-		fillInspectors(t, path, fmt.Sprintf("purged-%d", step.purged), int64(step.purged)*10, step.add, true)
-		fillWithAttempts(t, path, fmt.Sprintf("ep-%d", step.purged), int64(step.purged)*10+5_000_000_000, step.add, 0)
-		for _, r := range reads {
-			if read[r.name] == nil {
-				read[r.name] = map[int]int{}
-			}
-			read[r.name][step.purged] = pagesReadOn(t, &e.views.r.db, path, r.read)
-		}
-	}
-	for _, r := range reads {
-		n := read[r.name]
-		t.Logf("%s: %d pages with 2 000 purged inspectors and Endpoint deliveries, %d with 20 000", r.name, n[2_000], n[20_000])
-		if n[20_000] > 2*n[2_000] {
-			t.Errorf("%s read %d pages of the views with 20 000 purged inspectors and Endpoint deliveries, %d with 2 000: the work grows with them",
-				r.name, n[20_000], n[2_000])
-		}
-	}
+	readsDoNotGrow(t, e, path, "purged inspectors and Endpoint deliveries", func(total, added int) {
+		fillInspectors(t, path, fmt.Sprintf("purged-%d", total), int64(total)*10, added, true)
+		fillWithAttempts(t, path, fmt.Sprintf("ep-%d", total), int64(total)*10+5_000_000_000, added, 0)
+	}, reads...)
 }
