@@ -18,44 +18,19 @@ import (
 // attempts that failed (500, not for want of an agent).
 func fillWithAttempts(tb testing.TB, path, address string, base int64, n, attempts int) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	del, err := tx.Prepare(`INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
+	insertRows(tb, path, `INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
 		remote_addr, body_size, complete, received_at, response_status, revision, updated_position)
-		VALUES (?, ?, ?, 'endpoint', 'acct-1', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 503, 0, ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	att, err := tx.Prepare(`INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, status, error, outcome_position)
-		VALUES (?, ?, ?, 1, 0, 500, 'local process answered 500', ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	// Attempts come after every delivery, as retries do.
-	next := base + int64(n)
-	for i := range n {
+		VALUES (?, ?, ?, 'endpoint', 'acct-1', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 503, 0, ?)`, n, func(i int) []any {
 		pos := base + int64(i)
-		if _, err := del.Exec(pos, fmt.Sprintf("%s-%d", address, i), address, t0.Add(time.Duration(i)*time.Second).UnixNano(), pos); err != nil {
-			tb.Fatal(err)
-		}
-		for a := range attempts {
-			if _, err := att.Exec(next, pos, fmt.Sprint("a-", a), next); err != nil {
-				tb.Fatal(err)
-			}
-			next++
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{pos, fmt.Sprintf("%s-%d", address, i), address, t0.Add(time.Duration(i) * time.Second).UnixNano(), pos}
+	})
+	// Attempts come after every delivery, as retries do: the a-th of the
+	// i-th delivery at base + n + i*attempts + a.
+	insertRows(tb, path, `INSERT INTO attempts (position, delivery_position, attempt_id, retry, started_at, status, error, outcome_position)
+		VALUES (?, ?, ?, 1, 0, 500, 'local process answered 500', ?)`, n*attempts, func(k int) []any {
+		pos := base + int64(n) + int64(k)
+		return []any{pos, base + int64(k/attempts), fmt.Sprint("a-", k%attempts), pos}
+	})
 }
 
 // pagesRead runs search with the views' search pool replaced by one
