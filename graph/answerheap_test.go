@@ -138,27 +138,18 @@ func largePages(t *testing.T, budget int64, rows int) (h http.Handler, token, en
 	var res *graph.Resolver
 	e = newEnvWith(t, nil, func(r *graph.Resolver) { res = r })
 	h = graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{AnswerBudget: budget}})
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "big", mode: LOG}) { id } }`, &ep, auth)
+	acct := e.accountWithEndpoint(t, `{name: "big", mode: LOG}`)
 	body := make([]byte, graph.DefaultCaptureCap)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
 	for i := range rows {
 		id := fmt.Sprintf("d-%02d", i)
-		e.seed(t, domain.DeliveryStream(id), time.Now(), domain.DeliveryReceived{DeliveryID: id, Address: ep.CreateEndpoint.ID,
-			AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID, Method: "POST", Target: "/", Host: "h",
+		e.seed(t, domain.DeliveryStream(id), time.Now(), domain.DeliveryReceived{DeliveryID: id, Address: acct.endpoint,
+			AddressKind: domain.AddressEndpoint, AccountID: acct.id, Method: "POST", Target: "/", Host: "h",
 			Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Body: body, BodySize: int64(len(body)), Complete: true})
 	}
-	return h, su.SignUp.Token, ep.CreateEndpoint.ID, e
+	return h, acct.token, acct.endpoint, e
 }
 
 // pageAnswer is what stalledPages decodes of each answer.

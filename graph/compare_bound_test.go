@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/99designs/gqlgen/client"
-
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph"
 )
@@ -24,21 +22,13 @@ import (
 // hold at their peak is a few comparisons' worth, not one per alias.
 func TestComparisonsAreBounded(t *testing.T) {
 	e := newEnv(t)
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
-	epID := ep.CreateEndpoint.ID
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	auth := acct.auth
+	epID := acct.endpoint
 	body := []byte("[" + strings.Repeat("0,", 256<<9-2) + "0]") // 131 071 elements, 256 KiB less one byte
 	empty := []byte("[]")
 	e.seed(t, domain.DeliveryStream("d1"), time.Now().Add(-time.Minute),
-		domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID,
+		domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
 			Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
 			Body: body, BodySize: int64(len(body)), Complete: true},
 		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "d1-a1", EndpointID: epID, Retry: true, Edit: &domain.RequestEdit{Body: &empty}},
@@ -110,17 +100,8 @@ func TestComparisonOfManyHeadersOfOneName(t *testing.T) {
 	e := newEnv(t)
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
-	epID := ep.CreateEndpoint.ID
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	epID := acct.endpoint
 	const lines = 5000
 	answer := func(last string) []domain.Header {
 		hs := make([]domain.Header, lines)
@@ -130,7 +111,7 @@ func TestComparisonOfManyHeadersOfOneName(t *testing.T) {
 		return hs
 	}
 	e.seed(t, domain.DeliveryStream("d1"), time.Now().Add(-time.Minute),
-		domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID,
+		domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
 			Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
 			Body: []byte("{}"), BodySize: 2, Complete: true},
 		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "d1-a1", EndpointID: epID},
@@ -149,7 +130,7 @@ func TestComparisonOfManyHeadersOfOneName(t *testing.T) {
 			}
 		}
 	}
-	if err := postGraphQL(srv.URL, su.SignUp.Token, query, &out); err != nil {
+	if err := postGraphQL(srv.URL, acct.token, query, &out); err != nil {
 		t.Fatal(err)
 	}
 	metrics.Read(allocs)

@@ -118,22 +118,14 @@ func TestAccountEventsPageReadsABoundedPayload(t *testing.T) {
 	e := newEnv(t)
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "l", mode: LOG}) { id } }`, &ep, auth)
+	acct := e.accountWithEndpoint(t, `{name: "l", mode: LOG}`)
+	auth := acct.auth
 	const deliveries = 100
 	body := bytes.Repeat([]byte("x"), 256<<10) // the default capture cap
 	for i := range deliveries {
 		id := fmt.Sprintf("d-%03d", i)
-		e.seed(t, domain.DeliveryStream(id), time.Now(), domain.DeliveryReceived{DeliveryID: id, Address: ep.CreateEndpoint.ID,
-			AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID, Method: "POST", Target: "/", Host: "h",
+		e.seed(t, domain.DeliveryStream(id), time.Now(), domain.DeliveryReceived{DeliveryID: id, Address: acct.endpoint,
+			AddressKind: domain.AddressEndpoint, AccountID: acct.id, Method: "POST", Target: "/", Host: "h",
 			Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Body: body, BodySize: int64(len(body)), Complete: true})
 	}
 
@@ -145,7 +137,7 @@ func TestAccountEventsPageReadsABoundedPayload(t *testing.T) {
 	q.WriteString("}")
 	e.log.read.Store(0)
 	e.log.bytes.Store(0)
-	if err := postGraphQL(srv.URL, su.SignUp.Token, fmt.Sprintf(`{"query":%q}`, q.String()), nil); err != nil {
+	if err := postGraphQL(srv.URL, acct.token, fmt.Sprintf(`{"query":%q}`, q.String()), nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("eight pages read %d bytes, %d events", e.log.bytes.Load(), e.log.read.Load())

@@ -56,18 +56,10 @@ const explanationFields = `responseStatus explanation why { status summary facts
 // and both name what decided the status. Lists explain their rows too.
 func TestExplanationOfEveryRelayAnswer(t *testing.T) {
 	e := newEnv(t)
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	account := su.SignUp.Account.ID
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
-	epID := ep.CreateEndpoint.ID
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	auth := acct.auth
+	account := acct.id
+	epID := acct.endpoint
 
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	// An agent session that served for a minute and ended an hour ago,
@@ -221,25 +213,17 @@ func TestExplanationOfEveryRelayAnswer(t *testing.T) {
 // 500) and what the status shown comes from (attempt 2, an edited retry).
 func TestExplanationSenderAndShownApart(t *testing.T) {
 	e := newEnv(t)
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
-	epID := ep.CreateEndpoint.ID
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	auth := acct.auth
+	epID := acct.endpoint
 	id := commands.NewEventID()
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	e.seed(t, domain.DeliveryStream(id), base,
-		domain.DeliveryReceived{DeliveryID: id, Address: epID, AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID,
+		domain.DeliveryReceived{DeliveryID: id, Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
 			Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", Body: []byte("{}"), BodySize: 2, Complete: true},
 		domain.ForwardRequested{DeliveryID: id, AttemptID: "a1", EndpointID: epID, Node: "node-a"},
 		domain.ForwardResponded{DeliveryID: id, AttemptID: "a1", AgentID: "conn-1/" + epID, Status: 500, DurationMs: 3},
-		domain.RetryRequested{DeliveryID: id, AttemptID: "a2", AccountID: su.SignUp.Account.ID},
+		domain.RetryRequested{DeliveryID: id, AttemptID: "a2", AccountID: acct.id},
 		domain.ForwardRequested{DeliveryID: id, AttemptID: "a2", EndpointID: epID, Retry: true, Edit: &domain.RequestEdit{Method: "PUT"}, Node: "node-a"},
 		domain.ForwardResponded{DeliveryID: id, AttemptID: "a2", AgentID: "conn-1/" + epID, Status: 200, DurationMs: 3})
 	var out struct {
@@ -324,23 +308,15 @@ func TestExplanationsAreMadeOncePerRow(t *testing.T) {
 		counted = &explanationReads{Views: r.Views}
 		r.Views = counted
 	})
-	var su struct {
-		SignUp struct {
-			Token   string
-			Account struct{ ID string }
-		}
-	}
-	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
-	auth := client.AddHeader("Authorization", "Bearer "+su.SignUp.Token)
-	var ep struct{ CreateEndpoint struct{ ID string } }
-	e.c.MustPost(`mutation { createEndpoint(input: {name: "p", mode: PROXY, target: "127.0.0.1:3000"}) { id } }`, &ep, auth)
-	epID := ep.CreateEndpoint.ID
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000"}`)
+	auth := acct.auth
+	epID := acct.endpoint
 	const rows = 10
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	for i := range rows {
 		id := fmt.Sprintf("d%02d", i)
 		e.seed(t, domain.DeliveryStream(id), base.Add(time.Duration(i)*time.Minute),
-			domain.DeliveryReceived{DeliveryID: id, Address: epID, AddressKind: domain.AddressEndpoint, AccountID: su.SignUp.Account.ID,
+			domain.DeliveryReceived{DeliveryID: id, Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
 				Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
 				Body: []byte("{}"), BodySize: 2, Complete: true},
 			domain.ForwardRequested{DeliveryID: id, AttemptID: id + "-a1", EndpointID: epID, Node: "node-a"},

@@ -34,6 +34,30 @@ func (e *env) signUp(t *testing.T, name string) string {
 	return su.SignUp.Token
 }
 
+// signedUpAccount is an account a test signed up, with one Endpoint.
+type signedUpAccount struct {
+	token, id, endpoint string
+	auth                client.Option // its token as a bearer
+}
+
+// accountWithEndpoint signs up the account "ada" and creates in it one
+// Endpoint of input (createEndpoint's input, as GraphQL).
+func (e *env) accountWithEndpoint(t *testing.T, input string) signedUpAccount {
+	t.Helper()
+	var su struct {
+		SignUp struct {
+			Token   string
+			Account struct{ ID string }
+		}
+	}
+	e.c.MustPost(`mutation { signUp(name: "ada") { token account { id } } }`, &su)
+	a := signedUpAccount{token: su.SignUp.Token, id: su.SignUp.Account.ID, auth: bearerOpt(su.SignUp.Token)}
+	var ep struct{ CreateEndpoint struct{ ID string } }
+	e.c.MustPost(`mutation { createEndpoint(input: `+input+`) { id } }`, &ep, a.auth)
+	a.endpoint = ep.CreateEndpoint.ID
+	return a
+}
+
 func (e *env) tokens(t *testing.T, tok string) []tokenRow {
 	t.Helper()
 	var out struct{ Tokens []tokenRow }
