@@ -121,7 +121,6 @@ func (s *Store) finishCheckpoint(ctx context.Context) {
 		s.log.Debug("wal copied in part: readers or the checkpointer hold the rest", slog.Int64("frames", frames), slog.Int64("copied", copied), slog.Duration("took", time.Since(start)))
 		return
 	}
-	s.startedOver.Add(1)
 	s.log.Debug("wal copied: the writer starts it over", slog.Int64("frames", frames), slog.Duration("took", time.Since(start)))
 }
 

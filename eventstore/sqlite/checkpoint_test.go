@@ -68,12 +68,9 @@ func TestWALStartsOverUnderContinuousAppends(t *testing.T) {
 	// Before the change the WAL grew with every byte appended (here to
 	// more than 32 MiB); now it starts over once the checkpointer has
 	// copied startOverFrames pages, plus what was committed meanwhile.
-	t.Logf("peak WAL %d bytes, %d appended, started over %d times", peak.Load(), appended.Load(), s.startedOver.Load())
+	t.Logf("peak WAL %d bytes, %d appended", peak.Load(), appended.Load())
 	if limit := int64(3 * startOverFrames * pageSize); peak.Load() > limit {
 		t.Errorf("the WAL file reached %d bytes while %d were appended; want it to start over under %d", peak.Load(), appended.Load(), limit)
-	}
-	if n := s.startedOver.Load(); n < 2 {
-		t.Errorf("the writer started the WAL over %d times; want at least 2", n)
 	}
 
 	want := events.Load()

@@ -78,10 +78,8 @@ type Store struct {
 	checkpointerDone chan struct{}
 	checkpointEvery  time.Duration
 	// startOver is the checkpointer's request that the writer copy the rest
-	// of a long WAL and start it over (finishCheckpoint); startedOver
-	// counts the times the writer copied all of it.
-	startOver   atomic.Bool
-	startedOver atomic.Uint64
+	// of a long WAL and start it over (finishCheckpoint).
+	startOver atomic.Bool
 
 	chain    chainHead       // the newest chain row; the writer's only
 	heads    *headCache      // committed stream heads; the writer's only
