@@ -31,18 +31,14 @@ const checkpointEvery = 500 * time.Millisecond
 // in place.
 const startOverFrames = 1024
 
-// restartFrames is the WAL length (in pages) past which the checkpointer
-// makes the writer start the WAL over with a RESTART checkpoint, which
-// briefly holds appends back: only when readers kept the writer from
-// starting it over at startOverFrames. RESTART rather than TRUNCATE:
-// overwriting the file in place is much cheaper for the writer than
-// extending it; journal_size_limit on the writer's connection bounds what
-// the file keeps.
-const restartFrames = 16384
-
-// walSizeLimit is the writer's journal_size_limit in bytes: what a restarted
-// WAL file is cut back to.
-const walSizeLimit = restartFrames * 4096
+// walSizeLimit is the writer's journal_size_limit in bytes: what the WAL
+// file is cut back to when it starts over after a reader kept it growing.
+// No checkpoint ever waits for readers to start the WAL over: a RESTART
+// would hold the log's write lock while it waited, and every append with
+// it (until busy_timeout, then failing), for as long as one reader kept an
+// old snapshot. Such a reader costs the WAL disk space for its time
+// instead (TestAPinnedWALHoldsNoAppendBack).
+const walSizeLimit = 64 << 20
 
 // runCheckpointer keeps WAL checkpoints out of the commit path: the writer's
 // connection has wal_autocheckpoint=0, and this goroutine, on its own
@@ -78,26 +74,16 @@ func (s *Store) runCheckpointer(ctx context.Context) {
 }
 
 // checkpoint runs one PASSIVE checkpoint. Past startOverFrames it asks the
-// writer to start the WAL over; past restartFrames, when the writer could
-// not, it runs a RESTART checkpoint.
+// writer to start the WAL over.
 func (s *Store) checkpoint(ctx context.Context) error {
 	frames, copied, err := walCheckpoint(ctx, s.checkpointDB, "PASSIVE")
 	if err != nil {
 		return err
 	}
 	s.log.Debug("wal checkpoint", slog.Int64("frames", frames), slog.Int64("copied", copied))
-	if frames < startOverFrames {
-		return nil
-	}
-	if frames < restartFrames {
+	if frames >= startOverFrames {
 		s.startOver.Store(true)
-		return nil
 	}
-	frames, copied, err = walCheckpoint(ctx, s.checkpointDB, "RESTART")
-	if err != nil {
-		return err
-	}
-	s.log.Debug("wal restarted", slog.Int64("frames", frames), slog.Int64("copied", copied))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/sqlitedsn"
 )
 
 // TestWALStartsOverUnderContinuousAppends appends without a pause from
@@ -105,3 +107,105 @@ func countEvents(t *testing.T, s *Store) int64 {
 		after = page[len(page)-1].Position
 	}
 }
+
+// TestAPinnedWALHoldsNoAppendBack: a reader that keeps an old snapshot
+// open (a long read of another process, a slow query) keeps the WAL from
+// starting over, so the WAL grows, past journal_size_limit. Appends must go
+// on meanwhile. A RESTART checkpoint there (as the checkpointer ran past
+// 16 384 pages before) took the log's write lock and held it while it
+// waited for that reader: appends waited the busy timeout, 10 s, and then
+// failed with SQLITE_BUSY, every account's deliveries with them. Once the reader lets go, the WAL
+// starts over and is cut back to journal_size_limit.
+func TestAPinnedWALHoldsNoAppendBack(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "events.db")
+	s := openAt(t, path, Options{CheckpointEvery: 10 * time.Millisecond})
+	defer s.Close()
+	if _, err := s.Append(ctx, "first", domain.NoStream(), domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	reader, err := sql.Open("sqlite", sqlitedsn.Build(path, true, sqlitedsn.Full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	pin, err := reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Rollback()
+	var n int
+	if err := pin.QueryRowContext(ctx, `SELECT COUNT(*) FROM events`).Scan(&n); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+
+	random := make([]byte, 24<<10) // several pages an append: fewer commits to fill the WAL
+	_, _ = rand.Read(random)
+	data := []byte(fmt.Sprintf("%q", base64.StdEncoding.EncodeToString(random)))
+	walSize := func() int64 {
+		t.Helper()
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	// Eight appenders fill the WAL past journal_size_limit and 1 024
+	// pages more, then append 300 more; slowest is the longest one of
+	// those took.
+	past := int64(walSizeLimit + startOverFrames*4096)
+	var (
+		mu      sync.Mutex
+		slowest time.Duration
+		beyond  atomic.Int64
+		wg      sync.WaitGroup
+	)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; beyond.Load() < 300; i++ {
+				start, full := time.Now(), walSize() > past
+				e := domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: data}
+				if _, err := s.Append(ctx, fmt.Sprintf("delivery-%d-%d", g, i), domain.NoStream(), e); err != nil {
+					errs <- err
+					return
+				}
+				if full {
+					mu.Lock()
+					slowest = max(slowest, time.Since(start))
+					mu.Unlock()
+					beyond.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// A wait for the reader lasts the busy timeout; an append alone, a
+	// few milliseconds.
+	t.Logf("WAL %d bytes behind the pinned reader; the slowest append past %d bytes took %v", walSize(), past, slowest)
+	if slowest > pinnedAppendLimit {
+		t.Errorf("an append waited %v while a reader pinned the WAL; appends must not wait for readers", slowest)
+	}
+
+	if err := pin.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; walSize() > walSizeLimit; i++ {
+		if i == 4096 {
+			t.Fatalf("the WAL is still %d bytes, 4096 appends after the reader let go; want it cut back to %d", walSize(), walSizeLimit)
+		}
+		e := domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: []byte(`{}`)}
+		if _, err := s.Append(ctx, fmt.Sprintf("after-%d", i), domain.NoStream(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pinnedAppendLimit is far above an append's own time and far below the
+// busy timeout (10 s) a wait for a reader would last.
+const pinnedAppendLimit = 3 * time.Second

@@ -48,8 +48,10 @@
 // readers. Once it has copied startOverFrames pages, the writer copies the
 // few frames committed meanwhile between two batches, and its next commit
 // writes the WAL from its beginning again, in place, rather than extending
-// the file; a short blocking RESTART checkpoint is left for a WAL that
-// readers kept growing past restartFrames pages.
+// the file. No checkpoint waits for readers: a reader that keeps an old
+// snapshot keeps the WAL from starting over and costs it disk space, never
+// an append's wait; the WAL starts over once it lets go and is cut back to
+// journal_size_limit.
 //
 // A single writer also makes subscriptions simple and exact. Positions are
 // assigned in commit order, one per event, so they strictly increase (the

@@ -11,8 +11,8 @@ import (
 )
 
 // TestAppendWaitsForTheWriteLock: an append that reads the stream head
-// first must wait for a write lock held elsewhere (a RESTART checkpoint
-// holds it) instead of failing with SQLITE_BUSY: the writer's transactions
+// first must wait for a write lock held elsewhere (another process on the
+// same file) instead of failing with SQLITE_BUSY: the writer's transactions
 // begin IMMEDIATE, and wait for the lock there.
 func TestAppendWaitsForTheWriteLock(t *testing.T) {
 	ctx := t.Context()

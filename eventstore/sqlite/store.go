@@ -226,9 +226,9 @@ func dsn(path string, readOnly bool) string {
 		return sqlitedsn.Build(path, true, sqlitedsn.Full)
 	}
 	// The writer's transactions begin IMMEDIATE: they take the log's write
-	// lock before anything reads, waiting (busy_timeout) while a RESTART
-	// checkpoint holds it, where a read that later needed it would fail
-	// with SQLITE_BUSY at once.
+	// lock before anything reads, waiting (busy_timeout) while another
+	// process on the same file holds it, where a read that later needed it
+	// would fail with SQLITE_BUSY at once.
 	return sqlitedsn.Build(path, false, sqlitedsn.Full, "wal_autocheckpoint(0)", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 }
 
