@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -115,11 +117,13 @@ func countEvents(t *testing.T, s *Store) int64 {
 // 16 384 pages before) took the log's write lock and held it while it
 // waited for that reader: appends waited the busy timeout, 10 s, and then
 // failed with SQLITE_BUSY, every account's deliveries with them. Once the reader lets go, the WAL
-// starts over and is cut back to journal_size_limit.
+// starts over and is cut back to journal_size_limit. The operator is told,
+// once, that a reader keeps the WAL growing.
 func TestAPinnedWALHoldsNoAppendBack(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "events.db")
-	s := openAt(t, path, Options{CheckpointEvery: 10 * time.Millisecond})
+	warned := &warnings{}
+	s := openAt(t, path, Options{CheckpointEvery: 10 * time.Millisecond, Logger: slog.New(warned)})
 	defer s.Close()
 	if _, err := s.Append(ctx, "first", domain.NoStream(), domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
@@ -192,6 +196,9 @@ func TestAPinnedWALHoldsNoAppendBack(t *testing.T) {
 		t.Errorf("an append waited %v while a reader pinned the WAL; appends must not wait for readers", slowest)
 	}
 
+	if n := warned.n.Load(); n != 1 {
+		t.Errorf("%d warnings that a reader keeps the WAL from starting over, want 1", n)
+	}
 	if err := pin.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,3 +216,14 @@ func TestAPinnedWALHoldsNoAppendBack(t *testing.T) {
 // pinnedAppendLimit is far above an append's own time and far below the
 // busy timeout (10 s) a wait for a reader would last.
 const pinnedAppendLimit = 3 * time.Second
+
+// warnings counts the warning records logged to it.
+type warnings struct{ n atomic.Int64 }
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(context.Context, slog.Record) error {
+	w.n.Add(1)
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }

@@ -80,6 +80,9 @@ type Store struct {
 	// startOver is the checkpointer's request that the writer copy the rest
 	// of a long WAL and start it over (finishCheckpoint).
 	startOver atomic.Bool
+	// pinnedSaid is when the checkpointer last warned that a reader keeps
+	// the WAL from starting over; the checkpointer's only.
+	pinnedSaid time.Time
 
 	chain    chainHead       // the newest chain row; the writer's only
 	heads    *headCache      // committed stream heads; the writer's only
