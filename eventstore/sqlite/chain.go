@@ -175,30 +175,63 @@ func (s *Store) ReadStoredStream(ctx context.Context, stream string, limit int, 
 // (at most limit of them) and how many streams the log holds. It reads
 // the (stream, revision) index in order, so its memory does not grow with
 // the log; (stream, revision) is unique, so a stream is whole when its
-// revisions run from 0 to its count less one.
+// revisions run from 0 to its count less one. It reads revisionPage
+// streams per query: one query over a large log would keep its snapshot
+// for as long as it ran, and the running relay's WAL from starting over.
 func (s *Store) CheckRevisions(ctx context.Context, limit int) (int64, []string, error) {
-	var streams int64
-	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT stream FROM events)`).Scan(&streams); err != nil {
-		return 0, nil, fmt.Errorf("count streams: %w", err)
+	return s.checkRevisions(ctx, limit, revisionPage)
+}
+
+// revisionPage is how many streams one query of CheckRevisions reads.
+const revisionPage = 4096
+
+func (s *Store) checkRevisions(ctx context.Context, limit, page int) (int64, []string, error) {
+	var (
+		streams  int64
+		problems []string
+		after    string
+	)
+	for {
+		n, last, err := s.checkRevisionsPage(ctx, after, page, limit, &problems)
+		if err != nil {
+			return 0, nil, err
+		}
+		streams += int64(n)
+		if n < page {
+			return streams, problems, nil
+		}
+		after = last
 	}
+}
+
+// checkRevisionsPage reads up to page streams after the stream named
+// after, adds those whose revisions are not whole to problems (while it
+// holds fewer than limit), and returns how many it read and the last.
+func (s *Store) checkRevisionsPage(ctx context.Context, after string, page, limit int, problems *[]string) (int, string, error) {
 	rows, err := s.readDB.QueryContext(ctx, `SELECT stream, COUNT(*), MIN(revision), MAX(revision) FROM events
-		GROUP BY stream HAVING MIN(revision) <> 0 OR MAX(revision) <> COUNT(*) - 1 LIMIT ?`, limit)
+		WHERE stream > ? GROUP BY stream ORDER BY stream LIMIT ?`, after, page)
 	if err != nil {
-		return 0, nil, fmt.Errorf("check revisions: %w", err)
+		return 0, "", fmt.Errorf("check revisions: %w", err)
 	}
 	defer rows.Close()
-	var problems []string
+	var (
+		n    int
+		last string
+	)
 	for rows.Next() {
-		var (
-			stream        string
-			n, first, max int64
-		)
-		if err := rows.Scan(&stream, &n, &first, &max); err != nil {
-			return 0, nil, fmt.Errorf("check revisions: %w", err)
+		var count, first, max int64
+		if err := rows.Scan(&last, &count, &first, &max); err != nil {
+			return 0, "", fmt.Errorf("check revisions: %w", err)
 		}
-		problems = append(problems, fmt.Sprintf("%s: %d events with revisions %d to %d, not 0 to %d", stream, n, first, max, n-1))
+		n++
+		if (first != 0 || max != count-1) && len(*problems) < limit {
+			*problems = append(*problems, fmt.Sprintf("%s: %d events with revisions %d to %d, not 0 to %d", last, count, first, max, count-1))
+		}
 	}
-	return streams, problems, rows.Err()
+	if err := rows.Err(); err != nil {
+		return 0, "", fmt.Errorf("check revisions: %w", err)
+	}
+	return n, last, nil
 }
 
 // chainTree is the Merkle tree over the chain's leaves up to at, whose

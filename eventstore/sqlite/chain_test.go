@@ -142,7 +142,8 @@ func TestChainOfAnOlderLog(t *testing.T) {
 }
 
 // TestCheckRevisions: a stream whose revisions skip one, or do not start
-// at 0, is reported; whole streams and tombstones are not.
+// at 0, is reported; whole streams and tombstones are not; the same
+// whatever the number of streams a query reads.
 func TestCheckRevisions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	s := openAt(t, path, Options{})
@@ -153,9 +154,11 @@ func TestCheckRevisions(t *testing.T) {
 	if _, err := s.DeleteStream(t.Context(), "delivery-c", domain.Any()); err != nil {
 		t.Fatal(err)
 	}
-	streams, problems, err := s.CheckRevisions(t.Context(), 10)
-	if err != nil || streams != 3 || len(problems) != 0 {
-		t.Fatalf("whole log: %d streams, problems %v, err %v", streams, problems, err)
+	for _, page := range []int{1, 2, 3, revisionPage} {
+		streams, problems, err := s.checkRevisions(t.Context(), 10, page)
+		if err != nil || streams != 3 || len(problems) != 0 {
+			t.Fatalf("whole log, %d streams a query: %d streams, problems %v, err %v", page, streams, problems, err)
+		}
 	}
 	db, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
@@ -170,9 +173,14 @@ func TestCheckRevisions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, problems, err = s.CheckRevisions(t.Context(), 10)
-	if err != nil || len(problems) != 2 || !strings.HasPrefix(problems[0], "delivery-a: 3 events with revisions 0 to 7") || !strings.HasPrefix(problems[1], "delivery-b:") {
-		t.Fatalf("problems %q, err %v", problems, err)
+	for _, page := range []int{1, 2, 3, revisionPage} {
+		streams, problems, err := s.checkRevisions(t.Context(), 10, page)
+		if err != nil || streams != 3 || len(problems) != 2 || !strings.HasPrefix(problems[0], "delivery-a: 3 events with revisions 0 to 7") || !strings.HasPrefix(problems[1], "delivery-b:") {
+			t.Fatalf("%d streams a query: %d streams, problems %q, err %v", page, streams, problems, err)
+		}
+		if _, problems, _ := s.checkRevisions(t.Context(), 1, page); len(problems) != 1 {
+			t.Fatalf("%d streams a query, at most 1 problem: %q", page, problems)
+		}
 	}
 }
 
