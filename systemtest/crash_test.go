@@ -3,16 +3,20 @@ package systemtest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/internal/sqlitedsn"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -165,7 +169,7 @@ func TestAnsweredDeliveriesSurviveSIGKILLAfterTheWALStartsOver(t *testing.T) {
 	body := []byte(hex.EncodeToString(random)) // 32 KiB the log's compression cannot shrink
 	startedOver := func() bool { return strings.Count(r.Output(), "wal copied: the writer starts it over") >= 2 }
 	answered := map[string]string{}
-	loadUntil(t, r, r.AddressHost(id), "/wal", 204, body, answered, "the WAL started over twice", startedOver, func() { r.Kill(t) })
+	loadUntil(t, r, r.AddressHost(id), "/wal", 204, body, answered, nil, "the WAL started over twice", startedOver, func() { r.Kill(t) })
 
 	r.Restart(t)
 	got := map[string]bool{}
@@ -221,14 +225,15 @@ func TestAnsweredDeliveriesSurviveSIGKILLAfterTheWALStartsOver(t *testing.T) {
 func loadUntilStopped(t *testing.T, r *harness.Relay, host, prefix string, want int, answered map[string]string, stop func()) {
 	t.Helper()
 	var count atomic.Int64
-	loadUntil(t, r, host, prefix, want, []byte(`{"n":1}`), answered, "300 answered requests", func() bool { return count.Load() >= 300 }, stop, &count)
+	loadUntil(t, r, host, prefix, want, []byte(`{"n":1}`), answered, nil, "300 answered requests", func() bool { return count.Load() >= 300 }, stop, &count)
 }
 
 // loadUntil sends a concurrent load of POSTs of body to host, at paths
 // under prefix, until ready (named what) holds, then calls stop, and adds
-// each path answered want, with the body its sender got, to answered. Each
-// counter in counts is moved by every answer want.
-func loadUntil(t *testing.T, r *harness.Relay, host, prefix string, want int, body []byte, answered map[string]string, what string, ready func() bool, stop func(), counts ...*atomic.Int64) {
+// each path answered want, with the body its sender got, to answered; tally
+// (when not nil) counts every other status and keeps the longest wait for
+// an answer. Each counter in counts is moved by every answer want.
+func loadUntil(t *testing.T, r *harness.Relay, host, prefix string, want int, body []byte, answered map[string]string, tally *loadTally, what string, ready func() bool, stop func(), counts ...*atomic.Int64) {
 	t.Helper()
 	var (
 		mu   sync.Mutex
@@ -247,17 +252,27 @@ func loadUntil(t *testing.T, r *harness.Relay, host, prefix string, want int, bo
 				default:
 				}
 				path := fmt.Sprintf("%s/%d/%d", prefix, w, i)
+				sent := time.Now()
 				resp, err := r.TrySendRaw(harness.RawRequest{Method: "POST", Target: path, Host: host, Body: body})
 				if err != nil {
 					return // the server is gone
 				}
-				if resp.Status == want {
+				if tally != nil {
 					mu.Lock()
-					answered[path] = string(resp.Body)
-					mu.Unlock()
-					for _, c := range counts {
-						c.Add(1)
+					tally.slowest = max(tally.slowest, time.Since(sent))
+					if resp.Status != want {
+						tally.other[resp.Status]++
 					}
+					mu.Unlock()
+				}
+				if resp.Status != want {
+					continue
+				}
+				mu.Lock()
+				answered[path] = string(resp.Body)
+				mu.Unlock()
+				for _, c := range counts {
+					c.Add(1)
 				}
 			}
 		}(w)
@@ -266,4 +281,66 @@ func loadUntil(t *testing.T, r *harness.Relay, host, prefix string, want int, bo
 	stop()
 	close(quit)
 	wg.Wait()
+}
+
+// loadTally is what loadUntil saw besides the answers it wanted.
+type loadTally struct {
+	other   map[int]int // status: how many
+	slowest time.Duration
+}
+
+// TestAPinnedLogRefusesNoDelivery: another process keeps an old snapshot
+// of the log (a sqlite3 shell left in a transaction) while 16 senders post
+// 32 KiB bodies, so the log's WAL cannot start over and grows past 64 MiB.
+// Every delivery must still be answered 204, without waiting for that
+// reader: a RESTART checkpoint there took the log's write lock and waited
+// for it, up to the busy timeout (10 s), every half second. The relay
+// warns that the WAL cannot start over.
+func TestAPinnedLogRefusesNoDelivery(t *testing.T) {
+	r := harness.Start(t, "", loadFlags...)
+	id, _ := createInspector(t, r)
+	// Frames the checkpointer has not copied yet: the reader's snapshot
+	// then needs the WAL, as a reader's under load does.
+	for i := range 20 {
+		r.SendRaw(t, harness.RawRequest{Method: "POST", Target: fmt.Sprintf("/before/%d", i), Host: r.AddressHost(id), Body: []byte(`{}`)})
+	}
+	path := filepath.Join(r.Data, "events.db")
+	reader, err := sql.Open("sqlite", sqlitedsn.Build(path, true, sqlitedsn.Full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	pin, err := reader.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Rollback()
+	var n int
+	if err := pin.QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+	random := make([]byte, 16<<10)
+	_, _ = rand.Read(random)
+	body := []byte(hex.EncodeToString(random))
+	grown := func() bool {
+		fi, err := os.Stat(path + "-wal")
+		return err == nil && fi.Size() > 80<<20
+	}
+	answered, tally := map[string]string{}, &loadTally{other: map[int]int{}}
+	loadUntil(t, r, r.AddressHost(id), "/pinned", 204, body, answered, tally, "the WAL past 80 MiB", grown, func() {})
+	t.Logf("%d answered 204 while a reader pinned the log, the slowest in %v; other answers %v", len(answered), tally.slowest, tally.other)
+	if len(tally.other) > 0 {
+		t.Errorf("answers other than 204 while a reader pinned the log: %v", tally.other)
+	}
+	// A wait for the reader lasts the busy timeout, 10 s; an answer under
+	// this load, tens of milliseconds.
+	if tally.slowest > 5*time.Second {
+		t.Errorf("a sender waited %v for its answer while a reader pinned the log", tally.slowest)
+	}
+	harness.Eventually(t, 10*time.Second, "the warning that the WAL cannot start over", func() bool {
+		return strings.Contains(r.Output(), "WAL cannot start over")
+	})
+	if err := pin.Rollback(); err != nil {
+		t.Fatal(err)
+	}
 }
