@@ -231,13 +231,16 @@ type receiptInput struct {
 
 // gqlErrorsErr turns GraphQL errors of the agent's connection (the
 // Endpoint query and the forwardRequests subscription) into an error;
-// UNAUTHENTICATED and NOT_FOUND become a *RefusedError with a hint,
+// UNAUTHENTICATED, FORBIDDEN (the relay's admin token, which acts for no
+// account) and NOT_FOUND become a *RefusedError with a hint,
 // TOO_MANY_SESSIONS and RATE_LIMITED a *heldOffError.
 func gqlErrorsErr(errs []gqlError, endpoint string) error {
 	for _, e := range errs {
 		switch e.Extensions.Code {
 		case "UNAUTHENTICATED":
 			return &RefusedError{reason: fmt.Sprintf("not authenticated: %s (check --token)", e.Message)}
+		case "FORBIDDEN":
+			return &RefusedError{reason: fmt.Sprintf("%s (FORBIDDEN; check --token)", e.Message)}
 		case "NOT_FOUND":
 			// The relay's message is "not found"; what a user gets wrong
 			// is giving the Endpoint's name, which relay listen takes.

@@ -23,6 +23,8 @@ var codes = []struct {
 	err  error
 	code string
 }{
+	// Before ErrUnauthenticated, which it also is.
+	{ErrAdminNoAccount, "FORBIDDEN"},
 	{domain.ErrUnauthenticated, "UNAUTHENTICATED"},
 	{domain.ErrNotFound, "NOT_FOUND"},
 	{domain.ErrForbidden, "FORBIDDEN"},
@@ -58,6 +60,24 @@ var codes = []struct {
 	// views being behind, a moment later the same request may pass.
 	{answersize.ErrBusy, "UNAVAILABLE"},
 }
+
+// ErrAdminNoAccount refuses the operator's admin token (relay serve
+// --admin-token) a field that acts for an account: the token is valid, so
+// the refusal is FORBIDDEN, not UNAUTHENTICATED, and it is never counted
+// as a refused token (FailedAuthRate). It is also domain.ErrUnauthenticated,
+// so that where no account reads as nothing (me is null, an Endpoint's
+// delivery not found) the admin token reads as no token does.
+var ErrAdminNoAccount error = adminNoAccountError{}
+
+type adminNoAccountError struct{}
+
+func (adminNoAccountError) Error() string {
+	return "the admin token acts for no account: it reads the whole log and makes accounts, invites and quotas; this needs an account's token (relay login)"
+}
+
+// Is makes errors.Is(err, domain.ErrUnauthenticated) true: the admin
+// token is signed in as no account.
+func (adminNoAccountError) Is(target error) bool { return target == domain.ErrUnauthenticated }
 
 // RateLimitedError refuses an anonymous mutation from a client address that
 // used up its rate (--anonymous-rate), or anything else over its limit;

@@ -28,6 +28,12 @@ func (r *Resolver) credential(ctx context.Context) (readmodel.Account, readmodel
 	}
 	acc, t, err := r.authenticate(ctx, tok)
 	if errors.Is(err, domain.ErrUnauthenticated) {
+		if r.isAdmin(ctx) {
+			// The operator's admin token is valid but acts for no
+			// account: refused what needs one, never counted as a
+			// refused token.
+			return readmodel.Account{}, readmodel.Token{}, ErrAdminNoAccount
+		}
 		// A client that keeps sending refused tokens (revoked, expired,
 		// guessed) is told to slow down, per client address.
 		r.failedOnce.Do(func() { r.failedAuth = ratelimit.NewKeyed(FailedAuthRate, maxDeviceDeciders) })
@@ -49,7 +55,9 @@ func (r *Resolver) authenticate(ctx context.Context, token string) (readmodel.Ac
 	return m.acc, m.tok, m.err
 }
 
-// FailedAuthRate bounds the refused tokens one client address may send.
+// FailedAuthRate bounds the refused tokens one client address may send
+// (revoked, expired, unknown); the operator's admin token is not one
+// (ErrAdminNoAccount).
 var FailedAuthRate = ratelimit.Rate{N: 30, Per: time.Minute, Burst: 30}
 
 // visibleTokens are the tokens the caller may see and revoke: an owner

@@ -283,6 +283,72 @@ func TestRefusedTokensAreLimited(t *testing.T) {
 	}
 }
 
+// TestAdminTokenIsNotARefusedToken: the operator's admin token is valid
+// and acts for no account. A field that needs an account refuses it
+// FORBIDDEN, saying so, me is null for it and its own fields answer, and
+// none of that spends one of its client address's refused tokens
+// (FailedAuthRate): after more admin requests than that burst, a wrong
+// token from the same address is still let through the whole burst before
+// RATE_LIMITED, and a member's token works.
+func TestAdminTokenIsNotARefusedToken(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+	member, admin, wrong := newBrowser(t, srv), newBrowser(t, srv), newBrowser(t, srv)
+	member.tok, admin.tok, wrong.tok = e.signUp(t, "ada"), adminToken, "rly_revokedorunknown"
+
+	burst := graph.FailedAuthRate.Burst
+	tests := []struct {
+		name, query string
+		code        string // of the first error; "" when it answers
+		data        string // when it answers
+	}{
+		{"relay whoami's query", `{ me { id } tokens { id } }`, "FORBIDDEN", ""},
+		{"me", `{ me { id } }`, "", `{"me":null}`},
+		{"an account's list", `{ endpoints { id } }`, "FORBIDDEN", ""},
+		{"an account's mutation", `mutation { createToken(name: "ops") { secret } }`, "FORBIDDEN", ""},
+		{"the operator's invite", `mutation { createInvite { code } }`, "", ""},
+		{"the log", `{ events(first: 1) { nodes { id } } }`, "", ""},
+	}
+	for _, tt := range tests {
+		seen := map[string]int{}
+		for range burst + 1 {
+			a := admin.do(tt.query, nil, nil)
+			seen[a.code()]++
+			switch {
+			case a.code() != tt.code:
+			case tt.code == "FORBIDDEN" && !strings.Contains(a.Errors[0].Message, "the admin token acts for no account"):
+				t.Errorf("%s: refused %q, want it to say the admin token acts for no account", tt.name, a.Errors[0].Message)
+			case tt.data != "" && string(a.Data) != tt.data:
+				t.Errorf("%s: answered %s, want %s", tt.name, a.Data, tt.data)
+			}
+		}
+		if seen[tt.code] != burst+1 {
+			t.Errorf("%s with the admin token %d times: codes %v, want %q each time", tt.name, burst+1, seen, tt.code)
+		}
+	}
+
+	var me struct{ Me struct{ Name string } }
+	if a := member.do(`{ me { name } }`, nil, &me); len(a.Errors) > 0 || me.Me.Name != "ada" {
+		t.Fatalf("a member's token after the admin's requests: %+v %s", a.Errors, a.Data)
+	}
+	// The bound is kept: a wrong token is limited after the burst.
+	let := 0
+	for ; let <= burst+10; let++ {
+		a := wrong.do(`{ tokens { id } }`, nil, nil)
+		if a.code() == "RATE_LIMITED" {
+			break
+		}
+		if a.code() != "UNAUTHENTICATED" {
+			t.Fatalf("wrong token %d: %+v", let+1, a.Errors)
+		}
+	}
+	if let < burst || let > burst+10 {
+		t.Fatalf("after %d admin requests a wrong token was let through %d times before RATE_LIMITED, want %d: the admin token spent %d",
+			len(tests)*(burst+1), let, burst, burst-let)
+	}
+}
+
 // TestTokenChangesAreRatedPerAccount: every token made or revoked is an
 // event of the account's stream, so createToken and revokeToken take from
 // one bucket per account (Resolver.TokenRate): past it RATE_LIMITED with

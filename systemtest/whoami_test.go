@@ -151,3 +151,83 @@ func TestWhoami(t *testing.T) {
 		t.Errorf("whoami with a revoked token exited %d, want 2 and %q... saying relay login signs in again:\n%s", code, want, out)
 	}
 }
+
+// TestAdminCommandsSpendNoRefusedTokens: the operator's admin token is a
+// valid credential, never counted as a refused one (graph.FailedAuthRate, 30
+// a minute per client address). relay whoami with it (me and tokens are
+// refused it, FORBIDDEN), the operator's own commands, and the client
+// commands and the agent it cannot serve (exit 2, saying it acts for no
+// account), all run from one address more times than that budget, leave a
+// wrong token from the same address its whole budget before RATE_LIMITED,
+// and a member's token works.
+func TestAdminCommandsSpendNoRefusedTokens(t *testing.T) {
+	t.Parallel()
+	const admin = "spend-admin-token"
+	const burst = 30 // graph.FailedAuthRate
+	r := harness.Start(t, "", "--admin-token", admin)
+	server := r.BareURL()
+	laptop := newCLIHome(t)
+	var alice jsonLogin
+	laptop.jsonOut(t, &alice, "login", "--server", server, "--signup", "alice")
+	var ep jsonEndpoint
+	laptop.jsonOut(t, &ep, "endpoints", "create", "orders", "--mode", "LOG")
+
+	as := func(args ...string) []string { return append(args, "--server", server, "--token", admin) }
+	operator := func(args ...string) []string { return append(args, "--server", server, "--admin-token", admin) }
+	const noAccount = "the admin token acts for no account"
+	tests := []struct {
+		name string
+		args []string
+		runs int
+		code int
+		want string // in the output
+	}{
+		{"whoami", as("whoami"), burst/2 + 1, 0, "account:  none: " + noAccount},
+		{"whoami -o json", as("whoami", "-o", "json"), burst/2 + 1, 0, `"admin": true`},
+		{"accounts usage", operator("accounts", "usage"), 8, 0, alice.Account.ID},
+		{"accounts set-quota", operator("accounts", "set-quota", alice.Account.ID, "--storage", "5GiB"), 8, 0, alice.Account.ID},
+		{"accounts invite", operator("accounts", "invite"), 8, 0, "invite rin_"},
+		{"accounts create", operator("accounts", "create", "--name", "ops"), 8, 0, "(ops)"},
+		{"events verify", operator("events", "verify"), 8, 0, "ok: "},
+		{"endpoints list", as("endpoints", "list"), 8, 2, noAccount + ": "},
+		{"tokens list", as("tokens", "list"), 8, 2, noAccount + ": "},
+		{"agent", as("agent", "--endpoint", ep.ID, "--target", "127.0.0.1:9"), 8, 2, noAccount + ": "},
+	}
+	home := newCLIHome(t)
+	for _, tt := range tests {
+		failed := 0
+		for i := range tt.runs {
+			out, code := home.run(t, "", tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.want) {
+				if failed++; failed == 1 {
+					t.Errorf("%s, run %d of %d with the admin token: exit %d, want %d and %q:\n%s", tt.name, i+1, tt.runs, code, tt.code, tt.want, out)
+				}
+			}
+		}
+		if failed > 0 {
+			t.Errorf("%s: %d of %d runs with the admin token failed", tt.name, failed, tt.runs)
+		}
+	}
+
+	if out, code := laptop.run(t, "", "whoami"); code != 0 || !strings.Contains(out, "account:  alice ("+alice.Account.ID+")") {
+		t.Errorf("a member's whoami after the admin's commands exited %d:\n%s", code, out)
+	}
+	// The bound is kept: a wrong token is let through its burst, then
+	// RATE_LIMITED.
+	let := 0
+	for ; let <= burst+10; let++ {
+		res := r.GraphQL(t, "rly_revokedorunknown", `{ tokens { id } }`, nil)
+		if len(res.Errors) == 0 {
+			t.Fatalf("a wrong token was answered: %s", res)
+		}
+		if res.Errors[0].Code() == "RATE_LIMITED" {
+			break
+		}
+		if res.Errors[0].Code() != "UNAUTHENTICATED" {
+			t.Fatalf("wrong token %d: %s", let+1, res)
+		}
+	}
+	if let < burst || let > burst+10 {
+		t.Fatalf("after the admin's commands a wrong token was let through %d times before RATE_LIMITED, want %d: the admin token spent %d", let, burst, burst-let)
+	}
+}

@@ -90,9 +90,11 @@ as every client command does; relay login signs in (again).`,
 }
 
 // lookUp asks the relay who client's token is, in one request; only when
-// the relay refuses the token, a second one asks whether it is the admin
-// token (accountsUsage answers the operator alone). A token that is
-// neither gets the first refusal, as every client command gives it.
+// the relay refuses the token (UNAUTHENTICATED), or says it acts for no
+// account (FORBIDDEN, as it answers the admin token), a second one asks
+// whether it is the admin token (accountsUsage answers the operator
+// alone). A token that is neither gets the first refusal, as every client
+// command gives it.
 func lookUp(ctx context.Context, client *apiclient.Client) (whoamiJSON, error) {
 	var res struct {
 		Me *struct {
@@ -106,7 +108,7 @@ func lookUp(ctx context.Context, client *apiclient.Client) (whoamiJSON, error) {
 	}
 	err := client.Do(ctx, `{ me{ id name member{ login role } } tokens{ id name current } }`, nil, &res)
 	var refused *apiclient.Error
-	if errors.As(err, &refused) && refused.Code == "UNAUTHENTICATED" {
+	if errors.As(err, &refused) && (refused.Code == "UNAUTHENTICATED" || refused.Code == "FORBIDDEN") {
 		if client.Do(ctx, `{ accountsUsage(first: 1){ accountId } }`, nil, nil) == nil {
 			return whoamiJSON{Admin: true}, nil
 		}
