@@ -29,7 +29,8 @@ import (
 // window.go.desktop.UI.<Method>(args) is posted to a server on 127.0.0.1
 // that calls that method of the UI with the arguments, as Wails' bindings
 // do, and answers its value or its error (a string, as Wails gives it).
-// window.__ui.pending counts the calls not yet answered.
+// window.__ui.pending counts the calls not yet answered, and
+// window.__ui.advance(ms) moves the page's clock (clockShim).
 //
 // The window records every console error, uncaught exception and
 // unhandled promise rejection of the page, and the test fails at its end
@@ -59,6 +60,34 @@ const bindingsShim = `(() => {
   };
   window.go = { desktop: { UI: new Proxy({}, { get: (_, method) => (...args) => call(String(method), args) }) } };
   window.runtime = { EventsOn() {} };
+})();`
+
+// clockShim gives the page's setInterval a clock the test moves: a timer
+// runs only when window.__ui.advance(ms) says ms have passed, as often as
+// it would have in that time, in time order. The page's own timers (the
+// refresh every 5 s) then run when the test says, and never between its
+// steps. setTimeout keeps the real clock.
+const clockShim = `(() => {
+  const timers = new Map();
+  let now = 0, ids = 0;
+  window.setInterval = (fn, ms, ...args) => {
+    const every = Math.max(1, Number(ms) || 0);
+    timers.set(++ids, { run: () => fn(...args), every, due: now + every });
+    return ids;
+  };
+  window.clearInterval = (id) => { timers.delete(id); };
+  window.__ui.advance = (ms) => {
+    const end = now + ms;
+    for (;;) {
+      let first = null;
+      for (const t of timers.values()) if (t.due <= end && (!first || t.due < first.due)) first = t;
+      if (!first) break;
+      now = first.due;
+      first.due += first.every;
+      first.run();
+    }
+    now = end;
+  };
 })();`
 
 // openWindow serves the window's page with ui's bindings and opens it in a
@@ -101,7 +130,7 @@ func openWindow(t *testing.T, ui *UI, width, height int64) *window {
 	})
 	w.do(chromedp.EmulateViewport(width, height),
 		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := cdp.Call(ctx, tg, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: bindingsShim})
+			_, err := cdp.Call(ctx, tg, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: bindingsShim + clockShim})
 			return chromedp.Void{}, err
 		},
 		chromedp.Navigate(srv.URL+"/"))
