@@ -9,6 +9,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	browser.stop()
 	harness.RemoveBinary()
 	os.Exit(code)
 }

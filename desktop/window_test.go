@@ -91,33 +91,23 @@ const clockShim = `(() => {
 })();`
 
 // openWindow serves the window's page with ui's bindings and opens it in a
-// width×height viewport. It skips without Chromium (CHROMIUM, else
-// /usr/bin/chromium), except in CI.
+// width×height viewport, in a tab of its own browser context (its own
+// storage) of the package's one Chromium. It skips without Chromium
+// (CHROMIUM, else /usr/bin/chromium), except in CI.
 func openWindow(t *testing.T, ui *UI, width, height int64) *window {
 	t.Helper()
-	path := os.Getenv("CHROMIUM")
-	if path == "" {
-		path = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(path); err != nil {
+	browserCtx, err := sharedBrowser()
+	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("the window's tests need Chromium in CI: %v", err)
 		}
-		t.Skipf("skipping the window's test: no Chromium at %s", path)
+		t.Skipf("skipping the window's test: %v", err)
 	}
 	srv := httptest.NewServer(windowHandler(t, ui))
 	t.Cleanup(srv.Close)
 
-	// The browser outlives t.Context, which ends before the cleanups: the
-	// last cleanup reads the page's last events, then stops it.
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(t.Context()),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium-profile")))
 	w := &window{t: t}
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(w.listen))
+	tabCtx, cancelTab := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext(), chromedp.WithListener(w.listen))
 	ctx, cancelTimeout := context.WithTimeout(tabCtx, 2*time.Minute)
 	w.ctx = ctx
 	t.Cleanup(func() {
@@ -126,7 +116,6 @@ func openWindow(t *testing.T, ui *UI, width, height int64) *window {
 		}
 		cancelTimeout()
 		cancelTab()
-		cancelAlloc()
 	})
 	w.do(chromedp.EmulateViewport(width, height),
 		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
@@ -135,6 +124,55 @@ func openWindow(t *testing.T, ui *UI, width, height int64) *window {
 		},
 		chromedp.Navigate(srv.URL+"/"))
 	return w
+}
+
+// browser is the package's one headless Chromium, started by the first
+// window and stopped by TestMain: each window's tab is in a browser
+// context of its own, and no test pays for another start.
+var browser struct {
+	once sync.Once
+	ctx  context.Context // nil when err says why there is none
+	err  error
+	stop func()
+}
+
+// sharedBrowser starts the package's Chromium once and returns its
+// context.
+func sharedBrowser() (context.Context, error) {
+	browser.once.Do(func() {
+		browser.stop = func() {}
+		path := os.Getenv("CHROMIUM")
+		if path == "" {
+			path = "/usr/bin/chromium"
+		}
+		if _, err := os.Stat(path); err != nil {
+			browser.err = fmt.Errorf("no Chromium at %s: %w", path, err)
+			return
+		}
+		profile, err := os.MkdirTemp("", "desktop-chromium-")
+		if err != nil {
+			browser.err = err
+			return
+		}
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(profile))
+		ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+		browser.stop = func() {
+			cancelBrowser()
+			cancelAlloc()
+			_ = os.RemoveAll(profile)
+		}
+		if err := chromedp.Do(ctx); err != nil {
+			browser.err = fmt.Errorf("starting Chromium: %w", err)
+			return
+		}
+		browser.ctx = ctx
+	})
+	return browser.ctx, browser.err
 }
 
 // windowHandler serves Assets and answers the bindings' calls with ui.
