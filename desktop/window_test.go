@@ -241,7 +241,9 @@ func (w *window) listen(ev any) {
 		if d.Exception != nil {
 			msg += " " + remoteText(d.Exception)
 		}
-		msg += fmt.Sprintf(" (at %s:%d:%d)", d.URL, d.LineNumber+1, d.ColumnNumber+1)
+		if !strings.Contains(msg, "\n    at ") { // a thrown value without a stack
+			msg += fmt.Sprintf(" (at %s:%d:%d)", d.URL, d.LineNumber+1, d.ColumnNumber+1)
+		}
 	case *log.EventEntryAdded:
 		if e.Entry.Level != log.EntryLevelError {
 			return
