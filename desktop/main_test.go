@@ -9,7 +9,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	browser.stop()
+	stopBrowser()
 	harness.RemoveBinary()
 	os.Exit(code)
 }

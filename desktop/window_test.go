@@ -127,26 +127,32 @@ func openWindow(t *testing.T, ui *UI, width, height int64) *window {
 }
 
 // browser is the package's one headless Chromium, started by the first
-// window and stopped by TestMain: each window's tab is in a browser
-// context of its own, and no test pays for another start.
+// window and stopped by TestMain (stopBrowser): each window's tab is in a
+// browser context of its own, and no test pays for another start.
 var browser struct {
 	once sync.Once
 	ctx  context.Context // nil when err says why there is none
 	err  error
-	stop func()
+	stop func() // nil until the first window
+}
+
+// stopBrowser stops the package's Chromium, if a window started it.
+func stopBrowser() {
+	if browser.stop != nil {
+		browser.stop()
+	}
 }
 
 // sharedBrowser starts the package's Chromium once and returns its
 // context.
 func sharedBrowser() (context.Context, error) {
 	browser.once.Do(func() {
-		browser.stop = func() {}
 		path := os.Getenv("CHROMIUM")
 		if path == "" {
 			path = "/usr/bin/chromium"
 		}
 		if _, err := os.Stat(path); err != nil {
-			browser.err = fmt.Errorf("no Chromium at %s: %w", path, err)
+			browser.err = fmt.Errorf("no Chromium at %s (%w)", path, err)
 			return
 		}
 		profile, err := os.MkdirTemp("", "desktop-chromium-")
