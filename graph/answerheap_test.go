@@ -63,7 +63,7 @@ func TestAnswersHeapStaysWithinTheBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			held, peak, answers := stalledPages(t, srv.Listener.Addr().String(), token, q, clients)
+			held, peak, answers := stalledPages(t, srv.Listener.Addr().String(), token, q, clients, nil)
 			whole, refused := 0, 0
 			for _, a := range answers {
 				switch {
@@ -87,6 +87,65 @@ func TestAnswersHeapStaysWithinTheBudget(t *testing.T) {
 				t.Errorf("the heap grew by %d MiB while the answers were read and built, want at most %d MiB (2¼ times the budget)", peak>>20, most>>20)
 			}
 		})
+	}
+}
+
+// TestOneCallerHoldsPartOfTheAnswerBudget: an account whose answers are
+// being written slowly (here, not read at all: each page of a stored body
+// of 256 KiB, 0.77 MiB of heap counted, held in Write) holds at most its
+// share of --api-answer-budget, so another account's ordinary page of one
+// body is still answered. Before the budget had shares, 100 such pages of
+// one account took the whole budget and the other account's page was
+// refused UNAVAILABLE while they were held.
+func TestOneCallerHoldsPartOfTheAnswerBudget(t *testing.T) {
+	const (
+		budget    = 64 << 20
+		maxAnswer = 4 << 20 // a caller's share is then a quarter, 16 MiB
+		stalled   = 100
+	)
+	var res *graph.Resolver
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { res = r })
+	h := graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{AnswerBudget: budget, MaxAnswer: maxAnswer}})
+	heavy, heavyEndpoint := e.accountWithBodies(t, 1)
+	other, otherEndpoint := e.accountWithBodies(t, 1)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	defer srv.Close()
+
+	page := `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes { body } } } }`
+	q, err := json.Marshal(map[string]any{"query": page, "variables": map[string]any{"id": heavyEndpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		otherErr   error
+		otherRows  int
+		otherReply struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []struct{ Body string } }
+			}
+		}
+	)
+	_, _, answers := stalledPages(t, srv.Listener.Addr().String(), heavy, q, stalled, func() {
+		otherErr = client.New(h).Post(page, &otherReply, client.Var("id", otherEndpoint), client.AddHeader("Authorization", "Bearer "+other))
+		otherRows = len(otherReply.Endpoint.Deliveries.Nodes)
+	})
+	whole, refused := 0, 0
+	for _, a := range answers {
+		switch {
+		case len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1:
+			whole++
+		case len(a.Errors) > 0 && a.Errors[0].Extensions.Code == "UNAVAILABLE":
+			refused++
+		}
+	}
+	t.Logf("one account's %d stalled pages: %d admitted, %d refused; the other account's page: %d rows, %v", stalled, whole, refused, otherRows, otherErr)
+	if otherErr != nil || otherRows != 1 || len(otherReply.Endpoint.Deliveries.Nodes[0].Body) != graph.DefaultCaptureCap {
+		t.Errorf("another account's page of one body while one account's answers were held: %d rows, %v; want it answered", otherRows, otherErr)
+	}
+	if whole == 0 || refused == 0 {
+		t.Errorf("%d of the heavy account's pages admitted, %d refused; want some of each (its share)", whole, refused)
 	}
 }
 
@@ -138,18 +197,26 @@ func largePages(t *testing.T, budget int64, rows int) (h http.Handler, token, en
 	var res *graph.Resolver
 	e = newEnvWith(t, nil, func(r *graph.Resolver) { res = r })
 	h = graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{AnswerBudget: budget}})
+	token, endpoint = e.accountWithBodies(t, rows)
+	return h, token, endpoint, e
+}
+
+// accountWithBodies signs up an account with an Endpoint holding rows
+// deliveries of a stored body of graph.DefaultCaptureCap bytes.
+func (e *env) accountWithBodies(t *testing.T, rows int) (token, endpoint string) {
+	t.Helper()
 	acct := e.accountWithEndpoint(t, `{name: "big", mode: LOG}`)
 	body := make([]byte, graph.DefaultCaptureCap)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
 	for i := range rows {
-		id := fmt.Sprintf("d-%02d", i)
+		id := fmt.Sprintf("d-%s-%02d", acct.id, i)
 		e.seed(t, domain.DeliveryStream(id), time.Now(), domain.DeliveryReceived{DeliveryID: id, Address: acct.endpoint,
 			AddressKind: domain.AddressEndpoint, AccountID: acct.id, Method: "POST", Target: "/", Host: "h",
 			Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Body: body, BodySize: int64(len(body)), Complete: true})
 	}
-	return h, acct.token, acct.endpoint, e
+	return acct.token, acct.endpoint
 }
 
 // pageAnswer is what stalledPages decodes of each answer.
@@ -169,8 +236,9 @@ type pageAnswer struct {
 // each reading only the head of its answer until all n have begun, and
 // returns the heap the answers held then (after one collection) and the
 // peak heap sampled while they were built, both above the heap before
-// the first request, and the answers, read whole after.
-func stalledPages(t *testing.T, addr, token string, body []byte, n int) (held, peak int64, answers []pageAnswer) {
+// the first request, and the answers, read whole after. while, when not
+// nil, runs once all n have begun, before any is read further.
+func stalledPages(t *testing.T, addr, token string, body []byte, n int, while func()) (held, peak int64, answers []pageAnswer) {
 	t.Helper()
 	base := heapObjects(true)
 	stopSampling := make(chan struct{})
@@ -245,6 +313,9 @@ func stalledPages(t *testing.T, addr, token string, body []byte, n int) (held, p
 	close(stopSampling)
 	peak = <-sampled - base
 	held = heapObjects(true) - base
+	if while != nil {
+		while()
+	}
 	close(release)
 	wg.Wait()
 	return held, peak, answers

@@ -6,6 +6,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/ingress"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -15,8 +16,12 @@ import (
 // reads then counts against the caller's share of the views' connections
 // (projections.readerShare), so that one account or network asking for
 // many reads at once queues them behind its own, not ahead of everyone's.
+// Its answer counts against the caller's share of the answer budget the
+// same way (answersize.Meter.SetCaller).
 func (r *Resolver) withReader(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	return next(readmodel.WithReader(ctx, readmodel.ReaderKey(r.callerKey(ctx))))
+	caller := r.callerKey(ctx)
+	answersize.SetCaller(ctx, caller)
+	return next(readmodel.WithReader(ctx, readmodel.ReaderKey(caller)))
 }
 
 // callerKey is who an operation counts against: the signed-in account

@@ -27,17 +27,16 @@ func FuzzEncodedLen(f *testing.F) {
 // the budget (HeapPerByte a byte counted), and Release gives every byte
 // back.
 func TestMeter(t *testing.T) {
-	b := New(100, 150*HeapPerByte)
+	b := New(100, 400*HeapPerByte)
 	m1, m2 := b.Meter(), b.Meter()
+	m1.SetCaller("account:a")
+	m2.SetCaller("account:b")
 	ctx := With(context.Background(), m1)
 	if err := Charge(ctx, 90); err != nil {
 		t.Fatal(err)
 	}
 	if err := Charge(ctx, 20); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("past the answer's limit: %v, want ErrTooLarge", err)
-	}
-	if err := m2.Charge(70); !errors.Is(err, ErrBusy) {
-		t.Errorf("past the budget: %v, want ErrBusy", err)
 	}
 	if err := m2.Charge(60); err != nil {
 		t.Errorf("within both: %v", err)
@@ -47,10 +46,99 @@ func TestMeter(t *testing.T) {
 	}
 	m1.Release()
 	m2.Release()
-	if b.InUse() != 0 {
+	if b.InUse() != 0 || b.Held("account:a") != 0 || b.Held("account:b") != 0 {
 		t.Errorf("after release, %d in use", b.InUse())
 	}
 	if err := Charge(context.Background(), 1<<40); err != nil {
 		t.Errorf("no meter counts nothing: %v", err)
 	}
+}
+
+// TestBudgetShares: one caller holds at most a quarter of the budget (at
+// least one answer at its limit), its client network half, and the last
+// quarter is left to callers that hold at most a sixteenth; a refusal
+// names the share and is ErrBusy; what a meter charged before its caller
+// was named moves to that caller.
+func TestBudgetShares(t *testing.T) {
+	// 1 600 bytes of heap: a caller 400, a network 800, 1 200 before the
+	// reserve, 100 for a caller to take from it; one answer 100 bytes
+	// counted, 300 of heap.
+	const perAnswer, total = 100, 1600
+	type charge struct {
+		caller string
+		n      int64
+		share  string // "": admitted
+	}
+	for _, tc := range []struct {
+		name    string
+		charges []charge
+	}{
+		{"a caller's share", []charge{
+			{"account:a", 100, ""}, {"account:a", 40, ShareCaller}, {"account:b", 100, ""},
+		}},
+		{"a network's share", []charge{
+			{"10.0.0.1", 100, ""}, {"10.0.0.2", 100, ""}, {"10.0.0.3", 100, ShareNetwork}, {"10.0.1.1", 100, ""},
+		}},
+		{"the reserve", []charge{
+			{"account:a", 100, ""}, {"account:b", 100, ""}, {"account:c", 100, ""}, {"account:d", 100, ""},
+			{"account:e", 34, ShareReserve}, {"account:e", 30, ""}, {"account:f", 30, ""}, {"account:e", 4, ShareReserve},
+		}},
+		{"the whole", []charge{
+			{"account:a", 100, ""}, {"account:b", 100, ""}, {"account:c", 100, ""}, {"account:d", 100, ""},
+			{"account:e", 33, ""}, {"account:f", 33, ""}, {"account:g", 33, ""}, {"account:h", 33, ""},
+			{"account:i", 2, ShareRelay},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New(perAnswer, total)
+			var meters []*Meter
+			for i, c := range tc.charges {
+				m := b.Meter()
+				m.SetCaller(c.caller)
+				meters = append(meters, m)
+				err := m.Charge(c.n)
+				var busy *BusyError
+				switch {
+				case c.share == "" && err != nil:
+					t.Errorf("charge %d (%s, %d): %v, want it admitted", i, c.caller, c.n, err)
+				case c.share != "" && (!errors.As(err, &busy) || busy.Share != c.share || !errors.Is(err, ErrBusy)):
+					t.Errorf("charge %d (%s, %d): %v, want refused by the %s share", i, c.caller, c.n, err, c.share)
+				}
+			}
+			for _, m := range meters {
+				m.Release()
+			}
+			if b.InUse() != 0 || len(b.byCaller) != 0 || len(b.byNetwork) != 0 {
+				t.Errorf("after release: %d in use, callers %v, networks %v", b.InUse(), b.byCaller, b.byNetwork)
+			}
+		})
+	}
+
+	b := New(perAnswer, total)
+	m := b.Meter()
+	if err := m.Charge(10); err != nil {
+		t.Fatal(err)
+	}
+	m.SetCaller("account:z")
+	if b.Held("") != 0 || b.Held("account:z") != 10*HeapPerByte {
+		t.Errorf("after SetCaller: %d held by no caller, %d by the caller, want 0 and %d", b.Held(""), b.Held("account:z"), 10*HeapPerByte)
+	}
+}
+
+// BenchmarkCharge: what counting one field of an answer costs, one meter
+// per goroutine, as the API's concurrent answers charge.
+func BenchmarkCharge(b *testing.B) {
+	budget := New(32<<20, 256<<20)
+	b.RunParallel(func(pb *testing.PB) {
+		m := budget.Meter()
+		m.SetCaller("account:a")
+		for i := 0; pb.Next(); i++ {
+			if err := m.Charge(64); err != nil {
+				b.Fatal(err)
+			}
+			if i%1000 == 999 {
+				m.Release()
+			}
+		}
+	})
 }
