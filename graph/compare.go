@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/model"
+	"github.com/relayhq/relay/internal/clientkey"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -53,11 +54,12 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 	// takes up to tens of milliseconds of a core and ~25 MiB at its
 	// peak: comparisons run at most half the cores at once, as searches do,
 	// so a flood of them leaves ingress and ordinary reads the other half.
-	if err := r.compares.acquire(ctx); err != nil {
+	release, err := r.compares.acquire(ctx, r.callerKey(ctx))
+	if err != nil {
 		return nil, err
 	}
 	res := compare.Sides(sa, sb)
-	r.compares.release()
+	release()
 	out := &model.AttemptComparison{Request: toChanges(res.Request), Response: toChanges(res.Response),
 		ResponseCompared: res.ResponseCompared, Note: optional(res.Note)}
 	// The changes quote the bodies: the answer's budget counts them.
@@ -77,23 +79,31 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 }
 
 // compareGate holds a slot per comparison running: at most
-// DefaultGlobalSearches (half the cores) at once.
+// DefaultGlobalSearches (half the cores) at once. One caller (an account,
+// else a client address) holds or waits for at most one slot less than
+// there are (one, on two cores): its other comparisons wait for one of its
+// own to end, not in the slots' queue, so another caller's comparison
+// waits behind at most one of each caller's, never behind a flood of one.
 type compareGate struct {
-	once  sync.Once
-	slots chan struct{}
+	once   sync.Once
+	slots  chan struct{}
+	shares clientkey.Shares
 }
 
-func (g *compareGate) acquire(ctx context.Context) error {
+func (g *compareGate) acquire(ctx context.Context, caller string) (release func(), err error) {
 	g.once.Do(func() { g.slots = make(chan struct{}, DefaultGlobalSearches()) })
+	leave, err := g.shares.Take(ctx, caller, max(cap(g.slots)-1, 1))
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case g.slots <- struct{}{}:
-		return nil
+		return func() { <-g.slots; leave() }, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		leave()
+		return nil, ctx.Err()
 	}
 }
-
-func (g *compareGate) release() { <-g.slots }
 
 // attemptIndex is the index of the attempt ref names (its number from 1,
 // or its id), -1 for none.
