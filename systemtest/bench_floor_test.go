@@ -95,6 +95,11 @@ func floorArgs(args ...string) []string {
 	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
 		args = append(args, "-cpuprofile", p)
 	}
+	// Parts of the relay's storage left out (floorserver -drop), to
+	// measure what each costs.
+	if d := os.Getenv("RELAY_BENCH_FLOOR_DROP"); d != "" {
+		args = append(args, "-drop", d)
+	}
 	return args
 }
 

@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/labstack/echo/v4"
@@ -52,10 +53,15 @@ func main() {
 	target := flag.String("target", "", "host:port of the local handler (agent)")
 	storage := flag.String("storage", "least", "least, or relay: the relay's log and history indexes (storage.go)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server's life to this file")
+	drop := flag.String("drop", "", "with -storage relay, parts of it to leave out, comma-separated (storage.go: "+strings.Join(dropParts, ", ")+")")
 	flag.Parse()
 
 	if *storage != "least" && *storage != "relay" {
 		log.Fatalf("-storage %q: want least or relay", *storage)
+	}
+	dropped, err := parseDrops(*drop)
+	if err != nil {
+		log.Fatal(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -66,7 +72,7 @@ func main() {
 		}
 		return
 	}
-	if err := profiled(*cpuprofile, func() error { return serve(ctx, *mode, *data, *storage == "relay") }); err != nil {
+	if err := profiled(*cpuprofile, func() error { return serve(ctx, *mode, *data, *storage == "relay", dropped) }); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -88,13 +94,13 @@ func profiled(path string, fn func() error) error {
 	return errors.Join(err, f.Close())
 }
 
-func serve(ctx context.Context, mode, data string, relayStorage bool) error {
+func serve(ctx context.Context, mode, data string, relayStorage bool, dropped drops) error {
 	if data == "" {
 		return fmt.Errorf("-data is required")
 	}
 	open := openLog
 	if relayStorage {
-		open = openRelayLog
+		open = func(ctx context.Context, dir string) (*eventLog, error) { return openRelayLog(ctx, dir, dropped) }
 	}
 	lg, err := open(ctx, data)
 	if err != nil {

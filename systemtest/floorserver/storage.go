@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,12 +30,76 @@ import (
 // the agent's socket, metrics), so its rate bounds from above what the
 // relay can reach with its storage on this machine.
 
-// relayLogSchema is the relay's log table itself; relayViewSchema keeps
-// the indexes of the relay's deliveries, attempts and account_events views
-// (projections/schema.go) with fewer columns.
-const relayLogSchema = sqlite.EventsSchema
+// drops are the parts of the relay's storage -drop leaves out, to measure
+// what each costs: the chain's leaf and link (chain), the data as JSON with
+// the bodies in base64 rather than the bodies as they are (json), its
+// compression (s2), the log's unique index of event IDs (id-index), the
+// history's indexes besides its key and address (view-indexes), the
+// account's event index (account-index), a proxied delivery's attempt row
+// (attempt), or the whole view (view).
+type drops struct {
+	chain, json, s2, idIndex, viewIndexes, accountIndex, attempt, view bool
+}
 
-const relayViewSchema = `
+var dropParts = []string{"chain", "json", "s2", "id-index", "view-indexes", "account-index", "attempt", "view"}
+
+func parseDrops(list string) (drops, error) {
+	var d drops
+	for _, part := range strings.Split(list, ",") {
+		switch part {
+		case "":
+		case "chain":
+			d.chain = true
+		case "json":
+			d.json = true
+		case "s2":
+			d.s2 = true
+		case "id-index":
+			d.idIndex = true
+		case "view-indexes":
+			d.viewIndexes = true
+		case "account-index":
+			d.accountIndex = true
+		case "attempt":
+			d.attempt = true
+		case "view":
+			d.view = true
+		default:
+			return drops{}, fmt.Errorf("-drop %q: want some of %s", part, strings.Join(dropParts, ", "))
+		}
+	}
+	return d, nil
+}
+
+// relayLogSchema is the relay's log table itself (without its unique index
+// of event IDs for id-index); relayViewSchema keeps the indexes of the
+// relay's deliveries, attempts and account_events views
+// (projections/schema.go) with fewer columns (without those besides the
+// key and the address for view-indexes).
+func relayLogSchema(d drops) string {
+	if d.idIndex {
+		return strings.Replace(sqlite.EventsSchema, "id       TEXT    NOT NULL UNIQUE,", "id       TEXT    NOT NULL,", 1)
+	}
+	return sqlite.EventsSchema
+}
+
+func relayViewSchema(d drops) string {
+	if !d.viewIndexes {
+		return relayViewSchemaAll
+	}
+	s := relayViewSchemaAll
+	for _, cut := range []string{
+		"CREATE INDEX IF NOT EXISTS history_by_received ON history (address, received_at);",
+		"CREATE INDEX IF NOT EXISTS history_by_provider_id ON history (address, provider_delivery_id)\n\tWHERE provider_delivery_id IS NOT NULL;",
+		"UNIQUE (delivery_position, attempt_id)",
+	} {
+		s = strings.Replace(s, cut, "", 1)
+	}
+	s = strings.Replace(s, "outcome_position  INTEGER,\n", "outcome_position  INTEGER\n", 1)
+	return strings.Replace(s, "id            TEXT NOT NULL UNIQUE,", "id            TEXT NOT NULL,", 1)
+}
+
+const relayViewSchemaAll = `
 CREATE TABLE IF NOT EXISTS history (
 	position      INTEGER PRIMARY KEY,
 	id            TEXT NOT NULL UNIQUE,
@@ -70,17 +135,18 @@ CREATE TABLE IF NOT EXISTS account_events (
 	PRIMARY KEY (account_id, position)
 ) WITHOUT ROWID`
 
-// relayLog keeps the chain's head for the writer.
+// relayLog keeps the chain's head for the writer, and what it leaves out.
 type relayLog struct {
 	link evidence.Hash
+	drop drops
 }
 
-func openRelayLog(ctx context.Context, dir string) (*eventLog, error) {
-	logDB, err := openDB(ctx, filepath.Join(dir, "log.db"), sqlitedsn.Full, relayLogSchema)
+func openRelayLog(ctx context.Context, dir string, d drops) (*eventLog, error) {
+	logDB, err := openDB(ctx, filepath.Join(dir, "log.db"), sqlitedsn.Full, relayLogSchema(d))
 	if err != nil {
 		return nil, err
 	}
-	viewDB, err := openDB(ctx, filepath.Join(dir, "view.db"), sqlitedsn.Normal, relayViewSchema)
+	viewDB, err := openDB(ctx, filepath.Join(dir, "view.db"), sqlitedsn.Normal, relayViewSchema(d))
 	if err != nil {
 		return nil, err
 	}
@@ -89,10 +155,13 @@ func openRelayLog(ctx context.Context, dir string) (*eventLog, error) {
 		return nil, err
 	}
 	l := &eventLog{queue: make(chan *record, 4096), view: make(chan []*record, 64), named: true}
-	rl := &relayLog{}
+	rl := &relayLog{drop: d}
 	go l.write(ctx, logDB, `INSERT INTO events (position, id, stream, revision, type, data, enc, metadata, leaf, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, rl.row)
 	go l.project(ctx, func(batch []*record) error {
-		return applyRelay(ctx, viewDB, history, index, attempt, batch)
+		if d.view {
+			return nil
+		}
+		return applyRelay(ctx, viewDB, history, index, attempt, batch, d)
 	})
 	return l, nil
 }
@@ -100,17 +169,23 @@ func openRelayLog(ctx context.Context, dir string) (*eventLog, error) {
 // row encodes r as the relay's log stores an event and chains it.
 func (rl *relayLog) row(r *record) []any {
 	data := r.encode()
+	if rl.drop.json {
+		data = append(append([]byte{}, r.body...), r.answer...)
+	}
 	enc := 0
-	if len(data) >= 256 {
+	if len(data) >= 256 && !rl.drop.s2 {
 		if c := s2.Encode(nil, data); len(c) < len(data)-len(data)/8 {
 			data, enc = c, 1
 		}
 	}
 	meta := []byte(`{"correlation_id":"` + r.stream + `","causation_id":"` + r.id + `"}`)
+	r.stored = len(data)
+	if rl.drop.chain {
+		return []any{int64(r.pos), r.id, r.stream, r.rev, r.kind, data, enc, meta, nil, nil}
+	}
 	leaf := evidence.Leaf(evidence.Event{Position: r.pos, ID: r.id, Stream: r.stream, Revision: uint64(r.rev), Type: r.kind, Data: data, Metadata: meta})
 	rl.link = evidence.Link(rl.link, leaf)
 	link := rl.link
-	r.stored = len(data)
 	return []any{int64(r.pos), r.id, r.stream, r.rev, r.kind, data, enc, meta, leaf[:], link[:]}
 }
 
@@ -154,7 +229,7 @@ func prepareRelayView(ctx context.Context, db *sql.DB) (history, index, attempt 
 	return history, index, attempt, nil
 }
 
-func applyRelay(ctx context.Context, db *sql.DB, history, index, attempt *sql.Stmt, batch []*record) error {
+func applyRelay(ctx context.Context, db *sql.DB, history, index, attempt *sql.Stmt, batch []*record, d drops) error {
 	ctx = context.WithoutCancel(ctx)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -166,10 +241,12 @@ func applyRelay(ctx context.Context, db *sql.DB, history, index, attempt *sql.St
 		if _, err := h.ExecContext(ctx, int64(r.pos), r.id, r.address, "account", r.method, r.target, len(r.body), r.at, r.status, r.stream, r.stored); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
-		if _, err := ix.ExecContext(ctx, "account", int64(r.pos), r.stream, r.rev); err != nil {
-			return fmt.Errorf("account index: %w", err)
+		if !d.accountIndex {
+			if _, err := ix.ExecContext(ctx, "account", int64(r.pos), r.stream, r.rev); err != nil {
+				return fmt.Errorf("account index: %w", err)
+			}
 		}
-		if r.answer != nil { // a proxied delivery and its one attempt
+		if r.answer != nil && !d.attempt { // a proxied delivery and its one attempt
 			if _, err := at.ExecContext(ctx, int64(r.pos), int64(r.pos), r.id, r.at, r.status, int64(r.pos)); err != nil {
 				return fmt.Errorf("attempt: %w", err)
 			}
