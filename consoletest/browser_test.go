@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto"
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/relayhq/relay/internal/pageerrors"
 	"github.com/relayhq/relay/systemtest/harness"
 )
 
@@ -65,33 +64,8 @@ func newPage(t *testing.T, width, height int64) *page {
 }
 
 func (p *page) listen(ev any) {
-	var msg string
-	switch e := ev.(type) {
-	case *runtime.EventConsoleAPICalled:
-		if e.Type != runtime.ConsoleAPICalledTypeError && e.Type != runtime.ConsoleAPICalledTypeAssert {
-			return
-		}
-		parts := make([]string, 0, len(e.Args))
-		for _, a := range e.Args {
-			if a.Description != "" {
-				parts = append(parts, a.Description)
-			} else {
-				parts = append(parts, string(a.Value))
-			}
-		}
-		msg = fmt.Sprintf("console.%s: %s", e.Type, strings.Join(parts, " "))
-	case *runtime.EventExceptionThrown:
-		d := e.ExceptionDetails
-		msg = "uncaught exception: " + d.Text
-		if d.Exception != nil {
-			msg += " " + d.Exception.Description
-		}
-	case *log.EventEntryAdded:
-		if e.Entry.Level != log.EntryLevelError {
-			return
-		}
-		msg = fmt.Sprintf("log error (%s): %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL)
-	default:
+	msg, ok := pageerrors.Of(ev)
+	if !ok {
 		return
 	}
 	p.mu.Lock()

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/log"
 	cdppage "github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/relayhq/relay/internal/pageerrors"
 )
 
 // window is the window's page (the embedded frontend, Assets) in a
@@ -229,56 +229,13 @@ func windowHandler(t *testing.T, ui *UI) http.Handler {
 // rejections, and the browser's own errors about it (a script that failed
 // to load, a refused fetch), each with its message.
 func (w *window) listen(ev any) {
-	var msg string
-	switch e := ev.(type) {
-	case *runtime.EventConsoleAPICalled:
-		if e.Type != runtime.ConsoleAPICalledTypeError && e.Type != runtime.ConsoleAPICalledTypeAssert {
-			return
-		}
-		parts := make([]string, 0, len(e.Args))
-		for _, a := range e.Args {
-			parts = append(parts, remoteText(a))
-		}
-		msg = fmt.Sprintf("console.%s: %s", e.Type, strings.Join(parts, " "))
-	case *runtime.EventExceptionThrown:
-		// Text is "Uncaught" or "Uncaught (in promise)".
-		d := e.ExceptionDetails
-		msg = d.Text
-		if d.Exception != nil {
-			msg += " " + remoteText(d.Exception)
-		}
-		if !strings.Contains(msg, "\n    at ") { // a thrown value without a stack
-			msg += fmt.Sprintf(" (at %s:%d:%d)", d.URL, d.LineNumber+1, d.ColumnNumber+1)
-		}
-	case *log.EventEntryAdded:
-		if e.Entry.Level != log.EntryLevelError {
-			return
-		}
-		msg = fmt.Sprintf("%s error: %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL)
-	default:
+	msg, ok := pageerrors.Of(ev)
+	if !ok {
 		return
 	}
 	w.mu.Lock()
 	w.problems = append(w.problems, msg)
 	w.mu.Unlock()
-}
-
-// remoteText is a value the page logged or threw: a string as it is, an
-// error with its stack, anything else as the browser describes it.
-func remoteText(o *runtime.RemoteObject) string {
-	if o.Type == runtime.RemoteObjectTypeString {
-		var s string
-		if json.Unmarshal(o.Value, &s) == nil {
-			return s
-		}
-	}
-	if o.Description != "" {
-		return o.Description
-	}
-	if len(o.Value) > 0 {
-		return string(o.Value)
-	}
-	return string(o.Type)
 }
 
 // tolerate lets the page's errors that match pattern pass: a test that
