@@ -192,6 +192,7 @@ func TestAdminCommandsSpendNoRefusedTokens(t *testing.T) {
 		{"endpoints list", as("endpoints", "list"), 8, 2, noAccount + ": "},
 		{"tokens list", as("tokens", "list"), 8, 2, noAccount + ": "},
 		{"agent", as("agent", "--endpoint", ep.ID, "--target", "127.0.0.1:9"), 8, 2, noAccount + ": "},
+		{"login", as("login"), 8, 2, "this is the relay's admin token: it acts for no account, so relay login does not keep it"},
 	}
 	home := newCLIHome(t)
 	for _, tt := range tests {

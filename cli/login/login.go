@@ -326,6 +326,12 @@ func CheckToken(ctx context.Context, client *apiclient.Client) (endpoints int, a
 		return 0, accountJSON{}, err
 	}
 	if out.Me == nil {
+		// The operator's admin token reads the operator's fields (which
+		// spend no refused-token attempt); it acts for no account.
+		if client.Do(ctx, `{ accountsUsage(first: 1){ accountId } }`, nil, nil) == nil {
+			return 0, accountJSON{}, &apiclient.Error{Code: "FORBIDDEN", Message: "this is the relay's admin token: it acts for no account, so relay login does not keep it; " +
+				"give it to the operator's commands (relay accounts, relay events --server) with --admin-token, and log in with an account's token"}
+		}
 		return 0, accountJSON{}, &apiclient.Error{Message: "the relay does not know this token", Code: "UNAUTHENTICATED"}
 	}
 	type id struct{ ID string }
