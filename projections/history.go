@@ -28,6 +28,8 @@ type History struct {
 	backlog int // see Options.WatchBacklog
 	// srShares is each searcher's share of sr (see searchTx).
 	srShares clientkey.Shares
+	// logShares is each reader's share of the log's reads (readStream).
+	logShares clientkey.Shares
 	// searchBytes bounds the log a filtered page reads (see
 	// Options.SearchLogBytes).
 	searchBytes int64

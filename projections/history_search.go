@@ -319,7 +319,7 @@ func (v *History) matchFromLog(ctx context.Context, items []readmodel.Delivery, 
 // reports how many bytes of event it read and whether its headers and
 // body match f.
 func (v *History) requestMatches(ctx context.Context, id string, ref logEventRef, f readmodel.DeliveryFilter, scratch *[]byte) (int, bool, error) {
-	read, err := v.store.ReadStream(ctx, ref.stream, ref.revision, 1)
+	read, err := v.readStream(ctx, ref.stream, ref.revision, 1)
 	if err != nil {
 		return 0, false, fmt.Errorf("read request at %s: %w", ref, err)
 	}

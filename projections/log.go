@@ -26,6 +26,27 @@ const maxResponseSpan = 16
 // logReaders bounds the concurrent stream reads of one page of history.
 const logReaders = 4
 
+// logReadShare is how many reads of the log one reader (readmodel.WithReader:
+// an account, or an anonymous client's network) has running at once, its
+// others waiting for one of its own to end: the embedded log reads on 4
+// connections, and however many pages of bodies one reader asks for at
+// once, another reader's read finds one it does not hold, as the views'
+// readers do (readerShare). Reads that name no reader take no share.
+const logReadShare = 3
+
+// readStream is the store's ReadStream within ctx's reader's share of the
+// log's reads.
+func (v *History) readStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
+	if key := readmodel.ReaderOf(ctx); key != "" {
+		release, err := v.logShares.Take(ctx, key, logReadShare)
+		if err != nil {
+			return nil, fmt.Errorf("wait for the reader's share of the log's reads: %w", err)
+		}
+		defer release()
+	}
+	return v.store.ReadStream(ctx, stream, from, max)
+}
+
 // errNotInLog reports a reference to an event the log does not hold.
 var errNotInLog = errors.New("event not in the log")
 
@@ -54,7 +75,7 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {
 		span = int(resp.revision-r.request.revision) + 1
 	}
-	read, err := v.store.ReadStream(ctx, r.request.stream, r.request.revision, span)
+	read, err := v.readStream(ctx, r.request.stream, r.request.revision, span)
 	if err != nil {
 		return fmt.Errorf("read request at %s: %w", r.request, err)
 	}
@@ -114,7 +135,7 @@ func (v *History) loggedEvent(ctx context.Context, read []domain.RecordedEvent, 
 			return v.codec.Decode(e.Type, e.Data)
 		}
 	}
-	read, err := v.store.ReadStream(ctx, ref.stream, ref.revision, 1)
+	read, err := v.readStream(ctx, ref.stream, ref.revision, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +199,7 @@ const maxAttemptResponses = 100
 // captured) body, or the failure the relay recorded. The views keep only
 // the latest response; comparing attempts needs each one.
 func (v *History) AttemptResponses(ctx context.Context, deliveryID string) (map[string]readmodel.AttemptResponse, error) {
-	events, err := v.store.ReadStream(ctx, domain.DeliveryStream(deliveryID), 0, 10_000)
+	events, err := v.readStream(ctx, domain.DeliveryStream(deliveryID), 0, 10_000)
 	if err != nil {
 		return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
 	}

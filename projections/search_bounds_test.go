@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/readmodel"
 )
 
@@ -227,5 +228,53 @@ func TestSearchesShareAPaceOfTheLog(t *testing.T) {
 	if limit := 4*event + (pages-1)*event; read > limit || refused != pages-1 {
 		t.Fatalf("%d pages read %d bytes (%d events) of the log, %d refused; want at most %d bytes (the burst and one event a page), %d refused",
 			pages, read, read/event, refused, limit, pages-1)
+	}
+}
+
+// TestOneReaderHoldsPartOfTheLogReads: one account's reads of the log
+// (here 8 deliveries read with their bodies at once, each stuck in the
+// log) run logReadShare at a time, its others waiting for one of its own
+// to end; another account's delivery is read meanwhile. With the share
+// lifted all 8 were in the log at once, holding each of the embedded
+// log's 4 connections and queuing ahead of everyone else's reads.
+func TestOneReaderHoldsPartOfTheLogReads(t *testing.T) {
+	e := newEnv(t, Options{})
+	const reads = 8
+	block := map[string]bool{}
+	for i := range reads {
+		id := fmt.Sprintf("ann-%d", i)
+		e.must(e.receiveAnswered(e.ctx, id, "ep-ann", domain.AddressEndpoint, "ann", request("/a", `{}`), 204, t0))
+		block[domain.DeliveryStream(id)] = true
+	}
+	e.must(e.receiveAnswered(e.ctx, "bob-1", "ep-bob", domain.AddressEndpoint, "bob", request("/b", `{"b":1}`), 204, t0))
+	e.sync(e.views)
+	g := &gatedLog{block: block, entered: make(chan string, reads), release: make(chan struct{})}
+	v := gatedViews(e, g, Options{})
+
+	ctx, cancel := context.WithTimeout(e.ctx, waitTimeout) // a hang fails instead
+	defer cancel()
+	const ann = "account:ann"
+	annCtx := readmodel.WithReader(ctx, ann)
+	var wg sync.WaitGroup
+	defer func() {
+		close(g.release)
+		wg.Wait()
+	}()
+	for i := range reads {
+		wg.Go(func() { _, _ = v.Delivery(annCtx, fmt.Sprintf("ann-%d", i)) })
+	}
+	testwait.CheckFor(t, waitTimeout, time.Millisecond, func() error {
+		if in, waiting := len(g.entered), v.logShares.Waiting(ann); in+waiting != reads {
+			return fmt.Errorf("%d of ann's %d reads are in the log and %d wait for its share", in, reads, waiting)
+		}
+		return nil
+	})
+	// The embedded log reads on 4 connections: one reader holds fewer.
+	if in := len(g.entered); in > logReadShare || in >= 4 {
+		t.Fatalf("%d of ann's reads are in the log at once, want at most %d of the log's 4 connections", in, min(logReadShare, 3))
+	}
+	d, err := v.Delivery(readmodel.WithReader(ctx, "account:bob"), "bob-1")
+	if err != nil || string(d.Body) != `{"b":1}` {
+		t.Fatalf("bob's delivery while ann's reads wait: %q, %v", d.Body, err)
 	}
 }
