@@ -478,7 +478,7 @@ func TestReplayBundleSendsRecordedBytes(t *testing.T) {
 		t.Errorf("replay --only exited %d, sent %d:\n%s", code, len(capture.requests())-len(want), out)
 	}
 
-	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	closed := "http://127.0.0.1:" + strconv.Itoa(harness.ClosedPort(t))
 	bad := filepath.Join(t.TempDir(), "bad.bundle")
 	lines := strings.SplitAfter(readString(t, bundle), "\n")
 	hostile := `{"id":"x","method":"GET","path":"/ HTTP/1.1\r\nHost: evil\r\n\r\nGET /admin","headers":[],"bodyBase64":"","complete":true}` + "\n"

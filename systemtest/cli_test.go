@@ -560,7 +560,7 @@ func TestCLIExitCodes(t *testing.T) {
 	send(t, r, away.ID, "POST", "/y", nil, nil) // no agent: 503
 	offline := deliveryAt(t, r, acct2.Token, away.ID, "/y")
 	guest := storeBody(t, r, []byte("hello")) // an inspector's delivery: answered by the relay, no attempts
-	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	closed := "http://127.0.0.1:" + strconv.Itoa(harness.ClosedPort(t))
 	port := strconv.Itoa(r.Port)
 	loopback := "http://127.0.0.1:" + port // the URL h logged in with
 	fresh := newCLIHome(t)
@@ -758,7 +758,7 @@ func TestCLIExitCodes(t *testing.T) {
 // exits 1, TestCLIExitCodes), and Ctrl-C still ends them with 0.
 func TestLongRunningCommandsWaitForTheRelay(t *testing.T) {
 	t.Parallel()
-	closed := "http://127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	closed := "http://127.0.0.1:" + strconv.Itoa(harness.ClosedPort(t))
 	h := newCLIHome(t)
 	for _, args := range [][]string{{"listen", "3000"}, {"tail", "some-endpoint"}} {
 		p := h.startIn(t, t.TempDir(), append(args, "--server", closed, "--token", "t")...)

@@ -327,7 +327,7 @@ func TestBadGatewayTextsNameOnlyTheTarget(t *testing.T) {
 	}
 
 	// Nothing listening: the agent forwards to a port that is closed.
-	closed := harness.FreePort(t)
+	closed := harness.ClosedPort(t)
 	target := "127.0.0.1:" + strconv.Itoa(closed)
 	ep := proxyEndpoint(t, p.r, p.acct.Token, target, false)
 	startAgentFor(t, p.r, p.acct.Token, ep.ID, target)

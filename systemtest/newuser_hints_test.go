@@ -18,7 +18,7 @@ func TestListenWarnsWhenNothingListens(t *testing.T) {
 	r := harness.Start(t, "")
 	h, _ := loggedInHome(t, r)
 	_, listening := recordingTarget(t)
-	closed := strconv.Itoa(harness.FreePort(t))
+	closed := strconv.Itoa(harness.ClosedPort(t))
 	tests := []struct {
 		name   string
 		port   string

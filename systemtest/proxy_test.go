@@ -352,7 +352,7 @@ func TestProxyFailuresAreAnsweredAndRecorded(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(release) }) // runs before the server's Close
 	slowEP := proxyEndpoint(t, r, acct.Token, slow, false)
-	closed := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+	closed := fmt.Sprintf("127.0.0.1:%d", harness.ClosedPort(t))
 	closedEP := proxyEndpoint(t, r, acct.Token, closed, false)
 
 	check := func(ep endpointInfo, path string, status int, bodyPrefix string, why ...string) {

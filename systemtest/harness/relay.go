@@ -42,6 +42,27 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// ClosedPort returns a port of 127.0.0.1 that refuses connections for the
+// rest of the test: a socket bound to it without listening, so that no
+// other test's server can take it meanwhile (as one did a port FreePort
+// had given back, and answered in the relay's place).
+func ClosedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("closed port: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("closed port: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("closed port: %v", err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
