@@ -84,16 +84,14 @@ func (s *Store) checkpoint(ctx context.Context) error {
 	if frames >= startOverFrames {
 		s.startOver.Store(true)
 	}
-	if frames*4096 > walSizeLimit && copied < frames && time.Since(s.pinnedSaid) >= pinnedWarnEvery {
-		s.pinnedSaid = time.Now()
-		s.log.Warn("the event log's WAL cannot start over: a reader keeps an old snapshot of events.db (another process reading it?); it grows by what is appended until that reader ends",
-			slog.Int64("wal_pages", frames), slog.Int64("copied_pages", copied))
+	if frames*4096 > walSizeLimit && copied < frames {
+		s.pinnedWarn.Do(func() {
+			s.log.Warn("the event log's WAL cannot start over: a reader keeps an old snapshot of events.db (another process reading it?); it grows by what is appended until that reader ends",
+				slog.Int64("wal_pages", frames), slog.Int64("copied_pages", copied))
+		})
 	}
 	return nil
 }
-
-// pinnedWarnEvery spaces the warnings about a pinned WAL.
-const pinnedWarnEvery = time.Minute
 
 // finishCheckpoint runs on the writer goroutine between two batches when
 // the checkpointer asked for it (startOver): it copies what the checkpointer

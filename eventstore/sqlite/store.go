@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"golang.org/x/time/rate"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -80,9 +81,9 @@ type Store struct {
 	// startOver is the checkpointer's request that the writer copy the rest
 	// of a long WAL and start it over (finishCheckpoint).
 	startOver atomic.Bool
-	// pinnedSaid is when the checkpointer last warned that a reader keeps
-	// the WAL from starting over; the checkpointer's only.
-	pinnedSaid time.Time
+	// pinnedWarn spaces the checkpointer's warnings that a reader keeps
+	// the WAL from starting over: one a minute.
+	pinnedWarn rate.Sometimes
 
 	chain    chainHead       // the newest chain row; the writer's only
 	heads    *headCache      // committed stream heads; the writer's only
@@ -133,6 +134,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		writerDone:       make(chan struct{}),
 		checkpointerDone: make(chan struct{}),
 		checkpointEvery:  opts.CheckpointEvery,
+		pinnedWarn:       rate.Sometimes{Interval: time.Minute},
 		notify:           make(chan struct{}),
 		done:             make(chan struct{}),
 		heads:            newHeadCache(),
