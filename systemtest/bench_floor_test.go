@@ -88,12 +88,15 @@ func floorStages(b *testing.B, addr string) {
 	}
 }
 
-// floorArgs adds -cpuprofile when RELAY_BENCH_CPUPROFILE names a file, as
-// the relay's benchmarks do (run one sub-benchmark at a time: each server
-// writes the same file).
+// floorArgs adds -cpuprofile and -trace when RELAY_BENCH_CPUPROFILE and
+// RELAY_BENCH_TRACE name a file, as the relay's benchmarks do (run one
+// sub-benchmark at a time: each server writes the same file).
 func floorArgs(args ...string) []string {
 	if p := os.Getenv("RELAY_BENCH_CPUPROFILE"); p != "" {
 		args = append(args, "-cpuprofile", p)
+	}
+	if p := os.Getenv("RELAY_BENCH_TRACE"); p != "" {
+		args = append(args, "-trace", p)
 	}
 	// Parts of the relay's storage left out (floorserver -drop), to
 	// measure what each costs.

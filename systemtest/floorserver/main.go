@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,7 @@ func main() {
 	target := flag.String("target", "", "host:port of the local handler (agent)")
 	storage := flag.String("storage", "least", "least, or relay: the relay's log and history indexes (storage.go)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the server's life to this file")
+	traceOut := flag.String("trace", "", "write an execution trace of the server's life to this file")
 	drop := flag.String("drop", "", "with -storage relay, parts of it to leave out, comma-separated (storage.go: "+strings.Join(dropParts, ", ")+")")
 	flag.Parse()
 
@@ -72,9 +74,27 @@ func main() {
 		}
 		return
 	}
-	if err := profiled(*cpuprofile, func() error { return serve(ctx, *mode, *data, *storage == "relay", dropped) }); err != nil {
+	run := func() error { return serve(ctx, *mode, *data, *storage == "relay", dropped) }
+	if err := profiled(*cpuprofile, func() error { return traced(*traceOut, run) }); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// traced runs fn, under an execution trace written to path when path is set.
+func traced(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := trace.Start(f); err != nil {
+		return err
+	}
+	err = fn()
+	trace.Stop()
+	return errors.Join(err, f.Close())
 }
 
 // profiled runs fn, under a CPU profile written to path when path is set.
