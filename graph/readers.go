@@ -21,14 +21,23 @@ import (
 func (r *Resolver) withReader(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	caller := r.callerKey(ctx)
 	answersize.SetCaller(ctx, caller)
+	ctx = context.WithValue(ctx, callerCtxKey{}, caller) // its resolvers ask again
 	return next(readmodel.WithReader(ctx, readmodel.ReaderKey(caller)))
 }
+
+// callerCtxKey holds an operation's callerKey, worked out once by
+// withReader.
+type callerCtxKey struct{}
 
 // callerKey is who an operation counts against: the signed-in account
 // ("account:" + its id), else the client's address as clientkey.Of makes
 // it. A refused token counts as no token; a socket is authenticated once,
-// at connection_init.
+// at connection_init. Inside an operation it is the key withReader worked
+// out, so a token is not looked up again.
 func (r *Resolver) callerKey(ctx context.Context) string {
+	if caller, ok := ctx.Value(callerCtxKey{}).(string); ok {
+		return caller
+	}
 	if acc, ok := ctx.Value(accountKey).(readmodel.Account); ok {
 		return "account:" + acc.ID
 	}

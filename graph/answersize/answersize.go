@@ -134,13 +134,6 @@ func (b *Budget) InUse() int64 {
 	return b.inUse
 }
 
-// Held is the heap the answers of caller hold now (for tests).
-func (b *Budget) Held(caller string) int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.byCaller[caller]
-}
-
 // admit takes h bytes of heap for caller, or names the share that
 // refuses them. Called with b.mu held.
 func (b *Budget) admit(caller, network string, h int64) (full string) {
