@@ -180,12 +180,35 @@ func rowSelector(path string) string {
 }
 
 // openRow clicks the row with this raw path and waits for its detail.
+// The mouse goes to where the row was when the click was sent: a row
+// re-rendered or moved meanwhile (a queued delivery's row changes as its
+// attempt runs, the lines above it grow) takes no click, as a person's
+// click would miss it. Like that person, the test clicks again when no
+// detail has opened after a few seconds, a bounded number of times.
 func (p *page) openRow(path string) {
 	p.t.Helper()
 	p.waitFor("row "+path, rowSelector(path))
 	id := eval[string](p, rowSelector(path)+`.dataset.id`)
+	detail := fmt.Sprintf(`document.querySelector('.detail [data-delivery-id=%q]')`, id)
+	const tries, each = 6, 5 * time.Second
+	for try := 1; try < tries; try++ {
+		p.click(fmt.Sprintf(`tr.row[data-id=%q]`, id))
+		if p.within(each, detail) {
+			return
+		}
+		p.t.Logf("no detail of %s %s after a click (try %d): clicking again", path, each, try)
+	}
 	p.click(fmt.Sprintf(`tr.row[data-id=%q]`, id))
-	p.waitFor("detail of "+path, fmt.Sprintf(`document.querySelector('.detail [data-delivery-id=%q]')`, id))
+	p.waitFor("detail of "+path, detail)
+}
+
+// within polls a JavaScript predicate for up to d and reports whether it
+// became truthy.
+func (p *page) within(d time.Duration, expr string) bool {
+	p.t.Helper()
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+expr+")",
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d)))
+	return err == nil
 }
 
 // screenshot writes the viewport to docs/screenshots/name when
