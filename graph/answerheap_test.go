@@ -201,6 +201,95 @@ func largePages(t *testing.T, budget int64, rows int) (h http.Handler, token, en
 	return h, token, endpoint, e
 }
 
+// TestOneNetworkHoldsPartOfTheAnswerBudget: anonymous callers of one
+// client network (here 16 loopback addresses of 127.0.0.0/24), each within
+// its own share, hold at most half of the answer budget together, twice
+// what one caller may, and a caller of another network still gets its
+// page. With the network's share lifted they held three quarters (31
+// pages, one caller 10), the reserve alone left for everyone else.
+func TestOneNetworkHoldsPartOfTheAnswerBudget(t *testing.T) {
+	const (
+		budget    = 64 << 20
+		maxAnswer = 4 << 20 // a caller's share is a quarter, a network's half
+		callers   = 16
+		stalled   = 8 * callers
+	)
+	var res *graph.Resolver
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { res = r })
+	h := graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{AnswerBudget: budget, MaxAnswer: maxAnswer}})
+	var created struct{ CreateInspector struct{ ID string } }
+	e.c.MustPost(`mutation { createInspector { id } }`, &created)
+	inspector := created.CreateInspector.ID
+	body := make([]byte, graph.DefaultCaptureCap)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	e.seed(t, domain.DeliveryStream("d-guest-big"), time.Now(), domain.DeliveryReceived{DeliveryID: "d-guest-big", Address: inspector,
+		AddressKind: domain.AddressInspector, Method: "POST", Target: "/", Host: "h",
+		Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1", Body: body, BodySize: int64(len(body)), Complete: true})
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	defer srv.Close()
+
+	// The alias gives the answer the shape stalledPages decodes.
+	page := `query($id: ID!){ endpoint: inspector(id: $id){ deliveries(first: 1){ nodes { body } } } }`
+	q, err := json.Marshal(map[string]any{"query": page, "variables": map[string]any{"id": inspector}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		otherErr   error
+		otherReply struct {
+			Endpoint struct {
+				Deliveries struct{ Nodes []struct{ Body string } }
+			}
+		}
+	)
+	admitted := func(answers []pageAnswer) (whole int) {
+		for _, a := range answers {
+			if len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1 {
+				whole++
+			}
+		}
+		return whole
+	}
+	// First one caller alone: the pages its quarter admits.
+	_, _, alone := stalledPagesFrom(t, srv.Listener.Addr().String(), "", q, 2*callers, func(int) net.IP { return net.IPv4(127, 0, 0, 9) }, nil)
+	oneCaller := admitted(alone)
+
+	from := func(i int) net.IP { return net.IPv4(127, 0, 0, byte(10+i%callers)) }
+	_, _, answers := stalledPagesFrom(t, srv.Listener.Addr().String(), "", q, stalled, from, func() {
+		// httptest's requests come from 192.0.2.1: another network.
+		otherErr = client.New(h).Post(page, &otherReply, client.Var("id", inspector))
+	})
+	whole, refused, byNetwork := 0, 0, 0
+	for _, a := range answers {
+		switch {
+		case len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1:
+			whole++
+		case len(a.Errors) > 0 && a.Errors[0].Extensions.Code == "UNAVAILABLE":
+			refused++
+			if strings.Contains(a.Errors[0].Message, "client network") {
+				byNetwork++
+			}
+		}
+	}
+	t.Logf("one caller alone: %d pages admitted; %d stalled pages of %d callers of one /24: %d admitted, %d refused (%d naming the network's share); another network's page: %v",
+		oneCaller, stalled, callers, whole, refused, byNetwork, otherErr)
+	if otherErr != nil || len(otherReply.Endpoint.Deliveries.Nodes) != 1 || len(otherReply.Endpoint.Deliveries.Nodes[0].Body) != graph.DefaultCaptureCap {
+		t.Errorf("another network's page while one network's answers were held: %v; want it answered", otherErr)
+	}
+	if whole == 0 || byNetwork == 0 {
+		t.Errorf("%d of the network's pages admitted, %d refused naming its share; want some of each", whole, byNetwork)
+	}
+	// The network's half is two callers' quarters (a page of chunking
+	// either way).
+	if oneCaller == 0 || whole > 2*oneCaller+2 {
+		t.Errorf("the network's callers held %d pages, one caller alone %d: want at most %d, the network's half", whole, oneCaller, 2*oneCaller+2)
+	}
+}
+
 // accountWithBodies signs up an account with an Endpoint holding rows
 // deliveries of a stored body of graph.DefaultCaptureCap bytes.
 func (e *env) accountWithBodies(t *testing.T, rows int) (token, endpoint string) {
@@ -240,6 +329,13 @@ type pageAnswer struct {
 // nil, runs once all n have begun, before any is read further.
 func stalledPages(t *testing.T, addr, token string, body []byte, n int, while func()) (held, peak int64, answers []pageAnswer) {
 	t.Helper()
+	return stalledPagesFrom(t, addr, token, body, n, nil, while)
+}
+
+// stalledPagesFrom is stalledPages with request i sent from the local
+// address from(i) (any loopback address when from is nil).
+func stalledPagesFrom(t *testing.T, addr, token string, body []byte, n int, from func(i int) net.IP, while func()) (held, peak int64, answers []pageAnswer) {
+	t.Helper()
 	base := heapObjects(true)
 	stopSampling := make(chan struct{})
 	sampled := make(chan int64)
@@ -275,14 +371,22 @@ func stalledPages(t *testing.T, addr, token string, body []byte, n int, while fu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			dialer := dialer
+			if from != nil {
+				dialer.LocalAddr = &net.TCPAddr{IP: from(i)}
+			}
 			conn, err := dialer.Dial("tcp", addr)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer conn.Close()
-			req := "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer " + token +
-				"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
+			auth := ""
+			if token != "" {
+				auth = "Authorization: Bearer " + token + "\r\n"
+			}
+			req := "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + auth +
+				"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
 			if _, err := io.WriteString(conn, req); err != nil {
 				t.Error(err)
 				return
