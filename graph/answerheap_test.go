@@ -131,15 +131,7 @@ func TestOneCallerHoldsPartOfTheAnswerBudget(t *testing.T) {
 		otherErr = client.New(h).Post(page, &otherReply, client.Var("id", otherEndpoint), client.AddHeader("Authorization", "Bearer "+other))
 		otherRows = len(otherReply.Endpoint.Deliveries.Nodes)
 	})
-	whole, refused := 0, 0
-	for _, a := range answers {
-		switch {
-		case len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1:
-			whole++
-		case len(a.Errors) > 0 && a.Errors[0].Extensions.Code == "UNAVAILABLE":
-			refused++
-		}
-	}
+	whole, refused := tally(answers, "")
 	t.Logf("one account's %d stalled pages: %d admitted, %d refused; the other account's page: %d rows, %v", stalled, whole, refused, otherRows, otherErr)
 	if otherErr != nil || otherRows != 1 || len(otherReply.Endpoint.Deliveries.Nodes[0].Body) != graph.DefaultCaptureCap {
 		t.Errorf("another account's page of one body while one account's answers were held: %d rows, %v; want it answered", otherRows, otherErr)
@@ -246,35 +238,17 @@ func TestOneNetworkHoldsPartOfTheAnswerBudget(t *testing.T) {
 			}
 		}
 	)
-	admitted := func(answers []pageAnswer) (whole int) {
-		for _, a := range answers {
-			if len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1 {
-				whole++
-			}
-		}
-		return whole
-	}
 	// First one caller alone: the pages its quarter admits.
 	_, _, alone := stalledPagesFrom(t, srv.Listener.Addr().String(), "", q, 2*callers, func(int) net.IP { return net.IPv4(127, 0, 0, 9) }, nil)
-	oneCaller := admitted(alone)
+	oneCaller, _ := tally(alone, "")
 
 	from := func(i int) net.IP { return net.IPv4(127, 0, 0, byte(10+i%callers)) }
 	_, _, answers := stalledPagesFrom(t, srv.Listener.Addr().String(), "", q, stalled, from, func() {
 		// httptest's requests come from 192.0.2.1: another network.
 		otherErr = client.New(h).Post(page, &otherReply, client.Var("id", inspector))
 	})
-	whole, refused, byNetwork := 0, 0, 0
-	for _, a := range answers {
-		switch {
-		case len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1:
-			whole++
-		case len(a.Errors) > 0 && a.Errors[0].Extensions.Code == "UNAVAILABLE":
-			refused++
-			if strings.Contains(a.Errors[0].Message, "client network") {
-				byNetwork++
-			}
-		}
-	}
+	whole, refused := tally(answers, "")
+	_, byNetwork := tally(answers, "client network")
 	t.Logf("one caller alone: %d pages admitted; %d stalled pages of %d callers of one /24: %d admitted, %d refused (%d naming the network's share); another network's page: %v",
 		oneCaller, stalled, callers, whole, refused, byNetwork, otherErr)
 	if otherErr != nil || len(otherReply.Endpoint.Deliveries.Nodes) != 1 || len(otherReply.Endpoint.Deliveries.Nodes[0].Body) != graph.DefaultCaptureCap {
@@ -288,6 +262,20 @@ func TestOneNetworkHoldsPartOfTheAnswerBudget(t *testing.T) {
 	if oneCaller == 0 || whole > 2*oneCaller+2 {
 		t.Errorf("the network's callers held %d pages, one caller alone %d: want at most %d, the network's half", whole, oneCaller, 2*oneCaller+2)
 	}
+}
+
+// tally counts the pages answered whole (one row) and those refused
+// UNAVAILABLE whose words hold naming ("" for any).
+func tally(answers []pageAnswer, naming string) (whole, refused int) {
+	for _, a := range answers {
+		switch {
+		case len(a.Errors) == 0 && len(a.Data.Endpoint.Deliveries.Nodes) == 1:
+			whole++
+		case len(a.Errors) > 0 && a.Errors[0].Extensions.Code == "UNAVAILABLE" && strings.Contains(a.Errors[0].Message, naming):
+			refused++
+		}
+	}
+	return whole, refused
 }
 
 // accountWithBodies signs up an account with an Endpoint holding rows

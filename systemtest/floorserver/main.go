@@ -75,13 +75,16 @@ func main() {
 		return
 	}
 	run := func() error { return serve(ctx, *mode, *data, *storage == "relay", dropped) }
-	if err := profiled(*cpuprofile, func() error { return traced(*traceOut, run) }); err != nil {
+	traced := func() error { return recording(*traceOut, trace.Start, trace.Stop, run) }
+	if err := recording(*cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile, traced); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// traced runs fn, under an execution trace written to path when path is set.
-func traced(path string, fn func() error) error {
+// recording runs fn while start records to the file at path (a CPU
+// profile, an execution trace), stopped by stop; without a path it only
+// runs fn.
+func recording(path string, start func(io.Writer) error, stop func(), fn func() error) error {
 	if path == "" {
 		return fn()
 	}
@@ -89,28 +92,11 @@ func traced(path string, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	if err := trace.Start(f); err != nil {
-		return err
+	if err := start(f); err != nil {
+		return errors.Join(err, f.Close())
 	}
 	err = fn()
-	trace.Stop()
-	return errors.Join(err, f.Close())
-}
-
-// profiled runs fn, under a CPU profile written to path when path is set.
-func profiled(path string, fn func() error) error {
-	if path == "" {
-		return fn()
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		return err
-	}
-	err = fn()
-	pprof.StopCPUProfile()
+	stop()
 	return errors.Join(err, f.Close())
 }
 
