@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,3 +159,114 @@ func (a *App) hookResult(id, result string) {
 		}
 	}
 }
+
+// pageErrorsScript is the file the window's page loads first when the test
+// hook is on (hookAssets): it keeps what the page reports as an error
+// (console.error and console.assert, uncaught exceptions, unhandled
+// promise rejections, files that failed to load) from its first script on,
+// before a test first talks to the window, and on every load of the page.
+// window.__pageErrors.take() returns what it kept and forgets it, so a test
+// reads each error once: {errors, dropped}. It keeps at most 50 entries of
+// at most 500 characters between two reads and counts the rest as
+// dropped, so a page erroring in a loop grows nothing without bound.
+// (Wails' own runtime scripts, which it puts first in every page, run
+// before it.)
+const pageErrorsScript = `(() => {
+  const maxEntries = 50, maxChars = 500;
+  let errors = [], dropped = 0;
+  const keep = (msg) => {
+    if (errors.length < maxEntries) errors.push(String(msg).slice(0, maxChars));
+    else dropped++;
+  };
+  const text = (v) => {
+    if (v instanceof Error) return v.name + ': ' + v.message + (v.stack ? '\n' + v.stack : '');
+    if (typeof v === 'string') return v;
+    try { return JSON.stringify(v) ?? String(v); } catch { return String(v); }
+  };
+  const consoleError = console.error, consoleAssert = console.assert;
+  console.error = function (...args) {
+    keep('console.error: ' + args.map(text).join(' '));
+    return consoleError.apply(this, args);
+  };
+  console.assert = function (cond, ...args) {
+    if (!cond) keep('console.assert: ' + (args.length ? args.map(text).join(' ') : 'Assertion failed'));
+    return consoleAssert.call(this, cond, ...args);
+  };
+  window.addEventListener('error', (e) => {
+    if (e instanceof ErrorEvent) {
+      const stack = e.error instanceof Error && e.error.stack ? '\n' + e.error.stack : '';
+      keep('Uncaught ' + e.message + ' (at ' + e.filename + ':' + e.lineno + ':' + e.colno + ')' + stack);
+      return;
+    }
+    // An element's file that failed to load (script, style, image).
+    const el = e.target;
+    if (el instanceof Element) keep('failed to load <' + el.localName + '> ' + (el.getAttribute('src') || el.getAttribute('href') || ''));
+  }, true);
+  window.addEventListener('unhandledrejection', (e) => { keep('Unhandled rejection: ' + text(e.reason)); });
+  Object.defineProperty(window, '__pageErrors', {
+    value: Object.freeze({
+      take() {
+        const out = { errors, dropped };
+        errors = [];
+        dropped = 0;
+        return out;
+      },
+    }),
+  });
+})();
+`
+
+// pageErrorsPath is where hookAssets serves pageErrorsScript.
+const pageErrorsPath = "hook-page-errors.js"
+
+// Assets is the window's files (the package's Assets). With the test hook
+// on, its page loads pageErrorsScript before its own scripts, so a test
+// sees every error the page reports; without the hook the files are
+// Assets' own.
+func (a *App) Assets() fs.FS {
+	if a.hook == nil {
+		return Assets()
+	}
+	return hookAssets{Assets()}
+}
+
+// hookAssets serves pageErrorsScript and an index.html that loads it
+// first in its head.
+type hookAssets struct{ fs.FS }
+
+func (h hookAssets) Open(name string) (fs.File, error) {
+	switch name {
+	case pageErrorsPath:
+		return &memFile{Reader: strings.NewReader(pageErrorsScript), name: name}, nil
+	case "index.html":
+		b, err := fs.ReadFile(h.FS, name)
+		if err != nil {
+			return nil, err
+		}
+		head, rest, ok := strings.Cut(string(b), "<head>")
+		if !ok {
+			return nil, errors.New("test hook: index.html has no <head> to load the error script in")
+		}
+		page := head + "<head>\n  <script src=\"/" + pageErrorsPath + "\"></script>" + rest
+		return &memFile{Reader: strings.NewReader(page), name: name}, nil
+	}
+	return h.FS.Open(name)
+}
+
+// memFile is a file of hookAssets made in memory.
+type memFile struct {
+	*strings.Reader
+	name string
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return memInfo{f}, nil }
+func (f *memFile) Close() error               { return nil }
+
+type memInfo struct{ f *memFile }
+
+func (i memInfo) Name() string       { return i.f.name }
+func (i memInfo) Size() int64        { return i.f.Size() }
+func (i memInfo) Mode() fs.FileMode  { return 0o444 }
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return false }
+func (i memInfo) Sys() any           { return nil }

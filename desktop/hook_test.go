@@ -1,6 +1,8 @@
 package desktop
 
 import (
+	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,5 +56,48 @@ func TestHookNeedsItsSecret(t *testing.T) {
 		if resp.StatusCode != tt.want {
 			t.Errorf("Authorization %q: %d, want %d", tt.auth, resp.StatusCode, tt.want)
 		}
+	}
+}
+
+// TestHookAssetsLoadTheErrorScriptFirst: with the hook on, the window's
+// page loads the hook's error collector before any script of its own;
+// without it, the files are Assets' own and the collector is not there.
+func TestHookAssetsLoadTheErrorScriptFirst(t *testing.T) {
+	t.Setenv(HookEnv, "")
+	off := New(Options{})
+	if err := off.StartHook(); err != nil {
+		t.Fatal(err)
+	}
+	page, err := fs.ReadFile(off.Assets(), "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(page), pageErrorsPath) {
+		t.Errorf("without the hook index.html loads %s", pageErrorsPath)
+	}
+	if _, err := fs.Stat(off.Assets(), pageErrorsPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("without the hook %s: %v, want it missing", pageErrorsPath, err)
+	}
+
+	t.Setenv(HookEnv, filepath.Join(t.TempDir(), "hook"))
+	on := New(Options{})
+	if err := on.StartHook(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(on.hook.close)
+	page, err = fs.ReadFile(on.Assets(), "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Index(string(page), "<script")
+	if first < 0 || !strings.HasPrefix(string(page[first:]), `<script src="/`+pageErrorsPath+`"></script>`) {
+		t.Errorf("with the hook the page's first script is not the error collector:\n%s", page)
+	}
+	if js, err := fs.ReadFile(on.Assets(), pageErrorsPath); err != nil || string(js) != pageErrorsScript {
+		t.Errorf("%s: %v", pageErrorsPath, err)
+	}
+	// The rest of the files are the window's own.
+	if _, err := fs.Stat(on.Assets(), "console/style.css"); err != nil {
+		t.Errorf("console/style.css with the hook: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +39,10 @@ const desktopTags = "desktop,production,webkit2_41"
 // rows and the detail pane, retries from the window, watches the
 // connection state through a relay restart, gets a notice for a failed
 // delivery while hidden, quits cleanly, and starts again signed in from
-// what `relay login` stored.
+// what `relay login` stored. It fails on every error the window's page
+// reports (console.error, an uncaught exception, an unhandled rejection, a
+// file that failed to load), read at its steps and before each window ends
+// (checkPageErrors).
 func TestDesktopAgent(t *testing.T) {
 	t.Parallel()
 	bin := buildDesktop(t)
@@ -71,6 +76,8 @@ func TestDesktopAgent(t *testing.T) {
 	icon := tray.item(t, app)
 
 	step("window up")
+	app.checkPageErrors(t, "window up")
+	t.Run("page errors are caught", func(t *testing.T) { testPageErrorsCaught(t, app) })
 	// Signed out: the window asks for the relay and a token.
 	app.waitFor(t, `!!document.querySelector('[data-testid=signin]')`)
 	app.screenshot(t, "desktop-signin")
@@ -111,6 +118,7 @@ func TestDesktopAgent(t *testing.T) {
 	}
 
 	step("signed in")
+	app.checkPageErrors(t, "signed in")
 	// Two Endpoints, created in the window, each forwarding to the handler.
 	for _, name := range []string{"payments", "github"} {
 		app.run(t, `(() => {
@@ -154,6 +162,7 @@ func TestDesktopAgent(t *testing.T) {
 		t.Errorf("agent sessions %v: want both Endpoints on one connection", sessions)
 	}
 	step("connected")
+	app.checkPageErrors(t, "connected")
 	app.screenshot(t, "desktop-connected")
 	// The tray icon says so too: its title and its menu's first entry.
 	harness.Eventually(t, 10*time.Second, "the tray's title says Connected", func() bool { return icon.title(t) == "Relay: Connected" })
@@ -225,6 +234,7 @@ func TestDesktopAgent(t *testing.T) {
 	}
 
 	step("rows shown")
+	app.checkPageErrors(t, "rows shown")
 	// Each card charts its Endpoint's last hour as the relay counts it
 	// (Endpoint.stats), with the figures in a table for screen readers.
 	statsOf := func(id string) string {
@@ -261,6 +271,7 @@ func TestDesktopAgent(t *testing.T) {
 	app.waitFor(t, `document.querySelectorAll('tr.row').length === 4`)
 
 	step("retried")
+	app.checkPageErrors(t, "retried")
 	// A binary body is shown as hex.
 	clickRow("/bin")
 	app.waitFor(t, `!!document.querySelector('[data-testid=body-hex]')`)
@@ -280,6 +291,7 @@ func TestDesktopAgent(t *testing.T) {
 	waitAgent(t, r, acct.Token, pay, true)
 
 	step("reconnected")
+	app.checkPageErrors(t, "relay restarted, reconnected")
 	// Visible, a failure is a row, not a notification.
 	if code, _, _ = send(pay, "POST", "/fail-visible", "text/plain", []byte("x")); code != 500 {
 		t.Fatalf("failing delivery: sender got %d, want the local 500", code)
@@ -340,6 +352,7 @@ func TestDesktopAgent(t *testing.T) {
 	}
 
 	step("notified")
+	app.checkPageErrors(t, "notified")
 	// The tray's menu: "Show window" brings the hidden window back (and
 	// the failures are seen), "Quit" quits as the Quit button does: the
 	// session is closed and the relay records the disconnect.
@@ -349,6 +362,7 @@ func TestDesktopAgent(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "the window shown from the tray", func() bool { return !app.state(t).Hidden })
 	app.waitFor(t, `!document.hidden`)
 	harness.Eventually(t, 10*time.Second, "the tray's count reset", func() bool { return icon.title(t) == "Relay: Connected" })
+	app.checkPageErrors(t, "before quitting from the tray")
 	icon.click(t, "Quit")
 	app.wait(t)
 	waitAgent(t, r, acct.Token, pay, false)
@@ -378,6 +392,7 @@ func TestDesktopAgent(t *testing.T) {
 	tray.start(t)
 	tray.item(t, again)
 	step("second start signed in")
+	again.checkPageErrors(t, "second start signed in")
 	// The switches are as they were: forwarding resumes.
 	again.waitFor(t, `[...document.querySelectorAll('[data-testid=switch]')].filter((s) => s.checked).length === 2`)
 	waitAgent(t, r, acct.Token, pay, true)
@@ -393,6 +408,7 @@ func TestDesktopAgent(t *testing.T) {
 	}
 
 	step("deleted Endpoint dropped")
+	again.checkPageErrors(t, "before SIGTERM")
 	// SIGTERM (a logout, `kill`) quits as cleanly as the Quit button.
 	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -643,6 +659,16 @@ func startDesktop(t *testing.T, bin, display, home, bus string) *desktopApp {
 			t.Logf("relay-desktop output:\n%s", a.out.String())
 		}
 	})
+	// Run before the one above: a window the test did not end (it failed
+	// on the way) has its errors read before it is killed. A window ended
+	// by the test had them read just before (checkPageErrors).
+	t.Cleanup(func() {
+		select {
+		case <-a.done:
+		default:
+			a.checkPageErrors(t, "at the end of the test")
+		}
+	})
 	harness.Eventually(t, 20*time.Second, "the desktop test hook", func() bool {
 		b, err := os.ReadFile(hookFile)
 		if err != nil {
@@ -724,6 +750,115 @@ func (a *desktopApp) waitFor(t *testing.T, cond string) {
 		v, err := a.eval(t, `(() => { try { return !!(`+cond+`); } catch (e) { return false; } })()`)
 		return err == nil && string(v) == "true"
 	})
+}
+
+// takePageErrors returns what the window's page reported as an error since
+// the last read, as the hook's collector kept it from the page's first
+// script on (desktop.pageErrorsScript: at most 50 entries of 500
+// characters between reads), and how many more it dropped.
+func (a *desktopApp) takePageErrors(t *testing.T) (errs []string, dropped int, err error) {
+	t.Helper()
+	v, err := a.eval(t, `window.__pageErrors ? window.__pageErrors.take() : null`)
+	if err != nil {
+		return nil, 0, err
+	}
+	if string(v) == "null" {
+		return nil, 0, errors.New("the page has no error collector (window.__pageErrors): the hook's script did not load first")
+	}
+	var got struct {
+		Errors  []string
+		Dropped int
+	}
+	if err := json.Unmarshal(v, &got); err != nil {
+		return nil, 0, fmt.Errorf("the collector answered %s: %w", v, err)
+	}
+	return got.Errors, got.Dropped, nil
+}
+
+// checkPageErrors fails the test on each error the window's page reported
+// since the last check, naming it and when it was read. Nothing is
+// tolerated: the test's relay restart leaves the page nothing to report
+// (the window shows the state; the agent's reconnecting is no error).
+func (a *desktopApp) checkPageErrors(t *testing.T, when string) {
+	t.Helper()
+	errs, dropped, err := a.takePageErrors(t)
+	if err != nil {
+		t.Errorf("the window's errors (%s): %v", when, err)
+		return
+	}
+	// A page erroring on every refresh repeats itself: each error once,
+	// with how often.
+	times := map[string]int{}
+	var order []string
+	for _, e := range errs {
+		if times[e] == 0 {
+			order = append(order, e)
+		}
+		times[e]++
+	}
+	for _, e := range order {
+		if n := times[e]; n > 1 {
+			t.Errorf("the window's page reported an error %d times (%s): %s", n, when, e)
+		} else {
+			t.Errorf("the window's page reported an error (%s): %s", when, e)
+		}
+	}
+	if dropped > 0 {
+		t.Errorf("the window's page reported %d more errors (%s), not kept", dropped, when)
+	}
+}
+
+// testPageErrorsCaught checks the check: an exception thrown in a timer,
+// a rejection nobody handles, a console.error and an image that does not
+// load, each seen with its message; and a page erroring in a loop keeps 50 entries of 500
+// characters. It reads what it caused, so the rest of the test sees none
+// of it.
+func testPageErrorsCaught(t *testing.T, app *desktopApp) {
+	app.run(t, `(() => {
+		setTimeout(() => { throw new Error("boom") });
+		Promise.reject(new Error("nobody waits"));
+		console.error("logged", {n: 1});
+		const img = document.createElement("img");
+		img.src = "/no-such-file.png";
+		document.body.append(img);
+		img.addEventListener("error", () => img.remove());
+		return true; })()`)
+	want := []string{"Uncaught Error: boom", "Unhandled rejection: Error: nobody waits", `console.error: logged {"n":1}`, "failed to load <img> /no-such-file.png"}
+	var got []string
+	seen := func() bool {
+		for _, w := range want {
+			if !slices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, w) }) {
+				return false
+			}
+		}
+		return true
+	}
+	harness.Eventually(t, 10*time.Second, "the collector sees the four errors", func() bool {
+		errs, _, err := app.takePageErrors(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, errs...)
+		return seen()
+	})
+	if len(got) != len(want) {
+		t.Errorf("the collector saw %q, want only the four caused", got)
+	}
+
+	app.run(t, `(() => { for (let i = 0; i < 60; i++) console.error(i + ' ' + 'x'.repeat(600)); return true; })()`)
+	errs, dropped, err := app.takePageErrors(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 50 || dropped != 10 || !strings.HasPrefix(errs[0], "console.error: 0 xxx") || !strings.HasPrefix(errs[49], "console.error: 49 xxx") {
+		t.Errorf("60 errors in a loop: kept %d, dropped %d; want the first 50 and 10 dropped", len(errs), dropped)
+	}
+	for _, e := range errs {
+		if len(e) != 500 {
+			t.Errorf("an entry of %d characters, want it cut at 500", len(e))
+			break
+		}
+	}
 }
 
 type desktopState struct {

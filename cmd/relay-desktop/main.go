@@ -72,7 +72,7 @@ func run() error {
 		MinHeight: 480,
 		Menu:      appMenu,
 		AssetServer: &assetserver.Options{
-			Assets: desktop.Assets(),
+			Assets: app.Assets(),
 		},
 		OnStartup: func(ctx context.Context) {
 			app.Start(ctx, window{ctx})
