@@ -18,6 +18,9 @@ type addressesWriter struct {
 	a *Addresses
 	// sessions are the Endpoints whose agent sessions the batch changed.
 	sessions []string
+	// purged are the inspectors the batch purged: flush lists those still
+	// holding deliveries once the history has written the batch's rows.
+	purged []string
 
 	// activity holds the latest delivery time of each address the batch
 	// received deliveries for (see noteActivity).
@@ -355,6 +358,7 @@ func (w *addressesWriter) inspectorPurged(t *txn, p domain.InspectorPurged) (int
 	if err := w.storeActivity(t, addressKey{domain.AddressInspector, p.InspectorID}); err != nil {
 		return 0, err
 	}
+	w.purged = append(w.purged, p.InspectorID)
 	return t.exec(qInspectorPurged, last.UnixNano(), p.InspectorID)
 }
 
@@ -434,6 +438,14 @@ func (w *addressesWriter) storeStored(t *txn, id string) error {
 
 // flush runs every deferred activity and stored-bytes update.
 func (w *addressesWriter) flush(t *txn) error {
+	// The history flushed first: its held rows are in deliveries, and
+	// the batch's dropped ones are gone.
+	for _, id := range w.purged {
+		if _, err := t.exec(qInspectorPurging, id); err != nil {
+			return fmt.Errorf("list purged inspector %s: %w", id, err)
+		}
+	}
+	w.purged = nil
 	for _, key := range w.activityOrder {
 		if err := w.storeActivity(t, key); err != nil {
 			return err

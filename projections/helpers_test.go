@@ -85,6 +85,20 @@ func (w writer) expireInspector(ctx context.Context, id string, lastActivity, at
 	return w.save(ctx, domain.InspectorStream(id), i.Expected(), at, i.Changes()...)
 }
 
+// purgeInspector records retention's decision to remove the deliveries
+// of inspector id, last active at lastActivity, at now.
+func (w writer) purgeInspector(ctx context.Context, id string, lastActivity, now time.Time, deliveries int64) (uint64, error) {
+	evs, err := w.load(ctx, domain.InspectorStream(id))
+	if err != nil {
+		return 0, err
+	}
+	i := domain.LoadInspector(evs)
+	if ok, err := i.PurgeIfRetained(lastActivity, now, time.Hour, deliveries); !ok || err != nil {
+		return 0, fmt.Errorf("inspector %s not purged: %v", id, err)
+	}
+	return w.save(ctx, domain.InspectorStream(id), i.Expected(), now, i.Changes()...)
+}
+
 func (w writer) signUp(ctx context.Context, id, name, tokenID, token string, at time.Time) (uint64, error) {
 	a, err := domain.SignUp(id, name, tokenID, hashToken(token), domain.AccountFrom{})
 	if err != nil {

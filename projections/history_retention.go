@@ -43,18 +43,15 @@ func (v *History) PurgeCandidates(ctx context.Context, now time.Time, retention 
 
 // PurgedDeliveries lists up to limit deliveries of purged inspectors that
 // still have rows: their streams are still to be deleted (or their
-// tombstones not yet applied). It walks the addresses that hold deliveries
-// (addressWalk: one seek each) and reads the deliveries of the purged ones
-// among them, so it reads neither the purged inspectors already emptied,
-// whose rows stay for good and which any stranger can pile up, nor the
-// deliveries of the addresses that are not purged: what it walks is bounded
-// by the addresses the storage quotas let hold deliveries, and no index is
-// kept on the deliveries for it.
+// tombstones not yet applied). It reads the inspectors listed in
+// inspectors_purging (purged, holding deliveries) and their deliveries,
+// so it reads neither the purged inspectors already emptied, whose rows
+// stay for good and which any stranger can pile up, nor the addresses
+// that are not purged, however many hold deliveries.
 func (v *History) PurgedDeliveries(ctx context.Context, limit int) ([]string, error) {
-	rows, err := v.r.QueryContext(ctx, addressWalk("''", "-1")+`
-		SELECT d.id FROM walk w CROSS JOIN inspectors i CROSS JOIN deliveries d INDEXED BY deliveries_by_address
-		WHERE w.id IS NOT NULL AND i.id = w.id AND i.purged = 1 AND d.address = w.id
-		LIMIT ?`, limit)
+	rows, err := v.r.QueryContext(ctx, `SELECT d.id FROM inspectors_purging p
+		CROSS JOIN deliveries d INDEXED BY deliveries_by_address
+		WHERE d.address = p.id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries of purged inspectors: %w", err)
 	}

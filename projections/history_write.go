@@ -318,6 +318,12 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
 		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
 	}
+	if domain.AddressKind(kind) == domain.AddressInspector {
+		// Its inspector's last delivery gone, retention is done with it.
+		if _, err := t.exec(qInspectorPurgingDone, address); err != nil {
+			return 0, fmt.Errorf("drop delivery %s of a purged inspector: %w", id, err)
+		}
+	}
 	if accountID != "" {
 		if _, err := t.exec(qAccountEventsDropped, accountID, pos, last, p.Stream); err != nil {
 			return 0, fmt.Errorf("drop account events of delivery %s: %w", id, err)

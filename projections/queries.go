@@ -22,6 +22,13 @@ const (
 	// A purge sets last activity to the decision's value: the deliveries
 	// that moved it are gone from the log, and a rebuild must agree.
 	qInspectorPurged = `UPDATE inspectors SET purged = 1, expired = 1, last_activity_at = ? WHERE id = ?`
+	// A purged inspector is listed in inspectors_purging while it still
+	// holds deliveries: asked once the batch's rows are written (flush),
+	// and again as each of its deliveries is dropped.
+	qInspectorPurging = `INSERT OR IGNORE INTO inspectors_purging (id)
+		SELECT ?1 WHERE EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_by_address WHERE address = ?1)`
+	qInspectorPurgingDone = `DELETE FROM inspectors_purging WHERE id = ?1
+		AND NOT EXISTS (SELECT 1 FROM deliveries INDEXED BY deliveries_by_address WHERE address = ?1)`
 	// Stored bytes change by deltas, so the order of a batch's additions
 	// and removals does not matter.
 	qInspectorStored = `UPDATE inspectors SET stored_bytes = stored_bytes + ? WHERE id = ? RETURNING network`
@@ -317,7 +324,7 @@ var qDeliveriesHeld = byChunk(func(n int) string {
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
-	qInspectorPurged, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
+	qInspectorPurged, qInspectorPurging, qInspectorPurgingDone, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
 	qAccountStored, qAccountPool, qAccountStreamCounted, qAccountStreamCount, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
 	qAccountCreated, qAccountStreamsBefore, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,

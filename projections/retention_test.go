@@ -50,6 +50,9 @@ func TestPurgeDropsRowsAndRebuildsEqual(t *testing.T) {
 		t.Fatalf("PurgeIfRetained = %v, %v", ok, err)
 	}
 	e.do(e.save(e.ctx, domain.InspectorStream("insp-p"), insp.Expected(), now, insp.Changes()...))
+	if ids, err := e.views.PurgedDeliveries(e.ctx, 10); err != nil || len(ids) != len(gone) {
+		t.Fatalf("after the decision, PurgedDeliveries = %v, %v; want the %d deliveries to delete", ids, err, len(gone))
+	}
 	for _, id := range gone {
 		res, err := e.store.DeleteStream(e.ctx, domain.DeliveryStream(id), domain.Any())
 		if err != nil {
@@ -74,6 +77,9 @@ func TestPurgeDropsRowsAndRebuildsEqual(t *testing.T) {
 	}
 	if ids, err := e.views.PurgedDeliveries(e.ctx, 10); err != nil || len(ids) != 0 {
 		t.Fatalf("PurgedDeliveries = %v, %v", ids, err)
+	}
+	if rows := dump(t, e.views)["inspectors_purging"]; len(rows) != 0 {
+		t.Fatalf("inspectors still purging once every delivery is gone: %v", rows)
 	}
 	if d := e.delivery("k-1"); d.Address != "insp-k" {
 		t.Fatalf("the other inspector's delivery: %+v", d)

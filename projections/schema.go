@@ -51,12 +51,15 @@ import (
 // signed up (accounts.origin, network), and each Endpoint's queue policy
 // (endpoints.queue), so listing queues reads no stream; version 24 the
 // client network that asked for each device code (device_codes.network),
-// whose share of the codes waiting requestDeviceCode counts.
-const schemaVersion = 24
+// whose share of the codes waiting requestDeviceCode counts; version 25
+// lists the purged inspectors that still hold deliveries
+// (inspectors_purging), which the retention sweep reads instead of every
+// address holding deliveries.
+const schemaVersion = 25
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
-	"checkpoint", "inspectors", "accounts", "account_hours", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
+	"checkpoint", "inspectors", "inspectors_purging", "accounts", "account_hours", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
 	"agent_sessions", "deliveries", "attempts", "account_events", "account_streams", "stats_minutes", "stats_horizon", "queue",
 }
 
@@ -109,6 +112,10 @@ CREATE TABLE IF NOT EXISTS inspectors (
 -- The retention sweep looks for rows of purged inspectors; only those are
 -- in this index.
 CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
+-- inspectors_purging lists the purged inspectors whose deliveries
+-- retention is still deleting, one row each until its last delivery is
+-- dropped: the sweep reads these, not every address holding deliveries.
+CREATE TABLE IF NOT EXISTS inspectors_purging (id TEXT PRIMARY KEY) WITHOUT ROWID;
 -- inspectors_live lists the inspectors retention has not purged, by last
 -- activity, for the sweep that looks for those past their retention: a
 -- purged inspector keeps its row for good (its address is never handed
