@@ -54,7 +54,8 @@ import (
 // whose share of the codes waiting requestDeviceCode counts; version 25
 // lists the purged inspectors that still hold deliveries
 // (inspectors_purging), which the retention sweep reads instead of every
-// address holding deliveries.
+// address holding deliveries, and drops the index of purged inspectors,
+// which nothing read.
 const schemaVersion = 25
 
 // viewTables lists every table the package owns, for Rebuild and tests.
@@ -109,9 +110,6 @@ CREATE TABLE IF NOT EXISTS inspectors (
 	stream_revision  INTEGER NOT NULL DEFAULT -1
 );
 
--- The retention sweep looks for rows of purged inspectors; only those are
--- in this index.
-CREATE INDEX IF NOT EXISTS inspectors_purged ON inspectors (id) WHERE purged = 1;
 -- inspectors_purging lists the purged inspectors whose deliveries
 -- retention is still deleting, one row each until its last delivery is
 -- dropped: the sweep reads these, not every address holding deliveries.
