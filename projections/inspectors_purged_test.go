@@ -28,11 +28,8 @@ func fillInspectors(tb testing.TB, path, prefix string, base int64, n int, purge
 // would.
 func fillInspectorDeliveries(tb testing.TB, path, address string, base int64, n int) {
 	tb.Helper()
-	insertRows(tb, path, `INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
-		remote_addr, body_size, complete, received_at, answered_status, revision, updated_position)
-		VALUES (?, ?, ?, 'inspector', '', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 204, 0, ?)`, n, func(i int) []any {
-		pos := base + int64(i)
-		return []any{pos, fmt.Sprintf("%s-d%d", address, i), address, t0.UnixNano(), pos}
+	insertInspectorDeliveries(tb, path, base, n, func(i int) (string, string) {
+		return fmt.Sprintf("%s-d%d", address, i), address
 	})
 	insertRows(tb, path, `INSERT OR IGNORE INTO inspectors_purging (id) SELECT id FROM inspectors WHERE id = ? AND purged = 1`, 1,
 		func(int) []any { return []any{address} })
@@ -43,11 +40,21 @@ func fillInspectorDeliveries(tb testing.TB, path, address string, base int64, n 
 // base on: addresses holding deliveries, without inspector rows.
 func fillAddresses(tb testing.TB, path, prefix string, base int64, n int) {
 	tb.Helper()
+	insertInspectorDeliveries(tb, path, base, n, func(i int) (id, address string) {
+		return fmt.Sprintf("%s-%d-d", prefix, i), fmt.Sprintf("%s-%d", prefix, i)
+	})
+}
+
+// insertInspectorDeliveries writes n answered inspector deliveries,
+// positions from base on, the i-th with the ID and address of(i).
+func insertInspectorDeliveries(tb testing.TB, path string, base int64, n int, of func(i int) (id, address string)) {
+	tb.Helper()
 	insertRows(tb, path, `INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
 		remote_addr, body_size, complete, received_at, answered_status, revision, updated_position)
 		VALUES (?, ?, ?, 'inspector', '', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 204, 0, ?)`, n, func(i int) []any {
 		pos := base + int64(i)
-		return []any{pos, fmt.Sprintf("%s-%d-d", prefix, i), fmt.Sprintf("%s-%d", prefix, i), t0.UnixNano(), pos}
+		id, address := of(i)
+		return []any{pos, id, address, t0.UnixNano(), pos}
 	})
 }
 
