@@ -115,12 +115,18 @@ func eval[T any](p *page, expr string) T {
 // condition in the failure message.
 func (p *page) waitFor(what, expr string) {
 	p.t.Helper()
-	// !! keeps the result a boolean: DOM nodes do not serialize.
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+expr+")",
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
-	if err != nil {
+	if err := p.poll(30*time.Second, expr); err != nil {
 		p.t.Fatalf("waiting for %s (%s): %v", what, expr, err)
 	}
+}
+
+// poll polls a JavaScript predicate every 50 ms until it is truthy, for
+// up to d.
+func (p *page) poll(d time.Duration, expr string) error {
+	// !! keeps the result a boolean: DOM nodes do not serialize.
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+expr+")",
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d)))
+	return err
 }
 
 // click clicks the first element matching a CSS selector, with the mouse.
@@ -193,22 +199,13 @@ func (p *page) openRow(path string) {
 	const tries, each = 6, 5 * time.Second
 	for try := 1; try < tries; try++ {
 		p.click(fmt.Sprintf(`tr.row[data-id=%q]`, id))
-		if p.within(each, detail) {
+		if p.poll(each, detail) == nil {
 			return
 		}
 		p.t.Logf("no detail of %s %s after a click (try %d): clicking again", path, each, try)
 	}
 	p.click(fmt.Sprintf(`tr.row[data-id=%q]`, id))
 	p.waitFor("detail of "+path, detail)
-}
-
-// within polls a JavaScript predicate for up to d and reports whether it
-// became truthy.
-func (p *page) within(d time.Duration, expr string) bool {
-	p.t.Helper()
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool]("!!("+expr+")",
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d)))
-	return err == nil
 }
 
 // screenshot writes the viewport to docs/screenshots/name when

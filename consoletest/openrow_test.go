@@ -18,8 +18,7 @@ func TestOpenRowClicksAgainWhenAClickMisses(t *testing.T) {
 	id := created.CreateEndpoint.ID
 
 	p := newPage(t, 1280, 800)
-	p.open("/e/" + id + "#token=" + token)
-	p.waitLive()
+	p.openEndpoint(token, id)
 	send(t, id, http.MethodPost, "/missed-once", nil, []byte("x"))
 	p.waitFor("the row", rowSelector("/missed-once"))
 	eval[bool](p, `(() => {
