@@ -11,6 +11,7 @@ package clientkey
 import (
 	"net"
 	"net/netip"
+	"strings"
 )
 
 // Of is the key of a peer's address given as host:port or as a bare IP;
@@ -52,15 +53,25 @@ func ofIP(ip netip.Addr) string {
 // of them, since a /48 is 65 536 keys. A key that is not a client
 // address's has no network: "".
 func Network(key string) string {
-	if p, err := netip.ParsePrefix(key); err == nil && p.Addr().Is6() && p.Bits() >= 48 {
-		return netip.PrefixFrom(p.Addr(), 48).Masked().String()
+	// Only a key with a '/' can be a prefix: asking ParsePrefix of a bare
+	// address would build an error, several times a request.
+	if strings.IndexByte(key, '/') >= 0 {
+		if p, err := netip.ParsePrefix(key); err == nil && p.Addr().Is6() && p.Bits() >= 48 {
+			return prefixString(netip.PrefixFrom(p.Addr(), 48).Masked())
+		}
 	}
 	if ip, err := netip.ParseAddr(key); err == nil {
 		ip = ip.Unmap().WithZone("")
 		if ip.Is4() {
-			return netip.PrefixFrom(ip, 24).Masked().String()
+			return prefixString(netip.PrefixFrom(ip, 24).Masked())
 		}
-		return netip.PrefixFrom(ip, 48).Masked().String()
+		return prefixString(netip.PrefixFrom(ip, 48).Masked())
 	}
 	return ""
+}
+
+// prefixString is p.String() in one allocation (String makes two).
+func prefixString(p netip.Prefix) string {
+	var buf [64]byte // an IPv6 prefix takes at most 43
+	return string(p.AppendTo(buf[:0]))
 }

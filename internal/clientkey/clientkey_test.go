@@ -55,6 +55,17 @@ func TestNetwork(t *testing.T) {
 	}
 }
 
+// TestNetworkOfAnAddressAllocatesItsNameOnly: Network runs several times
+// a request (in-flight caps, the body budget, rates), so a client's
+// address costs the one string it returns, not a parse error besides.
+func TestNetworkOfAnAddressAllocatesItsNameOnly(t *testing.T) {
+	for _, key := range []string{"192.0.2.7", "2001:db8:1:2::/64"} {
+		if n := testing.AllocsPerRun(100, func() { _ = Network(key) }); n > 1 {
+			t.Errorf("Network(%q): %.0f allocations, want at most 1", key, n)
+		}
+	}
+}
+
 // TestCounter: a key takes up to its cap, a release makes room again, and
 // a key that holds nothing is forgotten.
 func TestCounter(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/relayhq/relay/domain"
 )
 
@@ -53,6 +55,29 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("field = %q, want %q", invalid.Field, tt.field)
 			}
 		})
+	}
+}
+
+// FuzzValidateIDMatchesUUID: ValidateID accepts exactly the strings that
+// parse as a UUID and print back the same, which is what it promises.
+func FuzzValidateIDMatchesUUID(f *testing.F) {
+	for _, id := range []string{goodID, strings.ToUpper(goodID), "{" + goodID + "}", "urn:uuid:" + goodID,
+		strings.ReplaceAll(goodID, "-", ""), goodID[:35] + "g", goodID[:8] + "_" + goodID[9:], "", "abc"} {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		u, err := uuid.Parse(id)
+		want := err == nil && u.String() == id
+		if got := ValidateID(id) == nil; got != want {
+			t.Fatalf("ValidateID(%q) accepts: %v, want %v", id, got, want)
+		}
+	})
+}
+
+// TestValidateIDAllocatesNothing: every event appended is checked.
+func TestValidateIDAllocatesNothing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = ValidateID(goodID) }); n != 0 {
+		t.Fatalf("ValidateID: %.0f allocations, want 0", n)
 	}
 }
 
