@@ -176,6 +176,11 @@ type AppendQueuer interface {
 	Accepting() error
 }
 
+// SubscriptionBatch is the most events a Subscription's Recv returns, in
+// every store: a reader given this many is behind the log (see
+// projections.DefaultLinger).
+const SubscriptionBatch = 512
+
 // Subscription is a stream of events in position order.
 type Subscription interface {
 	// Recv blocks until at least one event is available and returns a batch

@@ -28,7 +28,7 @@ func BenchmarkApplyProxied(b *testing.B) {
 		perBatch  int
 		split     bool // the answers come in the next batch
 		inReceipt bool // the receipts record the answers
-	}{{16, false, true}, {64, false, true}, {16, false, false}, {64, false, false}, {16, true, false}} {
+	}{{16, false, true}, {64, false, true}, {256, false, true}, {512, false, true}, {16, false, false}, {64, false, false}, {16, true, false}} {
 		perBatch := bc.perBatch
 		name := fmt.Sprintf("batch=%d", perBatch)
 		switch {

@@ -114,8 +114,9 @@ func (v *Runner) follow(ctx context.Context, progress func()) error {
 		linger = time.NewTimer(v.linger)
 		defer linger.Stop()
 	}
+	behind := false // the last batch was full: the log holds more already
 	for {
-		if linger != nil {
+		if linger != nil && !behind {
 			// Linger before the next batch (see DefaultLinger).
 			linger.Reset(v.linger)
 			select {
@@ -129,6 +130,7 @@ func (v *Runner) follow(ctx context.Context, progress func()) error {
 		if err != nil {
 			return fmt.Errorf("projections: receive after %d: %w", v.Position(), err)
 		}
+		behind = len(events) >= domain.SubscriptionBatch
 		if len(events) > 0 && events[len(events)-1].Position <= v.Position() {
 			// Applied already (a rebuild got there first): nothing to
 			// take writeMu for.

@@ -74,13 +74,15 @@ const NATSStallAfter = 5 * time.Second
 
 // DefaultLinger lets events gather for a moment between two batches under
 // continuous load, like a group commit: one transaction then applies more of
-// them (less cost per event), and the request handlers woken by the log's
-// commit get the cores before the views do. An idle relay is not slowed:
-// the first event after a pause is applied at once. Runner lag the log by
-// this much more under load, which no reader notices, and WaitFor (what
-// read-your-writes callers use) cuts the wait short. The storage quotas
-// do not wait for it: they count a receipt from its commit (unapplied.go).
-const DefaultLinger = 10 * time.Millisecond
+// them (less cost per event, fewer pages written), and the request handlers
+// woken by the log's commit get the cores before the views do. An idle
+// relay is not slowed: the first event after a pause is applied at once,
+// and views a full batch behind the log (domain.SubscriptionBatch) take the
+// next one without lingering. Runner lag the log by this much more under
+// load, which no reader notices, and WaitFor (what read-your-writes callers
+// use) cuts the wait short. The storage quotas do not wait for it: they
+// count a receipt from its commit (unapplied.go).
+const DefaultLinger = 30 * time.Millisecond
 
 // Runner keeps the read models (History, Addresses, Accounts) in their own
 // SQLite file: it opens and migrates the file, applies each batch of events

@@ -13,7 +13,7 @@ import (
 
 // SubscriptionBatch is the most events one Recv returns, and the most a
 // subscription buffers: gRPC flow control holds back the server beyond it.
-const SubscriptionBatch = 512
+const SubscriptionBatch = domain.SubscriptionBatch
 
 // SubscribeAll subscribes to $all after position after, without system
 // events. The server does the catch-up and the switch to live events, with

@@ -14,7 +14,7 @@ import (
 // SubscriptionBatch is about the most events one Recv returns (a message's
 // events are never split across two), and bounds, in messages, what a
 // subscription buffers ahead of its reader.
-const SubscriptionBatch = 512
+const SubscriptionBatch = domain.SubscriptionBatch
 
 // orderedResets is how many times the ordered consumer behind a
 // subscription tries to recreate itself (after a reconnect, a missed

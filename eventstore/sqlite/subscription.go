@@ -12,7 +12,7 @@ import (
 // SubscriptionBatch is the most events one Recv returns. A subscription
 // holds only its position, never the events behind it, so its memory is
 // this batch however long the log grows.
-const SubscriptionBatch = 512
+const SubscriptionBatch = domain.SubscriptionBatch
 
 // SubscribeAll returns a subscription to every event after position after.
 // Catch-up and live delivery are one loop: Recv reads from the database
