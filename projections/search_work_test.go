@@ -127,31 +127,12 @@ func TestSearchWorkIsBoundedByTheWindow(t *testing.T) {
 // sender repeating one id.
 func fillRedeliveries(tb testing.TB, path, address string, base int64, n int, pid string) {
 	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.Begin()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	st, err := tx.Prepare(`INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
+	insertRows(tb, path, `INSERT INTO deliveries (position, id, address, kind, account_id, method, target, host, proto,
 		remote_addr, body_size, complete, received_at, response_status, revision, updated_position, provider, provider_delivery_id)
-		VALUES (?, ?, ?, 'endpoint', 'acct-1', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 200, 0, ?, 'github', ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := range n {
+		VALUES (?, ?, ?, 'endpoint', 'acct-1', 'POST', '/hook', 'h', 'HTTP/1.1', '127.0.0.1:1', 10, 1, ?, 200, 0, ?, 'github', ?)`, n, func(i int) []any {
 		pos := base + int64(i)
-		if _, err := st.Exec(pos, fmt.Sprintf("%s-%d", address, i), address, t0.Add(time.Duration(i)*time.Second).UnixNano(), pos, pid); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		tb.Fatal(err)
-	}
+		return []any{pos, fmt.Sprintf("%s-%d", address, i), address, t0.Add(time.Duration(i) * time.Second).UnixNano(), pos, pid}
+	})
 }
 
 // TestRedeliveriesAreCountedWithinABound: a row's duplicates (the other

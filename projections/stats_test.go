@@ -169,25 +169,14 @@ func TestStatsOfflineReadsTheRangeOnly(t *testing.T) {
 	now := time.Date(2026, 3, 8, 12, 0, 30, 0, time.UTC)
 	day := int64(24 * time.Hour)
 	n := now.UnixNano()
-	tx, err := v.w.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, disconnected_at, open, position)
-		VALUES (?, 'ep', '127.0.0.1:9', ?, ?, ?, ?)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos := 0
+	var sessions [][]any
 	add := func(from int64, to *int64) {
-		pos++
+		pos := len(sessions) + 1
 		open := 0
 		if to == nil {
 			open = 1
 		}
-		if _, err := ins.ExecContext(ctx, fmt.Sprint("s", pos), from, to, open, pos); err != nil {
-			t.Fatal(err)
-		}
+		sessions = append(sessions, []any{fmt.Sprint("s", pos), from, to, open, pos})
 	}
 	ended := func(at int64) *int64 { return &at }
 	// Sessions of two months ago, a millisecond each.
@@ -205,6 +194,12 @@ func TestStatsOfflineReadsTheRangeOnly(t *testing.T) {
 		add(at, ended(at))
 	}
 	add(n-day, nil)
+	tx, err := v.w.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertRowsTx(t, tx, `INSERT INTO agent_sessions (agent_id, endpoint_id, target, connected_at, disconnected_at, open, position)
+		VALUES (?, 'ep', '127.0.0.1:9', ?, ?, ?, ?)`, len(sessions), func(i int) []any { return sessions[i] })
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
