@@ -29,6 +29,7 @@ func fillAgentSessions(tb testing.TB, path, endpoint string, base int64, n int, 
 // connection leaves for good: with 20 000 ended the read takes about as
 // many pages of the views as with 2 000, and lists the same sessions.
 func TestEndedAgentSessionsAreNotRead(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

@@ -26,6 +26,7 @@ func fillEndpoints(tb testing.TB, path, account string, base int64, n int, delet
 // they read about as many pages of the views as with 2 000, and answer the
 // same.
 func TestDeletedEndpointsAreNotRead(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

@@ -33,6 +33,7 @@ func fillEmptiedEndpoints(tb testing.TB, path, prefix string, base int64, n int)
 // long as its storage quota lasts. With 20 000 such Endpoints they read
 // about as many pages of the views as with 2 000, and answer the same.
 func TestEmptiedEndpointsAreNotReadByRetention(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

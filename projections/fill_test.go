@@ -11,6 +11,13 @@ import (
 // transaction, through the statement insert with the arguments row gives
 // the i-th: the rows a long history leaves, without replaying as many
 // events through the log (the tests that count the pages a read walks).
+//
+// The tests that fill views files this way run in parallel with one
+// another (t.Parallel, so never beside the package's other tests): each
+// has its own files, and what they assert, the pages a read takes, does
+// not depend on the machine's load. None of them may change a package
+// variable (retentionWalk and the like): only the package's sequential
+// tests do.
 func insertRows(tb testing.TB, path, insert string, n int, row func(i int) []any) {
 	tb.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")

@@ -212,6 +212,7 @@ func TestSearchRefusesBadFilters(t *testing.T) {
 // newest searchWindow deliveries answers an empty page that continues
 // below them, and the next page finds the match.
 func TestSearchExaminesABoundedWindow(t *testing.T) {
+	t.Parallel() // see insertRows
 	if testing.Short() {
 		t.Skip("writes searchWindow rows")
 	}

@@ -71,6 +71,7 @@ func insertInspectorDeliveries(tb testing.TB, path string, base int64, n int, of
 // holding deliveries, one seek each: 6 020 pages with 2 000 of each and
 // 80 030 with 20 000, where it now reads 6 and 8.)
 func TestPurgedInspectorsAreNotRead(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

@@ -25,6 +25,7 @@ func fillMembers(tb testing.TB, path, account string, base int64, n int, removed
 // about as many pages of the views as with 2 000, and lists the same
 // members.
 func TestRemovedMembersAreNotRead(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

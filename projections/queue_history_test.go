@@ -27,6 +27,7 @@ func fillQueue(tb testing.TB, path, endpoint string, base int64, n int, state st
 // delivered rows its history leaves: with 20 000 delivered they read about
 // as many pages of the views as with 2 000, and give the same answer.
 func TestQueueReadsSkipTheDeliveredHistory(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

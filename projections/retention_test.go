@@ -171,6 +171,7 @@ func fillOldEndpoint(tb testing.TB, path, id string, base int64, n int) {
 // when there are more, so an Endpoint whose window was lowered on a large
 // history costs a sweep about as many pages of the views as a small one.
 func TestRetentionCandidatesCountWithinABound(t *testing.T) {
+	t.Parallel() // see insertRows
 	limits := domain.RetentionLimits{Default: time.Hour, Max: time.Hour, Min: time.Hour}
 	now := t0.Add(30 * 24 * time.Hour)
 	read := map[int]int{}

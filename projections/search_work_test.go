@@ -97,6 +97,7 @@ func pagesReadOn(t *testing.T, pool **sql.DB, path string, search func(ctx conte
 // (attemptStatus, refusedOffline) over deliveries of 100 attempts each reads
 // about as many pages as over deliveries of one.
 func TestSearchWorkIsBoundedByTheWindow(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")
@@ -141,6 +142,7 @@ func fillRedeliveries(tb testing.TB, path, address string, base int64, n int, pi
 // id 20 000 times reads about as many pages of the views as one repeated
 // 2 000 times, and says so in Delivery.duplicates.
 func TestRedeliveriesAreCountedWithinABound(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")

@@ -163,6 +163,7 @@ func msOf(p *int64) any {
 // session still open (the first sessions to start were read, and the open
 // one, started after the storm, was not).
 func TestStatsOfflineReadsTheRangeOnly(t *testing.T) {
+	t.Parallel() // see insertRows
 	s := newSynth(t, []byte("{}"))
 	v := s.open("views.db")
 	ctx := t.Context()

@@ -24,6 +24,7 @@ func fillTokens(tb testing.TB, path, account string, base int64, n int, revoked 
 // revoked: with 20 000 revoked it reads about as many pages of the views
 // as with 2 000, and lists the same tokens.
 func TestRevokedTokensAreNotRead(t *testing.T) {
+	t.Parallel() // see insertRows
 	e := newEnv(t, Options{})
 	e.sync(e.views)
 	path := filepath.Join(e.dir, "views.db")
