@@ -44,6 +44,13 @@ func (s *accountReads) LastEvent(ctx context.Context, stream string) (domain.Rec
 // newCountingEnv is newEnv on eventStore ("" the embedded log) with the
 // account streams' reads counted; closeApp closes the relay before the
 // test's end (once, whoever calls it first).
+//
+// The tests on such an env, which fill an account's stream with thousands
+// of events and count the events its commands read, run in parallel with
+// one another (t.Parallel, so never beside the package's sequential
+// tests): each has its own relay in its own temp dir, none changes a
+// package variable, and the events a command reads do not depend on the
+// machine's load.
 func newCountingEnv(t *testing.T, eventStore string) (e *env, reads *accountReads, closeApp func() error) {
 	t.Helper()
 	dir := t.TempDir()
@@ -135,6 +142,7 @@ func commandReads(t *testing.T, e *env, reads *accountReads, accountID string) (
 // old, busy account read its stream from the newest snapshot, not the
 // account's whole history: as much at 50 000 events as at 2 000.
 func TestAccountCommandReadsABoundedTail(t *testing.T) {
+	t.Parallel() // see newCountingEnv
 	e, reads, _ := newCountingEnv(t, "")
 	acc, _ := e.account(t, "busy")
 	for _, n := range []int{2_000, 50_000} {
@@ -179,6 +187,7 @@ func checkAccountSnapshots(t *testing.T, e *env, accountID string) *domain.Accou
 // the whole stream folds to, and every snapshot is the fold of what
 // precedes it.
 func TestAccountFoldMatchesAFullFold(t *testing.T) {
+	t.Parallel() // see newCountingEnv
 	for _, s := range []struct {
 		name  string
 		store func(t *testing.T) string
@@ -187,6 +196,7 @@ func TestAccountFoldMatchesAFullFold(t *testing.T) {
 		{"jetstream", func(t *testing.T) string { return natstest.Start(t).URL() }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
 			e, reads, _ := newCountingEnv(t, s.store(t))
 			acc, _ := e.account(t, "folded")
 			if err := e.svc.SetAccountQuota(ctx(t), acc.ID, new("5GiB"), nil, nil); err != nil {
@@ -216,6 +226,7 @@ func TestAccountFoldMatchesAFullFold(t *testing.T) {
 // its first command, which decides as before and leaves a snapshot; the
 // next reads only what follows it, and the log verifies.
 func TestAccountLogWithoutSnapshotsFoldsTheSame(t *testing.T) {
+	t.Parallel() // see newCountingEnv
 	e, reads, closeApp := newCountingEnv(t, "")
 	acc, _ := e.account(t, "old")
 	fillAccount(t, e, acc.ID, 5_000, 500, false)
@@ -297,6 +308,7 @@ func wantInvalid(t *testing.T, what string, err error, field string) {
 // takes snapshots, and a command of it reads as much at 20 000 events as at
 // 8 000: its tail, never its history.
 func TestAccountAtTheCapsReadsABoundedTail(t *testing.T) {
+	t.Parallel() // see newCountingEnv
 	e, reads, _ := newCountingEnv(t, "")
 	acc, _ := e.account(t, "full")
 	stream := domain.AccountStream(acc.ID)
