@@ -110,7 +110,10 @@ func valuesTuple(insert string) (head, tuple string, ok bool) {
 			}
 		}
 	}
-	return head, tuple, depth == 0
+	if depth != 0 {
+		return "", "", false
+	}
+	return head, tuple, true
 }
 
 // namedRead is one read a growth test counts pages of; it returns an

@@ -78,12 +78,12 @@ const NATSStallAfter = 5 * time.Second
 // woken by the log's commit get the cores before the views do. An idle
 // relay is not slowed: the first event after a pause is applied at once,
 // and views a full batch behind the log (domain.SubscriptionBatch) take the
-// next one without lingering. Runner lag the log by this much more under
-// load, which no reader notices, and WaitFor (what read-your-writes callers
+// next one without lingering. The views lag the log by this much more
+// under load, which no reader notices, and WaitFor (what read-your-writes callers
 // use) cuts the wait short. The storage quotas do not wait for it: they
 // count a receipt from its commit (unapplied.go). A longer linger writes
-// less per event, but a views lagging more than the log's tail of recent
-// commits holds (256 to 512 events) reads back from the database what the
+// less per event, but views lagging more than the log's tail of recent
+// commits holds (256 to 512 events) read back from the database what the
 // tail had in memory: 30 ms passes that at about 10 000 events a second
 // (docs/projections.md).
 const DefaultLinger = 10 * time.Millisecond
