@@ -42,33 +42,39 @@ func TestInsertRowsWritesEveryRowInOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { db.Close() })
 			if _, err := db.Exec("CREATE TABLE t (seq INTEGER PRIMARY KEY, i INTEGER UNIQUE, sq INTEGER)"); err != nil {
 				t.Fatal(err)
 			}
 			insertRows(t, path, insert, n, func(i int) []any { return []any{i, i * i} })
-			rows, err := db.Query("SELECT i, sq FROM t ORDER BY seq")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := 0
-			for rows.Next() {
-				var i, sq int
-				if err := rows.Scan(&i, &sq); err != nil {
-					t.Fatal(err)
-				}
-				if i != got || sq != got*got {
-					t.Fatalf("%q, n=%d: row %d is (%d, %d)", insert, n, got, i, sq)
-				}
-				got++
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			rows.Close()
-			db.Close()
-			if got != n {
+			if got := writtenRows(t, db); got != n {
 				t.Errorf("%q: %d rows written, want %d", insert, got, n)
 			}
 		}
 	}
+}
+
+// writtenRows counts the rows of t, failing unless row k is (k, k*k) in
+// the order they were written.
+func writtenRows(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	rows, err := db.Query("SELECT i, sq FROM t ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := 0
+	for ; rows.Next(); got++ {
+		var i, sq int
+		if err := rows.Scan(&i, &sq); err != nil {
+			t.Fatal(err)
+		}
+		if i != got || sq != got*got {
+			t.Fatalf("row %d is (%d, %d), want (%d, %d)", got, i, sq, got, got*got)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
