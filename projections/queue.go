@@ -248,3 +248,21 @@ func (v *Runner) QueueDepth(ctx context.Context, endpointID string) (int, error)
 	}
 	return n, nil
 }
+
+// QueueVersion moves whenever a committed batch changes the queue view
+// (and at a reset). A reader that found nothing queued or in flight at one
+// version knows nothing is while it stays there: only an applied event
+// queues a delivery or starts an attempt, and that change moves it.
+func (v *Runner) QueueVersion() uint64 { return v.queueVersion.Load() }
+
+// QueueLive tells whether any delivery is queued or has an attempt in
+// flight: two seeks on queue_due_endpoint.
+func (v *Runner) QueueLive(ctx context.Context) (bool, error) {
+	var live bool
+	err := v.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queue WHERE state = 'queued')
+		OR EXISTS (SELECT 1 FROM queue WHERE state = 'inflight')`).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("read whether a queue is live: %w", err)
+	}
+	return live, nil
+}

@@ -77,3 +77,60 @@ func TestDueEndpointsAndTheirDeliveries(t *testing.T) {
 		t.Fatalf("ep-d's attempt left open: %v, %v", left, err)
 	}
 }
+
+// TestQueueVersionMovesWithTheQueue: the queue's version moves with each
+// batch that changes the queue view (a delivery queued, its attempt, its
+// end) and with a reset, and with no other; QueueLive tells whether a
+// delivery is queued or in flight.
+func TestQueueVersionMovesWithTheQueue(t *testing.T) {
+	s := newSynth(t, []byte(`{"a":"0123456789"}`))
+	v := s.open("views.db")
+	live := func() bool {
+		t.Helper()
+		ok, err := v.QueueLive(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	v0 := v.QueueVersion()
+	if live() {
+		t.Fatal("an empty queue is live")
+	}
+
+	s.delivery("ep-proxy") // a proxied delivery: not the queue's
+	applyTB(t, v, s.take())
+	if v.QueueVersion() != v0 {
+		t.Fatalf("a proxied delivery moved the queue's version %d → %d", v0, v.QueueVersion())
+	}
+
+	id := s.nextID()
+	s.queue(domain.DeliveryStream(id), domain.DeliveryReceived{DeliveryID: id, Address: "ep-q", AddressKind: domain.AddressEndpoint,
+		AccountID: "acct-1", Method: "POST", Target: "/q", Body: s.body, BodySize: int64(len(s.body)), Complete: true, Queued: true})
+	applyTB(t, v, s.take())
+	v1 := v.QueueVersion()
+	if v1 == v0 || !live() {
+		t.Fatalf("a queued delivery: version %d → %d, live %v; want moved, live", v0, v1, live())
+	}
+
+	s.queue(domain.DeliveryStream(id), domain.ForwardRequested{DeliveryID: id, AttemptID: "at-1", EndpointID: "ep-q", Queued: true})
+	applyTB(t, v, s.take())
+	v2 := v.QueueVersion()
+	if v2 == v1 || !live() {
+		t.Fatalf("its attempt: version %d → %d, live %v; want moved, live (in flight)", v1, v2, live())
+	}
+
+	s.queue(domain.DeliveryStream(id), domain.DeliveryDelivered{DeliveryID: id, Status: 200})
+	applyTB(t, v, s.take())
+	v3 := v.QueueVersion()
+	if v3 == v2 || live() {
+		t.Fatalf("delivered: version %d → %d, live %v; want moved, not live", v2, v3, live())
+	}
+
+	if err := v.reset(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if v.QueueVersion() == v3 {
+		t.Fatal("a reset did not move the queue's version")
+	}
+}

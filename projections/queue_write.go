@@ -2,6 +2,7 @@ package projections
 
 import (
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/relayhq/relay/domain"
@@ -68,13 +69,23 @@ const (
 	qQueueEndpointGone = `DELETE FROM queue WHERE endpoint_id = ?`
 )
 
-// queueWriter keeps the queue view. It runs after the history.
-type queueWriter struct{}
+// queueWriter keeps the queue view. It runs after the history. A batch
+// that changed a row of it moves version once committed.
+type queueWriter struct {
+	version *atomic.Uint64
+	changed bool
+}
 
-func (queueWriter) flush(*txn) error { return nil }
-func (queueWriter) committed()       {}
+func (*queueWriter) flush(*txn) error { return nil }
 
-func (queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+func (w *queueWriter) committed() {
+	if w.changed {
+		w.version.Add(1)
+	}
+}
+
+func (w *queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
+	defer func() { w.changed = w.changed || n > 0 }()
 	switch p := payload.(type) {
 	case receivedRow:
 		if !p.Queued || p.AddressKind != domain.AddressEndpoint {

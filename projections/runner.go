@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -130,6 +131,11 @@ type Runner struct {
 	hurry      chan struct{} // a WaitFor is waiting: stop lingering
 
 	path string // the views file, absolute
+
+	// queueVersion counts the committed batches (and resets) that changed
+	// the queue view: the queue driver reads the view again only once it
+	// moved, while nothing is queued (QueueVersion).
+	queueVersion atomic.Uint64
 }
 
 // Open opens (or creates) the views file at path, checks its integrity and
@@ -454,6 +460,7 @@ func (v *Runner) reset(ctx context.Context) error {
 	v.Accounts.quotas.clear()
 	v.unapplied.reset()
 	v.History.horizon = statsHorizon{}
+	v.queueVersion.Add(1)
 	v.setPosition(0)
 	return nil
 }

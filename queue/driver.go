@@ -27,6 +27,11 @@ type Views interface {
 	DueOf(ctx context.Context, endpointID string, now, orphanBefore time.Time, afterSeq int64, limit int) ([]readmodel.QueueEntry, error)
 	QueueHead(ctx context.Context, endpointID string) (readmodel.QueueEntry, bool, error)
 	WaitFor(ctx context.Context, position uint64) error
+	// QueueVersion moves whenever the view's queue changes; QueueLive
+	// tells whether any delivery is queued or in flight. Together they let
+	// an idle driver read nothing until something is queued.
+	QueueVersion() uint64
+	QueueLive(ctx context.Context) (bool, error)
 }
 
 // Bodies is the memory budget the forwarded bodies share
@@ -113,6 +118,13 @@ type Driver struct {
 	// cursor is where the next tick's walk of the Endpoints starts: after
 	// the last one served (only Tick uses it).
 	cursor string
+	// resting holds the view's queue version at which a tick found nothing
+	// queued or in flight (only Tick uses it): ticks read nothing while the
+	// version stays there.
+	resting struct {
+		version uint64
+		ok      bool
+	}
 }
 
 // endpointState is the driver's knowledge of one Endpoint: its settings
@@ -203,12 +215,28 @@ func (d *Driver) Wake() {
 // delivery to check its age), so one Endpoint's due deliveries, however
 // many and whatever holds them, never keep another's from being read.
 func (d *Driver) Tick(ctx context.Context) error {
+	// Read before the walk: a change landing during it moves the version,
+	// and the next tick walks again.
+	version := d.cfg.Views.QueueVersion()
+	if d.resting.ok && d.resting.version == version {
+		return nil // nothing queued or in flight, and the view has not moved
+	}
+	d.resting.ok = false
 	now := d.cfg.Recorder.Now()
 	read := time.Now()
 	orphanBefore := now.Add(-d.cfg.OrphanAfter)
 	due, orphaned, last, err := d.cfg.Views.DueEndpoints(ctx, now, orphanBefore, d.cursor, d.cfg.Round)
 	if err != nil {
 		return err
+	}
+	if len(due) == 0 && len(orphaned) == 0 && last == "" && d.cursor == "" && !d.working() {
+		// An idle relay would otherwise walk the view every Poll for
+		// nothing (the walk and the orphans' read, ten times a second).
+		live, err := d.cfg.Views.QueueLive(ctx)
+		if err != nil {
+			return err
+		}
+		d.resting.version, d.resting.ok = version, !live
 	}
 	d.forget(read.Add(-time.Minute))
 	rows := d.cfg.Batch
@@ -375,6 +403,13 @@ func (d *Driver) forget(before time.Time) {
 			delete(d.settled, id)
 		}
 	}
+}
+
+// working tells whether this driver has work out on any delivery.
+func (d *Driver) working() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.inflight) > 0
 }
 
 func (d *Driver) inFlight(st *endpointState) int {

@@ -33,6 +33,8 @@ type fakeQueue struct {
 	started     []time.Time
 	delivered   []string // in the order the local process answered 2xx
 	forwarded   []string // in the order the attempts were sent
+	version     uint64   // moved by every change the driver records
+	walks       int      // walks of the Endpoints (DueEndpoints)
 }
 
 func newFakeQueue(n int, answer func(string, int) int) *fakeQueue {
@@ -54,6 +56,7 @@ func due(e *readmodel.QueueEntry, now, orphan time.Time) bool {
 func (q *fakeQueue) DueEndpoints(_ context.Context, now, orphan time.Time, after string, limit int) (dueIDs, orphaned []string, last string, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.walks++
 	queued, isDue := map[string]bool{}, map[string]bool{}
 	for _, e := range q.entries {
 		if e.State == readmodel.QueueQueued && e.EndpointID > after {
@@ -107,6 +110,31 @@ func (q *fakeQueue) QueueHead(_ context.Context, endpointID string) (readmodel.Q
 	return *head, true, nil
 }
 
+func (q *fakeQueue) QueueVersion() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.version
+}
+
+func (q *fakeQueue) QueueLive(context.Context) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range q.entries {
+		if e.State == readmodel.QueueQueued || e.State == readmodel.QueueInFlight {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// add queues a delivery as an event applied to the view would.
+func (q *fakeQueue) add(e readmodel.QueueEntry) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.entries[e.DeliveryID] = &e
+	q.version++
+}
+
 func (q *fakeQueue) WaitFor(context.Context, uint64) error { return nil }
 func (q *fakeQueue) Now() time.Time                        { return time.Now() }
 func (q *fakeQueue) Connected(string) int                  { return 1 }
@@ -117,6 +145,7 @@ func (q *fakeQueue) RequestQueued(_ context.Context, id string, t record.QueuedT
 	defer q.mu.Unlock()
 	e := q.entries[id]
 	e.State, e.Tries = readmodel.QueueInFlight, e.Tries+1
+	q.version++
 	q.attempts++
 	return domain.ForwardCommand{DeliveryID: id, AttemptID: fmt.Sprintf("%s-%d", id, e.Tries), EndpointID: t.EndpointID}, nil
 }
@@ -143,6 +172,7 @@ func (q *fakeQueue) Forward(_ context.Context, cmd domain.ForwardCommand) (domai
 func (q *fakeQueue) RecordQueueDecision(_ context.Context, id string, ev domain.Event) (uint64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.version++
 	e := q.entries[id]
 	switch ev := ev.(type) {
 	case domain.DeliveryDelivered:
@@ -333,5 +363,60 @@ func TestAttemptsHoldTheirBodiesWithinTheBudget(t *testing.T) {
 	}
 	if b.refused == 0 {
 		t.Fatal("the budget never refused an attempt: the test did not reach its bound")
+	}
+}
+
+// TestIdleDriverReadsNothingUntilTheQueueMoves: once a tick finds nothing
+// queued or in flight, ticks read nothing while the view's queue version
+// stays; a delivery queued after moves it, and it is sent. A delivery
+// waiting for its retry keeps the driver reading (time alone makes it
+// due).
+func TestIdleDriverReadsNothingUntilTheQueueMoves(t *testing.T) {
+	q := newFakeQueue(0, func(string, int) int { return 200 })
+	ep := readmodel.Endpoint{ID: "ep", AccountID: "acc", Name: "q", Mode: domain.ModeQueue,
+		Queue: &domain.QueuePolicy{MaxInFlight: 1, RatePerSecond: 1000}}
+	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: time.Hour,
+		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
+	ctx := t.Context()
+	walks := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.walks
+	}
+	tick := func() {
+		t.Helper()
+		if err := d.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for range 5 {
+		tick()
+	}
+	if n := walks(); n != 1 {
+		t.Fatalf("%d walks of an empty queue in 5 ticks, want 1", n)
+	}
+
+	q.add(readmodel.QueueEntry{DeliveryID: "d1", EndpointID: "ep", AccountID: "acc", Seq: 1,
+		Since: time.Now(), State: readmodel.QueueQueued, NextAt: time.Now()})
+	tick()
+	d.wg.Wait()
+	if got := q.count(readmodel.QueueDone); got != 1 || walks() != 2 {
+		t.Fatalf("after a delivery was queued: %d delivered, %d walks; want 1 and 2", got, walks())
+	}
+	tick() // the view moved with the attempt: one more walk finds it empty
+	tick()
+	if n := walks(); n != 3 {
+		t.Fatalf("%d walks, want 3 (one after the delivery, then rest)", n)
+	}
+
+	// Queued for later: not due now, but live, so every tick reads.
+	q.add(readmodel.QueueEntry{DeliveryID: "d2", EndpointID: "ep", AccountID: "acc", Seq: 2,
+		Since: time.Now(), State: readmodel.QueueQueued, NextAt: time.Now().Add(time.Hour)})
+	for range 3 {
+		tick()
+	}
+	if n := walks(); n != 6 {
+		t.Fatalf("%d walks with a delivery waiting for its time, want 6 (one a tick)", n)
 	}
 }
