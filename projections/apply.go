@@ -76,7 +76,7 @@ func (v *Runner) applyIn(ctx context.Context, tx *sql.Tx, stmts *stmtCache, todo
 	// (txn.moved). The accounts run last: they index each event under the
 	// account owning its stream, which the others' rows name.
 	history := v.History.writer()
-	writers := []modelWriter{history, &queueWriter{version: &v.queueVersion}, v.Addresses.writer(), v.Accounts.writer()}
+	writers := []modelWriter{history, &queueWriter{watch: &v.queue}, v.Addresses.writer(), v.Accounts.writer()}
 	if err := history.prepare(t, todo); err != nil {
 		return nil, fmt.Errorf("apply batch from %d: %w", from, err)
 	}

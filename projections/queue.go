@@ -253,7 +253,11 @@ func (v *Runner) QueueDepth(ctx context.Context, endpointID string) (int, error)
 // (and at a reset). A reader that found nothing queued or in flight at one
 // version knows nothing is while it stays there: only an applied event
 // queues a delivery or starts an attempt, and that change moves it.
-func (v *Runner) QueueVersion() uint64 { return v.queueVersion.Load() }
+func (v *Runner) QueueVersion() uint64 { return v.queue.version.Load() }
+
+// QueueChanged receives once the queue view has moved since it last did
+// (one reader: the queue driver).
+func (v *Runner) QueueChanged() <-chan struct{} { return v.queue.changed }
 
 // QueueLive tells whether any delivery is queued or has an attempt in
 // flight: two seeks on queue_due_endpoint.

@@ -78,7 +78,8 @@ func TestDueEndpointsAndTheirDeliveries(t *testing.T) {
 	}
 }
 
-// TestQueueVersionMovesWithTheQueue: the queue's version moves with each
+// TestQueueVersionMovesWithTheQueue: the queue's version moves (and
+// QueueChanged receives) with each
 // batch that changes the queue view (a delivery queued, its attempt, its
 // end) and with a reset, and with no other; QueueLive tells whether a
 // delivery is queued or in flight.
@@ -103,6 +104,11 @@ func TestQueueVersionMovesWithTheQueue(t *testing.T) {
 	if v.QueueVersion() != v0 {
 		t.Fatalf("a proxied delivery moved the queue's version %d → %d", v0, v.QueueVersion())
 	}
+	select {
+	case <-v.QueueChanged():
+		t.Fatal("a proxied delivery told QueueChanged")
+	default:
+	}
 
 	id := s.nextID()
 	s.queue(domain.DeliveryStream(id), domain.DeliveryReceived{DeliveryID: id, Address: "ep-q", AddressKind: domain.AddressEndpoint,
@@ -111,6 +117,11 @@ func TestQueueVersionMovesWithTheQueue(t *testing.T) {
 	v1 := v.QueueVersion()
 	if v1 == v0 || !live() {
 		t.Fatalf("a queued delivery: version %d → %d, live %v; want moved, live", v0, v1, live())
+	}
+	select {
+	case <-v.QueueChanged():
+	default:
+		t.Fatal("a queued delivery did not tell QueueChanged")
 	}
 
 	s.queue(domain.DeliveryStream(id), domain.ForwardRequested{DeliveryID: id, AttemptID: "at-1", EndpointID: "ep-q", Queued: true})

@@ -69,10 +69,25 @@ const (
 	qQueueEndpointGone = `DELETE FROM queue WHERE endpoint_id = ?`
 )
 
+// queueWatch counts the committed batches (and resets) that changed the
+// queue view, and tells a waiting reader of each.
+type queueWatch struct {
+	version atomic.Uint64
+	changed chan struct{} // capacity 1: a reader that missed some learns of the latest
+}
+
+func (q *queueWatch) moved() {
+	q.version.Add(1)
+	select {
+	case q.changed <- struct{}{}:
+	default:
+	}
+}
+
 // queueWriter keeps the queue view. It runs after the history. A batch
-// that changed a row of it moves version once committed.
+// that changed a row of it moves the watch once committed.
 type queueWriter struct {
-	version *atomic.Uint64
+	watch   *queueWatch
 	changed bool
 }
 
@@ -80,7 +95,7 @@ func (*queueWriter) flush(*txn) error { return nil }
 
 func (w *queueWriter) committed() {
 	if w.changed {
-		w.version.Add(1)
+		w.watch.moved()
 	}
 }
 

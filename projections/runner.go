@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -132,10 +131,9 @@ type Runner struct {
 
 	path string // the views file, absolute
 
-	// queueVersion counts the committed batches (and resets) that changed
-	// the queue view: the queue driver reads the view again only once it
-	// moved, while nothing is queued (QueueVersion).
-	queueVersion atomic.Uint64
+	// queue tells the queue driver when the queue view moved (QueueVersion,
+	// QueueChanged).
+	queue queueWatch
 }
 
 // Open opens (or creates) the views file at path, checks its integrity and
@@ -245,7 +243,7 @@ func open(ctx context.Context, path string, store domain.EventStore, opts Option
 	v := &Runner{
 		store: store, codec: opts.Codec, log: opts.Logger,
 		w: w, path: abs, advanced: make(chan struct{}), closed: make(chan struct{}),
-		linger: linger, hurry: make(chan struct{}, 1), stallAfter: opts.StallAfter,
+		linger: linger, hurry: make(chan struct{}, 1), queue: queueWatch{changed: make(chan struct{}, 1)}, stallAfter: opts.StallAfter,
 	}
 	if opts.SearchLogBytes <= 0 {
 		opts.SearchLogBytes = DefaultSearchLogBytes
@@ -460,7 +458,7 @@ func (v *Runner) reset(ctx context.Context) error {
 	v.Accounts.quotas.clear()
 	v.unapplied.reset()
 	v.History.horizon = statsHorizon{}
-	v.queueVersion.Add(1)
+	v.queue.moved()
 	v.setPosition(0)
 	return nil
 }

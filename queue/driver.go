@@ -27,10 +27,12 @@ type Views interface {
 	DueOf(ctx context.Context, endpointID string, now, orphanBefore time.Time, afterSeq int64, limit int) ([]readmodel.QueueEntry, error)
 	QueueHead(ctx context.Context, endpointID string) (readmodel.QueueEntry, bool, error)
 	WaitFor(ctx context.Context, position uint64) error
-	// QueueVersion moves whenever the view's queue changes; QueueLive
-	// tells whether any delivery is queued or in flight. Together they let
-	// an idle driver read nothing until something is queued.
+	// QueueVersion moves whenever the view's queue changes, and
+	// QueueChanged then receives; QueueLive tells whether any delivery is
+	// queued or in flight. Together they let an idle driver read nothing
+	// until something is queued, and read at once when it is.
 	QueueVersion() uint64
+	QueueChanged() <-chan struct{}
 	QueueLive(ctx context.Context) (bool, error)
 }
 
@@ -178,6 +180,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	defer d.wg.Wait()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	changed := d.cfg.Views.QueueChanged()
 	leading := false
 	for {
 		select {
@@ -185,6 +188,13 @@ func (d *Driver) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-d.wake:
+		case <-changed:
+			if !d.resting.ok {
+				// A live queue is read on its poll and as attempts end;
+				// only a resting one is read at once when something is
+				// queued, so its first attempt does not wait for the poll.
+				continue
+			}
 		}
 		leads := d.cfg.Leader == nil || d.cfg.Leader()
 		if leads != leading && d.cfg.Leader != nil {

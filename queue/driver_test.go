@@ -34,11 +34,12 @@ type fakeQueue struct {
 	delivered   []string // in the order the local process answered 2xx
 	forwarded   []string // in the order the attempts were sent
 	version     uint64   // moved by every change the driver records
-	walks       int      // walks of the Endpoints (DueEndpoints)
+	changed     chan struct{}
+	walks       int // walks of the Endpoints (DueEndpoints)
 }
 
 func newFakeQueue(n int, answer func(string, int) int) *fakeQueue {
-	q := &fakeQueue{entries: map[string]*readmodel.QueueEntry{}, answer: answer}
+	q := &fakeQueue{entries: map[string]*readmodel.QueueEntry{}, answer: answer, changed: make(chan struct{}, 1)}
 	for i := range n {
 		id := fmt.Sprintf("d%03d", i)
 		q.entries[id] = &readmodel.QueueEntry{DeliveryID: id, EndpointID: "ep", AccountID: "acc", Seq: int64(i),
@@ -116,6 +117,18 @@ func (q *fakeQueue) QueueVersion() uint64 {
 	return q.version
 }
 
+// moved moves the version and tells the driver, as the views do; q.mu is
+// held.
+func (q *fakeQueue) moved() {
+	q.version++
+	select {
+	case q.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (q *fakeQueue) QueueChanged() <-chan struct{} { return q.changed }
+
 func (q *fakeQueue) QueueLive(context.Context) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -132,7 +145,7 @@ func (q *fakeQueue) add(e readmodel.QueueEntry) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.entries[e.DeliveryID] = &e
-	q.version++
+	q.moved()
 }
 
 func (q *fakeQueue) WaitFor(context.Context, uint64) error { return nil }
@@ -145,7 +158,7 @@ func (q *fakeQueue) RequestQueued(_ context.Context, id string, t record.QueuedT
 	defer q.mu.Unlock()
 	e := q.entries[id]
 	e.State, e.Tries = readmodel.QueueInFlight, e.Tries+1
-	q.version++
+	q.moved()
 	q.attempts++
 	return domain.ForwardCommand{DeliveryID: id, AttemptID: fmt.Sprintf("%s-%d", id, e.Tries), EndpointID: t.EndpointID}, nil
 }
@@ -172,7 +185,7 @@ func (q *fakeQueue) Forward(_ context.Context, cmd domain.ForwardCommand) (domai
 func (q *fakeQueue) RecordQueueDecision(_ context.Context, id string, ev domain.Event) (uint64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.version++
+	q.moved()
 	e := q.entries[id]
 	switch ev := ev.(type) {
 	case domain.DeliveryDelivered:
@@ -418,5 +431,38 @@ func TestIdleDriverReadsNothingUntilTheQueueMoves(t *testing.T) {
 	}
 	if n := walks(); n != 6 {
 		t.Fatalf("%d walks with a delivery waiting for its time, want 6 (one a tick)", n)
+	}
+}
+
+// TestRestingDriverSendsAtOnceWhenTheQueueMoves: a driver resting on an
+// empty queue reads the view as soon as it moves, not at its next poll
+// (an hour here): a delivery queued then is sent at once.
+func TestRestingDriverSendsAtOnceWhenTheQueueMoves(t *testing.T) {
+	q := newFakeQueue(0, func(string, int) int { return 200 })
+	ep := readmodel.Endpoint{ID: "ep", AccountID: "acc", Name: "q", Mode: domain.ModeQueue,
+		Queue: &domain.QueuePolicy{MaxInFlight: 1, RatePerSecond: 1000}}
+	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: time.Hour,
+		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	walked := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.walks
+	}
+	for deadline := time.Now().Add(10 * time.Second); walked() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the driver never read the view")
+		}
+	}
+	q.add(readmodel.QueueEntry{DeliveryID: "d1", EndpointID: "ep", AccountID: "acc", Seq: 1,
+		Since: time.Now(), State: readmodel.QueueQueued, NextAt: time.Now()})
+	for deadline := time.Now().Add(10 * time.Second); q.count(readmodel.QueueDone) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a delivery queued beside a resting driver was not sent in 10 s (poll: an hour; %d walks)", walked())
+		}
 	}
 }

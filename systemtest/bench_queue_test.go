@@ -2,6 +2,7 @@ package systemtest
 
 import (
 	"net/http"
+	"slices"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -78,4 +79,59 @@ func BenchmarkQueueDrain(b *testing.B) {
 			b.Logf("%s: %d deliveries drained in %s (agent start included)", mode.name, b.N, took.Round(time.Millisecond))
 		})
 	}
+}
+
+// BenchmarkQueueFirstAttempt sends one delivery at a time to a QUEUE
+// Endpoint with an agent connected, each after the queue has been empty
+// for a while, and measures how long after its 202 the local handler gets
+// it: what a quiet relay's queue adds to one webhook.
+//
+//	go test -run '^$' -bench 'QueueFirstAttempt' -benchtime 20x ./systemtest
+func BenchmarkQueueFirstAttempt(b *testing.B) {
+	arrived := make(chan time.Time, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- time.Now()
+		w.WriteHeader(http.StatusOK)
+	}))
+	b.Cleanup(srv.Close)
+	r := harness.Start(b, "", profArgs()...)
+	keepLog(b, r)
+	var su struct{ SignUp struct{ Token string } }
+	r.MustGraphQL(b, "", `mutation{ signUp(name: "bench"){ token } }`, nil, &su)
+	var out struct{ CreateEndpoint struct{ ID string } }
+	r.MustGraphQL(b, su.SignUp.Token, `mutation{ createEndpoint(input: {name: "q", mode: QUEUE}){ id } }`, nil, &out)
+	r.StartAgent(b, su.SignUp.Token, out.CreateEndpoint.ID, strings.TrimPrefix(srv.URL, "http://"))
+	client := &http.Client{Timeout: 10 * time.Second}
+	var waits []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(250 * time.Millisecond) // the last attempt's decision is in, the queue empty
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(r.Port)+"/", strings.NewReader(`{"n":`+strconv.Itoa(i)+`}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Host = r.AddressHost(out.CreateEndpoint.ID)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		answered := time.Now()
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			b.Fatalf("status %d, want 202", resp.StatusCode)
+		}
+		select {
+		case at := <-arrived:
+			waits = append(waits, at.Sub(answered))
+		case <-time.After(10 * time.Second):
+			b.Fatalf("delivery %d not sent in 10 s", i)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(waits)
+	ms := func(q float64) float64 { return float64(waits[int(q*float64(len(waits)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.9), "p90-ms")
+	b.ReportMetric(ms(1), "max-ms")
+	b.ReportMetric(0, "ns/op")
 }
