@@ -2,8 +2,8 @@ package systemtest
 
 import (
 	"net/http"
-	"slices"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
