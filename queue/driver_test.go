@@ -379,23 +379,32 @@ func TestAttemptsHoldTheirBodiesWithinTheBudget(t *testing.T) {
 	}
 }
 
+// hourlyDriver is a driver polling an empty queue once an hour: what it
+// reads before is read for another reason.
+func hourlyDriver() (*fakeQueue, *Driver) {
+	q := newFakeQueue(0, func(string, int) int { return 200 })
+	ep := readmodel.Endpoint{ID: "ep", AccountID: "acc", Name: "q", Mode: domain.ModeQueue,
+		Queue: &domain.QueuePolicy{MaxInFlight: 1, RatePerSecond: 1000}}
+	return q, New(Config{Views: q, Recorder: q, Forwarder: q, Poll: time.Hour,
+		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
+}
+
+// walked counts the walks of the Endpoints so far.
+func (q *fakeQueue) walked() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.walks
+}
+
 // TestIdleDriverReadsNothingUntilTheQueueMoves: once a tick finds nothing
 // queued or in flight, ticks read nothing while the view's queue version
 // stays; a delivery queued after moves it, and it is sent. A delivery
 // waiting for its retry keeps the driver reading (time alone makes it
 // due).
 func TestIdleDriverReadsNothingUntilTheQueueMoves(t *testing.T) {
-	q := newFakeQueue(0, func(string, int) int { return 200 })
-	ep := readmodel.Endpoint{ID: "ep", AccountID: "acc", Name: "q", Mode: domain.ModeQueue,
-		Queue: &domain.QueuePolicy{MaxInFlight: 1, RatePerSecond: 1000}}
-	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: time.Hour,
-		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
+	q, d := hourlyDriver()
 	ctx := t.Context()
-	walks := func() int {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.walks
-	}
+	walks := q.walked
 	tick := func() {
 		t.Helper()
 		if err := d.Tick(ctx); err != nil {
@@ -438,21 +447,13 @@ func TestIdleDriverReadsNothingUntilTheQueueMoves(t *testing.T) {
 // empty queue reads the view as soon as it moves, not at its next poll
 // (an hour here): a delivery queued then is sent at once.
 func TestRestingDriverSendsAtOnceWhenTheQueueMoves(t *testing.T) {
-	q := newFakeQueue(0, func(string, int) int { return 200 })
-	ep := readmodel.Endpoint{ID: "ep", AccountID: "acc", Name: "q", Mode: domain.ModeQueue,
-		Queue: &domain.QueuePolicy{MaxInFlight: 1, RatePerSecond: 1000}}
-	d := New(Config{Views: q, Recorder: q, Forwarder: q, Poll: time.Hour,
-		Endpoints: func(context.Context, string) (readmodel.Endpoint, error) { return ep, nil }})
+	q, d := hourlyDriver()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	walked := func() int {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.walks
-	}
+	walked := q.walked
 	for deadline := time.Now().Add(10 * time.Second); walked() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the driver never read the view")
