@@ -79,10 +79,9 @@ func TestDueEndpointsAndTheirDeliveries(t *testing.T) {
 }
 
 // TestQueueVersionMovesWithTheQueue: the queue's version moves (and
-// QueueChanged receives) with each
-// batch that changes the queue view (a delivery queued, its attempt, its
-// end) and with a reset, and with no other; QueueLive tells whether a
-// delivery is queued or in flight.
+// QueueChanged receives) with each batch that changes the queue view (a
+// delivery queued, its attempt, its end) and with a reset, and with no
+// other; QueueLive tells whether a delivery is queued or in flight.
 func TestQueueVersionMovesWithTheQueue(t *testing.T) {
 	s := newSynth(t, []byte(`{"a":"0123456789"}`))
 	v := s.open("views.db")

@@ -100,7 +100,6 @@ func (w *queueWriter) committed() {
 }
 
 func (w *queueWriter) apply(t *txn, payload any) (n int64, handled bool, err error) {
-	defer func() { w.changed = w.changed || n > 0 }()
 	switch p := payload.(type) {
 	case receivedRow:
 		if !p.Queued || p.AddressKind != domain.AddressEndpoint {
@@ -144,6 +143,7 @@ func (w *queueWriter) apply(t *txn, payload any) (n int64, handled bool, err err
 	default:
 		return 0, false, nil
 	}
+	w.changed = w.changed || n > 0
 	return n, n > 0, err
 }
 

@@ -120,12 +120,14 @@ type Driver struct {
 	// cursor is where the next tick's walk of the Endpoints starts: after
 	// the last one served (only Tick uses it).
 	cursor string
-	// resting holds the view's queue version at which a tick found nothing
-	// queued or in flight (only Tick uses it): ticks read nothing while the
-	// version stays there.
-	resting struct {
+	// seen is whether anything was queued or in flight (live) at the view's
+	// queue version a tick read it (only Tick and Run use it). Only a change
+	// of the view changes that: while the version stays, ticks read nothing
+	// if it was not (the driver rests), and do not ask again if it was.
+	seen struct {
 		version uint64
 		ok      bool
+		live    bool
 	}
 }
 
@@ -189,7 +191,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-d.wake:
 		case <-changed:
-			if !d.resting.ok {
+			if !d.resting() {
 				// A live queue is read on its poll and as attempts end;
 				// only a resting one is read at once when something is
 				// queued, so its first attempt does not wait for the poll.
@@ -228,10 +230,12 @@ func (d *Driver) Tick(ctx context.Context) error {
 	// Read before the walk: a change landing during it moves the version,
 	// and the next tick walks again.
 	version := d.cfg.Views.QueueVersion()
-	if d.resting.ok && d.resting.version == version {
+	if d.seen.ok && d.seen.version != version {
+		d.seen.ok = false
+	}
+	if d.resting() {
 		return nil // nothing queued or in flight, and the view has not moved
 	}
-	d.resting.ok = false
 	now := d.cfg.Recorder.Now()
 	read := time.Now()
 	orphanBefore := now.Add(-d.cfg.OrphanAfter)
@@ -239,14 +243,14 @@ func (d *Driver) Tick(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(due) == 0 && len(orphaned) == 0 && last == "" && d.cursor == "" && !d.working() {
+	if !d.seen.ok && len(due) == 0 && len(orphaned) == 0 && last == "" && d.cursor == "" && !d.working() {
 		// An idle relay would otherwise walk the view every Poll for
 		// nothing (the walk and the orphans' read, ten times a second).
 		live, err := d.cfg.Views.QueueLive(ctx)
 		if err != nil {
 			return err
 		}
-		d.resting.version, d.resting.ok = version, !live
+		d.seen.version, d.seen.ok, d.seen.live = version, true, live
 	}
 	d.forget(read.Add(-time.Minute))
 	rows := d.cfg.Batch
@@ -414,6 +418,10 @@ func (d *Driver) forget(before time.Time) {
 		}
 	}
 }
+
+// resting tells that the last read found nothing queued or in flight,
+// and the view has not moved since as far as Tick knows.
+func (d *Driver) resting() bool { return d.seen.ok && !d.seen.live }
 
 // working tells whether this driver has work out on any delivery.
 func (d *Driver) working() bool {

@@ -86,7 +86,7 @@ func BenchmarkQueueDrain(b *testing.B) {
 // for a while, and measures how long after its 202 the local handler gets
 // it: what a quiet relay's queue adds to one webhook.
 //
-//	go test -run '^$' -bench 'QueueFirstAttempt' -benchtime 20x ./systemtest
+//	go test -run '^$' -bench 'QueueFirstAttempt' -benchtime 40x ./systemtest
 func BenchmarkQueueFirstAttempt(b *testing.B) {
 	arrived := make(chan time.Time, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
