@@ -55,7 +55,11 @@ func benchStartFloor(b *testing.B, bin, mode, storage, local string) benchTarget
 		return benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusNoContent,
 			procs: []benchProc{{"floor", srv.PID()}}}
 	}
-	agent := harness.StartProcess(b, bin, "-mode", "agent", "-relay", addr, "-target", local)
+	agentArgs := []string{"-mode", "agent", "-relay", addr, "-target", local}
+	if p := os.Getenv("RELAY_BENCH_AGENT_TRACE"); p != "" { // as the relay's agent is traced
+		agentArgs = append(agentArgs, "-trace", p)
+	}
+	agent := harness.StartProcess(b, bin, agentArgs...)
 	floor := benchTarget{name: "floor", addr: addr, host: "floor.test", want: http.StatusOK,
 		procs: []benchProc{{"floor", srv.PID()}, {"floor-agent", agent.PID()}}}
 	benchCheckProxied(b, floor)

@@ -69,7 +69,8 @@ func main() {
 	defer stop()
 	if *mode == "agent" {
 		cmdutil.OneProc(os.Getenv) // as relay agent runs
-		if err := runAgent(ctx, *relay, *target); err != nil {
+		agent := func() error { return runAgent(ctx, *relay, *target) }
+		if err := recording(*traceOut, trace.Start, trace.Stop, agent); err != nil {
 			log.Fatal(err)
 		}
 		return
