@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/record"
 )
@@ -398,6 +400,13 @@ func (q *fakeQueue) walked() int {
 	return q.walks
 }
 
+// livesRead counts the reads of whether anything is queued or in flight.
+func (q *fakeQueue) livesRead() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lives
+}
+
 // TestIdleDriverReadsNothingUntilTheQueueMoves: once a tick finds nothing
 // queued or in flight, ticks read nothing while the view's queue version
 // stays; a delivery queued after moves it, and it is sent. A delivery
@@ -438,15 +447,11 @@ func TestIdleDriverReadsNothingUntilTheQueueMoves(t *testing.T) {
 	// it is live is read once, not again while the view stays.
 	q.add(readmodel.QueueEntry{DeliveryID: "d2", EndpointID: "ep", AccountID: "acc", Seq: 2,
 		Since: time.Now(), State: readmodel.QueueQueued, NextAt: time.Now().Add(time.Hour)})
-	q.mu.Lock()
-	lives := q.lives
-	q.mu.Unlock()
+	lives := q.livesRead()
 	for range 3 {
 		tick()
 	}
-	q.mu.Lock()
-	lives = q.lives - lives
-	q.mu.Unlock()
+	lives = q.livesRead() - lives
 	if n := walks(); n != 6 || lives != 1 {
 		t.Fatalf("with a delivery waiting for its time: %d walks, %d reads of liveness; want 6 (one a tick) and 1", n, lives)
 	}
@@ -462,17 +467,18 @@ func TestRestingDriverSendsAtOnceWhenTheQueueMoves(t *testing.T) {
 	go func() { _ = d.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	walked := q.walked
-	for deadline := time.Now().Add(10 * time.Second); walked() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the driver never read the view")
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if q.walked() == 0 {
+			return errors.New("the driver never read the view")
 		}
-	}
+		return nil
+	})
 	q.add(readmodel.QueueEntry{DeliveryID: "d1", EndpointID: "ep", AccountID: "acc", Seq: 1,
 		Since: time.Now(), State: readmodel.QueueQueued, NextAt: time.Now()})
-	for deadline := time.Now().Add(10 * time.Second); q.count(readmodel.QueueDone) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("a delivery queued beside a resting driver was not sent in 10 s (poll: an hour; %d walks)", walked())
+	testwait.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if q.count(readmodel.QueueDone) == 0 {
+			return fmt.Errorf("a delivery queued beside a resting driver not sent (poll: an hour; %d walks)", q.walked())
 		}
-	}
+		return nil
+	})
 }
