@@ -29,7 +29,7 @@ func TestForwardKeepsAttemptGoroutines(t *testing.T) {
 	})
 	serving := map[string]bool{}
 	for range 5 {
-		cmd := e.receive(t, "ep", "acc")
+		cmd := e.Receive(t, "ep", "acc")
 		done := make(chan error, 1)
 		go func() {
 			_, err := e.hub.Forward(t.Context(), cmd)

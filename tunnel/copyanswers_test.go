@@ -33,7 +33,7 @@ func TestCopiesAnswersWaitingForThePrimaryAreCounted(t *testing.T) {
 				return domain.ForwardOutcome{Status: 200, Body: bytes.Repeat([]byte("y"), size)}, true
 			})
 	}
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	cmd.CaptureResponse, cmd.Timeout = true, time.Hour
 	before := heapInUse()
 	res := e.forwardInBackground(t, cmd)
@@ -57,8 +57,8 @@ func TestCopiesAnswersWaitingForThePrimaryAreCounted(t *testing.T) {
 	var captured, notCaptured int
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		captured, notCaptured = 0, 0
-		for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
-			a, ok := e.decode(t, r).(domain.ForwardResponded)
+		for _, r := range e.Events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+			a, ok := e.Decode(t, r).(domain.ForwardResponded)
 			if !ok || !a.Copy {
 				continue
 			}

@@ -39,7 +39,7 @@ func TestCopiesHoldAtMostTheirBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	forward := func(ep, acc string) {
-		cmd := e.receive(t, ep, acc)
+		cmd := e.Receive(t, ep, acc)
 		cmd.Body, cmd.Timeout = big, time.Hour
 		if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
 			t.Fatalf("forward: %+v, %v", out, err)
@@ -112,7 +112,7 @@ func TestWrittenCopiesHoldNothingOfTheirRequest(t *testing.T) {
 	const deliveries = 32
 	before := heapInUse()
 	for range deliveries {
-		cmd := e.receive(t, "ep", "acc")
+		cmd := e.Receive(t, "ep", "acc")
 		cmd.Body, cmd.Timeout = bytes.Repeat([]byte("x"), 1<<20), time.Hour
 		if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
 			t.Fatalf("forward: %+v, %v", out, err)
@@ -160,7 +160,7 @@ func (r *spyRecorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand,
 // request's size.
 func TestCopiesKeepOnlyTheDigestsOfTheirRequest(t *testing.T) {
 	e := newEnv(t)
-	spy := &spyRecorder{Recorder: record.New(record.Config{Store: e.store, Codec: e.codec})}
+	spy := &spyRecorder{Recorder: record.New(record.Config{Store: e.Store, Codec: e.Codec})}
 	e.hub = NewHub(HubConfig{Recorder: spy})
 	t.Cleanup(e.hub.Close)
 	const copies = 3
@@ -168,7 +168,7 @@ func TestCopiesKeepOnlyTheDigestsOfTheirRequest(t *testing.T) {
 	for i := range copies {
 		e.agent(t, SessionInfo{AgentID: fmt.Sprintf("copy-%d", i), EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	}
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	cmd.Body = bytes.Repeat([]byte("x"), 1<<20)
 	if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.AgentID != "primary" {
 		t.Fatalf("forward: %+v, %v", out, err)

@@ -54,7 +54,7 @@ func TestOneAccountsFiltersDoNotStallAnotherAccount(t *testing.T) {
 	bLatencies := func(n int) []time.Duration {
 		var ds []time.Duration
 		for range n {
-			cmd := e.receive(t, "ep-b", "acc-b")
+			cmd := e.Receive(t, "ep-b", "acc-b")
 			start := time.Now()
 			out, err := e.hub.Forward(context.Background(), cmd)
 			if err != nil || out.Status != 200 {
@@ -68,7 +68,7 @@ func TestOneAccountsFiltersDoNotStallAnotherAccount(t *testing.T) {
 	quiet := bLatencies(20)
 
 	// Measure one of A's dispatches alone.
-	cmd := e.receive(t, "ep-a", "acc-a")
+	cmd := e.Receive(t, "ep-a", "acc-a")
 	cmd.Headers = heavy
 	start := time.Now()
 	if _, err := e.hub.Forward(context.Background(), cmd); err != nil {
@@ -88,7 +88,7 @@ func TestOneAccountsFiltersDoNotStallAnotherAccount(t *testing.T) {
 					return
 				default:
 				}
-				c := e.receive(t, "ep-a", "acc-a")
+				c := e.Receive(t, "ep-a", "acc-a")
 				c.Headers = heavy
 				_, _ = e.hub.Forward(context.Background(), c)
 			}

@@ -18,21 +18,21 @@ import (
 // and the outcome is recorded before Forward returns.
 func TestHubForwardWithoutBus(t *testing.T) {
 	e := newEnv(t)
-	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: e.store, Codec: e.codec})})
+	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: e.Store, Codec: e.Codec})})
 	t.Cleanup(e.hub.Close)
 	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc", Target: "localhost:3000"}, okAnswer)
 
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward = %+v, %v; want 200", out, err)
 	}
-	rec, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	rec, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 	if _, ok := ev.(domain.ForwardResponded); !ok || out.Position != rec.Position {
 		t.Errorf("last event %T at %d, outcome position %d", ev, rec.Position, out.Position)
 	}
 
-	out, err = e.hub.Forward(t.Context(), e.receive(t, "other", "acc"))
+	out, err = e.hub.Forward(t.Context(), e.Receive(t, "other", "acc"))
 	if err != nil || out.Status != 503 || out.Error != "no agent connected" {
 		t.Errorf("forward without agent = %+v, %v; want 503", out, err)
 	}
@@ -41,7 +41,7 @@ func TestHubForwardWithoutBus(t *testing.T) {
 	defer cancel()
 	e.agent(t, SessionInfo{AgentID: "slow", EndpointID: "slow", AccountID: "acc"}, never)
 	var te *TimeoutError
-	if _, err := e.hub.Forward(ctx, e.receive(t, "slow", "acc")); !errors.As(err, &te) {
+	if _, err := e.hub.Forward(ctx, e.Receive(t, "slow", "acc")); !errors.As(err, &te) {
 		t.Errorf("forward past its deadline = %v, want *TimeoutError", err)
 	}
 }
@@ -50,7 +50,7 @@ func TestHubForwardWithoutBus(t *testing.T) {
 func TestHubCloseFailsAttemptsInFlight(t *testing.T) {
 	e := newEnv(t)
 	got, _ := e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, never)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	res := make(chan domain.ForwardOutcome, 1)
 	go func() {
 		out, _ := e.hub.Forward(context.Background(), cmd)
@@ -61,7 +61,7 @@ func TestHubCloseFailsAttemptsInFlight(t *testing.T) {
 	if out := <-res; out.Status != 503 || out.Error != "relay shutting down" {
 		t.Fatalf("outcome %+v, want 503 relay shutting down", out)
 	}
-	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+	if _, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
 		t.Errorf("last event %+v", ev)
 	}
 }
@@ -85,12 +85,12 @@ func (r stuckRecorder) RecordOutcome(ctx context.Context, cmd domain.ForwardComm
 func TestForwardBoundsItsWaitForTheRecord(t *testing.T) {
 	e := newEnv(t)
 	release := make(chan struct{})
-	e.hub = NewHub(HubConfig{Recorder: stuckRecorder{Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), release: release}})
+	e.hub = NewHub(HubConfig{Recorder: stuckRecorder{Recorder: record.New(record.Config{Store: e.Store, Codec: e.Codec}), release: release}})
 	t.Cleanup(e.hub.Close)
 	t.Cleanup(func() { close(release) }) // before Close, which waits for the recording
 	e.hub.recordGrace = 50 * time.Millisecond
 	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	cmd.Timeout = 50 * time.Millisecond
 
 	errs := make(chan error, 1)
@@ -120,14 +120,14 @@ func TestEveryCopyOfADeliveryIsRecorded(t *testing.T) {
 	for i := range listeners {
 		e.agent(t, SessionInfo{AgentID: fmt.Sprintf("l%d", i), EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	}
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	if out, err := e.hub.Forward(t.Context(), cmd); err != nil || out.Status != 200 {
 		t.Fatalf("forward = %+v, %v", out, err)
 	}
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		answered := map[string]bool{}
-		for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
-			if a, ok := e.decode(t, r).(domain.ForwardResponded); ok {
+		for _, r := range e.Events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+			if a, ok := e.Decode(t, r).(domain.ForwardResponded); ok {
 				answered[a.AgentID] = true
 			}
 		}

@@ -2,27 +2,22 @@ package tunnel
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
+	"github.com/relayhq/relay/internal/logtest"
 	"github.com/relayhq/relay/record"
 )
 
 // env is a running tunnel over a real SQLite store.
 type env struct {
-	store domain.EventStore
-	codec *domain.Codec
-	hub   *Hub
+	*logtest.Log
+	hub *Hub
 }
 
 func newEnv(tb testing.TB) *env {
@@ -38,85 +33,10 @@ func newEnv(tb testing.TB) *env {
 func newEnvWithStore(tb testing.TB, store domain.EventStore) *env {
 	tb.Helper()
 	logger := slog.New(slog.DiscardHandler)
-	e := &env{store: store, codec: domain.NewCodec()}
-	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Logger: logger}), Logger: logger})
+	e := &env{Log: &logtest.Log{Store: store, Codec: domain.NewCodec()}}
+	e.hub = NewHub(HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.Codec, Logger: logger}), Logger: logger})
 	tb.Cleanup(e.hub.Close)
 	return e
-}
-
-var seq atomic.Int64
-
-// receive records a delivery to an Endpoint and its first attempt, as
-// ingress does before forwarding, and returns the command to forward.
-func (e *env) receive(tb testing.TB, endpointID, accountID string) domain.ForwardCommand {
-	tb.Helper()
-	n := seq.Add(1)
-	deliveryID, attemptID := fmt.Sprintf("del-%d", n), fmt.Sprintf("att-%d", n)
-	body := []byte("{\"n\":" + fmt.Sprint(n) + "}")
-	headers := []domain.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Multi", Value: "a"}, {Name: "X-Multi", Value: "b"}}
-	d, err := domain.ReceiveDelivery(deliveryID, endpointID, domain.AddressEndpoint, accountID, domain.CapturedRequest{
-		Method: "POST", Target: "/hooks//x?y=%2F", Host: endpointID + ".localhost", Proto: "HTTP/1.1",
-		RemoteAddr: "127.0.0.1:1", Headers: headers, Body: body, BodySize: int64(len(body)), Complete: true,
-	})
-	if err != nil {
-		tb.Fatalf("receive: %v", err)
-	}
-	if err := d.RequestForward(attemptID, endpointID, false); err != nil {
-		tb.Fatalf("request forward: %v", err)
-	}
-	e.appendChanges(tb, domain.DeliveryStream(deliveryID), d.Expected(), d.Changes(), "corr-"+deliveryID)
-	return domain.ForwardCommand{
-		DeliveryID: deliveryID, AttemptID: attemptID, EndpointID: endpointID, AccountID: accountID,
-		Method: "POST", Target: "/hooks//x?y=%2F", Headers: headers, Body: body,
-		Timeout: 10 * time.Second, CorrelationID: "corr-" + deliveryID,
-	}
-}
-
-func (e *env) appendChanges(tb testing.TB, stream string, expected domain.ExpectedRevision, changes []domain.Event, correlation string) {
-	tb.Helper()
-	data := make([]domain.EventData, len(changes))
-	for i, ev := range changes {
-		var err error
-		if data[i], err = e.codec.Encode(uuid.NewString(), ev, time.Now(), domain.Trace{CorrelationID: correlation}); err != nil {
-			tb.Fatalf("encode: %v", err)
-		}
-	}
-	if _, err := e.store.Append(context.Background(), stream, expected, data...); err != nil {
-		tb.Fatalf("append to %s: %v", stream, err)
-	}
-}
-
-// events reads a whole stream; a missing stream reads as empty.
-func (e *env) events(tb testing.TB, stream string) []domain.RecordedEvent {
-	tb.Helper()
-	recs, err := e.store.ReadStream(context.Background(), stream, 0, 1000)
-	if errors.Is(err, domain.ErrStreamNotFound) {
-		return nil
-	}
-	if err != nil {
-		tb.Fatalf("read %s: %v", stream, err)
-	}
-	return recs
-}
-
-func (e *env) decode(tb testing.TB, r domain.RecordedEvent) domain.Event {
-	tb.Helper()
-	ev, err := e.codec.Decode(r.Type, r.Data)
-	if err != nil {
-		tb.Fatalf("decode: %v", err)
-	}
-	return ev
-}
-
-// last returns the newest event of a stream, decoded.
-func (e *env) last(tb testing.TB, stream string) (domain.RecordedEvent, domain.Event) {
-	tb.Helper()
-	recs := e.events(tb, stream)
-	if len(recs) == 0 {
-		tb.Fatalf("stream %s is empty", stream)
-	}
-	r := recs[len(recs)-1]
-	return r, e.decode(tb, r)
 }
 
 // agent attaches a session and answers every command with answer until

@@ -20,7 +20,7 @@ import (
 
 func TestForwardWithoutAgent(t *testing.T) {
 	e := newEnv(t)
-	cmd := e.receive(t, "ep-none", "acc-1")
+	cmd := e.Receive(t, "ep-none", "acc-1")
 	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil {
 		t.Fatalf("forward: %v", err)
@@ -28,7 +28,7 @@ func TestForwardWithoutAgent(t *testing.T) {
 	if out.Status != 503 || out.Error != "no agent connected" || out.AttemptID != cmd.AttemptID {
 		t.Errorf("outcome %+v, want 503 no agent connected", out)
 	}
-	_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	_, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 	f, ok := ev.(domain.ForwardFailed)
 	if !ok || f.Status != 503 || f.Error != "no agent connected" || f.AttemptID != cmd.AttemptID || f.DeliveryID != cmd.DeliveryID {
 		t.Errorf("last event %#v, want ForwardFailed 503", ev)
@@ -41,7 +41,7 @@ func TestForwardAnswered(t *testing.T) {
 			e := newEnv(t)
 			info := SessionInfo{AgentID: "agent-1", EndpointID: "ep-1", AccountID: "acc-1", Target: "127.0.0.1:3000"}
 			got, _ := e.agent(t, info, okAnswer)
-			cmd := e.receive(t, "ep-1", "acc-1")
+			cmd := e.Receive(t, "ep-1", "acc-1")
 			cmd.CaptureResponse = capture
 
 			out, err := e.hub.Forward(t.Context(), cmd)
@@ -60,8 +60,8 @@ func TestForwardAnswered(t *testing.T) {
 				t.Errorf("outcome headers %v, want both Set-Cookie", out.Headers)
 			}
 
-			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
-			rec, ev := recs[len(recs)-1], e.decode(t, recs[len(recs)-1])
+			recs := e.Events(t, domain.DeliveryStream(cmd.DeliveryID))
+			rec, ev := recs[len(recs)-1], e.Decode(t, recs[len(recs)-1])
 			r, ok := ev.(domain.ForwardResponded)
 			if !ok {
 				t.Fatalf("last event %#v, want ForwardResponded", ev)
@@ -106,7 +106,7 @@ func TestForwardAgentReports(t *testing.T) {
 			e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, func(domain.ForwardCommand) (domain.ForwardOutcome, bool) {
 				return tt.report, true
 			})
-			cmd := e.receive(t, "ep", "acc")
+			cmd := e.Receive(t, "ep", "acc")
 			out, err := e.hub.Forward(t.Context(), cmd)
 			if err != nil {
 				t.Fatalf("forward: %v", err)
@@ -114,7 +114,7 @@ func TestForwardAgentReports(t *testing.T) {
 			if out.Status != tt.wantStatus || out.Error != tt.wantError {
 				t.Errorf("outcome %d %q, want %d %q", out.Status, out.Error, tt.wantStatus, tt.wantError)
 			}
-			_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+			_, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 			switch ev := ev.(type) {
 			case domain.ForwardFailed:
 				if tt.wantError == "" || ev.Status != tt.wantStatus || ev.Error != tt.wantError {
@@ -134,7 +134,7 @@ func TestForwardAgentReports(t *testing.T) {
 func TestForwardTimeout(t *testing.T) {
 	e := newEnv(t)
 	got, _ := e.agent(t, SessionInfo{AgentID: "slow", EndpointID: "ep", AccountID: "acc"}, never)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	cmd.Timeout = 100 * time.Millisecond
 	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil {
@@ -143,7 +143,7 @@ func TestForwardTimeout(t *testing.T) {
 	if out.Status != 504 || out.Error != "local target did not answer within 100ms" || out.AgentID != "slow" {
 		t.Errorf("outcome %+v, want 504 naming the timeout", out)
 	}
-	_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	_, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 	if f, ok := ev.(domain.ForwardFailed); !ok || f.Status != 504 {
 		t.Errorf("last event %#v, want ForwardFailed 504", ev)
 	}
@@ -167,7 +167,7 @@ func TestForwardTimeoutWhileTheQueueIsFull(t *testing.T) {
 	}
 	outs := make(chan domain.ForwardOutcome, sessionQueue+1)
 	for range sessionQueue + 1 { // one more than the queue holds
-		cmd := e.receive(t, "ep", "acc")
+		cmd := e.Receive(t, "ep", "acc")
 		cmd.Timeout = 200 * time.Millisecond
 		go func() {
 			out, err := e.hub.Forward(t.Context(), cmd)
@@ -192,7 +192,7 @@ func TestForwardTimeoutWhileTheQueueIsFull(t *testing.T) {
 func TestAgentDetachMidFlight(t *testing.T) {
 	e := newEnv(t)
 	got, stop := e.agent(t, SessionInfo{AgentID: "leaving", EndpointID: "ep", AccountID: "acc"}, never)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	type result struct {
 		out domain.ForwardOutcome
 		err error
@@ -211,7 +211,7 @@ func TestAgentDetachMidFlight(t *testing.T) {
 	if r.out.Status != 503 || r.out.Error != "agent disconnected" {
 		t.Errorf("outcome %+v, want 503 agent disconnected", r.out)
 	}
-	_, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	_, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 	if f, ok := ev.(domain.ForwardFailed); !ok || f.Status != 503 || f.Error != "agent disconnected" || f.AgentID != "leaving" {
 		t.Errorf("last event %#v, want ForwardFailed 503 from the agent", ev)
 	}
@@ -219,7 +219,7 @@ func TestAgentDetachMidFlight(t *testing.T) {
 		t.Errorf("Connected = %d after detach", n)
 	}
 	// With the session gone, the next forward finds no agent.
-	out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	out, err := e.hub.Forward(t.Context(), e.Receive(t, "ep", "acc"))
 	if err != nil || out.Status != 503 || out.Error != "no agent connected" {
 		t.Errorf("after detach: %+v, %v; want 503 no agent connected", out, err)
 	}
@@ -231,29 +231,29 @@ func TestAgentEventsRecorded(t *testing.T) {
 	if n := e.hub.Connected("ep-7"); n != 1 {
 		t.Errorf("Connected = %d, want 1", n)
 	}
-	recs := e.events(t, domain.AgentStream("ep-7"))
+	recs := e.Events(t, domain.AgentStream("ep-7"))
 	if len(recs) != 2 {
 		t.Fatalf("agent stream has %d events, want 2 (connected, primary)", len(recs))
 	}
 	want := domain.AgentConnected{EndpointID: "ep-7", AgentID: "ag-1", Target: "127.0.0.1:4000"}
-	if ev := e.decode(t, recs[0]); !reflect.DeepEqual(ev, want) {
+	if ev := e.Decode(t, recs[0]); !reflect.DeepEqual(ev, want) {
 		t.Errorf("event %#v, want %#v", ev, want)
 	}
 	first := domain.PrimaryChanged{EndpointID: "ep-7", AgentID: "ag-1", Reason: domain.PrimaryFirst}
-	if ev := e.decode(t, recs[1]); ev != first {
+	if ev := e.Decode(t, recs[1]); ev != first {
 		t.Errorf("event %#v, want %#v", ev, first)
 	}
 	stop()
-	recs = e.events(t, domain.AgentStream("ep-7"))
+	recs = e.Events(t, domain.AgentStream("ep-7"))
 	if len(recs) != 4 {
 		t.Fatalf("agent stream has %d events, want 4", len(recs))
 	}
 	gone := domain.AgentDisconnected{EndpointID: "ep-7", AgentID: "ag-1", Reason: "agent disconnected"}
-	if ev := e.decode(t, recs[2]); ev != gone {
+	if ev := e.Decode(t, recs[2]); ev != gone {
 		t.Errorf("event %#v, want %#v", ev, gone)
 	}
 	none := domain.PrimaryChanged{EndpointID: "ep-7", Previous: "ag-1", Reason: domain.PrimaryNone}
-	if ev := e.decode(t, recs[3]); ev != none {
+	if ev := e.Decode(t, recs[3]); ev != none {
 		t.Errorf("event %#v, want %#v", ev, none)
 	}
 }
@@ -284,7 +284,7 @@ func TestPrimaryAnswersOthersGetCopies(t *testing.T) {
 	}
 	var cmds []domain.ForwardCommand
 	for range 3 {
-		cmd := e.receive(t, "ep", "acc")
+		cmd := e.Receive(t, "ep", "acc")
 		out, err := e.hub.Forward(t.Context(), cmd)
 		if err != nil || out.Status != 200 || out.AgentID != "one" {
 			t.Fatalf("forward: %+v, %v; want 200 from the primary, one", out, err)
@@ -301,7 +301,7 @@ func TestPrimaryAnswersOthersGetCopies(t *testing.T) {
 		// The copy is an attempt of its own, recorded after the primary's.
 		testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 			var types []string
-			for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+			for _, r := range e.Events(t, domain.DeliveryStream(cmd.DeliveryID)) {
 				types = append(types, r.Type)
 			}
 			if len(types) != 5 {
@@ -309,12 +309,12 @@ func TestPrimaryAnswersOthersGetCopies(t *testing.T) {
 			}
 			return nil
 		})
-		recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
-		if ev := e.decode(t, recs[2]).(domain.ForwardResponded); ev.AttemptID != cmd.AttemptID || ev.AgentID != "one" || ev.Copy {
+		recs := e.Events(t, domain.DeliveryStream(cmd.DeliveryID))
+		if ev := e.Decode(t, recs[2]).(domain.ForwardResponded); ev.AttemptID != cmd.AttemptID || ev.AgentID != "one" || ev.Copy {
 			t.Errorf("primary's outcome %+v", ev)
 		}
-		req := e.decode(t, recs[3]).(domain.ForwardRequested)
-		res := e.decode(t, recs[4]).(domain.ForwardResponded)
+		req := e.Decode(t, recs[3]).(domain.ForwardRequested)
+		res := e.Decode(t, recs[4]).(domain.ForwardResponded)
 		if !req.Copy || req.AgentID != "two" || !res.Copy || res.AgentID != "two" || res.AttemptID != req.AttemptID || res.Status != 200 {
 			t.Errorf("copy recorded as %+v, %+v", req, res)
 		}
@@ -359,14 +359,14 @@ func TestPrimaryRule(t *testing.T) {
 				t.Errorf("primary %q, want %q", primary, tt.want)
 			}
 			if tt.want != "" {
-				out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc"))
+				out, err := e.hub.Forward(t.Context(), e.Receive(t, "ep", "acc"))
 				if err != nil || out.AgentID != tt.want {
 					t.Errorf("forward answered by %q (%v), want %q", out.AgentID, err, tt.want)
 				}
 			}
 			var reasons []string
-			for _, r := range e.events(t, domain.AgentStream("ep")) {
-				if ev, ok := e.decode(t, r).(domain.PrimaryChanged); ok {
+			for _, r := range e.Events(t, domain.AgentStream("ep")) {
+				if ev, ok := e.Decode(t, r).(domain.PrimaryChanged); ok {
 					reasons = append(reasons, ev.Reason)
 				}
 			}
@@ -389,7 +389,7 @@ func TestFiltersChooseTheSessions(t *testing.T) {
 	// The first connected matches nothing: the next matching session answers.
 	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc", Filters: only("json:n=0")}, okAnswer)
 	got, _ := e.agent(t, SessionInfo{AgentID: "b", EndpointID: "ep", AccountID: "acc", Filters: only("method=POST")}, okAnswer)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	if ok, why := e.hub.Admits(cmd.EndpointID, cmd.AccountID, domain.NewFilterRequest(cmd)); !ok {
 		t.Fatalf("Admits: %s", why)
 	}
@@ -411,7 +411,7 @@ func TestCopyNeverDelaysThePrimary(t *testing.T) {
 	e := newEnv(t)
 	e.agent(t, SessionInfo{AgentID: "fast", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	got, _ := e.agent(t, SessionInfo{AgentID: "mute", EndpointID: "ep", AccountID: "acc"}, never)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	cmd.Timeout = time.Hour // the copy would wait this long
 	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 200 || out.AgentID != "fast" {
@@ -424,7 +424,7 @@ func TestCopyNeverDelaysThePrimary(t *testing.T) {
 	if !pending {
 		t.Fatal("the copy is not pending any more: the primary's answer waited for it")
 	}
-	_, last := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+	_, last := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 	if r, ok := last.(domain.ForwardResponded); !ok || r.AttemptID != cmd.AttemptID {
 		t.Fatalf("last event %#v, want the primary's outcome", last)
 	}
@@ -440,16 +440,16 @@ func TestFullCopyQueueDropsTheCopy(t *testing.T) {
 	}
 	var last domain.ForwardCommand
 	for range sessionQueue + 1 {
-		last = e.receive(t, "ep", "acc")
+		last = e.Receive(t, "ep", "acc")
 		last.Timeout = time.Hour
 		if out, err := e.hub.Forward(t.Context(), last); err != nil || out.Status != 200 {
 			t.Fatalf("forward: %+v, %v", out, err)
 		}
 	}
 	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		recs := e.events(t, domain.DeliveryStream(last.DeliveryID))
-		if f, ok := e.decode(t, recs[len(recs)-1]).(domain.ForwardFailed); !ok || !f.Copy || f.Error != domain.FailureCopyDropped || f.AgentID != "stuck" {
-			return fmt.Errorf("last event %#v, want the copy dropped", e.decode(t, recs[len(recs)-1]))
+		recs := e.Events(t, domain.DeliveryStream(last.DeliveryID))
+		if f, ok := e.Decode(t, recs[len(recs)-1]).(domain.ForwardFailed); !ok || !f.Copy || f.Error != domain.FailureCopyDropped || f.AgentID != "stuck" {
+			return fmt.Errorf("last event %#v, want the copy dropped", e.Decode(t, recs[len(recs)-1]))
 		}
 		return nil
 	})
@@ -461,7 +461,7 @@ func TestConcurrentForwards(t *testing.T) {
 	e.agent(t, SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmds := make([]domain.ForwardCommand, 40)
 	for i := range cmds {
-		cmds[i] = e.receive(t, "ep", "acc")
+		cmds[i] = e.Receive(t, "ep", "acc")
 	}
 	var wg sync.WaitGroup
 	for _, cmd := range cmds {
@@ -475,8 +475,8 @@ func TestConcurrentForwards(t *testing.T) {
 	wg.Wait()
 	// The primary's outcome follows its request; copies come after.
 	for _, cmd := range cmds {
-		recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
-		if r, ok := e.decode(t, recs[2]).(domain.ForwardResponded); !ok || r.AttemptID != cmd.AttemptID || r.Copy {
+		recs := e.Events(t, domain.DeliveryStream(cmd.DeliveryID))
+		if r, ok := e.Decode(t, recs[2]).(domain.ForwardResponded); !ok || r.AttemptID != cmd.AttemptID || r.Copy {
 			t.Errorf("%s: third event %s, want the primary's outcome", cmd.DeliveryID, recs[2].Type)
 		}
 	}
@@ -487,7 +487,7 @@ func TestCompleteFromAnotherAccount(t *testing.T) {
 	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
 	// An agent of another account on the same Endpoint ID never gets its work.
 	foreign, _ := e.agent(t, SessionInfo{AgentID: "theirs", EndpointID: "ep", AccountID: "other"}, never)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	res := e.forwardInBackground(t, cmd)
 	recv(t, got)
 	err := e.hub.Complete(t.Context(), "other", "theirs", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 200})
@@ -514,7 +514,7 @@ func TestClientHonorsContext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, err := e.hub.Forward(ctx, e.receive(t, "ep", "acc"))
+	_, err := e.hub.Forward(ctx, e.Receive(t, "ep", "acc"))
 	var te *TimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("forward past its deadline = %v, want *TimeoutError", err)
@@ -522,7 +522,7 @@ func TestClientHonorsContext(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(t.Context())
 	cancel()
-	if _, err := e.hub.Forward(ctx, e.receive(t, "ep", "acc")); !errors.Is(err, context.Canceled) {
+	if _, err := e.hub.Forward(ctx, e.Receive(t, "ep", "acc")); !errors.Is(err, context.Canceled) {
 		t.Errorf("forward with a cancelled context = %v, want context.Canceled", err)
 	}
 	if _, err := e.hub.Forward(t.Context(), domain.ForwardCommand{}); !errors.Is(err, domain.ErrInvalidInput) {
@@ -592,7 +592,7 @@ func (s *racingStore) Append(ctx context.Context, stream string, expected domain
 			if err != nil {
 				panic(err)
 			}
-			data, _ := s.e.codec.Encode("00000000-0000-4000-8000-000000000001", domain.DeliveryAnswered{DeliveryID: "x", Status: 202}, time.Now(), domain.Trace{})
+			data, _ := s.e.Codec.Encode("00000000-0000-4000-8000-000000000001", domain.DeliveryAnswered{DeliveryID: "x", Status: 202}, time.Now(), domain.Trace{})
 			if _, err := s.EventStore.Append(ctx, stream, domain.Exact(recs[len(recs)-1].Revision), data); err != nil {
 				panic(err)
 			}
@@ -614,17 +614,17 @@ func (s *readCounter) ReadStream(ctx context.Context, stream string, from uint64
 
 func TestRecordRetriesOnConflict(t *testing.T) {
 	base := newEnv(t)
-	rs := &racingStore{EventStore: base.store}
+	rs := &racingStore{EventStore: base.Store}
 	e := newEnvWithStore(t, rs)
 	rs.e = e
 	e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	out, err := e.hub.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward: %+v, %v", out, err)
 	}
 	var types []string
-	for _, r := range e.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+	for _, r := range e.Events(t, domain.DeliveryStream(cmd.DeliveryID)) {
 		types = append(types, r.Type)
 	}
 	want := []string{domain.TypeDeliveryReceived, domain.TypeForwardRequested, domain.TypeDeliveryAnswered, domain.TypeForwardResponded}
@@ -637,10 +637,10 @@ func TestCloseStale(t *testing.T) {
 	e := newEnv(t)
 	// A session a crashed process left open, and a live one.
 	connected := domain.AgentConnected{EndpointID: "ep", AgentID: "ghost", Target: "127.0.0.1:1"}
-	e.appendChanges(t, domain.AgentStream("ep"), domain.Any(), []domain.Event{connected}, "")
+	e.AppendChanges(t, domain.AgentStream("ep"), domain.Any(), []domain.Event{connected}, "")
 	e.agent(t, SessionInfo{AgentID: "live", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 
-	open, err := OpenSessions(t.Context(), e.store, e.codec)
+	open, err := OpenSessions(t.Context(), e.Store, e.Codec)
 	if err != nil {
 		t.Fatalf("open sessions: %v", err)
 	}
@@ -651,17 +651,17 @@ func TestCloseStale(t *testing.T) {
 		t.Fatalf("close stale: %v", err)
 	}
 	// The ghost's end, then the live session takes over as primary.
-	recs := e.events(t, domain.AgentStream("ep"))
+	recs := e.Events(t, domain.AgentStream("ep"))
 	if len(recs) < 2 {
 		t.Fatalf("agent stream has %d events", len(recs))
 	}
-	if ev, want := e.decode(t, recs[len(recs)-2]), (domain.AgentDisconnected{EndpointID: "ep", AgentID: "ghost", Reason: "relay restarted"}); ev != want {
+	if ev, want := e.Decode(t, recs[len(recs)-2]), (domain.AgentDisconnected{EndpointID: "ep", AgentID: "ghost", Reason: "relay restarted"}); ev != want {
 		t.Errorf("event %#v, want %#v", ev, want)
 	}
-	if ev, want := e.decode(t, recs[len(recs)-1]), (domain.PrimaryChanged{EndpointID: "ep", AgentID: "live", Previous: "ghost", Reason: domain.PrimaryLeft}); ev != want {
+	if ev, want := e.Decode(t, recs[len(recs)-1]), (domain.PrimaryChanged{EndpointID: "ep", AgentID: "live", Previous: "ghost", Reason: domain.PrimaryLeft}); ev != want {
 		t.Errorf("last event %#v, want %#v", ev, want)
 	}
-	open, err = OpenSessions(t.Context(), e.store, e.codec)
+	open, err = OpenSessions(t.Context(), e.Store, e.Codec)
 	if err != nil {
 		t.Fatalf("open sessions: %v", err)
 	}
@@ -676,13 +676,13 @@ func TestNoGoroutineLeak(t *testing.T) {
 		e := newEnv(t)
 		got, stop := e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 		for range 3 {
-			if out, err := e.hub.Forward(t.Context(), e.receive(t, "ep", "acc")); err != nil || out.Status != 200 {
+			if out, err := e.hub.Forward(t.Context(), e.Receive(t, "ep", "acc")); err != nil || out.Status != 200 {
 				t.Fatalf("forward: %+v, %v", out, err)
 			}
 		}
 		recv(t, got)
 		slow, stopSlow := e.agent(t, SessionInfo{AgentID: "b", EndpointID: "ep2", AccountID: "acc"}, never)
-		cmd := e.receive(t, "ep2", "acc")
+		cmd := e.Receive(t, "ep2", "acc")
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -703,10 +703,10 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 	for _, racing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("racing=%v", racing), func(t *testing.T) {
 			base := newEnv(t)
-			reads := &readCounter{EventStore: base.store}
+			reads := &readCounter{EventStore: base.Store}
 			var rs *racingStore
 			if racing {
-				rs = &racingStore{EventStore: base.store}
+				rs = &racingStore{EventStore: base.Store}
 				reads.EventStore = rs
 			}
 			e := newEnvWithStore(t, reads)
@@ -714,8 +714,8 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 				rs.e = e
 			}
 			e.agent(t, SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
-			cmd := e.receive(t, "ep", "acc")
-			recs := e.events(t, domain.DeliveryStream(cmd.DeliveryID))
+			cmd := e.Receive(t, "ep", "acc")
+			recs := e.Events(t, domain.DeliveryStream(cmd.DeliveryID))
 			cmd.RequestEventID, cmd.RequestRevision = recs[1].ID, recs[1].Revision
 			reads.n.Store(0)
 			out, err := e.hub.Forward(t.Context(), cmd)
@@ -725,7 +725,7 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 			if n := reads.n.Load(); racing && n == 0 || !racing && n != 0 {
 				t.Errorf("recording the outcome read the log %d times (racing %v): the fast path reads nothing, the fallback replays", n, racing)
 			}
-			last, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID))
+			last, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID))
 			if _, ok := ev.(domain.ForwardResponded); !ok || last.Metadata.CausationID != recs[1].ID {
 				t.Fatalf("last event %T caused by %q, want ForwardResponded caused by %q", ev, last.Metadata.CausationID, recs[1].ID)
 			}
@@ -749,7 +749,7 @@ func TestRecordFastPathAndFallback(t *testing.T) {
 func TestClaimDeliversOnlyWhenAsked(t *testing.T) {
 	e := newEnv(t)
 	got, _ := e.agent(t, SessionInfo{AgentID: "mine", EndpointID: "ep", AccountID: "acc"}, never)
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	res := e.forwardInBackground(t, cmd)
 	recv(t, got)
 	deliver, err := e.hub.Claim(t.Context(), "acc", "mine", domain.ForwardOutcome{AttemptID: cmd.AttemptID, Status: 202})
@@ -779,7 +779,7 @@ func TestClaimWithOthersPendingDeliversAtOnce(t *testing.T) {
 	var cmds []domain.ForwardCommand
 	var res []<-chan domain.ForwardOutcome
 	for range 2 {
-		cmd := e.receive(t, "ep", "acc")
+		cmd := e.Receive(t, "ep", "acc")
 		cmds = append(cmds, cmd)
 		res = append(res, e.forwardInBackground(t, cmd))
 		recv(t, got)

@@ -23,7 +23,7 @@ func BenchmarkListeners(b *testing.B) {
 			}
 			cmds := make([]domain.ForwardCommand, b.N)
 			for i := range cmds {
-				cmds[i] = e.receive(b, "ep", "acc")
+				cmds[i] = e.Receive(b, "ep", "acc")
 			}
 			var waited time.Duration
 			b.ResetTimer()
@@ -47,10 +47,10 @@ func BenchmarkListeners(b *testing.B) {
 // on the write path.
 func BenchmarkRecordCopy(b *testing.B) {
 	e := newEnv(b)
-	rec := record.New(record.Config{Store: e.store, Codec: e.codec})
+	rec := record.New(record.Config{Store: e.Store, Codec: e.Codec})
 	cmds := make([]domain.ForwardCommand, b.N)
 	for i := range cmds {
-		cmds[i] = e.receive(b, "ep", "acc")
+		cmds[i] = e.Receive(b, "ep", "acc")
 		cmds[i].AttemptID = "copy-" + cmds[i].AttemptID
 	}
 	out, _ := okAnswer(domain.ForwardCommand{})

@@ -42,7 +42,7 @@ func TestSessionCapsAllowASnapshot(t *testing.T) {
 // sessions starting at the same moment on one node never pass either cap.
 func TestSessionCapsAcrossNodesAndAtOnce(t *testing.T) {
 	const perEndpoint, perAccount, elsewhere = 8, 12, 3
-	store := newEnv(t).store
+	store := newEnv(t).Store
 	logger := slog.New(slog.DiscardHandler)
 	hub := NewHub(HubConfig{
 		Recorder: record.New(record.Config{Store: store, Codec: domain.NewCodec(), Logger: logger}), Logger: logger,

@@ -35,7 +35,7 @@ func benchForward(b *testing.B, via func(*env) forwarder) {
 	e.agent(b, tunnel.SessionInfo{AgentID: "bench", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmds := make([]domain.ForwardCommand, b.N)
 	for i := range cmds {
-		cmds[i] = e.receive(b, "ep", "acc")
+		cmds[i] = e.Receive(b, "ep", "acc")
 	}
 	f := via(e)
 	ctx := context.Background()
@@ -57,7 +57,7 @@ func BenchmarkForwardRoundTripParallel(b *testing.B) {
 	e.agent(b, tunnel.SessionInfo{AgentID: "two", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	cmds := make([]domain.ForwardCommand, b.N)
 	for i := range cmds {
-		cmds[i] = e.receive(b, "ep", "acc")
+		cmds[i] = e.Receive(b, "ep", "acc")
 	}
 	var next atomic.Int64
 	ctx := context.Background()

@@ -74,7 +74,7 @@ func TestCopiesToAnotherNodeHoldTheSendersBudget(t *testing.T) {
 	budget := ingress.NewBodyBudget(16<<20, 1) // 4 MiB per key
 	logger := slog.New(slog.DiscardHandler)
 	c.front = tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",
+		Recorder: record.New(record.Config{Store: c.Store, Codec: c.Codec, Logger: logger}), Logger: logger, Node: "front",
 		Remote: NewClient(c.bus), Roster: c.roster, Bodies: budget,
 	})
 	t.Cleanup(c.front.Close)
@@ -89,9 +89,9 @@ func TestCopiesToAnotherNodeHoldTheSendersBudget(t *testing.T) {
 		c.nodes[id] = "gone"
 		connected = append(connected, domain.AgentConnected{EndpointID: "ep", AgentID: id, Node: "gone"})
 	}
-	c.appendChanges(t, domain.AgentStream("ep"), domain.Any(), connected, "")
+	c.AppendChanges(t, domain.AgentStream("ep"), domain.Any(), connected, "")
 
-	cmd := c.receive(t, "ep", "acc")
+	cmd := c.Receive(t, "ep", "acc")
 	cmd.Body = bytes.Repeat([]byte("x"), 1<<20)
 	before := heapInUse()
 	out, err := c.front.Forward(t.Context(), cmd)
@@ -173,7 +173,7 @@ func TestCopiesToAnotherNodeAreHeldOnlyWhileCounted(t *testing.T) {
 	budget := ingress.NewBodyBudget(64<<20, 1)
 	logger := slog.New(slog.DiscardHandler)
 	c.front = tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",
+		Recorder: record.New(record.Config{Store: c.Store, Codec: c.Codec, Logger: logger}), Logger: logger, Node: "front",
 		Remote: NewClient(c.bus), Roster: c.roster, Bodies: budget,
 	})
 	t.Cleanup(c.front.Close)
@@ -198,7 +198,7 @@ func TestCopiesToAnotherNodeAreHeldOnlyWhileCounted(t *testing.T) {
 	before := heapInUse()
 	var ids []string
 	for range deliveries {
-		cmd := c.receive(t, "ep", "acc")
+		cmd := c.Receive(t, "ep", "acc")
 		cmd.Body, cmd.Timeout = bytes.Repeat([]byte("x"), 1<<20), time.Hour
 		if out, err := c.front.Forward(t.Context(), cmd); err != nil || string(out.Body) != "f1" {
 			t.Fatalf("forward = %+v, %v; want f1's answer", out, err)
@@ -259,7 +259,7 @@ func TestForwardsFromOtherNodesHoldThisNodesBudget(t *testing.T) {
 	remote := &heardRemote{Client: NewClient(c.bus)}
 	logger := slog.New(slog.DiscardHandler)
 	c.front = tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",
+		Recorder: record.New(record.Config{Store: c.Store, Codec: c.Codec, Logger: logger}), Logger: logger, Node: "front",
 		Remote: remote, Roster: c.roster,
 	})
 	t.Cleanup(c.front.Close)
@@ -280,7 +280,7 @@ func TestForwardsFromOtherNodesHoldThisNodesBudget(t *testing.T) {
 	}
 	results := make(chan result, forwards)
 	for range forwards {
-		cmd := c.receive(t, "ep", "acc")
+		cmd := c.Receive(t, "ep", "acc")
 		cmd.Body, cmd.Timeout = body, time.Hour
 		go func() {
 			out, err := c.front.Forward(context.Background(), cmd)
@@ -316,7 +316,7 @@ func TestForwardsFromOtherNodesHoldThisNodesBudget(t *testing.T) {
 			refused++
 		}
 		// Each attempt has the one outcome its sender got.
-		if _, ev := c.last(t, domain.DeliveryStream(r.cmd.DeliveryID)); ev.(domain.ForwardFailed).Error != r.out.Error {
+		if _, ev := c.Last(t, domain.DeliveryStream(r.cmd.DeliveryID)); ev.(domain.ForwardFailed).Error != r.out.Error {
 			t.Errorf("forward %s: recorded %+v, the sender got %q", r.cmd.AttemptID, ev, r.out.Error)
 		}
 	}
@@ -339,7 +339,7 @@ func TestCopiesAnswersFromAnotherNodeAreCounted(t *testing.T) {
 	c := newClusterOn(t, newEnvWith(t, ingress.NewBodyBudget(16<<20, 1)))
 	logger := slog.New(slog.DiscardHandler)
 	c.front = tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",
+		Recorder: record.New(record.Config{Store: c.Store, Codec: c.Codec, Logger: logger}), Logger: logger, Node: "front",
 		Remote: NewClient(c.bus), Roster: c.roster, Bodies: budget,
 	})
 	t.Cleanup(c.front.Close)
@@ -359,7 +359,7 @@ func TestCopiesAnswersFromAnotherNodeAreCounted(t *testing.T) {
 				return domain.ForwardOutcome{Status: 200, Body: bytes.Repeat([]byte("y"), size)}, true
 			})
 	}
-	cmd := c.receive(t, "ep", "acc")
+	cmd := c.Receive(t, "ep", "acc")
 	cmd.CaptureResponse, cmd.Timeout = true, time.Hour
 	before := heapInUse()
 	res := make(chan domain.ForwardOutcome, 1)
@@ -398,8 +398,8 @@ func TestCopiesAnswersFromAnotherNodeAreCounted(t *testing.T) {
 		return nil
 	})
 	var captured, notCaptured int
-	for _, r := range c.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
-		switch a := c.decode(t, r).(type) {
+	for _, r := range c.Events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+		switch a := c.Decode(t, r).(type) {
 		case domain.ForwardFailed:
 			t.Errorf("attempt %s of %s recorded failed (copy=%v): %d %s", a.AttemptID, a.AgentID, a.Copy, a.Status, a.Error)
 		case domain.ForwardResponded:

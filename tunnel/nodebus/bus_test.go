@@ -21,12 +21,12 @@ func TestClientCreatedAfterRun(t *testing.T) {
 	e := newEnv(t)
 	e.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	late := NewClient(e.bus) // its reply handler starts on the running router
-	out, err := late.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	out, err := late.Forward(t.Context(), e.Receive(t, "ep", "acc"))
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward through a late client: %+v, %v", out, err)
 	}
 	// Each client gets its replies on a topic of its own.
-	out, err = e.client.Forward(t.Context(), e.receive(t, "ep", "acc"))
+	out, err = e.client.Forward(t.Context(), e.Receive(t, "ep", "acc"))
 	if err != nil || out.Status != 200 {
 		t.Fatalf("forward through the first client: %+v, %v", out, err)
 	}

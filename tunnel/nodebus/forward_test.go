@@ -23,13 +23,13 @@ func TestHubForwardCrossesToTheNodeHoldingTheSession(t *testing.T) {
 	e.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 	located := 0
 	front := tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), Node: "front",
+		Recorder: record.New(record.Config{Store: e.Store, Codec: e.Codec}), Node: "front",
 		Remote: NewClient(e.bus),
 		Locate: func(endpointID string) (string, bool) { located++; return tunnel.DefaultNode, endpointID == "ep" },
 	})
 	t.Cleanup(front.Close)
 
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	out, err := front.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 200 || string(out.Body) != "pong "+cmd.AttemptID {
 		t.Fatalf("forward through the other node = %+v, %v", out, err)
@@ -47,18 +47,18 @@ func TestHubForwardCrossesToTheNodeHoldingTheSession(t *testing.T) {
 func TestForwardToALostNodeIsSettledHere(t *testing.T) {
 	e := newEnv(t)
 	front := tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), Node: "front",
+		Recorder: record.New(record.Config{Store: e.Store, Codec: e.Codec}), Node: "front",
 		Remote: NewClient(e.bus),
 		Locate: func(string) (string, bool) { return "gone", true }, // no Hub takes its commands
 	})
 	t.Cleanup(front.Close)
 
-	cmd := e.receive(t, "ep", "acc")
+	cmd := e.Receive(t, "ep", "acc")
 	out, err := forwardToLost(t, front, cmd)
 	if err != nil || out.Status != 503 || !strings.HasPrefix(out.Error, tunnel.NodeLost) || out.Position == 0 {
 		t.Fatalf("forward to a lost node = %+v, %v; want a recorded 503 %q", out, err, tunnel.NodeLost)
 	}
-	if _, ev := e.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+	if _, ev := e.Last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
 		t.Errorf("last event %+v", ev)
 	}
 
@@ -151,13 +151,13 @@ func TestLostOrDoubledCommandsRunOnce(t *testing.T) {
 			lossy := &lossyBus{pubSub: e.bus.pubsub, dropFirst: tt.dropFirst, twice: tt.twice}
 			e.bus.pubsub = lossy
 			front := tunnel.NewHub(tunnel.HubConfig{
-				Recorder: record.New(record.Config{Store: e.store, Codec: e.codec}), Node: "front",
+				Recorder: record.New(record.Config{Store: e.Store, Codec: e.Codec}), Node: "front",
 				Remote: NewClient(e.bus),
 				Locate: func(string) (string, bool) { return tunnel.DefaultNode, true },
 			})
 			t.Cleanup(front.Close)
 
-			cmd := e.receive(t, "ep", "acc")
+			cmd := e.Receive(t, "ep", "acc")
 			out, err := front.Forward(t.Context(), cmd)
 			if err != nil || out.Status != 200 || string(out.Body) != "pong "+cmd.AttemptID {
 				t.Fatalf("forward = %+v, %v", out, err)

@@ -40,7 +40,7 @@ func newClusterOn(t *testing.T, e *env) *cluster {
 	c := &cluster{env: e, nodes: map[string]string{}}
 	logger := slog.New(slog.DiscardHandler)
 	c.front = tunnel.NewHub(tunnel.HubConfig{
-		Recorder: record.New(record.Config{Store: c.store, Codec: c.codec, Logger: logger}), Logger: logger, Node: "front",
+		Recorder: record.New(record.Config{Store: c.Store, Codec: c.Codec, Logger: logger}), Logger: logger, Node: "front",
 		Remote: NewClient(c.bus), Roster: c.roster,
 	})
 	t.Cleanup(c.front.Close)
@@ -49,13 +49,13 @@ func newClusterOn(t *testing.T, e *env) *cluster {
 
 // roster lists the open sessions of an Endpoint from its agent stream.
 func (c *cluster) roster(endpointID string) []tunnel.RemoteSession {
-	recs, err := c.store.ReadStream(context.Background(), domain.AgentStream(endpointID), 0, 1000)
+	recs, err := c.Store.ReadStream(context.Background(), domain.AgentStream(endpointID), 0, 1000)
 	if err != nil {
 		return nil
 	}
 	var out []tunnel.RemoteSession
 	for _, r := range recs {
-		ev, err := c.codec.Decode(r.Type, r.Data)
+		ev, err := c.Codec.Decode(r.Type, r.Data)
 		if err != nil {
 			return nil
 		}
@@ -94,8 +94,8 @@ func (c *cluster) attempts(t *testing.T, deliveryID string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	copies := map[string]bool{}
-	for _, r := range c.events(t, domain.DeliveryStream(deliveryID)) {
-		switch ev := c.decode(t, r).(type) {
+	for _, r := range c.Events(t, domain.DeliveryStream(deliveryID)) {
+		switch ev := c.Decode(t, r).(type) {
 		case domain.ForwardRequested:
 			copies[ev.AttemptID] = ev.Copy
 		case domain.ForwardResponded:
@@ -114,7 +114,7 @@ func TestPrimaryOnAnotherNodeAnswersAndCopiesStayHere(t *testing.T) {
 	gotFront, _ := c.listen(t, "front", tunnel.SessionInfo{AgentID: "f1"})
 	gotBack, _ := c.listen(t, tunnel.DefaultNode, tunnel.SessionInfo{AgentID: "b1", Primary: true})
 
-	cmd := c.receive(t, "ep", "acc")
+	cmd := c.Receive(t, "ep", "acc")
 	out, err := c.front.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 200 || string(out.Body) != "b1" || out.AgentID != "b1" {
 		t.Fatalf("forward = %+v, %v; want b1's answer", out, err)
@@ -145,7 +145,7 @@ func TestCopyToASessionOnAnotherNode(t *testing.T) {
 	c.listen(t, "front", tunnel.SessionInfo{AgentID: "f1"})
 	gotBack, _ := c.listen(t, tunnel.DefaultNode, tunnel.SessionInfo{AgentID: "b1"})
 
-	cmd := c.receive(t, "ep", "acc")
+	cmd := c.Receive(t, "ep", "acc")
 	out, err := c.front.Forward(t.Context(), cmd)
 	if err != nil || string(out.Body) != "f1" {
 		t.Fatalf("forward = %+v, %v; want f1's answer", out, err)
@@ -161,11 +161,11 @@ func TestCopyToASessionOnAnotherNode(t *testing.T) {
 		return nil
 	})
 	// The primary's outcome goes right after its request.
-	recs := c.events(t, domain.DeliveryStream(cmd.DeliveryID))
+	recs := c.Events(t, domain.DeliveryStream(cmd.DeliveryID))
 	if len(recs) < 3 || recs[2].Type != domain.TypeForwardResponded {
 		t.Fatalf("third event of the delivery is not the primary's outcome")
 	}
-	if ev := c.decode(t, recs[2]).(domain.ForwardResponded); ev.Copy || ev.AgentID != "f1" {
+	if ev := c.Decode(t, recs[2]).(domain.ForwardResponded); ev.Copy || ev.AgentID != "f1" {
 		t.Errorf("third event %+v, want f1's outcome", ev)
 	}
 }
@@ -195,8 +195,8 @@ func TestPrimaryChangeRecordedOnceAcrossNodes(t *testing.T) {
 	_, stopB := c.listen(t, tunnel.DefaultNode, tunnel.SessionInfo{AgentID: "b1", Primary: true})
 	stopB()
 	var changes []domain.PrimaryChanged
-	for _, r := range c.events(t, domain.AgentStream("ep")) {
-		if ev, ok := c.decode(t, r).(domain.PrimaryChanged); ok {
+	for _, r := range c.Events(t, domain.AgentStream("ep")) {
+		if ev, ok := c.Decode(t, r).(domain.PrimaryChanged); ok {
 			changes = append(changes, ev)
 		}
 	}
@@ -209,7 +209,7 @@ func TestPrimaryChangeRecordedOnceAcrossNodes(t *testing.T) {
 		t.Fatalf("changes %+v\nwant %+v", changes, want)
 	}
 	// Both nodes deciding again (a duplicate trigger) records nothing.
-	rec := record.New(record.Config{Store: c.store, Codec: c.codec})
+	rec := record.New(record.Config{Store: c.Store, Codec: c.Codec})
 	for range 2 {
 		if _, changed, err := rec.ReconcilePrimary(t.Context(), "ep"); err != nil || changed {
 			t.Fatalf("reconcile again: changed %v, %v", changed, err)
@@ -238,9 +238,9 @@ func TestCopyToALostNodeIsRecordedFailed(t *testing.T) {
 	c.listen(t, "front", tunnel.SessionInfo{AgentID: "f1"})
 	// A session the log shows on node "gone", whose Hub takes no commands.
 	c.nodes["g1"] = "gone"
-	c.appendChanges(t, domain.AgentStream("ep"), domain.Any(), []domain.Event{domain.AgentConnected{EndpointID: "ep", AgentID: "g1", Node: "gone"}}, "")
+	c.AppendChanges(t, domain.AgentStream("ep"), domain.Any(), []domain.Event{domain.AgentConnected{EndpointID: "ep", AgentID: "g1", Node: "gone"}}, "")
 
-	cmd := c.receive(t, "ep", "acc")
+	cmd := c.Receive(t, "ep", "acc")
 	out, err := c.front.Forward(t.Context(), cmd)
 	if err != nil || string(out.Body) != "f1" {
 		t.Fatalf("forward = %+v, %v; want f1's answer", out, err)
@@ -264,8 +264,8 @@ func TestCopyToALostNodeIsRecordedFailed(t *testing.T) {
 // delivery.
 func (c *cluster) copyAnswerOf(t *testing.T, deliveryID, agentID string) (domain.ForwardResponded, bool) {
 	t.Helper()
-	for _, r := range c.events(t, domain.DeliveryStream(deliveryID)) {
-		if ev, ok := c.decode(t, r).(domain.ForwardResponded); ok && ev.Copy && ev.AgentID == agentID {
+	for _, r := range c.Events(t, domain.DeliveryStream(deliveryID)) {
+		if ev, ok := c.Decode(t, r).(domain.ForwardResponded); ok && ev.Copy && ev.AgentID == agentID {
 			return ev, true
 		}
 	}
@@ -290,7 +290,7 @@ func TestCopyOnAnotherNodeKeepsSignatureAndReceipt(t *testing.T) {
 			return domain.ForwardOutcome{Status: 200, Headers: []domain.Header{}, Body: []byte("c1"), DurationMs: 1,
 				Signature: "github valid", Receipt: &receipt}, true
 		})
-		cmd := c.receive(t, "ep", "acc")
+		cmd := c.Receive(t, "ep", "acc")
 		if out, err := c.front.Forward(t.Context(), cmd); err != nil || string(out.Body) != "f1" {
 			t.Fatalf("copy on %s: forward = %+v, %v; want f1's answer", node, out, err)
 		}
@@ -340,7 +340,7 @@ func TestCopiesRecordTheirFidelity(t *testing.T) {
 				receipt := domain.DigestRequest(cmd.Method, cmd.Target, cmd.Headers, altered(cmd.Body))
 				return domain.ForwardOutcome{Status: 200, Headers: []domain.Header{}, Body: []byte("c1"), DurationMs: 1, Receipt: &receipt}, true
 			})
-			cmd := c.receive(t, "ep", "acc")
+			cmd := c.Receive(t, "ep", "acc")
 			if out, err := c.front.Forward(t.Context(), cmd); err != nil || string(out.Body) != "f1" {
 				t.Fatalf("forward = %+v, %v; want f1's answer", out, err)
 			}
@@ -354,8 +354,8 @@ func TestCopiesRecordTheirFidelity(t *testing.T) {
 				return nil
 			})
 			var primary *domain.Fidelity
-			for _, r := range c.events(t, domain.DeliveryStream(cmd.DeliveryID)) {
-				if ev, ok := c.decode(t, r).(domain.ForwardResponded); ok && !ev.Copy {
+			for _, r := range c.Events(t, domain.DeliveryStream(cmd.DeliveryID)) {
+				if ev, ok := c.Decode(t, r).(domain.ForwardResponded); ok && !ev.Copy {
 					primary = ev.Fidelity
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/eventstore/sqlite"
 	"github.com/relayhq/relay/ingress"
+	"github.com/relayhq/relay/internal/logtest"
 	"github.com/relayhq/relay/internal/natstest"
 	"github.com/relayhq/relay/internal/testwait"
 	"github.com/relayhq/relay/record"
@@ -30,8 +31,8 @@ func natsNode(t *testing.T, url, node string, store domain.EventStore, locate st
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{store: store, codec: domain.NewCodec(), bus: bus}
-	cfg := tunnel.HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.codec, Node: node}), Node: node}
+	e := &env{Log: &logtest.Log{Store: store, Codec: domain.NewCodec()}, bus: bus}
+	cfg := tunnel.HubConfig{Recorder: record.New(record.Config{Store: store, Codec: e.Codec, Node: node}), Node: node}
 	if locate != "" {
 		cfg.Remote = NewClient(bus)
 		cfg.Locate = func(string) (string, bool) { return locate, true }
@@ -83,7 +84,7 @@ func TestNATSBusCarriesForwardsBetweenNodes(t *testing.T) {
 	}
 	back.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, slowAnswer)
 
-	slow := back.receive(t, "ep", "acc") // POST: held until released
+	slow := back.Receive(t, "ep", "acc") // POST: held until released
 	slowDone := make(chan domain.ForwardOutcome, 1)
 	go func() {
 		out, err := front.hub.Forward(t.Context(), slow)
@@ -92,7 +93,7 @@ func TestNATSBusCarriesForwardsBetweenNodes(t *testing.T) {
 		}
 		slowDone <- out
 	}()
-	fast := back.receive(t, "ep", "acc")
+	fast := back.Receive(t, "ep", "acc")
 	fast.Method = "GET"
 	out, err := front.hub.Forward(t.Context(), fast)
 	if err != nil || out.Status != 200 || string(out.Body) != "pong "+fast.AttemptID || out.Position == 0 {
@@ -121,13 +122,13 @@ func TestNATSBusCommandTooLarge(t *testing.T) {
 	front := natsNode(t, url, "front", store, "back")
 	got, _ := back.agent(t, tunnel.SessionInfo{AgentID: "a", EndpointID: "ep", AccountID: "acc"}, okAnswer)
 
-	cmd := back.receive(t, "ep", "acc")
+	cmd := back.Receive(t, "ep", "acc")
 	cmd.Body = make([]byte, front.bus.MaxPayload()+1)
 	out, err := front.hub.Forward(t.Context(), cmd)
 	if err != nil || out.Status != 503 || !strings.HasPrefix(out.Error, tunnel.NodeUnreachable) || out.Position == 0 {
 		t.Fatalf("forward of a command larger than the bus carries = %+v, %v; want a recorded 503 %q", out, err, tunnel.NodeUnreachable)
 	}
-	if _, ev := back.last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
+	if _, ev := back.Last(t, domain.DeliveryStream(cmd.DeliveryID)); ev.(domain.ForwardFailed).Status != 503 {
 		t.Errorf("last event %+v", ev)
 	}
 	select {
