@@ -12,8 +12,10 @@ const (
 	// ReasonWrongProtocol: a plain-HTTP request where the address's public
 	// URL is https, answered 503 at receipt.
 	ReasonWrongProtocol = "wrong protocol: plain HTTP"
-	// ReasonBodyBudget: the proxied bodies in flight held the whole body
-	// budget (--proxy-body-budget), answered 503 at receipt.
+	// ReasonBodyBudget: the request bodies in flight (forwarded, or being
+	// recorded) held the body budget (--proxy-body-budget) or the share of
+	// it the sender, its network or the account may hold, answered 503 at
+	// receipt.
 	ReasonBodyBudget = "body budget"
 	// ReasonBodyTooLarge + "<n> bytes": a proxied body over --max-body,
 	// answered 413 at receipt.

@@ -330,8 +330,9 @@ func (x *explainer) relayAnswer(r readmodel.RelayAnswer) string {
 	case r.Reason == domain.ReasonWrongProtocol:
 		return head + ": the request came over plain HTTP to an address served over https only; it was recorded, not forwarded."
 	case r.Reason == domain.ReasonBodyBudget:
-		return head + " (relay busy): the request bodies it was already forwarding held its whole --proxy-body-budget, " +
-			"so this one was not forwarded; the sender was told to retry after a second (Retry-After)."
+		return head + " (relay busy): the request bodies it was already forwarding or recording held its --proxy-body-budget " +
+			"(or the share of it the sender, its network or the account may hold), so this one's body was not read, nor forwarded; " +
+			"the sender was told to retry after a second (Retry-After)."
 	case strings.HasPrefix(r.Reason, domain.ReasonBodyTooLarge):
 		return fmt.Sprintf("%s: the body was larger than the relay's --max-body of %s (it read %d bytes before it stopped); it was not forwarded.",
 			head, strings.TrimPrefix(r.Reason, domain.ReasonBodyTooLarge), x.d.BodySize)

@@ -8,14 +8,16 @@ import (
 	"github.com/relayhq/relay/internal/clientkey"
 )
 
-// DefaultProxyBodyBudget is the memory all proxied bodies in flight may
-// hold at once when Config.ProxyBodyBudget is zero.
+// DefaultProxyBodyBudget is the memory all request bodies in flight may
+// hold at once when Config.ProxyBodyBudget is zero: the bodies forwarded
+// (PROXY, QUEUE) and the stored part of those only recorded (inspectors,
+// LOG Endpoints) until their record is committed.
 const DefaultProxyBodyBudget = 256 << 20
 
-// ErrBodyBudget reports a proxied body refused because the bodies already
-// in flight hold the whole budget, or the share of it the body's sender,
+// ErrBodyBudget reports a body refused because the bodies already in
+// flight hold the whole budget, or the share of it the body's sender,
 // network or account may take (a *BodyBudgetError says which).
-var ErrBodyBudget = errors.New("proxied bodies in flight hold the relay's body budget")
+var ErrBodyBudget = errors.New("request bodies in flight hold the relay's body budget")
 
 // The shares of the body budget a body may be refused by, as the 503's
 // text and the metrics name them (BodyBudgetError.Share).
@@ -260,7 +262,7 @@ func giveBack(held map[string]int64, key string, n int64) {
 // least one body of --max-body), never more than the whole.
 func (b *BodyBudget) Share() int64 { return min(b.perClient, b.total) }
 
-// InUse is the bytes forwarded bodies hold now (for tests and metrics).
+// InUse is the bytes of the budget held now (for tests and metrics).
 func (b *BodyBudget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -268,39 +270,40 @@ func (b *BodyBudget) InUse() int64 {
 }
 
 // readBudgeted reads r to its end (r is already limited to most bytes)
-// into a buffer whose memory is first reserved from budget, for client and
-// the account whose Endpoint the body was sent to. A declared
+// into a buffer whose memory is first reserved from budget, weight bytes
+// of budget a byte of buffer, for client and the account whose Endpoint
+// the body was sent to. A declared
 // length (Content-Length) is reserved whole before anything is read, so
 // that senders are admitted one by one: reserving as bytes arrive would
 // let many large bodies each take a part of the budget and none finish.
 // Without one (chunked), the buffer grows by doubling, each growth
-// reserved first. It returns the bytes read, the bytes reserved (the
-// caller releases them once done with the body) and a *BodyBudgetError
+// reserved first. It returns the bytes read, the bytes of budget reserved
+// (the caller releases them once done with the body) and a *BodyBudgetError
 // (ErrBodyBudget) naming the full share when the budget could not hold
 // the body.
-func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most, declared int64) (buf []byte, reserved int64, err error) {
+func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most, declared, weight int64) (buf []byte, reserved int64, err error) {
 	const first = 32 << 10
-	reserved = min(int64(first), most)
+	room := min(int64(first), most) // the bytes of buffer reserved
 	if declared > 0 {
 		// One byte more than declared: a body longer than its claim must
 		// still be seen to be (most is maxBody+1 for the same reason).
-		reserved = min(declared+1, most)
+		room = min(declared+1, most)
 	}
-	if full := budget.admit(client, account, reserved); full != "" {
+	if full := budget.admit(client, account, weight*room); full != "" {
 		return nil, 0, &BodyBudgetError{Share: full}
 	}
-	buf = make([]byte, 0, min(int64(first), reserved))
+	buf = make([]byte, 0, min(int64(first), room))
 	for {
 		if len(buf) == cap(buf) {
 			if int64(cap(buf)) >= most {
-				return buf, reserved, nil // r is limited to most bytes
+				return buf, weight * room, nil // r is limited to most bytes
 			}
 			size := min(2*int64(cap(buf)), most)
-			if size > reserved {
-				if full := budget.admit(client, account, size-reserved); full != "" {
-					return buf, reserved, &BodyBudgetError{Share: full}
+			if size > room {
+				if full := budget.admit(client, account, weight*(size-room)); full != "" {
+					return buf, weight * room, &BodyBudgetError{Share: full}
 				}
-				reserved = size
+				room = size
 			}
 			next := make([]byte, len(buf), size)
 			copy(next, buf)
@@ -309,10 +312,10 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most,
 		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if rerr == io.EOF {
-			return buf, reserved, nil
+			return buf, weight * room, nil
 		}
 		if rerr != nil {
-			return buf, reserved, rerr
+			return buf, weight * room, rerr
 		}
 	}
 }

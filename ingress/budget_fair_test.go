@@ -56,7 +56,7 @@ func TestBodyBudgetLeavesRoomForOthers(t *testing.T) {
 			held, refused := 0, map[string]int{}
 			for _, s := range tt.senders {
 				e.routes.set(Route{ID: s.address, Kind: domain.AddressEndpoint, AccountID: s.account, Mode: domain.ModeProxy})
-				if ok, answer := declareBody(t, e, s.from, s.address, declared); ok {
+				if ok, answer := declareBody(t, e, s.from, s.address, declared, declared+1); ok {
 					held++
 				} else {
 					refused[answer]++

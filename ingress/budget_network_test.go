@@ -27,11 +27,12 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 	return c
 }
 
-// declareBody sends, from the address from, a PROXY request to address
-// whose headers declare a body of declared bytes and then only one byte of
-// it, and reports whether the relay holds it in the body budget (the
-// budget grew by its reservation, declared+1) or what it answered instead.
-func declareBody(t *testing.T, e *env, from, address string, declared int64) (held bool, answer string) {
+// declareBody sends, from the address from, a request to address whose
+// headers declare a body of declared bytes and then only one byte of it,
+// and reports whether the relay holds it in the body budget (the budget
+// grew by its reservation, holds: declared+1 for a PROXY Endpoint) or what
+// it answered instead.
+func declareBody(t *testing.T, e *env, from, address string, declared, holds int64) (held bool, answer string) {
 	t.Helper()
 	before := e.srv.bodies.InUse()
 	c := dialFrom(t, from, e.addr)
@@ -51,7 +52,7 @@ func declareBody(t *testing.T, e *env, from, address string, declared int64) (he
 			return nil
 		default:
 		}
-		if e.srv.bodies.InUse() == before+declared+1 {
+		if e.srv.bodies.InUse() == before+holds {
 			held = true
 			return nil
 		}
@@ -85,7 +86,7 @@ func TestBodyBudgetShareOfANetwork(t *testing.T) {
 		address := fmt.Sprintf("h%d", host)
 		e.routes.set(Route{ID: address, Kind: domain.AddressEndpoint, AccountID: "acc-" + address, Mode: domain.ModeProxy})
 		for range 3 {
-			ok, answer := declareBody(t, e, fmt.Sprintf("127.0.0.%d", host), address, declared)
+			ok, answer := declareBody(t, e, fmt.Sprintf("127.0.0.%d", host), address, declared, declared+1)
 			if ok {
 				held++
 			} else {
@@ -157,7 +158,7 @@ func TestBodyBudgetRefusalNamesTheShare(t *testing.T) {
 				return "ep-" + b.account
 			}
 			for i, b := range tc.held {
-				if held, answer := declareBody(t, e, b.from, route(b), declared); !held {
+				if held, answer := declareBody(t, e, b.from, route(b), declared, declared+1); !held {
 					t.Fatalf("body %d from %s to %s: %s, want it held", i, b.from, b.account, answer)
 				}
 			}

@@ -69,10 +69,23 @@ func releaseBody(budget *BodyBudget, r *http.Request, account string, reserved i
 // body to an inspector costs no more memory than the cap, and every byte
 // received is counted, also past maxBody (which bounds only what is
 // forwarded; the body timeout bounds how long a sender may keep sending).
-func captureRecord(r *http.Request, captureCap, maxBody int64) (domain.CapturedRequest, error) {
-	req, _, _, err := capture(r, captureCap, maxBody, false, nil, "")
-	return req, err
+// The part kept is held in budget, RecordedBodyWeight bytes of it a byte,
+// for its sender and account (an inspector's: none), as captureProxied
+// holds a forwarded body: it returns the bytes reserved, which the caller
+// releases once the record is committed, and ErrBodyBudget when the budget
+// ran out (nothing of the body read).
+func captureRecord(r *http.Request, captureCap, maxBody int64, budget *BodyBudget, account string) (domain.CapturedRequest, int64, error) {
+	req, _, reserved, err := capture(r, captureCap, maxBody, false, budget, account)
+	return req, reserved, err
 }
+
+// RecordedBodyWeight is the budget a byte of a recorded body takes: until
+// its record is committed, the body is held as itself, in its event's JSON
+// (base64: 4/3 of it) and in the log's row, compressed from that JSON (as
+// much again when it does not compress), about 3.7 times its size. Counting
+// it once let 256 requests from one address, each with 256 KiB of random
+// body to an inspector, hold 350 MiB while waiting for the log's writer.
+const RecordedBodyWeight = 4
 
 func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *BodyBudget, account string) (domain.CapturedRequest, []byte, int64, error) {
 	target, err := requestTarget(originalTarget(r))
@@ -111,14 +124,22 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 		// the budget (so senders are admitted whole, one by one), but
 		// memory is allocated as bytes arrive, growing by doubling, so one
 		// that declares 10 MiB and sends a byte holds budget, not memory.
-		full, reserved, err = readBudgeted(limited, budget, budgetKey(client), account, maxBody+1, min(r.ContentLength, maxBody+1))
+		full, reserved, err = readBudgeted(limited, budget, budgetKey(client), account, maxBody+1, min(r.ContentLength, maxBody+1), 1)
 		n = int64(len(full))
 		// A copy: Body shares no memory with full, which callers hand on.
 		stored = append([]byte{}, full[:min(n, keep)]...)
 	} else {
 		// The buffer is Body itself: no copy, and never nil (an empty
 		// body is recorded as empty, not as absent).
-		stored, err = bodyread.Read(limited, keep, r.ContentLength)
+		if budget != nil {
+			declared := r.ContentLength
+			if declared >= 0 {
+				declared = min(declared, keep)
+			}
+			stored, reserved, err = readBudgeted(io.LimitReader(limited, keep), budget, budgetKey(client), account, keep, declared, RecordedBodyWeight)
+		} else {
+			stored, err = bodyread.Read(limited, keep, r.ContentLength)
+		}
 		n = int64(len(stored))
 		if err == nil {
 			var rest int64

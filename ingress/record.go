@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/internal/connguard"
 	"github.com/relayhq/relay/record"
 )
 
@@ -14,11 +15,25 @@ import (
 // it with the answer ans and then gives that answer. The plain 204 gives
 // way to the address's own answer (ownAnswer).
 func (s *Server) serveRecord(ctx context.Context, w http.ResponseWriter, r *http.Request, route Route, ans answer) {
-	req, err := captureRecord(r, s.cfg.CaptureCap, s.cfg.MaxBody)
+	req, reserved, err := captureRecord(r, s.cfg.CaptureCap, s.cfg.MaxBody, s.bodies, route.AccountID)
+	// The body is held until its record is committed (recordAnswer
+	// returns); then its memory returns.
+	defer releaseBody(s.bodies, r, route.AccountID, reserved)
 	req.Headers, req.DroppedHeaders = limitHeaders(req.Headers, s.cfg.MaxHeaders, s.cfg.MaxHeaderBytes)
+	var full *BodyBudgetError
 	switch {
 	case errors.Is(err, ErrUnsupportedTarget):
 		s.refuseTarget(ctx, w, r, route, err)
+		return
+	case errors.As(err, &full):
+		// As a forwarded body past the budget: recorded with its headers,
+		// the sender told which share was full and to come back.
+		s.recordAnswer(ctx, w, s.deps.NewDeliveryID(), route, req, answer{
+			status: http.StatusServiceUnavailable, reason: domain.ReasonBodyBudget, retryAfter: 1,
+			body: "relay busy: the request bodies it is already recording hold its memory budget; retry later\nfull: " +
+				full.Share + " share: " + full.Why() + "\n",
+		})
+		connguard.Linger(w, r.Body)
 		return
 	case errors.Is(err, ErrBodyTooLarge):
 		// Recorded as incomplete and answered as usual: only forwarding

@@ -34,9 +34,11 @@ type Config struct {
 	Domain     string // public addresses are <id>.<Domain>; default "localhost"
 	CaptureCap int64  // body bytes stored per delivery; default 256 KiB
 	MaxBody    int64  // largest body forwarded in PROXY mode (413 beyond); default 10 MiB
-	// ProxyBodyBudget bounds the memory all proxied bodies in flight hold
-	// together (each is held whole until the local answer is back); a body
-	// that does not fit is answered 503 with Retry-After. Default 256 MiB.
+	// ProxyBodyBudget bounds the memory all request bodies in flight hold
+	// together: a proxied body is held whole until the local answer is
+	// back, the stored part of a recorded one (RecordedBodyWeight times)
+	// until its record is committed; a body that does not fit is answered
+	// 503 with Retry-After. Default 256 MiB.
 	ProxyBodyBudget int64
 	ForwardTimeout  time.Duration // how long the local target may take; default 30 s
 	// MaxHeaders and MaxHeaderBytes bound the headers stored per delivery:

@@ -18,15 +18,18 @@ import (
 var storeWrites = map[string]bool{"Append": true, "QueueAppend": true, "AppendQueued": true, "DeleteStream": true}
 
 // writersAllowed are the folders (relative to the module root) whose code
-// may write to the store itself: the recorder and the store adapters; and
+// may write to the store itself: the recorder and the store adapters;
 // internal/natstest, which starts NATS servers for tests and checks their
-// JetStream with a stream of its own (NATS's DeleteStream, not the log's).
-var writersAllowed = []string{"record", "eventstore", "internal/natstest"}
+// JetStream with a stream of its own (NATS's DeleteStream, not the log's);
+// and internal/logtest, which seeds the stores of several packages' tests
+// as their own test files do.
+var writersAllowed = []string{"record", "eventstore", "internal/natstest", "internal/logtest"}
 
 // buildersAllowed are the files that may fill in a domain.ForwardCommand:
-// its one builder, and the bus's decoder, which reads back a command the
-// builder made on another node.
-var buildersAllowed = []string{"record/forward.go", "tunnel/nodebus/wire.go"}
+// its one builder, the bus's decoder, which reads back a command the
+// builder made on another node, and the tests' helper that records a
+// delivery as ingress does and hands its command to the tunnel's tests.
+var buildersAllowed = []string{"record/forward.go", "tunnel/nodebus/wire.go", "internal/logtest/logtest.go"}
 
 // TestOneWriter fails naming every call of a store write method, and every
 // forward command built, outside the places allowed above. Test files are

@@ -8,6 +8,7 @@ package systemtest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,10 +38,11 @@ const (
 // hostileEnv is what an attack may use: the relay, an inspector and a PROXY
 // Endpoint of the attacker's own, and an account token.
 type hostileEnv struct {
-	r         *harness.Relay
-	inspector string
-	endpoint  string
-	token     string
+	r          *harness.Relay
+	inspector  string
+	inspectors []string // more of the attacker's, when the attack's setup makes them
+	endpoint   string
+	token      string
 }
 
 type hostileAttack struct {
@@ -62,6 +64,7 @@ func BenchmarkHostile(b *testing.B) {
 		{name: "subscription-flood", run: attackSubscriptionFlood},
 		{name: "websocket-protocol-abuse", run: attackWSProtocol},
 		{name: "anonymous-flood", run: attackAnonymousFlood},
+		{name: "random-bodies-to-inspectors", setup: moreInspectors, run: attackRandomBodies},
 	}
 	for _, a := range attacks {
 		b.Run(a.name, func(b *testing.B) {
@@ -532,6 +535,30 @@ func attackAnonymousFlood(ctx context.Context, e *hostileEnv) int64 {
 		for i := range 40 {
 			req.Header.Add("X-Pad-"+strconv.Itoa(i), strings.Repeat("h", 1000))
 		}
+		drainResp(client.Do(req))
+	})
+}
+
+// moreInspectors gives the attacker nine more inspectors, as many as its
+// address's anonymous burst lets it make.
+func moreInspectors(b *testing.B, e *hostileEnv) {
+	e.inspectors = []string{e.inspector}
+	for range 9 {
+		e.inspectors = append(e.inspectors, hostileGraphQL(b, e.r, attackerIP, "", `mutation{ createInspector{ id } }`, "createInspector", "id"))
+	}
+}
+
+// attackRandomBodies sends, on as many connections as one address may
+// open, bodies of 256 KiB (the capture cap) that do not compress to the
+// attacker's ten inspectors in turn: every one is kept whole in the log, so
+// each waits for the log's writer holding its body and its event.
+func attackRandomBodies(ctx context.Context, e *hostileEnv) int64 {
+	body := make([]byte, 256<<10)
+	_, _ = rand.Read(body)
+	var next atomic.Int64
+	return repeat(ctx, 256, func(client *http.Client) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(e.r.Port)+"/flood", bytes.NewReader(body))
+		req.Host = e.r.AddressHost(e.inspectors[int(next.Add(1))%len(e.inspectors)])
 		drainResp(client.Do(req))
 	})
 }
