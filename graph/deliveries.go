@@ -300,10 +300,19 @@ func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
 }
 
 // attemptsWithResponses is a delivery's attempts, with what each got back
-// read from the log when the query selects it (an attempt's response).
+// read from the log when the query selects it (an attempt's response), and
+// the bodies its edited retries sent when it selects their edits.
 func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery) ([]*model.Attempt, error) {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || !selects(fc.Field.Selections, responseField, map[*ast.FragmentDefinition]bool{}) || len(d.Attempts) == 0 {
+	if fc == nil || len(d.Attempts) == 0 {
+		return d.Attempts, nil
+	}
+	if selects(fc.Field.Selections, editField, map[*ast.FragmentDefinition]bool{}) {
+		if err := r.editBodies(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	if !selects(fc.Field.Selections, responseField, map[*ast.FragmentDefinition]bool{}) {
 		return d.Attempts, nil
 	}
 	got, err := r.Views.AttemptResponses(ctx, d.ID)
@@ -333,3 +342,40 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 
 // responseField is Attempt.response, read from the log when selected.
 var responseField = map[string]bool{"response": true}
+
+// editField is Attempt.edit, whose body is read when selected.
+var editField = map[string]bool{"edit": true}
+
+// editBodies reads the bodies d's edited retries sent into their edits.
+// The answer's budget is charged for them (as text and base64) before any
+// is read, so a delivery of many large edits is refused, not read whole.
+func (r *Resolver) editBodies(ctx context.Context, d *model.Delivery) error {
+	var n int64
+	for _, a := range d.Row.Attempts {
+		if a.EditBodySize != nil {
+			n += *a.EditBodySize * 7 / 3 // the text and its base64
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := answersize.Charge(ctx, n); err != nil {
+		return err
+	}
+	for i, a := range d.Row.Attempts {
+		if a.EditBodySize == nil || i >= len(d.Attempts) || d.Attempts[i].Edit == nil {
+			continue
+		}
+		body, ok, err := r.Views.AttemptEditBody(ctx, d.ID, a.ID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			m := d.Attempts[i].Edit
+			m.Body = text(body)
+			b := base64.StdEncoding.EncodeToString(body)
+			m.BodyBase64 = &b
+		}
+	}
+	return nil
+}

@@ -28,7 +28,12 @@ type Views interface {
 	DeliverySummaries(ctx context.Context, address string, first int, after string) (readmodel.Page, error)
 	// AttemptResponses reads what each attempt of a delivery got back,
 	// from the log, by attempt id.
-	AttemptResponses(ctx context.Context, deliveryID string) (map[string]readmodel.AttemptResponse, error)
+	// Only the attempts named are read (all when none is); the bodies read
+	// at once are bounded (projections.MaxAttemptResponseBytes).
+	AttemptResponses(ctx context.Context, deliveryID string, only ...string) (map[string]readmodel.AttemptResponse, error)
+	// AttemptEditBody reads the body an edited retry sent instead of the
+	// recorded one (ok false: it sent the recorded body).
+	AttemptEditBody(ctx context.Context, deliveryID, attemptID string) (body []byte, ok bool, err error)
 	// SearchDeliveries is a page of the deliveries that match a filter,
 	// with what only the log holds when payload is set.
 	SearchDeliveries(ctx context.Context, address string, first int, after string, f readmodel.DeliveryFilter, payload bool) (readmodel.Page, error)

@@ -92,6 +92,10 @@ func (e *BodyBudgetError) Why() string {
 // little still finds room.
 type BodyBudget struct {
 	total, perClient, perNetwork, perAccount int64
+	// oneBody is the most one body's reservation takes: a body of the
+	// largest size forwarded (maxBody and the byte past it), which every
+	// share holds at least.
+	oneBody int64
 	// open is what may be held before the reserve (three quarters);
 	// small the most a holder may hold to take from the reserve.
 	open, small int64
@@ -125,6 +129,7 @@ func (b *BodyBudget) Total() int64 { return b.total }
 func newBodyBudget(total, maxBody int64) *BodyBudget {
 	return &BodyBudget{
 		total:      total,
+		oneBody:    maxBody + 1,
 		perClient:  max(total/4, maxBody+1),
 		perNetwork: max(total/NetworkBodyShare, maxBody+1),
 		perAccount: max(total/AccountBodyShare, maxBody+1),
@@ -289,21 +294,23 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most,
 		// still be seen to be (most is maxBody+1 for the same reason).
 		room = min(declared+1, most)
 	}
-	if full := budget.admit(client, account, weight*room); full != "" {
+	reserved = budget.weighed(room, weight)
+	if full := budget.admit(client, account, reserved); full != "" {
 		return nil, 0, &BodyBudgetError{Share: full}
 	}
 	buf = make([]byte, 0, min(int64(first), room))
 	for {
 		if len(buf) == cap(buf) {
 			if int64(cap(buf)) >= most {
-				return buf, weight * room, nil // r is limited to most bytes
+				return buf, reserved, nil // r is limited to most bytes
 			}
 			size := min(2*int64(cap(buf)), most)
 			if size > room {
-				if full := budget.admit(client, account, weight*(size-room)); full != "" {
-					return buf, weight * room, &BodyBudgetError{Share: full}
+				more := budget.weighed(size, weight) - reserved
+				if full := budget.admit(client, account, more); full != "" {
+					return buf, reserved, &BodyBudgetError{Share: full}
 				}
-				room = size
+				room, reserved = size, reserved+more
 			}
 			next := make([]byte, len(buf), size)
 			copy(next, buf)
@@ -312,10 +319,20 @@ func readBudgeted(r io.Reader, budget *BodyBudget, client, account string, most,
 		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if rerr == io.EOF {
-			return buf, weight * room, nil
+			return buf, reserved, nil
 		}
 		if rerr != nil {
-			return buf, weight * room, rerr
+			return buf, reserved, rerr
 		}
 	}
+}
+
+// weighed is the budget n bytes of buffer take at weight bytes a byte, at
+// most one body's reservation (oneBody) or the whole budget, so that a body
+// every share can hold unweighed is one it can still hold weighed.
+func (b *BodyBudget) weighed(n, weight int64) int64 {
+	if b == nil || weight <= 1 {
+		return n
+	}
+	return max(min(weight*n, b.oneBody, b.total), n)
 }

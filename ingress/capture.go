@@ -79,12 +79,13 @@ func captureRecord(r *http.Request, captureCap, maxBody int64, budget *BodyBudge
 	return req, reserved, err
 }
 
-// RecordedBodyWeight is the budget a byte of a recorded body takes: until
-// its record is committed, the body is held as itself, in its event's JSON
-// (base64: 4/3 of it) and in the log's row, compressed from that JSON (as
-// much again when it does not compress), about 3.7 times its size. Counting
-// it once let 256 requests from one address, each with 256 KiB of random
-// body to an inspector, hold 350 MiB while waiting for the log's writer.
+// RecordedBodyWeight is the budget a byte of a recorded body takes (at
+// most as much as one body of --max-body): until its record is committed,
+// the body is held as itself, in its event's JSON (base64: 4/3 of it) and
+// in the log's row, compressed from that JSON (as much again when it does
+// not compress), about 3.7 times its size. Counting it not at all let 256
+// requests from one address, each with 256 KiB of random body to an
+// inspector, hold 350 MiB while waiting for the log's writer.
 const RecordedBodyWeight = 4
 
 func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *BodyBudget, account string) (domain.CapturedRequest, []byte, int64, error) {
@@ -131,7 +132,7 @@ func capture(r *http.Request, captureCap, maxBody int64, keepFull bool, budget *
 	} else {
 		// The buffer is Body itself: no copy, and never nil (an empty
 		// body is recorded as empty, not as absent).
-		if budget != nil {
+		if budget != nil && r.ContentLength != 0 { // an empty body holds nothing
 			declared := r.ContentLength
 			if declared >= 0 {
 				declared = min(declared, keep)

@@ -291,10 +291,11 @@ func attachAttempts(ctx context.Context, query *sql.Stmt, items []readmodel.Deli
 			return fmt.Errorf("read attempts: %w", err)
 		}
 		if edit.Valid {
-			a.Edit = &domain.RequestEdit{}
-			if err := json.Unmarshal([]byte(edit.String), a.Edit); err != nil {
+			var se storedEdit
+			if err := json.Unmarshal([]byte(edit.String), &se); err != nil {
 				return fmt.Errorf("read the edit of attempt %s: %w", a.ID, err)
 			}
+			a.Edit, a.EditBodySize = &se.RequestEdit, se.BodySize
 		}
 		a.StartedAt = fromNanos(started)
 		a.Signature = signature.String

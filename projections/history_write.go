@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/readmodel"
 )
@@ -164,11 +166,16 @@ func (w *historyWriter) requested(t *txn, p domain.ForwardRequested) (int64, err
 func (w *historyWriter) insertRequest(t *txn, p domain.ForwardRequested) error {
 	var edit any // NULL: sent as recorded
 	if p.Edit != nil {
-		b, err := json.Marshal(p.Edit)
+		b, err := json.Marshal(storedEditOf(*p.Edit))
 		if err != nil {
 			return fmt.Errorf("encode the edit of attempt %s: %w", p.AttemptID, err)
 		}
 		edit = string(b)
+		if p.Edit.Body != nil {
+			if _, err := t.exec(qAttemptEditBody, p.DeliveryID, p.AttemptID, s2.Encode(nil, *p.Edit.Body)); err != nil {
+				return fmt.Errorf("record the edited body of attempt %s: %w", p.AttemptID, err)
+			}
+		}
 	}
 	if k, ok := w.known[p.DeliveryID]; ok && k.held != nil {
 		k.held.requested(t.pos(), p.AttemptID, p.Retry, t.at(), p.Node, edit, p.Copy, p.AgentID, p.Queued, p.PossibleDuplicate)
@@ -317,6 +324,9 @@ func (w *historyWriter) streamDeleted(t *txn, p domain.StreamDeleted) (int64, er
 	}
 	if _, err := t.exec(qAttemptsDropped, pos); err != nil {
 		return 0, fmt.Errorf("drop attempts of delivery %s: %w", id, err)
+	}
+	if _, err := t.exec(qAttemptEditsDropped, id); err != nil {
+		return 0, fmt.Errorf("drop the edited bodies of delivery %s: %w", id, err)
 	}
 	if domain.AddressKind(kind) == domain.AddressInspector {
 		// Its inspector's last delivery gone, retention is done with it.

@@ -68,7 +68,12 @@ func story(ctx context.Context, w writer, n string, at time.Time) error {
 			},
 			func() (uint64, error) {
 				return w.onDelivery(ctx, id, tick(), func(d *domain.Delivery) error {
-					return d.RequestRetry("a2", acct, domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
+					var edit *domain.RequestEdit
+					if k == 1 { // an edited retry: its body kept apart (attempt_edits)
+						body := []byte(`{"edited":true}`)
+						edit = &domain.RequestEdit{SetHeaders: []domain.Header{{Name: "X-Debug", Value: "1"}}, Body: &body}
+					}
+					return d.RequestRetry("a2", acct, domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, edit)
 				})
 			},
 			func() (uint64, error) {

@@ -190,47 +190,96 @@ func orEmpty(h []domain.Header) []domain.Header {
 	return h
 }
 
-// maxAttemptResponses bounds the attempts whose responses one read
-// returns (a delivery retried more often shows its newest ones).
-const maxAttemptResponses = 100
+// MaxAttemptResponseBytes bounds the response bodies one read of a
+// delivery's attempts holds: as much as one API answer may hold. A
+// response past it is returned without its body, saying why.
+const MaxAttemptResponseBytes = 32 << 20
 
-// AttemptResponses reads what each attempt of a delivery got back, from
-// its stream in the log: the local response's status, headers and (when
-// captured) body, or the failure the relay recorded. The views keep only
-// the latest response; comparing attempts needs each one.
-func (v *History) AttemptResponses(ctx context.Context, deliveryID string) (map[string]readmodel.AttemptResponse, error) {
-	events, err := v.readStream(ctx, domain.DeliveryStream(deliveryID), 0, 10_000)
-	if err != nil {
-		return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
-	}
-	out := map[string]readmodel.AttemptResponse{}
-	for i := len(events) - 1; i >= 0 && len(out) < maxAttemptResponses; i-- {
-		e := events[i]
-		// A receipt may record its first attempt's answer
-		// (record.ReceiptHold); the text is there whenever it does.
-		inReceipt := e.Type == domain.TypeDeliveryReceived && bytes.Contains(e.Data, []byte(`"responded":`))
-		if e.Type != domain.TypeForwardResponded && e.Type != domain.TypeForwardFailed && !inReceipt {
-			continue
+// attemptResponsesPage is how many events of a delivery's stream one read
+// of its attempts' responses holds at once: each may be a captured answer
+// of up to the agent's 10 MiB.
+const attemptResponsesPage = 4
+
+// maxDeliveryEvents is the most events of a delivery's stream one read of
+// its attempts' responses walks.
+const maxDeliveryEvents = 10_000
+
+// notReadTooLarge is why a captured response is returned without its body.
+const notReadTooLarge = "not read: the responses read at once already hold 32 MiB"
+
+// AttemptResponses reads what attempts of a delivery got back (those named
+// in only, every one when it names none), from its stream in the log: the
+// local response's status, headers and (when captured) body, or the failure
+// the relay recorded; an attempt answered more than once, its latest. The
+// views keep only the latest response; comparing attempts needs each one.
+// The stream is read a few events at a time and only the named attempts'
+// are decoded, and the bodies kept stay within MaxAttemptResponseBytes:
+// before, every event of the stream was read and every answer decoded,
+// 25 captured answers of 8 MB holding 400 MiB for one comparison.
+func (v *History) AttemptResponses(ctx context.Context, deliveryID string, only ...string) (map[string]readmodel.AttemptResponse, error) {
+	wanted := func(string) bool { return true }
+	if len(only) > 0 {
+		set := make(map[string]bool, len(only))
+		for _, id := range only {
+			set[id] = true
 		}
-		ev, err := v.codec.Decode(e.Type, e.Data)
+		wanted = func(id string) bool { return set[id] }
+	}
+	stream := domain.DeliveryStream(deliveryID)
+	out := map[string]readmodel.AttemptResponse{}
+	var held int64 // bytes of the bodies in out
+	put := func(id string, r readmodel.AttemptResponse) {
+		held -= int64(len(out[id].Body))
+		if r.Captured && held+int64(len(r.Body)) > MaxAttemptResponseBytes {
+			r.Body, r.Captured, r.NotCaptured = nil, false, notReadTooLarge
+		}
+		held += int64(len(r.Body))
+		out[id] = r
+	}
+	for from := uint64(0); from < maxDeliveryEvents; {
+		events, err := v.readStream(ctx, stream, from, attemptResponsesPage)
+		if errors.Is(err, domain.ErrStreamNotFound) {
+			return out, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
 		}
-		for _, ev := range domain.Expand(ev) {
-			switch p := ev.(type) {
-			case domain.ForwardResponded:
-				r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers), NotCaptured: p.NotCaptured}
-				if p.Captured {
-					r.Body, r.Captured = p.Body, true
-					if r.Body == nil {
-						r.Body = []byte{}
+		for _, e := range events {
+			// A receipt may record its first attempt's answer
+			// (record.ReceiptHold); the text is there whenever it does.
+			inReceipt := e.Type == domain.TypeDeliveryReceived && bytes.Contains(e.Data, []byte(`"responded":`))
+			if e.Type != domain.TypeForwardResponded && e.Type != domain.TypeForwardFailed && !inReceipt {
+				continue
+			}
+			ev, err := v.codec.Decode(e.Type, e.Data)
+			if err != nil {
+				return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
+			}
+			for _, ev := range domain.Expand(ev) {
+				switch p := ev.(type) {
+				case domain.ForwardResponded:
+					if !wanted(p.AttemptID) {
+						continue
+					}
+					r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers), NotCaptured: p.NotCaptured}
+					if p.Captured {
+						r.Body, r.Captured = p.Body, true
+						if r.Body == nil {
+							r.Body = []byte{}
+						}
+					}
+					put(p.AttemptID, r)
+				case domain.ForwardFailed:
+					if wanted(p.AttemptID) {
+						put(p.AttemptID, readmodel.AttemptResponse{Status: p.Status, Headers: []domain.Header{}, Error: p.Error})
 					}
 				}
-				out[p.AttemptID] = r
-			case domain.ForwardFailed:
-				out[p.AttemptID] = readmodel.AttemptResponse{Status: p.Status, Headers: []domain.Header{}, Error: p.Error}
 			}
 		}
+		if len(events) < attemptResponsesPage {
+			break
+		}
+		from = events[len(events)-1].Revision + 1
 	}
 	return out, nil
 }

@@ -51,6 +51,9 @@ const (
 	// latest positions.
 	qAccountEventsDropped = `DELETE FROM account_events WHERE account_id = ? AND position BETWEEN ? AND ? AND stream = ?`
 	qAttemptsDropped      = `DELETE FROM attempts WHERE delivery_position = ?`
+	qAttemptEditsDropped  = `DELETE FROM attempt_edits WHERE delivery_id = ?`
+	qAttemptEditBody      = `INSERT INTO attempt_edits (delivery_id, attempt_id, body) VALUES (?1, ?2, ?3)
+		ON CONFLICT (delivery_id, attempt_id) DO UPDATE SET body = excluded.body`
 	// Activity only moves forward: occurred-at times of concurrent requests
 	// need not follow log order. A batch runs it once per address, with the
 	// latest time of its deliveries (see batch.activity).
@@ -324,7 +327,7 @@ var qDeliveriesHeld = byChunk(func(n int) string {
 var writeQueries = []string{
 	qCheckpoint, qEndpointOwner, qDeliveryOwner,
 	qInspectorCreated, qInspectorExpired, qInspectorActivity, qInspectorAnswers,
-	qInspectorPurged, qInspectorPurging, qInspectorPurgingDone, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAccountEventsDropped,
+	qInspectorPurged, qInspectorPurging, qInspectorPurgingDone, qInspectorStored, qInspectorStreamBytes, qInspectorRefused, qEndpointRefused, qDeliveryDropped, qAttemptsDropped, qAttemptEditsDropped, qAttemptEditBody, qAccountEventsDropped,
 	qAccountStored, qAccountPool, qAccountStreamCounted, qAccountStreamCount, qAccountQuota, qAccountHour, qAccountHourGone, qDeliveryGrew,
 	qAccountCreated, qAccountStreamsBefore, qTokenIssued, qTokenRevoked, qTokenUsed, qDeviceRequested, qDeviceStatus, qInviteCreated, qInviteUsed,
 	qMemberJoined, qMemberRemoved, qMemberRole, qMemberPassword, qMemberInvited, qMemberInviteUsed, qActivity, qTokenName,

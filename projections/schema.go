@@ -55,13 +55,15 @@ import (
 // lists the purged inspectors that still hold deliveries
 // (inspectors_purging), which the retention sweep reads instead of every
 // address holding deliveries, and drops the index of purged inspectors,
-// which nothing read.
-const schemaVersion = 25
+// which nothing read; version 26 keeps an edited retry's body apart from
+// its edit (attempt_edits, compressed), so that reading attempts reads no
+// edited body, and the views hold it no larger than the log does.
+const schemaVersion = 26
 
 // viewTables lists every table the package owns, for Rebuild and tests.
 var viewTables = []string{
 	"checkpoint", "inspectors", "inspectors_purging", "accounts", "account_hours", "tokens", "device_codes", "invites", "members", "member_invites", "activity", "endpoints",
-	"agent_sessions", "deliveries", "attempts", "account_events", "account_streams", "stats_minutes", "stats_horizon", "queue",
+	"agent_sessions", "deliveries", "attempts", "attempt_edits", "account_events", "account_streams", "stats_minutes", "stats_horizon", "queue",
 }
 
 // retiredTables were owned by older schema versions; dropping a view drops
@@ -382,8 +384,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 	error             TEXT NOT NULL DEFAULT '',
 	outcome_position  INTEGER,
 	node              TEXT NOT NULL DEFAULT '',
-	-- edit is the domain.RequestEdit an edited retry sent, as JSON; NULL
-	-- for an attempt sent as recorded.
+	-- edit is the domain.RequestEdit an edited retry sent, as JSON, its
+	-- body left out (attempt_edits holds it) and its size in body_size;
+	-- NULL for an attempt sent as recorded.
 	edit              TEXT,
 	-- agent_id is the agent session its outcome names ('' when none took
 	-- it); outcome_at is when the outcome was recorded.
@@ -406,6 +409,16 @@ CREATE TABLE IF NOT EXISTS attempts (
 	possible_duplicate INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (delivery_position, attempt_id)
 );
+
+-- attempt_edits holds the body an edited retry sent instead of the
+-- recorded one, compressed (S2), by its delivery and attempt: read only
+-- when an edit's body is asked for, and removed with its delivery.
+CREATE TABLE IF NOT EXISTS attempt_edits (
+	delivery_id TEXT NOT NULL,
+	attempt_id  TEXT NOT NULL,
+	body        BLOB NOT NULL,
+	PRIMARY KEY (delivery_id, attempt_id)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (outcome_position) WHERE outcome_position IS NULL;
 -- A filtered page tests each delivery it examines against its attempts
 -- (attemptStatus: any attempt's status; refusedOffline: the latest

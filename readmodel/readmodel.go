@@ -75,8 +75,11 @@ type Attempt struct {
 	// process's answer, which the sender never got.
 	Late bool
 	// Edit is what an edited retry changed in the recorded request before
-	// sending it; nil when it was sent as recorded.
-	Edit *domain.RequestEdit
+	// sending it; nil when it was sent as recorded. Its Body is not read
+	// with the attempt: EditBodySize is the size of the body it sent
+	// instead (nil: the recorded one), which AttemptEditBody reads.
+	Edit         *domain.RequestEdit
+	EditBodySize *int64
 	// AgentID is the agent session its outcome names ("" when no agent
 	// took it); Node the relay node whose sender waited for it ("" in logs
 	// older than node names); OutcomeAt when its outcome was recorded

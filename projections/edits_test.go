@@ -1,0 +1,141 @@
+package projections
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// TestAttemptsReadNoEditedBodies: a delivery's attempts are read (its
+// detail, a page of its address) without the bodies its edited retries
+// sent, which AttemptEditBody reads one at a time; the views keep those
+// bodies compressed. Before, each edit held its body in base64 in the
+// attempts view and every read of the attempts decoded all of them: 150
+// edited retries of 700 KB made a read of one delivery's id take 400 MiB
+// and 5 s, and 160 edits of 700 KB of one letter took 890 MB of the views'
+// file while the account's quota counted 164 KB of the log.
+func TestAttemptsReadNoEditedBodies(t *testing.T) {
+	e := newEnv(t, Options{})
+	const (
+		edits = 20
+		size  = 200 << 10
+	)
+	e.must(e.writer.receive(e.ctx, "d1", "ep1", domain.AddressEndpoint, "acc", request("/e", `{}`), t0))
+	for i := range edits {
+		body := bytes.Repeat([]byte{byte('a' + i%26)}, size)
+		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
+			return d.RequestRetry(fmt.Sprintf("a%d", i), "acc", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true},
+				&domain.RequestEdit{SetHeaders: []domain.Header{{Name: "X-Try", Value: fmt.Sprint(i)}}, Body: &body})
+		}))
+	}
+	e.sync(e.views)
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d, err := e.views.Delivery(e.ctx, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.views.Deliveries(e.ctx, "ep1", 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if len(d.Attempts) != edits || len(page.Items) != 1 || len(page.Items[0].Attempts) != edits {
+		t.Fatalf("read %d attempts, a page of %d deliveries: want %d and 1", len(d.Attempts), len(page.Items), edits)
+	}
+	for _, a := range d.Attempts {
+		if a.Edit == nil || a.Edit.Body != nil || a.EditBodySize == nil || *a.EditBodySize != size || len(a.Edit.SetHeaders) != 1 {
+			t.Fatalf("attempt %s read as %+v, body size %v: want its edit's header, no body, and the body's size %d", a.ID, a.Edit, a.EditBodySize, size)
+		}
+	}
+	// The two reads together allocated far less than one edited body.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size {
+		t.Errorf("reading a delivery of %d edits of %d bytes and its page allocated %d bytes: the edited bodies were read", edits, size, alloc)
+	}
+
+	body, ok, err := e.views.AttemptEditBody(e.ctx, "d1", "a3")
+	if err != nil || !ok || !bytes.Equal(body, bytes.Repeat([]byte{'d'}, size)) {
+		t.Fatalf("the body attempt a3 sent: %d bytes, ok %v, %v; want its %d bytes of d", len(body), ok, err, size)
+	}
+	if _, ok, err := e.views.AttemptEditBody(e.ctx, "d1", "none"); ok || err != nil {
+		t.Fatalf("an attempt that sent the recorded body: ok %v, %v; want none", ok, err)
+	}
+
+	// Stored compressed, the edits take the views about what they take the log.
+	var stored int64
+	if err := e.views.r.QueryRowContext(e.ctx, `SELECT COALESCE(sum(length(body)), 0) + (SELECT COALESCE(sum(length(edit)), 0) FROM attempts) FROM attempt_edits`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored > edits*(2<<10) {
+		t.Errorf("%d edits of %d bytes of one letter take %d bytes of the views: want them compressed", edits, size, stored)
+	}
+
+	// A delivery's removal takes its edited bodies.
+	res, err := e.store.DeleteStream(e.ctx, domain.DeliveryStream("d1"), domain.Any())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(e.views, res.Position)
+	if _, ok, err := e.views.AttemptEditBody(e.ctx, "d1", "a3"); ok || err != nil {
+		t.Fatalf("after the delivery was deleted its edited body reads: ok %v, %v", ok, err)
+	}
+}
+
+// TestAttemptResponsesAreBounded: reading a delivery's attempts' responses
+// from the log keeps at most MaxAttemptResponseBytes of their bodies (the
+// rest are returned without theirs, saying why) and, asked for some
+// attempts, decodes those only. Before, every response of the stream was
+// decoded whole for each read: a comparison of two attempts of a delivery
+// with 25 captured answers of 8 MB held 400 MiB.
+func TestAttemptResponsesAreBounded(t *testing.T) {
+	e := newEnv(t, Options{})
+	const (
+		answers = 5
+		size    = 9 << 20 // five: 45 MiB
+	)
+	e.must(e.writer.receive(e.ctx, "d1", "ep1", domain.AddressEndpoint, "acc", request("/e", `{}`), t0))
+	for i := range answers {
+		id := fmt.Sprintf("a%d", i)
+		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
+			return d.RequestRetry(id, "acc", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
+		}))
+		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
+			d.RecordResponse(domain.ForwardResponded{AttemptID: id, Status: 200, Body: bytes.Repeat([]byte{byte('a' + i)}, size),
+				BodySize: size, Captured: true, DurationMs: 1})
+			return nil
+		}))
+	}
+	e.sync(e.views)
+
+	got, err := e.views.AttemptResponses(e.ctx, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	var cut int
+	for id, r := range got {
+		held += int64(len(r.Body))
+		if r.Status != 200 {
+			t.Errorf("%s: status %d, want 200", id, r.Status)
+		}
+		if !r.Captured && r.NotCaptured == notReadTooLarge {
+			cut++
+		}
+	}
+	if len(got) != answers || held > MaxAttemptResponseBytes || cut != answers-MaxAttemptResponseBytes/size {
+		t.Errorf("%d responses of %d bytes read as %d, holding %d bytes of bodies, %d without theirs: want %d, at most %d bytes, %d without",
+			answers, size, len(got), held, cut, answers, MaxAttemptResponseBytes, answers-MaxAttemptResponseBytes/size)
+	}
+
+	one, err := e.views.AttemptResponses(e.ctx, "d1", "a4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := one["a4"]; len(one) != 1 || !ok || !r.Captured || !bytes.Equal(r.Body, bytes.Repeat([]byte{'e'}, size)) {
+		t.Errorf("the responses of a4 alone: %d read, a4's body %d bytes captured %v; want it alone, whole", len(one), len(r.Body), r.Captured)
+	}
+}
