@@ -539,18 +539,18 @@ func attackAnonymousFlood(ctx context.Context, e *hostileEnv) int64 {
 	})
 }
 
-// moreInspectors gives the attacker nine more inspectors, as many as its
-// address's anonymous burst lets it make.
+// moreInspectors gives the attacker six more inspectors, what its
+// address's anonymous burst leaves it after the set-up's sign-up.
 func moreInspectors(b *testing.B, e *hostileEnv) {
 	e.inspectors = []string{e.inspector}
-	for range 9 {
+	for range 6 {
 		e.inspectors = append(e.inspectors, hostileGraphQL(b, e.r, attackerIP, "", `mutation{ createInspector{ id } }`, "createInspector", "id"))
 	}
 }
 
 // attackRandomBodies sends, on as many connections as one address may
 // open, bodies of 256 KiB (the capture cap) that do not compress to the
-// attacker's ten inspectors in turn: every one is kept whole in the log, so
+// attacker's seven inspectors in turn: every one is kept whole in the log, so
 // each waits for the log's writer holding its body and its event.
 func attackRandomBodies(ctx context.Context, e *hostileEnv) int64 {
 	body := make([]byte, 256<<10)

@@ -19,7 +19,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, max 
 	if err := s.checkRead(max); err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
-	evs, err := query(ctx, s.reads.stream, max, stream, clamp(from), max)
+	evs, err := query(ctx, s.reads.stream, max, 0, stream, clamp(from), max)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
@@ -46,7 +46,7 @@ func (s *Store) LastEvent(ctx context.Context, stream string) (domain.RecordedEv
 	if err := s.checkRead(1); err != nil {
 		return domain.RecordedEvent{}, fmt.Errorf("read the last event of %s: %w", stream, err)
 	}
-	evs, err := query(ctx, s.reads.last, 1, stream)
+	evs, err := query(ctx, s.reads.last, 1, 0, stream)
 	switch {
 	case err != nil:
 	case len(evs) == 0:
@@ -74,7 +74,18 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, max int) ([]domain.Re
 }
 
 func (s *Store) readAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
-	return query(ctx, s.reads.all, max, clamp(after), max)
+	return query(ctx, s.reads.all, max, 0, clamp(after), max)
+}
+
+// subscriptionBatchBytes bounds the data of the events one Recv reads back
+// from the database (at least one event): a subscription behind the tail
+// read SubscriptionBatch events whatever their size, and 512 deliveries of
+// 256 KiB of body are 175 MiB, a few captured answers of 10 MiB as much.
+const subscriptionBatchBytes = 8 << 20
+
+// readAllForSubscription is readAll bounded by subscriptionBatchBytes too.
+func (s *Store) readAllForSubscription(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
+	return query(ctx, s.reads.all, max, subscriptionBatchBytes, clamp(after), max)
 }
 
 func (s *Store) checkRead(max int) error {
@@ -100,7 +111,9 @@ func clamp(v uint64) int64 {
 // cancellation: with a cancellable context the driver arms a watcher
 // goroutine for every statement, which on the hot paths costs more than the
 // read. ctx is checked before and between rows instead.
-func query(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]domain.RecordedEvent, error) {
+// maxBytes, when not 0, ends the read early once the events read hold that
+// many bytes of data (at least one event is read).
+func query(ctx context.Context, stmt *sql.Stmt, max, maxBytes int, args ...any) ([]domain.RecordedEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -110,6 +123,7 @@ func query(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]domain.
 	}
 	defer rows.Close()
 	evs := make([]domain.RecordedEvent, 0, min(max, 256))
+	held := 0
 	for rows.Next() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -119,6 +133,9 @@ func query(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]domain.
 			return nil, err
 		}
 		evs = append(evs, e)
+		if held += len(e.Data); maxBytes > 0 && held >= maxBytes {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

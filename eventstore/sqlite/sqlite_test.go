@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -823,5 +824,50 @@ func TestTailCountsPayloads(t *testing.T) {
 	without, with := fill(nil), fill(domain.InspectorCreated{InspectorID: "i"})
 	if with >= without || with == 0 {
 		t.Errorf("the tail keeps %d events with payloads and %d without: want fewer with", with, without)
+	}
+}
+
+// TestSubscriptionReadsBackBoundedBatches: a subscription behind the
+// in-memory tail reads back from the database at most
+// subscriptionBatchBytes of event data a Recv (at least one event), in
+// order, until it has every event. Before, it read SubscriptionBatch events
+// whatever their size: 24 events of 1 MiB came back in one batch of 24 MiB.
+func TestSubscriptionReadsBackBoundedBatches(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "events.db"), Options{})
+	defer s.Close()
+	const events, size = 24, 1 << 20
+	for i := range events {
+		data := fmt.Appendf(nil, "%q", strings.Repeat(string(rune('a'+i%26)), size))
+		if _, err := s.Append(ctx, fmt.Sprintf("delivery-big%d", i), domain.NoStream(),
+			domain.EventData{ID: uuid.NewString(), Type: "test.v1", Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := s.SubscribeAll(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got, largest int
+	next := uint64(1)
+	for got < events {
+		evs, err := sub.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held int
+		for _, e := range evs {
+			if e.Position != next {
+				t.Fatalf("event at %d, want %d", e.Position, next)
+			}
+			next++
+			held += len(e.Data)
+		}
+		largest = max(largest, held)
+		got += len(evs)
+	}
+	if largest > subscriptionBatchBytes+size+2 {
+		t.Errorf("a Recv returned %d bytes of data, want at most %d and one event", largest, subscriptionBatchBytes)
 	}
 }

@@ -61,7 +61,7 @@ func (sub *subscription) Recv(ctx context.Context) ([]domain.RecordedEvent, erro
 				sub.after = evs[len(evs)-1].Position
 				return evs, nil
 			}
-			evs, err := sub.store.readAll(ctx, sub.after, SubscriptionBatch)
+			evs, err := sub.store.readAllForSubscription(ctx, sub.after, SubscriptionBatch)
 			if err != nil {
 				if endErr := sub.ended(); endErr != nil {
 					return nil, endErr
