@@ -48,7 +48,7 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 	}
 	var got map[string]readmodel.AttemptResponse
 	if len(wanted) > 0 {
-		if got, err = r.Views.AttemptResponses(ctx, row.ID, wanted...); err != nil {
+		if got, err = r.Views.AttemptResponses(ctx, row.ID, true, wanted...); err != nil {
 			return nil, fmt.Errorf("compare: read responses: %w", err)
 		}
 	}

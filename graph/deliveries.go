@@ -312,10 +312,15 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 			return nil, err
 		}
 	}
-	if !selects(fc.Field.Selections, responseField, map[*ast.FragmentDefinition]bool{}) {
+	responses := fieldSelections(fc.Field.Selections, "response", map[*ast.FragmentDefinition]bool{})
+	if len(responses) == 0 {
 		return d.Attempts, nil
 	}
-	got, err := r.Views.AttemptResponses(ctx, d.ID)
+	bodies := false
+	for _, set := range responses {
+		bodies = bodies || selects(set, responseBodyFields, map[*ast.FragmentDefinition]bool{})
+	}
+	got, err := r.Views.AttemptResponses(ctx, d.ID, bodies)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +331,7 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 			continue
 		}
 		m := &model.AttemptResponse{Status: resp.Status, Headers: toHeaders(resp.Headers), Captured: resp.Captured, NotCaptured: optional(resp.NotCaptured)}
-		if resp.Captured {
+		if resp.Captured && bodies {
 			m.Body = text(resp.Body)
 			b := base64.StdEncoding.EncodeToString(resp.Body)
 			m.BodyBase64 = &b
@@ -340,8 +345,10 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 	return d.Attempts, answersize.Charge(ctx, n)
 }
 
-// responseField is Attempt.response, read from the log when selected.
-var responseField = map[string]bool{"response": true}
+// responseBodyFields are AttemptResponse's fields that need its body: an
+// attempt's response is read from the log when selected, its body only
+// when one of these is.
+var responseBodyFields = map[string]bool{"body": true, "bodyBase64": true}
 
 // editField is Attempt.edit, whose body is read when selected.
 var editField = map[string]bool{"edit": true}

@@ -56,3 +56,32 @@ func selects(set ast.SelectionSet, fields map[string]bool, seen map[*ast.Fragmen
 	}
 	return false
 }
+
+// fieldSelections returns the selection sets of the fields named name in
+// set, through fragments too (not below those fields): a field selected
+// with no sub-selection gives an empty set.
+func fieldSelections(set ast.SelectionSet, name string, seen map[*ast.FragmentDefinition]bool) []ast.SelectionSet {
+	var out []ast.SelectionSet
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if s.Name == name {
+				out = append(out, s.SelectionSet)
+			}
+		case *ast.InlineFragment:
+			out = append(out, fieldSelections(s.SelectionSet, name, seen)...)
+		case *ast.FragmentSpread:
+			if s.Definition == nil {
+				// Not resolved: be safe, as if it selected everything.
+				out = append(out, ast.SelectionSet{&ast.Field{Name: "body"}})
+				continue
+			}
+			if seen[s.Definition] {
+				continue
+			}
+			seen[s.Definition] = true
+			out = append(out, fieldSelections(s.Definition.SelectionSet, name, seen)...)
+		}
+	}
+	return out
+}

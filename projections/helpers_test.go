@@ -200,14 +200,14 @@ func request(target, body string) domain.CapturedRequest {
 // env is a real event store and views in a temp dir, with Run going.
 type env struct {
 	writer
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	dir   string
 	views *Runner
 	stop  func()
 }
 
-func newEnv(t *testing.T, opts Options) *env {
+func newEnv(t testing.TB, opts Options) *env {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()

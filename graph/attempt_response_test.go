@@ -1,0 +1,80 @@
+package graph_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// TestAttemptResponsesReadBodiesWhenSelected: an attempt's response is
+// read with its body only when the query selects the body (directly or
+// through a fragment); a query of statuses gets them, captured as stored,
+// without bodies.
+func TestAttemptResponsesReadBodiesWhenSelected(t *testing.T) {
+	e := newEnv(t)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+	epID := acct.endpoint
+	answer := bytes.Repeat([]byte("a"), 1<<20)
+	e.seed(t, domain.DeliveryStream("d1"), time.Now().Add(-time.Minute),
+		domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
+			Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+			Body: []byte("{}"), BodySize: 2, Complete: true},
+		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "d1-a1", EndpointID: epID},
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "d1-a1", Status: 201, Body: answer, BodySize: int64(len(answer)), Captured: true, DurationMs: 1},
+		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "d1-a2", EndpointID: epID, Retry: true},
+		domain.ForwardFailed{DeliveryID: "d1", AttemptID: "d1-a2", Status: 502, Error: "refused", DurationMs: 1})
+
+	type response struct {
+		Status   int
+		Captured bool
+		Body     *string
+		// BodyBase64 of the answer, when selected
+		BodyBase64 *string
+	}
+	for _, tc := range []struct {
+		name, selection string
+		body            bool
+	}{
+		{"statuses", `status captured`, false},
+		{"body", `status captured body`, true},
+		{"body in a fragment", `status captured ...Answer`, true},
+		{"base64 only", `status captured bodyBase64`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out struct {
+				Delivery struct {
+					Attempts []struct {
+						ID       string
+						Response *response
+					}
+				}
+			}
+			query := `query { delivery(id: "d1") { attempts { id response { ` + tc.selection + ` } } } }
+				fragment Answer on AttemptResponse { body }`
+			if tc.selection != `status captured ...Answer` {
+				query = `query { delivery(id: "d1") { attempts { id response { ` + tc.selection + ` } } } }`
+			}
+			if err := e.c.Post(query, &out, acct.auth); err != nil {
+				t.Fatal(err)
+			}
+			at := out.Delivery.Attempts
+			if len(at) != 2 || at[0].Response == nil || at[1].Response == nil {
+				t.Fatalf("attempts %+v: want two, each with its response", at)
+			}
+			r := at[0].Response
+			read := r.Body != nil || r.BodyBase64 != nil
+			whole := (r.Body == nil || *r.Body == string(answer)) && (r.BodyBase64 == nil || len(*r.BodyBase64) == base64Len(len(answer)))
+			if r.Status != 201 || !r.Captured || read != tc.body || !whole {
+				t.Errorf("the answered attempt's response: status %d captured %v body read %v, whole %v; want 201, captured, body read %v",
+					r.Status, r.Captured, read, whole, tc.body)
+			}
+			if f := at[1].Response; f.Status != 502 || f.Captured || f.Body != nil || f.BodyBase64 != nil {
+				t.Errorf("the failed attempt's response: %+v; want 502, nothing captured", f)
+			}
+		})
+	}
+}
+
+func base64Len(n int) int { return (n + 2) / 3 * 4 }
