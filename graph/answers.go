@@ -68,7 +68,7 @@ func countAnswer(ctx context.Context, next graphql.Resolver) (any, error) {
 func meterAnswers(budget *answersize.Budget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m := budget.Meter()
-		defer m.Release()
+		defer m.Close()
 		next.ServeHTTP(w, r.WithContext(answersize.With(r.Context(), m)))
 	})
 }

@@ -31,6 +31,9 @@ var (
 	// ErrBusy: the answers being built or written right now hold the whole
 	// budget; the same request may pass a moment later.
 	ErrBusy = errors.New("answers in progress hold the API's memory budget")
+	// ErrEnded: the answer's operation has ended (Meter.Close); what is
+	// still being read for it is not counted, nor sent.
+	ErrEnded = errors.New("the operation of this answer has ended")
 )
 
 // HeapPerByte is the heap an answer takes, at its peak, for each byte its
@@ -176,6 +179,7 @@ type Meter struct {
 	// used: it is taken a chunk at a time).
 	caller, network string
 	held            int64
+	closed          bool
 	covered         atomic.Int64 // held, read without the lock
 }
 
@@ -222,6 +226,10 @@ func (m *Meter) Charge(n int64) error {
 	b := m.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if m.closed {
+		m.used.Add(-n)
+		return ErrEnded
+	}
 	short := need - m.held
 	if short <= 0 {
 		return nil
@@ -243,7 +251,18 @@ func (m *Meter) Charge(n int64) error {
 // Release gives the answer's bytes back to the budget once the answer is
 // written (or dropped) and starts the meter afresh, for the next message
 // of the same operation.
-func (m *Meter) Release() {
+func (m *Meter) Release() { m.release(false) }
+
+// Close gives the answer's bytes back for good once its operation has
+// ended: a charge made after it (a subscription's resolver still reading
+// its next item, which its operation no longer waits for) is refused with
+// ErrEnded and counts nothing. Before, such a charge was held of the
+// budget for the life of the process: a client that stopped subscriptions
+// while their rows were being read left the budget a little fuller each
+// time, until it refused every answer.
+func (m *Meter) Close() { m.release(true) }
+
+func (m *Meter) release(closing bool) {
 	if m == nil {
 		return
 	}
@@ -252,6 +271,7 @@ func (m *Meter) Release() {
 	defer b.mu.Unlock()
 	b.move(m.caller, m.network, -m.held)
 	m.held = 0
+	m.closed = m.closed || closing
 	m.covered.Store(0)
 	m.used.Store(0)
 }

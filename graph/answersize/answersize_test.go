@@ -142,3 +142,26 @@ func BenchmarkCharge(b *testing.B) {
 		}
 	})
 }
+
+// TestClosedMeterCountsNothing: once an answer's operation has ended, a
+// charge made for it (a resolver still running) is refused and holds
+// nothing of the budget; Release, between messages, keeps the meter open.
+func TestClosedMeterCountsNothing(t *testing.T) {
+	b := New(1<<20, 64<<20)
+	m := b.Meter()
+	m.SetCaller("account:a")
+	if err := m.Charge(100); err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+	if err := m.Charge(100); err != nil {
+		t.Fatalf("a charge after a message's release: %v", err)
+	}
+	m.Close()
+	if err := m.Charge(100); !errors.Is(err, ErrEnded) {
+		t.Errorf("a charge after the operation ended: %v, want ErrEnded", err)
+	}
+	if got := b.InUse(); got != 0 {
+		t.Errorf("the budget holds %d bytes once the answer's operation ended, want 0", got)
+	}
+}

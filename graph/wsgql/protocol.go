@@ -252,7 +252,7 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 	var meter *answersize.Meter
 	if c.t.cfg.Answers != nil {
 		meter = c.t.cfg.Answers.Meter()
-		defer meter.Release()
+		defer meter.Close()
 		ctx = answersize.With(ctx, meter)
 	}
 	responses, ctx := c.exec.DispatchOperation(ctx, rc)

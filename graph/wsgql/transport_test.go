@@ -19,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/internal/gqlws"
 	"github.com/relayhq/relay/internal/testwait"
 )
@@ -521,5 +522,53 @@ func TestStoppingClosesSocketsGoingAway(t *testing.T) {
 		t.Error("a socket was opened after Stop")
 	} else if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a socket asked for after Stop: %v, want 503", err)
+	}
+}
+
+// TestLateChargesHoldNothing: a subscription's resolver that charges its
+// answer after the operation ended (reading its next item while the client
+// completed it) holds nothing of the answer budget. Before, each such
+// charge was held for the life of the process.
+func TestLateChargesHoldNothing(t *testing.T) {
+	budget := answersize.New(1<<20, 256<<20)
+	late := make(chan error, 1)
+	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `type Query { name: String! } type Subscription { wait: String! }`})
+	srv := handler.New(&graphql.ExecutableSchemaMock{
+		ExecFunc: func(ctx context.Context) graphql.ResponseHandler {
+			go func() {
+				<-ctx.Done()
+				time.Sleep(50 * time.Millisecond) // the operation has returned its meter
+				late <- answersize.Charge(ctx, 512<<10)
+			}()
+			return func(ctx context.Context) *graphql.Response {
+				<-ctx.Done()
+				return nil
+			}
+		},
+		SchemaFunc:     func() *ast.Schema { return schema },
+		ComplexityFunc: func(context.Context, string, string, int, map[string]any) (int, bool) { return 0, false },
+	})
+	srv.AddTransport(New(Config{Answers: budget}))
+	url, active := serve(t, srv)
+	c := dial(t, url)
+	if err := c.WriteJSON(map[string]any{"id": "a", "type": "subscribe", "payload": map[string]any{"query": "subscription{ wait }"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := c.WriteJSON(map[string]any{"id": "a", "type": "complete"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; !errors.Is(err, answersize.ErrEnded) {
+		t.Errorf("a charge after the operation ended: %v, want ErrEnded", err)
+	}
+	c.Close()
+	testwait.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if active.Load() != 0 {
+			return errors.New("still waiting for the socket to end")
+		}
+		return nil
+	})
+	if held := budget.InUse(); held != 0 {
+		t.Errorf("the answer budget holds %d bytes with no socket open, want 0", held)
 	}
 }
