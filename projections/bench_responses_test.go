@@ -1,11 +1,7 @@
 package projections
 
 import (
-	"bytes"
-	"fmt"
 	"testing"
-
-	"github.com/relayhq/relay/domain"
 )
 
 // BenchmarkAttemptResponses measures reading attempts' responses from a
@@ -18,18 +14,7 @@ func BenchmarkAttemptResponses(b *testing.B) {
 		answers = 25
 		size    = 8 << 20
 	)
-	e.must(e.writer.receive(e.ctx, "d1", "ep1", domain.AddressEndpoint, "acc", request("/e", `{}`), t0))
-	for i := range answers {
-		id := fmt.Sprintf("a%d", i)
-		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
-			return d.RequestRetry(id, "acc", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
-		}))
-		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
-			d.RecordResponse(domain.ForwardResponded{AttemptID: id, Status: 200, Body: bytes.Repeat([]byte{byte('a' + i%26)}, size),
-				BodySize: size, Captured: true, DurationMs: 1})
-			return nil
-		}))
-	}
+	e.retriedWithAnswers("d1", answers, size)
 	e.sync(e.views)
 	for _, tc := range []struct {
 		name   string

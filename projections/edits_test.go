@@ -100,18 +100,7 @@ func TestAttemptResponsesAreBounded(t *testing.T) {
 		answers = 7
 		size    = 10 << 20 // seven: 70 MiB, 93 MiB in base64
 	)
-	e.must(e.writer.receive(e.ctx, "d1", "ep1", domain.AddressEndpoint, "acc", request("/e", `{}`), t0))
-	for i := range answers {
-		id := fmt.Sprintf("a%d", i)
-		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
-			return d.RequestRetry(id, "acc", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
-		}))
-		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
-			d.RecordResponse(domain.ForwardResponded{AttemptID: id, Status: 200, Body: bytes.Repeat([]byte{byte('a' + i)}, size),
-				BodySize: size, Captured: true, DurationMs: 1})
-			return nil
-		}))
-	}
+	e.retriedWithAnswers("d1", answers, size)
 	e.sync(e.views)
 
 	got, err := e.views.AttemptResponses(e.ctx, "d1", true)
@@ -122,8 +111,8 @@ func TestAttemptResponsesAreBounded(t *testing.T) {
 	why := map[string]int{}
 	for id, r := range got {
 		held += int64(len(r.Body))
-		if r.Status != 200 {
-			t.Errorf("%s: status %d, want 200", id, r.Status)
+		if want := 200 + attemptIndex(t, id); r.Status != want {
+			t.Errorf("%s: status %d, want %d", id, r.Status, want)
 		}
 		why[r.NotCaptured]++
 	}
@@ -156,18 +145,7 @@ func TestAttemptResponsesDecodeWhatTheyKeep(t *testing.T) {
 		answers = 24
 		size    = 1 << 20
 	)
-	e.must(e.writer.receive(e.ctx, "d1", "ep1", domain.AddressEndpoint, "acc", request("/e", `{}`), t0))
-	for i := range answers {
-		id := fmt.Sprintf("a%d", i)
-		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
-			return d.RequestRetry(id, "acc", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
-		}))
-		e.must(e.writer.onDelivery(e.ctx, "d1", t0, func(d *domain.Delivery) error {
-			d.RecordResponse(domain.ForwardResponded{AttemptID: id, Status: 200 + i, Body: bytes.Repeat([]byte{byte('a' + i)}, size),
-				BodySize: size, Captured: true, DurationMs: 1})
-			return nil
-		}))
-	}
+	e.retriedWithAnswers("d1", answers, size)
 	e.sync(e.views)
 
 	allocated := func(read func()) uint64 {
@@ -214,4 +192,33 @@ func TestAttemptResponsesDecodeWhatTheyKeep(t *testing.T) {
 	if got > stream+2*size {
 		t.Errorf("reading %d answers of %d bytes without bodies allocated %d bytes, reading the stream %d: bodies were decoded", answers, size, got, stream)
 	}
+}
+
+// retriedWithAnswers records delivery, received at an Endpoint, and
+// answers retries of it: attempt ai answered with status 200+i and size
+// bytes of the letter 'a'+i (mod 26), captured.
+func (e *env) retriedWithAnswers(delivery string, answers, size int) {
+	e.t.Helper()
+	e.must(e.writer.receive(e.ctx, delivery, "ep1", domain.AddressEndpoint, "acc", request("/e", `{}`), t0))
+	for i := range answers {
+		id := fmt.Sprintf("a%d", i)
+		e.must(e.writer.onDelivery(e.ctx, delivery, t0, func(d *domain.Delivery) error {
+			return d.RequestRetry(id, "acc", domain.EndpointStatus{Mode: domain.ModeProxy, AgentConnected: true}, nil)
+		}))
+		e.must(e.writer.onDelivery(e.ctx, delivery, t0, func(d *domain.Delivery) error {
+			d.RecordResponse(domain.ForwardResponded{AttemptID: id, Status: 200 + i, Body: bytes.Repeat([]byte{byte('a' + i%26)}, size),
+				BodySize: int64(size), Captured: true, DurationMs: 1})
+			return nil
+		}))
+	}
+}
+
+// attemptIndex is i of an attempt named ai.
+func attemptIndex(t *testing.T, id string) int {
+	t.Helper()
+	var i int
+	if _, err := fmt.Sscanf(id, "a%d", &i); err != nil {
+		t.Fatalf("attempt %q: %v", id, err)
+	}
+	return i
 }
