@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 	"time"
 
@@ -78,3 +79,53 @@ func TestAttemptResponsesReadBodiesWhenSelected(t *testing.T) {
 }
 
 func base64Len(n int) int { return (n + 2) / 3 * 4 }
+
+// TestRequestPayloadReadsNoAnswer: a query of a delivery's request (its
+// headers, its body) does not read its latest answer from the log; one
+// that selects the answer does. Before, both read and decoded the answer,
+// 8 MiB here.
+func TestRequestPayloadReadsNoAnswer(t *testing.T) {
+	e := newEnv(t)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+	epID := acct.endpoint
+	const size = 8 << 20
+	answer := bytes.Repeat([]byte("a"), size)
+	e.seed(t, domain.DeliveryStream("d1"), time.Now().Add(-time.Minute),
+		domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
+			Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+			Headers: []domain.Header{{Name: "X-A", Value: "1"}}, Body: []byte("{}"), BodySize: 2, Complete: true},
+		domain.ForwardRequested{DeliveryID: "d1", AttemptID: "d1-a1", EndpointID: epID},
+		domain.ForwardResponded{DeliveryID: "d1", AttemptID: "d1-a1", Status: 200, Body: answer, BodySize: size, Captured: true, DurationMs: 1})
+
+	var out struct {
+		Delivery struct {
+			Headers      []struct{ Name string }
+			Body         string
+			ResponseBody *string
+		}
+	}
+	allocated := func(query string) uint64 {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := e.c.Post(query, &out, acct.auth); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	request := allocated(`query { delivery(id: "d1") { headers { name } body } }`)
+	if len(out.Delivery.Headers) != 1 || out.Delivery.Body != "{}" {
+		t.Fatalf("the request read as %+v", out.Delivery)
+	}
+	if request > size/2 {
+		t.Errorf("a query of the request allocated %d bytes beside an answer of %d: the answer was read", request, size)
+	}
+	withAnswer := allocated(`query { delivery(id: "d1") { body responseBody } }`)
+	if r := out.Delivery.ResponseBody; r == nil || len(*r) != size {
+		t.Fatalf("the answer read as %v", r)
+	}
+	if withAnswer < size {
+		t.Errorf("a query of the answer allocated %d bytes, less than the answer's %d: the measure is wrong", withAnswer, size)
+	}
+}

@@ -17,10 +17,15 @@ import (
 )
 
 // deliveryReader is how the field being resolved reads one delivery: with
-// what only the log holds when the query selects it (see wantsPayload).
+// what only the log holds when the query selects it (see wantsPayload), its
+// latest answer only when selected (payloadContext).
 func (r *Resolver) deliveryReader(ctx context.Context) func(context.Context, string) (readmodel.Delivery, error) {
 	if wantsPayload(ctx) {
+		response := readmodel.WantsResponse(payloadContext(ctx))
 		return func(ctx context.Context, id string) (readmodel.Delivery, error) {
+			if !response {
+				ctx = readmodel.WithoutResponse(ctx)
+			}
 			d, err := r.Views.Delivery(ctx, id)
 			if err != nil {
 				return d, err
@@ -45,6 +50,9 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		}
 		defer release()
 		payload := wantsPayload(ctx)
+		if payload {
+			ctx = payloadContext(ctx)
+		}
 		p, err := r.Views.SearchDeliveries(ctx, address, first, after, f, payload)
 		if err != nil || !payload {
 			return p, err
@@ -52,6 +60,7 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 		return p, chargePayloads(ctx, p.Items...)
 	}
 	if wantsPayload(ctx) {
+		ctx = payloadContext(ctx)
 		// The page's request bodies are counted before they are read: a
 		// page the answers' budget refuses reads nothing of the log (each
 		// such page read its bodies, megabytes, to be refused after).
@@ -116,6 +125,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 	}
 	read := r.deliveryReader(ctx)
 	payload := wantsPayload(ctx)
+	response := payload && readmodel.WantsResponse(payloadContext(ctx))
 	changes, stopWatch := r.Views.Watch(address)
 	stop := func() {
 		stopWatch()
@@ -168,7 +178,7 @@ func (r *Resolver) watchDeliveries(ctx context.Context, address string, since *s
 					wsgql.EndWith(ctx, r.presentError(ctx, ErrFellBehind))
 					return
 				}
-				live := func(ctx context.Context) (*model.Delivery, error) { return r.liveRow(ctx, ch, payload) }
+				live := func(ctx context.Context) (*model.Delivery, error) { return r.liveRow(ctx, ch, payload, response) }
 				if !r.sendDelivery(ctx, out, ch.DeliveryID, live) {
 					return
 				}
@@ -203,6 +213,7 @@ type liveRowKey struct {
 	id       string
 	position uint64
 	payload  bool
+	response bool // the latest answer read too (payloadContext)
 }
 
 // liveRow is the row a change of a delivery left, read once for every
@@ -210,13 +221,17 @@ type liveRowKey struct {
 // per subscription: one client's many subscriptions of an address would
 // otherwise turn each request into as many reads of the views' few
 // connections and of the log, and as many copies of its body.
-func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload bool) (*model.Delivery, error) {
-	m, err := r.liveRows.Get(ctx, liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload}, func() (*model.Delivery, error) {
+func (r *Resolver) liveRow(ctx context.Context, ch readmodel.Change, payload, response bool) (*model.Delivery, error) {
+	key := liveRowKey{id: ch.DeliveryID, position: ch.Position, payload: payload, response: response}
+	m, err := r.liveRows.Get(ctx, key, func() (*model.Delivery, error) {
 		// The relay's own read, not the subscriber's: every subscription
 		// of the address waits for it, so it takes no one's share of the
 		// views' readers.
 		lctx, cancel := context.WithTimeout(readmodel.WithReader(context.WithoutCancel(ctx), ""), liveRowLoadTimeout)
 		defer cancel()
+		if !response {
+			lctx = readmodel.WithoutResponse(lctx)
+		}
 		read := r.Views.DeliverySummary
 		if payload {
 			read = r.Views.Delivery

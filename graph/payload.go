@@ -5,6 +5,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/relayhq/relay/readmodel"
 )
 
 // payloadFields are the Delivery fields that only the event log holds; the
@@ -14,6 +16,24 @@ var payloadFields = map[string]bool{
 	"responseBodyBase64": true, "responseNotCaptured": true, "trailers": true, "bodyUnread": true, "redactedQuery": true,
 	// compare compares the recorded request, read from the log.
 	"compare": true,
+}
+
+// responseFields are the Delivery fields of its latest local answer, which
+// the log holds in an event of its own.
+var responseFields = map[string]bool{
+	"responseHeaders": true, "responseBody": true, "responseBodyBase64": true, "responseNotCaptured": true,
+}
+
+// payloadContext is ctx for reading the payloads the field being resolved
+// selects: without the latest answer (readmodel.WithoutResponse) unless it
+// selects one of responseFields, so that a query of the request alone, or
+// of a comparison, does not read and decode an answer of up to 10 MiB.
+func payloadContext(ctx context.Context) context.Context {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil || selects(fc.Field.Selections, responseFields, map[*ast.FragmentDefinition]bool{}) {
+		return ctx
+	}
+	return readmodel.WithoutResponse(ctx)
 }
 
 // wantsPayload reports whether the field being resolved selects, at any

@@ -69,7 +69,12 @@ type deliveryRefs struct {
 // ResponseHeaders and ResponseBody from its latest ForwardResponded, with
 // the values the views always gave: empty rather than nil lists and
 // bodies, and a nil ResponseBody when the response was not captured.
+//
+// Under readmodel.WithoutResponse the response is not read.
 func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
+	if !readmodel.WantsResponse(ctx) {
+		r.response = nil
+	}
 	span := 1
 	if resp := r.response; resp != nil && resp.stream == r.request.stream &&
 		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {

@@ -33,3 +33,22 @@ func ReaderKey(client string) string {
 	}
 	return client
 }
+
+type withoutResponseKey struct{}
+
+// WithoutResponse marks reads of deliveries' payloads under ctx as wanting
+// the recorded request only: the latest local answer (its headers and
+// body, in an event of its own that may hold 10 MiB) is not read from the
+// log, and the rows' ResponseHeaders and ResponseBody are left empty. A
+// query that selects a delivery's request, or compares its attempts, read
+// and decoded the latest answer too.
+func WithoutResponse(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutResponseKey{}, true)
+}
+
+// WantsResponse reports whether reads under ctx read the latest answer
+// (see WithoutResponse).
+func WantsResponse(ctx context.Context) bool {
+	skip, _ := ctx.Value(withoutResponseKey{}).(bool)
+	return !skip
+}
