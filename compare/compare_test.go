@@ -1,6 +1,7 @@
 package compare_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"runtime"
 	"slices"
@@ -189,5 +190,39 @@ func BenchmarkBodiesLargest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		compare.Bodies(a, c)
+	}
+}
+
+// TestEncodedBodiesComparedBySize: answers over MaxStructured given as the
+// log holds them (in base64) are equal when their encodings are, else
+// compared by size, whichever way the other side was given.
+func TestEncodedBodiesComparedBySize(t *testing.T) {
+	big := func(c byte) []byte { return []byte(strings.Repeat(string(c), compare.MaxStructured+3)) }
+	encoded := func(b []byte) *compare.Response {
+		return &compare.Response{Status: 200, Captured: true, Size: int64(len(b)), Encoded: []byte(base64.StdEncoding.EncodeToString(b))}
+	}
+	decoded := func(b []byte) *compare.Response {
+		return &compare.Response{Status: 200, Captured: true, Size: int64(len(b)), Body: b}
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *compare.Response
+		want []string
+	}{
+		{"the same", encoded(big('a')), encoded(big('a')), nil},
+		{"different", encoded(big('a')), encoded(big('b')), []string{"body (over 256 KiB, compared by size): 262147 bytes → 262147 bytes"}},
+		{"one decoded", decoded([]byte("{}")), encoded(big('b')), []string{"body (over 256 KiB, compared by size): 2 bytes → 262147 bytes"}},
+		{"both decoded", decoded(big('a')), decoded(big('a')), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := compare.Sides(compare.Side{Response: tc.a}, compare.Side{Response: tc.b})
+			var got []string
+			for _, c := range r.Response {
+				got = append(got, text(c))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("changes %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

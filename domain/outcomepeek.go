@@ -39,31 +39,45 @@ func PeekAttemptID(data []byte) (id string, ok bool) {
 
 // DecodeRespondedHead decodes a ForwardResponded's stored data but its
 // body, which it skips unread: the result's Body is nil, its BodySize and
-// Captured as stored. bodyLen is the length of the body the data holds.
-func DecodeRespondedHead(data []byte) (e ForwardResponded, bodyLen int, err error) {
+// Captured as stored. body64 is the body as the data holds it, in base64
+// (a slice of data; nil when none is stored): DecodeBody64 decodes it,
+// faster than encoding/json, which scans it byte by byte first.
+func DecodeRespondedHead(data []byte) (e ForwardResponded, body64 []byte, err error) {
 	i := bytes.Index(data, bodyKey)
 	if i < 0 { // no body stored (or null): nothing to skip
 		err = json.Unmarshal(data, &e)
-		return e, 0, wrapHead(err)
+		return e, nil, wrapHead(err)
 	}
 	start := i + len(bodyKey)
 	end := bytes.IndexByte(data[start:], '"')
 	if end < 0 {
-		return e, 0, fmt.Errorf("decode %s: the body has no end", TypeForwardResponded)
-	}
-	bodyLen = base64.StdEncoding.DecodedLen(end)
-	if end >= 2 && data[start+end-1] == '=' {
-		bodyLen--
-		if data[start+end-2] == '=' {
-			bodyLen--
-		}
+		return e, nil, fmt.Errorf("decode %s: the body has no end", TypeForwardResponded)
 	}
 	// The data without `,"body":"…"`, in a new slice: data is not changed.
 	head := append(data[:i:i], data[start+end+1:]...)
 	if err := json.Unmarshal(head, &e); err != nil {
-		return e, 0, wrapHead(err)
+		return e, nil, wrapHead(err)
 	}
-	return e, bodyLen, nil
+	return e, data[start : start+end : start+end], nil
+}
+
+// Body64Len is the length of the body body64 holds in base64.
+func Body64Len(body64 []byte) int {
+	n := base64.StdEncoding.DecodedLen(len(body64))
+	for i := len(body64) - 1; i >= 0 && i >= len(body64)-2 && body64[i] == '='; i-- {
+		n--
+	}
+	return n
+}
+
+// DecodeBody64 decodes a body DecodeRespondedHead left in base64.
+func DecodeBody64(body64 []byte) ([]byte, error) {
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(body64)))
+	n, err := base64.StdEncoding.Decode(out, body64)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: body: %w", TypeForwardResponded, err)
+	}
+	return out[:n], nil
 }
 
 func wrapHead(err error) error {

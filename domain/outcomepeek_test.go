@@ -32,12 +32,15 @@ func TestPeekAndHeadMatchDecoding(t *testing.T) {
 			if id, ok := PeekAttemptID(data); !ok || id != want.AttemptID {
 				t.Errorf("%s: peeked %q, %v", data, id, ok)
 			}
-			head, n, err := DecodeRespondedHead(data)
+			head, body64, err := DecodeRespondedHead(data)
 			if err != nil {
 				t.Fatalf("%s: %v", data, err)
 			}
-			if n != len(want.Body) {
+			if n := Body64Len(body64); n != len(want.Body) {
 				t.Errorf("%s: body of %d bytes, want %d", want.AttemptID, n, len(want.Body))
+			}
+			if body, err := DecodeBody64(body64); err != nil || !bytes.Equal(body, want.Body) {
+				t.Errorf("%s: body decoded as %q, %v; want %q", want.AttemptID, body, err, want.Body)
 			}
 			whole := want
 			whole.Body = nil
@@ -75,9 +78,9 @@ func TestHeadSkipsTheBody(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	head, n, err := DecodeRespondedHead(data)
+	head, body64, err := DecodeRespondedHead(data)
 	runtime.ReadMemStats(&after)
-	if err != nil || head.AttemptID != "a1" || n != 8<<20 {
+	if n := Body64Len(body64); err != nil || head.AttemptID != "a1" || n != 8<<20 {
 		t.Fatalf("head %+v, body %d bytes, %v", head, n, err)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<10 {
@@ -103,12 +106,15 @@ func FuzzRespondedHead(f *testing.F) {
 		if id, ok := PeekAttemptID(data); ok && id != whole.AttemptID {
 			t.Fatalf("peeked %q, decoded %q", id, whole.AttemptID)
 		}
-		head, n, err := DecodeRespondedHead(data)
+		head, body64, err := DecodeRespondedHead(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != len(whole.Body) {
+		if n := Body64Len(body64); n != len(whole.Body) {
 			t.Fatalf("body of %d bytes, decoded %d", n, len(whole.Body))
+		}
+		if body, err := DecodeBody64(body64); err != nil || !bytes.Equal(body, whole.Body) {
+			t.Fatalf("body decoded as %q, %v; want %q", body, err, whole.Body)
 		}
 		whole.Body = nil
 		if !sameJSON(t, head, whole) {

@@ -48,7 +48,7 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 	}
 	var got map[string]readmodel.AttemptResponse
 	if len(wanted) > 0 {
-		if got, err = r.Views.AttemptResponses(ctx, row.ID, true, wanted...); err != nil {
+		if got, err = r.Views.AttemptResponses(ctx, row.ID, compare.MaxStructured, wanted...); err != nil {
 			return nil, fmt.Errorf("compare: read responses: %w", err)
 		}
 	}
@@ -71,7 +71,8 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 		}
 		s := compare.Side{Request: recorded.Edited(edit)}
 		if resp, ok := got[at.ID]; ok {
-			s.Response = &compare.Response{Status: resp.Status, Headers: resp.Headers, Body: resp.Body, Captured: resp.Captured, NotCaptured: resp.NotCaptured}
+			s.Response = &compare.Response{Status: resp.Status, Headers: resp.Headers, Body: resp.Body, Captured: resp.Captured,
+				NotCaptured: resp.NotCaptured, Size: resp.BodySize, Encoded: resp.Encoded}
 		}
 		return s, nil
 	}

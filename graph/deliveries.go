@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -335,7 +336,11 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 	for _, set := range responses {
 		bodies = bodies || selects(set, responseBodyFields, map[*ast.FragmentDefinition]bool{})
 	}
-	got, err := r.Views.AttemptResponses(ctx, d.ID, bodies)
+	maxBody := int64(0) // none read
+	if bodies {
+		maxBody = math.MaxInt64 // each whole, within what one read keeps
+	}
+	got, err := r.Views.AttemptResponses(ctx, d.ID, maxBody)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ type Views interface {
 	// from the log, by attempt id.
 	// Only the attempts named are read (all when none is); the bodies read
 	// at once are bounded (projections.MaxAttemptResponseBytes).
-	AttemptResponses(ctx context.Context, deliveryID string, bodies bool, only ...string) (map[string]readmodel.AttemptResponse, error)
+	AttemptResponses(ctx context.Context, deliveryID string, maxBody int64, only ...string) (map[string]readmodel.AttemptResponse, error)
 	// AttemptEditBody reads the body an edited retry sent instead of the
 	// recorded one (ok false: it sent the recorded body).
 	AttemptEditBody(ctx context.Context, deliveryID, attemptID string) (body []byte, ok bool, err error)

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"runtime"
@@ -103,7 +104,7 @@ func TestAttemptResponsesAreBounded(t *testing.T) {
 	e.retriedWithAnswers("d1", answers, size)
 	e.sync(e.views)
 
-	got, err := e.views.AttemptResponses(e.ctx, "d1", true)
+	got, err := e.views.AttemptResponses(e.ctx, "d1", MaxAttemptResponseBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestAttemptResponsesAreBounded(t *testing.T) {
 			answers, size, len(got), held, why, answers, MaxAttemptResponseBytes, want)
 	}
 
-	one, err := e.views.AttemptResponses(e.ctx, "d1", true, "a6")
+	one, err := e.views.AttemptResponses(e.ctx, "d1", MaxAttemptResponseBytes, "a6")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestAttemptResponsesDecodeWhatTheyKeep(t *testing.T) {
 	var two map[string]readmodel.AttemptResponse
 	got := allocated(func() {
 		var err error
-		if two, err = e.views.AttemptResponses(e.ctx, "d1", true, "a3", "a7"); err != nil {
+		if two, err = e.views.AttemptResponses(e.ctx, "d1", MaxAttemptResponseBytes, "a3", "a7"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -176,10 +177,31 @@ func TestAttemptResponsesDecodeWhatTheyKeep(t *testing.T) {
 		t.Errorf("reading 2 of %d answers of %d bytes allocated %d bytes, reading the stream %d: unwanted answers were read", answers, size, got, stream)
 	}
 
+	// Bodies over the read's bound (a comparison's 256 KiB) are left as
+	// the log holds them, not decoded.
+	decoded := got
+	got = allocated(func() {
+		var err error
+		if two, err = e.views.AttemptResponses(e.ctx, "d1", 256<<10, "a3", "a7"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for id, letter := range map[string]byte{"a3": 'd', "a7": 'h'} {
+		r := two[id]
+		want := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{letter}, size))
+		if r.Body != nil || string(r.Encoded) != want || r.BodySize != size || !r.Captured {
+			t.Errorf("%s over the bound: %d bytes of body, %d encoded, size %d, captured %v; want none, its base64, %d, captured",
+				id, len(r.Body), len(r.Encoded), r.BodySize, r.Captured, size)
+		}
+	}
+	if got+size > decoded {
+		t.Errorf("reading 2 answers of %d bytes left encoded allocated %d bytes, decoded %d: they were decoded", size, got, decoded)
+	}
+
 	var all map[string]readmodel.AttemptResponse
 	got = allocated(func() {
 		var err error
-		if all, err = e.views.AttemptResponses(e.ctx, "d1", false); err != nil {
+		if all, err = e.views.AttemptResponses(e.ctx, "d1", 0); err != nil {
 			t.Fatal(err)
 		}
 	})

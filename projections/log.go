@@ -214,21 +214,22 @@ const (
 
 // AttemptResponses reads what attempts of a delivery got back (those named
 // in only, every one when it names none) from the log: the local
-// response's status, headers and (when captured, and bodies is true) body,
-// or the failure the relay recorded; an attempt answered more than once,
-// its latest. The views keep only the latest response of a delivery;
-// comparing attempts needs each one. Without bodies, a response's Body is
-// nil whatever Captured says.
+// response's status, headers and (when captured) body, or the failure the
+// relay recorded; an attempt answered more than once, its latest. The
+// views keep only the latest response of a delivery; comparing attempts
+// needs each one. Bodies of up to maxBody bytes are decoded; a larger one
+// is returned as the log holds it (Encoded) with its size, and with
+// maxBody 0 no body is read at all (Body nil whatever Captured says).
 //
 // The views say where each attempt's latest outcome is in the log
 // (attempts.outcome_position), and only those events are read: a read
-// costs what the attempts it names hold, not what the delivery holds. A
-// body is decoded only when wanted and within MaxAttemptResponseBytes of
-// bodies kept, and the read stops reading the log past
-// maxAttemptResponsesRead. Before, it walked and decoded the delivery's
-// whole stream: a comparison of two attempts of a delivery with 50
-// captured answers of 8 MB took a core 3.9 s.
-func (v *History) AttemptResponses(ctx context.Context, deliveryID string, bodies bool, only ...string) (map[string]readmodel.AttemptResponse, error) {
+// costs what the attempts it names hold, not what the delivery holds. The
+// bodies kept (decoded or encoded) stay within MaxAttemptResponseBytes,
+// and the read stops reading the log past maxAttemptResponsesRead. Before,
+// it walked and decoded the delivery's whole stream: a comparison of two
+// attempts of a delivery with 50 captured answers of 8 MB took a core
+// 3.9 s.
+func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBody int64, only ...string) (map[string]readmodel.AttemptResponse, error) {
 	outcomes, err := v.outcomes(ctx, deliveryID, only)
 	if err != nil {
 		return nil, err
@@ -236,25 +237,41 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, bodie
 	stream := domain.DeliveryStream(deliveryID)
 	out := map[string]readmodel.AttemptResponse{}
 	var held, read int64 // bytes of the bodies in out, of the events read
-	responded := func(p domain.ForwardResponded, data []byte, bodyLen int) (readmodel.AttemptResponse, error) {
+	// responded is what p answered; body is its body, decoded (a receipt's)
+	// or in base64 (body64, from DecodeRespondedHead).
+	responded := func(p domain.ForwardResponded, body, body64 []byte) (readmodel.AttemptResponse, error) {
 		r := readmodel.AttemptResponse{Status: p.Status, Headers: orEmpty(p.Headers), NotCaptured: p.NotCaptured, Captured: p.Captured}
-		switch {
-		case !p.Captured || !bodies:
-		case held+int64(bodyLen) > MaxAttemptResponseBytes:
+		if !p.Captured || maxBody == 0 {
+			return r, nil
+		}
+		size := int64(len(body))
+		kept := size // the bytes out holds for it
+		if body64 != nil {
+			size, kept = int64(domain.Body64Len(body64)), int64(domain.Body64Len(body64))
+			if size > maxBody {
+				kept = int64(len(body64))
+			}
+		}
+		if held+kept > MaxAttemptResponseBytes {
 			r.Captured, r.NotCaptured = false, notReadTooLarge
-		case p.Body != nil || bodyLen == 0:
-			r.Body = p.Body
-		default: // decoded without its body: decode it whole
-			whole, err := v.codec.Decode(domain.TypeForwardResponded, data)
-			if err != nil {
+			return r, nil
+		}
+		r.BodySize = size
+		switch {
+		case body64 == nil:
+			r.Body = body
+		case size > maxBody:
+			r.Encoded = body64
+		default:
+			var err error
+			if r.Body, err = domain.DecodeBody64(body64); err != nil {
 				return r, err
 			}
-			r.Body = whole.(domain.ForwardResponded).Body
 		}
-		if r.Captured && bodies && r.Body == nil {
+		if r.Encoded == nil && r.Body == nil {
 			r.Body = []byte{}
 		}
-		held += int64(len(r.Body))
+		held += kept
 		return r, nil
 	}
 	for _, o := range outcomes {
@@ -272,9 +289,9 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, bodie
 		read += int64(len(e.Data))
 		switch e.Type {
 		case domain.TypeForwardResponded:
-			p, n, err := domain.DecodeRespondedHead(e.Data)
+			p, body64, err := domain.DecodeRespondedHead(e.Data)
 			if err == nil && p.AttemptID == o.attempt {
-				out[o.attempt], err = responded(p, e.Data, n)
+				out[o.attempt], err = responded(p, nil, body64)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
@@ -290,7 +307,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, bodie
 				switch p := ev.(type) {
 				case domain.ForwardResponded:
 					if p.AttemptID == o.attempt {
-						if out[o.attempt], err = responded(p, nil, len(p.Body)); err != nil {
+						if out[o.attempt], err = responded(p, p.Body, nil); err != nil {
 							return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
 						}
 					}

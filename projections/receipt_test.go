@@ -117,7 +117,7 @@ func TestReceiptWithItsAnswerReadsAsThreeEvents(t *testing.T) {
 		t.Errorf("open attempts = %+v, %v: want none", open, err)
 	}
 	for _, id := range []string{"one", "two"} {
-		got, err := e.views.History.AttemptResponses(e.ctx, id, true)
+		got, err := e.views.History.AttemptResponses(e.ctx, id, MaxAttemptResponseBytes)
 		if err != nil || len(got) != 1 || got["a-1"].Status != 201 || string(got["a-1"].Body) != "made" {
 			t.Errorf("%s: attempt responses %+v, %v", id, got, err)
 		}
@@ -181,7 +181,7 @@ func TestAnswerNotStoredSaysWhy(t *testing.T) {
 	if d.ResponseBody != nil || d.ResponseNotCaptured != domain.NotCapturedStorageQuota {
 		t.Errorf("latest response: body %q, not captured %q; want none, %q", d.ResponseBody, d.ResponseNotCaptured, domain.NotCapturedStorageQuota)
 	}
-	got, err := e.views.History.AttemptResponses(e.ctx, "d1", true)
+	got, err := e.views.History.AttemptResponses(e.ctx, "d1", MaxAttemptResponseBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -432,6 +432,11 @@ type AttemptResponse struct {
 	Headers  []domain.Header
 	Body     []byte
 	Captured bool
+	// BodySize is the captured body's size; Encoded the body as the log
+	// holds it (base64), when it was read but not decoded (over the read's
+	// bound): equal bodies have equal encodings.
+	BodySize int64
+	Encoded  []byte
 	Error    string
 	// NotCaptured says why Body is not stored although the Endpoint
 	// captures responses (domain.ForwardResponded.NotCaptured).
