@@ -2,7 +2,9 @@ package graph_test
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +129,76 @@ func TestRequestPayloadReadsNoAnswer(t *testing.T) {
 	}
 	if withAnswer < size {
 		t.Errorf("a query of the answer allocated %d bytes, less than the answer's %d: the measure is wrong", withAnswer, size)
+	}
+}
+
+// TestResponsesPastOneReadAreReadAlone: the responses of a delivery's
+// attempts past one read's bounds (64 MiB of the log) are null, each with
+// an error at its path that says why and names the attempt field, which
+// reads it alone. Before, they read as not captured, without headers.
+func TestResponsesPastOneReadAreReadAlone(t *testing.T) {
+	e := newEnv(t)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+	epID := acct.endpoint
+	const (
+		answers = 6
+		size    = 10 << 20 // 14 MB in base64: the sixth is past 64 MiB
+	)
+	events := []domain.Event{domain.DeliveryReceived{DeliveryID: "d1", Address: epID, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
+		Method: "POST", Target: "/hook", Host: epID + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+		Body: []byte("{}"), BodySize: 2, Complete: true}}
+	for i := range answers {
+		id := fmt.Sprintf("d1-a%d", i)
+		events = append(events, domain.ForwardRequested{DeliveryID: "d1", AttemptID: id, EndpointID: epID, Retry: i > 0},
+			domain.ForwardResponded{DeliveryID: "d1", AttemptID: id, Status: 200 + i, Headers: []domain.Header{{Name: "X-N", Value: fmt.Sprint(i)}},
+				Body: bytes.Repeat([]byte{'a'}, size), BodySize: size, Captured: true, DurationMs: 1})
+	}
+	e.seed(t, domain.DeliveryStream("d1"), time.Now().Add(-time.Minute), events...)
+
+	type response struct {
+		Status   int
+		Captured bool
+		Headers  []struct{ Name, Value string }
+	}
+	var out struct {
+		Delivery struct {
+			Attempts []struct {
+				ID       string
+				Response *response
+			}
+			Attempt *struct {
+				ID       string
+				Response *response
+			}
+		}
+	}
+	err := e.c.Post(`query { delivery(id: "d1") { attempts { id response { status captured headers { name value } } } } }`, &out, acct.auth)
+	at := out.Delivery.Attempts
+	if len(at) != answers {
+		t.Fatalf("%d attempts read (%v), want %d", len(at), err, answers)
+	}
+	for i, a := range at[:answers-1] {
+		if r := a.Response; r == nil || r.Status != 200+i || !r.Captured || len(r.Headers) != 1 {
+			t.Errorf("attempt %s within the read: %+v", a.ID, r)
+		}
+	}
+	last := at[answers-1]
+	if last.Response != nil || err == nil ||
+		!strings.Contains(err.Error(), `"path":["delivery","attempts",5,"response"]`) ||
+		!strings.Contains(err.Error(), "ANSWER_TOO_LARGE") || !strings.Contains(err.Error(), "attempt field") {
+		t.Errorf("attempt %s past the read: response %+v, error %v; want null and an error at its path naming the attempt field", last.ID, last.Response, err)
+	}
+
+	if err := e.c.Post(`query { delivery(id: "d1") { attempt(id: "d1-a5") { id response { status captured headers { name value } } } } }`, &out, acct.auth); err != nil {
+		t.Fatal(err)
+	}
+	if a := out.Delivery.Attempt; a == nil || a.Response == nil || a.Response.Status != 205 || !a.Response.Captured || len(a.Response.Headers) != 1 || a.Response.Headers[0].Value != "5" {
+		t.Errorf("the attempt read alone: %+v", a)
+	}
+	var none struct {
+		Delivery struct{ Attempt *struct{ ID string } }
+	}
+	if err := e.c.Post(`query { delivery(id: "d1") { attempt(id: "none") { id } } }`, &none, acct.auth); err != nil || none.Delivery.Attempt != nil {
+		t.Errorf("an unknown attempt: %+v, %v; want null", none.Delivery.Attempt, err)
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/graph/model"
@@ -319,18 +321,47 @@ func toFilter(f *model.DeliveryFilter) readmodel.DeliveryFilter {
 // read from the log when the query selects it (an attempt's response), and
 // the bodies its edited retries sent when it selects their edits.
 func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery) ([]*model.Attempt, error) {
+	return r.withResponses(ctx, d, d.Attempts, true)
+}
+
+// attemptByID is Delivery.attempt: one attempt, its response read alone.
+// It is a copy of the delivery's attempt, so that attempts, selected beside
+// it, fills its own.
+func (r *Resolver) attemptByID(ctx context.Context, d *model.Delivery, id string) (*model.Attempt, error) {
+	for _, a := range d.Attempts {
+		if a.ID != id {
+			continue
+		}
+		c := *a
+		if a.Edit != nil {
+			e := *a.Edit
+			c.Edit = &e
+		}
+		out, err := r.withResponses(ctx, d, []*model.Attempt{&c}, false, id)
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}
+	return nil, nil
+}
+
+// withResponses fills attempts (of d; a list field when list, else one
+// attempt) with the responses and edited bodies the field being resolved
+// selects; only names the attempts to read (all when it names none).
+func (r *Resolver) withResponses(ctx context.Context, d *model.Delivery, attempts []*model.Attempt, list bool, only ...string) ([]*model.Attempt, error) {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || len(d.Attempts) == 0 {
-		return d.Attempts, nil
+	if fc == nil || len(attempts) == 0 {
+		return attempts, nil
 	}
 	if selects(fc.Field.Selections, editField, map[*ast.FragmentDefinition]bool{}) {
-		if err := r.editBodies(ctx, d); err != nil {
+		if err := r.editBodies(ctx, d, attempts); err != nil {
 			return nil, err
 		}
 	}
 	responses := fieldSelections(fc.Field.Selections, "response", map[*ast.FragmentDefinition]bool{})
 	if len(responses) == 0 {
-		return d.Attempts, nil
+		return attempts, nil
 	}
 	bodies := false
 	for _, set := range responses {
@@ -340,14 +371,27 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 	if bodies {
 		maxBody = math.MaxInt64 // each whole, within what one read keeps
 	}
-	got, err := r.Views.AttemptResponses(ctx, d.ID, maxBody)
+	got, err := r.Views.AttemptResponses(ctx, d.ID, maxBody, only...)
 	if err != nil {
 		return nil, err
 	}
 	var n int64
-	for _, a := range d.Attempts {
+	for i, a := range attempts {
 		resp, ok := got[a.ID]
 		if !ok {
+			continue
+		}
+		if resp.NotRead != "" {
+			// Past one read's bounds: null, saying why and how to read it.
+			path := slices.Clone(fc.Path())
+			if list {
+				path = append(path, ast.PathIndex(i))
+			}
+			graphql.AddError(ctx, &gqlerror.Error{
+				Message: fmt.Sprintf("%s; read attempt %s alone with the delivery's attempt field", resp.NotRead, a.ID),
+				Path:    append(path, ast.PathName("response")),
+				Err:     answersize.ErrTooLarge,
+			})
 			continue
 		}
 		m := &model.AttemptResponse{Status: resp.Status, Headers: toHeaders(resp.Headers), Captured: resp.Captured, NotCaptured: optional(resp.NotCaptured)}
@@ -362,7 +406,7 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 			n += int64(len(h.Name) + len(h.Value))
 		}
 	}
-	return d.Attempts, answersize.Charge(ctx, n)
+	return attempts, answersize.Charge(ctx, n)
 }
 
 // responseBodyFields are AttemptResponse's fields that need its body: an
@@ -376,11 +420,17 @@ var editField = map[string]bool{"edit": true}
 // editBodies reads the bodies d's edited retries sent into their edits.
 // The answer's budget is charged for them (as text and base64) before any
 // is read, so a delivery of many large edits is refused, not read whole.
-func (r *Resolver) editBodies(ctx context.Context, d *model.Delivery) error {
-	var n int64
+func (r *Resolver) editBodies(ctx context.Context, d *model.Delivery, attempts []*model.Attempt) error {
+	sizes := map[string]int64{}
 	for _, a := range d.Row.Attempts {
 		if a.EditBodySize != nil {
-			n += *a.EditBodySize * 7 / 3 // the text and its base64
+			sizes[a.ID] = *a.EditBodySize
+		}
+	}
+	var n int64
+	for _, a := range attempts {
+		if a.Edit != nil {
+			n += sizes[a.ID] * 7 / 3 // the text and its base64
 		}
 	}
 	if n == 0 {
@@ -389,8 +439,8 @@ func (r *Resolver) editBodies(ctx context.Context, d *model.Delivery) error {
 	if err := answersize.Charge(ctx, n); err != nil {
 		return err
 	}
-	for i, a := range d.Row.Attempts {
-		if a.EditBodySize == nil || i >= len(d.Attempts) || d.Attempts[i].Edit == nil {
+	for _, a := range attempts {
+		if _, sent := sizes[a.ID]; !sent || a.Edit == nil {
 			continue
 		}
 		body, ok, err := r.Views.AttemptEditBody(ctx, d.ID, a.ID)
@@ -398,10 +448,9 @@ func (r *Resolver) editBodies(ctx context.Context, d *model.Delivery) error {
 			return err
 		}
 		if ok {
-			m := d.Attempts[i].Edit
-			m.Body = text(body)
+			a.Edit.Body = text(body)
 			b := base64.StdEncoding.EncodeToString(body)
-			m.BodyBase64 = &b
+			a.Edit.BodyBase64 = &b
 		}
 	}
 	return nil

@@ -264,6 +264,8 @@ func costs(l Limits) generated.ComplexityRoot {
 	c.Delivery.Headers = list(headersPerList)
 	c.Delivery.ResponseHeaders = list(headersPerList)
 	c.Delivery.Attempts = list(attemptsPerList)
+	// One attempt, its response read alone: the same read as a list's.
+	c.Delivery.Attempt = func(child int, _ string) int { return add(1, child) }
 	// The responses of a delivery's attempts come from one read of its
 	// stream, shared by its attempts: a payload's weight over a typical
 	// list of them, whatever each selects (its fields are that read's).

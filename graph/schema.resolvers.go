@@ -35,6 +35,11 @@ func (r *deliveryResolver) Attempts(ctx context.Context, obj *model.Delivery) ([
 	return r.attemptsWithResponses(ctx, obj)
 }
 
+// Attempt is the resolver for the attempt field.
+func (r *deliveryResolver) Attempt(ctx context.Context, obj *model.Delivery, id string) (*model.Attempt, error) {
+	return r.attemptByID(ctx, obj, id)
+}
+
 // Queue is the resolver for the queue field.
 func (r *deliveryResolver) Queue(ctx context.Context, obj *model.Delivery) (*model.DeliveryQueue, error) {
 	return r.deliveryQueue(ctx, obj)

@@ -455,6 +455,14 @@ func tenancyTable() map[string]rule {
 				vars:   func(w *world) map[string]any { return map[string]any{"d": w.b.delivery} },
 				values: of(func(w *world) string { return w.a.attempt }), want: "INVALID_INPUT"},
 		}},
+		"Delivery.attempt": {access: anyone, probes: []probe{
+			// Another account's attempt on B's delivery is none of its own:
+			// null, as an unknown one, and nothing of A's.
+			{arg: "id", query: `query($d: ID!, $v: ID!) { delivery(id: $d) { id attempt(id: $v) { id status response { status headers { name value } } } } }`,
+				vars:   func(w *world) map[string]any { return map[string]any{"d": w.b.delivery} },
+				values: of(func(w *world) string { return w.a.attempt }), want: "",
+				holds: func(w *world) []string { return []string{w.b.delivery} }},
+		}},
 		"Endpoint.deliveries": {access: member, probes: []probe{
 			{arg: "after", query: `query($e: ID!, $v: String) { endpoint(id: $e) { deliveries(after: $v) { nodes { id body } pageInfo { endCursor } } } }`,
 				vars: bLog, values: aCursor, match: noLeak, holds: func(w *world) []string { return w.b.logDeliveries }},

@@ -115,11 +115,11 @@ func TestAttemptResponsesAreBounded(t *testing.T) {
 		if want := 200 + attemptIndex(t, id); r.Status != want {
 			t.Errorf("%s: status %d, want %d", id, r.Status, want)
 		}
-		why[r.NotCaptured]++
+		why[r.NotRead]++
 	}
 	// Three bodies fit in 32 MiB; five answers of 14 MB in base64 pass
 	// 64 MiB of the log.
-	want := map[string]int{"": 3, notReadTooLarge: 2, notReadLogBytes: 2}
+	want := map[string]int{"": 3, NotReadTooLarge: 2, NotReadLogBytes: 2}
 	if len(got) != answers || held > MaxAttemptResponseBytes || !maps.Equal(why, want) {
 		t.Errorf("%d responses of %d bytes read as %d, holding %d bytes of bodies, why not: %v; want %d, at most %d bytes, %v",
 			answers, size, len(got), held, why, answers, MaxAttemptResponseBytes, want)

@@ -206,10 +206,10 @@ const MaxAttemptResponseBytes = 32 << 20
 // returned with the status the views keep, saying why.
 const maxAttemptResponsesRead = 2 * MaxAttemptResponseBytes
 
-// Why a captured response is returned without its body.
+// Why a response is not read with the others (AttemptResponse.NotRead).
 const (
-	notReadTooLarge = "not read: the responses read at once already hold 32 MiB"
-	notReadLogBytes = "not read: the responses read at once already read 64 MiB of the log"
+	NotReadTooLarge = "not read: the responses read at once already hold 32 MiB of bodies"
+	NotReadLogBytes = "not read: the responses read at once already read 64 MiB of the log"
 )
 
 // AttemptResponses reads what attempts of a delivery got back (those named
@@ -225,7 +225,8 @@ const (
 // (attempts.outcome_position), and only those events are read: a read
 // costs what the attempts it names hold, not what the delivery holds. The
 // bodies kept (decoded or encoded) stay within MaxAttemptResponseBytes,
-// and the read stops reading the log past maxAttemptResponsesRead. Before,
+// and the read stops reading the log past maxAttemptResponsesRead: the
+// responses past either are returned with their status and NotRead. Before,
 // it walked and decoded the delivery's whole stream: a comparison of two
 // attempts of a delivery with 50 captured answers of 8 MB took a core
 // 3.9 s.
@@ -253,8 +254,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBo
 			}
 		}
 		if held+kept > MaxAttemptResponseBytes {
-			r.Captured, r.NotCaptured = false, notReadTooLarge
-			return r, nil
+			return readmodel.AttemptResponse{Status: p.Status, NotRead: NotReadTooLarge}, nil
 		}
 		r.BodySize = size
 		switch {
@@ -276,7 +276,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBo
 	}
 	for _, o := range outcomes {
 		if read >= maxAttemptResponsesRead {
-			out[o.attempt] = readmodel.AttemptResponse{Status: o.status, Headers: []domain.Header{}, Error: o.errText, NotCaptured: notReadLogBytes}
+			out[o.attempt] = readmodel.AttemptResponse{Status: o.status, NotRead: NotReadLogBytes}
 			continue
 		}
 		e, ok, err := v.readAt(ctx, o.position)

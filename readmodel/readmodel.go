@@ -437,7 +437,11 @@ type AttemptResponse struct {
 	// bound): equal bodies have equal encodings.
 	BodySize int64
 	Encoded  []byte
-	Error    string
+	// NotRead says why this response was not read with the others (one
+	// read's bounds, projections.MaxAttemptResponseBytes): only Status
+	// is set, from the views.
+	NotRead string
+	Error   string
 	// NotCaptured says why Body is not stored although the Endpoint
 	// captures responses (domain.ForwardResponded.NotCaptured).
 	NotCaptured string

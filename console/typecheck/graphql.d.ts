@@ -291,6 +291,13 @@ declare namespace GQL {
     /** Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null. */
     responseNotCaptured: string | null;
     attempts: Array<Attempt>;
+    /**
+     * One attempt by its id, its response read alone; null when the delivery has no such
+     * attempt. One read of a delivery's attempts' responses reads at most 64 MiB of the log and
+     * keeps at most 32 MiB of bodies: the responses of `attempts` past those bounds are null, with
+     * an error naming this field.
+     */
+    attempt: Attempt | null;
     /** Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued. */
     queue: DeliveryQueue | null;
     /** This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription. */

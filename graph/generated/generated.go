@@ -129,6 +129,7 @@ type ComplexityRoot struct {
 
 	Delivery struct {
 		Address             func(childComplexity int) int
+		Attempt             func(childComplexity int, id string) int
 		Attempts            func(childComplexity int) int
 		Body                func(childComplexity int) int
 		BodyBase64          func(childComplexity int) int
@@ -549,6 +550,7 @@ type AccountResolver interface {
 }
 type DeliveryResolver interface {
 	Attempts(ctx context.Context, obj *model.Delivery) ([]*model.Attempt, error)
+	Attempt(ctx context.Context, obj *model.Delivery, id string) (*model.Attempt, error)
 	Queue(ctx context.Context, obj *model.Delivery) (*model.DeliveryQueue, error)
 
 	Explanation(ctx context.Context, obj *model.Delivery) (string, error)
@@ -1002,6 +1004,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Delivery.Address(childComplexity), true
+	case "Delivery.attempt":
+		if e.ComplexityRoot.Delivery.Attempt == nil {
+			break
+		}
+
+		args, err := ec.field_Delivery_attempt_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Delivery.Attempt(childComplexity, args["id"].(string)), true
 	case "Delivery.attempts":
 		if e.ComplexityRoot.Delivery.Attempts == nil {
 			break
@@ -3407,6 +3420,13 @@ type Delivery {
   "Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null."
   responseNotCaptured: String
   attempts: [Attempt!]!
+  """
+  One attempt by its id, its response read alone; null when the delivery has no such
+  attempt. One read of a delivery's attempts' responses reads at most 64 MiB of the log and
+  keeps at most 32 MiB of bodies: the responses of ` + "`" + `attempts` + "`" + ` past those bounds are null, with
+  an error naming this field.
+  """
+  attempt(id: ID!): Attempt
   "Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued."
   queue: DeliveryQueue
   "This delivery's place in the history: the cursor of its edge, for ` + "`" + `after` + "`" + ` in history pages and ` + "`" + `since` + "`" + ` in the deliveries subscription."
@@ -4635,6 +4655,8 @@ func (ec *executionContext) childFields_Delivery(ctx context.Context, field grap
 		return ec.fieldContext_Delivery_responseNotCaptured(ctx, field)
 	case "attempts":
 		return ec.fieldContext_Delivery_attempts(ctx, field)
+	case "attempt":
+		return ec.fieldContext_Delivery_attempt(ctx, field)
 	case "queue":
 		return ec.fieldContext_Delivery_queue(ctx, field)
 	case "cursor":
@@ -5434,6 +5456,20 @@ func (ec *executionContext) field_Account_activity_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["first"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Delivery_attempt_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -8441,6 +8477,50 @@ func (ec *executionContext) fieldContext_Delivery_attempts(_ context.Context, fi
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Attempt(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Delivery_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Delivery) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Delivery_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Delivery().Attempt(ctx, obj, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Attempt) graphql.Marshaler {
+			return ec.marshalOAttempt2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttempt(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Delivery_attempt(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Delivery",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attempt(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Delivery_attempt_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -18394,6 +18474,39 @@ func (ec *executionContext) _Delivery(ctx context.Context, sel ast.SelectionSet,
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "attempt":
+			field := field
+
+			innerFunc := func(ctx context.Context, _ *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Delivery_attempt(ctx, field, obj)
+				return res
+			}
+
+			if field.Deferrable != nil {
+				dfs, ok := deferred[field.Deferrable.Label]
+				di := 0
+				if ok {
+					dfs.AddField(field)
+					di = len(dfs.Values) - 1
+				} else {
+					dfs = graphql.NewFieldSet([]graphql.CollectedField{field})
+					deferred[field.Deferrable.Label] = dfs
+				}
+				dfs.Concurrently(di, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, dfs)
+				})
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "queue":
 			field := field
 
@@ -23247,6 +23360,13 @@ func (ec *executionContext) unmarshalOAnswerInput2ᚖgithubᚗcomᚋrelayhqᚋre
 	}
 	res, err := ec.unmarshalInputAnswerInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAttempt2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttempt(ctx context.Context, sel ast.SelectionSet, v *model.Attempt) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Attempt(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOAttemptResponse2ᚖgithubᚗcomᚋrelayhqᚋrelayᚋgraphᚋmodelᚐAttemptResponse(ctx context.Context, sel ast.SelectionSet, v *model.AttemptResponse) graphql.Marshaler {

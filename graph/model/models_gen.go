@@ -269,6 +269,11 @@ type Delivery struct {
 	// Why responseBody is null although the Endpoint captures responses (see AttemptResponse.notCaptured); else null.
 	ResponseNotCaptured *string    `json:"responseNotCaptured,omitempty"`
 	Attempts            []*Attempt `json:"attempts"`
+	// One attempt by its id, its response read alone; null when the delivery has no such
+	// attempt. One read of a delivery's attempts' responses reads at most 64 MiB of the log and
+	// keeps at most 32 MiB of bodies: the responses of `attempts` past those bounds are null, with
+	// an error naming this field.
+	Attempt *Attempt `json:"attempt,omitempty"`
 	// Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued.
 	Queue *DeliveryQueue `json:"queue,omitempty"`
 	// This delivery's place in the history: the cursor of its edge, for `after` in history pages and `since` in the deliveries subscription.
