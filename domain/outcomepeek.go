@@ -17,8 +17,9 @@ import (
 // quote is escaped, so a key's text cannot occur in a value.
 
 var (
-	attemptKey = []byte(`"attempt_id":"`)
-	bodyKey    = []byte(`,"body":"`)
+	attemptKey  = []byte(`"attempt_id":"`)
+	bodyKey     = []byte(`,"body":"`)
+	bodySizeKey = []byte(`,"body_size":`)
 )
 
 // PeekAttemptID returns the attempt a ForwardResponded's or ForwardFailed's
@@ -43,7 +44,13 @@ func PeekAttemptID(data []byte) (id string, ok bool) {
 // (a slice of data; nil when none is stored): DecodeBody64 decodes it,
 // faster than encoding/json, which scans it byte by byte first.
 func DecodeRespondedHead(data []byte) (e ForwardResponded, body64 []byte, err error) {
-	i := bytes.Index(data, bodyKey)
+	// The body, when stored, comes right before body_size, which every
+	// answer has; what follows (the fidelity's digests) has keys named
+	// body too.
+	i := -1
+	if end := bytes.Index(data, bodySizeKey); end >= 0 {
+		i = bytes.Index(data[:end], bodyKey)
+	}
 	if i < 0 { // no body stored (or null): nothing to skip
 		err = json.Unmarshal(data, &e)
 		return e, nil, wrapHead(err)

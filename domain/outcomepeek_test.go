@@ -17,6 +17,11 @@ func TestPeekAndHeadMatchDecoding(t *testing.T) {
 		{DeliveryID: "d1", AttemptID: "a3", Status: 201, Body: bytes.Repeat([]byte{0xff}, 1000), BodySize: 1000, Captured: true, Fidelity: &Fidelity{}},
 		{DeliveryID: "d1", AttemptID: "a4", Status: 204, Body: []byte{1}, BodySize: 1, Captured: true},
 		{DeliveryID: "d1", AttemptID: "a5", Status: 200, Body: []byte{1, 2}, BodySize: 2, Captured: true},
+		// No body, and the fidelity's digests, whose keys are named body too.
+		{DeliveryID: "d1", AttemptID: "a6", Status: 202, BodySize: 0, Captured: true,
+			Fidelity: &Fidelity{Agent: FidelityDigests{Body: "sha256:ab"}, Relay: FidelityDigests{Body: "sha256:cd"}}},
+		{DeliveryID: "d1", AttemptID: "a7", Status: 202, Body: []byte("x"), BodySize: 1, Captured: true, Signature: "stripe valid",
+			Fidelity: &Fidelity{Agent: FidelityDigests{Body: "sha256:ab"}, Relay: FidelityDigests{Body: "sha256:cd"}}},
 	}
 	for _, want := range responded {
 		byHand, err := marshal(want)
@@ -94,7 +99,8 @@ func FuzzRespondedHead(f *testing.F) {
 	f.Add("a1", "X-A", `"attempt_id":"b"`, []byte("body"), true)
 	f.Add(`a"2`, `,"body":"`, "v", []byte{}, false)
 	f.Fuzz(func(t *testing.T, attempt, name, value string, body []byte, captured bool) {
-		e := ForwardResponded{DeliveryID: "d1", AttemptID: attempt, Status: 200, Headers: []Header{{Name: name, Value: value}}, Body: body, BodySize: int64(len(body)), Captured: captured}
+		e := ForwardResponded{DeliveryID: "d1", AttemptID: attempt, Status: 200, Headers: []Header{{Name: name, Value: value}}, Body: body, BodySize: int64(len(body)), Captured: captured,
+			Fidelity: &Fidelity{Agent: FidelityDigests{Body: value}, Relay: FidelityDigests{Body: name}}}
 		data, err := marshal(e)
 		if err != nil {
 			t.Skip()

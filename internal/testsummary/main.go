@@ -93,8 +93,24 @@ func summarize(r io.Reader, w io.Writer, ci bool) (failed bool, err error) {
 			if e.Test != "" {
 				results[k] = result{action: "fail"}
 				fmt.Fprint(w, strings.Join(outputs[k], ""))
-			} else if seed := seeds[e.Package]; seed != "" {
-				fmt.Fprint(w, seed)
+			} else {
+				// A package that failed with tests still running (a panic,
+				// a timeout) ends them without a result: their output says
+				// why, so it is printed too.
+				var running []key
+				for t := range outputs {
+					if t.pkg == e.Package && t.test != "" {
+						running = append(running, t)
+					}
+				}
+				sort.Slice(running, func(i, j int) bool { return running[i].test < running[j].test })
+				for _, t := range running {
+					fmt.Fprintf(w, "--- NO RESULT: %s (the package ended while it ran)\n%s", t.test, strings.Join(outputs[t], ""))
+					delete(outputs, t)
+				}
+				if seed := seeds[e.Package]; seed != "" {
+					fmt.Fprint(w, seed)
+				}
 			}
 			delete(outputs, k)
 		case "skip":

@@ -136,3 +136,29 @@ func TestRequiredMatchesTheTestsSkips(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeTestsWithoutAResult: a package that fails while tests run
+// (a panic in a goroutine ends the binary) leaves them without a result;
+// their output is printed, as a failed test's is.
+func TestSummarizeTestsWithoutAResult(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Package":"p","Test":"TestA"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"panic: boom\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"goroutine 7 [running]:\n"}`,
+		`{"Action":"output","Package":"q","Test":"TestQ","Output":"still running elsewhere\n"}`,
+		`{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}`,
+		`{"Action":"fail","Package":"p"}`,
+	}, "\n")
+	var out bytes.Buffer
+	failed, err := summarize(strings.NewReader(in), &out, false)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "--- NO RESULT: TestA") || !strings.Contains(got, "panic: boom") {
+		t.Errorf("a test ended by its package's failure is not shown:\n%s", got)
+	}
+	if strings.Contains(got, "still running elsewhere") {
+		t.Errorf("another package's test is shown:\n%s", got)
+	}
+}
