@@ -40,7 +40,8 @@ func PeekAttemptID(data []byte) (id string, ok bool) {
 
 // DecodeRespondedHead decodes a ForwardResponded's stored data but its
 // body, which it skips unread: the result's Body is nil, its BodySize and
-// Captured as stored. body64 is the body as the data holds it, in base64
+// Captured as stored. (Data without body_size, which every answer the
+// relay writes has, is decoded whole, Body included.) body64 is the body as the data holds it, in base64
 // (a slice of data; nil when none is stored): DecodeBody64 decodes it,
 // faster than encoding/json, which scans it byte by byte first.
 func DecodeRespondedHead(data []byte) (e ForwardResponded, body64 []byte, err error) {

@@ -291,7 +291,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBo
 		case domain.TypeForwardResponded:
 			p, body64, err := domain.DecodeRespondedHead(e.Data)
 			if err == nil && p.AttemptID == o.attempt {
-				out[o.attempt], err = responded(p, nil, body64)
+				out[o.attempt], err = responded(p, p.Body, body64)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
