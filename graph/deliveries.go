@@ -325,19 +325,12 @@ func (r *Resolver) attemptsWithResponses(ctx context.Context, d *model.Delivery)
 }
 
 // attemptByID is Delivery.attempt: one attempt, its response read alone.
-// It is a copy of the delivery's attempt, so that attempts, selected beside
-// it, fills its own.
 func (r *Resolver) attemptByID(ctx context.Context, d *model.Delivery, id string) (*model.Attempt, error) {
 	for _, a := range d.Attempts {
 		if a.ID != id {
 			continue
 		}
-		c := *a
-		if a.Edit != nil {
-			e := *a.Edit
-			c.Edit = &e
-		}
-		out, err := r.withResponses(ctx, d, []*model.Attempt{&c}, false, id)
+		out, err := r.withResponses(ctx, d, []*model.Attempt{a}, false, id)
 		if err != nil {
 			return nil, err
 		}
@@ -346,13 +339,25 @@ func (r *Resolver) attemptByID(ctx context.Context, d *model.Delivery, id string
 	return nil, nil
 }
 
-// withResponses fills attempts (of d; a list field when list, else one
+// withResponses is attempts (of d; a list field when list, else one
 // attempt) with the responses and edited bodies the field being resolved
-// selects; only names the attempts to read (all when it names none).
-func (r *Resolver) withResponses(ctx context.Context, d *model.Delivery, attempts []*model.Attempt, list bool, only ...string) ([]*model.Attempt, error) {
+// selects; only names the attempts to read (all when it names none). It
+// fills copies: a delivery's row may be shared (a live row goes to every
+// subscription of its address, each selecting its own fields), and
+// fields selected beside each other (attempts and attempt) resolve at once.
+func (r *Resolver) withResponses(ctx context.Context, d *model.Delivery, shared []*model.Attempt, list bool, only ...string) ([]*model.Attempt, error) {
 	fc := graphql.GetFieldContext(ctx)
-	if fc == nil || len(attempts) == 0 {
-		return attempts, nil
+	if fc == nil || len(shared) == 0 {
+		return shared, nil
+	}
+	attempts := make([]*model.Attempt, len(shared))
+	for i, a := range shared {
+		c := *a
+		if a.Edit != nil {
+			e := *a.Edit
+			c.Edit = &e
+		}
+		attempts[i] = &c
 	}
 	if selects(fc.Field.Selections, editField, map[*ast.FragmentDefinition]bool{}) {
 		if err := r.editBodies(ctx, d, attempts); err != nil {
