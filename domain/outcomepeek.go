@@ -7,43 +7,27 @@ import (
 	"fmt"
 )
 
-// Reading what a delivery's attempts got back walks the events of its
-// stream, and a captured answer holds up to the agent's 10 MiB in base64:
-// decoding each whole to learn which attempt it answers, or to throw its
-// body away, cost a core 90 ms an 8 MB answer. These read the fields
-// before the body without decoding it. Both events put them first
-// (delivery_id, attempt_id, then status and headers, then the body), as
-// encoding/json and appendResponded write them; inside a JSON string every
-// quote is escaped, so a key's text cannot occur in a value.
+// Reading what a delivery's attempts got back reads their answers from
+// the log, and a captured answer holds up to the agent's 10 MiB in base64:
+// decoding it through encoding/json only to learn its status and headers,
+// or to compare its size, cost a core 90 ms an 8 MB answer. An answer
+// puts its fields in a fixed order (delivery_id, attempt_id, status,
+// headers, body, body_size, then the rest), as encoding/json and
+// appendResponded write them; inside a JSON string every quote is escaped,
+// so a key's text cannot occur in a value.
 
 var (
-	attemptKey  = []byte(`"attempt_id":"`)
 	bodyKey     = []byte(`,"body":"`)
 	bodySizeKey = []byte(`,"body_size":`)
 )
 
-// PeekAttemptID returns the attempt a ForwardResponded's or ForwardFailed's
-// stored data is about, without decoding it; ok is false when it cannot
-// tell (the caller decodes the event instead).
-func PeekAttemptID(data []byte) (id string, ok bool) {
-	i := bytes.Index(data, attemptKey)
-	if i < 0 {
-		return "", false
-	}
-	rest := data[i+len(attemptKey):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
-		return "", false // an escaped ID: rare, decode it
-	}
-	return string(rest[:j]), true
-}
-
 // DecodeRespondedHead decodes a ForwardResponded's stored data but its
 // body, which it skips unread: the result's Body is nil, its BodySize and
-// Captured as stored. (Data without body_size, which every answer the
-// relay writes has, is decoded whole, Body included.) body64 is the body as the data holds it, in base64
-// (a slice of data; nil when none is stored): DecodeBody64 decodes it,
-// faster than encoding/json, which scans it byte by byte first.
+// Captured as stored (data without body_size, which every answer the
+// relay writes has, is decoded whole, Body included). body64 is the body
+// as the data holds it, in base64 (a slice of data; nil when none is
+// stored): DecodeBody64 decodes it, faster than encoding/json, which
+// scans it byte by byte first.
 func DecodeRespondedHead(data []byte) (e ForwardResponded, body64 []byte, err error) {
 	// The body, when stored, comes right before body_size, which every
 	// answer has; what follows (the fidelity's digests) has keys named

@@ -350,6 +350,11 @@ func (r *Resolver) withResponses(ctx context.Context, d *model.Delivery, shared 
 	if fc == nil || len(shared) == 0 {
 		return shared, nil
 	}
+	edits := selects(fc.Field.Selections, editField, map[*ast.FragmentDefinition]bool{})
+	responses := fieldSelections(fc.Field.Selections, "response", map[*ast.FragmentDefinition]bool{})
+	if !edits && len(responses) == 0 {
+		return shared, nil // nothing to fill
+	}
 	attempts := make([]*model.Attempt, len(shared))
 	for i, a := range shared {
 		c := *a
@@ -359,12 +364,11 @@ func (r *Resolver) withResponses(ctx context.Context, d *model.Delivery, shared 
 		}
 		attempts[i] = &c
 	}
-	if selects(fc.Field.Selections, editField, map[*ast.FragmentDefinition]bool{}) {
+	if edits {
 		if err := r.editBodies(ctx, d, attempts); err != nil {
 			return nil, err
 		}
 	}
-	responses := fieldSelections(fc.Field.Selections, "response", map[*ast.FragmentDefinition]bool{})
 	if len(responses) == 0 {
 		return attempts, nil
 	}
