@@ -13,7 +13,10 @@ import (
 
 // The GraphQL documents the window needs; field names follow
 // schema.graphqls and the console's api.js, whose detail pane renders the
-// delivery.
+// delivery. Like the console, the window asks for no attempt's stored
+// answer: the pane shows the latest one (the delivery's response fields)
+// and the relay compares attempts, so the answer stays one body however
+// many attempts a delivery has.
 const (
 	qMe            = `{ me{ id name } }`
 	endpointFields = `id name url mode target agentConnected agentCount filters{ text } answer{ status } handshakes{ enabled } queue{ queued inFlight dead }`
@@ -21,8 +24,7 @@ const (
 
 	deliveryFields = `id cursor address method path bodySize complete bodyUnread receivedAt responseStatus
   attempts { id status startedAt durationMs error retry late queued possibleDuplicate signature fidelity { status differences }
-    edit { method path unsetHeaders setHeaders { name value } bodyBase64 }
-    response { status headers { name value } bodyBase64 captured } }
+    edit { method path unsetHeaders setHeaders { name value } bodyBase64 } }
   provider { name eventType deliveryId } duplicates
   headers { name value } body bodyBase64 responseHeaders { name value } responseBody responseNotCaptured
   why { status summary facts { at text } }`
