@@ -279,6 +279,7 @@ func (a *App) wire(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	a.closeHub = true
 	cfg.Commands.Disk = a.disk
+	cfg.Commands.Bodies = a.bodies // a retry's request, while it is out
 	if !cfg.NoSweeps {
 		// A node closes only what it left open itself (and what a log
 		// older than node names holds): the other nodes' sessions and

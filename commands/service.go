@@ -73,6 +73,19 @@ type Config struct {
 	// inspectors and Endpoints are refused, below it retries and redrives
 	// too (domain.DiskReserveError). Nil: no reserve.
 	Disk *diskreserve.Reserve
+	// Bodies is the memory budget forwarded requests share (the ingress's
+	// --proxy-body-budget): a retry holds its request's size of it, under
+	// its account's key, until its outcome is recorded (holdRetry). Nil:
+	// none (tests).
+	Bodies Bodies
+}
+
+// Bodies is the body budget (ingress.BodyBudget) as a retry takes from it.
+type Bodies interface {
+	Reserve(key string, n int64) bool
+	Release(key string, n int64)
+	// Share is the most one key may hold at once.
+	Share() int64
 }
 
 // DefaultViewsWait is Config.ViewsWait's default: far above the few
@@ -810,6 +823,14 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 		return readmodel.Delivery{}, err
 	}
 	set := ep.Settings()
+	// The request is held from here until its outcome is recorded, for as
+	// long as the local process takes: within the account's share of the
+	// body budget, as PROXY bodies and queued attempts are.
+	release, err := s.holdRetry(accountID, view.BodySize, edit)
+	if err != nil {
+		return readmodel.Delivery{}, err
+	}
+	defer release()
 	// The attempt is recorded without waiting for the views: nothing reads
 	// them before the outcome, which is waited for below.
 	cmd, err := s.rec.RequestRetry(ctx, deliveryID, record.RetryTarget{
@@ -826,6 +847,7 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 	// The forwarder bounds its own wait (the forward timeout and the time
 	// to record the outcome), so no shorter deadline is set here.
 	out, err := s.forwarder.Forward(ctx, cmd)
+	release()
 	if err != nil {
 		s.log.WarnContext(ctx, "retry forward", "delivery_id", deliveryID, "error", err)
 	}
@@ -841,4 +863,40 @@ func (s *Service) RetryDelivery(ctx context.Context, accountID, deliveryID strin
 		return readmodel.Delivery{}, fmt.Errorf("retry: %w", err)
 	}
 	return s.views.Delivery(ctx, deliveryID)
+}
+
+// RetryHeadBytes is what a retry's request line and headers are taken to
+// hold beside its body: the most the ingress stores of a request's head
+// by default (--max-header-bytes, 64 KiB). With it every retry holds part
+// of the body budget, however small its body, so an account's retries out
+// at once are bounded too, not only their bodies.
+const RetryHeadBytes = 64 << 10
+
+// ErrRetryBodyBudget refuses a retry whose request does not fit in what
+// its account's retries may hold of the body budget while they are out
+// (a quarter; Config.Bodies). It is domain.ErrUnavailable: once one of
+// them has its outcome, the same retry passes.
+var ErrRetryBodyBudget = fmt.Errorf("%w: the retries this account has out hold its share of the relay's body budget (a quarter of --proxy-body-budget) until their local process answers; try again once one has its answer", domain.ErrUnavailable)
+
+// holdRetry takes what a retry holds of the body budget while it is out:
+// the body it sends (the edit's, else the recorded one of bodySize bytes)
+// and RetryHeadBytes, under its account's key, within one key's share. It
+// returns what gives it back (once, however often called). Without it,
+// each retry held its request for up to --forward-timeout outside any
+// budget, and one account's concurrent retries (100 on each of an
+// address's 32 sockets, from any number of addresses) held as many
+// requests as it sent.
+func (s *Service) holdRetry(accountID string, bodySize int64, edit *domain.RequestEdit) (release func(), err error) {
+	b := s.cfg.Bodies
+	if b == nil {
+		return func() {}, nil
+	}
+	if edit != nil && edit.Body != nil {
+		bodySize = int64(len(*edit.Body))
+	}
+	key, n := "retry "+accountID, min(max(bodySize, 0)+RetryHeadBytes, b.Share())
+	if !b.Reserve(key, n) {
+		return nil, ErrRetryBodyBudget
+	}
+	return sync.OnceFunc(func() { b.Release(key, n) }), nil
 }

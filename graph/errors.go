@@ -13,6 +13,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/answersize"
 	"github.com/relayhq/relay/tunnel"
@@ -163,7 +164,7 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		case "CONFLICT":
 			ge.Message = "changed concurrently by another request; try again" // no stream names
 		case "UNAVAILABLE":
-			if errors.Is(err, answersize.ErrBusy) {
+			if errors.Is(err, answersize.ErrBusy) || errors.Is(err, commands.ErrRetryBodyBudget) {
 				break // its message says what to do and names no internals
 			}
 			// No file names or causes: those are in the relay's log and /readyz.
