@@ -51,6 +51,13 @@ func (r *Resolver) compareAttempts(ctx context.Context, d *model.Delivery, a, b 
 		if got, err = r.Views.AttemptResponses(ctx, row.ID, compare.MaxStructured, wanted...); err != nil {
 			return nil, fmt.Errorf("compare: read responses: %w", err)
 		}
+		// A side whose response was not read (the answer's log budget
+		// spent) is not compared as if it had none.
+		for _, id := range wanted {
+			if why := got[id].NotRead; why != "" {
+				return nil, fmt.Errorf("%w: compare: attempt %s's response %s; compare in a query of its own", answersize.ErrTooLarge, id, why)
+			}
+		}
 	}
 	side := func(i int) (compare.Side, error) {
 		if i < 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/dustin/go-humanize"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -391,13 +392,19 @@ func (r *Resolver) withResponses(ctx context.Context, d *model.Delivery, shared 
 			continue
 		}
 		if resp.NotRead != "" {
-			// Past one read's bounds: null, saying why and how to read it.
+			// Past one read's bounds or the answer's log budget: null,
+			// saying why and how to read it.
 			path := slices.Clone(fc.Path())
 			if list {
 				path = append(path, ast.PathIndex(i))
 			}
+			how := "alone with the delivery's attempt field"
+			if resp.NotRead == readmodel.NotReadLogBudget {
+				resp.NotRead += " (" + humanize.IBytes(uint64(readmodel.LogBudgetOf(ctx).Limit())) + ")"
+				how = "in a query of its own, with the delivery's attempt field"
+			}
 			graphql.AddError(ctx, &gqlerror.Error{
-				Message: fmt.Sprintf("%s; read attempt %s alone with the delivery's attempt field", resp.NotRead, a.ID),
+				Message: fmt.Sprintf("%s; read attempt %s %s", resp.NotRead, a.ID, how),
 				Path:    append(path, ast.PathName("response")),
 				Err:     answersize.ErrTooLarge,
 			})

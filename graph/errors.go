@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/commands"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/graph/answersize"
+	"github.com/relayhq/relay/readmodel"
 	"github.com/relayhq/relay/tunnel"
 )
 
@@ -57,6 +58,9 @@ var codes = []struct {
 	{ErrFellBehind, "FELL_BEHIND"},
 	{ErrRequestTooLarge, "REQUEST_TOO_LARGE"},
 	{answersize.ErrTooLarge, "ANSWER_TOO_LARGE"},
+	// A delivery's latest answer past the answer's log budget
+	// (withLogBudget).
+	{readmodel.ErrLogBudget, "ANSWER_TOO_LARGE"},
 	// Answers in progress hold the process's answer budget: like the
 	// views being behind, a moment later the same request may pass.
 	{answersize.ErrBusy, "UNAVAILABLE"},
@@ -163,6 +167,10 @@ func errorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			ge.Message = "not found"
 		case "CONFLICT":
 			ge.Message = "changed concurrently by another request; try again" // no stream names
+		case "ANSWER_TOO_LARGE":
+			if errors.Is(err, readmodel.ErrLogBudget) {
+				ge.Message = readmodel.ErrLogBudget.Error() // not where in the log
+			}
 		case "UNAVAILABLE":
 			if errors.Is(err, answersize.ErrBusy) || errors.Is(err, commands.ErrRetryBodyBudget) {
 				break // its message says what to do and names no internals

@@ -6,23 +6,47 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/relayhq/relay/domain"
 )
 
-// streamReads records the streams the commands read, in order.
+// streamReads records the streams the commands read, in order, and
+// counts the bytes of the events read by stream and by position.
 type streamReads struct {
 	domain.EventStore
 	mu      sync.Mutex
 	streams []string
+	bytes   atomic.Int64
 }
 
 func (s *streamReads) ReadStream(ctx context.Context, stream string, from uint64, max int) ([]domain.RecordedEvent, error) {
 	s.mu.Lock()
 	s.streams = append(s.streams, stream)
 	s.mu.Unlock()
-	return s.EventStore.ReadStream(ctx, stream, from, max)
+	events, err := s.EventStore.ReadStream(ctx, stream, from, max)
+	s.count(events)
+	return events, err
+}
+
+func (s *streamReads) ReadAll(ctx context.Context, after uint64, max int) ([]domain.RecordedEvent, error) {
+	events, err := s.EventStore.ReadAll(ctx, after, max)
+	s.count(events)
+	return events, err
+}
+
+func (s *streamReads) count(events []domain.RecordedEvent) {
+	for _, e := range events {
+		s.bytes.Add(int64(len(e.Data)))
+	}
+}
+
+// bytesDuring is the bytes of the events read while f ran.
+func (s *streamReads) bytesDuring(f func()) int64 {
+	from := s.bytes.Load()
+	f()
+	return s.bytes.Load() - from
 }
 
 // during returns the streams read while f ran.

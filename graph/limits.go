@@ -48,6 +48,11 @@ type Limits struct {
 	// CaptureCap is the relay's --capture-cap: how many bytes a stored
 	// body may hold, which is what a payload field weighs.
 	CaptureCap int64
+	// AnswerLogBytes bounds the bytes of the log the reads of stored
+	// answers (attempts' responses, a delivery's latest answer) read for
+	// one answer, as MaxAnswer bounds what it holds (see
+	// DefaultAnswerLogBytes).
+	AnswerLogBytes int64
 	// Endpoints is the relay's --account-endpoints: the most Endpoints
 	// one account holds, so the most rows `endpoints` returns without
 	// first, which is what it is priced at. Zero (a relay without that
@@ -187,6 +192,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.CaptureCap <= 0 {
 		l.CaptureCap = DefaultCaptureCap
+	}
+	if l.AnswerLogBytes <= 0 {
+		l.AnswerLogBytes = DefaultAnswerLogBytes
 	}
 	if l.Endpoints <= 0 {
 		l.Endpoints = DefaultAccountEndpoints

@@ -25,6 +25,30 @@ func (r *Resolver) withReader(ctx context.Context, next graphql.OperationHandler
 	return next(readmodel.WithReader(ctx, readmodel.ReaderKey(caller)))
 }
 
+// DefaultAnswerLogBytes is Limits.AnswerLogBytes' default: one answer's
+// reads of stored answers read at most 128 MiB of the log, twice what one
+// read of a delivery's attempts' responses may read (64 MiB, projections).
+// That read stops once past its bound, so it reads up to 64 MiB and the
+// answer that crossed it (up to the agent's 10 MiB of body, about 14 MB
+// in base64): twice its bound lets it finish whole in one answer beside
+// the delivery's latest answer and an attempt read alone (Delivery.attempt,
+// which the responses past that read name), as one client's query of a
+// delivery does, while an operation of hundreds of aliases reads 128 MiB
+// where each alias read up to 64 MiB. Less would cut short a read that its
+// own bounds allow; more would only let such an operation read more.
+const DefaultAnswerLogBytes = 128 << 20
+
+// withLogBudget gives every answer (an HTTP response, or each message of
+// a subscription: gqlgen runs the response middleware once for each, and
+// the answer's fields resolve in the context it passes on) a budget of
+// Limits.AnswerLogBytes for its reads of stored answers from the log
+// (readmodel.LogBudget): the reads of attempts' responses, of a
+// comparison's two sides and of a delivery's latest answer are charged
+// to it, and refused once it is spent.
+func (r *Resolver) withLogBudget(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	return next(readmodel.WithLogBudget(ctx, readmodel.NewLogBudget(r.answerLogBytes)))
+}
+
 // callerCtxKey holds an operation's callerKey, worked out once by
 // withReader.
 type callerCtxKey struct{}

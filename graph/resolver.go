@@ -97,6 +97,9 @@ type Resolver struct {
 	// captureCap is Limits.CaptureCap as NewHandler was given it: the
 	// most a stored request body holds (storedBodies).
 	captureCap int64
+	// answerLogBytes is Limits.AnswerLogBytes as NewHandler was given it:
+	// the log one answer's reads of stored answers may read (withLogBudget).
+	answerLogBytes int64
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]
 	// watching counts the deliveries subscriptions of each address.

@@ -72,6 +72,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	limits := opts.Limits.withDefaults()
 	r.endpointsListed = limits.Endpoints
 	r.captureCap = limits.CaptureCap
+	r.answerLogBytes = limits.AnswerLogBytes
 	registerCodes.Do(func() { errcode.RegisterErrorType(codeQueryTooComplex, errcode.KindProtocol) })
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: costs(limits)}))
 	answers := answersize.New(limits.MaxAnswer, limits.AnswerBudget)
@@ -119,6 +120,7 @@ func NewHandler(r *Resolver, opts ServerOptions) http.Handler {
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newSizedCache(100, maxDoc, apqCacheBytes, func(_ string, q string) int { return len(q) })})
 	srv.Use(&costLimit{limits: limits, charge: r.chargeAPICost})
 	srv.AroundOperations(r.withReader)
+	srv.AroundResponses(r.withLogBudget)
 	srv.AroundFields(countAnswer)
 	present := errorPresenter(r.Logger)
 	srv.SetErrorPresenter(present)

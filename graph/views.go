@@ -29,7 +29,8 @@ type Views interface {
 	// AttemptResponses reads what each attempt of a delivery got back,
 	// from the log, by attempt id.
 	// Only the attempts named are read (all when none is); the bodies read
-	// at once are bounded (projections.MaxAttemptResponseBytes).
+	// at once are bounded (projections.MaxAttemptResponseBytes), and the
+	// log read by the answer's budget in ctx (readmodel.LogBudget).
 	AttemptResponses(ctx context.Context, deliveryID string, maxBody int64, only ...string) (map[string]readmodel.AttemptResponse, error)
 	// AttemptEditBody reads the body an edited retry sent instead of the
 	// recorded one (ok false: it sent the recorded body).

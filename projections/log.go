@@ -70,27 +70,47 @@ type deliveryRefs struct {
 // the values the views always gave: empty rather than nil lists and
 // bodies, and a nil ResponseBody when the response was not captured.
 //
-// Under readmodel.WithoutResponse the response is not read.
+// Under readmodel.WithoutResponse the response is not read. A read of the
+// response is a read of a stored answer: it runs within the answer's log
+// budget (readmodel.LogBudget), charged for every event it reads, and is
+// refused with readmodel.ErrLogBudget once the budget is spent.
 func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
 	if !readmodel.WantsResponse(ctx) {
 		r.response = nil
 	}
+	if r.response == nil {
+		_, err := v.readPayload(ctx, d, r)
+		return err
+	}
+	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, func() (int64, error) { return v.readPayload(ctx, d, r) })
+	if err == nil && !ok {
+		err = readmodel.ErrLogBudget
+	}
+	return err
+}
+
+// readPayload is fillFromLog's read; n is the bytes of the events it read.
+func (v *History) readPayload(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) (n int64, err error) {
 	span := 1
 	if resp := r.response; resp != nil && resp.stream == r.request.stream &&
 		resp.revision > r.request.revision && resp.revision-r.request.revision < maxResponseSpan {
 		span = int(resp.revision-r.request.revision) + 1
 	}
 	read, err := v.readStream(ctx, r.request.stream, r.request.revision, span)
-	if err != nil {
-		return fmt.Errorf("read request at %s: %w", r.request, err)
+	for _, e := range read {
+		n += int64(len(e.Data))
 	}
-	req, err := v.loggedEvent(ctx, read, r.request)
 	if err != nil {
-		return fmt.Errorf("read request at %s: %w", r.request, err)
+		return n, fmt.Errorf("read request at %s: %w", r.request, err)
+	}
+	req, more, err := v.loggedEvent(ctx, read, r.request)
+	n += more
+	if err != nil {
+		return n, fmt.Errorf("read request at %s: %w", r.request, err)
 	}
 	received, ok := req.(domain.DeliveryReceived)
 	if !ok || received.DeliveryID != d.ID {
-		return fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
+		return n, fmt.Errorf("read request at %s: not the DeliveryReceived of %s", r.request, d.ID)
 	}
 	d.Headers, d.Body, d.DroppedHeaders = orEmpty(received.Headers), received.Body, received.DroppedHeaders
 	d.Trailers, d.BodyUnread = orEmpty(received.Trailers), received.BodyUnread
@@ -101,15 +121,17 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 
 	d.ResponseHeaders, d.ResponseBody = []domain.Header{}, nil
 	if r.response == nil {
-		return nil
+		return n, nil
 	}
 	var resp domain.Event = received
 	if *r.response != r.request { // else the receipt records the response (record.ReceiptHold)
 		if r.response.stream != r.request.stream {
 			read = nil
 		}
-		if resp, err = v.loggedEvent(ctx, read, *r.response); err != nil {
-			return fmt.Errorf("read response at %s: %w", *r.response, err)
+		resp, more, err = v.loggedEvent(ctx, read, *r.response)
+		n += more
+		if err != nil {
+			return n, fmt.Errorf("read response at %s: %w", *r.response, err)
 		}
 	}
 	var responded domain.ForwardResponded
@@ -120,7 +142,7 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 		}
 	}
 	if !found || responded.DeliveryID != d.ID {
-		return fmt.Errorf("read response at %s: not a ForwardResponded of %s", *r.response, d.ID)
+		return n, fmt.Errorf("read response at %s: not a ForwardResponded of %s", *r.response, d.ID)
 	}
 	d.ResponseHeaders, d.ResponseNotCaptured = orEmpty(responded.Headers), responded.NotCaptured
 	if responded.Captured { // an uncaptured body reads as nil, a captured empty one as empty
@@ -129,25 +151,30 @@ func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deli
 			d.ResponseBody = []byte{}
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // loggedEvent decodes the event at ref, taken from read (events of ref's
-// stream already read) or else read now.
-func (v *History) loggedEvent(ctx context.Context, read []domain.RecordedEvent, ref logEventRef) (domain.Event, error) {
+// stream already read) or else read now; n is the bytes read now.
+func (v *History) loggedEvent(ctx context.Context, read []domain.RecordedEvent, ref logEventRef) (ev domain.Event, n int64, err error) {
 	for _, e := range read {
 		if e.Revision == ref.revision {
-			return v.codec.Decode(e.Type, e.Data)
+			ev, err = v.codec.Decode(e.Type, e.Data)
+			return ev, 0, err
 		}
 	}
-	read, err := v.readStream(ctx, ref.stream, ref.revision, 1)
+	read, err = v.readStream(ctx, ref.stream, ref.revision, 1)
+	for _, e := range read {
+		n += int64(len(e.Data))
+	}
 	if err != nil {
-		return nil, err
+		return nil, n, err
 	}
 	if len(read) == 0 || read[0].Revision != ref.revision {
-		return nil, errNotInLog
+		return nil, n, errNotInLog
 	}
-	return v.codec.Decode(read[0].Type, read[0].Data)
+	ev, err = v.codec.Decode(read[0].Type, read[0].Data)
+	return ev, n, err
 }
 
 // fillPageFromLog runs fillFromLog for every delivery of a page, a few at a
@@ -226,7 +253,10 @@ const (
 // costs what the attempts it names hold, not what the delivery holds. The
 // bodies kept (decoded or encoded) stay within MaxAttemptResponseBytes,
 // and the read stops reading the log past maxAttemptResponsesRead: the
-// responses past either are returned with their status and NotRead. Before,
+// responses past either are returned with their status and NotRead. Each
+// event is read within the answer's log budget (readmodel.LogBudget), which
+// bounds the reads of one API answer together: the responses past it are
+// returned the same way (readmodel.NotReadLogBudget). Before,
 // it walked and decoded the delivery's whole stream: a comparison of two
 // attempts of a delivery with 50 captured answers of 8 MB took a core
 // 3.9 s.
@@ -236,6 +266,7 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBo
 		return nil, err
 	}
 	stream := domain.DeliveryStream(deliveryID)
+	budget := readmodel.LogBudgetOf(ctx)
 	out := map[string]readmodel.AttemptResponse{}
 	var held, read int64 // bytes of the bodies in out, of the events read
 	// responded is what p answered; body is its body, decoded (a receipt's)
@@ -279,11 +310,23 @@ func (v *History) AttemptResponses(ctx context.Context, deliveryID string, maxBo
 			out[o.attempt] = readmodel.AttemptResponse{Status: o.status, NotRead: NotReadLogBytes}
 			continue
 		}
-		e, ok, err := v.readAt(ctx, o.position)
+		var (
+			e     domain.RecordedEvent
+			found bool
+		)
+		ok, err := budget.Read(ctx, func() (int64, error) {
+			var err error
+			e, found, err = v.readAt(ctx, o.position)
+			return int64(len(e.Data)), err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("read the attempts of %s: %w", deliveryID, err)
 		}
-		if !ok || e.Stream != stream {
+		if !ok {
+			out[o.attempt] = readmodel.AttemptResponse{Status: o.status, NotRead: readmodel.NotReadLogBudget}
+			continue
+		}
+		if !found || e.Stream != stream {
 			continue // deleted since the views were read
 		}
 		read += int64(len(e.Data))

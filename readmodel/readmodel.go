@@ -438,8 +438,9 @@ type AttemptResponse struct {
 	BodySize int64
 	Encoded  []byte
 	// NotRead says why this response was not read with the others (one
-	// read's bounds, projections.MaxAttemptResponseBytes): only Status
-	// is set, from the views.
+	// read's bounds, projections.MaxAttemptResponseBytes, or the API
+	// answer's LogBudget: NotReadLogBudget): only Status is set, from the
+	// views.
 	NotRead string
 	Error   string
 	// NotCaptured says why Body is not stored although the Endpoint

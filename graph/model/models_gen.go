@@ -272,7 +272,9 @@ type Delivery struct {
 	// One attempt by its id, its response read alone; null when the delivery has no such
 	// attempt. One read of a delivery's attempts' responses reads at most 64 MiB of the log and
 	// keeps at most 32 MiB of bodies: the responses of `attempts` past those bounds are null, with
-	// an error naming this field.
+	// an error naming this field. The stored responses one answer reads (of every alias of
+	// `attempts`, `attempt` and `compare`, and each delivery's latest) read at most 128 MiB of the
+	// log together: those past it are null, with an ANSWER_TOO_LARGE error.
 	Attempt *Attempt `json:"attempt,omitempty"`
 	// Where it stands in its QUEUE Endpoint's queue, or how it was delivered; null when never queued.
 	Queue *DeliveryQueue `json:"queue,omitempty"`

@@ -1,0 +1,337 @@
+package graph_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/gorilla/websocket"
+
+	"github.com/relayhq/relay/domain"
+	"github.com/relayhq/relay/graph"
+)
+
+// budgetEnv is newEnv whose answers may each read budget bytes of the log
+// for stored answers (Limits.AnswerLogBytes).
+func budgetEnv(t *testing.T, budget int64) *env {
+	t.Helper()
+	var res *graph.Resolver
+	e := newEnvWith(t, nil, func(r *graph.Resolver) { res = r })
+	e.h = graph.NewHandler(res, graph.ServerOptions{Limits: graph.Limits{AnswerLogBytes: budget}})
+	e.c = client.New(e.h)
+	return e
+}
+
+// seedAnswered records delivery id at acct's Endpoint, tried answers
+// times, attempt i (id-a<i>) answered 200+i with a captured body of size
+// bytes.
+func seedAnswered(t *testing.T, e *env, acct signedUpAccount, id string, answers, size int) {
+	t.Helper()
+	events := []domain.Event{domain.DeliveryReceived{DeliveryID: id, Address: acct.endpoint, AddressKind: domain.AddressEndpoint, AccountID: acct.id,
+		Method: "POST", Target: "/hook", Host: acct.endpoint + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+		Body: []byte("{}"), BodySize: 2, Complete: true}}
+	for i := range answers {
+		at := fmt.Sprintf("%s-a%d", id, i)
+		events = append(events, domain.ForwardRequested{DeliveryID: id, AttemptID: at, EndpointID: acct.endpoint, Retry: i > 0},
+			domain.ForwardResponded{DeliveryID: id, AttemptID: at, Status: 200 + i, Body: bytes.Repeat([]byte{'a'}, size),
+				BodySize: int64(size), Captured: true, DurationMs: 1})
+	}
+	e.seed(t, domain.DeliveryStream(id), time.Now().Add(-time.Minute), events...)
+}
+
+// gqlError is an error of an answer, its path as text ("[delivery a3 2
+// response]").
+type gqlError struct {
+	Message    string
+	Path       []any
+	Extensions struct{ Code string }
+}
+
+func (g gqlError) at() string { return fmt.Sprint(g.Path) }
+
+// at is the value at path in an answer's data (nil when absent or null).
+func at(data any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := data.(map[string]any)
+			data = m[k]
+		case int:
+			l, _ := data.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			data = l[k]
+		}
+	}
+	return data
+}
+
+// TestStoredAnswersReadWithinTheAnswersLogBudget: the reads of stored
+// answers one answer makes (attempts' responses, attempt(id), a
+// comparison's two sides, a delivery's latest answer) together read no
+// more of the log than the answer's budget (Limits.AnswerLogBytes) and the
+// one read that crossed it, however many aliases ask for them; the ones
+// past it are null with an ANSWER_TOO_LARGE error at their path, and the
+// rest of the answer is whole. Before, each alias made a read of its own,
+// each within one read's bounds only: eight aliases of the attempts'
+// responses read eight times what one does.
+func TestStoredAnswersReadWithinTheAnswersLogBudget(t *testing.T) {
+	const (
+		budget  = 16 << 20
+		answers = 6
+		size    = 1 << 20 // 1.4 MB in base64: one read of the six is 8.4 MB
+	)
+	e := budgetEnv(t, budget)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+	seedAnswered(t, e, acct, "d1", answers, size)
+
+	// post runs query and returns its data, its errors and the bytes of
+	// the log the views read for it.
+	post := func(t *testing.T, query string) (any, []gqlError, int64) {
+		t.Helper()
+		var resp *client.Response
+		var err error
+		read := e.viewsReads.bytesDuring(func() { resp, err = e.c.RawPost(query, acct.auth) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errs []gqlError
+		if len(resp.Errors) > 0 {
+			if err := json.Unmarshal(resp.Errors, &errs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.Data, errs, read
+	}
+	aliased := func(n int, alias func(k int) string) string {
+		var b strings.Builder
+		for k := range n {
+			b.WriteString(alias(k) + " ")
+		}
+		return b.String()
+	}
+	// One answer's event: what attempt(id) reads alone.
+	_, errs, event := post(t, `{ delivery(id: "d1") { attempt(id: "d1-a0") { response { status } } } }`)
+	if len(errs) != 0 || event < size {
+		t.Fatalf("one attempt's response read %d bytes of the log, errors %v", event, errs)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		query string
+		// slack is what the read that crossed the budget may have read
+		// past it.
+		slack int64
+		// check looks at alias k's part of data: refused is whether it
+		// is null for the budget, its errors' paths in want; ok false
+		// when it is neither whole nor refused.
+		check func(data any, k int) (refused bool, want []string, ok bool)
+		n     int
+	}{
+		{name: "attempts' responses", n: 8,
+			query: `{ delivery(id: "d1") { id ` + aliased(8, func(k int) string {
+				return fmt.Sprintf("a%d: attempts { id response { status } }", k)
+			}) + `} }`,
+			slack: event,
+			check: func(data any, k int) (bool, []string, bool) {
+				alias := fmt.Sprintf("a%d", k)
+				refused, want := false, []string(nil)
+				for i := range answers {
+					if at(data, "delivery", alias, i, "id") != fmt.Sprintf("d1-a%d", i) {
+						return false, nil, false // the attempt itself is always read
+					}
+					switch r := at(data, "delivery", alias, i, "response"); {
+					case r == nil:
+						refused = true
+						want = append(want, fmt.Sprint([]any{"delivery", alias, i, "response"}))
+					case at(r, "status") != float64(200+i):
+						return false, nil, false
+					}
+				}
+				return refused, want, at(data, "delivery", "id") == "d1"
+			}},
+		{name: "attempt(id)", n: 16,
+			query: `{ delivery(id: "d1") { id ` + aliased(16, func(k int) string {
+				return fmt.Sprintf(`x%d: attempt(id: "d1-a%d") { id response { status } }`, k, k%answers)
+			}) + `} }`,
+			slack: event,
+			check: func(data any, k int) (bool, []string, bool) {
+				alias := fmt.Sprintf("x%d", k)
+				if at(data, "delivery", alias, "id") != fmt.Sprintf("d1-a%d", k%answers) {
+					return false, nil, false
+				}
+				if r := at(data, "delivery", alias, "response"); r != nil {
+					return false, nil, at(r, "status") == float64(200+k%answers)
+				}
+				return true, []string{fmt.Sprint([]any{"delivery", alias, "response"})}, true
+			}},
+		{name: "compare", n: 8,
+			query: `{ ` + aliased(8, func(k int) string {
+				return fmt.Sprintf(`d%d: delivery(id: "d1") { id compare(a: "%d", b: "%d") { responseCompared } }`, k, k%answers+1, (k+1)%answers+1)
+			}) + `}`,
+			slack: event,
+			check: func(data any, k int) (bool, []string, bool) {
+				alias := fmt.Sprintf("d%d", k)
+				if d := at(data, alias); d != nil { // compare is not null: its delivery is
+					return false, nil, at(d, "id") == "d1" && at(d, "compare", "responseCompared") == true
+				}
+				return true, []string{fmt.Sprint([]any{alias, "compare"})}, true
+			}},
+		{name: "latest answer", n: 16,
+			query: `{ ` + aliased(16, func(k int) string {
+				return fmt.Sprintf(`d%d: delivery(id: "d1") { id responseHeaders { name } }`, k)
+			}) + `}`,
+			// Its one read reads the delivery's events from its request
+			// to its latest answer, every answer between.
+			slack: answers * event,
+			check: func(data any, k int) (bool, []string, bool) {
+				alias := fmt.Sprintf("d%d", k)
+				if d := at(data, alias); d != nil {
+					return false, nil, at(d, "id") == "d1"
+				}
+				return true, []string{fmt.Sprint([]any{alias})}, true
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, errs, read := post(t, tc.query)
+			t.Logf("%d aliases read %d bytes of the log (budget %d, one answer %d)", tc.n, read, budget, event)
+			byPath := map[string]gqlError{}
+			for _, g := range errs {
+				byPath[g.at()] = g
+			}
+			refused := 0
+			for k := range tc.n {
+				isRefused, want, ok := tc.check(data, k)
+				if !ok {
+					t.Fatalf("alias %d is neither whole nor refused: %v", k, at(data))
+				}
+				if !isRefused {
+					continue
+				}
+				refused++
+				for _, p := range want {
+					g, found := byPath[p]
+					if !found || g.Extensions.Code != "ANSWER_TOO_LARGE" || !strings.Contains(g.Message, "budget of the log") {
+						t.Errorf("alias %d refused without an ANSWER_TOO_LARGE error at %s naming the budget: %+v", k, p, g)
+					}
+					delete(byPath, p)
+				}
+			}
+			if len(byPath) != 0 {
+				t.Errorf("errors at no refused part: %v", byPath)
+			}
+			if refused == 0 {
+				t.Errorf("no alias refused: the budget did not bound the answer")
+			}
+			if read > budget+tc.slack {
+				t.Errorf("the answer read %d bytes of the log, past its budget of %d and the %d of the read that crossed it", read, budget, tc.slack)
+			}
+			if read < budget {
+				t.Errorf("the answer read %d bytes of the log and refused %d aliases, under its budget of %d", read, refused, budget)
+			}
+		})
+	}
+}
+
+// TestEachSubscriptionMessageHasItsOwnLogBudget: the budget of log bytes
+// for stored answers is one message's, not the subscription's: a
+// deliveries subscription whose every row's attempts' responses read most
+// of the budget gets each row whole, although its messages together read
+// several times the budget.
+func TestEachSubscriptionMessageHasItsOwnLogBudget(t *testing.T) {
+	const (
+		budget     = 16 << 20
+		answers    = 6
+		size       = 1 << 20 // a row's responses read 8.4 MB of the log
+		deliveries = 4
+	)
+	e := budgetEnv(t, budget)
+	acct := e.accountWithEndpoint(t, `{name: "p", mode: PROXY, target: "127.0.0.1:3000", responseCapture: true}`)
+	for i := range deliveries {
+		seedAnswered(t, e, acct, fmt.Sprintf("d%d", i), answers, size)
+	}
+	srv := httptest.NewServer(e.h)
+	t.Cleanup(srv.Close)
+
+	type message struct {
+		Data *struct {
+			Deliveries struct {
+				ID       string
+				Attempts []struct {
+					ID       string
+					Response *struct{ Status int }
+				}
+			}
+		}
+		Errors []gqlError
+	}
+	var got []message
+	read := e.viewsReads.bytesDuring(func() {
+		d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
+		c, _, err := d.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var ack struct{ Type string }
+		if err := c.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + acct.token}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ReadJSON(&ack); err != nil || ack.Type != "connection_ack" {
+			t.Fatalf("connection_init: %v %+v", err, ack)
+		}
+		// since "": every row of the address is replayed, one message each.
+		if err := c.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{
+			"query":     `subscription($a: ID!) { deliveries(address: $a, since: "") { id attempts { id response { status } } } }`,
+			"variables": map[string]any{"a": acct.endpoint}}}); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for len(got) < deliveries {
+			var m struct {
+				Type    string
+				Payload json.RawMessage
+			}
+			if err := c.ReadJSON(&m); err != nil {
+				t.Fatalf("after %d messages: %v", len(got), err)
+			}
+			switch m.Type {
+			case "ping":
+				_ = c.WriteJSON(map[string]string{"type": "pong"})
+			case "next":
+				var msg message
+				if err := json.Unmarshal(m.Payload, &msg); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, msg)
+			default:
+				t.Fatalf("after %d messages: %s %s", len(got), m.Type, m.Payload)
+			}
+		}
+	})
+	t.Logf("%d messages read %d bytes of the log (budget %d a message)", len(got), read, budget)
+	for i, m := range got {
+		if len(m.Errors) != 0 || m.Data == nil {
+			t.Errorf("message %d: errors %+v", i, m.Errors)
+			continue
+		}
+		d := m.Data.Deliveries
+		if len(d.Attempts) != answers {
+			t.Errorf("message %d (%s): %d attempts, want %d", i, d.ID, len(d.Attempts), answers)
+		}
+		for j, a := range d.Attempts {
+			if a.Response == nil || a.Response.Status != 200+j {
+				t.Errorf("message %d (%s): attempt %s's response %+v, want status %d", i, d.ID, a.ID, a.Response, 200+j)
+			}
+		}
+	}
+	if read <= 2*budget {
+		t.Errorf("the messages read %d bytes of the log, not past twice a message's budget of %d: the test shows nothing", read, budget)
+	}
+}
