@@ -65,13 +65,18 @@ func (r *Resolver) history(ctx context.Context, address string, first int, after
 	}
 	if wantsPayload(ctx) {
 		ctx = payloadContext(ctx)
-		// The page's request bodies are counted before they are read: a
+		// The page's request bodies are counted before they are read, and
+		// the heap of the fields that will encode them taken with them: a
 		// page the answers' budget refuses reads nothing of the log (each
-		// such page read its bodies, megabytes, to be refused after).
+		// such page read its bodies, megabytes, to be refused after), and
+		// a page it admits is not refused half built for its fields.
 		var admitted int64
 		p, err := r.Views.DeliveriesAdmitted(ctx, address, first, after, func(rows []readmodel.Delivery) error {
 			admitted = r.storedBodies(rows)
-			return answersize.Charge(ctx, admitted)
+			if err := answersize.Charge(ctx, admitted); err != nil {
+				return err
+			}
+			return answersize.Reserve(ctx, bodyEncodings(ctx, admitted))
 		})
 		if err != nil {
 			return p, err

@@ -165,3 +165,59 @@ func TestClosedMeterCountsNothing(t *testing.T) {
 		t.Errorf("the budget holds %d bytes once the answer's operation ended, want 0", got)
 	}
 }
+
+// TestReservedAnswersFinish: answers admitted at once for a part of what
+// they count each finish when they reserve the rest with it; charged a
+// part at a time, each took a part and every one was refused half built.
+func TestReservedAnswersFinish(t *testing.T) {
+	const (
+		// As in graph.TestAnswersHeapStaysWithinTheBudget: pages of 8
+		// stored bodies of 256 KiB with body and bodyBase64, 64 MiB.
+		part  = 2 << 20 // counted when admitted (a page's stored bodies)
+		rest  = 4 << 20 // counted as its fields resolve
+		count = 8
+	)
+	for _, reserve := range []bool{false, true} {
+		b := New(32<<20, 64<<20)
+		meters := make([]*Meter, count)
+		admitted := 0
+		for i := range meters {
+			m := b.Meter()
+			m.SetCaller("account:a")
+			meters[i] = m
+			err := m.Charge(part)
+			if err == nil && reserve {
+				err = m.Reserve(rest)
+			}
+			if err == nil {
+				admitted++
+			} else if !errors.Is(err, ErrBusy) {
+				t.Fatalf("admitting: %v", err)
+			}
+		}
+		finished := 0
+		for _, m := range meters[:admitted] {
+			if m.Charge(rest) == nil {
+				finished++
+			}
+		}
+		t.Logf("reserve %v: %d of %d admitted, %d finished", reserve, admitted, count, finished)
+		if reserve && (finished == 0 || finished != admitted) {
+			t.Errorf("reserving: %d admitted, %d finished; want every admitted answer finished", admitted, finished)
+		}
+		if !reserve && finished != 0 {
+			t.Errorf("charged a part at a time, %d of %d finished; want none: each took a part of the budget the others needed", finished, admitted)
+		}
+		for _, m := range meters {
+			m.Close()
+		}
+		if b.InUse() != 0 {
+			t.Errorf("%d in use after every meter closed", b.InUse())
+		}
+	}
+	b := New(100, 1000)
+	m := b.Meter()
+	if err := m.Reserve(101); !errors.Is(err, ErrTooLarge) || b.InUse() != 0 {
+		t.Errorf("reserving past the answer's limit: %v, %d in use; want ErrTooLarge and nothing taken", err, b.InUse())
+	}
+}
