@@ -49,9 +49,9 @@ type Limits struct {
 	// body may hold, which is what a payload field weighs.
 	CaptureCap int64
 	// AnswerLogBytes bounds the bytes of the log the reads of stored
-	// answers (attempts' responses, a delivery's latest answer) read for
-	// one answer, as MaxAnswer bounds what it holds (see
-	// DefaultAnswerLogBytes).
+	// requests and answers (attempts' responses, a delivery's request and
+	// latest answer) read for one answer, as MaxAnswer bounds what it
+	// holds (see DefaultAnswerLogBytes).
 	AnswerLogBytes int64
 	// Endpoints is the relay's --account-endpoints: the most Endpoints
 	// one account holds, so the most rows `endpoints` returns without

@@ -73,8 +73,8 @@ func at(data any, path ...any) any {
 }
 
 // TestStoredAnswersReadWithinTheAnswersLogBudget: the reads of stored
-// answers one answer makes (attempts' responses, attempt(id), a
-// comparison's two sides, a delivery's latest answer) together read no
+// requests and answers one answer makes (attempts' responses, attempt(id),
+// a comparison's two sides, a delivery's request and latest answer) together read no
 // more of the log than the answer's budget (Limits.AnswerLogBytes) and the
 // one read that crossed it, however many aliases ask for them; the ones
 // past it are null with an ANSWER_TOO_LARGE error at their path, and the
@@ -120,6 +120,18 @@ func TestStoredAnswersReadWithinTheAnswersLogBudget(t *testing.T) {
 	_, errs, event := post(t, `{ delivery(id: "d1") { attempt(id: "d1-a0") { response { status } } } }`)
 	if len(errs) != 0 || event < size {
 		t.Fatalf("one attempt's response read %d bytes of the log, errors %v", event, errs)
+	}
+
+	// A delivery whose request alone is 2 MiB (2.8 MB in base64): its
+	// headers are read from its one event.
+	e.seed(t, domain.DeliveryStream("big"), time.Now().Add(-time.Minute), domain.DeliveryReceived{DeliveryID: "big",
+		Address: acct.endpoint, AddressKind: domain.AddressEndpoint, AccountID: acct.id, Method: "POST", Target: "/hook",
+		Host: acct.endpoint + ".localhost", Proto: "HTTP/1.1", RemoteAddr: "127.0.0.1:1",
+		Headers: []domain.Header{{Name: "Content-Type", Value: "text/plain"}},
+		Body:    bytes.Repeat([]byte{'b'}, 2<<20), BodySize: 2 << 20, Complete: true})
+	_, errs, request := post(t, `{ delivery(id: "big") { headers { name } } }`)
+	if len(errs) != 0 || request < 2<<20 {
+		t.Fatalf("one request read %d bytes of the log, errors %v", request, errs)
 	}
 
 	for _, tc := range []struct {
@@ -194,6 +206,18 @@ func TestStoredAnswersReadWithinTheAnswersLogBudget(t *testing.T) {
 				alias := fmt.Sprintf("d%d", k)
 				if d := at(data, alias); d != nil {
 					return false, nil, at(d, "id") == "d1"
+				}
+				return true, []string{fmt.Sprint([]any{alias})}, true
+			}},
+		{name: "requests", n: 16,
+			query: `{ ` + aliased(16, func(k int) string {
+				return fmt.Sprintf(`d%d: delivery(id: "big") { id headers { name } }`, k)
+			}) + `}`,
+			slack: request,
+			check: func(data any, k int) (bool, []string, bool) {
+				alias := fmt.Sprintf("d%d", k)
+				if d := at(data, alias); d != nil {
+					return false, nil, at(d, "id") == "big"
 				}
 				return true, []string{fmt.Sprint([]any{alias})}, true
 			}},

@@ -26,7 +26,7 @@ func (r *Resolver) withReader(ctx context.Context, next graphql.OperationHandler
 }
 
 // DefaultAnswerLogBytes is Limits.AnswerLogBytes' default: one answer's
-// reads of stored answers read at most 128 MiB of the log, twice what one
+// reads of stored requests and answers read at most 128 MiB of the log, twice what one
 // read of a delivery's attempts' responses may read (64 MiB, projections).
 // That read stops once past its bound, so it reads up to 64 MiB and the
 // answer that crossed it (up to the agent's 10 MiB of body, about 14 MB
@@ -41,10 +41,10 @@ const DefaultAnswerLogBytes = 128 << 20
 // withLogBudget gives every answer (an HTTP response, or each message of
 // a subscription: gqlgen runs the response middleware once for each, and
 // the answer's fields resolve in the context it passes on) a budget of
-// Limits.AnswerLogBytes for its reads of stored answers from the log
-// (readmodel.LogBudget): the reads of attempts' responses, of a
-// comparison's two sides and of a delivery's latest answer are charged
-// to it, and refused once it is spent.
+// Limits.AnswerLogBytes for its reads of stored requests and answers from
+// the log (readmodel.LogBudget): the reads of attempts' responses, of a
+// comparison's two sides and of a delivery's request and latest answer are
+// charged to it, and refused once it is spent.
 func (r *Resolver) withLogBudget(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	return next(readmodel.WithLogBudget(ctx, readmodel.NewLogBudget(r.answerLogBytes)))
 }

@@ -98,7 +98,8 @@ type Resolver struct {
 	// most a stored request body holds (storedBodies).
 	captureCap int64
 	// answerLogBytes is Limits.AnswerLogBytes as NewHandler was given it:
-	// the log one answer's reads of stored answers may read (withLogBudget).
+	// the log one answer's reads of stored requests and answers may read
+	// (withLogBudget).
 	answerLogBytes int64
 	// liveRows are the rows the deliveries subscriptions share (liveRow).
 	liveRows flight.Cache[liveRowKey, *model.Delivery]

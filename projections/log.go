@@ -70,17 +70,14 @@ type deliveryRefs struct {
 // the values the views always gave: empty rather than nil lists and
 // bodies, and a nil ResponseBody when the response was not captured.
 //
-// Under readmodel.WithoutResponse the response is not read. A read of the
-// response is a read of a stored answer: it runs within the answer's log
-// budget (readmodel.LogBudget), charged for every event it reads, and is
-// refused with readmodel.ErrLogBudget once the budget is spent.
+// Under readmodel.WithoutResponse the response is not read. The read runs
+// within the answer's log budget (readmodel.LogBudget), charged for every
+// event it reads, and is refused with readmodel.ErrLogBudget once the
+// budget is spent: a request alone is up to --max-body, and aliases of
+// delivery(id){ headers } each read one.
 func (v *History) fillFromLog(ctx context.Context, d *readmodel.Delivery, r deliveryRefs) error {
 	if !readmodel.WantsResponse(ctx) {
 		r.response = nil
-	}
-	if r.response == nil {
-		_, err := v.readPayload(ctx, d, r)
-		return err
 	}
 	ok, err := readmodel.LogBudgetOf(ctx).Read(ctx, func() (int64, error) { return v.readPayload(ctx, d, r) })
 	if err == nil && !ok {

@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 )
 
-// LogBudget bounds the bytes of the log that the reads of stored answers
-// made for one API answer (an HTTP response, or one message of a
-// subscription) read: each attempt's response read by its position, and a
-// delivery's latest answer. Each such read is run through Read, which runs
+// LogBudget bounds the bytes of the log that the reads of stored requests
+// and answers made for one API answer (an HTTP response, or one message of
+// a subscription) read: each attempt's response read by its position, and
+// a delivery's request with its latest answer. Each such read is run through Read, which runs
 // it only while the bytes read under the budget are below its limit and
 // charges it what it read. One read's bounds (projections) hold per read;
 // without a budget an operation of many aliases made one read each, each
@@ -59,11 +59,11 @@ func (b *LogBudget) Spent() int64 { return b.read.Load() }
 
 // NotReadLogBudget is AttemptResponse.NotRead of a response not read
 // because the answer's LogBudget was spent.
-const NotReadLogBudget = "not read: the stored responses read for this answer already read its budget of the log"
+const NotReadLogBudget = "not read: the stored requests and responses read for this answer already read its budget of the log"
 
-// ErrLogBudget refuses a read of a delivery's latest answer once the
-// answer's LogBudget is spent.
-var ErrLogBudget = errors.New(NotReadLogBudget + "; ask for fewer responses in one query")
+// ErrLogBudget refuses a read of a delivery's request and latest answer
+// once the answer's LogBudget is spent.
+var ErrLogBudget = errors.New(NotReadLogBudget + "; ask for fewer deliveries' headers, bodies or responses in one query")
 
 type logBudgetKey struct{}
 
