@@ -22,6 +22,8 @@ import (
 //     refused, and so is a redrive of a delivery that has had them, or
 //     that has been redriven MaxDeliveryRedrives times.
 //  7. Only a dead delivery is put back in its queue (Requeue).
+//  8. A delivery records at most MaxDeliveryCopies copies: a copy past them
+//     is refused (ErrCopyLimit).
 
 // MaxDeliveryAttempts bounds the attempts of one delivery: its first, its
 // retries and its queued attempts. Twice the most a queue policy allows per
@@ -30,6 +32,19 @@ import (
 // before. Every reader of a delivery (its history, explanations, evidence,
 // comparisons) reads its whole stream, which this bounds.
 const MaxDeliveryAttempts = 2 * MaxQueueAttempts
+
+// MaxDeliveryCopies bounds the copies one delivery records: what its
+// attempts gave the Endpoint's other listeners (as many as its listeners,
+// up to --max-endpoint-sessions, at every attempt). Every copy is an
+// attempt of the delivery's own in the log and in the views, read with it
+// by every page of its history, its live rows and its explanation, so
+// MaxDeliveryAttempts alone did not bound what a delivery holds: 64
+// listeners made each attempt 64 rows, and one delivery 12 800.
+const MaxDeliveryCopies = MaxDeliveryAttempts
+
+// ErrCopyLimit refuses a copy of a delivery that has recorded
+// MaxDeliveryCopies copies.
+var ErrCopyLimit = fmt.Errorf("delivery has recorded the most copies a delivery may (%d)", MaxDeliveryCopies)
 
 // MaxDeliveryRedrives bounds how often one delivery is put back in its
 // queue. A delivery that dies of its age spends no attempt, and a redrive
@@ -127,6 +142,8 @@ type Delivery struct {
 	dead bool
 	// attempts counts its attempts, copies apart (MaxDeliveryAttempts).
 	attempts int
+	// copies counts the copies it recorded (MaxDeliveryCopies).
+	copies int
 	// redrives counts the times it was put back (MaxDeliveryRedrives).
 	redrives int
 }
@@ -231,7 +248,9 @@ func (d *Delivery) apply(e Event) {
 		d.answered = true
 	case ForwardRequested:
 		d.addPending(e.AttemptID)
-		if !e.Copy {
+		if e.Copy {
+			d.copies++
+		} else {
 			d.attempts++
 		}
 	case ForwardResponded:
@@ -349,6 +368,8 @@ func (d *Delivery) RequestCopy(attemptID, endpointID, agentID string) error {
 		return &InvalidInputError{Field: "agent id", Reason: "empty"}
 	case d.pending[attemptID]:
 		return nil
+	case d.copies >= MaxDeliveryCopies:
+		return ErrCopyLimit
 	}
 	d.raise(ForwardRequested{DeliveryID: d.id, AttemptID: attemptID, EndpointID: endpointID, Copy: true, AgentID: agentID})
 	return nil

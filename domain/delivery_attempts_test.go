@@ -98,3 +98,51 @@ func TestRequeueOnlyADeadDelivery(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliveryCopiesBounded: a delivery records at most MaxDeliveryCopies
+// copies, whatever its listeners and attempts: the copy past them is
+// refused, and the delivery's attempts go on. Before, copies were not
+// counted at all (64 listeners made 63 copies of each of 200 attempts).
+func TestDeliveryCopiesBounded(t *testing.T) {
+	d, err := ReceiveDelivery("d", "ep", AddressEndpoint, "acc", CapturedRequest{Method: "POST", Target: "/", Complete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := d.Changes()
+	d = LoadDelivery(events)
+	ep := EndpointStatus{Mode: ModeProxy, AgentConnected: true}
+	const listeners = 64
+	copies := 0
+	for i := 0; copies < MaxDeliveryCopies; i++ {
+		id := fmt.Sprint("a", i)
+		if err := d.RequestRetry(id, "acc", ep, nil); err != nil {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+		d.RecordResponse(ForwardResponded{AttemptID: id, Status: 200})
+		for c := range listeners - 1 {
+			if copies == MaxDeliveryCopies {
+				break
+			}
+			cp := fmt.Sprintf("copy-%s-%d", id, c)
+			if err := d.RequestCopy(cp, "ep", fmt.Sprint("agent-", c)); err != nil {
+				t.Fatalf("copy %d: %v", copies+1, err)
+			}
+			d.RecordResponse(ForwardResponded{AttemptID: cp, Status: 200, Copy: true})
+			copies++
+		}
+		events = append(events, d.Changes()...)
+		d = LoadDelivery(events)
+	}
+	if d.copies != MaxDeliveryCopies {
+		t.Fatalf("%d copies counted, want %d", d.copies, MaxDeliveryCopies)
+	}
+	if err := d.RequestCopy("one-more", "ep", "agent-1"); !errors.Is(err, ErrCopyLimit) {
+		t.Fatalf("copy past the bound: %v, want ErrCopyLimit", err)
+	}
+	if len(d.Changes()) != 0 {
+		t.Fatalf("the refused copy raised %v", d.Changes())
+	}
+	if err := d.RequestRetry("retry", "acc", ep, nil); err != nil {
+		t.Fatalf("a retry once the copies are all recorded: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/relayhq/relay/domain"
@@ -18,9 +19,11 @@ import (
 // copy kept of its request (cmd.Sent).
 //
 // A delivery holds its copies and their answers, as many as its listeners
-// times its attempts: the copy reads the request and the events appended
-// since the state it folded last, answers without their bodies
-// (foldDelivery), as a retry does, never the whole stream.
+// times its attempts, up to domain.MaxDeliveryCopies: the copy reads the
+// request and the events appended since the state it folded last, answers
+// without their bodies (foldDelivery), as a retry does, never the whole
+// stream. A copy past that bound is not recorded (0, nil): its listener
+// got it, and the delivery's history shows the copies before it.
 func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, agentID string, out domain.ForwardOutcome) (uint64, error) {
 	ctx, cancel := detached(ctx)
 	defer cancel()
@@ -42,7 +45,9 @@ func (r *Recorder) RecordCopy(ctx context.Context, cmd domain.ForwardCommand, ag
 		if d.Pending(cmd.AttemptID) {
 			return nil // recorded by an earlier try whose answer was lost
 		}
-		if err := d.RequestCopy(cmd.AttemptID, cmd.EndpointID, agentID); err != nil {
+		if err := d.RequestCopy(cmd.AttemptID, cmd.EndpointID, agentID); errors.Is(err, domain.ErrCopyLimit) {
+			return nil // the delivery's copies are all it records
+		} else if err != nil {
 			return &InvariantError{Err: err}
 		}
 		if out.Failed() {

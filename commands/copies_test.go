@@ -1,0 +1,87 @@
+package commands_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayhq/relay/domain"
+)
+
+// TestCopiesOfADeliveryAreBounded: nine listeners on one Endpoint, one
+// delivery retried 60 times. Each attempt goes to the primary and a copy
+// to each of the eight others, so 480 copies are given; the delivery
+// records domain.MaxDeliveryCopies of them and every attempt, and that is
+// what a page of its history reads. Before, it recorded all 480 (540 rows
+// read with the delivery on every page, live row and explanation; with 64
+// listeners and 200 attempts, 12 800). Every retry is still answered.
+func TestCopiesOfADeliveryAreBounded(t *testing.T) {
+	e := newEnv(t, defaultConfig())
+	ada, _ := e.account(t, "Ada")
+	ep := e.endpoint(t, ada.ID, proxySettings)
+	const listeners, retries = 9, 60
+	var given atomic.Int64 // copies the listeners got
+	for range listeners {
+		got := e.agent(t, ep.ID, ada.ID, func(cmd domain.ForwardCommand) domain.ForwardOutcome {
+			if cmd.Copy {
+				given.Add(1)
+			}
+			return answerPong(cmd)
+		})
+		go func() {
+			for range got {
+			}
+		}()
+	}
+	id := e.receive(t, ep.ID, domain.AddressEndpoint, ada.ID, request("/hooks", webhookBody, len(webhookBody)), 503)
+	for i := range retries {
+		// A retry may meet the copies of the one before being recorded:
+		// CONFLICT, which a client sends again.
+		d, err := e.svc.RetryDelivery(ctx(t), ada.ID, id, nil)
+		for try := 0; errors.Is(err, domain.ErrWrongExpectedRevision) && try < 5; try++ {
+			d, err = e.svc.RetryDelivery(ctx(t), ada.ID, id, nil)
+		}
+		if err != nil {
+			t.Fatalf("retry %d: %v", i+1, err)
+		}
+		if st := d.ResponseStatus; st == nil || *st != 200 {
+			t.Fatalf("retry %d answered %v, want 200", i+1, st)
+		}
+	}
+	// The copies of the last retry are recorded after its answer: read
+	// once every copy is answered and the log is still.
+	deadline := time.Now().Add(10 * time.Second)
+	for given.Load() < retries*(listeners-1) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for last := uint64(0); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		now := e.lastPosition(t)
+		if now == last {
+			break
+		}
+		last = now
+	}
+	if err := e.views.WaitFor(ctx(t), e.lastPosition(t)); err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.views.DeliverySummaries(ctx(t), ep.ID, 10, "")
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("history: %d rows, %v", len(page.Items), err)
+	}
+	var attempts, copies int
+	for _, a := range page.Items[0].Attempts {
+		if a.Copy {
+			copies++
+		} else {
+			attempts++
+		}
+	}
+	t.Logf("%d retries to %d listeners gave %d copies; the delivery records %d attempts and %d copies", retries, listeners, given.Load(), attempts, copies)
+	if given.Load() != retries*(listeners-1) {
+		t.Fatalf("%d copies given, want %d: the listeners did not all get each attempt", given.Load(), retries*(listeners-1))
+	}
+	if attempts != retries || copies != domain.MaxDeliveryCopies {
+		t.Fatalf("the delivery records %d attempts and %d copies, want %d and %d (domain.MaxDeliveryCopies)", attempts, copies, retries, domain.MaxDeliveryCopies)
+	}
+}
