@@ -12,6 +12,9 @@
 //   - each client message: Config.MaxMessage bytes (1009 beyond);
 //   - operations per socket: Config.MaxSubscriptions (an error message with
 //     extensions.code TOO_MANY_SUBSCRIPTIONS beyond; the socket stays);
+//   - the messages those operations keep while they run: Config.HeldBytes
+//     together, and one query or mutation beside them (an error message
+//     with extensions.code REQUEST_TOO_LARGE beyond; the socket stays);
 //   - sockets per client address: Config.MaxSocketsPerClient, and per
 //     client network over all its addresses: Config.MaxSocketsPerNetwork
 //     (HTTP 429 before the upgrade beyond);

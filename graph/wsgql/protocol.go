@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/relayhq/relay/graph/answersize"
@@ -40,6 +41,8 @@ type frame struct {
 	// tooManyValues: the subscribe payload holds more JSON values than the
 	// transport decodes (Config.MaxValues); it was not decoded.
 	tooManyValues bool
+	// size is the message's length, what its operation holds while it runs.
+	size int64
 }
 
 // parse reads and checks a client message as the protocol describes it;
@@ -95,6 +98,7 @@ func (c *conn) handle(data []byte) bool {
 	if err != nil {
 		return c.badRequest(err.Error())
 	}
+	f.size = int64(len(data))
 	switch f.typ {
 	case gqlws.ConnectionInit:
 		return c.onInit(f.payload)
@@ -170,13 +174,25 @@ func (c *conn) onSubscribe(f frame, start time.Time) bool {
 		}})
 		return true
 	}
-	if len(c.ops) >= c.t.cfg.MaxSubscriptions {
+	full := len(c.ops) >= c.t.cfg.MaxSubscriptions
+	op := &operation{id: id, held: f.size}
+	switch {
+	case full:
+	case c.held+f.size <= c.t.cfg.HeldBytes:
+		c.held += f.size
+	case !c.large:
+		c.large, op.large = true, true
+	default:
 		c.mu.Unlock()
-		// A client may meet the cap; one that keeps asking past it as many
-		// times again floods, and answering each with an error would cost
-		// the relay a parse and a message per request.
-		if c.refused++; c.refused > c.t.cfg.MaxSubscriptions {
-			c.closeWith(ClosePolicy, "too many operations refused: at most "+strconv.Itoa(c.t.cfg.MaxSubscriptions)+" may run")
+		if !c.countRefusal() {
+			return false
+		}
+		c.sendErrors(c.ctx, id, gqlerror.List{c.heldError()})
+		return true
+	}
+	if full {
+		c.mu.Unlock()
+		if !c.countRefusal() {
 			return false
 		}
 		c.sendErrors(c.ctx, id, gqlerror.List{{
@@ -186,7 +202,7 @@ func (c *conn) onSubscribe(f frame, start time.Time) bool {
 		return true
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	op := &operation{cancel: cancel, id: id}
+	op.cancel = cancel
 	ctx = context.WithValue(ctx, opKey{}, op)
 	c.ops[id] = op
 	c.wg.Add(1)
@@ -204,12 +220,40 @@ func (c *conn) onSubscribe(f frame, start time.Time) bool {
 			if c.ops[id] == op {
 				delete(c.ops, id)
 			}
+			if op.large {
+				c.large = false
+			} else {
+				c.held -= op.held
+			}
 			c.mu.Unlock()
 			cancel()
 		}()
 		c.run(ctx, id, op, params)
 	}()
 	return true
+}
+
+// countRefusal counts an operation refused for a bound of the socket's
+// and reports whether the socket stays: a client may meet a bound; one
+// that keeps asking past it as many times again as operations may run
+// floods, and answering each with an error would cost the relay a parse
+// and a message per request.
+func (c *conn) countRefusal() bool {
+	if c.refused++; c.refused > c.t.cfg.MaxSubscriptions {
+		c.closeWith(ClosePolicy, "too many operations refused: at most "+strconv.Itoa(c.t.cfg.MaxSubscriptions)+" may run")
+		return false
+	}
+	return true
+}
+
+// heldError refuses an operation whose message does not fit in what the
+// socket's running operations may hold (Config.HeldBytes).
+func (c *conn) heldError() *gqlerror.Error {
+	return &gqlerror.Error{
+		Message: fmt.Sprintf("request too large: the operations running on this WebSocket hold their messages, %d bytes at most, "+
+			"and one query or mutation beside them; a subscription's message counts within them: complete an operation, or use another socket", c.t.cfg.HeldBytes),
+		Extensions: map[string]any{"code": "REQUEST_TOO_LARGE"},
+	}
 }
 
 // onComplete stops an operation; nothing more is sent for it.
@@ -231,6 +275,12 @@ func (c *conn) run(ctx context.Context, id string, op *operation, params *graphq
 	if errs != nil {
 		resp := c.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
 		c.sendErrors(ctx, id, resp.Errors)
+		return
+	}
+	if op.large && rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
+		// It would hold its message beside the others for as long as it
+		// runs: only a query or mutation, which ends, may.
+		c.sendErrors(ctx, id, gqlerror.List{c.heldError()})
 		return
 	}
 	ctx = graphql.WithOperationContext(ctx, rc)

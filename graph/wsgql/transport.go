@@ -36,6 +36,9 @@ const (
 	DefaultMaxSocketsPerClient = 32
 	DefaultKeepAlive           = 5 * time.Second
 	DefaultSendQueueBytes      = 4 << 20
+	// DefaultHeldBytes bounds the messages of the operations running on
+	// one socket: see Config.HeldBytes.
+	DefaultHeldBytes = 1 << 20
 	// DefaultMaxValues bounds the JSON values of a subscribe payload (its
 	// variables and extensions) and of a connection_init payload: see
 	// Config.MaxValues.
@@ -67,6 +70,14 @@ type Config struct {
 	MaxValues int
 	// MaxSubscriptions bounds the operations running on one socket.
 	MaxSubscriptions int
+	// HeldBytes bounds the subscribe messages of the operations running on
+	// one socket together: each holds its message (its query, variables
+	// and extensions) for as long as it runs, a subscription for as long as
+	// the client likes. Beside them one query or mutation may run with a
+	// message of any size up to the socket's limit (an agent's
+	// completeForward). An operation past both is refused with an error for
+	// its id (REQUEST_TOO_LARGE); the socket stays.
+	HeldBytes int64
 	// MaxSocketsPerClient bounds the open sockets of one ClientKey.
 	MaxSocketsPerClient int
 	// MaxSocketsPerNetwork bounds the open sockets of one client network
@@ -122,6 +133,9 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.MaxSubscriptions <= 0 {
 		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if cfg.HeldBytes <= 0 {
+		cfg.HeldBytes = DefaultHeldBytes
 	}
 	if cfg.MaxSocketsPerClient <= 0 {
 		cfg.MaxSocketsPerClient = DefaultMaxSocketsPerClient
@@ -223,6 +237,10 @@ type conn struct {
 	mu  sync.Mutex
 	ops map[string]*operation
 	wg  sync.WaitGroup // operations
+	// held is what the running operations' messages take of
+	// Config.HeldBytes; large: one runs with a message beside it.
+	held  int64
+	large bool
 
 	qmu    sync.Mutex
 	queue  []outgoing
@@ -257,6 +275,10 @@ type operation struct {
 	// endErr, set by EndWith, is sent as the operation's error instead of
 	// complete when its results end.
 	endErr *gqlerror.Error
+	// held is its message's size, counted in the socket's held bytes, or
+	// beside them when large (Config.HeldBytes).
+	held  int64
+	large bool
 }
 
 var errClosed = errors.New("websocket closed")
