@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,40 +20,11 @@ import (
 // attempt's signature verdict, here reported by relay listen --verify on
 // the same Endpoint; and the answer the local process gave.
 func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
-	r := harness.Start(t, "")
-	var out struct {
-		SignUp struct{ Token string }
-	}
-	r.MustGraphQL(t, "", `mutation{ signUp(name: "history"){ token } }`, nil, &out)
-	token := out.SignUp.Token
-	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	l := startListening(t, "history", "github", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("X-Local", "yes")
 		w.WriteHeader(http.StatusAccepted)
-	}))
-	t.Cleanup(local.Close)
-	_, port, _ := strings.Cut(strings.TrimPrefix(local.URL, "http://"), ":")
-
-	app := New(Options{Store: Store{Config: LoginFile{path: filepath.Join(t.TempDir(), "config.json")}}})
-	app.Start(t.Context(), &recorder{})
-	t.Cleanup(app.Shutdown)
-	ui := app.Bindings()
-	if _, err := ui.SignIn(r.BareURL(), token); err != nil {
-		t.Fatal(err)
-	}
-	e, err := ui.CreateEndpoint("github", "localhost:"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	home := t.TempDir()
-	harness.StartWith(t, harness.Command{Dir: home, Env: []string{
-		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "NO_COLOR=1",
-		"RELAY_SERVER=", "RELAY_TOKEN=" + token, "RELAY_VERIFY_SECRET=s3cret",
-	}}, "listen", port, e.ID, "--server", r.BareURL(), "--verify", "github")
-	harness.Eventually(t, 15*time.Second, "the listen agent connected", func() bool {
-		eps, err := ui.Endpoints()
-		return err == nil && len(eps) == 1 && eps[0].AgentConnected
-	})
+	}), nil, []string{"RELAY_VERIFY_SECRET=s3cret"}, "--verify", "github")
+	r, ui, e := l.r, l.ui, l.endpoint
 
 	body := []byte(`{"ref":"refs/heads/main"}`)
 	m := hmac.New(sha256.New, []byte("s3cret"))
@@ -66,20 +35,7 @@ func TestDeliveryCarriesProviderAndSignature(t *testing.T) {
 			t.Fatalf("sender got %d, want the local 202", resp.Status)
 		}
 	}
-	// The views list the delivery a moment after the sender's answer.
-	var id string
-	harness.Eventually(t, 10*time.Second, "the delivery listed", func() bool {
-		var list struct {
-			Endpoint struct {
-				Deliveries struct{ Nodes []struct{ ID string } }
-			}
-		}
-		r.MustGraphQL(t, token, `query($id: ID!){ endpoint(id: $id){ deliveries(first: 1){ nodes{ id } } } }`, map[string]any{"id": e.ID}, &list)
-		if n := list.Endpoint.Deliveries.Nodes; len(n) == 1 {
-			id = n[0].ID
-		}
-		return id != ""
-	})
+	id := l.latestDelivery(t)
 
 	type delivery struct {
 		Provider *struct {
