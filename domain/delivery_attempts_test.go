@@ -11,12 +11,7 @@ import (
 // them is refused as invalid input, matching ErrAttemptLimit, and raises
 // nothing.
 func TestDeliveryAttemptsBounded(t *testing.T) {
-	d, err := ReceiveDelivery("d", "ep", AddressEndpoint, "acc", CapturedRequest{Method: "POST", Target: "/", Complete: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := d.Changes()
-	d = LoadDelivery(events)
+	d, events := receivedForAttempts(t)
 	ep := EndpointStatus{Mode: ModeProxy, AgentConnected: true}
 	for i := range MaxDeliveryAttempts {
 		id := fmt.Sprint("a", i)
@@ -34,7 +29,7 @@ func TestDeliveryAttemptsBounded(t *testing.T) {
 	if d.attempts != MaxDeliveryAttempts {
 		t.Fatalf("%d attempts counted, want %d (copies apart)", d.attempts, MaxDeliveryAttempts)
 	}
-	err = d.RequestRetry("one-more", "acc", ep, nil)
+	err := d.RequestRetry("one-more", "acc", ep, nil)
 	if !errors.Is(err, ErrAttemptLimit) || !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("retry past the bound: %v, want ErrAttemptLimit and ErrInvalidInput", err)
 	}
@@ -104,12 +99,7 @@ func TestRequeueOnlyADeadDelivery(t *testing.T) {
 // refused, and the delivery's attempts go on. Before, copies were not
 // counted at all (64 listeners made 63 copies of each of 200 attempts).
 func TestDeliveryCopiesBounded(t *testing.T) {
-	d, err := ReceiveDelivery("d", "ep", AddressEndpoint, "acc", CapturedRequest{Method: "POST", Target: "/", Complete: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := d.Changes()
-	d = LoadDelivery(events)
+	d, events := receivedForAttempts(t)
 	ep := EndpointStatus{Mode: ModeProxy, AgentConnected: true}
 	const listeners = 64
 	copies := 0
@@ -145,4 +135,16 @@ func TestDeliveryCopiesBounded(t *testing.T) {
 	if err := d.RequestRetry("retry", "acc", ep, nil); err != nil {
 		t.Fatalf("a retry once the copies are all recorded: %v", err)
 	}
+}
+
+// receivedForAttempts is a delivery just received at a PROXY Endpoint,
+// loaded from its events, which it also returns.
+func receivedForAttempts(t *testing.T) (*Delivery, []Event) {
+	t.Helper()
+	d, err := ReceiveDelivery("d", "ep", AddressEndpoint, "acc", CapturedRequest{Method: "POST", Target: "/", Complete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := d.Changes()
+	return LoadDelivery(events), events
 }

@@ -1,7 +1,6 @@
 package wsgql
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -9,11 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/vektah/gqlparser/v2"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/relayhq/relay/internal/gqlws"
 	"github.com/relayhq/relay/internal/testwait"
@@ -28,22 +22,7 @@ import (
 // and a socket of an agent (14.3 MiB a message) could hold 1.4 GiB.
 func TestRunningOperationsHoldBoundedMessages(t *testing.T) {
 	var running atomic.Int64
-	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `type Query { name: String! } type Subscription { wait: String! }`})
-	srv := handler.New(&graphql.ExecutableSchemaMock{
-		ExecFunc: func(ctx context.Context) graphql.ResponseHandler {
-			if graphql.GetOperationContext(ctx).Operation.Operation != ast.Subscription {
-				return graphql.OneShot(&graphql.Response{Data: []byte(`{"name":"n"}`)})
-			}
-			return func(ctx context.Context) *graphql.Response {
-				running.Add(1)
-				defer running.Add(-1)
-				<-ctx.Done()
-				return nil
-			}
-		},
-		SchemaFunc:     func() *ast.Schema { return schema },
-		ComplexityFunc: func(context.Context, string, string, int, map[string]any) (int, bool) { return 0, false },
-	})
+	srv := waitingServer(&running, true)
 	srv.AddTransport(New(Config{MaxMessage: 4 << 20}))
 	url, _ := serve(t, srv)
 	c := dial(t, url)

@@ -134,19 +134,7 @@ func TestSlowReaderIsDroppedWithBoundedWork(t *testing.T) {
 // client completes it and when the socket closes.
 func TestCompleteAndCloseReleaseOperations(t *testing.T) {
 	var running atomic.Int64
-	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `type Query { name: String! } type Subscription { wait: String! }`})
-	srv := handler.New(&graphql.ExecutableSchemaMock{
-		ExecFunc: func(ctx context.Context) graphql.ResponseHandler {
-			return func(ctx context.Context) *graphql.Response {
-				running.Add(1)
-				defer running.Add(-1)
-				<-ctx.Done()
-				return nil
-			}
-		},
-		SchemaFunc:     func() *ast.Schema { return schema },
-		ComplexityFunc: func(context.Context, string, string, int, map[string]any) (int, bool) { return 0, false },
-	})
+	srv := waitingServer(&running, false)
 	srv.AddTransport(New(Config{}))
 	url, active := serve(t, srv)
 	c := dial(t, url)
@@ -571,4 +559,26 @@ func TestLateChargesHoldNothing(t *testing.T) {
 	if held := budget.InUse(); held != 0 {
 		t.Errorf("the answer budget holds %d bytes with no socket open, want 0", held)
 	}
+}
+
+// waitingServer is a GraphQL server whose subscription (and, unless
+// queriesAnswer, whose every operation) runs until its context ends,
+// counted in running meanwhile; with queriesAnswer a query answers at once.
+func waitingServer(running *atomic.Int64, queriesAnswer bool) *handler.Server {
+	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `type Query { name: String! } type Subscription { wait: String! }`})
+	return handler.New(&graphql.ExecutableSchemaMock{
+		ExecFunc: func(ctx context.Context) graphql.ResponseHandler {
+			if queriesAnswer && graphql.GetOperationContext(ctx).Operation.Operation != ast.Subscription {
+				return graphql.OneShot(&graphql.Response{Data: []byte(`{"name":"n"}`)})
+			}
+			return func(ctx context.Context) *graphql.Response {
+				running.Add(1)
+				defer running.Add(-1)
+				<-ctx.Done()
+				return nil
+			}
+		},
+		SchemaFunc:     func() *ast.Schema { return schema },
+		ComplexityFunc: func(context.Context, string, string, int, map[string]any) (int, bool) { return 0, false },
+	})
 }
