@@ -112,6 +112,9 @@ chain per stream and signs every stream's head. With --proof it checks a proof t
 					return cmdutil.Usage(errors.New("give --server or an export file, not both"))
 				}
 				file, err := downloadExport(c.Context(), server, adminToken, stderr)
+				if evidence.IsLimit(err) {
+					return cmdutil.Usage(fmt.Errorf("verify: %w", err))
+				}
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -13,10 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/relayhq/relay/cli/cmdutil"
 	"github.com/relayhq/relay/domain"
 	"github.com/relayhq/relay/domain/duration"
 	"github.com/relayhq/relay/evidence"
+	"github.com/relayhq/relay/internal/diskreserve"
 	"github.com/relayhq/relay/logexport"
 )
 
@@ -321,14 +324,81 @@ func downloadExport(ctx context.Context, server, adminToken string, stderr io.Wr
 	if err != nil {
 		return "", err
 	}
-	n, err := io.Copy(f, resp.Body)
+	x := &exportWriter{w: f, name: base + "/log/export", dir: filepath.Dir(f.Name()), space: downloadSpace(filepath.Dir(f.Name()))}
+	n, err := io.Copy(x, resp.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		os.Remove(f.Name())
+		if evidence.IsLimit(err) {
+			return "", err // refused as a file given over the limit is: exit 2
+		}
 		return "", fmt.Errorf("download the log (after %d bytes): %w", n, err)
 	}
 	fmt.Fprintf(stderr, "downloaded the log of %s (%d bytes)\n", base, n)
 	return f.Name(), nil
+}
+
+// downloadReserve is the free space a download of the log leaves on the
+// file system it is kept in: relay serve's default reserve (--min-free-disk).
+var downloadReserve = diskreserve.DefaultLimit
+
+// downloadSpaceEvery is how often (in bytes written) a download reads the
+// free space left: it passes the reserve by at most this much.
+const downloadSpaceEvery = 16 << 20
+
+// downloadSpace tells how much room the folder a download is kept in has
+// (a test's own in tests).
+var downloadSpace = func(dir string) diskreserve.Source { return diskreserve.Statfs{Dir: dir} }
+
+// exportWriter keeps a downloaded export within what an export is and what
+// the disk can spare, as it arrives: a line longer than any relay writes
+// (evidence.MaxExportLine) is refused at its first byte past the bound,
+// where the whole answer was saved before the verifier refused it (a relay
+// that sent one endless line filled the disk); and the download stops
+// before the folder it is kept in has less than downloadReserve free (a
+// relay that sends lines without end, each within the bound).
+type exportWriter struct {
+	w       io.Writer
+	name    string // the export's URL, for errors
+	dir     string
+	space   diskreserve.Source
+	lines   int   // lines ended so far
+	run     int64 // bytes of the line being written
+	written int64
+	checked int64 // written when the free space was last read
+	looked  bool
+}
+
+func (x *exportWriter) Write(p []byte) (int, error) {
+	for rest := p; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			i = len(rest)
+		}
+		if x.run+int64(i) > evidence.MaxExportLine {
+			return 0, &evidence.LimitError{File: x.name, Line: x.lines + 1, What: "an export line", Limit: evidence.MaxExportLine}
+		}
+		if i == len(rest) {
+			x.run += int64(i)
+			break
+		}
+		x.run = 0
+		x.lines++
+		rest = rest[i+1:]
+	}
+	if !x.looked || x.written+int64(len(p))-x.checked > downloadSpaceEvery {
+		x.looked, x.checked = true, x.written
+		// A file system whose free space cannot be read is not checked.
+		if sp, err := x.space.Space(); err == nil {
+			if reserve := downloadReserve.Of(sp.Total); sp.Free < reserve+downloadSpaceEvery+uint64(len(p)) {
+				return 0, fmt.Errorf("%s would have less than %s free (relay serve's default reserve): run relay events export on the relay's host and verify its file instead",
+					x.dir, humanize.IBytes(reserve))
+			}
+		}
+	}
+	n, err := x.w.Write(p)
+	x.written += int64(n)
+	return n, err
 }
